@@ -1,0 +1,284 @@
+"""Device models: the limits of each compute capability plus the numbers of real GPUs.
+
+A :class:`DeviceSpec` is everything gpuadvise's models need to know about a GPU. Presets for real
+products live in ``data/devices.toml`` (with their sources), so that everything but measurement works
+with no GPU (``--gpu H100``). ``--arch sm_90`` gives the architecture's limits; product numbers (SM
+count, L2, bandwidth) then come from the reference product of that architecture when there is one.
+With neither option the live GPU is read through NVML when present.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from gpuadvise.errors import UnknownDeviceError
+
+log = logging.getLogger(__name__)
+
+WARP_SIZE = 32
+MAX_THREADS_PER_BLOCK = 1024
+MAX_REGS_PER_THREAD = 255
+DEFAULT_SMEM_PER_BLOCK = 48 * 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+
+# The product whose SM count, L2 and bandwidth stand in for an architecture given as --arch alone.
+_REFERENCE_PRODUCT = {
+    "6.0": "P100",
+    "6.1": "GTX1080",
+    "5.2": "GTX980",
+    "7.0": "V100",
+    "7.5": "T4",
+    "8.0": "A100-80GB",
+    "8.6": "RTX3090",
+    "8.7": "Jetson-Orin",
+    "8.9": "L40S",
+    "9.0": "H100",
+    "10.0": "B200",
+    "12.0": "RTX5090",
+}
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One GPU as the models see it. Sizes in bytes, bandwidth in GB/s, clocks in MHz.
+
+    Product fields (``sm_count`` ...) are ``None`` for a bare architecture with no reference product.
+    """
+
+    name: str
+    full_name: str
+    cc_major: int
+    cc_minor: int
+    threads_per_sm: int
+    blocks_per_sm: int
+    regs_per_sm: int
+    regs_per_block: int
+    smem_per_sm: int
+    smem_per_block_optin: int
+    reserved_smem_per_block: int
+    smem_per_block: int = DEFAULT_SMEM_PER_BLOCK
+    max_threads_per_block: int = MAX_THREADS_PER_BLOCK
+    warp_size: int = WARP_SIZE
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    mem_bandwidth_gbps: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    source: str = "preset"  # preset | arch | live
+
+    @property
+    def cc(self) -> str:
+        return f"{self.cc_major}.{self.cc_minor}"
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc_major}{self.cc_minor}"
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.threads_per_sm // self.warp_size
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "full_name": self.full_name,
+            "arch": self.arch,
+            "cc": self.cc,
+            "source": self.source,
+            "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes,
+            "mem_bandwidth_gbps": self.mem_bandwidth_gbps,
+        }
+
+
+@cache
+def _data() -> dict[str, Any]:
+    text = resources.files("gpuadvise").joinpath("data/devices.toml").read_text()
+    return tomllib.loads(text)
+
+
+def known_ccs() -> list[str]:
+    """Compute capabilities with limits, in ascending order."""
+    return sorted(_data()["arch"], key=lambda s: tuple(int(p) for p in s.split(".")))
+
+
+def preset_names() -> list[str]:
+    return list(_data()["gpu"])
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.lower()).removeprefix("nvidia").removeprefix("geforce")
+
+
+def arch_spec(cc: str) -> DeviceSpec:
+    """The bare limits of compute capability ``cc`` ("9.0"), no product numbers."""
+    limits = _data()["arch"].get(cc)
+    if limits is None:
+        raise UnknownDeviceError(
+            f"compute capability {cc} is not known to the occupancy model",
+            "use one of " + ", ".join("sm_" + c.replace(".", "") for c in known_ccs()),
+        )
+    major, minor = (int(p) for p in cc.split("."))
+    return DeviceSpec(
+        name=f"sm_{major}{minor}",
+        full_name=f"compute capability {cc}",
+        cc_major=major,
+        cc_minor=minor,
+        source="arch",
+        **limits,
+    )
+
+
+def preset(name: str) -> DeviceSpec:
+    """A product preset by name or alias, case-insensitively; a close-match hint when unknown."""
+    gpus = _data()["gpu"]
+    wanted = _norm(name)
+    for key, entry in gpus.items():
+        if wanted in {_norm(key), *(_norm(a) for a in entry.get("aliases", []))}:
+            return _product(key, entry)
+    choices = {_norm(k): k for k in gpus}
+    for key, entry in gpus.items():
+        for alias in entry.get("aliases", []):
+            choices.setdefault(_norm(alias), key)
+    close = difflib.get_close_matches(wanted, list(choices), n=3, cutoff=0.5)
+    hint = (
+        "did you mean " + " or ".join(dict.fromkeys(choices[c] for c in close)) + "?"
+        if close
+        else "run `gpuadvise devices` for the list, or give --arch sm_XY"
+    )
+    raise UnknownDeviceError(f"unknown GPU {name!r}", hint)
+
+
+def _product(key: str, entry: dict[str, Any]) -> DeviceSpec:
+    base = arch_spec(entry["cc"])
+    return replace(
+        base,
+        name=key,
+        full_name=entry["full_name"],
+        sm_count=entry["sms"],
+        l2_bytes=entry["l2_bytes"],
+        mem_bandwidth_gbps=entry["mem_bandwidth_gbps"],
+        sm_clock_mhz=entry["sm_clock_mhz"],
+        mem_clock_mhz=entry["mem_clock_mhz"],
+        source="preset",
+    )
+
+
+def parse_arch(arch: str) -> str:
+    """``sm_90``, ``sm_90a``, ``compute_90``, ``90``, ``9.0`` -> ``"9.0"``."""
+    s = arch.strip().lower()
+    m = re.fullmatch(r"(?:sm_|compute_|cc)?(\d{1,2})\.(\d)", s) or re.fullmatch(
+        r"(?:sm_|compute_)?(\d{1,2}?)(\d)[af]?", s
+    )
+    if not m:
+        raise UnknownDeviceError(
+            f"{arch!r} is not an architecture", "write it as sm_90, sm_86 or 9.0"
+        )
+    return f"{int(m.group(1))}.{int(m.group(2))}"
+
+
+def for_arch(arch: str) -> DeviceSpec:
+    """Limits of ``arch`` with the product numbers of its reference GPU, when it has one."""
+    cc = parse_arch(arch)
+    base = arch_spec(cc)
+    ref = _REFERENCE_PRODUCT.get(cc)
+    if ref is None:
+        return base
+    product = preset(ref)
+    return replace(
+        product,
+        name=base.name,
+        full_name=f"{base.full_name} (SM count, L2 and bandwidth of the {ref})",
+        source="arch",
+    )
+
+
+def from_live(name: str, cc: str) -> DeviceSpec:
+    """A model of a live GPU from the name and compute capability NVML reports."""
+    gpus = _data()["gpu"]
+    lname = name.lower()
+    best: tuple[int, str] | None = None
+    for key, entry in gpus.items():
+        if entry["cc"] != cc:
+            continue
+        for pat in entry.get("nvml", []):
+            if pat.lower() in lname and (best is None or len(pat) > best[0]):
+                best = (len(pat), key)
+    if best is not None:
+        spec = _product(best[1], gpus[best[1]])
+        return replace(spec, full_name=name, source="live")
+    return replace(arch_spec(cc), name=name, full_name=name, source="live")
+
+
+def live_device() -> DeviceSpec | None:
+    """The first GPU NVML sees, or None when there is no driver or no GPU."""
+    try:
+        import pynvml
+    except ImportError:  # pragma: no cover - nvidia-ml-py is a dependency
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        log.debug("NVML unavailable: %s", exc)
+        return None
+    try:
+        if pynvml.nvmlDeviceGetCount() < 1:
+            return None
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        name = pynvml.nvmlDeviceGetName(handle)
+        if isinstance(name, bytes):
+            name = name.decode()
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        cc = f"{major}.{minor}"
+        if cc not in _data()["arch"]:
+            log.debug("live GPU %s has unknown cc %s", name, cc)
+            return None
+        return from_live(name, cc)
+    except Exception as exc:
+        log.debug("NVML query failed: %s", exc)
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+DEFAULT_GPU = "H100"
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: DeviceSpec
+    note: str | None  # said to the user when the device was assumed
+
+
+def resolve_device(gpu: str | None = None, arch: str | None = None) -> DeviceChoice:
+    """``--gpu`` wins, then ``--arch``, then the live GPU, then the default (said in ``note``)."""
+    if gpu and arch:
+        dev = preset(gpu)
+        if parse_arch(arch) != dev.cc:
+            raise UnknownDeviceError(
+                f"--gpu {gpu} is compute capability {dev.cc}, but --arch says {arch}",
+                "give one of the two",
+            )
+        return DeviceChoice(dev, None)
+    if gpu:
+        return DeviceChoice(preset(gpu), None)
+    if arch:
+        return DeviceChoice(for_arch(arch), None)
+    live = live_device()
+    if live is not None:
+        return DeviceChoice(live, None)
+    return DeviceChoice(
+        preset(DEFAULT_GPU),
+        f"no GPU found and no --gpu given: assumed the {DEFAULT_GPU} model",
+    )

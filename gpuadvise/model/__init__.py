@@ -1,0 +1,1 @@
+"""Pure models: no I/O, no printing; each returns a result dataclass."""
