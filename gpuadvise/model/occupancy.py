@@ -372,3 +372,144 @@ def available_dynamic_smem(
     if avail < 0 or avail > max_dynamic:
         avail = max_dynamic
     return avail
+
+
+# ---------------------------------------------------------------------------------------------
+# What to change: the next occupancy step, and the calculator's three sweeps
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One change that raises occupancy: ``resource`` set to ``value`` gives ``occupancy``."""
+
+    resource: str  # registers | shared_memory | block_size | carveout
+    value: int
+    active_warps_per_sm: int
+    occupancy: float
+    text: str
+
+
+def _with(k: KernelResources, **changes: int) -> KernelResources:
+    return KernelResources(**{**k.__dict__, **changes})
+
+
+def _warps(d: DeviceSpec, k: KernelResources, carveout: int) -> int:
+    try:
+        return max_active_blocks(d, k, carveout).active_warps_per_sm
+    except OccupancyInputError:
+        return 0
+
+
+def next_steps(d: DeviceSpec, k: KernelResources, carveout: int = -1) -> list[Suggestion]:
+    """The smallest change of each resource that reaches a higher occupancy than now.
+
+    Registers: the largest register count per thread that fits more warps. Shared memory: the largest
+    per-block total (static + dynamic) that fits another block. Carveout: 100 when the preference is
+    what limits. Block size: the warp-multiple sizes that reach the best occupancy any block size
+    reaches with these registers and shared memory, nearest to the current one first.
+    """
+    base = max_active_blocks(d, k, carveout)
+    now = base.active_warps_per_sm
+    out: list[Suggestion] = []
+
+    def add(resource: str, value: int, kk: KernelResources, cv: int, text: str) -> None:
+        w = _warps(d, kk, cv)
+        out.append(Suggestion(resource, value, w, w / base.max_warps_per_sm, text))
+
+    if k.regs_per_thread > 0 and "registers" in base.limiters:
+        for regs in range(k.regs_per_thread - 1, -1, -1):
+            if _warps(d, _with(k, regs_per_thread=regs), carveout) > now:
+                add(
+                    "registers",
+                    regs,
+                    _with(k, regs_per_thread=regs),
+                    carveout,
+                    f"use at most {regs} registers per thread (__launch_bounds__ or -maxrregcount)",
+                )
+                break
+
+    total = k.static_smem_bytes + k.dynamic_smem_bytes
+    if total > 0 and "shared_memory" in base.limiters:
+        full_sm = d.cc_major >= 7 and base.smem_per_sm_bytes < _align_up_smem_volta_plus(
+            d.smem_per_sm, d
+        )
+        if full_sm and _warps(d, k, 100) > now:
+            add("carveout", 100, k, 100, "prefer the largest shared-memory carveout (100%)")
+        gran = _smem_granularity(d)
+        target = base.active_blocks_per_sm + 1
+        # the largest total whose allocation fits `target` blocks in the SM's shared memory
+        for blocks in range(target, target + 64):
+            per_sm = base.smem_per_sm_bytes
+            alloc = (per_sm // blocks) // gran * gran
+            size = alloc - d.reserved_smem_per_block
+            if size < 0:
+                break
+            dyn = max(0, size - k.static_smem_bytes)
+            st = min(k.static_smem_bytes, size)
+            kk = _with(k, static_smem_bytes=st, dynamic_smem_bytes=dyn)
+            if size < total and _warps(d, kk, carveout) > now:
+                add(
+                    "shared_memory",
+                    size,
+                    kk,
+                    carveout,
+                    f"use at most {size} bytes of shared memory per block "
+                    f"(static + dynamic; {d.reserved_smem_per_block} B more are reserved per block)"
+                    if d.reserved_smem_per_block
+                    else f"use at most {size} bytes of shared memory per block",
+                )
+                break
+
+    best_w, best_sizes = now, []
+    for size in range(32, d.max_threads_per_block + 1, 32):
+        w = _warps(d, _with(k, threads_per_block=size), carveout)
+        if w > best_w:
+            best_w, best_sizes = w, [size]
+        elif w == best_w and w > now:
+            best_sizes.append(size)
+    if best_sizes:
+        best_sizes.sort(key=lambda s: (abs(s - k.threads_per_block), s))
+        shown = sorted(best_sizes[:4])
+        add(
+            "block_size",
+            shown[0] if len(shown) == 1 else best_sizes[0],
+            _with(k, threads_per_block=best_sizes[0]),
+            carveout,
+            "use a block of " + ", ".join(map(str, shown)) + " threads",
+        )
+    out.sort(key=lambda s: -s.active_warps_per_sm)
+    return out
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Occupancy against one resource, the others fixed: one view of NVIDIA's calculator."""
+
+    resource: str  # block_size | registers | shared_memory
+    values: tuple[int, ...]
+    occupancy: tuple[float, ...]
+    current: int
+
+
+def sweeps(d: DeviceSpec, k: KernelResources, carveout: int = -1) -> tuple[Sweep, Sweep, Sweep]:
+    def occ_of(kk: KernelResources) -> float:
+        return _warps(d, kk, carveout) / (d.threads_per_sm // d.warp_size)
+
+    blocks = tuple(sorted({*range(32, d.max_threads_per_block + 1, 32), k.threads_per_block}))
+    regs = tuple(sorted({*range(0, 256, 8), 255, k.regs_per_thread}))
+    top = d.smem_per_block_optin if k.optin else d.smem_per_block
+    step = max(_smem_granularity(d), (top // 48) // 1024 * 1024)
+    total = k.static_smem_bytes + k.dynamic_smem_bytes
+    smem = tuple(sorted({*range(0, top + 1, step), total}))
+    return (
+        Sweep("block_size", blocks, tuple(occ_of(_with(k, threads_per_block=b)) for b in blocks),
+              k.threads_per_block),
+        Sweep("registers", regs, tuple(occ_of(_with(k, regs_per_thread=r)) for r in regs),
+              k.regs_per_thread),
+        Sweep(
+            "shared_memory",
+            smem,
+            tuple(occ_of(_with(k, static_smem_bytes=0, dynamic_smem_bytes=s)) for s in smem),
+            total,
+        ),
+    )

@@ -1,0 +1,185 @@
+"""The terminal: the only module that imports rich. Everything a user reads is drawn here."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
+
+# Piped output is not cut to 80 columns: tables keep their rows on one line.
+_out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_LIMIT_LABELS = {
+    "warps": "warps (block size)",
+    "registers": "registers",
+    "shared_memory": "shared memory",
+    "blocks": "blocks per SM",
+    "barriers": "barriers",
+    "virtual_resources": "virtual resources",
+}
+
+
+def error(message: str) -> None:
+    """One line on stderr: ``error: what is wrong; how to fix it``."""
+    _err.print(Text("error: ", style="bold red") + Text(message))
+
+
+def note(message: str) -> None:
+    _err.print(Text("note: ", style="yellow") + Text(message))
+
+
+def raw(text: str) -> None:
+    """Machine-readable output (JSON ...), exactly as given."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _bytes(n: int) -> str:
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n} B ({n // 1024} KiB)"
+    if n >= 1024:
+        return f"{n} B ({n / 1024:.1f} KiB)"
+    return f"{n} B"
+
+
+def occupancy(
+    device: DeviceSpec,
+    k: KernelResources,
+    carveout: int,
+    r: OccupancyResult,
+    steps: list[Suggestion],
+    notes: Sequence[str],
+) -> None:
+    head = Text()
+    head.append(f"{device.name}", style="bold")
+    head.append(f"  ({device.full_name}, {device.arch})\n", style="dim")
+    head.append(
+        f"{k.threads_per_block} threads/block, {k.regs_per_thread} registers/thread, "
+        f"{k.static_smem_bytes} B static + {k.dynamic_smem_bytes} B dynamic shared memory"
+        + (f", carveout {carveout}%" if carveout >= 0 else "")
+    )
+    _out.print(head)
+    _out.print()
+    pct = r.occupancy * 100
+    colour = "green" if pct >= 50 else "yellow" if pct >= 25 else "red"
+    summary = Text("Occupancy ")
+    summary.append(f"{pct:.1f}%", style=f"bold {colour}")
+    summary.append(
+        f"   {r.active_blocks_per_sm} block{'s' if r.active_blocks_per_sm != 1 else ''}, "
+        f"{r.active_warps_per_sm} of {r.max_warps_per_sm} warps, "
+        f"{r.active_warps_per_sm * device.warp_size} threads per SM"
+    )
+    _out.print(summary)
+    if r.active_blocks_per_sm == 0:
+        _out.print(Text("No block fits on an SM: this launch would fail.", style="bold red"))
+
+    t = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
+    t.add_column("limit")
+    t.add_column("blocks/SM", justify="right")
+    t.add_column("")
+    for name in ("warps", "registers", "shared_memory", "blocks", "barriers"):
+        v = r.limits[name]
+        if name == "barriers" and v >= INT_MAX:
+            continue
+        mark = Text("◀ limiter", style="bold red") if name in r.limiters else Text("")
+        t.add_row(_LIMIT_LABELS[name], "no limit" if v >= INT_MAX else str(v), mark)
+    if r.limits["virtual_resources"] < INT_MAX:
+        v = r.limits["virtual_resources"]
+        mark = Text("◀ limiter", style="bold red") if "virtual_resources" in r.limiters else ""
+        t.add_row(_LIMIT_LABELS["virtual_resources"], str(v), mark)
+    _out.print(t)
+    _out.print()
+    _out.print(
+        f"Allocated per block: {r.allocated_regs_per_block} registers "
+        f"({r.warps_per_block} warps x {r.allocated_regs_per_block // max(r.warps_per_block, 1)}), "
+        f"shared memory {_bytes(r.allocated_smem_per_block)}"
+        + (
+            f" incl. {device.reserved_smem_per_block} B reserved"
+            if device.reserved_smem_per_block
+            else ""
+        )
+    )
+    _out.print(f"Shared memory per SM for this launch: {_bytes(r.smem_per_sm_bytes)}")
+    if steps:
+        _out.print()
+        _out.print(Text("To reach the next step", style="bold"))
+        for s in steps:
+            _out.print(
+                Text("  • ")
+                + Text(s.text)
+                + Text(
+                    f"  → {s.occupancy * 100:.1f}% ({s.active_warps_per_sm} warps/SM)",
+                    style="green",
+                )
+            )
+    elif r.occupancy < 1:
+        _out.print()
+        _out.print("No single change of registers, shared memory or block size raises occupancy.")
+    for n in notes:
+        _out.print(Text(f"note: {n}", style="dim"))
+
+
+_BARS = " ▁▂▃▄▅▆▇█"
+
+
+def sweeps(views: Sequence[Sweep], max_warps: int) -> None:
+    titles = {
+        "block_size": "Occupancy vs threads per block",
+        "registers": "Occupancy vs registers per thread",
+        "shared_memory": "Occupancy vs shared memory per block (bytes)",
+    }
+    for view in views:
+        _out.print()
+        _out.print(Text(titles[view.resource], style="bold"))
+        _chart(view)
+
+
+def _chart(view: Sweep, height: int = 8) -> None:
+    values, occ = view.values, view.occupancy
+    cur = values.index(view.current) if view.current in values else None
+    for row in range(height, 0, -1):
+        line = Text(f"{100 * row // height:>4}% │", style="dim")
+        for i, o in enumerate(occ):
+            level = o * height - (row - 1)
+            ch = _BARS[max(0, min(8, round(level * 8)))] if level > 0 else " "
+            line.append(ch, style="bold magenta" if i == cur else "cyan")
+        _out.print(line)
+    _out.print(Text("      └" + "─" * len(values), style="dim"))
+    marker = Text("       ")
+    if cur is not None:
+        marker.append(" " * cur + "▲ ", style="bold magenta")
+        marker.append(f"now: {view.current} ({occ[cur] * 100:.1f}%)", style="magenta")
+    _out.print(marker)
+    axis = f"       {values[0]}"
+    last = str(values[-1])
+    pad = max(1, len(values) - len(axis) + 7 - len(last))
+    _out.print(Text(axis + " " * pad + last, style="dim"))
+
+
+def devices_table(presets: Sequence[DeviceSpec], live: DeviceSpec | None) -> None:
+    t = Table(box=None, padding=(0, 2), header_style="bold")
+    for col in ("name", "arch", "SMs", "L2", "DRAM GB/s", "smem/SM", "full name"):
+        t.add_column(col, justify="right" if col in {"SMs", "L2", "DRAM GB/s", "smem/SM"} else "left")
+    for d in presets:
+        t.add_row(
+            d.name,
+            d.arch,
+            str(d.sm_count),
+            f"{(d.l2_bytes or 0) / 2**20:g} MiB",
+            f"{d.mem_bandwidth_gbps:g}",
+            f"{d.smem_per_sm // 1024} KiB",
+            d.full_name,
+        )
+    _out.print(t)
+    _out.print()
+    if live is None:
+        _out.print("Live GPU: none found (NVML reports no driver or no device).")
+    else:
+        _out.print(f"Live GPU: {live.full_name} ({live.arch}), modelled as {live.name}")
