@@ -11,8 +11,20 @@ import subprocess
 import sys
 import time
 
-CMD = [sys.executable, "-m", "gpuadvise", "occupancy", "--threads", "256", "--smem", "32k",
-       "--regs", "64", "--gpu", "H100"]
+CMD = [
+    sys.executable,
+    "-m",
+    "gpuadvise",
+    "occupancy",
+    "--threads",
+    "256",
+    "--smem",
+    "32k",
+    "--regs",
+    "64",
+    "--gpu",
+    "H100",
+]
 
 
 def main() -> int:

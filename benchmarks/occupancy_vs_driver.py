@@ -105,9 +105,7 @@ def main() -> int:
         "l2_bytes": attr(A.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
     }
     model = devices.from_live(name, f"{major}.{minor}")
-    preset_diffs = {
-        k: (getattr(model, k), v) for k, v in live.items() if getattr(model, k) != v
-    }
+    preset_diffs = {k: (getattr(model, k), v) for k, v in live.items() if getattr(model, k) != v}
     print(f"device: {name} (cc {major}.{minor}), modelled as {model.name}")
     print("preset vs driver attributes:", "all equal" if not preset_diffs else preset_diffs)
 
@@ -116,7 +114,9 @@ def main() -> int:
     src = tmp / "k.cu"
     src.write_text(KERNELS)
     cubin = tmp / "k.cubin"
-    subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-O3", "-o", str(cubin), str(src)], check=True)
+    subprocess.run(
+        ["nvcc", "-cubin", f"-arch={arch}", "-O3", "-o", str(cubin), str(src)], check=True
+    )
     err, mod = cu.cuModuleLoadData(cubin.read_bytes())
     check(err)
 
@@ -136,17 +136,24 @@ def main() -> int:
         check(cu.cuFuncSetAttribute(fn, F.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_dyn))
         n_case = n_bad = 0
         for carveout in CARVEOUTS:
-            check(cu.cuFuncSetAttribute(
-                fn, F.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carveout))
+            check(
+                cu.cuFuncSetAttribute(
+                    fn, F.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carveout
+                )
+            )
             for _ in range(args.samples):
                 block = rng.choice([rng.randint(1, 1024), 32 * rng.randint(1, 32)])
-                dyn = rng.choice([0, 0, rng.randrange(0, 49152), rng.randrange(0, max_dyn + 1),
-                                  max_dyn])
+                dyn = rng.choice(
+                    [0, 0, rng.randrange(0, 49152), rng.randrange(0, max_dyn + 1), max_dyn]
+                )
                 err, got = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, block, dyn)
                 check(err)
                 k = occ.KernelResources(
-                    threads_per_block=block, regs_per_thread=int(regs),
-                    static_smem_bytes=int(static), dynamic_smem_bytes=dyn, optin=True,
+                    threads_per_block=block,
+                    regs_per_thread=int(regs),
+                    static_smem_bytes=int(static),
+                    dynamic_smem_bytes=dyn,
+                    optin=True,
                     max_dynamic_smem_bytes=max_dyn,
                 )
                 want = occ.max_active_blocks(model, k, carveout).active_blocks_per_sm
@@ -155,18 +162,36 @@ def main() -> int:
                     n_bad += 1
                     mismatches.append((kname, carveout, block, dyn, got, want))
         total += n_case
-        rows.append({"kernel": kname, "registers": int(regs), "static_smem_bytes": int(static),
-                     "configs": n_case, "mismatches": n_bad})
-        print(f"{kname:11s} regs={regs:3d} static_smem={static:6d} configs={n_case} "
-              f"mismatches={n_bad}")
+        rows.append(
+            {
+                "kernel": kname,
+                "registers": int(regs),
+                "static_smem_bytes": int(static),
+                "configs": n_case,
+                "mismatches": n_bad,
+            }
+        )
+        print(
+            f"{kname:11s} regs={regs:3d} static_smem={static:6d} configs={n_case} "
+            f"mismatches={n_bad}"
+        )
     print(f"total: {total} configurations, {len(mismatches)} mismatches")
     for m in mismatches[:10]:
         print("  mismatch (kernel, carveout, block, dyn, driver, model):", m)
     if args.json:
-        args.json.write_text(json.dumps({"device": name, "cc": f"{major}.{minor}", "live": live,
-                                         "preset_diffs": {k: list(v) for k, v in
-                                                          preset_diffs.items()},
-                                         "kernels": rows, "mismatches": mismatches[:50]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "device": name,
+                    "cc": f"{major}.{minor}",
+                    "live": live,
+                    "preset_diffs": {k: list(v) for k, v in preset_diffs.items()},
+                    "kernels": rows,
+                    "mismatches": mismatches[:50],
+                },
+                indent=1,
+            )
+        )
     return 0 if not mismatches else 1
 
 

@@ -19,9 +19,9 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _device_options(f: Any) -> Any:
-    f = click.option(
-        "--arch", metavar="sm_XY", help="Model this architecture (sm_90, sm_86 ...)."
-    )(f)
+    f = click.option("--arch", metavar="sm_XY", help="Model this architecture (sm_90, sm_86 ...).")(
+        f
+    )
     f = click.option(
         "--gpu",
         metavar="NAME",
@@ -37,7 +37,9 @@ def _device_options(f: Any) -> Any:
 def cli(verbose: int) -> None:
     """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -49,7 +51,12 @@ def cli(verbose: int) -> None:
     help="Threads per block: 256, or a block shape such as 16x16.",
 )
 @click.option(
-    "--regs", "-r", default="0", show_default=True, metavar="N", help="Registers per thread (0-255)."
+    "--regs",
+    "-r",
+    default="0",
+    show_default=True,
+    metavar="N",
+    help="Registers per thread (0-255).",
 )
 @click.option(
     "--smem",

@@ -5,8 +5,21 @@ import pytest
 from gpuadvise import devices
 from gpuadvise.errors import UnknownDeviceError
 
-REQUIRED = ["H100", "H100-PCIe", "H200", "A100-40GB", "A100-80GB", "V100", "L4", "L40S",
-            "RTX2060", "RTX2080", "RTX3090", "RTX4090", "B200"]
+REQUIRED = [
+    "H100",
+    "H100-PCIe",
+    "H200",
+    "A100-40GB",
+    "A100-80GB",
+    "V100",
+    "L4",
+    "L40S",
+    "RTX2060",
+    "RTX2080",
+    "RTX3090",
+    "RTX4090",
+    "B200",
+]
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -18,8 +31,26 @@ def test_required_presets_exist_and_are_complete(name):
 
 def test_every_cc_of_the_occupancy_header_from_5_0_to_12_1():
     ccs = devices.known_ccs()
-    for cc in ["5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7",
-               "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"]:
+    for cc in [
+        "5.0",
+        "5.2",
+        "5.3",
+        "6.0",
+        "6.1",
+        "6.2",
+        "7.0",
+        "7.2",
+        "7.5",
+        "8.0",
+        "8.6",
+        "8.7",
+        "8.9",
+        "9.0",
+        "10.0",
+        "10.3",
+        "12.0",
+        "12.1",
+    ]:
         assert cc in ccs
 
 
@@ -40,8 +71,16 @@ def test_unknown_name_suggests_close_matches():
 
 
 @pytest.mark.parametrize(
-    "text,cc", [("sm_90", "9.0"), ("sm_90a", "9.0"), ("90", "9.0"), ("9.0", "9.0"),
-                ("compute_86", "8.6"), ("sm_100", "10.0"), ("sm_120", "12.0")],
+    "text,cc",
+    [
+        ("sm_90", "9.0"),
+        ("sm_90a", "9.0"),
+        ("90", "9.0"),
+        ("9.0", "9.0"),
+        ("compute_86", "8.6"),
+        ("sm_100", "10.0"),
+        ("sm_120", "12.0"),
+    ],
 )
 def test_parse_arch(text, cc):
     assert devices.parse_arch(text) == cc

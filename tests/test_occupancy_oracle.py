@@ -39,8 +39,14 @@ def oracle(tmp_path_factory):
 def _random_config(rng: random.Random, d: devices.DeviceSpec) -> occ.KernelResources:
     top = d.smem_per_block_optin + 8192
     pick_smem = lambda: rng.choice(  # noqa: E731
-        [0, 0, rng.randrange(0, 4096), rng.randrange(0, 49153), rng.randrange(0, top),
-         rng.choice([49152, 49152 - 1024, d.smem_per_block_optin, d.smem_per_block_optin + 1])]
+        [
+            0,
+            0,
+            rng.randrange(0, 4096),
+            rng.randrange(0, 49153),
+            rng.randrange(0, top),
+            rng.choice([49152, 49152 - 1024, d.smem_per_block_optin, d.smem_per_block_optin + 1]),
+        ]
     )
     block = rng.choice(
         [rng.randint(1, 1024), 32 * rng.randint(1, 32), rng.choice([1, 31, 32, 33, 1023, 1024])]
@@ -67,11 +73,26 @@ def _line(d: devices.DeviceSpec, k: occ.KernelResources, carveout: int, nblocks:
     return " ".join(
         str(v)
         for v in (
-            d.cc_major, d.cc_minor, d.threads_per_sm, d.blocks_per_sm, d.regs_per_sm,
-            d.regs_per_block, d.smem_per_sm, d.smem_per_block_optin, d.reserved_smem_per_block,
-            k.threads_per_block, k.regs_per_thread, k.static_smem_bytes, k.dynamic_smem_bytes,
-            int(k.optin), max_dyn, k.barriers, k.virtual_resources, int(k.partitioned_gc),
-            carveout, nblocks,
+            d.cc_major,
+            d.cc_minor,
+            d.threads_per_sm,
+            d.blocks_per_sm,
+            d.regs_per_sm,
+            d.regs_per_block,
+            d.smem_per_sm,
+            d.smem_per_block_optin,
+            d.reserved_smem_per_block,
+            k.threads_per_block,
+            k.regs_per_thread,
+            k.static_smem_bytes,
+            k.dynamic_smem_bytes,
+            int(k.optin),
+            max_dyn,
+            k.barriers,
+            k.virtual_resources,
+            int(k.partitioned_gc),
+            carveout,
+            nblocks,
         )
     )
 
@@ -106,13 +127,31 @@ def test_port_matches_cuda_occupancy_h(oracle, cc):
         ok_count += 1
         mine_factors = sum(BITS[name] for name in r.limiters)
         got = (
-            r.active_blocks_per_sm, mine_factors, r.limits["registers"],
-            r.limits["shared_memory"], r.limits["warps"], r.limits["blocks"],
-            r.limits["barriers"], r.limits["virtual_resources"], r.allocated_regs_per_block,
-            r.allocated_smem_per_block, int(r.partitioned_gc),
+            r.active_blocks_per_sm,
+            mine_factors,
+            r.limits["registers"],
+            r.limits["shared_memory"],
+            r.limits["warps"],
+            r.limits["blocks"],
+            r.limits["barriers"],
+            r.limits["virtual_resources"],
+            r.allocated_regs_per_block,
+            r.allocated_smem_per_block,
+            int(r.partitioned_gc),
         )
-        want = (active, factors, l_regs, l_smem, l_warps, l_blocks, l_bars, l_virt, alloc_regs,
-                alloc_smem, gc_out)
+        want = (
+            active,
+            factors,
+            l_regs,
+            l_smem,
+            l_warps,
+            l_blocks,
+            l_bars,
+            l_virt,
+            alloc_regs,
+            alloc_smem,
+            gc_out,
+        )
         if got != want:
             mismatches.append((k, carveout, f"port {got} != header {want}"))
         try:
@@ -120,7 +159,9 @@ def test_port_matches_cuda_occupancy_h(oracle, cc):
             mine_dyn_status = 0
         except occ.OccupancyInputError:
             mine_dyn, mine_dyn_status = 0, 1
-        if (mine_dyn_status != 0) != (dyn_status != 0) or (dyn_status == 0 and mine_dyn != dyn_bytes):
+        if (mine_dyn_status != 0) != (dyn_status != 0) or (
+            dyn_status == 0 and mine_dyn != dyn_bytes
+        ):
             mismatches.append((k, nblocks, f"dynamic smem port {mine_dyn} != header {dyn_bytes}"))
     assert not mismatches, f"{len(mismatches)} mismatches, first: {mismatches[:3]}"
     # the random cases must exercise the successful path most of the time

@@ -502,10 +502,18 @@ def sweeps(d: DeviceSpec, k: KernelResources, carveout: int = -1) -> tuple[Sweep
     total = k.static_smem_bytes + k.dynamic_smem_bytes
     smem = tuple(sorted({*range(0, top + 1, step), total}))
     return (
-        Sweep("block_size", blocks, tuple(occ_of(_with(k, threads_per_block=b)) for b in blocks),
-              k.threads_per_block),
-        Sweep("registers", regs, tuple(occ_of(_with(k, regs_per_thread=r)) for r in regs),
-              k.regs_per_thread),
+        Sweep(
+            "block_size",
+            blocks,
+            tuple(occ_of(_with(k, threads_per_block=b)) for b in blocks),
+            k.threads_per_block,
+        ),
+        Sweep(
+            "registers",
+            regs,
+            tuple(occ_of(_with(k, regs_per_thread=r)) for r in regs),
+            k.regs_per_thread,
+        ),
         Sweep(
             "shared_memory",
             smem,

@@ -92,7 +92,9 @@ def occupancy(
         t.add_row(_LIMIT_LABELS[name], "no limit" if v >= INT_MAX else str(v), mark)
     if r.limits["virtual_resources"] < INT_MAX:
         v = r.limits["virtual_resources"]
-        mark = Text("◀ limiter", style="bold red") if "virtual_resources" in r.limiters else ""
+        mark = (
+            Text("◀ limiter", style="bold red") if "virtual_resources" in r.limiters else Text("")
+        )
         t.add_row(_LIMIT_LABELS["virtual_resources"], str(v), mark)
     _out.print(t)
     _out.print()
@@ -166,7 +168,9 @@ def _chart(view: Sweep, height: int = 8) -> None:
 def devices_table(presets: Sequence[DeviceSpec], live: DeviceSpec | None) -> None:
     t = Table(box=None, padding=(0, 2), header_style="bold")
     for col in ("name", "arch", "SMs", "L2", "DRAM GB/s", "smem/SM", "full name"):
-        t.add_column(col, justify="right" if col in {"SMs", "L2", "DRAM GB/s", "smem/SM"} else "left")
+        t.add_column(
+            col, justify="right" if col in {"SMs", "L2", "DRAM GB/s", "smem/SM"} else "left"
+        )
     for d in presets:
         t.add_row(
             d.name,

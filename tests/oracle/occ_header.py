@@ -41,7 +41,15 @@ def build_oracle(out_dir: Path) -> tuple[Path | None, str]:
         return None, "no g++ on PATH"
     exe = out_dir / "occupancy_oracle"
     proc = subprocess.run(
-        [gxx, "-O1", "-std=c++11", f"-I{include}", str(HERE / "occupancy_oracle.cpp"), "-o", str(exe)],
+        [
+            gxx,
+            "-O1",
+            "-std=c++11",
+            f"-I{include}",
+            str(HERE / "occupancy_oracle.cpp"),
+            "-o",
+            str(exe),
+        ],
         capture_output=True,
         text=True,
     )
