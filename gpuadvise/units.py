@@ -52,10 +52,17 @@ def parse_size(text: str | int, what: str = "size") -> int:
         if unit:
             raise UsageError(f"{what} {text!r}: a hex size takes no unit", "write 0x8000 alone")
         return int(m.group("hex"), 16)
-    value = float(m.group("num")) * _UNITS[unit]
-    if value != int(value):
-        raise UsageError(f"{what} {text!r} is not a whole number of bytes", "round it")
-    return int(value)
+    num = m.group("num")
+    if len(num) > 30:
+        raise UsageError(f"{what} {text!r} is too large", "give a size below 2**64 bytes")
+    if "." in num:
+        whole, frac = num.split(".")
+        scaled = int(whole + frac) * _UNITS[unit]
+        value, rest = divmod(scaled, 10 ** len(frac))
+        if rest:
+            raise UsageError(f"{what} {text!r} is not a whole number of bytes", "round it")
+        return value
+    return int(num) * _UNITS[unit]
 
 
 @dataclass(frozen=True)
@@ -94,11 +101,13 @@ def parse_dims(text: str | int, what: str = "launch dimension") -> Dim3:
             f"{what} {text!r} is not a launch dimension",
             "write 1 to 3 positive integers: 256, 16x16, 240x135x1 or 240,135",
         )
-    values = [int(p) for p in parts]
-    if any(v <= 0 for v in values):
+    if any(p.startswith("-") or not p.lstrip("+").strip("0") for p in parts):
         raise UsageError(
             f"{what} {text!r} has a zero or negative extent", "every extent must be at least 1"
         )
+    if any(len(p.lstrip("+").lstrip("0")) > 30 for p in parts):
+        raise UsageError(f"{what} {text!r} is too large", "CUDA's limits are below 2**31")
+    values = [int(p) for p in parts]
     while len(values) < 3:
         values.append(1)
     return Dim3(*values)
