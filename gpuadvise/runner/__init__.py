@@ -1,0 +1,1 @@
+"""Running kernels on the GPU: backend protocol, isolated worker, timing, verification."""
