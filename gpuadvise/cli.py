@@ -104,6 +104,102 @@ def occupancy(
     run_occupancy(threads, regs, smem, dynamic_smem, carveout, gpu, arch, sweep, as_json)
 
 
+def _kernel_options(f: Any) -> Any:
+    """The options that say which kernel, how to launch it and how to compile it."""
+    decorators = [
+        click.argument("source", required=False, type=click.Path(dir_okay=False)),
+        click.option(
+            "--kernel",
+            "-k",
+            metavar="NAME",
+            help="Kernel to use: name, ns::name or "
+            "a template instance such as 'reduce<256, true>'.",
+        ),
+        click.option(
+            "--grid",
+            "-g",
+            metavar="DIMS",
+            help="Grid: 240x135, 240,135 or 240; may be "
+            "an expression over --arg values (ceil_div(n,256)).",
+        ),
+        click.option("--block", "-b", metavar="DIMS", help="Block: 256, 16x16 ..."),
+        click.option(
+            "--dynamic-smem",
+            metavar="SIZE",
+            help="Dynamic shared memory per block (bytes, 4k, 48KB ...).",
+        ),
+        click.option(
+            "--spec",
+            metavar="FILE",
+            type=click.Path(dir_okay=False),
+            help="Launch spec (TOML). Default: <kernel>.toml or case.toml beside the .cu.",
+        ),
+        click.option(
+            "--arg",
+            "args",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="A scalar kernel argument (repeatable): --arg n=4194304.",
+        ),
+        click.option(
+            "--buffer",
+            "buffers",
+            multiple=True,
+            metavar="NAME=TYPE[COUNT][:FILL]",
+            help="A pointer argument's buffer (repeatable): --buffer in=float[n], "
+            "--buffer out=int[n]:zeros. Fills: random, zeros, ones, iota.",
+        ),
+        click.option("--seed", type=int, help="Seed of random buffer fills (default 0)."),
+        click.option("-I", "include", multiple=True, metavar="DIR", help="Include directory."),
+        click.option("-D", "defines", multiple=True, metavar="NAME[=VAL]", help="Define."),
+        click.option("--std", metavar="c++17", help="C++ standard."),
+        click.option("--use-fast-math", is_flag=True, help="Compile with --use_fast_math."),
+        click.option("-Xptxas", "xptxas", multiple=True, metavar="OPT", help="Option for ptxas."),
+        click.option(
+            "--nvcc-flag",
+            "nvcc_flags",
+            multiple=True,
+            metavar="FLAG",
+            help="Any other nvcc flag (repeatable).",
+        ),
+        click.option("--maxrregcount", type=int, metavar="N", help="Cap registers per thread."),
+        click.option(
+            "--nvcc",
+            metavar="PATH",
+            envvar="GPUADVISE_NVCC",
+            help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
+        ),
+        click.option("--no-cache", is_flag=True, help="Compile afresh, bypassing the cache."),
+    ]
+    for d in reversed(decorators):
+        f = d(f)
+    return _device_options(f)
+
+
+def _gather_kernel_options(kw: dict[str, Any]) -> Any:
+    from gpuadvise.analyze_cmd import KernelOptions
+
+    names = KernelOptions.__dataclass_fields__
+    return KernelOptions(
+        **{k: (tuple(v) if isinstance(v, list | tuple) else v) for k, v in kw.items() if k in names}
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@_kernel_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
+def analyze(as_json: bool, **kw: Any) -> None:
+    """Compile a kernel and report its resources, occupancy at this launch, waves and the
+    memory instructions per source line. No GPU needed.
+
+    \b
+    gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
+    """
+    from gpuadvise.analyze_cmd import run_analyze
+
+    run_analyze(_gather_kernel_options(kw), as_json)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def devices(as_json: bool) -> None:

@@ -68,8 +68,6 @@ def run_occupancy(
     sweep: bool,
     as_json: bool,
 ) -> None:
-    from gpuadvise.report import console
-
     choice = resolve_device(gpu, arch)
     device = choice.device
     nthreads = parse_dims(threads, "--threads").count
@@ -93,7 +91,7 @@ def run_occupancy(
     except occ.OccupancyInputError as exc:
         raise UsageError(f"the occupancy model rejects this configuration: {exc}") from None
     if as_json:
-        from gpuadvise.report.json_report import dumps, occupancy_json
+        from gpuadvise.report.json_report import emit, occupancy_json
 
         doc = occupancy_json(device, k, carveout, result, steps, notes)
         if sweep:
@@ -101,8 +99,10 @@ def run_occupancy(
                 {"resource": s.resource, "values": list(s.values), "occupancy": list(s.occupancy)}
                 for s in occ.sweeps(device, k, carveout)
             ]
-        console.raw(dumps(doc))
+        emit(doc)
         return
+    from gpuadvise.report import console
+
     console.occupancy(device, k, carveout, result, steps, notes)
     if sweep:
         console.sweeps(occ.sweeps(device, k, carveout), result.max_warps_per_sm)

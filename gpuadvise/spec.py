@@ -824,12 +824,15 @@ def find_spec_for(source: str | Path, kernel: str | None = None) -> Path | None:
             return candidate
     candidate = folder / "case.toml"
     if candidate.is_file():
+        # A folder's case applies to every kernel of its source (the command line's --kernel
+        # wins over the file's): the launch and buffers of a case are shared by its variants.
         loaded = load_spec(candidate)
         named_source = loaded.get("source")
-        if named_source is not None and named_source == src.resolve():
-            named = loaded.get("kernel")
-            if not wanted or named is None or _kernel_base(named) == wanted:
+        if named_source is not None:
+            if named_source == src.resolve():
                 return candidate
+        elif len(list(folder.glob("*.cu"))) == 1:
+            return candidate
     return None
 
 

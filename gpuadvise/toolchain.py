@@ -1118,8 +1118,12 @@ def _split_qualified(name: str) -> list[str]:
     return [p for p in parts if p] or [name]
 
 
+_INT_SUFFIX = re.compile(r"(?<![\w.])(\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)\b")
+
+
 def _norm(name: str) -> str:
-    return re.sub(r"\s+", "", name).removeprefix("::")
+    """Whitespace and integer-literal suffixes do not matter: ``reduce<256u>`` == ``reduce<256>``."""
+    return _INT_SUFFIX.sub(r"\1", re.sub(r"\s+", "", name)).removeprefix("::")
 
 
 def _base(component: str) -> str:

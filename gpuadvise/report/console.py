@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,8 +14,10 @@ from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
 
 # Piped output is not cut to 80 columns: tables keep their rows on one line.
-_out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = Console(
+    highlight=False, markup=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160
+)
+_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
 _LIMIT_LABELS = {
     "warps": "warps (block size)",
@@ -187,3 +190,98 @@ def devices_table(presets: Sequence[DeviceSpec], live: DeviceSpec | None) -> Non
         _out.print("Live GPU: none found (NVML reports no driver or no device).")
     else:
         _out.print(f"Live GPU: {live.full_name} ({live.arch}), modelled as {live.name}")
+
+
+def _rel(path: str | None) -> str:
+    if not path:
+        return "?"
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def analysis(a: Any) -> None:
+    """``gpuadvise analyze``: the static analysis (pipeline.StaticAnalysis)."""
+    from gpuadvise.sass import source_text
+
+    spec, d, k, r = a.spec, a.device, a.kernel, a.occupancy
+    head = Text()
+    head.append(k.name, style="bold")
+    head.append(f"  {_rel(str(spec.source))}  grid {spec.launch.grid} x block {spec.launch.block}")
+    if spec.launch.dynamic_smem_bytes:
+        head.append(f", {spec.launch.dynamic_smem_bytes} B dynamic shared memory")
+    head.append(f"  on {d.name} ({d.arch})", style="dim")
+    _out.print(head)
+    _out.print()
+    res = k.resources
+    spills = (
+        Text(
+            f"spills {res.spill_store_bytes} B stored / {res.spill_load_bytes} B loaded",
+            style="bold red",
+        )
+        if res.spill_store_bytes or res.spill_load_bytes
+        else Text("no spills", style="green")
+    )
+    t = Table(box=None, padding=(0, 2), show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row(
+        "Resources",
+        Text(
+            f"{res.registers} registers/thread, {res.static_smem_bytes} B static shared memory, "
+            f"{res.local_bytes} B local (stack), "
+        )
+        + spills
+        + Text(f", {res.const_bytes} B constant, {res.barriers} barrier(s)"),
+    )
+    pct = r.occupancy * 100
+    colour = "green" if pct >= 50 else "yellow" if pct >= 25 else "red"
+    occ_text = Text(f"{pct:.1f}%", style=f"bold {colour}") + Text(
+        f"  {r.active_blocks_per_sm} block(s), {r.active_warps_per_sm} of {r.max_warps_per_sm} "
+        f"warps per SM; limited by {', '.join(_LIMIT_LABELS[x] for x in r.limiters)}"
+    )
+    t.add_row("Occupancy", occ_text)
+    for s in a.next_steps:
+        t.add_row("", Text(f"• {s.text} → {s.occupancy * 100:.1f}%", style="dim"))
+    w = a.waves
+    if w is not None:
+        wave_text = Text(
+            f"{w.total_ctas} CTAs, {w.ctas_per_wave} per wave ({r.active_blocks_per_sm} x "
+            f"{d.sm_count} SMs): {w.waves:.2f} waves"
+        )
+        if w.last_wave_ctas:
+            style = "yellow" if w.tail_idle > 0.1 else ""
+            wave_text.append(
+                f"; the last wave is {w.last_wave_fill * 100:.0f}% full "
+                f"({w.tail_idle * 100:.1f}% of SM time idle in the tail)",
+                style=style,
+            )
+        t.add_row("Waves", wave_text)
+    _out.print(t)
+    shown = [m for m in a.sass_lines if m.space != "constant"]  # parameter loads: noise here
+    if shown:
+        _out.print()
+        _out.print(Text("Memory instructions per source line (SASS)", style="bold"))
+        mt = Table(box=None, padding=(0, 1), header_style="bold")
+        for col in ("line", "space", "kind", "width", "n", "SASS", "source"):
+            mt.add_column(
+                col, justify="right" if col in {"width", "n"} else "left", no_wrap=col != "source"
+            )
+        for m in shown:
+            src = source_text(m.file, m.line) or ""
+            mt.add_row(
+                f"{_rel(m.file).split('/')[-1]}:{m.line}",
+                m.space,
+                m.kind,
+                f"{m.width_bits}b",
+                str(m.count),
+                ",".join(m.opcodes),
+                src.strip()[:70],
+            )
+        _out.print(mt)
+    for n in a.notes:
+        _out.print(Text(f"note: {n}", style="dim"))

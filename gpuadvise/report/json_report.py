@@ -64,3 +64,70 @@ def occupancy_json(
 
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=False)
+
+
+def emit(doc: dict[str, Any]) -> None:
+    """Write a JSON document to stdout (without importing rich: JSON runs start faster)."""
+    import sys
+
+    sys.stdout.write(dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def analyze_json(a: Any) -> dict[str, Any]:
+    """``gpuadvise analyze --json`` (pipeline.StaticAnalysis), schema_version 1."""
+    from gpuadvise.sass import source_text
+
+    spec, d, k = a.spec, a.device, a.kernel
+    res = k.resources
+    occ_doc = occupancy_json(d, a.occupancy_input, -1, a.occupancy, list(a.next_steps), [])
+    w = a.waves
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kernel": {
+            "name": k.name,
+            "mangled": k.mangled,
+            "file": str(spec.source),
+            "grid": list(spec.launch.grid.as_tuple()),
+            "block": list(spec.launch.block.as_tuple()),
+            "dynamic_smem_bytes": spec.launch.dynamic_smem_bytes,
+        },
+        "device": d.to_json(),
+        "toolchain": {"version": a.module.toolchain_version, "flags": list(a.module.flags)},
+        "resources": {
+            "registers": res.registers,
+            "static_smem_bytes": res.static_smem_bytes,
+            "local_bytes": res.local_bytes,
+            "spill_store_bytes": res.spill_store_bytes,
+            "spill_load_bytes": res.spill_load_bytes,
+            "const_bytes": res.const_bytes,
+            "barriers": res.barriers,
+        },
+        "occupancy": occ_doc,
+        "waves": None
+        if w is None
+        else {
+            "total_ctas": w.total_ctas,
+            "ctas_per_wave": w.ctas_per_wave,
+            "waves": w.waves,
+            "last_wave_ctas": w.last_wave_ctas,
+            "last_wave_fill": w.last_wave_fill,
+            "tail_idle": w.tail_idle,
+        },
+        "sass_lines": [
+            {
+                "file": m.file,
+                "line": m.line,
+                "space": m.space,
+                "kind": m.kind,
+                "width_bits": m.width_bits,
+                "count": m.count,
+                "opcodes": list(m.opcodes),
+                "source": (source_text(m.file, m.line) or "").strip(),
+            }
+            for m in a.sass_lines
+        ],
+        "findings": [],
+        "notes": list(a.notes),
+        "timings_s": {**a.timings_s, "compile_cached": a.module.from_cache},
+    }

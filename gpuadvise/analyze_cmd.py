@@ -1,0 +1,85 @@
+"""``gpuadvise analyze`` and the launch/compile options it shares with ``bench``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuadvise.devices import DeviceChoice, resolve_device
+from gpuadvise.spec import KernelSpec, build_kernel_spec
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """What the user said on the command line about the kernel, its launch and its compile."""
+
+    source: str | None
+    kernel: str | None = None
+    grid: str | None = None
+    block: str | None = None
+    dynamic_smem: str | None = None
+    spec: str | None = None
+    args: tuple[str, ...] = ()
+    buffers: tuple[str, ...] = ()
+    seed: int | None = None
+    gpu: str | None = None
+    arch: str | None = None
+    include: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    std: str | None = None
+    use_fast_math: bool = False
+    xptxas: tuple[str, ...] = ()
+    nvcc_flags: tuple[str, ...] = ()
+    maxrregcount: int | None = None
+    nvcc: str | None = None
+    no_cache: bool = False
+
+
+def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
+    """The kernel spec, the device and the compile options the command line asks for."""
+    from gpuadvise.pipeline import compile_options_for
+
+    spec = build_kernel_spec(
+        opts.source,
+        opts.kernel,
+        spec=opts.spec,
+        grid=opts.grid,
+        block=opts.block,
+        dynamic_smem=opts.dynamic_smem,
+        args=opts.args,
+        buffers=opts.buffers,
+        seed=opts.seed,
+    )
+    choice = resolve_device(opts.gpu, opts.arch)
+    options = compile_options_for(
+        choice.device,
+        spec_flags=tuple(spec.nvcc_flags),
+        include_dirs=opts.include,
+        defines=opts.defines,
+        std=opts.std,
+        use_fast_math=opts.use_fast_math,
+        xptxas=opts.xptxas,
+        extra_flags=opts.nvcc_flags,
+        maxrregcount=opts.maxrregcount,
+        use_cache=not opts.no_cache,
+    )
+    return spec, choice, options
+
+
+def run_analyze(opts: KernelOptions, as_json: bool) -> int:
+    from gpuadvise.pipeline import analyze_static
+
+    spec, choice, options = build(opts)
+    notes = (choice.note,) if choice.note else ()
+    if spec.spec_path is not None:
+        notes = (*notes, f"launch spec read from {spec.spec_path}")
+    result = analyze_static(spec, choice.device, options, nvcc=opts.nvcc, notes=notes)
+    if as_json:
+        from gpuadvise.report.json_report import analyze_json, emit
+
+        emit(analyze_json(result))
+    else:
+        from gpuadvise.report import console
+
+        console.analysis(result)
+    return 0

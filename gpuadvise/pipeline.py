@@ -1,0 +1,169 @@
+"""Orchestrates ``analyze``: spec -> compile -> resources -> occupancy -> SASS -> (models, rules).
+
+Each step is a function of its inputs; only the toolchain touches the outside world here. The result
+is a frozen :class:`StaticAnalysis` that the report renders (terminal, JSON).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.model import occupancy as occ
+from gpuadvise.spec import KernelSpec
+from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Waves:
+    """How the grid fills the GPU: ``ctas_per_wave`` CTAs run at once (blocks per SM x SMs)."""
+
+    total_ctas: int
+    ctas_per_wave: int
+    waves: float  # total_ctas / ctas_per_wave
+    full_waves: int
+    last_wave_ctas: int  # CTAs in the last, partial wave (0 when the grid fills whole waves)
+
+    @property
+    def last_wave_fill(self) -> float:
+        """How full the last wave is (1.0 when the grid is a whole number of waves)."""
+        if self.last_wave_ctas == 0:
+            return 1.0
+        return self.last_wave_ctas / self.ctas_per_wave
+
+    @property
+    def tail_idle(self) -> float:
+        """The fraction of the whole run's SM time left idle by the partial last wave."""
+        if self.last_wave_ctas == 0 or self.ctas_per_wave == 0:
+            return 0.0
+        slots = (self.full_waves + 1) * self.ctas_per_wave
+        return (slots - self.total_ctas) / slots
+
+
+def waves_of(total_ctas: int, blocks_per_sm: int, sm_count: int | None) -> Waves | None:
+    if not sm_count or blocks_per_sm <= 0:
+        return None
+    per_wave = blocks_per_sm * sm_count
+    full, rest = divmod(total_ctas, per_wave)
+    return Waves(total_ctas, per_wave, total_ctas / per_wave, full, rest)
+
+
+@dataclass(frozen=True)
+class StaticAnalysis:
+    spec: KernelSpec
+    device: DeviceSpec
+    module: CompiledModule
+    kernel: KernelInfo
+    occupancy_input: occ.KernelResources
+    occupancy: occ.OccupancyResult
+    next_steps: tuple[occ.Suggestion, ...]
+    waves: Waves | None
+    sass_lines: tuple  # tuple[sass.SassMemLine, ...]
+    sass_instruction_count: int
+    timings_s: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def compile_options_for(
+    device: DeviceSpec,
+    spec_flags: tuple[str, ...] = (),
+    include_dirs: tuple[str, ...] = (),
+    defines: tuple[str, ...] = (),
+    std: str | None = None,
+    use_fast_math: bool = False,
+    xptxas: tuple[str, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+    maxrregcount: int | None = None,
+    use_cache: bool = True,
+) -> CompileOptions:
+    """The compile options for ``device``: ``spec_flags`` (from a spec file) come before the
+    command line's. ``-I``/``-D``/``-std=`` among raw flags are split out into their fields."""
+    inc, defs, extra = list(include_dirs), list(defines), []
+    for flag in (*spec_flags, *extra_flags):
+        if flag.startswith("-I") and len(flag) > 2:
+            inc.append(flag[2:])
+        elif flag.startswith("-D") and len(flag) > 2:
+            defs.append(flag[2:])
+        elif flag.startswith(("-std=", "--std=")):
+            std = flag.split("=", 1)[1]
+        else:
+            extra.append(flag)
+    return CompileOptions(
+        arch=device.arch,
+        include_dirs=tuple(inc),
+        defines=tuple(defs),
+        std=std,
+        use_fast_math=use_fast_math,
+        xptxas=xptxas,
+        extra_flags=tuple(extra),
+        maxrregcount=maxrregcount,
+        use_cache=use_cache,
+    )
+
+
+def analyze_static(
+    spec: KernelSpec,
+    device: DeviceSpec,
+    options: CompileOptions,
+    nvcc: str | None = None,
+    notes: tuple[str, ...] = (),
+) -> StaticAnalysis:
+    """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for."""
+    from gpuadvise import sass
+    from gpuadvise.runner.checks import check_launch
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    tc = find_toolchain(nvcc)
+    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    timings["compile_s"] = time.perf_counter() - t0
+    kernel = select_kernel(module, spec.kernel)
+    res = kernel.resources
+    launch = spec.launch
+    launch_notes = check_launch(
+        device,
+        launch.grid,
+        launch.block,
+        res.registers,
+        res.static_smem_bytes,
+        launch.dynamic_smem_bytes,
+    )
+    t1 = time.perf_counter()
+    k = occ.KernelResources(
+        threads_per_block=launch.block.count,
+        regs_per_thread=res.registers,
+        static_smem_bytes=res.static_smem_bytes,
+        dynamic_smem_bytes=launch.dynamic_smem_bytes,
+        barriers=max(res.barriers, 1) if device.cc_major >= 9 else res.barriers,
+    )
+    result = occ.max_active_blocks(device, k)
+    steps = tuple(occ.next_steps(device, k))
+    waves = waves_of(launch.grid.count, result.active_blocks_per_sm, device.sm_count)
+    timings["occupancy_s"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    instrs = sass.disassemble(module.cubin_path, kernel.mangled, tc)
+    lines = sass.memory_summary(instrs, call_site=True)
+    timings["sass_s"] = time.perf_counter() - t2
+    all_notes = list(notes) + launch_notes
+    if waves is None:
+        all_notes.append(f"{device.name} has no SM count in its model: waves are not computed")
+    return StaticAnalysis(
+        spec=spec,
+        device=device,
+        module=module,
+        kernel=kernel,
+        occupancy_input=k,
+        occupancy=result,
+        next_steps=steps,
+        waves=waves,
+        sass_lines=lines,
+        sass_instruction_count=len(instrs),
+        timings_s=timings,
+        notes=tuple(all_notes),
+    )

@@ -1,0 +1,166 @@
+"""`gpuadvise analyze` without a GPU: the CLI contract on real compiled kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.toolchain import find_toolchain
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA = ROOT / "tests" / "cuda"
+REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
+
+try:
+    find_toolchain()
+    HAVE_NVCC = True
+except Exception:
+    HAVE_NVCC = False
+
+pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    cache = tmp_path_factory.mktemp("analyze-cache")
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(cache)}
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert lines and lines[0].startswith("error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return r.stderr
+
+
+def test_bundled_reduction_json_schema(env):
+    r = run(env, str(REDUCE), "--kernel", "reduce2", "--gpu", "H100", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1
+    assert doc["kernel"]["name"] == "reduce2"
+    assert doc["kernel"]["grid"] == [16384, 1, 1] and doc["kernel"]["block"] == [256, 1, 1]
+    res = doc["resources"]
+    assert set(res) >= {
+        "registers",
+        "static_smem_bytes",
+        "local_bytes",
+        "spill_store_bytes",
+        "spill_load_bytes",
+    }
+    assert res["static_smem_bytes"] == 1024 and res["spill_store_bytes"] == 0
+    occ = doc["occupancy"]
+    assert occ["schema_version"] == 1 and occ["limiters"] and 0 < occ["occupancy"] <= 1
+    assert doc["waves"]["total_ctas"] == 16384
+    assert doc["waves"]["ctas_per_wave"] == occ["active_blocks_per_sm"] * 132
+    lines = {(m["line"], m["space"], m["kind"]) for m in doc["sass_lines"]}
+    # the strided shared access of reduce2 (`sdata[index] += sdata[index + s]`) is line 34
+    assert (34, "shared", "load") in lines and (34, "shared", "store") in lines
+    src34 = next(m["source"] for m in doc["sass_lines"] if m["line"] == 34)
+    assert "sdata[index] += sdata[index + s]" in src34
+    assert doc["findings"] == []
+
+
+def test_text_report_names_resources_occupancy_waves_and_lines(env):
+    r = run(env, str(REDUCE), "-k", "reduce1", "--gpu", "A100-80GB")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for needle in ("Resources", "Occupancy", "Waves", "reduce.cu:", "sdata[tid] += sdata[tid + s]"):
+        assert needle in out
+
+
+def test_several_kernels_and_no_name_lists_them(env):
+    e = one_line_error(run(env, str(REDUCE), "--spec", str(CUDA / "none.toml")))
+    assert "does not exist" in e or "reduce1" in e
+    r = run(
+        env, str(CUDA / "multi.cu"), "-I", str(CUDA / "include"), "--grid", "4", "--block", "64"
+    )
+    e = one_line_error(r)
+    assert "vec_add" in e and "--kernel" in e
+
+
+def test_wrong_kernel_name_suggests_the_closest(env):
+    e = one_line_error(run(env, str(REDUCE), "-k", "reduce_shf"))
+    assert "reduce_shfl" in e.split("available:")[1].split(",")[0]
+
+
+def test_templated_kernel_is_instantiated(env):
+    r = run(env, str(REDUCE), "-k", "reduce7<128>", "--block", "128", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kernel"]["name"] == "reduce7<128u>"
+    assert doc["resources"]["static_smem_bytes"] == 512
+
+
+def test_spilling_kernel_reports_spills(env):
+    r = run(
+        env,
+        str(CUDA / "spill.cu"),
+        "-k",
+        "spill",
+        "--grid",
+        "1",
+        "--block",
+        "128",
+        "--maxrregcount",
+        "24",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)["resources"]
+    assert res["registers"] <= 24 and res["spill_store_bytes"] > 0 and res["local_bytes"] > 0
+    assert any(m["space"] == "local" for m in json.loads(r.stdout)["sass_lines"])
+
+
+def test_compile_error_shows_nvccs_diagnostics(env):
+    r = run(env, str(CUDA / "broken.cu"), "--grid", "1", "--block", "32")
+    assert r.returncode == 2
+    assert "broken.cu:" in r.stderr and "error" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--grid", "0", "--block", "256"], "zero or negative"),
+        (["--grid", "-4", "--block", "256"], "zero or negative"),
+        (["--grid", "100", "--block", "2048"], "1024"),
+        (["--grid", "100", "--block", "16x16x8"], "limit"),
+        (["--grid", "abc", "--block", "256"], "abc"),
+        (["--grid", "4", "--block", "256", "--gpu", "H1OO"], "unknown GPU"),
+        (["--grid", "4", "--block", "256", "--dynamic-smem", "300k"], "shared memory"),
+    ],
+)
+def test_bad_launch_is_one_line(env, args, needle):
+    e = one_line_error(run(env, str(REDUCE), "-k", "reduce3", *args))
+    assert needle in e
+
+
+def test_launch_config_forms_agree(env):
+    docs = []
+    for grid in ("240x135", "240x135x1", "240,135"):
+        r = run(env, str(REDUCE), "-k", "reduce3", "--grid", grid, "--block", "256", "--json")
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(r.stdout)["kernel"]["grid"])
+    assert docs == [[240, 135, 1]] * 3
+
+
+def test_missing_file(env):
+    e = one_line_error(run(env, "nope.cu", "--grid", "1", "--block", "1"))
+    assert "nope.cu" in e
