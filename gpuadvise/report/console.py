@@ -285,3 +285,110 @@ def analysis(a: Any) -> None:
         _out.print(mt)
     for n in a.notes:
         _out.print(Text(f"note: {n}", style="dim"))
+
+
+def bench(r: Any) -> None:
+    """``gpuadvise bench``: timings, bandwidth against the ceiling, the A/B comparison."""
+    dev = r.device_info or {}
+    for p in r.prepared:
+        head = Text(f"{p.launch.label}  ", style="dim") if len(r.prepared) > 1 else Text()
+        head.append(p.kernel_name, style="bold")
+        head.append(
+            f"  {_rel(str(p.spec.source))}  grid {p.spec.launch.grid} x block {p.spec.launch.block}"
+        )
+        if p.launch.repeat > 1:
+            head.append(f"  x{p.launch.repeat} launches per sample")
+        _out.print(head)
+    if dev:
+        _out.print(
+            Text(
+                f"on {dev.get('name')} (cc {dev.get('cc')}, CUDA driver {dev.get('driver')}, "
+                f"{dev.get('backend')})",
+                style="dim",
+            )
+        )
+    if r.error:
+        _out.print()
+        _out.print(Text("The kernel failed on the GPU", style="bold red"))
+        if r.cuda_error:
+            _out.print(Text(f"  {r.cuda_error}", style="red"))
+        _out.print(f"  {r.error}")
+        tail = [ln for ln in r.worker_log.strip().splitlines() if ln.strip()][-8:]
+        if tail:
+            _out.print(Text("  worker output (device printf / assertions):", style="dim"))
+            for ln in tail:
+                _out.print(Text(f"    {ln}", style="dim"))
+        for n in r.notes:
+            _out.print(Text(f"note: {n}", style="dim"))
+        return
+    _out.print()
+    t = Table(box=None, padding=(0, 2), header_style="bold")
+    for col in ("", "median ms", "IQR ms", "min ms", "max ms", "n", "noise", "GB/s"):
+        t.add_column(col, justify="left" if not col else "right")
+    if r.flops is not None:
+        t.add_column("GFLOP/s", justify="right")
+    for p, st in zip(r.prepared, r.stats, strict=False):
+        gbps = r.bytes_moved / (st.median_ms * 1e-3) / 1e9
+        row = [
+            p.launch.label if len(r.prepared) > 1 else "time",
+            f"{st.median_ms:.4f}",
+            f"{st.iqr_ms:.4f}",
+            f"{st.min_ms:.4f}",
+            f"{st.max_ms:.4f}",
+            str(st.n),
+            f"{st.rel_noise * 100:.2f}%",
+            f"{gbps:.0f}",
+        ]
+        if r.flops is not None:
+            row.append(f"{r.flops / (st.median_ms * 1e-3) / 1e9:.1f}")
+        t.add_row(*row)
+    _out.print(t)
+    _out.print(
+        Text(
+            "cold L2: flushed before every sample" if not r.hot else "hot: back-to-back launches",
+            style="dim",
+        )
+    )
+    mb = r.bytes_moved / 1e6
+    if r.ceiling_gbps:
+        best = max(r.bytes_moved / (s.median_ms * 1e-3) / 1e9 for s in r.stats)
+        _out.print(
+            f"Memory: {mb:.1f} MB in the kernel's buffers; best {best:.0f} GB/s = "
+            f"{best / r.ceiling_gbps * 100:.0f}% of the device's copy bandwidth "
+            f"{r.ceiling_gbps:.0f} GB/s ({r.ceiling_source})"
+        )
+    else:
+        _out.print(f"Memory: {mb:.1f} MB in the kernel's buffers ({r.ceiling_source})")
+    if r.clocks:
+        c = r.clocks
+        thr = sum(s.throttled for s in r.stats)
+        _out.print(
+            f"Clocks: SM {c['sm_mhz_min']}..{c['sm_mhz_max']} MHz, memory "
+            f"{c['mem_mhz_min']}..{c['mem_mhz_max']} MHz; "
+            + (f"{thr} sample(s) taken while the GPU throttled" if thr else "no throttling seen")
+        )
+    if r.speedup is not None:
+        s = r.speedup
+        verdict = "faster" if s.low > 1 else "slower" if s.high < 1 else "no significant change"
+        _out.print()
+        _out.print(
+            Text("B vs A: ", style="bold")
+            + Text(f"{s.speedup:.3f}x", style="bold green" if s.low > 1 else "bold")
+            + Text(f" (95% CI {s.low:.3f}..{s.high:.3f}): {verdict}")
+        )
+    for c in r.comparisons:
+        _out.print(
+            Text(
+                ("outputs agree: " if c.ok else "OUTPUTS DIFFER: ") + c.message,
+                style="green" if c.ok else "bold red",
+            )
+        )
+    for name, n in r.unwritten.items():
+        _out.print(
+            Text(
+                f"warning: the kernel left {n} element(s) of {name} unwritten (still poisoned)",
+                style="yellow",
+            )
+        )
+    for n in r.notes:
+        _out.print(Text(f"note: {n}", style="dim"))

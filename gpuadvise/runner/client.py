@@ -1,0 +1,91 @@
+"""Start the worker process, wait for it under a timeout, and bring its result back.
+
+A kernel that hangs is killed with its whole process group when the timeout passes; a worker that
+dies (a segfault in the driver, an abort) is reported with its exit status and the tail of its output.
+Device-side printf output and assertion messages are in ``log``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuadvise.errors import RunnerError
+from gpuadvise.runner.job import Job, Result
+
+
+@dataclass
+class WorkerRun:
+    result: Result
+    log: str  # what the worker printed (device printf, assertion messages)
+    timed_out: bool = False
+
+
+def pycuda_missing() -> str | None:
+    """Why no kernel can run here, or None when PyCUDA and a GPU driver look present."""
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is None:
+        return 'PyCUDA is not installed: pip install "gpuadvise[gpu]" (needs a CUDA toolkit)'
+    from gpuadvise.devices import live_device
+
+    if live_device() is None:
+        return "no NVIDIA GPU or driver found (NVML sees none)"
+    return None
+
+
+def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:
+    with tempfile.TemporaryDirectory(prefix="gpuadvise-run-") as tmp:
+        job_path = Path(tmp) / "job.pkl"
+        res_path = Path(tmp) / "result.pkl"
+        log_path = Path(tmp) / "worker.log"
+        job_path.write_bytes(pickle.dumps(job, protocol=5))
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuadvise.runner.worker", str(job_path), str(res_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            timed_out = False
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                code = proc.wait()
+        text = log_path.read_text(errors="replace")[-8000:]
+        if timed_out:
+            return WorkerRun(
+                Result(
+                    ok=False,
+                    error=f"the kernel did not finish within {timeout_s:g} s and was "
+                    "killed (an endless loop or a deadlock?); raise --timeout if it is just slow",
+                ),
+                text,
+                timed_out=True,
+            )
+        if not res_path.exists():
+            how = f"signal {-code}" if code < 0 else f"exit status {code}"
+            return WorkerRun(
+                Result(ok=False, error=f"the GPU worker died ({how}) before reporting"), text
+            )
+        result: Result = pickle.loads(res_path.read_bytes())
+        return WorkerRun(result, text)
+
+
+def require_gpu() -> None:
+    why = pycuda_missing()
+    if why is not None:
+        raise RunnerError(
+            f"cannot run kernels here: {why}",
+            "`gpuadvise analyze` works without a GPU",
+        )

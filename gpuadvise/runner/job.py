@@ -1,0 +1,98 @@
+"""What the parent sends the isolated worker, and what comes back. Plain picklable dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BufferInit:
+    """A device buffer: ``count`` elements of ``dtype`` filled by ``fill`` (runner/data.py).
+
+    ``poison``: fill with NaN / 0xFF bytes before each verification run instead (outputs whose start
+    value the user did not give), so an element the kernel never writes is caught.
+    """
+
+    name: str
+    dtype: Any  # np.dtype
+    count: int
+    fill: str = "random"
+    is_output: bool = False
+    poison: bool = False
+    float_kind: str | None = None  # bfloat16 / fp8: dtype holds raw bits (runner/data.py)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.dtype(self.dtype).itemsize) * self.count
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: a scalar (``fmt`` a struct code: i I q Q f d h H b B) or a buffer."""
+
+    kind: str  # "scalar" | "buffer"
+    fmt: str = "P"
+    value: int | float = 0
+    buffer: str = ""
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    label: str  # "A", "B", or the variant's name
+    cubin_path: str
+    symbol: str  # mangled entry name
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int
+    params: tuple[Param, ...]
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    cold: bool = True  # flush L2 before every sample
+    warmup: int = 3
+    min_samples: int = 10
+    min_time_s: float = 0.5
+    max_time_s: float = 15.0
+    target_rel_noise: float = 0.005
+    # A cubin with gpuadvise_spin(long long cycles) (data/spin.cu): run before each sample so no
+    # host launch overhead lands between the timing events; spin_cycles of GPU clock.
+    spin_cubin: str | None = None
+    spin_cycles: int = 40_000
+    order_seed: int = 0  # each round times the launches in a random order (no order bias)
+    # A cubin with gpuadvise_flush (data/flush.cu): reads 2x the L2 to empty it of the kernel's
+    # data without leaving dirty lines; without it the backend's memset flush is used.
+    flush_cubin: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    launches: tuple[KernelLaunch, ...]
+    buffers: tuple[BufferInit, ...]
+    seed: int = 0
+    verify: bool = True  # run each launch once on fresh data and return its outputs
+    timing: TimingConfig | None = None  # None: no timing
+
+
+@dataclass
+class LaunchOutcome:
+    label: str
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    samples_ms: list[float] = field(default_factory=list)
+    throttled: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    ok: bool
+    device: dict[str, Any] = field(default_factory=dict)
+    outcomes: list[LaunchOutcome] = field(default_factory=list)
+    error: str | None = None  # what failed, with the CUDA error name when there is one
+    cuda_error: str | None = None
+    failed_label: str | None = None
+    clocks: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)

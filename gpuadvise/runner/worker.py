@@ -1,0 +1,218 @@
+"""The isolated worker: ``python -m gpuadvise.runner.worker JOB.pkl RESULT.pkl``.
+
+It owns the CUDA context. It builds the buffers (runner/data.py), verifies each launch once on fresh
+data with poisoned outputs, then times the launches, alternating them (A B A B ...) so drifts in clocks
+and temperature hit all of them alike. Every failure is written into the result with the CUDA error's
+name; the parent (runner/client.py) kills the worker when it outlives the timeout.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.runner.backend import cuda_error_name
+from gpuadvise.runner.data import make_host_buffer
+from gpuadvise.runner.job import Job, KernelLaunch, LaunchOutcome, Result
+from gpuadvise.runner.verify import poison
+
+# nvmlClocksEventReasons that mean the GPU slowed itself down (not idle, not application clocks)
+_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, brake
+
+
+class _Nvml:
+    def __init__(self) -> None:
+        self.handle = None
+        self.sm_mhz: list[int] = []
+        self.mem_mhz: list[int] = []
+        self.reasons = 0
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:
+            self.handle = None
+
+    def sample(self) -> bool:
+        """Record clocks; True when the GPU reports a slowdown reason now."""
+        if self.handle is None:
+            return False
+        n = self.nvml
+        try:
+            self.sm_mhz.append(n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM))
+            self.mem_mhz.append(n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_MEM))
+            getter = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            getter = getter or n.nvmlDeviceGetCurrentClocksThrottleReasons
+            reasons = int(getter(self.handle))
+        except Exception:
+            return False
+        self.reasons |= reasons
+        return bool(reasons & _THROTTLE_MASK)
+
+    def summary(self) -> dict[str, Any]:
+        if not self.sm_mhz:
+            return {}
+        return {
+            "sm_mhz_min": min(self.sm_mhz),
+            "sm_mhz_max": max(self.sm_mhz),
+            "mem_mhz_min": min(self.mem_mhz),
+            "mem_mhz_max": max(self.mem_mhz),
+            "throttle_reasons_seen": self.reasons,
+        }
+
+
+def _args(launch: KernelLaunch, dev_buffers: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for p in launch.params:
+        if p.kind == "buffer":
+            out.append(dev_buffers[p.buffer])
+        else:
+            out.append(p.value)
+    return out
+
+
+def run_job(job: Job, backend: Any) -> Result:
+    result = Result(ok=True, device=backend.device_info())
+    inputs = {
+        b.name: make_host_buffer(np.dtype(b.dtype), b.count, b.fill, job.seed, b.name, b.float_kind)
+        for b in job.buffers
+    }
+    dev = {b.name: backend.alloc(b.nbytes) for b in job.buffers}
+    kernels = {}
+    label = None
+    try:
+        for launch in job.launches:
+            label = launch.label
+            fmt = "".join(p.fmt for p in launch.params)
+            kernels[launch.label] = backend.load(
+                Path(launch.cubin_path).read_bytes(), launch.symbol, fmt, launch.dynamic_smem_bytes
+            )
+        outcomes = {launch.label: LaunchOutcome(launch.label) for launch in job.launches}
+
+        bound = {
+            launch.label: backend.bind(
+                kernels[launch.label],
+                launch.grid,
+                launch.block,
+                launch.dynamic_smem_bytes,
+                _args(launch, dev),
+            )
+            for launch in job.launches
+        }
+
+        def go(launch: KernelLaunch) -> None:
+            run = bound[launch.label]
+            for _ in range(launch.repeat):
+                run()
+
+        if job.verify:
+            for launch in job.launches:
+                label = launch.label
+                for b in job.buffers:
+                    host = inputs[b.name].copy()
+                    if b.poison:
+                        poison(host)
+                    backend.upload(dev[b.name], host)
+                go(launch)
+                backend.synchronize()
+                for b in job.buffers:
+                    if b.is_output:
+                        host = np.empty_like(inputs[b.name])
+                        backend.download(dev[b.name], host)
+                        outcomes[launch.label].outputs[b.name] = host
+        if job.timing is not None:
+            from gpuadvise.runner.stats import AdaptivePolicy
+
+            t = job.timing
+            policy = AdaptivePolicy(
+                min_samples=t.min_samples,
+                min_time_s=t.min_time_s,
+                max_time_s=t.max_time_s,
+                target_rel_noise=t.target_rel_noise,
+            )
+            nvml = _Nvml()
+            spin = None
+            if t.spin_cubin:
+                spin_fn = backend.load(Path(t.spin_cubin).read_bytes(), "gpuadvise_spin", "q", 0)
+                spin = backend.bind(spin_fn, (1, 1, 1), (1, 1, 1), 0, [t.spin_cycles])
+            flush = backend.flush_l2
+            if t.cold and t.flush_cubin:
+                l2 = int(result.device.get("l2_bytes") or 64 << 20)
+                n4 = max(2 * l2, 1 << 20) // 16
+                scratch = backend.alloc(n4 * 16)
+                backend.upload(scratch, np.zeros(n4 * 16, np.uint8))
+                sink = backend.alloc(4)
+                flush_fn = backend.load(
+                    Path(t.flush_cubin).read_bytes(), "gpuadvise_flush", "PQP", 0
+                )
+                sms = int(result.device.get("sm_count") or 132)
+                flush = backend.bind(flush_fn, (sms * 4, 1, 1), (256, 1, 1), 0, [scratch, n4, sink])
+            rng = np.random.default_rng(t.order_seed)
+            for launch in job.launches:
+                label = launch.label
+                for _ in range(t.warmup):
+                    go(launch)
+            backend.synchronize()
+            t0 = time.perf_counter()
+            order = list(job.launches)
+            while True:
+                if len(order) > 1:
+                    order = [order[i] for i in rng.permutation(len(order))]
+                for launch in order:
+                    label = launch.label
+                    if spin is not None:
+                        spin()
+                    if t.cold:
+                        flush()
+                    ms = backend.timed(lambda launch=launch: go(launch))
+                    outcomes[launch.label].samples_ms.append(ms)
+                    outcomes[launch.label].throttled.append(nvml.sample())
+                elapsed = time.perf_counter() - t0
+                if all(policy.should_stop(o.samples_ms, elapsed) for o in outcomes.values()):
+                    break
+            result.clocks = nvml.summary()
+        result.outcomes = [outcomes[launch.label] for launch in job.launches]
+        result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
+    except Exception as exc:  # a CUDA error from the kernel or the driver
+        msg = f"{type(exc).__name__}: {exc}"
+        result.ok = False
+        result.error = msg
+        result.cuda_error = cuda_error_name(msg)
+        result.failed_label = label
+    return result
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = Path(argv[1]), Path(argv[2])
+    job: Job = pickle.loads(job_path.read_bytes())
+    try:
+        from gpuadvise.runner.pycuda_backend import PyCudaBackend
+
+        backend = PyCudaBackend()
+    except Exception as exc:
+        res = Result(ok=False, error=f"cannot start the CUDA backend: {exc}")
+        res.cuda_error = cuda_error_name(str(exc))
+        result_path.write_bytes(pickle.dumps(res))
+        return 3
+    try:
+        res = run_job(job, backend)
+    except Exception:
+        res = Result(ok=False, error="worker failure:\n" + traceback.format_exc())
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(res, protocol=5))
+    tmp.replace(result_path)
+    if res.ok:
+        backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

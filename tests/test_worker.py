@@ -1,0 +1,129 @@
+"""The worker's logic (verify, poison, alternation, adaptive timing, errors) with a numpy backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.runner import job as J
+from gpuadvise.runner.backend import cuda_error_name
+from gpuadvise.runner.verify import unwritten
+from gpuadvise.runner.worker import run_job
+
+
+class FakeBackend:
+    """Runs 'kernels' written in numpy on host arrays; time is a fixed number per kernel."""
+
+    name = "fake"
+
+    def __init__(self, kernels: dict[str, Any], times_ms: dict[str, float]) -> None:
+        self.kernels, self.times_ms, self.calls, self.flushes = kernels, times_ms, [], 0
+        self.current = ""
+
+    def device_info(self) -> dict[str, Any]:
+        return {"name": "fake", "cc": "9.0"}
+
+    def load(self, cubin: bytes, symbol: str, fmt: str, smem: int) -> Any:
+        return symbol
+
+    def alloc(self, nbytes: int) -> Any:
+        return {"bytes": np.zeros(nbytes, np.uint8)}
+
+    def upload(self, dev: Any, host: np.ndarray) -> None:
+        dev["bytes"][:] = np.ascontiguousarray(host).view(np.uint8).ravel()
+
+    def download(self, dev: Any, host: np.ndarray) -> None:
+        host.view(np.uint8).ravel()[:] = dev["bytes"]
+
+    def launch(self, kernel: Any, grid: Any, block: Any, smem: int, args: Any) -> None:
+        self.calls.append(kernel)
+        self.current = kernel
+        self.kernels[kernel](*args)
+
+    def bind(self, kernel: Any, grid: Any, block: Any, smem: int, args: Any) -> Any:
+        return lambda: self.launch(kernel, grid, block, smem, args)
+
+    def synchronize(self) -> None:
+        pass
+
+    def timed(self, fn: Any) -> float:
+        fn()
+        return self.times_ms[self.current]
+
+    def flush_l2(self) -> None:
+        self.flushes += 1
+
+    def close(self) -> None:
+        pass
+
+
+def f32(dev: dict[str, np.ndarray]) -> np.ndarray:
+    return dev["bytes"].view(np.float32)
+
+
+KERNELS = {
+    "copy": lambda i, o, n: f32(o).__setitem__(slice(0, n), f32(i)[:n]),
+    "copy_half": lambda i, o, n: f32(o).__setitem__(slice(0, n // 2), f32(i)[: n // 2]),
+}
+
+
+def make_job(symbols: list[str], timing: J.TimingConfig | None = None) -> J.Job:
+    params = (
+        J.Param("buffer", "P", 0, "in"),
+        J.Param("buffer", "P", 0, "out"),
+        J.Param("scalar", "i", 64),
+    )
+    launches = tuple(
+        J.KernelLaunch(label, "/dev/null", sym, (1, 1, 1), (64, 1, 1), 0, params)
+        for label, sym in zip("AB", symbols, strict=False)
+    )
+    bufs = (
+        J.BufferInit("in", np.float32, 64, "random"),
+        J.BufferInit("out", np.float32, 64, "random", is_output=True, poison=True),
+    )
+    return J.Job(launches, bufs, seed=3, verify=True, timing=timing)
+
+
+def test_verify_returns_outputs_and_poison_exposes_unwritten_elements():
+    be = FakeBackend(dict(KERNELS), {"copy": 1.0, "copy_half": 1.0})
+    res = run_job(make_job(["copy", "copy_half"]), be)
+    assert res.ok
+    a, b = res.outcomes
+    np.testing.assert_array_equal(a.outputs["out"], res.inputs["in"])
+    assert unwritten(a.outputs["out"]) == 0
+    assert unwritten(b.outputs["out"]) == 32  # the upper half kept its NaN poison
+
+
+def test_timing_alternates_and_flushes_l2_before_every_cold_sample():
+    be = FakeBackend(dict(KERNELS), {"copy": 2.0, "copy_half": 1.0})
+    t = J.TimingConfig(cold=True, warmup=2, min_samples=10, min_time_s=0.0, max_time_s=5.0)
+    res = run_job(make_job(["copy", "copy_half"], t), be)
+    a, b = res.outcomes
+    assert len(a.samples_ms) == len(b.samples_ms) >= 10
+    assert set(a.samples_ms) == {2.0} and set(b.samples_ms) == {1.0}
+    timed_calls = be.calls[2 + 2 * 2 :]  # after 2 verify runs and 2x2 warm-ups
+    assert timed_calls[:4] == ["copy", "copy_half", "copy", "copy_half"]
+    assert be.flushes == len(a.samples_ms) + len(b.samples_ms)
+
+
+def test_hot_timing_does_not_flush():
+    be = FakeBackend(dict(KERNELS), {"copy": 2.0})
+    t = J.TimingConfig(cold=False, warmup=1, min_samples=10, min_time_s=0.0)
+    run_job(make_job(["copy"], t), be)
+    assert be.flushes == 0
+
+
+def test_a_kernel_error_is_reported_with_the_cuda_error_name():
+    def boom(*args: Any) -> None:
+        raise RuntimeError("cuCtxSynchronize failed: an illegal memory access was encountered")
+
+    be = FakeBackend({"copy": KERNELS["copy"], "bad": boom}, {"copy": 1.0, "bad": 1.0})
+    res = run_job(make_job(["copy", "bad"]), be)
+    assert not res.ok and res.failed_label == "B"
+    assert res.cuda_error == "CUDA_ERROR_ILLEGAL_ADDRESS"
+
+
+def test_error_names():
+    assert cuda_error_name("launch failed: device-side assert triggered") == "CUDA_ERROR_ASSERT"
+    assert cuda_error_name("something else") is None
