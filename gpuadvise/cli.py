@@ -180,9 +180,10 @@ def _gather_kernel_options(kw: dict[str, Any]) -> Any:
     from gpuadvise.analyze_cmd import KernelOptions
 
     names = KernelOptions.__dataclass_fields__
-    return KernelOptions(
-        **{k: (tuple(v) if isinstance(v, list | tuple) else v) for k, v in kw.items() if k in names}
-    )
+    fields: dict[str, Any] = {
+        k: (tuple(v) if isinstance(v, list | tuple) else v) for k, v in kw.items() if k in names
+    }
+    return KernelOptions(**fields)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -198,6 +199,95 @@ def analyze(as_json: bool, **kw: Any) -> None:
     from gpuadvise.analyze_cmd import run_analyze
 
     run_analyze(_gather_kernel_options(kw), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@_kernel_options
+@click.argument("more_sources", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--hot",
+    is_flag=True,
+    help="Time back-to-back launches (default: flush L2 before every sample).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Kill a kernel that runs longer than this.",
+)
+@click.option(
+    "--flops",
+    "flops_expr",
+    metavar="EXPR",
+    help="FLOPs per launch, an expression over --arg values (2*n), to report GFLOP/s.",
+)
+@click.option("--min-samples", default=10, show_default=True, type=int)
+@click.option("--min-time", default=0.5, show_default=True, type=float, metavar="S")
+@click.option("--max-time", default=15.0, show_default=True, type=float, metavar="S")
+@click.option(
+    "--target-noise",
+    default=0.005,
+    show_default=True,
+    type=float,
+    help="Stop sampling when the median's relative standard error is below this.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench(
+    more_sources: tuple[str, ...],
+    hot: bool,
+    timeout_s: float,
+    flops_expr: str | None,
+    min_samples: int,
+    min_time: float,
+    max_time: float,
+    target_noise: float,
+    as_json: bool,
+    **kw: Any,
+) -> None:
+    """Time a kernel on the GPU with verified outputs, or compare two (A B A B ...).
+
+    \b
+    gpuadvise bench kernel.cu --grid 1024 --block 256 --arg n=262144
+    gpuadvise bench a.cu b.cu ...          (same arguments; outputs must agree)
+    gpuadvise bench k.cu:reduce2 k.cu:reduce3
+    """
+    from gpuadvise.bench_cmd import run_bench
+    from gpuadvise.runner.job import TimingConfig
+
+    opts = _gather_kernel_options(kw)
+    sources = tuple(s for s in (kw.get("source"), *more_sources) if s)
+    timing = TimingConfig(
+        min_samples=min_samples,
+        min_time_s=min_time,
+        max_time_s=max_time,
+        target_rel_noise=target_noise,
+    )
+    code = run_bench(sources, opts, hot, timeout_s, flops_expr, timing, as_json)
+    if code:
+        sys.exit(code)
+
+
+def _gate_options(f: Any) -> Any:
+    from gpuadvise.gate_cmd import gate_options
+
+    return gate_options(f)
+
+
+@cli.command(context_settings=CONTEXT)
+@_gate_options
+def gate(**options: Any) -> None:
+    """Fail CI when a change makes a kernel slower: static gates anywhere, timed gates on a GPU.
+
+    Exit codes: 0 no regression, 1 regression, 2 usage or tool error (--exit-zero: always 0).
+    """
+    from gpuadvise.gate_cmd import gate_command
+
+    code = gate_command(**options)
+    if code:
+        sys.exit(code)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -1,0 +1,56 @@
+"""The gate's terminal table, drawn with rich into a string (printed through console.raw)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuadvise.gate import GateResult, Verdict, gate_table, summary_line
+
+__all__ = ["render_gate_text"]
+
+_STYLE = {
+    Verdict.REGRESSION: "bold red",
+    Verdict.ERROR: "bold red",
+    Verdict.AMBIGUOUS: "yellow",
+    Verdict.SKIPPED: "dim",
+    Verdict.IMPROVEMENT: "green",
+    Verdict.SAME: "",
+}
+
+
+def render_gate_text(result: GateResult, *, color: bool = False, width: int = 160) -> str:
+    """The table, the warnings and the summary line; ANSI colours when ``color``."""
+    table_data = gate_table(result)
+    buf = io.StringIO()
+    con = Console(
+        file=buf,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    t = Table(box=None, padding=(0, 2), header_style="bold", show_edge=False)
+    for header, align in zip(table_data.headers, table_data.align, strict=True):
+        t.add_column(
+            header,
+            justify="right" if align == "r" else "left",
+            overflow="fold",
+            ratio=3 if header == "why" else None,
+            no_wrap=header != "why",
+        )
+    for row in table_data.rows:
+        cells = list(row.cells())
+        style = _STYLE[row.verdict]
+        t.add_row(*cells[:-2], Text(cells[-2], style=style), Text(cells[-1], style="dim"))
+    con.print(t)
+    for warning in result.warnings:
+        con.print(Text("warning: ", style="yellow") + Text(warning))
+    line = summary_line(result)
+    head_style = "bold green" if line.startswith("PASSED") else "bold red"
+    con.print(Text(line, style=head_style))
+    return buf.getvalue()
