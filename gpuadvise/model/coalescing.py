@@ -1,0 +1,469 @@
+"""Global-memory coalescing: requests and 32-byte sectors per warp-level global access.
+
+HARDWARE.md §3, as Nsight Compute counts them (``l1tex__t_{requests,sectors}_pipe_lsu_mem_global_op_*``):
+
+- requests: 1 per warp-level instruction executed (a record), whatever its lanes touch.
+- sectors: the distinct 32-byte sectors the active lanes touch; a lane accessing ``w`` bytes at
+  ``a`` touches sectors ``a // 32 .. (a + w - 1) // 32``. H100, 4-byte loads: stride 1 -> 4 per
+  request, 8-byte stride -> 8, 16 -> 16, 32 or more -> 32, all lanes one address -> 1, stride 1
+  but 4 bytes off alignment -> 5.
+- ideal sectors: ``ceil(bytes / 32)`` where ``bytes`` is the number of distinct bytes the active
+  lanes access (the size of the union of their ``[a, a + w)`` ranges): what the same data would
+  cost packed into whole, aligned sectors. So 4-byte stride 1: 4 sectors, ideal 4; stride 2: 8,
+  ideal 4; a broadcast: 1, ideal 1; 4 bytes off: 5, ideal 4; an array-of-structures field (4 bytes
+  every 16): 16, ideal 4. Always ``sectors >= ideal >= 1`` for a record with an active lane.
+- cache lines: the distinct 128-byte lines a request touches (what the L2 model replays, through
+  :func:`touched_lines`).
+
+Excess % is ``100 * (sectors - ideal) / sectors``, Nsight Compute's "excessive sectors, % of the
+total sectors". Only ``Space.GLOBAL`` records count (local memory is interleaved per thread by the
+hardware; constant accesses go through another cache). Vectorized over records in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.model.banks import active_lanes
+from gpuadvise.trace import WARP, AccessTrace, Kind, Space
+
+__all__ = [
+    "LINE_BYTES",
+    "RecordSectors",
+    "SECTOR_BYTES",
+    "CoalescingLine",
+    "CoalescingResult",
+    "SectorCounts",
+    "SectorTotals",
+    "analyze_coalescing",
+    "record_sectors",
+    "touched_lines",
+]
+
+SECTOR_BYTES = 32
+LINE_BYTES = 128
+CHUNK_RECORDS = 4096
+
+_SENT = np.uint32(0xFFFFFFFF)
+_SPAN_LIMIT = 0xFFFFFF00  # a chunk whose addresses span less than this is rebased as a whole
+_ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
+_BYTE_SUM = np.uint64(0x0101010101010101)
+
+
+@dataclass(frozen=True)
+class RecordSectors:
+    """Per record: sectors, distinct bytes, 128-byte lines (int32 arrays); ``ideal`` derived."""
+
+    sectors: np.ndarray
+    bytes: np.ndarray
+    lines: np.ndarray
+
+    @property
+    def ideal(self) -> np.ndarray:
+        return (self.bytes + SECTOR_BYTES - 1) // SECTOR_BYTES
+
+
+def _rebase(addr: np.ndarray, act: np.ndarray | None) -> np.ndarray:
+    """uint32 addresses relative to a base that is a multiple of 128 (sector and line boundaries
+    are kept): one base per chunk when its addresses span under 4 GB, else one per record."""
+    a = addr
+    if act is None:
+        lo, hi = a.min(initial=2**64 - 1), a.max(initial=0)
+    else:
+        live = a[act]
+        lo = live.min(initial=2**64 - 1)
+        hi = live.max(initial=0)
+    if hi < lo:  # no active lane
+        return np.zeros(a.shape, dtype=np.uint32)
+    base = np.uint64(int(lo) & ~(LINE_BYTES - 1))
+    if int(hi) - int(base) < _SPAN_LIMIT:
+        return (a - base).astype(np.uint32)  # inactive lanes may wrap: they are overwritten
+    act_ = np.ones(a.shape, dtype=bool) if act is None else act
+    masked = np.where(act_, a, np.uint64(2**64 - 1))
+    row_lo = masked.min(axis=1, keepdims=True) & np.uint64(2**64 - LINE_BYTES)
+    rel = np.where(act_, a - row_lo, 0)
+    if rel.max(initial=0) >= _SPAN_LIMIT:
+        raise ValueError("the active lanes of one warp access span more than 4 GB")
+    return rel.astype(np.uint32)
+
+
+def _distinct_sorted(s: np.ndarray, has_sent: np.ndarray | None) -> np.ndarray:
+    """Distinct values per row of a row-sorted (n, 32) array, the sentinel not counted."""
+    n = len(s)
+    flags = np.empty((n, WARP), dtype=np.uint8)
+    flags[:, 0] = 1
+    np.not_equal(s[:, 1:], s[:, :-1], out=flags[:, 1:].view(bool))
+    words = flags.view(np.uint64)  # (n, 4): 8 flags each; byte sum by multiplication
+    total = (words[:, 0] * _BYTE_SUM) >> np.uint64(56)
+    for j in range(1, words.shape[1]):
+        total += (words[:, j] * _BYTE_SUM) >> np.uint64(56)
+    out = total.astype(np.int32)
+    if has_sent is not None:
+        out -= has_sent
+    return out
+
+
+def _interval_union(lo: np.ndarray, hi: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per row: the size of the union of the integer ranges [lo, hi] (rows sorted by lo, hi
+    non-decreasing along the row); invalid entries (sorted last) count nothing."""
+    prev = np.empty_like(hi)
+    prev[:, 0] = -1
+    prev[:, 1:] = hi[:, :-1]
+    start = np.maximum(lo, prev + 1)
+    part = np.clip(hi - start + 1, 0, None)
+    part[~valid] = 0
+    return part.sum(axis=1).astype(np.int32)
+
+
+def _chunk_sectors(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(recs)
+    if n == 0:
+        z = np.zeros(0, dtype=np.int32)
+        return z, z.copy(), z.copy()
+    mask = recs["mask"]
+    full = bool((mask == np.uint32(0xFFFFFFFF)).all())
+    act = None if full else active_lanes(mask)
+    rel = _rebase(np.ascontiguousarray(recs["addr"]), act)
+    width = recs["width"].astype(np.uint32)
+    if (width == 0).any():
+        raise ValueError("a global access of width 0")
+    wcol = width[:, None]
+    pow2 = (width & (width - np.uint32(1))) == 0
+    off = (rel & (wcol - np.uint32(1))) != 0
+    if act is not None:
+        off &= act
+    aligned = bool(pow2.all()) and not off.any() and bool((width <= SECTOR_BYTES).all())
+    if act is not None:
+        rel |= (~act).view(np.uint8).astype(np.uint32) * _SENT
+    rel.sort(axis=1)
+    has_sent = None if act is None else rel[:, -1] == _SENT
+    if aligned:
+        # naturally aligned, at most a sector wide: each lane in one sector and one line, and two
+        # lanes' byte ranges are equal or disjoint
+        distinct = _distinct_sorted(rel, has_sent)
+        nbytes = distinct * width.astype(np.int32)
+        sectors = _distinct_sorted(rel >> np.uint32(5), has_sent)
+        lines = _distinct_sorted(rel >> np.uint32(7), has_sent)
+        return sectors, nbytes, lines
+    s = rel.astype(np.int64)
+    valid = rel != _SENT if act is not None else np.ones(rel.shape, dtype=bool)
+    e = s + width.astype(np.int64)[:, None] - 1  # last byte
+    nbytes = _interval_union(s, e, valid)
+    sectors = _interval_union(s >> 5, e >> 5, valid)
+    lines = _interval_union(s >> 7, e >> 7, valid)
+    return sectors, nbytes, lines
+
+
+def _chunks(n: int, size: int = CHUNK_RECORDS) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def record_sectors(records: np.ndarray) -> RecordSectors:
+    """Sectors, distinct bytes and 128-byte lines per record (each taken as a global access).
+
+    A record with no active lane touches nothing (0, 0, 0); it still counts as a request.
+    """
+    n = len(records)
+    sectors = np.empty(n, dtype=np.int32)
+    nbytes = np.empty(n, dtype=np.int32)
+    lines = np.empty(n, dtype=np.int32)
+    for s in _chunks(n):
+        sectors[s], nbytes[s], lines[s] = _chunk_sectors(records[s])
+    return RecordSectors(sectors, nbytes, lines)
+
+
+def touched_lines(
+    records: np.ndarray, line_bytes: int = LINE_BYTES
+) -> tuple[np.ndarray, np.ndarray]:
+    """(record index, line number) of every distinct ``line_bytes`` line each record touches.
+
+    In record order, and within a record in increasing address order: the order in which an L2
+    model may replay the trace. ``line number`` is ``address // line_bytes``. Every record is
+    taken as it is (filter the records by space first).
+    """
+    if line_bytes <= 0 or line_bytes & (line_bytes - 1):
+        raise ValueError("line_bytes must be a power of two")
+    shift = np.uint64(line_bytes.bit_length() - 1)
+    rec_out: list[np.ndarray] = []
+    line_out: list[np.ndarray] = []
+    for sl in _chunks(len(records)):
+        part = records[sl]
+        act = active_lanes(part["mask"])
+        addr = np.ascontiguousarray(part["addr"])
+        width = part["width"].astype(np.uint64)[:, None]
+        first = addr >> shift
+        last = (addr + np.maximum(width, 1) - np.uint64(1)) >> shift
+        both = np.concatenate([first, last], axis=1)
+        live = np.concatenate([act, act], axis=1)
+        both[~live] = np.uint64(2**64 - 1)
+        both.sort(axis=1)
+        keep = np.empty(both.shape, dtype=bool)
+        keep[:, 0] = True
+        np.not_equal(both[:, 1:], both[:, :-1], out=keep[:, 1:])
+        keep &= both != np.uint64(2**64 - 1)
+        rows, cols = np.nonzero(keep)
+        rec_out.append(rows.astype(np.int64) + sl.start)
+        line_out.append(both[rows, cols])
+    if not rec_out:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    return np.concatenate(rec_out), np.concatenate(line_out)
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class SectorCounts:
+    """Requests (warp-level instructions), sectors, ideal sectors, distinct bytes, 128-B lines."""
+
+    requests: float
+    sectors: float
+    ideal: float
+    bytes: float
+    lines: float
+
+    @property
+    def excess(self) -> float:
+        return self.sectors - self.ideal
+
+    @property
+    def excess_pct(self) -> float:
+        """Excess sectors in % of all sectors (Nsight Compute's wording); 0 when none."""
+        return 100.0 * self.excess / self.sectors if self.sectors else 0.0
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+    def scaled(self, factor: float) -> SectorCounts:
+        return SectorCounts(
+            self.requests * factor,
+            self.sectors * factor,
+            self.ideal * factor,
+            self.bytes * factor,
+            self.lines * factor,
+        )
+
+    def __add__(self, other: SectorCounts) -> SectorCounts:
+        return SectorCounts(
+            self.requests + other.requests,
+            self.sectors + other.sectors,
+            self.ideal + other.ideal,
+            self.bytes + other.bytes,
+            self.lines + other.lines,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "sectors": self.sectors,
+            "ideal": self.ideal,
+            "bytes": self.bytes,
+            "lines": self.lines,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SectorCounts:
+        return cls(data["requests"], data["sectors"], data["ideal"], data["bytes"], data["lines"])
+
+
+_ZERO = SectorCounts(0, 0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class SectorTotals:
+    """Counts by kind: loads, stores, and atomics (reductions included)."""
+
+    load: SectorCounts = _ZERO
+    store: SectorCounts = _ZERO
+    atomic: SectorCounts = _ZERO
+
+    @property
+    def all(self) -> SectorCounts:
+        return self.load + self.store + self.atomic
+
+    def scaled(self, factor: float) -> SectorTotals:
+        return SectorTotals(
+            self.load.scaled(factor), self.store.scaled(factor), self.atomic.scaled(factor)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k).to_dict() for k in ("load", "store", "atomic")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SectorTotals:
+        return cls(**{k: SectorCounts.from_dict(v) for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class CoalescingLine:
+    """Global accesses of one kind at one source line, over the traced CTAs.
+
+    ``worst_sectors``: the most sectors one request touched; ``insts``: the PTX instructions.
+    """
+
+    file: str | None
+    line: int | None
+    kind: Kind
+    requests: int
+    sectors: int
+    ideal: int
+    bytes: int
+    lines: int
+    worst_sectors: int
+    insts: tuple[int, ...] = ()
+
+    @property
+    def counts(self) -> SectorCounts:
+        return SectorCounts(self.requests, self.sectors, self.ideal, self.bytes, self.lines)
+
+    @property
+    def excess(self) -> int:
+        return self.sectors - self.ideal
+
+    @property
+    def excess_pct(self) -> float:
+        return self.counts.excess_pct
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.counts.sectors_per_request
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "kind": self.kind.name.lower(),
+            "requests": self.requests,
+            "sectors": self.sectors,
+            "ideal": self.ideal,
+            "bytes": self.bytes,
+            "lines": self.lines,
+            "worst_sectors": self.worst_sectors,
+            "insts": list(self.insts),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CoalescingLine:
+        return cls(
+            file=data["file"],
+            line=data["line"],
+            kind=Kind[data["kind"].upper()],
+            requests=int(data["requests"]),
+            sectors=int(data["sectors"]),
+            ideal=int(data["ideal"]),
+            bytes=int(data["bytes"]),
+            lines=int(data["lines"]),
+            worst_sectors=int(data["worst_sectors"]),
+            insts=tuple(int(i) for i in data.get("insts", ())),
+        )
+
+
+@dataclass(frozen=True)
+class CoalescingResult:
+    """The coalescing model of one launch.
+
+    ``lines``: per source line and kind, in source order, over the traced CTAs. ``traced``: totals
+    over the traced CTAs; ``launch``: those times ``scale``, extrapolated when ``extrapolated``.
+    """
+
+    lines: tuple[CoalescingLine, ...]
+    traced: SectorTotals
+    launch: SectorTotals
+    scale: float
+    extrapolated: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lines": [ln.to_dict() for ln in self.lines],
+            "traced": self.traced.to_dict(),
+            "launch": self.launch.to_dict(),
+            "scale": self.scale,
+            "extrapolated": self.extrapolated,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CoalescingResult:
+        return cls(
+            lines=tuple(CoalescingLine.from_dict(x) for x in data["lines"]),
+            traced=SectorTotals.from_dict(data["traced"]),
+            launch=SectorTotals.from_dict(data["launch"]),
+            scale=float(data["scale"]),
+            extrapolated=bool(data["extrapolated"]),
+        )
+
+
+def analyze_coalescing(trace: AccessTrace, records: np.ndarray | None = None) -> CoalescingResult:
+    """The coalescing model over the global accesses of ``trace``.
+
+    ``records``: use these instead of ``trace.records`` (reconciled records); they must index
+    ``trace.instructions``.
+    """
+    recs = trace.records if records is None else records
+    ninst = len(trace.instructions)
+    sums = {k: np.zeros(ninst, dtype=np.int64) for k in ("n", "sectors", "ideal", "bytes", "lines")}
+    worst = np.zeros(ninst, dtype=np.int64)
+    kind_of = np.full(ninst, -1, dtype=np.int16)
+    for sl in _chunks(len(recs), 8 * CHUNK_RECORDS):
+        part = recs[sl]
+        glob = part["space"] == int(Space.GLOBAL)
+        if not glob.any():
+            continue
+        sub = part if glob.all() else part[glob]
+        rs = record_sectors(sub)
+        inst = sub["inst"].astype(np.intp)
+        if len(inst) and (inst.min() < 0 or inst.max() >= ninst):
+            raise ValueError("a record's inst is not an index into trace.instructions")
+        sums["n"] += np.bincount(inst, minlength=ninst)
+        for name, vals in (
+            ("sectors", rs.sectors),
+            ("ideal", rs.ideal),
+            ("bytes", rs.bytes),
+            ("lines", rs.lines),
+        ):
+            sums[name] += np.bincount(inst, weights=vals, minlength=ninst).astype(np.int64)
+        np.maximum.at(worst, inst, rs.sectors)
+        kind_of[inst] = sub["kind"].astype(np.int16)
+
+    groups: dict[tuple[str | None, int | None, int], list[int]] = {}
+    for i in np.flatnonzero(sums["n"]):
+        file, line = trace.line_of(int(i))
+        groups.setdefault((file, line, int(kind_of[i])), []).append(int(i))
+
+    def order(key: tuple[str | None, int | None, int]) -> tuple[str, int, int]:
+        return (key[0] or "", key[1] or 0, key[2])
+
+    lines = []
+    totals: dict[str, SectorCounts] = {"load": _ZERO, "store": _ZERO, "atomic": _ZERO}
+    for key in sorted(groups, key=order):
+        idx = groups[key]
+        kind = Kind(key[2])
+        cl = CoalescingLine(
+            file=key[0],
+            line=key[1],
+            kind=kind,
+            requests=int(sums["n"][idx].sum()),
+            sectors=int(sums["sectors"][idx].sum()),
+            ideal=int(sums["ideal"][idx].sum()),
+            bytes=int(sums["bytes"][idx].sum()),
+            lines=int(sums["lines"][idx].sum()),
+            worst_sectors=int(worst[idx].max()),
+            insts=tuple(idx),
+        )
+        lines.append(cl)
+        bucket = "atomic" if int(kind) in _ATOMIC_KINDS else kind.name.lower()
+        totals[bucket] = totals[bucket] + cl.counts
+    traced = SectorTotals(**totals)
+    return CoalescingResult(
+        lines=tuple(lines),
+        traced=traced,
+        launch=traced.scaled(trace.scale),
+        scale=trace.scale,
+        extrapolated=not trace.complete,
+    )
