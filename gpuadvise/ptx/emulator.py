@@ -1,0 +1,1673 @@
+"""The CPU emulator: runs a batch of CTAs of a kernel's PTX, all lanes at once, and traces memory.
+
+Execution model
+---------------
+A batch holds whole CTAs; its lanes are laid out CTA after CTA, each CTA as ``ceil(threads/32)``
+warps of 32 consecutive lanes in linear thread order (``x + y*bx + z*bx*by``), the warps the hardware
+forms. Every register is a numpy array over all lanes of the batch.
+
+Each warp has a SIMT reconvergence stack (pc, reconvergence pc, 32-bit lane mask), the scheme of
+pre-Volta GPUs and of GPGPU-Sim, kept for all warps in arrays. A scheduling step picks the lowest
+basic block any runnable warp is at, and runs that whole block once for every warp there, under the
+mask of their active lanes, so that a step costs a few numpy operations per instruction whatever the
+number of warps. At the block's end each selected warp moves on: all its lanes to one successor, or,
+when a conditional branch (or ``brx.idx``) splits it, the stack top becomes the reconvergence entry
+at the branch block's immediate post-dominator, computed without the paths that only exit the kernel
+(:func:`gpuadvise.ptx.cfg.reconvergence_points`), and the sides are pushed (the fall-through side
+runs first; a side that goes straight to the reconvergence point just waits there); an entry is
+popped when its pc reaches its reconvergence pc, where its lanes rejoin the others. Lanes that
+``exit`` leave every entry of their warp. Warps at a barrier wait until no warp of the batch can run,
+then all waiting warps pass it (every CTA's barrier completes once all its live warps arrived, and
+those of other CTAs did too, which is one valid interleaving). Named barriers with a thread count
+(``bar.sync 1, 64``) are treated as whole-CTA barriers, ``bar.arrive`` as a no-op; a barrier reached
+by some lanes of a diverged warp releases them before the warp's other lanes arrive.
+
+Registers and batch layout arrays are kept from one batch to the next of the same size (registers
+are not cleared: their initial values are undefined in PTX too). The instruction budget is per
+warp: a warp that executed more than ``max_instructions`` instructions stops the emulation.
+
+Independent thread scheduling of Volta and later lets diverged lanes interleave, and ``__syncwarp``
+can reconverge them early; the emulator reconverges at the immediate post-dominator and treats
+``bar.warp.sync`` as a no-op. For data-race-free kernels the results are the same; the lane groups
+are those the compiler's reconvergence points (BSSY/BSYNC at post-dominators) give.
+
+Memory
+------
+Global buffers live in :class:`~gpuadvise.ptx.memory.GlobalMemory`; shared memory per CTA (static
+variables in declaration order, each at its ``.align``, from 0x400 on sm_90+; the dynamic
+``extern .shared`` area after them at a 16-byte boundary, or the larger alignment it declares), local
+memory per thread, call parameters per thread, the kernel's parameter block and the user constant
+bank. Each access is checked: one outside every buffer, past the CTA's shared memory or the thread's
+local frame, or misaligned for its width, raises :class:`MemoryAccessError` with its source line, the
+buffer and the offset, and the CTA and thread that made it (the first one, in lane order).
+
+Atomics with several lanes on one address are serialised in lane order: add, min, max, and, or, xor by
+segmented scans, exch by a shift, cas by repeated first-match rounds, inc/dec one lane per round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+
+from gpuadvise.ptx.cfg import Program, build_program
+from gpuadvise.ptx.errors import (
+    EmulationError,
+    InstructionBudgetError,
+    MemoryAccessError,
+    UnsupportedInstructionError,
+)
+from gpuadvise.ptx.memory import (
+    CONST_WINDOW,
+    LOCAL_WINDOW,
+    PARAM_WINDOW,
+    SHARED_WINDOW,
+    WINDOW_SHIFT,
+    GlobalMemory,
+    align_up,
+    heap_views,
+)
+from gpuadvise.ptx.ops import Op, build_op, getter, type_of
+from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
+from gpuadvise.ptx.values import NP_TYPES, Mask, storage_dtype, to_storage, write
+from gpuadvise.trace import RECORD, Kind, Space
+
+__all__ = [
+    "Batch",
+    "KernelImage",
+    "Launch",
+    "RecordSink",
+    "malloc_tuned",
+    "shared_base_for_arch",
+    "space_of",
+    "static_accesses",
+]
+
+U32 = np.uint32
+U64 = np.uint64
+FULL32 = np.uint32(0xFFFFFFFF)
+SPACES = ("global", "shared", "local", "const", "param")
+SPACE_ENUM = {
+    "global": Space.GLOBAL,
+    "shared": Space.SHARED,
+    "local": Space.LOCAL,
+    "const": Space.CONST,
+}
+EXTERN_NOOPS = ("vprintf",)
+
+
+def shared_base_for_arch(arch: str) -> int:
+    """Where user shared memory starts in a CTA's shared window: 0x400 from sm_90 on (the 1 KB the
+    driver reserves comes first there; ``UMOV UR4, 0x400`` in the SASS), 0 before."""
+    digits = "".join(c for c in arch if c.isdigit())
+    return 0x400 if digits and int(digits) >= 90 else 0
+
+
+@contextlib.contextmanager
+def malloc_tuned() -> Iterator[None]:
+    """Keep freed memory in the process while the emulator runs (glibc only).
+
+    Every instruction of a 64K-lane batch makes numpy temporaries of 256-512 KB. glibc's malloc
+    serves those with fresh mmaps and unmaps them when freed, so each one page-faults anew:
+    that costs more than the arithmetic (3-5x on memory-heavy kernels). Raising the mmap and trim
+    thresholds keeps the pages; on exit the defaults (128 KB) are restored and the heap trimmed.
+    """
+    libc = None
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        yield
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    ok = mallopt(m_mmap_threshold, 1 << 30) == 1 and mallopt(m_trim_threshold, (1 << 31) - 1) == 1
+    try:
+        yield
+    finally:
+        if ok:
+            mallopt(m_mmap_threshold, 128 * 1024)
+            mallopt(m_trim_threshold, 128 * 1024)
+            trim(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel, laid out
+
+
+@dataclass
+class KernelImage:
+    """A kernel's program and its memory layout; independent of any batch."""
+
+    module: Module
+    program: Program
+    shared_base: int
+    shared_offsets: dict[str, int]
+    static_shared_bytes: int
+    dynamic_offset: int
+    dynamic_smem_bytes: int
+    local_offsets: dict[str, int]
+    local_bytes: int
+    call_params: dict[str, int]
+    kernel_params: dict[str, tuple[int, int]]
+    param_bytes: int
+    const_offsets: dict[str, int]
+    const_bank: np.ndarray
+    global_vars: list[VarDecl]
+    notes: list[str] = field(default_factory=list)
+    const_used: bool = False
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of the CTA's shared window that the kernel uses (from the base)."""
+        return self.dynamic_offset - self.shared_base + self.dynamic_smem_bytes
+
+    @classmethod
+    def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:
+        program = build_program(module, entry)
+        used = _symbols_used(program)
+        notes: list[str] = []
+        base = shared_base_for_arch(arch)
+
+        # shared: module-scope (text order) then function-scope, each at its alignment
+        shared_vars = [v for v in module.variables.values() if v.space == "shared" and not v.extern]
+        shared_vars = [v for v in shared_vars if v.name in used]
+        shared_vars += [v for v in program.vars if v.space == "shared" and not v.extern]
+        offsets: dict[str, int] = {}
+        off = base
+        for v in sorted(shared_vars, key=lambda v: v.order):
+            if v.name in offsets:
+                continue
+            off = align_up(off, max(v.align, 1))
+            offsets[v.name] = off
+            off += v.size_bytes
+        static_bytes = off - base
+        externs = [v for v in module.variables.values() if v.space == "shared" and v.extern]
+        externs += [v for v in program.vars if v.space == "shared" and v.extern]
+        dyn_align = max([16] + [v.align for v in externs])
+        dyn_off = align_up(off, dyn_align)
+        for v in externs:
+            offsets[v.name] = dyn_off
+
+        local_offsets: dict[str, int] = {}
+        loff = 0
+        for v in program.vars:
+            if v.space == "local":
+                loff = align_up(loff, max(v.align, 1))
+                local_offsets[v.name] = loff
+                loff += v.size_bytes
+        call_params = {v.name: max(v.size_bytes, 1) for v in program.vars if v.space == "param"}
+
+        kernel_params: dict[str, tuple[int, int]] = {}
+        poff = 0
+        for p in program.entry.params:
+            poff = align_up(poff, max(p.align, 1))
+            kernel_params[p.name] = (poff, p.size)
+            poff += p.size
+
+        const_vars = [v for v in module.variables.values() if v.space == "const"]
+        const_offsets: dict[str, int] = {}
+        coff = 0
+        for v in const_vars:
+            coff = align_up(coff, max(v.align, 1))
+            const_offsets[v.name] = coff
+            coff += v.size_bytes
+        const_bank = np.zeros(align_up(max(coff, 16), 16), np.uint8)
+
+        global_vars = [v for v in module.variables.values() if v.space == "global"]
+        image = cls(
+            module=module,
+            program=program,
+            shared_base=base,
+            shared_offsets=offsets,
+            static_shared_bytes=static_bytes,
+            dynamic_offset=dyn_off,
+            dynamic_smem_bytes=dynamic_smem_bytes,
+            local_offsets=local_offsets,
+            local_bytes=align_up(loff, 16),
+            call_params=call_params,
+            kernel_params=kernel_params,
+            param_bytes=poff,
+            const_offsets=const_offsets,
+            const_bank=const_bank,
+            global_vars=global_vars,
+            notes=notes,
+            const_used=any(name in used for name in const_offsets),
+        )
+        return image
+
+    def init_bytes(self, var: VarDecl, address_of: Callable[[str, bool], int]) -> bytes:
+        """The initial bytes of a variable (zeros when it has no initializer)."""
+        size = var.size_bytes
+        out = bytearray(size)
+        if not var.init:
+            return bytes(out)
+        es = var.elem_size
+        dt = NP_TYPES.get(var.type, np.dtype(np.uint8))
+        pos = 0
+        for item in var.init:
+            if pos + es > size:
+                break
+            if isinstance(item, tuple):
+                _, name, off, generic = item
+                value = address_of(str(name), bool(generic)) + int(off)
+                out[pos : pos + es] = (value & ((1 << (8 * es)) - 1)).to_bytes(es, "little")
+            elif isinstance(item, float) and dt.kind == "f":
+                out[pos : pos + es] = np.array(item, dtype=dt).tobytes()
+            else:
+                v = int(cast(int, item)) & ((1 << (8 * es)) - 1)
+                out[pos : pos + es] = v.to_bytes(es, "little")
+            pos += es
+        return bytes(out)
+
+
+def _symbols_used(program: Program) -> set[str]:
+    names: set[str] = set()
+
+    def visit(op: object) -> None:
+        if isinstance(op, Sym):
+            names.add(op.name)
+        elif isinstance(op, Addr) and op.base is not None:
+            visit(op.base)
+        elif isinstance(op, Vec):
+            for x in op.items:
+                visit(x)
+
+    for ins in program.instrs:
+        for op in ins.operands:
+            visit(op)
+    return names
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    sm_count: int = 132
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def warps_per_cta(self) -> int:
+        return (self.threads + 31) // 32
+
+    @property
+    def total_ctas(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    def cta_xyz(self, cta: int) -> tuple[int, int, int]:
+        gx, gy, _ = self.grid
+        return cta % gx, (cta // gx) % gy, cta // (gx * gy)
+
+    def thread_xyz(self, t: int) -> tuple[int, int, int]:
+        bx, by, _ = self.block
+        return t % bx, (t // bx) % by, t // (bx * by)
+
+
+def _physical_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def space_of(ins: Instr) -> str:
+    """The state space an ld/st/atom/red names (``generic`` when none)."""
+    for m in ins.mods:
+        sp = m.split("::")[0]
+        if sp in SPACES:
+            return sp
+    return "generic"
+
+
+def static_accesses(program: Program) -> list[tuple[int, Space, Kind, int]]:
+    """(instruction, space, kind, width) of every memory instruction of the program whose space is
+    explicit, executed or not; generic ones are known only once their addresses are."""
+    out: list[tuple[int, Space, Kind, int]] = []
+    kinds = {"ld": Kind.LOAD, "ldu": Kind.LOAD, "st": Kind.STORE}
+    for i, ins in enumerate(program.instrs):
+        base = ins.base
+        try:
+            if base == "cp" and "async" in ins.mods and len(ins.operands) >= 3:
+                size = ins.operands[2]
+                if isinstance(size, Imm) and any(m.startswith("shared") for m in ins.mods):
+                    out.append((i, Space.GLOBAL, Kind.LOAD, int(size.value)))
+                    out.append((i, Space.SHARED, Kind.STORE, int(size.value)))
+                continue
+            if base not in ("ld", "ldu", "st", "atom", "red"):
+                continue
+            sp = SPACE_ENUM.get(space_of(ins))
+            if sp is None:
+                continue
+            es = TYPE_SIZES[type_of(ins.mods)]
+            if base in kinds:
+                vec = next((int(m[1:]) for m in ins.mods if m in ("v2", "v4", "v8")), 1)
+                out.append((i, sp, kinds[base], es * vec))
+            else:
+                out.append((i, sp, Kind.ATOMIC if base == "atom" else Kind.REDUCTION, es))
+        except Exception:  # a form the builders reject: it fails when executed, if ever
+            continue
+    return out
+
+
+def _reserve_records(size: int) -> tuple[np.ndarray, Any]:
+    """An uninitialized RECORD array of ``size`` in its own anonymous mapping (None: plain)."""
+    nbytes = size * RECORD.itemsize
+    try:
+        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError, OverflowError):
+        return np.empty(size, RECORD), None
+    return np.frombuffer(mm, RECORD, count=size), mm
+
+
+class RecordSink:
+    """Collects the records of all batches, written once into their final place.
+
+    The records go into one array reserved up front for the largest trace allowed (``limit``:
+    half the machine's memory, at most 8 GiB), in an anonymous mapping of its own: the operating
+    system backs only the part written, so a small trace costs a small trace's memory, and no
+    record is copied when the trace grows. (A plain ``np.empty`` of that size is slower to fill:
+    numpy asks for transparent huge pages on large arrays, and on the Firecracker VM used for
+    development, faulting those in took 2-3x longer than 4 KB pages; populating ahead with
+    ``MADV_POPULATE_WRITE`` was slower still at times.) Instruction ids: the (instruction, space)
+    pairs declared (:meth:`declare`) or executed, sorted by position in the program (:meth:`records`
+    renumbers the provisional ids given in order of first use).
+    """
+
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        limit = (
+            limit_bytes if limit_bytes is not None else min(8 << 30, _physical_memory_bytes() // 2)
+        )
+        self.limit_bytes = limit
+        self.capacity = max(1, limit // RECORD.itemsize)
+        self.buf: np.ndarray | None = None
+        self._mm: Any = None
+        self.keys: dict[tuple[int, int], int] = {}
+        self.key_kind: dict[tuple[int, int], tuple[int, int]] = {}
+        self.count = 0
+
+    def declare(self, accesses: list[tuple[int, Space, Kind, int]]) -> None:
+        """List memory instructions in the trace even if they never execute."""
+        for index, space, kind, width in accesses:
+            self.key(index, space, kind, width)
+
+    def key(self, index: int, space: Space, kind: Kind, width: int) -> int:
+        k = (index, int(space))
+        got = self.keys.get(k)
+        if got is None:
+            got = len(self.keys)
+            self.keys[k] = got
+            self.key_kind[k] = (int(kind), width)
+        return got
+
+    def reserve(self, n: int) -> np.ndarray:
+        """The next ``n`` records, to be filled by the caller."""
+        need = self.count + n
+        if need > self.capacity:
+            raise EmulationError(
+                f"the memory trace grew past {self.limit_bytes / 2**30:.1f} GiB "
+                f"({need} warp-level accesses)",
+                "trace fewer CTAs (sample_ctas), or a smaller problem size",
+            )
+        if self.buf is None or need > len(self.buf):
+            self._grow(need)
+        assert self.buf is not None
+        out = self.buf[self.count : need]
+        self.count = need
+        return out
+
+    def _grow(self, need: int) -> None:
+        """Reserve the whole capacity at once (untouched pages cost nothing); where the system
+        refuses so large a reservation, take what it gives and copy into a larger one later."""
+        size = self.capacity
+        while True:
+            try:
+                new, mm = _reserve_records(size)
+                break
+            except MemoryError:
+                if size <= need:
+                    raise EmulationError(
+                        f"no memory for a trace of {need} warp-level accesses",
+                        "trace fewer CTAs (sample_ctas), or a smaller problem size",
+                    ) from None
+                size = max(need, size // 2)
+        if self.buf is not None and self.count:
+            new[: self.count] = self.buf[: self.count]
+        self.buf = new
+        self._mm = mm
+
+    def ordered_keys(self) -> list[tuple[int, int]]:
+        return sorted(self.keys)
+
+    def records(self) -> np.ndarray:
+        if self.buf is None or self.count == 0:
+            return np.zeros(0, RECORD)
+        order = self.ordered_keys()
+        remap = np.zeros(len(order), np.int32)
+        for new, k in enumerate(order):
+            remap[self.keys[k]] = new
+        out = self.buf[: self.count]
+        out["inst"] = remap[out["inst"]]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A batch
+
+
+class Batch:
+    """Whole CTAs executing together; see the module docstring."""
+
+    def __init__(
+        self,
+        image: KernelImage,
+        launch: Launch,
+        ctas: np.ndarray,
+        gmem: GlobalMemory,
+        param_block: bytes,
+        sink: RecordSink | None,
+        max_instructions: int,
+        cache: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        self.image = image
+        self.program = image.program
+        self.launch = launch
+        self.gmem = gmem
+        self.sink = sink
+        self.max_instructions = max_instructions
+        self.ctas = ctas.astype(np.int64)
+        self.ncta = len(ctas)
+        wpc = launch.warps_per_cta
+        self.wpc = wpc
+        lanes_per_cta = wpc * 32
+        self.n = n = self.ncta * lanes_per_cta
+        self.nwarps = n // 32
+        # arrays that depend only on the batch's size are kept for the next batch of that size
+        shared = cache.get(self.ncta) if cache is not None else None
+        if shared is None:
+            lane = np.arange(n, dtype=np.int64)
+            shared = {
+                "lane": lane,
+                "cta_of_lane": lane // lanes_per_cta,
+                "tid": lane % lanes_per_cta,
+                "lane_in_warp": (lane & 31).astype(U32),
+                "warp_base": lane & ~np.int64(31),
+                "warp_in_cta": np.tile(np.arange(wpc, dtype=np.int32), self.ncta),
+                "regs": {
+                    name: np.zeros(n, dtype=storage_dtype(t))
+                    for name, t in self.program.regs.items()
+                },
+                "specials": {},
+            }
+            if cache is not None:
+                cache[self.ncta] = shared
+        self.lane_index = shared["lane"]
+        self.cta_of_lane = shared["cta_of_lane"]
+        self.tid_linear = shared["tid"]
+        self.lane_in_warp = shared["lane_in_warp"]
+        self.warp_base = shared["warp_base"]
+        self.warp_in_cta = shared["warp_in_cta"]
+        self.warp_cta = np.repeat(self.ctas, wpc)
+        # registers start as they were left (the values of uninitialized registers are undefined)
+        self.regs: dict[str, np.ndarray] = shared["regs"]
+        self._layout_specials: dict[str, Any] = shared["specials"]
+        self._carry: np.ndarray | None = None
+        self.step_counter = 0
+
+        # memory of the batch
+        self.shared_bytes = image.shared_bytes
+        self.shared_stride = align_up(max(self.shared_bytes, 16), 16)
+        self.shared_heap = np.zeros(self.shared_stride * self.ncta, np.uint8)
+        self.shared_views = heap_views(self.shared_heap)
+        self.shared_lane_base = self.cta_of_lane * self.shared_stride
+        self.local_stride = max(image.local_bytes, 16)
+        self.local_heap = np.zeros(self.local_stride * n if image.local_bytes else 16, np.uint8)
+        self.local_views = heap_views(self.local_heap)
+        self.const_views = heap_views(image.const_bank)
+        pb = np.zeros(align_up(max(len(param_block), 16), 16), np.uint8)
+        pb[: len(param_block)] = np.frombuffer(param_block, np.uint8)
+        self.param_heap = pb
+        self.param_views = heap_views(pb)
+        self.call_param_store: dict[str, np.ndarray] = {
+            name: np.zeros((n, align_up(size, 8)), np.uint8)
+            for name, size in image.call_params.items()
+        }
+
+        # special registers, computed on first use
+        self._specials: dict[str, Any] = {}
+
+        self.ops: list[Op] = [self._build(i, ins) for i, ins in enumerate(self.program.instrs)]
+
+    # -- interface used by ops.py -----------------------------------------------------------------
+
+    _LAYOUT_SPECIALS = ("%tid.", "%laneid", "%warpid", "%lanemask_")
+
+    def special(self, name: str) -> Any:
+        got = self._specials.get(name)
+        if got is None:
+            layout = name.startswith(self._LAYOUT_SPECIALS)
+            if layout:
+                got = self._layout_specials.get(name)
+            if got is None:
+                got = self._make_special(name)
+                if layout:
+                    self._layout_specials[name] = got
+            self._specials[name] = got
+        return got
+
+    def _make_special(self, name: str) -> Any:
+        bx, by, _ = self.launch.block
+        gx, gy, _ = self.launch.grid
+        axes = {"x": 0, "y": 1, "z": 2}
+        if name.startswith(("%tid.", "%ctaid.", "%clusterid.")):
+            axis = name[-1]
+            if name.startswith("%tid."):
+                t = self.tid_linear
+                v = (t % bx, (t // bx) % by, t // (bx * by))[axes[axis]]
+            else:
+                c = self.ctas[self.cta_of_lane]
+                v = (c % gx, (c // gx) % gy, c // (gx * gy))[axes[axis]]
+            return v.astype(U32)
+        if name.startswith(("%ntid.", "%nctaid.", "%nclusterid.")):
+            dims = self.launch.block if name.startswith("%ntid.") else self.launch.grid
+            return U32(dims[axes[name[-1]]])
+        if name.startswith(("%cluster_ctaid.",)):
+            return U32(0)
+        if name.startswith("%cluster_nctaid."):
+            return U32(1)
+        li = self.lane_in_warp.astype(np.uint64)
+        one = U64(1)
+        m32 = U64(0xFFFFFFFF)
+        fixed: dict[str, Callable[[], Any]] = {
+            "%laneid": lambda: self.lane_in_warp,
+            "%warpid": lambda: (self.tid_linear // 32).astype(U32),
+            "%nwarpid": lambda: U32(self.wpc),
+            "%smid": lambda: (self.ctas[self.cta_of_lane] % max(self.launch.sm_count, 1)).astype(
+                U32
+            ),
+            "%nsmid": lambda: U32(self.launch.sm_count),
+            "%gridid": lambda: U64(0),
+            "%dynamic_smem_size": lambda: U32(self.image.dynamic_smem_bytes),
+            "%total_smem_size": lambda: U32(self.image.shared_bytes),
+            "%aggr_smem_size": lambda: U32(self.image.shared_bytes),
+            "%cluster_ctarank": lambda: U32(0),
+            "%cluster_nctarank": lambda: U32(1),
+            "%is_explicit_cluster": lambda: np.bool_(False),
+            "%lanemask_eq": lambda: (one << li).astype(U32),
+            "%lanemask_lt": lambda: ((one << li) - one).astype(U32),
+            "%lanemask_le": lambda: ((one << (li + one)) - one).astype(U32),
+            "%lanemask_gt": lambda: (~((one << (li + one)) - one) & m32).astype(U32),
+            "%lanemask_ge": lambda: (~((one << li) - one) & m32).astype(U32),
+        }
+        if name in fixed:
+            return fixed[name]()
+        if name in ("%clock", "%clock_hi", "%clock64", "%globaltimer", "%globaltimer_lo"):
+            return U64(self.step_counter * 4)
+        if name.startswith("%envreg") or name.startswith("%pm"):
+            return U32(0)
+        raise UnsupportedInstructionError(
+            f"special register {name} is not supported", None, opcode=name
+        )
+
+    def carry_flag(self) -> np.ndarray:
+        if self._carry is None:
+            self._carry = np.zeros(self.n, np.uint8)
+        return self._carry
+
+    def window(self, space: str) -> int:
+        return {
+            "global": 0,
+            "shared": SHARED_WINDOW,
+            "local": LOCAL_WINDOW,
+            "const": CONST_WINDOW,
+            "param": PARAM_WINDOW,
+        }[space]
+
+    def symbol_value(self, name: str) -> int:
+        img = self.image
+        if name in img.shared_offsets:
+            return img.shared_offsets[name]
+        if name in img.local_offsets:
+            return img.local_offsets[name]
+        if name in img.const_offsets:
+            return img.const_offsets[name]
+        if name in img.kernel_params:
+            return img.kernel_params[name][0]
+        if name in self.gmem.by_name:
+            return self.gmem.address_of(name)
+        raise UnsupportedInstructionError(
+            f"the address of {name!r} is not supported (a function or unknown symbol)",
+            None,
+            opcode="mov",
+        )
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def where(self, index: int) -> str:
+        """``file:line`` for messages: the user's call site, with the inlined callee's line
+        (a CUDA header's, say) after it when the instruction comes from an inlined function."""
+        ins = self.program.instrs[index]
+        w = self.image.module.where(ins.loc)
+        if w is None:
+            return f"PTX line {ins.ptx_line}"
+        if ins.inner_loc is not None and ins.inner_loc != ins.loc:
+            inner = self.image.module.where(ins.inner_loc)
+            if inner and inner != w:
+                return f"{w} (in {inner})"
+        return w
+
+    def _build(self, index: int, ins: Instr) -> Op:
+        base = ins.base
+        try:
+            if base in ("ld", "ldu", "st", "atom", "red"):
+                op = self._build_memory(index, ins)
+            elif base == "cp":
+                op = self._build_cp(index, ins)
+            elif base == "call":
+                op = self._build_call(index, ins)
+            elif base == "trap" or base == "brkpt":
+                op = self._raising(
+                    EmulationError(f"the kernel executed {base} at {self.where(index)}", None)
+                )
+            else:
+                op = build_op(self, ins)
+        except (IndexError, KeyError, TypeError, ValueError) as exc:
+            op = self._raising(
+                UnsupportedInstructionError(
+                    f"unsupported form of PTX instruction {ins.opcode!r} ({exc}) at "
+                    f"{self.where(index)}",
+                    "the CPU emulator covers what nvcc emits for common kernels",
+                    opcode=ins.opcode,
+                )
+            )
+        except UnsupportedInstructionError as exc:
+            err = UnsupportedInstructionError(
+                f"{exc.message} at {self.where(index)}",
+                "the CPU emulator covers what nvcc emits for common kernels; simplify the kernel, "
+                "or trace it on a GPU",
+                opcode=exc.opcode or ins.opcode,
+            )
+            op = self._raising(err)
+        if ins.guard is not None and base not in ("bra", "ret", "exit"):
+            return self._guarded(op, ins.guard, ins.guard_neg)
+        return op
+
+    def _guarded(self, op: Op, guard: str, neg: bool) -> Op:
+        p = getter(self, Reg(guard), "pred")
+
+        def g(m: Mask) -> None:
+            mm = m.with_pred(np.asarray(p()), neg)
+            if mm.any():
+                op(mm)
+
+        return g
+
+    @staticmethod
+    def _raising(err: Exception) -> Op:
+        def op(m: Mask) -> None:
+            raise err
+
+        return op
+
+    def _build_call(self, index: int, ins: Instr) -> Op:
+        ops = ins.operands
+        k = 1 if ops and not isinstance(ops[0], Sym | Reg) else 0
+        target = ops[k] if k < len(ops) else None
+        name = target.name if isinstance(target, Sym) else None
+        if name in EXTERN_NOOPS:
+            return lambda m: None
+        if name == "__assertfail":
+            return self._raising(
+                EmulationError(f"a device-side assert failed at {self.where(index)}", None)
+            )
+        if name is None:
+            raise UnsupportedInstructionError("indirect call", None, opcode=ins.opcode)
+        func = self.image.module.functions.get(name)
+        if func is not None and func.body is not None:
+            raise UnsupportedInstructionError(f"recursive call of {name}", None, opcode=ins.opcode)
+        raise UnsupportedInstructionError(
+            f"call of the external function {name}", None, opcode=ins.opcode
+        )
+
+    # -- addresses ----------------------------------------------------------------------------------
+
+    def _addr_fn(self, op: Any) -> Callable[[np.ndarray | None], Any]:
+        """Addresses of an ``[base+offset]`` operand for the lanes ``idx`` (None: all), as int64
+        (every address the emulator hands out is below 2**63), or an int when uniform. The array
+        is always a fresh one (the trace keeps it)."""
+        if not isinstance(op, Addr):
+            raise UnsupportedInstructionError(f"address operand {op!r}", None, opcode="ld")
+        off = op.offset
+        base = op.base
+        if base is None:
+            return lambda idx: off
+        if isinstance(base, Sym):
+            v = self.symbol_value(base.name) + off
+            return lambda idx: v
+        store = self.regs.get(base.name)
+        if store is None:
+            sv = self.special(base.name)
+            store = np.broadcast_to(np.asarray(sv), (self.n,))
+        if store.dtype.itemsize == 8:
+            sv64 = store.view(np.int64)
+            if off == 0:
+                return lambda idx: sv64.copy() if idx is None else sv64[idx]
+            o64 = np.int64(off)
+            return lambda idx: (sv64 if idx is None else sv64[idx]) + o64
+        # 32-bit addresses (shared/local windows)
+        o = np.int64(off)
+        if off == 0:
+            return lambda idx: (store if idx is None else store[idx]).astype(np.int64)
+        return lambda idx: (store if idx is None else store[idx]).astype(np.int64) + o
+
+    def _fail(
+        self,
+        index: int,
+        what: str,
+        lanes: np.ndarray | None,
+        pos: int,
+        address: int,
+        buffer: str | None,
+        offset: int | None,
+        phrase: str,
+        hint: str,
+    ) -> MemoryAccessError:
+        lane = int(lanes[pos]) if lanes is not None else pos
+        cta = int(self.ctas[self.cta_of_lane[lane]])
+        tid = int(self.tid_linear[lane])
+        cxyz = self.launch.cta_xyz(cta)
+        txyz = self.launch.thread_xyz(tid)
+        where = self.where(index)
+        opcode = self.program.instrs[index].opcode
+        return MemoryAccessError(
+            f"{what} at {where} ({opcode}): address {address:#x} is {phrase}; "
+            f"block {cxyz}, thread {txyz}",
+            hint,
+            where=where,
+            buffer=buffer,
+            offset=offset,
+            address=address,
+            cta=cxyz,
+            thread=txyz,
+        )
+
+    def _locate(
+        self,
+        index: int,
+        space: str,
+        a: np.ndarray,
+        lanes: np.ndarray | None,
+        width: int,
+        kind: str,
+    ) -> list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]]:
+        """Split accesses into (space, byte offsets in the space's heap, positions or None, the
+        addresses to trace), checking alignment and bounds (raising :class:`MemoryAccessError`).
+
+        Traced addresses are those of the space: global virtual addresses, shared-window and
+        local-frame offsets, constant-bank offsets (generic addresses are mapped back)."""
+        if width > 1 and a.size and int(np.bitwise_or.reduce(a)) & (width - 1):
+            pos = int(np.flatnonzero(a & (width - 1))[0])
+            raise self._fail(
+                index,
+                f"misaligned {kind}",
+                lanes,
+                pos,
+                int(a[pos]),
+                None,
+                None,
+                f"not a multiple of the access width ({width} bytes)",
+                "the GPU faults on misaligned accesses; align the data or the pointer",
+            )
+        if space == "generic":
+            if a.size == 0:
+                return []
+            lo = int(a.min()) >> WINDOW_SHIFT
+            hi = int(a.max()) >> WINDOW_SHIFT
+            if lo == hi:
+                return self._locate_in(index, lo, a, lanes, width, kind, True)
+            win = a >> WINDOW_SHIFT
+            out: list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]] = []
+            for w in np.unique(win):
+                sel = np.flatnonzero(win == w)
+                sub_lanes = lanes[sel] if lanes is not None else sel
+                for sp, offs, sub, taddr in self._locate_in(
+                    index, int(w), a[sel], sub_lanes, width, kind, True
+                ):
+                    out.append((sp, offs, sel if sub is None else sel[sub], taddr))
+            return out
+        win_id = {"global": 7, "shared": 1, "local": 2, "const": 3, "param": 4}[space]
+        return self._locate_in(index, win_id, a, lanes, width, kind, False)
+
+    def _check(
+        self,
+        index: int,
+        o: np.ndarray,
+        a: np.ndarray,
+        lanes: np.ndarray | None,
+        width: int,
+        size: int,
+        what: str,
+        name: str,
+        phrase: str,
+        hint: str,
+    ) -> None:
+        if o.size == 0 or (int(o.min()) >= 0 and int(o.max()) + width <= size):
+            return
+        pos = int(np.flatnonzero((o < 0) | (o + width > size))[0])
+        raise self._fail(
+            index,
+            what,
+            lanes,
+            pos,
+            int(a[pos]),
+            name,
+            int(o[pos]),
+            phrase.format(off=int(o[pos]), size=size),
+            hint,
+        )
+
+    def _locate_in(
+        self,
+        index: int,
+        win: int,
+        a: np.ndarray,
+        lanes: np.ndarray | None,
+        width: int,
+        kind: str,
+        generic: bool,
+    ) -> list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]]:
+        what = f"out-of-bounds {kind}"
+        if win == 7:
+            offs, bad = self.gmem.translate(a, width)
+            if bad is not None:
+                pos = int(np.flatnonzero(bad)[0])
+                addr = int(a[pos])
+                name, off, phrase = self.gmem.describe(addr, width)
+                raise self._fail(
+                    index,
+                    f"{what} in global memory",
+                    lanes,
+                    pos,
+                    addr,
+                    name,
+                    off,
+                    phrase,
+                    "check the index computation and the launch's buffer sizes",
+                )
+            return [("global", offs, None, a)]
+        if win == 1:
+            o = a - ((SHARED_WINDOW if generic else 0) + self.image.shared_base)
+            self._check(
+                index,
+                o,
+                a,
+                lanes,
+                width,
+                self.shared_bytes,
+                f"{what} in shared memory",
+                "shared",
+                "outside the CTA's {size} bytes of shared memory (offset {off} from the first "
+                "variable)",
+                "check the index, and the launch's dynamic shared memory size",
+            )
+            lb = self.shared_lane_base if lanes is None else self.shared_lane_base[lanes]
+            return [("shared", lb + o, None, a - SHARED_WINDOW if generic else a)]
+        if win == 2:
+            o = a - LOCAL_WINDOW if generic else a
+            self._check(
+                index,
+                o,
+                a,
+                lanes,
+                width,
+                self.image.local_bytes,
+                f"{what} in local memory",
+                "local",
+                "outside the thread's {size}-byte local frame",
+                "check the index into the local array",
+            )
+            ln = self.lane_index if lanes is None else lanes
+            return [("local", ln * self.local_stride + o, None, o)]
+        if win == 3:
+            o = a - CONST_WINDOW if generic else a
+            self._check(
+                index,
+                o,
+                a,
+                lanes,
+                width,
+                len(self.image.const_bank),
+                f"{what} in constant memory",
+                "const",
+                "outside the {size}-byte constant bank",
+                "check the index into the __constant__ array",
+            )
+            return [("const", o, None, o)]
+        if win == 4:
+            o = a - PARAM_WINDOW if generic else a
+            self._check(
+                index,
+                o,
+                a,
+                lanes,
+                width,
+                len(self.param_heap),
+                f"{what} in kernel parameters",
+                "param",
+                "outside the kernel's parameters",
+                "check the pointer to the parameter",
+            )
+            return [("param", o, None, o)]
+        addr = int(a[0])
+        name, off, phrase = self.gmem.describe(addr, width)
+        raise self._fail(
+            index,
+            f"{what} through a generic pointer",
+            lanes,
+            0,
+            addr,
+            name,
+            off,
+            phrase,
+            "check the pointer",
+        )
+
+    def _record(
+        self,
+        index: int,
+        space: str,
+        kind: Kind,
+        width: int,
+        lanes: np.ndarray | None,
+        taddr: np.ndarray,
+    ) -> None:
+        """Write the warp-level records of one access (lanes None: every lane of the batch)."""
+        sp = SPACE_ENUM.get(space)
+        sink = self.sink
+        if sp is None or sink is None:
+            return
+        key = sink.key(index, sp, kind, width)
+        nw = self.nwarps
+        if lanes is None:
+            rec = sink.reserve(nw)
+            rec["cta"] = self.warp_cta
+            rec["warp"] = self.warp_in_cta
+            rec["mask"] = 0xFFFFFFFF
+            rec["addr"] = taddr.reshape(nw, 32)
+        else:
+            if lanes.size == 0:
+                return
+            on = np.zeros(self.n, bool)
+            on[lanes] = True
+            wm = np.packbits(on, bitorder="little").view(U32)
+            wsel = np.flatnonzero(wm)
+            rec = sink.reserve(len(wsel))
+            rec["cta"] = self.warp_cta[wsel]
+            rec["warp"] = self.warp_in_cta[wsel]
+            rec["mask"] = wm[wsel]
+            rows = np.empty(nw, np.int64)
+            rows[wsel] = np.arange(len(wsel))
+            addr = rec["addr"]
+            addr[...] = 0
+            addr[rows[lanes >> 5], lanes & 31] = taddr
+        rec["inst"] = key
+        rec["width"] = width
+        rec["space"] = int(sp)
+        rec["kind"] = int(kind)
+
+    # -- memory instructions ----------------------------------------------------------------------
+
+    def _space_of(self, ins: Instr) -> str:
+        return space_of(ins)
+
+    def _build_memory(self, index: int, ins: Instr) -> Op:
+        base = ins.base
+        mods = ins.mods
+        space = self._space_of(ins)
+        vec = next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+        if base in ("atom", "red"):
+            return self._build_atomic(index, ins, space)
+        t = type_of(mods)
+        if t == "b128":
+            raise UnsupportedInstructionError("128-bit ld/st", None, opcode=ins.opcode)
+        es = TYPE_SIZES[t]
+        width = es * vec
+        ops = ins.operands
+        is_load = base in ("ld", "ldu")
+        addr_op = ops[1] if is_load else ops[0]
+        data_op = ops[0] if is_load else ops[1]
+        items = list(data_op.items) if isinstance(data_op, Vec) else [data_op]
+        if len(items) != vec:
+            raise UnsupportedInstructionError(
+                "vector operand size does not match", None, opcode=ins.opcode
+            )
+        if space == "param" and isinstance(addr_op, Addr) and isinstance(addr_op.base, Sym):
+            return self._build_param(ins, addr_op, items, t, is_load)
+        addr_fn = self._addr_fn(addr_op)
+        shift = es.bit_length() - 1
+        kind = Kind.LOAD if is_load else Kind.STORE
+        kname = "load" if is_load else "store"
+        if is_load:
+            stores = [
+                None
+                if x is None or (isinstance(x, Sym) and x.name == "_")
+                else self.regs.get(x.name)
+                if isinstance(x, Reg)
+                else None
+                for x in items
+            ]
+            for x, s in zip(items, stores, strict=True):
+                if s is None and isinstance(x, Reg):
+                    raise UnsupportedInstructionError(
+                        f"load into {x.name}", None, opcode=ins.opcode
+                    )
+
+            def ld(m: Mask) -> None:
+                idx = m.idx()
+                a = addr_fn(idx)
+                cnt = self.n if idx is None else len(idx)
+                if np.ndim(a) == 0:
+                    a = np.full(cnt, a, np.int64)
+                for sp, offs, pos, taddr in self._locate(index, space, a, idx, width, kname):
+                    lanes = idx if pos is None else (pos if idx is None else idx[pos])
+                    self._record(index, sp, kind, width, lanes, taddr)
+                    view = self._view(sp, es)
+                    eidx = offs >> shift
+                    for k, st in enumerate(stores):
+                        if st is None:
+                            continue
+                        vals = view[eidx + k] if k else view[eidx]
+                        conv = to_storage(vals.view(NP_TYPES[t]), t, st.dtype)
+                        if lanes is None:
+                            st[...] = conv
+                        else:
+                            st[lanes] = conv
+
+            return ld
+        getters = [getter(self, x, t) for x in items]
+        bits = np.dtype(f"u{es}")
+
+        def st_op(m: Mask) -> None:
+            idx = m.idx()
+            a = addr_fn(idx)
+            cnt = self.n if idx is None else len(idx)
+            if np.ndim(a) == 0:
+                a = np.full(cnt, a, np.int64)
+            for sp, offs, pos, taddr in self._locate(index, space, a, idx, width, kname):
+                if sp in ("const", "param"):
+                    raise self._fail(
+                        index,
+                        f"store to read-only {sp} memory",
+                        idx,
+                        0,
+                        int(a[0]),
+                        sp,
+                        None,
+                        "in a read-only space",
+                        "the kernel writes through a pointer to constant memory",
+                    )
+                lanes = idx if pos is None else (pos if idx is None else idx[pos])
+                self._record(index, sp, kind, width, lanes, taddr)
+                view = self._view(sp, es)
+                eidx = offs >> shift
+                for k, g in enumerate(getters):
+                    v = np.asarray(g())
+                    vb = np.asarray(v.astype(NP_TYPES[t], copy=False))
+                    vb = vb.view(bits) if vb.ndim else vb.astype(NP_TYPES[t]).view(bits)
+                    if vb.ndim:
+                        vb = vb if lanes is None else vb[lanes]
+                    view[eidx + k if k else eidx] = vb
+
+        return st_op
+
+    def _view(self, space: str, es: int) -> np.ndarray:
+        if space == "global":
+            return self.gmem.views[es]
+        if space == "shared":
+            return self.shared_views[es]
+        if space == "local":
+            return self.local_views[es]
+        if space == "const":
+            return self.const_views[es]
+        return self.param_views[es]
+
+    def _build_param(self, ins: Instr, addr: Addr, items: list[Any], t: str, is_load: bool) -> Op:
+        assert isinstance(addr.base, Sym)
+        name = addr.base.name
+        es = TYPE_SIZES[t]
+        dt = NP_TYPES[t]
+        bits = np.dtype(f"u{es}")
+        if name in self.image.kernel_params:
+            if not is_load:
+                raise UnsupportedInstructionError(
+                    "store to a kernel parameter", None, opcode=ins.opcode
+                )
+            off0 = self.image.kernel_params[name][0] + addr.offset
+            writes = []
+            for k, x in enumerate(items):
+                if x is None or not isinstance(x, Reg):
+                    continue
+                val = self.param_heap[off0 + k * es : off0 + (k + 1) * es].view(bits)[0]
+                st = self.regs[x.name]
+                conv = to_storage(np.asarray(val).view(dt), t, st.dtype)
+                writes.append((st, conv))
+
+            def ldp(m: Mask) -> None:
+                for st, conv in writes:
+                    write(st, conv, m)
+
+            return ldp
+        store = self.call_param_store.get(name)
+        if store is None:
+            raise UnsupportedInstructionError(
+                f"parameter {name} is unknown", None, opcode=ins.opcode
+            )
+        cols = []
+        for k in range(len(items)):
+            o = addr.offset + k * es
+            if o < 0 or o + es > store.shape[1]:
+                raise UnsupportedInstructionError(
+                    f"parameter access outside {name}", None, opcode=ins.opcode
+                )
+            cols.append(store[:, o : o + es].view(bits)[:, 0])
+        if is_load:
+            pairs = []
+            for col, x in zip(cols, items, strict=True):
+                if x is None or not isinstance(x, Reg):
+                    continue
+                pairs.append((col, self.regs[x.name]))
+
+            def ldc(m: Mask) -> None:
+                for col, st in pairs:
+                    write(st, to_storage(col.view(dt), t, st.dtype), m)
+
+            return ldc
+        gets = [getter(self, x, t) for x in items]
+
+        def stc(m: Mask) -> None:
+            for col, g in zip(cols, gets, strict=True):
+                v = np.asarray(g()).astype(dt, copy=False)
+                write(col, v.view(bits) if v.ndim else v.astype(dt).view(bits), m)
+
+        return stc
+
+    def _build_cp(self, index: int, ins: Instr) -> Op:
+        mods = ins.mods
+        if "async" not in mods:
+            raise UnsupportedInstructionError(ins.opcode, None, opcode=ins.opcode)
+        if any(m in mods for m in ("commit_group", "wait_group", "wait_all")):
+            return lambda m: None
+        if "bulk" in mods or "shared" not in "".join(mods):
+            raise UnsupportedInstructionError(ins.opcode, None, opcode=ins.opcode)
+        ops = ins.operands
+        dst_fn = self._addr_fn(ops[0])
+        src_fn = self._addr_fn(ops[1])
+        size_op = ops[2]
+        if not isinstance(size_op, Imm):
+            raise UnsupportedInstructionError(ins.opcode, None, opcode=ins.opcode)
+        size = int(size_op.value)
+        src_size = getter(self, ops[3], "u32") if len(ops) > 3 else None
+
+        def cp(m: Mask) -> None:
+            idx = m.idx()
+            cnt = self.n if idx is None else len(idx)
+            src = src_fn(idx)
+            dst = dst_fn(idx)
+            if np.ndim(src) == 0:
+                src = np.full(cnt, src, np.int64)
+            if np.ndim(dst) == 0:
+                dst = np.full(cnt, dst, np.int64)
+            ((_, soff, _, sa),) = self._locate(index, "global", src, idx, size, "load")
+            ((_, doff, _, da),) = self._locate(index, "shared", dst, idx, size, "store")
+            self._record(index, "global", Kind.LOAD, size, idx, sa)
+            self._record(index, "shared", Kind.STORE, size, idx, da)
+            gsrc = self.gmem.heap
+            data = gsrc[soff[:, None] + np.arange(size)]
+            if src_size is not None:
+                n_read = np.asarray(src_size()).astype(np.int64)
+                if n_read.ndim:
+                    n_read = n_read if idx is None else n_read[idx]
+                data = np.where(np.arange(size)[None, :] < np.reshape(n_read, (-1, 1)), data, 0)
+            self.shared_heap[doff[:, None] + np.arange(size)] = data
+
+        return cp
+
+    # -- atomics ------------------------------------------------------------------------------------
+
+    def _build_atomic(self, index: int, ins: Instr, space: str) -> Op:
+        mods = ins.mods
+        is_red = ins.base == "red"
+        t = type_of(mods)
+        opname = next(
+            (
+                m
+                for m in mods
+                if m in ("add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor")
+            ),
+            None,
+        )
+        if (
+            opname is None
+            or t in ("f16", "bf16", "f16x2", "bf16x2")
+            or any(m.startswith("v") and m[1:].isdigit() for m in mods)
+        ):
+            raise UnsupportedInstructionError(ins.opcode, None, opcode=ins.opcode)
+        ops = ins.operands
+        if is_red:
+            dst = None
+            addr_op, vals_ops = ops[0], ops[1:]
+        else:
+            dst = ops[0]
+            addr_op, vals_ops = ops[1], ops[2:]
+        es = TYPE_SIZES[t]
+        shift = es.bit_length() - 1
+        dt = NP_TYPES[t]
+        if dt.kind == "u" and t.startswith("b"):
+            dt = NP_TYPES["u" + t[1:]]
+        addr_fn = self._addr_fn(addr_op)
+        gets = [getter(self, x, t) for x in vals_ops]
+        dstore = self.regs.get(dst.name) if isinstance(dst, Reg) else None
+        kind = Kind.REDUCTION if is_red else Kind.ATOMIC
+
+        def op(m: Mask) -> None:
+            idx = m.idx()
+            cnt = self.n if idx is None else len(idx)
+            a = addr_fn(idx)
+            if np.ndim(a) == 0:
+                a = np.full(cnt, a, np.int64)
+            vals = []
+            for g in gets:
+                v = np.asarray(g())
+                v = np.broadcast_to(v, (self.n,)) if v.ndim == 0 else v
+                vals.append((v if idx is None else v[idx]).astype(dt, copy=False))
+            for sp, offs, pos, taddr in self._locate(index, space, a, idx, es, "atomic"):
+                if sp not in ("global", "shared"):
+                    raise UnsupportedInstructionError(
+                        f"atomic on {sp} memory at {self.where(index)}", None, opcode=ins.opcode
+                    )
+                lanes = idx if pos is None else (pos if idx is None else idx[pos])
+                self._record(index, sp, kind, es, lanes, taddr)
+                view = self._view(sp, es).view(dt)
+                sub = [v if pos is None else v[pos] for v in vals]
+                old = atomic_rmw(view, offs >> shift, opname, sub, need_old=dstore is not None)
+                if dstore is not None and old is not None:
+                    conv = to_storage(
+                        old, t if not t.startswith("b") else "u" + t[1:], dstore.dtype
+                    )
+                    if lanes is None:
+                        dstore[...] = conv
+                    else:
+                        dstore[lanes] = conv
+
+        return op
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def run(self) -> tuple[int, int]:
+        """Run every CTA of the batch to completion. Returns (lane instructions, issued steps)."""
+        prog = self.program
+        blocks = prog.blocks
+        nb = len(blocks)
+        vexit = nb
+        ipdom = np.array(prog.ipdom + [vexit], dtype=np.int64)
+        is_barrier = np.array([b.term[0] == "barrier" for b in blocks] + [False])
+        block_ops = [[self.ops[i] for i in b.body] for b in blocks]
+        block_len = [len(b.body) + (0 if b.term[0] in ("fall",) else 1) for b in blocks]
+        nw = self.nwarps
+        wpc = self.wpc
+        threads = self.launch.threads
+
+        depth = 8
+        st_pc = np.full((depth, nw), vexit, np.int64)
+        st_rpc = np.full((depth, nw), vexit, np.int64)
+        st_mask = np.zeros((depth, nw), U32)
+        sp = np.zeros(nw, np.int64)
+        init = np.full(wpc, FULL32)
+        if threads % 32:
+            init[-1] = U32((1 << (threads % 32)) - 1)
+        st_mask[0] = np.tile(init, self.ncta)
+        st_pc[0] = 0
+        cur_pc = st_pc[0].copy()
+        cur_mask = st_mask[0].copy()
+        live = np.ones(nw, bool)
+        warp_count = np.zeros(nw, np.int64)
+        lane_instr = 0
+        steps = 0
+        allw = np.arange(nw)
+        n = self.n
+
+        def refresh(ws: np.ndarray) -> None:
+            s = sp[ws]
+            alive = s >= 0
+            sc = np.maximum(s, 0)
+            cur_pc[ws] = np.where(alive, st_pc[sc, ws], vexit)
+            cur_mask[ws] = np.where(alive, st_mask[sc, ws], 0)
+            live[ws] = alive
+
+        def settle(ws: np.ndarray) -> None:
+            while ws.size:
+                s = sp[ws]
+                ok = s >= 0
+                sc = np.maximum(s, 0)
+                pop = ok & ((st_pc[sc, ws] == st_rpc[sc, ws]) | (st_mask[sc, ws] == 0))
+                if not pop.any():
+                    break
+                sp[ws[pop]] -= 1
+                ws_next = ws[pop]
+                refresh(ws_next)
+                ws = ws_next
+            refresh(ws)
+
+        def set_pc(ws: np.ndarray, target: int) -> None:
+            if ws.size == 0:
+                return
+            st_pc[sp[ws], ws] = target
+            cur_pc[ws] = target
+            if target == vexit:
+                settle(ws)
+                return
+            s = sp[ws]
+            pop = st_rpc[s, ws] == target
+            if pop.any():
+                settle(ws[pop])
+
+        def ensure_depth(need: int) -> None:
+            nonlocal st_pc, st_rpc, st_mask, depth
+            if need < depth:
+                return
+            extra = max(need + 1 - depth, depth)
+            st_pc = np.concatenate([st_pc, np.full((extra, nw), vexit, np.int64)])
+            st_rpc = np.concatenate([st_rpc, np.full((extra, nw), vexit, np.int64)])
+            st_mask = np.concatenate([st_mask, np.zeros((extra, nw), U32)])
+            depth += extra
+
+        def diverge(ws: np.ndarray, blk: int, sides: list[tuple[int, np.ndarray]]) -> None:
+            """Split warps ``ws`` at block ``blk`` into ``sides`` (target, per-warp masks)."""
+            j = int(ipdom[blk])
+            s = sp[ws]
+            r = st_rpc[s, ws]
+            same = r == j
+            base = np.where(same, s, s + 1)
+            if (~same).any():
+                st_pc[s[~same], ws[~same]] = j
+            entries = [(tgt, mk) for tgt, mk in sides if tgt != j]
+            ensure_depth(int(base.max()) + len(entries))
+            k = base.copy()
+            for tgt, mk in entries:
+                st_pc[k, ws] = tgt
+                st_rpc[k, ws] = j
+                st_mask[k, ws] = mk
+                k = k + 1
+            sp[ws] = k - 1
+            refresh(ws)
+            # a side whose lanes are empty cannot happen here; but a warp may end up with no entry
+            # above the reconvergence one when every side went to j: settle those
+            settle(ws[sp[ws] < base])
+
+        while True:
+            runnable = live & ~is_barrier[cur_pc]
+            if not runnable.any():
+                waiting = np.flatnonzero(live & is_barrier[cur_pc])
+                if waiting.size == 0:
+                    break
+                for blk_id in np.unique(cur_pc[waiting]):
+                    ws = waiting[cur_pc[waiting] == blk_id]
+                    blk = blocks[int(blk_id)]
+                    ins_index = blk.start
+                    mask = self._lane_mask(ws, cur_mask[ws], n)
+                    self.ops[ins_index](mask)
+                    lane_instr += int(np.bitwise_count(cur_mask[ws]).sum())
+                    set_pc(ws, int(blk.term[1]))
+                continue
+            pcs = cur_pc[runnable]
+            p = int(pcs.min())
+            if p == int(pcs.max()):
+                sel = runnable
+            else:
+                sel = runnable & (cur_pc == p)
+            ws = allw[sel] if not sel.all() else allw
+            masks = cur_mask[ws]
+            if ws.size == nw and bool((masks == FULL32).all()):
+                mask = Mask(None, n)
+                active = n
+            else:
+                mask = self._lane_mask(ws, masks, n)
+                active = int(np.bitwise_count(masks).sum())
+            blk = blocks[p]
+            steps += 1
+            self.step_counter = steps
+            for op in block_ops[p]:
+                op(mask)
+            lane_instr += active * block_len[p]
+            warp_count[ws] += block_len[p]
+            if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
+                self._budget_error(p)
+            term = blk.term
+            kind = term[0]
+            if kind in ("fall", "bra"):
+                set_pc(ws, int(term[1]))
+            elif kind == "cbra":
+                _, guard, neg, taken, fall = term
+                pv = self.regs[str(guard)] if str(guard) in self.regs else None
+                if pv is None:
+                    raise EmulationError(f"branch on unknown predicate {guard}", None)
+                lanes_b = pv if mask.b is None else (pv & mask.b)
+                if neg:
+                    lanes_b = ~pv if mask.b is None else (~pv & mask.b)
+                tb = np.packbits(lanes_b, bitorder="little").view(U32)[ws]
+                nb_ = masks & ~tb
+                tb = tb & masks
+                taken_i = int(taken)
+                fall_i = int(fall)
+                if taken_i == fall_i:
+                    set_pc(ws, taken_i)
+                    continue
+                all_t = nb_ == 0
+                all_f = tb == 0
+                if all_t.all():
+                    set_pc(ws, taken_i)
+                    continue
+                if all_f.all():
+                    set_pc(ws, fall_i)
+                    continue
+                set_pc(ws[all_t], taken_i)
+                set_pc(ws[all_f], fall_i)
+                div = ~(all_t | all_f)
+                if div.any():
+                    wd = ws[div]
+                    diverge(wd, p, [(taken_i, tb[div]), (fall_i, nb_[div])])
+            elif kind == "exit":
+                gone = ~masks
+                st_mask[:, ws] &= gone[None, :]
+                settle(ws)
+            elif kind == "brx":
+                _, reg, targets = term
+                self._brx(ws, masks, mask, str(reg), list(targets), p, set_pc, diverge)
+            else:
+                raise EmulationError(f"internal error: block terminator {kind}", None)
+        return lane_instr, steps
+
+    def _lane_mask(self, ws: np.ndarray, masks: np.ndarray, n: int) -> Mask:
+        words = np.zeros(self.nwarps, U32)
+        words[ws] = masks
+        return Mask(np.unpackbits(words.view(np.uint8), bitorder="little").view(bool), n)
+
+    def _brx(
+        self,
+        ws: np.ndarray,
+        masks: np.ndarray,
+        mask: Mask,
+        reg: str,
+        targets: list[int],
+        blk: int,
+        set_pc: Callable[[np.ndarray, int], None],
+        diverge: Callable[[np.ndarray, int, list[tuple[int, np.ndarray]]], None],
+    ) -> None:
+        sel_val = self.regs[reg].astype(np.int64)
+        lanes_on = np.ones(self.n, bool) if mask.b is None else mask.b
+        for w in ws:
+            vals = sel_val[w * 32 : w * 32 + 32]
+            on = lanes_on[w * 32 : w * 32 + 32]
+            groups: dict[int, int] = {}
+            for lane in range(32):
+                if on[lane]:
+                    tgt = targets[int(vals[lane]) % len(targets)]
+                    groups[tgt] = groups.get(tgt, 0) | (1 << lane)
+            one = np.array([w])
+            if len(groups) == 1:
+                set_pc(one, next(iter(groups)))
+            else:
+                diverge(one, blk, [(tgt, np.array([m], U32)) for tgt, m in groups.items()])
+
+    def _budget_error(self, p: int) -> None:
+        blk = self.program.blocks[p]
+        where = self.where(blk.start) if blk.end > blk.start else "the kernel's end"
+        raise InstructionBudgetError(
+            f"a warp executed more than {self.max_instructions} instructions (now at {where}): "
+            "the kernel may never finish",
+            "raise max_instructions if the kernel is just long, or trace fewer CTAs",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomics with repeated addresses
+
+
+def _seg_scan(x: np.ndarray, pos: np.ndarray, fn: Any, maxlen: int) -> np.ndarray:
+    """Inclusive scan of ``fn`` within segments of a sorted array (``pos``: index in segment)."""
+    x = x.copy()
+    shift = 1
+    while shift < maxlen:
+        can = pos[shift:] >= shift
+        y = x.copy()
+        y[shift:] = np.where(can, fn(x[shift:], x[:-shift]), x[shift:])
+        x = y
+        shift *= 2
+    return x
+
+
+def atomic_rmw(
+    view: np.ndarray, eidx: np.ndarray, op: str, vals: list[np.ndarray], need_old: bool
+) -> np.ndarray | None:
+    """Apply atomic ``op`` for every lane, in lane order, and return each lane's old value."""
+    dt = view.dtype
+    n = eidx.size
+    if n == 0:
+        return np.zeros(0, dt)
+    v = vals[0] if vals else np.zeros(n, dt)
+    order = np.argsort(eidx, kind="stable")
+    se = eidx[order]
+    start = np.ones(n, bool)
+    start[1:] = se[1:] != se[:-1]
+    if bool(start.all()):
+        old = view[eidx].copy()
+        view[eidx] = _apply(op, old, v, vals, dt)
+        return old
+    first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    pos = np.arange(n) - first
+    maxlen = int(pos.max()) + 1
+    gstarts = np.flatnonzero(start)
+    gaddr = se[gstarts]
+    gid = np.cumsum(start) - 1
+    sv = v[order]
+    mem0 = view[gaddr].copy()
+    old_sorted: np.ndarray
+    if op in ("add", "min", "max", "and", "or", "xor"):
+        fn = {
+            "add": np.add,
+            "min": np.minimum,
+            "max": np.maximum,
+            "and": np.bitwise_and,
+            "or": np.bitwise_or,
+            "xor": np.bitwise_xor,
+        }[op]
+        if op in ("min", "max") and dt.kind == "f":
+            fn = np.fmin if op == "min" else np.fmax
+        incl = _seg_scan(sv, pos, fn, maxlen)
+        excl = np.empty_like(incl)
+        excl[1:] = incl[:-1]
+        base = mem0[gid]
+        old_sorted = np.where(pos == 0, base, fn(base, excl)).astype(dt)
+        last = np.append(gstarts[1:], n) - 1
+        view[gaddr] = fn(mem0, incl[last]).astype(dt)
+    elif op == "exch":
+        prev = np.empty_like(sv)
+        prev[1:] = sv[:-1]
+        old_sorted = np.where(pos == 0, mem0[gid], prev).astype(dt)
+        last = np.append(gstarts[1:], n) - 1
+        view[gaddr] = sv[last]
+    elif op == "cas":
+        cmp = vals[0][order]
+        new = vals[1][order]
+        cur = mem0.copy()
+        old_sorted = np.zeros(n, dt)
+        pending = np.ones(n, bool)
+        big = np.iinfo(np.int64).max
+        while pending.any():
+            cand = pending & (cmp == cur[gid])
+            ci = np.flatnonzero(cand)
+            winner_pos = np.full(len(gstarts), big, np.int64)
+            if ci.size:
+                g_of = gid[ci]
+                ug, first_i = np.unique(g_of, return_index=True)
+                fi = ci[first_i]
+                winner_pos[ug] = pos[fi]
+            else:
+                fi = np.zeros(0, np.int64)
+            before = pending & (pos < winner_pos[gid])
+            old_sorted[before] = cur[gid[before]]
+            pending &= ~before
+            if fi.size:
+                old_sorted[fi] = cur[gid[fi]]
+                cur[gid[fi]] = new[fi]
+                pending[fi] = False
+        view[gaddr] = cur
+    else:  # inc / dec: one lane per address per round
+        old_sorted = np.zeros(n, dt)
+        svals = [x[order] for x in vals]
+        for r in range(maxlen):
+            sel = np.flatnonzero(pos == r)
+            addr = se[sel]
+            o = view[addr].copy()
+            old_sorted[sel] = o
+            view[addr] = _apply(op, o, svals[0][sel], [x[sel] for x in svals], dt)
+    if not need_old:
+        return None
+    old = np.empty(n, dt)
+    old[order] = old_sorted
+    return old
+
+
+def _apply(
+    op: str, old: np.ndarray, v: np.ndarray, vals: list[np.ndarray], dt: np.dtype[Any]
+) -> Any:
+    if op == "add":
+        return (old + v).astype(dt)
+    if op == "min":
+        return (np.fmin(old, v) if dt.kind == "f" else np.minimum(old, v)).astype(dt)
+    if op == "max":
+        return (np.fmax(old, v) if dt.kind == "f" else np.maximum(old, v)).astype(dt)
+    if op == "and":
+        return old & v
+    if op == "or":
+        return old | v
+    if op == "xor":
+        return old ^ v
+    if op == "exch":
+        return v
+    if op == "cas":
+        return np.where(old == vals[0], vals[1], old).astype(dt)
+    if op == "inc":
+        return np.where(old >= v, dt.type(0), old + dt.type(1)).astype(dt)
+    if op == "dec":
+        return np.where((old == 0) | (old > v), v, old - dt.type(1)).astype(dt)
+    raise EmulationError(f"internal error: atomic {op}", None)

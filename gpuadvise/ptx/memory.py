@@ -1,0 +1,165 @@
+"""Address spaces of the emulator: where buffers live and how an address maps back to bytes.
+
+Generic addresses are split into windows by their top bits (``address >> 44``), so that a generic
+pointer maps back to its space with no bookkeeping of where it came from:
+
+==========  =====================  ==============================================================
+window      generic address        what the space-specific address is
+==========  =====================  ==============================================================
+shared      ``0x1000_0000_0000+o`` ``o``: the offset in the CTA's shared window (static variables
+                                   from 0x400 on sm_90 and later, after the 1 KB the driver
+                                   reserves there; from 0 on older GPUs)
+local       ``0x2000_0000_0000+o`` ``o``: the offset in the thread's local frame
+const       ``0x3000_0000_0000+o`` ``o``: the offset in the user constant bank
+param       ``0x4000_0000_0000+o`` ``o``: the offset in the kernel's parameter block
+global      ``0x7000_0000_0000+``  the same (global addresses are generic addresses, and
+            ``i * 2**36 + o``      ``cvta.to.global`` is the identity, as on the GPU)
+==========  =====================  ==============================================================
+
+Buffer ``i`` (the kernel's pointer arguments in parameter order, then the module's ``.global``
+variables) starts at ``0x7000_0000_0000 + i * 2**36``: aligned far beyond cudaMalloc's 256 bytes,
+and 64 GiB apart, so an access past a buffer's end never lands in another buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CONST_WINDOW",
+    "GLOBAL_BASE",
+    "GLOBAL_STRIDE_BITS",
+    "LOCAL_WINDOW",
+    "PARAM_WINDOW",
+    "SHARED_WINDOW",
+    "WINDOW_SHIFT",
+    "BufferInfo",
+    "GlobalMemory",
+    "align_up",
+    "heap_views",
+]
+
+WINDOW_SHIFT = 44
+SHARED_WINDOW = 0x1 << WINDOW_SHIFT
+LOCAL_WINDOW = 0x2 << WINDOW_SHIFT
+CONST_WINDOW = 0x3 << WINDOW_SHIFT
+PARAM_WINDOW = 0x4 << WINDOW_SHIFT
+GLOBAL_BASE = 0x7 << WINDOW_SHIFT
+GLOBAL_STRIDE_BITS = 36
+MAX_BUFFERS = 1 << (WINDOW_SHIFT - GLOBAL_STRIDE_BITS)
+WINDOW_IDS = {"shared": 1, "local": 2, "const": 3, "param": 4, "global": 7}
+
+
+def align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a if a > 1 else x
+
+
+def heap_views(heap: np.ndarray) -> dict[int, np.ndarray]:
+    """Views of a byte heap (length a multiple of 16) by element size."""
+    return {
+        1: heap,
+        2: heap.view(np.uint16),
+        4: heap.view(np.uint32),
+        8: heap.view(np.uint64),
+    }
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    name: str
+    base: int  # virtual address
+    size: int  # bytes
+    start: int  # byte offset in the heap
+
+
+class GlobalMemory:
+    """Every global buffer in one byte heap; buffer ``i`` at virtual address
+    ``GLOBAL_BASE + i * 2**GLOBAL_STRIDE_BITS``."""
+
+    def __init__(self, contents: list[tuple[str, bytes | np.ndarray]]) -> None:
+        if len(contents) > MAX_BUFFERS:
+            raise ValueError(f"at most {MAX_BUFFERS} global buffers")
+        infos = []
+        start = 0
+        for i, (name, data) in enumerate(contents):
+            size = len(data) if isinstance(data, bytes) else int(np.asarray(data).nbytes)
+            infos.append(BufferInfo(name, GLOBAL_BASE + (i << GLOBAL_STRIDE_BITS), size, start))
+            start = align_up(start + size, 256)
+        self.heap = np.zeros(max(start, 16), dtype=np.uint8)
+        for info, (_, data) in zip(infos, contents, strict=True):
+            raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else _bytes_of(data)
+            self.heap[info.start : info.start + info.size] = raw
+        self.views = heap_views(self.heap)
+        self.buffers = infos
+        self.by_name = {b.name: b for b in infos}
+        self.sizes = np.array([b.size for b in infos] + [0], dtype=np.int64)
+        self.starts = np.array([b.start for b in infos] + [0], dtype=np.int64)
+
+    def address_of(self, name: str) -> int:
+        return self.by_name[name].base
+
+    def read(self, name: str) -> np.ndarray:
+        """The bytes of buffer ``name`` now (a copy)."""
+        b = self.by_name[name]
+        return self.heap[b.start : b.start + b.size].copy()
+
+    def translate(self, addr: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Heap byte offsets of ``addr`` (int64 virtual addresses) for accesses of ``width`` bytes.
+
+        Returns (offsets, None) when every access lies inside a buffer, else (offsets, bad) with
+        ``bad`` marking the accesses outside every buffer (their offsets are 0). Alignment is
+        checked by the caller.
+        """
+        if addr.size == 0:
+            return np.zeros(0, np.int64), None
+        lo = int(addr.min())
+        hi = int(addr.max())
+        nbuf = len(self.buffers)
+        i = (lo - GLOBAL_BASE) >> GLOBAL_STRIDE_BITS
+        if lo >= GLOBAL_BASE and 0 <= i < nbuf:
+            b = self.buffers[i]
+            if hi + width <= b.base + b.size:
+                return addr - np.int64(b.base - b.start), None
+        rel = addr - np.int64(GLOBAL_BASE)
+        bi = rel >> GLOBAL_STRIDE_BITS
+        valid = (rel >= 0) & (bi < nbuf)
+        bi = np.where(valid, bi, nbuf)
+        off = rel & ((1 << GLOBAL_STRIDE_BITS) - 1)
+        inside = valid & (off + width <= self.sizes[bi])
+        heap_off = np.where(inside, self.starts[bi] + off, 0)
+        return heap_off, (None if bool(inside.all()) else ~inside)
+
+    def describe(self, address: int, width: int) -> tuple[str | None, int | None, str]:
+        """(buffer name, offset in it, a phrase) for an address no buffer holds."""
+        if 0 < GLOBAL_BASE - address <= 1 << (GLOBAL_STRIDE_BITS - 1) and self.buffers:
+            before = GLOBAL_BASE - address
+            b0 = self.buffers[0]
+            return b0.name, -before, f"{before} bytes before the start of buffer {b0.name!r}"
+        if address < GLOBAL_BASE or (address >> 44) != 7:
+            if address == 0:
+                return None, None, "a null pointer"
+            window = {1: "shared", 2: "local", 3: "constant", 4: "parameter"}.get(address >> 44)
+            if window:
+                return None, None, f"a generic {window}-memory address used as a global one"
+            return None, None, "an address in no buffer"
+        i = (address - GLOBAL_BASE) >> GLOBAL_STRIDE_BITS
+        off = (address - GLOBAL_BASE) & ((1 << GLOBAL_STRIDE_BITS) - 1)
+        if off >= 1 << (GLOBAL_STRIDE_BITS - 1) and i + 1 < len(self.buffers):
+            b = self.buffers[i + 1]
+            before = (1 << GLOBAL_STRIDE_BITS) - off
+            return b.name, -before, f"{before} bytes before the start of buffer {b.name!r}"
+        if i >= len(self.buffers):
+            return None, None, "an address in no buffer"
+        b = self.buffers[i]
+        return (
+            b.name,
+            off,
+            (f"at byte offset {off} of buffer {b.name!r}, which holds {b.size} bytes"),
+        )
+
+
+def _bytes_of(data: np.ndarray) -> np.ndarray:
+    arr = np.ascontiguousarray(data)
+    return arr.reshape(-1).view(np.uint8)
