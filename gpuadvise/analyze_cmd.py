@@ -66,14 +66,41 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
     return spec, choice, options
 
 
-def run_analyze(opts: KernelOptions, as_json: bool) -> int:
+def parse_sample_ctas(text: str | None) -> int | str | None:
+    """``--sample-ctas``: a positive count, ``all``, or None (the first wave)."""
+    from gpuadvise.errors import UsageError
+
+    if text is None:
+        return None
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise UsageError(f"--sample-ctas {text!r} is not a count", "give a positive number or all")
+    return n
+
+
+def run_analyze(
+    opts: KernelOptions, as_json: bool, trace: bool = True, sample_ctas: str | None = None
+) -> int:
     from gpuadvise.pipeline import analyze_static
 
     spec, choice, options = build(opts)
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
-    result = analyze_static(spec, choice.device, options, nvcc=opts.nvcc, notes=notes)
+    result = analyze_static(
+        spec,
+        choice.device,
+        options,
+        nvcc=opts.nvcc,
+        notes=notes,
+        trace=trace,
+        sample_ctas=parse_sample_ctas(sample_ctas),
+    )
     if as_json:
         from gpuadvise.report.json_report import analyze_json, emit
 

@@ -90,10 +90,9 @@ def _buffer_init(b: ResolvedBuffer) -> J.BufferInit:
 
 
 def prepare(opts: KernelOptions, label: str) -> Prepared:
+    from gpuadvise.pipeline import resolve_launch
     from gpuadvise.runner.checks import check_launch
-    from gpuadvise.signature import parse_signature
-    from gpuadvise.spec import resolve
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel, struct_layouts
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
 
     spec, choice, options = build(opts)
     tc = find_toolchain(opts.nvcc)
@@ -110,14 +109,7 @@ def prepare(opts: KernelOptions, label: str) -> Prepared:
             spec.launch.dynamic_smem_bytes,
         )
     )
-    params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
-    namespaces = kernel.name.split("<")[0].split("::")[:-1]
-    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
-
-    def layout(name: str) -> tuple[int, int]:
-        return struct_layouts(spec.source, [name], options, tc, ns)[name]
-
-    resolved = resolve(spec, params, layout)
+    resolved = resolve_launch(spec, kernel, options, tc)
     notes += list(resolved.notes)
     fmt_params = tuple(
         _scalar_param(p) if isinstance(p, ResolvedArg) else J.Param("buffer", "P", 0, p.name)

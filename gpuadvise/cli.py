@@ -188,8 +188,14 @@ def _gather_kernel_options(kw: dict[str, Any]) -> Any:
 
 @cli.command(context_settings=CONTEXT)
 @_kernel_options
+@click.option(
+    "--sample-ctas",
+    metavar="N|all",
+    help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
+)
+@click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
-def analyze(as_json: bool, **kw: Any) -> None:
+def analyze(as_json: bool, sample_ctas: str | None, no_trace: bool, **kw: Any) -> None:
     """Compile a kernel and report its resources, occupancy at this launch, waves and the
     memory instructions per source line. No GPU needed.
 
@@ -198,7 +204,7 @@ def analyze(as_json: bool, **kw: Any) -> None:
     """
     from gpuadvise.analyze_cmd import run_analyze
 
-    run_analyze(_gather_kernel_options(kw), as_json)
+    run_analyze(_gather_kernel_options(kw), as_json, trace=not no_trace, sample_ctas=sample_ctas)
 
 
 @cli.command(context_settings=CONTEXT)

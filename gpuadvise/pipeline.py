@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model import occupancy as occ
@@ -54,6 +55,26 @@ def waves_of(total_ctas: int, blocks_per_sm: int, sm_count: int | None) -> Waves
 
 
 @dataclass(frozen=True)
+class MemoryAnalysis:
+    """The trace-based models of one launch: the emulator's trace, reconciled with the SASS, fed to
+    the bank and coalescing models. ``error``: why there is no trace (the static part still holds)."""
+
+    ctas_run: int = 0
+    total_ctas: int = 0
+    complete: bool = False
+    lane_instructions: int = 0
+    time_s: float = 0.0
+    banks: Any = None  # model.banks.BankResult
+    coalescing: Any = None  # model.coalescing.CoalescingResult
+    reconcile_notes: tuple[Any, ...] = ()
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+    error_kind: str | None = None  # out_of_bounds | unsupported | budget | other
+    trace: Any = None  # trace.AccessTrace (not serialized)
+    outputs: Any = None  # {buffer name: array} after the traced CTAs ran (not serialized)
+
+
+@dataclass(frozen=True)
 class StaticAnalysis:
     spec: KernelSpec
     device: DeviceSpec
@@ -67,6 +88,7 @@ class StaticAnalysis:
     sass_instruction_count: int
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    memory: MemoryAnalysis | None = None
 
 
 def compile_options_for(
@@ -106,14 +128,89 @@ def compile_options_for(
     )
 
 
+def resolve_launch(spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Any) -> Any:
+    """Bind the spec to the kernel's parameters (spec.ResolvedLaunch); user structs are sized by
+    the compiler, looked up in the kernel's namespaces."""
+    from gpuadvise.signature import parse_signature
+    from gpuadvise.spec import resolve
+    from gpuadvise.toolchain import struct_layouts
+
+    params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
+    namespaces = kernel.name.split("<")[0].split("::")[:-1]
+    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+
+    def layout(name: str) -> tuple[int, int]:
+        return struct_layouts(spec.source, [name], options, tc, ns)[name]
+
+    return resolve(spec, params, layout)
+
+
+def analyze_memory(
+    spec: KernelSpec,
+    device: DeviceSpec,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    options: CompileOptions,
+    tc: Any,
+    instrs: tuple[Any, ...],
+    sample_ctas: int | str | None,
+) -> MemoryAnalysis:
+    """Emulate the sampled CTAs, reconcile the trace with the SASS, run the bank and coalescing
+    models. A kernel the emulator cannot run gives a MemoryAnalysis with ``error`` set."""
+    from gpuadvise import sass
+    from gpuadvise.emulate import emulate
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.model.banks import analyze_banks
+    from gpuadvise.model.coalescing import analyze_coalescing
+    from gpuadvise.model.reconcile import reconcile
+    from gpuadvise.ptx.errors import (
+        InstructionBudgetError,
+        MemoryAccessError,
+        UnsupportedInstructionError,
+    )
+
+    total = spec.launch.grid.count
+    try:
+        launch = resolve_launch(spec, kernel, options, tc)
+        emu = emulate(module, kernel, launch, device, sample_ctas=sample_ctas)
+    except MemoryAccessError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="out_of_bounds")
+    except UnsupportedInstructionError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="unsupported")
+    except InstructionBudgetError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="budget")
+    except GpuAdviseError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
+    inner = sass.memory_summary(instrs)
+    rec = reconcile(emu.trace, inner)
+    banks = analyze_banks(emu.trace, rec.records)
+    coal = analyze_coalescing(emu.trace, rec.records)
+    return MemoryAnalysis(
+        ctas_run=len(emu.ctas_run),
+        total_ctas=total,
+        complete=emu.complete,
+        lane_instructions=emu.lane_instructions,
+        time_s=emu.time_s,
+        banks=banks,
+        coalescing=coal,
+        reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
+        notes=tuple(emu.notes) + tuple(launch.notes),
+        trace=rec.apply(emu.trace),
+        outputs=emu.outputs,
+    )
+
+
 def analyze_static(
     spec: KernelSpec,
     device: DeviceSpec,
     options: CompileOptions,
     nvcc: str | None = None,
     notes: tuple[str, ...] = (),
+    trace: bool = True,
+    sample_ctas: int | str | None = None,
 ) -> StaticAnalysis:
-    """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for."""
+    """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
+    resources, occupancy, waves, SASS, and (``trace``) the emulator's trace through the models."""
     from gpuadvise import sass
     from gpuadvise.runner.checks import check_launch
     from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
@@ -150,6 +247,11 @@ def analyze_static(
     instrs = sass.disassemble(module.cubin_path, kernel.mangled, tc)
     lines = sass.memory_summary(instrs, call_site=True)
     timings["sass_s"] = time.perf_counter() - t2
+    memory = None
+    if trace:
+        t3 = time.perf_counter()
+        memory = analyze_memory(spec, device, module, kernel, options, tc, instrs, sample_ctas)
+        timings["trace_s"] = time.perf_counter() - t3
     all_notes = list(notes) + launch_notes
     if waves is None:
         all_notes.append(f"{device.name} has no SM count in its model: waves are not computed")
@@ -166,4 +268,5 @@ def analyze_static(
         sass_instruction_count=len(instrs),
         timings_s=timings,
         notes=tuple(all_notes),
+        memory=memory,
     )

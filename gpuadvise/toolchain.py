@@ -1096,7 +1096,7 @@ def _display_name(signature: str) -> str:
     text = text.strip()
     if text.startswith("void "):
         text = text[5:]
-    return text.strip()
+    return _uncast(text.strip())
 
 
 def _split_qualified(name: str) -> list[str]:
@@ -1121,9 +1121,22 @@ def _split_qualified(name: str) -> list[str]:
 _INT_SUFFIX = re.compile(r"(?<![\w.])(\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)\b")
 
 
+# cu++filt writes template arguments as casts: ``reduce<(int)256, (bool)1>``.
+_CAST_LITERAL = re.compile(
+    r"\((?:unsigned |signed )?(?:int|long|short|char|long long|unsigned)\)\s*(-?\d+)"
+)
+_CAST_BOOL = re.compile(r"\(bool\)\s*([01])")
+
+
+def _uncast(name: str) -> str:
+    name = _CAST_LITERAL.sub(r"\1", name)
+    return _CAST_BOOL.sub(lambda m: "true" if m.group(1) == "1" else "false", name)
+
+
 def _norm(name: str) -> str:
-    """Whitespace and integer-literal suffixes do not matter: ``reduce<256u>`` == ``reduce<256>``."""
-    return _INT_SUFFIX.sub(r"\1", re.sub(r"\s+", "", name)).removeprefix("::")
+    """Whitespace, integer-literal suffixes and casts do not matter: ``reduce<256u>``,
+    ``reduce<(unsigned int)256>`` and ``reduce<256>`` are one name."""
+    return _INT_SUFFIX.sub(r"\1", re.sub(r"\s+", "", _uncast(name))).removeprefix("::")
 
 
 def _base(component: str) -> str:

@@ -164,3 +164,55 @@ def test_launch_config_forms_agree(env):
 def test_missing_file(env):
     e = one_line_error(run(env, "nope.cu", "--grid", "1", "--block", "1"))
     assert "nope.cu" in e
+
+
+def test_memory_models_in_json(env):
+    r = run(env, str(REDUCE), "-k", "reduce2", "--gpu", "H100", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    emu = doc["emulation"]
+    assert emu["error"] is None and emu["ctas_traced"] == 8 * 132 and not emu["complete"]
+    sm = doc["shared_memory"]
+    assert sm["extrapolated"] is True
+    line34 = [ln for ln in sm["lines"] if ln["line"] == 34 and ln["kind"] == "load"][0]
+    # s = 8: index = 16*tid for tid < 16 -> 8 distinct words in each of banks 0 and 16: 8-way
+    assert line34["worst_ways"] == 8
+    assert line34["wavefronts"] > line34["ideal_wavefronts"]
+    line29 = [ln for ln in sm["lines"] if ln["line"] == 29][0]
+    assert line29["wavefronts"] == line29["ideal_wavefronts"]  # sdata[tid] = ...: conflict free
+    assert sm["total_wavefronts"] >= sm["total_ideal_wavefronts"] > 0
+    gm = doc["global_memory"]
+    load = [ln for ln in gm["lines"] if ln["kind"] == "load"][0]
+    assert load["line"] == 29 and load["sectors"] == 4 * load["requests"] == load["ideal_sectors"]
+    # whole launch: 2^22 ints read once = 2^22 * 4 / 32 sectors
+    assert gm["totals"]["load"]["sectors"] == 2**22 * 4 // 32
+
+
+def test_no_trace_skips_the_models(env):
+    r = run(env, str(REDUCE), "-k", "reduce3", "--no-trace", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["shared_memory"] is None and doc["emulation"] is None
+
+
+def test_sample_ctas_all_is_exact(env):
+    r = run(env, str(REDUCE), "-k", "reduce3", "--arg", "n=65536", "--sample-ctas", "all",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["emulation"]["complete"] and not doc["shared_memory"]["extrapolated"]
+    e = one_line_error(run(env, str(REDUCE), "-k", "reduce3", "--sample-ctas", "zero"))
+    assert "--sample-ctas" in e
+
+
+def test_out_of_bounds_access_is_reported_with_its_line(env):
+    faults = ROOT / "tests" / "cuda" / "runner" / "faults.cu"
+    r = run(env, str(faults), "-k", "oob", "--grid", "4", "--block", "256", "--arg", "n=1024",
+            "--buffer", "out=float[n]", "--json")
+    assert r.returncode == 0, r.stderr
+    emu = json.loads(r.stdout)["emulation"]
+    assert emu["error_kind"] == "out_of_bounds"
+    assert "faults.cu:5" in emu["error"] and "out" in emu["error"]
+    text = run(env, str(faults), "-k", "oob", "--grid", "4", "--block", "256", "--arg", "n=1024",
+               "--buffer", "out=float[n]")
+    assert "Out-of-bounds access" in text.stdout and "Resources" in text.stdout

@@ -455,7 +455,7 @@ def test_names_without_a_demangler() -> None:
     disp = tcmod._display_name
     assert disp("void ns::reduce<256, true>(float const*, float*)") == "ns::reduce<256, true>"
     assert disp("(anonymous namespace)::k(int)") == "(anonymous namespace)::k"
-    assert disp("k<(int)3>(float*)") == "k<(int)3>"
+    assert disp("k<(int)3>(float*)") == "k<3>"  # cu++filt writes template args as casts
     assert tcmod._split_qualified("a::b<c::d, 2>::k") == ["a", "b<c::d, 2>", "k"]
 
 

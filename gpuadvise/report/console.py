@@ -283,7 +283,100 @@ def analysis(a: Any) -> None:
                 src.strip()[:70],
             )
         _out.print(mt)
+    if a.memory is not None:
+        _memory(a.memory)
     for n in a.notes:
+        _out.print(Text(f"note: {n}", style="dim"))
+
+
+def _memory(m: Any) -> None:
+    from gpuadvise.sass import source_text
+
+    _out.print()
+    if m.error:
+        style = "bold red" if m.error_kind == "out_of_bounds" else "yellow"
+        title = {
+            "out_of_bounds": "Out-of-bounds access (CPU emulator)",
+            "unsupported": "No memory models: the emulator cannot run this kernel",
+            "budget": "No memory models: the emulator's instruction budget ran out",
+        }.get(m.error_kind, "No memory models")
+        _out.print(Text(title, style=style))
+        _out.print(Text(f"  {m.error}"))
+        return
+    scope = (
+        f"all {m.total_ctas} CTAs traced"
+        if m.complete
+        else f"{m.ctas_run} of {m.total_ctas} CTAs traced (the first wave); launch totals "
+        "extrapolated"
+    )
+    _out.print(
+        Text("Memory access models ", style="bold")
+        + Text(
+            f"(CPU emulator: {scope}, {m.lane_instructions:,} lane-instructions in "
+            f"{m.time_s:.2f} s)",
+            style="dim",
+        )
+    )
+    b, c = m.banks, m.coalescing
+    if b.lines:
+        _out.print()
+        _out.print(Text("Shared memory: bank conflicts per line", style="bold"))
+        t = Table(box=None, padding=(0, 1), header_style="bold")
+        for col in ("line", "kind", "instr", "wavefronts", "ideal", "excess", "worst", "source"):
+            t.add_column(
+                col,
+                justify="left" if col in ("line", "kind", "source") else "right",
+                no_wrap=col != "source",
+            )
+        for ln in b.lines:
+            bad = ln.wavefronts > ln.ideal * 1.05
+            t.add_row(
+                f"{_rel(ln.file).split('/')[-1]}:{ln.line}",
+                ln.kind.name.lower(),
+                f"{ln.instructions:,}",
+                f"{ln.wavefronts:,}",
+                f"{ln.ideal:,}",
+                Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
+                f"{ln.worst_ways:.0f}-way" if ln.worst_ways > 1 else "-",
+                (source_text(ln.file, ln.line) or "").strip()[:60],
+            )
+        _out.print(t)
+        tot = b.launch.all
+        _out.print(
+            f"  per launch: {tot.wavefronts:,.0f} wavefronts, ideal {tot.ideal:,.0f} "
+            f"({tot.excess_pct:.1f}% excess)"
+        )
+    if c.lines:
+        _out.print()
+        _out.print(Text("Global memory: coalescing per line", style="bold"))
+        t = Table(box=None, padding=(0, 1), header_style="bold")
+        for col in ("line", "kind", "requests", "sectors", "ideal", "sect/req", "excess", "source"):
+            t.add_column(
+                col,
+                justify="left" if col in ("line", "kind", "source") else "right",
+                no_wrap=col != "source",
+            )
+        for ln in c.lines:
+            bad = ln.sectors > ln.ideal * 1.05
+            t.add_row(
+                f"{_rel(ln.file).split('/')[-1]}:{ln.line}",
+                ln.kind.name.lower(),
+                f"{ln.requests:,}",
+                f"{ln.sectors:,}",
+                f"{ln.ideal:,}",
+                f"{ln.sectors / max(ln.requests, 1):.1f}",
+                Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
+                (source_text(ln.file, ln.line) or "").strip()[:60],
+            )
+        _out.print(t)
+        ld, st = c.launch.load, c.launch.store
+        _out.print(
+            f"  per launch: loads {ld.sectors:,.0f} sectors (ideal {ld.ideal:,.0f}), "
+            f"stores {st.sectors:,.0f} (ideal {st.ideal:,.0f})"
+        )
+    for n in m.reconcile_notes:
+        _out.print(Text(f"note: SASS reconciliation at line {n.line}: {n.detail}", style="dim"))
+    for n in m.notes:
         _out.print(Text(f"note: {n}", style="dim"))
 
 

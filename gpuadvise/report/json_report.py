@@ -127,6 +127,7 @@ def analyze_json(a: Any) -> dict[str, Any]:
             }
             for m in a.sass_lines
         ],
+        **memory_json(a.memory),
         "findings": [],
         "notes": list(a.notes),
         "timings_s": {**a.timings_s, "compile_cached": a.module.from_cache},
@@ -169,3 +170,62 @@ def bench_json(r: Any) -> dict[str, Any]:
         "cuda_error": r.cuda_error,
         "notes": r.notes,
     }
+
+
+def memory_json(m: Any) -> dict[str, Any]:
+    """The ``shared_memory``, ``global_memory`` and ``emulation`` sections of analyze --json."""
+    if m is None:
+        return {"emulation": None, "shared_memory": None, "global_memory": None}
+    emulation = {
+        "ctas_traced": m.ctas_run,
+        "total_ctas": m.total_ctas,
+        "complete": m.complete,
+        "lane_instructions": m.lane_instructions,
+        "time_s": m.time_s,
+        "error": m.error,
+        "error_kind": m.error_kind,
+        "notes": list(m.notes),
+        "reconciled": [
+            {"file": n.file, "line": n.line, "action": n.action, "detail": n.detail}
+            for n in m.reconcile_notes
+        ],
+    }
+    if m.banks is None:
+        return {"emulation": emulation, "shared_memory": None, "global_memory": None}
+    b, c = m.banks, m.coalescing
+    shared = {
+        "lines": [
+            {
+                "file": ln.file,
+                "line": ln.line,
+                "kind": ln.kind.name.lower(),
+                "instructions": ln.instructions,
+                "wavefronts": ln.wavefronts,
+                "ideal_wavefronts": ln.ideal,
+                "excess_pct": ln.excess_pct,
+                "worst_ways": ln.worst_ways,
+            }
+            for ln in b.lines
+        ],
+        "total_wavefronts": b.launch.all.wavefronts,
+        "total_ideal_wavefronts": b.launch.all.ideal,
+        "totals": b.launch.to_dict(),
+        "extrapolated": b.extrapolated,
+    }
+    glob = {
+        "lines": [
+            {
+                "file": ln.file,
+                "line": ln.line,
+                "kind": ln.kind.name.lower(),
+                "requests": ln.requests,
+                "sectors": ln.sectors,
+                "ideal_sectors": ln.ideal,
+                "excess_pct": ln.excess_pct,
+            }
+            for ln in c.lines
+        ],
+        "totals": c.launch.to_dict(),
+        "extrapolated": c.extrapolated,
+    }
+    return {"emulation": emulation, "shared_memory": shared, "global_memory": glob}
