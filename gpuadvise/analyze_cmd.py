@@ -84,11 +84,19 @@ def parse_sample_ctas(text: str | None) -> int | str | None:
 
 
 def run_analyze(
-    opts: KernelOptions, as_json: bool, trace: bool = True, sample_ctas: str | None = None
+    opts: KernelOptions,
+    as_json: bool,
+    trace: bool = True,
+    sample_ctas: str | None = None,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    rules_dirs: tuple[str, ...] = (),
 ) -> int:
     from gpuadvise.pipeline import analyze_static
+    from gpuadvise.rules_cmd import rules_config, run_rules_report
 
     spec, choice, options = build(opts)
+    config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
@@ -99,14 +107,16 @@ def run_analyze(
         nvcc=opts.nvcc,
         notes=notes,
         trace=trace,
-        sample_ctas=parse_sample_ctas(sample_ctas),
+        sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
     )
+    checked = run_rules_report(result, config, lazy_models=trace)
     if as_json:
         from gpuadvise.report.json_report import analyze_json, emit
 
-        emit(analyze_json(result))
+        emit(analyze_json(result, checked))
     else:
         from gpuadvise.report import console
 
         console.analysis(result)
+        console.findings(checked)
     return 0

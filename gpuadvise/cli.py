@@ -186,8 +186,33 @@ def _gather_kernel_options(kw: dict[str, Any]) -> Any:
     return KernelOptions(**fields)
 
 
+def _rule_options(f: Any) -> Any:
+    """--select/--ignore/--rules-dir: which rules run (see `gpuadvise rules`)."""
+    f = click.option(
+        "--rules-dir",
+        "rules_dirs",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(file_okay=False),
+        help="More rules: a folder of rule files (one Rule per .py), repeatable.",
+    )(f)
+    f = click.option(
+        "--ignore", multiple=True, metavar="RULES", help="Skip these rules (as --select)."
+    )(f)
+    f = click.option(
+        "--select",
+        multiple=True,
+        metavar="RULES",
+        help="Run only these rules: ids, id prefixes (GA2 = GA200-GA299) or names, "
+        "comma-separated or repeated. Default: [tool.gpuadvise] in pyproject.toml or "
+        "gpuadvise.toml, else all.",
+    )(f)
+    return f
+
+
 @cli.command(context_settings=CONTEXT)
 @_kernel_options
+@_rule_options
 @click.option(
     "--sample-ctas",
     metavar="N|all",
@@ -204,7 +229,9 @@ def analyze(as_json: bool, sample_ctas: str | None, no_trace: bool, **kw: Any) -
     """
     from gpuadvise.analyze_cmd import run_analyze
 
-    run_analyze(_gather_kernel_options(kw), as_json, trace=not no_trace, sample_ctas=sample_ctas)
+    rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
+    opts = _gather_kernel_options(kw)
+    run_analyze(opts, as_json, trace=not no_trace, sample_ctas=sample_ctas, **rules)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -320,6 +347,29 @@ def devices(as_json: bool) -> None:
         )
         return
     console.devices_table(presets, live)
+
+
+@cli.command(context_settings=CONTEXT)
+@_rule_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules(select: tuple[str, ...], ignore: tuple[str, ...], rules_dirs: tuple[str, ...],
+          as_json: bool) -> None:  # fmt: skip
+    """List the rules; those --select/--ignore or the configuration turn off are marked -."""
+    from gpuadvise.rules_cmd import run_rules_list
+
+    run_rules_list(as_json, select, ignore, rules_dirs)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rule")
+@click.option("--rules-dir", "rules_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="More rules (see `rules --help`).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Print one rule's documentation. RULE: an id (GA201) or a name (bank-conflicts)."""
+    from gpuadvise.rules_cmd import run_explain
+
+    run_explain(rule, as_json, rules_dirs)
 
 
 def main(argv: list[str] | None = None) -> None:

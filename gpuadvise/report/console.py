@@ -380,6 +380,27 @@ def _memory(m: Any) -> None:
         _out.print(Text(f"note: {n}", style="dim"))
 
 
+_SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan"}
+
+
+def findings(run: Any) -> None:
+    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_cmd)."""
+    from gpuadvise.rules_cmd import finding_text
+
+    _out.print()
+    if not run.findings:
+        _out.print(Text(f"No findings ({len(run.rules_run)} rules run).", style="green"))
+    for i, f in enumerate(run.findings, 1):
+        head, *rest = finding_text(f, i)
+        _out.print(Text(head, style=_SEVERITY_STYLE.get(f.severity, "")))
+        for line in rest:
+            body = line[3:]
+            diff = body[:1] in ("+", "-") and body[:3] not in ("+++", "---")
+            _out.print(Text(line, style=("green" if body[:1] == "+" else "red") if diff else ""))
+    for text in run.notes:
+        _out.print(Text(f"note: {text}", style="dim"))
+
+
 def bench(r: Any) -> None:
     """``gpuadvise bench``: timings, bandwidth against the ceiling, the A/B comparison."""
     dev = r.device_info or {}

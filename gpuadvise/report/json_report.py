@@ -74,8 +74,9 @@ def emit(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def analyze_json(a: Any) -> dict[str, Any]:
-    """``gpuadvise analyze --json`` (pipeline.StaticAnalysis), schema_version 1."""
+def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
+    """``gpuadvise analyze --json`` (pipeline.StaticAnalysis; rules_run: rules.RulesRun),
+    schema_version 1."""
     from gpuadvise.sass import source_text
 
     spec, d, k = a.spec, a.device, a.kernel
@@ -128,8 +129,9 @@ def analyze_json(a: Any) -> dict[str, Any]:
             for m in a.sass_lines
         ],
         **memory_json(a.memory),
-        "findings": [],
-        "notes": list(a.notes),
+        "findings": [] if rules_run is None else [f.to_dict() for f in rules_run.findings],
+        "rules_run": [] if rules_run is None else list(rules_run.rules_run),
+        "notes": list(a.notes) + ([] if rules_run is None else list(rules_run.notes)),
         "timings_s": {**a.timings_s, "compile_cached": a.module.from_cache},
     }
 

@@ -29,7 +29,7 @@ extern "C" __global__ void reduce2(const int* __restrict__ in, int* __restrict__
     sdata[tid] = i < n ? in[i] : 0;
     __syncthreads();
     for (unsigned s = 1; s < blockDim.x; s *= 2) {
-        unsigned index = 2 * s * tid;
+        unsigned index = 2 * s * tid;  // expect: GA202
         if (index < blockDim.x) {
             sdata[index] += sdata[index + s];  // expect: GA201
         }

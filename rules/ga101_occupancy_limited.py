@@ -1,0 +1,148 @@
+"""GA101 occupancy-limited: few warps per SM, and the resource change that lifts the limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+
+_LABELS = {
+    "warps": "the block size (warps per SM)",
+    "registers": "registers",
+    "shared_memory": "shared memory",
+    "blocks": "the blocks-per-SM limit (small blocks)",
+    "barriers": "barriers",
+    "virtual_resources": "virtual resources",
+}
+
+
+class OccupancyLimited(Rule):
+    """Occupancy below a threshold, with the resource that limits it and the change that lifts it.
+
+    What it detects
+    ---------------
+    A launch whose theoretical occupancy (resident warps per SM over the SM's maximum, exactly as
+    NVIDIA's occupancy calculator computes it) is below ``max_occupancy``, when a change of one
+    resource reaches a higher occupancy: fewer registers per thread (``__launch_bounds__`` or
+    ``-maxrregcount``), less shared memory per block, a larger shared-memory carveout, or another
+    block size. The grid must be larger than one wave; with fewer CTAs than the GPU holds at once,
+    more room per SM has nothing to run (see GA102). Reported at the kernel's declaration.
+
+    Why it is slow
+    --------------
+    An SM hides the latency of memory and of dependent instructions by switching between resident
+    warps. With few warps resident, all of them may be waiting at once, and the SM idles. Occupancy
+    alone rarely predicts speed on modern GPUs, though: a kernel with enough independent work per
+    thread (instruction-level parallelism, several loads in flight) runs at full speed at 25 %
+    occupancy, and forcing registers down can cause spills that cost more than the extra warps
+    gain. Low occupancy matters most for memory-bound kernels with little work per thread.
+
+    Example
+    -------
+    A tile of 48 KB of shared memory per 128-thread block: an H100 SM (228 KB) holds 4 blocks,
+    16 of its 64 warps (25 %); ``kernels/occupancy/occupancy.cu``, ``tile_big``.
+
+    Fix
+    ---
+    Apply the suggested change: cap registers with ``__launch_bounds__(threads, minBlocks)`` (or
+    ``-maxrregcount``), shrink the shared-memory tile (or split it between stages), prefer the
+    largest carveout, or change the block size (and the grid so that it covers the same work).
+    Then measure: more occupancy is not always faster.
+
+    How the estimate is made
+    ------------------------
+    An upper bound, labelled as such, from Little's law: a latency-bound kernel's throughput grows
+    at most in proportion to its resident warps, and stops growing once latency is hidden, which
+    is modelled as ``saturation_occupancy``:
+    ``speedup <= min(new, sat) / min(old, sat)``. A compute-bound kernel, or one with enough
+    instruction-level parallelism, gains less or nothing.
+
+    Fix safety
+    ----------
+    A register cap is automatic-and-verified: the variant is the same source compiled with
+    ``-maxrregcount``; its outputs are compared with the baseline's before a speedup is reported.
+    Shared-memory, carveout and block-size changes are display-only: they change the kernel's
+    code or its launch, which only its author can do safely.
+    """
+
+    id = "GA101"
+    name = "occupancy-limited"
+    title = "Occupancy limited by registers, shared memory or block size"
+    severity = "warning"
+    models = ("occupancy", "waves")
+    options = {"max_occupancy": 0.5, "saturation_occupancy": 0.5}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        occ = ctx.occupancy
+        if occ.active_blocks_per_sm == 0:
+            return  # cannot launch at all: the launch checks say so
+        threshold = float(ctx.option("max_occupancy"))
+        if occ.occupancy >= threshold:
+            return
+        steps = [s for s in ctx.next_steps if s.active_warps_per_sm > occ.active_warps_per_sm]
+        if not steps:
+            return
+        waves = ctx.analysis.waves
+        if waves is not None and waves.total_ctas <= waves.ctas_per_wave:
+            return  # one partial wave: more room per SM has nothing to run
+        # the step the estimate and the variant use: the highest occupancy, a register cap
+        # first among equals (it is the one gpuadvise can build and measure by itself)
+        best = max(steps, key=lambda s: (s.active_warps_per_sm, s.resource == "registers"))
+        limiters = ", ".join(_LABELS.get(x, x) for x in occ.limiters)
+        ways = "; or ".join(f"{s.text} ({s.occupancy:.0%})" for s in steps)
+        message = (
+            f"occupancy {occ.occupancy:.0%} ({occ.active_warps_per_sm} of "
+            f"{occ.max_warps_per_sm} warps per SM, {occ.active_blocks_per_sm} block(s)), "
+            f"limited by {limiters}; to raise it: {ways}"
+        )
+        evidence = [
+            Evidence("occupancy", round(occ.occupancy, 4), threshold, "<"),
+            Evidence("active_warps_per_sm", occ.active_warps_per_sm, unit="warps"),
+            Evidence("limiter", ",".join(occ.limiters)),
+            Evidence(f"next_step_{best.resource}", best.value),
+            Evidence("next_step_occupancy", round(best.occupancy, 4)),
+        ]
+        if waves is not None:
+            evidence.append(Evidence("waves", round(waves.waves, 3)))
+        yield self.finding(
+            ctx,
+            message,
+            line=ctx.kernel_line,
+            evidence=evidence,
+            details={"step": best, "steps": steps},
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        old = ctx.occupancy.occupancy
+        new = finding.details["step"].occupancy
+        sat = float(ctx.option("saturation_occupancy"))
+        bound = min(new, sat) / min(old, sat) if old > 0 else 1.0
+        return Estimate(
+            round(max(bound, 1.0), 3),
+            "upper-bound",
+            f"Little's law: throughput at most proportional to resident warps, saturating at "
+            f"{sat:.0%} occupancy: min({new:.2f}, {sat:.2f}) / min({old:.2f}, {sat:.2f}). "
+            "Reached only by a latency-bound kernel with little independent work per thread.",
+            {"occupancy_before": old, "occupancy_after": new, "saturation_occupancy": sat},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        step = finding.details["step"]
+        if step.resource == "registers":
+            threads = ctx.occupancy_input.threads_per_block
+            warps = ctx.occupancy.warps_per_block
+            min_blocks = max(step.active_warps_per_sm // max(warps, 1), 1)
+            return Variant(
+                "automatic-and-verified",
+                f"compile with -maxrregcount={step.value} (in the source: "
+                f"__launch_bounds__({threads}, {min_blocks}) on the kernel); check for spills",
+                nvcc_flags=(f"-maxrregcount={step.value}",),
+            )
+        if step.resource == "block_size":
+            block = step.value
+            return Variant(
+                "display-only",
+                f"{step.text}; change the grid so that it covers the same work",
+                launch={"block": [block, 1, 1]},
+            )
+        return Variant("display-only", step.text)

@@ -1,0 +1,140 @@
+"""GA102 tail-effect: a grid smaller than the GPU, or a partial last wave that leaves SMs idle."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+
+
+class TailEffect(Rule):
+    """A grid too small for the GPU, or a last wave of CTAs that leaves most SMs idle.
+
+    What it detects
+    ---------------
+    Two launch shapes, reported at the kernel's declaration:
+
+    - small grid: fewer CTAs than ``min_ctas_per_sm`` x the SM count (default 1: fewer CTAs than
+      SMs), so some SMs get no work at all;
+    - tail effect: at least one full wave (a wave is the CTAs resident at once: blocks per SM at
+      this occupancy x SMs) and a partial last wave that leaves at least ``min_tail_idle`` of the
+      run's SM time idle (``tail_idle = empty slots of the last wave / all slots``). Many waves
+      dilute the tail, so this fires only for a few waves with a sparse last one.
+
+    A grid of less than one wave but at least one CTA per SM is not reported: every CTA runs at
+    once, and whether more CTAs would help is a question of occupancy (GA101).
+
+    Why it is slow
+    --------------
+    CTAs of one launch run in waves. While the last, partial wave runs, the SMs without a CTA of
+    it idle (nothing else of this launch is left to run), so a launch of 1.1 waves takes about as
+    long as 2 full waves. Seed 003's heuristics ("more thread groups than multiprocessors", "more
+    than 2 per multiprocessor") come from the same reasoning; on a GPU with 132 SMs and up to 32
+    resident CTAs each, a grid needs thousands of CTAs for the tail not to matter.
+
+    Example
+    -------
+    ``kernels/tail/tail.cu``: ``scale_tail`` launches 1.25 waves on an H100 (a last wave 25 %
+    full, 37.5 % of SM time idle) and ``scale_small_grid`` 66 CTAs for 132 SMs; ``scale_stride``
+    does the same work with a grid-stride loop over exactly one wave.
+
+    Fix
+    ---
+    Make the grid a whole number of waves, or many waves: a grid-stride loop launched with
+    ``ctas_per_wave`` (or a multiple) CTAs, more work per CTA, or a block size that divides the
+    work into whole waves. For a small grid, split the work into more, smaller CTAs.
+
+    How the estimate is made
+    ------------------------
+    Tail effect: an upper bound, ``ceil(waves) / waves``, the time of whole waves over the time the
+    work would take if it filled every wave, assuming all CTAs take equally long. A partial wave
+    usually runs faster than a full one (less contention), so the real gain is smaller. Small grid:
+    a point estimate, ``SMs / CTAs``: the same work spread over every SM at the same per-SM
+    throughput; DRAM bandwidth may cap it, more CTAs per SM may beat it.
+
+    Fix safety
+    ----------
+    Display-only: changing the grid changes which work each CTA does, so the kernel must be
+    written for it (a grid-stride loop); gpuadvise cannot know that it is.
+    """
+
+    id = "GA102"
+    name = "tail-effect"
+    title = "Small grid or partial last wave (tail effect)"
+    severity = "warning"
+    models = ("occupancy", "waves")
+    options = {"min_ctas_per_sm": 1.0, "min_tail_idle": 0.1}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        w = ctx.waves
+        sms = ctx.device.sm_count
+        min_per_sm = float(ctx.option("min_ctas_per_sm"))
+        if w.total_ctas < min_per_sm * sms:
+            idle = max(sms - w.total_ctas, 0)
+            yield self.finding(
+                ctx,
+                f"small grid: {w.total_ctas} CTAs for {sms} SMs"
+                + (f" ({idle} SMs have no work)" if idle else "")
+                + f"; the GPU holds {w.ctas_per_wave} CTAs at once at this occupancy",
+                line=ctx.kernel_line,
+                evidence=[
+                    Evidence("ctas_per_sm", round(w.total_ctas / sms, 4), min_per_sm, "<"),
+                    Evidence("total_ctas", w.total_ctas, unit="CTAs"),
+                    Evidence("sm_count", sms, unit="SMs"),
+                    Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
+                ],
+                details={"kind": "small-grid"},
+            )
+            return
+        threshold = float(ctx.option("min_tail_idle"))
+        if w.full_waves >= 1 and w.last_wave_ctas > 0 and w.tail_idle >= threshold:
+            yield self.finding(
+                ctx,
+                f"tail effect: {w.waves:.2f} waves of {w.ctas_per_wave} CTAs; the last wave is "
+                f"{w.last_wave_fill:.0%} full, leaving {w.tail_idle:.0%} of SM time idle",
+                line=ctx.kernel_line,
+                evidence=[
+                    Evidence("tail_idle", round(w.tail_idle, 4), threshold, ">="),
+                    Evidence("waves", round(w.waves, 3)),
+                    Evidence("last_wave_fill", round(w.last_wave_fill, 4)),
+                    Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
+                ],
+                details={"kind": "tail"},
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        w = ctx.waves
+        sms = ctx.device.sm_count
+        if finding.details["kind"] == "small-grid":
+            speedup = sms / max(w.total_ctas, 1)
+            return Estimate(
+                round(speedup, 3),
+                "point",
+                f"the same work over all {sms} SMs instead of {w.total_ctas}, at the same "
+                "per-SM throughput (DRAM bandwidth may cap it; more CTAs per SM may beat it)",
+                {"total_ctas": w.total_ctas, "sm_count": sms},
+            )
+        speedup = math.ceil(w.waves) / w.waves
+        return Estimate(
+            round(speedup, 3),
+            "upper-bound",
+            f"ceil(waves) / waves = {math.ceil(w.waves)} / {w.waves:.3f}, all CTAs equally long; "
+            "a partial wave runs with less contention, so the real gain is smaller",
+            {"waves": w.waves, "ctas_per_wave": w.ctas_per_wave, "tail_idle": w.tail_idle},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        w = ctx.waves
+        if finding.details["kind"] == "small-grid":
+            return Variant(
+                "display-only",
+                f"split the work into at least {ctx.device.sm_count} CTAs (smaller blocks or "
+                f"less work per CTA); up to {w.ctas_per_wave} run at once",
+            )
+        return Variant(
+            "display-only",
+            f"launch a whole number of waves: a grid-stride loop over {w.ctas_per_wave} CTAs "
+            "(or a multiple), or more work per CTA",
+            launch={"grid": [w.ctas_per_wave, 1, 1]},
+        )

@@ -1,0 +1,105 @@
+"""GA103 block-not-warp-multiple: threads per block not a multiple of the warp size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+
+
+def _shapes(total: int, block: tuple[int, int, int], warp: int) -> list[str]:
+    """Nearby warp-multiple block sizes (1D) or shapes (2D/3D: 32 x N), larger first."""
+    down = (total // warp) * warp
+    sizes = [s for s in (down + warp, down) if 0 < s <= 1024]
+    if block[1] == 1 and block[2] == 1:
+        return [str(s) for s in sizes]
+    return [f"{warp}x{s // warp}" for s in sizes]
+
+
+class BlockNotWarpMultiple(Rule):
+    """A block whose thread count is not a multiple of the warp size (32): idle lanes every warp.
+
+    What it detects
+    ---------------
+    A launch whose threads per block (x * y * z) is not a multiple of 32. Reported at the kernel's
+    declaration, with the lanes left idle per block.
+
+    Why it is slow
+    --------------
+    The SM schedules whole warps of 32 lanes. A block of 100 threads occupies 4 warps, of which
+    the last has 4 active lanes: 28 of 128 lanes (22 %) issue nothing, yet take their share of
+    scheduling slots, registers and the per-SM warp limit. Seed 003: "threads per thread group: a
+    multiple of the warp size, so all threads in a warp do work". 2D blocks such as 10x10 or 12x12
+    are the usual cause.
+
+    Example
+    -------
+    ``kernels/blocksize/blocksize.cu``: ``scale2d_10x10`` launched with 10x10 blocks (100 threads,
+    4 warps, 28 idle lanes); ``scale2d_32x4`` does the same with 32x4 blocks.
+
+    Fix
+    ---
+    Choose a block of 64, 128, 256 ... threads; for 2D data, 32x4, 32x8 or 16x16, with the grid
+    recomputed to cover the same domain (bounds checks handle the edges).
+
+    How the estimate is made
+    ------------------------
+    An upper bound: ``warps * 32 / threads``, the lanes the SM schedules over the lanes that do
+    work, the gain if the kernel were bound by issue slots and the idle lanes' share were put to
+    use. Memory-bound kernels gain less (their idle lanes cost no DRAM traffic).
+
+    Fix safety
+    ----------
+    Display-only: the block shape is part of how the kernel indexes its data (and of its shared
+    memory sizes); the grid must change with it.
+    """
+
+    id = "GA103"
+    name = "block-not-warp-multiple"
+    title = "Threads per block not a multiple of the warp size"
+    severity = "warning"
+    models = ("occupancy",)
+    options = {}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        block = ctx.launch.block
+        threads = block.count
+        warp = ctx.device.warp_size
+        if threads % warp == 0:
+            return
+        warps = -(-threads // warp)
+        idle = warps * warp - threads
+        shapes = _shapes(threads, block.as_tuple(), warp)
+        yield self.finding(
+            ctx,
+            f"block {block} has {threads} threads: {warps} warps with {idle} idle lanes "
+            f"({idle / (warps * warp):.0%} of the lanes scheduled); use a multiple of {warp}"
+            + (f" (e.g. {' or '.join(shapes)})" if shapes else ""),
+            line=ctx.kernel_line,
+            evidence=[
+                Evidence("threads_per_block_mod_warp", threads % warp, 0, "!="),
+                Evidence("threads_per_block", threads, unit="threads"),
+                Evidence("idle_lanes_per_block", idle, unit="lanes"),
+            ],
+            details={"shapes": shapes, "warps": warps},
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        threads = ctx.launch.block.count
+        warps = finding.details["warps"]
+        lanes = warps * ctx.device.warp_size
+        return Estimate(
+            round(lanes / threads, 3),
+            "upper-bound",
+            f"lanes scheduled / lanes working = {lanes} / {threads}, for an issue-bound kernel; "
+            "a memory-bound kernel gains less",
+            {"threads_per_block": threads, "lanes_per_block": lanes},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        shapes = finding.details["shapes"]
+        text = " or ".join(shapes) if shapes else f"a multiple of {ctx.device.warp_size}"
+        return Variant(
+            "display-only",
+            f"launch blocks of {text} threads, with the grid recomputed to cover the same work",
+        )
