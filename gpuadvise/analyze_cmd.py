@@ -91,7 +91,11 @@ def run_analyze(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     rules_dirs: tuple[str, ...] = (),
+    fmt: str = "text",
+    output: str | None = None,
 ) -> int:
+    """``fmt``: text or json (the whole analysis), sarif, junit, github or markdown (the findings,
+    for CI systems); ``output``: write it to this file instead of stdout."""
     from gpuadvise.pipeline import analyze_static
     from gpuadvise.rules_cmd import rules_config, run_rules_report
 
@@ -111,12 +115,45 @@ def run_analyze(
     )
     checked = run_rules_report(result, config, lazy_models=trace)
     if as_json:
-        from gpuadvise.report.json_report import analyze_json, emit
+        fmt = "json"
+    if fmt != "text" or output:
+        from gpuadvise.report.json_report import analyze_json, dumps
 
-        emit(analyze_json(result, checked))
+        if fmt == "json":
+            text = dumps(analyze_json(result, checked))
+        elif fmt == "text":
+            from gpuadvise.errors import UsageError
+
+            raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
+        else:
+            from gpuadvise.report.findings_formats import render_findings
+
+            text = render_findings(fmt, checked, result.kernel.name)
+        _write(text, output)
     else:
         from gpuadvise.report import console
 
         console.analysis(result)
         console.findings(checked)
     return 0
+
+
+def _write(text: str, output: str | None) -> None:
+    """stdout, or ``output`` written atomically (appended for $GITHUB_STEP_SUMMARY)."""
+    import os
+    import sys
+
+    if not text.endswith("\n"):
+        text += "\n"
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    if output == os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(output, "a") as f:
+            f.write(text)
+        return
+    tmp = f"{output}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, output)

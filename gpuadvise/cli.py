@@ -220,9 +220,26 @@ def _rule_options(f: Any) -> Any:
 )
 @click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
-def analyze(as_json: bool, sample_ctas: str | None, no_trace: bool, **kw: Any) -> None:
-    """Compile a kernel and report its resources, occupancy at this launch, waves and the
-    memory instructions per source line. No GPU needed.
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif", "junit", "github", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text/json: the whole analysis; sarif/junit/github/markdown: the findings, for CI.",
+)
+@click.option("--output", "-o", metavar="FILE", help="Write the --format output to FILE.")
+def analyze(
+    as_json: bool,
+    sample_ctas: str | None,
+    no_trace: bool,
+    fmt: str,
+    output: str | None,
+    **kw: Any,
+) -> None:
+    """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
+    instructions per source line, the bank and coalescing models (CPU emulator), and the rules'
+    ranked findings. No GPU needed.
 
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
@@ -231,7 +248,15 @@ def analyze(as_json: bool, sample_ctas: str | None, no_trace: bool, **kw: Any) -
 
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     opts = _gather_kernel_options(kw)
-    run_analyze(opts, as_json, trace=not no_trace, sample_ctas=sample_ctas, **rules)
+    run_analyze(
+        opts,
+        as_json,
+        trace=not no_trace,
+        sample_ctas=sample_ctas,
+        fmt=fmt,
+        output=output,
+        **rules,
+    )
 
 
 @cli.command(context_settings=CONTEXT)

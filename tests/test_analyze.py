@@ -216,3 +216,28 @@ def test_out_of_bounds_access_is_reported_with_its_line(env):
     text = run(env, str(faults), "-k", "oob", "--grid", "4", "--block", "256", "--arg", "n=1024",
                "--buffer", "out=float[n]")
     assert "Out-of-bounds access" in text.stdout and "Resources" in text.stdout
+
+
+def test_findings_in_ci_formats(env, tmp_path):
+    base = [str(REDUCE), "-k", "reduce2", "--gpu", "H100"]
+    r = run(env, *base, "--format", "github")
+    assert r.returncode == 0, r.stderr
+    assert "::warning file=kernels/reduction/reduce.cu,line=34," in r.stdout
+    out = tmp_path / "f.sarif"
+    r = run(env, *base, "--format", "sarif", "--output", str(out))
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    sarif = json.loads(out.read_text())
+    assert sarif["version"] == "2.1.0"
+    results = sarif["runs"][0]["results"]
+    assert {(x["ruleId"], x["locations"][0]["physicalLocation"]["region"]["startLine"])
+            for x in results} >= {("GA201", 34), ("GA202", 32)}
+    rule_ids = [rr["id"] for rr in sarif["runs"][0]["tool"]["driver"]["rules"]]
+    assert all(x["ruleId"] == rule_ids[x["ruleIndex"]] for x in results)
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(run(env, *base, "--format", "junit").stdout)
+    assert root.tag == "testsuites" and int(root.get("failures", "0")) >= 2
+    md = run(env, *base, "--format", "markdown").stdout
+    assert "GA201" in md and "|" in md
+    e = one_line_error(run(env, *base, "--output", str(tmp_path / "x")))
+    assert "--format" in e
