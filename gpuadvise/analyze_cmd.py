@@ -93,6 +93,7 @@ def run_analyze(
     rules_dirs: tuple[str, ...] = (),
     fmt: str = "text",
     output: str | None = None,
+    measure: bool | None = None,
 ) -> int:
     """``fmt``: text or json (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout."""
@@ -114,6 +115,7 @@ def run_analyze(
         sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
     )
     checked = run_rules_report(result, config, lazy_models=trace)
+    checked = _measure(opts, checked, measure)
     if as_json:
         fmt = "json"
     if fmt != "text" or output:
@@ -157,3 +159,27 @@ def _write(text: str, output: str | None) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, output)
+
+
+def _measure(opts: KernelOptions, checked: Any, measure: bool | None) -> Any:
+    """Measure the findings' variants on the GPU: ``measure`` True (required), False (never) or
+    None (when a GPU and PyCUDA are present)."""
+    import dataclasses
+
+    from gpuadvise.runner.client import pycuda_missing
+
+    if measure is False or not checked.findings:
+        return checked
+    why = pycuda_missing()
+    if why is not None:
+        if measure:
+            from gpuadvise.errors import RunnerError
+
+            raise RunnerError(f"cannot measure: {why}", "drop --measure: analysis needs no GPU")
+        return dataclasses.replace(
+            checked, notes=(*checked.notes, f"estimates only, nothing measured: {why}")
+        )
+    from gpuadvise.measure import measure_findings
+
+    measured, notes = measure_findings(opts, checked)
+    return dataclasses.replace(measured, notes=(*measured.notes, *notes))

@@ -229,12 +229,18 @@ def _rule_options(f: Any) -> Any:
     help="text/json: the whole analysis; sarif/junit/github/markdown: the findings, for CI.",
 )
 @click.option("--output", "-o", metavar="FILE", help="Write the --format output to FILE.")
+@click.option(
+    "--measure/--no-measure",
+    default=None,
+    help="Build, verify and time each finding's variant on the GPU (default: when one is here).",
+)
 def analyze(
     as_json: bool,
     sample_ctas: str | None,
     no_trace: bool,
     fmt: str,
     output: str | None,
+    measure: bool | None,
     **kw: Any,
 ) -> None:
     """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
@@ -255,6 +261,7 @@ def analyze(
         sample_ctas=sample_ctas,
         fmt=fmt,
         output=output,
+        measure=measure,
         **rules,
     )
 

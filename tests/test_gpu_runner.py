@@ -108,3 +108,17 @@ def test_struct_buffer_big_dynamic_smem_and_template_run():
     assert code == 0, err
     code, _, err = bench(f"{RUN}/kinds.cu:scale<3>", *base)
     assert code == 0, err
+
+
+def test_analyze_measures_a_findings_variant_and_verifies_it():
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", str(ROOT / "kernels/reduction/reduce.cu"),
+         "-k", "reduce2", "--measure", "--format", "json"],
+        capture_output=True, text=True, env={**os.environ}, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    found = {f["rule"]: f for f in json.loads(r.stdout)["findings"]}
+    ga202 = found["GA202"]  # sequential addressing, its diff applied to a copy and measured
+    m = ga202["measured_speedup"]
+    assert ga202["verified"] is True and m["outputs_match"] is True
+    assert m["ci_low"] <= m["speedup"] <= m["ci_high"] and m["speedup"] > 1.0
