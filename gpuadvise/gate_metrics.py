@@ -75,16 +75,24 @@ class LiveProvider:
         from gpuadvise.pipeline import analyze_static
 
         spec, choice, options = build(_options(case))
-        a = analyze_static(spec, choice.device, options)
+        needs_trace = any(m in case.metrics for m in _TRACE_METRICS)
+        a = analyze_static(spec, choice.device, options, trace=needs_trace)
         res = a.kernel.resources
         out: dict[str, MetricValue] = {
             "registers": res.registers,
             "spill_bytes": res.spill_store_bytes + res.spill_load_bytes,
             "occupancy": a.occupancy.occupancy,
-            "l2_hit_rate": Unavailable("the L2 model is not part of this version"),
+            "l2_hit_rate": Unavailable("the L2 model is not wired into the gate in this version"),
         }
-        for m in _TRACE_METRICS:
-            out[m] = Unavailable("the bank and coalescing models need the emulator's trace")
+        m = a.memory
+        if m is None or m.banks is None:
+            why = "not requested" if m is None else f"the emulator could not run it: {m.error}"
+            for name in _TRACE_METRICS:
+                out[name] = Unavailable(why)
+        else:
+            # whole-launch counts (extrapolated from the first wave unless every CTA was traced)
+            out["smem_excess_wavefronts"] = m.banks.launch.all.excess
+            out["global_excess_sectors"] = m.coalescing.launch.all.excess
         return out
 
     def timings(
