@@ -94,12 +94,19 @@ def run_analyze(
     fmt: str = "text",
     output: str | None = None,
     measure: bool | None = None,
+    tracer: str = "auto",
 ) -> int:
     """``fmt``: text or json (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout."""
+    from gpuadvise.gputrace import select_tracer
     from gpuadvise.pipeline import analyze_static
     from gpuadvise.rules_cmd import rules_config, run_rules_report
 
+    chosen = select_tracer(tracer) if trace else "emu"
+    if chosen == "gpu":
+        from gpuadvise.bench_cmd import live_options
+
+        opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
     spec, choice, options = build(opts)
     config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
     notes = (choice.note,) if choice.note else ()
@@ -113,6 +120,7 @@ def run_analyze(
         notes=notes,
         trace=trace,
         sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
+        tracer=chosen,
     )
     checked = run_rules_report(result, config, lazy_models=trace)
     checked = _measure(opts, checked, measure)

@@ -219,6 +219,14 @@ def _rule_options(f: Any) -> Any:
     help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
 )
 @click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
+@click.option(
+    "--tracer",
+    type=click.Choice(["auto", "gpu", "emu"]),
+    default="auto",
+    show_default=True,
+    help="Where the memory trace comes from: the instrumented kernel on the GPU, or the CPU "
+    "emulator; auto takes the GPU when one is here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
 @click.option(
     "--format",
@@ -241,6 +249,7 @@ def analyze(
     fmt: str,
     output: str | None,
     measure: bool | None,
+    tracer: str,
     **kw: Any,
 ) -> None:
     """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
@@ -262,6 +271,7 @@ def analyze(
         fmt=fmt,
         output=output,
         measure=measure,
+        tracer=tracer,
         **rules,
     )
 

@@ -71,6 +71,7 @@ class MemoryAnalysis:
     error: str | None = None
     error_kind: str | None = None  # out_of_bounds | unsupported | budget | other
     trace: Any = None  # trace.AccessTrace (not serialized)
+    tracer: str = "emu"  # emu | gpu
     outputs: Any = None  # {buffer name: array} after the traced CTAs ran (not serialized)
 
 
@@ -154,9 +155,11 @@ def analyze_memory(
     tc: Any,
     instrs: tuple[Any, ...],
     sample_ctas: int | str | None,
+    tracer: str = "emu",
 ) -> MemoryAnalysis:
-    """Emulate the sampled CTAs, reconcile the trace with the SASS, run the bank and coalescing
-    models. A kernel the emulator cannot run gives a MemoryAnalysis with ``error`` set."""
+    """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
+    on the GPU), reconcile the trace with the SASS, run the bank and coalescing models. A kernel
+    that cannot be traced gives a MemoryAnalysis with ``error`` set."""
     from gpuadvise import sass
     from gpuadvise.emulate import emulate
     from gpuadvise.errors import GpuAdviseError
@@ -172,6 +175,12 @@ def analyze_memory(
     total = spec.launch.grid.count
     try:
         launch = resolve_launch(spec, kernel, options, tc)
+        fallback: tuple[str, ...] = ()
+        if tracer == "gpu":
+            try:
+                return _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
+            except GpuAdviseError as exc:
+                fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
         emu = emulate(module, kernel, launch, device, sample_ctas=sample_ctas)
     except MemoryAccessError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="out_of_bounds")
@@ -194,9 +203,49 @@ def analyze_memory(
         banks=banks,
         coalescing=coal,
         reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
-        notes=tuple(emu.notes) + tuple(launch.notes),
+        notes=fallback + tuple(emu.notes) + tuple(launch.notes),
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
+    )
+
+
+def _gpu_memory(
+    spec: KernelSpec,
+    device: DeviceSpec,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: Any,
+    tc: Any,
+    instrs: tuple[Any, ...],
+    sample_ctas: int | str | None,
+) -> MemoryAnalysis:
+    from gpuadvise import sass
+    from gpuadvise.gputrace import trace_on_gpu
+    from gpuadvise.model.banks import analyze_banks
+    from gpuadvise.model.coalescing import analyze_coalescing
+    from gpuadvise.model.reconcile import reconcile
+
+    t0 = time.perf_counter()
+    g = trace_on_gpu(module, kernel, launch, device, sample_ctas, toolchain=tc)
+    trace = g.trace
+    rec = reconcile(trace, sass.memory_summary(instrs))
+    notes = [*g.notes, f"traced on the GPU: instrumentation slowdown {g.slowdown:.1f}x"]
+    if g.records_lost:
+        notes.append(f"{g.records_lost} records did not fit the trace buffer")
+    if not g.outputs_match:
+        notes.append("the instrumented kernel's outputs differ from the original's: do not trust")
+    return MemoryAnalysis(
+        ctas_run=len(trace.ctas),
+        total_ctas=trace.total_ctas,
+        complete=trace.complete,
+        time_s=time.perf_counter() - t0,
+        banks=analyze_banks(trace, rec.records),
+        coalescing=analyze_coalescing(trace, rec.records),
+        reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
+        notes=tuple(notes),
+        trace=rec.apply(trace),
+        outputs=g.outputs,
+        tracer="gpu",
     )
 
 
@@ -208,6 +257,7 @@ def analyze_static(
     notes: tuple[str, ...] = (),
     trace: bool = True,
     sample_ctas: int | str | None = None,
+    tracer: str = "emu",
 ) -> StaticAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and (``trace``) the emulator's trace through the models."""
@@ -250,7 +300,9 @@ def analyze_static(
     memory = None
     if trace:
         t3 = time.perf_counter()
-        memory = analyze_memory(spec, device, module, kernel, options, tc, instrs, sample_ctas)
+        memory = analyze_memory(
+            spec, device, module, kernel, options, tc, instrs, sample_ctas, tracer
+        )
         timings["trace_s"] = time.perf_counter() - t3
     all_notes = list(notes) + launch_notes
     if waves is None:

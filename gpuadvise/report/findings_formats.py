@@ -16,8 +16,8 @@ def render_findings(fmt: str, checked: Any, kernel: str, root: str | None = None
     items = [f.to_report_item(root) for f in checked.findings]
     notes = list(checked.notes)
     if fmt == "sarif":
-        from gpuadvise.rules import load_registry
         from gpuadvise.report.sarif import sarif_dumps, sarif_log
+        from gpuadvise.rules import load_registry
 
         rules = [r.report_rule() for r in load_registry()]
         return sarif_dumps(sarif_log(items, rules=rules, notifications=notes))

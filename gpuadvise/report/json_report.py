@@ -179,6 +179,7 @@ def memory_json(m: Any) -> dict[str, Any]:
     if m is None:
         return {"emulation": None, "shared_memory": None, "global_memory": None}
     emulation = {
+        "tracer": m.tracer,
         "ctas_traced": m.ctas_run,
         "total_ctas": m.total_ctas,
         "complete": m.complete,
