@@ -75,14 +75,13 @@ class LiveProvider:
         from gpuadvise.pipeline import analyze_static
 
         spec, choice, options = build(_options(case))
-        needs_trace = any(m in case.metrics for m in _TRACE_METRICS)
+        needs_trace = any(m in case.metrics for m in (*_TRACE_METRICS, "l2_hit_rate"))
         a = analyze_static(spec, choice.device, options, trace=needs_trace)
         res = a.kernel.resources
         out: dict[str, MetricValue] = {
             "registers": res.registers,
             "spill_bytes": res.spill_store_bytes + res.spill_load_bytes,
             "occupancy": a.occupancy.occupancy,
-            "l2_hit_rate": Unavailable("the L2 model is not wired into the gate in this version"),
         }
         m = a.memory
         if m is None or m.banks is None:
@@ -93,6 +92,11 @@ class LiveProvider:
             # whole-launch counts (extrapolated from the first wave unless every CTA was traced)
             out["smem_excess_wavefronts"] = m.banks.launch.all.excess
             out["global_excess_sectors"] = m.coalescing.launch.all.excess
+        # the hardware's launch order: what the kernel as written gets
+        if m is not None and m.l2 is not None:
+            out["l2_hit_rate"] = m.l2.order("row-major").hit_rate
+        else:
+            out["l2_hit_rate"] = Unavailable("no L2 model for this case (see `gpuadvise analyze`)")
         return out
 
     def timings(

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuadvise.devices import DeviceSpec
+from gpuadvise.errors import GpuAdviseError
 from gpuadvise.model import occupancy as occ
 from gpuadvise.spec import KernelSpec
 from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo
@@ -72,6 +73,7 @@ class MemoryAnalysis:
     error_kind: str | None = None  # out_of_bounds | unsupported | budget | other
     trace: Any = None  # trace.AccessTrace (not serialized)
     tracer: str = "emu"  # emu | gpu
+    l2: Any = None  # model.l2.L2Result (None: no L2 size in the device model, or it failed)
     outputs: Any = None  # {buffer name: array} after the traced CTAs ran (not serialized)
 
 
@@ -156,6 +158,7 @@ def analyze_memory(
     instrs: tuple[Any, ...],
     sample_ctas: int | str | None,
     tracer: str = "emu",
+    blocks_per_sm: int = 0,
 ) -> MemoryAnalysis:
     """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models. A kernel
@@ -178,7 +181,9 @@ def analyze_memory(
         fallback: tuple[str, ...] = ()
         if tracer == "gpu":
             try:
-                return _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
+                gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
+                l2, l2_notes = _l2(gm.trace, device, blocks_per_sm)
+                return replace(gm, l2=l2, notes=gm.notes + l2_notes)
             except GpuAdviseError as exc:
                 fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
         emu = emulate(module, kernel, launch, device, sample_ctas=sample_ctas)
@@ -194,6 +199,7 @@ def analyze_memory(
     rec = reconcile(emu.trace, inner)
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
+    l2, l2_notes = _l2(emu.trace, device, blocks_per_sm)
     return MemoryAnalysis(
         ctas_run=len(emu.ctas_run),
         total_ctas=total,
@@ -203,10 +209,26 @@ def analyze_memory(
         banks=banks,
         coalescing=coal,
         reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
-        notes=fallback + tuple(emu.notes) + tuple(launch.notes),
+        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + l2_notes,
+        l2=l2,
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
     )
+
+
+def _l2(trace: Any, device: DeviceSpec, blocks_per_sm: int) -> tuple[Any, tuple[str, ...]]:
+    """The L2 model under the hardware order and seed 002's tilings (2D grids), or why not."""
+    if not device.l2_bytes or not device.sm_count or blocks_per_sm <= 0:
+        return None, ("no L2 model: the device model has no L2 size or SM count",)
+    from gpuadvise.model.l2 import DEFAULT_ORDERS, l2_model
+
+    orders = DEFAULT_ORDERS if trace.grid[1] > 1 else ("row-major",)
+    try:
+        return l2_model(trace, device, blocks_per_sm, orders), ()
+    except GpuAdviseError as exc:
+        return None, (f"no L2 model: {exc.one_line()}",)
+    except (ValueError, MemoryError) as exc:
+        return None, (f"no L2 model: {exc}",)
 
 
 def _gpu_memory(
@@ -301,7 +323,16 @@ def analyze_static(
     if trace:
         t3 = time.perf_counter()
         memory = analyze_memory(
-            spec, device, module, kernel, options, tc, instrs, sample_ctas, tracer
+            spec,
+            device,
+            module,
+            kernel,
+            options,
+            tc,
+            instrs,
+            sample_ctas,
+            tracer,
+            result.active_blocks_per_sm,
         )
         timings["trace_s"] = time.perf_counter() - t3
     all_notes = list(notes) + launch_notes

@@ -241,3 +241,22 @@ def test_findings_in_ci_formats(env, tmp_path):
     assert "GA201" in md and "|" in md
     e = one_line_error(run(env, *base, "--output", str(tmp_path / "x")))
     assert "--format" in e
+
+
+def test_l2_section(env):
+    r = run(env, str(REDUCE), "-k", "reduce3", "--arg", "n=65536", "--sample-ctas", "all",
+            "--gpu", "H100", "--json")
+    assert r.returncode == 0, r.stderr
+    l2 = json.loads(r.stdout)["l2"]
+    assert [o["order"] for o in l2["orders"]] == ["row-major"]  # a 1D grid: only the hardware order
+    o = l2["orders"][0]
+    # 2^16 ints streamed once: 8192 sectors read, each missing once; nothing is reused
+    assert o["dram_bytes"] == 65536 * 4 and l2["fits"] is True
+    assert l2["best"] == {"order": "row-major", "n": None}
+    gather = ROOT / "kernels" / "tile_gather" / "gather.cu"
+    r = run(env, str(gather), "-k", "gather_rowmajor", "--arg", "w=512", "--arg", "h=256",
+            "--sample-ctas", "all", "--json")
+    assert r.returncode == 0, r.stderr
+    l2 = json.loads(r.stdout)["l2"]
+    assert {o["order"] for o in l2["orders"]} >= {"row-major", "tile-x"}
+    assert all(0.0 <= o["hit_rate"] <= 1.0 for o in l2["orders"])

@@ -177,7 +177,7 @@ def bench_json(r: Any) -> dict[str, Any]:
 def memory_json(m: Any) -> dict[str, Any]:
     """The ``shared_memory``, ``global_memory`` and ``emulation`` sections of analyze --json."""
     if m is None:
-        return {"emulation": None, "shared_memory": None, "global_memory": None}
+        return {"emulation": None, "shared_memory": None, "global_memory": None, "l2": None}
     emulation = {
         "tracer": m.tracer,
         "ctas_traced": m.ctas_run,
@@ -194,7 +194,7 @@ def memory_json(m: Any) -> dict[str, Any]:
         ],
     }
     if m.banks is None:
-        return {"emulation": emulation, "shared_memory": None, "global_memory": None}
+        return {"emulation": emulation, "shared_memory": None, "global_memory": None, "l2": None}
     b, c = m.banks, m.coalescing
     shared = {
         "lines": [
@@ -231,4 +231,5 @@ def memory_json(m: Any) -> dict[str, Any]:
         "totals": c.launch.to_dict(),
         "extrapolated": c.extrapolated,
     }
-    return {"emulation": emulation, "shared_memory": shared, "global_memory": glob}
+    l2 = None if m.l2 is None else m.l2.to_json()
+    return {"emulation": emulation, "shared_memory": shared, "global_memory": glob, "l2": l2}
