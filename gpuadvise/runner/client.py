@@ -13,8 +13,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuadvise.errors import RunnerError
 from gpuadvise.runner.job import Job, Result
@@ -40,15 +42,34 @@ def pycuda_missing() -> str | None:
     return None
 
 
-def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:
+@dataclass
+class ProcessRun:
+    """What an isolated worker process left: its unpickled result (None if it reported nothing),
+    the tail of its output, whether it was killed at the timeout, its exit status, its run time."""
+
+    result: Any
+    log: str
+    timed_out: bool
+    code: int
+    elapsed_s: float
+
+    def death(self) -> str:
+        how = f"signal {-self.code}" if self.code < 0 else f"exit status {self.code}"
+        return f"the GPU worker died ({how}) before reporting"
+
+
+def run_worker_module(module: str, job: Any, timeout_s: float) -> ProcessRun:
+    """``python -m module JOB.pkl RESULT.pkl`` in its own session; its whole process group is
+    killed when it outlives ``timeout_s``. The runner's and the GPU tracer's workers use it."""
     with tempfile.TemporaryDirectory(prefix="gpuadvise-run-") as tmp:
         job_path = Path(tmp) / "job.pkl"
         res_path = Path(tmp) / "result.pkl"
         log_path = Path(tmp) / "worker.log"
         job_path.write_bytes(pickle.dumps(job, protocol=5))
+        t0 = time.monotonic()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuadvise.runner.worker", str(job_path), str(res_path)],
+                [sys.executable, "-m", module, str(job_path), str(res_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -63,23 +84,27 @@ def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:
                 os.killpg(proc.pid, signal.SIGKILL)
                 code = proc.wait()
         text = log_path.read_text(errors="replace")[-8000:]
-        if timed_out:
-            return WorkerRun(
-                Result(
-                    ok=False,
-                    error=f"the kernel did not finish within {timeout_s:g} s and was "
-                    "killed (an endless loop or a deadlock?); raise --timeout if it is just slow",
-                ),
-                text,
-                timed_out=True,
-            )
-        if not res_path.exists():
-            how = f"signal {-code}" if code < 0 else f"exit status {code}"
-            return WorkerRun(
-                Result(ok=False, error=f"the GPU worker died ({how}) before reporting"), text
-            )
-        result: Result = pickle.loads(res_path.read_bytes())
-        return WorkerRun(result, text)
+        result = None
+        if not timed_out and res_path.exists():
+            result = pickle.loads(res_path.read_bytes())
+        return ProcessRun(result, text, timed_out, code, time.monotonic() - t0)
+
+
+def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:
+    run = run_worker_module("gpuadvise.runner.worker", job, timeout_s)
+    if run.timed_out:
+        return WorkerRun(
+            Result(
+                ok=False,
+                error=f"the kernel did not finish within {timeout_s:g} s and was "
+                "killed (an endless loop or a deadlock?); raise --timeout if it is just slow",
+            ),
+            run.log,
+            timed_out=True,
+        )
+    if run.result is None:
+        return WorkerRun(Result(ok=False, error=run.death()), run.log)
+    return WorkerRun(run.result, run.log)
 
 
 def require_gpu() -> None:

@@ -21,12 +21,8 @@ A failure at any step is written into the result with its stage (``reference``, 
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -362,50 +358,23 @@ class EmulatedBackend:
 
 def run_trace_in_worker(job: TraceJob, timeout_s: float = 120.0) -> TraceRun:
     """Run ``job`` in a fresh worker process; kill its process group after ``timeout_s``."""
-    with tempfile.TemporaryDirectory(prefix="gpuadvise-trace-") as tmp:
-        job_path = Path(tmp) / "job.pkl"
-        res_path = Path(tmp) / "result.pkl"
-        log_path = Path(tmp) / "worker.log"
-        job_path.write_bytes(pickle.dumps(job, protocol=5))
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuadvise.runner.trace_job", str(job_path), str(res_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            timed_out = False
-            t0 = time.monotonic()
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = proc.wait()
-        text = log_path.read_text(errors="replace")[-8000:]
-        if timed_out:
-            return TraceRun(
-                TraceResult(
-                    ok=False,
-                    stage="timeout",
-                    error=f"the traced kernel did not finish within {timeout_s:g} s "
-                    f"(ran {time.monotonic() - t0:.0f} s) and was killed",
-                ),
-                text,
-                timed_out=True,
-            )
-        if not res_path.exists():
-            how = f"signal {-code}" if code < 0 else f"exit status {code}"
-            return TraceRun(
-                TraceResult(
-                    ok=False, stage="worker", error=f"the GPU worker died ({how}) before reporting"
-                ),
-                text,
-            )
-        result: TraceResult = pickle.loads(res_path.read_bytes())
-        return TraceRun(result, text)
+    from gpuadvise.runner.client import run_worker_module
+
+    run = run_worker_module("gpuadvise.runner.trace_job", job, timeout_s)
+    if run.timed_out:
+        return TraceRun(
+            TraceResult(
+                ok=False,
+                stage="timeout",
+                error=f"the traced kernel did not finish within {timeout_s:g} s "
+                f"(ran {run.elapsed_s:.0f} s) and was killed",
+            ),
+            run.log,
+            timed_out=True,
+        )
+    if run.result is None:
+        return TraceRun(TraceResult(ok=False, stage="worker", error=run.death()), run.log)
+    return TraceRun(run.result, run.log)
 
 
 if __name__ == "__main__":
