@@ -8,16 +8,20 @@ as global accesses. Prints the best of ``--repeat`` runs per case in lane-access
 (one lane-access = one active-or-not lane of one warp-level record).
 
 Measured 2026-11-22 on the 2-core machine (numpy 2.4, 1e6 records = 3.2e7 lane-accesses), best of
-3, range over several runs (timings there vary by about 20 % from run to run), in M lane-accesses/s:
-  record_wavefronts, 32-bit loads, full warps (strides 1/2/32/33)   85-110  (target 100)
-  record_wavefronts, 32-bit loads, random masks                     75-100
-  record_wavefronts, 32-bit atomics                                 120-170
-  record_wavefronts, 64-bit loads / stores                          55-80 / 65-115
-  record_wavefronts, 128-bit loads / stores                         55-65 / 65-100
-  record_wavefronts, mixed widths and kinds, interleaved            55-70
-  analyze_banks, 32-bit loads (per-line aggregation included)       78-95
-  record_sectors (coalescing), 32-bit loads                         110-165
-Wide loads pay for the pairing test (the merge rule); mixed chunks for splitting by category.
+3, range over two runs each (timings there vary by 20-50 % from run to run), in M lane-accesses/s,
+before -> after the sort-free counting of banks.py (target 100):
+  record_wavefronts, 32-bit loads, full warps (strides 1/2/32/33)   101-149 -> 221-266
+  record_wavefronts, 32-bit loads, random masks                      88-116 -> 153-223
+  record_wavefronts, 32-bit atomics                                 146-200 -> 279-292
+  record_wavefronts, 64-bit loads / stores               77-110 / 83-110 -> 208-227 / 199-235
+  record_wavefronts, 128-bit loads / stores             74-104 / 83-120 -> 151-223 / 193-221
+  record_wavefronts, mixed widths and kinds, interleaved              70-73 -> 173-187
+  record_wavefronts, 32-bit / 64-bit loads, swizzled lanes  108-148 / 106-107 -> 187-190 / 162
+  record_wavefronts, 32-bit loads, random masks, inactive lanes 0   109-120 -> 147-154
+  analyze_banks, 32-bit loads (per-line aggregation included)       123-125 -> 204-216
+  record_sectors (coalescing), 32-bit loads (not changed)           123-176
+Warps whose lanes are in address order (strides, broadcasts, pairings) need no sort; the others
+(swizzled lanes, partial warps with inactive lanes at 0) sort their lanes first.
 """
 
 from __future__ import annotations
@@ -29,19 +33,31 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpuadvise.model.banks import analyze_banks, record_wavefronts
+from gpuadvise.model.banks import active_lanes, analyze_banks, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors
 from gpuadvise.trace import AccessTrace, InstrInfo, Kind, Space, empty_records
 
 TARGET = 1e8
 
 
-def records(n: int, width: int | np.ndarray, kind: int | np.ndarray, masks: str) -> np.ndarray:
+def records(
+    n: int,
+    width: int | np.ndarray,
+    kind: int | np.ndarray,
+    masks: str,
+    swizzle: bool = False,
+    zero_inactive: bool = False,
+) -> np.ndarray:
+    """Strided accesses (strides 1, 2, 32, 33 times 16 bytes). ``swizzle``: lane n takes the
+    address of lane n ^ s (s random per record: the lanes out of address order). ``zero_inactive``:
+    inactive lanes hold 0, as traces have them."""
     rng = np.random.default_rng(0)
     rec = empty_records(n)
     lanes = np.arange(32, dtype=np.uint64)
     stride = rng.choice([1, 2, 32, 33], n).astype(np.uint64)
     base = rng.integers(0, 1024, n).astype(np.uint64) * 16
+    if swizzle:
+        lanes = lanes ^ rng.integers(0, 32, (n, 1)).astype(np.uint64)
     rec["addr"] = base[:, None] + lanes * stride[:, None] * 16
     rec["width"] = width
     rec["kind"] = kind
@@ -53,6 +69,8 @@ def records(n: int, width: int | np.ndarray, kind: int | np.ndarray, masks: str)
         rec["mask"] = rng.integers(0, 2**32, n, dtype=np.uint32)
     if not np.isscalar(width):
         rec["addr"] = (rec["addr"] // 16) * 16
+    if zero_inactive:
+        rec["addr"][~active_lanes(rec["mask"])] = 0
     return rec
 
 
@@ -89,6 +107,14 @@ def main() -> int:
                 "full",
             ),
         ),
+        # general patterns: lanes out of address order (sorted per warp), and partial warps whose
+        # inactive lanes hold 0 as in traces
+        ("32-bit loads, swizzled lanes", records(n, 4, int(Kind.LOAD), "full", swizzle=True)),
+        (
+            "32-bit loads, masked, zeroed",
+            records(n, 4, int(Kind.LOAD), "random", zero_inactive=True),
+        ),
+        ("64-bit loads, swizzled lanes", records(n, 8, int(Kind.LOAD), "full", swizzle=True)),
     ]
     lanes = 32 * n
     print(f"{n} records ({lanes:.2e} lane-accesses), best of {repeat}; target {TARGET:.0e}/s")

@@ -45,13 +45,15 @@ an active lane. Nsight's counter also counts some arbitration conflicts unrelate
 The model reads PTX-level accesses; reconcile them with the SASS first (:mod:`gpuadvise.model.reconcile`):
 ptxas merges scalar loads into ``LDS.64``/``LDS.128``.
 
-Vectorized over records in chunks of a few thousand (no Python loop over records); see
+Vectorized over records in chunks of a few thousand (no Python loop over records): repeated words
+are found without sorting wherever a warp's lanes are in address order (strides, broadcasts, lane
+pairings), and one bincount per chunk counts the words per bank; see
 ``benchmarks/bank_model_speed.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,8 +76,8 @@ __all__ = [
 
 BANKS = 32
 CHUNK_RECORDS = 4096  # records per vectorized chunk: keeps the working arrays in cache
+_SUPERCHUNK = 4 * CHUNK_RECORDS  # records sorted into categories together
 
-_SENT = np.uint32(0xFFFFFFFF)  # the word of an inactive lane; sorts last, its bank is 31
 _LOW32_LIMIT = 0xFFFFFF00  # addresses from here on are rebased per record
 _ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 
@@ -83,8 +85,8 @@ _ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 def active_lanes(mask: np.ndarray) -> np.ndarray:
     """(n, 32) bool, lane i of row r active when bit i of ``mask[r]`` is set."""
     m = np.ascontiguousarray(mask, dtype="<u4").reshape(-1)
-    bits = np.unpackbits(m.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
-    return bits.view(bool)
+    bits = np.unpackbits(m.view(np.uint8), bitorder="little")  # flat: no loop over rows
+    return bits.view(bool).reshape(-1, WARP)
 
 
 def _low32(addr: np.ndarray, act: np.ndarray | None) -> np.ndarray:
@@ -107,6 +109,24 @@ def _low32(addr: np.ndarray, act: np.ndarray | None) -> np.ndarray:
     return rel.astype(np.uint32)
 
 
+# --------------------------------------------------------------------------------------------
+# The counting core
+#
+# Every lane of a group accesses one *unit*: its 4-byte word for accesses of up to 4 bytes, the
+# aligned 8- or 16-byte block otherwise (misaligned wide accesses are split into words, one row
+# of words per group). An aligned block of k words covers banks k*c .. k*c+k-1 of its bank class
+# c = unit % (32 / k), so the distinct words of each of those banks are the distinct units of
+# class c: the model counts units per class instead of words per bank. A lane's *bin* is
+# group * classes + class, below 32. Repeated units are found as equal neighbours: as they are in
+# rows whose lanes are in address order already (strides, broadcasts, lane pairings), after
+# sorting each group's units in the others. Repeats and inactive lanes go to bin 32, the dump,
+# and one bincount counts the bins of all the rows of a chunk. All in uint32, without copies of
+# the 64-bit addresses beyond the first.
+
+_DUMP = 32  # the bin of inactive lanes and of repeated units
+_NBINS = _DUMP + 1
+_BLOCK = 32  # rows per block of the count array, whose counts are bin-major within a block
+_DUMP_SHIFT = 10  # _DUMP * _BLOCK == 1 << _DUMP_SHIFT
 _ONES8 = np.uint64(0x0101010101010101)
 
 
@@ -119,167 +139,6 @@ def _rows_all(b: np.ndarray) -> np.ndarray:
     return out
 
 
-_LOW_HALF = np.uint64(0xFFFFFFFF)
-
-
-def _pairs_equal(a32: np.ndarray, act: np.ndarray | None, x: int) -> np.ndarray:
-    """(n,) bool: every lane pair (l, l^x), x in (1, 2), with both lanes active has one address.
-
-    ``act`` None: every lane is active (then the pairs are compared as 64-bit words).
-    """
-    n = len(a32)
-    if act is None:
-        v = np.ascontiguousarray(a32).view(np.uint64)  # (n, 16): lanes 2i and 2i+1
-        if x == 1:
-            return _rows_all((v >> np.uint64(32)) == (v & _LOW_HALF))
-        pairs = v.reshape(n, 8, 2)
-        return _rows_all(pairs[:, :, 0] == pairs[:, :, 1])
-    r = a32.reshape(n, 32 // (2 * x), 2, x)
-    q = act.reshape(n, 32 // (2 * x), 2, x)
-    same = (r[:, :, 0, :] == r[:, :, 1, :]) | ~(q[:, :, 0, :] & q[:, :, 1, :])
-    return _rows_all(same.reshape(n, 16))
-
-
-# Per width in bytes: log2 of the unit a lane accesses (a 4-byte word up to 4 bytes, else the
-# aligned access itself) and the number of lane groups; 0 marks an unsupported width.
-_SHIFT = np.zeros(256, dtype=np.uint32)
-_GROUPS = np.zeros(256, dtype=np.int64)
-for _w, _sh, _g in ((1, 2, 1), (2, 2, 1), (4, 2, 1), (8, 3, 2), (16, 4, 4)):
-    _SHIFT[_w], _GROUPS[_w] = _sh, _g
-_IS_ATOMIC = np.zeros(256, dtype=bool)
-_IS_ATOMIC[list(_ATOMIC_KINDS)] = True
-_LANE = np.arange(WARP, dtype=np.uint32)
-_BINS = BANKS + 1  # per record: up to 32 (group, bank class) bins, and one for the sentinel
-_ROWBASE: dict[int, np.ndarray] = {}
-
-
-def _rowbase(nrows: int) -> np.ndarray:
-    base = _ROWBASE.get(nrows)
-    if base is None:
-        base = (np.arange(nrows, dtype=np.intp) * _BINS)[:, None]
-        if len(_ROWBASE) < 64:
-            _ROWBASE[nrows] = base
-    return base
-
-
-def _cost(
-    units: np.ndarray,
-    inactive: np.ndarray | None,
-    shift: int,
-    groups: int,
-    atomic: bool,
-    count: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(wavefronts, ideal) of m records from their per-lane units (m, 32), modified in place.
-
-    A unit is what one lane accesses: the 4-byte word for accesses of up to 4 bytes, the aligned
-    8- or 16-byte block otherwise. An aligned block of ``k`` words covers banks ``k*c .. k*c+k-1``
-    of its bank class ``c = unit % (32 / k)``, so the distinct words of each of those banks are
-    the distinct units of class ``c``: the model counts units per class instead of words per
-    bank. Groups (half- or quarter-warps) are told apart by bits above the unit, so that every
-    record stays one row of 32 for sorting and counting. ``count``: count the words of each group
-    for the ideal even where a group seems to hold at most 32, and take out the sentinel even
-    without ``inactive`` (the misaligned fallback's rows of words carry their own sentinels).
-    """
-    m = len(units)
-    k = 1 << (shift - 2)
-    classes = BANKS // k
-    gshift = 32 - shift  # the units of a group are below 2**gshift; 2 bits above for the group
-    if groups > 1:
-        units |= (_LANE // np.uint32(WARP // groups)) << np.uint32(gshift)
-    if inactive is not None:
-        units |= inactive  # _SENT: sorts last; with groups its bin (127) is clamped to bin 32
-    if atomic:  # every active lane is its own update: no sort, no multicast
-        repeat = units == _SENT
-    else:
-        units.sort(axis=1)
-        repeat = np.empty(units.shape, dtype=bool)
-        repeat[:, 0] = False
-        np.equal(units[:, 1:], units[:, :-1], out=repeat[:, 1:])
-    if groups > 1:
-        b = (units >> np.uint32(gshift)) * np.uint32(classes)
-        b += units & np.uint32(classes - 1)
-        np.minimum(b, np.uint32(BANKS), out=b)
-    else:
-        b = units & np.uint32(classes - 1)
-    idx = np.add(b, _rowbase(m), dtype=np.intp)
-    dump = m * _BINS
-    np.putmask(idx, repeat, dump)
-    counts = np.bincount(idx.reshape(-1), minlength=dump + 1)[:dump].reshape(m, _BINS)
-    if groups == 1 and not atomic and (inactive is not None or count):
-        # the first of the sentinels (sorted last) is not a repeat: it was counted in the last
-        # bank class; take it out
-        counts[:, classes - 1] -= units[:, -1] == _SENT
-    used = groups * classes
-    # uint8 (counts <= 32), transposed: reductions along contiguous memory, not over short rows
-    by_class = np.ascontiguousarray(counts[:, :used].astype(np.uint8).T).reshape(groups, classes, m)
-    worst = by_class.max(axis=1)
-    cost = worst.sum(axis=0, dtype=np.int32)
-    if count or (WARP // groups) * k > WARP:  # a merged group may hold more than 32 words
-        counted = by_class.sum(axis=1, dtype=np.int32)
-        need = ((counted * k + BANKS - 1) // BANKS).sum(axis=0, dtype=np.int32)
-    else:  # at most 32 words per group: ideal 1 per group with an active lane
-        need = (worst > 0).sum(axis=0, dtype=np.int32)
-    return cost, need
-
-
-def _chunk_cost(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n = len(recs)
-    wf = np.zeros(n, dtype=np.int32)
-    need_out = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return wf, need_out
-    mask = recs["mask"]
-    full = bool((mask == np.uint32(0xFFFFFFFF)).all())
-    act = None if full else active_lanes(mask)
-    a32 = _low32(np.ascontiguousarray(recs["addr"]), act)
-    width = recs["width"]
-    groups = _GROUPS[width]
-    if not groups.all():
-        bad = int(width[groups == 0][0])
-        raise ValueError(f"shared access width {bad} B is not 1, 2, 4, 8 or 16")
-    shift = _SHIFT[width]
-    kind = recs["kind"]
-    atomic = _IS_ATOMIC[kind]
-    wide_idx = np.flatnonzero(groups > 1)
-    aligned = np.ones(n, dtype=bool)
-    if len(wide_idx):
-        every = len(wide_idx) == n
-        aw = a32 if every else a32[wide_idx]
-        off = (aw & (width[wide_idx].astype(np.uint32)[:, None] - np.uint32(1))) != 0
-        if act is not None:
-            off &= act[wide_idx]
-        aligned[wide_idx] = ~_rows_any(off)
-        is_load = kind[wide_idx] == int(Kind.LOAD)
-        if is_load.any():
-            loads = wide_idx[is_load]
-            pa = a32 if every and is_load.all() else a32[loads]
-            pact = None if act is None else act[loads]
-            merged = _pairs_equal(pa, pact, 1) | _pairs_equal(pa, pact, 2)
-            groups = groups.copy()
-            groups[loads[merged]] //= 2
-    # categories: shift (2..4), groups (1, 2, 4), atomic, aligned
-    code = ((shift.astype(np.int64) * 8 + groups) * 2 + atomic) * 2 + aligned
-    first = code[0]
-    cats = [int(first)] if (code == first).all() else [int(c) for c in np.unique(code)]
-    inactive = None if act is None else (~act).view(np.uint8).astype(np.uint32) * _SENT
-    for c in cats:
-        is_aligned, is_atomic = bool(c & 1), bool((c >> 1) & 1)
-        g, sh = (c >> 2) % 8, (c >> 2) // 8
-        sel_c = None if len(cats) == 1 else np.flatnonzero(code == c)
-        units = a32 if sel_c is None else a32[sel_c]
-        ina = inactive if sel_c is None or inactive is None else inactive[sel_c]
-        if is_aligned:
-            cost, need = _cost(units >> np.uint32(sh), ina, sh, g, is_atomic)
-        else:
-            cost, need = _misaligned_cost(units, ina, sh, g, is_atomic)
-        if sel_c is None:
-            wf[:], need_out[:] = cost, need
-        else:
-            wf[sel_c], need_out[sel_c] = cost, need
-    return wf, need_out
-
-
 def _rows_any(b: np.ndarray) -> np.ndarray:
     """(n,) bool: any of each row of a C-contiguous (n, 8*j) bool array."""
     words = np.ascontiguousarray(b).view(np.uint64)
@@ -289,21 +148,332 @@ def _rows_any(b: np.ndarray) -> np.ndarray:
     return out
 
 
+_CACHE: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _cached(key: tuple[int, ...], rows: int, make: Callable[[int], np.ndarray]) -> np.ndarray:
+    """The first ``rows`` rows of a constant array ``make(at least rows)``, made once."""
+    arr = _CACHE.get(key)
+    if arr is None or len(arr) < rows:
+        if len(_CACHE) >= 32:
+            _CACHE.clear()
+        arr = make(max(rows, CHUNK_RECORDS))
+        arr.flags.writeable = False
+        _CACHE[key] = arr
+    return arr[:rows]
+
+
+def _row_places(rows: int, width: int) -> np.ndarray:
+    """(rows * width,) uint32: the place of bin 0 of each lane's row in the count array.
+
+    The count array holds blocks of _BLOCK rows, bin-major within a block (bin b of row r is at
+    ``_row_places[r] + b * _BLOCK``): bincount's increments stay close together, and the counts
+    come out bin-major after one cheap transposition.
+    """
+
+    def make(r: int) -> np.ndarray:
+        row = np.arange(r, dtype=np.uint32)
+        place = (row // _BLOCK) * np.uint32(_NBINS * _BLOCK) + row % _BLOCK
+        return np.repeat(place[:, None], width, axis=1)
+
+    return _cached((0, width), rows, make).reshape(-1)
+
+
+def _group_bins(rows: int, width: int, lanes: int, classes: int) -> np.ndarray:
+    """(rows, width) uint32: each lane's first bin (group * classes) times _BLOCK."""
+
+    def make(r: int) -> np.ndarray:
+        first = np.arange(width, dtype=np.uint32) // np.uint32(lanes) * np.uint32(classes)
+        return np.broadcast_to(first * np.uint32(_BLOCK), (r, width)).copy()
+
+    return _cached((1, width, lanes, classes), rows, make)
+
+
+def _in_order(u: np.ndarray, lanes: int, strict: bool) -> np.ndarray | None:
+    """The rows of units ``u`` whose repeated units are neighbours within each group of
+    ``lanes`` lanes as they are (None: every row): non-decreasing units, or with ``strict`` (rows
+    with inactive lanes, which may sit between equal units) increasing ones, no repeat at all."""
+    rows, width = u.shape
+    f = u.reshape(-1)
+    ok = np.empty(f.size, dtype=bool)
+    (np.greater if strict else np.greater_equal)(f[1:], f[:-1], out=ok[:-1])
+    ok[lanes - 1 :: lanes] = True  # the first lane of a group follows no lane of its group
+    if ok.all():
+        return None
+    return _rows_all(ok.reshape(rows, width))
+
+
+def _sort_groups(
+    u: np.ndarray, rows: np.ndarray | None, inactive: np.ndarray | None, lanes: int, top: int
+) -> None:
+    """Sort the units (below ``2**top``) of each group of ``lanes`` lanes of some ``rows`` (None:
+    all) of ``u``, inactive lanes last; ``inactive`` follows them."""
+    width = u.shape[1]
+    low = np.uint32((1 << top) - 1)
+    sub = u if rows is None else u[rows]
+    if width > lanes:  # the group above the unit: a unit stays in its group's lanes
+        sub |= np.arange(width, dtype=np.uint32) // np.uint32(lanes) << np.uint32(top)
+    ina = None
+    if inactive is not None:
+        ina = inactive if rows is None else inactive[rows]
+        last = ina.view(np.uint8).astype(np.uint32)
+        last *= low
+        sub |= last  # the largest unit: after the units of its group
+    sub.sort(axis=1)
+    if ina is not None:
+        np.equal(sub & low, low, out=ina)
+    if width > lanes or ina is not None:
+        sub &= low
+    if rows is not None:
+        u[rows] = sub
+        if inactive is not None:
+            inactive[rows] = ina
+
+
+def _bin_counts(
+    u: np.ndarray,
+    inactive: np.ndarray | None,
+    lanes: int,
+    classes: int,
+    top: int,
+    dedup: bool,
+    in_order: np.ndarray | None,
+) -> np.ndarray:
+    """(32, rows) uint8 counts: per row of units ``u`` (below ``2**top``; modified) in groups of
+    ``lanes`` lanes with ``classes`` bins each, the distinct units (every active lane's unit when
+    not ``dedup``) of each bin. ``in_order``: the rows whose repeated units are neighbours already
+    (None: every row); the others are sorted."""
+    rows, width = u.shape
+    f = u.reshape(-1)
+    skip = None  # the lanes that go to the dump
+    if dedup:
+        if in_order is not None:
+            bad = np.flatnonzero(~in_order)
+            _sort_groups(u, None if 2 * len(bad) > rows else bad, inactive, lanes, top)
+        skip = np.empty(f.size, dtype=bool)
+        np.equal(f[1:], f[:-1], out=skip[1:])
+        skip[::lanes] = False  # the first lane of a group repeats nothing
+        if inactive is not None:
+            skip |= inactive.reshape(-1)
+    elif inactive is not None:
+        skip = inactive.reshape(-1)
+    u &= np.uint32(classes - 1)
+    u *= np.uint32(_BLOCK)
+    if width > lanes:
+        u |= _group_bins(rows, width, lanes, classes)
+    if skip is not None and skip.any():  # arithmetic: a masked ufunc is slow on scattered lanes
+        dump = skip.view(np.uint8).astype(np.uint32)
+        dump <<= np.uint32(_DUMP_SHIFT)
+        np.maximum(f, dump, out=f)
+    f += _row_places(rows, width)
+    nblocks = -(-rows // _BLOCK)
+    counts = np.bincount(f.astype(np.intp), minlength=nblocks * _NBINS * _BLOCK)
+    blocks = counts.reshape(nblocks, _NBINS, _BLOCK)[:, :BANKS, :]
+    out = blocks.transpose(1, 0, 2).astype(np.uint8, order="C").reshape(BANKS, -1)
+    return out[:, :rows]
+
+
+def _reduce(counts: np.ndarray, classes: int, lanes: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(wavefronts, ideal) per row from its bin counts: groups of ``lanes`` lanes with
+    ``classes`` bins each. The ideal is None where a group holds at most 32 words (it is then the
+    number of groups with an active lane)."""
+    rows = counts.shape[1]
+    by_class = counts.reshape(BANKS // classes, classes, rows)
+    worst = by_class.max(axis=1)
+    cost = worst[0].astype(np.int32) if len(worst) == 1 else worst.sum(axis=0, dtype=np.int32)
+    if lanes <= classes:
+        return cost, None
+    counted = by_class.sum(axis=1, dtype=np.int32)
+    counted *= BANKS // classes  # words per unit
+    counted += BANKS - 1
+    counted //= BANKS
+    return cost, counted.sum(axis=0, dtype=np.int32)
+
+
+def _active_groups(mask: np.ndarray | None, groups: int, m: int) -> np.ndarray:
+    """(m,) int32: the number of lane groups with an active lane."""
+    if mask is None:
+        return np.full(m, groups, dtype=np.int32)
+    parts = np.ascontiguousarray(mask, dtype="<u4").view(f"<u{4 // groups}").reshape(m, groups)
+    return (parts != 0).sum(axis=1, dtype=np.int32)
+
+
+def _aligned_cost(
+    a: np.ndarray, mask: np.ndarray | None, shift: int, groups: int, atomic: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(wavefronts, ideal) of m aligned accesses from their (m, 32) uint32 byte addresses
+    (modified), units of ``2**shift`` bytes; ``mask`` None: every lane active."""
+    a >>= np.uint32(shift)  # units
+    lanes = WARP // groups
+    classes = BANKS >> (shift - 2)
+    in_order = None if atomic else _in_order(a, lanes, mask is not None)
+    inactive = None if mask is None else active_lanes(~mask)
+    counts = _bin_counts(a, inactive, lanes, classes, 32 - shift, not atomic, in_order)
+    cost, need = _reduce(counts, classes, lanes)
+    return cost, _active_groups(mask, groups, len(cost)) if need is None else need
+
+
 def _misaligned_cost(
-    a32: np.ndarray, inactive: np.ndarray | None, shift: int, groups: int, atomic: bool
+    a: np.ndarray, mask: np.ndarray | None, shift: int, groups: int, atomic: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Misaligned 8-/16-byte accesses (PTX forbids them; kept for robustness): every word of
     every lane, one row of words per group, 32 banks."""
-    m = len(a32)
+    m = len(a)
     k = 1 << (shift - 2)
-    words = a32 >> np.uint32(2)
-    if inactive is not None:
-        words |= inactive
-    exp = words[:, :, None] + np.arange(k, dtype=np.uint32)
-    exp[words == _SENT] = _SENT
-    rows = exp.reshape(m * groups, WARP * k // groups)
-    cost, need = _cost(rows, None, 2, 1, atomic, count=True)
+    words: np.ndarray = (a >> np.uint32(2))[:, :, None] + np.arange(k, dtype=np.uint32)
+    words &= np.uint32(0x3FFFFFFF)  # modulo 4 GB: keeps banks
+    rows = words.reshape(m * groups, WARP * k // groups)
+    inactive = None
+    if mask is not None:
+        inactive = np.repeat(active_lanes(~mask), k, axis=1).reshape(rows.shape)
+    unordered = np.zeros(len(rows), dtype=bool)
+    counts = _bin_counts(rows, inactive, rows.shape[1], BANKS, 30, not atomic, unordered)
+    cost, need = _reduce(counts, BANKS, rows.shape[1])
+    if need is None:
+        need = (cost > 0).astype(np.int32)
     return cost.reshape(m, groups).sum(axis=1), need.reshape(m, groups).sum(axis=1)
+
+
+def _pairs_equal(a32: np.ndarray, act: np.ndarray | None, x: int) -> np.ndarray:
+    """(n,) bool: every lane pair (l, l^x), x in (1, 2), with both lanes active has one address.
+
+    ``act`` None: every lane is active.
+    """
+    n = len(a32)
+    if act is None:
+        f = np.ascontiguousarray(a32).reshape(-1)
+        if x == 2:
+            f = f.view(np.uint64)  # lanes 2i and 2i+1 together
+        return _rows_all((f[0::2] == f[1::2]).reshape(n, -1))
+    r = a32.reshape(n, 32 // (2 * x), 2, x)
+    q = act.reshape(n, 32 // (2 * x), 2, x)
+    same = (r[:, :, 0, :] == r[:, :, 1, :]) | ~(q[:, :, 0, :] & q[:, :, 1, :])
+    return _rows_all(same.reshape(n, 16))
+
+
+def _merged(a32: np.ndarray, act: np.ndarray | None) -> np.ndarray:
+    """(n,) bool: the lanes of each of n wide loads pair up (rule 3 of the module docstring)."""
+    n = len(a32)
+    first = a32[:, 0]  # lanes 0 and 1, or 0 and 2, pair up in every candidate: test those only
+    cand = first == a32[:, 1]
+    by2 = first == a32[:, 2]
+    if act is not None:
+        cand |= ~(act[:, 0] & act[:, 1])
+        by2 |= ~(act[:, 0] & act[:, 2])
+    cand |= by2
+    rows = np.flatnonzero(cand)
+    merged = np.zeros(n, dtype=bool)
+    if len(rows):
+        every = len(rows) == n
+        sub = a32 if every else np.take(a32, rows, axis=0)
+        sub_act = None if act is None else (act if every else act[rows])
+        pairs = _pairs_equal(sub, sub_act, 1)
+        pairs |= _pairs_equal(sub, sub_act, 2)
+        merged[rows] = pairs
+    return merged
+
+
+# A record's category: width class * 8 (0: up to 4 bytes, 1: 8 bytes, 2: 16 bytes) + atomic * 4
+# + merged * 2 + misaligned.
+
+
+def _categories(
+    width: np.ndarray, kind: np.ndarray, a32: np.ndarray, mask: np.ndarray | None
+) -> np.ndarray:
+    """(n,) uint8 categories of n records; checks their widths."""
+    n = len(width)
+    w = np.ascontiguousarray(width)
+    if w.min() == 0 or w.max() > 16 or (w & (w - 1)).any():  # not 1, 2, 4, 8 or 16
+        bad = int(w[(w == 0) | (w > 16) | ((w & (w - 1)) != 0)][0])
+        raise ValueError(f"shared access width {bad} B is not 1, 2, 4, 8 or 16")
+    k = np.ascontiguousarray(kind)
+    code = w & np.uint8(0x18)  # 8 for 8 bytes, 16 for 16 bytes
+    atomic = k == _ATOMIC_KINDS[0]
+    for other in _ATOMIC_KINDS[1:]:
+        atomic |= k == other
+    code |= atomic.view(np.uint8) << np.uint8(2)
+    wide = np.flatnonzero(code >= 8)
+    if len(wide) == 0:
+        return code
+    aw = a32 if len(wide) == n else np.take(a32, wide, axis=0)
+    if np.bitwise_or.reduce(aw.reshape(-1)) & 15:  # some address is not 16-byte aligned
+        off = aw & np.where(w[wide] == 16, np.uint32(15), np.uint32(7))[:, None]
+        off_b = off != 0
+        if mask is not None:
+            off_b &= active_lanes(mask[wide])
+        code[wide[_rows_any(off_b)]] |= 1
+    is_load = k[wide] == int(Kind.LOAD)
+    if is_load.any():
+        loads = wide if is_load.all() else wide[is_load]
+        pa = aw if len(loads) == len(wide) else np.take(a32, loads, axis=0)
+        pact = None if mask is None else active_lanes(mask[loads])
+        code[loads[_merged(pa, pact)]] |= 2
+    return code
+
+
+def _category_cost(
+    code: int, a: np.ndarray, mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(wavefronts, ideal) of records of one category from their addresses (modified)."""
+    wclass, atomic, merged, misaligned = code >> 3, bool(code & 4), bool(code & 2), bool(code & 1)
+    groups = (1, 2, 4)[wclass] // (2 if merged else 1)
+    cost = _misaligned_cost if misaligned else _aligned_cost
+    return cost(a, mask, 2 + wclass, groups, atomic)
+
+
+def _load(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(addresses, masks, categories) of some records: (n, 32) uint32 per-lane byte addresses
+    (see _low32), (n,) uint32 and (n,) uint8, contiguous. A chunk at a time: the fields of a chunk
+    are read together, and its categories found while its addresses are in cache."""
+    n = len(recs)
+    a32 = np.empty((n, WARP), dtype=np.uint32)
+    mask = np.empty(n, dtype=np.uint32)
+    code = np.empty(n, dtype=np.uint8)
+    for s in _chunks(n):
+        part = recs[s]
+        addr = np.ascontiguousarray(part["addr"])  # first: one sequential pass over the records
+        mask[s] = part["mask"]
+        msk = None if (mask[s] == np.uint32(0xFFFFFFFF)).all() else mask[s]
+        if addr.max() < _LOW32_LIMIT:
+            np.copyto(a32[s], addr, casting="unsafe")
+        else:
+            a32[s] = _low32(addr, None if msk is None else active_lanes(msk))
+        code[s] = _categories(part["width"], part["kind"], a32[s], msk)
+    return a32, mask, code
+
+
+def _superchunk_cost(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(wavefronts, ideal) of some records: a category at a time, CHUNK_RECORDS at a time."""
+    n = len(recs)
+    wf = np.empty(n, dtype=np.int32)
+    need = np.empty(n, dtype=np.int32)
+    if n == 0:
+        return wf, need
+    a32, mask, code = _load(recs)
+    msk = None if (mask == np.uint32(0xFFFFFFFF)).all() else mask
+    sizes = np.bincount(code, minlength=32)
+    cats = np.flatnonzero(sizes)
+    if len(cats) == 1:
+        for s in _chunks(n):
+            wf[s], need[s] = _category_cost(int(cats[0]), a32[s], None if msk is None else msk[s])
+        return wf, need
+    # several categories: the records of each together (one gather, one scatter)
+    order = np.argsort(code, kind="stable")
+    a32 = np.take(a32, order, axis=0)
+    msk = None if msk is None else msk[order]
+    wf_sorted = np.empty(n, dtype=np.int32)
+    need_sorted = np.empty(n, dtype=np.int32)
+    start = 0
+    for c in cats:
+        stop = start + int(sizes[c])
+        for s in _chunks(stop - start):
+            rows = slice(start + s.start, start + s.stop)
+            part = None if msk is None else msk[rows]
+            wf_sorted[rows], need_sorted[rows] = _category_cost(int(c), a32[rows], part)
+        start = stop
+    wf[order] = wf_sorted
+    need[order] = need_sorted
+    return wf, need
 
 
 def _chunks(n: int, size: int = CHUNK_RECORDS) -> Iterator[slice]:
@@ -319,8 +489,8 @@ def record_wavefronts(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(records)
     wf = np.empty(n, dtype=np.int32)
     ideal_out = np.empty(n, dtype=np.int32)
-    for s in _chunks(n):
-        wf[s], ideal_out[s] = _chunk_cost(records[s])
+    for s in _chunks(n, _SUPERCHUNK):
+        wf[s], ideal_out[s] = _superchunk_cost(records[s])
     return wf, ideal_out
 
 
@@ -539,7 +709,7 @@ def analyze_banks(trace: AccessTrace, records: np.ndarray | None = None) -> Bank
     worst = np.zeros(ninst, dtype=np.float64)
     # per PTX instruction and record kind (a PTX instruction has one kind; keep the record's)
     kind_of = np.full(ninst, -1, dtype=np.int16)
-    for s in _chunks(len(recs), 8 * CHUNK_RECORDS):
+    for s in _chunks(len(recs), 2 * CHUNK_RECORDS):  # small: its fields are read while cached
         part = recs[s]
         shared = part["space"] == int(Space.SHARED)
         if not shared.any():
