@@ -40,6 +40,7 @@ import os
 import re
 import sys
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -485,7 +486,7 @@ class RuleLoadError(GpuAdviseError):
     """A rule file that cannot be loaded or is incomplete: fails loudly at load time."""
 
 
-class Rule:
+class Rule(ABC):
     """Base class of every rule; see the module docstring and DESIGN.md ("A rule")."""
 
     id: ClassVar[str] = ""
@@ -496,8 +497,9 @@ class Rule:
     options: ClassVar[Mapping[str, bool | int | float | str]] = {}
     origin: ClassVar[Path | None] = None  # the file it was loaded from (set by the registry)
 
+    @abstractmethod
     def detect(self, ctx: RuleContext) -> Iterable[Finding]:
-        raise NotImplementedError
+        """Yield the findings of this rule (every rule must define it)."""
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate | None:
         return None
