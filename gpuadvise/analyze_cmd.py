@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,7 @@ def run_analyze(
     output: str | None = None,
     measure: bool | None = None,
     tracer: str = "auto",
+    write_variants: str | None = None,
 ) -> int:
     """``fmt``: text or json (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout."""
@@ -124,6 +126,14 @@ def run_analyze(
     )
     checked = run_rules_report(result, config, lazy_models=trace)
     checked = _measure(opts, checked, measure)
+    if write_variants:
+        from gpuadvise.measure import write_variants as write_all
+
+        folders = write_all(checked, opts, write_variants)
+        checked = dataclasses.replace(
+            checked,
+            notes=(*checked.notes, f"{len(folders)} variant(s) written to {write_variants}"),
+        )
     if as_json:
         fmt = "json"
     if fmt != "text" or output:
@@ -172,7 +182,6 @@ def _write(text: str, output: str | None) -> None:
 def _measure(opts: KernelOptions, checked: Any, measure: bool | None) -> Any:
     """Measure the findings' variants on the GPU: ``measure`` True (required), False (never) or
     None (when a GPU and PyCUDA are present)."""
-    import dataclasses
 
     from gpuadvise.runner.client import pycuda_missing
 

@@ -242,8 +242,15 @@ def _rule_options(f: Any) -> Any:
     default=None,
     help="Build, verify and time each finding's variant on the GPU (default: when one is here).",
 )
+@click.option(
+    "--write-variants",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Save every finding's variants (patched source and diff, proxy kernels) under DIR.",
+)
 def analyze(
     as_json: bool,
+    write_variants: str | None,
     sample_ctas: str | None,
     no_trace: bool,
     fmt: str,
@@ -272,6 +279,7 @@ def analyze(
         output=output,
         measure=measure,
         tracer=tracer,
+        write_variants=write_variants,
         **rules,
     )
 

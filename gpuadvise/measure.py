@@ -1,16 +1,26 @@
-"""The measurement stage of ``analyze``: build each finding's variant, check that its outputs equal
-the baseline's, time both A/B on the GPU, and attach the measured speedup with its interval.
+"""The measurement stage of ``analyze``: build each finding's variants, check that their outputs
+equal the baseline's, time them A/B on the GPU, and attach the measured speedup with its interval.
 
-Variants measured: compile-time changes (nvcc flags, defines: GA101's register cap) and source diffs
-(applied to a temporary copy of the source, never to the user's file; a diff a rule marks
-display-only is still only *shown* as a fix, but measuring it tells the user what it is worth).
+What is measured:
+
+- compile-time changes (nvcc flags, defines: GA101's register cap) and source diffs (applied to a
+  temporary copy of the source, never to the user's file; a diff a rule marks display-only is
+  still only *shown* as a fix, but measuring it tells the user what it is worth);
+- proxies (GA301/GA302/GA305's layout changes): the two kernels the rule synthesized, ``before``
+  against ``after``, verified against each other; the measurement is labelled ``proxy``;
+- every candidate of a finding (``Variant.alternatives``: GA304's tile sizes): the fastest
+  verified one becomes the finding's variant, and every candidate's result is listed
+  (``Finding.trials``).
+
 A variant that fails to compile, to run or to verify is reported as such and never ranked by a
-speedup. Launch changes are not measured yet (they change the grid, so outputs are not comparable).
+speedup. Launch changes alone are not measured (they change which work each CTA does, so the
+outputs are not comparable).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,9 +29,17 @@ from gpuadvise.analyze_cmd import KernelOptions
 from gpuadvise.errors import GpuAdviseError
 
 
-def _variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions | None:
+def measurable(variant: Any) -> bool:
+    """Whether the measurement stage can build and time this variant."""
+    if variant.proxy is not None:
+        return True
     if variant.launch:
-        return None
+        return False
+    return bool(variant.diff or variant.nvcc_flags or variant.defines)
+
+
+def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions:
+    """The options that build ``variant`` of the kernel ``opts`` describes (files in ``tmp``)."""
     changes: dict[str, Any] = {}
     if variant.nvcc_flags:
         changes["nvcc_flags"] = (*opts.nvcc_flags, *variant.nvcc_flags)
@@ -43,69 +61,94 @@ def _variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOpti
             found = find_spec_for(src, opts.kernel)
             spec = None if found is None else str(found)
         changes["spec"] = spec
-    if not changes:
-        return None
     return dataclasses.replace(opts, **changes)
 
 
-def measure_findings(
-    opts: KernelOptions, run: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
-) -> tuple[Any, list[str]]:
-    """``run``: a rules.RulesRun. Returns it with measured findings, re-ranked, and notes."""
-    from gpuadvise.bench_cmd import live_options, prepare, time_prepared
-    from gpuadvise.rules import Measurement, rank_findings
-    from gpuadvise.runner.job import TimingConfig
-    from gpuadvise.runner.stats import speedup_ci
-    from gpuadvise.runner.verify import compare
+def write_proxy(proxy: Any, folder: Path) -> tuple[Path, Path, Path]:
+    """The proxy's source and its two launch specs, written to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "proxy.cu"
+    src.write_text(proxy.source)
+    before, after = folder / "before.toml", folder / "after.toml"
+    before.write_text(proxy.spec_before)
+    after.write_text(proxy.spec_after)
+    return src, before, after
 
-    notes: list[str] = []
-    base_opts = live_options(opts)
-    timing = TimingConfig(min_samples=10, min_time_s=0.5, max_time_s=max_time_s)
-    out = []
-    base = None
-    for f in run.findings:
-        v = f.variant
-        if v is None or f.error or v.safety == "proxy":
-            out.append(f)
-            continue
+
+def _proxy_options(opts: KernelOptions, proxy: Any, tmp: Path) -> tuple[KernelOptions, ...]:
+    src, before, after = write_proxy(proxy, tmp)
+    base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
+    return (
+        dataclasses.replace(base, kernel=proxy.before, spec=str(before)),
+        dataclasses.replace(base, kernel=proxy.after, spec=str(after)),
+    )
+
+
+def _merge_buffers(a: Any, b: Any) -> tuple[Any, ...] | None:
+    """The buffers of two prepared launches, by name; None when a shared name differs."""
+    out = {x.name: x for x in a.buffers}
+    for x in b.buffers:
+        if x.name in out and out[x.name].nbytes != x.nbytes:
+            return None
+        out.setdefault(x.name, x)
+    return tuple(out.values())
+
+
+@dataclasses.dataclass
+class _Stage:
+    opts: KernelOptions
+    timeout_s: float
+    max_time_s: float
+    baseline: Any = None
+
+    def timing(self) -> Any:
+        from gpuadvise.runner.job import TimingConfig
+
+        return TimingConfig(min_samples=10, min_time_s=0.5, max_time_s=self.max_time_s)
+
+    def run(self, variant: Any) -> Any:
+        """A :class:`Trial` of one candidate."""
+        from gpuadvise.bench_cmd import prepare
+
         with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
             try:
-                vopts = _variant_options(base_opts, v, Path(tmp))
-                if vopts is None:
-                    out.append(f)
-                    continue
-                if base is None:
-                    base = prepare(base_opts, "A")
-                var = prepare(vopts, "B")
+                if variant.proxy is not None:
+                    a_opts, b_opts = _proxy_options(self.opts, variant.proxy, Path(tmp))
+                    a, b = prepare(a_opts, "A"), prepare(b_opts, "B")
+                    buffers = _merge_buffers(a, b)
+                    if buffers is None:
+                        return self._trial(variant, None, False, "the proxies' buffers differ")
+                    a = dataclasses.replace(a, buffers=buffers)
+                else:
+                    if self.baseline is None:
+                        self.baseline = prepare(self.opts, "A")
+                    a = self.baseline
+                    b = prepare(variant_options(self.opts, variant, Path(tmp)), "B")
+                    if [x.nbytes for x in a.buffers] != [x.nbytes for x in b.buffers]:
+                        return self._trial(variant, None, None, "the variant takes other buffers")
             except GpuAdviseError as exc:
-                notes.append(f"{f.rule}: the variant could not be built: {exc.one_line()}")
-                out.append(dataclasses.replace(f, verified=False))
-                continue
-            if [b.nbytes for b in base.buffers] != [b.nbytes for b in var.buffers]:
-                notes.append(f"{f.rule}: the variant takes other buffers; not measured")
-                out.append(f)
-                continue
-            result = time_prepared([base, var], timing, hot=False, timeout_s=timeout_s).result
-        if not result.ok:
-            notes.append(
-                f"{f.rule}: the variant failed on the GPU: {result.cuda_error or result.error}"
-            )
-            out.append(dataclasses.replace(f, verified=False))
-            continue
-        oa, ob = result.outcomes
-        comps = [
-            compare(b.name, oa.outputs[b.name], ob.outputs[b.name], base.rtol, base.atol)
-            for b in base.buffers
-            if b.is_output
-        ]
-        if not all(c.ok for c in comps):
-            bad = next(c for c in comps if not c.ok)
-            notes.append(f"{f.rule}: the variant's outputs differ: {bad.message}; not ranked")
-            out.append(dataclasses.replace(f, verified=False))
-            continue
-        ci = speedup_ci(oa.samples_ms, ob.samples_ms)
-        import statistics
+                return self._trial(variant, None, False, f"could not be built: {exc.one_line()}")
+            return self._time(variant, a, b)
 
+    def _time(self, variant: Any, a: Any, b: Any) -> Any:
+        from gpuadvise.bench_cmd import time_prepared
+        from gpuadvise.rules import Measurement
+        from gpuadvise.runner.stats import speedup_ci
+        from gpuadvise.runner.verify import compare
+
+        result = time_prepared([a, b], self.timing(), hot=False, timeout_s=self.timeout_s).result
+        if not result.ok:
+            why = result.cuda_error or result.error
+            return self._trial(variant, None, False, f"failed on the GPU: {why}")
+        oa, ob = result.outcomes
+        names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
+        if not names:
+            return self._trial(variant, None, False, "no output buffer to verify")
+        comps = [compare(n, oa.outputs[n], ob.outputs[n], a.rtol, a.atol) for n in names]
+        bad = next((c for c in comps if not c.ok), None)
+        if bad is not None:
+            return self._trial(variant, None, False, f"outputs differ: {bad.message}")
+        ci = speedup_ci(oa.samples_ms, ob.samples_ms)
         m = Measurement(
             speedup=ci.speedup,
             baseline_ms=statistics.median(oa.samples_ms),
@@ -115,6 +158,114 @@ def measure_findings(
             ci_high=ci.high,
             outputs_match=True,
             samples=min(len(oa.samples_ms), len(ob.samples_ms)),
+            kind="proxy" if variant.proxy is not None else "variant",
+            label=variant.label,
         )
-        out.append(dataclasses.replace(f, measured_speedup=m, verified=True))
+        return self._trial(variant, m, True, None)
+
+    @staticmethod
+    def _trial(variant: Any, m: Any, verified: bool | None, note: str | None) -> Any:
+        from gpuadvise.rules import Trial
+
+        return Trial(variant.label, variant.description, m, verified, note)
+
+
+def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
+    """``f`` with its candidates measured, the best verified one as its variant."""
+    v = f.variant
+    if v is None or f.is_error:
+        return f, []
+    every = v.candidates()
+    cands = [c for c in every if measurable(c)]
+    if not cands:
+        return f, []
+    trials = [stage.run(c) for c in cands]
+    notes = [
+        f"{f.rule}: {'variant ' + t.label if t.label else 'the variant'} {t.note}"
+        + ("; not ranked" if t.verified is False else "; not measured")
+        for t in trials
+        if t.measurement is None
+    ]
+    done = [(c, t) for c, t in zip(cands, trials, strict=True) if t.measurement is not None]
+    if not done:
+        failed = any(t.verified is False for t in trials)
+        return dataclasses.replace(
+            f, trials=tuple(trials), verified=False if failed else None
+        ), notes
+    best_c, best_t = max(done, key=lambda ct: ct[1].measurement.speedup)
+    others = tuple(c for c in every if c is not best_c)
+    variant = dataclasses.replace(best_c, alternatives=others)
+    return (
+        dataclasses.replace(
+            f,
+            variant=variant,
+            measured_speedup=best_t.measurement,
+            verified=True,
+            trials=tuple(trials),
+        ),
+        notes,
+    )
+
+
+def measure_findings(
+    opts: KernelOptions, run: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
+) -> tuple[Any, list[str]]:
+    """``run``: a rules.RulesRun. Returns it with measured findings, re-ranked, and notes."""
+    from gpuadvise.bench_cmd import live_options
+    from gpuadvise.rules import rank_findings
+
+    stage = _Stage(live_options(opts), timeout_s, max_time_s)
+    out, notes = [], []
+    for f in run.findings:
+        g, n = measure_finding(stage, f)
+        out.append(g)
+        notes += n
     return dataclasses.replace(run, findings=tuple(rank_findings(out))), notes
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "variant"
+
+
+def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Path]:
+    """``--write-variants DIR``: every candidate variant of every finding, as files a user can
+    build: the patched source and its diff, a proxy's kernels and launch specs, or the compile
+    flags; and ``variant.json`` (the variant, with its measurement when there is one). One folder
+    per candidate, ``<kernel>-<rule>-L<line>[-<label>]``. Returns the folders written."""
+    import json
+
+    from gpuadvise.transform import apply_unified_diff
+
+    root = Path(folder)
+    written: list[Path] = []
+    for f in run.findings:
+        if f.variant is None or f.is_error:
+            continue
+        trials = {t.label: t for t in f.trials}
+        for c in f.variant.candidates():
+            if not (c.diff or c.proxy or c.nvcc_flags or c.defines or c.launch):
+                continue
+            name = f"{f.kernel or 'kernel'}-{f.rule}-L{f.line or 0}"
+            if c.label:
+                name += f"-{c.label}"
+            d = root / _slug(name)
+            d.mkdir(parents=True, exist_ok=True)
+            if c.diff and opts.source:
+                src = Path(opts.source)
+                (d / src.name).write_text(apply_unified_diff(src.read_text(), c.diff))
+                (d / "fix.diff").write_text(c.diff)
+            if c.proxy is not None:
+                write_proxy(c.proxy, d)
+            info = c.to_dict()
+            info.pop("alternatives", None)
+            if c.proxy is not None:
+                info["proxy"] = {k: info["proxy"][k] for k in ("before", "after")}
+                info["proxy"]["files"] = ["proxy.cu", "before.toml", "after.toml"]
+            t = trials.get(c.label)
+            info["trial"] = None if t is None else t.to_dict()
+            info["finding"] = {"rule": f.rule, "line": f.line, "message": f.message}
+            (d / "variant.json").write_text(json.dumps(info, indent=2) + "\n")
+            written.append(d)
+    return written

@@ -66,12 +66,14 @@ __all__ = [
     "Finding",
     "Measurement",
     "ModelUnavailable",
+    "Proxy",
     "Registry",
     "Rule",
     "RuleContext",
     "RuleLoadError",
     "RulesRun",
     "TRACE_MODELS",
+    "Trial",
     "Variant",
     "builtin_kernels_dir",
     "builtin_rules_dir",
@@ -87,6 +89,7 @@ Severity = Literal["error", "warning", "note"]
 Safety = Literal["automatic-and-verified", "proxy", "display-only"]
 EstimateKind = Literal["point", "upper-bound", "none"]
 RankBasis = Literal["measured", "estimated", "none"]
+MeasurementKind = Literal["variant", "proxy"]
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "note")
 SAFETY_CLASSES: tuple[str, ...] = ("automatic-and-verified", "proxy", "display-only")
@@ -197,6 +200,10 @@ class Measurement:
     """A speedup measured on a GPU: the baseline and the variant, timed and verified.
 
     Filled only by the measurement stage; a finding never carries one it did not measure.
+    ``kind``: ``variant`` (the user's kernel against the finding's variant of it) or ``proxy``
+    (two kernels gpuadvise synthesized to reproduce the access pattern in the old and the new
+    layout: the effect of the change, not the user's kernel; reports label it). ``label``: which
+    of the finding's variants this is (``N=16``), when it has several.
     """
 
     speedup: float
@@ -207,6 +214,8 @@ class Measurement:
     ci_high: float | None = None
     outputs_match: bool | None = None
     samples: int | None = None
+    kind: MeasurementKind = "variant"
+    label: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -218,6 +227,8 @@ class Measurement:
             "ci_high": _num(self.ci_high),
             "outputs_match": self.outputs_match,
             "samples": self.samples,
+            "kind": self.kind,
+            "label": self.label,
         }
 
     @classmethod
@@ -231,7 +242,43 @@ class Measurement:
             d.get("ci_high"),
             d.get("outputs_match"),
             d.get("samples"),
+            d.get("kind", "variant"),
+            d.get("label"),
         )
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """Two kernels gpuadvise synthesized to measure a change it cannot apply to the user's kernel
+    (a data-layout change reaches into the host code that allocates the data).
+
+    ``source``: one CUDA file holding both kernels, ``before`` (the access pattern as the user's
+    kernel has it) and ``after`` (the same work in the new layout), with the same bytes and the
+    same grid. ``spec_before``/``spec_after``: the launch specs (``case.toml`` text, ``source =
+    "proxy.cu"``) of each. Both must write the same output buffers, and the same values when each
+    reads the words it was built to read (an ``iota`` fill lets a kernel turn the value it loads
+    back into the logical element and field), so that the measurement stage verifies them like
+    any variant.
+    """
+
+    source: str
+    before: str
+    after: str
+    spec_before: str
+    spec_after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "before": self.before,
+            "after": self.after,
+            "spec_before": self.spec_before,
+            "spec_after": self.spec_after,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Proxy:
+        return cls(d["source"], d["before"], d["after"], d["spec_before"], d["spec_after"])
 
 
 @dataclass(frozen=True)
@@ -240,10 +287,13 @@ class Variant:
 
     ``safety``: ``automatic-and-verified`` (the pipeline builds it, runs it and checks its outputs
     against the baseline before it reports a speedup), ``proxy`` (a synthesized kernel reproducing
-    the access pattern: measures the effect, not the user's kernel) or ``display-only`` (shown to
-    the user, never run). ``diff``: a unified diff of the source (source transforms);
-    ``nvcc_flags``/``defines``: compile-time changes; ``launch``: a launch change
-    (``{"grid": [x, y, z], "block": [...], "dynamic_smem_bytes": n}``, any subset).
+    the access pattern: measures the effect, not the user's kernel; ``proxy`` holds the two
+    kernels) or ``display-only`` (shown to the user, never run). ``diff``: a unified diff of the
+    source (source transforms); ``nvcc_flags``/``defines``: compile-time changes; ``launch``: a
+    launch change (``{"grid": [x, y, z], "block": [...], "dynamic_smem_bytes": n}``, any subset).
+    ``label``: a short name when a rule offers several (``N=16``); ``alternatives``: the other
+    candidates the measurement stage tries (GA304's tile sizes): it keeps the fastest verified
+    one as the finding's variant and lists every result.
     """
 
     safety: Safety
@@ -252,23 +302,39 @@ class Variant:
     nvcc_flags: tuple[str, ...] = ()
     defines: tuple[str, ...] = ()
     launch: Mapping[str, Any] | None = None
+    label: str | None = None
+    alternatives: tuple[Variant, ...] = ()
+    proxy: Proxy | None = None
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETY_CLASSES:
             raise ValueError(f"Variant.safety must be one of {SAFETY_CLASSES}, not {self.safety!r}")
+        if (self.proxy is not None) != (self.safety == "proxy"):
+            raise ValueError("a Variant has a proxy exactly when its safety is 'proxy'")
+
+    def candidates(self) -> tuple[Variant, ...]:
+        """This variant and its alternatives, each without alternatives of its own."""
+        return (
+            replace(self, alternatives=()),
+            *(replace(a, alternatives=()) for a in self.alternatives),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "safety": self.safety,
             "description": self.description,
+            "label": self.label,
             "diff": self.diff,
             "nvcc_flags": list(self.nvcc_flags),
             "defines": list(self.defines),
             "launch": None if self.launch is None else dict(self.launch),
+            "proxy": None if self.proxy is None else self.proxy.to_dict(),
+            "alternatives": [a.to_dict() for a in self.alternatives],
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Variant:
+        px = d.get("proxy")
         return cls(
             d["safety"],
             d["description"],
@@ -276,6 +342,41 @@ class Variant:
             tuple(d.get("nvcc_flags", ())),
             tuple(d.get("defines", ())),
             d.get("launch"),
+            d.get("label"),
+            tuple(cls.from_dict(a) for a in d.get("alternatives", ())),
+            None if px is None else Proxy.from_dict(px),
+        )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate variant the measurement stage tried: its label and what became of it
+    (a measurement, or why there is none: failed to build, to run, or to verify)."""
+
+    label: str | None
+    description: str
+    measurement: Measurement | None = None
+    verified: bool | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "description": self.description,
+            "measured_speedup": None if self.measurement is None else self.measurement.to_dict(),
+            "verified": self.verified,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Trial:
+        m = d.get("measured_speedup")
+        return cls(
+            d.get("label"),
+            d.get("description", ""),
+            None if m is None else Measurement.from_dict(m),
+            d.get("verified"),
+            d.get("note"),
         )
 
 
@@ -306,6 +407,7 @@ class Finding:
     verified: bool | None = None
     variant: Variant | None = None
     error: str | None = None
+    trials: tuple[Trial, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -332,7 +434,9 @@ class Finding:
     def speedup_label(self) -> str:
         m = self.measured_speedup
         if m is not None:
-            return f"{m.speedup:.2f}x (measured on {m.device})"
+            what = "proxy-measured" if m.kind == "proxy" else "measured"
+            label = f", {m.label}" if m.label else ""
+            return f"{m.speedup:.2f}x ({what} on {m.device}{label})"
         if self.estimated_speedup is not None:
             return self.estimated_speedup.label()
         return "no estimate"
@@ -363,6 +467,7 @@ class Finding:
             "variant": None if self.variant is None else self.variant.to_dict(),
             "rank_basis": self.rank_basis,
             "error": self.error,
+            "trials": [t.to_dict() for t in self.trials],
         }
 
     @classmethod
@@ -383,6 +488,7 @@ class Finding:
             verified=d.get("verified"),
             variant=None if var is None else Variant.from_dict(var),
             error=d.get("error"),
+            trials=tuple(Trial.from_dict(t) for t in d.get("trials", ())),
         )
 
     def to_report_item(self, root: str | os.PathLike[str] | None = None) -> ReportItem:

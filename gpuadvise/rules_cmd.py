@@ -96,11 +96,29 @@ def finding_text(f: Finding, index: int | None = None) -> list[str]:
         ev = ", ".join(_evidence(e) for e in f.evidence)
         lines.append(f"   evidence: {ev}")
     lines.append(f"   speedup: {f.speedup_label()}")
+    if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
+        lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
     if f.variant is not None:
-        lines.append(f"   fix ({f.variant.safety}): {f.variant.description}")
+        label = f" {f.variant.label}" if f.variant.label else ""
+        lines.append(f"   fix ({f.variant.safety}{label}): {f.variant.description}")
         if f.variant.diff:
             lines += ["   " + ln for ln in f.variant.diff.rstrip("\n").splitlines()]
+        elif f.variant.proxy is not None:
+            p = f.variant.proxy
+            lines.append(
+                f"   proxy kernels: {p.before} (as written) and {p.after} (changed); "
+                "--write-variants DIR saves them"
+            )
     return lines
+
+
+def _trial(t: Any) -> str:
+    name = t.label or "variant"
+    if t.measurement is not None:
+        m = t.measurement
+        ci = f" [{m.ci_low:.3f}..{m.ci_high:.3f}]" if m.ci_low is not None else ""
+        return f"{name} {m.speedup:.3f}x{ci}"
+    return f"{name}: {t.note or 'not measured'}"
 
 
 def _evidence(e: Any) -> str:

@@ -207,6 +207,7 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         "variant": (dict, type(None)),
         "rank_basis": str,
         "error": (str, type(None)),
+        "trials": list,
     }
     assert set(d) == set(want), set(d) ^ set(want)
     for k, t in want.items():
@@ -226,8 +227,24 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         assert set(d["measured_speedup"]) >= {"speedup", "baseline_ms", "variant_ms", "device"}
     var = d["variant"]
     if var is not None:
-        assert set(var) == {"safety", "description", "diff", "nvcc_flags", "defines", "launch"}
+        assert set(var) == {
+            "safety",
+            "description",
+            "label",
+            "diff",
+            "nvcc_flags",
+            "defines",
+            "launch",
+            "proxy",
+            "alternatives",
+        }
         assert var["safety"] in R.SAFETY_CLASSES
+        assert (var["proxy"] is None) == (var["safety"] != "proxy")
+        for alt in var["alternatives"]:
+            assert alt["alternatives"] == []
+    for t in d["trials"]:
+        assert set(t) == {"label", "description", "measured_speedup", "verified", "note"}
+        assert (t["measured_speedup"] is None) == (t["verified"] is not True)
         assert var["diff"] is None or var["diff"].startswith("--- ")
     json.dumps(d, allow_nan=False)
 
