@@ -13,8 +13,10 @@ What is measured:
   (``Finding.trials``).
 
 A variant that fails to compile, to run or to verify is reported as such and never ranked by a
-speedup. Launch changes alone are not measured (they change which work each CTA does, so the
-outputs are not comparable).
+speedup. A finding whose rule sets ``details["recommend_only_if_faster"]`` (GA305: on modern GPUs
+L1 often serves the reuse a shared tile would) is demoted to a note when the measured gain's 95%
+interval does not lie above 1. Launch changes alone are not measured (they change which work
+each CTA does, so the outputs are not comparable).
 """
 
 from __future__ import annotations
@@ -195,16 +197,20 @@ def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
     best_c, best_t = max(done, key=lambda ct: ct[1].measurement.speedup)
     others = tuple(c for c in every if c is not best_c)
     variant = dataclasses.replace(best_c, alternatives=others)
-    return (
-        dataclasses.replace(
-            f,
-            variant=variant,
-            measured_speedup=best_t.measurement,
-            verified=True,
-            trials=tuple(trials),
-        ),
-        notes,
+    m = best_t.measurement
+    g = dataclasses.replace(
+        f, variant=variant, measured_speedup=m, verified=True, trials=tuple(trials)
     )
+    if f.details.get("recommend_only_if_faster") and not (m.ci_low or m.speedup) > 1.0:
+        # a rule whose fix often does not pay on modern GPUs (GA305: L1 serves the reuse)
+        # recommends it only when the measurement says so
+        g = dataclasses.replace(
+            g,
+            severity="note",
+            message=f"{f.message} (measured {m.speedup:.2f}x on {m.device}: no gain, "
+            "not recommended here)",
+        )
+    return g, notes
 
 
 def measure_findings(

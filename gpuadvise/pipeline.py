@@ -182,7 +182,7 @@ def analyze_memory(
         if tracer == "gpu":
             try:
                 gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
-                l2, l2_notes = _l2(gm.trace, device, blocks_per_sm)
+                l2, l2_notes = l2_for(gm.trace, device, blocks_per_sm)
                 return replace(gm, l2=l2, notes=gm.notes + l2_notes)
             except GpuAdviseError as exc:
                 fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
@@ -199,7 +199,7 @@ def analyze_memory(
     rec = reconcile(emu.trace, inner)
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
-    l2, l2_notes = _l2(emu.trace, device, blocks_per_sm)
+    l2, l2_notes = l2_for(emu.trace, device, blocks_per_sm)
     return MemoryAnalysis(
         ctas_run=len(emu.ctas_run),
         total_ctas=total,
@@ -216,7 +216,7 @@ def analyze_memory(
     )
 
 
-def _l2(trace: Any, device: DeviceSpec, blocks_per_sm: int) -> tuple[Any, tuple[str, ...]]:
+def l2_for(trace: Any, device: DeviceSpec, blocks_per_sm: int) -> tuple[Any, tuple[str, ...]]:
     """The L2 model under the hardware order and seed 002's tilings (2D grids), or why not."""
     if not device.l2_bytes or not device.sm_count or blocks_per_sm <= 0:
         return None, ("no L2 model: the device model has no L2 size or SM count",)

@@ -109,6 +109,7 @@ MODELS: dict[str, str] = {
     "trace": "the warp-level access trace of sampled CTAs (CPU emulator; lazy)",
     "banks": "the shared-memory bank model over the trace (lazy)",
     "coalescing": "the global-memory sector model over the trace (lazy)",
+    "l2": "the L2 footprint model under the CTA launch orders (needs the trace; lazy)",
 }
 OPTION_TYPES = (bool, int, float, str)
 
@@ -1036,6 +1037,20 @@ class RuleContext:
         """The :class:`~gpuadvise.model.coalescing.CoalescingResult` over the trace."""
         return self._model("coalescing", self._compute_coalescing)
 
+    @property
+    def l2(self) -> Any:
+        """The :class:`~gpuadvise.model.l2.L2Result` of the trace under the hardware order and
+        seed 002's tilings (2D grids); ModelUnavailable when the device has no L2 size."""
+        return self._model("l2", self._compute_l2)
+
+    def _compute_l2(self) -> Any:
+        from gpuadvise.pipeline import l2_for
+
+        result, notes = l2_for(self.trace, self.device, self.occupancy.active_blocks_per_sm)
+        if result is None:
+            raise ModelUnavailable(notes[0] if notes else "no L2 model")
+        return result
+
     def _compute_trace(self) -> Any:
         from gpuadvise.emulate import emulate
         from gpuadvise.signature import parse_signature
@@ -1501,7 +1516,7 @@ class RulesRun:
         }
 
 
-TRACE_MODELS = frozenset({"trace", "banks", "coalescing"})
+TRACE_MODELS = frozenset({"trace", "banks", "coalescing", "l2"})
 
 
 def models_needed(config: Config | None = None, registry: Registry | None = None) -> set[str]:
