@@ -13,10 +13,12 @@ What is measured:
   (``Finding.trials``).
 
 A variant that fails to compile, to run or to verify is reported as such and never ranked by a
-speedup. A finding whose rule sets ``details["recommend_only_if_faster"]`` (GA305: on modern GPUs
+speedup. A launch change (GA103's block shapes) is measured like any variant: its outputs must
+equal the kernel's, which holds only when the kernel's work does not depend on the launch (bounds
+checks, grid-stride loops); when they differ the trial says so and nothing is ranked. A finding
+whose rule sets ``details["recommend_only_if_faster"]`` (GA305: on modern GPUs
 L1 often serves the reuse a shared tile would) is demoted to a note when the measured gain's 95%
-interval does not lie above 1. Launch changes alone are not measured (they change which work
-each CTA does, so the outputs are not comparable).
+interval does not lie above 1.
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ def measurable(variant: Any) -> bool:
     """Whether the measurement stage can build and time this variant."""
     if variant.proxy is not None:
         return True
-    if variant.launch:
-        return False
-    return bool(variant.diff or variant.nvcc_flags or variant.defines)
+    return bool(variant.diff or variant.nvcc_flags or variant.defines or variant.launch)
 
 
 def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions:
     """The options that build ``variant`` of the kernel ``opts`` describes (files in ``tmp``)."""
     changes: dict[str, Any] = {}
+    launch = variant.launch or {}
+    for key in ("grid", "block"):
+        if key in launch:
+            changes[key] = "x".join(str(int(v)) for v in launch[key])
+    if "dynamic_smem_bytes" in launch:
+        changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
     if variant.nvcc_flags:
         changes["nvcc_flags"] = (*opts.nvcc_flags, *variant.nvcc_flags)
     if variant.defines:

@@ -140,9 +140,14 @@ class OccupancyLimited(Rule):
             )
         if step.resource == "block_size":
             block = step.value
+            old = ctx.launch.block.as_tuple()
+            grid = ctx.launch.grid.as_tuple()
+            launch: dict[str, list[int]] = {"block": [block, 1, 1]}
+            if old[1] == 1 and old[2] == 1:  # 1D: the grid that covers the same threads
+                launch["grid"] = [-(-grid[0] * old[0] // block), grid[1], grid[2]]
             return Variant(
                 "display-only",
                 f"{step.text}; change the grid so that it covers the same work",
-                launch={"block": [block, 1, 1]},
+                launch=launch,
             )
         return Variant("display-only", step.text)

@@ -51,7 +51,11 @@ class BlockNotWarpMultiple(Rule):
     Fix safety
     ----------
     Display-only: the block shape is part of how the kernel indexes its data (and of its shared
-    memory sizes); the grid must change with it.
+    memory sizes); the grid must change with it. The launch changes offered (each nearby shape,
+    with a grid covering at least the same threads) are still measured on a GPU: a kernel whose
+    work does not depend on the block shape (bounds-checked, one element per thread) gives the
+    same outputs and a measured speedup; one that does gives other outputs, and the measurement
+    says so instead of ranking it.
     """
 
     id = "GA103"
@@ -99,7 +103,34 @@ class BlockNotWarpMultiple(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         shapes = finding.details["shapes"]
         text = " or ".join(shapes) if shapes else f"a multiple of {ctx.device.warp_size}"
+        description = (
+            f"launch blocks of {text} threads, with the grid recomputed to cover the same work"
+        )
+        old = ctx.launch.block.as_tuple()
+        grid = ctx.launch.grid.as_tuple()
+        cands = []
+        for shape in shapes:
+            dims = [int(v) for v in shape.split("x")] + [1, 1]
+            block = (dims[0], dims[1], old[2] if len(shape.split("x")) < 3 else dims[2])
+            if block[1] == 1 and old[1] > 1:
+                continue  # a 2D launch keeps a 2D block
+            # the new grid covers at least the thread index range the old one did
+            new_grid = [-(-grid[i] * old[i] // block[i]) for i in range(3)]
+            cands.append(
+                Variant(
+                    "display-only",
+                    f"launch {shape} blocks on a {new_grid[0]}x{new_grid[1]}x{new_grid[2]} grid "
+                    "(the grid covers the same threads as before)",
+                    launch={"block": list(block), "grid": new_grid},
+                    label=shape,
+                )
+            )
+        if not cands:
+            return Variant("display-only", description)
         return Variant(
             "display-only",
-            f"launch blocks of {text} threads, with the grid recomputed to cover the same work",
+            description,
+            launch=cands[0].launch,
+            label=cands[0].label,
+            alternatives=tuple(cands[1:]),
         )

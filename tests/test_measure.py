@@ -85,11 +85,7 @@ def test_all_candidates_failing_leaves_no_speedup():
 
 def test_unmeasurable_variants_are_left_alone():
     stage = FakeStage({})
-    for v in (
-        None,
-        R.Variant("display-only", "launch whole waves", launch={"grid": [132, 1, 1]}),
-        R.Variant("display-only", "advice only"),
-    ):
+    for v in (None, R.Variant("display-only", "advice only")):
         f = _finding(v)
         g, notes = M.measure_finding(stage, f)  # type: ignore[arg-type]
         assert g == f and notes == [] and g.trials == ()
@@ -124,7 +120,7 @@ def test_measurable():
     assert M.measurable(R.Variant("display-only", "d", diff="--- a\n"))
     assert M.measurable(R.Variant("automatic-and-verified", "d", nvcc_flags=("-maxrregcount=32",)))
     assert M.measurable(R.Variant("proxy", "p", proxy=_proxy()))
-    assert not M.measurable(R.Variant("display-only", "d", launch={"grid": [1, 1, 1]}))
+    assert M.measurable(R.Variant("display-only", "d", launch={"grid": [1, 1, 1]}))
     assert not M.measurable(R.Variant("display-only", "d"))
 
 
@@ -156,3 +152,9 @@ def test_a_fix_that_does_not_pay_is_demoted_when_the_rule_asks():
     assert slow.severity == "note" and "no gain, not recommended" in slow.message
     fast, _ = M.measure_finding(FakeStage({None: 1.3}), f)  # type: ignore[arg-type]
     assert fast.severity == "warning" and fast.message == "m"
+
+
+def test_a_launch_change_becomes_launch_options(tmp_path: Path):
+    v = R.Variant("display-only", "d", launch={"block": [32, 4, 1], "grid": [64, 512, 1]})
+    o = M.variant_options(KernelOptions(source="k.cu", grid="205x205"), v, tmp_path)
+    assert (o.grid, o.block, o.source) == ("64x512x1", "32x4x1", "k.cu")

@@ -113,7 +113,8 @@ def ids(run_: R.RulesRun) -> list[str]:
 
 
 def test_bundled_rules_load_with_unique_ids_names_and_cases(registry):
-    assert registry.ids == ("GA101", "GA102", "GA103", "GA201", "GA202", "GA203")
+    assert {"GA101", "GA102", "GA103", "GA201", "GA202", "GA203"} <= set(registry.ids)
+    assert list(registry.ids) == sorted(registry.ids)
     assert len({r.name for r in registry}) == len(registry)
     for r in registry:
         assert R.validate_rule(type(r), r.origin) == []
@@ -121,7 +122,7 @@ def test_bundled_rules_load_with_unique_ids_names_and_cases(registry):
         assert r.origin is not None and r.origin.name.startswith(r.id.lower() + "_")
 
 
-@pytest.mark.parametrize("rule_id", ["GA101", "GA102", "GA103", "GA201", "GA202", "GA203"])
+@pytest.mark.parametrize("rule_id", R.load_registry().ids)
 def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys):
     rule = registry.get(rule_id)
     text = explain_text(rule, registry)
@@ -371,6 +372,18 @@ def test_ga103_block_not_warp_multiple(tmp_path):
     assert "GA103" not in ids(run(fake_analysis(tmp_path, block=(16, 8, 1))))
     f = next(x for x in run(fake_analysis(tmp_path, block=(100, 1, 1))).findings)
     assert f.rule == "GA103" and "128 or 96" in f.message
+
+
+def test_ga103_offers_launch_changes_that_cover_the_same_threads(tmp_path):
+    a = fake_analysis(tmp_path, block=(10, 10, 1), grid=(205, 205, 1))
+    f = next(x for x in run(a).findings if x.rule == "GA103")
+    v = f.variant
+    assert v is not None and v.label == "32x4" and [a.label for a in v.alternatives] == ["32x3"]
+    # 2050 x 2050 threads: ceil(2050 / 32) = 65, ceil(2050 / 4) = 513, ceil(2050 / 3) = 684
+    assert v.launch == {"block": [32, 4, 1], "grid": [65, 513, 1]}
+    assert v.alternatives[0].launch == {"block": [32, 3, 1], "grid": [65, 684, 1]}
+    f = next(x for x in run(fake_analysis(tmp_path, block=(100, 1, 1))).findings)
+    assert f.variant.launch == {"block": [128, 1, 1], "grid": [3200, 1, 1]}  # 4096 x 100 / 128
 
 
 def test_trace_rule_skipped_with_a_note_when_the_trace_cannot_be_made(tmp_path):
