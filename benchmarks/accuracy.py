@@ -60,80 +60,141 @@ def analyze(cu: str, kernel: str) -> dict:
     return json.loads(p.stdout)
 
 
+def _fmt_meas(m: dict) -> str:
+    if not m:
+        return "-"
+    what = "proxy " if m.get("kind") == "proxy" else ""
+    label = f" {m['label']}" if m.get("label") else ""
+    return f"{what}{m['speedup']:.3f}x ({m['ci_low']:.3f}..{m['ci_high']:.3f}){label}"
+
+
+def _why_not(f: dict) -> str:
+    trials = f.get("trials") or []
+    if trials:
+        return "; ".join(f"{t.get('label') or 'variant'}: {t.get('note')}" for t in trials)
+    if f.get("variant") is None:
+        return "no variant"
+    return "no automatic variant (advice only)"
+
+
+def mae_lines(rows: list[dict]) -> list[str]:
+    """The estimates' errors against the measurements: point estimates by mean absolute error,
+    upper bounds by whether they held and by how much they overshot."""
+    out = []
+    point = [(r["estimate"], r["measured"]) for r in rows
+             if r["estimate"] and r["measured"] and r["estimate_kind"] == "point"]  # fmt: skip
+    upper = [(r["estimate"], r["measured"]) for r in rows
+             if r["estimate"] and r["measured"] and r["estimate_kind"] == "upper-bound"]  # fmt: skip
+    both = point + upper
+    if both:
+        mae = sum(abs(e - m) for e, m in both) / len(both)
+        out.append(f"mean absolute error of the estimates: {mae:.3f} over {len(both)} findings")
+    if point:
+        mae = sum(abs(e - m) for e, m in point) / len(point)
+        out.append(f"  point estimates: MAE {mae:.3f} over {len(point)}")
+    if upper:
+        held = sum(m <= e * 1.02 for e, m in upper)
+        mae = sum(abs(e - m) for e, m in upper) / len(upper)
+        out.append(f"  upper bounds: held in {held}/{len(upper)}, MAE {mae:.3f}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path, help="write the markdown table here")
+    ap.add_argument("--only", help="only kernels whose name contains this")
     a = ap.parse_args()
     rows = []
     for cu, kernel in cases():
+        if a.only and a.only not in kernel:
+            continue
         t0 = time.perf_counter()
         doc = analyze(cu, kernel)
         wall = time.perf_counter() - t0
         if "error" in doc:
-            print(f"{kernel}: {doc['error']}")
+            print(f"{kernel}: {doc['error']}", flush=True)
             continue
         for f in doc["findings"]:
             est = (f.get("estimated_speedup") or {}).get("speedup")
             kind = (f.get("estimated_speedup") or {}).get("kind")
             meas = f.get("measured_speedup") or {}
-            rows.append(
-                {
-                    "kernel": kernel,
-                    "file": os.path.relpath(cu, ROOT),
-                    "rule": f["rule"],
-                    "line": f["line"],
-                    "estimate": est,
-                    "estimate_kind": kind,
-                    "measured": meas.get("speedup"),
-                    "ci": [meas.get("ci_low"), meas.get("ci_high")],
-                    "verified": f.get("verified"),
-                    "analyze_wall_s": wall,
-                    "device": meas.get("device"),
-                }
-            )
+            row = {
+                "kernel": kernel,
+                "file": os.path.relpath(cu, ROOT),
+                "rule": f["rule"],
+                "line": f["line"],
+                "severity": f["severity"],
+                "estimate": est,
+                "estimate_kind": kind,
+                "measured": meas.get("speedup"),
+                "measured_kind": meas.get("kind"),
+                "label": meas.get("label"),
+                "ci": [meas.get("ci_low"), meas.get("ci_high")],
+                "verified": f.get("verified"),
+                "trials": f.get("trials") or [],
+                "why_not": None if meas else _why_not(f),
+                "analyze_wall_s": wall,
+                "device": meas.get("device"),
+                "measured_text": _fmt_meas(meas),
+            }
+            rows.append(row)
             print(
-                f"{kernel:14s} {f['rule']} line {f['line']}: estimate {est} ({kind}), "
-                f"measured {meas.get('speedup')} CI {meas.get('ci_low')}..{meas.get('ci_high')} "
-                f"verified {f.get('verified')}  [{wall:.1f} s]",
+                f"{kernel:18s} {f['rule']} line {f['line']}: estimate {est} ({kind}), "
+                f"measured {row['measured_text']} verified {f.get('verified')}"
+                + (f" [{row['why_not']}]" if row["why_not"] else "")
+                + f"  [{wall:.1f} s]",
                 flush=True,
             )
-    pairs = [(r["estimate"], r["measured"]) for r in rows if r["estimate"] and r["measured"]]
-    if pairs:
-        mae = sum(abs(e - m) for e, m in pairs) / len(pairs)
-        print(f"mean absolute error of the estimates: {mae:.3f} over {len(pairs)} findings")
-    # analyze with measurement vs ncu --set full, one kernel
-    cu = str(ROOT / "kernels/reduction/reduce.cu")
-    t0 = time.perf_counter()
-    analyze(cu, "reduce2")
-    t_an = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    subprocess.run(
-        [
-            "ncu",
-            "--set",
-            "full",
-            "--clock-control",
-            "none",
-            "-k",
-            "regex:^reduce2",
-            "-c",
-            "1",
-            sys.executable,
-            str(ROOT / "benchmarks/trace_validation/run_once.py"),
-            json.dumps({"source": cu, "kernel": "reduce2"}),
-            "/tmp/ncu_out.npz",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    t_ncu = time.perf_counter() - t0
-    print(
-        f"analyze --measure reduce2: {t_an:.1f} s wall; ncu --set full (one launch): {t_ncu:.1f} s"
-    )
-    if a.json:
-        a.json.write_text(
-            json.dumps({"rows": rows, "analyze_s": t_an, "ncu_full_s": t_ncu}, indent=1)
+            for t in row["trials"]:
+                m = t.get("measured_speedup") or {}
+                print(
+                    f"{'':18s}   trial {t.get('label')}: {m.get('speedup')} "
+                    f"verified {t.get('verified')} {t.get('note') or ''}",
+                    flush=True,
+                )
+    for line in mae_lines(rows):
+        print(line)
+    if a.md:
+        md = ["| kernel | rule | line | estimate | measured (95% CI) | verified | analyze wall |",
+              "|---|---|---:|---|---|---|---:|"]  # fmt: skip
+        for r in rows:
+            est = "-" if r["estimate"] is None else f"{r['estimate']:.2f}x ({r['estimate_kind']})"
+            meas = r["measured_text"] if r["measured"] else f"not measured: {r['why_not']}"
+            md.append(
+                f"| {r['kernel']} | {r['rule']} | {r['line']} | {est} | {meas} | "
+                f"{r['verified']} | {r['analyze_wall_s']:.1f} s |"
+            )
+        a.md.write_text("\n".join(md + [""] + mae_lines(rows)) + "\n")
+    # analyze with the measurement of every variant vs ncu --set full, on the same kernel
+    speed = []
+    for rel, kernel in (
+        ("reduction/reduce.cu", "reduce2"),
+        ("tile_gather/gather.cu", "gather_rowmajor"),
+    ):
+        cu = str(ROOT / "kernels" / rel)
+        t0 = time.perf_counter()
+        doc = analyze(cu, kernel)
+        t_an = time.perf_counter() - t0
+        n_var = sum(len(f.get("trials") or []) for f in doc.get("findings", []))
+        t0 = time.perf_counter()
+        p = subprocess.run(
+            ["ncu", "--set", "full", "--clock-control", "none", "-k", f"regex:^{kernel}", "-c", "1",
+             sys.executable, str(ROOT / "benchmarks/trace_validation/run_once.py"),
+             json.dumps({"source": cu, "kernel": kernel}), "/tmp/ncu_out.npz"],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        t_ncu = time.perf_counter() - t0
+        ok = p.returncode == 0
+        speed.append({"kernel": kernel, "analyze_s": t_an, "variants": n_var, "ncu_full_s": t_ncu})
+        print(
+            f"analyze --measure {kernel} ({n_var} variants measured): {t_an:.1f} s wall; "
+            f"ncu --set full (one launch): {t_ncu:.1f} s" + ("" if ok else " (ncu failed)"),
+            flush=True,
         )
+    if a.json:
+        a.json.write_text(json.dumps({"rows": rows, "speed": speed}, indent=1))
     return 0
 
 
