@@ -155,3 +155,24 @@ extern "C" __global__ void lum_prefetch16(const uchar4* __restrict__ in,  // exp
     for (int offset = 8; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffu, s, offset);
     if (tid == 0) out[blockIdx.y * gridDim.x + blockIdx.x] = tile_mean(s);
 }
+
+// 64 threads, four neighbouring pixels each, as four 4-byte loads at a quad index: i = 4 * q is a
+// multiple of 4 by construction, so the 16-byte alignment of in[i] is provable (in is a kernel
+// parameter from cudaMalloc) and gpuadvise's rewrite to one 16-byte load is automatic.
+extern "C" __global__ void lum_prefetch4_quad(const uchar4* __restrict__ in,
+                                              float* __restrict__ out, int w, int h) {
+    __shared__ unsigned sm[TILE_PIXELS / 4];
+    const unsigned tid = threadIdx.x;
+    const unsigned gy = blockIdx.y * TILE + tid / 4;
+    const unsigned q = gy * (w / 4) + blockIdx.x * (TILE / 4) + tid % 4;  // quads of 4 pixels
+    const unsigned i = 4 * q;
+    unsigned v = 0;
+    if (gy < (unsigned)h)
+        v = luma(in[i]) + luma(in[i + 1]) + luma(in[i + 2]) + luma(in[i + 3]);  // expect: GA303
+    sm[tid] = v;
+    __syncthreads();
+    if (tid < 32) {
+        unsigned s = warp_sum(sm[tid] + sm[tid + 32]);
+        if (tid == 0) out[blockIdx.y * gridDim.x + blockIdx.x] = tile_mean(s);
+    }
+}

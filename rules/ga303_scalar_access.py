@@ -1,0 +1,1165 @@
+"""GA303 scalar-global-access: consecutive per-thread scalar global accesses one vector would do."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    KernelSource,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    line_of,
+    unified_diff,
+)
+
+L1_SECTORS_PER_CLOCK = 4
+"""L1TEX data-stage throughput per SM: 128 bytes (4 sectors) per clock from Volta to Hopper; a
+warp-level request takes at least one clock whatever it touches."""
+
+_VECTORS = (16, 8)  # vector widths tried, widest first
+NOTE_BELOW = 1.02
+"""Findings whose estimated bound is below this (a DRAM-bound kernel) are notes, not warnings."""
+
+# element type -> (size in bytes, the vector type of 2 and of 4 of them with .x .y .z .w members)
+_NATIVE: dict[str, tuple[int, dict[int, str]]] = {
+    "float": (4, {2: "float2", 4: "float4"}),
+    "int": (4, {2: "int2", 4: "int4"}),
+    "signed": (4, {2: "int2", 4: "int4"}),
+    "signed int": (4, {2: "int2", 4: "int4"}),
+    "int32_t": (4, {2: "int2", 4: "int4"}),
+    "unsigned": (4, {2: "uint2", 4: "uint4"}),
+    "unsigned int": (4, {2: "uint2", 4: "uint4"}),
+    "uint32_t": (4, {2: "uint2", 4: "uint4"}),
+    "double": (8, {2: "double2"}),
+    "long long": (8, {2: "longlong2"}),
+    "long long int": (8, {2: "longlong2"}),
+    "int64_t": (8, {2: "longlong2"}),
+    "unsigned long long": (8, {2: "ulonglong2"}),
+    "unsigned long long int": (8, {2: "ulonglong2"}),
+    "uint64_t": (8, {2: "ulonglong2"}),
+}
+# other element types of a known size: loaded as raw words and reinterpreted
+_RAW_SIZES: dict[str, int] = {
+    "uchar4": 4, "char4": 4, "short2": 4, "ushort2": 4, "half2": 4, "__half2": 4,
+    "__nv_bfloat162": 4, "nv_bfloat162": 4,
+    "float2": 8, "int2": 8, "uint2": 8, "short4": 8, "ushort4": 8, "long": 8, "unsigned long": 8,
+    "size_t": 8,
+}  # fmt: skip
+_RAW_VECTOR = {8: "uint2", 16: "uint4"}
+_COMPONENTS = ("x", "y", "z", "w")
+_CAST_TYPES = (
+    "unsigned", "int", "unsigned int", "long", "unsigned long", "long long",
+    "unsigned long long", "size_t", "int64_t", "uint64_t", "int32_t", "uint32_t",
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# The trace side: which scalar accesses of one thread are consecutive
+
+
+@dataclass
+class _Execs:
+    """The executions of one PTX global access, ordered by (CTA, warp), then trace order."""
+
+    inst: int
+    file: str | None
+    line: int | None
+    kind: int
+    width: int
+    rec: np.ndarray  # record indices
+    warp_key: np.ndarray
+    mask: np.ndarray
+    addr: np.ndarray  # (n, 32) uint64
+    act: np.ndarray  # (n, 32) bool
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Consecutive scalar accesses (address order) that one aligned vector access would make."""
+
+    execs: tuple[_Execs, ...]
+    vector: int  # bytes
+
+    @property
+    def width(self) -> int:
+        return self.execs[0].width
+
+    @property
+    def executions(self) -> int:
+        return len(self.execs[0].rec)
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return tuple(sorted({e.line for e in self.execs if e.line is not None}))
+
+
+def _active(mask: np.ndarray) -> np.ndarray:
+    m = np.ascontiguousarray(mask, dtype="<u4").reshape(-1)
+    return np.unpackbits(m.view(np.uint8), bitorder="little").view(bool).reshape(-1, 32)
+
+
+def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
+    from gpuadvise.trace import Kind, Space
+
+    records = trace.records
+    rec_inst = records["inst"].astype(np.int64)
+    order = np.argsort(rec_inst, kind="stable")
+    bounds = np.searchsorted(rec_inst[order], np.arange(len(trace.instructions) + 1))
+    out = []
+    for info in trace.instructions:
+        if info.space != Space.GLOBAL or info.kind not in (Kind.LOAD, Kind.STORE):
+            continue
+        if info.width not in widths:
+            continue
+        idx = order[bounds[info.inst] : bounds[info.inst + 1]]
+        r = records[idx]
+        # the reconciled trace may have widened the records of an instruction ptxas merged
+        idx = idx[(r["width"] == info.width) & (r["space"] == int(Space.GLOBAL))]
+        if not len(idx):
+            continue
+        r = records[idx]
+        wk = (r["cta"].astype(np.int64) << np.int64(20)) + r["warp"].astype(np.int64)
+        o = np.argsort(wk, kind="stable")
+        r = r[o]
+        out.append(
+            _Execs(
+                inst=info.inst,
+                file=os.path.normpath(info.file) if info.file else None,
+                line=info.line,
+                kind=int(info.kind),
+                width=info.width,
+                rec=idx[o],
+                warp_key=wk[o],
+                mask=r["mask"],
+                addr=np.ascontiguousarray(r["addr"]),
+                act=_active(r["mask"]),
+            )
+        )
+    return out
+
+
+def _follows(a: _Execs, b: _Execs) -> bool:
+    """B follows A: executed by the same warps with the same lanes, and every active lane of
+    every execution accesses B's element right after A's (address + width)."""
+    if len(a.rec) != len(b.rec) or a.width != b.width:
+        return False
+    if not (np.array_equal(a.warp_key, b.warp_key) and np.array_equal(a.mask, b.mask)):
+        return False
+    return bool(((b.addr == a.addr + np.uint64(a.width)) | ~a.act).all())
+
+
+def _aligned(e: _Execs, nbytes: int) -> bool:
+    return bool((((e.addr % np.uint64(nbytes)) == 0) | ~e.act).all())
+
+
+def _chains(execs: list[_Execs], max_gap: int) -> list[list[_Execs]]:
+    """Chains of accesses at consecutive addresses (same file and kind, lines at most
+    ``max_gap`` apart); each access takes as successor the nearest one (program order)."""
+    chains: list[list[_Execs]] = []
+    groups: dict[tuple[str | None, int, int], list[_Execs]] = {}
+    for e in execs:
+        groups.setdefault((e.file, e.kind, e.width), []).append(e)
+    for group in groups.values():
+        order = sorted(group, key=lambda e: e.inst)
+        succ: dict[int, _Execs] = {}
+        has_pred: set[int] = set()
+        for a in order:
+            cands = sorted(
+                (
+                    b
+                    for b in order
+                    if b is not a
+                    and a.line is not None
+                    and b.line is not None
+                    and abs(a.line - b.line) <= max_gap
+                ),
+                key=lambda b: (abs(b.inst - a.inst), -b.inst),
+            )
+            for b in cands:
+                if b.inst not in has_pred and _follows(a, b):
+                    succ[a.inst] = b
+                    has_pred.add(b.inst)
+                    break
+        for e in order:
+            if e.inst in has_pred or e.inst not in succ:
+                continue
+            chain = [e]
+            while chain[-1].inst in succ and len(chain) <= len(order):
+                chain.append(succ[chain[-1].inst])
+            chains.append(chain)
+    return chains
+
+
+def _pieces(chain: list[_Execs]) -> list[_Piece]:
+    """The chain cut, from its head, into the widest aligned vectors (16, then 8 bytes)."""
+    out: list[_Piece] = []
+    w = chain[0].width
+    i = 0
+    while i < len(chain):
+        for v in _VECTORS:
+            n = v // w
+            if n >= 2 and i + n <= len(chain) and _aligned(chain[i], v):
+                out.append(_Piece(tuple(chain[i : i + n]), v))
+                i += n
+                break
+        else:
+            i += 1
+    return out
+
+
+def _buffer_of(trace: Any, piece: _Piece) -> str | None:
+    e = piece.execs[0]
+    live = e.addr[e.act]
+    if not live.size:
+        return None
+    a = int(live.min())
+    for name, (base, size) in trace.buffers.items():
+        if int(base) <= a < int(base) + int(size):
+            return str(name)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The SASS side: did ptxas merge them already?
+
+
+def _sass_memory(ctx: RuleContext) -> tuple[Any, ...]:
+    from gpuadvise import sass
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain import find_toolchain
+
+    a = ctx.analysis
+    if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:
+        raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
+    try:
+        instrs = sass.disassemble(a.module.cubin_path, a.kernel.mangled, find_toolchain(ctx.nvcc))
+    except GpuAdviseError as exc:
+        raise ModelUnavailable(f"the SASS cannot be read: {exc.one_line()}") from exc
+    return sass.memory_summary(instrs)  # innermost lines, as the trace has them
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    if not a or not b:
+        return False
+    na, nb = os.path.normpath(a), os.path.normpath(b)
+    return na == nb or os.path.basename(na) == os.path.basename(nb)
+
+
+@dataclass(frozen=True)
+class _SassAt:
+    scalar: int  # SASS global instructions of this kind at the lines, of the element's width
+    wider: int  # ... wider than the element
+    opcodes: tuple[str, ...]
+    ptx_scalar: int  # PTX instructions of this kind and width at the lines
+
+    @property
+    def known(self) -> bool:
+        return self.scalar + self.wider > 0
+
+    @property
+    def merged(self) -> bool:
+        """ptxas turned some of the scalar PTX accesses into wider SASS ones."""
+        return self.known and self.scalar < self.ptx_scalar and self.wider > 0
+
+    def text(self, width: int) -> str:
+        if not self.known:
+            return "no SASS line information at these lines"
+        return (
+            f"{self.scalar} x {8 * width}-bit"
+            + (f" and {self.wider} wider" if self.wider else "")
+            + f" ({', '.join(self.opcodes)})"
+        )
+
+
+def _sass_at(
+    sass_lines: Sequence[Any], trace: Any, file: str | None, lines: Sequence[int], kind: int,
+    width: int,
+) -> _SassAt:  # fmt: skip
+    kname = "load" if kind == 0 else "store"
+    scalar = wider = 0
+    opcodes: list[str] = []
+    for s in sass_lines:
+        if s.line not in lines or s.kind != kname or s.space not in ("global", "generic"):
+            continue
+        if not _same_file(s.file, file):
+            continue
+        if s.width_bits == 8 * width:
+            scalar += s.count
+        elif s.width_bits > 8 * width:
+            wider += s.count
+        opcodes += [op for op in s.opcodes if op not in opcodes]
+    ptx = sum(
+        1
+        for i in trace.instructions
+        if i.line in lines
+        and int(i.space) == 0
+        and int(i.kind) == kind
+        and i.width == width
+        and _same_file(i.file, file)
+    )
+    return _SassAt(scalar, wider, tuple(opcodes), ptx)
+
+
+# ---------------------------------------------------------------------------------------------
+# The source side: the accesses, their index, and the rewrite
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_INT = re.compile(r"(?:0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
+
+
+@dataclass(frozen=True)
+class _Access:
+    start: int  # offsets in the file's text of ``name[...]`` (end exclusive)
+    end: int
+    index: str  # the subscript, whitespace normalized
+    base: str  # the index without a trailing ``+ c``
+    offset: int  # c
+    store: bool
+    compound: bool
+
+
+def _match_close(code: str, at: int, open_: str, close: str) -> int:
+    depth = 0
+    for k in range(at, len(code)):
+        if code[k] == open_:
+            depth += 1
+        elif code[k] == close:
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1
+
+
+def _norm(expr: str) -> str:
+    return re.sub(r"\s+", " ", expr).strip()
+
+
+def _split_offset(index: str) -> tuple[str, int]:
+    """``i + 3`` -> (``i``, 3); ``i`` -> (``i``, 0) (a top-level trailing ``+ literal`` only)."""
+    m = re.fullmatch(r"(?P<base>.+?)\s*\+\s*(?P<c>\d+)[uU]?", index)
+    if m and _top_level(m.group("base")):
+        return _norm(m.group("base")), int(m.group("c"))
+    return _norm(index), 0
+
+
+def _top_level(expr: str) -> bool:
+    """Whether ``expr`` is balanced (so a ``+`` after it is at the top level)."""
+    depth = 0
+    for ch in expr:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _accesses(ks: KernelSource, name: str, lines: Sequence[int]) -> list[_Access]:
+    """Every ``name[...]`` on ``lines`` of the kernel body (comment-free code)."""
+    out = []
+    for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*\[", ks.code):
+        if not ks.body_start < m.start() < ks.body_end:
+            continue
+        if line_of(ks.text, m.start()) not in lines:
+            continue
+        open_at = m.end() - 1
+        close = _match_close(ks.code, open_at, "[", "]")
+        if close < 0:
+            continue
+        index = _norm(ks.code[open_at + 1 : close])
+        after = ks.code[close + 1 : close + 16]
+        store = bool(re.match(r"\s*=(?!=)", after))
+        compound = bool(re.match(r"\s*(?:[-+*/%&|^]|<<|>>)=|\s*(?:\+\+|--)", after)) or bool(
+            re.search(r"(?:\+\+|--)\s*$", ks.code[max(m.start() - 3, 0) : m.start()])
+        )
+        base, off = _split_offset(index)
+        out.append(_Access(m.start(), close + 1, index, base, off, store, compound))
+    return out
+
+
+def _identifiers(expr: str) -> set[str]:
+    return set(_IDENT.findall(re.sub(_INT, " ", expr))) - {
+        "unsigned", "int", "long", "size_t", "const", "threadIdx", "blockIdx", "blockDim",
+        "gridDim", "x", "y", "z",
+    }  # fmt: skip
+
+
+def _modified(body: str, ident: str) -> list[re.Match[str]]:
+    """Assignments and increments of ``ident`` in ``body`` (its declaration's ``=`` included)."""
+    e = re.escape(ident)
+    pat = rf"(?<![\w.])(?:{e}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|{e}\s*(?:\+\+|--)|(?:\+\+|--)\s*{e}\b)"
+    return list(re.finditer(pat, body))
+
+
+def _definition(body: str, ident: str) -> str | None:
+    """The expression ``ident`` is initialized with, when that is its only assignment."""
+    mods = _modified(body, ident)
+    if len(mods) != 1:
+        return None
+    m = mods[0]
+    if not re.match(rf"{re.escape(ident)}\s*=(?!=)", m.group(0)):
+        return None
+    rest = body[m.end() :]
+    depth = 0
+    for k, ch in enumerate(rest):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return _norm(rest[:k])
+            depth -= 1
+        elif ch in ";," and depth == 0:
+            return _norm(rest[:k])
+    return None
+
+
+def _split_top(expr: str, ops: str) -> list[tuple[str, str]]:
+    """``expr`` split at top-level binary operators among ``ops`` (single characters):
+    [(operator before the part or '', part)]."""
+    parts: list[tuple[str, str]] = []
+    depth = 0
+    cur = ""
+    op = ""
+    prev = ""
+    for ch in expr:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if depth == 0 and ch in ops and cur.strip() and prev not in "*/%<>=!&|^+-":
+            parts.append((op, cur))
+            op, cur = ch, ""
+        else:
+            cur += ch
+        if not ch.isspace():
+            prev = ch
+    parts.append((op, cur))
+    return parts
+
+
+def _int(literal: str) -> int:
+    """A C integer literal's value (decimal, hex, octal; suffixes dropped)."""
+    t = re.sub(r"[uUlL]+$", "", literal)
+    if t.lower().startswith("0x"):
+        return int(t, 16)
+    return int(t, 8) if len(t) > 1 and t.startswith("0") else int(t)
+
+
+def _strip_parens(expr: str) -> str:
+    e = expr.strip()
+    while e.startswith("(") and _match_close(e, 0, "(", ")") == len(e) - 1:
+        e = e[1:-1].strip()
+    return e
+
+
+def _strip_casts(expr: str) -> str:
+    e = _strip_parens(expr)
+    while True:
+        m = re.match(r"\(\s*(?:const\s+)?(?P<t>[A-Za-z_][\w ]*?)\s*\)\s*(?=\S)", e)
+        if not m or _norm(m.group("t")) not in _CAST_TYPES:
+            return e
+        e = _strip_parens(e[m.end() :])
+
+
+def multiple_of(expr: str, n: int, body: str, depth: int = 0) -> bool:
+    """Whether the integer expression ``expr`` is a multiple of ``n`` (a power of two) by
+    construction: sums of terms each a multiple; a term is a product with a multiple factor, a
+    shift left by enough bits, a literal multiple, or a variable whose only assignment (its
+    initialization in ``body``) is such an expression. Unsigned wrap-around keeps multiples of a
+    power of two."""
+    if depth > 8 or n <= 1:
+        return n <= 1
+    e = _strip_casts(expr)
+    terms = _split_top(e, "+-")
+    if len(terms) > 1:
+        return all(multiple_of(t, n, body, depth + 1) for _op, t in terms)
+    m = re.fullmatch(r"(?P<x>.+?)\s*<<\s*(?P<s>\d+)[uU]?", e)
+    if m and _top_level(m.group("x")):
+        return (1 << int(m.group("s"))) % n == 0 or multiple_of(m.group("x"), n, body, depth + 1)
+    factors = _split_top(e, "*/%")
+    if len(factors) > 1:
+        if any(op in "/%" and op for op, _ in factors):
+            return False  # (a * b) / c, a % c: not provably a multiple
+        return any(multiple_of(f, n, body, depth + 1) for _op, f in factors)
+    if _INT.fullmatch(e):
+        return _int(e) % n == 0
+    if _IDENT.fullmatch(e):
+        d = _definition(body, e)
+        return d is not None and multiple_of(d, n, body, depth + 1)
+    return False
+
+
+@dataclass(frozen=True)
+class _Statement:
+    start: int  # offset in the text of the statement's first character (after control headers)
+    end: int  # offset of its ``;``
+    header_end: int | None  # offset just after a braceless control header it is the body of
+
+
+def _statement(ks: KernelSource, at: int) -> _Statement | None:
+    """The statement holding offset ``at`` of the file (None inside a control header)."""
+    code = ks.code
+    k = at - 1
+    depth = 0
+    while k > ks.body_start:
+        ch = code[k]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            depth -= 1
+        elif ch in ";{}" and depth <= 0:
+            break
+        k -= 1
+    start = k + 1
+    while start < len(code) and code[start].isspace():
+        start += 1
+    header_end = None
+    while True:
+        m = re.match(r"(?:if|for|while|switch)\s*\(", code[start:])
+        if m:
+            close = _match_close(code, start + m.end() - 1, "(", ")")
+            if close < 0 or close >= at:
+                return None  # the access is in the header
+            header_end = close + 1
+        else:
+            m2 = re.match(r"(?:else|do)\b", code[start:])
+            if not m2:
+                break
+            header_end = start + m2.end()
+        start = header_end
+        while start < len(code) and code[start].isspace():
+            start += 1
+    depth = 0
+    for j in range(start, ks.body_end):
+        ch = code[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif ch == ";" and depth == 0:
+            return _Statement(start, j, header_end)
+    return None
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    diff: str | None
+    why_not: str  # why there is no diff ("" when there is one)
+    vector_type: str = ""
+    index: str = ""
+    automatic: bool = False
+    why_display: str = ""
+
+
+class _Lines:
+    """A file's lines, edited by whole-line replacements (1-based, applied once each)."""
+
+    def __init__(self, text: str) -> None:
+        self.old = text.split("\n")
+        self.repl: dict[int, list[str]] = {}
+
+    def replace(self, first: int, last: int, new: list[str]) -> None:
+        self.repl[first] = new
+        for n in range(first + 1, last + 1):
+            self.repl[n] = []
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for n, ln in enumerate(self.old, 1):
+            out += self.repl.get(n, [ln])
+        return out
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _fresh(body: str, want: str) -> str:
+    name, k = want, 2
+    while re.search(rf"\b{re.escape(name)}\b", body):
+        name, k = f"{want}{k}", k + 1
+    return name
+
+
+def _vector_for(elem: str, size: int, n: int) -> tuple[str, bool] | None:
+    """(vector type, native: has .x .y .z .w members of the element type) for n elements."""
+    native = _NATIVE.get(elem)
+    if native is not None and native[0] == size and n in native[1]:
+        return native[1][n], True
+    if _RAW_SIZES.get(elem, native[0] if native else 0) == size and size * n in _RAW_VECTOR:
+        return _RAW_VECTOR[size * n], False
+    return None
+
+
+def rewrite(
+    ks: KernelSource, path: str, name: str, elem: str, is_const: bool, width: int, vector: int,
+    lines: Sequence[int], store: bool,
+) -> _Rewrite:  # fmt: skip
+    """A diff making the ``vector // width`` consecutive accesses ``name[E + c]`` on ``lines``
+    one vector access, or why not; and whether the alignment is provable (automatic)."""
+    n = vector // width
+    vt = _vector_for(elem, width, n)
+    if vt is None:
+        return _Rewrite(None, f"no vector type of {n} {elem} is known to gpuadvise")
+    vtype, native = vt
+    acc = [a for a in _accesses(ks, name, lines) if a.store == store]
+    if any(a.compound for a in _accesses(ks, name, lines)):
+        return _Rewrite(None, f"{name} is read and written by one expression")
+    by_base: dict[str, list[_Access]] = {}
+    for a in acc:
+        by_base.setdefault(a.base, []).append(a)
+    group = None
+    for base, items in by_base.items():
+        offs = sorted(a.offset for a in items)
+        lo = offs[0]
+        if offs == list(range(lo, lo + n)) and lo % n == 0:
+            group = (base, sorted(items, key=lambda a: a.offset))
+    if group is None or len(acc) != n:
+        found = ", ".join(f"{name}[{a.index}]" for a in acc) or "none"
+        return _Rewrite(
+            None,
+            f"the source does not show {n} accesses {name}[E + 0..{n - 1}] here (found: {found})",
+        )
+    base, items = group
+    lo = items[0].offset
+    index = base if lo == 0 else f"{base} + {lo}"
+    body = ks.code[ks.body_start : ks.body_end + 1]
+    for ident in _identifiers(base):
+        if ident == name:
+            return _Rewrite(None, "the index reads the array itself")
+    if _modified(body, name):
+        return _Rewrite(None, f"the pointer {name} is changed in the kernel")
+    if store:
+        rw = _rewrite_stores(ks, path, name, elem, vtype, native, items, index)
+    else:
+        rw = _rewrite_loads(ks, path, name, elem, is_const, vtype, native, items, index, vector)
+    if rw.diff is None:
+        return rw
+    if multiple_of(base, n, body) and lo % n == 0:
+        auto, why = True, ""
+    else:
+        ident_defs = [
+            f"{i} = {d}" for i in sorted(_identifiers(base)) if (d := _definition(body, i))
+        ]
+        shown = f"`{base}`" + (f" ({'; '.join(ident_defs)})" if ident_defs else "")
+        why = (
+            f"the index {shown} is not a multiple of {n} by construction, so {vector}-byte "
+            "alignment cannot be proven from the source (every traced access was aligned)"
+        )
+        auto = False
+    return _Rewrite(rw.diff, "", vtype, index, auto, why)
+
+
+def _component(vname: str, ename: str, native: bool, j: int) -> str:
+    return f"{vname}.{_COMPONENTS[j]}" if native else f"{ename}[{j}]"
+
+
+def _rewrite_loads(
+    ks: KernelSource, path: str, name: str, elem: str, is_const: bool, vtype: str, native: bool,
+    items: list[_Access], index: str, vector: int,
+) -> _Rewrite:  # fmt: skip
+    first = min(items, key=lambda a: a.start)
+    st = _statement(ks, first.start)
+    if st is None or any(not (st.start <= a.start < st.end) for a in items):
+        return _Rewrite(
+            None, "the accesses are not in one statement (or are in an if/for/while header)"
+        )
+    code, text = ks.code, ks.text
+    stmt_code = code[st.start : st.end]
+    if re.match(r"(?:case\b|default\b|[A-Za-z_]\w*\s*:(?!:))", stmt_code):
+        return _Rewrite(None, "the statement carries a label")
+    for ident in _identifiers(index):
+        if _modified(stmt_code, ident):
+            return _Rewrite(None, f"the statement changes {ident}, which the index reads")
+    line0 = line_of(text, st.start)
+    line1 = line_of(text, st.end)
+    line_start = text.rfind("\n", 0, st.start) + 1
+    if code[line_start : st.start].strip():
+        return _Rewrite(None, "the statement shares its first line with other code")
+    if code[st.end + 1 : text.find("\n", st.end) if "\n" in text[st.end :] else len(text)].strip():
+        return _Rewrite(None, "the statement shares its last line with other code")
+    body = code[ks.body_start : ks.body_end + 1]
+    vname = _fresh(body, f"{name}_v")
+    ename = _fresh(body, f"{name}_e")
+    cq = "const " if is_const else ""
+    n = len(items)
+    comment = f"  // {name}[{index}] .. {name}[{index} + {n - 1}] in one {vector}-byte access"
+    decl = [f"const {vtype} {vname} = *reinterpret_cast<{cq}{vtype}*>(&{name}[{index}]);{comment}"]
+    if not native:
+        decl.append(f"const {elem}* {ename} = reinterpret_cast<const {elem}*>(&{vname});")
+
+    def replaced(seg_start: int, seg_end: int) -> str:
+        """The text of ``seg_start:seg_end`` with the accesses replaced (right to left)."""
+        out = text[seg_start:seg_end]
+        for a in sorted(items, key=lambda a: a.start, reverse=True):
+            if seg_start <= a.start < seg_end:
+                j = a.offset - items[0].offset
+                r0, r1 = a.start - seg_start, a.end - seg_start
+                out = out[:r0] + _component(vname, ename, native, j) + out[r1:]
+        return out
+
+    old_lines = text.split("\n")
+    ed = _Lines(text)
+    ind = _indent(old_lines[line0 - 1])
+    last_line_end = text.find("\n", st.end)
+    last_line_end = len(text) if last_line_end < 0 else last_line_end
+    tern = _ternary(stmt_code)
+    has_cond = any(tok in stmt_code for tok in ("?", "&&", "||"))
+    if tern is None and has_cond:
+        return _Rewrite(
+            None, "the accesses are evaluated conditionally (?:, && or ||) within the statement"
+        )
+    if tern is not None:
+        lhs, cond, yes, no = tern
+        off_yes = st.start + _tern_offsets(stmt_code)[2]
+        if any(not (off_yes <= a.start < off_yes + len(yes)) for a in items):
+            return _Rewrite(None, "the accesses are not all in the taken branch of ?:")
+        if any(t in cond + no for t in ("?", "&&", "||")) or any(
+            t in yes for t in ("?", "&&", "||")
+        ):
+            return _Rewrite(None, "the statement's condition is too complex to rewrite")
+        if st.header_end is not None or re.match(r"[A-Za-z_][\w\s:<>,*&]*\s+\w+$", lhs.strip()):
+            return _Rewrite(None, "a declaration or braceless body holds the ?: statement")
+        tail = text[st.end + 1 : last_line_end]
+        yes_text = replaced(off_yes, off_yes + len(yes))
+        inner = ind + "    "
+        new = [f"{ind}if ({_norm(cond)}) {{"]
+        new += [inner + d for d in decl]
+        new += [f"{inner}{_norm(lhs)} = {_norm(yes_text)};{tail}", f"{ind}}} else {{"]
+        new += [f"{inner}{_norm(lhs)} = {_norm(no)};", f"{ind}}}"]
+        ed.replace(line0, line1, new)
+        return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+    new_stmt = replaced(line_start, last_line_end).split("\n")
+    if st.header_end is None:
+        ed.replace(line0, line1, [ind + d for d in decl] + new_stmt)
+        return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+    # the body of a braceless if/for/while/else: give it braces
+    hline = line_of(text, st.header_end - 1)
+    if hline != line0 - 1 or code[st.header_end : text.find("\n", st.header_end)].strip():
+        return _Rewrite(None, "the statement is a braceless body on its header's line")
+    hl = old_lines[hline - 1]
+    hcode = code[text.rfind("\n", 0, st.header_end - 1) + 1 : text.find("\n", st.header_end)]
+    if len(hcode.rstrip()) != len(hl.rstrip()):
+        return _Rewrite(None, "the control header has a comment after it")
+    hind = _indent(hl)
+    ed.replace(hline, hline, [hl.rstrip() + " {"])
+    ed.replace(line0, line1, [ind + d for d in decl] + new_stmt + [hind + "}"])
+    return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+
+
+def _tern_offsets(stmt: str) -> tuple[int, int, int, int]:
+    """Offsets in ``stmt`` of: the assignment's ``=``, the ``?``, the start of the taken branch,
+    the ``:`` (all at the top level); (-1, ...) when it is not ``LHS = COND ? A : B``."""
+    depth = 0
+    eq = q = colon = -1
+    k = 0
+    while k < len(stmt):
+        ch = stmt[k]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0:
+            two = stmt[k : k + 2]
+            if two in ("==", "!=", "<=", ">=", "::"):
+                k += 2
+                continue
+            if ch == "=" and eq < 0 and q < 0 and stmt[k - 1 : k] not in "+-*/%&|^<>!":
+                eq = k
+            elif ch == "?" and eq >= 0 and q < 0:
+                q = k
+            elif ch == ":" and q >= 0 and colon < 0:
+                colon = k
+        k += 1
+    if eq < 0 or q < 0 or colon < 0:
+        return (-1, -1, -1, -1)
+    yes = q + 1
+    return (eq, q, yes, colon)
+
+
+def _ternary(stmt: str) -> tuple[str, str, str, str] | None:
+    eq, q, yes, colon = _tern_offsets(stmt)
+    if eq < 0:
+        return None
+    return stmt[:eq], stmt[eq + 1 : q], stmt[yes:colon], stmt[colon + 1 :]
+
+
+def _rewrite_stores(
+    ks: KernelSource, path: str, name: str, elem: str, vtype: str, native: bool,
+    items: list[_Access], index: str,
+) -> _Rewrite:  # fmt: skip
+    code, text = ks.code, ks.text
+    stmts = []
+    for a in sorted(items, key=lambda a: a.start):
+        st = _statement(ks, a.start)
+        if st is None or st.start != a.start or st.header_end is not None:
+            return _Rewrite(None, "each store must be a plain statement `a[i + c] = value;`")
+        stmts.append((a, st))
+    # consecutive statements, nothing between them
+    for (_a, s0), (_b, s1) in zip(stmts, stmts[1:], strict=False):
+        if code[s0.end + 1 : s1.start].strip():
+            return _Rewrite(None, "the stores are not consecutive statements")
+    values = []
+    for a, st in stmts:
+        m = re.match(r"\s*=", code[a.end : st.end])
+        assert m is not None
+        rhs = text[a.end + m.end() : st.end]
+        if re.search(rf"(?<![\w.]){re.escape(name)}\b", code[a.end + m.end() : st.end]):
+            return _Rewrite(None, f"a stored value reads {name}")
+        values.append((a.offset, _norm(rhs)))
+    values.sort()
+    first, last = stmts[0][1], stmts[-1][1]
+    line0, line1 = line_of(text, first.start), line_of(text, last.end)
+    old_lines = text.split("\n")
+    line_start = text.rfind("\n", 0, first.start) + 1
+    end_line = text.find("\n", last.end)
+    end_line = len(text) if end_line < 0 else end_line
+    if code[line_start : first.start].strip() or code[last.end + 1 : end_line].strip():
+        return _Rewrite(None, "the stores share their lines with other code")
+    tail = text[last.end + 1 : end_line]
+    ind = _indent(old_lines[line0 - 1])
+    body = code[ks.body_start : ks.body_end + 1]
+    ptr = f"*reinterpret_cast<{vtype}*>(&{name}[{index}])"
+    if native:
+        new = [f"{ind}{ptr} = make_{vtype}({', '.join(v for _o, v in values)});{tail}"]
+    else:
+        vname, ename = _fresh(body, f"{name}_v"), _fresh(body, f"{name}_e")
+        new = [f"{ind}{{", f"{ind}    {vtype} {vname};"]
+        new.append(f"{ind}    {elem}* {ename} = reinterpret_cast<{elem}*>(&{vname});")
+        new += [f"{ind}    {ename}[{j}] = {v};" for j, (_o, v) in enumerate(values)]
+        new += [f"{ind}    {ptr} = {vname};{tail}", f"{ind}}}"]
+    ed = _Lines(text)
+    ed.replace(line0, line1, new)
+    return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The pieces of one finding (one source line, one buffer, one kind)."""
+
+    pieces: tuple[_Piece, ...]
+    buffer: str | None
+    sass: _SassAt
+
+
+class ScalarGlobalAccess(Rule):
+    """Consecutive scalar global accesses of one thread that one 8- or 16-byte access would do.
+
+    What it detects
+    ---------------
+    From the traced run: global loads (or stores) of 4- or 8-byte elements that the same thread
+    makes at consecutive addresses, from one source line or lines at most ``max_line_gap`` apart
+    (``in[i]``, ``in[i + 1]``, ... ``in[i + 3]``), executed by the same warps with the same
+    lanes, where the first address is 8- or 16-byte aligned on every active lane of every traced
+    execution. The SASS must show that ptxas did not merge them already: the line still has
+    as many SASS accesses of the element's width (``LDG.E``) as the PTX has, not an
+    ``LDG.E.64``/``LDG.E.128``. Reported at the line of the first access.
+
+    Why it is slow
+    --------------
+    Every memory instruction costs an issue slot, an LSU request and an L1 tag lookup whatever
+    it carries: four 4-byte loads of neighbouring pixels take four requests and, when the
+    threads of a warp are 16 bytes apart, touch every sector four times, where one 16-byte load
+    takes one request and touches each sector once. When the kernel streams from DRAM, the
+    sectors are fetched once either way (L1 keeps them between the scalar loads), so the gain
+    is in instructions and L1 work, not in DRAM traffic: a DRAM-bound kernel gains little.
+
+    Example
+    -------
+    ``kernels/luminance/luminance.cu``: ``lum_prefetch2`` reads two neighbouring ``uchar4`` pixels
+    with ``in[i]`` and ``in[i + 1]``, ``lum_prefetch4`` four; ``lum_prefetch4_vec`` is the
+    16-byte version. ``lum_prefetch4_quad`` indexes by 4-pixel quads (``i = 4 * q``), so the
+    alignment is provable and the rewrite automatic.
+
+    Fix
+    ---
+    Load the elements as one vector and take them apart in registers::
+
+        const uint4 in_v = *reinterpret_cast<const uint4*>(&in[i]);  // i % 4 == 0
+        const uchar4* in_e = reinterpret_cast<const uchar4*>(&in_v);
+        v = luma(in_e[0]) + luma(in_e[1]) + luma(in_e[2]) + luma(in_e[3]);
+
+    (``float4``/``int4``/``uint2``... with ``.x .. .w`` for float and int elements). The vector
+    access must be aligned to its size: the index a multiple of 2 or 4, the pointer the start
+    of an allocation (``cudaMalloc`` returns 256-byte aligned memory). Stores likewise:
+    ``*reinterpret_cast<float4*>(&out[i]) = make_float4(a, b, c, d);``.
+
+    How the estimate is made
+    ------------------------
+    An upper bound over the launch (the traced CTAs times the trace's scale): the L1 time of all
+    global accesses, each warp-level request taking ``max(1, sectors / 4)`` clocks of an SM
+    (128 bytes per clock), against the DRAM time of the distinct sectors the kernel touches at
+    the device's peak bandwidth; the kernel takes at least the larger. With the finding's
+    accesses vectorized (one request per vector, its own sectors), the bound is
+    ``max(T_L1, T_DRAM) / max(T_L1 - saved, T_DRAM)``. When DRAM dominates, that is ~1.0x and
+    the finding says so (and is a note, not a warning): vectorizing fetches the same sectors
+    from DRAM. The inputs give the requests and instructions saved; issue slots and latency are
+    not modelled.
+
+    Fix safety
+    ----------
+    A source diff when the accesses are ``a[E]``, ``a[E + 1]`` ... in one statement (loads) or
+    in consecutive statements (stores) and the element type has a vector type. Automatic (built,
+    verified and measured) when the alignment is provable: ``E`` is a multiple of the vector's
+    element count by construction (``i = 4 * q``, a shift, a sum of such terms, through
+    variables assigned once) and ``a`` is a kernel parameter the kernel never changes, taken to
+    be what ``cudaMalloc`` returned (256-byte aligned: an interior pointer passed by the host
+    would break it, as it would any vector access). Otherwise display-only: the diff holds for
+    the traced launch (every access was aligned) but not provably for every launch
+    (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
+    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard.
+    """
+
+    id = "GA303"
+    name = "scalar-global-access"
+    title = "Scalar global accesses where one vector access would do"
+    severity = "warning"
+    models = ("trace", "sass", "source")
+    options = {"max_line_gap": 2}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        trace = ctx.trace
+        execs = _exec_tables(trace, (4, 8))
+        if not execs:
+            return
+        chains = _chains(execs, int(ctx.option("max_line_gap")))
+        pieces = [p for c in chains for p in _pieces(c)]
+        if not pieces:
+            return
+        sass_lines = _sass_memory(ctx)
+        glob = trace.records[trace.records["space"] == 0]
+        totals = {
+            "l1_clocks_all": _l1_clocks(glob),
+            "distinct_sectors_all": _distinct_sectors(glob),
+        }
+        groups: dict[tuple[str | None, int, int, str | None], list[_Piece]] = {}
+        for p in pieces:
+            first = p.lines[0] if p.lines else 0
+            key = (p.execs[0].file, first, p.execs[0].kind, _buffer_of(trace, p))
+            groups.setdefault(key, []).append(p)
+        ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1], kv[0][2]))
+        for (file, line, kind, buf), ps in ordered:
+            lines = sorted({ln for p in ps for ln in p.lines})
+            sat = _sass_at(sass_lines, trace, file, lines, kind, ps[0].width)
+            if sat.merged:
+                continue
+            g = _Group(tuple(ps), buf, sat)
+            nums = {**_numbers(trace, g), **totals}
+            w = ps[0].width
+            vec = max(p.vector for p in ps)
+            n = sum(len(p.execs) for p in ps)
+            what = "loads" if kind == 0 else "stores"
+            name = buf or "a buffer"
+            est = _estimate(ctx, g, nums)
+            # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
+            quiet = est.speedup is not None and est.speedup < NOTE_BELOW
+            yield self.finding(
+                ctx,
+                f"{n} scalar {w}-byte {what} of {name} per thread at consecutive addresses "
+                f"(aligned to {vec} bytes in every traced execution) make "
+                f"{nums['requests_before']} warp-level requests in the {len(trace.ctas)} traced "
+                f"CTAs where {nums['requests_after']} {vec}-byte ones would do; the SASS has "
+                f"{sat.text(w)}",
+                line=line,
+                file=str(ctx.source_file) if ctx.same_file(file) else file,
+                severity=ctx.severity or ("note" if quiet else None),
+                evidence=[
+                    Evidence("consecutive_accesses", n, 2, ">=", "accesses/thread"),
+                    Evidence("element_bytes", w, unit="B"),
+                    Evidence("vector_bytes", vec, unit="B"),
+                    Evidence("aligned_executions", nums["executions"], unit="warp executions"),
+                    Evidence("sass_scalar_accesses", sat.scalar, sat.ptx_scalar, ">="),
+                    Evidence("sass_opcodes", ", ".join(sat.opcodes) or "none"),
+                    Evidence("requests", nums["requests_before"], unit="requests"),
+                    Evidence("requests_vectorized", nums["requests_after"], unit="requests"),
+                    Evidence("l1_sectors", nums["sectors_before"], unit="sectors"),
+                    Evidence("l1_sectors_vectorized", nums["sectors_after"], unit="sectors"),
+                ],
+                details={"group": g, "numbers": nums, "kind": kind, "lines": lines},
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        return _estimate(ctx, finding.details["group"], finding.details["numbers"])
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        g: _Group = finding.details["group"]
+        kind = finding.details["kind"]
+        w = g.pieces[0].width
+        vec = max(p.vector for p in g.pieces)
+        n = vec // w
+        name = g.buffer
+        types = "uint2/float2/int2" if vec == 8 else "uint4/float4/int4/double2"
+        hint = (
+            f"make the {n} accesses one {vec}-byte vector access ({types} through a "
+            "reinterpret_cast of the element's address) and take the elements apart in "
+            f"registers; the index must be a multiple of {n} and the pointer the start of an "
+            "allocation"
+        )
+        if len(g.pieces) != 1 or name is None or not ctx.same_file(g.pieces[0].execs[0].file):
+            return Variant("display-only", hint)
+        try:
+            ks = ctx.kernel_source
+        except ModelUnavailable:
+            return Variant("display-only", hint)
+        params = _params(ks, ctx)
+        p = params.get(name)
+        if p is None or not p.is_pointer or p.pointee is None:
+            return Variant("display-only", f"{hint} ({name} is not a pointer parameter)")
+        elem = _norm(p.pointee)
+        rw = rewrite(
+            ks, ctx.source_file, name, elem, p.is_const, w, vec, finding.details["lines"],
+            store=kind != 0,
+        )  # fmt: skip
+        if rw.diff is None:
+            return Variant("display-only", f"{hint}; no diff: {rw.why_not}")
+        what = f"one {vec}-byte {rw.vector_type} access at &{name}[{rw.index}]"
+        if rw.automatic:
+            return Variant(
+                "automatic-and-verified",
+                f"{what} ({rw.index} is a multiple of {n} by construction and {name} a kernel "
+                "parameter, taken as cudaMalloc'ed: 256-byte aligned)",
+                diff=rw.diff,
+            )
+        return Variant(
+            "display-only",
+            f"{what}; display-only: {rw.why_display}. It holds for this launch; make sure of "
+            "the alignment before taking it",
+            diff=rw.diff,
+        )
+
+
+def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
+    """The roofline bound of the module docstring ("How the estimate is made")."""
+    trace = ctx.trace
+    d = ctx.device
+    scale = float(trace.scale)
+    cyc_before = nums["l1_clocks_all"]
+    cyc_after = cyc_before - nums["l1_clocks_saved"]
+    w = g.pieces[0].width
+    per_thread = sum(len(p.execs) - 1 for p in g.pieces)
+    inputs: dict[str, Any] = {
+        "requests_saved": nums["requests_saved"] * scale,
+        "instructions_saved_per_thread": per_thread,
+        "l1_clocks": cyc_before * scale,
+        "l1_clocks_saved": nums["l1_clocks_saved"] * scale,
+        "scale": scale,
+    }
+    if not (d.sm_count and d.sm_clock_mhz and d.mem_bandwidth_gbps):
+        sp = cyc_before / max(cyc_after, 1e-9)
+        return Estimate(
+            round(max(sp, 1.0), 3),
+            "upper-bound",
+            f"L1-bound kernel: {cyc_before:.0f} -> {cyc_after:.0f} L1 clocks over the traced "
+            f"CTAs (no clock or bandwidth for {d.name}: DRAM time ignored)",
+            inputs,
+        )
+    dram_bytes = nums["distinct_sectors_all"] * 32 * scale
+    t_dram = dram_bytes / (d.mem_bandwidth_gbps * 1e9)
+    rate = d.sm_count * d.sm_clock_mhz * 1e6
+    t_l1 = cyc_before * scale / rate
+    t_saved = nums["l1_clocks_saved"] * scale / rate
+    before = max(t_l1, t_dram)
+    after = max(t_l1 - t_saved, t_dram, 1e-15)
+    sp = max(before / after, 1.0)
+    inputs.update(
+        {"l1_time_us": t_l1 * 1e6, "l1_saved_us": t_saved * 1e6, "dram_time_us": t_dram * 1e6,
+         "dram_bytes": dram_bytes}
+    )  # fmt: skip
+    bound = (
+        f"DRAM-bound: vectorizing fetches the same sectors from DRAM ({dram_bytes / 1e6:.1f} "
+        f"MB take {t_dram * 1e6:.2f} us at {d.mem_bandwidth_gbps:.0f} GB/s, the L1 work of all "
+        f"global accesses {t_l1 * 1e6:.2f} us), so it saves {per_thread} {w}-byte "
+        "instruction(s) per thread and L1 work, not time"
+        if t_dram >= t_l1 - t_saved
+        else f"L1-bound: {t_l1 * 1e6:.2f} us of L1 work (1 request or 4 sectors per SM clock "
+        f"at {d.sm_clock_mhz} MHz), {t_saved * 1e6:.2f} us of it saved; DRAM "
+        f"{t_dram * 1e6:.2f} us"
+    )
+    return Estimate(
+        round(sp, 3),
+        "upper-bound",
+        f"roofline over the launch, max(L1, DRAM) before / after: {bound}. Issue slots and "
+        "latency are not modelled",
+        inputs,
+    )
+
+
+def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.signature import parse_signature
+
+    try:
+        return {p.name: p for p in parse_signature(ks.text, ctx.analysis.spec.kernel)}
+    except GpuAdviseError:
+        return {}
+
+
+def _l1_clocks(records: np.ndarray) -> float:
+    from gpuadvise.model.coalescing import record_sectors
+
+    if not len(records):
+        return 0.0
+    s = record_sectors(records).sectors
+    return float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
+
+
+def _distinct_sectors(records: np.ndarray) -> int:
+    from gpuadvise.model.coalescing import touched_lines
+
+    if not len(records):
+        return 0
+    _rec, sec = touched_lines(records, 32)
+    return int(len(np.unique(sec)))
+
+
+def _numbers(trace: Any, g: _Group) -> dict[str, Any]:
+    """Requests, L1 sectors and clocks of the group's accesses as they are and vectorized
+    (over the traced CTAs)."""
+    from gpuadvise.model.coalescing import record_sectors
+
+    records = trace.records
+    before_req = after_req = 0
+    before_sec = after_sec = 0
+    before_clk = after_clk = 0.0
+    executions = 0
+    for p in g.pieces:
+        recs = np.concatenate([records[e.rec] for e in p.execs])
+        s = record_sectors(recs).sectors
+        before_req += len(recs)
+        before_sec += int(s.sum())
+        before_clk += float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
+        vec = records[p.execs[0].rec].copy()
+        vec["width"] = p.vector
+        sv = record_sectors(vec).sectors
+        after_req += len(vec)
+        after_sec += int(sv.sum())
+        after_clk += float(np.maximum(1, np.ceil(sv / L1_SECTORS_PER_CLOCK)).sum())
+        executions += p.executions
+    return {
+        "requests_before": before_req,
+        "requests_after": after_req,
+        "requests_saved": before_req - after_req,
+        "sectors_before": before_sec,
+        "sectors_after": after_sec,
+        "l1_clocks_saved": before_clk - after_clk,
+        "executions": executions,
+    }

@@ -1,0 +1,757 @@
+"""GA402 unpacked-half-math: scalar fp16 arithmetic where packed half2 would do two per instruction."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    KernelSource,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    line_of,
+)
+
+ISSUE_PER_SM_CLOCK = 4
+"""Warp instructions an SM issues per clock (4 schedulers, Volta to Hopper)."""
+
+# scalar fp16/bf16 intrinsics of cuda_fp16.h / cuda_bf16.h (the half2 forms end in 2)
+_SCALAR_INTRINSICS = (
+    "__hadd", "__hsub", "__hmul", "__hfma", "__hdiv", "__hneg", "__habs", "__hmax", "__hmin",
+    "__hadd_sat", "__hsub_sat", "__hmul_sat", "__hfma_sat", "__hfma_relu", "__hmax_nan",
+    "__hmin_nan", "__hadd_rn", "__hsub_rn", "__hmul_rn", "hsqrt", "hrsqrt", "hrcp", "hexp",
+    "hexp2", "hlog", "hlog2", "hsin", "hcos",
+)  # fmt: skip
+_INTRINSIC_RE = re.compile(r"(?<![\w.])(" + "|".join(_SCALAR_INTRINSICS) + r")\s*\(")
+_HALF_TYPES = ("__half", "half", "__nv_bfloat16", "nv_bfloat16")
+_HALF_DECL = re.compile(r"(?<![\w.])(?:const\s+)?(?:" + "|".join(_HALF_TYPES) + r")\s+(?![*&\s])")
+_FP16_OPCODES = ("HADD2", "HMUL2", "HFMA2", "HMNMX2")
+_REG = re.compile(r"^[-|!~]*(?P<r>U?R\d+|U?RZ)\b(?P<mods>\S*)")
+_NUM = re.compile(r"^-?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|0x[0-9a-fA-F]+|INF|NAN|\+INF|-INF)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# SASS: which fp16 instructions use one lane, which PRMTs move half-words
+
+
+def one_lane(operands: str) -> bool:
+    """Whether an fp16 ``H*2`` instruction computes one value twice: every register source is a
+    broadcast half (``.H0_H0``/``.H1_H1``) or RZ, and its immediates are one value repeated."""
+    parts = [p.strip() for p in operands.split(",")][1:]  # sources (the first is the dest)
+    nums = []
+    for p in parts:
+        m = _REG.match(p)
+        if m:
+            if m.group("r").endswith("RZ"):
+                continue
+            if ".H0_H0" not in m.group("mods") and ".H1_H1" not in m.group("mods"):
+                return False
+        elif p.startswith(("c[", "-c[", "|c[")):
+            if ".H0_H0" not in p and ".H1_H1" not in p:
+                return False
+        elif _NUM.match(p):
+            nums.append(p)
+        else:
+            return False
+    return len(set(nums)) <= 1
+
+
+def halfword_prmt(operands: str) -> bool:
+    """Whether a PRMT's selector moves whole 16-bit halves (packing/unpacking half pairs)."""
+    for p in (q.strip() for q in operands.split(",")):
+        if re.fullmatch(r"0x[0-9a-fA-F]{1,4}", p):
+            d = [int(c, 16) for c in p[2:].rjust(4, "0")][::-1]  # d[0]: source of byte 0
+            return d[0] % 2 == 0 and d[1] == d[0] + 1 and d[2] % 2 == 0 and d[3] == d[2] + 1
+    return False
+
+
+@dataclass
+class SassCounts:
+    """fp16 arithmetic and half-word permutes among some SASS instructions."""
+
+    one_lane: int = 0
+    packed: int = 0
+    prmt: int = 0
+    instructions: int = 0
+    opcodes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fp16(self) -> int:
+        return self.one_lane + self.packed
+
+    def add(self, instr: Any) -> None:
+        self.instructions += 1
+        base = instr.base_opcode
+        if base in _FP16_OPCODES and ".F32" not in instr.opcode:
+            lane = one_lane(instr.operands)
+            key = instr.opcode + (" (one lane)" if lane else "")
+            self.opcodes[key] = self.opcodes.get(key, 0) + 1
+            if lane:
+                self.one_lane += 1
+            else:
+                self.packed += 1
+        elif base == "PRMT" and halfword_prmt(instr.operands):
+            self.prmt += 1
+            self.opcodes["PRMT (half-words)"] = self.opcodes.get("PRMT (half-words)", 0) + 1
+
+    def text(self) -> str:
+        if not self.fp16 and not self.prmt:
+            return "no fp16 instructions"
+        parts = [f"{n} {k}" for k, n in sorted(self.opcodes.items(), key=lambda kv: -kv[1])]
+        return ", ".join(parts)
+
+
+def _count(instrs: Sequence[Any], file: str, lines: Sequence[int]) -> SassCounts:
+    c = SassCounts()
+    want = set(lines)
+    for i in instrs:
+        if i.never_executes:
+            continue
+        f, ln = i.call_site
+        if ln in want and _same_file(f, file):
+            c.add(i)
+    return c
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    if not a or not b:
+        return False
+    na, nb = os.path.normpath(a), os.path.normpath(b)
+    return na == nb or os.path.basename(na) == os.path.basename(nb)
+
+
+# ---------------------------------------------------------------------------------------------
+# Source: scalar fp16 statements, the loops they are in, packed accumulators with a spare lane
+
+
+def _match_close(code: str, at: int, open_: str = "(", close: str = ")") -> int:
+    depth = 0
+    for k in range(at, len(code)):
+        if code[k] == open_:
+            depth += 1
+        elif code[k] == close:
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1
+
+
+def _norm(expr: str) -> str:
+    return re.sub(r"\s+", " ", expr).strip()
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop of the kernel body: offsets of its keyword and its body's end, and lines."""
+
+    start: int
+    end: int
+    first_line: int
+    last_line: int
+
+
+def loops(ks: KernelSource) -> list[Loop]:
+    code = ks.code
+    out = []
+    for m in re.finditer(r"(?<![\w.])(for|while)\s*\(", code[: ks.body_end]):
+        if m.start() < ks.body_start:
+            continue
+        close = _match_close(code, m.end() - 1)
+        if close < 0:
+            continue
+        k = close + 1
+        while k < len(code) and code[k].isspace():
+            k += 1
+        if k < len(code) and code[k] == ";":  # the while of a do-while
+            continue
+        if k < len(code) and code[k] == "{":
+            end = _match_close(code, k, "{", "}")
+        else:
+            end = _statement_end(code, k)
+        if end < 0:
+            continue
+        out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
+    for m in re.finditer(r"(?<![\w.])do\s*\{", code[: ks.body_end]):
+        if m.start() > ks.body_start:
+            end = _match_close(code, m.end() - 1, "{", "}")
+            if end > 0:
+                out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
+    return out
+
+
+def _statement_end(code: str, k: int) -> int:
+    depth = 0
+    for j in range(k, len(code)):
+        ch = code[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return -1
+        elif ch == ";" and depth == 0:
+            return j
+    return -1
+
+
+def _statement_start(code: str, at: int, floor: int) -> int:
+    k = at - 1
+    depth = 0
+    while k > floor:
+        ch = code[k]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            depth -= 1
+        elif ch in ";{}" and depth <= 0:
+            break
+        k -= 1
+    k += 1
+    while k < len(code) and code[k].isspace():
+        k += 1
+    # a control header's body: start after the header
+    while True:
+        m = re.match(r"(?:if|for|while|switch)\s*\(", code[k:])
+        if not m:
+            m2 = re.match(r"(?:else|do)\b", code[k:])
+            if not m2:
+                return k
+            k += m2.end()
+        else:
+            close = _match_close(code, k + m.end() - 1)
+            if close < 0 or close >= at:
+                return k
+            k = close + 1
+        while k < len(code) and code[k].isspace():
+            k += 1
+
+
+def half_variables(ks: KernelSource) -> set[str]:
+    """Scalar fp16/bf16 variables declared in the kernel (body and parameters)."""
+    names: set[str] = set()
+    code = ks.code
+    params_at = code.rfind("(", 0, ks.body_start)
+    region_start = code.rfind("\n", 0, params_at) + 1
+    for m in _HALF_DECL.finditer(code, region_start, ks.body_end):
+        end = _statement_end(code, m.end())
+        close = code.find(")", m.end())
+        if close >= 0 and (end < 0 or close < end) and m.start() < ks.body_start:
+            end = close  # a parameter
+        if end < 0:
+            continue
+        for part in _split_commas(code[m.end() : end]):
+            nm = re.match(r"\s*([A-Za-z_]\w*)\s*(?:=|$|\[)", part)
+            if nm:
+                names.add(nm.group(1))
+    return names
+
+
+def _split_commas(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return parts
+
+
+@dataclass(frozen=True)
+class ScalarOp:
+    """A scalar fp16 operation in the source: the intrinsic (or operator) and where."""
+
+    op: str
+    offset: int
+    line: int
+    statement: int  # offset of the statement's first character
+
+
+@dataclass(frozen=True)
+class Update:
+    """An accumulation ``acc = op(.., multiplier, acc)`` found in a statement."""
+
+    acc: str
+    op: str
+    multiplicand: str
+    multiplier: str
+    packed: bool
+
+
+def scalar_ops(ks: KernelSource) -> list[ScalarOp]:
+    code = ks.code
+    out: list[ScalarOp] = []
+    for m in _INTRINSIC_RE.finditer(code, ks.body_start, ks.body_end):
+        st = _statement_start(code, m.start(), ks.body_start)
+        out.append(ScalarOp(m.group(1), m.start(), line_of(ks.text, m.start()), st))
+    for name in half_variables(ks):
+        for m in re.finditer(rf"(?<![\w.]){re.escape(name)}(?![\w.\[(])", code):
+            if not ks.body_start < m.start() < ks.body_end:
+                continue
+            after = re.match(r"\s*([-+*/])(=?)(?![-+=*/])", code[m.end() : m.end() + 4])
+            before = re.search(
+                r"([\w)\]])\s*([-+*/])\s*$", code[max(0, m.start() - 40) : m.start()]
+            )
+            st = _statement_start(code, m.start(), ks.body_start)
+            if after:
+                at = m.end() + after.start(1)
+                out.append(ScalarOp(f"operator{after.group(1)}", at, line_of(ks.text, at), st))
+            if before:
+                at = max(0, m.start() - 40) + before.start(2)
+                out.append(ScalarOp(f"operator{before.group(2)}", at, line_of(ks.text, at), st))
+    uniq = {o.offset: o for o in out}
+    return sorted(uniq.values(), key=lambda o: o.offset)
+
+
+_CALL = re.compile(r"^(?P<f>[A-Za-z_]\w*)\s*\((?P<args>.*)\)$", re.S)
+
+
+def _call(expr: str) -> tuple[str, list[str]] | None:
+    e = _norm(expr)
+    m = _CALL.match(e)
+    if not m or _match_close(e, e.index("(")) != len(e) - 1:
+        return None
+    return m.group("f"), [_norm(a) for a in _split_commas(m.group("args"))]
+
+
+def updates(code: str) -> list[Update]:
+    """``acc = __hfma(a, b, acc)``, ``acc = __hadd(acc, b)`` (as ``1 * b + acc``), and their
+    half2 forms, in the statements of ``code`` (comma-separated expressions included)."""
+    out = []
+    for stmt in code.split(";"):
+        for expr in _split_commas(stmt):
+            inc = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\+=(.*)", expr, re.S)
+            if inc:  # acc += a * b, acc += b
+                terms = _split_top_star(inc.group(2))
+                a, b = terms if len(terms) == 2 else ("1", _norm(inc.group(2)))
+                out.append(Update(inc.group(1), "operator+=", a, b, False))
+                continue
+            m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=(?!=)(.*)", expr, re.S)
+            if not m:
+                continue
+            acc, rhs = m.group(1), m.group(2)
+            c = _call(rhs)
+            if c is None:
+                continue
+            f, args = c
+            if f in ("__hfma", "__hfma2") and len(args) == 3 and args[2] == acc:
+                out.append(Update(acc, f, args[0], args[1], f.endswith("2")))
+            elif f in ("__hadd", "__hadd2") and len(args) == 2 and acc in args:
+                other = args[1] if args[0] == acc else args[0]
+                out.append(Update(acc, f, "1", other, f.endswith("2")))
+    return out
+
+
+def _split_top_star(expr: str) -> list[str]:
+    """``a * b`` -> [a, b] when ``expr`` has exactly one top-level ``*``; otherwise [expr]."""
+    depth, stars = 0, []
+    for k, ch in enumerate(expr):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "*" and depth == 0:
+            stars.append(k)
+    if len(stars) != 1:
+        return [_norm(expr)]
+    return [_norm(expr[: stars[0]]), _norm(expr[stars[0] + 1 :])]
+
+
+def spare_lanes(ks: KernelSource, loop: Loop, packed: Sequence[str]) -> dict[str, str]:
+    """Packed accumulators of ``loop`` of which only one lane is read after it:
+    {name: the lane read (``low`` or ``high``)}."""
+    after = ks.code[loop.end + 1 : ks.body_end]
+    out = {}
+    for name in packed:
+        uses = [m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", after)]
+        if not uses:
+            continue
+        lanes = set()
+        for u in uses:
+            before = after[max(0, u - 40) : u]
+            m = re.search(r"__(low|high)2half\s*\(\s*$", before)
+            if not m:
+                lanes.add("both")
+            else:
+                lanes.add(m.group(1))
+        if lanes in ({"low"}, {"high"}):
+            out[name] = lanes.pop()
+    return out
+
+
+def _definition(body: str, ident: str) -> str | None:
+    m = re.search(rf"(?<![\w.]){re.escape(ident)}\s*=(?!=)\s*(?P<e>[^;,]+(?:\([^;]*?\))?)", body)
+    return _norm(m.group("e")) if m else None
+
+
+def _is_const(expr: str) -> bool:
+    return bool(re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?", expr.strip()))
+
+
+def _shape(expr: str) -> str:
+    """An expression with its vector components blanked: ``t.x * t.x`` and ``t.y * t.y`` are
+    the same operation on two components."""
+    return re.sub(r"\.(?:x|y|z|w|r|g|b|a)\b", ".#", _norm(expr))
+
+
+def proposal(ks: KernelSource, loop: Loop) -> tuple[str, dict[str, Any]]:
+    """A packing for the loop's scalar accumulations (pairs with one multiplier, a spare lane
+    of a packed accumulator) and what it is made of."""
+    code = ks.code[loop.start : loop.end + 1]
+    ups = updates(code)
+    scalar = [u for u in ups if not u.packed]
+    packed = [u for u in ups if u.packed]
+    spare = spare_lanes(ks, loop, [u.acc for u in packed])
+    body = ks.code[ks.body_start : ks.body_end + 1]
+    pairs: list[tuple[Update, Update]] = []
+    into_spare: list[tuple[Update, str, str]] = []
+    left: list[Update] = []
+    by_mult: dict[str, list[Update]] = {}
+    for u in scalar:
+        by_mult.setdefault(u.multiplier, []).append(u)
+    for mult, us in by_mult.items():
+        rest = list(us)
+        # an accumulation by `mult` fits the spare lane of a packed one by mult broadcast
+        for p in packed:
+            lane = spare.get(p.acc)
+            if lane is None or not rest or any(p.acc == s for _u, s, _l in into_spare):
+                continue
+            d = _definition(body, p.multiplier) or p.multiplier
+            if _norm(d) in (f"__half2half2({mult})", f"__halves2half2({mult}, {mult})"):
+                pick = next((u for u in rest if _is_const(u.multiplicand)), rest[-1])
+                rest.remove(pick)
+                into_spare.append((pick, p.acc, "high" if lane == "low" else "low"))
+        # the same operation on other components first (m_r with m_g), then a constant
+        # multiplicand (the weight sum: 1 x w) with what is left (m_b: (b, 1) x w)
+        by_shape: dict[str, list[Update]] = {}
+        for u in rest:
+            by_shape.setdefault(_shape(u.multiplicand), []).append(u)
+        left_here: list[Update] = []
+        for group in by_shape.values():
+            while len(group) >= 2:
+                pairs.append((group.pop(0), group.pop(0)))
+            left_here += group
+        consts = [u for u in left_here if _is_const(u.multiplicand)]
+        others = [u for u in left_here if not _is_const(u.multiplicand)]
+        while consts and others:
+            pairs.append((others.pop(0), consts.pop(0)))
+        rest = sorted(others + consts, key=lambda u: us.index(u))
+        while len(rest) >= 2:
+            pairs.append((rest.pop(0), rest.pop(0)))
+        left += rest
+    parts = []
+    if pairs:
+        parts.append(
+            "pair "
+            + ", ".join(
+                f"{a.acc} with {b.acc} (({a.multiplicand}, {b.multiplicand}) x {a.multiplier})"
+                for a, b in pairs
+            )
+            + " in half2 accumulators: one __hfma2 per pair instead of two "
+            "scalar operations, every lane rounding as the scalar one does"
+        )
+    for u, acc, lane in into_spare:
+        one = "1" if u.multiplicand == "1" else u.multiplicand
+        parts.append(
+            f"accumulate {u.acc} in the unused {lane} lane of {acc} (only one lane of {acc} is "
+            f"read after the loop): store {one} in that lane of the packed operand, "
+            f"so its __hfma2 adds {one} x multiplier there, and read {u.acc} as "
+            f"__{lane}2half({acc})"
+        )
+    if left:
+        parts.append(
+            f"{', '.join(u.acc for u in left)}: no partner, one lane left idle (or accumulate "
+            "alternate iterations in the two lanes of a half2 and add them after the loop, "
+            "which changes the rounding order)"
+        )
+    if not parts:
+        parts.append("keep the data as half2 pairs and use the __h*2 intrinsics")
+    parts.append(
+        "keep the pairs packed in memory (half2; half4 or uint2 for 3 or 4 components) so "
+        "that no PRMT has to repack halves"
+    )
+    info = {
+        "pairs": [[a.acc, b.acc] for a, b in pairs],
+        "into_spare_lane": [[u.acc, acc, lane] for u, acc, lane in into_spare],
+        "unpaired": [u.acc for u in left],
+        "spare_lanes": spare,
+    }
+    return "; ".join(parts), info
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule
+
+
+class UnpackedHalfMath(Rule):
+    """Scalar fp16 arithmetic where packed half2 instructions would do two operations at once.
+
+    What it detects
+    ---------------
+    Statements in a loop of the kernel that do scalar fp16 (or bf16) arithmetic: ``__hadd``,
+    ``__hmul``, ``__hfma`` and the other scalar intrinsics of ``cuda_fp16.h``, or ``+ - * /`` on
+    variables declared ``__half``; typically a half3 split into three scalar accumulators, or a
+    weight sum kept apart from a half2 pair whose second lane does nothing (seed 001). The SASS
+    must show the waste at the line: fp16 instructions that compute one lane (``HADD2 R2,
+    R2.H0_H0, ...``: every source a broadcast half), or ``PRMT`` instructions moving 16-bit
+    halves (the compiler repacking scalars into pairs); when ptxas moved the line's arithmetic
+    elsewhere (nvcc 13 attributes what it packs to the load's line), the enclosing loop's SASS
+    must show it. Reported at the statement's line.
+
+    Why it is slow
+    --------------
+    An fp16 unit works on a pair: ``HFMA2`` does two multiply-adds in one instruction, a scalar
+    ``__hfma`` one, in the same issue slot. Three scalar components take three instructions where
+    a (r, g) and a (b, 1) pair take two, and the 1 in the fourth lane accumulates the weight sum
+    for free. When the compiler packs scalars itself (nvcc's SLP vectorizer does), it pays PRMT
+    instructions to build the pairs. On AMD (the seed) the packing also decides register
+    allocation; on NVIDIA it is mostly issue slots, so it matters when the loop is
+    instruction-bound.
+
+    Example
+    -------
+    ``kernels/fp16_neighbourhood/moments.cu``: ``moments_half3`` (scalar ``__hfma``/``__hmul`` on
+    each component and a scalar weight sum: lines 163-166), ``moments_split`` and
+    ``moments_uint2`` (the weight sum ``__hadd(wsum, wt)`` beside a (b, 0) pair whose high lane
+    is never read); ``moments_half4`` packs (r, g) and (b, 1) and has no scalar fp16 math.
+
+    Fix
+    ---
+    Pack the data and the accumulators in half2: pair the components that are multiplied by the
+    same value (``__hfma2(rg, w2, m_rg)``), put the weight in a spare lane (store (b, 1) and
+    read the sum as ``__high2half(m_b1)``), and keep the pairs packed in memory (half4 or uint2
+    texels) so that nothing repacks them. The finding names the pairs it found.
+
+    How the estimate is made
+    ------------------------
+    An upper bound for packing the loop, shared by the loop's findings (they are one fix, not
+    additive): pairing the one-lane fp16 instructions saves half of them, packed data saves the
+    half-word PRMTs; the instructions a thread executes are the SASS of the kernel with the
+    loop's part weighted by its trip count (executions per warp of the loop's memory accesses in
+    the trace; 1 when unrolled). The kernel takes at least the larger of its issue time (4 warp
+    instructions per SM per clock) and its DRAM time (distinct sectors of the trace at the peak
+    bandwidth): ``max(T_issue, T_DRAM) / max(T_issue - saved, T_DRAM)``. Dependencies,
+    latency and the FMA pipe's own rate are not modelled.
+
+    Fix safety
+    ----------
+    Display-only, never automatic. Lane-wise, a packed ``__hfma2`` rounds exactly as two scalar
+    ``__hfma`` do, so a packing that keeps every operation and its order gives bit-identical
+    results (the moments kernels do); but the gain needs the data packed end to end (the
+    layout in memory, the accumulators, a 1 in a spare lane, the unpacking after the loop),
+    a rewrite gpuadvise cannot prove equivalent in general; a local repacking of the scalars is
+    what nvcc already does (PRMT + HFMA2) and gains nothing.
+    """
+
+    id = "GA402"
+    name = "unpacked-half-math"
+    title = "Scalar fp16 arithmetic where packed half2 would do"
+    severity = "warning"
+    models = ("sass", "source", "trace")
+    options = {"loops_only": True}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        ks = ctx.kernel_source
+        ops = scalar_ops(ks)
+        if not ops:
+            return
+        lps = loops(ks)
+        instrs = _sass(ctx)
+        regs = int(ctx.kernel.resources.registers)  # _sass checked there is a compiled kernel
+        by_stmt: dict[int, list[ScalarOp]] = {}
+        for o in ops:
+            by_stmt.setdefault(o.statement, []).append(o)
+        for st, group in sorted(by_stmt.items()):
+            line = line_of(ks.text, st)
+            inside = [lp for lp in lps if lp.start < st <= lp.end]
+            if not inside and ctx.option("loops_only"):
+                continue
+            outer = min(inside, key=lambda lp: lp.start) if inside else None
+            stmt_lines = sorted({o.line for o in group} | {line})
+            at_line = _count(instrs, ctx.source_file, stmt_lines)
+            region = list(range(outer.first_line, outer.last_line + 1)) if outer else stmt_lines
+            in_loop = _count(instrs, ctx.source_file, region)
+            op_lines = {ln for o in ops for ln in (o.line, line_of(ks.text, o.statement))}
+            moved = [
+                ln
+                for ln in region
+                if ln not in op_lines and _count(instrs, ctx.source_file, [ln]).fp16
+            ]
+            if at_line.fp16:
+                wasteful = at_line.one_lane + at_line.prmt > 0
+            else:  # ptxas moved this line's arithmetic: judge the loop
+                wasteful = in_loop.one_lane + in_loop.prmt > 0
+            if not wasteful:
+                continue
+            names = sorted({o.op for o in group})
+            where = (
+                f"the SASS at this line has {at_line.text()}"
+                if at_line.fp16
+                else "the SASS has no fp16 instruction at this line (ptxas merged its "
+                "arithmetic with its neighbours'"
+                + (f", at line {', '.join(map(str, moved))})" if moved else ")")
+            )
+            loop_txt = (
+                f"; the loop (lines {outer.first_line}-{outer.last_line}) has "
+                f"{in_loop.one_lane} one-lane and {in_loop.packed} packed fp16 instructions "
+                f"and {in_loop.prmt} half-word PRMTs"
+                if outer
+                else ""
+            )
+            plan, info = proposal(ks, outer) if outer else ("", {})
+            yield self.finding(
+                ctx,
+                f"scalar fp16 arithmetic ({', '.join(names)}) where half2 would do two per "
+                f"instruction: {where}{loop_txt}; {regs} registers/thread",
+                line=line,
+                evidence=[
+                    Evidence("scalar_fp16_ops", len(group), 1, ">=", "operations"),
+                    Evidence("sass_one_lane_fp16", at_line.one_lane, unit="instructions"),
+                    Evidence("sass_packed_fp16", at_line.packed, unit="instructions"),
+                    Evidence("sass_halfword_prmt", at_line.prmt, unit="instructions"),
+                    Evidence("loop_one_lane_fp16", in_loop.one_lane, unit="instructions"),
+                    Evidence("loop_packed_fp16", in_loop.packed, unit="instructions"),
+                    Evidence("loop_halfword_prmt", in_loop.prmt, unit="instructions"),
+                    Evidence("registers", regs, unit="registers/thread"),
+                ],
+                details={
+                    "loop": outer,
+                    "region": region,
+                    "at_line": at_line,
+                    "in_loop": in_loop,
+                    "plan": plan,
+                    "plan_info": info,
+                    "instructions": len([i for i in instrs if not i.never_executes]),
+                },
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        in_loop: SassCounts = finding.details["in_loop"]
+        n_kernel = int(finding.details["instructions"])
+        saved_static = in_loop.one_lane // 2 + in_loop.prmt
+        trips, how = _trips(ctx, finding.details["region"])
+        n_dyn = (n_kernel - in_loop.instructions) + in_loop.instructions * trips
+        saved = saved_static * trips
+        d = ctx.device
+        launch = ctx.launch
+        warps = launch.grid.count * -(-launch.block.count // 32)
+        inputs: dict[str, Any] = {
+            "one_lane_fp16": in_loop.one_lane,
+            "halfword_prmt": in_loop.prmt,
+            "instructions_per_thread": n_dyn,
+            "instructions_saved_per_thread": saved,
+            "loop_trips": trips,
+        }
+        shared = "for packing the whole loop (shared by its findings, not additive)"
+        if not (d.sm_count and d.sm_clock_mhz):
+            sp = n_dyn / max(n_dyn - saved, 1)
+            return Estimate(
+                round(max(sp, 1.0), 3),
+                "upper-bound",
+                f"issue-bound kernel, {shared}: {n_dyn} -> {n_dyn - saved} instructions per "
+                f"thread ({how}); no clock for {d.name}",
+                inputs,
+            )
+        rate = d.sm_count * d.sm_clock_mhz * 1e6 * ISSUE_PER_SM_CLOCK
+        t_issue = warps * n_dyn / rate
+        t_saved = warps * saved / rate
+        t_dram = 0.0
+        if d.mem_bandwidth_gbps:
+            try:
+                t_dram = _dram_bytes(ctx) / (d.mem_bandwidth_gbps * 1e9)
+            except ModelUnavailable:
+                t_dram = 0.0
+        before = max(t_issue, t_dram)
+        after = max(t_issue - t_saved, t_dram, 1e-15)
+        inputs.update(
+            {"issue_time_us": t_issue * 1e6, "saved_us": t_saved * 1e6,
+             "dram_time_us": t_dram * 1e6}
+        )  # fmt: skip
+        return Estimate(
+            round(max(before / after, 1.0), 3),
+            "upper-bound",
+            f"{shared}: pairing {in_loop.one_lane} one-lane fp16 instructions saves "
+            f"{in_loop.one_lane // 2}, packed data saves {in_loop.prmt} PRMTs: {n_dyn:.0f} -> "
+            f"{n_dyn - saved:.0f} instructions per thread ({how}); issue time {t_issue * 1e6:.1f} us "
+            f"at {ISSUE_PER_SM_CLOCK} warp instructions per SM clock, DRAM "
+            f"{t_dram * 1e6:.1f} us; max before / max after. Dependencies and latency are "
+            "ignored",
+            inputs,
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        plan = finding.details.get("plan") or "keep the data as half2 pairs and use __h*2"
+        return Variant(
+            "display-only",
+            f"{plan}. Display-only: the gain needs the layout changed end to end, which "
+            "gpuadvise cannot prove equivalent (lane-wise each __hfma2 rounds as __hfma does, so "
+            "a packing that keeps every operation and its order is bit-identical: see "
+            "moments_half4 in kernels/fp16_neighbourhood)",
+        )
+
+
+def _sass(ctx: RuleContext) -> tuple[Any, ...]:
+    from gpuadvise import sass
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain import find_toolchain
+
+    a = ctx.analysis
+    if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:
+        raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
+    try:
+        return tuple(
+            sass.disassemble(a.module.cubin_path, a.kernel.mangled, find_toolchain(ctx.nvcc))
+        )
+    except GpuAdviseError as exc:
+        raise ModelUnavailable(f"the SASS cannot be read: {exc.one_line()}") from exc
+
+
+def _trips(ctx: RuleContext, region: Sequence[int]) -> tuple[float, str]:
+    """How many times a warp runs the loop's code: executions per warp of its memory
+    instructions in the trace (1 when the loop is unrolled), and how that was found."""
+    try:
+        trace = ctx.trace
+    except ModelUnavailable:
+        return 1.0, "no trace: the loop's SASS counted once"
+    lines = set(region)
+    insts = [i.inst for i in trace.instructions if i.line in lines and ctx.same_file(i.file)]
+    if not insts:
+        return 1.0, "no memory access in the loop: its SASS counted once"
+    r = trace.records
+    sel = np.isin(r["inst"], np.array(insts))
+    if not sel.any():
+        return 1.0, "the loop's memory accesses did not run: its SASS counted once"
+    warps = len(np.unique((r["cta"][sel].astype(np.int64) << 20) + r["warp"][sel]))
+    executed = len(np.unique(r["inst"][sel]))
+    trips = float(sel.sum()) / max(warps * executed, 1)
+    return round(trips, 3), (
+        "the loop is unrolled: its SASS runs once"
+        if abs(trips - 1.0) < 1e-9
+        else f"the loop's SASS runs {trips:.1f} times per warp (trace)"
+    )
+
+
+def _dram_bytes(ctx: RuleContext) -> float:
+    from gpuadvise.model.coalescing import touched_lines
+
+    trace = ctx.trace
+    g = trace.records[trace.records["space"] == 0]
+    if not len(g):
+        return 0.0
+    _rec, sec = touched_lines(g, 32)
+    return float(len(np.unique(sec)) * 32 * trace.scale)
