@@ -8,6 +8,8 @@ What is measured:
   still only *shown* as a fix, but measuring it tells the user what it is worth);
 - proxies (GA301/GA302/GA305's layout changes): the two kernels the rule synthesized, ``before``
   against ``after``, verified against each other; the measurement is labelled ``proxy``;
+- a launch sequence replayed as a CUDA graph (GA501: ``launch={"graph": True}``) against the
+  same launches from the stream;
 - every candidate of a finding (``Variant.alternatives``: GA304's tile sizes): the fastest
   verified one becomes the finding's variant, and every candidate's result is listed
   (``Finding.trials``).
@@ -127,6 +129,14 @@ class _Stage:
                     if buffers is None:
                         return self._trial(variant, None, False, "the proxies' buffers differ")
                     a = dataclasses.replace(a, buffers=buffers)
+                elif variant.launch and variant.launch.get("graph"):
+                    # GA501: the same launch sequence, captured once and replayed as a CUDA graph
+                    from gpuadvise.runner.job import as_graph
+
+                    if self.baseline is None:
+                        self.baseline = prepare(self.opts, "A")
+                    a = self.baseline
+                    b = dataclasses.replace(a, launch=as_graph(a.launch, "B"))
                 else:
                     if self.baseline is None:
                         self.baseline = prepare(self.opts, "A")

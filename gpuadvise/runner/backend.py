@@ -78,6 +78,16 @@ class Backend(Protocol):
         """A callable that launches ``kernel`` with these arguments (packed once)."""
         ...
 
+    def bind_graph(
+        self,
+        launches: Sequence[
+            tuple[Any, tuple[int, int, int], tuple[int, int, int], int, Sequence[Any]]
+        ],
+    ) -> Any:
+        """A callable that replays ``launches`` (kernel, grid, block, smem, args), in order, as
+        one CUDA graph: captured once from a stream here, each call one graph launch."""
+        ...
+
     def synchronize(self) -> None: ...
 
     def timed(self, fn: Any) -> float:

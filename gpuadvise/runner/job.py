@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,13 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelLaunch:
+    """One kernel launched ``repeat`` times per verification run and per timing sample.
+
+    ``graph``: instead of ``repeat`` launches on the stream, one replay of a CUDA graph holding
+    the same ``repeat`` launches, captured once from a stream (the backend's ``bind_graph``):
+    timing a launch against its ``as_graph`` copy measures what launch overhead costs (GA501).
+    """
+
     label: str  # "A", "B", or the variant's name
     cubin_path: str
     symbol: str  # mangled entry name
@@ -49,6 +56,16 @@ class KernelLaunch:
     dynamic_smem_bytes: int
     params: tuple[Param, ...]
     repeat: int = 1
+    graph: bool = False
+
+
+def as_graph(launch: KernelLaunch, label: str | None = None) -> KernelLaunch:
+    """``launch``'s sequence of ``repeat`` launches, replayed as one CUDA graph (captured once).
+
+    A job with ``(launch, as_graph(launch, "B"))`` times the stream launches against the graph
+    replay of the same sequence, verified against each other like any A/B pair.
+    """
+    return replace(launch, label=label or f"{launch.label}-graph", graph=True)
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,47 @@ class PyCudaBackend:
 
         return go
 
+    def bind_graph(
+        self,
+        launches: Sequence[
+            tuple[Any, tuple[int, int, int], tuple[int, int, int], int, Sequence[Any]]
+        ],
+    ) -> Any:
+        """``launches`` captured, in order, from a stream into one CUDA graph and instantiated
+        once; the callable replays it with one ``cuGraphLaunch`` on the default stream (like the
+        stream launches, so the timing events on that stream bracket it the same way).
+
+        Capture records the launches without running them (PyCUDA's ``Stream.begin_capture`` /
+        ``end_capture``, ``Graph.instantiate``, ``GraphExec.launch``); a blocking stream is used
+        (the legacy default stream cannot capture), and nothing else may touch the GPU until the
+        capture ends. The graph keeps a copy of each launch's packed arguments.
+        """
+        from pycuda._pvt_struct import pack
+
+        drv = self.drv
+        if not hasattr(drv.Stream, "begin_capture"):
+            raise RuntimeError(
+                "this PyCUDA has no CUDA graph support (pycuda.driver.Stream.begin_capture): "
+                "pip install -U pycuda"
+            )
+        packed = [
+            (kernel._launch_kernel, grid, block, pack(kernel.arg_format, *args), smem)
+            for kernel, grid, block, smem, args in launches
+        ]
+        stream = drv.Stream()
+        stream.begin_capture()
+        try:
+            for launch, grid, block, arg_buf, smem in packed:
+                launch(grid, block, arg_buf, smem, stream)
+        except BaseException:
+            try:  # end the broken capture so that the stream and the context stay usable
+                stream.end_capture()
+            except Exception:
+                pass
+            raise
+        graph = stream.end_capture()
+        return _GraphReplay(graph.instantiate(), (stream, graph, packed))
+
     def synchronize(self) -> None:
         self.ctx.synchronize()
 
@@ -109,3 +150,14 @@ class PyCudaBackend:
             self.ctx.detach()
         except Exception:
             pass
+
+
+class _GraphReplay:
+    """One launch of an instantiated graph per call; keeps what the graph was built from."""
+
+    def __init__(self, exe: Any, keep: Any) -> None:
+        self.exe = exe
+        self.keep = keep
+
+    def __call__(self) -> None:
+        self.exe.launch()

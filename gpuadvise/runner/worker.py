@@ -4,6 +4,10 @@ It owns the CUDA context. It builds the buffers (runner/data.py), verifies each 
 data with poisoned outputs, then times the launches, alternating them (A B A B ...) so drifts in clocks
 and temperature hit all of them alike. Every failure is written into the result with the CUDA error's
 name; the parent (runner/client.py) kills the worker when it outlives the timeout.
+
+A launch marked ``graph`` runs its ``repeat`` launches as one replay of a CUDA graph captured once
+from a stream (``Backend.bind_graph``), so that a sequence of stream launches can be timed against
+the graph replay of the same sequence (``job.as_graph``; GA501).
 """
 
 from __future__ import annotations
@@ -97,19 +101,27 @@ def run_job(job: Job, backend: Any) -> Result:
             )
         outcomes = {launch.label: LaunchOutcome(launch.label) for launch in job.launches}
 
-        bound = {
-            launch.label: backend.bind(
+        bound: dict[str, Any] = {}
+        for launch in job.launches:
+            call = (
                 kernels[launch.label],
                 launch.grid,
                 launch.block,
                 launch.dynamic_smem_bytes,
                 _args(launch, dev),
             )
-            for launch in job.launches
-        }
+            if launch.graph:
+                # the whole sequence of `repeat` launches, captured once into a CUDA graph
+                label = launch.label
+                bound[launch.label] = backend.bind_graph([call] * launch.repeat)
+            else:
+                bound[launch.label] = backend.bind(*call)
 
         def go(launch: KernelLaunch) -> None:
             run = bound[launch.label]
+            if launch.graph:
+                run()  # one graph replay holds the `repeat` launches
+                return
             for _ in range(launch.repeat):
                 run()
 

@@ -1,0 +1,740 @@
+"""GA401 register-spills: local-memory traffic from register spills or from a local array."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    KernelSource,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    line_of,
+    unified_diff,
+)
+
+log = logging.getLogger(__name__)
+
+_ATTR = re.compile(r"\b(__launch_bounds__|__maxnreg__)\s*\(")
+_INT = re.compile(r"^\s*\(?\s*(\d+)\s*[uUlL]*\s*\)?\s*$")
+_DEFINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?\s*(\d+)[uUlL]*\s*\)?[ \t]*$"
+)
+_MAXRREG = re.compile(r"^--?maxrregcount(?:=(\d+))?$")
+# a local array declaration in a kernel body: TYPE NAME[N]...; (not __shared__, not a parameter)
+_ARRAY_DECL = re.compile(
+    r"(?:(?<=[;{}])|^)\s*(?P<quals>(?:(?:const|volatile|register|unsigned|signed|long|short)\s+)*)"
+    r"(?P<type>[A-Za-z_][\w:]*)\s+(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\];{}]+\]\s*)+)"
+    r"(?:=|;)",
+    re.M,
+)
+_TYPE_BYTES = {
+    "char": 1, "bool": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2,
+    "int16_t": 2, "uint16_t": 2, "__nv_bfloat16": 2, "int": 4, "unsigned": 4, "float": 4,
+    "int32_t": 4, "uint32_t": 4, "half2": 4, "__half2": 4, "long": 8, "double": 8,
+    "int64_t": 8, "uint64_t": 8, "size_t": 8, "float2": 8, "int2": 8, "uint2": 8,
+    "float4": 16, "int4": 16, "uint4": 16, "double2": 16,
+}  # fmt: skip
+_NOT_TYPES = {"return", "else", "case", "goto", "delete", "new", "throw", "sizeof", "typedef"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts from the SASS and the source
+
+
+def _bytes(line: Any) -> int:
+    """Bytes per thread that the instructions of one SASS line move, each executed once."""
+    return int(line.width_bits) // 8 * int(line.count)
+
+
+def local_lines(sass_lines: Sequence[Any]) -> list[Any]:
+    return [ln for ln in sass_lines if ln.space == "local"]
+
+
+def global_bytes(sass_lines: Sequence[Any]) -> int:
+    """Static global bytes per thread: LDG/STG/ATOM/RED (and generic LD/ST, which address global
+    memory in practice) of the kernel's SASS, each instruction counted once."""
+    return sum(_bytes(ln) for ln in sass_lines if ln.space in ("global", "generic"))
+
+
+@dataclass(frozen=True)
+class LocalArray:
+    name: str
+    line: int
+    elem_type: str
+    elements: int | None  # None: a dimension is not an integer the rule can read
+    size_bytes: int | None
+
+
+def _defines(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for raw in text.splitlines():
+        m = _DEFINE.match(raw)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def _int_value(expr: str, defines: dict[str, int]) -> int | None:
+    e = expr.strip()
+    m = _INT.match(e)
+    if m:
+        return int(m.group(1))
+    name = e.strip("() \t")
+    if re.fullmatch(r"[A-Za-z_]\w*", name) and name in defines:
+        return defines[name]
+    return None
+
+
+def _elem_bytes(quals: list[str], type_name: str) -> int | None:
+    """The size of a builtin element type written as ``quals type`` (None: not a builtin)."""
+    words = [q for q in quals if q not in ("const", "volatile", "register")] + [type_name]
+    if "long" in words:
+        return 8  # long, long long, (unsigned) long int: 8 bytes on the 64-bit ABIs CUDA has
+    if "short" in words:
+        return 2
+    if type_name in ("unsigned", "signed", "int"):
+        return 4
+    if type_name == "char":
+        return 1
+    return _TYPE_BYTES.get(type_name)
+
+
+def local_arrays(ks: KernelSource, defines: dict[str, int]) -> list[LocalArray]:
+    """Arrays declared in the kernel's body, outside shared memory."""
+    body = ks.body
+    out: list[LocalArray] = []
+    for m in _ARRAY_DECL.finditer(body):
+        if m.group("type") in _NOT_TYPES or "__shared__" in m.group("quals"):
+            continue
+        start = m.start("quals") if m.group("quals") else m.start("type")
+        stmt = body[body.rfind(";", 0, start) + 1 : start]
+        if "__shared__" in stmt or "extern" in stmt or "static" in stmt:
+            continue
+        dims = [d.strip() for d in re.findall(r"\[([^\]]+)\]", m.group("dims"))]
+        sizes = [_int_value(d, defines) for d in dims]
+        count: int | None = None
+        if all(s is not None for s in sizes):
+            count = 1
+            for s in sizes:
+                count *= int(s or 0)
+        elem = _elem_bytes(m.group("quals").split(), m.group("type"))
+        size = None if (count is None or elem is None) else count * elem
+        out.append(
+            LocalArray(m.group("name"), ks.line(m.start("name")), m.group("type"), count, size)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class RegisterCap:
+    """What caps the kernel's registers: ``__launch_bounds__``, ``__maxnreg__`` or
+    ``-maxrregcount`` (in that order of precedence, as ptxas applies them)."""
+
+    kind: str  # launch_bounds | maxnreg | maxrregcount
+    text: str  # as written
+    line: int | None = None
+    args: tuple[str, ...] = ()
+    arg_spans: tuple[tuple[int, int], ...] = ()  # file offsets of each argument
+    max_threads: int | None = None
+    min_blocks: int | None = None
+    registers: int | None = None  # the cap it sets, when known
+
+    def describe(self) -> str:
+        if self.kind == "maxrregcount":
+            return f"-maxrregcount={self.registers}"
+        return self.text
+
+
+def _split_args(code: str, open_at: int) -> tuple[list[str], list[tuple[int, int]], int]:
+    """Top-level comma-separated arguments of the call whose ``(`` is at ``open_at``."""
+    depth, start = 0, open_at + 1
+    args: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for k in range(open_at, len(code)):
+        c = code[k]
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+            if depth == 0:
+                args.append(code[start:k])
+                spans.append((start, k))
+                return args, spans, k
+        elif c == "," and depth == 1:
+            args.append(code[start:k])
+            spans.append((start, k))
+            start = k + 1
+    return args, spans, len(code)
+
+
+def _regs_cap(regs_per_sm: int, threads: int, blocks: int) -> int:
+    """The per-thread register cap that lets ``blocks`` blocks of ``threads`` threads share an
+    SM: ``regs_per_sm / (blocks x threads rounded up to a warp)``, rounded down to the
+    allocation unit of 8 registers per thread, at most 255."""
+    warps_threads = -(-threads // 32) * 32
+    per_thread = regs_per_sm // max(blocks * warps_threads, 1)
+    return max(min(per_thread // 8 * 8, 255), 0)
+
+
+def find_register_cap(ks: KernelSource | None, flags: Sequence[str], regs_per_sm: int) -> Any:
+    """The attribute or flag that caps the kernel's registers (None: no cap but ptxas's 255)."""
+    if ks is not None:
+        code = ks.code
+        # the declaration from the end of the previous statement (attributes may precede the
+        # line the kernel's name is on) to the body
+        decl_start = _line_start(ks.text, ks.decl_line)
+        begin = max(code.rfind(c, 0, decl_start) for c in ";}{") + 1
+        header = code[begin : ks.body_start]
+        defines = _defines(ks.text)
+        found = {}
+        for m in _ATTR.finditer(header):
+            open_at = begin + m.end() - 1
+            args, spans, close = _split_args(code, open_at)
+            found[m.group(1)] = (m, args, spans, open_at, close)
+        if "__maxnreg__" in found:
+            m, args, spans, open_at, close = found["__maxnreg__"]
+            n = _int_value(args[0], defines) if args else None
+            return RegisterCap(
+                "maxnreg",
+                ks.text[begin + m.start() : close + 1],
+                line_of(ks.text, open_at),
+                tuple(a.strip() for a in args),
+                tuple(spans),
+                registers=n,
+            )
+        if "__launch_bounds__" in found:
+            m, args, spans, open_at, close = found["__launch_bounds__"]
+            t = _int_value(args[0], defines) if args else None
+            b = _int_value(args[1], defines) if len(args) > 1 else None
+            regs = None
+            if t is not None:
+                regs = _regs_cap(regs_per_sm, t, b if b is not None else 1)
+            return RegisterCap(
+                "launch_bounds",
+                ks.text[begin + m.start() : close + 1],
+                line_of(ks.text, open_at),
+                tuple(a.strip() for a in args),
+                tuple(spans),
+                max_threads=t,
+                min_blocks=b,
+                registers=regs,
+            )
+    n = None
+    for i, flag in enumerate(flags):  # nvcc keeps the last -maxrregcount
+        mm = _MAXRREG.match(flag)
+        if not mm:
+            continue
+        value = mm.group(1)
+        if value is None and i + 1 < len(flags):
+            value = flags[i + 1]
+        if value is not None and value.isdigit():
+            n = int(value)
+    if n is not None:
+        return RegisterCap("maxrregcount", f"-maxrregcount={n}", registers=n)
+    return None
+
+
+def _line_start(text: str, line: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        nxt = text.find("\n", pos)
+        if nxt < 0:
+            return len(text)
+        pos = nxt + 1
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
+# Candidates: the cap relaxed one occupancy step at a time, each compiled and checked
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    cap: int  # the register cap it sets (predicted)
+    diff: str | None = None
+    patched: str | None = None  # the whole patched source (diff candidates)
+    nvcc_flags: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    candidate: Candidate
+    registers: int
+    spill_bytes: int
+    local_bytes: int
+    occupancy: float | None
+
+
+def candidate_caps(
+    cap: RegisterCap, launch_threads: int, regs_per_sm: int, current: int
+) -> list[tuple[str, int, Any]]:
+    """(label, register cap, new value) of each relaxation of ``cap``, least first: one per
+    occupancy step (each distinct cap a lower number of blocks per SM allows)."""
+    out: list[tuple[str, int, Any]] = []
+    if cap.kind == "launch_bounds":
+        t, b = cap.max_threads, cap.min_blocks
+        if t is None:
+            return out
+        if b is not None and len(cap.args) > 1:
+            last = current
+            for nb in range(b - 1, 0, -1):
+                c = _regs_cap(regs_per_sm, t, nb)
+                if c > last:
+                    out.append((f"minBlocks={nb}", c, nb))
+                    last = c
+        elif len(cap.args) > 1:  # a minBlocks the rule cannot evaluate: drop it
+            out.append(("no minBlocks", _regs_cap(regs_per_sm, t, 1), None))
+        elif launch_threads < t:  # only maxThreads caps: shrink it to the real block
+            out.append(
+                (f"maxThreads={launch_threads}", _regs_cap(regs_per_sm, launch_threads, 1), None)
+            )
+        return out
+    last = current
+    for nb in range(64, 0, -1):
+        c = _regs_cap(regs_per_sm, launch_threads, nb)
+        if c > last:
+            label = "maxnreg" if cap.kind == "maxnreg" else "maxrregcount"
+            out.append((f"{label}={c}", c, c))
+            last = c
+    return out
+
+
+def _new_args(cap: RegisterCap, label: str, value: Any) -> list[str] | None:
+    """The attribute's arguments for one candidate (None: the candidate does not apply)."""
+    args = list(cap.args)
+    if not args:
+        return None
+    if cap.kind == "maxnreg":
+        return [str(value)]
+    if cap.kind != "launch_bounds":
+        return None
+    if label.startswith("minBlocks=") and len(args) > 1:
+        return [args[0], str(value), *args[2:]]
+    if label == "no minBlocks":
+        return [args[0]]
+    if label.startswith("maxThreads="):
+        return [label.split("=", 1)[1], *args[1:]]
+    return None
+
+
+def _patched(text: str, cap: RegisterCap, args: list[str]) -> str:
+    """``text`` with the argument list of ``cap``'s attribute replaced by ``args``."""
+    start, end = cap.arg_spans[0][0], cap.arg_spans[-1][1]
+    return text[:start] + ", ".join(args) + text[end:]
+
+
+def build_candidates(ctx: RuleContext, cap: RegisterCap, registers: int) -> list[Candidate]:
+    try:
+        ks: KernelSource | None = ctx.kernel_source
+    except ModelUnavailable:
+        ks = None
+    threads = int(ctx.launch.block.count)
+    regs_per_sm = int(ctx.device.regs_per_sm)
+    current = cap.registers if cap.registers is not None else registers
+    out: list[Candidate] = []
+    for label, c, value in candidate_caps(cap, threads, regs_per_sm, current):
+        if cap.kind == "maxrregcount":
+            out.append(
+                Candidate(
+                    label,
+                    c,
+                    nvcc_flags=(f"-maxrregcount={value}",),
+                    description=f"compile with -maxrregcount={value} (was {cap.registers})",
+                )
+            )
+            continue
+        if ks is None:
+            continue
+        args = _new_args(cap, label, value)
+        if args is None or not cap.arg_spans:
+            continue
+        patched = _patched(ks.text, cap, args)
+        diff = unified_diff(ks.text.split("\n"), patched.split("\n"), ctx.source_file)
+        if diff is None:
+            continue
+        attr = "__maxnreg__" if cap.kind == "maxnreg" else "__launch_bounds__"
+        new_attr = f"{attr}({', '.join(args)})"
+        out.append(
+            Candidate(
+                label,
+                c,
+                diff=diff,
+                patched=patched,
+                description=f"relax {cap.text} to {new_attr} (at most {c} registers)",
+            )
+        )
+    return out
+
+
+def compile_options_of(module: Any) -> Any:
+    """The CompileOptions that reproduce ``module``'s nvcc flags (the analysis' options)."""
+    from gpuadvise.toolchain import CompileOptions
+
+    flags = list(module.flags)
+    inc: list[str] = []
+    defs: list[str] = []
+    xptxas: list[str] = []
+    extra: list[str] = []
+    std: str | None = None
+    fast = False
+    maxrreg: int | None = None
+    i = 0
+    while i < len(flags):
+        f = flags[i]
+        nxt = flags[i + 1] if i + 1 < len(flags) else None
+        if f.startswith("-arch=") or f == "-lineinfo":
+            pass
+        elif f == "-Xptxas" and nxt is not None:
+            if nxt != "-v":
+                xptxas.append(nxt)
+            i += 1
+        elif f.startswith("-std="):
+            std = f.split("=", 1)[1]
+        elif f == "-use_fast_math":
+            fast = True
+        elif f.startswith("-maxrregcount="):
+            maxrreg = int(f.split("=", 1)[1])
+        elif f.startswith("-I") and len(f) > 2:
+            inc.append(f[2:])
+        elif f.startswith("-D") and len(f) > 2:
+            defs.append(f[2:])
+        elif f in ("-ccbin", "--compiler-bindir") and nxt is not None:
+            extra += [f, nxt]
+            i += 1
+        else:
+            extra.append(f)
+        i += 1
+    return CompileOptions(
+        arch=module.arch,
+        include_dirs=tuple(inc),
+        defines=tuple(defs),
+        std=std,
+        use_fast_math=fast,
+        xptxas=tuple(xptxas),
+        extra_flags=tuple(extra),
+        maxrregcount=maxrreg,
+    )
+
+
+def compile_candidate(ctx: RuleContext, cand: Candidate) -> Compiled | None:
+    """Build one candidate as the analysis built the kernel; None when it does not compile."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.model import occupancy as occ
+    from gpuadvise.toolchain import cache_root, compile_source, find_toolchain, select_kernel
+
+    a = ctx.analysis
+    options = compile_options_of(a.module)
+    source = Path(ctx.source_file)
+    if cand.patched is not None:
+        digest = hashlib.sha256(cand.patched.encode()).hexdigest()[:20]
+        folder = cache_root(options) / "ga401-variants" / digest
+        path = folder / source.name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if not path.is_file() or path.read_text() != cand.patched:
+                path.write_text(cand.patched)
+        except OSError as exc:
+            log.debug("GA401: cannot write %s: %s", path, exc)
+            return None
+        options = replace(
+            options, include_dirs=(*options.include_dirs, str(source.resolve().parent))
+        )
+        source = path
+    if cand.nvcc_flags:
+        options = replace(options, extra_flags=(*options.extra_flags, *cand.nvcc_flags))
+    try:
+        tc = find_toolchain(ctx.nvcc)
+        module = compile_source(source, options, tc, kernels=[a.spec.kernel])
+        res = select_kernel(module, a.spec.kernel).resources
+    except GpuAdviseError as exc:
+        log.debug("GA401: candidate %s failed to build: %s", cand.label, exc.one_line())
+        return None
+    occupancy = None
+    try:
+        k = replace(ctx.occupancy_input, regs_per_thread=res.registers)
+        occupancy = occ.max_active_blocks(ctx.device, k).occupancy
+    except Exception:  # the occupancy of a candidate is context for the user only
+        occupancy = None
+    return Compiled(
+        cand,
+        res.registers,
+        res.spill_store_bytes + res.spill_load_bytes,
+        res.local_bytes,
+        occupancy,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class RegisterSpills(Rule):
+    """Local-memory traffic: register spills, or an array the compiler had to put in local memory.
+
+    What it detects
+    ---------------
+    Two kinds of local-memory use, from ptxas's report (``-Xptxas -v``) and the SASS:
+
+    - register spills: ptxas reports spill stores or loads (at least ``min_spill_bytes``). The
+      kernel is reported at its declaration, where its register cap is set; the message names
+      the cap (``__launch_bounds__``, ``__maxnreg__`` or ``-maxrregcount``) and the source lines
+      whose SASS holds the most ``LDL``/``STL`` instructions;
+    - a local array: a stack frame (``local_bytes``) with no spills, read by ``LDL`` in the SASS:
+      an array indexed with values the compiler cannot resolve at compile time (or whose address
+      is taken). It is reported at the array's declaration when the rule finds an array of the
+      kernel's body on the lines that access local memory, else at the first such line.
+
+    Why it is slow
+    --------------
+    "Local" memory is per-thread memory in DRAM, cached in L1 and L2. A spilled register costs a
+    store and later a load through the memory pipeline instead of a register read: when the spills
+    sit in the hot loop, every iteration pays them, they compete with the kernel's own global
+    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. Seed
+    004 saw the same on another compiler ("heavy on registers: forced spilling and/or low
+    occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32 registers) buys
+    occupancy with spills, which is often a bad trade. An array indexed by data (``bins[v]++``)
+    cannot be held in registers (registers cannot be indexed), so every access is a local load or
+    store.
+
+    Example
+    -------
+    ``kernels/spills/spills.cu``: ``moments_capped`` keeps 32 running sums, 48 registers, under
+    ``__launch_bounds__(256, 8)``, which allows 32: ptxas spills 264 B and reloads 240 B per
+    thread in the row loop; ``moments`` is the same code without the bound (48 registers, 62.5 %
+    occupancy, no spills). ``hist_local`` indexes a 16-bin array by the data; ``hist_unrolled``
+    keeps the bins in registers with constant indices (``bins[b] += (v == b)``).
+
+    Fix
+    ---
+    Spills: relax the cap one occupancy step at a time (``__launch_bounds__(256, 5)``, a larger
+    ``__maxnreg__`` or ``-maxrregcount``) and measure; or shorten the live ranges (fewer values
+    kept across the loop, recompute cheap ones). A kernel that spills with no cap needs more than
+    255 registers: split its work. Local arrays: make every index a compile-time constant (fully
+    unrolled loops with constant bounds, selects such as ``v == b`` instead of ``a[v]``), or move
+    the array to shared memory (a slice per thread, or one per block with shared atomics).
+
+    How the estimate is made
+    ------------------------
+    An upper bound from the bytes per thread of the SASS, each instruction counted once: local
+    bytes ``L`` (ptxas's spill stores + loads for spills; the widths of the ``LDL``/``STL``
+    instructions for a local array) against global bytes ``G`` (the widths of the ``LDG``,
+    ``STG``, atomics and generic accesses). Treating the kernel as memory-bound and every local
+    byte as costly as a global one, removing the local traffic gives ``(G + L) / G``. Spills that
+    stay in L1 cost less, so the real gain is usually smaller; static counts do not weigh loops
+    (spills in a loop whose global accesses lie outside it are underweighted), and the relaxed cap
+    lowers occupancy. No estimate without global accesses.
+
+    Fix safety
+    ----------
+    Spills: automatic-and-verified. Each relaxation of the cap is compiled by the rule with the
+    analysis' own options, and only those that spill fewer bytes than the kernel are offered (the
+    first as the variant, the others as alternatives with their labels: never a variant that
+    spills more). A change of ``__launch_bounds__`` or ``__maxnreg__`` is a one-line source diff,
+    a ``-maxrregcount`` change a flag; neither changes what the kernel computes, and the
+    measurement stage verifies the outputs before it reports a speedup. Local arrays:
+    display-only advice, no variant (the fix changes how the kernel indexes its data).
+    """
+
+    id = "GA401"
+    name = "register-spills"
+    title = "Register spills and local-memory arrays"
+    severity = "warning"
+    models = ("sass", "source")
+    options = {"min_spill_bytes": 1, "max_candidates": 3}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        res = getattr(ctx.kernel, "resources", None)
+        if res is None:
+            raise ModelUnavailable("ptxas's resource report of this kernel is not available")
+        spill = int(res.spill_store_bytes) + int(res.spill_load_bytes)
+        loc = local_lines(ctx.sass_lines)
+        loc_bytes = sum(_bytes(ln) for ln in loc)
+        g = global_bytes(ctx.sass_lines)
+        per_line: dict[int, int] = {}
+        for ln in loc:
+            if ln.line is not None and ctx.same_file(ln.file):
+                per_line[ln.line] = per_line.get(ln.line, 0) + int(ln.count)
+        hot = sorted(per_line, key=lambda n: (-per_line[n], n))
+        threshold = int(ctx.option("min_spill_bytes"))
+        try:
+            ks: KernelSource | None = ctx.kernel_source
+        except ModelUnavailable:
+            ks = None
+        if spill >= threshold and spill > 0:
+            cap = find_register_cap(ks, ctx.analysis.module.flags, int(ctx.device.regs_per_sm))
+            where = ", ".join(f"{n} ({per_line[n]})" for n in hot[:4])
+            capped = (
+                f" under {cap.describe()} (at most {cap.registers} registers)"
+                if cap is not None and cap.registers is not None
+                else (f" under {cap.describe()}" if cap is not None else " with no register cap")
+            )
+            message = (
+                f"register spills: {res.registers} registers per thread{capped}; ptxas spills "
+                f"{res.spill_store_bytes} B and reloads {res.spill_load_bytes} B per thread "
+                f"({res.local_bytes} B stack frame)"
+                + (f"; most LDL/STL at line(s) {where}" if where else "")
+            )
+            if cap is None:
+                message += (
+                    "; with no cap the kernel needs more than 255 registers: shorten live ranges "
+                    "or split the work"
+                )
+            evidence = [
+                Evidence("spill_bytes", spill, threshold, ">=", "B/thread"),
+                Evidence("spill_store_bytes", int(res.spill_store_bytes), unit="B/thread"),
+                Evidence("spill_load_bytes", int(res.spill_load_bytes), unit="B/thread"),
+                Evidence("registers", int(res.registers), unit="regs/thread"),
+                Evidence("local_bytes", int(res.local_bytes), unit="B/thread"),
+                Evidence("global_bytes", g, unit="B/thread"),
+            ]
+            if cap is not None:
+                evidence.append(Evidence("register_cap", cap.describe()))
+            if hot:
+                evidence.append(Evidence("local_access_lines", ",".join(map(str, hot))))
+            yield self.finding(
+                ctx,
+                message,
+                line=ctx.kernel_line,
+                evidence=evidence,
+                details={"kind": "spill", "cap": cap, "local": spill, "global": g},
+            )
+            return
+        loads = sum(int(ln.count) for ln in loc if ln.kind == "load")
+        if res.local_bytes <= 0 or loads == 0:
+            return  # no stack frame, or one only written for a callee (printf's arguments)
+        arrays = local_arrays(ks, _defines(ks.text)) if ks is not None else []
+        used: dict[str, list[int]] = {}
+        if ks is not None:
+            code_lines = ks.code.split("\n")
+            for arr in arrays:
+                pat = re.compile(rf"\b{re.escape(arr.name)}\s*\[")
+                hits = [
+                    n
+                    for n in sorted(per_line)
+                    if 0 < n <= len(code_lines) and pat.search(code_lines[n - 1])
+                ]
+                if hits:
+                    used[arr.name] = hits
+        chosen = max(
+            (a for a in arrays if a.name in used),
+            key=lambda a: (len(used[a.name]), -a.line),
+            default=None,
+        )
+        access_lines = sorted(per_line)
+        if chosen is not None:
+            line: int | None = chosen.line
+            size = f"{chosen.size_bytes} B, " if chosen.size_bytes is not None else ""
+            what = (
+                f"local array `{chosen.name}` ({size}{res.local_bytes} B stack frame) is indexed "
+                f"with values the compiler cannot resolve, so it lives in local memory: lines "
+                f"{', '.join(map(str, used[chosen.name]))} read or write it through "
+                f"{sum(per_line[n] for n in used[chosen.name])} LDL/STL instruction(s)"
+            )
+        else:
+            first_load = [
+                ln.line for ln in loc if ln.kind == "load" and ln.line and ctx.same_file(ln.file)
+            ]
+            line = min(first_load) if first_load else ctx.kernel_line
+            what = (
+                f"{res.local_bytes} B stack frame in local memory with no spills (a local array "
+                f"indexed at run time, or a variable whose address is taken): LDL/STL at line(s) "
+                f"{', '.join(map(str, access_lines)) or 'unknown'}"
+            )
+        yield self.finding(
+            ctx,
+            what + "; make every index a compile-time constant (fully unrolled loops, selects "
+            "like `v == b`) so that it stays in registers, or move it to shared memory",
+            line=line,
+            evidence=[
+                Evidence("local_bytes", int(res.local_bytes), 0, ">", "B/thread"),
+                Evidence("spill_bytes", spill, unit="B/thread"),
+                Evidence("local_access_bytes", loc_bytes, unit="B/thread"),
+                Evidence("global_bytes", g, unit="B/thread"),
+                Evidence("local_access_lines", ",".join(map(str, access_lines))),
+            ]
+            + ([Evidence("array", chosen.name)] if chosen is not None else []),
+            details={"kind": "local-array", "local": loc_bytes, "global": g},
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        local = int(finding.details["local"])
+        g = int(finding.details["global"])
+        what = (
+            "spill stores + loads (ptxas)"
+            if finding.details["kind"] == "spill"
+            else ("LDL/STL widths (SASS)")
+        )
+        inputs = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
+        if g <= 0:
+            return Estimate(
+                None,
+                "none",
+                "not estimated: the kernel has no global memory instructions to weigh the local "
+                "traffic against",
+                inputs,
+            )
+        return Estimate(
+            round((g + local) / g, 3),
+            "upper-bound",
+            f"(G + L) / G = ({g} + {local}) / {g}: L = {local} B/thread of {what}, G = {g} "
+            "B/thread of global accesses (SASS widths), each instruction counted once; as if the "
+            "kernel were memory-bound and a local byte cost as much as a global one. Spills that "
+            "stay in L1 cost less; loops are not weighed",
+            inputs,
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
+        if finding.details["kind"] != "spill":
+            return None
+        cap: RegisterCap | None = finding.details["cap"]
+        if cap is None:
+            return None
+        res = ctx.kernel.resources
+        base_spill = int(res.spill_store_bytes) + int(res.spill_load_bytes)
+        kept: list[Compiled] = []
+        budget = int(ctx.option("max_candidates"))
+        for cand in build_candidates(ctx, cap, int(res.registers)):
+            if budget <= 0:
+                break
+            budget -= 1
+            built = compile_candidate(ctx, cand)
+            if built is None or built.spill_bytes >= base_spill:
+                continue  # never offer a variant that spills as much or more
+            if any(k.registers == built.registers for k in kept):
+                continue  # the same allocation as a candidate already kept: the same code
+            kept.append(built)
+            if built.spill_bytes == 0:
+                break  # further relaxation only lowers occupancy
+        if not kept:
+            return None
+        # the variant shown first: the fewest spills, then the highest occupancy
+        kept.sort(key=lambda k: (k.spill_bytes, -(k.occupancy or 0.0)))
+        variants = [self._variant(ctx, k, res.registers, base_spill) for k in kept]
+        return replace(variants[0], alternatives=tuple(variants[1:]))
+
+    @staticmethod
+    def _variant(ctx: RuleContext, k: Compiled, registers: int, spill: int) -> Variant:
+        c = k.candidate
+        occ_now = ctx.occupancy.occupancy
+        occ = f", occupancy {occ_now:.0%} -> {k.occupancy:.0%}" if k.occupancy is not None else ""
+        spills = "no spills" if k.spill_bytes == 0 else f"{k.spill_bytes} B of spills"
+        return Variant(
+            "automatic-and-verified",
+            f"{c.description}; compiled: {registers} -> {k.registers} registers, {spill} B of "
+            f"spills -> {spills}{occ}",
+            diff=c.diff,
+            nvcc_flags=c.nvcc_flags,
+            label=c.label,
+        )
