@@ -2,9 +2,491 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuadvise.rules import Estimate, Evidence, Finding, ModelUnavailable, Rule, RuleContext
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    KernelSource,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    unified_diff,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MAX_PAD_ELEMENTS = 64  # pads tried per array, in elements of the array's type
+MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default static limit
+
+# ---------------------------------------------------------------------------------------------
+# Source: the 2D __shared__ arrays a line reads or writes, and whether padding them is safe
+
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.M)
+_CONST = re.compile(
+    r"\b(?:static\s+)?(?:constexpr|const)\s+(?:(?:unsigned|signed|int|long|short|size_t|auto)\s+)+"
+    r"([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
+)
+_INT_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
+
+
+def constants(code: str) -> dict[str, int]:
+    """Integer constants of a file (comments blanked): object-like ``#define NAME expr`` and
+    ``const``/``constexpr`` integer declarations whose value is integer arithmetic over numbers
+    and constants defined before. What cannot be evaluated is left out."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.expr import evaluate
+
+    found = [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(code)]
+    found += [(m.start(), m.group(1), m.group(2)) for m in _CONST.finditer(code)]
+    env: dict[str, int] = {}
+    pending = [(name, _INT_SUFFIX.sub(r"\1", body.strip())) for _, name, body in sorted(found)]
+    for _ in range(len(pending) + 1):
+        left = []
+        for name, body in pending:
+            try:
+                env[name] = evaluate(body, env)
+            except (GpuAdviseError, ZeroDivisionError, RecursionError):
+                left.append((name, body))
+        if len(left) == len(pending):
+            break
+        pending = left
+    return env
+
+
+def subscripts(code: str, at: int) -> list[tuple[int, int]]:
+    """The ``[...]`` subscripts that follow offset ``at`` (spaces allowed between them): the
+    offsets of each one's text, without its brackets. Unbalanced brackets end the list."""
+    out: list[tuple[int, int]] = []
+    k = at
+    while True:
+        while k < len(code) and code[k].isspace():
+            k += 1
+        if k >= len(code) or code[k] != "[":
+            return out
+        depth = 0
+        for j in range(k, len(code)):
+            if code[j] in "[(":
+                depth += 1
+            elif code[j] in "])":
+                depth -= 1
+                if depth == 0:
+                    break
+        else:
+            return out
+        if code[j] != "]":
+            return out
+        out.append((k + 1, j))
+        k = j + 1
+
+
+@dataclass(frozen=True)
+class ArrayDecl:
+    """A ``__shared__ T name[R][C]`` declarator: where its inner dimension's text lies (file
+    offsets), the dimensions' values, and the scope whose code may use it."""
+
+    name: str
+    rows: int
+    cols: int
+    inner: tuple[int, int]  # file offsets of the text of C
+    file_scope: bool
+
+
+def _depth_at(code: str, pos: int) -> int:
+    return code.count("{", 0, pos) - code.count("}", 0, pos)
+
+
+def _statement(code: str, pos: int) -> tuple[int, int]:
+    start = max(code.rfind(";", 0, pos), code.rfind("{", 0, pos), code.rfind("}", 0, pos)) + 1
+    depth = 0
+    for k in range(pos, len(code)):
+        c = code[k]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            return start, k
+        elif c in "{}" and depth == 0:
+            return start, k  # an initializer's brace (or a missing `;`): the statement ends
+    return start, len(code)
+
+
+def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]:
+    """The declaration of the 2D ``__shared__`` array ``name`` the kernel sees (its body's, else
+    the file's), or None and why not."""
+    code = ks.code
+    n = re.escape(name)
+    cands: list[tuple[int, int, bool]] = []
+    for m in re.finditer(r"\b__shared__\b", code):
+        s, e = _statement(code, m.start())
+        stmt = code[s:e]
+        if re.search(r"\bextern\b", stmt) or not re.search(rf"(?<![\w.]){n}\s*\[", stmt):
+            continue
+        inside = ks.body_start < m.start() < ks.body_end
+        if inside or _depth_at(code, m.start()) == 0:
+            cands.append((s, e, not inside))
+    if not cands:
+        return None, f"no `__shared__ T {name}[R][C]` declaration found"
+    inner_first = sorted(cands, key=lambda c: c[2])  # the body's declaration shadows the file's
+    s, e, file_scope = inner_first[0]
+    hit = re.search(rf"(?<![\w.]){n}\s*\[", code[s:e])
+    assert hit is not None
+    dims = subscripts(code, s + hit.end() - 1)
+    if len(dims) == 1:
+        return None, (
+            f"{name} is a 1D array: no padding of it changes the stride between the words the "
+            "lanes touch; make consecutive lanes touch consecutive words instead (sequential "
+            "addressing in a reduction, see GA202)"
+        )
+    if len(dims) != 2:
+        return None, f"{name} has {len(dims)} dimensions: only 2D arrays are padded"
+    after = dims[-1][1] + 1
+    while after < e and code[after].isspace():
+        after += 1
+    if after < e and code[after] not in ",;":
+        return None, f"{name} has an initializer or attributes after its dimensions"
+    env = constants(code)
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.expr import evaluate
+
+    try:
+        rows, cols = (evaluate(_INT_SUFFIX.sub(r"\1", code[a:b]), env) for a, b in dims)
+    except (GpuAdviseError, ZeroDivisionError):
+        return None, f"the dimensions of {name} are not integer constants gpuadvise can evaluate"
+    if rows <= 0 or cols <= 0:
+        return None, f"{name} has a non-positive dimension"
+    return ArrayDecl(name, rows, cols, dims[1], file_scope), ""
+
+
+def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
+    """Why padding ``decl`` could change what the program does (None: every use indexes it as
+    ``a[i][j]``: no pointer to it or into it, no flat or one-subscript access, no ``sizeof``).
+    Searched: the kernel's body (or the whole file for a file-scope array) and every macro."""
+    code = ks.code
+    regions = [(0, len(code))] if decl.file_scope else [(ks.body_start, ks.body_end + 1)]
+    regions += [(m.start(), m.end()) for m in re.finditer(r"^[ \t]*#.*$", code, re.M)]
+    n = re.escape(decl.name)
+    seen: set[int] = set()
+    for a, b in regions:
+        for m in re.finditer(rf"(?<![\w.])(?<!->){n}\b", code[a:b]):
+            at = a + m.start()
+            if at in seen:
+                continue
+            seen.add(at)
+            subs = subscripts(code, a + m.end())
+            if subs and subs[-1][0] - 1 <= decl.inner[0] <= subs[-1][1]:
+                continue  # the declaration itself
+            line = ks.text.count("\n", 0, at) + 1
+            if len(subs) != 2:
+                how = "without a subscript" if not subs else f"with {len(subs)} subscript(s)"
+                return f"line {line} uses {decl.name} {how}"
+            before = code[:at].rstrip()
+            if before.endswith("&") and not before.endswith("&&"):
+                return f"line {line} takes the address of an element of {decl.name}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared-memory layout the trace's addresses are in, and the padded layout
+
+
+@dataclass(frozen=True)
+class SharedVar:
+    """A static ``.shared`` variable of the PTX, where the tracer placed it."""
+
+    ptx_name: str
+    offset: int
+    size: int
+    align: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The static shared variables in address order, where the dynamic area starts and the
+    alignment it keeps."""
+
+    vars: tuple[SharedVar, ...]
+    dynamic_offset: int
+    dynamic_align: int
+
+
+def shared_layout(ctx: RuleContext) -> Layout:
+    """The kernel's shared variables as the emulator lays them out
+    (``gpuadvise.ptx.emulator.KernelImage``; the GPU tracer agrees on the kernels suite)."""
+    from gpuadvise.emulate import _parse  # the emulator's parse of this PTX, cached
+    from gpuadvise.ptx.emulator import KernelImage
+
+    a = ctx.analysis
+    module = _parse(a.module.ptx)
+    image = KernelImage.build(module, a.kernel.mangled, a.module.arch, 0)
+    decls = {v.name: v for v in module.variables.values()}
+    decls.update({v.name: v for v in image.program.vars})
+    out = []
+    dyn_align = 16
+    for name, off in image.shared_offsets.items():
+        v = decls.get(name)
+        if v is None:
+            continue
+        if v.extern:
+            dyn_align = max(dyn_align, v.align)
+            continue
+        out.append(SharedVar(name, off, v.size_bytes, max(v.align, 1)))
+    return Layout(tuple(sorted(out, key=lambda v: v.offset)), image.dynamic_offset, dyn_align)
+
+
+def ptx_var_for(name: str, layout: Sequence[SharedVar]) -> SharedVar | None:
+    """The PTX variable of source array ``name``: ``name`` itself at file scope, or the
+    function-local static ``_ZZ<kernel>E<len><name>`` (``_<n>`` suffixes for duplicates)."""
+    local = re.compile(rf"E{len(name)}{re.escape(name)}(?:_\d+)?$")
+    hits = [v for v in layout if v.ptx_name == name or local.search(v.ptx_name)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a if a > 1 else x
+
+
+@dataclass(frozen=True)
+class Padded:
+    """One array to pad: its PTX variable, row shape (columns and element bytes), the pad."""
+
+    var: SharedVar
+    cols: int
+    elem: int
+    pad: int
+
+
+def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.ndarray:
+    """``records`` with their shared addresses moved to the layout in which each array of
+    ``pads`` has ``pad`` more elements per row (the variables after it shift as the emulator
+    would lay them out, each at its alignment; so does the dynamic area). Records of other
+    spaces are left alone."""
+    import numpy as np
+
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.trace import Space
+
+    by_name = {p.var.ptx_name: p for p in pads}
+    new_off: list[int] = []
+    off = layout.vars[0].offset if layout.vars else layout.dynamic_offset
+    for v in layout.vars:
+        off = _align_up(off, v.align)
+        new_off.append(off)
+        p = by_name.get(v.ptx_name)
+        off += v.size if p is None else v.size // p.cols * (p.cols + p.pad)
+    new_dyn = _align_up(off, layout.dynamic_align) if layout.vars else layout.dynamic_offset
+    out = records.copy()
+    shared = np.flatnonzero(out["space"] == int(Space.SHARED))
+    if len(shared) == 0:
+        return out
+    addr = out["addr"][shared]
+    lanes = active_lanes(out["mask"][shared])
+    new = addr.copy()
+    for v, start in zip(layout.vars, new_off, strict=True):
+        inside = lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))
+        rel = addr[inside] - np.uint64(v.offset)
+        p = by_name.get(v.ptx_name)
+        if p is not None:
+            row_bytes = np.uint64(p.cols * p.elem)
+            rel = rel // row_bytes * np.uint64((p.cols + p.pad) * p.elem) + rel % row_bytes
+        new[inside] = rel + np.uint64(start)
+    beyond = lanes & (addr >= np.uint64(layout.dynamic_offset))
+    new[beyond] = addr[beyond] - np.uint64(layout.dynamic_offset) + np.uint64(new_dyn)
+    out["addr"][shared] = new
+    return out
+
+
+def cost(records: np.ndarray) -> tuple[int, int]:
+    """(wavefronts, ideal) of shared ``records`` under the bank model."""
+    from gpuadvise.model.banks import record_wavefronts
+
+    if len(records) == 0:
+        return 0, 0
+    wf, need = record_wavefronts(records)
+    return int(wf.sum()), int(need.sum())
+
+
+CHUNK = 1 << 15  # records at a time over the whole trace (a first wave holds millions)
+
+
+def _widest_access(shared: np.ndarray, v: SharedVar) -> int:
+    """The widest access (bytes per lane) of any record with a lane inside ``v``."""
+    import numpy as np
+
+    from gpuadvise.model.banks import active_lanes
+
+    widest = 1
+    for k in range(0, len(shared), CHUNK):
+        part = shared[k : k + CHUNK]
+        a = part["addr"]
+        inside = active_lanes(part["mask"]) & (a >= np.uint64(v.offset))
+        inside &= a < np.uint64(v.offset + v.size)
+        hit = inside.any(axis=1)
+        if hit.any():
+            widest = max(widest, int(part["width"][hit].max()))
+    return widest
+
+
+def _chunked_cost(shared: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> tuple[int, int]:
+    """:func:`cost` of every record under ``pads``, a chunk at a time."""
+    wf = ideal = 0
+    for k in range(0, len(shared), CHUNK):
+        part = shared[k : k + CHUNK]
+        w, i = cost(remap(part, layout, pads) if pads else part)
+        wf, ideal = wf + w, ideal + i
+    return wf, ideal
+
+
+def source_name(ptx_name: str) -> str | None:
+    """The source name of a PTX shared variable: a function-local static
+    ``_ZZ<len><kernel>E<len><name>[_<n>]``, or a plain (``extern "C"``-style) file-scope name."""
+    if not ptx_name.startswith("_Z"):
+        return ptx_name
+    if not ptx_name.startswith("_ZZ"):
+        return None
+    for m in re.finditer(r"E(\d+)", ptx_name):
+        n = int(m.group(1))
+        rest = ptx_name[m.end() :]
+        if len(rest) >= n and re.fullmatch(r"(?:_\d+)?", rest[n:]):
+            return rest[:n]
+    return None
+
+
+@dataclass(frozen=True)
+class PadPlan:
+    """Pads that remove a line's conflicts in the bank model, and the numbers that show it."""
+
+    pads: tuple[tuple[ArrayDecl, Padded], ...]
+    line_before: tuple[int, int]  # (wavefronts, ideal) of the line's accesses, traced CTAs
+    line_after: tuple[int, int]
+    kernel_before: tuple[int, int]  # all shared accesses of the traced CTAs
+    kernel_after: tuple[int, int]
+    extra_bytes: int  # shared memory added per CTA
+
+
+def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
+    """The padding of the 2D ``__shared__`` arrays accessed by trace instructions ``insts`` that
+    removes their bank conflicts (each array's smallest pad that does, searched by re-mapping
+    the traced addresses to the padded layout and re-running the bank model), or why there is
+    none."""
+    import numpy as np
+
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.trace import Space
+
+    try:
+        records = ctx.reconciled_records
+    except ModelUnavailable:
+        records = ctx.trace.records
+    shared = records[records["space"] == int(Space.SHARED)]
+    on_line = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))]
+    if len(on_line) == 0:
+        return "no traced access at this line"
+    layout = shared_layout(ctx)
+    ks = ctx.kernel_source
+    lanes = active_lanes(on_line["mask"])
+    addr = on_line["addr"]
+    claimed = np.zeros(lanes.shape, dtype=bool)
+    touched: list[SharedVar] = []
+    for v in layout.vars:
+        inside = lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))
+        if inside.any():
+            touched.append(v)
+            claimed |= inside
+    if (lanes & ~claimed).any():
+        return "the line accesses dynamic shared memory, whose layout gpuadvise cannot change"
+    static_bytes = sum(v.size for v in layout.vars)
+    plan: list[tuple[ArrayDecl, Padded]] = []
+    for v in touched:
+        name = source_name(v.ptx_name)
+        decl, why = find_array_decl(ks, name) if name else (None, "an unnamed array")
+        if decl is None:
+            return why
+        if decl.rows * decl.cols == 0 or v.size % (decl.rows * decl.cols):
+            return f"{name}[{decl.rows}][{decl.cols}] does not match its {v.size} bytes in the PTX"
+        elem = v.size // (decl.rows * decl.cols)
+        unsafe = unsafe_use(ks, decl)
+        if unsafe is not None:
+            return f"padding {name} is not provably safe: {unsafe}"
+        mine = on_line[
+            (lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))).any(1)
+        ]
+        best = _chunked_cost(mine, layout, ())
+        if best[0] == best[1]:
+            continue  # this array's accesses on the line are conflict free already
+        need = max(v.align, _widest_access(shared, v), elem & -elem)
+        chosen = best_pad = None
+        best_wf, best_ideal = best
+        for pad in range(1, MAX_PAD_ELEMENTS + 1):
+            if (decl.cols + pad) * elem % need:
+                continue
+            extra = decl.rows * pad * elem
+            if static_bytes + extra > MAX_STATIC_SMEM:
+                break
+            p = Padded(v, decl.cols, elem, pad)
+            # try a sample of the line's accesses first (each access costs what it costs on
+            # its own), then confirm on all of them
+            wf, ideal = cost(remap(mine[:CHUNK], layout, [p]))
+            if wf == ideal:
+                wf, ideal = _chunked_cost(mine, layout, [p])
+            if wf == ideal:
+                chosen = p
+                break
+            if best_pad is None or wf * best_ideal < best_wf * ideal:
+                best_pad, best_wf, best_ideal = p, wf, ideal
+        if chosen is None:
+            if best_pad is not None:  # the closest any pad came, over all the line's accesses
+                best = min(best, _chunked_cost(mine, layout, [best_pad]))
+            hint = (
+                f"; with {elem}-byte elements the lanes share words across rows: store them in "
+                "4-, 8- or 16-byte elements (half4 rather than half3)"
+                if elem & (elem - 1)
+                else ""
+            )
+            return (
+                f"no pad of {name}'s rows (up to {MAX_PAD_ELEMENTS} elements) removes the "
+                f"conflicts: the best leaves {best[0]} wavefronts where {best[1]} would do{hint}"
+            )
+        plan.append((decl, chosen))
+        static_bytes += decl.rows * chosen.pad * elem
+    if not plan:
+        return "the accessed arrays are conflict free one by one (the line mixes them)"
+    pads = [p for _, p in plan]
+    line_after = _chunked_cost(on_line, layout, pads)
+    if line_after[0] != line_after[1]:
+        return "padding each array alone removes its conflicts, but not all of them together"
+    kernel_before = _chunked_cost(shared, layout, ())
+    kernel_after = _chunked_cost(shared, layout, pads)
+    if kernel_after[0] >= kernel_before[0]:
+        return "padding adds as many conflicts at other lines as it removes here"
+    return PadPlan(
+        tuple(plan),
+        _chunked_cost(on_line, layout, ()),
+        line_after,
+        kernel_before,
+        kernel_after,
+        sum(d.rows * p.pad * p.elem for d, p in plan),
+    )
+
+
+def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
+    """The declarations with their inner dimensions padded, as a unified diff."""
+    text = ks.text
+    for decl, p in sorted(plan.pads, key=lambda dp: -dp[0].inner[0]):
+        a, b = decl.inner
+        inner = text[a:b].strip()
+        simple = re.fullmatch(r"[\w\s+*/%()-]*", inner) and "?" not in inner
+        new = f"{inner} + {p.pad}" if simple else f"({inner}) + {p.pad}"
+        text = text[:a] + new + text[b:]
+    return unified_diff(ks.text.split("\n"), text.split("\n"), path)
 
 
 class BankConflicts(Rule):
@@ -36,9 +518,12 @@ class BankConflicts(Rule):
     Fix
     ---
     Make consecutive lanes touch consecutive words: sequential addressing in reductions
-    (``sdata[tid] += sdata[tid + s]`` with ``s`` halving, see GA202), or pad a 2D tile by one
-    word per row (``__shared__ float tile[32][33]``) so that a column access spreads over all
-    banks, or swizzle the index (``col ^ row``).
+    (``sdata[tid] += sdata[tid + s]`` with ``s`` halving, see GA202), or pad a 2D tile's rows
+    (``__shared__ float tile[32][33]``) so that the rows a warp reads together start in
+    different banks, or swizzle the index (``col ^ row``). The pad that works depends on the
+    access: one word per row fixes a column read of a 32x32 tile, but a warp reading a 4x8 patch
+    of a 16-word-wide tile needs rows 24 words apart (a pad of 8), and 64-bit elements count
+    twice (a half-warp is served per pass; HARDWARE.md section 2).
 
     How the estimate is made
     ------------------------
@@ -53,9 +538,20 @@ class BankConflicts(Rule):
 
     Fix safety
     ----------
-    Display-only: the fix changes how the kernel indexes shared memory. An automatic padding of
-    a 2D ``__shared__`` array (when every use is provably an index into it) is future work;
-    ``transform`` returns None until then.
+    Automatic-and-verified when every array the line accesses is a 2D ``__shared__ T a[R][C]``
+    (in the kernel's body or at file scope, constant dimensions, no initializer) that the code
+    only ever indexes as ``a[i][j]``: no pointer to it or into it (``&a[i][j]``), no access with
+    one subscript (a row decays to a pointer) or none (``sizeof``, passing it on), in the kernel
+    or in a macro. Then adding ``p`` elements to each row changes no value the program
+    computes, only where the elements lie (an index past the inner bound, undefined behaviour in
+    C++, would now read a pad: the measurement stage compares the variant's outputs with the
+    kernel's before it reports a speedup). ``p`` is each array's smallest pad whose accesses at
+    the line are conflict free in the bank model, found by moving the traced addresses to the
+    padded layout (rows kept as aligned as the widest access, so ptxas's vector accesses stay
+    possible) and kept only when the kernel's shared wavefronts fall overall. Otherwise (a 1D
+    array, such as a reduction's ``sdata``: padding does not change a stride of ``2s`` words, the
+    addressing must change, see GA202; dynamic shared memory; an unsafe use) the variant only
+    says why, and the fix is the user's.
     """
 
     id = "GA201"
@@ -101,7 +597,10 @@ class BankConflicts(Rule):
                     Evidence("wavefronts", wavefronts, unit="wavefronts"),
                     Evidence("ideal_wavefronts", ideal, unit="wavefronts"),
                 ],
-                details={"excess": wavefronts - ideal},
+                details={
+                    "excess": wavefronts - ideal,
+                    "insts": tuple(i for g in group for i in g.insts),
+                },
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
@@ -145,5 +644,26 @@ class BankConflicts(Rule):
             },
         )
 
-    def transform(self, ctx: RuleContext, finding: Finding) -> None:
-        return None  # display-only for now: see "Fix safety"
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        try:
+            plan = plan_padding(ctx, finding.details["insts"])
+        except ModelUnavailable as exc:
+            plan = f"the traced accesses are not available ({exc.message})"
+        if isinstance(plan, str):
+            return Variant(
+                "display-only",
+                f"no automatic padding: {plan}",
+            )
+        diff = padding_diff(ctx.kernel_source, plan, ctx.source_file)
+        what = ", ".join(
+            f"{d.name}[{d.rows}][{d.cols}] -> [{d.rows}][{d.cols + p.pad}]" for d, p in plan.pads
+        )
+        (lw, _), (aw, ai) = plan.line_before, plan.line_after
+        (kw, _), (kaw, _) = plan.kernel_before, plan.kernel_after
+        return Variant(
+            "automatic-and-verified",
+            f"pad the rows: {what} (+{plan.extra_bytes} B of shared memory per CTA). In the bank "
+            f"model over the traced CTAs this line takes {aw} wavefronts instead of {lw} "
+            f"({ai} ideal), and the kernel's shared accesses {kaw} instead of {kw}",
+            diff=diff,
+        )

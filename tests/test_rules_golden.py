@@ -148,7 +148,7 @@ def test_ga201_numbers_on_reduce2(reduction, trace):
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and 1.0 < est.speedup < 3.0
     assert "roofline" in est.method
-    assert f.variant is None  # display-only for now (no automatic padding yet)
+    assert f.variant.safety == "display-only" and f.variant.diff is None  # 1D sdata: no padding
 
 
 def apply_diff(diff: str, tmp: Path) -> Path:
