@@ -7,9 +7,9 @@
 // are launched. Neighbouring pixels read neighbouring samples, but samples `step` apart are read by
 // different blocks: the reuse is between blocks, through L2, and shared memory cannot capture it.
 // Seed 002 gained 47% at 1440p on an RTX 2080 (4 MB of L2); on an H100 (50 MB) the remap only pays
-// when the blocks in flight read more than L2 holds (HARDWARE.md section 4: 2.5% slower at 1440p,
-// 6% (N=16) and 16% (N=32) faster at 8K with a 512-pixel footprint). Hence three launches:
-// gather_rowmajor (case.toml: 8K, 512-pixel footprint), gather_tiled (gather_tiled.toml: the same
+// when blocks reuse data after it has left the L2: at 8K with a 2048-pixel footprint N=32 ran 1.19x
+// faster, with a 512-pixel one row-major was fastest (docs/validation.md). Hence three launches:
+// gather_rowmajor (case.toml: 8K, 2048-pixel footprint), gather_tiled (gather_tiled.toml: 8K tiled
 // with N=32), gather_1440p (gather_1440p.toml: row-major at 1440p, where the working set fits).
 // `// expect: GAxxx` marks the line where gpuadvise's rules must report a finding.
 
