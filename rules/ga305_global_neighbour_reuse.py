@@ -1,0 +1,172 @@
+"""GA305 global-neighbour-reuse: many threads of a CTA load the same global addresses (a stencil's
+neighbours read through global memory): propose a shared tile with halo, if measured faster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+from gpuadvise.trace import Kind
+
+
+class GlobalNeighbourReuse(Rule):
+    """Neighbours read through global memory: many threads of a CTA load the same addresses.
+
+    What it detects
+    ---------------
+    Source lines whose global loads, within one CTA, reach each address from at least
+    ``min_reuse`` threads on average (distinct (thread, address) pairs over distinct addresses,
+    per CTA, over a sample of the traced CTAs), where the lanes of a request read different
+    addresses (distinct addresses per request over active lanes at least ``min_spread``: a
+    uniform load of a coefficient is not a neighbourhood). That is a stencil or window whose
+    elements every thread of the neighbourhood loads again from global memory.
+
+    Why it is slow
+    --------------
+    Every reload is a request through the load/store unit and the L1: a 5x5 window read by a
+    16x16 block makes 24 requests per thread where a tile staged once in shared memory (the block
+    and a halo of 2, 400 words) needs 400 / 256 loads per thread and then conflict-free shared
+    reads. Seed 004 (phase 3 of the cell simulation on an RTX 2060) got 432 -> 312 ms from such a
+    tile. On GPUs with a large L1 (Volta and later) the L1 often serves this reuse already, and
+    the tile adds a barrier and shared-memory traffic: the gain must be measured, and this rule
+    recommends the tile only when its proxy measures faster (else the finding becomes a note).
+
+    Example
+    -------
+    ``kernels/cells/cells.cu``: ``cells_fields``, ``cells_packed`` and ``cells_soa`` read the 24
+    neighbours of each cell from global memory (each cell's word loaded by about 16 threads of a
+    block); ``cells_soa_tiled`` stages the block's 20x20 window in shared memory first.
+
+    Fix
+    ---
+    Stage the block's window in shared memory, the block plus a halo of the neighbourhood's
+    reach on each side, with a loop in which consecutive threads load consecutive elements, then
+    ``__syncthreads()`` and read the neighbours from the tile. Pad the tile's rows so that the
+    rows one warp reads fall in different banks (``pitch = block.x (mod 32)``).
+
+    How the estimate is made
+    ------------------------
+    An upper bound by the same roofline as GA301 (the SMs' L1 data path, ``max(requests,
+    sectors / 4)`` cycles per line at 4 sectors per SM per cycle, against a DRAM floor): the
+    line's requests then cost one shared-memory wavefront each (conflict-free), and its global
+    sectors come down to the distinct sectors each CTA touches (loaded once for the tile). It
+    assumes the L1 serves none of the reuse today; where it serves most, the measured gain is
+    nil, which is why this rule asks for the measurement.
+
+    Fix safety
+    ----------
+    Proxy: the tile rewrites the kernel's loop (and the kernel may need the window in another
+    shape), so it is not applied to the user's kernel. gpuadvise synthesizes two kernels from the
+    line's trace, one reading the neighbours from global memory as the kernel does and one from a
+    shared tile with halo, checks that they fold the same words in the same order, and times
+    them (this line's loads alone, not the whole kernel). The finding is kept as a
+    recommendation only when that proxy measures faster (the 95 % interval above 1); otherwise
+    it is demoted to a note.
+    """
+
+    id = "GA305"
+    name = "global-neighbour-reuse"
+    title = "Neighbour reuse through global memory (no shared tile)"
+    severity = "warning"
+    models = ("trace",)
+    options = {"min_reuse": 4.0, "min_spread": 0.5}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        from gpuadvise import proxy as P
+
+        view = P.trace_view(ctx.trace, ctx.spec)
+        min_reuse = float(ctx.option("min_reuse"))
+        min_spread = float(ctx.option("min_spread"))
+        for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
+            insts = view.insts_at(file, line, kind)
+            for b in view.buffers_at(insts):
+                lanes, recs = view.access(insts, b)
+                ru = P.cta_reuse(lanes, view.rec_sectors[recs])
+                if ru.factor < min_reuse or ru.spread < min_spread:
+                    continue
+                per_cta = ru.addresses / max(len(view.ctas), 1)
+                yield self.finding(
+                    ctx,
+                    f"neighbours read through global memory: each address of `{b}` this line "
+                    f"loads is loaded by {ru.factor:.1f} threads of a CTA on average "
+                    f"({ru.pairs} thread-address pairs for {ru.addresses} addresses over "
+                    f"{len(view.ctas)} CTAs); the requests move {ru.requested_sectors} sectors "
+                    f"for {ru.unique_sectors} distinct ones. A shared tile with halo "
+                    f"({per_cta:.0f} distinct addresses per CTA) would load each once; the L1 "
+                    "may serve the reuse already: recommended only if measured faster",
+                    line=line,
+                    evidence=[
+                        Evidence("threads_per_address", round(ru.factor, 3), min_reuse, ">="),
+                        Evidence(
+                            "addresses_per_request_share", round(ru.spread, 3), min_spread, ">="
+                        ),
+                        Evidence("thread_address_pairs", ru.pairs),
+                        Evidence("addresses", ru.addresses),
+                        Evidence("requested_sectors", ru.requested_sectors, unit="sectors"),
+                        Evidence("unique_sectors", ru.unique_sectors, unit="sectors"),
+                        Evidence("requests", ru.requests),
+                        Evidence("sampled_ctas", len(view.ctas)),
+                    ],  # fmt: skip
+                    details={
+                        "recommend_only_if_faster": True,
+                        "buffer": b,
+                        "lanes": lanes,
+                        "reuse": ru,
+                    },
+                )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        from gpuadvise import proxy as P
+
+        view = P.trace_view(ctx.trace, ctx.spec)
+        ru = finding.details["reuse"]
+        before = P.l1_cycles(ru.requests, ru.requested_sectors)
+        after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
+        return P.roofline(
+            ctx.device,
+            view,
+            before - after,
+            f"a shared tile ({ru.requests} requests as shared wavefronts, {ru.unique_sectors} "
+            f"sectors staged instead of {ru.requested_sectors} requested; sampled CTAs)",
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        from gpuadvise import proxy as P
+
+        d = finding.details
+        view = P.trace_view(ctx.trace, ctx.spec)
+        bi = view.buffers[d["buffer"]]
+        text = P.source_text(ctx.source_file)
+        layout = P.struct_for(bi, text)
+        if layout is not None:
+            names = {f.offset: f.name for f in layout.fields}
+        else:  # a plain element (a uchar4, a float): name it by its type
+            names = {0: bi.type_name} if not bi.is_struct else {}
+        where = P.proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
+        pattern = view.pattern(d["lanes"], bi, names, P.integer_args(ctx.spec), where)
+        if isinstance(pattern, str):
+            return Variant(
+                "display-only",
+                f"stage the block's window of `{bi.name}` in shared memory (the block and a halo "
+                f"of the neighbourhood's reach), __syncthreads(), read the neighbours from it "
+                f"(no proxy: {pattern})",
+            )
+        x0, x1, y0, y1 = pattern.radius
+        bx, by, _ = pattern.block
+        tw, th = bx + x1 - x0, by + y1 - y0
+        fields = ", ".join(f.name for f in pattern.fields)
+        if (-x0, -y0) == (x1, y1):
+            halo = f"a halo of {x1} in x and {y1} in y on each side"
+        else:
+            halo = f"a halo of {-x0} left, {x1} right, {-y0} above and {y1} below"
+        desc = (
+            f"stage the block's {tw}x{th} window of `{bi.name}` ({fields}) in shared memory: "
+            f"the {bx}x{by} block and {halo}, loaded by "
+            f"consecutive threads, then __syncthreads() and read the {len(pattern.offsets)} "
+            f"neighbours from the tile (rows padded to {P.tile_pitch(tw, bx)} words: the rows a "
+            "warp reads fall in different banks)"
+        )
+        proxy = P.tile_proxy(pattern)
+        if isinstance(proxy, str):
+            return Variant("display-only", desc + f" (no proxy: {proxy})")
+        return Variant("proxy", desc, proxy=proxy, label="shared tile")
