@@ -1149,7 +1149,9 @@ def _case_index(dirs: Iterable[Path]) -> dict[str, list[Path]]:
                 continue
             for ids in expectations(path).values():
                 for rid in ids:
-                    index.setdefault(rid, []).append(path)
+                    paths = index.setdefault(rid, [])
+                    if path not in paths:
+                        paths.append(path)
     return index
 
 
