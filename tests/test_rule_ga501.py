@@ -327,31 +327,38 @@ class _Log(list):
     pass
 
 
-def fake_pycuda(monkeypatch: pytest.MonkeyPatch, with_capture: bool = True) -> _Log:
+def fake_pycuda(monkeypatch: pytest.MonkeyPatch, fail_capture: bool = False) -> _Log:
+    """A fake pycuda.driver (streams) and a fake of the ctypes graph driver."""
+    from gpuadvise.runner import pycuda_backend
+
     log = _Log()
-
-    class GraphExec:
-        def launch(self, stream: Any = None) -> None:
-            log.append(("graph_launch", stream))
-
-    class Graph:
-        def instantiate(self) -> GraphExec:
-            log.append(("instantiate",))
-            return GraphExec()
 
     class Stream:
         def __init__(self, flags: int = 0) -> None:
             log.append(("stream", flags))
+            self.handle = 0x1234
 
-        def begin_capture(self) -> None:
-            log.append(("begin_capture", self))
+    class GraphDriver:
+        def begin_capture(self, stream: int) -> None:
+            if fail_capture:
+                raise RuntimeError("cuStreamBeginCapture failed: CUDA_ERROR_NOT_SUPPORTED")
+            log.append(("begin_capture", stream))
 
-        def end_capture(self) -> Graph:
-            log.append(("end_capture", self))
-            return Graph()
+        def end_capture(self, stream: int) -> str:
+            log.append(("end_capture", stream))
+            return "graph"
 
-    if not with_capture:
-        del Stream.begin_capture
+        def instantiate(self, graph: str) -> str:
+            log.append(("instantiate", graph))
+            return "exec"
+
+        def launch(self, exe: str) -> None:
+            log.append(("graph_launch", exe))
+
+        def destroy(self, exe: str, graph: str) -> None:
+            log.append(("destroy", exe, graph))
+
+    monkeypatch.setattr(pycuda_backend, "_GraphDriver", GraphDriver)
     drv = types.ModuleType("pycuda.driver")
     drv.Stream = Stream  # type: ignore[attr-defined]
     pvt = types.ModuleType("pycuda._pvt_struct")
@@ -395,14 +402,17 @@ def test_pycuda_bind_graph_captures_on_a_stream_and_replays_one_launch(monkeypat
     kinds = [e[0] for e in log]
     assert kinds == ["stream", "begin_capture", "launch", "launch", "launch", "end_capture",
                      "instantiate"]  # fmt: skip
-    stream = log[1][1]
+    assert log[1] == ("begin_capture", 0x1234)  # the PyCUDA stream's handle
     for e in log[2:5]:
         # every launch goes to the capturing stream, with its arguments packed by its format
-        assert e == ("launch", (2, 1, 1), (128, 1, 1), ("packed", "PPffI", tuple(args)), 0, stream)
-    assert log[5] == ("end_capture", stream)
+        assert e[:5] == ("launch", (2, 1, 1), (128, 1, 1), ("packed", "PPffI", tuple(args)), 0)
+        assert e[5].handle == 0x1234
+    assert log[5] == ("end_capture", 0x1234) and log[6] == ("instantiate", "graph")
     replay()
     replay()
-    assert log[7:] == [("graph_launch", None), ("graph_launch", None)]  # default stream
+    assert log[7:] == [("graph_launch", "exec"), ("graph_launch", "exec")]
+    del replay
+    assert log[-1] == ("destroy", "exec", "graph")
 
 
 def test_pycuda_bind_graph_ends_a_broken_capture(monkeypatch):
@@ -413,12 +423,12 @@ def test_pycuda_bind_graph_ends_a_broken_capture(monkeypatch):
     assert [e[0] for e in log] == ["stream", "begin_capture", "launch", "end_capture"]
 
 
-def test_pycuda_without_graphs_says_so(monkeypatch):
-    log = fake_pycuda(monkeypatch, with_capture=False)
+def test_a_driver_without_capture_says_so(monkeypatch):
+    log = fake_pycuda(monkeypatch, fail_capture=True)
     be = backend_with(sys.modules["pycuda.driver"])
-    with pytest.raises(RuntimeError, match="no CUDA graph support"):
+    with pytest.raises(RuntimeError, match="cuStreamBeginCapture failed: CUDA_ERROR_NOT_SUPP"):
         be.bind_graph([(FakeFunction(log), (1, 1, 1), (32, 1, 1), 0, [1])])
-    assert log == []
+    assert [e[0] for e in log] == ["stream"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -96,36 +96,34 @@ class PyCudaBackend:
         once; the callable replays it with one ``cuGraphLaunch`` on the default stream (like the
         stream launches, so the timing events on that stream bracket it the same way).
 
-        Capture records the launches without running them (PyCUDA's ``Stream.begin_capture`` /
-        ``end_capture``, ``Graph.instantiate``, ``GraphExec.launch``); a blocking stream is used
-        (the legacy default stream cannot capture), and nothing else may touch the GPU until the
-        capture ends. The graph keeps a copy of each launch's packed arguments.
+        Capture records the launches without running them. PyCUDA 2026.1 wraps no graph API,
+        so the four driver calls it lacks (``cuStreamBeginCapture``, ``cuStreamEndCapture``,
+        ``cuGraphInstantiateWithFlags``, ``cuGraphLaunch``) go through ctypes on the same
+        libcuda and context; the launches themselves are PyCUDA's, on a PyCUDA stream (the
+        legacy default stream cannot capture). The graph keeps a copy of each launch's packed
+        arguments.
         """
         from pycuda._pvt_struct import pack
 
         drv = self.drv
-        if not hasattr(drv.Stream, "begin_capture"):
-            raise RuntimeError(
-                "this PyCUDA has no CUDA graph support (pycuda.driver.Stream.begin_capture): "
-                "pip install -U pycuda"
-            )
+        cu = _GraphDriver()
         packed = [
             (kernel._launch_kernel, grid, block, pack(kernel.arg_format, *args), smem)
             for kernel, grid, block, smem, args in launches
         ]
         stream = drv.Stream()
-        stream.begin_capture()
+        cu.begin_capture(stream.handle)
         try:
             for launch, grid, block, arg_buf, smem in packed:
                 launch(grid, block, arg_buf, smem, stream)
         except BaseException:
             try:  # end the broken capture so that the stream and the context stay usable
-                stream.end_capture()
+                cu.end_capture(stream.handle)
             except Exception:
                 pass
             raise
-        graph = stream.end_capture()
-        return _GraphReplay(graph.instantiate(), (stream, graph, packed))
+        graph = cu.end_capture(stream.handle)
+        return _GraphReplay(cu, cu.instantiate(graph), graph, (stream, packed))
 
     def synchronize(self) -> None:
         self.ctx.synchronize()
@@ -152,12 +150,85 @@ class PyCudaBackend:
             pass
 
 
-class _GraphReplay:
-    """One launch of an instantiated graph per call; keeps what the graph was built from."""
+class _GraphDriver:
+    """The CUDA driver's graph calls, through ctypes (PyCUDA does not wrap them)."""
 
-    def __init__(self, exe: Any, keep: Any) -> None:
+    CAPTURE_MODE_THREAD_LOCAL = 1
+
+    def __init__(self) -> None:
+        import ctypes
+
+        lib = None
+        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise RuntimeError("CUDA graphs: cannot load the CUDA driver library (libcuda)")
+        self.ct = ctypes
+        self.lib = lib
+        vp, pvp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        sigs = {
+            "cuStreamBeginCapture_v2": [vp, ctypes.c_int],
+            "cuStreamEndCapture": [vp, pvp],
+            "cuGraphInstantiateWithFlags": [pvp, vp, ctypes.c_ulonglong],
+            "cuGraphLaunch": [vp, vp],
+            "cuGraphExecDestroy": [vp],
+            "cuGraphDestroy": [vp],
+            "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+        }
+        for fname, args in sigs.items():
+            fn = getattr(lib, fname)
+            fn.argtypes = args
+            fn.restype = ctypes.c_int
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = self.ct.c_char_p()
+            self.lib.cuGetErrorName(rc, self.ct.byref(name))
+            text = name.value.decode() if name.value else f"error {rc}"
+            raise RuntimeError(f"{what} failed: {text}")
+
+    def begin_capture(self, stream: int) -> None:
+        rc = self.lib.cuStreamBeginCapture_v2(stream, self.CAPTURE_MODE_THREAD_LOCAL)
+        self._check(rc, "cuStreamBeginCapture")
+
+    def end_capture(self, stream: int) -> Any:
+        graph = self.ct.c_void_p()
+        self._check(self.lib.cuStreamEndCapture(stream, self.ct.byref(graph)), "cuStreamEndCapture")
+        return graph
+
+    def instantiate(self, graph: Any) -> Any:
+        exe = self.ct.c_void_p()
+        rc = self.lib.cuGraphInstantiateWithFlags(self.ct.byref(exe), graph, 0)
+        self._check(rc, "cuGraphInstantiate")
+        return exe
+
+    def launch(self, exe: Any) -> None:
+        self._check(self.lib.cuGraphLaunch(exe, None), "cuGraphLaunch")
+
+    def destroy(self, exe: Any, graph: Any) -> None:
+        self.lib.cuGraphExecDestroy(exe)
+        self.lib.cuGraphDestroy(graph)
+
+
+class _GraphReplay:
+    """One launch of an instantiated graph per call, on the legacy default stream; keeps what
+    the graph was built from."""
+
+    def __init__(self, cu: _GraphDriver, exe: Any, graph: Any, keep: Any) -> None:
+        self.cu = cu
         self.exe = exe
+        self.graph = graph
         self.keep = keep
 
     def __call__(self) -> None:
-        self.exe.launch()
+        self.cu.launch(self.exe)
+
+    def __del__(self) -> None:
+        try:
+            self.cu.destroy(self.exe, self.graph)
+        except Exception:
+            pass
