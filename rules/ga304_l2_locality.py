@@ -252,8 +252,7 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
     import numpy as np
 
     from gpuadvise.emulate import emulate
-    from gpuadvise.signature import parse_signature
-    from gpuadvise.spec import resolve
+    from gpuadvise.pipeline import resolve_launch
     from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
 
     spec = ctx.spec
@@ -261,13 +260,15 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
     ctas = probe_ctas(gx, gy)
     src = Path(ctx.source_file)
     text = remap_block_index(ks.text, ks.body_start, ks.body_end, probe_lines(ctas, gx), BLOCK_NAME)
+    tc = find_toolchain(ctx.nvcc)
     with tempfile.TemporaryDirectory(prefix="gpuadvise-ga304-") as tmp:
         probe = Path(tmp) / src.name
         probe.write_text(text)
         options = _options_like(ctx.analysis.module, str(src.resolve().parent))
-        module = compile_source(probe, options, find_toolchain(ctx.nvcc), kernels=[spec.kernel])
+        module = compile_source(probe, options, tc, kernels=[spec.kernel])
     kernel = select_kernel(module, spec.kernel)
-    launch = resolve(spec, parse_signature(ks.text, spec.kernel))
+    # user structs (seed 004's Cell) are sized by the compiler, as the pipeline does
+    launch = resolve_launch(spec, kernel, options, tc)
     emu = emulate(module, kernel, launch, ctx.device, sample_ctas=len(ctas), trace=True)
     trace = emu.trace
     ids = np.asarray(ctas, dtype=np.int64)
