@@ -5,17 +5,18 @@ Usage: python benchmarks/l2_speed.py [--block 16] [--radius 256] [--stride 64] [
 Synthesizes the trace of seed 002's gather (benchmarks/l2_gather/gather.cu: each pixel of a
 7680 x 4320 float image reads 9 x 9 samples of radius 256 and stride 64, clamped to the edge) for
 4 CTA rows (the first, two middle, the last: 1920 CTAs, 1.26 M warp records), then times
-``l2_model`` on it with the default orders (row-major, tile-x 8, 16, 32) for an H100 at 8 CTAs per
-SM: trace reading, per-buffer translation inference, synthesis of the 129,600 CTAs (480 x 270 of
-16 x 16) and the four replays. Prints the best of ``--repeat`` runs and the peak memory.
+``l2_model`` on it with the default orders (row-major, tile-x 4, 8, 16, 32) and parameters (two L2
+partitions, 64-byte fills) for an H100 at 8 CTAs per SM: trace reading, per-buffer translation
+inference, synthesis of the 129,600 CTAs (480 x 270 of 16 x 16) and the five replays. Prints the
+best of ``--repeat`` runs and the peak memory.
 
-Measured 2026-11-22 on the 2-core machine (numpy 2.4), 16 x 16 blocks, R = 256, S = 64, best of 2-3:
-  l2_model, 4 orders (1920 traced CTAs, 129,600 synthesized)   4.1 s CPU; 4.5 s wall when the machine
-                                                                was idle, 6-8 s while other jobs ran
-                                                                (load 3-4)          (target 10 s)
-  peak memory ~1.4 GB. The trace synthesis itself (not part of the estimate) takes ~3 s.
+Measured 2026-11-22 on the 2-core machine (numpy 2.4), 16 x 16 blocks, best of 2-3, machine idle:
+  R = 256, S = 64 (fits the L2):        3.9 s wall (3.8 s CPU), peak memory 1.25 GB  (target 10 s)
+  R = 1024, S = 256 (does not fit):     6.0 s wall (6.1 s CPU), peak memory 1.6 GB
+  (2-3x the wall time while other jobs load the machine). The trace synthesis itself (not part of
+  the estimate) takes 1-2 s.
 The model's time grows with the touches (CTAs x units per CTA): 8 x 8 blocks on the same frame are
-4 x the CTAs (~4x the time); R = 256, S = 32 (17 x 17 samples) ~3.5x.
+4 x the CTAs (~5x the time: 21 s CPU, 2.3 GB); R = 256, S = 32 (17 x 17 samples) ~3.5x.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ GPU they start undefined).
 Which CTAs: ``sample_ctas=None`` runs the first wave, the CTAs that are resident at once at the
 kernel's occupancy (``active_blocks_per_sm * sm_count`` from
 :func:`gpuadvise.model.occupancy.max_active_blocks`, the lowest linear CTA ids, as the hardware
-dispatches them); an int runs the first that many; ``"all"`` runs every CTA. Whole-launch totals
+dispatches them); an int runs the first that many; ``"all"`` runs every CTA; a sequence of linear
+CTA ids runs those (:func:`interior_ctas` picks CTA rows away from the grid's border, which the L2
+model needs when the first wave only covers CTAs whose footprint reaches it). Whole-launch totals
 drawn from the trace are exact when every CTA ran (``complete``) and otherwise extrapolated by
 ``trace.scale``. ``outputs`` hold the final contents of the output buffers; they equal the GPU's only
 when every CTA ran (a note says so otherwise). CTAs run in batches of up to ``batch_lanes`` lanes.
@@ -47,6 +49,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +71,7 @@ __all__ = [
     "buffer_dtype",
     "emulate",
     "emulate_ptx",
+    "interior_ctas",
     "runner_poisons",
 ]
 
@@ -236,12 +240,60 @@ def _sample_count(sample_ctas: int | str | None, total: int, wave: Any) -> tuple
     )
 
 
+def _sample_ids(ids: Sequence[int] | np.ndarray, total: int) -> tuple[np.ndarray, list[str]]:
+    """The given linear CTA ids, checked, sorted and deduplicated."""
+    try:
+        arr = np.asarray(ids)
+        ok = arr.ndim == 1 and (arr.size == 0 or np.issubdtype(arr.dtype, np.integer))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or arr.size == 0:
+        raise UsageError(
+            "sample_ctas as a list must hold linear CTA ids (integers)", "e.g. sample_ctas=[0, 7]"
+        )
+    ctas = np.unique(arr.astype(np.int64))
+    if ctas[0] < 0 or ctas[-1] >= total:
+        raise UsageError(
+            f"CTA id {int(ctas[0] if ctas[0] < 0 else ctas[-1])} is outside the grid of {total}",
+            f"use ids 0 to {total - 1}",
+        )
+    notes = [] if len(ctas) == total else [f"traced {len(ctas)} chosen CTAs of {total}"]
+    return ctas, notes
+
+
+def interior_ctas(
+    grid: tuple[int, int, int], exclude: Sequence[int] = (), rows: int = 2, limit: int = 128
+) -> tuple[int, ...]:
+    """Linear ids of ``rows`` consecutive CTA rows in the middle of a 2D grid (z folds into y,
+    as CTA ids do), the ones farthest from the top and bottom edges; at most ``limit`` CTAs (a
+    centred run of columns per row when the rows are longer), without those in ``exclude``.
+
+    An image kernel's footprint reaches further than its own tile; the first wave of a large
+    grid covers only the top CTA rows, whose footprints are clamped at the border. The L2 model
+    (:mod:`gpuadvise.model.l2`) needs CTAs clear of the border and neighbours in x and in y to
+    synthesize the whole grid: these rows provide both. Empty for grids of one row.
+    """
+    gx = int(grid[0])
+    gy = int(grid[1]) * int(grid[2])
+    if gy < 2 or gx < 1 or rows < 1 or limit < 1:
+        return ()
+    rows = min(rows, gy)
+    y0 = max(0, (gy - rows) // 2)
+    width = max(1, min(gx, limit // rows))
+    x0 = (gx - width) // 2
+    xs = np.arange(x0, x0 + width, dtype=np.int64)
+    ids = (np.arange(y0, y0 + rows, dtype=np.int64)[:, None] * gx + xs[None, :]).reshape(-1)
+    if len(exclude):
+        ids = ids[~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))]
+    return tuple(int(c) for c in ids)
+
+
 def emulate(
     module: CompiledModule,
     kernel: KernelInfo,
     launch: ResolvedLaunch,
     device: DeviceSpec,
-    sample_ctas: int | str | None = None,
+    sample_ctas: int | str | Sequence[int] | None = None,
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
@@ -346,7 +398,7 @@ def _emulate(
     buffers: list[tuple[str, np.ndarray, bool]],
     values: list[Any],
     sm_count: int,
-    sample_ctas: int | str | None,
+    sample_ctas: int | str | Sequence[int] | None,
     wave: Any,
     max_instructions: int,
     batch_lanes: int,
@@ -375,9 +427,13 @@ def _emulate(
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas
-    count, sample_notes = _sample_count(sample_ctas, total, wave)
+    if sample_ctas is None or isinstance(sample_ctas, (int, str)):
+        count, sample_notes = _sample_count(sample_ctas, total, wave)
+        ctas = np.arange(count, dtype=np.int64)
+    else:
+        ctas, sample_notes = _sample_ids(sample_ctas, total)
+        count = len(ctas)
     notes += sample_notes
-    ctas = np.arange(count, dtype=np.int64)
 
     inputs = {name: arr for name, arr, _ in buffers}
     contents: list[tuple[str, bytes | np.ndarray]] = [(name, arr) for name, arr, _ in buffers]

@@ -20,6 +20,10 @@ from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo
 
 log = logging.getLogger(__name__)
 
+INTERIOR_CTAS = 64
+"""CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
+sampled ones: see :func:`_with_interior`."""
+
 
 @dataclass(frozen=True)
 class Waves:
@@ -199,7 +203,11 @@ def analyze_memory(
     rec = reconcile(emu.trace, inner)
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
-    l2, l2_notes = l2_for(emu.trace, device, blocks_per_sm)
+    l2_trace, l2_notes = emu.trace, ()
+    if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
+        l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device)
+    l2, more = l2_for(l2_trace, device, blocks_per_sm)
+    l2_notes += more
     return MemoryAnalysis(
         ctas_run=len(emu.ctas_run),
         total_ctas=total,
@@ -229,6 +237,80 @@ def l2_for(trace: Any, device: DeviceSpec, blocks_per_sm: int) -> tuple[Any, tup
         return None, (f"no L2 model: {exc.one_line()}",)
     except (ValueError, MemoryError) as exc:
         return None, (f"no L2 model: {exc}",)
+
+
+def _with_interior(
+    emu: Any, module: CompiledModule, kernel: KernelInfo, launch: Any, device: DeviceSpec
+) -> tuple[Any, tuple[str, ...]]:
+    """The L2 model's trace: the sampled CTAs plus a patch of CTAs in the middle of the grid.
+
+    The first wave of a large 2D grid covers its top CTA rows only; when an image kernel reads
+    further than its own tile, their footprints are all clamped at the border, and the L2 model
+    cannot synthesize the other CTAs from them (it would fall back to the traced CTAs, row-major
+    only). Two CTA rows in the middle of the grid, up to :data:`INTERIOR_CTAS` CTAs around its
+    centre (:func:`gpuadvise.emulate.interior_ctas`), give it CTAs clear of the border and
+    neighbours in x and y. Returns the trace unchanged when they are traced already (a grid the
+    sample covers) or cannot be traced (with a note)."""
+    from gpuadvise.emulate import emulate, interior_ctas
+
+    grid = tuple(int(v) for v in emu.trace.grid)
+    extra = interior_ctas((grid[0], grid[1], grid[2]), exclude=emu.ctas_run, limit=INTERIOR_CTAS)
+    if not extra:
+        return emu.trace, ()
+    t0 = time.perf_counter()
+    try:
+        more = emulate(module, kernel, launch, device, sample_ctas=extra)
+    except GpuAdviseError as exc:
+        return emu.trace, (f"the L2 model's interior CTAs could not be traced: {exc.one_line()}",)
+    gx = grid[0]
+    ys = sorted({c // gx for c in extra})
+    xs = sorted({c % gx for c in extra})
+    rows = f"row {ys[0]}" if len(ys) == 1 else f"rows {ys[0]}-{ys[-1]}"
+    cols = f"column {xs[0]}" if len(xs) == 1 else f"columns {xs[0]}-{xs[-1]}"
+    note = (
+        f"the L2 model also traced {len(extra)} CTAs in the middle of the grid (CTA {rows}, "
+        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s"
+    )
+    return _merge_traces(emu.trace, more.trace), (note,)
+
+
+def _merge_traces(a: Any, b: Any) -> Any:
+    """One AccessTrace of the CTAs of two emulations of the same launch. Both list the same
+    instructions unless a generic access reached another state space in one of them: then
+    ``b``'s instruction ids are mapped to ``a``'s by source location, opcode, space, kind and
+    width (the first of ``a``'s with that key)."""
+    import numpy as np
+
+    from gpuadvise.trace import InstrInfo
+
+    rb = b.records
+    instrs = list(a.instructions)
+    if tuple(b.instructions) != tuple(a.instructions):
+
+        def key(i: InstrInfo) -> tuple:
+            return (i.file, i.line, i.opcode, int(i.space), int(i.kind), i.width)
+
+        index: dict[tuple, int] = {}
+        for i in a.instructions:
+            index.setdefault(key(i), i.inst)
+        remap = np.arange(max((i.inst for i in b.instructions), default=-1) + 1, dtype=np.int64)
+        for i in b.instructions:
+            k = key(i)
+            if k not in index:
+                index[k] = len(instrs)
+                instrs.append(replace(i, inst=len(instrs)))
+            remap[i.inst] = index[k]
+        rb = rb.copy()
+        if len(rb):
+            rb["inst"] = remap[rb["inst"].astype(np.int64)]
+    records = np.concatenate([a.records, rb])
+    ctas = tuple(sorted(set(a.ctas) | set(b.ctas)))
+    return replace(
+        a,
+        records=records,
+        instructions=tuple(instrs),
+        ctas=ctas,
+    )
 
 
 def _gpu_memory(

@@ -3,11 +3,14 @@
 Oracles: hand counts (streaming, a tile every CTA reads, compulsory misses), an exact LRU replay of
 the same footprints in the same CTA order (an OrderedDict, small cases only), the complete trace
 against a sampled one (synthesis of the untraced CTAs), and the CUDA snippet of the tiled remap
-compiled with g++ against :func:`tiled_order`.
+compiled with g++ against :func:`tiled_order`. Two L2 partitions: hand counts, and a replay of the
+near/home protocol over every assignment of the CTAs to the two sides. The pipeline: the CTAs
+the emulator samples for the L2 model, on the bundled gather.
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from collections import OrderedDict
@@ -23,6 +26,8 @@ from gpuadvise.model import l2 as L
 from gpuadvise.model.l2 import (
     L2Result,
     default_efficiency,
+    default_fetch_bytes,
+    default_partitions,
     l2_model,
     order_permutation,
     tiled_block_index_cuda,
@@ -363,20 +368,26 @@ def test_gather_that_fits_only_when_tiled():
         (1000, 504, 16, 3, 1, 64 * 1024, 32),  # dense 7 x 7 stencil
     ],
 )
-def test_sampled_trace_predicts_the_complete_one(W, H, B, R, S, l2, fetch):
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_sampled_trace_predicts_the_complete_one(W, H, B, R, S, l2, fetch, partitions):
+    # complete: explicit touch lists; sampled: synthesized unit matrices (and lists at the edges)
     orders = ("row-major", ("tile-x", 3), ("tile-x", 8), ("tile-y", 4), "column-major")
-    full = l2_model(
-        gather_trace(W, H, B, B, R, S), device(l2), 2, orders, efficiency=1.0, fetch_bytes=fetch
-    )
-    part = l2_model(
-        sampled(W, H, B, R, S), device(l2), 2, orders, efficiency=1.0, fetch_bytes=fetch
-    )
+    kw = {"efficiency": 1.0, "fetch_bytes": fetch, "partitions": partitions}
+    full = l2_model(gather_trace(W, H, B, B, R, S), device(l2), 2, orders, **kw)
+    part = l2_model(sampled(W, H, B, R, S), device(l2), 2, orders, **kw)
     assert full.mode == "complete" and part.mode == "synthesized"
+    assert full.partitions == part.partitions == partitions
     assert part.footprint_bytes == full.footprint_bytes
     for a, b in zip(full.orders, part.orders, strict=True):
+        assert b.hit_rate == pytest.approx(a.hit_rate, abs=0.01)
         assert b.read_hit_rate == pytest.approx(a.read_hit_rate, abs=0.01)
         assert b.dram_bytes == pytest.approx(a.dram_bytes, rel=0.03)
         assert b.working_set_bytes == pytest.approx(a.working_set_bytes, rel=0.05)
+        if partitions == 1:
+            assert a.fabric_sectors == b.fabric_sectors == 0.0
+        else:
+            assert b.fabric_sectors == pytest.approx(a.fabric_sectors, rel=0.03)
+            assert a.fabric_sectors > 0
 
 
 def test_model_follows_an_exact_lru_replay():
@@ -433,9 +444,18 @@ def test_default_efficiency_and_capacity():
     assert default_efficiency(preset("H100")) == 0.5
     assert default_efficiency(preset("A100-80GB")) == 0.5
     assert default_efficiency(preset("RTX2080")) == 0.85
+    for name, parts, fetch in (("H100", 2, 64), ("A100-80GB", 2, 64), ("B200", 2, 64),
+                               ("RTX2080", 1, 32), ("RTX4090", 1, 32), ("L40S", 1, 32)):  # fmt: skip
+        assert (default_partitions(preset(name)), default_fetch_bytes(preset(name))) == (
+            parts,
+            fetch,
+        ), name
     res = l2_model(streaming_trace(64), preset("H100"), 8)
     assert res.capacity_bytes == 0.5 * preset("H100").l2_bytes
     assert res.concurrent_ctas == 8 * 132
+    assert (res.partitions, res.fetch_bytes) == (2, 64)
+    one = l2_model(streaming_trace(64), preset("RTX2080"), 8)
+    assert (one.partitions, one.fetch_bytes) == (1, 32)
 
 
 def test_several_efficiencies_share_one_replay():
@@ -456,6 +476,8 @@ def test_bad_arguments():
         l2_model(trace, device(1 << 20), 2, fetch_bytes=48)
     with pytest.raises(UsageError):
         l2_model(trace, replace(device(1 << 20), l2_bytes=None), 2)
+    with pytest.raises(UsageError):
+        l2_model(trace, device(1 << 20), 2, partitions=3)
 
 
 def test_synthesis_reads_a_subset_of_a_large_trace(monkeypatch):
@@ -470,3 +492,356 @@ def test_synthesis_reads_a_subset_of_a_large_trace(monkeypatch):
     b = l2_model(trace, device(512 * 1024), 2, orders, efficiency=1.0)
     assert a.mode == b.mode == "synthesized"
     assert a == b
+
+
+# --------------------------------------------------------------------------------------------
+# Two L2 partitions (A100/H100): the near partition's copies and the lookups Nsight counts
+
+
+def h100_like(l2_bytes: int, sms: int = 4):
+    """An H100 (two partitions, 64-byte fills by default) with a small L2."""
+    return replace(preset("H100"), l2_bytes=l2_bytes, sm_count=sms)
+
+
+def sector_reads_trace(reads: list[list[int]]) -> AccessTrace:
+    """A 1D grid: CTA ``c`` reads the first 32-byte sector of each 64-byte granule listed in
+    ``reads[c]``, 8 lanes per granule, 4 granules per warp (no stores)."""
+    recs = []
+    for c, grans in enumerate(reads):
+        for w in range(0, len(grans), 4):
+            chunk = np.asarray(grans[w : w + 4])
+            lanes = np.arange(8 * len(chunk))
+            r = empty_records(1)
+            r["cta"] = c
+            r["warp"] = w // 4
+            r["mask"] = _masks(np.arange(32) < len(lanes))
+            addr = np.zeros(32, dtype=np.uint64)
+            addr[: len(lanes)] = IN_BASE + np.repeat(chunk, 8) * 64 + (lanes % 8) * 4
+            r["addr"] = addr
+            recs.append(r)
+    rec = np.concatenate(recs)
+    rec["width"] = 4
+    rec["space"] = int(Space.GLOBAL)
+    rec["kind"] = int(Kind.LOAD)
+    P = len(reads)
+    top = max(max(r) for r in reads) + 1
+    return AccessTrace(
+        records=rec,
+        instructions=INSTR[:1],
+        ctas=tuple(range(P)),
+        total_ctas=P,
+        grid=(P, 1, 1),
+        block=(32 * max(1, -(-max(len(r) for r in reads) // 4)), 1, 1),
+        source="emulator",
+        buffers={"in": (IN_BASE, top * 64)},
+    )
+
+
+def expected_per_residency(residencies: list[list[int]], g: int) -> tuple[float, float]:
+    """Expected (lookups, misses), in sectors, of the near/home protocol, summed over residencies
+    (each: the sectors its touching CTAs request, in launch order; the granule is not in L2
+    before the first, stays in both partitions until the last), averaged over the assignments
+    of the CTAs to the home side (0) or the other side (1), all equally likely. A request from
+    the home side is looked up at home (a miss fills it); one from the other side is looked up
+    in its near partition, and when that misses, forwarded: ``g`` sectors looked up at home,
+    after which both partitions hold the granule."""
+    look = miss = 0.0
+    for req in residencies:
+        combos = list(itertools.product((0, 1), repeat=len(req)))
+        lo = mi = 0.0
+        for sides in combos:
+            home_has = near_has = False
+            for a, side in zip(req, sides, strict=True):
+                lo += a
+                if side == 0:
+                    mi += 0 if home_has else a
+                    home_has = True
+                elif not near_has:
+                    mi += a + (0 if home_has else g)
+                    lo += g
+                    home_has = near_has = True
+        look += lo / len(combos)
+        miss += mi / len(combos)
+    return look, miss
+
+
+def test_residency_formula_against_the_protocol():
+    # a residency of k CTAs, each requesting a sectors of a granule of g sectors
+    for k in range(1, 7):
+        for a, g in ((1, 1), (1, 2), (2, 2), (1, 4), (4, 4)):
+            look, miss = expected_per_residency([[a] * k], g)
+            m, f = L._residencies(np.array([k]), np.array([float(a)]), np.array([float(g)]))
+            # one cache: k * a lookups, a misses (the first)
+            assert f == pytest.approx(look - k * a, abs=1e-12), (k, a, g)
+            assert m == pytest.approx(miss - a, abs=1e-12), (k, a, g)
+    # by hand: one reader (streaming): half of the time from the far side, then forwarded
+    assert L._residencies(np.array([1]), np.array([2.0]), np.array([2.0])) == (1.0, 1.0)
+    # two readers, a = 1, g = 2: 1 + 0.5 * (1 - 1/2) more misses, 2 * (1 - 1/4) more lookups
+    assert L._residencies(np.array([2]), np.array([1.0]), np.array([2.0])) == (1.25, 1.5)
+    assert L._residencies(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)) == (0.0, 0.0)
+
+
+def test_streaming_kernel_with_two_partitions():
+    # every 64-byte granule read once by one CTA: half of the reads come from the far side, miss
+    # there too and are forwarded; half of the stores are looked up twice (near, then home)
+    P = 500
+    res = l2_model(streaming_trace(P), h100_like(1 << 20), 2, ("row-major",))
+    assert (res.partitions, res.fetch_bytes) == (2, 64)
+    o = res.orders[0]
+    per_cta_granules = 512 // 64
+    # reads: 16 sectors, + 8 x (2 sectors x 1/2) forwarded, all missing
+    assert o.read_hit_rate == 0.0
+    # lookups: 16 + 8 loads, 16 + 8 stores (hits)
+    assert o.hit_rate == pytest.approx(24 / 48)
+    assert o.fabric_sectors == pytest.approx(P * (per_cta_granules * 1 + 16 / 2))
+    assert o.sectors == 2 * 16 * P  # requests from the SMs, as before
+    assert o.dram_bytes == P * 512
+    one = l2_model(streaming_trace(P), h100_like(1 << 20), 2, ("row-major",), partitions=1)
+    assert one.orders[0].hit_rate == pytest.approx(0.5) and one.orders[0].fabric_sectors == 0.0
+
+
+@pytest.mark.parametrize("traced", [None, [0, 1, 2, 9, 17, 30]])
+def test_tile_read_by_every_cta_with_two_partitions(traced):
+    # 48 CTAs read the same 64 KB (1024 granules of 64 B, 2 sectors each): per granule the first
+    # reader misses (2 sectors); the first reader on the far side misses its near partition (2)
+    # and is forwarded (2 lookups at home): 47 of 49 lookups hit (up to 2^-47)
+    gx, gy = 8, 6
+    res = l2_model(shared_tile_trace(gx, gy, traced), h100_like(1 << 20), 2, ("row-major",))
+    o = res.orders[0]
+    assert o.read_hit_rate == pytest.approx(47 / 49, rel=1e-12)
+    assert o.hit_rate == o.read_hit_rate  # no stores
+    assert o.fabric_sectors == pytest.approx(2048, rel=1e-12)
+    assert o.dram_bytes == 65536
+
+
+def test_evicted_and_refetched_granule_with_two_partitions():
+    # 12 CTAs, each reads the first sector of 8 private 64-byte granules; CTAs 0, 1, 3, 4, 6, 7,
+    # 9, 10 also read granule 0. L2 of 1 KB (16 granules): the reuse 1 CTA later fits (9
+    # granules), the one 2 CTAs later does not (17): granule 0 lives 4 times, 2 readers each.
+    reads = [([0] if c % 3 != 2 else []) + [1 + 8 * c + i for i in range(8)] for c in range(12)]
+    res = l2_model(sector_reads_trace(reads), h100_like(1024), 1, ("row-major",), efficiency=1.0)
+    o = res.orders[0]
+    # one cache: 104 sector reads, 4 hits (CTAs 1, 4, 7, 10); 100 granules fetched
+    assert o.sectors == 104
+    assert o.dram_bytes == 100 * 64
+    # private granules (k = 1, a = 1, g = 2): +1 miss, +1 lookup each (96 of them);
+    # granule 0 (4 residencies, k = 2): +1.25 misses, +1.5 lookups each
+    look = 104 + 96 + 4 * 1.5
+    miss = 100 + 96 + 4 * 1.25
+    assert o.fabric_sectors == pytest.approx(look - 104)
+    assert o.read_hit_rate == pytest.approx((look - miss) / look)
+    # the protocol replayed over every side assignment agrees
+    want_look, want_miss = expected_per_residency([[1]] * 96 + [[1, 1]] * 4, 2)
+    assert look == pytest.approx(want_look) and miss == pytest.approx(want_miss)
+
+
+def test_overlapping_reads_follow_the_protocol():
+    # CTA c reads granules c .. c + 3 (one sector each): granule j is read by up to 4 CTAs,
+    # all in L2 (a large cache): one residency each, of 1 to 4 readers
+    P = 9
+    trace = sector_reads_trace([[c + i for i in range(4)] for c in range(P)])
+    res = l2_model(trace, h100_like(1 << 20), 1, ("row-major", "column-major"))
+    readers = [sum(1 for c in range(P) if c <= j <= c + 3) for j in range(P + 3)]
+    look, miss = expected_per_residency([[1] * k for k in readers], 2)
+    for o in res.orders:
+        lookups = o.sectors + o.fabric_sectors
+        assert o.sectors == 4 * P
+        assert lookups == pytest.approx(look)
+        assert lookups * (1 - o.read_hit_rate) == pytest.approx(miss)
+    # the same with 32-byte fills (a = g = 1)
+    res32 = l2_model(trace, h100_like(1 << 20), 1, ("row-major",), fetch_bytes=32)
+    look32, miss32 = expected_per_residency([[1] * k for k in readers], 1)
+    o = res32.orders[0]
+    assert o.sectors + o.fabric_sectors == pytest.approx(look32)
+    assert (o.sectors + o.fabric_sectors) * (1 - o.read_hit_rate) == pytest.approx(miss32)
+
+
+def test_json_carries_the_partitions():
+    res = l2_model(gather_trace(256, 128, 16, 16, 16, 16), h100_like(1 << 20), 2)
+    data = res.to_json()
+    assert data["partitions"] == 2 and data["fetch_bytes"] == 64
+    assert all("fabric_sectors" in o for o in data["orders"])
+    assert L2Result.from_json(data) == res
+    assert [o.label for o in res.orders] == [
+        "row-major", "tile-x:4", "tile-x:8", "tile-x:16", "tile-x:32"
+    ]  # fmt: skip
+
+
+def remapped_gather(W, H, B, R, S, n, launch_positions):
+    """The gather of a kernel that remaps its own blocks (seed 002's tiling with ``n`` in the
+    kernel): the CTA launched at position p computes tile ``tiled_order(...)[p]``."""
+    gx, gy = W // B, H // B
+    xy = tiled_order(gx, gy, n, "x")
+    tiles = xy[launch_positions, 0] + xy[launch_positions, 1] * gx
+    t = gather_trace(W, H, B, B, R, S, ctas=tiles)
+    launched_at = np.empty(gx * gy, dtype=np.int64)
+    launched_at[xy[:, 0] + xy[:, 1] * gx] = np.arange(gx * gy)
+    rec = t.records.copy()
+    rec["cta"] = launched_at[rec["cta"].astype(np.int64)]
+    return replace(t, records=rec, ctas=tuple(sorted(int(c) for c in launched_at[tiles])))
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_a_kernel_remapping_its_blocks_is_not_synthesized(n):
+    # its first two launch rows: neighbours in launch order look like translates (a constant
+    # step in x and in y), but the CTAs at the border are not clamped copies of the template:
+    # the synthesis would be wrong, the model replays the traced CTAs instead
+    W, H, B, R, S = 1024, 512, 16, 64, 32
+    res = l2_model(remapped_gather(W, H, B, R, S, n, np.arange(2 * W // B)), device(1 << 20), 2)
+    assert res.mode == "traced-only"
+    assert any("edge are not translates" in x for x in res.notes), res.notes
+    # with two interior launch rows too, a CTA past a strip's end contradicts the steps
+    rows = np.r_[np.arange(2 * W // B), np.arange(15 * W // B, 17 * W // B)]
+    res = l2_model(remapped_gather(W, H, B, R, S, n, rows), device(1 << 20), 2)
+    assert res.mode == "traced-only"
+    assert any("translated copy" in x for x in res.notes), res.notes
+
+
+def test_synthesis_larger_than_the_budget_falls_back(monkeypatch):
+    W, H, B, R, S = 1024, 512, 16, 64, 32
+    trace = sampled(W, H, B, R, S)
+    assert l2_model(trace, device(1 << 20), 2).mode == "synthesized"
+    # a budget below what 2048 CTAs reading 5 x 5 offsets need
+    monkeypatch.setattr(L, "_MAX_SYNTH_TOUCHES", 2048 * 25 - 1)
+    res = l2_model(trace, device(1 << 20), 2)
+    assert res.mode == "traced-only"
+    assert any("(unit, CTA) touches, more than the 51,199 allowed" in x for x in res.notes)
+
+
+# --------------------------------------------------------------------------------------------
+# The CTAs the emulator traces for the L2 model (compiled kernels: needs the CUDA toolkit)
+
+ROOT = Path(__file__).resolve().parents[1]
+GATHER = ROOT / "kernels" / "tile_gather" / "gather.cu"
+
+
+def _have_nvcc() -> bool:
+    from gpuadvise.toolchain import find_toolchain
+
+    try:
+        find_toolchain()
+        return True
+    except Exception:
+        return False
+
+
+needs_nvcc = pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolkit (pip install .[toolkit])")
+
+
+def test_interior_ctas():
+    from gpuadvise.emulate import interior_ctas
+
+    # 10 x 6 grid: rows 2 and 3 (the middle two), 4 columns around the centre (3 .. 6)
+    assert interior_ctas((10, 6, 1), limit=8) == (23, 24, 25, 26, 33, 34, 35, 36)
+    assert interior_ctas((10, 6, 1), exclude=(24, 35, 99), limit=8) == (23, 25, 26, 33, 34, 36)
+    assert interior_ctas((10, 7, 1), limit=8) == (23, 24, 25, 26, 33, 34, 35, 36)  # rows 2, 3
+    assert interior_ctas((4, 2, 3), limit=128) == tuple(range(8, 16))  # z folds into y: 6 rows
+    assert interior_ctas((5, 1, 1)) == ()  # one row: no interior
+    assert interior_ctas((3, 2, 1), rows=4) == tuple(range(6))  # fewer rows than asked
+    assert interior_ctas((10, 6, 1), exclude=range(60), limit=8) == ()
+
+
+@needs_nvcc
+def test_emulator_runs_the_ctas_it_is_given(tmp_path):
+    from gpuadvise.emulate import emulate
+    from gpuadvise.signature import parse_signature
+    from gpuadvise.spec import build_kernel_spec, resolve
+    from gpuadvise.toolchain import CompileOptions, compile_source
+
+    src = ROOT / "tests" / "cuda" / "emu" / "basic.cu"
+    mod = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path))
+    spec = build_kernel_spec(src, "vec_add", grid=8, block=256, args=["n=2048"],
+                             buffers=["a=float[2048]", "b=float[2048]", "c=float[2048]"],
+                             discover=False)  # fmt: skip
+    launch = resolve(spec, parse_signature(src.read_text(), "vec_add"))
+    e = emulate(mod, mod.kernel("vec_add"), launch, preset("H100"), sample_ctas=[6, 1, 5, 5])
+    assert e.ctas_run == (1, 5, 6) and e.trace.ctas == (1, 5, 6) and not e.complete
+    assert set(np.unique(e.trace.records["cta"]).tolist()) == {1, 5, 6}
+    a, b, c = e.inputs["a"], e.inputs["b"], e.outputs["c"]
+    for cta in range(8):
+        part = slice(256 * cta, 256 * (cta + 1))
+        if cta in (1, 5, 6):
+            np.testing.assert_array_equal(c[part], a[part] + b[part])
+        else:
+            assert np.isnan(c[part]).all()  # poisoned, never written
+    assert any("3 chosen CTAs of 8" in n for n in e.notes)
+    every = emulate(mod, mod.kernel("vec_add"), launch, preset("H100"), sample_ctas=range(8))
+    assert every.complete and every.trace.complete
+    for bad in ([8], [], [1.5], [-1]):
+        with pytest.raises(UsageError):
+            emulate(mod, mod.kernel("vec_add"), launch, preset("H100"), sample_ctas=bad)
+
+
+def _analysis(spec_file: Path | None, args: tuple[str, ...] = ()):
+    from gpuadvise.analyze_cmd import KernelOptions, build
+    from gpuadvise.pipeline import analyze_static
+
+    kernel = None if spec_file else "gather_rowmajor"
+    opts = KernelOptions(source=str(GATHER), kernel=kernel, gpu="H100", args=args,
+                         spec=str(spec_file) if spec_file else None)  # fmt: skip
+    spec, choice, options = build(opts)
+    return analyze_static(spec, choice.device, options, trace=True)
+
+
+@needs_nvcc
+def test_pipeline_traces_interior_ctas_for_the_l2_model():
+    # 2048 x 1024 frame, 128 x 64 CTAs of 16 x 16, footprint +-256 px (16 CTA rows): the first
+    # wave (1056 CTAs, 8 rows) is clamped at the top border; 64 CTAs in the middle rows let the
+    # model synthesize the grid, as the trace of 4 CTA rows (first, middle, last) does
+    from gpuadvise.pipeline import l2_for
+
+    W, H, R, S = 2048, 1024, 256, 64
+    a = _analysis(None, (f"w={W}", f"h={H}", f"r={R}", f"step={S}"))
+    m = a.memory
+    assert m.error is None and m.ctas_run == 1056
+    assert any("CTA rows 31-32, columns 48-79" in n for n in m.notes), m.notes
+    first_wave_only, _ = l2_for(m.trace, a.device, 8)
+    assert first_wave_only.mode == "traced-only"
+    l2 = m.l2
+    assert l2.mode == "synthesized" and l2.partitions == 2
+    assert [o.label for o in l2.orders] == [
+        "row-major", "tile-x:4", "tile-x:8", "tile-x:16", "tile-x:32"
+    ]  # fmt: skip
+    want = l2_model(sampled(W, H, 16, R, S), preset("H100"), 8)
+    for got, ref in zip(l2.orders, want.orders, strict=True):
+        assert got.hit_rate == pytest.approx(ref.hit_rate, abs=1e-6)
+        assert got.dram_bytes == pytest.approx(ref.dram_bytes, rel=1e-6)
+        assert got.fabric_sectors == pytest.approx(ref.fabric_sectors, rel=1e-6)
+    assert l2.best.label == want.best.label
+
+
+@needs_nvcc
+def test_1440p_gather_fits_and_keeps_row_major():
+    # gather_1440p.toml: 2560 x 1440, footprint +-64 px; the working set fits the L2, every
+    # order reads the image once from DRAM and row-major (the first) is the best
+    a = _analysis(GATHER.parent / "gather_1440p.toml")
+    l2 = a.memory.l2
+    assert l2.mode == "synthesized" and len(l2.orders) == 5
+    assert l2.best.order == "row-major"
+    rates = [o.hit_rate for o in l2.orders]
+    assert max(rates) - min(rates) < 0.001 and 0.96 < rates[0] < 0.99
+    assert all(o.dram_bytes == 2560 * 1440 * 4 for o in l2.orders)
+
+
+def test_merged_trace_maps_instructions_by_source_location():
+    from gpuadvise.pipeline import _merge_traces
+
+    a = streaming_trace(8, traced=[0, 1])
+    b = streaming_trace(8, traced=[5])
+    ld20 = InstrInfo(2, "k.cu", 20, "ld.global.f32", Space.GLOBAL, Kind.LOAD, 4)
+    # b found its instructions in another order, and one more
+    b_instrs = (replace(INSTR[1], inst=0), replace(INSTR[0], inst=1), ld20)
+    rb = b.records.copy()
+    rb["inst"] = 1 - rb["inst"]  # b's load is its instruction 1, its store 0
+    extra = rb[:1].copy()
+    extra["inst"] = 2
+    b = replace(b, records=np.concatenate([rb, extra]), instructions=b_instrs)
+    m = _merge_traces(a, b)
+    assert m.ctas == (0, 1, 5) and m.total_ctas == 8 and not m.complete
+    assert m.instructions == (*INSTR, ld20)
+    got = m.records[m.records["cta"] == 5]  # 4 warps x (load, store), then the new load
+    assert got["inst"].tolist() == [0] * 4 + [1] * 4 + [2]
+    assert got["kind"].tolist() == [int(Kind.LOAD)] * 4 + [int(Kind.STORE)] * 4 + [int(Kind.LOAD)]
+    assert np.array_equal(m.records[: len(a.records)], a.records)
+    same = _merge_traces(a, streaming_trace(8, traced=[5]))  # identical lists: kept as they are
+    assert same.instructions == INSTR and len(same.records) == 3 * 8

@@ -10,17 +10,20 @@ thread-group tiling along X with N = 4, 8, 16, 32 (gpuadvise's own CUDA remap), 
 (b) predicts the same numbers with ``l2_model`` from a trace of the row-major kernel synthesized in
     pure Python (trace_synth.py: the kernel's exact address arithmetic, 4 CTA rows traced; the
     untraced CTAs are synthesized by the model), for the default parameters and a sweep of the L2
-    efficiency and the fill granule (32 or 64 bytes), in worker processes while the GPU works;
-(c) prints predicted vs measured hit rate and DRAM bytes per kernel, the predicted best order vs
-    the two fastest measured per configuration, and the parameters that fit best, and writes
-    everything to ``l2_gather.json`` (in $OUT when set, else --out).
+    efficiency and the fill granule (32 or 64 bytes), and for the previous model (one cache, no
+    partition lookups, 32-byte fills) as a reference, in worker processes while the GPU works;
+(c) prints predicted vs measured hit rate, DRAM bytes and sectors crossing between the two L2
+    partitions per kernel, the predicted best order vs the two fastest measured per configuration,
+    and the parameters that fit best, and writes everything to ``l2_gather.json`` (in $OUT when
+    set, else --out).
 
 Targets: hit rate within 5 points and DRAM bytes within 25% on every kernel.
 
 Run on the GPU machine (H100 kind: Nsight Compute reads counters there), from the repository root:
     PYTHONUNBUFFERED=1 python3 benchmarks/l2_gather/run.py
 Options: --quick (1440p and 4K, 16x16 only), --predict-only (no GPU: the model's table only),
---no-ncu, --jobs N. The whole run takes about 3-4 minutes of GPU time.
+--measured FILE (no GPU: the model against the measurements of an earlier run's l2_gather.json),
+--no-ncu, --jobs N. The whole run takes about 1.5-2 minutes on the H100 machine.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ FRAMES = {"1440p": (2560, 1440), "4K": (3840, 2160), "8K": (7680, 4320)}
 TILES = (4, 8, 16, 32)
 EFFICIENCIES = (0.25, 0.35, 0.5, 0.65, 0.8, 1.0)
 FETCHES = (32, 64)
-DEFAULT = (32, 0.5)  # (fetch_bytes, efficiency): the model's defaults on an H100
+DEFAULT = (64, 0.5)  # (fetch_bytes, efficiency): the model's defaults on an H100
+PREVIOUS = "one-cache/32/0.5"  # the model before the partition lookups: a reference
 EXTRA_METRICS = (
     "lts__t_sector_op_read_hit_rate.pct",
     "lts__t_sectors_op_read.sum",
@@ -139,6 +143,8 @@ def predict(cfg: Config, l2_bytes: int, sm_count: int, cc: str, blocks_per_sm: i
         results = L._l2_model(trace, dev, blocks_per_sm, orders, EFFICIENCIES, fetch, "auto", None)
         for eff, res in zip(EFFICIENCIES, results, strict=True):
             out["by_param"][f"{fetch}/{eff}"] = res.to_json()
+    prev = L._l2_model(trace, dev, blocks_per_sm, orders, 0.5, 32, "auto", None, partitions=1)
+    out["by_param"][PREVIOUS] = prev[0].to_json()
     out["seconds_trace"] = t_trace
     out["seconds_model"] = time.perf_counter() - t1
     out["traced_ctas"] = len(trace.ctas)
@@ -326,45 +332,76 @@ def pct(x: float) -> str:
     return f"{x:6.1f}"
 
 
-def report(cases: list[Case], pred: dict[Config, dict], meas: dict[int, dict], param: str) -> dict:
-    """Print the table for one parameter set; return its statistics."""
+def describe(param: str) -> str:
+    if param == PREVIOUS:
+        return "the previous model: one cache, no partition lookups, fetch 32 B, efficiency 0.5"
     fetch, eff = param.split("/")
-    print(f"\n== predicted (fetch {fetch} B, efficiency {eff}) vs measured")
-    print(
-        f"{'configuration':28s} {'order':10s} {'hit% ncu':>8s} {'pred':>6s} {'d':>6s} "
-        f"{'rd% ncu':>7s} {'pred':>6s} {'DRAM MB':>8s} {'pred':>8s} {'ratio':>6s} "
-        f"{'ncu ms':>7s} {'ev ms':>7s}"
-    )
+    return f"fetch {fetch} B, efficiency {eff}"
+
+
+def report(
+    cases: list[Case],
+    pred: dict[Config, dict],
+    meas: dict[int, dict],
+    param: str,
+    table: bool = True,
+) -> dict:
+    """Print the table for one parameter set (``table=False``: its summary line only); return
+    its statistics. Columns: L2 sector hit rate (ncu, predicted, difference), read hit rate,
+    DRAM MB read and the ratio predicted / measured, millions of sectors that crossed between
+    the two L2 partitions (lts__t_sectors_srcunit_ltcfabric), times (ncu, CUDA events)."""
+    print(f"\n== predicted ({describe(param)}) vs measured")
+    if table:
+        print(
+            f"{'configuration':28s} {'order':10s} {'hit% ncu':>8s} {'pred':>6s} {'d':>6s} "
+            f"{'rd% ncu':>7s} {'pred':>6s} {'DRAM MB':>8s} {'pred':>8s} {'ratio':>6s} "
+            f"{'fab M':>7s} {'pred':>7s} {'ncu ms':>7s} {'ev ms':>7s}"
+        )
     worst_hit = worst_ratio = 0.0
+    errs: list[float] = []
     ok = n = 0
     for i, case in enumerate(cases):
         p = pred.get(case.cfg)
         m = meas.get(i, {})
-        if p is None:
+        if p is None or param not in p["by_param"]:
             continue
         res = p["by_param"][param]
         o = next(x for x in res["orders"] if (x["n"] or 0) == case.n)
         ph, pr, pd = 100 * o["hit_rate"], 100 * o["read_hit_rate"], o["dram_bytes"] / 1e6
+        pf = o.get("fabric_sectors", 0.0) / 1e6
         mh = m.get("lts__t_sector_hit_rate.pct", math.nan)
         mr = m.get("lts__t_sector_op_read_hit_rate.pct", math.nan)
         md = m.get("dram__bytes_read.sum", math.nan) / 1e6
+        mf = m.get("lts__t_sectors_srcunit_ltcfabric.sum", math.nan) / 1e6
         mt = m.get("gpu__time_duration.sum", math.nan) / 1e6
         et = m.get("event_ms", math.nan)
         ratio = pd / md if md and not math.isnan(md) else math.nan
-        print(
-            f"{case.cfg.label:28s} {case.order:10s} {pct(mh):>8s} {pct(ph)} {ph - mh:+6.1f} "
-            f"{pct(mr):>7s} {pct(pr)} {md:8.1f} {pd:8.1f} {ratio:6.2f} {mt:7.3f} {et:7.3f}"
-        )
+        if table:
+            print(
+                f"{case.cfg.label:28s} {case.order:10s} {pct(mh):>8s} {pct(ph)} {ph - mh:+6.1f} "
+                f"{pct(mr):>7s} {pct(pr)} {md:8.1f} {pd:8.1f} {ratio:6.2f} {mf:7.2f} {pf:7.2f} "
+                f"{mt:7.3f} {et:7.3f}"
+            )
         if not math.isnan(mh):
             n += 1
+            errs.append(abs(ph - mh))
             worst_hit = max(worst_hit, abs(ph - mh))
             worst_ratio = max(worst_ratio, abs(ratio - 1))
             ok += abs(ph - mh) <= 5 and abs(ratio - 1) <= 0.25
+    mean = statistics.fmean(errs) if errs else math.nan
     print(
         f"-- {ok}/{n} kernels within targets (hit rate +-5 points, DRAM +-25%); worst hit-rate "
-        f"error {worst_hit:.1f} points, worst DRAM error {100 * worst_ratio:.0f}%"
+        f"error {worst_hit:.1f} points (mean {mean:.2f}), worst DRAM error "
+        f"{100 * worst_ratio:.0f}%"
     )
-    return {"param": param, "within": ok, "n": n, "worst_hit": worst_hit, "worst_dram": worst_ratio}
+    return {
+        "param": param,
+        "within": ok,
+        "n": n,
+        "worst_hit": worst_hit,
+        "mean_hit": mean,
+        "worst_dram": worst_ratio,
+    }
 
 
 def best_orders(cases: list[Case], pred: dict[Config, dict], meas: dict[int, dict], param: str):
@@ -431,11 +468,36 @@ def calibrate(cases: list[Case], pred: dict[Config, dict], meas: dict[int, dict]
     return best
 
 
+def load_measured(
+    path: Path, cases: list[Case], meas: dict[int, dict]
+) -> tuple[str, int, int, dict[int, int]]:
+    """Fill ``meas`` from an earlier run's l2_gather.json (cases matched by configuration and
+    order); returns its (cc, L2 bytes, SMs, blocks per SM by block size)."""
+    blob = json.loads(path.read_text())
+    index = {case_key(Config(**c["cfg"]), c["order"]): i for i, c in enumerate(blob["cases"])}
+    for i, case in enumerate(cases):
+        j = index.get(case_key(case.cfg, case.order))
+        if j is not None:
+            meas[i].update(blob["measured"][j])
+    occ = {int(k): int(v) for k, v in blob["blocks_per_sm"].items()}
+    return str(blob["cc"]), int(blob["l2_bytes"]), int(blob["sms"]), occ
+
+
+def case_key(cfg: Config, order: str) -> tuple:
+    return (cfg.frame, cfg.W, cfg.H, cfg.block, cfg.R, cfg.S, order)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--predict-only", action="store_true", help="no GPU: model predictions only")
+    ap.add_argument(
+        "--measured",
+        type=Path,
+        default=None,
+        help="no GPU: compare with the measurements of an earlier run's l2_gather.json",
+    )
     ap.add_argument("--no-ncu", action="store_true")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument("--out", type=Path, default=None)
@@ -452,7 +514,13 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="l2_gather_"))
     pool = ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn"))
     futures: dict[Config, Future] = {}
-    if args.predict_only:
+    if args.measured is not None:
+        cc, l2_bytes, sms, occ = load_measured(args.measured, cases, meas)
+        print(
+            f"measurements of {args.measured}: cc {cc}, L2 {l2_bytes} B, {sms} SMs, blocks/SM {occ}"
+        )
+        mod = None
+    elif args.predict_only:
         cc, l2_bytes, sms = "9.0", args.l2_bytes, args.sms
         occ = {16: 8, 8: 32}
         print(f"model only: cc {cc}, L2 {l2_bytes} B, {sms} SMs, blocks/SM {occ}")
@@ -496,13 +564,14 @@ def main() -> None:
         print(
             f"model {cfg.label:28s}: mode {res['mode']}, {p['traced_ctas']} CTAs traced, "
             f"trace {p['seconds_trace']:.1f} s, model {p['seconds_model']:.1f} s "
-            f"({len(FETCHES) * len(EFFICIENCIES)} parameter sets); notes: {res['notes']}"
+            f"({len(FETCHES) * len(EFFICIENCIES) + 1} parameter sets); notes: {res['notes']}"
         )
     default = f"{DEFAULT[0]}/{DEFAULT[1]}"
     stats = [report(cases, pred, meas, default)]
     has_meas = any("lts__t_sector_hit_rate.pct" in m for m in meas.values())
     best_orders(cases, pred, meas, default)
     if has_meas:
+        stats.append(report(cases, pred, meas, PREVIOUS, table=False))
         best = calibrate(cases, pred, meas)
         if best != default:
             stats.append(report(cases, pred, meas, best))

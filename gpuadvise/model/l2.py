@@ -16,23 +16,53 @@ The model (its assumptions are also in :data:`ASSUMPTIONS`, which the result car
 - L1 absorbs the repeats of one CTA: each CTA sends one L2 request per distinct 32-byte sector it
   touches. There is no L1 reuse across CTAs.
 - L2: one fully associative LRU cache of ``efficiency * l2_bytes`` bytes, filled in ``fetch_bytes``
-  granules (32-byte sectors by default). A CTA's access to a granule hits when the distinct bytes
-  touched by the CTAs launched from the granule's previous toucher up to this CTA fit in that
-  capacity: an LRU stack distance measured at CTA granularity (a sliding window, not discrete
-  waves). The first touch of a granule misses.
-- A100/H100/H200/B200 split the L2 into two partitions: an SM fills the partition near it, so data
-  read by SMs on both sides is held twice. The default efficiency is 0.5 there and 0.85 on GPUs with
-  one L2 (set associativity, address hashing and a replacement policy that is not exactly LRU).
-  Both numbers are parameters, to be calibrated on the GPU (``benchmarks/l2_gather``).
+  granules (64 bytes, a sector pair, on the GPUs with two partitions below, else 32-byte sectors).
+  A CTA's access to a granule hits when the distinct bytes touched by the CTAs launched from the
+  granule's previous toucher up to this CTA fit in that capacity: an LRU stack distance measured at
+  CTA granularity (a sliding window, not discrete waves). The first touch of a granule misses, and
+  so does the first touch after the window stops fitting: each miss starts a *residency* of the
+  granule, which lasts until the next miss.
+- Two partitions (A100, H100, H200, B200: compute capabilities 8.0, 9.0, 10.x). The L2 is split in
+  two; every granule has a home partition (the one by its memory controller, by address), and
+  each SM is wired to one partition: half of the SMs to each. A request from an SM on the home side
+  is looked up at home; one from the other side is looked up in the SM's near partition, which
+  keeps copies of the far granules its SMs read, and when that misses it is forwarded over the
+  L2 fabric and looked up again at home (``fetch_bytes / 32`` sectors, a granule). So data read
+  from both sides is held twice (the default efficiency is 0.5 there; 0.85 on GPUs with one L2:
+  set associativity, address hashing and a replacement policy that is not exactly LRU), and
+  Nsight Compute's ``lts__t_sector_hit_rate`` counts more lookups and more misses than one cache
+  would, DRAM traffic unchanged: per residency of ``k`` CTAs, whose missing CTA requests ``a``
+  sectors of a granule of ``g``, with each CTA on either side with probability 1/2 (CTAs go to
+  SMs regardless of their tile), the expected extra misses are ``g/2 + a/2 (1 - 2**(1 - k))``
+  (the first toucher is on the far side: it misses near and at home; else the first far-side
+  toucher misses its near copy, about ``a`` sectors) and the extra lookups, the forwarded
+  sectors (``lts__t_sectors_srcunit_ltcfabric``), ``g (1 - 2**-k)``. Both partitions are
+  assumed to keep a granule for the same residencies (each sees the same mix of requests). A store
+  from the far side is looked up in both partitions: stores count 1.5 lookups, all hits. The
+  near and home partition lookups of a residency share its LRU decision; no other parameter is
+  added. Validated on an H100 (``benchmarks/l2_gather``, docs/validation.md): the one-cache model
+  overestimated the hit rate by up to 13 points where the working set does not fit (DRAM bytes
+  right); with the partitions, 70 of 70 launches within 5 points (mean 0.6) and the predicted
+  forwarded sectors within 25% of the measured ones. The 64-byte fill was chosen on those data:
+  with 8x8 blocks, whose warps request one sector of a granule, Nsight counts about half the misses
+  per DRAM sector of 16x16 blocks, whose warps request both (a pair-sized fill makes the request
+  for the other sector of a pair hit); with 32-byte fills one launch (4K, 8x8, R=1024) was 8
+  points off. ``partitions=1`` gives the one-cache model.
 - Stores allocate without reading DRAM and every stored sector counts as an L2 hit (as Nsight
   Compute's ``lts__t_sector_hit_rate`` counts them); stored data takes cache space; DRAM writes are
   the distinct stored sectors, each written back once (an upper bound on what a kernel writes back
   before it ends). Atomics and reductions are read requests (they can miss) that dirty the sector.
 - The L2 is cold at kernel start (Nsight Compute flushes it before each replay).
+- Not modelled: L1 reuse between CTAs that share an SM (Nsight counts 5-30% fewer L2 requests than
+  the model on the validation gathers, so the measured hit rate is lower by up to 4 points where
+  many requests miss), requests that wait for a fill already under way (counted as hits), and a
+  near copy evicted before the home one.
 
-``hit_rate`` counts loads and stores (comparable to ``lts__t_sector_hit_rate.pct`` / 100);
-``read_hit_rate`` loads only. ``dram_bytes`` is DRAM reads (``dram__bytes_read.sum``):
-missed granules times ``fetch_bytes``.
+``hit_rate`` counts loads and stores (comparable to ``lts__t_sector_hit_rate.pct`` / 100, the
+forwarded lookups of two partitions included); ``read_hit_rate`` loads only
+(``lts__t_sector_op_read_hit_rate``). ``dram_bytes`` is DRAM reads (``dram__bytes_read.sum``):
+missed granules times ``fetch_bytes``. ``fabric_sectors``: the sectors forwarded between the two
+partitions (``lts__t_sectors_srcunit_ltcfabric``).
 
 Untraced CTAs. A trace usually covers some CTAs (sampled waves). For a 2D grid whose CTAs touch
 translated copies of one footprint (image kernels), the model infers the per-CTA translation of
@@ -86,6 +116,8 @@ __all__ = [
     "L2Result",
     "OrderSpec",
     "default_efficiency",
+    "default_fetch_bytes",
+    "default_partitions",
     "l2_model",
     "order_permutation",
     "tiled_block_index_cuda",
@@ -100,10 +132,15 @@ ASSUMPTIONS = (
     "L2 = one fully associative LRU of efficiency * l2_bytes, filled in fetch_bytes granules: an "
     "access hits when the distinct bytes touched by the CTAs launched since the granule's previous "
     "toucher fit (CTA-granularity LRU stack distance over a sliding window); "
-    "partitioned L2 (A100, H100, H200, B200) holds data read from both halves twice: default "
-    "efficiency 0.5 there, 0.85 elsewhere (calibrate with benchmarks/l2_gather); "
-    "stores allocate without a DRAM read and count as hits, take cache space, and are written back "
-    "once (DRAM writes = distinct stored sectors); atomics are reads that dirty the sector; "
+    "partitioned L2 (A100, H100, H200, B200): each granule has a home partition, SMs (half on "
+    "each side, CTAs placed at random) look up their near partition, which keeps copies of far "
+    "granules; a near miss is forwarded and looked up at home: data read from both halves is held "
+    "twice (default efficiency 0.5, 64-byte fills) and the hit rate counts the forwarded lookups "
+    "and near misses (expected per residency of a granule); one L2 elsewhere: efficiency 0.85, "
+    "32-byte fills (calibrate with benchmarks/l2_gather); "
+    "stores allocate without a DRAM read and count as hits (1.5 lookups each with two partitions), "
+    "take cache space, and are written back once (DRAM writes = distinct stored sectors); atomics "
+    "are reads that dirty the sector; "
     "cold L2 at kernel start; global memory only."
 )
 
@@ -111,12 +148,14 @@ ASSUMPTIONS = (
 _PARTITIONED_CCS = {(8, 0), (9, 0), (10, 0), (10, 3)}
 PARTITIONED_EFFICIENCY = 0.5
 UNIFIED_EFFICIENCY = 0.85
+PARTITIONED_FETCH_BYTES = 64
 
 # A launch order: "row-major" | "column-major" | ("tile-x" | "tile-y", N) | an array | (name, array)
 OrderSpec = str | tuple[str, Any] | np.ndarray
 
 DEFAULT_ORDERS: tuple[OrderSpec, ...] = (
     "row-major",
+    ("tile-x", 4),
     ("tile-x", 8),
     ("tile-x", 16),
     ("tile-x", 32),
@@ -128,6 +167,11 @@ _GRID_RATIO = 1.25  # geometric grid of window lengths
 _MAX_PAIRS = 48  # neighbouring traced CTA pairs used to infer the per-CTA steps
 _MAX_EDGE_CHECKS = 96  # traced edge CTAs compared against the clamp / drop synthesis
 _SUBSET_RUNS, _SUBSET_RUN, _SUBSET_EDGE = 16, 32, 64  # traced CTAs the synthesis reads
+_SUBSET_CENTRE = 128  # and the traced CTAs farthest from the grid's border
+_MIN_EDGE_MATCH = 0.5  # traced edge CTAs' granules the clamp or drop synthesis must reproduce
+# the most (unit, CTA) touches a synthesis may build: about 45 bytes each at the peak (an 8K frame
+# of 8x8 blocks with 81 reuses per sector: 50 M touches, 2.3 GB)
+_MAX_SYNTH_TOUCHES = 64_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,9 +318,13 @@ class L2OrderResult:
 
     ``working_set_bytes``: distinct bytes touched by ``C`` consecutively launched CTAs (the ones in
     flight together), averaged over the launch once ``C`` CTAs have started; ``fits``: it is at
-    most the effective capacity. ``hit_rate``: L2 sector hits / requests, loads and stores (stores
-    count as hits), in [0, 1]; ``read_hit_rate``: loads only. ``dram_bytes``: DRAM reads;
-    ``dram_write_bytes``: write-backs (order-independent). ``sectors``: L2 sector requests.
+    most the effective capacity. ``hit_rate``: L2 sector hits / lookups, loads and stores (stores
+    count as hits), in [0, 1], as Nsight Compute's ``lts__t_sector_hit_rate`` counts them (with
+    two partitions, the lookups of requests forwarded to the far partition included);
+    ``read_hit_rate``: loads only (``lts__t_sector_op_read_hit_rate``). ``dram_bytes``: DRAM reads;
+    ``dram_write_bytes``: write-backs (order-independent). ``sectors``: L2 sector requests from
+    the SMs. ``fabric_sectors``: sectors forwarded between the two partitions
+    (``lts__t_sectors_srcunit_ltcfabric``; 0 with one L2).
     """
 
     order: str
@@ -288,6 +336,7 @@ class L2OrderResult:
     dram_bytes: float
     dram_write_bytes: float
     sectors: float
+    fabric_sectors: float = 0.0
 
     @property
     def label(self) -> str:
@@ -304,6 +353,7 @@ class L2OrderResult:
             "working_set_bytes": self.working_set_bytes,
             "fits": self.fits,
             "sectors": self.sectors,
+            "fabric_sectors": self.fabric_sectors,
         }
 
     @classmethod
@@ -318,6 +368,7 @@ class L2OrderResult:
             dram_bytes=float(data["dram_bytes"]),
             dram_write_bytes=float(data.get("dram_write_bytes", 0.0)),
             sectors=float(data.get("sectors", 0.0)),
+            fabric_sectors=float(data.get("fabric_sectors", 0.0)),
         )
 
 
@@ -330,7 +381,8 @@ class L2Result:
     capacity (``capacity_bytes = efficiency * l2_bytes``): then no order can do better than the
     compulsory misses. ``mode``: ``complete`` (every CTA traced, replayed as is), ``synthesized``
     (untraced CTAs synthesized from the traced ones) or ``traced-only`` (the fallback; ``notes``
-    says why). ``concurrent_ctas``: ``C``.
+    says why). ``concurrent_ctas``: ``C``. ``partitions``: 2 when the hit rates count the two
+    L2 partitions' lookups (A100/H100 class), else 1.
     """
 
     orders: tuple[L2OrderResult, ...]
@@ -345,6 +397,7 @@ class L2Result:
     mode: str
     notes: tuple[str, ...] = ()
     assumptions: str = ASSUMPTIONS
+    partitions: int = 1
 
     def order(self, label: str) -> L2OrderResult:
         """The result of the order labelled ``label`` ("row-major", "tile-x:16")."""
@@ -367,6 +420,7 @@ class L2Result:
             "mode": self.mode,
             "notes": list(self.notes),
             "assumptions": self.assumptions,
+            "partitions": self.partitions,
         }
 
     @classmethod
@@ -387,14 +441,25 @@ class L2Result:
             mode=str(data.get("mode", "")),
             notes=tuple(data.get("notes", ())),
             assumptions=str(data.get("assumptions", ASSUMPTIONS)),
+            partitions=int(data.get("partitions", 1)),
         )
+
+
+def default_partitions(device: DeviceSpec) -> int:
+    """2 on the GPUs whose L2 is split into two partitions (A100, H100, H200, B200), else 1."""
+    return 2 if (device.cc_major, device.cc_minor) in _PARTITIONED_CCS else 1
 
 
 def default_efficiency(device: DeviceSpec) -> float:
     """The share of the L2 the model assumes usable: 0.5 with two partitions, else 0.85."""
-    if (device.cc_major, device.cc_minor) in _PARTITIONED_CCS:
+    if default_partitions(device) == 2:
         return PARTITIONED_EFFICIENCY
     return UNIFIED_EFFICIENCY
+
+
+def default_fetch_bytes(device: DeviceSpec) -> int:
+    """The granule a miss fills: 64 bytes (a sector pair) with two partitions, else 32."""
+    return PARTITIONED_FETCH_BYTES if default_partitions(device) == 2 else SECTOR_BYTES
 
 
 # --------------------------------------------------------------------------------------------
@@ -937,6 +1002,14 @@ def _lattice_buffer(
             mc, md = float(np.mean(scores["clamp"])), float(np.mean(scores["drop"]))
             policy = "clamp" if mc >= md else "drop"
             match = max(mc, md)
+            if match < _MIN_EDGE_MATCH:
+                # the edge CTAs are no clamped or cut translates of the template: the steps
+                # (or the template) are wrong, e.g. a kernel that remaps its blocks itself
+                raise _Fallback(
+                    f"buffer {name}: the traced CTAs at the edge are not translates of the "
+                    f"others, clamped or cut at the buffer's edges (at best {100 * match:.0f}% "
+                    "of their granules)"
+                )
             if match < 0.99:
                 model.notes.append(
                     f"buffer {name}: edge CTAs approximated ({policy} to the buffer's edges "
@@ -949,7 +1022,7 @@ def _lattice_buffer(
             )
     else:
         policy = boundary
-    _build_units(T_tr, T_tc, T_ph, T_cnt.astype(np.float64), lay, gx, gy, g, policy, model)
+    _build_units(T_tr, T_tc, T_ph, T_cnt.astype(np.float64), lay, gx, gy, g, policy, model, name)
 
 
 def _build_units(
@@ -963,6 +1036,7 @@ def _build_units(
     g: int,
     policy: str,
     model: _Model,
+    name: str = "",
 ) -> None:
     shapes, residues, counts, of_residue = _residue_units(T_tr, T_tc, T_ph, T_cnt, lay)
     nX = -(-gx // lay.m)
@@ -983,6 +1057,16 @@ def _build_units(
         nx = nX - 1 + int(shp[:, 1].max()) - ax0 + 1
         boxes.append((ay0, ax0, ny, nx, total))
         total += ny * nx
+    touches = sum(b[2] * b[3] * len(shp) for b, shp in zip(boxes, shapes, strict=True))
+    if touches > _MAX_SYNTH_TOUCHES:
+        # a footprint that large, or one translated by the wrong steps (a kernel that remaps its
+        # blocks itself: its launch order is not its tile order) spanning far more units than
+        # the grid has CTAs
+        raise _Fallback(
+            f"buffer {name}: synthesizing every CTA would take {touches:,} (unit, CTA) touches, "
+            f"more than the {_MAX_SYNTH_TOUCHES:,} allowed (a very large footprint, or CTAs "
+            "whose footprints are not translates of each other in launch order)"
+        )
     orphan_base = total
     per_shape = []
     for sid, shp in enumerate(shapes):
@@ -1221,8 +1305,37 @@ def _synthesize(
 
 @dataclass
 class _OrderCounts:
+    """Per capacity: load sectors that hit (one cache), DRAM bytes read; with two partitions,
+    the expected extra misses (``near_miss``, sectors) and extra lookups (``fabric``, sectors
+    forwarded to the home partition) that the near-partition copies add (:func:`_residencies`)."""
+
     load_hits: float
     dram_read: float
+    near_miss: float = 0.0
+    fabric: float = 0.0
+
+
+def _residencies(k: np.ndarray, a: np.ndarray, g: np.ndarray) -> tuple[float, float]:
+    """Expected extra misses and extra lookups (sectors) of two L2 partitions, summed over
+    residencies: one per miss of the one-cache model (a fill of the home partition), ``k`` CTAs
+    touching the granule during it (the missing one included), ``a`` load sectors the missing CTA
+    requests, ``g`` sectors of the granule.
+
+    Each CTA runs on an SM on either side with probability 1/2. The first toucher is on the far
+    side with probability 1/2: its request misses the near partition too and is forwarded (``g``
+    sectors looked up at home, missing): ``g`` more misses and lookups. Otherwise it misses at
+    home only, and the first far-side toucher among the ``k - 1`` others (probability
+    ``1 - 2**(1 - k)``) misses its near copy (about ``a`` sectors: it hit in the one-cache model)
+    and is forwarded (``g`` sectors looked up at home, hitting). So per residency:
+    misses ``g/2 + a/2 (1 - 2**(1 - k))``, lookups ``g (1 - 2**-k)``.
+    """
+    if len(k) == 0:
+        return 0.0, 0.0
+    kf = k.astype(np.float64)
+    p_far_later = 1.0 - np.exp2(1.0 - kf)
+    miss = 0.5 * (g + a * p_far_later)
+    look = g * (1.0 - np.exp2(-kf))
+    return float(miss.sum()), float(look.sum())
 
 
 def _window_fit(
@@ -1277,8 +1390,10 @@ def _run_order(
     C: int,
     cta_bytes: np.ndarray | None,
     traced_mask: np.ndarray | None,
+    split: bool = False,
 ) -> tuple[list[_OrderCounts], float]:
-    """Load hits and DRAM reads per capacity, and the working set of the CTAs in flight."""
+    """Load hits and DRAM reads per capacity, and the working set of the CTAs in flight;
+    ``split``: also the extra misses and lookups of two L2 partitions (:func:`_residencies`)."""
     pos = np.empty(P, dtype=np.int64)
     pos[perm] = np.arange(P, dtype=np.int64)
     density = None
@@ -1392,6 +1507,8 @@ def _run_order(
             prevs[j] = np.where(done[j], prevs[j], D)
     hits = [0.0] * len(caps)
     dram = [0.0] * len(caps)
+    near = [0.0] * len(caps)
+    fabric = [0.0] * len(caps)
     for mat, (r, kk, gap) in zip(model.mats, saved[: len(model.mats)], strict=True):
         valid = r[:, 1:] < P
         r1 = np.minimum(r[:, 1:], P - 1)
@@ -1408,14 +1525,47 @@ def _run_order(
             hits[j] += float(np.einsum("ij,ij->", hit, wl, dtype=np.float64))
             g_hit = float(np.einsum("ij,ij->", hit, wg, dtype=np.float64))
             dram[j] += (g_first + g_all - g_hit) * mat.gbytes
+            if split:
+                # the misses (first touches, and later touches past the window), row by row:
+                # each starts a residency that lasts until the row's next miss
+                miss = np.empty(r.shape, dtype=bool)
+                miss[:, 0] = True
+                np.logical_and(valid, ~hit, out=miss[:, 1:])
+                rows, cols = np.nonzero(miss)
+                nxt = mat.nvalid[rows]
+                same = rows[1:] == rows[:-1]
+                nxt[:-1] = np.where(same, cols[1:], nxt[:-1])
+                kc = kk[rows, cols]
+                a = mat.cnt[_NLOAD][kc] * mat.scale[rows]
+                g = mat.cnt[_NLGRAN][kc] * mat.scale[rows] * (mat.gbytes / SECTOR_BYTES)
+                m_, f_ = _residencies(nxt - cols, a, g)
+                near[j] += m_
+                fabric[j] += f_
     for lst, (o_, r, gap) in zip(model.lists, saved[len(model.mats) :], strict=True):
         cnt = lst.cnt[:, o_]
         rc = np.clip(r, 0, P - 1)
+        split_l = split and len(gap) > 0
+        if split_l:
+            # per touch: the end of its unit's run of touches (units are sorted, first ones
+            # have gap -1)
+            starts = np.flatnonzero(gap < 0)
+            ends = np.r_[starts[1:], len(gap)]
+            end_of = np.repeat(ends, np.diff(np.r_[starts, len(gap)]))
         for j, kst in enumerate(kstars):
             hit = (gap >= 0) & (gap <= kst[rc])
             hits[j] += float(cnt[_NLOAD][hit].sum())
             dram[j] += float(cnt[_NLGRAN][~hit].sum()) * lst.gbytes
-    out = [_OrderCounts(h, d) for h, d in zip(hits, dram, strict=True)]
+            if split_l:
+                idx = np.flatnonzero(~hit)
+                nxt = end_of[idx]
+                if len(idx) > 1:
+                    nxt[:-1] = np.minimum(nxt[:-1], idx[1:])  # the next miss, if in the unit
+                a = cnt[_NLOAD][idx]
+                g = cnt[_NLGRAN][idx] * (lst.gbytes / SECTOR_BYTES)
+                m_, f_ = _residencies(nxt - idx, a, g)
+                near[j] += m_
+                fabric[j] += f_
+    out = [_OrderCounts(*v) for v in zip(hits, dram, near, fabric, strict=True)]
     return out, working_set
 
 
@@ -1473,10 +1623,12 @@ def _capacities(device: DeviceSpec, efficiency: float | Sequence[float] | None) 
     return [e * device.l2_bytes for e in effs]
 
 
-def _subset(traced: np.ndarray, gx: int) -> np.ndarray:
+def _subset(traced: np.ndarray, gx: int, gy: int | None = None) -> np.ndarray:
     """The traced CTAs the synthesis reads: runs of consecutive CTAs (every phase of the CTA
-    steps) spread over the traced set, its first and last CTAs, and the CTAs on the grid's left
-    and right edges (they bound the buffer), thinned out where the trace is large."""
+    steps) spread over the traced set, its first and last CTAs, the CTAs on the grid's left
+    and right edges (they bound the buffer), thinned out where the trace is large, and the
+    :data:`_SUBSET_CENTRE` CTAs farthest from the grid's border (``gy`` rows: the ones whose
+    footprints are not clamped, which check the translation best)."""
     n = len(traced)
     if n <= _SUBSET_RUNS * _SUBSET_RUN + 2 * _SUBSET_EDGE:
         return traced
@@ -1489,6 +1641,10 @@ def _subset(traced: np.ndarray, gx: int) -> np.ndarray:
         if len(idx) > _SUBSET_EDGE:
             idx = idx[np.linspace(0, len(idx) - 1, _SUBSET_EDGE).round().astype(int)]
         keep[idx] = True
+    if gy is not None and gy > 1:
+        by = traced // gx
+        depth = np.minimum(np.minimum(bx, gx - 1 - bx), np.minimum(by, gy - 1 - by))
+        keep[np.argsort(-depth, kind="stable")[:_SUBSET_CENTRE]] = True
     return traced[keep]
 
 
@@ -1500,7 +1656,7 @@ def _build(
         t = _extract(recs, fetch_bytes)
         model = _Model(lists=[_list_from_touches(t, fetch_bytes)] if len(t.cta) else [])
         return model, "complete", None
-    sub = _subset(traced, gx)
+    sub = _subset(traced, gx, gy)
     srecs = recs if len(sub) == len(traced) else recs[np.isin(recs["cta"], sub)]
     try:
         model = _synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary)
@@ -1524,20 +1680,23 @@ def l2_model(
     orders: Iterable[OrderSpec] = DEFAULT_ORDERS,
     *,
     efficiency: float | None = None,
-    fetch_bytes: int = SECTOR_BYTES,
+    fetch_bytes: int | None = None,
     boundary: str = "auto",
     records: np.ndarray | None = None,
+    partitions: int | None = None,
 ) -> L2Result:
     """The L2 under each launch order of ``orders`` (see the module docstring for the model).
 
     ``blocks_per_sm``: active CTAs per SM (the occupancy model's answer). ``efficiency``: the share
     of ``device.l2_bytes`` the cache holds in effect (default :func:`default_efficiency`).
-    ``fetch_bytes``: the granule a miss fills (32, 64 or 128). ``boundary``: how untraced CTAs at
-    the image edge touch memory: ``"auto"`` (as the traced edge CTAs do), ``"clamp"``, ``"drop"``.
-    ``records``: use these instead of ``trace.records`` (reconciled records).
+    ``fetch_bytes``: the granule a miss fills (32, 64 or 128; default
+    :func:`default_fetch_bytes`). ``boundary``: how untraced CTAs at the image edge touch memory:
+    ``"auto"`` (as the traced edge CTAs do), ``"clamp"``, ``"drop"``. ``records``: use these
+    instead of ``trace.records`` (reconciled records). ``partitions``: 2 counts the lookups of
+    two L2 partitions in the hit rates, 1 does not (default :func:`default_partitions`).
     """
     res = _l2_model(
-        trace, device, blocks_per_sm, orders, efficiency, fetch_bytes, boundary, records
+        trace, device, blocks_per_sm, orders, efficiency, fetch_bytes, boundary, records, partitions
     )
     return res[0]
 
@@ -1548,13 +1707,21 @@ def _l2_model(
     blocks_per_sm: int,
     orders: Iterable[OrderSpec],
     efficiency: float | Sequence[float] | None,
-    fetch_bytes: int,
+    fetch_bytes: int | None,
     boundary: str,
     records: np.ndarray | None,
+    partitions: int | None = None,
 ) -> list[L2Result]:
     """:func:`l2_model` for several efficiencies at once (one result each; the replay is shared)."""
+    if fetch_bytes is None:
+        fetch_bytes = default_fetch_bytes(device)
     if fetch_bytes not in (32, 64, 128):
         raise UsageError("fetch_bytes must be 32, 64 or 128")
+    if partitions is None:
+        partitions = default_partitions(device)
+    if partitions not in (1, 2):
+        raise UsageError("partitions must be 1 or 2")
+    split = partitions == 2
     if boundary not in ("auto", "clamp", "drop"):
         raise UsageError("boundary must be 'auto', 'clamp' or 'drop'")
     if blocks_per_sm < 1:
@@ -1579,22 +1746,28 @@ def _l2_model(
     if not specs:
         raise UsageError("no launch order to model")
     resolved = [order_permutation(s, gx, gy_f) for s in specs]
+    # with two partitions, a store from an SM on the far side (half of them) is looked up in its
+    # near partition and again in the home one: both hits
+    store_look = store_req * (1.5 if split else 1.0)
     per_cap: list[list[L2OrderResult]] = [[] for _ in caps]
     for name, n, perm in resolved:
-        counts, ws = _run_order(model, perm, P, caps, C, cta_bytes, traced_mask)
+        counts, ws = _run_order(model, perm, P, caps, C, cta_bytes, traced_mask, split)
         for j, cnt in enumerate(counts):
-            req = load_req + store_req
+            load_look = load_req + cnt.fabric
+            load_hit = cnt.load_hits + cnt.fabric - cnt.near_miss
+            look = load_look + store_look
             per_cap[j].append(
                 L2OrderResult(
                     order=name,
                     n=n,
                     working_set_bytes=ws,
                     fits=ws <= caps[j],
-                    hit_rate=(cnt.load_hits + store_req) / req if req else 0.0,
-                    read_hit_rate=cnt.load_hits / load_req if load_req else 0.0,
+                    hit_rate=(load_hit + store_look) / look if look else 0.0,
+                    read_hit_rate=load_hit / load_look if load_look else 0.0,
                     dram_bytes=cnt.dram_read * scale,
                     dram_write_bytes=dirty * SECTOR_BYTES * scale,
-                    sectors=req * scale,
+                    sectors=(load_req + store_req) * scale,
+                    fabric_sectors=(cnt.fabric + (store_look - store_req)) * scale,
                 )
             )
     results = []
@@ -1615,6 +1788,7 @@ def _l2_model(
                 concurrent_ctas=C,
                 mode=mode,
                 notes=tuple(model.notes),
+                partitions=partitions,
             )
         )
     return results
