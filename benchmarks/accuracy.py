@@ -25,7 +25,8 @@ def cases() -> list[tuple[str, str]]:
     for cu in sorted((ROOT / "kernels").glob("*/*.cu")):
         text = cu.read_text()
         # a kernel is a case when an `expect:` annotation lies inside its body
-        kernels = [(m.start(), m.group(1)) for m in re.finditer(r"__global__\s+void\s+(\w+)", text)]
+        decl = r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
+        kernels = [(m.start(), m.group(1)) for m in re.finditer(decl, text)]
         for i, (start, name) in enumerate(kernels):
             end = kernels[i + 1][0] if i + 1 < len(kernels) else len(text)
             if "expect: GA" in text[start:end]:
