@@ -57,8 +57,9 @@ def analyze(kernel: str, sample_ctas: str, measure: bool = True) -> tuple[dict[s
            "--measure" if measure else "--no-measure", "--format", "json",
            "--select", ",".join(RULES), "--sample-ctas", sample_ctas]  # fmt: skip
     t0 = time.perf_counter()
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                       env={**os.environ, "PYTHONPATH": path})  # fmt: skip
     wall = time.perf_counter() - t0
     try:
         doc = json.loads(p.stdout)

@@ -742,18 +742,25 @@ def blank_comments_and_strings(text: str) -> str:
     return "".join(out)
 
 
-def match_brace(code: str, open_at: int) -> int:
-    """The offset of the ``}`` closing the ``{`` at ``open_at`` in comment-free ``code``
-    (``len(code)`` if unbalanced)."""
+def match_close(code: str, at: int, open_: str = "(", close: str = ")") -> int:
+    """The offset of the ``close`` that balances the ``open_`` at ``at`` in comment-free ``code``
+    (-1 if unbalanced)."""
     depth = 0
-    for k in range(open_at, len(code)):
-        if code[k] == "{":
+    for k in range(at, len(code)):
+        if code[k] == open_:
             depth += 1
-        elif code[k] == "}":
+        elif code[k] == close:
             depth -= 1
             if depth == 0:
                 return k
-    return len(code)
+    return -1
+
+
+def match_brace(code: str, open_at: int) -> int:
+    """The offset of the ``}`` closing the ``{`` at ``open_at`` in comment-free ``code``
+    (``len(code)`` if unbalanced)."""
+    k = match_close(code, open_at, "{", "}")
+    return len(code) if k < 0 else k
 
 
 def line_of(text: str, offset: int) -> int:

@@ -452,6 +452,55 @@ class CompileOptions:
     use_cache: bool = True
     cache_dir: Path | None = None
 
+    @classmethod
+    def from_nvcc_flags(cls, arch: str, flags: Sequence[str]) -> CompileOptions:
+        """The options whose :meth:`nvcc_flags` are ``flags`` (a compiled module's flags): how a
+        rule rebuilds a variant of the kernel exactly as the analysis built it."""
+        flags = list(flags)
+        inc: list[str] = []
+        defs: list[str] = []
+        xptxas: list[str] = []
+        extra: list[str] = []
+        std: str | None = None
+        fast = False
+        maxrreg: int | None = None
+        i = 0
+        while i < len(flags):
+            f = flags[i]
+            nxt = flags[i + 1] if i + 1 < len(flags) else None
+            if f.startswith("-arch=") or f == "-lineinfo":
+                pass
+            elif f == "-Xptxas" and nxt is not None:
+                if nxt != "-v":
+                    xptxas.append(nxt)
+                i += 1
+            elif f.startswith("-std="):
+                std = f.split("=", 1)[1]
+            elif f == "-use_fast_math":
+                fast = True
+            elif f.startswith("-maxrregcount="):
+                maxrreg = int(f.split("=", 1)[1])
+            elif f.startswith("-I") and len(f) > 2:
+                inc.append(f[2:])
+            elif f.startswith("-D") and len(f) > 2:
+                defs.append(f[2:])
+            elif f in ("-ccbin", "--compiler-bindir") and nxt is not None:
+                extra += [f, nxt]
+                i += 1
+            else:
+                extra.append(f)
+            i += 1
+        return cls(
+            arch=arch,
+            include_dirs=tuple(inc),
+            defines=tuple(defs),
+            std=std,
+            use_fast_math=fast,
+            xptxas=tuple(xptxas),
+            extra_flags=tuple(extra),
+            maxrregcount=maxrreg,
+        )
+
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "arch", normalize_arch(self.arch))

@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     line_of,
+    match_close,
     unified_diff,
 )
 
@@ -330,18 +331,6 @@ class _Access:
     compound: bool
 
 
-def _match_close(code: str, at: int, open_: str, close: str) -> int:
-    depth = 0
-    for k in range(at, len(code)):
-        if code[k] == open_:
-            depth += 1
-        elif code[k] == close:
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
-
-
 def _norm(expr: str) -> str:
     return re.sub(r"\s+", " ", expr).strip()
 
@@ -376,7 +365,7 @@ def _accesses(ks: KernelSource, name: str, lines: Sequence[int]) -> list[_Access
         if line_of(ks.text, m.start()) not in lines:
             continue
         open_at = m.end() - 1
-        close = _match_close(ks.code, open_at, "[", "]")
+        close = match_close(ks.code, open_at, "[", "]")
         if close < 0:
             continue
         index = _norm(ks.code[open_at + 1 : close])
@@ -460,7 +449,7 @@ def _int(literal: str) -> int:
 
 def _strip_parens(expr: str) -> str:
     e = expr.strip()
-    while e.startswith("(") and _match_close(e, 0, "(", ")") == len(e) - 1:
+    while e.startswith("(") and match_close(e, 0, "(", ")") == len(e) - 1:
         e = e[1:-1].strip()
     return e
 
@@ -530,7 +519,7 @@ def _statement(ks: KernelSource, at: int) -> _Statement | None:
     while True:
         m = re.match(r"(?:if|for|while|switch)\s*\(", code[start:])
         if m:
-            close = _match_close(code, start + m.end() - 1, "(", ")")
+            close = match_close(code, start + m.end() - 1, "(", ")")
             if close < 0 or close >= at:
                 return None  # the access is in the header
             header_end = close + 1

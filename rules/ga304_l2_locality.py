@@ -204,43 +204,8 @@ def _options_like(module: Any, include: str) -> Any:
     """Compile options equal to those ``module`` was built with, plus ``include``."""
     from gpuadvise.toolchain import CompileOptions
 
-    std: str | None = None
-    fast = False
-    maxr: int | None = None
-    inc: list[str] = []
-    defs: list[str] = []
-    xptxas: list[str] = []
-    extra: list[str] = []
-    flags = iter(module.flags)
-    for f in flags:
-        if f.startswith("-arch=") or f == "-lineinfo":
-            continue
-        if f == "-Xptxas":
-            v = next(flags, "")
-            if v != "-v":
-                xptxas.append(v)
-        elif f.startswith("-std="):
-            std = f.split("=", 1)[1]
-        elif f == "-use_fast_math":
-            fast = True
-        elif f.startswith("-maxrregcount="):
-            maxr = int(f.split("=", 1)[1])
-        elif f.startswith("-I") and len(f) > 2:
-            inc.append(f[2:])
-        elif f.startswith("-D") and len(f) > 2:
-            defs.append(f[2:])
-        else:
-            extra.append(f)
-    return CompileOptions(
-        arch=module.arch,
-        include_dirs=(*inc, include),
-        defines=tuple(defs),
-        std=std,
-        use_fast_math=fast,
-        xptxas=tuple(xptxas),
-        extra_flags=tuple(extra),
-        maxrregcount=maxr,
-    )
+    opts = CompileOptions.from_nvcc_flags(module.arch, module.flags)
+    return replace(opts, include_dirs=(*opts.include_dirs, include))
 
 
 def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:

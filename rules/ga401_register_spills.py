@@ -383,50 +383,7 @@ def compile_options_of(module: Any) -> Any:
     """The CompileOptions that reproduce ``module``'s nvcc flags (the analysis' options)."""
     from gpuadvise.toolchain import CompileOptions
 
-    flags = list(module.flags)
-    inc: list[str] = []
-    defs: list[str] = []
-    xptxas: list[str] = []
-    extra: list[str] = []
-    std: str | None = None
-    fast = False
-    maxrreg: int | None = None
-    i = 0
-    while i < len(flags):
-        f = flags[i]
-        nxt = flags[i + 1] if i + 1 < len(flags) else None
-        if f.startswith("-arch=") or f == "-lineinfo":
-            pass
-        elif f == "-Xptxas" and nxt is not None:
-            if nxt != "-v":
-                xptxas.append(nxt)
-            i += 1
-        elif f.startswith("-std="):
-            std = f.split("=", 1)[1]
-        elif f == "-use_fast_math":
-            fast = True
-        elif f.startswith("-maxrregcount="):
-            maxrreg = int(f.split("=", 1)[1])
-        elif f.startswith("-I") and len(f) > 2:
-            inc.append(f[2:])
-        elif f.startswith("-D") and len(f) > 2:
-            defs.append(f[2:])
-        elif f in ("-ccbin", "--compiler-bindir") and nxt is not None:
-            extra += [f, nxt]
-            i += 1
-        else:
-            extra.append(f)
-        i += 1
-    return CompileOptions(
-        arch=module.arch,
-        include_dirs=tuple(inc),
-        defines=tuple(defs),
-        std=std,
-        use_fast_math=fast,
-        xptxas=tuple(xptxas),
-        extra_flags=tuple(extra),
-        maxrregcount=maxrreg,
-    )
+    return CompileOptions.from_nvcc_flags(module.arch, module.flags)
 
 
 def compile_candidate(ctx: RuleContext, cand: Candidate) -> Compiled | None:

@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     line_of,
+    match_close,
 )
 
 ISSUE_PER_SM_CLOCK = 4
@@ -134,18 +135,6 @@ def _same_file(a: str | None, b: str | None) -> bool:
 # Source: scalar fp16 statements, the loops they are in, packed accumulators with a spare lane
 
 
-def _match_close(code: str, at: int, open_: str = "(", close: str = ")") -> int:
-    depth = 0
-    for k in range(at, len(code)):
-        if code[k] == open_:
-            depth += 1
-        elif code[k] == close:
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
-
-
 def _norm(expr: str) -> str:
     return re.sub(r"\s+", " ", expr).strip()
 
@@ -166,7 +155,7 @@ def loops(ks: KernelSource) -> list[Loop]:
     for m in re.finditer(r"(?<![\w.])(for|while)\s*\(", code[: ks.body_end]):
         if m.start() < ks.body_start:
             continue
-        close = _match_close(code, m.end() - 1)
+        close = match_close(code, m.end() - 1)
         if close < 0:
             continue
         k = close + 1
@@ -175,7 +164,7 @@ def loops(ks: KernelSource) -> list[Loop]:
         if k < len(code) and code[k] == ";":  # the while of a do-while
             continue
         if k < len(code) and code[k] == "{":
-            end = _match_close(code, k, "{", "}")
+            end = match_close(code, k, "{", "}")
         else:
             end = _statement_end(code, k)
         if end < 0:
@@ -183,7 +172,7 @@ def loops(ks: KernelSource) -> list[Loop]:
         out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
     for m in re.finditer(r"(?<![\w.])do\s*\{", code[: ks.body_end]):
         if m.start() > ks.body_start:
-            end = _match_close(code, m.end() - 1, "{", "}")
+            end = match_close(code, m.end() - 1, "{", "}")
             if end > 0:
                 out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
     return out
@@ -228,7 +217,7 @@ def _statement_start(code: str, at: int, floor: int) -> int:
                 return k
             k += m2.end()
         else:
-            close = _match_close(code, k + m.end() - 1)
+            close = match_close(code, k + m.end() - 1)
             if close < 0 or close >= at:
                 return k
             k = close + 1
@@ -324,7 +313,7 @@ _CALL = re.compile(r"^(?P<f>[A-Za-z_]\w*)\s*\((?P<args>.*)\)$", re.S)
 def _call(expr: str) -> tuple[str, list[str]] | None:
     e = _norm(expr)
     m = _CALL.match(e)
-    if not m or _match_close(e, e.index("(")) != len(e) - 1:
+    if not m or match_close(e, e.index("(")) != len(e) - 1:
         return None
     return m.group("f"), [_norm(a) for a in _split_commas(m.group("args"))]
 
