@@ -742,6 +742,18 @@ def blank_comments_and_strings(text: str) -> str:
     return "".join(out)
 
 
+def _edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions, transpositions."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
 def match_close(code: str, at: int, open_: str = "(", close: str = ")") -> int:
     """The offset of the ``close`` that balances the ``open_`` at ``at`` in comment-free ``code``
     (-1 if unbalanced)."""
@@ -1272,9 +1284,12 @@ class Registry:
 
     def suggest(self, key: str) -> str:
         words = [r.id for r in self.rules] + [r.name for r in self.rules]
-        close = difflib.get_close_matches(key.strip(), words, n=3, cutoff=0.5)
-        close += difflib.get_close_matches(key.strip().upper(), words, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(key.strip(), words, n=10, cutoff=0.5)
+        close += difflib.get_close_matches(key.strip().upper(), words, n=10, cutoff=0.5)
         close = list(dict.fromkeys(close))
+        # a swapped pair of digits (GA210 for GA201) is one edit: those first
+        close.sort(key=lambda w: _edits(key.strip().upper(), w.upper()))
+        close = close[:3]
         if close:
             return "did you mean " + " or ".join(close) + "? (`gpuadvise rules` lists them)"
         return "`gpuadvise rules` lists them"
