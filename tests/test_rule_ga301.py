@@ -6,64 +6,32 @@ emulator. Needs nvcc (the toolkit wheels), no GPU."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import rulekit
+from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
 from gpuadvise import proxy as P
 from gpuadvise import rules as R
-from gpuadvise.config import Config
-from gpuadvise.rules_cmd import run_rules
-from gpuadvise.toolchain import find_toolchain
 from gpuadvise.trace import Kind
 
-try:
-    find_toolchain()
-    HAVE_NVCC = True
-except Exception:
-    HAVE_NVCC = False
+pytestmark = needs_toolkit
 
-pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
-
-_K = R.builtin_kernels_dir()
-assert _K is not None
-CELLS = _K / "cells" / "cells.cu"
+CELLS = KERNELS / "cells" / "cells.cu"
 TRACE_CTAS = 8
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga301-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+_cache = isolated_cache("ga301-cache")
 
 
 def analyze(source: Path, kernel: str, args: tuple[str, ...] = ()) -> Any:
-    from gpuadvise.analyze_cmd import KernelOptions, build
-    from gpuadvise.pipeline import analyze_static
-
-    spec, choice, options = build(
-        KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
-    )
-    return analyze_static(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
+    return rulekit.analyze(source, kernel, TRACE_CTAS, args)
 
 
 def ga301(a: Any, **options: Any) -> list[R.Finding]:
-    cfg = Config(trace_ctas=TRACE_CTAS, select=("GA301",), rule_options={"GA301": options})
-    found = run_rules(a, cfg)
-    assert not [f for f in found if f.is_error], [f.error for f in found]
-    return sorted(found, key=lambda f: f.line or 0)
-
-
-def ev(f: R.Finding) -> dict[str, Any]:
-    return {e.metric: e.value for e in f.evidence}
+    return run_rule(a, "GA301", TRACE_CTAS, **options)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +106,7 @@ def test_options(fields_analysis):
 def test_loads_that_complete_each_other_are_left_to_ga303():
     # lum_prefetch4 reads in[i] .. in[i + 3]: each request 16 sectors for 4 ideal (75 %
     # excess), but the four loads of a warp use every byte of the sectors they touch
-    lum = _K / "luminance" / "luminance.cu"
+    lum = KERNELS / "luminance" / "luminance.cu"
     a = analyze(lum, "lum_prefetch4")
     co = R.RuleContext(a, trace_ctas=TRACE_CTAS).coalescing
     line = next(c for c in co.lines if c.line == 118)
