@@ -104,6 +104,15 @@ def _merge_buffers(a: Any, b: Any) -> tuple[Any, ...] | None:
     return tuple(out.values())
 
 
+class _NotComparable(Exception):
+    """A variant whose launches cannot be timed against the baseline's (``verified``: how the
+    trial reports it)."""
+
+    def __init__(self, note: str, verified: bool | None) -> None:
+        super().__init__(note)
+        self.verified = verified
+
+
 @dataclasses.dataclass
 class _Stage:
     opts: KernelOptions
@@ -118,35 +127,38 @@ class _Stage:
 
     def run(self, variant: Any) -> Any:
         """A :class:`Trial` of one candidate."""
-        from gpuadvise.bench_cmd import prepare
-
         with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
             try:
-                if variant.proxy is not None:
-                    a_opts, b_opts = _proxy_options(self.opts, variant.proxy, Path(tmp))
-                    a, b = prepare(a_opts, "A"), prepare(b_opts, "B")
-                    buffers = _merge_buffers(a, b)
-                    if buffers is None:
-                        return self._trial(variant, None, False, "the proxies' buffers differ")
-                    a = dataclasses.replace(a, buffers=buffers)
-                elif variant.launch and variant.launch.get("graph"):
-                    # GA501: the same launch sequence, captured once and replayed as a CUDA graph
-                    from gpuadvise.runner.job import as_graph
-
-                    if self.baseline is None:
-                        self.baseline = prepare(self.opts, "A")
-                    a = self.baseline
-                    b = dataclasses.replace(a, launch=as_graph(a.launch, "B"))
-                else:
-                    if self.baseline is None:
-                        self.baseline = prepare(self.opts, "A")
-                    a = self.baseline
-                    b = prepare(variant_options(self.opts, variant, Path(tmp)), "B")
-                    if [x.nbytes for x in a.buffers] != [x.nbytes for x in b.buffers]:
-                        return self._trial(variant, None, None, "the variant takes other buffers")
+                a, b = self._pair(variant, Path(tmp))
             except GpuAdviseError as exc:
                 return self._trial(variant, None, False, f"could not be built: {exc.one_line()}")
+            except _NotComparable as exc:
+                return self._trial(variant, None, exc.verified, str(exc))
             return self._time(variant, a, b)
+
+    def _pair(self, variant: Any, tmp: Path) -> tuple[Any, Any]:
+        """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
+        from gpuadvise.bench_cmd import prepare
+
+        if variant.proxy is not None:
+            a_opts, b_opts = _proxy_options(self.opts, variant.proxy, tmp)
+            a, b = prepare(a_opts, "A"), prepare(b_opts, "B")
+            buffers = _merge_buffers(a, b)
+            if buffers is None:
+                raise _NotComparable("the proxies' buffers differ", verified=False)
+            return dataclasses.replace(a, buffers=buffers), b
+        if self.baseline is None:
+            self.baseline = prepare(self.opts, "A")
+        a = self.baseline
+        if variant.launch and variant.launch.get("graph"):
+            # GA501: the same launch sequence, captured once and replayed as a CUDA graph
+            from gpuadvise.runner.job import as_graph
+
+            return a, dataclasses.replace(a, launch=as_graph(a.launch, "B"))
+        b = prepare(variant_options(self.opts, variant, tmp), "B")
+        if [x.nbytes for x in a.buffers] != [x.nbytes for x in b.buffers]:
+            raise _NotComparable("the variant takes other buffers", verified=None)
+        return a, b
 
     def _time(self, variant: Any, a: Any, b: Any) -> Any:
         from gpuadvise.bench_cmd import time_prepared
