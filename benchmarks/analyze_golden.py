@@ -1,0 +1,107 @@
+"""Behaviour check for refactors: ``gpuadvise analyze --json`` on every launch spec in kernels/.
+
+Runs the CLI (no GPU, H100 model, CPU emulator, a fresh cache) on each ``case.toml`` and
+``<kernel>.toml`` under ``kernels/`` and keeps what a user sees: the findings (rule, line, severity,
+message, estimate, evidence, variant safety), resources, occupancy, waves, and the per-line bank and
+coalescing tables. Timings and absolute paths are dropped.
+
+    python benchmarks/analyze_golden.py --write before.json     # on the old code
+    python benchmarks/analyze_golden.py --compare before.json   # on the new code: exit 1 on a diff
+
+Written for the architecture refactor (issue 14): behaviour must not change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "kernels"
+DROP = {"timings_s", "time_s", "toolchain", "compile_cached"}
+
+
+def _strip(value: Any) -> Any:
+    """The JSON without timings, with paths made relative to the repository."""
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in DROP}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(ROOT) + "/", "")
+    if isinstance(value, float):
+        return round(value, 9)
+    return value
+
+
+def _specs() -> list[Path]:
+    return sorted(KERNELS.rglob("*.toml"))
+
+
+def run_one(spec: Path, cache: str) -> dict[str, Any]:
+    env = dict(os.environ, GPUADVISE_CACHE_DIR=cache)
+    cmd = [sys.executable, "-m", "gpuadvise", "analyze", "--spec", str(spec), "--gpu", "H100",
+           "--json", "--no-measure", "--tracer", "emu"]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    if p.returncode != 0:
+        return {"exit": p.returncode, "stderr": p.stderr.strip().splitlines()[-1:]}
+    d = json.loads(p.stdout)
+    keep = ("kernel", "resources", "occupancy", "waves", "findings", "shared_memory",
+            "global_memory", "l2", "rules_run", "emulation")  # fmt: skip
+    return {"exit": 0, **{k: _strip(d.get(k)) for k in keep}}
+
+
+def collect() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="gpuadvise-golden-") as cache:
+        for spec in _specs():
+            key = str(spec.relative_to(ROOT))
+            print(f"  {key}", file=sys.stderr, flush=True)
+            out[key] = run_one(spec, cache)
+    return out
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{path}.{k}: {'missing before' if k not in a else 'missing after'}")
+            else:
+                _diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{path}: {len(a)} items before, {len(b)} after")
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append(f"{path}: {a!r} -> {b!r}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", metavar="FILE")
+    g.add_argument("--compare", metavar="FILE")
+    args = ap.parse_args()
+    now = collect()
+    if args.write:
+        Path(args.write).write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {len(now)} analyses to {args.write}")
+        return 0
+    before = json.loads(Path(args.compare).read_text())
+    diffs: list[str] = []
+    _diff(before, now, "", diffs)
+    for d in diffs[:200]:
+        print(d)
+    print(f"{len(now)} analyses, {len(diffs)} differences")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
