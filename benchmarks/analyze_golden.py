@@ -1,7 +1,8 @@
 """Behaviour check for refactors: ``gpuadvise analyze --json`` on every launch spec in kernels/.
 
-Runs the CLI (no GPU, H100 model, CPU emulator, a fresh cache) on each ``case.toml`` and
-``<kernel>.toml`` under ``kernels/`` and keeps what a user sees: the findings (rule, line, severity,
+Runs the CLI (no GPU, H100 model, CPU emulator tracing 64 CTAs, a fresh cache) on each
+``case.toml`` and ``<kernel>.toml`` under ``kernels/``, and on every other kernel of a case's
+source under its ``case.toml``, and keeps what a user sees: the findings (rule, line, severity,
 message, estimate, evidence, variant safety), resources, occupancy, waves, and the per-line bank and
 coalescing tables. Timings and absolute paths are dropped.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,21 +35,42 @@ def _strip(value: Any) -> Any:
         return {k: _strip(v) for k, v in value.items() if k not in DROP}
     if isinstance(value, list):
         return [_strip(v) for v in value]
-    if isinstance(value, str):
-        return value.replace(str(ROOT) + "/", "")
+    if isinstance(value, str):  # paths relative, and no wall times in notes ("in 0.4 s")
+        return re.sub(r"\bin \d+(?:\.\d+)? s\b", "in <t> s", value.replace(str(ROOT) + "/", ""))
     if isinstance(value, float):
         return round(value, 9)
     return value
 
 
-def _specs() -> list[Path]:
-    return sorted(KERNELS.rglob("*.toml"))
+def _runs() -> list[tuple[Path, str | None]]:
+    """Every launch spec as written, and every other kernel of a case's .cu files under the
+    folder's case.toml (``--kernel K``), so that each kernel in kernels/ is analyzed once."""
+    runs: list[tuple[Path, str | None]] = [(s, None) for s in sorted(KERNELS.rglob("*.toml"))]
+    try:
+        from gpuadvise.source.signature import list_kernels
+    except ImportError:  # the layout before issue 14
+        from gpuadvise.signature import list_kernels  # type: ignore[no-redef]
+    for case in sorted(KERNELS.rglob("case.toml")):
+        have = set()
+        for s in case.parent.glob("*.toml"):
+            m = re.search(r'^kernel\s*=\s*"([^"]+)"', s.read_text(), re.M)
+            if m:
+                have.add(m.group(1))
+        src = re.search(r'^source\s*=\s*"([^"]+)"', case.read_text(), re.M)
+        if not src:
+            continue
+        for k in dict.fromkeys(list_kernels((case.parent / src.group(1)).read_text())):
+            if k not in have and "<" not in k:
+                runs.append((case, k))
+    return runs
 
 
-def run_one(spec: Path, cache: str) -> dict[str, Any]:
+def run_one(spec: Path, kernel: str | None, cache: str) -> dict[str, Any]:
     env = dict(os.environ, GPUADVISE_CACHE_DIR=cache)
     cmd = [sys.executable, "-m", "gpuadvise", "analyze", "--spec", str(spec), "--gpu", "H100",
-           "--json", "--no-measure", "--tracer", "emu"]  # fmt: skip
+           "--json", "--no-measure", "--tracer", "emu", "--sample-ctas", "64"]  # fmt: skip
+    if kernel:
+        cmd += ["--kernel", kernel]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     if p.returncode != 0:
         return {"exit": p.returncode, "stderr": p.stderr.strip().splitlines()[-1:]}
@@ -60,10 +83,10 @@ def run_one(spec: Path, cache: str) -> dict[str, Any]:
 def collect() -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="gpuadvise-golden-") as cache:
-        for spec in _specs():
-            key = str(spec.relative_to(ROOT))
+        for spec, kernel in _runs():
+            key = str(spec.relative_to(ROOT)) + (f" --kernel {kernel}" if kernel else "")
             print(f"  {key}", file=sys.stderr, flush=True)
-            out[key] = run_one(spec, cache)
+            out[key] = run_one(spec, kernel, cache)
     return out
 
 
