@@ -35,8 +35,8 @@ def _strip(value: Any) -> Any:
         return {k: _strip(v) for k, v in value.items() if k not in DROP}
     if isinstance(value, list):
         return [_strip(v) for v in value]
-    if isinstance(value, str):
-        return value.replace(str(ROOT) + "/", "")
+    if isinstance(value, str):  # paths relative, and no wall times in notes ("in 0.4 s")
+        return re.sub(r"\bin \d+(?:\.\d+)? s\b", "in <t> s", value.replace(str(ROOT) + "/", ""))
     if isinstance(value, float):
         return round(value, 9)
     return value

@@ -35,7 +35,7 @@ import numpy as np
 
 from gpuadvise.model.banks import active_lanes, analyze_banks, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors
-from gpuadvise.trace import AccessTrace, InstrInfo, Kind, Space, empty_records
+from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space, empty_records
 
 TARGET = 1e8
 

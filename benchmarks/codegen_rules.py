@@ -137,8 +137,8 @@ def part1(sample_ctas: str, measure: bool = True) -> list[dict[str, Any]]:
 def part2(max_time_s: float) -> list[dict[str, Any]]:
     import statistics
 
-    from gpuadvise.analyze_cmd import KernelOptions
-    from gpuadvise.bench_cmd import prepare, time_prepared
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.prepare import prepare, time_prepared
     from gpuadvise.runner.job import TimingConfig
     from gpuadvise.runner.stats import speedup_ci
     from gpuadvise.runner.verify import compare

@@ -1,4 +1,4 @@
-"""Speed of the CPU emulator (gpuadvise.emulate): lane-instructions per second, batches of 64K lanes.
+"""Speed of the CPU emulator (gpuadvise.trace.emulate): lane-instructions per second, batches of 64K lanes.
 
 Target (the emulator issue): at least 1e8 lane-instructions per second on a 2-core machine. A
 lane-instruction is one PTX instruction executed by one active thread; the rates count the whole
@@ -9,7 +9,7 @@ memory-heavy kernels spend most of their time writing it, and more on VMs where 
 memory is slow (about 3 ns per byte on the Firecracker sandbox the project is developed in).
 
 Usage: python benchmarks/emulator_speed.py [--kernels vec_add,loop_fma] [--lanes 65536]
-Needs nvcc (compiles the kernels below through gpuadvise.toolchain); no GPU.
+Needs nvcc (compiles the kernels below through gpuadvise.toolchain.nvcc); no GPU.
 """
 
 from __future__ import annotations
@@ -117,10 +117,10 @@ def main() -> int:
     opts = ap.parse_args()
 
     from gpuadvise.devices import preset
-    from gpuadvise.emulate import emulate
-    from gpuadvise.signature import parse_signature
-    from gpuadvise.spec import build_kernel_spec, resolve
-    from gpuadvise.toolchain import CompileOptions, compile_source
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
+    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.trace.emulate import emulate
 
     with tempfile.TemporaryDirectory(prefix="gpuadvise-emu-bench-") as tmp:
         src = Path(tmp) / "bench.cu"

@@ -61,8 +61,8 @@ def suite_cases() -> dict[str, dict[str, Any]]:
     """run.py's CASES, then kernels/: every .toml, and every other kernel of each source."""
     from run import CASES  # benchmarks/trace_validation/run.py
 
-    from gpuadvise.spec import load_spec
-    from gpuadvise.toolchain import CompileOptions, compile_source
+    from gpuadvise.spec.kernel_spec import load_spec
+    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
 
     cases: dict[str, dict[str, Any]] = dict(CASES)
     for folder in sorted((ROOT / "kernels").iterdir()):
@@ -92,10 +92,10 @@ def suite_cases() -> dict[str, dict[str, Any]]:
 
 
 def prepare(case: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any, Any]:
-    from gpuadvise.analyze_cmd import KernelOptions, build
-    from gpuadvise.bench_cmd import live_options
-    from gpuadvise.pipeline import resolve_launch
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import resolve_launch
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
 
     spec, choice, options = build(live_options(KernelOptions(**case)))
     tc = find_toolchain()
@@ -106,10 +106,10 @@ def prepare(case: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any, Any]:
 
 
 def model_totals(trace: Any, module: Any, kernel: Any, tc: Any) -> dict[str, float]:
-    from gpuadvise import sass
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
+    from gpuadvise.toolchain import sass
 
     instrs = sass.disassemble(module.cubin_path, kernel.mangled, tc)
     rec = reconcile(trace, sass.memory_summary(instrs))
@@ -139,9 +139,9 @@ class Skipped(Exception):
 
 
 def compare_case(name: str, case: dict[str, Any], sample: int | str | None) -> dict[str, Any]:
-    from gpuadvise.emulate import emulate
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.gputrace import compare_traces, trace_on_gpu
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.gpu import compare_traces, trace_on_gpu
 
     try:
         spec, device, module, kernel, launch, tc = prepare(case)
@@ -188,8 +188,8 @@ def compare_case(name: str, case: dict[str, Any], sample: int | str | None) -> d
 def large_case(
     name: str, case: dict[str, Any], check_ctas: int, with_models: bool
 ) -> dict[str, Any]:
-    from gpuadvise.emulate import emulate
-    from gpuadvise.gputrace import compare_traces, trace_on_gpu
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.gpu import compare_traces, trace_on_gpu
 
     spec, device, module, kernel, launch, tc = prepare(case)
     gpu = trace_on_gpu(
@@ -246,7 +246,7 @@ def _fmt_models(a: dict[str, float], b: dict[str, float]) -> str:
 
 
 def main() -> int:
-    from gpuadvise.analyze_cmd import parse_sample_ctas
+    from gpuadvise.analyze.options import parse_sample_ctas
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", type=Path)

@@ -36,8 +36,8 @@ SEED_004 = {"device": "RTX 2060", "stream_ms": 192.0, "graph_ms": 139.0, "iterat
 
 
 def prepared(kernel: str, label: str, args: tuple[str, ...] = ()) -> Any:
-    from gpuadvise.analyze_cmd import KernelOptions
-    from gpuadvise.bench_cmd import live_options, prepare
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.prepare import live_options, prepare
 
     return prepare(live_options(KernelOptions(source=str(SOURCE), kernel=kernel, args=args)), label)
 
@@ -50,7 +50,7 @@ def with_launch(p: Any, label: str, repeat: int, graph: bool) -> Any:
 
 
 def run(items: list[Any], max_time_s: float) -> tuple[Any, dict[str, Any]]:
-    from gpuadvise.bench_cmd import time_prepared
+    from gpuadvise.analyze.prepare import time_prepared
     from gpuadvise.runner import job as J
 
     timing = J.TimingConfig(min_samples=15, min_time_s=1.0, max_time_s=max_time_s)
@@ -88,11 +88,11 @@ def row(name: str, s: Any, g: Any, n: int) -> dict[str, Any]:
 
 def ga501_estimate() -> dict[str, Any] | None:
     """GA501's finding on the case, analysed for the live GPU."""
-    from gpuadvise.analyze_cmd import KernelOptions, build
-    from gpuadvise.bench_cmd import live_options
-    from gpuadvise.config import Config
-    from gpuadvise.pipeline import analyze_static
-    from gpuadvise.rules_cmd import run_rules
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.rules.config import Config
+    from gpuadvise.rules.run import run_rules
 
     spec, choice, options = build(live_options(KernelOptions(source=str(SOURCE), kernel="step")))
     a = analyze_static(spec, choice.device, options, trace=False)

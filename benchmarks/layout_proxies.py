@@ -77,9 +77,9 @@ def timing() -> Any:
 
 
 def prepare(kernel: str) -> Any:
-    from gpuadvise.analyze_cmd import KernelOptions
-    from gpuadvise.bench_cmd import live_options
-    from gpuadvise.bench_cmd import prepare as bench_prepare
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.analyze.prepare import prepare as bench_prepare
 
     spec = CELLS.parent / ("case.toml" if kernel == "cells_fields" else f"{kernel}.toml")
     opts = live_options(KernelOptions(source=str(CELLS), kernel=kernel, spec=str(spec)))
@@ -88,7 +88,7 @@ def prepare(kernel: str) -> Any:
 
 def time_alone(prepared: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], str]:
     """Per kernel, the median of each round's samples; rounds alternate the kernels' order."""
-    from gpuadvise.bench_cmd import time_prepared
+    from gpuadvise.analyze.prepare import time_prepared
 
     medians: dict[str, list[float]] = {k: [] for k in prepared}
     device = "?"
@@ -106,7 +106,7 @@ def time_alone(prepared: dict[str, Any], rounds: int) -> tuple[dict[str, list[fl
 
 def time_ab(a: Any, b: Any) -> dict[str, Any]:
     """``a`` against ``b`` (the same buffers), outputs compared, as ``analyze --measure`` does."""
-    from gpuadvise.bench_cmd import time_prepared
+    from gpuadvise.analyze.prepare import time_prepared
     from gpuadvise.runner.stats import speedup_ci
     from gpuadvise.runner.verify import compare
 

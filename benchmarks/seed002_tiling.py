@@ -10,7 +10,7 @@ seed's numbers beside the measured ones, then ``gpuadvise analyze --measure`` on
 
    Each tiled kernel is GA304's own automatic transform (``tiling_diff``: blockIdx remapped with
    seed 002's corrected snippet) applied to a copy of the source. The five kernels of a launch are
-   built with gpuadvise's bench machinery (``gpuadvise.bench_cmd.prepare``) and timed together in
+   built with gpuadvise's bench machinery (``gpuadvise.analyze.prepare.prepare``) and timed together in
    one isolated worker (``time_prepared``: interleaved, L2 flushed before every sample, outputs of
    each kernel returned); each tiled kernel's output is checked bit for bit against row-major's,
    and its speedup is the ratio of medians with a 95% bootstrap interval.
@@ -112,7 +112,7 @@ def ga304_module() -> Any:
 def tiled_sources(folder: Path) -> dict[int, Path]:
     """GA304's automatic transform of gather_rowmajor for each N, as files in ``folder``."""
     from gpuadvise.rules import find_kernel_source
-    from gpuadvise.transform import apply_unified_diff
+    from gpuadvise.source.patch import apply_unified_diff
 
     mod = ga304_module()
     ks = find_kernel_source(GATHER, KERNEL)
@@ -130,8 +130,8 @@ def tiled_sources(folder: Path) -> dict[int, Path]:
 
 def time_launch(launch: Launch, sources: dict[int, Path], max_time_s: float) -> dict[str, Any]:
     """Row-major and every N of one launch, timed together in one worker (cold L2)."""
-    from gpuadvise.analyze_cmd import KernelOptions
-    from gpuadvise.bench_cmd import live_options, prepare, time_prepared
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.prepare import live_options, prepare, time_prepared
     from gpuadvise.runner.job import TimingConfig
     from gpuadvise.runner.stats import speedup_ci
 

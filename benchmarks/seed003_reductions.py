@@ -15,7 +15,7 @@ What is timed, and how it differs from the seed
   its first pass on a grid just large enough to fill the GPU (SMs x resident blocks per SM from
   gpuadvise's occupancy model) and its second on one block; ``reduce_shfl`` is one pass (an
   atomic per block).
-- Each pass is timed on its own with gpuadvise's runner (``gpuadvise.bench_cmd.prepare`` /
+- Each pass is timed on its own with gpuadvise's runner (``gpuadvise.analyze.prepare.prepare`` /
   ``time_prepared``'s machinery: an isolated worker, a spin kernel before each sample so no host
   gap is timed, adaptive sample counts, the A/B interleaving in random order). The first passes of
   all eight kernels are timed together with a cold L2 (flushed before every sample: 16 MB would
@@ -144,7 +144,7 @@ def expected(p: Pass, data: np.ndarray) -> np.ndarray:
 class Compiled:
     kernel: str
     name: str  # as compiled (reduce6<128>)
-    prepared: Any  # gpuadvise.bench_cmd.Prepared
+    prepared: Any  # gpuadvise.analyze.prepare.Prepared
     blocks_per_sm: int
 
     @property
@@ -155,8 +155,8 @@ class Compiled:
 def kernel_options(kernel: str, block: int, n: int, grid: int = 1) -> Any:
     """gpuadvise's options for one launch of ``kernel`` over ``n`` ints (the live GPU when there
     is one, else the H100 model)."""
-    from gpuadvise.analyze_cmd import KernelOptions
-    from gpuadvise.bench_cmd import live_options
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.prepare import live_options
 
     name = f"{kernel}<{block}>" if kernel in ("reduce6", "reduce7") else kernel
     if kernel == "reduce_shfl":
@@ -173,10 +173,10 @@ def kernel_options(kernel: str, block: int, n: int, grid: int = 1) -> Any:
 
 def compile_kernel(kernel: str, block: int, n: int) -> Compiled:
     """Compile one kernel through gpuadvise (``bench_cmd.prepare``), with its occupancy."""
-    from gpuadvise.analyze_cmd import build
-    from gpuadvise.bench_cmd import prepare
+    from gpuadvise.analyze.options import build
+    from gpuadvise.analyze.prepare import prepare
     from gpuadvise.model import occupancy as occ
-    from gpuadvise.toolchain import compile_source, select_kernel
+    from gpuadvise.toolchain.nvcc import compile_source, select_kernel
 
     opts = kernel_options(kernel, block, n)
     p = prepare(opts, kernel)
@@ -195,10 +195,10 @@ def compile_kernel(kernel: str, block: int, n: int) -> Compiled:
 def check_on_cpu(block: int, n: int) -> int:
     """Every pass of every kernel's plan for ``n`` ints, run on gpuadvise's CPU emulator (all
     CTAs) and compared with :func:`expected`: checks the plan and the sums without a GPU."""
-    from gpuadvise.analyze_cmd import build
-    from gpuadvise.emulate import emulate
-    from gpuadvise.pipeline import resolve_launch
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
+    from gpuadvise.analyze.options import build
+    from gpuadvise.analyze.pipeline import resolve_launch
+    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.trace.emulate import emulate
 
     failures = 0
     for k in ORDER:
@@ -239,7 +239,7 @@ class Row:
 def run_job(passes: list[Pass], compiled: dict[str, Compiled], cold: bool, seed: int,
             max_time_s: float) -> tuple[Any, dict[str, np.ndarray]]:  # fmt: skip
     """Verify and time ``passes`` in one isolated worker (gpuadvise's runner)."""
-    from gpuadvise.bench_cmd import time_prepared
+    from gpuadvise.analyze.prepare import time_prepared
     from gpuadvise.runner import job as J
     from gpuadvise.runner.data import make_host_buffer
 

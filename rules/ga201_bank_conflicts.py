@@ -42,7 +42,7 @@ def constants(code: str) -> dict[str, int]:
     ``const``/``constexpr`` integer declarations whose value is integer arithmetic over numbers
     and constants defined before. What cannot be evaluated is left out."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.expr import evaluate
+    from gpuadvise.spec.expr import evaluate
 
     found = [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(code)]
     found += [(m.start(), m.group(1), m.group(2)) for m in _CONST.finditer(code)]
@@ -155,7 +155,7 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
         return None, f"{name} has an initializer or attributes after its dimensions"
     env = constants(code)
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.expr import evaluate
+    from gpuadvise.spec.expr import evaluate
 
     try:
         rows, cols = (evaluate(_INT_SUFFIX.sub(r"\1", code[a:b]), env) for a, b in dims)
@@ -221,8 +221,8 @@ class Layout:
 def shared_layout(ctx: RuleContext) -> Layout:
     """The kernel's shared variables as the emulator lays them out
     (``gpuadvise.ptx.emulator.KernelImage``; the GPU tracer agrees on the kernels suite)."""
-    from gpuadvise.emulate import _parse  # the emulator's parse of this PTX, cached
     from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.trace.emulate import _parse  # the emulator's parse of this PTX, cached
 
     a = ctx.analysis
     module = _parse(a.module.ptx)
@@ -272,7 +272,7 @@ def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.nda
     import numpy as np
 
     from gpuadvise.model.banks import active_lanes
-    from gpuadvise.trace import Space
+    from gpuadvise.trace.access import Space
 
     by_name = {p.var.ptx_name: p for p in pads}
     new_off: list[int] = []
@@ -380,7 +380,7 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
     import numpy as np
 
     from gpuadvise.model.banks import active_lanes
-    from gpuadvise.trace import Space
+    from gpuadvise.trace.access import Space
 
     try:
         records = ctx.reconciled_records

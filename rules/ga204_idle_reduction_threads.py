@@ -72,7 +72,7 @@ def _paren(expr: str) -> str:
 def _constants(code: str) -> dict[str, int]:
     """Object-like ``#define NAME <integer expression>`` of a file (comments blanked)."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.expr import evaluate
+    from gpuadvise.spec.expr import evaluate
 
     env: dict[str, int] = {}
     pending = [(m.group(1), _INT_SUFFIX.sub(r"\1", m.group(2))) for m in _DEFINE.finditer(code)]
@@ -92,7 +92,7 @@ def _constants(code: str) -> dict[str, int]:
 def _value(expr: str, env: Mapping[str, int], block: int) -> int | None:
     """The integer value of ``expr`` with ``blockDim.x`` = ``block`` (None: not a constant)."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.expr import evaluate
+    from gpuadvise.spec.expr import evaluate
 
     text = _INT_SUFFIX.sub(r"\1", _BLOCKDIM.sub("blockDim_x", expr))
     try:
@@ -192,7 +192,7 @@ def _declarations(body: str, end: int) -> tuple[list[_Decl], bool]:
 def _pointers(ctx: RuleContext, ks: KernelSource, decls: list[_Decl]) -> set[str]:
     """The kernel's pointer parameters and the pointers declared from them."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.signature import parse_signature
+    from gpuadvise.source.signature import parse_signature
 
     try:
         params = parse_signature(ks.text, ctx.analysis.spec.kernel)
@@ -624,7 +624,7 @@ class IdleReductionThreads(Rule):
         import numpy as np
 
         from gpuadvise.model.banks import active_lanes
-        from gpuadvise.trace import Kind, Space
+        from gpuadvise.trace.access import Kind, Space
 
         try:
             trace = ctx.trace

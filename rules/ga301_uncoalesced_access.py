@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace import Kind
+from gpuadvise.trace.access import Kind
 
 
 class UncoalescedAccess(Rule):
@@ -82,8 +82,7 @@ class UncoalescedAccess(Rule):
     options = {"min_excess_pct": 50.0, "min_share_pct": 1.0}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         co = ctx.coalescing
         total = co.traced.all.sectors
         if total <= 0:
@@ -122,8 +121,7 @@ class UncoalescedAccess(Rule):
         footprint: tuple[int, int],
         text: str,
     ) -> Finding:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         bi = view.buffers[buffer]
         stride = P.stride_mode(lanes)
         fields = P.field_loads(lanes, bi.elem_bytes)
@@ -197,8 +195,7 @@ class UncoalescedAccess(Rule):
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         view = P.trace_view(ctx.trace, ctx.spec)
         recs = finding.details["recs"]
         req = float(len(recs))
@@ -213,8 +210,7 @@ class UncoalescedAccess(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         d = finding.details
         buffer = d["buffer"]
         view = P.trace_view(ctx.trace, ctx.spec)

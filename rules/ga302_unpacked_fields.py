@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace import Kind
+from gpuadvise.trace.access import Kind
 
 
 class UnpackedFields(Rule):
@@ -75,8 +75,7 @@ class UnpackedFields(Rule):
     options = {"max_field_bits": 16}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         view = P.trace_view(ctx.trace, ctx.spec)
         structs = [b for b in view.buffers.values() if b.is_struct and b.elem_bytes >= 8]
         if not structs:
@@ -114,7 +113,7 @@ class UnpackedFields(Rule):
 
     @staticmethod
     def _plan(names: dict[int, str], narrow: dict[int, int]) -> Any:
-        from gpuadvise.proxy import plan_packing
+        from gpuadvise.rules.proxy import plan_packing
 
         chosen = sorted(narrow, key=lambda o: (narrow[o], o))
         while len(chosen) >= 2:
@@ -194,8 +193,7 @@ class UnpackedFields(Rule):
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         view = P.trace_view(ctx.trace, ctx.spec)
         insts = finding.details["insts"]
         rec_inst = view.records["inst"]
@@ -218,8 +216,7 @@ class UnpackedFields(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         d = finding.details
         view = P.trace_view(ctx.trace, ctx.spec)
         bi = view.buffers[d["buffer"]]

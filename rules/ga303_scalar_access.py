@@ -111,7 +111,7 @@ def _active(mask: np.ndarray) -> np.ndarray:
 
 
 def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
-    from gpuadvise.trace import Kind, Space
+    from gpuadvise.trace.access import Kind, Space
 
     records = trace.records
     rec_inst = records["inst"].astype(np.int64)
@@ -236,9 +236,9 @@ def _buffer_of(trace: Any, piece: _Piece) -> str | None:
 
 
 def _sass_memory(ctx: RuleContext) -> tuple[Any, ...]:
-    from gpuadvise import sass
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain import find_toolchain
+    from gpuadvise.toolchain import sass
+    from gpuadvise.toolchain.nvcc import find_toolchain
 
     a = ctx.analysis
     if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:
@@ -1094,7 +1094,7 @@ def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
 
 def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.signature import parse_signature
+    from gpuadvise.source.signature import parse_signature
 
     try:
         return {p.name: p for p in parse_signature(ks.text, ctx.analysis.spec.kernel)}

@@ -23,7 +23,7 @@ from gpuadvise.rules import (
     match_brace,
     unified_diff,
 )
-from gpuadvise.transform import (
+from gpuadvise.source.patch import (
     PatchError,
     block_index_uses,
     remap_block_index,
@@ -141,7 +141,7 @@ def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:
 
 def tiling_diff(ks: KernelSource, n: int, path: str) -> str:
     """The unified diff that remaps the kernel's blockIdx to seed 002's tiling with ``n`` tiles
-    per strip (raises :class:`~gpuadvise.transform.PatchError` when it cannot)."""
+    per strip (raises :class:`~gpuadvise.source.patch.PatchError` when it cannot)."""
     lines = tiled_block_index_lines(n, BLOCK_NAME, PREFIX)
     new = remap_block_index(ks.text, ks.body_start, ks.body_end, lines, BLOCK_NAME)
     diff = unified_diff(ks.text.split("\n"), new.split("\n"), path)
@@ -202,7 +202,7 @@ def probe_lines(ctas: Sequence[int], gx: int) -> list[str]:
 
 def _options_like(module: Any, include: str) -> Any:
     """Compile options equal to those ``module`` was built with, plus ``include``."""
-    from gpuadvise.toolchain import CompileOptions
+    from gpuadvise.toolchain.nvcc import CompileOptions
 
     opts = CompileOptions.from_nvcc_flags(module.arch, module.flags)
     return replace(opts, include_dirs=(*opts.include_dirs, include))
@@ -216,9 +216,9 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
     :func:`remap_safety` holds (the tile a block computes is all its block index decides)."""
     import numpy as np
 
-    from gpuadvise.emulate import emulate
-    from gpuadvise.pipeline import resolve_launch
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_kernel
+    from gpuadvise.analyze.pipeline import resolve_launch
+    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.trace.emulate import emulate
 
     spec = ctx.spec
     gx, gy = int(ctx.launch.grid.x), int(ctx.launch.grid.y)

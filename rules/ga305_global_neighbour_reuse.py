@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace import Kind
+from gpuadvise.trace.access import Kind
 
 
 class GlobalNeighbourReuse(Rule):
@@ -72,8 +72,7 @@ class GlobalNeighbourReuse(Rule):
     options = {"min_reuse": 4.0, "min_spread": 0.5}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         view = P.trace_view(ctx.trace, ctx.spec)
         min_reuse = float(ctx.option("min_reuse"))
         min_spread = float(ctx.option("min_spread"))
@@ -116,8 +115,7 @@ class GlobalNeighbourReuse(Rule):
                 )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         view = P.trace_view(ctx.trace, ctx.spec)
         ru = finding.details["reuse"]
         before = P.l1_cycles(ru.requests, ru.requested_sectors)
@@ -131,8 +129,7 @@ class GlobalNeighbourReuse(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        from gpuadvise import proxy as P
-
+        from gpuadvise.rules import proxy as P
         d = finding.details
         view = P.trace_view(ctx.trace, ctx.spec)
         bi = view.buffers[d["buffer"]]

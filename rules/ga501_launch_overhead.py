@@ -64,8 +64,8 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
     written once (an in-place update does both; a pure output is over-counted, which only makes
     the kernel look longer). Raises ModelUnavailable when the buffers cannot be sized."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.signature import parse_signature
-    from gpuadvise.spec import resolve
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
 
     spec = ctx.spec
     try:
@@ -77,8 +77,8 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
         launch = resolve(spec, params)
     except GpuAdviseError:
         # user structs need the compiler's layout
-        from gpuadvise.pipeline import compile_options_for, resolve_launch
-        from gpuadvise.toolchain import find_toolchain
+        from gpuadvise.analyze.pipeline import compile_options_for, resolve_launch
+        from gpuadvise.toolchain.nvcc import find_toolchain
 
         try:
             options = compile_options_for(ctx.device, spec_flags=tuple(spec.nvcc_flags))

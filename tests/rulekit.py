@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gpuadvise import rules as R
-from gpuadvise.config import Config
-from gpuadvise.rules_cmd import run_rules
-from gpuadvise.toolchain import find_toolchain
+from gpuadvise.rules.config import Config
+from gpuadvise.rules.run import run_rules
+from gpuadvise.toolchain.nvcc import find_toolchain
 
 try:
     find_toolchain()
@@ -48,8 +48,8 @@ def isolated_cache(name: str) -> Any:
 def analyze(source: Path, kernel: str, sample_ctas: int, args: tuple[str, ...] = ()) -> Any:
     """The StaticAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100`` tracing the first
     ``sample_ctas`` CTAs."""
-    from gpuadvise.analyze_cmd import KernelOptions, build
-    from gpuadvise.pipeline import analyze_static
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_static
 
     spec, choice, options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)

@@ -1,4 +1,5 @@
 import random
+
 L = range(32)
 FULL = 0xFFFFFFFF
 pats = []  # (name, op, width, mask, offs)

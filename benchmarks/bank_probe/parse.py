@@ -1,4 +1,6 @@
-import csv, json
+import csv
+import json
+
 rows = list(csv.reader(l for l in open("ncu.csv") if l.startswith('"')))
 hdr = rows[0]; rows = rows[1:]
 names = [l.rstrip("\n") for l in open("names.txt")]

@@ -1,4 +1,7 @@
-import json, math
+import json
+import math
+
+
 def groups(width, offs, act, merge):
     n = 32 if width <= 4 else (16 if width == 8 else 8)
     if merge: n *= 2

@@ -1,5 +1,9 @@
-import json, ref
-from ref import groups, model
+import json
+
+import ref
+from ref import model
+
+
 def pair_strict(offs, act, x):
     return all(act[l ^ x] and offs[l] == offs[l ^ x] for l in range(32) if act[l])
 R=[r for r in json.load(open("results.json")) if not (r["op"]==2 and r["width"]==8)]
@@ -18,5 +22,4 @@ ref.pair_ok=orig
 om=ref.model
 def model_st(op,*a): return om(0 if op==1 else op,*a)
 ref_model=ref.model
-import types
 count("base again")

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from gpuadvise.trace import AccessTrace, InstrInfo, Kind, Space, empty_records
+from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space, empty_records
 
 IN_BASE = 1 << 32
 _BITS = np.uint64(1) << np.arange(32, dtype=np.uint64)

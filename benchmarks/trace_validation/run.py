@@ -132,9 +132,9 @@ METRICS = {
 
 
 def model(case: dict) -> tuple[dict, dict[str, np.ndarray], str | None]:
-    from gpuadvise.analyze_cmd import KernelOptions, build
-    from gpuadvise.bench_cmd import live_options
-    from gpuadvise.pipeline import analyze_static
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.prepare import live_options
 
     spec, choice, options = build(live_options(KernelOptions(**case)))
     a = analyze_static(spec, choice.device, options, sample_ctas="all")

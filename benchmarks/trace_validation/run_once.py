@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from gpuadvise.analyze_cmd import KernelOptions
-from gpuadvise.bench_cmd import live_options, prepare
+from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.analyze.prepare import live_options, prepare
 from gpuadvise.runner.client import run_in_worker
 from gpuadvise.runner.job import Job
 

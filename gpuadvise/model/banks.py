@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.trace import WARP, AccessTrace, Kind, Space
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = [
     "BANKS",
@@ -495,7 +495,7 @@ def record_wavefronts(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _one_record(addresses: Any, width: int, mask: int, kind: Kind) -> np.ndarray:
-    from gpuadvise.trace import empty_records
+    from gpuadvise.trace.access import empty_records
 
     rec = empty_records(1)
     addr = np.zeros(WARP, dtype=np.uint64)

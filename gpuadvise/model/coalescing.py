@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.model.banks import active_lanes
-from gpuadvise.trace import WARP, AccessTrace, Kind, Space
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = [
     "LINE_BYTES",

@@ -107,7 +107,7 @@ from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.model.coalescing import SECTOR_BYTES, touched_lines
-from gpuadvise.trace import AccessTrace, Kind, Space
+from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 __all__ = [
     "ASSUMPTIONS",

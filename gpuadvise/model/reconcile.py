@@ -9,7 +9,7 @@ The matching rule, per (source line, space, kind), for the shared and global spa
 
 1. Widths. The PTX side is the multiset of widths of the line's static PTX memory instructions of
    that space and kind (``trace.instructions``: a vector access counts whole); the SASS side is
-   :func:`gpuadvise.sass.memory_summary` of the kernel (``width_bits // 8``, ``count`` times). SASS
+   :func:`gpuadvise.toolchain.sass.memory_summary` of the kernel (``width_bits // 8``, ``count`` times). SASS
    ``generic`` accesses stand in for a space that has no SASS entry of its own at that line.
 2. Equal multisets: the line is left alone (``match``). No SASS entry at all: left alone
    (``no-sass``; e.g. SASS without line info).
@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.model.banks import active_lanes
-from gpuadvise.sass import SassMemLine
-from gpuadvise.trace import AccessTrace, InstrInfo, Kind, Space
+from gpuadvise.toolchain.sass import SassMemLine
+from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space
 
 __all__ = ["ReconcileNote", "Reconciliation", "reconcile"]
 

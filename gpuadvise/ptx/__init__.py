@@ -7,7 +7,7 @@
   the memory trace.
 - :mod:`gpuadvise.ptx.errors`: what can go wrong, each a GpuAdviseError.
 
-The public entry is :func:`gpuadvise.emulate.emulate` (and :func:`gpuadvise.emulate.emulate_ptx`
+The public entry is :func:`gpuadvise.trace.emulate.emulate` (and :func:`gpuadvise.trace.emulate.emulate_ptx`
 for PTX text); nothing here is imported by ``import gpuadvise``.
 """
 

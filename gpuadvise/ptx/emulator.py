@@ -57,6 +57,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from gpuadvise.ptx.access import RECORD, Kind, Space
 from gpuadvise.ptx.cfg import Program, build_program
 from gpuadvise.ptx.errors import (
     EmulationError,
@@ -77,7 +78,6 @@ from gpuadvise.ptx.memory import (
 from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.values import NP_TYPES, Mask, storage_dtype, to_storage, write
-from gpuadvise.trace import RECORD, Kind, Space
 
 __all__ = [
     "Batch",

@@ -30,7 +30,7 @@ variable table (the address of each variable in :attr:`Instrumented.table`, writ
 CTA 0); then the records, :data:`DEVICE_RECORD`.
 
 Instruction numbering is the emulator's (:func:`gpuadvise.ptx.cfg.build_program`: program order
-with calls inlined), so sites map to :class:`~gpuadvise.trace.InstrInfo` ids exactly as the
+with calls inlined), so sites map to :class:`~gpuadvise.trace.access.InstrInfo` ids exactly as the
 emulator's trace numbers them: :attr:`Instrumented.declared` is the emulator's list of memory
 instructions with a state space (:func:`gpuadvise.ptx.emulator.static_accesses`), and each
 :class:`Site` names its (instruction, space). Memory instructions inside device functions that are
@@ -54,8 +54,8 @@ from pathlib import Path
 import numpy as np
 
 from gpuadvise.errors import GpuAdviseError, ToolchainError
+from gpuadvise.ptx.access import WARP, Kind, Space
 from gpuadvise.ptx.parser import _TOKEN_RE, TYPE_SIZES, Addr, Instr, Module, Reg, Sym, parse_ptx
-from gpuadvise.trace import WARP, Kind, Space
 
 __all__ = [
     "DEVICE_RECORD",

@@ -206,7 +206,7 @@ def _rel(path: str | None) -> str:
 
 def analysis(a: Any) -> None:
     """``gpuadvise analyze``: the static analysis (pipeline.StaticAnalysis)."""
-    from gpuadvise.sass import source_text
+    from gpuadvise.toolchain.sass import source_text
 
     spec, d, k, r = a.spec, a.device, a.kernel, a.occupancy
     head = Text()
@@ -290,7 +290,7 @@ def analysis(a: Any) -> None:
 
 
 def _memory(m: Any) -> None:
-    from gpuadvise.sass import source_text
+    from gpuadvise.toolchain.sass import source_text
 
     _out.print()
     if m.error:
@@ -387,7 +387,7 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold 
 
 def findings(run: Any) -> None:
     """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_cmd)."""
-    from gpuadvise.rules_cmd import finding_text
+    from gpuadvise.report.rules_text import finding_text
 
     _out.print()
     if not run.findings:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from gpuadvise.report.sarif import ReportItem
+from gpuadvise.items import ReportItem
 
 __all__ = ["annotation", "escape_data", "escape_property", "github_annotations"]
 

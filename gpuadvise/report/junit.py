@@ -21,7 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 
-from gpuadvise.report.sarif import ReportItem
+from gpuadvise.items import ReportItem
 
 __all__ = ["junit_xml"]
 

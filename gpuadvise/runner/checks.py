@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuadvise.devices import MAX_BLOCK, MAX_GRID, DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.model import occupancy as occ
-from gpuadvise.units import Dim3
+from gpuadvise.spec.units import Dim3
 
 
 def check_launch(

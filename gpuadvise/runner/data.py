@@ -51,7 +51,7 @@ def make_host_buffer(
     dt = np.dtype(dtype)
     rng = _rng(seed, name)
     if float_kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2") and not dt.names:
-        from gpuadvise.ctypes_cuda import encode_bfloat16, encode_fp8
+        from gpuadvise.spec.cuda_types import encode_bfloat16, encode_fp8
 
         n = count * (int(np.prod(dt.shape)) if dt.shape else 1)
         vals = _fill_plain(np.dtype(np.float32), n, fill, rng)

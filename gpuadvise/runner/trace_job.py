@@ -238,9 +238,9 @@ def main(argv: list[str]) -> int:
         res = TraceResult(
             ok=False, stage="worker", error="worker failure:\n" + traceback.format_exc()
         )
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps(res, protocol=5))
-    tmp.replace(result_path)
+    from gpuadvise.fileio import write_atomic
+
+    write_atomic(result_path, pickle.dumps(res, protocol=5))
     if res.ok:
         backend.close()
     return 0
@@ -327,7 +327,7 @@ class EmulatedBackend:
         smem: int,
         args: list[Any],
     ) -> Any:
-        from gpuadvise.emulate import emulate_ptx
+        from gpuadvise.trace.emulate import emulate_ptx
 
         text, symbol, fmt, arch = kernel
 

@@ -218,9 +218,9 @@ def main(argv: list[str]) -> int:
         res = run_job(job, backend)
     except Exception:
         res = Result(ok=False, error="worker failure:\n" + traceback.format_exc())
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps(res, protocol=5))
-    tmp.replace(result_path)
+    from gpuadvise.fileio import write_atomic
+
+    write_atomic(result_path, pickle.dumps(res, protocol=5))
     if res.ok:
         backend.close()
     return 0

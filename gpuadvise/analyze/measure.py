@@ -1,0 +1,305 @@
+"""The measurement stage of ``analyze``: build each finding's variants, check that their outputs
+equal the baseline's, time them A/B on the GPU, and attach the measured speedup with its interval.
+
+What is measured:
+
+- compile-time changes (nvcc flags, defines: GA101's register cap) and source diffs (applied to a
+  temporary copy of the source, never to the user's file; a diff a rule marks display-only is
+  still only *shown* as a fix, but measuring it tells the user what it is worth);
+- proxies (GA301/GA302/GA305's layout changes): the two kernels the rule synthesized, ``before``
+  against ``after``, verified against each other; the measurement is labelled ``proxy``;
+- a launch sequence replayed as a CUDA graph (GA501: ``launch={"graph": True}``) against the
+  same launches from the stream;
+- every candidate of a finding (``Variant.alternatives``: GA304's tile sizes): the fastest
+  verified one becomes the finding's variant, and every candidate's result is listed
+  (``Finding.trials``).
+
+A variant that fails to compile, to run or to verify is reported as such and never ranked by a
+speedup. A launch change (GA103's block shapes) is measured like any variant: its outputs must
+equal the kernel's, which holds only when the kernel's work does not depend on the launch (bounds
+checks, grid-stride loops); when they differ the trial says so and nothing is ranked. A finding
+whose rule sets ``details["recommend_only_if_faster"]`` (GA305: on modern GPUs
+L1 often serves the reuse a shared tile would) is demoted to a note when the measured gain's 95%
+interval does not lie above 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.errors import GpuAdviseError
+
+
+def measurable(variant: Any) -> bool:
+    """Whether the measurement stage can build and time this variant."""
+    if variant.proxy is not None:
+        return True
+    return bool(variant.diff or variant.nvcc_flags or variant.defines or variant.launch)
+
+
+def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions:
+    """The options that build ``variant`` of the kernel ``opts`` describes (files in ``tmp``)."""
+    changes: dict[str, Any] = {}
+    launch = variant.launch or {}
+    for key in ("grid", "block"):
+        if key in launch:
+            changes[key] = "x".join(str(int(v)) for v in launch[key])
+    if "dynamic_smem_bytes" in launch:
+        changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
+    if variant.nvcc_flags:
+        changes["nvcc_flags"] = (*opts.nvcc_flags, *variant.nvcc_flags)
+    if variant.defines:
+        changes["defines"] = (*opts.defines, *variant.defines)
+    if variant.diff:
+        from gpuadvise.source.patch import apply_unified_diff
+
+        src = Path(opts.source or "")
+        patched = tmp / src.name
+        patched.write_text(apply_unified_diff(src.read_text(), variant.diff))
+        # the copy includes the user's headers from the original folder
+        changes["source"] = str(patched)
+        changes["include"] = (*opts.include, str(src.resolve().parent))
+        spec = opts.spec
+        if spec is None:
+            from gpuadvise.spec.kernel_spec import find_spec_for
+
+            found = find_spec_for(src, opts.kernel)
+            spec = None if found is None else str(found)
+        changes["spec"] = spec
+    return dataclasses.replace(opts, **changes)
+
+
+def write_proxy(proxy: Any, folder: Path) -> tuple[Path, Path, Path]:
+    """The proxy's source and its two launch specs, written to ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "proxy.cu"
+    src.write_text(proxy.source)
+    before, after = folder / "before.toml", folder / "after.toml"
+    before.write_text(proxy.spec_before)
+    after.write_text(proxy.spec_after)
+    return src, before, after
+
+
+def _proxy_options(opts: KernelOptions, proxy: Any, tmp: Path) -> tuple[KernelOptions, ...]:
+    src, before, after = write_proxy(proxy, tmp)
+    base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
+    return (
+        dataclasses.replace(base, kernel=proxy.before, spec=str(before)),
+        dataclasses.replace(base, kernel=proxy.after, spec=str(after)),
+    )
+
+
+def _merge_buffers(a: Any, b: Any) -> tuple[Any, ...] | None:
+    """The buffers of two prepared launches, by name; None when a shared name differs."""
+    out = {x.name: x for x in a.buffers}
+    for x in b.buffers:
+        if x.name in out and out[x.name].nbytes != x.nbytes:
+            return None
+        out.setdefault(x.name, x)
+    return tuple(out.values())
+
+
+class _NotComparable(Exception):
+    """A variant whose launches cannot be timed against the baseline's (``verified``: how the
+    trial reports it)."""
+
+    def __init__(self, note: str, verified: bool | None) -> None:
+        super().__init__(note)
+        self.verified = verified
+
+
+@dataclasses.dataclass
+class _Stage:
+    opts: KernelOptions
+    timeout_s: float
+    max_time_s: float
+    baseline: Any = None
+
+    def timing(self) -> Any:
+        from gpuadvise.runner.job import TimingConfig
+
+        return TimingConfig(min_samples=10, min_time_s=0.5, max_time_s=self.max_time_s)
+
+    def run(self, variant: Any) -> Any:
+        """A :class:`Trial` of one candidate."""
+        with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
+            try:
+                a, b = self._pair(variant, Path(tmp))
+            except GpuAdviseError as exc:
+                return self._trial(variant, None, False, f"could not be built: {exc.one_line()}")
+            except _NotComparable as exc:
+                return self._trial(variant, None, exc.verified, str(exc))
+            return self._time(variant, a, b)
+
+    def _pair(self, variant: Any, tmp: Path) -> tuple[Any, Any]:
+        """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
+        from gpuadvise.analyze.prepare import prepare
+
+        if variant.proxy is not None:
+            a_opts, b_opts = _proxy_options(self.opts, variant.proxy, tmp)
+            a, b = prepare(a_opts, "A"), prepare(b_opts, "B")
+            buffers = _merge_buffers(a, b)
+            if buffers is None:
+                raise _NotComparable("the proxies' buffers differ", verified=False)
+            return dataclasses.replace(a, buffers=buffers), b
+        if self.baseline is None:
+            self.baseline = prepare(self.opts, "A")
+        a = self.baseline
+        if variant.launch and variant.launch.get("graph"):
+            # GA501: the same launch sequence, captured once and replayed as a CUDA graph
+            from gpuadvise.runner.job import as_graph
+
+            return a, dataclasses.replace(a, launch=as_graph(a.launch, "B"))
+        b = prepare(variant_options(self.opts, variant, tmp), "B")
+        if [x.nbytes for x in a.buffers] != [x.nbytes for x in b.buffers]:
+            raise _NotComparable("the variant takes other buffers", verified=None)
+        return a, b
+
+    def _time(self, variant: Any, a: Any, b: Any) -> Any:
+        from gpuadvise.analyze.prepare import time_prepared
+        from gpuadvise.rules import Measurement
+        from gpuadvise.runner.stats import speedup_ci
+        from gpuadvise.runner.verify import compare
+
+        result = time_prepared([a, b], self.timing(), hot=False, timeout_s=self.timeout_s).result
+        if not result.ok:
+            why = result.cuda_error or result.error
+            return self._trial(variant, None, False, f"failed on the GPU: {why}")
+        oa, ob = result.outcomes
+        names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
+        if not names:
+            return self._trial(variant, None, False, "no output buffer to verify")
+        comps = [compare(n, oa.outputs[n], ob.outputs[n], a.rtol, a.atol) for n in names]
+        bad = next((c for c in comps if not c.ok), None)
+        if bad is not None:
+            return self._trial(variant, None, False, f"outputs differ: {bad.message}")
+        ci = speedup_ci(oa.samples_ms, ob.samples_ms)
+        m = Measurement(
+            speedup=ci.speedup,
+            baseline_ms=statistics.median(oa.samples_ms),
+            variant_ms=statistics.median(ob.samples_ms),
+            device=str(result.device.get("name")),
+            ci_low=ci.low,
+            ci_high=ci.high,
+            outputs_match=True,
+            samples=min(len(oa.samples_ms), len(ob.samples_ms)),
+            kind="proxy" if variant.proxy is not None else "variant",
+            label=variant.label,
+        )
+        return self._trial(variant, m, True, None)
+
+    @staticmethod
+    def _trial(variant: Any, m: Any, verified: bool | None, note: str | None) -> Any:
+        from gpuadvise.rules import Trial
+
+        return Trial(variant.label, variant.description, m, verified, note)
+
+
+def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
+    """``f`` with its candidates measured, the best verified one as its variant."""
+    v = f.variant
+    if v is None or f.is_error:
+        return f, []
+    every = v.candidates()
+    cands = [c for c in every if measurable(c)]
+    if not cands:
+        return f, []
+    trials = [stage.run(c) for c in cands]
+    notes = [
+        f"{f.rule}: {'variant ' + t.label if t.label else 'the variant'} {t.note}"
+        + ("; not ranked" if t.verified is False else "; not measured")
+        for t in trials
+        if t.measurement is None
+    ]
+    done = [(c, t) for c, t in zip(cands, trials, strict=True) if t.measurement is not None]
+    if not done:
+        failed = any(t.verified is False for t in trials)
+        return dataclasses.replace(
+            f, trials=tuple(trials), verified=False if failed else None
+        ), notes
+    best_c, best_t = max(done, key=lambda ct: ct[1].measurement.speedup)
+    others = tuple(c for c in every if c is not best_c)
+    variant = dataclasses.replace(best_c, alternatives=others)
+    m = best_t.measurement
+    g = dataclasses.replace(
+        f, variant=variant, measured_speedup=m, verified=True, trials=tuple(trials)
+    )
+    if f.details.get("recommend_only_if_faster") and not (m.ci_low or m.speedup) > 1.0:
+        # a rule whose fix often does not pay on modern GPUs (GA305: L1 serves the reuse)
+        # recommends it only when the measurement says so
+        g = dataclasses.replace(
+            g,
+            severity="note",
+            message=f"{f.message} (measured {m.speedup:.2f}x on {m.device}: no gain, "
+            "not recommended here)",
+        )
+    return g, notes
+
+
+def measure_findings(
+    opts: KernelOptions, run: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
+) -> tuple[Any, list[str]]:
+    """``run``: a rules.RulesRun. Returns it with measured findings, re-ranked, and notes."""
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.rules import rank_findings
+
+    stage = _Stage(live_options(opts), timeout_s, max_time_s)
+    out, notes = [], []
+    for f in run.findings:
+        g, n = measure_finding(stage, f)
+        out.append(g)
+        notes += n
+    return dataclasses.replace(run, findings=tuple(rank_findings(out))), notes
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "variant"
+
+
+def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Path]:
+    """``--write-variants DIR``: every candidate variant of every finding, as files a user can
+    build: the patched source and its diff, a proxy's kernels and launch specs, or the compile
+    flags; and ``variant.json`` (the variant, with its measurement when there is one). One folder
+    per candidate, ``<kernel>-<rule>-L<line>[-<label>]``. Returns the folders written."""
+    import json
+
+    from gpuadvise.source.patch import apply_unified_diff
+
+    root = Path(folder)
+    written: list[Path] = []
+    for f in run.findings:
+        if f.variant is None or f.is_error:
+            continue
+        trials = {t.label: t for t in f.trials}
+        for c in f.variant.candidates():
+            if not (c.diff or c.proxy or c.nvcc_flags or c.defines or c.launch):
+                continue
+            name = f"{f.kernel or 'kernel'}-{f.rule}-L{f.line or 0}"
+            if c.label:
+                name += f"-{c.label}"
+            d = root / _slug(name)
+            d.mkdir(parents=True, exist_ok=True)
+            if c.diff and opts.source:
+                src = Path(opts.source)
+                (d / src.name).write_text(apply_unified_diff(src.read_text(), c.diff))
+                (d / "fix.diff").write_text(c.diff)
+            if c.proxy is not None:
+                write_proxy(c.proxy, d)
+            info = c.to_dict()
+            info.pop("alternatives", None)
+            if c.proxy is not None:
+                info["proxy"] = {k: info["proxy"][k] for k in ("before", "after")}
+                info["proxy"]["files"] = ["proxy.cu", "before.toml", "after.toml"]
+            t = trials.get(c.label)
+            info["trial"] = None if t is None else t.to_dict()
+            info["finding"] = {"rule": f.rule, "line": f.line, "message": f.message}
+            (d / "variant.json").write_text(json.dumps(info, indent=2) + "\n")
+            written.append(d)
+    return written

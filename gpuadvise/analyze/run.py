@@ -1,0 +1,91 @@
+"""``analyze`` end to end, without printing: build the spec, compile, trace, model, run the rules,
+measure the findings' variants (on a GPU), write the variants. The CLI renders the result."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
+from gpuadvise.analyze.pipeline import StaticAnalysis
+
+
+@dataclass(frozen=True)
+class AnalyzeResult:
+    """What ``analyze`` found: the static analysis and the rules' run (findings, measured)."""
+
+    analysis: StaticAnalysis
+    rules: Any  # rules.RulesRun
+
+
+def run_analysis(
+    opts: KernelOptions,
+    trace: bool = True,
+    sample_ctas: str | None = None,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    rules_dirs: tuple[str, ...] = (),
+    measure: bool | None = None,
+    tracer: str = "auto",
+    write_variants: str | None = None,
+) -> AnalyzeResult:
+    """Analyze one kernel launch as ``gpuadvise analyze`` does."""
+    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.rules.run import rules_config, run_rules_report
+    from gpuadvise.trace.gpu import select_tracer
+
+    chosen = select_tracer(tracer) if trace else "emu"
+    if chosen == "gpu":
+        from gpuadvise.analyze.prepare import live_options
+
+        opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
+    spec, choice, options = build(opts)
+    config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
+    notes = (choice.note,) if choice.note else ()
+    if spec.spec_path is not None:
+        notes = (*notes, f"launch spec read from {spec.spec_path}")
+    result = analyze_static(
+        spec,
+        choice.device,
+        options,
+        nvcc=opts.nvcc,
+        notes=notes,
+        trace=trace,
+        sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
+        tracer=chosen,
+    )
+    checked = run_rules_report(result, config, lazy_models=trace)
+    checked = _measure(opts, checked, measure)
+    if write_variants:
+        from gpuadvise.analyze.measure import write_variants as write_all
+
+        folders = write_all(checked, opts, write_variants)
+        checked = dataclasses.replace(
+            checked,
+            notes=(*checked.notes, f"{len(folders)} variant(s) written to {write_variants}"),
+        )
+    return AnalyzeResult(result, checked)
+
+
+def _measure(opts: KernelOptions, checked: Any, measure: bool | None) -> Any:
+    """Measure the findings' variants on the GPU: ``measure`` True (required), False (never) or
+    None (when a GPU and PyCUDA are present)."""
+
+    from gpuadvise.runner.client import pycuda_missing
+
+    if measure is False or not checked.findings:
+        return checked
+    why = pycuda_missing()
+    if why is not None:
+        if measure:
+            from gpuadvise.errors import RunnerError
+
+            raise RunnerError(f"cannot measure: {why}", "drop --measure: analysis needs no GPU")
+        return dataclasses.replace(
+            checked, notes=(*checked.notes, f"estimates only, nothing measured: {why}")
+        )
+    from gpuadvise.analyze.measure import measure_findings
+
+    measured, notes = measure_findings(opts, checked)
+    return dataclasses.replace(measured, notes=(*measured.notes, *notes))

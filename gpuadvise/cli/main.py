@@ -1,0 +1,457 @@
+"""The command line: a thin click group; parsing and calling, no logic.
+
+Every user mistake becomes one line on stderr and exit code 2 (``main`` catches
+:class:`~gpuadvise.errors.GpuAdviseError` and click's own usage errors).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+
+from gpuadvise import __version__
+from gpuadvise.errors import GpuAdviseError, UsageError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _device_options(f: Any) -> Any:
+    f = click.option("--arch", metavar="sm_XY", help="Model this architecture (sm_90, sm_86 ...).")(
+        f
+    )
+    f = click.option(
+        "--gpu",
+        metavar="NAME",
+        help="Model this GPU (H100, A100-80GB, RTX4090 ...; see `gpuadvise devices`). "
+        "Default: the live GPU, else the H100 model.",
+    )(f)
+    return f
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "--version", prog_name="gpuadvise")
+@click.option("-v", "--verbose", count=True, help="Debug logging on stderr (-vv for more).")
+def cli(verbose: int) -> None:
+    """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--threads",
+    "-t",
+    required=True,
+    metavar="N|XxY[xZ]",
+    help="Threads per block: 256, or a block shape such as 16x16.",
+)
+@click.option(
+    "--regs",
+    "-r",
+    default="0",
+    show_default=True,
+    metavar="N",
+    help="Registers per thread (0-255).",
+)
+@click.option(
+    "--smem",
+    default="0",
+    show_default=True,
+    metavar="SIZE",
+    help="Static shared memory per block: bytes, 32k, 32KiB, 48KB or 0x8000 (k = 1024).",
+)
+@click.option(
+    "--dynamic-smem",
+    default="0",
+    show_default=True,
+    metavar="SIZE",
+    help="Dynamic shared memory per block (launch parameter), same units.",
+)
+@click.option(
+    "--carveout",
+    default=-1,
+    show_default=True,
+    type=int,
+    metavar="PCT",
+    help="Shared-memory carveout preference in percent, -1 for the driver default.",
+)
+@_device_options
+@click.option("--sweep", is_flag=True, help="Draw occupancy vs block size, registers and smem.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
+def occupancy(
+    threads: str,
+    regs: str,
+    smem: str,
+    dynamic_smem: str,
+    carveout: int,
+    gpu: str | None,
+    arch: str | None,
+    sweep: bool,
+    as_json: bool,
+) -> None:
+    """Exact theoretical occupancy, its limiter, and what to change to reach the next step.
+
+    The numbers are those of NVIDIA's cuda_occupancy.h (the CUDA runtime's own calculator), for a
+    kernel that opts in to more than 48 KB of shared memory when it uses that much.
+    """
+    from gpuadvise.cli.occupancy import run_occupancy
+
+    run_occupancy(threads, regs, smem, dynamic_smem, carveout, gpu, arch, sweep, as_json)
+
+
+def _kernel_options(f: Any) -> Any:
+    """The options that say which kernel, how to launch it and how to compile it."""
+    decorators = [
+        click.argument("source", required=False, type=click.Path(dir_okay=False)),
+        click.option(
+            "--kernel",
+            "-k",
+            metavar="NAME",
+            help="Kernel to use: name, ns::name or "
+            "a template instance such as 'reduce<256, true>'.",
+        ),
+        click.option(
+            "--grid",
+            "-g",
+            metavar="DIMS",
+            help="Grid: 240x135, 240,135 or 240; may be "
+            "an expression over --arg values (ceil_div(n,256)).",
+        ),
+        click.option("--block", "-b", metavar="DIMS", help="Block: 256, 16x16 ..."),
+        click.option(
+            "--dynamic-smem",
+            metavar="SIZE",
+            help="Dynamic shared memory per block (bytes, 4k, 48KB ...).",
+        ),
+        click.option(
+            "--spec",
+            metavar="FILE",
+            type=click.Path(dir_okay=False),
+            help="Launch spec (TOML). Default: <kernel>.toml or case.toml beside the .cu.",
+        ),
+        click.option(
+            "--arg",
+            "args",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="A scalar kernel argument (repeatable): --arg n=4194304.",
+        ),
+        click.option(
+            "--buffer",
+            "buffers",
+            multiple=True,
+            metavar="NAME=TYPE[COUNT][:FILL]",
+            help="A pointer argument's buffer (repeatable): --buffer in=float[n], "
+            "--buffer out=int[n]:zeros. Fills: random, zeros, ones, iota.",
+        ),
+        click.option("--seed", type=int, help="Seed of random buffer fills (default 0)."),
+        click.option("-I", "include", multiple=True, metavar="DIR", help="Include directory."),
+        click.option("-D", "defines", multiple=True, metavar="NAME[=VAL]", help="Define."),
+        click.option("--std", metavar="c++17", help="C++ standard."),
+        click.option("--use-fast-math", is_flag=True, help="Compile with --use_fast_math."),
+        click.option("-Xptxas", "xptxas", multiple=True, metavar="OPT", help="Option for ptxas."),
+        click.option(
+            "--nvcc-flag",
+            "nvcc_flags",
+            multiple=True,
+            metavar="FLAG",
+            help="Any other nvcc flag (repeatable).",
+        ),
+        click.option("--maxrregcount", type=int, metavar="N", help="Cap registers per thread."),
+        click.option(
+            "--nvcc",
+            metavar="PATH",
+            envvar="GPUADVISE_NVCC",
+            help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
+        ),
+        click.option("--no-cache", is_flag=True, help="Compile afresh, bypassing the cache."),
+    ]
+    for d in reversed(decorators):
+        f = d(f)
+    return _device_options(f)
+
+
+def _gather_kernel_options(kw: dict[str, Any]) -> Any:
+    from gpuadvise.analyze.options import KernelOptions
+
+    names = KernelOptions.__dataclass_fields__
+    fields: dict[str, Any] = {
+        k: (tuple(v) if isinstance(v, list | tuple) else v) for k, v in kw.items() if k in names
+    }
+    return KernelOptions(**fields)
+
+
+def _rule_options(f: Any) -> Any:
+    """--select/--ignore/--rules-dir: which rules run (see `gpuadvise rules`)."""
+    f = click.option(
+        "--rules-dir",
+        "rules_dirs",
+        multiple=True,
+        metavar="DIR",
+        type=click.Path(file_okay=False),
+        help="More rules: a folder of rule files (one Rule per .py), repeatable.",
+    )(f)
+    f = click.option(
+        "--ignore", multiple=True, metavar="RULES", help="Skip these rules (as --select)."
+    )(f)
+    f = click.option(
+        "--select",
+        multiple=True,
+        metavar="RULES",
+        help="Run only these rules: ids, id prefixes (GA2 = GA200-GA299) or names, "
+        "comma-separated or repeated. Default: [tool.gpuadvise] in pyproject.toml or "
+        "gpuadvise.toml, else all.",
+    )(f)
+    return f
+
+
+@cli.command(context_settings=CONTEXT)
+@_kernel_options
+@_rule_options
+@click.option(
+    "--sample-ctas",
+    metavar="N|all",
+    help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
+)
+@click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
+@click.option(
+    "--tracer",
+    type=click.Choice(["auto", "gpu", "emu"]),
+    default="auto",
+    show_default=True,
+    help="Where the memory trace comes from: the instrumented kernel on the GPU, or the CPU "
+    "emulator; auto takes the GPU when one is here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif", "junit", "github", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text/json: the whole analysis; sarif/junit/github/markdown: the findings, for CI.",
+)
+@click.option("--output", "-o", metavar="FILE", help="Write the --format output to FILE.")
+@click.option(
+    "--measure/--no-measure",
+    default=None,
+    help="Build, verify and time each finding's variant on the GPU (default: when one is here).",
+)
+@click.option(
+    "--write-variants",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Save every finding's variants (patched source and diff, proxy kernels) under DIR.",
+)
+def analyze(
+    as_json: bool,
+    write_variants: str | None,
+    sample_ctas: str | None,
+    no_trace: bool,
+    fmt: str,
+    output: str | None,
+    measure: bool | None,
+    tracer: str,
+    **kw: Any,
+) -> None:
+    """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
+    instructions per source line, the bank and coalescing models (CPU emulator), and the rules'
+    ranked findings. No GPU needed.
+
+    \b
+    gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
+    """
+    from gpuadvise.cli.analyze import run_analyze
+
+    rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
+    opts = _gather_kernel_options(kw)
+    run_analyze(
+        opts,
+        as_json,
+        trace=not no_trace,
+        sample_ctas=sample_ctas,
+        fmt=fmt,
+        output=output,
+        measure=measure,
+        tracer=tracer,
+        write_variants=write_variants,
+        **rules,
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@_kernel_options
+@click.argument("more_sources", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--hot",
+    is_flag=True,
+    help="Time back-to-back launches (default: flush L2 before every sample).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Kill a kernel that runs longer than this.",
+)
+@click.option(
+    "--flops",
+    "flops_expr",
+    metavar="EXPR",
+    help="FLOPs per launch, an expression over --arg values (2*n), to report GFLOP/s.",
+)
+@click.option("--min-samples", default=10, show_default=True, type=int)
+@click.option("--min-time", default=0.5, show_default=True, type=float, metavar="S")
+@click.option("--max-time", default=15.0, show_default=True, type=float, metavar="S")
+@click.option(
+    "--target-noise",
+    default=0.005,
+    show_default=True,
+    type=float,
+    help="Stop sampling when the median's relative standard error is below this.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def bench(
+    more_sources: tuple[str, ...],
+    hot: bool,
+    timeout_s: float,
+    flops_expr: str | None,
+    min_samples: int,
+    min_time: float,
+    max_time: float,
+    target_noise: float,
+    as_json: bool,
+    **kw: Any,
+) -> None:
+    """Time a kernel on the GPU with verified outputs, or compare two (A B A B ...).
+
+    \b
+    gpuadvise bench kernel.cu --grid 1024 --block 256 --arg n=262144
+    gpuadvise bench a.cu b.cu ...          (same arguments; outputs must agree)
+    gpuadvise bench k.cu:reduce2 k.cu:reduce3
+    """
+    from gpuadvise.cli.bench import run_bench
+    from gpuadvise.runner.job import TimingConfig
+
+    opts = _gather_kernel_options(kw)
+    sources = tuple(s for s in (kw.get("source"), *more_sources) if s)
+    timing = TimingConfig(
+        min_samples=min_samples,
+        min_time_s=min_time,
+        max_time_s=max_time,
+        target_rel_noise=target_noise,
+    )
+    code = run_bench(sources, opts, hot, timeout_s, flops_expr, timing, as_json)
+    if code:
+        sys.exit(code)
+
+
+def _gate_options(f: Any) -> Any:
+    from gpuadvise.cli.gate import gate_options
+
+    return gate_options(f)
+
+
+@cli.command(context_settings=CONTEXT)
+@_gate_options
+def gate(**options: Any) -> None:
+    """Fail CI when a change makes a kernel slower: static gates anywhere, timed gates on a GPU.
+
+    Exit codes: 0 no regression, 1 regression, 2 usage or tool error (--exit-zero: always 0).
+    """
+    from gpuadvise.cli.gate import gate_command
+
+    code = gate_command(**options)
+    if code:
+        sys.exit(code)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def devices(as_json: bool) -> None:
+    """List the GPU models gpuadvise knows, and the live GPU if there is one."""
+    from gpuadvise import devices as dev
+    from gpuadvise.report import console
+
+    presets = [dev.preset(n) for n in dev.preset_names()]
+    live = dev.live_device()
+    if as_json:
+        from gpuadvise.report.json_report import SCHEMA_VERSION, dumps
+
+        console.raw(
+            dumps(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "presets": [d.to_json() for d in presets],
+                    "architectures": ["sm_" + cc.replace(".", "") for cc in dev.known_ccs()],
+                    "live": live.to_json() if live else None,
+                }
+            )
+        )
+        return
+    console.devices_table(presets, live)
+
+
+@cli.command(context_settings=CONTEXT)
+@_rule_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rules(select: tuple[str, ...], ignore: tuple[str, ...], rules_dirs: tuple[str, ...],
+          as_json: bool) -> None:  # fmt: skip
+    """List the rules; those --select/--ignore or the configuration turn off are marked -."""
+    from gpuadvise.cli.rules import run_rules_list
+
+    run_rules_list(as_json, select, ignore, rules_dirs)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("rule")
+@click.option("--rules-dir", "rules_dirs", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="More rules (see `rules --help`).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
+    """Print one rule's documentation. RULE: an id (GA201) or a name (bank-conflicts)."""
+    from gpuadvise.cli.rules import run_explain
+
+    run_explain(rule, as_json, rules_dirs)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the group, turn every user error into one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+    except GpuAdviseError as exc:
+        _fail(exc.one_line(), exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(2)
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "gpuadvise"
+        _fail(f"{exc.format_message().rstrip('.')}; see `{cmd} --help`", 2)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        _fail(exc.format_message(), exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)
+    sys.exit(0)
+
+
+def _fail(message: str, code: int) -> None:
+    from gpuadvise.report import console
+
+    console.error(message)
+    sys.exit(code)
+
+
+__all__ = ["main", "cli", "UsageError"]

@@ -1,0 +1,1 @@
+"""`gpuadvise gate`: configuration, metrics, baselines, comparisons and verdicts. Prints nothing."""

@@ -1,0 +1,109 @@
+"""Rule findings, the rules table and a rule's documentation as plain text lines (the console
+adds colour)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from gpuadvise.rules import (
+    MODELS,
+    Finding,
+    Registry,
+    Rule,
+)
+
+
+def finding_text(f: Finding, index: int | None = None) -> list[str]:
+    """A finding as a few plain lines (the console adds colour)."""
+    head = f"{index}. " if index is not None else ""
+    loc = f.location()
+    rel = _rel(loc) if loc else ""
+    lines = [f"{head}{f.rule} {f.name} [{f.severity}] {rel}".rstrip()]
+    lines.append(f"   {f.message}")
+    if f.is_error:
+        return lines
+    if f.evidence:
+        ev = ", ".join(_evidence(e) for e in f.evidence)
+        lines.append(f"   evidence: {ev}")
+    lines.append(f"   speedup: {f.speedup_label()}")
+    if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
+        lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
+    if f.variant is not None:
+        label = f" {f.variant.label}" if f.variant.label else ""
+        lines.append(f"   fix ({f.variant.safety}{label}): {f.variant.description}")
+        if f.variant.diff:
+            lines += ["   " + ln for ln in f.variant.diff.rstrip("\n").splitlines()]
+        elif f.variant.proxy is not None:
+            p = f.variant.proxy
+            lines.append(
+                f"   proxy kernels: {p.before} (as written) and {p.after} (changed); "
+                "--write-variants DIR saves them"
+            )
+    return lines
+
+
+def _trial(t: Any) -> str:
+    name = t.label or "variant"
+    if t.measurement is not None:
+        m = t.measurement
+        ci = f" [{m.ci_low:.3f}..{m.ci_high:.3f}]" if m.ci_low is not None else ""
+        return f"{name} {m.speedup:.3f}x{ci}"
+    return f"{name}: {t.note or 'not measured'}"
+
+
+def _evidence(e: Any) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        return str(v)
+
+    text = f"{e.metric} = {fmt(e.value)}{(' ' + e.unit) if e.unit else ''}"
+    if e.threshold is not None and e.op:
+        text += f" ({e.op} {fmt(e.threshold)})"
+    return text
+
+
+def _rel(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def rules_table(registry: Registry, enabled: set[str] | None = None) -> list[str]:
+    """One line per rule: id, name, models, title (``-`` before disabled ones)."""
+    wid = max((len(r.name) for r in registry), default=4)
+    wmod = max((len(",".join(r.models)) for r in registry), default=6)
+    out = []
+    for r in registry:
+        mark = " " if enabled is None or r.id in enabled else "-"
+        out.append(
+            f"{mark}{r.id}  {r.name:<{wid}}  {','.join(r.models):<{wmod}}  {r.title}".rstrip()
+        )
+    return out
+
+
+def explain_text(rule: Rule, registry: Registry | None = None) -> str:
+    """One rule's documentation: header, options with defaults, kernel cases, the docstring."""
+    out = [f"{rule.id} {rule.name}: {rule.title}", ""]
+    models = ", ".join(rule.models) or "none"
+    out.append(f"Severity: {rule.severity}. Models: {models}.")
+    for m in rule.models:
+        out.append(f"  {m}: {MODELS[m]}")
+    if rule.options:
+        out.append(f"Options (defaults; set them in [tool.gpuadvise.rules.{rule.id}]):")
+        for k, v in rule.options.items():
+            out.append(f"  {k} = {json.dumps(v)}")
+    else:
+        out.append("Options: none.")
+    if registry is not None and registry.cases.get(rule.id):
+        cases = ", ".join(_rel(str(p)) for p in registry.cases[rule.id])
+        out.append(f"Kernel cases: {cases}")
+    if rule.origin is not None:
+        out.append(f"Defined in: {_rel(str(rule.origin))}")
+    out.append("")
+    out.append(rule.doc())
+    return "\n".join(out).rstrip() + "\n"

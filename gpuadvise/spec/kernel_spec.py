@@ -1,0 +1,1188 @@
+"""What to run: the kernel, its launch, its scalar arguments and its buffers.
+
+Three layers, one direction:
+
+1. Parsing user text: :func:`parse_arg` (``--arg n=4194304``), :func:`parse_buffer`
+   (``--buffer in=float32[n]``, ``--buffer cells=Cell[w*h]:zeros``) and :func:`load_spec`
+   (a ``case.toml`` / ``<kernel>.toml`` file).
+2. :func:`build_kernel_spec` merges a spec file with command-line values (the command line wins)
+   into a :class:`KernelSpec`. With no ``--spec``, :func:`find_spec_for` picks up a spec file
+   beside the ``.cu``. Integer ``args`` are evaluated here, so grid, block and dynamic shared
+   memory may be expressions over them (``grid = "ceil_div(n, 256)"``).
+3. :func:`resolve` binds a :class:`KernelSpec` to the kernel's parameters (from
+   :func:`gpuadvise.source.signature.parse_signature`) and yields a :class:`ResolvedLaunch`: every
+   scalar with its CUDA type and value, every pointer with a buffer of known element type, count
+   and byte size, each marked input or output.
+
+Buffers
+-------
+A buffer is ``TYPE[COUNT]`` with an optional ``:FILL``. ``TYPE`` is a CUDA type or alias
+(``float``, ``float32``, ``half``, ``float4``, ``unsigned int`` ...; see
+:mod:`gpuadvise.spec.cuda_types`) or a struct name from the source (``Cell``), whose size and
+alignment the compile step reports through ``resolve(..., resolve_struct=...)``. ``COUNT`` is an
+integer expression (:mod:`gpuadvise.spec.expr`) over the integer args: ``n``, ``w*h``,
+``(n+255)/256``, ``ceil_div(n, 256)``; it counts elements, not bytes. ``FILL`` is ``random``
+(the default, seeded by ``seed``), ``zeros``, ``ones`` or ``iota`` (element i holds i); the
+runner makes the bytes (:mod:`gpuadvise.runner.data` says exactly how).
+
+A pointer parameter that points to ``const`` (``const float* in``) is an input; any other pointer
+is an output, and outputs are what verification compares between the baseline and a variant
+(``output = true/false`` in a spec file overrides this). A pointer with no buffer given gets the
+**default buffer**: one element per thread of the launch (grid threads x block threads), of the
+type the pointer points to, filled at random, marked ``assumed=True`` so that reports can say so.
+A ``void*`` parameter has no default: give its buffer. A scalar parameter with no value takes
+the kernel's default argument when that is a plain value (``int stride = 1``); any other scalar
+with no value is an error naming the ``--arg`` to add.
+
+The spec file (``case.toml``, ``<kernel>.toml``)
+------------------------------------------------
+::
+
+    source = "reduce.cu"          # the .cu, relative to this file (optional beside a .cu)
+    kernel = "reduce<256, true>"  # plain, ns::name or a template instantiation
+    description = "..."           # optional, free text
+    grid = "240x135"              # "240x135", "240,135", 256, [240, 135] or expressions
+                                  #   over args, comma-separated: "ceil_div(n, 256)"
+    block = "16x16"
+    dynamic_smem = "4k"           # bytes: 4096, "4k", "48KB", "0x1000" or an expression
+    nvcc_flags = ["-DTILE=16"]
+    seed = 1                      # random fills (default 0)
+    repeat = 1                    # launches per measurement (default 1)
+    rtol = 1e-4                   # output verification tolerances (defaults 1e-4, 1e-6)
+    atol = 1e-6
+
+    [args]                        # scalar parameters, and names used in expressions
+    n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
+
+    [buffers]                     # pointer parameters
+    in = "float32[n]"             # TYPE[COUNT] or TYPE[COUNT]:FILL
+    out = { type = "float", count = "(n+255)/256", fill = "zeros", output = true }
+
+Unknown top-level tables (``[[variants]]``, ``[expect]`` ...) are kept for other parts of
+gpuadvise and ignored here; an unknown key anywhere else is an error naming it. Values from the
+command line override the file: scalars replace, ``args``/``buffers`` replace by name,
+``nvcc_flags`` are appended after the file's.
+
+Spec discovery (no ``--spec``): beside ``path/x.cu`` gpuadvise looks for ``path/<kernel>.toml``
+(the kernel's base name: ``reduce.toml`` for ``ns::reduce<256>``), then ``path/x.toml`` (used
+unless it names a different kernel), then ``path/case.toml`` (used only if its ``source`` is
+``x.cu``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.source.signature import Param, list_kernels
+from gpuadvise.spec import expr
+from gpuadvise.spec.cuda_types import FILLS, CudaType, ElemType, StructType, lookup, lookup_elem
+from gpuadvise.spec.units import Dim3, parse_dims, parse_size
+
+__all__ = [
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "ArgSpec",
+    "BufferSpec",
+    "KernelSpec",
+    "LaunchConfig",
+    "ResolvedArg",
+    "ResolvedBuffer",
+    "ResolvedLaunch",
+    "StructResolver",
+    "arg_env",
+    "build_kernel_spec",
+    "find_spec_for",
+    "load_spec",
+    "parse_arg",
+    "parse_buffer",
+    "parse_launch_dims",
+    "parse_smem",
+    "resolve",
+]
+
+# Variants reorder float arithmetic (reductions, fused multiply-adds), so exact equality is
+# too strict; 1e-4 relative is a few float32 ulps times a long accumulation chain.
+DEFAULT_RTOL = 1e-4
+DEFAULT_ATOL = 1e-6
+
+StructResolver = Callable[[str], tuple[int, int]]
+"""``resolve_struct(name) -> (size_bytes, align_bytes)``, supplied by the compile step."""
+
+ArgValue = int | float | bool | str
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|\d+)")
+_FLOAT_RE = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fF]?")
+_BUFFER_RE = re.compile(
+    r"^\s*(?P<name>[^=\s]+)\s*=\s*(?P<type>[^\[\]]*?)\s*\[(?P<count>.*)\]\s*"
+    r"(?::\s*(?P<fill>.*?))?\s*$"
+)
+
+# CUDA's launch limits, the same on every architecture since Kepler.
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2**31 - 1, 65535, 65535)
+
+
+# ---------------------------------------------------------------------------------------------
+# Records.
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Grid and block dimensions and the dynamic shared memory of one launch."""
+
+    grid: Dim3
+    block: Dim3
+    dynamic_smem_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.block.count > MAX_BLOCK_THREADS:
+            raise UsageError(
+                f"block {self.block} has {self.block.count} threads, over CUDA's limit of "
+                f"{MAX_BLOCK_THREADS}",
+                "use at most 1024 threads per block, e.g. 256 or 16x16",
+            )
+        for axis, value, limit in zip("xyz", self.block.as_tuple(), MAX_BLOCK_DIMS, strict=True):
+            if value > limit:
+                raise UsageError(
+                    f"block {self.block} has {axis} = {value}, over CUDA's limit of {limit}",
+                    "reshape the block",
+                )
+        for axis, value, limit in zip("xyz", self.grid.as_tuple(), MAX_GRID_DIMS, strict=True):
+            if value > limit:
+                raise UsageError(
+                    f"grid {self.grid} has {axis} = {value}, over CUDA's limit of {limit}",
+                    "put the large extent in x, or loop inside the kernel (a grid-stride loop)",
+                )
+        if self.dynamic_smem_bytes < 0:
+            raise UsageError(
+                f"dynamic shared memory {self.dynamic_smem_bytes} is negative", "give 0 or more"
+            )
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block.count
+
+    @property
+    def total_threads(self) -> int:
+        return self.grid.count * self.block.count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "grid": list(self.grid.as_tuple()),
+            "block": list(self.block.as_tuple()),
+            "dynamic_smem_bytes": self.dynamic_smem_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LaunchConfig:
+        return cls(Dim3(*d["grid"]), Dim3(*d["block"]), int(d.get("dynamic_smem_bytes", 0)))
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A scalar: ``value`` is an int, float or bool, or (a str) an integer expression over the
+    other integer args, evaluated by :func:`arg_env`."""
+
+    name: str
+    value: ArgValue
+
+    @property
+    def is_expression(self) -> bool:
+        return isinstance(self.value, str)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ArgSpec:
+        return cls(str(d["name"]), d["value"])
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer for pointer parameter ``name``: ``count_expr`` elements of ``elem_type``.
+
+    ``is_output`` None means "decide from the parameter" (non-const pointee: output).
+    ``assumed`` marks a buffer gpuadvise made up (the default buffer), not one the user gave.
+    """
+
+    name: str
+    elem_type: ElemType
+    count_expr: str
+    fill: str = "random"
+    assumed: bool = False
+    is_output: bool | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.elem_type.name}[{self.count_expr}]:{self.fill}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "elem_type": _elem_to_dict(self.elem_type),
+            "count_expr": self.count_expr,
+            "fill": self.fill,
+            "assumed": self.assumed,
+            "is_output": self.is_output,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BufferSpec:
+        return cls(
+            str(d["name"]),
+            _elem_from_dict(d["elem_type"]),
+            str(d["count_expr"]),
+            str(d.get("fill", "random")),
+            bool(d.get("assumed", False)),
+            d.get("is_output"),
+        )
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything the user said about one kernel run (before binding to its parameters).
+
+    ``launch_names`` are the arg names the launch expressions read (so that an arg used only in
+    ``grid = "ceil_div(n, 256)"`` is not reported as unknown); ``spec_path`` is the spec file
+    that was read, if any.
+    """
+
+    source: Path
+    kernel: str
+    launch: LaunchConfig
+    args: tuple[ArgSpec, ...] = ()
+    buffers: tuple[BufferSpec, ...] = ()
+    nvcc_flags: tuple[str, ...] = ()
+    seed: int = 0
+    repeat: int = 1
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    spec_path: Path | None = None
+    launch_names: frozenset[str] = field(default_factory=frozenset)
+
+    def arg(self, name: str) -> ArgSpec | None:
+        return next((a for a in self.args if a.name == name), None)
+
+    def buffer(self, name: str) -> BufferSpec | None:
+        return next((b for b in self.buffers if b.name == name), None)
+
+    def env(self) -> dict[str, int]:
+        """The integer args by name (expressions evaluated)."""
+        return arg_env(self.args)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": str(self.source),
+            "kernel": self.kernel,
+            "launch": self.launch.to_dict(),
+            "args": [a.to_dict() for a in self.args],
+            "buffers": [b.to_dict() for b in self.buffers],
+            "nvcc_flags": list(self.nvcc_flags),
+            "seed": self.seed,
+            "repeat": self.repeat,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "spec_path": None if self.spec_path is None else str(self.spec_path),
+            "launch_names": sorted(self.launch_names),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KernelSpec:
+        return cls(
+            source=Path(d["source"]),
+            kernel=str(d["kernel"]),
+            launch=LaunchConfig.from_dict(d["launch"]),
+            args=tuple(ArgSpec.from_dict(a) for a in d.get("args", ())),
+            buffers=tuple(BufferSpec.from_dict(b) for b in d.get("buffers", ())),
+            nvcc_flags=tuple(d.get("nvcc_flags", ())),
+            seed=int(d.get("seed", 0)),
+            repeat=int(d.get("repeat", 1)),
+            rtol=float(d.get("rtol", DEFAULT_RTOL)),
+            atol=float(d.get("atol", DEFAULT_ATOL)),
+            spec_path=None if d.get("spec_path") is None else Path(d["spec_path"]),
+            launch_names=frozenset(d.get("launch_names", ())),
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedArg:
+    """A scalar parameter bound to its value; ``ctype`` is the parameter's CUDA type."""
+
+    name: str
+    index: int
+    ctype: CudaType
+    value: int | float | bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "index": self.index,
+            "ctype": self.ctype.name,
+            "value": self.value,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResolvedArg:
+        ctype = lookup(d["ctype"])
+        if ctype is None:
+            raise ConfigError(f"unknown CUDA type {d['ctype']!r} in saved data", "re-run")
+        return cls(str(d["name"]), int(d["index"]), ctype, d["value"])
+
+
+@dataclass(frozen=True)
+class ResolvedBuffer:
+    """A pointer parameter bound to a buffer of ``count`` elements (``size_bytes`` in all).
+
+    ``elem`` is a :class:`CudaType` or a resolved :class:`StructType`. ``is_output`` buffers are
+    compared after a run; every buffer, output or not, is filled before it.
+    """
+
+    name: str
+    index: int
+    elem: ElemType
+    count: int
+    size_bytes: int
+    align_bytes: int
+    fill: str
+    assumed: bool
+    is_output: bool
+    count_expr: str
+
+    @property
+    def elem_size_bytes(self) -> int:
+        return self.size_bytes // self.count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "index": self.index,
+            "elem": _elem_to_dict(self.elem),
+            "count": self.count,
+            "size_bytes": self.size_bytes,
+            "align_bytes": self.align_bytes,
+            "fill": self.fill,
+            "assumed": self.assumed,
+            "is_output": self.is_output,
+            "count_expr": self.count_expr,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResolvedBuffer:
+        return cls(
+            str(d["name"]),
+            int(d["index"]),
+            _elem_from_dict(d["elem"]),
+            int(d["count"]),
+            int(d["size_bytes"]),
+            int(d["align_bytes"]),
+            str(d["fill"]),
+            bool(d["assumed"]),
+            bool(d["is_output"]),
+            str(d["count_expr"]),
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedLaunch:
+    """A kernel launch ready to run: ``params`` in the kernel's parameter order.
+
+    ``env`` holds the integer args (name, value) the expressions were evaluated with; ``notes``
+    are remarks worth showing (assumed buffers, a buffer type differing from its pointee).
+    """
+
+    kernel: str
+    launch: LaunchConfig
+    params: tuple[ResolvedArg | ResolvedBuffer, ...]
+    seed: int = 0
+    env: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def scalars(self) -> tuple[ResolvedArg, ...]:
+        return tuple(p for p in self.params if isinstance(p, ResolvedArg))
+
+    @property
+    def buffers(self) -> tuple[ResolvedBuffer, ...]:
+        return tuple(p for p in self.params if isinstance(p, ResolvedBuffer))
+
+    @property
+    def inputs(self) -> tuple[ResolvedBuffer, ...]:
+        return tuple(b for b in self.buffers if not b.is_output)
+
+    @property
+    def outputs(self) -> tuple[ResolvedBuffer, ...]:
+        return tuple(b for b in self.buffers if b.is_output)
+
+    @property
+    def total_buffer_bytes(self) -> int:
+        return sum(b.size_bytes for b in self.buffers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "launch": self.launch.to_dict(),
+            "params": [
+                {"scalar": p.to_dict()} if isinstance(p, ResolvedArg) else {"buffer": p.to_dict()}
+                for p in self.params
+            ],
+            "seed": self.seed,
+            "env": [list(kv) for kv in self.env],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ResolvedLaunch:
+        params: list[ResolvedArg | ResolvedBuffer] = []
+        for p in d["params"]:
+            if "scalar" in p:
+                params.append(ResolvedArg.from_dict(p["scalar"]))
+            else:
+                params.append(ResolvedBuffer.from_dict(p["buffer"]))
+        return cls(
+            str(d["kernel"]),
+            LaunchConfig.from_dict(d["launch"]),
+            tuple(params),
+            int(d.get("seed", 0)),
+            tuple((str(k), int(v)) for k, v in d.get("env", ())),
+            tuple(d.get("notes", ())),
+        )
+
+
+def _elem_to_dict(elem: ElemType) -> dict[str, Any]:
+    if isinstance(elem, StructType):
+        return {
+            "struct": elem.name,
+            "size_bytes": elem.size_bytes,
+            "align_bytes": elem.align_bytes,
+        }
+    return {"cuda": elem.name}
+
+
+def _elem_from_dict(d: Mapping[str, Any]) -> ElemType:
+    if "struct" in d:
+        return StructType(str(d["struct"]), d.get("size_bytes"), d.get("align_bytes"))
+    found = lookup(str(d["cuda"]))
+    if found is None:
+        raise ConfigError(f"unknown CUDA type {d['cuda']!r} in saved data", "re-run the analysis")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing user text.
+
+
+def _check_name(name: str, what: str, example: str) -> str:
+    if not _IDENT_RE.fullmatch(name):
+        raise UsageError(
+            f"{what} name {name!r} is not a C identifier",
+            f"use the parameter's name as in the kernel, e.g. {example}",
+        )
+    return name
+
+
+def _parse_value(text: str, name: str) -> ArgValue:
+    """``4194304``, ``0x100``, ``-3`` -> int; ``0.5``, ``1e-3`` -> float; ``true`` -> bool;
+    anything else must be an integer expression over other args (kept as text)."""
+    s = text.strip()
+    if s.lower() in ("true", "false"):
+        return s.lower() == "true"
+    if _INT_RE.fullmatch(s):
+        return expr.evaluate(s.lstrip("+"), {}) if s[0] != "-" else -expr.evaluate(s[1:], {})
+    if _FLOAT_RE.fullmatch(s):
+        number = float(s.rstrip("fF"))
+        if not math.isfinite(number):
+            raise UsageError(f"argument {name!r} = {s} is not finite", "give a smaller number")
+        return number
+    if not s:
+        raise UsageError(
+            f"argument {name!r} has no value", f"write --arg {name}=VALUE, e.g. {name}=1024"
+        )
+    try:
+        found = expr.names(s)
+    except UsageError as err:
+        raise UsageError(
+            f"value {s!r} of argument {name!r} is neither a number nor an expression "
+            f"({err.message})",
+            "give an integer (4194304, 0x400000), a float (0.5, 1e-3), true/false, or an "
+            "integer expression over other args (n/2)",
+        ) from None
+    if not found:
+        return expr.evaluate(s, {})
+    return s
+
+
+def parse_arg(text: str) -> ArgSpec:
+    """An :class:`ArgSpec` from ``name=value`` (``n=4194304``, ``alpha=0.5``, ``m=n/2``)."""
+    name, sep, value = str(text).partition("=")
+    if not sep:
+        raise UsageError(
+            f"--arg {text!r} has no '='", "write --arg NAME=VALUE, for example --arg n=4194304"
+        )
+    name = _check_name(name.strip(), "argument", "--arg n=4194304")
+    return ArgSpec(name, _parse_value(value, name))
+
+
+def _arg_from_toml(name: str, value: Any, where: str) -> ArgSpec:
+    _check_name(name, "argument", "n = 4194304 under [args]")
+    if isinstance(value, bool | int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: [args] {name} is {value}", "give a finite number")
+        return ArgSpec(name, value)
+    if isinstance(value, str):
+        return ArgSpec(name, _parse_value(value, name))
+    raise ConfigError(
+        f"{where}: [args] {name} is a {type(value).__name__}",
+        "give an integer, a float, true/false or an expression in quotes",
+    )
+
+
+def _make_buffer(
+    name: str, type_text: str, count: str, fill: str | None, is_output: bool | None, text: str
+) -> BufferSpec:
+    name = _check_name(name.strip(), "buffer", "--buffer in=float32[n]")
+    if not type_text.strip():
+        raise UsageError(f"buffer {text!r} has no element type", f"write e.g. {name}=float32[n]")
+    elem = lookup_elem(type_text)
+    if not count.strip():
+        raise UsageError(f"buffer {text!r} has no element count", f"write e.g. {name}=float[n]")
+    expr.parse(count.strip())
+    fill_name = (fill or "random").strip().lower()
+    if fill_name not in FILLS:
+        raise UsageError(
+            f"buffer {text!r} has an unknown fill {fill_name!r}",
+            f"use one of: {', '.join(FILLS)}",
+        )
+    return BufferSpec(name, elem, count.strip(), fill_name, False, is_output)
+
+
+def parse_buffer(text: str) -> BufferSpec:
+    """A :class:`BufferSpec` from ``name=type[count]`` or ``name=type[count]:fill``."""
+    m = _BUFFER_RE.match(str(text))
+    if not m:
+        raise UsageError(
+            f"--buffer {text!r} is not NAME=TYPE[COUNT] or NAME=TYPE[COUNT]:FILL",
+            "for example --buffer in=float32[n] or --buffer cells=Cell[w*h]:zeros",
+        )
+    return _make_buffer(m["name"], m["type"], m["count"], m["fill"], None, str(text))
+
+
+_BUFFER_KEYS = {"type", "count", "fill", "output"}
+
+
+def _buffer_from_toml(name: str, value: Any, where: str) -> BufferSpec:
+    if isinstance(value, str):
+        m = _BUFFER_RE.match(f"{name}={value}")
+        if not m or m["name"] != name:
+            raise ConfigError(
+                f"{where}: [buffers] {name} = {value!r} is not TYPE[COUNT] or TYPE[COUNT]:FILL",
+                'write e.g. in = "float32[n]" or out = { type = "float", count = "n" }',
+            )
+        return _make_buffer(name, m["type"], m["count"], m["fill"], None, f"{name}={value}")
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - _BUFFER_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: [buffers] {name} has an unknown key {unknown[0]!r}",
+                f"the keys of a buffer are {', '.join(sorted(_BUFFER_KEYS))}",
+            )
+        for key in ("type", "count"):
+            if key not in value:
+                raise ConfigError(
+                    f"{where}: [buffers] {name} has no {key!r}",
+                    f'write e.g. {name} = {{ type = "float", count = "n" }}',
+                )
+        count = value["count"]
+        if isinstance(count, bool) or not isinstance(count, int | str):
+            raise ConfigError(
+                f"{where}: [buffers] {name}.count must be an integer or an expression",
+                'write e.g. count = "n" or count = 1024',
+            )
+        output = value.get("output")
+        if output is not None and not isinstance(output, bool):
+            raise ConfigError(
+                f"{where}: [buffers] {name}.output must be true or false", "write output = true"
+            )
+        fill = value.get("fill")
+        if fill is not None and not isinstance(fill, str):
+            raise ConfigError(
+                f"{where}: [buffers] {name}.fill must be text", f"use one of: {', '.join(FILLS)}"
+            )
+        type_text = value["type"]
+        if not isinstance(type_text, str):
+            raise ConfigError(
+                f"{where}: [buffers] {name}.type must be text", 'write e.g. type = "float"'
+            )
+        return _make_buffer(name, type_text, str(count), fill, output, f"{name} in {where}")
+    raise ConfigError(
+        f"{where}: [buffers] {name} must be text or a table",
+        'write e.g. in = "float32[n]" or out = { type = "float", count = "n" }',
+    )
+
+
+def _top_level_comma_split(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for c in text:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    parts.append(cur)
+    return parts
+
+
+def parse_launch_dims(
+    text: str | int | Sequence[int | str], env: Mapping[str, int], what: str = "grid"
+) -> tuple[Dim3, frozenset[str]]:
+    """A Dim3 from ``240x135``/``240,135``/``256``/``[240, 135]`` or from 1-3 comma-separated
+    integer expressions over ``env`` (``"ceil_div(n, 256)"``, ``["ceil_div(w,16)", "h/16"]``);
+    also returns the names the expressions read."""
+    if not isinstance(text, str | int):
+        text = ", ".join(str(t) for t in text)
+    try:
+        return parse_dims(text, what), frozenset()
+    except UsageError as plain_error:
+        parts = _top_level_comma_split(str(text))
+        looks_like_dims = re.fullmatch(r"[\d\s,xX*()\[\]+-]*", str(text))
+        if looks_like_dims or not 1 <= len(parts) <= 3:
+            raise plain_error from None
+        values: list[int] = []
+        used: set[str] = set()
+        for part in parts:
+            used |= expr.names(part)
+            values.append(expr.evaluate(part, env))
+        if any(v <= 0 for v in values):
+            raise UsageError(
+                f"{what} {text!r} evaluates to {'x'.join(map(str, values))}, which has a zero or "
+                "negative extent",
+                "check the args it uses; every extent must be at least 1",
+            ) from None
+        return Dim3(*values), frozenset(used)
+
+
+def parse_smem(text: str | int, env: Mapping[str, int]) -> tuple[int, frozenset[str]]:
+    """Dynamic shared memory bytes from a size (``4k``, ``48KB``, 4096) or an expression."""
+    try:
+        return parse_size(text, "dynamic shared memory"), frozenset()
+    except UsageError as size_error:
+        looks_like_size = re.fullmatch(r"\s*[\d.]+\s*[A-Za-z]*\s*", str(text))
+        if not isinstance(text, str) or looks_like_size:
+            raise size_error from None
+        value = expr.evaluate(text, env)
+        if value < 0:
+            raise UsageError(
+                f"dynamic shared memory {text!r} evaluates to {value} bytes", "give 0 or more"
+            ) from None
+        return value, frozenset(expr.names(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# Spec files.
+
+_TOP_KEYS: dict[str, type | tuple[type, ...]] = {
+    "source": str,
+    "kernel": str,
+    "description": str,
+    "grid": (str, int, list),
+    "block": (str, int, list),
+    "dynamic_smem": (str, int),
+    "nvcc_flags": list,
+    "seed": int,
+    "repeat": int,
+    "rtol": (int, float),
+    "atol": (int, float),
+}
+_TOP_TABLES = {"args", "buffers"}
+
+
+def load_spec(path: str | Path) -> dict[str, Any]:
+    """Read and check a spec file; returns the keys it sets, normalised.
+
+    The dict holds ``path`` (the file), any of ``source`` (a Path, resolved against the file's
+    folder), ``kernel``, ``description``, ``grid``/``block`` (text, evaluated later because they
+    may use args), ``dynamic_smem``, ``nvcc_flags`` (tuple), ``seed``, ``repeat``, ``rtol``,
+    ``atol``, and always ``args`` (name -> ArgSpec), ``buffers`` (name -> BufferSpec) and
+    ``extra`` (unknown top-level tables, untouched, e.g. ``variants``).
+    """
+    p = Path(path)
+    where = str(p)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"spec file {where} does not exist", "check the --spec path") from None
+    except OSError as err:
+        raise ConfigError(
+            f"spec file {where} cannot be read ({err.strerror})", "check it"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"spec file {where} is not UTF-8 text", "save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(
+            f"spec file {where} is not valid TOML ({err})", "fix the syntax"
+        ) from None
+    out: dict[str, Any] = {"path": p, "args": {}, "buffers": {}, "extra": {}}
+    for key, value in raw.items():
+        if key in _TOP_TABLES:
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{where}: {key} must be a table", f"write [{key}] and name = value lines"
+                )
+            if key == "args":
+                out["args"] = {k: _arg_from_toml(k, v, where) for k, v in value.items()}
+            else:
+                out["buffers"] = {k: _buffer_from_toml(k, v, where) for k, v in value.items()}
+            continue
+        if key not in _TOP_KEYS:
+            if isinstance(value, dict) or (
+                isinstance(value, list) and value and all(isinstance(v, dict) for v in value)
+            ):
+                out["extra"][key] = value  # a table for someone else: [[variants]], [expect]
+                continue
+            raise ConfigError(
+                f"{where}: unknown key {key!r}",
+                f"the known keys are {', '.join(sorted(set(_TOP_KEYS) | _TOP_TABLES))}",
+            )
+        expected = _TOP_KEYS[key]
+        if isinstance(value, bool) or not isinstance(value, expected):
+            raise ConfigError(
+                f"{where}: {key} has the wrong type ({type(value).__name__})",
+                _TYPE_HINTS[key],
+            )
+        out[key] = _normalise_top(key, value, p, where)
+    return out
+
+
+_TYPE_HINTS = {
+    "source": 'write source = "kernel.cu"',
+    "kernel": 'write kernel = "saxpy" or kernel = "reduce<256, true>"',
+    "description": 'write description = "..."',
+    "grid": 'write grid = "240x135", grid = 256 or grid = [240, 135]',
+    "block": 'write block = "16x16", block = 256 or block = [16, 16]',
+    "dynamic_smem": 'write dynamic_smem = "4k" or dynamic_smem = 4096',
+    "nvcc_flags": 'write nvcc_flags = ["-DTILE=16", "-use_fast_math"]',
+    "seed": "write seed = 1",
+    "repeat": "write repeat = 10",
+    "rtol": "write rtol = 1e-4",
+    "atol": "write atol = 1e-6",
+}
+
+
+def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
+    if key == "source":
+        return (path.parent / value).resolve()
+    if key in ("grid", "block"):
+        if isinstance(value, list):
+            if not value or not all(
+                isinstance(v, int | str) and not isinstance(v, bool) for v in value
+            ):
+                raise ConfigError(f"{where}: {key} list must hold integers", _TYPE_HINTS[key])
+            return ", ".join(str(v) for v in value)
+        return value
+    if key == "nvcc_flags":
+        if not all(isinstance(f, str) for f in value):
+            raise ConfigError(f"{where}: nvcc_flags must be a list of text", _TYPE_HINTS[key])
+        return tuple(value)
+    if key in ("rtol", "atol"):
+        if value < 0:
+            raise ConfigError(f"{where}: {key} is negative", "give 0 or more")
+        return float(value)
+    if key in ("seed", "repeat") and value < (1 if key == "repeat" else 0):
+        raise ConfigError(f"{where}: {key} is {value}", _TYPE_HINTS[key])
+    return value
+
+
+def _kernel_base(kernel: str) -> str:
+    return kernel.split("<", 1)[0].strip().rsplit("::", 1)[-1].strip()
+
+
+def find_spec_for(source: str | Path, kernel: str | None = None) -> Path | None:
+    """The spec file beside ``source`` that applies to ``kernel``, or None (see the docstring)."""
+    src = Path(source)
+    folder = src.parent
+    wanted = _kernel_base(kernel) if kernel else None
+    if wanted:
+        candidate = folder / f"{wanted}.toml"
+        if candidate.is_file():
+            return candidate
+    candidate = folder / f"{src.stem}.toml"
+    if candidate.is_file():
+        named = load_spec(candidate).get("kernel")
+        if not wanted or named is None or _kernel_base(named) == wanted:
+            return candidate
+    candidate = folder / "case.toml"
+    if candidate.is_file():
+        # A folder's case applies to every kernel of its source (the command line's --kernel
+        # wins over the file's): the launch and buffers of a case are shared by its variants.
+        loaded = load_spec(candidate)
+        named_source = loaded.get("source")
+        if named_source is not None:
+            if named_source == src.resolve():
+                return candidate
+        elif len(list(folder.glob("*.cu"))) == 1:
+            return candidate
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging.
+
+
+def arg_env(args: Iterable[ArgSpec]) -> dict[str, int]:
+    """The integer args by name, with expression args evaluated (in dependency order)."""
+    env: dict[str, int] = {}
+    pending: dict[str, str] = {}
+    for a in args:
+        if isinstance(a.value, str):
+            pending[a.name] = a.value
+        elif isinstance(a.value, int):
+            env[a.name] = int(a.value)
+    while pending:
+        ready = {n: t for n, t in pending.items() if expr.names(t) <= env.keys()}
+        if not ready:
+            name, text = next(iter(sorted(pending.items())))
+            missing = sorted(expr.names(text) - env.keys())
+            if set(missing) <= pending.keys():
+                raise UsageError(
+                    f"args {', '.join(sorted(pending))} are defined in terms of each other",
+                    "give at least one of them a number",
+                )
+            expr.evaluate(text, env)  # raises the unknown-name error with its hint
+        for name, text in ready.items():
+            env[name] = expr.evaluate(text, env)
+            del pending[name]
+    return env
+
+
+def _source_kernel_default(source: Path) -> str:
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UsageError(f"cannot read {source} ({err.strerror})", "check the path") from None
+    kernels = list_kernels(text)
+    if len(kernels) == 1:
+        return kernels[0]
+    if not kernels:
+        raise UsageError(f"{source} defines no __global__ kernel", "check the file")
+    raise UsageError(
+        f"{source} defines several kernels ({', '.join(kernels)}) and none was chosen",
+        "name one with --kernel or kernel = ... in the spec file",
+    )
+
+
+def _pick(cli: Any, file: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    if cli is not None:
+        return cli
+    return file.get(key, default)
+
+
+def build_kernel_spec(
+    source: str | Path | None = None,
+    kernel: str | None = None,
+    *,
+    spec: str | Path | None = None,
+    grid: str | int | None = None,
+    block: str | int | None = None,
+    dynamic_smem: str | int | None = None,
+    args: Iterable[str | ArgSpec] = (),
+    buffers: Iterable[str | BufferSpec] = (),
+    nvcc_flags: Iterable[str] = (),
+    seed: int | None = None,
+    repeat: int | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    discover: bool = True,
+) -> KernelSpec:
+    """Merge a spec file (``spec``, or one found beside ``source`` when ``discover``) with the
+    command-line values given here, which win. ``args``/``buffers`` take the CLI strings
+    (``"n=4194304"``, ``"in=float32[n]"``) or ready records. With no kernel named anywhere, a
+    source that defines exactly one kernel uses it."""
+    file: dict[str, Any] = {}
+    if spec is not None:
+        file = load_spec(spec)
+    elif discover and source is not None:
+        found = find_spec_for(source, kernel)
+        if found is not None:
+            file = load_spec(found)
+    src_value = source if source is not None else file.get("source")
+    if src_value is None:
+        raise UsageError(
+            "no CUDA source file was given",
+            'pass the .cu file, or write source = "x.cu" in the spec',
+        )
+    src = Path(src_value)
+    if not src.is_file():
+        raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
+    kernel_name = _pick(kernel, file, "kernel") or _source_kernel_default(src)
+
+    merged_args: dict[str, ArgSpec] = dict(file.get("args", {}))
+    for a in args:
+        rec = a if isinstance(a, ArgSpec) else parse_arg(a)
+        merged_args[rec.name] = rec
+    env = arg_env(merged_args.values())
+
+    grid_text = _pick(grid, file, "grid")
+    block_text = _pick(block, file, "block")
+    for what, value, example in (("grid", grid_text, "240x135"), ("block", block_text, "256")):
+        if value is None:
+            raise UsageError(
+                f"no {what} size was given",
+                f'pass --{what} {example}, or write {what} = "{example}" in the spec file',
+            )
+    grid_dims, grid_names = parse_launch_dims(grid_text, env, "grid")
+    block_dims, block_names = parse_launch_dims(block_text, env, "block")
+    smem_bytes, smem_names = parse_smem(_pick(dynamic_smem, file, "dynamic_smem", 0), env)
+    launch = LaunchConfig(grid_dims, block_dims, smem_bytes)
+
+    merged_buffers: dict[str, BufferSpec] = dict(file.get("buffers", {}))
+    for b in buffers:
+        rec_b = b if isinstance(b, BufferSpec) else parse_buffer(b)
+        merged_buffers[rec_b.name] = rec_b
+
+    seed_v = _pick(seed, file, "seed", 0)
+    repeat_v = _pick(repeat, file, "repeat", 1)
+    rtol_v = float(_pick(rtol, file, "rtol", DEFAULT_RTOL))
+    atol_v = float(_pick(atol, file, "atol", DEFAULT_ATOL))
+    if isinstance(seed_v, bool) or not isinstance(seed_v, int) or seed_v < 0:
+        raise UsageError(f"seed {seed_v!r} is not a non-negative integer", "give e.g. --seed 1")
+    if isinstance(repeat_v, bool) or not isinstance(repeat_v, int) or repeat_v < 1:
+        raise UsageError(f"repeat {repeat_v!r} is not a positive integer", "give e.g. --repeat 10")
+    if rtol_v < 0 or atol_v < 0 or not (math.isfinite(rtol_v) and math.isfinite(atol_v)):
+        raise UsageError("tolerances must be finite and not negative", "give e.g. --rtol 1e-4")
+
+    return KernelSpec(
+        source=src,
+        kernel=str(kernel_name),
+        launch=launch,
+        args=tuple(merged_args.values()),
+        buffers=tuple(merged_buffers.values()),
+        nvcc_flags=(*file.get("nvcc_flags", ()), *nvcc_flags),
+        seed=seed_v,
+        repeat=repeat_v,
+        rtol=rtol_v,
+        atol=atol_v,
+        spec_path=file.get("path"),
+        launch_names=grid_names | block_names | smem_names,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding to the kernel's parameters.
+
+
+def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str, int]) -> Any:
+    value = env[arg.name] if isinstance(arg.value, str) else arg.value
+    where = f"--arg {param.name}={arg.value}"
+    if ctype.kind == "bool":
+        if isinstance(value, bool) or value in (0, 1):
+            return bool(value)
+        raise UsageError(
+            f"{where}: {param.name} is a bool parameter", f"give --arg {param.name}=true or false"
+        )
+    if not ctype.is_float:
+        if isinstance(value, float):
+            raise UsageError(
+                f"{where}: {param.name} is a {param.value_type} parameter, the value is not a "
+                "whole number",
+                f"give an integer, e.g. --arg {param.name}=1024",
+            )
+        lo, hi = ctype.int_range() or (0, 0)
+        if not lo <= int(value) <= hi:
+            raise UsageError(
+                f"{where}: {value} does not fit in {param.name}'s type {param.value_type} "
+                f"({lo}..{hi})",
+                "give a smaller value, or widen the parameter's type in the kernel",
+            )
+        return int(value)
+    if isinstance(value, bool):
+        raise UsageError(
+            f"{where}: {param.name} is a {param.value_type} parameter", "give a number, e.g. 0.5"
+        )
+    return float(value)
+
+
+def resolve(
+    spec: KernelSpec, params: Sequence[Param], resolve_struct: StructResolver | None = None
+) -> ResolvedLaunch:
+    """Bind ``spec`` to the kernel's ``params``: values for scalars, buffers for pointers.
+
+    ``resolve_struct(name) -> (size_bytes, align_bytes)`` sizes user types; it is called once
+    per struct name and only when a buffer holds a struct. Raises UsageError naming what is
+    missing (``--arg n=...``), unknown, or of the wrong kind.
+    """
+    by_name = {p.name: p for p in params}
+    env = spec.env()
+    notes: list[str] = []
+    kernel = spec.kernel
+
+    # Names that match nothing.
+    used_in_exprs = set(spec.launch_names)
+    for b in spec.buffers:
+        used_in_exprs |= expr.names(b.count_expr)
+    for a in spec.args:
+        if isinstance(a.value, str):
+            used_in_exprs |= expr.names(a.value)
+    for a in spec.args:
+        p = by_name.get(a.name)
+        if p is not None and p.is_pointer:
+            raise UsageError(
+                f"--arg {a.name}=... names a pointer parameter of {kernel}",
+                f"give it a buffer instead: --buffer {a.name}={p.pointee or 'float'}[n]",
+            )
+        if p is None and a.name not in used_in_exprs:
+            raise UsageError(
+                f"--arg {a.name}=... matches no parameter of {kernel} and no size expression "
+                f"uses it (parameters: {', '.join(by_name) or 'none'})",
+                "check the spelling against the kernel's parameter names",
+            )
+    for b in spec.buffers:
+        p = by_name.get(b.name)
+        if p is None:
+            pointers = [q.name for q in params if q.is_pointer]
+            raise UsageError(
+                f"--buffer {b.name}=... matches no parameter of {kernel} "
+                f"(pointer parameters: {', '.join(pointers) or 'none'})",
+                "check the spelling against the kernel's parameter names",
+            )
+        if not p.is_pointer:
+            raise UsageError(
+                f"--buffer {b.name}=... names the scalar parameter {b.name} ({p.type_text}) of "
+                f"{kernel}",
+                f"give it a value instead: --arg {b.name}=...",
+            )
+
+    # Scalars without a value take their default argument when it is a plain value.
+    defaulted: dict[str, ArgSpec] = {}
+    for p in params:
+        if p.is_pointer or spec.arg(p.name) is not None or p.default is None:
+            continue
+        value = _default_value(p.default, env)
+        if value is not None:
+            defaulted[p.name] = ArgSpec(p.name, value)
+            notes.append(f"{p.name} = {p.default} (the kernel's default argument)")
+    missing = [
+        p.name
+        for p in params
+        if not p.is_pointer and spec.arg(p.name) is None and p.name not in defaulted
+    ]
+    if missing:
+        flags = " ".join(f"--arg {m}=..." for m in missing)
+        raise UsageError(
+            f"kernel {kernel} needs a value for {', '.join(missing)}",
+            f"give {flags} (or put them under [args] in the spec file)",
+        )
+
+    struct_cache: dict[str, StructType] = {}
+
+    def sized(elem: ElemType, buffer_name: str) -> ElemType:
+        if isinstance(elem, CudaType) or elem.is_resolved:
+            return elem
+        if elem.name not in struct_cache:
+            if resolve_struct is None:
+                raise UsageError(
+                    f"buffer {buffer_name} holds {elem.name!r}, a type gpuadvise can only size "
+                    "with the compiler",
+                    "analyze through the CLI (which compiles the source), or use a CUDA type",
+                )
+            size_bytes, align_bytes = resolve_struct(elem.name)
+            struct_cache[elem.name] = elem.with_layout(int(size_bytes), int(align_bytes))
+        return struct_cache[elem.name]
+
+    default_count = spec.launch.total_threads
+    resolved: list[ResolvedArg | ResolvedBuffer] = []
+    for index, p in enumerate(params):
+        if not p.is_pointer:
+            ctype = lookup(p.value_type)
+            if ctype is None:
+                raise UsageError(
+                    f"parameter {p.name} of {kernel} is passed by value as {p.value_type!r}, "
+                    "which gpuadvise cannot fill",
+                    "pass it through a pointer, or analyze a wrapper kernel with scalar parameters",
+                )
+            arg = spec.arg(p.name) or defaulted[p.name]
+            resolved.append(ResolvedArg(p.name, index, ctype, _scalar_value(p, ctype, arg, env)))
+            continue
+        given = spec.buffer(p.name)
+        pointee = p.pointee or "void"
+        if given is None:
+            if pointee == "void" or "*" in pointee:
+                raise UsageError(
+                    f"pointer parameter {p.name} of {kernel} is a {p.type_text}, so gpuadvise "
+                    "cannot assume its buffer",
+                    f"give it: --buffer {p.name}=float32[n] (an element type and a count)",
+                )
+            given = BufferSpec(
+                p.name, lookup_elem(pointee), str(default_count), "random", assumed=True
+            )
+            notes.append(
+                f"buffer {p.name} assumed: {given.elem_type.name}[{default_count}] (one element "
+                f"per thread of the launch, random); give --buffer {p.name}=TYPE[COUNT] to set it"
+            )
+        else:
+            declared = lookup(pointee) if pointee != "void" and "*" not in pointee else None
+            elem_name = given.elem_type.name
+            if declared is not None and declared != given.elem_type:
+                notes.append(
+                    f"buffer {p.name} holds {elem_name} but the parameter points to "
+                    f"{declared.name}; counts are in {elem_name} elements"
+                )
+        elem = sized(given.elem_type, p.name)
+        count = expr.evaluate(given.count_expr, env)
+        if count <= 0:
+            raise UsageError(
+                f"buffer {p.name} has {count} elements ({given.count_expr} with "
+                f"{_env_text(given.count_expr, env)})",
+                "a buffer needs at least one element; check the args its count uses",
+            )
+        size = elem.size_bytes
+        align = elem.align_bytes
+        assert size is not None and align is not None
+        is_output = given.is_output if given.is_output is not None else not p.is_const
+        resolved.append(
+            ResolvedBuffer(
+                p.name,
+                index,
+                elem,
+                count,
+                count * size,
+                align,
+                given.fill,
+                given.assumed,
+                is_output,
+                given.count_expr,
+            )
+        )
+    return ResolvedLaunch(
+        kernel=kernel,
+        launch=spec.launch,
+        params=tuple(resolved),
+        seed=spec.seed,
+        env=tuple(sorted(env.items())),
+        notes=tuple(notes),
+    )
+
+
+def _default_value(text: str, env: Mapping[str, int]) -> int | float | bool | None:
+    """A default argument's value, if it is a number, true/false or an expression over args."""
+    try:
+        value = _parse_value(text, "default")
+        return expr.evaluate(value, env) if isinstance(value, str) else value
+    except UsageError:
+        return None
+
+
+def _env_text(text: str, env: Mapping[str, int]) -> str:
+    used = sorted(expr.names(text))
+    return ", ".join(f"{n}={env[n]}" for n in used if n in env) or "no names"

@@ -1,0 +1,492 @@
+"""SASS of a compiled kernel, with source lines, and a summary of its memory instructions.
+
+:func:`disassemble` runs ``nvdisasm -c -gi`` on the cubin (``-g`` where ``-gi`` is not known)
+and parses its text output: the JSON output of nvdisasm 13 carries no line info. Under ``-gi``
+each instruction block is preceded by its inlining chain, innermost first::
+
+    //## File "k.cuh", line 2 inlined at "k.cu", line 5
+    //## File "k.cu", line 5 inlined at "k.cu", line 8
+    //## File "k.cu", line 8
+            /*0050*/                   LDG.E R0, desc[UR4][R2.64] ;
+
+:class:`SassInstruction` keeps the innermost location in ``file``/``line`` (what ``-g`` and the
+PTX ``.loc`` give) and the call sites, innermost first, in ``inlined_at``; ``call_site`` is the
+outermost one, the line of the kernel's own body. Without nvdisasm, ``cuobjdump -sass`` is used
+and the instructions have no source lines.
+
+:func:`memory_summary` counts the memory instructions per source line and per kind, with the
+width of each access, which is what the models need to reconcile PTX-level accesses with what
+the hardware executes (ptxas merges scalar loads into ``LDS.128`` and the like; HARDWARE.md §2).
+Instructions predicated ``@!PT`` never execute (ptxas pads with them) and are not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuadvise.errors import KernelNotFoundError, ToolchainError
+from gpuadvise.toolchain.nvcc import Toolchain, find_toolchain
+
+__all__ = [
+    "MemoryOp",
+    "NON_MEMORY_OPCODES",
+    "SassInstruction",
+    "SassMemLine",
+    "classify",
+    "disassemble",
+    "disassemble_all",
+    "memory_summary",
+    "parse_cuobjdump",
+    "parse_nvdisasm",
+    "source_text",
+]
+
+MemSpace = Literal["global", "shared", "local", "constant", "generic"]
+MemKind = Literal["load", "store", "atomic", "reduction"]
+
+
+@dataclass(frozen=True)
+class SassInstruction:
+    """One SASS instruction.
+
+    ``opcode`` has its modifiers (``LDG.E.128``); ``base_opcode`` has not (``LDG``).
+    ``predicate``: the guard such as ``@!P0`` or ``@UP1``, None if unpredicated. ``operands``
+    as nvdisasm prints them. ``file``/``line``: innermost source location (None without line
+    info); ``inlined_at``: the call sites it was inlined into, innermost first.
+    """
+
+    offset: int
+    opcode: str
+    base_opcode: str
+    predicate: str | None
+    operands: str
+    file: str | None
+    line: int | None
+    inlined_at: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def call_site(self) -> tuple[str | None, int | None]:
+        """The outermost location: the line of the kernel body this instruction comes from."""
+        if self.inlined_at:
+            return self.inlined_at[-1]
+        return (self.file, self.line)
+
+    @property
+    def never_executes(self) -> bool:
+        return self.predicate == "@!PT"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offset": self.offset,
+            "opcode": self.opcode,
+            "base_opcode": self.base_opcode,
+            "predicate": self.predicate,
+            "operands": self.operands,
+            "file": self.file,
+            "line": self.line,
+            "inlined_at": [list(x) for x in self.inlined_at],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SassInstruction:
+        return cls(
+            offset=int(data["offset"]),
+            opcode=data["opcode"],
+            base_opcode=data["base_opcode"],
+            predicate=data.get("predicate"),
+            operands=data.get("operands", ""),
+            file=data.get("file"),
+            line=data.get("line"),
+            inlined_at=tuple((str(f), int(n)) for f, n in data.get("inlined_at", ())),
+        )
+
+
+@dataclass(frozen=True)
+class MemoryOp:
+    """What a memory instruction does: one access of ``width_bits`` per thread."""
+
+    space: MemSpace
+    kind: MemKind
+    width_bits: int
+
+
+@dataclass(frozen=True)
+class SassMemLine:
+    """Memory instructions of one kind and width at one source line.
+
+    ``count`` is the number of static SASS instructions (not executions); ``opcodes`` the
+    distinct full opcodes among them, as evidence (``("LDS.128",)``).
+    """
+
+    file: str | None
+    line: int | None
+    space: MemSpace
+    kind: MemKind
+    width_bits: int
+    count: int
+    opcodes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "space": self.space,
+            "kind": self.kind,
+            "width_bits": self.width_bits,
+            "count": self.count,
+            "opcodes": list(self.opcodes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SassMemLine:
+        return cls(**{**data, "opcodes": tuple(data["opcodes"])})
+
+
+# --------------------------------------------------------------------------------------------
+# Opcodes (Volta to Hopper)
+
+# base opcode -> (space, kind) of every access it makes.
+_MEMORY_OPCODES: dict[str, tuple[tuple[MemSpace, MemKind], ...]] = {
+    "LDG": (("global", "load"),),
+    "STG": (("global", "store"),),
+    "LD": (("generic", "load"),),
+    "ST": (("generic", "store"),),
+    "LDS": (("shared", "load"),),
+    "STS": (("shared", "store"),),
+    "LDSM": (("shared", "load"),),  # ldmatrix: .1/.2/.4 matrices, 32 bits each per thread
+    "STSM": (("shared", "store"),),  # stmatrix (sm_90)
+    "STAS": (("shared", "store"),),  # st.async to distributed shared memory (sm_90)
+    "LDL": (("local", "load"),),
+    "STL": (("local", "store"),),
+    "LDC": (("constant", "load"),),
+    "ULDC": (("constant", "load"),),
+    "ATOM": (("generic", "atomic"),),
+    "ATOMG": (("global", "atomic"),),
+    "ATOMS": (("shared", "atomic"),),
+    "RED": (("generic", "reduction"),),
+    "REDG": (("global", "reduction"),),
+    "REDAS": (("shared", "reduction"),),  # red.async to distributed shared memory (sm_90)
+    "LDGSTS": (("global", "load"), ("shared", "store")),  # cp.async: global -> shared
+}
+
+NON_MEMORY_OPCODES = frozenset(
+    {
+        "BAR",  # barriers
+        "BSSY",
+        "BSYNC",
+        "WARPSYNC",
+        "SHFL",  # warp-level data movement, register to register
+        "VOTE",
+        "VOTEU",
+        "MATCH",
+        "REDUX",  # warp-wide reduction of registers (__reduce_*_sync), not a memory access
+        "CREDUX",
+        "MEMBAR",  # ordering, no data
+        "FENCE",
+        "ERRBAR",
+        "CCTL",
+        "CCTLL",
+        "DEPBAR",
+        "LDGDEPBAR",
+        "ARRIVES",
+        "SYNCS",
+    }
+)
+"""Synchronization and warp-level opcodes recognized as touching no memory themselves.
+
+Bulk/tensor copies (``UBLKCP``, ``UTMALDG``, ``UTMASTG``: TMA on sm_90) move memory but have
+no per-thread width; :func:`classify` does not count them either."""
+
+_WIDTH_TOKENS = {
+    "U8": 8,
+    "S8": 8,
+    "U16": 16,
+    "S16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "32": 32,
+    "U32": 32,
+    "S32": 32,
+    "F32": 32,
+    "F16x2": 32,
+    "BF16x2": 32,
+    "64": 64,
+    "U64": 64,
+    "S64": 64,
+    "F64": 64,
+    "128": 128,
+    "U128": 128,
+    "B128": 128,
+}
+
+
+def _width_bits(opcode: str) -> int:
+    parts = opcode.split(".")
+    if parts[0] in ("LDSM", "STSM"):
+        counts = [int(p) for p in parts[1:] if p in ("1", "2", "4")]
+        return 32 * (counts[-1] if counts else 1)
+    for token in parts[1:]:
+        if token in _WIDTH_TOKENS:
+            return _WIDTH_TOKENS[token]
+    return 32
+
+
+def classify(opcode: str) -> tuple[MemoryOp, ...]:
+    """The memory accesses a SASS opcode (with modifiers) makes; () for any other instruction.
+
+    ``LDGSTS`` (``cp.async``) gives a global load and a shared store of the same width.
+    Width comes from the modifiers: ``.U8``/``.S8`` 8, ``.U16``/``.S16`` 16, ``.64`` 64,
+    ``.128`` 128, otherwise 32; ``LDSM``/``STSM`` ``.x``: 32 bits per matrix.
+    """
+    base = opcode.split(".", 1)[0]
+    kinds = _MEMORY_OPCODES.get(base)
+    if not kinds:
+        return ()
+    width = _width_bits(opcode)
+    return tuple(MemoryOp(space, kind, width) for space, kind in kinds)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+
+_FUNC_NVDISASM_RE = re.compile(r"^//-+\s+\.text\.(\S+)\s+-+\s*$")
+_FUNC_CUOBJDUMP_RE = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
+_LOC_RE = re.compile(
+    r'^\s*//##\s*File\s+"(?P<file>[^"]*)",\s*line\s+(?P<line>\d+)'
+    r'(?:\s+inlined at\s+"(?P<ifile>[^"]*)",\s*line\s+(?P<iline>\d+))?'
+)
+_INSTR_RE = re.compile(r"^\s*/\*(?P<off>[0-9a-fA-F]+)\*/\s*(?P<body>[^;]*);")
+_BODY_RE = re.compile(
+    r"^\{?\s*(?P<pred>@!?U?P(?:T|\d+)\s+)?(?P<op>[A-Z][A-Z0-9_.]*)\s*(?P<ops>.*)$"
+)
+
+
+def _parse_instruction(
+    line: str, loc: tuple[str | None, int | None], chain: tuple[tuple[str, int], ...]
+) -> SassInstruction | None:
+    m = _INSTR_RE.match(line)
+    if not m:
+        return None
+    body = _BODY_RE.match(m.group("body").strip())
+    if not body:
+        return None
+    opcode = body.group("op")
+    pred = body.group("pred")
+    return SassInstruction(
+        offset=int(m.group("off"), 16),
+        opcode=opcode,
+        base_opcode=opcode.split(".", 1)[0],
+        predicate=pred.strip() if pred else None,
+        operands=body.group("ops").strip().rstrip("}").strip(),
+        file=loc[0],
+        line=loc[1],
+        inlined_at=chain,
+    )
+
+
+def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
+    """nvdisasm ``-c -g``/``-gi`` text -> {mangled function name: its instructions}."""
+    functions: dict[str, list[SassInstruction]] = {}
+    current: list[SassInstruction] | None = None
+    block: list[tuple[str, int]] = []  # the //## lines read since the last instruction
+    in_block = False
+    loc: tuple[str | None, int | None] = (None, None)
+    chain: tuple[tuple[str, int], ...] = ()
+    for line in text.splitlines():
+        if m := _FUNC_NVDISASM_RE.match(line):
+            current = functions.setdefault(m.group(1), [])
+            loc, chain, block, in_block = (None, None), (), [], False
+            continue
+        if m := _LOC_RE.match(line):
+            if not in_block:
+                block, in_block = [], True
+            file = m.group("file")
+            block.append((os.path.normpath(file) if file else "", int(m.group("line"))))
+            first_file, first_line = block[0]
+            loc = (first_file or None, first_line if first_file else None)
+            chain = tuple((f, n) for f, n in block[1:] if f)
+            continue
+        if current is None:
+            continue
+        instr = _parse_instruction(line, loc, chain)
+        if instr is not None:
+            in_block = False
+            current.append(instr)
+    return {name: tuple(instrs) for name, instrs in functions.items()}
+
+
+def parse_cuobjdump(text: str) -> dict[str, tuple[SassInstruction, ...]]:
+    """``cuobjdump -sass`` text -> {mangled function name: instructions}, without lines."""
+    functions: dict[str, list[SassInstruction]] = {}
+    current: list[SassInstruction] | None = None
+    for line in text.splitlines():
+        if m := _FUNC_CUOBJDUMP_RE.match(line):
+            current = functions.setdefault(m.group(1), [])
+            continue
+        if current is not None:
+            instr = _parse_instruction(line, (None, None), ())
+            if instr is not None:
+                current.append(instr)
+    return {name: tuple(instrs) for name, instrs in functions.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Running the disassembler
+
+
+def disassemble_all(
+    cubin: str | os.PathLike[str], toolchain: Toolchain | None = None
+) -> dict[str, tuple[SassInstruction, ...]]:
+    """Every function of ``cubin``: {mangled name: instructions}. Cached per cubin file."""
+    path = Path(cubin)
+    try:
+        stat = path.stat()
+    except OSError:
+        raise ToolchainError(
+            f"cubin {path} not found", "compile the source again (the cache may have been cleared)"
+        ) from None
+    tc = toolchain or find_toolchain()
+    tool = tc.nvdisasm or tc.cuobjdump
+    if tool is None:
+        raise ToolchainError(
+            "neither nvdisasm nor cuobjdump was found, so SASS cannot be read",
+            'pip install "gpuadvise[toolkit]" (nvidia-cuda-nvdisasm) or use a full CUDA toolkit',
+        )
+    return _disassemble_cached(
+        str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(tool), tc.nvdisasm is not None
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _disassemble_cached(
+    cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool
+) -> dict[str, tuple[SassInstruction, ...]]:
+    parse = parse_nvdisasm if is_nvdisasm else parse_cuobjdump
+    # nvdisasm spends about 0.5 s starting up, whatever the cubin: keep its output beside the
+    # cubin (which the compile cache never rewrites), so a cached re-run does not pay it again.
+    sidecar = Path(f"{cubin}.{Path(tool).name}.{_size}.{_mtime_ns}.txt")
+    try:
+        return parse(sidecar.read_text())
+    except OSError:
+        pass
+    if is_nvdisasm:
+        proc = _run([tool, "-c", "-gi", cubin])
+        if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
+            proc = _run([tool, "-c", "-g", cubin])
+    else:
+        proc = _run([tool, "-sass", cubin])
+    if proc.returncode != 0:
+        detail = proc.stderr.strip().splitlines()
+        raise ToolchainError(
+            f"{Path(tool).name} failed on {cubin}: {detail[-1] if detail else 'no output'}",
+            "check that the disassembler matches the nvcc version that built the cubin",
+        )
+    try:
+        from gpuadvise.fileio import write_atomic
+
+        write_atomic(sidecar, proc.stdout)
+    except OSError:
+        pass  # a read-only cache: disassemble again next time
+    return parse(proc.stdout)
+
+
+def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            list(cmd), capture_output=True, text=True, errors="replace", timeout=300
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(
+            f"cannot run {Path(cmd[0]).name}: {exc}", 'pip install "gpuadvise[toolkit]"'
+        ) from None
+
+
+def disassemble(
+    cubin: str | os.PathLike[str], kernel: str, toolchain: Toolchain | None = None
+) -> tuple[SassInstruction, ...]:
+    """The SASS of one function of ``cubin``, by mangled name (``KernelInfo.mangled``)."""
+    functions = disassemble_all(cubin, toolchain)
+    if kernel in functions:
+        return functions[kernel]
+    raise KernelNotFoundError(
+        f"no function {kernel!r} in {Path(cubin).name}",
+        f"pass a mangled name; the cubin has: {', '.join(functions) or 'no functions'}",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Summaries
+
+
+def memory_summary(
+    instructions: Iterable[SassInstruction], *, call_site: bool = False
+) -> tuple[SassMemLine, ...]:
+    """Memory instructions grouped by (file, line, space, kind, width_bits), in source order.
+
+    Locations are the innermost ones (the line of the access itself, possibly in a header);
+    with ``call_site=True``, the outermost ones (the line of the kernel body). Instructions
+    that never execute (``@!PT``) are skipped.
+    """
+    groups: dict[tuple[str | None, int | None, str, str, int], list[str]] = {}
+    for instr in instructions:
+        if instr.never_executes:
+            continue
+        ops = classify(instr.opcode)
+        if not ops:
+            continue
+        file, line = instr.call_site if call_site else (instr.file, instr.line)
+        for op in ops:
+            groups.setdefault((file, line, op.space, op.kind, op.width_bits), []).append(
+                instr.opcode
+            )
+
+    def order(key: tuple[str | None, int | None, str, str, int]) -> tuple[Any, ...]:
+        file, line, space, kind, width = key
+        return (file or "", line or 0, space, kind, width)
+
+    return tuple(
+        SassMemLine(
+            file=key[0],
+            line=key[1],
+            space=key[2],  # type: ignore[arg-type]
+            kind=key[3],  # type: ignore[arg-type]
+            width_bits=key[4],
+            count=len(opcodes),
+            opcodes=tuple(dict.fromkeys(opcodes)),
+        )
+        for key, opcodes in sorted(groups.items(), key=lambda kv: order(kv[0]))
+    )
+
+
+def source_text(file: str | os.PathLike[str] | None, line: int | None) -> str | None:
+    """The text of ``line`` (1-based) of ``file``, without its newline; None if unavailable.
+
+    Files are read once and cached (re-read when they change on disk).
+    """
+    if not file or not line or line < 1:
+        return None
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return None
+    lines = _read_lines(os.fspath(file), stat.st_mtime_ns, stat.st_size)
+    if lines is None or line > len(lines):
+        return None
+    return lines[line - 1]
+
+
+@functools.lru_cache(maxsize=64)
+def _read_lines(path: str, _mtime_ns: int, _size: int) -> tuple[str, ...] | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return tuple(fh.read().splitlines())
+    except OSError:
+        return None

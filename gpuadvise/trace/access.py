@@ -1,0 +1,124 @@
+"""The AccessTrace: one record per warp-level memory instruction executed.
+
+Both tracers fill it, the CPU emulator of the kernel's PTX (gpuadvise/ptx/) and, on a GPU, the
+instrumented kernel; the models (banks, coalescing, L2) read it. Records are a numpy structured array,
+never Python objects, so a trace of millions of warp accesses stays compact and the models vectorize.
+
+Addresses: global accesses carry the virtual address the tracer gave the buffer (buffers are aligned
+to 256 bytes, as cudaMalloc's are, so sector and bank arithmetic matches the GPU's); shared accesses
+carry the byte offset in the CTA's shared window; local accesses the byte offset in the thread's
+local frame; constant accesses the offset in the bank. Inactive lanes hold 0 and are off in ``mask``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records
+
+__all__ = ["RECORD", "WARP", "AccessTrace", "InstrInfo", "Kind", "Space", "empty_records"]
+
+
+
+
+
+
+
+
+
+@dataclass(frozen=True)
+class InstrInfo:
+    """A memory instruction of the kernel as the tracer saw it (a PTX instruction)."""
+
+    inst: int
+    file: str | None
+    line: int | None
+    opcode: str  # e.g. "ld.global.nc.v4.f32"
+    space: Space
+    kind: Kind
+    width: int  # bytes per lane
+
+
+@dataclass(frozen=True)
+class AccessTrace:
+    """Warp-level memory accesses of some CTAs of one launch.
+
+    ``ctas``: the linear ids of the traced CTAs; ``total_ctas``: the launch's. ``complete`` is True
+    when every CTA was traced: whole-launch totals are then exact, else extrapolated by
+    ``total_ctas / len(ctas)``. ``buffers`` maps buffer names to (base address, size in bytes).
+    """
+
+    records: np.ndarray  # dtype RECORD
+    instructions: tuple[InstrInfo, ...]
+    ctas: tuple[int, ...]
+    total_ctas: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    source: str  # "emulator" | "gpu"
+    buffers: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.ctas) == self.total_ctas
+
+    @property
+    def scale(self) -> float:
+        """Factor from the traced CTAs to the whole launch."""
+        return self.total_ctas / max(len(self.ctas), 1)
+
+    def select(self, space: Space | None = None, kind: Kind | None = None) -> np.ndarray:
+        r = self.records
+        keep = np.ones(len(r), dtype=bool)
+        if space is not None:
+            keep &= r["space"] == space
+        if kind is not None:
+            keep &= r["kind"] == kind
+        return r[keep]
+
+    def line_of(self, inst: int) -> tuple[str | None, int | None]:
+        info = self.instructions[inst]
+        return info.file, info.line
+
+    def save(self, path: Any) -> None:
+        """An .npz file that :meth:`load` reads back."""
+        import json
+
+        meta = {
+            "instructions": [
+                [i.inst, i.file, i.line, i.opcode, int(i.space), int(i.kind), i.width]
+                for i in self.instructions
+            ],
+            "ctas": list(self.ctas),
+            "total_ctas": self.total_ctas,
+            "grid": list(self.grid),
+            "block": list(self.block),
+            "source": self.source,
+            "buffers": {k: list(v) for k, v in self.buffers.items()},
+        }
+        np.savez_compressed(path, records=self.records, meta=np.array(json.dumps(meta)))
+
+    @classmethod
+    def load(cls, path: Any) -> AccessTrace:
+        import json
+
+        with np.load(path, allow_pickle=False) as z:
+            records = z["records"]
+            meta = json.loads(str(z["meta"]))
+        return cls(
+            records=records,
+            instructions=tuple(
+                InstrInfo(a, f, ln, op, Space(s), Kind(k), w)
+                for a, f, ln, op, s, k, w in meta["instructions"]
+            ),
+            ctas=tuple(meta["ctas"]),
+            total_ctas=meta["total_ctas"],
+            grid=tuple(meta["grid"]),
+            block=tuple(meta["block"]),
+            source=meta["source"],
+            buffers={k: (v[0], v[1]) for k, v in meta["buffers"].items()},
+        )
+
+

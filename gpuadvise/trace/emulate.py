@@ -1,0 +1,558 @@
+"""Run a kernel's PTX on the CPU and get its warp-level memory trace: :func:`emulate`.
+
+The emulator (:mod:`gpuadvise.ptx`) executes the PTX that the compile step produced for a sample of
+CTAs, all their lanes at once with numpy, reconverging diverged warps at immediate post-dominators
+(:mod:`gpuadvise.ptx.emulator` says how), and records one :data:`~gpuadvise.trace.access.RECORD` per
+warp-level memory instruction executed. It starts from the data the GPU runner would use: every
+buffer made by :func:`gpuadvise.runner.data.make_host_buffer` (same dtype, count, fill, seed and
+name, see :func:`buffer_dtype`), and outputs that the runner poisons (non-const pointers with the
+default ``random`` fill, see :func:`runner_poisons`) poisoned the same way. So on the CTAs it runs it
+computes what the GPU computes: exactly for integer kernels, up to float rounding for float ones
+(:mod:`gpuadvise.ptx.ops` lists the approximations). Shared and local memory start zeroed (on the
+GPU they start undefined).
+
+Which CTAs: ``sample_ctas=None`` runs the first wave, the CTAs that are resident at once at the
+kernel's occupancy (``active_blocks_per_sm * sm_count`` from
+:func:`gpuadvise.model.occupancy.max_active_blocks`, the lowest linear CTA ids, as the hardware
+dispatches them); an int runs the first that many; ``"all"`` runs every CTA; a sequence of linear
+CTA ids runs those (:func:`interior_ctas` picks CTA rows away from the grid's border, which the L2
+model needs when the first wave only covers CTAs whose footprint reaches it). Whole-launch totals
+drawn from the trace are exact when every CTA ran (``complete``) and otherwise extrapolated by
+``trace.scale``. ``outputs`` hold the final contents of the output buffers; they equal the GPU's only
+when every CTA ran (a note says so otherwise). CTAs run in batches of up to ``batch_lanes`` lanes.
+
+The trace: ``instructions`` lists every memory instruction of the kernel that names its state space
+(executed or not: :mod:`gpuadvise.model.reconcile` compares them with the SASS), and the generic
+``ld``/``st``/``atom`` with each space their addresses turned out to be in (one that reached two
+spaces appears twice, and a warp access that mixed spaces gives one record per space), in program
+order; file and line are the innermost source location, the
+convention of nvdisasm's line table that :mod:`gpuadvise.model.reconcile` matches against (for code
+inlined from a CUDA header, the header's line; error messages give the user's call site first).
+Addresses: global ones are the buffer's fake virtual address (buffer ``i``
+at ``0x7000_0000_0000 + i * 2**36``, see :mod:`gpuadvise.ptx.memory`), shared ones the offset in the
+CTA's shared window as ptxas lays it out (static variables in declaration order at their alignment,
+from 0x400 on sm_90 and later, then the dynamic area at a 16-byte boundary), local ones the offset
+in the thread's frame, constant ones the offset in the user bank. ``ld.param``/``st.param`` are not
+memory accesses here (they are registers or constant bank 0 in SASS) and are not recorded.
+
+Errors: an out-of-bounds or misaligned access stops the emulation with a
+:class:`~gpuadvise.ptx.errors.MemoryAccessError` naming the source line, the buffer, the offset, and
+the CTA and thread of the first offending lane (the first error only: a memory checker that stops,
+like the GPU's own fault); so does an unsupported instruction when it executes
+(:class:`~gpuadvise.ptx.errors.UnsupportedInstructionError`, naming the opcode and the line), a
+device-side assert, and a warp running past ``max_instructions``
+(:class:`~gpuadvise.ptx.errors.InstructionBudgetError`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpuadvise.errors import UsageError
+from gpuadvise.ptx.errors import EmulationError
+from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
+from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space
+
+if TYPE_CHECKING:
+    from gpuadvise.devices import DeviceSpec
+    from gpuadvise.toolchain.nvcc import CompiledModule, KernelInfo
+
+__all__ = [
+    "DEFAULT_BATCH_LANES",
+    "DEFAULT_MAX_INSTRUCTIONS",
+    "Emulation",
+    "buffer_dtype",
+    "emulate",
+    "emulate_ptx",
+    "interior_ctas",
+    "runner_poisons",
+]
+
+DEFAULT_MAX_INSTRUCTIONS = 2_000_000
+"""The most PTX instructions one warp may execute before the emulation stops."""
+
+DEFAULT_BATCH_LANES = 65536
+"""Lanes (threads, warps padded to 32) executed together in one batch."""
+
+ASSUMED_SM_COUNT = 132
+_REG_BUDGET_BYTES = 768 << 20
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """The result of :func:`emulate`.
+
+    ``outputs``: final contents of the output buffers (meaningful as results only when
+    ``complete``: CTAs that did not run left their part as it was, poisoned or filled).
+    ``inputs``: the initial contents of every buffer (poisoned outputs included).
+    ``lane_instructions``: PTX instructions executed, summed over active lanes;
+    ``warp_steps``: scheduling steps (a basic block run for a group of warps).
+    """
+
+    trace: AccessTrace
+    outputs: dict[str, np.ndarray]
+    inputs: dict[str, np.ndarray]
+    ctas_run: tuple[int, ...]
+    complete: bool
+    lane_instructions: int
+    time_s: float
+    notes: tuple[str, ...]
+    warp_steps: int = 0
+
+    @property
+    def lane_instructions_per_s(self) -> float:
+        return self.lane_instructions / self.time_s if self.time_s > 0 else 0.0
+
+
+def buffer_dtype(buf: ResolvedBuffer) -> tuple[np.dtype[Any], str | None]:
+    """(numpy dtype, float kind) of a buffer's elements, as the runner builds them.
+
+    Struct elements are raw bytes of the struct's size; bfloat16 and fp8 are their raw bits with
+    the float kind beside (see :func:`gpuadvise.runner.data.make_host_buffer`).
+    """
+    from gpuadvise.spec.cuda_types import CudaType
+
+    elem = buf.elem
+    if isinstance(elem, CudaType):
+        kind = elem.kind if elem.kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2") else None
+        return elem.dtype, kind
+    return np.dtype((np.void, buf.elem_size_bytes)), None
+
+
+def runner_poisons(buf: ResolvedBuffer) -> bool:
+    """Whether the runner poisons this buffer before a verification run: an output whose fill
+    the user left at the default (``random``); an explicit ``zeros``/``ones``/``iota`` is kept."""
+    return buf.is_output and buf.fill == "random"
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_cached(digest: str, text: str) -> Any:
+    from gpuadvise.ptx.parser import parse_ptx
+
+    return parse_ptx(text)
+
+
+def _parse(text: str) -> Any:
+    return _parse_cached(hashlib.sha256(text.encode()).hexdigest(), text)
+
+
+def first_wave_ctas(
+    kernel: KernelInfo, launch: ResolvedLaunch, device: DeviceSpec
+) -> tuple[int, list[str]]:
+    """The number of CTAs resident at once at the kernel's occupancy (and notes)."""
+    from gpuadvise.model.occupancy import KernelResources, OccupancyInputError, max_active_blocks
+
+    notes = []
+    sm = device.sm_count
+    if sm is None:
+        sm = ASSUMED_SM_COUNT
+        notes.append(
+            f"{device.name} has no SM count: the first wave assumes {ASSUMED_SM_COUNT} SMs"
+        )
+    res = kernel.resources
+    try:
+        occ = max_active_blocks(
+            device,
+            KernelResources(
+                threads_per_block=launch.launch.block.count,
+                regs_per_thread=res.registers,
+                static_smem_bytes=res.static_smem_bytes,
+                dynamic_smem_bytes=launch.launch.dynamic_smem_bytes,
+            ),
+        )
+        per_sm = occ.active_blocks_per_sm
+    except OccupancyInputError:
+        per_sm = 0
+    if per_sm <= 0:
+        notes.append("the kernel cannot be resident at this launch configuration; one CTA per SM")
+        per_sm = 1
+    return per_sm * sm, notes
+
+
+def _encode_params(image: Any, values: list[Any], addresses: dict[str, int]) -> bytes:
+    """The kernel's parameter block: ``values`` in parameter order, each a buffer name
+    (``("buffer", name)``) or a numpy scalar."""
+    params = image.program.entry.params
+    if len(params) != len(values):
+        raise EmulationError(
+            f"the kernel's PTX has {len(params)} parameters but the launch gives {len(values)}",
+            "check that the spec matches the kernel's signature",
+        )
+    out = bytearray(max(image.param_bytes, 1))
+    for decl, value in zip(params, values, strict=True):
+        off, size = image.kernel_params[decl.name]
+        if isinstance(value, tuple):
+            raw = addresses[value[1]].to_bytes(8, "little")
+        else:
+            raw = np.asarray(value).tobytes()
+        out[off : off + min(size, len(raw))] = raw[:size]
+    return bytes(out)
+
+
+def _launch_values(launch: ResolvedLaunch) -> list[Any]:
+    values: list[Any] = []
+    for p in launch.params:
+        if isinstance(p, ResolvedBuffer):
+            values.append(("buffer", p.name))
+        else:
+            assert isinstance(p, ResolvedArg)
+            ct = p.ctype
+            if ct.lanes > 1:
+                raise UsageError(
+                    f"parameter {p.name} of type {ct.name} cannot be passed by value yet",
+                    "pass it through a pointer",
+                )
+            if ct.kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2"):  # raw bits, as the runner does
+                from gpuadvise.spec.cuda_types import encode_bfloat16, encode_fp8
+
+                f = np.array([p.value], np.float32)
+                bits = encode_bfloat16(f) if ct.kind == "bfloat16" else encode_fp8(f, ct.kind)
+                values.append(bits[0])
+                continue
+            dt = np.dtype(ct.numpy_format)
+            values.append(np.array(p.value).astype(dt) if dt.kind != "b" else np.bool_(p.value))
+    return values
+
+
+def _sample_count(sample_ctas: int | str | None, total: int, wave: Any) -> tuple[int, list[str]]:
+    notes: list[str] = []
+    if sample_ctas is None:
+        count, wave_notes = wave()
+        notes += wave_notes
+        count = min(count, total)
+        if count < total:
+            notes.append(f"traced the first wave: {count} of {total} CTAs")
+        return count, notes
+    if sample_ctas == "all":
+        return total, notes
+    if isinstance(sample_ctas, int) and not isinstance(sample_ctas, bool) and sample_ctas > 0:
+        return min(sample_ctas, total), notes
+    raise UsageError(
+        f"sample_ctas must be a positive integer or 'all', not {sample_ctas!r}",
+        "e.g. sample_ctas=64 or sample_ctas='all'",
+    )
+
+
+def _sample_ids(ids: Sequence[int] | np.ndarray, total: int) -> tuple[np.ndarray, list[str]]:
+    """The given linear CTA ids, checked, sorted and deduplicated."""
+    try:
+        arr = np.asarray(ids)
+        ok = arr.ndim == 1 and (arr.size == 0 or np.issubdtype(arr.dtype, np.integer))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or arr.size == 0:
+        raise UsageError(
+            "sample_ctas as a list must hold linear CTA ids (integers)", "e.g. sample_ctas=[0, 7]"
+        )
+    ctas = np.unique(arr.astype(np.int64))
+    if ctas[0] < 0 or ctas[-1] >= total:
+        raise UsageError(
+            f"CTA id {int(ctas[0] if ctas[0] < 0 else ctas[-1])} is outside the grid of {total}",
+            f"use ids 0 to {total - 1}",
+        )
+    notes = [] if len(ctas) == total else [f"traced {len(ctas)} chosen CTAs of {total}"]
+    return ctas, notes
+
+
+def interior_ctas(
+    grid: tuple[int, int, int], exclude: Sequence[int] = (), rows: int = 2, limit: int = 128
+) -> tuple[int, ...]:
+    """Linear ids of ``rows`` consecutive CTA rows in the middle of a 2D grid (z folds into y,
+    as CTA ids do), the ones farthest from the top and bottom edges; at most ``limit`` CTAs (a
+    centred run of columns per row when the rows are longer), without those in ``exclude``.
+
+    An image kernel's footprint reaches further than its own tile; the first wave of a large
+    grid covers only the top CTA rows, whose footprints are clamped at the border. The L2 model
+    (:mod:`gpuadvise.model.l2`) needs CTAs clear of the border and neighbours in x and in y to
+    synthesize the whole grid: these rows provide both. Empty for grids of one row.
+    """
+    gx = int(grid[0])
+    gy = int(grid[1]) * int(grid[2])
+    if gy < 2 or gx < 1 or rows < 1 or limit < 1:
+        return ()
+    rows = min(rows, gy)
+    y0 = max(0, (gy - rows) // 2)
+    width = max(1, min(gx, limit // rows))
+    x0 = (gx - width) // 2
+    xs = np.arange(x0, x0 + width, dtype=np.int64)
+    ids = (np.arange(y0, y0 + rows, dtype=np.int64)[:, None] * gx + xs[None, :]).reshape(-1)
+    if len(exclude):
+        ids = ids[~np.isin(ids, np.asarray(list(exclude), dtype=np.int64))]
+    return tuple(int(c) for c in ids)
+
+
+def emulate(
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    device: DeviceSpec,
+    sample_ctas: int | str | Sequence[int] | None = None,
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
+    batch_lanes: int = DEFAULT_BATCH_LANES,
+    trace: bool = True,
+) -> Emulation:
+    """Emulate ``kernel`` of ``module`` for ``launch`` and trace its memory accesses.
+
+    See the module docstring for the CTAs run, the data used and the errors raised.
+    ``batch_lanes``: lanes executed together (fewer when the kernel's registers need it).
+    ``trace=False`` runs without recording (the trace comes back empty): for outputs only.
+    """
+    from gpuadvise.runner.data import make_host_buffer
+    from gpuadvise.runner.verify import poison
+
+    buffers: list[tuple[str, np.ndarray, bool]] = []
+    for buf in launch.buffers:
+        dt, float_kind = buffer_dtype(buf)
+        arr = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, float_kind)
+        if runner_poisons(buf):
+            arr = arr.copy()
+            poison(arr)
+        buffers.append((buf.name, arr, buf.is_output))
+    static = kernel.resources.static_smem_bytes
+    return _emulate(
+        ptx=module.ptx,
+        entry=kernel.mangled,
+        arch=module.arch,
+        grid=launch.launch.grid.as_tuple(),
+        block=launch.launch.block.as_tuple(),
+        dynamic_smem_bytes=launch.launch.dynamic_smem_bytes,
+        buffers=buffers,
+        values=_launch_values(launch),
+        sm_count=device.sm_count or ASSUMED_SM_COUNT,
+        sample_ctas=sample_ctas,
+        wave=lambda: first_wave_ctas(kernel, launch, device),
+        max_instructions=max_instructions,
+        batch_lanes=batch_lanes,
+        static_smem_ptxas=static,
+        record=trace,
+    )
+
+
+def emulate_ptx(
+    ptx: str,
+    entry: str,
+    grid: int | tuple[int, ...],
+    block: int | tuple[int, ...],
+    args: list[Any],
+    dynamic_smem_bytes: int = 0,
+    arch: str = "sm_90",
+    sample_ctas: int | str = "all",
+    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
+    batch_lanes: int = DEFAULT_BATCH_LANES,
+    trace: bool = True,
+) -> Emulation:
+    """Emulate PTX text directly (no compile step; handy for tests and hand-written PTX).
+
+    ``args`` in parameter order: a numpy array is a buffer (named ``arg<i>``, copied, and
+    returned in ``outputs`` like every buffer), anything else a scalar given as a numpy scalar of
+    the parameter's type (``np.int32(5)``, ``np.float32(0.5)``).
+    """
+    buffers: list[tuple[str, np.ndarray, bool]] = []
+    values: list[Any] = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.ndim > 0:
+            buffers.append((f"arg{i}", np.array(a), True))
+            values.append(("buffer", f"arg{i}"))
+        else:
+            values.append(np.asarray(a))
+
+    def dims(x: int | tuple[int, ...]) -> tuple[int, int, int]:
+        t = (x,) if isinstance(x, int) else tuple(x)
+        t = t + (1,) * (3 - len(t))
+        return (int(t[0]), int(t[1]), int(t[2]))
+
+    return _emulate(
+        ptx=ptx,
+        entry=entry,
+        arch=arch,
+        grid=dims(grid),
+        block=dims(block),
+        dynamic_smem_bytes=dynamic_smem_bytes,
+        buffers=buffers,
+        values=values,
+        sm_count=ASSUMED_SM_COUNT,
+        sample_ctas=sample_ctas,
+        wave=lambda: (ASSUMED_SM_COUNT, []),
+        max_instructions=max_instructions,
+        batch_lanes=batch_lanes,
+        static_smem_ptxas=0,
+        record=trace,
+    )
+
+
+def _emulate(
+    *,
+    ptx: str,
+    entry: str,
+    arch: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    dynamic_smem_bytes: int,
+    buffers: list[tuple[str, np.ndarray, bool]],
+    values: list[Any],
+    sm_count: int,
+    sample_ctas: int | str | Sequence[int] | None,
+    wave: Any,
+    max_instructions: int,
+    batch_lanes: int,
+    static_smem_ptxas: int,
+    record: bool,
+) -> Emulation:
+    import warnings
+
+    from gpuadvise.ptx.emulator import (
+        Batch,
+        KernelImage,
+        Launch,
+        RecordSink,
+        malloc_tuned,
+        static_accesses,
+    )
+    from gpuadvise.ptx.memory import GLOBAL_BASE, GLOBAL_STRIDE_BITS, GlobalMemory
+
+    t0 = time.perf_counter()
+    if max_instructions <= 0:
+        raise UsageError("max_instructions must be positive", "e.g. 2000000")
+    if batch_lanes <= 0:
+        raise UsageError("batch_lanes must be positive", "e.g. 65536")
+    ptx_module = _parse(ptx)
+    image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
+    notes: list[str] = list(image.notes) + list(image.program.notes)
+    geo = Launch(grid, block, sm_count)
+    total = geo.total_ctas
+    if sample_ctas is None or isinstance(sample_ctas, (int, str)):
+        count, sample_notes = _sample_count(sample_ctas, total, wave)
+        ctas = np.arange(count, dtype=np.int64)
+    else:
+        ctas, sample_notes = _sample_ids(sample_ctas, total)
+        count = len(ctas)
+    notes += sample_notes
+
+    inputs = {name: arr for name, arr, _ in buffers}
+    contents: list[tuple[str, bytes | np.ndarray]] = [(name, arr) for name, arr, _ in buffers]
+    names = [c[0] for c in contents] + [v.name for v in image.global_vars]
+    vaddr = {name: GLOBAL_BASE + (i << GLOBAL_STRIDE_BITS) for i, name in enumerate(names)}
+
+    def address_of(name: str, generic: bool) -> int:
+        if name in vaddr:
+            return vaddr[name]
+        if name in image.const_offsets:
+            return image.const_offsets[name] + (0x3 << 44 if generic else 0)
+        if name in image.shared_offsets:
+            return image.shared_offsets[name] + (0x1 << 44 if generic else 0)
+        raise EmulationError(f"an initializer refers to the unknown symbol {name!r}", None)
+
+    for var in image.global_vars:
+        contents.append((var.name, image.init_bytes(var, address_of)))
+    for name, off in image.const_offsets.items():
+        raw = image.init_bytes(ptx_module.variables[name], address_of)
+        image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
+    if image.const_used:
+        notes.append("__constant__ variables hold their PTX initializers (zeros when none)")
+    gmem = GlobalMemory(contents)
+    params = _encode_params(image, values, vaddr)
+
+    if static_smem_ptxas and static_smem_ptxas != image.static_shared_bytes:
+        notes.append(
+            f"static shared memory laid out as {image.static_shared_bytes} bytes; ptxas reports "
+            f"{static_smem_ptxas}"
+        )
+    if any(
+        ins.base == "call" and any(getattr(o, "name", "") == "vprintf" for o in ins.operands)
+        for ins in image.program.instrs
+    ):
+        notes.append("printf calls are ignored")
+
+    lanes_per_cta = geo.warps_per_cta * 32
+    reg_bytes = sum(_size(t) for t in image.program.regs.values())
+    per_lane = reg_bytes + image.local_bytes + sum(image.call_params.values()) + 64
+    cap = max(1, _REG_BUDGET_BYTES // per_lane)
+    per_batch = max(1, min(batch_lanes, cap) // lanes_per_cta)
+    sink = RecordSink()
+    if record:
+        sink.declare(static_accesses(image.program))
+    cache: dict[int, dict[str, Any]] = {}
+    lane_instr = 0
+    steps = 0
+    with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for start in range(0, count, per_batch):
+            batch = Batch(
+                image,
+                geo,
+                ctas[start : start + per_batch],
+                gmem,
+                params,
+                sink if record else None,
+                max_instructions,
+                cache,
+            )
+            li, st = batch.run()
+            lane_instr += li
+            steps += st
+        trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+    outputs = {
+        name: gmem.read(name).view(arr.dtype).reshape(arr.shape)
+        for name, arr, is_out in buffers
+        if is_out
+    }
+    complete = count == total
+    if not complete:
+        notes.append("outputs are partial: only the traced CTAs ran")
+    return Emulation(
+        trace=trace,
+        outputs=outputs,
+        inputs=inputs,
+        ctas_run=tuple(int(c) for c in ctas),
+        complete=complete,
+        lane_instructions=lane_instr,
+        time_s=time.perf_counter() - t0,
+        notes=tuple(notes),
+        warp_steps=steps,
+    )
+
+
+def _size(t: str) -> int:
+    from gpuadvise.ptx.parser import TYPE_SIZES
+
+    return TYPE_SIZES.get(t, 4)
+
+
+def _build_trace(
+    sink: Any, image: Any, ptx_module: Any, ctas: np.ndarray, geo: Any, gmem: Any
+) -> AccessTrace:
+    infos = []
+    for new, key in enumerate(sink.ordered_keys()):
+        index, space = key
+        kind, width = sink.key_kind[key]
+        ins = image.program.instrs[index]
+        loc = ins.inner_loc or ins.loc  # innermost, as nvdisasm's line table (model/reconcile.py)
+        path = ptx_module.files.get(loc.file) if loc is not None else None
+        infos.append(
+            InstrInfo(
+                inst=new,
+                file=path,
+                line=loc.line if loc is not None else None,
+                opcode=ins.opcode,
+                space=Space(space),
+                kind=Kind(kind),
+                width=width,
+            )
+        )
+    return AccessTrace(
+        records=sink.records(),
+        instructions=tuple(infos),
+        ctas=tuple(int(c) for c in ctas),
+        total_ctas=geo.total_ctas,
+        grid=geo.grid,
+        block=geo.block,
+        source="emulator",
+        buffers={b.name: (b.base, b.size) for b in gmem.buffers},
+    )
