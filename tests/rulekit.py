@@ -1,10 +1,14 @@
-"""What the per-rule test modules share: whether a CUDA toolkit is here, an isolated compile
-cache, the analysis ``gpuadvise analyze`` builds for a kernel case, one rule run on it, and a
-finding's evidence as a dict. Import it from a test module (``from rulekit import ...``)."""
+"""What the per-rule test modules share: the analysis ``gpuadvise analyze`` builds for a kernel
+case, one rule run on it, and a finding's evidence as a dict. Import it from a test module
+(``from rulekit import ...``).
+
+The toolkit check and the isolated compile cache are conftest.py's (``pytest.mark.toolkit``, the
+``compile_cache`` fixture); ``needs_toolkit`` and ``isolated_cache`` are the same, under the
+names the older rule tests import.
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,52 +16,54 @@ from typing import Any
 import pytest
 
 from gpuadvise import rules as R
-from gpuadvise.rules.config import Config
+from gpuadvise.rules.config import DEFAULT_TRACE_CTAS, Config
 from gpuadvise.rules.run import run_rules
-from gpuadvise.toolchain.nvcc import find_toolchain
-
-try:
-    find_toolchain()
-    HAVE_NVCC = True
-except Exception:
-    HAVE_NVCC = False
-
-needs_toolkit = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
 _K = R.builtin_kernels_dir()
 assert _K is not None
 KERNELS: Path = _K
 
+needs_toolkit = pytest.mark.toolkit
+
 
 def isolated_cache(name: str) -> Any:
-    """A module-scoped autouse fixture pointing GPUADVISE_CACHE_DIR at a fresh folder."""
+    """A module-scoped autouse fixture: conftest's ``compile_cache`` for every test of the module
+    that assigns it (``_cache = isolated_cache("...")``). ``name`` is kept for old callers."""
 
     @pytest.fixture(scope="module", autouse=True)
-    def _cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-        old = os.environ.get("GPUADVISE_CACHE_DIR")
-        os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp(name))
-        yield
-        if old is None:
-            os.environ.pop("GPUADVISE_CACHE_DIR", None)
-        else:
-            os.environ["GPUADVISE_CACHE_DIR"] = old
+    def _cache(compile_cache: Path) -> Iterator[Path]:
+        yield compile_cache
 
     return _cache
 
 
-def analyze(source: Path, kernel: str, sample_ctas: int, args: tuple[str, ...] = ()) -> Any:
-    """The StaticAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100`` tracing the first
-    ``sample_ctas`` CTAs."""
+def analyze(
+    source: Path,
+    kernel: str,
+    sample_ctas: int | str | None = None,
+    args: tuple[str, ...] = (),
+    *,
+    trace: bool = True,
+    **options: Any,
+) -> Any:
+    """The StaticAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100 ...``: ``options``
+    are further KernelOptions fields (``spec``, ``grid``, ``block``, ...). ``trace``: the
+    pipeline traces the first ``sample_ctas`` CTAs on the emulator (None: its default, the first
+    wave); without it the trace-based models are computed lazily by the rules that need them."""
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_static
 
-    spec, choice, options = build(
-        KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
+    spec, choice, compile_options = build(
+        KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
     )
-    return analyze_static(spec, choice.device, options, trace=True, sample_ctas=sample_ctas)
+    return analyze_static(
+        spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
+    )
 
 
-def run_rule(a: Any, rule: str, trace_ctas: int, **options: Any) -> list[R.Finding]:
+def run_rule(
+    a: Any, rule: str, trace_ctas: int | str | None = DEFAULT_TRACE_CTAS, **options: Any
+) -> list[R.Finding]:
     """The findings of one rule (with ``options``) on analysis ``a``, by line; no error rows."""
     cfg = Config(trace_ctas=trace_ctas, select=(rule,), rule_options={rule: options})
     found = run_rules(a, cfg)

@@ -64,10 +64,32 @@ def test_names_are_case_insensitive(spelling):
     assert devices.preset(spelling).name == "H100"
 
 
+def _suggested(e: UnknownDeviceError) -> list[str]:
+    """The preset names of a "did you mean X or Y?" hint (the hint only, never the message,
+    which quotes the input back)."""
+    hint = e.hint or ""
+    assert hint.startswith("did you mean ") and hint.endswith("?"), hint
+    return hint.removeprefix("did you mean ").removesuffix("?").split(" or ")
+
+
 def test_unknown_name_suggests_close_matches():
     with pytest.raises(UnknownDeviceError) as e:
-        devices.preset("A10O")
-    assert "A100" in e.value.one_line() or "A10" in e.value.one_line()
+        devices.preset("A10O")  # letter O for the zero
+    names = _suggested(e.value)
+    assert set(names) <= set(devices.preset_names())  # real presets, each once
+    assert len(names) == len(set(names))
+    assert {"A10", "A100-80GB"} <= set(names)
+    assert e.value.message == "unknown GPU 'A10O'"
+    with pytest.raises(UnknownDeviceError) as e:
+        devices.preset("h1OO")
+    assert _suggested(e.value) == ["H100"]
+
+
+def test_unknown_name_far_from_every_preset_points_at_the_list():
+    with pytest.raises(UnknownDeviceError) as e:
+        devices.preset("zzzzzz")
+    assert "did you mean" not in e.value.one_line()
+    assert "gpuadvise devices" in (e.value.hint or "")
 
 
 @pytest.mark.parametrize(
