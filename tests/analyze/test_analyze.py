@@ -10,25 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvise.toolchain.nvcc import find_toolchain
-
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = ROOT / "tests" / "cuda"
 REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
 
-try:
-    find_toolchain()
-    HAVE_NVCC = True
-except Exception:
-    HAVE_NVCC = False
-
-pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
+pytestmark = pytest.mark.toolkit
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    cache = tmp_path_factory.mktemp("analyze-cache")
-    return {**os.environ, "GPUADVISE_CACHE_DIR": str(cache)}
+def env(compile_cache: Path) -> dict[str, str]:
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -85,14 +76,22 @@ def test_text_report_names_resources_occupancy_waves_and_lines(env):
         assert needle in out
 
 
+def test_a_missing_spec_file_is_named(env):
+    missing = CUDA / "none.toml"
+    assert not missing.exists()
+    e = one_line_error(run(env, str(REDUCE), "--spec", str(missing)))
+    assert e.strip() == f"error: spec file {missing} does not exist; check the --spec path"
+
+
 def test_several_kernels_and_no_name_lists_them(env):
-    e = one_line_error(run(env, str(REDUCE), "--spec", str(CUDA / "none.toml")))
-    assert "does not exist" in e or "reduce1" in e
     r = run(
         env, str(CUDA / "multi.cu"), "-I", str(CUDA / "include"), "--grid", "4", "--block", "64"
     )
     e = one_line_error(r)
-    assert "vec_add" in e and "--kernel" in e
+    listed = e.split("defines several kernels (")[1].split(")")[0].split(", ")
+    want = {"vec_add", "smem_widths", "count_positive", "ga::scale", "ga::reduce"}
+    assert sorted(listed) == sorted(want | {"ga::inner::fill"})
+    assert "none was chosen" in e and "--kernel" in e
 
 
 def test_wrong_kernel_name_suggests_the_closest(env):
