@@ -4,7 +4,6 @@ behind them (register caps, local arrays, compile options)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -12,36 +11,21 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import rulekit
+from rulekit import KERNELS, ev
 
 from gpuadvise import rules as R
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.toolchain.nvcc import CompileOptions, compile_source, find_toolchain, select_kernel
+from gpuadvise.toolchain import nvcc
+from gpuadvise.toolchain.nvcc import CompileOptions, compile_source, select_kernel
 
-try:
-    find_toolchain()
-    HAVE_NVCC = True
-except Exception:
-    HAVE_NVCC = False
+needs_nvcc = pytest.mark.toolkit
+pytestmark = pytest.mark.usefixtures("compile_cache")
 
-needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
-
-KERNELS = R.builtin_kernels_dir()
-assert KERNELS is not None
 CASE = KERNELS / "spills"
 SOURCE = CASE / "spills.cu"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga401-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +36,12 @@ def mod() -> ModuleType:
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None) -> Any:
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
-
-    opts = KernelOptions(
-        source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
-    )
-    s, choice, options = build(opts)
-    return analyze_static(s, choice.device, options, trace=False)
+    return rulekit.analyze(source, kernel, trace=False, spec=None if spec is None else str(spec))
 
 
-def ga401(a: Any) -> list[R.Finding]:
-    found = run_rules(a, Config(select=("GA401",)), lazy_models=False)
+def ga401(a: Any, **options: Any) -> list[R.Finding]:
+    cfg = Config(select=("GA401",), rule_options={"GA401": options})
+    found = run_rules(a, cfg, lazy_models=False)
     assert not [f for f in found if f.is_error], [f.error for f in found]
     return found
 
@@ -78,10 +56,6 @@ def expect_line(kernel_word: str) -> int:
     inside = [n for n in hits if first <= n <= last]
     assert len(inside) == 1
     return inside[0]
-
-
-def ev(f: R.Finding) -> dict[str, Any]:
-    return {e.metric: e.value for e in f.evidence}
 
 
 def spills_of(source: Path, kernel: str, options: CompileOptions) -> tuple[int, int]:
@@ -278,37 +252,68 @@ def test_maxnreg_gives_diff_variants(tmp_path):
 
 
 @needs_nvcc
-def test_spills_with_no_cap_have_no_variant(tmp_path, mod, monkeypatch):
-    """Spills with nothing to relax (the 255-register limit) are reported without a variant."""
-    src = write_case(tmp_path, "", 'nvcc_flags = ["-maxrregcount=32"]')
+def test_spills_with_no_cap_have_no_variant(tmp_path):
+    """Spills with nothing to relax: 300 running sums need more than ptxas's 255 registers."""
+    src = write_case(tmp_path, "")
+    src.write_text(src.read_text().replace("#define ORDERS 32", "#define ORDERS 300"))
+    spec = tmp_path / "case.toml"
+    spec.write_text(spec.read_text().replace('"float[32*n]"', '"float[300*n]"'))
     a = analyze(src, "moments")
-    monkeypatch.setattr(mod, "find_register_cap", lambda *args: None)
+    res = a.kernel.resources
+    assert res.registers == 255 and res.spill_store_bytes > 0  # the input does what it says
     (f,) = ga401(a)
-    assert "with no register cap" in f.message and "255" in f.message
+    e = ev(f)
+    assert e["registers"] == 255 and "register_cap" not in e
+    assert e["spill_bytes"] == res.spill_store_bytes + res.spill_load_bytes
+    assert "with no register cap" in f.message and "more than 255 registers" in f.message
     assert f.variant is None
 
 
+def ignore_relaxations(monkeypatch: pytest.MonkeyPatch, ignored: set[int]) -> list[int]:
+    """Make nvcc ignore the rule's relaxed ``__launch_bounds__(256, N)`` for N in ``ignored``:
+    a candidate's patched copy (in the cache's ``ga401-variants``) is compiled as the original
+    spills.cu, every other compile really. Returns the N of every candidate compiled, in order.
+    Everything of the rule runs as it is (candidate, patched file, options, ptxas's report)."""
+    real = nvcc.compile_source
+    seen: list[int] = []
+
+    def compile_source(source: Any, options: Any = None, *args: Any, **kw: Any) -> Any:
+        if "ga401-variants" in Path(source).parts:
+            text = Path(source).read_text()
+            blocks = int(text.split("__launch_bounds__(256, ")[1].split(")")[0])
+            seen.append(blocks)
+            if blocks in ignored:
+                source = SOURCE
+        return real(source, options, *args, **kw)
+
+    monkeypatch.setattr(nvcc, "compile_source", compile_source)
+    return seen
+
+
 @needs_nvcc
-def test_a_candidate_that_spills_as_much_or_more_is_dropped(capped, mod, monkeypatch):
+def test_a_candidate_that_spills_as_much_is_dropped(capped, monkeypatch):
     """The rule keeps only candidates whose compiled spills are lower than the kernel's."""
-    a, f = capped
-    base = a.kernel.resources.spill_store_bytes + a.kernel.resources.spill_load_bytes
-    results = {"minBlocks=6": (40, base + 8), "minBlocks=5": (48, base), "minBlocks=4": (56, 8)}
-    seen: list[str] = []
-
-    def fake(ctx: Any, cand: Any) -> Any:
-        seen.append(cand.label)
-        regs, spill = results[cand.label]
-        return mod.Compiled(cand, regs, spill, 0, 0.5)
-
-    monkeypatch.setattr(mod, "compile_candidate", fake)
+    a, _ = capped
+    seen = ignore_relaxations(monkeypatch, {6})
+    (f,) = ga401(a)
+    # minBlocks=6 compiles to the kernel's own 32 registers and spills: dropped; minBlocks=5
+    # removes the spills, so the rule stops there
+    assert seen == [6, 5]
+    assert [c.label for c in f.variant.candidates()] == ["minBlocks=5"]
+    seen = ignore_relaxations(monkeypatch, {6, 5, 4, 3})
     (g,) = ga401(a)
-    assert seen == ["minBlocks=6", "minBlocks=5", "minBlocks=4"]  # max_candidates = 3
-    assert [c.label for c in g.variant.candidates()] == ["minBlocks=4"]
-    results["minBlocks=4"] = (56, base)
-    seen.clear()
-    (h,) = ga401(a)
-    assert h.variant is None  # nothing spills less: no variant at all
+    assert seen == [6, 5, 4]  # max_candidates = 3 compiles
+    assert g.variant is None  # nothing spills less: no variant at all
+
+
+@needs_nvcc
+def test_max_candidates_bounds_the_compiles(capped):
+    a, _ = capped
+    (f,) = ga401(a, max_candidates=1)
+    # only minBlocks=6 is compiled: 40 registers, fewer spills than the kernel's, still some
+    (v,) = f.variant.candidates()
+    assert v.label == "minBlocks=6" and "40 registers" in v.description
+    assert "no spills" not in v.description
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,7 +454,7 @@ def test_rule_documentation_names_the_case():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit")
+@pytest.mark.toolkit
 def test_gpu_candidates_are_measured_and_verified():
     from gpuadvise.analyze.measure import measure_findings
     from gpuadvise.analyze.options import KernelOptions

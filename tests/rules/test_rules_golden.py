@@ -1,8 +1,9 @@
 """Golden findings on the kernel cases (compiled with nvcc, no GPU): every ``// expect: GAxxx``
 annotation in ``kernels/`` is a finding of that rule at that line, for the kernel whose
 declaration or body holds the line, and no kernel gets a finding it does not expect. The analysis
-is the one ``gpuadvise analyze`` builds (``analyze_cmd.build`` + ``pipeline.analyze_static``, the
-H100 model); trace-based rules run the CPU emulator on the first CTAs.
+is the one ``gpuadvise analyze`` builds (``analyze.options.build`` +
+``pipeline.analyze_static``, the H100 model); trace-based rules run the CPU emulator on the first
+CTAs.
 
 Also: the display-only diffs of GA202 and GA203 apply, compile, and compute the same sums as the
 original kernels (on the emulator).
@@ -10,33 +11,23 @@ original kernels (on the emulator).
 
 from __future__ import annotations
 
-import inspect
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import rulekit
+from rulekit import KERNELS
 
 from gpuadvise import rules as R
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import findings_json, run_rules
 from gpuadvise.source.signature import list_kernels
-from gpuadvise.toolchain.nvcc import find_toolchain
 
-try:
-    find_toolchain()
-    HAVE_NVCC = True
-except Exception:
-    HAVE_NVCC = False
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
-pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
-
-_KERNELS = R.builtin_kernels_dir()
-assert _KERNELS is not None
-KERNELS: Path = _KERNELS
 TRACE_CTAS = 8  # the golden numbers below are for the first 8 CTAs
 
 
@@ -51,32 +42,11 @@ def _cases() -> list[tuple[str, str]]:
 CASES = _cases()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("rules-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
-
-
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     """The StaticAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
-    first CTAs itself (when it can; the rules then read ``analysis.memory``); else the rules
+    first ``TRACE_CTAS`` CTAs itself (the rules then read ``analysis.memory``); else the rules
     compute the trace-based models lazily."""
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
-
-    spec, choice, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
-    params = inspect.signature(analyze_static).parameters
-    kw: dict[str, Any] = {}
-    if "trace" in params:
-        kw["trace"] = trace
-        if trace and "sample_ctas" in params:
-            kw["sample_ctas"] = TRACE_CTAS
-    return analyze_static(spec, choice.device, options, **kw)
+    return rulekit.analyze(source, kernel, TRACE_CTAS if trace else None, trace=trace)
 
 
 def expected_for(source: Path, kernel: str, registry: R.Registry) -> set[tuple[int, str]]:

@@ -1,0 +1,117 @@
+"""GA102 tail-effect on the tail case (nvcc, no GPU, the H100 model): the small-grid and tail
+findings with their numbers worked out by hand, the launches that must stay silent, the two
+thresholds, the estimates and the grid the variant proposes.
+
+The H100 model: 132 SMs; ``scale_*`` use few registers and no shared memory, so 256-thread blocks
+are limited by warps only: 64 warps per SM / 8 warps per block = 8 blocks per SM, and a wave is
+8 x 132 = 1056 CTAs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rulekit import KERNELS, analyze, ev, run_rule
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+TAIL = KERNELS / "tail" / "tail.cu"
+SMS = 132
+WAVE = 8 * SMS  # 1056 CTAs of 256 threads
+
+
+def ga102(kernel: str, grid: str | None = None, **options: Any) -> tuple[Any, list[Any]]:
+    a = analyze(TAIL, kernel, trace=False, grid=grid)
+    return a, run_rule(a, "GA102", **options)
+
+
+def test_the_model_holds_eight_blocks_of_256_per_sm():
+    a, _ = ga102("scale_tail")
+    assert a.occupancy.active_blocks_per_sm == 8 and a.device.sm_count == SMS
+    assert a.waves.ctas_per_wave == WAVE
+
+
+def test_tail_effect_of_one_and_a_quarter_waves():
+    a, (f,) = ga102("scale_tail")
+    # n = 337920 = 1320 x 256: 1320 CTAs = 1 full wave of 1056 and 264 more
+    assert a.waves.total_ctas == 1320
+    assert "void scale_tail(" in TAIL.read_text().splitlines()[f.line - 1]  # the declaration
+    e = ev(f)
+    # the last wave is 264 / 1056 = 25 % full; of 2 x 1056 slots, 2112 - 1320 = 792 are empty
+    assert e["waves"] == 1.25
+    assert e["last_wave_fill"] == 0.25
+    assert e["tail_idle"] == round(792 / 2112, 4) == 0.375
+    assert e["ctas_per_wave"] == WAVE
+    assert "1.25 waves of 1056 CTAs" in f.message and "25% full" in f.message
+    assert "38% of SM time idle" in f.message
+    thr = next(x for x in f.evidence if x.metric == "tail_idle")
+    assert (thr.threshold, thr.op) == (0.1, ">=")
+
+
+def test_tail_estimate_is_whole_waves_over_waves():
+    _, (f,) = ga102("scale_tail")
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    assert est.speedup == round(2 / 1.25, 3) == 1.6  # ceil(1.25) / 1.25
+    assert est.inputs["waves"] == 1.25 and est.inputs["ctas_per_wave"] == WAVE
+
+
+def test_tail_variant_launches_one_wave():
+    _, (f,) = ga102("scale_tail")
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.diff is None
+    assert v.launch == {"grid": [WAVE, 1, 1]}
+    assert "grid-stride loop over 1056 CTAs" in v.description
+    # the launch it proposes, for the grid-stride version of the kernel, is silent
+    _, found = ga102("scale_stride", grid=str(v.launch["grid"][0]))
+    assert found == []
+
+
+def test_small_grid_of_half_the_sms():
+    a, (f,) = ga102("scale_small_grid")  # scale_small_grid.toml: 66 CTAs
+    e = ev(f)
+    assert e["total_ctas"] == 66 and e["sm_count"] == SMS and e["ctas_per_wave"] == WAVE
+    assert e["ctas_per_sm"] == 0.5  # 66 / 132
+    assert "66 CTAs for 132 SMs (66 SMs have no work)" in f.message
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "point" and est.speedup == 2.0  # 132 / 66
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.launch is None
+    assert "at least 132 CTAs" in v.description
+
+
+@pytest.mark.parametrize(
+    "kernel,grid",
+    [
+        ("scale_stride", None),  # scale_stride.toml: exactly one wave
+        ("scale_stride", str(2 * WAVE)),  # two whole waves: the last one is full
+        ("scale_stride", "200"),  # less than a wave, more CTAs than SMs: GA101's business
+        ("scale_tail", str(10 * WAVE + 264)),  # 10.25 waves: 792 / 11616 = 6.8 % idle
+    ],
+)
+def test_silent_launches(kernel: str, grid: str | None):
+    _, found = ga102(kernel, grid)
+    assert found == []
+
+
+def test_min_tail_idle_is_honoured():
+    # 10.25 waves: 792 empty slots of 11 x 1056 = 6.8 %: below 10 %, above 5 %
+    _, (f,) = ga102("scale_tail", str(10 * WAVE + 264), min_tail_idle=0.05)
+    assert ev(f)["tail_idle"] == round(792 / (11 * WAVE), 4)
+    assert f.estimated_speedup.speedup == round(11 / 10.25, 3)
+    # 37.5 % idle is below a threshold of 40 %
+    assert ga102("scale_tail", min_tail_idle=0.4)[1] == []
+
+
+def test_min_ctas_per_sm_is_honoured():
+    # 200 CTAs is at least one per SM: silent by default, a small grid under 2 per SM
+    (f,) = ga102("scale_stride", "200", min_ctas_per_sm=2)[1]
+    e = ev(f)
+    assert e["ctas_per_sm"] == round(200 / SMS, 4)
+    thr = next(x for x in f.evidence if x.metric == "ctas_per_sm")
+    assert (thr.threshold, thr.op) == (2.0, "<")
+    assert "SMs have no work" not in f.message  # every SM has one
+    assert f.estimated_speedup.speedup == round(SMS / 200, 3)
+    # a quarter CTA per SM: 66 CTAs are enough
+    assert ga102("scale_small_grid", min_ctas_per_sm=0.25)[1] == []
