@@ -1,0 +1,153 @@
+"""GA101 occupancy-limited (nvcc, no GPU, the H100 model): a shared-memory limit (the occupancy
+case) and a register limit (the spills case's ``moments``), each with the occupancy worked out by
+hand from the rules of NVIDIA's occupancy calculator (cuda_occupancy.h), the launches that must
+stay silent, both options, the estimate and the variants (and that they lift the limit).
+
+The H100 (sm_90) numbers used: 132 SMs, 64 warps and 32 blocks per SM, 65536 registers per SM
+in 4 sub-partitions allocated per warp in units of 256, 233472 B (228 KB) of shared memory per
+SM allocated per block in units of 128 B with 1024 B reserved per block.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rulekit import KERNELS, analyze, ev, run_rule
+
+from gpuadvise.model import occupancy as occ
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+LUT = KERNELS / "occupancy" / "occupancy.cu"
+SPILLS = KERNELS / "spills" / "spills.cu"
+
+
+def ga101(source: Any, kernel: str, launch: dict[str, Any] | None = None, **options: Any) -> Any:
+    a = analyze(source, kernel, trace=False, **(launch or {}))
+    return a, run_rule(a, "GA101", **options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared memory: lut_big stages a 48 KB table per 128-thread block
+
+
+def test_lut_big_is_limited_by_shared_memory():
+    a, (f,) = ga101(LUT, "lut_big")
+    assert a.kernel.resources.static_smem_bytes == 12288 * 4 == 49152
+    # per block: 49152 + 1024 reserved = 50176 B (a multiple of 128); 233472 // 50176 = 4 blocks
+    # of 4 warps = 16 of 64 warps
+    assert 233472 // (49152 + 1024) == 4
+    assert "void lut_big(" in LUT.read_text().splitlines()[f.line - 1]
+    e = ev(f)
+    assert e["occupancy"] == 0.25 and e["active_warps_per_sm"] == 16
+    assert e["limiter"] == "shared_memory"
+    thr = next(x for x in f.evidence if x.metric == "occupancy")
+    assert (thr.threshold, thr.op) == (0.5, "<")
+    # the best step: blocks of 512 threads (16 warps) x the same 4 blocks = 64 warps, 100 %
+    # (1024 threads: 2 blocks by the warp limit, also 64 warps)
+    assert e["next_step_block_size"] == 512 and e["next_step_occupancy"] == 1.0
+    # case.toml: ceil(1081344 / 512) = 2112 CTAs, 4 x 132 = 528 per wave: 4 waves
+    assert e["waves"] == 4.0
+    assert "occupancy 25% (16 of 64 warps per SM, 4 block(s)), limited by shared memory" in (
+        f.message
+    )
+    # the other way: 5 blocks need (233472 // 5) // 128 * 128 - 1024 = 45568 B per block,
+    # 20 warps (31 %)
+    assert (233472 // 5) // 128 * 128 - 1024 == 45568
+    assert "use a block of 512, 1024 threads (100%)" in f.message
+    assert "use at most 45568 bytes of shared memory per block" in f.message and "(31%)" in (
+        f.message
+    )
+
+
+def test_lut_big_estimate_saturates_at_half_occupancy():
+    _, (f,) = ga101(LUT, "lut_big")
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    assert est.speedup == 2.0  # min(1.0, 0.5) / min(0.25, 0.5)
+    assert est.inputs == {
+        "occupancy_before": 0.25,
+        "occupancy_after": 1.0,
+        "saturation_occupancy": 0.5,
+    }
+    _, (g,) = ga101(LUT, "lut_big", saturation_occupancy=1.0)
+    assert g.estimated_speedup.speedup == 4.0  # 1.0 / 0.25
+
+
+def test_lut_big_variant_is_a_block_size_launch_covering_the_same_threads():
+    a, (f,) = ga101(LUT, "lut_big")
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.diff is None and not v.nvcc_flags
+    # 2112 CTAs x 128 threads = 528 x 512
+    assert v.launch == {"block": [512, 1, 1], "grid": [528, 1, 1]}
+    assert 528 * 512 == a.waves.total_ctas * 128
+    # the launch it proposes reaches 100 % and silences the rule
+    b, found = ga101(LUT, "lut_big", {"block": "512", "grid": "528"})
+    assert b.occupancy.occupancy == 1.0 and found == []
+
+
+def test_lut_small_is_silent():
+    a, found = ga101(LUT, "lut_small")
+    # 8 KB + 1 KB per block: 25 blocks by shared memory, 16 by the warps: 64 warps
+    assert a.occupancy.occupancy == 1.0 and found == []
+
+
+def test_max_occupancy_is_honoured():
+    assert ga101(LUT, "lut_big", max_occupancy=0.25)[1] == []  # 0.25 is not below 0.25
+    (f,) = ga101(LUT, "lut_big", max_occupancy=0.26)[1]
+    assert next(x for x in f.evidence if x.metric == "occupancy").threshold == 0.26
+
+
+def test_a_grid_of_one_partial_wave_is_silent():
+    # 100 CTAs < 528 per wave: every CTA is resident at once, more room per SM runs nothing
+    a, found = ga101(LUT, "lut_big", {"grid": "100"})
+    assert a.occupancy.occupancy == 0.25 and found == []
+    # one CTA more than a wave: reported
+    assert len(ga101(LUT, "lut_big", {"grid": "529"})[1]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Registers: moments keeps 32 running sums in 48 registers per thread
+
+
+def test_moments_is_limited_by_registers():
+    # 48 registers x 32 lanes = 1536 per warp (a multiple of 256): 16384 // 1536 = 10 warps per
+    # sub-partition, 40 per SM = 5 blocks of 8 warps: 62.5 %. 40 registers: 1280 per warp,
+    # 12 x 4 = 48 warps, 6 blocks: 75 %. 41 to 47 registers round up to 1536 again.
+    assert (16384 // 1536) * 4 == 40 and (16384 // 1280) * 4 == 48
+    a, found = ga101(SPILLS, "moments", {"grid": "1320"}, max_occupancy=0.7)
+    assert a.kernel.resources.registers == 48
+    (f,) = found
+    e = ev(f)
+    assert e["occupancy"] == 0.625 and e["active_warps_per_sm"] == 40
+    assert e["limiter"] == "registers"
+    assert e["next_step_registers"] == 40 and e["next_step_occupancy"] == 0.75
+    assert e["waves"] == 2.0  # 1320 CTAs, 5 x 132 = 660 per wave
+    # no block size does better with 48 registers: 40 warps is the register limit
+    assert "next_step_block_size" not in e
+    # 0.625 and 0.75 are both above the saturation point of 0.5: no gain predicted
+    assert f.estimated_speedup.kind == "upper-bound" and f.estimated_speedup.speedup == 1.0
+    (g,) = ga101(SPILLS, "moments", {"grid": "1320"}, max_occupancy=0.7, saturation_occupancy=1)[1]
+    assert g.estimated_speedup.speedup == round(0.75 / 0.625, 3) == 1.2
+
+
+def test_moments_register_variant_compiles_to_the_promised_occupancy():
+    a, (f,) = ga101(SPILLS, "moments", {"grid": "1320"}, max_occupancy=0.7)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified"
+    assert v.nvcc_flags == ("-maxrregcount=40",) and v.diff is None and v.launch is None
+    assert "__launch_bounds__(256, 6)" in v.description  # 48 warps / 8 per block
+    b, found = ga101(SPILLS, "moments", {"grid": "1320", "maxrregcount": 40}, max_occupancy=0.7)
+    assert b.kernel.resources.registers <= 40
+    assert b.occupancy.active_warps_per_sm == 48 and found == []
+    k = occ.KernelResources(threads_per_block=256, regs_per_thread=40)
+    assert occ.max_active_blocks(b.device, k).active_blocks_per_sm == 6
+
+
+def test_moments_is_silent_by_default_and_in_one_wave():
+    # 62.5 % is above the default 50 %
+    assert ga101(SPILLS, "moments", {"grid": "1320"})[1] == []
+    # spills case.toml: 660 CTAs, exactly one wave at 5 blocks per SM
+    a, found = ga101(SPILLS, "moments", max_occupancy=0.7)
+    assert a.waves.total_ctas == a.waves.ctas_per_wave == 660 and found == []
