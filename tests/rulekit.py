@@ -9,6 +9,7 @@ names the older rule tests import.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,3 +75,25 @@ def run_rule(
 def ev(f: R.Finding) -> dict[str, Any]:
     """A finding's evidence, metric -> value."""
     return {e.metric: e.value for e in f.evidence}
+
+
+def kernel_case(
+    folder: Path,
+    code: str,
+    kernel: str,
+    *,
+    grid: int = 4,
+    block: int = 256,
+    n: int = 1024,
+) -> Path:
+    """``folder/k.cu`` holding ``code`` and a case.toml beside it launching ``kernel`` with the
+    reduction signature ``(const int* in, int* out, unsigned n)``: ``in`` int[n] (random),
+    ``out`` int[grid] (zeros). Returns the .cu path."""
+    src = folder / "k.cu"
+    src.write_text(textwrap.dedent(code))
+    (folder / "case.toml").write_text(
+        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = {grid}\nblock = {block}\nseed = 1\n\n'
+        f'[args]\nn = {n}\n\n[buffers]\nin = "int[n]"\n'
+        f'out = {{ type = "int", count = {grid}, fill = "zeros" }}\n'
+    )
+    return src
