@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.gate.core import Environment, GateCase, MetricValue, TimingSamples
+from gpuadvise.gate.core import STATIC_METRICS, Environment, GateCase, MetricValue, TimingSamples
 
 H100_ENV = Environment(
     toolchain="13.2", static_model="H100 (sm_90)", device="NVIDIA H100 80GB HBM3", driver="570.1"
@@ -26,6 +26,9 @@ ALL_STATIC = {
     "global_excess_sectors": 2000.0,
     "l2_hit_rate": 0.8,
 }
+# every static metric the gate knows, no other: a metric added to the gate must get a value here
+# (else the fakes would silently never report it, and no test would compare it)
+assert set(ALL_STATIC) == set(STATIC_METRICS), sorted(set(ALL_STATIC) ^ set(STATIC_METRICS))
 
 
 def samples(median: float, noise: float, n: int, seed: int = 0) -> tuple[float, ...]:
@@ -67,14 +70,20 @@ class FakeProvider:
 
 
 _GATE_LINE = re.compile(r"//\s*gate:(.*)")
+_SOURCE_KEYS = frozenset(STATIC_METRICS) | {"time_ms", "noise"}
 
 
 def source_values(path: Path) -> dict[str, float]:
-    """``// gate: registers=40 time_ms=1.1`` comments of a kernel source, merged."""
+    """``// gate: registers=40 time_ms=1.1`` comments of a kernel source, merged. A key that is
+    neither a static metric nor ``time_ms``/``noise`` (a typo) raises ValueError."""
     out: dict[str, float] = {}
     for m in _GATE_LINE.finditer(path.read_text()):
         for pair in m.group(1).split():
-            k, _, v = pair.partition("=")
+            k, eq, v = pair.partition("=")
+            if not eq or k not in _SOURCE_KEYS:
+                raise ValueError(
+                    f"{path}: `// gate:` entry {pair!r} is not one of {sorted(_SOURCE_KEYS)}"
+                )
             out[k] = float(v)
     return out
 
