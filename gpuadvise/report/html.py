@@ -345,7 +345,7 @@ def l2_chart(l2: Mapping[str, Any]) -> BarChart:
     orders = list(l2.get("orders") or [])
     best = l2.get("best") or {}
     label_w, bar_w, row_h, top = 120, 260, 26, 8
-    width = label_w + bar_w + 150
+    width = label_w + bar_w + 200
     bars = []
     for i, o in enumerate(orders):
         name = str(o["order"]) + ("" if o.get("n") is None else f" N={o['n']}")
@@ -387,7 +387,7 @@ def waves_chart(w: Mapping[str, Any]) -> WaveChart:
     compressed = len(fills) > 64
     if compressed:
         fills = [1.0] * 63 + [last if last > 0 else 1.0]
-    col, gap, h, top = 10, 2, 44, 4
+    col, gap, h, top = max(10, min(36, 480 // max(len(fills), 1))), 2, 44, 4
     width = max(len(fills) * (col + gap), 60)
     bars = tuple(
         Bar(
@@ -627,8 +627,10 @@ def source_view(
     scope = f" over {emu['ctas_traced']:,} traced CTAs" if emu.get("ctas_traced") else ""
 
     sass_top = max((sum(m["count"] for m in v) for v in sass.values()), default=0)
-    sh_top = max((v[0] - v[1] for v in shared.values()), default=0.0)
-    gl_top = max((v[0] - v[1] for v in glob.values()), default=0.0)
+    # the excess is coloured against the busiest line's traffic: a few extra sectors on a busy
+    # line stay pale, most of a busy line's sectors being excess is dark
+    sh_top = max((v[0] for v in shared.values()), default=0.0)
+    gl_top = max((v[0] for v in glob.values()), default=0.0)
 
     files = sorted(
         {k[0] for k in (*sass, *shared, *glob, *marks)} | ({main} if main else set()),
@@ -789,6 +791,11 @@ def _finding_view(f: Mapping[str, Any], index: int, scale: _SpeedScale,
         "estimate_method": (est or {}).get("method") or "",
         "estimate_inputs": [(k, _num(v)) for k, v in ((est or {}).get("inputs") or {}).items()],
         "measured": _measured_label(m),
+        "speed": (
+            f"{float(m['speedup']):.2f}× {'proxy-' if m.get('kind') == 'proxy' else ''}measured"
+            if m
+            else _estimate_label(est)
+        ),
         "measured_ms": (
             f"{m['baseline_ms']:.4f} ms → {m['variant_ms']:.4f} ms"
             + (f", {m['samples']} samples" if m.get("samples") else "")
@@ -843,6 +850,7 @@ def _env() -> jinja2.Environment:
     env.filters["mib"] = _mib
     env.filters["dims"] = _dims
     env.filters["rel"] = _rel
+    env.filters["basename"] = lambda loc: os.path.basename(loc) if loc else "launch"
     return env
 
 

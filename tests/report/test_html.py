@@ -557,13 +557,21 @@ def test_findings_are_ranked_with_evidence_estimate_measurement_diff_and_trials(
     trials = Dom.find(Dom.find(items[0], "table", "trials")[0], "tr")
     assert len(trials) == 3 and "outputs differ" in Dom.text(trials[2])
     assert "not measured" in Dom.text(items[1]) and "~1.10×" in Dom.text(items[1])
-    assert not Dom.find(items[2], "svg")  # no estimate, no measurement: no bar
+    # the ranking at the top: one row per finding, linked to its card and its line
+    rows = [dom.by_id(f"rank-{i}") for i in (1, 2, 3)]
+    assert [Dom.text(Dom.find(r, "td")[3]) for r in rows] == [
+        "1.42× measured",
+        "~1.10× (estimate)",
+        "not estimated",
+    ]
+    assert Dom.find(rows[0], "a")[0]["attrs"]["href"] == "#finding-1"
+    assert Dom.find(rows[0], "a")[1]["attrs"]["href"] == "#L0-5"
+    assert not Dom.find(rows[2], "svg")  # no estimate, no measurement: no bar
 
 
 def test_the_measured_bar_shows_its_interval_on_the_common_scale() -> None:
     dom = Dom(render())
-    items = Dom.find(dom.by_id("findings"), "li", "finding")
-    svg = Dom.find(items[0], "svg", "speedup")[0]
+    svg = Dom.find(dom.by_id("rank-1"), "svg", "speedup")[0]
     bar = Dom.find(svg, "rect", "speedbar")[0]
     assert "estimate" not in bar["attrs"]["class"]
     ci = [n for n in Dom.find(svg, "line", "ci")]
@@ -574,7 +582,7 @@ def test_the_measured_bar_shows_its_interval_on_the_common_scale() -> None:
     one = float(Dom.find(svg, "line", "one")[0]["attrs"]["x1"])
     assert float(bar["attrs"]["x"]) == pytest.approx(one)
     # the second finding's estimate (1.10x) is drawn on the same scale: a shorter, dashed bar
-    svg2 = Dom.find(items[1], "svg", "speedup")[0]
+    svg2 = Dom.find(dom.by_id("rank-2"), "svg", "speedup")[0]
     bar2 = Dom.find(svg2, "rect", "speedbar")[0]
     assert "estimate" in bar2["attrs"]["class"]
     assert float(bar2["attrs"]["width"]) < float(bar["attrs"]["width"])
@@ -594,6 +602,10 @@ def test_source_view_marks_findings_and_colours_the_columns() -> None:
     assert sass.startswith("2") and "LDG.E" in sass and "STS" in sass
     assert shared == "16,896 / 8,448 2.00×" and glob == "135,168 / 33,792 4.00×"
     assert all("background" in c["attrs"].get("style", "") for c in cells)
+    # the excess against the busiest line: 3/4 of line 5's sectors, 1/2 of its wavefronts
+    assert f"background:{H.heat_colour(0.75)[0]}" in cells[2]["attrs"]["style"]
+    assert f"background:{H.heat_colour(0.5)[0]}" in cells[1]["attrs"]["style"]
+    assert f"background:{H.heat_colour(1.0)[0]}" in cells[0]["attrs"]["style"]  # most SASS
     # line 7's stores are ideal: a number, no heat
     glob7 = Dom.find(dom.by_id("L0-7"), "td", "m")[2]
     assert Dom.text(glob7) == "33,792 / 33,792 1.00×" and "style" not in glob7["attrs"]
@@ -694,21 +706,21 @@ def test_gate_page_shows_every_case_and_verdict() -> None:
     rows = {
         Dom.text(Dom.find(r, "td")[0]).split()[0]: r
         for r in Dom.find(cases["reduce<256>"], "tr")
-        if r["attrs"].get("class", "").startswith("v-")
+        if r["attrs"].get("class", "").startswith("row-")
     }
-    assert rows["registers"]["attrs"]["class"] == "v-regression"
+    assert rows["registers"]["attrs"]["class"] == "row-regression"
     assert "✗ regression" in Dom.text(rows["registers"])
-    assert rows["time"]["attrs"]["class"] == "v-ambiguous"
+    assert rows["time"]["attrs"]["class"] == "row-ambiguous"
     assert not Dom.find(rows["time"], "svg")  # too few samples: no interval to draw
     timed = [r for r in Dom.find(cases["scan"], "tr") if "a/b" in Dom.text(r)][0]
-    assert timed["attrs"]["class"] == "v-regression"
+    assert timed["attrs"]["class"] == "row-regression"
     svg = Dom.find(timed, "svg", "change")[0]  # the change with its interval and thresholds
     lines = Dom.find(svg, "line", "ci")
     point = float(Dom.find(svg, "circle", "pt")[0]["attrs"]["cx"])
     zero = float(Dom.find(svg, "line", "one")[0]["attrs"]["x1"])
     assert zero < float(lines[0]["attrs"]["x1"]) < point < float(lines[0]["attrs"]["x2"])
     assert len(Dom.find(svg, "line", "nowline")) == 2  # the threshold either side
-    assert rows["spill_bytes"]["attrs"]["class"] == "v-same"  # folded, still there
+    assert rows["spill_bytes"]["attrs"]["class"] == "row-same"  # folded, still there
     assert "stored timings were recorded with driver 570.1" in Dom.text(dom.by_id("warnings"))
     assert "NVIDIA H100 80GB HBM3" in Dom.text(dom.by_id("environment"))
 
