@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -469,7 +469,7 @@ def _speedup_bar(f: Mapping[str, Any], scale: _SpeedScale) -> SpeedupBar | None:
         if est is not None:
             title += f"; estimated {float(est):.2f}×"
     else:
-        s = float(est)
+        s = float(est or 0.0)
         ci = None
         title = f"estimated {s:.2f}× (not measured)"
     x = scale.x(s)
@@ -649,11 +649,9 @@ def source_view(
         shown: set[int] = set()
         if text is None:
             note = "the source file is not readable here: only the lines with data are shown"
-            text_of: Callable[[int], str] = lambda n, p=path: snippets.get((p, n), "")  # noqa: E731
             shown = set(data_lines)
             last = max(data_lines, default=0)
         else:
-            text_of = lambda n, t=text: t[n - 1] if 0 < n <= len(t) else ""  # noqa: E731
             last = len(text)
             if path == main and kernel.get("name"):
                 rng = _kernel_range(text, str(kernel["name"]))
@@ -664,7 +662,8 @@ def source_view(
         rows: list[SourceRow] = []
         prev = 0
         for n in sorted(x for x in shown if 0 < x <= max(last, 1)):
-            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=text_of(n))
+            code = text[n - 1] if text and n <= len(text) else snippets.get((path, n), "")
+            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=code)
             row.gap_before = n - prev - 1 if prev else 0
             prev = n
             k = (path, n)

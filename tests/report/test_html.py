@@ -747,3 +747,63 @@ def test_templates_are_package_data() -> None:
     assert {"analysis.html.j2", "gate.html.j2", "_macros.html.j2", "_style.css"} <= names
     text = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^\s*"jinja2>=', text, flags=re.M)
+
+
+GATE_CONFIG = """\
+[gate]
+baseline = "ci/gate-baseline.json"
+
+[[gate.cases]]
+name = "scale"
+source = "kernels/scale.cu"
+kernel = "scale"
+grid = 64
+block = 256
+args = { n = 16384 }
+metrics = ["registers", "spill_bytes", "occupancy", "time"]
+"""
+
+GATE_KERNEL = """\
+// gate: registers={regs} spill_bytes=0 occupancy=0.5 time_ms={time}
+
+__global__ void scale(float* out, const float* in, int n)
+{{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * in[i];
+}}
+"""
+
+
+def test_gate_command_writes_the_page_beside_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gate_fakes import SourceProvider
+
+    from gpuadvise.cli.gate import gate_command
+
+    (tmp_path / "gpuadvise.toml").write_text(GATE_CONFIG)
+    kernel = tmp_path / "kernels" / "scale.cu"
+    kernel.parent.mkdir()
+    kernel.write_text(GATE_KERNEL.format(regs=32, time=1.0))
+    assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=tmp_path) == 0
+    kernel.write_text(GATE_KERNEL.format(regs=40, time=1.3))
+    capsys.readouterr()
+    page = tmp_path / "out" / "gate.html"
+    code = gate_command(provider=SourceProvider(), cwd=tmp_path, formats=[f"html={page}"])
+    assert code == 1
+    assert "FAILED" in capsys.readouterr().out  # the terminal table still goes to stdout
+    text = page.read_text(encoding="utf-8")
+    assert external_references(text) == []
+    dom = Dom(text)
+    assert Dom.text(dom.by_id("status")).startswith("FAILED: 2 regression")
+    (case,) = [n for n in dom.all if n["attrs"].get("data-case") == "scale"]
+    assert "kernels/scale.cu:3" in Dom.text(case)  # the kernel's __global__ line
+    rows = {
+        Dom.text(Dom.find(r, "td")[0]).split()[0]: r
+        for r in Dom.find(case, "tr")
+        if r["attrs"].get("class", "").startswith("row-")
+    }
+    assert rows["registers"]["attrs"]["class"] == "row-regression"
+    assert rows["time"]["attrs"]["class"] == "row-regression"
+    assert Dom.find(rows["time"], "svg", "change")  # stored samples: the change's interval
+    assert rows["spill_bytes"]["attrs"]["class"] == "row-same"
