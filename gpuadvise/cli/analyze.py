@@ -19,8 +19,8 @@ def run_analyze(
     tracer: str = "auto",
     write_variants: str | None = None,
 ) -> int:
-    """``fmt``: text or json (the whole analysis), sarif, junit, github or markdown (the findings,
-    for CI systems); ``output``: write it to this file instead of stdout."""
+    """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the
+    findings, for CI systems); ``output``: write it to this file instead of stdout."""
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.errors import UsageError
 
@@ -47,6 +47,10 @@ def run_analyze(
             from gpuadvise.report.json_report import analyze_json, dumps
 
             text = dumps(analyze_json(result, checked))
+        elif fmt == "html":
+            from gpuadvise.report.html import analysis_html
+
+            text = analysis_html(result, checked)
         else:
             from gpuadvise.report.findings_formats import render_findings
 

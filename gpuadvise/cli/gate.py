@@ -43,9 +43,9 @@ __all__ = [
     "render",
 ]
 
-FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
+FORMATS = ("text", "json", "sarif", "junit", "github", "markdown", "html")
 # Formats that must be the only thing on stdout to stay parseable.
-_EXCLUSIVE = {"json", "sarif", "junit", "markdown"}
+_EXCLUSIVE = {"json", "sarif", "junit", "markdown", "html"}
 
 
 def gate_options(f: Any) -> Any:
@@ -105,9 +105,10 @@ def gate_options(f: Any) -> Any:
             "formats",
             metavar="FMT[=FILE]",
             multiple=True,
-            help="Output: text, json, sarif, junit, github (workflow annotations) or markdown "
-            "(a summary for $GITHUB_STEP_SUMMARY). Repeat for several; FMT=FILE writes that one "
-            "to FILE (appended when FILE is $GITHUB_STEP_SUMMARY). Default: text.",
+            help="Output: text, json, sarif, junit, github (workflow annotations), markdown "
+            "(a summary for $GITHUB_STEP_SUMMARY) or html (one self-contained page). Repeat for "
+            "several; FMT=FILE writes that one to FILE (appended when FILE is "
+            "$GITHUB_STEP_SUMMARY). Default: text.",
         ),
         click.option(
             "--output",
@@ -231,6 +232,7 @@ def gate_markdown(result: GateResult) -> str:
 def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
     """``result`` in one of :data:`FORMATS`."""
     from gpuadvise.gate import core as g
+
     if fmt == "text":
         from gpuadvise.report.gate_text import render_gate_text
 
@@ -239,6 +241,10 @@ def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
         return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
     if fmt == "markdown":
         return gate_markdown(result)
+    if fmt == "html":
+        from gpuadvise.report.html import gate_html
+
+        return gate_html(result)
     items = g.report_items(result)
     if fmt == "sarif":
         from gpuadvise.report.sarif import sarif_dumps, sarif_log

@@ -231,10 +231,11 @@ def _rule_options(f: Any) -> Any:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "sarif", "junit", "github", "markdown"]),
+    type=click.Choice(["text", "json", "html", "sarif", "junit", "github", "markdown"]),
     default="text",
     show_default=True,
-    help="text/json: the whole analysis; sarif/junit/github/markdown: the findings, for CI.",
+    help="text/json/html: the whole analysis (html: one self-contained page); "
+    "sarif/junit/github/markdown: the findings, for CI.",
 )
 @click.option("--output", "-o", metavar="FILE", help="Write the --format output to FILE.")
 @click.option(
