@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from gpuadvise.gate.core import GateCase, GateConfig, compare_timed
+from gpuadvise.gate.compare import compare_timed
+from gpuadvise.gate.config import GateCase, GateConfig
 from gpuadvise.gate.metrics import LiveProvider
 
 ROOT = Path(__file__).resolve().parents[1]
