@@ -116,6 +116,8 @@ def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
                 fh.write(text)
         else:
             write_atomic(path.resolve() if path.is_symlink() else path, text)
+    except BrokenPipeError:
+        raise  # a reader that went away (| head): the CLI ends quietly
     except OSError as err:
         raise UsageError(
             f"cannot write {path} ({err.strerror or err})", "choose a writable location"
