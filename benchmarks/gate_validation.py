@@ -3,7 +3,7 @@
 - 20 A/A runs (the same copy kernel as baseline and candidate, timed A/B interleaved): no regression.
 - A planted 10% slowdown (the candidate copies 10% more elements; same buffers): caught 20/20.
 - A 2% change: "same" or "ambiguous" at the default 5% threshold, 20 runs.
-Each run goes through the real provider (gpuadvise.gate.metrics) and gpuadvise.gate.core.compare_timed.
+Each run goes through the real provider (gpuadvise.gate.metrics) and gpuadvise.gate.compare.compare_timed.
 Usage: python benchmarks/gate_validation.py [--runs 20] [--json OUT]
 """
 
@@ -15,7 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from gpuadvise.gate.core import GateCase, GateConfig, compare_timed
+from gpuadvise.gate.compare import compare_timed
+from gpuadvise.gate.config import GateCase, GateConfig
 from gpuadvise.gate.metrics import LiveProvider
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,6 +6,37 @@ Every error a user can cause is a :class:`GpuAdviseError`. The CLI turns it into
 
 from __future__ import annotations
 
+import re
+
+# Input echoed into a message is shown up to this many characters, then its length.
+ECHO_LIMIT = 80
+# A quoted value ('...' or "..." as repr() writes it: the quote opens after a space, bracket or =
+# and closes before a space, punctuation or the end) longer than ECHO_LIMIT ...
+_QUOTED = re.compile(
+    r"""(?:(?<=^)|(?<=[\s(\[{=:,]))(['"])((?:(?!\1)[^\n]){"""
+    + str(ECHO_LIMIT + 1)
+    + r""",})(?<!…)\1(?=$|[\s)\]},;:.!?])"""
+)
+# ... and any run without whitespace longer than this (a path may well exceed ECHO_LIMIT).
+_RUN_LIMIT = 200
+_RUN = re.compile(r"\S{" + str(_RUN_LIMIT + 1) + ",}")
+
+
+def cap_echoes(text: str) -> str:
+    """``text`` with long echoed input shortened: a quoted value longer than :data:`ECHO_LIMIT`
+    characters, or an unbroken run longer than 200, keeps its first :data:`ECHO_LIMIT`
+    characters and says how long it was (``'xxxx…' (5000 characters)``)."""
+
+    def quoted(m: re.Match[str]) -> str:
+        q, body = m.group(1), m.group(2)
+        return f"{q}{body[:ECHO_LIMIT]}…{q} ({len(body)} characters)"
+
+    def run(m: re.Match[str]) -> str:
+        body = m.group(0)
+        return f"{body[:ECHO_LIMIT]}… ({len(body)} characters)"
+
+    return _RUN.sub(run, _QUOTED.sub(quoted, text))
+
 
 class GpuAdviseError(Exception):
     """Base class. ``message`` says what is wrong; ``hint`` says how to fix it."""
@@ -18,10 +49,11 @@ class GpuAdviseError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
+        """``message; hint`` on one line, with long echoed input capped (:func:`cap_echoes`)."""
         text = self.message.rstrip(".")
         if self.hint:
             text += f"; {self.hint}"
-        return " ".join(text.split())
+        return cap_echoes(" ".join(text.split()))
 
 
 class UsageError(GpuAdviseError):

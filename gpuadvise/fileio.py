@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["folder_write_problem", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = False) -> None:
@@ -19,12 +19,17 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
 
     The bytes go to a temporary file in the same folder (same file system), then are renamed over
     ``path`` with :func:`os.replace` (atomic on POSIX and Windows). If anything fails before the
-    rename, the temporary file is removed and ``path`` is untouched. ``durable``: fsync the file
+    rename, the temporary file and any folder made for it are removed, and ``path`` is untouched
+    (a missing folder is created). ``durable``: fsync the file
     and its folder too (baselines a CI job commits), at some cost in time.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    made = _make_folders(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except BaseException:
+        _remove_folders(made)
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
@@ -37,6 +42,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        _remove_folders(made)
         raise
     if durable:
         with contextlib.suppress(OSError, AttributeError):  # make the rename durable (POSIX)
@@ -45,3 +51,48 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; returns those created, deepest first."""
+    missing: list[Path] = []
+    here = folder
+    while not here.exists() and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        _remove_folders(missing)
+        raise
+    return missing
+
+
+def _remove_folders(folders: list[Path]) -> None:
+    """Remove folders :func:`_make_folders` created (deepest first), where they are still empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def folder_write_problem(folder: str | os.PathLike[str]) -> str | None:
+    """Why files cannot be written into ``folder`` now (``"/x is not a folder"``, ``"cannot
+    create files in /x (Read-only file system)"``), or None when they can.
+
+    A missing ``folder`` is judged by its nearest existing parent (where it would be created).
+    The check creates a temporary file there and removes it: permissions, read-only file systems
+    and immutable folders all show, and nothing is left behind.
+    """
+    here = Path(folder)
+    while not here.exists() and not here.is_symlink() and here.parent != here:
+        here = here.parent
+    if not here.is_dir():
+        return f"{here} is not a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=here, prefix=".gpuadvise-probe-", suffix=".tmp")
+    except OSError as err:
+        return f"cannot create files in {here} ({err.strerror or err})"
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return None

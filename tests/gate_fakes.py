@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.gate.core import STATIC_METRICS, Environment, GateCase, MetricValue, TimingSamples
+from gpuadvise.gate.config import GateCase
+from gpuadvise.gate.provider import Environment, MetricValue, TimingSamples
+from gpuadvise.gate.thresholds import STATIC_METRICS
 
 H100_ENV = Environment(
     toolchain="13.2", static_model="H100 (sm_90)", device="NVIDIA H100 80GB HBM3", driver="570.1"

@@ -25,6 +25,7 @@ interval does not lie above 1.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import tempfile
@@ -263,17 +264,75 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_") or "variant"
 
 
-def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Path]:
-    """``--write-variants DIR``: every candidate variant of every finding, as files a user can
-    build: the patched source and its diff, a proxy's kernels and launch specs, or the compile
-    flags; and ``variant.json`` (the variant, with its measurement when there is one). One folder
-    per candidate, ``<kernel>-<rule>-L<line>[-<label>]``. Returns the folders written."""
+def analysis_inputs(opts: KernelOptions) -> tuple[Path, ...]:
+    """The files an analysis of ``opts`` reads (the source, its spec, the spec's source), which
+    nothing it writes may replace."""
+    from gpuadvise.spec.kernel_spec import find_spec_for, load_spec
+
+    found: list[Path] = []
+    if opts.source:
+        found.append(Path(opts.source))
+    spec: Path | None = Path(opts.spec) if opts.spec else None
+    if spec is None and opts.source:
+        try:
+            spec = find_spec_for(opts.source, opts.kernel)
+        except (GpuAdviseError, OSError):
+            spec = None  # the analysis reports a broken spec itself
+    if spec is not None:
+        found.append(spec)
+        try:
+            named = load_spec(spec).get("source")
+        except (GpuAdviseError, OSError):
+            named = None
+        if named is not None:
+            found.append(Path(named))
+    return tuple(dict.fromkeys(p.resolve() for p in found))
+
+
+def check_variants_folder(folder: str | Path) -> None:
+    """Refuse (one-line UsageError) a ``--write-variants`` folder that cannot be written, before
+    the analysis runs: a file, a read-only file system, an immutable or unwritable folder."""
+    from gpuadvise.errors import UsageError
+    from gpuadvise.fileio import folder_write_problem
+
+    text = str(folder)
+    if not text.strip():
+        raise UsageError("--write-variants is empty", "name a folder, or leave the option out")
+    problem = folder_write_problem(folder)
+    if problem is not None:
+        raise UsageError(
+            f"cannot write variants to {text}: {problem}",
+            "choose a writable folder for --write-variants",
+        )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    import os
+
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except (OSError, RuntimeError):
+        return False
+
+
+def _written_by_us(folder: Path) -> bool:
+    """Whether ``folder`` holds a variant gpuadvise wrote (a ``variant.json`` of ours)."""
+    import json
+
+    try:
+        doc = json.loads((folder / "variant.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "finding" in doc and "trial" in doc
+
+
+def _variant_files(run: Any, opts: KernelOptions, root: Path) -> list[tuple[Path, str]]:
+    """Every file ``write_variants`` writes, with its text, in order (nothing written yet)."""
     import json
 
     from gpuadvise.source.patch import apply_unified_diff
 
-    root = Path(folder)
-    written: list[Path] = []
+    files: list[tuple[Path, str]] = []
     for f in run.findings:
         if f.variant is None or f.is_error:
             continue
@@ -285,13 +344,14 @@ def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Pa
             if c.label:
                 name += f"-{c.label}"
             d = root / _slug(name)
-            d.mkdir(parents=True, exist_ok=True)
             if c.diff and opts.source:
                 src = Path(opts.source)
-                (d / src.name).write_text(apply_unified_diff(src.read_text(), c.diff))
-                (d / "fix.diff").write_text(c.diff)
+                files.append((d / src.name, apply_unified_diff(src.read_text(), c.diff)))
+                files.append((d / "fix.diff", c.diff))
             if c.proxy is not None:
-                write_proxy(c.proxy, d)
+                files.append((d / "proxy.cu", c.proxy.source))
+                files.append((d / "before.toml", c.proxy.spec_before))
+                files.append((d / "after.toml", c.proxy.spec_after))
             info = c.to_dict()
             info.pop("alternatives", None)
             if c.proxy is not None:
@@ -300,6 +360,68 @@ def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Pa
             t = trials.get(c.label)
             info["trial"] = None if t is None else t.to_dict()
             info["finding"] = {"rule": f.rule, "line": f.line, "message": f.message}
-            (d / "variant.json").write_text(json.dumps(info, indent=2) + "\n")
-            written.append(d)
+            files.append((d / "variant.json", json.dumps(info, indent=2) + "\n"))
+    return files
+
+
+def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Path]:
+    """``--write-variants DIR``: every candidate variant of every finding, as files a user can
+    build: the patched source and its diff, a proxy's kernels and launch specs, or the compile
+    flags; and ``variant.json`` (the variant, with its measurement when there is one). One folder
+    per candidate, ``<kernel>-<rule>-L<line>[-<label>]``. Returns the folders written.
+
+    Nothing is written over an input of the analysis (re-analysing a saved variant into the same
+    folder would replace the source being analysed) or over a file gpuadvise did not write (a
+    folder of that name without our ``variant.json``): every file is checked before the first is
+    written, and a refusal is a one-line UsageError. A write that fails removes what this call
+    created.
+    """
+    from gpuadvise.errors import UsageError
+    from gpuadvise.fileio import write_atomic
+
+    root = Path(folder)
+    files = _variant_files(run, opts, root)
+    inputs = analysis_inputs(opts)
+    for path, _ in files:
+        for p in inputs:
+            if _same_file(path, p):
+                raise UsageError(
+                    f"--write-variants would overwrite {path}, an input of this analysis",
+                    "write the variants to another folder",
+                )
+        if path.is_dir() or (path.parent.exists() and not path.parent.is_dir()):
+            raise UsageError(
+                f"--write-variants cannot write {path}: a folder or file is in the way",
+                "write the variants to another folder, or remove it",
+            )
+        if path.exists() and not _written_by_us(path.parent):
+            raise UsageError(
+                f"--write-variants would overwrite {path}, which gpuadvise did not write",
+                "write the variants to an empty folder, or remove that file",
+            )
+    created: list[Path] = []
+    made_dirs: list[Path] = []
+    written: list[Path] = []
+    try:
+        for path, text in files:
+            for parent in reversed((path.parent, *path.parent.parents)):
+                if not parent.exists():
+                    parent.mkdir()
+                    made_dirs.append(parent)
+            existed = path.exists()
+            write_atomic(path, text)
+            if not existed:
+                created.append(path)
+            if path.parent not in written:
+                written.append(path.parent)
+    except OSError as err:
+        for path in created:
+            path.unlink(missing_ok=True)
+        for d in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise UsageError(
+            f"cannot write variants to {root} ({err.strerror or err})",
+            "choose a writable folder for --write-variants",
+        ) from None
     return written

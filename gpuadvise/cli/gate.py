@@ -1,41 +1,32 @@
-"""``gpuadvise gate``: find the configuration, get a baseline, compare, write the reports.
+"""``gpuadvise gate``: the click options, and rendering what :mod:`gpuadvise.gate.run` returns.
 
-The comparisons themselves are :mod:`gpuadvise.gate.core` (pure, provider injected). This module does
-the I/O around them: config discovery, the baseline file, the ``git worktree`` of
-``--baseline-ref``, the kernel's source line for annotations, and the output formats. The click
-options are :func:`gate_options`; the command body is :func:`gate_command`, which returns the exit
-code: 0 no regression, 1 regression (or, with ``--strict``, an ambiguous verdict), 2 a case could
-not be evaluated. Usage and configuration errors raise :class:`~gpuadvise.errors.GpuAdviseError`
-(the CLI turns them into one line and exit code 2).
+The work (the configuration and its checks, the baseline file, the ``git worktree`` of
+``--baseline-ref``, the comparisons) is :mod:`gpuadvise.gate`. :func:`gate_command` returns the
+exit code: 0 no regression, 1 regression (or, with ``--strict``, an ambiguous verdict), 2 a case
+could not be evaluated. Usage and configuration errors raise
+:class:`~gpuadvise.errors.GpuAdviseError` (the CLI turns them into one line and exit code 2).
 
 Only :mod:`click` is imported at module level, so that the CLI can build its help quickly.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.errors import UsageError
 
 if TYPE_CHECKING:
-    from gpuadvise.gate.core import GateCase, GateConfig, GateResult, MetricsProvider
+    from gpuadvise.gate.provider import MetricsProvider
+    from gpuadvise.gate.results import GateResult
 
 __all__ = [
     "FORMATS",
-    "baseline_worktree",
-    "default_provider",
     "gate_command",
     "gate_markdown",
     "gate_options",
@@ -144,6 +135,15 @@ def gate_options(f: Any) -> Any:
             metavar="sm_XY",
             help="Architecture for the static metrics; overrides the config's arch.",
         ),
+        click.option(
+            "--trust-config",
+            "trust_config",
+            is_flag=True,
+            help="Compile with any nvcc flag the configuration and its specs give. Without it, "
+            "flags that can run programs or touch files (-ccbin, -Xcompiler, -o, include "
+            "folders outside the repository ...) are refused: spec and gate files are code. "
+            "Never use it on pull requests from forks.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -187,7 +187,8 @@ def parse_format_targets(
 def gate_markdown(result: GateResult) -> str:
     """The Markdown summary: status, warnings, the rows that matter, the unchanged ones folded."""
     from gpuadvise import __version__
-    from gpuadvise.gate.core import Verdict, gate_table, summary_line
+    from gpuadvise.gate.compare import Verdict
+    from gpuadvise.gate.results import gate_table, summary_line
     from gpuadvise.report.markdown import md_summary
 
     icons = {
@@ -231,7 +232,7 @@ def gate_markdown(result: GateResult) -> str:
 
 def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
     """``result`` in one of :data:`FORMATS`."""
-    from gpuadvise.gate import core as g
+    from gpuadvise.gate.results import report_items, report_rules
 
     if fmt == "text":
         from gpuadvise.report.gate_text import render_gate_text
@@ -245,14 +246,14 @@ def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
         from gpuadvise.report.html import gate_html
 
         return gate_html(result)
-    items = g.report_items(result)
+    items = report_items(result)
     if fmt == "sarif":
         from gpuadvise.report.sarif import sarif_dumps, sarif_log
 
         return sarif_dumps(
             sarif_log(
                 items,
-                rules=g.report_rules(),
+                rules=report_rules(),
                 notifications=result.warnings,
                 automation_id="gpuadvise/gate/",
                 execution_successful=result.exit_code() != 2,
@@ -270,8 +271,8 @@ def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
 
 
 def _emit(result: GateResult, targets: Sequence[tuple[str, Path | None]]) -> None:
-    from gpuadvise.gate.core import write_text_atomic
     from gpuadvise.report import console
+    from gpuadvise.report.output import write_output
 
     to_stdout = [fmt for fmt, dest in targets if dest is None]
     if not (set(to_stdout) & _EXCLUSIVE) and "text" not in to_stdout:
@@ -279,146 +280,8 @@ def _emit(result: GateResult, targets: Sequence[tuple[str, Path | None]]) -> Non
     for fmt, dest in targets:
         if dest is None:
             console.raw(render(result, fmt, color=fmt == "text" and sys.stdout.isatty()))
-            continue
-        text = render(result, fmt)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        try:
-            if summary and dest.resolve() == Path(summary).resolve():
-                with dest.open("a", encoding="utf-8") as fh:
-                    fh.write(text)
-            else:
-                write_text_atomic(dest, text)
-        except OSError as err:
-            raise UsageError(f"cannot write {dest} ({err.strerror})", "check the path") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# git.
-
-
-def _git(args: Sequence[str], cwd: Path) -> str:
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise UsageError("--baseline-ref needs git, and git was not found", "install git") from None
-    if proc.returncode != 0:
-        raise _GitFailed(proc.stderr.strip() or proc.stdout.strip())
-    return proc.stdout.strip()
-
-
-class _GitFailed(Exception):
-    pass
-
-
-def _repo_top(folder: Path) -> Path | None:
-    try:
-        return Path(_git(["rev-parse", "--show-toplevel"], folder)).resolve()
-    except (_GitFailed, UsageError):
-        return None
-
-
-@contextlib.contextmanager
-def baseline_worktree(rev: str, repo_dir: Path) -> Iterator[tuple[Path, Path]]:
-    """Check out ``rev`` of the repository holding ``repo_dir`` into a temporary folder
-    (``git worktree add --detach``); yields ``(checkout, repository top)``. The worktree and the
-    folder are removed afterwards, whatever happens."""
-    top = _repo_top(repo_dir)
-    if top is None:
-        raise UsageError(
-            f"{repo_dir} is not inside a git repository",
-            "--baseline-ref checks out REV from the repository that holds the gate config",
-        )
-    try:
-        sha = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], top)
-    except _GitFailed:
-        sha = ""
-    if not sha:
-        raise UsageError(
-            f"git does not know the revision {rev!r} in {top}",
-            "fetch it first (actions/checkout with fetch-depth: 0, or git fetch origin BRANCH)",
-        )
-    tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-baseline-"))
-    tree = tmp / "tree"
-    try:
-        try:
-            _git(["worktree", "add", "--detach", str(tree), sha], top)
-        except _GitFailed as err:
-            raise UsageError(f"cannot check out {rev!r} ({err})", "check the repository") from None
-        yield tree, top
-    finally:
-        with contextlib.suppress(_GitFailed, UsageError):
-            _git(["worktree", "remove", "--force", str(tree)], top)
-        shutil.rmtree(tmp, ignore_errors=True)
-        with contextlib.suppress(_GitFailed, UsageError):
-            _git(["worktree", "prune"], top)
-
-
-def _git_head(folder: Path) -> str | None:
-    try:
-        return _git(["rev-parse", "HEAD"], folder) or None
-    except (_GitFailed, UsageError):
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-# The command.
-
-
-def default_provider(config: GateConfig) -> MetricsProvider:
-    """The real metrics provider: ``gpuadvise.gate.metrics.make_provider(config)``."""
-    try:
-        module = importlib.import_module("gpuadvise.gate.metrics")
-    except ModuleNotFoundError as exc:
-        if exc.name != "gpuadvise.gate.metrics":
-            raise
-        raise GpuAdviseError(
-            "this gpuadvise has no gate metrics provider (gpuadvise.gate.metrics)",
-            "a packaging bug: reinstall gpuadvise",
-        ) from None
-    provider: MetricsProvider = module.make_provider(config)
-    return provider
-
-
-def _check_case_files(config: GateConfig) -> None:
-    for case in config.cases:
-        for p in case.paths():
-            if not p.is_file():
-                raise ConfigError(
-                    f"{config.path}: gate case {case.name!r}: {p} does not exist",
-                    "paths are relative to the config file's folder",
-                )
-
-
-def _relative(p: Path, root: Path) -> str:
-    try:
-        return p.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return p.as_posix()
-
-
-def _locator(root: Path) -> Callable[[GateCase], tuple[str | None, int | None]]:
-    """The kernel's file (relative to ``root``) and the line of its ``__global__``."""
-    from gpuadvise.source.signature import find_kernels, select_kernel
-    from gpuadvise.spec.kernel_spec import load_spec
-
-    def locate(case: GateCase) -> tuple[str | None, int | None]:
-        source = case.source
-        try:
-            if source is None and case.spec is not None:
-                source = load_spec(case.spec).get("source")
-            if source is None:
-                return None, None
-            text = Path(source).read_text(encoding="utf-8", errors="replace")
-            if case.kernel:
-                line: int | None = select_kernel(text, case.kernel)[0].line
-            else:
-                decls = [d for d in find_kernels(text) if d.is_definition]
-                line = decls[0].line if len(decls) == 1 else None
-        except (GpuAdviseError, OSError):
-            line = None
-        return (_relative(Path(source), root) if source is not None else None), line
-
-    return locate
+        else:
+            write_output(render(result, fmt), dest)
 
 
 def gate_command(
@@ -434,6 +297,7 @@ def gate_command(
     strict: bool = False,
     gpu: str | None = None,
     arch: str | None = None,
+    trust_config: bool = False,
     *,
     provider: MetricsProvider | None = None,
     cwd: Path | None = None,
@@ -442,76 +306,40 @@ def gate_command(
 
     ``provider`` and ``cwd`` (where config discovery starts) are for tests and embedding.
     """
-    from gpuadvise.gate import core as g
+    from gpuadvise.gate.run import execute_gate, prepare_gate
     from gpuadvise.report import console
+    from gpuadvise.report.output import check_output_target
 
-    if gates not in ("all", "static", "timed"):
-        raise UsageError(f"unknown --gates {gates!r}", "use all, static or timed")
-    if update_baseline and baseline_ref:
-        raise UsageError(
-            "--update-baseline and --baseline-ref do not go together",
-            "--update-baseline records the current tree; --baseline-ref compares with a revision",
-        )
-    if baseline and baseline_ref:
-        raise UsageError(
-            "--baseline and --baseline-ref do not go together",
-            "--baseline-ref builds the baseline from git; --baseline names a stored one",
-        )
     targets = parse_format_targets(formats, output)
-    cfg = g.load_gate_config(Path(config) if config else None, start=cwd)
-    cfg = cfg.select(cases).with_device(gpu, arch)
-    _check_case_files(cfg)
-    baseline_path = Path(baseline).resolve() if baseline else cfg.baseline
-    root = _repo_top(cfg.root) or cfg.root
-    prov = provider or default_provider(cfg)
-    mode: Any = gates
-
-    if update_baseline:
-        previous = None
-        notes: list[str] = []
-        if baseline_path.exists():
-            try:
-                previous = g.load_baseline(baseline_path)
-            except g.BaselineError as exc:
-                notes.append(f"the previous baseline is replaced: {exc.one_line()}")
-        new, more = g.measure_baseline(
-            cfg, prov, gates=mode, previous=previous, source_rev=_git_head(root)
-        )
-        g.write_baseline(baseline_path, new)
-        for n in notes + more:
+    plan = prepare_gate(
+        config=config,
+        baseline=baseline,
+        baseline_ref=baseline_ref,
+        update_baseline=update_baseline,
+        gates=gates,
+        cases=cases,
+        gpu=gpu,
+        arch=arch,
+        strict=strict,
+        trust_config=trust_config,
+        cwd=cwd,
+    )
+    if not update_baseline:
+        for fmt, dest in targets:
+            if dest is not None:
+                option = "--output" if output and dest == Path(output) else f"--format {fmt}="
+                check_output_target(dest, plan.inputs, option=option)
+    run = execute_gate(plan, provider)
+    if run.recorded is not None:
+        rec = run.recorded
+        for n in rec.notes:
             console.note(n)
+        count = len(rec.baseline.cases)
         console.raw(
-            f"recorded the gate baseline of {len(new.cases)} case"
-            f"{'s' if len(new.cases) != 1 else ''} in {_relative(baseline_path, root)}"
+            f"recorded the gate baseline of {count} case{'s' if count != 1 else ''} in "
+            f"{rec.shown_path}"
         )
         return 0
-
-    locate = _locator(root)
-    if baseline_ref:
-        with baseline_worktree(baseline_ref, cfg.root) as (tree, top):
-            base_cases: dict[str, GateCase | None] = {}
-            for case in cfg.cases:
-                moved = g.rebase_case(case, top, tree)
-                base_cases[case.name] = moved if all(p.is_file() for p in moved.paths()) else None
-            result = g.evaluate_gate(
-                cfg,
-                prov,
-                baseline_cases=base_cases,
-                baseline_ref=baseline_ref,
-                gates=mode,
-                strict=strict,
-                locate=locate,
-            )
-    else:
-        stored = g.load_baseline(baseline_path)
-        result = g.evaluate_gate(
-            cfg,
-            prov,
-            baseline=stored,
-            baseline_path=_relative(baseline_path, root),
-            gates=mode,
-            strict=strict,
-            locate=locate,
-        )
-    _emit(result, targets)
-    return 0 if exit_zero else result.exit_code()
+    assert run.result is not None
+    _emit(run.result, targets)
+    return 0 if exit_zero else run.result.exit_code()

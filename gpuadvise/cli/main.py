@@ -18,13 +18,25 @@ from gpuadvise.errors import GpuAdviseError, UsageError
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def not_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: an option given as '' (or only spaces) is an error, never "not given"."""
+    if isinstance(value, str) and not value.strip():
+        name = param.opts[0] if param.opts else param.name
+        raise UsageError(f"{name} is empty", f"give a value, or leave {name} out")
+    return value
+
+
 def _device_options(f: Any) -> Any:
-    f = click.option("--arch", metavar="sm_XY", help="Model this architecture (sm_90, sm_86 ...).")(
-        f
-    )
+    f = click.option(
+        "--arch",
+        metavar="sm_XY",
+        callback=not_blank,
+        help="Model this architecture (sm_90, sm_86 ...).",
+    )(f)
     f = click.option(
         "--gpu",
         metavar="NAME",
+        callback=not_blank,
         help="Model this GPU (H100, A100-80GB, RTX4090 ...; see `gpuadvise devices`). "
         "Default: the live GPU, else the H100 model.",
     )(f)
@@ -237,7 +249,20 @@ def _rule_options(f: Any) -> Any:
     help="text/json/html: the whole analysis (html: one self-contained page); "
     "sarif/junit/github/markdown: the findings, for CI.",
 )
-@click.option("--output", "-o", metavar="FILE", help="Write the --format output to FILE.")
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    callback=not_blank,
+    help="Write the --format output to FILE (never over the analysed source or spec).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warning", "error"]),
+    metavar="warning|error",
+    help="Exit 1 when findings of this severity or worse exist (for CI). Default: exit 0 "
+    "whatever is found.",
+)
 @click.option(
     "--measure/--no-measure",
     default=None,
@@ -247,7 +272,9 @@ def _rule_options(f: Any) -> Any:
     "--write-variants",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Save every finding's variants (patched source and diff, proxy kernels) under DIR.",
+    callback=not_blank,
+    help="Save every finding's variants (patched source and diff, proxy kernels) under DIR "
+    "(checked for writability first; never over an input or a file gpuadvise did not write).",
 )
 def analyze(
     as_json: bool,
@@ -256,6 +283,7 @@ def analyze(
     no_trace: bool,
     fmt: str,
     output: str | None,
+    fail_on: str | None,
     measure: bool | None,
     tracer: str,
     **kw: Any,
@@ -266,12 +294,14 @@ def analyze(
 
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
+
+    Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze
 
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     opts = _gather_kernel_options(kw)
-    run_analyze(
+    code = run_analyze(
         opts,
         as_json,
         trace=not no_trace,
@@ -281,8 +311,11 @@ def analyze(
         measure=measure,
         tracer=tracer,
         write_variants=write_variants,
+        fail_on=fail_on,
         **rules,
     )
+    if code:
+        sys.exit(code)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -449,9 +482,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    from gpuadvise.errors import cap_echoes
     from gpuadvise.report import console
 
-    console.error(message)
+    console.error(cap_echoes(" ".join(message.split())))
     sys.exit(code)
 
 

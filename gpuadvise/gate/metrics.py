@@ -14,14 +14,8 @@ from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import RunnerError
-from gpuadvise.gate.core import (
-    Environment,
-    GateCase,
-    GateConfig,
-    MetricValue,
-    TimingSamples,
-    Unavailable,
-)
+from gpuadvise.gate.config import GateCase, GateConfig
+from gpuadvise.gate.provider import Environment, MetricValue, TimingSamples, Unavailable
 
 _TRACE_METRICS = ("smem_excess_wavefronts", "global_excess_sectors")
 

@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuadvise.gate.core import GateResult, Verdict, gate_table, summary_line
+from gpuadvise.gate.compare import Verdict
+from gpuadvise.gate.results import GateResult, gate_table, summary_line
 
 __all__ = ["render_gate_text"]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-    from gpuadvise.gate.core import GateResult
+    from gpuadvise.gate.results import GateResult
 
 __all__ = [
     "analysis_document",
@@ -1050,7 +1050,8 @@ _VERDICT_MARK = {
 
 def render_gate(doc: Mapping[str, Any]) -> str:
     """The page of one ``gate --format json`` document (``GateResult.to_dict()``)."""
-    from gpuadvise.gate.core import VERDICT_ORDER, GateResult, gate_table, summary_line
+    from gpuadvise.gate.compare import VERDICT_ORDER
+    from gpuadvise.gate.results import GateResult, gate_table, summary_line
 
     result = GateResult.from_dict(doc)
     table = gate_table(result)

@@ -1,24 +1,124 @@
 """Where a rendered report goes: stdout, a file (written atomically), or appended to
-``$GITHUB_STEP_SUMMARY``."""
+``$GITHUB_STEP_SUMMARY``.
+
+A report never replaces an input of the run or a source file, and a target that cannot be
+written is refused before the work starts (:func:`check_output_target`): a folder, a folder that
+is a file, a read-only file system. A write that still fails is a one-line error, and leaves no
+temporary file or folder behind.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
+from pathlib import Path
 
-from gpuadvise.fileio import write_atomic
+from gpuadvise.errors import UsageError
+from gpuadvise.fileio import folder_write_problem, write_atomic
+
+__all__ = ["check_output_target", "same_file", "write_output"]
+
+# An existing file with one of these suffixes is somebody's source, never a report to replace.
+SOURCE_SUFFIXES = frozenset(
+    {
+        ".cu",
+        ".cuh",
+        ".c",
+        ".cc",
+        ".cpp",
+        ".cxx",
+        ".h",
+        ".hh",
+        ".hpp",
+        ".hxx",
+        ".inl",
+        ".py",
+        ".toml",
+    }
+)
 
 
-def write_output(text: str, output: str | None) -> None:
-    """stdout, or ``output`` written atomically (appended for $GITHUB_STEP_SUMMARY)."""
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name the same file (links and relative paths followed)."""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.resolve() == pb.resolve():
+            return True
+        return pa.exists() and pb.exists() and os.path.samefile(pa, pb)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _is_step_summary(path: Path) -> bool:
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return bool(summary) and same_file(path, summary or "")
+
+
+def check_output_target(
+    output: str | os.PathLike[str],
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    option: str = "--output",
+) -> Path:
+    """Refuse (one-line :class:`~gpuadvise.errors.UsageError`) an output file that would replace
+    one of ``inputs`` or an existing source file, that is a folder, or whose folder cannot be
+    written. Run it before the work: nothing is created. Returns the path. ``option`` names the
+    target in messages (``--output``, or ``--format sarif=``)."""
+    text = os.fspath(output)
+    if not text.strip():
+        raise UsageError(f"{option} is empty", f"name a file, or leave {option} out")
+    path = Path(text)
+    sep = "" if option.endswith("=") else " "
+    shown = f"{option}{sep}{text}"
+    if path.is_dir():
+        raise UsageError(
+            f"{shown} is a folder", f"name a file in it: {option}{sep}{path / 'report.json'}"
+        )
+    for p in inputs:
+        if same_file(path, p):
+            raise UsageError(
+                f"{shown} would replace {p}, an input of this run",
+                "write the report to another file",
+            )
+    if _is_step_summary(path):
+        return path  # appended to, never replaced
+    if path.is_file() and path.suffix.lower() in SOURCE_SUFFIXES:
+        raise UsageError(
+            f"{shown} is an existing {path.suffix} file, not a report",
+            "write the report to another file (report.json, gpuadvise.sarif ...)",
+        )
+    if path.exists() and not path.is_file():
+        return path  # a device or a pipe (/dev/null, /dev/stdout): written to as it is
+    problem = folder_write_problem(path.parent)
+    if problem is not None:
+        raise UsageError(f"cannot write {shown}: {problem}", "choose a writable location")
+    return path
+
+
+def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
+    """stdout, or ``output``: appended when it is ``$GITHUB_STEP_SUMMARY``, written directly when
+    it is a device or a pipe, else replaced atomically (through a symbolic link, not over it).
+    A failure is a one-line :class:`~gpuadvise.errors.UsageError`."""
     if not text.endswith("\n"):
         text += "\n"
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    if output == os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(output, "a") as f:
-            f.write(text)
-        return
-    write_atomic(output, text)
+    path = Path(output)
+    try:
+        if _is_step_summary(path):
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(text)
+        elif path.exists() and not path.is_file() and not path.is_dir():
+            with path.open("w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            write_atomic(path.resolve() if path.is_symlink() else path, text)
+    except BrokenPipeError:
+        raise  # a reader that went away (| head): the CLI ends quietly
+    except OSError as err:
+        raise UsageError(
+            f"cannot write {path} ({err.strerror or err})", "choose a writable location"
+        ) from None

@@ -17,7 +17,9 @@ from gate_fakes import CPU_ENV, SourceProvider
 from gpuadvise.cli import gate as gate_cmd
 from gpuadvise.cli.gate import gate_command, parse_format_targets
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
-from gpuadvise.gate import core as g
+from gpuadvise.gate import run as gate_run
+from gpuadvise.gate.baseline import BaselineError
+from gpuadvise.gate.git import baseline_worktree
 
 KERNEL = """\
 #include <cuda_runtime.h>
@@ -113,7 +115,10 @@ def test_baseline_ref_new_case_and_clean_tree(repo: Path, capsys: pytest.Capture
     assert "PASSED: 4 same" in capsys.readouterr().out
     write_kernel(repo, name="fresh.cu")
     with (repo / "gpuadvise.toml").open("a") as fh:
-        fh.write('\n[[gate.cases]]\nsource = "kernels/fresh.cu"\nmetrics = ["registers"]\n')
+        fh.write(
+            '\n[[gate.cases]]\nsource = "kernels/fresh.cu"\ngrid = 64\nblock = 256\n'
+            'args = { n = 16384 }\nmetrics = ["registers"]\n'
+        )
     code = gate_command(baseline_ref="HEAD", provider=SourceProvider(), cwd=repo, formats=["json"])
     doc = json.loads(capsys.readouterr().out)
     fresh = [c for c in doc["comparisons"] if c["case"] == "fresh"]
@@ -139,7 +144,7 @@ def test_baseline_ref_errors(repo: Path, tmp_path: Path) -> None:
 
 def test_baseline_worktree_cleans_up_on_error(repo: Path) -> None:
     seen: list[Path] = []
-    with pytest.raises(RuntimeError), gate_cmd.baseline_worktree("main", repo) as (tree, top):
+    with pytest.raises(RuntimeError), baseline_worktree("main", repo) as (tree, top):
         seen.append(tree)
         assert (tree / "kernels" / "scale.cu").is_file() and top == repo.resolve()
         raise RuntimeError("boom")
@@ -187,11 +192,11 @@ def test_corrupt_baseline_is_exit_2(repo: Path) -> None:
     baseline = repo / "ci" / "gate-baseline.json"
     baseline.parent.mkdir()
     baseline.write_text('{"schema_version": 1, "kind": "gpuadvise-gate-ba')
-    with pytest.raises(g.BaselineError) as e:
+    with pytest.raises(BaselineError) as e:
         gate_command(provider=SourceProvider(), cwd=repo)
     assert e.value.exit_code == 2 and "is corrupt (not JSON" in e.value.one_line()
     baseline.write_text('{"schema_version": 2, "kind": "gpuadvise-gate-baseline", "cases": {}}')
-    with pytest.raises(g.BaselineError, match="schema_version 2"):
+    with pytest.raises(BaselineError, match="schema_version 2"):
         gate_command(provider=SourceProvider(), cwd=repo)
     # --update-baseline repairs it
     assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=repo) == 0
@@ -288,14 +293,14 @@ def test_default_provider_missing(monkeypatch: pytest.MonkeyPatch, repo: Path) -
             raise ModuleNotFoundError(name=name)
         return real(name)
 
-    monkeypatch.setattr(gate_cmd.importlib, "import_module", fake)
+    monkeypatch.setattr(gate_run.importlib, "import_module", fake)
     with pytest.raises(GpuAdviseError, match="no gate metrics provider"):
         gate_command(cwd=repo, baseline_ref="main")
 
 
 def test_click_options(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The options as the CLI will wire them: names line up with gate_command's keywords."""
-    monkeypatch.setattr(gate_cmd, "default_provider", lambda config: SourceProvider())
+    monkeypatch.setattr(gate_run, "default_provider", lambda config: SourceProvider())
 
     @click.command()
     @gate_cmd.gate_options

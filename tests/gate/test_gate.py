@@ -16,22 +16,27 @@ from gate_fakes import ALL_STATIC, CPU_ENV, H100_ENV, FakeProvider, samples
 
 from gpuadvise import __version__
 from gpuadvise.errors import CompileError, ConfigError, UsageError
-from gpuadvise.gate import core as g
-from gpuadvise.gate.core import (
+from gpuadvise.gate.baseline import (
     Baseline,
     BaselineError,
     CaseBaseline,
-    Environment,
+    load_baseline,
+    merge_baseline,
+    write_baseline,
+)
+from gpuadvise.gate.compare import Comparison, Verdict, compare_static, compare_timed
+from gpuadvise.gate.config import (
     GateCase,
     GateConfig,
-    Threshold,
-    TimingSamples,
     TimingSettings,
-    Unavailable,
-    Verdict,
-    compare_static,
-    compare_timed,
+    find_gate_config,
+    load_gate_config,
+    rebase_case,
 )
+from gpuadvise.gate.evaluate import GateError, evaluate_gate, measure_baseline
+from gpuadvise.gate.provider import Environment, TimingSamples, Unavailable
+from gpuadvise.gate.results import GateResult, gate_table, summary_line
+from gpuadvise.gate.thresholds import METRICS, Threshold, format_value
 from gpuadvise.runner.stats import summarize
 
 # --- configuration ---------------------------------------------------------------------------
@@ -77,7 +82,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_parse_gpuadvise_toml(tmp_path: Path) -> None:
-    cfg = g.load_gate_config(write(tmp_path / "gpuadvise.toml", GATE_TOML))
+    cfg = load_gate_config(write(tmp_path / "gpuadvise.toml", GATE_TOML))
     assert cfg.baseline == (tmp_path / "ci/baseline.json").resolve()
     assert cfg.gpu == "H100" and cfg.timing == TimingSettings(0.05, 20)
     a, b = cfg.cases
@@ -89,7 +94,7 @@ def test_parse_gpuadvise_toml(tmp_path: Path) -> None:
     assert a.threshold("registers") == Threshold(abs=4, rel=0.10)
     assert a.threshold("time") == Threshold(rel=0.03)
     assert a.threshold("spill_bytes") == Threshold(abs=0)
-    assert a.threshold("occupancy") == g.METRICS["occupancy"].default
+    assert a.threshold("occupancy") == METRICS["occupancy"].default
     assert a.gpu == "H100"
     # second case: name from the kernel's base name, its own metrics and threshold override
     assert b.name == "scan" and b.source is None and b.spec == (tmp_path / "kernels/case.toml")
@@ -98,7 +103,7 @@ def test_parse_gpuadvise_toml(tmp_path: Path) -> None:
 
 def test_parse_pyproject(tmp_path: Path) -> None:
     text = GATE_TOML.replace("[gate", "[tool.gpuadvise.gate")
-    cfg = g.load_gate_config(write(tmp_path / "pyproject.toml", text))
+    cfg = load_gate_config(write(tmp_path / "pyproject.toml", text))
     assert [c.name for c in cfg.cases] == ["reduce256", "scan"]
 
 
@@ -108,28 +113,28 @@ def test_discovery_walks_up(tmp_path: Path) -> None:
     write(tmp_path / "a" / "pyproject.toml", GATE_TOML.replace("[gate", "[tool.gpuadvise.gate"))
     write(tmp_path / "a" / "b" / "pyproject.toml", "[project]\nname = 'x'\n")  # no gate table
     write(tmp_path / "a" / "b" / "gpuadvise.toml", "[analyze]\nx = 1\n")  # no [gate]
-    assert g.find_gate_config(deep) == tmp_path / "a" / "pyproject.toml"
-    assert g.load_gate_config(start=deep).path == (tmp_path / "a" / "pyproject.toml").resolve()
+    assert find_gate_config(deep) == tmp_path / "a" / "pyproject.toml"
+    assert load_gate_config(start=deep).path == (tmp_path / "a" / "pyproject.toml").resolve()
     # gpuadvise.toml wins over pyproject.toml in the same folder
     write(tmp_path / "a" / "gpuadvise.toml", GATE_TOML)
-    assert g.find_gate_config(deep) == tmp_path / "a" / "gpuadvise.toml"
+    assert find_gate_config(deep) == tmp_path / "a" / "gpuadvise.toml"
 
 
 def test_discovery_none(tmp_path: Path) -> None:
-    if g.find_gate_config(tmp_path) is not None:
+    if find_gate_config(tmp_path) is not None:
         pytest.skip("a gate config exists above the temporary folder")
     with pytest.raises(ConfigError, match="no gate configuration found") as e:
-        g.load_gate_config(start=tmp_path)
+        load_gate_config(start=tmp_path)
     assert "--config" in e.value.one_line()
 
 
 def test_explicit_config_without_table(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"has no \[tool.gpuadvise.gate\] table"):
-        g.load_gate_config(write(tmp_path / "pyproject.toml", "[project]\nname='x'\n"))
+        load_gate_config(write(tmp_path / "pyproject.toml", "[project]\nname='x'\n"))
     with pytest.raises(ConfigError, match="does not exist"):
-        g.load_gate_config(tmp_path / "nope.toml")
+        load_gate_config(tmp_path / "nope.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
-        g.load_gate_config(write(tmp_path / "bad.toml", "[gate\n"))
+        load_gate_config(write(tmp_path / "bad.toml", "[gate\n"))
 
 
 @pytest.mark.parametrize(
@@ -145,7 +150,7 @@ def test_explicit_config_without_table(tmp_path: Path) -> None:
 def test_unknown_keys_are_named(tmp_path: Path, snippet: str, key: str, hint: str) -> None:
     path = write(tmp_path / "gpuadvise.toml", snippet)
     with pytest.raises(ConfigError) as e:
-        g.load_gate_config(path)
+        load_gate_config(path)
     line = e.value.one_line()
     assert f"unknown key {key}" in line and hint in line and "\n" not in line
 
@@ -166,11 +171,11 @@ def test_unknown_keys_are_named(tmp_path: Path, snippet: str, key: str, hint: st
 )
 def test_bad_config_values(tmp_path: Path, snippet: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        g.load_gate_config(write(tmp_path / "gpuadvise.toml", snippet))
+        load_gate_config(write(tmp_path / "gpuadvise.toml", snippet))
 
 
 def test_select_and_device(tmp_path: Path) -> None:
-    cfg = g.load_gate_config(write(tmp_path / "gpuadvise.toml", GATE_TOML))
+    cfg = load_gate_config(write(tmp_path / "gpuadvise.toml", GATE_TOML))
     assert [c.name for c in cfg.select(["scan"]).cases] == ["scan"]
     with pytest.raises(UsageError, match="no gate case named 'sacn'") as e:
         cfg.select(["sacn"])
@@ -182,9 +187,9 @@ def test_select_and_device(tmp_path: Path) -> None:
 def test_rebase_case(tmp_path: Path) -> None:
     case = GateCase("k", source=tmp_path / "repo/k/a.cu", spec=tmp_path / "repo/k/a.toml")
     outside = GateCase("o", source=tmp_path / "elsewhere/a.cu")
-    moved = g.rebase_case(case, tmp_path / "repo", tmp_path / "wt")
+    moved = rebase_case(case, tmp_path / "repo", tmp_path / "wt")
     assert moved.source == tmp_path / "wt/k/a.cu" and moved.spec == tmp_path / "wt/k/a.toml"
-    assert g.rebase_case(outside, tmp_path / "repo", tmp_path / "wt").source == outside.source
+    assert rebase_case(outside, tmp_path / "repo", tmp_path / "wt").source == outside.source
 
 
 # --- static verdicts ----------------------------------------------------------------------------
@@ -373,13 +378,13 @@ def replace_env(env: Environment) -> Environment:
 def test_baseline_roundtrip(tmp_path: Path) -> None:
     b = a_baseline(l2_hit_rate=None)
     path = tmp_path / "sub" / "baseline.json"
-    g.write_baseline(path, b)
+    write_baseline(path, b)
     doc = json.loads(path.read_text())
     assert doc["schema_version"] == 1 and doc["kind"] == "gpuadvise-gate-baseline"
     assert doc["environment"]["gpuadvise"] == __version__
     assert doc["timing_environment"]["device"] == "NVIDIA H100 80GB HBM3"
     assert doc["cases"]["k"]["metrics"]["l2_hit_rate"] is None
-    back = g.load_baseline(path)
+    back = load_baseline(path)
     assert back == b
 
 
@@ -411,7 +416,7 @@ def test_corrupt_or_mismatched_baseline_is_one_clear_line(
     path = tmp_path / "baseline.json"
     path.write_text(text)
     with pytest.raises(BaselineError) as e:
-        g.load_baseline(path)
+        load_baseline(path)
     line = e.value.one_line()
     assert match in line and str(path) in line and "\n" not in line
     assert e.value.exit_code == 2 and isinstance(e.value, ConfigError)
@@ -419,7 +424,7 @@ def test_corrupt_or_mismatched_baseline_is_one_clear_line(
 
 def test_missing_baseline(tmp_path: Path) -> None:
     with pytest.raises(BaselineError, match="no baseline at") as e:
-        g.load_baseline(tmp_path / "none.json")
+        load_baseline(tmp_path / "none.json")
     assert "--update-baseline" in e.value.one_line() and "--baseline-ref" in e.value.one_line()
 
 
@@ -428,18 +433,18 @@ def test_atomic_write_failure_keeps_the_old_file(
 ) -> None:
     path = tmp_path / "baseline.json"
     old = a_baseline()
-    g.write_baseline(path, old)
+    write_baseline(path, old)
     before = path.read_bytes()
 
     def crash(fd: int) -> None:  # the data is written to the temp file, then the "disk" fails
         raise OSError(5, "I/O error")
 
     monkeypatch.setattr(os, "fsync", crash)
-    with pytest.raises(OSError):
-        g.write_baseline(path, a_baseline(registers=99.0))
+    with pytest.raises(UsageError, match=r"cannot write the baseline .* \(I/O error\)"):
+        write_baseline(path, a_baseline(registers=99.0))
     monkeypatch.undo()
     assert path.read_bytes() == before
-    assert g.load_baseline(path) == old
+    assert load_baseline(path) == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline.json"]  # no temp left
 
 
@@ -449,12 +454,12 @@ def test_atomic_write_survives_a_killed_process(tmp_path: Path) -> None:
         pytest.skip("needs SIGKILL")
     path = tmp_path / "baseline.json"
     old = a_baseline()
-    g.write_baseline(path, old)
+    write_baseline(path, old)
     child = textwrap.dedent(
         f"""
         import os, signal
         from pathlib import Path
-        from gpuadvise.gate import core as g
+        from gpuadvise.gate.baseline import load_baseline, write_baseline
         real_write = os.write
 
         class Dying:
@@ -474,15 +479,15 @@ def test_atomic_write_survives_a_killed_process(tmp_path: Path) -> None:
 
         real_fdopen = os.fdopen
         os.fdopen = lambda *a, **k: Dying(real_fdopen(*a, **k))
-        b = g.load_baseline(Path({str(path)!r}))
+        b = load_baseline(Path({str(path)!r}))
         big = {{f"case{{i}}": b.cases["k"] for i in range(200)}}
         from dataclasses import replace
-        g.write_baseline(Path({str(path)!r}), replace(b, cases=big))
+        write_baseline(Path({str(path)!r}), replace(b, cases=big))
         """
     )
     proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert g.load_baseline(path) == old  # the old baseline survives, whole
+    assert load_baseline(path) == old  # the old baseline survives, whole
     leftovers = [p for p in tmp_path.iterdir() if p.name != "baseline.json"]
     assert all(p.name.startswith(".baseline.json.") for p in leftovers)  # only a hidden temp
 
@@ -494,13 +499,13 @@ def test_merge_baseline_keeps_what_was_not_measured() -> None:
         environment=replace_env(CPU_ENV),
         created="2024-02-02T00:00:00Z",
     )
-    merged = g.merge_baseline(prev, static_only, static=True, timed=False)
+    merged = merge_baseline(prev, static_only, static=True, timed=False)
     assert merged.cases["k"].metrics == {"registers": 40.0}
     assert merged.cases["k"].timing == prev.cases["k"].timing
     assert merged.timing_environment == prev.timing_environment
     assert merged.cases["new"].timing is None and "other" not in merged.cases
     timed_only = Baseline({"k": CaseBaseline({}, summarize([2.0] * 10))}, None, H100_ENV)
-    merged = g.merge_baseline(prev, timed_only, static=False, timed=True)
+    merged = merge_baseline(prev, timed_only, static=False, timed=True)
     assert merged.cases["k"].metrics == prev.cases["k"].metrics
     assert merged.environment == prev.environment
     assert merged.cases["k"].timing is not None and merged.cases["k"].timing.median_ms == 2.0
@@ -519,7 +524,7 @@ def config_for(tmp_path: Path, *cases: GateCase, **kw: object) -> GateConfig:
     )
 
 
-def by_metric(result: g.GateResult) -> dict[tuple[str, str], g.Comparison]:
+def by_metric(result: GateResult) -> dict[tuple[str, str], Comparison]:
     return {(c.case, c.metric): c for c in result.comparisons}
 
 
@@ -528,7 +533,7 @@ def test_evaluate_stored(tmp_path: Path) -> None:
     now = {**ALL_STATIC, "registers": 40.0, "l2_hit_rate": None, "occupancy": Unavailable("why")}
     del now["global_excess_sectors"]
     prov = FakeProvider(static={"k": now}, timing={"k": TimingSamples(samples(1.0, 0.01, 30, 77))})
-    result = g.evaluate_gate(
+    result = evaluate_gate(
         cfg, prov, baseline=a_baseline(), locate=lambda c: ("k.cu", 7), baseline_path="b.json"
     )
     got = by_metric(result)
@@ -554,7 +559,7 @@ def test_evaluate_missing_baseline_case_and_metric(tmp_path: Path) -> None:
         GateCase("other", source=tmp_path / "o.cu", metrics=("registers", "spill_bytes", "time")),
     )
     prov = FakeProvider(static={"new": ALL_STATIC, "other": ALL_STATIC}, timing={})
-    got = by_metric(g.evaluate_gate(cfg, prov, baseline=a_baseline()))
+    got = by_metric(evaluate_gate(cfg, prov, baseline=a_baseline()))
     assert all(c.verdict is Verdict.SKIPPED for (case, _), c in got.items() if case == "new")
     assert "--update-baseline" in got[("new", "registers")].reason
     assert got[("other", "spill_bytes")].reason == "not in the baseline"
@@ -566,7 +571,7 @@ def test_evaluate_provider_error_is_exit_2(tmp_path: Path) -> None:
     cfg = config_for(tmp_path, GateCase("k", source=tmp_path / "k.cu"))
     err = CompileError("k.cu(3): error: expected a ';'", "fix the source")
     prov = FakeProvider(static={"k": err}, timing={"k": err})
-    result = g.evaluate_gate(cfg, prov, baseline=a_baseline())
+    result = evaluate_gate(cfg, prov, baseline=a_baseline())
     assert {c.verdict for c in result.comparisons} == {Verdict.ERROR}
     assert "expected a ';'" in result.comparisons[0].reason
     assert result.exit_code() == 2
@@ -575,13 +580,13 @@ def test_evaluate_provider_error_is_exit_2(tmp_path: Path) -> None:
 def test_no_gpu_skips_timed_gates(tmp_path: Path) -> None:
     cfg = config_for(tmp_path, GateCase("k", source=tmp_path / "k.cu"))
     prov = FakeProvider(static={"k": ALL_STATIC}, env=CPU_ENV)
-    result = g.evaluate_gate(cfg, prov, baseline=a_baseline())
+    result = evaluate_gate(cfg, prov, baseline=a_baseline())
     t = by_metric(result)[("k", "time")]
     assert t.verdict is Verdict.SKIPPED and "no GPU" in t.reason
     assert result.exit_code() == 0
     with pytest.raises(UsageError, match="timed gates need a GPU"):
-        g.evaluate_gate(cfg, prov, baseline=a_baseline(), gates="timed")
-    static_only = g.evaluate_gate(cfg, prov, baseline=a_baseline(), gates="static")
+        evaluate_gate(cfg, prov, baseline=a_baseline(), gates="timed")
+    static_only = evaluate_gate(cfg, prov, baseline=a_baseline(), gates="static")
     assert all(c.metric != "time" for c in static_only.comparisons)
 
 
@@ -594,7 +599,7 @@ def test_environment_mismatches(tmp_path: Path) -> None:
     prov = FakeProvider(
         static={"k": now}, timing={"k": TimingSamples(samples(2.0, 0.01, 30, 1))}, env=env
     )
-    result = g.evaluate_gate(cfg, prov, baseline=a_baseline())
+    result = evaluate_gate(cfg, prov, baseline=a_baseline())
     got = by_metric(result)
     assert got[("k", "registers")].verdict is Verdict.AMBIGUOUS
     assert "modelled for H100 (sm_90)" in got[("k", "registers")].reason
@@ -605,7 +610,7 @@ def test_environment_mismatches(tmp_path: Path) -> None:
     assert "device model H100 (sm_90)" in text and "toolchain 13.2" in text
     assert "driver 570.1" in text and "device NVIDIA H100 80GB HBM3" in text
     assert result.exit_code() == 0
-    assert g.GateResult(result.comparisons, strict=True).exit_code() == 1
+    assert GateResult(result.comparisons, strict=True).exit_code() == 1
     # a driver update alone: a warning line, the comparison still counts
     env2 = Environment(
         toolchain="13.2",
@@ -616,7 +621,7 @@ def test_environment_mismatches(tmp_path: Path) -> None:
     prov2 = FakeProvider(
         static={"k": ALL_STATIC}, timing={"k": TimingSamples(samples(2.0, 0.01, 30, 1))}, env=env2
     )
-    r2 = g.evaluate_gate(cfg, prov2, baseline=a_baseline())
+    r2 = evaluate_gate(cfg, prov2, baseline=a_baseline())
     assert by_metric(r2)[("k", "time")].verdict is Verdict.REGRESSION
     assert r2.warnings == ("stored timings were recorded with driver 570.1; this run uses 580.0",)
 
@@ -635,7 +640,7 @@ def test_evaluate_ref_mode(tmp_path: Path) -> None:
         return TimingSamples(samples(1.1, 0.01, 30, 1), samples(1.0, 0.01, 30, 2))
 
     prov = FakeProvider(static={"k": static, "fresh": ALL_STATIC}, timing={"k": timing})
-    result = g.evaluate_gate(
+    result = evaluate_gate(
         cfg, prov, baseline_cases={"k": base_case, "fresh": None}, baseline_ref="origin/main"
     )
     got = by_metric(result)
@@ -643,15 +648,15 @@ def test_evaluate_ref_mode(tmp_path: Path) -> None:
     assert got[("k", "time")].verdict is Verdict.REGRESSION and got[("k", "time")].mode == "a/b"
     assert got[("fresh", "registers")].verdict is Verdict.SKIPPED
     assert "do not exist at origin/main" in got[("fresh", "registers")].reason
-    assert result.mode == "ref" and "against origin/main" in g.summary_line(result)
+    assert result.mode == "ref" and "against origin/main" in summary_line(result)
     with pytest.raises(ValueError):
-        g.evaluate_gate(cfg, prov)
+        evaluate_gate(cfg, prov)
 
 
 def test_ref_mode_provider_without_baseline_samples(tmp_path: Path) -> None:
     case = GateCase("k", source=tmp_path / "k.cu", metrics=("time",))
     prov = FakeProvider(timing={"k": TimingSamples(samples(1.0, 0.01, 30))})
-    result = g.evaluate_gate(config_for(tmp_path, case), prov, baseline_cases={"k": case})
+    result = evaluate_gate(config_for(tmp_path, case), prov, baseline_cases={"k": case})
     assert result.comparisons[0].verdict is Verdict.ERROR
 
 
@@ -663,7 +668,7 @@ def test_measure_baseline(tmp_path: Path) -> None:
         static={"k": {**ALL_STATIC, "l2_hit_rate": None}, "j": ALL_STATIC},
         timing={"k": TimingSamples(samples(1.0, 0.01, 30)), "j": TimingSamples((1.0,) * 4)},
     )
-    b, notes = g.measure_baseline(cfg, prov, source_rev="deadbeef", created="now")
+    b, notes = measure_baseline(cfg, prov, source_rev="deadbeef", created="now")
     assert b.cases["k"].metrics["l2_hit_rate"] is None and b.cases["k"].source == "k.cu"
     assert b.cases["k"].timing is not None and b.cases["k"].timing.n == 30
     assert b.environment is not None and b.environment.device is None
@@ -672,14 +677,14 @@ def test_measure_baseline(tmp_path: Path) -> None:
     assert any("only 4 timing samples" in n for n in notes)
     # no GPU: static recorded, the previous timings kept
     cpu = FakeProvider(static={"k": ALL_STATIC, "j": ALL_STATIC}, env=CPU_ENV)
-    b2, notes2 = g.measure_baseline(cfg, cpu, previous=b)
+    b2, notes2 = measure_baseline(cfg, cpu, previous=b)
     assert b2.cases["k"].timing == b.cases["k"].timing and b2.timing_environment == H100_ENV
     assert any("no GPU" in n for n in notes2)
     with pytest.raises(UsageError):
-        g.measure_baseline(cfg, cpu, gates="timed")
+        measure_baseline(cfg, cpu, gates="timed")
     bad = FakeProvider(static={"k": CompileError("boom", None), "j": ALL_STATIC})
-    with pytest.raises(g.GateError, match="cannot record the baseline of case 'k': boom"):
-        g.measure_baseline(cfg, bad, gates="static")
+    with pytest.raises(GateError, match="cannot record the baseline of case 'k': boom"):
+        measure_baseline(cfg, bad, gates="static")
 
 
 def test_result_json_roundtrip(tmp_path: Path) -> None:
@@ -688,10 +693,10 @@ def test_result_json_roundtrip(tmp_path: Path) -> None:
         static={"k": {**ALL_STATIC, "spill_bytes": 8.0}},
         timing={"k": TimingSamples(samples(1.3, 0.01, 30, 4))},
     )
-    result = g.evaluate_gate(cfg, prov, baseline=a_baseline(spill_bytes=0.0), strict=True)
+    result = evaluate_gate(cfg, prov, baseline=a_baseline(spill_bytes=0.0), strict=True)
     doc = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     assert doc["summary"]["regression"] == 2 and doc["exit_code"] == 1
-    assert g.GateResult.from_dict(doc) == result
+    assert GateResult.from_dict(doc) == result
 
 
 def test_gate_table_and_summary() -> None:
@@ -700,17 +705,17 @@ def test_gate_table_and_summary() -> None:
         compare_static("k", "occupancy", 0.5, 0.5),
         compare_timed("k", samples(1.0, 0.01, 30, 1), samples(1.2, 0.01, 30, 2)),
     )
-    result = g.GateResult(comps, baseline_path="b.json")
-    table = g.gate_table(result)
+    result = GateResult(comps, baseline_path="b.json")
+    table = gate_table(result)
     assert table.headers[:3] == ("case", "metric", "baseline")
     reg, occ, t = (r.cells() for r in table.rows)
     assert reg[:7] == ("k", "registers", "32", "40", "+8 (+25.0%)", "> 10%", "regression")
     assert occ[2:5] == ("50.0%", "50.0%", "0")
     assert t[2].endswith("ms") and t[4].startswith("+") and t[6] == "regression"
-    assert g.summary_line(result) == "FAILED: 2 regression, 1 same (against b.json)"
-    assert g.format_value("time", 0.0123) == "12.30 µs"
-    assert g.format_value("spill_bytes", 8) == "8 B"
-    assert g.format_value("registers", None) == "—"
+    assert summary_line(result) == "FAILED: 2 regression, 1 same (against b.json)"
+    assert format_value("time", 0.0123) == "12.30 µs"
+    assert format_value("spill_bytes", 8) == "8 B"
+    assert format_value("registers", None) == "—"
 
 
 def test_discovery_stops_at_the_repository_root(tmp_path: Path) -> None:
@@ -718,16 +723,16 @@ def test_discovery_stops_at_the_repository_root(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "src").mkdir()
-    assert g.find_gate_config(repo / "src") is None
-    assert g.find_gate_config(tmp_path) == tmp_path / "gpuadvise.toml"
+    assert find_gate_config(repo / "src") is None
+    assert find_gate_config(tmp_path) == tmp_path / "gpuadvise.toml"
 
 
 def test_docs_config_example_parses(tmp_path: Path) -> None:
     doc = Path(__file__).resolve().parents[2] / "docs" / "ci-example.md"
     block = doc.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
-    cfg = g.load_gate_config(write(tmp_path / "gpuadvise.toml", block))
+    cfg = load_gate_config(write(tmp_path / "gpuadvise.toml", block))
     assert [c.name for c in cfg.cases] == ["reduce256", "transpose"]
     assert cfg.cases[1].threshold("time") == Threshold(rel=0.03)
     assert cfg.cases[0].buffers[1] == "out=float32[ceil_div(n, 256)]:zeros"
     py = block.replace("[gate", "[tool.gpuadvise.gate")
-    assert g.load_gate_config(write(tmp_path / "pyproject.toml", py)).cases == cfg.cases
+    assert load_gate_config(write(tmp_path / "pyproject.toml", py)).cases == cfg.cases

@@ -685,7 +685,7 @@ def test_gate_page_shows_every_case_and_verdict() -> None:
     from test_report_formats import every_verdict, located
 
     from gpuadvise.cli.gate import render
-    from gpuadvise.gate.core import compare_timed
+    from gpuadvise.gate.compare import compare_timed
 
     slower = located(compare_timed("scan", samples(1.0, 0.01, 30), samples(1.3, 0.01, 30, 1)))
     assert slower.ci_low is not None and slower.verdict.value == "regression"

@@ -11,8 +11,9 @@ import pytest
 from gate_fakes import H100_ENV, samples
 
 from gpuadvise.cli.gate import gate_markdown, render
-from gpuadvise.gate import core as g
-from gpuadvise.gate.core import Comparison, GateResult, Verdict, compare_static, compare_timed
+from gpuadvise.gate.compare import Comparison, Verdict, compare_static, compare_timed
+from gpuadvise.gate.results import GateResult
+from gpuadvise.gate.thresholds import METRICS
 from gpuadvise.report.github import annotation, escape_data, escape_property, github_annotations
 from gpuadvise.report.junit import junit_xml
 from gpuadvise.report.markdown import items_markdown, md_escape, md_table
@@ -68,7 +69,7 @@ def test_sarif_required_fields() -> None:
     assert driver["name"] == "gpuadvise" and driver["version"]
     rule_ids = [r["id"] for r in driver["rules"]]
     assert len(set(rule_ids)) == len(rule_ids)
-    for metric in g.METRICS:
+    for metric in METRICS:
         assert f"GATE-{metric.replace('_', '-')}" in rule_ids
     assert {"GATE-registers", "GATE-time", "GATE-spill-bytes"} <= set(rule_ids)
     for rule in driver["rules"]:

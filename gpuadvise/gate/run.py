@@ -1,0 +1,391 @@
+"""``gpuadvise gate`` without the printing: read and check the configuration (:func:`prepare_gate`),
+then record a baseline or compare with one (:func:`execute_gate`). The CLI renders the
+:class:`GateRun` it gets back.
+
+Everything that can be refused is refused in :func:`prepare_gate`, before anything is compiled or
+timed: conflicting options, the configuration, case files, argument and buffer names that match no
+kernel parameter, nvcc flags off the allow-list (:mod:`gpuadvise.gate.flags`, unless
+``trust_config``), and a baseline path that holds something other than a baseline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.gate.baseline import (
+    Baseline,
+    BaselineError,
+    check_baseline_target,
+    load_baseline,
+    write_baseline,
+)
+from gpuadvise.gate.config import GateCase, GateConfig, load_gate_config, rebase_case
+from gpuadvise.gate.evaluate import Gates, evaluate_gate, measure_baseline
+from gpuadvise.gate.flags import refused_flag
+from gpuadvise.gate.git import baseline_worktree, git_head, repo_top
+from gpuadvise.gate.provider import MetricsProvider
+from gpuadvise.gate.results import GateResult
+from gpuadvise.source.signature import Param, find_kernels, parse_signature, select_kernel
+from gpuadvise.spec import expr
+from gpuadvise.spec.kernel_spec import KernelSpec, find_spec_for, load_spec, resolve
+
+__all__ = [
+    "GatePlan",
+    "GateRun",
+    "RecordedBaseline",
+    "check_case",
+    "default_provider",
+    "execute_gate",
+    "prepare_gate",
+    "relative_path",
+]
+
+# Metrics the compiler alone gives: a case gating only these needs no bound launch.
+_COMPILE_ONLY = frozenset({"registers", "spill_bytes", "occupancy"})
+_TRUST_HINT = (
+    "gate compiles the configuration under test with flags that only change the generated "
+    "code: remove it, or pass --trust-config if this configuration is trusted (never on pull "
+    "requests from forks)"
+)
+
+
+@dataclass(frozen=True)
+class GatePlan:
+    """A checked gate run, ready to execute: the configuration (cases selected, device
+    overrides applied), the repository root, the baseline file, and the files the run reads
+    (which no output may overwrite)."""
+
+    config: GateConfig
+    root: Path
+    baseline_path: Path
+    baseline_ref: str | None
+    update_baseline: bool
+    gates: Gates
+    strict: bool
+    trust_config: bool
+    inputs: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class RecordedBaseline:
+    """``--update-baseline``: the baseline written, where (and as shown, repository-relative), and
+    notes for the user."""
+
+    path: Path
+    shown_path: str
+    baseline: Baseline
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What ``gpuadvise gate`` did: compared (``result``) or recorded a baseline (``recorded``)."""
+
+    result: GateResult | None = None
+    recorded: RecordedBaseline | None = None
+
+
+def default_provider(config: GateConfig) -> MetricsProvider:
+    """The real metrics provider: ``gpuadvise.gate.metrics.make_provider(config)``."""
+    try:
+        module = importlib.import_module("gpuadvise.gate.metrics")
+    except ModuleNotFoundError as exc:
+        if exc.name != "gpuadvise.gate.metrics":
+            raise
+        raise GpuAdviseError(
+            "this gpuadvise has no gate metrics provider (gpuadvise.gate.metrics)",
+            "a packaging bug: reinstall gpuadvise",
+        ) from None
+    provider: MetricsProvider = module.make_provider(config)
+    return provider
+
+
+def relative_path(p: Path, root: Path) -> str:
+    """``p`` relative to ``root`` when it lies inside, else as given."""
+    try:
+        return p.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def _case_error(config: GateConfig, case: GateCase, message: str, hint: str | None) -> ConfigError:
+    return ConfigError(f"{config.path}: gate case {case.name!r}: {message}", hint)
+
+
+def _check_flags(
+    config: GateConfig,
+    case: GateCase,
+    flags: Sequence[str],
+    where: Path,
+    root: Path,
+) -> None:
+    refused = refused_flag(flags, repo=root, cwd=Path.cwd())
+    if refused is not None:
+        source = "" if where == config.path else f" (from {where})"
+        raise _case_error(
+            config,
+            case,
+            f"nvcc flag {refused.flag!r}{source} is refused: {refused.reason}",
+            _TRUST_HINT,
+        )
+
+
+def _check_names(spec: KernelSpec, params: Sequence[Param]) -> tuple[str, str] | None:
+    """(message, hint) for an arg or buffer that matches no kernel parameter, or None."""
+    by_name = {p.name: p for p in params}
+    used = set(spec.launch_names)
+    for b in spec.buffers:
+        used |= expr.names(b.count_expr)
+    for a in spec.args:
+        if isinstance(a.value, str):
+            used |= expr.names(a.value)
+    scalars = [p.name for p in by_name.values() if not p.is_pointer]
+    pointers = [p.name for p in by_name.values() if p.is_pointer]
+    for a in spec.args:
+        p = by_name.get(a.name)
+        if p is None and a.name not in used:
+            return (
+                f"argument {a.name!r} matches no parameter of {spec.kernel} and no size "
+                f"expression uses it (scalar parameters: {', '.join(scalars) or 'none'})",
+                "check the spelling in args against the kernel's parameter names",
+            )
+        if p is not None and p.is_pointer:
+            return (
+                f"argument {a.name!r} names a pointer parameter of {spec.kernel}",
+                f'give it under buffers instead: {a.name} = "float[n]"',
+            )
+    for b in spec.buffers:
+        p = by_name.get(b.name)
+        if p is None:
+            return (
+                f"buffer {b.name!r} matches no parameter of {spec.kernel} "
+                f"(pointer parameters: {', '.join(pointers) or 'none'})",
+                "check the spelling in buffers against the kernel's parameter names",
+            )
+        if not p.is_pointer:
+            return (
+                f"buffer {b.name!r} names the scalar parameter {b.name} of {spec.kernel}",
+                f"give it under args instead: {b.name} = ...",
+            )
+    return None
+
+
+def check_case(config: GateConfig, case: GateCase, root: Path, *, trust_config: bool) -> None:
+    """Refuse (:class:`~gpuadvise.errors.ConfigError`) a case that cannot be gated as written:
+    nvcc flags off the allow-list (unless ``trust_config``), a launch that cannot be built, and
+    argument or buffer names that match no kernel parameter (a typo there once left half of the
+    static metrics "unavailable", and every later gate passed with them skipped)."""
+    if not trust_config:
+        _check_flags(config, case, case.nvcc_flags, config.path, root)
+    try:
+        spec = case.kernel_spec()
+    except GpuAdviseError as exc:
+        raise _case_error(config, case, exc.message, exc.hint) from None
+    if not trust_config and spec.spec_path is not None:
+        from_spec = spec.nvcc_flags[: len(spec.nvcc_flags) - len(case.nvcc_flags)]
+        _check_flags(config, case, from_spec, Path(spec.spec_path), root)
+    try:
+        params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
+    except OSError as err:
+        raise _case_error(
+            config, case, f"cannot read {spec.source} ({err.strerror})", "check the path"
+        ) from None
+    except GpuAdviseError as exc:
+        raise _case_error(config, case, exc.message, exc.hint) from None
+    bad = _check_names(spec, params)
+    if bad is not None:
+        raise _case_error(config, case, *bad)
+    if set(case.metrics) - _COMPILE_ONLY:
+        # The trace and timing metrics bind the launch to the kernel: refuse what cannot bind
+        # now rather than report those metrics as unavailable. Sizes of user structs are the
+        # compiler's; any size serves this check.
+        try:
+            resolve(spec, params, lambda name: (1, 1))
+        except GpuAdviseError as exc:
+            raise _case_error(config, case, exc.message, exc.hint) from None
+
+
+def _check_case_files(config: GateConfig) -> None:
+    for case in config.cases:
+        for p in case.paths():
+            if not p.is_file():
+                raise ConfigError(
+                    f"{config.path}: gate case {case.name!r}: {p} does not exist",
+                    "paths are relative to the config file's folder",
+                )
+
+
+def prepare_gate(
+    *,
+    config: str | Path | None = None,
+    baseline: str | Path | None = None,
+    baseline_ref: str | None = None,
+    update_baseline: bool = False,
+    gates: str = "all",
+    cases: Sequence[str] = (),
+    gpu: str | None = None,
+    arch: str | None = None,
+    strict: bool = False,
+    trust_config: bool = False,
+    cwd: Path | None = None,
+) -> GatePlan:
+    """Read and check everything a gate run needs; nothing is compiled or written yet.
+    ``cwd``: where configuration discovery starts (default: the current directory)."""
+    if gates not in ("all", "static", "timed"):
+        raise UsageError(f"unknown --gates {gates!r}", "use all, static or timed")
+    if update_baseline and baseline_ref:
+        raise UsageError(
+            "--update-baseline and --baseline-ref do not go together",
+            "--update-baseline records the current tree; --baseline-ref compares with a revision",
+        )
+    if baseline and baseline_ref:
+        raise UsageError(
+            "--baseline and --baseline-ref do not go together",
+            "--baseline-ref builds the baseline from git; --baseline names a stored one",
+        )
+    for option, value in (("--gpu", gpu), ("--arch", arch), ("--baseline", baseline)):
+        if value is not None and not str(value).strip():
+            raise UsageError(f"{option} is empty", f"give a value, or leave {option} out")
+    cfg = load_gate_config(Path(config) if config else None, start=cwd)
+    cfg = cfg.select(cases).with_device(gpu, arch)
+    _check_case_files(cfg)
+    root = repo_top(cfg.root) or cfg.root
+    for case in cfg.cases:
+        check_case(cfg, case, root, trust_config=trust_config)
+    baseline_path = Path(baseline).resolve() if baseline else cfg.baseline
+    inputs: list[Path] = [cfg.path]
+    for case in cfg.cases:
+        inputs += case.paths()
+    if update_baseline:
+        if any(_same(baseline_path, p) for p in inputs):
+            raise UsageError(
+                f"--update-baseline would overwrite {baseline_path}, an input of the gate",
+                "check the --baseline path (or `baseline` in the gate config)",
+            )
+        check_baseline_target(baseline_path)
+    elif baseline_ref is None:
+        inputs.append(baseline_path)
+    return GatePlan(
+        config=cfg,
+        root=root,
+        baseline_path=baseline_path,
+        baseline_ref=baseline_ref,
+        update_baseline=update_baseline,
+        gates=gates,  # type: ignore[arg-type]
+        strict=strict,
+        trust_config=trust_config,
+        inputs=tuple(dict.fromkeys(p.resolve() for p in inputs)),
+    )
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _locator(root: Path) -> Callable[[GateCase], tuple[str | None, int | None]]:
+    """The kernel's file (relative to ``root``) and the line of its ``__global__``."""
+
+    def locate(case: GateCase) -> tuple[str | None, int | None]:
+        source = case.source
+        try:
+            if source is None and case.spec is not None:
+                source = load_spec(case.spec).get("source")
+            if source is None:
+                return None, None
+            text = Path(source).read_text(encoding="utf-8", errors="replace")
+            if case.kernel:
+                line: int | None = select_kernel(text, case.kernel)[0].line
+            else:
+                decls = [d for d in find_kernels(text) if d.is_definition]
+                line = decls[0].line if len(decls) == 1 else None
+        except (GpuAdviseError, OSError):
+            line = None
+        return (relative_path(Path(source), root) if source is not None else None), line
+
+    return locate
+
+
+def execute_gate(plan: GatePlan, provider: MetricsProvider | None = None) -> GateRun:
+    """Record the baseline (``--update-baseline``) or compare with it (a stored file, or the
+    ``--baseline-ref`` revision checked out in a temporary git worktree)."""
+    cfg = plan.config
+    prov = provider or default_provider(cfg)
+    if plan.update_baseline:
+        previous = None
+        notes: list[str] = []
+        if plan.baseline_path.exists():
+            try:
+                previous = load_baseline(plan.baseline_path)
+            except BaselineError as exc:
+                notes.append(f"the previous baseline is replaced: {exc.one_line()}")
+        new, more = measure_baseline(
+            cfg, prov, gates=plan.gates, previous=previous, source_rev=git_head(plan.root)
+        )
+        write_baseline(plan.baseline_path, new)
+        return GateRun(
+            recorded=RecordedBaseline(
+                path=plan.baseline_path,
+                shown_path=relative_path(plan.baseline_path, plan.root),
+                baseline=new,
+                notes=tuple(notes + more),
+            )
+        )
+    locate = _locator(plan.root)
+    if plan.baseline_ref:
+        with baseline_worktree(plan.baseline_ref, cfg.root) as (tree, top):
+            base_cases: dict[str, GateCase | None] = {}
+            for case in cfg.cases:
+                moved = rebase_case(case, top, tree)
+                if not all(p.is_file() for p in moved.paths()):
+                    base_cases[case.name] = None
+                    continue
+                if not plan.trust_config:
+                    _check_base_flags(cfg, moved, tree)
+                base_cases[case.name] = moved
+            result = evaluate_gate(
+                cfg,
+                prov,
+                baseline_cases=base_cases,
+                baseline_ref=plan.baseline_ref,
+                gates=plan.gates,
+                strict=plan.strict,
+                locate=locate,
+            )
+        return GateRun(result=result)
+    stored = load_baseline(plan.baseline_path)
+    result = evaluate_gate(
+        cfg,
+        prov,
+        baseline=stored,
+        baseline_path=relative_path(plan.baseline_path, plan.root),
+        gates=plan.gates,
+        strict=plan.strict,
+        locate=locate,
+    )
+    return GateRun(result=result)
+
+
+def _check_base_flags(config: GateConfig, case: GateCase, tree: Path) -> None:
+    """The allow-list also holds for the baseline revision's spec files (its cases are built
+    with them)."""
+    spec_path = case.spec
+    if spec_path is None and case.source is not None:
+        try:
+            spec_path = find_spec_for(case.source, case.kernel)
+        except GpuAdviseError:
+            spec_path = None  # a broken spec there is that case's error, reported as such
+    if spec_path is None:
+        return
+    try:
+        flags = load_spec(spec_path).get("nvcc_flags", ())
+    except GpuAdviseError:
+        return
+    _check_flags(config, case, flags, spec_path, tree)
