@@ -676,21 +676,11 @@ def _apply(text: str, inserts: list[tuple[int, str]], cuts: list[tuple[int, int]
 def _table(module: Module, program: object, func: object) -> list[TableVar]:
     """The variables whose addresses the host needs: those the kernel uses, in the spaces whose
     addresses it maps back (global variables, local and constant ones) or checks (shared)."""
-    from gpuadvise.ptx.cfg import Program
+    from gpuadvise.ptx.cfg import Program, symbols_used
     from gpuadvise.ptx.parser import Function
 
     assert isinstance(program, Program) and isinstance(func, Function)
-    used: set[str] = set()
-
-    def visit(op: object) -> None:
-        if isinstance(op, Sym):
-            used.add(op.name)
-        elif isinstance(op, Addr) and op.base is not None:
-            visit(op.base)
-
-    for ins in program.instrs:
-        for op in ins.operands:
-            visit(op)
+    used = symbols_used(program)
     out: list[TableVar] = []
     seen: set[str] = set()
     candidates = list(func.vars) + list(module.variables.values())
