@@ -241,18 +241,11 @@ class SectorCounts(Counts):
         return self.sectors / self.requests if self.requests else 0.0
 
 
-_ZERO = SectorCounts.zero()
-
-
 @dataclass(frozen=True)
 class SectorTotals(Totals[SectorCounts]):
     """Counts by kind: loads, stores, and atomics (reductions included)."""
 
     COUNTS: ClassVar[type[Counts]] = SectorCounts
-
-    load: SectorCounts = _ZERO
-    store: SectorCounts = _ZERO
-    atomic: SectorCounts = _ZERO
 
 
 @dataclass(frozen=True)
@@ -274,7 +267,7 @@ class CoalescingLine(Line):
 
     @property
     def sectors_per_request(self) -> float:
-        return self.sectors / self.requests if self.requests else 0.0
+        return self.counts.sectors_per_request  # type: ignore[attr-defined,no-any-return]
 
 
 @dataclass(frozen=True)

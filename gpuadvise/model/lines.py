@@ -100,14 +100,20 @@ class Counts:
         return cls(*(0 for _ in dataclasses.fields(cls)))
 
 
+@dataclass(frozen=True)
 class Totals(Generic[C]):
-    """Counts by kind (:data:`KINDS`); subclasses are frozen dataclasses with those three fields."""
+    """Counts by kind (:data:`KINDS`), zero where not given; subclasses set ``COUNTS``."""
 
     COUNTS: ClassVar[type[Counts]]
 
-    load: C
-    store: C
-    atomic: C
+    load: C = None  # type: ignore[assignment]
+    store: C = None  # type: ignore[assignment]
+    atomic: C = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        for k in KINDS:
+            if getattr(self, k) is None:
+                object.__setattr__(self, k, self.COUNTS.zero())
 
     @property
     def all(self) -> C:
