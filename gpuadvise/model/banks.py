@@ -29,7 +29,11 @@ wavefronts minus :func:`ideal`); ``tests/test_banks.py`` replays them:
 4. Atomics and reductions (``ATOMS``): no multicast; every active lane's word is its own update, so
    per group wavefronts = max over banks of the number of active lane-words in that bank (32 lanes
    adding to one word: 32 wavefronts; two words of different banks, 16 lanes each: 16). Measured
-   for 32-bit ``atom.shared.add``. ptxas emits 64-bit shared atomic adds as a compare-and-swap
+   for 32-bit ``atom.shared.add`` (``ATOMS.ADD``). An ``atomicAdd(p, 1)`` whose result is unused
+   becomes ``ATOMS.POPC.INC``, which updates each distinct word once for all its lanes:
+   :func:`gpuadvise.model.reconcile.reconcile` keeps one lane per word in those records, so the
+   same-address increment of a whole warp costs 1 wavefront (``benchmarks/atomics_probe``,
+   measured on an H100). ptxas emits 64-bit shared atomic adds as a compare-and-swap
    loop (``LDS.64`` + ``ATOMS.CAST.SPIN.64``, repeated while lanes collide), which this model does
    not follow: it treats them as native 8-byte atomics (half-warps), which undercounts (measured:
    2 to 3 times as many atomic wavefronts, plus the loop's loads).
@@ -548,18 +552,11 @@ class BankCounts(Counts):
         return self.wavefronts / self.ideal if self.ideal else 1.0
 
 
-_ZERO = BankCounts.zero()
-
-
 @dataclass(frozen=True)
 class BankTotals(Totals[BankCounts]):
     """Counts by kind: loads, stores, and atomics (reductions included)."""
 
     COUNTS: ClassVar[type[Counts]] = BankCounts
-
-    load: BankCounts = _ZERO
-    store: BankCounts = _ZERO
-    atomic: BankCounts = _ZERO
 
 
 @dataclass(frozen=True)
@@ -580,7 +577,7 @@ class BankLine(Line):
 
     @property
     def ways(self) -> float:
-        return self.wavefronts / self.ideal if self.ideal else 1.0
+        return self.counts.ways  # type: ignore[attr-defined,no-any-return]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ or shadowing a function register, means what it means in PTX. Debug sections are
 Source location: an instruction carries the location of the last ``.loc`` before it. When the
 ``.loc`` has ``inlined_at F L C`` (code of an inlined function, e.g. ``atomicAdd`` from a CUDA
 header), the instruction's ``line`` is the ``inlined_at`` location: the user's call site; the
-callee's own location is kept in ``inner_loc``.
+callee's own location is kept in ``inner_loc``. nvcc writes the ``.loc`` of each enclosing call
+just before (``.loc 1 10 5`` / ``.loc 1 1 72, ..., inlined_at 1 10 5`` / ``.loc 2 112 3, ...,
+inlined_at 1 1 72``): ``call_sites`` follows that chain, innermost first, to the kernel's body.
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ class Instr:
     loc: Loc | None = None
     inner_loc: Loc | None = None
     ptx_line: int = 0
+    call_sites: tuple[Loc, ...] = ()
 
     @property
     def base(self) -> str:
@@ -373,6 +376,7 @@ class _Parser:
         self.scope_counter = 0
         self.loc: Loc | None = None
         self.inner_loc: Loc | None = None
+        self.chain: list[tuple[int, int, int]] = []  # (file, line, column), innermost first
 
     # -- token helpers -------------------------------------------------------------------------
 
@@ -688,6 +692,7 @@ class _Parser:
         self.regs = {}
         self.loc = None
         self.inner_loc = None
+        self.chain = []
         body: list[Instr | Label] = []
         func.body = body
         func.regs = self.regs
@@ -752,6 +757,8 @@ class _Parser:
             nums = [x for x in rest if x.kind == "num"]
             if len(nums) >= 2:
                 loc = Loc(parse_int(nums[0].text), parse_int(nums[1].text))
+                here = (loc.file, loc.line, parse_int(nums[2].text) if len(nums) > 2 else 0)
+                chain = [here]
                 texts = [x.text for x in rest]
                 if "inlined_at" in texts:
                     k = texts.index("inlined_at")
@@ -759,10 +766,15 @@ class _Parser:
                     if len(at) >= 2:
                         self.inner_loc = loc
                         loc = Loc(parse_int(at[0].text), parse_int(at[1].text))
+                        caller = (loc.file, loc.line, parse_int(at[2].text) if len(at) > 2 else 0)
+                        # the caller's own .loc came just before, with its call sites
+                        up = self.chain.index(caller) if caller in self.chain else -1
+                        chain += self.chain[up:] if up >= 0 else [caller]
                     else:
                         self.inner_loc = None
                 else:
                     self.inner_loc = None
+                self.chain = chain
                 self.loc = loc
                 if func.loc is None:
                     func.loc = loc
@@ -845,6 +857,7 @@ class _Parser:
             loc=self.loc,
             inner_loc=self.inner_loc,
             ptx_line=line,
+            call_sites=tuple(Loc(f, n) for f, n, _ in self.chain[1:]),
         )
 
     # -- operands ------------------------------------------------------------------------------
