@@ -502,7 +502,7 @@ class L2Locality(Rule):
                     for n in sizes
                 ]
                 return replace(variants[0], alternatives=tuple(variants[1:]))
-        from gpuadvise.model.l2 import tiled_block_index_cuda
+        from gpuadvise.source.patch import tiled_block_index_cuda
 
         return Variant(
             "display-only",

@@ -140,10 +140,10 @@ def predict(cfg: Config, l2_bytes: int, sm_count: int, cc: str, blocks_per_sm: i
     out: dict[str, Any] = {"blocks_per_sm": blocks_per_sm, "by_param": {}}
     t1 = time.perf_counter()
     for fetch in FETCHES:
-        results = L._l2_model(trace, dev, blocks_per_sm, orders, EFFICIENCIES, fetch, "auto", None)
+        results = L.l2_models(trace, dev, blocks_per_sm, orders, EFFICIENCIES, fetch, "auto", None)
         for eff, res in zip(EFFICIENCIES, results, strict=True):
             out["by_param"][f"{fetch}/{eff}"] = res.to_json()
-    prev = L._l2_model(trace, dev, blocks_per_sm, orders, 0.5, 32, "auto", None, partitions=1)
+    prev = L.l2_models(trace, dev, blocks_per_sm, orders, 0.5, 32, "auto", None, partitions=1)
     out["by_param"][PREVIOUS] = prev[0].to_json()
     out["seconds_trace"] = t_trace
     out["seconds_model"] = time.perf_counter() - t1
@@ -156,7 +156,7 @@ def predict(cfg: Config, l2_bytes: int, sm_count: int, cc: str, blocks_per_sm: i
 
 
 def kernel_source() -> str:
-    from gpuadvise.model.l2 import tiled_block_index_cuda
+    from gpuadvise.source.patch import tiled_block_index_cuda
 
     src = (HERE / "gather.cu").read_text()
     for n in TILES:

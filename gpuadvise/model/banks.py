@@ -29,7 +29,11 @@ wavefronts minus :func:`ideal`); ``tests/test_banks.py`` replays them:
 4. Atomics and reductions (``ATOMS``): no multicast; every active lane's word is its own update, so
    per group wavefronts = max over banks of the number of active lane-words in that bank (32 lanes
    adding to one word: 32 wavefronts; two words of different banks, 16 lanes each: 16). Measured
-   for 32-bit ``atom.shared.add``. ptxas emits 64-bit shared atomic adds as a compare-and-swap
+   for 32-bit ``atom.shared.add`` (``ATOMS.ADD``). An ``atomicAdd(p, 1)`` whose result is unused
+   becomes ``ATOMS.POPC.INC``, which updates each distinct word once for all its lanes:
+   :func:`gpuadvise.model.reconcile.reconcile` keeps one lane per word in those records, so the
+   same-address increment of a whole warp costs 1 wavefront (``benchmarks/atomics_probe``,
+   measured on an H100). ptxas emits 64-bit shared atomic adds as a compare-and-swap
    loop (``LDS.64`` + ``ATOMS.CAST.SPIN.64``, repeated while lanes collide), which this model does
    not follow: it treats them as native 8-byte atomics (half-warps), which undercounts (measured:
    2 to 3 times as many atomic wavefronts, plus the loop's loads).
@@ -53,12 +57,22 @@ pairings), and one bincount per chunk counts the words per bank; see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from gpuadvise.model.lines import (
+    ATOMIC_KINDS,
+    Counts,
+    Line,
+    LineResult,
+    Totals,
+    chunks,
+    lines_of,
+    per_instruction,
+)
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = [
@@ -79,7 +93,6 @@ CHUNK_RECORDS = 4096  # records per vectorized chunk: keeps the working arrays i
 _SUPERCHUNK = 4 * CHUNK_RECORDS  # records sorted into categories together
 
 _LOW32_LIMIT = 0xFFFFFF00  # addresses from here on are rebased per record
-_ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 
 
 def active_lanes(mask: np.ndarray) -> np.ndarray:
@@ -388,8 +401,8 @@ def _categories(
         raise ValueError(f"shared access width {bad} B is not 1, 2, 4, 8 or 16")
     k = np.ascontiguousarray(kind)
     code = w & np.uint8(0x18)  # 8 for 8 bytes, 16 for 16 bytes
-    atomic = k == _ATOMIC_KINDS[0]
-    for other in _ATOMIC_KINDS[1:]:
+    atomic = k == ATOMIC_KINDS[0]
+    for other in ATOMIC_KINDS[1:]:
         atomic |= k == other
     code |= atomic.view(np.uint8) << np.uint8(2)
     wide = np.flatnonzero(code >= 8)
@@ -429,7 +442,7 @@ def _load(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a32 = np.empty((n, WARP), dtype=np.uint32)
     mask = np.empty(n, dtype=np.uint32)
     code = np.empty(n, dtype=np.uint8)
-    for s in _chunks(n):
+    for s in chunks(n, CHUNK_RECORDS):
         part = recs[s]
         addr = np.ascontiguousarray(part["addr"])  # first: one sequential pass over the records
         mask[s] = part["mask"]
@@ -454,7 +467,7 @@ def _superchunk_cost(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sizes = np.bincount(code, minlength=32)
     cats = np.flatnonzero(sizes)
     if len(cats) == 1:
-        for s in _chunks(n):
+        for s in chunks(n, CHUNK_RECORDS):
             wf[s], need[s] = _category_cost(int(cats[0]), a32[s], None if msk is None else msk[s])
         return wf, need
     # several categories: the records of each together (one gather, one scatter)
@@ -466,7 +479,7 @@ def _superchunk_cost(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     start = 0
     for c in cats:
         stop = start + int(sizes[c])
-        for s in _chunks(stop - start):
+        for s in chunks(stop - start, CHUNK_RECORDS):
             rows = slice(start + s.start, start + s.stop)
             part = None if msk is None else msk[rows]
             wf_sorted[rows], need_sorted[rows] = _category_cost(int(c), a32[rows], part)
@@ -474,11 +487,6 @@ def _superchunk_cost(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     wf[order] = wf_sorted
     need[order] = need_sorted
     return wf, need
-
-
-def _chunks(n: int, size: int = CHUNK_RECORDS) -> Iterator[slice]:
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
 
 
 def record_wavefronts(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -489,7 +497,7 @@ def record_wavefronts(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(records)
     wf = np.empty(n, dtype=np.int32)
     ideal_out = np.empty(n, dtype=np.int32)
-    for s in _chunks(n, _SUPERCHUNK):
+    for s in chunks(n, _SUPERCHUNK):
         wf[s], ideal_out[s] = _superchunk_cost(records[s])
     return wf, ideal_out
 
@@ -524,94 +532,43 @@ def ideal(addresses: Any, width: int = 4, mask: int = 0xFFFFFFFF, kind: Kind = K
 # Results
 
 
-def _kind_name(kind: Kind) -> str:
-    return kind.name.lower()
-
-
 @dataclass(frozen=True)
-class BankCounts:
-    """Warp-level shared instructions executed, their wavefronts and the ideal wavefronts."""
+class BankCounts(Counts):
+    """Warp-level shared instructions executed, their wavefronts and the ideal wavefronts.
+
+    ``excess``: wavefronts beyond the ideal (Nsight's bank-conflict count, less its arbitration
+    noise); ``excess_pct``: in % of all wavefronts.
+    """
+
+    COST: ClassVar[str] = "wavefronts"
 
     instructions: float
     wavefronts: float
     ideal: float
 
     @property
-    def excess(self) -> float:
-        """Wavefronts beyond the ideal (Nsight's bank-conflict count, less its arbitration noise)."""
-        return self.wavefronts - self.ideal
-
-    @property
-    def excess_pct(self) -> float:
-        """Excess wavefronts in % of all wavefronts (as Nsight Compute words it); 0 when none."""
-        return 100.0 * self.excess / self.wavefronts if self.wavefronts else 0.0
-
-    @property
     def ways(self) -> float:
         """Average conflict degree: wavefronts / ideal (1.0 = conflict-free)."""
         return self.wavefronts / self.ideal if self.ideal else 1.0
 
-    def scaled(self, factor: float) -> BankCounts:
-        return BankCounts(self.instructions * factor, self.wavefronts * factor, self.ideal * factor)
-
-    def __add__(self, other: BankCounts) -> BankCounts:
-        return BankCounts(
-            self.instructions + other.instructions,
-            self.wavefronts + other.wavefronts,
-            self.ideal + other.ideal,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "instructions": self.instructions,
-            "wavefronts": self.wavefronts,
-            "ideal": self.ideal,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BankCounts:
-        return cls(data["instructions"], data["wavefronts"], data["ideal"])
-
-
-_ZERO = BankCounts(0, 0, 0)
-
 
 @dataclass(frozen=True)
-class BankTotals:
+class BankTotals(Totals[BankCounts]):
     """Counts by kind: loads, stores, and atomics (reductions included)."""
 
-    load: BankCounts = _ZERO
-    store: BankCounts = _ZERO
-    atomic: BankCounts = _ZERO
-
-    @property
-    def all(self) -> BankCounts:
-        return self.load + self.store + self.atomic
-
-    def scaled(self, factor: float) -> BankTotals:
-        return BankTotals(
-            self.load.scaled(factor), self.store.scaled(factor), self.atomic.scaled(factor)
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k).to_dict() for k in ("load", "store", "atomic")}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BankTotals:
-        return cls(**{k: BankCounts.from_dict(v) for k, v in data.items()})
+    COUNTS: ClassVar[type[Counts]] = BankCounts
 
 
 @dataclass(frozen=True)
-class BankLine:
+class BankLine(Line):
     """Shared accesses of one kind at one source line, over the traced CTAs.
 
     ``instructions``: warp-level instructions executed (records); ``worst_ways``: the largest
     wavefronts/ideal of any one of them; ``insts``: the PTX instructions (trace indices) involved.
     """
 
-    file: str | None
-    line: int | None
-    kind: Kind
+    COUNTS: ClassVar[type[Counts]] = BankCounts
+
     instructions: int
     wavefronts: int
     ideal: int
@@ -619,80 +576,22 @@ class BankLine:
     insts: tuple[int, ...] = ()
 
     @property
-    def counts(self) -> BankCounts:
-        return BankCounts(self.instructions, self.wavefronts, self.ideal)
-
-    @property
-    def excess(self) -> int:
-        return self.wavefronts - self.ideal
-
-    @property
-    def excess_pct(self) -> float:
-        return self.counts.excess_pct
-
-    @property
     def ways(self) -> float:
-        return self.counts.ways
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "kind": _kind_name(self.kind),
-            "instructions": self.instructions,
-            "wavefronts": self.wavefronts,
-            "ideal": self.ideal,
-            "worst_ways": self.worst_ways,
-            "insts": list(self.insts),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BankLine:
-        return cls(
-            file=data["file"],
-            line=data["line"],
-            kind=Kind[data["kind"].upper()],
-            instructions=int(data["instructions"]),
-            wavefronts=int(data["wavefronts"]),
-            ideal=int(data["ideal"]),
-            worst_ways=float(data["worst_ways"]),
-            insts=tuple(int(i) for i in data.get("insts", ())),
-        )
+        return self.counts.ways  # type: ignore[attr-defined,no-any-return]
 
 
 @dataclass(frozen=True)
-class BankResult:
-    """The bank model of one launch.
+class BankResult(LineResult[BankLine, BankTotals]):
+    """The bank model of one launch (:class:`~gpuadvise.model.lines.LineResult`)."""
 
-    ``lines``: per source line and kind, in source order, over the traced CTAs. ``traced``: totals
-    over the traced CTAs; ``launch``: those totals times ``scale`` (the trace's
-    ``total_ctas / traced CTAs``), an extrapolation when ``extrapolated`` (not every CTA traced).
-    """
+    LINE: ClassVar[type[Line]] = BankLine
+    TOTALS: ClassVar[type[Totals[Any]]] = BankTotals
 
-    lines: tuple[BankLine, ...]
-    traced: BankTotals
-    launch: BankTotals
-    scale: float
-    extrapolated: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "lines": [ln.to_dict() for ln in self.lines],
-            "traced": self.traced.to_dict(),
-            "launch": self.launch.to_dict(),
-            "scale": self.scale,
-            "extrapolated": self.extrapolated,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BankResult:
-        return cls(
-            lines=tuple(BankLine.from_dict(x) for x in data["lines"]),
-            traced=BankTotals.from_dict(data["traced"]),
-            launch=BankTotals.from_dict(data["launch"]),
-            scale=float(data["scale"]),
-            extrapolated=bool(data["extrapolated"]),
-        )
+def _measure(sub: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    wf, need = record_wavefronts(sub)
+    ratio = np.divide(wf, need, out=np.ones(len(wf)), where=need > 0)
+    return {"wavefronts": wf, "ideal": need}, ratio
 
 
 def analyze_banks(trace: AccessTrace, records: np.ndarray | None = None) -> BankResult:
@@ -701,62 +600,22 @@ def analyze_banks(trace: AccessTrace, records: np.ndarray | None = None) -> Bank
     ``records``: use these instead of ``trace.records`` (the reconciled records of
     :func:`gpuadvise.model.reconcile.reconcile`); they must index ``trace.instructions``.
     """
-    recs = trace.records if records is None else records
-    ninst = len(trace.instructions)
-    count = np.zeros(ninst, dtype=np.int64)
-    wf_sum = np.zeros(ninst, dtype=np.int64)
-    ideal_sum = np.zeros(ninst, dtype=np.int64)
-    worst = np.zeros(ninst, dtype=np.float64)
-    # per PTX instruction and record kind (a PTX instruction has one kind; keep the record's)
-    kind_of = np.full(ninst, -1, dtype=np.int16)
-    for s in _chunks(len(recs), 2 * CHUNK_RECORDS):  # small: its fields are read while cached
-        part = recs[s]
-        shared = part["space"] == int(Space.SHARED)
-        if not shared.any():
-            continue
-        sub = part if shared.all() else part[shared]
-        wf, need = record_wavefronts(sub)
-        inst = sub["inst"].astype(np.intp)
-        if len(inst) and (inst.min() < 0 or inst.max() >= ninst):
-            raise ValueError("a record's inst is not an index into trace.instructions")
-        count += np.bincount(inst, minlength=ninst)
-        wf_sum += np.bincount(inst, weights=wf, minlength=ninst).astype(np.int64)
-        ideal_sum += np.bincount(inst, weights=need, minlength=ninst).astype(np.int64)
-        ratio = np.divide(wf, need, out=np.ones(len(wf)), where=need > 0)
-        np.maximum.at(worst, inst, ratio)
-        kind_of[inst] = sub["kind"].astype(np.int16)
-
-    groups: dict[tuple[str | None, int | None, int], list[int]] = {}
-    for i in np.flatnonzero(count):
-        file, line = trace.line_of(int(i))
-        groups.setdefault((file, line, int(kind_of[i])), []).append(int(i))
-
-    def order(key: tuple[str | None, int | None, int]) -> tuple[str, int, int]:
-        return (key[0] or "", key[1] or 0, key[2])
-
-    lines = []
-    totals: dict[str, BankCounts] = {"load": _ZERO, "store": _ZERO, "atomic": _ZERO}
-    for key in sorted(groups, key=order):
-        idx = groups[key]
-        kind = Kind(key[2])
-        bl = BankLine(
-            file=key[0],
-            line=key[1],
+    # small chunks: a chunk's fields are read while they are cached
+    per = per_instruction(
+        trace, records, Space.SHARED, ("wavefronts", "ideal"), _measure, np.float64,
+        2 * CHUNK_RECORDS,
+    )  # fmt: skip
+    lines = [
+        BankLine(
+            file=file,
+            line=line,
             kind=kind,
-            instructions=int(count[idx].sum()),
-            wavefronts=int(wf_sum[idx].sum()),
-            ideal=int(ideal_sum[idx].sum()),
-            worst_ways=float(worst[idx].max()),
+            instructions=int(per.count[idx].sum()),
+            wavefronts=int(per.sums["wavefronts"][idx].sum()),
+            ideal=int(per.sums["ideal"][idx].sum()),
+            worst_ways=float(per.worst[idx].max()),
             insts=tuple(idx),
         )
-        lines.append(bl)
-        bucket = "atomic" if int(kind) in _ATOMIC_KINDS else _kind_name(kind)
-        totals[bucket] = totals[bucket] + bl.counts
-    traced = BankTotals(**totals)
-    return BankResult(
-        lines=tuple(lines),
-        traced=traced,
-        launch=traced.scaled(trace.scale),
-        scale=trace.scale,
-        extrapolated=not trace.complete,
-    )
+        for file, line, kind, idx in lines_of(trace, per)
+    ]
+    return BankResult.of_lines(lines, trace)  # type: ignore[no-any-return]

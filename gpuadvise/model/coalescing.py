@@ -22,14 +22,22 @@ hardware; constant accesses go through another cache). Vectorized over records i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from gpuadvise.model.banks import active_lanes
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+from gpuadvise.model.lines import (
+    Counts,
+    Line,
+    LineResult,
+    Totals,
+    chunks,
+    lines_of,
+    per_instruction,
+)
+from gpuadvise.trace.access import WARP, AccessTrace, Space
 
 __all__ = [
     "LINE_BYTES",
@@ -50,7 +58,6 @@ CHUNK_RECORDS = 4096
 
 _SENT = np.uint32(0xFFFFFFFF)
 _SPAN_LIMIT = 0xFFFFFF00  # a chunk whose addresses span less than this is rebased as a whole
-_ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 _BYTE_SUM = np.uint64(0x0101010101010101)
 
 
@@ -158,11 +165,6 @@ def _chunk_sectors(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return sectors, nbytes, lines
 
 
-def _chunks(n: int, size: int = CHUNK_RECORDS) -> Iterator[slice]:
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
-
-
 def record_sectors(records: np.ndarray) -> RecordSectors:
     """Sectors, distinct bytes and 128-byte lines per record (each taken as a global access).
 
@@ -172,7 +174,7 @@ def record_sectors(records: np.ndarray) -> RecordSectors:
     sectors = np.empty(n, dtype=np.int32)
     nbytes = np.empty(n, dtype=np.int32)
     lines = np.empty(n, dtype=np.int32)
-    for s in _chunks(n):
+    for s in chunks(n, CHUNK_RECORDS):
         sectors[s], nbytes[s], lines[s] = _chunk_sectors(records[s])
     return RecordSectors(sectors, nbytes, lines)
 
@@ -191,7 +193,7 @@ def touched_lines(
     shift = np.uint64(line_bytes.bit_length() - 1)
     rec_out: list[np.ndarray] = []
     line_out: list[np.ndarray] = []
-    for sl in _chunks(len(records)):
+    for sl in chunks(len(records), CHUNK_RECORDS):
         part = records[sl]
         act = active_lanes(part["mask"])
         addr = np.ascontiguousarray(part["addr"])
@@ -219,8 +221,14 @@ def touched_lines(
 
 
 @dataclass(frozen=True)
-class SectorCounts:
-    """Requests (warp-level instructions), sectors, ideal sectors, distinct bytes, 128-B lines."""
+class SectorCounts(Counts):
+    """Requests (warp-level instructions), sectors, ideal sectors, distinct bytes, 128-B lines.
+
+    ``excess``: sectors beyond the ideal; ``excess_pct``: in % of all sectors (Nsight Compute's
+    wording).
+    """
+
+    COST: ClassVar[str] = "sectors"
 
     requests: float
     sectors: float
@@ -229,88 +237,26 @@ class SectorCounts:
     lines: float
 
     @property
-    def excess(self) -> float:
-        return self.sectors - self.ideal
-
-    @property
-    def excess_pct(self) -> float:
-        """Excess sectors in % of all sectors (Nsight Compute's wording); 0 when none."""
-        return 100.0 * self.excess / self.sectors if self.sectors else 0.0
-
-    @property
     def sectors_per_request(self) -> float:
         return self.sectors / self.requests if self.requests else 0.0
 
-    def scaled(self, factor: float) -> SectorCounts:
-        return SectorCounts(
-            self.requests * factor,
-            self.sectors * factor,
-            self.ideal * factor,
-            self.bytes * factor,
-            self.lines * factor,
-        )
-
-    def __add__(self, other: SectorCounts) -> SectorCounts:
-        return SectorCounts(
-            self.requests + other.requests,
-            self.sectors + other.sectors,
-            self.ideal + other.ideal,
-            self.bytes + other.bytes,
-            self.lines + other.lines,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "sectors": self.sectors,
-            "ideal": self.ideal,
-            "bytes": self.bytes,
-            "lines": self.lines,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SectorCounts:
-        return cls(data["requests"], data["sectors"], data["ideal"], data["bytes"], data["lines"])
-
-
-_ZERO = SectorCounts(0, 0, 0, 0, 0)
-
 
 @dataclass(frozen=True)
-class SectorTotals:
+class SectorTotals(Totals[SectorCounts]):
     """Counts by kind: loads, stores, and atomics (reductions included)."""
 
-    load: SectorCounts = _ZERO
-    store: SectorCounts = _ZERO
-    atomic: SectorCounts = _ZERO
-
-    @property
-    def all(self) -> SectorCounts:
-        return self.load + self.store + self.atomic
-
-    def scaled(self, factor: float) -> SectorTotals:
-        return SectorTotals(
-            self.load.scaled(factor), self.store.scaled(factor), self.atomic.scaled(factor)
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k).to_dict() for k in ("load", "store", "atomic")}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SectorTotals:
-        return cls(**{k: SectorCounts.from_dict(v) for k, v in data.items()})
+    COUNTS: ClassVar[type[Counts]] = SectorCounts
 
 
 @dataclass(frozen=True)
-class CoalescingLine:
+class CoalescingLine(Line):
     """Global accesses of one kind at one source line, over the traced CTAs.
 
     ``worst_sectors``: the most sectors one request touched; ``insts``: the PTX instructions.
     """
 
-    file: str | None
-    line: int | None
-    kind: Kind
+    COUNTS: ClassVar[type[Counts]] = SectorCounts
+
     requests: int
     sectors: int
     ideal: int
@@ -320,83 +266,25 @@ class CoalescingLine:
     insts: tuple[int, ...] = ()
 
     @property
-    def counts(self) -> SectorCounts:
-        return SectorCounts(self.requests, self.sectors, self.ideal, self.bytes, self.lines)
-
-    @property
-    def excess(self) -> int:
-        return self.sectors - self.ideal
-
-    @property
-    def excess_pct(self) -> float:
-        return self.counts.excess_pct
-
-    @property
     def sectors_per_request(self) -> float:
-        return self.counts.sectors_per_request
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "kind": self.kind.name.lower(),
-            "requests": self.requests,
-            "sectors": self.sectors,
-            "ideal": self.ideal,
-            "bytes": self.bytes,
-            "lines": self.lines,
-            "worst_sectors": self.worst_sectors,
-            "insts": list(self.insts),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CoalescingLine:
-        return cls(
-            file=data["file"],
-            line=data["line"],
-            kind=Kind[data["kind"].upper()],
-            requests=int(data["requests"]),
-            sectors=int(data["sectors"]),
-            ideal=int(data["ideal"]),
-            bytes=int(data["bytes"]),
-            lines=int(data["lines"]),
-            worst_sectors=int(data["worst_sectors"]),
-            insts=tuple(int(i) for i in data.get("insts", ())),
-        )
+        return self.counts.sectors_per_request  # type: ignore[attr-defined,no-any-return]
 
 
 @dataclass(frozen=True)
-class CoalescingResult:
-    """The coalescing model of one launch.
+class CoalescingResult(LineResult[CoalescingLine, SectorTotals]):
+    """The coalescing model of one launch (:class:`~gpuadvise.model.lines.LineResult`)."""
 
-    ``lines``: per source line and kind, in source order, over the traced CTAs. ``traced``: totals
-    over the traced CTAs; ``launch``: those times ``scale``, extrapolated when ``extrapolated``.
-    """
+    LINE: ClassVar[type[Line]] = CoalescingLine
+    TOTALS: ClassVar[type[Totals[Any]]] = SectorTotals
 
-    lines: tuple[CoalescingLine, ...]
-    traced: SectorTotals
-    launch: SectorTotals
-    scale: float
-    extrapolated: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "lines": [ln.to_dict() for ln in self.lines],
-            "traced": self.traced.to_dict(),
-            "launch": self.launch.to_dict(),
-            "scale": self.scale,
-            "extrapolated": self.extrapolated,
-        }
+_SUMMED = ("sectors", "ideal", "bytes", "lines")
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CoalescingResult:
-        return cls(
-            lines=tuple(CoalescingLine.from_dict(x) for x in data["lines"]),
-            traced=SectorTotals.from_dict(data["traced"]),
-            launch=SectorTotals.from_dict(data["launch"]),
-            scale=float(data["scale"]),
-            extrapolated=bool(data["extrapolated"]),
-        )
+
+def _measure(sub: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    rs = record_sectors(sub)
+    values = {"sectors": rs.sectors, "ideal": rs.ideal, "bytes": rs.bytes, "lines": rs.lines}
+    return values, rs.sectors
 
 
 def analyze_coalescing(trace: AccessTrace, records: np.ndarray | None = None) -> CoalescingResult:
@@ -405,65 +293,22 @@ def analyze_coalescing(trace: AccessTrace, records: np.ndarray | None = None) ->
     ``records``: use these instead of ``trace.records`` (reconciled records); they must index
     ``trace.instructions``.
     """
-    recs = trace.records if records is None else records
-    ninst = len(trace.instructions)
-    sums = {k: np.zeros(ninst, dtype=np.int64) for k in ("n", "sectors", "ideal", "bytes", "lines")}
-    worst = np.zeros(ninst, dtype=np.int64)
-    kind_of = np.full(ninst, -1, dtype=np.int16)
-    for sl in _chunks(len(recs), 8 * CHUNK_RECORDS):
-        part = recs[sl]
-        glob = part["space"] == int(Space.GLOBAL)
-        if not glob.any():
-            continue
-        sub = part if glob.all() else part[glob]
-        rs = record_sectors(sub)
-        inst = sub["inst"].astype(np.intp)
-        if len(inst) and (inst.min() < 0 or inst.max() >= ninst):
-            raise ValueError("a record's inst is not an index into trace.instructions")
-        sums["n"] += np.bincount(inst, minlength=ninst)
-        for name, vals in (
-            ("sectors", rs.sectors),
-            ("ideal", rs.ideal),
-            ("bytes", rs.bytes),
-            ("lines", rs.lines),
-        ):
-            sums[name] += np.bincount(inst, weights=vals, minlength=ninst).astype(np.int64)
-        np.maximum.at(worst, inst, rs.sectors)
-        kind_of[inst] = sub["kind"].astype(np.int16)
-
-    groups: dict[tuple[str | None, int | None, int], list[int]] = {}
-    for i in np.flatnonzero(sums["n"]):
-        file, line = trace.line_of(int(i))
-        groups.setdefault((file, line, int(kind_of[i])), []).append(int(i))
-
-    def order(key: tuple[str | None, int | None, int]) -> tuple[str, int, int]:
-        return (key[0] or "", key[1] or 0, key[2])
-
-    lines = []
-    totals: dict[str, SectorCounts] = {"load": _ZERO, "store": _ZERO, "atomic": _ZERO}
-    for key in sorted(groups, key=order):
-        idx = groups[key]
-        kind = Kind(key[2])
-        cl = CoalescingLine(
-            file=key[0],
-            line=key[1],
+    per = per_instruction(
+        trace, records, Space.GLOBAL, _SUMMED, _measure, np.int64, 8 * CHUNK_RECORDS
+    )
+    lines = [
+        CoalescingLine(
+            file=file,
+            line=line,
             kind=kind,
-            requests=int(sums["n"][idx].sum()),
-            sectors=int(sums["sectors"][idx].sum()),
-            ideal=int(sums["ideal"][idx].sum()),
-            bytes=int(sums["bytes"][idx].sum()),
-            lines=int(sums["lines"][idx].sum()),
-            worst_sectors=int(worst[idx].max()),
+            requests=int(per.count[idx].sum()),
+            sectors=int(per.sums["sectors"][idx].sum()),
+            ideal=int(per.sums["ideal"][idx].sum()),
+            bytes=int(per.sums["bytes"][idx].sum()),
+            lines=int(per.sums["lines"][idx].sum()),
+            worst_sectors=int(per.worst[idx].max()),
             insts=tuple(idx),
         )
-        lines.append(cl)
-        bucket = "atomic" if int(kind) in _ATOMIC_KINDS else kind.name.lower()
-        totals[bucket] = totals[bucket] + cl.counts
-    traced = SectorTotals(**totals)
-    return CoalescingResult(
-        lines=tuple(lines),
-        traced=traced,
-        launch=traced.scaled(trace.scale),
-        scale=trace.scale,
-        extrapolated=not trace.complete,
-    )
+        for file, line, kind, idx in lines_of(trace, per)
+    ]
+    return CoalescingResult.of_lines(lines, trace)  # type: ignore[no-any-return]

@@ -32,6 +32,19 @@ The matching rule, per (source line, space, kind), for the shared and global spa
    ``w / W`` records of width ``W`` at ``a, a + W, ...``, in place (``split``).
 5. Anything else is left alone and reported (``unresolved``), as are SASS accesses with no PTX
    counterpart (``sass-only``; e.g. the ``LDS.64`` of a compare-and-swap loop).
+6. Aggregated atomics. When every SASS instruction of a line's shared atomics (or reductions,
+   which ``ATOMS`` executes too) is ``ATOMS.POPC.INC`` -- what ptxas makes of an increment by 1
+   whose result is unused, ``atomicAdd(&s, 1)`` -- the hardware updates each distinct word once
+   for all the lanes that name it (it adds the population count of those lanes): each record
+   keeps one lane per distinct address, its lowest (``aggregated``). When only some of the line's
+   SASS atomics are, the line's PTX atomics (program order) and SASS ones (address order) are
+   paired one to one, if they are as many and of one width (an inlined ``atomicAdd`` has one
+   header line for all its call sites). So 32 lanes on one word are
+   one access, 1 wavefront, where an ``ATOMS.ADD`` takes 32 (measured on an H100:
+   ``benchmarks/atomics_probe``; :mod:`gpuadvise.model.banks` counts the lanes that remain).
+   ptxas also aggregates a warp's atomic on a warp-uniform address into one elected lane
+   (``VOTEU``/``REDUX`` then a predicated ``ATOMS.ADD [UR]``); that form is not recognised here
+   (the line summary has no operands) and stays one update per lane.
 
 Records keep their ``inst`` (a merged record its lowest-address instruction's), so the per-line
 aggregation of the models is unchanged. Lines are compared by ``os.path.normpath`` of the file;
@@ -71,7 +84,8 @@ Key = tuple[str | None, int | None, str, str]  # (file, line, space, kind)
 class ReconcileNote:
     """What reconciliation did at one (line, space, kind), with the evidence.
 
-    ``action``: ``match``, ``merged``, ``split``, ``unresolved``, ``no-sass`` or ``sass-only``.
+    ``action``: ``match``, ``merged``, ``split``, ``aggregated``, ``unresolved``, ``no-sass`` or
+    ``sass-only``.
     ``ptx``/``sass``: (width in bytes, static instruction count) pairs; ``opcodes``: the SASS
     opcodes; ``records_before``/``records_after``: records of the line in the trace before and
     after; ``insts``: the PTX instructions involved.
@@ -120,7 +134,7 @@ class Reconciliation:
 
     @property
     def changed(self) -> bool:
-        return any(n.action in ("merged", "split") for n in self.notes)
+        return any(n.action in ("merged", "split", "aggregated") for n in self.notes)
 
     def apply(self, trace: AccessTrace) -> AccessTrace:
         """``trace`` with the reconciled records."""
@@ -276,11 +290,71 @@ def _fmt(c: Counter[int]) -> str:
 
 @dataclass
 class _Edits:
-    """Pending rewrites of the records: dropped, new widths, copies per record (splits)."""
+    """Pending rewrites of the records: dropped, new widths, copies per record (splits), masks
+    (aggregated atomics)."""
 
     drop: np.ndarray
     width: np.ndarray
     repeat: np.ndarray
+    mask: np.ndarray
+
+
+_POPC_INC = "ATOMS.POPC.INC"
+_AGG_CHUNK = 4096  # records compared lane by lane at a time
+
+
+def _first_lane_per_address(records: np.ndarray, idx: np.ndarray, edits: _Edits) -> int:
+    """Reduce the masks of records ``idx`` to the lowest active lane of each distinct address;
+    returns how many lanes were dropped."""
+    lower = np.tril(np.ones((32, 32), dtype=bool), -1)  # [j, k]: lane k comes before lane j
+    weights = np.uint64(1) << np.arange(32, dtype=np.uint64)
+    dropped = 0
+    for start in range(0, len(idx), _AGG_CHUNK):
+        sel = idx[start : start + _AGG_CHUNK]
+        addr = records["addr"][sel]
+        act = active_lanes(records["mask"][sel])
+        same = addr[:, :, None] == addr[:, None, :]
+        same &= act[:, None, :] & lower[None, :, :]
+        keep = act & ~same.any(axis=2)
+        dropped += int(act.sum() - keep.sum())
+        edits.mask[sel] = (keep.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
+    return dropped
+
+
+def _aggregate(
+    records: np.ndarray,
+    infos: list[InstrInfo],
+    recs_idx: list[np.ndarray],
+    entries: Sequence[SassMemLine],
+    edits: _Edits,
+) -> str | None:
+    """Rule 6 for one line's shared atomics: the detail, or None when it does not apply.
+
+    Every PTX atomic of the line is aggregated when every SASS atomic of the line is
+    ``ATOMS.POPC.INC``. When only some are (an inlined ``atomicAdd`` has one header line for all
+    its callers, and ptxas's line table does not tell them apart), the line's PTX atomics, in
+    program order, are paired with its SASS ones, in address order, when both have one width and
+    as many instructions, and those paired with an ``ATOMS.POPC.INC`` are aggregated."""
+    opcodes = [op for entry in entries for op in entry.opcodes]
+    if not any(op.startswith(_POPC_INC) for op in opcodes):
+        return None
+    if all(op.startswith(_POPC_INC) for op in opcodes):
+        chosen = list(range(len(infos)))
+    else:
+        seq = entries[0].sequence if len(entries) == 1 else ()
+        order = sorted(range(len(infos)), key=lambda k: infos[k].inst)
+        if len(seq) != len(infos) or len({i.width for i in infos}) != 1:
+            return None
+        chosen = [k for k, op in zip(order, seq, strict=True) if op.startswith(_POPC_INC)]
+    if not chosen:
+        return None
+    idx = np.concatenate([recs_idx[k] for k in chosen])
+    dropped = _first_lane_per_address(records, idx, edits)
+    insts = ", ".join(str(infos[k].inst) for k in chosen)
+    return (
+        f"ATOMS.POPC.INC (insts {insts}): the lanes that name one word update it once "
+        f"({dropped} lane updates of {len(idx)} warp executions folded into others)"
+    )
 
 
 def _decide(
@@ -378,6 +452,7 @@ def reconcile(trace: AccessTrace, sass: Sequence[SassMemLine]) -> Reconciliation
         drop=np.zeros(n, dtype=bool),
         width=records["width"].copy(),
         repeat=np.ones(n, dtype=np.int64),
+        mask=records["mask"].copy(),
     )
     notes: list[ReconcileNote] = []
     keys = sorted(
@@ -396,6 +471,12 @@ def reconcile(trace: AccessTrace, sass: Sequence[SassMemLine]) -> Reconciliation
         action, after, detail = _decide(
             records, infos, recs_idx, ptx_w, sass_w, ", ".join(opcodes), edits
         )
+        if key[2] == "shared" and key[3] in ("atomic", "reduction") and action == "match":
+            # PTX red.shared runs as ATOMS: its SASS is under the line's atomics
+            atoms = entries or sass_by_key.get((key[0], key[1], "shared", "atomic"), [])
+            why = _aggregate(records, infos, recs_idx, atoms, edits)
+            if why is not None:
+                action, detail = "aggregated", why
         notes.append(
             ReconcileNote(
                 file=key[0],
@@ -421,6 +502,13 @@ def _rewrite(records: np.ndarray, edits: _Edits) -> np.ndarray:
     src = np.repeat(keep, reps)
     out = records[src]
     out["width"] = edits.width[src]
+    mask = edits.mask[src]
+    changed = np.flatnonzero(mask != out["mask"])
+    if len(changed):  # aggregated atomics: lanes folded into others hold 0, as inactive ones do
+        out["mask"][changed] = mask[changed]
+        out["addr"][changed] = np.where(
+            active_lanes(mask[changed]), out["addr"][changed], np.uint64(0)
+        )
     if len(reps) and (reps > 1).any():
         # the j-th copy of a split record moves j * width bytes on every active lane
         starts = np.cumsum(reps) - reps

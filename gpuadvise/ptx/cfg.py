@@ -18,6 +18,7 @@ the reversed graph rooted at a virtual exit node (``VEXIT``). Blocks that cannot
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from gpuadvise.ptx.parser import (
     Vec,
 )
 
-__all__ = ["Block", "Program", "build_program"]
+__all__ = ["Block", "Program", "build_program", "symbols_used"]
 
 MAX_INSTRUCTIONS = 400_000
 BARRIER_OPS = ("bar", "barrier")
@@ -111,14 +112,10 @@ def _rename_op(op: Operand | None, m: dict[str, str]) -> Operand | None:
 
 
 def _rename(ins: Instr, m: dict[str, str]) -> Instr:
-    return Instr(
-        opcode=ins.opcode,
+    return dataclasses.replace(
+        ins,
         operands=tuple(x for x in (_rename_op(o, m) for o in ins.operands) if x is not None),
         guard=m.get(ins.guard, ins.guard) if ins.guard else None,
-        guard_neg=ins.guard_neg,
-        loc=ins.loc,
-        inner_loc=ins.inner_loc,
-        ptx_line=ins.ptx_line,
     )
 
 
@@ -156,14 +153,10 @@ class _Flattener:
                 continue
             if item.base == "ret" and ret_label is not None:
                 self.out.append(
-                    Instr(
-                        "bra.uni" if item.guard is None else "bra",
-                        (Sym(ret_label),),
-                        item.guard,
-                        item.guard_neg,
-                        item.loc,
-                        item.inner_loc,
-                        item.ptx_line,
+                    dataclasses.replace(
+                        item,
+                        opcode="bra.uni" if item.guard is None else "bra",
+                        operands=(Sym(ret_label),),
                     )
                 )
                 continue
@@ -496,3 +489,22 @@ def immediate_post_dominators(succs: list[tuple[int, ...]]) -> list[int]:
 def _defined(x: int | None) -> int:
     assert x is not None
     return x
+
+
+def symbols_used(program: Program) -> set[str]:
+    """The names of the variables (and other symbols) the program's operands name."""
+    names: set[str] = set()
+
+    def visit(op: object) -> None:
+        if isinstance(op, Sym):
+            names.add(op.name)
+        elif isinstance(op, Addr) and op.base is not None:
+            visit(op.base)
+        elif isinstance(op, Vec):
+            for x in op.items:
+                visit(x)
+
+    for ins in program.instrs:
+        for op in ins.operands:
+            visit(op)
+    return names

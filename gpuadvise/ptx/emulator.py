@@ -58,7 +58,7 @@ from typing import Any, cast
 import numpy as np
 
 from gpuadvise.ptx.access import RECORD, Kind, Space
-from gpuadvise.ptx.cfg import Program, build_program
+from gpuadvise.ptx.cfg import Program, build_program, symbols_used
 from gpuadvise.ptx.errors import (
     EmulationError,
     InstructionBudgetError,
@@ -172,7 +172,7 @@ class KernelImage:
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:
         program = build_program(module, entry)
-        used = _symbols_used(program)
+        used = symbols_used(program)
         notes: list[str] = []
         base = shared_base_for_arch(arch)
 
@@ -268,22 +268,38 @@ class KernelImage:
         return bytes(out)
 
 
-def _symbols_used(program: Program) -> set[str]:
-    names: set[str] = set()
-
-    def visit(op: object) -> None:
-        if isinstance(op, Sym):
-            names.add(op.name)
-        elif isinstance(op, Addr) and op.base is not None:
-            visit(op.base)
-        elif isinstance(op, Vec):
-            for x in op.items:
-                visit(x)
-
-    for ins in program.instrs:
-        for op in ins.operands:
-            visit(op)
-    return names
+# generic-address windows other than global: window id -> (space, window base, where, what an
+# offset outside it is, hint); a space's own instructions address it from 0
+_WINDOWS: dict[int, tuple[str, int, str, str, str]] = {
+    1: (
+        "shared",
+        SHARED_WINDOW,
+        "shared memory",
+        "outside the CTA's {size} bytes of shared memory (offset {off} from the first variable)",
+        "check the index, and the launch's dynamic shared memory size",
+    ),
+    2: (
+        "local",
+        LOCAL_WINDOW,
+        "local memory",
+        "outside the thread's {size}-byte local frame",
+        "check the index into the local array",
+    ),
+    3: (
+        "const",
+        CONST_WINDOW,
+        "constant memory",
+        "outside the {size}-byte constant bank",
+        "check the index into the __constant__ array",
+    ),
+    4: (
+        "param",
+        PARAM_WINDOW,
+        "kernel parameters",
+        "outside the kernel's parameters",
+        "check the pointer to the parameter",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -904,69 +920,25 @@ class Batch:
                     "check the index computation and the launch's buffer sizes",
                 )
             return [("global", offs, None, a)]
-        if win == 1:
-            o = a - ((SHARED_WINDOW if generic else 0) + self.image.shared_base)
-            self._check(
-                index,
-                o,
-                a,
-                lanes,
-                width,
-                self.shared_bytes,
-                f"{what} in shared memory",
-                "shared",
-                "outside the CTA's {size} bytes of shared memory (offset {off} from the first "
-                "variable)",
-                "check the index, and the launch's dynamic shared memory size",
-            )
-            lb = self.shared_lane_base if lanes is None else self.shared_lane_base[lanes]
-            return [("shared", lb + o, None, a - SHARED_WINDOW if generic else a)]
-        if win == 2:
-            o = a - LOCAL_WINDOW if generic else a
-            self._check(
-                index,
-                o,
-                a,
-                lanes,
-                width,
-                self.image.local_bytes,
-                f"{what} in local memory",
-                "local",
-                "outside the thread's {size}-byte local frame",
-                "check the index into the local array",
-            )
-            ln = self.lane_index if lanes is None else lanes
-            return [("local", ln * self.local_stride + o, None, o)]
-        if win == 3:
-            o = a - CONST_WINDOW if generic else a
-            self._check(
-                index,
-                o,
-                a,
-                lanes,
-                width,
-                len(self.image.const_bank),
-                f"{what} in constant memory",
-                "const",
-                "outside the {size}-byte constant bank",
-                "check the index into the __constant__ array",
-            )
-            return [("const", o, None, o)]
-        if win == 4:
-            o = a - PARAM_WINDOW if generic else a
-            self._check(
-                index,
-                o,
-                a,
-                lanes,
-                width,
-                len(self.param_heap),
-                f"{what} in kernel parameters",
-                "param",
-                "outside the kernel's parameters",
-                "check the pointer to the parameter",
-            )
-            return [("param", o, None, o)]
+        if win in _WINDOWS:
+            space, window, where, phrase, hint = _WINDOWS[win]
+            o = a - (window if generic else 0)
+            if win == 1:
+                o -= self.image.shared_base
+            size = {
+                1: self.shared_bytes,
+                2: self.image.local_bytes,
+                3: len(self.image.const_bank),
+                4: len(self.param_heap),
+            }[win]
+            self._check(index, o, a, lanes, width, size, f"{what} in {where}", space, phrase, hint)
+            if win == 1:
+                lb = self.shared_lane_base if lanes is None else self.shared_lane_base[lanes]
+                return [("shared", lb + o, None, a - SHARED_WINDOW if generic else a)]
+            if win == 2:
+                ln = self.lane_index if lanes is None else lanes
+                return [("local", ln * self.local_stride + o, None, o)]
+            return [(space, o, None, o)]
         addr = int(a[0])
         name, off, phrase = self.gmem.describe(addr, width)
         raise self._fail(

@@ -55,7 +55,17 @@ import numpy as np
 
 from gpuadvise.errors import GpuAdviseError, ToolchainError
 from gpuadvise.ptx.access import WARP, Kind, Space
-from gpuadvise.ptx.parser import _TOKEN_RE, TYPE_SIZES, Addr, Instr, Module, Reg, Sym, parse_ptx
+from gpuadvise.ptx.parser import (
+    TYPE_SIZES,
+    Addr,
+    Instr,
+    Module,
+    Reg,
+    Sym,
+    Token,
+    parse_ptx,
+    tokenize,
+)
 
 __all__ = [
     "DEVICE_RECORD",
@@ -174,40 +184,6 @@ def make_header(capacity: int, cta_lo: int, cta_hi: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Tok:
-    kind: str
-    text: str
-    start: int
-    end: int
-    line: int
-
-
-def _tokens(text: str) -> list[_Tok]:
-    toks: list[_Tok] = []
-    line = 1
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
-            raise InstrumentError(
-                f"PTX line {line}: unexpected character {text[pos]!r}",
-                "the PTX is malformed or uses syntax gpuadvise does not know",
-            )
-        kind = m.lastgroup or ""
-        s = m.group()
-        if kind == "nl":
-            line += 1
-        elif kind == "bc":
-            line += s.count("\n")
-        elif kind not in ("ws", "lc"):
-            toks.append(_Tok(kind, s, m.start(), m.end(), line))
-        pos = m.end()
-    return toks
-
-
-@dataclass(frozen=True)
 class _FuncSpan:
     kind: str  # .entry | .func
     name: str
@@ -218,7 +194,7 @@ class _FuncSpan:
     end: int  # token index of the last token ('}' or ';')
 
 
-def _skip_group(toks: list[_Tok], i: int) -> int:
+def _skip_group(toks: list[Token], i: int) -> int:
     """Index of the token closing the bracket opened at ``i``."""
     depth = 0
     for j in range(i, len(toks)):
@@ -232,7 +208,7 @@ def _skip_group(toks: list[_Tok], i: int) -> int:
     raise InstrumentError("unbalanced brackets in the PTX", "the PTX text is truncated")
 
 
-def _functions(toks: list[_Tok]) -> list[_FuncSpan]:
+def _functions(toks: list[Token]) -> list[_FuncSpan]:
     out: list[_FuncSpan] = []
     i = 0
     n = len(toks)
@@ -274,7 +250,7 @@ def _functions(toks: list[_Tok]) -> list[_FuncSpan]:
 _TO_SEMICOLON = (".reg", ".local", ".shared", ".param", ".const", ".global", ".pragma")
 
 
-def _statements(toks: list[_Tok], lo: int, hi: int) -> tuple[list[tuple[int, int, str]], int]:
+def _statements(toks: list[Token], lo: int, hi: int) -> tuple[list[tuple[int, int, str]], int]:
     """Instruction statements of a body (tokens ``lo``..``hi`` exclusive, inside the braces):
     (first token, last token, opcode) in text order, as :mod:`gpuadvise.ptx.parser` reads them;
     and the token where the first label, instruction or nested block of the body starts."""
@@ -325,7 +301,7 @@ def _statements(toks: list[_Tok], lo: int, hi: int) -> tuple[list[tuple[int, int
     return out, first
 
 
-def _to_semicolon(toks: list[_Tok], i: int, hi: int) -> int:
+def _to_semicolon(toks: list[Token], i: int, hi: int) -> int:
     depth = 0
     while i < hi:
         t = toks[i]
@@ -584,7 +560,7 @@ def instrument_ptx(ptx: str, entry: str, keep_other_entries: bool = False) -> In
             "the PTX already holds gpuadvise's tracer registers (instrumented twice?)",
             "instrument the PTX that nvcc produced",
         )
-    toks = _tokens(ptx)
+    toks = tokenize(ptx)  # the parser read it: no error here
     spans = _functions(toks)
     span = next((s for s in spans if s.name == entry and s.body_open is not None), None)
     if span is None or span.body_open is None:
@@ -700,21 +676,11 @@ def _apply(text: str, inserts: list[tuple[int, str]], cuts: list[tuple[int, int]
 def _table(module: Module, program: object, func: object) -> list[TableVar]:
     """The variables whose addresses the host needs: those the kernel uses, in the spaces whose
     addresses it maps back (global variables, local and constant ones) or checks (shared)."""
-    from gpuadvise.ptx.cfg import Program
+    from gpuadvise.ptx.cfg import Program, symbols_used
     from gpuadvise.ptx.parser import Function
 
     assert isinstance(program, Program) and isinstance(func, Function)
-    used: set[str] = set()
-
-    def visit(op: object) -> None:
-        if isinstance(op, Sym):
-            used.add(op.name)
-        elif isinstance(op, Addr) and op.base is not None:
-            visit(op.base)
-
-    for ins in program.instrs:
-        for op in ins.operands:
-            visit(op)
+    used = symbols_used(program)
     out: list[TableVar] = []
     seen: set[str] = set()
     candidates = list(func.vars) + list(module.variables.values())

@@ -17,7 +17,9 @@ or shadowing a function register, means what it means in PTX. Debug sections are
 Source location: an instruction carries the location of the last ``.loc`` before it. When the
 ``.loc`` has ``inlined_at F L C`` (code of an inlined function, e.g. ``atomicAdd`` from a CUDA
 header), the instruction's ``line`` is the ``inlined_at`` location: the user's call site; the
-callee's own location is kept in ``inner_loc``.
+callee's own location is kept in ``inner_loc``. nvcc writes the ``.loc`` of each enclosing call
+just before (``.loc 1 10 5`` / ``.loc 1 1 72, ..., inlined_at 1 10 5`` / ``.loc 2 112 3, ...,
+inlined_at 1 1 72``): ``call_sites`` follows that chain, innermost first, to the kernel's body.
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ __all__ = [
     "PredOut",
     "Reg",
     "Sym",
+    "Token",
     "VarDecl",
     "Vec",
     "parse_ptx",
+    "tokenize",
 ]
 
 
@@ -138,6 +142,7 @@ class Instr:
     loc: Loc | None = None
     inner_loc: Loc | None = None
     ptx_line: int = 0
+    call_sites: tuple[Loc, ...] = ()
 
     @property
     def base(self) -> str:
@@ -276,14 +281,23 @@ _TOKEN_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class _Tok:
-    kind: str  # num, id, str, p
+class Token:
+    """A token of PTX text: ``kind`` is ``num``, ``id`` (names, directives, opcodes, registers),
+    ``str`` or ``p`` (punctuation); ``start``/``end`` its character offsets; ``line`` 1-based."""
+
+    kind: str
     text: str
+    start: int
+    end: int
     line: int
 
 
-def _tokenize(text: str) -> list[_Tok]:
-    toks: list[_Tok] = []
+def tokenize(text: str) -> list[Token]:
+    """The tokens of PTX ``text``, without white space and comments (what the parser reads).
+
+    Raises :class:`~gpuadvise.ptx.errors.PtxParseError` at a character no token starts with.
+    """
+    toks: list[Token] = []
     line = 1
     pos = 0
     n = len(text)
@@ -305,7 +319,7 @@ def _tokenize(text: str) -> list[_Tok]:
         elif kind in ("ws", "lc"):
             pass
         else:
-            toks.append(_Tok(kind, s, line))
+            toks.append(Token(kind, s, m.start(), m.end(), line))
         pos = m.end()
     return toks
 
@@ -352,7 +366,7 @@ def f64_bits_to_float(bits: int) -> float:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokenize(text)
+        self.toks = tokenize(text)
         self.i = 0
         self.module = Module()
         self.order = 0
@@ -362,14 +376,15 @@ class _Parser:
         self.scope_counter = 0
         self.loc: Loc | None = None
         self.inner_loc: Loc | None = None
+        self.chain: list[tuple[int, int, int]] = []  # (file, line, column), innermost first
 
     # -- token helpers -------------------------------------------------------------------------
 
-    def peek(self, k: int = 0) -> _Tok | None:
+    def peek(self, k: int = 0) -> Token | None:
         j = self.i + k
         return self.toks[j] if j < len(self.toks) else None
 
-    def next(self) -> _Tok:
+    def next(self) -> Token:
         tok = self.peek()
         if tok is None:
             raise PtxParseError("unexpected end of PTX", "the PTX text is truncated")
@@ -380,7 +395,7 @@ class _Parser:
         tok = self.peek()
         return tok is not None and tok.text == text
 
-    def expect(self, text: str) -> _Tok:
+    def expect(self, text: str) -> Token:
         tok = self.next()
         if tok.text != text:
             raise PtxParseError(
@@ -389,14 +404,14 @@ class _Parser:
             )
         return tok
 
-    def error(self, tok: _Tok | None, what: str) -> PtxParseError:
+    def error(self, tok: Token | None, what: str) -> PtxParseError:
         line = tok.line if tok else "end"
         return PtxParseError(
             f"PTX line {line}: {what}",
             "the PTX is malformed or uses syntax the emulator does not know",
         )
 
-    def skip_line(self, line: int) -> list[_Tok]:
+    def skip_line(self, line: int) -> list[Token]:
         out = []
         while (tok := self.peek()) is not None and tok.line == line:
             out.append(self.next())
@@ -677,6 +692,7 @@ class _Parser:
         self.regs = {}
         self.loc = None
         self.inner_loc = None
+        self.chain = []
         body: list[Instr | Label] = []
         func.body = body
         func.regs = self.regs
@@ -724,7 +740,7 @@ class _Parser:
                 continue
             body.append(self.parse_instr())
 
-    def parse_directive(self, func: Function, tok: _Tok) -> None:
+    def parse_directive(self, func: Function, tok: Token) -> None:
         t = tok.text
         if t == ".reg":
             self.next()
@@ -741,6 +757,8 @@ class _Parser:
             nums = [x for x in rest if x.kind == "num"]
             if len(nums) >= 2:
                 loc = Loc(parse_int(nums[0].text), parse_int(nums[1].text))
+                here = (loc.file, loc.line, parse_int(nums[2].text) if len(nums) > 2 else 0)
+                chain = [here]
                 texts = [x.text for x in rest]
                 if "inlined_at" in texts:
                     k = texts.index("inlined_at")
@@ -748,10 +766,15 @@ class _Parser:
                     if len(at) >= 2:
                         self.inner_loc = loc
                         loc = Loc(parse_int(at[0].text), parse_int(at[1].text))
+                        caller = (loc.file, loc.line, parse_int(at[2].text) if len(at) > 2 else 0)
+                        # the caller's own .loc came just before, with its call sites
+                        up = self.chain.index(caller) if caller in self.chain else -1
+                        chain += self.chain[up:] if up >= 0 else [caller]
                     else:
                         self.inner_loc = None
                 else:
                     self.inner_loc = None
+                self.chain = chain
                 self.loc = loc
                 if func.loc is None:
                     func.loc = loc
@@ -808,7 +831,7 @@ class _Parser:
             raise self.error(op_tok, f"expected an instruction, found {op_tok.text!r}")
         opcode = op_tok.text
         operands: list[Operand] = []
-        current: list[_Tok] = []
+        current: list[Token] = []
         depth = 0
         while True:
             tok = self.next()
@@ -834,6 +857,7 @@ class _Parser:
             loc=self.loc,
             inner_loc=self.inner_loc,
             ptx_line=line,
+            call_sites=tuple(Loc(f, n) for f, n, _ in self.chain[1:]),
         )
 
     # -- operands ------------------------------------------------------------------------------
@@ -844,7 +868,7 @@ class _Parser:
             return Reg(name)
         return Sym(name)
 
-    def operand(self, toks: list[_Tok]) -> Operand:
+    def operand(self, toks: list[Token]) -> Operand:
         if not toks:
             raise self.error(self.peek(), "empty operand")
         first = toks[0].text
@@ -878,7 +902,7 @@ class _Parser:
                 return Sym(sym.name, _sum_offset(toks[1:]))
         raise self.error(toks[0], f"cannot read operand {' '.join(t.text for t in toks)!r}")
 
-    def address(self, toks: list[_Tok], at: _Tok) -> Addr:
+    def address(self, toks: list[Token], at: Token) -> Addr:
         if not toks:
             raise self.error(at, "empty address []")
         if toks[0].kind == "num":
@@ -914,13 +938,13 @@ def _imm_value(imm: Imm) -> int | float:
     return imm.value
 
 
-def _is_sink(toks: list[_Tok]) -> bool:
+def _is_sink(toks: list[Token]) -> bool:
     return len(toks) == 1 and toks[0].text == "_"
 
 
-def _split_commas(toks: list[_Tok]) -> list[list[_Tok]]:
-    out: list[list[_Tok]] = []
-    cur: list[_Tok] = []
+def _split_commas(toks: list[Token]) -> list[list[Token]]:
+    out: list[list[Token]] = []
+    cur: list[Token] = []
     depth = 0
     for t in toks:
         if t.kind == "p" and t.text in "([{":
@@ -937,7 +961,7 @@ def _split_commas(toks: list[_Tok]) -> list[list[_Tok]]:
     return out
 
 
-def _sum_offset(toks: list[_Tok], start_sign: bool = False) -> int:
+def _sum_offset(toks: list[Token], start_sign: bool = False) -> int:
     """``+ 4``, ``+ - 4``, ``- 8``, ``4`` -> the integer sum."""
     total = 0
     sign = 1

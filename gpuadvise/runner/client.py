@@ -14,12 +14,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpuadvise.errors import RunnerError
 from gpuadvise.runner.job import Job, Result
+
+
+class _Outcome(Protocol):
+    ok: bool
+    cuda_error: str | None
 
 
 @dataclass
@@ -88,6 +95,42 @@ def run_worker_module(module: str, job: Any, timeout_s: float) -> ProcessRun:
         if not timed_out and res_path.exists():
             result = pickle.loads(res_path.read_bytes())
         return ProcessRun(result, text, timed_out, code, time.monotonic() - t0)
+
+
+def serve_job(
+    argv: Sequence[str],
+    run: Callable[[Any, Any], _Outcome],
+    failure: Callable[[str, str], _Outcome],
+) -> int:
+    """The worker's side of :func:`run_worker_module`: ``argv`` is ``[prog, JOB.pkl, RESULT.pkl]``.
+
+    Starts the CUDA backend, runs ``run(job, backend)`` and writes its result; a backend that does
+    not start gives ``failure("setup", message)`` (with the CUDA error's name) and exit status 3,
+    an exception in ``run`` gives ``failure("worker", traceback)``. The backend is closed after
+    a successful run only (a failed context may hang on close; the process exit frees it).
+    """
+    from gpuadvise.fileio import write_atomic
+    from gpuadvise.runner.backend import cuda_error_name
+
+    job_path, result_path = Path(argv[1]), Path(argv[2])
+    job = pickle.loads(job_path.read_bytes())
+    try:
+        from gpuadvise.runner.pycuda_backend import PyCudaBackend
+
+        backend = PyCudaBackend()
+    except Exception as exc:
+        res = failure("setup", f"cannot start the CUDA backend: {exc}")
+        res.cuda_error = cuda_error_name(str(exc))
+        write_atomic(result_path, pickle.dumps(res, protocol=5))
+        return 3
+    try:
+        res = run(job, backend)
+    except Exception:
+        res = failure("worker", "worker failure:\n" + traceback.format_exc())
+    write_atomic(result_path, pickle.dumps(res, protocol=5))
+    if res.ok:
+        backend.close()
+    return 0
 
 
 def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:

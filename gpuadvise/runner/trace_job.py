@@ -21,10 +21,8 @@ A failure at any step is written into the result with its stage (``reference``, 
 
 from __future__ import annotations
 
-import pickle
 import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,29 +219,11 @@ def run_trace(job: TraceJob, backend: Any) -> TraceResult:
 
 
 def main(argv: list[str]) -> int:
-    job_path, result_path = Path(argv[1]), Path(argv[2])
-    job: TraceJob = pickle.loads(job_path.read_bytes())
-    try:
-        from gpuadvise.runner.pycuda_backend import PyCudaBackend
+    from gpuadvise.runner.client import serve_job
 
-        backend = PyCudaBackend()
-    except Exception as exc:
-        res = TraceResult(ok=False, stage="setup", error=f"cannot start the CUDA backend: {exc}")
-        res.cuda_error = cuda_error_name(str(exc))
-        result_path.write_bytes(pickle.dumps(res))
-        return 3
-    try:
-        res = run_trace(job, backend)
-    except Exception:
-        res = TraceResult(
-            ok=False, stage="worker", error="worker failure:\n" + traceback.format_exc()
-        )
-    from gpuadvise.fileio import write_atomic
-
-    write_atomic(result_path, pickle.dumps(res, protocol=5))
-    if res.ok:
-        backend.close()
-    return 0
+    return serve_job(
+        argv, run_trace, lambda stage, error: TraceResult(ok=False, stage=stage, error=error)
+    )
 
 
 class _Alloc:

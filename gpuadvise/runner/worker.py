@@ -12,10 +12,8 @@ the graph replay of the same sequence (``job.as_graph``; GA501).
 
 from __future__ import annotations
 
-import pickle
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -203,27 +201,9 @@ def run_job(job: Job, backend: Any) -> Result:
 
 
 def main(argv: list[str]) -> int:
-    job_path, result_path = Path(argv[1]), Path(argv[2])
-    job: Job = pickle.loads(job_path.read_bytes())
-    try:
-        from gpuadvise.runner.pycuda_backend import PyCudaBackend
+    from gpuadvise.runner.client import serve_job
 
-        backend = PyCudaBackend()
-    except Exception as exc:
-        res = Result(ok=False, error=f"cannot start the CUDA backend: {exc}")
-        res.cuda_error = cuda_error_name(str(exc))
-        result_path.write_bytes(pickle.dumps(res))
-        return 3
-    try:
-        res = run_job(job, backend)
-    except Exception:
-        res = Result(ok=False, error="worker failure:\n" + traceback.format_exc())
-    from gpuadvise.fileio import write_atomic
-
-    write_atomic(result_path, pickle.dumps(res, protocol=5))
-    if res.ok:
-        backend.close()
-    return 0
+    return serve_job(argv, run_job, lambda _stage, error: Result(ok=False, error=error))
 
 
 if __name__ == "__main__":

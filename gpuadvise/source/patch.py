@@ -86,37 +86,74 @@ def block_index_uses(
     return [(m.start(), m.end(), m.group(1) or "") for m in _BLOCK_IDX.finditer(code, start, stop)]
 
 
-def tiled_block_index_lines(n: int, name: str = "ga304_block", prefix: str = "ga304_") -> list[str]:
+def tiled_block_index_lines(
+    n: int, name: str = "ga304_block", prefix: str = "ga304_", axis: str = "x"
+) -> list[str]:
     """C++ statements for the top of a kernel body that define ``const uint2 <name>``: the tile a
-    block computes under seed 002's thread-group tiling along X with ``n`` tiles per strip.
+    block computes under seed 002's thread-group tiling with ``n`` tiles per strip.
 
-    This is the corrected HLSL snippet of the seed (A. Ukarande; ``tiled_block_index`` in
-    ``kernels/tile_gather/gather.cu``), computed from ``blockIdx``/``gridDim`` at run time: the
-    grid is cut into vertical strips ``n`` blocks wide, the last one ``gridDim.x % n`` wide when
-    ``n`` does not divide ``gridDim.x``, and the blocks are handed out strip by strip, row by row
-    inside a strip. It is :func:`gpuadvise.model.l2.tiled_order` (axis ``x``) in CUDA. Helper
-    variables are named ``<prefix>n``, ``<prefix>flat``, ...
+    This is the corrected HLSL snippet of the seed (L. Bavoil, A. Ukarande; ``tiled_block_index``
+    in ``kernels/tile_gather/gather.cu``), computed from ``blockIdx``/``gridDim`` at run time.
+    ``axis="x"``: the grid is cut into vertical strips ``n`` blocks wide, the last one
+    ``gridDim.x % n`` wide when ``n`` does not divide ``gridDim.x``, and the blocks are handed out
+    strip by strip, row by row inside a strip. ``axis="y"``: horizontal strips ``n`` blocks high
+    (the last one ``gridDim.y % n``), column by column inside a strip. It is
+    :func:`gpuadvise.model.l2.tiled_order` in CUDA, for 2D grids (z untouched). Helper variables
+    are named ``<prefix>n``, ``<prefix>flat``, ...
     """
     if n < 1:
         raise ValueError("the tile size must be at least 1")
     p = prefix
-    return [
-        f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, seed 002's corrected",
-        f"// snippet: blocks are launched in vertical strips of {n} tiles (the last strip narrower",
-        f"// when {n} does not divide gridDim.x), row by row inside a strip; {name} is this",
-        "// block's tile.",
-        f"const unsigned {p}n = {n}u;",
-        f"const unsigned {p}per_strip = {p}n * gridDim.y;  // blocks in a full strip",
-        f"const unsigned {p}full_strips = gridDim.x / {p}n;",
-        f"const unsigned {p}flat = gridDim.x * blockIdx.y + blockIdx.x;  // the launch order",
-        f"const unsigned {p}strip = {p}flat / {p}per_strip;",
-        f"const unsigned {p}local = {p}flat % {p}per_strip;",
-        f"const unsigned {p}strip_w =",
-        f"    {p}flat >= {p}full_strips * {p}per_strip ? gridDim.x % {p}n : {p}n;",
-        f"const unsigned {p}swizzled = {p}strip * {p}n +",
-        f"    ({p}local / {p}strip_w) * gridDim.x + {p}local % {p}strip_w;",
-        f"const uint2 {name} = make_uint2({p}swizzled % gridDim.x, {p}swizzled / gridDim.x);",
-    ]
+    if axis == "x":
+        return [
+            f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, seed 002's corrected",
+            f"// snippet: blocks are launched in vertical strips of {n} tiles (the last strip narrower",
+            f"// when {n} does not divide gridDim.x), row by row inside a strip; {name} is this",
+            "// block's tile.",
+            f"const unsigned {p}n = {n}u;",
+            f"const unsigned {p}per_strip = {p}n * gridDim.y;  // blocks in a full strip",
+            f"const unsigned {p}full_strips = gridDim.x / {p}n;",
+            f"const unsigned {p}flat = gridDim.x * blockIdx.y + blockIdx.x;  // the launch order",
+            f"const unsigned {p}strip = {p}flat / {p}per_strip;",
+            f"const unsigned {p}local = {p}flat % {p}per_strip;",
+            f"const unsigned {p}strip_w =",
+            f"    {p}flat >= {p}full_strips * {p}per_strip ? gridDim.x % {p}n : {p}n;",
+            f"const unsigned {p}swizzled = {p}strip * {p}n +",
+            f"    ({p}local / {p}strip_w) * gridDim.x + {p}local % {p}strip_w;",
+            f"const uint2 {name} = make_uint2({p}swizzled % gridDim.x, {p}swizzled / gridDim.x);",
+        ]
+    if axis == "y":
+        return [
+            f"// GA304 (gpuadvise): thread-group tiling along Y, N = {n}, seed 002's corrected",
+            f"// snippet transposed: blocks are launched in horizontal strips of {n} tiles (the last",
+            f"// strip lower when {n} does not divide gridDim.y), column by column inside a strip;",
+            f"// {name} is this block's tile.",
+            f"const unsigned {p}n = {n}u;",
+            f"const unsigned {p}per_strip = {p}n * gridDim.x;  // blocks in a full strip",
+            f"const unsigned {p}full_strips = gridDim.y / {p}n;",
+            f"const unsigned {p}flat = gridDim.x * blockIdx.y + blockIdx.x;  // the launch order",
+            f"const unsigned {p}strip = {p}flat / {p}per_strip;",
+            f"const unsigned {p}local = {p}flat % {p}per_strip;",
+            f"const unsigned {p}strip_h =",
+            f"    {p}flat >= {p}full_strips * {p}per_strip ? gridDim.y % {p}n : {p}n;",
+            f"const uint2 {name} =",
+            f"    make_uint2({p}local / {p}strip_h, {p}strip * {p}n + {p}local % {p}strip_h);",
+        ]
+    raise ValueError("axis must be 'x' or 'y'")
+
+
+def tiled_block_index_cuda(
+    n: int, axis: str = "x", name: str = "gpuadvise_tiled_block_index"
+) -> str:
+    """CUDA C source of a device function ``uint2 <name>()`` returning the remapped block index:
+    :func:`tiled_block_index_lines` in a function of its own, for a user to call wherever the
+    kernel reads ``blockIdx.x`` / ``blockIdx.y``."""
+    body = tiled_block_index_lines(n, "tile", "", axis)
+    return (
+        f"__device__ __forceinline__ uint2 {name}()\n{{\n"
+        + "".join(f"    {ln}\n" for ln in body)
+        + "    return tile;\n}\n"
+    )
 
 
 def remap_block_index(

@@ -122,7 +122,8 @@ class SassMemLine:
     """Memory instructions of one kind and width at one source line.
 
     ``count`` is the number of static SASS instructions (not executions); ``opcodes`` the
-    distinct full opcodes among them, as evidence (``("LDS.128",)``).
+    distinct full opcodes among them, as evidence (``("LDS.128",)``); ``sequence``: the opcode
+    of each of the ``count`` instructions, in address order.
     """
 
     file: str | None
@@ -132,6 +133,7 @@ class SassMemLine:
     width_bits: int
     count: int
     opcodes: tuple[str, ...]
+    sequence: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,11 +144,13 @@ class SassMemLine:
             "width_bits": self.width_bits,
             "count": self.count,
             "opcodes": list(self.opcodes),
+            "sequence": list(self.sequence),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SassMemLine:
-        return cls(**{**data, "opcodes": tuple(data["opcodes"])})
+        sequence = tuple(str(op) for op in data.get("sequence", ()))
+        return cls(**{**data, "opcodes": tuple(data["opcodes"]), "sequence": sequence})
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,7 +439,7 @@ def memory_summary(
     with ``call_site=True``, the outermost ones (the line of the kernel body). Instructions
     that never execute (``@!PT``) are skipped.
     """
-    groups: dict[tuple[str | None, int | None, str, str, int], list[str]] = {}
+    groups: dict[tuple[str | None, int | None, str, str, int], list[SassInstruction]] = {}
     for instr in instructions:
         if instr.never_executes:
             continue
@@ -444,9 +448,7 @@ def memory_summary(
             continue
         file, line = instr.call_site if call_site else (instr.file, instr.line)
         for op in ops:
-            groups.setdefault((file, line, op.space, op.kind, op.width_bits), []).append(
-                instr.opcode
-            )
+            groups.setdefault((file, line, op.space, op.kind, op.width_bits), []).append(instr)
 
     def order(key: tuple[str | None, int | None, str, str, int]) -> tuple[Any, ...]:
         file, line, space, kind, width = key
@@ -459,10 +461,11 @@ def memory_summary(
             space=key[2],  # type: ignore[arg-type]
             kind=key[3],  # type: ignore[arg-type]
             width_bits=key[4],
-            count=len(opcodes),
-            opcodes=tuple(dict.fromkeys(opcodes)),
+            count=len(instrs),
+            opcodes=tuple(dict.fromkeys(i.opcode for i in instrs)),
+            sequence=tuple(i.opcode for i in instrs),
         )
-        for key, opcodes in sorted(groups.items(), key=lambda kv: order(kv[0]))
+        for key, instrs in sorted(groups.items(), key=lambda kv: order(kv[0]))
     )
 
 

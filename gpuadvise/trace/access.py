@@ -22,16 +22,14 @@ from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records
 __all__ = ["RECORD", "WARP", "AccessTrace", "InstrInfo", "Kind", "Space", "empty_records"]
 
 
-
-
-
-
-
-
-
 @dataclass(frozen=True)
 class InstrInfo:
-    """A memory instruction of the kernel as the tracer saw it (a PTX instruction)."""
+    """A memory instruction of the kernel as the tracer saw it (a PTX instruction).
+
+    ``file``/``line``: its innermost source location (a CUDA header's for ``atomicAdd``);
+    ``site_file``/``site_line``: the user's line it is reported at when that differs (the call
+    site of an inlined toolkit function, :mod:`gpuadvise.trace.sites`), else None.
+    """
 
     inst: int
     file: str | None
@@ -40,6 +38,8 @@ class InstrInfo:
     space: Space
     kind: Kind
     width: int  # bytes per lane
+    site_file: str | None = None
+    site_line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,11 @@ class AccessTrace:
         return r[keep]
 
     def line_of(self, inst: int) -> tuple[str | None, int | None]:
+        """The user's source line of an instruction (its call site in the kernel's source when
+        it comes from a toolkit header), where the models report it."""
         info = self.instructions[inst]
+        if info.site_line is not None:
+            return info.site_file, info.site_line
         return info.file, info.line
 
     def save(self, path: Any) -> None:
@@ -89,6 +93,7 @@ class AccessTrace:
         meta = {
             "instructions": [
                 [i.inst, i.file, i.line, i.opcode, int(i.space), int(i.kind), i.width]
+                + ([i.site_file, i.site_line] if i.site_line is not None else [])
                 for i in self.instructions
             ],
             "ctas": list(self.ctas),
@@ -110,8 +115,8 @@ class AccessTrace:
         return cls(
             records=records,
             instructions=tuple(
-                InstrInfo(a, f, ln, op, Space(s), Kind(k), w)
-                for a, f, ln, op, s, k, w in meta["instructions"]
+                InstrInfo(a, f, ln, op, Space(s), Kind(k), w, *site)
+                for a, f, ln, op, s, k, w, *site in meta["instructions"]
             ),
             ctas=tuple(meta["ctas"]),
             total_ctas=meta["total_ctas"],
@@ -120,5 +125,3 @@ class AccessTrace:
             source=meta["source"],
             buffers={k: (v[0], v[1]) for k, v in meta["buffers"].items()},
         )
-
-

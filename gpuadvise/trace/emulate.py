@@ -27,7 +27,8 @@ The trace: ``instructions`` lists every memory instruction of the kernel that na
 spaces appears twice, and a warp access that mixed spaces gives one record per space), in program
 order; file and line are the innermost source location, the
 convention of nvdisasm's line table that :mod:`gpuadvise.model.reconcile` matches against (for code
-inlined from a CUDA header, the header's line; error messages give the user's call site first).
+inlined from a CUDA header, the header's line, with the user's call site beside it, where the
+models report it: :mod:`gpuadvise.trace.sites`; error messages give the user's call site first).
 Addresses: global ones are the buffer's fake virtual address (buffer ``i``
 at ``0x7000_0000_0000 + i * 2**36``, see :mod:`gpuadvise.ptx.memory`), shared ones the offset in the
 CTA's shared window as ptxas lays it out (static variables in declaration order at their alignment,
@@ -58,7 +59,7 @@ import numpy as np
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
-from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space
+from gpuadvise.trace.access import AccessTrace
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
@@ -528,23 +529,14 @@ def _size(t: str) -> int:
 def _build_trace(
     sink: Any, image: Any, ptx_module: Any, ctas: np.ndarray, geo: Any, gmem: Any
 ) -> AccessTrace:
+    from gpuadvise.trace.sites import instr_info
+
     infos = []
     for new, key in enumerate(sink.ordered_keys()):
         index, space = key
         kind, width = sink.key_kind[key]
-        ins = image.program.instrs[index]
-        loc = ins.inner_loc or ins.loc  # innermost, as nvdisasm's line table (model/reconcile.py)
-        path = ptx_module.files.get(loc.file) if loc is not None else None
         infos.append(
-            InstrInfo(
-                inst=new,
-                file=path,
-                line=loc.line if loc is not None else None,
-                opcode=ins.opcode,
-                space=Space(space),
-                kind=Kind(kind),
-                width=width,
-            )
+            instr_info(new, image.program.instrs[index], ptx_module.files, space, kind, width)
         )
     return AccessTrace(
         records=sink.records(),

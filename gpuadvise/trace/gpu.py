@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpuadvise.errors import RunnerError, UsageError
-from gpuadvise.trace.access import RECORD, WARP, AccessTrace, InstrInfo, Kind, Space
+from gpuadvise.trace.access import RECORD, WARP, AccessTrace, Space
+from gpuadvise.trace.sites import instr_info
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
@@ -269,19 +270,7 @@ def records_to_trace(
     for i, key in enumerate(ordered):
         index, space = key
         kind, width = keys[key]
-        ins = program.instrs[index]
-        loc = ins.inner_loc or ins.loc
-        infos.append(
-            InstrInfo(
-                inst=i,
-                file=files.get(loc.file) if loc is not None else None,
-                line=loc.line if loc is not None else None,
-                opcode=ins.opcode,
-                space=Space(space),
-                kind=Kind(kind),
-                width=width,
-            )
-        )
+        infos.append(instr_info(i, program.instrs[index], files, space, kind, width))
     site_inst = np.array([new_id.get(s.key, -1) for s in sites] or [0], np.int32)
     site_space = np.array([int(s.space) for s in sites] or [0], np.uint8)
     site_kind = np.array([int(s.kind) for s in sites] or [0], np.uint8)

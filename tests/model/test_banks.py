@@ -7,6 +7,7 @@ import json
 import math
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -568,3 +569,24 @@ def test_records_array_input_is_not_modified() -> None:
     record_wavefronts(trace.records)
     analyze_banks(trace)
     assert np.array_equal(before, trace.records)
+
+
+def test_header_accesses_are_reported_at_the_call_site(tmp_path: Path) -> None:
+    """An access inlined from a CUDA header is reported at the user's line (``site_line``);
+    the trace keeps the header's line for reconciliation, also through save and load."""
+    header = "/usr/local/cuda/include/device_atomic_functions.hpp"
+    insts = (
+        InstrInfo(0, header, 112, "atom.shared.add.u32", Space.SHARED, Kind.ATOMIC, 4, "k.cu", 8),
+        InstrInfo(1, header, 112, "atom.shared.add.u32", Space.SHARED, Kind.ATOMIC, 4, "k.cu", 9),
+    )
+    acc = [
+        {"inst": 0, "addr": lambda n: 0, "kind": Kind.ATOMIC, "cta": 0},
+        {"inst": 1, "addr": lambda n: 4 * n, "kind": Kind.ATOMIC, "cta": 0},
+    ]
+    trace = make_trace(acc, insts, ctas=[0], total_ctas=1)
+    want = [("k.cu", 8, 32), ("k.cu", 9, 1)]
+    assert [(ln.file, ln.line, ln.wavefronts) for ln in analyze_banks(trace).lines] == want
+    trace.save(tmp_path / "t.npz")
+    again = AccessTrace.load(tmp_path / "t.npz")
+    assert again.instructions == trace.instructions
+    assert [(ln.file, ln.line, ln.wavefronts) for ln in analyze_banks(again).lines] == want

@@ -1,4 +1,4 @@
-"""The L2 model (gpuadvise/model/l2.py) on synthetic traces with hand-computable answers.
+"""The L2 model (gpuadvise/model/l2/) on synthetic traces with hand-computable answers.
 
 Oracles: hand counts (streaming, a tile every CTA reads, compulsory misses), an exact LRU replay of
 the same footprints in the same CTA order (an OrderedDict, small cases only), the complete trace
@@ -30,9 +30,13 @@ from gpuadvise.model.l2 import (
     default_partitions,
     l2_model,
     order_permutation,
-    tiled_block_index_cuda,
+    synthesis,
     tiled_order,
 )
+from gpuadvise.model.l2.footprint import extract
+from gpuadvise.model.l2.replay import residencies
+from gpuadvise.model.l2.synthesis import traced_subset
+from gpuadvise.source.patch import tiled_block_index_cuda
 from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space, empty_records
 
 IN_BASE = 1 << 32
@@ -103,7 +107,7 @@ def gather_trace(W, H, BX, BY, R, S, ctas=None, clamp=True):
 def lru_replay(trace: AccessTrace, perm: np.ndarray, cap_bytes: int, granule: int = 32):
     """Exact LRU over granules, CTAs in launch order, each CTA's distinct granules in address
     order: (read hit rate, DRAM read bytes)."""
-    t = L._extract(trace.records, granule)
+    t = extract(trace.records, granule)
     o = np.lexsort((t.gran, t.cta))
     cta, gran, nload = t.cta[o], t.gran[o], t.cnt[0, o]
     lo = np.searchsorted(cta, np.arange(trace.total_ctas))
@@ -461,7 +465,7 @@ def test_default_efficiency_and_capacity():
 def test_several_efficiencies_share_one_replay():
     trace = gather_trace(1024, 128, 8, 8, 16, 16)
     effs = [0.25, 0.5, 1.0]
-    many = L._l2_model(trace, device(128 * 1024), 2, ("row-major",), effs, 32, "auto", None)
+    many = L.l2_models(trace, device(128 * 1024), 2, ("row-major",), effs, 32, "auto", None)
     for eff, res in zip(effs, many, strict=True):
         one = l2_model(trace, device(128 * 1024), 2, ("row-major",), efficiency=eff)
         assert res == one
@@ -485,10 +489,10 @@ def test_synthesis_reads_a_subset_of_a_large_trace(monkeypatch):
     W, H, B, R, S = 4096, 256, 16, 32, 16
     trace = sampled(W, H, B, R, S)
     orders = ("row-major", ("tile-x", 8))
-    sub = L._subset(np.unique(np.asarray(trace.ctas)), W // B)
+    sub = traced_subset(np.unique(np.asarray(trace.ctas)), W // B)
     assert len(sub) < 0.6 * len(trace.ctas)
     a = l2_model(trace, device(512 * 1024), 2, orders, efficiency=1.0)
-    monkeypatch.setattr(L, "_SUBSET_RUNS", 10**6)
+    monkeypatch.setattr(synthesis, "_SUBSET_RUNS", 10**6)
     b = l2_model(trace, device(512 * 1024), 2, orders, efficiency=1.0)
     assert a.mode == b.mode == "synthesized"
     assert a == b
@@ -570,15 +574,15 @@ def test_residency_formula_against_the_protocol():
     for k in range(1, 7):
         for a, g in ((1, 1), (1, 2), (2, 2), (1, 4), (4, 4)):
             look, miss = expected_per_residency([[a] * k], g)
-            m, f = L._residencies(np.array([k]), np.array([float(a)]), np.array([float(g)]))
+            m, f = residencies(np.array([k]), np.array([float(a)]), np.array([float(g)]))
             # one cache: k * a lookups, a misses (the first)
             assert f == pytest.approx(look - k * a, abs=1e-12), (k, a, g)
             assert m == pytest.approx(miss - a, abs=1e-12), (k, a, g)
     # by hand: one reader (streaming): half of the time from the far side, then forwarded
-    assert L._residencies(np.array([1]), np.array([2.0]), np.array([2.0])) == (1.0, 1.0)
+    assert residencies(np.array([1]), np.array([2.0]), np.array([2.0])) == (1.0, 1.0)
     # two readers, a = 1, g = 2: 1 + 0.5 * (1 - 1/2) more misses, 2 * (1 - 1/4) more lookups
-    assert L._residencies(np.array([2]), np.array([1.0]), np.array([2.0])) == (1.25, 1.5)
-    assert L._residencies(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)) == (0.0, 0.0)
+    assert residencies(np.array([2]), np.array([1.0]), np.array([2.0])) == (1.25, 1.5)
+    assert residencies(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)) == (0.0, 0.0)
 
 
 def test_streaming_kernel_with_two_partitions():
@@ -702,7 +706,7 @@ def test_synthesis_larger_than_the_budget_falls_back(monkeypatch):
     trace = sampled(W, H, B, R, S)
     assert l2_model(trace, device(1 << 20), 2).mode == "synthesized"
     # a budget below what 2048 CTAs reading 5 x 5 offsets need
-    monkeypatch.setattr(L, "_MAX_SYNTH_TOUCHES", 2048 * 25 - 1)
+    monkeypatch.setattr(synthesis, "_MAX_SYNTH_TOUCHES", 2048 * 25 - 1)
     res = l2_model(trace, device(1 << 20), 2)
     assert res.mode == "traced-only"
     assert any("(unit, CTA) touches, more than the 51,199 allowed" in x for x in res.notes)

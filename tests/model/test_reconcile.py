@@ -362,3 +362,84 @@ def test_real_sass_lds128_line(tmp_path: Path) -> None:
     note = next(n for n in rec.notes if (n.line, n.space, n.kind) == key)
     assert note.action == "merged" and note.opcodes == ("LDS.128",)
     assert (note.records_before, note.records_after) == (64, 16)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared atomics as ptxas compiles them: ATOMS.POPC.INC updates each distinct word once
+
+ATOMS_CU = """\
+extern "C" __global__ void atoms(unsigned* out) {
+    __shared__ unsigned s;
+    __shared__ unsigned h[64];
+    const unsigned t = threadIdx.x;
+    if (t == 0) s = 0;
+    if (t < 64) h[t] = 0;
+    __syncthreads();
+    atomicAdd(&s, 1u);
+    atomicAdd(&h[t % 32], 1u);
+    atomicAdd(&h[(t % 2) * 32], 1u);
+    atomicAdd(&h[(t % 2) * 32 + 1], t);
+    __syncthreads();
+    if (t < 64) out[t] = h[t] + s;
+}
+"""
+
+
+@pytest.mark.toolkit
+def test_same_address_shared_atomics_are_one_access_at_the_call_site(tmp_path: Path) -> None:
+    """One CTA of 2 warps. By hand, per warp (H100, benchmarks/atomics_probe): ``atomicAdd(&s,
+    1u)`` (ATOMS.POPC.INC, 32 lanes on one word) 1 wavefront; ``h[t % 32]`` (POPC.INC, 32
+    words in 32 banks) 1; ``h[(t % 2) * 32]`` (POPC.INC, 2 words in one bank) 2; the ``+= t``
+    on ``h[(t % 2) * 32 + 1]`` (ATOMS.ADD: one update per lane, 32 in one bank) 32. Each at its
+    line of the kernel, not at device_atomic_functions.hpp."""
+    from gpuadvise.errors import ToolchainError
+    from gpuadvise.toolchain.nvcc import (
+        CompileOptions,
+        compile_source,
+        find_toolchain,
+        select_kernel,
+    )
+    from gpuadvise.toolchain.sass import disassemble, memory_summary
+    from gpuadvise.trace.emulate import emulate_ptx
+
+    try:
+        tc = find_toolchain()
+    except ToolchainError:
+        pytest.skip("no CUDA toolchain")
+    if tc.nvdisasm is None:
+        pytest.skip("no nvdisasm")
+    src = tmp_path / "atoms.cu"
+    src.write_text(ATOMS_CU)
+    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "cache"), tc)
+    summary = memory_summary(disassemble(module.cubin_path, "atoms", tc))
+    atoms = [s for s in summary if s.space == "shared" and s.kind == "atomic"]
+    assert [s.sequence for s in atoms] == [("ATOMS.POPC.INC.32",) * 3 + ("ATOMS.ADD",)]
+    emu = emulate_ptx(
+        module.ptx, select_kernel(module, "atoms").mangled, 1, 64, [np.zeros(64, np.uint32)]
+    )
+    out = emu.outputs["arg0"]
+    # h[t] + s: h[0] by t = 0, 32 and the 32 even t; h[1] by t = 1, 33 and += every even t
+    assert (int(out[0]), int(out[1])) == (2 + 32 + 64, 2 + sum(range(0, 64, 2)) + 64)
+    rec = reconcile(emu.trace, summary)
+    assert [n.action for n in rec.notes if n.space == "shared" and n.kind == "atomic"] == [
+        "aggregated"
+    ]
+    res = analyze_banks(emu.trace, rec.records)
+    line = {text.strip(): n + 1 for n, text in enumerate(ATOMS_CU.splitlines())}
+    got = {
+        (ln.line, ln.instructions, ln.wavefronts, ln.ideal)
+        for ln in res.lines
+        if ln.kind == Kind.ATOMIC
+    }
+    assert got == {
+        (line["atomicAdd(&s, 1u);"], 2, 2, 2),
+        (line["atomicAdd(&h[t % 32], 1u);"], 2, 2, 2),
+        (line["atomicAdd(&h[(t % 2) * 32], 1u);"], 2, 4, 2),
+        (line["atomicAdd(&h[(t % 2) * 32 + 1], t);"], 2, 64, 2),
+    }
+    assert {ln.file for ln in res.lines} == {str(src)}
+    # unreconciled (PTX-level) the same-address increments cost one update per lane
+    raw = {
+        ln.line: ln.wavefronts for ln in analyze_banks(emu.trace).lines if ln.kind == Kind.ATOMIC
+    }
+    assert raw[line["atomicAdd(&s, 1u);"]] == 64

@@ -384,3 +384,38 @@ def test_ipdom_of_structured_shapes() -> None:
     assert immediate_post_dominators([(1,), (2, 3), (1,), ()])[:3] == [1, 3, 1]
     # if without else: 0 -> {1, 2}, 1 -> 2
     assert immediate_post_dominators([(1, 2), (2,), ()])[:2] == [2, 2]
+
+
+def test_call_sites_follow_the_inlining_chain() -> None:
+    """nvcc writes the .loc of each enclosing call before the callee's: atomicAdd (file 2) inlined
+    into bump (file 1, line 1) inlined into the kernel at line 10; then directly at line 11."""
+    ptx = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    .loc 1 10 5
+    .loc 1 1 72, function_name $L__info_string1, inlined_at 1 10 5
+    .loc 2 112 3, function_name $L__info_string0, inlined_at 1 1 72
+    atom.shared.add.u32 %r1, [%r2], 1;
+    .loc 1 11 5
+    .loc 2 112 3, function_name $L__info_string0, inlined_at 1 11 5
+    atom.shared.add.u32 %r3, [%r2], 2;
+    .loc 1 12 1
+    ret;
+}
+.file 1 "k.cu"
+.file 2 "device_atomic_functions.hpp"
+"""
+    first, second, ret = _instrs(parse_ptx(ptx).functions["k"].body or [])
+    assert (first.inner_loc, first.loc) == (Loc(2, 112), Loc(1, 1))
+    assert first.call_sites == (Loc(1, 1), Loc(1, 10))
+    assert (second.inner_loc, second.loc, second.call_sites) == (
+        Loc(2, 112),
+        Loc(1, 11),
+        (Loc(1, 11),),
+    )
+    assert (ret.inner_loc, ret.loc, ret.call_sites) == (None, Loc(1, 12), ())

@@ -235,7 +235,7 @@ def test_unsafe_kernel_gets_a_display_only_variant(tmp_path: Path) -> None:
     )  # fmt: skip
     v = rule.transform(SimpleNamespace(source_file=str(GATHER)), f)
     assert v.safety == "display-only" and v.diff is None and v.alternatives == ()
-    assert "gridDim" in v.description and "const unsigned int n = 16u;" in v.description
+    assert "gridDim" in v.description and "const unsigned n = 16u;" in v.description
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,186 @@
+"""Footprints: the distinct (CTA, granule) pairs of a trace, and the units the replay reads.
+
+A :class:`Footprint` holds units of memory touched by sets of CTAs: :class:`Matrix` blocks (units
+touched by a fixed pattern of CTAs, what the synthesis of untraced CTAs builds) and
+:class:`TouchList` blocks (explicit (unit, CTA) touches, what a traced CTA gives). Counts per touch
+are rows :data:`NLOAD`, :data:`NSTORE`, :data:`NDIRTY`, :data:`NLGRAN` (load sectors, store
+sectors, dirtied sectors, 1 when the CTA reads the granule). See :mod:`gpuadvise.model.l2`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuadvise.model.coalescing import SECTOR_BYTES, touched_lines
+from gpuadvise.trace.access import Kind
+
+__all__ = [
+    "NDIRTY",
+    "NLGRAN",
+    "NLOAD",
+    "NSTORE",
+    "Footprint",
+    "Matrix",
+    "TouchList",
+    "Touches",
+    "bytes_per_cta",
+    "extract",
+    "footprint_totals",
+    "segments",
+    "sort_pairs",
+    "touch_list",
+]
+
+NLOAD, NSTORE, NDIRTY, NLGRAN = range(4)  # rows of the per-touch count arrays
+
+
+@dataclass(frozen=True)
+class Touches:
+    """Distinct (CTA, granule) pairs with per-pair counts (rows: NLOAD, NSTORE, NDIRTY,
+    NLGRAN: load sectors, store sectors, dirtied sectors, 1 when the CTA reads the granule)."""
+
+    cta: np.ndarray  # int64
+    gran: np.ndarray  # int64, address // fetch_bytes
+    cnt: np.ndarray  # (4, n) int64
+
+
+def segments(sorted_keys: np.ndarray) -> np.ndarray:
+    """Start indices of the runs of equal values in a sorted array (empty for an empty array)."""
+    if len(sorted_keys) == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.empty(len(sorted_keys), dtype=bool)
+    change[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
+def sort_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Permutation sorting by (a, b), both non-negative int64; one combined key when it fits."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64)
+    amax, bmax = int(a.max()), int(b.max())
+    if (amax + 1) * (bmax + 1) < 2**62:
+        return np.argsort(a * (bmax + 1) + b, kind="stable")
+    return np.lexsort((b, a))
+
+
+def extract(records: np.ndarray, fetch_bytes: int) -> Touches:
+    """Distinct (CTA, granule) pairs of ``records``, sorted by CTA then granule."""
+    rec, sec_u = touched_lines(records, SECTOR_BYTES)
+    if len(rec) == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return Touches(z, z.copy(), np.zeros((4, 0), dtype=np.int64))
+    kind = records["kind"][rec]
+    flag = np.where(kind == int(Kind.LOAD), 1, np.where(kind == int(Kind.STORE), 2, 1 | 4))
+    cta = records["cta"][rec].astype(np.int64)
+    sec = sec_u.astype(np.int64)
+    s0 = int(sec.min())
+    span = int(sec.max()) - s0 + 1
+    c0 = int(cta.min())
+    if (int(cta.max()) - c0 + 1) * span * 8 < 2**62:
+        # one sort of (cta, sector, kind) packed into an int64
+        key = ((cta - c0) * span + (sec - s0)) * 8 + flag
+        key.sort()
+        flag = (key & 7).astype(np.uint8)
+        pair = key >> 3
+        cta, sec = pair // span + c0, pair % span + s0
+    else:
+        order = np.lexsort((sec, cta))
+        cta, sec, flag = cta[order], sec[order], flag[order].astype(np.uint8)
+    key_change = np.empty(len(sec), dtype=bool)
+    key_change[0] = True
+    key_change[1:] = (cta[1:] != cta[:-1]) | (sec[1:] != sec[:-1])
+    starts = np.flatnonzero(key_change)
+    flags = np.bitwise_or.reduceat(flag, starts)
+    cta, sec = cta[starts], sec[starts]
+    spg = fetch_bytes // SECTOR_BYTES
+    gran = sec // spg
+    g_change = np.empty(len(gran), dtype=bool)
+    g_change[0] = True
+    g_change[1:] = (cta[1:] != cta[:-1]) | (gran[1:] != gran[:-1])
+    gs = np.flatnonzero(g_change)
+    nload = np.add.reduceat((flags & 1).astype(np.int64), gs)
+    nstore = np.add.reduceat(((flags & 2) > 0).astype(np.int64), gs)
+    ndirty = np.add.reduceat(((flags & 6) > 0).astype(np.int64), gs)
+    cnt = np.stack([nload, nstore, ndirty, (nload > 0).astype(np.int64)])
+    return Touches(cta[gs], gran[gs], cnt)
+
+
+@dataclass
+class Matrix:
+    """Units touched by a fixed pattern of CTAs: row u lists the CTAs touching unit u (-1: none),
+    column k is one relative toucher, whose counts for the whole unit are ``cnt[:, k]``."""
+
+    touchers: np.ndarray  # (n_u, K) int32 CTA ids
+    nvalid: np.ndarray  # (n_u,) int64, touchers >= 0 per row
+    w_bytes: np.ndarray  # (n_u,) float64 capacity the unit takes
+    scale: np.ndarray  # (n_u,) float64 share of the unit inside the buffer (counts scale)
+    cnt: np.ndarray  # (4, K) float64
+    gbytes: int  # the granule (bytes a miss fills)
+
+
+@dataclass
+class TouchList:
+    """Units with explicit touch lists: touch i is (unit[i], cta[i], cnt[:, i]), pairs distinct."""
+
+    unit: np.ndarray  # (n,) int64 in 0 .. len(w_bytes) - 1
+    cta: np.ndarray  # (n,) int64
+    cnt: np.ndarray  # (4, n) float64
+    w_bytes: np.ndarray  # (n_u,) float64
+    gbytes: int  # the granule (bytes a miss fills)
+
+
+@dataclass
+class Footprint:
+    """The units a replay reads: matrix blocks and touch lists, with the synthesis' notes."""
+
+    mats: list[Matrix] = field(default_factory=list)
+    lists: list[TouchList] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def touch_list(t: Touches, fetch_bytes: int) -> TouchList:
+    units, inv = np.unique(t.gran, return_inverse=True)
+    return TouchList(
+        unit=inv.astype(np.int64).reshape(-1),
+        cta=t.cta.copy(),
+        cnt=t.cnt.astype(np.float64),
+        w_bytes=np.full(len(units), float(fetch_bytes)),
+        gbytes=fetch_bytes,
+    )
+
+
+def footprint_totals(model: Footprint) -> tuple[float, float, float, float]:
+    """(load requests, store requests, dirty sectors (write-backs), footprint bytes)."""
+    load = store = dirty = foot = 0.0
+    for mat in model.mats:
+        valid = mat.touchers >= 0
+        per_k = (valid * mat.scale[:, None]).sum(axis=0)
+        load += float(per_k @ mat.cnt[NLOAD])
+        store += float(per_k @ mat.cnt[NSTORE])
+        # each unit's stored sectors are written back once: its largest toucher's share
+        dk = np.where(valid, mat.cnt[NDIRTY][None, :], 0.0).max(axis=1, initial=0.0)
+        dirty += float((dk * mat.scale).sum())
+        foot += float(mat.w_bytes.sum())
+    for lst in model.lists:
+        load += float(lst.cnt[NLOAD].sum())
+        store += float(lst.cnt[NSTORE].sum())
+        if len(lst.unit):
+            mx = np.zeros(len(lst.w_bytes))
+            np.maximum.at(mx, lst.unit, lst.cnt[NDIRTY])
+            dirty += float(mx.sum())
+        foot += float(lst.w_bytes.sum())
+    return load, store, dirty, foot
+
+
+def bytes_per_cta(model: Footprint, P: int) -> np.ndarray:
+    out = np.zeros(P)
+    for mat in model.mats:
+        valid = mat.touchers >= 0
+        w = np.broadcast_to(mat.w_bytes[:, None], valid.shape)[valid]
+        out += np.bincount(mat.touchers[valid], weights=w, minlength=P)[:P]
+    for lst in model.lists:
+        out += np.bincount(lst.cta, weights=lst.w_bytes[lst.unit], minlength=P)[:P]
+    return out

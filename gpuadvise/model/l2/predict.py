@@ -1,0 +1,152 @@
+"""The L2 model's entry points: a launch under each order (:func:`l2_model`), or under several
+efficiencies at once (:func:`l2_models`, one replay). See :mod:`gpuadvise.model.l2`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.errors import UsageError
+from gpuadvise.model.coalescing import SECTOR_BYTES
+from gpuadvise.model.l2.footprint import bytes_per_cta, footprint_totals
+from gpuadvise.model.l2.orders import DEFAULT_ORDERS, OrderSpec, order_permutation
+from gpuadvise.model.l2.replay import (
+    capacities,
+    default_fetch_bytes,
+    default_partitions,
+    replay_order,
+)
+from gpuadvise.model.l2.results import L2OrderResult, L2Result
+from gpuadvise.model.l2.synthesis import build_footprint
+from gpuadvise.trace.access import AccessTrace, Space
+
+__all__ = [
+    "l2_model",
+    "l2_models",
+]
+
+_BEST_TOLERANCE = 0.01  # an order within 1% of the lowest DRAM reads counts as tied
+
+
+def l2_model(
+    trace: AccessTrace,
+    device: DeviceSpec,
+    blocks_per_sm: int,
+    orders: Iterable[OrderSpec] = DEFAULT_ORDERS,
+    *,
+    efficiency: float | None = None,
+    fetch_bytes: int | None = None,
+    boundary: str = "auto",
+    records: np.ndarray | None = None,
+    partitions: int | None = None,
+) -> L2Result:
+    """The L2 under each launch order of ``orders`` (:mod:`gpuadvise.model.l2` describes the model).
+
+    ``blocks_per_sm``: active CTAs per SM (the occupancy model's answer). ``efficiency``: the share
+    of ``device.l2_bytes`` the cache holds in effect (default :func:`default_efficiency`).
+    ``fetch_bytes``: the granule a miss fills (32, 64 or 128; default
+    :func:`default_fetch_bytes`). ``boundary``: how untraced CTAs at the image edge touch memory:
+    ``"auto"`` (as the traced edge CTAs do), ``"clamp"``, ``"drop"``. ``records``: use these
+    instead of ``trace.records`` (reconciled records). ``partitions``: 2 counts the lookups of
+    two L2 partitions in the hit rates, 1 does not (default :func:`default_partitions`).
+    """
+    res = l2_models(
+        trace, device, blocks_per_sm, orders, efficiency, fetch_bytes, boundary, records, partitions
+    )
+    return res[0]
+
+
+def l2_models(
+    trace: AccessTrace,
+    device: DeviceSpec,
+    blocks_per_sm: int,
+    orders: Iterable[OrderSpec],
+    efficiency: float | Sequence[float] | None,
+    fetch_bytes: int | None,
+    boundary: str,
+    records: np.ndarray | None,
+    partitions: int | None = None,
+) -> list[L2Result]:
+    """:func:`l2_model` for several efficiencies at once (one result each; the replay is shared)."""
+    if fetch_bytes is None:
+        fetch_bytes = default_fetch_bytes(device)
+    if fetch_bytes not in (32, 64, 128):
+        raise UsageError("fetch_bytes must be 32, 64 or 128")
+    if partitions is None:
+        partitions = default_partitions(device)
+    if partitions not in (1, 2):
+        raise UsageError("partitions must be 1 or 2")
+    split = partitions == 2
+    if boundary not in ("auto", "clamp", "drop"):
+        raise UsageError("boundary must be 'auto', 'clamp' or 'drop'")
+    if blocks_per_sm < 1:
+        raise UsageError("blocks_per_sm must be at least 1 (the kernel cannot launch otherwise)")
+    caps = capacities(device, efficiency)
+    effs = [c / float(device.l2_bytes or 1) for c in caps]
+    gx, gy, gz = (int(v) for v in trace.grid)
+    gy_f = gy * gz  # z folds into y: the linear CTA id x + y*gx + z*gx*gy is x + (y + z*gy)*gx
+    P = gx * gy_f
+    if P != trace.total_ctas:
+        raise UsageError(f"the trace's grid {trace.grid} does not hold {trace.total_ctas} CTAs")
+    C = blocks_per_sm * (device.sm_count or 1)
+    recs = trace.records if records is None else records
+    recs = recs[recs["space"] == int(Space.GLOBAL)]
+    model, mode, traced_mask = build_footprint(trace, recs, fetch_bytes, boundary, gx, gy_f)
+    load_req, store_req, dirty, foot = footprint_totals(model)
+    scale = 1.0
+    if mode == "traced-only":
+        scale = trace.scale
+    cta_bytes = None if traced_mask is not None else bytes_per_cta(model, P)
+    specs = list(orders)
+    if not specs:
+        raise UsageError("no launch order to model")
+    resolved = [order_permutation(s, gx, gy_f) for s in specs]
+    # with two partitions, a store from an SM on the far side (half of them) is looked up in its
+    # near partition and again in the home one: both hits
+    store_look = store_req * (1.5 if split else 1.0)
+    per_cap: list[list[L2OrderResult]] = [[] for _ in caps]
+    for name, n, perm in resolved:
+        counts, ws = replay_order(model, perm, P, caps, C, cta_bytes, traced_mask, split)
+        for j, cnt in enumerate(counts):
+            load_look = load_req + cnt.fabric
+            load_hit = cnt.load_hits + cnt.fabric - cnt.near_miss
+            look = load_look + store_look
+            per_cap[j].append(
+                L2OrderResult(
+                    order=name,
+                    n=n,
+                    working_set_bytes=ws,
+                    fits=ws <= caps[j],
+                    hit_rate=(load_hit + store_look) / look if look else 0.0,
+                    read_hit_rate=load_hit / load_look if load_look else 0.0,
+                    dram_bytes=cnt.dram_read * scale,
+                    dram_write_bytes=dirty * SECTOR_BYTES * scale,
+                    sectors=(load_req + store_req) * scale,
+                    fabric_sectors=(cnt.fabric + (store_look - store_req)) * scale,
+                )
+            )
+    results = []
+    for j, cap in enumerate(caps):
+        rs = tuple(per_cap[j])
+        low = min(r.dram_bytes for r in rs)
+        best = next(r for r in rs if r.dram_bytes <= low * (1 + _BEST_TOLERANCE) + fetch_bytes)
+        results.append(
+            L2Result(
+                orders=rs,
+                best=best,
+                fits=foot * scale <= cap,
+                footprint_bytes=foot * scale,
+                capacity_bytes=cap,
+                l2_bytes=int(device.l2_bytes or 0),
+                efficiency=effs[j],
+                fetch_bytes=fetch_bytes,
+                concurrent_ctas=C,
+                mode=mode,
+                notes=tuple(model.notes),
+                partitions=partitions,
+            )
+        )
+    return results

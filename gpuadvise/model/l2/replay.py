@@ -1,0 +1,337 @@
+"""The cache simulation: a footprint replayed in one launch order against an LRU of some capacity
+(CTA-granularity stack distances over a sliding window), with the expected extra misses and
+lookups of two L2 partitions, and the device parameters of the cache. See
+:mod:`gpuadvise.model.l2` for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.errors import UsageError
+from gpuadvise.model.coalescing import SECTOR_BYTES
+from gpuadvise.model.l2.footprint import NLGRAN, NLOAD, Footprint, sort_pairs
+
+__all__ = [
+    "PARTITIONED_EFFICIENCY",
+    "PARTITIONED_FETCH_BYTES",
+    "UNIFIED_EFFICIENCY",
+    "OrderCounts",
+    "capacities",
+    "default_efficiency",
+    "default_fetch_bytes",
+    "default_partitions",
+    "replay_order",
+    "residencies",
+]
+
+# Compute capabilities whose L2 is split into two partitions that each cache for their own SMs.
+_PARTITIONED_CCS = {(8, 0), (9, 0), (10, 0), (10, 3)}
+PARTITIONED_EFFICIENCY = 0.5
+UNIFIED_EFFICIENCY = 0.85
+PARTITIONED_FETCH_BYTES = 64
+
+_GRID_RATIO = 1.25  # geometric grid of window lengths
+
+
+def default_partitions(device: DeviceSpec) -> int:
+    """2 on the GPUs whose L2 is split into two partitions (A100, H100, H200, B200), else 1."""
+    return 2 if (device.cc_major, device.cc_minor) in _PARTITIONED_CCS else 1
+
+
+def default_efficiency(device: DeviceSpec) -> float:
+    """The share of the L2 the model assumes usable: 0.5 with two partitions, else 0.85."""
+    if default_partitions(device) == 2:
+        return PARTITIONED_EFFICIENCY
+    return UNIFIED_EFFICIENCY
+
+
+def default_fetch_bytes(device: DeviceSpec) -> int:
+    """The granule a miss fills: 64 bytes (a sector pair) with two partitions, else 32."""
+    return PARTITIONED_FETCH_BYTES if default_partitions(device) == 2 else SECTOR_BYTES
+
+
+def capacities(device: DeviceSpec, efficiency: float | Sequence[float] | None) -> list[float]:
+    """The effective L2 capacities in bytes, one per efficiency (default :func:`default_efficiency`)."""
+    if device.l2_bytes is None:
+        raise UsageError(
+            f"the L2 size of {device.name} is not known", "name a GPU preset with --gpu"
+        )
+    if efficiency is None:
+        effs = [default_efficiency(device)]
+    elif isinstance(efficiency, (int, float)):
+        effs = [float(efficiency)]
+    else:
+        effs = [float(e) for e in efficiency]
+    if not effs or any(not (0 < e <= 4) for e in effs):
+        raise UsageError("the L2 efficiency must be a positive fraction of the L2 size")
+    return [e * device.l2_bytes for e in effs]
+
+
+@dataclass
+class OrderCounts:
+    """Per capacity: load sectors that hit (one cache), DRAM bytes read; with two partitions,
+    the expected extra misses (``near_miss``, sectors) and extra lookups (``fabric``, sectors
+    forwarded to the home partition) that the near-partition copies add (:func:`residencies`)."""
+
+    load_hits: float
+    dram_read: float
+    near_miss: float = 0.0
+    fabric: float = 0.0
+
+
+def residencies(k: np.ndarray, a: np.ndarray, g: np.ndarray) -> tuple[float, float]:
+    """Expected extra misses and extra lookups (sectors) of two L2 partitions, summed over
+    residencies: one per miss of the one-cache model (a fill of the home partition), ``k`` CTAs
+    touching the granule during it (the missing one included), ``a`` load sectors the missing CTA
+    requests, ``g`` sectors of the granule.
+
+    Each CTA runs on an SM on either side with probability 1/2. The first toucher is on the far
+    side with probability 1/2: its request misses the near partition too and is forwarded (``g``
+    sectors looked up at home, missing): ``g`` more misses and lookups. Otherwise it misses at
+    home only, and the first far-side toucher among the ``k - 1`` others (probability
+    ``1 - 2**(1 - k)``) misses its near copy (about ``a`` sectors: it hit in the one-cache model)
+    and is forwarded (``g`` sectors looked up at home, hitting). So per residency:
+    misses ``g/2 + a/2 (1 - 2**(1 - k))``, lookups ``g (1 - 2**-k)``.
+    """
+    if len(k) == 0:
+        return 0.0, 0.0
+    kf = k.astype(np.float64)
+    p_far_later = 1.0 - np.exp2(1.0 - kf)
+    miss = 0.5 * (g + a * p_far_later)
+    look = g * (1.0 - np.exp2(-kf))
+    return float(miss.sum()), float(look.sum())
+
+
+def _window_fit(
+    A_lt: np.ndarray,
+    L_incl: np.ndarray,
+    gs: np.ndarray,
+    ge: np.ndarray,
+    gw: np.ndarray,
+    glen_desc: np.ndarray,
+    k: int,
+    P: int,
+    density: np.ndarray | None,
+) -> np.ndarray:
+    """Distinct bytes touched by the positions [p - k, p), for p = 0 .. P-1."""
+    n = int(np.searchsorted(-glen_desc, -k, side="left"))  # gaps longer than k
+    p = np.arange(P, dtype=np.int64)
+    idx = p - k - 1
+    B = np.where(idx >= 0, L_incl[np.clip(idx, 0, None)], 0.0)
+    if n:
+        diff = np.bincount(gs[:n] + k + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
+        diff -= np.bincount(ge[:n] + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
+        D = A_lt - B - np.cumsum(diff)[:P]
+    else:
+        D = A_lt - B
+    if density is not None:
+        lo = np.clip(p - k, 0, None)
+        n_tr = density[p] - density[lo]
+        span = (p - lo).astype(np.float64)
+        D = np.where(n_tr > 0, D * span / np.maximum(n_tr, 1), D)
+    return np.asarray(D, dtype=np.float64)
+
+
+def _trivial_window(cta_bytes: np.ndarray, perm: np.ndarray, cap: float) -> int:
+    """The longest window length k whose CTAs' summed bytes fit ``cap`` wherever it starts."""
+    s = np.concatenate([[0.0], np.cumsum(cta_bytes[perm])])
+    P = len(perm)
+    lo, hi = 0, P
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if float((s[mid:] - s[:-mid]).max()) <= cap:
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(lo, 1)
+
+
+def replay_order(
+    model: Footprint,
+    perm: np.ndarray,
+    P: int,
+    caps: Sequence[float],
+    C: int,
+    cta_bytes: np.ndarray | None,
+    traced_mask: np.ndarray | None,
+    split: bool = False,
+) -> tuple[list[OrderCounts], float]:
+    """Load hits and DRAM reads per capacity, and the working set of the CTAs in flight;
+    ``split``: also the extra misses and lookups of two L2 partitions (:func:`residencies`)."""
+    pos = np.empty(P, dtype=np.int64)
+    pos[perm] = np.arange(P, dtype=np.int64)
+    density = None
+    if traced_mask is not None:
+        density = np.concatenate([[0], np.cumsum(traced_mask[perm])]).astype(np.float64)
+    cap_min = min(caps)
+    if cta_bytes is not None:
+        k0 = _trivial_window(cta_bytes, perm, cap_min)
+    else:
+        k0 = 1
+    kf = max(1, min(k0, C))
+    firsts, lasts, fw = [], [], []
+    g_s, g_e, g_w = [], [], []
+    saved: list[Any] = []  # per block, what the second pass reuses
+    pos_ext = np.append(pos, P)  # a toucher id of -1 (none) reads the sentinel P
+    for mat in model.mats:
+        T = mat.touchers
+        K = T.shape[1]
+        bits = max(1, (K - 1).bit_length())
+        key = pos_ext[T] << bits
+        key |= np.arange(K, dtype=np.int64)
+        key.sort(axis=1)
+        r = (key >> bits).astype(np.int32)
+        kk = (key & ((1 << bits) - 1)).astype(np.int32)
+        del key
+        n_u = len(r)
+        firsts.append(r[:, 0])
+        lasts.append(r[np.arange(n_u), mat.nvalid - 1])
+        fw.append(mat.w_bytes)
+        gap = r[:, 1:] - r[:, :-1]
+        sel = (r[:, 1:] < P) & (gap > kf)
+        rows, cols = np.nonzero(sel)
+        g_s.append(r[rows, cols].astype(np.int64))
+        g_e.append(r[rows, cols + 1].astype(np.int64))
+        g_w.append(mat.w_bytes[rows])
+        saved.append((r, kk, gap))
+    for lst in model.lists:
+        pr = pos[lst.cta]
+        o = sort_pairs(lst.unit, pr)
+        u, r = lst.unit[o], pr[o]
+        first = np.empty(len(u), dtype=bool)
+        if len(u):
+            first[0] = True
+            np.not_equal(u[1:], u[:-1], out=first[1:])
+        last = np.empty(len(u), dtype=bool)
+        if len(u):
+            last[-1] = True
+            np.not_equal(u[1:], u[:-1], out=last[:-1])
+        firsts.append(r[first])
+        lasts.append(r[last])
+        fw.append(lst.w_bytes[u[first]])
+        gap = np.empty(len(r), dtype=np.int64)
+        if len(r):
+            gap[0] = -1
+            gap[1:] = r[1:] - r[:-1]
+        gap[first] = -1
+        sel = np.flatnonzero(gap > kf)
+        g_s.append(r[sel - 1])
+        g_e.append(r[sel])
+        g_w.append(lst.w_bytes[u[sel]])
+        saved.append((o, r, gap))
+    f_all = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
+    l_all = np.concatenate(lasts) if lasts else np.zeros(0, dtype=np.int64)
+    w_all = np.concatenate(fw) if fw else np.zeros(0)
+    A_incl = np.cumsum(np.bincount(f_all, weights=w_all, minlength=P + 1)[: P + 1])
+    A_lt = np.concatenate([[0.0], A_incl[: P - 1]])
+    L_incl = np.cumsum(np.bincount(l_all, weights=w_all, minlength=P + 1)[: P + 1])
+    gs = np.concatenate(g_s) if g_s else np.zeros(0, dtype=np.int64)
+    ge = np.concatenate(g_e) if g_e else np.zeros(0, dtype=np.int64)
+    gw = np.concatenate(g_w) if g_w else np.zeros(0)
+    glen = ge - gs
+    o = np.argsort(-glen, kind="stable")
+    gs, ge, gw, glen = gs[o], ge[o], gw[o], glen[o]
+
+    def window(k: int) -> np.ndarray:
+        return _window_fit(A_lt, L_incl, gs, ge, gw, glen, k, P, density)
+
+    # working set of the CTAs in flight
+    c_eff = max(1, min(C, P))
+    D_C = window(c_eff)
+    steady = D_C[min(c_eff, P - 1) :]
+    working_set = float(steady.mean()) if len(steady) else float(D_C.max(initial=0.0))
+    # k*(p): the longest window ending at p that fits, per capacity
+    ks = [k0]
+    while ks[-1] < P:
+        ks.append(min(P, max(ks[-1] + 1, int(ks[-1] * _GRID_RATIO))))
+    kstars = []
+    prevs = []
+    done = []
+    D0 = window(ks[0])
+    for cap in caps:
+        ks_arr = np.full(P, np.inf)
+        over = D0 > cap
+        # a window of k0 CTAs that does not fit (only with sampled traces): scale down
+        ks_arr[over] = ks[0] * cap / D0[over]
+        kstars.append(ks_arr)
+        prevs.append(D0.copy())
+        done.append(over.copy())
+    for i in range(1, len(ks)):
+        if all(d.all() for d in done):
+            break
+        D = window(ks[i])
+        for j, cap in enumerate(caps):
+            newly = ~done[j] & (D > cap)
+            if newly.any():
+                d0 = prevs[j][newly]
+                d1 = D[newly]
+                frac = np.where(d1 > d0, (cap - d0) / np.maximum(d1 - d0, 1e-300), 0.0)
+                kstars[j][newly] = ks[i - 1] + frac * (ks[i] - ks[i - 1])
+                done[j] |= newly
+            prevs[j] = np.where(done[j], prevs[j], D)
+    hits = [0.0] * len(caps)
+    dram = [0.0] * len(caps)
+    near = [0.0] * len(caps)
+    fabric = [0.0] * len(caps)
+    for mat, (r, kk, gap) in zip(model.mats, saved[: len(model.mats)], strict=True):
+        valid = r[:, 1:] < P
+        r1 = np.minimum(r[:, 1:], P - 1)
+        # per touch (after the first of each unit): its load requests and loaded granules
+        wl = (mat.cnt[NLOAD].astype(np.float32)[kk[:, 1:]]) * mat.scale[:, None].astype(np.float32)
+        wg = (mat.cnt[NLGRAN].astype(np.float32)[kk[:, 1:]]) * mat.scale[:, None].astype(np.float32)
+        wg *= valid
+        g_all = float(wg.sum(dtype=np.float64))
+        g_first = float((mat.cnt[NLGRAN][kk[:, 0]] * mat.scale).sum())  # first touches miss
+        for j, kst in enumerate(kstars):
+            hit = valid & (gap <= kst[r1])
+            hits[j] += float(np.einsum("ij,ij->", hit, wl, dtype=np.float64))
+            g_hit = float(np.einsum("ij,ij->", hit, wg, dtype=np.float64))
+            dram[j] += (g_first + g_all - g_hit) * mat.gbytes
+            if split:
+                # the misses (first touches, and later touches past the window), row by row:
+                # each starts a residency that lasts until the row's next miss
+                miss = np.empty(r.shape, dtype=bool)
+                miss[:, 0] = True
+                np.logical_and(valid, ~hit, out=miss[:, 1:])
+                rows, cols = np.nonzero(miss)
+                nxt = mat.nvalid[rows]
+                same = rows[1:] == rows[:-1]
+                nxt[:-1] = np.where(same, cols[1:], nxt[:-1])
+                kc = kk[rows, cols]
+                a = mat.cnt[NLOAD][kc] * mat.scale[rows]
+                g = mat.cnt[NLGRAN][kc] * mat.scale[rows] * (mat.gbytes / SECTOR_BYTES)
+                m_, f_ = residencies(nxt - cols, a, g)
+                near[j] += m_
+                fabric[j] += f_
+    for lst, (o_, r, gap) in zip(model.lists, saved[len(model.mats) :], strict=True):
+        cnt = lst.cnt[:, o_]
+        rc = np.clip(r, 0, P - 1)
+        split_l = split and len(gap) > 0
+        if split_l:
+            # per touch: the end of its unit's run of touches (units are sorted, first ones
+            # have gap -1)
+            starts = np.flatnonzero(gap < 0)
+            ends = np.r_[starts[1:], len(gap)]
+            end_of = np.repeat(ends, np.diff(np.r_[starts, len(gap)]))
+        for j, kst in enumerate(kstars):
+            hit = (gap >= 0) & (gap <= kst[rc])
+            hits[j] += float(cnt[NLOAD][hit].sum())
+            dram[j] += float(cnt[NLGRAN][~hit].sum()) * lst.gbytes
+            if split_l:
+                idx = np.flatnonzero(~hit)
+                nxt = end_of[idx]
+                if len(idx) > 1:
+                    nxt[:-1] = np.minimum(nxt[:-1], idx[1:])  # the next miss, if in the unit
+                a = cnt[NLOAD][idx]
+                g = cnt[NLGRAN][idx] * (lst.gbytes / SECTOR_BYTES)
+                m_, f_ = residencies(nxt - idx, a, g)
+                near[j] += m_
+                fabric[j] += f_
+    out = [OrderCounts(*v) for v in zip(hits, dram, near, fabric, strict=True)]
+    return out, working_set
