@@ -26,6 +26,7 @@ from gpuadvise.source.tree import (
     Assignment,
     Call,
     Declaration,
+    If,
     Kernel,
     Loop,
     SourceTree,
@@ -116,6 +117,14 @@ class KernelSource:
         """The simple statement of the body holding ``offset`` (see tree.statement_at)."""
         return _tree.statement_at(self.tree, offset, self.span)
 
+    def statements(self, within: tuple[int, int] | None = None) -> list[Statement]:
+        """The simple statements of the body (or of ``within``), in order."""
+        return _tree.statements(self.tree, within or self.span)
+
+    def ifs(self, within: tuple[int, int] | None = None) -> list[If]:
+        """The ``if`` statements of the body (or of ``within``), in order."""
+        return _tree.ifs(self.tree, within or self.span)
+
     def subscripts(self, name: str | None = None, file: bool = False) -> list[Subscript]:
         return _tree.subscripts(self.tree, name, self._scope(file))
 
@@ -130,6 +139,27 @@ class KernelSource:
     def assignments(self, name: str, within: tuple[int, int] | None = None) -> list[Assignment]:
         """What assigns variable ``name`` in the body (or in ``within``)."""
         return _tree.assignments(self.tree, name, within or self.span)
+
+    def aliases(self, value: str) -> set[str]:
+        """Variables of the body declared or assigned as exactly ``value`` (``tid`` for
+        ``unsigned tid = threadIdx.x;``), spaces ignored."""
+        want = "".join(value.split())
+        out = set()
+        for n in self.tree.walk(
+            types=("init_declarator", "assignment_expression"), within=self.span
+        ):
+            if n.type == "init_declarator":
+                target, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+            else:
+                op = n.child_by_field_name("operator")
+                if op is None or op.type != "=":
+                    continue
+                target, v = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if target is None or v is None or target.type != "identifier":
+                continue
+            if "".join(self.tree.code_of(v).split()) == want:
+                out.add(self.tree.text_of(target))
+        return out
 
     def calls(self, names: Iterable[str] | None = None) -> list[Call]:
         return _tree.calls(self.tree, self.span, names)

@@ -42,6 +42,7 @@ __all__ = [
     "Call",
     "Declaration",
     "Declarator",
+    "If",
     "Kernel",
     "KernelParam",
     "Loop",
@@ -53,12 +54,14 @@ __all__ = [
     "calls",
     "declarations",
     "find_kernel",
+    "ifs",
     "kernels",
     "loops",
     "match_close",
     "parse",
     "split_top",
     "statement_at",
+    "statements",
     "subscripts",
     "Use",
     "macro_uses",
@@ -612,6 +615,55 @@ def statement_at(st: SourceTree, offset: int, within: Span | None = None) -> Sta
         return None
     end = e - 1
     return Statement(s, end, n.type, _header_end(st, n), n)
+
+
+def statements(st: SourceTree, within: Span | None = None) -> list[Statement]:
+    """The simple statements starting within ``within``, in order (for-loop parts excluded)."""
+    out = []
+    for n in st.walk(types=SIMPLE_STATEMENTS, within=within):
+        p = n.parent
+        if p is not None and p.type in ("for_statement", "for_range_loop"):
+            if p.child_by_field_name("body") != n:
+                continue
+        s, e = st.span(n)
+        if within is None or within[0] <= s < within[1]:
+            out.append(Statement(s, e - 1, n.type, _header_end(st, n), n))
+    return out
+
+
+@dataclass(frozen=True)
+class If:
+    """An ``if`` statement: its head (``if`` to the condition's ``)``) and condition."""
+
+    head: Span
+    condition: Span  # the expression inside the parentheses
+    consequence: Span
+    braced: bool
+    node: Node | None = field(default=None, compare=False, repr=False)
+
+
+def ifs(st: SourceTree, within: Span | None = None) -> list[If]:
+    """The ``if`` statements starting within ``within``, in order."""
+    out = []
+    for n in st.walk(types=("if_statement",), within=within):
+        s = st.start(n)
+        cond = n.child_by_field_name("condition")
+        then = n.child_by_field_name("consequence")
+        if cond is None or then is None or (within is not None and not within[0] <= s < within[1]):
+            continue
+        inner = cond.child_by_field_name("value") or next(iter(cond.named_children), None)
+        if inner is None:
+            continue
+        out.append(
+            If(
+                (s, st.end(cond)),
+                st.span(inner),
+                st.span(then),
+                then.type == "compound_statement",
+                n,
+            )
+        )
+    return out
 
 
 def enclosing(st: SourceTree, offset: int, types: Iterable[str]) -> list[Node]:
