@@ -125,8 +125,12 @@ class KernelSource:
         """The ``if`` statements of the body (or of ``within``), in order."""
         return _tree.ifs(self.tree, within or self.span)
 
-    def subscripts(self, name: str | None = None, file: bool = False) -> list[Subscript]:
-        return _tree.subscripts(self.tree, name, self._scope(file))
+    def subscripts(
+        self, name: str | None = None, file: bool = False, within: tuple[int, int] | None = None
+    ) -> list[Subscript]:
+        """The subscript chains (``a[i][j]``) on ``name`` (any identifier when None) in the
+        body, the file or ``within``."""
+        return _tree.subscripts(self.tree, name, within or self._scope(file))
 
     def uses(self, name: str, file: bool = False) -> list[Use]:
         """The occurrences of identifier ``name`` (member names excluded) in the body or file."""
