@@ -132,9 +132,21 @@ class KernelSource:
         body, the file or ``within``."""
         return _tree.subscripts(self.tree, name, within or self._scope(file))
 
-    def uses(self, name: str, file: bool = False) -> list[Use]:
-        """The occurrences of identifier ``name`` (member names excluded) in the body or file."""
-        return _tree.uses(self.tree, name, self._scope(file))
+    def uses(
+        self, name: str, file: bool = False, within: tuple[int, int] | None = None
+    ) -> list[Use]:
+        """The occurrences of identifier ``name`` (member names excluded; a dotted name such as
+        ``threadIdx.x`` finds that member expression) in the body, the file or ``within``."""
+        return _tree.uses(self.tree, name, within or self._scope(file))
+
+    def identifiers(self, within: tuple[int, int]) -> list[tuple[str, tuple[int, int]]]:
+        """(name, span) of the identifiers within ``within`` (member names excluded)."""
+        return _tree.identifiers(self.tree, within)
+
+    def substitute(self, span: tuple[int, int], names: Mapping[str, str]) -> str:
+        """The code of ``span`` with the identifiers (or ``threadIdx.x``-like members) that are
+        keys of ``names`` replaced, all at once."""
+        return _tree.substitute(self.tree, span, names)
 
     def macro_uses(self, name: str) -> list[Use]:
         """The occurrences of ``name`` in the bodies of the file's macros."""
@@ -165,8 +177,15 @@ class KernelSource:
                 out.add(self.tree.text_of(target))
         return out
 
-    def calls(self, names: Iterable[str] | None = None) -> list[Call]:
-        return _tree.calls(self.tree, self.span, names)
+    def calls(
+        self, names: Iterable[str] | None = None, within: tuple[int, int] | None = None
+    ) -> list[Call]:
+        """The calls (of ``names`` when given) in the body or ``within``, in order."""
+        return _tree.calls(self.tree, within or self.span, names)
+
+    def top_level(self, within: tuple[int, int] | None = None) -> list[Statement]:
+        """The statements directly in the body (or in the block spanning ``within``)."""
+        return _tree.block_statements(self.tree, within or self.span)
 
     def macros(self) -> list[tuple[int, int]]:
         """Spans of the bodies of the file's ``#define``s (the text the tree does not parse)."""

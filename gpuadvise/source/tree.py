@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import tree_sitter_cuda
@@ -51,9 +51,11 @@ __all__ = [
     "Subscript",
     "TemplateParameter",
     "assignments",
+    "block_statements",
     "calls",
     "declarations",
     "find_kernel",
+    "identifiers",
     "ifs",
     "kernels",
     "loops",
@@ -63,6 +65,7 @@ __all__ = [
     "statement_at",
     "statements",
     "subscripts",
+    "substitute",
     "Use",
     "macro_uses",
     "uses",
@@ -631,6 +634,23 @@ def statements(st: SourceTree, within: Span | None = None) -> list[Statement]:
     return out
 
 
+def block_statements(st: SourceTree, block: Span) -> list[Statement]:
+    """The statements directly in the ``{...}`` block spanning ``block`` (comments and
+    preprocessor lines count as statements of their own kind), in order."""
+    n = st.node_at(block[0])
+    while n is not None and not (n.type == "compound_statement" and st.span(n) == block):
+        n = n.parent
+    if n is None:
+        return []
+    out = []
+    for c in n.named_children:
+        if c.type == "comment":
+            continue
+        s, e = st.span(c)
+        out.append(Statement(s, e - 1, c.type, None, c))
+    return out
+
+
 @dataclass(frozen=True)
 class If:
     """An ``if`` statement: its head (``if`` to the condition's ``)``) and condition."""
@@ -936,14 +956,40 @@ def _use(st: SourceTree, n: Node) -> Use:
 
 def uses(st: SourceTree, name: str, within: Span | None = None) -> list[Use]:
     """The occurrences of the identifier ``name`` (not member names after ``.``/``->``, not
-    inside the text of a macro definition: see :func:`macro_uses`), in order."""
+    inside the text of a macro definition: see :func:`macro_uses`), in order. A dotted
+    ``name`` (``threadIdx.x``) finds that member expression, spaces ignored."""
     out = []
-    for n in st.walk(types=("identifier",), within=within):
-        if st.text_of(n) != name:
+    member = "." in name or "->" in name
+    for n in st.walk(types=("field_expression" if member else "identifier",), within=within):
+        if ("".join(st.code_of(n).split()) if member else st.text_of(n)) != name:
             continue
         if within is not None and not within[0] <= st.start(n) < within[1]:
             continue
         out.append(_use(st, n))
+    return out
+
+
+def identifiers(st: SourceTree, within: Span) -> list[tuple[str, Span]]:
+    """The identifiers within ``within`` (member names excluded), in order."""
+    return [
+        (st.text_of(n), st.span(n))
+        for n in st.walk(types=("identifier",), within=within)
+        if within[0] <= st.start(n) < within[1]
+    ]
+
+
+def substitute(st: SourceTree, span: Span, names: Mapping[str, str]) -> str:
+    """The code of ``span`` with every identifier or member expression (``threadIdx.x``) that
+    is a key of ``names`` replaced by its value, all at once (a value is not substituted again)."""
+    a, b = span
+    edits = []
+    for name in names:
+        for u in uses(st, name, span):
+            if a <= u.span[0] and u.span[1] <= b:
+                edits.append((u.span[0], u.span[1], names[name]))
+    out = st.code[a:b]
+    for s, e, new in sorted(edits, reverse=True):
+        out = out[: s - a] + new + out[e - a :]
     return out
 
 
