@@ -105,6 +105,10 @@ class KernelSource:
     def _scope(self, file: bool) -> tuple[int, int]:
         return (0, len(self.text)) if file else self.span
 
+    def kernels(self) -> list[Kernel]:
+        """Every ``__global__`` function of the file."""
+        return _tree.kernels(self.tree)
+
     def loops(self) -> list[Loop]:
         """The loops of the body, in order."""
         return _tree.loops(self.tree, self.span)
