@@ -156,9 +156,28 @@ class KernelSource:
         """The occurrences of ``name`` in the bodies of the file's macros."""
         return _tree.macro_uses(self.tree, name)
 
-    def assignments(self, name: str, within: tuple[int, int] | None = None) -> list[Assignment]:
-        """What assigns variable ``name`` in the body (or in ``within``)."""
+    def assignments(
+        self, name: str | None, within: tuple[int, int] | None = None
+    ) -> list[Assignment]:
+        """What assigns variable ``name`` (any variable when None) in the body or ``within``."""
         return _tree.assignments(self.tree, name, within or self.span)
+
+    def statement_start(self, offset: int) -> int:
+        """The start of the innermost statement (simple or control) holding ``offset``."""
+        return _tree.statement_start(self.tree, offset)
+
+    def arithmetic_operators(self, span: tuple[int, int]) -> list[tuple[int, str]]:
+        """The binary ``+ - * /`` operators (``+=``... too) right after and right before the
+        expression at ``span`` that it is an operand of: (offset, sign)."""
+        return _tree.arithmetic_operators(self.tree, span)
+
+    def call_of(self, span: tuple[int, int]) -> Call | None:
+        """The call ``f(...)`` that the expression at ``span`` is exactly (None: it is not)."""
+        return _tree.call_of(self.tree, span)
+
+    def called_with(self, span: tuple[int, int]) -> str | None:
+        """The function whose first argument is exactly the expression at ``span``."""
+        return _tree.called_with(self.tree, span)
 
     def aliases(self, value: str) -> set[str]:
         """Variables of the body declared or assigned as exactly ``value`` (``tid`` for

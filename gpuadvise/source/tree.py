@@ -37,6 +37,10 @@ from tree_sitter import Language, Node, Parser
 from gpuadvise.source.lexical import blank_comments_and_strings, match_close, split_top
 
 __all__ = [
+    "statement_start",
+    "called_with",
+    "call_of",
+    "arithmetic_operators",
     "Assignment",
     "Attribute",
     "Call",
@@ -841,11 +845,12 @@ def calls(
 
 
 def call_of(st: SourceTree, expr: Span) -> Call | None:
-    """The call that ``expr`` is exactly (parentheses around it allowed)."""
+    """The call of a named function that the expression at ``expr`` is, exactly."""
     n = _expression_at(st, expr)
-    while n is not None and n.type == "parenthesized_expression" and n.named_child_count == 1:
-        n = n.named_children[0]
     if n is None or n.type != "call_expression":
+        return None
+    f = n.child_by_field_name("function")
+    if f is None or f.type != "identifier":
         return None
     got = calls(st, st.span(n))
     return got[0] if got and got[0].span == st.span(n) else None
@@ -1024,11 +1029,14 @@ class Assignment:
 
     kind: str  # "init", "assign", "compound", "update"
     span: Span  # the whole expression (or declarator)
-    value: Span | None  # the assigned expression (init and assign)
+    value: Span | None  # the assigned expression (init, assign and compound)
+    target: str = ""  # the variable
+    operator: str = ""  # "=", "+=", "++"...
 
 
-def assignments(st: SourceTree, name: str, within: Span | None = None) -> list[Assignment]:
-    """What assigns the variable ``name`` within ``within``, in order."""
+def assignments(st: SourceTree, name: str | None, within: Span | None = None) -> list[Assignment]:
+    """What assigns the variable ``name`` (any plain variable when None) within ``within``, in
+    order."""
     out = []
     for n in st.walk(
         types=("assignment_expression", "update_expression", "init_declarator"), within=within
@@ -1038,25 +1046,93 @@ def assignments(st: SourceTree, name: str, within: Span | None = None) -> list[A
             continue
         if n.type == "update_expression":
             target = n.child_by_field_name("argument")
-            if target is not None and target.type == "identifier" and st.text_of(target) == name:
-                out.append(Assignment("update", st.span(n), None))
+            op = n.child_by_field_name("operator")
+            if target is not None and target.type == "identifier":
+                t = st.text_of(target)
+                if name is None or t == name:
+                    out.append(Assignment("update", st.span(n), None, t, op.type if op else ""))
             continue
         if n.type == "init_declarator":
             d = n.child_by_field_name("declarator")
             v = n.child_by_field_name("value")
-            if d is not None and d.type == "identifier" and st.text_of(d) == name:
-                out.append(Assignment("init", st.span(n), st.span(v) if v is not None else None))
+            if d is not None and d.type == "identifier":
+                t = st.text_of(d)
+                if name is None or t == name:
+                    val = st.span(v) if v is not None else None
+                    out.append(Assignment("init", st.span(n), val, t, "="))
             continue
         left = n.child_by_field_name("left")
         op = n.child_by_field_name("operator")
-        if left is None or left.type != "identifier" or st.text_of(left) != name:
+        if left is None or left.type != "identifier":
+            continue
+        t = st.text_of(left)
+        if name is not None and t != name:
             continue
         right = n.child_by_field_name("right")
-        if op is not None and op.type == "=":
-            out.append(Assignment("assign", st.span(n), st.span(right) if right else None))
-        else:
-            out.append(Assignment("compound", st.span(n), None))
+        val = st.span(right) if right is not None else None
+        kind = "assign" if op is not None and op.type == "=" else "compound"
+        out.append(Assignment(kind, st.span(n), val, t, op.type if op is not None else ""))
     return out
+
+
+_ARITHMETIC = frozenset("+-*/")
+
+
+def arithmetic_operators(st: SourceTree, span: Span) -> list[tuple[int, str]]:
+    """The binary ``+ - * /`` (or ``+= -= *= /=``) operators right after and right before the
+    expression at ``span``, of which it is an operand: (offset of the operator, its sign)."""
+    n = _expression_at(st, span)
+    if n is None:
+        return []
+    out = []
+    cur = n
+    while cur.parent is not None:  # the operator after: the expression ends a left operand
+        p = cur.parent
+        op = p.child_by_field_name("operator")
+        if p.child_by_field_name("left") == cur and op is not None:
+            if p.type == "binary_expression" and op.type in _ARITHMETIC:
+                out.append((st.start(op), op.type))
+            elif p.type == "assignment_expression" and op.type in ("+=", "-=", "*=", "/="):
+                out.append((st.start(op), op.type[0]))
+            break
+        if st.end(p) != st.end(cur):
+            break
+        cur = p
+    cur = n
+    while cur.parent is not None:  # the operator before: it starts a right operand
+        p = cur.parent
+        op = p.child_by_field_name("operator")
+        if p.type == "binary_expression" and p.child_by_field_name("right") == cur:
+            if op is not None and op.type in _ARITHMETIC:
+                out.append((st.start(op), op.type))
+            break
+        if st.start(p) != st.start(cur):
+            break
+        cur = p
+    return out
+
+
+def called_with(st: SourceTree, span: Span) -> str | None:
+    """The name of the function whose first argument is exactly the expression at ``span``."""
+    n = _expression_at(st, span)
+    if n is None or n.parent is None or n.parent.type != "argument_list":
+        return None
+    args = [c for c in n.parent.named_children if c.type != "comment"]
+    call = n.parent.parent
+    if not args or args[0] != n or call is None or call.type != "call_expression":
+        return None
+    f = call.child_by_field_name("function")
+    return st.code_of(f).strip() if f is not None else None
+
+
+def statement_start(st: SourceTree, offset: int) -> int:
+    """The start of the innermost statement (simple or control) holding ``offset``."""
+    n = st.node_at(offset)
+    while n is not None:
+        if n.type.endswith("_statement") or n.type == "declaration":
+            return st.start(n)
+        n = n.parent
+    return offset
 
 
 def strip_parens(st: SourceTree, node: Node) -> Node:
