@@ -14,6 +14,7 @@ from gpuadvise.source.text import (  # noqa: F401  (the parsed source the rule f
     match_close,
     split_top,
 )
+from gpuadvise.source.tree import Expr, parse_expression  # noqa: F401
 from gpuadvise.toolchain.sass import (  # noqa: F401  (SASS operand readers)
     halfword_prmt,
     one_lane_fp16,

@@ -26,6 +26,7 @@ from gpuadvise.source.tree import (
     Assignment,
     Call,
     Declaration,
+    Expr,
     If,
     Kernel,
     Loop,
@@ -113,9 +114,11 @@ class KernelSource:
         """The loops of the body, in order."""
         return _tree.loops(self.tree, self.span)
 
-    def declarations(self, file: bool = False) -> list[Declaration]:
-        """The declarations of the body (of the whole file with ``file``)."""
-        return _tree.declarations(self.tree, self._scope(file))
+    def declarations(
+        self, file: bool = False, within: tuple[int, int] | None = None
+    ) -> list[Declaration]:
+        """The declarations of the body (of the whole file with ``file``, or ``within``)."""
+        return _tree.declarations(self.tree, within or self._scope(file))
 
     def statement_at(self, offset: int) -> Statement | None:
         """The simple statement of the body holding ``offset`` (see tree.statement_at)."""
@@ -161,6 +164,14 @@ class KernelSource:
     ) -> list[Assignment]:
         """What assigns variable ``name`` (any variable when None) in the body or ``within``."""
         return _tree.assignments(self.tree, name, within or self.span)
+
+    def expr(self, span: tuple[int, int]) -> Expr | None:
+        """The expression spanning ``span`` as a plain :class:`~gpuadvise.source.tree.Expr`."""
+        return _tree.expr_at(self.tree, span)
+
+    def expr_parent(self, span: tuple[int, int]) -> Expr | None:
+        """The expression that the one spanning ``span`` is a direct operand of (None: none)."""
+        return _tree.expr_parent(self.tree, span)
 
     def statement_start(self, offset: int) -> int:
         """The start of the innermost statement (simple or control) holding ``offset``."""

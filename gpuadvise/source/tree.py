@@ -37,6 +37,10 @@ from tree_sitter import Language, Node, Parser
 from gpuadvise.source.lexical import blank_comments_and_strings, match_close, split_top
 
 __all__ = [
+    "Expr",
+    "expr_at",
+    "expr_parent",
+    "parse_expression",
     "statement_start",
     "called_with",
     "call_of",
@@ -576,6 +580,12 @@ class Statement:
     kind: str  # the tree's node type
     header_end: int | None  # just after the braceless control header it is the body of
     node: Node | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def labelled(self) -> bool:
+        """Whether a label (``name:``, ``case k:``, ``default:``) stands before it."""
+        p = self.node.parent if self.node is not None else None
+        return p is not None and p.type in ("labeled_statement", "case_statement")
 
 
 def _header_end(st: SourceTree, stmt: Node) -> int | None:
@@ -1133,6 +1143,144 @@ def statement_start(st: SourceTree, offset: int) -> int:
             return st.start(n)
         n = n.parent
     return offset
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An expression as a small tree of plain values (no parser objects): what a rule walks.
+
+    ``kind``: ``binary`` (``op`` the operator, ``args`` the two operands), ``unary`` (``op``),
+    ``literal`` (a number), ``name`` (an identifier), ``member`` (``a.b``, ``p->b``), ``call``
+    (``op`` the function's text, ``args`` the arguments), ``cast`` (``op`` the type's text),
+    ``paren``, ``subscript`` (``args``: the array, then the index), ``conditional`` (``args``:
+    condition, then, else), ``assignment`` (``op``: ``=``, ``+=``...; ``args``: target, value),
+    ``update`` (``++``/``--``), or ``other``. ``text``: the code, spaces normalized; ``span``:
+    where it is in the parsed text.
+    """
+
+    kind: str
+    op: str
+    args: tuple[Expr, ...]
+    text: str
+    span: Span
+
+    def stripped(self, casts: Iterable[str] = ()) -> Expr:
+        """Without the parentheses around it and the casts to the types ``casts``."""
+        allowed = set(casts)
+        e = self
+        while e.args and (e.kind == "paren" or (e.kind == "cast" and e.op in allowed)):
+            e = e.args[-1]
+        return e
+
+    def chain(self, ops: Iterable[str]) -> list[tuple[str, Expr]]:
+        """The operands of a run of binary operators among ``ops`` (``a - b + c``: ``[("", a),
+        ("-", b), ("+", c)]``), parentheses not looked through; ``[("", self)]`` otherwise."""
+        want = set(ops)
+        if self.kind != "binary" or self.op not in want:
+            return [("", self)]
+        left = self.args[0].chain(want)
+        return [*left, (self.op, self.args[1])]
+
+
+_EXPR_KIND = {
+    "binary_expression": "binary",
+    "unary_expression": "unary",
+    "pointer_expression": "unary",
+    "number_literal": "literal",
+    "identifier": "name",
+    "field_expression": "member",
+    "call_expression": "call",
+    "cast_expression": "cast",
+    "parenthesized_expression": "paren",
+    "subscript_expression": "subscript",
+    "conditional_expression": "conditional",
+    "assignment_expression": "assignment",
+    "update_expression": "update",
+}
+
+
+def _expr(st: SourceTree, n: Node, depth: int = 0) -> Expr:
+    kind = _EXPR_KIND.get(n.type, "other")
+    span = st.span(n)
+    text = " ".join(st.code_of(n).split())
+    if depth > 200:
+        return Expr("other", "", (), text, span)
+    op = ""
+    kids: list[Node] = []
+    if kind in ("binary", "unary", "assignment", "update"):
+        o = n.child_by_field_name("operator")
+        op = o.type if o is not None else ""
+        kids = [c for c in n.named_children if c.type != "comment"]
+    elif kind == "call":
+        f = n.child_by_field_name("function")
+        a = n.child_by_field_name("arguments")
+        op = " ".join(st.code_of(f).split()) if f is not None else ""
+        kids = [c for c in a.named_children if c.type != "comment"] if a is not None else []
+    elif kind == "cast":
+        t = n.child_by_field_name("type")
+        op = " ".join(w for w in st.code_of(t).split() if w != "const") if t is not None else ""
+        v = n.child_by_field_name("value")
+        kids = [v] if v is not None else []
+    elif kind == "paren":
+        kids = [c for c in n.named_children if c.type != "comment"][:1]
+    elif kind == "subscript":
+        arg = n.child_by_field_name("argument")
+        idx = n.child_by_field_name("indices")
+        inner = [c for c in idx.named_children if c.type != "comment"] if idx is not None else []
+        kids = [k for k in (arg, *inner[:1]) if k is not None]
+    elif kind == "conditional":
+        kids = [
+            c
+            for c in (
+                n.child_by_field_name("condition"),
+                n.child_by_field_name("consequence"),
+                n.child_by_field_name("alternative"),
+            )
+            if c is not None
+        ]
+    elif kind == "member":
+        o = n.child_by_field_name("operator")
+        op = o.type if o is not None else "."
+        a = n.child_by_field_name("argument")
+        kids = [a] if a is not None else []
+    return Expr(kind, op, tuple(_expr(st, c, depth + 1) for c in kids), text, span)
+
+
+def expr_parent(st: SourceTree, span: Span) -> Expr | None:
+    """The expression that the one spanning ``span`` is a direct part of (None: none)."""
+    n = _expression_at(st, span)
+    if n is None or n.parent is None or n.parent.type not in _EXPR_KIND:
+        return None
+    return _expr(st, n.parent)
+
+
+def expr_at(st: SourceTree, span: Span) -> Expr | None:
+    """The expression spanning ``span`` (spaces around it ignored), or None."""
+    n = _expression_at(st, span)
+    return _expr(st, n) if n is not None else None
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_expression(text: str) -> Expr | None:
+    """``text`` parsed as one C expression on its own (None: it is not one). Spans are offsets
+    in ``text``."""
+    prefix = "int __ga_expr = ("
+    sub = SourceTree(prefix + text + "\n);")
+    if sub.root.has_error:
+        return None
+    for n in sub.walk(types=("init_declarator",)):
+        v = n.child_by_field_name("value")
+        if v is not None and v.type == "parenthesized_expression" and v.named_child_count == 1:
+            e = _expr(sub, v.named_children[0])
+            return _shift(e, -len(prefix))
+        break
+    return None
+
+
+def _shift(e: Expr, by: int) -> Expr:
+    return Expr(
+        e.kind, e.op, tuple(_shift(a, by) for a in e.args), e.text, (e.span[0] + by, e.span[1] + by)
+    )
 
 
 def strip_parens(st: SourceTree, node: Node) -> Node:
