@@ -485,14 +485,9 @@ class RegisterSpills(Rule):
         arrays = local_arrays(ks) if ks is not None else []
         used: dict[str, list[int]] = {}
         if ks is not None:
-            code_lines = ks.code.split("\n")
             for arr in arrays:
-                pat = re.compile(rf"\b{re.escape(arr.name)}\s*\[")
-                hits = [
-                    n
-                    for n in sorted(per_line)
-                    if 0 < n <= len(code_lines) and pat.search(code_lines[n - 1])
-                ]
+                indexed = {ks.line_at(s.span[0]) for s in ks.subscripts(arr.name, file=True)}
+                hits = [n for n in sorted(per_line) if n in indexed]
                 if hits:
                     used[arr.name] = hits
         chosen = max(

@@ -6,12 +6,12 @@ See :mod:`gpuadvise.rules.engine` for the types and the registry.
 from gpuadvise.rules.engine import *  # noqa: F401,F403
 from gpuadvise.rules.engine import __all__ as _engine_all
 from gpuadvise.rules.engine import doc_sections, validate_rule  # noqa: F401
-from gpuadvise.source.text import (  # noqa: F401  (the parsed source the rule files use)
+from gpuadvise.source.text import (  # noqa: F401  (the parsed source: KernelSource's methods)
     KernelSource,
     blank_comments_and_strings,
     find_kernel_source,
     line_of,
-    match_close,
+    match_brace,
     split_top,
 )
 from gpuadvise.source.tree import Expr, parse_expression  # noqa: F401
