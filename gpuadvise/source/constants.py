@@ -46,7 +46,11 @@ _MAX_BITS = 4096  # shifts and products past this many bits are not constants an
 
 def int_literal(text: str) -> int:
     """The value of a C integer literal (``0x1F``, ``017``, ``0b101``, ``256u``, ``1'000``)."""
-    m = _INT_LITERAL.fullmatch(text.strip())
+    t = text.strip()
+    if t[:1] in ("-", "+"):  # the grammar reads `-7` as one literal
+        v = int_literal(t[1:])
+        return -v if t[0] == "-" else v
+    m = _INT_LITERAL.fullmatch(t)
     if m is None:
         raise NotConstant(f"{text!r} is not an integer literal")
     body = m.group("body").replace("'", "")

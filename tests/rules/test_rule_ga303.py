@@ -250,6 +250,7 @@ def patched_copy(tmp: Path, source: Path, diff: str) -> Path:
 )
 def test_diff_applies_compiles_and_computes_the_same(tmp_path, kernel, block, safety, opcode):
     from gpuadvise.toolchain import sass
+
     spec = small_case(tmp_path, kernel, block)
     src = tmp_path / "luminance.cu"
     (f,) = ga303(src, kernel, spec)
