@@ -16,7 +16,6 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    unified_diff,
 )
 
 if TYPE_CHECKING:
@@ -29,64 +28,6 @@ MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default stat
 # Source: the 2D __shared__ arrays a line reads or writes, and whether padding them is safe
 
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.M)
-_CONST = re.compile(
-    r"\b(?:static\s+)?(?:constexpr|const)\s+(?:(?:unsigned|signed|int|long|short|size_t|auto)\s+)+"
-    r"([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
-)
-_INT_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
-
-
-def constants(code: str) -> dict[str, int]:
-    """Integer constants of a file (comments blanked): object-like ``#define NAME expr`` and
-    ``const``/``constexpr`` integer declarations whose value is integer arithmetic over numbers
-    and constants defined before. What cannot be evaluated is left out."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
-
-    found = [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(code)]
-    found += [(m.start(), m.group(1), m.group(2)) for m in _CONST.finditer(code)]
-    env: dict[str, int] = {}
-    pending = [(name, _INT_SUFFIX.sub(r"\1", body.strip())) for _, name, body in sorted(found)]
-    for _ in range(len(pending) + 1):
-        left = []
-        for name, body in pending:
-            try:
-                env[name] = evaluate(body, env)
-            except (GpuAdviseError, ZeroDivisionError, RecursionError):
-                left.append((name, body))
-        if len(left) == len(pending):
-            break
-        pending = left
-    return env
-
-
-def subscripts(code: str, at: int) -> list[tuple[int, int]]:
-    """The ``[...]`` subscripts that follow offset ``at`` (spaces allowed between them): the
-    offsets of each one's text, without its brackets. Unbalanced brackets end the list."""
-    out: list[tuple[int, int]] = []
-    k = at
-    while True:
-        while k < len(code) and code[k].isspace():
-            k += 1
-        if k >= len(code) or code[k] != "[":
-            return out
-        depth = 0
-        for j in range(k, len(code)):
-            if code[j] in "[(":
-                depth += 1
-            elif code[j] in "])":
-                depth -= 1
-                if depth == 0:
-                    break
-        else:
-            return out
-        if code[j] != "]":
-            return out
-        out.append((k + 1, j))
-        k = j + 1
-
-
 @dataclass(frozen=True)
 class ArrayDecl:
     """A ``__shared__ T name[R][C]`` declarator: where its inner dimension's text lies (file
@@ -97,100 +38,60 @@ class ArrayDecl:
     cols: int
     inner: tuple[int, int]  # file offsets of the text of C
     file_scope: bool
-
-
-def _depth_at(code: str, pos: int) -> int:
-    return code.count("{", 0, pos) - code.count("}", 0, pos)
-
-
-def _statement(code: str, pos: int) -> tuple[int, int]:
-    start = max(code.rfind(";", 0, pos), code.rfind("{", 0, pos), code.rfind("}", 0, pos)) + 1
-    depth = 0
-    for k in range(pos, len(code)):
-        c = code[k]
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == ";" and depth == 0:
-            return start, k
-        elif c in "{}" and depth == 0:
-            return start, k  # an initializer's brace (or a missing `;`): the statement ends
-    return start, len(code)
+    name_at: int = -1  # file offset of the declarator's name
 
 
 def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]:
     """The declaration of the 2D ``__shared__`` array ``name`` the kernel sees (its body's, else
     the file's), or None and why not."""
-    code = ks.code
-    n = re.escape(name)
-    cands: list[tuple[int, int, bool]] = []
-    for m in re.finditer(r"\b__shared__\b", code):
-        s, e = _statement(code, m.start())
-        stmt = code[s:e]
-        if re.search(r"\bextern\b", stmt) or not re.search(rf"(?<![\w.]){n}\s*\[", stmt):
+    cands = []
+    for d in ks.declarations(file=True):
+        if not d.has("__shared__") or d.has("extern"):
             continue
-        inside = ks.body_start < m.start() < ks.body_end
-        if inside or _depth_at(code, m.start()) == 0:
-            cands.append((s, e, not inside))
+        inside = ks.body_start < d.span[0] < ks.body_end
+        if not (inside or d.file_scope):
+            continue
+        for dd in d.declarators:
+            if dd.name == name:
+                cands.append((not inside, dd))
     if not cands:
         return None, f"no `__shared__ T {name}[R][C]` declaration found"
-    inner_first = sorted(cands, key=lambda c: c[2])  # the body's declaration shadows the file's
-    s, e, file_scope = inner_first[0]
-    hit = re.search(rf"(?<![\w.]){n}\s*\[", code[s:e])
-    assert hit is not None
-    dims = subscripts(code, s + hit.end() - 1)
-    if len(dims) == 1:
+    file_scope, dd = sorted(cands, key=lambda c: c[0])[0]  # the body's shadows the file's
+    if len(dd.dims) == 1:
         return None, (
             f"{name} is a 1D array: no padding of it changes the stride between the words the "
             "lanes touch; make consecutive lanes touch consecutive words instead (sequential "
             "addressing in a reduction, see GA202)"
         )
-    if len(dims) != 2:
-        return None, f"{name} has {len(dims)} dimensions: only 2D arrays are padded"
-    after = dims[-1][1] + 1
-    while after < e and code[after].isspace():
-        after += 1
-    if after < e and code[after] not in ",;":
+    if len(dd.dims) != 2:
+        return None, f"{name} has {len(dd.dims)} dimensions: only 2D arrays are padded"
+    if dd.init is not None:
         return None, f"{name} has an initializer or attributes after its dimensions"
-    env = constants(code)
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
-
-    try:
-        rows, cols = (evaluate(_INT_SUFFIX.sub(r"\1", code[a:b]), env) for a, b in dims)
-    except (GpuAdviseError, ZeroDivisionError):
+    rows, cols = (ks.value(ks.code[a:b]) for a, b in dd.dims)
+    if rows is None or cols is None:
         return None, f"the dimensions of {name} are not integer constants gpuadvise can evaluate"
     if rows <= 0 or cols <= 0:
         return None, f"{name} has a non-positive dimension"
-    return ArrayDecl(name, rows, cols, dims[1], file_scope), ""
+    return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
 
 
 def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
     """Why padding ``decl`` could change what the program does (None: every use indexes it as
     ``a[i][j]``: no pointer to it or into it, no flat or one-subscript access, no ``sizeof``).
     Searched: the kernel's body (or the whole file for a file-scope array) and every macro."""
-    code = ks.code
-    regions = [(0, len(code))] if decl.file_scope else [(ks.body_start, ks.body_end + 1)]
-    regions += [(m.start(), m.end()) for m in re.finditer(r"^[ \t]*#.*$", code, re.M)]
-    n = re.escape(decl.name)
-    seen: set[int] = set()
-    for a, b in regions:
-        for m in re.finditer(rf"(?<![\w.])(?<!->){n}\b", code[a:b]):
-            at = a + m.start()
-            if at in seen:
-                continue
-            seen.add(at)
-            subs = subscripts(code, a + m.end())
-            if subs and subs[-1][0] - 1 <= decl.inner[0] <= subs[-1][1]:
-                continue  # the declaration itself
-            line = ks.text.count("\n", 0, at) + 1
-            if len(subs) != 2:
-                how = "without a subscript" if not subs else f"with {len(subs)} subscript(s)"
-                return f"line {line} uses {decl.name} {how}"
-            before = code[:at].rstrip()
-            if before.endswith("&") and not before.endswith("&&"):
-                return f"line {line} takes the address of an element of {decl.name}"
+    found = ks.uses(decl.name, file=decl.file_scope)
+    macros = ks.macro_uses(decl.name)
+    uses = sorted(found + macros, key=lambda u: u.span) if decl.file_scope else found + macros
+    for use in uses:
+        if use.span[0] == decl.name_at:
+            continue  # the declaration itself
+        line = ks.line_at(use.span[0])
+        if use.subscripts != 2:
+            n = use.subscripts
+            how = "without a subscript" if not n else f"with {n} subscript(s)"
+            return f"line {line} uses {decl.name} {how}"
+        if use.address_taken:
+            return f"line {line} takes the address of an element of {decl.name}"
     return None
 
 
@@ -479,14 +380,13 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
 
 def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
     """The declarations with their inner dimensions padded, as a unified diff."""
-    text = ks.text
-    for decl, p in sorted(plan.pads, key=lambda dp: -dp[0].inner[0]):
+    rw = ks.rewrite()
+    for decl, p in plan.pads:
         a, b = decl.inner
-        inner = text[a:b].strip()
+        inner = ks.text[a:b].strip()
         simple = re.fullmatch(r"[\w\s+*/%()-]*", inner) and "?" not in inner
-        new = f"{inner} + {p.pad}" if simple else f"({inner}) + {p.pad}"
-        text = text[:a] + new + text[b:]
-    return unified_diff(ks.text.split("\n"), text.split("\n"), path)
+        rw.replace(a, b, f"{inner} + {p.pad}" if simple else f"({inner}) + {p.pad}")
+    return rw.diff(path)
 
 
 class BankConflicts(Rule):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvise.rules import (
@@ -15,17 +15,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    line_of,
-    match_brace,
-    unified_diff,
 )
-
-_DECL = r"(?:(?:unsigned|signed|int|long|short|size_t|uint32_t|int32_t|uint64_t|auto|const)\s+)*"
-_LOOP = re.compile(
-    r"\bfor\s*\(\s*(?P<decl>" + _DECL + r")(?P<s>[A-Za-z_]\w*)\s*=\s*1[uU]?\s*;"
-    r"\s*(?P=s)\s*<\s*(?P<bound>[^;]+?)\s*;\s*(?P<step>[^;)]*?)\s*\)"
-)
-_TID_ALIAS = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*threadIdx\.x\s*;")
 
 
 def _doubling(step: str, s: str) -> bool:
@@ -62,9 +52,6 @@ def _modulo_patterns(s: str, tids: set[str]) -> list[re.Pattern[str]]:
     ]
 
 
-_ASSIGN = re.compile(r"(?P<decl>" + _DECL + r")\b(?P<idx>[A-Za-z_]\w*)\s*=\s*(?P<expr>[^;=]+);")
-
-
 def _is_strided(expr: str, s: str, tids: set[str]) -> str | None:
     """The thread index if ``expr`` is a product of 2, ``s`` and a thread index."""
     flat = expr.replace("(", " ").replace(")", " ")
@@ -81,9 +68,20 @@ def _is_strided(expr: str, s: str, tids: set[str]) -> str | None:
 
 
 @dataclass(frozen=True)
+class _Loop:
+    """``for (decl s = 1; s < bound; step)``: offsets in the kernel body."""
+
+    s: str
+    bound: str
+    decl: str  # the type words before ``s`` (``unsigned ``), or ""
+    start: int  # the ``for``
+    header_end: int  # just after its ``)``
+
+
+@dataclass(frozen=True)
 class _Match:
     form: str  # "modulo" | "strided-index"
-    loop: re.Match[str]
+    loop: _Loop
     body_open: int  # offsets in the kernel body
     body_close: int
     span: tuple[int, int]  # the pattern, offsets in the kernel body
@@ -91,28 +89,57 @@ class _Match:
     idx: str | None = None
 
 
-def _loop_body(body: str, after: int) -> tuple[int, int]:
-    k = after
-    while k < len(body) and body[k].isspace():
-        k += 1
-    if k < len(body) and body[k] == "{":
-        return k, match_brace(body, k)
-    semi = body.find(";", k)
-    brace = body.find("{", k)
-    if brace != -1 and (semi == -1 or brace < semi):
-        return k, match_brace(body, brace)
-    return k, semi if semi != -1 else len(body)
+def _doubling_loops(ks: KernelSource) -> list[tuple[_Loop, tuple[int, int]]]:
+    """The body's loops ``for (s = 1; s < N; <s doubles>)`` and their bodies (file offsets)."""
+    base = ks.body_start
+    out = []
+    for lp in ks.loops():
+        if lp.kind != "for" or lp.init is None or lp.condition is None or lp.header is None:
+            continue
+        init = ks.code[lp.init[0] : lp.init[1]]
+        m = re.fullmatch(
+            r"(?P<decl>(?:[A-Za-z_]\w*\s+)*?)(?P<s>[A-Za-z_]\w*)\s*=\s*1[uU]?\s*", init
+        )
+        if m is None:
+            continue
+        s = m.group("s")
+        cond = ks.code[lp.condition[0] : lp.condition[1]]
+        c = re.fullmatch(rf"{re.escape(s)}\s*<\s*(?P<bound>[^;]+?)\s*", cond)
+        step = ks.code[lp.update[0] : lp.update[1]] if lp.update else ""
+        if c is None or not _doubling(step, s):
+            continue
+        loop = _Loop(s, c.group("bound"), m.group("decl"), lp.span[0] - base, lp.header[1] - base)
+        out.append((loop, lp.body))
+    return out
+
+
+def _assignments(
+    ks: KernelSource, within: tuple[int, int]
+) -> list[tuple[str, str, tuple[int, int]]]:
+    """``[type] idx = expr;`` statements within ``within``: (idx, expr, the statement's span)."""
+    out = []
+    for d in ks.declarations():
+        if within[0] <= d.span[0] < within[1] and len(d.declarators) == 1:
+            dd = d.declarators[0]
+            if dd.init is not None and not dd.dims:
+                out.append((dd.name, ks.code[dd.init[0] : dd.init[1]], d.span))
+    for st in ks.statements(within):
+        m = re.fullmatch(
+            r"(?P<idx>[A-Za-z_]\w*)\s*=(?!=)\s*(?P<expr>[^;=]+);", ks.code[st.start : st.end + 1]
+        )
+        if st.kind == "expression_statement" and m:
+            out.append((m.group("idx"), m.group("expr"), (st.start, st.end + 1)))
+    return sorted(out, key=lambda x: x[2])
 
 
 def find_interleaved(ks: KernelSource) -> list[_Match]:
     body = ks.body
-    tids = {"threadIdx.x"} | set(_TID_ALIAS.findall(body))
+    base = ks.body_start
+    tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     out: list[_Match] = []
-    for loop in _LOOP.finditer(body):
-        s = loop.group("s")
-        if not _doubling(loop.group("step"), s):
-            continue
-        start, end = _loop_body(body, loop.end())
+    for loop, (b0, b1) in _doubling_loops(ks):
+        s = loop.s
+        start, end = b0 - base, b1 - 1 - base
         inner = body[start : end + 1]
         for pat in _modulo_patterns(s, tids):
             for m in pat.finditer(inner):
@@ -126,19 +153,11 @@ def find_interleaved(ks: KernelSource) -> list[_Match]:
                         m.group("tid"),
                     )
                 )
-        for m in _ASSIGN.finditer(inner):
-            tid = _is_strided(m.group("expr"), s, tids)
+        for idx, expr, (a, b) in _assignments(ks, (b0, b1)):
+            tid = _is_strided(expr, s, tids)
             if tid is not None:
                 out.append(
-                    _Match(
-                        "strided-index",
-                        loop,
-                        start,
-                        end,
-                        (start + m.start(), start + m.end()),
-                        tid,
-                        m.group("idx"),
-                    )
+                    _Match("strided-index", loop, start, end, (a - base, b - base), tid, idx)
                 )
     uniq: dict[tuple[int, int], _Match] = {}
     for mt in sorted(out, key=lambda x: x.span):
@@ -166,45 +185,8 @@ def _warp_iterations(block: int, form: str) -> tuple[int, int]:
     return before, after
 
 
-class _Editor:
-    """Edits of a file's lines, found in the comment-free code and applied to the text alike
-    (blanking keeps every offset, so a span in the code is the same span in the text)."""
-
-    def __init__(self, ks: KernelSource) -> None:
-        self.ks = ks
-        self.text = ks.text.split("\n")
-        self.code = ks.code.split("\n")
-        self.deleted: set[int] = set()
-
-    def sub(self, line: int, pattern: str, repl: Callable[[re.Match[str]], str]) -> int:
-        i = line - 1
-        code, text = self.code[i], self.text[i]
-        matches = list(re.finditer(pattern, code))
-        for m in reversed(matches):
-            new = repl(m)
-            code = code[: m.start()] + new + code[m.end() :]
-            text = text[: m.start()] + new + text[m.end() :]
-        self.code[i], self.text[i] = code, text
-        return len(matches)
-
-    def splice(self, start: int, end: int, new: str) -> bool:
-        """Replace file offsets ``start:end`` (on one line, not edited before) by ``new``."""
-        line = line_of(self.ks.text, start)
-        if line != line_of(self.ks.text, max(end - 1, start)):
-            return False
-        col = start - (self.ks.text.rfind("\n", 0, start) + 1)
-        i = line - 1
-        n = end - start
-        self.code[i] = self.code[i][:col] + new + self.code[i][col + n :]
-        self.text[i] = self.text[i][:col] + new + self.text[i][col + n :]
-        return True
-
-    def delete_if_blank(self, line: int) -> None:
-        if not self.code[line - 1].strip():
-            self.deleted.add(line - 1)
-
-    def lines(self) -> list[str]:
-        return [t for i, t in enumerate(self.text) if i not in self.deleted]
+def _one_line(ks: KernelSource, start: int, end: int) -> bool:
+    return ks.line_at(start) == ks.line_at(max(end - 1, start))
 
 
 def sequential_diff(ks: KernelSource, mt: _Match, path: str) -> str | None:
@@ -212,31 +194,41 @@ def sequential_diff(ks: KernelSource, mt: _Match, path: str) -> str | None:
     None when the code is not in the simple shape this rewrite handles."""
     base = ks.body_start
     loop = mt.loop
-    s, bound, decl = loop.group("s"), loop.group("bound"), loop.group("decl")
-    ed = _Editor(ks)
-    first = line_of(ks.text, base + mt.body_open)
-    last = line_of(ks.text, base + mt.body_close)
-    # edits right to left on a line keep the earlier offsets valid: the pattern first
-    if mt.form == "modulo":
-        if not ed.splice(base + mt.span[0], base + mt.span[1], f"{mt.tid} < {s}"):
-            return None
-    else:
-        idx = re.escape(mt.idx or "")
-        stmt_line = line_of(ks.text, base + mt.span[0])
-        if not ed.splice(base + mt.span[0], base + mt.span[1], ""):
-            return None
-        ed.delete_if_blank(stmt_line)
-        bounds_check = rf"\bif\s*\(\s*{idx}\s*<\s*[^()]*(?:\([^()]*\)[^()]*)*\)"
-        checks = 0
-        for ln in range(first, last + 1):
-            checks += ed.sub(ln, bounds_check, lambda m: f"if ({mt.tid} < {s})")
-            ed.sub(ln, rf"\b{idx}\b", lambda m: mt.tid)
-        if checks != 1:
-            return None
-    header = f"for ({decl}{s} = {bound} / 2; {s} > 0; {s} >>= 1)"
-    if not ed.splice(base + loop.start(), base + loop.end(), header):
+    s, bound, decl = loop.s, loop.bound, loop.decl
+    rw = ks.rewrite()
+    p0, p1 = base + mt.span[0], base + mt.span[1]
+    if not _one_line(ks, p0, p1):
         return None
-    return unified_diff(ks.text.split("\n"), ed.lines(), path)
+    if mt.form == "modulo":
+        rw.replace(p0, p1, f"{mt.tid} < {s}")
+    else:
+        line = ks.line_at(p0)
+        l0, l1 = rw.line_span(line)
+        rest = ks.code[l0:p0] + ks.code[p1:l1]
+        rw.replace(*((l0, l1) if not rest.strip() else (p0, p1)), "")
+        # the loop's lines, the statement's excepted: the bounds check, then every use of idx
+        lo = rw.line_span(ks.line_at(base + mt.body_open))[0]
+        hi = rw.line_span(ks.line_at(base + mt.body_close))[1]
+        idx = re.escape(mt.idx or "")
+        checks = [
+            i.head
+            for i in ks.ifs((lo, hi))
+            if re.match(rf"{idx}\s*<", ks.code[i.condition[0] : i.condition[1]])
+            and _one_line(ks, *i.head)
+        ]
+        if len(checks) != 1:
+            return None
+        c0, c1 = checks[0]
+        rw.replace(c0, c1, f"if ({mt.tid} < {s})")
+        for use in ks.uses(mt.idx or ""):
+            a, b = use.span
+            if lo <= a < hi and not (p0 <= a < p1) and not (c0 <= a < c1):
+                rw.replace(a, b, mt.tid)
+    h0, h1 = base + loop.start, base + loop.header_end
+    if not _one_line(ks, h0, h1):
+        return None
+    rw.replace(h0, h1, f"for ({decl}{s} = {bound} / 2; {s} > 0; {s} >>= 1)")
+    return rw.diff(path)
 
 
 class InterleavedReduction(Rule):
@@ -300,7 +292,7 @@ class InterleavedReduction(Rule):
         ks = ctx.kernel_source
         for mt in find_interleaved(ks):
             line = ks.line(mt.span[0])
-            s = mt.loop.group("s")
+            s = mt.loop.s
             if mt.form == "modulo":
                 what = f"divergent branch `{mt.tid} % (2*{s})` in a loop doubling {s}"
             else:
@@ -308,11 +300,11 @@ class InterleavedReduction(Rule):
             yield self.finding(
                 ctx,
                 f"interleaved-addressing reduction: {what}; use sequential addressing "
-                f"({s} halving from {mt.loop.group('bound')} / 2, `{mt.tid} < {s}`)",
+                f"({s} halving from {mt.loop.bound} / 2, `{mt.tid} < {s}`)",
                 line=line,
                 evidence=[
                     Evidence("pattern", mt.form),
-                    Evidence("loop_line", ks.line(mt.loop.start())),
+                    Evidence("loop_line", ks.line(mt.loop.start)),
                 ],
                 details={"match": mt},
             )
@@ -325,7 +317,7 @@ class InterleavedReduction(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         mt: _Match = finding.details["match"]
-        block = self._block(ctx, mt.loop.group("bound"))
+        block = self._block(ctx, mt.loop.bound)
         before, after = _warp_iterations(block, mt.form)
         return Estimate(
             None,

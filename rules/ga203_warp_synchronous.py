@@ -15,25 +15,11 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     line_of,
-    match_brace,
-    unified_diff,
 )
 
-_TYPE = r"(?P<type>(?:unsigned\s+|signed\s+|long\s+|const\s+)*[A-Za-z_]\w*)"
-# `volatile int* vs = sdata;`, `int volatile *vs = sdata;`
-_VPTR = re.compile(
-    r"(?:\bvolatile\s+" + _TYPE + r"|" + _TYPE.replace("type", "type2") + r"\s+volatile)"
-    r"\s*\*\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?:\(\s*volatile[^)]*\)\s*)?&?\s*(?P<arr>[A-Za-z_]\w*)"
-    r"(?:\s*\[\s*0\s*\])?\s*;"
-)
-# `volatile __shared__ int s[...]`, `__shared__ volatile int s[...]`
-_VARRAY = re.compile(
-    r"(?:\bvolatile\s+__shared__|\b__shared__\s+volatile)\s+"
-    + _TYPE
-    + r"\s+(?P<name>[A-Za-z_]\w*)\s*\["
-)
-_TID_ALIAS = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*threadIdx\.x\s*;")
-_GUARD = re.compile(r"\bif\s*\(\s*(?P<tid>[A-Za-z_][\w.]*)\s*(?:<\s*(?:32|warpSize)|<=\s*31)\s*\)")
+_GUARD = re.compile(r"(?P<tid>[A-Za-z_][\w.]*)\s*(?:<\s*(?:32|warpSize)|<=\s*31)")
+# what a volatile pointer is set to: `sdata`, `&sdata[0]`, `(volatile int*)sdata`
+_POINTEE = re.compile(r"(?:\(\s*volatile[^)]*\)\s*)?&?\s*(?P<arr>[A-Za-z_]\w*)(?:\s*\[\s*0\s*\])?")
 
 
 @dataclass(frozen=True)
@@ -56,49 +42,70 @@ class _Race:
     region_start: int  # offset of the region in the file
 
 
-def _steps(code: str, name: str, tids: set[str]) -> list[tuple[str, _Step]]:
-    n = re.escape(name)
-    t = "(?P<tid>" + "|".join(re.escape(x) for x in sorted(tids, key=len, reverse=True)) + ")"
-    pat = re.compile(
-        rf"\b{n}\s*\[\s*{t}\s*\]\s*(?P<op>[-+*|&^]?=)\s*(?P<rhs>[^;]*?\b{n}\s*\[\s*(?P=tid)"
-        rf"\s*\+\s*(?P<k>\d+)[uU]?\s*\][^;]*);"
-    )
+def _steps(ks: KernelSource, name: str, tids: set[str]) -> list[tuple[str, _Step]]:
+    """The statements ``name[tid] op= ... name[tid + k] ...;`` of the body, in order."""
+    base = ks.body_start
+    t = "|".join(re.escape(x) for x in sorted(tids, key=len, reverse=True))
     out = []
-    for m in pat.finditer(code):
-        simple = m.group("op") == "+=" and re.fullmatch(
-            rf"{n}\s*\[\s*{re.escape(m.group('tid'))}\s*\+\s*\d+[uU]?\s*\]", m.group("rhs").strip()
-        )
-        out.append((m.group("tid"), _Step(m.start(), m.end(), int(m.group("k")), bool(simple))))
+    for st in ks.statements():
+        subs = ks.subscripts(name, within=(st.start, st.end))
+        if st.kind != "expression_statement" or not subs or subs[0].span[0] != st.start:
+            continue
+        lhs = subs[0]
+        rest = ks.code[lhs.span[1] : st.end]
+        op = re.match(r"\s*(?P<op>[-+*|&^]?=)(?!=)", rest)
+        if len(lhs.indices) != 1 or op is None:
+            continue
+        tid = re.fullmatch(rf"\s*({t})\s*", ks.code[slice(*lhs.indices[0])])
+        if tid is None:
+            continue
+        e = re.escape(tid.group(1))
+        ks_ = [
+            (r, k)
+            for r in subs[1:]
+            if len(r.indices) == 1
+            and (k := re.fullmatch(rf"\s*{e}\s*\+\s*(\d+)[uU]?\s*", ks.code[slice(*r.indices[0])]))
+        ]
+        if not ks_:
+            continue
+        first, k = ks_[0]
+        rhs = ks.code[lhs.span[1] + op.end() : st.end].strip()
+        simple = op.group("op") == "+=" and rhs == ks.code[first.span[0] : first.span[1]].strip()
+        simple = simple and len(subs) == 2
+        step = _Step(st.start - base, st.end + 1 - base, int(k.group(1)), simple)
+        out.append((tid.group(1), step))
     return out
 
 
 def find_races(ks: KernelSource) -> list[_Race]:
     code = ks.body
-    tids = {"threadIdx.x"} | set(_TID_ALIAS.findall(code))
+    base = ks.body_start
+    tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     names: list[tuple[str, str, str, tuple[int, int] | None]] = []
-    for m in _VPTR.finditer(code):
-        typ = m.group("type") or m.group("type2") or ""
-        names.append((m.group("name"), m.group("arr"), typ, (m.start(), m.end())))
+    for d in ks.declarations():  # `volatile int* vs = sdata;`
+        if not d.has("volatile") or d.has("__shared__") or len(d.declarators) != 1:
+            continue
+        dd = d.declarators[0]
+        m = _POINTEE.fullmatch(ks.code[slice(*dd.init)].strip()) if dd.init else None
+        if dd.pointer and m:
+            names.append((dd.name, m.group("arr"), d.type, (d.span[0] - base, d.span[1] - base)))
     # a volatile __shared__ array may be declared in the body or at file scope
-    for m in _VARRAY.finditer(ks.code):
-        names.append((m.group("name"), m.group("name"), m.group("type"), None))
+    for d in ks.declarations(file=True):
+        if d.has("volatile") and d.has("__shared__"):
+            names += [(dd.name, dd.name, d.type, None) for dd in d.declarators if dd.dims]
     races = []
     for name, arr, typ, decl in names:
-        steps = _steps(code, name, tids)
+        steps = _steps(ks, name, tids)
         if len(steps) < 2 or not any(st.offset < 32 for _, st in steps):
             continue
         first, last = steps[0][1], steps[-1][1]
         if "__syncwarp" in code[first.start : last.end]:
             continue
         guard = None
-        for g in _GUARD.finditer(code[: first.start]):
-            k = g.end()
-            while k < len(code) and code[k].isspace():
-                k += 1
-            if k < len(code) and code[k] == "{":
-                close = match_brace(code, k)
-                if close > last.end:
-                    guard = (g.start(), close + 1)
+        for g in ks.ifs((base, base + first.start)):
+            if g.braced and _GUARD.fullmatch(ks.code[slice(*g.condition)].strip()):
+                if g.consequence[1] - 1 - base > last.end:
+                    guard = (g.head[0] - base, g.consequence[1] - base)
         races.append(
             _Race(
                 name,
@@ -149,7 +156,8 @@ def shuffle_diff(ks: KernelSource, race: _Race, path: str) -> str | None:
         f"{indent}    {v} += __shfl_down_sync(0xffffffffu, {v}, offset);",
         f"{indent}if ({tid} == 0) {arr}[0] = {v};",
     ]
-    out = text[: lines[0] - 1] + new + text[lines[-1] :]
+    rw = ks.rewrite()
+    rw.replace_lines(lines[0], lines[-1], new)
     if race.decl is not None:
         dl = line_of(ks.text, base + race.decl[0])
         code_line = ks.code.split("\n")[dl - 1]
@@ -157,8 +165,8 @@ def shuffle_diff(ks: KernelSource, race: _Race, path: str) -> str | None:
             dl < lines[0]
             and code_line.strip() == ks.code[base + race.decl[0] : base + race.decl[1]]
         ):
-            del out[dl - 1]
-    return unified_diff(text, out, path)
+            rw.delete_lines(dl)
+    return rw.diff(path)
 
 
 class WarpSynchronous(Rule):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,44 +18,10 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    match_brace,
-    unified_diff,
 )
 
-_TID_ALIAS = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*threadIdx\.x\s*;")
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
 _BLOCKDIM = re.compile(r"\bblockDim\s*\.\s*x\b")
-_SUBSCRIPTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\[")
-_IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*\b")
-_KEYWORDS = frozenset(
-    "if for while do return switch case else goto break continue sizeof new delete".split()
-)
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(.+?)[ \t]*$", re.M)
-_INT_SUFFIX = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b")
-
-
-# ---------------------------------------------------------------------------------------------
-# Small C helpers
-
-
-def _depth(code: str, pos: int) -> int:
-    """Brace depth at ``pos`` of a kernel body (1 at the body's top level)."""
-    return code.count("{", 0, pos) - code.count("}", 0, pos)
-
-
-def _split_top(text: str, sep: str) -> list[tuple[int, int]]:
-    """Spans of ``text`` split at ``sep`` outside (), [] and {}."""
-    out, depth, start = [], 0, 0
-    for k, c in enumerate(text):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            out.append((start, k))
-            start = k + 1
-    out.append((start, len(text)))
-    return out
 
 
 def _simple(expr: str) -> bool:
@@ -67,38 +33,6 @@ def _simple(expr: str) -> bool:
 
 def _paren(expr: str) -> str:
     return expr.strip() if _simple(expr) else f"({expr.strip()})"
-
-
-def _constants(code: str) -> dict[str, int]:
-    """Object-like ``#define NAME <integer expression>`` of a file (comments blanked)."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
-
-    env: dict[str, int] = {}
-    pending = [(m.group(1), _INT_SUFFIX.sub(r"\1", m.group(2))) for m in _DEFINE.finditer(code)]
-    while pending:
-        left = []
-        for name, body in pending:
-            try:
-                env[name] = evaluate(body, env)
-            except (GpuAdviseError, ZeroDivisionError, RecursionError):
-                left.append((name, body))
-        if len(left) == len(pending):
-            break
-        pending = left
-    return env
-
-
-def _value(expr: str, env: Mapping[str, int], block: int) -> int | None:
-    """The integer value of ``expr`` with ``blockDim.x`` = ``block`` (None: not a constant)."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
-
-    text = _INT_SUFFIX.sub(r"\1", _BLOCKDIM.sub("blockDim_x", expr))
-    try:
-        return evaluate(text, {**env, "blockDim_x": block})
-    except (GpuAdviseError, ZeroDivisionError, RecursionError):
-        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,53 +72,43 @@ class _Match:
 
 
 def _shared_1d(ks: KernelSource) -> set[str]:
-    names = set()
-    for m in re.finditer(r"\b__shared__\b[^;{}]*;", ks.code):
-        for name, dims in re.findall(r"([A-Za-z_]\w*)\s*((?:\[[^\[\]]*\]\s*)+)", m.group(0)):
-            if dims.count("[") == 1:
-                names.add(name)
-    return names
+    return {
+        dd.name
+        for d in ks.declarations(file=True)
+        if d.has("__shared__")
+        for dd in d.declarators
+        if len(dd.dims) == 1
+    }
 
 
-def _declarations(body: str, end: int) -> tuple[list[_Decl], bool]:
-    """The declarations at the body's top level before offset ``end``; False when something
-    else (a statement, a nested block) comes before it too."""
+def _declarations(ks: KernelSource, end: int) -> tuple[list[_Decl], bool]:
+    """The declarations ``T name = expr, ...;`` at the body's top level before body offset
+    ``end``; False when something else (a statement, a nested block, a declaration without an
+    initializer) comes before it too."""
+    base = ks.body_start
     decls: list[_Decl] = []
     ok = True
-    head = body[1:end]
-    for a, b in _split_top(head, ";"):
-        a, b = a + 1, b + 1  # offsets in the body
-        stmt = body[a:b]
-        if not stmt.strip():
-            continue
-        if "{" in stmt or "}" in stmt:
+    for st in ks.top_level():
+        if st.start >= base + end:
+            break
+        if st.kind != "declaration":
             ok = False
             continue
-        if re.search(r"\b__shared__\b", stmt):
+        d = next((x for x in ks.declarations() if x.span[0] == st.start), None)
+        if d is not None and d.has("__shared__"):
             continue
-        parts = _split_top(stmt, ",")
-        fa, fb = parts[0]
-        m = re.fullmatch(
-            r"\s*(?P<prefix>(?:[A-Za-z_][\w:]*[\s*&]+)+?)(?P<name>[A-Za-z_]\w*)\s*=(?!=)\s*(?P<e>.*\S)\s*",
-            stmt[fa:fb],
-            re.S,
-        )
-        if m is None or m.group("prefix").split()[0] in _KEYWORDS:
+        if d is None or any(
+            dd.init is None or dd.dims or ks.code[dd.init[0]] == "{" for dd in d.declarators
+        ):
             ok = False
             continue
-        prefix = " ".join(m.group("prefix").split())
-        decls.append(
-            _Decl(m.group("name"), (a + fa + m.start("e"), a + fa + m.end("e")), (a, b), prefix)
-        )
-        for pa, pb in parts[1:]:
-            d = re.fullmatch(
-                r"\s*(?P<name>[A-Za-z_]\w*)\s*=(?!=)\s*(?P<e>.*\S)\s*", stmt[pa:pb], re.S
-            )
-            if d is None:
-                ok = False
+        stmt = (d.span[0] - base, d.span[1] - 1 - base)  # without its ';'
+        for k, dd in enumerate(d.declarators):
+            if k and dd.span[0] != dd.name_span[0]:
+                ok = False  # `int a = 1, *p = q;`: the later declarator has its own type
                 continue
             decls.append(
-                _Decl(d.group("name"), (a + pa + d.start("e"), a + pa + d.end("e")), (a, b), prefix)
+                _Decl(dd.name, (dd.init[0] - base, dd.init[1] - base), stmt, d.prefix)  # type: ignore[index]
             )
     return decls, ok
 
@@ -218,94 +142,111 @@ def _add_step(arr: str, tid: str, k: str) -> str:
     return rf"{lhs}\s*(?:\+=\s*{rhs}|=\s*{lhs}\s*\+\s*{rhs})\s*;"
 
 
-def _find_tree(body: str, after: int, arr: str, tid: str) -> _Tree | None:
-    """The first sequential tree over ``arr`` after offset ``after``: a loop halving ``s`` whose
-    threads ``tid < s`` add ``arr[tid + s]``, or unrolled ``if (tid < K) arr[tid] += arr[tid+K];``
-    steps; a barrier must separate it from the store."""
+def _find_tree(ks: KernelSource, after: int, arr: str, tid: str) -> _Tree | None:
+    """The first sequential tree over ``arr`` after body offset ``after``: a loop halving ``s``
+    whose threads ``tid < s`` add ``arr[tid + s]``, or unrolled ``if (tid < K) arr[tid] +=
+    arr[tid+K];`` steps; a barrier must separate it from the store."""
+    body = ks.body
+    base = ks.body_start
     found: list[_Tree] = []
-    loop = re.compile(
-        r"\bfor\s*\(\s*(?:[A-Za-z_]\w*\s+)*(?P<s>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+?)\s*;"
-        r"\s*(?P=s)\s*(?:>|>=|!=)\s*[^;]+;\s*(?P<step>[^)]*)\)"
-    )
-    for m in loop.finditer(body, after):
-        s = m.group("s")
-        if not _halving(m.group("step"), s):
+    for lp in ks.loops():
+        if lp.kind != "for" or lp.span[0] < base + after or lp.init is None:
             continue
-        k = m.end()
-        while k < len(body) and body[k].isspace():
-            k += 1
-        end = match_brace(body, k) if k < len(body) and body[k] == "{" else body.find(";", k)
-        inner = body[k : end + 1]
+        init = ks.code[lp.init[0] : lp.init[1]]
+        m = re.fullmatch(r"(?:[A-Za-z_]\w*\s+)*(?P<s>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+?)\s*", init)
+        cond = ks.code[lp.condition[0] : lp.condition[1]] if lp.condition else ""
+        if m is None or not re.match(rf"{re.escape(m.group('s'))}\s*(?:>|>=|!=)\s*\S", cond):
+            continue
+        s = m.group("s")
+        if not _halving(ks.code[lp.update[0] : lp.update[1]] if lp.update else "", s):
+            continue
+        inner = ks.code[lp.body[0] : lp.body[1]]
         guard = rf"\b{re.escape(tid)}\s*<\s*{re.escape(s)}\b"
         if re.search(_add_step(arr, tid, s), inner) and re.search(guard, inner):
-            found.append(_Tree("loop", m.start(), m.group("init"), m.span("init"), None))
+            at = lp.init[0] + m.start("init") - base
+            span = (at, lp.init[0] + m.end("init") - base)
+            found.append(_Tree("loop", lp.span[0] - base, m.group("init"), span, None))
             break
-    t = re.escape(tid)
-    unrolled = re.compile(
-        rf"\bif\s*\(\s*{t}\s*<\s*(?P<k>\w+)\s*\)\s*(?P<open>\{{)?\s*"
-        rf"(?P<add>\b{re.escape(arr)}\s*\[\s*{t}\s*\][^;]*;)\s*(?(open)\}})"
-    )
-    steps = [
-        m
-        for m in unrolled.finditer(body, after)
-        if re.fullmatch(_add_step(arr, tid, m.group("k")), m.group("add"))
-    ]
+    steps = []
+    for i in ks.ifs((base + after, base + len(body))):
+        k = re.fullmatch(rf"\s*{re.escape(tid)}\s*<\s*(?P<k>\w+)\s*", ks.code[slice(*i.condition)])
+        inside = ks.top_level(i.consequence) if i.braced else ks.statements(i.consequence)[:1]
+        if k is None or len(inside) != 1 or inside[0].kind != "expression_statement":
+            continue
+        if inside[0].start != i.consequence[0] and not i.braced:
+            continue
+        add = ks.code[inside[0].start : inside[0].end + 1]
+        if re.fullmatch(_add_step(arr, tid, k.group("k")), add):
+            steps.append((i, k.group("k")))
     if steps:
-        first = steps[0]
-        span = (first.start(), first.end())
-        sync = re.match(r"\s*__syncthreads\s*\(\s*\)\s*;", body[first.end() :])
+        first, k = steps[0]
+        span = (first.head[0] - base, first.consequence[1] - base)
+        sync = re.match(r"\s*__syncthreads\s*\(\s*\)\s*;", body[span[1] :])
         if sync:
-            span = (first.start(), first.end() + sync.end())
-        found.append(_Tree("unrolled", first.start(), first.group("k"), span, len(steps)))
+            span = (span[0], span[1] + sync.end())
+        found.append(_Tree("unrolled", span[0], k, span, len(steps)))
     if not found:
         return None
     tree = min(found, key=lambda x: x.start)
-    if not re.search(r"\b__syncthreads\s*\(", body[after : tree.start]):
+    if not ks.calls(["__syncthreads"], (base + after, base + tree.start)):
         return None
     return tree
+
+
+def _stores(
+    ks: KernelSource, arr: str, tids: set[str]
+) -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
+    """``arr[tid] = rhs;`` statements at the body's top level: (tid, statement, rhs), body
+    offsets."""
+    base = ks.body_start
+    out = []
+    for st in ks.top_level():
+        subs = ks.subscripts(arr, within=(st.start, st.end))
+        if st.kind != "expression_statement" or not subs or subs[0].span[0] != st.start:
+            continue
+        lhs = subs[0]
+        tid = ks.code[slice(*lhs.indices[0])].strip() if len(lhs.indices) == 1 else ""
+        eq = re.match(r"\s*=(?!=)\s*", ks.code[lhs.span[1] : st.end])
+        if tid not in tids or eq is None:
+            continue
+        rhs = (lhs.span[1] + eq.end() - base, st.end - base)
+        out.append((tid, (st.start - base, st.end + 1 - base), rhs))
+    return out
 
 
 def find_idle_loads(ctx: RuleContext) -> list[_Match]:
     ks = ctx.kernel_source
     body = ks.body
-    tids = {"threadIdx.x"} | set(_TID_ALIAS.findall(body))
-    t = "(?P<tid>" + "|".join(re.escape(x) for x in sorted(tids, key=len, reverse=True)) + ")"
+    base = ks.body_start
+    tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     out = []
     for arr in sorted(_shared_1d(ks)):
-        store = re.compile(
-            rf"(?<![\w.]){re.escape(arr)}\s*\[\s*{t}\s*\]\s*=(?!=)\s*(?P<rhs>[^;]*);"
-        )
-        for m in store.finditer(body):
-            if _depth(body, m.start()) != 1:
-                continue  # in a loop or a branch: not the simple one-element load
-            decls, prologue_ok = _declarations(body, m.start())
+        for tid, store, load in _stores(ks, arr, tids):
+            decls, prologue_ok = _declarations(ks, store[0])
             pointers = _pointers(ctx, ks, decls)
-            load, via = m.span("rhs"), None
-            rhs = m.group("rhs").strip()
+            via = None
+            rhs = body[load[0] : load[1]].strip()
             if re.fullmatch(r"[A-Za-z_]\w*", rhs):
                 d = next((x for x in reversed(decls) if x.name == rhs), None)
                 if d is None:
                     continue
-                between = body[d.stmt[1] : m.start()]
-                if re.search(rf"(?<![\w.]){re.escape(rhs)}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|"
-                             rf"\+\+\s*{re.escape(rhs)}\b|\b{re.escape(rhs)}\s*\+\+", between):  # fmt: skip
+                if ks.assignments(rhs, (base + d.stmt[1], base + store[0])):
                     continue  # the value is changed between its load and the store
                 load, via = d.expr, rhs
-            text = body[load[0] : load[1]]
-            subs = _SUBSCRIPTED.findall(text)
-            if any(s == arr for s in subs):
+            names = [s.name for s in ks.subscripts(within=(base + load[0], base + load[1]))]
+            if any(n == arr for n in names):
                 continue
-            loads = [s for s in subs if s in pointers]
+            loads = [n for n in names if n in pointers]
             if len(loads) != 1:
                 continue
-            tree = _find_tree(body, m.end(), arr, m.group("tid"))
+            tree = _find_tree(ks, store[1], arr, tid)
             if tree is None:
                 continue
             out.append(
                 _Match(
                     arr,
-                    m.group("tid"),
-                    m.span(),
+                    tid,
+                    store,
                     load,
                     via,
                     loads[0],
@@ -319,13 +260,6 @@ def find_idle_loads(ctx: RuleContext) -> list[_Match]:
 
 # ---------------------------------------------------------------------------------------------
 # The transform: half the threads, each adding two elements during the load
-
-
-def _sub_idents(text: str, names: Mapping[str, str]) -> str:
-    if not names:
-        return text
-    pat = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in names) + r")\b")
-    return pat.sub(lambda m: names[m.group(1)], text)
 
 
 def _fresh(name: str, body: str) -> str:
@@ -346,21 +280,24 @@ def first_add_diff(ks: KernelSource, mt: _Match, block: int, path: str) -> tuple
     ``threadIdx.x``, and ``a + b`` is exactly the tree's first addition.
     """
     body = ks.body
+    base = ks.body_start
     if not mt.prologue_ok:
         return None, "the kernel does more than declare variables before the store"
-    rest = body[mt.store[1] :]
+    after = base + mt.store[1]  # file offset: what comes after the store
     tree = mt.tree
-    first_abs = (tree.first_span[0] - mt.store[1], tree.first_span[1] - mt.store[1])
-    outside = rest[: first_abs[0]] + rest[first_abs[1] :] if tree.form == "loop" else rest
-    if _BLOCKDIM.search(outside):
-        return None, "blockDim.x is used after the store (its meaning changes with the block)"
+    first = (base + tree.first_span[0], base + tree.first_span[1])
+    for u in ks.uses("blockDim.x"):
+        if u.span[0] >= after and not (tree.form == "loop" and first[0] <= u.span[0] < first[1]):
+            return None, "blockDim.x is used after the store (its meaning changes with the block)"
+
+    def span(x: tuple[int, int]) -> tuple[int, int]:
+        return base + x[0], base + x[1]
+
     # the variables the kernel derives from the thread index before the store
     thread_vars: dict[str, _Decl] = {}
     for d in mt.decls:
-        e = body[d.expr[0] : d.expr[1]]
-        if _THREADIDX.search(e) or any(
-            re.search(rf"(?<![\w.]){re.escape(n)}\b", e) for n in thread_vars
-        ):
+        e = span(d.expr)
+        if ks.uses("threadIdx.x", within=e) or any(n in thread_vars for n, _ in ks.identifiers(e)):
             thread_vars[d.name] = d
     aliases = {
         n
@@ -368,19 +305,20 @@ def first_add_diff(ks: KernelSource, mt: _Match, block: int, path: str) -> tuple
         if _THREADIDX.fullmatch(body[d.expr[0] : d.expr[1]].strip())
     }
     for n in set(thread_vars) - aliases:
-        if re.search(rf"(?<![\w.]){re.escape(n)}\b", rest):
+        if any(u.span[0] >= after for u in ks.uses(n)):
             return None, f"{n} (derived from the thread index) is used after the store"
     # after the store, the thread index only picks the tree's threads or elements
-    env = _constants(ks.code)
     for a in (*aliases, "threadIdx.x"):
-        for m in re.finditer(rf"(?<![\w.]){re.escape(a)}\b", rest):
-            after = rest[m.end() :]
-            before = rest[: m.start()].rstrip()
-            if before.endswith("[") or re.match(r"\s*(?:==|!=)\s*0[uU]?\b", after):
+        for u in ks.uses(a):
+            if u.span[0] < after:
                 continue
-            cmp = re.match(r"\s*<\s*([\w.]+)", after)
+            before = ks.code[after : u.span[0]].rstrip()
+            rest = ks.code[u.span[1] : base + len(body)]
+            if before.endswith("[") or re.match(r"\s*(?:==|!=)\s*0[uU]?\b", rest):
+                continue
+            cmp = re.match(r"\s*<\s*([\w.]+)", rest)
             if cmp:
-                k = _value(cmp.group(1), env, block // 2)
+                k = ks.value(cmp.group(1), **{"blockDim.x": block // 2})
                 if (
                     k is None
                     or k <= block // 2
@@ -392,35 +330,37 @@ def first_add_diff(ks: KernelSource, mt: _Match, block: int, path: str) -> tuple
                 "the thread index is used after the store in a way gpuadvise cannot follow",
             )
     # the second element: each thread variable again, for thread t + blockDim.x
-    used = {n for n in _IDENT.findall(body[mt.load[0] : mt.load[1]])}
+    load = span(mt.load)
+    used = {n for n, _ in ks.identifiers(load)}
     need: dict[str, _Decl] = {}
 
     def visit(name: str) -> None:
         d = thread_vars.get(name)
         if d is None or name in need:
             return
-        for n in _IDENT.findall(body[d.expr[0] : d.expr[1]]):
+        for n, _ in ks.identifiers(span(d.expr)):
             visit(n)
         need[name] = d
 
     for n in sorted(used):
         visit(n)
-    if not need and not _THREADIDX.search(body[mt.load[0] : mt.load[1]]):
+    if not need and not ks.uses("threadIdx.x", within=load):
         return None, "the loaded element does not depend on the thread index"
     hi = {n: _fresh(n, body) for n in need}
 
-    def double(text: str) -> str:  # the block the kernel was written for
-        return _BLOCKDIM.sub("(2 * blockDim.x)", text)
+    def double(at: tuple[int, int]) -> str:  # the block the kernel was written for
+        return ks.substitute(at, {"blockDim.x": "(2 * blockDim.x)"})
 
-    def second(text: str) -> str:  # the same expression for thread t + blockDim.x
-        return _sub_idents(_THREADIDX.sub("(threadIdx.x + blockDim.x)", double(text)), hi)
+    def second(at: tuple[int, int]) -> str:  # the same expression for thread t + blockDim.x
+        return ks.substitute(
+            at,
+            {"blockDim.x": "(2 * blockDim.x)", "threadIdx.x": "(threadIdx.x + blockDim.x)", **hi},
+        )
 
-    base = ks.body_start
-    edits: list[tuple[int, int, str]] = []  # file offsets
+    rw = ks.rewrite()
     for d in mt.decls:
-        e = body[d.expr[0] : d.expr[1]]
-        if _BLOCKDIM.search(e):
-            edits.append((base + d.expr[0], base + d.expr[1], double(e)))
+        if ks.uses("blockDim.x", within=span(d.expr)):
+            rw.replace(*span(d.expr), double(span(d.expr)))
     # the declarations of the second element, just before the store (or the load's variable)
     anchor = mt.store[0]
     if mt.via is not None:
@@ -432,35 +372,31 @@ def first_add_diff(ks: KernelSource, mt: _Match, block: int, path: str) -> tuple
     new_lines = []
     order = [d for d in mt.decls if d.name in need]
     for d in order:
-        e = second(body[d.expr[0] : d.expr[1]])
+        e = second(span(d.expr))
         if e.startswith("(") and _THREADIDX.fullmatch(body[d.expr[0] : d.expr[1]].strip()):
             e = e[1:-1]
         new_lines.append(f"{indent}{d.prefix} {hi[d.name]} = {e};")
-    load = body[mt.load[0] : mt.load[1]]
     summed = f"{_paren(double(load))} + {_paren(second(load))}"
-    edits.append((base + mt.load[0], base + mt.load[1], summed))
+    rw.replace(*load, summed)
     if new_lines:
-        edits.append((line_start, line_start, "\n".join(new_lines) + "\n"))
+        rw.insert(line_start, "\n".join(new_lines) + "\n")
     # the tree's first step is done: start at the next one
-    fa, fb = base + tree.first_span[0], base + tree.first_span[1]
+    fa, fb = first
     if tree.form == "loop":
         init = ks.text[fa:fb]
-        if not _BLOCKDIM.search(init):  # a constant or a variable: halve it
+        if not ks.uses("blockDim.x", within=first):  # a constant or a variable: halve it
             half = re.fullmatch(r"(.*\S)\s*/\s*2([uU]?)", init.strip(), re.S)
             new_init = f"{half.group(1)} / 4{half.group(2)}" if half else f"{_paren(init)} / 2"
-            edits.append((fa, fb, new_init))
+            rw.replace(fa, fb, new_init)
     else:
         ls = ks.text.rfind("\n", 0, fa) + 1
         le = ks.text.find("\n", fb)
         le = len(ks.text) if le < 0 else le
         if ks.code[ls:fa].strip() or ks.code[fb:le].strip():
-            edits.append((fa, fb, ""))
+            rw.delete(fa, fb)
         else:
-            edits.append((ls, le + 1, ""))
-    text = ks.text
-    for lo, up, new in sorted(edits, key=lambda x: (x[0], x[1]), reverse=True):
-        text = text[:lo] + new + text[up:]
-    return unified_diff(ks.text.split("\n"), text.split("\n"), path), ""
+            rw.delete(ls, le + 1)
+    return rw.diff(path), ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,13 +502,12 @@ class IdleReductionThreads(Rule):
         threads = int(block.x)
         if block.y != 1 or block.z != 1 or threads < 64 or threads & (threads - 1):
             return  # a 1D power-of-two block: the shape a halving tree is written for
-        env = _constants(ks.code)
         for mt in find_idle_loads(ctx):
-            first = _value(mt.tree.first, env, threads)
+            first = ks.value(mt.tree.first, **{"blockDim.x": threads})
             if first is None:
                 d = next((x for x in mt.decls if x.name == mt.tree.first.strip()), None)
                 if d is not None:
-                    first = _value(ks.body[d.expr[0] : d.expr[1]], env, threads)
+                    first = ks.value(ks.body[d.expr[0] : d.expr[1]], **{"blockDim.x": threads})
             if first is None or 2 * first != threads:
                 continue
             per_thread = self._loads_per_thread(ctx, mt.pointer, threads)

@@ -20,8 +20,8 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     line_of,
-    match_close,
-    unified_diff,
+    parse_expression,
+    same_source_file,
 )
 
 L1_SECTORS_PER_CLOCK = 4
@@ -250,13 +250,6 @@ def _sass_memory(ctx: RuleContext) -> tuple[Any, ...]:
     return sass.memory_summary(instrs)  # innermost lines, as the trace has them
 
 
-def _same_file(a: str | None, b: str | None) -> bool:
-    if not a or not b:
-        return False
-    na, nb = os.path.normpath(a), os.path.normpath(b)
-    return na == nb or os.path.basename(na) == os.path.basename(nb)
-
-
 @dataclass(frozen=True)
 class _SassAt:
     scalar: int  # SASS global instructions of this kind at the lines, of the element's width
@@ -293,7 +286,7 @@ def _sass_at(
     for s in sass_lines:
         if s.line not in lines or s.kind != kname or s.space not in ("global", "generic"):
             continue
-        if not _same_file(s.file, file):
+        if not same_source_file(s.file, file):
             continue
         if s.width_bits == 8 * width:
             scalar += s.count
@@ -307,7 +300,7 @@ def _sass_at(
         and int(i.space) == 0
         and int(i.kind) == kind
         and i.width == width
-        and _same_file(i.file, file)
+        and same_source_file(i.file, file)
     )
     return _SassAt(scalar, wider, tuple(opcodes), ptx)
 
@@ -316,8 +309,7 @@ def _sass_at(
 # The source side: the accesses, their index, and the rewrite
 
 
-_IDENT = re.compile(r"[A-Za-z_]\w*")
-_INT = re.compile(r"(?:0[xX][0-9a-fA-F]+|\d+)[uUlL]*")
+_BUILTINS = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
 
 
 @dataclass(frozen=True)
@@ -329,220 +321,100 @@ class _Access:
     offset: int  # c
     store: bool
     compound: bool
+    base_span: tuple[int, int] = (0, 0)  # where the base is in the text
 
 
 def _norm(expr: str) -> str:
     return re.sub(r"\s+", " ", expr).strip()
 
 
-def _split_offset(index: str) -> tuple[str, int]:
-    """``i + 3`` -> (``i``, 3); ``i`` -> (``i``, 0) (a top-level trailing ``+ literal`` only)."""
-    m = re.fullmatch(r"(?P<base>.+?)\s*\+\s*(?P<c>\d+)[uU]?", index)
-    if m and _top_level(m.group("base")):
-        return _norm(m.group("base")), int(m.group("c"))
-    return _norm(index), 0
-
-
-def _top_level(expr: str) -> bool:
-    """Whether ``expr`` is balanced (so a ``+`` after it is at the top level)."""
-    depth = 0
-    for ch in expr:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-            if depth < 0:
-                return False
-    return depth == 0
+def _split_offset(ks: KernelSource, index: tuple[int, int]) -> tuple[str, int, tuple[int, int]]:
+    """``i + 3`` -> (``i``, 3); ``i`` -> (``i``, 0): a trailing ``+ <decimal literal>`` only."""
+    e = ks.expr(index)
+    if e is not None and e.kind == "binary" and e.op == "+":
+        left, right = e.args
+        if right.kind == "literal" and re.fullmatch(r"\d+[uU]?", right.text):
+            return left.text, int(right.text.rstrip("uU")), left.span
+    return _norm(ks.code[index[0] : index[1]]), 0, index
 
 
 def _accesses(ks: KernelSource, name: str, lines: Sequence[int]) -> list[_Access]:
-    """Every ``name[...]`` on ``lines`` of the kernel body (comment-free code)."""
+    """Every ``name[...]`` on ``lines`` of the kernel body (its first subscript)."""
     out = []
-    for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*\[", ks.code):
-        if not ks.body_start < m.start() < ks.body_end:
+    for sub in ks.subscripts(name):
+        if ks.line_at(sub.span[0]) not in lines:
             continue
-        if line_of(ks.text, m.start()) not in lines:
+        first = sub.indices[0]
+        end = first[1] + 1  # after its ``]``
+        e = ks.expr(sub.span)
+        parent = ks.expr_parent(sub.span)
+        store = compound = False
+        if parent is not None and parent.kind == "assignment" and parent.args[0].span == sub.span:
+            store, compound = parent.op == "=", parent.op != "="
+        elif parent is not None and parent.kind == "update":
+            compound = True
+        if e is None:
             continue
-        open_at = m.end() - 1
-        close = match_close(ks.code, open_at, "[", "]")
-        if close < 0:
-            continue
-        index = _norm(ks.code[open_at + 1 : close])
-        after = ks.code[close + 1 : close + 16]
-        store = bool(re.match(r"\s*=(?!=)", after))
-        compound = bool(re.match(r"\s*(?:[-+*/%&|^]|<<|>>)=|\s*(?:\+\+|--)", after)) or bool(
-            re.search(r"(?:\+\+|--)\s*$", ks.code[max(m.start() - 3, 0) : m.start()])
-        )
-        base, off = _split_offset(index)
-        out.append(_Access(m.start(), close + 1, index, base, off, store, compound))
+        base, off, base_span = _split_offset(ks, first)
+        index = _norm(ks.code[first[0] : first[1]])
+        out.append(_Access(sub.span[0], end, index, base, off, store, compound, base_span))
     return out
 
 
-def _identifiers(expr: str) -> set[str]:
-    return set(_IDENT.findall(re.sub(_INT, " ", expr))) - {
-        "unsigned", "int", "long", "size_t", "const", "threadIdx", "blockIdx", "blockDim",
-        "gridDim", "x", "y", "z",
-    }  # fmt: skip
+def _identifiers(ks: KernelSource, span: tuple[int, int]) -> set[str]:
+    return {n for n, _ in ks.identifiers(span)} - _BUILTINS
 
 
-def _modified(body: str, ident: str) -> list[re.Match[str]]:
-    """Assignments and increments of ``ident`` in ``body`` (its declaration's ``=`` included)."""
-    e = re.escape(ident)
-    pat = rf"(?<![\w.])(?:{e}\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|{e}\s*(?:\+\+|--)|(?:\+\+|--)\s*{e}\b)"
-    return list(re.finditer(pat, body))
+def _modified(ks: KernelSource, ident: str, within: tuple[int, int] | None = None) -> bool:
+    """Whether ``ident`` is assigned (its declaration's initializer included) in the body."""
+    return bool(ks.assignments(ident, within))
 
 
-def _definition(body: str, ident: str) -> str | None:
-    """The expression ``ident`` is initialized with, when that is its only assignment."""
-    mods = _modified(body, ident)
-    if len(mods) != 1:
+def _definition(ks: KernelSource, ident: str) -> tuple[int, int] | None:
+    """Where the expression ``ident`` is initialized with is, when that is its only
+    assignment in the body."""
+    a = ks.assignments(ident)
+    if len(a) != 1 or a[0].kind not in ("init", "assign") or a[0].value is None:
         return None
-    m = mods[0]
-    if not re.match(rf"{re.escape(ident)}\s*=(?!=)", m.group(0)):
-        return None
-    rest = body[m.end() :]
-    depth = 0
-    for k, ch in enumerate(rest):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            if depth == 0:
-                return _norm(rest[:k])
-            depth -= 1
-        elif ch in ";," and depth == 0:
-            return _norm(rest[:k])
-    return None
+    return a[0].value
 
 
-def _split_top(expr: str, ops: str) -> list[tuple[str, str]]:
-    """``expr`` split at top-level binary operators among ``ops`` (single characters):
-    [(operator before the part or '', part)]."""
-    parts: list[tuple[str, str]] = []
-    depth = 0
-    cur = ""
-    op = ""
-    prev = ""
-    for ch in expr:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if depth == 0 and ch in ops and cur.strip() and prev not in "*/%<>=!&|^+-":
-            parts.append((op, cur))
-            op, cur = ch, ""
-        else:
-            cur += ch
-        if not ch.isspace():
-            prev = ch
-    parts.append((op, cur))
-    return parts
-
-
-def _int(literal: str) -> int:
-    """A C integer literal's value (decimal, hex, octal; suffixes dropped)."""
-    t = re.sub(r"[uUlL]+$", "", literal)
-    if t.lower().startswith("0x"):
-        return int(t, 16)
-    return int(t, 8) if len(t) > 1 and t.startswith("0") else int(t)
-
-
-def _strip_parens(expr: str) -> str:
-    e = expr.strip()
-    while e.startswith("(") and match_close(e, 0, "(", ")") == len(e) - 1:
-        e = e[1:-1].strip()
-    return e
-
-
-def _strip_casts(expr: str) -> str:
-    e = _strip_parens(expr)
-    while True:
-        m = re.match(r"\(\s*(?:const\s+)?(?P<t>[A-Za-z_][\w ]*?)\s*\)\s*(?=\S)", e)
-        if not m or _norm(m.group("t")) not in _CAST_TYPES:
-            return e
-        e = _strip_parens(e[m.end() :])
-
-
-def multiple_of(expr: str, n: int, body: str, depth: int = 0) -> bool:
-    """Whether the integer expression ``expr`` is a multiple of ``n`` (a power of two) by
-    construction: sums of terms each a multiple; a term is a product with a multiple factor, a
-    shift left by enough bits, a literal multiple, or a variable whose only assignment (its
-    initialization in ``body``) is such an expression. Unsigned wrap-around keeps multiples of a
-    power of two."""
+def multiple_of(ks: KernelSource, expr: Any, n: int, depth: int = 0) -> bool:
+    """Whether the integer expression ``expr`` (an :class:`Expr`, a span of the file or a text)
+    is a multiple of ``n`` (a power of two) by construction: sums of terms each a multiple; a
+    term is a product with a multiple factor, a shift left by enough bits, a literal multiple,
+    or a variable whose only assignment (its initialization in the body) is such an
+    expression. Unsigned wrap-around keeps multiples of a power of two."""
     if depth > 8 or n <= 1:
         return n <= 1
-    e = _strip_casts(expr)
-    terms = _split_top(e, "+-")
+    if isinstance(expr, str):
+        expr = parse_expression(expr)
+    elif isinstance(expr, tuple):
+        expr = ks.expr(expr)
+    if expr is None:
+        return False
+    e = expr.stripped(_CAST_TYPES)
+    terms = e.chain("+-")
     if len(terms) > 1:
-        return all(multiple_of(t, n, body, depth + 1) for _op, t in terms)
-    m = re.fullmatch(r"(?P<x>.+?)\s*<<\s*(?P<s>\d+)[uU]?", e)
-    if m and _top_level(m.group("x")):
-        return (1 << int(m.group("s"))) % n == 0 or multiple_of(m.group("x"), n, body, depth + 1)
-    factors = _split_top(e, "*/%")
+        return all(multiple_of(ks, t, n, depth + 1) for _op, t in terms)
+    if e.kind == "binary" and e.op == "<<":
+        x, sh = e.args
+        s = sh.stripped()
+        if s.kind == "literal" and re.fullmatch(r"\d+[uU]?", s.text):
+            return (1 << int(s.text.rstrip("uU"))) % n == 0 or multiple_of(ks, x, n, depth + 1)
+        return False
+    factors = e.chain("*/%")
     if len(factors) > 1:
-        if any(op in "/%" and op for op, _ in factors):
+        if any(op in ("/", "%") for op, _ in factors):
             return False  # (a * b) / c, a % c: not provably a multiple
-        return any(multiple_of(f, n, body, depth + 1) for _op, f in factors)
-    if _INT.fullmatch(e):
-        return _int(e) % n == 0
-    if _IDENT.fullmatch(e):
-        d = _definition(body, e)
-        return d is not None and multiple_of(d, n, body, depth + 1)
+        return any(multiple_of(ks, f, n, depth + 1) for _op, f in factors)
+    if e.kind == "literal":
+        v = ks.value(e.text)
+        return v is not None and v % n == 0
+    if e.kind == "name":
+        d = _definition(ks, e.text)
+        return d is not None and multiple_of(ks, d, n, depth + 1)
     return False
-
-
-@dataclass(frozen=True)
-class _Statement:
-    start: int  # offset in the text of the statement's first character (after control headers)
-    end: int  # offset of its ``;``
-    header_end: int | None  # offset just after a braceless control header it is the body of
-
-
-def _statement(ks: KernelSource, at: int) -> _Statement | None:
-    """The statement holding offset ``at`` of the file (None inside a control header)."""
-    code = ks.code
-    k = at - 1
-    depth = 0
-    while k > ks.body_start:
-        ch = code[k]
-        if ch in ")]":
-            depth += 1
-        elif ch in "([":
-            depth -= 1
-        elif ch in ";{}" and depth <= 0:
-            break
-        k -= 1
-    start = k + 1
-    while start < len(code) and code[start].isspace():
-        start += 1
-    header_end = None
-    while True:
-        m = re.match(r"(?:if|for|while|switch)\s*\(", code[start:])
-        if m:
-            close = match_close(code, start + m.end() - 1, "(", ")")
-            if close < 0 or close >= at:
-                return None  # the access is in the header
-            header_end = close + 1
-        else:
-            m2 = re.match(r"(?:else|do)\b", code[start:])
-            if not m2:
-                break
-            header_end = start + m2.end()
-        start = header_end
-        while start < len(code) and code[start].isspace():
-            start += 1
-    depth = 0
-    for j in range(start, ks.body_end):
-        ch = code[j]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                return None
-        elif ch == ";" and depth == 0:
-            return _Statement(start, j, header_end)
-    return None
 
 
 @dataclass(frozen=True)
@@ -553,25 +425,6 @@ class _Rewrite:
     index: str = ""
     automatic: bool = False
     why_display: str = ""
-
-
-class _Lines:
-    """A file's lines, edited by whole-line replacements (1-based, applied once each)."""
-
-    def __init__(self, text: str) -> None:
-        self.old = text.split("\n")
-        self.repl: dict[int, list[str]] = {}
-
-    def replace(self, first: int, last: int, new: list[str]) -> None:
-        self.repl[first] = new
-        for n in range(first + 1, last + 1):
-            self.repl[n] = []
-
-    def lines(self) -> list[str]:
-        out: list[str] = []
-        for n, ln in enumerate(self.old, 1):
-            out += self.repl.get(n, [ln])
-        return out
 
 
 def _indent(line: str) -> str:
@@ -606,8 +459,9 @@ def rewrite(
     if vt is None:
         return _Rewrite(None, f"no vector type of {n} {elem} is known to gpuadvise")
     vtype, native = vt
-    acc = [a for a in _accesses(ks, name, lines) if a.store == store]
-    if any(a.compound for a in _accesses(ks, name, lines)):
+    every = _accesses(ks, name, lines)
+    acc = [a for a in every if a.store == store]
+    if any(a.compound for a in every):
         return _Rewrite(None, f"{name} is read and written by one expression")
     by_base: dict[str, list[_Access]] = {}
     for a in acc:
@@ -627,11 +481,11 @@ def rewrite(
     base, items = group
     lo = items[0].offset
     index = base if lo == 0 else f"{base} + {lo}"
-    body = ks.code[ks.body_start : ks.body_end + 1]
-    for ident in _identifiers(base):
+    base_span = items[0].base_span
+    for ident in _identifiers(ks, base_span):
         if ident == name:
             return _Rewrite(None, "the index reads the array itself")
-    if _modified(body, name):
+    if _modified(ks, name):
         return _Rewrite(None, f"the pointer {name} is changed in the kernel")
     if store:
         rw = _rewrite_stores(ks, path, name, elem, vtype, native, items, index)
@@ -639,11 +493,13 @@ def rewrite(
         rw = _rewrite_loads(ks, path, name, elem, is_const, vtype, native, items, index, vector)
     if rw.diff is None:
         return rw
-    if multiple_of(base, n, body) and lo % n == 0:
+    if multiple_of(ks, base_span, n) and lo % n == 0:
         auto, why = True, ""
     else:
         ident_defs = [
-            f"{i} = {d}" for i in sorted(_identifiers(base)) if (d := _definition(body, i))
+            f"{i} = {_norm(ks.code[d[0] : d[1]])}"
+            for i in sorted(_identifiers(ks, base_span))
+            if (d := _definition(ks, i))
         ]
         shown = f"`{base}`" + (f" ({'; '.join(ident_defs)})" if ident_defs else "")
         why = (
@@ -663,17 +519,17 @@ def _rewrite_loads(
     items: list[_Access], index: str, vector: int,
 ) -> _Rewrite:  # fmt: skip
     first = min(items, key=lambda a: a.start)
-    st = _statement(ks, first.start)
+    st = ks.statement_at(first.start)
     if st is None or any(not (st.start <= a.start < st.end) for a in items):
         return _Rewrite(
             None, "the accesses are not in one statement (or are in an if/for/while header)"
         )
     code, text = ks.code, ks.text
     stmt_code = code[st.start : st.end]
-    if re.match(r"(?:case\b|default\b|[A-Za-z_]\w*\s*:(?!:))", stmt_code):
+    if st.labelled:
         return _Rewrite(None, "the statement carries a label")
-    for ident in _identifiers(index):
-        if _modified(stmt_code, ident):
+    for ident in sorted(_identifiers(ks, items[0].base_span)):
+        if _modified(ks, ident, (st.start, st.end)):
             return _Rewrite(None, f"the statement changes {ident}, which the index reads")
     line0 = line_of(text, st.start)
     line1 = line_of(text, st.end)
@@ -703,19 +559,19 @@ def _rewrite_loads(
         return out
 
     old_lines = text.split("\n")
-    ed = _Lines(text)
+    ed = ks.rewrite()
     ind = _indent(old_lines[line0 - 1])
     last_line_end = text.find("\n", st.end)
     last_line_end = len(text) if last_line_end < 0 else last_line_end
-    tern = _ternary(stmt_code)
+    tern = _ternary(ks, st)
     has_cond = any(tok in stmt_code for tok in ("?", "&&", "||"))
     if tern is None and has_cond:
         return _Rewrite(
             None, "the accesses are evaluated conditionally (?:, && or ||) within the statement"
         )
     if tern is not None:
-        lhs, cond, yes, no = tern
-        off_yes = st.start + _tern_offsets(stmt_code)[2]
+        lhs, cond, (off_yes, end_yes), no = tern
+        yes = code[off_yes:end_yes]
         if any(not (off_yes <= a.start < off_yes + len(yes)) for a in items):
             return _Rewrite(None, "the accesses are not all in the taken branch of ?:")
         if any(t in cond + no for t in ("?", "&&", "||")) or any(
@@ -731,12 +587,12 @@ def _rewrite_loads(
         new += [inner + d for d in decl]
         new += [f"{inner}{_norm(lhs)} = {_norm(yes_text)};{tail}", f"{ind}}} else {{"]
         new += [f"{inner}{_norm(lhs)} = {_norm(no)};", f"{ind}}}"]
-        ed.replace(line0, line1, new)
-        return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+        ed.replace_lines(line0, line1, new)
+        return _Rewrite(ed.diff(path), "")
     new_stmt = replaced(line_start, last_line_end).split("\n")
     if st.header_end is None:
-        ed.replace(line0, line1, [ind + d for d in decl] + new_stmt)
-        return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+        ed.replace_lines(line0, line1, [ind + d for d in decl] + new_stmt)
+        return _Rewrite(ed.diff(path), "")
     # the body of a braceless if/for/while/else: give it braces
     hline = line_of(text, st.header_end - 1)
     if hline != line0 - 1 or code[st.header_end : text.find("\n", st.header_end)].strip():
@@ -746,46 +602,35 @@ def _rewrite_loads(
     if len(hcode.rstrip()) != len(hl.rstrip()):
         return _Rewrite(None, "the control header has a comment after it")
     hind = _indent(hl)
-    ed.replace(hline, hline, [hl.rstrip() + " {"])
-    ed.replace(line0, line1, [ind + d for d in decl] + new_stmt + [hind + "}"])
-    return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+    ed.replace_lines(hline, hline, [hl.rstrip() + " {"])
+    ed.replace_lines(line0, line1, [ind + d for d in decl] + new_stmt + [hind + "}"])
+    return _Rewrite(ed.diff(path), "")
 
 
-def _tern_offsets(stmt: str) -> tuple[int, int, int, int]:
-    """Offsets in ``stmt`` of: the assignment's ``=``, the ``?``, the start of the taken branch,
-    the ``:`` (all at the top level); (-1, ...) when it is not ``LHS = COND ? A : B``."""
-    depth = 0
-    eq = q = colon = -1
-    k = 0
-    while k < len(stmt):
-        ch = stmt[k]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0:
-            two = stmt[k : k + 2]
-            if two in ("==", "!=", "<=", ">=", "::"):
-                k += 2
-                continue
-            if ch == "=" and eq < 0 and q < 0 and stmt[k - 1 : k] not in "+-*/%&|^<>!":
-                eq = k
-            elif ch == "?" and eq >= 0 and q < 0:
-                q = k
-            elif ch == ":" and q >= 0 and colon < 0:
-                colon = k
-        k += 1
-    if eq < 0 or q < 0 or colon < 0:
-        return (-1, -1, -1, -1)
-    yes = q + 1
-    return (eq, q, yes, colon)
-
-
-def _ternary(stmt: str) -> tuple[str, str, str, str] | None:
-    eq, q, yes, colon = _tern_offsets(stmt)
-    if eq < 0:
+def _ternary(ks: KernelSource, st: Any) -> tuple[str, str, tuple[int, int], str] | None:
+    """``LHS = COND ? A : B;`` (an assignment or a one-declarator declaration): the left side's
+    and the condition's code, the taken branch's span, the other branch's code; None when the
+    statement is not one."""
+    if st.kind == "expression_statement":
+        e = ks.expr((st.start, st.end))
+        if e is None or e.kind != "assignment" or e.op != "=":
+            return None
+        lhs_end, value = e.args[0].span[1], e.args[1]
+    elif st.kind == "declaration":
+        inits = [d for d in ks.declarations(within=(st.start, st.end + 1))]
+        dd = inits[0].declarators if len(inits) == 1 else ()
+        if len(dd) != 1 or dd[0].init is None:
+            return None
+        value = ks.expr(dd[0].init)
+        lhs_end = dd[0].name_span[1]
+        if value is None:
+            return None
+    else:
         return None
-    return stmt[:eq], stmt[eq + 1 : q], stmt[yes:colon], stmt[colon + 1 :]
+    if value.kind != "conditional" or len(value.args) != 3:
+        return None
+    cond, yes, no = value.args
+    return ks.code[st.start : lhs_end], cond.text, yes.span, no.text
 
 
 def _rewrite_stores(
@@ -795,7 +640,7 @@ def _rewrite_stores(
     code, text = ks.code, ks.text
     stmts = []
     for a in sorted(items, key=lambda a: a.start):
-        st = _statement(ks, a.start)
+        st = ks.statement_at(a.start)
         if st is None or st.start != a.start or st.header_end is not None:
             return _Rewrite(None, "each store must be a plain statement `a[i + c] = value;`")
         stmts.append((a, st))
@@ -808,7 +653,7 @@ def _rewrite_stores(
         m = re.match(r"\s*=", code[a.end : st.end])
         assert m is not None
         rhs = text[a.end + m.end() : st.end]
-        if re.search(rf"(?<![\w.]){re.escape(name)}\b", code[a.end + m.end() : st.end]):
+        if ks.uses(name, within=(a.end + m.end(), st.end)):
             return _Rewrite(None, f"a stored value reads {name}")
         values.append((a.offset, _norm(rhs)))
     values.sort()
@@ -832,9 +677,9 @@ def _rewrite_stores(
         new.append(f"{ind}    {elem}* {ename} = reinterpret_cast<{elem}*>(&{vname});")
         new += [f"{ind}    {ename}[{j}] = {v};" for j, (_o, v) in enumerate(values)]
         new += [f"{ind}    {ptr} = {vname};{tail}", f"{ind}}}"]
-    ed = _Lines(text)
-    ed.replace(line0, line1, new)
-    return _Rewrite(unified_diff(old_lines, ed.lines(), path), "")
+    ed = ks.rewrite()
+    ed.replace_lines(line0, line1, new)
+    return _Rewrite(ed.diff(path), "")
 
 
 # ---------------------------------------------------------------------------------------------

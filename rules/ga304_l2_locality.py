@@ -20,7 +20,6 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     line_of,
-    match_brace,
     unified_diff,
 )
 from gpuadvise.source.patch import (
@@ -47,7 +46,6 @@ _HIDDEN_READS = re.compile(
     r"|\b(?:group_index|block_index)\s*\("
 )
 _SIGNALLING = re.compile(r"\b(?:atomic\w*|__threadfence\w*|volatile|cuda::atomic\w*)\b")
-_LOOP = re.compile(r"\b(?:while|do)\b")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,25 +66,6 @@ class Remap:
     @property
     def safe(self) -> bool:
         return not self.reasons
-
-
-def _global_bodies(code: str) -> list[tuple[int, int]]:
-    """Offsets of the ``{`` and ``}`` of every ``__global__`` function defined in ``code``."""
-    out = []
-    for m in re.finditer(r"\b__global__\b", code):
-        depth = 0
-        for k in range(m.end(), len(code)):
-            ch = code[k]
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth -= 1
-            elif ch == ";" and depth == 0:
-                break  # a declaration
-            elif ch == "{" and depth == 0:
-                out.append((k, match_brace(code, k)))
-                break
-    return out
 
 
 def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:
@@ -114,7 +93,7 @@ def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:
             "it reads gridDim: it may compute its own block order or loop over the grid "
             "(remap such a kernel by hand)"
         )
-    inside = _global_bodies(code)
+    inside = [k.body for k in ks.kernels() if k.body is not None]
     for s, _e, _m in block_index_uses(code):
         if not any(lo <= s <= hi for lo, hi in inside):
             reasons.append(
@@ -128,7 +107,7 @@ def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:
             f"it uses {hidden.group(0).rstrip('( ')}, which may read the block index behind "
             "the remap's back"
         )
-    if _SIGNALLING.search(body) and _LOOP.search(body):
+    if _SIGNALLING.search(body) and any(lp.kind in ("while", "do") for lp in ks.loops()):
         reasons.append(
             "it loops and signals between blocks (atomics, fences or volatile): a block waiting "
             "for another may rely on the hardware's launch order"

@@ -19,25 +19,12 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    line_of,
     unified_diff,
 )
 
 log = logging.getLogger(__name__)
 
-_ATTR = re.compile(r"\b(__launch_bounds__|__maxnreg__)\s*\(")
-_INT = re.compile(r"^\s*\(?\s*(\d+)\s*[uUlL]*\s*\)?\s*$")
-_DEFINE = re.compile(
-    r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?\s*(\d+)[uUlL]*\s*\)?[ \t]*$"
-)
 _MAXRREG = re.compile(r"^--?maxrregcount(?:=(\d+))?$")
-# a local array declaration in a kernel body: TYPE NAME[N]...; (not __shared__, not a parameter)
-_ARRAY_DECL = re.compile(
-    r"(?:(?<=[;{}])|^)\s*(?P<quals>(?:(?:const|volatile|register|unsigned|signed|long|short)\s+)*)"
-    r"(?P<type>[A-Za-z_][\w:]*)\s+(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\];{}]+\]\s*)+)"
-    r"(?:=|;)",
-    re.M,
-)
 _TYPE_BYTES = {
     "char": 1, "bool": 1, "int8_t": 1, "uint8_t": 1, "short": 2, "half": 2, "__half": 2,
     "int16_t": 2, "uint16_t": 2, "__nv_bfloat16": 2, "int": 4, "unsigned": 4, "float": 4,
@@ -45,7 +32,6 @@ _TYPE_BYTES = {
     "int64_t": 8, "uint64_t": 8, "size_t": 8, "float2": 8, "int2": 8, "uint2": 8,
     "float4": 16, "int4": 16, "uint4": 16, "double2": 16,
 }  # fmt: skip
-_NOT_TYPES = {"return", "else", "case", "goto", "delete", "new", "throw", "sizeof", "typedef"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,26 +62,6 @@ class LocalArray:
     size_bytes: int | None
 
 
-def _defines(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for raw in text.splitlines():
-        m = _DEFINE.match(raw)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
-
-
-def _int_value(expr: str, defines: dict[str, int]) -> int | None:
-    e = expr.strip()
-    m = _INT.match(e)
-    if m:
-        return int(m.group(1))
-    name = e.strip("() \t")
-    if re.fullmatch(r"[A-Za-z_]\w*", name) and name in defines:
-        return defines[name]
-    return None
-
-
 def _elem_bytes(quals: list[str], type_name: str) -> int | None:
     """The size of a builtin element type written as ``quals type`` (None: not a builtin)."""
     words = [q for q in quals if q not in ("const", "volatile", "register")] + [type_name]
@@ -110,29 +76,28 @@ def _elem_bytes(quals: list[str], type_name: str) -> int | None:
     return _TYPE_BYTES.get(type_name)
 
 
-def local_arrays(ks: KernelSource, defines: dict[str, int]) -> list[LocalArray]:
+def local_arrays(ks: KernelSource) -> list[LocalArray]:
     """Arrays declared in the kernel's body, outside shared memory."""
-    body = ks.body
     out: list[LocalArray] = []
-    for m in _ARRAY_DECL.finditer(body):
-        if m.group("type") in _NOT_TYPES or "__shared__" in m.group("quals"):
+    for d in ks.declarations():
+        if d.has("__shared__") or d.has("extern") or d.has("static"):
             continue
-        start = m.start("quals") if m.group("quals") else m.start("type")
-        stmt = body[body.rfind(";", 0, start) + 1 : start]
-        if "__shared__" in stmt or "extern" in stmt or "static" in stmt:
+        words = d.type.split()
+        if not words:
             continue
-        dims = [d.strip() for d in re.findall(r"\[([^\]]+)\]", m.group("dims"))]
-        sizes = [_int_value(d, defines) for d in dims]
-        count: int | None = None
-        if all(s is not None for s in sizes):
-            count = 1
-            for s in sizes:
-                count *= int(s or 0)
-        elem = _elem_bytes(m.group("quals").split(), m.group("type"))
-        size = None if (count is None or elem is None) else count * elem
-        out.append(
-            LocalArray(m.group("name"), ks.line(m.start("name")), m.group("type"), count, size)
-        )
+        quals = [q for q in d.specifiers] + words[:-1]
+        elem = _elem_bytes(quals, words[-1])
+        for dd in d.declarators:
+            if not dd.dims or dd.pointer:
+                continue
+            sizes = [ks.value(ks.code[a:b]) for a, b in dd.dims]
+            count: int | None = None
+            if all(s is not None for s in sizes):
+                count = 1
+                for s in sizes:
+                    count *= int(s or 0)
+            size = None if (count is None or elem is None) else count * elem
+            out.append(LocalArray(dd.name, ks.line_at(dd.name_span[0]), words[-1], count, size))
     return out
 
 
@@ -156,28 +121,6 @@ class RegisterCap:
         return self.text
 
 
-def _split_args(code: str, open_at: int) -> tuple[list[str], list[tuple[int, int]], int]:
-    """Top-level comma-separated arguments of the call whose ``(`` is at ``open_at``."""
-    depth, start = 0, open_at + 1
-    args: list[str] = []
-    spans: list[tuple[int, int]] = []
-    for k in range(open_at, len(code)):
-        c = code[k]
-        if c in "([{<":
-            depth += 1
-        elif c in ")]}>":
-            depth -= 1
-            if depth == 0:
-                args.append(code[start:k])
-                spans.append((start, k))
-                return args, spans, k
-        elif c == "," and depth == 1:
-            args.append(code[start:k])
-            spans.append((start, k))
-            start = k + 1
-    return args, spans, len(code)
-
-
 def _regs_cap(regs_per_sm: int, threads: int, blocks: int) -> int:
     """The per-thread register cap that lets ``blocks`` blocks of ``threads`` threads share an
     SM: ``regs_per_sm / (blocks x threads rounded up to a warp)``, rounded down to the
@@ -189,46 +132,24 @@ def _regs_cap(regs_per_sm: int, threads: int, blocks: int) -> int:
 
 def find_register_cap(ks: KernelSource | None, flags: Sequence[str], regs_per_sm: int) -> Any:
     """The attribute or flag that caps the kernel's registers (None: no cap but ptxas's 255)."""
-    if ks is not None:
-        code = ks.code
-        # the declaration from the end of the previous statement (attributes may precede the
-        # line the kernel's name is on) to the body
-        decl_start = _line_start(ks.text, ks.decl_line)
-        begin = max(code.rfind(c, 0, decl_start) for c in ";}{") + 1
-        header = code[begin : ks.body_start]
-        defines = _defines(ks.text)
-        found = {}
-        for m in _ATTR.finditer(header):
-            open_at = begin + m.end() - 1
-            args, spans, close = _split_args(code, open_at)
-            found[m.group(1)] = (m, args, spans, open_at, close)
-        if "__maxnreg__" in found:
-            m, args, spans, open_at, close = found["__maxnreg__"]
-            n = _int_value(args[0], defines) if args else None
-            return RegisterCap(
-                "maxnreg",
-                ks.text[begin + m.start() : close + 1],
-                line_of(ks.text, open_at),
-                tuple(a.strip() for a in args),
-                tuple(spans),
-                registers=n,
-            )
-        if "__launch_bounds__" in found:
-            m, args, spans, open_at, close = found["__launch_bounds__"]
-            t = _int_value(args[0], defines) if args else None
-            b = _int_value(args[1], defines) if len(args) > 1 else None
+    k = ks.kernel if ks is not None else None
+    if ks is not None and k is not None:
+        for attr in (k.maxnreg, k.launch_bounds):  # __maxnreg__ wins, as ptxas applies them
+            if attr is None:
+                continue
+            args = [ks.text[a:b] for a, b in attr.args]
+            values = [ks.value(ks.code[a:b]) for a, b in attr.args]
+            line = ks.line_at(attr.open_paren)
+            common = (attr.text, line, tuple(a.strip() for a in args), attr.args)
+            if attr.name == "__maxnreg__":
+                return RegisterCap("maxnreg", *common, registers=values[0] if values else None)
+            t = values[0] if values else None
+            b = values[1] if len(values) > 1 else None
             regs = None
             if t is not None:
                 regs = _regs_cap(regs_per_sm, t, b if b is not None else 1)
             return RegisterCap(
-                "launch_bounds",
-                ks.text[begin + m.start() : close + 1],
-                line_of(ks.text, open_at),
-                tuple(a.strip() for a in args),
-                tuple(spans),
-                max_threads=t,
-                min_blocks=b,
-                registers=regs,
+                "launch_bounds", *common, max_threads=t, min_blocks=b, registers=regs
             )
     n = None
     for i, flag in enumerate(flags):  # nvcc keeps the last -maxrregcount
@@ -243,16 +164,6 @@ def find_register_cap(ks: KernelSource | None, flags: Sequence[str], regs_per_sm
     if n is not None:
         return RegisterCap("maxrregcount", f"-maxrregcount={n}", registers=n)
     return None
-
-
-def _line_start(text: str, line: int) -> int:
-    pos = 0
-    for _ in range(line - 1):
-        nxt = text.find("\n", pos)
-        if nxt < 0:
-            return len(text)
-        pos = nxt + 1
-    return pos
 
 
 # ---------------------------------------------------------------------------------------------
@@ -571,17 +482,12 @@ class RegisterSpills(Rule):
         loads = sum(int(ln.count) for ln in loc if ln.kind == "load")
         if res.local_bytes <= 0 or loads == 0:
             return  # no stack frame, or one only written for a callee (printf's arguments)
-        arrays = local_arrays(ks, _defines(ks.text)) if ks is not None else []
+        arrays = local_arrays(ks) if ks is not None else []
         used: dict[str, list[int]] = {}
         if ks is not None:
-            code_lines = ks.code.split("\n")
             for arr in arrays:
-                pat = re.compile(rf"\b{re.escape(arr.name)}\s*\[")
-                hits = [
-                    n
-                    for n in sorted(per_line)
-                    if 0 < n <= len(code_lines) and pat.search(code_lines[n - 1])
-                ]
+                indexed = {ks.line_at(s.span[0]) for s in ks.subscripts(arr.name, file=True)}
+                hits = [n for n in sorted(per_line) if n in indexed]
                 if hits:
                     used[arr.name] = hits
         chosen = max(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +18,10 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    line_of,
-    match_close,
+    halfword_prmt,
+    one_lane_fp16,
+    same_source_file,
+    split_top,
 )
 
 ISSUE_PER_SM_CLOCK = 4
@@ -33,47 +34,13 @@ _SCALAR_INTRINSICS = (
     "__hmin_nan", "__hadd_rn", "__hsub_rn", "__hmul_rn", "hsqrt", "hrsqrt", "hrcp", "hexp",
     "hexp2", "hlog", "hlog2", "hsin", "hcos",
 )  # fmt: skip
-_INTRINSIC_RE = re.compile(r"(?<![\w.])(" + "|".join(_SCALAR_INTRINSICS) + r")\s*\(")
 _HALF_TYPES = ("__half", "half", "__nv_bfloat16", "nv_bfloat16")
-_HALF_DECL = re.compile(r"(?<![\w.])(?:const\s+)?(?:" + "|".join(_HALF_TYPES) + r")\s+(?![*&\s])")
 _FP16_OPCODES = ("HADD2", "HMUL2", "HFMA2", "HMNMX2")
-_REG = re.compile(r"^[-|!~]*(?P<r>U?R\d+|U?RZ)\b(?P<mods>\S*)")
-_NUM = re.compile(r"^-?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|0x[0-9a-fA-F]+|INF|NAN|\+INF|-INF)$")
 
 
 # ---------------------------------------------------------------------------------------------
-# SASS: which fp16 instructions use one lane, which PRMTs move half-words
-
-
-def one_lane(operands: str) -> bool:
-    """Whether an fp16 ``H*2`` instruction computes one value twice: every register source is a
-    broadcast half (``.H0_H0``/``.H1_H1``) or RZ, and its immediates are one value repeated."""
-    parts = [p.strip() for p in operands.split(",")][1:]  # sources (the first is the dest)
-    nums = []
-    for p in parts:
-        m = _REG.match(p)
-        if m:
-            if m.group("r").endswith("RZ"):
-                continue
-            if ".H0_H0" not in m.group("mods") and ".H1_H1" not in m.group("mods"):
-                return False
-        elif p.startswith(("c[", "-c[", "|c[")):
-            if ".H0_H0" not in p and ".H1_H1" not in p:
-                return False
-        elif _NUM.match(p):
-            nums.append(p)
-        else:
-            return False
-    return len(set(nums)) <= 1
-
-
-def halfword_prmt(operands: str) -> bool:
-    """Whether a PRMT's selector moves whole 16-bit halves (packing/unpacking half pairs)."""
-    for p in (q.strip() for q in operands.split(",")):
-        if re.fullmatch(r"0x[0-9a-fA-F]{1,4}", p):
-            d = [int(c, 16) for c in p[2:].rjust(4, "0")][::-1]  # d[0]: source of byte 0
-            return d[0] % 2 == 0 and d[1] == d[0] + 1 and d[2] % 2 == 0 and d[3] == d[2] + 1
-    return False
+# SASS: which fp16 instructions use one lane, which PRMTs move half-words (read by
+# gpuadvise.toolchain.sass: one_lane_fp16, halfword_prmt)
 
 
 @dataclass
@@ -94,7 +61,7 @@ class SassCounts:
         self.instructions += 1
         base = instr.base_opcode
         if base in _FP16_OPCODES and ".F32" not in instr.opcode:
-            lane = one_lane(instr.operands)
+            lane = one_lane_fp16(instr.operands)
             key = instr.opcode + (" (one lane)" if lane else "")
             self.opcodes[key] = self.opcodes.get(key, 0) + 1
             if lane:
@@ -119,16 +86,9 @@ def _count(instrs: Sequence[Any], file: str, lines: Sequence[int]) -> SassCounts
         if i.never_executes:
             continue
         f, ln = i.call_site
-        if ln in want and _same_file(f, file):
+        if ln in want and same_source_file(f, file):
             c.add(i)
     return c
-
-
-def _same_file(a: str | None, b: str | None) -> bool:
-    if not a or not b:
-        return False
-    na, nb = os.path.normpath(a), os.path.normpath(b)
-    return na == nb or os.path.basename(na) == os.path.basename(nb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,115 +110,36 @@ class Loop:
 
 
 def loops(ks: KernelSource) -> list[Loop]:
-    code = ks.code
+    """The body's ``for``, ``while`` and ``do`` loops (a do loop ends with its body)."""
     out = []
-    for m in re.finditer(r"(?<![\w.])(for|while)\s*\(", code[: ks.body_end]):
-        if m.start() < ks.body_start:
-            continue
-        close = match_close(code, m.end() - 1)
-        if close < 0:
-            continue
-        k = close + 1
-        while k < len(code) and code[k].isspace():
-            k += 1
-        if k < len(code) and code[k] == ";":  # the while of a do-while
-            continue
-        if k < len(code) and code[k] == "{":
-            end = match_close(code, k, "{", "}")
-        else:
-            end = _statement_end(code, k)
-        if end < 0:
-            continue
-        out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
-    for m in re.finditer(r"(?<![\w.])do\s*\{", code[: ks.body_end]):
-        if m.start() > ks.body_start:
-            end = match_close(code, m.end() - 1, "{", "}")
-            if end > 0:
-                out.append(Loop(m.start(), end, line_of(ks.text, m.start()), line_of(ks.text, end)))
+    for lp in ks.loops():
+        end = lp.body[1] - 1
+        out.append(Loop(lp.span[0], end, ks.line_at(lp.span[0]), ks.line_at(end)))
     return out
 
 
-def _statement_end(code: str, k: int) -> int:
-    depth = 0
-    for j in range(k, len(code)):
-        ch = code[j]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                return -1
-        elif ch == ";" and depth == 0:
-            return j
-    return -1
-
-
-def _statement_start(code: str, at: int, floor: int) -> int:
-    k = at - 1
-    depth = 0
-    while k > floor:
-        ch = code[k]
-        if ch in ")]":
-            depth += 1
-        elif ch in "([":
-            depth -= 1
-        elif ch in ";{}" and depth <= 0:
-            break
-        k -= 1
-    k += 1
-    while k < len(code) and code[k].isspace():
-        k += 1
-    # a control header's body: start after the header
-    while True:
-        m = re.match(r"(?:if|for|while|switch)\s*\(", code[k:])
-        if not m:
-            m2 = re.match(r"(?:else|do)\b", code[k:])
-            if not m2:
-                return k
-            k += m2.end()
-        else:
-            close = match_close(code, k + m.end() - 1)
-            if close < 0 or close >= at:
-                return k
-            k = close + 1
-        while k < len(code) and code[k].isspace():
-            k += 1
+def _statement_start(ks: KernelSource, at: int) -> int:
+    """Where the statement holding offset ``at`` starts: the simple statement's first character,
+    after the braceless control headers it is the body of; the control statement's own start
+    when ``at`` is in its header."""
+    st = ks.statement_at(at)
+    if st is not None:
+        return st.start
+    return ks.statement_start(at)
 
 
 def half_variables(ks: KernelSource) -> set[str]:
     """Scalar fp16/bf16 variables declared in the kernel (body and parameters)."""
     names: set[str] = set()
-    code = ks.code
-    params_at = code.rfind("(", 0, ks.body_start)
-    region_start = code.rfind("\n", 0, params_at) + 1
-    for m in _HALF_DECL.finditer(code, region_start, ks.body_end):
-        end = _statement_end(code, m.end())
-        close = code.find(")", m.end())
-        if close >= 0 and (end < 0 or close < end) and m.start() < ks.body_start:
-            end = close  # a parameter
-        if end < 0:
-            continue
-        for part in _split_commas(code[m.end() : end]):
-            nm = re.match(r"\s*([A-Za-z_]\w*)\s*(?:=|$|\[)", part)
-            if nm:
-                names.add(nm.group(1))
+    for p in ks.kernel.params if ks.kernel is not None else ():
+        words = [w for w in p.type.split() if w != "const"]
+        if words and words[-1] in _HALF_TYPES and not p.pointer and p.name:
+            names.add(p.name)
+    for d in ks.declarations():
+        words = [w for w in d.type.split() if w != "const"]
+        if len(words) == 1 and words[0] in _HALF_TYPES:
+            names |= {dd.name for dd in d.declarators if not dd.pointer}
     return names
-
-
-def _split_commas(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return parts
 
 
 @dataclass(frozen=True)
@@ -283,109 +164,71 @@ class Update:
 
 
 def scalar_ops(ks: KernelSource) -> list[ScalarOp]:
-    code = ks.code
     out: list[ScalarOp] = []
-    for m in _INTRINSIC_RE.finditer(code, ks.body_start, ks.body_end):
-        st = _statement_start(code, m.start(), ks.body_start)
-        out.append(ScalarOp(m.group(1), m.start(), line_of(ks.text, m.start()), st))
+    for c in ks.calls(_SCALAR_INTRINSICS):
+        at = c.span[0]
+        out.append(ScalarOp(c.name, at, ks.line_at(at), _statement_start(ks, at)))
     for name in half_variables(ks):
-        for m in re.finditer(rf"(?<![\w.]){re.escape(name)}(?![\w.\[(])", code):
-            if not ks.body_start < m.start() < ks.body_end:
-                continue
-            after = re.match(r"\s*([-+*/])(=?)(?![-+=*/])", code[m.end() : m.end() + 4])
-            before = re.search(
-                r"([\w)\]])\s*([-+*/])\s*$", code[max(0, m.start() - 40) : m.start()]
-            )
-            st = _statement_start(code, m.start(), ks.body_start)
-            if after:
-                at = m.end() + after.start(1)
-                out.append(ScalarOp(f"operator{after.group(1)}", at, line_of(ks.text, at), st))
-            if before:
-                at = max(0, m.start() - 40) + before.start(2)
-                out.append(ScalarOp(f"operator{before.group(2)}", at, line_of(ks.text, at), st))
+        for use in ks.uses(name):
+            st = _statement_start(ks, use.span[0])
+            for at, sign in ks.arithmetic_operators(use.span):  # + - * / with it an operand
+                out.append(ScalarOp(f"operator{sign}", at, ks.line_at(at), st))
     uniq = {o.offset: o for o in out}
     return sorted(uniq.values(), key=lambda o: o.offset)
 
 
-_CALL = re.compile(r"^(?P<f>[A-Za-z_]\w*)\s*\((?P<args>.*)\)$", re.S)
-
-
-def _call(expr: str) -> tuple[str, list[str]] | None:
-    e = _norm(expr)
-    m = _CALL.match(e)
-    if not m or match_close(e, e.index("(")) != len(e) - 1:
-        return None
-    return m.group("f"), [_norm(a) for a in _split_commas(m.group("args"))]
-
-
-def updates(code: str) -> list[Update]:
-    """``acc = __hfma(a, b, acc)``, ``acc = __hadd(acc, b)`` (as ``1 * b + acc``), and their
-    half2 forms, in the statements of ``code`` (comma-separated expressions included)."""
+def updates(ks: KernelSource, within: tuple[int, int]) -> list[Update]:
+    """``acc = __hfma(a, b, acc)``, ``acc = __hadd(acc, b)`` (as ``1 * b + acc``), ``acc += a *
+    b`` and their half2 forms, in the statements within ``within`` (comma-separated expressions
+    included)."""
     out = []
-    for stmt in code.split(";"):
-        for expr in _split_commas(stmt):
-            inc = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\+=(.*)", expr, re.S)
-            if inc:  # acc += a * b, acc += b
-                terms = _split_top_star(inc.group(2))
-                a, b = terms if len(terms) == 2 else ("1", _norm(inc.group(2)))
-                out.append(Update(inc.group(1), "operator+=", a, b, False))
-                continue
-            m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=(?!=)(.*)", expr, re.S)
-            if not m:
-                continue
-            acc, rhs = m.group(1), m.group(2)
-            c = _call(rhs)
-            if c is None:
-                continue
-            f, args = c
-            if f in ("__hfma", "__hfma2") and len(args) == 3 and args[2] == acc:
-                out.append(Update(acc, f, args[0], args[1], f.endswith("2")))
-            elif f in ("__hadd", "__hadd2") and len(args) == 2 and acc in args:
-                other = args[1] if args[0] == acc else args[0]
-                out.append(Update(acc, f, "1", other, f.endswith("2")))
+    for a in ks.assignments(None, within):
+        if a.target is None or a.value is None:
+            continue
+        acc = a.target
+        rhs = _norm(ks.code[slice(*a.value)])
+        if a.kind == "compound" and a.operator == "+=":  # acc += a * b, acc += b
+            text = ks.code[slice(*a.value)]
+            terms = split_top(text, "*", "([")  # a * b: exactly one top-level *
+            x, y = [text[p:q] for p, q in terms] if len(terms) == 2 else ["1", rhs]
+            out.append(Update(acc, "operator+=", _norm(x), _norm(y), False))
+            continue
+        if a.kind != "assign":
+            continue
+        c = ks.call_of(a.value)
+        if c is None:
+            continue
+        f, args = c.name, [_norm(ks.code[slice(*x)]) for x in c.args]
+        if f in ("__hfma", "__hfma2") and len(args) == 3 and args[2] == acc:
+            out.append(Update(acc, f, args[0], args[1], f.endswith("2")))
+        elif f in ("__hadd", "__hadd2") and len(args) == 2 and acc in args:
+            other = args[1] if args[0] == acc else args[0]
+            out.append(Update(acc, f, "1", other, f.endswith("2")))
     return out
-
-
-def _split_top_star(expr: str) -> list[str]:
-    """``a * b`` -> [a, b] when ``expr`` has exactly one top-level ``*``; otherwise [expr]."""
-    depth, stars = 0, []
-    for k, ch in enumerate(expr):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "*" and depth == 0:
-            stars.append(k)
-    if len(stars) != 1:
-        return [_norm(expr)]
-    return [_norm(expr[: stars[0]]), _norm(expr[stars[0] + 1 :])]
 
 
 def spare_lanes(ks: KernelSource, loop: Loop, packed: Sequence[str]) -> dict[str, str]:
     """Packed accumulators of ``loop`` of which only one lane is read after it:
     {name: the lane read (``low`` or ``high``)}."""
-    after = ks.code[loop.end + 1 : ks.body_end]
     out = {}
     for name in packed:
-        uses = [m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", after)]
+        uses = ks.uses(name, within=(loop.end + 1, ks.body_end))
         if not uses:
             continue
         lanes = set()
         for u in uses:
-            before = after[max(0, u - 40) : u]
-            m = re.search(r"__(low|high)2half\s*\(\s*$", before)
-            if not m:
-                lanes.add("both")
-            else:
-                lanes.add(m.group(1))
+            f = ks.called_with(u.span)  # the function it is the first argument of
+            m = re.fullmatch(r"__(low|high)2half", f or "")
+            lanes.add(m.group(1) if m else "both")
         if lanes in ({"low"}, {"high"}):
             out[name] = lanes.pop()
     return out
 
 
-def _definition(body: str, ident: str) -> str | None:
-    m = re.search(rf"(?<![\w.]){re.escape(ident)}\s*=(?!=)\s*(?P<e>[^;,]+(?:\([^;]*?\))?)", body)
-    return _norm(m.group("e")) if m else None
+def _definition(ks: KernelSource, ident: str) -> str | None:
+    """The expression ``ident`` is first initialized with or assigned, in the body."""
+    a = next((x for x in ks.assignments(ident) if x.kind in ("init", "assign")), None)
+    return _norm(ks.code[slice(*a.value)]) if a is not None and a.value else None
 
 
 def _is_const(expr: str) -> bool:
@@ -401,12 +244,10 @@ def _shape(expr: str) -> str:
 def proposal(ks: KernelSource, loop: Loop) -> tuple[str, dict[str, Any]]:
     """A packing for the loop's scalar accumulations (pairs with one multiplier, a spare lane
     of a packed accumulator) and what it is made of."""
-    code = ks.code[loop.start : loop.end + 1]
-    ups = updates(code)
+    ups = updates(ks, (loop.start, loop.end + 1))
     scalar = [u for u in ups if not u.packed]
     packed = [u for u in ups if u.packed]
     spare = spare_lanes(ks, loop, [u.acc for u in packed])
-    body = ks.code[ks.body_start : ks.body_end + 1]
     pairs: list[tuple[Update, Update]] = []
     into_spare: list[tuple[Update, str, str]] = []
     left: list[Update] = []
@@ -420,7 +261,7 @@ def proposal(ks: KernelSource, loop: Loop) -> tuple[str, dict[str, Any]]:
             lane = spare.get(p.acc)
             if lane is None or not rest or any(p.acc == s for _u, s, _l in into_spare):
                 continue
-            d = _definition(body, p.multiplier) or p.multiplier
+            d = _definition(ks, p.multiplier) or p.multiplier
             if _norm(d) in (f"__half2half2({mult})", f"__halves2half2({mult}, {mult})"):
                 pick = next((u for u in rest if _is_const(u.multiplicand)), rest[-1])
                 rest.remove(pick)
@@ -566,7 +407,7 @@ class UnpackedHalfMath(Rule):
         for o in ops:
             by_stmt.setdefault(o.statement, []).append(o)
         for st, group in sorted(by_stmt.items()):
-            line = line_of(ks.text, st)
+            line = ks.line_at(st)
             inside = [lp for lp in lps if lp.start < st <= lp.end]
             if not inside and ctx.option("loops_only"):
                 continue
@@ -575,7 +416,7 @@ class UnpackedHalfMath(Rule):
             at_line = _count(instrs, ctx.source_file, stmt_lines)
             region = list(range(outer.first_line, outer.last_line + 1)) if outer else stmt_lines
             in_loop = _count(instrs, ctx.source_file, region)
-            op_lines = {ln for o in ops for ln in (o.line, line_of(ks.text, o.statement))}
+            op_lines = {ln for o in ops for ln in (o.line, ks.line_at(o.statement))}
             moved = [
                 ln
                 for ln in region

@@ -20,8 +20,12 @@ class PatchError(GpuAdviseError):
 
 def apply_unified_diff(text: str, diff: str) -> str:
     """``text`` with the hunks of ``diff`` applied (one file; context must match exactly, at the
-    stated line or, if the source moved, at the nearest place it matches)."""
-    lines = text.splitlines(keepends=True)
+    stated line or, if the source moved, at the nearest place it matches).
+
+    Lines are what ``text.split("\\n")`` gives, as in the diffs gpuadvise makes (see
+    :func:`gpuadvise.source.edit.unified_diff`): a text ending with a newline has an empty last
+    "line" that a hunk at the end of the file shows as context."""
+    lines = text.split("\n")
     hunks: list[tuple[int, list[str], list[str]]] = []
     cur: tuple[int, list[str], list[str]] | None = None
     for raw in diff.splitlines():
@@ -54,18 +58,18 @@ def apply_unified_diff(text: str, diff: str) -> str:
             raise PatchError(
                 f"the diff does not apply at line {start}", "the source changed since the analysis"
             )
-        eol = "\n"
-        lines[at : at + len(old)] = [s + eol for s in new]
+        lines[at : at + len(old)] = new
         offset += len(new) - len(old)
-    return "".join(lines)
+    return "\n".join(lines)
 
 
 def _find(lines: Sequence[str], old: Sequence[str], guess: int) -> int | None:
-    stripped = [ln.rstrip("\r\n") for ln in lines]
+    stripped = [ln.rstrip("\r") for ln in lines]
+    want = [ln.rstrip("\r") for ln in old]
     n = len(old)
     for delta in range(0, len(stripped) + 1):
         for at in (guess - delta, guess + delta):
-            if 0 <= at <= len(stripped) - n and stripped[at : at + n] == list(old):
+            if 0 <= at <= len(stripped) - n and stripped[at : at + n] == want:
                 return at
     return None
 

@@ -427,6 +427,60 @@ def disassemble(
 
 
 # --------------------------------------------------------------------------------------------
+# Operands
+
+_REG = re.compile(r"^[-|!~]*(?P<r>U?R\d+|U?RZ)\b(?P<mods>\S*)")
+_NUM = re.compile(r"^-?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|0x[0-9a-fA-F]+|INF|NAN|\+INF|-INF)$")
+_PRMT_SELECTOR = re.compile(r"0x[0-9a-fA-F]{1,4}")
+
+
+def operand_list(operands: str) -> list[str]:
+    """The operands of an instruction as nvdisasm prints them, split at commas."""
+    return [p.strip() for p in operands.split(",")]
+
+
+def one_lane_fp16(operands: str) -> bool:
+    """Whether a packed fp16 ``H*2`` instruction computes one value twice: every register source
+    is a broadcast half (``.H0_H0``/``.H1_H1``) or RZ, and its immediates are one value
+    repeated."""
+    parts = operand_list(operands)[1:]  # sources (the first is the destination)
+    nums = []
+    for p in parts:
+        m = _REG.match(p)
+        if m:
+            if m.group("r").endswith("RZ"):
+                continue
+            if ".H0_H0" not in m.group("mods") and ".H1_H1" not in m.group("mods"):
+                return False
+        elif p.startswith(("c[", "-c[", "|c[")):
+            if ".H0_H0" not in p and ".H1_H1" not in p:
+                return False
+        elif _NUM.match(p):
+            nums.append(p)
+        else:
+            return False
+    return len(set(nums)) <= 1
+
+
+def halfword_prmt(operands: str) -> bool:
+    """Whether a ``PRMT``'s selector moves whole 16-bit halves (packing or unpacking pairs)."""
+    for p in operand_list(operands):
+        if _PRMT_SELECTOR.fullmatch(p):
+            d = [int(c, 16) for c in p[2:].rjust(4, "0")][::-1]  # d[0]: source of byte 0
+            return d[0] % 2 == 0 and d[1] == d[0] + 1 and d[2] % 2 == 0 and d[3] == d[2] + 1
+    return False
+
+
+def same_source_file(a: str | None, b: str | None) -> bool:
+    """Whether two source paths of line info name one file (same path, else same base name:
+    nvdisasm may print a path relative to where nvcc ran)."""
+    if not a or not b:
+        return False
+    na, nb = os.path.normpath(a), os.path.normpath(b)
+    return na == nb or os.path.basename(na) == os.path.basename(nb)
+
+
+# --------------------------------------------------------------------------------------------
 # Summaries
 
 

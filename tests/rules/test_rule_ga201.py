@@ -338,17 +338,6 @@ def kernel_source(tmp: Path, text: str, kernel: str) -> R.KernelSource:
     return ks
 
 
-def test_constants_evaluates_macros_and_const_ints() -> None:
-    mod = ga201_module()
-    code = R.blank_comments_and_strings(
-        "#define RADIUS 4\n#define BLOCK 8u  // eight\n#define TILE (BLOCK + 2 * RADIUS)\n"
-        "#define F(x) (x)\nconstexpr int W = TILE * 2;\nstatic const unsigned H = 0x10;\n"
-        "#define NAME something_else\n"
-    )
-    env = mod.constants(code)
-    assert env == {"RADIUS": 4, "BLOCK": 8, "TILE": 16, "W": 32, "H": 16}
-
-
 def test_array_declarations(tmp_path: Path) -> None:
     mod = ga201_module()
     ks = kernel_source(

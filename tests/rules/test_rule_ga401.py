@@ -404,7 +404,7 @@ def test_local_arrays_in_a_kernel_body(tmp_path, mod):
         """,
         "k",
     )
-    got = {x.name: (x.line, x.elements, x.size_bytes) for x in mod.local_arrays(ks, {"N": 3})}
+    got = {x.name: (x.line, x.elements, x.size_bytes) for x in mod.local_arrays(ks)}
     assert got == {
         "a": (5, 32, 128),
         "wide": (6, 2, 16),

@@ -36,47 +36,6 @@ def mod() -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# SASS classification (operands as nvdisasm 13 prints them)
-
-
-@pytest.mark.parametrize(
-    "operands, want",
-    [
-        ("R2, R2.H0_H0, 0.049774169921875, 0.049774169921875", True),  # wsum += wt
-        ("R2, RZ.H0_H0, 0.0214996337890625, 0.0214996337890625", True),
-        ("R22, R29.H0_H0, R29.H0_H0", True),  # z * z
-        ("R6, R13.reuse.H0_H0, R13.H0_H0", True),
-        ("R22, R13.H0_H0, 0.0214996337890625, 0.0214996337890625, RZ.H0_H0", True),
-        ("R4, R15.H0_H0, UR6.H0_H0, R4.H0_H0", True),  # a uniform register operand
-        ("R20, R14, 0.0214996337890625, 0.0214996337890625, RZ", False),  # both lanes
-        ("R10, R10, R10, -RZ", False),
-        ("R22, R19, 0.1300048828125, 0.1300048828125, R22", False),
-        ("R2, R2.H0_H0, 0.5, 0.25", False),  # two different immediates: two values
-        ("R0, R0.H0_H0, R9.H1_H1", True),
-        ("R0, R0.H0_H0, R9", False),
-    ],
-)
-def test_one_lane(mod, operands, want):
-    assert mod.one_lane(operands) is want
-
-
-@pytest.mark.parametrize(
-    "operands, want",
-    [
-        ("R29, R29, 0x5410, R22", True),  # low halves of two registers -> a pair
-        ("R22, R6, 0x7632, R22", True),  # the high half
-        ("R23, R14, 0x7610, R23", True),
-        ("R16, R7, 0x7710, RZ", False),  # byte replication
-        ("R0, R1, 0x8880, RZ", False),  # sign extension of a byte
-        ("R0, R1, 0x3210, R2", True),  # identity: half-words too
-        ("R0, R1, 0x4321, R2", False),  # bytes shifted by one
-    ],
-)
-def test_halfword_prmt(mod, operands, want):
-    assert mod.halfword_prmt(operands) is want
-
-
-# ---------------------------------------------------------------------------------------------
 # The moments kernels
 
 
@@ -254,17 +213,26 @@ def test_quiet_when_nvcc_packs_or_outside_loops(small):
     assert f.line == 30 and ev(f)["sass_one_lane_fp16"] == 1
 
 
-def test_updates_and_shapes(mod):
-    code = (
-        "m_r = __hfma(t.x, wt, m_r), v_r = __hfma(__hmul(t.x, t.x), wt, v_r);"
-        "wsum = __hadd(wsum, wt); acc += v * s; m_b = __hfma2(b, w2, m_b);"
+def test_updates_and_shapes(mod, tmp_path):
+    src = tmp_path / "u.cu"
+    src.write_text(
+        "__global__ void k(float* o) {\n"
+        "    m_r = __hfma(t.x, wt, m_r), v_r = __hfma(__hmul(t.x, t.x), wt, v_r);\n"
+        "    wsum = __hadd(wsum, wt); acc += v * s; m_b = __hfma2(b, w2, m_b);\n"
+        "    for (int i = 0; i < 4; i += 1) q = __hfma(i, wt, q);\n"
+        "}\n"
     )
-    ups = {u.acc: u for u in mod.updates(code)}
+    ks = R.find_kernel_source(src, "k")
+    assert ks is not None
+    ups = {u.acc: u for u in mod.updates(ks, ks.span)}
     assert (ups["m_r"].multiplicand, ups["m_r"].multiplier) == ("t.x", "wt")
     assert ups["v_r"].multiplicand == "__hmul(t.x, t.x)"
     assert (ups["wsum"].multiplicand, ups["wsum"].multiplier) == ("1", "wt")
     assert (ups["acc"].multiplicand, ups["acc"].multiplier) == ("v", "s")
     assert ups["m_b"].packed and not ups["m_r"].packed
+    # a loop header's update is read as what it is, and the body's update after it is kept
+    assert (ups["i"].multiplicand, ups["i"].multiplier) == ("1", "1")
+    assert (ups["q"].multiplicand, ups["q"].multiplier) == ("i", "wt")
     assert mod._shape("__hmul(t.x, t.x)") == mod._shape("__hmul(t.z, t.z)")
 
 
