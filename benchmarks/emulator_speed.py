@@ -119,7 +119,7 @@ def main() -> int:
     from gpuadvise.devices import preset
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
     from gpuadvise.trace.emulate import emulate
 
     with tempfile.TemporaryDirectory(prefix="gpuadvise-emu-bench-") as tmp:

@@ -62,7 +62,7 @@ from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
-    from gpuadvise.toolchain.nvcc import CompiledModule, KernelInfo
+    from gpuadvise.toolchain import CompiledModule, KernelInfo
 
 __all__ = [
     "DEFAULT_BATCH_LANES",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = ROOT / "tests" / "cuda"

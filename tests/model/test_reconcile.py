@@ -322,11 +322,11 @@ ROWSUM_LINE = 1 + ROWSUM_CU.splitlines().index("  for (int j = 0; j < 16; ++j) a
 
 def _real_sass(tmp_path: Path) -> tuple[str, tuple[SassMemLine, ...]]:
     from gpuadvise.errors import ToolchainError
-    from gpuadvise.toolchain.nvcc import (
+    from gpuadvise.toolchain import (
         CompileOptions,
         compile_source,
         find_toolchain,
-        select_kernel,
+        select_compiled_kernel,
     )
     from gpuadvise.toolchain.sass import disassemble, memory_summary
 
@@ -339,7 +339,7 @@ def _real_sass(tmp_path: Path) -> tuple[str, tuple[SassMemLine, ...]]:
     src = tmp_path / "rowsum.cu"
     src.write_text(ROWSUM_CU)
     module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "cache"), tc)
-    sass_ = disassemble(module.cubin_path, select_kernel(module, "rowsum").mangled, tc)
+    sass_ = disassemble(module.cubin_path, select_compiled_kernel(module, "rowsum").mangled, tc)
     return str(src), memory_summary(sass_)
 
 

@@ -17,7 +17,12 @@ from gpuadvise import rules as R
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.toolchain.nvcc import CompileOptions, compile_source, find_toolchain, select_kernel
+from gpuadvise.toolchain import (
+    CompileOptions,
+    compile_source,
+    find_toolchain,
+    select_compiled_kernel,
+)
 
 try:
     find_toolchain()
@@ -86,7 +91,7 @@ def ev(f: R.Finding) -> dict[str, Any]:
 
 def spills_of(source: Path, kernel: str, options: CompileOptions) -> tuple[int, int]:
     m = compile_source(source, options)
-    r = select_kernel(m, kernel).resources
+    r = select_compiled_kernel(m, kernel).resources
     return r.registers, r.spill_store_bytes + r.spill_load_bytes
 
 

@@ -24,7 +24,7 @@ from gpuadvise import rules as R
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import findings_json, run_rules
 from gpuadvise.source.signature import list_kernels
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 try:
     find_toolchain()
