@@ -266,16 +266,32 @@ def _names(log: str, tc: Toolchain) -> dict[str, str]:
 
 
 def parse_depfile(text: str) -> list[str]:
-    """Prerequisites of a make rule written by ``nvcc -MD``/``-M``."""
+    """Prerequisites of a make rule written by ``nvcc -MD``/``-M``.
+
+    Make's escapes as GCC writes them: ``\\ `` (a space), ``\\#``, ``$$``; any other
+    backslash is part of the name (``back\\slash.cu``).
+    """
     text = text.replace("\\\r\n", " ").replace("\\\n", " ")
     _, sep, rest = text.partition(": ")
     if not sep:
         _, _, rest = text.partition(":")
     out: list[str] = []
-    for token in re.findall(r"(?:\\.|[^\s\\])+", rest):
-        path = re.sub(r"\\(.)", r"\1", token).replace("$$", "$")
-        if path and path not in out:
-            out.append(os.path.normpath(path))
+    token: list[str] = []
+    i = 0
+    while i <= len(rest):
+        c = rest[i] if i < len(rest) else " "
+        if c == "\\" and i + 1 < len(rest) and rest[i + 1] in " \t#":
+            token.append(rest[i + 1])
+            i += 2
+            continue
+        if c.isspace():
+            path = "".join(token).replace("$$", "$")
+            if path and os.path.normpath(path) not in out:
+                out.append(os.path.normpath(path))
+            token = []
+        else:
+            token.append(c)
+        i += 1
     return out
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
+from gpuadvise.fileio import decode_tool_path
 from gpuadvise.toolchain.names import display_name, split_qualified
 
 __all__ = [
@@ -179,7 +180,7 @@ _PTX_LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)", re.M)
 
 def entry_source_order(ptx: str, src: Path) -> dict[str, tuple[int, int]]:
     """Mangled entry -> (0 if defined in ``src`` else 1, first line) from the PTX line info."""
-    files = {int(n): os.path.normpath(p) for n, p in _PTX_FILE_RE.findall(ptx)}
+    files = {int(n): os.path.normpath(decode_tool_path(p)) for n, p in _PTX_FILE_RE.findall(ptx)}
     order = {}
     for m in re.finditer(r"\.entry\s+([\w$]+)\s*\(", ptx):
         loc = _PTX_LOC_RE.search(ptx_entry_body(ptx, m.group(1)))

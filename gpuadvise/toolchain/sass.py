@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
+from gpuadvise.fileio import decode_tool_path
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
 
 __all__ = [
@@ -310,7 +311,8 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
             if not in_block:
                 block, in_block = [], True
             file = m.group("file")
-            block.append((os.path.normpath(file) if file else "", int(m.group("line"))))
+            path = os.path.normpath(decode_tool_path(file)) if file else ""
+            block.append((path, int(m.group("line"))))
             first_file, first_line = block[0]
             loc = (first_file or None, first_line if first_file else None)
             chain = tuple((f, n) for f, n in block[1:] if f)

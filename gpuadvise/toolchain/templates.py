@@ -25,14 +25,17 @@ __all__ = ["include_line", "instance_aliases", "instantiation_source"]
 def include_line(src: Path) -> str:
     """``#include "<src>"``; :class:`UsageError` if the path cannot be written in one.
 
-    The preprocessor reads the name between the quotes as is (no escapes), so any character
-    but a double quote and a newline is fine: spaces, ``$``, ``;``, backquotes, unicode.
+    The preprocessor reads the name between the quotes as is (no escapes), so spaces, ``$``,
+    ``;``, backquotes, single quotes and unicode are fine. A double quote or a line break
+    cannot be written there, and nvcc's tools turn a backslash into a path separator (the
+    dependency list and line info would name another file): those paths are refused.
     """
     text = str(src)
-    if '"' in text or "\n" in text or "\r" in text:
+    bad = [c for c in ('"', "\\", "\n", "\r") if c in text]
+    if bad:
+        what = {'"': "a double quote", "\\": "a backslash"}.get(bad[0], "a line break")
         raise UsageError(
-            f"the path of {src.name!r} contains a double quote or a line break, which no "
-            "#include can name",
+            f"the path of {src.name!r} contains {what}, which nvcc cannot be given",
             "rename the file (or its folder)",
         )
     return f'#include "{text}"'
