@@ -80,6 +80,11 @@ def missing_header_hint(header: str, tc: Toolchain | None) -> str:
     source = header_source(header)
     if source is None:
         return f"add the folder that holds {header} to the include dirs (-I DIR)"
+    if source.package == "nvidia-cuda-cccl" and tc is not None and tc.cccl_include_dir:
+        return (
+            f"CCCL is installed ({tc.cccl_include_dir}) but has no {header}: check the name, "
+            "or the CCCL version that provides it"
+        )
     if source.in_toolkit_extra:
         if tc is not None and tc.from_wheels:
             pin = f"{source.package}=={tc.version}"
@@ -176,8 +181,9 @@ def compile_error(
 def first_error(text: str, prefer: Path | None = None, avoid: Path | None = None) -> str | None:
     """nvcc's first error as ``file:line: message`` (file by name), or ptxas's first error.
 
-    ``prefer``: an error located in this file comes first; ``avoid``: one in this file comes
-    last. ``text``: a :func:`readable_log`.
+    ``prefer``: an error located in this file comes first; ``avoid``: one in this file (a
+    generated one) comes last and is shown without its location. ``text``: a
+    :func:`readable_log`.
     """
     errors = [(m["file"], m["line"], m["msg"].strip()) for m in _ERROR_RE.finditer(text)]
 
@@ -191,7 +197,7 @@ def first_error(text: str, prefer: Path | None = None, avoid: Path | None = None
 
     if errors:
         file, line, msg = min(errors, key=rank)
-        return f"{Path(file).name}:{line}: {msg}"
+        return msg if rank((file, line, msg)) == 2 else f"{Path(file).name}:{line}: {msg}"
     if m := _PTXAS_ERROR_RE.search(text):
         return f"ptxas: {m['msg'].strip()}"
     return None
