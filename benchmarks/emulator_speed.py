@@ -9,7 +9,7 @@ memory-heavy kernels spend most of their time writing it, and more on VMs where 
 memory is slow (about 3 ns per byte on the Firecracker sandbox the project is developed in).
 
 Usage: python benchmarks/emulator_speed.py [--kernels vec_add,loop_fma] [--lanes 65536]
-Needs nvcc (compiles the kernels below through gpuadvise.toolchain.nvcc); no GPU.
+Needs nvcc (compiles the kernels below through gpuadvise.toolchain); no GPU.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def main() -> int:
     from gpuadvise.devices import preset
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
     from gpuadvise.trace.emulate import emulate
 
     with tempfile.TemporaryDirectory(prefix="gpuadvise-emu-bench-") as tmp:

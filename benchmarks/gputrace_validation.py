@@ -62,7 +62,7 @@ def suite_cases() -> dict[str, dict[str, Any]]:
     from run import CASES  # benchmarks/trace_validation/run.py
 
     from gpuadvise.spec.kernel_spec import load_spec
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
 
     cases: dict[str, dict[str, Any]] = dict(CASES)
     for folder in sorted((ROOT / "kernels").iterdir()):
@@ -95,12 +95,12 @@ def prepare(case: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any, Any]:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import resolve_launch
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
 
     spec, choice, options = build(live_options(KernelOptions(**case)))
     tc = find_toolchain()
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-    kernel = select_kernel(module, spec.kernel)
+    kernel = select_compiled_kernel(module, spec.kernel)
     launch = resolve_launch(spec, kernel, options, tc)
     return spec, choice.device, module, kernel, launch, tc
 

@@ -84,7 +84,7 @@ def main() -> int:
 
     hot = bench(f"{COPY}:copy", *ARGS, "--hot")
     g_ms = hot["kernels"][0]["timing"]["median_ms"]
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
 
     cc = hot["device"]["cc"].replace(".", "")
     cubin = str(compile_source(Path(COPY), CompileOptions(arch=f"sm_{cc}")).cubin_path)

@@ -176,12 +176,14 @@ def compile_kernel(kernel: str, block: int, n: int) -> Compiled:
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.prepare import prepare
     from gpuadvise.model import occupancy as occ
-    from gpuadvise.toolchain.nvcc import compile_source, select_kernel
+    from gpuadvise.toolchain import compile_source, select_compiled_kernel
 
     opts = kernel_options(kernel, block, n)
     p = prepare(opts, kernel)
     _spec, _choice, options = build(opts)
-    info = select_kernel(compile_source(SOURCE, options, kernels=[opts.kernel]), opts.kernel)
+    info = select_compiled_kernel(
+        compile_source(SOURCE, options, kernels=[opts.kernel]), opts.kernel
+    )
     k = occ.KernelResources(
         threads_per_block=block,
         regs_per_thread=info.resources.registers,
@@ -197,7 +199,7 @@ def check_on_cpu(block: int, n: int) -> int:
     CTAs) and compared with :func:`expected`: checks the plan and the sums without a GPU."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import resolve_launch
-    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
     from gpuadvise.trace.emulate import emulate
 
     failures = 0
@@ -208,7 +210,7 @@ def check_on_cpu(block: int, n: int) -> int:
             spec, choice, options = build(kernel_options(k, block, p.n, p.grid))
             tc = find_toolchain()
             module = compile_source(SOURCE, options, tc, kernels=[spec.kernel])
-            info = select_kernel(module, spec.kernel)
+            info = select_compiled_kernel(module, spec.kernel)
             launch = resolve_launch(spec, info, options, tc)
             e = emulate(module, info, launch, choice.device, sample_ctas="all", trace=False)
             data = np.asarray(e.inputs["in"]).view(np.int32).reshape(-1)

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["folder_write_problem", "write_atomic"]
+__all__ = ["decode_tool_path", "folder_write_problem", "write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = False) -> None:
@@ -96,3 +96,45 @@ def folder_write_problem(folder: str | os.PathLike[str]) -> str | None:
     with contextlib.suppress(OSError):
         os.unlink(tmp)
     return None
+
+
+def decode_tool_path(text: str) -> str:
+    """A path as nvcc's tools print it -> the path: non-ASCII bytes come as octal escapes.
+
+    PTX ``.file`` names write ``ü`` as ``\\303\\274``; nvdisasm's line info as ``\\303/274``
+    (it turns the backslashes after the first into slashes). A UTF-8 lead byte's continuation
+    bytes are read in either form; everything else is kept as is.
+    """
+    if "\\" not in text:
+        return text
+
+    def octal(i: int) -> int | None:
+        digits = text[i : i + 3]
+        return int(digits, 8) if len(digits) == 3 and all(c in "01234567" for c in digits) else None
+
+    out = bytearray()
+    i, pending = 0, 0
+    while i < len(text):
+        c = text[i]
+        value = octal(i + 1) if c in "\\/" else None
+        if pending and value is not None and 0o200 <= value < 0o300:
+            out.append(value)
+            i, pending = i + 4, pending - 1
+            continue
+        pending = 0
+        if c == "\\" and value is not None:
+            out.append(value)
+            i += 4
+            pending = (
+                1
+                if 0xC0 <= value < 0xE0
+                else 2
+                if 0xE0 <= value < 0xF0
+                else 3
+                if value >= 0xF0
+                else 0
+            )
+            continue
+        out += c.encode("utf-8", errors="surrogateescape")
+        i += 1
+    return out.decode("utf-8", errors="replace")

@@ -181,7 +181,7 @@ def probe_lines(ctas: Sequence[int], gx: int) -> list[str]:
 
 def _options_like(module: Any, include: str) -> Any:
     """Compile options equal to those ``module`` was built with, plus ``include``."""
-    from gpuadvise.toolchain.nvcc import CompileOptions
+    from gpuadvise.toolchain import CompileOptions
 
     opts = CompileOptions.from_nvcc_flags(module.arch, module.flags)
     return replace(opts, include_dirs=(*opts.include_dirs, include))
@@ -196,7 +196,7 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
     import numpy as np
 
     from gpuadvise.analyze.pipeline import resolve_launch
-    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
     from gpuadvise.trace.emulate import emulate
 
     spec = ctx.spec
@@ -210,7 +210,7 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
         probe.write_text(text)
         options = _options_like(ctx.analysis.module, str(src.resolve().parent))
         module = compile_source(probe, options, tc, kernels=[spec.kernel])
-    kernel = select_kernel(module, spec.kernel)
+    kernel = select_compiled_kernel(module, spec.kernel)
     # user structs (seed 004's Cell) are sized by the compiler, as the pipeline does
     launch = resolve_launch(spec, kernel, options, tc)
     emu = emulate(module, kernel, launch, ctx.device, sample_ctas=len(ctas), trace=True)

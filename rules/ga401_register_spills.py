@@ -292,7 +292,7 @@ def build_candidates(ctx: RuleContext, cap: RegisterCap, registers: int) -> list
 
 def compile_options_of(module: Any) -> Any:
     """The CompileOptions that reproduce ``module``'s nvcc flags (the analysis' options)."""
-    from gpuadvise.toolchain.nvcc import CompileOptions
+    from gpuadvise.toolchain import CompileOptions
 
     return CompileOptions.from_nvcc_flags(module.arch, module.flags)
 
@@ -301,7 +301,12 @@ def compile_candidate(ctx: RuleContext, cand: Candidate) -> Compiled | None:
     """Build one candidate as the analysis built the kernel; None when it does not compile."""
     from gpuadvise.errors import GpuAdviseError
     from gpuadvise.model import occupancy as occ
-    from gpuadvise.toolchain.nvcc import cache_root, compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import (
+        cache_root,
+        compile_source,
+        find_toolchain,
+        select_compiled_kernel,
+    )
 
     a = ctx.analysis
     options = compile_options_of(a.module)
@@ -326,7 +331,7 @@ def compile_candidate(ctx: RuleContext, cand: Candidate) -> Compiled | None:
     try:
         tc = find_toolchain(ctx.nvcc)
         module = compile_source(source, options, tc, kernels=[a.spec.kernel])
-        res = select_kernel(module, a.spec.kernel).resources
+        res = select_compiled_kernel(module, a.spec.kernel).resources
     except GpuAdviseError as exc:
         log.debug("GA401: candidate %s failed to build: %s", cand.label, exc.one_line())
         return None

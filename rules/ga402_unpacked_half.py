@@ -537,8 +537,7 @@ class UnpackedHalfMath(Rule):
 
 def _sass(ctx: RuleContext) -> tuple[Any, ...]:
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain import sass
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain, sass
 
     a = ctx.analysis
     if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:

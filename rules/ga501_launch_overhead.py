@@ -78,7 +78,7 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
     except GpuAdviseError:
         # user structs need the compiler's layout
         from gpuadvise.analyze.pipeline import compile_options_for, resolve_launch
-        from gpuadvise.toolchain.nvcc import find_toolchain
+        from gpuadvise.toolchain import find_toolchain
 
         try:
             options = compile_options_for(ctx.device, spec_flags=tuple(spec.nvcc_flags))

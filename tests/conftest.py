@@ -32,7 +32,7 @@ if str(TESTS) not in sys.path:
 def toolkit_missing() -> str | None:
     """Why no CUDA toolkit can be used (None: nvcc and its companions are found)."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain
 
     try:
         find_toolchain()

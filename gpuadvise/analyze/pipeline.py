@@ -17,7 +17,7 @@ from gpuadvise.errors import GpuAdviseError
 from gpuadvise.model import occupancy as occ
 from gpuadvise.model.l2_orders import l2_for
 from gpuadvise.spec.kernel_spec import KernelSpec
-from gpuadvise.toolchain.nvcc import CompiledModule, CompileOptions, KernelInfo
+from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def resolve_launch(spec: KernelSpec, kernel: KernelInfo, options: CompileOptions
     the compiler, looked up in the kernel's namespaces."""
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.toolchain.nvcc import struct_layouts
+    from gpuadvise.toolchain import struct_layouts
 
     params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
     namespaces = kernel.name.split("<")[0].split("::")[:-1]
@@ -354,15 +354,14 @@ def analyze_static(
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and (``trace``) the emulator's trace through the models."""
     from gpuadvise.runner.checks import check_launch
-    from gpuadvise.toolchain import sass
-    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import compile_source, find_toolchain, sass, select_compiled_kernel
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     tc = find_toolchain(nvcc)
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     timings["compile_s"] = time.perf_counter() - t0
-    kernel = select_kernel(module, spec.kernel)
+    kernel = select_compiled_kernel(module, spec.kernel)
     res = kernel.resources
     launch = spec.launch
     launch_notes = check_launch(

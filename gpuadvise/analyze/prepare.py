@@ -52,12 +52,12 @@ def split_source(text: str) -> tuple[str, str | None]:
 def prepare(opts: KernelOptions, label: str) -> Prepared:
     from gpuadvise.analyze.pipeline import resolve_launch
     from gpuadvise.runner.checks import check_launch
-    from gpuadvise.toolchain.nvcc import compile_source, find_toolchain, select_kernel
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
 
     spec, choice, options = build(opts)
     tc = find_toolchain(opts.nvcc)
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-    kernel = select_kernel(module, spec.kernel)
+    kernel = select_compiled_kernel(module, spec.kernel)
     res = kernel.resources
     notes = list(
         check_launch(
@@ -106,7 +106,7 @@ def prepare(opts: KernelOptions, label: str) -> Prepared:
 def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[float | None, str]:
     """(GB/s counting bytes read and written, where it came from)."""
     from gpuadvise.runner.client import run_in_worker
-    from gpuadvise.toolchain.nvcc import CompileOptions, cache_root, compile_source
+    from gpuadvise.toolchain import CompileOptions, cache_root, compile_source
 
     key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{device_info.get('name')}-{device_info.get('driver')}")
     path = cache_root() / f"ceiling-{key}.json"
@@ -173,7 +173,7 @@ def time_prepared(
 ) -> Any:
     """Verify and time prepared launches (A B interleaved) in the isolated worker."""
     from gpuadvise.runner.client import run_in_worker
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
 
     data = Path(__file__).parents[1] / "data"
     arch = CompileOptions(arch=prepared[0].device.arch)

@@ -43,7 +43,7 @@ class LiveProvider:
     def environment(self) -> Environment:
         from gpuadvise.devices import resolve_device
         from gpuadvise.runner.client import pycuda_missing
-        from gpuadvise.toolchain.nvcc import find_toolchain
+        from gpuadvise.toolchain import find_toolchain
 
         try:
             tc_version: str | None = find_toolchain().version

@@ -29,6 +29,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from gpuadvise.fileio import decode_tool_path
 from gpuadvise.ptx.errors import PtxParseError
 
 __all__ = [
@@ -458,7 +459,7 @@ class _Parser:
                 rest = self.skip_line(tok.line)
                 if len(rest) >= 2 and rest[0].kind == "num" and rest[1].kind == "str":
                     path = rest[1].text[1:-1]
-                    mod.files[parse_int(rest[0].text)] = os.path.normpath(path)
+                    mod.files[parse_int(rest[0].text)] = os.path.normpath(decode_tool_path(path))
             elif t == ".section":
                 self.next()
                 while not self.at("{"):

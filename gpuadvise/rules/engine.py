@@ -982,8 +982,7 @@ class RuleContext:
 
     def _compute_reconciled(self) -> Any:
         from gpuadvise.model.reconcile import reconcile
-        from gpuadvise.toolchain import sass
-        from gpuadvise.toolchain.nvcc import find_toolchain
+        from gpuadvise.toolchain import find_toolchain, sass
 
         trace = self.trace
         a = self.analysis

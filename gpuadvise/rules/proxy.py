@@ -14,7 +14,7 @@ The parts:
 - **Struct layouts** (:func:`parse_struct`): the fields of a struct the source defines, laid out
   with the x86-64/CUDA rules (``gpuadvise.spec.cuda_types`` sizes), so that a byte offset the trace
   shows can be named (``Cell.age``). The rules check the parsed size against the compiler's
-  (``sizeof`` through :func:`gpuadvise.toolchain.nvcc.struct_layouts`, which sized the buffer).
+  (``sizeof`` through :func:`gpuadvise.toolchain.struct_layouts`, which sized the buffer).
 - **A lane-level view of the trace** (:class:`TraceView`): the global accesses of a sample of the
   traced CTAs, one row per active lane, with the buffer, the byte offset in it and the thread.
   From it: the sectors a warp's accesses at a line touch against the bytes it uses

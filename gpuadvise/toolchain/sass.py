@@ -23,6 +23,7 @@ Instructions predicated ``@!PT`` never execute (ptxas pads with them) and are no
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import subprocess
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
-from gpuadvise.toolchain.nvcc import Toolchain, find_toolchain
+from gpuadvise.fileio import decode_tool_path
+from gpuadvise.toolchain.find import Toolchain, find_toolchain
 
 __all__ = [
     "MemoryOp",
@@ -313,7 +315,8 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
             if not in_block:
                 block, in_block = [], True
             file = m.group("file")
-            block.append((os.path.normpath(file) if file else "", int(m.group("line"))))
+            path = os.path.normpath(decode_tool_path(file)) if file else ""
+            block.append((path, int(m.group("line"))))
             first_file, first_line = block[0]
             loc = (first_file or None, first_line if first_file else None)
             chain = tuple((f, n) for f, n in block[1:] if f)
@@ -369,6 +372,38 @@ def disassemble_all(
     )
 
 
+_SIDECAR_HEADER = "// gpuadvise disassembly sha256="
+
+
+def read_sidecar(path: Path) -> str | None:
+    """The disassembly kept in ``path``, or None if it is missing or damaged.
+
+    A sidecar is the disassembler's output after a first line holding its SHA-256; a file that
+    is not valid UTF-8, lacks that line or does not match it is damaged (and rewritten).
+    """
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    header, sep, body = text.partition("\n")
+    if not sep or not header.startswith(_SIDECAR_HEADER):
+        return None
+    if header[len(_SIDECAR_HEADER) :] != hashlib.sha256(body.encode("utf-8")).hexdigest():
+        return None
+    return body
+
+
+def write_sidecar(path: Path, text: str) -> None:
+    """Keep the disassembly ``text`` in ``path`` (see :func:`read_sidecar`); best effort."""
+    from gpuadvise.fileio import write_atomic
+
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    try:
+        write_atomic(path, f"{_SIDECAR_HEADER}{digest}\n{text}")
+    except OSError:
+        pass  # a read-only cache: disassemble again next time
+
+
 @functools.lru_cache(maxsize=32)
 def _disassemble_cached(
     cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool
@@ -377,10 +412,9 @@ def _disassemble_cached(
     # nvdisasm spends about 0.5 s starting up, whatever the cubin: keep its output beside the
     # cubin (which the compile cache never rewrites), so a cached re-run does not pay it again.
     sidecar = Path(f"{cubin}.{Path(tool).name}.{_size}.{_mtime_ns}.txt")
-    try:
-        return parse(sidecar.read_text())
-    except OSError:
-        pass
+    kept = read_sidecar(sidecar)
+    if kept is not None:
+        return parse(kept)
     if is_nvdisasm:
         proc = _run([tool, "-c", "-gi", cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
@@ -388,18 +422,32 @@ def _disassemble_cached(
     else:
         proc = _run([tool, "-sass", cubin])
     if proc.returncode != 0:
-        detail = proc.stderr.strip().splitlines()
-        raise ToolchainError(
-            f"{Path(tool).name} failed on {cubin}: {detail[-1] if detail else 'no output'}",
-            "check that the disassembler matches the nvcc version that built the cubin",
-        )
-    try:
-        from gpuadvise.fileio import write_atomic
-
-        write_atomic(sidecar, proc.stdout)
-    except OSError:
-        pass  # a read-only cache: disassemble again next time
+        raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
+    write_sidecar(sidecar, proc.stdout)
     return parse(proc.stdout)
+
+
+def _disassembler_error(cubin: Path, tool: str, stderr: str) -> ToolchainError:
+    """Why the disassembler failed: a damaged cubin (the usual cause), else its own words."""
+    from gpuadvise.toolchain.resources import elf_section_sizes
+
+    lines = stderr.strip().splitlines()
+    detail = lines[-1].strip() if lines else "no output"
+    try:
+        elf_section_sizes(cubin.read_bytes())
+        valid_elf = True
+    except (OSError, ToolchainError):
+        valid_elf = False
+    if not valid_elf or re.search(r"(?i)elf|corrupt|truncat|invalid|malformed", detail):
+        return ToolchainError(
+            f"the cubin {cubin} is corrupt: {tool} cannot read it ({detail})",
+            "re-run with --no-cache (or delete that cache entry) to compile it again",
+        )
+    return ToolchainError(
+        f"{tool} failed on {cubin}: {detail}",
+        "re-run with --no-cache; if it fails again, check that the disassembler comes from "
+        "the same CUDA version as nvcc",
+    )
 
 
 def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:

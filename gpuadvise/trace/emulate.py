@@ -63,7 +63,7 @@ from gpuadvise.trace.access import AccessTrace
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
-    from gpuadvise.toolchain.nvcc import CompiledModule, KernelInfo
+    from gpuadvise.toolchain import CompiledModule, KernelInfo
 
 __all__ = [
     "DEFAULT_BATCH_LANES",

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
     from gpuadvise.ptx.instrument import Instrumented
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
-    from gpuadvise.toolchain.nvcc import CompiledModule, KernelInfo, Toolchain
+    from gpuadvise.toolchain import CompiledModule, KernelInfo, Toolchain
 
 __all__ = [
     "TRACERS",
@@ -405,7 +405,7 @@ def trace_on_gpu(
     )
     from gpuadvise.runner.verify import compare
     from gpuadvise.spec.kernel_spec import ResolvedArg
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain
     from gpuadvise.trace.emulate import _parse, _sample_count, first_wave_ctas
 
     t0 = time.perf_counter()

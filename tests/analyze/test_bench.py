@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "tests" / "cuda" / "runner"
 
 try:
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain
 
     find_toolchain()
     HAVE_NVCC = True

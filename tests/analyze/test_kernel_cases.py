@@ -29,7 +29,7 @@ import pytest
 
 from gpuadvise import rules as R
 from gpuadvise.source.signature import list_kernels
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 try:
     find_toolchain()
@@ -345,7 +345,7 @@ def test_cells_variants_agree(cache_dir: Path) -> None:
         )  # fmt: skip
         np.testing.assert_array_equal(e.outputs["arg1"], want, err_msg=k)
     # the structs' layouts in the source are the ones built above
-    from gpuadvise.toolchain.nvcc import struct_layouts
+    from gpuadvise.toolchain import struct_layouts
 
     layouts = struct_layouts(_source("cells"), ["Cell", "PackedCell"])
     assert layouts["Cell"][0] == CELL.itemsize and layouts["PackedCell"][0] == PACKED.itemsize

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 try:
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain
 
     find_toolchain()
     HAVE_NVCC = True

@@ -720,7 +720,7 @@ GATHER = ROOT / "kernels" / "tile_gather" / "gather.cu"
 
 
 def _have_nvcc() -> bool:
-    from gpuadvise.toolchain.nvcc import find_toolchain
+    from gpuadvise.toolchain import find_toolchain
 
     try:
         find_toolchain()
@@ -749,7 +749,7 @@ def test_interior_ctas():
 def test_emulator_runs_the_ctas_it_is_given(tmp_path):
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-    from gpuadvise.toolchain.nvcc import CompileOptions, compile_source
+    from gpuadvise.toolchain import CompileOptions, compile_source
     from gpuadvise.trace.emulate import emulate
 
     src = ROOT / "tests" / "cuda" / "emu" / "basic.cu"

@@ -322,11 +322,11 @@ ROWSUM_LINE = 1 + ROWSUM_CU.splitlines().index("  for (int j = 0; j < 16; ++j) a
 
 def _real_sass(tmp_path: Path) -> tuple[str, tuple[SassMemLine, ...]]:
     from gpuadvise.errors import ToolchainError
-    from gpuadvise.toolchain.nvcc import (
+    from gpuadvise.toolchain import (
         CompileOptions,
         compile_source,
         find_toolchain,
-        select_kernel,
+        select_compiled_kernel,
     )
     from gpuadvise.toolchain.sass import disassemble, memory_summary
 
@@ -339,7 +339,7 @@ def _real_sass(tmp_path: Path) -> tuple[str, tuple[SassMemLine, ...]]:
     src = tmp_path / "rowsum.cu"
     src.write_text(ROWSUM_CU)
     module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "cache"), tc)
-    sass_ = disassemble(module.cubin_path, select_kernel(module, "rowsum").mangled, tc)
+    sass_ = disassemble(module.cubin_path, select_compiled_kernel(module, "rowsum").mangled, tc)
     return str(src), memory_summary(sass_)
 
 
@@ -393,11 +393,11 @@ def test_same_address_shared_atomics_are_one_access_at_the_call_site(tmp_path: P
     on ``h[(t % 2) * 32 + 1]`` (ATOMS.ADD: one update per lane, 32 in one bank) 32. Each at its
     line of the kernel, not at device_atomic_functions.hpp."""
     from gpuadvise.errors import ToolchainError
-    from gpuadvise.toolchain.nvcc import (
+    from gpuadvise.toolchain import (
         CompileOptions,
         compile_source,
         find_toolchain,
-        select_kernel,
+        select_compiled_kernel,
     )
     from gpuadvise.toolchain.sass import disassemble, memory_summary
     from gpuadvise.trace.emulate import emulate_ptx
@@ -415,7 +415,7 @@ def test_same_address_shared_atomics_are_one_access_at_the_call_site(tmp_path: P
     atoms = [s for s in summary if s.space == "shared" and s.kind == "atomic"]
     assert [s.sequence for s in atoms] == [("ATOMS.POPC.INC.32",) * 3 + ("ATOMS.ADD",)]
     emu = emulate_ptx(
-        module.ptx, select_kernel(module, "atoms").mangled, 1, 64, [np.zeros(64, np.uint32)]
+        module.ptx, select_compiled_kernel(module, "atoms").mangled, 1, 64, [np.zeros(64, np.uint32)]
     )
     out = emu.outputs["arg0"]
     # h[t] + s: h[0] by t = 0, 32 and the 32 even t; h[1] by t = 1, 33 and += every even t

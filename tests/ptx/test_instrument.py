@@ -38,7 +38,7 @@ from gpuadvise.ptx.memory import GLOBAL_BASE, GLOBAL_STRIDE_BITS
 from gpuadvise.ptx.parser import parse_ptx
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-from gpuadvise.toolchain.nvcc import CompiledModule, CompileOptions, compile_source, find_toolchain
+from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source, find_toolchain
 from gpuadvise.trace.access import Space
 from gpuadvise.trace.emulate import emulate, emulate_ptx
 from gpuadvise.trace.gpu import (

@@ -18,7 +18,7 @@ from gpuadvise.devices import preset
 from gpuadvise.ptx.errors import InstructionBudgetError, MemoryAccessError
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-from gpuadvise.toolchain.nvcc import CompiledModule, CompileOptions, compile_source
+from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source
 from gpuadvise.trace.access import Kind, Space
 from gpuadvise.trace.emulate import Emulation, emulate
 

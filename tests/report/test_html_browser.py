@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from test_html import Dom, external_references
 
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 REDUCE = "kernels/reduction/reduce.cu"

@@ -21,7 +21,7 @@ from gpuadvise import rules as R
 from gpuadvise.rules import proxy as P
 from gpuadvise.spec.cuda_types import StructType, lookup
 from gpuadvise.spec.kernel_spec import BufferSpec
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 from gpuadvise.trace.access import RECORD, AccessTrace, InstrInfo, Kind, Space
 
 try:

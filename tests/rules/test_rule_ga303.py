@@ -18,7 +18,7 @@ from gpuadvise import rules as R
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 try:
     find_toolchain()

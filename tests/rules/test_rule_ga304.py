@@ -30,7 +30,7 @@ from gpuadvise.source.patch import (
     remap_block_index,
     tiled_block_index_lines,
 )
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 try:
     find_toolchain()
@@ -210,7 +210,7 @@ def test_probe_ctas_hand_counted() -> None:
 
 
 def test_compile_options_round_trip() -> None:
-    from gpuadvise.toolchain.nvcc import CompileOptions
+    from gpuadvise.toolchain import CompileOptions
 
     opts = CompileOptions(
         arch="sm_90", include_dirs=("/a",), defines=("N=4", "X"), std="c++17",

@@ -16,11 +16,11 @@ import rulekit
 from rulekit import KERNELS, ev
 
 from gpuadvise import rules as R
+from gpuadvise import toolchain as nvcc
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.toolchain import nvcc
-from gpuadvise.toolchain.nvcc import CompileOptions, compile_source, select_kernel
+from gpuadvise.toolchain import CompileOptions, compile_source, select_compiled_kernel
 
 needs_nvcc = pytest.mark.toolkit
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -61,7 +61,7 @@ def expect_line(kernel_word: str) -> int:
 
 def spills_of(source: Path, kernel: str, options: CompileOptions) -> tuple[int, int]:
     m = compile_source(source, options)
-    r = select_kernel(m, kernel).resources
+    r = select_compiled_kernel(m, kernel).resources
     return r.registers, r.spill_store_bytes + r.spill_load_bytes
 
 

@@ -22,7 +22,7 @@ from gpuadvise.rules.run import run_rules
 from gpuadvise.runner import job as J
 from gpuadvise.runner.client import pycuda_missing
 from gpuadvise.runner.worker import run_job
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 try:
     find_toolchain()

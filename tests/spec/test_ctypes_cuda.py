@@ -177,7 +177,7 @@ def test_encoders() -> None:
 
 def _nvcc() -> str | None:
     try:
-        from gpuadvise.toolchain.nvcc import find_toolchain
+        from gpuadvise.toolchain import find_toolchain
 
         return str(find_toolchain().nvcc)
     except Exception:

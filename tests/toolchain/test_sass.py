@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
-from gpuadvise.toolchain.nvcc import (
+from gpuadvise.toolchain import (
     CompiledModule,
     CompileOptions,
     Toolchain,
     compile_source,
     find_toolchain,
-    select_kernel,
+    select_compiled_kernel,
 )
 from gpuadvise.toolchain.sass import (
     NON_MEMORY_OPCODES,
@@ -67,7 +67,7 @@ def module(tmp_path_factory: pytest.TempPathFactory) -> CompiledModule:
 
 
 def _sass(module: CompiledModule, name: str) -> tuple[SassInstruction, ...]:
-    return disassemble(module.cubin_path, select_kernel(module, name).mangled, TC)
+    return disassemble(module.cubin_path, select_compiled_kernel(module, name).mangled, TC)
 
 
 def _at(summary: tuple[SassMemLine, ...], line: int) -> set[tuple[str, str, int]]:
@@ -155,7 +155,7 @@ def test_cuobjdump_fallback_has_no_lines(module: CompiledModule) -> None:
     if TC.cuobjdump is None:
         pytest.skip("no cuobjdump")
     tc = dataclasses.replace(TC, nvdisasm=None)
-    sass = disassemble(module.cubin_path, select_kernel(module, "vec_add").mangled, tc)
+    sass = disassemble(module.cubin_path, select_compiled_kernel(module, "vec_add").mangled, tc)
     with_lines = _sass(module, "vec_add")
     assert [i.opcode for i in sass] == [i.opcode for i in with_lines]
     assert all(i.file is None and i.line is None for i in sass)

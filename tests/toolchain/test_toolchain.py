@@ -1,4 +1,5 @@
-"""Tests of gpuadvise.toolchain.nvcc with the real nvcc (the CUDA wheels on CI; no GPU needed)."""
+"""Tests of gpuadvise.toolchain (finding, compiling, names, cache) with the real nvcc (the CUDA
+wheels on CI; no GPU needed)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,22 @@ from pathlib import Path
 import pytest
 
 from gpuadvise.errors import CompileError, KernelNotFoundError, ToolchainError, UsageError
-from gpuadvise.toolchain import nvcc as tcmod
-from gpuadvise.toolchain.nvcc import (
+from gpuadvise.toolchain import (
     CompiledModule,
     CompileOptions,
     KernelInfo,
     Toolchain,
+    cache_root,
     compile_source,
+    demangle,
     find_toolchain,
-    select_kernel,
+    parse_ptxas_report,
+    select_compiled_kernel,
 )
+from gpuadvise.toolchain import find as findmod
+from gpuadvise.toolchain.compile import parse_depfile
+from gpuadvise.toolchain.names import _fallback_demangle, display_name, split_qualified
+from gpuadvise.toolchain.templates import namespace_paths
 
 CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
 INCLUDE_DIR = CUDA_DIR / "include"
@@ -120,7 +127,7 @@ def test_find_toolchain_fields() -> None:
 
 
 def _wheel_bin() -> Path | None:
-    tool = tcmod._wheel_tool("nvcc")
+    tool = findmod._wheel_tool("nvcc")
     return tool.parent if tool is not None and "site-packages" in str(tool) else None
 
 
@@ -156,13 +163,13 @@ def test_wheels_alone_compile_and_find_everything(
 
 
 @pytest.mark.skipif(
-    not (tcmod.DEFAULT_CUDA_ROOT / "bin" / "nvcc").exists(), reason="no /usr/local/cuda"
+    not (findmod.DEFAULT_CUDA_ROOT / "bin" / "nvcc").exists(), reason="no /usr/local/cuda"
 )
 def test_cuda_home_is_preferred_and_tools_fall_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _strip_env(monkeypatch)
-    root = tcmod.DEFAULT_CUDA_ROOT.resolve()
+    root = findmod.DEFAULT_CUDA_ROOT.resolve()
     monkeypatch.setenv("CUDA_HOME", str(root))
     tc = find_toolchain()
     assert tc.origin == "$CUDA_HOME"
@@ -187,8 +194,8 @@ def test_explicit_nvcc_and_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 def test_nothing_found_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _strip_env(monkeypatch)
-    monkeypatch.setattr(tcmod, "_wheel_tool", lambda name: None)
-    monkeypatch.setattr(tcmod, "DEFAULT_CUDA_ROOT", tmp_path / "none")
+    monkeypatch.setattr(findmod, "_wheel_tool", lambda name: None)
+    monkeypatch.setattr(findmod, "DEFAULT_CUDA_ROOT", tmp_path / "none")
     with pytest.raises(ToolchainError) as exc:
         find_toolchain()
     text = exc.value.one_line()
@@ -274,11 +281,11 @@ def test_several_kernels_header_in_other_folder(multi: CompiledModule) -> None:
     assert ".entry _Z7vec_addPK6float4S1_PS_i" in multi.ptx
     assert INCLUDE_DIR / "ga_helpers.cuh" in multi.dependencies
     assert "-lineinfo" in multi.flags
-    k = select_kernel(multi, "ga::scale")
+    k = select_compiled_kernel(multi, "ga::scale")
     assert k.mangled == "_ZN2ga5scaleEPKfPfi"
     assert k.signature == "ga::scale(float const*, float*, int)"
     assert k.short_name == "scale"
-    assert select_kernel(multi, "count_positive").mangled == "count_positive"  # extern "C"
+    assert select_compiled_kernel(multi, "count_positive").mangled == "count_positive"  # extern "C"
 
 
 @needs_nvcc
@@ -303,10 +310,12 @@ def test_resources_match_ptxas_own_report(
             assert (r.spill_store_bytes, r.spill_load_bytes) == (p["st"], p["ld"]), k.name
             assert r.static_smem_bytes == p["smem"], k.name
             assert r.barriers == p["bars"], k.name
-    smem = select_kernel(multi, "smem_widths").resources
+    smem = select_compiled_kernel(multi, "smem_widths").resources
     assert smem.static_smem_bytes == 128 * (4 + 8 + 16) and smem.barriers == 1
-    assert select_kernel(multi, "vec_add").resources.barriers == 0
-    assert select_kernel(spill_module, "named_barrier").resources.barriers == 4  # bar.sync 3
+    assert select_compiled_kernel(multi, "vec_add").resources.barriers == 0
+    assert (
+        select_compiled_kernel(spill_module, "named_barrier").resources.barriers == 4
+    )  # bar.sync 3
 
 
 @needs_nvcc
@@ -327,7 +336,7 @@ def test_const_bytes_match_cuobjdump(multi: CompiledModule) -> None:
 
 @needs_nvcc
 def test_spills(spill_module: CompiledModule) -> None:
-    r = select_kernel(spill_module, "spill").resources
+    r = select_compiled_kernel(spill_module, "spill").resources
     assert r.registers <= 24
     assert r.spill_store_bytes > 0 and r.spill_load_bytes > 0
     assert r.local_bytes > 0
@@ -364,23 +373,25 @@ def test_module_round_trips_through_json(multi: CompiledModule) -> None:
 
 @needs_nvcc
 def test_select_by_every_kind_of_name(multi: CompiledModule) -> None:
-    vec = select_kernel(multi, "vec_add")
-    assert select_kernel(multi, vec.mangled) == vec
-    assert select_kernel(multi, "::vec_add") == vec
-    assert select_kernel(multi, "vec_add(float4 const*, float4 const*, float4*, int)") == vec
-    scale = select_kernel(multi, "scale")
-    assert select_kernel(multi, "ga::scale") == scale
-    reduce = select_kernel(multi, "ga::reduce<64, false>")
-    assert select_kernel(multi, "reduce<64,false>") == reduce
-    assert select_kernel(multi, " reduce < 64 , false > ") == reduce
-    assert select_kernel(multi, "reduce") == reduce  # the one instance
+    vec = select_compiled_kernel(multi, "vec_add")
+    assert select_compiled_kernel(multi, vec.mangled) == vec
+    assert select_compiled_kernel(multi, "::vec_add") == vec
+    assert (
+        select_compiled_kernel(multi, "vec_add(float4 const*, float4 const*, float4*, int)") == vec
+    )
+    scale = select_compiled_kernel(multi, "scale")
+    assert select_compiled_kernel(multi, "ga::scale") == scale
+    reduce = select_compiled_kernel(multi, "ga::reduce<64, false>")
+    assert select_compiled_kernel(multi, "reduce<64,false>") == reduce
+    assert select_compiled_kernel(multi, " reduce < 64 , false > ") == reduce
+    assert select_compiled_kernel(multi, "reduce") == reduce  # the one instance
     assert multi.kernel("ga::reduce<64,false>") == reduce
 
 
 @needs_nvcc
 def test_no_name_with_several_kernels_lists_them(multi: CompiledModule) -> None:
     with pytest.raises(KernelNotFoundError) as exc:
-        select_kernel(multi, None)
+        select_compiled_kernel(multi, None)
     assert "vec_add" in exc.value.message and "ga::scale" in exc.value.message
     assert "--kernel" in (exc.value.hint or "")
 
@@ -392,30 +403,30 @@ def test_one_kernel_needs_no_name(cache_dir: Path) -> None:
     )
     assert len(module.kernels) == 2
     single = dataclasses.replace(module, kernels=module.kernels[:1])
-    assert select_kernel(single) == module.kernels[0]
+    assert select_compiled_kernel(single) == module.kernels[0]
 
 
 @needs_nvcc
 def test_wrong_name_lists_closest_first(multi: CompiledModule) -> None:
     with pytest.raises(KernelNotFoundError) as exc:
-        select_kernel(multi, "vec_ad")
+        select_compiled_kernel(multi, "vec_ad")
     hint = exc.value.hint or ""
     assert hint.startswith("available: vec_add,")
     assert "ga::scale" in hint
     with pytest.raises(KernelNotFoundError) as exc:
-        select_kernel(multi, "scael")
+        select_compiled_kernel(multi, "scael")
     assert (exc.value.hint or "").startswith("available: ga::scale")
     assert exc.value.one_line().count("\n") == 0
 
 
 @needs_nvcc
 def test_template_instantiated_by_gpuadvise(instantiated: CompiledModule) -> None:
-    r = select_kernel(instantiated, "reduce<128, true>")
+    r = select_compiled_kernel(instantiated, "reduce<128, true>")
     assert r.name == "ga::reduce<128, true>"
     assert r.resources.static_smem_bytes == 128 * 4 and r.resources.barriers == 1
-    assert select_kernel(instantiated, "reduce<128,true>") == r
-    assert select_kernel(instantiated, "ga::reduce<128, true>") == r
-    fill = select_kernel(instantiated, "fill<float>")  # found through `using namespace`
+    assert select_compiled_kernel(instantiated, "reduce<128,true>") == r
+    assert select_compiled_kernel(instantiated, "ga::reduce<128, true>") == r
+    fill = select_compiled_kernel(instantiated, "fill<float>")  # found through `using namespace`
     assert fill.name == "ga::inner::fill<float>"
     # the file's own kernels are all still there, and line info points at the user's file
     assert {k.name for k in instantiated.kernels} >= {"vec_add", "ga::reduce<64, false>"}
@@ -425,7 +436,7 @@ def test_template_instantiated_by_gpuadvise(instantiated: CompiledModule) -> Non
         instantiated.ptx
     )
     with pytest.raises(KernelNotFoundError, match="ambiguous"):
-        select_kernel(instantiated, "reduce")
+        select_compiled_kernel(instantiated, "reduce")
 
 
 @needs_nvcc
@@ -441,22 +452,22 @@ def test_bad_template_instance_is_kernel_not_found(opts: CompileOptions) -> None
     assert "nosuch<4>" in exc.value.message
     assert "reduce" in (exc.value.hint or "")
     with pytest.raises(KernelNotFoundError, match="reduce<3, true>"):
-        select_kernel(compile_source(MULTI, opts), "reduce<3, true>")
+        select_compiled_kernel(compile_source(MULTI, opts), "reduce<3, true>")
 
 
 def test_names_without_a_demangler() -> None:
-    d = tcmod._fallback_demangle
+    d = _fallback_demangle
     assert d("_Z7vec_addPK6float4S1_PS_i") == "vec_add(...)"
     assert d("_ZN2ga5scaleEPKfPfi") == "ga::scale(...)"
     assert d("_ZN2ga6reduceILi64ELb0EEEvPKfPf") == "_ZN2ga6reduceILi64ELb0EEEvPKfPf"
-    names = tcmod.demangle(["_Z1kv", "plain"], toolchain=None)
-    assert tcmod._display_name(names["_Z1kv"]) == "k"
+    names = demangle(["_Z1kv", "plain"], toolchain=None)
+    assert display_name(names["_Z1kv"]) == "k"
     assert names["plain"] == "plain"
-    disp = tcmod._display_name
+    disp = display_name
     assert disp("void ns::reduce<256, true>(float const*, float*)") == "ns::reduce<256, true>"
     assert disp("(anonymous namespace)::k(int)") == "(anonymous namespace)::k"
     assert disp("k<(int)3>(float*)") == "k<3>"  # cu++filt writes template args as casts
-    assert tcmod._split_qualified("a::b<c::d, 2>::k") == ["a", "b<c::d, 2>", "k"]
+    assert split_qualified("a::b<c::d, 2>::k") == ["a", "b<c::d, 2>", "k"]
 
 
 def test_namespace_scanner() -> None:
@@ -468,7 +479,7 @@ def test_namespace_scanner() -> None:
     inline namespace v1 { }
     const char* s = "namespace fake {";
     """
-    assert tcmod._namespace_paths(text) == ["a", "a::b", "c", "c::d", "v1"]
+    assert namespace_paths(text) == ["a", "a::b", "c", "c::d", "v1"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -524,15 +535,15 @@ def test_no_cache_bypasses(tmp_path: Path) -> None:
 def test_cache_root_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("GPUADVISE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert tcmod.cache_root() == tmp_path / "xdg" / "gpuadvise"
+    assert cache_root() == tmp_path / "xdg" / "gpuadvise"
     monkeypatch.setenv("GPUADVISE_CACHE_DIR", str(tmp_path / "mine"))
-    assert tcmod.cache_root() == tmp_path / "mine"
-    assert tcmod.cache_root(CompileOptions(cache_dir=tmp_path / "o")) == tmp_path / "o"
+    assert cache_root() == tmp_path / "mine"
+    assert cache_root(CompileOptions(cache_dir=tmp_path / "o")) == tmp_path / "o"
 
 
 def test_parsers() -> None:
     dep = "out.cubin : /a/b.cu \\\n  /x/with\\ space.h \\\n  /usr/include/c.h\n"
-    assert tcmod._parse_depfile(dep) == ["/a/b.cu", "/x/with space.h", "/usr/include/c.h"]
+    assert parse_depfile(dep) == ["/a/b.cu", "/x/with space.h", "/usr/include/c.h"]
     log = """ptxas info    : Function properties for _Z6helperv
     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
 ptxas info    : Compiling entry function '_Z1kPf' for 'sm_80'
@@ -540,7 +551,7 @@ ptxas info    : Function properties for _Z1kPf
     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 30 registers, 1024 bytes smem, 360 bytes cmem[0]
 """
-    report = tcmod.parse_ptxas_report(log)
+    report = parse_ptxas_report(log)
     assert report == {
         "_Z1kPf": {"stack": 16, "spill_stores": 0, "spill_loads": 0, "registers": 30, "smem": 1024}
     }

@@ -1,0 +1,166 @@
+"""The compile cache: compiled modules stored by the hash of everything that went into them.
+
+Where: ``$GPUADVISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuadvise``, else ``~/.cache/gpuadvise``.
+
+An entry's key is the SHA-256 of the toolchain version, the arch, the nvcc flags (and
+``$NVCC_PREPEND_FLAGS``/``$NVCC_APPEND_FLAGS``/``$NVCC_CCBIN``) and the path and bytes of the
+source and of every file it includes (the paths matter: line info embeds them). Finding the key
+must not cost an nvcc run, so a small manifest keyed by (source path, source bytes, flags,
+version) remembers the included files and their hashes from the last compile; a lookup re-hashes
+them (about 10 ms for 200 headers) and, if all match, loads the entry. Any change runs nvcc
+again. Like ccache's direct mode, a header newly created earlier on the include path is not
+noticed while the old one is unchanged. Files are written to a temp name and ``os.replace``-d;
+``meta.json`` is written last and marks a complete entry.
+
+A damaged entry is a miss, never an error: a manifest or ``meta.json`` that is not what this
+module writes (wrong JSON shape or types, a non-number where a count belongs), or a cubin or PTX
+whose SHA-256 differs from the one recorded, makes :func:`lookup` return None; the caller
+compiles again and :func:`store` overwrites the entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpuadvise.errors import ToolchainError
+from gpuadvise.fileio import write_atomic
+from gpuadvise.toolchain.module import CompiledModule
+from gpuadvise.toolchain.options import CompileOptions
+
+__all__ = ["CACHE_FORMAT", "cache_root", "lookup", "manifest_path", "store"]
+
+CACHE_FORMAT = 2
+"""Bumped whenever the cache layout or ``meta.json`` changes; part of every key.
+2: ``meta.json`` records the SHA-256 of the cubin and of the PTX."""
+
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def cache_root(options: CompileOptions | None = None) -> Path:
+    """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``."""
+    if options is not None and options.cache_dir is not None:
+        return options.cache_dir
+    env = os.environ.get("GPUADVISE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "gpuadvise"
+
+
+def cache_write_error(root: Path, exc: OSError) -> ToolchainError:
+    return ToolchainError(
+        f"cannot write the compile cache at {root}: {exc}",
+        "set GPUADVISE_CACHE_DIR to a writable directory, or use --no-cache",
+    )
+
+
+def sha256_hex(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def _file_sha(path: Path) -> str | None:
+    try:
+        return sha256_hex(path.read_bytes())
+    except OSError:
+        return None
+
+
+def nvcc_env() -> list[str]:
+    """The environment variables that change what nvcc does; part of every cache key."""
+    names = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+    return [os.environ.get(v, "") for v in names]
+
+
+def manifest_path(
+    root: Path, version: str, arch: str, flags: Sequence[str], src: Path, src_bytes: bytes
+) -> Path:
+    """Where the manifest of compiling ``src`` (with these bytes) this way lives."""
+    key = sha256_hex(
+        json.dumps(
+            [CACHE_FORMAT, version, arch, list(flags), nvcc_env(), str(src), sha256_hex(src_bytes)]
+        )
+    )
+    return root / "manifests" / key[:2] / f"{key}.json"
+
+
+def _checked_manifest(data: Any) -> tuple[list[tuple[str, str]], str]:
+    if not isinstance(data, dict) or not isinstance(data.get("deps"), list):
+        raise ValueError("not a manifest")
+    deps = []
+    for item in data["deps"]:
+        if not (
+            isinstance(item, list) and len(item) == 2 and all(isinstance(s, str) for s in item)
+        ):
+            raise ValueError("a dependency is not a [path, sha256] pair")
+        deps.append((item[0], item[1]))
+    entry = data.get("entry")
+    if not isinstance(entry, str) or not _KEY_RE.match(entry):
+        raise ValueError("the entry key is not a SHA-256")
+    return deps, entry
+
+
+def lookup(root: Path, manifest: Path) -> CompiledModule | None:
+    """The cached module the manifest points to, if every input and stored file is intact."""
+    try:
+        deps, key = _checked_manifest(json.loads(manifest.read_bytes()))
+        for path, digest in deps:
+            if _file_sha(Path(path)) != digest:
+                return None
+        entry = root / "entries" / key[:2] / key
+        meta = json.loads((entry / "meta.json").read_bytes())
+        if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+            return None
+        module = CompiledModule.from_dict(meta["module"])
+        cubin = entry / "module.cubin"
+        ptx_bytes = (entry / "module.ptx").read_bytes()
+        if sha256_hex(cubin.read_bytes()) != meta.get("cubin_sha256"):
+            return None
+        if sha256_hex(ptx_bytes) != meta.get("ptx_sha256"):
+            return None
+        ptx = ptx_bytes.decode("utf-8")
+    except (OSError, ValueError, KeyError, RecursionError):  # bad UTF-8 and JSON: ValueError
+        return None
+    return dataclasses.replace(module, cubin_path=cubin, ptx=ptx, from_cache=True)
+
+
+def store(root: Path, manifest: Path, module: CompiledModule, staging: Path) -> CompiledModule:
+    """Put ``module`` (its cubin in ``staging``) in the cache; the module as stored.
+
+    An entry already there (a damaged one, or one a concurrent run wrote) is overwritten.
+    """
+    deps = [(str(p), _file_sha(p)) for p in module.dependencies]
+    entry_key = sha256_hex(
+        json.dumps(
+            [CACHE_FORMAT, module.toolchain_version, module.arch, module.flags, nvcc_env(), deps]
+        )
+    )
+    entry = root / "entries" / entry_key[:2] / entry_key
+    try:
+        entry.mkdir(parents=True, exist_ok=True)
+        cubin = entry / "module.cubin"
+        cubin_bytes = (staging / "module.cubin").read_bytes()
+        write_atomic(cubin, cubin_bytes)
+        write_atomic(entry / "module.ptx", module.ptx)
+        stored = dataclasses.replace(module, cubin_path=cubin)
+        meta = stored.to_dict()
+        meta["ptx"] = ""  # kept in module.ptx
+        doc = {
+            "format": CACHE_FORMAT,
+            "cubin_sha256": sha256_hex(cubin_bytes),
+            "ptx_sha256": sha256_hex(module.ptx),
+            "module": meta,
+        }
+        write_atomic(entry / "meta.json", json.dumps(doc, indent=1))
+        if all(d is not None for _, d in deps):
+            write_atomic(manifest, json.dumps({"deps": deps, "entry": entry_key}))
+    except OSError as exc:
+        raise cache_write_error(root, exc) from None
+    return stored

@@ -1,0 +1,196 @@
+"""A damaged compile-cache entry is a cache miss: compiled again and overwritten (issue 18).
+
+Each case damages one file of a stored entry the way a crash, a full disk or a hand edit would
+(``meta.json`` = ``[1,2,3]``, ``resources.registers = "many"``, random bytes in the PTX, the
+cubin or the disassembly sidecar) and checks that the next compile neither raises nor returns
+the damage, and that the entry is whole again afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.errors import ToolchainError
+from gpuadvise.toolchain import (
+    CompiledModule,
+    CompileOptions,
+    Toolchain,
+    compile_source,
+    find_toolchain,
+    select_compiled_kernel,
+)
+from gpuadvise.toolchain.cache import lookup
+from gpuadvise.toolchain.module import CompiledModule as ModuleClass
+from gpuadvise.toolchain.resources import KernelInfo, KernelResources
+from gpuadvise.toolchain.sass import disassemble, read_sidecar, write_sidecar
+
+CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
+
+
+def _toolchain_or_none() -> Toolchain | None:
+    try:
+        return find_toolchain()
+    except ToolchainError:
+        return None
+
+
+TC = _toolchain_or_none()
+needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
+RANDOM = bytes(range(256)) * 4 + b"\xff\xfe\x80\x00garbage"
+
+
+def _meta(module: CompiledModule) -> Path:
+    return module.cubin_path.parent / "meta.json"
+
+
+def _edit_meta(edit: Callable[[dict], object]) -> Callable[[CompiledModule], None]:
+    def damage(module: CompiledModule) -> None:
+        doc = json.loads(_meta(module).read_text())
+        new = edit(doc)
+        _meta(module).write_text(json.dumps(doc if new is None else new))
+
+    return damage
+
+
+def _registers_many(doc: dict) -> None:
+    doc["module"]["kernels"][0]["resources"]["registers"] = "many"
+
+
+def _kernels_not_a_list(doc: dict) -> None:
+    doc["module"]["kernels"] = {"a": 1}
+
+
+def _flags_hold_numbers(doc: dict) -> None:
+    doc["module"]["flags"] = [1, 2]
+
+
+DAMAGE: dict[str, Callable[[CompiledModule], None]] = {
+    "meta is a list": lambda m: _meta(m).write_text("[1,2,3]"),
+    "meta is random bytes": lambda m: _meta(m).write_bytes(RANDOM),
+    "meta is empty": lambda m: _meta(m).write_text(""),
+    "meta deeply nested": lambda m: _meta(m).write_text("[" * 100_000),
+    "registers = many": _edit_meta(_registers_many),
+    "kernels not a list": _edit_meta(_kernels_not_a_list),
+    "flags hold numbers": _edit_meta(_flags_hold_numbers),
+    "module missing": _edit_meta(lambda d: {"format": d["format"]}),
+    "ptx random bytes": lambda m: (m.cubin_path.parent / "module.ptx").write_bytes(RANDOM),
+    "ptx edited": lambda m: (m.cubin_path.parent / "module.ptx").write_text(m.ptx + "// x\n"),
+    "cubin random bytes": lambda m: m.cubin_path.write_bytes(RANDOM),
+    "cubin truncated": lambda m: m.cubin_path.write_bytes(m.cubin_path.read_bytes()[:100]),
+    "cubin missing": lambda m: m.cubin_path.unlink(),
+}
+
+
+def _manifests(cache: Path) -> list[Path]:
+    return sorted(cache.glob("manifests/*/*.json"))
+
+
+def _damage_manifest(text: bytes) -> Callable[[CompiledModule], None]:
+    def damage(module: CompiledModule) -> None:
+        root = module.cubin_path.parents[3]
+        for manifest in _manifests(root):
+            manifest.write_bytes(text)
+
+    return damage
+
+
+DAMAGE.update(
+    {
+        "manifest is a list": _damage_manifest(b"[1,2,3]"),
+        "manifest random bytes": _damage_manifest(RANDOM),
+        "manifest entry escapes": _damage_manifest(b'{"deps": [], "entry": "../../../../etc"}'),
+        "manifest deps not pairs": _damage_manifest(
+            b'{"deps": [1], "entry": "' + b"a" * 64 + b'"}'
+        ),
+    }
+)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_damaged_entry_is_a_miss_and_is_rewritten(case: str, tmp_path: Path) -> None:
+    src = tmp_path / "spill.cu"
+    shutil.copy(CUDA_DIR / "spill.cu", src)
+    opts = CompileOptions(maxrregcount=24, cache_dir=tmp_path / "cache")
+    first = compile_source(src, opts, TC)
+    assert not first.from_cache
+    DAMAGE[case](first)
+
+    again = compile_source(src, opts, TC)  # no AttributeError/TypeError/UnicodeDecodeError
+    assert again.kernels == first.kernels
+    assert all(isinstance(k.resources.registers, int) for k in again.kernels)
+    assert again.ptx == first.ptx
+    assert not again.from_cache
+    third = compile_source(src, opts, TC)
+    assert third.from_cache, "the damaged entry was not overwritten"
+    assert third.kernels == first.kernels and third.ptx == first.ptx
+    assert third.cubin_path.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_lookup_of_garbage_files_is_none(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    for data in (b"", b"[1,2,3]", b"null", b'{"deps": "x"}', RANDOM, b'{"deps": [], "entry": 5}'):
+        manifest.write_bytes(data)
+        assert lookup(tmp_path, manifest) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [1, 2, 3],
+        "text",
+        {"name": "k", "mangled": "k", "signature": "k()"},
+        {"name": "k", "mangled": "k", "signature": "k()", "resources": {"registers": "many"}},
+    ],
+)
+def test_from_dict_rejects_wrong_shapes_with_value_error(data: object) -> None:
+    with pytest.raises(ValueError):
+        KernelInfo.from_dict(data)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ModuleClass.from_dict(data)  # type: ignore[arg-type]
+
+
+def test_resources_reject_bools_and_negatives() -> None:
+    good = {f: 1 for f in KernelResources.__dataclass_fields__}
+    assert KernelResources.from_dict(good).registers == 1
+    for bad in (True, -1, 1.5, None):
+        with pytest.raises(ValueError):
+            KernelResources.from_dict({**good, "registers": bad})
+
+
+def test_sidecar_round_trip_and_damage(tmp_path: Path) -> None:
+    path = tmp_path / "k.cubin.nvdisasm.txt"
+    write_sidecar(path, "SASS text\nwith lines\n")
+    assert read_sidecar(path) == "SASS text\nwith lines\n"
+    for damaged in (RANDOM, b"SASS text\n", path.read_bytes()[:-3]):
+        path.write_bytes(damaged)
+        assert read_sidecar(path) is None
+    assert read_sidecar(tmp_path / "missing.txt") is None
+
+
+@needs_nvcc
+@pytest.mark.skipif(TC is not None and TC.nvdisasm is None, reason="no nvdisasm")
+@pytest.mark.parametrize("damage", [RANDOM, b"", b"valid utf-8 but not a disassembly\n"])
+def test_damaged_disassembly_sidecar_is_rewritten(damage: bytes, tmp_path: Path) -> None:
+    src = tmp_path / "spill.cu"
+    shutil.copy(CUDA_DIR / "spill.cu", src)
+    module = compile_source(src, CompileOptions(cache_dir=tmp_path / "cache"), TC)
+    kernel = select_compiled_kernel(module, "spill")
+    first = disassemble(module.cubin_path, kernel.mangled, TC)
+    sidecars = list(module.cubin_path.parent.glob("module.cubin.*.txt"))
+    assert len(sidecars) == 1
+    sidecars[0].write_bytes(damage)
+    _clear_memo()
+    assert disassemble(module.cubin_path, kernel.mangled, TC) == first
+    assert read_sidecar(sidecars[0]) is not None  # written again, whole
+
+
+def _clear_memo() -> None:
+    from gpuadvise.toolchain import sass
+
+    sass._disassemble_cached.cache_clear()
