@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -707,16 +706,16 @@ def assemble(
     ptx: str,
     arch: str,
     ptxas: str | Path,
-    out: Path | None = None,
+    out: Path,
     options: Sequence[str] = (),
     timeout_s: float = 600.0,
 ) -> Path:
-    """Compile PTX text to a cubin with ``ptxas -arch=<arch>`` (raises :class:`ToolchainError`
-    with ptxas's messages when it refuses)."""
-    work = Path(tempfile.mkdtemp(prefix="gpuadvise-trace-")) if out is None else out.parent
-    src = (work / "instrumented.cubin" if out is None else out).with_suffix(".ptx")
+    """Compile PTX text to the cubin ``out`` with ``ptxas -arch=<arch>`` (the PTX is written beside
+    it; the caller owns the folder). Raises :class:`ToolchainError` with ptxas's messages when it
+    refuses."""
+    src = out.with_suffix(".ptx")
     src.write_text(ptx)
-    cubin = out or work / "instrumented.cubin"
+    cubin = out
     cmd = [str(ptxas), f"-arch={arch}", *options, str(src), "-o", str(cubin)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
