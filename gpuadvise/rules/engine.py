@@ -49,6 +49,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.source.edit import unified_diff
 from gpuadvise.source.text import KernelSource, find_kernel_source
 
 if TYPE_CHECKING:
@@ -551,35 +552,6 @@ def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
         )
 
     return sorted(findings, key=key)
-
-
-def unified_diff(
-    before: Sequence[str], after: Sequence[str], path: str, context: int = 3
-) -> str | None:
-    """A unified diff of two versions of a file's lines (without newlines); None if equal.
-
-    Headers are ``a/<path>`` and ``b/<path>`` (git's style, ``patch -p1`` applies it) for a path
-    relative to the current directory, the absolute path otherwise.
-    """
-    if list(before) == list(after):
-        return None
-    name = path
-    if os.path.isabs(path):
-        try:
-            rel = os.path.relpath(path)
-        except ValueError:
-            rel = path
-        name = path if rel.startswith("..") else rel
-    name = name.replace(os.sep, "/")
-    old, new = (name, name) if os.path.isabs(name) else (f"a/{name}", f"b/{name}")
-    lines = difflib.unified_diff(
-        [ln + "\n" for ln in before],
-        [ln + "\n" for ln in after],
-        fromfile=old,
-        tofile=new,
-        n=context,
-    )
-    return "".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,8 +42,14 @@ def unified_diff(
     Headers are ``a/<path>`` and ``b/<path>`` (git's style, ``patch -p1`` applies it) for a path
     relative to the current directory, the absolute path otherwise.
     """
-    if list(before) == list(after):
+    before, after = list(before), list(after)
+    if before == after:
         return None
+    if before and after and before[-1] == "" and after[-1] == "":
+        # lines from text.split("\n") of a file that ends in a newline: the empty string after the
+        # last newline is no line of the file (kept, it became a phantom empty context line
+        # that patch(1) only takes with fuzz)
+        before, after = before[:-1], after[:-1]
     name = path
     if os.path.isabs(path):
         try:
