@@ -65,7 +65,7 @@ import numpy as np
 
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
-from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes
+from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.trace.access import AccessTrace, InstrInfo, Kind, Space
 
@@ -100,6 +100,10 @@ _BYTES_PER_SAMPLED_CTA = 8 + 2 * (8 + 32)
 # The emulator holds the buffers about three times: their initial data, the global memory it runs
 # on, and the outputs read back.
 _BUFFER_COPIES = 3
+# The trace takes at most a quarter of the memory budget (the models copy it, and reconcile
+# rewrites it), and never more than 8 GiB.
+_TRACE_SHARE_DIVISOR = 4
+_MAX_TRACE_BYTES = 8 << 30
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -602,29 +606,56 @@ def _emulate(
     per_lane = reg_bytes + image.local_bytes + sum(image.call_params.values()) + 64
     cap = max(1, _REG_BUDGET_BYTES // per_lane)
     per_batch = max(1, min(batch_lanes, cap) // lanes_per_cta)
-    sink = RecordSink()
+    budget = memory_budget()
+    trace_limit = min(_MAX_TRACE_BYTES, budget.bytes // _TRACE_SHARE_DIVISOR)
+
+    class _BudgetSink(RecordSink):
+        """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
+        (the models copy the trace after it: it may take only part of the memory)."""
+
+        def reserve(self, n: int) -> np.ndarray:
+            if self.count + n > self.capacity:
+                raise _TraceFull(self.count + n)
+            return super().reserve(n)
+
+    sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
     if record:
         sink.declare(static_accesses(image.program))
     cache: dict[int, dict[str, Any]] = {}
     lane_instr = 0
     steps = 0
-    with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for start in range(0, count, per_batch):
-            batch = Batch(
-                image,
-                geo,
-                ctas[start : start + per_batch],
-                gmem,
-                params,
-                sink if record else None,
-                max_instructions,
-                cache,
-            )
-            li, st = batch.run()
-            lane_instr += li
-            steps += st
-        trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+    start = 0
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for start in range(0, count, per_batch):
+                batch = Batch(
+                    image,
+                    geo,
+                    ctas[start : start + per_batch],
+                    gmem,
+                    params,
+                    sink if record else None,
+                    max_instructions,
+                    cache,
+                )
+                li, st = batch.run()
+                lane_instr += li
+                steps += st
+            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+    except _TraceFull as full:
+        raise TooLargeError(
+            f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
+            f"trace's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
+            f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
+            _fewer_ctas_hint(start),
+        ) from None
+    except MemoryError:
+        raise TooLargeError(
+            f"out of memory tracing {count} CTAs (after {start} of them; "
+            f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
+            _fewer_ctas_hint(start),
+        ) from None
     outputs = {
         name: gmem.read(name).view(arr.dtype).reshape(arr.shape)
         for name, arr, is_out in buffers
@@ -644,6 +675,21 @@ def _emulate(
         notes=tuple(notes),
         warp_steps=steps,
     )
+
+
+class _TraceFull(Exception):
+    def __init__(self, records: int) -> None:
+        super().__init__(records)
+        self.records = records
+
+
+def _fewer_ctas_hint(fitted: int) -> str:
+    if fitted >= 1:
+        return (
+            f"trace fewer CTAs: --sample-ctas {fitted} or less, or leave --sample-ctas out to "
+            "trace the first wave (or a smaller problem size, or --no-trace)"
+        )
+    return "trace fewer CTAs (--sample-ctas 1), a smaller problem size, or use --no-trace"
 
 
 def _size(t: str) -> int:
