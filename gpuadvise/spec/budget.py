@@ -39,6 +39,7 @@ __all__ = [
 _ENV = "GPUADVISE_MEMORY_BUDGET"
 _FALLBACK_BYTES = 8 << 30
 _UNLIMITED = 1 << 62  # cgroup "max" and RLIM_INFINITY read as this
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 class TooLargeError(UsageError):
@@ -102,7 +103,7 @@ def _physical() -> tuple[int, str]:
 
 
 def _cgroup() -> tuple[int, str] | None:
-    root = Path("/sys/fs/cgroup")
+    root = _CGROUP_ROOT
     v2 = _read_int(root / "memory.max")
     if v2 is not None and v2 < _UNLIMITED:
         used = _read_int(root / "memory.current") or 0

@@ -14,6 +14,13 @@ Three layers, one direction:
    scalar with its CUDA type and value, every pointer with a buffer of known element type, count
    and byte size, each marked input or output.
 
+:func:`build_kernel_spec` also checks what the user gave against the kernel's parameters as the
+source declares them (:func:`check_spec`), before anything is compiled: unknown or misplaced
+names (listing the kernel's parameters), values that do not fit their parameter's type, counts
+below one, unknown element types, fills and data files that do not match the buffer. So these
+are errors (exit 2) with or without a trace. Sizes are checked against the memory budget where
+the buffers are made (:mod:`gpuadvise.spec.budget`).
+
 Buffers
 -------
 A buffer is ``TYPE[COUNT]`` with an optional ``:FILL``. ``TYPE`` is a CUDA type or alias
@@ -22,12 +29,17 @@ A buffer is ``TYPE[COUNT]`` with an optional ``:FILL``. ``TYPE`` is a CUDA type 
 alignment the compile step reports through ``resolve(..., resolve_struct=...)``. ``COUNT`` is an
 integer expression (:mod:`gpuadvise.spec.expr`) over the integer args: ``n``, ``w*h``,
 ``(n+255)/256``, ``ceil_div(n, 256)``; it counts elements, not bytes. ``FILL`` is ``random``
-(the default, seeded by ``seed``), ``zeros``, ``ones`` or ``iota`` (element i holds i); the
-runner makes the bytes (:mod:`gpuadvise.runner.data` says exactly how).
+(seeded by ``seed``; integers over their type's full range), ``random(LOW,HIGH)``, ``zeros``,
+``ones``, ``iota`` (element i holds i) or a data file (``PATH.npy``, raw ``PATH.bin``); with no
+``FILL`` a buffer gets the default data (floats in [-1, 1), integers in [0, 64)).
+``NAME=PATH.npy`` alone takes the type and count from the file. :mod:`gpuadvise.spec.fills` says
+exactly what each fill means; the runner makes the bytes (:mod:`gpuadvise.runner.data`).
 
 A pointer parameter that points to ``const`` (``const float* in``) is an input; any other pointer
 is an output, and outputs are what verification compares between the baseline and a variant
-(``output = true/false`` in a spec file overrides this). A pointer with no buffer given gets the
+(``output = true/false`` in a spec file overrides this). An output the user gave no ``FILL``
+starts poisoned (0xFF bytes) so that unwritten elements are caught; any explicit fill makes it an
+in/out buffer that starts with that data. A pointer with no buffer given gets the
 **default buffer**: one element per thread of the launch (grid threads x block threads), of the
 type the pointer points to, filled at random, marked ``assumed=True`` so that reports can say so.
 A ``void*`` parameter has no default: give its buffer. A scalar parameter with no value takes
@@ -55,7 +67,8 @@ The spec file (``case.toml``, ``<kernel>.toml``)
     n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
 
     [buffers]                     # pointer parameters
-    in = "float32[n]"             # TYPE[COUNT] or TYPE[COUNT]:FILL
+    in = "float32[n]"             # TYPE[COUNT], TYPE[COUNT]:FILL or a .npy file (next to
+                                  #   this file): "data.npy"
     out = { type = "float", count = "(n+255)/256", fill = "zeros", output = true }
 
 Unknown top-level tables (``[[variants]]``, ``[expect]`` ...) are kept for other parts of
@@ -1121,7 +1134,7 @@ def build_kernel_spec(
     if rtol_v < 0 or atol_v < 0 or not (math.isfinite(rtol_v) and math.isfinite(atol_v)):
         raise UsageError("tolerances must be finite and not negative", "give e.g. --rtol 1e-4")
 
-    spec = KernelSpec(
+    built = KernelSpec(
         source=src,
         kernel=str(kernel_name),
         launch=launch,
@@ -1136,10 +1149,10 @@ def build_kernel_spec(
         launch_names=grid_names | block_names | smem_names,
     )
     source_text = src.read_text(encoding="utf-8", errors="replace")
-    params = _source_params(source_text, spec.kernel)
+    params = _source_params(source_text, built.kernel)
     if params is not None:
-        check_spec(spec, params, source_text)
-    return spec
+        check_spec(built, params, source_text)
+    return built
 
 
 def _source_params(source_text: str, kernel: str) -> tuple[Param, ...] | None:

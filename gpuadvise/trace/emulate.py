@@ -404,10 +404,21 @@ def emulate(
                 f"buffer {b.name} is an output with no fill, so it starts poisoned (every byte "
                 f"0xFF: NaN in floats, all ones in integers), and the kernel read it before "
                 f"writing it ({reads} lane reads of unwritten data in the traced CTAs): if its "
-                f"start values matter, give it a fill, e.g. --buffer {b.name}="
-                f"{b.elem.name}[{b.count_expr}]:random (or zeros, or a data file PATH.npy)"
+                f"start values matter, give it a fill, e.g. --buffer '{b.name}="
+                f"{_type_word(b.elem)}[{b.count_expr}]:random' (or zeros, or a data file)"
             )
     return dataclasses.replace(emu, notes=tuple(notes))
+
+
+def _type_word(elem: Any) -> str:
+    """A spelling of ``elem`` without spaces, for a command line (``unsigned int`` -> uint32)."""
+    name = str(elem.name)
+    if " " not in name:
+        return name
+    kind = getattr(elem, "kind", "")
+    if kind in ("int", "uint") and getattr(elem, "lanes", 1) == 1:
+        return f"{'u' if kind == 'uint' else ''}int{8 * int(elem.size_bytes)}"
+    return name.replace(" ", "_")
 
 
 def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) -> int:
