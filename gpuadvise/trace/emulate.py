@@ -403,7 +403,7 @@ def emulate(
             notes.append(
                 f"buffer {b.name} is an output with no fill, so it starts poisoned (every byte "
                 f"0xFF: NaN in floats, all ones in integers), and the kernel read it before "
-                f"writing it ({reads} lane reads of unwritten data in the traced CTAs): if its "
+                f"writing it (in the traced CTAs): if its "
                 f"start values matter, give it a fill, e.g. --buffer '{b.name}="
                 f"{_type_word(b.elem)}[{b.count_expr}]:random' (or zeros, or a data file)"
             )
@@ -422,34 +422,43 @@ def _type_word(elem: Any) -> str:
 
 
 def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) -> int:
-    """How many lane reads (loads and atomics) of buffer ``name`` in ``trace`` found data the
-    kernel had not written yet, in the trace's execution order. Writes are stores and atomics;
-    memory is tracked in 4-byte words (a write to any byte of a word counts as writing it), so the
-    count errs low, never high."""
+    """Whether the kernel read buffer ``name`` before writing it, in the trace's execution order:
+    the number of lane reads (loads and atomics) of data not written yet in the first stretch of
+    ``chunk_records`` global records that has any, or 0 when none does. Writes are stores and
+    atomics; memory is tracked in 4-byte words (a write to any byte of a word counts as writing
+    it), so it errs towards 0, never the other way."""
     span = trace.buffers.get(name)
-    if span is None or len(trace.records) == 0:
+    r = trace.records
+    if span is None or len(r) == 0:
         return 0
     base, size = int(span[0]), int(span[1])
-    words = max(1, (size + 3) // 4)
-    written = np.zeros(words, dtype=bool)
-    r = trace.records
-    sel = np.flatnonzero(r["space"] == int(Space.GLOBAL))
     lanes = np.uint32(1) << np.arange(32, dtype=np.uint32)
-    reads = 0
-    for start in range(0, len(sel), chunk_records):
-        rec = r[sel[start : start + chunk_records]]
+
+    def inside(rec: np.ndarray) -> np.ndarray:
         addr = rec["addr"].astype(np.int64) - np.int64(base)
         active = (rec["mask"][:, None] & lanes[None, :]) != 0
-        inside = active & (addr >= 0) & (addr < size)
-        if not inside.any():
+        return active & (addr >= 0) & (addr < size)
+
+    glob = np.flatnonzero(r["space"] == int(Space.GLOBAL))
+    reads = glob[r["kind"][glob] != int(Kind.STORE)]
+    if not any(
+        inside(r[reads[i : i + chunk_records]]).any() for i in range(0, len(reads), chunk_records)
+    ):
+        return 0  # the kernel never reads the buffer (an output it only writes)
+    words = max(1, (size + 3) // 4)
+    written = np.zeros(words, dtype=bool)
+    for start in range(0, len(glob), chunk_records):
+        rec = r[glob[start : start + chunk_records]]
+        hit = inside(rec)
+        if not hit.any():
             continue
+        addr = rec["addr"].astype(np.int64) - np.int64(base)
         order = np.broadcast_to(np.arange(len(rec), dtype=np.int64)[:, None], addr.shape)
         kind = rec["kind"][:, None]
-        is_write = inside & (kind != int(Kind.LOAD))
-        is_read = inside & (kind != int(Kind.STORE))
-        # the words each write covers, with the write's position in the chunk
-        w_addr = addr[is_write]
-        w_ord = order[is_write]
+        is_write = hit & (kind != int(Kind.LOAD))
+        is_read = hit & (kind != int(Kind.STORE))
+        # the words each write covers, with the write's position in the stretch
+        w_addr, w_ord = addr[is_write], order[is_write]
         w_width = np.broadcast_to(rec["width"].astype(np.int64)[:, None], addr.shape)[is_write]
         covered = (w_addr % 4 + np.maximum(w_width, 1) + 3) // 4
         parts = [(w_addr[covered > k] // 4 + k, w_ord[covered > k]) for k in range(9)]
@@ -466,9 +475,11 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
             uw, uf = ws[first], fs[first]
             pos = np.minimum(np.searchsorted(uw, r_word), len(uw) - 1)
             unwritten &= ~((uw[pos] == r_word) & (uf[pos] < r_ord))
-        reads += int(np.count_nonzero(unwritten))
+        found = int(np.count_nonzero(unwritten))
+        if found:
+            return found
         written[w_word] = True
-    return reads
+    return 0
 
 
 def emulate_ptx(

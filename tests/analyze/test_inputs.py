@@ -342,3 +342,43 @@ def test_data_files_are_checked_against_type_and_count(
     assert "100" in line and "4096" in line
     line = one_line_error(saxpy(env, src, *base, "--buffer", f"x={tmp_path / 'x.bin'}"))
     assert "x.bin" in line
+
+
+# --- which poisoned buffers are read before they are written ---------------------------------------
+
+
+def _trace(ops: list[tuple[str, int, int]]):  # type: ignore[no-untyped-def]
+    """A one-warp trace of (kind, first byte offset in buffer b, width) global accesses, lane i at
+    offset + i * width; buffer b is 4096 bytes at 0x7000_0000_0000, buffer c right after."""
+    from gpuadvise.trace.access import RECORD, AccessTrace, Kind
+
+    base = 0x7000_0000_0000
+    r = np.zeros(len(ops), RECORD)
+    for i, (kind, offset, width) in enumerate(ops):
+        r[i]["kind"] = {"load": Kind.LOAD, "store": Kind.STORE, "atomic": Kind.ATOMIC}[kind]
+        r[i]["mask"] = 0xFFFFFFFF
+        r[i]["width"] = width
+        r[i]["addr"] = base + offset + np.arange(32) * width
+    return AccessTrace(
+        records=r,
+        instructions=(),
+        ctas=(0,),
+        total_ctas=1,
+        grid=(1, 1, 1),
+        block=(32, 1, 1),
+        source="emulator",
+        buffers={"b": (base, 4096), "c": (base + 4096, 4096)},
+    )
+
+
+def test_poisoned_reads_follow_execution_order() -> None:
+    from gpuadvise.trace.emulate import poisoned_reads
+
+    assert poisoned_reads(_trace([("load", 0, 4), ("store", 0, 4)]), "b") == 32  # y += ...
+    assert poisoned_reads(_trace([("store", 0, 4), ("load", 0, 4)]), "b") == 0
+    assert poisoned_reads(_trace([("store", 0, 16), ("load", 4, 4)]), "b") == 0  # vector store
+    assert poisoned_reads(_trace([("store", 0, 4), ("load", 128, 4)]), "b") == 32  # other words
+    assert poisoned_reads(_trace([("atomic", 0, 4)]), "b") == 32  # atomicAdd on poison
+    assert poisoned_reads(_trace([("load", 4096, 4)]), "b") == 0  # reads buffer c only
+    assert poisoned_reads(_trace([("store", 0, 4)]), "b") == 0  # written only
+    assert poisoned_reads(_trace([("load", 0, 4)]), "missing") == 0
