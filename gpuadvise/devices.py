@@ -42,14 +42,14 @@ def check_block_shape(
             raise UsageError(f"{what} {shape} has {axis} = {extent}", "every extent must be >= 1")
         if extent > top:
             raise UsageError(
-                f"{what} {shape} has {axis} = {extent}, over CUDA's limit of {top} "
-                f"(a block is at most {MAX_BLOCK[0]}x{MAX_BLOCK[1]}x{MAX_BLOCK[2]})",
+                f"{what} {shape} has {axis} = {extent}, above the maximum of {top} "
+                f"(CUDA's blocks are at most {MAX_BLOCK[0]}x{MAX_BLOCK[1]}x{MAX_BLOCK[2]})",
                 "reshape the block, e.g. 16x16 or 256",
             )
     count = dims[0] * dims[1] * dims[2]
     if count > max_threads:
         raise UsageError(
-            f"{what} {shape} has {count} threads, over the limit of {max_threads} per block",
+            f"{what} {shape} has {count} threads, above the maximum of {max_threads} per block",
             "use at most 1024 threads per block, e.g. 256 or 16x16",
         )
 
