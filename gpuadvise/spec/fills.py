@@ -110,7 +110,7 @@ def parse_fill(text: str, base_dir: Path | None = None, what: str = "buffer") ->
     m = _RANGE_RE.match(s)
     if m:
         lo, hi = _number(m["lo"]), _number(m["hi"])
-        if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(hi - lo)) or lo > hi:
             raise UsageError(
                 f"{what}: fill {s!r} is not a range (LOW must be at most HIGH, both finite)",
                 "write e.g. random(0,255) or random(-1.0,1.0)",
@@ -122,6 +122,8 @@ def parse_fill(text: str, base_dir: Path | None = None, what: str = "buffer") ->
             "write e.g. random(0,255): two numbers, comma-separated",
         )
     if is_file_fill(s):
+        if "\0" in s:
+            raise UsageError(f"{what}: data file name {s!r} holds a NUL byte", "check the path")
         path = Path(s).expanduser()
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path

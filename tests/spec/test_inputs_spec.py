@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuadvise.devices import check_block_shape
 from gpuadvise.errors import UsageError
@@ -340,3 +342,30 @@ def test_block_shape(dims: tuple[int, int, int], needle: str) -> None:
 def test_valid_block_shapes() -> None:
     for dims in ((1, 1, 64), (1024, 1, 1), (1, 1024, 1), (16, 16, 4)):
         check_block_shape(dims)
+
+
+# --- property-based: the fill parser never fails other than with a UsageError --------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=30) | st.sampled_from(["random(", "x.npy", "a\x00.bin", "random()"]))
+def test_fill_garbage_only_raises_usage_error(text: str) -> None:
+    try:
+        fill = parse_fill(text, Path("/nonexistent-dir"))
+    except UsageError:
+        return
+    assert parse_fill(str(fill)) == fill
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    low=st.integers(-(2**31), 2**31 - 1),
+    span=st.integers(0, 2**20),
+    count=st.integers(1, 64),
+)
+def test_random_ranges_stay_in_range(low: int, span: int, count: int) -> None:
+    high = min(low + span, 2**31 - 1)
+    fill = parse_fill(f"random({low}, {high})")
+    assert parse_fill(str(fill)) == fill
+    arr = make_host_buffer(np.dtype(np.int32), count, str(fill), 1, "r")
+    assert arr.dtype == np.int32 and low <= arr.min() and arr.max() <= high
