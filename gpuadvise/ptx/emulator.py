@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import mmap
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -314,10 +313,11 @@ class Launch:
 
 
 def _physical_memory_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
+    """The memory the process may use (gpuadvise.spec.budget: physical memory, cgroup and
+    rlimits), not the physical memory alone."""
+    from gpuadvise.spec.budget import memory_budget
+
+    return memory_budget().bytes
 
 
 def space_of(ins: Instr) -> str:

@@ -47,8 +47,11 @@ device-side assert, and a warp running past ``max_instructions``
 (:class:`~gpuadvise.ptx.errors.InstructionBudgetError`).
 
 Memory: the buffers and the sampled CTAs are checked against the memory budget
-(:mod:`gpuadvise.spec.budget`) before anything is allocated, and running out of memory all the same
-is a :class:`~gpuadvise.spec.budget.TooLargeError` that says what to lower, never a traceback.
+(:mod:`gpuadvise.spec.budget`) before anything is allocated, and the trace may take a quarter of
+it. A trace that outgrows its share, or running out of memory all the same, is a
+:class:`~gpuadvise.spec.budget.TooLargeError` that says what to lower when the sample was asked
+for (an int or ``"all"``), else an :class:`~gpuadvise.ptx.errors.EmulationError`; never a
+traceback.
 """
 
 from __future__ import annotations
@@ -647,6 +650,9 @@ def _emulate(
     lane_instr = 0
     steps = 0
     start = 0
+    # A sample the user asked for (--sample-ctas N or all) that does not fit is a usage error
+    # (exit 2); the default sample (the first wave) or a list of CTAs just leaves no trace.
+    too_large = TooLargeError if isinstance(sample_ctas, int | str) else EmulationError
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -666,14 +672,14 @@ def _emulate(
                 steps += st
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
     except _TraceFull as full:
-        raise TooLargeError(
+        raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
             f"trace's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
             f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
             _fewer_ctas_hint(start),
         ) from None
     except MemoryError:
-        raise TooLargeError(
+        raise too_large(
             f"out of memory tracing {count} CTAs (after {start} of them; "
             f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
             _fewer_ctas_hint(start),
