@@ -1359,7 +1359,8 @@ def _resolved_fill(
         assert fill.path is not None
         size = elem.size_bytes
         assert size is not None
-        held, what = _file_elements(name, fill.path, elem if numeric else None, size)  # type: ignore[arg-type]
+        as_type = elem if isinstance(elem, CudaType) else None
+        held, what = _file_elements(name, fill.path, as_type, size)
         if held != count:
             raise UsageError(
                 f"buffer {name}: {fill.path.name} holds {held} elements of {elem.name} ({what}), "
