@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from gpuadvise.errors import UnknownDeviceError
+from gpuadvise.errors import UnknownDeviceError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,31 @@ MAX_REGS_PER_THREAD = 255
 DEFAULT_SMEM_PER_BLOCK = 48 * 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
+
+
+def check_block_shape(
+    dims: tuple[int, int, int], max_threads: int = MAX_THREADS_PER_BLOCK, what: str = "block"
+) -> None:
+    """Raise UsageError unless ``dims`` is a block CUDA can launch: x and y at most 1024, z at
+    most 64, and at most ``max_threads`` threads in all (1024 on every GPU since Fermi)."""
+    shown = dims if dims[2] != 1 else dims[:2] if dims[1] != 1 else dims[:1]
+    shape = "x".join(str(d) for d in shown)
+    for axis, extent, top in zip("xyz", dims, MAX_BLOCK, strict=True):
+        if extent < 1:
+            raise UsageError(f"{what} {shape} has {axis} = {extent}", "every extent must be >= 1")
+        if extent > top:
+            raise UsageError(
+                f"{what} {shape} has {axis} = {extent}, above the maximum of {top} "
+                f"(CUDA's blocks are at most {MAX_BLOCK[0]}x{MAX_BLOCK[1]}x{MAX_BLOCK[2]})",
+                "reshape the block, e.g. 16x16 or 256",
+            )
+    count = dims[0] * dims[1] * dims[2]
+    if count > max_threads:
+        raise UsageError(
+            f"{what} {shape} has {count} threads, above the maximum of {max_threads} per block",
+            "use at most 1024 threads per block, e.g. 256 or 16x16",
+        )
+
 
 # The product whose SM count, L2 and bandwidth stand in for an architecture given as --arch alone.
 _REFERENCE_PRODUCT = {

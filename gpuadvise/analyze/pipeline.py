@@ -177,6 +177,7 @@ def analyze_memory(
         MemoryAccessError,
         UnsupportedInstructionError,
     )
+    from gpuadvise.spec.budget import TooLargeError
     from gpuadvise.toolchain import sass
     from gpuadvise.trace.emulate import emulate
 
@@ -198,6 +199,8 @@ def analyze_memory(
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="unsupported")
     except InstructionBudgetError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="budget")
+    except TooLargeError:
+        raise  # the input asks for more memory than there is: a usage error (exit 2)
     except GpuAdviseError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
     inner = sass.memory_summary(instrs)

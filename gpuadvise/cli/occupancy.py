@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuadvise.devices import MAX_REGS_PER_THREAD, DeviceSpec, resolve_device
+from gpuadvise.devices import MAX_REGS_PER_THREAD, DeviceSpec, check_block_shape, resolve_device
 from gpuadvise.errors import UsageError
 from gpuadvise.model import occupancy as occ
 from gpuadvise.spec.units import parse_dims, parse_size
@@ -70,7 +70,9 @@ def run_occupancy(
 ) -> None:
     choice = resolve_device(gpu, arch)
     device = choice.device
-    nthreads = parse_dims(threads, "--threads").count
+    dims = parse_dims(threads, "--threads")
+    check_block_shape(dims.as_tuple(), device.max_threads_per_block, "--threads")
+    nthreads = dims.count
     try:
         nregs = int(regs, 0)
     except ValueError:

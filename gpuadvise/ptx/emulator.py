@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import mmap
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -330,10 +329,11 @@ class Launch:
 
 
 def _physical_memory_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
+    """The memory the process may use (gpuadvise.spec.budget: physical memory, cgroup and
+    rlimits), not the physical memory alone."""
+    from gpuadvise.spec.budget import memory_budget
+
+    return memory_budget().bytes
 
 
 def space_of(ins: Instr) -> str:
@@ -432,7 +432,7 @@ class RecordSink:
             raise EmulationError(
                 f"the memory trace grew past {self.limit_bytes / 2**30:.1f} GiB "
                 f"({need} warp-level accesses)",
-                "trace fewer CTAs (sample_ctas), or a smaller problem size",
+                "trace fewer CTAs (--sample-ctas), or a smaller problem size",
             )
         if self.buf is None or need > len(self.buf):
             self._grow(need)
@@ -453,7 +453,7 @@ class RecordSink:
                 if size <= need:
                     raise EmulationError(
                         f"no memory for a trace of {need} warp-level accesses",
-                        "trace fewer CTAs (sample_ctas), or a smaller problem size",
+                        "trace fewer CTAs (--sample-ctas), or a smaller problem size",
                     ) from None
                 size = max(need, size // 2)
         if self.buf is not None and self.count:
@@ -691,9 +691,7 @@ class Batch:
             elif base == "call":
                 op = self._build_call(index, ins)
             elif base == "trap" or base == "brkpt":
-                op = self._raising(
-                    EmulationError(f"the kernel executed {base} at {self.where(index)}", None)
-                )
+                op = self._raising(self._trap_error(index, base))
             else:
                 op = build_op(self, ins)
         except (IndexError, KeyError, TypeError, ValueError) as exc:
@@ -1500,13 +1498,40 @@ class Batch:
             else:
                 diverge(one, blk, [(tgt, np.array([m], U32)) for tgt, m in groups.items()])
 
+    def _trap_error(self, index: int, base: str) -> EmulationError:
+        """What a ``trap``/``brkpt`` means: cooperative groups trap on a grid-wide sync when the
+        launch is not cooperative (the grid's sync workspace is missing), which the emulator
+        never is; any other trap is the kernel's own abort."""
+        where = self.where(index)
+        ins = self.program.instrs[index]
+        files = [
+            self.image.module.files.get(loc.file, "")
+            for loc in (ins.inner_loc, ins.loc)
+            if loc is not None
+        ]
+        if any("cooperative_groups" in f for f in files):
+            return EmulationError(
+                f"the kernel executed {base} at {where}: its grid-wide sync (grid.sync() of "
+                "cooperative groups) needs a cooperative launch (cudaLaunchCooperativeKernel), "
+                "which the CPU emulator does not model",
+                "analyze it with --no-trace (the static analysis needs no trace), or trace a "
+                "version of the kernel without the grid-wide sync",
+            )
+        return EmulationError(
+            f"the kernel executed {base} at {where} (the kernel aborted itself, e.g. a failed "
+            "check of its inputs)",
+            "check the data and args the kernel validates there, or analyze with --no-trace",
+        )
+
     def _budget_error(self, p: int) -> None:
         blk = self.program.blocks[p]
         where = self.where(blk.start) if blk.end > blk.start else "the kernel's end"
         raise InstructionBudgetError(
             f"a warp executed more than {self.max_instructions} instructions (now at {where}): "
-            "the kernel may never finish",
-            "raise max_instructions if the kernel is just long, or trace fewer CTAs",
+            "the kernel may never finish (an endless loop, or a loop bound read from poisoned "
+            "or random data)",
+            "give the buffers its loops read real data or a fill (--buffer NAME=TYPE[N]:FILL, "
+            "or NAME=data.npy), or analyze with --no-trace (the static analysis needs no trace)",
         )
 
 

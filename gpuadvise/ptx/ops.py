@@ -30,6 +30,8 @@ import numpy as np
 from gpuadvise.ptx.errors import UnsupportedInstructionError
 from gpuadvise.ptx.parser import (
     TYPE_SIZES,
+    Addr,
+    Group,
     Imm,
     Instr,
     Neg,
@@ -153,7 +155,32 @@ def getter(b: Batch, op: Operand | None, t: str) -> Getter:
     if isinstance(op, Neg):
         inner = getter(b, op.inner, "pred")
         return lambda: ~inner()
-    raise _Unsupported(f"operand {op!r}")
+    raise _Unsupported(f"operand {ptx_text(op)!r}")
+
+
+def ptx_text(op: Operand | None) -> str:
+    """An operand as PTX writes it (``%r1``, ``sym+8``, ``[%rd1+4]``, ``{%r1, _}``), for messages."""
+    if op is None:
+        return "_"
+    if isinstance(op, Reg):
+        return op.name.split("~", 1)[0]  # a register of a nested scope is renamed name~N
+    if isinstance(op, Sym):
+        return op.name.split("~", 1)[0] + (f"{op.offset:+d}" if op.offset else "")
+    if isinstance(op, Imm):
+        return str(op.value)
+    if isinstance(op, Addr):
+        base = "" if op.base is None else ptx_text(op.base)
+        off = f"{op.offset:+d}" if base and op.offset else "" if base else str(op.offset)
+        return f"[{base}{off}]"
+    if isinstance(op, Vec):
+        return "{" + ", ".join(ptx_text(x) for x in op.items) + "}"
+    if isinstance(op, Neg):
+        return "!" + ptx_text(op.inner)
+    if isinstance(op, PredOut):
+        return f"{ptx_text(op.value)}|{ptx_text(op.pred)}"
+    if isinstance(op, Group):
+        return "(" + ", ".join(ptx_text(x) for x in op.items) + ")"
+    return str(op)  # pragma: no cover
 
 
 def _convert_bits(value: np.ndarray, dt: np.dtype[Any], t: str) -> Any:
@@ -172,7 +199,8 @@ class Dst:
 
     def __init__(self, b: Batch, op: Operand | None, t: str) -> None:
         if not isinstance(op, Reg) or op.name not in b.regs:
-            raise _Unsupported(f"destination {op!r}")
+            what = "a name no .reg declares" if isinstance(op, Sym) else "not a register"
+            raise _Unsupported(f"destination {ptx_text(op)!r}, {what}")
         self.name = op.name
         self.store = b.regs[op.name]
         self.t = t

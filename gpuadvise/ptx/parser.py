@@ -743,9 +743,9 @@ class _Parser:
 
     def parse_directive(self, func: Function, tok: Token) -> None:
         t = tok.text
-        if t == ".reg":
+        if t == ".reg" or t.startswith(".reg."):  # inline asm writes ".reg.b32 f;" as one token
             self.next()
-            self.parse_reg_decl()
+            self.parse_reg_decl(t.split(".")[2:])
         elif t in (".local", ".shared", ".param", ".const", ".global"):
             decl = self.parse_var(False, module_scope=False)
             if decl is not None:
@@ -786,9 +786,14 @@ class _Parser:
             self.next()
             self.skip_line(tok.line)
 
-    def parse_reg_decl(self) -> None:
+    def parse_reg_decl(self, suffixes: list[str] | None = None) -> None:
         rtype = ""
         vector = 1
+        for s in suffixes or ():
+            if s in ("v2", "v4"):
+                vector = int(s[1:])
+            elif s in TYPE_SIZES:
+                rtype = s
         while (tok := self.peek()) is not None and tok.text.startswith("."):
             self.next()
             s = tok.text[1:]

@@ -49,7 +49,6 @@ def buffer_init(b: ResolvedBuffer) -> J.BufferInit:
                 "struct gpuadvise only knows the size of",
                 "use zeros or random for struct buffers",
             )
-    # Outputs start poisoned (NaN / 0xFF) unless the user gave their start value (zeros, ones,
-    # iota): then they are in/out buffers and start with that value.
-    poison = b.is_output and b.fill == "random"
-    return J.BufferInit(b.name, dtype, b.count, b.fill, b.is_output, poison, kind)
+    # Outputs start poisoned (NaN / 0xFF) unless the user gave their start value (any explicit
+    # fill, random included): then they are in/out buffers and start with that value.
+    return J.BufferInit(b.name, dtype, b.count, b.fill, b.is_output, b.poisoned, kind)

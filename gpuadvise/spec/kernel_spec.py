@@ -14,6 +14,13 @@ Three layers, one direction:
    scalar with its CUDA type and value, every pointer with a buffer of known element type, count
    and byte size, each marked input or output.
 
+:func:`build_kernel_spec` also checks what the user gave against the kernel's parameters as the
+source declares them (:func:`check_spec`), before anything is compiled: unknown or misplaced
+names (listing the kernel's parameters), values that do not fit their parameter's type, counts
+below one, unknown element types, fills and data files that do not match the buffer. So these
+are errors (exit 2) with or without a trace. Sizes are checked against the memory budget where
+the buffers are made (:mod:`gpuadvise.spec.budget`).
+
 Buffers
 -------
 A buffer is ``TYPE[COUNT]`` with an optional ``:FILL``. ``TYPE`` is a CUDA type or alias
@@ -22,12 +29,17 @@ A buffer is ``TYPE[COUNT]`` with an optional ``:FILL``. ``TYPE`` is a CUDA type 
 alignment the compile step reports through ``resolve(..., resolve_struct=...)``. ``COUNT`` is an
 integer expression (:mod:`gpuadvise.spec.expr`) over the integer args: ``n``, ``w*h``,
 ``(n+255)/256``, ``ceil_div(n, 256)``; it counts elements, not bytes. ``FILL`` is ``random``
-(the default, seeded by ``seed``), ``zeros``, ``ones`` or ``iota`` (element i holds i); the
-runner makes the bytes (:mod:`gpuadvise.runner.data` says exactly how).
+(seeded by ``seed``; integers over their type's full range), ``random(LOW,HIGH)``, ``zeros``,
+``ones``, ``iota`` (element i holds i) or a data file (``PATH.npy``, raw ``PATH.bin``); with no
+``FILL`` a buffer gets the default data (floats in [-1, 1), integers in [0, 64)).
+``NAME=PATH.npy`` alone takes the type and count from the file. :mod:`gpuadvise.spec.fills` says
+exactly what each fill means; the runner makes the bytes (:mod:`gpuadvise.runner.data`).
 
 A pointer parameter that points to ``const`` (``const float* in``) is an input; any other pointer
 is an output, and outputs are what verification compares between the baseline and a variant
-(``output = true/false`` in a spec file overrides this). A pointer with no buffer given gets the
+(``output = true/false`` in a spec file overrides this). An output the user gave no ``FILL``
+starts poisoned (0xFF bytes) so that unwritten elements are caught; any explicit fill makes it an
+in/out buffer that starts with that data. A pointer with no buffer given gets the
 **default buffer**: one element per thread of the launch (grid threads x block threads), of the
 type the pointer points to, filled at random, marked ``assumed=True`` so that reports can say so.
 A ``void*`` parameter has no default: give its buffer. A scalar parameter with no value takes
@@ -55,7 +67,8 @@ The spec file (``case.toml``, ``<kernel>.toml``)
     n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
 
     [buffers]                     # pointer parameters
-    in = "float32[n]"             # TYPE[COUNT] or TYPE[COUNT]:FILL
+    in = "float32[n]"             # TYPE[COUNT], TYPE[COUNT]:FILL or a .npy file (next to
+                                  #   this file): "data.npy"
     out = { type = "float", count = "(n+255)/256", fill = "zeros", output = true }
 
 Unknown top-level tables (``[[variants]]``, ``[expect]`` ...) are kept for other parts of
@@ -82,7 +95,15 @@ from typing import Any
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.source.signature import Param, list_kernels
 from gpuadvise.spec import expr
-from gpuadvise.spec.cuda_types import FILLS, CudaType, ElemType, StructType, lookup, lookup_elem
+from gpuadvise.spec.cuda_types import (
+    CudaType,
+    ElemType,
+    StructType,
+    all_types,
+    lookup,
+    lookup_elem,
+)
+from gpuadvise.spec.fills import Fill, is_file_fill, npy_layout, parse_fill
 from gpuadvise.spec.units import Dim3, parse_dims, parse_size
 
 __all__ = [
@@ -213,6 +234,9 @@ class BufferSpec:
 
     ``is_output`` None means "decide from the parameter" (non-const pointee: output).
     ``assumed`` marks a buffer gpuadvise made up (the default buffer), not one the user gave.
+    ``fill`` is the canonical text of a :class:`~gpuadvise.spec.fills.Fill`; ``fill_given``
+    says the user gave it (with no fill, a buffer gets the default data and an output is
+    poisoned; see :mod:`gpuadvise.spec.fills`).
     """
 
     name: str
@@ -221,9 +245,11 @@ class BufferSpec:
     fill: str = "random"
     assumed: bool = False
     is_output: bool | None = None
+    fill_given: bool = False
 
     def __str__(self) -> str:
-        return f"{self.name}={self.elem_type.name}[{self.count_expr}]:{self.fill}"
+        text = f"{self.name}={self.elem_type.name}[{self.count_expr}]"
+        return f"{text}:{self.fill}" if self.fill_given else text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -233,17 +259,20 @@ class BufferSpec:
             "fill": self.fill,
             "assumed": self.assumed,
             "is_output": self.is_output,
+            "fill_given": self.fill_given,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BufferSpec:
+        fill = str(d.get("fill", "random"))
         return cls(
             str(d["name"]),
             _elem_from_dict(d["elem_type"]),
             str(d["count_expr"]),
-            str(d.get("fill", "random")),
+            fill,
             bool(d.get("assumed", False)),
             d.get("is_output"),
+            bool(d.get("fill_given", fill != "random")),
         )
 
 
@@ -343,7 +372,10 @@ class ResolvedBuffer:
     """A pointer parameter bound to a buffer of ``count`` elements (``size_bytes`` in all).
 
     ``elem`` is a :class:`CudaType` or a resolved :class:`StructType`. ``is_output`` buffers are
-    compared after a run; every buffer, output or not, is filled before it.
+    compared after a run; every buffer, output or not, is filled before it: by ``fill`` (the
+    canonical text of a :class:`~gpuadvise.spec.fills.Fill`, with an explicit ``random`` on an
+    integer type turned into ``random(LOW,HIGH)`` of the type's full range), or, for an output
+    whose fill the user did not give (``fill_given`` False), by the poison (:attr:`poisoned`).
     """
 
     name: str
@@ -356,10 +388,18 @@ class ResolvedBuffer:
     assumed: bool
     is_output: bool
     count_expr: str
+    fill_given: bool = False
 
     @property
     def elem_size_bytes(self) -> int:
         return self.size_bytes // self.count
+
+    @property
+    def poisoned(self) -> bool:
+        """Whether a run starts this buffer with the poison (every byte 0xFF) rather than its
+        fill: an output whose start value the user did not give. An explicit fill (``random``,
+        ``zeros``, a file ...) makes it an in/out buffer that starts with that data."""
+        return self.is_output and not self.fill_given
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -373,6 +413,7 @@ class ResolvedBuffer:
             "assumed": self.assumed,
             "is_output": self.is_output,
             "count_expr": self.count_expr,
+            "fill_given": self.fill_given,
         }
 
     @classmethod
@@ -388,6 +429,7 @@ class ResolvedBuffer:
             bool(d["assumed"]),
             bool(d["is_output"]),
             str(d["count_expr"]),
+            bool(d.get("fill_given", str(d["fill"]) != "random")),
         )
 
 
@@ -546,7 +588,13 @@ def _arg_from_toml(name: str, value: Any, where: str) -> ArgSpec:
 
 
 def _make_buffer(
-    name: str, type_text: str, count: str, fill: str | None, is_output: bool | None, text: str
+    name: str,
+    type_text: str,
+    count: str,
+    fill: str | None,
+    is_output: bool | None,
+    text: str,
+    base_dir: Path | None = None,
 ) -> BufferSpec:
     name = _check_name(name.strip(), "buffer", "--buffer in=float32[n]")
     if not type_text.strip():
@@ -555,38 +603,143 @@ def _make_buffer(
     if not count.strip():
         raise UsageError(f"buffer {text!r} has no element count", f"write e.g. {name}=float[n]")
     expr.parse(count.strip())
-    fill_name = (fill or "random").strip().lower()
-    if fill_name not in FILLS:
+    if fill is None or not fill.strip():
+        return BufferSpec(name, elem, count.strip(), "random", False, is_output)
+    parsed = parse_fill(fill, base_dir, f"buffer {name}")
+    if parsed.kind == "file" and isinstance(elem, CudaType):
+        _check_file_type(name, parsed, elem)
+    return BufferSpec(name, elem, count.strip(), str(parsed), False, is_output, True)
+
+
+# numpy scalar formats -> the CUDA type a .npy file of them holds (``--buffer x=data.npy``)
+_NPY_TYPES = (
+    "float", "double", "__half", "int", "unsigned int", "long long", "unsigned long long",
+    "short", "unsigned short", "signed char", "unsigned char", "bool",
+)  # fmt: skip
+
+
+def _npy_elem(name: str, path: Path) -> tuple[CudaType, int]:
+    """The element type and count of the .npy file that ``--buffer NAME=PATH.npy`` names."""
+    dtype, shape = npy_layout(path, f"buffer {name}")
+    count = math.prod(shape)
+    for type_name in _NPY_TYPES:
+        t = lookup(type_name)
+        if t is not None and t.dtype == dtype:
+            return t, count
+    for t in all_types().values():
+        if t.lanes > 1 and t.dtype == dtype:
+            return t, count
+    raise UsageError(
+        f"buffer {name}: {path.name} holds {dtype}, which is no CUDA element type gpuadvise knows",
+        f"save it as float32, int32, uint8 ... or give the type: --buffer {name}=TYPE[COUNT]:"
+        f"{path.name} (for raw bytes, a .bin file)",
+    )
+
+
+def _file_elements(
+    name: str, path: Path, elem: CudaType | None, elem_size_bytes: int
+) -> tuple[int, str]:
+    """How many elements of ``elem`` (``elem_size_bytes`` each) the data file holds, and what it
+    holds in words ("4096 x float32"). A .npy file's dtype must be ``elem``'s (or its lane type,
+    with the lanes as the last axis or flat); a .bin file is raw bytes."""
+    if path.suffix.lower() == ".bin":
+        size = path.stat().st_size
+        if size % elem_size_bytes:
+            raise UsageError(
+                f"buffer {name}: {path.name} has {size} bytes, not a whole number of "
+                f"{elem_size_bytes}-byte elements",
+                "check the element type, or the file",
+            )
+        return size // elem_size_bytes, f"{size} bytes"
+    dtype, shape = npy_layout(path, f"buffer {name}")
+    items = math.prod(shape)
+    if elem is None:  # a struct: raw bytes of the compiler's size
+        size = items * dtype.itemsize
+        if size % elem_size_bytes:
+            raise UsageError(
+                f"buffer {name}: {path.name} holds {size} bytes, not a whole number of "
+                f"{elem_size_bytes}-byte elements",
+                "check the element type, or the file",
+            )
+        return size // elem_size_bytes, f"{size} bytes"
+    held = f"{items} x {dtype}" if not shape or len(shape) == 1 else f"{dtype}{list(shape)}"
+    if dtype == elem.dtype:
+        return items, held
+    import numpy as np
+
+    lane = np.dtype(elem.numpy_format)
+    if elem.lanes > 1 and dtype == lane and items % elem.lanes == 0:
+        if len(shape) <= 1 or shape[-1] == elem.lanes:
+            return items // elem.lanes, held
+    want = str(lane) if elem.lanes == 1 else f"{lane} with {elem.lanes} lanes as the last axis"
+    raise UsageError(
+        f"buffer {name}: {path.name} holds {held}, but the buffer's type {elem.name} is {want}",
+        f"convert the data (numpy.save(path, array.astype(numpy.{lane.name}))) or give the "
+        "type it holds",
+    )
+
+
+def _check_file_type(name: str, fill: Fill, elem: CudaType) -> None:
+    assert fill.path is not None
+    if fill.path.suffix.lower() == ".npy":
+        _file_elements(name, fill.path, elem, elem.size_bytes)
+
+
+def _file_buffer(name: str, path_text: str, base_dir: Path | None) -> BufferSpec:
+    """``NAME=PATH.npy``: a buffer whose type and count come from the .npy file."""
+    name = _check_name(name.strip(), "buffer", "--buffer x=data.npy")
+    fill = parse_fill(path_text, base_dir, f"buffer {name}")
+    assert fill.path is not None
+    if fill.path.suffix.lower() != ".npy":
         raise UsageError(
-            f"buffer {text!r} has an unknown fill {fill_name!r}",
-            f"use one of: {', '.join(FILLS)}",
+            f"buffer {name}: a raw .bin file does not say what it holds",
+            f"give its type and count: --buffer {name}=uint32[n]:{path_text.strip()}",
         )
-    return BufferSpec(name, elem, count.strip(), fill_name, False, is_output)
+    elem, count = _npy_elem(name, fill.path)
+    if count <= 0:
+        raise UsageError(f"buffer {name}: {fill.path.name} is empty", "save at least one element")
+    return BufferSpec(name, elem, str(count), str(fill), False, None, True)
 
 
-def parse_buffer(text: str) -> BufferSpec:
-    """A :class:`BufferSpec` from ``name=type[count]`` or ``name=type[count]:fill``."""
+_FILE_BUFFER_RE = re.compile(r"^\s*(?P<name>[^=\s\[\]]+)\s*=\s*(?P<path>[^\[\]]+)$")
+
+
+def parse_buffer(text: str, base_dir: Path | None = None) -> BufferSpec:
+    """A :class:`BufferSpec` from ``name=type[count]``, ``name=type[count]:fill`` or
+    ``name=data.npy``; ``base_dir`` resolves relative data files (default: the working
+    directory)."""
     m = _BUFFER_RE.match(str(text))
     if not m:
+        f = _FILE_BUFFER_RE.match(str(text))
+        if f and is_file_fill(f["path"]):
+            return _file_buffer(f["name"], f["path"], base_dir)
         raise UsageError(
-            f"--buffer {text!r} is not NAME=TYPE[COUNT] or NAME=TYPE[COUNT]:FILL",
-            "for example --buffer in=float32[n] or --buffer cells=Cell[w*h]:zeros",
+            f"--buffer {text!r} is not NAME=TYPE[COUNT], NAME=TYPE[COUNT]:FILL or NAME=FILE.npy",
+            "for example --buffer in=float32[n], --buffer cells=Cell[w*h]:zeros or "
+            "--buffer in=data.npy",
         )
-    return _make_buffer(m["name"], m["type"], m["count"], m["fill"], None, str(text))
+    return _make_buffer(m["name"], m["type"], m["count"], m["fill"], None, str(text), base_dir)
 
 
 _BUFFER_KEYS = {"type", "count", "fill", "output"}
 
 
-def _buffer_from_toml(name: str, value: Any, where: str) -> BufferSpec:
+def _buffer_from_toml(
+    name: str, value: Any, where: str, base_dir: Path | None = None
+) -> BufferSpec:
     if isinstance(value, str):
         m = _BUFFER_RE.match(f"{name}={value}")
         if not m or m["name"] != name:
+            if is_file_fill(value) and "[" not in value:
+                return _file_buffer(name, value, base_dir)
             raise ConfigError(
-                f"{where}: [buffers] {name} = {value!r} is not TYPE[COUNT] or TYPE[COUNT]:FILL",
+                f"{where}: [buffers] {name} = {value!r} is not TYPE[COUNT], TYPE[COUNT]:FILL "
+                "or FILE.npy",
                 'write e.g. in = "float32[n]" or out = { type = "float", count = "n" }',
             )
-        return _make_buffer(name, m["type"], m["count"], m["fill"], None, f"{name}={value}")
+        return _make_buffer(
+            name, m["type"], m["count"], m["fill"], None, f"{name}={value}", base_dir
+        )
     if isinstance(value, dict):
         unknown = sorted(set(value) - _BUFFER_KEYS)
         if unknown:
@@ -614,14 +767,17 @@ def _buffer_from_toml(name: str, value: Any, where: str) -> BufferSpec:
         fill = value.get("fill")
         if fill is not None and not isinstance(fill, str):
             raise ConfigError(
-                f"{where}: [buffers] {name}.fill must be text", f"use one of: {', '.join(FILLS)}"
+                f"{where}: [buffers] {name}.fill must be text",
+                "use random, random(LOW,HIGH), zeros, ones, iota or a data file (PATH.npy)",
             )
         type_text = value["type"]
         if not isinstance(type_text, str):
             raise ConfigError(
                 f"{where}: [buffers] {name}.type must be text", 'write e.g. type = "float"'
             )
-        return _make_buffer(name, type_text, str(count), fill, output, f"{name} in {where}")
+        return _make_buffer(
+            name, type_text, str(count), fill, output, f"{name} in {where}", base_dir
+        )
     raise ConfigError(
         f"{where}: [buffers] {name} must be text or a table",
         'write e.g. in = "float32[n]" or out = { type = "float", count = "n" }',
@@ -644,6 +800,10 @@ def _top_level_comma_split(text: str) -> list[str]:
     return parts
 
 
+# "ceil_div(n,256)x2", "n/16 x 4": an x written as a separator between expressions
+_X_BETWEEN_EXPRS = re.compile(r"(?<=[)\w])\s*[xX]\s*(?=[(\d])|(?<=\))\s*[xX]\s*(?=\w)|\s+[xX]\s+")
+
+
 def parse_launch_dims(
     text: str | int | Sequence[int | str], env: Mapping[str, int], what: str = "grid"
 ) -> tuple[Dim3, frozenset[str]]:
@@ -662,7 +822,17 @@ def parse_launch_dims(
         values: list[int] = []
         used: set[str] = set()
         for part in parts:
-            used |= expr.names(part)
+            try:
+                used |= expr.names(part)
+            except UsageError:
+                if _X_BETWEEN_EXPRS.search(part):
+                    comma = _X_BETWEEN_EXPRS.sub(", ", part.strip())
+                    raise UsageError(
+                        f"{what} {_short(text)!r} is not 1 to 3 dimensions: an x between "
+                        "expressions is read as part of them",
+                        f"use a comma between dimensions when they are expressions: {comma!r}",
+                    ) from None
+                raise
             values.append(expr.evaluate(part, env))
         if any(v <= 0 for v in values):
             raise UsageError(
@@ -743,7 +913,9 @@ def load_spec(path: str | Path) -> dict[str, Any]:
             if key == "args":
                 out["args"] = {k: _arg_from_toml(k, v, where) for k, v in value.items()}
             else:
-                out["buffers"] = {k: _buffer_from_toml(k, v, where) for k, v in value.items()}
+                out["buffers"] = {
+                    k: _buffer_from_toml(k, v, where, p.parent) for k, v in value.items()
+                }
             continue
         if key not in _TOP_KEYS:
             if isinstance(value, dict) or (
@@ -782,6 +954,8 @@ _TYPE_HINTS = {
 
 def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
     if key == "source":
+        if not value.strip():
+            raise ConfigError(f"{where}: source is empty", _TYPE_HINTS[key])
         return (path.parent / value).resolve()
     if key in ("grid", "block"):
         if isinstance(value, list):
@@ -922,9 +1096,7 @@ def build_kernel_spec(
             "no CUDA source file was given",
             'pass the .cu file, or write source = "x.cu" in the spec',
         )
-    src = Path(src_value)
-    if not src.is_file():
-        raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
+    src = _check_source(src_value)
     kernel_name = _pick(kernel, file, "kernel") or _source_kernel_default(src)
 
     merged_args: dict[str, ArgSpec] = dict(file.get("args", {}))
@@ -962,7 +1134,7 @@ def build_kernel_spec(
     if rtol_v < 0 or atol_v < 0 or not (math.isfinite(rtol_v) and math.isfinite(atol_v)):
         raise UsageError("tolerances must be finite and not negative", "give e.g. --rtol 1e-4")
 
-    return KernelSpec(
+    built = KernelSpec(
         source=src,
         kernel=str(kernel_name),
         launch=launch,
@@ -976,15 +1148,82 @@ def build_kernel_spec(
         spec_path=file.get("path"),
         launch_names=grid_names | block_names | smem_names,
     )
+    source_text = src.read_text(encoding="utf-8", errors="replace")
+    params = _source_params(source_text, built.kernel)
+    if params is not None:
+        check_spec(built, params, source_text)
+    return built
+
+
+def _source_params(source_text: str, kernel: str) -> tuple[Param, ...] | None:
+    """The kernel's parameters as the source declares them, or None when the source parser cannot
+    find them (a kernel made by a macro, say): the compile step then reports what is wrong."""
+    from gpuadvise.source.signature import parse_signature
+
+    try:
+        return parse_signature(source_text, kernel)
+    except UsageError:
+        return None
+
+
+def _check_source(value: str | Path) -> Path:
+    """The source file, which must exist and be a regular file (not a folder or a device)."""
+    if not str(value).strip():
+        raise UsageError("the source file name is empty", 'give the .cu file, e.g. source = "x.cu"')
+    src = Path(value)
+    if src.is_file():
+        return src
+    if not src.exists():
+        raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
+    if src.is_dir():
+        found = sorted(p.name for p in src.glob("*.cu"))[:5]
+        hint = f"name a file in it, e.g. {src / found[0]}" if found else "name the .cu file"
+        raise UsageError(f"source {src} is a folder, not a CUDA source file", hint)
+    import stat
+
+    try:
+        mode = src.stat().st_mode
+    except OSError as err:
+        raise UsageError(f"source {src} cannot be read ({err.strerror})", "check it") from None
+    kind = (
+        "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "a named pipe"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    raise UsageError(f"source {src} is {kind}, not a CUDA source file", "give the .cu file")
 
 
 # ---------------------------------------------------------------------------------------------
 # Binding to the kernel's parameters.
 
 
+_FLOAT_MAX = {"bfloat16": 3.3895313892515355e38, "fp8_e4m3": 448.0, "fp8_e5m2": 57344.0}
+
+
+def _float_max(ctype: CudaType) -> float:
+    if ctype.kind in _FLOAT_MAX:
+        return _FLOAT_MAX[ctype.kind]
+    return {2: 65504.0, 4: 3.4028234663852886e38}.get(ctype.lane_bytes, 1.7976931348623157e308)
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[: limit - 12]}...({len(text)} chars)"
+
+
 def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str, int]) -> Any:
     value = env[arg.name] if isinstance(arg.value, str) else arg.value
-    where = f"--arg {param.name}={arg.value}"
+    where = f"--arg {param.name}={_short(arg.value)}"
     if ctype.kind == "bool":
         if isinstance(value, bool) or value in (0, 1):
             return bool(value)
@@ -994,15 +1233,15 @@ def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str,
     if not ctype.is_float:
         if isinstance(value, float):
             raise UsageError(
-                f"{where}: {param.name} is a {param.value_type} parameter, the value is not a "
-                "whole number",
+                f"{where}: {param.name} is {_a(param.value_type)} parameter, the value is not "
+                "a whole number",
                 f"give an integer, e.g. --arg {param.name}=1024",
             )
         lo, hi = ctype.int_range() or (0, 0)
         if not lo <= int(value) <= hi:
             raise UsageError(
-                f"{where}: {value} does not fit in {param.name}'s type {param.value_type} "
-                f"({lo}..{hi})",
+                f"{where}: {_short(value)} does not fit in {param.name}'s type "
+                f"{param.value_type} ({lo}..{hi})",
                 "give a smaller value, or widen the parameter's type in the kernel",
             )
         return int(value)
@@ -1010,30 +1249,29 @@ def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str,
         raise UsageError(
             f"{where}: {param.name} is a {param.value_type} parameter", "give a number, e.g. 0.5"
         )
+    top = _float_max(ctype)
+    if abs(value) > top:
+        raise UsageError(
+            f"{where}: {_short(value)} does not fit in {param.name}'s type {param.value_type} "
+            f"(at most {top:g} in magnitude)",
+            "give a smaller value, or widen the parameter's type in the kernel",
+        )
     return float(value)
 
 
-def resolve(
-    spec: KernelSpec, params: Sequence[Param], resolve_struct: StructResolver | None = None
-) -> ResolvedLaunch:
-    """Bind ``spec`` to the kernel's ``params``: values for scalars, buffers for pointers.
-
-    ``resolve_struct(name) -> (size_bytes, align_bytes)`` sizes user types; it is called once
-    per struct name and only when a buffer holds a struct. Raises UsageError naming what is
-    missing (``--arg n=...``), unknown, or of the wrong kind.
-    """
+def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
+    """Every --arg and --buffer names a parameter of the right kind (or, for an arg, a name that a
+    size expression reads)."""
     by_name = {p.name: p for p in params}
-    env = spec.env()
-    notes: list[str] = []
     kernel = spec.kernel
-
-    # Names that match nothing.
     used_in_exprs = set(spec.launch_names)
     for b in spec.buffers:
         used_in_exprs |= expr.names(b.count_expr)
     for a in spec.args:
         if isinstance(a.value, str):
             used_in_exprs |= expr.names(a.value)
+    scalars = [q.name for q in params if not q.is_pointer]
+    pointers = [q.name for q in params if q.is_pointer]
     for a in spec.args:
         p = by_name.get(a.name)
         if p is not None and p.is_pointer:
@@ -1044,13 +1282,13 @@ def resolve(
         if p is None and a.name not in used_in_exprs:
             raise UsageError(
                 f"--arg {a.name}=... matches no parameter of {kernel} and no size expression "
-                f"uses it (parameters: {', '.join(by_name) or 'none'})",
+                f"uses it (scalar parameters: {', '.join(scalars) or 'none'}; pointer "
+                f"parameters: {', '.join(pointers) or 'none'})",
                 "check the spelling against the kernel's parameter names",
             )
     for b in spec.buffers:
         p = by_name.get(b.name)
         if p is None:
-            pointers = [q.name for q in params if q.is_pointer]
             raise UsageError(
                 f"--buffer {b.name}=... matches no parameter of {kernel} "
                 f"(pointer parameters: {', '.join(pointers) or 'none'})",
@@ -1062,6 +1300,151 @@ def resolve(
                 f"{kernel}",
                 f"give it a value instead: --arg {b.name}=...",
             )
+
+
+def _buffer_count(name: str, given: BufferSpec, env: Mapping[str, int]) -> int:
+    count = expr.evaluate(given.count_expr, env)
+    if count <= 0:
+        used = expr.names(given.count_expr)
+        how = f" ({_short(given.count_expr)} with {_env_text(given.count_expr, env)})"
+        raise UsageError(
+            f"buffer {name} has {count} elements{how if used else ''}",
+            "a buffer needs at least one element"
+            + ("; check the args its count uses" if used else f", e.g. {name}=TYPE[1024]"),
+        )
+    return count
+
+
+def _resolved_fill(
+    name: str, given: BufferSpec, elem: ElemType, count: int, declared: CudaType | None
+) -> str:
+    """The fill a run uses for buffer ``name`` (see :class:`ResolvedBuffer`), checked against
+    the buffer's type and count (and, for data files, the parameter's declared type)."""
+    if not given.fill_given:
+        return given.fill
+    fill = parse_fill(given.fill, None, f"buffer {name}")
+    numeric = isinstance(elem, CudaType)
+    if fill.kind == "random":
+        if not numeric:
+            if fill.has_range:
+                raise UsageError(
+                    f"buffer {name}: fill {fill} needs a numeric type, and {elem.name} is a "
+                    "struct gpuadvise only knows the size of",
+                    "use random (random bytes), zeros, or a data file",
+                )
+            return str(fill)
+        assert isinstance(elem, CudaType)
+        lane_range = elem.int_range()
+        if lane_range is None:  # a float type: [-1, 1) unless a range is given
+            return str(fill)
+        if not fill.has_range:
+            if elem.kind == "bool":
+                return str(fill)
+            return str(Fill("random", lane_range[0], lane_range[1]))
+        lo, hi = fill.low, fill.high
+        if not (isinstance(lo, int) and isinstance(hi, int)):
+            raise UsageError(
+                f"buffer {name}: fill {fill} has a fractional bound, and {elem.name} is an "
+                "integer type",
+                "give whole numbers, e.g. random(0,255)",
+            )
+        if lo < lane_range[0] or hi > lane_range[1]:
+            raise UsageError(
+                f"buffer {name}: fill {fill} is outside the range of {elem.name} "
+                f"({lane_range[0]}..{lane_range[1]})",
+                "give a range the type can hold",
+            )
+        return str(fill)
+    if fill.kind == "file":
+        assert fill.path is not None
+        size = elem.size_bytes
+        assert size is not None
+        as_type = elem if isinstance(elem, CudaType) else None
+        held, what = _file_elements(name, fill.path, as_type, size)
+        if held != count:
+            raise UsageError(
+                f"buffer {name}: {fill.path.name} holds {held} elements of {elem.name} ({what}), "
+                f"but the buffer has {count} ({_short(given.count_expr)})",
+                f"give the file's count: {name}={elem.name}[{held}]:{fill.path.name}, or "
+                f"--buffer {name}={fill.path.name} for a .npy file",
+            )
+        if declared is not None and fill.path.suffix.lower() == ".npy":
+            dtype, _shape = npy_layout(fill.path, f"buffer {name}")
+            import numpy as np
+
+            want = np.dtype(declared.numpy_format)
+            have = dtype.base if dtype.names is None else dtype[0]
+            if have != want and declared.kind not in ("bfloat16", "fp8_e4m3", "fp8_e5m2"):
+                raise UsageError(
+                    f"buffer {name}: {fill.path.name} holds {have} values, but the kernel's "
+                    f"parameter {name} points to {declared.name} ({want})",
+                    f"convert it: numpy.save(path, array.astype(numpy.{want.name}))",
+                )
+        return str(fill)
+    return str(fill)
+
+
+def _struct_known(name: str, source_text: str) -> bool:
+    """Whether a struct buffer type's name appears in the source (as a word): a name the source
+    never mentions is a typo or an unknown type, not a struct the compiler could size."""
+    base = name.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+    return bool(base) and re.search(rf"\b{re.escape(base)}\b", source_text) is not None
+
+
+def _check_struct_names(spec: KernelSpec, source_text: str) -> None:
+    for b in spec.buffers:
+        if isinstance(b.elem_type, StructType) and not _struct_known(b.elem_type.name, source_text):
+            raise UsageError(
+                f"buffer {b.name}: unknown element type {b.elem_type.name!r} (no CUDA type, and "
+                f"{spec.source.name} does not mention it)",
+                "use a CUDA type (float, int, uint32, half, float4, uchar4 ...), a numpy name "
+                "(float32, int64 ...) or a struct defined in the source",
+            )
+
+
+def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | None = None) -> None:
+    """Check what the user gave against the kernel's parameters before anything runs: names
+    (:func:`resolve` would reject them later, after the compile, or never under ``--no-trace``),
+    scalar values against their parameter's type, buffer counts, fills and data files, and
+    struct names against ``source_text``. Missing values are not checked here (the static
+    analysis needs none); :func:`resolve` names them when a run needs them."""
+    _check_names(spec, params)
+    if source_text is not None:
+        _check_struct_names(spec, source_text)
+    by_name = {p.name: p for p in params}
+    env = spec.env()
+    for a in spec.args:
+        p = by_name.get(a.name)
+        if p is None or p.is_pointer:
+            continue
+        ctype = lookup(p.value_type)
+        if ctype is not None:
+            _scalar_value(p, ctype, a, env)
+    for b in spec.buffers:
+        p = by_name[b.name]
+        count = _buffer_count(b.name, b, env)
+        if isinstance(b.elem_type, CudaType):
+            _resolved_fill(b.name, b, b.elem_type, count, _declared(p))
+
+
+def _declared(p: Param) -> CudaType | None:
+    pointee = p.pointee or "void"
+    return lookup(pointee) if pointee != "void" and "*" not in pointee else None
+
+
+def resolve(
+    spec: KernelSpec, params: Sequence[Param], resolve_struct: StructResolver | None = None
+) -> ResolvedLaunch:
+    """Bind ``spec`` to the kernel's ``params``: values for scalars, buffers for pointers.
+
+    ``resolve_struct(name) -> (size_bytes, align_bytes)`` sizes user types; it is called once
+    per struct name and only when a buffer holds a struct. Raises UsageError naming what is
+    missing (``--arg n=...``), unknown, or of the wrong kind.
+    """
+    env = spec.env()
+    notes: list[str] = []
+    kernel = spec.kernel
+    _check_names(spec, params)
 
     # Scalars without a value take their default argument when it is a plain value.
     defaulted: dict[str, ArgSpec] = {}
@@ -1116,6 +1499,7 @@ def resolve(
             continue
         given = spec.buffer(p.name)
         pointee = p.pointee or "void"
+        declared = _declared(p)
         if given is None:
             if pointee == "void" or "*" in pointee:
                 raise UsageError(
@@ -1131,7 +1515,6 @@ def resolve(
                 f"per thread of the launch, random); give --buffer {p.name}=TYPE[COUNT] to set it"
             )
         else:
-            declared = lookup(pointee) if pointee != "void" and "*" not in pointee else None
             elem_name = given.elem_type.name
             if declared is not None and declared != given.elem_type:
                 notes.append(
@@ -1139,13 +1522,7 @@ def resolve(
                     f"{declared.name}; counts are in {elem_name} elements"
                 )
         elem = sized(given.elem_type, p.name)
-        count = expr.evaluate(given.count_expr, env)
-        if count <= 0:
-            raise UsageError(
-                f"buffer {p.name} has {count} elements ({given.count_expr} with "
-                f"{_env_text(given.count_expr, env)})",
-                "a buffer needs at least one element; check the args its count uses",
-            )
+        count = _buffer_count(p.name, given, env)
         size = elem.size_bytes
         align = elem.align_bytes
         assert size is not None and align is not None
@@ -1158,10 +1535,11 @@ def resolve(
                 count,
                 count * size,
                 align,
-                given.fill,
+                _resolved_fill(p.name, given, elem, count, declared),
                 given.assumed,
                 is_output,
                 given.count_expr,
+                given.fill_given,
             )
         )
     return ResolvedLaunch(

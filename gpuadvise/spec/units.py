@@ -86,6 +86,11 @@ class Dim3:
         return str(self.x)
 
 
+def _noun(what: str) -> str:
+    """``--grid`` -> ``grid``: the word for the dimension in a hint."""
+    return what.lstrip("-").split()[0] if what.strip() else "launch"
+
+
 _DIM_SPLIT = re.compile(r"\s*[xX,*]\s*")
 
 
@@ -102,8 +107,17 @@ def parse_dims(text: str | int, what: str = "launch dimension") -> Dim3:
             "write 1 to 3 positive integers: 256, 16x16, 240x135x1 or 240,135",
         )
     if any(p.startswith("-") or not p.lstrip("+").strip("0") for p in parts):
+        shown = " by ".join(p.lstrip("+") for p in parts)
+        if isinstance(text, str) and re.fullmatch(r"\s*0[xX][0-9a-fA-F]+\s*", text):
+            raise UsageError(
+                f"{what} {text!r} means {shown} (an x between extents), which has a zero extent",
+                f"a {_noun(what)} extent must be >= 1; for the hex number write it in decimal "
+                f"({int(text.strip(), 16)})",
+            )
+        shown = f" ({shown})" if len(parts) > 1 else ""
         raise UsageError(
-            f"{what} {text!r} has a zero or negative extent", "every extent must be at least 1"
+            f"{what} {text!r}{shown} has a zero or negative extent",
+            f"a {_noun(what)} extent must be >= 1",
         )
     if any(len(p.lstrip("+").lstrip("0")) > 30 for p in parts):
         raise UsageError(f"{what} {text!r} is too large", "CUDA's limits are below 2**31")

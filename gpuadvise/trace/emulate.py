@@ -5,8 +5,11 @@ CTAs, all their lanes at once with numpy, reconverging diverged warps at immedia
 (:mod:`gpuadvise.ptx.emulator` says how), and records one :data:`~gpuadvise.trace.access.RECORD` per
 warp-level memory instruction executed. It starts from the data the GPU runner would use: every
 buffer made by :func:`gpuadvise.runner.data.make_host_buffer` (same dtype, count, fill, seed and
-name, see :func:`buffer_dtype`), and outputs that the runner poisons (non-const pointers with the
-default ``random`` fill, see :func:`runner_poisons`) poisoned the same way. So on the CTAs it runs it
+name, see :func:`buffer_dtype`), and outputs that the runner poisons (non-const pointers the user gave
+no fill, see :func:`runner_poisons`) poisoned the same way; an explicit fill (``random``, ``zeros``,
+a data file ...) is honoured on every buffer. When the kernel reads a poisoned buffer before writing
+it (an in/out buffer whose start values matter), a note says so and how to give it a fill
+(:func:`poisoned_reads`). So on the CTAs it runs it
 computes what the GPU computes: exactly for integer kernels, up to float rounding for float ones
 (:mod:`gpuadvise.ptx.ops` lists the approximations). Shared and local memory start zeroed (on the
 GPU they start undefined).
@@ -43,10 +46,18 @@ like the GPU's own fault); so does an unsupported instruction when it executes
 (:class:`~gpuadvise.ptx.errors.UnsupportedInstructionError`, naming the opcode and the line), a
 device-side assert, and a warp running past ``max_instructions``
 (:class:`~gpuadvise.ptx.errors.InstructionBudgetError`).
+
+Memory: the buffers and the sampled CTAs are checked against the memory budget
+(:mod:`gpuadvise.spec.budget`) before anything is allocated, and the trace may take a quarter of
+it. A trace that outgrows its share, or running out of memory all the same, is a
+:class:`~gpuadvise.spec.budget.TooLargeError` that says what to lower when the sample was asked
+for (an int or ``"all"``), else an :class:`~gpuadvise.ptx.errors.EmulationError`; never a
+traceback.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import time
@@ -58,6 +69,7 @@ import numpy as np
 
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
+from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.trace.access import AccessTrace
 
@@ -73,6 +85,7 @@ __all__ = [
     "emulate",
     "emulate_ptx",
     "interior_ctas",
+    "poisoned_reads",
     "runner_poisons",
 ]
 
@@ -84,6 +97,21 @@ DEFAULT_BATCH_LANES = 65536
 
 ASSUMED_SM_COUNT = 132
 _REG_BUDGET_BYTES = 768 << 20
+
+# Memory per sampled CTA besides its trace: its id (int64) and the two tuples of ids handed back
+# (Emulation.ctas_run, AccessTrace.ctas: a pointer and an int object each).
+_BYTES_PER_SAMPLED_CTA = 8 + 2 * (8 + 32)
+# The emulator holds the buffers about three times: their initial data, the global memory it runs
+# on, and the outputs read back.
+_BUFFER_COPIES = 3
+# The trace takes at most a quarter of the memory budget (the models copy it, and reconcile
+# rewrites it), and never more than 8 GiB.
+_TRACE_SHARE_DIVISOR = 4
+_MAX_TRACE_BYTES = 8 << 30
+_SAMPLE_HINT = (
+    "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
+    "(or --no-trace: the static analysis needs no trace)"
+)
 
 
 @dataclass(frozen=True)
@@ -128,9 +156,36 @@ def buffer_dtype(buf: ResolvedBuffer) -> tuple[np.dtype[Any], str | None]:
 
 
 def runner_poisons(buf: ResolvedBuffer) -> bool:
-    """Whether the runner poisons this buffer before a verification run: an output whose fill
-    the user left at the default (``random``); an explicit ``zeros``/``ones``/``iota`` is kept."""
-    return buf.is_output and buf.fill == "random"
+    """Whether the runner poisons this buffer before a verification run: an output the user gave
+    no fill; any explicit fill (``random``, ``zeros``, a data file ...) is kept."""
+    return buf.poisoned
+
+
+def check_buffer_memory(launch: ResolvedLaunch) -> None:
+    """Raise :class:`~gpuadvise.spec.budget.TooLargeError` before making buffers that cannot fit
+    (the default one-element-per-thread buffers of a huge launch included)."""
+    if not launch.buffers:
+        return
+    total = launch.total_buffer_bytes
+    big = max(launch.buffers, key=lambda b: b.size_bytes)
+    shape = f"{big.elem.name}[{big.count}]"
+    if big.assumed:
+        shape += ", assumed: one element per thread of the launch"
+        hint = (
+            f"give the buffers their real sizes (--buffer {big.name}=TYPE[COUNT]), or --no-trace "
+            "for the static analysis only"
+        )
+    else:
+        hint = (
+            f"give buffer {big.name} fewer elements (or smaller args in its count), or --no-trace "
+            "for the static analysis only"
+        )
+    check_fits(
+        total * _BUFFER_COPIES,
+        f"tracing with {format_bytes(total)} of buffers ({big.name} = {shape}; "
+        f"{_BUFFER_COPIES} copies)",
+        hint,
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -308,16 +363,25 @@ def emulate(
     from gpuadvise.runner.data import make_host_buffer
     from gpuadvise.runner.verify import poison
 
+    check_buffer_memory(launch)
     buffers: list[tuple[str, np.ndarray, bool]] = []
-    for buf in launch.buffers:
-        dt, float_kind = buffer_dtype(buf)
-        arr = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, float_kind)
-        if runner_poisons(buf):
-            arr = arr.copy()
-            poison(arr)
-        buffers.append((buf.name, arr, buf.is_output))
+    poisoned: list[str] = []
+    try:
+        for buf in launch.buffers:
+            dt, float_kind = buffer_dtype(buf)
+            arr = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, float_kind)
+            if runner_poisons(buf):
+                arr = arr.copy()
+                poison(arr)
+                poisoned.append(buf.name)
+            buffers.append((buf.name, arr, buf.is_output))
+    except MemoryError:
+        raise TooLargeError(
+            f"out of memory making the buffers ({format_bytes(launch.total_buffer_bytes)})",
+            "give smaller counts or args, or --no-trace for the static analysis only",
+        ) from None
     static = kernel.resources.static_smem_bytes
-    return _emulate(
+    emu = _emulate(
         ptx=module.ptx,
         entry=kernel.mangled,
         arch=module.arch,
@@ -334,6 +398,92 @@ def emulate(
         static_smem_ptxas=static,
         record=trace,
     )
+    if not trace or not poisoned:
+        return emu
+    notes = list(emu.notes)
+    for b in launch.buffers:
+        reads = poisoned_reads(emu.trace, b.name) if b.name in poisoned else 0
+        if reads:
+            notes.append(
+                f"buffer {b.name} is an output with no fill, so it starts poisoned (every byte "
+                f"0xFF: NaN in floats, all ones in integers), and the kernel read it before "
+                f"writing it (in the traced CTAs): if its "
+                f"start values matter, give it a fill, e.g. --buffer '{b.name}="
+                f"{_type_word(b.elem)}[{b.count_expr}]:random' (or zeros, or a data file)"
+            )
+    return dataclasses.replace(emu, notes=tuple(notes))
+
+
+def _type_word(elem: Any) -> str:
+    """A spelling of ``elem`` without spaces, for a command line (``unsigned int`` -> uint32)."""
+    name = str(elem.name)
+    if " " not in name:
+        return name
+    kind = getattr(elem, "kind", "")
+    if kind in ("int", "uint") and getattr(elem, "lanes", 1) == 1:
+        return f"{'u' if kind == 'uint' else ''}int{8 * int(elem.size_bytes)}"
+    return name.replace(" ", "_")
+
+
+def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) -> int:
+    """Whether the kernel read buffer ``name`` before writing it, in the trace's execution order:
+    the number of lane reads (loads and atomics) of data not written yet in the first stretch of
+    ``chunk_records`` global records that has any, or 0 when none does. Writes are stores and
+    atomics; memory is tracked in 4-byte words (a write to any byte of a word counts as writing
+    it), so it errs towards 0, never the other way."""
+    span = trace.buffers.get(name)
+    r = trace.records
+    if span is None or len(r) == 0:
+        return 0
+    base, size = int(span[0]), int(span[1])
+    lanes = np.uint32(1) << np.arange(32, dtype=np.uint32)
+
+    def inside(rec: np.ndarray) -> np.ndarray:
+        addr = rec["addr"].astype(np.int64) - np.int64(base)
+        active = (rec["mask"][:, None] & lanes[None, :]) != 0
+        return active & (addr >= 0) & (addr < size)
+
+    glob = np.flatnonzero(r["space"] == int(Space.GLOBAL))
+    reads = glob[r["kind"][glob] != int(Kind.STORE)]
+    if not any(
+        inside(r[reads[i : i + chunk_records]]).any() for i in range(0, len(reads), chunk_records)
+    ):
+        return 0  # the kernel never reads the buffer (an output it only writes)
+    words = max(1, (size + 3) // 4)
+    written = np.zeros(words, dtype=bool)
+    for start in range(0, len(glob), chunk_records):
+        rec = r[glob[start : start + chunk_records]]
+        hit = inside(rec)
+        if not hit.any():
+            continue
+        addr = rec["addr"].astype(np.int64) - np.int64(base)
+        order = np.broadcast_to(np.arange(len(rec), dtype=np.int64)[:, None], addr.shape)
+        kind = rec["kind"][:, None]
+        is_write = hit & (kind != int(Kind.LOAD))
+        is_read = hit & (kind != int(Kind.STORE))
+        # the words each write covers, with the write's position in the stretch
+        w_addr, w_ord = addr[is_write], order[is_write]
+        w_width = np.broadcast_to(rec["width"].astype(np.int64)[:, None], addr.shape)[is_write]
+        covered = (w_addr % 4 + np.maximum(w_width, 1) + 3) // 4
+        parts = [(w_addr[covered > k] // 4 + k, w_ord[covered > k]) for k in range(9)]
+        w_word = np.minimum(np.concatenate([p[0] for p in parts]), words - 1)
+        w_first = np.concatenate([p[1] for p in parts])
+        r_word = np.minimum(addr[is_read] // 4, words - 1)
+        r_ord = order[is_read]
+        unwritten = ~written[r_word]
+        if len(w_word) and len(r_word):
+            o = np.lexsort((w_first, w_word))
+            ws, fs = w_word[o], w_first[o]
+            first = np.ones(len(ws), dtype=bool)
+            first[1:] = ws[1:] != ws[:-1]
+            uw, uf = ws[first], fs[first]
+            pos = np.minimum(np.searchsorted(uw, r_word), len(uw) - 1)
+            unwritten &= ~((uw[pos] == r_word) & (uf[pos] < r_ord))
+        found = int(np.count_nonzero(unwritten))
+        if found:
+            return found
+        written[w_word] = True
+    return 0
 
 
 def emulate_ptx(
@@ -430,6 +580,12 @@ def _emulate(
     total = geo.total_ctas
     if sample_ctas is None or isinstance(sample_ctas, (int, str)):
         count, sample_notes = _sample_count(sample_ctas, total, wave)
+        check_fits(
+            count * _BYTES_PER_SAMPLED_CTA,
+            f"tracing {count} CTAs"
+            + (" (every CTA of the grid)" if count == total and count > 1 else ""),
+            _SAMPLE_HINT,
+        )
         ctas = np.arange(count, dtype=np.int64)
     else:
         ctas, sample_notes = _sample_ids(sample_ctas, total)
@@ -476,29 +632,59 @@ def _emulate(
     per_lane = reg_bytes + image.local_bytes + sum(image.call_params.values()) + 64
     cap = max(1, _REG_BUDGET_BYTES // per_lane)
     per_batch = max(1, min(batch_lanes, cap) // lanes_per_cta)
-    sink = RecordSink()
+    budget = memory_budget()
+    trace_limit = min(_MAX_TRACE_BYTES, budget.bytes // _TRACE_SHARE_DIVISOR)
+
+    class _BudgetSink(RecordSink):
+        """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
+        (the models copy the trace after it: it may take only part of the memory)."""
+
+        def reserve(self, n: int) -> np.ndarray:
+            if self.count + n > self.capacity:
+                raise _TraceFull(self.count + n)
+            return super().reserve(n)
+
+    sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
     if record:
         sink.declare(static_accesses(image.program))
     cache: dict[int, dict[str, Any]] = {}
     lane_instr = 0
     steps = 0
-    with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for start in range(0, count, per_batch):
-            batch = Batch(
-                image,
-                geo,
-                ctas[start : start + per_batch],
-                gmem,
-                params,
-                sink if record else None,
-                max_instructions,
-                cache,
-            )
-            li, st = batch.run()
-            lane_instr += li
-            steps += st
-        trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+    start = 0
+    # A sample the user asked for (--sample-ctas N or all) that does not fit is a usage error
+    # (exit 2); the default sample (the first wave) or a list of CTAs just leaves no trace.
+    too_large = TooLargeError if isinstance(sample_ctas, int | str) else EmulationError
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for start in range(0, count, per_batch):
+                batch = Batch(
+                    image,
+                    geo,
+                    ctas[start : start + per_batch],
+                    gmem,
+                    params,
+                    sink if record else None,
+                    max_instructions,
+                    cache,
+                )
+                li, st = batch.run()
+                lane_instr += li
+                steps += st
+            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+    except _TraceFull as full:
+        raise too_large(
+            f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
+            f"trace's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
+            f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
+            _fewer_ctas_hint(start),
+        ) from None
+    except MemoryError:
+        raise too_large(
+            f"out of memory tracing {count} CTAs (after {start} of them; "
+            f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
+            _fewer_ctas_hint(start),
+        ) from None
     outputs = {
         name: gmem.read(name).view(arr.dtype).reshape(arr.shape)
         for name, arr, is_out in buffers
@@ -518,6 +704,21 @@ def _emulate(
         notes=tuple(notes),
         warp_steps=steps,
     )
+
+
+class _TraceFull(Exception):
+    def __init__(self, records: int) -> None:
+        super().__init__(records)
+        self.records = records
+
+
+def _fewer_ctas_hint(fitted: int) -> str:
+    if fitted >= 1:
+        return (
+            f"trace fewer CTAs: --sample-ctas {fitted} or less, or leave --sample-ctas out to "
+            "trace the first wave (or a smaller problem size, or --no-trace)"
+        )
+    return "trace fewer CTAs (--sample-ctas 1), a smaller problem size, or use --no-trace"
 
 
 def _size(t: str) -> int:

@@ -415,7 +415,7 @@ def test_a_gather_has_no_pattern(tmp_path):
     )
     (tmp_path / "case.toml").write_text(
         'source = "gather.cu"\nkernel = "gather"\ngrid = "ceil_div(n, 128)"\nblock = 128\n'
-        '[args]\nn = 4096\n[buffers]\nidx = { type = "int", count = "n", fill = "random" }\n'
+        '[args]\nn = 4096\n[buffers]\nidx = { type = "int", count = "n", fill = "random(0,4095)" }\n'
         'in = "float[n]"\nout = "float[n]"\n'
     )
     a = _analysis(src, "gather")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -423,7 +424,12 @@ def test_void_pointers_need_a_buffer(cu: Path) -> None:
 
 
 def test_counts_must_be_positive(cu: Path) -> None:
-    spec = _spec(cu, "saxpy", args=["n=0", "a=1"], buffers=["x=float[n]"])
+    # checked when the spec is built (before the compile, with or without a trace) ...
+    with pytest.raises(UsageError, match="0 elements"):
+        _spec(cu, "saxpy", args=["n=0", "a=1"], buffers=["x=float[n]"])
+    # ... and again when it is bound to the parameters
+    spec = _spec(cu, "saxpy", args=["n=1", "a=1"], buffers=["x=float[n]"])
+    spec = dataclasses.replace(spec, args=(ArgSpec("n", 0), ArgSpec("a", 1)))
     with pytest.raises(UsageError, match="0 elements"):
         resolve(spec, params("saxpy"))
 

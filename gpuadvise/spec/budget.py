@@ -1,0 +1,188 @@
+"""How much host memory gpuadvise may use, and checks of sizes against it *before* allocating.
+
+A buffer of ``float[1000000000000]``, the one-element-per-thread default buffer of a
+``--grid 2147483647`` launch or the CTA ids of ``--sample-ctas all`` on a 65535x65535 grid ask
+numpy for terabytes; numpy then fails with a traceback (or the kernel's OOM killer ends the
+process). Every allocation whose size comes from user input is checked here first, and a size over
+the budget is a :class:`TooLargeError`: one line naming what is too large and what to lower.
+
+The budget (:func:`memory_budget`) is the smallest of:
+
+- the physical memory (``SC_PHYS_PAGES``), or ``MemAvailable`` of ``/proc/meminfo`` when that is
+  known (memory the system can give without swapping);
+- the cgroup's limit less its current use (``/sys/fs/cgroup/memory.max`` and ``memory.current``
+  on cgroup v2, ``memory.limit_in_bytes`` and ``memory.usage_in_bytes`` on v1): a container's
+  limit, which the physical memory does not show;
+- ``RLIMIT_AS`` (``ulimit -v``) less the process's current address space, and ``RLIMIT_DATA``
+  less its current data segment.
+
+``GPUADVISE_MEMORY_BUDGET`` (bytes, or a size such as ``2G``) caps it further, for shared
+machines and for tests.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuadvise.errors import UsageError
+
+__all__ = [
+    "MemoryBudget",
+    "TooLargeError",
+    "check_fits",
+    "format_bytes",
+    "memory_budget",
+]
+
+_ENV = "GPUADVISE_MEMORY_BUDGET"
+_FALLBACK_BYTES = 8 << 30
+_UNLIMITED = 1 << 62  # cgroup "max" and RLIM_INFINITY read as this
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class TooLargeError(UsageError):
+    """A size from the user's input (a buffer, a launch, a CTA sample) that does not fit in memory.
+
+    It is a mistake in the input, like any :class:`UsageError`: the analysis stops with exit 2
+    rather than reporting the trace as merely unavailable."""
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """``bytes`` gpuadvise may allocate now; ``source`` names the limit that set it."""
+
+    bytes: int
+    source: str
+
+
+def format_bytes(n: int | float) -> str:
+    """``1.5 GiB``, ``4.0 TiB``, ``512 B`` (binary units)."""
+    if n >= 1 << 63:
+        return "over 8 EiB"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if abs(value) < 1024 or unit == "EiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} EiB"  # pragma: no cover
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except (OSError, ValueError):
+        return None
+    if text == "max":
+        return _UNLIMITED
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _meminfo(key: str) -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _physical() -> tuple[int, str]:
+    available = _meminfo("MemAvailable")
+    if available is not None:
+        return available, "the memory available (MemAvailable)"
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE")), "physical memory"
+    except (ValueError, OSError, AttributeError):
+        return _FALLBACK_BYTES, "an assumed 8 GiB of memory"
+
+
+def _cgroup() -> tuple[int, str] | None:
+    root = _CGROUP_ROOT
+    v2 = _read_int(root / "memory.max")
+    if v2 is not None and v2 < _UNLIMITED:
+        used = _read_int(root / "memory.current") or 0
+        return max(0, v2 - used), "the cgroup's memory limit (memory.max)"
+    v1 = _read_int(root / "memory" / "memory.limit_in_bytes")
+    if v1 is not None and v1 < _UNLIMITED:
+        used = _read_int(root / "memory" / "memory.usage_in_bytes") or 0
+        return max(0, v1 - used), "the cgroup's memory limit (memory.limit_in_bytes)"
+    return None
+
+
+def _proc_status(key: str) -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def _rlimits() -> list[tuple[int, str]]:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Linux
+        return []
+    out: list[tuple[int, str]] = []
+    for name, status_key, label in (
+        ("RLIMIT_AS", "VmSize", "the address-space limit (ulimit -v, RLIMIT_AS)"),
+        ("RLIMIT_DATA", "VmData", "the data-segment limit (ulimit -d, RLIMIT_DATA)"),
+    ):
+        which = getattr(resource, name, None)
+        if which is None:
+            continue
+        try:
+            soft, _hard = resource.getrlimit(which)
+        except (OSError, ValueError):
+            continue
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        out.append((max(0, soft - _proc_status(status_key)), label))
+    return out
+
+
+def _env_cap() -> tuple[int, str] | None:
+    text = os.environ.get(_ENV, "").strip()
+    if not text:
+        return None
+    from gpuadvise.spec.units import parse_size
+
+    try:
+        return parse_size(text, _ENV), f"{_ENV}={text}"
+    except UsageError:
+        return None
+
+
+def memory_budget() -> MemoryBudget:
+    """The memory gpuadvise may allocate now: see the module docstring."""
+    candidates = [_physical(), *_rlimits()]
+    for extra in (_cgroup(), _env_cap()):
+        if extra is not None:
+            candidates.append(extra)
+    size, source = min(candidates, key=lambda c: c[0])
+    return MemoryBudget(int(size), source)
+
+
+def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: str = "") -> None:
+    """Raise :class:`TooLargeError` when ``need_bytes`` exceeds ``share`` of the budget.
+
+    ``what`` names the allocation ("the buffers x: float[1000000000000]"); ``hint`` says what to
+    lower; ``use`` names what the share is for ("buffers": "a third of it for buffers").
+    """
+    budget = memory_budget()
+    allowed = int(budget.bytes * share)
+    if need_bytes <= allowed:
+        return
+    limit = f"the {format_bytes(budget.bytes)} gpuadvise may use here (set by {budget.source})"
+    if share != 1.0:
+        limit = f"{format_bytes(allowed)}, the part for {use or 'this'} of " + limit
+    raise TooLargeError(
+        f"{what} needs {format_bytes(need_bytes)} of memory, more than {limit}", hint
+    )

@@ -1,0 +1,384 @@
+"""Bad and real-world inputs to ``gpuadvise analyze`` and ``occupancy`` (issue 18), replayed through
+the CLI: every mistake gives one line ``error: <what>; <how to fix>`` and exit 2 (never a
+traceback), explicit fills are honoured on every pointer, and a poisoned pointer that the kernel
+reads before writing it gets a note."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuadvise.toolchain.nvcc import find_toolchain
+
+ROOT = Path(__file__).resolve().parents[2]
+REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
+
+try:
+    find_toolchain()
+    HAVE_NVCC = True
+except Exception:
+    HAVE_NVCC = False
+
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
+
+SAXPY = """
+__global__ void saxpy(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+# cuda-samples' histogram256, reduced: per-warp sub-histograms in shared memory, four bytes of
+# data per uint, and d_Data is not const (as in the sample).
+HISTOGRAM = """
+#define WARP_COUNT 6
+#define BIN_COUNT 256
+__device__ inline void addByte(unsigned int* s_WarpHist, unsigned int data) {
+    atomicAdd(s_WarpHist + data, 1);
+}
+__global__ void histogram256Kernel(unsigned int* d_PartialHistograms, unsigned int* d_Data,
+                                   unsigned int dataCount) {
+    __shared__ unsigned int s_Hist[WARP_COUNT * BIN_COUNT];
+    unsigned int* s_WarpHist = s_Hist + (threadIdx.x >> 5) * BIN_COUNT;
+    for (unsigned int i = 0; i < BIN_COUNT / 32; i++) s_Hist[threadIdx.x + i * WARP_COUNT * 32] = 0;
+    __syncthreads();
+    for (unsigned int pos = blockIdx.x * blockDim.x + threadIdx.x; pos < dataCount;
+         pos += blockDim.x * gridDim.x) {
+        unsigned int data = d_Data[pos];
+        addByte(s_WarpHist, (data >> 0) & 0xFFU);
+        addByte(s_WarpHist, (data >> 8) & 0xFFU);
+        addByte(s_WarpHist, (data >> 16) & 0xFFU);
+        addByte(s_WarpHist, (data >> 24) & 0xFFU);
+    }
+    __syncthreads();
+    for (unsigned int bin = threadIdx.x; bin < BIN_COUNT; bin += WARP_COUNT * 32) {
+        unsigned int sum = 0;
+        for (unsigned int i = 0; i < WARP_COUNT; i++) sum += s_Hist[bin + i * BIN_COUNT];
+        d_PartialHistograms[blockIdx.x * BIN_COUNT + bin] = sum;
+    }
+}
+"""
+
+# A BFS-style edge loop over a CSR graph whose arrays are not const (as in Rodinia's bfs).
+BFS = """
+__global__ void expand(int* starts, int* edges, int* level, int* out, int n) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    int s = 0;
+    for (int e = starts[v]; e < starts[v + 1]; ++e) {
+        s += level[edges[e]];
+    }
+    out[v] = s;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    cache = tmp_path_factory.mktemp("inputs-cache")
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(cache)}
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("inputs-src")
+    for name, text in (("saxpy.cu", SAXPY), ("hist.cu", HISTOGRAM), ("bfs.cu", BFS)):
+        (folder / name).write_text(text)
+    return folder
+
+
+def gpuadvise(
+    env: dict[str, str], *args: str, cwd: Path = ROOT, limit_kb: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "gpuadvise", *args]
+    if limit_kb is not None:  # `ulimit -v` for the command only
+        cmd = ["bash", "-c", f'ulimit -v {limit_kb} && exec "$@"', "bash", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=800)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "; " in lines[0], r.stderr
+    return lines[0]
+
+
+def saxpy(env: dict[str, str], src: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return gpuadvise(
+        env, "analyze", str(src / "saxpy.cu"), "--arg", "n=4096", "--arg", "a=2", *args
+    )
+
+
+# --- sizes that do not fit: checked before numpy is asked -----------------------------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--grid", "16", "--block", "256", "--buffer", "x=float[1000000000000]"], ["buffer x"]),
+        (["--grid", "16", "--block", "256", "--buffer", "x=float[n*n*n*n*n*n]"], ["buffer x"]),
+        # the assumed one-element-per-thread buffers of a huge launch
+        (["--grid", "2147483647", "--block", "256"], ["assumed", "--buffer x="]),
+        (["--grid", "2147483647x65535x65535", "--block", "1024"], ["assumed"]),
+        # the sampled CTA ids themselves
+        (
+            ["--grid", "65535x65535", "--block", "32", "--buffer", "x=float[n]"]
+            + ["--buffer", "y=float[n]", "--sample-ctas", "all"],
+            ["4294836225 CTAs", "--sample-ctas"],
+        ),
+        (
+            ["--grid", "2147483647", "--block", "32", "--buffer", "x=float[n]"]
+            + ["--buffer", "y=float[n]", "--sample-ctas", "5000000000"],
+            ["2147483647 CTAs", "--sample-ctas"],
+        ),
+    ],
+)
+def test_sizes_over_the_memory_budget_are_errors(
+    env: dict[str, str], src: Path, args: list[str], needles: list[str]
+) -> None:
+    line = one_line_error(saxpy(env, src, *args))
+    assert "of memory" in line, line
+    for needle in needles:
+        assert needle in line, line
+
+
+@needs_nvcc
+def test_huge_buffer_in_a_spec_file(env: dict[str, str], src: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "saxpy.toml"
+    spec.write_text(
+        f'source = "{src / "saxpy.cu"}"\nkernel = "saxpy"\ngrid = 16\nblock = 256\n'
+        '[args]\nn = 4096\na = 2.0\n[buffers]\nx = "float[1000000000000]"\n'
+    )
+    line = one_line_error(gpuadvise(env, "analyze", "--spec", str(spec)))
+    assert "buffer x" in line and "of memory" in line
+
+
+@needs_nvcc
+def test_out_of_memory_says_what_to_lower(env: dict[str, str]) -> None:
+    """The issue's replay: `ulimit -v 6000000` and a 2^26-element reduction, every CTA traced."""
+    r = gpuadvise(
+        env,
+        "analyze",
+        str(REDUCE),
+        "--kernel",
+        "reduce2",
+        "--arg",
+        f"n={1 << 26}",
+        "--sample-ctas",
+        "all",
+        limit_kb=6_000_000,
+    )
+    line = one_line_error(r)
+    assert "--sample-ctas" in line and "RLIMIT_AS" in line, line
+
+
+# --- names and values checked against the kernel's parameters --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--arg", "bogus=1"], ["bogus", "n, a", "x, y"]),
+        (["--buffer", "zz=float[n]"], ["zz", "x, y"]),
+        (["--buffer", "x=float[0]"], ["buffer x", "0 elements"]),
+        (["--buffer", "x=float[-1]"], ["buffer x", "-1 elements"]),
+        (["--buffer", "x=quux[n]"], ["quux", "float"]),
+        (["--arg", "n=2.5"], ["n", "whole number"]),
+        (["--arg", "n=99999999999999999999999"], ["n", "int", "2147483647"]),
+        (["--arg", "n=18446744073709551616"], ["n", "does not fit"]),
+        (["--arg", "a=1e39"], ["a", "float"]),
+        (["--buffer", "y=int[n]:random(0,1.5)"], ["y", "whole numbers"]),
+        (["--buffer", "y=float[n]:random(2,1)"], ["y", "LOW"]),
+        (["--buffer", "y=float[n]:gaussian"], ["y", "random(LOW,HIGH)"]),
+    ],
+)
+def test_bad_names_and_values_fail_before_the_compile(
+    env: dict[str, str], src: Path, args: list[str], needles: list[str]
+) -> None:
+    # --no-trace: the checks no longer wait for the trace (which never came under --no-trace)
+    line = one_line_error(saxpy(env, src, "--grid", "16", "--block", "256", "--no-trace", *args))
+    for needle in needles:
+        assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--grid", "0x10", "--block", "256"], ["0 by 10", ">= 1", "16"]),
+        (["--grid", "ceil_div(n,256)x2", "--block", "256"], ["comma", "ceil_div(n,256), 2"]),
+    ],
+)
+def test_grid_messages(env: dict[str, str], src: Path, args: list[str], needles: list[str]) -> None:
+    line = one_line_error(saxpy(env, src, *args))
+    for needle in needles:
+        assert needle in line, line
+
+
+def test_sources_that_are_not_files(env: dict[str, str], tmp_path: Path) -> None:
+    launch = ["--grid", "1", "--block", "32"]
+    line = one_line_error(gpuadvise(env, "analyze", "/dev/null", *launch))
+    assert "character device" in line and "does not exist" not in line
+    line = one_line_error(gpuadvise(env, "analyze", str(tmp_path), *launch))
+    assert "is a directory" in line and "does not exist" not in line  # said by click
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "k.cu").write_text("__global__ void k() {}\n")
+    spec = tmp_path / "folder.toml"
+    spec.write_text('source = "sub"\nkernel = "k"\ngrid = 1\nblock = 32\n')
+    line = one_line_error(gpuadvise(env, "analyze", "--spec", str(spec)))
+    assert "is a folder" in line and "k.cu" in line and "does not exist" not in line
+    spec = tmp_path / "empty.toml"
+    spec.write_text('source = ""\nkernel = "k"\ngrid = 1\nblock = 32\n')
+    line = one_line_error(gpuadvise(env, "analyze", "--spec", str(spec)))
+    assert "source is empty" in line and "does not exist" not in line
+
+
+@pytest.mark.parametrize("threads", ["1x1x65", "1025", "1x1025", "2048x1", "32x32x2", "1x1x1000"])
+def test_occupancy_refuses_blocks_cuda_cannot_launch(env: dict[str, str], threads: str) -> None:
+    line = one_line_error(gpuadvise(env, "occupancy", "--threads", threads))
+    assert "above the maximum" in line, line
+
+
+def test_occupancy_takes_the_largest_valid_blocks(env: dict[str, str]) -> None:
+    for threads in ("1x1x64", "1024", "1x1024", "16x16x4"):
+        r = gpuadvise(env, "occupancy", "--threads", threads, "--json")
+        assert r.returncode == 0, r.stderr
+
+
+# --- fills: explicit ones are honoured, poison is reported ---------------------------------------
+
+
+def _analyze_json(env: dict[str, str], *args: str) -> dict:  # type: ignore[type-arg]
+    r = gpuadvise(env, "analyze", *args, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def _shared_atomic_worst_ways(doc: dict) -> float:  # type: ignore[type-arg]
+    lines = [ln for ln in doc["shared_memory"]["lines"] if ln["kind"] == "atomic"]
+    assert lines, doc["shared_memory"]
+    return max(ln["worst_ways"] for ln in lines)
+
+
+@needs_nvcc
+def test_explicit_random_fill_on_a_non_const_pointer_is_honoured(
+    env: dict[str, str], src: Path
+) -> None:
+    """histogram256 with `--buffer d_Data=uint32[16777216]:random`: the data is random, not the
+    0xFF poison (which put every byte in bin 255: 32-way conflicts on one address)."""
+    common = [
+        str(src / "hist.cu"),
+        "--grid",
+        "240",
+        "--block",
+        "192",
+        "--arg",
+        "dataCount=16777216",
+        "--buffer",
+        "d_PartialHistograms=uint32[240*256]",
+        "--sample-ctas",
+        "4",
+    ]
+    filled = _analyze_json(env, *common, "--buffer", "d_Data=uint32[16777216]:random")
+    assert _shared_atomic_worst_ways(filled) < 16
+    assert not any("poisoned" in n for n in filled["emulation"]["notes"])
+    # with no fill, d_Data (an output: not const) is poisoned, and the analysis says so
+    poisoned = _analyze_json(env, *common, "--buffer", "d_Data=uint32[16777216]")
+    assert _shared_atomic_worst_ways(poisoned) == 32
+    note = next(n for n in poisoned["emulation"]["notes"] if "poisoned" in n)
+    assert "d_Data" in note and "read it before writing it" in note
+    assert "--buffer 'd_Data=uint32[16777216]:random'" in note
+
+
+@needs_nvcc
+def test_bfs_edge_loop_runs_with_filled_graph(
+    env: dict[str, str], src: Path, tmp_path: Path
+) -> None:
+    n = 1024
+    rng = np.random.default_rng(0)
+    degree = rng.integers(0, 5, n)
+    starts = np.concatenate([[0], np.cumsum(degree)]).astype(np.int32)
+    edges = rng.integers(0, n, int(starts[-1])).astype(np.int32)
+    np.save(tmp_path / "starts.npy", starts)
+    edges.tofile(tmp_path / "edges.bin")
+    doc = _analyze_json(
+        env,
+        str(src / "bfs.cu"),
+        "--grid",
+        "4",
+        "--block",
+        "256",
+        "--arg",
+        f"n={n}",
+        "--buffer",
+        f"starts={tmp_path / 'starts.npy'}",
+        "--buffer",
+        f"edges=int32[{len(edges)}]:{tmp_path / 'edges.bin'}",
+        "--buffer",
+        "level=int[n]:random(0,9)",
+    )
+    lines = {ln["line"]: ln for ln in doc["global_memory"]["lines"]}
+    assert 7 in lines, lines  # the loop body `level[edges[e]]` ran
+    assert lines[7]["requests"] > 0
+
+
+@needs_nvcc
+def test_data_files_are_checked_against_type_and_count(
+    env: dict[str, str], src: Path, tmp_path: Path
+) -> None:
+    np.save(tmp_path / "x64.npy", np.zeros(4096, np.float64))
+    np.save(tmp_path / "x.npy", np.zeros(100, np.float32))
+    base = ["--grid", "16", "--block", "256", "--no-trace"]
+    line = one_line_error(saxpy(env, src, *base, "--buffer", f"x={tmp_path / 'x64.npy'}"))
+    assert "float64" in line and "float" in line
+    line = one_line_error(saxpy(env, src, *base, "--buffer", f"x=float[n]:{tmp_path / 'x.npy'}"))
+    assert "100" in line and "4096" in line
+    line = one_line_error(saxpy(env, src, *base, "--buffer", f"x={tmp_path / 'x.bin'}"))
+    assert "x.bin" in line
+
+
+# --- which poisoned buffers are read before they are written ---------------------------------------
+
+
+def _trace(ops: list[tuple[str, int, int]]):  # type: ignore[no-untyped-def]
+    """A one-warp trace of (kind, first byte offset in buffer b, width) global accesses, lane i at
+    offset + i * width; buffer b is 4096 bytes at 0x7000_0000_0000, buffer c right after."""
+    from gpuadvise.trace.access import RECORD, AccessTrace, Kind
+
+    base = 0x7000_0000_0000
+    r = np.zeros(len(ops), RECORD)
+    for i, (kind, offset, width) in enumerate(ops):
+        r[i]["kind"] = {"load": Kind.LOAD, "store": Kind.STORE, "atomic": Kind.ATOMIC}[kind]
+        r[i]["mask"] = 0xFFFFFFFF
+        r[i]["width"] = width
+        r[i]["addr"] = base + offset + np.arange(32) * width
+    return AccessTrace(
+        records=r,
+        instructions=(),
+        ctas=(0,),
+        total_ctas=1,
+        grid=(1, 1, 1),
+        block=(32, 1, 1),
+        source="emulator",
+        buffers={"b": (base, 4096), "c": (base + 4096, 4096)},
+    )
+
+
+def test_poisoned_reads_follow_execution_order() -> None:
+    from gpuadvise.trace.emulate import poisoned_reads
+
+    assert poisoned_reads(_trace([("load", 0, 4), ("store", 0, 4)]), "b") == 32  # y += ...
+    assert poisoned_reads(_trace([("store", 0, 4), ("load", 0, 4)]), "b") == 0
+    assert poisoned_reads(_trace([("store", 0, 16), ("load", 4, 4)]), "b") == 0  # vector store
+    assert poisoned_reads(_trace([("store", 0, 4), ("load", 128, 4)]), "b") == 32  # other words
+    assert poisoned_reads(_trace([("atomic", 0, 4)]), "b") == 32  # atomicAdd on poison
+    assert poisoned_reads(_trace([("load", 4096, 4)]), "b") == 0  # reads buffer c only
+    assert poisoned_reads(_trace([("store", 0, 4)]), "b") == 0  # written only
+    assert poisoned_reads(_trace([("load", 0, 4)]), "missing") == 0
