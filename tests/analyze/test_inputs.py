@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuadvise.toolchain.nvcc import find_toolchain
+from gpuadvise.toolchain import find_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
