@@ -72,7 +72,7 @@ def _paren(expr: str) -> str:
 def _constants(code: str) -> dict[str, int]:
     """Object-like ``#define NAME <integer expression>`` of a file (comments blanked)."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
+    from gpuadvise.rules import evaluate_expression as evaluate
 
     env: dict[str, int] = {}
     pending = [(m.group(1), _INT_SUFFIX.sub(r"\1", m.group(2))) for m in _DEFINE.finditer(code)]
@@ -92,7 +92,7 @@ def _constants(code: str) -> dict[str, int]:
 def _value(expr: str, env: Mapping[str, int], block: int) -> int | None:
     """The integer value of ``expr`` with ``blockDim.x`` = ``block`` (None: not a constant)."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.expr import evaluate
+    from gpuadvise.rules import evaluate_expression as evaluate
 
     text = _INT_SUFFIX.sub(r"\1", _BLOCKDIM.sub("blockDim_x", expr))
     try:
@@ -192,10 +192,10 @@ def _declarations(body: str, end: int) -> tuple[list[_Decl], bool]:
 def _pointers(ctx: RuleContext, ks: KernelSource, decls: list[_Decl]) -> set[str]:
     """The kernel's pointer parameters and the pointers declared from them."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.rules import parse_signature
 
     try:
-        params = parse_signature(ks.text, ctx.analysis.spec.kernel)
+        params = parse_signature(ks.text, ctx.spec.kernel)
     except GpuAdviseError:
         params = ()
     out = {p.name for p in params if p.is_pointer}
@@ -623,8 +623,7 @@ class IdleReductionThreads(Rule):
         """Lanes of global loads from ``pointer``'s buffer per traced thread (None: no trace)."""
         import numpy as np
 
-        from gpuadvise.model.banks import active_lanes
-        from gpuadvise.trace.access import Kind, Space
+        from gpuadvise.rules import Kind, Space, active_lanes
 
         try:
             trace = ctx.trace
@@ -641,7 +640,7 @@ class IdleReductionThreads(Rule):
         return float(lanes.sum()) / (len(trace.ctas) * threads)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
+        from gpuadvise.rules import OccupancyInputError, max_active_blocks
 
         threads = int(ctx.launch.block.x)
         before = ctx.occupancy.active_warps_per_sm

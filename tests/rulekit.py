@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from gpuadvise import rules as R
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.toolchain.nvcc import find_toolchain
 
 try:
@@ -49,12 +49,12 @@ def analyze(source: Path, kernel: str, sample_ctas: int, args: tuple[str, ...] =
     """The StaticAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100`` tracing the first
     ``sample_ctas`` CTAs."""
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
     )
-    return analyze_static(spec, choice.device, options, trace=True, sample_ctas=sample_ctas)
+    return analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=sample_ctas)
 
 
 def run_rule(a: Any, rule: str, trace_ctas: int, **options: Any) -> list[R.Finding]:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.toolchain.nvcc import CompileOptions, compile_source, find_toolchain, select_kernel
 
@@ -27,7 +27,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-KERNELS = R.builtin_kernels_dir()
+KERNELS = rule_api.builtin_kernels_dir()
 assert KERNELS is not None
 CASE = KERNELS / "spills"
 SOURCE = CASE / "spills.cu"
@@ -47,22 +47,22 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def mod() -> ModuleType:
     """The loaded rule module (the registry imports it under a name of its own)."""
-    rule = R.load_registry().get("GA401")
+    rule = rule_api.load_registry().get("GA401")
     return sys.modules[type(rule).__module__]
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_static(s, choice.device, options, trace=False)
+    return analyze_kernel(s, choice.device, options, trace=False)
 
 
-def ga401(a: Any) -> list[R.Finding]:
+def ga401(a: Any) -> list[rule_api.Finding]:
     found = run_rules(a, Config(select=("GA401",)), lazy_models=False)
     assert not [f for f in found if f.is_error], [f.error for f in found]
     return found
@@ -72,7 +72,7 @@ def expect_line(kernel_word: str) -> int:
     """The line of ``// expect: GA401`` that mentions ``kernel_word``'s declaration or body."""
     lines = SOURCE.read_text().splitlines()
     hits = [n for n, ln in enumerate(lines, 1) if "expect: GA401" in ln]
-    ks = R.find_kernel_source(SOURCE, kernel_word)
+    ks = rule_api.find_kernel_source(SOURCE, kernel_word)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     inside = [n for n in hits if first <= n <= last]
@@ -80,7 +80,7 @@ def expect_line(kernel_word: str) -> int:
     return inside[0]
 
 
-def ev(f: R.Finding) -> dict[str, Any]:
+def ev(f: rule_api.Finding) -> dict[str, Any]:
     return {e.metric: e.value for e in f.evidence}
 
 
@@ -95,7 +95,7 @@ def spills_of(source: Path, kernel: str, options: CompileOptions) -> tuple[int, 
 
 
 @pytest.fixture(scope="module")
-def capped() -> tuple[Any, R.Finding]:
+def capped() -> tuple[Any, rule_api.Finding]:
     a = analyze(SOURCE, "moments_capped")
     found = ga401(a)
     assert len(found) == 1
@@ -109,7 +109,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert (
         f.line
         == expect_line("moments_capped")
-        == R.find_kernel_source(SOURCE, "moments_capped").decl_line
+        == rule_api.find_kernel_source(SOURCE, "moments_capped").decl_line
     )
     e = ev(f)
     # __launch_bounds__(256, 8): 65536 registers / (8 x 256 threads) = 32 per thread
@@ -126,7 +126,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert e["global_bytes"] == g and g > 128
     # the lines that hold the spills, most LDL/STL first, all inside the kernel
     lines = [int(x) for x in str(e["local_access_lines"]).split(",")]
-    ks = R.find_kernel_source(SOURCE, "moments_capped")
+    ks = rule_api.find_kernel_source(SOURCE, "moments_capped")
     assert all(ks.decl_line <= n <= ks.body_lines[1] for n in lines)
     per = {}
     for ln in a.sass_lines:
@@ -315,10 +315,10 @@ def test_a_candidate_that_spills_as_much_or_more_is_dropped(capped, mod, monkeyp
 # Parsers
 
 
-def ks_of(tmp_path: Path, text: str, kernel: str) -> R.KernelSource:
+def ks_of(tmp_path: Path, text: str, kernel: str) -> rule_api.KernelSource:
     p = tmp_path / "k.cu"
     p.write_text(textwrap.dedent(text))
-    ks = R.find_kernel_source(p, kernel)
+    ks = rule_api.find_kernel_source(p, kernel)
     assert ks is not None
     return ks
 
@@ -406,7 +406,7 @@ def test_local_arrays_in_a_kernel_body(tmp_path, mod):
     }
 
 
-def test_compile_options_round_trip(mod):
+def test_compile_options_round_trip():
     opts = CompileOptions(
         arch="sm_90",
         include_dirs=("/tmp/inc",),
@@ -417,8 +417,8 @@ def test_compile_options_round_trip(mod):
         extra_flags=("--expt-relaxed-constexpr", "-ccbin", "/usr/bin/g++"),
         maxrregcount=64,
     )
-    module = type("M", (), {"flags": opts.nvcc_flags(), "arch": "sm_90"})()
-    again = mod.compile_options_of(module)
+    # how the rules' compile service rebuilds the analysed kernel's options from its flags
+    again = CompileOptions.from_nvcc_flags("sm_90", opts.nvcc_flags())
     assert again.nvcc_flags() == opts.nvcc_flags()
 
 
@@ -439,7 +439,7 @@ def test_a_printf_stack_frame_is_not_a_local_array(tmp_path):
 
 
 def test_rule_documentation_names_the_case():
-    rule = R.load_registry().get("GA401")
+    rule = rule_api.load_registry().get("GA401")
     assert rule.name == "register-spills"
     assert "kernels/spills/spills.cu" in rule.sections()["Example"]
 
@@ -462,10 +462,10 @@ def test_gpu_candidates_are_measured_and_verified():
         pytest.skip(why)
     opts = live_options(KernelOptions(source=str(SOURCE), kernel="moments_capped"))
     from gpuadvise.analyze.options import build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(opts)
-    a = analyze_static(spec, choice.device, options, trace=False)
+    a = analyze_kernel(spec, choice.device, options, trace=False)
     found = ga401(a)
     run, notes = measure_findings(opts, RulesRun(tuple(found), ("GA401",)), max_time_s=3.0)
     (f,) = run.findings
