@@ -313,8 +313,8 @@ def test_a_failed_capture_is_reported_for_the_graph_launch():
 
 def test_stream_only_jobs_never_capture():
     be = GraphFake()
-    job = graph_job(None)
-    res = run_job(job.Job(job.launches[:1], job.buffers, seed=1), be)
+    graph = graph_job(None)
+    res = run_job(job.Job(graph.launches[:1], graph.buffers, seed=1), be)
     assert res.ok and not [c for c in be.calls if c[0] != "launch"]
     assert len(be.calls) == REPEAT_FAKE
 
