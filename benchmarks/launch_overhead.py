@@ -88,14 +88,14 @@ def row(name: str, s: Any, g: Any, n: int) -> dict[str, Any]:
 
 def ga501_estimate() -> dict[str, Any] | None:
     """GA501's finding on the case, analysed for the live GPU."""
+    from gpuadvise.analyze.evaluate import run_rules
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.analyze.prepare import live_options
     from gpuadvise.rules.config import Config
-    from gpuadvise.rules.run import run_rules
 
     spec, choice, options = build(live_options(KernelOptions(source=str(SOURCE), kernel="step")))
-    a = analyze_static(spec, choice.device, options, trace=False)
+    a = analyze_kernel(spec, choice.device, options, trace=False)
     found = run_rules(a, Config(select=("GA501",)), lazy_models=False)
     if not found or found[0].estimated_speedup is None:
         return None

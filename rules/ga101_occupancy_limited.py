@@ -86,7 +86,7 @@ class OccupancyLimited(Rule):
         steps = [s for s in ctx.next_steps if s.active_warps_per_sm > occ.active_warps_per_sm]
         if not steps:
             return
-        waves = ctx.analysis.waves
+        waves = ctx.waves_or_none
         if waves is not None and waves.total_ctas <= waves.ctas_per_wave:
             return  # one partial wave: more room per SM has nothing to run
         # the step the estimate and the variant use: the highest occupancy, a register cap

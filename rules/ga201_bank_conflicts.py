@@ -16,6 +16,10 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    dram_bytes_per_s,
+    roofline,
+    sm_cycles_per_s,
+    work_ratio,
 )
 
 if TYPE_CHECKING:
@@ -120,27 +124,17 @@ class Layout:
 
 
 def shared_layout(ctx: RuleContext) -> Layout:
-    """The kernel's shared variables as the emulator lays them out
-    (``gpuadvise.ptx.emulator.KernelImage``; the GPU tracer agrees on the kernels suite)."""
-    from gpuadvise.ptx.emulator import KernelImage
-    from gpuadvise.trace.emulate import _parse  # the emulator's parse of this PTX, cached
-
-    a = ctx.analysis
-    module = _parse(a.module.ptx)
-    image = KernelImage.build(module, a.kernel.mangled, a.module.arch, 0)
-    decls = {v.name: v for v in module.variables.values()}
-    decls.update({v.name: v for v in image.program.vars})
+    """The kernel's shared variables as the tracer lays them out (the rules' shared-layout
+    service: the emulator's placement; the GPU tracer agrees on the kernels suite)."""
+    placed = ctx.services.shared_layout()
     out = []
     dyn_align = 16
-    for name, off in image.shared_offsets.items():
-        v = decls.get(name)
-        if v is None:
-            continue
+    for v in placed.variables:
         if v.extern:
             dyn_align = max(dyn_align, v.align)
             continue
-        out.append(SharedVar(name, off, v.size_bytes, max(v.align, 1)))
-    return Layout(tuple(sorted(out, key=lambda v: v.offset)), image.dynamic_offset, dyn_align)
+        out.append(SharedVar(v.name, v.offset, v.size_bytes, max(v.align, 1)))
+    return Layout(tuple(sorted(out, key=lambda v: v.offset)), placed.dynamic_offset, dyn_align)
 
 
 def ptx_var_for(name: str, layout: Sequence[SharedVar]) -> SharedVar | None:
@@ -172,8 +166,7 @@ def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.nda
     spaces are left alone."""
     import numpy as np
 
-    from gpuadvise.model.banks import active_lanes
-    from gpuadvise.trace.access import Space
+    from gpuadvise.rules import Space, active_lanes
 
     by_name = {p.var.ptx_name: p for p in pads}
     new_off: list[int] = []
@@ -207,7 +200,7 @@ def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.nda
 
 def cost(records: np.ndarray) -> tuple[int, int]:
     """(wavefronts, ideal) of shared ``records`` under the bank model."""
-    from gpuadvise.model.banks import record_wavefronts
+    from gpuadvise.rules import record_wavefronts
 
     if len(records) == 0:
         return 0, 0
@@ -222,7 +215,7 @@ def _widest_access(shared: np.ndarray, v: SharedVar) -> int:
     """The widest access (bytes per lane) of any record with a lane inside ``v``."""
     import numpy as np
 
-    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.rules import active_lanes
 
     widest = 1
     for k in range(0, len(shared), CHUNK):
@@ -280,13 +273,9 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
     none."""
     import numpy as np
 
-    from gpuadvise.model.banks import active_lanes
-    from gpuadvise.trace.access import Space
+    from gpuadvise.rules import Space, active_lanes
 
-    try:
-        records = ctx.reconciled_records
-    except ModelUnavailable:
-        records = ctx.trace.records
+    records = ctx.trace.records  # reconciled with the SASS by the pipeline
     shared = records[records["space"] == int(Space.SHARED)]
     on_line = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))]
     if len(on_line) == 0:
@@ -510,26 +499,24 @@ class BankConflicts(Rule):
         excess = finding.details["excess"] * scale
         d = ctx.device
         shared_only = Estimate(
-            round(w_launch / max(w_launch - excess, 1e-9), 3),
+            round(work_ratio(w_launch, excess), 3),
             "upper-bound",
             "shared-memory-bound kernel: time proportional to wavefronts; "
             f"{w_launch:.0f} / ({w_launch:.0f} - {excess:.0f}) (no clock/bandwidth for "
             f"{d.name}, DRAM time ignored)",
             {"wavefronts": w_launch, "excess_wavefronts": excess},
         )
-        if not (d.sm_count and d.sm_clock_mhz and d.mem_bandwidth_gbps):
+        rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
+        if rate is None or bandwidth is None:
             return shared_only
         try:
             dram_bytes = ctx.coalescing.launch.all.bytes
         except ModelUnavailable:
             return shared_only
-        t_shared = w_launch / (d.sm_count * d.sm_clock_mhz * 1e6)
-        t_excess = excess / (d.sm_count * d.sm_clock_mhz * 1e6)
-        t_dram = dram_bytes / (d.mem_bandwidth_gbps * 1e9)
-        before = max(t_shared, t_dram)
-        after = max(t_shared - t_excess, t_dram, 1e-15)
+        r = roofline(w_launch, excess, rate, dram_bytes, bandwidth)
+        t_shared, t_excess, t_dram = r.pipe_s, r.saved_s, r.dram_s
         return Estimate(
-            round(max(before / after, 1.0), 3),
+            round(max(r.speedup, 1.0), 3),
             "upper-bound",
             f"roofline over the launch: shared pipeline {t_shared * 1e6:.2f} us (1 wavefront per "
             f"SM per cycle at {d.sm_clock_mhz} MHz), of which {t_excess * 1e6:.2f} us are this "

@@ -116,10 +116,10 @@ def _declarations(ks: KernelSource, end: int) -> tuple[list[_Decl], bool]:
 def _pointers(ctx: RuleContext, ks: KernelSource, decls: list[_Decl]) -> set[str]:
     """The kernel's pointer parameters and the pointers declared from them."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.rules import parse_signature
 
     try:
-        params = parse_signature(ks.text, ctx.analysis.spec.kernel)
+        params = parse_signature(ks.text, ctx.spec.kernel)
     except GpuAdviseError:
         params = ()
     out = {p.name for p in params if p.is_pointer}
@@ -558,8 +558,7 @@ class IdleReductionThreads(Rule):
         """Lanes of global loads from ``pointer``'s buffer per traced thread (None: no trace)."""
         import numpy as np
 
-        from gpuadvise.model.banks import active_lanes
-        from gpuadvise.trace.access import Kind, Space
+        from gpuadvise.rules import Kind, Space, active_lanes
 
         try:
             trace = ctx.trace
@@ -576,7 +575,7 @@ class IdleReductionThreads(Rule):
         return float(lanes.sum()) / (len(trace.ctas) * threads)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
+        from gpuadvise.rules import OccupancyInputError, max_active_blocks
 
         threads = int(ctx.launch.block.x)
         before = ctx.occupancy.active_warps_per_sm

@@ -6,8 +6,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace.access import Kind
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    Kind,
+    Rule,
+    RuleContext,
+    Variant,
+    field_loads,
+    integer_args,
+    l1_cycles,
+    l1_roofline_estimate,
+    proxy_where,
+    soa_description,
+    soa_proxy,
+    source_text,
+    stride_mode,
+    struct_for,
+    warp_footprint,
+)
 
 
 class UncoalescedAccess(Rule):
@@ -82,15 +100,14 @@ class UncoalescedAccess(Rule):
     options = {"min_excess_pct": 50.0, "min_share_pct": 1.0}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise.rules import proxy as P
         co = ctx.coalescing
         total = co.traced.all.sectors
         if total <= 0:
             return
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         min_excess = float(ctx.option("min_excess_pct"))
         min_share = float(ctx.option("min_share_pct"))
-        text = P.source_text(ctx.source_file)
+        text = source_text(ctx.source_file)
         for cl in co.lines:
             if cl.kind not in (Kind.LOAD, Kind.STORE) or cl.line is None:
                 continue
@@ -102,7 +119,7 @@ class UncoalescedAccess(Rule):
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)
-                fp_sectors, fp_ideal = P.warp_footprint(lanes)
+                fp_sectors, fp_ideal = warp_footprint(lanes)
                 if not fp_sectors:
                     continue
                 fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
@@ -121,12 +138,11 @@ class UncoalescedAccess(Rule):
         footprint: tuple[int, int],
         text: str,
     ) -> Finding:
-        from gpuadvise.rules import proxy as P
         bi = view.buffers[buffer]
-        stride = P.stride_mode(lanes)
-        fields = P.field_loads(lanes, bi.elem_bytes)
+        stride = stride_mode(lanes)
+        fields = field_loads(lanes, bi.elem_bytes)
         insts = set(int(i) for i in lanes.inst)
-        layout = P.struct_for(bi, text)
+        layout = struct_for(bi, text)
         width = int(lanes.width.max()) if len(lanes) else 4
         aos = (
             bi.elem_bytes > width
@@ -195,14 +211,13 @@ class UncoalescedAccess(Rule):
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.rules import proxy as P
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         recs = finding.details["recs"]
         req = float(len(recs))
         sect = float(view.rec_sectors[recs].sum())
         ideal = float(view.rec_ideal[recs].sum())
-        saved = P.l1_cycles(req, sect) - P.l1_cycles(req, ideal)
-        return P.roofline(
+        saved = l1_cycles(req, sect) - l1_cycles(req, ideal)
+        return l1_roofline_estimate(
             ctx.device,
             view,
             saved,
@@ -210,10 +225,9 @@ class UncoalescedAccess(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
-        from gpuadvise.rules import proxy as P
         d = finding.details
         buffer = d["buffer"]
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         bi = view.buffers[buffer]
         if not d["aos"]:
             now = f" (a stride of {d['stride']} bytes now)" if d["stride"] else ""
@@ -225,11 +239,11 @@ class UncoalescedAccess(Rule):
             )
         layout = d["layout"]
         read = [d["names"][o] for o, _ in d["offsets"]]
-        desc = P.soa_description(buffer, bi, layout, read)
+        desc = soa_description(buffer, bi, layout, read)
         if d["kind"] != Kind.LOAD:
             return Variant("display-only", desc + " (no proxy: stores are not reproduced)")
-        where = P.proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, d["names"], P.integer_args(ctx.spec), where)
+        where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
+        pattern = view.pattern(d["lanes"], bi, d["names"], integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant("display-only", desc + f" (no proxy: {pattern})")
-        return Variant("proxy", desc, proxy=P.soa_proxy(pattern), label="SoA")
+        return Variant("proxy", desc, proxy=soa_proxy(pattern), label="SoA")

@@ -8,8 +8,25 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace.access import Kind
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    Kind,
+    Rule,
+    RuleContext,
+    Variant,
+    field_loads,
+    integer_args,
+    l1_cycles,
+    l1_roofline_estimate,
+    load_widths,
+    packed_proxy,
+    plan_packing,
+    proxy_where,
+    source_text,
+    struct_for,
+)
 
 
 class UnpackedFields(Rule):
@@ -75,16 +92,15 @@ class UnpackedFields(Rule):
     options = {"max_field_bits": 16}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise.rules import proxy as P
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         structs = [b for b in view.buffers.values() if b.is_struct and b.elem_bytes >= 8]
         if not structs:
             return
-        widths = P.load_widths(ctx.analysis.module.ptx, ctx.kernel.mangled, ctx.trace)
+        widths = load_widths(ctx.ptx, ctx.kernel.mangled, ctx.trace)
         if not widths:
             return
         max_bits = int(ctx.option("max_field_bits"))
-        text = P.source_text(ctx.source_file)
+        text = source_text(ctx.source_file)
         scalar = {
             i
             for i, info in enumerate(ctx.trace.instructions)
@@ -93,7 +109,7 @@ class UnpackedFields(Rule):
         for bi in structs:
             all_insts = np.array(sorted(scalar), np.int64)
             lanes, _ = view.access(all_insts, bi.name)
-            fields = P.field_loads(lanes, bi.elem_bytes)
+            fields = field_loads(lanes, bi.elem_bytes)
             bits: dict[int, int] = {}
             for inst, (off, _w, _n) in fields.items():
                 if inst in widths and off % 4 == 0:
@@ -101,7 +117,7 @@ class UnpackedFields(Rule):
             narrow = {o: b for o, b in bits.items() if 0 < b <= max_bits}
             if len(narrow) < 2:
                 continue
-            layout = P.struct_for(bi, text)
+            layout = struct_for(bi, text)
             names = {
                 o: (layout.describe(o, 4) if layout is not None else f"word {o // 4}")
                 for o in narrow
@@ -113,8 +129,6 @@ class UnpackedFields(Rule):
 
     @staticmethod
     def _plan(names: dict[int, str], narrow: dict[int, int]) -> Any:
-        from gpuadvise.rules.proxy import plan_packing
-
         chosen = sorted(narrow, key=lambda o: (narrow[o], o))
         while len(chosen) >= 2:
             plan = plan_packing([(_ident(names[o]), o, narrow[o]) for o in chosen])
@@ -193,13 +207,12 @@ class UnpackedFields(Rule):
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.rules import proxy as P
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         insts = finding.details["insts"]
         rec_inst = view.records["inst"]
         by_field: dict[int, list[float]] = {}
         lanes = finding.details["lanes"]
-        fields = P.field_loads(lanes, view.buffers[finding.details["buffer"]].elem_bytes)
+        fields = field_loads(lanes, view.buffers[finding.details["buffer"]].elem_bytes)
         for i in insts:
             sel = rec_inst == i
             off = fields[i][0]
@@ -207,8 +220,8 @@ class UnpackedFields(Rule):
             acc[0] += float(np.count_nonzero(sel))
             acc[1] += float(view.rec_sectors[sel].sum())
         ranked = sorted(by_field.items(), key=lambda kv: -kv[1][0])
-        saved = sum(P.l1_cycles(r, s) for _, (r, s) in ranked[1:])
-        return P.roofline(
+        saved = sum(l1_cycles(r, s) for _, (r, s) in ranked[1:])
+        return l1_roofline_estimate(
             ctx.device,
             view,
             saved,
@@ -216,9 +229,8 @@ class UnpackedFields(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        from gpuadvise.rules import proxy as P
         d = finding.details
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         bi = view.buffers[d["buffer"]]
         packing = d["packing"]
         layout = d["layout"]
@@ -227,11 +239,11 @@ class UnpackedFields(Rule):
         if layout is not None:
             for f in layout.fields:
                 names.setdefault(f.offset, f.name)
-        where = P.proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, names, P.integer_args(ctx.spec), where)
+        where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
+        pattern = view.pattern(d["lanes"], bi, names, integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant("display-only", desc + f" (no proxy: {pattern})")
-        proxy = P.packed_proxy(pattern, packing)
+        proxy = packed_proxy(pattern, packing)
         if proxy is None:
             return Variant("display-only", desc + " (no proxy: the line's loads do not fit it)")
         return Variant("proxy", desc, proxy=proxy, label="packed")

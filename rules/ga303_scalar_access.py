@@ -19,9 +19,13 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    dram_bytes_per_s,
     line_of,
     parse_expression,
+    roofline,
     same_source_file,
+    sm_cycles_per_s,
+    work_ratio,
 )
 
 L1_SECTORS_PER_CLOCK = 4
@@ -111,7 +115,7 @@ def _active(mask: np.ndarray) -> np.ndarray:
 
 
 def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
-    from gpuadvise.trace.access import Kind, Space
+    from gpuadvise.rules import Kind, Space
 
     records = trace.records
     rec_inst = records["inst"].astype(np.int64)
@@ -235,18 +239,6 @@ def _buffer_of(trace: Any, piece: _Piece) -> str | None:
 # The SASS side: did ptxas merge them already?
 
 
-def _sass_memory(ctx: RuleContext) -> tuple[Any, ...]:
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain import find_toolchain, sass
-
-    a = ctx.analysis
-    if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:
-        raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
-    try:
-        instrs = sass.disassemble(a.module.cubin_path, a.kernel.mangled, find_toolchain(ctx.nvcc))
-    except GpuAdviseError as exc:
-        raise ModelUnavailable(f"the SASS cannot be read: {exc.one_line()}") from exc
-    return sass.memory_summary(instrs)  # innermost lines, as the trace has them
 
 
 @dataclass(frozen=True)
@@ -778,7 +770,7 @@ class ScalarGlobalAccess(Rule):
         pieces = [p for c in chains for p in _pieces(c)]
         if not pieces:
             return
-        sass_lines = _sass_memory(ctx)
+        sass_lines = ctx.sass_lines_innermost
         glob = trace.records[trace.records["space"] == 0]
         totals = {
             "l1_clocks_all": _l1_clocks(glob),
@@ -896,8 +888,9 @@ def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
         "l1_clocks_saved": nums["l1_clocks_saved"] * scale,
         "scale": scale,
     }
-    if not (d.sm_count and d.sm_clock_mhz and d.mem_bandwidth_gbps):
-        sp = cyc_before / max(cyc_after, 1e-9)
+    rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
+    if rate is None or bandwidth is None:
+        sp = work_ratio(cyc_before, nums["l1_clocks_saved"])
         return Estimate(
             round(max(sp, 1.0), 3),
             "upper-bound",
@@ -906,13 +899,9 @@ def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
             inputs,
         )
     dram_bytes = nums["distinct_sectors_all"] * 32 * scale
-    t_dram = dram_bytes / (d.mem_bandwidth_gbps * 1e9)
-    rate = d.sm_count * d.sm_clock_mhz * 1e6
-    t_l1 = cyc_before * scale / rate
-    t_saved = nums["l1_clocks_saved"] * scale / rate
-    before = max(t_l1, t_dram)
-    after = max(t_l1 - t_saved, t_dram, 1e-15)
-    sp = max(before / after, 1.0)
+    r = roofline(cyc_before * scale, nums["l1_clocks_saved"] * scale, rate, dram_bytes, bandwidth)
+    t_l1, t_saved, t_dram = r.pipe_s, r.saved_s, r.dram_s
+    sp = max(r.speedup, 1.0)
     inputs.update(
         {"l1_time_us": t_l1 * 1e6, "l1_saved_us": t_saved * 1e6, "dram_time_us": t_dram * 1e6,
          "dram_bytes": dram_bytes}
@@ -922,7 +911,7 @@ def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
         f"MB take {t_dram * 1e6:.2f} us at {d.mem_bandwidth_gbps:.0f} GB/s, the L1 work of all "
         f"global accesses {t_l1 * 1e6:.2f} us), so it saves {per_thread} {w}-byte "
         "instruction(s) per thread and L1 work, not time"
-        if t_dram >= t_l1 - t_saved
+        if r.dram_bound
         else f"L1-bound: {t_l1 * 1e6:.2f} us of L1 work (1 request or 4 sectors per SM clock "
         f"at {d.sm_clock_mhz} MHz), {t_saved * 1e6:.2f} us of it saved; DRAM "
         f"{t_dram * 1e6:.2f} us"
@@ -938,16 +927,16 @@ def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
 
 def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.rules import parse_signature
 
     try:
-        return {p.name: p for p in parse_signature(ks.text, ctx.analysis.spec.kernel)}
+        return {p.name: p for p in parse_signature(ks.text, ctx.spec.kernel)}
     except GpuAdviseError:
         return {}
 
 
 def _l1_clocks(records: np.ndarray) -> float:
-    from gpuadvise.model.coalescing import record_sectors
+    from gpuadvise.rules import record_sectors
 
     if not len(records):
         return 0.0
@@ -956,7 +945,7 @@ def _l1_clocks(records: np.ndarray) -> float:
 
 
 def _distinct_sectors(records: np.ndarray) -> int:
-    from gpuadvise.model.coalescing import touched_lines
+    from gpuadvise.rules import touched_lines
 
     if not len(records):
         return 0
@@ -967,7 +956,7 @@ def _distinct_sectors(records: np.ndarray) -> int:
 def _numbers(trace: Any, g: _Group) -> dict[str, Any]:
     """Requests, L1 sectors and clocks of the group's accesses as they are and vectorized
     (over the traced CTAs)."""
-    from gpuadvise.model.coalescing import record_sectors
+    from gpuadvise.rules import record_sectors
 
     records = trace.records
     before_req = after_req = 0

@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
+    AccessTrace,
     Estimate,
     Evidence,
     Finding,
     KernelSource,
     ModelUnavailable,
+    PatchError,
     Rule,
     RuleContext,
     Variant,
-    line_of,
-    unified_diff,
-)
-from gpuadvise.source.patch import (
-    PatchError,
     block_index_uses,
+    line_of,
     remap_block_index,
     tiled_block_index_lines,
+    unified_diff,
 )
 
 TILE_SIZES = (4, 8, 16, 32)
@@ -179,42 +176,19 @@ def probe_lines(ctas: Sequence[int], gx: int) -> list[str]:
     ]
 
 
-def _options_like(module: Any, include: str) -> Any:
-    """Compile options equal to those ``module`` was built with, plus ``include``."""
-    from gpuadvise.toolchain import CompileOptions
-
-    opts = CompileOptions.from_nvcc_flags(module.arch, module.flags)
-    return replace(opts, include_dirs=(*opts.include_dirs, include))
-
-
-def probe_trace(ctx: RuleContext, ks: KernelSource) -> Any:
+def probe_trace(ctx: RuleContext, ks: KernelSource) -> AccessTrace:
     """A trace of the :func:`probe_ctas` of the launch, as if the emulator had run those CTAs:
     the kernel is compiled once more with its block index remapped so that launch position ``p``
     computes the tile of the ``p``-th sampled CTA, its first ``len(ctas)`` positions are
-    emulated, and the trace's CTA ids are relabelled with the sampled CTAs' ids. Valid when
-    :func:`remap_safety` holds (the tile a block computes is all its block index decides)."""
+    emulated (the rules' trace-a-candidate service), and the trace's CTA ids are relabelled with
+    the sampled CTAs' ids. Valid when :func:`remap_safety` holds (the tile a block computes is
+    all its block index decides)."""
     import numpy as np
 
-    from gpuadvise.analyze.pipeline import resolve_launch
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
-    from gpuadvise.trace.emulate import emulate
-
-    spec = ctx.spec
     gx, gy = int(ctx.launch.grid.x), int(ctx.launch.grid.y)
     ctas = probe_ctas(gx, gy)
-    src = Path(ctx.source_file)
     text = remap_block_index(ks.text, ks.body_start, ks.body_end, probe_lines(ctas, gx), BLOCK_NAME)
-    tc = find_toolchain(ctx.nvcc)
-    with tempfile.TemporaryDirectory(prefix="gpuadvise-ga304-") as tmp:
-        probe = Path(tmp) / src.name
-        probe.write_text(text)
-        options = _options_like(ctx.analysis.module, str(src.resolve().parent))
-        module = compile_source(probe, options, tc, kernels=[spec.kernel])
-    kernel = select_compiled_kernel(module, spec.kernel)
-    # user structs (seed 004's Cell) are sized by the compiler, as the pipeline does
-    launch = resolve_launch(spec, kernel, options, tc)
-    emu = emulate(module, kernel, launch, ctx.device, sample_ctas=len(ctas), trace=True)
-    trace = emu.trace
+    trace = ctx.services.trace_candidate(text, len(ctas))
     ids = np.asarray(ctas, dtype=np.int64)
     recs = trace.records.copy()
     recs["cta"] = ids[recs["cta"].astype(np.int64)]
@@ -229,14 +203,14 @@ def probe_l2(ctx: RuleContext, ks: KernelSource) -> tuple[Any, int]:
     """The L2 model of the whole launch (row-major and tiled N = 4, 8, 16, 32) from
     :func:`probe_trace`, and the number of CTAs traced. Memoized per kernel source, launch spec,
     compile flags, device and occupancy (a second analysis of the same launch reuses it)."""
-    from gpuadvise.model.l2 import l2_model
+    from gpuadvise.rules import l2_model
 
     d = ctx.device
     blocks_per_sm = int(ctx.occupancy.active_blocks_per_sm)
     key = (
         ks.text,
         repr(ctx.spec),
-        tuple(ctx.analysis.module.flags),
+        ctx.compile_flags,
         (d.name, d.cc, d.l2_bytes, d.sm_count),
         blocks_per_sm,
     )
@@ -481,7 +455,7 @@ class L2Locality(Rule):
                     for n in sizes
                 ]
                 return replace(variants[0], alternatives=tuple(variants[1:]))
-        from gpuadvise.source.patch import tiled_block_index_cuda
+        from gpuadvise.rules import tiled_block_index_cuda
 
         return Variant(
             "display-only",

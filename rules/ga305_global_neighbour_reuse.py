@@ -5,8 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
-from gpuadvise.trace.access import Kind
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    Kind,
+    Rule,
+    RuleContext,
+    Variant,
+    cta_reuse,
+    integer_args,
+    l1_cycles,
+    l1_roofline_estimate,
+    proxy_where,
+    source_text,
+    struct_for,
+    tile_pitch,
+    tile_proxy,
+)
 
 
 class GlobalNeighbourReuse(Rule):
@@ -72,15 +88,14 @@ class GlobalNeighbourReuse(Rule):
     options = {"min_reuse": 4.0, "min_spread": 0.5}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        from gpuadvise.rules import proxy as P
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         min_reuse = float(ctx.option("min_reuse"))
         min_spread = float(ctx.option("min_spread"))
         for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
             insts = view.insts_at(file, line, kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)
-                ru = P.cta_reuse(lanes, view.rec_sectors[recs])
+                ru = cta_reuse(lanes, view.rec_sectors[recs])
                 if ru.factor < min_reuse or ru.spread < min_spread:
                     continue
                 per_cta = ru.addresses / max(len(view.ctas), 1)
@@ -106,8 +121,8 @@ class GlobalNeighbourReuse(Rule):
                         Evidence("requests", ru.requests),
                         Evidence("sampled_ctas", len(view.ctas)),
                     ],  # fmt: skip
+                    recommend_only_if_faster=True,
                     details={
-                        "recommend_only_if_faster": True,
                         "buffer": b,
                         "lanes": lanes,
                         "reuse": ru,
@@ -115,12 +130,11 @@ class GlobalNeighbourReuse(Rule):
                 )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.rules import proxy as P
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         ru = finding.details["reuse"]
-        before = P.l1_cycles(ru.requests, ru.requested_sectors)
+        before = l1_cycles(ru.requests, ru.requested_sectors)
         after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
-        return P.roofline(
+        return l1_roofline_estimate(
             ctx.device,
             view,
             before - after,
@@ -129,18 +143,17 @@ class GlobalNeighbourReuse(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        from gpuadvise.rules import proxy as P
         d = finding.details
-        view = P.trace_view(ctx.trace, ctx.spec)
+        view = ctx.trace_view
         bi = view.buffers[d["buffer"]]
-        text = P.source_text(ctx.source_file)
-        layout = P.struct_for(bi, text)
+        text = source_text(ctx.source_file)
+        layout = struct_for(bi, text)
         if layout is not None:
             names = {f.offset: f.name for f in layout.fields}
         else:  # a plain element (a uchar4, a float): name it by its type
             names = {0: bi.type_name} if not bi.is_struct else {}
-        where = P.proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, names, P.integer_args(ctx.spec), where)
+        where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
+        pattern = view.pattern(d["lanes"], bi, names, integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant(
                 "display-only",
@@ -160,10 +173,10 @@ class GlobalNeighbourReuse(Rule):
             f"stage the block's {tw}x{th} window of `{bi.name}` ({fields}) in shared memory: "
             f"the {bx}x{by} block and {halo}, loaded by "
             f"consecutive threads, then __syncthreads() and read the {len(pattern.offsets)} "
-            f"neighbours from the tile (rows padded to {P.tile_pitch(tw, bx)} words: the rows a "
+            f"neighbours from the tile (rows padded to {tile_pitch(tw, bx)} words: the rows a "
             "warp reads fall in different banks)"
         )
-        proxy = P.tile_proxy(pattern)
+        proxy = tile_proxy(pattern)
         if isinstance(proxy, str):
             return Variant("display-only", desc + f" (no proxy: {proxy})")
         return Variant("proxy", desc, proxy=proxy, label="shared tile")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
+from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -19,6 +18,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    max_active_blocks,
     unified_diff,
 )
 
@@ -290,55 +290,19 @@ def build_candidates(ctx: RuleContext, cap: RegisterCap, registers: int) -> list
     return out
 
 
-def compile_options_of(module: Any) -> Any:
-    """The CompileOptions that reproduce ``module``'s nvcc flags (the analysis' options)."""
-    from gpuadvise.toolchain import CompileOptions
-
-    return CompileOptions.from_nvcc_flags(module.arch, module.flags)
-
-
 def compile_candidate(ctx: RuleContext, cand: Candidate) -> Compiled | None:
-    """Build one candidate as the analysis built the kernel; None when it does not compile."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.model import occupancy as occ
-    from gpuadvise.toolchain import (
-        cache_root,
-        compile_source,
-        find_toolchain,
-        select_compiled_kernel,
-    )
-
-    a = ctx.analysis
-    options = compile_options_of(a.module)
-    source = Path(ctx.source_file)
-    if cand.patched is not None:
-        digest = hashlib.sha256(cand.patched.encode()).hexdigest()[:20]
-        folder = cache_root(options) / "ga401-variants" / digest
-        path = folder / source.name
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            if not path.is_file() or path.read_text() != cand.patched:
-                path.write_text(cand.patched)
-        except OSError as exc:
-            log.debug("GA401: cannot write %s: %s", path, exc)
-            return None
-        options = replace(
-            options, include_dirs=(*options.include_dirs, str(source.resolve().parent))
-        )
-        source = path
-    if cand.nvcc_flags:
-        options = replace(options, extra_flags=(*options.extra_flags, *cand.nvcc_flags))
+    """Build one candidate as the analysis built the kernel (the rules' compile service); None
+    when it does not compile."""
     try:
-        tc = find_toolchain(ctx.nvcc)
-        module = compile_source(source, options, tc, kernels=[a.spec.kernel])
-        res = select_compiled_kernel(module, a.spec.kernel).resources
+        kernel = ctx.services.compile_candidate(cand.patched, cand.nvcc_flags)
     except GpuAdviseError as exc:
         log.debug("GA401: candidate %s failed to build: %s", cand.label, exc.one_line())
         return None
+    res = kernel.resources
     occupancy = None
     try:
         k = replace(ctx.occupancy_input, regs_per_thread=res.registers)
-        occupancy = occ.max_active_blocks(ctx.device, k).occupancy
+        occupancy = max_active_blocks(ctx.device, k).occupancy
     except Exception:  # the occupancy of a candidate is context for the user only
         occupancy = None
     return Compiled(
@@ -446,7 +410,7 @@ class RegisterSpills(Rule):
         except ModelUnavailable:
             ks = None
         if spill >= threshold and spill > 0:
-            cap = find_register_cap(ks, ctx.analysis.module.flags, int(ctx.device.regs_per_sm))
+            cap = find_register_cap(ks, ctx.compile_flags, int(ctx.device.regs_per_sm))
             where = ", ".join(f"{n} ({per_line[n]})" for n in hot[:4])
             capped = (
                 f" under {cap.describe()} (at most {cap.registers} registers)"

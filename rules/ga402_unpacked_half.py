@@ -18,10 +18,14 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    dram_bytes_per_s,
     halfword_prmt,
     one_lane_fp16,
+    roofline,
     same_source_file,
+    sm_cycles_per_s,
     split_top,
+    work_ratio,
 )
 
 ISSUE_PER_SM_CLOCK = 4
@@ -401,7 +405,7 @@ class UnpackedHalfMath(Rule):
         if not ops:
             return
         lps = loops(ks)
-        instrs = _sass(ctx)
+        instrs = ctx.sass_instructions
         regs = int(ctx.kernel.resources.registers)  # _sass checked there is a compiled kernel
         by_stmt: dict[int, list[ScalarOp]] = {}
         for o in ops:
@@ -488,8 +492,9 @@ class UnpackedHalfMath(Rule):
             "loop_trips": trips,
         }
         shared = "for packing the whole loop (shared by its findings, not additive)"
-        if not (d.sm_count and d.sm_clock_mhz):
-            sp = n_dyn / max(n_dyn - saved, 1)
+        rate = sm_cycles_per_s(d, ISSUE_PER_SM_CLOCK)
+        if rate is None:
+            sp = work_ratio(n_dyn, saved, floor=1)
             return Estimate(
                 round(max(sp, 1.0), 3),
                 "upper-bound",
@@ -497,23 +502,21 @@ class UnpackedHalfMath(Rule):
                 f"thread ({how}); no clock for {d.name}",
                 inputs,
             )
-        rate = d.sm_count * d.sm_clock_mhz * 1e6 * ISSUE_PER_SM_CLOCK
-        t_issue = warps * n_dyn / rate
-        t_saved = warps * saved / rate
-        t_dram = 0.0
-        if d.mem_bandwidth_gbps:
+        bandwidth = dram_bytes_per_s(d)
+        dram_bytes = 0.0
+        if bandwidth is not None:
             try:
-                t_dram = _dram_bytes(ctx) / (d.mem_bandwidth_gbps * 1e9)
+                dram_bytes = _dram_bytes(ctx)
             except ModelUnavailable:
-                t_dram = 0.0
-        before = max(t_issue, t_dram)
-        after = max(t_issue - t_saved, t_dram, 1e-15)
+                dram_bytes = 0.0
+        r = roofline(warps * n_dyn, warps * saved, rate, dram_bytes, bandwidth)
+        t_issue, t_saved, t_dram = r.pipe_s, r.saved_s, r.dram_s
         inputs.update(
             {"issue_time_us": t_issue * 1e6, "saved_us": t_saved * 1e6,
              "dram_time_us": t_dram * 1e6}
         )  # fmt: skip
         return Estimate(
-            round(max(before / after, 1.0), 3),
+            round(max(r.speedup, 1.0), 3),
             "upper-bound",
             f"{shared}: pairing {in_loop.one_lane} one-lane fp16 instructions saves "
             f"{in_loop.one_lane // 2}, packed data saves {in_loop.prmt} PRMTs: {n_dyn:.0f} -> "
@@ -533,21 +536,6 @@ class UnpackedHalfMath(Rule):
             "a packing that keeps every operation and its order is bit-identical: see "
             "moments_half4 in kernels/fp16_neighbourhood)",
         )
-
-
-def _sass(ctx: RuleContext) -> tuple[Any, ...]:
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain import find_toolchain, sass
-
-    a = ctx.analysis
-    if getattr(a, "module", None) is None or getattr(a, "kernel", None) is None:
-        raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
-    try:
-        return tuple(
-            sass.disassemble(a.module.cubin_path, a.kernel.mangled, find_toolchain(ctx.nvcc))
-        )
-    except GpuAdviseError as exc:
-        raise ModelUnavailable(f"the SASS cannot be read: {exc.one_line()}") from exc
 
 
 def _trips(ctx: RuleContext, region: Sequence[int]) -> tuple[float, str]:
@@ -576,7 +564,7 @@ def _trips(ctx: RuleContext, region: Sequence[int]) -> tuple[float, str]:
 
 
 def _dram_bytes(ctx: RuleContext) -> float:
-    from gpuadvise.model.coalescing import touched_lines
+    from gpuadvise.rules import touched_lines
 
     trace = ctx.trace
     g = trace.records[trace.records["space"] == 0]

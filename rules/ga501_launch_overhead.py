@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -63,28 +63,10 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
     """(bytes moved per launch, input bytes, output bytes): inputs read once, outputs read and
     written once (an in-place update does both; a pure output is over-counted, which only makes
     the kernel look longer). Raises ModelUnavailable when the buffers cannot be sized."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.source.signature import parse_signature
-    from gpuadvise.spec.kernel_spec import resolve
-
-    spec = ctx.spec
     try:
-        text = Path(spec.source).read_text(encoding="utf-8", errors="replace")
-        params = parse_signature(text, spec.kernel)
-    except (OSError, GpuAdviseError) as exc:
-        raise ModelUnavailable(f"cannot read the kernel's parameters: {exc}") from None
-    try:
-        launch = resolve(spec, params)
-    except GpuAdviseError:
-        # user structs need the compiler's layout
-        from gpuadvise.analyze.pipeline import compile_options_for, resolve_launch
-        from gpuadvise.toolchain import find_toolchain
-
-        try:
-            options = compile_options_for(ctx.device, spec_flags=tuple(spec.nvcc_flags))
-            launch = resolve_launch(spec, ctx.kernel, options, find_toolchain(ctx.nvcc))
-        except GpuAdviseError as exc:
-            raise ModelUnavailable(f"cannot size the kernel's buffers: {exc.one_line()}") from None
+        launch = ctx.services.resolved_launch()
+    except GpuAdviseError as exc:
+        raise ModelUnavailable(f"cannot size the kernel's buffers: {exc.one_line()}") from None
     inputs = sum(int(b.size_bytes) for b in launch.inputs)
     outputs = sum(int(b.size_bytes) for b in launch.outputs)
     return inputs + 2 * outputs, inputs, outputs
@@ -92,14 +74,14 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
 
 def compute_floor_us(ctx: RuleContext) -> tuple[float | None, int | None]:
     """The instruction floor of one launch, when the pipeline traced the kernel: the emulator's
-    lane-instructions (PTX, not SASS) scaled to the whole grid, at one instruction per lane per cycle on
-    ``FP32_LANES_PER_SM`` lanes of every SM (a lower bound). (None, None) without a trace."""
-    memory = getattr(ctx.analysis, "memory", None)
+    lane-instructions (PTX, not SASS) scaled to the whole grid, at one instruction per lane per
+    cycle on ``FP32_LANES_PER_SM`` lanes of every SM (a lower bound). (None, None) without a
+    trace (the rule never asks for one: a launch-level rule should not cost an emulation)."""
+    emulation = ctx.emulation
     d = ctx.device
-    if memory is None or getattr(memory, "error", None) or not d.sm_count or not d.sm_clock_mhz:
+    if emulation is None or not d.sm_count or not d.sm_clock_mhz:
         return None, None
-    ran = int(getattr(memory, "ctas_run", 0) or 0)
-    lane = int(getattr(memory, "lane_instructions", 0) or 0)
+    ran, lane = emulation.ctas_run, emulation.lane_instructions
     if ran <= 0 or lane <= 0:
         return None, None
     total = lane * ctx.launch.grid.count / ran

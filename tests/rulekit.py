@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gpuadvise import rules as R
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import DEFAULT_TRACE_CTAS, Config
-from gpuadvise.rules.run import run_rules
 
 _K = R.builtin_kernels_dir()
 assert _K is not None
@@ -47,17 +47,17 @@ def analyze(
     trace: bool = True,
     **options: Any,
 ) -> Any:
-    """The StaticAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100 ...``: ``options``
+    """The KernelAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100 ...``: ``options``
     are further KernelOptions fields (``spec``, ``grid``, ``block``, ...). ``trace``: the
     pipeline traces the first ``sample_ctas`` CTAs on the emulator (None: its default, the first
     wave); without it the trace-based models are computed lazily by the rules that need them."""
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, compile_options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
     )
-    return analyze_static(
+    return analyze_kernel(
         spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
     )
 

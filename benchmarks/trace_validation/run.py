@@ -133,11 +133,11 @@ METRICS = {
 
 def model(case: dict) -> tuple[dict, dict[str, np.ndarray], str | None]:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.analyze.prepare import live_options
 
     spec, choice, options = build(live_options(KernelOptions(**case)))
-    a = analyze_static(spec, choice.device, options, sample_ctas="all")
+    a = analyze_kernel(spec, choice.device, options, sample_ctas="all")
     m = a.memory
     if m is None or m.error:
         return {}, {}, None if m is None else m.error

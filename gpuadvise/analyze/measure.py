@@ -18,7 +18,7 @@ A variant that fails to compile, to run or to verify is reported as such and nev
 speedup. A launch change (GA103's block shapes) is measured like any variant: its outputs must
 equal the kernel's, which holds only when the kernel's work does not depend on the launch (bounds
 checks, grid-stride loops); when they differ the trial says so and nothing is ranked. A finding
-whose rule sets ``details["recommend_only_if_faster"]`` (GA305: on modern GPUs
+marked ``recommend_only_if_faster`` by its rule (GA305: on modern GPUs
 L1 often serves the reuse a shared tile would) is demoted to a note when the measured gain's 95%
 interval does not lie above 1.
 """
@@ -230,7 +230,7 @@ def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
     g = dataclasses.replace(
         f, variant=variant, measured_speedup=m, verified=True, trials=tuple(trials)
     )
-    if f.details.get("recommend_only_if_faster") and not (m.ci_low or m.speedup) > 1.0:
+    if f.recommend_only_if_faster and not (m.ci_low or m.speedup) > 1.0:
         # a rule whose fix often does not pay on modern GPUs (GA305: L1 serves the reuse)
         # recommends it only when the measurement says so
         g = dataclasses.replace(

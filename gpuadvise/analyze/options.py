@@ -81,9 +81,3 @@ def parse_sample_ctas(text: str | None) -> int | str | None:
     if n <= 0:
         raise UsageError(f"--sample-ctas {text!r} is not a count", "give a positive number or all")
     return n
-
-
-
-
-
-

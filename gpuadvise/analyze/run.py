@@ -4,19 +4,21 @@ measure the findings' variants (on a GPU), write the variants. The CLI renders t
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
-from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
-from gpuadvise.analyze.pipeline import StaticAnalysis
+from gpuadvise.analyze.pipeline import KernelAnalysis
+from gpuadvise.rules.engine import RulesRun
 
 
 @dataclass(frozen=True)
 class AnalyzeResult:
-    """What ``analyze`` found: the static analysis and the rules' run (findings, measured)."""
+    """What ``analyze`` found: the analysis (its ``timings_s`` cover every phase, the rules'
+    and the measurement's included) and the rules' run (findings, measured)."""
 
-    analysis: StaticAnalysis
-    rules: Any  # rules.RulesRun
+    analysis: KernelAnalysis
+    rules: RulesRun
 
 
 def run_analysis(
@@ -30,9 +32,12 @@ def run_analysis(
     tracer: str = "auto",
     write_variants: str | None = None,
 ) -> AnalyzeResult:
-    """Analyze one kernel launch as ``gpuadvise analyze`` does."""
-    from gpuadvise.analyze.pipeline import analyze_static
-    from gpuadvise.rules.run import rules_config, run_rules_report
+    """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
+    computed once, for the enabled rules (their ``models``), before the rules run."""
+    from gpuadvise.analyze.evaluate import run_rules_report
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.rules.engine import models_needed
+    from gpuadvise.rules.run import rules_config
     from gpuadvise.trace.gpu import select_tracer
 
     chosen = select_tracer(tracer) if trace else "emu"
@@ -45,7 +50,7 @@ def run_analysis(
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
-    result = analyze_static(
+    result = analyze_kernel(
         spec,
         choice.device,
         options,
@@ -54,9 +59,16 @@ def run_analysis(
         trace=trace,
         sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
         tracer=chosen,
+        models=models_needed(config),
     )
-    checked = run_rules_report(result, config, lazy_models=trace)
+    t0 = time.perf_counter()
+    checked = run_rules_report(result, config, lazy_models=False)
+    timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+    t1 = time.perf_counter()
     checked = _measure(opts, checked, measure)
+    if checked.findings and measure is not False:
+        timings["measure_s"] = time.perf_counter() - t1
+    result = dataclasses.replace(result, timings_s=timings)
     if write_variants:
         from gpuadvise.analyze.measure import write_variants as write_all
 
@@ -68,7 +80,7 @@ def run_analysis(
     return AnalyzeResult(result, checked)
 
 
-def _measure(opts: KernelOptions, checked: Any, measure: bool | None) -> Any:
+def _measure(opts: KernelOptions, checked: RulesRun, measure: bool | None) -> RulesRun:
     """Measure the findings' variants on the GPU: ``measure`` True (required), False (never) or
     None (when a GPU and PyCUDA are present)."""
 

@@ -66,11 +66,11 @@ class LiveProvider:
 
     def static_metrics(self, case: GateCase) -> Mapping[str, MetricValue]:
         from gpuadvise.analyze.options import build
-        from gpuadvise.analyze.pipeline import analyze_static
+        from gpuadvise.analyze.pipeline import analyze_kernel
 
         spec, choice, options = build(_options(case))
         needs_trace = any(m in case.metrics for m in (*_TRACE_METRICS, "l2_hit_rate"))
-        a = analyze_static(spec, choice.device, options, trace=needs_trace)
+        a = analyze_kernel(spec, choice.device, options, trace=needs_trace)
         res = a.kernel.resources
         out: dict[str, MetricValue] = {
             "registers": res.registers,

@@ -205,7 +205,7 @@ def _rel(path: str | None) -> str:
 
 
 def analysis(a: Any) -> None:
-    """``gpuadvise analyze``: the static analysis (pipeline.StaticAnalysis)."""
+    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis)."""
     from gpuadvise.toolchain.sass import source_text
 
     spec, d, k, r = a.spec, a.device, a.kernel, a.occupancy

@@ -86,7 +86,7 @@ def analysis_document(result: Any, checked: Any = None) -> dict[str, Any]:
 
 
 def analysis_html(result: Any, checked: Any = None) -> str:
-    """``analyze --format html``: the page of one analysis (pipeline.StaticAnalysis, RulesRun)."""
+    """``analyze --format html``: the page of one analysis (pipeline.KernelAnalysis, RulesRun)."""
     return render_analysis(analysis_document(result, checked))
 
 

@@ -75,7 +75,7 @@ def emit(doc: dict[str, Any]) -> None:
 
 
 def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
-    """``gpuadvise analyze --json`` (pipeline.StaticAnalysis; rules_run: rules.RulesRun),
+    """``gpuadvise analyze --json`` (pipeline.KernelAnalysis; rules_run: rules.RulesRun),
     schema_version 1."""
     from gpuadvise.toolchain.sass import source_text
 

@@ -1,24 +1,172 @@
 """The rule API: what a rule file in ``rules/`` imports (and nothing else but gpuadvise.errors).
 
-See :mod:`gpuadvise.rules.engine` for the types and the registry.
+- the engine (:mod:`gpuadvise.rules.engine`): Rule, Finding, Evidence, Estimate, Variant, Proxy,
+  Measurement, the registry and the run;
+- the context (:mod:`gpuadvise.rules.context`): RuleContext (facts, models, services) and
+  ModelUnavailable;
+- what rules compute with: the trace's enums and lane-level view, the pure models' helpers, the
+  one roofline, the source helpers and rewriting, the layout proxies, struct layouts and demanded
+  bits. A rule file imports them from here, never from the modules that define them (checked by
+  tests/rules/test_rule_imports.py), so that the API a rule sees is this one list.
 """
 
-from gpuadvise.rules.engine import *  # noqa: F401,F403
+from gpuadvise.model.banks import active_lanes, record_wavefronts
+from gpuadvise.model.coalescing import record_sectors, touched_lines
+from gpuadvise.model.l2 import l2_model
+from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
+from gpuadvise.model.roofline import (
+    Roofline,
+    dram_bytes_per_s,
+    l1_cycles,
+    roofline,
+    sm_cycles_per_s,
+    work_ratio,
+)
+from gpuadvise.rules.context import (
+    EmulationStats,
+    KernelFacts,
+    ModelResults,
+    RuleServices,
+    SharedLayout,
+    SharedVariable,
+)
+from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
+from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
-from gpuadvise.rules.engine import doc_sections, validate_rule  # noqa: F401
-from gpuadvise.source.text import (  # noqa: F401  (the parsed source: KernelSource's methods)
+from gpuadvise.rules.engine import doc_sections, validate_rule
+from gpuadvise.rules.estimates import l1_roofline_estimate
+from gpuadvise.rules.proxy import (
+    FOLD,
+    PackedField,
+    Packing,
+    packed_proxy,
+    plan_packing,
+    proxy_where,
+    soa_description,
+    soa_proxy,
+    source_text,
+    tile_pitch,
+    tile_proxy,
+)
+from gpuadvise.rules.structs import StructField, StructLayout, parse_struct, struct_for
+from gpuadvise.source.patch import (
+    PatchError,
+    block_index_uses,
+    remap_block_index,
+    tiled_block_index_cuda,
+    tiled_block_index_lines,
+)
+from gpuadvise.source.signature import parse_signature
+from gpuadvise.source.text import (
     KernelSource,
     blank_comments_and_strings,
     find_kernel_source,
     line_of,
     match_brace,
+    match_close,
     split_top,
 )
-from gpuadvise.source.tree import Expr, parse_expression  # noqa: F401
-from gpuadvise.toolchain.sass import (  # noqa: F401  (SASS operand readers)
+from gpuadvise.source.tree import Expr, parse_expression
+from gpuadvise.spec.expr import evaluate as evaluate_expression
+from gpuadvise.toolchain.sass import (  # SASS operand readers
     halfword_prmt,
     one_lane_fp16,
     same_source_file,
 )
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+from gpuadvise.trace.view import (
+    BufferInfo,
+    FieldLoad,
+    Lanes,
+    Pattern,
+    Reuse,
+    TraceView,
+    buffer_infos,
+    cta_reuse,
+    field_loads,
+    infer_pattern,
+    integer_args,
+    stride_mode,
+    trace_view,
+    warp_footprint,
+)
 
-__all__ = list(_engine_all)
+__all__ = [
+    *_engine_all,
+    "FOLD",
+    "WARP",
+    "AccessTrace",
+    "BufferInfo",
+    "EmulationStats",
+    "Expr",
+    "FieldLoad",
+    "KernelFacts",
+    "KernelSource",
+    "Kind",
+    "Lanes",
+    "ModelResults",
+    "OccupancyInputError",
+    "PackedField",
+    "Packing",
+    "PatchError",
+    "Pattern",
+    "Reuse",
+    "Roofline",
+    "RuleServices",
+    "SharedLayout",
+    "SharedVariable",
+    "Space",
+    "StructField",
+    "StructLayout",
+    "TraceView",
+    "active_lanes",
+    "blank_comments_and_strings",
+    "block_index_uses",
+    "buffer_infos",
+    "cta_reuse",
+    "demanded_bits",
+    "doc_sections",
+    "dram_bytes_per_s",
+    "evaluate_expression",
+    "field_loads",
+    "find_kernel_source",
+    "infer_pattern",
+    "integer_args",
+    "l1_cycles",
+    "l1_roofline_estimate",
+    "l2_model",
+    "line_of",
+    "load_widths",
+    "match_brace",
+    "match_close",
+    "max_active_blocks",
+    "packed_proxy",
+    "parse_signature",
+    "parse_struct",
+    "plan_packing",
+    "proxy_where",
+    "record_sectors",
+    "record_wavefronts",
+    "remap_block_index",
+    "roofline",
+    "sm_cycles_per_s",
+    "soa_description",
+    "soa_proxy",
+    "source_text",
+    "stride_mode",
+    "struct_for",
+    "tile_pitch",
+    "tile_proxy",
+    "tiled_block_index_cuda",
+    "tiled_block_index_lines",
+    "touched_lines",
+    "trace_view",
+    "validate_rule",
+    "warp_footprint",
+    "work_ratio",
+    "halfword_prmt",
+    "one_lane_fp16",
+    "parse_expression",
+    "same_source_file",
+    "split_top",
+]

@@ -1,5 +1,5 @@
 """Rules: the Rule base class, what a rule reports, the registry that loads ``rules/``, and the
-context a rule reads.
+run of the enabled rules on one context (:mod:`gpuadvise.rules.context`).
 
 A rule is one module in ``rules/`` holding one :class:`Rule` subclass (DESIGN.md, "A rule"):
 
@@ -8,8 +8,9 @@ A rule is one module in ``rules/`` holding one :class:`Rule` subclass (DESIGN.md
   problem, a ``title``, a default ``severity``;
 - a docstring with the fixed headings of :data:`DOC_HEADINGS`, each on a line of its own
   (optionally underlined with ``-``), in that order, none empty;
-- ``models``: what it reads from the :class:`RuleContext` (:data:`MODELS`); trace-based models
-  (``trace``, ``banks``, ``coalescing``) are computed lazily, only when a rule asks for them;
+- ``models``: what it reads from the :class:`RuleContext` (:data:`MODELS`); the pipeline computes
+  the trace-based models (``trace``, ``banks``, ``coalescing``, ``l2``) only when an enabled rule
+  declares them, once, before the rules run (``gpuadvise.analyze.models``);
 - ``options`` with defaults (bool, int, float or str), overridable from the configuration;
 - ``detect(ctx)`` yields :class:`Finding` s; ``estimate(ctx, finding)`` returns an
   :class:`Estimate` (or None); ``transform(ctx, finding)`` returns a :class:`Variant` (or None).
@@ -43,14 +44,13 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
 from gpuadvise.source.edit import unified_diff
-from gpuadvise.source.text import KernelSource, find_kernel_source
 
 if TYPE_CHECKING:
     from gpuadvise.items import ReportItem, ReportRule
@@ -83,11 +83,11 @@ __all__ = [
     "expectations",
     "load_registry",
     "models_needed",
+    "models_of",
     "rank_findings",
     "unified_diff",
 ]
 
-Severity = Literal["error", "warning", "note"]
 Safety = Literal["automatic-and-verified", "proxy", "display-only"]
 EstimateKind = Literal["point", "upper-bound", "none"]
 RankBasis = Literal["measured", "estimated", "none"]
@@ -108,10 +108,10 @@ MODELS: dict[str, str] = {
     "waves": "CTAs per wave, waves and the last wave's fill (needs the device's SM count)",
     "sass": "SASS memory instructions per source line",
     "source": "the kernel's source text (pattern rules)",
-    "trace": "the warp-level access trace of sampled CTAs (CPU emulator; lazy)",
-    "banks": "the shared-memory bank model over the trace (lazy)",
-    "coalescing": "the global-memory sector model over the trace (lazy)",
-    "l2": "the L2 footprint model under the CTA launch orders (needs the trace; lazy)",
+    "trace": "the warp-level access trace of sampled CTAs (CPU emulator or GPU tracer)",
+    "banks": "the shared-memory bank model over the trace",
+    "coalescing": "the global-memory sector model over the trace",
+    "l2": "the L2 footprint model under the CTA launch orders (over the trace)",
 }
 OPTION_TYPES = (bool, int, float, str)
 
@@ -393,6 +393,9 @@ class Finding:
     ``measured_speedup``: a :class:`Measurement` from the GPU, None until one is made;
     ``verified``: whether the variant's outputs matched the baseline's (None: not run).
     ``error``: set on an error row (the rule itself failed; ``message`` says how).
+    ``recommend_only_if_faster``: a fix that often does not pay (GA305: the L1 may serve the
+    reuse already) is recommended only when measured faster; the measurement stage demotes the
+    finding to a note otherwise.
     ``details``: rule-private data for ``estimate``/``transform``, never serialized.
     """
 
@@ -411,6 +414,7 @@ class Finding:
     variant: Variant | None = None
     error: str | None = None
     trials: tuple[Trial, ...] = ()
+    recommend_only_if_faster: bool = False
     details: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -471,6 +475,7 @@ class Finding:
             "rank_basis": self.rank_basis,
             "error": self.error,
             "trials": [t.to_dict() for t in self.trials],
+            "recommend_only_if_faster": self.recommend_only_if_faster,
         }
 
     @classmethod
@@ -492,6 +497,7 @@ class Finding:
             variant=None if var is None else Variant.from_dict(var),
             error=d.get("error"),
             trials=tuple(Trial.from_dict(t) for t in d.get("trials", ())),
+            recommend_only_if_faster=bool(d.get("recommend_only_if_faster", False)),
         )
 
     def to_report_item(self, root: str | os.PathLike[str] | None = None) -> ReportItem:
@@ -558,10 +564,6 @@ def rank_findings(findings: Iterable[Finding]) -> list[Finding]:
 # The rule
 
 
-class ModelUnavailable(GpuAdviseError):
-    """A model a rule needs cannot be computed for this kernel: the rule is skipped, with a note."""
-
-
 class RuleLoadError(GpuAdviseError):
     """A rule file that cannot be loaded or is incomplete: fails loudly at load time."""
 
@@ -599,6 +601,7 @@ class Rule(ABC):
         evidence: Iterable[Evidence] = (),
         severity: Severity | None = None,
         details: Mapping[str, Any] | None = None,
+        recommend_only_if_faster: bool = False,
     ) -> Finding:
         """A finding of this rule in ``ctx``'s kernel (file: the kernel's source by default)."""
         return Finding(
@@ -611,6 +614,7 @@ class Rule(ABC):
             line=line,
             kernel=ctx.kernel_name,
             evidence=tuple(evidence),
+            recommend_only_if_faster=recommend_only_if_faster,
             details=dict(details or {}),
         )
 
@@ -677,12 +681,6 @@ def doc_sections(doc: str) -> dict[str, str]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Source helpers (pattern rules)
-
-
-
-
 def _edits(a: str, b: str) -> int:
     """Optimal-string-alignment distance: insertions, deletions, substitutions, transpositions."""
     d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
@@ -693,294 +691,6 @@ def _edits(a: str, b: str) -> int:
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
     return d[len(a)][len(b)]
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# The context a rule reads
-
-
-class _Models:
-    """Lazily computed models shared by every rule of one run (values, or why they failed)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-        self.errors: dict[str, str] = {}
-
-
-class RuleContext:
-    """What a rule reads about one analysed kernel launch.
-
-    Static facts come from the :class:`~gpuadvise.analyze.pipeline.StaticAnalysis` (``spec``, ``device``,
-    ``kernel``, ``occupancy``, ``next_steps``, ``waves``, ``sass_lines``). ``kernel_source``
-    locates the kernel in its file.
-
-    ``trace``, ``banks`` and ``coalescing`` are taken from the analysis when it carries them
-    (``analysis.memory``, the pipeline's ``MemoryAnalysis``: its ``trace``, ``banks`` and
-    ``coalescing``; a ``memory.error`` means the emulator could not run this kernel). Otherwise
-    they are computed on first use only, when a rule asks (the CPU emulator runs ``trace_ctas``
-    CTAs: a count, ``"all"``, or None for the first wave), and shared by every rule of the run;
-    ``lazy_models=False`` forbids that (``analyze --no-trace``). A model that cannot be had
-    raises :class:`ModelUnavailable`: the rule is skipped with a note. ``options`` are the
-    running rule's options (defaults merged with the configuration).
-    """
-
-    def __init__(
-        self,
-        analysis: Any,
-        *,
-        options: Mapping[str, Any] | None = None,
-        severity: Severity | None = None,
-        trace_ctas: int | str | None = None,
-        nvcc: str | None = None,
-        lazy_models: bool = True,
-        _models: _Models | None = None,
-    ) -> None:
-        self.analysis = analysis
-        self.options: Mapping[str, Any] = dict(options or {})
-        self.severity = severity
-        self.trace_ctas = trace_ctas
-        self.nvcc = nvcc
-        self.lazy_models = lazy_models
-        self._models = _models if _models is not None else _Models()
-
-    def for_rule(self, options: Mapping[str, Any], severity: Severity | None = None) -> RuleContext:
-        """A view of this context for one rule: its options; the lazy models stay shared."""
-        return RuleContext(
-            self.analysis,
-            options=options,
-            severity=severity,
-            trace_ctas=self.trace_ctas,
-            nvcc=self.nvcc,
-            lazy_models=self.lazy_models,
-            _models=self._models,
-        )
-
-    # static facts
-
-    @property
-    def spec(self) -> Any:
-        return self.analysis.spec
-
-    @property
-    def device(self) -> Any:
-        return self.analysis.device
-
-    @property
-    def kernel(self) -> Any:
-        return self.analysis.kernel
-
-    @property
-    def kernel_name(self) -> str:
-        return str(self.analysis.kernel.name)
-
-    @property
-    def occupancy(self) -> Any:
-        return self.analysis.occupancy
-
-    @property
-    def occupancy_input(self) -> Any:
-        return self.analysis.occupancy_input
-
-    @property
-    def next_steps(self) -> tuple[Any, ...]:
-        return tuple(self.analysis.next_steps)
-
-    @property
-    def waves(self) -> Any:
-        """The :class:`~gpuadvise.analyze.pipeline.Waves`; raises ModelUnavailable without an SM count."""
-        w = self.analysis.waves
-        if w is None:
-            raise ModelUnavailable(f"{self.device.name} has no SM count: waves are unknown")
-        return w
-
-    @property
-    def sass_lines(self) -> tuple[Any, ...]:
-        return tuple(self.analysis.sass_lines)
-
-    @property
-    def launch(self) -> Any:
-        return self.analysis.spec.launch
-
-    @property
-    def source_file(self) -> str:
-        return str(self.analysis.spec.source)
-
-    @cached_property
-    def _kernel_source(self) -> KernelSource | None:
-        return find_kernel_source(self.source_file, self.analysis.spec.kernel)
-
-    @property
-    def kernel_source(self) -> KernelSource:
-        ks = self._kernel_source
-        if ks is None:
-            raise ModelUnavailable(
-                f"the definition of {self.analysis.spec.kernel} was not found in {self.source_file}"
-            )
-        return ks
-
-    @property
-    def kernel_line(self) -> int | None:
-        """The kernel's declaration line (the ``__global__`` line); None if not found."""
-        ks = self._kernel_source
-        return None if ks is None else ks.decl_line
-
-    def option(self, name: str) -> Any:
-        return self.options[name]
-
-    def same_file(self, file: str | None) -> bool:
-        if not file:
-            return False
-        try:
-            return os.path.samefile(file, self.source_file)
-        except OSError:
-            return os.path.normpath(file) == os.path.normpath(self.source_file)
-
-    # lazy, trace-based models
-
-    def _model(self, name: str, compute: Any) -> Any:
-        m = self._models
-        if name in m.values:
-            return m.values[name]
-        if name in m.errors:
-            raise ModelUnavailable(m.errors[name])
-        given = self._given(name)
-        if given is not None:
-            m.values[name] = given
-            return given
-        if not self.lazy_models:
-            m.errors[name] = f"the {name} model was not computed (the trace was turned off)"
-            raise ModelUnavailable(m.errors[name])
-        try:
-            value = compute()
-        except ModelUnavailable as exc:
-            m.errors[name] = exc.message
-            raise
-        except Exception as exc:  # the emulator or a model failed on this kernel
-            text = exc.one_line() if isinstance(exc, GpuAdviseError) else f"{exc}"
-            m.errors[name] = f"the {name} model failed: {type(exc).__name__}: {text}"
-            log.debug("model %s failed", name, exc_info=True)
-            raise ModelUnavailable(m.errors[name]) from exc
-        m.values[name] = value
-        return value
-
-    def _given(self, name: str) -> Any:
-        """``name`` as the analysis carries it (None: not there); raises ModelUnavailable when
-        the pipeline tried to trace the kernel and could not."""
-        memory = getattr(self.analysis, "memory", None)
-        if memory is not None:
-            error = getattr(memory, "error", None)
-            if error:
-                raise ModelUnavailable(f"the emulator could not trace this kernel: {error}")
-            if name == "reconciled_records":
-                trace = getattr(memory, "trace", None)  # the pipeline keeps the reconciled trace
-                if trace is not None:
-                    return trace.records
-            value = getattr(memory, name, None)
-            if value is not None:
-                return value
-        return getattr(self.analysis, name, None)
-
-    def has_model(self, name: str) -> bool:
-        """Whether ``name`` is computed already (or given), without computing it."""
-        if name in self._models.values:
-            return True
-        try:
-            return self._given(name) is not None
-        except ModelUnavailable:
-            return False
-
-    @property
-    def trace(self) -> Any:
-        """The :class:`~gpuadvise.trace.access.AccessTrace` of the first ``trace_ctas`` CTAs (None:
-        the first wave, the CTAs resident at once)."""
-        return self._model("trace", self._compute_trace)
-
-    @property
-    def reconciled_records(self) -> Any:
-        """The trace's records rewritten to SASS-level accesses (model/reconcile.py)."""
-        return self._model("reconciled_records", self._compute_reconciled)
-
-    @property
-    def banks(self) -> Any:
-        """The :class:`~gpuadvise.model.banks.BankResult` over the (reconciled) trace."""
-        return self._model("banks", self._compute_banks)
-
-    @property
-    def coalescing(self) -> Any:
-        """The :class:`~gpuadvise.model.coalescing.CoalescingResult` over the trace."""
-        return self._model("coalescing", self._compute_coalescing)
-
-    @property
-    def l2(self) -> Any:
-        """The :class:`~gpuadvise.model.l2.L2Result` of the trace under the hardware order and
-        seed 002's tilings (2D grids); ModelUnavailable when the device has no L2 size."""
-        return self._model("l2", self._compute_l2)
-
-    def _compute_l2(self) -> Any:
-        from gpuadvise.model.l2_orders import l2_for
-
-        result, notes = l2_for(self.trace, self.device, self.occupancy.active_blocks_per_sm)
-        if result is None:
-            raise ModelUnavailable(notes[0] if notes else "no L2 model")
-        return result
-
-    def _compute_trace(self) -> Any:
-        from gpuadvise.source.signature import parse_signature
-        from gpuadvise.spec.kernel_spec import resolve
-        from gpuadvise.trace.emulate import emulate
-
-        a = self.analysis
-        spec = a.spec
-        text = Path(spec.source).read_text(encoding="utf-8", errors="replace")
-        launch = resolve(spec, parse_signature(text, spec.kernel))
-        total = spec.launch.grid.count
-        sample = self.trace_ctas
-        if isinstance(sample, int) and sample > 0:
-            sample = min(sample, total)
-        elif sample == 0:
-            sample = None
-        emu = emulate(a.module, a.kernel, launch, a.device, sample_ctas=sample)
-        return emu.trace
-
-    def _compute_reconciled(self) -> Any:
-        from gpuadvise.model.reconcile import reconcile
-        from gpuadvise.toolchain import find_toolchain, sass
-
-        trace = self.trace
-        a = self.analysis
-        # reconcile wants innermost locations, as the trace has them (call_site=False)
-        instrs = sass.disassemble(a.module.cubin_path, a.kernel.mangled, find_toolchain(self.nvcc))
-        return reconcile(trace, sass.memory_summary(instrs)).records
-
-    def _compute_banks(self) -> Any:
-        from gpuadvise.model.banks import analyze_banks
-
-        trace = self.trace
-        try:
-            records = self.reconciled_records
-        except ModelUnavailable:
-            records = None
-        return analyze_banks(trace, records)
-
-    def _compute_coalescing(self) -> Any:
-        from gpuadvise.model.coalescing import analyze_coalescing
-
-        trace = self.trace
-        try:
-            records = self.reconciled_records
-        except ModelUnavailable:
-            records = None
-        return analyze_coalescing(trace, records)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1404,15 +1114,18 @@ class RulesRun:
         }
 
 
-TRACE_MODELS = frozenset({"trace", "banks", "coalescing", "l2"})
-
-
 def models_needed(config: Config | None = None, registry: Registry | None = None) -> set[str]:
-    """The models the enabled rules read: lets the pipeline skip the emulator when no enabled
-    rule needs a trace (``bool(models_needed(cfg) & TRACE_MODELS)``)."""
+    """The models the enabled rules read (their ``models``): the pipeline computes those
+    (``gpuadvise.analyze.models``), and traces the kernel only when one is in
+    :data:`TRACE_MODELS`."""
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
-    return {m for r in registry.selected(config) for m in r.models}
+    return models_of(registry.selected(config))
+
+
+def models_of(rules: Iterable[Rule]) -> set[str]:
+    """The models ``rules`` declare."""
+    return {m for r in rules for m in r.models}
 
 
 def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> Finding:
@@ -1437,30 +1150,29 @@ def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> 
 
 
 def evaluate_rules(
-    analysis: Any,
+    context: RuleContext,
     config: Config | None = None,
     *,
     registry: Registry | None = None,
-    context: RuleContext | None = None,
-    lazy_models: bool = True,
 ) -> RulesRun:
-    """Run the enabled rules on one analysed kernel launch (a ``StaticAnalysis``).
+    """Run the enabled rules on one analysed kernel launch (``context``: its facts, the models
+    the pipeline computed, the services; ``gpuadvise.analyze.evaluate`` builds it).
 
     Each rule's ``detect`` runs, then ``estimate`` and ``transform`` for each of its findings.
-    A rule that raises becomes one error row (its findings dropped); the others go on.
-    ``lazy_models``: whether trace-based models the analysis lacks may be computed here.
+    A rule that raises becomes one error row (its findings dropped); the others go on. A rule
+    that reads a model that is unavailable is skipped with a note.
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
     if config is not None:
         registry.check_config(config)
     rules = registry.selected(config)
-    trace_ctas = config.trace_ctas if config is not None else None
-    base = context or RuleContext(analysis, trace_ctas=trace_ctas, lazy_models=lazy_models)
     findings: list[Finding] = []
     notes: list[str] = []
     for rule in rules:
-        ctx = base.for_rule(registry.options_for(rule, config), registry.severity_for(rule, config))
+        ctx = context.for_rule(
+            registry.options_for(rule, config), registry.severity_for(rule, config)
+        )
         stage = "detect"
         try:
             detected = list(rule.detect(ctx))

@@ -1,4 +1,6 @@
-"""Running the enabled rules on one analysis (what ``analyze`` and ``gate`` call)."""
+"""What ``analyze`` and ``gate`` ask of the rules package before and after the run: the checked
+configuration, and the findings as JSON. The run itself: :func:`gpuadvise.rules.evaluate_rules`
+on a context the analyze layer builds (``gpuadvise.analyze.evaluate``)."""
 
 from __future__ import annotations
 
@@ -6,21 +8,10 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gpuadvise.rules import (
-    Finding,
-    RulesRun,
-    evaluate_rules,
-    load_registry,
-    rank_findings,
-)
 from gpuadvise.rules.config import Config, config_for
+from gpuadvise.rules.engine import Finding, load_registry, rank_findings
 
-__all__ = ["findings_json", "rules_config", "run_rules", "run_rules_report"]
-
-
-
-# ---------------------------------------------------------------------------------------------
-# What analyze calls
+__all__ = ["findings_json", "rules_config"]
 
 
 def rules_config(
@@ -38,52 +29,6 @@ def rules_config(
     return config
 
 
-def run_rules(
-    analysis: Any, config: Config | None = None, *, lazy_models: bool = True
-) -> list[Finding]:
-    """The ranked findings of the enabled rules on one ``StaticAnalysis`` (error rows included:
-    a rule that raised is one finding with ``error`` set). ``config`` None: the configuration
-    discovered from the kernel's source. Trace-based models come from ``analysis.memory``, or
-    are computed here when a rule needs them (unless ``lazy_models`` is False)."""
-    return list(run_rules_report(analysis, config, lazy_models=lazy_models).findings)
-
-
-def run_rules_report(
-    analysis: Any, config: Config | None = None, *, lazy_models: bool = True
-) -> RulesRun:
-    """Like :func:`run_rules`, with the rules run and the notes on rules skipped."""
-    if config is None:
-        config = config_for(getattr(analysis.spec, "source", None))
-    registry = load_registry(config.rules_dirs)
-    return evaluate_rules(analysis, config, registry=registry, lazy_models=lazy_models)
-
-
 def findings_json(findings: Iterable[Finding]) -> list[dict[str, Any]]:
     """The ``findings`` list of ``analyze --json``: ranked, one dict per finding."""
     return [f.to_dict() for f in rank_findings(findings)]
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# gpuadvise rules
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# gpuadvise explain RULE
-
-
-
-

@@ -71,7 +71,7 @@ from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
-from gpuadvise.trace.access import AccessTrace
+from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec

@@ -165,11 +165,11 @@ def test_analyze_cli(case: tuple[str, str], cache_dir: Path) -> None:
 
 def analyze(folder: str, kernel: str, args: tuple[str, ...], trace: bool = True) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(source=str(_source(folder)), kernel=kernel, gpu="H100", args=args)
     spec, choice, options = build(opts)
-    return analyze_static(spec, choice.device, options, trace=trace, sample_ctas="all")
+    return analyze_kernel(spec, choice.device, options, trace=trace, sample_ctas="all")
 
 
 def outputs(folder: str, kernel: str, args: tuple[str, ...]) -> dict[str, np.ndarray]:

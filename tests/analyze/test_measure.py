@@ -148,7 +148,7 @@ def test_write_variants(tmp_path: Path):
 
 def test_a_fix_that_does_not_pay_is_demoted_when_the_rule_asks():
     v = R.Variant("proxy", "shared tile", proxy=_proxy())
-    f = dataclasses.replace(_finding(v), details={"recommend_only_if_faster": True})
+    f = dataclasses.replace(_finding(v), recommend_only_if_faster=True)
     slow, _ = M.measure_finding(FakeStage({None: 0.97}), f)  # type: ignore[arg-type]
     assert slow.severity == "note" and "no gain, not recommended" in slow.message
     fast, _ = M.measure_finding(FakeStage({None: 1.3}), f)  # type: ignore[arg-type]

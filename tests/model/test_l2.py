@@ -778,13 +778,13 @@ def test_emulator_runs_the_ctas_it_is_given(tmp_path):
 
 def _analysis(spec_file: Path | None, args: tuple[str, ...] = ()):
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     kernel = None if spec_file else "gather_rowmajor"
     opts = KernelOptions(source=str(GATHER), kernel=kernel, gpu="H100", args=args,
                          spec=str(spec_file) if spec_file else None)  # fmt: skip
     spec, choice, options = build(opts)
-    return analyze_static(spec, choice.device, options, trace=True)
+    return analyze_kernel(spec, choice.device, options, trace=True)
 
 
 @needs_nvcc
@@ -828,7 +828,7 @@ def test_1440p_gather_fits_and_keeps_row_major():
 
 
 def test_merged_trace_maps_instructions_by_source_location():
-    from gpuadvise.analyze.pipeline import _merge_traces
+    from gpuadvise.analyze.models import _merge_traces
 
     a = streaming_trace(8, traced=[0, 1])
     b = streaming_trace(8, traced=[5])

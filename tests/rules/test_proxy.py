@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
-from gpuadvise.rules import proxy as P
+import gpuadvise.rules as rule_api
 from gpuadvise.spec.cuda_types import StructType, lookup
 from gpuadvise.spec.kernel_spec import BufferSpec
 from gpuadvise.toolchain import find_toolchain
@@ -32,7 +31,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = R.builtin_kernels_dir()
+_K = rule_api.builtin_kernels_dir()
 assert _K is not None
 KERNELS: Path = _K
 M32 = 0xFFFFFFFF
@@ -77,30 +76,32 @@ struct Unknown { Foo foo; };
 
 def test_cells_structs_as_the_source_lays_them_out():
     text = (KERNELS / "cells" / "cells.cu").read_text()
-    cell = P.parse_struct(text, "Cell")
+    cell = rule_api.parse_struct(text, "Cell")
     assert cell is not None and (cell.size, cell.align) == (44, 4)
     names = ["type", "gender", "moved", "age", "energy", "food", "lsa", "target_x", "target_y",
              "trait0", "trait1"]  # fmt: skip
     assert [(f.name, f.offset) for f in cell.fields] == [(n, 4 * i) for i, n in enumerate(names)]
     assert cell.describe(12) == "age" and cell.describe(40) == "trait1"
-    packed = P.parse_struct(text, "PackedCell")
+    packed = rule_api.parse_struct(text, "PackedCell")
     assert packed is not None and packed.size == 32
     assert packed.describe(0, 4) == "info" and packed.describe(1, 1) == "info.y"
     assert packed.describe(0, 2) == "info.x..y"
-    half4 = P.parse_struct((KERNELS / "fp16_neighbourhood" / "moments.cu").read_text(), "half4")
+    half4 = rule_api.parse_struct(
+        (KERNELS / "fp16_neighbourhood" / "moments.cu").read_text(), "half4"
+    )
     assert half4 is not None and (half4.size, half4.align) == (8, 8)  # __align__(8)
 
 
 def test_unsupported_structs_give_none():
     for name in ("Bits", "Unknown", "Missing"):
-        assert P.parse_struct(STRUCTS, name) is None, name
+        assert rule_api.parse_struct(STRUCTS, name) is None, name
 
 
 @needs_nvcc
 def test_struct_layouts_match_nvcc_offsetof(tmp_path):
-    outer = P.parse_struct(STRUCTS, "Outer")
-    pair = P.parse_struct(STRUCTS, "Pair")
-    meth = P.parse_struct(STRUCTS, "WithMethod")
+    outer = rule_api.parse_struct(STRUCTS, "Outer")
+    pair = rule_api.parse_struct(STRUCTS, "Pair")
+    meth = rule_api.parse_struct(STRUCTS, "WithMethod")
     assert outer is not None and pair is not None and meth is not None
     # by hand: tag 0, pos 4 (float3 aligned to 4), s 16 (3 shorts), in 24 (Inner: 16 bytes,
     # aligned to 8), next 40, big 48; 56 rounded up to the __align__(16): 64
@@ -150,18 +151,20 @@ def nvcc_values(tmp: Path, text: str, exprs: list[str]) -> list[int]:
 
 
 def test_packing_plans():
-    seed = P.plan_packing([("age", 12, 8), ("type", 0, 2), ("gender", 4, 1), ("moved", 8, 1)])
+    seed = rule_api.plan_packing(
+        [("age", 12, 8), ("type", 0, 2), ("gender", 4, 1), ("moved", 8, 1)]
+    )
     assert seed is not None and seed.style == "bytes"
     assert [(f.name, f.shift, f.bits) for f in seed.fields] == [
         ("type", 0, 8), ("gender", 8, 8), ("moved", 16, 8), ("age", 24, 8)
     ]  # fmt: skip
     assert seed.layout_text().startswith("type bits 0..7, gender bits 8..15")
     assert seed.unpack_code("w").split("; ")[1] == "const unsigned gender = (w >> 8) & 0xffu"
-    five = P.plan_packing([(c, 4 * i, 3) for i, c in enumerate("abcde")])
+    five = rule_api.plan_packing([(c, 4 * i, 3) for i, c in enumerate("abcde")])
     assert five is not None and five.style == "bits"
     assert [(f.shift, f.bits) for f in five.fields] == [(0, 3), (3, 3), (6, 3), (9, 3), (12, 3)]
-    assert P.plan_packing([("a", 0, 16), ("b", 4, 16), ("c", 8, 2)]) is None  # 34 bits
-    assert P.plan_packing([("a", 0, 3)]) is None
+    assert rule_api.plan_packing([("a", 0, 16), ("b", 4, 16), ("c", 8, 2)]) is None  # 34 bits
+    assert rule_api.plan_packing([("a", 0, 3)]) is None
     # the pack and unpack code round-trip values of the used widths
     vals = {"a": 5, "b": 7, "c": 0, "d": 6, "e": 1}
     word = 0
@@ -235,7 +238,7 @@ def test_demanded_bits_of_hand_written_ptx():
     from gpuadvise.ptx.parser import parse_ptx
 
     prog = build_program(parse_ptx(PTX), "k")
-    dem = P.demanded_bits(prog.instrs, prog.regs)
+    dem = rule_api.demanded_bits(prog.instrs, prog.regs)
     assert dem["%r1"] == 0b11  # & 3 (and bit 0 again through the xor of %r6)
     assert dem["%r2"] == 0b10000  # (x >> 4) & 1
     assert dem["%r3"] == 0xFF  # truncated to 16 bits, then & 255
@@ -292,7 +295,7 @@ def test_array_of_structures_footprint_stride_and_fields():
          (1, 0, 0, [BASE + 44 * ln + 4 for ln in range(32)], 4)],
         [(10, Kind.LOAD), (10, Kind.LOAD)],
     )  # fmt: skip
-    view = P.TraceView(t, P.buffer_infos(t, _spec()))
+    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
     assert view.buffers["a"].elem_bytes == 44 and view.buffers["a"].is_struct
     assert view.lines(lambda f: True, [Kind.LOAD]) == [("/k.cu", 10, Kind.LOAD)]
     lanes, recs = view.access(view.insts_at("/k.cu", 10, Kind.LOAD), "a")
@@ -302,9 +305,9 @@ def test_array_of_structures_footprint_stride_and_fields():
     # the warp's 8 bytes per struct: struct l starts at 12 l mod 32 in its sector; of 8
     # consecutive structs (0, 12, 24, 4, 16, 28, 8, 20) only the one at 28 crosses into the
     # next sector: 9 sectors per 8 structs, 36 for 32; ideal 32 x 8 / 32 = 8
-    assert P.warp_footprint(lanes) == (36, 8)
-    assert P.stride_mode(lanes) == 44
-    assert P.field_loads(lanes, 44) == {0: (0, 4, 32), 1: (4, 4, 32)}
+    assert rule_api.warp_footprint(lanes) == (36, 8)
+    assert rule_api.stride_mode(lanes) == 44
+    assert rule_api.field_loads(lanes, 44) == {0: (0, 4, 32), 1: (4, 4, 32)}
 
 
 def test_loads_that_complete_each_other_waste_nothing():
@@ -315,11 +318,11 @@ def test_loads_that_complete_each_other_waste_nothing():
          (1, 0, 0, [B2 + 8 * ln + 4 for ln in range(32)], 4)],
         [(20, Kind.LOAD), (20, Kind.LOAD)],
     )  # fmt: skip
-    view = P.TraceView(t, P.buffer_infos(t, _spec()))
+    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
     lanes, _ = view.access(np.array([0, 1]), "b")
     assert list(view.rec_sectors) == [8, 8] and list(view.rec_ideal) == [4, 4]
-    assert P.warp_footprint(lanes) == (8, 8)
-    assert P.stride_mode(lanes) == 8
+    assert rule_api.warp_footprint(lanes) == (8, 8)
+    assert rule_api.stride_mode(lanes) == 8
 
 
 def test_reuse_of_a_stencil_and_of_a_uniform_load():
@@ -328,9 +331,9 @@ def test_reuse_of_a_stencil_and_of_a_uniform_load():
     recs = [(k, 0, w, [B2 + 4 * (32 * w + ln + k) for ln in range(32)], 4)
             for k in range(3) for w in range(2)]  # fmt: skip
     t = _trace(recs, [(30, Kind.LOAD)] * 3)
-    view = P.TraceView(t, P.buffer_infos(t, _spec()))
+    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
     lanes, rr = view.access(np.array([0, 1, 2]), "b")
-    ru = P.cta_reuse(lanes, view.rec_sectors[rr])
+    ru = rule_api.cta_reuse(lanes, view.rec_sectors[rr])
     assert (ru.pairs, ru.addresses, ru.requests, ru.lanes) == (192, 66, 6, 192)
     assert ru.factor == pytest.approx(192 / 66) and ru.spread == 1.0
     # each request: 128 bytes in 4 or 5 sectors (offsets 0, 4, 8 in the sector); 66 words in
@@ -339,16 +342,16 @@ def test_reuse_of_a_stencil_and_of_a_uniform_load():
     # a uniform load: all lanes of both warps read b[k], k = 0..7: spread 1/32, reuse 64
     uni = [(0, 0, w, [B2 + 4 * k] * 32, 4) for k in range(8) for w in range(2)]
     t2 = _trace(uni, [(31, Kind.LOAD)])
-    v2 = P.TraceView(t2, P.buffer_infos(t2, _spec()))
+    v2 = rule_api.TraceView(t2, rule_api.buffer_infos(t2, _spec()))
     l2, r2 = v2.access(np.array([0]), "b")
-    u = P.cta_reuse(l2, v2.rec_sectors[r2])
+    u = rule_api.cta_reuse(l2, v2.rec_sectors[r2])
     assert u.factor == 64.0 and u.spread == pytest.approx(1 / 32)
 
 
 def test_view_samples_ctas_evenly_and_scales():
     recs = [(0, c, 0, [B2 + 4 * ln for ln in range(32)], 4) for c in range(10)]
     t = _trace(recs, [(5, Kind.LOAD)], grid=(100, 1, 1), block=(32, 1, 1))
-    view = P.TraceView(t, P.buffer_infos(t, _spec()), max_ctas=4)
+    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()), max_ctas=4)
     assert list(view.ctas) == [0, 3, 6, 9] and view.scale == 25.0
     # one line, 4 sampled requests of 4 sectors: max(4, 16 / 4) cycles; 128 distinct bytes
     assert view.l1_total() == 4.0
@@ -361,12 +364,12 @@ def test_view_samples_ctas_evenly_and_scales():
 
 def _analysis(source: Path, kernel: str, args: tuple[str, ...] = (), ctas: int | str = 8) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
     )
-    return analyze_static(spec, choice.device, options, trace=True, sample_ctas=ctas)
+    return analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=ctas)
 
 
 NEIGHBOURS = [(dx, dy) for dy in range(-2, 3) for dx in range(-2, 3) if (dx, dy) != (0, 0)]
@@ -376,14 +379,14 @@ NEIGHBOURS = [(dx, dy) for dy in range(-2, 3) for dx in range(-2, 3) if (dx, dy)
 def test_cells_pattern_and_field_widths():
     a = _analysis(KERNELS / "cells" / "cells.cu", "cells_fields")
     trace = a.memory.trace
-    view = P.trace_view(trace, a.spec)
-    assert P.trace_view(trace, a.spec) is view  # shared by the rules of a run
+    view = rule_api.trace_view(trace, a.spec)
+    assert rule_api.trace_view(trace, a.spec) is view  # shared by the rules of a run
     file = str((KERNELS / "cells" / "cells.cu").resolve())
     insts = view.insts_at(file, 74, Kind.LOAD)
     lanes, _ = view.access(insts, "cells")
     names = {0: "type", 4: "gender", 12: "age"}
-    pat = P.infer_pattern(view, lanes, view.buffers["cells"], names, [1024], "here")
-    assert isinstance(pat, P.Pattern)
+    pat = rule_api.infer_pattern(view, lanes, view.buffers["cells"], names, [1024], "here")
+    assert isinstance(pat, rule_api.Pattern)
     assert (pat.pitch, pat.rows, pat.elem_bytes, pat.count) == (1024, 1024, 44, 1024 * 1024)
     assert list(pat.offsets) == NEIGHBOURS and pat.coverage == 1.0
     assert [(f.word, f.words, f.name) for f in pat.fields] == [
@@ -394,9 +397,9 @@ def test_cells_pattern_and_field_widths():
     assert pat.fields[0].share == 1.0
     assert 0.2 < pat.fields[1].share < 0.3 and 0.09 < pat.fields[2].share < 0.16
     # the widths the kernel uses: type & 3, gender & 1, moved & 1, age & 255 (>= 16: & 0xf0)
-    widths = P.load_widths(a.module.ptx, a.kernel.mangled, trace)
+    widths = rule_api.load_widths(a.module.ptx, a.kernel.mangled, trace)
     assert widths is not None
-    fields = P.field_loads(view.access(np.arange(len(trace.instructions)), "cells")[0], 44)
+    fields = rule_api.field_loads(view.access(np.arange(len(trace.instructions)), "cells")[0], 44)
     per_offset: dict[int, set[int]] = {}
     for inst, (off, _w, _n) in fields.items():
         per_offset.setdefault(off, set()).add(widths[inst])
@@ -419,14 +422,14 @@ def test_a_gather_has_no_pattern(tmp_path):
         'in = "float[n]"\nout = "float[n]"\n'
     )
     a = _analysis(src, "gather")
-    view = P.trace_view(a.memory.trace, a.spec)
+    view = rule_api.trace_view(a.memory.trace, a.spec)
     insts = view.insts_at(str(src.resolve()), 3, Kind.LOAD)
     lanes, _ = view.access(insts, "in")
-    why = P.infer_pattern(view, lanes, view.buffers["in"], None, [4096])
+    why = rule_api.infer_pattern(view, lanes, view.buffers["in"], None, [4096])
     assert isinstance(why, str) and ("data-dependent" in why or "distinct element" in why)
     # while idx[i] itself is read at offset 0 from each thread's own element
-    own = P.infer_pattern(view, view.access(insts, "idx")[0], view.buffers["idx"], None, [])
-    assert isinstance(own, P.Pattern) and own.offsets == ((0, 0),) and own.one_d
+    own = rule_api.infer_pattern(view, view.access(insts, "idx")[0], view.buffers["idx"], None, [])
+    assert isinstance(own, rule_api.Pattern) and own.offsets == ((0, 0),) and own.one_d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,7 +441,9 @@ def pick(first: int, salt: int, share: int) -> bool:
     return h < share
 
 
-def reference(p: P.Pattern, thresholds: list[int | None], scale: int = 1) -> tuple[np.ndarray, int]:
+def reference(
+    p: rule_api.Pattern, thresholds: list[int | None], scale: int = 1
+) -> tuple[np.ndarray, int]:
     """What both kernels of a proxy must write: per thread, the fold of the logical indices
     (element x words + field word + component, times ``scale``) of every field read, visits in
     order, deeper fields read while their condition holds. Also the number of field loads."""
@@ -461,16 +466,16 @@ def reference(p: P.Pattern, thresholds: list[int | None], scale: int = 1) -> tup
                         break
                     loads += 1
                     for c in range(f.words):
-                        acc = (acc * P.FOLD + (e * p.words + f.word + c) * scale) & M32
+                        acc = (acc * rule_api.FOLD + (e * p.words + f.word + c) * scale) & M32
             out[y * p.threads_x + x] = acc
     return out, loads
 
 
-def run_proxy(px: R.Proxy, tmp: Path) -> dict[str, Any]:
+def run_proxy(px: rule_api.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of ``px`` on the emulator, every CTA: (out, global load lanes, smem)."""
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -481,7 +486,7 @@ def run_proxy(px: R.Proxy, tmp: Path) -> dict[str, Any]:
         s, choice, opts = build(
             KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
         )
-        an = analyze_static(s, choice.device, opts, trace=False)
+        an = analyze_kernel(s, choice.device, opts, trace=False)
         launch = resolve(s, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas="all")
         r = e.trace.records
@@ -491,7 +496,7 @@ def run_proxy(px: R.Proxy, tmp: Path) -> dict[str, Any]:
     return got
 
 
-PAT_2D = P.Pattern(
+PAT_2D = rule_api.Pattern(
     buffer="cells",
     elem_bytes=12,
     count=20 * 7,
@@ -500,11 +505,11 @@ PAT_2D = P.Pattern(
     grid=(3, 2, 1),
     block=(8, 4, 1),
     offsets=((-1, -1), (0, -1), (1, -1), (-1, 0), (0, 0), (1, 0), (-1, 1), (0, 1), (1, 1)),
-    fields=(P.FieldLoad(0, 1, 1.0, "a"), P.FieldLoad(2, 1, 0.5, "c")),
+    fields=(rule_api.FieldLoad(0, 1, 1.0, "a"), rule_api.FieldLoad(2, 1, 0.5, "c")),
     coverage=1.0,
     where="k at k.cu:7",
 )
-PAT_1D = P.Pattern(
+PAT_1D = rule_api.Pattern(
     buffer="p",
     elem_bytes=32,
     count=90,
@@ -514,9 +519,9 @@ PAT_1D = P.Pattern(
     block=(32, 1, 1),
     offsets=((-1, 0), (0, 0), (1, 0), (5, 0)),
     fields=(
-        P.FieldLoad(4, 4, 1.0, "v"),
-        P.FieldLoad(1, 1, 0.25, "n"),
-        P.FieldLoad(2, 2, 0.25, "w"),
+        rule_api.FieldLoad(4, 4, 1.0, "v"),
+        rule_api.FieldLoad(1, 1, 0.25, "n"),
+        rule_api.FieldLoad(2, 2, 0.25, "w"),
     ),  # fmt: skip
     coverage=1.0,
     where="k at k.cu:9",
@@ -526,7 +531,7 @@ PAT_1D = P.Pattern(
 @needs_nvcc
 @pytest.mark.parametrize("pattern", [PAT_2D, PAT_1D], ids=["2d", "1d-vector-fields"])
 def test_soa_proxy_reads_the_same_words_in_both_layouts(pattern, tmp_path):
-    px = P.soa_proxy(pattern)
+    px = rule_api.soa_proxy(pattern)
     assert (px.before, px.after) == ("ga301_aos", "ga301_soa")
     assert "PROXY" in px.source and "PROXY" in px.spec_before and "PROXY" in px.spec_after
     thresholds = [None, 512] if pattern is PAT_2D else [None, 256, None]
@@ -542,9 +547,9 @@ def test_soa_proxy_reads_the_same_words_in_both_layouts(pattern, tmp_path):
 @needs_nvcc
 def test_packed_proxy_reads_one_word_for_the_packed_fields(tmp_path):
     # 3-word elements, fields a (word 0) and c (word 2) packed: 2 words per element after
-    packing = P.plan_packing([("a", 0, 2), ("c", 8, 5)])
+    packing = rule_api.plan_packing([("a", 0, 2), ("c", 8, 5)])
     assert packing is not None
-    px = P.packed_proxy(PAT_2D, packing)
+    px = rule_api.packed_proxy(PAT_2D, packing)
     assert px is not None and "#define WORDS2 2u" in px.source
     want, loads = reference(PAT_2D, [None, 512], scale=2)
     got = run_proxy(px, tmp_path)
@@ -557,14 +562,17 @@ def test_packed_proxy_reads_one_word_for_the_packed_fields(tmp_path):
     assert 'packed = { type = "unsigned", count = 280, fill = "iota" }' in px.spec_after
     assert 'cells = { type = "unsigned", count = 420, fill = "iota" }' in px.spec_before
     # a packing none of whose fields the line reads has no proxy
-    other = P.plan_packing([("x", 4, 1), ("y", 16, 1)])
-    assert other is not None and P.packed_proxy(PAT_2D, other) is None
+    other = rule_api.plan_packing([("x", 4, 1), ("y", 16, 1)])
+    assert other is not None and rule_api.packed_proxy(PAT_2D, other) is None
 
 
 @needs_nvcc
 def test_tile_proxy_stages_the_window_once(tmp_path):
-    px = P.tile_proxy(PAT_2D)
-    assert isinstance(px, R.Proxy) and (px.before, px.after) == ("ga305_global", "ga305_tile")
+    px = rule_api.tile_proxy(PAT_2D)
+    assert isinstance(px, rule_api.Proxy) and (px.before, px.after) == (
+        "ga305_global",
+        "ga305_tile",
+    )
     want, loads = reference(PAT_2D, [None, 512])
     got = run_proxy(px, tmp_path)
     out_g, lanes_g, _ = got["ga305_global"]
@@ -583,5 +591,9 @@ def test_tile_proxy_stages_the_window_once(tmp_path):
                     gx, gy = bx * 8 - 1 + wx, by * 4 - 1 + wy
                     inside += 0 <= gx < 20 and 0 <= gy < 7
     assert lanes_t == 2 * inside  # each window element's fields loaded once per block
-    assert P.tile_pitch(10, 8) == 40 and P.tile_pitch(20, 16) == 48 and P.tile_pitch(40, 32) == 40
-    assert isinstance(P.tile_proxy(PAT_1D), str)
+    assert (
+        rule_api.tile_pitch(10, 8) == 40
+        and rule_api.tile_pitch(20, 16) == 48
+        and rule_api.tile_pitch(40, 32) == 40
+    )
+    assert isinstance(rule_api.tile_proxy(PAT_1D), str)

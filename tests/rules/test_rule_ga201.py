@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.toolchain import find_toolchain
 
@@ -32,7 +32,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_KERNELS = R.builtin_kernels_dir()
+_KERNELS = rule_api.builtin_kernels_dir()
 assert _KERNELS is not None
 KERNELS: Path = _KERNELS
 MOMENTS = KERNELS / "fp16_neighbourhood" / "moments.cu"
@@ -51,7 +51,7 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def ga201_module() -> Any:
-    return sys.modules[type(R.load_registry().get("GA201")).__module__]
+    return sys.modules[type(rule_api.load_registry().get("GA201")).__module__]
 
 
 _ANALYSES: dict[tuple[str, str, str], Any] = {}
@@ -68,26 +68,26 @@ def analyze(source: Path, kernel: str) -> Any:
 
 def _analyze(source: Path, kernel: str) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
     kw: dict[str, Any] = {}
-    params = inspect.signature(analyze_static).parameters
+    params = inspect.signature(analyze_kernel).parameters
     if "trace" in params:
         kw["trace"] = True
         if "sample_ctas" in params:
             kw["sample_ctas"] = TRACE_CTAS
-    return analyze_static(spec, choice.device, options, **kw)
+    return analyze_kernel(spec, choice.device, options, **kw)
 
 
-def findings(source: Path, kernel: str) -> list[R.Finding]:
+def findings(source: Path, kernel: str) -> list[rule_api.Finding]:
     return run_rules(analyze(source, kernel), Config(trace_ctas=TRACE_CTAS, select=("GA201",)))
 
 
 def bank_line(source: Path, kernel: str, line: int) -> tuple[int, int]:
     """(wavefronts, ideal) at ``line`` from the bank model over the kernel's own trace."""
     a = analyze(source, kernel)
-    ctx = R.RuleContext(a, trace_ctas=TRACE_CTAS)
+    ctx = rule_context(a, Config(trace_ctas=TRACE_CTAS))
     rows = [ln for ln in ctx.banks.lines if ln.line == line]
     assert rows, f"no shared access traced at line {line}"
     return sum(r.wavefronts for r in rows), sum(r.ideal for r in rows)
@@ -192,7 +192,7 @@ def test_split_padding_numbers_by_hand() -> None:
 
     mod = ga201_module()
     a = analyze(MOMENTS, "moments_split")
-    ctx = R.RuleContext(a, trace_ctas=TRACE_CTAS)
+    ctx = rule_context(a, Config(trace_ctas=TRACE_CTAS))
     line = [ln for ln in ctx.banks.lines if ln.line == 80]
     insts = tuple(i for ln in line for i in ln.insts)
     plan = mod.plan_padding(ctx, insts)
@@ -206,7 +206,7 @@ def test_split_padding_numbers_by_hand() -> None:
     assert plan.extra_bytes == 2 * 16 * 8 * 4
     layout = mod.shared_layout(ctx)
     assert [(v.offset, v.size) for v in layout.vars] == [(0x400, 1024), (0x800, 1024)]
-    recs = ctx.reconciled_records
+    recs = ctx.trace.records  # reconciled with the SASS by the pipeline
     shared = recs[recs["space"] == 1]
     on_line = shared[np.isin(shared["inst"], insts)]
     for pad in range(1, 8):
@@ -330,10 +330,10 @@ def test_unsafe_uses_refuse_the_padding(tmp_path: Path, top: str, body: str, why
 # The source helpers, without a compiler
 
 
-def kernel_source(tmp: Path, text: str, kernel: str) -> R.KernelSource:
+def kernel_source(tmp: Path, text: str, kernel: str) -> rule_api.KernelSource:
     p = tmp / "k.cu"
     p.write_text(textwrap.dedent(text))
-    ks = R.find_kernel_source(p, kernel)
+    ks = rule_api.find_kernel_source(p, kernel)
     assert ks is not None
     return ks
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.toolchain import find_toolchain
 
@@ -31,7 +31,7 @@ except Exception:
 
 pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_KERNELS = R.builtin_kernels_dir()
+_KERNELS = rule_api.builtin_kernels_dir()
 assert _KERNELS is not None
 KERNELS: Path = _KERNELS
 REDUCE = KERNELS / "reduction" / "reduce.cu"
@@ -52,20 +52,20 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def analyze(source: Path, kernel: str, block: str | None = None, trace: bool = True) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(source=str(source), kernel=kernel, block=block, gpu="H100")
     spec, choice, options = build(opts)
     kw: dict[str, Any] = {}
-    params = inspect.signature(analyze_static).parameters
+    params = inspect.signature(analyze_kernel).parameters
     if "trace" in params:
         kw["trace"] = trace
         if trace and "sample_ctas" in params:
             kw["sample_ctas"] = TRACE_CTAS
-    return analyze_static(spec, choice.device, options, **kw)
+    return analyze_kernel(spec, choice.device, options, **kw)
 
 
-def ga204(source: Path, kernel: str, block: str | None = None) -> list[R.Finding]:
+def ga204(source: Path, kernel: str, block: str | None = None) -> list[rule_api.Finding]:
     found = run_rules(
         analyze(source, kernel, block), Config(trace_ctas=TRACE_CTAS, select=("GA204",))
     )

@@ -14,8 +14,9 @@ import pytest
 import rulekit
 from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
-from gpuadvise import rules as R
-from gpuadvise.rules import proxy as P
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import rule_context
+from gpuadvise.rules.config import Config
 from gpuadvise.trace.access import Kind
 
 pytestmark = needs_toolkit
@@ -30,7 +31,7 @@ def analyze(source: Path, kernel: str, args: tuple[str, ...] = ()) -> Any:
     return rulekit.analyze(source, kernel, TRACE_CTAS, args)
 
 
-def ga301(a: Any, **options: Any) -> list[R.Finding]:
+def ga301(a: Any, **options: Any) -> list[rule_api.Finding]:
     return run_rule(a, "GA301", TRACE_CTAS, **options)
 
 
@@ -85,11 +86,11 @@ def test_structure_of_arrays_kernels_are_clean(kernel):
     a = analyze(CELLS, kernel)
     assert ga301(a) == []
     # the neighbours' rows are misaligned by the halo (8 bytes): some excess, under the bar
-    ctx = R.RuleContext(a, trace_ctas=TRACE_CTAS)
-    view = P.trace_view(ctx.trace, a.spec)
+    ctx = rule_context(a, Config(trace_ctas=TRACE_CTAS))
+    view = ctx.trace_view
     for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
         lanes, _ = view.access(view.insts_at(file, line, kind), "info")
-        sectors, ideal = P.warp_footprint(lanes)
+        sectors, ideal = rule_api.warp_footprint(lanes)
         assert 100 * (sectors - ideal) / sectors < 50
 
 
@@ -108,7 +109,7 @@ def test_loads_that_complete_each_other_are_left_to_ga303():
     # excess), but the four loads of a warp use every byte of the sectors they touch
     lum = KERNELS / "luminance" / "luminance.cu"
     a = analyze(lum, "lum_prefetch4")
-    co = R.RuleContext(a, trace_ctas=TRACE_CTAS).coalescing
+    co = rule_context(a, Config(trace_ctas=TRACE_CTAS)).coalescing
     line = next(c for c in co.lines if c.line == 118)
     assert line.excess_pct == 75.0
     assert ga301(a) == []
@@ -139,7 +140,7 @@ def test_a_strided_plain_array_is_display_only(tmp_path):
 def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -163,7 +164,7 @@ def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis
         s, choice, opts = build(
             KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
         )
-        an = analyze_static(s, choice.device, opts, trace=False)
+        an = analyze_kernel(s, choice.device, opts, trace=False)
         launch = resolve(s, parse_signature(src.read_text(), kernel))
         # 70 CTAs: the first row of the grid and 6 blocks of the second (interior ones)
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
@@ -177,7 +178,7 @@ def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis
 
 def test_a_default_struct_buffer_and_a_store(tmp_path):
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     src = tmp_path / "drift.cu"
     src.write_text(
@@ -191,7 +192,7 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
     spec, choice, options = build(
         KernelOptions(source=str(src), kernel="drift", grid="64", block="256", gpu="H100")
     )
-    a = analyze_static(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
+    a = analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
     load, store = ga301(a)
     assert (load.line, store.line) == (4, 4)
     assert load.details["kind"] == Kind.LOAD and store.details["kind"] == Kind.STORE

@@ -13,7 +13,7 @@ import pytest
 import rulekit
 from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
 
 pytestmark = needs_toolkit
 
@@ -27,7 +27,7 @@ def analyze(source: Path, kernel: str, args: tuple[str, ...] = ()) -> Any:
     return rulekit.analyze(source, kernel, TRACE_CTAS, args)
 
 
-def ga302(a: Any, **options: Any) -> list[R.Finding]:
+def ga302(a: Any, **options: Any) -> list[rule_api.Finding]:
     return run_rule(a, "GA302", TRACE_CTAS, **options)
 
 
@@ -130,7 +130,7 @@ def test_full_width_fields_are_not_narrow(tmp_path):
 def test_the_proxy_compiles_and_folds_the_same_indices(fields_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -151,7 +151,7 @@ def test_the_proxy_compiles_and_folds_the_same_indices(fields_analysis, tmp_path
         s, choice, opts = build(
             KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
         )
-        an = analyze_static(s, choice.device, opts, trace=False)
+        an = analyze_kernel(s, choice.device, opts, trace=False)
         launch = resolve(s, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
         outs.append(e.outputs["out"])

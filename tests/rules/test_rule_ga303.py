@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.toolchain import find_toolchain
 
@@ -28,7 +28,7 @@ except Exception:
 
 pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = R.builtin_kernels_dir()
+_K = rule_api.builtin_kernels_dir()
 assert _K is not None
 LUM = _K / "luminance"
 TRACE_CTAS = 8
@@ -48,28 +48,28 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="module")
 def mod() -> Any:
-    rule = R.load_registry().get("GA303")
+    rule = rule_api.load_registry().get("GA303")
     return sys.modules[type(rule).__module__]
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = True) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_static(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
+    return analyze_kernel(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
 
 
-def ga303(source: Path, kernel: str, spec: Path | None = None) -> list[R.Finding]:
+def ga303(source: Path, kernel: str, spec: Path | None = None) -> list[rule_api.Finding]:
     found = run_rules(analyze(source, kernel, spec), Config(trace_ctas=TRACE_CTAS))
     assert not [f for f in found if f.is_error]
     return [f for f in found if f.rule == "GA303"]
 
 
-def ev(f: R.Finding) -> dict[str, Any]:
+def ev(f: rule_api.Finding) -> dict[str, Any]:
     return {e.metric: e.value for e in f.evidence}
 
 
@@ -117,7 +117,7 @@ BODY = """{
 def test_multiple_of(mod, expr, n, want, tmp_path):
     src = tmp_path / "m.cu"
     src.write_text("__global__ void k(unsigned gy, unsigned w, unsigned tid) " + BODY + "\n")
-    ks = R.find_kernel_source(src, "k")
+    ks = rule_api.find_kernel_source(src, "k")
     assert ks is not None
     assert mod.multiple_of(ks, expr, n) is want
 
@@ -379,7 +379,7 @@ extern "C" __global__ void k(const float* __restrict__ in, float* __restrict__ o
 def test_source_accesses_and_refusals(mod, tmp_path):
     src = tmp_path / "k.cu"
     src.write_text(SOURCE_FORMS)
-    ks = R.find_kernel_source(src, "k")
+    ks = rule_api.find_kernel_source(src, "k")
     assert ks is not None
     acc = mod._accesses(ks, "in", [3])
     assert [(a.base, a.offset, a.store) for a in acc] == [("i", 0, False), ("i", 1, False)]

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import rule_context, run_rules_report
 from gpuadvise.model.l2 import tiled_order
 from gpuadvise.rules.config import Config
 from gpuadvise.source.patch import (
@@ -54,7 +55,7 @@ RECORDED_DRAM_TILE_X32 = 671.5 * MB
 
 
 def ga304() -> ModuleType:
-    rule = R.load_registry().get("GA304")
+    rule = rule_api.load_registry().get("GA304")
     return sys.modules[type(rule).__module__]
 
 
@@ -73,13 +74,13 @@ __global__ void k(float* out, int w) {
 
 
 def _body(text: str) -> tuple[int, int]:
-    code = R.blank_comments_and_strings(text)
+    code = rule_api.blank_comments_and_strings(text)
     start = code.index("{")
-    return start, R.match_brace(code, start)
+    return start, rule_api.match_brace(code, start)
 
 
 def test_block_index_uses() -> None:
-    code = R.blank_comments_and_strings(KERNEL)
+    code = rule_api.blank_comments_and_strings(KERNEL)
     uses = block_index_uses(code)
     assert [u[2] for u in uses] == ["x", "y"]  # the comment is blanked
     assert [KERNEL[s:e] for s, e, _ in uses] == ["blockIdx.x", "blockIdx . y"]
@@ -149,18 +150,18 @@ def test_tiled_lines_define_the_block_and_their_helpers() -> None:
 def _safety(tmp_path: Path, text: str, kernel: str = "k", grid: tuple[int, ...] = (8, 8, 1)) -> Any:
     path = tmp_path / "k.cu"
     path.write_text(text)
-    ks = R.find_kernel_source(path, kernel)
+    ks = rule_api.find_kernel_source(path, kernel)
     assert ks is not None
     return ga304().remap_safety(ks, grid)
 
 
 def test_gather_rowmajor_is_safe_and_gather_tiled_is_not() -> None:
     mod = ga304()
-    ks = R.find_kernel_source(GATHER, "gather_rowmajor")
+    ks = rule_api.find_kernel_source(GATHER, "gather_rowmajor")
     assert ks is not None
     safe = mod.remap_safety(ks, (480, 270, 1))
     assert safe.safe and safe.first_line == 34
-    tiled = R.find_kernel_source(GATHER, "gather_tiled")
+    tiled = rule_api.find_kernel_source(GATHER, "gather_tiled")
     assert tiled is not None
     r = mod.remap_safety(tiled, (480, 270, 1))
     assert not r.safe and "gridDim" in r.reasons[0]
@@ -209,26 +210,35 @@ def test_probe_ctas_hand_counted() -> None:
     assert sorted(mod.probe_ctas(3, 2)) == list(range(6))
 
 
-def test_compile_options_round_trip() -> None:
+def test_a_candidate_is_built_with_the_analysis_flags(tmp_path: Path, monkeypatch) -> None:
+    """The probe's source is compiled as the analysis compiled the kernel, with the source's
+    folder on the include path (the rules' compile service)."""
+    from gpuadvise.analyze.services import AnalysisServices
     from gpuadvise.toolchain import CompileOptions
 
+    monkeypatch.setenv("GPUADVISE_CACHE_DIR", str(tmp_path / "cache"))
     opts = CompileOptions(
         arch="sm_90", include_dirs=("/a",), defines=("N=4", "X"), std="c++17",
         use_fast_math=True, xptxas=("-O2",), extra_flags=("--extra-device-vectorization",),
         maxrregcount=64,
     )  # fmt: skip
-    module = SimpleNamespace(flags=opts.nvcc_flags(), arch="sm_90")
-    back = ga304()._options_like(module, "/src")
-    assert back.nvcc_flags() == (*opts.nvcc_flags()[:7], "-I/a", "-I/src", *opts.nvcc_flags()[8:])
+    analysis = SimpleNamespace(
+        module=SimpleNamespace(flags=opts.nvcc_flags(), arch="sm_90"),
+        spec=SimpleNamespace(source=str(tmp_path / "src" / "k.cu")),
+    )
+    path, back = AnalysisServices(analysis)._candidate("// rewritten", ())  # type: ignore[arg-type]
+    src = str((tmp_path / "src").resolve())
+    assert back.nvcc_flags() == (*opts.nvcc_flags()[:7], "-I/a", f"-I{src}", *opts.nvcc_flags()[8:])
+    assert path.name == "k.cu" and path.read_text() == "// rewritten"
 
 
 def test_unsafe_kernel_gets_a_display_only_variant(tmp_path: Path) -> None:
     mod = ga304()
-    ks = R.find_kernel_source(GATHER, "gather_tiled")
+    ks = rule_api.find_kernel_source(GATHER, "gather_tiled")
     assert ks is not None
     remap = mod.remap_safety(ks, (480, 270, 1))
-    rule = R.load_registry().get("GA304")
-    f = R.Finding(
+    rule = rule_api.load_registry().get("GA304")
+    f = rule_api.Finding(
         "GA304", rule.name, rule.title, "warning", "m", details={
             "remap": remap, "ks": ks, "best": SimpleNamespace(n=16, label="tile-x:16")
         },
@@ -252,31 +262,42 @@ def analyze(
     """The analysis ``gpuadvise analyze`` builds; ``trace=False``: the pipeline does not trace,
     and the rules compute the trace (the first ``TRACE_CTAS`` CTAs) and the L2 model lazily."""
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
     spec, choice, options = build(opts)
-    return analyze_static(spec, choice.device, options, trace=trace, sample_ctas=sample)
+    return analyze_kernel(spec, choice.device, options, trace=trace, sample_ctas=sample)
 
 
-def ga304_run(a: Any, **options: Any) -> R.RulesRun:
+def ga304_run(a: Any, **options: Any) -> rule_api.RulesRun:
     cfg = Config(trace_ctas=TRACE_CTAS, select=("GA304",), rule_options={"GA304": options})
-    return R.evaluate_rules(a, cfg)
+    return run_rules_report(a, cfg)
 
 
 @pytest.fixture(scope="module")
-def rowmajor() -> tuple[Any, R.Finding]:
-    """The 8K case with the rule's own probe: the first 8 CTAs (all on the frame's top edge)
-    leave the L2 model with no footprint clear of the border, so the rule traces its sample."""
-    a = analyze(GATHER, "gather_rowmajor", trace=False)
-    assert a.memory is None
-    run = ga304_run(a)
+def rowmajor() -> tuple[Any, rule_api.Finding]:
+    """The 8K case with the rule's own probe: an L2 model of the first 8 CTAs alone (all on the
+    frame's top edge: no footprint clear of the border), as when the pipeline cannot trace CTAs
+    in the middle of the grid, so the rule traces its sample."""
+    import dataclasses
+
+    from gpuadvise.analyze.models import model_results
+    from gpuadvise.analyze.services import AnalysisServices
+    from gpuadvise.model.l2_orders import l2_for
+
+    a = analyze(GATHER, "gather_rowmajor")
+    assert a.memory is not None and a.memory.trace is not None
+    edge_only, _ = l2_for(a.memory.trace, a.device, a.occupancy.active_blocks_per_sm)
+    assert edge_only is not None and edge_only.mode not in ("synthesized", "complete")
+    models = dataclasses.replace(model_results(a.memory), l2=edge_only)
+    ctx = rule_api.RuleContext(a.facts(), models, AnalysisServices(a))
+    run = rule_api.evaluate_rules(ctx, Config(trace_ctas=TRACE_CTAS, select=("GA304",)))
     assert [f.rule for f in run.findings] == ["GA304"], run
     return a, run.findings[0]
 
 
 @needs_nvcc
-def test_finding_on_gather_rowmajor(rowmajor: tuple[Any, R.Finding]) -> None:
+def test_finding_on_gather_rowmajor(rowmajor: tuple[Any, rule_api.Finding]) -> None:
     _, f = rowmajor
     assert f.error is None and f.line == 34 and Path(f.file or "").samefile(GATHER)
     ev = {e.metric: e for e in f.evidence}
@@ -298,7 +319,9 @@ def test_finding_on_gather_rowmajor(rowmajor: tuple[Any, R.Finding]) -> None:
 
 
 @needs_nvcc
-def test_the_pipelines_l2_model_gives_the_same_finding(rowmajor: tuple[Any, R.Finding]) -> None:
+def test_the_pipelines_l2_model_gives_the_same_finding(
+    rowmajor: tuple[Any, rule_api.Finding],
+) -> None:
     """When the analysis' own trace lets the L2 model see the whole grid, the rule reads it
     (``ctx.l2``) and does not probe; both traces give the same model of the launch."""
     _, probed = rowmajor
@@ -320,7 +343,7 @@ def test_the_pipelines_l2_model_gives_the_same_finding(rowmajor: tuple[Any, R.Fi
 
 
 @needs_nvcc
-def test_estimate_is_the_dram_traffic_ratio(rowmajor: tuple[Any, R.Finding]) -> None:
+def test_estimate_is_the_dram_traffic_ratio(rowmajor: tuple[Any, rule_api.Finding]) -> None:
     _, f = rowmajor
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
@@ -335,7 +358,7 @@ def test_estimate_is_the_dram_traffic_ratio(rowmajor: tuple[Any, R.Finding]) -> 
 
 
 @needs_nvcc
-def test_thresholds_are_options(rowmajor: tuple[Any, R.Finding]) -> None:
+def test_thresholds_are_options(rowmajor: tuple[Any, rule_api.Finding]) -> None:
     a, f = rowmajor
     ev = {e.metric: e.value for e in f.evidence}
     strict = ga304_run(a, min_dram_reduction=0.99, min_hit_rate_gain=0.99)
@@ -406,7 +429,7 @@ def test_original_launch_order_is_row_major(original_small: Any) -> None:
 @needs_nvcc
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
 def test_variant_applies_compiles_keeps_outputs_and_tiles(
-    rowmajor: tuple[Any, R.Finding], original_small: Any, n: int, tmp_path: Path
+    rowmajor: tuple[Any, rule_api.Finding], original_small: Any, n: int, tmp_path: Path
 ) -> None:
     _, f = rowmajor
     v = f.variant
@@ -443,7 +466,7 @@ def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any) -> None:
 
     mod = ga304()
     a = analyze(GATHER, "gather_rowmajor", SMALL)
-    ctx = R.RuleContext(a)
+    ctx = rule_context(a, lazy_models=False)
     probe = mod.probe_trace(ctx, ctx.kernel_source)
     ctas = mod.probe_ctas(GX, GY)
     assert probe.ctas == tuple(ctas) and probe.grid == (GX, GY, 1)

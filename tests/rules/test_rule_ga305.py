@@ -14,8 +14,8 @@ import pytest
 import rulekit
 from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
-from gpuadvise import rules as R
-from gpuadvise.analyze import measure as M
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze import measure
 
 pytestmark = needs_toolkit
 
@@ -29,7 +29,7 @@ def analyze(source: Path, kernel: str, args: tuple[str, ...] = ()) -> Any:
     return rulekit.analyze(source, kernel, TRACE_CTAS, args)
 
 
-def ga305(a: Any, **options: Any) -> list[R.Finding]:
+def ga305(a: Any, **options: Any) -> list[rule_api.Finding]:
     return run_rule(a, "GA305", TRACE_CTAS, **options)
 
 
@@ -55,7 +55,8 @@ def test_cells_soa_neighbours(soa_analysis):
     assert (e["thread_address_pairs"], e["addresses"]) == (PAIRS, ADDRESSES)
     assert e["threads_per_address"] == round(PAIRS / ADDRESSES, 3)
     assert e["addresses_per_request_share"] == 1.0  # every lane its own neighbour
-    assert f.details["recommend_only_if_faster"] is True
+    assert f.recommend_only_if_faster is True
+    assert rule_api.Finding.from_dict(f.to_dict()).recommend_only_if_faster is True  # survives JSON
     assert "recommended only if measured faster" in f.message
 
 
@@ -116,16 +117,18 @@ class Stage:
     def __init__(self, speedup: float) -> None:
         self.speedup = speedup
 
-    def run(self, v: R.Variant) -> R.Trial:
+    def run(self, v: rule_api.Variant) -> rule_api.Trial:
         s = self.speedup
-        m = R.Measurement(s, 1.0, 1 / s, "H100", s * 0.99, s * 1.01, True, 10, "proxy", v.label)
-        return R.Trial(v.label, v.description, m, True, None)
+        m = rule_api.Measurement(
+            s, 1.0, 1 / s, "H100", s * 0.99, s * 1.01, True, 10, "proxy", v.label
+        )
+        return rule_api.Trial(v.label, v.description, m, True, None)
 
 
 @pytest.mark.parametrize("speedup", [0.97, 1.003, 1.3])
 def test_recommended_only_if_the_proxy_measures_faster(soa_analysis, speedup):
     (f,) = ga305(soa_analysis)
-    g, notes = M.measure_finding(Stage(speedup), f)  # type: ignore[arg-type]
+    g, notes = measure.measure_finding(Stage(speedup), f)  # type: ignore[arg-type]
     assert notes == [] and g.measured_speedup is not None
     assert g.measured_speedup.kind == "proxy"
     assert g.speedup_label().startswith(f"{speedup:.2f}x (proxy-measured on H100")
@@ -138,7 +141,7 @@ def test_recommended_only_if_the_proxy_measures_faster(soa_analysis, speedup):
 def test_the_proxy_compiles_and_the_tile_reads_the_same_words(soa_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -155,7 +158,7 @@ def test_the_proxy_compiles_and_the_tile_reads_the_same_words(soa_analysis, tmp_
         s, choice, opts = build(
             KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
         )
-        an = analyze_static(s, choice.device, opts, trace=False)
+        an = analyze_kernel(s, choice.device, opts, trace=False)
         launch = resolve(s, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
         r = e.trace.records

@@ -15,10 +15,10 @@ import pytest
 import rulekit
 from rulekit import KERNELS, ev
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
 from gpuadvise import toolchain as nvcc
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.toolchain import CompileOptions, compile_source, select_compiled_kernel
 
@@ -32,7 +32,7 @@ SOURCE = CASE / "spills.cu"
 @pytest.fixture(scope="module")
 def mod() -> ModuleType:
     """The loaded rule module (the registry imports it under a name of its own)."""
-    rule = R.load_registry().get("GA401")
+    rule = rule_api.load_registry().get("GA401")
     return sys.modules[type(rule).__module__]
 
 
@@ -40,7 +40,7 @@ def analyze(source: Path, kernel: str, spec: Path | None = None) -> Any:
     return rulekit.analyze(source, kernel, trace=False, spec=None if spec is None else str(spec))
 
 
-def ga401(a: Any, **options: Any) -> list[R.Finding]:
+def ga401(a: Any, **options: Any) -> list[rule_api.Finding]:
     cfg = Config(select=("GA401",), rule_options={"GA401": options})
     found = run_rules(a, cfg, lazy_models=False)
     assert not [f for f in found if f.is_error], [f.error for f in found]
@@ -51,7 +51,7 @@ def expect_line(kernel_word: str) -> int:
     """The line of ``// expect: GA401`` that mentions ``kernel_word``'s declaration or body."""
     lines = SOURCE.read_text().splitlines()
     hits = [n for n, ln in enumerate(lines, 1) if "expect: GA401" in ln]
-    ks = R.find_kernel_source(SOURCE, kernel_word)
+    ks = rule_api.find_kernel_source(SOURCE, kernel_word)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     inside = [n for n in hits if first <= n <= last]
@@ -70,7 +70,7 @@ def spills_of(source: Path, kernel: str, options: CompileOptions) -> tuple[int, 
 
 
 @pytest.fixture(scope="module")
-def capped() -> tuple[Any, R.Finding]:
+def capped() -> tuple[Any, rule_api.Finding]:
     a = analyze(SOURCE, "moments_capped")
     found = ga401(a)
     assert len(found) == 1
@@ -84,7 +84,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert (
         f.line
         == expect_line("moments_capped")
-        == R.find_kernel_source(SOURCE, "moments_capped").decl_line
+        == rule_api.find_kernel_source(SOURCE, "moments_capped").decl_line
     )
     e = ev(f)
     # __launch_bounds__(256, 8): 65536 registers / (8 x 256 threads) = 32 per thread
@@ -101,7 +101,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert e["global_bytes"] == g and g > 128
     # the lines that hold the spills, most LDL/STL first, all inside the kernel
     lines = [int(x) for x in str(e["local_access_lines"]).split(",")]
-    ks = R.find_kernel_source(SOURCE, "moments_capped")
+    ks = rule_api.find_kernel_source(SOURCE, "moments_capped")
     assert all(ks.decl_line <= n <= ks.body_lines[1] for n in lines)
     per = {}
     for ln in a.sass_lines:
@@ -272,14 +272,14 @@ def test_spills_with_no_cap_have_no_variant(tmp_path):
 
 def ignore_relaxations(monkeypatch: pytest.MonkeyPatch, ignored: set[int]) -> list[int]:
     """Make nvcc ignore the rule's relaxed ``__launch_bounds__(256, N)`` for N in ``ignored``:
-    a candidate's patched copy (in the cache's ``ga401-variants``) is compiled as the original
+    a candidate's patched copy (in the cache's ``candidates``) is compiled as the original
     spills.cu, every other compile really. Returns the N of every candidate compiled, in order.
     Everything of the rule runs as it is (candidate, patched file, options, ptxas's report)."""
     real = nvcc.compile_source
     seen: list[int] = []
 
     def compile_source(source: Any, options: Any = None, *args: Any, **kw: Any) -> Any:
-        if "ga401-variants" in Path(source).parts:
+        if "candidates" in Path(source).parts:
             m = re.search(
                 r"__launch_bounds__\(256, (\d+)\) moments_capped\(", Path(source).read_text()
             )
@@ -324,10 +324,10 @@ def test_max_candidates_bounds_the_compiles(capped):
 # Parsers
 
 
-def ks_of(tmp_path: Path, text: str, kernel: str) -> R.KernelSource:
+def ks_of(tmp_path: Path, text: str, kernel: str) -> rule_api.KernelSource:
     p = tmp_path / "k.cu"
     p.write_text(textwrap.dedent(text))
-    ks = R.find_kernel_source(p, kernel)
+    ks = rule_api.find_kernel_source(p, kernel)
     assert ks is not None
     return ks
 
@@ -415,7 +415,7 @@ def test_local_arrays_in_a_kernel_body(tmp_path, mod):
     }
 
 
-def test_compile_options_round_trip(mod):
+def test_compile_options_round_trip():
     opts = CompileOptions(
         arch="sm_90",
         include_dirs=("/tmp/inc",),
@@ -426,8 +426,8 @@ def test_compile_options_round_trip(mod):
         extra_flags=("--expt-relaxed-constexpr", "-ccbin", "/usr/bin/g++"),
         maxrregcount=64,
     )
-    module = type("M", (), {"flags": opts.nvcc_flags(), "arch": "sm_90"})()
-    again = mod.compile_options_of(module)
+    # how the rules' compile service rebuilds the analysed kernel's options from its flags
+    again = CompileOptions.from_nvcc_flags("sm_90", opts.nvcc_flags())
     assert again.nvcc_flags() == opts.nvcc_flags()
 
 
@@ -448,7 +448,7 @@ def test_a_printf_stack_frame_is_not_a_local_array(tmp_path):
 
 
 def test_rule_documentation_names_the_case():
-    rule = R.load_registry().get("GA401")
+    rule = rule_api.load_registry().get("GA401")
     assert rule.name == "register-spills"
     assert "kernels/spills/spills.cu" in rule.sections()["Example"]
 
@@ -471,10 +471,10 @@ def test_gpu_candidates_are_measured_and_verified():
         pytest.skip(why)
     opts = live_options(KernelOptions(source=str(SOURCE), kernel="moments_capped"))
     from gpuadvise.analyze.options import build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(opts)
-    a = analyze_static(spec, choice.device, options, trace=False)
+    a = analyze_kernel(spec, choice.device, options, trace=False)
     found = ga401(a)
     run, notes = measure_findings(opts, RulesRun(tuple(found), ("GA401",)), max_time_s=3.0)
     (f,) = run.findings

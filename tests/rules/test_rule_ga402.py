@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
 from gpuadvise.toolchain import find_toolchain
 
 try:
@@ -23,7 +23,7 @@ try:
 except Exception:
     HAVE_NVCC = False
 
-_K = R.builtin_kernels_dir()
+_K = rule_api.builtin_kernels_dir()
 assert _K is not None
 MOMENTS = _K / "fp16_neighbourhood" / "moments.cu"
 NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and operation
@@ -31,7 +31,7 @@ NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and o
 
 @pytest.fixture(scope="module")
 def mod() -> Any:
-    rule = R.load_registry().get("GA402")
+    rule = rule_api.load_registry().get("GA402")
     return sys.modules[type(rule).__module__]
 
 
@@ -52,20 +52,20 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def analyze(source: Path, kernel: str) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     s, choice, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
-    return analyze_static(s, choice.device, options, trace=True, sample_ctas=4)
+    return analyze_kernel(s, choice.device, options, trace=True, sample_ctas=4)
 
 
-def ga402(source: Path, kernel: str, **options: Any) -> list[R.Finding]:
+def ga402(source: Path, kernel: str, **options: Any) -> list[rule_api.Finding]:
     cfg = Config(trace_ctas=4, rule_options={"GA402": options} if options else {})
     found = run_rules(analyze(source, kernel), cfg)
     assert not [f for f in found if f.is_error], [f.message for f in found if f.is_error]
     return sorted((f for f in found if f.rule == "GA402"), key=lambda f: f.line or 0)
 
 
-def ev(f: R.Finding) -> dict[str, Any]:
+def ev(f: rule_api.Finding) -> dict[str, Any]:
     return {e.metric: e.value for e in f.evidence}
 
 
@@ -73,7 +73,7 @@ needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip inst
 
 
 @pytest.fixture(scope="module")
-def moments() -> dict[str, list[R.Finding]]:
+def moments() -> dict[str, list[rule_api.Finding]]:
     if not HAVE_NVCC:
         pytest.skip("no CUDA toolkit")
     ks = ("moments_split", "moments_uint2", "moments_half3", "moments_half4")
@@ -193,7 +193,7 @@ def small(tmp_path: Path) -> Path:
 
 @needs_nvcc
 def test_operators_on_half_variables(mod, small):
-    ks = R.find_kernel_source(small, "dot_ops")
+    ks = rule_api.find_kernel_source(small, "dot_ops")
     assert ks is not None
     assert mod.half_variables(ks) == {"s", "acc", "v"}
     assert sorted(o.op for o in mod.scalar_ops(ks)) == ["operator*", "operator+"]
@@ -222,7 +222,7 @@ def test_updates_and_shapes(mod, tmp_path):
         "    for (int i = 0; i < 4; i += 1) q = __hfma(i, wt, q);\n"
         "}\n"
     )
-    ks = R.find_kernel_source(src, "k")
+    ks = rule_api.find_kernel_source(src, "k")
     assert ks is not None
     ups = {u.acc: u for u in mod.updates(ks, ks.span)}
     assert (ups["m_r"].multiplicand, ups["m_r"].multiplier) == ("t.x", "wt")
@@ -255,9 +255,13 @@ def test_skipped_with_a_note_without_a_compiled_kernel(tmp_path):
         "}\n"
     )
     spec = KernelSpec(source=src, kernel="k", launch=LaunchConfig(Dim3(1, 1, 1), Dim3(32, 1, 1), 0))
-    a = SimpleNamespace(
-        spec=spec, device=preset("H100"), module=None, kernel=SimpleNamespace(name="k")
-    )
-    r = R.evaluate_rules(a, Config(select=("GA402",)))
+    facts = rule_api.KernelFacts(
+        spec=spec,
+        device=preset("H100"),
+        kernel=SimpleNamespace(name="k"),  # type: ignore[arg-type]
+        occupancy_input=None,  # type: ignore[arg-type]
+        occupancy=None,  # type: ignore[arg-type]
+    )  # no compiled kernel: no SASS
+    r = rule_api.evaluate_rules(rule_api.RuleContext(facts), Config(select=("GA402",)))
     assert r.findings == ()
     assert r.notes and r.notes[0].startswith("GA402 (unpacked-half-math) not evaluated")

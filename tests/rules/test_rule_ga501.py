@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.devices import preset
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import run_rules
-from gpuadvise.runner import job as J
+from gpuadvise.runner import job
 from gpuadvise.runner.client import pycuda_missing
 from gpuadvise.runner.worker import run_job
 from gpuadvise.toolchain import find_toolchain
@@ -32,7 +32,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-KERNELS = R.builtin_kernels_dir()
+KERNELS = rule_api.builtin_kernels_dir()
 assert KERNELS is not None
 CASE = KERNELS / "launches"
 SOURCE = CASE / "launches.cu"
@@ -53,23 +53,23 @@ def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = False) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_static
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_static(s, choice.device, options, trace=trace)
+    return analyze_kernel(s, choice.device, options, trace=trace)
 
 
-def ga501(a: Any, **options: Any) -> list[R.Finding]:
+def ga501(a: Any, **options: Any) -> list[rule_api.Finding]:
     cfg = Config(select=("GA501",), rule_options={"GA501": options} if options else {})
     found = run_rules(a, cfg, lazy_models=False)
     assert not [f for f in found if f.is_error], [f.error for f in found]
     return found
 
 
-def ev(f: R.Finding) -> dict[str, Any]:
+def ev(f: rule_api.Finding) -> dict[str, Any]:
     return {e.metric: e.value for e in f.evidence}
 
 
@@ -81,9 +81,9 @@ def ev(f: R.Finding) -> dict[str, Any]:
 def test_step_repeated_1000_times_is_reported_with_the_model_numbers():
     a = analyze(SOURCE, "step")
     (f,) = ga501(a)
-    ks = R.find_kernel_source(SOURCE, "step")
+    ks = rule_api.find_kernel_source(SOURCE, "step")
     assert f.line == ks.decl_line
-    assert R.expectations(SOURCE)[f.line] == ("GA501",)
+    assert rule_api.expectations(SOURCE)[f.line] == ("GA501",)
     e = ev(f)
     # pos and vel, 16896 floats each, both read and written by every launch
     moved = 2 * 2 * 4 * N_PARTICLES
@@ -115,8 +115,8 @@ def test_the_traced_instruction_floor_enters_the_model():
     mem = a.memory
     assert mem is not None and not mem.error and mem.lane_instructions > 0
     (f,) = ga501(a)
-    rule = R.load_registry().get("GA501")
-    ctx = R.RuleContext(a, options=dict(rule.options))
+    rule = rule_api.load_registry().get("GA501")
+    ctx = rule_context(a, lazy_models=False).for_rule(dict(rule.options))
     _, facts = rule.model(ctx)
     d = preset("H100")
     want = mem.lane_instructions * 132 / mem.ctas_run / (d.sm_count * 128 * d.sm_clock_mhz)
@@ -155,7 +155,7 @@ def test_a_long_kernel_or_a_single_launch_is_not_reported(tmp_path):
 
 
 def test_launch_model_arithmetic():
-    rule = R.load_registry().get("GA501")
+    rule = rule_api.load_registry().get("GA501")
     mod = sys.modules[type(rule).__module__]
     m = mod.LaunchModel(launches=100, kernel_us=0.5, gap_us=1.0, host_us=4.0, graph_us=8.0)
     assert m.stream_us == 400.0 and m.graph_us_total == 158.0
@@ -248,25 +248,25 @@ class GraphFake:
 N_FAKE, REPEAT_FAKE = 256, 50
 
 
-def graph_job(timing: J.TimingConfig | None) -> J.Job:
+def graph_job(timing: job.TimingConfig | None) -> job.Job:
     params = (
-        J.Param("buffer", "P", 0, "pos"),
-        J.Param("buffer", "P", 0, "vel"),
-        J.Param("scalar", "f", -0.00981),
-        J.Param("scalar", "f", 0.001),
-        J.Param("scalar", "I", N_FAKE),
+        job.Param("buffer", "P", 0, "pos"),
+        job.Param("buffer", "P", 0, "vel"),
+        job.Param("scalar", "f", -0.00981),
+        job.Param("scalar", "f", 0.001),
+        job.Param("scalar", "I", N_FAKE),
     )
-    a = J.KernelLaunch("A", "/dev/null", "step", (2, 1, 1), (128, 1, 1), 0, params, REPEAT_FAKE)
+    a = job.KernelLaunch("A", "/dev/null", "step", (2, 1, 1), (128, 1, 1), 0, params, REPEAT_FAKE)
     bufs = (
-        J.BufferInit("pos", np.float32, N_FAKE, "iota", is_output=True),
-        J.BufferInit("vel", np.float32, N_FAKE, "ones", is_output=True),
+        job.BufferInit("pos", np.float32, N_FAKE, "iota", is_output=True),
+        job.BufferInit("vel", np.float32, N_FAKE, "ones", is_output=True),
     )
-    return J.Job((a, J.as_graph(a, "B")), bufs, seed=1, verify=True, timing=timing)
+    return job.Job((a, job.as_graph(a, "B")), bufs, seed=1, verify=True, timing=timing)
 
 
 def test_as_graph_marks_the_same_launch():
     a = graph_job(None).launches[0]
-    b = J.as_graph(a)
+    b = job.as_graph(a)
     assert b.graph and not a.graph and b.label == "A-graph"
     assert (b.symbol, b.grid, b.block, b.params, b.repeat) == (
         a.symbol,
@@ -279,7 +279,7 @@ def test_as_graph_marks_the_same_launch():
 
 def test_graph_replay_is_verified_and_timed_against_stream_launches():
     be = GraphFake()
-    t = J.TimingConfig(cold=False, warmup=2, min_samples=10, min_time_s=0.0, max_time_s=5.0)
+    t = job.TimingConfig(cold=False, warmup=2, min_samples=10, min_time_s=0.0, max_time_s=5.0)
     res = run_job(graph_job(t), be)
     assert res.ok, res.error
     a, b = res.outcomes
@@ -313,8 +313,8 @@ def test_a_failed_capture_is_reported_for_the_graph_launch():
 
 def test_stream_only_jobs_never_capture():
     be = GraphFake()
-    job = graph_job(None)
-    res = run_job(J.Job(job.launches[:1], job.buffers, seed=1), be)
+    graph = graph_job(None)
+    res = run_job(job.Job(graph.launches[:1], graph.buffers, seed=1), be)
     assert res.ok and not [c for c in be.calls if c[0] != "launch"]
     assert len(be.calls) == REPEAT_FAKE
 
@@ -447,8 +447,8 @@ def test_gpu_graph_replay_matches_stream_launches_and_is_faster():
 
     a = prepare(live_options(KernelOptions(source=str(SOURCE), kernel="step")), "A")
     assert a.launch.repeat == REPEAT
-    b = dataclasses.replace(a, launch=J.as_graph(a.launch, "B"))
-    timing = J.TimingConfig(min_samples=10, min_time_s=0.3, max_time_s=3.0)
+    b = dataclasses.replace(a, launch=job.as_graph(a.launch, "B"))
+    timing = job.TimingConfig(min_samples=10, min_time_s=0.3, max_time_s=3.0)
     run = time_prepared([a, b], timing, hot=True, timeout_s=120)
     res = run.result
     assert res.ok, (res.error, run.log)

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from gpuadvise import rules as R
-from gpuadvise.analyze.pipeline import waves_of
+import gpuadvise.rules as rule_api
 from gpuadvise.cli.rules import run_explain
 from gpuadvise.devices import preset
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
 from gpuadvise.model import occupancy as occ
+from gpuadvise.model.waves import waves_of
 from gpuadvise.report.rules_text import explain_text, finding_text
 from gpuadvise.rules.config import Config, config_for, find_config, load_config, split_selectors
 from gpuadvise.rules.run import findings_json
@@ -57,12 +57,12 @@ DOC_OK = '''"""A test rule.
 
 
 @pytest.fixture(scope="module")
-def registry() -> R.Registry:
-    return R.load_registry()
+def registry() -> rule_api.Registry:
+    return rule_api.load_registry()
 
 
 # ---------------------------------------------------------------------------------------------
-# A modelled launch (no nvcc): enough of a StaticAnalysis for the launch rules
+# A modelled launch (no nvcc): the facts the launch rules read
 
 
 def fake_analysis(
@@ -89,25 +89,36 @@ def fake_analysis(
         barriers=1,
     )
     result = occ.max_active_blocks(d, k)
-    return SimpleNamespace(
+    return rule_api.KernelFacts(
         spec=spec,
         device=d,
-        module=None,
-        kernel=SimpleNamespace(name="k", mangled="k"),
+        kernel=SimpleNamespace(name="k", mangled="k"),  # type: ignore[arg-type]
         occupancy_input=k,
         occupancy=result,
         next_steps=tuple(occ.next_steps(d, k)),
         waves=waves_of(launch.grid.count, result.active_blocks_per_sm, d.sm_count),
-        sass_lines=(),
-        notes=(),
     )
 
 
-def run(analysis: Any, config: Config | None = None, registry: R.Registry | None = None):
-    return R.evaluate_rules(analysis, config or Config(), registry=registry)
+NOT_TRACED = rule_api.ModelResults(
+    unavailable=dict.fromkeys(
+        rule_api.TRACE_MODELS, "the emulator could not trace this kernel: no PTX"
+    )
+)
 
 
-def ids(run_: R.RulesRun) -> list[str]:
+def run(
+    facts: rule_api.KernelFacts,
+    config: Config | None = None,
+    registry: rule_api.Registry | None = None,
+):
+    """The rules on a modelled launch: no compiled kernel, so no trace and no services."""
+    return rule_api.evaluate_rules(
+        rule_api.RuleContext(facts, NOT_TRACED), config or Config(), registry=registry
+    )
+
+
+def ids(run_: rule_api.RulesRun) -> list[str]:
     return [f.rule for f in run_.findings if not f.is_error]
 
 
@@ -120,17 +131,17 @@ def test_bundled_rules_load_with_unique_ids_names_and_cases(registry):
     assert list(registry.ids) == sorted(registry.ids)
     assert len({r.name for r in registry}) == len(registry)
     for r in registry:
-        assert R.validate_rule(type(r), r.origin) == []
+        assert rule_api.validate_rule(type(r), r.origin) == []
         assert registry.cases[r.id], r.id
         assert r.origin is not None and r.origin.name.startswith(r.id.lower() + "_")
 
 
-@pytest.mark.parametrize("rule_id", R.load_registry().ids)
+@pytest.mark.parametrize("rule_id", rule_api.load_registry().ids)
 def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys):
     rule = registry.get(rule_id)
     text = explain_text(rule, registry)
     assert text.startswith(f"{rule.id} {rule.name}: {rule.title}")
-    for heading in R.DOC_HEADINGS:
+    for heading in rule_api.DOC_HEADINGS:
         assert heading in text
     for name, default in rule.options.items():
         assert f"{name} = {json.dumps(default)}" in text
@@ -138,7 +149,7 @@ def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys)
     assert capsys.readouterr().out.startswith(f"{rule.id} {rule.name}")
     assert run_explain(rule_id.lower(), as_json=True) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["id"] == rule_id and set(doc["sections"]) >= set(R.DOC_HEADINGS)
+    assert doc["id"] == rule_id and set(doc["sections"]) >= set(rule_api.DOC_HEADINGS)
     assert doc["cases"]
 
 
@@ -212,11 +223,12 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         "rank_basis": str,
         "error": (str, type(None)),
         "trials": list,
+        "recommend_only_if_faster": bool,
     }
     assert set(d) == set(want), set(d) ^ set(want)
     for k, t in want.items():
         assert isinstance(d[k], t), (k, d[k])
-    assert d["severity"] in R.SEVERITIES
+    assert d["severity"] in rule_api.SEVERITIES
     assert d["rank_basis"] in ("measured", "estimated", "none")
     for e in d["evidence"]:
         assert set(e) == {"metric", "value", "threshold", "op", "unit"}
@@ -242,7 +254,7 @@ def check_finding_schema(d: dict[str, Any]) -> None:
             "proxy",
             "alternatives",
         }
-        assert var["safety"] in R.SAFETY_CLASSES
+        assert var["safety"] in rule_api.SAFETY_CLASSES
         assert (var["proxy"] is None) == (var["safety"] != "proxy")
         for alt in var["alternatives"]:
             assert alt["alternatives"] == []
@@ -261,13 +273,24 @@ def test_finding_json_schema_and_round_trip(tmp_path):
     for f, d in zip(found, docs, strict=True):
         check_finding_schema(d)
         assert d["measured_speedup"] is None and d["verified"] is None  # never claimed here
-        back = R.Finding.from_dict(json.loads(json.dumps(d)))
+        back = rule_api.Finding.from_dict(json.loads(json.dumps(d)))
         assert back.to_dict() == d
         assert back == dataclasses.replace(f, details={})
 
 
+def test_the_control_flag_survives_a_json_round_trip():
+    f = rule_api.Finding("GA305", "a-b", "t", "warning", "m", recommend_only_if_faster=True)
+    d = json.loads(json.dumps(f.to_dict()))
+    assert d["recommend_only_if_faster"] is True
+    assert rule_api.Finding.from_dict(d).recommend_only_if_faster is True
+    plain = rule_api.Finding("GA101", "a-b", "t", "warning", "m")
+    assert rule_api.Finding.from_dict(plain.to_dict()).recommend_only_if_faster is False
+
+
 def test_error_row_schema(tmp_path):
-    d = R.Finding("GA999", "x-y", "t", "error", "rule GA999 failed", error="Traceback").to_dict()
+    d = rule_api.Finding(
+        "GA999", "x-y", "t", "error", "rule GA999 failed", error="Traceback"
+    ).to_dict()
     check_finding_schema(d)
 
 
@@ -276,9 +299,9 @@ def test_error_row_schema(tmp_path):
 
 
 def _f(rule: str, est: float | None = None, meas: float | None = None, error: bool = False):
-    e = None if est is None else R.Estimate(est, "upper-bound", "m")
-    m = None if meas is None else R.Measurement(meas, 1.0, 1.0 / meas, "H100")
-    return R.Finding(
+    e = None if est is None else rule_api.Estimate(est, "upper-bound", "m")
+    m = None if meas is None else rule_api.Measurement(meas, 1.0, 1.0 / meas, "H100")
+    return rule_api.Finding(
         rule, "a-b", "t", "warning", "m", estimated_speedup=e, measured_speedup=m,
         error="boom" if error else None,
     )  # fmt: skip
@@ -293,7 +316,7 @@ def test_ranking_measured_then_estimated_then_none_then_errors():
         _f("GA5", est=1.5),
         _f("GA6", meas=1.4),
     ]
-    ranked = R.rank_findings(fs)
+    ranked = rule_api.rank_findings(fs)
     assert [f.rule for f in ranked] == ["GA6", "GA3", "GA1", "GA5", "GA2", "GA4"]
     assert [f.rank_basis for f in ranked] == [
         "measured",
@@ -309,11 +332,11 @@ def test_ranking_measured_then_estimated_then_none_then_errors():
 
 def test_estimate_and_variant_validate_their_fields():
     with pytest.raises(ValueError):
-        R.Estimate(None, "point", "m")
+        rule_api.Estimate(None, "point", "m")
     with pytest.raises(ValueError):
-        R.Estimate(1.5, "none", "m")
+        rule_api.Estimate(1.5, "none", "m")
     with pytest.raises(ValueError):
-        R.Variant("automatic", "x")  # type: ignore[arg-type]
+        rule_api.Variant("automatic", "x")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,7 +557,7 @@ def user_rules(tmp: Path, files: dict[str, str], case_ids: str = "GA901") -> Pat
 
 def test_a_rule_that_raises_is_an_error_row_and_the_others_go_on(tmp_path):
     d = user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE})
-    reg = R.load_registry([d])
+    reg = rule_api.load_registry([d])
     assert reg.ids[-1] == "GA901" and reg.get("always-raises").options == {"limit": 3}
     a = fake_analysis(tmp_path, block=(100, 1, 1))
     r = run(a, registry=reg)
@@ -607,8 +630,8 @@ BROKEN = {
 def test_a_broken_rule_fails_loudly_at_load(tmp_path, case):
     name, text, msg = BROKEN[case]
     d = user_rules(tmp_path, {name: text})
-    with pytest.raises(R.RuleLoadError) as exc:
-        R.load_registry([d])
+    with pytest.raises(rule_api.RuleLoadError) as exc:
+        rule_api.load_registry([d])
     assert msg in exc.value.message, exc.value.message
     assert str(d / name) in exc.value.message
     assert exc.value.exit_code == 2 and isinstance(exc.value, GpuAdviseError)
@@ -616,13 +639,13 @@ def test_a_broken_rule_fails_loudly_at_load(tmp_path, case):
 
 def test_a_rule_without_a_kernel_case_fails_loudly(tmp_path):
     d = user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE}, case_ids="GA902")
-    with pytest.raises(R.RuleLoadError, match="GA901 has no kernel case"):
-        R.load_registry([d])
+    with pytest.raises(rule_api.RuleLoadError, match="GA901 has no kernel case"):
+        rule_api.load_registry([d])
 
 
 def test_a_missing_rules_dir_is_an_error(tmp_path):
-    with pytest.raises(R.RuleLoadError, match="does not exist"):
-        R.load_registry([tmp_path / "nope"])
+    with pytest.raises(rule_api.RuleLoadError, match="does not exist"):
+        rule_api.load_registry([tmp_path / "nope"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,14 +674,14 @@ def test_registry_finds_rules_and_kernels_in_an_installed_layout(tmp_path):
     rules_dir, kernels_dir, found = out.stdout.split()
     assert Path(rules_dir) == site / "gpuadvise" / "_rules"
     assert Path(kernels_dir) == site / "gpuadvise" / "_kernels"
-    assert found == ",".join(R.load_registry().ids)  # every bundled rule, as in the checkout
+    assert found == ",".join(rule_api.load_registry().ids)  # every bundled rule, as in the checkout
 
 
 # ---------------------------------------------------------------------------------------------
 # The source-pattern rules on variants of the seed's code (no compile: the rules read the text)
 
 
-def pattern_findings(tmp: Path, body: str, signature: str = "int* out") -> list[R.Finding]:
+def pattern_findings(tmp: Path, body: str, signature: str = "int* out") -> list[rule_api.Finding]:
     a = fake_analysis(tmp)
     src = Path(a.spec.source)
     src.write_text(
@@ -669,7 +692,7 @@ def pattern_findings(tmp: Path, body: str, signature: str = "int* out") -> list[
     return list(run(a, Config(select=("GA202", "GA203"))).findings)
 
 
-def where(found: list[R.Finding]) -> list[tuple[str, int | None]]:
+def where(found: list[rule_api.Finding]) -> list[tuple[str, int | None]]:
     return [(f.rule, f.line) for f in found]
 
 
@@ -780,7 +803,7 @@ def test_source_rules_skip_a_kernel_defined_elsewhere(tmp_path):
 
 def test_blank_comments_and_strings_keeps_offsets():
     text = 'a = "x // y"; // c\n/* b\n c */ d\n'
-    out = R.blank_comments_and_strings(text)
+    out = rule_api.blank_comments_and_strings(text)
     assert len(out) == len(text) and out.count("\n") == text.count("\n")
     assert "//" not in out and "c */" not in out and out.split("\n")[2].strip() == "d"
 

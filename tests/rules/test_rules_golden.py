@@ -2,7 +2,7 @@
 annotation in ``kernels/`` is a finding of that rule at that line, for the kernel whose
 declaration or body holds the line, and no kernel gets a finding it does not expect. The analysis
 is the one ``gpuadvise analyze`` builds (``analyze.options.build`` +
-``pipeline.analyze_static``, the H100 model); trace-based rules run the CPU emulator on the first
+``pipeline.analyze_kernel``, the H100 model); trace-based rules run the CPU emulator on the first
 CTAs.
 
 Also: the display-only diffs of GA202 and GA203 apply, compile, and compute the same sums as the
@@ -21,9 +21,10 @@ import pytest
 import rulekit
 from rulekit import KERNELS
 
-from gpuadvise import rules as R
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import run_rules, run_rules_report
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.run import findings_json, run_rules
+from gpuadvise.rules.run import findings_json
 from gpuadvise.source.signature import list_kernels
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -43,19 +44,19 @@ CASES = _cases()
 
 
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
-    """The StaticAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
+    """The KernelAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
     first ``TRACE_CTAS`` CTAs itself (the rules then read ``analysis.memory``); else the rules
     compute the trace-based models lazily."""
     return rulekit.analyze(source, kernel, TRACE_CTAS if trace else None, trace=trace)
 
 
-def expected_for(source: Path, kernel: str, registry: R.Registry) -> set[tuple[int, str]]:
-    ks = R.find_kernel_source(source, kernel)
+def expected_for(source: Path, kernel: str, registry: rule_api.Registry) -> set[tuple[int, str]]:
+    ks = rule_api.find_kernel_source(source, kernel)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     return {
         (line, rid)
-        for line, rids in R.expectations(source).items()
+        for line, rids in rule_api.expectations(source).items()
         if first <= line <= last
         for rid in rids
         if registry.find(rid) is not None  # rules not written yet are not checked
@@ -63,8 +64,8 @@ def expected_for(source: Path, kernel: str, registry: R.Registry) -> set[tuple[i
 
 
 def test_every_rule_has_a_case_that_fires():
-    registry = R.load_registry()
-    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in R.expectations(cu).values()
+    registry = rule_api.load_registry()
+    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_api.expectations(cu).values()
                  for rid in ids}  # fmt: skip
     assert set(registry.ids) <= annotated
     # each of GA101..GA103 has its own case folder with a bad and a good kernel
@@ -76,7 +77,7 @@ def test_every_rule_has_a_case_that_fires():
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel
-    registry = R.load_registry()
+    registry = rule_api.load_registry()
     a = analyze(source, kernel)
     found = run_rules(a, Config(trace_ctas=TRACE_CTAS))
     errors = [f for f in found if f.is_error]
@@ -94,7 +95,7 @@ def test_golden_findings(case: tuple[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def reduction() -> dict[str, list[R.Finding]]:
+def reduction() -> dict[str, list[rule_api.Finding]]:
     source = KERNELS / "reduction" / "reduce.cu"
     cfg = Config(trace_ctas=TRACE_CTAS)
     return {k: run_rules(analyze(source, k), cfg) for k in ("reduce1", "reduce2", "reduce5")}
@@ -107,7 +108,7 @@ def test_ga201_numbers_on_reduce2(reduction, trace):
     if not trace:
         assert getattr(a, "memory", None) is None
         # with the trace turned off and no lazy models, the rule is skipped with a note
-        off = R.evaluate_rules(a, Config(select=("GA201",)), lazy_models=False)
+        off = run_rules_report(a, Config(select=("GA201",)), lazy_models=False)
         assert off.findings == () and "not evaluated" in off.notes[0]
     found = run_rules(a, Config(trace_ctas=TRACE_CTAS))
     f = next(x for x in found if x.rule == "GA201")

@@ -1,0 +1,85 @@
+"""Running the enabled rules on one analysed launch: the context they read (facts, the models the
+pipeline computed, the services), the models they need that the analysis lacks computed first."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from gpuadvise.analyze.models import compute_models, model_results, trace_models
+from gpuadvise.analyze.pipeline import KernelAnalysis
+from gpuadvise.analyze.services import AnalysisServices
+from gpuadvise.rules.config import Config, config_for
+from gpuadvise.rules.context import RuleContext
+from gpuadvise.rules.engine import Finding, RulesRun, evaluate_rules, load_registry, models_needed
+
+__all__ = ["rule_context", "run_rules", "run_rules_report", "with_models"]
+
+
+def with_models(
+    analysis: KernelAnalysis, config: Config, *, lazy_models: bool = True
+) -> KernelAnalysis:
+    """``analysis`` with the trace-based models the enabled rules of ``config`` need: computed
+    here (``config.trace_ctas`` CTAs, the CPU emulator) when the analysis lacks them and
+    ``lazy_models`` allows it; otherwise ``analysis`` as it is."""
+    registry = load_registry(config.rules_dirs)
+    wanted = trace_models(models_needed(config, registry))
+    if not lazy_models or wanted <= analysis.models:
+        return analysis
+    from gpuadvise.toolchain import CompileOptions, find_toolchain
+
+    wanted = wanted | analysis.models
+    module = analysis.module
+    t0 = time.perf_counter()
+    memory = compute_models(
+        analysis.spec,
+        analysis.device,
+        module,
+        analysis.kernel,
+        analysis.options or CompileOptions.from_nvcc_flags(module.arch, module.flags),
+        analysis.toolchain or find_toolchain(None),
+        analysis.sass_instructions,
+        config.trace_ctas,
+        "emu",
+        analysis.occupancy.active_blocks_per_sm,
+        wanted,
+    )
+    timings = {**analysis.timings_s, "trace_s": time.perf_counter() - t0}
+    return dataclasses.replace(analysis, memory=memory, models=wanted, timings_s=timings)
+
+
+def rule_context(
+    analysis: KernelAnalysis, config: Config | None = None, *, lazy_models: bool = True
+) -> RuleContext:
+    """The context the rules read for ``analysis`` (models computed first, see
+    :func:`with_models`; ``config`` None: every rule)."""
+    config = config if config is not None else Config()
+    analysis = with_models(analysis, config, lazy_models=lazy_models)
+    traced = lazy_models or analysis.memory is not None
+    return RuleContext(
+        analysis.facts(),
+        model_results(analysis.memory, traced=traced),
+        AnalysisServices(analysis),
+    )
+
+
+def run_rules_report(
+    analysis: KernelAnalysis, config: Config | None = None, *, lazy_models: bool = True
+) -> RulesRun:
+    """The enabled rules on one analysis: ranked findings (error rows included: a rule that
+    raised is one finding with ``error`` set), the rules run and the notes on rules skipped.
+    ``config`` None: the configuration discovered from the kernel's source. Trace-based models
+    come from the analysis, or are computed here when an enabled rule needs them (unless
+    ``lazy_models`` is False: then those rules are skipped with a note)."""
+    if config is None:
+        config = config_for(analysis.spec.source)
+    registry = load_registry(config.rules_dirs)
+    context = rule_context(analysis, config, lazy_models=lazy_models)
+    return evaluate_rules(context, config, registry=registry)
+
+
+def run_rules(
+    analysis: KernelAnalysis, config: Config | None = None, *, lazy_models: bool = True
+) -> list[Finding]:
+    """The ranked findings of :func:`run_rules_report`."""
+    return list(run_rules_report(analysis, config, lazy_models=lazy_models).findings)

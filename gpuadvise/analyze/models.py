@@ -1,0 +1,341 @@
+"""The trace-based models of one launch, computed in one place, once, on demand.
+
+The enabled rules declare the models they read (``Rule.models``); :func:`compute_models` traces the
+kernel when one of them needs the trace (:data:`~gpuadvise.rules.TRACE_MODELS`), reconciles the trace
+with the SASS and runs the per-line models the ``analyze`` report shows with it (shared-memory banks,
+global-memory coalescing), and the L2 model (which traces CTAs in the middle of the grid as well)
+only when asked for. :func:`model_results` hands the results to the rules' context, with the
+reason for each model that is missing: the context only reads them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.errors import GpuAdviseError
+from gpuadvise.model.l2_orders import l2_for
+from gpuadvise.rules.context import TRACE_MODELS, EmulationStats, ModelResults
+from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedLaunch
+from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
+from gpuadvise.toolchain.sass import SassInstruction
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gpuadvise.model.banks import BankResult
+    from gpuadvise.model.coalescing import CoalescingResult
+    from gpuadvise.model.l2 import L2Result
+    from gpuadvise.model.reconcile import ReconcileNote
+    from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.emulate import Emulation
+
+__all__ = [
+    "INTERIOR_CTAS",
+    "MemoryAnalysis",
+    "compute_models",
+    "model_results",
+    "resolve_launch",
+    "trace_models",
+]
+
+INTERIOR_CTAS = 64
+"""CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
+sampled ones: see :func:`_with_interior`."""
+
+
+def trace_models(requested: Collection[str]) -> frozenset[str]:
+    """The trace-based models to compute for ``requested`` (rules' ``models``): the trace and
+    its per-line models when any trace model is asked for, the L2 model only when it is."""
+    want = set(requested) & TRACE_MODELS
+    if not want:
+        return frozenset()
+    return frozenset({"trace", "banks", "coalescing"} | (want & {"l2"}))
+
+
+@dataclass(frozen=True)
+class MemoryAnalysis:
+    """The trace-based models of one launch: the emulator's trace, reconciled with the SASS, fed to
+    the bank and coalescing models (and the L2 model when asked for). ``error``: why there is no
+    trace (the static part still holds); ``l2_unavailable``: why there is no L2 model."""
+
+    ctas_run: int = 0
+    total_ctas: int = 0
+    complete: bool = False
+    lane_instructions: int = 0
+    time_s: float = 0.0
+    banks: BankResult | None = None
+    coalescing: CoalescingResult | None = None
+    reconcile_notes: tuple[ReconcileNote, ...] = ()
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+    error_kind: str | None = None  # out_of_bounds | unsupported | budget | other
+    trace: AccessTrace | None = None  # reconciled with the SASS (not serialized)
+    tracer: str = "emu"  # emu | gpu
+    l2: L2Result | None = None
+    l2_unavailable: str | None = None  # why l2 is None
+    outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
+
+
+def resolve_launch(
+    spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
+) -> ResolvedLaunch:
+    """Bind the spec to the kernel's parameters; user structs are sized by the compiler, looked up
+    in the kernel's namespaces."""
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.toolchain import struct_layouts
+
+    params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
+    namespaces = kernel.name.split("<")[0].split("::")[:-1]
+    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+
+    def layout(name: str) -> tuple[int, int]:
+        return struct_layouts(spec.source, [name], options, tc, ns)[name]
+
+    return resolve(spec, params, layout)
+
+
+def compute_models(
+    spec: KernelSpec,
+    device: DeviceSpec,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    options: CompileOptions,
+    tc: Toolchain,
+    instrs: tuple[SassInstruction, ...],
+    sample_ctas: int | str | None,
+    tracer: str = "emu",
+    blocks_per_sm: int = 0,
+    models: Collection[str] = TRACE_MODELS,
+) -> MemoryAnalysis:
+    """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
+    on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
+    model when ``models`` holds ``l2``. A kernel that cannot be traced gives a MemoryAnalysis with
+    ``error`` set."""
+    from gpuadvise.model.banks import analyze_banks
+    from gpuadvise.model.coalescing import analyze_coalescing
+    from gpuadvise.model.reconcile import reconcile
+    from gpuadvise.ptx.errors import (
+        InstructionBudgetError,
+        MemoryAccessError,
+        UnsupportedInstructionError,
+    )
+    from gpuadvise.spec.budget import TooLargeError
+    from gpuadvise.toolchain import sass
+    from gpuadvise.trace.emulate import emulate
+
+    want_l2 = "l2" in models
+    total = spec.launch.grid.count
+    try:
+        launch = resolve_launch(spec, kernel, options, tc)
+        fallback: tuple[str, ...] = ()
+        if tracer == "gpu":
+            try:
+                gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
+                if not want_l2 or gm.trace is None:
+                    return gm
+                l2, l2_notes = l2_for(gm.trace, device, blocks_per_sm)
+                return replace(
+                    gm,
+                    l2=l2,
+                    l2_unavailable=l2_notes[0] if l2 is None and l2_notes else None,
+                    notes=gm.notes + l2_notes,
+                )
+            except GpuAdviseError as exc:
+                fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
+        emu = emulate(module, kernel, launch, device, sample_ctas=sample_ctas)
+    except MemoryAccessError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="out_of_bounds")
+    except UnsupportedInstructionError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="unsupported")
+    except InstructionBudgetError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="budget")
+    except TooLargeError:
+        raise  # the input asks for more memory than there is: a usage error (exit 2)
+    except GpuAdviseError as exc:
+        return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
+    inner = sass.memory_summary(instrs)
+    rec = reconcile(emu.trace, inner)
+    banks = analyze_banks(emu.trace, rec.records)
+    coal = analyze_coalescing(emu.trace, rec.records)
+    l2, l2_notes, l2_unavailable = None, (), None
+    if want_l2:
+        l2_trace = emu.trace
+        if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
+            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device)
+        l2, more = l2_for(l2_trace, device, blocks_per_sm)
+        l2_notes += more
+        if l2 is None:
+            l2_unavailable = more[0] if more else "no L2 model"
+    else:
+        l2_unavailable = "the L2 model was not computed (no enabled rule reads it)"
+    return MemoryAnalysis(
+        ctas_run=len(emu.ctas_run),
+        total_ctas=total,
+        complete=emu.complete,
+        lane_instructions=emu.lane_instructions,
+        time_s=emu.time_s,
+        banks=banks,
+        coalescing=coal,
+        reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
+        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + l2_notes,
+        l2=l2,
+        l2_unavailable=l2_unavailable,
+        trace=rec.apply(emu.trace),
+        outputs=emu.outputs,
+    )
+
+
+def _with_interior(
+    emu: Emulation,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    device: DeviceSpec,
+) -> tuple[AccessTrace, tuple[str, ...]]:
+    """The L2 model's trace: the sampled CTAs plus a patch of CTAs in the middle of the grid.
+
+    The first wave of a large 2D grid covers its top CTA rows only; when an image kernel reads
+    further than its own tile, their footprints are all clamped at the border, and the L2 model
+    cannot synthesize the other CTAs from them (it would fall back to the traced CTAs, row-major
+    only). Two CTA rows in the middle of the grid, up to :data:`INTERIOR_CTAS` CTAs around its
+    centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear of the border and
+    neighbours in x and y. Returns the trace unchanged when they are traced already (a grid the
+    sample covers) or cannot be traced (with a note)."""
+    from gpuadvise.trace.emulate import emulate, interior_ctas
+
+    grid = tuple(int(v) for v in emu.trace.grid)
+    extra = interior_ctas((grid[0], grid[1], grid[2]), exclude=emu.ctas_run, limit=INTERIOR_CTAS)
+    if not extra:
+        return emu.trace, ()
+    t0 = time.perf_counter()
+    try:
+        more = emulate(module, kernel, launch, device, sample_ctas=extra)
+    except GpuAdviseError as exc:
+        return emu.trace, (f"the L2 model's interior CTAs could not be traced: {exc.one_line()}",)
+    gx = grid[0]
+    ys = sorted({c // gx for c in extra})
+    xs = sorted({c % gx for c in extra})
+    rows = f"row {ys[0]}" if len(ys) == 1 else f"rows {ys[0]}-{ys[-1]}"
+    cols = f"column {xs[0]}" if len(xs) == 1 else f"columns {xs[0]}-{xs[-1]}"
+    note = (
+        f"the L2 model also traced {len(extra)} CTAs in the middle of the grid (CTA {rows}, "
+        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s"
+    )
+    return _merge_traces(emu.trace, more.trace), (note,)
+
+
+def _merge_traces(a: AccessTrace, b: AccessTrace) -> AccessTrace:
+    """One AccessTrace of the CTAs of two emulations of the same launch. Both list the same
+    instructions unless a generic access reached another state space in one of them: then
+    ``b``'s instruction ids are mapped to ``a``'s by source location, opcode, space, kind and
+    width (the first of ``a``'s with that key)."""
+    import numpy as np
+
+    from gpuadvise.trace.access import InstrInfo
+
+    rb = b.records
+    instrs = list(a.instructions)
+    if tuple(b.instructions) != tuple(a.instructions):
+
+        def key(i: InstrInfo) -> tuple:
+            return (i.file, i.line, i.opcode, int(i.space), int(i.kind), i.width)
+
+        index: dict[tuple, int] = {}
+        for i in a.instructions:
+            index.setdefault(key(i), i.inst)
+        remap = np.arange(max((i.inst for i in b.instructions), default=-1) + 1, dtype=np.int64)
+        for i in b.instructions:
+            k = key(i)
+            if k not in index:
+                index[k] = len(instrs)
+                instrs.append(replace(i, inst=len(instrs)))
+            remap[i.inst] = index[k]
+        rb = rb.copy()
+        if len(rb):
+            rb["inst"] = remap[rb["inst"].astype(np.int64)]
+    records = np.concatenate([a.records, rb])
+    ctas = tuple(sorted(set(a.ctas) | set(b.ctas)))
+    return replace(
+        a,
+        records=records,
+        instructions=tuple(instrs),
+        ctas=ctas,
+    )
+
+
+def _gpu_memory(
+    spec: KernelSpec,
+    device: DeviceSpec,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    tc: Toolchain,
+    instrs: tuple[SassInstruction, ...],
+    sample_ctas: int | str | None,
+) -> MemoryAnalysis:
+    from gpuadvise.model.banks import analyze_banks
+    from gpuadvise.model.coalescing import analyze_coalescing
+    from gpuadvise.model.reconcile import reconcile
+    from gpuadvise.toolchain import sass
+    from gpuadvise.trace.gpu import trace_on_gpu
+
+    t0 = time.perf_counter()
+    g = trace_on_gpu(module, kernel, launch, device, sample_ctas, toolchain=tc)
+    trace = g.trace
+    rec = reconcile(trace, sass.memory_summary(instrs))
+    notes = [*g.notes, f"traced on the GPU: instrumentation slowdown {g.slowdown:.1f}x"]
+    if g.records_lost:
+        notes.append(f"{g.records_lost} records did not fit the trace buffer")
+    if not g.outputs_match:
+        notes.append("the instrumented kernel's outputs differ from the original's: do not trust")
+    return MemoryAnalysis(
+        ctas_run=len(trace.ctas),
+        total_ctas=trace.total_ctas,
+        complete=trace.complete,
+        time_s=time.perf_counter() - t0,
+        banks=analyze_banks(trace, rec.records),
+        coalescing=analyze_coalescing(trace, rec.records),
+        reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
+        notes=tuple(notes),
+        trace=rec.apply(trace),
+        outputs=g.outputs,
+        tracer="gpu",
+    )
+
+
+def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelResults:
+    """The models of ``memory`` as the rules' context reads them, and why each model of
+    :data:`~gpuadvise.rules.TRACE_MODELS` that is not there is missing (``traced``: whether
+    tracing was allowed at all)."""
+    unavailable: dict[str, str] = {}
+    if memory is None:
+        for name in TRACE_MODELS:
+            unavailable[name] = (
+                f"the {name} model was not computed (the trace was turned off)"
+                if not traced
+                else f"the {name} model was not computed (no enabled rule reads it)"
+            )
+        return ModelResults(unavailable=unavailable)
+    if memory.error:
+        why = f"the emulator could not trace this kernel: {memory.error}"
+        return ModelResults(unavailable=dict.fromkeys(TRACE_MODELS, why))
+    if memory.l2 is None:
+        unavailable["l2"] = memory.l2_unavailable or "no L2 model"
+    for name in ("trace", "banks", "coalescing"):
+        if getattr(memory, name) is None:
+            unavailable[name] = f"the {name} model was not computed"
+    emulation = EmulationStats(memory.ctas_run, memory.lane_instructions)
+    return ModelResults(
+        trace=memory.trace,
+        banks=memory.banks,
+        coalescing=memory.coalescing,
+        l2=memory.l2,
+        emulation=emulation,
+        unavailable=unavailable,
+    )

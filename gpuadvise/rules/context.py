@@ -1,0 +1,395 @@
+"""What a rule reads: a typed, read-only view of one analysed kernel launch.
+
+A :class:`RuleContext` holds three things, all computed before the rules run:
+
+- :class:`KernelFacts`: the launch spec, the device, the compiled kernel (resources, PTX, compile
+  flags), occupancy and its next steps, waves, the SASS (every instruction, and the memory
+  instructions per source line);
+- :class:`ModelResults`: the trace-based models the pipeline computed for the enabled rules
+  (``gpuadvise.analyze.models``: the trace, the bank, coalescing and L2 models), or why each
+  could not be computed; a rule that reads an unavailable model gets :class:`ModelUnavailable`
+  and is skipped with a note;
+- :class:`RuleServices`: what a rule may ask the toolchain and the emulator for (a candidate
+  compiled, a candidate traced, the launch bound to the kernel's parameters, the shared-memory
+  layout), implemented by the analyze layer (``gpuadvise.analyze.services``).
+
+The rule's ``options`` (defaults merged with the configuration) and its configured ``severity``
+come with :meth:`RuleContext.for_rule`. Nothing here computes a model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from gpuadvise.errors import GpuAdviseError
+from gpuadvise.source.text import KernelSource, find_kernel_source
+
+if TYPE_CHECKING:
+    from gpuadvise.devices import DeviceSpec
+    from gpuadvise.model.banks import BankResult
+    from gpuadvise.model.coalescing import CoalescingResult
+    from gpuadvise.model.l2 import L2Result
+    from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
+    from gpuadvise.model.waves import Waves
+    from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
+    from gpuadvise.toolchain import KernelInfo
+    from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
+    from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.view import TraceView
+
+__all__ = [
+    "EmulationStats",
+    "KernelFacts",
+    "ModelResults",
+    "ModelUnavailable",
+    "RuleContext",
+    "RuleServices",
+    "Severity",
+    "SharedLayout",
+    "SharedVariable",
+    "TRACE_MODELS",
+]
+
+Severity = Literal["error", "warning", "note"]
+
+TRACE_MODELS: frozenset[str] = frozenset({"trace", "banks", "coalescing", "l2"})
+"""The models computed from the access trace (the others come with the compile)."""
+
+
+class ModelUnavailable(GpuAdviseError):
+    """A model a rule needs cannot be computed for this kernel: the rule is skipped, with a note."""
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the pipeline knows about the launch without tracing it.
+
+    ``sass_lines``: the SASS memory instructions per source line, at the user's call site
+    (inlined code attributed to the line that called it); ``sass_lines_innermost``: the same at
+    the innermost line (as the trace has them); ``sass_instructions``: every instruction.
+    """
+
+    spec: KernelSpec
+    device: DeviceSpec
+    kernel: KernelInfo
+    occupancy_input: KernelResources
+    occupancy: OccupancyResult
+    next_steps: tuple[Suggestion, ...] = ()
+    waves: Waves | None = None
+    ptx: str = ""
+    compile_flags: tuple[str, ...] = ()
+    sass_instructions: tuple[SassInstruction, ...] = ()
+    sass_lines: tuple[SassMemLine, ...] = ()
+    sass_lines_innermost: tuple[SassMemLine, ...] = ()
+
+
+@dataclass(frozen=True)
+class EmulationStats:
+    """How much of the launch the tracer ran: CTAs and lane-instructions (PTX)."""
+
+    ctas_run: int
+    lane_instructions: int
+
+
+@dataclass(frozen=True)
+class ModelResults:
+    """The trace-based models of one launch, as the pipeline computed them.
+
+    ``trace`` is the access trace reconciled with the SASS (ptxas's merged vector accesses);
+    ``unavailable`` maps a model that was not computed to why (the emulator failed, no enabled
+    rule asked for it, the trace was turned off). ``emulation``: the tracer's counts, when the
+    kernel was traced.
+    """
+
+    trace: AccessTrace | None = None
+    banks: BankResult | None = None
+    coalescing: CoalescingResult | None = None
+    l2: L2Result | None = None
+    emulation: EmulationStats | None = None
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+
+    def require(self, name: str) -> Any:
+        """Model ``name`` (:data:`TRACE_MODELS`); ModelUnavailable with the reason otherwise."""
+        value = getattr(self, name)
+        if value is None:
+            why = self.unavailable.get(name) or f"the {name} model was not computed"
+            raise ModelUnavailable(why)
+        return value
+
+    @cached_property
+    def _views(self) -> dict[int, TraceView]:
+        return {}
+
+    def trace_view(self, spec: KernelSpec) -> TraceView:
+        """The lane-level :class:`~gpuadvise.trace.view.TraceView` of the trace, built once and
+        shared by the rules of a run."""
+        from gpuadvise.trace.view import trace_view
+
+        trace = self.require("trace")
+        views = self._views
+        if id(spec) not in views:
+            views[id(spec)] = trace_view(trace, spec)
+        return views[id(spec)]
+
+
+@dataclass(frozen=True)
+class SharedVariable:
+    """A ``.shared`` variable of the kernel's PTX where the tracer placed it (``extern``: the
+    dynamic area, which starts at :attr:`SharedLayout.dynamic_offset`)."""
+
+    name: str
+    offset: int
+    size_bytes: int
+    align: int
+    extern: bool = False
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """The kernel's shared variables in the traced addresses, and where dynamic memory starts."""
+
+    variables: tuple[SharedVariable, ...]
+    dynamic_offset: int
+
+
+class RuleServices(Protocol):
+    """What a rule may ask of the toolchain and the emulator (implemented by the analyze layer).
+
+    Each raises :class:`~gpuadvise.errors.GpuAdviseError` (ModelUnavailable, a compile error ...)
+    when it cannot do what is asked.
+    """
+
+    def compile_candidate(
+        self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
+    ) -> KernelInfo:
+        """The analysed kernel built as the analysis built it, from ``source_text`` (the kernel's
+        file rewritten; None: the file as it is) with ``nvcc_flags`` added: its resources."""
+        ...
+
+    def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
+        """The access trace of the first ``sample_ctas`` CTAs of the launch, with the kernel
+        built from ``source_text`` (the kernel's file rewritten) as the analysis built it."""
+        ...
+
+    def resolved_launch(self) -> ResolvedLaunch:
+        """The launch bound to the kernel's parameters (user structs sized by the compiler)."""
+        ...
+
+    def shared_layout(self) -> SharedLayout:
+        """Where the tracer placed the kernel's shared variables."""
+        ...
+
+
+class RuleContext:
+    """What a rule reads about one analysed kernel launch; read-only.
+
+    Facts are properties of :class:`KernelFacts`; trace-based models come from
+    :class:`ModelResults` and raise :class:`ModelUnavailable` when they were not computed;
+    ``services`` is the :class:`RuleServices`. ``options`` are the running rule's options.
+    """
+
+    def __init__(
+        self,
+        facts: KernelFacts,
+        models: ModelResults | None = None,
+        services: RuleServices | None = None,
+        *,
+        options: Mapping[str, Any] | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        self._facts = facts
+        self._models = models if models is not None else ModelResults()
+        self._services = services
+        self._options: Mapping[str, Any] = dict(options or {})
+        self._severity = severity
+        self._source: list[KernelSource | None] = []
+
+    def for_rule(self, options: Mapping[str, Any], severity: Severity | None = None) -> RuleContext:
+        """A view of this context for one rule: its options and severity; the rest is shared."""
+        ctx = RuleContext(
+            self._facts, self._models, self._services, options=options, severity=severity
+        )
+        ctx._source = self._source
+        return ctx
+
+    # the rule's configuration
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        return self._options
+
+    def option(self, name: str) -> Any:
+        return self._options[name]
+
+    @property
+    def severity(self) -> Severity | None:
+        """The severity the configuration sets for the running rule (None: its default)."""
+        return self._severity
+
+    # facts
+
+    @property
+    def facts(self) -> KernelFacts:
+        return self._facts
+
+    @property
+    def spec(self) -> KernelSpec:
+        return self._facts.spec
+
+    @property
+    def device(self) -> DeviceSpec:
+        return self._facts.device
+
+    @property
+    def kernel(self) -> KernelInfo:
+        return self._facts.kernel
+
+    @property
+    def kernel_name(self) -> str:
+        return str(self._facts.kernel.name)
+
+    @property
+    def launch(self) -> LaunchConfig:
+        return self._facts.spec.launch
+
+    @property
+    def occupancy(self) -> OccupancyResult:
+        return self._facts.occupancy
+
+    @property
+    def occupancy_input(self) -> KernelResources:
+        return self._facts.occupancy_input
+
+    @property
+    def next_steps(self) -> tuple[Suggestion, ...]:
+        return self._facts.next_steps
+
+    @property
+    def waves_or_none(self) -> Waves | None:
+        """The :class:`~gpuadvise.model.waves.Waves`, None without the device's SM count."""
+        return self._facts.waves
+
+    @property
+    def waves(self) -> Waves:
+        """The :class:`~gpuadvise.model.waves.Waves`; ModelUnavailable without an SM count."""
+        w = self._facts.waves
+        if w is None:
+            raise ModelUnavailable(f"{self.device.name} has no SM count: waves are unknown")
+        return w
+
+    @property
+    def ptx(self) -> str:
+        return self._facts.ptx
+
+    @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """The nvcc flags the kernel was compiled with."""
+        return self._facts.compile_flags
+
+    @property
+    def sass_instructions(self) -> tuple[SassInstruction, ...]:
+        """Every SASS instruction of the kernel; ModelUnavailable when there is no SASS."""
+        if not self._facts.sass_instructions:
+            raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
+        return self._facts.sass_instructions
+
+    @property
+    def sass_lines(self) -> tuple[SassMemLine, ...]:
+        """SASS memory instructions per source line, at the user's call site."""
+        return self._facts.sass_lines
+
+    @property
+    def sass_lines_innermost(self) -> tuple[SassMemLine, ...]:
+        """SASS memory instructions per innermost source line (as the trace has them);
+        ModelUnavailable when there is no SASS."""
+        if not self._facts.sass_instructions:
+            raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
+        return self._facts.sass_lines_innermost
+
+    # the source
+
+    @property
+    def source_file(self) -> str:
+        return str(self._facts.spec.source)
+
+    def _kernel_source(self) -> KernelSource | None:
+        if not self._source:
+            self._source.append(find_kernel_source(self.source_file, self._facts.spec.kernel))
+        return self._source[0]
+
+    @property
+    def kernel_source(self) -> KernelSource:
+        ks = self._kernel_source()
+        if ks is None:
+            raise ModelUnavailable(
+                f"the definition of {self._facts.spec.kernel} was not found in {self.source_file}"
+            )
+        return ks
+
+    @property
+    def kernel_line(self) -> int | None:
+        """The kernel's declaration line (the ``__global__`` line); None if not found."""
+        ks = self._kernel_source()
+        return None if ks is None else ks.decl_line
+
+    def same_file(self, file: str | None) -> bool:
+        if not file:
+            return False
+        try:
+            return os.path.samefile(file, self.source_file)
+        except OSError:
+            return os.path.normpath(file) == os.path.normpath(self.source_file)
+
+    # trace-based models (computed by the pipeline; read here)
+
+    @property
+    def models(self) -> ModelResults:
+        return self._models
+
+    def has_model(self, name: str) -> bool:
+        """Whether model ``name`` was computed."""
+        return getattr(self._models, name, None) is not None
+
+    @property
+    def trace(self) -> AccessTrace:
+        """The :class:`~gpuadvise.trace.access.AccessTrace` of the sampled CTAs, reconciled with
+        the SASS."""
+        return self._models.require("trace")  # type: ignore[no-any-return]
+
+    @property
+    def trace_view(self) -> TraceView:
+        """The lane-level view of the trace's global accesses (shared by the rules of a run)."""
+        return self._models.trace_view(self._facts.spec)
+
+    @property
+    def banks(self) -> BankResult:
+        """The :class:`~gpuadvise.model.banks.BankResult` over the trace."""
+        return self._models.require("banks")  # type: ignore[no-any-return]
+
+    @property
+    def coalescing(self) -> CoalescingResult:
+        """The :class:`~gpuadvise.model.coalescing.CoalescingResult` over the trace."""
+        return self._models.require("coalescing")  # type: ignore[no-any-return]
+
+    @property
+    def l2(self) -> L2Result:
+        """The :class:`~gpuadvise.model.l2.L2Result` of the trace under the hardware order and
+        seed 002's tilings (2D grids)."""
+        return self._models.require("l2")  # type: ignore[no-any-return]
+
+    @property
+    def emulation(self) -> EmulationStats | None:
+        """The tracer's counts when the pipeline traced the kernel (never computed for a rule)."""
+        return self._models.emulation
+
+    # services
+
+    @property
+    def services(self) -> RuleServices:
+        if self._services is None:
+            raise ModelUnavailable("no toolchain services in this context")
+        return self._services

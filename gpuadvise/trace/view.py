@@ -1,0 +1,623 @@
+"""A lane-level view of an :class:`~gpuadvise.trace.access.AccessTrace`: the global accesses of a
+sample of the traced CTAs, one row per active lane, with the buffer, the byte offset in it and the
+thread (:class:`TraceView`), and what the layout rules measure on it.
+
+From the view: the sectors a warp's accesses at a line touch against the bytes it uses
+(:func:`warp_footprint`), how many threads of a CTA load each address (:func:`cta_reuse`), which
+struct field each load instruction reads (:func:`field_loads`), the stride of a walk
+(:func:`stride_mode`), and the access pattern of a line (:func:`infer_pattern`): each thread's
+element visits as offsets ``(dx, dy)`` from the thread's own element ``y * pitch + x``, the fields
+read per visit and how often (loads made under a data-dependent condition, like ``a && b`` short
+circuits, keep their share); the layout proxies of GA301, GA302 and GA305 reproduce it. Pure: numpy
+over the trace, no I/O but the kernel's source text (for the pointee types of its parameters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.model.roofline import l1_cycles
+from gpuadvise.spec.kernel_spec import KernelSpec
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+
+__all__ = [
+    "BufferInfo",
+    "FieldLoad",
+    "Lanes",
+    "Pattern",
+    "MAX_SAMPLED_CTAS",
+    "Reuse",
+    "SECTOR",
+    "TraceView",
+    "buffer_infos",
+    "cta_reuse",
+    "field_loads",
+    "infer_pattern",
+    "integer_args",
+    "stride_mode",
+    "trace_view",
+    "warp_footprint",
+]
+
+SECTOR = 32
+MAX_SAMPLED_CTAS = 64
+MAX_VISITS = 256
+MIN_COVERAGE = 0.9
+
+
+@dataclass(frozen=True)
+class BufferInfo:
+    """A buffer of the launch as the trace placed it: base address, bytes, elements."""
+
+    name: str
+    base: int
+    size: int
+    elem_bytes: int
+    count: int
+    type_name: str
+    is_struct: bool
+
+
+def buffer_infos(trace: AccessTrace, spec: KernelSpec) -> dict[str, BufferInfo]:
+    """The launch's buffers with their element size: the spec's count over the traced bytes; a
+    buffer the user did not give is the default one (an element per thread of the launch, of
+    the type the parameter points to)."""
+    from gpuadvise.errors import GpuAdviseError, UsageError
+    from gpuadvise.spec import expr
+    from gpuadvise.spec.cuda_types import StructType, lookup_elem
+
+    try:
+        env = spec.env()
+    except UsageError:
+        env = {}
+    pointees: dict[str, str] = {}
+    try:
+        from gpuadvise.source.signature import parse_signature
+
+        text = Path(spec.source).read_text(encoding="utf-8", errors="replace")
+        pointees = {p.name: p.pointee for p in parse_signature(text, spec.kernel) if p.pointee}
+    except (GpuAdviseError, OSError, AttributeError, TypeError):
+        pass
+    out: dict[str, BufferInfo] = {}
+    for name, (base, size) in trace.buffers.items():
+        bs = spec.buffer(name)
+        try:
+            if bs is not None:
+                count, elem = int(expr.evaluate(bs.count_expr, env)), bs.elem_type
+            else:
+                count = int(spec.launch.total_threads)
+                elem = lookup_elem(pointees.get(name) or "void")
+        except (UsageError, AttributeError):
+            continue
+        if count <= 0 or size % count:
+            continue
+        out[name] = BufferInfo(
+            name,
+            int(base),
+            int(size),
+            size // count,
+            count,
+            elem.name,
+            isinstance(elem, StructType),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Active lanes of some records, one row per lane, in execution order.
+
+    ``rec``: the record's index in :attr:`TraceView.records`; ``cta``: dense index of the CTA
+    among the sampled ones; ``tid``: the thread in the CTA (warp x 32 + lane); ``off``: the byte
+    offset in the buffer; ``width``: bytes per lane.
+    """
+
+    rec: np.ndarray
+    inst: np.ndarray
+    cta: np.ndarray
+    tid: np.ndarray
+    off: np.ndarray
+    width: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rec)
+
+    def take(self, keep: np.ndarray) -> Lanes:
+        return Lanes(
+            self.rec[keep],
+            self.inst[keep],
+            self.cta[keep],
+            self.tid[keep],
+            self.off[keep],
+            self.width[keep],
+        )
+
+
+class TraceView:
+    """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
+    lane by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
+
+    def __init__(
+        self,
+        trace: AccessTrace,
+        buffers: Mapping[str, BufferInfo],
+        max_ctas: int = MAX_SAMPLED_CTAS,
+    ) -> None:
+        from gpuadvise.model.banks import active_lanes
+        from gpuadvise.model.coalescing import record_sectors
+
+        self.grid = tuple(int(g) for g in trace.grid)
+        self.block = tuple(int(b) for b in trace.block)
+        self.total_ctas = int(trace.total_ctas)
+        self.buffers = dict(buffers)
+        recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
+        ctas = np.unique(recs["cta"])
+        if len(ctas) > max_ctas:
+            pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
+            ctas = ctas[np.unique(pick)]
+            recs = recs[np.isin(recs["cta"], ctas)]
+        self.ctas = ctas
+        self.records = recs
+        self.scale = self.total_ctas / max(len(ctas), 1)
+        rs = record_sectors(recs)
+        self.rec_sectors = rs.sectors.astype(np.int64)
+        self.rec_ideal = rs.ideal.astype(np.int64)
+        act = active_lanes(recs["mask"]) if len(recs) else np.zeros((0, WARP), bool)
+        rows, lanes = np.nonzero(act)
+        addr = recs["addr"][rows, lanes] if len(rows) else np.zeros(0, np.uint64)
+        names = sorted(self.buffers, key=lambda n: self.buffers[n].base)
+        bases = np.array([self.buffers[n].base for n in names], dtype=np.uint64)
+        ends = np.array([self.buffers[n].base + self.buffers[n].size for n in names], np.uint64)
+        which = np.searchsorted(bases, addr, side="right") - 1
+        inside = which >= 0
+        safe = np.clip(which, 0, max(len(names) - 1, 0))
+        if len(names):
+            inside &= addr < ends[safe]
+            off = (addr - bases[safe]).astype(np.int64)
+        else:
+            off = np.zeros(len(addr), np.int64)
+        self.buffer_names = names
+        self.lane_buffer = np.where(inside, safe, -1)
+        self.lanes = Lanes(
+            rows.astype(np.int64),
+            recs["inst"][rows].astype(np.int64),
+            np.searchsorted(ctas, recs["cta"][rows]).astype(np.int64),
+            (recs["warp"][rows].astype(np.int64) * WARP + lanes).astype(np.int64),
+            off,
+            recs["width"][rows].astype(np.int64),
+        )
+        self.inst_line = [(i.file, i.line) for i in trace.instructions]
+        self.inst_kind = np.array([int(i.kind) for i in trace.instructions] or [0], np.int64)
+        self._l1_total: float | None = None
+        self._useful: float | None = None
+        self._patterns: dict[tuple[Any, ...], Pattern | str] = {}
+
+    def lines(
+        self, same_file: Callable[[str | None], bool], kinds: Iterable[Kind]
+    ) -> list[tuple[str | None, int, Kind]]:
+        """(file, line, kind) of the global accesses in the source file ``same_file(file)``
+        accepts, in line order."""
+        want = {int(k) for k in kinds}
+        seen: set[tuple[str | None, int, Kind]] = set()
+        for i in np.unique(self.records["inst"]):
+            file, line = self.inst_line[int(i)]
+            kind = int(self.inst_kind[int(i)])
+            if line is None or kind not in want or not same_file(file):
+                continue
+            seen.add((file, line, Kind(kind)))
+        return sorted(seen, key=lambda t: (t[1], int(t[2])))
+
+    def insts_at(self, file: str | None, line: int, kind: Kind) -> np.ndarray:
+        return np.array(
+            [
+                i
+                for i, (f, ln) in enumerate(self.inst_line)
+                if f == file and ln == line and int(self.inst_kind[i]) == int(kind)
+            ],
+            np.int64,
+        )
+
+    def access(self, insts: np.ndarray, buffer: str) -> tuple[Lanes, np.ndarray]:
+        """The lanes of instructions ``insts`` that reach ``buffer``, and their records' indices."""
+        b = self.buffer_names.index(buffer)
+        keep = np.isin(self.lanes.inst, insts) & (self.lane_buffer == b)
+        lanes = self.lanes.take(keep)
+        return lanes, np.unique(lanes.rec)
+
+    def buffers_at(self, insts: np.ndarray) -> list[str]:
+        keep = np.isin(self.lanes.inst, insts) & (self.lane_buffer >= 0)
+        return [self.buffer_names[int(b)] for b in np.unique(self.lane_buffer[keep])]
+
+    def l1_total(self) -> float:
+        """The sampled CTAs' L1 data-path cycles: :func:`l1_cycles` of each (line, kind)'s
+        requests and sectors, summed."""
+        if self._l1_total is None:
+            n = len(self.inst_line)
+            inst = self.records["inst"].astype(np.int64)
+            req = np.bincount(inst, minlength=n)
+            sect = np.bincount(inst, weights=self.rec_sectors, minlength=n)
+            groups: dict[tuple[str | None, int | None, int], list[float]] = {}
+            for i in np.flatnonzero(req):
+                key = (*self.inst_line[int(i)], int(self.inst_kind[int(i)]))
+                g = groups.setdefault(key, [0.0, 0.0])
+                g[0] += float(req[i])
+                g[1] += float(sect[i])
+            self._l1_total = sum(l1_cycles(r, s) for r, s in groups.values())
+        return self._l1_total
+
+    def useful_bytes(self) -> float:
+        """Distinct bytes of every buffer the sampled CTAs access, scaled to the launch: the
+        compulsory DRAM traffic (each byte moved once)."""
+        if self._useful is None:
+            keep = self.lane_buffer >= 0
+            if not keep.any():
+                self._useful = 0.0
+            else:
+                lanes = self.lanes.take(keep)
+                units = _units(lanes.off, lanes.width)
+                key = (self.lane_buffer[keep][units[0]].astype(np.int64) << 44) | units[1]
+                self._useful = float(len(np.unique(key))) * units[2] * self.scale
+        return self._useful
+
+    def pattern(
+        self,
+        lanes: Lanes,
+        buffer: BufferInfo,
+        names: Mapping[int, str] | None,
+        pitches: Iterable[int],
+        where: str,
+    ) -> Pattern | str:
+        """:func:`infer_pattern`, cached per set of lanes (the rules of one line share it)."""
+        cands = tuple(int(p) for p in pitches)
+        digest = hashlib.blake2b(lanes.rec.tobytes(), digest_size=16)
+        digest.update(lanes.inst.tobytes())
+        key = (buffer.name, len(lanes), digest.hexdigest(), cands)
+        got = self._patterns.get(key)
+        if got is None:
+            got = infer_pattern(self, lanes, buffer, None, cands, "")
+            self._patterns[key] = got
+        if isinstance(got, str):
+            return got
+        fields = tuple(
+            FieldLoad(f.word, f.words, f.share, (names or {}).get(4 * f.word, f.name))
+            for f in got.fields
+        )
+        return replace(got, fields=fields, where=where)
+
+
+_VIEWS: dict[int, tuple[weakref.ref[AccessTrace], Any, TraceView]] = {}
+
+
+def trace_view(trace: AccessTrace, spec: KernelSpec) -> TraceView:
+    """The :class:`TraceView` of ``trace``, cached while the trace lives (the three layout rules
+    of a run share it; the view keeps no reference to the trace)."""
+    key = id(trace)
+    got = _VIEWS.get(key)
+    if got is not None and got[0]() is trace and got[1] is spec:
+        return got[2]
+    view = TraceView(trace, buffer_infos(trace, spec))
+    _VIEWS[key] = (weakref.ref(trace), spec, view)
+    weakref.finalize(trace, _VIEWS.pop, key, None)
+    return view
+
+
+def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The units (4-byte words, or bytes when some access is narrower or unaligned) each lane
+    covers: (lane index per unit, unit number, unit bytes)."""
+    if len(off) and ((width < 4).any() or (off % 4 != 0).any()):
+        unit = 1
+    else:
+        unit = 4
+    n = np.maximum(width // unit, 1)
+    idx = np.repeat(np.arange(len(off)), n)
+    start = np.repeat(np.cumsum(n) - n, n)
+    k = np.arange(len(idx)) - start
+    return idx, off[idx] // unit + k, unit
+
+
+def warp_footprint(lanes: Lanes) -> tuple[int, int]:
+    """(sectors, ideal sectors) of the warps' accesses, all iterations together: per warp, the
+    distinct 32-byte sectors its lanes touch and ``ceil(distinct bytes / 32)``, summed. Accesses
+    of a warp that another instruction of the same line completes (``in[i]`` and ``in[i + 1]``)
+    waste nothing here; an array-of-structures field read wastes the rest of each sector."""
+    if not len(lanes):
+        return 0, 0
+    group = lanes.cta * 64 + lanes.tid // WARP
+    first = lanes.off // SECTOR
+    last = (lanes.off + lanes.width - 1) // SECTOR
+    span = (last - first).max()
+    keys = [(group << 44) | first]
+    for k in range(1, int(span) + 1):
+        more = last - first >= k
+        keys.append((group[more] << 44) | (first[more] + k))
+    sectors = len(np.unique(np.concatenate(keys)))
+    idx, unit_no, unit = _units(lanes.off, lanes.width)
+    ukeys = np.unique((group[idx] << 44) | unit_no)
+    per_group = np.unique(ukeys >> 44, return_counts=True)[1] * unit
+    ideal = int(np.sum(-(-per_group // SECTOR)))
+    return int(sectors), ideal
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """How the threads of a CTA share the addresses they load at a line (sampled CTAs summed).
+
+    ``pairs``: distinct (thread, address); ``addresses``: distinct addresses per CTA;
+    ``factor = pairs / addresses``: how many threads load each address. ``spread``: distinct
+    addresses per request over active lanes (1: every lane its own address; a uniform load is
+    1/32). ``requested_sectors``: sectors summed over the requests; ``unique_sectors``: distinct
+    sectors per CTA (what a shared tile would load once)."""
+
+    pairs: int
+    addresses: int
+    requests: int
+    lanes: int
+    spread: float
+    requested_sectors: int
+    unique_sectors: int
+
+    @property
+    def factor(self) -> float:
+        return self.pairs / self.addresses if self.addresses else 0.0
+
+
+def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
+    """The :class:`Reuse` of a line's lanes; ``sectors_of_records``: the sectors of each of their
+    records (the coalescing model's)."""
+    if not len(lanes):
+        return Reuse(0, 0, 0, 0, 0.0, 0, 0)
+    addr = (lanes.cta << 44) | lanes.off
+    pairs = len(np.unique((lanes.cta << 54) | (lanes.tid << 44) | lanes.off))
+    addresses = len(np.unique(addr))
+    order = np.lexsort((lanes.off, lanes.rec))
+    r, o = lanes.rec[order], lanes.off[order]
+    distinct = int(np.count_nonzero(np.r_[True, (r[1:] != r[:-1]) | (o[1:] != o[:-1])]))
+    recs = np.unique(lanes.rec)
+    sect = np.unique((lanes.cta << 44) | (lanes.off // SECTOR))
+    last = (lanes.off + lanes.width - 1) // SECTOR
+    cross = last != lanes.off // SECTOR
+    if cross.any():
+        sect = np.unique(np.concatenate([sect, (lanes.cta[cross] << 44) | last[cross]]))
+    return Reuse(
+        pairs=pairs,
+        addresses=addresses,
+        requests=len(recs),
+        lanes=len(lanes),
+        spread=distinct / len(lanes),
+        requested_sectors=int(sectors_of_records.sum()),
+        unique_sectors=len(sect),
+    )
+
+
+def field_loads(lanes: Lanes, elem_bytes: int) -> dict[int, tuple[int, int, int]]:
+    """Per load instruction: (byte offset in the element, width, active lanes), for the
+    instructions whose every lane reads the same offset of its element (a struct field)."""
+    out: dict[int, tuple[int, int, int]] = {}
+    if not len(lanes) or elem_bytes <= 0:
+        return out
+    fo = lanes.off % elem_bytes
+    order = np.argsort(lanes.inst, kind="stable")
+    inst, fo, width = lanes.inst[order], fo[order], lanes.width[order]
+    starts = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
+    ends = np.r_[starts[1:], len(inst)]
+    for s, e in zip(starts, ends, strict=True):
+        vals = np.unique(fo[s:e])
+        if len(vals) == 1:
+            out[int(inst[s])] = (int(vals[0]), int(width[s]), int(e - s))
+    return out
+
+
+def stride_mode(lanes: Lanes) -> int | None:
+    """The most common byte distance between the addresses of consecutive active lanes of a
+    request (the stride of the walk); None with no two such lanes."""
+    if len(lanes) < 2:
+        return None
+    same = (lanes.rec[1:] == lanes.rec[:-1]) & (lanes.tid[1:] == lanes.tid[:-1] + 1)
+    d = (lanes.off[1:] - lanes.off[:-1])[same]
+    if not len(d):
+        return None
+    vals, counts = np.unique(d, return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+def integer_args(spec: KernelSpec) -> list[int]:
+    """The launch's integer arguments (candidate row lengths of a 2-D buffer)."""
+    from gpuadvise.errors import UsageError
+
+    try:
+        return [int(v) for v in spec.env().values() if int(v) > 0]
+    except UsageError:
+        return []
+
+
+# ---------------------------------------------------------------------------------------------
+# The access pattern of a line
+
+
+@dataclass(frozen=True)
+class FieldLoad:
+    """A field read at each element visit: its first 32-bit word in the element, its words (1,
+    2 or 4: a 4-, 8- or 16-byte load), the share of the visits that read it and its name."""
+
+    word: int
+    words: int
+    share: float
+    name: str
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """How the threads of a launch read one buffer at one line.
+
+    Thread ``(x, y)`` (``x = blockIdx.x * block.x + threadIdx.x``, ``y`` alike) visits elements
+    ``(y + dy) * pitch + (x + dx)`` for each ``(dx, dy)`` of ``offsets`` in order, skipping those
+    outside ``[0, pitch) x [0, rows)``; threads with ``x >= pitch`` or ``y >= rows`` visit nothing.
+    At each visit it reads ``fields[0]``, then ``fields[1]`` for a share of the visits, then
+    ``fields[2]`` for a share of those, and so on (nested, as short-circuit conditions make them).
+    ``coverage``: the share of the sampled threads whose visits follow this.
+    """
+
+    buffer: str
+    elem_bytes: int
+    count: int
+    pitch: int
+    rows: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    offsets: tuple[tuple[int, int], ...]
+    fields: tuple[FieldLoad, ...]
+    coverage: float
+    where: str = ""
+
+    @property
+    def words(self) -> int:
+        return self.elem_bytes // 4
+
+    @property
+    def one_d(self) -> bool:
+        return self.grid[1] * self.block[1] == 1
+
+    @property
+    def threads_x(self) -> int:
+        return self.grid[0] * self.block[0]
+
+    @property
+    def threads(self) -> int:
+        return self.threads_x * self.grid[1] * self.block[1]
+
+    @property
+    def radius(self) -> tuple[int, int, int, int]:
+        """(min dx, max dx, min dy, max dy)."""
+        dxs = [d[0] for d in self.offsets]
+        dys = [d[1] for d in self.offsets]
+        return min(dxs), max(dxs), min(dys), max(dys)
+
+
+def infer_pattern(
+    view: TraceView,
+    lanes: Lanes,
+    buffer: BufferInfo,
+    names: Mapping[int, str] | None = None,
+    pitches: Iterable[int] = (),
+    where: str = "",
+) -> Pattern | str:
+    """The :class:`Pattern` of a line's lanes on ``buffer``, or why there is none (a string).
+
+    ``pitches``: candidate row lengths in elements (the kernel's integer arguments); the grid's
+    threads in x is always tried. The one that explains the visits with the fewest distinct
+    offsets wins. ``names``: field names by byte offset.
+    """
+    gx, gy, gz = view.grid
+    bx, by, bz = view.block
+    if gz != 1 or bz != 1:
+        return "a 3-D launch"
+    if not len(lanes):
+        return "no loads"
+    s = buffer.elem_bytes
+    if s % 4:
+        return f"{s}-byte elements (not whole 32-bit words)"
+    if s > 2048:
+        return f"{s}-byte elements (larger than the proxies handle)"
+    fo = lanes.off % s
+    if ((fo % 4) != 0).any() or (~np.isin(lanes.width, (4, 8, 16))).any():
+        return "loads narrower than 32 bits or not word-aligned"
+    if ((fo % lanes.width) != 0).any() or (s % lanes.width.max()) != 0:
+        return "vector loads not aligned in the element"
+    e = lanes.off // s
+    cta = view.ctas[lanes.cta]
+    cx, cy = cta % gx, (cta // gx) % gy
+    tx, ty = lanes.tid % bx, (lanes.tid // bx) % by
+    x = cx * bx + tx
+    y = cy * by + ty
+    one_d = gy * by == 1
+    count = buffer.count
+    if one_d:
+        best = (count, e - x)
+    else:
+        cands = {gx * bx, *[int(p) for p in pitches if 0 < int(p) <= count]}
+        scored = []
+        for p in sorted(cands):
+            if count % p:
+                continue
+            d = e - (y * p + x)
+            scored.append((len(np.unique(d)), p != gx * bx, p, d))
+        if not scored:
+            return "no row length divides the buffer"
+        scored.sort(key=lambda t: (t[0], t[1], t[2]))
+        best = (scored[0][2], scored[0][3])
+    pitch, d = best
+    rows = count // pitch
+    if len(np.unique(d)) > MAX_VISITS:
+        return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
+    thread = (lanes.cta << 20) | lanes.tid
+    # visits: consecutive reads of one thread of the same element
+    order = np.lexsort((lanes.rec, thread))
+    th, dd, ff, ww = thread[order], d[order], fo[order], lanes.width[order]
+    new_visit = np.r_[True, (th[1:] != th[:-1]) | (dd[1:] != dd[:-1])]
+    visit_id = np.cumsum(new_visit) - 1
+    v_thread, v_d = th[new_visit], dd[new_visit]
+    n_visits = int(visit_id[-1]) + 1
+    # the template: the thread with the most visits
+    starts = np.flatnonzero(np.r_[True, v_thread[1:] != v_thread[:-1]])
+    ends = np.r_[starts[1:], len(v_thread)]
+    longest = int(np.argmax(ends - starts))
+    template = [int(t) for t in v_d[starts[longest] : ends[longest]]]
+    if len(set(template)) != len(template):
+        return "a thread visits the same element twice at this line"
+    tmpl = np.array(template, np.int64)
+    order_t = np.argsort(tmpl)
+    at = np.clip(np.searchsorted(tmpl[order_t], v_d), 0, len(tmpl) - 1)
+    found = tmpl[order_t][at] == v_d
+    vpos = np.where(found, order_t[at], -1)
+    first_of_thread = np.r_[True, v_thread[1:] != v_thread[:-1]]
+    rising = np.r_[True, vpos[1:] > vpos[:-1]] | first_of_thread
+    bad = (vpos < 0) | ~rising
+    thread_no = np.cumsum(first_of_thread) - 1
+    good = int(np.sum(np.bincount(thread_no, weights=bad.astype(np.int64)) == 0))
+    coverage = good / max(len(starts), 1)
+    if coverage < MIN_COVERAGE:
+        return (
+            f"only {coverage:.0%} of the threads visit elements at fixed offsets from their own "
+            "(data-dependent indices?)"
+        )
+    offsets = []
+    for t in template:
+        dy = (t + pitch // 2) // pitch if not one_d else 0
+        offsets.append((t - dy * pitch, dy))
+    # fields: the share of the visits that read each
+    fields = []
+    for (off, width), n in _field_visit_counts(visit_id, ff, ww).items():
+        label = (names or {}).get(off, f"word {off // 4}")
+        fields.append(FieldLoad(off // 4, width // 4, n / n_visits, label))
+    fields.sort(key=lambda f: (-f.share, f.word))
+    return Pattern(
+        buffer=buffer.name,
+        elem_bytes=s,
+        count=count,
+        pitch=pitch,
+        rows=rows,
+        grid=(gx, gy, gz),
+        block=(bx, by, bz),
+        offsets=tuple(offsets),
+        fields=tuple(fields),
+        coverage=coverage,
+        where=where,
+    )
+
+
+def _field_visit_counts(
+    visit_id: np.ndarray, fo: np.ndarray, width: np.ndarray
+) -> dict[tuple[int, int], int]:
+    """How many visits read each (offset, width)."""
+    fields, index = np.unique((fo << 5) | width, return_inverse=True)
+    seen = np.zeros((int(visit_id[-1]) + 1, len(fields)), dtype=bool)
+    seen[visit_id, index] = True
+    counts = seen.sum(axis=0)
+    return {(int(f >> 5), int(f & 31)): int(c) for f, c in zip(fields, counts, strict=True)}
