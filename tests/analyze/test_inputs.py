@@ -272,7 +272,8 @@ def test_explicit_random_fill_on_a_non_const_pointer_is_honoured(
     env: dict[str, str], src: Path
 ) -> None:
     """histogram256 with `--buffer d_Data=uint32[16777216]:random`: the data is random, not the
-    0xFF poison (which put every byte in bin 255: 32-way conflicts on one address)."""
+    0xFF poison (which put every byte in bin 255: every lane's atomic on one address, which the
+    hardware aggregates (ATOMS.POPC.INC: one wavefront), so the bins' real conflicts vanished)."""
     common = [
         str(src / "hist.cu"),
         "--grid",
@@ -287,11 +288,11 @@ def test_explicit_random_fill_on_a_non_const_pointer_is_honoured(
         "4",
     ]
     filled = _analyze_json(env, *common, "--buffer", "d_Data=uint32[16777216]:random")
-    assert _shared_atomic_worst_ways(filled) < 16
+    assert 1 < _shared_atomic_worst_ways(filled) < 16
     assert not any("poisoned" in n for n in filled["emulation"]["notes"])
     # with no fill, d_Data (an output: not const) is poisoned, and the analysis says so
     poisoned = _analyze_json(env, *common, "--buffer", "d_Data=uint32[16777216]")
-    assert _shared_atomic_worst_ways(poisoned) == 32
+    assert _shared_atomic_worst_ways(poisoned) == 1  # one address: aggregated
     note = next(n for n in poisoned["emulation"]["notes"] if "poisoned" in n)
     assert "d_Data" in note and "read it before writing it" in note
     assert "--buffer 'd_Data=uint32[16777216]:random'" in note
