@@ -30,9 +30,8 @@ from gpuadvise.gate.flags import refused_flag
 from gpuadvise.gate.git import baseline_worktree, git_head, repo_top
 from gpuadvise.gate.provider import MetricsProvider
 from gpuadvise.gate.results import GateResult
-from gpuadvise.source.signature import Param, find_kernels, parse_signature, select_kernel
-from gpuadvise.spec import expr
-from gpuadvise.spec.kernel_spec import KernelSpec, find_spec_for, load_spec, resolve
+from gpuadvise.source.signature import find_kernels, parse_signature, select_kernel
+from gpuadvise.spec.kernel_spec import find_spec_for, load_spec, resolve
 
 __all__ = [
     "GatePlan",
@@ -135,46 +134,6 @@ def _check_flags(
         )
 
 
-def _check_names(spec: KernelSpec, params: Sequence[Param]) -> tuple[str, str] | None:
-    """(message, hint) for an arg or buffer that matches no kernel parameter, or None."""
-    by_name = {p.name: p for p in params}
-    used = set(spec.launch_names)
-    for b in spec.buffers:
-        used |= expr.names(b.count_expr)
-    for a in spec.args:
-        if isinstance(a.value, str):
-            used |= expr.names(a.value)
-    scalars = [p.name for p in by_name.values() if not p.is_pointer]
-    pointers = [p.name for p in by_name.values() if p.is_pointer]
-    for a in spec.args:
-        p = by_name.get(a.name)
-        if p is None and a.name not in used:
-            return (
-                f"argument {a.name!r} matches no parameter of {spec.kernel} and no size "
-                f"expression uses it (scalar parameters: {', '.join(scalars) or 'none'})",
-                "check the spelling in args against the kernel's parameter names",
-            )
-        if p is not None and p.is_pointer:
-            return (
-                f"argument {a.name!r} names a pointer parameter of {spec.kernel}",
-                f'give it under buffers instead: {a.name} = "float[n]"',
-            )
-    for b in spec.buffers:
-        p = by_name.get(b.name)
-        if p is None:
-            return (
-                f"buffer {b.name!r} matches no parameter of {spec.kernel} "
-                f"(pointer parameters: {', '.join(pointers) or 'none'})",
-                "check the spelling in buffers against the kernel's parameter names",
-            )
-        if not p.is_pointer:
-            return (
-                f"buffer {b.name!r} names the scalar parameter {b.name} of {spec.kernel}",
-                f"give it under args instead: {b.name} = ...",
-            )
-    return None
-
-
 def check_case(config: GateConfig, case: GateCase, root: Path, *, trust_config: bool) -> None:
     """Refuse (:class:`~gpuadvise.errors.ConfigError`) a case that cannot be gated as written:
     nvcc flags off the allow-list (unless ``trust_config``), a launch that cannot be built, and
@@ -197,9 +156,8 @@ def check_case(config: GateConfig, case: GateCase, root: Path, *, trust_config: 
         ) from None
     except GpuAdviseError as exc:
         raise _case_error(config, case, exc.message, exc.hint) from None
-    bad = _check_names(spec, params)
-    if bad is not None:
-        raise _case_error(config, case, *bad)
+    # unknown or misplaced argument and buffer names were refused by case.kernel_spec() above
+    # (spec.kernel_spec.check_spec, the check every command runs)
     if set(case.metrics) - _COMPILE_ONLY:
         # The trace and timing metrics bind the launch to the kernel: refuse what cannot bind
         # now rather than report those metrics as unavailable. Sizes of user structs are the

@@ -1276,12 +1276,13 @@ def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
         p = by_name.get(a.name)
         if p is not None and p.is_pointer:
             raise UsageError(
-                f"--arg {a.name}=... names a pointer parameter of {kernel}",
-                f"give it a buffer instead: --buffer {a.name}={p.pointee or 'float'}[n]",
+                f"argument {a.name!r} names a pointer parameter of {kernel}",
+                f"give it a buffer instead (--buffer {a.name}={p.pointee or 'float'}[n], or under "
+                "buffers in a spec)",
             )
         if p is None and a.name not in used_in_exprs:
             raise UsageError(
-                f"--arg {a.name}=... matches no parameter of {kernel} and no size expression "
+                f"argument {a.name!r} matches no parameter of {kernel} and no size expression "
                 f"uses it (scalar parameters: {', '.join(scalars) or 'none'}; pointer "
                 f"parameters: {', '.join(pointers) or 'none'})",
                 "check the spelling against the kernel's parameter names",
@@ -1290,15 +1291,15 @@ def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
         p = by_name.get(b.name)
         if p is None:
             raise UsageError(
-                f"--buffer {b.name}=... matches no parameter of {kernel} "
+                f"buffer {b.name!r} matches no parameter of {kernel} "
                 f"(pointer parameters: {', '.join(pointers) or 'none'})",
                 "check the spelling against the kernel's parameter names",
             )
         if not p.is_pointer:
             raise UsageError(
-                f"--buffer {b.name}=... names the scalar parameter {b.name} ({p.type_text}) of "
+                f"buffer {b.name!r} names the scalar parameter {b.name} ({p.type_text}) of "
                 f"{kernel}",
-                f"give it a value instead: --arg {b.name}=...",
+                f"give it a value instead (--arg {b.name}=..., or under args in a spec)",
             )
 
 
