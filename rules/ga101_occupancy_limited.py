@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Rule,
+    RuleContext,
+    Variant,
+)
 
 _LABELS = {
     "warps": "the block size (warps per SM)",
@@ -14,6 +23,17 @@ _LABELS = {
     "barriers": "barriers",
     "virtual_resources": "virtual resources",
 }
+
+
+@dataclass(frozen=True)
+class NextStep(FindingDetails):
+    """The step the estimate and the variant use (one of the context's ``next_steps``)."""
+
+    resource: str
+    value: int
+    active_warps_per_sm: int
+    occupancy: float
+    text: str
 
 
 class OccupancyLimited(Rule):
@@ -113,12 +133,15 @@ class OccupancyLimited(Rule):
             message,
             line=ctx.kernel_line,
             evidence=evidence,
-            details={"step": best, "steps": steps},
+            details=NextStep(
+                best.resource, best.value, best.active_warps_per_sm, best.occupancy, best.text
+            ),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         old = ctx.occupancy.occupancy
-        new = finding.details["step"].occupancy
+        step = finding.details_as(NextStep)
+        new = step.occupancy
         sat = float(ctx.option("saturation_occupancy"))
         bound = min(new, sat) / min(old, sat) if old > 0 else 1.0
         return Estimate(
@@ -132,7 +155,7 @@ class OccupancyLimited(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        step = finding.details["step"]
+        step = finding.details_as(NextStep)
         if step.resource == "registers":
             threads = ctx.occupancy_input.threads_per_block
             warps = ctx.occupancy.warps_per_block

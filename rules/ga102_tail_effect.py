@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Rule,
+    RuleContext,
+    Variant,
+)
+
+
+@dataclass(frozen=True)
+class Shortfall(FindingDetails):
+    """Which of the two launch shapes fired: ``small-grid`` or ``tail``."""
+
+    kind: str
 
 
 class TailEffect(Rule):
@@ -84,7 +100,7 @@ class TailEffect(Rule):
                     Evidence("sm_count", sms, unit="SMs"),
                     Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
                 ],
-                details={"kind": "small-grid"},
+                details=Shortfall("small-grid"),
             )
             return
         threshold = float(ctx.option("min_tail_idle"))
@@ -100,13 +116,13 @@ class TailEffect(Rule):
                     Evidence("last_wave_fill", round(w.last_wave_fill, 4)),
                     Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
                 ],
-                details={"kind": "tail"},
+                details=Shortfall("tail"),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         w = ctx.waves
         sms = ctx.device.sm_count
-        if finding.details["kind"] == "small-grid":
+        if finding.details_as(Shortfall).kind == "small-grid":
             speedup = sms / max(w.total_ctas, 1)
             return Estimate(
                 round(speedup, 3),
@@ -126,7 +142,7 @@ class TailEffect(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         w = ctx.waves
-        if finding.details["kind"] == "small-grid":
+        if finding.details_as(Shortfall).kind == "small-grid":
             return Variant(
                 "display-only",
                 f"split the work into at least {ctx.device.sm_count} CTAs (smaller blocks or "

@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from gpuadvise.rules import Estimate, Evidence, Finding, Rule, RuleContext, Variant
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Rule,
+    RuleContext,
+    Variant,
+)
+
+
+@dataclass(frozen=True)
+class BlockShapes(FindingDetails):
+    """The warp-multiple block shapes to suggest (``128x1``) and the warps a block occupies."""
+
+    shapes: tuple[str, ...]
+    warps: int
 
 
 def _shapes(total: int, block: tuple[int, int, int], warp: int) -> list[str]:
@@ -85,12 +102,12 @@ class BlockNotWarpMultiple(Rule):
                 Evidence("threads_per_block", threads, unit="threads"),
                 Evidence("idle_lanes_per_block", idle, unit="lanes"),
             ],
-            details={"shapes": shapes, "warps": warps},
+            details=BlockShapes(tuple(shapes), warps),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         threads = ctx.launch.block.count
-        warps = finding.details["warps"]
+        warps = finding.details_as(BlockShapes).warps
         lanes = warps * ctx.device.warp_size
         return Estimate(
             round(lanes / threads, 3),
@@ -101,7 +118,7 @@ class BlockNotWarpMultiple(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        shapes = finding.details["shapes"]
+        shapes = finding.details_as(BlockShapes).shapes
         text = " or ".join(shapes) if shapes else f"a multiple of {ctx.device.warp_size}"
         description = (
             f"launch blocks of {text} threads, with the grid recomputed to cover the same work"

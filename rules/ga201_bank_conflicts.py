@@ -11,6 +11,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     Rule,
@@ -24,6 +25,16 @@ from gpuadvise.rules import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+@dataclass(frozen=True)
+class ConflictLine(FindingDetails):
+    """A conflicting line: its wavefronts beyond the ideal over the traced CTAs, and its
+    shared-memory instructions (trace instruction indices) that the padding plan replays."""
+
+    excess_wavefronts: int
+    insts: tuple[int, ...]
+
 
 MAX_PAD_ELEMENTS = 64  # pads tried per array, in elements of the array's type
 MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default static limit
@@ -486,17 +497,16 @@ class BankConflicts(Rule):
                     Evidence("wavefronts", wavefronts, unit="wavefronts"),
                     Evidence("ideal_wavefronts", ideal, unit="wavefronts"),
                 ],
-                details={
-                    "excess": wavefronts - ideal,
-                    "insts": tuple(i for g in group for i in g.insts),
-                },
+                details=ConflictLine(
+                    int(wavefronts - ideal), tuple(int(i) for g in group for i in g.insts)
+                ),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         banks = ctx.banks
         scale = banks.scale
         w_launch = banks.launch.all.wavefronts
-        excess = finding.details["excess"] * scale
+        excess = finding.details_as(ConflictLine).excess_wavefronts * scale
         d = ctx.device
         shared_only = Estimate(
             round(work_ratio(w_launch, excess), 3),
@@ -533,7 +543,7 @@ class BankConflicts(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         try:
-            plan = plan_padding(ctx, finding.details["insts"])
+            plan = plan_padding(ctx, finding.details_as(ConflictLine).insts)
         except ModelUnavailable as exc:
             plan = f"the traced accesses are not available ({exc.message})"
         if isinstance(plan, str):

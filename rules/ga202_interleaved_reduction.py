@@ -11,6 +11,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     Rule,
     RuleContext,
@@ -87,6 +88,23 @@ class _Match:
     span: tuple[int, int]  # the pattern, offsets in the kernel body
     tid: str
     idx: str | None = None
+
+
+@dataclass(frozen=True)
+class Interleaved(FindingDetails):
+    """The pattern found: its form and its offsets in the kernel body (``find_interleaved``
+    finds it again in the context's source)."""
+
+    form: str
+    span: tuple[int, int]
+
+
+def _match_of(ks: KernelSource, finding: Finding) -> _Match:
+    d = finding.details_as(Interleaved)
+    for mt in find_interleaved(ks):
+        if mt.span == d.span and mt.form == d.form:
+            return mt
+    raise ValueError(f"the {d.form} pattern at {d.span} is no longer in the kernel's source")
 
 
 def _doubling_loops(ks: KernelSource) -> list[tuple[_Loop, tuple[int, int]]]:
@@ -306,7 +324,7 @@ class InterleavedReduction(Rule):
                     Evidence("pattern", mt.form),
                     Evidence("loop_line", ks.line(mt.loop.start)),
                 ],
-                details={"match": mt},
+                details=Interleaved(mt.form, mt.span),
             )
 
     def _block(self, ctx: RuleContext, bound: str) -> int:
@@ -316,7 +334,7 @@ class InterleavedReduction(Rule):
         return int(ctx.launch.block.x)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        mt: _Match = finding.details["match"]
+        mt = _match_of(ctx.kernel_source, finding)
         block = self._block(ctx, mt.loop.bound)
         before, after = _warp_iterations(block, mt.form)
         return Estimate(
@@ -330,8 +348,8 @@ class InterleavedReduction(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        mt: _Match = finding.details["match"]
         ks = ctx.kernel_source
+        mt = _match_of(ks, finding)
         diff = sequential_diff(ks, mt, ctx.source_file)
         return Variant(
             "display-only",

@@ -10,6 +10,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     Rule,
     RuleContext,
@@ -40,6 +41,23 @@ class _Race:
     decl: tuple[int, int] | None  # the volatile pointer's declaration (region offsets)
     guard: tuple[int, int] | None  # the `if (tid < 32) {` ... `}` block (region offsets)
     region_start: int  # offset of the region in the file
+
+
+@dataclass(frozen=True)
+class RaceAt(FindingDetails):
+    """The racing volatile pointer and where its region starts in the file (``find_races``
+    finds the race again in the context's source)."""
+
+    name: str
+    region_start: int
+
+
+def _race_of(ks: KernelSource, finding: Finding) -> _Race:
+    d = finding.details_as(RaceAt)
+    for race in find_races(ks):
+        if race.name == d.name and race.region_start == d.region_start:
+            return race
+    raise ValueError(f"the race through `{d.name}` is no longer in the kernel's source")
 
 
 def _steps(ks: KernelSource, name: str, tids: set[str]) -> list[tuple[str, _Step]]:
@@ -249,7 +267,7 @@ class WarpSynchronous(Rule):
                     Evidence("syncwarp_calls", 0, 0, "=="),
                     Evidence("arch", ctx.device.arch),
                 ],
-                details={"race": race},
+                details=RaceAt(race.name, race.region_start),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
@@ -261,8 +279,8 @@ class WarpSynchronous(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        race: _Race = finding.details["race"]
-        diff = shuffle_diff(ctx.kernel_source, race, ctx.source_file)
+        ks = ctx.kernel_source
+        diff = shuffle_diff(ks, _race_of(ks, finding), ctx.source_file)
         return Variant(
             "display-only",
             "reduce the last warp with __shfl_down_sync (or put __syncwarp() between every read "

@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     Rule,
@@ -69,6 +70,24 @@ class _Match:
     tree: _Tree
     decls: tuple[_Decl, ...]  # the declarations before the store (top level of the body)
     prologue_ok: bool  # only declarations before the store
+
+
+@dataclass(frozen=True)
+class IdleLoad(FindingDetails):
+    """The store into the shared array (body offsets, ``;`` included) and the threads of the
+    tree's first step (``find_idle_loads`` finds the store again in the context's source)."""
+
+    arr: str
+    store: tuple[int, int]
+    first_step_threads: int
+
+
+def _match_of(ctx: RuleContext, finding: Finding) -> _Match:
+    d = finding.details_as(IdleLoad)
+    for mt in find_idle_loads(ctx):
+        if mt.arr == d.arr and mt.store == d.store:
+            return mt
+    raise ValueError(f"the store into `{d.arr}` is no longer in the kernel's source")
 
 
 def _shared_1d(ks: KernelSource) -> set[str]:
@@ -543,7 +562,7 @@ class IdleReductionThreads(Rule):
                 f"{threads // 2} threads per block (seed 003's #4){grid_stride}",
                 line=line,
                 evidence=evidence,
-                details={"match": mt, "first": first},
+                details=IdleLoad(mt.arr, mt.store, int(first)),
             )
 
     @staticmethod
@@ -606,7 +625,7 @@ class IdleReductionThreads(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        mt: _Match = finding.details["match"]
+        mt = _match_of(ctx, finding)
         threads = int(ctx.launch.block.x)
         diff, why = first_add_diff(ctx.kernel_source, mt, threads, ctx.source_file)
         grid = ctx.launch.grid.as_tuple()

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     Kind,
     Rule,
     RuleContext,
@@ -26,6 +28,27 @@ from gpuadvise.rules import (
     struct_for,
     warp_footprint,
 )
+
+
+@dataclass(frozen=True)
+class BufferAccess(FindingDetails):
+    """The line's accesses of one buffer: the trace instructions (indices) that reach it, the
+    kind (``load``/``store``), whether it is an array of structures walked field by field, the
+    stride between consecutive threads, and the fields read (byte offset, width, name). The
+    lanes and records are taken again from the context's trace view."""
+
+    buffer: str
+    kind: str
+    insts: tuple[int, ...]
+    aos: bool
+    stride: int | None
+    fields: tuple[tuple[int, int, str], ...]
+
+    def access(self, ctx: RuleContext) -> tuple[Any, Any]:
+        """The lanes and the record indices of these instructions on this buffer."""
+        import numpy as np
+
+        return ctx.trace_view.access(np.array(self.insts, np.int64), self.buffer)
 
 
 class UncoalescedAccess(Rule):
@@ -196,23 +219,19 @@ class UncoalescedAccess(Rule):
             head + what,
             line=cl.line,
             evidence=evidence,
-            details={
-                "buffer": buffer,
-                "aos": aos,
-                "kind": cl.kind,
-                "insts": sorted(insts),
-                "recs": recs,
-                "lanes": lanes,
-                "layout": layout,
-                "names": dict(zip([o for o, _ in offsets], names, strict=True)),
-                "offsets": offsets,
-                "stride": stride,
-            },
+            details=BufferAccess(
+                buffer,
+                cl.kind.name.lower(),
+                tuple(sorted(insts)),
+                bool(aos),
+                None if stride is None else int(stride),
+                tuple((int(o), int(w), n) for (o, w), n in zip(offsets, names, strict=True)),
+            ),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
-        recs = finding.details["recs"]
+        _, recs = finding.details_as(BufferAccess).access(ctx)
         req = float(len(recs))
         sect = float(view.rec_sectors[recs].sum())
         ideal = float(view.rec_ideal[recs].sum())
@@ -225,25 +244,27 @@ class UncoalescedAccess(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
-        d = finding.details
-        buffer = d["buffer"]
+        d = finding.details_as(BufferAccess)
+        buffer = d.buffer
         view = ctx.trace_view
         bi = view.buffers[buffer]
-        if not d["aos"]:
-            now = f" (a stride of {d['stride']} bytes now)" if d["stride"] else ""
+        if not d.aos:
+            now = f" (a stride of {d.stride} bytes now)" if d.stride else ""
             return Variant(
                 "display-only",
                 f"make consecutive threads access consecutive words of `{buffer}`{now}: swap "
                 "the roles of the indices, or stage a tile through shared memory and read it "
                 "transposed",
             )
-        layout = d["layout"]
-        read = [d["names"][o] for o, _ in d["offsets"]]
+        layout = struct_for(bi, source_text(ctx.source_file))
+        names = {o: n for o, _, n in d.fields}
+        read = [n for _, _, n in d.fields]
         desc = soa_description(buffer, bi, layout, read)
-        if d["kind"] != Kind.LOAD:
+        if d.kind != "load":
             return Variant("display-only", desc + " (no proxy: stores are not reproduced)")
         where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, d["names"], integer_args(ctx.spec), where)
+        lanes, _ = d.access(ctx)
+        pattern = view.pattern(lanes, bi, names, integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant("display-only", desc + f" (no proxy: {pattern})")
         return Variant("proxy", desc, proxy=soa_proxy(pattern), label="SoA")

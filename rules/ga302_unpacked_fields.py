@@ -4,6 +4,7 @@ loaded one by one at a line (propose packing them into one word)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     Kind,
     Rule,
     RuleContext,
@@ -27,6 +29,23 @@ from gpuadvise.rules import (
     source_text,
     struct_for,
 )
+
+
+@dataclass(frozen=True)
+class PackedLine(FindingDetails):
+    """One line's loads of the packed fields: the buffer, the line's scalar loads of it (trace
+    instruction indices) and those of the packed fields, and the fields packed (name, byte
+    offset, used bits: ``plan_packing`` of them is the packing). The lanes are taken again from
+    the context's trace view."""
+
+    buffer: str
+    line_insts: tuple[int, ...]
+    insts: tuple[int, ...]
+    packed: tuple[tuple[str, int, int], ...]
+
+    def lanes(self, ctx: RuleContext) -> Any:
+        lanes, _ = ctx.trace_view.access(np.array(self.line_insts, np.int64), self.buffer)
+        return lanes
 
 
 class UnpackedFields(Rule):
@@ -170,6 +189,7 @@ class UnpackedFields(Rule):
             here = [by_off[o] for o in offs]
             desc = ", ".join(f"{f.name} ({f.used_bits} bit{'s' * (f.used_bits > 1)})" for f in here)
             elem_after = bi.elem_bytes - 4 * (len(packing.fields) - 1)
+            line_lanes = lanes.take(np.isin(lanes.inst, view.insts_at(file, line, Kind.LOAD)))
             message = (
                 f"{len(here)} narrow fields of `{bi.name}` ({bi.type_name}) are loaded one by one "
                 f"at this line, each from a 32-bit word of its own: {desc}; {len(here)} loads per "
@@ -196,23 +216,21 @@ class UnpackedFields(Rule):
                     Evidence("packed_element_bytes", elem_after, unit="B"),
                     Evidence("visits_with_two_or_more", together),
                 ],  # fmt: skip
-                details={
-                    "buffer": bi.name,
-                    "insts": sorted(insts),
-                    "packing": packing,
-                    "layout": layout,
-                    "lanes": lanes.take(np.isin(lanes.inst, view.insts_at(file, line, Kind.LOAD))),
-                    "file": file,
-                },
+                details=PackedLine(
+                    bi.name,
+                    tuple(sorted({int(i) for i in line_lanes.inst})),
+                    tuple(sorted(int(i) for i in insts)),
+                    tuple((f.name, int(f.offset), int(f.used_bits)) for f in packing.fields),
+                ),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
-        insts = finding.details["insts"]
+        d = finding.details_as(PackedLine)
+        insts = d.insts
         rec_inst = view.records["inst"]
         by_field: dict[int, list[float]] = {}
-        lanes = finding.details["lanes"]
-        fields = field_loads(lanes, view.buffers[finding.details["buffer"]].elem_bytes)
+        fields = field_loads(d.lanes(ctx), view.buffers[d.buffer].elem_bytes)
         for i in insts:
             sel = rec_inst == i
             off = fields[i][0]
@@ -229,18 +247,18 @@ class UnpackedFields(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        d = finding.details
+        d = finding.details_as(PackedLine)
         view = ctx.trace_view
-        bi = view.buffers[d["buffer"]]
-        packing = d["packing"]
-        layout = d["layout"]
+        bi = view.buffers[d.buffer]
+        packing = plan_packing(d.packed)
+        layout = struct_for(bi, source_text(ctx.source_file))
         desc = _description(bi, layout, packing)
         names = {f.offset: f.name for f in packing.fields}
         if layout is not None:
             for f in layout.fields:
                 names.setdefault(f.offset, f.name)
         where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, names, integer_args(ctx.spec), where)
+        pattern = view.pattern(d.lanes(ctx), bi, names, integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant("display-only", desc + f" (no proxy: {pattern})")
         proxy = packed_proxy(pattern, packing)

@@ -14,6 +14,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     Rule,
@@ -237,8 +238,6 @@ def _buffer_of(trace: Any, piece: _Piece) -> str | None:
 
 # ---------------------------------------------------------------------------------------------
 # The SASS side: did ptxas merge them already?
-
-
 
 
 @dataclass(frozen=True)
@@ -686,6 +685,24 @@ class _Group:
     sass: _SassAt
 
 
+@dataclass(frozen=True)
+class ScalarRun(FindingDetails):
+    """One finding's group in numbers: the buffer (None: unknown), the kind (0 load, 1 store),
+    the source lines, the element and vector widths in bytes, the pieces (runs of consecutive
+    accesses), the instructions one thread saves, the file of the first access, and the
+    requests/sectors/clocks of ``_numbers`` with the totals over the traced CTAs."""
+
+    buffer: str | None
+    kind: int
+    lines: tuple[int, ...]
+    width: int
+    vector: int
+    pieces: int
+    saved_per_thread: int
+    file: str | None
+    numbers: dict[str, int | float]
+
+
 class ScalarGlobalAccess(Rule):
     """Consecutive scalar global accesses of one thread that one 8- or 16-byte access would do.
 
@@ -794,7 +811,8 @@ class ScalarGlobalAccess(Rule):
             n = sum(len(p.execs) for p in ps)
             what = "loads" if kind == 0 else "stores"
             name = buf or "a buffer"
-            est = _estimate(ctx, g, nums)
+            per_thread = sum(len(p.execs) - 1 for p in ps)
+            est = _estimate(ctx, ps[0].width, per_thread, nums)
             # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
             quiet = est.speedup is not None and est.speedup < NOTE_BELOW
             yield self.finding(
@@ -819,19 +837,30 @@ class ScalarGlobalAccess(Rule):
                     Evidence("l1_sectors", nums["sectors_before"], unit="sectors"),
                     Evidence("l1_sectors_vectorized", nums["sectors_after"], unit="sectors"),
                 ],
-                details={"group": g, "numbers": nums, "kind": kind, "lines": lines},
+                details=ScalarRun(
+                    buf,
+                    int(kind),
+                    tuple(int(x) for x in lines),
+                    int(w),
+                    int(vec),
+                    len(ps),
+                    int(per_thread),
+                    ps[0].execs[0].file,
+                    {k: _plain(v) for k, v in nums.items()},
+                ),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        return _estimate(ctx, finding.details["group"], finding.details["numbers"])
+        d = finding.details_as(ScalarRun)
+        return _estimate(ctx, d.width, d.saved_per_thread, d.numbers)
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        g: _Group = finding.details["group"]
-        kind = finding.details["kind"]
-        w = g.pieces[0].width
-        vec = max(p.vector for p in g.pieces)
+        d = finding.details_as(ScalarRun)
+        kind = d.kind
+        w = d.width
+        vec = d.vector
         n = vec // w
-        name = g.buffer
+        name = d.buffer
         types = "uint2/float2/int2" if vec == 8 else "uint4/float4/int4/double2"
         hint = (
             f"make the {n} accesses one {vec}-byte vector access ({types} through a "
@@ -839,7 +868,7 @@ class ScalarGlobalAccess(Rule):
             f"registers; the index must be a multiple of {n} and the pointer the start of an "
             "allocation"
         )
-        if len(g.pieces) != 1 or name is None or not ctx.same_file(g.pieces[0].execs[0].file):
+        if d.pieces != 1 or name is None or not ctx.same_file(d.file):
             return Variant("display-only", hint)
         try:
             ks = ctx.kernel_source
@@ -851,7 +880,7 @@ class ScalarGlobalAccess(Rule):
             return Variant("display-only", f"{hint} ({name} is not a pointer parameter)")
         elem = _norm(p.pointee)
         rw = rewrite(
-            ks, ctx.source_file, name, elem, p.is_const, w, vec, finding.details["lines"],
+            ks, ctx.source_file, name, elem, p.is_const, w, vec, list(d.lines),
             store=kind != 0,
         )  # fmt: skip
         if rw.diff is None:
@@ -872,15 +901,19 @@ class ScalarGlobalAccess(Rule):
         )
 
 
-def _estimate(ctx: RuleContext, g: _Group, nums: dict[str, Any]) -> Estimate:
-    """The roofline bound of the module docstring ("How the estimate is made")."""
+def _plain(value: Any) -> int | float:
+    """A number of ``_numbers`` as a plain Python int or float."""
+    return int(value) if isinstance(value, (int, np.integer)) else float(value)
+
+
+def _estimate(ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]) -> Estimate:
+    """The roofline bound of the module docstring ("How the estimate is made"): ``w``, the
+    element's bytes; ``per_thread``, the instructions one thread saves."""
     trace = ctx.trace
     d = ctx.device
     scale = float(trace.scale)
     cyc_before = nums["l1_clocks_all"]
     cyc_after = cyc_before - nums["l1_clocks_saved"]
-    w = g.pieces[0].width
-    per_thread = sum(len(p.execs) - 1 for p in g.pieces)
     inputs: dict[str, Any] = {
         "requests_saved": nums["requests_saved"] * scale,
         "instructions_saved_per_thread": per_thread,

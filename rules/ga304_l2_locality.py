@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     PatchError,
@@ -50,7 +51,7 @@ _SIGNALLING = re.compile(r"\b(?:atomic\w*|__threadfence\w*|volatile|cuda::atomic
 
 
 @dataclass(frozen=True)
-class Remap:
+class Remap(FindingDetails):
     """Whether the kernel's block index can be remapped automatically.
 
     ``first_line``: the line of the kernel's first ``blockIdx`` (None: it reads none);
@@ -63,6 +64,31 @@ class Remap:
     @property
     def safe(self) -> bool:
         return not self.reasons
+
+
+@dataclass(frozen=True)
+class OrderTraffic(FindingDetails):
+    """The DRAM traffic the L2 model predicts under one launch order (its label, N)."""
+
+    label: str
+    n: int | None
+    dram_bytes: float
+    dram_write_bytes: float
+
+    @classmethod
+    def of(cls, order: Any) -> OrderTraffic:
+        n = None if order.n is None else int(order.n)
+        return cls(order.label, n, float(order.dram_bytes), float(order.dram_write_bytes))
+
+
+@dataclass(frozen=True)
+class L2Tiling(FindingDetails):
+    """The row-major and the best tiled order's traffic, and whether the block index can be
+    remapped automatically (the kernel's source is parsed again for the diffs)."""
+
+    row: OrderTraffic
+    best: OrderTraffic
+    remap: Remap
 
 
 def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:
@@ -399,11 +425,12 @@ class L2Locality(Rule):
                 Evidence("l2_efficiency", l2.efficiency),
                 Evidence("model_source", source),
             ],
-            details={"l2": l2, "row": row, "best": best, "remap": remap, "ks": ks},
+            details=L2Tiling(OrderTraffic.of(row), OrderTraffic.of(best), remap),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        row, best = finding.details["row"], finding.details["best"]
+        d = finding.details_as(L2Tiling)
+        row, best = d.row, d.best
         before = row.dram_bytes + row.dram_write_bytes
         after = best.dram_bytes + best.dram_write_bytes
         speedup = max(before / max(after, 1.0), 1.0)
@@ -433,9 +460,10 @@ class L2Locality(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        remap: Remap = finding.details["remap"]
-        ks: KernelSource = finding.details["ks"]
-        best = int(finding.details["best"].n)
+        d = finding.details_as(L2Tiling)
+        remap = d.remap
+        ks = ctx.kernel_source
+        best = int(d.best.n or 0)
         sizes = [best, *(n for n in TILE_SIZES if n != best)]
         if remap.safe:
             try:

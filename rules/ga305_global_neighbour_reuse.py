@@ -4,11 +4,14 @@ neighbours read through global memory): propose a shared tile with halo, if meas
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     Kind,
     Rule,
     RuleContext,
@@ -23,6 +26,24 @@ from gpuadvise.rules import (
     tile_pitch,
     tile_proxy,
 )
+
+
+@dataclass(frozen=True)
+class NeighbourReuse(FindingDetails):
+    """The line's loads of one buffer (trace instruction indices; the lanes are taken again
+    from the context's trace view) and their requests, sectors requested and distinct."""
+
+    buffer: str
+    insts: tuple[int, ...]
+    requests: int
+    requested_sectors: int
+    unique_sectors: int
+
+    def lanes(self, ctx: RuleContext) -> Any:
+        import numpy as np
+
+        lanes, _ = ctx.trace_view.access(np.array(self.insts, np.int64), self.buffer)
+        return lanes
 
 
 class GlobalNeighbourReuse(Rule):
@@ -122,16 +143,18 @@ class GlobalNeighbourReuse(Rule):
                         Evidence("sampled_ctas", len(view.ctas)),
                     ],  # fmt: skip
                     recommend_only_if_faster=True,
-                    details={
-                        "buffer": b,
-                        "lanes": lanes,
-                        "reuse": ru,
-                    },
+                    details=NeighbourReuse(
+                        b,
+                        tuple(sorted({int(i) for i in lanes.inst})),
+                        int(ru.requests),
+                        int(ru.requested_sectors),
+                        int(ru.unique_sectors),
+                    ),
                 )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
-        ru = finding.details["reuse"]
+        ru = finding.details_as(NeighbourReuse)
         before = l1_cycles(ru.requests, ru.requested_sectors)
         after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
         return l1_roofline_estimate(
@@ -143,9 +166,9 @@ class GlobalNeighbourReuse(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        d = finding.details
+        d = finding.details_as(NeighbourReuse)
         view = ctx.trace_view
-        bi = view.buffers[d["buffer"]]
+        bi = view.buffers[d.buffer]
         text = source_text(ctx.source_file)
         layout = struct_for(bi, text)
         if layout is not None:
@@ -153,7 +176,7 @@ class GlobalNeighbourReuse(Rule):
         else:  # a plain element (a uchar4, a float): name it by its type
             names = {0: bi.type_name} if not bi.is_struct else {}
         where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pattern = view.pattern(d["lanes"], bi, names, integer_args(ctx.spec), where)
+        pattern = view.pattern(d.lanes(ctx), bi, names, integer_args(ctx.spec), where)
         if isinstance(pattern, str):
             return Variant(
                 "display-only",

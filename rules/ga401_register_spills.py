@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     Rule,
@@ -102,7 +103,7 @@ def local_arrays(ks: KernelSource) -> list[LocalArray]:
 
 
 @dataclass(frozen=True)
-class RegisterCap:
+class RegisterCap(FindingDetails):
     """What caps the kernel's registers: ``__launch_bounds__``, ``__maxnreg__`` or
     ``-maxrregcount`` (in that order of precedence, as ptxas applies them)."""
 
@@ -119,6 +120,18 @@ class RegisterCap:
         if self.kind == "maxrregcount":
             return f"-maxrregcount={self.registers}"
         return self.text
+
+
+@dataclass(frozen=True)
+class LocalTraffic(FindingDetails):
+    """``spill`` (ptxas spills; ``cap``: what caps the registers, None: nothing) or
+    ``local-array`` (a stack frame without spills), and the local and global bytes per thread
+    the estimate weighs."""
+
+    kind: str
+    local_bytes: int
+    global_bytes: int
+    cap: RegisterCap | None = None
 
 
 def _regs_cap(regs_per_sm: int, threads: int, blocks: int) -> int:
@@ -445,7 +458,7 @@ class RegisterSpills(Rule):
                 message,
                 line=ctx.kernel_line,
                 evidence=evidence,
-                details={"kind": "spill", "cap": cap, "local": spill, "global": g},
+                details=LocalTraffic("spill", int(spill), int(g), cap),
             )
             return
         loads = sum(int(ln.count) for ln in loc if ln.kind == "load")
@@ -497,17 +510,14 @@ class RegisterSpills(Rule):
                 Evidence("local_access_lines", ",".join(map(str, access_lines))),
             ]
             + ([Evidence("array", chosen.name)] if chosen is not None else []),
-            details={"kind": "local-array", "local": loc_bytes, "global": g},
+            details=LocalTraffic("local-array", int(loc_bytes), int(g)),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        local = int(finding.details["local"])
-        g = int(finding.details["global"])
-        what = (
-            "spill stores + loads (ptxas)"
-            if finding.details["kind"] == "spill"
-            else ("LDL/STL widths (SASS)")
-        )
+        d = finding.details_as(LocalTraffic)
+        local = d.local_bytes
+        g = d.global_bytes
+        what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
         inputs = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
         if g <= 0:
             return Estimate(
@@ -528,9 +538,10 @@ class RegisterSpills(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
-        if finding.details["kind"] != "spill":
+        d = finding.details_as(LocalTraffic)
+        if d.kind != "spill":
             return None
-        cap: RegisterCap | None = finding.details["cap"]
+        cap = d.cap
         if cap is None:
             return None
         res = ctx.kernel.resources

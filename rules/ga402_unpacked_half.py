@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     KernelSource,
     ModelUnavailable,
     Rule,
@@ -328,6 +329,21 @@ def proposal(ks: KernelSource, loop: Loop) -> tuple[str, dict[str, Any]]:
     return "; ".join(parts), info
 
 
+@dataclass(frozen=True)
+class HalfLoop(FindingDetails):
+    """The lines whose SASS the estimate counts (the loop, or the statement's lines), that
+    region's one-lane fp16 instructions, half-word PRMTs and instructions, the kernel's
+    instructions, and the packing proposed (its text, and its pairs in ``plan_info``)."""
+
+    region: tuple[int, ...]
+    one_lane: int
+    prmt: int
+    region_instructions: int
+    instructions: int
+    plan: str
+    plan_info: dict[str, Any]
+
+
 # ---------------------------------------------------------------------------------------------
 # The rule
 
@@ -463,23 +479,24 @@ class UnpackedHalfMath(Rule):
                     Evidence("loop_halfword_prmt", in_loop.prmt, unit="instructions"),
                     Evidence("registers", regs, unit="registers/thread"),
                 ],
-                details={
-                    "loop": outer,
-                    "region": region,
-                    "at_line": at_line,
-                    "in_loop": in_loop,
-                    "plan": plan,
-                    "plan_info": info,
-                    "instructions": len([i for i in instrs if not i.never_executes]),
-                },
+                details=HalfLoop(
+                    tuple(int(n) for n in region),
+                    int(in_loop.one_lane),
+                    int(in_loop.prmt),
+                    int(in_loop.instructions),
+                    len([i for i in instrs if not i.never_executes]),
+                    plan,
+                    info,
+                ),
             )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        in_loop: SassCounts = finding.details["in_loop"]
-        n_kernel = int(finding.details["instructions"])
+        in_loop = finding.details_as(HalfLoop)
+        n_kernel = in_loop.instructions
         saved_static = in_loop.one_lane // 2 + in_loop.prmt
-        trips, how = _trips(ctx, finding.details["region"])
-        n_dyn = (n_kernel - in_loop.instructions) + in_loop.instructions * trips
+        trips, how = _trips(ctx, in_loop.region)
+        n_loop = in_loop.region_instructions
+        n_dyn = (n_kernel - n_loop) + n_loop * trips
         saved = saved_static * trips
         d = ctx.device
         launch = ctx.launch
@@ -528,7 +545,7 @@ class UnpackedHalfMath(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        plan = finding.details.get("plan") or "keep the data as half2 pairs and use __h*2"
+        plan = finding.details_as(HalfLoop).plan or "keep the data as half2 pairs and use __h*2"
         return Variant(
             "display-only",
             f"{plan}. Display-only: the gain needs the layout changed end to end, which "

@@ -11,6 +11,7 @@ from gpuadvise.rules import (
     Estimate,
     Evidence,
     Finding,
+    FindingDetails,
     ModelUnavailable,
     Rule,
     RuleContext,
@@ -21,7 +22,7 @@ FP32_LANES_PER_SM = 128  # lanes that retire one instruction per cycle per SM (s
 
 
 @dataclass(frozen=True)
-class LaunchModel:
+class LaunchModel(FindingDetails):
     """The time model of a sequence of ``launches`` launches of one kernel (microseconds).
 
     A launch keeps the GPU busy ``kernel_us + gap_us`` (the kernel's predicted time and the
@@ -57,6 +58,15 @@ class LaunchModel:
     @property
     def speedup(self) -> float:
         return self.stream_us / self.graph_us_total
+
+
+@dataclass(frozen=True)
+class LaunchOverhead(FindingDetails):
+    """The time model of the sequence and the numbers its kernel time came from (bytes per
+    launch, bandwidth, memory time, the traced instruction floor: None without a trace)."""
+
+    model: LaunchModel
+    facts: dict[str, int | float | None]
 
 
 def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
@@ -236,12 +246,12 @@ class ManyShortLaunches(Rule):
             message,
             line=ctx.kernel_line,
             evidence=evidence,
-            details={"model": m, "facts": facts},
+            details=LaunchOverhead(m, facts),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        m: LaunchModel = finding.details["model"]
-        facts = finding.details["facts"]
+        d = finding.details_as(LaunchOverhead)
+        m, facts = d.model, d.facts
         return Estimate(
             round(m.speedup, 3),
             "point",
@@ -269,7 +279,7 @@ class ManyShortLaunches(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        m: LaunchModel = finding.details["model"]
+        m = finding.details_as(LaunchOverhead).model
         return Variant(
             "display-only",
             f"capture the {m.launches} launches once (cudaStreamBeginCapture ... "

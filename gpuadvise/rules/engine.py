@@ -41,12 +41,14 @@ import os
 import re
 import sys
 import traceback
+import types
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
 from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
@@ -66,6 +68,7 @@ __all__ = [
     "Estimate",
     "Evidence",
     "Finding",
+    "FindingDetails",
     "Measurement",
     "ModelUnavailable",
     "Proxy",
@@ -383,6 +386,130 @@ class Trial:
         )
 
 
+# ---------------------------------------------------------------------------------------------
+# A rule's details: what detect() hands to estimate()/transform(), typed and serializable
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _to_json(value: Any, where: str) -> Any:
+    if isinstance(value, FindingDetails):
+        return value.to_dict()
+    if isinstance(value, _JSON_SCALARS):
+        return value
+    if isinstance(value, (tuple, list)):
+        return [_to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: a details mapping's keys must be str, not {k!r}")
+            out[k] = _to_json(v, f"{where}.{k}")
+        return out
+    raise TypeError(
+        f"{where}: {type(value).__name__} is not JSON-safe (details hold str, int, float, bool, "
+        "None, and tuples, lists, dicts or FindingDetails of those)"
+    )
+
+
+def _from_json(hint: Any, value: Any) -> Any:
+    """``value`` (parsed JSON) as the type ``hint`` names: lists become tuples where the field
+    is a tuple, dicts become the FindingDetails class a field names."""
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        for a in args:  # the first member the value's JSON shape fits
+            o = typing.get_origin(a) or a
+            if isinstance(value, list) and o in (tuple, list):
+                return _from_json(a, value)
+            if isinstance(value, dict) and (
+                o in (dict, Mapping) or (isinstance(o, type) and issubclass(o, FindingDetails))
+            ):
+                return _from_json(a, value)
+        return value
+    if isinstance(hint, type) and issubclass(hint, FindingDetails) and isinstance(value, dict):
+        return hint.from_dict(value)
+    if origin is tuple and isinstance(value, list):
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_json(args[0], v) for v in value)
+        if args and len(args) == len(value):
+            return tuple(_from_json(a, v) for a, v in zip(args, value, strict=True))
+        return tuple(_from_json(Any, v) for v in value)
+    if origin is list and isinstance(value, list):
+        (arg,) = typing.get_args(hint) or (Any,)
+        return [_from_json(arg, v) for v in value]
+    if origin in (dict, Mapping) and isinstance(value, dict):
+        args = typing.get_args(hint)
+        arg = args[1] if len(args) == 2 else Any
+        return {k: _from_json(arg, v) for k, v in value.items()}
+    return value
+
+
+class FindingDetails:
+    """Base of a rule's typed details: what its ``detect`` hands to ``estimate``/``transform``.
+
+    A subclass is a frozen dataclass defined at the top level of the rule's module, whose fields
+    are JSON-safe: str, int, float (finite), bool, None, and tuples, lists, str-keyed dicts or
+    other FindingDetails of those. What cannot be JSON (arrays, the trace view, a model's
+    result, the parsed source) is not kept: ``estimate``/``transform`` recompute it from the
+    context with the ids, names and lines the details hold. :meth:`to_dict`/:meth:`from_dict`
+    follow from the fields; a finding's JSON carries the class's name as ``type``, and
+    :meth:`Finding.from_dict` finds the class again in the module of the finding's rule.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        if not is_dataclass(self):
+            raise TypeError(f"{type(self).__name__} must be a dataclass")
+        return {
+            f.name: _to_json(getattr(self, f.name), f"{type(self).__name__}.{f.name}")
+            for f in fields(self)
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
+        hints = typing.get_type_hints(cls)
+        return cls(
+            **{
+                f.name: _from_json(hints.get(f.name, Any), d[f.name])
+                for f in fields(cls)  # type: ignore[arg-type]
+                if f.name in d
+            }
+        )
+
+
+_D = TypeVar("_D", bound=FindingDetails)
+
+
+def _details_to_dict(details: FindingDetails | Mapping[str, Any] | None) -> Any:
+    if details is None:
+        return None
+    if isinstance(details, FindingDetails):
+        return {"type": type(details).__name__, "fields": details.to_dict()}
+    return _to_json(details, "details")
+
+
+def _details_from_dict(rule_id: str, d: Any, registry: Registry | None) -> Any:
+    """A finding's details from its JSON: the rule's class named by ``type``, looked up in the
+    module of the rule (``registry``'s, the bundled rules by default); an unknown rule or type
+    leaves the JSON as it is."""
+    if not isinstance(d, Mapping) or set(d) != {"type", "fields"}:
+        return d
+    if registry is None:
+        try:
+            registry = load_registry()
+        except GpuAdviseError:
+            return dict(d)
+    rule = registry.find(rule_id)
+    module = sys.modules.get(type(rule).__module__) if rule is not None else None
+    cls = getattr(module, str(d["type"]), None) if module is not None else None
+    if not (isinstance(cls, type) and issubclass(cls, FindingDetails)):
+        return dict(d)
+    return cls.from_dict(d["fields"])
+
+
 @dataclass(frozen=True)
 class Finding:
     """One problem a rule found, where, why (evidence), and what fixing it is worth.
@@ -396,7 +523,8 @@ class Finding:
     ``recommend_only_if_faster``: a fix that often does not pay (GA305: the L1 may serve the
     reuse already) is recommended only when measured faster; the measurement stage demotes the
     finding to a note otherwise.
-    ``details``: rule-private data for ``estimate``/``transform``, never serialized.
+    ``details``: the rule's :class:`FindingDetails` for its ``estimate``/``transform`` (None
+    when it needs none); serialized with its class name (a plain dict when the class is unknown).
     """
 
     rule: str
@@ -415,11 +543,20 @@ class Finding:
     error: str | None = None
     trials: tuple[Trial, ...] = ()
     recommend_only_if_faster: bool = False
-    details: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    details: FindingDetails | Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def is_error(self) -> bool:
         return self.error is not None
+
+    def details_as(self, cls: type[_D]) -> _D:
+        """The details, checked to be of the rule's class ``cls``."""
+        if not isinstance(self.details, cls):
+            raise TypeError(
+                f"{self.rule} finding's details are {type(self.details).__name__}, "
+                f"not {cls.__name__}"
+            )
+        return self.details
 
     @property
     def rank_basis(self) -> RankBasis:
@@ -476,10 +613,13 @@ class Finding:
             "error": self.error,
             "trials": [t.to_dict() for t in self.trials],
             "recommend_only_if_faster": self.recommend_only_if_faster,
+            "details": _details_to_dict(self.details),
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+    def from_dict(cls, d: Mapping[str, Any], registry: Registry | None = None) -> Finding:
+        """The finding of :meth:`to_dict`'s JSON; ``registry``: where the rule's details class
+        is looked up (the bundled rules by default)."""
         est, meas, var = d.get("estimated_speedup"), d.get("measured_speedup"), d.get("variant")
         return cls(
             rule=d["rule"],
@@ -498,6 +638,7 @@ class Finding:
             error=d.get("error"),
             trials=tuple(Trial.from_dict(t) for t in d.get("trials", ())),
             recommend_only_if_faster=bool(d.get("recommend_only_if_faster", False)),
+            details=_details_from_dict(d["rule"], d.get("details"), registry),
         )
 
     def to_report_item(self, root: str | os.PathLike[str] | None = None) -> ReportItem:
@@ -600,7 +741,7 @@ class Rule(ABC):
         file: str | None = None,
         evidence: Iterable[Evidence] = (),
         severity: Severity | None = None,
-        details: Mapping[str, Any] | None = None,
+        details: FindingDetails | None = None,
         recommend_only_if_faster: bool = False,
     ) -> Finding:
         """A finding of this rule in ``ctx``'s kernel (file: the kernel's source by default)."""
@@ -615,7 +756,7 @@ class Rule(ABC):
             kernel=ctx.kernel_name,
             evidence=tuple(evidence),
             recommend_only_if_faster=recommend_only_if_faster,
-            details=dict(details or {}),
+            details=details,
         )
 
     @classmethod

@@ -195,7 +195,7 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
     a = analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
     load, store = ga301(a)
     assert (load.line, store.line) == (4, 4)
-    assert load.details["kind"] == Kind.LOAD and store.details["kind"] == Kind.STORE
+    assert load.details.kind == "load" and store.details.kind == "store"
     # loads of x and vx: each lane its own sector (32 per request, 4 ideal); a warp's 32
     # particles use 8 bytes of each one's sector: 32 sectors for an ideal of 8
     e = ev(load)

@@ -239,11 +239,13 @@ def test_unsafe_kernel_gets_a_display_only_variant(tmp_path: Path) -> None:
     remap = mod.remap_safety(ks, (480, 270, 1))
     rule = rule_api.load_registry().get("GA304")
     f = rule_api.Finding(
-        "GA304", rule.name, rule.title, "warning", "m", details={
-            "remap": remap, "ks": ks, "best": SimpleNamespace(n=16, label="tile-x:16")
-        },
+        "GA304", rule.name, rule.title, "warning", "m", details=mod.L2Tiling(
+            mod.OrderTraffic("row-major", None, 2e6, 0.0),
+            mod.OrderTraffic("tile-x:16", 16, 1e6, 0.0),
+            remap,
+        ),
     )  # fmt: skip
-    v = rule.transform(SimpleNamespace(source_file=str(GATHER)), f)
+    v = rule.transform(SimpleNamespace(source_file=str(GATHER), kernel_source=ks), f)
     assert v.safety == "display-only" and v.diff is None and v.alternatives == ()
     assert "gridDim" in v.description and "const unsigned n = 16u;" in v.description
 

@@ -102,7 +102,7 @@ def test_estimate(soa_analysis):
     (f,) = ga305(soa_analysis)
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and "shared tile" in est.method
-    ru = f.details["reuse"]
+    ru = f.details
     # before: max(requests, requested sectors / 4); after: a wavefront per request plus the
     # staged sectors / 4
     before = max(ru.requests, ru.requested_sectors / 4)

@@ -90,7 +90,7 @@ def test_weight_sum_beside_a_spare_lane(moments):
         assert e["scalar_fp16_ops"] == 1
         assert e["sass_one_lane_fp16"] == NEIGHBOURS and e["sass_packed_fp16"] == 0
         assert e["registers"] > 0  # ptxas -v: registers per thread, as context
-        info = f.details["plan_info"]
+        info = f.details.plan_info
         # only __low2half(m_b) is read after the loop: the weight sum fits its high lane
         assert info["spare_lanes"] == {"m_b": "low", "v_b": "low"}
         assert info["into_spare_lane"] == [["wsum", "m_b", "high"]]
@@ -116,7 +116,7 @@ def test_half3_lines_and_pairs(moments):
     )
     assert by[166]["sass_one_lane_fp16"] == NEIGHBOURS  # the weight sum
     assert by[163]["loop_one_lane_fp16"] == 2 * NEIGHBOURS  # b*b and wsum
-    info = fs[0].details["plan_info"]
+    info = fs[0].details.plan_info
     # moments_half4's packing: (r, g), (r^2, g^2), (b, 1) x w; b^2 alone
     assert info["pairs"] == [["m_r", "m_g"], ["v_r", "v_g"], ["m_b", "wsum"]]
     assert info["unpaired"] == ["v_b"]

@@ -3,7 +3,6 @@ selection, the finding's JSON shape, error rows, and the launch rules on modelle
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import subprocess
@@ -224,8 +223,11 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         "error": (str, type(None)),
         "trials": list,
         "recommend_only_if_faster": bool,
+        "details": (dict, type(None)),
     }
     assert set(d) == set(want), set(d) ^ set(want)
+    if d["details"] is not None:  # the rule's details class and its fields
+        assert set(d["details"]) == {"type", "fields"} and isinstance(d["details"]["fields"], dict)
     for k, t in want.items():
         assert isinstance(d[k], t), (k, d[k])
     assert d["severity"] in rule_api.SEVERITIES
@@ -275,7 +277,27 @@ def test_finding_json_schema_and_round_trip(tmp_path):
         assert d["measured_speedup"] is None and d["verified"] is None  # never claimed here
         back = rule_api.Finding.from_dict(json.loads(json.dumps(d)))
         assert back.to_dict() == d
-        assert back == dataclasses.replace(f, details={})
+        assert back == f and isinstance(back.details, rule_api.FindingDetails)
+
+
+def test_details_of_an_unknown_type_round_trip_as_a_dict():
+    d = rule_api.Finding("GA999", "a-b", "t", "warning", "m").to_dict()
+    d["details"] = {"type": "Gone", "fields": {"lines": [1, 2]}}
+    back = rule_api.Finding.from_dict(json.loads(json.dumps(d)))
+    assert back.details == {"type": "Gone", "fields": {"lines": [1, 2]}}
+    assert back.to_dict() == d
+
+
+def test_details_that_are_not_json_are_refused():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Bad(rule_api.FindingDetails):
+        value: object
+
+    f = rule_api.Finding("GA101", "a-b", "t", "warning", "m", details=Bad(object()))
+    with pytest.raises(TypeError, match="not JSON-safe"):
+        f.to_dict()
 
 
 def test_the_control_flag_survives_a_json_round_trip():

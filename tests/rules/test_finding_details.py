@@ -1,0 +1,45 @@
+"""Every bundled rule's findings on the kernel cases survive a JSON round trip exactly, details
+included (``Finding.from_dict(json.loads(json.dumps(f.to_dict()))) == f``), and the rule's
+``estimate`` and ``transform`` give the same result on the round-tripped finding as on the
+original: the details hold everything they need beside the context (issue 14, item 4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from rulekit import KERNELS
+from test_rules_golden import CASES, TRACE_CTAS, analyze
+
+import gpuadvise.rules as rule_api
+from gpuadvise.analyze.evaluate import rule_context
+from gpuadvise.rules.config import Config
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+
+def _json(value: Any) -> str | None:
+    """An Estimate's or a Variant's JSON (NaN-safe), None for None."""
+    return None if value is None else json.dumps(value.to_dict(), sort_keys=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c}:{k}" for c, k in CASES])
+def test_details_round_trip_and_drive_estimate_and_transform(case: tuple[str, str]) -> None:
+    rel, kernel = case
+    registry = rule_api.load_registry()
+    cfg = Config(trace_ctas=TRACE_CTAS)
+    context = rule_context(analyze(KERNELS / rel, kernel), cfg)
+    run = rule_api.evaluate_rules(context, cfg, registry=registry)
+    assert not [f for f in run.findings if f.is_error], [f.error for f in run.findings]
+    for f in run.findings:
+        assert isinstance(f.details, rule_api.FindingDetails), (f.rule, type(f.details))
+        text = json.dumps(f.to_dict(), allow_nan=False)
+        back = rule_api.Finding.from_dict(json.loads(text), registry)
+        assert back == f, f.rule
+        assert type(back.details) is type(f.details)
+        assert json.dumps(back.to_dict(), allow_nan=False) == text
+        rule = registry.get(f.rule)
+        ctx = context.for_rule(registry.options_for(rule, cfg), registry.severity_for(rule, cfg))
+        assert _json(rule.estimate(ctx, back)) == _json(f.estimated_speedup), f.rule
+        assert _json(rule.transform(ctx, back)) == _json(f.variant), f.rule
