@@ -20,7 +20,7 @@ from gpuadvise.analyze.prepare import (
     time_prepared,
 )
 from gpuadvise.errors import UsageError
-from gpuadvise.runner import job as J
+from gpuadvise.runner.job import TimingConfig
 
 
 @dataclass
@@ -56,7 +56,7 @@ def run_bench(
     hot: bool,
     timeout_s: float,
     flops_expr: str | None,
-    timing: J.TimingConfig,
+    timing: TimingConfig,
 ) -> BenchReport:
     from gpuadvise.runner.client import require_gpu
     from gpuadvise.runner.stats import speedup_ci, summarize
@@ -131,5 +131,3 @@ def run_bench(
         report.speedup = speedup_ci(oa.samples_ms, ob.samples_ms)
     report.ceiling_gbps, report.ceiling_source = bandwidth_ceiling(res.device, timeout_s)
     return report
-
-

@@ -17,7 +17,7 @@ import numpy as np
 from gpuadvise.analyze.options import KernelOptions, build
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
-from gpuadvise.runner import job as J
+from gpuadvise.runner.job import BufferInit, Job, KernelLaunch, Param, TimingConfig
 from gpuadvise.runner.params import buffer_init, scalar_param
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedArg, ResolvedLaunch
 
@@ -30,8 +30,8 @@ class Prepared:
     device: DeviceSpec
     kernel_name: str
     resolved: ResolvedLaunch
-    launch: J.KernelLaunch
-    buffers: tuple[J.BufferInit, ...]
+    launch: KernelLaunch
+    buffers: tuple[BufferInit, ...]
     rtol: float
     atol: float
     notes: tuple[str, ...] = field(default=())
@@ -43,10 +43,6 @@ def split_source(text: str) -> tuple[str, str | None]:
     if not m:
         return text, None
     return m.group(1), m.group(2)
-
-
-
-
 
 
 def prepare(opts: KernelOptions, label: str) -> Prepared:
@@ -72,10 +68,10 @@ def prepare(opts: KernelOptions, label: str) -> Prepared:
     resolved = resolve_launch(spec, kernel, options, tc)
     notes += list(resolved.notes)
     fmt_params = tuple(
-        scalar_param(p) if isinstance(p, ResolvedArg) else J.Param("buffer", "P", 0, p.name)
+        scalar_param(p) if isinstance(p, ResolvedArg) else Param("buffer", "P", 0, p.name)
         for p in resolved.params
     )
-    launch = J.KernelLaunch(
+    launch = KernelLaunch(
         label=label,
         cubin_path=str(module.cubin_path),
         symbol=kernel.mangled,
@@ -122,7 +118,7 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
     nbytes = max(16 * l2, 1 << 30)
     n4 = nbytes // 16
     sms = int(device_info.get("sm_count") or 132)
-    launch = J.KernelLaunch(
+    launch = KernelLaunch(
         "copy",
         str(module.cubin_path),
         "gpuadvise_copy",
@@ -130,17 +126,17 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
         (256, 1, 1),
         0,
         (
-            J.Param("buffer", "P", 0, "in"),
-            J.Param("buffer", "P", 0, "out"),
-            J.Param("scalar", "Q", n4),
+            Param("buffer", "P", 0, "in"),
+            Param("buffer", "P", 0, "out"),
+            Param("scalar", "Q", n4),
         ),
     )
     bufs = (
-        J.BufferInit("in", np.dtype(np.uint8), nbytes, "zeros"),
-        J.BufferInit("out", np.dtype(np.uint8), nbytes, "zeros", is_output=False),
+        BufferInit("in", np.dtype(np.uint8), nbytes, "zeros"),
+        BufferInit("out", np.dtype(np.uint8), nbytes, "zeros", is_output=False),
     )
     run = run_in_worker(
-        J.Job((launch,), bufs, verify=False, timing=J.TimingConfig(cold=False, min_time_s=0.3)),
+        Job((launch,), bufs, verify=False, timing=TimingConfig(cold=False, min_time_s=0.3)),
         timeout_s,
     )
     if not run.result.ok or not run.result.outcomes:
@@ -161,7 +157,7 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
                     "bytes": 2 * nbytes,
                     "median_ms": med,
                 }
-            )
+            ),
         )
     except OSError:
         pass
@@ -169,7 +165,7 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
 
 
 def time_prepared(
-    prepared: list[Prepared], timing: J.TimingConfig, hot: bool, timeout_s: float
+    prepared: list[Prepared], timing: TimingConfig, hot: bool, timeout_s: float
 ) -> Any:
     """Verify and time prepared launches (A B interleaved) in the isolated worker."""
     from gpuadvise.runner.client import run_in_worker
@@ -185,7 +181,7 @@ def time_prepared(
         spin_cubin=str(spin.cubin_path),
         flush_cubin=str(flush.cubin_path),
     )
-    job = J.Job(
+    job = Job(
         launches=tuple(p.launch for p in prepared),
         buffers=prepared[0].buffers,
         seed=prepared[0].spec.seed,
@@ -213,9 +209,3 @@ def live_options(opts: KernelOptions) -> KernelOptions:
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-
-
-
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuadvise.analyze.bench import BenchReport
 from gpuadvise.analyze.options import KernelOptions
-from gpuadvise.runner import job as J
+from gpuadvise.runner.job import TimingConfig
 
 
 def run_bench(
@@ -13,7 +13,7 @@ def run_bench(
     hot: bool,
     timeout_s: float,
     flops_expr: str | None,
-    timing: J.TimingConfig,
+    timing: TimingConfig,
     as_json: bool,
 ) -> int:
     """Time, render, and return the exit code (:meth:`BenchReport.exit_code`)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuadvise.errors import UsageError
-from gpuadvise.runner import job as J
+from gpuadvise.runner.job import BufferInit, Param
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer
 
 _STRUCT_CODES = {
@@ -15,15 +15,15 @@ _STRUCT_CODES = {
 }  # fmt: skip
 
 
-def scalar_param(a: ResolvedArg) -> J.Param:
+def scalar_param(a: ResolvedArg) -> Param:
     ct = a.ctype
     if ct.kind == "bfloat16":
         from gpuadvise.spec.cuda_types import encode_bfloat16
 
-        return J.Param("scalar", "H", int(encode_bfloat16(np.array([a.value]))[0]))
+        return Param("scalar", "H", int(encode_bfloat16(np.array([a.value]))[0]))
     fmt = ct.numpy_format.lstrip("<>=|")
     if fmt == "f2":
-        return J.Param("scalar", "H", int(np.array([a.value], np.float16).view(np.uint16)[0]))
+        return Param("scalar", "H", int(np.array([a.value], np.float16).view(np.uint16)[0]))
     code = _STRUCT_CODES.get(fmt)
     if code is None or ct.lanes > 1:
         raise UsageError(
@@ -31,10 +31,10 @@ def scalar_param(a: ResolvedArg) -> J.Param:
             "pass it through a pointer",
         )
     value: int | float = float(a.value) if code in "fd" else int(a.value)
-    return J.Param("scalar", code, value)
+    return Param("scalar", code, value)
 
 
-def buffer_init(b: ResolvedBuffer) -> J.BufferInit:
+def buffer_init(b: ResolvedBuffer) -> BufferInit:
     from gpuadvise.spec.cuda_types import CudaType
 
     if isinstance(b.elem, CudaType):
@@ -51,4 +51,4 @@ def buffer_init(b: ResolvedBuffer) -> J.BufferInit:
             )
     # Outputs start poisoned (NaN / 0xFF) unless the user gave their start value (any explicit
     # fill, random included): then they are in/out buffers and start with that value.
-    return J.BufferInit(b.name, dtype, b.count, b.fill, b.is_output, b.poisoned, kind)
+    return BufferInit(b.name, dtype, b.count, b.fill, b.is_output, b.poisoned, kind)

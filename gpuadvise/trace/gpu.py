@@ -393,8 +393,8 @@ def trace_on_gpu(
         assemble,
         instrument_ptx,
     )
-    from gpuadvise.runner import job as J
     from gpuadvise.runner.client import require_gpu
+    from gpuadvise.runner.job import Param
     from gpuadvise.runner.params import buffer_init, scalar_param
     from gpuadvise.runner.trace_job import (
         EmulatedBackend,
@@ -426,7 +426,7 @@ def trace_on_gpu(
         ptx_module, kernel.mangled, module.arch, launch.launch.dynamic_smem_bytes
     )
     params = tuple(
-        scalar_param(p) if isinstance(p, ResolvedArg) else J.Param("buffer", "P", 0, p.name)
+        scalar_param(p) if isinstance(p, ResolvedArg) else Param("buffer", "P", 0, p.name)
         for p in launch.params
     )
     buffers = tuple(buffer_init(b) for b in launch.buffers)
