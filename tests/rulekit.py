@@ -97,3 +97,25 @@ def kernel_case(
         f'out = {{ type = "int", count = {grid}, fill = "zeros" }}\n'
     )
     return src
+
+
+def source_line(source: Path, text: str) -> int:
+    """The 1-based line of ``source`` that holds ``text`` (exactly one must)."""
+    (n,) = [i for i, t in enumerate(source.read_text().splitlines(), 1) if text in t]
+    return n
+
+
+def reduction_block_sums(a: Any, blocks: int, per_block: int) -> tuple[Any, Any]:
+    """(``out`` of the first ``blocks`` CTAs of analysis ``a`` on the emulator, the int32 sums of
+    their ``per_block`` inputs each): a reduction kernel's outputs and what they must be."""
+    import numpy as np
+
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    launch = resolve(a.spec, parse_signature(Path(a.spec.source).read_text(), a.spec.kernel))
+    e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=blocks)
+    data = e.inputs["in"].astype(np.int64)
+    want = np.array([data[b * per_block : (b + 1) * per_block].sum() for b in range(blocks)])
+    return e.outputs["out"][:blocks].astype(np.int64), (want + 2**31) % 2**32 - 2**31

@@ -11,12 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, run_rule
+from rulekit import KERNELS, analyze, ev, kernel_case, reduction_block_sums, run_rule, source_line
 
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.source.signature import parse_signature
-from gpuadvise.spec.kernel_spec import resolve
-from gpuadvise.trace.emulate import emulate
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -28,27 +25,13 @@ def ga202(source: Path, kernel: str) -> tuple[Any, list[Any]]:
     return a, run_rule(a, "GA202")
 
 
-def line_of(source: Path, text: str) -> int:
-    (n,) = [i for i, t in enumerate(source.read_text().splitlines(), 1) if text in t]
-    return n
-
-
-def block_sums(a: Any, blocks: int, per_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(out of the first ``blocks`` CTAs on the emulator, the sums of their inputs)."""
-    launch = resolve(a.spec, parse_signature(Path(a.spec.source).read_text(), a.spec.kernel))
-    e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=blocks)
-    data = e.inputs["in"].astype(np.int64)
-    want = np.array([data[b * per_block : (b + 1) * per_block].sum() for b in range(blocks)])
-    return e.outputs["out"][:blocks].astype(np.int64), (want + 2**31) % 2**32 - 2**31
-
-
 # ---------------------------------------------------------------------------------------------
 # The reduction case
 
 
 def test_divergent_modulo_form_in_reduce1():
     _, (f,) = ga202(REDUCE, "reduce1")
-    assert f.line == line_of(REDUCE, "if (tid % (2 * s) == 0) {  // expect: GA202")
+    assert f.line == source_line(REDUCE, "if (tid % (2 * s) == 0) {  // expect: GA202")
     e = ev(f)
     assert e == {"pattern": "modulo", "loop_line": f.line - 1}
     assert "divergent branch `tid % (2*s)` in a loop doubling s" in f.message
@@ -63,7 +46,7 @@ def test_divergent_modulo_form_in_reduce1():
 
 def test_strided_index_form_in_reduce2():
     _, (f,) = ga202(REDUCE, "reduce2")
-    assert f.line == line_of(REDUCE, "unsigned index = 2 * s * tid;  // expect: GA202")
+    assert f.line == source_line(REDUCE, "unsigned index = 2 * s * tid;  // expect: GA202")
     assert ev(f) == {"pattern": "strided-index", "loop_line": f.line - 1}
     assert "strided index `index = 2*s*tid`" in f.message
     # the working lanes are packed (128, 64, ... threads): 4 + 2 + 1 x 6 = 12, as sequential
@@ -89,7 +72,7 @@ def test_variant_is_sequential_addressing_and_keeps_the_sums(kernel, tmp_path):
     assert "tid < s" in body and "2 * s" not in body
     a, found = ga202(patched, kernel)
     assert found == []
-    got, want = block_sums(a, 4, 256)
+    got, want = reduction_block_sums(a, 4, 256)
     np.testing.assert_array_equal(got, want)
 
 
@@ -114,7 +97,7 @@ ALIAS_CONST_BOUND = """\
 def test_a_thread_index_alias_and_a_constant_bound(tmp_path):
     src = kernel_case(tmp_path, ALIAS_CONST_BOUND, "r", block=128, n=512)
     _, (f,) = ga202(src, "r")
-    assert f.line == line_of(src, "if (t % (2 * s) == 0)")
+    assert f.line == source_line(src, "if (t % (2 * s) == 0)")
     assert ev(f)["pattern"] == "modulo"
     # the bound 128 is the block: s = 1..16 keep all 4 warps, s = 32 two, s = 64 one:
     # 5 x 4 + 2 + 1 = 23; sequential s = 64 .. 1: 2 + 1 x 6 = 8
@@ -128,7 +111,7 @@ def test_a_thread_index_alias_and_a_constant_bound(tmp_path):
     assert "for (unsigned s = 128 / 2; s > 0; s >>= 1)" in patched.read_text()
     a, found = ga202(patched, "r")
     assert found == []
-    got, want = block_sums(a, 4, 128)
+    got, want = reduction_block_sums(a, 4, 128)
     np.testing.assert_array_equal(got, want)
 
 

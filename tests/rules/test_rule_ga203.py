@@ -13,12 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, run_rule
+from rulekit import KERNELS, analyze, ev, kernel_case, reduction_block_sums, run_rule, source_line
 
 from gpuadvise.source.patch import apply_unified_diff
-from gpuadvise.source.signature import parse_signature
-from gpuadvise.spec.kernel_spec import resolve
-from gpuadvise.trace.emulate import emulate
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -30,27 +27,13 @@ def ga203(source: Path, kernel: str) -> tuple[Any, list[Any]]:
     return a, run_rule(a, "GA203")
 
 
-def line_of(source: Path, text: str) -> int:
-    (n,) = [i for i, t in enumerate(source.read_text().splitlines(), 1) if text in t]
-    return n
-
-
-def block_sums(a: Any, blocks: int, per_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(out of the first ``blocks`` CTAs on the emulator, the sums of their inputs)."""
-    launch = resolve(a.spec, parse_signature(Path(a.spec.source).read_text(), a.spec.kernel))
-    e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=blocks)
-    data = e.inputs["in"].astype(np.int64)
-    want = np.array([data[b * per_block : (b + 1) * per_block].sum() for b in range(blocks)])
-    return e.outputs["out"][:blocks].astype(np.int64), (want + 2**31) % 2**32 - 2**31
-
-
 # ---------------------------------------------------------------------------------------------
 # The reduction case
 
 
 def test_reduce5_unrolled_last_warp():
     a, (f,) = ga203(REDUCE, "reduce5")
-    assert f.line == line_of(REDUCE, "vs[tid] += vs[tid + 32];  // expect: GA203")
+    assert f.line == source_line(REDUCE, "vs[tid] += vs[tid + 32];  // expect: GA203")
     assert f.severity == "error"
     assert ev(f) == {"unrolled_steps": 6, "syncwarp_calls": 0, "arch": "sm_90"}
     steps = next(x for x in f.evidence if x.metric == "unrolled_steps")
@@ -80,7 +63,7 @@ def test_reduce5_shuffle_diff_applies_and_keeps_the_sums(tmp_path):
     assert "volatile" not in body and "vs[" not in body
     a, found = ga203(patched, "reduce5")
     assert found == []
-    got, want = block_sums(a, 4, 512)  # two elements per thread
+    got, want = reduction_block_sums(a, 4, 512)  # two elements per thread
     np.testing.assert_array_equal(got, want)
 
 
@@ -114,7 +97,7 @@ FILE_SCOPE = """\
 def test_a_file_scope_volatile_array_without_a_guard(tmp_path):
     src = kernel_case(tmp_path, FILE_SCOPE, "w", block=32, n=128)
     _, (f,) = ga203(src, "w")
-    assert f.line == line_of(src, "acc[t] += acc[t + 16];")
+    assert f.line == source_line(src, "acc[t] += acc[t + 16];")
     assert ev(f)["unrolled_steps"] == 5
     assert "offsets 16, 8, 4, 2, 1, without a lane guard" in f.message
     patched = tmp_path / "k.cu"
@@ -124,7 +107,7 @@ def test_a_file_scope_volatile_array_without_a_guard(tmp_path):
     assert "int sum = acc[t];" in text and "for (int offset = 16;" in text
     a, found = ga203(patched, "w")
     assert found == []
-    got, want = block_sums(a, 4, 32)
+    got, want = reduction_block_sums(a, 4, 32)
     np.testing.assert_array_equal(got, want)
 
 
@@ -167,7 +150,7 @@ def test_the_diff_applies_when_the_kernel_ends_the_file(tmp_path):
 def test_steps_not_in_the_plain_form_get_advice_without_a_diff(tmp_path):
     src = kernel_case(tmp_path, NOT_PLAIN, "np_", block=64, n=256)
     _, (f,) = ga203(src, "np_")
-    assert f.line == line_of(src, "vs[tid] = vs[tid] + vs[tid + 32];")
+    assert f.line == source_line(src, "vs[tid] = vs[tid] + vs[tid + 32];")
     assert ev(f)["unrolled_steps"] == 3 and "under `if (tid < 32)`" in f.message
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.diff is None
