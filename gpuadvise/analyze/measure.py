@@ -201,6 +201,15 @@ class _Stage:
         return Trial(variant.label, variant.description, m, verified, note)
 
 
+def measure_variant(
+    opts: KernelOptions, variant: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
+) -> Any:
+    """One variant of the kernel ``opts`` builds (live options: compiled for this GPU) built,
+    verified against it and timed A/B: a :class:`~gpuadvise.rules.Trial` (its measurement is
+    None when the variant could not be built, run or verified; its note says why)."""
+    return _Stage(opts, timeout_s, max_time_s).run(variant)
+
+
 def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
     """``f`` with its candidates measured, the best verified one as its variant."""
     v = f.variant

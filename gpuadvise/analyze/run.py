@@ -3,9 +3,12 @@ measure the findings' variants (on a GPU), write the variants. The CLI renders t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
 from gpuadvise.analyze.pipeline import KernelAnalysis
@@ -31,9 +34,11 @@ def run_analysis(
     measure: bool | None = None,
     tracer: str = "auto",
     write_variants: str | None = None,
+    measure_lock: AbstractContextManager[Any] | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
-    computed once, for the enabled rules (their ``models``), before the rules run."""
+    computed once, for the enabled rules (their ``models``), before the rules run.
+    ``measure_lock``: held while the findings are measured (parallel analyses share one GPU)."""
     from gpuadvise.analyze.evaluate import run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.rules.engine import models_needed
@@ -65,7 +70,8 @@ def run_analysis(
     checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    checked = _measure(opts, checked, measure)
+    with measure_lock if measure_lock is not None else contextlib.nullcontext():
+        checked = _measure(opts, checked, measure)
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1
     result = dataclasses.replace(result, timings_s=timings)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.emulate import Emulation
 
 __all__ = ["AnalysisServices"]
 
@@ -96,13 +97,21 @@ class AnalysisServices:
         return kernel  # type: ignore[no-any-return]
 
     def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
+        return self.emulate_candidate(source_text, sample_ctas).trace
+
+    def emulate_candidate(
+        self, source_text: str | None, sample_ctas: int | Sequence[int], trace: bool = True
+    ) -> Emulation:
+        """The candidate (None: the analysed source) emulated on the analysed launch, for
+        ``sample_ctas`` (a count, or the linear ids of the CTAs to run)."""
         from gpuadvise.trace.emulate import emulate
 
         module, kernel, options = self._build(source_text, ())
         # user structs (seed 004's Cell) are sized by the compiler, as the pipeline does
         launch = resolve_launch(self._analysis.spec, kernel, options, self._toolchain())
-        emu = emulate(module, kernel, launch, self._analysis.device, sample_ctas=sample_ctas)
-        return emu.trace
+        return emulate(
+            module, kernel, launch, self._analysis.device, sample_ctas=sample_ctas, trace=trace
+        )
 
     def resolved_launch(self) -> ResolvedLaunch:
         if self._launch is None:

@@ -7,6 +7,7 @@ input, a kernel that does not compile, or a tool error (one line on stderr), 130
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
@@ -40,13 +41,20 @@ def run_analyze(
     tracer: str = "auto",
     write_variants: str | None = None,
     fail_on: str | None = None,
+    fix: bool = False,
+    diff: bool = False,
+    unsafe_fixes: bool = False,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
     (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
-    input, and both must be writable, so that a long analysis never ends in a write error."""
+    input, and both must be writable, so that a long analysis never ends in a write error.
+
+    ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
+    print their combined diff instead of writing (text format: the diff alone on stdout, the
+    steps on stderr); ``unsafe_fixes``: display-only diffs too."""
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.errors import UsageError
@@ -63,6 +71,14 @@ def run_analyze(
         check_output_target(output, analysis_inputs(opts))
     if write_variants is not None:
         check_variants_folder(write_variants)
+    if unsafe_fixes and not (fix or diff):
+        raise UsageError("--unsafe-fixes needs --fix or --diff", "add --fix (or --diff)")
+    if fix and diff:
+        raise UsageError("--fix and --diff do not go together", "--diff shows, --fix writes")
+    if (fix or diff) and not opts.source:
+        raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
+    if fix:
+        _check_fix_target(opts)
     done = run_analysis(
         opts,
         trace=trace,
@@ -75,13 +91,31 @@ def run_analyze(
         write_variants=write_variants,
     )
     result, checked = done.analysis, done.rules
+    fixed = None
+    if fix or diff:
+        from gpuadvise.analyze.fix import compose_fixes
+        from gpuadvise.runner.client import pycuda_missing
+
+        measured = measure is not False and pycuda_missing() is None
+        fixed = compose_fixes(
+            opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
+        )
+    if diff and fmt == "text":
+        from gpuadvise.report import console
+
+        console.fix_steps(fixed, to_stderr=True)
+        console.raw(fixed.diff or "")
+        return 1 if failing_findings(checked.findings, fail_on) else 0
     if fmt != "text":
         from gpuadvise.report.output import write_output
 
         if fmt == "json":
             from gpuadvise.report.json_report import analyze_json, dumps
 
-            text = dumps(analyze_json(result, checked))
+            doc = analyze_json(result, checked)
+            if fixed is not None:
+                doc["fix"] = fixed.to_dict()
+            text = dumps(doc)
         elif fmt == "html":
             from gpuadvise.report.html import analysis_html
 
@@ -96,4 +130,163 @@ def run_analyze(
 
         console.analysis(result)
         console.findings(checked)
+        if fixed is not None:
+            console.fix_steps(fixed)
+    if fix and fixed is not None:
+        from gpuadvise.analyze.fix import write_fix
+        from gpuadvise.report import console
+
+        console.fix_written(write_fix(fixed), dry_run=False)
     return 1 if failing_findings(checked.findings, fail_on) else 0
+
+
+def _check_fix_target(opts: KernelOptions) -> None:
+    """``--fix`` writes the source: refuse, before the analysis, one that cannot be written."""
+    import os
+    from pathlib import Path
+
+    from gpuadvise.errors import UsageError
+
+    src = Path(opts.source or "")
+    if src.is_file() and not os.access(src, os.W_OK):
+        raise UsageError(
+            f"--fix cannot write {src}: it is read-only", "make it writable, or use --diff"
+        )
+    if src.is_file() and not os.access(src.parent, os.W_OK):
+        raise UsageError(
+            f"--fix cannot write beside {src}: its folder is read-only",
+            "make the folder writable, or use --diff",
+        )
+
+
+# Options that describe one kernel's launch: with several cases, each case's spec says them.
+_SINGLE_KERNEL_OPTIONS = {
+    "kernel": "--kernel",
+    "grid": "--grid",
+    "block": "--block",
+    "dynamic_smem": "--dynamic-smem",
+    "spec": "--spec",
+    "args": "--arg",
+    "buffers": "--buffer",
+}
+
+
+def run_analyze_paths(
+    paths: list[str],
+    opts: KernelOptions,
+    *,
+    jobs: int | None,
+    shard: str | None,
+    trace: bool = True,
+    sample_ctas: str | None = None,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    rules_dirs: tuple[str, ...] = (),
+    fmt: str = "text",
+    output: str | None = None,
+    measure: bool | None = None,
+    tracer: str = "auto",
+    fail_on: str | None = None,
+    fix: bool = False,
+) -> int:
+    """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
+    ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
+    such findings or could not be analyzed; 2 when nothing could be analyzed at all."""
+    import dataclasses
+
+    from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
+    from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
+    from gpuadvise.errors import UsageError
+    from gpuadvise.report import console
+
+    if fix:
+        raise UsageError(
+            "--fix, --diff and --write-variants take one kernel",
+            "run them on one case (its .cu, or its spec with --spec)",
+        )
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
+    for field, option in _SINGLE_KERNEL_OPTIONS.items():
+        if getattr(opts, field):
+            raise UsageError(
+                f"{option} describes one kernel, but several cases are analyzed",
+                "put it in the cases' launch specs, or analyze one file",
+            )
+    part = parse_shard(shard)
+    base = dataclasses.replace(opts, source=None)
+    cases = take_shard(
+        discover_cases(paths, base, gate_cases=_gate_cases), part, key=lambda c: c.id
+    )
+    if output is not None:
+        from gpuadvise.report.output import check_output_target
+
+        inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
+        check_output_target(output, tuple(Path(p).resolve() for p in inputs))
+    if not cases:
+        where = " in this shard" if part else ""
+        console.note(f"no kernel case found{where} under {', '.join(paths)}")
+        if fmt != "text":
+            from gpuadvise.report.batch_report import render_batch
+            from gpuadvise.report.output import write_output
+
+            write_output(render_batch(fmt, []), output)
+        return 0 if part else 2
+    settings = AnalyzeSettings(
+        trace=trace,
+        sample_ctas=sample_ctas,
+        select=select,
+        ignore=ignore,
+        rules_dirs=rules_dirs,
+        measure=measure,
+        tracer=tracer,
+    )
+    n_jobs = jobs or jobs_default()
+    progress = console.case_progress(len(cases)) if fmt == "text" or output else None
+    results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
+    if fmt == "text":
+        console.batch_summary(results)
+    else:
+        from gpuadvise.report.batch_report import render_batch
+        from gpuadvise.report.output import write_output
+
+        write_output(render_batch(fmt, results), output)
+    if all(r.error is not None for r in results):
+        return 2
+    if fail_on is not None and (
+        any(r.error is not None for r in results)
+        or any(failing_findings(r.findings, fail_on) for r in results)
+    ):
+        return 1
+    return 0
+
+
+def _gate_cases(config_file: Path) -> list[Any]:
+    """The gate configuration's cases in ``config_file`` as analysis cases (none when the file
+    has no gate table)."""
+    from gpuadvise.analyze.cases import Case
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.gate.config import has_gate_table, load_gate_config
+
+    if not has_gate_table(config_file):
+        return []
+    try:
+        cfg = load_gate_config(config_file)
+    except GpuAdviseError as exc:
+        return [Case(f"{config_file.name}:gate", KernelOptions(source=None), exc.one_line())]
+    out = []
+    for c in cfg.cases:
+        o = KernelOptions(
+            source=None if c.source is None else str(c.source),
+            kernel=c.kernel,
+            spec=None if c.spec is None else str(c.spec),
+            grid=c.grid,
+            block=c.block,
+            dynamic_smem=c.dynamic_smem,
+            args=tuple(c.args),
+            buffers=tuple(c.buffers),
+            nvcc_flags=tuple(c.nvcc_flags),
+            gpu=c.gpu,
+            arch=c.arch,
+        )
+        out.append(Case(f"{config_file.parent.name or '.'}/gate:{c.name}", o))
+    return out

@@ -92,6 +92,13 @@ def gate_options(f: Any) -> Any:
             help="Gate only this case (repeatable). Default: every case in the config.",
         ),
         click.option(
+            "--shard",
+            "shard",
+            metavar="K/N",
+            help="Gate only the K-th of N slices of the cases (sorted by name), for CI matrices: "
+            "the N shards together gate every case once.",
+        ),
+        click.option(
             "--format",
             "formats",
             metavar="FMT[=FILE]",
@@ -298,6 +305,7 @@ def gate_command(
     gpu: str | None = None,
     arch: str | None = None,
     trust_config: bool = False,
+    shard: str | None = None,
     *,
     provider: MetricsProvider | None = None,
     cwd: Path | None = None,
@@ -323,6 +331,7 @@ def gate_command(
         strict=strict,
         trust_config=trust_config,
         cwd=cwd,
+        shard=shard,
     )
     if not update_baseline:
         for fmt, dest in targets:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -116,10 +117,10 @@ def occupancy(
     run_occupancy(threads, regs, smem, dynamic_smem, carveout, gpu, arch, sweep, as_json)
 
 
-def _kernel_options(f: Any) -> Any:
+def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
     """The options that say which kernel, how to launch it and how to compile it."""
     decorators = [
-        click.argument("source", required=False, type=click.Path(dir_okay=False)),
+        click.argument("source", required=False, type=click.Path(dir_okay=source_dir_okay)),
         click.option(
             "--kernel",
             "-k",
@@ -222,9 +223,29 @@ def _rule_options(f: Any) -> Any:
     return f
 
 
+def _analyze_paths(f: Any) -> Any:
+    """analyze's kernel options: its SOURCE may be a folder of cases."""
+    return _kernel_options(f, source_dir_okay=True)
+
+
 @cli.command(context_settings=CONTEXT)
-@_kernel_options
+@_analyze_paths
+@click.argument("more_paths", nargs=-1, type=click.Path())
 @_rule_options
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Several kernels (folders, or more than one path): analyze N at a time "
+    "(default: the CPU count; GPU measurements still run one at a time).",
+)
+@click.option(
+    "--shard",
+    metavar="K/N",
+    help="Several kernels: analyze only the K-th of N slices of the cases (sorted), for CI "
+    "matrices; the N shards together cover every case once.",
+)
 @click.option(
     "--sample-ctas",
     metavar="N|all",
@@ -276,9 +297,25 @@ def _rule_options(f: Any) -> Any:
     help="Save every finding's variants (patched source and diff, proxy kernels) under DIR "
     "(checked for writability first; never over an input or a file gpuadvise did not write).",
 )
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Apply the fixes that are automatic, verified and measured faster to the source, "
+    "composed in rank order (without a GPU: only those the CPU emulator verifies).",
+)
+@click.option("--diff", is_flag=True, help="Print the combined diff of --fix; write nothing.")
+@click.option(
+    "--unsafe-fixes",
+    is_flag=True,
+    help="With --fix/--diff: apply display-only source diffs too (still verified and faster on "
+    "a GPU; never launch or layout changes that reach into host code).",
+)
 def analyze(
     as_json: bool,
     write_variants: str | None,
+    fix: bool,
+    diff: bool,
+    unsafe_fixes: bool,
     sample_ctas: str | None,
     no_trace: bool,
     fmt: str,
@@ -297,10 +334,31 @@ def analyze(
 
     Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
     """
-    from gpuadvise.cli.analyze import run_analyze
+    from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
 
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
+    more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
     opts = _gather_kernel_options(kw)
+    paths = ([opts.source] if opts.source else []) + list(more_paths)
+    if len(paths) > 1 or any(Path(p).is_dir() for p in paths) or shard or jobs:
+        code = run_analyze_paths(
+            paths,
+            opts,
+            jobs=jobs,
+            shard=shard,
+            trace=not no_trace,
+            sample_ctas=sample_ctas,
+            fmt="json" if as_json else fmt,
+            output=output,
+            measure=measure,
+            tracer=tracer,
+            fail_on=fail_on,
+            fix=fix or diff or unsafe_fixes or bool(write_variants),
+            **rules,
+        )
+        if code:
+            sys.exit(code)
+        return
     code = run_analyze(
         opts,
         as_json,
@@ -312,6 +370,9 @@ def analyze(
         tracer=tracer,
         write_variants=write_variants,
         fail_on=fail_on,
+        fix=fix,
+        diff=diff,
+        unsafe_fixes=unsafe_fixes,
         **rules,
     )
     if code:

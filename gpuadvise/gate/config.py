@@ -424,6 +424,15 @@ def _gate_table(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:
     return None
 
 
+def has_gate_table(path: Path) -> bool:
+    """Whether ``path`` (gpuadvise.toml or pyproject.toml) holds a gate table (False when it
+    cannot be read: the caller that loads it reports why)."""
+    try:
+        return _gate_table(path, _read_toml(path)) is not None
+    except ConfigError:
+        return False
+
+
 def find_gate_config(start: Path) -> Path | None:
     """Walk up from ``start``: in each folder ``gpuadvise.toml`` with ``[gate]``, then
     ``pyproject.toml`` with ``[tool.gpuadvise.gate]``. The first match wins; None if none.

@@ -191,9 +191,11 @@ def prepare_gate(
     strict: bool = False,
     trust_config: bool = False,
     cwd: Path | None = None,
+    shard: str | None = None,
 ) -> GatePlan:
     """Read and check everything a gate run needs; nothing is compiled or written yet.
-    ``cwd``: where configuration discovery starts (default: the current directory)."""
+    ``cwd``: where configuration discovery starts (default: the current directory);
+    ``shard``: ``K/N``, the cases of that CI shard only (:mod:`gpuadvise.analyze.cases`)."""
     if gates not in ("all", "static", "timed"):
         raise UsageError(f"unknown --gates {gates!r}", "use all, static or timed")
     if update_baseline and baseline_ref:
@@ -211,6 +213,18 @@ def prepare_gate(
             raise UsageError(f"{option} is empty", f"give a value, or leave {option} out")
     cfg = load_gate_config(Path(config) if config else None, start=cwd)
     cfg = cfg.select(cases).with_device(gpu, arch)
+    if shard is not None:
+        from dataclasses import replace as _replace
+
+        from gpuadvise.analyze.cases import parse_shard, take_shard
+
+        if update_baseline:
+            raise UsageError(
+                "--shard and --update-baseline do not go together",
+                "record the baseline of every case in one job",
+            )
+        part = take_shard(cfg.cases, parse_shard(shard), key=lambda c: c.name)
+        cfg = _replace(cfg, cases=tuple(part))
     _check_case_files(cfg)
     root = repo_top(cfg.root) or cfg.root
     for case in cfg.cases:

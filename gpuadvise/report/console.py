@@ -549,3 +549,119 @@ def _l2_table(l2: Any) -> None:
         )
     for n in l2.notes:
         _out.print(Text(f"  note: {n}", style="dim"))
+
+
+def _speedup_text(m: Any) -> str:
+    if m is None:
+        return "-"
+    ci = ""
+    if m.ci_low is not None and m.ci_high is not None:
+        ci = f" [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+    return f"{m.speedup:.2f}x{ci}"
+
+
+def fix_steps(r: Any, to_stderr: bool = False) -> None:
+    """``analyze --fix/--diff``: each fix tried, in order, and the combined result."""
+    out = _err if to_stderr else _out
+    out.print()
+    out.print(Text("Fixes", style="bold"))
+    if not r.steps:
+        out.print("  no fix to apply")
+    else:
+        t = Table(show_edge=False, pad_edge=False, box=None)
+        for col in ("step", "rule", "line", "fix", "status", "speedup (95% CI)", "why"):
+            t.add_column(col)
+        for i, s in enumerate(r.steps, 1):
+            style = "green" if s.status == "applied" else "yellow"
+            t.add_row(
+                str(i),
+                s.rule,
+                str(s.line or "-"),
+                s.label or s.description[:60],
+                Text(s.status, style=style),
+                _speedup_text(s.measurement),
+                s.reason,
+            )
+        out.print(t)
+    n = len(r.applied)
+    if r.combined is not None:
+        m = r.combined
+        out.print(
+            f"  combined: {n} fix(es), {_speedup_text(m)} on {m.device} "
+            f"({m.baseline_ms:.4g} ms -> {m.variant_ms:.4g} ms), outputs verified"
+        )
+    elif n:
+        out.print(f"  combined: {n} fix(es), not measured (no GPU)")
+    for line in r.notes:
+        out.print(Text("  note: ", style="yellow") + Text(line))
+
+
+def fix_written(paths: Sequence[Any], dry_run: bool) -> None:
+    if dry_run:
+        return
+    if not paths:
+        _err.print("note: --fix: nothing to write")
+    for p in paths:
+        _err.print(f"fixed: wrote {p}")
+
+
+def case_progress(total: int) -> Any:
+    """A callback for each analyzed case of ``analyze FOLDER``: one line on stderr when it is a
+    terminal (nothing otherwise)."""
+    done = [0]
+
+    def on_done(r: Any) -> None:
+        done[0] += 1
+        if not _err.is_terminal:
+            return
+        status = Text("error", style="red") if r.error else Text(f"{len(r.findings)} finding(s)")
+        _err.print(
+            Text(f"[{done[0]}/{total}] {r.case.id}: ") + status + Text(f" ({r.wall_s:.1f} s)")
+        )
+
+    return on_done
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1e3:.3g} us" if v < 1 else f"{v:.4g} ms"
+
+
+def batch_summary(results: Sequence[Any]) -> None:
+    """``analyze FOLDER``: the cases ranked by the time to win, then each case's errors."""
+    from gpuadvise.analyze.batch import ranked
+
+    rows = ranked(results)
+    _out.print(Text(f"{len(results)} kernel case(s), ranked by the time to win", style="bold"))
+    t = Table(show_edge=False, pad_edge=False, box=None)
+    for col in (
+        "#",
+        "case",
+        "kernel",
+        "findings",
+        "top finding",
+        "kernel time",
+        "best",
+        "time to win",
+    ):
+        t.add_column(col)
+    for i, r in enumerate(rows, 1):
+        kernel = "-"
+        if r.result is not None:
+            kernel = r.result.analysis.kernel.name
+        if r.error is not None:
+            t.add_row(str(i), r.case.id, kernel, Text("error", style="red"), r.error, "-", "-", "-")
+            continue
+        basis = "" if r.basis == "measured" else " (est.)"
+        top = f"{r.best_rule} line {r.best_line}" if r.best_rule else "-"
+        best = f"{r.best_speedup:.2f}x{basis}" if r.best_speedup else "-"
+        kt = _ms(r.kernel_ms) + ("" if r.kernel_ms is None or r.basis == "measured" else " (>=)")
+        win = _ms(r.time_to_win_ms) + (basis if r.time_to_win_ms is not None else "")
+        t.add_row(str(i), r.case.id, kernel, str(len(r.findings)), top, kt, best, win)
+    _out.print(t)
+    if any(r.basis == "estimated" for r in results):
+        _out.print(
+            "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "
+            "DRAM bandwidth) and the speedup the rule's estimate"
+        )

@@ -1178,3 +1178,23 @@ def _change_bar(rel: float, lo: float, hi: float, c: Mapping[str, Any]) -> Chang
 def template_dir() -> Path:
     """Where the templates are (packaged with the wheel)."""
     return Path(__file__).resolve().parent / "templates"
+
+
+def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
+    """``analyze FOLDER --format html``: the ranked summary, then each case's own page (in an
+    iframe, so that every page keeps its styles and scripts), self-contained."""
+    pages = []
+    anchors: dict[str, str] = {}
+    for i, r in enumerate(results):
+        if r.result is None:
+            continue
+        anchor = f"case-{i + 1}"
+        anchors[r.case.id] = anchor
+        page = analysis_html(r.result.analysis, r.result.rules)
+        pages.append({"case": r.case.id, "anchor": anchor, "page": page})
+    rows = [{**s, "anchor": anchors.get(s["case"])} for s in doc["summary"]]
+    return (
+        _env()
+        .get_template("batch.html.j2")
+        .render(title="gpuadvise analyze", version=_version(), rows=rows, pages=pages)
+    )

@@ -1,0 +1,245 @@
+"""Many kernel cases analyzed in parallel (``gpuadvise analyze FOLDER... --jobs N``).
+
+Each case runs :func:`gpuadvise.analyze.run.run_analysis` in a worker process (``jobs`` 1: in
+this process). The GPU is one: when a case measures its findings, it holds a lock shared by the
+workers, so measurements never overlap (the compile, the trace and the rules do). With more than
+one job and ``--tracer auto``, the CPU emulator traces (the GPU tracer would share the GPU).
+
+A case that fails (a spec that does not parse, a kernel that does not compile) is a row with its
+one-line error, not the end of the run. The results come back in the cases' order whatever the
+number of jobs, and do not depend on it.
+
+Ranking: by the time to win, the kernel's time x (1 - 1/best speedup): measured (the baseline's
+median time and the best verified speedup) when the findings were measured, else estimated (the
+time of the launch's DRAM traffic, each buffer byte once at the device's bandwidth, a lower
+bound, and the best estimated speedup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gpuadvise.analyze.cases import Case, time_to_win_ms
+from gpuadvise.errors import GpuAdviseError
+
+Basis = Literal["measured", "estimated"]
+
+
+@dataclass(frozen=True)
+class AnalyzeSettings:
+    """What every case is analyzed with (the command line's analysis options)."""
+
+    trace: bool = True
+    sample_ctas: str | None = None
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    rules_dirs: tuple[str, ...] = ()
+    measure: bool | None = None
+    tracer: str = "auto"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's outcome. ``result``: the AnalyzeResult (None when ``error``); ``kernel_ms``:
+    the kernel's time, measured or estimated (``basis``); ``best_speedup``: its best finding's;
+    ``time_to_win_ms``: what that finding saves per launch."""
+
+    case: Case
+    result: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+    kernel_ms: float | None = None
+    best_speedup: float | None = None
+    best_rule: str | None = None
+    best_line: int | None = None
+    basis: Basis | None = None
+    time_to_win_ms: float | None = None
+
+    @property
+    def findings(self) -> tuple[Any, ...]:
+        return () if self.result is None else tuple(self.result.rules.findings)
+
+
+_GPU_LOCK: Any = None
+
+
+def _init_worker(lock: Any) -> None:
+    global _GPU_LOCK
+    _GPU_LOCK = lock
+
+
+def _slim(result: Any) -> Any:
+    """The result without what cannot or need not cross a process boundary (the raw trace, the
+    emulated outputs, the toolchain handle)."""
+    a = result.analysis
+    mem = a.memory
+    if mem is not None:
+        mem = dataclasses.replace(mem, trace=None, outputs=None)
+    a = dataclasses.replace(a, memory=mem, toolchain=None)
+    # a rule's details class lives in a rule file loaded by path, which another process cannot
+    # import: the details travel as their JSON ({type, fields}), as --json writes them
+    findings = tuple(
+        dataclasses.replace(f, details=f.to_dict()["details"]) for f in result.rules.findings
+    )
+    return dataclasses.replace(
+        result, analysis=a, rules=dataclasses.replace(result.rules, findings=findings)
+    )
+
+
+def analyze_case(case: Case, settings: AnalyzeSettings, parallel: bool = False) -> CaseResult:
+    """Analyze one case (in a worker or here); never raises for the case's own problems."""
+    from gpuadvise.analyze.run import run_analysis
+
+    t0 = time.perf_counter()
+    if case.error is not None:
+        return CaseResult(case, error=case.error)
+    tracer = settings.tracer
+    if parallel and tracer == "auto":
+        tracer = "emu"
+    lock = _GPU_LOCK if _GPU_LOCK is not None else contextlib.nullcontext()
+    try:
+        done = run_analysis(
+            case.options,
+            trace=settings.trace,
+            sample_ctas=settings.sample_ctas,
+            select=settings.select,
+            ignore=settings.ignore,
+            rules_dirs=settings.rules_dirs,
+            measure=settings.measure,
+            tracer=tracer,
+            measure_lock=lock,
+        )
+    except GpuAdviseError as exc:
+        return CaseResult(case, error=exc.one_line(), wall_s=time.perf_counter() - t0)
+    except MemoryError:
+        return CaseResult(
+            case,
+            error="out of memory; trace fewer CTAs (--sample-ctas)",
+            wall_s=time.perf_counter() - t0,
+        )
+    ranked_case = rank_case(case, done, time.perf_counter() - t0)
+    return dataclasses.replace(ranked_case, result=_slim(done)) if parallel else ranked_case
+
+
+def rank_case(case: Case, done: Any, wall_s: float) -> CaseResult:
+    """The case's kernel time, best speedup and time to win (see the module docstring)."""
+    measured = [f for f in done.rules.findings if f.measured_speedup is not None and f.verified]
+    if measured:
+        best = max(measured, key=lambda f: f.measured_speedup.speedup)
+        m = best.measured_speedup
+        kernel_ms = m.baseline_ms if m.kind == "variant" else _kernel_ms_measured(done)
+        return CaseResult(
+            case,
+            done,
+            wall_s=wall_s,
+            kernel_ms=kernel_ms,
+            best_speedup=m.speedup,
+            best_rule=best.rule,
+            best_line=best.line,
+            basis="measured",
+            time_to_win_ms=time_to_win_ms(kernel_ms, m.speedup),
+        )
+    est = [
+        f
+        for f in done.rules.findings
+        if not f.is_error and f.estimated_speedup is not None and f.estimated_speedup.speedup
+    ]
+    kernel_ms = estimated_kernel_ms(done.analysis)
+    if not est:
+        return CaseResult(case, done, wall_s=wall_s, kernel_ms=kernel_ms, basis="estimated")
+    best = max(est, key=lambda f: f.estimated_speedup.speedup)
+    s = best.estimated_speedup.speedup
+    return CaseResult(
+        case,
+        done,
+        wall_s=wall_s,
+        kernel_ms=kernel_ms,
+        best_speedup=s,
+        best_rule=best.rule,
+        best_line=best.line,
+        basis="estimated",
+        time_to_win_ms=time_to_win_ms(kernel_ms, s),
+    )
+
+
+def _kernel_ms_measured(done: Any) -> float | None:
+    ms = [
+        f.measured_speedup.baseline_ms
+        for f in done.rules.findings
+        if f.measured_speedup is not None and f.measured_speedup.kind == "variant"
+    ]
+    return min(ms) if ms else estimated_kernel_ms(done.analysis)
+
+
+def estimated_kernel_ms(analysis: Any) -> float | None:
+    """A lower bound of the launch's time without a GPU: its buffers' bytes once at the device's
+    DRAM bandwidth (None when the device model has no bandwidth)."""
+    from gpuadvise.analyze.services import AnalysisServices
+    from gpuadvise.model.roofline import dram_bytes_per_s
+
+    bw = dram_bytes_per_s(analysis.device)
+    try:
+        nbytes = int(AnalysisServices(analysis).resolved_launch().total_buffer_bytes)
+    except (GpuAdviseError, OSError):
+        return None
+    if not bw or not nbytes:
+        return None
+    return nbytes / bw * 1e3
+
+
+def analyze_cases(
+    cases: Sequence[Case],
+    settings: AnalyzeSettings,
+    jobs: int = 1,
+    on_done: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Every case analyzed, ``jobs`` at a time, in the order of ``cases``."""
+    if jobs <= 1 or len(cases) <= 1:
+        out = []
+        for c in cases:
+            r = analyze_case(c, settings)
+            if on_done:
+                on_done(r)
+            out.append(r)
+        return out
+    ctx = multiprocessing.get_context("spawn")
+    lock = ctx.Lock()
+    results: list[CaseResult | None] = [None] * len(cases)
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(cases)),
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(lock,),
+    ) as pool:
+        futures = {pool.submit(analyze_case, c, settings, True): i for i, c in enumerate(cases)}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                r = fut.result()
+            except Exception as exc:  # a worker that died (killed, out of memory)
+                r = CaseResult(cases[i], error=f"the worker analyzing it failed: {exc!r}")
+            results[i] = r
+            if on_done:
+                on_done(r)
+    return [r for r in results if r is not None]
+
+
+def ranked(results: Sequence[CaseResult]) -> list[CaseResult]:
+    """Cases by time to win, largest first (measured before estimated at equal time; cases
+    without one last, in their order)."""
+
+    def key(r: CaseResult) -> tuple[int, float]:
+        if r.time_to_win_ms is None:
+            return (1, 0.0)
+        return (0, -r.time_to_win_ms)
+
+    return sorted(results, key=key)

@@ -1,0 +1,552 @@
+"""``analyze --fix``/``--diff``: the findings' fixes composed into one source, step by step.
+
+The fixes taken are source diffs (a rule's variant with a ``diff``) of findings in rank order:
+
+- ``automatic-and-verified`` variants, and with ``unsafe`` also ``display-only`` ones; never a
+  proxy (a layout change reaches into host code), never a compile-flag change (a build-system
+  change: it stays advice), and a display-only variant never with a launch change;
+- on a GPU, only the variants the measurement stage verified and found faster (95% interval above
+  1). Each is applied on top of the fixes kept so far, and the composition is built, its outputs
+  compared with the previous composition's (which equal the original's, step by step) and timed
+  A/B against it: the step is kept only when it is verified and faster. A diff that no longer
+  applies after earlier steps is made again by re-running its rule on the composed source. The
+  final source is then timed against the original: the combined speedup with its interval;
+- without a GPU, only the fixes whose safety needs no measurement: source diffs that keep the
+  launch (``automatic-and-verified``; ``display-only`` too with ``unsafe``), whose outputs the CPU
+  emulator finds equal to the original's on the traced CTAs (every output when the trace covers
+  the whole launch), and whose estimate says they gain more than the quiet threshold. Nothing
+  is measured, and the result says so.
+
+A launch change (GA206's grid-stride loop, GA304's tiles) is applied to the kernel's launch spec:
+the new spec is written beside the source (``<kernel>.fixed.toml``), never over the user's, and
+the host code's launch must be changed to match (the result says so).
+
+Nothing here writes the user's file: :func:`write_fix` does that, atomically, and only when every
+step ended (a step that fails to build or verify is rejected, not fatal; an error in the final
+check writes nothing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.errors import GpuAdviseError, UsageError
+
+# A fix must be estimated above this to be applied without a GPU (the quiet threshold: a finding
+# whose estimate says <= 1.05x is information, not advice).
+NO_GPU_MIN_ESTIMATE = 1.05
+# Steps at most (each re-verifies and re-times the composition).
+MAX_STEPS = 12
+
+StepStatus = Literal["applied", "rejected"]
+
+
+@dataclass(frozen=True)
+class FixStep:
+    """One fix tried on top of the steps kept before it. ``measurement``: the composition with
+    this step against the composition before it (None without a GPU or when it failed);
+    ``reason``: why it was rejected, or how it was checked."""
+
+    rule: str
+    line: int | None
+    description: str
+    safety: str
+    status: StepStatus
+    reason: str
+    label: str | None = None
+    measurement: Any = None
+    launch: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "line": self.line,
+            "description": self.description,
+            "label": self.label,
+            "safety": self.safety,
+            "status": self.status,
+            "reason": self.reason,
+            "measurement": None if self.measurement is None else self.measurement.to_dict(),
+            "launch": None if self.launch is None else dict(self.launch),
+        }
+
+
+@dataclass(frozen=True)
+class FixResult:
+    """The composed fixes of one kernel. ``combined``: the final source timed against the
+    original (a Measurement; None without a GPU or when nothing was applied); ``measured``:
+    whether a GPU decided the steps; ``launch``: the final launch change (grid/block/dynamic
+    shared memory) when a step changed it, with ``spec_text`` the launch spec that runs it."""
+
+    source: Path
+    kernel: str
+    original: str
+    fixed: str
+    steps: tuple[FixStep, ...]
+    measured: bool
+    combined: Any = None
+    launch: Mapping[str, Any] | None = None
+    spec_text: str | None = None
+    spec_path: Path | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def applied(self) -> tuple[FixStep, ...]:
+        return tuple(s for s in self.steps if s.status == "applied")
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original or self.launch is not None
+
+    @property
+    def diff(self) -> str | None:
+        from gpuadvise.source.edit import unified_diff
+
+        return unified_diff(
+            self.original.split("\n"), self.fixed.split("\n"), _display_path(self.source)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": str(self.source),
+            "kernel": self.kernel,
+            "measured": self.measured,
+            "steps": [s.to_dict() for s in self.steps],
+            "combined": None if self.combined is None else self.combined.to_dict(),
+            "launch": None if self.launch is None else dict(self.launch),
+            "spec_path": None if self.spec_path is None else str(self.spec_path),
+            "diff": self.diff,
+            "notes": list(self.notes),
+        }
+
+
+def _display_path(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p.resolve())
+
+
+# ---------------------------------------------------------------------------------------------
+# Which fixes
+
+
+def fix_candidates(
+    findings: Sequence[Any], unsafe: bool, measured: bool
+) -> tuple[list[Any], list[str]]:
+    """The findings whose variant ``--fix`` may apply, in rank order, and a note per finding
+    with a variant that stays advice (why)."""
+    take: list[Any] = []
+    advice: list[str] = []
+    for f in findings:
+        v = f.variant
+        if v is None or f.is_error:
+            continue
+        why = _not_a_fix(f, v, unsafe, measured)
+        if why is None:
+            take.append(f)
+        else:
+            advice.append(f"{f.rule} (line {f.line}): {why}")
+    return take, advice
+
+
+def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
+    if v.proxy is not None:
+        return "a layout change: the proxy measures it, the host code must change (advice)"
+    if not v.diff:
+        if v.nvcc_flags or v.defines:
+            flags = " ".join((*v.nvcc_flags, *(f"-D{d}" for d in v.defines)))
+            return f"a build change ({flags}): add it to your build (advice)"
+        return "no source change to apply (advice)"
+    if v.safety == "display-only":
+        if not unsafe:
+            return "display-only (use --unsafe-fixes to apply it too)"
+        if v.launch:
+            return "display-only with a launch change: it reaches into host code (advice)"
+    if measured:
+        m = f.measured_speedup
+        if f.verified is not True or m is None:
+            return "not verified on the GPU"
+        if not (m.ci_low if m.ci_low is not None else m.speedup) > 1.0:
+            return f"measured {m.speedup:.2f}x: not faster"
+        return None
+    if v.launch:
+        return "a launch change: its safety needs a GPU measurement"
+    est = f.estimated_speedup
+    gain = None if est is None else est.speedup
+    if gain is None or gain <= NO_GPU_MIN_ESTIMATE:
+        return "estimated <= 1.05x: without a GPU only fixes estimated faster are applied"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition
+
+
+@dataclass
+class _Composer:
+    """The composition so far: its source text and launch, and the options that build it."""
+
+    original_opts: KernelOptions
+    source: Path
+    text: str
+    launch: dict[str, Any]
+    tmp: Path
+    steps: int = 0
+
+    def options_for(self, text: str, launch: Mapping[str, Any]) -> KernelOptions:
+        """Options that build ``text`` with ``launch`` (the spec: the original's)."""
+        from gpuadvise.spec.kernel_spec import find_spec_for
+
+        folder = self.tmp / f"step{self.steps}"
+        self.steps += 1
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / self.source.name
+        path.write_text(text)
+        o = self.original_opts
+        spec = o.spec
+        if spec is None:
+            found = find_spec_for(self.source, o.kernel)
+            spec = None if found is None else str(found)
+        changes: dict[str, Any] = {
+            "source": str(path),
+            "include": (*o.include, str(self.source.resolve().parent)),
+            "spec": spec,
+        }
+        for key in ("grid", "block"):
+            if key in launch:
+                changes[key] = "x".join(str(int(v)) for v in launch[key])
+        if "dynamic_smem_bytes" in launch:
+            changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
+        return dataclasses.replace(o, **changes)
+
+
+def _apply(text: str, diff: str) -> str | None:
+    from gpuadvise.source.patch import PatchError, apply_unified_diff
+
+    try:
+        return apply_unified_diff(text, diff)
+    except PatchError:
+        return None
+
+
+def _regenerate(opts: KernelOptions, rule: str, line: int | None) -> Any | None:
+    """The variant ``rule`` proposes on the composed source ``opts`` (the diff of the original
+    analysis no longer applies there): the finding of that rule nearest ``line``."""
+    from gpuadvise.analyze.run import run_analysis
+
+    try:
+        done = run_analysis(opts, select=(rule,), measure=False)
+    except GpuAdviseError:
+        return None
+    found = [f for f in done.rules.findings if f.rule == rule and f.variant and f.variant.diff]
+    if not found:
+        return None
+    return min(found, key=lambda f: abs((f.line or 0) - (line or 0))).variant
+
+
+def _step_variant(diff: str | None, launch: Mapping[str, Any] | None) -> Any:
+    from gpuadvise.rules import Variant
+
+    return Variant("automatic-and-verified", "composed fixes", diff=diff, launch=launch or None)
+
+
+def compose_fixes(
+    opts: KernelOptions,
+    findings: Sequence[Any],
+    *,
+    unsafe: bool = False,
+    measured: bool,
+    analysis: Any = None,
+    timeout_s: float = 60.0,
+) -> FixResult:
+    """Compose the fixes of ``findings`` (ranked, measured when ``measured``) on the kernel of
+    ``opts`` (see the module docstring). ``analysis``: the KernelAnalysis (its services emulate
+    the candidates when there is no GPU)."""
+    if not opts.source:
+        raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
+    source = Path(opts.source)
+    original = source.read_text()
+    take, advice = fix_candidates(findings, unsafe, measured)
+    notes = [f"advice, not applied: {a}" for a in advice]
+    with tempfile.TemporaryDirectory(prefix="gpuadvise-fix-") as tmpdir:
+        comp = _Composer(opts, source, original, {}, Path(tmpdir))
+        if measured:
+            steps = _compose_measured(comp, take, timeout_s)
+        else:
+            steps = _compose_emulated(comp, take, analysis)
+            if take:
+                notes.append(
+                    "no GPU: nothing measured; fixes applied only where the CPU emulator found "
+                    "the outputs of the traced CTAs equal to the original's"
+                )
+        combined = None
+        if measured and any(s.status == "applied" for s in steps):
+            combined = _combined(comp, original, timeout_s)
+    launch = dict(comp.launch) or None
+    spec_text = spec_path = None
+    if launch is not None:
+        spec_path, spec_text = fixed_spec(opts, launch)
+        notes.append(
+            f"the launch changed ({_launch_text(launch)}): change the host code's launch to "
+            "match; the launch spec that runs the fixed kernel is "
+            f"{spec_path.name} (written with --fix)"
+        )
+    return FixResult(
+        source=source,
+        kernel=opts.kernel or "",
+        original=original,
+        fixed=comp.text,
+        steps=tuple(steps),
+        measured=measured,
+        combined=combined,
+        launch=launch,
+        spec_text=spec_text,
+        spec_path=spec_path,
+        notes=tuple(notes),
+    )
+
+
+def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) -> list[FixStep]:
+    from gpuadvise.analyze.measure import measure_variant
+    from gpuadvise.source.edit import unified_diff
+
+    steps: list[FixStep] = []
+    for f in take[:MAX_STEPS]:
+        v = f.variant
+        new = _apply(comp.text, v.diff)
+        if new is None:
+            regen = _regenerate(comp.options_for(comp.text, comp.launch), f.rule, f.line)
+            new = None if regen is None else _apply(comp.text, regen.diff)
+            if new is None:
+                steps.append(_step(f, "rejected", "no longer applies after the fixes before it"))
+                continue
+            v = regen
+        launch = {**comp.launch, **dict(v.launch or {})}
+        before = comp.options_for(comp.text, comp.launch)
+        diff = unified_diff(comp.text.split("\n"), new.split("\n"), comp.source.name)
+        trial = measure_variant(_live(before), _step_variant(diff, v.launch), timeout_s)
+        m = trial.measurement
+        if m is None:
+            steps.append(_step(f, "rejected", trial.note or "could not be measured"))
+            continue
+        if not (m.ci_low if m.ci_low is not None else m.speedup) > 1.0:
+            steps.append(
+                _step(
+                    f, "rejected", f"on top of the fixes before it: {m.speedup:.2f}x, not faster", m
+                )
+            )
+            continue
+        comp.text, comp.launch = new, launch
+        steps.append(_step(f, "applied", "verified and faster on top of the fixes before it", m))
+    return steps
+
+
+def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> list[FixStep]:
+    steps: list[FixStep] = []
+    if not take:
+        return steps
+    mem = None if analysis is None else analysis.memory
+    if mem is None or mem.trace is None or not mem.trace.ctas:
+        return [
+            _step(f, "rejected", "no trace to verify it on (run without --no-trace)") for f in take
+        ]
+    ctas = tuple(mem.trace.ctas)
+    try:
+        reference = dict(mem.outputs) if mem.outputs else _emulated_outputs(analysis, None, ctas)
+    except GpuAdviseError as exc:
+        why = f"the original could not be emulated: {exc.one_line()}"
+        return [_step(f, "rejected", why) for f in take]
+    for f in take[:MAX_STEPS]:
+        new = _apply(comp.text, f.variant.diff)
+        if new is None:
+            regen = _regenerate(comp.options_for(comp.text, comp.launch), f.rule, f.line)
+            new = None if regen is None or regen.launch else _apply(comp.text, regen.diff)
+            if new is None:
+                steps.append(_step(f, "rejected", "no longer applies after the fixes before it"))
+                continue
+        try:
+            outputs = _emulated_outputs(analysis, new, ctas)
+        except GpuAdviseError as exc:
+            steps.append(_step(f, "rejected", f"could not be emulated: {exc.one_line()}"))
+            continue
+        bad = _first_difference(reference, outputs)
+        if bad is not None:
+            steps.append(
+                _step(
+                    f,
+                    "rejected",
+                    f"outputs of the traced CTAs differ on the CPU emulator ({bad}); a fix "
+                    "that moves work between CTAs needs a GPU run of the whole launch",
+                )
+            )
+            continue
+        comp.text = new
+        n = len(ctas)
+        steps.append(
+            _step(f, "applied", f"outputs equal on the CPU emulator ({n} CTAs); not measured")
+        )
+    return steps
+
+
+def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> dict[str, Any]:
+    """The output buffers after emulating the CTAs ``ctas`` of ``analysis``'s launch on ``text``
+    (None: the analysed source)."""
+    from gpuadvise.analyze.services import AnalysisServices
+
+    emu = AnalysisServices(analysis).emulate_candidate(text, ctas)
+    return dict(emu.outputs)
+
+
+def _first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    import numpy as np
+
+    for name, x in a.items():
+        y = b.get(name)
+        if y is None or x.shape != y.shape:
+            return f"buffer {name} changed shape"
+        if x.dtype.kind == "f":
+            same = np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True)
+        else:
+            same = bool(np.array_equal(x, y))
+        if not same:
+            return f"buffer {name}"
+    return None
+
+
+def _live(opts: KernelOptions) -> KernelOptions:
+    from gpuadvise.analyze.prepare import live_options
+
+    return live_options(opts)
+
+
+def _combined(comp: _Composer, original: str, timeout_s: float) -> Any:
+    """The final composition timed against the original (its Measurement), or a UsageError
+    naming why the combination could not be confirmed (then nothing is written)."""
+    from gpuadvise.analyze.measure import measure_variant
+    from gpuadvise.source.edit import unified_diff
+
+    base = comp.options_for(original, {})
+    diff = unified_diff(original.split("\n"), comp.text.split("\n"), comp.source.name)
+    trial = measure_variant(_live(base), _step_variant(diff, comp.launch or None), timeout_s)
+    if trial.measurement is None:
+        raise UsageError(
+            f"the combined fixes could not be confirmed against the original: {trial.note}",
+            "nothing was written; apply the fixes one at a time (--write-variants)",
+        )
+    return trial.measurement
+
+
+def _step(f: Any, status: StepStatus, reason: str, m: Any = None) -> FixStep:
+    v = f.variant
+    return FixStep(
+        rule=f.rule,
+        line=f.line,
+        description=v.description,
+        safety=v.safety,
+        status=status,
+        reason=reason,
+        label=v.label,
+        measurement=m,
+        launch=None if not v.launch else dict(v.launch),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch spec of a fixed kernel
+
+
+def _launch_text(launch: Mapping[str, Any]) -> str:
+    parts = []
+    for key in ("grid", "block"):
+        if key in launch:
+            parts.append(f"{key} " + "x".join(str(int(v)) for v in launch[key]))
+    if "dynamic_smem_bytes" in launch:
+        parts.append(f"dynamic shared memory {int(launch['dynamic_smem_bytes'])} B")
+    return ", ".join(parts)
+
+
+def fixed_spec(opts: KernelOptions, launch: Mapping[str, Any]) -> tuple[Path, str]:
+    """The path (beside the source) and text of the launch spec that runs the fixed kernel: the
+    spec the analysis read, with its grid/block/dynamic_smem keys replaced."""
+    import re
+
+    from gpuadvise.spec.kernel_spec import find_spec_for
+
+    source = Path(opts.source or "")
+    kernel = (opts.kernel or source.stem).split("<")[0].split("::")[-1].strip()
+    spec = Path(opts.spec) if opts.spec else find_spec_for(source, opts.kernel)
+    text = spec.read_text() if spec is not None else f'source = "{source.name}"\n'
+    values = {
+        "grid": "grid" in launch and _dims(launch["grid"]),
+        "block": "block" in launch and _dims(launch["block"]),
+        "dynamic_smem": "dynamic_smem_bytes" in launch and str(int(launch["dynamic_smem_bytes"])),
+    }
+    lines = text.split("\n")
+    first_table = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("[")), len(lines))
+    head, tail = lines[:first_table], lines[first_table:]
+    for key, value in values.items():
+        if not value:
+            continue
+        pat = re.compile(rf"^\s*{key}\s*=")
+        new = f"{key} = {value}"
+        idx = next((i for i, ln in enumerate(head) if pat.match(ln)), None)
+        if idx is None:
+            head.append(new)
+        else:
+            head[idx] = new
+    if not any(re.match(r"^\s*kernel\s*=", ln) for ln in head) and opts.kernel:
+        head.append(f"kernel = {_toml_str(opts.kernel)}")
+    if not any(re.match(r"^\s*source\s*=", ln) for ln in head):
+        head.insert(0, f"source = {_toml_str(source.name)}")
+    header = "# written by gpuadvise analyze --fix: the launch of the fixed kernel"
+    body = "\n".join([header, *head, *tail])
+    return source.parent / f"{kernel}.fixed.toml", body if body.endswith("\n") else body + "\n"
+
+
+def _dims(v: Sequence[int]) -> str:
+    vals = [int(x) for x in v]
+    while len(vals) > 1 and vals[-1] == 1:
+        vals.pop()
+    return str(vals[0]) if len(vals) == 1 else f'"{"x".join(str(x) for x in vals)}"'
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_fix(result: FixResult) -> list[Path]:
+    """Write the fixed source over the user's (atomically) and, when the launch changed, the new
+    spec beside it (never over a file gpuadvise did not write). Returns the files written."""
+    from gpuadvise.fileio import write_atomic
+
+    written: list[Path] = []
+    if result.spec_text is not None and result.spec_path is not None:
+        p = result.spec_path
+        if p.exists() and "written by gpuadvise analyze --fix" not in p.read_text(errors="replace"):
+            raise UsageError(
+                f"--fix would overwrite {p}, which gpuadvise did not write",
+                "move that file away, or apply the launch change by hand",
+            )
+    if result.fixed != result.original:
+        if result.source.read_text() != result.original:
+            raise UsageError(
+                f"{result.source} changed during the analysis",
+                "run gpuadvise analyze --fix again",
+            )
+        write_atomic(result.source, result.fixed)
+        written.append(result.source)
+    if result.spec_text is not None and result.spec_path is not None:
+        write_atomic(result.spec_path, result.spec_text)
+        written.append(result.spec_path)
+    return written

@@ -1,0 +1,187 @@
+"""``analyze --fix/--diff/--unsafe-fixes`` (gpuadvise.analyze.fix): which fixes are taken, how
+they compose, and what is written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.analyze.fix import FixResult, FixStep, fix_candidates, fixed_spec, write_fix
+from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.errors import UsageError
+from gpuadvise.rules import Estimate, Finding, Measurement, Proxy, Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+DIFF = "--- a/k.cu\n+++ b/k.cu\n@@ -1,1 +1,1 @@\n-a\n+b\n"
+
+
+def _finding(rule: str, variant: Variant | None, est: float | None = 2.0, m: Measurement | None = None,
+             verified: bool | None = None) -> Finding:  # fmt: skip
+    return Finding(
+        rule,
+        rule.lower(),
+        "title",
+        "warning",
+        "message",
+        line=3,
+        variant=variant,
+        estimated_speedup=None if est is None else Estimate(est, "point", "test"),
+        measured_speedup=m,
+        verified=verified,
+    )
+
+
+def _m(speedup: float, low: float) -> Measurement:
+    return Measurement(speedup, 2.0, 2.0 / speedup, "H100", ci_low=low, ci_high=speedup + 0.1)
+
+
+def test_without_a_gpu_only_source_fixes_that_keep_the_launch_and_gain() -> None:
+    auto = _finding("GA1", Variant("automatic-and-verified", "x", diff=DIFF))
+    shown = _finding("GA2", Variant("display-only", "y", diff=DIFF))
+    flags = _finding(
+        "GA3", Variant("automatic-and-verified", "cap", nvcc_flags=("-maxrregcount=64",))
+    )
+    launch = _finding(
+        "GA4", Variant("automatic-and-verified", "l", diff=DIFF, launch={"grid": [1, 1, 1]})
+    )
+    small = _finding("GA5", Variant("automatic-and-verified", "s", diff=DIFF), est=1.03)
+    proxy = Proxy("src", "a", "b", "", "")
+    layout = _finding("GA6", Variant("proxy", "soa", proxy=proxy))
+    take, advice = fix_candidates(
+        [auto, shown, flags, launch, small, layout], unsafe=False, measured=False
+    )
+    assert [f.rule for f in take] == ["GA1"]
+    text = "\n".join(advice)
+    assert "GA2" in text and "--unsafe-fixes" in text
+    assert "build change (-maxrregcount=64)" in text
+    assert "GA4" in text and "launch change" in text
+    assert "GA5" in text and "1.05x" in text
+    assert "GA6" in text and "layout change" in text
+    take, _ = fix_candidates([auto, shown], unsafe=True, measured=False)
+    assert [f.rule for f in take] == ["GA1", "GA2"]
+
+
+def test_on_a_gpu_only_verified_and_faster_fixes() -> None:
+    fast = _finding(
+        "GA1", Variant("automatic-and-verified", "x", diff=DIFF), m=_m(2.0, 1.8), verified=True
+    )
+    noisy = _finding(
+        "GA2", Variant("automatic-and-verified", "x", diff=DIFF), m=_m(1.02, 0.97), verified=True
+    )
+    wrong = _finding("GA3", Variant("automatic-and-verified", "x", diff=DIFF), verified=False)
+    launch = _finding(
+        "GA4", Variant("automatic-and-verified", "l", diff=DIFF, launch={"grid": [8, 1, 1]}), m=_m(1.5, 1.4),
+        verified=True,
+    )  # fmt: skip
+    shown_launch = _finding(
+        "GA5",
+        Variant("display-only", "l", diff=DIFF, launch={"grid": [8, 1, 1]}),
+        m=_m(3.0, 2.9),
+        verified=True,
+    )
+    take, advice = fix_candidates(
+        [fast, noisy, wrong, launch, shown_launch], unsafe=True, measured=True
+    )
+    assert [f.rule for f in take] == ["GA1", "GA4"]  # a launch change of an automatic fix: yes
+    text = "\n".join(advice)
+    assert "GA2" in text and "not faster" in text
+    assert "GA3" in text and "not verified" in text
+    assert "GA5" in text and "host code" in text
+
+
+def test_fixed_spec_replaces_the_launch_keys_only(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(int* p) {}\n")
+    (tmp_path / "k.toml").write_text(
+        '# mine\nsource = "k.cu"\nkernel = "k"\ngrid = "ceil_div(n, 256)"\nblock = 256\n\n[args]\nn = 4096\n'
+    )
+    opts = KernelOptions(source=str(src), kernel="k")
+    path, text = fixed_spec(opts, {"grid": [264, 1, 1], "block": [512, 1, 1]})
+    assert path == tmp_path / "k.fixed.toml"
+    assert "grid = 264\n" in text and "block = 512\n" in text
+    assert "[args]\nn = 4096" in text and "ceil_div" not in text
+    import tomllib
+
+    doc = tomllib.loads(text)
+    assert doc["grid"] == 264 and doc["kernel"] == "k" and doc["args"] == {"n": 4096}
+
+
+def _result(tmp_path: Path, original: str, fixed: str, spec: str | None = None) -> FixResult:
+    src = tmp_path / "k.cu"
+    src.write_text(original)
+    step = FixStep("GA1", 1, "d", "automatic-and-verified", "applied", "ok")
+    return FixResult(
+        source=src, kernel="k", original=original, fixed=fixed, steps=(step,), measured=False,
+        spec_text=spec, spec_path=None if spec is None else tmp_path / "k.fixed.toml",
+    )  # fmt: skip
+
+
+def test_write_fix_writes_the_source_and_the_spec(tmp_path: Path) -> None:
+    r = _result(tmp_path, "a\n", "b\n", spec="# written by gpuadvise analyze --fix: x\ngrid = 2\n")
+    assert r.diff is not None and "-a" in r.diff and "+b" in r.diff
+    written = write_fix(r)
+    assert (tmp_path / "k.cu").read_text() == "b\n"
+    assert (tmp_path / "k.fixed.toml").read_text().startswith("# written by gpuadvise")
+    assert written == [tmp_path / "k.cu", tmp_path / "k.fixed.toml"]
+
+
+def test_write_fix_writes_nothing_when_a_file_is_in_the_way(tmp_path: Path) -> None:
+    r = _result(tmp_path, "a\n", "b\n", spec="# written by gpuadvise analyze --fix\n")
+    (tmp_path / "k.fixed.toml").write_text("mine\n")
+    with pytest.raises(UsageError, match="did not write"):
+        write_fix(r)
+    assert (tmp_path / "k.cu").read_text() == "a\n"  # nothing written
+
+
+def test_write_fix_refuses_a_source_changed_meanwhile(tmp_path: Path) -> None:
+    r = _result(tmp_path, "a\n", "b\n")
+    (tmp_path / "k.cu").write_text("edited\n")
+    with pytest.raises(UsageError, match="changed during"):
+        write_fix(r)
+    assert (tmp_path / "k.cu").read_text() == "edited\n"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_unsafe_fixes_alone_is_a_usage_error(tmp_path: Path) -> None:
+    p = _cli(str(ROOT / "kernels/tail/tail.cu"), "--unsafe-fixes", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "--unsafe-fixes needs --fix" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path) -> None:
+    """moments.cu's split tiles: GA201's padding keeps the outputs (the emulator checks every CTA
+    of this small frame) and is written; --diff shows the same change and writes nothing."""
+    case = tmp_path / "case"
+    shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
+    src = case / "moments.cu"
+    before = src.read_text()
+    args = (str(src), "--kernel", "moments_split", "--arg", "w=96", "--arg", "h=64", "--no-measure")
+    d = _cli(*args, "--diff", cwd=tmp_path)
+    assert d.returncode == 0, d.stderr
+    assert d.stdout.startswith("---") and "+    __shared__ unsigned s_rg[TILE][TILE + " in d.stdout
+    assert "outputs equal on" in d.stderr and src.read_text() == before
+    j = _cli(*args, "--diff", "--json", cwd=tmp_path)
+    doc = json.loads(j.stdout)
+    assert [s["status"] for s in doc["fix"]["steps"]] == ["applied"]
+    assert doc["fix"]["measured"] is False and src.read_text() == before
+    f = _cli(*args, "--fix", cwd=tmp_path)
+    assert f.returncode == 0, f.stderr
+    assert "fixed: wrote" in f.stderr
+    after = src.read_text()
+    assert after != before and "s_rg[TILE][TILE + " in after
+    # the fixed kernel has nothing left to fix of that kind
+    again = _cli(*args, "--diff", cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.strip() == ""
