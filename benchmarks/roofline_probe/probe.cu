@@ -102,7 +102,7 @@ int main() {
   ms = time_ms([&] { write_coal<<<sms * 8, 256>>>((float4*)b, n4, 1); });
   printf("dram_write_gbps %.1f GB/s\n", 1.0 * big / ms / 1e6);
   // latency-bound reads: few warps per SM
-  for (int wps : {1, 2, 4, 8, 16, 32, 64}) {
+  for (int wps : {1, 2, 4, 8, 16, 32}) {
     ms = time_ms([&] { read4<<<sms, 32 * wps>>>((float4*)a, b, n4, 1); });
     printf("dram_read_warps_per_sm_%d %.1f GB/s\n", wps, 1.0 * big / ms / 1e6);
   }
