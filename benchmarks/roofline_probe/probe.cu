@@ -53,6 +53,12 @@ __global__ void write_coal(float4* out, size_t n, int reps) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
       out[i] = make_float4(r, r, r, r);
 }
+// transpose-like partial-sector stores to a buffer larger than L2: warp w of a block writes word w
+// of 32 sectors (lane = sector), so the block completes its 32 sectors
+__global__ void write_partial_miss(float* out) {
+  size_t sector = blockIdx.x * 32 + (threadIdx.x & 31);
+  out[sector * 8 + (threadIdx.x >> 5)] = 1.f;
+}
 __global__ void chase(const unsigned* __restrict__ next, unsigned* out, int steps) {
   unsigned j = 0;
   for (int s = 0; s < steps; s++) j = __ldcg(next + j);
@@ -119,6 +125,9 @@ int main() {
   ms = time_ms([&] { write_strided<<<sms * 8, 256>>>(b, nsect, reps); });
   printf("l2_write_strided_gsectors %.2f Gsector/s (%.1f GB/s of sectors)\n",
          1.0 * nsect * reps / ms / 1e6, 32.0 * nsect * reps / ms / 1e6);
+  ms = time_ms([&] { write_partial_miss<<<big / 32 / 32, 256>>>(b); });
+  printf("l2_write_partial_miss_gsectors %.2f Gsector/s (one word per sector per request, 1 GiB)\n",
+         1.0 * (big / 32) * 8 / ms / 1e6);
   // latency: a random cycle over 1 GiB (DRAM) and over 4 MiB (L2)
   for (size_t span : {(size_t)1 << 30, (size_t)4 << 20}) {
     size_t m = span / 128;  // one index per 128-byte line
