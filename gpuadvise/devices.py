@@ -307,3 +307,65 @@ def resolve_device(gpu: str | None = None, arch: str | None = None) -> DeviceCho
         preset(DEFAULT_GPU),
         f"no GPU found and no --gpu given: assumed the {DEFAULT_GPU} model",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory-system rates of the roofline (gpuadvise.model.roofline)
+
+
+@dataclass(frozen=True)
+class MemoryRates:
+    """The sustained rates the roofline's terms divide by, per GPU (whole device).
+
+    ``dram_sustained_gbps``: a device-to-device copy (read + write); ``l2_load_gsectors`` and
+    ``l2_store_gsectors``: 32-byte sectors per second the L2 serves to loads and full-sector
+    stores; ``l2_partial_store_gsectors``: stores that fill part of a sector (the L2 merges
+    them with byte masks); ``l2_scattered_store_gsectors``: partial stores whose lanes each
+    reach another 128-byte line (a column of a row-major matrix); ``latency_ns``: the memory
+    latency Little's law sees (bytes in flight / bandwidth at few warps); ``source``: where the
+    numbers come from."""
+
+    dram_sustained_gbps: float
+    l2_load_gsectors: float
+    l2_store_gsectors: float
+    l2_partial_store_gsectors: float
+    l2_scattered_store_gsectors: float
+    latency_ns: float
+    source: str
+
+
+# Measured on an H200 (132 SMs at 1980 MHz, 4.8 TB/s peak) on 2026-11-25 with
+# benchmarks/roofline_probe (CUDA events, median of 20; docs/data/roofline_probe_h200_2026-11-25.txt):
+# copy 3913 GB/s; L2-resident (8 MiB) loads 7494 GB/s = 234 G sectors/s, the same for one word per
+# sector (233 G sectors/s: the L2 counts sectors); full-sector stores 4154 GB/s = 130 G sectors/s;
+# one word per sector, four sectors per line 98.8 G sectors/s; reads of 16 bytes per lane with
+# 1..16 warps per SM scale linearly, 171 GB/s with one warp per SM: 132 x 512 B in flight /
+# 171 GB/s = 395 ns. The scattered-store rate (one sector per line per lane, 32 KB apart) is the
+# naive transpose of 8192^2 floats on that H200: 67.1 M sectors in 1.048 ms = 64 G sectors/s; it is
+# the calibration of that term, so the transpose's estimate is not an independent check of it.
+_H200_RATES = MemoryRates(3913.0, 234.0, 130.0, 98.8, 64.0, 395.0, "measured on an H200")
+
+
+def memory_rates(device: DeviceSpec) -> MemoryRates | None:
+    """The roofline's rates for ``device``: the H200's measured ones; for another GPU the H200's
+    scaled, L2 rates by SMs x clock and DRAM by peak bandwidth (the H100's copy rate is the
+    measured 2.99 TB/s of ../shared/HARDWARE.md section 3). None without SM count, clock or
+    bandwidth."""
+    if not (device.sm_count and device.sm_clock_mhz and device.mem_bandwidth_gbps):
+        return None
+    ref = _H200_RATES
+    if device.name == "H200":
+        return ref
+    l2 = device.sm_count * device.sm_clock_mhz / (132 * 1980)
+    dram = device.mem_bandwidth_gbps / 4800
+    copy = 2990.0 if device.name == "H100" else ref.dram_sustained_gbps * dram
+    return MemoryRates(
+        copy,
+        ref.l2_load_gsectors * l2,
+        ref.l2_store_gsectors * l2,
+        ref.l2_partial_store_gsectors * l2,
+        ref.l2_scattered_store_gsectors * l2,
+        ref.latency_ns,
+        f"the H200's measured rates scaled to the {device.name} (L2 by SMs x clock, DRAM by "
+        "bandwidth)",
+    )

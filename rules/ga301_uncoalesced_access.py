@@ -16,6 +16,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    buffer_records,
     field_loads,
     integer_args,
     l1_cycles,
@@ -231,7 +232,8 @@ class UncoalescedAccess(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
-        _, recs = finding.details_as(BufferAccess).access(ctx)
+        d = finding.details_as(BufferAccess)
+        _, recs = d.access(ctx)
         req = float(len(recs))
         sect = float(view.rec_sectors[recs].sum())
         ideal = float(view.rec_ideal[recs].sum())
@@ -240,7 +242,9 @@ class UncoalescedAccess(Rule):
             ctx.device,
             view,
             saved,
-            f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal",
+            f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
+            + (", with every access to the buffer in the new layout" if d.aos else ""),
+            records=buffer_records(view, d.buffer) if d.aos else recs,
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:

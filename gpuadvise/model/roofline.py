@@ -7,6 +7,14 @@ rules turn that into an upper-bound estimate. Latency, dependencies and overlap 
 the real gain is smaller. Without the device's clock or bandwidth the DRAM floor is dropped and
 the bound is the ratio of the pipe's work (:func:`work_ratio`).
 
+The launch model (:class:`Traffic`, :func:`launch_times`, :class:`LaunchEstimate`) has five
+terms, each a time over the whole launch: the SMs' L1/shared data path (requests and
+wavefronts), the L2 (sectors from the coalescing model, stores split into full, partial and
+scattered), DRAM (bytes from the L2 side: distinct sectors filled and written back), issue
+(instructions over the schedulers) and latency (Little's law: the bytes the resident warps keep
+in flight against latency x bandwidth). A launch takes at least its largest term; an estimate
+compares the launch before and after a change, and names the term that bounds each.
+
 Pure arithmetic: no I/O, no numpy.
 """
 
@@ -14,10 +22,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuadvise.devices import DeviceSpec
+from gpuadvise.devices import DeviceSpec, MemoryRates
 
 __all__ = [
+    "ISSUE_PER_SM_PER_CLOCK",
     "L1_BYTES_PER_CLOCK",
+    "LaunchEstimate",
+    "LaunchTimes",
+    "TERMS",
+    "Traffic",
+    "launch_estimate",
+    "launch_times",
     "Roofline",
     "dram_bytes_per_s",
     "l1_cycles",
@@ -98,3 +113,138 @@ def work_ratio(work: float, saved: float, floor: float = 1e-9) -> float:
     """The bound without clock or bandwidth figures: the pipe's work before over after
     (``after`` at least ``floor``)."""
     return work / max(work - saved, floor)
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch model: five terms before and after a change
+
+ISSUE_PER_SM_PER_CLOCK = 4
+"""Warp instructions an SM issues per clock: four schedulers, one each (Volta and later)."""
+
+TERMS = ("l1", "l2", "dram", "issue", "latency")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What a launch moves, counted over the whole launch (all CTAs).
+
+    ``l1_cycles``: the L1 data path's cycles for global accesses (:func:`l1_cycles` per line,
+    summed); ``shared_wavefronts``: shared-memory wavefronts (the same data path);
+    ``l2_*_sectors``: 32-byte sectors the L2 serves: loads (L1 misses), full-sector stores,
+    partial-sector stores (merged under byte masks) and scattered partial stores (each lane
+    another 128-byte line); ``dram_bytes``: sectors filled from DRAM and written back;
+    ``instructions``: warp instructions issued; ``resident_warps``: warps on the device at
+    once; ``bytes_in_flight_per_warp``: what each keeps in flight (0: no latency term)."""
+
+    l1_cycles: float = 0.0
+    shared_wavefronts: float = 0.0
+    l2_load_sectors: float = 0.0
+    l2_store_sectors: float = 0.0
+    l2_partial_store_sectors: float = 0.0
+    l2_scattered_store_sectors: float = 0.0
+    dram_bytes: float = 0.0
+    instructions: float = 0.0
+    resident_warps: float = 0.0
+    bytes_in_flight_per_warp: float = 0.0
+
+
+@dataclass(frozen=True)
+class LaunchTimes:
+    """The five terms of one launch in seconds; the launch takes at least the largest."""
+
+    l1_s: float
+    l2_s: float
+    dram_s: float
+    issue_s: float
+    latency_s: float
+
+    def term(self, name: str) -> float:
+        return float(getattr(self, name + "_s"))
+
+    @property
+    def time_s(self) -> float:
+        return max(max(self.term(t) for t in TERMS), _MIN_TIME_S)
+
+    @property
+    def bound_by(self) -> str:
+        """The term that decides the time (the first of :data:`TERMS` on a tie)."""
+        return max(TERMS, key=lambda t: (self.term(t), -TERMS.index(t)))
+
+    def describe(self) -> str:
+        return ", ".join(f"{t} {self.term(t) * 1e6:.2f}" for t in TERMS) + " us"
+
+
+def launch_times(
+    traffic: Traffic, device: DeviceSpec, rates: MemoryRates, peak_dram: bool = False
+) -> LaunchTimes | None:
+    """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock, L2 at the
+    rates' sector rates (loads and stores share the slices, so their times add up), DRAM at the
+    sustained copy rate (``peak_dram``: at the peak bandwidth, a floor no launch beats), issue
+    at four warp instructions per SM per clock, latency by Little's law. None without SM count
+    or clock."""
+    hz = sm_cycles_per_s(device)
+    bw = dram_bytes_per_s(device)
+    if hz is None or bw is None:
+        return None
+    dram_bw = bw if peak_dram else rates.dram_sustained_gbps * 1e9
+    l1_s = (traffic.l1_cycles + traffic.shared_wavefronts) / hz
+    g = 1e9
+    l2_s = (
+        traffic.l2_load_sectors / (rates.l2_load_gsectors * g)
+        + traffic.l2_store_sectors / (rates.l2_store_gsectors * g)
+        + traffic.l2_partial_store_sectors / (rates.l2_partial_store_gsectors * g)
+        + traffic.l2_scattered_store_sectors / (rates.l2_scattered_store_gsectors * g)
+    )
+    dram_s = traffic.dram_bytes / dram_bw
+    issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)
+    in_flight = traffic.resident_warps * traffic.bytes_in_flight_per_warp
+    latency_s = 0.0
+    if in_flight > 0:
+        # Little's law: bandwidth = bytes in flight / latency, at most the DRAM's
+        latency_s = traffic.dram_bytes * rates.latency_ns * 1e-9 / in_flight
+    return LaunchTimes(l1_s, l2_s, dram_s, issue_s, latency_s)
+
+
+@dataclass(frozen=True)
+class LaunchEstimate:
+    """A change's estimate on the launch model.
+
+    ``before`` and ``after`` at sustained rates; ``after_floor`` with DRAM at its peak.
+    ``point = before / after`` is the prediction; ``bound = before / after_floor`` the upper
+    bound (the change cannot make the launch faster than its roofline at peak bandwidth)."""
+
+    before: LaunchTimes
+    after: LaunchTimes
+    after_floor: LaunchTimes
+
+    @property
+    def point(self) -> float:
+        return self.before.time_s / self.after.time_s
+
+    @property
+    def bound(self) -> float:
+        return max(self.before.time_s / self.after_floor.time_s, self.point)
+
+    def method(self, what: str, rates: MemoryRates) -> str:
+        return (
+            f"roofline of the launch, five terms (L1/shared data path, L2 sectors, DRAM bytes, "
+            f"issue, latency): before {self.before.describe()}, bound by {self.before.bound_by}; "
+            f"after {what}: {self.after.describe()}, bound by {self.after.bound_by}. Point "
+            f"{self.point:.2f}x (sustained rates, {rates.source}); upper bound {self.bound:.2f}x "
+            "(DRAM after at peak bandwidth). Left out: overlap between terms other than the "
+            "largest, L2 reuse across CTAs and capacity misses, DRAM read-fills of partial "
+            "sectors, ALU instructions (issue counts memory instructions only)"
+        )
+
+
+def launch_estimate(
+    before: Traffic, after: Traffic, device: DeviceSpec, rates: MemoryRates
+) -> LaunchEstimate | None:
+    """:class:`LaunchEstimate` of a change from ``before`` to ``after``; None without the
+    device's SM count or clock."""
+    b = launch_times(before, device, rates)
+    a = launch_times(after, device, rates)
+    f = launch_times(after, device, rates, peak_dram=True)
+    if b is None or a is None or f is None:
+        return None
+    return LaunchEstimate(b, a, f)

@@ -34,7 +34,7 @@ from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
 from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
 from gpuadvise.rules.engine import doc_sections, validate_rule
-from gpuadvise.rules.estimates import l1_roofline_estimate
+from gpuadvise.rules.estimates import buffer_records, l1_roofline_estimate
 from gpuadvise.rules.proxy import (
     FOLD,
     PackedField,
@@ -133,6 +133,7 @@ __all__ = [
     "infer_pattern",
     "integer_args",
     "l1_cycles",
+    "buffer_records",
     "l1_roofline_estimate",
     "l2_model",
     "line_of",

@@ -1,25 +1,174 @@
-"""Estimates shared by several rules, on the one roofline of :mod:`gpuadvise.model.roofline`."""
+"""Estimates shared by several rules, on the one launch roofline of
+:mod:`gpuadvise.model.roofline`: the traffic of the traced launch (:func:`view_traffic`), the
+traffic once some accesses move only the bytes they use, and the estimate between the two
+(:func:`l1_roofline_estimate`, an upper bound with the point value in its inputs)."""
 
 from __future__ import annotations
 
+import math
+import weakref
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuadvise.devices import DeviceSpec
-from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
-from gpuadvise.rules.engine import Estimate
-from gpuadvise.trace.view import TraceView
+import numpy as np
 
-__all__ = ["l1_roofline_estimate"]
+from gpuadvise.devices import DeviceSpec, memory_rates
+from gpuadvise.model.roofline import Traffic, launch_estimate, work_ratio
+from gpuadvise.rules.engine import Estimate
+from gpuadvise.trace.access import WARP, Kind
+from gpuadvise.trace.view import SECTOR, TraceView
+
+__all__ = ["LOADS_IN_FLIGHT", "buffer_records", "l1_roofline_estimate", "view_traffic"]
+
+LOADS_IN_FLIGHT = 4
+"""Load requests a warp keeps in flight (independent loads the compiler issues back to back);
+with a float4 load per lane, one warp per SM reads 171 GB/s on an H200 (132 x 512 B / 395 ns)."""
+
+
+@dataclass(frozen=True)
+class _RecordCosts:
+    kind: np.ndarray  # per record: Kind
+    sectors: np.ndarray  # sectors each record touches
+    nbytes: np.ndarray  # distinct bytes it moves
+    lines: np.ndarray  # 128-byte lines it touches
+
+
+_COSTS: weakref.WeakKeyDictionary[TraceView, _RecordCosts] = weakref.WeakKeyDictionary()
+
+
+def _costs(view: TraceView) -> _RecordCosts:
+    got = _COSTS.get(view)
+    if got is None:
+        from gpuadvise.model.coalescing import record_sectors
+
+        rs = record_sectors(view.records)
+        got = _RecordCosts(
+            view.records["kind"].astype(np.int64),
+            rs.sectors.astype(np.int64),
+            rs.bytes.astype(np.int64),
+            rs.lines.astype(np.int64),
+        )
+        _COSTS[view] = got
+    return got
+
+
+def _store_split(sectors: np.ndarray, nbytes: np.ndarray, lines: np.ndarray) -> tuple[float, ...]:
+    """(full, partial, scattered) store sectors of some store records: full when the record
+    fills its sectors; scattered when each of its (8 or more) sectors lies in a line of its own."""
+    full = nbytes >= sectors * SECTOR
+    scattered = ~full & (lines >= sectors) & (sectors >= 8)
+    partial = ~full & ~scattered
+    return (
+        float(sectors[full].sum()),
+        float(sectors[partial].sum()),
+        float(sectors[scattered].sum()),
+    )
+
+
+def _used_bytes(buf: np.ndarray, off: np.ndarray, width: np.ndarray) -> int:
+    """Bytes of the distinct (buffer, offset) accesses, each its width."""
+    _, first = np.unique((buf.astype(np.int64) << 40) | off, return_index=True)
+    return int(width[first].sum())
+
+
+def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
+    """Warps on the device at once, by the warp and CTA limits (registers and shared memory
+    are not known here: at most this many)."""
+    threads = math.prod(view.block)
+    w = -(-threads // WARP)
+    if not (device.sm_count and w):
+        return 0.0
+    per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // w)
+    return float(min(view.total_ctas, per_sm * device.sm_count) * w)
+
+
+def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None = None) -> Traffic:
+    """The launch's :class:`Traffic` from the sampled CTAs, scaled to the launch; with
+    ``changed`` (record indices), as if those records moved only the bytes they use: their
+    sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM."""
+    c = _costs(view)
+    n = len(view.records)
+    sel = np.zeros(n, bool)
+    if changed is not None and len(changed):
+        sel[np.asarray(changed, np.int64)] = True
+    ideal = view.rec_ideal.astype(np.int64)
+    load = c.kind == int(Kind.LOAD)
+    store = ~load
+    # L1 data path: max(requests, sectors / 4) per record (a line's records together in
+    # view.l1_total; per record here, so that changed records can be swapped for their ideal)
+    sect = np.where(sel, ideal, c.sectors)
+    l1 = float(np.maximum(1.0, sect / 4.0).sum())
+    # L2 loads: the distinct sectors each CTA's loads touch (L1 serves the rest)
+    lanes, lb = view.lanes, view.lane_buffer
+    inside = lb >= 0
+    lsel = sel[lanes.rec] & inside
+    lload = load[lanes.rec] & inside
+    key = (lanes.cta << 50) | (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
+    l2_load = float(len(np.unique(key[lload])))
+    if lsel.any():
+        # the changed loads' sectors no other load touches give way to the bytes they use
+        alone = np.setdiff1d(key[lload & lsel], key[lload & ~lsel])
+        used = 0
+        for cta in np.unique(lanes.cta[lsel & lload]):
+            m = lsel & lload & (lanes.cta == cta)
+            used += math.ceil(_used_bytes(lb[m], lanes.off[m], lanes.width[m]) / SECTOR)
+        l2_load = min(l2_load, l2_load - len(alone) + used)
+    full, partial, scattered = _store_split(
+        c.sectors[store & ~sel], c.nbytes[store & ~sel], c.lines[store & ~sel]
+    )
+    full += float(ideal[store & sel].sum())
+    # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
+    dkey = (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
+    lstore = ~load[lanes.rec] & inside
+    dram_sectors = 0
+    for part in (lload, lstore):
+        total = np.unique(dkey[part])
+        n_part = len(total)
+        if (lsel & part).any():
+            alone = np.setdiff1d(dkey[part & lsel], dkey[part & ~lsel])
+            m = lsel & part
+            used = _used_bytes(lb[m], lanes.off[m], lanes.width[m])
+            n_part = min(n_part, n_part - len(alone) + math.ceil(used / SECTOR))
+        dram_sectors += n_part
+    n_load = int(load.sum())
+    warps = max(
+        len(np.unique((view.records["cta"].astype(np.int64) << 16) | view.records["warp"])), 1
+    )
+    per_req = float(sect[load].mean()) if n_load else 0.0
+    in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
+    s = view.scale
+    return Traffic(
+        l1_cycles=l1 * s,
+        l2_load_sectors=l2_load * s,
+        l2_store_sectors=full * s,
+        l2_partial_store_sectors=partial * s,
+        l2_scattered_store_sectors=scattered * s,
+        dram_bytes=dram_sectors * SECTOR * s,
+        instructions=float(n) * s,
+        resident_warps=_resident_warps(device, view),
+        bytes_in_flight_per_warp=in_flight,
+    )
+
+
+def buffer_records(view: TraceView, buffer: str) -> np.ndarray:
+    """The records of every access to ``buffer`` (a layout change moves them all)."""
+    b = view.buffer_names.index(buffer)
+    return np.unique(view.lanes.rec[view.lane_buffer == b])
 
 
 def l1_roofline_estimate(
-    device: DeviceSpec, view: TraceView, saved_cycles: float, what: str
+    device: DeviceSpec,
+    view: TraceView,
+    saved_cycles: float,
+    what: str,
+    records: np.ndarray | None = None,
 ) -> Estimate:
-    """The layout rules' estimate (an upper bound): the launch's L1 data-path time
-    (:func:`~gpuadvise.model.roofline.l1_cycles` per line over SMs x clock) less ``saved_cycles``
-    (over the sampled CTAs), against a DRAM floor (the distinct bytes the launch touches at peak
-    bandwidth): ``max(T_l1, T_dram) / max(T_l1 - T_saved, T_dram)``. Without the device's clock
-    or bandwidth, the cycle ratio."""
+    """The layout rules' estimate on the launch roofline: the traced launch against the same
+    launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
+    ``records``, with ``saved_cycles`` (sampled CTAs) less on the L1 data path. The estimate is
+    the upper bound; ``inputs["point_speedup"]`` the point value, with the term that bounds the
+    launch before and after. Without the device's clock, bandwidth or rates, the ratio of L1
+    cycles."""
     total = view.l1_total()
     saved = min(saved_cycles, total * 0.999)
     inputs: dict[str, Any] = {
@@ -28,29 +177,38 @@ def l1_roofline_estimate(
         "sampled_ctas": len(view.ctas),
         "scale": view.scale,
     }
-    hz, bw = sm_cycles_per_s(device), dram_bytes_per_s(device)
-    if hz is None or bw is None or total <= 0:
+    rates = memory_rates(device)
+    if rates is None or total <= 0:
         ratio = work_ratio(total, saved) if total > 0 else 1.0
         return Estimate(
             round(ratio, 3),
             "upper-bound",
             f"L1 data-path cycles, max(requests, sectors / 4) per line: {total:.0f} before, "
-            f"{total - saved:.0f} after {what} (no clock or bandwidth for {device.name}: DRAM "
-            "ignored); latency ignored, so the real gain is smaller",
+            f"{total - saved:.0f} after {what} (no clock, bandwidth or memory rates for "
+            f"{device.name}: L2, DRAM and latency ignored)",
             inputs,
         )
-    nbytes = view.useful_bytes()
-    r = roofline(total * view.scale, saved * view.scale, hz, nbytes, bw)
-    inputs.update(l1_time_us=r.pipe_s * 1e6, saved_time_us=r.saved_s * 1e6,
-                  dram_time_us=r.dram_s * 1e6, dram_bytes=nbytes)  # fmt: skip
-    return Estimate(
-        round(r.speedup, 3),
-        "upper-bound",
-        f"roofline over the launch: the SMs' L1 data path {r.pipe_s * 1e6:.2f} us (128 bytes per "
-        f"SM per cycle and at least one cycle per request: max(requests, sectors / 4) cycles per "
-        f"line, {device.sm_count} SMs at {device.sm_clock_mhz} MHz), of which {what} saves "
-        f"{r.saved_s * 1e6:.2f} us; DRAM floor {r.dram_s * 1e6:.2f} us ({nbytes / 1e6:.1f} MB, "
-        f"each byte the launch touches once, at {device.mem_bandwidth_gbps:.0f} GB/s); max "
-        "before / max after. Latency is ignored, so the real gain is smaller",
-        inputs,
+    before = view_traffic(device, view)
+    if records is None:
+        after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
+    else:
+        after = view_traffic(device, view, records)
+    est = launch_estimate(before, after, device, rates)
+    if est is None:  # pragma: no cover - memory_rates needs the same fields
+        return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)
+    inputs.update(
+        point_speedup=round(est.point, 3),
+        bound_by_before=est.before.bound_by,
+        bound_by_after=est.after.bound_by,
+        **{
+            f"before_{t}_us": est.before.term(t) * 1e6
+            for t in ("l1", "l2", "dram", "issue", "latency")
+        },
+        **{
+            f"after_{t}_us": est.after.term(t) * 1e6
+            for t in ("l1", "l2", "dram", "issue", "latency")
+        },
+        dram_bytes_before=before.dram_bytes,
+        dram_bytes_after=after.dram_bytes,
     )
+    return Estimate(round(est.bound, 3), "upper-bound", est.method(what, rates), inputs)

@@ -65,7 +65,11 @@ def test_cells_fields_estimate(fields_analysis):
     assert est is not None and est.kind == "upper-bound" and "roofline" in est.method
     # the line's L1 data-path cycles: max(256, 8192 / 4) = 2048 before, max(256, 1024 / 4) = 256
     assert est.inputs["saved_cycles_sampled"] == 2048 - 256
-    assert 1.0 < est.speedup < f74.estimated_speedup.speedup  # the 24 neighbours weigh more
+    # the fix (a structure of arrays) moves every access to `cells`: both lines share the launch
+    # estimate, which holds the proxies measured on an H100 (1.98x and 1.26x, docs/accuracy.md)
+    assert est.speedup == f74.estimated_speedup.speedup >= 1.98
+    assert 1.0 < est.inputs["point_speedup"] <= est.speedup
+    assert est.inputs["bound_by_before"] in ("l1", "l2", "dram", "issue", "latency")
 
 
 def test_cells_packed_reads_one_word_of_32_byte_structs():
