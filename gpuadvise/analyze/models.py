@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.reconcile import ReconcileNote
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
+    from gpuadvise.trace.simt import SimtProfile
 
 __all__ = [
     "INTERIOR_CTAS",
@@ -79,6 +80,7 @@ class MemoryAnalysis:
     l2: L2Result | None = None
     l2_unavailable: str | None = None  # why l2 is None
     outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
+    simt: SimtProfile | None = None  # the CPU emulator's SIMT counts (not serialized)
 
 
 def resolve_launch(
@@ -188,6 +190,7 @@ def compute_models(
         l2_unavailable=l2_unavailable,
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
+        simt=emu.simt,
     )
 
 
@@ -330,7 +333,7 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
     for name in ("trace", "banks", "coalescing"):
         if getattr(memory, name) is None:
             unavailable[name] = f"the {name} model was not computed"
-    emulation = EmulationStats(memory.ctas_run, memory.lane_instructions)
+    emulation = EmulationStats(memory.ctas_run, memory.lane_instructions, memory.simt)
     return ModelResults(
         trace=memory.trace,
         banks=memory.banks,

@@ -22,6 +22,11 @@ those of other CTAs did too, which is one valid interleaving). Named barriers wi
 (``bar.sync 1, 64``) are treated as whole-CTA barriers, ``bar.arrive`` as a no-op; a barrier reached
 by some lanes of a diverged warp releases them before the warp's other lanes arrive.
 
+SIMT counts: per basic block, the warp executions, the active lanes summed over them, and the warp
+executions its terminator split (with the CTAs they were in): two integer adds per step, so that
+:mod:`gpuadvise.trace.simt` gets each instruction's active lanes per executed warp instruction
+without slowing the steps down.
+
 Registers and batch layout arrays are kept from one batch to the next of the same size (registers
 are not cleared: their initial values are undefined in PTX too). The instruction budget is per
 warp: a warp that executed more than ``max_instructions`` instructions stops the emulation.
@@ -538,6 +543,14 @@ class Batch:
         self._layout_specials: dict[str, Any] = shared["specials"]
         self._carry: np.ndarray | None = None
         self.step_counter = 0
+        # SIMT counts per basic block (the last entry: the virtual exit), filled by run():
+        # warp executions, active lanes summed over them, and warp executions split at the block's
+        # terminator (a conditional branch whose lanes went both ways)
+        nb_ = len(self.program.blocks) + 1
+        self.block_warps: list[int] = [0] * nb_
+        self.block_lanes: list[int] = [0] * nb_
+        self.block_splits: list[int] = [0] * nb_
+        self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -1314,6 +1327,9 @@ class Batch:
         steps = 0
         allw = np.arange(nw)
         n = self.n
+        block_warps = self.block_warps
+        block_lanes = self.block_lanes
+        block_splits = self.block_splits
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -1395,7 +1411,10 @@ class Batch:
                     ins_index = blk.start
                     mask = self._lane_mask(ws, cur_mask[ws], n)
                     self.ops[ins_index](mask)
-                    lane_instr += int(np.bitwise_count(cur_mask[ws]).sum())
+                    active_b = int(np.bitwise_count(cur_mask[ws]).sum())
+                    lane_instr += active_b
+                    block_warps[int(blk_id)] += int(ws.size)
+                    block_lanes[int(blk_id)] += active_b
                     set_pc(ws, int(blk.term[1]))
                 continue
             pcs = cur_pc[runnable]
@@ -1419,6 +1438,8 @@ class Batch:
                 op(mask)
             lane_instr += active * block_len[p]
             warp_count[ws] += block_len[p]
+            block_warps[p] += ws.size
+            block_lanes[p] += active
             if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
                 self._budget_error(p)
             term = blk.term
@@ -1454,6 +1475,8 @@ class Batch:
                 div = ~(all_t | all_f)
                 if div.any():
                     wd = ws[div]
+                    block_splits[p] += int(wd.size)
+                    self._note_split(p, wd)
                     diverge(wd, p, [(taken_i, tb[div]), (fall_i, nb_[div])])
             elif kind == "exit":
                 gone = ~masks
@@ -1465,6 +1488,13 @@ class Batch:
             else:
                 raise EmulationError(f"internal error: block terminator {kind}", None)
         return lane_instr, steps
+
+    def _note_split(self, blk: int, ws: np.ndarray) -> None:
+        """Remember the CTAs in which warps ``ws`` split at block ``blk`` (SIMT counts)."""
+        ctas = self.warp_cta[ws]
+        self.split_ctas.setdefault(blk, set()).update(
+            (ctas if ctas.size < 2 else np.unique(ctas)).tolist()
+        )
 
     def _lane_mask(self, ws: np.ndarray, masks: np.ndarray, n: int) -> Mask:
         words = np.zeros(self.nwarps, U32)
@@ -1496,6 +1526,8 @@ class Batch:
             if len(groups) == 1:
                 set_pc(one, next(iter(groups)))
             else:
+                self.block_splits[blk] += 1
+                self._note_split(blk, one)
                 diverge(one, blk, [(tgt, np.array([m], U32)) for tgt, m in groups.items()])
 
     def _trap_error(self, index: int, base: str) -> EmulationError:

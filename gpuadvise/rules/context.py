@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gpuadvise.toolchain import KernelInfo
     from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
     from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.simt import SimtProfile
     from gpuadvise.trace.view import TraceView
 
 __all__ = [
@@ -89,10 +90,13 @@ class KernelFacts:
 
 @dataclass(frozen=True)
 class EmulationStats:
-    """How much of the launch the tracer ran: CTAs and lane-instructions (PTX)."""
+    """How much of the launch the tracer ran: CTAs and lane-instructions (PTX); ``simt``: active
+    lanes per executed warp instruction, per line and splitting branch (the CPU emulator's; None
+    from the GPU tracer)."""
 
     ctas_run: int
     lane_instructions: int
+    simt: SimtProfile | None = None
 
 
 @dataclass(frozen=True)

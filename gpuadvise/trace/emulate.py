@@ -72,6 +72,7 @@ from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.trace.access import AccessTrace, Kind, Space
+from gpuadvise.trace.simt import SimtCounts, SimtProfile, simt_profile
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
@@ -122,7 +123,9 @@ class Emulation:
     ``complete``: CTAs that did not run left their part as it was, poisoned or filled).
     ``inputs``: the initial contents of every buffer (poisoned outputs included).
     ``lane_instructions``: PTX instructions executed, summed over active lanes;
-    ``warp_steps``: scheduling steps (a basic block run for a group of warps).
+    ``warp_steps``: scheduling steps (a basic block run for a group of warps);
+    ``simt``: active lanes per executed warp instruction, per kernel, line and splitting branch
+    (:mod:`gpuadvise.trace.simt`).
     """
 
     trace: AccessTrace
@@ -134,6 +137,7 @@ class Emulation:
     time_s: float
     notes: tuple[str, ...]
     warp_steps: int = 0
+    simt: SimtProfile | None = None
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -651,6 +655,7 @@ def _emulate(
     lane_instr = 0
     steps = 0
     start = 0
+    simt_counts = SimtCounts.empty(len(image.program.blocks) + 1)
     # A sample the user asked for (--sample-ctas N or all) that does not fit is a usage error
     # (exit 2); the default sample (the first wave) or a list of CTAs just leaves no trace.
     too_large = TooLargeError if isinstance(sample_ctas, int | str) else EmulationError
@@ -671,6 +676,9 @@ def _emulate(
                 li, st = batch.run()
                 lane_instr += li
                 steps += st
+                simt_counts.add(
+                    batch.block_warps, batch.block_lanes, batch.block_splits, batch.split_ctas
+                )
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
     except _TraceFull as full:
         raise too_large(
@@ -703,6 +711,7 @@ def _emulate(
         time_s=time.perf_counter() - t0,
         notes=tuple(notes),
         warp_steps=steps,
+        simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
     )
 
 

@@ -71,7 +71,7 @@ extern "C" __global__ void cells_fields(const Cell* __restrict__ cells,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const Cell& n = cells[ny * w + nx];
-            meet(self, n.type, n.gender, n.age, same, mates);  // expect: GA301, GA302, GA305
+            meet(self, n.type, n.gender, n.age, same, mates);  // expect: GA301, GA302, GA305, GA104
         }
     }
     next[y * w + x] = next_state(self, same, mates);
@@ -88,7 +88,7 @@ extern "C" __global__ void cells_packed(const PackedCell* __restrict__ cells,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const uchar4 n = cells[ny * w + nx].info;  // expect: GA301, GA305
-            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);
+            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
         }
     }
     next[y * w + x] = next_state(self, same, mates);
@@ -105,7 +105,7 @@ extern "C" __global__ void cells_soa(const uchar4* __restrict__ info,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const uchar4 n = info[ny * w + nx];  // expect: GA305
-            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);
+            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
         }
     }
     next[y * w + x] = next_state(self, same, mates);
@@ -133,7 +133,7 @@ extern "C" __global__ void cells_soa_tiled(const uchar4* __restrict__ info,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const uchar4 n = win[threadIdx.y + R + dy][threadIdx.x + R + dx];
-            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);
+            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
         }
     }
     next[y * w + x] = next_state(self, same, mates);

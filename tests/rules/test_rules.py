@@ -459,12 +459,11 @@ def test_selection_prefixes_specificity_and_cli_layers(registry):
     assert sel(select=("ALL",), ignore=("bank-conflicts", "GA1")) == rest[1:]
     assert sel(ignore=("GA10",)) == rest
     # the command line's select starts afresh (the file's ignore too), its ignore applies after
-    assert sel(select=("GA1",), ignore=("GA101",), cli_select=("GA10",)) == [
-        "GA101",
-        "GA102",
-        "GA103",
-    ]
-    assert sel(select=("GA1",), cli_ignore=("GA102",)) == ["GA101", "GA103"]
+    ga10 = [i for i in registry.ids if i.startswith("GA10")]
+    assert ga10[:3] == ["GA101", "GA102", "GA103"]
+    assert sel(select=("GA1",), ignore=("GA101",), cli_select=("GA10",)) == ga10
+    ga1 = [i for i in registry.ids if i.startswith("GA1")]
+    assert sel(select=("GA1",), cli_ignore=("GA102",)) == [i for i in ga1 if i != "GA102"]
     with pytest.raises(UsageError, match="matches no rule"):
         sel(cli_select=("GA9",))
     with pytest.raises(UsageError, match="matches no rule"):

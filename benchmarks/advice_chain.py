@@ -1,0 +1,259 @@
+"""Advice that chains: start from the interleaved reduction, apply the top finding's variant,
+re-analyze, repeat (issue 15, item 9).
+
+Starts from kernels/reduction/reduce.cu ``reduce1`` on 2^26 int32 (``--log2n``), runs ``analyze``
+in-process (:func:`gpuadvise.analyze.run.run_analysis`, every rule the registry holds, whatever
+they are), takes the top-ranked finding whose variant can be built (a source diff and/or a launch
+change, not a proxy), applies it, and analyzes the result again, until no finding is left that is
+faster: measured and verified on a GPU (``--measure``, the default when PyCUDA and a GPU are
+there: the analysis measures its automatic variants; display-only ones the chain times itself
+against the step's kernel with ``bench``'s verified comparison) or, with ``--no-measure``, ranked
+by the rules' estimates alone (estimated speedup > ``--min-speedup``, or no estimate, in the
+registry's rank order; the output says so).
+
+At each step: the kernel, the finding applied, its time (ms), speedup over the previous step and
+over the start, bandwidth (input bytes / time) against the device's copy bandwidth (the runner's
+device-to-device copy, ``bench``'s ceiling) and CUB (``cupy.sum`` on the same array, when cupy
+imports; else the column is left out and the output says so).
+
+Usage: python benchmarks/advice_chain.py [--log2n 26] [--steps 6] [--no-measure] [--md OUT.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+START = ROOT / "kernels" / "reduction" / "reduce.cu"
+
+CASE = """source = "{source}"
+kernel = "{kernel}"
+grid = "{grid}"
+block = "{block}"
+seed = 1
+
+[args]
+n = {n}
+
+[buffers]
+in = "int[n]"
+out = {{ type = "int", count = "ceil_div(n, 256)", fill = "zeros" }}
+"""
+
+
+@dataclass
+class Step:
+    index: int
+    kernel: str
+    applied: str  # the finding (rule: message) that produced this step's source
+    grid: str
+    block: str
+    time_ms: float | None = None
+    estimate: float | None = None  # the applied finding's estimate
+    measured: float | None = None  # the applied finding's measured speedup (over the last step)
+    verified: bool | None = None
+
+
+def _options(source: Path, kernel: str, n: int, grid: str, block: str) -> Any:
+    from gpuadvise.analyze.options import KernelOptions
+
+    (source.parent / "case.toml").write_text(
+        CASE.format(source=source.name, kernel=kernel, grid=grid, block=block, n=n)
+    )
+    return KernelOptions(
+        source=str(source), kernel=kernel, grid=grid, block=block, args=(f"n={n}",),
+        spec=str(source.parent / "case.toml"),
+    )  # fmt: skip
+
+
+def _time_ms(opts: Any) -> tuple[float | None, float | None]:
+    """The kernel's median time (ms) and the device's copy bandwidth (GB/s), through bench."""
+    from gpuadvise.analyze.bench import run_bench
+    from gpuadvise.runner.job import TimingConfig
+
+    rep = run_bench((str(opts.source),), opts, False, 120.0, None, TimingConfig())
+    if rep.error or not rep.stats:
+        return None, rep.ceiling_gbps
+    return float(rep.stats[0].median_ms), rep.ceiling_gbps
+
+
+def _bench_pair(opts_a: Any, opts_b: Any) -> tuple[float | None, bool]:
+    """Speedup of B over A (bench's verified comparison of their outputs), outputs equal."""
+    from gpuadvise.analyze.bench import run_bench
+    from gpuadvise.runner.job import TimingConfig
+
+    try:
+        rep = run_bench(
+            (f"{opts_a.source}:{opts_a.kernel}", f"{opts_b.source}:{opts_b.kernel}"),
+            opts_a, False, 120.0, None, TimingConfig(),
+        )  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a variant that does not build or differs: skip it
+        print(f"  (could not compare: {exc})")
+        return None, False
+    ok = rep.error is None and all(c.ok for c in rep.comparisons)
+    sp = float(rep.speedup.speedup) if rep.speedup is not None else None
+    return sp, ok
+
+
+def _cub_ms(n: int) -> float | None:
+    try:
+        import cupy as cp  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    x = cp.random.randint(0, 16, n, dtype=cp.int32)
+    cp.sum(x)
+    cp.cuda.Device().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for _ in range(20):
+        start.record()
+        cp.sum(x)
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return sorted(times)[len(times) // 2]
+
+
+def _candidates(run: Any, measure: bool, min_speedup: float) -> list[tuple[Any, Any]]:
+    """(finding, variant) worth applying, best first: rank order of the findings."""
+    from gpuadvise.analyze.measure import measurable
+    from gpuadvise.rules.engine import rank_findings
+
+    out = []
+    for f in rank_findings(run.findings):
+        v = f.variant
+        if f.is_error or v is None or v.proxy is not None or not measurable(v):
+            continue
+        if not (v.diff or v.launch):
+            continue
+        if measure and f.measured_speedup is not None and f.verified:
+            if f.measured_speedup.speedup > min_speedup:
+                out.append((f, v))
+            continue
+        est = f.estimated_speedup.speedup if f.estimated_speedup is not None else None
+        if measure or est is None or est > min_speedup:  # no estimate: in rank order
+            out.append((f, v))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--log2n", type=int, default=26)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--kernel", default="reduce1")
+    ap.add_argument("--min-speedup", type=float, default=1.05)
+    ap.add_argument("--no-measure", action="store_true", help="rank by the estimates, no GPU")
+    ap.add_argument("--md", help="write the table here (markdown)")
+    opts_ = ap.parse_args()
+    from gpuadvise.analyze.measure import variant_options
+    from gpuadvise.analyze.run import run_analysis
+
+    measure = not opts_.no_measure
+    if measure:
+        from gpuadvise.runner.client import pycuda_missing
+
+        why = pycuda_missing()
+        if why is not None:
+            print(f"error: cannot measure ({why}); run with --no-measure for estimates only")
+            return 2
+    n = 1 << opts_.log2n
+    out_lines: list[str] = []
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        out_lines.append(text)
+
+    with tempfile.TemporaryDirectory(prefix="gpuadvise-chain-") as tmp_:
+        tmp = Path(tmp_)
+        src = tmp / "step0" / "reduce.cu"
+        src.parent.mkdir()
+        shutil.copy(START, src)
+        opts = _options(src, opts_.kernel, n, "ceil_div(n, 256)", "256")
+        steps = [Step(0, opts_.kernel, "start", opts.grid, opts.block)]
+        tried: set[str] = set()
+        copy_gbps = None
+        for i in range(1, opts_.steps + 1):
+            t0 = time.perf_counter()
+            res = run_analysis(opts, measure=measure)
+            cands = _candidates(res.rules, measure, opts_.min_speedup)
+            print(f"step {i - 1}: {len(res.rules.findings)} finding(s), {len(cands)} to try "
+                  f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
+            if measure and steps[-1].time_ms is None:
+                steps[-1].time_ms, copy_gbps = _time_ms(opts)
+            chosen = None
+            for f, v in cands:
+                key = f"{f.rule}:{v.diff}:{v.launch}"
+                if key in tried:
+                    continue
+                tried.add(key)
+                folder = tmp / f"step{i}"
+                folder.mkdir(exist_ok=True)
+                new = variant_options(opts, v, folder)
+                new = _options(Path(new.source), opts.kernel, n, new.grid or opts.grid,
+                               new.block or opts.block)  # fmt: skip
+                if measure and not (f.measured_speedup is not None and f.verified):
+                    sp, ok = _bench_pair(opts, new)
+                    if not ok or sp is None or sp <= opts_.min_speedup:
+                        print(f"  {f.rule} not faster/verified (speedup {sp}, outputs ok {ok})")
+                        continue
+                    measured, verified = sp, ok
+                else:
+                    measured = f.measured_speedup.speedup if f.measured_speedup else None
+                    verified = f.verified
+                est = f.estimated_speedup.speedup if f.estimated_speedup else None
+                chosen = Step(i, opts.kernel, f"{f.rule} {f.name} (line {f.line})",
+                              str(new.grid), str(new.block), None, est, measured, verified)  # fmt: skip
+                opts = new
+                break
+            if chosen is None:
+                break
+            steps.append(chosen)
+            if measure:
+                chosen.time_ms, copy_gbps = _time_ms(opts)
+        cub = _cub_ms(n) if measure else None
+
+    basis = "measured and verified on the GPU" if measure else "ESTIMATES ONLY (--no-measure)"
+    say(f"Advice chain from {opts_.kernel} on 2^{opts_.log2n} int32 ({datetime.date.today()}; "
+        f"`python benchmarks/advice_chain.py {' '.join(sys.argv[1:])}`): steps {basis}")  # fmt: skip
+    if measure and cub is None:
+        say("CUB column left out: cupy does not import here")
+    nbytes = n * 4
+    head = "| step | applied | grid x block | estimate | measured | time ms | vs start | GB/s |"
+    head += " % of copy |" + (" % of CUB |" if cub else "")
+    say("")
+    say(head)
+    say("|" + "---|" * (head.count("|") - 1))
+    t_start = steps[0].time_ms
+    for s in steps:
+        gbs = nbytes / (s.time_ms * 1e-3) / 1e9 if s.time_ms else None
+        cells = [
+            str(s.index), s.applied, f"{s.grid} x {s.block}",
+            f"{s.estimate:.2f}x" if s.estimate else "-",
+            (f"{s.measured:.2f}x" + ("" if s.verified else " (unverified)")) if s.measured else "-",
+            f"{s.time_ms:.3f}" if s.time_ms else "-",
+            f"{t_start / s.time_ms:.2f}x" if s.time_ms and t_start else "-",
+            f"{gbs:.0f}" if gbs else "-",
+            f"{gbs / copy_gbps:.0%}" if gbs and copy_gbps else "-",
+        ]  # fmt: skip
+        if cub:
+            cells.append(f"{cub / s.time_ms:.0%}" if s.time_ms else "-")
+        say("| " + " | ".join(cells) + " |")
+    if cub:
+        say(f"\nCUB (cupy.sum): {cub:.3f} ms, {nbytes / (cub * 1e-3) / 1e9:.0f} GB/s")
+    if copy_gbps:
+        say(f"device copy bandwidth (runner D2D): {copy_gbps:.0f} GB/s")
+    if opts_.md:
+        Path(opts_.md).write_text("\n".join(out_lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

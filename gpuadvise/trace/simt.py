@@ -1,0 +1,310 @@
+"""SIMT efficiency from the CPU emulator: active lanes per executed warp instruction.
+
+The emulator (:class:`gpuadvise.ptx.emulator.Batch`) counts, per basic block, the warp executions,
+the active lanes summed over them and the warp executions its terminator split. :func:`simt_profile`
+turns them into what Nsight Compute calls ``smsp__thread_inst_executed.sum /
+(smsp__inst_executed.sum * 32)``, over PTX instructions instead of SASS ones:
+
+- per kernel and per source line (the user's call site of inlined code): warp instructions, thread
+  instructions, efficiency = thread / (32 * warp);
+- per conditional branch that split warps (``@p bra``, and ``brx.idx``): its source line, how many
+  warp executions it split and in how many CTAs (whether only CTAs at the grid's far edge, the bounds
+  check of the last block), and the issue slots lost to it: the idle lanes of the instructions it
+  controls (the blocks between the branch and its reconvergence point; of nested splitting branches
+  the innermost gets them). Lanes that left the kernel early (``if (t >= k) return;``) stay idle
+  until the end, outside any branch's region: those slots go to the splitting branches that lead to
+  an exit, in proportion to their splits. Lanes idle from the launch on (a block that is not a
+  multiple of 32 threads) are counted as lost but given to no branch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from gpuadvise.ptx.cfg import Program
+
+__all__ = ["SimtBranch", "SimtCounts", "SimtLine", "SimtProfile", "simt_profile"]
+
+WARP_LANES = 32
+
+
+@dataclass
+class SimtCounts:
+    """The emulator's raw per-block counts, summed over batches (index: block; the last entry is
+    the virtual exit)."""
+
+    warps: np.ndarray
+    lanes: np.ndarray
+    splits: np.ndarray
+    split_ctas: dict[int, set[int]]
+
+    @classmethod
+    def empty(cls, blocks: int) -> SimtCounts:
+        z = np.zeros(blocks, np.int64)
+        return cls(z, z.copy(), z.copy(), {})
+
+    def add(
+        self,
+        warps: Sequence[int],
+        lanes: Sequence[int],
+        splits: Sequence[int],
+        split_ctas: dict[int, set[int]],
+    ) -> None:
+        self.warps += np.asarray(warps, np.int64)
+        self.lanes += np.asarray(lanes, np.int64)
+        self.splits += np.asarray(splits, np.int64)
+        for blk, ctas in split_ctas.items():
+            self.split_ctas.setdefault(blk, set()).update(ctas)
+
+
+@dataclass(frozen=True)
+class SimtLine:
+    """One source line: warp instructions executed there and the active lanes summed over them."""
+
+    file: str
+    line: int
+    warp_instructions: int
+    thread_instructions: int
+
+    @property
+    def efficiency(self) -> float:
+        slots = self.warp_instructions * WARP_LANES
+        return self.thread_instructions / slots if slots else 1.0
+
+    @property
+    def lost_slots(self) -> int:
+        return self.warp_instructions * WARP_LANES - self.thread_instructions
+
+
+@dataclass(frozen=True)
+class SimtBranch:
+    """A branch that split warps. ``warp_executions``: times a warp executed it; ``splits``: times
+    its lanes went both ways; ``split_ctas``: CTAs where it did; ``edge_only``: all of them at the
+    grid's far edge (the last x, y or z CTA index of a dimension of several CTAs) with at most one
+    split per warp of those CTAs (a bounds check); ``lost_slots``: the lane issue slots idle in
+    the code it controls; ``exits``: one of its sides leaves the kernel."""
+
+    file: str
+    line: int
+    ptx_line: int
+    warp_executions: int
+    splits: int
+    split_ctas: int
+    edge_only: bool
+    lost_slots: int
+    exits: bool
+
+    @property
+    def split_fraction(self) -> float:
+        return self.splits / self.warp_executions if self.warp_executions else 0.0
+
+
+@dataclass(frozen=True)
+class SimtProfile:
+    """SIMT efficiency of one emulated launch (the sampled CTAs)."""
+
+    warp_instructions: int
+    thread_instructions: int
+    lines: tuple[SimtLine, ...]
+    branches: tuple[SimtBranch, ...]
+    launch_idle_slots: int = 0  # lanes idle from the launch on (partial warps)
+
+    @property
+    def efficiency(self) -> float:
+        slots = self.warp_instructions * WARP_LANES
+        return self.thread_instructions / slots if slots else 1.0
+
+    @property
+    def issue_slots(self) -> int:
+        return self.warp_instructions * WARP_LANES
+
+    @property
+    def lost_slots(self) -> int:
+        return self.issue_slots - self.thread_instructions
+
+    def line(self, file: str, line: int) -> SimtLine | None:
+        for ln in self.lines:
+            if ln.line == line and _same(ln.file, file):
+                return ln
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "warp_instructions": self.warp_instructions,
+            "thread_instructions": self.thread_instructions,
+            "efficiency": round(self.efficiency, 4),
+            "lines": [
+                {
+                    "file": ln.file,
+                    "line": ln.line,
+                    "warp_instructions": ln.warp_instructions,
+                    "thread_instructions": ln.thread_instructions,
+                    "efficiency": round(ln.efficiency, 4),
+                }
+                for ln in self.lines
+            ],
+            "branches": [
+                {
+                    "file": b.file,
+                    "line": b.line,
+                    "ptx_line": b.ptx_line,
+                    "warp_executions": b.warp_executions,
+                    "splits": b.splits,
+                    "split_ctas": b.split_ctas,
+                    "edge_only": b.edge_only,
+                    "lost_slots": b.lost_slots,
+                    "exits": b.exits,
+                }
+                for b in self.branches
+            ],
+        }
+
+
+def _same(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.basename(a) == os.path.basename(b)
+
+
+def _block_instructions(program: Program) -> list[list[int]]:
+    """The instruction indices each block executes (its body, then its terminator if it has one)."""
+    out: list[list[int]] = []
+    for blk in program.blocks:
+        ins = list(blk.body)
+        if blk.term[0] != "fall" and blk.end > blk.start:
+            ins.append(blk.end - 1)
+        out.append(ins)
+    return out
+
+
+def _region(program: Program, p: int) -> set[int]:
+    """Blocks reachable from branch block ``p``'s successors before its reconvergence point."""
+    stop = program.ipdom[p]
+    seen: set[int] = set()
+    todo = [s for s in program.blocks[p].succs if s != stop]
+    nb = len(program.blocks)
+    while todo:
+        b = todo.pop()
+        if b in seen or b == stop or b >= nb:
+            continue
+        seen.add(b)
+        todo.extend(program.blocks[b].succs)
+    return seen
+
+
+def _cta_xyz(cta: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    gx, gy = grid[0], grid[1]
+    return cta % gx, (cta // gx) % gy, cta // (gx * gy)
+
+
+def simt_profile(
+    program: Program,
+    counts: SimtCounts,
+    *,
+    grid: tuple[int, int, int],
+    threads_per_cta: int,
+) -> SimtProfile:
+    """The :class:`SimtProfile` of ``counts`` over ``program``'s blocks (see the module doc)."""
+    files: dict[int, str] = dict(getattr(program.module, "files", {}) or {})
+    blocks = program.blocks
+    nb = len(blocks)
+    warps = counts.warps[:nb]
+    lanes = counts.lanes[:nb]
+    block_ins = _block_instructions(program)
+    ninstr = np.array([len(x) for x in block_ins], np.int64)
+
+    # per source line
+    per_line: dict[tuple[str, int], list[int]] = {}
+    for b, ins_list in enumerate(block_ins):
+        if warps[b] == 0:
+            continue
+        for i in ins_list:
+            loc = program.instrs[i].loc
+            key = (files.get(loc.file, "?"), loc.line) if loc is not None else ("?", 0)
+            acc = per_line.setdefault(key, [0, 0])
+            acc[0] += int(warps[b])
+            acc[1] += int(lanes[b])
+    lines = tuple(
+        SimtLine(f, ln, w, t) for (f, ln), (w, t) in sorted(per_line.items(), key=lambda kv: kv[0])
+    )
+    warp_total = int((warps * ninstr).sum())
+    thread_total = int((lanes * ninstr).sum())
+
+    # lanes idle from the launch on: the last warp of a CTA whose size is not a multiple of 32
+    wpc = -(-threads_per_cta // WARP_LANES)
+    idle_per_warp = (wpc * WARP_LANES - threads_per_cta) / wpc if wpc else 0.0
+    lost = (warps * WARP_LANES - lanes) * ninstr
+    launch_idle = warps * ninstr * idle_per_warp
+    lost_div = np.maximum(lost - launch_idle, 0.0)
+
+    # branches that split warps, their regions, innermost first
+    split_blocks = [b for b in range(nb) if counts.splits[b] > 0]
+    regions = {p: _region(program, p) for p in split_blocks}
+    exit_block = program.exit_block
+    owner = np.full(nb, -1, np.int64)
+    size = np.full(nb, np.iinfo(np.int64).max, np.int64)
+    for p in split_blocks:
+        r = regions[p]
+        for b in r:
+            if len(r) < size[b]:
+                size[b] = len(r)
+                owner[b] = p
+    attributed = dict.fromkeys(split_blocks, 0.0)
+    for b in range(nb):
+        if owner[b] >= 0:
+            attributed[int(owner[b])] += float(lost_div[b])
+
+    def exits(p: int) -> bool:
+        r = regions[p]
+        return exit_block in r or any(blocks[b].term[0] == "exit" for b in r)
+
+    exiting = [p for p in split_blocks if exits(p)]
+    rest = float(lost_div[owner < 0].sum())
+    total_exit_splits = sum(int(counts.splits[p]) for p in exiting)
+    for p in exiting:
+        attributed[p] += rest * int(counts.splits[p]) / total_exit_splits
+
+    far = (grid[0] - 1, grid[1] - 1, grid[2] - 1)
+    branches = []
+    for p in split_blocks:
+        blk = blocks[p]
+        ins = program.instrs[blk.end - 1] if blk.end > blk.start else None
+        loc = ins.loc if ins is not None else None
+        ctas = counts.split_ctas.get(p, set())
+        # a CTA at the grid's far edge: the last index of a dimension of more than one CTA (the
+        # only CTA of a one-CTA grid is its last)
+        multi = [d for d in range(3) if grid[d] > 1]
+        on_edge = all(
+            not multi or any(_cta_xyz(cta, grid)[d] == far[d] for d in multi) for cta in ctas
+        )
+        edge_only = bool(ctas) and on_edge and int(counts.splits[p]) <= len(ctas) * wpc
+        branches.append(
+            SimtBranch(
+                file=files.get(loc.file, "?") if loc is not None else "?",
+                line=loc.line if loc is not None else 0,
+                ptx_line=ins.ptx_line if ins is not None else 0,
+                warp_executions=int(warps[p]),
+                splits=int(counts.splits[p]),
+                split_ctas=len(ctas),
+                edge_only=edge_only,
+                lost_slots=round(attributed[p]),
+                exits=exits(p),
+            )
+        )
+    branches.sort(key=lambda br: -br.lost_slots)
+    return SimtProfile(
+        warp_instructions=warp_total,
+        thread_instructions=thread_total,
+        lines=lines,
+        branches=tuple(branches),
+        launch_idle_slots=round(float(launch_idle.sum())),
+    )

@@ -1,0 +1,214 @@
+"""GA104 divergent-branches: low SIMT efficiency from a branch that splits warps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpuadvise.rules import (
+    WARP,
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    roofline,
+    sm_cycles_per_s,
+    work_ratio,
+)
+
+# Each SM sub-partition (4 per SM) issues one warp instruction per cycle.
+_ISSUE_PER_SM_PER_CLOCK = 4
+
+
+@dataclass(frozen=True)
+class Divergence(FindingDetails):
+    """The splitting branch's line, the issue slots lost to it and the kernel's, over the sampled
+    CTAs (lane slots: one lane of one executed warp instruction)."""
+
+    branch_line: int
+    lost_slots: int
+    issue_slots: int
+    warp_instructions: int
+    efficiency: float
+    splits: int
+    warp_executions: int
+
+
+def _profile(ctx: RuleContext) -> Any:
+    ctx.trace  # noqa: B018 - the SIMT counts come with the emulator's trace
+    emu = ctx.emulation
+    simt = emu.simt if emu is not None else None
+    if simt is None:
+        raise ModelUnavailable(
+            "no SIMT counts: they come from the CPU emulator's trace (the GPU tracer has none)"
+        )
+    return simt
+
+
+class DivergentBranches(Rule):
+    """A branch that splits warps so that many lanes idle while the others execute.
+
+    What it detects
+    ---------------
+    The kernel's SIMT efficiency (active lanes per executed warp instruction, from the CPU
+    emulator's warp masks: Nsight Compute's ``smsp__thread_inst_executed.sum /
+    (smsp__inst_executed.sum * 32)``) is low, and a conditional branch that depends on the thread
+    index or the data splits warps and leaves a large share of the issue slots idle: the
+    interleaved tree reduction (``tid % (2*s) == 0``), a causal mask where lanes past the
+    diagonal wait, ``if (threadIdx.x < k)`` tails, an early ``return`` of part of each warp.
+    Reported at the branch's line, with the SIMT efficiency of the lines it controls. The bounds
+    check of the grid's last block (a branch that splits warps only in CTAs at the grid's far
+    edge, once per warp) is not reported.
+
+    Why it is slow
+    --------------
+    A warp issues one instruction for all its 32 lanes; lanes on the side not taken are masked
+    off but their issue slot is spent. When half the lanes of every warp idle through a loop, the
+    SM issues twice the warp instructions the work needs; an issue- or latency-bound kernel runs
+    up to that much slower.
+
+    Example
+    -------
+    ``tests/cuda/divergence/divergence.cu``: ``tree_interleaved`` (``t % (2 * k) == 0``),
+    ``causal_scores`` (``col <= row`` on 32x32 tiles), ``few_threads`` (``threadIdx.x < k``),
+    ``early_exit``; ``kernels/reduction/reduce.cu`` ``reduce1``.
+
+    Fix
+    ---
+    Map the work so that whole warps take the same side: sequential addressing in a tree
+    reduction (``if (tid < s)`` with ``s`` halving, GA202's variant), compact the active items
+    to the first threads (``index = 2 * s * tid``), give the idle lanes other work (causal
+    attention: skip whole masked tiles, or pack two triangles into one rectangle), or make a
+    warp, not a thread, own each item whose work varies.
+
+    How the estimate is made
+    ------------------------
+    An upper bound on the roofline: the issue pipe (warp instructions over the sampled CTAs,
+    scaled to the launch, at 4 per SM per clock) loses the idle lane slots the branch controls
+    divided by 32 (the same thread instructions packed into full warps), against the DRAM floor
+    (the distinct bytes the launch touches at peak bandwidth). Without the device's clock, the
+    ratio of warp instructions. Latency and dependencies are ignored.
+
+    Fix safety
+    ----------
+    Display-only: the remapping changes which thread does what; GA202 and GA205 offer verified
+    variants for the reduction trees.
+    """
+
+    id = "GA104"
+    name = "divergent-branches"
+    title = "Divergent branches: lanes of a warp idle"
+    severity = "warning"
+    models = ("trace",)
+    options = {"max_efficiency": 0.9, "min_lost_fraction": 0.05}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        simt = _profile(ctx)
+        if simt.warp_instructions == 0 or simt.efficiency > float(ctx.option("max_efficiency")):
+            return
+        # branches grouped by source line (an unrolled loop has one per iteration)
+        groups: dict[tuple[str, int], list[Any]] = {}
+        for br in simt.branches:
+            groups.setdefault((br.file, br.line), []).append(br)
+        issue = simt.issue_slots
+        threshold = float(ctx.option("min_lost_fraction"))
+        for (file, line), brs in sorted(groups.items(), key=lambda kv: -_lost(kv[1])):
+            lost = _lost(brs)
+            if len(brs) == 1 and brs[0].edge_only:
+                continue  # the bounds check of the grid's last CTAs
+            if lost / issue < threshold:
+                continue
+            splits = sum(b.splits for b in brs)
+            execs = sum(b.warp_executions for b in brs)
+            worst = sorted(
+                (ln for ln in simt.lines if ln.efficiency < 0.999 and ln.warp_instructions),
+                key=lambda ln: -ln.lost_slots,
+            )[:4]
+            per_line = ", ".join(f"line {ln.line}: {ln.efficiency:.0%}" for ln in worst)
+            at = line if ctx.same_file(file) and line > 0 else ctx.kernel_line
+            where = "" if at == line else f" (branch at {file}:{line})"
+            yield self.finding(
+                ctx,
+                f"SIMT efficiency {simt.efficiency:.0%}: the branch on line {line}{where} splits "
+                f"{splits} of {execs} warp executions and idles {lost / issue:.0%} of the issue "
+                f"slots ({per_line}); map the work so that whole warps take the same side (or, for a "
+                "data-dependent condition, compute both sides without a branch)",
+                line=at,
+                evidence=[
+                    Evidence(
+                        "simt_efficiency",
+                        round(simt.efficiency, 4),
+                        float(ctx.option("max_efficiency")),
+                        "<=",
+                    ),
+                    Evidence(
+                        "issue_slots_lost_fraction",
+                        round(lost / issue, 4),
+                        threshold,
+                        ">=",
+                        unit="fraction of lane issue slots",
+                    ),
+                    Evidence("branch_line", line),
+                    Evidence("warp_splits", splits, unit="warp executions"),
+                    Evidence("branch_warp_executions", execs, unit="warp executions"),
+                    *(
+                        Evidence(f"simt_efficiency_line_{ln.line}", round(ln.efficiency, 4))
+                        for ln in worst
+                    ),
+                ],  # fmt: skip
+                details=Divergence(
+                    branch_line=line,
+                    lost_slots=lost,
+                    issue_slots=issue,
+                    warp_instructions=simt.warp_instructions,
+                    efficiency=round(simt.efficiency, 4),
+                    splits=splits,
+                    warp_executions=execs,
+                ),
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(Divergence)
+        saved = d.lost_slots / WARP
+        inputs: dict[str, Any] = {
+            "warp_instructions_sampled": d.warp_instructions,
+            "saved_warp_instructions_sampled": round(saved, 1),
+            "simt_efficiency": d.efficiency,
+        }
+        hz = sm_cycles_per_s(ctx.device, _ISSUE_PER_SM_PER_CLOCK)
+        try:
+            view = ctx.trace_view
+        except ModelUnavailable:
+            view = None
+        if hz is None or view is None:
+            ratio = work_ratio(d.warp_instructions, saved)
+            return Estimate(
+                round(ratio, 3),
+                "upper-bound",
+                "warp instructions before / after the idle lanes' slots are packed into full "
+                "warps, for an issue-bound kernel; latency and memory ignored",
+                inputs,
+            )
+        scale = float(ctx.trace.scale)
+        nbytes = view.useful_bytes()
+        bw = ctx.device.mem_bandwidth_gbps * 1e9 if ctx.device.mem_bandwidth_gbps else None
+        r = roofline(d.warp_instructions * scale, saved * scale, hz, nbytes, bw)
+        inputs.update(issue_time_us=r.pipe_s * 1e6, saved_time_us=r.saved_s * 1e6,
+                      dram_time_us=r.dram_s * 1e6, dram_bytes=nbytes)  # fmt: skip
+        return Estimate(
+            round(r.speedup, 3),
+            "upper-bound",
+            f"roofline over the launch: the issue pipe {r.pipe_s * 1e6:.2f} us (PTX warp "
+            f"instructions at 4 per SM per cycle), of which packing the idle lanes into full "
+            f"warps saves {r.saved_s * 1e6:.2f} us; DRAM floor {r.dram_s * 1e6:.2f} us; max "
+            "before / max after. Latency is ignored, so the real gain is smaller",
+            inputs,
+        )
+
+
+def _lost(brs: list[Any]) -> int:
+    return int(sum(b.lost_slots for b in brs))

@@ -1,0 +1,81 @@
+// Kernels for the SIMT-efficiency counts and GA104 divergent-branches (written for gpuadvise's
+// tests). `// expect: GA104` marks the branch GA104 must report.
+
+// Interleaved tree: `t % (2*k)` keeps lanes 0, 2, 4 ... of every warp busy, the others idle.
+template <int B>
+__global__ void tree_interleaved(const int* in, int* out) {
+    __shared__ int buf[B];
+    int t = threadIdx.x;
+    buf[t] = in[blockIdx.x * B + t];
+    __syncthreads();
+    for (int k = 1; k < B; k <<= 1) {
+        if (t % (2 * k) == 0) buf[t] += buf[t + k];  // expect: GA104
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = buf[0];
+}
+template __global__ void tree_interleaved<256>(const int*, int*);
+
+// Sequential tree: warp-uniform until the last warp (little divergence).
+template <int B>
+__global__ void tree_sequential(const int* in, int* out) {
+    __shared__ int buf[B];
+    int t = threadIdx.x;
+    buf[t] = in[blockIdx.x * B + t];
+    __syncthreads();
+    for (int k = B / 2; k > 0; k >>= 1) {
+        if (t < k) buf[t] += buf[t + k];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = buf[0];
+}
+template __global__ void tree_sequential<256>(const int*, int*);
+
+// Causal scores: a 32x32 tile of query rows (y) x key columns (x); keys after the query are
+// masked, so on the diagonal tiles half the lanes of a warp wait while the others do the dot.
+__global__ void causal_scores(const float* q, const float* k, float* s, int T, int D) {
+    int row = blockIdx.y * 32 + threadIdx.y;
+    int col = blockIdx.x * 32 + threadIdx.x;
+    float acc = -1e30f;
+    if (col <= row) {  // expect: GA104
+        acc = 0.f;
+        for (int d = 0; d < D; ++d) acc += q[row * D + d] * k[col * D + d];
+    }
+    s[row * T + col] = acc;
+}
+
+// A tail: only the first `k` threads of each block do the long work.
+__global__ void few_threads(const float* in, float* out, int k, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    if (threadIdx.x < k) {  // expect: GA104
+        for (int j = 0; j < iters; ++j) x = x * 0.998f + 0.5f;
+    }
+    out[i] = x;
+}
+
+// Uniform: every lane does the same work.
+__global__ void uniform_fma(const float* in, float* out, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    for (int j = 0; j < iters; ++j) x = x * 0.999f + 0.5f;
+    out[i] = x;
+}
+
+// Bounds check only: the last block's last warp is split once.
+__global__ void bounded_fma(const float* in, float* out, int n, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float x = in[i];
+    for (int j = 0; j < iters; ++j) x = x * 0.996f + 0.5f;
+    out[i] = x;
+}
+
+// Early exit by thread index: a quarter of each warp leaves, the rest loops.
+__global__ void early_exit(const float* in, float* out, int iters) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((threadIdx.x & 31) >= 8) return;  // expect: GA104
+    float x = in[i];
+    for (int j = 0; j < iters; ++j) x = x * 0.997f + 0.5f;
+    out[i] = x;
+}
