@@ -79,6 +79,7 @@ class ReductionTree:
     fill_threads: int  # threads that stored into the tree's words before its first phase
     fill_elements_per_thread: float | None  # global bytes loaded per fill thread / element
     idle_first_phase: int  # fill threads with no combine in the first phase
+    fill_lines: tuple[tuple[str | None, int | None], ...] = ()  # (file, line) of the fill stores
 
     @property
     def pattern(self) -> str:
@@ -151,7 +152,7 @@ def trees_from_events(
     epoch, instruction. ``global_load_bytes``: per epoch, the bytes the CTA loaded from global
     memory in it (for the fill's elements per thread)."""
     combines: list[_Combine] = []
-    fills: list[tuple[int, int, int, int, int]] = []  # thread, epoch, byte, width, order
+    fills: list[tuple[int, int, int, int, int, int]] = []  # thread, epoch, byte, width, order, inst
     order = np.lexsort((np.arange(len(thread)), thread))
     pending: dict[int, list[tuple[int, int]]] = defaultdict(list)  # thread -> [(byte, width)]
     for i in order.tolist():
@@ -163,7 +164,7 @@ def trees_from_events(
         loads = pending.pop(t, [])
         others = {b for b, lw in loads if lw == w and b != a}
         if not loads:
-            fills.append((t, int(epoch[i]), a, w, i))
+            fills.append((t, int(epoch[i]), a, w, i, int(inst[i])))
         if len(others) == 1:
             (b,) = others
             if b > a and (b - a) % w == 0 and a % w == 0:
@@ -204,7 +205,7 @@ def trees_from_events(
 
 def _tree(
     steps: list[list[_Combine]],
-    fills: list[tuple[int, int, int, int, int]],
+    fills: list[tuple[int, int, int, int, int, int]],
     cta: int,
     threads: int,
     lines: dict[int, tuple[str | None, int | None]],
@@ -273,10 +274,17 @@ def _tree(
         fill_threads=len(fill_threads),
         fill_elements_per_thread=per_thread,
         idle_first_phase=len(fill_threads - active0),
+        fill_lines=tuple(
+            dict.fromkeys(
+                lines.get(f[5], (None, None))
+                for f in sorted(in_tree, key=lambda f: f[4])
+                if f[1] == fill_epoch
+            )
+        ),
     )
 
 
-def _width_of(fills: list[tuple[int, int, int, int, int]]) -> int:
+def _width_of(fills: list[tuple[int, int, int, int, int, int]]) -> int:
     ws = {f[3] for f in fills}
     return ws.pop() if len(ws) == 1 else 0
 
