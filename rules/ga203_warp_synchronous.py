@@ -82,7 +82,13 @@ def _trace_tails(ctx: RuleContext) -> list[ReductionTree]:
         return []
     if "bar.warp.sync" in _entry_ptx(ctx.ptx, ctx.kernel.mangled):
         return []
-    return [t for t in trees if t.warp_synchronous_tail]
+    return [
+        t
+        for t in trees
+        if t.warp_synchronous_tail
+        and all(p.active_threads <= 32 for p in t.warp_synchronous_tail)
+        and min(p.distance for p in t.warp_synchronous_tail) < 32
+    ]
 
 
 def _race_of(ks: KernelSource, finding: Finding) -> _Race:
@@ -232,7 +238,8 @@ class WarpSynchronous(Rule):
     the first step. Whatever the spelling (a template block size, other names, a loop the
     compiler unrolled), the emulator's trace shows the same thing
     (``gpuadvise.model.reduction``): two or more steps of a shared-memory tree after its last
-    barrier, in a kernel with no ``__syncwarp`` (``bar.warp.sync``); reported at the first of
+    barrier, each by at most 32 threads, in a kernel with no ``__syncwarp``
+    (``bar.warp.sync``); reported at the first of
     them when the source pattern is not found, with advice and no diff.
 
     Why it is slow
@@ -297,11 +304,7 @@ class WarpSynchronous(Rule):
             line = next((ln for f, ln in tail[0].lines if ln and ctx.same_file(f)), None)
             threads = max(p.active_threads for p in tail)
             offs = ", ".join(str(p.distance) for p in tail)
-            lockstep = (
-                "lanes of a warp race on Volta and later"
-                if threads <= 32
-                else f"{threads} threads (more than a warp) race on any GPU"
-            )
+            lockstep = "lanes of a warp race on Volta and later"
             yield self.finding(
                 ctx,
                 f"implicit warp-synchronous reduction seen in the trace: {len(tail)} steps "

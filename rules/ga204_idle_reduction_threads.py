@@ -103,6 +103,15 @@ def _trace_trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
         return ()
 
 
+def _loop_before(ctx: RuleContext, line: int) -> bool:
+    """Whether the kernel's source has a loop that starts before ``line`` (the fill)."""
+    try:
+        ks = ctx.kernel_source
+    except ModelUnavailable:
+        return False
+    return any(ks.line_at(lp.span[0]) < line for lp in ks.loops())
+
+
 def _match_of(ctx: RuleContext, finding: Finding) -> _Match:
     d = finding.details_as(IdleLoad)
     for mt in find_idle_loads(ctx):
@@ -551,7 +560,9 @@ class IdleReductionThreads(Rule):
             per = tree.fill_elements_per_thread
             if (
                 tree.pattern == "interleaved"  # GA202's first; this rule applies after its fix
+                or not first.barrier_before  # no barrier between the fill and the tree
                 or tree.fill_threads < 64
+                or tree.threads & (tree.threads - 1)  # the shape a halving tree is written for
                 or per is None
                 or per >= 1.5
                 or 2 * first.active_threads > tree.fill_threads
@@ -559,6 +570,8 @@ class IdleReductionThreads(Rule):
                 continue
             line = next((ln for f, ln in tree.fill_lines if ln and ctx.same_file(f)), None)
             line = line or next((ln for f, ln in tree.lines if ln and ctx.same_file(f)), None)
+            if line is not None and _loop_before(ctx, line):
+                continue  # an accumulation loop before the fill: more elements on other launches
             why = (
                 "the source parser found no `sdata[tid] = <one global element>` store followed "
                 "by a `tid < s` tree it can rewrite"

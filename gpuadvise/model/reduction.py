@@ -26,6 +26,7 @@ gives no trees (its ``epoch`` is 0 throughout).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -257,6 +258,8 @@ def _tree(
     in_tree = [f for f in tree_fills if width and base <= f[2] // width <= span_hi]
     fill_epoch = max((f[1] for f in in_tree), default=None)
     fill_threads = {f[0] for f in in_tree if f[1] == fill_epoch}
+    if fill_epoch is not None and fill_epoch == phases[0].epoch:  # no barrier after the fill
+        phases[0] = dataclasses.replace(phases[0], barrier_before=False)
     if not width:
         width = 4
     active0 = {c.thread for c in first}

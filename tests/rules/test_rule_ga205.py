@@ -39,7 +39,7 @@ def test_reported_at_the_combine_of_distance_32():
     a = analyze(REDUCE, "reduce3", sample_ctas=1, trace=False)
     (f,) = run_rule(a, "GA205")
     reduce3 = source_line(REDUCE, "void reduce3(")
-    assert f.line == reduce3 + 6  # `if (tid < s) sdata[tid] += sdata[tid + s];` in its loop
+    assert f.line == reduce3 + 7  # `if (tid < s) sdata[tid] += sdata[tid + s];` in its loop
 
 
 @pytest.mark.parametrize("kernel", ["reduce1", "reduce2", "reduce6<256>", "reduce7<256>"])
