@@ -84,7 +84,7 @@ extern "C" __global__ void reduce5(const int* __restrict__ in, int* __restrict__
     }
     if (tid < 32) {
         volatile int* vs = sdata;
-        vs[tid] += vs[tid + 32];  // expect: GA203 GA205
+        vs[tid] += vs[tid + 32];  // expect: GA203, GA205
         vs[tid] += vs[tid + 16];
         vs[tid] += vs[tid + 8];
         vs[tid] += vs[tid + 4];
