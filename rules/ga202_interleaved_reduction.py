@@ -13,9 +13,12 @@ from gpuadvise.rules import (
     Finding,
     FindingDetails,
     KernelSource,
+    ModelUnavailable,
+    ReductionTree,
     Rule,
     RuleContext,
     Variant,
+    reduction_trees,
 )
 
 
@@ -97,6 +100,31 @@ class Interleaved(FindingDetails):
 
     form: str
     span: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class InterleavedTree(FindingDetails):
+    """A tree the trace shows interleaved where the source parser found no loop to rewrite:
+    its form, the warps with an active thread summed over its phases (and the fewest that could
+    hold them), and why there is no diff."""
+
+    form: str  # "divergent" (active threads scattered over warps) | "strided-index"
+    warp_iterations: int
+    min_warp_iterations: int
+    why_no_diff: str
+
+
+def trace_trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
+    """The shared-memory trees of the first traced CTA (none without an emulator trace)."""
+    try:
+        return reduction_trees(ctx.trace)
+    except ModelUnavailable:
+        return ()
+
+
+def user_line(ctx: RuleContext, lines: tuple[tuple[str | None, int | None], ...]) -> int | None:
+    """The first of ``lines`` in the kernel's source file."""
+    return next((ln for f, ln in lines if ln is not None and ctx.same_file(f)), None)
 
 
 def _match_of(ks: KernelSource, finding: Finding) -> _Match:
@@ -257,7 +285,11 @@ class InterleavedReduction(Rule):
     In the kernel's source, a loop that doubles its stride (``for (s = 1; s < N; s *= 2)``) and
     picks the active threads or the element by the stride: ``if (tid % (2*s) == 0)`` (divergent
     branching: reduction #1) or ``index = 2*s*tid`` (strided index: reduction #2). ``tid`` is
-    ``threadIdx.x`` or a variable assigned from it. Reported at the pattern's line.
+    ``threadIdx.x`` or a variable assigned from it. Reported at the pattern's line. Whatever the
+    spelling (template block sizes, macros, helper accessors, unrolled loops, a 2D block's
+    ``ty % power_two``), the emulator's trace shows the tree too (``gpuadvise.model.reduction``):
+    a tree whose combined words lie ``2s`` apart while ``s`` doubles is reported at the combine's
+    line when the source pattern above is not there, with advice and no diff.
 
     Why it is slow
     --------------
@@ -303,13 +335,20 @@ class InterleavedReduction(Rule):
     name = "interleaved-reduction"
     title = "Interleaved addressing in a shared-memory reduction"
     severity = "warning"
-    models = ("source",)
+    models = ("source", "trace")
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        ks = ctx.kernel_source
-        for mt in find_interleaved(ks):
+        try:
+            ks: KernelSource | None = ctx.kernel_source
+        except ModelUnavailable:
+            ks = None
+        matches = find_interleaved(ks) if ks is not None else []
+        covered: list[tuple[int, int]] = []
+        for mt in matches:
+            assert ks is not None
             line = ks.line(mt.span[0])
+            covered.append((ks.line(mt.loop.start), ks.line(mt.body_close)))
             s = mt.loop.s
             if mt.form == "modulo":
                 what = f"divergent branch `{mt.tid} % (2*{s})` in a loop doubling {s}"
@@ -326,6 +365,52 @@ class InterleavedReduction(Rule):
                 ],
                 details=Interleaved(mt.form, mt.span),
             )
+        for tree in trace_trees(ctx):
+            if tree.pattern != "interleaved":
+                continue
+            line = user_line(ctx, tree.lines)
+            if line is not None and any(a <= line <= b for a, b in covered):
+                continue  # the source pattern above: reported with its rewrite
+            yield self._from_trace(ctx, tree, line)
+
+    def _from_trace(self, ctx: RuleContext, tree: ReductionTree, line: int | None) -> Finding:
+        wide = [p for p in tree.phases if p.pattern == "interleaved"]
+        divergent = any(p.scattered for p in wide)
+        form = "divergent" if divergent else "strided-index"
+        ds = [p.distance for p in tree.phases]
+        steps = ", ".join(f"{p.active_threads} threads in {p.warps} warps" for p in tree.phases[:4])
+        if divergent:
+            what = (
+                "the active threads are scattered over the warps (a divergent branch such as "
+                f"`tid % (2*s) == 0`): {steps}, ...; the warps stay busy while fewer lanes work"
+            )
+        else:
+            what = (
+                "the active threads are packed but thread t combines word 2*s*t (a strided "
+                f"index): shared-memory bank conflicts grow with s ({steps}, ...)"
+            )
+        before = tree.warp_iterations()
+        after = sum(p.min_warps for p in tree.phases)
+        why = (
+            "the source parser found no `for (s = 1; s < N; s *= 2)` loop picking the threads "
+            "by `tid % (2*s)` or `2*s*tid` at this line"
+        )
+        file = next((f for f, ln in tree.lines if ln == line and f), None)
+        return self.finding(
+            ctx,
+            f"interleaved-addressing reduction seen in the trace: {len(tree.phases)} steps "
+            f"combining words {ds[0]}, {ds[1]}, ... apart (doubling); {what}. Use sequential "
+            "addressing: halve s from the block size, `tid < s`, `s[tid] += s[tid + s]`",
+            line=line,
+            file=file if file is not None and not ctx.same_file(file) else None,
+            evidence=[
+                Evidence("pattern", form),
+                Evidence("source", "trace"),
+                Evidence("steps", len(tree.phases)),
+                Evidence("warp_iterations", before, after, ">", "warps"),
+            ],
+            details=InterleavedTree(form, before, after, why),
+        )
 
     def _block(self, ctx: RuleContext, bound: str) -> int:
         b = bound.strip()
@@ -334,6 +419,19 @@ class InterleavedReduction(Rule):
         return int(ctx.launch.block.x)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        if isinstance(finding.details, InterleavedTree):
+            d = finding.details
+            return Estimate(
+                None,
+                "none",
+                "not estimated: the loop's share of the kernel's time is unknown without "
+                f"measuring. In the trace the tree runs {d.warp_iterations} warp-iterations with "
+                f"an active lane, {d.min_warp_iterations} with its active threads packed",
+                {
+                    "warp_iterations_before": d.warp_iterations,
+                    "warp_iterations_after": d.min_warp_iterations,
+                },
+            )
         mt = _match_of(ctx.kernel_source, finding)
         block = self._block(ctx, mt.loop.bound)
         before, after = _warp_iterations(block, mt.form)
@@ -348,6 +446,13 @@ class InterleavedReduction(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        if isinstance(finding.details, InterleavedTree):
+            return Variant(
+                "display-only",
+                "sequential addressing: halve the stride from the block size, `tid < s` picks "
+                "the threads, consecutive threads add consecutive words (no diff: "
+                f"{finding.details.why_no_diff})",
+            )
         ks = ctx.kernel_source
         mt = _match_of(ks, finding)
         diff = sequential_diff(ks, mt, ctx.source_file)

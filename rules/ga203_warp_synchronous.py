@@ -12,10 +12,13 @@ from gpuadvise.rules import (
     Finding,
     FindingDetails,
     KernelSource,
+    ModelUnavailable,
+    ReductionTree,
     Rule,
     RuleContext,
     Variant,
     line_of,
+    reduction_trees,
 )
 
 _GUARD = re.compile(r"(?P<tid>[A-Za-z_][\w.]*)\s*(?:<\s*(?:32|warpSize)|<=\s*31)")
@@ -50,6 +53,42 @@ class RaceAt(FindingDetails):
 
     name: str
     region_start: int
+
+
+@dataclass(frozen=True)
+class TailRace(FindingDetails):
+    """A warp-synchronous tail the trace shows where the source parser found no volatile steps:
+    the distances of its steps and the most threads one of them runs."""
+
+    distances: tuple[int, ...]
+    threads: int
+
+
+def _entry_ptx(ptx: str, mangled: str) -> str:
+    """The PTX of one ``.entry`` (the whole text when it is not found)."""
+    at = ptx.find(f".entry {mangled}(")
+    if at < 0:
+        return ptx
+    end = ptx.find(".entry ", at + 7)
+    return ptx[at : end if end >= 0 else len(ptx)]
+
+
+def _trace_tails(ctx: RuleContext) -> list[ReductionTree]:
+    """The trees whose last steps run with no barrier between them, in a kernel that never
+    synchronizes its warps (``bar.warp.sync``: ``__syncwarp``, a tile's ``sync()``)."""
+    try:
+        trees = reduction_trees(ctx.trace)
+    except ModelUnavailable:
+        return []
+    if "bar.warp.sync" in _entry_ptx(ctx.ptx, ctx.kernel.mangled):
+        return []
+    return [
+        t
+        for t in trees
+        if t.warp_synchronous_tail
+        and all(p.active_threads <= 32 for p in t.warp_synchronous_tail)
+        and min(p.distance for p in t.warp_synchronous_tail) < 32
+    ]
 
 
 def _race_of(ks: KernelSource, finding: Finding) -> _Race:
@@ -196,7 +235,12 @@ class WarpSynchronous(Rule):
     or a ``volatile __shared__`` array) used in two or more unrolled steps
     ``vs[tid] += vs[tid + k]`` with ``k`` below 32 and no ``__syncwarp()`` between them: the "unroll
     the last warp" idiom of seed 003's reduction #5, usually under ``if (tid < 32)``. Reported at
-    the first step.
+    the first step. Whatever the spelling (a template block size, other names, a loop the
+    compiler unrolled), the emulator's trace shows the same thing
+    (``gpuadvise.model.reduction``): two or more steps of a shared-memory tree after its last
+    barrier, each by at most 32 threads, in a kernel with no ``__syncwarp``
+    (``bar.warp.sync``); reported at the first of
+    them when the source pattern is not found, with advice and no diff.
 
     Why it is slow
     --------------
@@ -247,11 +291,41 @@ class WarpSynchronous(Rule):
     name = "warp-synchronous"
     title = "Implicit warp-synchronous code (a race since Volta)"
     severity = "error"
-    models = ("source",)
+    models = ("source", "trace")
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        ks = ctx.kernel_source
+        found = list(self._from_source(ctx))
+        yield from found
+        if found:
+            return
+        for tree in _trace_tails(ctx):
+            tail = tree.warp_synchronous_tail
+            line = next((ln for f, ln in tail[0].lines if ln and ctx.same_file(f)), None)
+            threads = max(p.active_threads for p in tail)
+            offs = ", ".join(str(p.distance) for p in tail)
+            lockstep = "lanes of a warp race on Volta and later"
+            yield self.finding(
+                ctx,
+                f"implicit warp-synchronous reduction seen in the trace: {len(tail)} steps "
+                f"(offsets {offs}) by up to {threads} threads with no barrier and no "
+                f"__syncwarp() between them: {lockstep}; use __shfl_down_sync (GA205)",
+                line=line,
+                evidence=[
+                    Evidence("unrolled_steps", len(tail), 2, ">="),
+                    Evidence("syncwarp_calls", 0, 0, "=="),
+                    Evidence("tail_threads", threads, unit="threads"),
+                    Evidence("arch", ctx.device.arch),
+                    Evidence("source", "trace"),
+                ],
+                details=TailRace(tuple(p.distance for p in tail), threads),
+            )
+
+    def _from_source(self, ctx: RuleContext) -> Iterator[Finding]:
+        try:
+            ks = ctx.kernel_source
+        except ModelUnavailable:
+            return
         for race in find_races(ks):
             line = line_of(ks.text, race.region_start + race.steps[0].start)
             offs = ", ".join(str(s.offset) for s in race.steps)
@@ -279,6 +353,13 @@ class WarpSynchronous(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        if isinstance(finding.details, TailRace):
+            return Variant(
+                "display-only",
+                "reduce the last warp with __shfl_down_sync (or put __syncwarp() between every "
+                "read and write of the steps); no diff: the source parser found no volatile "
+                "`vs[tid] += vs[tid + k]` steps to replace",
+            )
         ks = ctx.kernel_source
         diff = shuffle_diff(ks, _race_of(ks, finding), ctx.source_file)
         return Variant(

@@ -16,9 +16,11 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
+    ReductionTree,
     Rule,
     RuleContext,
     Variant,
+    reduction_trees,
 )
 
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
@@ -80,6 +82,34 @@ class IdleLoad(FindingDetails):
     arr: str
     store: tuple[int, int]
     first_step_threads: int
+
+
+@dataclass(frozen=True)
+class IdleTree(FindingDetails):
+    """A tree the trace shows starting with half its fill threads idle, where the source parser
+    found no store and tree to rewrite: the threads of its first phase and of the fill, the
+    elements each fill thread loaded, and why there is no diff."""
+
+    first_step_threads: int
+    fill_threads: int
+    elements_per_thread: float
+    why_no_diff: str
+
+
+def _trace_trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
+    try:
+        return reduction_trees(ctx.trace)
+    except ModelUnavailable:
+        return ()
+
+
+def _loop_before(ctx: RuleContext, line: int) -> bool:
+    """Whether the kernel's source has a loop that starts before ``line`` (the fill)."""
+    try:
+        ks = ctx.kernel_source
+    except ModelUnavailable:
+        return False
+    return any(ks.line_at(lp.span[0]) < line for lp in ks.loops())
 
 
 def _match_of(ctx: RuleContext, finding: Finding) -> _Match:
@@ -443,8 +473,13 @@ class IdleReductionThreads(Rule):
     ``if (tid < 128) sdata[tid] += sdata[tid + 128];``, whose first step adds the upper half of
     the block to the lower half. The trace (when the emulator can run the kernel) must agree:
     at most one load of that buffer per thread in the traced CTAs. Reported at the store.
-    An interleaved tree (``tid % (2*s)``, ``index = 2*s*tid``) is GA202's; after its fix, this
-    rule applies.
+    Where the source parser finds no such store and tree (a template block size, a helper
+    accessor such as cuda-samples' ``SharedMemory<T>()``, other names, one-line or unrolled
+    loops), the shared-memory tree is recognised from the emulator's trace
+    (``gpuadvise.model.reduction``): its first step combines with at most half the threads that
+    filled it, each of which loaded fewer than 1.5 elements from global memory; reported at the
+    fill's store, with advice and no diff. An interleaved tree (``tid % (2*s)``,
+    ``index = 2*s*tid``) is GA202's; after its fix, this rule applies.
 
     Why it is slow
     --------------
@@ -516,7 +551,60 @@ class IdleReductionThreads(Rule):
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        ks = ctx.kernel_source
+        found = list(self._from_source(ctx))
+        yield from found
+        if found:
+            return
+        for tree in _trace_trees(ctx):
+            first = tree.phases[0]
+            per = tree.fill_elements_per_thread
+            if (
+                tree.pattern == "interleaved"  # GA202's first; this rule applies after its fix
+                or not first.barrier_before  # no barrier between the fill and the tree
+                or tree.fill_threads < 64
+                or tree.threads & (tree.threads - 1)  # the shape a halving tree is written for
+                or per is None
+                or per >= 1.5
+                or 2 * first.active_threads > tree.fill_threads
+            ):
+                continue
+            line = next((ln for f, ln in tree.fill_lines if ln and ctx.same_file(f)), None)
+            line = line or next((ln for f, ln in tree.lines if ln and ctx.same_file(f)), None)
+            if line is not None and _loop_before(ctx, line):
+                continue  # an accumulation loop before the fill: more elements on other launches
+            why = (
+                "the source parser found no `sdata[tid] = <one global element>` store followed "
+                "by a `tid < s` tree it can rewrite"
+            )
+            yield self.finding(
+                ctx,
+                f"each thread loads {per:.2g} element(s) into the shared tree, and its first "
+                f"step combines with {first.active_threads} of {tree.fill_threads} threads "
+                f"(words {first.distance} apart): {tree.idle_first_phase} threads only loaded. "
+                f"Add two elements during the load with half the threads per block (seed 003's "
+                "#4), or several per thread in a grid-stride loop (#7)",
+                line=line,
+                evidence=[
+                    Evidence("elements_per_thread", round(per, 4), 1.5, "<"),
+                    Evidence(
+                        "first_step_threads",
+                        first.active_threads,
+                        tree.fill_threads // 2,
+                        "<=",
+                        "threads",
+                    ),
+                    Evidence("threads_per_block", tree.threads, unit="threads"),
+                    Evidence("tree_warp_iterations", tree.warp_iterations(), unit="warps"),
+                    Evidence("source", "trace"),
+                ],
+                details=IdleTree(first.active_threads, tree.fill_threads, round(per, 4), why),
+            )
+
+    def _from_source(self, ctx: RuleContext) -> Iterator[Finding]:
+        try:
+            ks = ctx.kernel_source
+        except ModelUnavailable:
+            return
         block = ctx.launch.block
         threads = int(block.x)
         if block.y != 1 or block.z != 1 or threads < 64 or threads & (threads - 1):
@@ -597,6 +685,8 @@ class IdleReductionThreads(Rule):
         from gpuadvise.rules import OccupancyInputError, max_active_blocks
 
         threads = int(ctx.launch.block.x)
+        if isinstance(finding.details, IdleTree):
+            threads = int(ctx.launch.block.count)
         before = ctx.occupancy.active_warps_per_sm
         try:
             k = dataclasses.replace(ctx.occupancy_input, threads_per_block=threads // 2)
@@ -625,6 +715,13 @@ class IdleReductionThreads(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        if isinstance(finding.details, IdleTree):
+            half = finding.details.fill_threads // 2
+            return Variant(
+                "display-only",
+                f"add two elements during the load with {half} threads per block and start "
+                f"the tree one step later (no diff: {finding.details.why_no_diff})",
+            )
         mt = _match_of(ctx, finding)
         threads = int(ctx.launch.block.x)
         diff, why = first_add_diff(ctx.kernel_source, mt, threads, ctx.source_file)

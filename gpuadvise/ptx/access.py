@@ -38,6 +38,9 @@ RECORD = np.dtype(
         ("space", np.uint8),  # Space
         ("kind", np.uint8),  # Kind
         ("addr", np.uint64, (WARP,)),  # per-lane byte address (0 where the lane is inactive)
+        # barriers (bar.sync) the warp had passed when it made the access: the emulator's; the
+        # GPU tracer does not count them and writes 0 (gpuadvise.model.reduction reads it)
+        ("epoch", np.uint32),
     ]
 )
 

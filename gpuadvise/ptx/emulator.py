@@ -538,6 +538,7 @@ class Batch:
         self.warp_base = shared["warp_base"]
         self.warp_in_cta = shared["warp_in_cta"]
         self.warp_cta = np.repeat(self.ctas, wpc)
+        self.warp_epoch = np.zeros(self.nwarps, np.uint32)  # barriers each warp has passed
         # registers start as they were left (the values of uninitialized registers are undefined)
         self.regs: dict[str, np.ndarray] = shared["regs"]
         self._layout_specials: dict[str, Any] = shared["specials"]
@@ -1003,6 +1004,7 @@ class Batch:
             addr[...] = 0
             addr[rows[lanes >> 5], lanes & 31] = taddr
         rec["inst"] = key
+        rec["epoch"] = self.warp_epoch if lanes is None else self.warp_epoch[wsel]
         rec["width"] = width
         rec["space"] = int(sp)
         rec["kind"] = int(kind)
@@ -1411,6 +1413,7 @@ class Batch:
                     ins_index = blk.start
                     mask = self._lane_mask(ws, cur_mask[ws], n)
                     self.ops[ins_index](mask)
+                    self.warp_epoch[ws] += 1
                     active_b = int(np.bitwise_count(cur_mask[ws]).sum())
                     lane_instr += active_b
                     block_warps[int(blk_id)] += int(ws.size)

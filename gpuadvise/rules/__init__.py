@@ -14,6 +14,7 @@ from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
 from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
+from gpuadvise.model.reduction import Phase, ReductionTree, reduction_trees
 from gpuadvise.model.roofline import (
     Roofline,
     dram_bytes_per_s,
@@ -110,6 +111,8 @@ __all__ = [
     "Packing",
     "PatchError",
     "Pattern",
+    "Phase",
+    "ReductionTree",
     "Reuse",
     "Roofline",
     "RuleServices",
@@ -148,6 +151,7 @@ __all__ = [
     "proxy_where",
     "record_sectors",
     "record_wavefronts",
+    "reduction_trees",
     "remap_block_index",
     "roofline",
     "sm_cycles_per_s",

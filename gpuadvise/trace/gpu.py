@@ -291,6 +291,7 @@ def records_to_trace(
         o["cta"] = r["cta"]
         o["warp"] = r["warp"]
         o["mask"] = r["mask"]
+        o["epoch"] = 0  # barriers are not counted on the GPU
         sp = site_space[site]
         o["space"] = sp
         o["kind"] = site_kind[site]

@@ -56,7 +56,7 @@ extern "C" __global__ void lum_sequential(const uchar4* __restrict__ in, float* 
     sm[tid] = gy < (unsigned)h ? luma(in[gy * w + gx]) : 0u;  // expect: GA204
     __syncthreads();
     for (unsigned s = TILE_PIXELS / 2; s > 0; s >>= 1) {
-        if (tid < s) sm[tid] += sm[tid + s];
+        if (tid < s) sm[tid] += sm[tid + s];  // expect: GA205
         __syncthreads();
     }
     if (tid == 0) out[blockIdx.y * gridDim.x + blockIdx.x] = tile_mean(sm[0]);
@@ -77,7 +77,7 @@ extern "C" __global__ void lum_unrolled(const uchar4* __restrict__ in, float* __
     __syncthreads();
     if (tid < 32) {
         volatile unsigned* vs = sm;
-        vs[tid] += vs[tid + 32];  // expect: GA203
+        vs[tid] += vs[tid + 32];  // expect: GA203, GA205
         vs[tid] += vs[tid + 16];
         vs[tid] += vs[tid + 8];
         vs[tid] += vs[tid + 4];

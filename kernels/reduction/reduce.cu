@@ -46,7 +46,7 @@ extern "C" __global__ void reduce3(const int* __restrict__ in, int* __restrict__
     sdata[tid] = i < n ? in[i] : 0;  // expect: GA204
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) sdata[tid] += sdata[tid + s];
+        if (tid < s) sdata[tid] += sdata[tid + s];  // expect: GA205
         __syncthreads();
     }
     if (tid == 0) out[blockIdx.x] = sdata[0];
@@ -62,7 +62,7 @@ extern "C" __global__ void reduce4(const int* __restrict__ in, int* __restrict__
     sdata[tid] = v;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) sdata[tid] += sdata[tid + s];
+        if (tid < s) sdata[tid] += sdata[tid + s];  // expect: GA205
         __syncthreads();
     }
     if (tid == 0) out[blockIdx.x] = sdata[0];
@@ -84,7 +84,7 @@ extern "C" __global__ void reduce5(const int* __restrict__ in, int* __restrict__
     }
     if (tid < 32) {
         volatile int* vs = sdata;
-        vs[tid] += vs[tid + 32];  // expect: GA203
+        vs[tid] += vs[tid + 32];  // expect: GA203, GA205
         vs[tid] += vs[tid + 16];
         vs[tid] += vs[tid + 8];
         vs[tid] += vs[tid + 4];

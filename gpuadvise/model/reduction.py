@@ -1,0 +1,337 @@
+"""Shared-memory tree reductions, recognised from what the kernel does: :func:`reduction_trees`.
+
+The input is the emulator's access trace (:class:`~gpuadvise.trace.access.AccessTrace`), whose
+records carry the number of barriers each warp had passed (``epoch``). For one CTA, each thread's
+shared-memory accesses are read in program order; a *combine* is a store to word ``A`` after the
+thread loaded a different word ``B = A + d`` (``d > 0``) since its previous store (it may have
+loaded ``A`` too, or kept it in a register): ``s[t] += s[t + d]``, ``s[i] = v = v + s[i + d]``,
+``vs[t] = vs[t] + vs[t + d]``... however the source spells it. The combines of one epoch with the
+same distance form a *phase*; consecutive phases whose distance halves (sequential addressing,
+``s >>= 1``) or doubles (interleaved, ``s *= 2``) over the same words form a *tree*.
+
+Per phase: the threads that combine, how many warps they touch against the fewest that could hold
+them, whether their ids are contiguous, the distance, and the pattern: ``sequential`` when every
+combined word lies in ``[base, base + n)`` for ``n`` active threads (consecutive threads add
+consecutive words from the base: ``s[t] += s[t + d]`` with ``t < d``, and a last warp whose 32
+lanes all add), ``interleaved`` when the words are ``base + 2d*k + j`` with ``j <
+d`` beyond the first ``d`` (``tid % (2*s) == 0``, ``index = 2*s*tid``, Rodinia's ``ty %
+power_two``). Per tree: the threads that filled its words before the first phase and the share of
+them still working in it (the idle half: threads that only loaded), the global bytes loaded per
+filling thread up to the fill (in tree elements: 1 when each thread loads one element), and the
+warp-synchronous tail: the last phases with no barrier between them and the previous one.
+
+Pure: no I/O, no source text. Only the emulator counts barriers; a trace from the GPU tracer
+gives no trees (its ``epoch`` is 0 throughout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+
+__all__ = ["Phase", "ReductionTree", "reduction_trees", "trees_from_events"]
+
+MAX_LANE_EVENTS = 2_000_000  # per CTA: a kernel with more shared accesses is not read
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of a tree: every active thread combines word ``A`` with word ``A + distance``.
+
+    ``epoch``: barriers passed before it; ``barrier_before``: a barrier separates it from the
+    previous phase (for the first, from the fill). ``warps``: warps with an active thread;
+    ``min_warps``: ``ceil(active_threads / 32)``. ``lines``: (file, line) of the stores.
+    """
+
+    epoch: int
+    distance: int  # elements
+    active_threads: int
+    warps: int
+    min_warps: int
+    contiguous: bool
+    thread_stride: int  # spacing of the active thread ids (1: contiguous ids), 0 for one thread
+    pattern: str  # "sequential" | "interleaved" | "other"
+    barrier_before: bool
+    lines: tuple[tuple[str | None, int | None], ...]
+
+    @property
+    def scattered(self) -> bool:
+        """The active threads touch more warps than they need."""
+        return self.warps > self.min_warps
+
+
+@dataclass(frozen=True)
+class ReductionTree:
+    """A shared-memory tree reduction of one CTA (``cta``), ``element_bytes`` wide words from
+    byte offset ``base`` of the shared window."""
+
+    cta: int
+    threads: int  # threads of the CTA
+    element_bytes: int
+    base: int
+    phases: tuple[Phase, ...]
+    direction: str  # "halving" | "doubling"
+    fill_threads: int  # threads that stored into the tree's words before its first phase
+    fill_elements_per_thread: float | None  # global bytes loaded per fill thread / element
+    idle_first_phase: int  # fill threads with no combine in the first phase
+    fill_lines: tuple[tuple[str | None, int | None], ...] = ()  # (file, line) of the fill stores
+
+    @property
+    def pattern(self) -> str:
+        """``interleaved`` when a phase is, else ``sequential`` when every phase is."""
+        pats = {p.pattern for p in self.phases}
+        if "interleaved" in pats:
+            return "interleaved"
+        return "sequential" if pats == {"sequential"} else "other"
+
+    @property
+    def first_phase_utilisation(self) -> float | None:
+        """Active threads of the first phase per fill thread (0.5: half the block idles)."""
+        if not self.fill_threads:
+            return None
+        return self.phases[0].active_threads / self.fill_threads
+
+    @property
+    def warp_synchronous_tail(self) -> tuple[Phase, ...]:
+        """The phases after the tree's last barrier when there are two or more of them: steps
+        with no barrier between them (the "unrolled last warp"); empty otherwise."""
+        k = len(self.phases) - 1
+        while k > 0 and not self.phases[k].barrier_before:
+            k -= 1
+        tail = self.phases[k:]
+        return tail if len(tail) >= 2 else ()
+
+    @property
+    def last_distance(self) -> int:
+        return self.phases[-1].distance
+
+    @property
+    def lines(self) -> tuple[tuple[str | None, int | None], ...]:
+        """The source lines of the combines, in order of first use."""
+        out: dict[tuple[str | None, int | None], None] = {}
+        for p in self.phases:
+            for ln in p.lines:
+                out[ln] = None
+        return tuple(out)
+
+    def warp_iterations(self) -> int:
+        """Warps with an active thread, summed over the phases."""
+        return sum(p.warps for p in self.phases)
+
+
+@dataclass(frozen=True)
+class _Combine:
+    thread: int
+    epoch: int
+    word: int  # A, in elements from byte 0
+    distance: int
+    inst: int
+    order: int  # position of the store among the CTA's lane events
+
+
+def trees_from_events(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+    inst: np.ndarray,
+    *,
+    cta: int,
+    threads: int,
+    lines: dict[int, tuple[str | None, int | None]],
+    global_load_bytes: dict[int, int] | None = None,
+) -> tuple[ReductionTree, ...]:
+    """The trees of one CTA from its shared-memory lane events, in execution order (each
+    thread's in program order): thread id, Kind (LOAD/STORE), byte offset, bytes, barrier
+    epoch, instruction. ``global_load_bytes``: per epoch, the bytes the CTA loaded from global
+    memory in it (for the fill's elements per thread)."""
+    combines: list[_Combine] = []
+    fills: list[tuple[int, int, int, int, int, int]] = []  # thread, epoch, byte, width, order, inst
+    order = np.lexsort((np.arange(len(thread)), thread))
+    pending: dict[int, list[tuple[int, int]]] = defaultdict(list)  # thread -> [(byte, width)]
+    for i in order.tolist():
+        t = int(thread[i])
+        if kind[i] == Kind.LOAD:
+            pending[t].append((int(byte_addr[i]), int(width[i])))
+            continue
+        a, w = int(byte_addr[i]), int(width[i])
+        loads = pending.pop(t, [])
+        others = {b for b, lw in loads if lw == w and b != a}
+        if not loads:
+            fills.append((t, int(epoch[i]), a, w, i, int(inst[i])))
+        if len(others) == 1:
+            (b,) = others
+            if b > a and (b - a) % w == 0 and a % w == 0:
+                combines.append(_Combine(t, int(epoch[i]), a // w, (b - a) // w, int(inst[i]), i))
+    if not combines:
+        return ()
+    # phases: the combines of one epoch with one distance (and one element width)
+    groups: dict[tuple[int, int], list[_Combine]] = defaultdict(list)
+    for c in combines:
+        groups[(c.epoch, c.distance)].append(c)
+    steps = sorted(groups.values(), key=lambda cs: (cs[0].epoch, min(c.order for c in cs)))
+    trees: list[list[list[_Combine]]] = []
+    for cs in steps:
+        if trees:
+            prev = trees[-1][-1]
+            d0, d1 = prev[0].distance, cs[0].distance
+            lo = min(c.word for c in prev)
+            hi = max(c.word + c.distance for c in prev)
+            words = [c.word for c in cs]
+            direction = None
+            if len(trees[-1]) > 1:
+                direction = trees[-1][1][0].distance > trees[-1][0][0].distance
+            ok = (d1 * 2 == d0 and direction in (None, False)) or (
+                d1 == 2 * d0 and direction in (None, True)
+            )
+            ok = ok and lo <= min(words) and max(words) <= hi and len(cs) <= len(prev)
+            if ok:
+                trees[-1].append(cs)
+                continue
+        trees.append([cs])
+    out = []
+    for tr in trees:
+        if len(tr) < 2:
+            continue
+        out.append(_tree(tr, fills, cta, threads, lines, global_load_bytes or {}))
+    return tuple(out)
+
+
+def _tree(
+    steps: list[list[_Combine]],
+    fills: list[tuple[int, int, int, int, int, int]],
+    cta: int,
+    threads: int,
+    lines: dict[int, tuple[str | None, int | None]],
+    global_load_bytes: dict[int, int],
+) -> ReductionTree:
+    base = min(c.word for cs in steps for c in cs)
+    width = 0
+    phases = []
+    prev_epoch: int | None = None
+    for cs in steps:
+        d = cs[0].distance
+        tids = sorted({c.thread for c in cs})
+        n = len(tids)
+        warps = len({t // WARP for t in tids})
+        rel = sorted(c.word - base for c in cs)
+        if rel == list(range(len(rel))):  # consecutive words from the base (a warp's tail too)
+            pattern = "sequential"
+        elif all(r % (2 * d) < d for r in rel):
+            pattern = "interleaved"
+        else:
+            pattern = "other"
+        gaps = {b - a for a, b in zip(tids, tids[1:], strict=False)}
+        stride = gaps.pop() if len(gaps) == 1 else (0 if n == 1 else -1)
+        epoch = cs[0].epoch
+        # the first phase: a barrier after the fill (the fill's epoch is an earlier one)
+        barrier = prev_epoch is None or epoch != prev_epoch
+        prev_epoch = epoch
+        insts = sorted({c.inst for c in cs})
+        phases.append(
+            Phase(
+                epoch=epoch,
+                distance=d,
+                active_threads=n,
+                warps=warps,
+                min_warps=math.ceil(n / WARP),
+                contiguous=tids[-1] - tids[0] + 1 == n,
+                thread_stride=stride,
+                pattern=pattern,
+                barrier_before=barrier,
+                lines=tuple(dict.fromkeys(lines.get(i, (None, None)) for i in insts)),
+            )
+        )
+    first = steps[0]
+    first_order = min(c.order for c in first)
+    span_hi = max(c.word + c.distance for c in first)
+    # the fill: the last stores without a combine into the tree's words before its first phase
+    tree_fills = [f for f in fills if f[4] < first_order and f[1] <= phases[0].epoch]
+    width = _width_of(tree_fills)
+    in_tree = [f for f in tree_fills if width and base <= f[2] // width <= span_hi]
+    fill_epoch = max((f[1] for f in in_tree), default=None)
+    fill_threads = {f[0] for f in in_tree if f[1] == fill_epoch}
+    if fill_epoch is not None and fill_epoch == phases[0].epoch:  # no barrier after the fill
+        phases[0] = dataclasses.replace(phases[0], barrier_before=False)
+    if not width:
+        width = 4
+    active0 = {c.thread for c in first}
+    per_thread = None
+    if fill_threads and fill_epoch is not None:
+        loaded = sum(v for e, v in global_load_bytes.items() if e <= fill_epoch)
+        per_thread = loaded / (width * len(fill_threads))
+    return ReductionTree(
+        cta=cta,
+        threads=threads,
+        element_bytes=width,
+        base=base * width,
+        phases=tuple(phases),
+        direction="doubling" if steps[1][0].distance > steps[0][0].distance else "halving",
+        fill_threads=len(fill_threads),
+        fill_elements_per_thread=per_thread,
+        idle_first_phase=len(fill_threads - active0),
+        fill_lines=tuple(
+            dict.fromkeys(
+                lines.get(f[5], (None, None))
+                for f in sorted(in_tree, key=lambda f: f[4])
+                if f[1] == fill_epoch
+            )
+        ),
+    )
+
+
+def _width_of(fills: list[tuple[int, int, int, int, int, int]]) -> int:
+    ws = {f[3] for f in fills}
+    return ws.pop() if len(ws) == 1 else 0
+
+
+def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[ReductionTree, ...]:
+    """The shared-memory tree reductions of one traced CTA (``cta``; None: the first traced
+    one). Empty when the trace did not come from the emulator (it alone counts barriers), or
+    the CTA makes more than :data:`MAX_LANE_EVENTS` shared accesses."""
+    names = trace.records.dtype.names or ()
+    if trace.source != "emulator" or not trace.ctas or "epoch" not in names:
+        return ()
+    c = min(trace.ctas) if cta is None else cta
+    r = trace.records
+    r = r[r["cta"] == c]
+    threads = int(np.prod(trace.block))
+    shared = r[
+        (r["space"] == int(Space.SHARED))
+        & ((r["kind"] == int(Kind.LOAD)) | (r["kind"] == int(Kind.STORE)))
+    ]
+    if not len(shared):
+        return ()
+    bits = ((shared["mask"][:, None] >> np.arange(WARP, dtype=np.uint32)) & 1).astype(bool)
+    rec, lane = np.nonzero(bits)
+    if len(rec) > MAX_LANE_EVENTS:
+        return ()
+    sel = shared[rec]
+    thread = sel["warp"].astype(np.int64) * WARP + lane
+    byte_addr = sel["addr"][np.arange(len(rec)), lane].astype(np.int64)
+    glob = r[(r["space"] == int(Space.GLOBAL)) & (r["kind"] == int(Kind.LOAD))]
+    gbytes: dict[int, int] = defaultdict(int)
+    if len(glob):
+        lanes = np.bitwise_count(glob["mask"]).astype(np.int64) * glob["width"].astype(np.int64)
+        for e, b in zip(glob["epoch"].tolist(), lanes.tolist(), strict=True):
+            gbytes[int(e)] += int(b)
+    lines = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
+    return trees_from_events(
+        thread,
+        sel["kind"].astype(np.int64),
+        byte_addr,
+        sel["width"].astype(np.int64),
+        sel["epoch"].astype(np.int64),
+        sel["inst"].astype(np.int64),
+        cta=int(c),
+        threads=threads,
+        lines=lines,
+        global_load_bytes=dict(gbytes),
+    )

@@ -1,0 +1,313 @@
+"""GA205 shared-tree-to-shuffles: the last steps of a shared-memory tree, done with shuffles."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    KernelSource,
+    ModelUnavailable,
+    ReductionTree,
+    Rule,
+    RuleContext,
+    Variant,
+    reduction_trees,
+)
+
+_SUM = re.compile(
+    r"(?P<arr>[A-Za-z_]\w*)\s*\[(?P<i>[^\[\]]+)\]\s*"
+    r"(?:\+=\s*(?P=arr)\s*\[[^\[\]]+\]|=\s*(?:[A-Za-z_]\w*\s*=\s*)?[^;?]*\+[^;?]*)\s*;"
+)
+
+
+@dataclass(frozen=True)
+class ShuffleTail(FindingDetails):
+    """The tree's steps done in shared memory by at most a warp: their distances, how many run
+    after a barrier each, and the line of the first."""
+
+    distances: tuple[int, ...]
+    barriers: int
+    line: int | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    diff: str | None
+    why: str
+    form: str  # "loop" | "tail" | ""
+
+
+def _trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
+    try:
+        return reduction_trees(ctx.trace)
+    except ModelUnavailable:
+        return ()
+
+
+def _shared_type(ks: KernelSource, arr: str) -> str | None:
+    """The element type of ``arr``: a ``__shared__`` array, or a pointer declared in the body
+    (``T* sdata = SharedMemory<T>();``)."""
+    for d in [*ks.declarations(), *ks.declarations(file=True)]:
+        for dd in d.declarators:
+            if dd.name == arr and (d.has("__shared__") or dd.pointer):
+                return " ".join(d.type.split())
+    return None
+
+
+def _shuffle_block(indent: str, tid: str, arr: str, typ: str, var: str) -> list[str]:
+    return [
+        f"{indent}if ({tid} < 32) {{",
+        f"{indent}    {typ} {var} = {arr}[{tid}] + {arr}[{tid} + 32];",
+        f"{indent}    for (int offset = 16; offset > 0; offset >>= 1)",
+        f"{indent}        {var} += __shfl_down_sync(0xffffffffu, {var}, offset);",
+        f"{indent}    if ({tid} == 0) {arr}[0] = {var};",
+        f"{indent}}}",
+    ]
+
+
+def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
+    """The source rewritten so that the steps from distance 32 on are warp shuffles, or why
+    not."""
+    try:
+        ks = ctx.kernel_source
+    except ModelUnavailable as exc:
+        return _Plan(None, f"the kernel's source is not available ({exc.message})", "")
+    lines = [ln for p in tree.phases for f, ln in p.lines if ln and ctx.same_file(f)]
+    at32 = next((p for p in tree.phases if p.distance == 32), None)
+    line32 = next((ln for f, ln in (at32.lines if at32 else ()) if ln and ctx.same_file(f)), None)
+    if not lines or line32 is None:
+        return _Plan(None, "the tree's combines are not in the kernel's source file", "")
+    # the combine statement: a sum into arr[i]
+    stmt = None
+    for st in ks.statements():
+        if st.kind == "expression_statement" and ks.line_at(st.start) == line32:
+            m = _SUM.fullmatch(ks.code[st.start : st.end + 1].strip())
+            if m:
+                stmt = (st, m)
+                break
+    if stmt is None:
+        return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
+    st, m = stmt
+    arr, tid = m.group("arr"), m.group("i").strip()
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", tid):
+        return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
+    typ = _shared_type(ks, arr)
+    if typ is None or "volatile" in typ:
+        typ = typ.replace("volatile", "").strip() if typ else None
+    if not typ:
+        return _Plan(None, f"the element type of `{arr}` is not declared in the kernel", "")
+    var = next(n for n in ("warp_sum", "wsum", "warp_sum_") if not re.search(rf"\b{n}\b", ks.code))
+    top = {(s.start, s.end) for s in ks.top_level()}
+    base_end = ks.body_start + len(ks.body)
+    rw = ks.rewrite()
+    loop = next(
+        (
+            lp
+            for lp in ks.loops()
+            if lp.kind == "for"
+            and lp.body[0] <= st.start < lp.body[1]
+            and lp.condition is not None
+            and any(a == lp.span[0] for a, _ in top)
+        ),
+        None,
+    )
+    form = ""
+    after = 0
+    if loop is not None and loop.condition is not None:
+        cond = ks.code[loop.condition[0] : loop.condition[1]]
+        c = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:>\s*0[uU]?|>=\s*1[uU]?|!=\s*0[uU]?)\s*", cond)
+        if c is None:
+            return _Plan(None, f"the loop's condition `{cond.strip()}` is not `s > 0`", "")
+        rw.replace(loop.condition[0], loop.condition[1], f"{c.group(1)} > 32")
+        after = loop.span[1]
+        indent = re.match(r"[ \t]*", ks.text[ks.text.rfind("\n", 0, loop.span[0]) + 1 :])
+        block = _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var)
+        block.append(f"{block[0][: len(block[0]) - len(block[0].lstrip())]}__syncthreads();")
+        rw.insert(after, "\n" + "\n".join(block))
+        form = "loop"
+    else:
+        guard = next(
+            (
+                g
+                for g in ks.ifs()
+                if g.braced
+                and g.consequence[0] <= st.start < g.consequence[1]
+                and re.fullmatch(
+                    rf"\s*{re.escape(tid)}\s*(?:<\s*32[uU]?|<=\s*31[uU]?)\s*",
+                    ks.code[g.condition[0] : g.condition[1]],
+                )
+                and any(a == g.head[0] for a, _ in top)
+            ),
+            None,
+        )
+        if guard is None:
+            return _Plan(
+                None,
+                "the steps are neither a top-level `for` loop halving the stride nor a "
+                f"top-level `if ({tid} < 32) {{ ... }}` block",
+                "",
+            )
+        for d in ks.declarations(within=guard.consequence):  # `volatile int* vs = sdata;`
+            dd = next((x for x in d.declarators if x.name == arr and x.init), None)
+            if dd is not None and dd.init is not None:
+                m2 = re.search(r"([A-Za-z_]\w*)\s*(?:\[\s*0\s*\])?\s*$", ks.code[slice(*dd.init)])
+                real = m2.group(1) if m2 else None
+                typ2 = _shared_type(ks, real) if real else None
+                if real is None or typ2 is None:
+                    return _Plan(None, f"`{arr}` points to an array gpuadvise cannot find", "")
+                arr, typ = real, typ2
+        first = ks.line_at(guard.head[0])
+        last = ks.line_at(guard.consequence[1] - 1)
+        indent = re.match(r"[ \t]*", ks.text.split("\n")[first - 1])
+        rw.replace_lines(
+            first, last, _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var)
+        )
+        after = guard.consequence[1]
+        form = "tail"
+    # after the tree, only arr[0] may be read: the shuffles leave the other words as they were
+    for sub in ks.subscripts(arr, within=(after, base_end)):
+        idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
+        if idx not in ("0", "0u", "0U"):
+            return _Plan(None, f"`{arr}[{idx}]` is read after the tree (only [0] is kept)", "")
+    return _Plan(rw.diff(ctx.source_file), "", form)
+
+
+class SharedTreeToShuffles(Rule):
+    """The last steps of a shared-memory tree reduction, done in shared memory.
+
+    What it detects
+    ---------------
+    From the emulator's trace (``gpuadvise.model.reduction``), whatever the spelling: a
+    sequential shared-memory tree (``s[t] += s[t + d]`` with ``d`` halving, the active threads
+    the first ones) that goes on in shared memory down to distance 1, so that its last steps
+    (distances 32, 16, ..., 1) run in shared memory, with a barrier each or in a warp-synchronous
+    tail. Reported at the combine of the step at distance 32. An interleaved tree is GA202's
+    first.
+
+    Why it is slow
+    --------------
+    The last five or six steps of the tree involve at most one warp, yet each costs a shared
+    store and load (and a ``__syncthreads()`` of the whole block when the loop keeps its barrier)
+    while the other warps of the block wait. ``__shfl_down_sync`` exchanges the values between
+    the lanes of the warp in registers, with the synchronization built in: six steps become a
+    few register exchanges and the block's last barriers go away. Since Volta it is also the
+    correct way to write the "unrolled last warp" (GA203).
+
+    Example
+    -------
+    ``kernels/reduction/reduce.cu``: ``reduce3`` and ``reduce4`` (loop to ``s > 0`` with a
+    barrier each step) and ``reduce5`` (the volatile tail); ``reduce6`` does it with shuffles.
+
+    Fix
+    ---
+    Stop the shared-memory loop at 32 and finish in registers::
+
+        for (unsigned s = blockDim.x / 2; s > 32; s >>= 1) { ... __syncthreads(); }
+        if (tid < 32) {
+            int v = sdata[tid] + sdata[tid + 32];
+            for (int offset = 16; offset > 0; offset >>= 1)
+                v += __shfl_down_sync(0xffffffffu, v, offset);
+            if (tid == 0) sdata[0] = v;
+        }
+        __syncthreads();
+
+    How the estimate is made
+    ------------------------
+    Not estimated: the tree is usually a small part of a reduction's time, bound by its global
+    loads. The inputs count the steps and barriers the change removes; the measurement stage
+    times the rewritten kernel (on an H100 seed 003's #6, with shuffles, ran 1.33x over #4, with
+    the unrolling in between; HARDWARE.md section 4).
+
+    Fix safety
+    ----------
+    Automatic and verified: a diff that stops the loop at ``s > 32`` (or replaces the
+    ``if (tid < 32) { ... }`` tail) and adds the shuffle block; the pairs it adds are the tree's
+    own (lane ``t`` adds lane ``t + offset``), so sums come out bit-identical, floats included.
+    The measurement stage checks the outputs against the kernel's before timing it. Offered
+    when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``) on a
+    plain thread index, the loop or tail block sits at the top level of the kernel, the block
+    has at least 64 threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read
+    after the tree; otherwise the finding says why and gives the fix to apply by hand.
+    """
+
+    id = "GA205"
+    name = "shared-tree-to-shuffles"
+    title = "Last steps of a shared-memory reduction not done with warp shuffles"
+    severity = "warning"
+    models = ("source", "trace")
+    options = {}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        for tree in _trees(ctx):
+            if tree.pattern != "sequential" or tree.direction != "halving":
+                continue
+            if tree.last_distance != 1 or tree.phases[0].distance < 32:
+                continue
+            small = [p for p in tree.phases if p.distance <= 32]
+            if any(p.active_threads > 32 and not p.barrier_before for p in small):
+                continue  # GA203's race: not this rule's pattern
+            line = next(
+                (ln for f, ln in small[0].lines if ln and ctx.same_file(f)),
+                None,
+            )
+            barriers = sum(1 for p in small if p.barrier_before)
+            yield self.finding(
+                ctx,
+                f"the tree's last {len(small)} steps (distances "
+                f"{', '.join(str(p.distance) for p in small)}) run in shared memory with "
+                f"{barriers} barrier(s), by at most {max(p.active_threads for p in small)} "
+                "threads: finish the last 64 values in registers with __shfl_down_sync "
+                "(loop to s > 32, then one warp shuffles)",
+                line=line,
+                evidence=[
+                    Evidence("shared_steps_at_most_a_warp", len(small), 2, ">="),
+                    Evidence("barriers_in_those_steps", barriers, unit="barriers"),
+                    Evidence("threads_per_block", tree.threads, 64, ">=", "threads"),
+                    Evidence("source", "trace"),
+                ],
+                details=ShuffleTail(tuple(p.distance for p in small), barriers, line),
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(ShuffleTail)
+        return Estimate(
+            None,
+            "none",
+            f"not estimated: the tree's share of the kernel's time is unknown without "
+            f"measuring. The change removes {len(d.distances)} shared-memory steps and "
+            f"{d.barriers} block-wide barrier(s) (one is added after the shuffles in a loop "
+            "form); the measurement stage times it",
+            {"shared_steps": len(d.distances), "barriers_removed": d.barriers},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(ShuffleTail)
+        tree = next(
+            (
+                t
+                for t in _trees(ctx)
+                if tuple(p.distance for p in t.phases if p.distance <= 32) == d.distances
+            ),
+            None,
+        )
+        how = (
+            "stop the shared-memory loop at s > 32 and reduce the last 64 values with "
+            "__shfl_down_sync in one warp"
+        )
+        if tree is None or tree.threads < 64:
+            return Variant("display-only", f"{how} (no diff: the tree needs 64 threads)")
+        p = plan(ctx, tree)
+        if p.diff is None:
+            return Variant("display-only", f"{how} (no diff: {p.why})")
+        return Variant(
+            "automatic-and-verified",
+            f"{how}: the pairs are the tree's own, so the sums are bit-identical; the "
+            "measurement stage checks the outputs and times it",
+            diff=p.diff,
+        )

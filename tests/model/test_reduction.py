@@ -1,0 +1,119 @@
+"""gpuadvise.model.reduction: trees from hand-made lane events (exact phases) and from the
+emulator's trace of seed 003's reductions and kernels in other spellings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.model.reduction import reduction_trees, trees_from_events
+from gpuadvise.trace.access import Kind
+
+
+def _events(threads: int, interleaved: bool, tail_from: int = 0):
+    """A block of ``threads`` 4-byte words: every thread fills its word (epoch 0), then each
+    step combines in an epoch of its own (steps at distance < ``tail_from`` share one)."""
+    ev = []  # thread, kind, byte, epoch, inst
+    for t in range(threads):
+        ev.append((t, Kind.STORE, 4 * t, 0, 0))
+    epoch = 1
+    if interleaved:
+        ds = [1 << k for k in range(threads.bit_length() - 1)]
+    else:
+        ds = [threads >> k for k in range(1, threads.bit_length())]
+    for d in ds:
+        for t in range(threads):
+            a = 2 * d * t if interleaved else t
+            if (a + d < threads) if interleaved else (t < d or (d < tail_from and t < 32)):
+                ev += [(t, Kind.LOAD, 4 * a, epoch, 1), (t, Kind.LOAD, 4 * (a + d), epoch, 1)]
+                ev.append((t, Kind.STORE, 4 * a, epoch, 2))
+        if not (d <= tail_from // 2):
+            epoch += 1
+    cols = list(zip(*ev, strict=True))
+    return [np.array(c, dtype=np.int64) for c in cols]
+
+
+def _trees(threads: int, interleaved: bool, tail_from: int = 0):
+    t, k, a, e, i = _events(threads, interleaved, tail_from)
+    lines = {0: ("k.cu", 10), 1: ("k.cu", 12), 2: ("k.cu", 12)}
+    return trees_from_events(
+        t, k, a, np.full(len(t), 4), e, i, cta=0, threads=threads, lines=lines,
+        global_load_bytes={0: 4 * threads},
+    )  # fmt: skip
+
+
+def test_sequential_tree_exact_phases():
+    (tree,) = _trees(256, interleaved=False)
+    assert tree.direction == "halving" and tree.pattern == "sequential"
+    assert [p.distance for p in tree.phases] == [128, 64, 32, 16, 8, 4, 2, 1]
+    assert [p.active_threads for p in tree.phases] == [128, 64, 32, 16, 8, 4, 2, 1]
+    assert [p.warps for p in tree.phases] == [4, 2, 1, 1, 1, 1, 1, 1]
+    assert all(p.contiguous and not p.scattered for p in tree.phases)
+    assert tree.fill_threads == 256 and tree.idle_first_phase == 128
+    assert tree.first_phase_utilisation == 0.5 and tree.fill_elements_per_thread == 1.0
+    assert tree.warp_synchronous_tail == () and tree.last_distance == 1
+    assert tree.lines == (("k.cu", 12),) and tree.fill_lines == (("k.cu", 10),)
+
+
+def test_interleaved_tree_is_doubling_with_strided_words():
+    (tree,) = _trees(256, interleaved=True)
+    assert tree.direction == "doubling" and tree.pattern == "interleaved"
+    assert [p.distance for p in tree.phases] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert [p.active_threads for p in tree.phases] == [128, 64, 32, 16, 8, 4, 2, 1]
+    # thread t combines word 2*d*t: packed threads, words 2d apart
+    assert tree.phases[0].contiguous and tree.phases[0].pattern == "interleaved"
+
+
+def test_warp_synchronous_tail_is_the_steps_after_the_last_barrier():
+    (tree,) = _trees(256, interleaved=False, tail_from=64)
+    tail = tree.warp_synchronous_tail
+    assert [p.distance for p in tail] == [32, 16, 8, 4, 2, 1]
+    assert [p.active_threads for p in tail] == [32] * 6
+    assert tail[0].barrier_before and not any(p.barrier_before for p in tail[1:])
+    assert all(p.pattern == "sequential" for p in tail)
+
+
+def test_a_scan_and_single_steps_are_not_trees():
+    # Hillis-Steele: s[t] += s[t - d] (the second word below the first): no combine
+    ev = [(t, Kind.STORE, 4 * t, 0, 0) for t in range(64)]
+    for e, d in enumerate((1, 2, 4, 8), start=1):
+        for t in range(d, 64):
+            ev += [(t, Kind.LOAD, 4 * (t - d), e, 1), (t, Kind.STORE, 4 * t, e, 2)]
+    t, k, a, ep, i = (np.array(c, dtype=np.int64) for c in zip(*ev, strict=True))
+    assert trees_from_events(t, k, a, np.full(len(t), 4), ep, i, cta=0, threads=64, lines={}) == ()
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+@pytest.mark.parametrize(
+    ("kernel", "pattern", "first", "per_thread", "tail", "last"),
+    [
+        ("reduce1", "interleaved", 1, 1.0, 0, 128),
+        ("reduce2", "interleaved", 1, 1.0, 0, 128),
+        ("reduce3", "sequential", 128, 1.0, 0, 1),
+        ("reduce4", "sequential", 128, 2.0, 0, 1),
+        ("reduce5", "sequential", 128, 2.0, 6, 1),
+        ("reduce6<256>", "sequential", 128, 2.0, 0, 64),  # the rest in shuffles
+    ],
+)
+def test_emulated_seed_reductions(kernel, pattern, first, per_thread, tail, last):
+    from rulekit import KERNELS, analyze
+
+    a = analyze(KERNELS / "reduction" / "reduce.cu", kernel, sample_ctas=1)
+    (tree,) = reduction_trees(a.memory.trace)
+    assert tree.pattern == pattern and tree.phases[0].distance == first
+    assert tree.fill_elements_per_thread == per_thread and tree.fill_threads == 256
+    assert len(tree.warp_synchronous_tail) == tail and tree.last_distance == last
+    if kernel == "reduce1":  # tid % (2*s): the active threads scattered over all 8 warps
+        assert [p.warps for p in tree.phases[:3]] == [8, 8, 8] and tree.phases[0].scattered
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_gpu_traces_give_no_trees():
+    import dataclasses
+
+    from rulekit import KERNELS, analyze
+
+    a = analyze(KERNELS / "reduction" / "reduce.cu", "reduce3", sample_ctas=1)
+    assert reduction_trees(dataclasses.replace(a.memory.trace, source="gpu")) == ()
