@@ -74,9 +74,8 @@ class KernelAnalysis:
 
     def facts(self) -> KernelFacts:
         """What the rules read about the launch besides the trace-based models."""
-        from gpuadvise.toolchain import sass
-
         from gpuadvise.source.text import kernel_file
+        from gpuadvise.toolchain import sass
 
         dirs = self.options.include_dirs if self.options is not None else ()
         return KernelFacts(

@@ -34,7 +34,7 @@ def run_analysis(
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
     computed once, for the enabled rules (their ``models``), before the rules run."""
-    from gpuadvise.analyze.evaluate import run_rules_report
+    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.rules.engine import models_needed
     from gpuadvise.rules.run import rules_config
@@ -65,7 +65,7 @@ def run_analysis(
     checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    checked = _measure(opts, checked, measure)
+    checked = quiet_minor(_measure(opts, checked, measure), config)
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1
     result = dataclasses.replace(result, timings_s=timings)
