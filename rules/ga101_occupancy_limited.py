@@ -203,8 +203,8 @@ class OccupancyLimited(Rule):
             threads = ctx.occupancy_input.threads_per_block
             warps = ctx.occupancy.warps_per_block
             min_blocks = max(step.active_warps_per_sm // max(warps, 1), 1)
-            res = ctx.kernel.resources
-            now = res.spill_store_bytes + res.spill_load_bytes
+            res = ctx.kernel.resources if step.spill_bytes_after is not None else None
+            now = 0 if res is None else res.spill_store_bytes + res.spill_load_bytes
             if step.spill_bytes_after is not None and step.spill_bytes_after > now:
                 return Variant(
                     "display-only",
