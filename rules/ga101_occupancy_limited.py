@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -34,6 +36,31 @@ class NextStep(FindingDetails):
     active_warps_per_sm: int
     occupancy: float
     text: str
+    max_threads: int | None = None  # the kernel's __launch_bounds__ (PTX .maxntid), if any
+    min_blocks: int | None = None  # its second argument (PTX .minnctapersm), if any
+    spill_bytes_after: int | None = None  # spill stores + loads at the register cap, if compiled
+
+
+def launch_bounds(ptx: str, mangled: str) -> tuple[int | None, int | None]:
+    """(max threads per block, min blocks per SM) of the kernel's ``__launch_bounds__``, from the
+    PTX performance directives of its ``.entry`` (``.maxntid 256, 1, 1``, ``.minnctapersm 2``);
+    None where absent."""
+    m = re.search(r"\.entry\s+" + re.escape(mangled) + r"\s*\(", ptx)
+    if m is None:
+        return None, None
+    close = ptx.find(")", m.end())
+    body = ptx.find("{", close)
+    if close < 0 or body < 0:
+        return None, None
+    head = ptx[close:body]
+    ntid = re.search(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", head)
+    minb = re.search(r"\.minnctapersm\s+(\d+)", head)
+    threads = None
+    if ntid is not None:
+        threads = 1
+        for g in ntid.groups():
+            threads *= int(g) if g else 1
+    return threads, (int(minb.group(1)) if minb is not None else None)
 
 
 class OccupancyLimited(Rule):
@@ -111,6 +138,15 @@ class OccupancyLimited(Rule):
             return  # one partial wave: more room per SM has nothing to run
         # the step the estimate and the variant use: the highest occupancy, a register cap
         # first among equals (it is the one gpuadvise can build and measure by itself)
+        max_threads, min_blocks = launch_bounds(ctx.ptx, ctx.kernel.mangled)
+        spills: int | None = None
+        regs = [s for s in steps if s.resource == "registers"]
+        if regs:
+            # the register cap built here: one that spills more than the kernel does now is
+            # not proposed as a flag (the variant says so)
+            cap = max(regs, key=lambda s: s.active_warps_per_sm)
+            blocks = max(cap.active_warps_per_sm // max(ctx.occupancy.warps_per_block, 1), 1)
+            spills = _spills_at(ctx, cap.value, max_threads, blocks)
         best = max(steps, key=lambda s: (s.active_warps_per_sm, s.resource == "registers"))
         limiters = ", ".join(_LABELS.get(x, x) for x in occ.limiters)
         ways = "; or ".join(f"{s.text} ({s.occupancy:.0%})" for s in steps)
@@ -134,7 +170,14 @@ class OccupancyLimited(Rule):
             line=ctx.kernel_line,
             evidence=evidence,
             details=NextStep(
-                best.resource, best.value, best.active_warps_per_sm, best.occupancy, best.text
+                best.resource,
+                best.value,
+                best.active_warps_per_sm,
+                best.occupancy,
+                best.text,
+                max_threads,
+                min_blocks,
+                spills if best.resource == "registers" else None,
             ),
         )
 
@@ -160,6 +203,32 @@ class OccupancyLimited(Rule):
             threads = ctx.occupancy_input.threads_per_block
             warps = ctx.occupancy.warps_per_block
             min_blocks = max(step.active_warps_per_sm // max(warps, 1), 1)
+            res = ctx.kernel.resources if step.spill_bytes_after is not None else None
+            now = 0 if res is None else res.spill_store_bytes + res.spill_load_bytes
+            if step.spill_bytes_after is not None and step.spill_bytes_after > now:
+                return Variant(
+                    "display-only",
+                    f"capping the kernel at {step.value} registers per thread (for "
+                    f"{step.occupancy:.0%} occupancy) spills: built here it moves "
+                    f"{step.spill_bytes_after} bytes of spill stores and loads per thread "
+                    f"(now {now}), so neither -maxrregcount={step.value} nor __launch_bounds__ is "
+                    "proposed; lower the live values instead (fewer values kept per thread "
+                    "across the loop, smaller types), or accept this occupancy",
+                )
+            if step.max_threads is not None:
+                # nvcc ignores -maxrregcount for a kernel with __launch_bounds__: the bounds
+                # are the lever
+                now = f"__launch_bounds__({step.max_threads}" + (
+                    f", {step.min_blocks})" if step.min_blocks is not None else ")"
+                )
+                return Variant(
+                    "display-only",
+                    f"change the kernel's {now} to __launch_bounds__({step.max_threads}, "
+                    f"{min_blocks}): ptxas then keeps it within {step.value} registers per "
+                    f"thread ({min_blocks} blocks of {threads} threads per SM; -maxrregcount is "
+                    "ignored for a kernel with __launch_bounds__)"
+                    + _spill_text(step.spill_bytes_after),
+                )
             return Variant(
                 "automatic-and-verified",
                 f"compile with -maxrregcount={step.value} (in the source: "
@@ -179,3 +248,43 @@ class OccupancyLimited(Rule):
                 launch=launch,
             )
         return Variant("display-only", step.text)
+
+
+def _spills_at(ctx: RuleContext, cap: int, max_threads: int | None, blocks: int) -> int | None:
+    """Spill bytes (stores + loads) of the kernel built with its registers capped at ``cap``
+    (``-maxrregcount``; for a kernel with ``__launch_bounds__``, which ignores the flag, the
+    bounds rewritten in the source to ask for ``blocks`` per SM); None when it cannot be built
+    here."""
+    try:
+        if max_threads is None:
+            info = ctx.services.compile_candidate(nvcc_flags=(f"-maxrregcount={cap}",))
+        else:
+            text = _with_bounds(ctx, max_threads, blocks)
+            if text is None:
+                return None
+            info = ctx.services.compile_candidate(text)
+    except GpuAdviseError:
+        return None
+    return int(info.resources.spill_store_bytes + info.resources.spill_load_bytes)
+
+
+def _with_bounds(ctx: RuleContext, max_threads: int, blocks: int) -> str | None:
+    """The kernel's file with its ``__launch_bounds__`` asking for ``blocks`` blocks per SM;
+    None when the attribute is not found on the kernel's declaration."""
+    try:
+        ks = ctx.kernel_source
+    except GpuAdviseError:
+        return None
+    start = ks.code.rfind("__launch_bounds__", 0, ks.body_start)
+    close = ks.code.find(")", start) if start >= 0 else -1
+    if close < 0 or any(c in ks.code[close : ks.body_start] for c in ";}"):
+        return None  # not this kernel's
+    return ks.text[:start] + f"__launch_bounds__({max_threads}, {blocks})" + ks.text[close + 1 :]
+
+
+def _spill_text(spill_bytes: int | None) -> str:
+    if spill_bytes is None:
+        return "; check for spills"
+    if spill_bytes == 0:
+        return "; built here with that bound: no spills"
+    return f"; built here with that bound: {spill_bytes} bytes of spill stores and loads"

@@ -35,7 +35,9 @@ from gpuadvise.rules import (
 class BufferAccess(FindingDetails):
     """The line's accesses of one buffer: the trace instructions (indices) that reach it, the
     kind (``load``/``store``), whether it is an array of structures walked field by field, the
-    stride between consecutive threads, and the fields read (byte offset, width, name). The
+    stride between consecutive threads, the fields read (byte offset, width, name) and the access
+    pattern's name (``field-walk``, ``thread-per-row``, ``transposed``, ``strided``,
+    ``scattered``). The
     lanes and records are taken again from the context's trace view."""
 
     buffer: str
@@ -44,12 +46,77 @@ class BufferAccess(FindingDetails):
     aos: bool
     stride: int | None
     fields: tuple[tuple[int, int, str], ...]
+    pattern: str = "strided"  # field-walk | thread-per-row | transposed | strided | scattered
 
     def access(self, ctx: RuleContext) -> tuple[Any, Any]:
         """The lanes and the record indices of these instructions on this buffer."""
         import numpy as np
 
         return ctx.trace_view.access(np.array(self.insts, np.int64), self.buffer)
+
+
+SECTOR_BYTES = 32
+ROW_FOOTPRINT_EXCESS_PCT = 25.0
+"""A thread-per-row walk: the warp's own accesses over the line's iterations leave at most this
+share of the sectors they touch unused (each thread reads its whole row)."""
+VECTOR_BYTES = 16
+"""The widest vector access a lane makes: lanes further apart than this cannot share a request's
+sectors however wide their loads (GA303's fix leaves the excess)."""
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """Requests, sectors and ideal sectors of one buffer's accesses at a line (the traced CTAs)."""
+
+    requests: float
+    sectors: float
+    ideal: float
+
+    @classmethod
+    def of(cls, view: Any, recs: Any, scale: float, whole_line: bool, cl: Any) -> _Counts:
+        """The buffer's records ``recs`` in the trace view, scaled to the traced CTAs by
+        ``scale``; the coalescing model's line itself when the buffer is the line's only one."""
+        if whole_line:
+            return cls(float(cl.requests), float(cl.sectors), float(cl.ideal))
+        return cls(
+            len(recs) * scale,
+            float(view.rec_sectors[recs].sum()) * scale,
+            float(view.rec_ideal[recs].sum()) * scale,
+        )
+
+    @property
+    def excess(self) -> float:
+        return self.sectors - self.ideal
+
+    @property
+    def excess_pct(self) -> float:
+        return 100.0 * self.excess / self.sectors if self.sectors else 0.0
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+    @property
+    def ideal_per_request(self) -> float:
+        return self.ideal / self.requests if self.requests else 0.0
+
+
+def _thread_step(lanes: Any) -> int | None:
+    """The most common byte distance between a thread's successive accesses (in execution order)
+    of the buffer at the line: its own walk (4 for a thread walking a row of floats); None when
+    no thread accesses it twice."""
+    import numpy as np
+
+    if len(lanes) < 2:
+        return None
+    order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
+    cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
+    same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
+    d = (off[1:] - off[:-1])[same]
+    if not len(d):
+        return None
+    vals, counts = np.unique(d, return_counts=True)
+    return int(vals[np.argmax(counts)])
 
 
 class UncoalescedAccess(Rule):
@@ -124,6 +191,8 @@ class UncoalescedAccess(Rule):
     options = {"min_excess_pct": 50.0, "min_share_pct": 1.0}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        import numpy as np
+
         co = ctx.coalescing
         total = co.traced.all.sectors
         if total <= 0:
@@ -137,30 +206,52 @@ class UncoalescedAccess(Rule):
                 continue
             if not ctx.same_file(cl.file) or cl.sectors <= 0:
                 continue
-            share = 100.0 * cl.excess / total
-            if cl.excess_pct < min_excess or share < min_share:
+            if cl.excess_pct < min_excess:
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
-            for b in view.buffers_at(insts):
+            buffers = view.buffers_at(insts)
+            line_requests = max(len(np.unique(view.lanes.rec[np.isin(view.lanes.inst, insts)])), 1)
+            for b in buffers:
                 lanes, recs = view.access(insts, b)
+                # the buffer's own address stream: its requests' sectors, not the line's (two
+                # buffers loaded on one line are told apart)
+                own = _Counts.of(view, recs, cl.requests / line_requests, len(buffers) == 1, cl)
+                if own.sectors <= 0 or own.excess_pct < min_excess:
+                    continue
+                if 100.0 * own.excess / total < min_share:
+                    continue
                 fp_sectors, fp_ideal = warp_footprint(lanes)
                 if not fp_sectors:
                     continue
                 fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
-                if fp_excess < min_excess:
+                stride = stride_mode(lanes)
+                step = _thread_step(lanes)
+                per_row = (
+                    fp_excess <= ROW_FOOTPRINT_EXCESS_PCT
+                    and step is not None
+                    and stride is not None
+                    and abs(step) == int(np.max(lanes.width))
+                    and abs(stride) > VECTOR_BYTES
+                )
+                if fp_excess < min_excess and not per_row:
+                    # the warp's other accesses of this line use the rest of the sectors
+                    # (in[i] + in[i + 1]): vector loads fix it (GA303)
                     continue
-                yield self._finding(ctx, view, cl, b, lanes, recs, (fp_sectors, fp_ideal), text)
+                yield self._finding(
+                    ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                )
 
     def _finding(
         self,
         ctx: RuleContext,
         view: Any,
         cl: Any,
+        own: _Counts,
         buffer: str,
         lanes: Any,
-        recs: Any,
         footprint: tuple[int, int],
         text: str,
+        per_row: bool,
     ) -> Finding:
         bi = view.buffers[buffer]
         stride = stride_mode(lanes)
@@ -184,36 +275,56 @@ class UncoalescedAccess(Rule):
         kind_text = f"`{buffer}` ({bi.type_name}, {bi.elem_bytes}-byte elements)"
         used = 100.0 * footprint[1] / footprint[0]
         head = (
-            f"uncoalesced {verb} of {kind_text}: {cl.sectors_per_request:.1f} sectors per request "
-            f"where {cl.ideal / max(cl.requests, 1):.1f} would do ({cl.excess_pct:.0f}% of the "
+            f"uncoalesced {verb} of {kind_text}: {own.sectors_per_request:.1f} sectors per "
+            f"request where {own.ideal_per_request:.1f} would do ({own.excess_pct:.0f}% of the "
             f"sectors moved are excess); the warps use {used:.0f}% of the bytes of the sectors "
             "they touch"
         )
         if aos:
+            pattern = "field-walk"
             what = (
                 f"; an array of structures walked field by field (stride {stride} bytes"
                 + (f", {stride // bi.elem_bytes} elements" if stride != bi.elem_bytes else "")
                 + f"), fields {', '.join(names)}: use a structure of arrays"
             )
+        elif per_row and stride is not None:
+            pattern = "thread-per-row"
+            what = (
+                f"; each thread walks its own row (thread per row: consecutive threads are "
+                f"{stride} bytes apart, and each steps {width} bytes through its row), so every "
+                "lane of a request reads its own sector: give each row a warp (the lanes read "
+                "consecutive words of the row and combine them with __shfl_down_sync)"
+            )
+        elif stride and abs(stride) >= SECTOR_BYTES and stride % bi.elem_bytes == 0:
+            pattern = "transposed"
+            what = (
+                f"; a transposed index (consecutive threads are {stride // bi.elem_bytes} "
+                f"elements, {stride} bytes, apart: a column walk of a row-major array): put "
+                "threadIdx.x on the contiguous index, or stage a tile through shared memory and "
+                "read it transposed"
+            )
         elif stride:
+            pattern = "strided"
             what = (
                 f"; a strided walk ({stride} bytes between consecutive threads): make "
                 "consecutive threads access consecutive words"
             )
         else:
+            pattern = "scattered"
             what = ""
         evidence = [
-            Evidence("excess_sectors_pct", round(cl.excess_pct, 2), ctx.option("min_excess_pct"),
-                     ">=", "%"),
-            Evidence("sectors_per_request", round(cl.sectors_per_request, 3), unit="sectors"),
-            Evidence("ideal_sectors_per_request", round(cl.ideal / max(cl.requests, 1), 3),
+            Evidence("excess_sectors_pct", round(own.excess_pct, 2),
+                     ctx.option("min_excess_pct"), ">=", "%"),
+            Evidence("sectors_per_request", round(own.sectors_per_request, 3), unit="sectors"),
+            Evidence("ideal_sectors_per_request", round(own.ideal_per_request, 3),
                      unit="sectors"),
-            Evidence("requests", cl.requests),
-            Evidence("sectors", cl.sectors),
-            Evidence("ideal_sectors", cl.ideal),
+            Evidence("requests", round(own.requests)),
+            Evidence("sectors", round(own.sectors)),
+            Evidence("ideal_sectors", round(own.ideal)),
             Evidence("warp_footprint_used_pct", round(used, 2), unit="%"),
             Evidence("stride_bytes", stride, unit="B"),
             Evidence("element_bytes", bi.elem_bytes, unit="B"),
+            Evidence("pattern", pattern),
         ]  # fmt: skip
         return self.finding(
             ctx,
@@ -227,6 +338,7 @@ class UncoalescedAccess(Rule):
                 bool(aos),
                 None if stride is None else int(stride),
                 tuple((int(o), int(w), n) for (o, w), n in zip(offsets, names, strict=True)),
+                pattern,
             ),
         )
 
@@ -252,6 +364,15 @@ class UncoalescedAccess(Rule):
         buffer = d.buffer
         view = ctx.trace_view
         bi = view.buffers[buffer]
+        if d.pattern == "thread-per-row":
+            return Variant(
+                "display-only",
+                f"give each row of `{buffer}` a warp instead of a thread: lane l reads elements "
+                "l, l + 32, ... of the row (consecutive words in every request), then the lanes "
+                "combine their partial results with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and "
+                "lane 0 writes the row's result; launch 32 times the threads (or loop the warps "
+                "over the rows)",
+            )
         if not d.aos:
             now = f" (a stride of {d.stride} bytes now)" if d.stride else ""
             return Variant(

@@ -815,6 +815,12 @@ class ScalarGlobalAccess(Rule):
             est = _estimate(ctx, ps[0].width, per_thread, nums)
             # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
             quiet = est.speedup is not None and est.speedup < NOTE_BELOW
+            # code inlined from a header (__ldg, a helper's) is reported at the user's call site
+            at_file, at_line = (
+                (str(ctx.source_file), line)
+                if ctx.same_file(file)
+                else _site(trace, ps[0], file, line)
+            )
             yield self.finding(
                 ctx,
                 f"{n} scalar {w}-byte {what} of {name} per thread at consecutive addresses "
@@ -822,8 +828,8 @@ class ScalarGlobalAccess(Rule):
                 f"{nums['requests_before']} warp-level requests in the {len(trace.ctas)} traced "
                 f"CTAs where {nums['requests_after']} {vec}-byte ones would do; the SASS has "
                 f"{sat.text(w)}",
-                line=line,
-                file=str(ctx.source_file) if ctx.same_file(file) else file,
+                line=at_line,
+                file=at_file,
                 severity=ctx.severity or ("note" if quiet else None),
                 evidence=[
                     Evidence("consecutive_accesses", n, 2, ">=", "accesses/thread"),
@@ -1018,3 +1024,10 @@ def _numbers(trace: Any, g: _Group) -> dict[str, Any]:
         "l1_clocks_saved": before_clk - after_clk,
         "executions": executions,
     }
+
+
+def _site(trace: Any, piece: _Piece, file: str | None, line: int) -> tuple[str | None, int]:
+    """(file, line) where a piece is reported: its first access's line in the user's source (the
+    call site of code inlined from a header, as the trace reports it), else ``file``/``line``."""
+    at_file, at_line = trace.line_of(piece.execs[0].inst)
+    return (at_file, at_line) if at_line is not None else (file, line)

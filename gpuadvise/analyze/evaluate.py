@@ -13,7 +13,7 @@ from gpuadvise.rules.config import Config, config_for
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.engine import Finding, RulesRun, evaluate_rules, load_registry, models_needed
 
-__all__ = ["rule_context", "run_rules", "run_rules_report", "with_models"]
+__all__ = ["quiet_minor", "rule_context", "run_rules", "run_rules_report", "with_models"]
 
 
 def with_models(
@@ -83,3 +83,41 @@ def run_rules(
 ) -> list[Finding]:
     """The ranked findings of :func:`run_rules_report`."""
     return list(run_rules_report(analysis, config, lazy_models=lazy_models).findings)
+
+
+def is_minor(finding: Finding, below: float) -> bool:
+    """Whether ``finding`` is worth at most ``below`` times: its estimate and its measurement,
+    each where there is one, say so (a finding with neither number is not minor)."""
+    est = finding.estimated_speedup.speedup if finding.estimated_speedup is not None else None
+    meas = finding.measured_speedup.speedup if finding.measured_speedup is not None else None
+    if est is None and meas is None:
+        return False
+    return (est is None or est <= below) and (meas is None or meas <= below)
+
+
+def quiet_minor(run: RulesRun, config: Config) -> RulesRun:
+    """Quiet by default: the warnings of ``run`` that :func:`is_minor` under
+    ``config.minor_speedup`` become notes (``minor_findings = "note"``) or are left out with a
+    note saying how many (``"drop"``); ``"keep"`` leaves them. Errors and rule failures stay."""
+    if config.minor_findings == "keep":
+        return run
+    below = config.minor_speedup
+    minor = [
+        f
+        for f in run.findings
+        if f.error is None and f.severity == "warning" and is_minor(f, below)
+    ]
+    if not minor:
+        return run
+    ids = {id(f) for f in minor}
+    if config.minor_findings == "drop":
+        kept = tuple(f for f in run.findings if id(f) not in ids)
+        note = (
+            f"{len(minor)} finding(s) worth at most {below:g}x (estimated and measured) left out "
+            '(minor-findings = "drop"; "note" reports them as notes)'
+        )
+        return dataclasses.replace(run, findings=kept, notes=(*run.notes, note))
+    findings = tuple(
+        dataclasses.replace(f, severity="note") if id(f) in ids else f for f in run.findings
+    )
+    return dataclasses.replace(run, findings=findings)

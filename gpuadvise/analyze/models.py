@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuadvise.devices import DeviceSpec
@@ -89,10 +88,12 @@ def resolve_launch(
     """Bind the spec to the kernel's parameters; user structs are sized by the compiler, looked up
     in the kernel's namespaces."""
     from gpuadvise.source.signature import parse_signature
+    from gpuadvise.source.text import kernel_file
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.toolchain import struct_layouts
 
-    params = parse_signature(Path(spec.source).read_text(errors="replace"), spec.kernel)
+    defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
+    params = parse_signature(defined_in.read_text(errors="replace"), spec.kernel)
     namespaces = kernel.name.split("<")[0].split("::")[:-1]
     ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
 

@@ -74,9 +74,12 @@ class KernelAnalysis:
 
     def facts(self) -> KernelFacts:
         """What the rules read about the launch besides the trace-based models."""
+        from gpuadvise.source.text import kernel_file
         from gpuadvise.toolchain import sass
 
+        dirs = self.options.include_dirs if self.options is not None else ()
         return KernelFacts(
+            kernel_file=str(kernel_file(self.spec.source, self.spec.kernel, dirs)),
             spec=self.spec,
             device=self.device,
             kernel=self.kernel,

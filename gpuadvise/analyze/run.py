@@ -39,7 +39,7 @@ def run_analysis(
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
     computed once, for the enabled rules (their ``models``), before the rules run.
     ``measure_lock``: held while the findings are measured (parallel analyses share one GPU)."""
-    from gpuadvise.analyze.evaluate import run_rules_report
+    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.rules.engine import models_needed
     from gpuadvise.rules.run import rules_config
@@ -71,7 +71,7 @@ def run_analysis(
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
     with measure_lock if measure_lock is not None else contextlib.nullcontext():
-        checked = _measure(opts, checked, measure)
+        checked = quiet_minor(_measure(opts, checked, measure), config)
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1
     result = dataclasses.replace(result, timings_s=timings)

@@ -674,6 +674,8 @@ class Batch:
             return img.kernel_params[name][0]
         if name in self.gmem.by_name:
             return self.gmem.address_of(name)
+        if name == "WARP_SZ":  # PTX's constant for warpSize (mov.u32 %r, WARP_SZ)
+            return 32
         raise UnsupportedInstructionError(
             f"the address of {name!r} is not supported (a function or unknown symbol)",
             None,

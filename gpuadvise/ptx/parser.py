@@ -20,6 +20,8 @@ header), the instruction's ``line`` is the ``inlined_at`` location: the user's c
 callee's own location is kept in ``inner_loc``. nvcc writes the ``.loc`` of each enclosing call
 just before (``.loc 1 10 5`` / ``.loc 1 1 72, ..., inlined_at 1 10 5`` / ``.loc 2 112 3, ...,
 inlined_at 1 1 72``): ``call_sites`` follows that chain, innermost first, to the kernel's body.
+Later ``.loc``s inlined at the same call often come alone (``.loc 2 112 3, ..., inlined_at 1 1
+72`` with no ``.loc 1 1 72`` before it): the chain is then the one last seen for that call.
 """
 
 from __future__ import annotations
@@ -378,6 +380,10 @@ class _Parser:
         self.loc: Loc | None = None
         self.inner_loc: Loc | None = None
         self.chain: list[tuple[int, int, int]] = []  # (file, line, column), innermost first
+        # the last chain seen starting at each location of the function: nvcc writes the .loc of
+        # an enclosing inlined call once, before the first instruction it inlines, and the later
+        # ".loc F L C, ..., inlined_at <that call>" alone
+        self.chains: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
 
     # -- token helpers -------------------------------------------------------------------------
 
@@ -694,6 +700,7 @@ class _Parser:
         self.loc = None
         self.inner_loc = None
         self.chain = []
+        self.chains = {}
         body: list[Instr | Label] = []
         func.body = body
         func.regs = self.regs
@@ -770,12 +777,16 @@ class _Parser:
                         caller = (loc.file, loc.line, parse_int(at[2].text) if len(at) > 2 else 0)
                         # the caller's own .loc came just before, with its call sites
                         up = self.chain.index(caller) if caller in self.chain else -1
-                        chain += self.chain[up:] if up >= 0 else [caller]
+                        if up >= 0:
+                            chain += self.chain[up:]
+                        else:
+                            chain += self.chains.get(caller, [caller])
                     else:
                         self.inner_loc = None
                 else:
                     self.inner_loc = None
                 self.chain = chain
+                self.chains[here] = chain
                 self.loc = loc
                 if func.loc is None:
                     func.loc = loc

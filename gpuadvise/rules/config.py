@@ -17,6 +17,11 @@ Keys (``-`` and ``_`` are interchangeable)::
     trace-ctas = 64               # CTAs the CPU emulator traces for the memory models and
                                   #   the rules that read them: a count, "all", or 0 for the
                                   #   first wave (the default); analyze --sample-ctas wins
+    minor-speedup = 1.05          # a finding whose estimate and measurement (each where there
+                                  #   is one) are at most this speedup is minor
+    minor-findings = "note"       # what becomes of a minor warning: "note" (the default: it is
+                                  #   reported as a note), "drop" (left out, counted in a note)
+                                  #   or "keep" (a warning as the rule said)
 
     [tool.gpuadvise.rules.GA102]  # per-rule options, by id or name (see `gpuadvise explain`)
     min_tail_idle = 0.2
@@ -45,7 +50,18 @@ __all__ = ["Config", "config_for", "find_config", "load_config", "split_selector
 
 CONFIG_NAMES = ("gpuadvise.toml", "pyproject.toml")
 DEFAULT_TRACE_CTAS: int | str | None = None  # the first wave, as analyze --sample-ctas
-_OWN_KEYS = {"select", "ignore", "rules_dir", "rules_dirs", "trace_ctas", "rules"}
+_OWN_KEYS = {
+    "select",
+    "ignore",
+    "rules_dir",
+    "rules_dirs",
+    "trace_ctas",
+    "rules",
+    "minor_speedup",
+    "minor_findings",
+}
+MINOR_FINDINGS = ("note", "drop", "keep")
+DEFAULT_MINOR_SPEEDUP = 1.05
 
 
 @dataclass(frozen=True)
@@ -55,6 +71,9 @@ class Config:
     ``cli_select``/``cli_ignore``: the command line's, applied after the file's.
     ``rule_options``: per-rule tables as written (key: rule id or name), options and ``severity``.
     ``trace_ctas``: CTAs to trace (None: the first wave). ``path``: the file read (None: none).
+    ``minor_speedup``/``minor_findings``: a warning whose estimated and measured speedups are at
+    most ``minor_speedup`` becomes a note (``"note"``), is left out (``"drop"``) or stays
+    (``"keep"``).
     """
 
     select: tuple[str, ...] | None = None
@@ -65,6 +84,8 @@ class Config:
     rules_dirs: tuple[Path, ...] = ()
     trace_ctas: int | str | None = DEFAULT_TRACE_CTAS
     path: Path | None = None
+    minor_speedup: float = DEFAULT_MINOR_SPEEDUP
+    minor_findings: str = "note"  # note | drop | keep
 
     def with_cli(
         self,
@@ -161,6 +182,23 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             f'trace-ctas in {p} must be a count of CTAs, 0 (the first wave) or "all"',
             f"got {trace_ctas!r}",
         )
+    minor_speedup = table.get("minor_speedup", DEFAULT_MINOR_SPEEDUP)
+    if isinstance(minor_speedup, bool) or not isinstance(minor_speedup, int | float):
+        raise ConfigError(
+            f"minor-speedup in {p} must be a number (a speedup such as 1.05)",
+            f"got {minor_speedup!r}",
+        )
+    if not 1.0 <= minor_speedup <= 100.0:
+        raise ConfigError(
+            f"minor-speedup in {p} must be between 1.0 and 100 (1.0: only findings worth nothing)",
+            f"got {minor_speedup!r}",
+        )
+    minor_findings = table.get("minor_findings", "note")
+    if minor_findings not in MINOR_FINDINGS:
+        raise ConfigError(
+            f"minor-findings in {p} must be one of {', '.join(MINOR_FINDINGS)}",
+            f"got {minor_findings!r}",
+        )
     rules = table.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(
@@ -174,6 +212,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         rules_dirs=dirs,
         trace_ctas=None if trace_ctas == 0 else trace_ctas,
         path=p,
+        minor_speedup=float(minor_speedup),
+        minor_findings=str(minor_findings),
     )
 
 

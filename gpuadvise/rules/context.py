@@ -72,6 +72,8 @@ class KernelFacts:
     ``sass_lines``: the SASS memory instructions per source line, at the user's call site
     (inlined code attributed to the line that called it); ``sass_lines_innermost``: the same at
     the innermost line (as the trace has them); ``sass_instructions``: every instruction.
+    ``kernel_file``: the file that defines the kernel (a header the compiled source includes);
+    None: the compiled source.
     """
 
     spec: KernelSpec
@@ -86,6 +88,7 @@ class KernelFacts:
     sass_instructions: tuple[SassInstruction, ...] = ()
     sass_lines: tuple[SassMemLine, ...] = ()
     sass_lines_innermost: tuple[SassMemLine, ...] = ()
+    kernel_file: str | None = None  # the file defining the kernel, when not spec.source
 
 
 @dataclass(frozen=True)
@@ -318,7 +321,9 @@ class RuleContext:
 
     @property
     def source_file(self) -> str:
-        return str(self._facts.spec.source)
+        """The file that defines the kernel: the compiled source, or the header it includes that
+        holds the kernel (its lines are the ones the rules report and rewrite)."""
+        return self._facts.kernel_file or str(self._facts.spec.source)
 
     def _kernel_source(self) -> KernelSource | None:
         if not self._source:

@@ -1,12 +1,14 @@
 """The analysed kernel's place in its source: :class:`KernelSource` (text, comment-free code,
 body offsets, the parsed tree, the template arguments and constants of the instantiation) and
-:func:`find_kernel_source`. The plain-text helpers live in :mod:`gpuadvise.source.lexical`
+:func:`find_kernel_source`, and :func:`kernel_file`: the file a kernel is defined in (the source
+or a header it includes). The plain-text helpers live in :mod:`gpuadvise.source.lexical`
 (re-exported here), the parser in :mod:`gpuadvise.source.tree`."""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,7 @@ __all__ = [
     "KernelSource",
     "blank_comments_and_strings",
     "find_kernel_source",
+    "kernel_file",
     "line_of",
     "match_brace",
     "match_close",
@@ -257,3 +260,55 @@ def find_kernel_source(path: str | os.PathLike[str], kernel: str) -> KernelSourc
     return KernelSource(
         str(path), text, st.code, decl.line, k.body[0], k.body[1], st, k, dict(bound)
     )
+
+
+_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*", re.MULTILINE)
+_NAME_RE = re.compile(r'([<"])([^">\n]+)[">]')
+_MAX_INCLUDED_FILES = 256
+
+
+def _defines_kernel(text: str, kernel: str) -> bool:
+    from gpuadvise.source.signature import select_kernel
+
+    try:
+        decl, _ = select_kernel(text, kernel)
+    except GpuAdviseError:
+        return False
+    return bool(decl.is_definition)
+
+
+def kernel_file(
+    path: str | os.PathLike[str], kernel: str, include_dirs: Iterable[str | os.PathLike[str]] = ()
+) -> Path:
+    """The file that defines ``kernel``: ``path`` itself when it does, else the first header
+    ``path`` includes, directly or through other headers, that does (breadth first; ``#include
+    "x"`` looked up beside the including file, then in ``include_dirs``; ``#include <x>`` in
+    ``include_dirs`` only, so the toolkit's and the system's headers are never read). ``path`` when
+    none does (a kernel made by a macro, say: the callers report it as before)."""
+    start = Path(path)
+    dirs = [Path(d) for d in include_dirs]
+    queue = [start]
+    seen: set[str] = set()
+    while queue and len(seen) < _MAX_INCLUDED_FILES:
+        file = queue.pop(0)
+        key = os.path.normpath(os.path.abspath(file))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if kernel.split("<")[0].split("::")[-1].strip() in text and _defines_kernel(text, kernel):
+            return file
+        for directive in _INCLUDE_RE.finditer(blank_comments_and_strings(text)):
+            m = _NAME_RE.match(text, directive.end())  # the name, blanked in the code
+            if m is None:
+                continue
+            roots = ([file.parent] if m.group(1) == '"' else []) + dirs
+            for root in roots:
+                candidate = root / m.group(2).strip()
+                if candidate.is_file():
+                    queue.append(candidate)
+                    break
+    return start

@@ -202,7 +202,9 @@ def _run_nvcc(
     cubin = out_dir / "module.cubin"
     deps_file = keep_dir / "deps.d"
     nvcc_input = src
-    if not shell_safe(src):  # nvcc sees a generated file with a safe name that includes src
+    # nvcc sees a generated .cu with a safe name that includes src: when src's path is not safe
+    # for nvcc's shell, or src is a header (.cuh, .h ...), which nvcc refuses as an input
+    if not shell_safe(src) or src.suffix.lower() != ".cu":
         nvcc_input = keep_dir / _INPUT_NAME
         nvcc_input.write_text(include_line(src) + "\n", encoding="utf-8")
     cmd = [

@@ -5,8 +5,13 @@ Both tracers (the emulator, :mod:`gpuadvise.trace.emulate`, and the GPU tracer,
 :func:`instr_info`. ``file``/``line`` are the innermost source location, the convention of
 nvdisasm's line table that :mod:`gpuadvise.model.reconcile` matches against; for code inlined from
 a header of the CUDA toolkit (``atomicAdd`` is ``device_atomic_functions.hpp``) that is the
-header's line, so ``site_file``/``site_line`` name the user's line that the models report: the
-innermost call site outside the toolkit's headers.
+header's line, so ``site_file``/``site_line`` name the user's line that the models report.
+
+The user's line is the innermost location of the inlining chain in the file the kernel lives in
+(the file of the chain's outermost location, the kernel's body): code inlined from a toolkit header
+(``__ldg``, ``atomicAdd``), from an included header of the user's (a ``Comparator`` in
+``common.h``) or from a library header is reported at the kernel's call site. When the kernel's own
+file is not known (no chain), the innermost call site outside the toolkit's headers is taken.
 """
 
 from __future__ import annotations
@@ -46,13 +51,7 @@ def instr_info(
     loc = ins.inner_loc or ins.loc
     path = files.get(loc.file) if loc is not None else None
     line = loc.line if loc is not None else None
-    site_file = site_line = None
-    if path is not None and is_toolkit_header(path):
-        for at in ins.call_sites:
-            at_path = files.get(at.file)
-            if at_path is not None and not is_toolkit_header(at_path):
-                site_file, site_line = at_path, at.line
-                break
+    site_file, site_line = _site(path, ins, files)
     return InstrInfo(
         inst=inst,
         file=path,
@@ -64,3 +63,25 @@ def instr_info(
         site_file=site_file,
         site_line=site_line,
     )
+
+
+def _site(path: str | None, ins: Instr, files: Mapping[int, str]) -> tuple[str | None, int | None]:
+    """(file, line) of the user's call site of ``ins`` when its innermost location ``path`` is
+    elsewhere, else (None, None)."""
+    if path is None or not ins.call_sites:
+        return None, None
+    kernel_file = files.get(ins.call_sites[-1].file)
+    if kernel_file is not None and not is_toolkit_header(kernel_file):
+        if os.path.normpath(path) == os.path.normpath(kernel_file):
+            return None, None
+        for at in ins.call_sites:
+            at_path = files.get(at.file)
+            if at_path is not None and os.path.normpath(at_path) == os.path.normpath(kernel_file):
+                return at_path, at.line
+        return None, None
+    if is_toolkit_header(path):
+        for at in ins.call_sites:
+            at_path = files.get(at.file)
+            if at_path is not None and not is_toolkit_header(at_path):
+                return at_path, at.line
+    return None, None

@@ -193,7 +193,9 @@ class TraceView:
             off,
             recs["width"][rows].astype(np.int64),
         )
-        self.inst_line = [(i.file, i.line) for i in trace.instructions]
+        # the user's line of each instruction (its call site for code inlined from a header), as
+        # the coalescing model keys its lines
+        self.inst_line = [trace.line_of(k) for k in range(len(trace.instructions))]
         self.inst_kind = np.array([int(i.kind) for i in trace.instructions] or [0], np.int64)
         self._l1_total: float | None = None
         self._useful: float | None = None

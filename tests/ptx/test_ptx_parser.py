@@ -419,3 +419,39 @@ def test_call_sites_follow_the_inlining_chain() -> None:
         (Loc(1, 11),),
     )
     assert (ret.inner_loc, ret.loc, ret.call_sites) == (None, Loc(1, 12), ())
+
+
+def test_call_sites_of_a_lone_inlined_loc_take_the_chain_last_seen() -> None:
+    """After the first load of an unrolled loop nvcc writes the innermost .loc alone (``__ldg``
+    in sm_32_intrinsics.hpp inlined at a functor in pick.cuh): its chain is the one last seen for
+    that call, down to the kernel's line."""
+    ptx = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<2>;
+    .loc 1 13 5
+    .loc 2 7 9, function_name $L__info_string0, inlined_at 1 13 5
+    .loc 3 134 49, function_name $L__info_string1, inlined_at 2 7 9
+    ld.global.nc.f32 %f1, [%rd1];
+    .loc 1 13 5
+    add.f32 %f2, %f1, %f1;
+    .loc 3 134 49, function_name $L__info_string1, inlined_at 2 7 9
+    ld.global.nc.f32 %f3, [%rd1+4];
+    ret;
+}
+.file 1 "rows.cuh"
+.file 2 "pick.cuh"
+.file 3 "sm_32_intrinsics.hpp"
+"""
+    first, add, second, _ = _instrs(parse_ptx(ptx).functions["k"].body or [])
+    assert first.call_sites == (Loc(2, 7), Loc(1, 13))
+    assert add.call_sites == ()
+    assert (second.inner_loc, second.loc, second.call_sites) == (
+        Loc(3, 134),
+        Loc(2, 7),
+        (Loc(2, 7), Loc(1, 13)),
+    )

@@ -132,17 +132,56 @@ def test_moments_is_limited_by_registers():
     assert g.estimated_speedup.speedup == round(0.75 / 0.625, 3) == 1.2
 
 
-def test_moments_register_variant_compiles_to_the_promised_occupancy():
+def test_moments_register_cap_that_spills_is_not_proposed():
     a, (f,) = ga101(SPILLS, "moments", {"grid": "1320"}, max_occupancy=0.7)
-    v = f.variant
-    assert v is not None and v.safety == "automatic-and-verified"
-    assert v.nvcc_flags == ("-maxrregcount=40",) and v.diff is None and v.launch is None
-    assert "__launch_bounds__(256, 6)" in v.description  # 48 warps / 8 per block
     b, found = ga101(SPILLS, "moments", {"grid": "1320", "maxrregcount": 40}, max_occupancy=0.7)
     assert b.kernel.resources.registers <= 40
     assert b.occupancy.active_warps_per_sm == 48 and found == []
     k = occ.KernelResources(threads_per_block=256, regs_per_thread=40)
     assert occ.max_active_blocks(b.device, k).active_blocks_per_sm == 6
+    # the 40-register build spills (8 bytes stored, 8 loaded): no flag is proposed
+    spilled = b.kernel.resources.spill_store_bytes + b.kernel.resources.spill_load_bytes
+    assert spilled > 0 and f.details.spill_bytes_after == spilled
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.nvcc_flags == ()
+    assert f"{spilled} bytes of spill stores and loads" in v.description
+
+
+def test_a_kernel_with_launch_bounds_is_never_told_to_use_maxrregcount(tmp_path):
+    src = tmp_path / "bounded.cu"
+    src.write_text(
+        SPILLS.read_text().replace(
+            'extern "C" __global__ void moments(',
+            'extern "C" __global__ void __launch_bounds__(256) moments(',
+        )
+    )
+    (tmp_path / "case.toml").write_text(
+        (SPILLS.parent / "case.toml").read_text().replace("spills.cu", "bounded.cu")
+    )
+    a, (f,) = ga101(src, "moments", {"grid": "1320"}, max_occupancy=0.7)
+    assert (f.details.max_threads, f.details.min_blocks) == (256, None)
+    # the bound rewritten to (256, 6) was built: it spills as the flag does
+    assert f.details.spill_bytes_after and f.details.spill_bytes_after > 0
+    assert f.variant.nvcc_flags == () and "-maxrregcount=40 nor" in f.variant.description
+
+
+def test_launch_bounds_are_read_from_the_ptx_directives():
+    import importlib
+
+    mod = importlib.import_module(type(_rule("GA101")).__module__)
+    ptx = (
+        ".visible .entry k(\n.param .u64 p\n)\n.maxntid 128, 2, 1\n.minnctapersm 3\n{\nret;\n}\n"
+        ".visible .entry j(\n.param .u64 p\n)\n{\nret;\n}\n"
+    )
+    assert mod.launch_bounds(ptx, "k") == (256, 3)
+    assert mod.launch_bounds(ptx, "j") == (None, None)
+    assert mod.launch_bounds(ptx, "missing") == (None, None)
+
+
+def _rule(rule_id: str) -> Any:
+    from gpuadvise.rules.engine import load_registry
+
+    return load_registry().find(rule_id)
 
 
 def test_moments_is_silent_by_default_and_in_one_wave():
