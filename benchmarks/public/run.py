@@ -199,7 +199,7 @@ def markdown(results: list[Result], header: str) -> str:
             + (f"/{f['measured']:.2f}x" if isinstance(f["measured"], int | float) else "")
             for f in r.found
         )
-        miss = ", ".join(r.missing) if r.missing else "none"
+        miss = (", ".join(r.missing) or "none") if r.status == "ok" else "not evaluated"
         status = r.status + (f" ({r.error})" if r.error and r.status != "ok" else "")
         rows.append(
             f"| {r.name} | {status} | {r.wall_s or 0:.1f} | {r.peak_rss_mb or 0:.0f} | {found or '-'} "
