@@ -7,6 +7,11 @@ CTAs.
 
 Also: the display-only diffs of GA202 and GA203 apply, compile, and compute the same sums as the
 original kernels (on the emulator).
+
+``kernels/styles/`` (the style-varied suite of issue 15 item 8) is held to every marker, rules not
+yet registered included: a case whose markers need a rule or a detection that lands with another
+branch is an expected failure (``STYLES_PENDING``, strict), so the lead deletes its rows as those
+branches merge.
 """
 
 from __future__ import annotations
@@ -42,6 +47,47 @@ def _cases() -> list[tuple[str, str]]:
 
 CASES = _cases()
 
+# kernels/styles cases that fail on this branch, the markers they wait for, and the branch that
+# brings each (GA104, GA206: div; GA204/GA205 on other spellings, GA203 through helpers and
+# macros: red; GA301 thread-per-row: misc; GA306, GA307: xform). Delete rows as they merge.
+STYLES_BRANCH = {"GA104": "div", "GA206": "div", "GA203": "red", "GA204": "red", "GA205": "red",
+                 "GA301": "misc", "GA306": "xform", "GA307": "xform"}  # fmt: skip
+STYLES_PENDING: dict[str, tuple[str, ...]] = {
+    "styles/reductions/reductions.cu:il_template": ("GA104",),
+    "styles/reductions/reductions.cu:il_helper": ("GA104",),
+    "styles/reductions/reductions.cu:idle_template": ("GA204", "GA205", "GA206"),
+    "styles/reductions/reductions.cu:idle_helper": ("GA204", "GA205", "GA206"),
+    "styles/reductions/reductions.cu:idle_macro": ("GA204", "GA205", "GA206"),
+    "styles/reductions/reductions.cu:tail_template": ("GA203", "GA205"),
+    "styles/reductions/reductions.cu:tail_macro": ("GA203", "GA205"),
+    "styles/reductions/reductions.cu:tail_helper": ("GA205",),
+    "styles/transpose/transpose.cu:tr_naive_2d": ("GA306",),
+    "styles/transpose/transpose.cu:tr_naive_tile": ("GA306",),
+    "styles/transpose/transpose.cu:tr_naive_1d": ("GA306",),
+    "styles/divergence/divergence.cu:causal_rows": ("GA104", "GA301"),
+    "styles/divergence/divergence.cu:even_odd": ("GA104",),
+    "styles/divergence/divergence.cu:data_branch": ("GA104",),
+    "styles/rows/rows.cu:row_sum_ptr": ("GA301",),
+    "styles/rows/rows.cu:row_sum_template": ("GA301",),
+    "styles/rows/rows.cu:row_max_macro": ("GA301",),
+    "styles/elementwise/elementwise.cu:saxpy": ("GA206",),
+    "styles/elementwise/elementwise.cu:scale_cg": ("GA206",),
+    "styles/elementwise/elementwise.cu:add_two": ("GA206",),
+    "styles/staging/staging.cu:box3_tile": ("GA307",),
+    "styles/staging/staging.cu:smooth_tile": ("GA307",),
+    "styles/staging/staging.cu:window_sum": ("GA307",),
+}
+
+
+def _case_param(rel: str, kernel: str) -> Any:
+    cid = f"{rel}:{kernel}"
+    pending = STYLES_PENDING.get(cid)
+    if pending is None:
+        return pytest.param((rel, kernel), id=cid)
+    branches = sorted({STYLES_BRANCH[r] for r in pending})
+    reason = f"{', '.join(pending)} on this spelling land(s) with branch {', '.join(branches)}"
+    return pytest.param((rel, kernel), id=cid, marks=pytest.mark.xfail(strict=True, reason=reason))
+
 
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     """The KernelAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
@@ -51,6 +97,8 @@ def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
 
 
 def expected_for(source: Path, kernel: str, registry: rule_api.Registry) -> set[tuple[int, str]]:
+    """The (line, rule) markers of ``kernel``; outside kernels/styles only the registered rules'."""
+    every = KERNELS / "styles" in source.parents
     ks = rule_api.find_kernel_source(source, kernel)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
@@ -59,7 +107,7 @@ def expected_for(source: Path, kernel: str, registry: rule_api.Registry) -> set[
         for line, rids in rule_api.expectations(source).items()
         if first <= line <= last
         for rid in rids
-        if registry.find(rid) is not None  # rules not written yet are not checked
+        if every or registry.find(rid) is not None  # elsewhere: rules not written are unchecked
     }
 
 
@@ -73,7 +121,7 @@ def test_every_rule_has_a_case_that_fires():
         assert (KERNELS / folder / "case.toml").is_file()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c}:{k}" for c, k in CASES])
+@pytest.mark.parametrize("case", [_case_param(c, k) for c, k in CASES])
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel

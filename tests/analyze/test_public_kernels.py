@@ -1,0 +1,43 @@
+"""The public-kernel suite (benchmarks/public/manifest.toml): every entry analyzes with exit 0 at
+its small size override (`run.py --small`). Skips when the sources were not fetched
+(`python benchmarks/public/fetch.py`); their code is never in this repository."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC = ROOT / "benchmarks" / "public"
+sys.path.insert(0, str(PUBLIC))
+import fetch  # noqa: E402
+import run  # noqa: E402
+
+pytestmark = pytest.mark.toolkit
+REPOS, KERNELS = fetch.load_manifest()
+
+
+def test_manifest_entries_are_complete() -> None:
+    for k in KERNELS:
+        for key in ("name", "repo", "path", "kernel", "grid", "block", "args", "expect", "small"):
+            assert key in k, (k["name"], key)
+        assert set(k["small"]) <= set(k["args"]), k["name"]
+    for r in REPOS.values():
+        assert len(r.commit) == 40 and r.licence and r.files
+
+
+@pytest.mark.parametrize("entry", KERNELS, ids=[k["name"] for k in KERNELS])
+def test_entry_analyzes(entry: dict, tmp_path: Path) -> None:
+    repo = REPOS[entry["repo"]]
+    if not (fetch.repo_dir(repo.key) / entry["path"]).is_file():
+        pytest.skip("public sources not fetched: python benchmarks/public/fetch.py")
+    if repo.cublas and not (fetch.CUBLAS_DIR / "cublas_v2.h").is_file():
+        pytest.skip("cuBLAS headers not fetched: fetch.py --cublas-wheel FILE")
+    opts = run.argparse.Namespace(
+        small=True, measure=False, sample_ctas="4", timeout=600.0, max_rss_mb=6000.0
+    )
+    r = run.analyze_entry(entry, repo, opts)
+    assert r.status == "ok", r.error
+    assert not r.error, r.error
