@@ -16,6 +16,7 @@ from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
 from gpuadvise.model.roofline import (
     Roofline,
+    Traffic,
     dram_bytes_per_s,
     l1_cycles,
     roofline,
@@ -34,7 +35,12 @@ from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
 from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
 from gpuadvise.rules.engine import doc_sections, validate_rule
-from gpuadvise.rules.estimates import buffer_records, l1_roofline_estimate
+from gpuadvise.rules.estimates import (
+    buffer_records,
+    l1_roofline_estimate,
+    launch_change_estimate,
+    view_traffic,
+)
 from gpuadvise.rules.proxy import (
     FOLD,
     PackedField,
@@ -120,6 +126,7 @@ __all__ = [
     "StructField",
     "StructLayout",
     "TraceView",
+    "Traffic",
     "active_lanes",
     "blank_comments_and_strings",
     "block_index_uses",
@@ -136,6 +143,7 @@ __all__ = [
     "l1_cycles",
     "buffer_records",
     "l1_roofline_estimate",
+    "launch_change_estimate",
     "l2_model",
     "line_of",
     "load_widths",
@@ -164,6 +172,7 @@ __all__ = [
     "tiled_block_index_lines",
     "touched_lines",
     "trace_view",
+    "view_traffic",
     "validate_rule",
     "warp_footprint",
     "work_ratio",
