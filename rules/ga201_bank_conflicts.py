@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpuadvise.rules import (
@@ -18,8 +18,10 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     dram_bytes_per_s,
+    launch_change_estimate,
     roofline,
     sm_cycles_per_s,
+    view_traffic,
     work_ratio,
 )
 
@@ -427,14 +429,17 @@ class BankConflicts(Rule):
 
     How the estimate is made
     ------------------------
-    An upper bound from a roofline-like argument over the launch (the traced counts times the
-    trace's scale): the shared-memory pipeline serves one wavefront per SM per cycle, so its time
-    is ``wavefronts / (SMs x clock)``; DRAM time is the distinct bytes the global accesses move
-    over the peak bandwidth (coalescing model). The kernel takes at least the larger of the two;
-    removing this line's excess wavefronts gives
-    ``max(T_shared, T_dram) / max(T_shared - T_excess, T_dram)``. Latency, instruction overhead and
-    L2 reuse are ignored, so the real gain is smaller (seed 003's step 2 -> 3 gained 2x on a G80,
-    8 % on an H100). Without clock or bandwidth figures for the device the DRAM term is dropped.
+    An upper bound on the launch roofline (gpuadvise.model.roofline; the traced counts times the
+    trace's scale): the L1/shared data path serves one wavefront per SM per cycle, shared with
+    the global accesses' L1 requests, so its term is ``(L1 cycles + wavefronts) / (SMs x
+    clock)``; the L2, DRAM, issue and latency terms are the launch's and do not change. Removing
+    this line's excess wavefronts shortens the data-path term; the launch takes at least its
+    largest term before and after (both with DRAM at peak bandwidth for the bound, at sustained
+    rates for the point value in the inputs). Overlap between the terms and the instructions
+    other than memory accesses are left out, so the real gain is smaller (seed 003's step 2 -> 3
+    gained 2x on a G80, 8 % on an H100). Without the device's rates, the older
+    ``max(T_shared, T_dram) / max(T_shared - T_excess, T_dram)``; without clock or bandwidth
+    the DRAM term is dropped.
 
     Fix safety
     ----------
@@ -519,6 +524,22 @@ class BankConflicts(Rule):
         rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
         if rate is None or bandwidth is None:
             return shared_only
+        try:
+            base = view_traffic(d, ctx.trace_view)
+        except ModelUnavailable:
+            base = None
+        if base is not None:
+            # the launch roofline: the shared wavefronts share the L1/shared data path with the
+            # global accesses' L1 cycles; L2, DRAM, issue and latency are the launch's
+            est = launch_change_estimate(
+                d,
+                replace(base, shared_wavefronts=w_launch),
+                replace(base, shared_wavefronts=max(w_launch - excess, 0.0)),
+                f"this line's {excess:.0f} excess wavefronts removed",
+                {"wavefronts": w_launch, "excess_wavefronts": excess, "scale": scale},
+            )
+            if est is not None:
+                return est
         try:
             dram_bytes = ctx.coalescing.launch.all.bytes
         except ModelUnavailable:

@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     integer_args,
     l1_cycles,
     l1_roofline_estimate,
+    merge_stores,
     proxy_where,
     soa_description,
     soa_proxy,
@@ -177,10 +178,12 @@ class UncoalescedAccess(Rule):
     (the same grid, block, elements, element offsets and fields, with the same share of
     conditional loads), reading an array of structures and a structure of arrays, verifies that
     they fold the same logical (element, field) indices, and times them: a *proxy* measurement of
-    the layout's effect, labelled as such. The proxy reproduces this line's loads alone: its
-    speedup is the line's, which is the kernel's only where the line dominates (the estimate
-    weighs the line against the whole kernel). Lines it cannot reproduce (no fixed
-    neighbourhood, stores, 3-D launches) get a display-only variant.
+    the layout's effect, labelled as such. The proxy reproduces this line's loads and stores of
+    the buffer (a read-modify-write ``p[i].x += p[i].vx * dt`` in place, in either layout; the
+    stores verified through ``out``, see gpuadvise.rules.proxy) alone: its speedup is the
+    line's, which is the kernel's only where the line dominates (the estimate weighs the line
+    against the whole kernel). Lines it cannot reproduce (no fixed neighbourhood, stores that
+    visit other elements than the loads, 3-D launches) get a display-only variant.
     """
 
     id = "GA301"
@@ -382,14 +385,36 @@ class UncoalescedAccess(Rule):
                 "transposed",
             )
         layout = struct_for(bi, source_text(ctx.source_file))
-        names = {o: n for o, _, n in d.fields}
-        read = [n for _, _, n in d.fields]
-        desc = soa_description(buffer, bi, layout, read)
-        if d.kind != "load":
-            return Variant("display-only", desc + " (no proxy: stores are not reproduced)")
         where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
+        pitches = integer_args(ctx.spec)
+        # the line's loads and stores of the buffer: a load alone, a store alone or a
+        # read-modify-write (`p[i].x += p[i].vx * dt`), the same proxy for the line's findings
         lanes, _ = d.access(ctx)
-        pattern = view.pattern(lanes, bi, names, integer_args(ctx.spec), where)
-        if isinstance(pattern, str):
-            return Variant("display-only", desc + f" (no proxy: {pattern})")
-        return Variant("proxy", desc, proxy=soa_proxy(pattern), label="SoA")
+        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
+        other = Kind.STORE if d.kind == "load" else Kind.LOAD
+        more, _ = view.access(view.insts_at(file, finding.line or 0, other), buffer)
+        loads, stores = (lanes, more) if d.kind == "load" else (more, lanes)
+
+        def names_of(ls: Any) -> dict[int, str]:
+            pairs = zip((ls.off % bi.elem_bytes).tolist(), ls.width.tolist(), strict=True)
+            return {
+                o: layout.describe(o, w) if layout is not None else f"bytes {o}..{o + w - 1}"
+                for o, w in sorted(set(pairs))
+            }
+
+        def pattern_of(ls: Any) -> Any:
+            return view.pattern(ls, bi, names_of(ls), pitches, where)
+
+        desc = soa_description(
+            buffer, bi, layout, list(names_of(loads).values()), list(names_of(stores).values())
+        )
+        load_pattern = pattern_of(loads) if len(loads) else None
+        if not len(stores):
+            if isinstance(load_pattern, str) or load_pattern is None:
+                return Variant("display-only", desc + f" (no proxy: {load_pattern or 'no loads'})")
+            return Variant("proxy", desc, proxy=soa_proxy(load_pattern), label="SoA")
+        merged = merge_stores(load_pattern, pattern_of(stores))
+        if isinstance(merged, str):
+            return Variant("display-only", desc + f" (no proxy: {merged})")
+        pattern, stored = merged
+        return Variant("proxy", desc, proxy=soa_proxy(pattern, stored), label="SoA")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,11 +21,13 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     dram_bytes_per_s,
+    launch_change_estimate,
     line_of,
     parse_expression,
     roofline,
     same_source_file,
     sm_cycles_per_s,
+    view_traffic,
     work_ratio,
 )
 
@@ -747,15 +749,18 @@ class ScalarGlobalAccess(Rule):
 
     How the estimate is made
     ------------------------
-    An upper bound over the launch (the traced CTAs times the trace's scale): the L1 time of all
-    global accesses, each warp-level request taking ``max(1, sectors / 4)`` clocks of an SM
-    (128 bytes per clock), against the DRAM time of the distinct sectors the kernel touches at
-    the device's peak bandwidth; the kernel takes at least the larger. With the finding's
-    accesses vectorized (one request per vector, its own sectors), the bound is
-    ``max(T_L1, T_DRAM) / max(T_L1 - saved, T_DRAM)``. When DRAM dominates, that is ~1.0x and
-    the finding says so (and is a note, not a warning): vectorizing fetches the same sectors
-    from DRAM. The inputs give the requests and instructions saved; issue slots and latency are
-    not modelled.
+    An upper bound on the launch roofline (gpuadvise.model.roofline; the traced CTAs times the
+    trace's scale): the L1 data path of all global accesses, each warp-level request taking
+    ``max(1, sectors / 4)`` clocks of an SM (128 bytes per clock), the L2 sectors, the DRAM
+    bytes, the issue of the memory instructions and the latency term. With the finding's
+    accesses vectorized (one request per vector, its own sectors) the L1 cycles and the
+    instructions drop and the sectors stay; the launch takes at least its largest term before
+    and after (both with DRAM at peak bandwidth for the bound, at sustained rates for the point
+    value in the inputs). When DRAM, L2 or latency bounds both sides, that is 1.0x and the
+    finding says so (and is a note, not a warning): vectorizing moves the same sectors. The
+    inputs give the requests and instructions saved; ALU instructions and overlap between the
+    terms are left out. Without the device's rates, ``max(T_L1, T_DRAM) / max(T_L1 - saved,
+    T_DRAM)``.
 
     Fix safety
     ----------
@@ -937,6 +942,34 @@ def _estimate(ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]) -
             f"CTAs (no clock or bandwidth for {d.name}: DRAM time ignored)",
             inputs,
         )
+    try:
+        base = view_traffic(d, ctx.trace_view)
+    except ModelUnavailable:
+        base = None
+    if base is not None:
+        # the launch roofline: the same sectors from L2 and DRAM, fewer L1 requests and
+        # instructions
+        after = replace(
+            base,
+            l1_cycles=max(base.l1_cycles - nums["l1_clocks_saved"] * scale, 0.0),
+            instructions=max(base.instructions - nums["requests_saved"] * scale, 0.0),
+        )
+        inputs["dram_bytes"] = base.dram_bytes
+        est = launch_change_estimate(
+            d, base, after, f"{per_thread} {w}-byte instruction(s) per thread vectorized", inputs
+        )
+        if est is not None:
+            if est.speedup is not None and est.speedup < NOTE_BELOW:
+                what = {"dram": "DRAM", "l2": "L2", "latency": "latency"}.get(
+                    str(inputs["bound_by_after"]), str(inputs["bound_by_after"])
+                )
+                return replace(
+                    est,
+                    method=f"{what}-bound: vectorizing moves the same sectors, so it saves "
+                    f"{per_thread} {w}-byte instruction(s) per thread and L1 work, not time; "
+                    + est.method,
+                )
+            return est
     dram_bytes = nums["distinct_sectors_all"] * 32 * scale
     r = roofline(cyc_before * scale, nums["l1_clocks_saved"] * scale, rate, dram_bytes, bandwidth)
     t_l1, t_saved, t_dram = r.pipe_s, r.saved_s, r.dram_s

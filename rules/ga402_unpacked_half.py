@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,11 +21,13 @@ from gpuadvise.rules import (
     Variant,
     dram_bytes_per_s,
     halfword_prmt,
+    launch_change_estimate,
     one_lane_fp16,
     roofline,
     same_source_file,
     sm_cycles_per_s,
     split_top,
+    view_traffic,
     work_ratio,
 )
 
@@ -393,10 +395,13 @@ class UnpackedHalfMath(Rule):
     additive): pairing the one-lane fp16 instructions saves half of them, packed data saves the
     half-word PRMTs; the instructions a thread executes are the SASS of the kernel with the
     loop's part weighted by its trip count (executions per warp of the loop's memory accesses in
-    the trace; 1 when unrolled). The kernel takes at least the larger of its issue time (4 warp
-    instructions per SM per clock) and its DRAM time (distinct sectors of the trace at the peak
-    bandwidth): ``max(T_issue, T_DRAM) / max(T_issue - saved, T_DRAM)``. Dependencies,
-    latency and the FMA pipe's own rate are not modelled.
+    the trace; 1 when unrolled). On the launch roofline (gpuadvise.model.roofline) those
+    instructions are the issue term (4 warp instructions per SM per clock), beside the L1, L2,
+    DRAM and latency terms of the traced accesses, which packing leaves alone; the launch takes
+    at least its largest term before and after (both with DRAM at peak bandwidth for the bound,
+    at sustained rates for the point value in the inputs). Dependencies and the FMA pipe's own
+    rate are not modelled. Without the device's rates or a trace, ``max(T_issue, T_DRAM) /
+    max(T_issue - saved, T_DRAM)``.
 
     Fix safety
     ----------
@@ -519,6 +524,29 @@ class UnpackedHalfMath(Rule):
                 f"thread ({how}); no clock for {d.name}",
                 inputs,
             )
+        try:
+            base = view_traffic(d, ctx.trace_view)
+        except ModelUnavailable:
+            base = None
+        if base is not None:
+            # the launch roofline: every instruction a warp issues (not only the memory ones)
+            # in the issue term; L1, L2, DRAM and latency are the launch's and do not change
+            est = launch_change_estimate(
+                d,
+                replace(base, instructions=float(warps * n_dyn)),
+                replace(base, instructions=float(warps * (n_dyn - saved))),
+                f"{shared}, {in_loop.one_lane} one-lane fp16 instructions paired and "
+                f"{in_loop.prmt} PRMTs gone: {n_dyn:.0f} -> {n_dyn - saved:.0f} instructions "
+                f"per thread ({how})",
+                inputs,
+            )
+            if est is not None:
+                inputs.update(
+                    issue_time_us=inputs["before_issue_us"],
+                    saved_us=inputs["before_issue_us"] - inputs["after_issue_us"],
+                    dram_time_us=inputs["before_dram_us"],
+                )
+                return est
         bandwidth = dram_bytes_per_s(d)
         dram_bytes = 0.0
         if bandwidth is not None:

@@ -17,6 +17,7 @@ from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
 from gpuadvise.model.reduction import Phase, ReductionTree, reduction_trees
 from gpuadvise.model.roofline import (
     Roofline,
+    Traffic,
     dram_bytes_per_s,
     l1_cycles,
     roofline,
@@ -35,11 +36,17 @@ from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
 from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
 from gpuadvise.rules.engine import doc_sections, validate_rule
-from gpuadvise.rules.estimates import buffer_records, l1_roofline_estimate
+from gpuadvise.rules.estimates import (
+    buffer_records,
+    l1_roofline_estimate,
+    launch_change_estimate,
+    view_traffic,
+)
 from gpuadvise.rules.proxy import (
     FOLD,
     PackedField,
     Packing,
+    merge_stores,
     packed_proxy,
     plan_packing,
     proxy_where,
@@ -122,6 +129,7 @@ __all__ = [
     "StructField",
     "StructLayout",
     "TraceView",
+    "Traffic",
     "active_lanes",
     "blank_comments_and_strings",
     "block_index_uses",
@@ -138,12 +146,14 @@ __all__ = [
     "l1_cycles",
     "buffer_records",
     "l1_roofline_estimate",
+    "launch_change_estimate",
     "l2_model",
     "line_of",
     "load_widths",
     "match_brace",
     "match_close",
     "max_active_blocks",
+    "merge_stores",
     "packed_proxy",
     "parse_signature",
     "parse_struct",
@@ -166,6 +176,7 @@ __all__ = [
     "tiled_block_index_lines",
     "touched_lines",
     "trace_view",
+    "view_traffic",
     "validate_rule",
     "warp_footprint",
     "work_ratio",

@@ -13,12 +13,18 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.roofline import Traffic, launch_estimate, work_ratio
+from gpuadvise.model.roofline import TERMS, Traffic, launch_estimate, launch_times, work_ratio
 from gpuadvise.rules.engine import Estimate
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import SECTOR, TraceView
 
-__all__ = ["LOADS_IN_FLIGHT", "buffer_records", "l1_roofline_estimate", "view_traffic"]
+__all__ = [
+    "LOADS_IN_FLIGHT",
+    "buffer_records",
+    "l1_roofline_estimate",
+    "launch_change_estimate",
+    "view_traffic",
+]
 
 LOADS_IN_FLIGHT = 4
 """Load requests a warp keeps in flight (independent loads the compiler issues back to back);
@@ -212,3 +218,43 @@ def l1_roofline_estimate(
         dram_bytes_after=after.dram_bytes,
     )
     return Estimate(round(est.bound, 3), "upper-bound", est.method(what, rates), inputs)
+
+
+def _term_inputs(est: Any) -> dict[str, Any]:
+    return {
+        "point_speedup": round(est.point, 3),
+        "bound_by_before": est.before.bound_by,
+        "bound_by_after": est.after.bound_by,
+        **{f"before_{t}_us": est.before.term(t) * 1e6 for t in TERMS},
+        **{f"after_{t}_us": est.after.term(t) * 1e6 for t in TERMS},
+    }
+
+
+def launch_change_estimate(
+    device: DeviceSpec, before: Traffic, after: Traffic, what: str, inputs: dict[str, Any]
+) -> Estimate | None:
+    """A change that leaves a launch's DRAM traffic alone (shared wavefronts, L1 requests,
+    instructions) on the launch roofline: the upper bound with the point value and the term
+    that bounds each side in ``inputs`` (updated in place). With the DRAM bytes unchanged, the
+    bound compares both sides at peak bandwidth (the change cannot beat a DRAM floor it shares
+    with the kernel); a change of the DRAM bytes takes :class:`LaunchEstimate`'s bound. None
+    without the device's clock, bandwidth or rates."""
+    rates = memory_rates(device)
+    if rates is None:
+        return None
+    est = launch_estimate(before, after, device, rates)
+    if est is None:
+        return None
+    bound = est.bound
+    if before.dram_bytes == after.dram_bytes:
+        b = launch_times(before, device, rates, peak_dram=True)
+        a = launch_times(after, device, rates, peak_dram=True)
+        if a is not None and b is not None:
+            bound = max(b.time_s / a.time_s, est.point)
+    inputs.update(_term_inputs(est))
+    method = est.method(what, rates)
+    if before.dram_bytes == after.dram_bytes:
+        method = method.replace(
+            "(DRAM after at peak bandwidth)", "(both at peak DRAM bandwidth: DRAM bytes unchanged)"
+        )
+    return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)

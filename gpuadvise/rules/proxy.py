@@ -15,13 +15,22 @@ per thread in the same order, ``acc = acc * 0x9E3779B1 + logical``. The two kern
 equal exactly when they read the same fields of the same elements in the same order, and no load
 can be dropped. The proxies keep the line's loads and their conditions; they leave out the
 kernel's own arithmetic (one fold per field stands for it in both kernels).
+
+Stores and read-modify-writes (GA301's ``p[i].x += p[i].vx * dt``): after a visit's loads, each
+stored field is written in the kernel's own layout with a value made from the fold so far (the
+same in both layouts, so the stored words hold the same values wherever each layout puts them),
+and the logical index of every word stored is folded in after it. The written buffer is not an
+output of the launch spec (``output = false``: its two layouts cannot be compared word for word);
+``out`` is, and carries the stores. A read-modify-write loads the words it stores, so their
+address is verified by the load's iota value; a store alone is checked in the tests by
+comparing the two buffers field by field on the CPU emulator.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +45,7 @@ __all__ = [
     "packed_proxy",
     "plan_packing",
     "proxy_where",
+    "merge_stores",
     "soa_description",
     "soa_proxy",
     "source_text",
@@ -47,6 +57,7 @@ SHARED_BUDGET_BYTES = 48 * 1024
 FOLD = 0x9E3779B1
 PICK_MUL = 0x85EBCA6B
 PICK_BITS = 10  # a share is reproduced to 1/1024
+STORE_SALT = 16  # pick()'s salt of stored field j: STORE_SALT + j (loads use 1, 2, ...)
 
 
 def _align_up(n: int, a: int) -> int:
@@ -54,15 +65,23 @@ def _align_up(n: int, a: int) -> int:
 
 
 def soa_description(
-    buffer: str, info: BufferInfo, layout: StructLayout | None, read: Sequence[str]
+    buffer: str,
+    info: BufferInfo,
+    layout: StructLayout | None,
+    read: Sequence[str],
+    written: Sequence[str] = (),
 ) -> str:
-    """GA301's fix in words: the struct, and the arrays that replace it."""
-    fields = ", ".join(read)
+    """GA301's fix in words: the struct, and the arrays that replace it (``read``, ``written``:
+    the fields the line loads and stores)."""
+    fields = ", ".join(read) + (" and writes " + ", ".join(written) if written else "")
+    if not read:
+        fields = ", ".join(written)
+        fields = f"no field; it writes {fields}" if written else "no field"
     if layout is None:
         return (
             f"structure of arrays for `{buffer}` ({info.elem_bytes}-byte {info.type_name} "
             f"elements): one array per field, so that `{buffer}[i].f` becomes `{buffer}.f[i]` and "
-            f"a warp's reads of a field are consecutive words (this line reads {fields})"
+            f"a warp's accesses of a field are consecutive words (this line reads {fields})"
         )
     arrays = "; ".join(
         f"{f.ctype}* {f.name}" + (f"[{f.count}]" if f.count > 1 else "") for f in layout.fields
@@ -71,7 +90,7 @@ def soa_description(
         f"structure of arrays for `{buffer}`: instead of {info.count} structs "
         f"`{layout.declaration()};` ({layout.size} bytes each), one array of {info.count} per "
         f"field, `struct {layout.name}s {{ {arrays}; }};`, read as `{buffer}.f[i]` for "
-        f"`{buffer}[i].f` (this line reads {fields}; a warp's reads of one field become "
+        f"`{buffer}[i].f` (this line reads {fields}; a warp's accesses of one field become "
         "consecutive words)"
     )
 
@@ -249,7 +268,16 @@ def _kernel(name: str, params: str, visit: str, arg: str, pattern: Pattern) -> s
     return "\n".join(lines)
 
 
-def _spec(pattern: Pattern, kernel: str, buffers: Sequence[tuple[str, int]], title: str) -> str:
+def _spec(
+    pattern: Pattern,
+    kernel: str,
+    buffers: Sequence[tuple[str, int]],
+    title: str,
+    written: bool = False,
+) -> str:
+    """The launch spec of one proxy kernel; ``written``: the kernel stores into ``buffers``,
+    which are then no outputs (their layouts differ between the two kernels: ``out`` is
+    compared)."""
     gx, gy, gz = pattern.grid
     bx, by, bz = pattern.block
     lines = [
@@ -263,7 +291,8 @@ def _spec(pattern: Pattern, kernel: str, buffers: Sequence[tuple[str, int]], tit
         "[buffers]",
     ]
     for name, count in buffers:
-        lines.append(f'{name} = {{ type = "unsigned", count = {count}, fill = "iota" }}')
+        not_out = ", output = false" if written else ""
+        lines.append(f'{name} = {{ type = "unsigned", count = {count}, fill = "iota"{not_out} }}')
     lines.append(f'out = {{ type = "unsigned", count = {pattern.threads}, fill = "zeros" }}')
     return "\n".join(lines) + "\n"
 
@@ -275,7 +304,7 @@ def _prologue(pattern: Pattern, what: str) -> str:
     bx, by, _ = pattern.block
     text = (
         f"gpuadvise PROXY: synthesized from the trace of {pattern.where or 'a kernel'}; not the "
-        f"user's kernel. It reproduces that line's loads of `{pattern.buffer}` (grid {gx}x{gy}, "
+        f"user's kernel. It reproduces that line's loads (and stores) of `{pattern.buffer}` (grid {gx}x{gy}, "
         f"block {bx}x{by}, the same element visits and fields; loads made only for a share of "
         f"the visits keep that share, chosen by a hash of the element) {what}. Every 32-bit "
         "word of the input holds its index (iota fill): each kernel turns the words it loads "
@@ -309,26 +338,104 @@ def _aos_load(pattern: Pattern, ptr: str = "p") -> Any:
     return load
 
 
-def _segments(pattern: Pattern) -> list[int]:
-    """The first word of each field's array in the SoA buffer, and the buffer's words at the end
-    (each array 256-byte aligned)."""
+def _arrays(pattern: Pattern, stores: Sequence[FieldLoad]) -> list[tuple[int, int]]:
+    """The (first word, words) of each field the SoA proxy gives an array: the loaded fields in
+    order, then the stored fields no load reads."""
+    out = [(f.word, f.words) for f in pattern.fields]
+    for f in stores:
+        if (f.word, f.words) not in out:
+            out.append((f.word, f.words))
+    return out
+
+
+def _segments(pattern: Pattern, stores: Sequence[FieldLoad] = ()) -> list[int]:
+    """The first word of each field's array (:func:`_arrays` order) in the SoA buffer, and the
+    buffer's words at the end (each array 256-byte aligned)."""
     out, at = [], 0
-    for f in pattern.fields:
+    for _, words in _arrays(pattern, stores):
         out.append(at)
-        at += _align_up(pattern.count * f.words, 64)
+        at += _align_up(pattern.count * words, 64)
     return [*out, at]
 
 
-def soa_proxy(pattern: Pattern) -> Proxy:
+def merge_stores(
+    loads: Pattern | str | None, stores: Pattern | str
+) -> tuple[Pattern, tuple[FieldLoad, ...]] | str:
+    """A line's loads and stores of one buffer as one proxy pattern: the loads' pattern (the
+    stores' without fields when the line only stores) and the stored fields, or why not (a
+    string). Each thread must store to one element (then no two threads write the same words,
+    and the outputs do not depend on their order), the one its loads visit, and a stored field
+    must be a loaded one or lie apart from every loaded field."""
+    if isinstance(stores, str):
+        return f"stores: {stores}"
+    if isinstance(loads, str):
+        return loads
+    if not stores.fields:
+        return "no stores"
+    if len(stores.offsets) != 1:
+        return "stores to several elements per thread (threads would write each other's elements)"
+    if loads is None:
+        return replace(stores, fields=()), stores.fields
+    keys = ("elem_bytes", "count", "pitch", "rows", "grid", "block", "offsets")
+    if any(getattr(loads, k) != getattr(stores, k) for k in keys):
+        return "the line's stores visit other elements than its loads"
+    for f in stores.fields:
+        for g in loads.fields:
+            apart = f.word + f.words <= g.word or g.word + g.words <= f.word
+            if not apart and (f.word, f.words) != (g.word, g.words):
+                return f"a store of {f.name} overlaps the load of {g.name} with another width"
+    return loads, stores.fields
+
+
+def _store_chain(stores: Sequence[FieldLoad], store_at: Any, indent: str = "    ") -> list[str]:
+    """The stores of one visit, after its loads: stored field ``j`` (``store_at(j)``: the
+    lvalue) gets the fold so far (plus the component), for the share of the visits that store
+    it (chosen by a hash of the element); then each word's logical index is folded in."""
+    lines: list[str] = []
+    for j, f in enumerate(stores):
+        pad = indent
+        cond = f.share < 0.98
+        if cond:
+            lines.append(f"{pad}if (pick(e, {STORE_SALT + j}u, {_threshold(f.share)}u)) {{")
+            pad += "    "
+        comps = ["acc"] + [f"acc + {c}u" for c in range(1, f.words)]
+        value = comps[0] if f.words == 1 else f"make_{_vec(f.words)}({', '.join(comps)})"
+        lines.append(f"{pad}{store_at(j)} = {value};  // {f.name} (stored)")
+        for c in range(f.words):
+            lines.append(f"{pad}acc = fold(acc, e * WORDS + {f.word + c}u);")
+        if cond:
+            lines.append(indent + "}")
+    return lines
+
+
+def soa_proxy(pattern: Pattern, stores: Sequence[FieldLoad] = ()) -> Proxy:
     """GA301's proxy: ``ga301_aos`` reads the pattern's fields from an array of structures of
     ``pattern.words`` words per element; ``ga301_soa`` reads each field from an array of its
-    own (the arrays back to back in one buffer, each 256-byte aligned)."""
-    seg = _segments(pattern)
+    own (the arrays back to back in one buffer, each 256-byte aligned). With ``stores`` (from
+    :func:`merge_stores`), each visit then writes those fields, in place in the structures or
+    into their arrays: a store or a read-modify-write."""
+    seg = _segments(pattern, stores)
+    arrays = _arrays(pattern, stores)
+    n_stored = f"; and stores {len(stores)} of them" if stores else ""
     what = (
         f"in the old layout (ga301_aos: an array of {pattern.elem_bytes}-byte structures) and in "
-        f"the new one (ga301_soa: one array per field read, {len(pattern.fields)} arrays)"
+        f"the new one (ga301_soa: one array per field accessed, {len(arrays)} arrays){n_stored}"
     )
     aos_body = _visit_chain(pattern.fields, _aos_load(pattern), lambda j, c, comp: comp)
+
+    def aos_store(j: int) -> str:
+        f = stores[j]
+        at = f"e * WORDS + {f.word}u"
+        if f.words == 1:
+            return f"p[{at}]"
+        return f"*reinterpret_cast<{_vec(f.words)}*>(p + {at})"
+
+    def soa_store(j: int) -> str:
+        f = stores[j]
+        base = f"p + {seg[arrays.index((f.word, f.words))]}u"
+        if f.words == 1:
+            return f"({base})[e]"
+        return f"reinterpret_cast<{_vec(f.words)}*>({base})[e]"
 
     def soa_load(j: int) -> tuple[list[str], str]:
         f = pattern.fields[j]
@@ -349,23 +456,32 @@ def soa_proxy(pattern: Pattern) -> Proxy:
         return f"{elem} * WORDS + {f.word + c}u"
 
     soa_body = _visit_chain(pattern.fields, soa_load, soa_logical)
+    if stores:
+        aos_body += _store_chain(stores, aos_store)
+        soa_body += _store_chain(stores, soa_store)
+    ptr = "unsigned* __restrict__" if stores else "const unsigned* __restrict__"
     src = "\n\n".join(
         [
             _prologue(pattern, what),
-            _visit_function("visit_aos", "const unsigned* __restrict__ p", aos_body, pattern.one_d),
-            _visit_function("visit_soa", "const unsigned* __restrict__ p", soa_body, pattern.one_d),
-            _kernel("ga301_aos", "const unsigned* __restrict__ aos", "visit_aos", "aos", pattern),
-            _kernel("ga301_soa", "const unsigned* __restrict__ soa", "visit_soa", "soa", pattern),
+            _visit_function("visit_aos", f"{ptr} p", aos_body, pattern.one_d),
+            _visit_function("visit_soa", f"{ptr} p", soa_body, pattern.one_d),
+            _kernel("ga301_aos", f"{ptr} aos", "visit_aos", "aos", pattern),
+            _kernel("ga301_soa", f"{ptr} soa", "visit_soa", "soa", pattern),
         ]
     )
+    written = bool(stores)
     return Proxy(
         source=src + "\n",
         before="ga301_aos",
         after="ga301_soa",
         spec_before=_spec(
-            pattern, "ga301_aos", [("aos", pattern.count * pattern.words)], "GA301, old layout"
+            pattern,
+            "ga301_aos",
+            [("aos", pattern.count * pattern.words)],
+            "GA301, old layout",
+            written,
         ),
-        spec_after=_spec(pattern, "ga301_soa", [("soa", seg[-1])], "GA301, new layout"),
+        spec_after=_spec(pattern, "ga301_soa", [("soa", seg[-1])], "GA301, new layout", written),
     )
 
 

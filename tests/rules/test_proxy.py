@@ -597,3 +597,235 @@ def test_tile_proxy_stages_the_window_once(tmp_path):
         and rule_api.tile_pitch(40, 32) == 40
     )
     assert isinstance(rule_api.tile_proxy(PAT_1D), str)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stores and read-modify-writes (GA301's `p[i].x += p[i].vx * dt`)
+
+FL = rule_api.FieldLoad
+# 32-byte elements, one thread per element (80 of 96 threads inside): loads x (word 0), vx
+# (word 3), a uint2 `w` (words 4..5) for a quarter of the visits; stores x back, and a uint2 `ab`
+# (words 6..7) that no load reads, for half of the visits
+PAT_RMW = dataclasses.replace(
+    PAT_1D,
+    count=80,
+    pitch=80,
+    offsets=((0, 0),),
+    fields=(FL(0, 1, 1.0, "x"), FL(3, 1, 1.0, "vx"), FL(4, 2, 0.25, "w")),
+)
+STORES_RMW = (FL(0, 1, 1.0, "x"), FL(6, 2, 0.5, "ab"))
+
+
+def reference_stores(
+    p: rule_api.Pattern, loads: list[int | None], stores: tuple[Any, ...]
+) -> tuple[np.ndarray, dict[int, int], int]:
+    """What both kernels of a store proxy must do: (out per thread, the value of each stored
+    logical word, the number of stored fields) by the rules of gpuadvise.rules.proxy."""
+    out = np.zeros(p.threads, np.uint32)
+    stored: dict[int, int] = {}
+    n_stores = 0
+    ((dx, _),) = p.offsets
+    for x in range(p.threads_x):
+        e = x + dx
+        if not 0 <= e < p.count:
+            continue
+        acc = 0
+        first = e * p.words + p.fields[0].word if p.fields else 0
+        for j, f in enumerate(p.fields):
+            if j and loads[j] is not None and not pick(first, j, loads[j]):
+                break
+            for c in range(f.words):
+                acc = (acc * rule_api.FOLD + e * p.words + f.word + c) & M32
+        for j, f in enumerate(stores):
+            share = round(f.share * 1024)
+            if f.share < 0.98 and not pick(e, 16 + j, share):
+                continue
+            n_stores += 1
+            value = acc
+            for c in range(f.words):
+                stored[e * p.words + f.word + c] = (value + c) & M32
+                acc = (acc * rule_api.FOLD + e * p.words + f.word + c) & M32
+        out[x] = acc
+    return out, stored, n_stores
+
+
+def run_store_proxy(px: rule_api.Proxy, tmp: Path) -> dict[str, Any]:
+    """Both kernels of a store proxy on the emulator, every CTA, the written buffer read back
+    too: per kernel (out, written buffer, global load lanes, global store lanes)."""
+    from gpuadvise.analyze.measure import write_proxy
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    assert "output = false" in px.spec_before and "output = false" in px.spec_after
+    shown = dataclasses.replace(
+        px,
+        spec_before=px.spec_before.replace("output = false", "output = true"),
+        spec_after=px.spec_after.replace("output = false", "output = true"),
+    )
+    src, before, after = write_proxy(shown, tmp)
+    got = {}
+    for kernel, spec, buf in ((px.before, before, "aos"), (px.after, after, "soa")):
+        s, choice, opts = build(
+            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
+        )
+        an = analyze_kernel(s, choice.device, opts, trace=False)
+        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        e = emulate(an.module, an.kernel, launch, an.device, sample_ctas="all")
+        r = e.trace.records
+        glob = r[r["space"] == int(Space.GLOBAL)]
+
+        def lanes(kind: Kind, glob: Any = glob) -> int:
+            return int(sum(bin(int(m)).count("1") for m in glob[glob["kind"] == int(kind)]["mask"]))
+
+        got[kernel] = (e.outputs["out"], e.outputs[buf], lanes(Kind.LOAD), lanes(Kind.STORE))
+    return got
+
+
+@needs_nvcc
+@pytest.mark.parametrize("case", ["rmw", "store-only"])
+def test_soa_proxy_stores_the_same_values_in_both_layouts(case, tmp_path):
+    if case == "rmw":
+        merged = rule_api.merge_stores(PAT_RMW, dataclasses.replace(PAT_RMW, fields=STORES_RMW))
+        loads_thr: list[int | None] = [None, None, 256]
+    else:
+        merged = rule_api.merge_stores(None, dataclasses.replace(PAT_RMW, fields=STORES_RMW))
+        loads_thr = []
+    assert not isinstance(merged, str)
+    pattern, stores = merged
+    assert stores == STORES_RMW and len(pattern.fields) == len(loads_thr)
+    px = rule_api.soa_proxy(pattern, stores)
+    assert "unsigned* __restrict__ aos" in px.source and "const unsigned* __restrict__ aos" not in (
+        px.source
+    )
+    want_out, want_stored, n_stores = reference_stores(pattern, loads_thr, stores)
+    n_loads = reference(pattern, loads_thr)[1] if pattern.fields else 0
+    got = run_store_proxy(px, tmp_path)
+    out_b, aos, loads_b, stores_b = got["ga301_aos"]
+    out_a, soa, loads_a, stores_a = got["ga301_soa"]
+    np.testing.assert_array_equal(out_b, want_out)
+    np.testing.assert_array_equal(out_a, want_out)
+    assert loads_b == loads_a == n_loads
+    assert stores_b == stores_a == n_stores + 80  # the stores asked for, and `out`'s
+    assert 0 < n_stores < 2 * 80  # x every time, ab for a share of the elements
+    # the old layout: the stored words hold their values, every other word its index (iota)
+    words = pattern.words
+    want_aos = np.arange(80 * words, dtype=np.uint32)
+    for logical, value in want_stored.items():
+        want_aos[logical] = value
+    np.testing.assert_array_equal(aos, want_aos)
+    # the new layout: field by field, the same values in each field's array (256-byte aligned,
+    # the loaded fields' arrays first: x, vx, w, then ab; the store-only case: x, ab)
+    arrays = [(f.word, f.words) for f in pattern.fields]
+    arrays += [(f.word, f.words) for f in stores if (f.word, f.words) not in arrays]
+    at = 0
+    for word, n in arrays:
+        for e in range(80):
+            for c in range(n):
+                logical = e * words + word + c
+                assert soa[at + e * n + c] == want_stored.get(logical, at + e * n + c), (word, e, c)
+        at += -(-80 * n // 64) * 64
+    assert len(soa) == at
+
+
+def test_merge_stores_refuses_what_it_cannot_reproduce():
+    store = dataclasses.replace(PAT_RMW, fields=STORES_RMW)
+    # threads that store to several elements would write each other's
+    why = rule_api.merge_stores(None, dataclasses.replace(store, offsets=((0, 0), (1, 0))))
+    assert isinstance(why, str) and "several elements" in why
+    why = rule_api.merge_stores(PAT_RMW, dataclasses.replace(store, offsets=((1, 0),)))
+    assert isinstance(why, str) and "other elements" in why
+    # a scalar store into the uint2 the line loads
+    why = rule_api.merge_stores(PAT_RMW, dataclasses.replace(store, fields=(FL(5, 1, 1.0, "w1"),)))
+    assert isinstance(why, str) and "overlaps the load of w" in why
+    assert rule_api.merge_stores("a 3-D launch", store) == "a 3-D launch"
+    assert rule_api.merge_stores(PAT_RMW, "a 3-D launch") == "stores: a 3-D launch"
+
+
+def _ga301(source: Path, kernel: str, args: tuple[str, ...] = ()) -> list[rule_api.Finding]:
+    from rulekit import run_rule
+
+    return run_rule(_analysis(source, kernel, args), "GA301", 8)
+
+
+def _field_words(px: rule_api.Proxy, tmp: Path, word: int, count: int) -> tuple[Any, Any]:
+    """The stored words of field ``word`` (one per element) in both layouts, after both
+    kernels of ``px`` ran on the emulator with equal outputs: (old layout, new layout)."""
+    got = run_store_proxy(px, tmp)
+    (out_b, aos, _, _), (out_a, soa, _, _) = got[px.before], got[px.after]
+    np.testing.assert_array_equal(out_b, out_a)
+    words = len(aos) // count
+    at = int(re.search(r"\(p \+ (\d+)u\)\[e\] = acc;  // \S+ \(stored\)", px.source).group(1))
+    return aos[word::words][:count], soa[at : at + count]
+
+
+@needs_nvcc
+def test_ga301_on_particles_measures_the_read_modify_write(tmp_path):
+    found = _ga301(KERNELS / "particles" / "particles.cu", "particles_aos", ("n=4096",))
+    assert [(f.line, f.details.kind) for f in found] == [
+        (ln, k) for ln in (18, 19, 20) for k in ("load", "store")
+    ]
+    for f in found:
+        assert f.variant is not None and f.variant.safety == "proxy", f.variant
+        assert f.variant.label == "SoA" and f.variant.proxy is not None
+    load18, store18 = found[:2]
+    assert load18.variant.proxy == store18.variant.proxy  # the line's loads and stores
+    assert "this line reads x, vx and writes x" in store18.variant.description
+    px = store18.variant.proxy
+    assert "p[e * WORDS + 0u] = acc;  // x (stored)" in px.source
+    assert 'aos = { type = "unsigned", count = 32768, fill = "iota", output = false }' in (
+        px.spec_before
+    )
+    # x and vx: two arrays of 4096 words
+    assert 'soa = { type = "unsigned", count = 8192, fill = "iota", output = false }' in (
+        px.spec_after
+    )
+    old, new = _field_words(px, tmp_path, 0, 4096)
+    np.testing.assert_array_equal(old, new)
+    assert (old != np.arange(4096) * 8).all()  # every x written
+
+
+CELL_STORES = """\
+struct Cell {
+    int type, gender, moved, age;
+    float energy, food, lsa;
+    int target_x, target_y;
+    float trait0, trait1;
+};
+
+extern "C" __global__ void cells_age(Cell* cells, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        cells[i].moved = 0;
+        cells[i].age += 1;
+    }
+}
+"""
+
+
+@needs_nvcc
+def test_ga301_on_stores_of_cells_carries_a_proxy(tmp_path):
+    src = tmp_path / "age.cu"
+    src.write_text(CELL_STORES)
+    (tmp_path / "case.toml").write_text(
+        'source = "age.cu"\nkernel = "cells_age"\ngrid = "ceil_div(n, 256)"\nblock = 256\n'
+        '[args]\nn = 4096\n[buffers]\ncells = "Cell[n]"\n'
+    )
+    found = _ga301(src, "cells_age")
+    assert [(f.line, f.details.kind) for f in found] == [(11, "store"), (12, "load"), (12, "store")]
+    for f in found:
+        assert f.variant is not None and f.variant.safety == "proxy", f.variant
+    moved = found[0].variant
+    assert "this line reads no field; it writes moved" in moved.description
+    # a store alone: no load in either kernel, the 11-word cells and one array of `moved`
+    assert "const unsigned v0" not in moved.proxy.source
+    assert f"count = {11 * 4096}" in moved.proxy.spec_before
+    assert "count = 4096," in moved.proxy.spec_after
+    old, new = _field_words(moved.proxy, tmp_path / "moved", 2, 4096)
+    np.testing.assert_array_equal(old, new)
+    age = found[1].variant
+    assert age.proxy == found[2].variant.proxy and "reads age and writes age" in age.description
+    old, new = _field_words(age.proxy, tmp_path / "age", 3, 4096)
+    np.testing.assert_array_equal(old, new)

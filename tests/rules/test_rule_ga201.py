@@ -283,6 +283,16 @@ def test_transpose_tile_gets_one_word_of_padding(tmp_path: Path) -> None:
     f = fs[0]
     ev = {e.metric: e.value for e in f.evidence}
     assert (ev["wavefronts"], ev["ideal_wavefronts"], ev["worst_ways"]) == (8192, 256, 32.0)
+    # on the launch roofline (16 CTAs, 8 traced: scale 2), the excess wavefronts leave the
+    # L1/shared data-path term; the other terms stay
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound" and "five terms" in est.method
+    i = est.inputs
+    assert i["excess_wavefronts"] == (8192 - 256) * 2 and i["scale"] == 2
+    assert i["after_l1_us"] < i["before_l1_us"]
+    for t in ("l2", "dram", "issue", "latency"):
+        assert i[f"after_{t}_us"] == i[f"before_{t}_us"], t
+    assert est.speedup >= i["point_speedup"] >= 1.0
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified" and v.diff
     assert "+ 1]" in v.diff and "tile[N][N + 1]" in v.diff

@@ -208,5 +208,8 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
     assert "Particle, 32-byte elements" in load.message and "fields x, vx" in load.message
     assert load.variant is not None and load.variant.safety == "proxy"
     assert "struct Particles { float* x; float* y;" in load.variant.description
-    assert store.variant is not None and store.variant.safety == "display-only"
-    assert "stores are not reproduced" in store.variant.description
+    # the store: the line's read-modify-write, the same proxy as the loads'
+    assert store.variant is not None and store.variant.safety == "proxy"
+    assert store.variant.proxy == load.variant.proxy and "= acc;  // x (stored)" in (
+        store.variant.proxy.source
+    )
