@@ -61,7 +61,7 @@ import dataclasses
 import functools
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,7 @@ from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
+    from gpuadvise.runner.data import BufferFiller
     from gpuadvise.toolchain import CompiledModule, KernelInfo
 
 __all__ = [
@@ -101,9 +102,11 @@ _REG_BUDGET_BYTES = 768 << 20
 # Memory per sampled CTA besides its trace: its id (int64) and the two tuples of ids handed back
 # (Emulation.ctas_run, AccessTrace.ctas: a pointer and an int object each).
 _BYTES_PER_SAMPLED_CTA = 8 + 2 * (8 + 32)
-# The emulator holds the buffers about three times: their initial data, the global memory it runs
-# on, and the outputs read back.
-_BUFFER_COPIES = 3
+# The emulator's global memory maps every buffer once (zero pages the system commits only when
+# written); the pages the traced CTAs touch are made from the fill as they run and take at most a
+# quarter of the budget (_DATA_SHARE_DIVISOR); whole inputs and outputs are made only when read.
+_BUFFER_COPIES = 1
+_DATA_SHARE_DIVISOR = 4
 # The trace takes at most a quarter of the memory budget (the models copy it, and reconcile
 # rewrites it), and never more than 8 GiB.
 _TRACE_SHARE_DIVISOR = 4
@@ -121,13 +124,15 @@ class Emulation:
     ``outputs``: final contents of the output buffers (meaningful as results only when
     ``complete``: CTAs that did not run left their part as it was, poisoned or filled).
     ``inputs``: the initial contents of every buffer (poisoned outputs included).
+    Both are made when first read (:class:`LazyArrays`): a trace that no one asks the outputs of
+    never makes the whole buffers.
     ``lane_instructions``: PTX instructions executed, summed over active lanes;
     ``warp_steps``: scheduling steps (a basic block run for a group of warps).
     """
 
     trace: AccessTrace
-    outputs: dict[str, np.ndarray]
-    inputs: dict[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray]
     ctas_run: tuple[int, ...]
     complete: bool
     lane_instructions: int
@@ -138,6 +143,25 @@ class Emulation:
     @property
     def lane_instructions_per_s(self) -> float:
         return self.lane_instructions / self.time_s if self.time_s > 0 else 0.0
+
+
+class LazyArrays(Mapping[str, np.ndarray]):
+    """Named arrays made on first access (and kept): ``makers`` maps each name to a function."""
+
+    def __init__(self, makers: dict[str, Callable[[], np.ndarray]]) -> None:
+        self._makers = makers
+        self._made: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._made:
+            self._made[name] = self._makers[name]()
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
 
 
 def buffer_dtype(buf: ResolvedBuffer) -> tuple[np.dtype[Any], str | None]:
@@ -360,26 +384,19 @@ def emulate(
     ``batch_lanes``: lanes executed together (fewer when the kernel's registers need it).
     ``trace=False`` runs without recording (the trace comes back empty): for outputs only.
     """
-    from gpuadvise.runner.data import make_host_buffer
-    from gpuadvise.runner.verify import poison
+    from gpuadvise.runner.data import buffer_filler
 
     check_buffer_memory(launch)
-    buffers: list[tuple[str, np.ndarray, bool]] = []
+    buffers: list[tuple[str, np.ndarray | BufferFiller, bool]] = []
     poisoned: list[str] = []
-    try:
-        for buf in launch.buffers:
-            dt, float_kind = buffer_dtype(buf)
-            arr = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, float_kind)
-            if runner_poisons(buf):
-                arr = arr.copy()
-                poison(arr)
-                poisoned.append(buf.name)
-            buffers.append((buf.name, arr, buf.is_output))
-    except MemoryError:
-        raise TooLargeError(
-            f"out of memory making the buffers ({format_bytes(launch.total_buffer_bytes)})",
-            "give smaller counts or args, or --no-trace for the static analysis only",
-        ) from None
+    for buf in launch.buffers:
+        dt, float_kind = buffer_dtype(buf)
+        filler = buffer_filler(
+            dt, buf.count, buf.fill, launch.seed, buf.name, float_kind, runner_poisons(buf)
+        )
+        if filler.poisoned:
+            poisoned.append(buf.name)
+        buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
         ptx=module.ptx,
@@ -546,7 +563,7 @@ def _emulate(
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
     dynamic_smem_bytes: int,
-    buffers: list[tuple[str, np.ndarray, bool]],
+    buffers: list[tuple[str, np.ndarray | BufferFiller, bool]],
     values: list[Any],
     sm_count: int,
     sample_ctas: int | str | Sequence[int] | None,
@@ -592,8 +609,8 @@ def _emulate(
         count = len(ctas)
     notes += sample_notes
 
-    inputs = {name: arr for name, arr, _ in buffers}
-    contents: list[tuple[str, bytes | np.ndarray]] = [(name, arr) for name, arr, _ in buffers]
+    inputs = LazyArrays({name: _maker(data) for name, data, _ in buffers})
+    contents: list[tuple[str, Any]] = [(name, data) for name, data, _ in buffers]
     names = [c[0] for c in contents] + [v.name for v in image.global_vars]
     vaddr = {name: GLOBAL_BASE + (i << GLOBAL_STRIDE_BITS) for i, name in enumerate(names)}
 
@@ -645,6 +662,8 @@ def _emulate(
             return super().reserve(n)
 
     sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
+    # the pages of the buffers the traced CTAs touch, made as they run (GlobalMemory)
+    data_limit = max(budget.bytes // _DATA_SHARE_DIVISOR, 1 << 20)
     if record:
         sink.declare(static_accesses(image.program))
     cache: dict[int, dict[str, Any]] = {}
@@ -671,6 +690,8 @@ def _emulate(
                 li, st = batch.run()
                 lane_instr += li
                 steps += st
+                if gmem.pages_made << 12 > data_limit:
+                    raise _DataFull(gmem.pages_made << 12)
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
     except _TraceFull as full:
         raise too_large(
@@ -679,17 +700,22 @@ def _emulate(
             f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
             _fewer_ctas_hint(start),
         ) from None
+    except _DataFull as full:
+        raise too_large(
+            f"the buffer data the traced CTAs touch outgrew {format_bytes(data_limit)} (the "
+            f"data's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
+            f"{budget.source}: {format_bytes(full.nbytes)} after {start} CTAs)",
+            _fewer_ctas_hint(start),
+        ) from None
     except MemoryError:
         raise too_large(
             f"out of memory tracing {count} CTAs (after {start} of them; "
             f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
             _fewer_ctas_hint(start),
         ) from None
-    outputs = {
-        name: gmem.read(name).view(arr.dtype).reshape(arr.shape)
-        for name, arr, is_out in buffers
-        if is_out
-    }
+    outputs = LazyArrays(
+        {name: _reader(gmem, name, data) for name, data, is_out in buffers if is_out}
+    )
     complete = count == total
     if not complete:
         notes.append("outputs are partial: only the traced CTAs ran")
@@ -704,6 +730,30 @@ def _emulate(
         notes=tuple(notes),
         warp_steps=steps,
     )
+
+
+def _maker(data: np.ndarray | BufferFiller) -> Callable[[], np.ndarray]:
+    if isinstance(data, np.ndarray):
+        return lambda: data
+    return data.array
+
+
+def _reader(gmem: Any, name: str, data: np.ndarray | BufferFiller) -> Callable[[], np.ndarray]:
+    def read() -> np.ndarray:
+        raw = gmem.read(name)
+        return (
+            raw.view(data.dtype).reshape(data.shape)
+            if isinstance(data, np.ndarray)
+            else raw.view(data.dtype)
+        )
+
+    return read
+
+
+class _DataFull(Exception):
+    def __init__(self, nbytes: int) -> None:
+        super().__init__(nbytes)
+        self.nbytes = nbytes
 
 
 class _TraceFull(Exception):
