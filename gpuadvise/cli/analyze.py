@@ -40,15 +40,22 @@ def run_analyze(
     tracer: str = "auto",
     write_variants: str | None = None,
     fail_on: str | None = None,
+    time_budget_s: float | None = None,
+    quiet: bool = False,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
     (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
-    input, and both must be writable, so that a long analysis never ends in a write error."""
+    input, and both must be writable, so that a long analysis never ends in a write error.
+
+    ``time_budget_s``: a partial result after that many seconds (what was skipped is reported);
+    ``quiet``: no progress display (there is none either when stderr is not a terminal, or when
+    a machine format goes to stdout). An unchanged re-run prints the stored output
+    (:mod:`gpuadvise.analyze.result_cache`; ``--no-cache`` bypasses it)."""
+    from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
-    from gpuadvise.analyze.run import run_analysis
     from gpuadvise.errors import UsageError
 
     if as_json:
@@ -63,37 +70,122 @@ def run_analyze(
         check_output_target(output, analysis_inputs(opts))
     if write_variants is not None:
         check_variants_folder(write_variants)
-    done = run_analysis(
-        opts,
-        trace=trace,
-        sample_ctas=sample_ctas,
-        select=select,
-        ignore=ignore,
-        rules_dirs=rules_dirs,
-        measure=measure,
-        tracer=tracer,
-        write_variants=write_variants,
-    )
+    if time_budget_s is not None and not time_budget_s > 0:
+        raise UsageError(
+            f"--time-budget {time_budget_s:g} is not a positive number of seconds", "e.g. 30"
+        )
+    key = None
+    if _cacheable_run(opts, write_variants, tracer, time_budget_s, measure):
+        params = {
+            "trace": trace,
+            "sample_ctas": sample_ctas,
+            "select": list(select),
+            "ignore": list(ignore),
+            "rules_dirs": list(rules_dirs),
+            "measure": measure,
+            "tracer": tracer,
+            "fail_on": fail_on,
+        }
+        key = result_cache.analysis_key(opts, params, _render_key(fmt))
+        hit = result_cache.load(key)
+        if hit is not None:
+            _emit(hit.text, fmt, output)
+            return hit.exit_code
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.report.progress import progress_for
+
+    progress = progress_for(not quiet and (fmt == "text" or output is not None))
+    try:
+        done = run_analysis(
+            opts,
+            trace=trace,
+            sample_ctas=sample_ctas,
+            select=select,
+            ignore=ignore,
+            rules_dirs=rules_dirs,
+            measure=measure,
+            tracer=tracer,
+            write_variants=write_variants,
+            time_budget_s=time_budget_s,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     result, checked = done.analysis, done.rules
+    text = _render(fmt, result, checked)
+    code = 1 if failing_findings(checked.findings, fail_on) else 0
+    _emit(text, fmt, output)
+    if key is not None and not result.skipped and _nothing_measured(measure):
+        result_cache.store(key, result_cache.CachedOutput(text, code))
+    return code
+
+
+def _cacheable_run(
+    opts: KernelOptions,
+    write_variants: str | None,
+    tracer: str,
+    time_budget_s: float | None,
+    measure: bool | None,
+) -> bool:
+    """Whether this run may use the analysis-result cache: not with --no-cache, variants written,
+    the GPU tracer, a time budget, or measurement asked for."""
+    return (
+        not opts.no_cache
+        and write_variants is None
+        and tracer != "gpu"
+        and time_budget_s is None
+        and measure is not True
+    )
+
+
+def _nothing_measured(measure: bool | None) -> bool:
+    """No variant was measured: --no-measure, or no GPU here (then the default measures none)."""
+    if measure is False:
+        return True
+    from gpuadvise.runner.client import pycuda_missing
+
+    return pycuda_missing() is not None
+
+
+def _render_key(fmt: str) -> dict[str, Any]:
+    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal)."""
     if fmt != "text":
-        from gpuadvise.report.output import write_output
+        return {"format": fmt}
+    from gpuadvise.report import console
 
-        if fmt == "json":
-            from gpuadvise.report.json_report import analyze_json, dumps
+    return {"format": fmt, **console.output_settings()}
 
-            text = dumps(analyze_json(result, checked))
-        elif fmt == "html":
-            from gpuadvise.report.html import analysis_html
 
-            text = analysis_html(result, checked)
-        else:
-            from gpuadvise.report.findings_formats import render_findings
+def _render(fmt: str, result: Any, checked: Any) -> str:
+    """The analysis as ``fmt`` (text: what the terminal report prints, captured)."""
+    if fmt == "json":
+        from gpuadvise.report.json_report import analyze_json, dumps
 
-            text = render_findings(fmt, checked, result.kernel.name)
-        write_output(text, output)
-    else:
-        from gpuadvise.report import console
+        return dumps(analyze_json(result, checked))
+    if fmt == "html":
+        from gpuadvise.report.html import analysis_html
 
+        return analysis_html(result, checked)
+    if fmt != "text":
+        from gpuadvise.report.findings_formats import render_findings
+
+        return render_findings(fmt, checked, result.kernel.name)
+    from gpuadvise.report import console
+
+    with console.captured() as cap:
         console.analysis(result)
         console.findings(checked)
-    return 1 if failing_findings(checked.findings, fail_on) else 0
+    return cap.get()
+
+
+def _emit(text: str, fmt: str, output: str | None) -> None:
+    import sys
+
+    if fmt == "text":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from gpuadvise.report.output import write_output
+
+    write_output(text, output)

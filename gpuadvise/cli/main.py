@@ -181,7 +181,11 @@ def _kernel_options(f: Any) -> Any:
             envvar="GPUADVISE_NVCC",
             help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
         ),
-        click.option("--no-cache", is_flag=True, help="Compile afresh, bypassing the cache."),
+        click.option(
+            "--no-cache",
+            is_flag=True,
+            help="Bypass the compile cache (and analyze's result cache).",
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -237,7 +241,19 @@ def _rule_options(f: Any) -> Any:
     default="auto",
     show_default=True,
     help="Where the memory trace comes from: the instrumented kernel on the GPU, or the CPU "
-    "emulator; auto takes the GPU when one is here.",
+    "emulator; auto takes the emulator when the trace is small (one CTA emulated first to "
+    "count), the GPU when it is large and one is here.",
+)
+@click.option(
+    "--time-budget",
+    "time_budget_s",
+    type=float,
+    metavar="SECONDS",
+    help="Stop early once this many seconds have passed: a partial result that says what was "
+    "skipped (trace cut short, rules or measurement skipped).",
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress display on stderr (for steps over 1 s)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
 @click.option(
@@ -286,6 +302,8 @@ def analyze(
     fail_on: str | None,
     measure: bool | None,
     tracer: str,
+    time_budget_s: float | None,
+    quiet: bool,
     **kw: Any,
 ) -> None:
     """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
@@ -312,6 +330,8 @@ def analyze(
         tracer=tracer,
         write_variants=write_variants,
         fail_on=fail_on,
+        time_budget_s=time_budget_s,
+        quiet=quiet,
         **rules,
     )
     if code:

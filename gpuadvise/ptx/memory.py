@@ -136,19 +136,22 @@ class GlobalMemory:
         need_last = ~self._filled[last]
         if not (need.any() or need_last.any()):
             return
-        pages = np.unique(np.concatenate([first[need], last[need_last]]))
-        # runs of consecutive pages, each filled with one call per lazy buffer it overlaps
+        self._fill_pages(np.unique(np.concatenate([first[need], last[need_last]])))
+
+    def _fill_pages(self, pages: np.ndarray) -> None:
+        """Fill ``pages`` (sorted, unique, none filled yet) from the lazy buffers' sources: runs
+        of consecutive pages with one call per lazy buffer a run overlaps."""
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         for run in np.split(pages, breaks):
-            self._fill(int(run[0]), int(run[-1]) + 1)
+            self._fill_run(int(run[0]), int(run[-1]) + 1)
 
-    def _fill(self, page_lo: int, page_hi: int) -> None:
+    def _fill_run(self, page_lo: int, page_hi: int) -> None:
         lo, hi = page_lo << PAGE_SHIFT, min(page_hi << PAGE_SHIFT, len(self.heap))
         for info, src in self._lazy:
             a, b = max(lo, info.start), min(hi, info.start + info.size)
             if a < b:
                 self.heap[a:b] = src.bytes_at(a - info.start, b - info.start)
-        self.pages_made += int((~self._filled[page_lo:page_hi]).sum())
+        self.pages_made += page_hi - page_lo
         self._filled[page_lo:page_hi] = True
 
     def address_of(self, name: str) -> int:
@@ -160,8 +163,9 @@ class GlobalMemory:
         b = self.by_name[name]
         if b.size and self._lazy:
             p0, p1 = b.start >> PAGE_SHIFT, _page_end(b.start + b.size)
-            if not self._filled[p0:p1].all():
-                self._fill(p0, p1)
+            missing = np.flatnonzero(~self._filled[p0:p1]) + p0
+            if len(missing):
+                self._fill_pages(missing)
         return self.heap[b.start : b.start + b.size].copy()
 
     def translate(self, addr: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -69,8 +69,16 @@ import numpy as np
 
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
-from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
+from gpuadvise.spec.budget import (
+    TooLargeError,
+    check_fits,
+    format_bytes,
+    memory_budget,
+    out_of_time,
+    skip,
+)
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
+from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 if TYPE_CHECKING:
@@ -676,22 +684,33 @@ def _emulate(
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
             warnings.simplefilter("ignore", RuntimeWarning)
-            for start in range(0, count, per_batch):
-                batch = Batch(
-                    image,
-                    geo,
-                    ctas[start : start + per_batch],
-                    gmem,
-                    params,
-                    sink if record else None,
-                    max_instructions,
-                    cache,
-                )
-                li, st = batch.run()
-                lane_instr += li
-                steps += st
-                if gmem.pages_made << 12 > data_limit:
-                    raise _DataFull(gmem.pages_made << 12)
+            with step(f"emulating {count} CTA{'s' if count != 1 else ''}", count) as advance:
+                for start in range(0, count, per_batch):
+                    batch = Batch(
+                        image,
+                        geo,
+                        ctas[start : start + per_batch],
+                        gmem,
+                        params,
+                        sink if record else None,
+                        max_instructions,
+                        cache,
+                    )
+                    li, st = batch.run()
+                    lane_instr += li
+                    steps += st
+                    if gmem.pages_made << 12 > data_limit:
+                        raise _DataFull(gmem.pages_made << 12)
+                    done = min(count, start + per_batch)
+                    advance(done)
+                    if done < count and out_of_time():
+                        what = (
+                            f"the emulator traced {done} of {count} CTAs: the time budget ran out"
+                        )
+                        notes.append(what)
+                        skip(what)
+                        ctas, count = ctas[:done], done
+                        break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
     except _TraceFull as full:
         raise too_large(
