@@ -20,11 +20,16 @@ DTYPES = [
 ]
 
 
-@pytest.mark.parametrize("dt", DTYPES, ids=str)
-@pytest.mark.parametrize("fill", ["random", "random(3,9)", "iota", "ones"])
+CASES = [
+    (dt, fill)
+    for dt in DTYPES
+    for fill in ("random", "random(3,9)", "iota", "ones")
+    if dt.names or dt.kind != "V" or fill == "random"  # raw bytes take random or zeros only
+]
+
+
+@pytest.mark.parametrize(("dt", "fill"), CASES, ids=str)
 def test_slices_equal_the_whole_buffer(dt: np.dtype, fill: str) -> None:
-    if dt.kind == "V" and not dt.names and fill in ("iota", "ones", "random(3,9)"):
-        pytest.skip("raw bytes take random or zeros only")
     whole = make_host_buffer(dt, 5000, fill, 7, "x")
     f = buffer_filler(dt, 5000, fill, 7, "x")
     assert f.elements(1234, 4321).tobytes() == whole[1234:4321].tobytes()
