@@ -35,7 +35,6 @@ class RichProgress:
         self._lock = threading.Lock()
         self._progress: Any = None
         self._task: Any = None
-        self._shown: _Step | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -85,33 +84,24 @@ class RichProgress:
                 self._show(step)
 
     def _show(self, step: _Step) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
+        elapsed = time.monotonic() - step.started
+        extra = f"{step.done}/{step.total}  " if step.total else ""
+        extra += f"{elapsed:.0f} s"
         if self._progress is None:
             self._progress = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
+                TextColumn("{task.fields[extra]}"),
                 console=self._console,
                 transient=True,
             )
             self._progress.start()
-            self._task = self._progress.add_task(step.label, total=step.total)
-            self._shown = step
-        elif self._shown is not step:  # another step: its own elapsed time
-            self._progress.reset(self._task, description=step.label, total=step.total)
-            self._shown = step
+            self._task = self._progress.add_task(step.label, total=step.total, extra=extra)
         self._progress.update(
-            self._task, description=step.label, total=step.total, completed=step.done
+            self._task, description=step.label, total=step.total, completed=step.done, extra=extra
         )
 
 
