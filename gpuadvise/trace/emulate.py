@@ -638,7 +638,14 @@ def _emulate(
         image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
     if image.const_used:
         notes.append("__constant__ variables hold their PTX initializers (zeros when none)")
-    gmem = GlobalMemory(contents)
+    try:
+        gmem = GlobalMemory(contents)
+    except MemoryError:
+        mapped = sum(len(d) if isinstance(d, bytes) else int(d.nbytes) for _, d in contents)
+        raise TooLargeError(
+            f"out of memory mapping the buffers ({format_bytes(mapped)})",
+            "give smaller counts or args, or --no-trace for the static analysis only",
+        ) from None
     params = _encode_params(image, values, vaddr)
 
     if static_smem_ptxas and static_smem_ptxas != image.static_shared_bytes:
