@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "kernels"
 DROP = {"timings_s", "time_s", "toolchain", "compile_cached"}
-NEW_KEYS = {"recommend_only_if_faster", "details"}
+NEW_KEYS = {"recommend_only_if_faster", "details", "skipped"}
 """Keys the output gained on purpose after a before file was written (issue 14: a finding's
 control flag and its rule's typed details, which the JSON used to lose): missing before, they are
 not a difference; a changed value of one still is."""

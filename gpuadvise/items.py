@@ -17,7 +17,6 @@ from typing import Any, Literal
 __all__ = ["Level", "Outcome", "ReportItem", "ReportRule"]
 
 
-
 Level = Literal["error", "warning", "note", "none"]
 
 

@@ -43,6 +43,7 @@ class AnalyzeSettings:
     rules_dirs: tuple[str, ...] = ()
     measure: bool | None = None
     tracer: str = "auto"
+    time_budget_s: float | None = None  # per case
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def analyze_case(case: Case, settings: AnalyzeSettings, parallel: bool = False) 
             rules_dirs=settings.rules_dirs,
             measure=settings.measure,
             tracer=tracer,
+            time_budget_s=settings.time_budget_s,
             measure_lock=lock,
         )
     except GpuAdviseError as exc:

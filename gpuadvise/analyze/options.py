@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuadvise.devices import DeviceChoice, resolve_device
+from gpuadvise.devices import DeviceChoice, DeviceSpec, resolve_device
 from gpuadvise.spec.kernel_spec import KernelSpec, build_kernel_spec
+
+if TYPE_CHECKING:
+    from gpuadvise.toolchain.options import CompileOptions
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,6 @@ class KernelOptions:
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
     """The kernel spec, the device and the compile options the command line asks for."""
-    from gpuadvise.analyze.pipeline import compile_options_for
-
     spec = build_kernel_spec(
         opts.source,
         opts.kernel,
@@ -81,3 +82,42 @@ def parse_sample_ctas(text: str | None) -> int | str | None:
     if n <= 0:
         raise UsageError(f"--sample-ctas {text!r} is not a count", "give a positive number or all")
     return n
+
+
+def compile_options_for(
+    device: DeviceSpec,
+    spec_flags: tuple[str, ...] = (),
+    include_dirs: tuple[str, ...] = (),
+    defines: tuple[str, ...] = (),
+    std: str | None = None,
+    use_fast_math: bool = False,
+    xptxas: tuple[str, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+    maxrregcount: int | None = None,
+    use_cache: bool = True,
+) -> CompileOptions:
+    """The compile options for ``device``: ``spec_flags`` (from a spec file) come before the
+    command line's. ``-I``/``-D``/``-std=`` among raw flags are split out into their fields."""
+    from gpuadvise.toolchain.options import CompileOptions
+
+    inc, defs, extra = list(include_dirs), list(defines), []
+    for flag in (*spec_flags, *extra_flags):
+        if flag.startswith("-I") and len(flag) > 2:
+            inc.append(flag[2:])
+        elif flag.startswith("-D") and len(flag) > 2:
+            defs.append(flag[2:])
+        elif flag.startswith(("-std=", "--std=")):
+            std = flag.split("=", 1)[1]
+        else:
+            extra.append(flag)
+    return CompileOptions(
+        arch=device.arch,
+        include_dirs=tuple(inc),
+        defines=tuple(defs),
+        std=std,
+        use_fast_math=use_fast_math,
+        xptxas=xptxas,
+        extra_flags=tuple(extra),
+        maxrregcount=maxrregcount,
+        use_cache=use_cache,
+    )

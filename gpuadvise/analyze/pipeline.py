@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuadvise.analyze.models import MemoryAnalysis, compute_models, resolve_launch, trace_models
+from gpuadvise.analyze.options import compile_options_for
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import (
     KernelResources,
@@ -51,7 +52,8 @@ class KernelAnalysis:
     traced); ``models``: the trace-based models computed; ``options``/``toolchain``: how the
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
-    ``rules_s`` and ``measure_s``).
+    ``rules_s`` and ``measure_s``); ``skipped``: what ``--time-budget`` left out or cut short
+    (empty: the analysis is complete).
     """
 
     spec: KernelSpec
@@ -71,6 +73,7 @@ class KernelAnalysis:
     options: CompileOptions | None = None
     toolchain: Toolchain | None = None
     models: frozenset[str] = frozenset()
+    skipped: tuple[str, ...] = ()
 
     def facts(self) -> KernelFacts:
         """What the rules read about the launch besides the trace-based models."""
@@ -95,43 +98,6 @@ class KernelAnalysis:
         )
 
 
-def compile_options_for(
-    device: DeviceSpec,
-    spec_flags: tuple[str, ...] = (),
-    include_dirs: tuple[str, ...] = (),
-    defines: tuple[str, ...] = (),
-    std: str | None = None,
-    use_fast_math: bool = False,
-    xptxas: tuple[str, ...] = (),
-    extra_flags: tuple[str, ...] = (),
-    maxrregcount: int | None = None,
-    use_cache: bool = True,
-) -> CompileOptions:
-    """The compile options for ``device``: ``spec_flags`` (from a spec file) come before the
-    command line's. ``-I``/``-D``/``-std=`` among raw flags are split out into their fields."""
-    inc, defs, extra = list(include_dirs), list(defines), []
-    for flag in (*spec_flags, *extra_flags):
-        if flag.startswith("-I") and len(flag) > 2:
-            inc.append(flag[2:])
-        elif flag.startswith("-D") and len(flag) > 2:
-            defs.append(flag[2:])
-        elif flag.startswith(("-std=", "--std=")):
-            std = flag.split("=", 1)[1]
-        else:
-            extra.append(flag)
-    return CompileOptions(
-        arch=device.arch,
-        include_dirs=tuple(inc),
-        defines=tuple(defs),
-        std=std,
-        use_fast_math=use_fast_math,
-        xptxas=xptxas,
-        extra_flags=tuple(extra),
-        maxrregcount=maxrregcount,
-        use_cache=use_cache,
-    )
-
-
 def analyze_kernel(
     spec: KernelSpec,
     device: DeviceSpec,
@@ -146,14 +112,22 @@ def analyze_kernel(
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
     enabled rules' ``models``) holds a trace-based model, the trace through the models
-    (:func:`gpuadvise.analyze.models.compute_models`)."""
+    (:func:`gpuadvise.analyze.models.compute_models`).
+
+    ``tracer``: ``emu``, ``gpu``, or ``auto`` (a GPU is here: the cheaper of the two for this
+    trace, :mod:`gpuadvise.analyze.tracer_choice`). Each phase is a progress step
+    (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
+    that is spent, the trace is skipped."""
     from gpuadvise.runner.checks import check_launch
+    from gpuadvise.spec.budget import out_of_time, skip
+    from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import compile_source, find_toolchain, sass, select_compiled_kernel
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     tc = find_toolchain(nvcc)
-    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    with step(f"compiling {Path(spec.source).name}"):
+        module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     timings["compile_s"] = time.perf_counter() - t0
     kernel = select_compiled_kernel(module, spec.kernel)
     res = kernel.resources
@@ -179,27 +153,41 @@ def analyze_kernel(
     waves = waves_of(launch.grid.count, result.active_blocks_per_sm, device.sm_count)
     timings["occupancy_s"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+    with step("disassembling the SASS"):
+        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
     lines = sass.memory_summary(instrs, call_site=True)
     timings["sass_s"] = time.perf_counter() - t2
     memory = None
     wanted = trace_models(models) if trace else frozenset()
     all_notes = list(notes) + launch_notes
-    if wanted:
+    if wanted and out_of_time():
+        skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
+        wanted = frozenset()
+    elif wanted:
         t3 = time.perf_counter()
-        memory = compute_models(
-            spec,
-            device,
-            module,
-            kernel,
-            options,
-            tc,
-            instrs,
-            sample_ctas,
-            tracer,
-            result.active_blocks_per_sm,
-            wanted,
-        )
+        if tracer == "auto":
+            from gpuadvise.analyze.tracer_choice import choose_tracer
+
+            with step("choosing the tracer"):
+                choice = choose_tracer(
+                    module, kernel, resolve_launch(spec, kernel, options, tc), device, sample_ctas
+                )
+            tracer = choice.tracer
+            all_notes.append(choice.note)
+        with step("tracing and modelling memory (" + ", ".join(sorted(wanted)) + ")"):
+            memory = compute_models(
+                spec,
+                device,
+                module,
+                kernel,
+                options,
+                tc,
+                instrs,
+                sample_ctas,
+                tracer,
+                result.active_blocks_per_sm,
+                wanted,
+            )
         timings["trace_s"] = time.perf_counter() - t3
     elif trace:
         all_notes.append(

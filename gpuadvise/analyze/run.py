@@ -13,6 +13,7 @@ from typing import Any
 from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
 from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.engine import RulesRun
+from gpuadvise.spec.progress import ProgressCallback
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,59 @@ def run_analysis(
     measure: bool | None = None,
     tracer: str = "auto",
     write_variants: str | None = None,
+    time_budget_s: float | None = None,
+    progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
     computed once, for the enabled rules (their ``models``), before the rules run.
-    ``measure_lock``: held while the findings are measured (parallel analyses share one GPU)."""
+
+    ``time_budget_s``: stop early where the analysis can (the trace cut to the CTAs traced in
+    time, the trace, the rules or the measurement skipped) once that many seconds have passed;
+    what was left out is in ``analysis.skipped``. ``progress``: told of every step
+    (:mod:`gpuadvise.spec.progress`). ``measure_lock``: held while the findings are measured
+    (parallel analyses share one GPU)."""
+    from gpuadvise.spec.budget import time_budget
+    from gpuadvise.spec.progress import reporting
+
+    with reporting(progress), time_budget(time_budget_s) as budget:
+        done = _run(
+            opts,
+            trace,
+            sample_ctas,
+            select,
+            ignore,
+            rules_dirs,
+            measure,
+            tracer,
+            write_variants,
+            measure_lock,
+        )
+    if budget is not None and budget.skipped:
+        done = AnalyzeResult(
+            dataclasses.replace(done.analysis, skipped=tuple(budget.skipped)), done.rules
+        )
+    return done
+
+
+def _run(
+    opts: KernelOptions,
+    trace: bool,
+    sample_ctas: str | None,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    rules_dirs: tuple[str, ...],
+    measure: bool | None,
+    tracer: str,
+    write_variants: str | None,
+    measure_lock: AbstractContextManager[Any] | None = None,
+) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.rules.engine import models_needed
     from gpuadvise.rules.run import rules_config
+    from gpuadvise.spec.budget import out_of_time, skip
+    from gpuadvise.spec.progress import step
     from gpuadvise.trace.gpu import select_tracer
 
     chosen = select_tracer(tracer) if trace else "emu"
@@ -63,14 +108,24 @@ def run_analysis(
         notes=notes,
         trace=trace,
         sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
-        tracer=chosen,
+        # auto with a GPU here: the cheaper tracer for this trace (analyze.tracer_choice)
+        tracer="auto" if chosen == "gpu" and tracer == "auto" else chosen,
         models=models_needed(config),
     )
     t0 = time.perf_counter()
-    checked = run_rules_report(result, config, lazy_models=False)
+    if out_of_time():
+        skip("the rules (no findings were looked for)")
+        checked = RulesRun((), (), ("the time budget ran out before the rules ran",))
+    else:
+        with step("running the rules"):
+            checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    with measure_lock if measure_lock is not None else contextlib.nullcontext():
+    if checked.findings and measure is not False and out_of_time():
+        skip("measuring the findings' variants on the GPU")
+        measure = False
+    lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
+    with lock, step("measuring the findings' variants"):
         checked = quiet_minor(_measure(opts, checked, measure), config)
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1

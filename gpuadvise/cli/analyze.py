@@ -41,6 +41,8 @@ def run_analyze(
     tracer: str = "auto",
     write_variants: str | None = None,
     fail_on: str | None = None,
+    time_budget_s: float | None = None,
+    quiet: bool = False,
     fix: bool = False,
     diff: bool = False,
     unsafe_fixes: bool = False,
@@ -52,11 +54,16 @@ def run_analyze(
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
     input, and both must be writable, so that a long analysis never ends in a write error.
 
+    ``time_budget_s``: a partial result after that many seconds (what was skipped is reported);
+    ``quiet``: no progress display (there is none either when stderr is not a terminal, or when
+    a machine format goes to stdout). An unchanged re-run prints the stored output
+    (:mod:`gpuadvise.analyze.result_cache`; ``--no-cache`` bypasses it).
+
     ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
     print their combined diff instead of writing (text format: the diff alone on stdout, the
     steps on stderr); ``unsafe_fixes``: display-only diffs too."""
+    from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
-    from gpuadvise.analyze.run import run_analysis
     from gpuadvise.errors import UsageError
 
     if as_json:
@@ -71,6 +78,10 @@ def run_analyze(
         check_output_target(output, analysis_inputs(opts))
     if write_variants is not None:
         check_variants_folder(write_variants)
+    if time_budget_s is not None and not time_budget_s > 0:
+        raise UsageError(
+            f"--time-budget {time_budget_s:g} is not a positive number of seconds", "e.g. 30"
+        )
     if unsafe_fixes and not (fix or diff):
         raise UsageError("--unsafe-fixes needs --fix or --diff", "add --fix (or --diff)")
     if fix and diff:
@@ -79,18 +90,46 @@ def run_analyze(
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     if fix:
         _check_fix_target(opts)
-    done = run_analysis(
-        opts,
-        trace=trace,
-        sample_ctas=sample_ctas,
-        select=select,
-        ignore=ignore,
-        rules_dirs=rules_dirs,
-        measure=measure,
-        tracer=tracer,
-        write_variants=write_variants,
-    )
+    key = None
+    if not (fix or diff) and _cacheable_run(opts, write_variants, tracer, time_budget_s, measure):
+        params = {
+            "trace": trace,
+            "sample_ctas": sample_ctas,
+            "select": list(select),
+            "ignore": list(ignore),
+            "rules_dirs": list(rules_dirs),
+            "measure": measure,
+            "tracer": tracer,
+            "fail_on": fail_on,
+        }
+        key = result_cache.analysis_key(opts, params, _render_key(fmt))
+        hit = result_cache.load(key)
+        if hit is not None:
+            _emit(hit.text, fmt, output)
+            return hit.exit_code
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.report.progress import progress_for
+
+    progress = progress_for(not quiet and (fmt == "text" or output is not None))
+    try:
+        done = run_analysis(
+            opts,
+            trace=trace,
+            sample_ctas=sample_ctas,
+            select=select,
+            ignore=ignore,
+            rules_dirs=rules_dirs,
+            measure=measure,
+            tracer=tracer,
+            write_variants=write_variants,
+            time_budget_s=time_budget_s,
+            progress=progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     result, checked = done.analysis, done.rules
+    code = 1 if failing_findings(checked.findings, fail_on) else 0
     fixed = None
     if fix or diff:
         from gpuadvise.analyze.fix import compose_fixes
@@ -105,39 +144,93 @@ def run_analyze(
 
         console.fix_steps(fixed, to_stderr=True)
         console.raw(fixed.diff or "")
-        return 1 if failing_findings(checked.findings, fail_on) else 0
-    if fmt != "text":
-        from gpuadvise.report.output import write_output
-
-        if fmt == "json":
-            from gpuadvise.report.json_report import analyze_json, dumps
-
-            doc = analyze_json(result, checked)
-            if fixed is not None:
-                doc["fix"] = fixed.to_dict()
-            text = dumps(doc)
-        elif fmt == "html":
-            from gpuadvise.report.html import analysis_html
-
-            text = analysis_html(result, checked)
-        else:
-            from gpuadvise.report.findings_formats import render_findings
-
-            text = render_findings(fmt, checked, result.kernel.name)
-        write_output(text, output)
-    else:
-        from gpuadvise.report import console
-
-        console.analysis(result)
-        console.findings(checked)
-        if fixed is not None:
-            console.fix_steps(fixed)
+        return code
+    text = _render(fmt, result, checked, fixed)
+    _emit(text, fmt, output)
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
         from gpuadvise.report import console
 
         console.fix_written(write_fix(fixed), dry_run=False)
-    return 1 if failing_findings(checked.findings, fail_on) else 0
+    if key is not None and not result.skipped and _nothing_measured(measure):
+        result_cache.store(key, result_cache.CachedOutput(text, code))
+    return code
+
+
+def _cacheable_run(
+    opts: KernelOptions,
+    write_variants: str | None,
+    tracer: str,
+    time_budget_s: float | None,
+    measure: bool | None,
+) -> bool:
+    """Whether this run may use the analysis-result cache: not with --no-cache, variants written,
+    the GPU tracer, a time budget, or measurement asked for."""
+    return (
+        not opts.no_cache
+        and write_variants is None
+        and tracer != "gpu"
+        and time_budget_s is None
+        and measure is not True
+    )
+
+
+def _nothing_measured(measure: bool | None) -> bool:
+    """No variant was measured: --no-measure, or no GPU here (then the default measures none)."""
+    if measure is False:
+        return True
+    from gpuadvise.runner.client import pycuda_missing
+
+    return pycuda_missing() is not None
+
+
+def _render_key(fmt: str) -> dict[str, Any]:
+    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal)."""
+    if fmt != "text":
+        return {"format": fmt}
+    from gpuadvise.report import console
+
+    return {"format": fmt, **console.output_settings()}
+
+
+def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
+    """The analysis as ``fmt`` (text: what the terminal report prints, captured); ``fixed``:
+    the composed fixes of --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
+    if fmt == "json":
+        from gpuadvise.report.json_report import analyze_json, dumps
+
+        doc = analyze_json(result, checked)
+        if fixed is not None:
+            doc["fix"] = fixed.to_dict()
+        return dumps(doc)
+    if fmt == "html":
+        from gpuadvise.report.html import analysis_html
+
+        return analysis_html(result, checked)
+    if fmt != "text":
+        from gpuadvise.report.findings_formats import render_findings
+
+        return render_findings(fmt, checked, result.kernel.name)
+    from gpuadvise.report import console
+
+    with console.captured() as cap:
+        console.analysis(result)
+        console.findings(checked)
+        if fixed is not None:
+            console.fix_steps(fixed)
+    return cap.get()
+
+
+def _emit(text: str, fmt: str, output: str | None) -> None:
+    import sys
+
+    if fmt == "text":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from gpuadvise.report.output import write_output
+
+    write_output(text, output)
 
 
 def _check_fix_target(opts: KernelOptions) -> None:
@@ -188,6 +281,7 @@ def run_analyze_paths(
     tracer: str = "auto",
     fail_on: str | None = None,
     fix: bool = False,
+    time_budget_s: float | None = None,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
@@ -239,6 +333,7 @@ def run_analyze_paths(
         rules_dirs=rules_dirs,
         measure=measure,
         tracer=tracer,
+        time_budget_s=time_budget_s,
     )
     n_jobs = jobs or jobs_default()
     progress = console.case_progress(len(cases)) if fmt == "text" or output else None

@@ -182,7 +182,11 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
             envvar="GPUADVISE_NVCC",
             help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
         ),
-        click.option("--no-cache", is_flag=True, help="Compile afresh, bypassing the cache."),
+        click.option(
+            "--no-cache",
+            is_flag=True,
+            help="Bypass the compile cache (and analyze's result cache).",
+        ),
     ]
     for d in reversed(decorators):
         f = d(f)
@@ -258,7 +262,19 @@ def _analyze_paths(f: Any) -> Any:
     default="auto",
     show_default=True,
     help="Where the memory trace comes from: the instrumented kernel on the GPU, or the CPU "
-    "emulator; auto takes the GPU when one is here.",
+    "emulator; auto takes the emulator when the trace is small (one CTA emulated first to "
+    "count), the GPU when it is large and one is here.",
+)
+@click.option(
+    "--time-budget",
+    "time_budget_s",
+    type=float,
+    metavar="SECONDS",
+    help="Stop early once this many seconds have passed: a partial result that says what was "
+    "skipped (trace cut short, rules or measurement skipped).",
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress display on stderr (for steps over 1 s)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
 @click.option(
@@ -323,6 +339,8 @@ def analyze(
     fail_on: str | None,
     measure: bool | None,
     tracer: str,
+    time_budget_s: float | None,
+    quiet: bool,
     **kw: Any,
 ) -> None:
     """Compile a kernel; report its resources, occupancy at this launch, waves, the memory
@@ -354,6 +372,7 @@ def analyze(
             tracer=tracer,
             fail_on=fail_on,
             fix=fix or diff or unsafe_fixes or bool(write_variants),
+            time_budget_s=time_budget_s,
             **rules,
         )
         if code:
@@ -373,6 +392,8 @@ def analyze(
         fix=fix,
         diff=diff,
         unsafe_fixes=unsafe_fixes,
+        time_budget_s=time_budget_s,
+        quiet=quiet,
         **rules,
     )
     if code:

@@ -19,11 +19,18 @@ global      ``0x7000_0000_0000+``  the same (global addresses are generic addres
 Buffer ``i`` (the kernel's pointer arguments in parameter order, then the module's ``.global``
 variables) starts at ``0x7000_0000_0000 + i * 2**36``: aligned far beyond cudaMalloc's 256 bytes,
 and 64 GiB apart, so an access past a buffer's end never lands in another buffer.
+
+A buffer may be *lazy*: a :class:`ByteSource` (its size, and any byte range of its start data on
+demand) instead of its bytes. The heap is then zero pages the system does not commit until written,
+and a 4 KiB page of a lazy buffer is filled from its source the first time an access reaches it
+(:meth:`GlobalMemory.translate`, which every global load, store and atomic goes through): a trace of
+the first wave of a 256 MB buffer makes only the pages those CTAs touch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -36,6 +43,7 @@ __all__ = [
     "SHARED_WINDOW",
     "WINDOW_SHIFT",
     "BufferInfo",
+    "ByteSource",
     "GlobalMemory",
     "align_up",
     "heap_views",
@@ -50,6 +58,17 @@ GLOBAL_BASE = 0x7 << WINDOW_SHIFT
 GLOBAL_STRIDE_BITS = 36
 MAX_BUFFERS = 1 << (WINDOW_SHIFT - GLOBAL_STRIDE_BITS)
 WINDOW_IDS = {"shared": 1, "local": 2, "const": 3, "param": 4, "global": 7}
+PAGE_SHIFT = 12  # lazy buffers are filled 4 KiB at a time
+
+
+class ByteSource(Protocol):
+    """A lazy buffer's start data: ``nbytes`` in all, ``bytes_at(lo, hi)`` the bytes ``[lo, hi)``
+    as uint8 (the same bytes whatever the ranges asked)."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def bytes_at(self, lo: int, hi: int) -> np.ndarray: ...
 
 
 def align_up(x: int, a: int) -> int:
@@ -78,31 +97,75 @@ class GlobalMemory:
     """Every global buffer in one byte heap; buffer ``i`` at virtual address
     ``GLOBAL_BASE + i * 2**GLOBAL_STRIDE_BITS``."""
 
-    def __init__(self, contents: list[tuple[str, bytes | np.ndarray]]) -> None:
+    def __init__(self, contents: list[tuple[str, bytes | np.ndarray | ByteSource]]) -> None:
         if len(contents) > MAX_BUFFERS:
             raise ValueError(f"at most {MAX_BUFFERS} global buffers")
         infos = []
         start = 0
         for i, (name, data) in enumerate(contents):
-            size = len(data) if isinstance(data, bytes) else int(np.asarray(data).nbytes)
+            size = len(data) if isinstance(data, bytes) else int(data.nbytes)
             infos.append(BufferInfo(name, GLOBAL_BASE + (i << GLOBAL_STRIDE_BITS), size, start))
             start = align_up(start + size, 256)
+        # np.zeros of a large heap maps zero pages: only the pages written take memory.
         self.heap = np.zeros(max(start, 16), dtype=np.uint8)
+        self._lazy: list[tuple[BufferInfo, ByteSource]] = []
         for info, (_, data) in zip(infos, contents, strict=True):
-            raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else _bytes_of(data)
-            self.heap[info.start : info.start + info.size] = raw
+            if isinstance(data, bytes):
+                self.heap[info.start : info.start + info.size] = np.frombuffer(data, np.uint8)
+            elif isinstance(data, np.ndarray):
+                self.heap[info.start : info.start + info.size] = _bytes_of(data)
+            elif info.size:
+                self._lazy.append((info, data))
+        pages = (len(self.heap) + (1 << PAGE_SHIFT) - 1) >> PAGE_SHIFT
+        self._filled = np.ones(pages, dtype=bool)
+        for info, _src in self._lazy:
+            self._filled[info.start >> PAGE_SHIFT : _page_end(info.start + info.size)] = False
+        self.pages_made = 0  # 4 KiB pages of lazy buffers filled so far
         self.views = heap_views(self.heap)
         self.buffers = infos
         self.by_name = {b.name: b for b in infos}
         self.sizes = np.array([b.size for b in infos] + [0], dtype=np.int64)
         self.starts = np.array([b.start for b in infos] + [0], dtype=np.int64)
 
+    def _touch(self, offs: np.ndarray, width: int) -> None:
+        """Fill the pages of lazy buffers that accesses of ``width`` bytes at heap offsets
+        ``offs`` reach, and that are not filled yet."""
+        first = offs >> PAGE_SHIFT
+        last = (offs + (width - 1)) >> PAGE_SHIFT
+        need = ~self._filled[first]
+        need_last = ~self._filled[last]
+        if not (need.any() or need_last.any()):
+            return
+        self._fill_pages(np.unique(np.concatenate([first[need], last[need_last]])))
+
+    def _fill_pages(self, pages: np.ndarray) -> None:
+        """Fill ``pages`` (sorted, unique, none filled yet) from the lazy buffers' sources: runs
+        of consecutive pages with one call per lazy buffer a run overlaps."""
+        breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+        for run in np.split(pages, breaks):
+            self._fill_run(int(run[0]), int(run[-1]) + 1)
+
+    def _fill_run(self, page_lo: int, page_hi: int) -> None:
+        lo, hi = page_lo << PAGE_SHIFT, min(page_hi << PAGE_SHIFT, len(self.heap))
+        for info, src in self._lazy:
+            a, b = max(lo, info.start), min(hi, info.start + info.size)
+            if a < b:
+                self.heap[a:b] = src.bytes_at(a - info.start, b - info.start)
+        self.pages_made += page_hi - page_lo
+        self._filled[page_lo:page_hi] = True
+
     def address_of(self, name: str) -> int:
         return self.by_name[name].base
 
     def read(self, name: str) -> np.ndarray:
-        """The bytes of buffer ``name`` now (a copy)."""
+        """The bytes of buffer ``name`` now (a copy; a lazy buffer's pages no access reached hold
+        their start data)."""
         b = self.by_name[name]
+        if b.size and self._lazy:
+            p0, p1 = b.start >> PAGE_SHIFT, _page_end(b.start + b.size)
+            missing = np.flatnonzero(~self._filled[p0:p1]) + p0
+            if len(missing):
+                self._fill_pages(missing)
         return self.heap[b.start : b.start + b.size].copy()
 
     def translate(self, addr: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -121,7 +184,10 @@ class GlobalMemory:
         if lo >= GLOBAL_BASE and 0 <= i < nbuf:
             b = self.buffers[i]
             if hi + width <= b.base + b.size:
-                return addr - np.int64(b.base - b.start), None
+                offs = addr - np.int64(b.base - b.start)
+                if self._lazy:
+                    self._touch(offs, width)
+                return offs, None
         rel = addr - np.int64(GLOBAL_BASE)
         bi = rel >> GLOBAL_STRIDE_BITS
         valid = (rel >= 0) & (bi < nbuf)
@@ -129,6 +195,8 @@ class GlobalMemory:
         off = rel & ((1 << GLOBAL_STRIDE_BITS) - 1)
         inside = valid & (off + width <= self.sizes[bi])
         heap_off = np.where(inside, self.starts[bi] + off, 0)
+        if self._lazy:
+            self._touch(heap_off, width)
         return heap_off, (None if bool(inside.all()) else ~inside)
 
     def describe(self, address: int, width: int) -> tuple[str | None, int | None, str]:
@@ -158,6 +226,10 @@ class GlobalMemory:
             off,
             (f"at byte offset {off} of buffer {b.name!r}, which holds {b.size} bytes"),
         )
+
+
+def _page_end(byte_end: int) -> int:
+    return (byte_end + (1 << PAGE_SHIFT) - 1) >> PAGE_SHIFT
 
 
 def _bytes_of(data: np.ndarray) -> np.ndarray:

@@ -287,6 +287,12 @@ def analysis(a: Any) -> None:
         _memory(a.memory)
     for n in a.notes:
         _out.print(Text(f"note: {n}", style="dim"))
+    skipped = getattr(a, "skipped", ())
+    if skipped:
+        _out.print()
+        _out.print(Text("Partial result: the time budget (--time-budget) ran out", style="bold"))
+        for what in skipped:
+            _out.print(f"  skipped: {what}")
 
 
 def _memory(m: Any) -> None:
@@ -665,3 +671,14 @@ def batch_summary(results: Sequence[Any]) -> None:
             "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "
             "DRAM bandwidth) and the speedup the rule's estimate"
         )
+
+
+def captured() -> Any:
+    """A context capturing what the report prints to stdout (``with captured() as c: ...;
+    c.get()``), styled as it would be printed here: for the analysis-result cache."""
+    return _out.capture()
+
+
+def output_settings() -> dict[str, Any]:
+    """What the terminal report's look depends on: width, colours, whether stdout is a terminal."""
+    return {"width": _out.width, "color": _out.color_system, "terminal": _out.is_terminal}

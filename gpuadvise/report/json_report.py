@@ -133,6 +133,8 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
         "rules_run": [] if rules_run is None else list(rules_run.rules_run),
         "notes": list(a.notes) + ([] if rules_run is None else list(rules_run.notes)),
         "timings_s": {**a.timings_s, "compile_cached": a.module.from_cache},
+        # --time-budget: what was skipped or cut short (empty: the analysis is complete)
+        "skipped": list(getattr(a, "skipped", ())),
     }
 
 

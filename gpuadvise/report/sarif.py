@@ -50,10 +50,6 @@ _LEVELS: tuple[str, ...] = ("error", "warning", "note", "none")
 _OUTCOMES: tuple[str, ...] = ("fail", "error", "skip", "pass")
 
 
-
-
-
-
 def _rule_name(rule_id: str) -> str:
     """``GATE-spill-bytes`` -> ``GateSpillBytes`` (SARIF names are Pascal-case by convention)."""
     return "".join(part[:1].upper() + part[1:] for part in rule_id.replace("_", "-").split("-"))

@@ -14,15 +14,21 @@ Fills (their text is parsed by :func:`gpuadvise.spec.fills.parse_fill`, which do
   field).
 - a data file (``PATH.npy`` or ``PATH.bin``): its bytes, which must be exactly ``count`` elements.
 
-Each buffer's random stream is seeded by the launch seed and the buffer's name, so adding a buffer does
-not change the data of the others. The size is checked against the memory budget
-(:mod:`gpuadvise.spec.budget`) before anything is allocated.
+Random data is counter-based: the value at element ``i`` (field ``f``, lane ``k``) is a pure function
+of the launch seed, the buffer's name, the field and the index (word ``i`` of a Philox-4x64 stream,
+keyed by a SHA-256 of seed, name and field; :class:`BufferFiller`). Adding a buffer does not change the data
+of the others, and any slice of a buffer can be made on its own: the CPU emulator makes only the
+pages the traced CTAs touch (:class:`gpuadvise.ptx.memory.GlobalMemory`), the GPU runner the whole
+buffer in chunks (:func:`make_host_buffer`), and both see the same bytes. The size of a whole buffer
+is checked against the memory budget (:mod:`gpuadvise.spec.budget`) before anything is allocated.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,38 +38,198 @@ from gpuadvise.spec.fills import Fill, parse_fill
 
 FILLS = ("random", "zeros", "ones", "iota")
 
-# Making a buffer holds it about three times at its peak (float64 draws cast to float32, and the
-# caller's working copy).
-_PEAK_FACTOR = 3
+# Elements made at once when a whole buffer is filled: the temporaries of the hash stay small, so
+# making a buffer takes little more memory than the buffer itself.
+_CHUNK_ELEMENTS = 1 << 22
+# The working memory of making a buffer beyond the buffer itself: a chunk's temporaries (hashes,
+# float64 values, the cast), counted per element of the chunk as this many 8-byte words.
+_PEAK_FACTOR = 4
 
 
-def _rng(seed: int, name: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+def stream_key(seed: int, name: str, part: str = "") -> int:
+    """The 64-bit key of one random stream: buffer ``name`` (field ``part``) of launch ``seed``."""
+    digest = hashlib.sha256(f"{seed}:{name}:{part}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
 
 
-def _fill_plain(dt: np.dtype, count: int, fill: Fill, rng: np.random.Generator) -> np.ndarray:
+def counter_words(start: int, stop: int, key: int) -> np.ndarray:
+    """Words ``[start, stop)`` (uint64) of the Philox-4x64 stream keyed by ``key``.
+
+    Philox is counter-based: counter ``c`` gives words ``4c .. 4c+3``, so any slice is made on its
+    own, at C speed, and equals the same slice of the whole stream.
+    """
+    block = start >> 2
+    gen = np.random.Philox(key=key, counter=block)
+    skip = start - 4 * block
+    return gen.random_raw(stop - start + skip)[skip:]
+
+
+def _unit(z: np.ndarray) -> np.ndarray:
+    """Floats uniform in [0, 1) from hashes (53 bits)."""
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def _ints(z: np.ndarray, low: int, high: int, dt: np.dtype) -> np.ndarray:
+    """Integers uniform in [low, high] (both included) from hashes, as ``dt``."""
+    span = high - low + 1
+    with np.errstate(over="ignore"):
+        if span >= 1 << 64:
+            v = z
+        else:
+            v = z % np.uint64(span)
+            v += np.uint64(low % (1 << 64))
+    return v.view(np.int64).astype(dt) if low < 0 else v.astype(dt)
+
+
+def _fill_plain(dt: np.dtype, s0: int, s1: int, lanes: int, fill: Fill, key: int) -> np.ndarray:
+    """Values of scalar type ``dt`` at stream positions ``[s0, s1)``; ``lanes`` values per element
+    (iota: position // lanes)."""
+    count = s1 - s0
     if fill.kind == "zeros":
         return np.zeros(count, dt)
     if fill.kind == "ones":
         return np.ones(count, dt)
     if fill.kind == "iota":
-        return np.arange(count).astype(dt)
+        return (np.arange(s0, s1, dtype=np.int64) // lanes).astype(dt)
+    z = counter_words(s0, s1, key)
     if fill.has_range:
         assert fill.low is not None and fill.high is not None
-        if dt.kind in "iu":
-            return rng.integers(int(fill.low), int(fill.high), count, dtype=dt, endpoint=True)
-        if dt.kind == "b":
-            return rng.integers(int(fill.low), int(fill.high), count, endpoint=True).astype(dt)
+        if dt.kind in "iub":
+            lo, hi = int(fill.low), int(fill.high)
+            return (
+                _ints(z, lo, hi, dt)
+                if dt.kind != "b"
+                else _ints(z, lo, hi, np.dtype(np.int64)).astype(dt)
+            )
         if dt.kind == "f":
-            return rng.uniform(float(fill.low), float(fill.high), count).astype(dt)
+            lo, hi = float(fill.low), float(fill.high)
+            return (lo + (hi - lo) * _unit(z)).astype(dt)
+    if dt.kind == "f" and dt.itemsize <= 4:  # 24 bits, exact in float32: k / 2**23 - 1
+        f = (z >> np.uint64(40)).astype(np.float32)
+        f *= np.float32(2.0**-23)
+        f -= np.float32(1.0)
+        return f.astype(dt, copy=False)
     if dt.kind == "f":
-        return rng.uniform(-1.0, 1.0, count).astype(dt)
+        return (_unit(z) * 2.0 - 1.0).astype(dt)
     if dt.kind in "iu":
-        return rng.integers(0, 64, count).astype(dt)
+        return (z >> np.uint64(58)).astype(dt)  # [0, 64)
     if dt.kind == "b":
-        return rng.integers(0, 2, count).astype(dt)
-    return rng.integers(0, 256, count * dt.itemsize, dtype=np.uint8).view(dt)
+        return (z >> np.uint64(63)).astype(dt)
+    raise ValueError(f"no plain fill for dtype {dt}")
+
+
+def _raw_bytes(byte_lo: int, byte_hi: int, key: int) -> np.ndarray:
+    """Random bytes ``[byte_lo, byte_hi)`` of a raw stream (byte b: byte b % 8 of word b // 8)."""
+    w0, w1 = byte_lo >> 3, (byte_hi + 7) >> 3
+    words = counter_words(w0, w1, key)
+    raw = words.astype("<u8", copy=False).view(np.uint8)
+    return raw[byte_lo - 8 * w0 : byte_hi - 8 * w0]
+
+
+@dataclass(frozen=True)
+class BufferFiller:
+    """The start data of one buffer, made a slice at a time: :meth:`elements` ``[start, stop)``
+    and :meth:`bytes_at` any byte range are pure functions of the fill, seed, name and index.
+
+    ``poisoned``: the buffer starts as 0xFF bytes (an output with no fill, see
+    :mod:`gpuadvise.runner.verify`); file fills hold the file's data (read once, on first use).
+    """
+
+    dtype: np.dtype[Any]
+    count: int
+    fill: Fill
+    seed: int
+    name: str
+    float_kind: str | None = None
+    poisoned: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+    def bytes_at(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``[lo, hi)`` of the buffer (uint8, ``0 <= lo <= hi <= nbytes``)."""
+        if self.poisoned:
+            return np.full(hi - lo, 0xFF, np.uint8)
+        size = self.dtype.itemsize
+        e0, e1 = lo // size, -(-hi // size)
+        part = self.elements(e0, e1)
+        raw = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+        return raw[lo - e0 * size : hi - e0 * size]
+
+    def elements(self, start: int, stop: int) -> np.ndarray:
+        """Elements ``[start, stop)`` as ``dtype`` (poisoning not applied)."""
+        dt, fill = self.dtype, self.fill
+        count = stop - start
+        if fill.kind == "file":
+            assert fill.path is not None
+            return _file_cached(fill.path, dt, self.count, self.name)[start:stop]
+        if self.float_kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2") and not dt.names:
+            from gpuadvise.spec.cuda_types import encode_bfloat16, encode_fp8
+
+            n = int(np.prod(dt.shape)) if dt.shape else 1
+            vals = _fill_plain(np.dtype(np.float32), start * n, stop * n, n, fill, self._key())
+            kind = self.float_kind
+            bits = encode_bfloat16(vals) if kind == "bfloat16" else encode_fp8(vals, kind)
+            return bits.view(dt.base).reshape((count, *dt.shape)) if dt.shape else bits.view(dt)
+        fields = dt.fields
+        if dt.names and fields is not None:
+            if fill.kind == "random" and any(fields[f][0].kind not in "fiub" for f in dt.names):
+                return self._raw(start, stop)
+            out = np.zeros(count, dt)
+            for field in dt.names:
+                sub = fields[field][0]
+                n = int(np.prod(sub.shape)) if sub.shape else 1
+                base = sub.base if sub.shape else sub
+                vals = _fill_plain(base, start * n, stop * n, n, fill, self._key(field))
+                out[field] = vals.reshape((count, *sub.shape)) if sub.shape else vals
+            return out
+        if dt.shape:  # float4 and friends: a sub-array dtype
+            base, n = dt.base, int(np.prod(dt.shape))
+            vals = _fill_plain(base, start * n, stop * n, n, fill, self._key())
+            return vals.reshape((count, *dt.shape))
+        if dt.kind not in "fiub":
+            return self._raw(start, stop)
+        return _fill_plain(dt, start, stop, 1, fill, self._key())
+
+    def array(self) -> np.ndarray:
+        """The whole buffer as it starts (poisoned when ``poisoned``), made in chunks."""
+        if self.poisoned:
+            return np.full(self.nbytes, 0xFF, np.uint8).view(self.dtype)
+        if self.fill.kind == "file":
+            assert self.fill.path is not None
+            return _from_file(self.dtype, self.count, self.fill.path, self.name)
+        if self.count <= _CHUNK_ELEMENTS:
+            return self.elements(0, self.count)
+        out = np.empty(self.count, self.dtype)  # a sub-array dtype (float4) gives (count, 4)
+        for lo in range(0, self.count, _CHUNK_ELEMENTS):
+            hi = min(self.count, lo + _CHUNK_ELEMENTS)
+            out[lo:hi] = self.elements(lo, hi)
+        return out
+
+    def _key(self, part: str = "") -> int:
+        return stream_key(self.seed, self.name, part)
+
+    def _raw(self, start: int, stop: int) -> np.ndarray:
+        size = self.dtype.itemsize
+        return _raw_bytes(start * size, stop * size, self._key("bytes")).view(self.dtype)
+
+
+def buffer_filler(
+    dtype: np.dtype,
+    count: int,
+    fill: str,
+    seed: int,
+    name: str,
+    float_kind: str | None = None,
+    poisoned: bool = False,
+) -> BufferFiller:
+    """A :class:`BufferFiller` from a fill's text (see :func:`make_host_buffer`)."""
+    try:
+        spec = parse_fill(fill, None, f"buffer {name}")
+    except UsageError:
+        raise ValueError(f"unknown fill {fill!r}") from None
+    return BufferFiller(np.dtype(dtype), int(count), spec, int(seed), name, float_kind, poisoned)
 
 
 def _from_file(dt: np.dtype, count: int, path: Path, name: str) -> np.ndarray:
@@ -86,50 +252,35 @@ def _from_file(dt: np.dtype, count: int, path: Path, name: str) -> np.ndarray:
     return out if out.flags.writeable else out.copy()
 
 
+def _file_cached(path: Path, dt: np.dtype, count: int, name: str) -> np.ndarray:
+    """A data file's elements, read once per (path, dtype, count) while the process runs."""
+    key = (str(path), dt, count)
+    hit = _FILES.get(key)
+    if hit is None:
+        hit = _from_file(dt, count, path, name)
+        _FILES.clear()  # keep one file's data at most
+        _FILES[key] = hit
+    return hit
+
+
+_FILES: dict[tuple[str, np.dtype, int], np.ndarray] = {}
+
+
 def make_host_buffer(
     dtype: np.dtype, count: int, fill: str, seed: int, name: str, float_kind: str | None = None
 ) -> np.ndarray:
     """``count`` elements of ``dtype`` (plain, sub-array such as float4, or structured).
 
     ``float_kind`` (``bfloat16``, ``fp8_e4m3``, ``fp8_e5m2``): ``dtype`` holds the raw bits of that
-    float type, which numpy lacks; the values are drawn as floats and encoded.
+    float type, which numpy lacks; the values are drawn as floats and encoded. The buffer is made
+    in chunks by :class:`BufferFiller`: the same bytes as any slice of it made on its own.
     Raises :class:`~gpuadvise.spec.budget.TooLargeError` when the buffer does not fit in memory.
     """
-    try:
-        spec = parse_fill(fill, None, f"buffer {name}")
-    except UsageError:
-        raise ValueError(f"unknown fill {fill!r}") from None
-    dt = np.dtype(dtype)
+    filler = buffer_filler(dtype, count, fill, seed, name, float_kind)
+    dt = filler.dtype
     check_fits(
-        count * dt.itemsize * _PEAK_FACTOR,
-        f"buffer {name} ({count} elements of {dt.itemsize} bytes, made with a working copy)",
+        count * dt.itemsize + min(count, _CHUNK_ELEMENTS) * max(dt.itemsize, 8) * _PEAK_FACTOR,
+        f"buffer {name} ({count} elements of {dt.itemsize} bytes, made in chunks)",
         "give it fewer elements (--buffer NAME=TYPE[COUNT]), or a smaller problem size",
     )
-    if spec.kind == "file":
-        assert spec.path is not None
-        return _from_file(dt, count, spec.path, name)
-    rng = _rng(seed, name)
-    if float_kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2") and not dt.names:
-        from gpuadvise.spec.cuda_types import encode_bfloat16, encode_fp8
-
-        n = count * (int(np.prod(dt.shape)) if dt.shape else 1)
-        vals = _fill_plain(np.dtype(np.float32), n, spec, rng)
-        bits = encode_bfloat16(vals) if float_kind == "bfloat16" else encode_fp8(vals, float_kind)
-        return bits.view(dt.base).reshape((count, *dt.shape)) if dt.shape else bits.view(dt)
-    fields = dt.fields
-    if dt.names and fields is not None:
-        out = np.zeros(count, dt)
-        if spec.kind == "random" and any(fields[f][0].kind not in "fiub" for f in dt.names):
-            raw = _fill_plain(np.dtype((np.void, dt.itemsize)), count, Fill("random"), rng)
-            return raw.view(dt)
-        for field in dt.names:
-            sub = fields[field][0]
-            n = int(np.prod(sub.shape)) if sub.shape else 1
-            base = sub.base if sub.shape else sub
-            vals = _fill_plain(base, count * n, spec, rng)
-            out[field] = vals.reshape((count, *sub.shape)) if sub.shape else vals
-        return out
-    if dt.shape:  # float4 and friends: a sub-array dtype
-        base, n = dt.base, int(np.prod(dt.shape))
-        return _fill_plain(base, count * n, spec, rng).reshape((count, *dt.shape))
-    return _fill_plain(dt, count, spec, rng)
+    return filler.array()

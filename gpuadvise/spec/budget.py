@@ -18,22 +18,36 @@ The budget (:func:`memory_budget`) is the smallest of:
 
 ``GPUADVISE_MEMORY_BUDGET`` (bytes, or a size such as ``2G``) caps it further, for shared
 machines and for tests.
+
+The time budget (``analyze --time-budget SECONDS``): :func:`time_budget` sets a deadline for the
+code run inside; long steps ask :func:`out_of_time` between units of work and, when it is past,
+stop early or skip, and say what with :func:`skip`. The caller reads :attr:`TimeBudget.skipped`
+for the partial result's report.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuadvise.errors import UsageError
 
 __all__ = [
     "MemoryBudget",
+    "TimeBudget",
     "TooLargeError",
     "check_fits",
     "format_bytes",
     "memory_budget",
+    "out_of_time",
+    "skip",
+    "time_budget",
+    "time_left_s",
 ]
 
 _ENV = "GPUADVISE_MEMORY_BUDGET"
@@ -186,3 +200,54 @@ def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: s
     raise TooLargeError(
         f"{what} needs {format_bytes(need_bytes)} of memory, more than {limit}", hint
     )
+
+
+@dataclass
+class TimeBudget:
+    """``seconds`` from ``started`` (``time.monotonic``); ``skipped``: what was left out or cut
+    short because the time ran out, one phrase each."""
+
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+    skipped: list[str] = field(default_factory=list)
+
+    def left_s(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+
+_TIME: ContextVar[TimeBudget | None] = ContextVar("gpuadvise_time_budget", default=None)
+
+
+@contextmanager
+def time_budget(seconds: float | None) -> Iterator[TimeBudget | None]:
+    """Run the code inside under a budget of ``seconds`` (None: no budget)."""
+    if seconds is None:
+        yield None
+        return
+    if not seconds > 0:
+        raise UsageError(f"--time-budget {seconds} is not a positive number of seconds", "e.g. 30")
+    budget = TimeBudget(float(seconds))
+    token = _TIME.set(budget)
+    try:
+        yield budget
+    finally:
+        _TIME.reset(token)
+
+
+def time_left_s() -> float | None:
+    """Seconds left of the time budget (negative: past it), or None when there is none."""
+    budget = _TIME.get()
+    return None if budget is None else budget.left_s()
+
+
+def out_of_time() -> bool:
+    """Whether a time budget is set and spent."""
+    left = time_left_s()
+    return left is not None and left <= 0
+
+
+def skip(what: str) -> None:
+    """Record that ``what`` was skipped or cut short by the time budget (nothing without one)."""
+    budget = _TIME.get()
+    if budget is not None and what not in budget.skipped:
+        budget.skipped.append(what)

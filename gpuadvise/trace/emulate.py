@@ -61,7 +61,7 @@ import dataclasses
 import functools
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -69,13 +69,22 @@ import numpy as np
 
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
-from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes, memory_budget
+from gpuadvise.spec.budget import (
+    TooLargeError,
+    check_fits,
+    format_bytes,
+    memory_budget,
+    out_of_time,
+    skip,
+)
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
+from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, simt_profile
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
+    from gpuadvise.runner.data import BufferFiller
     from gpuadvise.toolchain import CompiledModule, KernelInfo
 
 __all__ = [
@@ -102,9 +111,11 @@ _REG_BUDGET_BYTES = 768 << 20
 # Memory per sampled CTA besides its trace: its id (int64) and the two tuples of ids handed back
 # (Emulation.ctas_run, AccessTrace.ctas: a pointer and an int object each).
 _BYTES_PER_SAMPLED_CTA = 8 + 2 * (8 + 32)
-# The emulator holds the buffers about three times: their initial data, the global memory it runs
-# on, and the outputs read back.
-_BUFFER_COPIES = 3
+# The emulator's global memory maps every buffer once (zero pages the system commits only when
+# written); the pages the traced CTAs touch are made from the fill as they run and take at most a
+# quarter of the budget (_DATA_SHARE_DIVISOR); whole inputs and outputs are made only when read.
+_BUFFER_COPIES = 1
+_DATA_SHARE_DIVISOR = 4
 # The trace takes at most a quarter of the memory budget (the models copy it, and reconcile
 # rewrites it), and never more than 8 GiB.
 _TRACE_SHARE_DIVISOR = 4
@@ -122,6 +133,8 @@ class Emulation:
     ``outputs``: final contents of the output buffers (meaningful as results only when
     ``complete``: CTAs that did not run left their part as it was, poisoned or filled).
     ``inputs``: the initial contents of every buffer (poisoned outputs included).
+    Both are made when first read (:class:`LazyArrays`): a trace that no one asks the outputs of
+    never makes the whole buffers.
     ``lane_instructions``: PTX instructions executed, summed over active lanes;
     ``warp_steps``: scheduling steps (a basic block run for a group of warps);
     ``simt``: active lanes per executed warp instruction, per kernel, line and splitting branch
@@ -129,8 +142,8 @@ class Emulation:
     """
 
     trace: AccessTrace
-    outputs: dict[str, np.ndarray]
-    inputs: dict[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray]
     ctas_run: tuple[int, ...]
     complete: bool
     lane_instructions: int
@@ -142,6 +155,25 @@ class Emulation:
     @property
     def lane_instructions_per_s(self) -> float:
         return self.lane_instructions / self.time_s if self.time_s > 0 else 0.0
+
+
+class LazyArrays(Mapping[str, np.ndarray]):
+    """Named arrays made on first access (and kept): ``makers`` maps each name to a function."""
+
+    def __init__(self, makers: dict[str, Callable[[], np.ndarray]]) -> None:
+        self._makers = makers
+        self._made: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._made:
+            self._made[name] = self._makers[name]()
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
 
 
 def buffer_dtype(buf: ResolvedBuffer) -> tuple[np.dtype[Any], str | None]:
@@ -364,26 +396,19 @@ def emulate(
     ``batch_lanes``: lanes executed together (fewer when the kernel's registers need it).
     ``trace=False`` runs without recording (the trace comes back empty): for outputs only.
     """
-    from gpuadvise.runner.data import make_host_buffer
-    from gpuadvise.runner.verify import poison
+    from gpuadvise.runner.data import buffer_filler
 
     check_buffer_memory(launch)
-    buffers: list[tuple[str, np.ndarray, bool]] = []
+    buffers: list[tuple[str, np.ndarray | BufferFiller, bool]] = []
     poisoned: list[str] = []
-    try:
-        for buf in launch.buffers:
-            dt, float_kind = buffer_dtype(buf)
-            arr = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, float_kind)
-            if runner_poisons(buf):
-                arr = arr.copy()
-                poison(arr)
-                poisoned.append(buf.name)
-            buffers.append((buf.name, arr, buf.is_output))
-    except MemoryError:
-        raise TooLargeError(
-            f"out of memory making the buffers ({format_bytes(launch.total_buffer_bytes)})",
-            "give smaller counts or args, or --no-trace for the static analysis only",
-        ) from None
+    for buf in launch.buffers:
+        dt, float_kind = buffer_dtype(buf)
+        filler = buffer_filler(
+            dt, buf.count, buf.fill, launch.seed, buf.name, float_kind, runner_poisons(buf)
+        )
+        if filler.poisoned:
+            poisoned.append(buf.name)
+        buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
         ptx=module.ptx,
@@ -550,7 +575,7 @@ def _emulate(
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
     dynamic_smem_bytes: int,
-    buffers: list[tuple[str, np.ndarray, bool]],
+    buffers: list[tuple[str, np.ndarray | BufferFiller, bool]],
     values: list[Any],
     sm_count: int,
     sample_ctas: int | str | Sequence[int] | None,
@@ -596,8 +621,8 @@ def _emulate(
         count = len(ctas)
     notes += sample_notes
 
-    inputs = {name: arr for name, arr, _ in buffers}
-    contents: list[tuple[str, bytes | np.ndarray]] = [(name, arr) for name, arr, _ in buffers]
+    inputs = LazyArrays({name: _maker(data) for name, data, _ in buffers})
+    contents: list[tuple[str, Any]] = [(name, data) for name, data, _ in buffers]
     names = [c[0] for c in contents] + [v.name for v in image.global_vars]
     vaddr = {name: GLOBAL_BASE + (i << GLOBAL_STRIDE_BITS) for i, name in enumerate(names)}
 
@@ -617,7 +642,14 @@ def _emulate(
         image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
     if image.const_used:
         notes.append("__constant__ variables hold their PTX initializers (zeros when none)")
-    gmem = GlobalMemory(contents)
+    try:
+        gmem = GlobalMemory(contents)
+    except MemoryError:
+        mapped = sum(len(d) if isinstance(d, bytes) else int(d.nbytes) for _, d in contents)
+        raise TooLargeError(
+            f"out of memory mapping the buffers ({format_bytes(mapped)})",
+            "give smaller counts or args, or --no-trace for the static analysis only",
+        ) from None
     params = _encode_params(image, values, vaddr)
 
     if static_smem_ptxas and static_smem_ptxas != image.static_shared_bytes:
@@ -649,6 +681,8 @@ def _emulate(
             return super().reserve(n)
 
     sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
+    # the pages of the buffers the traced CTAs touch, made as they run (GlobalMemory)
+    data_limit = max(budget.bytes // _DATA_SHARE_DIVISOR, 1 << 20)
     if record:
         sink.declare(static_accesses(image.program))
     cache: dict[int, dict[str, Any]] = {}
@@ -662,23 +696,36 @@ def _emulate(
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
             warnings.simplefilter("ignore", RuntimeWarning)
-            for start in range(0, count, per_batch):
-                batch = Batch(
-                    image,
-                    geo,
-                    ctas[start : start + per_batch],
-                    gmem,
-                    params,
-                    sink if record else None,
-                    max_instructions,
-                    cache,
-                )
-                li, st = batch.run()
-                lane_instr += li
-                steps += st
-                simt_counts.add(
-                    batch.block_warps, batch.block_lanes, batch.block_splits, batch.split_ctas
-                )
+            with step(f"emulating {count} CTA{'s' if count != 1 else ''}", count) as advance:
+                for start in range(0, count, per_batch):
+                    batch = Batch(
+                        image,
+                        geo,
+                        ctas[start : start + per_batch],
+                        gmem,
+                        params,
+                        sink if record else None,
+                        max_instructions,
+                        cache,
+                    )
+                    li, st = batch.run()
+                    lane_instr += li
+                    steps += st
+                    simt_counts.add(
+                        batch.block_warps, batch.block_lanes, batch.block_splits, batch.split_ctas
+                    )
+                    if gmem.pages_made << 12 > data_limit:
+                        raise _DataFull(gmem.pages_made << 12)
+                    done = min(count, start + per_batch)
+                    advance(done)
+                    if done < count and out_of_time():
+                        what = (
+                            f"the emulator traced {done} of {count} CTAs: the time budget ran out"
+                        )
+                        notes.append(what)
+                        skip(what)
+                        ctas, count = ctas[:done], done
+                        break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
     except _TraceFull as full:
         raise too_large(
@@ -687,17 +734,22 @@ def _emulate(
             f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
             _fewer_ctas_hint(start),
         ) from None
+    except _DataFull as full:
+        raise too_large(
+            f"the buffer data the traced CTAs touch outgrew {format_bytes(data_limit)} (the "
+            f"data's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
+            f"{budget.source}: {format_bytes(full.nbytes)} after {start} CTAs)",
+            _fewer_ctas_hint(start),
+        ) from None
     except MemoryError:
         raise too_large(
             f"out of memory tracing {count} CTAs (after {start} of them; "
             f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
             _fewer_ctas_hint(start),
         ) from None
-    outputs = {
-        name: gmem.read(name).view(arr.dtype).reshape(arr.shape)
-        for name, arr, is_out in buffers
-        if is_out
-    }
+    outputs = LazyArrays(
+        {name: _reader(gmem, name, data) for name, data, is_out in buffers if is_out}
+    )
     complete = count == total
     if not complete:
         notes.append("outputs are partial: only the traced CTAs ran")
@@ -713,6 +765,30 @@ def _emulate(
         warp_steps=steps,
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
     )
+
+
+def _maker(data: np.ndarray | BufferFiller) -> Callable[[], np.ndarray]:
+    if isinstance(data, np.ndarray):
+        return lambda: data
+    return data.array
+
+
+def _reader(gmem: Any, name: str, data: np.ndarray | BufferFiller) -> Callable[[], np.ndarray]:
+    def read() -> np.ndarray:
+        raw = gmem.read(name)
+        return (
+            raw.view(data.dtype).reshape(data.shape)
+            if isinstance(data, np.ndarray)
+            else raw.view(data.dtype)
+        )
+
+    return read
+
+
+class _DataFull(Exception):
+    def __init__(self, nbytes: int) -> None:
+        super().__init__(nbytes)
+        self.nbytes = nbytes
 
 
 class _TraceFull(Exception):

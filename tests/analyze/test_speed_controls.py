@@ -1,0 +1,148 @@
+"""issue 17's controls of `analyze`: --time-budget (a partial result, never a traceback), the
+analysis-result cache, --tracer auto's choice, and the progress protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.analyze.tracer_choice import EMULATOR_LANE_INSTRUCTIONS, pick
+from gpuadvise.spec.budget import out_of_time, skip, time_budget, time_left_s
+from gpuadvise.spec.progress import reporting, step
+
+ROOT = Path(__file__).resolve().parents[2]
+REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(tmp_path / "cache")}
+
+
+# --- pure parts -----------------------------------------------------------------------------------
+
+
+def test_time_budget_context() -> None:
+    assert time_left_s() is None and not out_of_time()
+    skip("nothing")  # no budget: ignored
+    with time_budget(0.05) as b:
+        assert b is not None and not out_of_time()
+        time.sleep(0.06)
+        assert out_of_time()
+        skip("the rules")
+        skip("the rules")
+        assert b.skipped == ["the rules"]
+    assert time_left_s() is None
+
+
+def test_tracer_pick_by_expected_lane_instructions() -> None:
+    assert pick(1000, 1056).tracer == "emu"
+    assert pick(EMULATOR_LANE_INSTRUCTIONS // 10, 11).tracer == "gpu"
+    assert "expected" in pick(5, 5).note
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def begin(self, label: str, total: int | None = None) -> None:
+        self.events.append(("begin", label, total))
+
+    def advance(self, done: int) -> None:
+        self.events.append(("advance", done))
+
+    def end(self) -> None:
+        self.events.append(("end",))
+
+
+def test_progress_steps_reach_the_callback_only_when_installed() -> None:
+    with step("alone", 3) as advance:
+        advance(1)  # no callback: nothing happens
+    rec = Recorder()
+    with reporting(rec), step("outer") as _, step("inner", 2) as advance:
+        advance(2)
+    assert rec.events == [
+        ("begin", "outer", None),
+        ("begin", "inner", 2),
+        ("advance", 2),
+        ("end",),
+        ("end",),
+    ]
+
+
+def test_emulation_reports_progress_in_ctas(compile_cache: Path) -> None:
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import resolve_launch
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.trace.emulate import emulate
+
+    spec, choice, options = build(KernelOptions(str(REDUCE), "reduce2", args=("n=65536",)))
+    tc = find_toolchain()
+    module = compile_source(REDUCE, options, tc, kernels=[spec.kernel])
+    kernel = select_compiled_kernel(module, spec.kernel)
+    launch = resolve_launch(spec, kernel, options, tc)
+    rec = Recorder()
+    with reporting(rec):
+        emulate(module, kernel, launch, choice.device, sample_ctas=8)
+    assert rec.events[0] == ("begin", "emulating 8 CTAs", 8)
+    assert ("advance", 8) in rec.events and rec.events[-1] == ("end",)
+
+
+# --- the CLI --------------------------------------------------------------------------------------
+
+
+@pytest.mark.toolkit
+def test_time_budget_gives_a_partial_result(env: dict[str, str]) -> None:
+    r = run(env, str(REDUCE), "-k", "reduce2", "--no-measure", "--time-budget", "0.001", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    doc = json.loads(r.stdout)
+    assert any("memory trace" in s for s in doc["skipped"])
+    assert any("rules" in s for s in doc["skipped"])
+    assert doc["findings"] == []
+    text = run(env, str(REDUCE), "-k", "reduce2", "--no-measure", "--time-budget", "0.001")
+    assert text.returncode == 0 and "Partial result" in text.stdout
+    bad = run(env, str(REDUCE), "-k", "reduce2", "--time-budget", "-1")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+@pytest.mark.toolkit
+def test_unchanged_rerun_prints_the_cached_output(env: dict[str, str], tmp_path: Path) -> None:
+    src = tmp_path / "reduce.cu"
+    src.write_text(REDUCE.read_text())
+    (tmp_path / "case.toml").write_text((REDUCE.parent / "case.toml").read_text())
+    args = (str(src), "-k", "reduce2", "--arg", "n=65536", "--no-measure", "--json")
+    first = run(env, *args)
+    assert first.returncode == 0, first.stderr
+    entries = list((Path(env["GPUADVISE_CACHE_DIR"]) / "analysis").rglob("*.json"))
+    assert len(entries) == 1
+    again = run(env, *args)
+    assert again.stdout == first.stdout
+    # a changed source is a miss: a new entry
+    src.write_text(REDUCE.read_text() + "\n// changed\n")
+    run(env, *args)
+    assert len(list((Path(env["GPUADVISE_CACHE_DIR"]) / "analysis").rglob("*.json"))) == 2
+    # --no-cache neither reads nor writes an entry
+    run(env, *args, "--no-cache", "--seed", "5")
+    assert len(list((Path(env["GPUADVISE_CACHE_DIR"]) / "analysis").rglob("*.json"))) == 2
+    # a damaged entry is a miss, not an error
+    for e in (Path(env["GPUADVISE_CACHE_DIR"]) / "analysis").rglob("*.json"):
+        e.write_text("{not json")
+    fixed = run(env, *args)
+    assert fixed.returncode == 0 and json.loads(fixed.stdout)["kernel"]["name"] == "reduce2"

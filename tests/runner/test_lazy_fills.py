@@ -1,0 +1,69 @@
+"""Counter-based buffer fills and the emulator's lazy global memory: any slice of a buffer made on
+its own equals the same slice of the whole buffer, and only the pages accessed are made."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.ptx.memory import GLOBAL_BASE, GlobalMemory
+from gpuadvise.runner.data import buffer_filler, make_host_buffer
+
+DTYPES = [
+    np.dtype(np.float32),
+    np.dtype(np.float64),
+    np.dtype(np.int32),
+    np.dtype(np.uint8),
+    np.dtype((np.float32, 4)),
+    np.dtype([("a", "<f4"), ("b", "<i2", (3,))]),
+    np.dtype((np.void, 12)),
+]
+
+
+CASES = [
+    (dt, fill)
+    for dt in DTYPES
+    for fill in ("random", "random(3,9)", "iota", "ones")
+    if dt.names or dt.kind != "V" or fill == "random"  # raw bytes take random or zeros only
+]
+
+
+@pytest.mark.parametrize(("dt", "fill"), CASES, ids=str)
+def test_slices_equal_the_whole_buffer(dt: np.dtype, fill: str) -> None:
+    whole = make_host_buffer(dt, 5000, fill, 7, "x")
+    f = buffer_filler(dt, 5000, fill, 7, "x")
+    assert f.elements(1234, 4321).tobytes() == whole[1234:4321].tobytes()
+    raw = whole.tobytes()
+    for lo, hi in ((0, 1), (3, 4099), (777, f.nbytes)):
+        assert f.bytes_at(lo, hi).tobytes() == raw[lo:hi]
+
+
+def test_random_values_span_their_ranges_and_depend_on_seed_and_name() -> None:
+    a = make_host_buffer(np.dtype(np.float32), 1 << 16, "random", 0, "in")
+    assert -1.0 <= a.min() < -0.99 and 0.99 < a.max() < 1.0
+    i = make_host_buffer(np.dtype(np.int32), 1 << 16, "random", 0, "in")
+    assert i.min() == 0 and i.max() == 63
+    r = make_host_buffer(np.dtype(np.int16), 1 << 16, "random(-5,5)", 0, "in")
+    assert r.min() == -5 and r.max() == 5
+    assert not np.array_equal(a, make_host_buffer(np.dtype(np.float32), 1 << 16, "random", 1, "in"))
+    assert not np.array_equal(a, make_host_buffer(np.dtype(np.float32), 1 << 16, "random", 0, "b"))
+
+
+def test_lazy_memory_makes_only_the_pages_touched() -> None:
+    n = 1 << 20  # 4 MiB of float32: 1024 pages
+    f = buffer_filler(np.dtype(np.float32), n, "random", 3, "in")
+    out = buffer_filler(np.dtype(np.float32), n, "random", 3, "out", poisoned=True)
+    mem = GlobalMemory([("in", f), ("out", out)])
+    assert mem.pages_made == 0
+    addr = np.int64(GLOBAL_BASE) + np.arange(0, 64, 4, dtype=np.int64) + 4096 * 10
+    offs, bad = mem.translate(addr, 4)
+    assert bad is None and mem.pages_made == 1
+    got = mem.views[4][offs >> 2].view(np.float32)
+    assert np.array_equal(got, f.elements(10 * 1024, 10 * 1024 + 16))
+    # a store into the poisoned output, then the whole output read back
+    b = mem.by_name["out"]
+    o, _ = mem.translate(np.array([b.base + 8], dtype=np.int64), 4)
+    mem.views[4][o >> 2] = np.float32(2.5).view(np.uint32)
+    back = mem.read("out").view(np.float32)
+    assert back[2] == 2.5 and np.isnan(back[0]) and np.isnan(back[-1])
+    assert mem.pages_made == 1 + 1024  # the read made the rest of the output, not the input
