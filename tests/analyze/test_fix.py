@@ -163,12 +163,12 @@ def test_unsafe_fixes_alone_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("compile_cache")
 def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path) -> None:
     """moments.cu's split tiles: GA201's padding keeps the outputs (the emulator checks every CTA
-    of this small frame) and is written; --diff shows the same change and writes nothing."""
+    of a 640x360 frame) and is written; --diff shows the same change and writes nothing."""
     case = tmp_path / "case"
     shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
     src = case / "moments.cu"
     before = src.read_text()
-    args = (str(src), "--kernel", "moments_split", "--arg", "w=96", "--arg", "h=64", "--no-measure")
+    args = (str(src), "--kernel", "moments_split", "--arg", "w=640", "--arg", "h=360", "--no-measure")
     d = _cli(*args, "--diff", cwd=tmp_path)
     assert d.returncode == 0, d.stderr
     assert d.stdout.startswith("---") and "+    __shared__ unsigned s_rg[TILE][TILE + " in d.stdout
