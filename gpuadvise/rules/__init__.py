@@ -10,6 +10,7 @@
   tests/rules/test_rule_imports.py), so that the API a rule sees is this one list.
 """
 
+from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
 from gpuadvise.model.l2 import l2_model
@@ -18,6 +19,7 @@ from gpuadvise.model.roofline import (
     Roofline,
     dram_bytes_per_s,
     l1_cycles,
+    launch_estimate,
     roofline,
     sm_cycles_per_s,
     work_ratio,
@@ -34,7 +36,7 @@ from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
 from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
 from gpuadvise.rules.engine import doc_sections, validate_rule
-from gpuadvise.rules.estimates import buffer_records, l1_roofline_estimate
+from gpuadvise.rules.estimates import buffer_records, l1_roofline_estimate, view_traffic
 from gpuadvise.rules.proxy import (
     FOLD,
     PackedField,
@@ -135,6 +137,9 @@ __all__ = [
     "l1_cycles",
     "buffer_records",
     "l1_roofline_estimate",
+    "launch_estimate",
+    "memory_rates",
+    "view_traffic",
     "l2_model",
     "line_of",
     "load_widths",
