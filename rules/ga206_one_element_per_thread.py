@@ -147,14 +147,38 @@ def _grid_stride(ks: KernelSource) -> bool:
     return bool(ks.loops()) and bool(_GRIDDIM.search(ks.body))
 
 
+def _reader_name(ks: KernelSource, offset: int) -> str | None:
+    """The name of the macro or function whose text holds ``offset`` (None: neither)."""
+    node = ks.tree.node_at(offset)
+    for a in ([node] if node is not None else []) + list(
+        ks.tree.ancestors(node) if node is not None else []
+    ):
+        if a.type in ("preproc_def", "preproc_function_def"):
+            n = a.child_by_field_name("name")
+            return None if n is None else ks.tree.text_of(n)
+        if a.type == "function_definition":
+            d = a.child_by_field_name("declarator")
+            while d is not None and d.child_by_field_name("declarator") is not None:
+                d = d.child_by_field_name("declarator")
+            return None if d is None else ks.tree.text_of(d).rsplit("::", 1)[-1]
+    return None
+
+
 def _hidden_block_reads(ks: KernelSource) -> str | None:
     """Why remapping the body's ``blockIdx`` text would miss a read of the block index: a helper
-    function or macro reads it, or cooperative groups / inline PTX do (None: nothing hides)."""
+    function or macro the kernel uses reads it, or cooperative groups / inline PTX do (None:
+    nothing hides)."""
     code = ks.code
     bodies = [k.body for k in ks.kernels() if k.body is not None]
     for s, _e, _m in block_index_uses(code):
-        if not any(b[0] <= s <= b[1] for b in bodies):
-            return f"blockIdx is read outside the kernels (line {ks.line_at(s)}: a helper or macro)"
+        if any(b[0] <= s <= b[1] for b in bodies):
+            continue
+        name = _reader_name(ks, s)
+        if name is None or re.search(rf"\b{re.escape(name)}\b", ks.body):
+            return (
+                f"blockIdx is read outside the kernel, in {name or 'a helper'} "
+                f"(line {ks.line_at(s)}: a helper or macro)"
+            )
     if _HIDDEN.search(ks.body):
         return "the kernel reads its position through cooperative groups or inline PTX"
     other = [u for u in block_index_uses(code, ks.body_start, ks.body_end) if u[2] != "x"]
