@@ -10,6 +10,7 @@
   tests/rules/test_rule_imports.py), so that the API a rule sees is this one list.
 """
 
+from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
 from gpuadvise.model.l2 import l2_model
@@ -20,6 +21,7 @@ from gpuadvise.model.roofline import (
     Traffic,
     dram_bytes_per_s,
     l1_cycles,
+    launch_estimate,
     roofline,
     sm_cycles_per_s,
     work_ratio,
@@ -147,6 +149,8 @@ __all__ = [
     "buffer_records",
     "l1_roofline_estimate",
     "launch_change_estimate",
+    "launch_estimate",
+    "memory_rates",
     "l2_model",
     "line_of",
     "load_widths",

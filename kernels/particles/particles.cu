@@ -13,7 +13,7 @@ struct Particle {
 
 __global__ void particles_aos(Particle* p, int n, float dt)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     if (i < n) {
         p[i].x += p[i].vx * dt;  // expect: GA301, GA303
         p[i].y += p[i].vy * dt;  // expect: GA301, GA303
@@ -24,7 +24,7 @@ __global__ void particles_aos(Particle* p, int n, float dt)
 __global__ void particles_soa(float* x, float* y, float* z, const float* vx, const float* vy,
                               const float* vz, int n, float dt)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     if (i < n) {
         x[i] += vx[i] * dt;
         y[i] += vy[i] * dt;

@@ -9,7 +9,7 @@
 extern "C" __global__ void reduce1(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[BLOCK];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     sdata[tid] = i < n ? in[i] : 0;
     __syncthreads();
     for (unsigned s = 1; s < blockDim.x; s *= 2) {
@@ -25,7 +25,7 @@ extern "C" __global__ void reduce1(const int* __restrict__ in, int* __restrict__
 extern "C" __global__ void reduce2(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[BLOCK];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     sdata[tid] = i < n ? in[i] : 0;
     __syncthreads();
     for (unsigned s = 1; s < blockDim.x; s *= 2) {
@@ -42,7 +42,7 @@ extern "C" __global__ void reduce2(const int* __restrict__ in, int* __restrict__
 extern "C" __global__ void reduce3(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[BLOCK];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     sdata[tid] = i < n ? in[i] : 0;  // expect: GA204
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -56,7 +56,7 @@ extern "C" __global__ void reduce3(const int* __restrict__ in, int* __restrict__
 extern "C" __global__ void reduce4(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[BLOCK];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;
+    unsigned i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;  // expect: GA206
     int v = i < n ? in[i] : 0;
     if (i + blockDim.x < n) v += in[i + blockDim.x];
     sdata[tid] = v;
@@ -73,7 +73,7 @@ extern "C" __global__ void reduce4(const int* __restrict__ in, int* __restrict__
 extern "C" __global__ void reduce5(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[BLOCK];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;
+    unsigned i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;  // expect: GA206
     int v = i < n ? in[i] : 0;
     if (i + blockDim.x < n) v += in[i + blockDim.x];
     sdata[tid] = v;
@@ -99,7 +99,7 @@ template <unsigned blockSize>
 __global__ void reduce6(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int sdata[blockSize];
     unsigned tid = threadIdx.x;
-    unsigned i = blockIdx.x * (blockSize * 2) + threadIdx.x;
+    unsigned i = blockIdx.x * (blockSize * 2) + threadIdx.x;  // expect: GA206
     int v = i < n ? in[i] : 0;
     if (i + blockSize < n) v += in[i + blockSize];
     sdata[tid] = v;

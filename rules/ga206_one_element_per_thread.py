@@ -1,0 +1,628 @@
+"""GA206 one-element-per-thread: a grid of many waves whose threads each handle one or two
+elements, where a grid-stride loop over one wave would do the same work."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    KernelSource,
+    Kind,
+    Rule,
+    RuleContext,
+    Space,
+    TraceView,
+    Variant,
+    block_index_uses,
+    launch_estimate,
+    memory_rates,
+    view_traffic,
+)
+
+PER_ITERATION = (4, 1, 2, 8)
+"""Elements per thread and loop iteration offered (the first is the variant shown; the
+measurement stage keeps the fastest verified one)."""
+
+PREFIX = "ga206_"
+"""The prefix of the names the rewrite introduces (a source that uses it is not rewritten)."""
+
+_GRIDDIM_X = re.compile(r"\bgridDim\s*\.\s*x\b")
+_GRIDDIM = re.compile(r"\bgridDim\b")
+_HIDDEN = re.compile(r"\b(?:cooperative_groups|this_thread_block|this_grid|asm)\b")
+_MINMAX = re.compile(r"\b(?:f?max|f?min|__[a-z]*max\w*|__[a-z]*min\w*)\s*\(")
+_LOADS_IN_FLIGHT = 4  # as the launch roofline's latency term (rules.estimates.LOADS_IN_FLIGHT)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the trace says: per buffer, the elements each thread touches and the range of each CTA
+
+
+@dataclass(frozen=True)
+class BufferUse(FindingDetails):
+    """How the sampled CTAs touch one buffer: the most elements one thread touches; the elements
+    per CTA when consecutive CTAs cover consecutive disjoint ranges (``per_cta``; 0: they do
+    not); whether it is written."""
+
+    name: str
+    per_thread_max: int
+    per_cta: int
+    written: bool
+
+    def streamed(self, threads: int, most: int) -> bool:
+        """One to ``most`` elements per thread, CTA after CTA over the array."""
+        return 1 <= self.per_thread_max <= most and threads // 2 <= self.per_cta <= most * threads
+
+    @property
+    def per_block(self) -> bool:
+        """One element per CTA at the CTA's index (``out[blockIdx.x]``)."""
+        return self.per_cta == 1 and self.per_thread_max == 1
+
+
+def _cta_step(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
+    """Elements per CTA when CTA ``ids[j]`` covers ``[lo[j], hi[j]]`` and the ranges follow each
+    other by a constant step, each within its step (0: they do not, or too few CTAs)."""
+    if len(ids) < 2 or ids[-1] == ids[0]:
+        return 0
+    span = int(lo[-1] - lo[0])
+    gap = int(ids[-1] - ids[0])
+    if span <= 0 or span % gap:
+        return 0
+    step = span // gap
+    if not np.array_equal(lo, lo[0] + (ids - ids[0]) * step):
+        return 0
+    if np.any(hi - lo >= step):
+        return 0
+    return step
+
+
+def buffer_uses(view: TraceView) -> list[BufferUse]:
+    """Each buffer the sampled CTAs touch, as :class:`BufferUse`."""
+    lanes, lb = view.lanes, view.lane_buffer
+    kinds = view.records["kind"][lanes.rec].astype(np.int64)
+    out = []
+    for b, name in enumerate(view.buffer_names):
+        m = lb == b
+        if not m.any():
+            continue
+        eb = max(int(view.buffers[name].elem_bytes), 1)
+        elem = lanes.off[m] // eb
+        cta = lanes.cta[m]
+        thread = (cta << 20) | lanes.tid[m]
+        pairs = np.unique(np.stack([thread, elem]), axis=1)
+        _, counts = np.unique(pairs[0], return_counts=True)
+        dense = np.unique(cta)
+        lo = np.array([elem[cta == c].min() for c in dense], np.int64)
+        hi = np.array([elem[cta == c].max() for c in dense], np.int64)
+        ids = view.ctas[dense].astype(np.int64)
+        out.append(
+            BufferUse(
+                name,
+                int(counts.max()),
+                _cta_step(ids, lo, hi),
+                bool(np.any(kinds[m] != int(Kind.LOAD))),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What detect hands to estimate/transform
+
+
+@dataclass(frozen=True)
+class OneElement(FindingDetails):
+    """``kind``: ``elementwise`` (every written buffer streamed, no shared memory, no atomics),
+    ``per-block`` (CTAs write per-block results: a reduction's partial sums) or ``other``;
+    ``elements_per_thread``: 1 or 2; the buffers; ``wave_ctas``: the grid of the variant."""
+
+    kind: str
+    elements_per_thread: int
+    streamed: tuple[str, ...]
+    per_block: tuple[str, ...]
+    wave_ctas: int
+    loads_per_warp: float
+
+
+# ---------------------------------------------------------------------------------------------
+# The source side
+
+
+def _index_offset(ks: KernelSource) -> int | None:
+    """The file offset of the kernel's first ``blockIdx`` (the index statement)."""
+    uses = block_index_uses(ks.code, ks.body_start, ks.body_end)
+    return uses[0][0] if uses else None
+
+
+def _grid_stride(ks: KernelSource) -> bool:
+    """Whether the body loops and reads ``gridDim`` (a grid-stride loop, however spelled)."""
+    return bool(ks.loops()) and bool(_GRIDDIM.search(ks.body))
+
+
+def _reader_name(ks: KernelSource, offset: int) -> str | None:
+    """The name of the macro or function whose text holds ``offset`` (None: neither)."""
+    node = ks.tree.node_at(offset)
+    for a in ([node] if node is not None else []) + list(
+        ks.tree.ancestors(node) if node is not None else []
+    ):
+        if a.type in ("preproc_def", "preproc_function_def"):
+            n = a.child_by_field_name("name")
+            return None if n is None else ks.tree.text_of(n)
+        if a.type == "function_definition":
+            d = a.child_by_field_name("declarator")
+            while d is not None and d.child_by_field_name("declarator") is not None:
+                d = d.child_by_field_name("declarator")
+            return None if d is None else ks.tree.text_of(d).rsplit("::", 1)[-1]
+    return None
+
+
+def _hidden_block_reads(ks: KernelSource) -> str | None:
+    """Why remapping the body's ``blockIdx`` text would miss a read of the block index: a helper
+    function or macro the kernel uses reads it, or cooperative groups / inline PTX do (None:
+    nothing hides)."""
+    code = ks.code
+    bodies = [k.body for k in ks.kernels() if k.body is not None]
+    for s, _e, _m in block_index_uses(code):
+        if any(b[0] <= s <= b[1] for b in bodies):
+            continue
+        name = _reader_name(ks, s)
+        if name is None or re.search(rf"\b{re.escape(name)}\b", ks.body):
+            return (
+                f"blockIdx is read outside the kernel, in {name or 'a helper'} "
+                f"(line {ks.line_at(s)}: a helper or macro)"
+            )
+    if _HIDDEN.search(ks.body):
+        return "the kernel reads its position through cooperative groups or inline PTX"
+    other = [u for u in block_index_uses(code, ks.body_start, ks.body_end) if u[2] != "x"]
+    if other:
+        return f"the kernel reads blockIdx.{other[0][2] or ''} (line {ks.line_at(other[0][0])})"
+    if PREFIX in code:
+        return f"the source already uses names starting with {PREFIX}"
+    return None
+
+
+def _bound(ctx: RuleContext, ks: KernelSource, per_cta: int, grid: int) -> tuple[str, bool]:
+    """The C expression of the original grid's CTA count for the loop's bound: from an integer
+    parameter ``p`` with ``ceil(p / per_cta) == grid`` (``(p + blockDim.x - 1) / blockDim.x``),
+    else the launch's grid as a constant. Returns (text, derived from a parameter)."""
+    threads = int(ctx.launch.block.x)
+    params = {p.name for p in ks.kernel.params} if ks.kernel is not None else set()
+    env = ctx.spec.env()
+    for name in sorted(params):
+        value = env.get(name)
+        if not isinstance(value, int) or value <= 0 or -(-value // per_cta) != grid:
+            continue
+        k = per_cta // threads if per_cta % threads == 0 else 0
+        if k == 1:
+            return f"({name} + blockDim.x - 1) / blockDim.x", True
+        if k > 1:
+            return f"({name} + {k} * blockDim.x - 1) / ({k} * blockDim.x)", True
+        return f"({name} + {per_cta - 1}u) / {per_cta}u", True
+    return f"{grid}u", False
+
+
+def _indented(text: str, by: str) -> str:
+    return "\n".join(by + ln if ln.strip() else "" for ln in text.split("\n"))
+
+
+def _dedent_block(lines: list[str]) -> list[str]:
+    width = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
+    return [ln[width:] if ln.strip() else "" for ln in lines]
+
+
+def _remapped(ks: KernelSource, start: int, end: int, block: str, blocks: str) -> str:
+    """The source text of ``[start, end)`` with ``blockIdx.x`` read as ``block`` and
+    ``gridDim.x`` as ``blocks`` (the original grid), comments kept."""
+    edits = [(s, e, block) for s, e, _m in block_index_uses(ks.code, start, end)]
+    edits += [(m.start(), m.end(), blocks) for m in _GRIDDIM_X.finditer(ks.code, start, end)]
+    text = ks.text
+    out = text[start:end]
+    for s, e, new in sorted(edits, reverse=True):
+        out = out[: s - start] + new + out[e - start :]
+    return out
+
+
+def elementwise_diff(ks: KernelSource, bound: str, k: int, path: str) -> str | None:
+    """The kernel's whole body run once per original CTA index in a grid-stride loop, ``k``
+    original CTAs per thread and iteration: ``blockIdx.x`` reads the loop's CTA index and
+    ``gridDim.x`` the original grid's size; the body runs in a lambda (its ``return`` ends one
+    CTA index's work)."""
+    b0, b1 = ks.body_start, ks.body_end
+    inner = _remapped(ks, b0 + 1, b1, f"{PREFIX}block", f"{PREFIX}blocks")
+    lines = inner.split("\n")
+    if lines and not lines[0].strip():
+        lines = lines[1:]
+    if lines and not lines[-1].strip():
+        lines = lines[:-1]
+    body = _dedent_block(lines)
+    decl_line = ks.text.rfind("\n", 0, b0) + 1
+    outer = re.match(r"[ \t]*", ks.text[decl_line:])
+    ind = (outer.group(0) if outer else "") + "    "
+    head = [f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid"]
+    if k == 1:
+        head += [
+            f"for (unsigned {PREFIX}block = blockIdx.x; {PREFIX}block < {PREFIX}blocks;",
+            f"     {PREFIX}block += gridDim.x) {{",
+            "    [=]() mutable {",
+            _indented("\n".join(body), "        "),
+            "    }();",
+            "}",
+        ]
+    else:
+        head += [
+            f"for (unsigned {PREFIX}first = blockIdx.x * {k}u; {PREFIX}first < {PREFIX}blocks;",
+            f"     {PREFIX}first += gridDim.x * {k}u) {{",
+            "#pragma unroll",
+            f"    for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
+            f"        const unsigned {PREFIX}block = {PREFIX}first + {PREFIX}k;",
+            f"        if ({PREFIX}block >= {PREFIX}blocks) break;",
+            "        [=]() mutable {",
+            _indented("\n".join(body), "            "),
+            "        }();",
+            "    }",
+            "}",
+        ]
+    new_body = (
+        "{\n"
+        + "\n".join(
+            ind + ln if ln and not ln.startswith("#") else ln for ln in "\n".join(head).split("\n")
+        )
+        + "\n"
+        + ind[:-4]
+        + "}"
+    )
+    rw = ks.rewrite().replace(b0, b1 + 1, new_body)
+    return rw.diff(path)
+
+
+def _shared_names(ks: KernelSource) -> dict[str, str]:
+    """The body's ``__shared__`` arrays: name -> element type."""
+    out = {}
+    for d in ks.declarations():
+        if d.has("__shared__") and not d.has("extern"):
+            for x in d.declarators:
+                if x.dims:
+                    out[x.name] = d.type
+    return out
+
+
+def reduction_diff(ks: KernelSource, bound: str, path: str) -> tuple[str | None, str]:
+    """The load phase of a per-block shared-memory reduction (the statements before the first
+    ``__syncthreads()``, ending with ``sdata[tid] = <value>;``) made a grid-stride loop that
+    adds the value of every original CTA index the thread covers, then stores the sum. (diff,
+    why not) — the tree after it is kept; its operator must be ``+``."""
+    top = ks.top_level()
+    code = ks.code
+    sync = next(
+        (
+            j
+            for j, s in enumerate(top)
+            if re.fullmatch(r"__syncthreads\s*\(\s*\)\s*;", code[s.start : s.end + 1].strip())
+        ),
+        None,
+    )
+    if sync is None or sync == 0:
+        return None, "no barrier after the load phase at the top level of the kernel"
+    shared = _shared_names(ks)
+    store = top[sync - 1]
+    st = code[store.start : store.end + 1]
+    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\[([^\[\];]*)\]\s*=(?!=)\s*(.*);\s*", st, re.S)
+    if m is None or m.group(1) not in shared:
+        return None, "the load phase does not end with a store into a shared array"
+    arr, idx, _value = m.group(1), m.group(2), m.group(3)
+    rest = code[top[sync].end + 1 : ks.body_end]
+    if _MINMAX.search(rest) or not re.search(r"\+=|\+", rest):
+        return None, "the tree after the load does not add (only + is rewritten)"
+    prologue = top[: sync - 1]
+    dependent: set[str] = set()
+    outside: list[int] = []
+    inside: list[int] = []
+    for j, s in enumerate(prologue):
+        text = code[s.start : s.end + 1]
+        if re.search(r"\breturn\b", text):
+            return None, "the load phase returns early"
+        names = {n for n, _ in ks.identifiers((s.start, s.end + 1))}
+        reads_block = bool(block_index_uses(code, s.start, s.end + 1))
+        decls = ks.declarations(within=(s.start, s.end + 1))
+        if decls and not (reads_block or names & dependent) and s.kind == "declaration":
+            outside.append(j)
+            continue
+        if decls:
+            dependent |= {x.name for d in decls for x in d.declarators}
+        inside.append(j)
+    idx_names = {n for n, _ in ks.identifiers((store.start, store.end + 1))}
+    if block_index_uses(code, store.start, store.start + len(m.group(0).split("=")[0])) or (
+        {n for n in idx_names if re.search(rf"\b{re.escape(n)}\b", idx)} & dependent
+    ):
+        return None, "the shared array's index depends on the block index"
+    acc = f"{PREFIX}sum"
+    elem = shared[arr]
+
+    def src(j: int) -> str:
+        s = prologue[j]
+        return _remapped(ks, s.start, s.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
+
+    decl_line = ks.text.rfind("\n", 0, top[0].start) + 1
+    ind = re.match(r"[ \t]*", ks.text[decl_line:])
+    pad = ind.group(0) if ind else "    "
+    lines = [src(j) for j in outside]
+    lines += [
+        f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid",
+        f"{elem} {acc} = 0;",
+        f"for (unsigned {PREFIX}block = blockIdx.x; {PREFIX}block < {PREFIX}blocks;",
+        f"     {PREFIX}block += gridDim.x) {{",
+    ]
+    lines += ["    " + ln for j in inside for ln in src(j).split("\n")]
+    value_src = _remapped(ks, store.start, store.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
+    vm = re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[[^\[\];]*\]\s*=(?!=)\s*(.*);\s*", value_src, re.S)
+    if vm is None:  # pragma: no cover - the code matched above
+        return None, "the store could not be rewritten"
+    lines += [f"    {acc} += {vm.group(1).strip()};", "}", f"{arr}[{idx.strip()}] = {acc};"]
+    rw = ks.rewrite().replace(top[0].start, store.end + 1, ("\n" + pad).join(lines))
+    return rw.diff(path), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule
+
+
+class OneElementPerThread(Rule):
+    """A grid of many waves whose threads each handle one or two elements of the arrays.
+
+    What it detects
+    ---------------
+    A 1D launch of many waves (at least ``min_waves`` x the CTAs the GPU holds at once) in which,
+    from the trace of the sampled CTAs, each thread touches one or two elements of each array it
+    streams, and consecutive CTAs cover consecutive, disjoint ranges of it
+    (``i = blockIdx.x * blockDim.x + threadIdx.x`` in any spelling: another name, a template
+    block size, a macro, two elements a block apart); no thread touches more than
+    ``max_elements`` elements of any buffer, and the kernel has no grid-stride loop (a loop
+    and a read of ``gridDim``). Reported at the kernel's first ``blockIdx``. The finding says
+    which kind of kernel it is: element-wise (``out[i] = f(in[i])``: every buffer written is
+    streamed, no shared memory, no atomics) or a per-block reduction (each CTA writes one
+    partial result, ``out[blockIdx.x]``).
+
+    Why it is slow
+    --------------
+    Each thread slot of the SM carries one or two elements per CTA lifetime: the loads of a
+    memory-bound kernel are its only work, and with one load per thread the bytes in flight per
+    SM (2048 threads x 4 bytes) are below what DRAM latency x bandwidth asks for, so the kernel
+    runs latency-bound (Little's law). Every CTA pays its launch, its index arithmetic and its
+    bounds check for a few elements; a reduction also pays a whole shared-memory tree and its
+    barriers per 256 or 512 elements and leaves one partial sum per CTA for the next pass
+    (seed 003: #7, several elements per thread, 1.42x over #6).
+
+    Example
+    -------
+    ``kernels/reduction/reduce.cu``: ``reduce1`` to ``reduce6`` (one or two elements per
+    thread, 16384 CTAs, 15.5 waves on an H100; ``reduce7`` loops); ``kernels/particles``
+    (element-wise); ``tests/cuda/elementwise/saxpy.cu``: saxpy-like kernels in several
+    spellings and the grid-stride, small-grid and stencil kernels that stay silent.
+
+    Fix
+    ---
+    A grid-stride loop launched with one wave of CTAs (SMs x resident CTAs per SM at the
+    kernel's occupancy), several elements per thread and iteration::
+
+        for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += blockDim.x * gridDim.x)
+            y[i] = a * x[i] + y[i];
+
+    For a reduction, accumulate in the loop and run the tree once per CTA:
+    ``int v = 0; for (...) v += in[i]; sdata[tid] = v;``. Vector loads (``int4``/``float4``)
+    then move 16 bytes per lane where the arrays are 16-byte aligned and ``n`` a multiple of 4.
+
+    How the estimate is made
+    ------------------------
+    The launch roofline (L1, L2, DRAM, issue, latency) of the traced launch against the same
+    traffic with each warp keeping the loads of ``k`` elements in flight (``k`` = 4, the
+    variant shown; at most 4 loads a warp, as the roofline's latency term), at the same
+    occupancy (one wave of CTAs): the latency term falls until DRAM bounds the launch. An upper
+    bound (DRAM after the change at its peak); the point value is in the inputs. The saving of
+    the per-CTA launch and, for a reduction, of the tree and barriers per element is not
+    modelled.
+
+    Fix safety
+    ----------
+    Element-wise kernels: automatic-and-verified. The rewrite keeps the kernel's body as it is
+    and runs it once per original CTA index in a grid-stride loop (``blockIdx.x`` becomes the
+    loop's CTA index, ``gridDim.x`` the original grid's size, derived from the size parameter
+    when one gives the grid; the body runs in a lambda so that its ``return`` ends one index's
+    work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
+    CTAs: every element is computed exactly as before, and the measurement stage verifies the
+    outputs and keeps the fastest verified ``k``. Not rewritten when a helper, a macro,
+    cooperative groups or inline PTX read the block index. Vector loads are not applied (the
+    rewrite keeps the kernel's own accesses). Per-block reductions: display-only. Changing the
+    grid changes how many partial sums the kernel writes and which elements each adds, so its
+    outputs cannot equal the kernel's: the diff (the load phase made a grid-stride loop that
+    adds every element the thread covers, the tree kept) is advice, and the next pass must sum
+    one partial per CTA of the new grid.
+    """
+
+    id = "GA206"
+    name = "one-element-per-thread"
+    title = "One element per thread over a grid of many waves"
+    severity = "warning"
+    models = ("source", "trace", "occupancy", "waves")
+    options = {"min_waves": 4.0, "max_elements": 2}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        g, b = ctx.launch.grid, ctx.launch.block
+        if g.y != 1 or g.z != 1 or b.y != 1 or b.z != 1:
+            return
+        w = ctx.waves
+        min_waves = float(ctx.option("min_waves"))
+        if w.ctas_per_wave <= 0 or w.total_ctas < min_waves * w.ctas_per_wave:
+            return
+        ks = ctx.kernel_source
+        if _grid_stride(ks):
+            return
+        view = ctx.trace_view
+        threads = int(b.x)
+        most = int(ctx.option("max_elements"))
+        uses = buffer_uses(view)
+        streamed = [u for u in uses if u.streamed(threads, most)]
+        if not streamed or any(u.per_thread_max > most for u in uses):
+            return
+        per_block = [u for u in uses if u.per_block and u.written]
+        trace = ctx.trace
+        recs = trace.records
+        shared = bool(np.any(recs["space"] == int(Space.SHARED)))
+        glob = recs[recs["space"] == int(Space.GLOBAL)]
+        atomics = bool(np.any(glob["kind"] >= int(Kind.ATOMIC)))
+        written = [u for u in uses if u.written]
+        if written and not shared and not atomics and all(u in streamed for u in written):
+            kind = "elementwise"
+        elif per_block:
+            kind = "per-block"
+        else:
+            kind = "other"
+        k = max(1, min(most, max(-(-u.per_cta // threads) for u in streamed)))
+        loads = view.records["kind"] == int(Kind.LOAD)
+        warps = max(len(np.unique((view.records["cta"].astype(np.int64) << 16)
+                                  | view.records["warp"])), 1)  # fmt: skip
+        sms = ctx.device.sm_count or 0
+        per_sm = w.ctas_per_wave // sms if sms else 0
+        names = ", ".join(f"`{u.name}`" for u in streamed)
+        off = _index_offset(ks)
+        line = ks.line_at(off) if off is not None else ctx.kernel_line
+        what = {
+            "elementwise": "an element-wise kernel",
+            "per-block": "a per-block reduction (each CTA writes one partial result to "
+            + ", ".join(f"`{u.name}`" for u in per_block)
+            + f": a grid of one wave leaves {w.ctas_per_wave} partials instead of "
+            f"{w.total_ctas}, so the outputs change and the fix is advice)",
+            "other": "a kernel whose outputs depend on the grid (shared memory or atomics)",
+        }[kind]
+        yield self.finding(
+            ctx,
+            f"one element per thread: {w.total_ctas} CTAs of {threads} threads "
+            f"({w.waves:.1f} waves of {w.ctas_per_wave}), each thread touching "
+            f"{'one element' if k == 1 else 'two elements'} of {names}, CTA after CTA; "
+            f"{what}. Loop over the array with a grid of one wave ({w.ctas_per_wave} CTAs"
+            + (f": {sms} SMs x {per_sm}" if sms else "")
+            + ") and several elements per thread",
+            line=line,
+            evidence=[
+                Evidence("waves", round(w.waves, 3), min_waves, ">="),
+                Evidence("elements_per_thread", k, most, "<=", "elements"),
+                Evidence("total_ctas", w.total_ctas, unit="CTAs"),
+                Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
+                Evidence("kind", kind),
+            ],
+            details=OneElement(
+                kind,
+                k,
+                tuple(u.name for u in streamed),
+                tuple(u.name for u in per_block),
+                int(w.ctas_per_wave),
+                round(float(loads.sum()) / warps, 4),
+            ),
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(OneElement)
+        rates = memory_rates(ctx.device)
+        k = PER_ITERATION[0]
+        loads = max(d.loads_per_warp, 1e-9)
+        gain = min(_LOADS_IN_FLIGHT, loads * k) / min(_LOADS_IN_FLIGHT, loads)
+        inputs: dict[str, Any] = {
+            "elements_per_iteration": k,
+            "loads_per_warp": d.loads_per_warp,
+            "in_flight_factor": round(gain, 3),
+        }
+        if rates is None:
+            return Estimate(
+                None,
+                "none",
+                f"no memory rates for {ctx.device.name}: the launch roofline cannot be computed",
+                inputs,
+            )
+        view = ctx.trace_view
+        before = view_traffic(ctx.device, view)
+        after = replace(before, bytes_in_flight_per_warp=before.bytes_in_flight_per_warp * gain)
+        est = launch_estimate(before, after, ctx.device, rates)
+        if est is None:
+            return Estimate(None, "none", "no SM count or clock for the launch roofline", inputs)
+        inputs.update(
+            point_speedup=round(est.point, 3),
+            bound_by_before=est.before.bound_by,
+            bound_by_after=est.after.bound_by,
+        )
+        return Estimate(
+            round(est.bound, 3),
+            "upper-bound",
+            est.method(
+                f"{k} elements per thread and iteration ({gain:.1f}x the bytes each warp keeps "
+                "in flight, same occupancy; per-CTA launch and tree costs not modelled)",
+                rates,
+            ),
+            inputs,
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(OneElement)
+        threads = int(ctx.launch.block.x)
+        grid = int(ctx.launch.grid.x)
+        ks = ctx.kernel_source
+        hidden = _hidden_block_reads(ks)
+        per_cta = d.elements_per_thread * threads
+        bound, derived = _bound(ctx, ks, per_cta, grid)
+        note = (
+            ""
+            if derived
+            else f" (the original grid is written as the constant {grid}: compute it from the "
+            "array's size in your code)"
+        )
+        wave = d.wave_ctas
+        if d.kind == "elementwise":
+            if hidden is not None:
+                return Variant(
+                    "display-only",
+                    f"a grid-stride loop launched with {wave} CTAs, several elements per thread "
+                    f"(not rewritten automatically: {hidden})",
+                )
+            cands = []
+            for k in PER_ITERATION:
+                diff = elementwise_diff(ks, bound, k, ctx.source_file)
+                if diff is None:
+                    continue
+                g = max(1, min(wave, -(-grid // k)))
+                cands.append(
+                    Variant(
+                        "automatic-and-verified",
+                        f"a grid-stride loop over the original {grid} CTA indices, {k} per thread "
+                        f"and iteration, launched with {g} CTAs (one wave); the body is "
+                        f"unchanged{note}",
+                        diff=diff,
+                        launch={"grid": [g, 1, 1]},
+                        label=f"k={k}",
+                    )
+                )
+            if not cands:
+                return Variant("display-only", f"a grid-stride loop launched with {wave} CTAs")
+            return replace(cands[0], alternatives=tuple(cands[1:]))
+        if d.kind == "per-block" and hidden is None:
+            diff, why = reduction_diff(ks, bound, ctx.source_file)
+            text = (
+                f"accumulate every element the thread covers in a grid-stride loop, then run the "
+                f"tree once; launch {wave} CTAs (one wave): {wave} partial sums instead of "
+                f"{grid}, so the next pass changes too{note}"
+            )
+            if diff is not None:
+                return Variant("display-only", text, diff=diff, launch={"grid": [wave, 1, 1]})
+            return Variant("display-only", f"{text} (not rewritten: {why})")
+        return Variant(
+            "display-only",
+            f"a grid-stride loop launched with {wave} CTAs, several elements per thread; the "
+            "kernel's outputs depend on the grid, so it must be rewritten for it"
+            + (f" ({hidden})" if hidden else ""),
+        )
