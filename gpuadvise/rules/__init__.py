@@ -170,3 +170,24 @@ __all__ = [
     "same_source_file",
     "split_top",
 ]
+
+# GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
+from gpuadvise.rules.transpose import (  # noqa: E402
+    TransposeTile,
+    Transposition,
+    copy_statement,
+    find_transposition,
+    index_parameters,
+    transpose_body,
+    transpose_tiles,
+)
+
+__all__ += [
+    "TransposeTile",
+    "Transposition",
+    "copy_statement",
+    "find_transposition",
+    "index_parameters",
+    "transpose_body",
+    "transpose_tiles",
+]
