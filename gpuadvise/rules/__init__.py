@@ -172,6 +172,12 @@ __all__ = [
 ]
 
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
+from gpuadvise.rules.staging import (  # noqa: E402
+    DirectReads,
+    StagedTile,
+    plan_direct_reads,
+    staged_tiles,
+)
 from gpuadvise.rules.transpose import (  # noqa: E402
     TransposeTile,
     Transposition,
@@ -183,6 +189,10 @@ from gpuadvise.rules.transpose import (  # noqa: E402
 )
 
 __all__ += [
+    "DirectReads",
+    "StagedTile",
+    "plan_direct_reads",
+    "staged_tiles",
     "TransposeTile",
     "Transposition",
     "copy_statement",
