@@ -62,7 +62,8 @@ def find_transposition(
     order); the k-th access of a thread on one side pairs with its k-th on the other.
     ``strided_step``: the strided side's step in elements between consecutive lanes (the
     coalesced matrix's row count); ``count``: the coalesced buffer's elements; ``pitches``:
-    further candidate row lengths (the launch's integer arguments)."""
+    further candidate row lengths (the launch's integer arguments). The pairs must span two
+    rows and two columns at least (a strided scatter of one row is no transposition)."""
     ca, cb = coalesced, strided
     if len(ca[0]) == 0 or len(ca[0]) != len(cb[0]):
         return "the load and the store are not made by the same threads as often"
@@ -81,6 +82,8 @@ def find_transposition(
             continue
         r, c = ec // cols, ec % cols
         ok = (r < rows) & (es == c * rows + r)
+        if len(np.unique(r[ok])) < 2 or len(np.unique(c[ok])) < 2:
+            continue  # one row or one column: a strided copy, not a matrix turned over
         share = float(ok.mean())
         if best is None or share > best.share:
             best = Transposition(rows, int(cols), len(ec), share)
