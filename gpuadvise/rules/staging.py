@@ -177,6 +177,9 @@ def plan_direct_reads(ks: KernelSource, fill_line: int, path: str) -> DirectRead
         return f"`{tile}` is used other than as `{tile}[...]` (a pointer, a row)"
     if T.macro_uses(st, tile):
         return f"`{tile}` is used in a macro"
+    all_writes = [s for s in subs if _assigned(st, s) is not None or _written(st, s)]
+    if len(all_writes) != 1:
+        return f"`{tile}` is written by {len(all_writes)} statements (the fill must be one)"
     bars = T.calls(st, body, names=("__syncthreads",))
     syncs = [c for c in T.calls(st, body) if "sync" in c.name]
     if len(bars) != 1 or len(syncs) != 1:
@@ -300,3 +303,14 @@ def _assigned(st: T.SourceTree, s: T.Subscript) -> T.Node | None:
     if left != n or op is None or st.text_of(op) != "=":
         return None
     return p
+
+
+def _written(st: T.SourceTree, s: T.Subscript) -> bool:
+    """Whether the subscript ``s`` is changed in place (``a[i] += v``, ``a[i]++``)."""
+    n = s.node
+    p = n.parent if n is not None else None
+    if p is None:
+        return False
+    if p.type == "update_expression":
+        return True
+    return p.type == "assignment_expression" and p.child_by_field_name("left") == n
