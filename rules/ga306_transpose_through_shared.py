@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.errors import UsageError
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -138,7 +139,15 @@ class TransposeThroughShared(Rule):
         loads = view.lines(ctx.same_file, [Kind.LOAD])
         stores = view.lines(ctx.same_file, [Kind.STORE])
         pitches = integer_args(ctx.spec)
-        reported: set[tuple[str, int]] = set()
+        reported: set[int] = set()
+        sides: dict[tuple[int, str, str], tuple[Any, ...]] = {}
+
+        def side(line: int, insts: np.ndarray, buffer: str, kind: str) -> tuple[Any, ...]:
+            key = (line, buffer, kind)
+            if key not in sides:
+                sides[key] = _side(view, insts, buffer)
+            return sides[key]
+
         for sf, sline, _ in stores:
             s_insts = view.insts_at(sf, sline, Kind.STORE)
             for lf, lline, _ in loads:
@@ -147,29 +156,33 @@ class TransposeThroughShared(Rule):
                     for src in view.buffers_at(l_insts):
                         if src == dst:
                             continue
-                        f = self._pair(ctx, view, (lline, l_insts, src), (sline, s_insts, dst),
-                                       min_ratio, pitches)  # fmt: skip
-                        if f is not None and (f.file or "", f.line or 0) not in reported:
-                            reported.add((f.file or "", f.line or 0))
+                        f = self._pair(
+                            ctx,
+                            view,
+                            (lline, src, side(lline, l_insts, src, "load")),
+                            (sline, dst, side(sline, s_insts, dst, "store")),
+                            min_ratio,
+                            pitches,
+                        )
+                        if f is not None and (f.line or 0) not in reported:
+                            reported.add(f.line or 0)
                             yield f
 
     def _pair(
         self,
         ctx: RuleContext,
         view: Any,
-        load: tuple[int, np.ndarray, str],
-        store: tuple[int, np.ndarray, str],
+        load: tuple[int, str, tuple[Any, ...]],
+        store: tuple[int, str, tuple[Any, ...]],
         min_ratio: float,
         pitches: list[int],
     ) -> Finding | None:
-        lline, l_insts, src = load
-        sline, s_insts, dst = store
+        lline, src, (ll, _, l_req, l_sect, l_ideal) = load
+        sline, dst, (sl, _, s_req, s_sect, s_ideal) = store
         bs, bd = view.buffers[src], view.buffers[dst]
         size = bs.elem_bytes
         if size != bd.elem_bytes or size <= 0:
             return None
-        ll, _, l_req, l_sect, l_ideal = _side(view, l_insts, src)
-        sl, _, s_req, s_sect, s_ideal = _side(view, s_insts, dst)
         l_stride, s_stride = stride_mode(ll), stride_mode(sl)
         if l_stride is None or s_stride is None:
             return None
@@ -200,7 +213,7 @@ class TransposeThroughShared(Rule):
             f"{'read' if load_coalesced else 'written'} along the rows of a {t.rows}x{t.cols} "
             f"matrix (coalesced) and `{strided_buf}` {verb} along its columns, "
             f"{step} bytes between consecutive threads: {sect / max(req, 1):.1f} sectors per "
-            f"request where {ideal / max(req, 1):.1f} would do. Stage a {32}x{32} tile in shared "
+            f"request where {ideal / max(req, 1):.1f} would do. Stage a 32x32 tile in shared "
             f"memory ([32][33]) and {'write' if load_coalesced else 'read'} `{strided_buf}` "
             "along its rows",
             line=line,
@@ -258,10 +271,9 @@ class TransposeThroughShared(Rule):
         ks = ctx.kernel_source
         text = ks.text
         params = parse_signature(text, ctx.kernel_name)
-        env = {}
         try:
             env = {k: int(v) for k, v in ctx.spec.env().items()}
-        except Exception:  # noqa: BLE001 - no launch values: the sizes become numbers
+        except UsageError:  # no launch values: the sizes become numbers
             env = {}
         ints = {p.name: env[p.name] for p in params if p.pointee is None and p.name in env}
         pointee = {p.name: p.pointee for p in params if p.pointee}

@@ -15,6 +15,7 @@ and the declaration, the loops and the barrier go.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,7 @@ def _lanes(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.nonzero(bits.astype(bool))
 
 
-def staged_tiles(trace: AccessTrace, same_file: object) -> list[StagedTile]:
+def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) -> list[StagedTile]:
     """The shared ranges each traced CTA fills once at a line that loads from global memory and
     reads back at other lines (words read that the line did not write are not counted)."""
     recs = trace.records
@@ -75,21 +76,23 @@ def staged_tiles(trace: AccessTrace, same_file: object) -> list[StagedTile]:
     tid = sh["warp"][rows].astype(np.int64) * WARP + lane
     kind = sh["kind"][rows]
     inst = sh["inst"][rows].astype(np.int64)
-    line_of_lane = np.array([hash(lines[int(i)]) for i in inst], np.int64) if len(inst) else inst
+    line_ids = {ln: k for k, ln in enumerate(dict.fromkeys(lines))}
+    inst_line_id = np.array([line_ids[ln] for ln in lines] or [0], np.int64)
+    line_of_lane = inst_line_id[inst]
     out = []
     store_lines = {lines[int(i)] for i in np.unique(inst[kind == int(Kind.STORE)])}
     for fl in sorted(store_lines & glob_load_lines, key=lambda t: t[1] or 0):
         f, ln = fl
-        if ln is None or not same_file(f):  # type: ignore[operator]
+        if ln is None or not same_file(f):
             continue
-        at = (line_of_lane == hash(fl)) & (kind == int(Kind.STORE))
+        at = (line_of_lane == line_ids[fl]) & (kind == int(Kind.STORE))
         if (width[at] != 4).any():
             continue
         wkeys = (cta[at] << 32) | word[at]
         uniq, counts = np.unique(wkeys, return_counts=True)
         if (counts != 1).any():
             continue  # a word written twice: not filled once
-        rd = (kind == int(Kind.LOAD)) & (line_of_lane != hash(fl))
+        rd = (kind == int(Kind.LOAD)) & (line_of_lane != line_ids[fl])
         nw = np.maximum(width[rd] // 4, 1)
         idx = np.repeat(np.flatnonzero(rd), nw)
         k = np.arange(len(idx)) - np.repeat(np.cumsum(nw) - nw, nw)
