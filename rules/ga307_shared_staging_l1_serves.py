@@ -58,7 +58,8 @@ class SharedStagingL1Serves(Rule):
     What it detects
     ---------------
     A source line that stores into shared memory what the same line loads from global memory,
-    each shared word once per CTA (a tile filled once), and other lines that read those words
+    each shared word once per CTA and no other line writing it (a tile filled once, not a
+    scratch array like a reduction's partial sums), and other lines that read those words
     back, each word by at least ``min_reuse`` threads of the CTA on average (a stencil's
     neighbours), on a GPU whose L1 caches global loads (compute capability 7.0 and later), where
     the global bytes the resident CTAs stage at once (distinct sectors per CTA x CTAs per SM)

@@ -57,8 +57,9 @@ def _lanes(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) -> list[StagedTile]:
-    """The shared ranges each traced CTA fills once at a line that loads from global memory and
-    reads back at other lines (words read that the line did not write are not counted)."""
+    """The shared ranges each traced CTA fills once at a line that loads from global memory, no
+    other line writes, and other lines read back (words read that the line did not write are not
+    counted)."""
     recs = trace.records
     sh = recs[recs["space"] == int(Space.SHARED)]
     if not len(sh):
@@ -92,6 +93,9 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
         uniq, counts = np.unique(wkeys, return_counts=True)
         if (counts != 1).any():
             continue  # a word written twice: not filled once
+        other = (kind != int(Kind.LOAD)) & (line_of_lane != line_ids[fl])
+        if np.isin((cta[other] << 32) | word[other], uniq).any():
+            continue  # written again elsewhere (a reduction's partial sums): not a staged copy
         rd = (kind == int(Kind.LOAD)) & (line_of_lane != line_ids[fl])
         nw = np.maximum(width[rd] // 4, 1)
         idx = np.repeat(np.flatnonzero(rd), nw)
