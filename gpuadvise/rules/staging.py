@@ -5,10 +5,11 @@ instead (from the source: the fill statement becomes a function of the tile's in
 
 The rewrite (:func:`plan_direct_reads`) applies to one spelling, the common one: a
 ``__shared__`` array ``tile`` written by a single statement ``tile[i][j] = value;`` inside the
-loops that fill it, whose indices ``i``, ``j`` are plain variables (loop variables or declared in
-the loops' bodies) and whose ``value`` depends on them and on values the fill does not change
-(the other declarations of the loops' bodies are kept); one ``__syncthreads()`` after the fill;
-every other use of ``tile`` a read ``tile[a][b]`` after it. The fill becomes
+loops that fill it, whose indices ``i``, ``j`` are plain variables (loop variables, declared in
+the loops' bodies, or variables of the kernel declared before and never changed) and whose
+``value`` depends on them and on values the fill does not change (the other declarations of the
+loops' bodies are kept); one ``__syncthreads()`` after the fill; every other use of ``tile`` a
+read ``tile[a][b]`` after it. The fill becomes
 ``auto tile_at = [&](int i, int j) -> T { ...; return value; };``, each read ``tile_at(a, b)``,
 and the declaration, the loops and the barrier go.
 """
@@ -245,10 +246,17 @@ def plan_direct_reads(ks: KernelSource, fill_line: int, path: str) -> DirectRead
     if {n for n, _ in T.identifiers(st, st.span(right))} & hidden:
         return "the fill's value depends on its loop's counter, not only on the tile's indices"
     for v in index_vars:
-        if v not in loop_vars and not any(
-            v in {x.name for x in d.declarators} for d in index_decls
+        if v in loop_vars or any(v in {x.name for x in d.declarators} for d in index_decls):
+            continue
+        # a variable of the kernel (a thread's lane): the lambda's parameter shadows it; it must
+        # be declared before the fill and keep its value
+        before = [
+            x for d in T.declarations(st, (ks.body_start, root_span[0])) for x in d.declarators
+        ]
+        if not any(x.name == v for x in before) or any(
+            asg.kind != "init" for asg in T.assignments(st, v, body)
         ):
-            return f"the fill's index `{v}` is not declared by the fill's loops"
+            return f"the fill's index `{v}` is neither the fill's loop's nor a constant variable"
     # the values the fill reads must not change between the fill and the reads
     free = set()
     for d in value_decls:

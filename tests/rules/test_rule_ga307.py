@@ -131,3 +131,28 @@ def test_fills_it_cannot_rewrite_are_display_only(tmp_path, kernel, why):
 def test_a_tile_read_by_its_own_thread_is_silent(tmp_path):
     src = copy_to(tmp_path, HERE / "staged.cu")
     assert ga307(src, "own_word", write_spec(tmp_path, src.name, "own_word", (32, 8), 64, 16)) == []
+
+
+def test_cells_window_is_rewritten_and_computes_the_same(tmp_path):
+    """kernels/cells' cells_soa_tiled (GA305's fix) stages a 20x20 window whose fill indexes
+    its columns by the thread's lane (a variable of the kernel): the mirror of GA305."""
+    cells = KERNELS / "cells"
+    src = copy_to(tmp_path, cells / "cells.cu")
+    spec = tmp_path / "cells_soa_tiled.toml"
+    spec.write_text(
+        (cells / "cells_soa_tiled.toml").read_text().replace("w = 1024", "w = 48")
+        .replace("h = 1024", "h = 40")
+    )  # fmt: skip
+    (f,) = ga307(src, "cells_soa_tiled", spec)
+    assert f.line == source_line(src, "const uchar4 self = win[")
+    folder = tmp_path / "patched"
+    folder.mkdir()
+    patched = folder / src.name
+    patched.write_text(apply_unified_diff(src.read_text(), f.variant.diff))
+    (folder / spec.name).write_text(spec.read_text())
+    assert "auto win_at = [&](int wy, int lane) -> uchar4 {" in patched.read_text()
+    want = emulate_all(src, "cells_soa_tiled", spec)["next"]
+    np.testing.assert_array_equal(
+        emulate_all(patched, "cells_soa_tiled", folder / spec.name)["next"], want
+    )
+    assert np.count_nonzero(want) > 0
