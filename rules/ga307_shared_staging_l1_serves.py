@@ -83,7 +83,8 @@ class SharedStagingL1Serves(Rule):
     -------
     ``kernels/stencil/box.cu``: ``box3_shared`` stages the block's 18x18 window and reads its 9
     neighbours from the tile; ``box3_direct`` reads them through the L1 (GA305 asks it the
-    opposite question).
+    opposite question). ``kernels/cells/cells.cu``'s ``cells_soa_tiled`` (GA305's fix) too:
+    the measurement says which of the two pays on the GPU at hand.
 
     Fix
     ---
@@ -104,13 +105,13 @@ class SharedStagingL1Serves(Rule):
     ----------
     Automatic-and-verified when the tile is only read after one barrier: one ``__shared__``
     array written by a single statement ``tile[i][j] = value;`` in the loops that fill it
-    (``i``, ``j`` plain variables of those loops), one ``__syncthreads()``, every other use a
-    read ``tile[a][b]`` after it, and nothing the value uses changed in between. The fill
-    becomes a lambda ``tile_at(i, j)`` computing ``value`` (with the loops' other declarations),
-    each read ``tile_at(a, b)``, and the declaration, the fill's loops and the barrier go. The
-    kernel must not write the buffer it stages. The measurement stage compares outputs and the
-    finding stays a recommendation only when the variant measures faster (else a note).
-    Otherwise the variant describes the change.
+    (``i``, ``j`` plain variables: the loops', or the kernel's that never change), one
+    ``__syncthreads()``, every other use a read ``tile[a][b]`` after it, and nothing the value
+    uses changed in between. The fill becomes a lambda ``tile_at(i, j)`` computing ``value``
+    (with the loops' other declarations), each read ``tile_at(a, b)``, and the declaration, the
+    fill's loops and the barrier go. The kernel must not write the buffer it stages. The
+    measurement stage compares outputs and the finding stays a recommendation only when the
+    variant measures faster (else a note). Otherwise the variant describes the change.
     """
 
     id = "GA307"
