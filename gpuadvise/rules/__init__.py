@@ -190,3 +190,34 @@ __all__ = [
     "same_source_file",
     "split_top",
 ]
+
+# GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
+from gpuadvise.rules.staging import (  # noqa: E402
+    DirectReads,
+    StagedTile,
+    plan_direct_reads,
+    staged_tiles,
+)
+from gpuadvise.rules.transpose import (  # noqa: E402
+    TransposeTile,
+    Transposition,
+    copy_statement,
+    find_transposition,
+    index_parameters,
+    transpose_body,
+    transpose_tiles,
+)
+
+__all__ += [
+    "DirectReads",
+    "StagedTile",
+    "plan_direct_reads",
+    "staged_tiles",
+    "TransposeTile",
+    "Transposition",
+    "copy_statement",
+    "find_transposition",
+    "index_parameters",
+    "transpose_body",
+    "transpose_tiles",
+]

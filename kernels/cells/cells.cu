@@ -126,7 +126,7 @@ extern "C" __global__ void cells_soa_tiled(const uchar4* __restrict__ info,
     __syncthreads();
     const int x = blockIdx.x * TILE + threadIdx.x, y = blockIdx.y * TILE + threadIdx.y;
     if (x >= w || y >= h) return;
-    const uchar4 self = win[threadIdx.y + R][threadIdx.x + R];
+    const uchar4 self = win[threadIdx.y + R][threadIdx.x + R];  // expect: GA307
     int same = 0, mates = 0;
     for (int dy = -R; dy <= R; ++dy) {
         for (int dx = -R; dx <= R; ++dx) {
