@@ -246,15 +246,18 @@ class TransposeThroughShared(Rule):
         d = finding.details_as(TransposeAccess)
         view = ctx.trace_view
         buf, insts = d.strided()
-        _, _, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
+        _, recs, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
         saved = l1_cycles(req, sect) - l1_cycles(ideal / 4.0, ideal)
+        # the launch roofline with the strided side's records moving only the bytes they use:
+        # its L2 sectors, partial-sector writes and DRAM fills brought to the coalesced side's
         return l1_roofline_estimate(
             ctx.device,
             view,
             saved,
             f"the strided side's {sect} sectors in {req} requests (sampled CTAs) brought down to "
-            f"{ideal} in {ideal / 4:.0f} (the tile's shared traffic not charged; the DRAM sectors "
-            "the stride wastes are not counted)",
+            f"{ideal} (the tile's shared traffic, conflict-free with the [32][33] padding, and "
+            "its barrier not charged)",
+            records=np.asarray(recs, np.int64),
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
