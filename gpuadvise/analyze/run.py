@@ -64,6 +64,8 @@ def run_analysis(
     t0 = time.perf_counter()
     checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+    # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
+    timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     t1 = time.perf_counter()
     checked = _measure(opts, checked, measure)
     if checked.findings and measure is not False:
