@@ -38,6 +38,7 @@ __all__ = [
     "INTERIOR_CTAS",
     "MemoryAnalysis",
     "compute_models",
+    "l2_probe_size",
     "model_results",
     "resolve_launch",
     "trace_models",
@@ -45,7 +46,19 @@ __all__ = [
 
 INTERIOR_CTAS = 64
 """CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
-sampled ones: see :func:`_with_interior`."""
+sampled ones, by default: see :func:`_with_interior` and :func:`l2_probe_size`."""
+
+
+def l2_probe_size(sample_ctas: int | str | None, l2_probe_ctas: int | None) -> int:
+    """How many CTAs the L2 model's probe of the middle of the grid traces: ``l2_probe_ctas``
+    when given (``--l2-probe-ctas``), else :data:`INTERIOR_CTAS`, at most ``sample_ctas`` when
+    that is a count (``--sample-ctas N`` bounds every model: the probe traces at most as many
+    CTAs again)."""
+    if l2_probe_ctas is not None:
+        return max(0, int(l2_probe_ctas))
+    if isinstance(sample_ctas, int):
+        return min(INTERIOR_CTAS, max(0, sample_ctas))
+    return INTERIOR_CTAS
 
 
 def trace_models(requested: Collection[str]) -> frozenset[str]:
@@ -112,11 +125,13 @@ def compute_models(
     tracer: str = "emu",
     blocks_per_sm: int = 0,
     models: Collection[str] = TRACE_MODELS,
+    l2_probe_ctas: int | None = None,
 ) -> MemoryAnalysis:
     """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
-    model when ``models`` holds ``l2``. A kernel that cannot be traced gives a MemoryAnalysis with
-    ``error`` set."""
+    model when ``models`` holds ``l2`` (with up to ``l2_probe_ctas`` more CTAs in the middle of a
+    2D grid, None: :data:`INTERIOR_CTAS`; ``analyze`` passes :func:`l2_probe_size`). A kernel
+    that cannot be traced gives a MemoryAnalysis with ``error`` set."""
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
@@ -167,7 +182,8 @@ def compute_models(
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
-            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device)
+            probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
+            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe)
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
         if l2 is None:
@@ -197,20 +213,27 @@ def _with_interior(
     kernel: KernelInfo,
     launch: ResolvedLaunch,
     device: DeviceSpec,
+    limit: int = INTERIOR_CTAS,
 ) -> tuple[AccessTrace, tuple[str, ...]]:
-    """The L2 model's trace: the sampled CTAs plus a patch of CTAs in the middle of the grid.
+    """The L2 model's trace: the sampled CTAs plus a patch of up to ``limit`` CTAs in the middle
+    of the grid.
 
     The first wave of a large 2D grid covers its top CTA rows only; when an image kernel reads
     further than its own tile, their footprints are all clamped at the border, and the L2 model
     cannot synthesize the other CTAs from them (it would fall back to the traced CTAs, row-major
-    only). Two CTA rows in the middle of the grid, up to :data:`INTERIOR_CTAS` CTAs around its
-    centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear of the border and
-    neighbours in x and y. Returns the trace unchanged when they are traced already (a grid the
-    sample covers) or cannot be traced (with a note)."""
+    only). Two CTA rows in the middle of the grid (one when ``limit`` is 1), up to ``limit``
+    CTAs around its centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear
+    of the border and neighbours in x and y. Returns the trace unchanged when they are traced
+    already (a grid the sample covers), ``limit`` is 0, or they cannot be traced (with a
+    note)."""
     from gpuadvise.trace.emulate import emulate, interior_ctas
 
     grid = tuple(int(v) for v in emu.trace.grid)
-    extra = interior_ctas((grid[0], grid[1], grid[2]), exclude=emu.ctas_run, limit=INTERIOR_CTAS)
+    if limit <= 0:
+        return emu.trace, ()
+    extra = interior_ctas(
+        (grid[0], grid[1], grid[2]), exclude=emu.ctas_run, rows=min(2, limit), limit=limit
+    )
     if not extra:
         return emu.trace, ()
     t0 = time.perf_counter()
@@ -224,8 +247,10 @@ def _with_interior(
     rows = f"row {ys[0]}" if len(ys) == 1 else f"rows {ys[0]}-{ys[-1]}"
     cols = f"column {xs[0]}" if len(xs) == 1 else f"columns {xs[0]}-{xs[-1]}"
     note = (
-        f"the L2 model also traced {len(extra)} CTAs in the middle of the grid (CTA {rows}, "
-        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s"
+        f"the L2 model also traced {len(extra)} CTA{'' if len(extra) == 1 else 's'} in the "
+        f"middle of the grid (CTA {rows}, "
+        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s "
+        "(--l2-probe-ctas sets how many)"
     )
     return _merge_traces(emu.trace, more.trace), (note,)
 

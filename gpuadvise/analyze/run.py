@@ -7,7 +7,12 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
+from gpuadvise.analyze.options import (
+    KernelOptions,
+    build,
+    parse_l2_probe_ctas,
+    parse_sample_ctas,
+)
 from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.engine import RulesRun
 
@@ -31,6 +36,7 @@ def run_analysis(
     measure: bool | None = None,
     tracer: str = "auto",
     write_variants: str | None = None,
+    l2_probe_ctas: str | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
     computed once, for the enabled rules (their ``models``), before the rules run."""
@@ -45,11 +51,15 @@ def run_analysis(
         from gpuadvise.analyze.prepare import live_options
 
         opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
+    from gpuadvise.analyze.models import l2_probe_size
+
+    probe = parse_l2_probe_ctas(l2_probe_ctas)  # a bad count fails before the compile
     spec, choice, options = build(opts)
     config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
+    sample = parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas
     result = analyze_kernel(
         spec,
         choice.device,
@@ -57,9 +67,10 @@ def run_analysis(
         nvcc=opts.nvcc,
         notes=notes,
         trace=trace,
-        sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
+        sample_ctas=sample,
         tracer=chosen,
         models=models_needed(config),
+        l2_probe_ctas=l2_probe_size(sample, probe),
     )
     t0 = time.perf_counter()
     checked = run_rules_report(result, config, lazy_models=False)

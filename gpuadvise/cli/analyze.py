@@ -40,6 +40,7 @@ def run_analyze(
     tracer: str = "auto",
     write_variants: str | None = None,
     fail_on: str | None = None,
+    l2_probe_ctas: str | None = None,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
@@ -67,6 +68,7 @@ def run_analyze(
         opts,
         trace=trace,
         sample_ctas=sample_ctas,
+        l2_probe_ctas=l2_probe_ctas,
         select=select,
         ignore=ignore,
         rules_dirs=rules_dirs,

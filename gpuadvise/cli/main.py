@@ -230,6 +230,12 @@ def _rule_options(f: Any) -> Any:
     metavar="N|all",
     help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
 )
+@click.option(
+    "--l2-probe-ctas",
+    metavar="N",
+    help="CTAs in the middle of a 2D grid the L2 model traces besides the sampled ones "
+    "(default: up to 64, at most --sample-ctas; 0: none).",
+)
 @click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
 @click.option(
     "--tracer",
@@ -280,6 +286,7 @@ def analyze(
     as_json: bool,
     write_variants: str | None,
     sample_ctas: str | None,
+    l2_probe_ctas: str | None,
     no_trace: bool,
     fmt: str,
     output: str | None,
@@ -306,6 +313,7 @@ def analyze(
         as_json,
         trace=not no_trace,
         sample_ctas=sample_ctas,
+        l2_probe_ctas=l2_probe_ctas,
         fmt=fmt,
         output=output,
         measure=measure,
