@@ -174,6 +174,8 @@ def compute_models(
         raise  # the input asks for more memory than there is: a usage error (exit 2)
     except GpuAdviseError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
+    working_trace, work_notes = _with_working_ctas(emu, module, kernel, launch, device)
+    emu = replace(emu, trace=working_trace)
     inner = sass.memory_summary(instrs)
     rec = reconcile(emu.trace, inner)
     banks = analyze_banks(emu.trace, rec.records)
@@ -199,12 +201,78 @@ def compute_models(
         banks=banks,
         coalescing=coal,
         reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
-        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + l2_notes,
+        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + work_notes + l2_notes,
         l2=l2,
         l2_unavailable=l2_unavailable,
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
     )
+
+
+WORK_BOUND_CTAS = 64
+"""Traced working CTAs whose global accesses bound the working CTAs by the buffers' sizes."""
+
+
+def _with_working_ctas(
+    emu: Emulation,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    device: DeviceSpec,
+) -> tuple[AccessTrace, tuple[str, ...]]:
+    """The trace, extrapolated over the CTAs that do memory work when some traced ones do none.
+
+    A kernel that returns early for most of a huge grid (``if (i >= n) return;`` under a
+    65535x65535 launch) has a first wave of idle CTAs: scaling its traced totals by all the
+    launch's CTAs over the traced ones reported a million times too many sectors. When some
+    traced CTAs make no memory access, :data:`~gpuadvise.model.waves.WORK_PROBE_CTAS` CTAs spread
+    over the rest of the grid are traced (an idle CTA costs next to nothing) to estimate how many
+    of the launch's CTAs work, bounded by the buffers' sizes
+    (:func:`~gpuadvise.model.waves.working_ctas`), and the trace says so (its
+    ``launch_working_ctas``). Returns the trace unchanged, with no note, when every traced CTA
+    works or the trace is complete."""
+    import numpy as np
+
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.model.waves import buffer_bound, probe_ctas, working_ctas
+    from gpuadvise.trace.access import Space
+    from gpuadvise.trace.emulate import emulate
+
+    trace = emu.trace
+    if emu.complete:
+        return trace, ()
+    working = np.unique(trace.records["cta"])
+    if len(working) >= len(emu.ctas_run):
+        return trace, ()
+    probe = probe_ctas(trace.total_ctas, emu.ctas_run)
+    try:
+        more = emulate(module, kernel, launch, device, sample_ctas=probe) if probe else None
+    except GpuAdviseError as exc:
+        return trace, (
+            f"{len(emu.ctas_run) - len(working)} of {len(emu.ctas_run)} traced CTAs do no memory "
+            f"work; the CTAs to tell how many of the launch do could not be traced "
+            f"({exc.one_line()}): totals extrapolated over all CTAs",
+        )
+    probed_working = np.unique(more.trace.records["cta"]) if more is not None else []
+    recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
+    recs = recs[np.isin(recs["cta"], working[:WORK_BOUND_CTAS])]
+    rows, lanes = np.nonzero(active_lanes(recs["mask"]))
+    bound = buffer_bound(
+        recs["cta"][rows].astype(np.int64),
+        recs["addr"][rows, lanes].astype(np.int64),
+        recs["width"][rows].astype(np.int64),
+        [(int(b), int(s)) for b, s in trace.buffers.values()],
+    )
+    w = working_ctas(
+        trace.total_ctas,
+        emu.ctas_run,
+        [int(c) for c in working],
+        probe,
+        [int(c) for c in probed_working],
+        bound,
+    )
+    out = replace(trace, launch_working_ctas=w.launch_working, traced_working_ctas=w.traced_working)
+    return out, (w.note(),)
 
 
 def _with_interior(

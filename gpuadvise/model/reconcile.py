@@ -49,9 +49,10 @@ The matching rule, per (source line, space, kind), for the shared and global spa
 Records keep their ``inst`` (a merged record its lowest-address instruction's), so the per-line
 aggregation of the models is unchanged. When nothing is rewritten (every line ``match``,
 ``no-sass`` or ``unresolved``), :attr:`Reconciliation.records` is the trace's own array, not a
-copy: a trace of millions of records is not held twice. Lines are compared by ``os.path.normpath`` of the file;
-a PTX file that matches no SASS file is matched by base name when that is unique. Summarize the
-SASS with the same location convention as the trace (innermost locations, ``call_site=False``).
+copy: a trace of millions of records is not held twice. Lines are compared by
+``os.path.normpath`` of the file; a PTX file that matches no SASS file is matched by base name
+when that is unique. Summarize the SASS with the same location convention as the trace
+(innermost locations, ``call_site=False``).
 """
 
 from __future__ import annotations

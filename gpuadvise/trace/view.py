@@ -176,7 +176,8 @@ class TraceView:
             recs = recs[np.isin(recs["cta"], ctas)]
         self.ctas = ctas
         self.records = recs
-        self.scale = self.total_ctas / max(len(ctas), 1)
+        stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
+        self.scale = (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1)
         rs = record_sectors(recs)
         self.rec_sectors = rs.sectors.astype(np.int64)
         self.rec_ideal = rs.ideal.astype(np.int64)
