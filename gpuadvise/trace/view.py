@@ -162,18 +162,22 @@ class TraceView:
         self.block = tuple(int(b) for b in trace.block)
         self.total_ctas = int(trace.total_ctas)
         self.buffers = dict(buffers)
-        recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
-        ctas = np.unique(recs["cta"])
+        # the CTAs are chosen on the record fields first: one copy, of the chosen records only
+        all_recs = trace.records
+        glob = all_recs["space"] == int(Space.GLOBAL)
+        rec_cta = all_recs["cta"]
+        ctas = np.unique(rec_cta[glob])
         if len(ctas) > max_ctas:
             pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
-            recs = recs[np.isin(recs["cta"], ctas)]
-        n_lanes = int(np.bitwise_count(recs["mask"]).sum(dtype=np.int64)) if len(recs) else 0
+            glob &= np.isin(rec_cta, ctas)
+        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
         if n_lanes > max_lanes and len(ctas) > 1:
             keep = max(1, len(ctas) * max_lanes // n_lanes)
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
-            recs = recs[np.isin(recs["cta"], ctas)]
+            glob &= np.isin(rec_cta, ctas)
+        recs = all_recs[glob]
         self.ctas = ctas
         self.records = recs
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
