@@ -78,7 +78,7 @@ KERNELS: tuple[Public, ...] = (
         "matmul_forward_kernel1",
         LLMC_PRELUDE,
         'kernel = "matmul_forward_kernel1"\ngrid = "ceil_div(BT, 16), ceil_div(OC, 16)"\n'
-        "block = \"16x16\"\n[args]\nBT = 8192\nC = 768\nOC = 3072\n"
+        'block = "16x16"\n[args]\nBT = 8192\nC = 768\nOC = 3072\n'
         '[buffers]\nout = "float[BT*OC]"\ninp = "float[BT*C]"\nweight = "float[OC*C]"\n'
         'bias = "float[OC]"\n',
     ),
@@ -110,7 +110,9 @@ KERNELS: tuple[Public, ...] = (
 def cut_function(text: str, name: str) -> str:
     """The text of the ``__global__`` function ``name`` (with a template header on the line before
     it, if any), by brace matching from its signature."""
-    m = re.search(r"(template\s*<[^>]*>\s*)?__global__\s+void\s+" + re.escape(name) + r"\s*\(", text)
+    m = re.search(
+        r"(template\s*<[^>]*>\s*)?__global__\s+void\s+" + re.escape(name) + r"\s*\(", text
+    )
     if m is None:
         raise SystemExit(f"error: no __global__ {name} found; is the mirror at the right commit?")
     i = text.index("{", m.end())
@@ -148,22 +150,54 @@ def prepare(k: Public, mirrors: Path) -> Path | None:
 class Result:
     name: str
     wall_s: float
+    cpu_s: float  # user + system: what a loaded machine does not inflate
     peak_rss_mb: float
     rc: int
     timings_s: dict
     findings: list[str]
     error: str
+    ctas_traced: int = 0
+    trace_error: str | None = None  # why the memory models are missing (the emulator's error)
 
     @property
     def ok(self) -> bool:
-        return self.rc == 0 and self.wall_s <= GOAL_WALL_S and self.peak_rss_mb <= GOAL_RSS_MB
+        return (
+            self.rc == 0
+            and self.trace_error is None  # a run without its memory models is no success
+            and self.wall_s <= GOAL_WALL_S
+            and self.peak_rss_mb <= GOAL_RSS_MB
+        )
 
 
-def run_one(cu: Path, extra: list[str], timeout_s: float) -> Result:
-    cmd = [sys.executable, "-m", "gpuadvise", "analyze", str(cu), "--spec", str(cu.with_suffix(".toml"))]
+def _limit_memory(limit_gb: float) -> None:
+    """In the child: an address-space limit, so that a run over it fails (MemoryError) rather than
+    taking a shared machine's memory."""
+    import resource
+
+    if limit_gb > 0:
+        n = int(limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+
+
+def run_one(cu: Path, extra: list[str], timeout_s: float, limit_gb: float) -> Result:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuadvise",
+        "analyze",
+        str(cu),
+        "--spec",
+        str(cu.with_suffix(".toml")),
+    ]
     cmd += ["--gpu", "H100", "--no-measure", "--json", *extra]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: _limit_memory(limit_gb),
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -172,21 +206,30 @@ def run_one(cu: Path, extra: list[str], timeout_s: float) -> Result:
     wall = time.perf_counter() - t0
     # peak RSS of the finished child (the largest of the children waited for so far: run one
     # kernel per process, or read it before the next)
-    rss_mb = _child_peak_rss_mb()
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss_mb = usage.ru_maxrss / 1024.0
+    cpu_s = usage.ru_utime + usage.ru_stime
     try:
         doc = json.loads(out)
     except json.JSONDecodeError:
         doc = {}
-    findings = [f"{f['rule']}" for f in doc.get("findings", []) if isinstance(f, dict) and "rule" in f]
+    findings = [
+        f"{f['rule']}" for f in doc.get("findings", []) if isinstance(f, dict) and "rule" in f
+    ]
     return Result(
-        cu.stem, wall, rss_mb, proc.returncode, doc.get("timings_s", {}), findings, err.strip()[-300:]
+        cu.stem,
+        wall,
+        cpu_s,
+        rss_mb,
+        proc.returncode,
+        doc.get("timings_s", {}),
+        findings,
+        err.strip()[-300:],
+        int((doc.get("emulation") or {}).get("ctas_traced") or 0),
+        (doc.get("emulation") or {}).get("error"),
     )
-
-
-def _child_peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 
 
 def main() -> int:
@@ -196,10 +239,16 @@ def main() -> int:
     ap.add_argument("--extra", action="append", default=[], help="extra analyze argument")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument(
+        "--limit-gb",
+        type=float,
+        default=6.0,
+        help="address-space limit of each analyze (0: none; default 6: a shared machine)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:  # one kernel in this process, so that RUSAGE_CHILDREN is its own peak
-        r = run_one(Path(a.child), a.extra, a.timeout)
+        r = run_one(Path(a.child), a.extra, a.timeout, a.limit_gb)
         print(json.dumps(asdict(r)))
         return 0
     results = []
@@ -212,7 +261,8 @@ def main() -> int:
             continue
         extra = [f"--extra={x}" for x in a.extra]
         p = subprocess.run(
-            [sys.executable, __file__, "--child", str(cu), "--timeout", str(a.timeout), *extra],
+            [sys.executable, __file__, "--child", str(cu), "--timeout", str(a.timeout)]
+            + ["--limit-gb", str(a.limit_gb), *extra],
             capture_output=True,
             text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -223,13 +273,19 @@ def main() -> int:
         r = Result(**json.loads(p.stdout))
         results.append(r)
         t = r.timings_s
-        phases = " ".join(
-            f"{n}={v:.1f}" for n, v in t.items() if isinstance(v, float) and v >= 0.1
-        )
-        status = "ok" if r.ok else ("FAIL rc=%d %s" % (r.rc, r.error.splitlines()[-1] if r.error else "") if r.rc else "over goal")
+        phases = " ".join(f"{n}={v:.1f}" for n, v in t.items() if isinstance(v, float) and v >= 0.1)
+        if r.ok:
+            status = "ok"
+        elif r.rc:
+            status = f"FAIL rc={r.rc} {r.error.splitlines()[-1] if r.error else ''}"
+        else:
+            status = "over goal"
         print(
-            f"{k.name:22s} wall {r.wall_s:6.1f} s  peak RSS {r.peak_rss_mb:7.0f} MB  "
-            f"{status}  [{phases}] findings: {','.join(r.findings) or '-'}",
+            f"{k.name:22s} wall {r.wall_s:6.1f} s  cpu {r.cpu_s:6.1f} s  "
+            f"peak RSS {r.peak_rss_mb:7.0f} MB  "
+            f"{status}  [{phases}] traced {r.ctas_traced} CTAs"
+            + (f" (no trace: {r.trace_error})" if r.trace_error else "")
+            + f"; findings: {','.join(r.findings) or '-'}",
             flush=True,
         )
     if a.json:
