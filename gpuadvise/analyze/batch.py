@@ -44,6 +44,7 @@ class AnalyzeSettings:
     measure: bool | None = None
     tracer: str = "auto"
     time_budget_s: float | None = None  # per case
+    l2_probe_ctas: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def analyze_case(case: Case, settings: AnalyzeSettings, parallel: bool = False) 
             tracer=tracer,
             time_budget_s=settings.time_budget_s,
             measure_lock=lock,
+            l2_probe_ctas=settings.l2_probe_ctas,
         )
     except GpuAdviseError as exc:
         return CaseResult(case, error=exc.one_line(), wall_s=time.perf_counter() - t0)

@@ -38,6 +38,7 @@ __all__ = [
     "INTERIOR_CTAS",
     "MemoryAnalysis",
     "compute_models",
+    "l2_probe_size",
     "model_results",
     "resolve_launch",
     "trace_models",
@@ -45,7 +46,19 @@ __all__ = [
 
 INTERIOR_CTAS = 64
 """CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
-sampled ones: see :func:`_with_interior`."""
+sampled ones, by default: see :func:`_with_interior` and :func:`l2_probe_size`."""
+
+
+def l2_probe_size(sample_ctas: int | str | None, l2_probe_ctas: int | None) -> int:
+    """How many CTAs the L2 model's probe of the middle of the grid traces: ``l2_probe_ctas``
+    when given (``--l2-probe-ctas``), else :data:`INTERIOR_CTAS`, at most ``sample_ctas`` when
+    that is a count (``--sample-ctas N`` bounds every model: the probe traces at most as many
+    CTAs again)."""
+    if l2_probe_ctas is not None:
+        return max(0, int(l2_probe_ctas))
+    if isinstance(sample_ctas, int):
+        return min(INTERIOR_CTAS, max(0, sample_ctas))
+    return INTERIOR_CTAS
 
 
 def trace_models(requested: Collection[str]) -> frozenset[str]:
@@ -115,11 +128,13 @@ def compute_models(
     tracer: str = "emu",
     blocks_per_sm: int = 0,
     models: Collection[str] = TRACE_MODELS,
+    l2_probe_ctas: int | None = None,
 ) -> MemoryAnalysis:
     """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
-    model when ``models`` holds ``l2``. A kernel that cannot be traced gives a MemoryAnalysis with
-    ``error`` set."""
+    model when ``models`` holds ``l2`` (with up to ``l2_probe_ctas`` more CTAs in the middle of a
+    2D grid, None: :data:`INTERIOR_CTAS`; ``analyze`` passes :func:`l2_probe_size`). A kernel
+    that cannot be traced gives a MemoryAnalysis with ``error`` set."""
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
@@ -162,6 +177,8 @@ def compute_models(
         raise  # the input asks for more memory than there is: a usage error (exit 2)
     except GpuAdviseError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
+    working_trace, work_notes = _with_working_ctas(emu, module, kernel, launch, device)
+    emu = replace(emu, trace=working_trace)
     inner = sass.memory_summary(instrs)
     rec = reconcile(emu.trace, inner)
     banks = analyze_banks(emu.trace, rec.records)
@@ -170,7 +187,8 @@ def compute_models(
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
-            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device)
+            probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
+            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe)
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
         if l2 is None:
@@ -186,7 +204,7 @@ def compute_models(
         banks=banks,
         coalescing=coal,
         reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
-        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + l2_notes,
+        notes=fallback + tuple(emu.notes) + tuple(launch.notes) + work_notes + l2_notes,
         l2=l2,
         l2_unavailable=l2_unavailable,
         trace=rec.apply(emu.trace),
@@ -195,26 +213,99 @@ def compute_models(
     )
 
 
-def _with_interior(
+WORK_BOUND_CTAS = 64
+"""Traced working CTAs whose global accesses bound the working CTAs by the buffers' sizes."""
+
+
+def _with_working_ctas(
     emu: Emulation,
     module: CompiledModule,
     kernel: KernelInfo,
     launch: ResolvedLaunch,
     device: DeviceSpec,
 ) -> tuple[AccessTrace, tuple[str, ...]]:
-    """The L2 model's trace: the sampled CTAs plus a patch of CTAs in the middle of the grid.
+    """The trace, extrapolated over the CTAs that do memory work when some traced ones do none.
+
+    A kernel that returns early for most of a huge grid (``if (i >= n) return;`` under a
+    65535x65535 launch) has a first wave of idle CTAs: scaling its traced totals by all the
+    launch's CTAs over the traced ones reported a million times too many sectors. When some
+    traced CTAs make no memory access, :data:`~gpuadvise.model.waves.WORK_PROBE_CTAS` CTAs spread
+    over the rest of the grid are traced (an idle CTA costs next to nothing) to estimate how many
+    of the launch's CTAs work, bounded by the buffers' sizes
+    (:func:`~gpuadvise.model.waves.working_ctas`), and the trace says so (its
+    ``launch_working_ctas``). Returns the trace unchanged, with no note, when every traced CTA
+    works or the trace is complete."""
+    import numpy as np
+
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.model.waves import buffer_bound, probe_ctas, working_ctas
+    from gpuadvise.trace.access import Space
+    from gpuadvise.trace.emulate import emulate
+
+    trace = emu.trace
+    if emu.complete:
+        return trace, ()
+    working = np.unique(trace.records["cta"])
+    if len(working) >= len(emu.ctas_run):
+        return trace, ()
+    probe = probe_ctas(trace.total_ctas, emu.ctas_run)
+    try:
+        more = emulate(module, kernel, launch, device, sample_ctas=probe) if probe else None
+    except GpuAdviseError as exc:
+        return trace, (
+            f"{len(emu.ctas_run) - len(working)} of {len(emu.ctas_run)} traced CTAs do no memory "
+            f"work; the CTAs to tell how many of the launch do could not be traced "
+            f"({exc.one_line()}): totals extrapolated over all CTAs",
+        )
+    probed_working = np.unique(more.trace.records["cta"]) if more is not None else []
+    recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
+    recs = recs[np.isin(recs["cta"], working[:WORK_BOUND_CTAS])]
+    rows, lanes = np.nonzero(active_lanes(recs["mask"]))
+    bound = buffer_bound(
+        recs["cta"][rows].astype(np.int64),
+        recs["addr"][rows, lanes].astype(np.int64),
+        recs["width"][rows].astype(np.int64),
+        [(int(b), int(s)) for b, s in trace.buffers.values()],
+    )
+    w = working_ctas(
+        trace.total_ctas,
+        emu.ctas_run,
+        [int(c) for c in working],
+        probe,
+        [int(c) for c in probed_working],
+        bound,
+    )
+    out = replace(trace, launch_working_ctas=w.launch_working, traced_working_ctas=w.traced_working)
+    return out, (w.note(),)
+
+
+def _with_interior(
+    emu: Emulation,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    device: DeviceSpec,
+    limit: int = INTERIOR_CTAS,
+) -> tuple[AccessTrace, tuple[str, ...]]:
+    """The L2 model's trace: the sampled CTAs plus a patch of up to ``limit`` CTAs in the middle
+    of the grid.
 
     The first wave of a large 2D grid covers its top CTA rows only; when an image kernel reads
     further than its own tile, their footprints are all clamped at the border, and the L2 model
     cannot synthesize the other CTAs from them (it would fall back to the traced CTAs, row-major
-    only). Two CTA rows in the middle of the grid, up to :data:`INTERIOR_CTAS` CTAs around its
-    centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear of the border and
-    neighbours in x and y. Returns the trace unchanged when they are traced already (a grid the
-    sample covers) or cannot be traced (with a note)."""
+    only). Two CTA rows in the middle of the grid (one when ``limit`` is 1), up to ``limit``
+    CTAs around its centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear
+    of the border and neighbours in x and y. Returns the trace unchanged when they are traced
+    already (a grid the sample covers), ``limit`` is 0, or they cannot be traced (with a
+    note)."""
     from gpuadvise.trace.emulate import emulate, interior_ctas
 
     grid = tuple(int(v) for v in emu.trace.grid)
-    extra = interior_ctas((grid[0], grid[1], grid[2]), exclude=emu.ctas_run, limit=INTERIOR_CTAS)
+    if limit <= 0:
+        return emu.trace, ()
+    extra = interior_ctas(
+        (grid[0], grid[1], grid[2]), exclude=emu.ctas_run, rows=min(2, limit), limit=limit
+    )
     if not extra:
         return emu.trace, ()
     t0 = time.perf_counter()
@@ -228,8 +319,10 @@ def _with_interior(
     rows = f"row {ys[0]}" if len(ys) == 1 else f"rows {ys[0]}-{ys[-1]}"
     cols = f"column {xs[0]}" if len(xs) == 1 else f"columns {xs[0]}-{xs[-1]}"
     note = (
-        f"the L2 model also traced {len(extra)} CTAs in the middle of the grid (CTA {rows}, "
-        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s"
+        f"the L2 model also traced {len(extra)} CTA{'' if len(extra) == 1 else 's'} in the "
+        f"middle of the grid (CTA {rows}, "
+        f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s "
+        "(--l2-probe-ctas sets how many)"
     )
     return _merge_traces(emu.trace, more.trace), (note,)
 

@@ -67,6 +67,22 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
     return spec, choice, options
 
 
+def parse_l2_probe_ctas(text: str | None) -> int | None:
+    """``--l2-probe-ctas``: how many CTAs in the middle of a 2D grid the L2 model traces besides
+    the sampled ones (0: none), or None (the default: up to 64, at most ``--sample-ctas``)."""
+    from gpuadvise.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"--l2-probe-ctas {text!r} is not a count", "give 0 or a positive number")
+    return n
+
+
 def parse_sample_ctas(text: str | None) -> int | str | None:
     """``--sample-ctas``: a positive count, ``all``, or None (the first wave)."""
     from gpuadvise.errors import UsageError

@@ -108,6 +108,7 @@ def analyze_kernel(
     sample_ctas: int | str | None = None,
     tracer: str = "emu",
     models: Collection[str] = TRACE_MODELS,
+    l2_probe_ctas: int | None = None,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -187,6 +188,7 @@ def analyze_kernel(
                 tracer,
                 result.active_blocks_per_sm,
                 wanted,
+                l2_probe_ctas=l2_probe_ctas,
             )
         timings["trace_s"] = time.perf_counter() - t3
     elif trace:

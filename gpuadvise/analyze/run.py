@@ -10,7 +10,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from gpuadvise.analyze.options import KernelOptions, build, parse_sample_ctas
+from gpuadvise.analyze.options import (
+    KernelOptions,
+    build,
+    parse_l2_probe_ctas,
+    parse_sample_ctas,
+)
 from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.engine import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
@@ -38,6 +43,7 @@ def run_analysis(
     time_budget_s: float | None = None,
     progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
+    l2_probe_ctas: str | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
     computed once, for the enabled rules (their ``models``), before the rules run.
@@ -46,7 +52,8 @@ def run_analysis(
     time, the trace, the rules or the measurement skipped) once that many seconds have passed;
     what was left out is in ``analysis.skipped``. ``progress``: told of every step
     (:mod:`gpuadvise.spec.progress`). ``measure_lock``: held while the findings are measured
-    (parallel analyses share one GPU)."""
+    (parallel analyses share one GPU). ``l2_probe_ctas``: the L2 model's probe of the grid
+    (``--l2-probe-ctas``; default: at most the sampled CTAs, at most 64)."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
@@ -62,6 +69,7 @@ def run_analysis(
             tracer,
             write_variants,
             measure_lock,
+            l2_probe_ctas,
         )
     if budget is not None and budget.skipped:
         done = AnalyzeResult(
@@ -81,6 +89,7 @@ def _run(
     tracer: str,
     write_variants: str | None,
     measure_lock: AbstractContextManager[Any] | None = None,
+    l2_probe_ctas: str | None = None,
 ) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
@@ -95,11 +104,15 @@ def _run(
         from gpuadvise.analyze.prepare import live_options
 
         opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
+    from gpuadvise.analyze.models import l2_probe_size
+
+    probe = parse_l2_probe_ctas(l2_probe_ctas)  # a bad count fails before the compile
     spec, choice, options = build(opts)
     config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
+    sample = parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas
     result = analyze_kernel(
         spec,
         choice.device,
@@ -107,10 +120,11 @@ def _run(
         nvcc=opts.nvcc,
         notes=notes,
         trace=trace,
-        sample_ctas=parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas,
+        sample_ctas=sample,
         # auto with a GPU here: the cheaper tracer for this trace (analyze.tracer_choice)
         tracer="auto" if chosen == "gpu" and tracer == "auto" else chosen,
         models=models_needed(config),
+        l2_probe_ctas=l2_probe_size(sample, probe),
     )
     t0 = time.perf_counter()
     if out_of_time():
@@ -120,6 +134,8 @@ def _run(
         with step("running the rules"):
             checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+    # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
+    timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     t1 = time.perf_counter()
     if checked.findings and measure is not False and out_of_time():
         skip("measuring the findings' variants on the GPU")

@@ -46,6 +46,7 @@ def run_analyze(
     fix: bool = False,
     diff: bool = False,
     unsafe_fixes: bool = False,
+    l2_probe_ctas: str | None = None,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
@@ -101,6 +102,7 @@ def run_analyze(
             "measure": measure,
             "tracer": tracer,
             "fail_on": fail_on,
+            "l2_probe_ctas": l2_probe_ctas,
         }
         key = result_cache.analysis_key(opts, params, _render_key(fmt))
         hit = result_cache.load(key)
@@ -124,6 +126,7 @@ def run_analyze(
             write_variants=write_variants,
             time_budget_s=time_budget_s,
             progress=progress,
+            l2_probe_ctas=l2_probe_ctas,
         )
     finally:
         if progress is not None:
@@ -282,6 +285,7 @@ def run_analyze_paths(
     fail_on: str | None = None,
     fix: bool = False,
     time_budget_s: float | None = None,
+    l2_probe_ctas: str | None = None,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
@@ -328,6 +332,7 @@ def run_analyze_paths(
     settings = AnalyzeSettings(
         trace=trace,
         sample_ctas=sample_ctas,
+        l2_probe_ctas=l2_probe_ctas,
         select=select,
         ignore=ignore,
         rules_dirs=rules_dirs,

@@ -255,6 +255,12 @@ def _analyze_paths(f: Any) -> Any:
     metavar="N|all",
     help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
 )
+@click.option(
+    "--l2-probe-ctas",
+    metavar="N",
+    help="CTAs in the middle of a 2D grid the L2 model traces besides the sampled ones "
+    "(default: up to 64, at most --sample-ctas; 0: none).",
+)
 @click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
 @click.option(
     "--tracer",
@@ -333,6 +339,7 @@ def analyze(
     diff: bool,
     unsafe_fixes: bool,
     sample_ctas: str | None,
+    l2_probe_ctas: str | None,
     no_trace: bool,
     fmt: str,
     output: str | None,
@@ -373,6 +380,7 @@ def analyze(
             fail_on=fail_on,
             fix=fix or diff or unsafe_fixes or bool(write_variants),
             time_budget_s=time_budget_s,
+            l2_probe_ctas=l2_probe_ctas,
             **rules,
         )
         if code:
@@ -383,6 +391,7 @@ def analyze(
         as_json,
         trace=not no_trace,
         sample_ctas=sample_ctas,
+        l2_probe_ctas=l2_probe_ctas,
         fmt=fmt,
         output=output,
         measure=measure,

@@ -200,8 +200,11 @@ def touched_lines(
         width = part["width"].astype(np.uint64)[:, None]
         first = addr >> shift
         last = (addr + np.maximum(width, 1) - np.uint64(1)) >> shift
-        both = np.concatenate([first, last], axis=1)
-        live = np.concatenate([act, act], axis=1)
+        if bool(((first == last) | ~act).all()):  # no lane crosses a line: half the sort
+            both, live = first, act
+        else:
+            both = np.concatenate([first, last], axis=1)
+            live = np.concatenate([act, act], axis=1)
         both[~live] = np.uint64(2**64 - 1)
         both.sort(axis=1)
         keep = np.empty(both.shape, dtype=bool)

@@ -47,9 +47,12 @@ The matching rule, per (source line, space, kind), for the shared and global spa
    (the line summary has no operands) and stays one update per lane.
 
 Records keep their ``inst`` (a merged record its lowest-address instruction's), so the per-line
-aggregation of the models is unchanged. Lines are compared by ``os.path.normpath`` of the file;
-a PTX file that matches no SASS file is matched by base name when that is unique. Summarize the
-SASS with the same location convention as the trace (innermost locations, ``call_site=False``).
+aggregation of the models is unchanged. When nothing is rewritten (every line ``match``,
+``no-sass`` or ``unresolved``), :attr:`Reconciliation.records` is the trace's own array, not a
+copy: a trace of millions of records is not held twice. Lines are compared by
+``os.path.normpath`` of the file; a PTX file that matches no SASS file is matched by base name
+when that is unique. Summarize the SASS with the same location convention as the trace
+(innermost locations, ``call_site=False``).
 """
 
 from __future__ import annotations
@@ -497,6 +500,14 @@ def reconcile(trace: AccessTrace, sass: Sequence[SassMemLine]) -> Reconciliation
 
 
 def _rewrite(records: np.ndarray, edits: _Edits) -> np.ndarray:
+    """The records with ``edits`` applied: ``records`` itself (no copy) when there are none."""
+    if not (
+        edits.drop.any()
+        or (edits.repeat != 1).any()
+        or (edits.width != records["width"]).any()
+        or (edits.mask != records["mask"]).any()
+    ):
+        return records
     keep = np.flatnonzero(~edits.drop)
     reps = edits.repeat[keep]
     src = np.repeat(keep, reps)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Waves", "waves_of"]
+import numpy as np
+
+__all__ = [
+    "WORK_PROBE_CTAS",
+    "Waves",
+    "WorkingCtas",
+    "buffer_bound",
+    "probe_ctas",
+    "waves_of",
+    "working_ctas",
+]
 
 
 @dataclass(frozen=True)
@@ -41,3 +52,108 @@ def waves_of(total_ctas: int, blocks_per_sm: int, sm_count: int | None) -> Waves
     per_wave = blocks_per_sm * sm_count
     full, rest = divmod(total_ctas, per_wave)
     return Waves(total_ctas, per_wave, total_ctas / per_wave, full, rest)
+
+
+WORK_PROBE_CTAS = 16
+"""CTAs spread over the untraced part of the grid that are traced to tell how many CTAs of the
+launch do memory work, when some traced ones do none (:func:`working_ctas`)."""
+
+
+@dataclass(frozen=True)
+class WorkingCtas:
+    """Which CTAs of a launch do memory work, estimated from a sample, and the factor from the
+    traced working CTAs to the launch's (``scale``).
+
+    ``traced``/``traced_working``: CTAs traced, and those of them with at least one memory access;
+    ``probed``/``probed_working``: CTAs traced besides, spread over the untraced part of the grid;
+    ``launch_working``: the estimate for the whole launch (the sampled share of working CTAs, at
+    most ``bound``, the CTAs the buffers of the launch can give disjoint work to, when known).
+    """
+
+    total: int
+    traced: int
+    traced_working: int
+    probed: int
+    probed_working: int
+    bound: float | None
+    launch_working: float
+
+    @property
+    def scale(self) -> float:
+        """Factor from the traced working CTAs to the launch's working CTAs."""
+        return self.launch_working / max(self.traced_working, 1)
+
+    def note(self) -> str:
+        idle = self.traced - self.traced_working
+        bound = (
+            f", at most {self.bound:.0f} by the buffers' sizes (each working CTA touches its own "
+            "bytes)"
+            if self.bound is not None
+            else ""
+        )
+        return (
+            f"{idle} of {self.traced} traced CTAs do no memory work (they return early); of "
+            f"{self.probed} more CTAs traced across the grid, {self.probed_working} do: the "
+            f"launch totals are extrapolated over an estimated {self.launch_working:.0f} working "
+            f"CTAs{bound}, not all {self.total} (x{self.scale:.4g} the traced working CTAs)"
+        )
+
+
+def probe_ctas(total: int, traced: Sequence[int], count: int = WORK_PROBE_CTAS) -> list[int]:
+    """Up to ``count`` linear CTA ids evenly spread over the grid, not among ``traced``."""
+    seen = set(int(c) for c in traced)
+    if total - len(seen) <= 0 or count <= 0:
+        return []
+    out: list[int] = []
+    for c in np.linspace(0, total - 1, count + 2)[1:-1].round().astype(np.int64).tolist():
+        c = int(c)
+        while c in seen and c < total - 1:  # the next untraced id
+            c += 1
+        if c not in seen:
+            seen.add(c)
+            out.append(c)
+    return out
+
+
+def buffer_bound(
+    cta: np.ndarray, addr: np.ndarray, nbytes: np.ndarray, buffers: Sequence[tuple[int, int]]
+) -> float | None:
+    """How many CTAs the buffers can give work to, from the global accesses of the traced
+    working CTAs (one row per active lane: CTA, byte address, bytes): for each buffer whose
+    traced CTAs touch disjoint bytes, its size over the bytes a CTA touches on average; the
+    smallest over those buffers. None when no buffer is touched so."""
+    best: float | None = None
+    for base, size in buffers:
+        inside = (addr >= base) & (addr < base + size)
+        if not inside.any():
+            continue
+        c, a, w = cta[inside], addr[inside], nbytes[inside]
+        pairs = np.unique(np.stack([c, a, w]), axis=1)
+        by_addr = np.unique(pairs[1:], axis=1)
+        if by_addr.shape[1] != pairs.shape[1]:  # two CTAs touch one address: not disjoint
+            continue
+        per_cta = float(by_addr[1].sum()) / len(np.unique(c))
+        if per_cta > 0:
+            bound = size / per_cta
+            best = bound if best is None else min(best, bound)
+    return best
+
+
+def working_ctas(
+    total: int,
+    traced: Sequence[int],
+    traced_working: Sequence[int],
+    probed: Sequence[int],
+    probed_working: Sequence[int],
+    bound: float | None = None,
+) -> WorkingCtas:
+    """The :class:`WorkingCtas` of a launch of ``total`` CTAs: the traced ones (and which of
+    them do memory work) stand for themselves; the CTAs of the rest of the grid work in the
+    share the probe found (none found: none), at most ``bound`` in all."""
+    n_tr, n_wk = len(set(traced)), len(set(traced_working))
+    n_pr, n_pw = len(set(probed)), len(set(probed_working))
+    rest = max(total - n_tr - n_pr, 0)
+    est = float(n_wk + n_pw) + (rest * n_pw / n_pr if n_pr else 0.0)
+    if bound is not None:
+        est = min(est, max(bound, float(n_wk + n_pw)))
+    return WorkingCtas(total, n_tr, n_wk, n_pr, n_pw, bound, est)

@@ -40,6 +40,7 @@ import logging
 import os
 import re
 import sys
+import time
 import traceback
 import types
 import typing
@@ -1241,11 +1242,13 @@ def load_registry(
 @dataclass(frozen=True)
 class RulesRun:
     """The result of :func:`evaluate_rules`: ranked findings (error rows included), the rules
-    run, and notes (rules skipped because a model they need is unavailable)."""
+    run, and notes (rules skipped because a model they need is unavailable). ``timings_s``:
+    seconds per rule id (detect, estimate and transform of its findings)."""
 
     findings: tuple[Finding, ...]
     rules_run: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    timings_s: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1310,7 +1313,9 @@ def evaluate_rules(
     rules = registry.selected(config)
     findings: list[Finding] = []
     notes: list[str] = []
+    timings: dict[str, float] = {}
     for rule in rules:
+        t0 = time.perf_counter()
         ctx = context.for_rule(
             registry.options_for(rule, config), registry.severity_for(rule, config)
         )
@@ -1330,4 +1335,7 @@ def evaluate_rules(
         except Exception as exc:
             log.debug("rule %s failed", rule.id, exc_info=True)
             findings.append(_error_row(rule, ctx, stage, exc))
-    return RulesRun(tuple(rank_findings(findings)), tuple(r.id for r in rules), tuple(notes))
+        timings[rule.id] = time.perf_counter() - t0
+    return RulesRun(
+        tuple(rank_findings(findings)), tuple(r.id for r in rules), tuple(notes), timings
+    )

@@ -49,6 +49,9 @@ class AccessTrace:
     ``ctas``: the linear ids of the traced CTAs; ``total_ctas``: the launch's. ``complete`` is True
     when every CTA was traced: whole-launch totals are then exact, else extrapolated by
     ``total_ctas / len(ctas)``. ``buffers`` maps buffer names to (base address, size in bytes).
+    ``launch_working_ctas``: when some traced CTAs do no memory work, the estimated CTAs of the
+    launch that do (:func:`gpuadvise.model.waves.working_ctas`), and ``traced_working_ctas``
+    those traced: totals are then extrapolated by their ratio instead.
     """
 
     records: np.ndarray  # dtype RECORD
@@ -59,6 +62,8 @@ class AccessTrace:
     block: tuple[int, int, int]
     source: str  # "emulator" | "gpu"
     buffers: dict[str, tuple[int, int]] = field(default_factory=dict)
+    launch_working_ctas: float | None = None
+    traced_working_ctas: int = 0
 
     @property
     def complete(self) -> bool:
@@ -66,7 +71,10 @@ class AccessTrace:
 
     @property
     def scale(self) -> float:
-        """Factor from the traced CTAs to the whole launch."""
+        """Factor from the traced CTAs to the whole launch (from the traced CTAs that do memory
+        work to the launch's, when ``launch_working_ctas`` is set)."""
+        if self.launch_working_ctas is not None:
+            return self.launch_working_ctas / max(self.traced_working_ctas, 1)
         return self.total_ctas / max(len(self.ctas), 1)
 
     def select(self, space: Space | None = None, kind: Kind | None = None) -> np.ndarray:
@@ -102,6 +110,8 @@ class AccessTrace:
             "block": list(self.block),
             "source": self.source,
             "buffers": {k: list(v) for k, v in self.buffers.items()},
+            "launch_working_ctas": self.launch_working_ctas,
+            "traced_working_ctas": self.traced_working_ctas,
         }
         np.savez_compressed(path, records=self.records, meta=np.array(json.dumps(meta)))
 
@@ -124,4 +134,6 @@ class AccessTrace:
             block=tuple(meta["block"]),
             source=meta["source"],
             buffers={k: (v[0], v[1]) for k, v in meta["buffers"].items()},
+            launch_working_ctas=meta.get("launch_working_ctas"),
+            traced_working_ctas=int(meta.get("traced_working_ctas", 0)),
         )

@@ -48,6 +48,9 @@ __all__ = [
 
 SECTOR = 32
 MAX_SAMPLED_CTAS = 64
+MAX_VIEW_LANES = 1 << 23
+"""Active lanes a :class:`TraceView` holds at most (about 60 bytes each, so ~500 MB): CTAs that
+loop over long rows (llm.c's layernorm, 1.2 million lanes per CTA) are sampled more thinly."""
 MAX_VISITS = 256
 MIN_COVERAGE = 0.9
 
@@ -142,13 +145,15 @@ class Lanes:
 
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
-    lane by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
+    fewer when they have more than ``max_lanes`` active lanes together (at least one CTA), lane
+    by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
         self,
         trace: AccessTrace,
         buffers: Mapping[str, BufferInfo],
         max_ctas: int = MAX_SAMPLED_CTAS,
+        max_lanes: int = MAX_VIEW_LANES,
     ) -> None:
         from gpuadvise.model.banks import active_lanes
         from gpuadvise.model.coalescing import record_sectors
@@ -157,15 +162,26 @@ class TraceView:
         self.block = tuple(int(b) for b in trace.block)
         self.total_ctas = int(trace.total_ctas)
         self.buffers = dict(buffers)
-        recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
-        ctas = np.unique(recs["cta"])
+        # the CTAs are chosen on the record fields first: one copy, of the chosen records only
+        all_recs = trace.records
+        glob = all_recs["space"] == int(Space.GLOBAL)
+        rec_cta = all_recs["cta"]
+        ctas = np.unique(rec_cta[glob])
         if len(ctas) > max_ctas:
             pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
-            recs = recs[np.isin(recs["cta"], ctas)]
+            glob &= np.isin(rec_cta, ctas)
+        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        if n_lanes > max_lanes and len(ctas) > 1:
+            keep = max(1, len(ctas) * max_lanes // n_lanes)
+            pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
+            ctas = ctas[np.unique(pick)]
+            glob &= np.isin(rec_cta, ctas)
+        recs = all_recs[glob]
         self.ctas = ctas
         self.records = recs
-        self.scale = self.total_ctas / max(len(ctas), 1)
+        stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
+        self.scale = (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1)
         rs = record_sectors(recs)
         self.rec_sectors = rs.sectors.astype(np.int64)
         self.rec_ideal = rs.ideal.astype(np.int64)
@@ -372,30 +388,86 @@ class Reuse:
 
 def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
     """The :class:`Reuse` of a line's lanes; ``sectors_of_records``: the sectors of each of their
-    records (the coalescing model's)."""
+    records (the coalescing model's).
+
+    One sort of the lanes by (CTA, offset, thread) gives the distinct pairs, addresses and
+    sectors; the distinct addresses of each request come from its (at most 32) lanes sorted in
+    place, as lanes of one record are contiguous in a view (else a sort by (record, offset))."""
     if not len(lanes):
         return Reuse(0, 0, 0, 0, 0.0, 0, 0)
-    addr = (lanes.cta << 44) | lanes.off
-    pairs = len(np.unique((lanes.cta << 54) | (lanes.tid << 44) | lanes.off))
-    addresses = len(np.unique(addr))
-    order = np.lexsort((lanes.off, lanes.rec))
-    r, o = lanes.rec[order], lanes.off[order]
-    distinct = int(np.count_nonzero(np.r_[True, (r[1:] != r[:-1]) | (o[1:] != o[:-1])]))
-    recs = np.unique(lanes.rec)
-    sect = np.unique((lanes.cta << 44) | (lanes.off // SECTOR))
-    last = (lanes.off + lanes.width - 1) // SECTOR
-    cross = last != lanes.off // SECTOR
+    cta = lanes.cta.astype(np.int64)
+    off = lanes.off.astype(np.int64)
+    tid = lanes.tid.astype(np.int64)
+    if (
+        int(off.min(initial=0)) >= 0
+        and int(off.max(initial=0)) < (1 << 44)
+        and int(tid.max(initial=0)) < (1 << 10)
+    ):
+        key = np.sort((cta << 54) | (off << 10) | tid)
+        pairs = _distinct_sorted(key)
+        addr_key = key >> 10
+        addresses = _distinct_sorted(addr_key)
+        first_sect = (addr_key >> 44 << 44) | ((addr_key & ((1 << 44) - 1)) // SECTOR)
+        sectors = _distinct_sorted(first_sect)  # monotonic in the sorted key: no second sort
+        del key, addr_key
+    else:  # offsets or threads too large for one key: three sorts
+        pairs = len(np.unique((cta << 54) | (tid << 44) | off))
+        addresses = len(np.unique((cta << 44) | off))
+        first_sect = np.unique((cta << 44) | (off // SECTOR))
+        sectors = len(first_sect)
+    last = (off + lanes.width - 1) // SECTOR
+    cross = last != off // SECTOR
     if cross.any():
-        sect = np.unique(np.concatenate([sect, (lanes.cta[cross] << 44) | last[cross]]))
+        sect = np.unique(
+            np.concatenate([(cta << 44) | (off // SECTOR), (cta[cross] << 44) | last[cross]])
+        )
+        sectors = len(sect)
+    rec = lanes.rec
+    if len(rec) < 2 or bool((rec[1:] >= rec[:-1]).all()):
+        starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
+        requests = len(starts)
+        distinct = _distinct_per_segment(off, starts)
+    else:
+        order = np.lexsort((off, rec))
+        r, o = rec[order], off[order]
+        distinct = int(np.count_nonzero(np.r_[True, (r[1:] != r[:-1]) | (o[1:] != o[:-1])]))
+        requests = len(np.unique(rec))
     return Reuse(
         pairs=pairs,
         addresses=addresses,
-        requests=len(recs),
+        requests=requests,
         lanes=len(lanes),
         spread=distinct / len(lanes),
         requested_sectors=int(sectors_of_records.sum()),
-        unique_sectors=len(sect),
+        unique_sectors=sectors,
     )
+
+
+def _distinct_sorted(a: np.ndarray) -> int:
+    """Distinct values of a sorted array."""
+    return int(np.count_nonzero(a[1:] != a[:-1])) + 1 if len(a) else 0
+
+
+def _distinct_per_segment(values: np.ndarray, starts: np.ndarray) -> int:
+    """Distinct values within each segment ``values[starts[i]:starts[i + 1]]``, summed. Segments
+    of up to :data:`WARP` values (the lanes of one record) are sorted as rows of a matrix."""
+    n = len(values)
+    lengths = np.diff(np.r_[starts, n])
+    width = int(lengths.max(initial=0))
+    if width > WARP:  # not the lanes of single records: sort by (segment, value)
+        seg = np.repeat(np.arange(len(starts)), lengths)
+        order = np.lexsort((values, seg))
+        s, v = seg[order], values[order]
+        return int(np.count_nonzero(np.r_[True, (s[1:] != s[:-1]) | (v[1:] != v[:-1])]))
+    col = np.arange(n) - np.repeat(starts, lengths)
+    row = np.repeat(np.arange(len(starts)), lengths)
+    big = np.iinfo(np.int64).max
+    mat = np.full((len(starts), width), big, dtype=np.int64)
+    mat[row, col] = values
+    mat.sort(axis=1)
+    new = mat[:, 1:] != mat[:, :-1]
+    new &= mat[:, 1:] != big
+    return len(starts) + int(np.count_nonzero(new))
 
 
 def field_loads(lanes: Lanes, elem_bytes: int) -> dict[int, tuple[int, int, int]]:

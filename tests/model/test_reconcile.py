@@ -139,6 +139,7 @@ def test_counts_already_matching_are_left_alone() -> None:
     rec = reconcile(trace, [sass(32, 1, "LDS"), sass(128, 1, "LDS.128")])
     assert only_note(rec).action == "match" and not rec.changed
     assert np.array_equal(rec.records, trace.records)
+    assert rec.records is trace.records  # nothing rewritten: the trace is not copied (issue 17)
 
 
 def test_chain_cut_at_alignment_into_mixed_widths() -> None:

@@ -66,16 +66,50 @@ def sort_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.lexsort((b, a))
 
 
+EXTRACT_CHUNK_RECORDS = 1 << 16
+"""Records whose touched sectors are taken, and their repeats dropped, at a time: the sectors of
+all records at once (a warp reading 32 rows touches 32 sectors a record) took gigabytes."""
+
+
+def _touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(CTA, sector, flag) of every sector the records touch (flag: 1 load, 2 store, 5 atomic),
+    each triple once per chunk of :data:`EXTRACT_CHUNK_RECORDS` records (the repeats of a loop
+    within a CTA dropped as the records stream by)."""
+    ctas, secs, flags = [], [], []
+    for start in range(0, len(records), EXTRACT_CHUNK_RECORDS):
+        part = records[start : start + EXTRACT_CHUNK_RECORDS]
+        rec, sec_u = touched_lines(part, SECTOR_BYTES)
+        if len(rec) == 0:
+            continue
+        kind = part["kind"][rec]
+        flag = np.where(kind == int(Kind.LOAD), 1, np.where(kind == int(Kind.STORE), 2, 1 | 4))
+        cta = part["cta"][rec].astype(np.int64)
+        sec = sec_u.astype(np.int64)
+        c0, s0 = int(cta.min()), int(sec.min())
+        span = int(sec.max()) - s0 + 1
+        if (int(cta.max()) - c0 + 1) * span * 8 < 2**62:
+            key = np.unique(((cta - c0) * span + (sec - s0)) * 8 + flag)
+            pair = key >> 3
+            ctas.append(pair // span + c0)
+            secs.append(pair % span + s0)
+            flags.append(key & 7)
+        else:
+            trip = np.unique(np.stack([cta, sec, flag.astype(np.int64)]), axis=1)
+            ctas.append(trip[0])
+            secs.append(trip[1])
+            flags.append(trip[2])
+    if not ctas:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy(), z.copy()
+    return np.concatenate(ctas), np.concatenate(secs), np.concatenate(flags)
+
+
 def extract(records: np.ndarray, fetch_bytes: int) -> Touches:
     """Distinct (CTA, granule) pairs of ``records``, sorted by CTA then granule."""
-    rec, sec_u = touched_lines(records, SECTOR_BYTES)
-    if len(rec) == 0:
+    cta, sec, flag = _touches(records)
+    if len(cta) == 0:
         z = np.zeros(0, dtype=np.int64)
         return Touches(z, z.copy(), np.zeros((4, 0), dtype=np.int64))
-    kind = records["kind"][rec]
-    flag = np.where(kind == int(Kind.LOAD), 1, np.where(kind == int(Kind.STORE), 2, 1 | 4))
-    cta = records["cta"][rec].astype(np.int64)
-    sec = sec_u.astype(np.int64)
     s0 = int(sec.min())
     span = int(sec.max()) - s0 + 1
     c0 = int(cta.min())

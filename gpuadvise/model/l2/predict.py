@@ -93,7 +93,9 @@ def l2_models(
         raise UsageError(f"the trace's grid {trace.grid} does not hold {trace.total_ctas} CTAs")
     C = blocks_per_sm * (device.sm_count or 1)
     recs = trace.records if records is None else records
-    recs = recs[recs["space"] == int(Space.GLOBAL)]
+    glob = recs["space"] == int(Space.GLOBAL)
+    if not glob.all():  # a trace of global accesses only is not copied
+        recs = recs[glob]
     model, mode, traced_mask = build_footprint(trace, recs, fetch_bytes, boundary, gx, gy_f)
     load_req, store_req, dirty, foot = footprint_totals(model)
     scale = 1.0

@@ -119,11 +119,13 @@ def _window_fit(
     P: int,
     density: np.ndarray | None,
 ) -> np.ndarray:
-    """Distinct bytes touched by the positions [p - k, p), for p = 0 .. P-1."""
+    """Distinct bytes touched by the positions [p - k, p), for p = 0 .. P-1 (shifted slices,
+    no gathers: the grid of window lengths calls this a few hundred times on large grids)."""
     n = int(np.searchsorted(-glen_desc, -k, side="left"))  # gaps longer than k
-    p = np.arange(P, dtype=np.int64)
-    idx = p - k - 1
-    B = np.where(idx >= 0, L_incl[np.clip(idx, 0, None)], 0.0)
+    s = min(k + 1, P)  # positions p < k + 1 have no L_incl[p - k - 1]
+    B = np.empty(P, dtype=np.float64)
+    B[:s] = 0.0
+    B[s:] = L_incl[: P - s]
     if n:
         diff = np.bincount(gs[:n] + k + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
         diff -= np.bincount(ge[:n] + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
@@ -131,11 +133,31 @@ def _window_fit(
     else:
         D = A_lt - B
     if density is not None:
-        lo = np.clip(p - k, 0, None)
-        n_tr = density[p] - density[lo]
-        span = (p - lo).astype(np.float64)
+        m = min(k, P)  # positions p < k start their window at 0
+        lo_d = np.empty(P, dtype=np.float64)
+        lo_d[:m] = density[0]
+        lo_d[m:] = density[: P - m]
+        n_tr = density[:P] - lo_d
+        span = np.minimum(np.arange(P, dtype=np.float64), float(k))
         D = np.where(n_tr > 0, D * span / np.maximum(n_tr, 1), D)
     return np.asarray(D, dtype=np.float64)
+
+
+def _merge_gaps(
+    gs: np.ndarray, ge: np.ndarray, gw: np.ndarray, P: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reuse gaps with equal (start, end) launch positions merged, their bytes summed: every
+    window length's distinct bytes (:func:`_window_fit`, called for each length of the grid)
+    then sums one weight per distinct gap, not one per unit that has it (an image kernel's
+    units mostly share their gaps: the same CTAs touch them in the same order)."""
+    if len(gs) < 2:
+        return gs, ge, gw
+    key = gs * np.int64(P + 1) + ge
+    uniq, inv = np.unique(key, return_inverse=True)
+    if len(uniq) == len(key):
+        return gs, ge, gw
+    w = np.bincount(inv.reshape(-1), weights=gw, minlength=len(uniq))
+    return uniq // np.int64(P + 1), uniq % np.int64(P + 1), w
 
 
 def _trivial_window(cta_bytes: np.ndarray, perm: np.ndarray, cap: float) -> int:
@@ -234,6 +256,7 @@ def replay_order(
     gs = np.concatenate(g_s) if g_s else np.zeros(0, dtype=np.int64)
     ge = np.concatenate(g_e) if g_e else np.zeros(0, dtype=np.int64)
     gw = np.concatenate(g_w) if g_w else np.zeros(0)
+    gs, ge, gw = _merge_gaps(gs, ge, gw, P)
     glen = ge - gs
     o = np.argsort(-glen, kind="stable")
     gs, ge, gw, glen = gs[o], ge[o], gw[o], glen[o]

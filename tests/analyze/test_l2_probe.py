@@ -1,0 +1,73 @@
+"""The L2 model's probe of the middle of a 2D grid is bounded: ``--l2-probe-ctas N`` sets how many
+CTAs it traces besides the sample (0: none), and without it ``--sample-ctas N`` bounds it (at most
+N, at most 64); a bad count is a one-line usage error. The traced probe on ``kernels/tile_gather``
+(8 sampled CTAs on the frame's top edge) needs nvcc (the toolkit wheels), no GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from rulekit import KERNELS, needs_toolkit
+
+from gpuadvise.analyze.models import INTERIOR_CTAS, l2_probe_size
+from gpuadvise.analyze.options import parse_l2_probe_ctas
+from gpuadvise.errors import UsageError
+
+GATHER = KERNELS / "tile_gather" / "gather.cu"
+
+
+def test_probe_size():
+    assert l2_probe_size(None, None) == INTERIOR_CTAS  # first wave: as before
+    assert l2_probe_size("all", None) == INTERIOR_CTAS  # (a complete trace needs none)
+    assert l2_probe_size(1, None) == 1  # --sample-ctas bounds it
+    assert l2_probe_size(8, None) == 8
+    assert l2_probe_size(1000, None) == INTERIOR_CTAS
+    assert l2_probe_size(1, 16) == 16  # said explicitly: as said
+    assert l2_probe_size(None, 0) == 0
+
+
+def test_parse_probe_count():
+    assert parse_l2_probe_ctas(None) is None
+    assert parse_l2_probe_ctas("0") == 0 and parse_l2_probe_ctas("12") == 12
+    for bad in ("-1", "x", "1.5"):
+        with pytest.raises(UsageError, match="--l2-probe-ctas"):
+            parse_l2_probe_ctas(bad)
+
+
+def test_bad_probe_count_is_a_usage_error():
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", str(GATHER), "--l2-probe-ctas", "many"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --l2-probe-ctas 'many'"), r.stderr
+
+
+def _gather(probe: int | None) -> tuple[str, ...]:
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+
+    args = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
+    spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
+    a = analyze_kernel(
+        spec, choice.device, options, sample_ctas=2, models=("l2",), l2_probe_ctas=probe
+    )
+    assert a.memory is not None and a.memory.error is None
+    return a.memory.notes
+
+
+@needs_toolkit
+def test_probe_traces_as_many_ctas_as_asked():
+    notes = _gather(4)  # two rows of two
+    (probe,) = [n for n in notes if "middle of the grid" in n]
+    assert probe.startswith("the L2 model also traced 4 CTAs") and "--l2-probe-ctas" in probe
+    (probe,) = [n for n in _gather(1) if "middle of the grid" in n]
+    assert probe.startswith("the L2 model also traced 1 CTA in")
+    assert not [n for n in _gather(0) if "middle of the grid" in n]

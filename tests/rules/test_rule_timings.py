@@ -1,0 +1,33 @@
+"""The rules phase timed rule by rule (issue 17): ``RulesRun.timings_s`` has one entry per rule
+run, and ``analyze``'s ``timings_s`` carries them as ``rule_<ID>_s`` beside ``rules_s``. Needs
+nvcc (the toolkit wheels), no GPU."""
+
+from __future__ import annotations
+
+import rulekit
+from rulekit import KERNELS, needs_toolkit
+
+from gpuadvise.analyze.evaluate import run_rules_report
+from gpuadvise.rules.config import Config
+
+pytestmark = needs_toolkit
+
+REDUCE = KERNELS / "reduction" / "reduce.cu"
+
+
+def test_every_rule_run_is_timed():
+    a = rulekit.analyze(REDUCE, "reduce2", 4, ("n=65536",))
+    run = run_rules_report(a, Config(trace_ctas=4, select=("GA1", "GA2", "GA305")))
+    assert set(run.timings_s) == set(run.rules_run) and "GA305" in run.timings_s
+    assert all(t >= 0.0 for t in run.timings_s.values())
+
+
+def test_analyze_reports_them_in_timings_s():
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.run import run_analysis
+
+    opts = KernelOptions(source=str(REDUCE), kernel="reduce2", args=("n=65536",), gpu="H100")
+    done = run_analysis(opts, sample_ctas="4", select=("GA102", "GA305"), measure=False)
+    t = done.analysis.timings_s
+    assert {"rule_GA102_s", "rule_GA305_s"} <= set(t)
+    assert sum(t[f"rule_{r}_s"] for r in done.rules.rules_run) <= t["rules_s"] + 1e-6
