@@ -53,29 +53,10 @@ CASES = _cases()
 STYLES_BRANCH = {"GA104": "div", "GA206": "div", "GA203": "red", "GA204": "red", "GA205": "red",
                  "GA301": "misc", "GA306": "xform", "GA307": "xform"}  # fmt: skip
 STYLES_PENDING: dict[str, tuple[str, ...]] = {
-    "styles/reductions/reductions.cu:il_template": ("GA104",),
-    "styles/reductions/reductions.cu:il_helper": ("GA104",),
-    "styles/reductions/reductions.cu:idle_template": ("GA204", "GA205", "GA206"),
-    "styles/reductions/reductions.cu:idle_helper": ("GA204", "GA205", "GA206"),
     "styles/reductions/reductions.cu:idle_macro": ("GA204", "GA205", "GA206"),
     "styles/reductions/reductions.cu:tail_template": ("GA203", "GA205"),
-    "styles/reductions/reductions.cu:tail_macro": ("GA203", "GA205"),
-    "styles/reductions/reductions.cu:tail_helper": ("GA205",),
-    "styles/transpose/transpose.cu:tr_naive_2d": ("GA306",),
-    "styles/transpose/transpose.cu:tr_naive_tile": ("GA306",),
-    "styles/transpose/transpose.cu:tr_naive_1d": ("GA306",),
-    "styles/divergence/divergence.cu:causal_rows": ("GA104", "GA301"),
-    "styles/divergence/divergence.cu:even_odd": ("GA104",),
-    "styles/divergence/divergence.cu:data_branch": ("GA104",),
-    "styles/rows/rows.cu:row_sum_ptr": ("GA301",),
-    "styles/rows/rows.cu:row_sum_template": ("GA301",),
-    "styles/rows/rows.cu:row_max_macro": ("GA301",),
-    "styles/elementwise/elementwise.cu:saxpy": ("GA206",),
     "styles/elementwise/elementwise.cu:scale_cg": ("GA206",),
     "styles/elementwise/elementwise.cu:add_two": ("GA206",),
-    "styles/staging/staging.cu:box3_tile": ("GA307",),
-    "styles/staging/staging.cu:smooth_tile": ("GA307",),
-    "styles/staging/staging.cu:window_sum": ("GA307",),
 }
 
 
