@@ -151,9 +151,17 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path, help="write the markdown table here")
     ap.add_argument("--only", help="only kernels whose name contains this")
+    ap.add_argument("--shard", help="K/N: that slice of the kernels (sorted), for several runs")
+    ap.add_argument("--no-ncu", action="store_true", help="skip the analyze-vs-ncu timing")
     a = ap.parse_args()
     rows = []
-    for cu, kernel in cases():
+    todo = cases()
+    if a.shard:
+        sys.path.insert(0, str(ROOT))
+        from gpuadvise.analyze.cases import parse_shard, take_shard
+
+        todo = take_shard(todo, parse_shard(a.shard), key=lambda c: f"{c[0]}:{c[1]}")
+    for cu, kernel in todo:
         if a.only and a.only not in kernel:
             continue
         t0 = time.perf_counter()
@@ -219,8 +227,14 @@ def main() -> int:
     # analyze with the measurement of every variant vs ncu --set full, on the same kernel
     speed = []
     for rel, kernel in (
-        ("reduction/reduce.cu", "reduce2"),
-        ("tile_gather/gather.cu", "gather_rowmajor"),
+        ()
+        if a.no_ncu
+        else (
+            ("transpose/transpose.cu", "transpose_naive"),
+            ("transpose/transpose.cu", "transpose_tiled"),
+            ("reduction/reduce.cu", "reduce2"),
+            ("tile_gather/gather.cu", "gather_rowmajor"),
+        )
     ):
         cu = str(ROOT / "kernels" / rel)
         t0 = time.perf_counter()

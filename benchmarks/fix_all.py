@@ -32,8 +32,14 @@ def main() -> int:
     ap.add_argument("--no-measure", action="store_true", help="no GPU: emulator-verified fixes")
     ap.add_argument("--unsafe-fixes", action="store_true")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--shard", help="K/N: only that slice of the cases (as analyze --shard)")
+    ap.add_argument("--exclude", action="append", default=[], help="skip case ids holding this")
     a = ap.parse_args()
+    from gpuadvise.analyze.cases import parse_shard, take_shard
+
     cases = discover_cases([a.folder], KernelOptions(source=None))
+    cases = [c for c in cases if not any(x in c.id for x in a.exclude)]
+    cases = take_shard(cases, parse_shard(a.shard), key=lambda c: c.id)
     rows = []
     for c in cases:
         o = c.options
