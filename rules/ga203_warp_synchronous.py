@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
+    Phase,
     ReductionTree,
     Rule,
     RuleContext,
@@ -62,6 +63,17 @@ class TailRace(FindingDetails):
 
     distances: tuple[int, ...]
     threads: int
+
+
+def call_site(ctx: RuleContext, phase: Phase) -> tuple[int | None, int | None]:
+    """Where a finding on ``phase`` goes in the kernel's file: the line of its first store, or
+    the kernel body's call of the helper function the store lies in (then also the helper's
+    line, else None)."""
+    line = next((ln for f, ln in phase.lines if ln and ctx.same_file(f)), None)
+    site = next((ln for f, ln in phase.call_sites if ln and ctx.same_file(f)), None)
+    if site is None or site == line:
+        return line, None
+    return site, line
 
 
 def _entry_ptx(ptx: str, mangled: str) -> str:
@@ -301,14 +313,15 @@ class WarpSynchronous(Rule):
             return
         for tree in _trace_tails(ctx):
             tail = tree.warp_synchronous_tail
-            line = next((ln for f, ln in tail[0].lines if ln and ctx.same_file(f)), None)
+            line, helper = call_site(ctx, tail[0])
             threads = max(p.active_threads for p in tail)
             offs = ", ".join(str(p.distance) for p in tail)
             lockstep = "lanes of a warp race on Volta and later"
+            where = f" (in the helper function at line {helper}, called here)" if helper else ""
             yield self.finding(
                 ctx,
-                f"implicit warp-synchronous reduction seen in the trace: {len(tail)} steps "
-                f"(offsets {offs}) by up to {threads} threads with no barrier and no "
+                f"implicit warp-synchronous reduction seen in the trace{where}: {len(tail)} "
+                f"steps (offsets {offs}) by up to {threads} threads with no barrier and no "
                 f"__syncwarp() between them: {lockstep}; use __shfl_down_sync (GA205)",
                 line=line,
                 evidence=[
@@ -317,6 +330,7 @@ class WarpSynchronous(Rule):
                     Evidence("tail_threads", threads, unit="threads"),
                     Evidence("arch", ctx.device.arch),
                     Evidence("source", "trace"),
+                    *([Evidence("helper_line", helper)] if helper else []),
                 ],
                 details=TailRace(tuple(p.distance for p in tail), threads),
             )

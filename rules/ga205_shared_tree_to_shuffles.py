@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
+    Phase,
     ReductionTree,
     Rule,
     RuleContext,
@@ -41,6 +42,17 @@ class _Plan:
     diff: str | None
     why: str
     form: str  # "loop" | "tail" | ""
+
+
+def call_site(ctx: RuleContext, phase: Phase) -> tuple[int | None, int | None]:
+    """Where a finding on ``phase`` goes in the kernel's file: the line of its first store, or
+    the kernel body's call of the helper function the store lies in (then also the helper's
+    line, else None)."""
+    line = next((ln for f, ln in phase.lines if ln and ctx.same_file(f)), None)
+    site = next((ln for f, ln in phase.call_sites if ln and ctx.same_file(f)), None)
+    if site is None or site == line:
+        return line, None
+    return site, line
 
 
 def _trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
@@ -252,14 +264,12 @@ class SharedTreeToShuffles(Rule):
             small = [p for p in tree.phases if p.distance <= 32]
             if any(p.active_threads > 32 and not p.barrier_before for p in small):
                 continue  # GA203's race: not this rule's pattern
-            line = next(
-                (ln for f, ln in small[0].lines if ln and ctx.same_file(f)),
-                None,
-            )
+            line, helper = call_site(ctx, small[0])
             barriers = sum(1 for p in small if p.barrier_before)
+            where = f" (in the helper function at line {helper}, called here)" if helper else ""
             yield self.finding(
                 ctx,
-                f"the tree's last {len(small)} steps (distances "
+                f"the tree's last {len(small)} steps{where} (distances "
                 f"{', '.join(str(p.distance) for p in small)}) run in shared memory with "
                 f"{barriers} barrier(s), by at most {max(p.active_threads for p in small)} "
                 "threads: finish the last 64 values in registers with __shfl_down_sync "
@@ -270,6 +280,7 @@ class SharedTreeToShuffles(Rule):
                     Evidence("barriers_in_those_steps", barriers, unit="barriers"),
                     Evidence("threads_per_block", tree.threads, 64, ">=", "threads"),
                     Evidence("source", "trace"),
+                    *([Evidence("helper_line", helper)] if helper else []),
                 ],
                 details=ShuffleTail(tuple(p.distance for p in small), barriers, line),
             )

@@ -38,6 +38,10 @@ PREFIX = "ga206_"
 _GRIDDIM_X = re.compile(r"\bgridDim\s*\.\s*x\b")
 _GRIDDIM = re.compile(r"\bgridDim\b")
 _HIDDEN = re.compile(r"\b(?:cooperative_groups|this_thread_block|this_grid|asm)\b")
+_CG_INDEX = re.compile(
+    r"\.\s*(?:group_index|block_index|block_rank)\s*\(|\bthis_grid\s*\(\s*\)\s*\.\s*thread_rank\s*\("
+)
+_GRID_GROUP = re.compile(r"\b([A-Za-z_]\w*)\s*(?:=\s*|\(\s*)(?:[\w:]+::)?this_grid\s*\(")
 _MINMAX = re.compile(r"\b(?:f?max|f?min|__[a-z]*max\w*|__[a-z]*min\w*)\s*\(")
 _LOADS_IN_FLIGHT = 4  # as the launch roofline's latency term (rules.estimates.LOADS_IN_FLIGHT)
 
@@ -49,8 +53,9 @@ _LOADS_IN_FLIGHT = 4  # as the launch roofline's latency term (rules.estimates.L
 @dataclass(frozen=True)
 class BufferUse(FindingDetails):
     """How the sampled CTAs touch one buffer: the most elements one thread touches; the elements
-    per CTA when consecutive CTAs cover consecutive disjoint ranges (``per_cta``; 0: they do
-    not); whether it is written."""
+    per CTA when consecutive CTAs cover consecutive disjoint ranges, or disjoint element sets
+    that each access instruction lays out CTA after CTA (``per_cta``; 0: neither); whether it
+    is written."""
 
     name: str
     per_thread_max: int
@@ -84,6 +89,27 @@ def _cta_step(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
     return step
 
 
+def _disjoint_step(ids: np.ndarray, cta: np.ndarray, elem: np.ndarray, inst: np.ndarray) -> int:
+    """Elements per CTA when the CTAs' element sets are disjoint and each access instruction
+    covers consecutive ranges CTA after CTA (``_cta_step`` per instruction): two halves of an
+    array (``k`` and ``k + n/2``), two ranges a whole grid apart... (0: they do not)."""
+    pairs = np.unique(np.stack([elem, cta]), axis=1)
+    if len(np.unique(pairs[0])) != pairs.shape[1]:
+        return 0  # an element touched by two CTAs: a stencil, an overlapping window
+    dense = np.unique(cta)
+    for i in np.unique(inst):
+        m = inst == i
+        cs = np.unique(cta[m])
+        if len(cs) != len(dense):
+            return 0  # an instruction some CTAs skip: not one stream per instruction
+        lo = np.array([elem[m & (cta == c)].min() for c in cs], np.int64)
+        hi = np.array([elem[m & (cta == c)].max() for c in cs], np.int64)
+        if _cta_step(ids, lo, hi) == 0:
+            return 0
+    _, per = np.unique(pairs[1], return_counts=True)
+    return int(per.max())
+
+
 def buffer_uses(view: TraceView) -> list[BufferUse]:
     """Each buffer the sampled CTAs touch, as :class:`BufferUse`."""
     lanes, lb = view.lanes, view.lane_buffer
@@ -103,13 +129,11 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         lo = np.array([elem[cta == c].min() for c in dense], np.int64)
         hi = np.array([elem[cta == c].max() for c in dense], np.int64)
         ids = view.ctas[dense].astype(np.int64)
+        step = _cta_step(ids, lo, hi)
+        if step == 0 and len(dense) >= 2:
+            step = _disjoint_step(ids, np.searchsorted(dense, cta), elem, lanes.inst[m])
         out.append(
-            BufferUse(
-                name,
-                int(counts.max()),
-                _cta_step(ids, lo, hi),
-                bool(np.any(kinds[m] != int(Kind.LOAD))),
-            )
+            BufferUse(name, int(counts.max()), step, bool(np.any(kinds[m] != int(Kind.LOAD))))
         )
     return out
 
@@ -136,10 +160,35 @@ class OneElement(FindingDetails):
 # The source side
 
 
+def _position_reads(code: str, start: int, end: int) -> list[int]:
+    """Where ``code`` reads the block's position between offsets ``start`` and ``end``:
+    ``blockIdx``, cooperative groups' ``group_index()``/``block_index()``/``block_rank()``, a
+    grid group's ``thread_rank()`` (``this_grid().thread_rank()``, ``g.thread_rank()`` of a
+    ``g = this_grid()``)."""
+    out = [s for s, _e, _m in block_index_uses(code, start, end)]
+    out += [m.start() for m in _CG_INDEX.finditer(code, start, end)]
+    for g in {m.group(1) for m in _GRID_GROUP.finditer(code)}:
+        rank = re.compile(rf"\b{re.escape(g)}\s*\.\s*thread_rank\s*\(")
+        out += [m.start() for m in rank.finditer(code, start, end)]
+    return sorted(out)
+
+
 def _index_offset(ks: KernelSource) -> int | None:
-    """The file offset of the kernel's first ``blockIdx`` (the index statement)."""
-    uses = block_index_uses(ks.code, ks.body_start, ks.body_end)
-    return uses[0][0] if uses else None
+    """The file offset of the kernel's first read of its block's position (the index
+    statement): ``blockIdx``, cooperative groups' spellings, or a macro or helper function of
+    the file that reads it (``#define GID (blockIdx.x * blockDim.x + threadIdx.x)``)."""
+    code = ks.code
+    b0, b1 = ks.body_start, ks.body_end
+    offs = _position_reads(code, b0, b1)
+    bodies = [k.body for k in ks.kernels() if k.body is not None]
+    readers = {
+        _reader_name(ks, s)
+        for s in _position_reads(code, 0, len(code))
+        if not any(b[0] <= s <= b[1] for b in bodies)
+    }
+    for name in sorted(n for n in readers if n):
+        offs += [m.start() for m in re.compile(rf"\b{re.escape(name)}\b").finditer(code, b0, b1)]
+    return min(offs) if offs else None
 
 
 def _grid_stride(ks: KernelSource) -> bool:
@@ -383,9 +432,14 @@ class OneElementPerThread(Rule):
     from the trace of the sampled CTAs, each thread touches one or two elements of each array it
     streams, and consecutive CTAs cover consecutive, disjoint ranges of it
     (``i = blockIdx.x * blockDim.x + threadIdx.x`` in any spelling: another name, a template
-    block size, a macro, two elements a block apart); no thread touches more than
+    block size, a macro, cooperative groups, two elements a block apart), or the CTAs' element
+    sets are disjoint and each access instruction covers consecutive ranges CTA after CTA (two
+    elements per thread in the two halves of the array, ``k`` and ``k + n/2``; a stencil's or
+    an overlapping window's CTAs share elements and stay silent); no thread touches more than
     ``max_elements`` elements of any buffer, and the kernel has no grid-stride loop (a loop
-    and a read of ``gridDim``). Reported at the kernel's first ``blockIdx``. The finding says
+    and a read of ``gridDim``). Reported at the kernel's first read of its block's position:
+    ``blockIdx``, cooperative groups' ``group_index()``/``block_rank()`` or a grid group's
+    ``thread_rank()``, or a macro or helper function that reads them. The finding says
     which kind of kernel it is: element-wise (``out[i] = f(in[i])``: every buffer written is
     streamed, no shared memory, no atomics) or a per-block reduction (each CTA writes one
     partial result, ``out[blockIdx.x]``).

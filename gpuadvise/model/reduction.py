@@ -47,6 +47,8 @@ class Phase:
     ``epoch``: barriers passed before it; ``barrier_before``: a barrier separates it from the
     previous phase (for the first, from the fill). ``warps``: warps with an active thread;
     ``min_warps``: ``ceil(active_threads / 32)``. ``lines``: (file, line) of the stores.
+    ``call_sites``: (file, line) of the kernel body's lines the stores come from: the call of
+    the helper function they are inlined from where they lie in one, else their line.
     """
 
     epoch: int
@@ -59,6 +61,7 @@ class Phase:
     pattern: str  # "sequential" | "interleaved" | "other"
     barrier_before: bool
     lines: tuple[tuple[str | None, int | None], ...]
+    call_sites: tuple[tuple[str | None, int | None], ...] = ()
 
     @property
     def scattered(self) -> bool:
@@ -80,7 +83,8 @@ class ReductionTree:
     fill_threads: int  # threads that stored into the tree's words before its first phase
     fill_elements_per_thread: float | None  # global bytes loaded per fill thread / element
     idle_first_phase: int  # fill threads with no combine in the first phase
-    fill_lines: tuple[tuple[str | None, int | None], ...] = ()  # (file, line) of the fill stores
+    # (file, line) of the fill's stores that the tree reads (the last into each word)
+    fill_lines: tuple[tuple[str | None, int | None], ...] = ()
 
     @property
     def pattern(self) -> str:
@@ -147,11 +151,13 @@ def trees_from_events(
     threads: int,
     lines: dict[int, tuple[str | None, int | None]],
     global_load_bytes: dict[int, int] | None = None,
+    call_sites: dict[int, tuple[str | None, int | None]] | None = None,
 ) -> tuple[ReductionTree, ...]:
     """The trees of one CTA from its shared-memory lane events, in execution order (each
     thread's in program order): thread id, Kind (LOAD/STORE), byte offset, bytes, barrier
     epoch, instruction. ``global_load_bytes``: per epoch, the bytes the CTA loaded from global
-    memory in it (for the fill's elements per thread)."""
+    memory in it (for the fill's elements per thread). ``call_sites``: per instruction, the
+    kernel body's line it comes from (``lines`` where absent)."""
     combines: list[_Combine] = []
     fills: list[tuple[int, int, int, int, int, int]] = []  # thread, epoch, byte, width, order, inst
     order = np.lexsort((np.arange(len(thread)), thread))
@@ -197,10 +203,11 @@ def trees_from_events(
                 continue
         trees.append([cs])
     out = []
+    sites = {**lines, **(call_sites or {})}
     for tr in trees:
         if len(tr) < 2:
             continue
-        out.append(_tree(tr, fills, cta, threads, lines, global_load_bytes or {}))
+        out.append(_tree(tr, fills, cta, threads, lines, global_load_bytes or {}, sites))
     return tuple(out)
 
 
@@ -211,6 +218,7 @@ def _tree(
     threads: int,
     lines: dict[int, tuple[str | None, int | None]],
     global_load_bytes: dict[int, int],
+    sites: dict[int, tuple[str | None, int | None]],
 ) -> ReductionTree:
     base = min(c.word for cs in steps for c in cs)
     width = 0
@@ -247,6 +255,7 @@ def _tree(
                 pattern=pattern,
                 barrier_before=barrier,
                 lines=tuple(dict.fromkeys(lines.get(i, (None, None)) for i in insts)),
+                call_sites=tuple(dict.fromkeys(sites.get(i, (None, None)) for i in insts)),
             )
         )
     first = steps[0]
@@ -263,6 +272,13 @@ def _tree(
     if not width:
         width = 4
     active0 = {c.thread for c in first}
+    # the stores the tree reads: the last of the fill into each word (`s[t] = 0;` then
+    # `if (i < n) s[t] = in[i];` fills with the second)
+    last: dict[int, tuple[int, int, int, int, int, int]] = {}
+    for f in in_tree:
+        if f[1] == fill_epoch and (f[2] not in last or f[4] > last[f[2]][4]):
+            last[f[2]] = f
+    read = list(last.values())
     per_thread = None
     if fill_threads and fill_epoch is not None:
         loaded = sum(v for e, v in global_load_bytes.items() if e <= fill_epoch)
@@ -278,11 +294,7 @@ def _tree(
         fill_elements_per_thread=per_thread,
         idle_first_phase=len(fill_threads - active0),
         fill_lines=tuple(
-            dict.fromkeys(
-                lines.get(f[5], (None, None))
-                for f in sorted(in_tree, key=lambda f: f[4])
-                if f[1] == fill_epoch
-            )
+            dict.fromkeys(lines.get(f[5], (None, None)) for f in sorted(read, key=lambda f: f[4]))
         ),
     )
 
@@ -323,6 +335,7 @@ def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[Reducti
         for e, b in zip(glob["epoch"].tolist(), lanes.tolist(), strict=True):
             gbytes[int(e)] += int(b)
     lines = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
+    calls = {i.inst: trace.call_site_of(i.inst) for i in trace.instructions}
     return trees_from_events(
         thread,
         sel["kind"].astype(np.int64),
@@ -334,4 +347,5 @@ def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[Reducti
         threads=threads,
         lines=lines,
         global_load_bytes=dict(gbytes),
+        call_sites=calls,
     )

@@ -40,6 +40,8 @@ class InstrInfo:
     width: int  # bytes per lane
     site_file: str | None = None
     site_line: int | None = None
+    call_file: str | None = None
+    call_line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,14 @@ class AccessTrace:
             return info.site_file, info.site_line
         return info.file, info.line
 
+    def call_site_of(self, inst: int) -> tuple[str | None, int | None]:
+        """The line of the kernel's body an instruction comes from: the call site of the helper
+        function it is inlined from (``call_line``), else :meth:`line_of`."""
+        info = self.instructions[inst]
+        if info.call_line is not None:
+            return info.call_file, info.call_line
+        return self.line_of(inst)
+
     def save(self, path: Any) -> None:
         """An .npz file that :meth:`load` reads back."""
         import json
@@ -101,7 +111,11 @@ class AccessTrace:
         meta = {
             "instructions": [
                 [i.inst, i.file, i.line, i.opcode, int(i.space), int(i.kind), i.width]
-                + ([i.site_file, i.site_line] if i.site_line is not None else [])
+                + (
+                    [i.site_file, i.site_line, i.call_file, i.call_line]
+                    if i.site_line is not None or i.call_line is not None
+                    else []
+                )
                 for i in self.instructions
             ],
             "ctas": list(self.ctas),

@@ -12,6 +12,11 @@ The user's line is the innermost location of the inlining chain in the file the 
 (``__ldg``, ``atomicAdd``), from an included header of the user's (a ``Comparator`` in
 ``common.h``) or from a library header is reported at the kernel's call site. When the kernel's own
 file is not known (no chain), the innermost call site outside the toolkit's headers is taken.
+
+``call_file``/``call_line`` is the chain's outermost location, the line of the kernel's body whose
+call the instruction is inlined through, when it differs from the reported line: the code of a
+helper function in the kernel's own file keeps its own line, and a rule that wants the user's call
+site in the kernel (a reduction tail in ``warp_reduce(sdata, tid)``) reads it there.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ def instr_info(
     path = files.get(loc.file) if loc is not None else None
     line = loc.line if loc is not None else None
     site_file, site_line = _site(path, ins, files)
+    call_file, call_line = _call(path, line, site_file, site_line, ins, files)
     return InstrInfo(
         inst=inst,
         file=path,
@@ -62,7 +68,33 @@ def instr_info(
         width=width,
         site_file=site_file,
         site_line=site_line,
+        call_file=call_file,
+        call_line=call_line,
     )
+
+
+def _call(
+    path: str | None,
+    line: int | None,
+    site_file: str | None,
+    site_line: int | None,
+    ins: Instr,
+    files: Mapping[int, str],
+) -> tuple[str | None, int | None]:
+    """(file, line) of the kernel body's call that ``ins`` is inlined through (the outermost
+    location of its chain, in the kernel's file) when it differs from the reported line, else
+    (None, None)."""
+    if not ins.call_sites:
+        return None, None
+    outer = ins.call_sites[-1]
+    kernel_file = files.get(outer.file)
+    if kernel_file is None or is_toolkit_header(kernel_file):
+        return None, None
+    reported = (site_file, site_line) if site_line is not None else (path, line)
+    if reported[0] is not None and reported[1] == outer.line:
+        if os.path.normpath(reported[0]) == os.path.normpath(kernel_file):
+            return None, None
+    return kernel_file, outer.line
 
 
 def _site(path: str | None, ins: Instr, files: Mapping[int, str]) -> tuple[str | None, int | None]:

@@ -83,6 +83,40 @@ def test_a_scan_and_single_steps_are_not_trees():
     assert trees_from_events(t, k, a, np.full(len(t), 4), ep, i, cta=0, threads=64, lines={}) == ()
 
 
+def test_fill_lines_are_the_stores_the_tree_reads():
+    """``s[t] = 0;`` (inst 3, line 9) then ``s[t] = in[i];`` (inst 0, line 10): the tree reads
+    the second store of each word, so the fill is line 10 alone."""
+    t, k, a, e, i = _events(64, interleaved=False)
+    zero = (
+        np.arange(64),
+        np.full(64, int(Kind.STORE)),
+        4 * np.arange(64),
+        np.zeros(64),
+        np.full(64, 3),
+    )
+    cols = [
+        np.concatenate([z.astype(np.int64), c]) for z, c in zip(zero, (t, k, a, e, i), strict=True)
+    ]
+    lines = {0: ("k.cu", 10), 1: ("k.cu", 12), 2: ("k.cu", 12), 3: ("k.cu", 9)}
+    (tree,) = trees_from_events(
+        *cols[:3], np.full(len(cols[0]), 4), *cols[3:], cta=0, threads=64, lines=lines
+    )
+    assert tree.fill_threads == 64 and tree.fill_lines == (("k.cu", 10),)
+
+
+def test_call_sites_name_the_kernel_line_a_helper_is_called_from():
+    t, k, a, e, i = _events(64, interleaved=False, tail_from=64)
+    lines = {0: ("k.cu", 10), 1: ("k.cu", 3), 2: ("k.cu", 3)}
+    (tree,) = trees_from_events(
+        t, k, a, np.full(len(t), 4), e, i, cta=0, threads=64, lines=lines,
+        call_sites={1: ("k.cu", 20), 2: ("k.cu", 20)},
+    )  # fmt: skip
+    assert all(p.lines == (("k.cu", 3),) for p in tree.phases)
+    assert all(p.call_sites == (("k.cu", 20),) for p in tree.phases)
+    (plain,) = _trees(64, interleaved=False)  # no call sites: each store's own line
+    assert all(p.call_sites == p.lines for p in plain.phases)
+
+
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
 @pytest.mark.parametrize(

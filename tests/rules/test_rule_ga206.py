@@ -154,3 +154,43 @@ def test_macro_index_is_found_but_not_rewritten() -> None:
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.diff is None
     assert "helper or macro" in v.description
+
+
+def _rule_module() -> Any:
+    import sys
+
+    from gpuadvise.rules.engine import load_registry
+
+    return sys.modules[type(load_registry().get("GA206")).__module__]
+
+
+def test_disjoint_element_sets_laid_out_per_instruction() -> None:
+    """Per access instruction, CTA after CTA: the two halves of an array (``k`` and
+    ``k + n/2``) are 512 elements per CTA of 256 threads; a 3-point stencil's CTAs share
+    elements and a CTA whose ranges do not advance with its index gives nothing."""
+    step = _rule_module()._disjoint_step
+    ctas, tid = np.repeat(np.arange(4), 256), np.tile(np.arange(256), 4)
+    k = 256 * ctas + tid
+    ids = np.arange(4)
+
+    def run(*elems: np.ndarray) -> int:
+        n = len(elems)
+        return step(ids, np.tile(ctas, n), np.concatenate(elems), np.repeat(np.arange(n), len(k)))
+
+    assert run(k, k + (1 << 20)) == 512
+    assert run(k, k + 4 * 256) == 512  # a whole grid of 4 CTAs apart
+    assert run(k - 1, k, k + 1) == 0  # neighbours overlap
+    assert run(k, tid + (1 << 20)) == 0  # every CTA the same second range
+    assert run(k, (1 << 20) - k) == 0  # the second range walks down
+
+
+def test_index_reads_in_cooperative_groups_and_macros() -> None:
+    reads = _rule_module()._position_reads
+    code = (
+        "auto tb = cg::this_thread_block(); auto g = cg::this_grid();\n"
+        "int a = tb.group_index().x * 256 + tb.thread_rank();\n"
+        "int b = g.thread_rank(); int c = tb.thread_rank();\n"
+    )
+    lines = sorted({code.count("\n", 0, at) + 1 for at in reads(code, 0, len(code))})
+    assert lines == [2, 3]  # group_index() and the grid's thread_rank(), not the block's
+    assert [code[at : at + 3] for at in reads(code, 0, len(code))] == [".gr", "g.t"]

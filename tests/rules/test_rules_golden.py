@@ -9,9 +9,7 @@ Also: the display-only diffs of GA202 and GA203 apply, compile, and compute the 
 original kernels (on the emulator).
 
 ``kernels/styles/`` (the style-varied suite of issue 15 item 8) is held to every marker, rules not
-yet registered included: a case whose markers need a rule or a detection that lands with another
-branch is an expected failure (``STYLES_PENDING``, strict), so the lead deletes its rows as those
-branches merge.
+yet registered included.
 """
 
 from __future__ import annotations
@@ -47,28 +45,6 @@ def _cases() -> list[tuple[str, str]]:
 
 CASES = _cases()
 
-# kernels/styles cases that fail on this branch, the markers they wait for, and the branch that
-# brings each (GA104, GA206: div; GA204/GA205 on other spellings, GA203 through helpers and
-# macros: red; GA301 thread-per-row: misc; GA306, GA307: xform). Delete rows as they merge.
-STYLES_BRANCH = {"GA104": "div", "GA206": "div", "GA203": "red", "GA204": "red", "GA205": "red",
-                 "GA301": "misc", "GA306": "xform", "GA307": "xform"}  # fmt: skip
-STYLES_PENDING: dict[str, tuple[str, ...]] = {
-    "styles/reductions/reductions.cu:idle_macro": ("GA204", "GA205", "GA206"),
-    "styles/reductions/reductions.cu:tail_template": ("GA203", "GA205"),
-    "styles/elementwise/elementwise.cu:scale_cg": ("GA206",),
-    "styles/elementwise/elementwise.cu:add_two": ("GA206",),
-}
-
-
-def _case_param(rel: str, kernel: str) -> Any:
-    cid = f"{rel}:{kernel}"
-    pending = STYLES_PENDING.get(cid)
-    if pending is None:
-        return pytest.param((rel, kernel), id=cid)
-    branches = sorted({STYLES_BRANCH[r] for r in pending})
-    reason = f"{', '.join(pending)} on this spelling land(s) with branch {', '.join(branches)}"
-    return pytest.param((rel, kernel), id=cid, marks=pytest.mark.xfail(strict=True, reason=reason))
-
 
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     """The KernelAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
@@ -102,7 +78,7 @@ def test_every_rule_has_a_case_that_fires():
         assert (KERNELS / folder / "case.toml").is_file()
 
 
-@pytest.mark.parametrize("case", [_case_param(c, k) for c, k in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c[0]}:{c[1]}") for c in CASES])
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel

@@ -28,10 +28,11 @@ __global__ void add_tpl(const float* __restrict__ x, float* __restrict__ y, floa
 }
 template __global__ void add_tpl<256>(const float*, float*, float, int);
 
-// the index from a macro: found from the trace, not rewritten (the macro reads blockIdx)
-extern "C" __global__ void axpy_macro(const float* __restrict__ x,  // expect: GA206
+// the index from a macro: found from the trace, reported where the kernel reads the macro, not
+// rewritten (the macro reads blockIdx)
+extern "C" __global__ void axpy_macro(const float* __restrict__ x,
                                       float* __restrict__ y, float a, int n) {
-    if (GID < (unsigned)n) y[GID] += a * x[GID];
+    if (GID < (unsigned)n) y[GID] += a * x[GID];  // expect: GA206
 }
 
 // two elements per thread, a block apart (two_per_thread.toml: half the CTAs)
