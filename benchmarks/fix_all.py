@@ -40,11 +40,24 @@ def main() -> int:
     cases = discover_cases([a.folder], KernelOptions(source=None))
     cases = [c for c in cases if not any(x in c.id for x in a.exclude)]
     cases = take_shard(cases, parse_shard(a.shard), key=lambda c: c.id)
-    rows = []
+    head = "| case | kernel | steps (+ kept, - rejected) | kept | combined (95% CI) | wall s |"
+    print(head + "\n|" + "---|" * 6, flush=True)
+    out = Path(a.out) if a.out else None
+    if out is not None:
+        out.write_text(head + "\n|" + "---|" * 6 + "\n")
+
+    def emit(row: tuple[str, ...]) -> None:
+        # each row as soon as it is known: a run cut short keeps what it measured
+        line = "| " + " | ".join(row) + " |"
+        print(line, flush=True)
+        if out is not None:
+            with out.open("a") as fh:
+                fh.write(line + "\n")
+
     for c in cases:
         o = c.options
         if c.error or not o.source:
-            rows.append((c.id, "-", "error: " + (c.error or "no source"), "-", "-", "-"))
+            emit((c.id, "-", "error: " + (c.error or "no source"), "-", "-", "-"))
             continue
         with tempfile.TemporaryDirectory(prefix="gpuadvise-fixall-") as tmp:
             src_dir = Path(o.source).parent
@@ -64,12 +77,12 @@ def main() -> int:
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, cwd=tmp)
             except subprocess.TimeoutExpired:
-                rows.append((c.id, "-", f"timeout after {a.timeout:.0f} s", "-", "-", "-"))
+                emit((c.id, "-", f"timeout after {a.timeout:.0f} s", "-", "-", "-"))
                 continue
             wall = time.perf_counter() - t0
         if p.returncode != 0:
             err = (p.stderr.strip().splitlines() or ["?"])[-1]
-            rows.append((c.id, "-", f"exit {p.returncode}: {err}", "-", "-", f"{wall:.0f}"))
+            emit((c.id, "-", f"exit {p.returncode}: {err}", "-", "-", f"{wall:.0f}"))
             continue
         doc = json.loads(p.stdout)
         fix = doc.get("fix") or {}
@@ -87,7 +100,7 @@ def main() -> int:
                 f"{comb['speedup']:.2f}x [{comb['ci_low']:.2f}, {comb['ci_high']:.2f}] "
                 f"({comb['baseline_ms']:.4g} -> {comb['variant_ms']:.4g} ms)"
             )
-        rows.append(
+        emit(
             (
                 c.id,
                 doc["kernel"]["name"],
@@ -97,12 +110,6 @@ def main() -> int:
                 f"{wall:.0f}",
             )
         )
-    head = "| case | kernel | steps (+ kept, - rejected) | kept | combined (95% CI) | wall s |"
-    lines = [head, "|" + "---|" * 6] + ["| " + " | ".join(r) + " |" for r in rows]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text)
     return 0
 
 
