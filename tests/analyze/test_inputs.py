@@ -226,8 +226,9 @@ def test_sources_that_are_not_files(env: dict[str, str], tmp_path: Path) -> None
     launch = ["--grid", "1", "--block", "32"]
     line = one_line_error(gpuadvise(env, "analyze", "/dev/null", *launch))
     assert "character device" in line and "does not exist" not in line
+    # a folder is a folder of kernel cases (analyze FOLDER...): one launch's options are refused
     line = one_line_error(gpuadvise(env, "analyze", str(tmp_path), *launch))
-    assert "is a directory" in line and "does not exist" not in line  # said by click
+    assert "--grid describes one kernel" in line and "does not exist" not in line
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "k.cu").write_text("__global__ void k() {}\n")
     spec = tmp_path / "folder.toml"
