@@ -14,8 +14,8 @@ The fixes taken are source diffs (a rule's variant with a ``diff``) of findings 
 - without a GPU, only the fixes whose safety needs no measurement: source diffs that keep the
   launch (``automatic-and-verified``; ``display-only`` too with ``unsafe``), whose outputs the CPU
   emulator finds equal to the original's on the traced CTAs (every output when the trace covers
-  the whole launch), and whose estimate says they gain more than the quiet threshold. Nothing
-  is measured, and the result says so.
+  the whole launch), unless their estimate is an upper bound of 1.0x (no gain possible).
+  Nothing is measured, and the result says so.
 
 A launch change (GA206's grid-stride loop, GA304's tiles) is applied to the kernel's launch spec:
 the new spec is written beside the source (``<kernel>.fixed.toml``), never over the user's, and
@@ -38,9 +38,10 @@ from typing import Any, Literal
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import GpuAdviseError, UsageError
 
-# A fix must be estimated above this to be applied without a GPU (the quiet threshold: a finding
-# whose estimate says <= 1.05x is information, not advice).
-NO_GPU_MIN_ESTIMATE = 1.05
+# Without a GPU, a fix whose estimate is an upper bound at or below this is not applied: it
+# cannot gain. Others (a point, no estimate, a higher bound) are applied once the emulator verified
+# them, and the result says they were not measured.
+NO_GPU_MAX_BOUND = 1.0
 # Steps at most (each re-verifies and re-times the composition).
 MAX_STEPS = 12
 
@@ -179,9 +180,11 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
     if v.launch:
         return "a launch change: its safety needs a GPU measurement"
     est = f.estimated_speedup
-    gain = None if est is None else est.speedup
-    if gain is None or gain <= NO_GPU_MIN_ESTIMATE:
-        return "estimated <= 1.05x: without a GPU only fixes estimated faster are applied"
+    if est is not None and est.kind == "upper-bound" and est.speedup is not None:
+        if est.speedup <= NO_GPU_MAX_BOUND:
+            return (
+                f"at most {est.speedup:.2f}x by its estimate: nothing to gain without a GPU to say"
+            )
     return None
 
 
@@ -251,6 +254,17 @@ def _regenerate(opts: KernelOptions, rule: str, line: int | None) -> Any | None:
     return min(found, key=lambda f: abs((f.line or 0) - (line or 0))).variant
 
 
+def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
+    """The ranked findings of the composition so far (measured on a GPU when ``measured``)."""
+    from gpuadvise.analyze.run import run_analysis
+
+    try:
+        done = run_analysis(comp.options_for(comp.text, comp.launch), measure=measured)
+    except GpuAdviseError:
+        return ()
+    return tuple(done.rules.findings)
+
+
 def _step_variant(diff: str | None, launch: Mapping[str, Any] | None) -> Any:
     from gpuadvise.rules import Variant
 
@@ -273,19 +287,34 @@ def compose_fixes(
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     source = Path(opts.source)
     original = source.read_text()
-    take, advice = fix_candidates(findings, unsafe, measured)
-    notes = [f"advice, not applied: {a}" for a in advice]
+    notes: list[str] = []
+    steps: list[FixStep] = []
+    tried: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="gpuadvise-fix-") as tmpdir:
         comp = _Composer(opts, source, original, {}, Path(tmpdir))
-        if measured:
-            steps = _compose_measured(comp, take, timeout_s)
-        else:
-            steps = _compose_emulated(comp, take, analysis)
-            if take:
-                notes.append(
-                    "no GPU: nothing measured; fixes applied only where the CPU emulator found "
-                    "the outputs of the traced CTAs equal to the original's"
-                )
+        # rounds: the findings' fixes composed, then the composed kernel analyzed again, since
+        # a fix can make the next one possible (interleaved -> sequential -> shuffles)
+        for _round in range(MAX_STEPS):
+            take, advice = fix_candidates(findings, unsafe, measured)
+            take = [f for f in take if (f.rule, f.variant.diff) not in tried]
+            tried.update((f.rule, f.variant.diff) for f in take)
+            if _round == 0:
+                notes += [f"advice, not applied: {a}" for a in advice]
+            if not take or len(steps) >= MAX_STEPS:
+                break
+            if measured:
+                new = _compose_measured(comp, take[: MAX_STEPS - len(steps)], timeout_s)
+            else:
+                new = _compose_emulated(comp, take[: MAX_STEPS - len(steps)], analysis)
+            steps += new
+            if not any(s.status == "applied" for s in new):
+                break
+            findings = _findings_of(comp, measured)
+        if steps and not measured:
+            notes.append(
+                "no GPU: nothing measured; fixes applied only where the CPU emulator found "
+                "the outputs of the traced CTAs equal to the original's"
+            )
         combined = None
         if measured and any(s.status == "applied" for s in steps):
             combined = _combined(comp, original, timeout_s)
