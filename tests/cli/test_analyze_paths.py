@@ -42,7 +42,7 @@ def one_job() -> dict[str, Any]:
 
 
 def test_one_and_several_jobs_agree(one_job: dict[str, Any]) -> None:
-    p = _run(*FOLDERS, "--jobs", "3", "--format", "json")
+    p = _run(*FOLDERS, "--jobs", "4", "--format", "json")
     assert p.returncode == 0, p.stderr
     assert _stable(json.loads(p.stdout)) == _stable(one_job)
 
