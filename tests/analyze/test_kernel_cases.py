@@ -47,9 +47,8 @@ CASES = {
     "fp16_neighbourhood": "moments.cu",
     "cells": "cells.cu",
 }
-# the rule ids of the issue's list (GA1xx launch, GA2xx shared memory, GA3xx global, GA4xx math)
-KNOWN_IDS = {"GA101", "GA102", "GA103", "GA201", "GA202", "GA203", "GA204",
-             "GA301", "GA302", "GA303", "GA304", "GA305", "GA402"}  # fmt: skip
+# the bundled rules' ids (GA1xx launch, GA2xx shared memory, GA3xx global, GA4xx math)
+KNOWN_IDS = {r.id for r in R.load_registry()}
 SAMPLE_CTAS = 8
 # Smaller frames than the bundled launches where those fill hundreds of MB of buffers (8K floats,
 # a 1024x1024 grid of 44-byte cells); test_rules_golden.py runs the bundled launches themselves.
@@ -122,8 +121,20 @@ def test_annotations(folder: str) -> None:
         assert ks is not None
         if any(ks.decl_line <= line <= ks.body_lines[1] for line in marks):
             flagged.add(k)
+    assert flagged
+    # the kernels that must stay silent: a case's own good variants, or (cells: every layout now
+    # has something to improve, GA307 on the tiled one) kernels/styles' silent kernels, which the
+    # golden test holds to no finding at all
     clean = set(list_kernels(source.read_text())) - flagged
-    assert flagged and clean, (flagged, clean)  # bad and good variants side by side
+    silent_styles = [
+        k for cu in (KERNELS / "styles").rglob("*.cu") for k in list_kernels(cu.read_text())
+        if not any(
+            (ks := R.find_kernel_source(cu, k)) is not None
+            and ks.decl_line <= line <= ks.body_lines[1]
+            for line in R.expectations(cu)
+        )
+    ]  # fmt: skip
+    assert clean or silent_styles, (flagged, clean)
 
 
 # ---------------------------------------------------------------------------------------------
