@@ -341,7 +341,11 @@ class InterleavedReduction(Rule):
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         try:
             ks: KernelSource | None = ctx.kernel_source
-        except ModelUnavailable:
+        except ModelUnavailable as exc:
+            try:
+                ctx.trace  # noqa: B018 (the trace alone still finds the trees)
+            except ModelUnavailable:
+                raise exc from None  # neither the source nor a trace: not evaluated, say why
             ks = None
         matches = find_interleaved(ks) if ks is not None else []
         covered: list[tuple[int, int]] = []

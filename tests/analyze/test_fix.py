@@ -166,7 +166,7 @@ def test_unsafe_fixes_alone_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("compile_cache")
 def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path) -> None:
     """moments.cu's split tiles: GA201's padding keeps the outputs (the emulator checks every CTA
-    of a 640x360 frame) and is written; --diff shows the same change and writes nothing."""
+    of a 192x128 frame) and is written; --diff shows the same change and writes nothing."""
     case = tmp_path / "case"
     shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
     src = case / "moments.cu"
@@ -176,19 +176,19 @@ def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path)
         "--kernel",
         "moments_split",
         "--arg",
-        "w=640",
+        "w=192",
         "--arg",
-        "h=360",
+        "h=128",
         "--no-measure",
     )
-    d = _cli(*args, "--diff", cwd=tmp_path)
-    assert d.returncode == 0, d.stderr
-    assert d.stdout.startswith("---") and "+    __shared__ unsigned s_rg[TILE][TILE + " in d.stdout
-    assert "outputs equal on" in d.stderr and src.read_text() == before
     j = _cli(*args, "--diff", "--json", cwd=tmp_path)
+    assert j.returncode == 0, j.stderr
     doc = json.loads(j.stdout)
     assert [s["status"] for s in doc["fix"]["steps"]] == ["applied"]
+    assert "outputs equal on" in doc["fix"]["steps"][0]["reason"]
     assert doc["fix"]["measured"] is False and src.read_text() == before
+    assert doc["fix"]["diff"].startswith("---")
+    assert "+    __shared__ unsigned s_rg[TILE][TILE + " in doc["fix"]["diff"]
     f = _cli(*args, "--fix", cwd=tmp_path)
     assert f.returncode == 0, f.stderr
     assert "fixed: wrote" in f.stderr

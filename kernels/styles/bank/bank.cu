@@ -41,3 +41,14 @@ __global__ void tile_mirror16(const float* __restrict__ in, float* __restrict__ 
     __syncthreads();
     out[y * w + x] = tile[threadIdx.y][15 - threadIdx.x] + tile[threadIdx.y][threadIdx.x];  // expect: GA307
 }
+
+// correct: a tiled transpose through a [32][33] tile (the padding spreads a column's 32 words
+// over the 32 banks; each word is read once, by one thread)
+__global__ void tile_transpose33(const float* __restrict__ in, float* __restrict__ out, int w) {
+    __shared__ float tile[32][33];
+    const int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
+    __syncthreads();
+    const int tx = blockIdx.y * 32 + threadIdx.x, ty = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8) out[(ty + j) * w + tx] = tile[threadIdx.x][threadIdx.y + j];
+}
