@@ -4,10 +4,12 @@ L = range(32)
 FULL = 0xFFFFFFFF
 pats = []  # (name, op, width, mask, offs)
 
+
 def add(name, op, w, offs, mask=FULL):
     offs = [int(o) if (mask >> i) & 1 else 0 for i, o in enumerate(offs)]
     assert all(0 <= o < 40960 and o % w == 0 for o in offs), name
     pats.append((name, op, w, mask, offs))
+
 
 for op in (0, 1):
     t = "ld" if op == 0 else "st"
@@ -25,7 +27,12 @@ for op in (0, 1):
     add(f"{t}64 pairs^1 consecutive", op, 8, [8 * (i // 2) for i in L])
     add(f"{t}64 pairs^2 consecutive", op, 8, [8 * ((i // 4) * 2 + i % 2) for i in L])
     add(f"{t}64 pairs^4", op, 8, [8 * ((i // 8) * 4 + i % 4) for i in L])
-    add(f"{t}64 pairs^1 one pair broken", op, 8, [8 * (i // 2) + (8 * 20 if i == 5 else 0) for i in L])
+    add(
+        f"{t}64 pairs^1 one pair broken",
+        op,
+        8,
+        [8 * (i // 2) + (8 * 20 if i == 5 else 0) for i in L],
+    )
     add(f"{t}64 uniform lane1 off", op, 8, [64] * 32, FULL & ~2)
     add(f"{t}64 stride1 even lanes", op, 8, [8 * i for i in L], 0x55555555)
     add(f"{t}64 stride1 odd lanes", op, 8, [8 * i for i in L], 0xAAAAAAAA)
@@ -93,9 +100,18 @@ for op in (0, 1):
                 else:
                     src = i
                 offs.append(None if src != i else rng.choice(pool))
-            offs = [o if o is not None else offs[i & ~1 if struct == "pair1" else i & ~2] for i, o in enumerate(offs)]
+            offs = [
+                o if o is not None else offs[i & ~1 if struct == "pair1" else i & ~2]
+                for i, o in enumerate(offs)
+            ]
             mask = FULL if rng.random() < 0.7 else rng.getrandbits(32) | 1
-            add(f"rand {'ld' if op == 0 else 'st'}{8 * w} {struct} pool{npool} span{span} #{k}", op, w, offs, mask)
+            add(
+                f"rand {'ld' if op == 0 else 'st'}{8 * w} {struct} pool{npool} span{span} #{k}",
+                op,
+                w,
+                offs,
+                mask,
+            )
     # random atomics
 for w in (4, 8):
     for k in range(10):
