@@ -199,8 +199,7 @@ def test_no_trace_skips_the_models(env):
 
 
 def test_sample_ctas_all_is_exact(env):
-    r = run(env, str(REDUCE), "-k", "reduce3", "--arg", "n=65536", "--sample-ctas", "all",
-            "--json")
+    r = run(env, str(REDUCE), "-k", "reduce3", "--arg", "n=65536", "--sample-ctas", "all", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["emulation"]["complete"] and not doc["shared_memory"]["extrapolated"]
@@ -210,14 +209,39 @@ def test_sample_ctas_all_is_exact(env):
 
 def test_out_of_bounds_access_is_reported_with_its_line(env):
     faults = ROOT / "tests" / "cuda" / "runner" / "faults.cu"
-    r = run(env, str(faults), "-k", "oob", "--grid", "4", "--block", "256", "--arg", "n=1024",
-            "--buffer", "out=float[n]", "--json")
+    r = run(
+        env,
+        str(faults),
+        "-k",
+        "oob",
+        "--grid",
+        "4",
+        "--block",
+        "256",
+        "--arg",
+        "n=1024",
+        "--buffer",
+        "out=float[n]",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     emu = json.loads(r.stdout)["emulation"]
     assert emu["error_kind"] == "out_of_bounds"
     assert "faults.cu:5" in emu["error"] and "out" in emu["error"]
-    text = run(env, str(faults), "-k", "oob", "--grid", "4", "--block", "256", "--arg", "n=1024",
-               "--buffer", "out=float[n]")
+    text = run(
+        env,
+        str(faults),
+        "-k",
+        "oob",
+        "--grid",
+        "4",
+        "--block",
+        "256",
+        "--arg",
+        "n=1024",
+        "--buffer",
+        "out=float[n]",
+    )
     assert "Out-of-bounds access" in text.stdout and "Resources" in text.stdout
 
 
@@ -232,8 +256,9 @@ def test_findings_in_ci_formats(env, tmp_path):
     sarif = json.loads(out.read_text())
     assert sarif["version"] == "2.1.0"
     results = sarif["runs"][0]["results"]
-    assert {(x["ruleId"], x["locations"][0]["physicalLocation"]["region"]["startLine"])
-            for x in results} >= {("GA201", 34), ("GA202", 32)}
+    assert {
+        (x["ruleId"], x["locations"][0]["physicalLocation"]["region"]["startLine"]) for x in results
+    } >= {("GA201", 34), ("GA202", 32)}
     rule_ids = [rr["id"] for rr in sarif["runs"][0]["tool"]["driver"]["rules"]]
     assert all(x["ruleId"] == rule_ids[x["ruleIndex"]] for x in results)
     import xml.etree.ElementTree as ET
@@ -247,8 +272,19 @@ def test_findings_in_ci_formats(env, tmp_path):
 
 
 def test_l2_section(env):
-    r = run(env, str(REDUCE), "-k", "reduce3", "--arg", "n=65536", "--sample-ctas", "all",
-            "--gpu", "H100", "--json")
+    r = run(
+        env,
+        str(REDUCE),
+        "-k",
+        "reduce3",
+        "--arg",
+        "n=65536",
+        "--sample-ctas",
+        "all",
+        "--gpu",
+        "H100",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     l2 = json.loads(r.stdout)["l2"]
     assert [o["order"] for o in l2["orders"]] == ["row-major"]  # a 1D grid: only the hardware order
@@ -257,8 +293,19 @@ def test_l2_section(env):
     assert o["dram_bytes"] == 65536 * 4 and l2["fits"] is True
     assert l2["best"] == {"order": "row-major", "n": None}
     gather = ROOT / "kernels" / "tile_gather" / "gather.cu"
-    r = run(env, str(gather), "-k", "gather_rowmajor", "--arg", "w=512", "--arg", "h=256",
-            "--sample-ctas", "all", "--json")
+    r = run(
+        env,
+        str(gather),
+        "-k",
+        "gather_rowmajor",
+        "--arg",
+        "w=512",
+        "--arg",
+        "h=256",
+        "--sample-ctas",
+        "all",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     l2 = json.loads(r.stdout)["l2"]
     assert {o["order"] for o in l2["orders"]} >= {"row-major", "tile-x"}

@@ -416,7 +416,11 @@ def test_same_address_shared_atomics_are_one_access_at_the_call_site(tmp_path: P
     atoms = [s for s in summary if s.space == "shared" and s.kind == "atomic"]
     assert [s.sequence for s in atoms] == [("ATOMS.POPC.INC.32",) * 3 + ("ATOMS.ADD",)]
     emu = emulate_ptx(
-        module.ptx, select_compiled_kernel(module, "atoms").mangled, 1, 64, [np.zeros(64, np.uint32)]
+        module.ptx,
+        select_compiled_kernel(module, "atoms").mangled,
+        1,
+        64,
+        [np.zeros(64, np.uint32)],
     )
     out = emu.outputs["arg0"]
     # h[t] + s: h[0] by t = 0, 32 and the 32 even t; h[1] by t = 1, 33 and += every even t

@@ -112,9 +112,22 @@ def test_struct_buffer_big_dynamic_smem_and_template_run():
 
 def test_analyze_measures_a_findings_variant_and_verifies_it():
     r = subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", str(ROOT / "kernels/reduction/reduce.cu"),
-         "-k", "reduce2", "--measure", "--format", "json"],
-        capture_output=True, text=True, env={**os.environ}, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "gpuadvise",
+            "analyze",
+            str(ROOT / "kernels/reduction/reduce.cu"),
+            "-k",
+            "reduce2",
+            "--measure",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr
     found = {f["rule"]: f for f in json.loads(r.stdout)["findings"]}
