@@ -18,7 +18,6 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    reduction_trees,
 )
 
 
@@ -112,14 +111,6 @@ class InterleavedTree(FindingDetails):
     warp_iterations: int
     min_warp_iterations: int
     why_no_diff: str
-
-
-def trace_trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
-    """The shared-memory trees of the first traced CTA (none without an emulator trace)."""
-    try:
-        return reduction_trees(ctx.trace)
-    except ModelUnavailable:
-        return ()
 
 
 def user_line(ctx: RuleContext, lines: tuple[tuple[str | None, int | None], ...]) -> int | None:
@@ -369,7 +360,7 @@ class InterleavedReduction(Rule):
                 ],
                 details=Interleaved(mt.form, mt.span),
             )
-        for tree in trace_trees(ctx):
+        for tree in ctx.reduction_trees:
             if tree.pattern != "interleaved":
                 continue
             line = user_line(ctx, tree.lines)

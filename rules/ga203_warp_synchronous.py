@@ -13,13 +13,11 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
-    Phase,
     ReductionTree,
     Rule,
     RuleContext,
     Variant,
     line_of,
-    reduction_trees,
 )
 
 _GUARD = re.compile(r"(?P<tid>[A-Za-z_][\w.]*)\s*(?:<\s*(?:32|warpSize)|<=\s*31)")
@@ -65,17 +63,6 @@ class TailRace(FindingDetails):
     threads: int
 
 
-def call_site(ctx: RuleContext, phase: Phase) -> tuple[int | None, int | None]:
-    """Where a finding on ``phase`` goes in the kernel's file: the line of its first store, or
-    the kernel body's call of the helper function the store lies in (then also the helper's
-    line, else None)."""
-    line = next((ln for f, ln in phase.lines if ln and ctx.same_file(f)), None)
-    site = next((ln for f, ln in phase.call_sites if ln and ctx.same_file(f)), None)
-    if site is None or site == line:
-        return line, None
-    return site, line
-
-
 def _entry_ptx(ptx: str, mangled: str) -> str:
     """The PTX of one ``.entry`` (the whole text when it is not found)."""
     at = ptx.find(f".entry {mangled}(")
@@ -88,10 +75,7 @@ def _entry_ptx(ptx: str, mangled: str) -> str:
 def _trace_tails(ctx: RuleContext) -> list[ReductionTree]:
     """The trees whose last steps run with no barrier between them, in a kernel that never
     synchronizes its warps (``bar.warp.sync``: ``__syncwarp``, a tile's ``sync()``)."""
-    try:
-        trees = reduction_trees(ctx.trace)
-    except ModelUnavailable:
-        return []
+    trees = ctx.reduction_trees
     if "bar.warp.sync" in _entry_ptx(ctx.ptx, ctx.kernel.mangled):
         return []
     return [
@@ -313,7 +297,7 @@ class WarpSynchronous(Rule):
             return
         for tree in _trace_tails(ctx):
             tail = tree.warp_synchronous_tail
-            line, helper = call_site(ctx, tail[0])
+            line, helper = ctx.call_site(tail[0])
             threads = max(p.active_threads for p in tail)
             offs = ", ".join(str(p.distance) for p in tail)
             lockstep = "lanes of a warp race on Volta and later"

@@ -16,11 +16,9 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
-    ReductionTree,
     Rule,
     RuleContext,
     Variant,
-    reduction_trees,
 )
 
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
@@ -94,13 +92,6 @@ class IdleTree(FindingDetails):
     fill_threads: int
     elements_per_thread: float
     why_no_diff: str
-
-
-def _trace_trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
-    try:
-        return reduction_trees(ctx.trace)
-    except ModelUnavailable:
-        return ()
 
 
 def _loop_before(ctx: RuleContext, line: int) -> bool:
@@ -555,7 +546,7 @@ class IdleReductionThreads(Rule):
         yield from found
         if found:
             return
-        for tree in _trace_trees(ctx):
+        for tree in ctx.reduction_trees:
             first = tree.phases[0]
             per = tree.fill_elements_per_thread
             if (

@@ -13,12 +13,10 @@ from gpuadvise.rules import (
     FindingDetails,
     KernelSource,
     ModelUnavailable,
-    Phase,
     ReductionTree,
     Rule,
     RuleContext,
     Variant,
-    reduction_trees,
 )
 
 _SUM = re.compile(
@@ -42,24 +40,6 @@ class _Plan:
     diff: str | None
     why: str
     form: str  # "loop" | "tail" | ""
-
-
-def call_site(ctx: RuleContext, phase: Phase) -> tuple[int | None, int | None]:
-    """Where a finding on ``phase`` goes in the kernel's file: the line of its first store, or
-    the kernel body's call of the helper function the store lies in (then also the helper's
-    line, else None)."""
-    line = next((ln for f, ln in phase.lines if ln and ctx.same_file(f)), None)
-    site = next((ln for f, ln in phase.call_sites if ln and ctx.same_file(f)), None)
-    if site is None or site == line:
-        return line, None
-    return site, line
-
-
-def _trees(ctx: RuleContext) -> tuple[ReductionTree, ...]:
-    try:
-        return reduction_trees(ctx.trace)
-    except ModelUnavailable:
-        return ()
 
 
 def _shared_type(ks: KernelSource, arr: str) -> str | None:
@@ -256,7 +236,7 @@ class SharedTreeToShuffles(Rule):
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        for tree in _trees(ctx):
+        for tree in ctx.reduction_trees:
             if tree.pattern != "sequential" or tree.direction != "halving":
                 continue
             if tree.last_distance != 1 or tree.phases[0].distance < 32:
@@ -264,7 +244,7 @@ class SharedTreeToShuffles(Rule):
             small = [p for p in tree.phases if p.distance <= 32]
             if any(p.active_threads > 32 and not p.barrier_before for p in small):
                 continue  # GA203's race: not this rule's pattern
-            line, helper = call_site(ctx, small[0])
+            line, helper = ctx.call_site(small[0])
             barriers = sum(1 for p in small if p.barrier_before)
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
             yield self.finding(
@@ -302,7 +282,7 @@ class SharedTreeToShuffles(Rule):
         tree = next(
             (
                 t
-                for t in _trees(ctx)
+                for t in ctx.reduction_trees
                 if tuple(p.distance for p in t.phases if p.distance <= 32) == d.distances
             ),
             None,

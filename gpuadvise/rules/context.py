@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
     from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
+    from gpuadvise.model.reduction import Phase, ReductionTree
     from gpuadvise.model.waves import Waves
     from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
     from gpuadvise.toolchain import KernelInfo
@@ -130,6 +131,15 @@ class ModelResults:
     @cached_property
     def _views(self) -> dict[int, TraceView]:
         return {}
+
+    @cached_property
+    def reduction_trees(self) -> tuple[ReductionTree, ...]:
+        """The shared-memory tree reductions of the trace's first CTA
+        (:func:`gpuadvise.model.reduction.reduction_trees`), found once for the rules of a run
+        (GA202-GA205); none without an emulator trace."""
+        from gpuadvise.model.reduction import reduction_trees
+
+        return () if self.trace is None else reduction_trees(self.trace)
 
     def trace_view(self, spec: KernelSpec) -> TraceView:
         """The lane-level :class:`~gpuadvise.trace.view.TraceView` of the trace, built once and
@@ -373,6 +383,22 @@ class RuleContext:
     def trace_view(self) -> TraceView:
         """The lane-level view of the trace's global accesses (shared by the rules of a run)."""
         return self._models.trace_view(self._facts.spec)
+
+    @property
+    def reduction_trees(self) -> tuple[ReductionTree, ...]:
+        """The shared-memory tree reductions the trace shows (its first CTA; none without an
+        emulator trace), shared by the rules of a run."""
+        return self._models.reduction_trees
+
+    def call_site(self, phase: Phase) -> tuple[int | None, int | None]:
+        """Where a finding on a reduction ``phase`` goes in the kernel's file: the line of its
+        first store, or the kernel body's call of the same-file helper the store lies in (then
+        also the helper's line as the second value, else None)."""
+        line = next((ln for f, ln in phase.lines if ln and self.same_file(f)), None)
+        site = next((ln for f, ln in phase.call_sites if ln and self.same_file(f)), None)
+        if site is None or site == line:
+            return line, None
+        return site, line
 
     @property
     def banks(self) -> BankResult:
