@@ -205,29 +205,15 @@ class _Composer:
 
     def options_for(self, text: str, launch: Mapping[str, Any]) -> KernelOptions:
         """Options that build ``text`` with ``launch`` (the spec: the original's)."""
-        from gpuadvise.spec.kernel_spec import find_spec_for
+        from gpuadvise.analyze.measure import copy_options, launch_changes
 
         folder = self.tmp / f"step{self.steps}"
         self.steps += 1
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / self.source.name
         path.write_text(text)
-        o = self.original_opts
-        spec = o.spec
-        if spec is None:
-            found = find_spec_for(self.source, o.kernel)
-            spec = None if found is None else str(found)
-        changes: dict[str, Any] = {
-            "source": str(path),
-            "include": (*o.include, str(self.source.resolve().parent)),
-            "spec": spec,
-        }
-        for key in ("grid", "block"):
-            if key in launch:
-                changes[key] = "x".join(str(int(v)) for v in launch[key])
-        if "dynamic_smem_bytes" in launch:
-            changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
-        return dataclasses.replace(o, **changes)
+        opts = copy_options(self.original_opts, path)
+        return dataclasses.replace(opts, **launch_changes(launch))
 
 
 def _apply(text: str, diff: str) -> str | None:

@@ -43,15 +43,36 @@ def measurable(variant: Any) -> bool:
     return bool(variant.diff or variant.nvcc_flags or variant.defines or variant.launch)
 
 
-def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions:
-    """The options that build ``variant`` of the kernel ``opts`` describes (files in ``tmp``)."""
+def launch_changes(launch: Any) -> dict[str, Any]:
+    """The KernelOptions fields a variant's ``launch`` sets (grid, block, dynamic shared memory)."""
     changes: dict[str, Any] = {}
-    launch = variant.launch or {}
+    launch = launch or {}
     for key in ("grid", "block"):
         if key in launch:
             changes[key] = "x".join(str(int(v)) for v in launch[key])
     if "dynamic_smem_bytes" in launch:
         changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
+    return changes
+
+
+def copy_options(opts: KernelOptions, path: Path) -> KernelOptions:
+    """``opts`` building the rewritten copy ``path`` of its source: the original folder stays on
+    the include path (the user's headers), and the launch spec stays the original's."""
+    src = Path(opts.source or "")
+    spec = opts.spec
+    if spec is None:
+        from gpuadvise.spec.kernel_spec import find_spec_for
+
+        found = find_spec_for(src, opts.kernel)
+        spec = None if found is None else str(found)
+    return dataclasses.replace(
+        opts, source=str(path), include=(*opts.include, str(src.resolve().parent)), spec=spec
+    )
+
+
+def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptions:
+    """The options that build ``variant`` of the kernel ``opts`` describes (files in ``tmp``)."""
+    changes = launch_changes(variant.launch)
     if variant.nvcc_flags:
         changes["nvcc_flags"] = (*opts.nvcc_flags, *variant.nvcc_flags)
     if variant.defines:
@@ -62,16 +83,7 @@ def variant_options(opts: KernelOptions, variant: Any, tmp: Path) -> KernelOptio
         src = Path(opts.source or "")
         patched = tmp / src.name
         patched.write_text(apply_unified_diff(src.read_text(), variant.diff))
-        # the copy includes the user's headers from the original folder
-        changes["source"] = str(patched)
-        changes["include"] = (*opts.include, str(src.resolve().parent))
-        spec = opts.spec
-        if spec is None:
-            from gpuadvise.spec.kernel_spec import find_spec_for
-
-            found = find_spec_for(src, opts.kernel)
-            spec = None if found is None else str(found)
-        changes["spec"] = spec
+        opts = copy_options(opts, patched)
     return dataclasses.replace(opts, **changes)
 
 
