@@ -391,7 +391,7 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
         except GpuAdviseError as exc:
             steps.append(_step(f, "rejected", f"could not be emulated: {exc.one_line()}"))
             continue
-        bad = _first_difference(reference, outputs)
+        bad = _first_difference(reference, outputs, analysis.spec.rtol, analysis.spec.atol)
         if bad is not None:
             steps.append(
                 _step(
@@ -419,19 +419,20 @@ def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> d
     return dict(emu.outputs)
 
 
-def _first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
-    import numpy as np
+def _first_difference(
+    a: Mapping[str, Any], b: Mapping[str, Any], rtol: float, atol: float
+) -> str | None:
+    """The first output buffer of ``b`` that differs from ``a``'s, as the GPU measurement
+    compares outputs (:func:`gpuadvise.runner.verify.compare`, the spec's tolerances)."""
+    from gpuadvise.runner.verify import compare
 
     for name, x in a.items():
         y = b.get(name)
-        if y is None or x.shape != y.shape:
-            return f"buffer {name} changed shape"
-        if x.dtype.kind == "f":
-            same = np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True)
-        else:
-            same = bool(np.array_equal(x, y))
-        if not same:
-            return f"buffer {name}"
+        if y is None:
+            return f"buffer {name} is gone"
+        c = compare(name, x, y, rtol, atol)
+        if not c.ok:
+            return c.message
     return None
 
 
