@@ -120,6 +120,30 @@ def _thread_step(lanes: Any) -> int | None:
     return int(vals[np.argmax(counts)])
 
 
+def _streams(view: Any, insts: Any, buffers: list[str]) -> Iterator[tuple[str, Any]]:
+    """The line's address streams: per buffer, its instructions grouped by the byte stride
+    between a request's consecutive lanes (:func:`stride_mode`). One line may walk one buffer
+    in two ways (llm.c's attention ``query_t[i] * key_t2[i]``: the query the same address for
+    the whole warp, the key one row per thread); judged together, the broadcast hides the
+    strided walk. Instructions without a stride (one active lane) join the buffer's largest
+    group."""
+    import numpy as np
+
+    for b in buffers:
+        lanes, _ = view.access(insts, b)
+        groups: dict[int | None, list[int]] = {}
+        for inst in np.unique(lanes.inst):
+            groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
+        loose = groups.pop(None, [])
+        if not groups:
+            yield b, np.array(loose, np.int64)
+            continue
+        biggest = max(groups, key=lambda k: len(groups[k]))
+        groups[biggest] += loose
+        for key in sorted(groups, key=lambda k: (k is None, k)):
+            yield b, np.array(sorted(groups[key]), np.int64)
+
+
 class UncoalescedAccess(Rule):
     """Global loads or stores that move many more 32-byte sectors than the bytes they use.
 
@@ -214,11 +238,13 @@ class UncoalescedAccess(Rule):
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
             line_requests = max(len(np.unique(view.lanes.rec[np.isin(view.lanes.inst, insts)])), 1)
-            for b in buffers:
-                lanes, recs = view.access(insts, b)
-                # the buffer's own address stream: its requests' sectors, not the line's (two
-                # buffers loaded on one line are told apart)
-                own = _Counts.of(view, recs, cl.requests / line_requests, len(buffers) == 1, cl)
+            streams = list(_streams(view, insts, buffers))
+            for b, group in streams:
+                lanes, recs = view.access(group, b)
+                # the stream's own requests and sectors, not the line's: two buffers loaded on
+                # one line, or two walks of one buffer (``q[i] * k[i]`` with ``q`` the same
+                # for the whole warp and ``k`` a row per thread), are told apart
+                own = _Counts.of(view, recs, cl.requests / line_requests, len(streams) == 1, cl)
                 if own.sectors <= 0 or own.excess_pct < min_excess:
                     continue
                 if 100.0 * own.excess / total < min_share:

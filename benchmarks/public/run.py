@@ -53,6 +53,13 @@ class Result:
     command: str = ""
 
 
+def _child_env() -> dict[str, str]:
+    """This checkout first on the child's path, then whatever PYTHONPATH already holds (the
+    device machine's wheels are installed with ``--target`` and found only through it)."""
+    path = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -121,8 +128,9 @@ def run_one(
     t0 = time.monotonic()
     out_path, err_path = SPECS / ".stdout", SPECS / ".stderr"
     with out_path.open("w") as out, err_path.open("w") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        p = subprocess.Popen(
+            cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True, env=_child_env()
+        )
         status = ""
         while True:
             pid, code, ru = os.wait4(p.pid, os.WNOHANG)
