@@ -403,7 +403,7 @@ class RacePolicy:
     equivalence: float = 0.02
     min_samples: int = 10
     min_time_s: float = 0.2
-    max_samples: int = 2000
+    max_samples: int = 100_000
     max_time_s: float = 5.0
     look_growth: float = 1.25
     n_boot: int = 2000
