@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,64 +128,232 @@ class _NotComparable(Exception):
         self.verified = verified
 
 
+# The measurement's time (issue 17: analyze with every finding measured in at most the time of
+# `ncu --set full`). Each finding's candidates race against the baseline in one worker job
+# (runner.stats.Race) and stop once the intervals decide; these bound the races that do not.
+MEASURE_BUDGET_S = 20.0
+"""Wall seconds the measurement stage of one analysis aims at, over all its findings: each
+finding's race may take at most its share of what is left (never under ``MIN_RACE_S``)."""
+MIN_RACE_S = 0.5
+"""The shortest time cap a race gets, however little of the budget is left (enough for the
+minimum samples of kernels up to ~10 ms)."""
+COMPILE_WORKERS = 4
+"""nvcc processes building the candidates of every finding at once, before the first race."""
+
+
+def _key(variant: Any) -> str:
+    """What identifies a candidate across ``Variant.candidates()`` calls (new objects each)."""
+    return repr(dataclasses.replace(variant, alternatives=()))
+
+
+@dataclasses.dataclass
+class _Built:
+    """What building one candidate gave: the prepared launches, or the error that stopped it."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
 @dataclasses.dataclass
 class _Stage:
+    """Builds, verifies and times the candidates of an analysis's findings.
+
+    ``max_time_s``: the time cap of one finding's race; ``budget_s`` (None: none): the wall
+    seconds the whole stage aims at, shared out between the findings still to measure
+    (:meth:`set_share`), and never past ``--time-budget`` (``spec.budget``).
+    """
+
     opts: KernelOptions
     timeout_s: float
     max_time_s: float
     baseline: Any = None
+    budget_s: float | None = None
+    compile_workers: int = COMPILE_WORKERS
+    cap_s: float | None = None  # this finding's race cap (set_share); None: max_time_s
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    _built: dict[str, _Built] = dataclasses.field(default_factory=dict)  # by _key(variant)
+    _baseline_error: BaseException | None = None
+    _tmp: Path | None = None
+
+    def close(self) -> None:
+        """Remove the folder of the candidates' sources."""
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def set_share(self, findings_left: int) -> float:
+        """The race cap of the next finding: ``max_time_s``, at most its share of the stage's
+        budget left (at least ``MIN_RACE_S``), at most what ``--time-budget`` leaves."""
+        from gpuadvise.spec.budget import time_left_s
+
+        cap = self.max_time_s
+        if self.budget_s is not None:
+            left = self.budget_s - (time.monotonic() - self.started)
+            cap = min(cap, max(MIN_RACE_S, left / max(1, findings_left)))
+        left_total = time_left_s()
+        if left_total is not None:
+            cap = min(cap, max(0.0, left_total))
+        self.cap_s = cap
+        return cap
 
     def timing(self) -> Any:
         from gpuadvise.runner.job import TimingConfig
+        from gpuadvise.runner.stats import RacePolicy
 
-        return TimingConfig(min_samples=10, min_time_s=0.5, max_time_s=self.max_time_s)
+        cap = self.max_time_s if self.cap_s is None else self.cap_s
+        race = RacePolicy(min_time_s=min(0.2, cap), max_time_s=cap)
+        return TimingConfig(min_samples=10, min_time_s=0.5, max_time_s=cap, race=race)
 
     def run(self, variant: Any) -> Any:
         """A :class:`Trial` of one candidate."""
-        with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
-            try:
-                a, b = self._pair(variant, Path(tmp))
-            except GpuAdviseError as exc:
-                return self._trial(variant, None, False, f"could not be built: {exc.one_line()}")
-            except _NotComparable as exc:
-                return self._trial(variant, None, exc.verified, str(exc))
-            return self._time(variant, a, b)
+        return self.run_all([variant])[0]
 
-    def _pair(self, variant: Any, tmp: Path) -> tuple[Any, Any]:
-        """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
+    def run_all(self, variants: list[Any]) -> list[Any]:
+        """A :class:`Trial` of each candidate (of one finding): those that share the kernel's
+        buffers race against it in one worker job; a proxy races against its own ``before``."""
+        self.build_all(variants)
+        trials: dict[int, Any] = {}
+        group: list[tuple[int, Any, Any]] = []
+        for i, v in enumerate(variants):
+            try:
+                a, b = self._pair(v)
+            except GpuAdviseError as exc:
+                trials[i] = self._trial(v, None, False, f"could not be built: {exc.one_line()}")
+                continue
+            except _NotComparable as exc:
+                trials[i] = self._trial(v, None, exc.verified, str(exc))
+                continue
+            if a is self.baseline:
+                group.append((i, v, b))
+            else:
+                trials[i] = self._time(a, [(v, b)])[0]
+        if group:
+            timed = self._time(self.baseline, [(v, b) for _, v, b in group])
+            trials.update({i: t for (i, _, _), t in zip(group, timed, strict=True)})
+        return [trials[i] for i in range(len(variants))]
+
+    def build_all(self, variants: list[Any]) -> None:
+        """Compile the baseline and every candidate not built yet, ``compile_workers`` nvcc
+        processes at a time (each candidate in a folder of its own)."""
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        from gpuadvise.analyze.prepare import prepare
+
+        todo = list({_key(v): v for v in variants if _key(v) not in self._built}.values())
+        need_base = self.baseline is None and self._baseline_error is None
+        need_base = need_base and any(v.proxy is None for v in todo)
+        if not todo:
+            return
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-variants-"))
+        start = len(self._built)
+
+        def build(v: Any, folder: Path) -> _Built:
+            folder.mkdir()
+            try:
+                return _Built(self._build(v, folder))
+            except (GpuAdviseError, _NotComparable) as exc:
+                return _Built(error=exc)
+
+        def base() -> _Built:
+            try:
+                return _Built(prepare(self.opts, "A"))
+            except GpuAdviseError as exc:
+                return _Built(error=exc)
+
+        workers = max(1, min(self.compile_workers, len(todo) + need_base))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            # each task in a copy of this context: the time budget and progress reach it
+            base_job = pool.submit(contextvars.copy_context().run, base) if need_base else None
+            jobs = [
+                pool.submit(contextvars.copy_context().run, build, v, self._tmp / f"v{start + k}")
+                for k, v in enumerate(todo)
+            ]
+            if base_job is not None:
+                got = base_job.result()
+                self.baseline, self._baseline_error = got.value, got.error
+            for v, job in zip(todo, jobs, strict=True):
+                self._built[_key(v)] = job.result()
+
+    def _build(self, variant: Any, tmp: Path) -> Any:
+        """Compile one candidate (in a pool thread): a proxy's two launches, or the variant's."""
         from gpuadvise.analyze.prepare import prepare
 
         if variant.proxy is not None:
             a_opts, b_opts = _proxy_options(self.opts, variant.proxy, tmp)
-            a, b = prepare(a_opts, "A"), prepare(b_opts, "B")
+            return prepare(a_opts, "A"), prepare(b_opts, "B")
+        if variant.launch and variant.launch.get("graph"):
+            return None  # the baseline's launches replayed as a graph: nothing to compile
+        return prepare(variant_options(self.opts, variant, tmp), "B")
+
+    def _pair(self, variant: Any) -> tuple[Any, Any]:
+        """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
+        built = self._built[_key(variant)]
+        if built.error is not None:
+            raise built.error
+        if variant.proxy is not None:
+            a, b = built.value
             buffers = _merge_buffers(a, b)
             if buffers is None:
                 raise _NotComparable("the proxies' buffers differ", verified=False)
             return dataclasses.replace(a, buffers=buffers), b
-        if self.baseline is None:
-            self.baseline = prepare(self.opts, "A")
+        if self._baseline_error is not None:
+            raise self._baseline_error
         a = self.baseline
         if variant.launch and variant.launch.get("graph"):
             # GA501: the same launch sequence, captured once and replayed as a CUDA graph
             from gpuadvise.runner.job import as_graph
 
             return a, dataclasses.replace(a, launch=as_graph(a.launch, "B"))
-        b = prepare(variant_options(self.opts, variant, tmp), "B")
+        b = built.value
         if [x.nbytes for x in a.buffers] != [x.nbytes for x in b.buffers]:
             raise _NotComparable("the variant takes other buffers", verified=None)
         return a, b
 
-    def _time(self, variant: Any, a: Any, b: Any) -> Any:
+    def _time(self, a: Any, entries: list[tuple[Any, Any]]) -> list[Any]:
+        """Trials of ``entries`` (variant, prepared launch), raced against ``a`` in one job.
+
+        A variant that fails on the GPU takes the job's CUDA context with it: it gets the
+        failure and the others race again without it (each alone when the culprit is unknown,
+        as after a timeout)."""
         from gpuadvise.analyze.prepare import time_prepared
+
+        labelled = [
+            dataclasses.replace(b, launch=dataclasses.replace(b.launch, label=f"B{k}"))
+            for k, (_, b) in enumerate(entries, 1)
+        ]
+        run = time_prepared(
+            [a, *labelled],
+            self.timing(),
+            hot=False,
+            timeout_s=self.timeout_s,
+            matching=(a.rtol, a.atol),
+        )
+        result = run.result
+        if not result.ok:
+            why = result.cuda_error or result.error
+            labels = [b.launch.label for b in labelled]
+            if len(entries) > 1 and result.failed_label in labels:
+                bad = labels.index(result.failed_label)
+                rest = self._time(a, entries[:bad] + entries[bad + 1 :])
+                failed = self._trial(entries[bad][0], None, False, f"failed on the GPU: {why}")
+                return [*rest[:bad], failed, *rest[bad:]]
+            if len(entries) > 1 and result.failed_label != a.launch.label:
+                return [self._time(a, [e])[0] for e in entries]
+            return [self._trial(v, None, False, f"failed on the GPU: {why}") for v, _ in entries]
+        oa, *obs = result.outcomes
+        return [
+            self._verify(v, a, b, oa, ob, result.device)
+            for (v, _), b, ob in zip(entries, labelled, obs, strict=True)
+        ]
+
+    def _verify(self, variant: Any, a: Any, b: Any, oa: Any, ob: Any, device: Any) -> Any:
+        """The trial of one variant from its outcome: outputs verified, then the speedup."""
         from gpuadvise.rules import Measurement
         from gpuadvise.runner.stats import speedup_ci
         from gpuadvise.runner.verify import compare
 
-        result = time_prepared([a, b], self.timing(), hot=False, timeout_s=self.timeout_s).result
-        if not result.ok:
-            why = result.cuda_error or result.error
-            return self._trial(variant, None, False, f"failed on the GPU: {why}")
-        oa, ob = result.outcomes
         names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
         if not names:
             return self._trial(variant, None, False, "no output buffer to verify")
@@ -191,18 +361,22 @@ class _Stage:
         bad = next((c for c in comps if not c.ok), None)
         if bad is not None:
             return self._trial(variant, None, False, f"outputs differ: {bad.message}")
+        if len(ob.samples_ms) < 2 or len(oa.samples_ms) < 2:
+            # verified, but a trial is "verified" only with its measurement (report invariant)
+            return self._trial(variant, None, None, "not timed (no time left)")
         ci = speedup_ci(oa.samples_ms, ob.samples_ms)
         m = Measurement(
             speedup=ci.speedup,
             baseline_ms=statistics.median(oa.samples_ms),
             variant_ms=statistics.median(ob.samples_ms),
-            device=str(result.device.get("name")),
+            device=str(device.get("name")),
             ci_low=ci.low,
             ci_high=ci.high,
             outputs_match=True,
             samples=min(len(oa.samples_ms), len(ob.samples_ms)),
             kind="proxy" if variant.proxy is not None else "variant",
             label=variant.label,
+            stop_reason=ob.stop_reason,
         )
         return self._trial(variant, m, True, None)
 
@@ -219,11 +393,17 @@ def measure_variant(
     """One variant of the kernel ``opts`` builds (live options: compiled for this GPU) built,
     verified against it and timed A/B: a :class:`~gpuadvise.rules.Trial` (its measurement is
     None when the variant could not be built, run or verified; its note says why)."""
-    return _Stage(opts, timeout_s, max_time_s).run(variant)
+    stage = _Stage(opts, timeout_s, max_time_s)
+    try:
+        return stage.run(variant)
+    finally:
+        stage.close()
 
 
-def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
-    """``f`` with its candidates measured, the best verified one as its variant."""
+def measure_finding(stage: Any, f: Any) -> tuple[Any, list[str]]:
+    """``f`` with its candidates measured (``stage.run_all``: one race), the best verified one
+    as its variant. Every finding with a measurable variant is measured, whatever its estimate
+    says: the measurement, not the estimate, ranks it (issue 16)."""
     v = f.variant
     if v is None or f.is_error:
         return f, []
@@ -231,7 +411,7 @@ def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
     cands = [c for c in every if measurable(c)]
     if not cands:
         return f, []
-    trials = [stage.run(c) for c in cands]
+    trials = stage.run_all(cands)
     notes = [
         f"{f.rule}: {'variant ' + t.label if t.label else 'the variant'} {t.note}"
         + ("; not ranked" if t.verified is False else "; not measured")
@@ -263,19 +443,52 @@ def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
     return g, notes
 
 
+def _candidates(f: Any) -> list[Any]:
+    if f.variant is None or f.is_error:
+        return []
+    return [c for c in f.variant.candidates() if measurable(c)]
+
+
 def measure_findings(
-    opts: KernelOptions, run: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
+    opts: KernelOptions,
+    run: Any,
+    timeout_s: float = 60.0,
+    max_time_s: float = 5.0,
+    budget_s: float | None = MEASURE_BUDGET_S,
+    stage: Any = None,
 ) -> tuple[Any, list[str]]:
-    """``run``: a rules.RulesRun. Returns it with measured findings, re-ranked, and notes."""
+    """``run``: a rules.RulesRun. Returns it with measured findings, re-ranked, and notes.
+
+    Every candidate of every finding is compiled first, ``COMPILE_WORKERS`` at a time; then each
+    finding's candidates race against the kernel, its race capped at ``max_time_s`` and at its
+    share of ``budget_s``. Under ``--time-budget``, the findings left when it runs out are not
+    measured (the analysis's ``skipped`` says so). ``stage``: the measurement stage (tests give a
+    fake one; default: the GPU's)."""
     from gpuadvise.analyze.prepare import live_options
     from gpuadvise.rules import rank_findings
+    from gpuadvise.spec.budget import out_of_time, skip
 
-    stage = _Stage(live_options(opts), timeout_s, max_time_s)
+    if stage is None:
+        stage = _Stage(live_options(opts), timeout_s, max_time_s, budget_s=budget_s)
     out, notes = [], []
-    for f in run.findings:
-        g, n = measure_finding(stage, f)
-        out.append(g)
-        notes += n
+    try:
+        stage.build_all([c for f in run.findings for c in _candidates(f)])
+        left = sum(1 for f in run.findings if _candidates(f))
+        for f in run.findings:
+            if not _candidates(f):
+                out.append(f)
+                continue
+            if out_of_time() or stage.set_share(left) < MIN_RACE_S / 5:
+                skip("measuring the findings' variants on the GPU")
+                notes.append(f"{f.rule}: not measured, the time budget ran out")
+                out.append(f)
+                continue
+            g, n = measure_finding(stage, f)
+            left -= 1
+            out.append(g)
+            notes += n
+    finally:
+        stage.close()
     return dataclasses.replace(run, findings=tuple(rank_findings(out))), notes
 
 

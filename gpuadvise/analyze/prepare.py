@@ -165,9 +165,16 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
 
 
 def time_prepared(
-    prepared: list[Prepared], timing: TimingConfig, hot: bool, timeout_s: float
+    prepared: list[Prepared],
+    timing: TimingConfig,
+    hot: bool,
+    timeout_s: float,
+    matching: tuple[float, float] | None = None,
 ) -> Any:
-    """Verify and time prepared launches (A B interleaved) in the isolated worker."""
+    """Verify and time prepared launches (A B interleaved) in the isolated worker.
+
+    ``matching`` (rtol, atol): in a race (``timing.race``), variants whose outputs differ from
+    the first launch's are not timed (``Job.time_matching``)."""
     from gpuadvise.runner.client import run_in_worker
     from gpuadvise.toolchain import CompileOptions, compile_source
 
@@ -187,6 +194,7 @@ def time_prepared(
         seed=prepared[0].spec.seed,
         verify=True,
         timing=timing,
+        time_matching=matching,
     )
     return run_in_worker(job, timeout_s + timing.max_time_s + 60)
 

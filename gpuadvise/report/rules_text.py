@@ -28,6 +28,8 @@ def finding_text(f: Finding, index: int | None = None) -> list[str]:
         ev = ", ".join(_evidence(e) for e in f.evidence)
         lines.append(f"   evidence: {ev}")
     lines.append(f"   speedup: {f.speedup_label()}")
+    if f.measured_speedup is not None and f.measured_speedup.samples:
+        lines.append(f"   timing: {timing_text(f.measured_speedup)}")
     if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
         lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
     if f.variant is not None:
@@ -44,12 +46,36 @@ def finding_text(f: Finding, index: int | None = None) -> list[str]:
     return lines
 
 
+# why the adaptive A/B timing stopped (runner.stats.STOP_REASONS), as the report says it
+STOP_TEXT = {
+    "faster": "faster beyond doubt",
+    "slower": "slower beyond doubt",
+    "equivalent": "no practical difference (within the equivalence band)",
+    "eliminated": "another variant is faster beyond doubt",
+    "tied": "as fast as the best variant",
+    "max-samples": "sample cap reached undecided",
+    "max-time": "time cap reached undecided",
+    "unverified": "not timed: outputs differ",
+}
+
+
+def timing_text(m: Any) -> str:
+    """How much timing a measurement took and why it stopped: ``24 samples each, stopped:
+    faster beyond doubt``."""
+    text = f"{m.samples} samples each"
+    if m.stop_reason:
+        text += f", stopped: {STOP_TEXT.get(m.stop_reason, m.stop_reason)}"
+    return text
+
+
 def _trial(t: Any) -> str:
     name = t.label or "variant"
     if t.measurement is not None:
         m = t.measurement
         ci = f" [{m.ci_low:.3f}..{m.ci_high:.3f}]" if m.ci_low is not None else ""
-        return f"{name} {m.speedup:.3f}x{ci}"
+        why = f", {m.stop_reason}" if m.stop_reason else ""
+        n = f" ({m.samples} samples{why})" if m.samples else ""
+        return f"{name} {m.speedup:.3f}x{ci}{n}"
     return f"{name}: {t.note or 'not measured'}"
 
 

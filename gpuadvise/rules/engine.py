@@ -210,7 +210,9 @@ class Measurement:
     ``kind``: ``variant`` (the user's kernel against the finding's variant of it) or ``proxy``
     (two kernels gpuadvise synthesized to reproduce the access pattern in the old and the new
     layout: the effect of the change, not the user's kernel; reports label it). ``label``: which
-    of the finding's variants this is (``N=16``), when it has several.
+    of the finding's variants this is (``N=16``), when it has several. ``samples``: the timed
+    samples of each kernel; ``stop_reason``: why the adaptive timing stopped there
+    (``runner.stats.STOP_REASONS``: ``faster``, ``eliminated``, ``max-time``, ...).
     """
 
     speedup: float
@@ -223,6 +225,7 @@ class Measurement:
     samples: int | None = None
     kind: MeasurementKind = "variant"
     label: str | None = None
+    stop_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -236,6 +239,7 @@ class Measurement:
             "samples": self.samples,
             "kind": self.kind,
             "label": self.label,
+            "stop_reason": self.stop_reason,
         }
 
     @classmethod
@@ -251,6 +255,7 @@ class Measurement:
             d.get("samples"),
             d.get("kind", "variant"),
             d.get("label"),
+            d.get("stop_reason"),
         )
 
 

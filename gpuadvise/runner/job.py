@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.runner.stats import RacePolicy
+
 
 @dataclass(frozen=True)
 class BufferInit:
@@ -84,6 +86,10 @@ class TimingConfig:
     # A cubin with gpuadvise_flush (data/flush.cu): reads 2x the L2 to empty it of the kernel's
     # data without leaving dirty lines; without it the backend's memset flush is used.
     flush_cubin: str | None = None
+    # Adaptive A/B (stats.Race): the first launch is the baseline, the others its variants, each
+    # timed until its speedup interval decides the question or the race's caps are hit; None:
+    # every launch timed until the median is known to target_rel_noise (AdaptivePolicy).
+    race: RacePolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,9 @@ class Job:
     seed: int = 0
     verify: bool = True  # run each launch once on fresh data and return its outputs
     timing: TimingConfig | None = None  # None: no timing
+    # (rtol, atol): in a race, a variant whose verified outputs differ from the first launch's
+    # is not timed (its outcome's stop_reason is "unverified"); None: every launch is timed
+    time_matching: tuple[float, float] | None = None
 
 
 @dataclass
@@ -101,6 +110,7 @@ class LaunchOutcome:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
     throttled: list[bool] = field(default_factory=list)
+    stop_reason: str | None = None  # why a raced variant's timing stopped (stats.STOP_REASONS)
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuadvise.runner.backend import cuda_error_name
 from gpuadvise.runner.data import make_host_buffer
-from gpuadvise.runner.job import Job, KernelLaunch, LaunchOutcome, Result
+from gpuadvise.runner.job import Job, KernelLaunch, LaunchOutcome, Result, TimingConfig
 from gpuadvise.runner.verify import poison
 
 # nvmlClocksEventReasons that mean the GPU slowed itself down (not idle, not application clocks)
@@ -139,15 +139,7 @@ def run_job(job: Job, backend: Any) -> Result:
                         backend.download(dev[b.name], host)
                         outcomes[launch.label].outputs[b.name] = host
         if job.timing is not None:
-            from gpuadvise.runner.stats import AdaptivePolicy
-
             t = job.timing
-            policy = AdaptivePolicy(
-                min_samples=t.min_samples,
-                min_time_s=t.min_time_s,
-                max_time_s=t.max_time_s,
-                target_rel_noise=t.target_rel_noise,
-            )
             nvml = _Nvml()
             spin = None
             if t.spin_cubin:
@@ -165,29 +157,47 @@ def run_job(job: Job, backend: Any) -> Result:
                 )
                 sms = int(result.device.get("sm_count") or 132)
                 flush = backend.bind(flush_fn, (sms * 4, 1, 1), (256, 1, 1), 0, [scratch, n4, sink])
-            rng = np.random.default_rng(t.order_seed)
-            for launch in job.launches:
+            by_label = {launch.label: launch for launch in job.launches}
+
+            def sample(name: str) -> float:
+                nonlocal label
+                launch = by_label[name]
+                label = name
+                if spin is not None:
+                    spin()
+                if t.cold:
+                    flush()
+                ms = backend.timed(lambda launch=launch: go(launch))
+                outcomes[name].samples_ms.append(ms)
+                outcomes[name].throttled.append(nvml.sample())
+                return ms
+
+            racing = t.race is not None and len(job.launches) > 1
+            timed = list(job.launches)
+            if racing and job.time_matching is not None:
+                base = job.launches[0]
+                for launch in job.launches[1:]:
+                    if not _outputs_match(job, outcomes[base.label], outcomes[launch.label]):
+                        outcomes[launch.label].stop_reason = "unverified"
+                        timed.remove(launch)
+            if racing and len(timed) < 2:
+                timed = []  # no verified variant left to time against the baseline
+            for launch in timed:
                 label = launch.label
                 for _ in range(t.warmup):
                     go(launch)
             backend.synchronize()
-            t0 = time.perf_counter()
-            order = list(job.launches)
-            while True:
-                if len(order) > 1:
-                    order = [order[i] for i in rng.permutation(len(order))]
-                for launch in order:
-                    label = launch.label
-                    if spin is not None:
-                        spin()
-                    if t.cold:
-                        flush()
-                    ms = backend.timed(lambda launch=launch: go(launch))
-                    outcomes[launch.label].samples_ms.append(ms)
-                    outcomes[launch.label].throttled.append(nvml.sample())
-                elapsed = time.perf_counter() - t0
-                if all(policy.should_stop(o.samples_ms, elapsed) for o in outcomes.values()):
-                    break
+            if racing and timed:
+                from gpuadvise.runner.stats import run_race
+
+                assert t.race is not None
+                race = run_race(
+                    t.race, timed[0].label, [x.label for x in timed[1:]], sample, seed=t.order_seed
+                )
+                for name, why in race.reasons.items():
+                    outcomes[name].stop_reason = why
+            elif not racing:
+                _time_until_quiet(t, timed, sample)
             result.clocks = nvml.summary()
         result.outcomes = [outcomes[launch.label] for launch in job.launches]
         result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
@@ -198,6 +208,56 @@ def run_job(job: Job, backend: Any) -> Result:
         result.cuda_error = cuda_error_name(msg)
         result.failed_label = label
     return result
+
+
+def _time_until_quiet(t: TimingConfig, launches: list[KernelLaunch], sample: Any) -> None:
+    """Every launch timed in rounds (a random order each round) until each one's median is known
+    to ``t.target_rel_noise`` or the caps are hit (:class:`~gpuadvise.runner.stats.AdaptivePolicy`).
+    """
+    from gpuadvise.runner.stats import AdaptivePolicy
+
+    policy = AdaptivePolicy(
+        min_samples=t.min_samples,
+        min_time_s=t.min_time_s,
+        max_time_s=t.max_time_s,
+        target_rel_noise=t.target_rel_noise,
+    )
+    rng = np.random.default_rng(t.order_seed)
+    samples: dict[str, list[float]] = {launch.label: [] for launch in launches}
+    t0 = time.perf_counter()
+    order = list(launches)
+    while True:
+        if len(order) > 1:
+            order = [order[i] for i in rng.permutation(len(order))]
+        for launch in order:
+            samples[launch.label].append(sample(launch.label))
+        elapsed = time.perf_counter() - t0
+        if all(policy.should_stop(s, elapsed) for s in samples.values()):
+            break
+
+
+def _outputs_match(job: Job, base: LaunchOutcome, other: LaunchOutcome) -> bool:
+    """Whether ``other``'s verified outputs equal ``base``'s under ``job.time_matching`` (the
+    parent compares them again for the report; here only the race's entrants are chosen)."""
+    from gpuadvise.runner.verify import compare
+
+    assert job.time_matching is not None
+    rtol, atol = job.time_matching
+    for b in job.buffers:
+        if not b.is_output:
+            continue
+        x, y = base.outputs.get(b.name), other.outputs.get(b.name)
+        if x is None or y is None:
+            return False
+        if (
+            x.shape == y.shape
+            and x.dtype == y.dtype
+            and np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+        ):
+            continue  # bit-identical: the common case, without compare's passes
+        if not compare(b.name, x, y, rtol, atol).ok:
+            return False
+    return True
 
 
 def main(argv: list[str]) -> int:

@@ -39,6 +39,9 @@ class FakeStage:
         m = R.Measurement(s, 1.0, 1.0 / s, "GPU", s * 0.99, s * 1.01, True, 10, kind, v.label)
         return R.Trial(v.label, v.description, m, True, None)
 
+    def run_all(self, variants: list[R.Variant]) -> list[R.Trial]:
+        return [self.run(v) for v in variants]
+
 
 def _finding(variant: R.Variant | None) -> R.Finding:
     return R.Finding("GA304", "l2-locality", "t", "warning", "m", "k.cu", 1, "k", variant=variant)

@@ -124,6 +124,9 @@ class Stage:
         )
         return rule_api.Trial(v.label, v.description, m, True, None)
 
+    def run_all(self, variants: list[rule_api.Variant]) -> list[rule_api.Trial]:
+        return [self.run(v) for v in variants]
+
 
 @pytest.mark.parametrize("speedup", [0.97, 1.003, 1.3])
 def test_recommended_only_if_the_proxy_measures_faster(soa_analysis, speedup):

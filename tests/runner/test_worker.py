@@ -127,3 +127,52 @@ def test_a_kernel_error_is_reported_with_the_cuda_error_name():
 def test_error_names():
     assert cuda_error_name("launch failed: device-side assert triggered") == "CUDA_ERROR_ASSERT"
     assert cuda_error_name("something else") is None
+
+
+def make_race_job(symbols: list[str], race: Any, matching: Any = (1e-5, 1e-8)) -> J.Job:
+    job = make_job(symbols[:2], J.TimingConfig(cold=True, warmup=1, race=race))
+    params = job.launches[0].params
+    extra = tuple(
+        J.KernelLaunch(f"B{i}", "/dev/null", sym, (1, 1, 1), (64, 1, 1), 0, params)
+        for i, sym in enumerate(symbols[2:], 2)
+    )
+    return J.Job(
+        job.launches + extra, job.buffers, job.seed, True, job.timing, time_matching=matching
+    )
+
+
+def test_race_stops_each_variant_with_its_reason():
+    from gpuadvise.runner.stats import RacePolicy
+
+    kernels = dict(KERNELS, copy_slow=KERNELS["copy"], copy_fast=KERNELS["copy"])
+    be = FakeBackend(kernels, {"copy": 2.0, "copy_fast": 1.0, "copy_slow": 3.0})
+    race = RacePolicy(min_samples=10, min_time_s=0.0)
+    res = run_job(make_race_job(["copy", "copy_fast", "copy_slow"], race), be)
+    assert res.ok
+    a, fast, slow = res.outcomes
+    assert a.stop_reason is None and fast.stop_reason == "faster"
+    assert slow.stop_reason in ("eliminated", "slower")
+    assert len(a.samples_ms) == len(fast.samples_ms) == 10  # decided at the first look
+    assert len(slow.samples_ms) == 10 and set(slow.samples_ms) == {3.0}
+
+
+def test_race_does_not_time_a_variant_whose_outputs_differ():
+    from gpuadvise.runner.stats import RacePolicy
+
+    kernels = dict(KERNELS, copy_fast=KERNELS["copy"])
+    be = FakeBackend(kernels, {"copy": 2.0, "copy_half": 0.5, "copy_fast": 1.0})
+    race = RacePolicy(min_samples=10, min_time_s=0.0)
+    res = run_job(make_race_job(["copy", "copy_half", "copy_fast"], race), be)
+    a, half, fast = res.outcomes
+    assert half.stop_reason == "unverified" and half.samples_ms == []
+    assert half.outputs  # its outputs still come back for the report
+    assert fast.stop_reason == "faster" and len(fast.samples_ms) == len(a.samples_ms) == 10
+    # nothing verified to race: nothing timed at all
+    be = FakeBackend(dict(KERNELS), {"copy": 2.0, "copy_half": 0.5})
+    res = run_job(make_race_job(["copy", "copy_half"], race), be)
+    assert res.ok and [o.samples_ms for o in res.outcomes] == [[], []]
+    assert res.outcomes[1].stop_reason == "unverified" and be.flushes == 0
+    # without time_matching every variant races (the caller verifies afterwards)
+    be = FakeBackend(dict(KERNELS), {"copy": 2.0, "copy_half": 0.5})
+    res = run_job(make_race_job(["copy", "copy_half"], race, matching=None), be)
+    assert res.outcomes[1].stop_reason == "faster"
