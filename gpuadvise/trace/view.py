@@ -145,7 +145,8 @@ class Lanes:
 
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
-    fewer when they have more than ``max_lanes`` active lanes together (at least one CTA), lane
+    fewer when they have more than ``max_lanes`` active lanes together (at least one CTA; of a
+    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others), lane
     by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
@@ -177,11 +178,25 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
+        # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
+        # spread, stand for the others
+        warp_scale = 1.0
+        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        if n_lanes > max_lanes:
+            warps = np.unique(all_recs["warp"][glob])
+            keep = max(1, len(warps) * max_lanes // n_lanes)
+            if keep < len(warps):
+                pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
+                kept = warps[np.unique(pick)]
+                glob &= np.isin(all_recs["warp"], kept)
+                warp_scale = len(warps) / len(kept)
         recs = all_recs[glob]
         self.ctas = ctas
         self.records = recs
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
-        self.scale = (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1)
+        self.scale = (
+            (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1) * warp_scale
+        )
         rs = record_sectors(recs)
         self.rec_sectors = rs.sectors.astype(np.int64)
         self.rec_ideal = rs.ideal.astype(np.int64)

@@ -127,3 +127,16 @@ def test_a_batch_that_overflows_is_dropped_whole(
     assert len(e.trace.records) == 128 * per_cta
     assert set(np.unique(e.trace.records["cta"])) == set(range(1, 129))
     assert any("traced 129 of the first wave's 264 CTAs" in n for n in e.notes)
+
+
+def test_a_view_of_one_cta_over_its_bound_keeps_some_warps(module: CompiledModule) -> None:
+    from gpuadvise.trace.view import TraceView
+
+    e = run(module, 1)  # one CTA: 32 warps, 3 x 1024 lanes
+    whole = TraceView(e.trace, {})
+    assert len(whole.lanes) == 3 * 1024 and whole.scale == 1024
+    view = TraceView(e.trace, {}, max_lanes=1000)  # 10 of the 32 warps fit
+    warps = np.unique(view.records["warp"])
+    assert len(warps) == 10 and warps[0] == 0 and warps[-1] == 31
+    assert len(view.lanes) == 3 * 10 * 32
+    assert view.scale == pytest.approx(1024 * 32 / 10)
