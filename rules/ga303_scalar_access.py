@@ -36,6 +36,9 @@ L1_SECTORS_PER_CLOCK = 4
 warp-level request takes at least one clock whatever it touches."""
 
 _VECTORS = (16, 8)  # vector widths tried, widest first
+_CHUNK = 1 << 16
+"""Records whose addresses are compared at once (a few MB): GA303 reads the trace's records in
+place, chunk by chunk, instead of copying the addresses of every global access."""
 NOTE_BELOW = 1.02
 """Findings whose estimated bound is below this (a DRAM-bound kernel) are notes, not warnings."""
 
@@ -88,8 +91,14 @@ class _Execs:
     rec: np.ndarray  # record indices
     warp_key: np.ndarray
     mask: np.ndarray
-    addr: np.ndarray  # (n, 32) uint64
-    act: np.ndarray  # (n, 32) bool
+    records: np.ndarray  # the trace's records (not a copy): addresses are read chunk by chunk
+
+    def addr_chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(addresses, active lanes) of the executions, ``_CHUNK`` records at a time: the
+        addresses of every execution are never copied at once."""
+        addr = self.records["addr"]
+        for i in range(0, len(self.rec), _CHUNK):
+            yield addr[self.rec[i : i + _CHUNK]], _active(self.mask[i : i + _CHUNK])
 
 
 @dataclass(frozen=True)
@@ -131,15 +140,16 @@ def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
         if info.width not in widths:
             continue
         idx = order[bounds[info.inst] : bounds[info.inst + 1]]
-        r = records[idx]
         # the reconciled trace may have widened the records of an instruction ptxas merged
-        idx = idx[(r["width"] == info.width) & (r["space"] == int(Space.GLOBAL))]
+        # (the fields are read one by one: no copy of the records and their addresses)
+        keep = (records["width"][idx] == info.width) & (records["space"][idx] == int(Space.GLOBAL))
+        idx = idx[keep]
         if not len(idx):
             continue
-        r = records[idx]
-        wk = (r["cta"].astype(np.int64) << np.int64(20)) + r["warp"].astype(np.int64)
+        wk = (records["cta"][idx].astype(np.int64) << np.int64(20)) + records["warp"][idx].astype(
+            np.int64
+        )
         o = np.argsort(wk, kind="stable")
-        r = r[o]
         out.append(
             _Execs(
                 inst=info.inst,
@@ -149,9 +159,8 @@ def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
                 width=info.width,
                 rec=idx[o],
                 warp_key=wk[o],
-                mask=r["mask"],
-                addr=np.ascontiguousarray(r["addr"]),
-                act=_active(r["mask"]),
+                mask=records["mask"][idx[o]],
+                records=records,
             )
         )
     return out
@@ -164,11 +173,18 @@ def _follows(a: _Execs, b: _Execs) -> bool:
         return False
     if not (np.array_equal(a.warp_key, b.warp_key) and np.array_equal(a.mask, b.mask)):
         return False
-    return bool(((b.addr == a.addr + np.uint64(a.width)) | ~a.act).all())
+    step = np.uint64(a.width)
+    b_addr = b.records["addr"]
+    for i, (addr, act) in enumerate(a.addr_chunks()):
+        nxt = b_addr[b.rec[i * _CHUNK : (i + 1) * _CHUNK]]
+        if not bool(((nxt == addr + step) | ~act).all()):
+            return False
+    return True
 
 
 def _aligned(e: _Execs, nbytes: int) -> bool:
-    return bool((((e.addr % np.uint64(nbytes)) == 0) | ~e.act).all())
+    n = np.uint64(nbytes)
+    return all(bool((((addr % n) == 0) | ~act).all()) for addr, act in e.addr_chunks())
 
 
 def _chains(execs: list[_Execs], max_gap: int) -> list[list[_Execs]]:
@@ -228,10 +244,10 @@ def _pieces(chain: list[_Execs]) -> list[_Piece]:
 
 def _buffer_of(trace: Any, piece: _Piece) -> str | None:
     e = piece.execs[0]
-    live = e.addr[e.act]
-    if not live.size:
+    lows = [int(addr[act].min()) for addr, act in e.addr_chunks() if act.any()]
+    if not lows:
         return None
-    a = int(live.min())
+    a = min(lows)
     for name, (base, size) in trace.buffers.items():
         if int(base) <= a < int(base) + int(size):
             return str(name)
@@ -793,11 +809,7 @@ class ScalarGlobalAccess(Rule):
         if not pieces:
             return
         sass_lines = ctx.sass_lines_innermost
-        glob = trace.records[trace.records["space"] == 0]
-        totals = {
-            "l1_clocks_all": _l1_clocks(glob),
-            "distinct_sectors_all": _distinct_sectors(glob),
-        }
+        totals = _global_totals(trace.records)
         groups: dict[tuple[str | None, int, int, str | None], list[_Piece]] = {}
         for p in pieces:
             first = p.lines[0] if p.lines else 0
@@ -1007,6 +1019,22 @@ def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:
         return {}
 
 
+def _global_totals(records: np.ndarray) -> dict[str, Any]:
+    """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
+    records at a time (no copy of the global records)."""
+    from gpuadvise.rules import Space, touched_lines
+
+    glob = np.flatnonzero(records["space"] == int(Space.GLOBAL))
+    clocks = 0.0
+    sectors: list[np.ndarray] = []
+    for i in range(0, len(glob), _CHUNK):
+        part = records[glob[i : i + _CHUNK]]
+        clocks += _l1_clocks(part)
+        sectors.append(np.unique(touched_lines(part, 32)[1]))
+    distinct = len(np.unique(np.concatenate(sectors))) if sectors else 0
+    return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}
+
+
 def _l1_clocks(records: np.ndarray) -> float:
     from gpuadvise.rules import record_sectors
 
@@ -1014,15 +1042,6 @@ def _l1_clocks(records: np.ndarray) -> float:
         return 0.0
     s = record_sectors(records).sectors
     return float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
-
-
-def _distinct_sectors(records: np.ndarray) -> int:
-    from gpuadvise.rules import touched_lines
-
-    if not len(records):
-        return 0
-    _rec, sec = touched_lines(records, 32)
-    return int(len(np.unique(sec)))
 
 
 def _numbers(trace: Any, g: _Group) -> dict[str, Any]:

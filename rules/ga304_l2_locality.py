@@ -212,13 +212,21 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> AccessTrace:
     import numpy as np
 
     gx, gy = int(ctx.launch.grid.x), int(ctx.launch.grid.y)
-    ctas = probe_ctas(gx, gy)
+    ctas = probe_ctas(gx, gy)[: probe_limit(ctx)]
     text = remap_block_index(ks.text, ks.body_start, ks.body_end, probe_lines(ctas, gx), BLOCK_NAME)
     trace = ctx.services.trace_candidate(text, len(ctas))
     ids = np.asarray(ctas, dtype=np.int64)
     recs = trace.records.copy()
     recs["cta"] = ids[recs["cta"].astype(np.int64)]
     return replace(trace, records=recs, ctas=tuple(int(c) for c in ctas))
+
+
+def probe_limit(ctx: RuleContext) -> int | None:
+    """The most CTAs the probe may trace: the analysis' L2 probe size (``--l2-probe-ctas``,
+    at most ``--sample-ctas N``), None when unbounded. The centre patch comes first in
+    :func:`probe_ctas`, so a bounded probe keeps it."""
+    limit = ctx.models.l2_probe_ctas
+    return None if limit is None else max(0, int(limit))
 
 
 _PROBE_CACHE: dict[tuple[Any, ...], tuple[Any, int]] = {}
@@ -239,6 +247,7 @@ def probe_l2(ctx: RuleContext, ks: KernelSource) -> tuple[Any, int]:
         ctx.compile_flags,
         (d.name, d.cc, d.l2_bytes, d.sm_count),
         blocks_per_sm,
+        probe_limit(ctx),
     )
     hit = _PROBE_CACHE.get(key)
     if hit is not None:
@@ -368,15 +377,28 @@ class L2Locality(Rule):
             raise ModelUnavailable(
                 f"the L2 model has no footprint for the whole grid ({why}); {extra}"
             )
+        limit = probe_limit(ctx)
+        if limit == 0:
+            raise ModelUnavailable(
+                f"the L2 model has no footprint for the whole grid ({why}); the probe is bounded "
+                "to 0 CTAs (--l2-probe-ctas 0)"
+            )
         try:
             probed, n = probe_l2(ctx, ks)
         except (GpuAdviseError, ValueError, MemoryError) as exc:
             text = exc.one_line() if isinstance(exc, GpuAdviseError) else str(exc)
             raise ModelUnavailable(f"the L2 probe failed: {type(exc).__name__}: {text}") from exc
         if probed.mode not in _USABLE_MODES:
+            bound = (
+                f" (the probe was bounded to {limit} CTAs by --l2-probe-ctas or --sample-ctas)"
+                if limit is not None
+                and limit < len(probe_ctas(int(ctx.launch.grid.x), int(ctx.launch.grid.y)))
+                else ""
+            )
             raise ModelUnavailable(
                 "the L2 model cannot synthesize the grid from the probe's CTAs: "
                 + ("; ".join(probed.notes) or probed.mode)
+                + bound
             )
         return probed, f"a probe of {n} CTAs across the grid ({probed.mode})"
 

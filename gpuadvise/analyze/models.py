@@ -93,6 +93,7 @@ class MemoryAnalysis:
     l2_unavailable: str | None = None  # why l2 is None
     outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
     simt: SimtProfile | None = None  # the CPU emulator's SIMT counts (not serialized)
+    l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
 
 def resolve_launch(
@@ -210,6 +211,7 @@ def compute_models(
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
         simt=emu.simt,
+        l2_probe_ctas=INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas),
     )
 
 
@@ -435,4 +437,5 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
         l2=memory.l2,
         emulation=emulation,
         unavailable=unavailable,
+        l2_probe_ctas=memory.l2_probe_ctas,
     )

@@ -110,7 +110,8 @@ class ModelResults:
     ``trace`` is the access trace reconciled with the SASS (ptxas's merged vector accesses);
     ``unavailable`` maps a model that was not computed to why (the emulator failed, no enabled
     rule asked for it, the trace was turned off). ``emulation``: the tracer's counts, when the
-    kernel was traced.
+    kernel was traced. ``l2_probe_ctas``: the most CTAs a rule's own L2 probe may trace
+    (``--l2-probe-ctas``, at most ``--sample-ctas N``; None: no bound).
     """
 
     trace: AccessTrace | None = None
@@ -119,6 +120,7 @@ class ModelResults:
     l2: L2Result | None = None
     emulation: EmulationStats | None = None
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    l2_probe_ctas: int | None = None
 
     def require(self, name: str) -> Any:
         """Model ``name`` (:data:`TRACE_MODELS`); ModelUnavailable with the reason otherwise."""

@@ -58,6 +58,47 @@ def _costs(view: TraceView) -> _RecordCosts:
     return got
 
 
+@dataclass(frozen=True)
+class _SectorSet:
+    """The distinct keys of some lanes of a view: ``lanes`` (lane indices) and each one's key
+    number (``group``, 0 .. ``count`` - 1), found once per view (one sort) and reused by every
+    :func:`view_traffic` of the run's rules."""
+
+    lanes: np.ndarray
+    group: np.ndarray
+    count: int
+
+    def alone(self, lane_sel: np.ndarray) -> int:
+        """Keys that only selected lanes touch (``setdiff1d(keys[sel], keys[~sel])``)."""
+        s = lane_sel[self.lanes]
+        hit = np.bincount(self.group[s], minlength=self.count) > 0
+        hit &= np.bincount(self.group[~s], minlength=self.count) == 0
+        return int(np.count_nonzero(hit))
+
+
+_SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
+
+
+def _sector_sets(view: TraceView) -> dict[str, _SectorSet]:
+    """The L2 load sectors (per CTA) and the DRAM load and store sectors of the view's lanes."""
+    got = _SETS.get(view)
+    if got is None:
+        c = _costs(view)
+        lanes, lb = view.lanes, view.lane_buffer
+        inside = lb >= 0
+        lload = (c.kind == int(Kind.LOAD))[lanes.rec] & inside
+        lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
+        dkey = (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
+        key = (lanes.cta << 50) | dkey
+        got = {}
+        for name, part, k in (("l2", lload, key), ("load", lload, dkey), ("store", lstore, dkey)):
+            idx = np.flatnonzero(part)
+            uniq, group = np.unique(k[idx], return_inverse=True)
+            got[name] = _SectorSet(idx, group.reshape(-1), len(uniq))
+        _SETS[view] = got
+    return got
+
+
 def _store_split(sectors: np.ndarray, nbytes: np.ndarray, lines: np.ndarray) -> tuple[float, ...]:
     """(full, partial, scattered) store sectors of some store records: full when the record
     fills its sectors; scattered when each of its (8 or more) sectors lies in a line of its own."""
@@ -109,37 +150,32 @@ def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None
     inside = lb >= 0
     lsel = sel[lanes.rec] & inside
     lload = load[lanes.rec] & inside
-    key = (lanes.cta << 50) | (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
-    l2_load = float(len(np.unique(key[lload])))
+    sets = _sector_sets(view)
+    l2_load = float(sets["l2"].count)
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
-        alone = np.setdiff1d(key[lload & lsel], key[lload & ~lsel])
+        alone = sets["l2"].alone(lsel)
         used = 0
         for cta in np.unique(lanes.cta[lsel & lload]):
             m = lsel & lload & (lanes.cta == cta)
             used += math.ceil(_used_bytes(lb[m], lanes.off[m], lanes.width[m]) / SECTOR)
-        l2_load = min(l2_load, l2_load - len(alone) + used)
+        l2_load = min(l2_load, l2_load - alone + used)
     full, partial, scattered = _store_split(
         c.sectors[store & ~sel], c.nbytes[store & ~sel], c.lines[store & ~sel]
     )
     full += float(ideal[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
-    dkey = (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
     lstore = ~load[lanes.rec] & inside
     dram_sectors = 0
-    for part in (lload, lstore):
-        total = np.unique(dkey[part])
-        n_part = len(total)
+    for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
+        n_part = dset.count
         if (lsel & part).any():
-            alone = np.setdiff1d(dkey[part & lsel], dkey[part & ~lsel])
             m = lsel & part
             used = _used_bytes(lb[m], lanes.off[m], lanes.width[m])
-            n_part = min(n_part, n_part - len(alone) + math.ceil(used / SECTOR))
+            n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
         dram_sectors += n_part
     n_load = int(load.sum())
-    warps = max(
-        len(np.unique((view.records["cta"].astype(np.int64) << 16) | view.records["warp"])), 1
-    )
+    warps = max(view.warps(), 1)
     per_req = float(sect[load].mean()) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale

@@ -120,6 +120,14 @@ _DATA_SHARE_DIVISOR = 4
 # rewrites it), and never more than 8 GiB.
 _TRACE_SHARE_DIVISOR = 4
 _MAX_TRACE_BYTES = 8 << 30
+DEFAULT_SAMPLE_TRACE_BYTES = 640 << 20
+"""The trace of the default sample (the first wave) takes at most this much (~2.4 million warp
+accesses of :data:`~gpuadvise.trace.access.RECORD`): a first wave whose CTAs loop over long rows
+(llm.c's softmax, 1.2 million warp accesses per CTA; its matmul, 1,056 CTAs of 21,000) is cut to
+the CTAs that fit, with a note, instead of outgrowing memory. The first CTA runs alone and its
+records tell how many fit; a batch that overflows all the same is dropped whole. A sample the user
+asks for (``--sample-ctas N`` or ``all``) is not cut: it fails when it outgrows the trace's share
+of the memory budget."""
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -670,6 +678,10 @@ def _emulate(
     per_batch = max(1, min(batch_lanes, cap) // lanes_per_cta)
     budget = memory_budget()
     trace_limit = min(_MAX_TRACE_BYTES, budget.bytes // _TRACE_SHARE_DIVISOR)
+    # the default sample is cut to what fits in its budget (DEFAULT_SAMPLE_TRACE_BYTES)
+    cut_to_budget = record and sample_ctas is None and count > 1
+    if cut_to_budget:
+        trace_limit = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -697,18 +709,32 @@ def _emulate(
         with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
             warnings.simplefilter("ignore", RuntimeWarning)
             with step(f"emulating {count} CTA{'s' if count != 1 else ''}", count) as advance:
-                for start in range(0, count, per_batch):
+                # the default sample's first CTA runs alone: its records say how many CTAs fit
+                size = 1 if cut_to_budget else per_batch
+                wave_ctas = count
+                start = 0
+                while start < count:
+                    end = min(count, start + size)
                     batch = Batch(
                         image,
                         geo,
-                        ctas[start : start + per_batch],
+                        ctas[start:end],
                         gmem,
                         params,
                         sink if record else None,
                         max_instructions,
                         cache,
                     )
-                    li, st = batch.run()
+                    mark = sink.count
+                    try:
+                        li, st = batch.run()
+                    except _TraceFull:
+                        if not cut_to_budget or start == 0:
+                            raise
+                        sink.count = mark  # the batch that overflowed is dropped whole
+                        notes.append(_cut_note(start, wave_ctas, sink.limit_bytes))
+                        ctas, count = ctas[:start], start
+                        break
                     lane_instr += li
                     steps += st
                     simt_counts.add(
@@ -716,8 +742,15 @@ def _emulate(
                     )
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)
-                    done = min(count, start + per_batch)
+                    done = end
+                    start = end
                     advance(done)
+                    if cut_to_budget and size == 1 and done < count:
+                        size = per_batch
+                        fit = int(sink.capacity * done // sink.count) if sink.count else count
+                        if fit < count:
+                            notes.append(_cut_note(fit, wave_ctas, sink.limit_bytes))
+                            ctas, count = ctas[:fit], fit
                     if done < count and out_of_time():
                         what = (
                             f"the emulator traced {done} of {count} CTAs: the time budget ran out"
@@ -795,6 +828,14 @@ class _TraceFull(Exception):
     def __init__(self, records: int) -> None:
         super().__init__(records)
         self.records = records
+
+
+def _cut_note(kept: int, wave: int, limit_bytes: int) -> str:
+    return (
+        f"traced {kept} of the first wave's {wave} CTAs: their memory trace would outgrow the "
+        f"default sample's budget of {format_bytes(limit_bytes)} (--sample-ctas N traces N CTAs "
+        "whatever their trace takes, within the memory budget)"
+    )
 
 
 def _fewer_ctas_hint(fitted: int) -> str:

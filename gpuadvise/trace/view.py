@@ -145,7 +145,8 @@ class Lanes:
 
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
-    fewer when they have more than ``max_lanes`` active lanes together (at least one CTA), lane
+    fewer when they have more than ``max_lanes`` active lanes together (at least one CTA; of a
+    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others), lane
     by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
@@ -177,11 +178,25 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
+        # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
+        # spread, stand for the others
+        warp_scale = 1.0
+        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        if n_lanes > max_lanes:
+            warps = np.unique(all_recs["warp"][glob])
+            keep = max(1, len(warps) * max_lanes // n_lanes)
+            if keep < len(warps):
+                pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
+                kept = warps[np.unique(pick)]
+                glob &= np.isin(all_recs["warp"], kept)
+                warp_scale = len(warps) / len(kept)
         recs = all_recs[glob]
         self.ctas = ctas
         self.records = recs
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
-        self.scale = (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1)
+        self.scale = (
+            (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1) * warp_scale
+        )
         rs = record_sectors(recs)
         self.rec_sectors = rs.sectors.astype(np.int64)
         self.rec_ideal = rs.ideal.astype(np.int64)
@@ -214,6 +229,8 @@ class TraceView:
         self.inst_line = [trace.line_of(k) for k in range(len(trace.instructions))]
         self.inst_kind = np.array([int(i.kind) for i in trace.instructions] or [0], np.int64)
         self._l1_total: float | None = None
+        self._by_inst: tuple[np.ndarray, np.ndarray] | None = None
+        self._warps: int | None = None
         self._useful: float | None = None
         self._patterns: dict[tuple[Any, ...], Pattern | str] = {}
 
@@ -242,16 +259,43 @@ class TraceView:
             np.int64,
         )
 
+    def lanes_of(self, insts: np.ndarray) -> np.ndarray:
+        """Indices of the lanes of instructions ``insts``, in lane order (from an index of the
+        lanes by instruction built on first use: no pass over every lane per call)."""
+        if self._by_inst is None:
+            order = np.argsort(self.lanes.inst, kind="stable")
+            bounds = np.searchsorted(
+                self.lanes.inst[order], np.arange(len(self.inst_line) + 1), side="left"
+            )
+            self._by_inst = (order, bounds)
+        order, bounds = self._by_inst
+        n = len(bounds) - 1
+        parts = [
+            order[bounds[i] : bounds[i + 1]]
+            for i in np.unique(np.asarray(insts, np.int64))
+            if 0 <= i < n
+        ]
+        if not parts:
+            return np.zeros(0, np.int64)
+        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+
     def access(self, insts: np.ndarray, buffer: str) -> tuple[Lanes, np.ndarray]:
         """The lanes of instructions ``insts`` that reach ``buffer``, and their records' indices."""
         b = self.buffer_names.index(buffer)
-        keep = np.isin(self.lanes.inst, insts) & (self.lane_buffer == b)
-        lanes = self.lanes.take(keep)
+        idx = self.lanes_of(insts)
+        lanes = self.lanes.take(idx[self.lane_buffer[idx] == b])
         return lanes, np.unique(lanes.rec)
 
     def buffers_at(self, insts: np.ndarray) -> list[str]:
-        keep = np.isin(self.lanes.inst, insts) & (self.lane_buffer >= 0)
-        return [self.buffer_names[int(b)] for b in np.unique(self.lane_buffer[keep])]
+        which = self.lane_buffer[self.lanes_of(insts)]
+        return [self.buffer_names[int(b)] for b in np.unique(which[which >= 0])]
+
+    def warps(self) -> int:
+        """Distinct (CTA, warp) of the view's records."""
+        if self._warps is None:
+            r = self.records
+            self._warps = len(np.unique((r["cta"].astype(np.int64) << 16) | r["warp"]))
+        return self._warps
 
     def l1_total(self) -> float:
         """The sampled CTAs' L1 data-path cycles: :func:`l1_cycles` of each (line, kind)'s

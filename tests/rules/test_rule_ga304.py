@@ -487,3 +487,28 @@ def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any) -> None:
     assert set(got) == set(ctas)
     for c in ctas:
         assert got[c] == full[c], c
+
+
+@needs_nvcc
+def test_probe_is_bounded_by_the_analysis_probe_size(original_small: Any) -> None:
+    """``--l2-probe-ctas`` (or ``--sample-ctas N``) bounds GA304's own probe too: the first CTAs
+    of :func:`probe_ctas` (the centre patch first), each touching what it touches in the whole
+    launch's emulation."""
+    from dataclasses import replace
+
+    mod = ga304()
+    a = analyze(GATHER, "gather_rowmajor", SMALL)
+    ctx = rule_context(a, lazy_models=False)
+    assert mod.probe_limit(ctx) == 64  # the pipeline's default probe size, above the 44 picked
+    ctx._models = replace(ctx.models, l2_probe_ctas=5)
+    assert mod.probe_limit(ctx) == 5
+    probe = mod.probe_trace(ctx, ctx.kernel_source)
+    assert probe.ctas == tuple(mod.probe_ctas(GX, GY)[:5])
+    assert set(np.unique(probe.records["cta"])) <= set(probe.ctas)
+    full = original_small.trace.records
+    for c in probe.ctas:
+        mine = probe.records[probe.records["cta"] == c]
+        theirs = full[full["cta"] == c]
+        assert len(mine) == len(theirs) and sorted(mine["addr"].ravel().tolist()) == sorted(
+            theirs["addr"].ravel().tolist()
+        )

@@ -1,0 +1,142 @@
+"""The default sample's trace budget: a first wave whose trace would outgrow
+:data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_TRACE_BYTES` is cut to the CTAs that fit, with a
+note; an explicit ``--sample-ctas`` is not cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuadvise.devices import preset
+from gpuadvise.source.signature import parse_signature
+from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
+from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source
+from gpuadvise.trace import emulate as emulate_mod
+from gpuadvise.trace.access import RECORD
+from gpuadvise.trace.emulate import Emulation, emulate
+
+pytestmark = pytest.mark.toolkit
+
+BASIC = Path(__file__).resolve().parents[1] / "cuda" / "emu" / "basic.cu"
+N = 1 << 20  # vec_add: 1024 CTAs of 1024 threads, 264 in the H100's first wave
+RECORDS_PER_CTA = 3 * 32  # two loads and a store per warp, 32 warps
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory: pytest.TempPathFactory) -> CompiledModule:
+    return compile_source(
+        BASIC, CompileOptions(arch="sm_90", cache_dir=tmp_path_factory.mktemp("c"))
+    )
+
+
+def run(module: CompiledModule, sample: int | str | None) -> Emulation:
+    spec = build_kernel_spec(
+        BASIC,
+        "vec_add",
+        grid=N // 1024,
+        block=1024,
+        args=[f"n={N}"],
+        buffers=[f"a=float[{N}]", f"b=float[{N}]", f"c=float[{N}]"],
+        discover=False,
+    )
+    launch = resolve(spec, parse_signature(BASIC.read_text(), "vec_add"))
+    return emulate(module, module.kernel("vec_add"), launch, preset("H100"), sample_ctas=sample)
+
+
+def by_cta(e: Emulation) -> dict[int, np.ndarray]:
+    """Each CTA's records as rows (inst, warp, mask, 32 addresses), sorted."""
+    out = {}
+    r = e.trace.records
+    for c in np.unique(r["cta"]):
+        part = r[r["cta"] == c]
+        fields = [part[f].astype(np.uint64)[:, None] for f in ("inst", "warp", "mask")]
+        rows = np.concatenate([*fields, part["addr"]], axis=1)
+        out[int(c)] = rows[np.lexsort(rows.T[::-1])]
+    return out
+
+
+def test_a_first_wave_under_the_budget_is_traced_whole(module: CompiledModule) -> None:
+    e = run(module, None)
+    assert len(e.ctas_run) == 264 and len(e.trace.records) == 264 * RECORDS_PER_CTA
+    assert not any("budget" in n for n in e.notes)
+
+
+def test_the_first_wave_is_cut_to_the_ctas_that_fit(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fit = 100
+    monkeypatch.setattr(
+        emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", fit * RECORDS_PER_CTA * RECORD.itemsize + 50
+    )
+    e = run(module, None)
+    assert e.ctas_run == tuple(range(fit)) and e.trace.ctas == tuple(range(fit))
+    assert e.trace.scale == pytest.approx(1024 / fit) and not e.complete
+    assert len(e.trace.records) == fit * RECORDS_PER_CTA
+    note = next(n for n in e.notes if "budget" in n)
+    assert f"traced {fit} of the first wave's 264 CTAs" in note and "--sample-ctas" in note
+    # the same records as the first `fit` CTAs traced on request (batched differently)
+    asked = run(module, fit)
+    mine, theirs = by_cta(e), by_cta(asked)
+    assert mine.keys() == theirs.keys() == set(range(fit))
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    done = fit * 1024
+    np.testing.assert_array_equal(
+        e.outputs["c"][:done], e.inputs["a"][:done] + e.inputs["b"][:done]
+    )
+
+
+def test_an_explicit_sample_is_not_cut(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 10 * RECORD.itemsize)
+    e = run(module, 300)
+    assert len(e.ctas_run) == 300 and len(e.trace.records) == 300 * RECORDS_PER_CTA
+    assert not any("budget" in n for n in e.notes)
+
+
+SKIP_FIRST = """
+__global__ void skip_first(const float* a, float* c, int n) {
+  if (blockIdx.x == 0) return;
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i];
+}
+"""
+
+
+def test_a_batch_that_overflows_is_dropped_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CTA 0 makes no record, so it predicts nothing: the batches of 64 CTAs (64 x 1024 lanes)
+    # run until one outgrows the budget, and that one is dropped
+    src = tmp_path / "skip_first.cu"
+    src.write_text(SKIP_FIRST)
+    mod = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "cache"))
+    per_cta = 2 * 32  # a load and a store per warp
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 150 * per_cta * RECORD.itemsize)
+    spec = build_kernel_spec(
+        src, "skip_first", grid=N // 1024, block=1024, args=[f"n={N}"],
+        buffers=[f"a=float[{N}]", f"c=float[{N}]"], discover=False,
+    )  # fmt: skip
+    launch = resolve(spec, parse_signature(SKIP_FIRST, "skip_first"))
+    e = emulate(mod, mod.kernel("skip_first"), launch, preset("H100"), sample_ctas=None)
+    # batches: CTA 0 alone, 1-64, 65-128, then 129-192 would pass 150 CTAs' worth of records
+    assert e.ctas_run == tuple(range(129)) and e.trace.ctas == tuple(range(129))
+    assert len(e.trace.records) == 128 * per_cta
+    assert set(np.unique(e.trace.records["cta"])) == set(range(1, 129))
+    assert any("traced 129 of the first wave's 264 CTAs" in n for n in e.notes)
+
+
+def test_a_view_of_one_cta_over_its_bound_keeps_some_warps(module: CompiledModule) -> None:
+    from gpuadvise.trace.view import TraceView
+
+    e = run(module, 1)  # one CTA: 32 warps, 3 x 1024 lanes
+    whole = TraceView(e.trace, {})
+    assert len(whole.lanes) == 3 * 1024 and whole.scale == 1024
+    view = TraceView(e.trace, {}, max_lanes=1000)  # 10 of the 32 warps fit
+    warps = np.unique(view.records["warp"])
+    assert len(warps) == 10 and warps[0] == 0 and warps[-1] == 31
+    assert len(view.lanes) == 3 * 10 * 32
+    assert view.scale == pytest.approx(1024 * 32 / 10)
