@@ -269,7 +269,7 @@ def l1_roofline_estimate(
         else:
             changed = np.intersect1d(np.asarray(records, np.int64), proxy_records)
             pa = view_traffic(device, view, changed, only=proxy_records)
-        pe = launch_estimate(pb, pa, device, rates)
+        pe = launch_estimate(_with_out_word(pb, view), _with_out_word(pa, view), device, rates)
         if pe is not None:
             inputs.update(
                 proxy_point_speedup=round(pe.point, 3),
@@ -279,10 +279,29 @@ def l1_roofline_estimate(
             )
             method += (
                 f". The per-line proxy (this line's {len(proxy_records)} sampled requests "
-                f"alone, the same roofline): point {pe.point:.2f}x, bound {pe.bound:.2f}x, "
+                "alone and the proxy's one word per thread to `out`, the same roofline; the "
+                "proxy's fold arithmetic left out): point {pe.point:.2f}x, bound {pe.bound:.2f}x, "
                 f"bound by {pe.before.bound_by} before and {pe.after.bound_by} after"
             )
     return Estimate(round(est.bound, 3), "upper-bound", method, inputs)
+
+
+PROXY_OUT_BYTES = 4
+"""Each thread of a layout proxy writes its fold, one 32-bit word, to ``out`` (both kernels)."""
+
+
+def _with_out_word(t: Traffic, view: TraceView) -> Traffic:
+    """``t`` and a proxy's own store: one coalesced word per thread of the launch to ``out``
+    (full sectors, written back to DRAM), one store instruction per warp."""
+    threads = float(view.total_ctas * math.prod(view.block))
+    nbytes = threads * PROXY_OUT_BYTES
+    return replace(
+        t,
+        l1_cycles=t.l1_cycles + threads / WARP,
+        l2_store_sectors=t.l2_store_sectors + nbytes / SECTOR,
+        dram_bytes=t.dram_bytes + nbytes,
+        instructions=t.instructions + threads / WARP,
+    )
 
 
 def _term_inputs(est: Any) -> dict[str, Any]:
