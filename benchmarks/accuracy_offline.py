@@ -63,7 +63,7 @@ def join(stored: list[dict[str, Any]], fresh: list[dict[str, Any]]) -> list[dict
     out = []
     for s in stored:
         got = pool.get((s["suite"], s["kernel"], s["rule"], s["line"]))
-        keep = {k: s[k] for k in ("measured", "measured_kind", "label", "ci", "verified")}
+        keep = {k: s.get(k) for k in ("measured", "measured_kind", "label", "ci", "verified")}
         if got:
             out.append({**got.pop(0), **keep})
         else:
