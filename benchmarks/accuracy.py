@@ -1,12 +1,21 @@
-"""Estimate vs measured speedup for every finding on the kernels suite (issue: rules engine).
+"""Estimate vs measured speedup for every finding on the kernels suite and the public-kernel suite
+(issue 16).
 
-Runs `gpuadvise analyze --measure --format json` on each annotated kernel of kernels/ on the GPU,
+Runs `gpuadvise analyze --measure --json` on each annotated kernel of kernels/ and, when
+benchmarks/public/src/ holds the fetched sources (or with --public), on every kernel of
+benchmarks/public/manifest.toml (from src/ alone: the device needs no mirror and no network),
 collects every finding with its estimate and its measured, output-verified speedup, and writes the
 table for docs/accuracy.md. Also times `analyze --measure` against `ncu --set full` on one kernel.
-Per finding also its bound, point (the launch roofline's, in the estimate's inputs), measured,
-whether the bound held (within 5%) and the point's error, with the count of bounds that held and
-the median point error (issue 16).
-Usage (GPU machine): python3 benchmarks/accuracy.py [--json OUT] [--md OUT]
+
+Per finding: its upper bound, its point (the launch roofline's, ``inputs.point_speedup``; for a
+finding measured through a per-line proxy, the proxy's own per-line estimate,
+``inputs.proxy_point_speedup``, against the proxy's bound ``inputs.proxy_bound_speedup``: like for
+like), the measurement, whether the bound held (measured <= 1.05 x bound) and the point's error;
+then per suite the count of bounds that held, the median and mean point error and the median
+bound/measured ratio (how loose the bounds are).
+
+Usage (GPU machine): python3 benchmarks/accuracy.py [--shard K/N] [--json OUT] [--md OUT]
+Offline (CPU, re-joins stored measurements): benchmarks/accuracy_offline.py.
 """
 
 from __future__ import annotations
@@ -15,53 +24,91 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+PUBLIC = ROOT / "benchmarks" / "public"
+TEMPLATES = {"reduce6": "reduce6<256>", "reduce7": "reduce7<256>"}
 
 
-def cases() -> list[tuple[str, str]]:
+@dataclass
+class Case:
+    """One launch to analyze: ``suite`` kernels or public, ``name`` the kernel's (kernels/) or
+    the manifest entry's (public) name, ``cmd`` the analyze command without --measure."""
+
+    suite: str
+    name: str
+    file: str  # relative to the repository root
+    cmd: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.suite}:{self.file}:{self.name}"
+
+
+def kernel_cases() -> list[Case]:
+    """Every kernel of kernels/ with an ``expect:`` annotation inside its body."""
     out = []
+    decl = r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
     for cu in sorted((ROOT / "kernels").glob("*/*.cu")):
         text = cu.read_text()
-        # a kernel is a case when an `expect:` annotation lies inside its body
-        decl = r"__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
         kernels = [(m.start(), m.group(1)) for m in re.finditer(decl, text)]
         for i, (start, name) in enumerate(kernels):
             end = kernels[i + 1][0] if i + 1 < len(kernels) else len(text)
             if "expect: GA" in text[start:end]:
-                out.append((str(cu), name))
+                cmd = [sys.executable, "-m", "gpuadvise", "analyze", str(cu), "-k",
+                       TEMPLATES.get(name, name), "--json"]  # fmt: skip
+                out.append(Case("kernels", name, os.path.relpath(cu, ROOT), cmd))
     return out
 
 
-TEMPLATES = {"reduce6": "reduce6<256>", "reduce7": "reduce7<256>"}
+def public_cases() -> tuple[list[Case], list[str]]:
+    """The public suite's launches whose sources lie in benchmarks/public/src/ (fetch.py copies
+    them there), and one line per entry skipped (source or cuBLAS headers not there)."""
+    sys.path.insert(0, str(PUBLIC))
+    from fetch import CUBLAS_DIR, load_manifest  # type: ignore[import-not-found]
+    from run import command_for  # type: ignore[import-not-found]
+
+    repos, entries = load_manifest()
+    out, skipped = [], []
+    for entry in entries:
+        repo = repos[entry["repo"]]
+        try:
+            cmd, source = command_for(entry, repo, small=False, measure=False, sample_ctas=None)
+        except FileNotFoundError as e:
+            skipped.append(f"{entry['name']}: skipped ({e}; run benchmarks/public/fetch.py)")
+            continue
+        if repo.cublas and not (CUBLAS_DIR / "cublas_v2.h").is_file():
+            skipped.append(f"{entry['name']}: skipped (no cuBLAS headers in src/_cublas)")
+            continue
+        cmd = [c for c in cmd if c != "--no-measure"]
+        out.append(Case("public", entry["name"], os.path.relpath(source, ROOT), cmd))
+    return out, skipped
 
 
-def analyze(cu: str, kernel: str) -> dict:
-    k = TEMPLATES.get(kernel, kernel)
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuadvise",
-            "analyze",
-            cu,
-            "-k",
-            k,
-            "--measure",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ},
-    )
-    if p.returncode != 0:
-        return {"error": p.stderr.strip()}
-    return json.loads(p.stdout)
+def run_case(case: Case, *, measure: bool, gpu: str | None, timeout_s: float) -> dict[str, Any]:
+    """The analyze JSON of one case, or ``{"error": ...}``."""
+    cmd = case.cmd + ["--measure" if measure else "--no-measure"]
+    if gpu:
+        cmd += ["--gpu", gpu]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=timeout_s)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:.0f} s"}
+    if p.returncode not in (0, 1):
+        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return {"error": "no JSON on stdout: " + p.stderr.strip()[-300:]}
 
 
 def _fmt_meas(m: dict) -> str:
@@ -81,164 +128,163 @@ def _why_not(f: dict) -> str:
     return "no automatic variant (advice only)"
 
 
-def held_lines(rows: list[dict]) -> list[str]:
-    """Issue 16's summary: per finding the bound, the point (``inputs.point_speedup``, else
-    the point estimate), the measurement, whether the bound held (within 5%) and the point's
-    error; then the count of bounds that held and the median point error, against GPA's 6%."""
+def finding_row(case: Case, f: dict, wall_s: float) -> dict[str, Any]:
+    """One finding's row: its estimate (bound, point, the proxy's per-line bound and point) and
+    its measurement."""
+    est = f.get("estimated_speedup") or {}
+    inputs = est.get("inputs") or {}
+    meas = f.get("measured_speedup") or {}
+    return {
+        "suite": case.suite,
+        "kernel": case.name,
+        "file": case.file,
+        "rule": f["rule"],
+        "line": f["line"],
+        "severity": f["severity"],
+        "estimate": est.get("speedup"),
+        "estimate_kind": est.get("kind"),
+        "point": inputs.get("point_speedup"),
+        "proxy_point": inputs.get("proxy_point_speedup"),
+        "proxy_bound": inputs.get("proxy_bound_speedup"),
+        "bound_by": [inputs.get("bound_by_before"), inputs.get("bound_by_after")],
+        "measured": meas.get("speedup"),
+        "measured_kind": meas.get("kind"),
+        "label": meas.get("label"),
+        "ci": [meas.get("ci_low"), meas.get("ci_high")],
+        "verified": f.get("verified"),
+        "trials": f.get("trials") or [],
+        "why_not": None if meas else _why_not(f),
+        "analyze_wall_s": wall_s,
+        "device": meas.get("device"),
+        "measured_text": _fmt_meas(meas),
+    }
+
+
+def compared(r: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(bound, point) a row's measurement is compared with: for a proxy measurement the proxy's
+    own per-line bound and point where the estimate has them (like for like), else the
+    finding's upper bound and point (``inputs.point_speedup``, else a point estimate)."""
+    bound = r["estimate"] if r["estimate_kind"] == "upper-bound" else None
+    point = r.get("point") or (r["estimate"] if r["estimate_kind"] == "point" else None)
+    if r.get("measured_kind") == "proxy":
+        bound = r.get("proxy_bound") or bound
+        point = r.get("proxy_point") or point
+    return bound, point
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def held_lines(rows: list[dict], suite: str | None = None) -> list[str]:
+    """Issue 16's summary: per measured finding the bound and point it is compared with
+    (:func:`compared`), the measurement, whether the bound held (within 5%) and the point's
+    error; then the count of bounds that held, the median and mean point error (against GPA's
+    6 % mean) and the median bound/measured ratio."""
     out = ["| kernel | rule | line | bound | point | measured | held? | point error |",
            "|---|---|---:|---:|---:|---:|---|---:|"]  # fmt: skip
-    held, errs = [], []
+    held, errs, loose = [], [], []
     for r in rows:
-        if not r["measured"] or r["estimate"] is None:
+        if (suite and r.get("suite", "kernels") != suite) or not r["measured"]:
             continue
-        bound = r["estimate"] if r["estimate_kind"] == "upper-bound" else None
-        point = r.get("point") or (r["estimate"] if r["estimate_kind"] == "point" else None)
+        bound, point = compared(r)
+        if bound is None and point is None:
+            continue
         ok = None if bound is None else r["measured"] <= bound * 1.05
         err = None if point is None else abs(point - r["measured"]) / r["measured"]
         if ok is not None:
             held.append(ok)
+            loose.append(bound / r["measured"])
         if err is not None:
             errs.append(err)
+        proxy = " (proxy)" if r.get("measured_kind") == "proxy" else ""
         out.append(
             f"| {r['kernel']} | {r['rule']} | {r['line']} | "
             + ("-" if bound is None else f"{bound:.2f}x")
             + " | "
             + ("-" if point is None else f"{point:.2f}x")
-            + f" | {r['measured']:.2f}x | "
+            + f" | {r['measured']:.2f}x{proxy} | "
             + ("-" if ok is None else "yes" if ok else "**no**")
             + " | "
-            + ("-" if err is None else f"{100 * err:.0f}%")
+            + ("-" if err is None else _pct(err))
             + " |"
         )
-    errs.sort()
-    med = errs[len(errs) // 2] if errs else None
     out.append("")
     out.append(f"bounds that held (measured <= 1.05 x bound): {sum(held)} of {len(held)}")
-    if med is not None:
+    if loose:
         out.append(
-            f"median point error: {100 * med:.0f}% over {len(errs)} findings (GPA, the closest "
-            f"published tool, reports a 6% mean error on its own benchmark table: "
-            + ("we are within it" if med <= 0.06 else f"we are {100 * med / 6:.0f}x its error")
+            f"bound / measured: median {statistics.median(loose):.2f}, largest {max(loose):.2f}"
+        )
+    if errs:
+        mean = statistics.fmean(errs)
+        out.append(
+            f"point error over {len(errs)} findings: median {_pct(statistics.median(errs))}, "
+            f"mean {_pct(mean)} (GPA, the closest published tool, reports a 6% mean error on its "
+            "own benchmark table: "
+            + ("we are within it" if mean <= 0.06 else f"our mean is {mean / 0.06:.1f}x its")
             + ")"
         )
     return out
 
 
-def mae_lines(rows: list[dict]) -> list[str]:
-    """The estimates' errors against the measurements: point estimates by mean absolute error,
-    upper bounds by whether they held and by how much they overshot."""
-    out = []
-    point = [(r["estimate"], r["measured"]) for r in rows
-             if r["estimate"] and r["measured"] and r["estimate_kind"] == "point"]  # fmt: skip
-    upper = [(r["estimate"], r["measured"]) for r in rows
-             if r["estimate"] and r["measured"] and r["estimate_kind"] == "upper-bound"]  # fmt: skip
-    both = point + upper
-    if both:
-        mae = sum(abs(e - m) for e, m in both) / len(both)
-        out.append(f"mean absolute error of the estimates: {mae:.3f} over {len(both)} findings")
-    if point:
-        mae = sum(abs(e - m) for e, m in point) / len(point)
-        out.append(f"  point estimates: MAE {mae:.3f} over {len(point)}")
-    if upper:
-        held = sum(m <= e * 1.02 for e, m in upper)
-        mae = sum(abs(e - m) for e, m in upper) / len(upper)
-        out.append(f"  upper bounds: held in {held}/{len(upper)}, MAE {mae:.3f}")
+def summary_lines(rows: list[dict]) -> list[str]:
+    """:func:`held_lines` per suite present in ``rows``."""
+    out: list[str] = []
+    for suite in sorted({r.get("suite", "kernels") for r in rows}):
+        out += ["", f"### {suite}", "", *held_lines(rows, suite)]
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--md", type=Path, help="write the markdown table here")
-    ap.add_argument("--only", help="only kernels whose name contains this")
-    ap.add_argument("--shard", help="K/N: that slice of the kernels (sorted), for several runs")
-    ap.add_argument("--no-ncu", action="store_true", help="skip the analyze-vs-ncu timing")
-    a = ap.parse_args()
-    rows = []
-    todo = cases()
-    if a.shard:
-        sys.path.insert(0, str(ROOT))
-        from gpuadvise.analyze.cases import parse_shard, take_shard
-
-        todo = take_shard(todo, parse_shard(a.shard), key=lambda c: f"{c[0]}:{c[1]}")
-    for cu, kernel in todo:
-        if a.only and a.only not in kernel:
-            continue
-        t0 = time.perf_counter()
-        doc = analyze(cu, kernel)
-        wall = time.perf_counter() - t0
-        if "error" in doc:
-            print(f"{kernel}: {doc['error']}", flush=True)
-            continue
-        for f in doc["findings"]:
-            est = (f.get("estimated_speedup") or {}).get("speedup")
-            kind = (f.get("estimated_speedup") or {}).get("kind")
-            meas = f.get("measured_speedup") or {}
-            row = {
-                "kernel": kernel,
-                "file": os.path.relpath(cu, ROOT),
-                "rule": f["rule"],
-                "line": f["line"],
-                "severity": f["severity"],
-                "estimate": est,
-                "estimate_kind": kind,
-                "point": ((f.get("estimated_speedup") or {}).get("inputs") or {}).get(
-                    "point_speedup"
-                ),
-                "measured": meas.get("speedup"),
-                "measured_kind": meas.get("kind"),
-                "label": meas.get("label"),
-                "ci": [meas.get("ci_low"), meas.get("ci_high")],
-                "verified": f.get("verified"),
-                "trials": f.get("trials") or [],
-                "why_not": None if meas else _why_not(f),
-                "analyze_wall_s": wall,
-                "device": meas.get("device"),
-                "measured_text": _fmt_meas(meas),
-            }
-            rows.append(row)
-            print(
-                f"{kernel:18s} {f['rule']} line {f['line']}: estimate {est} ({kind}), "
-                f"measured {row['measured_text']} verified {f.get('verified')}"
-                + (f" [{row['why_not']}]" if row["why_not"] else "")
-                + f"  [{wall:.1f} s]",
-                flush=True,
-            )
-            for t in row["trials"]:
-                m = t.get("measured_speedup") or {}
-                print(
-                    f"{'':18s}   trial {t.get('label')}: {m.get('speedup')} "
-                    f"verified {t.get('verified')} {t.get('note') or ''}",
-                    flush=True,
-                )
-    for line in mae_lines(rows) + held_lines(rows):
-        print(line)
-    if a.md:
-        md = ["| kernel | rule | line | estimate | measured (95% CI) | verified | analyze wall |",
-              "|---|---|---:|---|---|---|---:|"]  # fmt: skip
-        for r in rows:
-            est = "-" if r["estimate"] is None else f"{r['estimate']:.2f}x ({r['estimate_kind']})"
-            meas = r["measured_text"] if r["measured"] else f"not measured: {r['why_not']}"
-            md.append(
-                f"| {r['kernel']} | {r['rule']} | {r['line']} | {est} | {meas} | "
-                f"{r['verified']} | {r['analyze_wall_s']:.1f} s |"
-            )
-        a.md.write_text("\n".join(md + [""] + mae_lines(rows) + ["", *held_lines(rows)]) + "\n")
-    # analyze with the measurement of every variant vs ncu --set full, on the same kernel
-    speed = []
-    for rel, kernel in (
-        ()
-        if a.no_ncu
-        else (
-            ("transpose/transpose.cu", "transpose_naive"),
-            ("transpose/transpose.cu", "transpose_tiled"),
-            ("reduction/reduce.cu", "reduce2"),
-            ("tile_gather/gather.cu", "gather_rowmajor"),
+def _print_row(row: dict[str, Any]) -> None:
+    print(
+        f"{row['kernel']:18s} {row['rule']} line {row['line']}: estimate {row['estimate']} "
+        f"({row['estimate_kind']}, point {row['point']}, proxy {row['proxy_point']}), "
+        f"measured {row['measured_text']} verified {row['verified']}"
+        + (f" [{row['why_not']}]" if row["why_not"] else "")
+        + f"  [{row['analyze_wall_s']:.1f} s]",
+        flush=True,
+    )
+    for t in row["trials"]:
+        m = t.get("measured_speedup") or {}
+        print(
+            f"{'':18s}   trial {t.get('label')}: {m.get('speedup')} "
+            f"verified {t.get('verified')} {t.get('note') or ''}",
+            flush=True,
         )
+
+
+def markdown(rows: list[dict], errors: list[str]) -> str:
+    md = ["| suite | kernel | rule | line | estimate | measured (95% CI) | verified | analyze wall |",
+          "|---|---|---|---:|---|---|---|---:|"]  # fmt: skip
+    for r in rows:
+        est = "-" if r["estimate"] is None else f"{r['estimate']:.2f}x ({r['estimate_kind']})"
+        meas = r["measured_text"] if r["measured"] else f"not measured: {r['why_not']}"
+        md.append(
+            f"| {r['suite']} | {r['kernel']} | {r['rule']} | {r['line']} | {est} | {meas} | "
+            f"{r['verified']} | {r['analyze_wall_s']:.1f} s |"
+        )
+    md += ["", *summary_lines(rows)]
+    if errors:
+        md += ["", "Not analyzed:", "", *(f"- {e}" for e in errors)]
+    return "\n".join(md) + "\n"
+
+
+def ncu_timing(no_ncu: bool) -> list[dict[str, Any]]:
+    """analyze with the measurement of every variant vs ncu --set full, on the same kernel."""
+    speed: list[dict[str, Any]] = []
+    if no_ncu:
+        return speed
+    for rel, kernel in (
+        ("transpose/transpose.cu", "transpose_naive"),
+        ("transpose/transpose.cu", "transpose_tiled"),
+        ("reduction/reduce.cu", "reduce2"),
+        ("tile_gather/gather.cu", "gather_rowmajor"),
     ):
         cu = str(ROOT / "kernels" / rel)
+        case = Case("kernels", kernel, rel,
+                    [sys.executable, "-m", "gpuadvise", "analyze", cu, "-k", kernel, "--json"])  # fmt: skip
         t0 = time.perf_counter()
-        doc = analyze(cu, kernel)
+        doc = run_case(case, measure=True, gpu=None, timeout_s=600)
         t_an = time.perf_counter() - t0
         n_var = sum(len(f.get("trials") or []) for f in doc.get("findings", []))
         t0 = time.perf_counter()
@@ -257,8 +303,70 @@ def main() -> int:
             f"ncu --set full (one launch): {t_ncu:.1f} s" + ("" if ok else " (ncu failed)"),
             flush=True,
         )
+    return speed
+
+
+def select_cases(suites: str, only: str | None, shard: str | None) -> tuple[list[Case], list[str]]:
+    """The cases of ``suites`` (kernels, public, all; auto: public too when its sources are
+    fetched), filtered by ``only`` (a substring of the name) and cut to ``shard`` (K/N over
+    both suites together, sorted by key)."""
+    todo, skipped = [], []
+    if suites in ("kernels", "all", "auto"):
+        todo += kernel_cases()
+    if suites in ("public", "all") or (suites == "auto" and (PUBLIC / "src").is_dir()):
+        pub, skipped = public_cases()
+        todo += pub
+    if only:
+        todo = [c for c in todo if only in c.name]
+    if shard:
+        sys.path.insert(0, str(ROOT))
+        from gpuadvise.analyze.cases import parse_shard, take_shard
+
+        todo = take_shard(todo, parse_shard(shard), key=lambda c: c.key)
+    return todo, skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--md", type=Path, help="write the markdown table here")
+    ap.add_argument("--only", help="only kernels whose name contains this")
+    ap.add_argument("--shard", help="K/N: that slice of the cases (sorted), for several runs")
+    ap.add_argument("--no-ncu", action="store_true", help="skip the analyze-vs-ncu timing")
+    ap.add_argument("--suites", choices=("auto", "kernels", "public", "all"), default="auto",
+                    help="kernels/, the public suite, or both (auto: both when "
+                    "benchmarks/public/src/ is there)")  # fmt: skip
+    ap.add_argument("--public", dest="suites", action="store_const", const="all",
+                    help="the same as --suites all")  # fmt: skip
+    ap.add_argument("--no-measure", dest="measure", action="store_false",
+                    help="estimates only (a CPU check that every case analyzes)")  # fmt: skip
+    ap.add_argument("--gpu", help="the device model (default: the live GPU)")
+    ap.add_argument("--timeout", type=float, default=420.0, help="seconds per case (420)")
+    a = ap.parse_args()
+    todo, errors = select_cases(a.suites, a.only, a.shard)
+    for e in errors:
+        print(e, flush=True)
+    rows = []
+    for case in todo:
+        t0 = time.perf_counter()
+        doc = run_case(case, measure=a.measure, gpu=a.gpu, timeout_s=a.timeout)
+        wall = time.perf_counter() - t0
+        if "error" in doc:
+            errors.append(f"{case.name}: {doc['error']}")
+            print(errors[-1], flush=True)
+            continue
+        print(f"{case.name}: {len(doc['findings'])} findings [{wall:.1f} s]", flush=True)
+        for f in doc["findings"]:
+            row = finding_row(case, f, wall)
+            rows.append(row)
+            _print_row(row)
+    for line in summary_lines(rows):
+        print(line)
+    if a.md:
+        a.md.write_text(markdown(rows, errors))
+    speed = ncu_timing(a.no_ncu or not a.measure)
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "speed": speed}, indent=1))
+        a.json.write_text(json.dumps({"rows": rows, "speed": speed, "errors": errors}, indent=1))
     return 0
 
 

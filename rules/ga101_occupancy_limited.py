@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
@@ -15,6 +16,12 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    amortised_ratio,
+    launch_times,
+    memory_rates,
+    occupancy_ratio,
+    repeated_requests,
+    view_traffic,
 )
 
 _LABELS = {
@@ -186,15 +193,55 @@ class OccupancyLimited(Rule):
         step = finding.details_as(NextStep)
         new = step.occupancy
         sat = float(ctx.option("saturation_occupancy"))
-        bound = min(new, sat) / min(old, sat) if old > 0 else 1.0
+        inputs: dict[str, Any] = {
+            "occupancy_before": old,
+            "occupancy_after": new,
+            "saturation_occupancy": sat,
+        }
+        # the launch roofline of the traced launch: latency-bound (too few bytes in flight)?
+        latency_bound, amort, repeated = False, 1.0, (0.0, 0.0)
+        rates = memory_rates(ctx.device)
+        if ctx.has_model("trace") and rates is not None:
+            view = ctx.trace_view
+            times = launch_times(view_traffic(ctx.device, view), ctx.device, rates)
+            latency_bound = times is not None and times.bound_by == "latency"
+            inputs["bound_by_before"] = None if times is None else times.bound_by
+            if step.resource == "block_size":
+                # the same threads in CTAs of another size: the work each CTA repeats is
+                # done once per CTA of the new grid
+                threads = ctx.occupancy_input.threads_per_block
+                ctas = float(view.total_ctas)
+                repeated = repeated_requests(view)
+                amort = amortised_ratio(*repeated, ctas, ctas * threads / step.value)
+        occ = occupancy_ratio(old, new, sat, latency_bound)
+        inputs.update(
+            occupancy_ratio=occ,
+            amortised_ratio=amort,
+            repeated_requests_per_cta=repeated[0],
+            partitioned_requests_per_cta=repeated[1],
+        )
+        warps = (
+            f"Little's law: a latency-bound launch's bandwidth grows at most in proportion to "
+            f"its resident warps, {new:.2f} / {old:.2f} = {occ:.2f}x"
+            if latency_bound
+            else f"resident warps up to {sat:.0%} occupancy (the launch roofline does not find "
+            f"this launch latency-bound): min({new:.2f}, {sat:.2f}) / min({old:.2f}, {sat:.2f}) "
+            f"= {occ:.2f}x"
+        )
+        cta = (
+            f"; times the work CTAs repeat done by {ctx.occupancy_input.threads_per_block} / "
+            f"{step.value} as many CTAs ({repeated[0]:.0f} of {sum(repeated):.0f} global "
+            f"requests per CTA touch only bytes every sampled CTA touches): {amort:.2f}x"
+            if step.resource == "block_size"
+            else ""
+        )
         return Estimate(
-            round(max(bound, 1.0), 3),
+            round(max(occ * amort, 1.0), 3),
             "upper-bound",
-            f"Little's law: throughput at most proportional to resident warps, saturating at "
-            f"{sat:.0%} occupancy: min({new:.2f}, {sat:.2f}) / min({old:.2f}, {sat:.2f}). "
-            "Reached only by a latency-bound kernel with little independent work per thread; "
-            "bounds the occupancy effect only, not a block-size change's effect on per-CTA work",
-            {"occupancy_before": old, "occupancy_after": new, "saturation_occupancy": sat},
+            warps + cta + ". Left out: instruction-level parallelism (a launch with independent "
+            "loads per thread gains less), the tail of the new grid, and per-CTA work that is "
+            "not memory requests (barriers, shared-memory stores)",
+            inputs,
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

@@ -386,7 +386,21 @@ class UncoalescedAccess(Rule):
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
             + (", with every access to the buffer in the new layout" if d.aos else ""),
             records=buffer_records(view, d.buffer) if d.aos else recs,
+            proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
         )
+
+    def _proxy_records(self, ctx: RuleContext, finding: Finding) -> Any:
+        """The records the line's proxy reproduces: the line's loads and stores of the buffer
+        (a read-modify-write's both)."""
+        import numpy as np
+
+        d = finding.details_as(BufferAccess)
+        view = ctx.trace_view
+        _, recs = d.access(ctx)
+        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
+        other = Kind.STORE if d.kind == "load" else Kind.LOAD
+        _, more = view.access(view.insts_at(file, finding.line or 0, other), d.buffer)
+        return np.union1d(np.asarray(recs, np.int64), np.asarray(more, np.int64))
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)

@@ -244,6 +244,7 @@ class UnpackedFields(Rule):
             view,
             saved,
             f"dropping the loads of {len(ranked) - 1} of this line's {len(ranked)} packed fields",
+            proxy_records=view.access(np.asarray(insts, np.int64), d.buffer)[1],
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

@@ -11,6 +11,7 @@ import numpy as np
 
 from gpuadvise.errors import UsageError
 from gpuadvise.rules import (
+    WARP,
     Estimate,
     Evidence,
     Finding,
@@ -31,6 +32,9 @@ from gpuadvise.rules import (
     transpose_body,
     transpose_tiles,
 )
+
+TILE_ROWS_PER_THREAD = 4
+"""Rows of the 32x32 tile each thread of the variant's 32x8 block loads (and stores)."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,9 @@ class TransposeThroughShared(Rule):
         buf, insts = d.strided()
         _, recs, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
         saved = l1_cycles(req, sect) - l1_cycles(ideal / 4.0, ideal)
+        # the variant's launch: 32x8 threads per 32x32 tile, each warp loading 4 rows of 32
+        # consecutive elements before the barrier (the loads independent: all in flight)
+        in_flight = TILE_ROWS_PER_THREAD * WARP * view.buffers[buf].elem_bytes
         # the launch roofline with the strided side's records moving only the bytes they use:
         # its L2 sectors, partial-sector writes and DRAM fills brought to the coalesced side's
         return l1_roofline_estimate(
@@ -256,8 +263,11 @@ class TransposeThroughShared(Rule):
             saved,
             f"the strided side's {sect} sectors in {req} requests (sampled CTAs) brought down to "
             f"{ideal} (the tile's shared traffic, conflict-free with the [32][33] padding, and "
-            "its barrier not charged)",
+            f"its barrier not charged), launched as the variant is, 32x8 threads with "
+            f"{TILE_ROWS_PER_THREAD} independent 128-byte row loads per warp in flight "
+            f"({in_flight} bytes per warp)",
             records=np.asarray(recs, np.int64),
+            in_flight_after=float(in_flight),
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

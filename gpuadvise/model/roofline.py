@@ -27,6 +27,7 @@ from gpuadvise.devices import DeviceSpec, MemoryRates
 __all__ = [
     "ISSUE_PER_SM_PER_CLOCK",
     "L1_BYTES_PER_CLOCK",
+    "PARTIAL_STORE_PEAK_FACTOR",
     "LaunchEstimate",
     "LaunchTimes",
     "TERMS",
@@ -35,7 +36,9 @@ __all__ = [
     "launch_times",
     "Roofline",
     "dram_bytes_per_s",
+    "amortised_ratio",
     "l1_cycles",
+    "occupancy_ratio",
     "roofline",
     "sm_cycles_per_s",
     "work_ratio",
@@ -123,6 +126,14 @@ ISSUE_PER_SM_PER_CLOCK = 4
 
 TERMS = ("l1", "l2", "dram", "issue", "latency")
 
+PARTIAL_STORE_PEAK_FACTOR = 422.17 / 98.77
+"""How much faster the L2 takes partial-sector stores at best than at the rate the point uses:
+on the H200 (docs/data/roofline_probe_h200_2026-11-25.txt) one word per sector, four sectors per
+line, L2-resident: 98.77 G sectors/s (``MemoryRates.l2_partial_store_gsectors``); the same
+pattern with each block's warps writing the other words of the same sectors (the sectors
+completed in the L2 before they leave it): 422.17 G sectors/s. The floor of an upper bound
+takes partial stores at the faster rate (the model cannot tell which one a launch gets)."""
+
 
 @dataclass(frozen=True)
 class Traffic:
@@ -179,9 +190,10 @@ def launch_times(
 ) -> LaunchTimes | None:
     """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock, L2 at the
     rates' sector rates (loads and stores share the slices, so their times add up), DRAM at the
-    sustained copy rate (``peak_dram``: at the peak bandwidth, a floor no launch beats), issue
-    at four warp instructions per SM per clock, latency by Little's law. None without SM count
-    or clock."""
+    sustained copy rate, issue at four warp instructions per SM per clock, latency by Little's
+    law. ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth and partial-sector
+    stores at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`). None without
+    SM count or clock."""
     hz = sm_cycles_per_s(device)
     bw = dram_bytes_per_s(device)
     if hz is None or bw is None:
@@ -192,7 +204,8 @@ def launch_times(
     l2_s = (
         traffic.l2_load_sectors / (rates.l2_load_gsectors * g)
         + traffic.l2_store_sectors / (rates.l2_store_gsectors * g)
-        + traffic.l2_partial_store_sectors / (rates.l2_partial_store_gsectors * g)
+        + traffic.l2_partial_store_sectors
+        / (rates.l2_partial_store_gsectors * (PARTIAL_STORE_PEAK_FACTOR if peak_dram else 1.0) * g)
         + traffic.l2_scattered_store_sectors / (rates.l2_scattered_store_gsectors * g)
     )
     dram_s = traffic.dram_bytes / dram_bw
@@ -231,9 +244,10 @@ class LaunchEstimate:
             f"issue, latency): before {self.before.describe()}, bound by {self.before.bound_by}; "
             f"after {what}: {self.after.describe()}, bound by {self.after.bound_by}. Point "
             f"{self.point:.2f}x (sustained rates, {rates.source}); upper bound {self.bound:.2f}x "
-            "(DRAM after at peak bandwidth). Left out: overlap between terms other than the "
-            "largest, L2 reuse across CTAs and capacity misses, DRAM read-fills of partial "
-            "sectors, ALU instructions (issue counts memory instructions only)"
+            "(after at peak DRAM bandwidth and the L2's best partial-store rate). Left out: "
+            "overlap between terms other than the largest, L2 reuse across CTAs and capacity "
+            "misses, DRAM read-fills of partial sectors, ALU instructions (issue counts memory "
+            "instructions only)"
         )
 
 
@@ -248,3 +262,35 @@ def launch_estimate(
     if b is None or a is None or f is None:
         return None
     return LaunchEstimate(b, a, f)
+
+
+# ---------------------------------------------------------------------------------------------
+# A launch change (block size, registers): more warps in flight, and the work CTAs repeat
+
+
+def occupancy_ratio(
+    warps_before: float, warps_after: float, saturation_warps: float, latency_bound: bool
+) -> float:
+    """The most a change of resident warps per SM can speed a launch up, by Little's law: the
+    bytes in flight, and so the bandwidth a latency-bound launch reaches, grow in proportion to
+    the warps (``warps_after / warps_before``). A launch the roofline does not find
+    latency-bound is held to the warps up to ``saturation_warps`` (past them latency is taken
+    as hidden). 1 when no warps are resident before."""
+    if warps_before <= 0:
+        return 1.0
+    if latency_bound:
+        return max(warps_after / warps_before, 1.0)
+    return max(min(warps_after, saturation_warps) / min(warps_before, saturation_warps), 1.0)
+
+
+def amortised_ratio(
+    repeated: float, partitioned: float, ctas_before: float, ctas_after: float
+) -> float:
+    """Work before over after when each CTA repeats ``repeated`` units (a table every block
+    stages in shared memory) and shares out ``partitioned`` units of the launch's work per CTA:
+    ``C_b (R + P) / (C_a R + C_b P)``, the launch's partitioned work unchanged by a new CTA
+    count ``ctas_after``. 1 without repeated work or CTAs."""
+    if ctas_before <= 0 or ctas_after <= 0 or repeated + partitioned <= 0:
+        return 1.0
+    before = ctas_before * (repeated + partitioned)
+    return before / (ctas_after * repeated + ctas_before * partitioned)

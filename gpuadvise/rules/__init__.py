@@ -19,9 +19,12 @@ from gpuadvise.model.reduction import Phase, ReductionTree, reduction_trees
 from gpuadvise.model.roofline import (
     Roofline,
     Traffic,
+    amortised_ratio,
     dram_bytes_per_s,
     l1_cycles,
     launch_estimate,
+    launch_times,
+    occupancy_ratio,
     roofline,
     sm_cycles_per_s,
     work_ratio,
@@ -42,6 +45,7 @@ from gpuadvise.rules.estimates import (
     buffer_records,
     l1_roofline_estimate,
     launch_change_estimate,
+    repeated_requests,
     view_traffic,
 )
 from gpuadvise.rules.proxy import (
@@ -146,6 +150,10 @@ __all__ = [
     "infer_pattern",
     "integer_args",
     "l1_cycles",
+    "amortised_ratio",
+    "launch_times",
+    "occupancy_ratio",
+    "repeated_requests",
     "buffer_records",
     "l1_roofline_estimate",
     "launch_change_estimate",

@@ -23,6 +23,7 @@ __all__ = [
     "buffer_records",
     "l1_roofline_estimate",
     "launch_change_estimate",
+    "repeated_requests",
     "view_traffic",
 ]
 
@@ -79,13 +80,16 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
-def _sector_sets(view: TraceView) -> dict[str, _SectorSet]:
-    """The L2 load sectors (per CTA) and the DRAM load and store sectors of the view's lanes."""
-    got = _SETS.get(view)
+def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _SectorSet]:
+    """The L2 load sectors (per CTA) and the DRAM load and store sectors of the view's lanes;
+    with ``keep`` (a mask over the records), of those records' lanes only (not cached)."""
+    got = _SETS.get(view) if keep is None else None
     if got is None:
         c = _costs(view)
         lanes, lb = view.lanes, view.lane_buffer
         inside = lb >= 0
+        if keep is not None:
+            inside &= keep[lanes.rec]
         lload = (c.kind == int(Kind.LOAD))[lanes.rec] & inside
         lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
         dkey = (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
@@ -95,7 +99,8 @@ def _sector_sets(view: TraceView) -> dict[str, _SectorSet]:
             idx = np.flatnonzero(part)
             uniq, group = np.unique(k[idx], return_inverse=True)
             got[name] = _SectorSet(idx, group.reshape(-1), len(uniq))
-        _SETS[view] = got
+        if keep is None:
+            _SETS[view] = got
     return got
 
 
@@ -129,28 +134,40 @@ def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
     return float(min(view.total_ctas, per_sm * device.sm_count) * w)
 
 
-def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None = None) -> Traffic:
+def view_traffic(
+    device: DeviceSpec,
+    view: TraceView,
+    changed: np.ndarray | None = None,
+    only: np.ndarray | None = None,
+) -> Traffic:
     """The launch's :class:`Traffic` from the sampled CTAs, scaled to the launch; with
     ``changed`` (record indices), as if those records moved only the bytes they use: their
-    sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM."""
+    sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM.
+    With ``only`` (record indices), the traffic of those records alone (what a per-line proxy
+    kernel that reproduces them moves)."""
     c = _costs(view)
     n = len(view.records)
     sel = np.zeros(n, bool)
     if changed is not None and len(changed):
         sel[np.asarray(changed, np.int64)] = True
+    keep = np.ones(n, bool)
+    if only is not None:
+        keep[:] = False
+        keep[np.asarray(only, np.int64)] = True
+    sel &= keep
     ideal = view.rec_ideal.astype(np.int64)
-    load = c.kind == int(Kind.LOAD)
-    store = ~load
+    load = (c.kind == int(Kind.LOAD)) & keep
+    store = (c.kind != int(Kind.LOAD)) & keep
     # L1 data path: max(requests, sectors / 4) per record (a line's records together in
     # view.l1_total; per record here, so that changed records can be swapped for their ideal)
     sect = np.where(sel, ideal, c.sectors)
-    l1 = float(np.maximum(1.0, sect / 4.0).sum())
+    l1 = float(np.maximum(1.0, sect / 4.0)[keep].sum())
     # L2 loads: the distinct sectors each CTA's loads touch (L1 serves the rest)
     lanes, lb = view.lanes, view.lane_buffer
-    inside = lb >= 0
+    inside = (lb >= 0) & keep[lanes.rec]
     lsel = sel[lanes.rec] & inside
     lload = load[lanes.rec] & inside
-    sets = _sector_sets(view)
+    sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
@@ -165,7 +182,7 @@ def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None
     )
     full += float(ideal[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
-    lstore = ~load[lanes.rec] & inside
+    lstore = store[lanes.rec] & inside
     dram_sectors = 0
     for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
         n_part = dset.count
@@ -175,7 +192,11 @@ def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None
             n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
         dram_sectors += n_part
     n_load = int(load.sum())
-    warps = max(view.warps(), 1)
+    if only is None:
+        warps = max(view.warps(), 1)
+    else:
+        kept = view.records[keep]
+        warps = max(len(np.unique((kept["cta"].astype(np.int64) << 16) | kept["warp"])), 1)
     per_req = float(sect[load].mean()) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
@@ -186,10 +207,31 @@ def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None
         l2_partial_store_sectors=partial * s,
         l2_scattered_store_sectors=scattered * s,
         dram_bytes=dram_sectors * SECTOR * s,
-        instructions=float(n) * s,
+        instructions=float(keep.sum()) * s,
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
     )
+
+
+def repeated_requests(view: TraceView) -> tuple[float, float]:
+    """(repeated, partitioned) global requests per sampled CTA: a request is repeated when every
+    byte its lanes touch is touched by every sampled CTA (work each CTA does again, such as a
+    table staged in shared memory), partitioned otherwise. (0, all) with fewer than two sampled
+    CTAs (repetition cannot be told)."""
+    lanes, lb = view.lanes, view.lane_buffer
+    n_rec = len(view.records)
+    ctas = np.unique(lanes.cta)
+    if n_rec == 0 or len(ctas) < 2:
+        return 0.0, float(n_rec) / max(len(ctas), 1)
+    inside = lb >= 0
+    key = (lb.astype(np.int64) << 40) | lanes.off
+    pairs = np.unique(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]), axis=1)
+    keys, counts = np.unique(pairs[0], return_counts=True)
+    everywhere = np.isin(key, keys[counts >= len(ctas)]) & inside
+    not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0
+    has_lanes = np.bincount(lanes.rec, minlength=n_rec) > 0
+    repeated = float((has_lanes & ~not_repeated).sum())
+    return repeated / len(ctas), (float(n_rec) - repeated) / len(ctas)
 
 
 def buffer_records(view: TraceView, buffer: str) -> np.ndarray:
@@ -204,13 +246,22 @@ def l1_roofline_estimate(
     saved_cycles: float,
     what: str,
     records: np.ndarray | None = None,
+    in_flight_after: float | None = None,
+    proxy_records: np.ndarray | None = None,
 ) -> Estimate:
     """The layout rules' estimate on the launch roofline: the traced launch against the same
     launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
     ``records``, with ``saved_cycles`` (sampled CTAs) less on the L1 data path. The estimate is
     the upper bound; ``inputs["point_speedup"]`` the point value, with the term that bounds the
     launch before and after. Without the device's clock, bandwidth or rates, the ratio of L1
-    cycles."""
+    cycles. ``in_flight_after``: the bytes each warp keeps in flight after the change, when the
+    change also reshapes the launch (GA306's tile: four coalesced rows per warp).
+
+    ``proxy_records``: the records a per-line proxy reproduces (the finding's line). The proxy
+    measures the change at that line alone, so its own estimate, the same roofline over those
+    records alone before and after, goes in ``inputs["proxy_point_speedup"]`` and
+    ``inputs["proxy_bound_speedup"]`` (the like-for-like comparison for a proxy measurement);
+    the whole-kernel estimate stays the estimate."""
     total = view.l1_total()
     saved = min(saved_cycles, total * 0.999)
     inputs: dict[str, Any] = {
@@ -235,6 +286,8 @@ def l1_roofline_estimate(
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
         after = view_traffic(device, view, records)
+    if in_flight_after is not None:
+        after = replace(after, bytes_in_flight_per_warp=in_flight_after)
     est = launch_estimate(before, after, device, rates)
     if est is None:  # pragma: no cover - memory_rates needs the same fields
         return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)
@@ -253,7 +306,47 @@ def l1_roofline_estimate(
         dram_bytes_before=before.dram_bytes,
         dram_bytes_after=after.dram_bytes,
     )
-    return Estimate(round(est.bound, 3), "upper-bound", est.method(what, rates), inputs)
+    method = est.method(what, rates)
+    if proxy_records is not None and len(proxy_records):
+        pb = view_traffic(device, view, only=proxy_records)
+        if records is None:
+            pa = replace(pb, l1_cycles=max(pb.l1_cycles - saved * view.scale, 0.0))
+        else:
+            changed = np.intersect1d(np.asarray(records, np.int64), proxy_records)
+            pa = view_traffic(device, view, changed, only=proxy_records)
+        pe = launch_estimate(_with_out_word(pb, view), _with_out_word(pa, view), device, rates)
+        if pe is not None:
+            inputs.update(
+                proxy_point_speedup=round(pe.point, 3),
+                proxy_bound_speedup=round(pe.bound, 3),
+                proxy_bound_by_before=pe.before.bound_by,
+                proxy_bound_by_after=pe.after.bound_by,
+            )
+            method += (
+                f". The per-line proxy (this line's {len(proxy_records)} sampled requests "
+                "alone and the proxy's one word per thread to `out`, the same roofline; the "
+                "proxy's fold arithmetic left out): point {pe.point:.2f}x, bound {pe.bound:.2f}x, "
+                f"bound by {pe.before.bound_by} before and {pe.after.bound_by} after"
+            )
+    return Estimate(round(est.bound, 3), "upper-bound", method, inputs)
+
+
+PROXY_OUT_BYTES = 4
+"""Each thread of a layout proxy writes its fold, one 32-bit word, to ``out`` (both kernels)."""
+
+
+def _with_out_word(t: Traffic, view: TraceView) -> Traffic:
+    """``t`` and a proxy's own store: one coalesced word per thread of the launch to ``out``
+    (full sectors, written back to DRAM), one store instruction per warp."""
+    threads = float(view.total_ctas * math.prod(view.block))
+    nbytes = threads * PROXY_OUT_BYTES
+    return replace(
+        t,
+        l1_cycles=t.l1_cycles + threads / WARP,
+        l2_store_sectors=t.l2_store_sectors + nbytes / SECTOR,
+        dram_bytes=t.dram_bytes + nbytes,
+        instructions=t.instructions + threads / WARP,
+    )
 
 
 def _term_inputs(est: Any) -> dict[str, Any]:
@@ -291,6 +384,8 @@ def launch_change_estimate(
     method = est.method(what, rates)
     if before.dram_bytes == after.dram_bytes:
         method = method.replace(
-            "(DRAM after at peak bandwidth)", "(both at peak DRAM bandwidth: DRAM bytes unchanged)"
+            "(after at peak DRAM bandwidth and the L2's best partial-store rate)",
+            "(both at peak DRAM bandwidth and the L2's best partial-store rate: DRAM bytes "
+            "unchanged)",
         )
     return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)

@@ -66,13 +66,34 @@ def test_lut_big_estimate_saturates_at_half_occupancy():
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     assert est.speedup == 2.0  # min(1.0, 0.5) / min(0.25, 0.5)
+    # no trace here: the launch roofline and the CTAs' repeated work are not known
     assert est.inputs == {
         "occupancy_before": 0.25,
         "occupancy_after": 1.0,
         "saturation_occupancy": 0.5,
+        "occupancy_ratio": 2.0,
+        "amortised_ratio": 1.0,
+        "repeated_requests_per_cta": 0.0,
+        "partitioned_requests_per_cta": 0.0,
     }
     _, (g,) = ga101(LUT, "lut_big", saturation_occupancy=1.0)
     assert g.estimated_speedup.speedup == 4.0  # 1.0 / 0.25
+
+
+def test_lut_big_bound_counts_the_table_every_cta_stages():
+    # traced: each 128-thread CTA loads the 48 KB table in 12288 / 32 = 384 warp requests that
+    # every CTA makes, and 4 x 4 warps x (in, out) = 32 of its own; 512-thread blocks make 4x
+    # fewer CTAs: 2112 x 416 / (528 x 384 + 2112 x 32) = 3.25 (measured 4.84x on the H200)
+    a = analyze(LUT, "lut_big", 8)
+    (f,) = run_rule(a, "GA101")
+    est = f.estimated_speedup
+    assert est.inputs["repeated_requests_per_cta"] == 384.0
+    assert est.inputs["partitioned_requests_per_cta"] == 32.0
+    assert est.inputs["amortised_ratio"] == pytest.approx(3.25)
+    # Little's law: 4x the warps if the roofline finds the launch latency-bound, else 0.5 / 0.25
+    occ = 4.0 if est.inputs["bound_by_before"] == "latency" else 2.0
+    assert est.speedup == pytest.approx(occ * 3.25, abs=1e-3)
+    assert "3.25x" in est.method and "Left out" in est.method
 
 
 def test_lut_big_variant_is_a_block_size_launch_covering_the_same_threads():

@@ -1,0 +1,52 @@
+"""benchmarks/accuracy.py's comparison (the bound and point a measurement is held against) and
+benchmarks/accuracy_offline.py's join of stored measurements with fresh estimates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from accuracy import compared, held_lines  # noqa: E402
+from accuracy_offline import join  # noqa: E402
+
+
+def _row(**kw: Any) -> dict[str, Any]:
+    base = {"suite": "kernels", "kernel": "k", "rule": "GA301", "line": 7, "estimate": 4.0,
+            "estimate_kind": "upper-bound", "point": 3.0, "proxy_point": None,
+            "proxy_bound": None, "measured": None, "measured_kind": None}  # fmt: skip
+    return {**base, **kw}
+
+
+def test_a_proxy_measurement_is_held_against_the_proxy_estimate() -> None:
+    r = _row(proxy_point=1.5, proxy_bound=2.0, measured=1.8, measured_kind="proxy")
+    assert compared(r) == (2.0, 1.5)
+    # a variant measurement: the finding's own bound and point
+    assert compared({**r, "measured_kind": "variant"}) == (4.0, 3.0)
+    # a point estimate has no bound
+    assert compared(_row(estimate=1.3, estimate_kind="point", point=None)) == (None, 1.3)
+
+
+def test_held_lines_count_and_errors() -> None:
+    rows = [
+        _row(measured=2.0, measured_kind="variant"),  # 2.0 <= 4.0: held; point error 50%
+        _row(line=8, estimate=1.0, point=1.0, measured=1.06, measured_kind="variant"),  # > 1.05
+    ]
+    text = "\n".join(held_lines(rows))
+    assert "bounds that held (measured <= 1.05 x bound): 1 of 2" in text
+    assert "| k | GA301 | 8 | 1.00x | 1.00x | 1.06x | **no** | 6% |" in text
+    # bound / measured: 4.0 / 2.0 = 2.0 and 1.0 / 1.06 = 0.94: median 1.47
+    assert "bound / measured: median 1.47, largest 2.00" in text
+    assert "median 28%, mean 28%" in text  # (50% + 5.7%) / 2
+
+
+def test_join_pairs_repeated_keys_in_order() -> None:
+    stored = [_row(measured=3.9, measured_kind="proxy"), _row(measured=3.8, measured_kind="proxy"),
+              _row(line=9, measured=1.1)]  # fmt: skip
+    fresh = [_row(point=5.0), _row(point=6.0)]
+    got = join(stored, fresh)
+    assert [(g["point"], g["measured"]) for g in got[:2]] == [(5.0, 3.9), (6.0, 3.8)]
+    # line 9 is no finding now: kept, without an estimate
+    assert got[2]["missing"] and got[2]["estimate"] is None and got[2]["measured"] == 1.1
