@@ -197,7 +197,12 @@ def view_traffic(
     else:
         kept = view.records[keep]
         warps = max(len(np.unique((kept["cta"].astype(np.int64) << 16) | kept["warp"])), 1)
-    per_req = float(sect[load].mean()) if n_load else 0.0
+    # what a warp's load keeps in flight: the sectors of the kernel's own requests, before any
+    # change. A layout fix moves fewer sectors per request but keeps as many requests in
+    # flight; with the ideal sectors here, a coalescing fix whose DRAM bytes stay (the rows
+    # come from L1/L2 either way) looked latency-bound after: an upper bound below 1
+    # (llm.c attention_query_key_kernel1, 0.39x)
+    per_req = float(c.sectors[load].mean()) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
     return Traffic(
