@@ -68,8 +68,11 @@ def reduce2_args(root: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def run(args: list[str], env: dict[str, str], root: Path) -> tuple[float, float, dict]:
-    """(wall s, peak RSS MB, JSON) of one `analyze --json` in a fresh interpreter."""
+def run(args: list[str], env: dict[str, str], root: Path) -> tuple[float, float, dict, float]:
+    """(wall s, peak RSS MB, JSON, CPU s) of one `analyze --json` in a fresh interpreter; the CPU
+    time (user + system of the child and the tools it ran) is what a shared machine's load
+    disturbs least."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(
         [sys.executable, "-m", "gpuadvise", "analyze", *args, "--json"],
@@ -82,8 +85,9 @@ def run(args: list[str], env: dict[str, str], root: Path) -> tuple[float, float,
     if p.returncode not in (0, 1):
         raise SystemExit(f"analyze failed ({p.returncode}): {p.stderr.strip()[-500:]}")
     # the largest child so far (KiB): each case runs in a process of its own (measure_case)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, peak / 1024, json.loads(p.stdout)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return wall, r1.ru_maxrss / 1024, json.loads(p.stdout), cpu
 
 
 def measure_case(case: str, n: int, env: dict[str, str], root: Path, work: Path) -> dict:
@@ -101,12 +105,13 @@ def child(case: str, n: int, root: Path) -> dict:
     work = Path(env["BENCH_WORK"])
     env.setdefault("PYTHONPYCACHEPREFIX", str(work / "pyc"))
     walls: list[float] = []
+    cpus: list[float] = []
     doc: dict = {}
     if case == "overhead":
         args = [str(root / "kernels/reduction/reduce.cu"), "-k", "reduce3", "--gpu", "H100"]
         run([*args, "--no-cache"], env, root)  # bytecode written
         for _ in range(n):
-            wall, _, doc = run([*args, "--no-cache"], env, root)
+            wall, _, doc, _ = run([*args, "--no-cache"], env, root)
             t = doc["timings_s"]
             walls.append(wall - t["compile_s"] - t["sass_s"])
         return {"case": case, "wall_s": min(walls), "peak_mb": None, "walls_s": walls}
@@ -116,12 +121,14 @@ def child(case: str, n: int, root: Path) -> dict:
     peak = 0.0
     for i in range(n):
         seed = "0" if case == "cached" else str(1000 + i)  # a new seed: a result-cache miss
-        wall, peak, doc = run([*args, "--seed", seed], env, root)
+        wall, peak, doc, cpu = run([*args, "--seed", seed], env, root)
         walls.append(wall)
+        cpus.append(cpu)
     return {
         "case": case,
         "wall_s": min(walls),
         "walls_s": walls,
+        "cpu_s": min(cpus),
         "peak_mb": peak,
         "timings_s": doc.get("timings_s"),
         "findings": sorted(f.get("rule", f.get("id", "?")) for f in doc.get("findings", [])),
@@ -141,6 +148,7 @@ def main() -> int:
         print(json.dumps(child(a.child, a.n, a.root.resolve())))
         return 0
     cases = a.case or ["transpose", "reduce2", "cached", "overhead"]
+    print("load average before: " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = {**os.environ, "GPUADVISE_CACHE_DIR": str(work / "cache")}
@@ -149,7 +157,8 @@ def main() -> int:
             r = measure_case(case, a.n, env, a.root.resolve(), work)
             peak = "" if r["peak_mb"] is None else f", peak RSS {r['peak_mb']:.0f} MB"
             runs = ", ".join(f"{w:.2f}" for w in r["walls_s"])
-            print(f"{case}: min {r['wall_s']:.2f} s{peak} (runs: {runs})")
+            cpu = f", CPU {r['cpu_s']:.2f} s" if r.get("cpu_s") is not None else ""
+            print(f"{case}: min {r['wall_s']:.2f} s{cpu}{peak} (runs: {runs})")
             if r.get("timings_s"):
                 t = {k: round(v, 2) for k, v in r["timings_s"].items() if isinstance(v, float)}
                 print(f"  timings_s {t}")
@@ -157,6 +166,7 @@ def main() -> int:
             if case in target:
                 wall_max, mb_max = target[case]
                 ok &= r["wall_s"] <= wall_max and (mb_max is None or r["peak_mb"] <= mb_max)
+    print("load average after: " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
     return 0 if ok else 1
 
 

@@ -35,6 +35,12 @@ UNIFIED_EXTRA_BYTES = 28 * 1024
 128 - 96, 192 - 164 and 256 - 228 KiB); the L1 has this plus the carveout shared memory leaves."""
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` by one sort (numpy 2's hashing ``unique`` is slow on a million lanes)."""
+    s = np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
 @dataclass(frozen=True)
 class StagedRead(FindingDetails):
     """A tile filled at ``fill_line`` (shared stores ``fill_insts``, global loads
@@ -143,8 +149,8 @@ class SharedStagingL1Serves(Rule):
             lanes, _ = view.access(g, bufs[0])
             if not len(lanes):
                 continue
-            sectors = np.unique((lanes.cta << 40) | (lanes.off // SECTOR))
-            per_cta = len(sectors) * SECTOR / max(len(np.unique(lanes.cta)), 1)
+            sectors = _distinct((lanes.cta << 40) | (lanes.off // SECTOR))
+            per_cta = len(sectors) * SECTOR / max(len(_distinct(lanes.cta)), 1)
             footprint = int(per_cta * resident)
             if footprint > l1:
                 continue
@@ -173,7 +179,7 @@ class SharedStagingL1Serves(Rule):
                     bufs[0],
                     t.fill_line,
                     t.fill_insts,
-                    tuple(int(i) for i in np.unique(lanes.inst)),
+                    tuple(int(i) for i in _distinct(lanes.inst)),
                     t.read_insts,
                     t.words,
                     t.reads,

@@ -52,15 +52,34 @@ class StagedTile:
         return self.reads / self.words if self.words else 0.0
 
 
-def _lanes(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    bits = (recs["mask"][:, None] >> np.arange(WARP, dtype=np.uint32)) & 1
-    return np.nonzero(bits.astype(bool))
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, sorted: ``np.unique(a)`` by one sort (numpy 2's hashing
+    ``unique`` takes seconds on the million distinct words of a traced first wave)."""
+    s = np.sort(a)
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def _member(a: np.ndarray, distinct: np.ndarray) -> np.ndarray:
+    """``np.isin(a, distinct)`` for a sorted array of distinct values (a binary search each)."""
+    if not len(distinct) or not len(a):
+        return np.zeros(len(a), dtype=bool)
+    at = np.minimum(np.searchsorted(distinct, a), len(distinct) - 1)
+    return distinct[at] == a
 
 
 def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) -> list[StagedTile]:
     """The shared ranges each traced CTA fills once at a line that loads from global memory, no
     other line writes, and other lines read back (words read that the line did not write are not
-    counted)."""
+    counted).
+
+    Records are selected by line and kind first, and only their active lanes expanded (as rows of
+    a (records, 32) matrix), so that a traced first wave of a million shared words takes a few
+    sorts, not a hash of every lane."""
     recs = trace.records
     sh = recs[recs["space"] == int(Space.SHARED)]
     if not len(sh):
@@ -68,46 +87,58 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
     lines = [trace.line_of(int(i)) for i in range(len(trace.instructions))]
     glob_load_lines = {
         lines[int(i)]
-        for i in np.unique(recs["inst"][(recs["space"] == int(Space.GLOBAL))
-                                         & (recs["kind"] == int(Kind.LOAD))])
+        for i in _distinct(recs["inst"][(recs["space"] == int(Space.GLOBAL))
+                                        & (recs["kind"] == int(Kind.LOAD))])
     }  # fmt: skip
-    rows, lane = _lanes(sh)
-    width = sh["width"][rows].astype(np.int64)
-    word = sh["addr"][rows, lane].astype(np.int64) // 4
-    cta = sh["cta"][rows].astype(np.int64)
-    tid = sh["warp"][rows].astype(np.int64) * WARP + lane
-    kind = sh["kind"][rows]
-    inst = sh["inst"][rows].astype(np.int64)
+    lane_on = ((sh["mask"][:, None] >> np.arange(WARP, dtype=np.uint32)) & 1).astype(bool)
+    has_lane = lane_on.any(axis=1)
+    width = sh["width"].astype(np.int64)
+    cta = sh["cta"].astype(np.int64)
+    kind = sh["kind"]
+    inst = sh["inst"].astype(np.int64)
     line_ids = {ln: k for k, ln in enumerate(dict.fromkeys(lines))}
     inst_line_id = np.array([line_ids[ln] for ln in lines] or [0], np.int64)
-    line_of_lane = inst_line_id[inst]
+    line_of_rec = inst_line_id[inst]
+    is_load = kind == int(Kind.LOAD)
+
+    def words(sel: np.ndarray) -> np.ndarray:
+        """The words the lanes of the records ``sel`` address, (len(sel), 32)."""
+        return sh["addr"][sel].astype(np.int64) // 4
+
     out = []
-    store_lines = {lines[int(i)] for i in np.unique(inst[kind == int(Kind.STORE)])}
+    store_lines = {lines[int(i)] for i in _distinct(inst[(kind == int(Kind.STORE)) & has_lane])}
     for fl in sorted(store_lines & glob_load_lines, key=lambda t: t[1] or 0):
         f, ln = fl
         if ln is None or not same_file(f):
             continue
-        at = (line_of_lane == line_ids[fl]) & (kind == int(Kind.STORE))
+        on_line = line_of_rec == line_ids[fl]
+        at = np.flatnonzero(on_line & (kind == int(Kind.STORE)) & has_lane)
         if (width[at] != 4).any():
             continue
-        wkeys = (cta[at] << 32) | word[at]
-        uniq, counts = np.unique(wkeys, return_counts=True)
-        if (counts != 1).any():
+        uniq = np.sort(((cta[at, None] << 32) | words(at))[lane_on[at]])
+        if len(uniq) > 1 and (uniq[1:] == uniq[:-1]).any():
             continue  # a word written twice: not filled once
-        other = (kind != int(Kind.LOAD)) & (line_of_lane != line_ids[fl])
-        if np.isin((cta[other] << 32) | word[other], uniq).any():
+        other = np.flatnonzero(~is_load & ~on_line & has_lane)
+        if _member(((cta[other, None] << 32) | words(other))[lane_on[other]], uniq).any():
             continue  # written again elsewhere (a reduction's partial sums): not a staged copy
-        rd = (kind == int(Kind.LOAD)) & (line_of_lane != line_ids[fl])
+        rd = np.flatnonzero(is_load & ~on_line & has_lane)
         nw = np.maximum(width[rd] // 4, 1)
-        idx = np.repeat(np.flatnonzero(rd), nw)
-        k = np.arange(len(idx)) - np.repeat(np.cumsum(nw) - nw, nw)
-        rkeys = (cta[idx] << 32) | (word[idx] + k)
-        mine = np.isin(rkeys, uniq)
-        if not mine.any():
+        rd_words = words(rd)
+        tid = (sh["warp"][rd].astype(np.int64) * WARP)[:, None] + np.arange(WARP, dtype=np.int64)
+        rec_mine = np.zeros(len(rd), dtype=bool)
+        pair_keys = []
+        for k in range(int(nw.max(initial=0))):
+            r = np.flatnonzero(nw > k)  # the records reading a k-th word per lane
+            keys = (cta[rd[r], None] << 32) | (rd_words[r] + k)
+            mine = lane_on[rd[r]]
+            mine[mine] = _member(keys[mine], uniq)
+            rec_mine[r] |= mine.any(axis=1)
+            pair_keys.append((tid[r][mine] << 48) | keys[mine])
+        if not rec_mine.any():
             continue
-        pairs = len(np.unique((tid[idx][mine] << 48) | rkeys[mine]))
-        read_insts = np.unique(inst[idx][mine])
-        fill_insts = np.unique(inst[at])
+        pairs = len(_distinct(np.concatenate(pair_keys)))
+        read_insts = _distinct(inst[rd[rec_mine]])
+        fill_insts = _distinct(inst[at])
         read_lines = sorted({lines[int(i)][1] or 0 for i in read_insts})
         out.append(
             StagedTile(
@@ -117,9 +148,9 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
                 tuple(int(i) for i in read_insts),
                 int(len(uniq)),
                 int(pairs),
-                int(len(np.unique(cta[at]))),
-                int(len(np.unique(rows[at]))),
-                int(len(np.unique(rows[idx][mine]))),
+                int(len(_distinct(cta[at]))),
+                int(len(at)),
+                int(np.count_nonzero(rec_mine)),
             )
         )
     return out

@@ -31,6 +31,7 @@ from typing import Any
 
 from gpuadvise.errors import ToolchainError
 from gpuadvise.fileio import write_atomic
+from gpuadvise.toolchain.cache_dir import default_cache_root
 from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.options import CompileOptions
 
@@ -47,12 +48,7 @@ def cache_root(options: CompileOptions | None = None) -> Path:
     """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``."""
     if options is not None and options.cache_dir is not None:
         return options.cache_dir
-    env = os.environ.get("GPUADVISE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "gpuadvise"
+    return default_cache_root()
 
 
 def cache_write_error(root: Path, exc: OSError) -> ToolchainError:

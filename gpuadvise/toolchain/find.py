@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
+from gpuadvise.toolchain.cache_dir import default_cache_root
 
 __all__ = [
     "DEFAULT_CUDA_ROOT",
@@ -135,7 +138,91 @@ def find_toolchain(nvcc: str | os.PathLike[str] | None = None) -> Toolchain:
         stat = path.stat()
     except OSError as exc:
         raise ToolchainError(f"cannot read nvcc at {path}: {exc}", INSTALL_HINT) from None
-    return _probe_toolchain(str(path), origin, stat.st_mtime_ns, env_key)
+    return _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+
+
+PROBE_FORMAT = 1
+"""Bumped whenever what :func:`_probe_toolchain` finds, or how it is stored, changes."""
+
+
+def _stamp(path: str | os.PathLike[str] | None) -> list[Any] | None:
+    """What tells a file or folder apart from a changed one: resolved path, mtime, size, inode."""
+    if path is None:
+        return None
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return [real, st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _script_targets(nvcc: str) -> list[Any]:
+    """For an nvcc that is a small shell script (``exec /usr/local/cuda-13.0/bin/nvcc "$@"``):
+    the stamps of the absolute paths it names, so that a wrapper now pointing elsewhere (a
+    symlink it goes through retargeted) is a different probe."""
+    try:
+        with open(nvcc, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    names = sorted(set(re.findall(r"(?<![\w.])/[\w./+-]+", head.decode("utf-8", "replace"))))
+    return [[n, _stamp(n)] for n in names]
+
+
+def _tool_stamps(tc: Toolchain) -> dict[str, Any]:
+    """The stamps of everything a probe's answer names, checked again when it is reused."""
+    paths = {
+        "nvcc": tc.nvcc,
+        "nvcc_real": tc.bin_dir / "nvcc",
+        "bin_dir": tc.bin_dir,
+        "ptxas": tc.ptxas,
+        "nvdisasm": tc.nvdisasm,
+        "cuobjdump": tc.cuobjdump,
+        "host_compiler": tc.host_compiler,
+        "demangler": tc.demangler,
+        "include_dir": tc.include_dir,
+        "cuda_runtime_h": tc.include_dir / "cuda_runtime.h" if tc.include_dir else None,
+        "nvvm": tc.bin_dir.parent / "nvvm" / "bin",
+        "cccl": tc.cccl_include_dir,
+    }
+    return {k: _stamp(v) for k, v in paths.items()}
+
+
+@functools.lru_cache(maxsize=16)
+def _probe_stored(nvcc: str, origin: str, mtime_ns: int, env: tuple[str, ...]) -> Toolchain:
+    """:func:`_probe_toolchain`, its answer kept in the cache folder (``toolchain/``): the probe
+    runs ``nvcc --version`` and ``nvcc --dryrun`` (which runs the host preprocessor), about 0.15 s
+    of every analysis. The entry is keyed by nvcc's path, stamp, origin and environment (and, for
+    a wrapper script, the stamps of the paths it names) and reused only while every tool, folder
+    and header it names has the stamp it had; a failed probe is never stored. An entry that
+    cannot be read or written is a miss, never an error."""
+    key_doc = [PROBE_FORMAT, nvcc, origin, _stamp(nvcc), list(env), _script_targets(nvcc)]
+    key = hashlib.sha256(json.dumps(key_doc).encode()).hexdigest()
+    try:
+        file = default_cache_root() / "toolchain" / f"{key}.json"
+    except (OSError, RuntimeError):  # no home folder to put the cache in
+        file = None
+    if file is not None:
+        try:
+            doc = json.loads(file.read_text())
+            tc = Toolchain.from_dict(doc["toolchain"])
+            if doc.get("stamps") == _tool_stamps(tc) and tc.origin == origin:
+                return tc
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    tc = _probe_toolchain(nvcc, origin, mtime_ns, env)
+    if file is not None:
+        from gpuadvise.fileio import write_atomic
+
+        doc = {"toolchain": tc.to_dict(), "stamps": _tool_stamps(tc)}
+        try:
+            write_atomic(file, json.dumps(doc))
+        except OSError:
+            pass
+    return tc
 
 
 def executable(path: Path) -> bool:

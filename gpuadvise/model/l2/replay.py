@@ -108,46 +108,71 @@ def residencies(k: np.ndarray, a: np.ndarray, g: np.ndarray) -> tuple[float, flo
     return float(miss.sum()), float(look.sum())
 
 
-def _window_fit(
-    A_lt: np.ndarray,
-    L_incl: np.ndarray,
-    gs: np.ndarray,
-    ge: np.ndarray,
-    gw: np.ndarray,
-    glen_desc: np.ndarray,
-    k: int,
-    P: int,
-    density: np.ndarray | None,
-) -> np.ndarray:
-    """Distinct bytes touched by the positions [p - k, p), for p = 0 .. P-1 (shifted slices,
-    no gathers: the grid of window lengths calls this a few hundred times on large grids)."""
-    n = int(np.searchsorted(-glen_desc, -k, side="left"))  # gaps longer than k
-    s = min(k + 1, P)  # positions p < k + 1 have no L_incl[p - k - 1]
-    B = np.empty(P, dtype=np.float64)
-    B[:s] = 0.0
-    B[s:] = L_incl[: P - s]
-    if n:
-        diff = np.bincount(gs[:n] + k + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
-        diff -= np.bincount(ge[:n] + 1, weights=gw[:n], minlength=P + 2)[: P + 2]
-        D = A_lt - B - np.cumsum(diff)[:P]
-    else:
-        D = A_lt - B
-    if density is not None:
-        m = min(k, P)  # positions p < k start their window at 0
-        lo_d = np.empty(P, dtype=np.float64)
-        lo_d[:m] = density[0]
-        lo_d[m:] = density[: P - m]
-        n_tr = density[:P] - lo_d
-        span = np.minimum(np.arange(P, dtype=np.float64), float(k))
-        D = np.where(n_tr > 0, D * span / np.maximum(n_tr, 1), D)
-    return np.asarray(D, dtype=np.float64)
+class _WindowFit:
+    """Distinct bytes touched by the positions [p - k, p), for p = 0 .. P-1, per window length k
+    (shifted slices, no gathers: the grid of window lengths asks for a few dozen k per order).
+    The P-long work arrays are allocated once and reused: fresh ones for every k cost a page
+    fault per 4 KiB (a third of the L2 model's time on the 8192^2 transpose's 65,536 CTAs)."""
+
+    def __init__(
+        self,
+        A_lt: np.ndarray,
+        L_incl: np.ndarray,
+        gs: np.ndarray,
+        ge: np.ndarray,
+        gw: np.ndarray,
+        glen_desc: np.ndarray,
+        P: int,
+        density: np.ndarray | None,
+    ) -> None:
+        self.A_lt, self.L_incl, self.P, self.density = A_lt, L_incl, P, density
+        self.gs, self.ge, self.gw, self.neg_glen = gs, ge, gw, -glen_desc
+        self.add = np.zeros(P, dtype=np.float64)
+        self.sub = np.zeros(P, dtype=np.float64)
+        if density is not None:
+            self.positions = np.arange(P, dtype=np.float64)
+            self.n_tr = np.empty(P, dtype=np.float64)
+            self.tmp = np.empty(P, dtype=np.float64)
+
+    def __call__(self, k: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The distinct bytes of every position's window of ``k`` CTAs (into ``out`` if given)."""
+        P = self.P
+        n = int(np.searchsorted(self.neg_glen, -k, side="left"))  # gaps longer than k
+        s = min(k + 1, P)  # positions p < k + 1 have no L_incl[p - k - 1]
+        D = np.empty(P, dtype=np.float64) if out is None else out
+        np.copyto(D, self.A_lt)
+        D[s:] -= self.L_incl[: P - s]
+        if n:
+            # +w at gs + k + 1, -w at ge + 1 (summed apart, in gap order, as bincount does)
+            self.add.fill(0.0)
+            self.sub.fill(0.0)
+            at = self.gs[:n] + (k + 1)
+            keep = at < P
+            np.add.at(self.add, at[keep], self.gw[:n][keep])
+            at = self.ge[:n] + 1
+            keep = at < P
+            np.add.at(self.sub, at[keep], self.gw[:n][keep])
+            self.add -= self.sub
+            D -= np.cumsum(self.add, out=self.add)
+        if self.density is not None:
+            density = self.density
+            m = min(k, P)  # positions p < k start their window at 0
+            n_tr = self.n_tr
+            n_tr[:] = density[:P]
+            n_tr[:m] -= density[0]
+            n_tr[m:] -= density[: P - m]
+            span = np.minimum(self.positions, float(k), out=self.tmp)
+            scaled = np.multiply(D, span, out=span)
+            scaled /= np.maximum(n_tr, 1, out=self.sub)
+            np.copyto(D, scaled, where=n_tr > 0)
+        return D
 
 
 def _merge_gaps(
     gs: np.ndarray, ge: np.ndarray, gw: np.ndarray, P: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The reuse gaps with equal (start, end) launch positions merged, their bytes summed: every
-    window length's distinct bytes (:func:`_window_fit`, called for each length of the grid)
+    window length's distinct bytes (:class:`_WindowFit`, asked for each length of the grid)
     then sums one weight per distinct gap, not one per unit that has it (an image kernel's
     units mostly share their gaps: the same CTAs touch them in the same order)."""
     if len(gs) < 2:
@@ -261,8 +286,7 @@ def replay_order(
     o = np.argsort(-glen, kind="stable")
     gs, ge, gw, glen = gs[o], ge[o], gw[o], glen[o]
 
-    def window(k: int) -> np.ndarray:
-        return _window_fit(A_lt, L_incl, gs, ge, gw, glen, k, P, density)
+    window = _WindowFit(A_lt, L_incl, gs, ge, gw, glen, P, density)
 
     # working set of the CTAs in flight
     c_eff = max(1, min(C, P))
@@ -285,10 +309,17 @@ def replay_order(
         kstars.append(ks_arr)
         prevs.append(D0.copy())
         done.append(over.copy())
+    # a position p's window of k >= p CTAs is the whole launch before it, the same for every
+    # longer k: what still fits there fits for good (k*(p) stays infinite), so the grid stops
+    # once every position has either overflowed or reached its prefix
+    settled = [d.copy() for d in done]
+    for d in settled:
+        d[: min(ks[0], P - 1) + 1] = True
+    D_buf = np.empty(P, dtype=np.float64)
     for i in range(1, len(ks)):
-        if all(d.all() for d in done):
+        if all(d.all() for d in settled):
             break
-        D = window(ks[i])
+        D = window(ks[i], D_buf)
         for j, cap in enumerate(caps):
             newly = ~done[j] & (D > cap)
             if newly.any():
@@ -297,7 +328,9 @@ def replay_order(
                 frac = np.where(d1 > d0, (cap - d0) / np.maximum(d1 - d0, 1e-300), 0.0)
                 kstars[j][newly] = ks[i - 1] + frac * (ks[i] - ks[i - 1])
                 done[j] |= newly
-            prevs[j] = np.where(done[j], prevs[j], D)
+                settled[j] |= newly
+            settled[j][: min(ks[i], P - 1) + 1] = True
+            np.copyto(prevs[j], D, where=~done[j])
     hits = [0.0] * len(caps)
     dram = [0.0] * len(caps)
     near = [0.0] * len(caps)

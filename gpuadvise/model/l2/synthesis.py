@@ -25,7 +25,9 @@ from gpuadvise.model.l2.footprint import (
     Matrix,
     Touches,
     TouchList,
+    distinct,
     extract,
+    member,
     segments,
     sort_pairs,
     touch_list,
@@ -97,7 +99,7 @@ def _infer_steps(
     if len(recs) == 0:
         return {}, {}
     cta_all = recs["cta"].astype(np.int64)
-    traced = set(np.unique(cta_all).tolist())
+    traced = set(distinct(cta_all).tolist())
 
     def pairs(dx: int, dy: int) -> list[int]:
         cands = [
@@ -113,7 +115,7 @@ def _infer_steps(
     px = pairs(1, 0) if gx > 1 else []
     py = pairs(0, 1) if gy > 1 else []
     need = np.array(sorted({*px, *(c + 1 for c in px), *py, *(c + gx for c in py)}), dtype=np.int64)
-    sub = recs[np.isin(cta_all, need)]
+    sub = recs[member(cta_all, need)]
     n = len(sub)
     if n == 0:
         return {}, {}
@@ -147,7 +149,7 @@ def _infer_steps(
         d = np.concatenate(diffs)
         b = np.concatenate(bufs)
         out: dict[int, int] = {}
-        for bi in np.unique(b):
+        for bi in distinct(b):
             m = _mode(d[b == bi])
             if m is not None and bi >= 0:
                 out[int(bi)] = m
@@ -445,11 +447,11 @@ def _lattice_buffer(
         syn_r = T_tr[sel] + y * lay.ry
         syn_c = T_tc[sel] + (x // lay.m) * lay.sx
         s, e = seg.get(c, (0, 0))
-        real = np.unique(row_s[s:e] * lay.pg + col_s[s:e])
-        clamp = np.unique(np.clip(syn_r, *lay.rows) * lay.pg + np.clip(syn_c, *lay.cols))
+        real = distinct(row_s[s:e] * lay.pg + col_s[s:e])
+        clamp = distinct(np.clip(syn_r, *lay.rows) * lay.pg + np.clip(syn_c, *lay.cols))
         ok = (syn_r >= lay.rows[0]) & (syn_r <= lay.rows[1])
         ok &= (syn_c >= lay.cols[0]) & (syn_c <= lay.cols[1])
-        drop = np.unique(syn_r[ok] * lay.pg + syn_c[ok])
+        drop = distinct(syn_r[ok] * lay.pg + syn_c[ok])
         for pol, syn in (("clamp", clamp), ("drop", drop)):
             common = len(np.intersect1d(real, syn, assume_unique=True))
             union = len(real) + len(syn) - common
@@ -605,7 +607,7 @@ def _build_units(
         n_sub = np.bincount(sub_sorted).astype(np.float64)
         sub_tgt = t2[ch]
         # the rest of each regular target unit is one more sub-unit
-        listed = np.unique(sub_tgt[sub_tgt < orphan_base])
+        listed = distinct(sub_tgt[sub_tgt < orphan_base])
         in_units = np.bincount(
             np.searchsorted(listed, sub_tgt[sub_tgt < orphan_base]),
             weights=n_sub[sub_tgt < orphan_base],
@@ -620,10 +622,10 @@ def _build_units(
         sub_unit = np.concatenate([sub_tgt, listed[has_rest]])
         # extra touches: the touchers of each source touch the sub-units its granules land in
         sub_per_pair = sub_of_g[np.repeat(np.arange(len(gs)), np.diff(np.r_[gs, len(src_a)]))]
-        pk = np.unique(src_a * (len(sub_w) + 1) + sub_per_pair)
+        pk = distinct(src_a * (len(sub_w) + 1) + sub_per_pair)
         p_src, p_sub = pk // (len(sub_w) + 1), pk % (len(sub_w) + 1)
         p_sid = np.searchsorted(offsets, p_src, side="right") - 1
-        for sid in np.unique(p_sid).tolist():
+        for sid in distinct(p_sid).tolist():
             sel = p_sid == sid
             tch = per_shape[sid][0][p_src[sel] - offsets[sid]]
             pi, kk = np.nonzero(tch >= 0)
@@ -635,7 +637,7 @@ def _build_units(
         is_reg = sub_unit < orphan_base
         r_sub = np.flatnonzero(is_reg)
         r_sid = np.searchsorted(offsets, sub_unit[r_sub], side="right") - 1
-        for sid in np.unique(r_sid).tolist():
+        for sid in distinct(r_sid).tolist():
             sel = r_sub[r_sid == sid]
             tch = per_shape[sid][0][sub_unit[sel] - offsets[sid]]
             pi, kk = np.nonzero(tch >= 0)
@@ -647,7 +649,7 @@ def _build_units(
         touchers, nvalid, w_in, *_ = per_shape[sid]
         w = len(residues[sid])
         ids = offsets[sid] + np.arange(len(nvalid), dtype=np.int64)
-        keep = (nvalid > 0) & (w_in > 0) & ~np.isin(ids, listed)
+        keep = (nvalid > 0) & (w_in > 0) & ~member(ids, listed)
         if keep.any():
             model.mats.append(
                 Matrix(
@@ -793,13 +795,13 @@ def traced_subset(traced: np.ndarray, gx: int, gy: int | None = None) -> np.ndar
 def build_footprint(
     trace: AccessTrace, recs: np.ndarray, fetch_bytes: int, boundary: str, gx: int, gy: int
 ) -> tuple[Footprint, str, np.ndarray | None]:
-    traced = np.unique(np.asarray(trace.ctas, dtype=np.int64))
+    traced = distinct(np.asarray(trace.ctas, dtype=np.int64))
     if trace.complete:
         t = extract(recs, fetch_bytes)
         model = Footprint(lists=[touch_list(t, fetch_bytes)] if len(t.cta) else [])
         return model, "complete", None
     sub = traced_subset(traced, gx, gy)
-    srecs = recs if len(sub) == len(traced) else recs[np.isin(recs["cta"], sub)]
+    srecs = recs if len(sub) == len(traced) else recs[member(recs["cta"], sub)]
     try:
         model = synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary)
         return model, "synthesized", None
