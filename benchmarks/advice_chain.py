@@ -152,6 +152,7 @@ def main() -> int:
     ap.add_argument("--min-speedup", type=float, default=1.05)
     ap.add_argument("--no-measure", action="store_true", help="rank by the estimates, no GPU")
     ap.add_argument("--md", help="write the table here (markdown)")
+    ap.add_argument("--keep", help="copy each step's source and launch spec into this folder")
     opts_ = ap.parse_args()
     from gpuadvise.analyze.measure import variant_options
     from gpuadvise.analyze.run import run_analysis
@@ -218,6 +219,8 @@ def main() -> int:
             steps.append(chosen)
             if measure:
                 chosen.time_ms, copy_gbps = _time_ms(opts)
+        if opts_.keep:
+            shutil.copytree(tmp, opts_.keep, dirs_exist_ok=True)
         cub = _cub_ms(n) if measure else None
 
     basis = "measured and verified on the GPU" if measure else "ESTIMATES ONLY (--no-measure)"

@@ -177,7 +177,7 @@ class _Stage:
         from gpuadvise.analyze.prepare import time_prepared
         from gpuadvise.rules import Measurement
         from gpuadvise.runner.stats import speedup_ci
-        from gpuadvise.runner.verify import compare
+        from gpuadvise.runner.verify import compare_outputs
 
         result = time_prepared([a, b], self.timing(), hot=False, timeout_s=self.timeout_s).result
         if not result.ok:
@@ -187,10 +187,15 @@ class _Stage:
         names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
         if not names:
             return self._trial(variant, None, False, "no output buffer to verify")
-        comps = [compare(n, oa.outputs[n], ob.outputs[n], a.rtol, a.atol) for n in names]
+        # a per-block reduction's partials, whose count follows the grid: compared as totals
+        grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
+        comps = compare_outputs(
+            oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
+        )
         bad = next((c for c in comps if not c.ok), None)
         if bad is not None:
             return self._trial(variant, None, False, f"outputs differ: {bad.message}")
+        totals = [c.message for c in comps if variant.totals and c.name in variant.totals]
         ci = speedup_ci(oa.samples_ms, ob.samples_ms)
         m = Measurement(
             speedup=ci.speedup,
@@ -204,7 +209,8 @@ class _Stage:
             kind="proxy" if variant.proxy is not None else "variant",
             label=variant.label,
         )
-        return self._trial(variant, m, True, None)
+        note = "outputs checked as totals: " + "; ".join(totals) if totals else None
+        return self._trial(variant, m, True, note)
 
     @staticmethod
     def _trial(variant: Any, m: Any, verified: bool | None, note: str | None) -> Any:
@@ -245,6 +251,11 @@ def measure_finding(stage: _Stage, f: Any) -> tuple[Any, list[str]]:
             f, trials=tuple(trials), verified=False if failed else None
         ), notes
     best_c, best_t = max(done, key=lambda ct: ct[1].measurement.speedup)
+    if best_c.totals and best_t.note:  # verified as totals: the host combines the partials
+        notes.append(
+            f"{f.rule}: {'variant ' + best_t.label if best_t.label else 'the variant'} "
+            f"{best_t.note}; the host must combine the gridDim.x partials the new launch writes"
+        )
     others = tuple(c for c in every if c is not best_c)
     variant = dataclasses.replace(best_c, alternatives=others)
     m = best_t.measurement
