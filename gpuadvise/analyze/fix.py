@@ -19,7 +19,11 @@ The fixes taken are source diffs (a rule's variant with a ``diff``) of findings 
 
 A launch change (GA206's grid-stride loop, GA304's tiles) is applied to the kernel's launch spec:
 the new spec is written beside the source (``<kernel>.fixed.toml``), never over the user's, and
-the host code's launch must be changed to match (the result says so).
+the host code's launch must be changed to match (the result says so). A variant whose per-block
+partial outputs change count with the grid (``Variant.totals``: GA206 on a per-block reduction) is
+verified on the totals of the partials each grid writes; without a GPU, both whole launches are
+run on the CPU emulator when each has at most ``MAX_EMULATED_CTAS`` CTAs, and the step says the
+host must combine the new launch's gridDim.x partials.
 
 Nothing here writes the user's file: :func:`write_fix` does that, atomically, and only when every
 step ended (a step that fails to build or verify is rejected, not fatal; an error in the final
@@ -44,6 +48,9 @@ from gpuadvise.errors import GpuAdviseError, UsageError
 NO_GPU_MAX_BOUND = 1.0
 # Steps at most (each re-verifies and re-times the composition).
 MAX_STEPS = 12
+# Without a GPU, a variant whose partial outputs are checked as totals (Variant.totals) is run
+# on the CPU emulator over both whole launches, when each has at most this many CTAs.
+MAX_EMULATED_CTAS = 8192
 
 StepStatus = Literal["applied", "rejected"]
 
@@ -177,7 +184,7 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
         if not (m.ci_low if m.ci_low is not None else m.speedup) > 1.0:
             return f"measured {m.speedup:.2f}x: not faster"
         return None
-    if v.launch:
+    if v.launch and not v.totals:
         return "a launch change: its safety needs a GPU measurement"
     est = f.estimated_speedup
     if est is not None and est.kind == "upper-bound" and est.speedup is not None:
@@ -380,12 +387,35 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
         return [_step(f, "rejected", why) for f in take]
     for f in take[:MAX_STEPS]:
         new = _apply(comp.text, f.variant.diff)
+        v = f.variant
         if new is None:
             regen = _regenerate(comp.options_for(comp.text, comp.launch), f.rule, f.line)
             new = None if regen is None or regen.launch else _apply(comp.text, regen.diff)
             if new is None:
                 steps.append(_step(f, "rejected", "no longer applies after the fixes before it"))
                 continue
+            v = regen
+        if v.launch:  # a totals variant (fix_candidates): both whole launches on the emulator
+            before = comp.options_for(comp.text, comp.launch)
+            after = comp.options_for(new, {**comp.launch, **dict(v.launch)})
+            try:
+                why, checked = emulated_totals_check(before, after, v.totals or {}, analysis)
+            except GpuAdviseError as exc:
+                steps.append(_step(f, "rejected", f"could not be emulated: {exc.one_line()}"))
+                continue
+            if why is not None:
+                steps.append(_step(f, "rejected", why))
+                continue
+            comp.text, comp.launch = new, {**comp.launch, **dict(v.launch)}
+            steps.append(
+                _step(
+                    f,
+                    "applied",
+                    f"{checked}; the host must combine the gridDim.x partials of the new "
+                    "launch; not measured",
+                )
+            )
+            continue
         try:
             outputs = _emulated_outputs(analysis, new, ctas)
         except GpuAdviseError as exc:
@@ -408,6 +438,62 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
             _step(f, "applied", f"outputs equal on the CPU emulator ({n} CTAs); not measured")
         )
     return steps
+
+
+def emulate_launch(opts: KernelOptions) -> tuple[dict[str, Any], int, int]:
+    """The output buffers after emulating every CTA of the launch ``opts`` builds, its
+    ``gridDim.x`` and its CTA count (UsageError when it has more than MAX_EMULATED_CTAS)."""
+    from gpuadvise.analyze.models import resolve_launch
+    from gpuadvise.analyze.options import build
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.trace.emulate import emulate
+
+    spec, choice, options = build(opts)
+    grid = spec.launch.grid.as_tuple()
+    ctas = int(grid[0]) * int(grid[1]) * int(grid[2])
+    if ctas > MAX_EMULATED_CTAS:
+        raise UsageError(
+            f"the launch has {ctas} CTAs, more than the {MAX_EMULATED_CTAS} the CPU emulator "
+            "runs to check totals",
+            "measure on a GPU, or analyze a smaller problem size",
+        )
+    tc = find_toolchain(opts.nvcc)
+    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    kernel = select_compiled_kernel(module, spec.kernel)
+    launch = resolve_launch(spec, kernel, options, tc)
+    emu = emulate(module, kernel, launch, choice.device, sample_ctas="all", trace=False)
+    return dict(emu.outputs), int(grid[0]), ctas
+
+
+def emulated_totals_check(
+    before: KernelOptions,
+    after: KernelOptions,
+    totals: Mapping[str, str],
+    analysis: Any = None,
+) -> tuple[str | None, str]:
+    """Both whole launches run on the CPU emulator and their outputs compared, those in
+    ``totals`` (name -> combine op) as totals of the partials each grid writes
+    (:func:`gpuadvise.runner.verify.compare_outputs`). Returns (why they differ, or None; what
+    was checked)."""
+    from gpuadvise.runner.verify import compare_outputs
+
+    try:
+        ref, grid_a, ctas_a = emulate_launch(before)
+        out, grid_b, ctas_b = emulate_launch(after)
+    except UsageError as exc:
+        return f"not verified without a GPU: {exc.one_line()}", ""
+    rtol = analysis.spec.rtol if analysis is not None else 1e-5
+    atol = analysis.spec.atol if analysis is not None else 1e-8
+    names = [n for n in ref if n in out]
+    comps = compare_outputs(ref, out, names, rtol, atol, totals, (grid_a, grid_b))
+    bad = next((c for c in comps if not c.ok), None)
+    if bad is not None:
+        return f"outputs differ on the CPU emulator (whole launches): {bad.message}", ""
+    shown = "; ".join(c.message for c in comps if c.name in totals)
+    return None, (
+        f"outputs equal on the CPU emulator over both whole launches ({ctas_a} and {ctas_b} "
+        f"CTAs), {', '.join(sorted(totals))} checked as totals ({shown})"
+    )
 
 
 def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> dict[str, Any]:
