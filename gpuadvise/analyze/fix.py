@@ -490,10 +490,12 @@ def emulated_totals_check(
     if bad is not None:
         return f"outputs differ on the CPU emulator (whole launches): {bad.message}", ""
     shown = "; ".join(c.message for c in comps if c.name in totals)
-    return None, (
-        f"outputs equal on the CPU emulator over both whole launches ({ctas_a} and {ctas_b} "
-        f"CTAs), {', '.join(sorted(totals))} checked as totals ({shown})"
+    checked = (
+        f"outputs equal on the CPU emulator over both whole launches ({ctas_a} and {ctas_b} CTAs)"
     )
+    if totals:
+        checked += f", {', '.join(sorted(totals))} checked as totals ({shown})"
+    return None, checked
 
 
 def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> dict[str, Any]:
