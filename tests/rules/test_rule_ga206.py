@@ -3,8 +3,8 @@ tests/cuda/elementwise/saxpy.cu in several spellings (their ``// expect: GA206``
 grid-stride, stencil and small-grid launches that stay silent), the per-buffer trace facts behind
 it, the reductions of kernels/reduction, and the variants: every element-wise candidate (k = 1, 2,
 4, 8 per thread and iteration) applies, compiles and, run on the CPU emulator over the whole
-launch with a grid of a few CTAs, writes the same outputs as the kernel; the reduction's
-display-only diff gives per-block partials whose sum is the array's."""
+launch with a grid of a few CTAs, writes the same outputs as the kernel; the reductions'
+variants (vector loads, k swept) write partials whose total is the kernel's (Variant.totals)."""
 
 from __future__ import annotations
 
@@ -80,32 +80,101 @@ def test_buffer_uses_from_the_trace() -> None:
     assert uses["out"].per_block and uses["out"].written
 
 
-def test_reductions_are_advice_with_a_diff(tmp_path: Path) -> None:
-    from gpuadvise.trace.emulate import emulate
+def _apply_to(tmp: Path, name: str, source: Path, diff: str) -> Path:
+    d = tmp / name.replace(" ", "_").replace("=", "")
+    d.mkdir()
+    for t in source.parent.glob("*.toml"):
+        (d / t.name).write_text(t.read_text())
+    new = d / source.name
+    new.write_text(apply_unified_diff(source.read_text(), diff))
+    return new
+
+
+def test_reductions_get_variants_verified_as_totals(tmp_path: Path) -> None:
+    from gpuadvise.runner.verify import compare, compare_totals
 
     (f,) = ga206(REDUCE, "reduce3")
     assert ev(f)["kind"] == "per-block"
     assert "1056 partials instead of 16384" in f.message
     v = f.variant
-    assert v is not None and v.safety == "display-only" and v.launch == {"grid": [1056, 1, 1]}
-    assert v.diff and "+        ga206_sum += i < n ? in[i] : 0;" in v.diff
+    assert v is not None and v.safety == "automatic-and-verified"
+    cands = v.candidates()
+    assert [c.label for c in cands] == [
+        "int4 k=2", "int4 k=1", "int4 k=4", "int2 k=2", "k=4", "k=1", "k=2", "k=8",
+    ]  # fmt: skip
+    assert all(c.totals == {"out": "+"} for c in cands)
+    assert all(c.launch and 1 <= c.launch["grid"][0] <= 1056 for c in cands)
+    assert "16-byte aligned" in cands[0].description and "256-byte" in cands[0].description
+    assert "add the gridDim.x partials" in cands[0].description
+    assert cands[0].diff and "reinterpret_cast<const int4*>(in)" in cands[0].diff
+    assert "ga206_sum += in[ga206_j];" in cands[0].diff  # the scalar tail
+    assert cands[4].diff and "+            ga206_sum += i < n ? in[i] : 0;" in cands[4].diff
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and est.speedup > 1.05
     assert est.inputs["bound_by_before"] == "latency"
-    # the rewritten kernel on 8 CTAs over 64 CTAs' worth of data: the partials add up
-    new = tmp_path / "reduce.cu"
-    new.write_text(apply_unified_diff(REDUCE.read_text(), v.diff))
-    (tmp_path / "case.toml").write_text((REDUCE.parent / "case.toml").read_text())
-    a = analyze(new, "reduce3", None, trace=False, grid="8", args=("n=16384",))
-    from gpuadvise.source.signature import parse_signature
-    from gpuadvise.spec.kernel_spec import resolve
+    # every candidate, run over its whole launch with 3 CTAs on n = 16387 elements (not a
+    # multiple of the vector width: the tail loop adds 3), writes partials that add up to the
+    # original's 65 block sums; element by element they differ
+    n = 16387
+    want = _emulate_all(REDUCE, "reduce3", -(-n // 256), n).outputs["out"]
+    for c in cands:
+        assert c.diff is not None
+        new = _apply_to(tmp_path, c.label or "v", REDUCE, c.diff)
+        got = _emulate_all(new, "reduce3", 3, n).outputs["out"]
+        assert compare_totals("out", want, got, 65, 3).ok, c.label
+        assert not compare("out", want, got).ok
+        bad = got.copy()
+        bad[1] += 1
+        assert not compare_totals("out", want, bad, 65, 3).ok
 
-    launch = resolve(a.spec, parse_signature(new.read_text(), "reduce3"))
-    e = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
-    total = int(e.inputs["in"].astype(np.int64).sum())
-    got = int(e.outputs["out"][:8].astype(np.int64).sum())
-    assert (got - total) % 2**32 == 0
-    assert np.count_nonzero(e.outputs["out"][:8]) == 8
+
+SQUARES = """#define B 128
+extern "C" __global__ void sumsq(const float* in, float* out, unsigned n) {
+    __shared__ float s[B];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] * in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void maxred(const int* in, int* out, unsigned n) {
+    __shared__ int s[B];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] = max(s[t], s[t + d]);
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_vector_loads_only_where_the_load_phase_only_adds(tmp_path: Path) -> None:
+    src = tmp_path / "sq.cu"
+    src.write_text(SQUARES)
+    kw = {"grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",)}
+    for kernel, buf in (("sumsq", "float"), ("maxred", "int")):
+        (tmp_path / "case.toml").write_text(
+            f'[buffers]\nin = "{buf}[n]"\nout = {{ type = "{buf}", count = "ceil_div(n, 128)" }}\n'
+        )
+        (f,) = ga206(src, kernel, spec=str(tmp_path / "case.toml"), **kw)
+        v = f.variant
+        assert v is not None
+        if kernel == "sumsq":  # squares: scalar variants only, and the finding says why
+            assert v.safety == "automatic-and-verified" and v.totals == {"out": "+"}
+            assert [c.label for c in v.candidates()] == ["k=4", "k=1", "k=2", "k=8"]
+            assert "no vector loads" in v.description and "in[i] * in[i]" in v.description
+        else:  # a max tree: refused (totals of a sum only)
+            assert v.safety == "display-only" and v.totals is None
+            assert "only + is rewritten" in v.description
 
 
 def test_grid_stride_reduction_is_silent() -> None:
