@@ -556,8 +556,7 @@ def vector_reduction_diff(
     lines = list(lp.outside)
     lines += [
         f"{lp.elem} {acc} = 0;",
-        f"{{  // {buf} read as {vtype}: a kernel pointer parameter, so 16-byte aligned "
-        "(runtime allocations are 256-byte aligned)",
+        f"{{  // {buf} as {vtype}: a pointer parameter, 16-byte aligned (cudaMalloc: 256)",
         f"    const unsigned {PREFIX}vecs = {n} / {width}u;",
         f"    const unsigned {PREFIX}stride = blockDim.x * gridDim.x;",
         f"    const {vtype}* {PREFIX}v = reinterpret_cast<const {vtype}*>({buf});",

@@ -306,7 +306,8 @@ def compose_fixes(
         if steps and not measured:
             notes.append(
                 "no GPU: nothing measured; fixes applied only where the CPU emulator found "
-                "the outputs of the traced CTAs equal to the original's"
+                "the outputs of the traced CTAs equal to the original's (of both whole "
+                "launches for a launch change, partials checked as totals)"
             )
         combined = None
         if measured and any(s.status == "applied" for s in steps):
@@ -395,26 +396,26 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
                 steps.append(_step(f, "rejected", "no longer applies after the fixes before it"))
                 continue
             v = regen
-        if v.launch:  # a totals variant (fix_candidates): both whole launches on the emulator
+        if v.launch or comp.launch:
+            # a totals variant (fix_candidates), or any step after one: the traced CTAs of the
+            # analysed launch are not the composition's, so both whole launches are emulated
             before = comp.options_for(comp.text, comp.launch)
-            after = comp.options_for(new, {**comp.launch, **dict(v.launch)})
+            after = comp.options_for(new, {**comp.launch, **dict(v.launch or {})})
             try:
-                why, checked = emulated_totals_check(before, after, v.totals or {}, analysis)
+                why, checked = emulated_totals_check(before, after, dict(v.totals or {}), analysis)
             except GpuAdviseError as exc:
                 steps.append(_step(f, "rejected", f"could not be emulated: {exc.one_line()}"))
                 continue
             if why is not None:
                 steps.append(_step(f, "rejected", why))
                 continue
-            comp.text, comp.launch = new, {**comp.launch, **dict(v.launch)}
-            steps.append(
-                _step(
-                    f,
-                    "applied",
-                    f"{checked}; the host must combine the gridDim.x partials of the new "
-                    "launch; not measured",
-                )
+            comp.text, comp.launch = new, {**comp.launch, **dict(v.launch or {})}
+            host = (
+                "; the host must combine the gridDim.x partials of the new launch"
+                if v.totals
+                else ""
             )
+            steps.append(_step(f, "applied", f"{checked}{host}; not measured"))
             continue
         try:
             outputs = _emulated_outputs(analysis, new, ctas)
