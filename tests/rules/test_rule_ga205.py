@@ -136,3 +136,48 @@ def test_offered_on_the_chains_kernels(kernel, grid, block, tmp_path):
     want, got = a.memory.outputs["out"], b.memory.outputs["out"]
     assert np.count_nonzero(want) > 0
     np.testing.assert_array_equal(got, want)
+
+
+WARP_TREES = """extern "C" __global__ void warp_tree(const float* in, float* out, unsigned n) {
+    __shared__ float sm[32];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    sm[t] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) sm[t] += sm[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = sm[0];
+}
+"""
+
+
+@pytest.mark.parametrize("block", [32, 16])
+def test_a_tree_within_one_warp_is_shuffled_whole(block, tmp_path):
+    src = tmp_path / "warp.cu"
+    src.write_text(WARP_TREES)
+    (tmp_path / "case.toml").write_text(
+        f'seed = 5\n[buffers]\nin = "float[n]"\nout = {{ type = "float", count = '
+        f'"ceil_div(n, {block})", fill = "zeros" }}\n'
+    )
+    kw = {"grid": f"ceil_div(n, {block})", "block": str(block), "spec": str(tmp_path / "case.toml")}
+    a = analyze(src, "warp_tree", "all", ("n=1000",), **kw)
+    (f,) = run_rule(a, "GA205", trace_ctas="all")
+    assert "whole tree" in f.message and f"({block} threads)" in f.message
+    assert f.line == 8  # the combine of the first step
+    v = f.variant
+    assert v.safety == "automatic-and-verified", v.description
+    assert "for (unsigned offset = blockDim.x / 2; offset > 0" in v.diff
+    assert "(1u << blockDim.x) - 1u" in v.diff
+    patched = tmp_path / "patched" / "warp.cu"
+    patched.parent.mkdir()
+    (patched.parent / "case.toml").write_text((tmp_path / "case.toml").read_text())
+    patched.write_text(apply_unified_diff(WARP_TREES, v.diff))
+    kw["spec"] = str(patched.parent / "case.toml")
+    b = analyze(patched, "warp_tree", "all", ("n=1000",), **kw)
+    assert run_rule(b, "GA205", trace_ctas="all") == []
+    # the pairs are the tree's own: float partials bit-identical
+    want, got = a.memory.outputs["out"], b.memory.outputs["out"]
+    assert np.count_nonzero(want) > 0
+    assert got.tobytes() == want.tobytes()
