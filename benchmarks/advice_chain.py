@@ -6,8 +6,8 @@ in-process (:func:`gpuadvise.analyze.run.run_analysis`, every rule the registry 
 they are), takes the top-ranked finding whose variant can be built (a source diff and/or a launch
 change, not a proxy), applies it, and analyzes the result again, until no finding is left that is
 faster: measured and verified on a GPU (``--measure``, the default when PyCUDA and a GPU are
-there: the analysis measures its automatic variants; display-only ones the chain times itself
-against the step's kernel with ``bench``'s verified comparison) or, with ``--no-measure``, ranked
+there: the analysis measures the variants it can build; others the chain times itself against
+the step's kernel with the measurement stage's verified A/B) or, with ``--no-measure``, ranked
 by the rules' estimates alone (estimated speedup > ``--min-speedup``, or no estimate, in the
 registry's rank order; the output says so) and verified on the CPU emulator: the step's kernel
 and the candidate each run over their whole launch at 2^``--verify-log2n`` elements and their
@@ -95,23 +95,19 @@ def _time_ms(opts: Any) -> tuple[float | None, float | None]:
     return float(rep.stats[0].median_ms), rep.ceiling_gbps
 
 
-def _bench_pair(opts_a: Any, opts_b: Any, totals: Any = None) -> tuple[float | None, bool]:
-    """Speedup of B over A (bench's verified comparison of their outputs, ``totals`` compared
-    as totals of the partials each grid writes), outputs equal."""
-    from gpuadvise.analyze.bench import run_bench
-    from gpuadvise.runner.job import TimingConfig
+def _measure_pair(opts: Any, v: Any) -> tuple[float | None, bool]:
+    """Speedup of the variant ``v`` over the kernel ``opts`` builds, and whether its outputs
+    were verified: the measurement stage's A/B (the variant built with its own launch, its
+    outputs compared with the kernel's, ``v.totals`` as totals of the partials each grid
+    writes)."""
+    from gpuadvise.analyze.measure import measure_variant
+    from gpuadvise.analyze.prepare import live_options
 
-    try:
-        rep = run_bench(
-            (f"{opts_a.source}:{opts_a.kernel}", f"{opts_b.source}:{opts_b.kernel}"),
-            opts_a, False, 120.0, None, TimingConfig(), totals=totals,
-        )  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - a variant that does not build or differs: skip it
-        print(f"  (could not compare: {exc})")
+    t = measure_variant(live_options(opts), v, timeout_s=120.0)
+    if t.measurement is None:
+        print(f"  (not measured: {t.note})")
         return None, False
-    ok = rep.error is None and all(c.ok for c in rep.comparisons)
-    sp = float(rep.speedup.speedup) if rep.speedup is not None else None
-    return sp, ok
+    return float(t.measurement.speedup), t.verified is True
 
 
 def _cub_ms(n: int) -> float | None:
@@ -144,6 +140,8 @@ def _candidates(run: Any, measure: bool, min_speedup: float) -> list[tuple[Any, 
         if f.is_error or v is None or v.proxy is not None or not measurable(v):
             continue
         if not (v.diff or v.launch):
+            continue
+        if measure and f.verified is False:  # measured, outputs differ
             continue
         if measure and f.measured_speedup is not None and f.verified:
             if f.measured_speedup.speedup > min_speedup:
@@ -236,7 +234,7 @@ def main() -> int:
                     if not ok:
                         continue
                 if measure and not (f.measured_speedup is not None and f.verified):
-                    sp, ok = _bench_pair(opts, new, v.totals)
+                    sp, ok = _measure_pair(opts, v)
                     if not ok or sp is None or sp <= opts_.min_speedup:
                         print(f"  {f.rule} not faster/verified (speedup {sp}, outputs ok {ok})")
                         continue

@@ -274,3 +274,26 @@ def test_fix_without_a_gpu_applies_the_grid_stride_reduction_checked_as_totals(
     assert "both whole launches (733 and 733 CTAs)" in second["reason"]
     notes = "\n".join(fix["notes"])
     assert "grid 733x1x1" in notes and "reduce3.fixed.toml" in notes
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_the_advice_chain_without_a_gpu(tmp_path: Path) -> None:
+    """benchmarks/advice_chain.py --no-measure on 2^22 ints: reduce1 -> GA202 (sequential) ->
+    GA204 (first add during the load) -> GA205 (shuffles) -> GA206 (grid-stride int4 loads, the
+    partials checked as totals), each step verified over whole launches on the CPU emulator."""
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/advice_chain.py"), "--no-measure", "--log2n", "22",
+         "--verify-log2n", "20", "--keep", str(tmp_path / "steps")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    applied = [r.split(" | ")[1].split(" ")[0] for r in rows[1:]]
+    assert applied == ["GA202", "GA204", "GA205", "GA206"], p.stdout
+    assert "[int4 k=2] (partials checked as totals)" in rows[-1]
+    assert p.stdout.count("outputs equal on the CPU emulator over both whole launches") == 4
+    assert "out checked as totals" in p.stdout and "match exactly" in p.stdout
+    final = (tmp_path / "steps" / "step4" / "reduce.cu").read_text()
+    body = final[final.index("void reduce1") : final.index("void reduce2")]
+    assert "reinterpret_cast<const int4*>(in)" in body and "__shfl_down_sync" in body
