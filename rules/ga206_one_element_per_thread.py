@@ -651,7 +651,9 @@ class OneElementPerThread(Rule):
 
     For a reduction, accumulate in the loop and run the tree once per CTA:
     ``int v = 0; for (...) v += in[i]; sdata[tid] = v;``. Vector loads (``int4``/``float4``)
-    then move 16 bytes per lane where the arrays are 16-byte aligned and ``n`` a multiple of 4.
+    then move 16 bytes per lane where the array is 16-byte aligned (a pointer from
+    ``cudaMalloc``), with a scalar loop over the last ``n % 4`` elements; the kernel then writes
+    one partial per CTA of the new grid, and the host adds ``gridDim.x`` of them.
 
     How the estimate is made
     ------------------------
