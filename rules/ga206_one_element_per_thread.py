@@ -530,6 +530,8 @@ def vector_load(ks: KernelSource, lp: _LoadPhase, buffer: str, count: str) -> Ve
     vectors = _VECTORS.get(elem)
     if vectors is None:
         return f"no vector type for `{elem}`"
+    if " ".join(lp.elem.split()) != elem:
+        return f"the shared array holds `{lp.elem}`, not the `{elem}` of `{buffer}`"
     sub = re.compile(rf"\b{re.escape(buffer)}\s*\[[^\[\]]*\]")
     reads = [t for t in lp.inside_raw if sub.search(t)]
     if not reads:
