@@ -209,6 +209,8 @@ class _Composer:
     launch: dict[str, Any]
     tmp: Path
     steps: int = 0
+    # outputs of per-block partials whose count the applied launch changes (Variant.totals)
+    totals: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def options_for(self, text: str, launch: Mapping[str, Any]) -> KernelOptions:
         """Options that build ``text`` with ``launch`` (the spec: the original's)."""
@@ -258,10 +260,20 @@ def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
     return tuple(done.rules.findings)
 
 
-def _step_variant(diff: str | None, launch: Mapping[str, Any] | None) -> Any:
+def _step_variant(
+    diff: str | None,
+    launch: Mapping[str, Any] | None,
+    totals: Mapping[str, str] | None = None,
+) -> Any:
     from gpuadvise.rules import Variant
 
-    return Variant("automatic-and-verified", "composed fixes", diff=diff, launch=launch or None)
+    return Variant(
+        "automatic-and-verified",
+        "composed fixes",
+        diff=diff,
+        launch=launch or None,
+        totals=dict(totals) if totals else None,
+    )
 
 
 def compose_fixes(
@@ -354,7 +366,9 @@ def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) ->
         launch = {**comp.launch, **dict(v.launch or {})}
         before = comp.options_for(comp.text, comp.launch)
         diff = unified_diff(comp.text.split("\n"), new.split("\n"), comp.source.name)
-        trial = measure_variant(_live(before), _step_variant(diff, v.launch), timeout_s)
+        trial = measure_variant(
+            _live(before), _step_variant(diff, v.launch, v.totals if v.launch else None), timeout_s
+        )
         m = trial.measurement
         if m is None:
             steps.append(_step(f, "rejected", trial.note or "could not be measured"))
@@ -367,7 +381,14 @@ def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) ->
             )
             continue
         comp.text, comp.launch = new, launch
-        steps.append(_step(f, "applied", "verified and faster on top of the fixes before it", m))
+        how = "verified and faster on top of the fixes before it"
+        if v.totals and v.launch:
+            comp.totals.update(v.totals)
+            how += (
+                f" ({', '.join(sorted(v.totals))} checked as totals of the partials; the host "
+                "must combine the gridDim.x partials of the new launch)"
+            )
+        steps.append(_step(f, "applied", how, m))
     return steps
 
 
@@ -410,6 +431,7 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
                 steps.append(_step(f, "rejected", why))
                 continue
             comp.text, comp.launch = new, {**comp.launch, **dict(v.launch or {})}
+            comp.totals.update(v.totals or {})
             host = (
                 "; the host must combine the gridDim.x partials of the new launch"
                 if v.totals
@@ -539,7 +561,9 @@ def _combined(comp: _Composer, original: str, timeout_s: float) -> Any:
 
     base = comp.options_for(original, {})
     diff = unified_diff(original.split("\n"), comp.text.split("\n"), comp.source.name)
-    trial = measure_variant(_live(base), _step_variant(diff, comp.launch or None), timeout_s)
+    trial = measure_variant(
+        _live(base), _step_variant(diff, comp.launch or None, comp.totals), timeout_s
+    )
     if trial.measurement is None:
         raise UsageError(
             f"the combined fixes could not be confirmed against the original: {trial.note}",

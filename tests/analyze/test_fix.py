@@ -297,3 +297,33 @@ def test_the_advice_chain_without_a_gpu(tmp_path: Path) -> None:
     final = (tmp_path / "steps" / "step4" / "reduce.cu").read_text()
     body = final[final.index("void reduce1") : final.index("void reduce2")]
     assert "reinterpret_cast<const int4*>(in)" in body and "__shfl_down_sync" in body
+
+
+def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fix on a GPU: the grid change of a per-block reduction is measured with its partials
+    compared as totals, at the step and in the final check against the original."""
+    import gpuadvise.analyze.fix as F
+    import gpuadvise.analyze.measure as M
+    from gpuadvise.rules import Trial
+
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    seen: list[Variant] = []
+
+    def fake_measure(opts: KernelOptions, v: Variant, timeout_s: float = 60.0) -> Trial:
+        seen.append(v)
+        return Trial(None, v.description, _m(2.0, 1.9), True, None)
+
+    monkeypatch.setattr(M, "measure_variant", fake_measure)
+    monkeypatch.setattr(F, "_live", lambda o: o)
+    monkeypatch.setattr(F, "_findings_of", lambda comp, measured: ())
+    v = Variant("automatic-and-verified", "t", diff=DIFF,
+                launch={"grid": [8, 1, 1]}, totals={"out": "+"})  # fmt: skip
+    f = _finding("GA206", v, m=_m(2.0, 1.9), verified=True)
+    res = F.compose_fixes(KernelOptions(source=str(src)), [f], measured=True)
+    assert [s.status for s in res.steps] == ["applied"]
+    assert "checked as totals" in res.steps[0].reason and "host must" in res.steps[0].reason
+    assert [x.totals for x in seen] == [{"out": "+"}, {"out": "+"}]  # the step, the combination
+    assert seen[1].launch == {"grid": [8, 1, 1]} and res.fixed == "b\n"
