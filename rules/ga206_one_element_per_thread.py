@@ -345,6 +345,155 @@ def elementwise_diff(ks: KernelSource, bound: str, k: int, path: str) -> str | N
     return rw.diff(path)
 
 
+_NOT_STRAIGHT = re.compile(
+    r"\b(?:if|else|for|while|do|switch|return|goto|break|continue|asm)\b|\?|__syncthreads|atomic"
+)
+
+
+def _pointee(ks: KernelSource, buffer: str) -> str | None:
+    """The element type of a kernel pointer parameter ``buffer`` (None: not one)."""
+    param = next((p for p in (ks.kernel.params if ks.kernel else ()) if p.name == buffer), None)
+    if param is None or not param.pointer or param.type.count("*") != 1:
+        return None
+    return " ".join(
+        w
+        for w in re.sub(r"\*", " ", param.type).split()
+        if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")
+    )
+
+
+def elementwise_vector_diff(
+    ks: KernelSource, size: str, buffers: tuple[str, ...], width: int, k: int, path: str
+) -> tuple[str | None, str]:
+    """An element-wise kernel whose body is ``idx = <linear index>;`` then straight-line
+    statements on ``buf[idx]`` under ``if (idx < n)`` (or after ``if (idx >= n) return;``),
+    rewritten as a grid-stride loop over vectors of ``width`` elements (``k`` per thread and
+    iteration, a block apart): each buffer read as one vector, the statements run once per
+    lane on its fields, each buffer written stored as one vector; a scalar grid-stride loop
+    runs the statements on the last ``n % width`` elements. (diff, why not)."""
+    code = ks.code
+    first = _index_offset(ks)
+    top = ks.top_level()
+    j0 = next((j for j, st in enumerate(top) if st.start <= (first or -1) <= st.end), None)
+    if j0 is None or top[j0].kind != "declaration":
+        return None, "the block index is not read in a declaration of the index"
+    decls = ks.declarations(within=(top[j0].start, top[j0].end + 1))
+    names = [x.name for d in decls for x in d.declarators]
+    if len(names) != 1:
+        return None, "the index declaration declares more than the index"
+    idx = names[0]
+    idx_type = decls[0].type
+    rest = top[j0 + 1 :]
+    size_ref = rf"(?:\(\s*[\w\s]+\)\s*)?{re.escape(size)}"
+    guards = ks.ifs(within=(rest[0].start, rest[0].end + 1)) if rest else []
+    g = guards[0] if guards and guards[0].head[0] == rest[0].start else None
+    if g is None:
+        return None, "the index is not followed by a bounds check on the size"
+    cond = code[g.condition[0] : g.condition[1]]
+    cons = code[g.consequence[0] : g.consequence[1]].strip()
+    if len(rest) == 1 and re.fullmatch(rf"\s*{re.escape(idx)}\s*<\s*{size_ref}\s*", cond):
+        if re.search(r"\belse\b", code[g.consequence[1] : rest[0].end + 1]):
+            return None, "the bounds check has an else branch"
+        body_span = (
+            g.consequence[0] + (1 if g.braced else 0),
+            g.consequence[1] - (1 if g.braced else 0),
+        )
+    elif (
+        re.fullmatch(rf"\s*{re.escape(idx)}\s*>=\s*{size_ref}\s*", cond)
+        and re.fullmatch(r"\{?\s*return\s*;\s*\}?", cons)
+        and len(rest) >= 2
+    ):
+        body_span = (rest[1].start, rest[-1].end + 1)
+    else:
+        return None, f"the index is not followed by `if ({idx} < {size})` alone"
+    body_code = code[body_span[0] : body_span[1]]
+    body_text = ks.text[body_span[0] : body_span[1]]
+    if _NOT_STRAIGHT.search(body_code):
+        return None, "the guarded statements are not straight-line (a branch, loop or return)"
+    access = {b: re.compile(rf"\b{re.escape(b)}\s*\[\s*{re.escape(idx)}\s*\]") for b in buffers}
+    rest_code = body_code
+    for b, rx in access.items():
+        if len(re.findall(rf"\b{re.escape(b)}\b", body_code)) != len(rx.findall(body_code)):
+            return None, f"`{b}` is accessed at another index than `{idx}`"
+        rest_code = rx.sub(" ", rest_code)
+    if "[" in rest_code or re.search(rf"\b{re.escape(idx)}\b", rest_code):
+        return None, f"the statements use `{idx}` or another array beyond `buf[{idx}]`"
+    vtypes = {}
+    for b in buffers:
+        elem = _pointee(ks, b)
+        vt = next((t for w, t in _VECTORS.get(elem or "", ()) if w == width), None)
+        if vt is None:
+            return None, f"no {width}-wide vector type for `{b}`"
+        vtypes[b] = vt
+    after = {
+        b: [body_code[m.end() : m.end() + 3] for m in rx.finditer(body_code)]
+        for b, rx in access.items()
+    }
+    written = {
+        b
+        for b, a in after.items()
+        if any(re.match(r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", t) for t in a)
+    }
+    read = {b for b, a in after.items() if any(not re.match(r"\s*=(?!=)", t) for t in a)}
+    const = {
+        b
+        for b in buffers
+        if ks.kernel
+        and any(p.name == b and "const" in p.type.split("*")[0] for p in ks.kernel.params)
+    }
+    if written & const:
+        return None, "a const buffer is written"
+    lanes = []
+    for q in range(width):
+        t = body_text
+        for b, rx in access.items():
+            t = rx.sub(f"{PREFIX}{b}.{_FIELDS[q]}", t)
+        lanes.append(
+            "{" + "\n".join(ln.rstrip() for ln in _dedent_block(t.strip("\n").split("\n"))) + "}"
+        )
+    vi = f"{PREFIX}q"
+    inner = []
+    for b in buffers:
+        if b in read:
+            qual = "const " if b not in written else ""
+            inner.append(
+                f"{vtypes[b]} {PREFIX}{b} = reinterpret_cast<{qual}{vtypes[b]}*>({b})[{vi}];"
+            )
+        else:
+            inner.append(f"{vtypes[b]} {PREFIX}{b};")
+    inner += [ln for lane in lanes for ln in lane.split("\n")]
+    inner += [
+        f"reinterpret_cast<{vtypes[b]}*>({b})[{vi}] = {PREFIX}{b};" for b in buffers if b in written
+    ]
+    decl_line = ks.text.rfind("\n", 0, top[j0].start) + 1
+    indm = re.match(r"[ \t]*", ks.text[decl_line:])
+    pad = indm.group(0) if indm else "    "
+    lines = [
+        f"// {', '.join(buffers)} as {width}-wide vectors: pointer parameters, 16-byte aligned "
+        "(cudaMalloc: 256)",
+        f"const unsigned {PREFIX}vecs = (unsigned){size} / {width}u;",
+        f"const unsigned {PREFIX}stride = blockDim.x * gridDim.x;",
+        f"for (unsigned {PREFIX}j = blockIdx.x * blockDim.x * {k}u + threadIdx.x; "
+        f"{PREFIX}j < {PREFIX}vecs;",
+        f"     {PREFIX}j += {PREFIX}stride * {k}u) {{",
+        "#pragma unroll",
+        f"    for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
+        f"        const unsigned {vi} = {PREFIX}j + {PREFIX}k * blockDim.x;",
+        f"        if ({vi} >= {PREFIX}vecs) break;",
+        *("        " + ln for ln in inner),
+        "    }",
+        "}",
+        f"// the last {size} % {width} elements, one per thread",
+        f"for ({idx_type} {idx} = {PREFIX}vecs * {width}u + blockIdx.x * blockDim.x + threadIdx.x;",
+        f"     {idx} < {size}; {idx} += {PREFIX}stride) {{",
+        *("    " + ln for ln in _dedent_block(body_text.strip("\n").split("\n"))),
+        "}",
+    ]
+    text = "\n".join(ln if ln.startswith("#") else pad + ln for ln in lines).lstrip(" \t")
+    rw = ks.rewrite().replace(top[j0].start, top[-1].end + 1, text)
+    return rw.diff(path), ""
+
+
 def _shared_names(ks: KernelSource) -> dict[str, str]:
     """The body's ``__shared__`` arrays: name -> element type."""
     out = {}
@@ -676,8 +825,17 @@ class OneElementPerThread(Rule):
     work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
     CTAs: every element is computed exactly as before, and the measurement stage verifies the
     outputs and keeps the fastest verified ``k``. Not rewritten when a helper, a macro,
-    cooperative groups or inline PTX read the block index. Vector loads are not applied to
-    element-wise kernels (the rewrite keeps the kernel's own accesses). Per-block reductions
+    cooperative groups or inline PTX read the block index. Where each thread handles one
+    element, a size parameter gives the grid, every buffer is a kernel pointer parameter of one
+    element type accessed only as ``buf[i]`` (``i`` the index the kernel declares from its
+    block position), and the statements under ``if (i < n)`` (or after ``if (i >= n)
+    return;``) are straight-line (no branch, loop or ``?:``: every write unconditional), vector
+    variants come first (``float4``/``int4``, ``double2`` by element size; 2 and 1 vectors per
+    thread and iteration): each buffer read loaded as one vector (a buffer only written is not
+    loaded), the statements run once per lane on its fields, each buffer written stored as one
+    vector, and a scalar grid-stride loop does the last ``n % width`` elements; they assume
+    16-byte aligned pointers (runtime allocations are 256-byte aligned; the finding says so).
+    Per-block reductions
     (the tree's combine a sum): automatic-and-verified with a changed output contract. The load
     phase (the statements before the first barrier, ending with the store into the shared
     array) becomes a grid-stride loop that adds the value of every original CTA index the
@@ -892,6 +1050,46 @@ class OneElementPerThread(Rule):
             ]
         return replace(cands[0], alternatives=tuple(cands[1:]))
 
+    def _elementwise_vectors(
+        self, ctx: RuleContext, d: OneElement, grid: int, note: str
+    ) -> list[Variant]:
+        """Vector-load variants of an element-wise kernel (one element per thread, every
+        buffer a kernel pointer parameter read and written at the thread's linear index),
+        widths by element size, ``k`` = 2 and 1 vectors per thread and iteration."""
+        ks = ctx.kernel_source
+        threads = int(ctx.launch.block.x)
+        size = _size_param(ctx, ks, threads, grid) if d.elements_per_thread == 1 else None
+        if size is None:
+            return []
+        elems = {_pointee(ks, b) for b in d.streamed}
+        if len(elems) != 1 or None in elems:
+            return []
+        out = []
+        for width, vtype in _VECTORS.get(next(iter(elems)) or "", ())[:1]:
+            for k in (2, 1):
+                diff, _why = elementwise_vector_diff(
+                    ks, size, d.streamed, width, k, ctx.source_file
+                )
+                if diff is None:
+                    return []
+                g = max(1, min(d.wave_ctas, -(-grid // (width * k))))
+                out.append(
+                    Variant(
+                        "automatic-and-verified",
+                        f"a grid-stride loop over {vtype} vectors of "
+                        f"{', '.join(f'`{b}`' for b in d.streamed)} ({k} per thread and "
+                        f"iteration; the last {size} % {width} elements one by one), launched "
+                        f"with {g} CTAs (one wave); each element computed by the kernel's own "
+                        "statements. Assumes the buffers are 16-byte aligned (kernel pointer "
+                        "parameters: cudaMalloc'd memory is 256-byte aligned; an offset pointer "
+                        f"would not be){note}",
+                        diff=diff,
+                        launch={"grid": [g, 1, 1]},
+                        label=f"{vtype} k={k}",
+                    )
+                )
+        return out
+
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(OneElement)
         threads = int(ctx.launch.block.x)
@@ -914,7 +1112,7 @@ class OneElementPerThread(Rule):
                     f"a grid-stride loop launched with {wave} CTAs, several elements per thread "
                     f"(not rewritten automatically: {hidden})",
                 )
-            cands = []
+            cands = self._elementwise_vectors(ctx, d, grid, note)
             for k in PER_ITERATION:
                 diff = elementwise_diff(ks, bound, k, ctx.source_file)
                 if diff is None:

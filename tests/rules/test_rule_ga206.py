@@ -201,13 +201,23 @@ def test_variants_emulate_to_the_same_outputs(kernel: str, per_cta: int, tmp_pat
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified"
     cands = v.candidates()
-    assert [c.label for c in cands] == ["k=4", "k=1", "k=2", "k=8"]
+    # one element per thread at the linear index, pointer parameters: float4 loads first
+    vectors = ["float4 k=2", "float4 k=1"] if per_cta == 256 else []
+    assert [c.label for c in cands] == [*vectors, "k=4", "k=1", "k=2", "k=8"]
     assert all(c.launch and c.launch["grid"][0] <= 1056 for c in cands)
-    n = 5000  # not a multiple of the block: the last CTA index is partial
+    # not a multiple of the block (the last CTA index is partial) nor of 4 (the vector loop's
+    # scalar tail adds 3 elements)
+    n = 5003
     grid = -(-n // per_cta)
     want = _emulate_all(SAXPY, kernel, grid, n).outputs["y"]
     for c in cands:
-        assert c.diff is not None and "ga206_block" in c.diff
+        vector = (c.label or "").startswith("float4")
+        assert (
+            c.diff is not None
+            and ("reinterpret_cast<float4*>(y)" if vector else "ga206_block") in c.diff
+        )
+        if vector:
+            assert "16-byte aligned" in c.description
         d = tmp_path / (c.label or "v").replace("=", "")
         d.mkdir()
         for t in ELEM.glob("*.toml"):
@@ -263,3 +273,34 @@ def test_index_reads_in_cooperative_groups_and_macros() -> None:
     lines = sorted({code.count("\n", 0, at) + 1 for at in reads(code, 0, len(code))})
     assert lines == [2, 3]  # group_index() and the grid's thread_rank(), not the block's
     assert [code[at : at + 3] for at in reads(code, 0, len(code))] == [".gr", "g.t"]
+
+
+BRANCHY = """extern "C" __global__ void relu(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        if (v < 0.0f) v = 0.0f;
+        y[i] = v;
+    }
+}
+
+extern "C" __global__ void copy_tpl_ptr(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+def test_elementwise_vectors_only_for_straight_line_statements(tmp_path: Path) -> None:
+    src = tmp_path / "b.cu"
+    src.write_text(BRANCHY)
+    kw = {"grid": "ceil_div(n, 256)", "block": "256", "args": ("n=4194304",)}
+    (tmp_path / "copy.toml").write_text('[buffers]\nx = "float[n]"\ny = "float[n]"\n')
+    (f,) = ga206(src, "relu", spec=str(tmp_path / "copy.toml"), **kw)
+    assert f.variant is not None, f.message
+    assert [c.label for c in f.variant.candidates()] == ["k=4", "k=1", "k=2", "k=8"], (
+        f.variant.description
+    )
+    (g,) = ga206(src, "copy_tpl_ptr", spec=str(tmp_path / "copy.toml"), **kw)
+    assert g.variant is not None and g.variant.label == "float4 k=2"
+    assert g.variant.diff and "float4 ga206_y;" in g.variant.diff  # written only: not loaded
