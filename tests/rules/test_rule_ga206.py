@@ -304,3 +304,33 @@ def test_elementwise_vectors_only_for_straight_line_statements(tmp_path: Path) -
     (g,) = ga206(src, "copy_tpl_ptr", spec=str(tmp_path / "copy.toml"), **kw)
     assert g.variant is not None and g.variant.label == "float4 k=2"
     assert g.variant.diff and "float4 ga206_y;" in g.variant.diff  # written only: not loaded
+
+
+@pytest.mark.gpu
+def test_gpu_reduction_variants_are_measured_and_verified_as_totals() -> None:
+    """On a GPU: reduce3's candidates (int4/int2 and scalar, k swept) are built with their own
+    grid, their partials verified as totals against the kernel's, and the fastest kept; the
+    notes say the host must add the partials."""
+    from gpuadvise.analyze.measure import measure_findings
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.rules import RulesRun
+    from gpuadvise.runner.client import pycuda_missing
+
+    why = pycuda_missing()
+    if why is not None:
+        pytest.skip(why)
+    opts = live_options(KernelOptions(source=str(REDUCE), kernel="reduce3"))
+    spec, choice, options = build(opts)
+    a = analyze_kernel(spec, choice.device, options, sample_ctas=TRACE)
+    found = run_rule(a, "GA206", trace_ctas=TRACE)
+    run, notes = measure_findings(opts, RulesRun(tuple(found), ("GA206",)), max_time_s=2.0)
+    (f,) = run.findings
+    assert f.verified is True, notes
+    assert all(t.verified and t.measurement is not None for t in f.trials), notes
+    assert all(t.note and "checked as totals" in t.note for t in f.trials)
+    assert f.variant is not None and f.variant.totals == {"out": "+"}
+    assert any("host must combine the gridDim.x partials" in n for n in notes)
+    m = f.measured_speedup
+    assert m is not None and m.speedup == max(t.measurement.speedup for t in f.trials)
