@@ -6,10 +6,18 @@ in-process (:func:`gpuadvise.analyze.run.run_analysis`, every rule the registry 
 they are), takes the top-ranked finding whose variant can be built (a source diff and/or a launch
 change, not a proxy), applies it, and analyzes the result again, until no finding is left that is
 faster: measured and verified on a GPU (``--measure``, the default when PyCUDA and a GPU are
-there: the analysis measures its automatic variants; display-only ones the chain times itself
-against the step's kernel with ``bench``'s verified comparison) or, with ``--no-measure``, ranked
+there: the analysis measures the variants it can build; others the chain times itself against
+the step's kernel with the measurement stage's verified A/B) or, with ``--no-measure``, ranked
 by the rules' estimates alone (estimated speedup > ``--min-speedup``, or no estimate, in the
-registry's rank order; the output says so).
+registry's rank order; the output says so) and verified on the CPU emulator: the step's kernel
+and the candidate each run over their whole launch at 2^``--verify-log2n`` elements and their
+outputs compared (a per-block reduction's partials, whose count follows the grid, as their
+total: ``Variant.totals``); a candidate that differs is skipped. Without measurements, the
+candidates whose outputs equal the kernel's come before those checked as totals (a changed
+output contract: the host must add the new grid's partials), each group in rank order.
+
+A variant that changes the grid of a per-block reduction (GA206) leaves one partial per CTA of
+the new grid in ``out``: the table marks it, and the host must add ``gridDim.x`` partials.
 
 At each step: the kernel, the finding applied, its time (ms), speedup over the previous step and
 over the start, bandwidth (input bytes / time) against the device's copy bandwidth (the runner's
@@ -62,15 +70,17 @@ class Step:
     verified: bool | None = None
 
 
-def _options(source: Path, kernel: str, n: int, grid: str, block: str) -> Any:
+def _options(
+    source: Path, kernel: str, n: int, grid: str, block: str, spec: str = "case.toml"
+) -> Any:
     from gpuadvise.analyze.options import KernelOptions
 
-    (source.parent / "case.toml").write_text(
+    (source.parent / spec).write_text(
         CASE.format(source=source.name, kernel=kernel, grid=grid, block=block, n=n)
     )
     return KernelOptions(
         source=str(source), kernel=kernel, grid=grid, block=block, args=(f"n={n}",),
-        spec=str(source.parent / "case.toml"),
+        spec=str(source.parent / spec),
     )  # fmt: skip
 
 
@@ -85,22 +95,19 @@ def _time_ms(opts: Any) -> tuple[float | None, float | None]:
     return float(rep.stats[0].median_ms), rep.ceiling_gbps
 
 
-def _bench_pair(opts_a: Any, opts_b: Any) -> tuple[float | None, bool]:
-    """Speedup of B over A (bench's verified comparison of their outputs), outputs equal."""
-    from gpuadvise.analyze.bench import run_bench
-    from gpuadvise.runner.job import TimingConfig
+def _measure_pair(opts: Any, v: Any) -> tuple[float | None, bool]:
+    """Speedup of the variant ``v`` over the kernel ``opts`` builds, and whether its outputs
+    were verified: the measurement stage's A/B (the variant built with its own launch, its
+    outputs compared with the kernel's, ``v.totals`` as totals of the partials each grid
+    writes)."""
+    from gpuadvise.analyze.measure import measure_variant
+    from gpuadvise.analyze.prepare import live_options
 
-    try:
-        rep = run_bench(
-            (f"{opts_a.source}:{opts_a.kernel}", f"{opts_b.source}:{opts_b.kernel}"),
-            opts_a, False, 120.0, None, TimingConfig(),
-        )  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - a variant that does not build or differs: skip it
-        print(f"  (could not compare: {exc})")
+    t = measure_variant(live_options(opts), v, timeout_s=120.0)
+    if t.measurement is None:
+        print(f"  (not measured: {t.note})")
         return None, False
-    ok = rep.error is None and all(c.ok for c in rep.comparisons)
-    sp = float(rep.speedup.speedup) if rep.speedup is not None else None
-    return sp, ok
+    return float(t.measurement.speedup), t.verified is True
 
 
 def _cub_ms(n: int) -> float | None:
@@ -134,6 +141,8 @@ def _candidates(run: Any, measure: bool, min_speedup: float) -> list[tuple[Any, 
             continue
         if not (v.diff or v.launch):
             continue
+        if measure and f.verified is False:  # measured, outputs differ
+            continue
         if measure and f.measured_speedup is not None and f.verified:
             if f.measured_speedup.speedup > min_speedup:
                 out.append((f, v))
@@ -141,7 +150,24 @@ def _candidates(run: Any, measure: bool, min_speedup: float) -> list[tuple[Any, 
         est = f.estimated_speedup.speedup if f.estimated_speedup is not None else None
         if measure or est is None or est > min_speedup:  # no estimate: in rank order
             out.append((f, v))
+    if not measure:  # outputs kept before a changed output contract (totals), stable
+        out.sort(key=lambda fv: bool(fv[1].totals))
     return out
+
+
+def _emulated_check(opts: Any, new: Any, v: Any, n_verify: int) -> tuple[bool, str]:
+    """Both kernels over their whole launch on the CPU emulator at ``n_verify`` elements:
+    (outputs equal, what was checked or why not)."""
+    from gpuadvise.analyze.fix import emulated_totals_check
+    from gpuadvise.errors import GpuAdviseError
+
+    a = _options(Path(opts.source), opts.kernel, n_verify, opts.grid, opts.block, "verify.toml")
+    b = _options(Path(new.source), new.kernel, n_verify, new.grid, new.block, "verify.toml")
+    try:
+        why, checked = emulated_totals_check(a, b, v.totals or {})
+    except GpuAdviseError as exc:
+        return False, f"could not be emulated: {exc.one_line()}"
+    return why is None, why or checked
 
 
 def main() -> int:
@@ -151,7 +177,10 @@ def main() -> int:
     ap.add_argument("--kernel", default="reduce1")
     ap.add_argument("--min-speedup", type=float, default=1.05)
     ap.add_argument("--no-measure", action="store_true", help="rank by the estimates, no GPU")
+    ap.add_argument("--verify-log2n", type=int, default=20,
+                    help="--no-measure: the size the CPU emulator verifies each step at")  # fmt: skip
     ap.add_argument("--md", help="write the table here (markdown)")
+    ap.add_argument("--keep", help="copy each step's source and launch spec into this folder")
     opts_ = ap.parse_args()
     from gpuadvise.analyze.measure import variant_options
     from gpuadvise.analyze.run import run_analysis
@@ -199,8 +228,13 @@ def main() -> int:
                 new = variant_options(opts, v, folder)
                 new = _options(Path(new.source), opts.kernel, n, new.grid or opts.grid,
                                new.block or opts.block)  # fmt: skip
+                if not measure:
+                    ok, how = _emulated_check(opts, new, v, 1 << opts_.verify_log2n)
+                    print(f"  {f.rule}{' ' + v.label if v.label else ''}: {how}")
+                    if not ok:
+                        continue
                 if measure and not (f.measured_speedup is not None and f.verified):
-                    sp, ok = _bench_pair(opts, new)
+                    sp, ok = _measure_pair(opts, v)
                     if not ok or sp is None or sp <= opts_.min_speedup:
                         print(f"  {f.rule} not faster/verified (speedup {sp}, outputs ok {ok})")
                         continue
@@ -209,7 +243,12 @@ def main() -> int:
                     measured = f.measured_speedup.speedup if f.measured_speedup else None
                     verified = f.verified
                 est = f.estimated_speedup.speedup if f.estimated_speedup else None
-                chosen = Step(i, opts.kernel, f"{f.rule} {f.name} (line {f.line})",
+                what = f"{f.rule} {f.name} (line {f.line})"
+                if v.label:
+                    what += f" [{v.label}]"
+                if v.totals:
+                    what += " (partials checked as totals)"
+                chosen = Step(i, opts.kernel, what,
                               str(new.grid), str(new.block), None, est, measured, verified)  # fmt: skip
                 opts = new
                 break
@@ -218,9 +257,16 @@ def main() -> int:
             steps.append(chosen)
             if measure:
                 chosen.time_ms, copy_gbps = _time_ms(opts)
+        if opts_.keep:
+            shutil.copytree(tmp, opts_.keep, dirs_exist_ok=True)
         cub = _cub_ms(n) if measure else None
 
-    basis = "measured and verified on the GPU" if measure else "ESTIMATES ONLY (--no-measure)"
+    basis = (
+        "measured and verified on the GPU"
+        if measure
+        else f"ESTIMATES ONLY (--no-measure), outputs verified on the CPU emulator at "
+        f"2^{opts_.verify_log2n}"
+    )
     say(f"Advice chain from {opts_.kernel} on 2^{opts_.log2n} int32 ({datetime.date.today()}; "
         f"`python benchmarks/advice_chain.py {' '.join(sys.argv[1:])}`): steps {basis}")  # fmt: skip
     if measure and cub is None:

@@ -63,6 +63,21 @@ def _shuffle_block(indent: str, tid: str, arr: str, typ: str, var: str) -> list[
     ]
 
 
+def _whole_warp_block(indent: str, tid: str, arr: str, typ: str, var: str, first: str) -> list[str]:
+    """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
+    the mask names the lanes the block has (fewer than 32 in a block of 16)."""
+    return [
+        f"{indent}if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
+        f"{indent}    const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;",
+        f"{indent}    {typ} {var} = {arr}[{tid}];",
+        f"{indent}    for (unsigned offset = {first}; offset > 0; offset >>= 1)",
+        f"{indent}        {var} += __shfl_down_sync(mask, {var}, offset);",
+        f"{indent}    if ({tid} == 0) {arr}[0] = {var};",
+        f"{indent}}}",
+        f"{indent}__syncthreads();",
+    ]
+
+
 def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     """The source rewritten so that the steps from distance 32 on are warp shuffles, or why
     not."""
@@ -71,7 +86,8 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     except ModelUnavailable as exc:
         return _Plan(None, f"the kernel's source is not available ({exc.message})", "")
     lines = [ln for p in tree.phases for f, ln in p.lines if ln and ctx.same_file(f)]
-    at32 = next((p for p in tree.phases if p.distance == 32), None)
+    whole = tree.phases[0].distance < 32  # the whole tree within one warp: all of it shuffled
+    at32 = tree.phases[0] if whole else next((p for p in tree.phases if p.distance == 32), None)
     line32 = next((ln for f, ln in (at32.lines if at32 else ()) if ln and ctx.same_file(f)), None)
     if not lines or line32 is None:
         return _Plan(None, "the tree's combines are not in the kernel's source file", "")
@@ -116,13 +132,25 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         c = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:>\s*0[uU]?|>=\s*1[uU]?|!=\s*0[uU]?)\s*", cond)
         if c is None:
             return _Plan(None, f"the loop's condition `{cond.strip()}` is not `s > 0`", "")
-        rw.replace(loop.condition[0], loop.condition[1], f"{c.group(1)} > 32")
         after = loop.span[1]
         indent = re.match(r"[ \t]*", ks.text[ks.text.rfind("\n", 0, loop.span[0]) + 1 :])
-        block = _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var)
-        block.append(f"{block[0][: len(block[0]) - len(block[0].lstrip())]}__syncthreads();")
-        rw.insert(after, "\n" + "\n".join(block))
-        form = "loop"
+        pad = indent.group(0) if indent else ""
+        if whole:
+            init = ks.code[loop.init[0] : loop.init[1]] if loop.init else ""
+            first = re.fullmatch(rf"\s*(?:[\w\s]+\s)?{re.escape(c.group(1))}\s*=\s*(.+?)\s*", init)
+            if first is None:
+                return _Plan(None, f"the loop's start `{init.strip()}` is not `s = <first>`", "")
+            block = _whole_warp_block(pad, tid, arr, typ, var, first.group(1))
+            rw.replace(loop.span[0], loop.span[1], "\n".join(block).lstrip(" \t"))
+            form = "warp"
+        else:
+            rw.replace(loop.condition[0], loop.condition[1], f"{c.group(1)} > 32")
+            block = _shuffle_block(pad, tid, arr, typ, var)
+            block.append(f"{pad}__syncthreads();")
+            rw.insert(after, "\n" + "\n".join(block))
+            form = "loop"
+    elif whole:
+        return _Plan(None, "the tree within one warp is not a top-level `for` loop", "")
     else:
         guard = next(
             (
@@ -179,7 +207,8 @@ class SharedTreeToShuffles(Rule):
     sequential shared-memory tree (``s[t] += s[t + d]`` with ``d`` halving, the active threads
     the first ones) that goes on in shared memory down to distance 1, so that its last steps
     (distances 32, 16, ..., 1) run in shared memory, with a barrier each or in a warp-synchronous
-    tail. Reported at the combine of the step at distance 32. An interleaved tree is GA202's
+    tail. Reported at the combine of the step at distance 32 (of the first step when the whole
+    tree lies within one warp: blocks of at most 32 threads). An interleaved tree is GA202's
     first.
 
     Why it is slow
@@ -225,7 +254,10 @@ class SharedTreeToShuffles(Rule):
     when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``) on a
     plain thread index, the loop or tail block sits at the top level of the kernel, the block
     has at least 64 threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read
-    after the tree; otherwise the finding says why and gives the fix to apply by hand.
+    after the tree; otherwise the finding says why and gives the fix to apply by hand. A tree
+    within one warp (a block of at most 32 threads, first distance 16 or less) is replaced
+    whole: the loop becomes one shuffle loop from the loop's own first distance, over the
+    lanes the block has (the mask), then a barrier.
     """
 
     id = "GA205"
@@ -239,26 +271,39 @@ class SharedTreeToShuffles(Rule):
         for tree in ctx.reduction_trees:
             if tree.pattern != "sequential" or tree.direction != "halving":
                 continue
-            if tree.last_distance != 1 or tree.phases[0].distance < 32:
+            if tree.last_distance != 1 or tree.phases[0].distance < 2:
                 continue
+            if tree.phases[0].distance < 32 and (tree.threads > 32 or tree.threads < 4):
+                continue  # within a warp only when the block is one warp at most
             small = [p for p in tree.phases if p.distance <= 32]
             if any(p.active_threads > 32 and not p.barrier_before for p in small):
                 continue  # GA203's race: not this rule's pattern
             line, helper = ctx.call_site(small[0])
             barriers = sum(1 for p in small if p.barrier_before)
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
+            dists = ", ".join(str(p.distance) for p in small)
+            if tree.phases[0].distance < 32:
+                text = (
+                    f"the whole tree{where} (distances {dists}) runs in shared memory within "
+                    f"one warp ({tree.threads} threads) with {barriers} barrier(s): do it in "
+                    "registers with __shfl_down_sync"
+                )
+            else:
+                text = (
+                    f"the tree's last {len(small)} steps{where} (distances {dists}) run in "
+                    f"shared memory with {barriers} barrier(s), by at most "
+                    f"{max(p.active_threads for p in small)} threads: finish the last 64 "
+                    "values in registers with __shfl_down_sync (loop to s > 32, then one "
+                    "warp shuffles)"
+                )
             yield self.finding(
                 ctx,
-                f"the tree's last {len(small)} steps{where} (distances "
-                f"{', '.join(str(p.distance) for p in small)}) run in shared memory with "
-                f"{barriers} barrier(s), by at most {max(p.active_threads for p in small)} "
-                "threads: finish the last 64 values in registers with __shfl_down_sync "
-                "(loop to s > 32, then one warp shuffles)",
+                text,
                 line=line,
                 evidence=[
                     Evidence("shared_steps_at_most_a_warp", len(small), 2, ">="),
                     Evidence("barriers_in_those_steps", barriers, unit="barriers"),
-                    Evidence("threads_per_block", tree.threads, 64, ">=", "threads"),
+                    Evidence("threads_per_block", tree.threads, unit="threads"),
                     Evidence("source", "trace"),
                     *([Evidence("helper_line", helper)] if helper else []),
                 ],
@@ -291,7 +336,11 @@ class SharedTreeToShuffles(Rule):
             "stop the shared-memory loop at s > 32 and reduce the last 64 values with "
             "__shfl_down_sync in one warp"
         )
-        if tree is None or tree.threads < 64:
+        if tree is None:
+            return Variant("display-only", f"{how} (no diff: the tree was not found again)")
+        if tree.phases[0].distance < 32:
+            how = "replace the whole tree (one warp) by __shfl_down_sync"
+        elif tree.threads < 64:
             return Variant("display-only", f"{how} (no diff: the tree needs 64 threads)")
         p = plan(ctx, tree)
         if p.diff is None:

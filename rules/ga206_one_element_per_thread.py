@@ -32,6 +32,10 @@ PER_ITERATION = (4, 1, 2, 8)
 """Elements per thread and loop iteration offered (the first is the variant shown; the
 measurement stage keeps the fastest verified one)."""
 
+VECTOR_PER_ITERATION = ((2, 1, 4), (2,))
+"""Vector loads per thread and iteration offered for a per-block reduction, for the widest
+vector type of the element (16 bytes) and the next (8 bytes); the first is the variant shown."""
+
 PREFIX = "ga206_"
 """The prefix of the names the rewrite introduces (a source that uses it is not rewritten)."""
 
@@ -238,17 +242,26 @@ def _hidden_block_reads(ks: KernelSource) -> str | None:
     return None
 
 
+def _size_param(ctx: RuleContext, ks: KernelSource, per_cta: int, grid: int) -> str | None:
+    """The integer parameter ``p`` with ``ceil(p / per_cta) == grid``: the element count the
+    grid was sized from (None: none)."""
+    params = {p.name for p in ks.kernel.params} if ks.kernel is not None else set()
+    env = ctx.spec.env()
+    for name in sorted(params):
+        value = env.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if -(-value // per_cta) == grid:
+                return name
+    return None
+
+
 def _bound(ctx: RuleContext, ks: KernelSource, per_cta: int, grid: int) -> tuple[str, bool]:
     """The C expression of the original grid's CTA count for the loop's bound: from an integer
     parameter ``p`` with ``ceil(p / per_cta) == grid`` (``(p + blockDim.x - 1) / blockDim.x``),
     else the launch's grid as a constant. Returns (text, derived from a parameter)."""
     threads = int(ctx.launch.block.x)
-    params = {p.name for p in ks.kernel.params} if ks.kernel is not None else set()
-    env = ctx.spec.env()
-    for name in sorted(params):
-        value = env.get(name)
-        if not isinstance(value, int) or value <= 0 or -(-value // per_cta) != grid:
-            continue
+    name = _size_param(ctx, ks, per_cta, grid)
+    if name is not None:
         k = per_cta // threads if per_cta % threads == 0 else 0
         if k == 1:
             return f"({name} + blockDim.x - 1) / blockDim.x", True
@@ -332,6 +345,155 @@ def elementwise_diff(ks: KernelSource, bound: str, k: int, path: str) -> str | N
     return rw.diff(path)
 
 
+_NOT_STRAIGHT = re.compile(
+    r"\b(?:if|else|for|while|do|switch|return|goto|break|continue|asm)\b|\?|__syncthreads|atomic"
+)
+
+
+def _pointee(ks: KernelSource, buffer: str) -> str | None:
+    """The element type of a kernel pointer parameter ``buffer`` (None: not one)."""
+    param = next((p for p in (ks.kernel.params if ks.kernel else ()) if p.name == buffer), None)
+    if param is None or not param.pointer or param.type.count("*") != 1:
+        return None
+    return " ".join(
+        w
+        for w in re.sub(r"\*", " ", param.type).split()
+        if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")
+    )
+
+
+def elementwise_vector_diff(
+    ks: KernelSource, size: str, buffers: tuple[str, ...], width: int, k: int, path: str
+) -> tuple[str | None, str]:
+    """An element-wise kernel whose body is ``idx = <linear index>;`` then straight-line
+    statements on ``buf[idx]`` under ``if (idx < n)`` (or after ``if (idx >= n) return;``),
+    rewritten as a grid-stride loop over vectors of ``width`` elements (``k`` per thread and
+    iteration, a block apart): each buffer read as one vector, the statements run once per
+    lane on its fields, each buffer written stored as one vector; a scalar grid-stride loop
+    runs the statements on the last ``n % width`` elements. (diff, why not)."""
+    code = ks.code
+    first = _index_offset(ks)
+    top = ks.top_level()
+    j0 = next((j for j, st in enumerate(top) if st.start <= (first or -1) <= st.end), None)
+    if j0 is None or top[j0].kind != "declaration":
+        return None, "the block index is not read in a declaration of the index"
+    decls = ks.declarations(within=(top[j0].start, top[j0].end + 1))
+    names = [x.name for d in decls for x in d.declarators]
+    if len(names) != 1:
+        return None, "the index declaration declares more than the index"
+    idx = names[0]
+    idx_type = decls[0].type
+    rest = top[j0 + 1 :]
+    size_ref = rf"(?:\(\s*[\w\s]+\)\s*)?{re.escape(size)}"
+    guards = ks.ifs(within=(rest[0].start, rest[0].end + 1)) if rest else []
+    g = guards[0] if guards and guards[0].head[0] == rest[0].start else None
+    if g is None:
+        return None, "the index is not followed by a bounds check on the size"
+    cond = code[g.condition[0] : g.condition[1]]
+    cons = code[g.consequence[0] : g.consequence[1]].strip()
+    if len(rest) == 1 and re.fullmatch(rf"\s*{re.escape(idx)}\s*<\s*{size_ref}\s*", cond):
+        if re.search(r"\belse\b", code[g.consequence[1] : rest[0].end + 1]):
+            return None, "the bounds check has an else branch"
+        body_span = (
+            g.consequence[0] + (1 if g.braced else 0),
+            g.consequence[1] - (1 if g.braced else 0),
+        )
+    elif (
+        re.fullmatch(rf"\s*{re.escape(idx)}\s*>=\s*{size_ref}\s*", cond)
+        and re.fullmatch(r"\{?\s*return\s*;\s*\}?", cons)
+        and len(rest) >= 2
+    ):
+        body_span = (rest[1].start, rest[-1].end + 1)
+    else:
+        return None, f"the index is not followed by `if ({idx} < {size})` alone"
+    body_code = code[body_span[0] : body_span[1]]
+    body_text = ks.text[body_span[0] : body_span[1]]
+    if _NOT_STRAIGHT.search(body_code):
+        return None, "the guarded statements are not straight-line (a branch, loop or return)"
+    access = {b: re.compile(rf"\b{re.escape(b)}\s*\[\s*{re.escape(idx)}\s*\]") for b in buffers}
+    rest_code = body_code
+    for b, rx in access.items():
+        if len(re.findall(rf"\b{re.escape(b)}\b", body_code)) != len(rx.findall(body_code)):
+            return None, f"`{b}` is accessed at another index than `{idx}`"
+        rest_code = rx.sub(" ", rest_code)
+    if "[" in rest_code or re.search(rf"\b{re.escape(idx)}\b", rest_code):
+        return None, f"the statements use `{idx}` or another array beyond `buf[{idx}]`"
+    vtypes = {}
+    for b in buffers:
+        elem = _pointee(ks, b)
+        vt = next((t for w, t in _VECTORS.get(elem or "", ()) if w == width), None)
+        if vt is None:
+            return None, f"no {width}-wide vector type for `{b}`"
+        vtypes[b] = vt
+    after = {
+        b: [body_code[m.end() : m.end() + 3] for m in rx.finditer(body_code)]
+        for b, rx in access.items()
+    }
+    written = {
+        b
+        for b, a in after.items()
+        if any(re.match(r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)", t) for t in a)
+    }
+    read = {b for b, a in after.items() if any(not re.match(r"\s*=(?!=)", t) for t in a)}
+    const = {
+        b
+        for b in buffers
+        if ks.kernel
+        and any(p.name == b and "const" in p.type.split("*")[0] for p in ks.kernel.params)
+    }
+    if written & const:
+        return None, "a const buffer is written"
+    lanes = []
+    for q in range(width):
+        t = body_text
+        for b, rx in access.items():
+            t = rx.sub(f"{PREFIX}{b}.{_FIELDS[q]}", t)
+        lanes.append(
+            "{" + "\n".join(ln.rstrip() for ln in _dedent_block(t.strip("\n").split("\n"))) + "}"
+        )
+    vi = f"{PREFIX}q"
+    inner = []
+    for b in buffers:
+        if b in read:
+            qual = "const " if b not in written else ""
+            inner.append(
+                f"{vtypes[b]} {PREFIX}{b} = reinterpret_cast<{qual}{vtypes[b]}*>({b})[{vi}];"
+            )
+        else:
+            inner.append(f"{vtypes[b]} {PREFIX}{b};")
+    inner += [ln for lane in lanes for ln in lane.split("\n")]
+    inner += [
+        f"reinterpret_cast<{vtypes[b]}*>({b})[{vi}] = {PREFIX}{b};" for b in buffers if b in written
+    ]
+    decl_line = ks.text.rfind("\n", 0, top[j0].start) + 1
+    indm = re.match(r"[ \t]*", ks.text[decl_line:])
+    pad = indm.group(0) if indm else "    "
+    lines = [
+        f"// {', '.join(buffers)} as {width}-wide vectors: pointer parameters, 16-byte aligned "
+        "(cudaMalloc: 256)",
+        f"const unsigned {PREFIX}vecs = (unsigned){size} / {width}u;",
+        f"const unsigned {PREFIX}stride = blockDim.x * gridDim.x;",
+        f"for (unsigned {PREFIX}j = blockIdx.x * blockDim.x * {k}u + threadIdx.x; "
+        f"{PREFIX}j < {PREFIX}vecs;",
+        f"     {PREFIX}j += {PREFIX}stride * {k}u) {{",
+        "#pragma unroll",
+        f"    for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
+        f"        const unsigned {vi} = {PREFIX}j + {PREFIX}k * blockDim.x;",
+        f"        if ({vi} >= {PREFIX}vecs) break;",
+        *("        " + ln for ln in inner),
+        "    }",
+        "}",
+        f"// the last {size} % {width} elements, one per thread",
+        f"for ({idx_type} {idx} = {PREFIX}vecs * {width}u + blockIdx.x * blockDim.x + threadIdx.x;",
+        f"     {idx} < {size}; {idx} += {PREFIX}stride) {{",
+        *("    " + ln for ln in _dedent_block(body_text.strip("\n").split("\n"))),
+        "}",
+    ]
+    text = "\n".join(ln if ln.startswith("#") else pad + ln for ln in lines).lstrip(" \t")
+    rw = ks.rewrite().replace(top[j0].start, top[-1].end + 1, text)
+    return rw.diff(path), ""
+
+
 def _shared_names(ks: KernelSource) -> dict[str, str]:
     """The body's ``__shared__`` arrays: name -> element type."""
     out = {}
@@ -343,11 +505,27 @@ def _shared_names(ks: KernelSource) -> dict[str, str]:
     return out
 
 
-def reduction_diff(ks: KernelSource, bound: str, path: str) -> tuple[str | None, str]:
-    """The load phase of a per-block shared-memory reduction (the statements before the first
-    ``__syncthreads()``, ending with ``sdata[tid] = <value>;``) made a grid-stride loop that
-    adds the value of every original CTA index the thread covers, then stores the sum. (diff,
-    why not) — the tree after it is kept; its operator must be ``+``."""
+@dataclass(frozen=True)
+class _LoadPhase:
+    """A per-block reduction's load phase, as the source writes it: the top-level statements
+    before the first ``__syncthreads()``, ending with ``arr[idx] = value;`` into a shared array
+    of ``elem``; ``outside``: the declarations that do not depend on the block index (kept
+    before the loop), ``inside``: the statements that do (run once per original CTA index)."""
+
+    start: int  # offset of the first statement
+    store_end: int  # offset past the store
+    arr: str
+    idx: str
+    value: str  # the stored expression, blockIdx remapped
+    elem: str
+    outside: tuple[str, ...]
+    inside: tuple[str, ...]
+    inside_raw: tuple[str, ...]  # the inside statements and the store, as written
+    pad: str
+
+
+def _load_phase(ks: KernelSource) -> _LoadPhase | str:
+    """The load phase of a per-block shared-memory reduction (why not, as text)."""
     top = ks.top_level()
     code = ks.code
     sync = next(
@@ -359,17 +537,17 @@ def reduction_diff(ks: KernelSource, bound: str, path: str) -> tuple[str | None,
         None,
     )
     if sync is None or sync == 0:
-        return None, "no barrier after the load phase at the top level of the kernel"
+        return "no barrier after the load phase at the top level of the kernel"
     shared = _shared_names(ks)
     store = top[sync - 1]
     st = code[store.start : store.end + 1]
     m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\[([^\[\];]*)\]\s*=(?!=)\s*(.*);\s*", st, re.S)
     if m is None or m.group(1) not in shared:
-        return None, "the load phase does not end with a store into a shared array"
-    arr, idx, _value = m.group(1), m.group(2), m.group(3)
+        return "the load phase does not end with a store into a shared array"
+    arr, idx = m.group(1), m.group(2)
     rest = code[top[sync].end + 1 : ks.body_end]
     if _MINMAX.search(rest) or not re.search(r"\+=|\+", rest):
-        return None, "the tree after the load does not add (only + is rewritten)"
+        return "the tree after the load does not add (only + is rewritten)"
     prologue = top[: sync - 1]
     dependent: set[str] = set()
     outside: list[int] = []
@@ -377,7 +555,7 @@ def reduction_diff(ks: KernelSource, bound: str, path: str) -> tuple[str | None,
     for j, s in enumerate(prologue):
         text = code[s.start : s.end + 1]
         if re.search(r"\breturn\b", text):
-            return None, "the load phase returns early"
+            return "the load phase returns early"
         names = {n for n, _ in ks.identifiers((s.start, s.end + 1))}
         reads_block = bool(block_index_uses(code, s.start, s.end + 1))
         decls = ks.declarations(within=(s.start, s.end + 1))
@@ -391,32 +569,184 @@ def reduction_diff(ks: KernelSource, bound: str, path: str) -> tuple[str | None,
     if block_index_uses(code, store.start, store.start + len(m.group(0).split("=")[0])) or (
         {n for n in idx_names if re.search(rf"\b{re.escape(n)}\b", idx)} & dependent
     ):
-        return None, "the shared array's index depends on the block index"
-    acc = f"{PREFIX}sum"
-    elem = shared[arr]
+        return "the shared array's index depends on the block index"
 
     def src(j: int) -> str:
         s = prologue[j]
         return _remapped(ks, s.start, s.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
 
-    decl_line = ks.text.rfind("\n", 0, top[0].start) + 1
-    ind = re.match(r"[ \t]*", ks.text[decl_line:])
-    pad = ind.group(0) if ind else "    "
-    lines = [src(j) for j in outside]
-    lines += [
-        f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid",
-        f"{elem} {acc} = 0;",
-        f"for (unsigned {PREFIX}block = blockIdx.x; {PREFIX}block < {PREFIX}blocks;",
-        f"     {PREFIX}block += gridDim.x) {{",
-    ]
-    lines += ["    " + ln for j in inside for ln in src(j).split("\n")]
     value_src = _remapped(ks, store.start, store.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
     vm = re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[[^\[\];]*\]\s*=(?!=)\s*(.*);\s*", value_src, re.S)
     if vm is None:  # pragma: no cover - the code matched above
-        return None, "the store could not be rewritten"
-    lines += [f"    {acc} += {vm.group(1).strip()};", "}", f"{arr}[{idx.strip()}] = {acc};"]
-    rw = ks.rewrite().replace(top[0].start, store.end + 1, ("\n" + pad).join(lines))
+        return "the store could not be rewritten"
+    decl_line = ks.text.rfind("\n", 0, top[0].start) + 1
+    ind = re.match(r"[ \t]*", ks.text[decl_line:])
+    return _LoadPhase(
+        top[0].start,
+        store.end + 1,
+        arr,
+        idx.strip(),
+        vm.group(1).strip(),
+        shared[arr],
+        tuple(src(j) for j in outside),
+        tuple(src(j) for j in inside),
+        tuple(code[prologue[j].start : prologue[j].end + 1] for j in inside) + (st,),
+        ind.group(0) if ind else "    ",
+    )
+
+
+def reduction_diff(ks: KernelSource, bound: str, path: str, k: int = 1) -> tuple[str | None, str]:
+    """The load phase of a per-block shared-memory reduction (the statements before the first
+    ``__syncthreads()``, ending with ``sdata[tid] = <value>;``) made a grid-stride loop that
+    adds the value of every original CTA index the thread covers, ``k`` consecutive indices per
+    iteration, then stores the sum. (diff, why not) — the tree after it is kept; its operator
+    must be ``+``."""
+    lp = _load_phase(ks)
+    if isinstance(lp, str):
+        return None, lp
+    acc = f"{PREFIX}sum"
+    lines = list(lp.outside)
+    lines += [
+        f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid",
+        f"{lp.elem} {acc} = 0;",
+    ]
+    body = [*lp.inside, f"{acc} += {lp.value};"]
+    if k == 1:
+        lines += [
+            f"for (unsigned {PREFIX}block = blockIdx.x; {PREFIX}block < {PREFIX}blocks;",
+            f"     {PREFIX}block += gridDim.x) {{",
+        ]
+        lines += ["    " + ln for b in body for ln in b.split("\n")]
+        lines += ["}"]
+    else:
+        lines += [
+            f"for (unsigned {PREFIX}first = blockIdx.x * {k}u; {PREFIX}first < {PREFIX}blocks;",
+            f"     {PREFIX}first += gridDim.x * {k}u) {{",
+            "#pragma unroll",
+            f"    for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
+            f"        const unsigned {PREFIX}block = {PREFIX}first + {PREFIX}k;",
+            f"        if ({PREFIX}block >= {PREFIX}blocks) break;",
+        ]
+        lines += ["        " + ln for b in body for ln in b.split("\n")]
+        lines += ["    }", "}"]
+    lines += [f"{lp.arr}[{lp.idx}] = {acc};"]
+    text = "\n".join(ln if ln.startswith("#") else lp.pad + ln for ln in lines).lstrip(" \t")
+    rw = ks.rewrite().replace(lp.start, lp.store_end, text)
     return rw.diff(path), ""
+
+
+# Vector types of 16 (or 8) bytes by the element type: (vector width, type name).
+_VECTORS: dict[str, tuple[tuple[int, str], ...]] = {
+    "int": ((4, "int4"), (2, "int2")),
+    "unsigned": ((4, "uint4"), (2, "uint2")),
+    "unsigned int": ((4, "uint4"), (2, "uint2")),
+    "float": ((4, "float4"), (2, "float2")),
+    "double": ((2, "double2"),),
+    "long long": ((2, "longlong2"),),
+    "long long int": ((2, "longlong2"),),
+    "unsigned long long": ((2, "ulonglong2"),),
+    "unsigned long long int": ((2, "ulonglong2"),),
+}
+_FIELDS = ("x", "y", "z", "w")
+
+
+@dataclass(frozen=True)
+class VectorLoad(FindingDetails):
+    """A buffer the load phase only sums, read at the thread's linear index: ``buffer`` a
+    kernel pointer parameter of ``elem`` (runtime allocations are 256-byte aligned), ``count``
+    the size parameter (the elements ``[0, count)``); ``vectors``: (width, type) offered."""
+
+    buffer: str
+    elem: str
+    count: str
+    vectors: tuple[tuple[int, str], ...]
+
+
+def vector_load(ks: KernelSource, lp: _LoadPhase, buffer: str, count: str) -> VectorLoad | str:
+    """Whether the load phase ``lp`` only sums elements of ``buffer`` (a kernel pointer
+    parameter), so that it can read them as vectors (why not, as text). The index being the
+    thread's linear index comes from the trace (the caller); here the source: the statements
+    that read ``buffer`` combine its elements with ``+`` only (bounds checks allowed), and read
+    no other array."""
+    param = next((p for p in (ks.kernel.params if ks.kernel else ()) if p.name == buffer), None)
+    if param is None or not param.pointer or param.type.count("*") != 1:
+        return f"`{buffer}` is not a pointer parameter of the kernel (its alignment is unknown)"
+    elem = " ".join(
+        w
+        for w in re.sub(r"\*", " ", param.type).split()
+        if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")
+    )
+    vectors = _VECTORS.get(elem)
+    if vectors is None:
+        return f"no vector type for `{elem}`"
+    if " ".join(lp.elem.split()) != elem:
+        return f"the shared array holds `{lp.elem}`, not the `{elem}` of `{buffer}`"
+    sub = re.compile(rf"\b{re.escape(buffer)}\s*\[[^\[\]]*\]")
+    reads = [t for t in lp.inside_raw if sub.search(t)]
+    if not reads:
+        return f"the load phase does not read `{buffer}` where gpuadvise can see it"
+    store = re.compile(rf"^\s*{re.escape(lp.arr)}\s*\[[^\[\]]*\]\s*=(?!=)")
+    for t in reads:
+        rest = sub.sub(" L ", store.sub(" ", t))
+        if "[" in rest or re.search(r"[-*/%^~]|<<|>>", rest.replace("->", "")):
+            return f"`{t.strip()}` does more than add elements of `{buffer}`"
+        if any(w not in ("if", "else") for w in re.findall(r"\b([A-Za-z_]\w*)\s*\(", rest)):
+            return f"`{t.strip()}` calls a function on the elements of `{buffer}`"
+    return VectorLoad(buffer, elem, count, vectors)
+
+
+def vector_reduction_diff(
+    ks: KernelSource, lp: _LoadPhase, vec: VectorLoad, width: int, vtype: str, k: int, path: str
+) -> str | None:
+    """The load phase replaced by a grid-stride loop that reads ``vec.buffer`` as ``vtype``
+    (``width`` elements per load), ``k`` loads per thread and iteration a block apart, adds
+    their elements, then a scalar loop over the last ``count % width`` elements; the sum is
+    stored where the kernel stored its value, the tree after it kept."""
+    acc, n, buf = f"{PREFIX}sum", vec.count, vec.buffer
+    fields = " + ".join(f"{PREFIX}e.{c}" for c in _FIELDS[:width])
+    lines = list(lp.outside)
+    lines += [
+        f"{lp.elem} {acc} = 0;",
+        f"{{  // {buf} as {vtype}: a pointer parameter, 16-byte aligned (cudaMalloc: 256)",
+        f"    const unsigned {PREFIX}vecs = {n} / {width}u;",
+        f"    const unsigned {PREFIX}stride = blockDim.x * gridDim.x;",
+        f"    const {vtype}* {PREFIX}v = reinterpret_cast<const {vtype}*>({buf});",
+    ]
+    if k == 1:
+        lines += [
+            f"    for (unsigned {PREFIX}j = blockIdx.x * blockDim.x + threadIdx.x; "
+            f"{PREFIX}j < {PREFIX}vecs;",
+            f"         {PREFIX}j += {PREFIX}stride) {{",
+            f"        const {vtype} {PREFIX}e = {PREFIX}v[{PREFIX}j];",
+            f"        {acc} += {fields};",
+            "    }",
+        ]
+    else:
+        lines += [
+            f"    for (unsigned {PREFIX}j = blockIdx.x * blockDim.x * {k}u + threadIdx.x; "
+            f"{PREFIX}j < {PREFIX}vecs;",
+            f"         {PREFIX}j += {PREFIX}stride * {k}u) {{",
+            "#pragma unroll",
+            f"        for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
+            f"            const unsigned {PREFIX}q = {PREFIX}j + {PREFIX}k * blockDim.x;",
+            f"            if ({PREFIX}q < {PREFIX}vecs) {{",
+            f"                const {vtype} {PREFIX}e = {PREFIX}v[{PREFIX}q];",
+            f"                {acc} += {fields};",
+            "            }",
+            "        }",
+            "    }",
+        ]
+    lines += [
+        f"    // the last {n} % {width} elements, one per thread",
+        f"    for (unsigned {PREFIX}j = {PREFIX}vecs * {width}u + blockIdx.x * blockDim.x + "
+        f"threadIdx.x; {PREFIX}j < {n};",
+        f"         {PREFIX}j += {PREFIX}stride)",
+        f"        {acc} += {buf}[{PREFIX}j];",
+        "}",
+        f"{lp.arr}[{lp.idx}] = {acc};",
+    ]
+    text = "\n".join(ln if ln.startswith("#") else lp.pad + ln for ln in lines).lstrip(" \t")
+    return ks.rewrite().replace(lp.start, lp.store_end, text).diff(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -472,7 +802,9 @@ class OneElementPerThread(Rule):
 
     For a reduction, accumulate in the loop and run the tree once per CTA:
     ``int v = 0; for (...) v += in[i]; sdata[tid] = v;``. Vector loads (``int4``/``float4``)
-    then move 16 bytes per lane where the arrays are 16-byte aligned and ``n`` a multiple of 4.
+    then move 16 bytes per lane where the array is 16-byte aligned (a pointer from
+    ``cudaMalloc``), with a scalar loop over the last ``n % 4`` elements; the kernel then writes
+    one partial per CTA of the new grid, and the host adds ``gridDim.x`` of them.
 
     How the estimate is made
     ------------------------
@@ -493,12 +825,32 @@ class OneElementPerThread(Rule):
     work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
     CTAs: every element is computed exactly as before, and the measurement stage verifies the
     outputs and keeps the fastest verified ``k``. Not rewritten when a helper, a macro,
-    cooperative groups or inline PTX read the block index. Vector loads are not applied (the
-    rewrite keeps the kernel's own accesses). Per-block reductions: display-only. Changing the
-    grid changes how many partial sums the kernel writes and which elements each adds, so its
-    outputs cannot equal the kernel's: the diff (the load phase made a grid-stride loop that
-    adds every element the thread covers, the tree kept) is advice, and the next pass must sum
-    one partial per CTA of the new grid.
+    cooperative groups or inline PTX read the block index. Where each thread handles one
+    element, a size parameter gives the grid, every buffer is a kernel pointer parameter of one
+    element type accessed only as ``buf[i]`` (``i`` the index the kernel declares from its
+    block position), and the statements under ``if (i < n)`` (or after ``if (i >= n)
+    return;``) are straight-line (no branch, loop or ``?:``: every write unconditional), vector
+    variants come first (``float4``/``int4``, ``double2`` by element size; 2 and 1 vectors per
+    thread and iteration): each buffer read loaded as one vector (a buffer only written is not
+    loaded), the statements run once per lane on its fields, each buffer written stored as one
+    vector, and a scalar grid-stride loop does the last ``n % width`` elements; they assume
+    16-byte aligned pointers (runtime allocations are 256-byte aligned; the finding says so).
+    Per-block reductions
+    (the tree's combine a sum): automatic-and-verified with a changed output contract. The load
+    phase (the statements before the first barrier, ending with the store into the shared
+    array) becomes a grid-stride loop that adds the value of every original CTA index the
+    thread covers (``k`` = 4, 1, 2, 8 per iteration), the tree after it kept, launched with one
+    wave of CTAs; where the load phase only adds elements of one input buffer that is a kernel
+    pointer parameter, and a size parameter gives the grid, variants that read it as
+    ``int4``/``float4`` (``int2``/``float2``, ``double2`` by element size; ``k`` = 2, 1, 4
+    vectors per thread and iteration) with a scalar loop over the last ``n % width`` elements
+    come first; they assume the pointer is 16-byte aligned (runtime allocations are 256-byte
+    aligned; the finding says so). The new grid writes one partial per CTA, so the output is
+    verified as a total (``Variant.totals``: the sum of the first ``gridDim.x`` partials of
+    each launch, integers exactly, floats within a tolerance scaled by the count;
+    :func:`gpuadvise.runner.verify.compare_totals`), on the GPU or, by ``--fix`` without one,
+    on the CPU emulator over both whole launches; the host, or the next pass, must add the
+    new grid's ``gridDim.x`` partials. A tree with another combine (max, min) is refused.
     """
 
     id = "GA206"
@@ -553,7 +905,7 @@ class OneElementPerThread(Rule):
             "per-block": "a per-block reduction (each CTA writes one partial result to "
             + ", ".join(f"`{u.name}`" for u in per_block)
             + f": a grid of one wave leaves {w.ctas_per_wave} partials instead of "
-            f"{w.total_ctas}, so the outputs change and the fix is advice)",
+            f"{w.total_ctas}, whose sum is the same)",
             "other": "a kernel whose outputs depend on the grid (shared memory or atomics)",
         }[kind]
         yield self.finding(
@@ -622,6 +974,122 @@ class OneElementPerThread(Rule):
             inputs,
         )
 
+    def _reduction_variant(self, ctx: RuleContext, d: OneElement, bound: str, note: str) -> Variant:
+        """A per-block reduction: the load phase made a grid-stride accumulation over one wave
+        of CTAs (vector loads where alignment is provable, and scalar loads, ``k`` swept), the
+        tree kept once per CTA; the partials are verified as their total."""
+        ks = ctx.kernel_source
+        threads, grid, wave = int(ctx.launch.block.x), int(ctx.launch.grid.x), d.wave_ctas
+        per_cta = d.elements_per_thread * threads
+        parts = ", ".join(f"`{n}`" for n in d.per_block)
+        contract = (
+            f"{parts} then holds one partial sum per CTA of the new grid (gridDim.x of them, not "
+            f"{grid}): the outputs are verified as the sum of the partials each grid writes, and "
+            "the host (or the next pass) must add the gridDim.x partials"
+        )
+        text = (
+            f"accumulate every element the thread covers in a grid-stride loop, then run the "
+            f"tree once; launch one wave of CTAs ({wave}); {contract}{note}"
+        )
+        lp = _load_phase(ks)
+        if isinstance(lp, str):
+            return Variant("display-only", f"{text} (not rewritten: {lp})")
+        totals = {n: "+" for n in d.per_block}
+        cands: list[Variant] = []
+        size = _size_param(ctx, ks, per_cta, grid)
+        loaded = [n for n in d.streamed if n not in d.per_block]
+        vec: VectorLoad | str = (
+            "no size parameter gives the grid"
+            if size is None
+            else "not one streamed input buffer"
+            if len(loaded) != 1
+            else vector_load(ks, lp, loaded[0], size)
+        )
+        if isinstance(vec, VectorLoad):
+            for (width, vtype), ks_ in zip(vec.vectors, VECTOR_PER_ITERATION, strict=False):
+                for k in ks_:
+                    diff = vector_reduction_diff(ks, lp, vec, width, vtype, k, ctx.source_file)
+                    if diff is None:
+                        continue
+                    g = max(1, min(wave, -(-grid * per_cta // (width * k * threads))))
+                    cands.append(
+                        Variant(
+                            "automatic-and-verified",
+                            f"a grid-stride loop reading `{vec.buffer}` as {vtype} ({k} per "
+                            f"thread and iteration; the last {size} % {width} elements one by "
+                            f"one), launched with {g} CTAs (one wave), the tree once per CTA. "
+                            f"Assumes `{vec.buffer}` is 16-byte aligned (a kernel pointer "
+                            "parameter: cudaMalloc'd memory is 256-byte aligned; an offset "
+                            f"pointer would not be); {contract}",
+                            diff=diff,
+                            launch={"grid": [g, 1, 1]},
+                            label=f"{vtype} k={k}",
+                            totals=totals,
+                        )
+                    )
+        for k in PER_ITERATION:
+            diff, why = reduction_diff(ks, bound, ctx.source_file, k)
+            if diff is None:
+                return Variant("display-only", f"{text} (not rewritten: {why})")
+            g = max(1, min(wave, -(-grid // k)))
+            cands.append(
+                Variant(
+                    "automatic-and-verified",
+                    f"a grid-stride loop adding the values of the original {grid} CTA indices, "
+                    f"{k} per thread and iteration, launched with {g} CTAs (one wave), the tree "
+                    f"once per CTA; {contract}{note}",
+                    diff=diff,
+                    launch={"grid": [g, 1, 1]},
+                    label=f"k={k}",
+                    totals=totals,
+                )
+            )
+        if not isinstance(vec, VectorLoad):
+            cands = [
+                replace(c, description=f"{c.description} (no vector loads: {vec})") for c in cands
+            ]
+        return replace(cands[0], alternatives=tuple(cands[1:]))
+
+    def _elementwise_vectors(
+        self, ctx: RuleContext, d: OneElement, grid: int, note: str
+    ) -> list[Variant]:
+        """Vector-load variants of an element-wise kernel (one element per thread, every
+        buffer a kernel pointer parameter read and written at the thread's linear index),
+        widths by element size, ``k`` = 2 and 1 vectors per thread and iteration."""
+        ks = ctx.kernel_source
+        threads = int(ctx.launch.block.x)
+        size = _size_param(ctx, ks, threads, grid) if d.elements_per_thread == 1 else None
+        if size is None:
+            return []
+        elems = {_pointee(ks, b) for b in d.streamed}
+        if len(elems) != 1 or None in elems:
+            return []
+        out = []
+        for width, vtype in _VECTORS.get(next(iter(elems)) or "", ())[:1]:
+            for k in (2, 1):
+                diff, _why = elementwise_vector_diff(
+                    ks, size, d.streamed, width, k, ctx.source_file
+                )
+                if diff is None:
+                    return []
+                g = max(1, min(d.wave_ctas, -(-grid // (width * k))))
+                out.append(
+                    Variant(
+                        "automatic-and-verified",
+                        f"a grid-stride loop over {vtype} vectors of "
+                        f"{', '.join(f'`{b}`' for b in d.streamed)} ({k} per thread and "
+                        f"iteration; the last {size} % {width} elements one by one), launched "
+                        f"with {g} CTAs (one wave); each element computed by the kernel's own "
+                        "statements. Assumes the buffers are 16-byte aligned (kernel pointer "
+                        "parameters: cudaMalloc'd memory is 256-byte aligned; an offset pointer "
+                        f"would not be){note}",
+                        diff=diff,
+                        launch={"grid": [g, 1, 1]},
+                        label=f"{vtype} k={k}",
+                    )
+                )
+        return out
+
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(OneElement)
         threads = int(ctx.launch.block.x)
@@ -644,7 +1112,7 @@ class OneElementPerThread(Rule):
                     f"a grid-stride loop launched with {wave} CTAs, several elements per thread "
                     f"(not rewritten automatically: {hidden})",
                 )
-            cands = []
+            cands = self._elementwise_vectors(ctx, d, grid, note)
             for k in PER_ITERATION:
                 diff = elementwise_diff(ks, bound, k, ctx.source_file)
                 if diff is None:
@@ -665,15 +1133,7 @@ class OneElementPerThread(Rule):
                 return Variant("display-only", f"a grid-stride loop launched with {wave} CTAs")
             return replace(cands[0], alternatives=tuple(cands[1:]))
         if d.kind == "per-block" and hidden is None:
-            diff, why = reduction_diff(ks, bound, ctx.source_file)
-            text = (
-                f"accumulate every element the thread covers in a grid-stride loop, then run the "
-                f"tree once; launch {wave} CTAs (one wave): {wave} partial sums instead of "
-                f"{grid}, so the next pass changes too{note}"
-            )
-            if diff is not None:
-                return Variant("display-only", text, diff=diff, launch={"grid": [wave, 1, 1]})
-            return Variant("display-only", f"{text} (not rewritten: {why})")
+            return self._reduction_variant(ctx, d, bound, note)
         return Variant(
             "display-only",
             f"a grid-stride loop launched with {wave} CTAs, several elements per thread; the "

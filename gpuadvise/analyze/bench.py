@@ -7,6 +7,7 @@ GPU, no PyCUDA, bad input) raised as an exception."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,10 +58,15 @@ def run_bench(
     timeout_s: float,
     flops_expr: str | None,
     timing: TimingConfig,
+    totals: Mapping[str, str] | None = None,
 ) -> BenchReport:
+    """Time ``sources`` (one kernel, or A and B compared). ``totals``: outputs of per-block
+    partials compared as totals (output name -> combine op; see
+    :func:`gpuadvise.runner.verify.compare_totals`): the first A.gridDim.x against the first
+    B.gridDim.x, when B's grid writes another number of partials."""
     from gpuadvise.runner.client import require_gpu
     from gpuadvise.runner.stats import speedup_ci, summarize
-    from gpuadvise.runner.verify import compare, unwritten
+    from gpuadvise.runner.verify import compare_outputs, unwritten
 
     if not sources:
         raise UsageError("no CUDA source given", "gpuadvise bench kernel.cu --grid ... --block ...")
@@ -117,17 +123,17 @@ def run_bench(
                     report.unwritten[f"{p.launch.label}:{buf.name}"] = n
     if len(prepared) == 2:
         oa, ob = res.outcomes
-        for buf in prepared[0].buffers:
-            if buf.is_output:
-                report.comparisons.append(
-                    compare(
-                        buf.name,
-                        oa.outputs[buf.name],
-                        ob.outputs[buf.name],
-                        rtol=prepared[0].rtol,
-                        atol=prepared[0].atol,
-                    )
-                )
+        a, b = prepared
+        names = [buf.name for buf in a.buffers if buf.is_output]
+        grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
+        report.comparisons += compare_outputs(
+            oa.outputs, ob.outputs, names, a.rtol, a.atol, totals, grids
+        )
+        if totals:
+            report.notes.append(
+                f"{', '.join(sorted(totals))} compared as totals of the partials each grid "
+                f"writes (A: {grids[0]}, B: {grids[1]})"
+            )
         report.speedup = speedup_ci(oa.samples_ms, ob.samples_ms)
     report.ceiling_gbps, report.ceiling_source = bandwidth_ceiling(res.device, timeout_s)
     return report

@@ -19,7 +19,11 @@ The fixes taken are source diffs (a rule's variant with a ``diff``) of findings 
 
 A launch change (GA206's grid-stride loop, GA304's tiles) is applied to the kernel's launch spec:
 the new spec is written beside the source (``<kernel>.fixed.toml``), never over the user's, and
-the host code's launch must be changed to match (the result says so).
+the host code's launch must be changed to match (the result says so). A variant whose per-block
+partial outputs change count with the grid (``Variant.totals``: GA206 on a per-block reduction) is
+verified on the totals of the partials each grid writes; without a GPU, both whole launches are
+run on the CPU emulator when each has at most ``MAX_EMULATED_CTAS`` CTAs, and the step says the
+host must combine the new launch's gridDim.x partials.
 
 Nothing here writes the user's file: :func:`write_fix` does that, atomically, and only when every
 step ended (a step that fails to build or verify is rejected, not fatal; an error in the final
@@ -44,6 +48,9 @@ from gpuadvise.errors import GpuAdviseError, UsageError
 NO_GPU_MAX_BOUND = 1.0
 # Steps at most (each re-verifies and re-times the composition).
 MAX_STEPS = 12
+# Without a GPU, a variant whose partial outputs are checked as totals (Variant.totals) is run
+# on the CPU emulator over both whole launches, when each has at most this many CTAs.
+MAX_EMULATED_CTAS = 8192
 
 StepStatus = Literal["applied", "rejected"]
 
@@ -177,7 +184,7 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
         if not (m.ci_low if m.ci_low is not None else m.speedup) > 1.0:
             return f"measured {m.speedup:.2f}x: not faster"
         return None
-    if v.launch:
+    if v.launch and not v.totals:
         return "a launch change: its safety needs a GPU measurement"
     est = f.estimated_speedup
     if est is not None and est.kind == "upper-bound" and est.speedup is not None:
@@ -202,6 +209,8 @@ class _Composer:
     launch: dict[str, Any]
     tmp: Path
     steps: int = 0
+    # outputs of per-block partials whose count the applied launch changes (Variant.totals)
+    totals: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def options_for(self, text: str, launch: Mapping[str, Any]) -> KernelOptions:
         """Options that build ``text`` with ``launch`` (the spec: the original's)."""
@@ -251,10 +260,20 @@ def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
     return tuple(done.rules.findings)
 
 
-def _step_variant(diff: str | None, launch: Mapping[str, Any] | None) -> Any:
+def _step_variant(
+    diff: str | None,
+    launch: Mapping[str, Any] | None,
+    totals: Mapping[str, str] | None = None,
+) -> Any:
     from gpuadvise.rules import Variant
 
-    return Variant("automatic-and-verified", "composed fixes", diff=diff, launch=launch or None)
+    return Variant(
+        "automatic-and-verified",
+        "composed fixes",
+        diff=diff,
+        launch=launch or None,
+        totals=dict(totals) if totals else None,
+    )
 
 
 def compose_fixes(
@@ -299,7 +318,8 @@ def compose_fixes(
         if steps and not measured:
             notes.append(
                 "no GPU: nothing measured; fixes applied only where the CPU emulator found "
-                "the outputs of the traced CTAs equal to the original's"
+                "the outputs of the traced CTAs equal to the original's (of both whole "
+                "launches for a launch change, partials checked as totals)"
             )
         combined = None
         if measured and any(s.status == "applied" for s in steps):
@@ -346,7 +366,9 @@ def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) ->
         launch = {**comp.launch, **dict(v.launch or {})}
         before = comp.options_for(comp.text, comp.launch)
         diff = unified_diff(comp.text.split("\n"), new.split("\n"), comp.source.name)
-        trial = measure_variant(_live(before), _step_variant(diff, v.launch), timeout_s)
+        trial = measure_variant(
+            _live(before), _step_variant(diff, v.launch, v.totals if v.launch else None), timeout_s
+        )
         m = trial.measurement
         if m is None:
             steps.append(_step(f, "rejected", trial.note or "could not be measured"))
@@ -359,7 +381,14 @@ def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) ->
             )
             continue
         comp.text, comp.launch = new, launch
-        steps.append(_step(f, "applied", "verified and faster on top of the fixes before it", m))
+        how = "verified and faster on top of the fixes before it"
+        if v.totals and v.launch:
+            comp.totals.update(v.totals)
+            how += (
+                f" ({', '.join(sorted(v.totals))} checked as totals of the partials; the host "
+                "must combine the gridDim.x partials of the new launch)"
+            )
+        steps.append(_step(f, "applied", how, m))
     return steps
 
 
@@ -380,12 +409,36 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
         return [_step(f, "rejected", why) for f in take]
     for f in take[:MAX_STEPS]:
         new = _apply(comp.text, f.variant.diff)
+        v = f.variant
         if new is None:
             regen = _regenerate(comp.options_for(comp.text, comp.launch), f.rule, f.line)
             new = None if regen is None or regen.launch else _apply(comp.text, regen.diff)
             if new is None:
                 steps.append(_step(f, "rejected", "no longer applies after the fixes before it"))
                 continue
+            v = regen
+        if v.launch or comp.launch:
+            # a totals variant (fix_candidates), or any step after one: the traced CTAs of the
+            # analysed launch are not the composition's, so both whole launches are emulated
+            before = comp.options_for(comp.text, comp.launch)
+            after = comp.options_for(new, {**comp.launch, **dict(v.launch or {})})
+            try:
+                why, checked = emulated_totals_check(before, after, dict(v.totals or {}), analysis)
+            except GpuAdviseError as exc:
+                steps.append(_step(f, "rejected", f"could not be emulated: {exc.one_line()}"))
+                continue
+            if why is not None:
+                steps.append(_step(f, "rejected", why))
+                continue
+            comp.text, comp.launch = new, {**comp.launch, **dict(v.launch or {})}
+            comp.totals.update(v.totals or {})
+            host = (
+                "; the host must combine the gridDim.x partials of the new launch"
+                if v.totals
+                else ""
+            )
+            steps.append(_step(f, "applied", f"{checked}{host}; not measured"))
+            continue
         try:
             outputs = _emulated_outputs(analysis, new, ctas)
         except GpuAdviseError as exc:
@@ -408,6 +461,64 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
             _step(f, "applied", f"outputs equal on the CPU emulator ({n} CTAs); not measured")
         )
     return steps
+
+
+def emulate_launch(opts: KernelOptions) -> tuple[dict[str, Any], int, int]:
+    """The output buffers after emulating every CTA of the launch ``opts`` builds, its
+    ``gridDim.x`` and its CTA count (UsageError when it has more than MAX_EMULATED_CTAS)."""
+    from gpuadvise.analyze.models import resolve_launch
+    from gpuadvise.analyze.options import build
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.trace.emulate import emulate
+
+    spec, choice, options = build(opts)
+    grid = spec.launch.grid.as_tuple()
+    ctas = int(grid[0]) * int(grid[1]) * int(grid[2])
+    if ctas > MAX_EMULATED_CTAS:
+        raise UsageError(
+            f"the launch has {ctas} CTAs, more than the {MAX_EMULATED_CTAS} the CPU emulator "
+            "runs to check totals",
+            "measure on a GPU, or analyze a smaller problem size",
+        )
+    tc = find_toolchain(opts.nvcc)
+    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    kernel = select_compiled_kernel(module, spec.kernel)
+    launch = resolve_launch(spec, kernel, options, tc)
+    emu = emulate(module, kernel, launch, choice.device, sample_ctas="all", trace=False)
+    return dict(emu.outputs), int(grid[0]), ctas
+
+
+def emulated_totals_check(
+    before: KernelOptions,
+    after: KernelOptions,
+    totals: Mapping[str, str],
+    analysis: Any = None,
+) -> tuple[str | None, str]:
+    """Both whole launches run on the CPU emulator and their outputs compared, those in
+    ``totals`` (name -> combine op) as totals of the partials each grid writes
+    (:func:`gpuadvise.runner.verify.compare_outputs`). Returns (why they differ, or None; what
+    was checked)."""
+    from gpuadvise.runner.verify import compare_outputs
+
+    try:
+        ref, grid_a, ctas_a = emulate_launch(before)
+        out, grid_b, ctas_b = emulate_launch(after)
+    except UsageError as exc:
+        return f"not verified without a GPU: {exc.one_line()}", ""
+    rtol = analysis.spec.rtol if analysis is not None else 1e-5
+    atol = analysis.spec.atol if analysis is not None else 1e-8
+    names = [n for n in ref if n in out]
+    comps = compare_outputs(ref, out, names, rtol, atol, totals, (grid_a, grid_b))
+    bad = next((c for c in comps if not c.ok), None)
+    if bad is not None:
+        return f"outputs differ on the CPU emulator (whole launches): {bad.message}", ""
+    shown = "; ".join(c.message for c in comps if c.name in totals)
+    checked = (
+        f"outputs equal on the CPU emulator over both whole launches ({ctas_a} and {ctas_b} CTAs)"
+    )
+    if totals:
+        checked += f", {', '.join(sorted(totals))} checked as totals ({shown})"
+    return None, checked
 
 
 def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> dict[str, Any]:
@@ -450,7 +561,9 @@ def _combined(comp: _Composer, original: str, timeout_s: float) -> Any:
 
     base = comp.options_for(original, {})
     diff = unified_diff(original.split("\n"), comp.text.split("\n"), comp.source.name)
-    trial = measure_variant(_live(base), _step_variant(diff, comp.launch or None), timeout_s)
+    trial = measure_variant(
+        _live(base), _step_variant(diff, comp.launch or None, comp.totals), timeout_s
+    )
     if trial.measurement is None:
         raise UsageError(
             f"the combined fixes could not be confirmed against the original: {trial.note}",

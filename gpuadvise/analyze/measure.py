@@ -320,8 +320,13 @@ class _Stage:
         from gpuadvise.analyze.prepare import time_prepared
 
         labelled = [
-            dataclasses.replace(b, launch=dataclasses.replace(b.launch, label=f"B{k}"))
-            for k, (_, b) in enumerate(entries, 1)
+            dataclasses.replace(
+                b,
+                launch=dataclasses.replace(
+                    b.launch, label=f"B{k}", totals=tuple(sorted((v.totals or {}).items()))
+                ),
+            )
+            for k, (v, b) in enumerate(entries, 1)
         ]
         run = time_prepared(
             [a, *labelled],
@@ -352,18 +357,23 @@ class _Stage:
         """The trial of one variant from its outcome: outputs verified, then the speedup."""
         from gpuadvise.rules import Measurement
         from gpuadvise.runner.stats import speedup_ci
-        from gpuadvise.runner.verify import compare
+        from gpuadvise.runner.verify import compare_outputs
 
         names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
         if not names:
             return self._trial(variant, None, False, "no output buffer to verify")
-        comps = [compare(n, oa.outputs[n], ob.outputs[n], a.rtol, a.atol) for n in names]
+        # a per-block reduction's partials, whose count follows the grid: compared as totals
+        grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
+        comps = compare_outputs(
+            oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
+        )
         bad = next((c for c in comps if not c.ok), None)
         if bad is not None:
             return self._trial(variant, None, False, f"outputs differ: {bad.message}")
         if len(ob.samples_ms) < 2 or len(oa.samples_ms) < 2:
             # verified, but a trial is "verified" only with its measurement (report invariant)
             return self._trial(variant, None, None, "not timed (no time left)")
+        totals = [c.message for c in comps if variant.totals and c.name in variant.totals]
         ci = speedup_ci(oa.samples_ms, ob.samples_ms)
         m = Measurement(
             speedup=ci.speedup,
@@ -378,7 +388,8 @@ class _Stage:
             label=variant.label,
             stop_reason=ob.stop_reason,
         )
-        return self._trial(variant, m, True, None)
+        note = "outputs checked as totals: " + "; ".join(totals) if totals else None
+        return self._trial(variant, m, True, note)
 
     @staticmethod
     def _trial(variant: Any, m: Any, verified: bool | None, note: str | None) -> Any:
@@ -425,6 +436,11 @@ def measure_finding(stage: Any, f: Any) -> tuple[Any, list[str]]:
             f, trials=tuple(trials), verified=False if failed else None
         ), notes
     best_c, best_t = max(done, key=lambda ct: ct[1].measurement.speedup)
+    if best_c.totals and best_t.note:  # verified as totals: the host combines the partials
+        notes.append(
+            f"{f.rule}: {'variant ' + best_t.label if best_t.label else 'the variant'} "
+            f"{best_t.note}; the host must combine the gridDim.x partials the new launch writes"
+        )
     others = tuple(c for c in every if c is not best_c)
     variant = dataclasses.replace(best_c, alternatives=others)
     m = best_t.measurement

@@ -306,6 +306,11 @@ class Variant:
     ``label``: a short name when a rule offers several (``N=16``); ``alternatives``: the other
     candidates the measurement stage tries (GA304's tile sizes): it keeps the fastest verified
     one as the finding's variant and lists every result.
+    ``totals``: outputs that hold one partial result per CTA (a per-block reduction's
+    ``out[blockIdx.x]``) and whose count changes with the variant's grid: output name -> the
+    combine op (``+``, ``max``, ``min``). Verification compares the combined total of the first
+    ``gridDim.x`` elements each launch writes (:func:`gpuadvise.runner.verify.compare_totals`)
+    instead of element by element; the host must then combine ``gridDim.x`` partials.
     """
 
     safety: Safety
@@ -317,6 +322,7 @@ class Variant:
     label: str | None = None
     alternatives: tuple[Variant, ...] = ()
     proxy: Proxy | None = None
+    totals: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETY_CLASSES:
@@ -342,6 +348,7 @@ class Variant:
             "launch": None if self.launch is None else dict(self.launch),
             "proxy": None if self.proxy is None else self.proxy.to_dict(),
             "alternatives": [a.to_dict() for a in self.alternatives],
+            "totals": None if self.totals is None else dict(self.totals),
         }
 
     @classmethod
@@ -357,6 +364,7 @@ class Variant:
             d.get("label"),
             tuple(cls.from_dict(a) for a in d.get("alternatives", ())),
             None if px is None else Proxy.from_dict(px),
+            d.get("totals"),
         )
 
 

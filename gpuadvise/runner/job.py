@@ -59,6 +59,10 @@ class KernelLaunch:
     params: tuple[Param, ...]
     repeat: int = 1
     graph: bool = False
+    # (output, combine op) pairs: outputs holding one partial result per CTA (a per-block
+    # reduction) whose count follows grid[0], compared with the first launch's as totals
+    # (verify.compare_totals) when a race chooses its entrants
+    totals: tuple[tuple[str, str], ...] = ()
 
 
 def as_graph(launch: KernelLaunch, label: str | None = None) -> KernelLaunch:

@@ -15,13 +15,22 @@ mismatch, and infinities must match exactly. Structured dtypes are compared fiel
 are computed in float64 (float16 and float32 included), and in chunks so that large buffers do not
 need several float64 copies at once.
 
+Totals. :func:`compare_totals` checks an output of per-block partial results (a reduction's
+``out[blockIdx.x]``) whose count changes with the grid: the combined total (``+``, ``max`` or
+``min``) of the first ``gridDim.x`` elements each launch wrote. Integers are combined in their own
+width with wrap-around (as the kernel's adds wrap), so sums are exact whatever the grouping; floats
+are summed in float64 and allowed ``atol + max(rtol, eps * count) * sum(|partial|)``, ``eps`` the
+type's machine epsilon and ``count`` the larger number of partials (a different grouping of the
+additions: the bound of recursive summation). :func:`compare_outputs` compares every output of
+two runs, as totals where a variant says so.
+
 Pure numpy, no I/O.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +39,19 @@ import numpy.typing as npt
 
 from gpuadvise.errors import UsageError
 
-__all__ = ["POISON_BYTE", "Comparison", "compare", "poison", "unwritten"]
+__all__ = [
+    "POISON_BYTE",
+    "TOTAL_OPS",
+    "Comparison",
+    "compare",
+    "compare_outputs",
+    "compare_totals",
+    "poison",
+    "unwritten",
+]
+
+TOTAL_OPS = ("+", "max", "min")
+"""The combine ops :func:`compare_totals` knows."""
 
 POISON_BYTE = 0xFF
 # Elements are compared in chunks of about this many bytes of input.
@@ -417,3 +438,126 @@ def compare(
         message=message,
         field=field,
     )
+
+
+# --- totals -----------------------------------------------------------------------------------
+
+
+def _total(arr: npt.NDArray[Any], op: str) -> Any:
+    """The combined total of ``arr`` (1-D, numeric): integers in their own width, wrapping;
+    floats in float64."""
+    if arr.size == 0:
+        return None
+    if arr.dtype.kind in "iu":
+        if op == "+":
+            wide = arr.astype(np.uint64 if arr.dtype.kind == "u" else np.int64)
+            with np.errstate(over="ignore"):
+                total = int(wide.sum(dtype=wide.dtype))
+            bits = arr.dtype.itemsize * 8
+            total %= 1 << bits
+            if arr.dtype.kind == "i" and total >= 1 << (bits - 1):
+                total -= 1 << bits
+            return total
+        return int(arr.max() if op == "max" else arr.min())
+    if arr.dtype.kind == "b" and op != "+":
+        return bool(arr.max() if op == "max" else arr.min())
+    work = arr.astype(np.float64)
+    if op == "+":
+        return float(work.sum())
+    return float(np.max(work) if op == "max" else np.min(work))
+
+
+def compare_totals(
+    name: str,
+    expected: npt.NDArray[Any],
+    actual: npt.NDArray[Any],
+    expected_count: int,
+    actual_count: int,
+    op: str = "+",
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+) -> Comparison:
+    """Compare the total (``op``) of ``expected[:expected_count]`` with that of
+    ``actual[:actual_count]``: the partial results of two launches with different grids (see
+    the module docstring). ``n_elements`` is 1 (the total); the message says the output was
+    checked as a total of partials."""
+    _check_tolerance(rtol, atol)
+    if op not in TOTAL_OPS:
+        raise UsageError(
+            f"cannot compare totals with the combine op {op!r}",
+            f"use one of {', '.join(TOTAL_OPS)}",
+        )
+    e = np.asarray(expected).reshape(-1)
+    a = np.asarray(actual).reshape(-1)
+
+    def fail(why: str) -> Comparison:
+        return Comparison(name, False, 1, 1, math.inf, math.inf, None, None, None, f"{name}: {why}")
+
+    if e.dtype != a.dtype:
+        return fail(f"dtype {a.dtype} differs from the expected {e.dtype}")
+    if e.dtype.kind not in "iufb":
+        return fail(f"a total of {e.dtype} values cannot be formed (numbers only)")
+    for what, count, arr in (("expected", expected_count, e), ("actual", actual_count, a)):
+        if not 1 <= count <= arr.size:
+            return fail(f"{count} partials asked of the {what} run, which holds {arr.size}")
+    pe, pa = e[:expected_count], a[:actual_count]
+    te, ta = _total(pe, op), _total(pa, op)
+    label = "sum" if op == "+" else op
+    head = (
+        f"{name}: {label} of the first {expected_count} partials (gridDim.x of the original) "
+        f"against the first {actual_count} (the variant's)"
+    )
+    if e.dtype.kind == "f":
+        assert isinstance(te, float) and isinstance(ta, float)
+        eps = float(np.finfo(e.dtype).eps)
+        scale = float(np.abs(pe.astype(np.float64)).sum() + np.abs(pa.astype(np.float64)).sum())
+        if op != "+":
+            scale = abs(te)
+        tol = atol + max(rtol, eps * max(expected_count, actual_count)) * scale
+        same = te == ta or (math.isnan(te) and math.isnan(ta))
+        err = 0.0 if same else abs(ta - te) if math.isfinite(ta - te) else math.inf
+        ok = same or err <= tol
+        rel = 0.0 if err == 0.0 else err / abs(te) if te else math.inf
+        how = f"within {_fmt_err(tol)}" if ok else f"error {_fmt_err(err)} over {_fmt_err(tol)}"
+    else:
+        ok = te == ta
+        err = 0.0 if ok else float(abs(int(ta) - int(te)))
+        rel = 0.0 if ok else (err / abs(float(te)) if te else math.inf)
+        how = "exactly" if ok else "differ"
+    message = f"{head}: {te} and {ta} {'match ' + how if ok else how}"
+    return Comparison(
+        name=name,
+        ok=ok,
+        n_elements=1,
+        n_mismatch=0 if ok else 1,
+        max_abs_err=err,
+        max_rel_err=rel,
+        worst_index=None if ok else 0,
+        expected_value=te,
+        actual_value=ta,
+        message=message,
+    )
+
+
+def compare_outputs(
+    expected: Mapping[str, npt.NDArray[Any]],
+    actual: Mapping[str, npt.NDArray[Any]],
+    names: Sequence[str],
+    rtol: float,
+    atol: float,
+    totals: Mapping[str, str] | None = None,
+    grids: tuple[int, int] = (0, 0),
+) -> list[Comparison]:
+    """The outputs ``names`` of two runs compared: element by element (:func:`compare`), or,
+    for those in ``totals`` (name -> combine op), as the totals of the first ``grids[0]``
+    partials of ``expected`` against the first ``grids[1]`` of ``actual``."""
+    out = []
+    for n in names:
+        op = (totals or {}).get(n)
+        if op is None:
+            out.append(compare(n, expected[n], actual[n], rtol, atol))
+        else:
+            out.append(
+                compare_totals(n, expected[n], actual[n], grids[0], grids[1], op, rtol, atol)
+            )
+    return out

@@ -177,7 +177,9 @@ def run_job(job: Job, backend: Any) -> Result:
             if racing and job.time_matching is not None:
                 base = job.launches[0]
                 for launch in job.launches[1:]:
-                    if not _outputs_match(job, outcomes[base.label], outcomes[launch.label]):
+                    if not _outputs_match(
+                        job, outcomes[base.label], outcomes[launch.label], base, launch
+                    ):
                         outcomes[launch.label].stop_reason = "unverified"
                         timed.remove(launch)
             if racing and len(timed) < 2:
@@ -236,19 +238,32 @@ def _time_until_quiet(t: TimingConfig, launches: list[KernelLaunch], sample: Any
             break
 
 
-def _outputs_match(job: Job, base: LaunchOutcome, other: LaunchOutcome) -> bool:
+def _outputs_match(
+    job: Job,
+    base: LaunchOutcome,
+    other: LaunchOutcome,
+    base_launch: KernelLaunch,
+    other_launch: KernelLaunch,
+) -> bool:
     """Whether ``other``'s verified outputs equal ``base``'s under ``job.time_matching`` (the
-    parent compares them again for the report; here only the race's entrants are chosen)."""
-    from gpuadvise.runner.verify import compare
+    parent compares them again for the report; here only the race's entrants are chosen);
+    outputs named in ``other_launch.totals`` are compared as totals of their partials."""
+    from gpuadvise.runner.verify import compare, compare_totals
 
     assert job.time_matching is not None
     rtol, atol = job.time_matching
+    totals = dict(other_launch.totals)
     for b in job.buffers:
         if not b.is_output:
             continue
         x, y = base.outputs.get(b.name), other.outputs.get(b.name)
         if x is None or y is None:
             return False
+        if b.name in totals:
+            grids = (int(base_launch.grid[0]), int(other_launch.grid[0]))
+            if not compare_totals(b.name, x, y, *grids, totals[b.name], rtol, atol).ok:
+                return False
+            continue
         if (
             x.shape == y.shape
             and x.dtype == y.dtype

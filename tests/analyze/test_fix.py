@@ -69,6 +69,25 @@ def test_without_a_gpu_only_source_fixes_that_keep_the_launch_and_gain() -> None
     assert [f.rule for f in take] == ["GA1", "GA2"]
 
 
+def test_without_a_gpu_a_launch_change_checked_as_totals_is_taken() -> None:
+    """A per-block reduction's grid change (Variant.totals) is verified by the CPU emulator over
+    both whole launches, so it is a fix without a GPU; the same launch change without totals
+    stays advice."""
+    totals = _finding(
+        "GA206",
+        Variant("automatic-and-verified", "t", diff=DIFF, launch={"grid": [8, 1, 1]},
+                totals={"out": "+"}),
+    )  # fmt: skip
+    plain = _finding(
+        "GA4", Variant("automatic-and-verified", "l", diff=DIFF, launch={"grid": [8, 1, 1]})
+    )
+    take, advice = fix_candidates([totals, plain], unsafe=False, measured=False)
+    assert [f.rule for f in take] == ["GA206"]
+    assert "GA4" in "\n".join(advice)
+    v = totals.variant
+    assert v is not None and Variant.from_dict(v.to_dict()) == v
+
+
 def test_on_a_gpu_only_verified_and_faster_fixes() -> None:
     fast = _finding(
         "GA1", Variant("automatic-and-verified", "x", diff=DIFF), m=_m(2.0, 1.8), verified=True
@@ -229,3 +248,82 @@ def test_fix_composes_the_reduction_chain_without_a_gpu(tmp_path: Path) -> None:
     a = analyze(src, "reduce1", "all", ("n=16384",), spec=str(case / "case.toml"))
     got, want = reduction_block_sums(a, 64, 256)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_fix_without_a_gpu_applies_the_grid_stride_reduction_checked_as_totals(
+    tmp_path: Path,
+) -> None:
+    """reduce3 on 1.5M ints (5860 CTAs, over 4 waves): GA206's grid-stride variant writes one
+    partial per CTA of a smaller grid; without a GPU it is verified over both whole launches on
+    the emulator, its partials as their total, and GA205's shuffles are verified on top of it
+    at the new launch; the result says the host must add the partials and writes the spec."""
+    case = tmp_path / "case"
+    shutil.copytree(ROOT / "kernels/reduction", case)
+    src = case / "reduce.cu"
+    args = (str(src), "-k", "reduce3", "--arg", "n=1500000", "--no-measure")
+    p = _cli(*args, "--diff", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    fix = json.loads(p.stdout)["fix"]
+    steps = [(s["rule"], s["status"]) for s in fix["steps"]]
+    assert steps == [("GA206", "applied"), ("GA205", "applied")], fix["steps"]
+    first, second = fix["steps"]
+    assert "both whole launches (5860 and 733 CTAs)" in first["reason"]
+    assert "checked as totals" in first["reason"] and "host must combine" in first["reason"]
+    assert "both whole launches (733 and 733 CTAs)" in second["reason"]
+    notes = "\n".join(fix["notes"])
+    assert "grid 733x1x1" in notes and "reduce3.fixed.toml" in notes
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_the_advice_chain_without_a_gpu(tmp_path: Path) -> None:
+    """benchmarks/advice_chain.py --no-measure on 2^22 ints: reduce1 -> GA202 (sequential) ->
+    GA204 (first add during the load) -> GA205 (shuffles) -> GA206 (grid-stride int4 loads, the
+    partials checked as totals), each step verified over whole launches on the CPU emulator."""
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/advice_chain.py"), "--no-measure", "--log2n", "22",
+         "--verify-log2n", "20", "--keep", str(tmp_path / "steps")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    applied = [r.split(" | ")[1].split(" ")[0] for r in rows[1:]]
+    assert applied == ["GA202", "GA204", "GA205", "GA206"], p.stdout
+    assert "[int4 k=2] (partials checked as totals)" in rows[-1]
+    assert p.stdout.count("outputs equal on the CPU emulator over both whole launches") == 4
+    assert "out checked as totals" in p.stdout and "match exactly" in p.stdout
+    final = (tmp_path / "steps" / "step4" / "reduce.cu").read_text()
+    body = final[final.index("void reduce1") : final.index("void reduce2")]
+    assert "reinterpret_cast<const int4*>(in)" in body and "__shfl_down_sync" in body
+
+
+def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fix on a GPU: the grid change of a per-block reduction is measured with its partials
+    compared as totals, at the step and in the final check against the original."""
+    import gpuadvise.analyze.fix as F
+    import gpuadvise.analyze.measure as M
+    from gpuadvise.rules import Trial
+
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    seen: list[Variant] = []
+
+    def fake_measure(opts: KernelOptions, v: Variant, timeout_s: float = 60.0) -> Trial:
+        seen.append(v)
+        return Trial(None, v.description, _m(2.0, 1.9), True, None)
+
+    monkeypatch.setattr(M, "measure_variant", fake_measure)
+    monkeypatch.setattr(F, "_live", lambda o: o)
+    monkeypatch.setattr(F, "_findings_of", lambda comp, measured: ())
+    v = Variant("automatic-and-verified", "t", diff=DIFF,
+                launch={"grid": [8, 1, 1]}, totals={"out": "+"})  # fmt: skip
+    f = _finding("GA206", v, m=_m(2.0, 1.9), verified=True)
+    res = F.compose_fixes(KernelOptions(source=str(src)), [f], measured=True)
+    assert [s.status for s in res.steps] == ["applied"]
+    assert "checked as totals" in res.steps[0].reason and "host must" in res.steps[0].reason
+    assert [x.totals for x in seen] == [{"out": "+"}, {"out": "+"}]  # the step, the combination
+    assert seen[1].launch == {"grid": [8, 1, 1]} and res.fixed == "b\n"

@@ -3,8 +3,8 @@ tests/cuda/elementwise/saxpy.cu in several spellings (their ``// expect: GA206``
 grid-stride, stencil and small-grid launches that stay silent), the per-buffer trace facts behind
 it, the reductions of kernels/reduction, and the variants: every element-wise candidate (k = 1, 2,
 4, 8 per thread and iteration) applies, compiles and, run on the CPU emulator over the whole
-launch with a grid of a few CTAs, writes the same outputs as the kernel; the reduction's
-display-only diff gives per-block partials whose sum is the array's."""
+launch with a grid of a few CTAs, writes the same outputs as the kernel; the reductions'
+variants (vector loads, k swept) write partials whose total is the kernel's (Variant.totals)."""
 
 from __future__ import annotations
 
@@ -80,32 +80,101 @@ def test_buffer_uses_from_the_trace() -> None:
     assert uses["out"].per_block and uses["out"].written
 
 
-def test_reductions_are_advice_with_a_diff(tmp_path: Path) -> None:
-    from gpuadvise.trace.emulate import emulate
+def _apply_to(tmp: Path, name: str, source: Path, diff: str) -> Path:
+    d = tmp / name.replace(" ", "_").replace("=", "")
+    d.mkdir()
+    for t in source.parent.glob("*.toml"):
+        (d / t.name).write_text(t.read_text())
+    new = d / source.name
+    new.write_text(apply_unified_diff(source.read_text(), diff))
+    return new
+
+
+def test_reductions_get_variants_verified_as_totals(tmp_path: Path) -> None:
+    from gpuadvise.runner.verify import compare, compare_totals
 
     (f,) = ga206(REDUCE, "reduce3")
     assert ev(f)["kind"] == "per-block"
     assert "1056 partials instead of 16384" in f.message
     v = f.variant
-    assert v is not None and v.safety == "display-only" and v.launch == {"grid": [1056, 1, 1]}
-    assert v.diff and "+        ga206_sum += i < n ? in[i] : 0;" in v.diff
+    assert v is not None and v.safety == "automatic-and-verified"
+    cands = v.candidates()
+    assert [c.label for c in cands] == [
+        "int4 k=2", "int4 k=1", "int4 k=4", "int2 k=2", "k=4", "k=1", "k=2", "k=8",
+    ]  # fmt: skip
+    assert all(c.totals == {"out": "+"} for c in cands)
+    assert all(c.launch and 1 <= c.launch["grid"][0] <= 1056 for c in cands)
+    assert "16-byte aligned" in cands[0].description and "256-byte" in cands[0].description
+    assert "add the gridDim.x partials" in cands[0].description
+    assert cands[0].diff and "reinterpret_cast<const int4*>(in)" in cands[0].diff
+    assert "ga206_sum += in[ga206_j];" in cands[0].diff  # the scalar tail
+    assert cands[4].diff and "+            ga206_sum += i < n ? in[i] : 0;" in cands[4].diff
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and est.speedup > 1.05
     assert est.inputs["bound_by_before"] == "latency"
-    # the rewritten kernel on 8 CTAs over 64 CTAs' worth of data: the partials add up
-    new = tmp_path / "reduce.cu"
-    new.write_text(apply_unified_diff(REDUCE.read_text(), v.diff))
-    (tmp_path / "case.toml").write_text((REDUCE.parent / "case.toml").read_text())
-    a = analyze(new, "reduce3", None, trace=False, grid="8", args=("n=16384",))
-    from gpuadvise.source.signature import parse_signature
-    from gpuadvise.spec.kernel_spec import resolve
+    # every candidate, run over its whole launch with 3 CTAs on n = 16387 elements (not a
+    # multiple of the vector width: the tail loop adds 3), writes partials that add up to the
+    # original's 65 block sums; element by element they differ
+    n = 16387
+    want = _emulate_all(REDUCE, "reduce3", -(-n // 256), n).outputs["out"]
+    for c in cands:
+        assert c.diff is not None
+        new = _apply_to(tmp_path, c.label or "v", REDUCE, c.diff)
+        got = _emulate_all(new, "reduce3", 3, n).outputs["out"]
+        assert compare_totals("out", want, got, 65, 3).ok, c.label
+        assert not compare("out", want, got).ok
+        bad = got.copy()
+        bad[1] += 1
+        assert not compare_totals("out", want, bad, 65, 3).ok
 
-    launch = resolve(a.spec, parse_signature(new.read_text(), "reduce3"))
-    e = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
-    total = int(e.inputs["in"].astype(np.int64).sum())
-    got = int(e.outputs["out"][:8].astype(np.int64).sum())
-    assert (got - total) % 2**32 == 0
-    assert np.count_nonzero(e.outputs["out"][:8]) == 8
+
+SQUARES = """#define B 128
+extern "C" __global__ void sumsq(const float* in, float* out, unsigned n) {
+    __shared__ float s[B];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] * in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void maxred(const int* in, int* out, unsigned n) {
+    __shared__ int s[B];
+    unsigned t = threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + t;
+    s[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] = max(s[t], s[t + d]);
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_vector_loads_only_where_the_load_phase_only_adds(tmp_path: Path) -> None:
+    src = tmp_path / "sq.cu"
+    src.write_text(SQUARES)
+    kw = {"grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",)}
+    for kernel, buf in (("sumsq", "float"), ("maxred", "int")):
+        (tmp_path / "case.toml").write_text(
+            f'[buffers]\nin = "{buf}[n]"\nout = {{ type = "{buf}", count = "ceil_div(n, 128)" }}\n'
+        )
+        (f,) = ga206(src, kernel, spec=str(tmp_path / "case.toml"), **kw)
+        v = f.variant
+        assert v is not None
+        if kernel == "sumsq":  # squares: scalar variants only, and the finding says why
+            assert v.safety == "automatic-and-verified" and v.totals == {"out": "+"}
+            assert [c.label for c in v.candidates()] == ["k=4", "k=1", "k=2", "k=8"]
+            assert "no vector loads" in v.description and "in[i] * in[i]" in v.description
+        else:  # a max tree: refused (totals of a sum only)
+            assert v.safety == "display-only" and v.totals is None
+            assert "only + is rewritten" in v.description
 
 
 def test_grid_stride_reduction_is_silent() -> None:
@@ -132,13 +201,23 @@ def test_variants_emulate_to_the_same_outputs(kernel: str, per_cta: int, tmp_pat
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified"
     cands = v.candidates()
-    assert [c.label for c in cands] == ["k=4", "k=1", "k=2", "k=8"]
+    # one element per thread at the linear index, pointer parameters: float4 loads first
+    vectors = ["float4 k=2", "float4 k=1"] if per_cta == 256 else []
+    assert [c.label for c in cands] == [*vectors, "k=4", "k=1", "k=2", "k=8"]
     assert all(c.launch and c.launch["grid"][0] <= 1056 for c in cands)
-    n = 5000  # not a multiple of the block: the last CTA index is partial
+    # not a multiple of the block (the last CTA index is partial) nor of 4 (the vector loop's
+    # scalar tail adds 3 elements)
+    n = 5003
     grid = -(-n // per_cta)
     want = _emulate_all(SAXPY, kernel, grid, n).outputs["y"]
     for c in cands:
-        assert c.diff is not None and "ga206_block" in c.diff
+        vector = (c.label or "").startswith("float4")
+        assert (
+            c.diff is not None
+            and ("reinterpret_cast<float4*>(y)" if vector else "ga206_block") in c.diff
+        )
+        if vector:
+            assert "16-byte aligned" in c.description
         d = tmp_path / (c.label or "v").replace("=", "")
         d.mkdir()
         for t in ELEM.glob("*.toml"):
@@ -194,3 +273,64 @@ def test_index_reads_in_cooperative_groups_and_macros() -> None:
     lines = sorted({code.count("\n", 0, at) + 1 for at in reads(code, 0, len(code))})
     assert lines == [2, 3]  # group_index() and the grid's thread_rank(), not the block's
     assert [code[at : at + 3] for at in reads(code, 0, len(code))] == [".gr", "g.t"]
+
+
+BRANCHY = """extern "C" __global__ void relu(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        if (v < 0.0f) v = 0.0f;
+        y[i] = v;
+    }
+}
+
+extern "C" __global__ void copy_tpl_ptr(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+def test_elementwise_vectors_only_for_straight_line_statements(tmp_path: Path) -> None:
+    src = tmp_path / "b.cu"
+    src.write_text(BRANCHY)
+    kw = {"grid": "ceil_div(n, 256)", "block": "256", "args": ("n=4194304",)}
+    (tmp_path / "copy.toml").write_text('[buffers]\nx = "float[n]"\ny = "float[n]"\n')
+    (f,) = ga206(src, "relu", spec=str(tmp_path / "copy.toml"), **kw)
+    assert f.variant is not None, f.message
+    assert [c.label for c in f.variant.candidates()] == ["k=4", "k=1", "k=2", "k=8"], (
+        f.variant.description
+    )
+    (g,) = ga206(src, "copy_tpl_ptr", spec=str(tmp_path / "copy.toml"), **kw)
+    assert g.variant is not None and g.variant.label == "float4 k=2"
+    assert g.variant.diff and "float4 ga206_y;" in g.variant.diff  # written only: not loaded
+
+
+@pytest.mark.gpu
+def test_gpu_reduction_variants_are_measured_and_verified_as_totals() -> None:
+    """On a GPU: reduce3's candidates (int4/int2 and scalar, k swept) are built with their own
+    grid, their partials verified as totals against the kernel's, and the fastest kept; the
+    notes say the host must add the partials."""
+    from gpuadvise.analyze.measure import measure_findings
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.analyze.prepare import live_options
+    from gpuadvise.rules import RulesRun
+    from gpuadvise.runner.client import pycuda_missing
+
+    why = pycuda_missing()
+    if why is not None:
+        pytest.skip(why)
+    opts = live_options(KernelOptions(source=str(REDUCE), kernel="reduce3"))
+    spec, choice, options = build(opts)
+    a = analyze_kernel(spec, choice.device, options, sample_ctas=TRACE)
+    found = run_rule(a, "GA206", trace_ctas=TRACE)
+    run, notes = measure_findings(opts, RulesRun(tuple(found), ("GA206",)), max_time_s=2.0)
+    (f,) = run.findings
+    assert f.verified is True, notes
+    assert all(t.verified and t.measurement is not None for t in f.trials), notes
+    assert all(t.note and "checked as totals" in t.note for t in f.trials)
+    assert f.variant is not None and f.variant.totals == {"out": "+"}
+    assert any("host must combine the gridDim.x partials" in n for n in notes)
+    m = f.measured_speedup
+    assert m is not None and m.speedup == max(t.measurement.speedup for t in f.trials)

@@ -255,7 +255,9 @@ def check_finding_schema(d: dict[str, Any]) -> None:
             "launch",
             "proxy",
             "alternatives",
+            "totals",
         }
+        assert var["totals"] is None or set(var["totals"].values()) <= {"+", "max", "min"}
         assert var["safety"] in rule_api.SAFETY_CLASSES
         assert (var["proxy"] is None) == (var["safety"] != "proxy")
         for alt in var["alternatives"]:

@@ -373,3 +373,73 @@ def test_property_integer_change_is_caught(arr, data):
     flat[i] = flat[i] ^ np.array(1, dtype=arr.dtype)
     c = compare("p", arr, actual)
     assert c.n_mismatch == 1 and c.worst_index == i and c.max_abs_err == 1.0
+
+
+# --- totals of per-block partials -------------------------------------------------------------
+
+
+def _partials(data: np.ndarray, ctas: int) -> np.ndarray:
+    """One partial sum per CTA of a grid of ``ctas`` (each a contiguous slice), in the data's
+    own type (integers wrap), in a buffer sized for a larger grid and poisoned past the prefix."""
+    out = np.empty(64, dtype=data.dtype)
+    poison(out)
+    for c, part in enumerate(np.array_split(data, ctas)):
+        with np.errstate(over="ignore"):
+            out[c] = part.sum(dtype=data.dtype)
+    return out
+
+
+def test_totals_of_integer_partials_match_exactly_even_when_they_wrap():
+    rng = np.random.default_rng(1)
+    data = rng.integers(2**30, 2**31 - 1, size=5000, dtype=np.int32)  # sums wrap around
+    a, b = _partials(data, 64), _partials(data, 7)
+    c = verify.compare_totals("out", a, b, 64, 7)
+    assert c.ok and c.n_elements == 1 and c.max_abs_err == 0.0
+    assert "first 64 partials" in c.message and "first 7" in c.message and "exactly" in c.message
+    # element by element the two grids' outputs differ: only the totals are the contract
+    assert not compare("out", a, b).ok
+
+
+def test_a_wrong_partial_fails_the_totals_check():
+    data = np.arange(1000, dtype=np.int32)
+    a, b = _partials(data, 64), _partials(data, 5)
+    b[3] += 1
+    c = verify.compare_totals("out", a, b, 64, 5)
+    assert not c.ok and c.max_abs_err == 1.0
+    assert c.expected_value == int(data.sum()) and c.actual_value == int(data.sum()) + 1
+    # a partial left out (the variant's grid said 5, only 4 counted) fails too
+    assert not verify.compare_totals("out", a, _partials(data, 5), 64, 4).ok
+
+
+def test_float_totals_within_a_tolerance_scaled_by_the_count():
+    rng = np.random.default_rng(2)
+    data = rng.random(100_000).astype(np.float32)
+    a, b = _partials(data, 64), _partials(data, 9)
+    assert a[:64].sum(dtype=np.float64) != b[:9].sum(dtype=np.float64)  # another grouping
+    assert verify.compare_totals("s", a, b, 64, 9).ok
+    b[0] += 0.05 * float(data.sum())  # a partial off by 5% of the total
+    c = verify.compare_totals("s", a, b, 64, 9)
+    assert not c.ok and "over" in c.message
+
+
+def test_max_and_min_totals_and_refusals():
+    data = np.arange(-50, 950, dtype=np.int64)
+    pa = np.array([p.max() for p in np.array_split(data, 10)] + [0] * 4)
+    pb = np.array([p.max() for p in np.array_split(data, 3)] + [0] * 11)
+    assert verify.compare_totals("m", pa, pb, 10, 3, op="max").ok
+    pb[1] = 10_000
+    assert not verify.compare_totals("m", pa, pb, 10, 3, op="max").ok
+    with pytest.raises(UsageError):
+        verify.compare_totals("m", pa, pb, 10, 3, op="*")
+    assert not verify.compare_totals("m", pa, pb, 10, 99).ok  # more partials than the buffer
+    assert not verify.compare_totals("m", pa, pb.astype(np.int32), 10, 3).ok  # dtype differs
+
+
+def test_compare_outputs_uses_totals_only_where_asked():
+    data = np.arange(4096, dtype=np.int32)
+    a = {"out": _partials(data, 64), "flag": np.ones(4, np.int8)}
+    b = {"out": _partials(data, 16), "flag": np.ones(4, np.int8)}
+    got = verify.compare_outputs(a, b, ["out", "flag"], 1e-5, 1e-8, {"out": "+"}, (64, 16))
+    assert [c.ok for c in got] == [True, True] and got[0].n_elements == 1
+    plain = verify.compare_outputs(a, b, ["out", "flag"], 1e-5, 1e-8)
+    assert not plain[0].ok and plain[1].ok
