@@ -179,27 +179,41 @@ def test_a_totals_variant_is_verified_on_the_partials_total(monkeypatch: pytest.
     part_b[:8] = [p.sum() for p in np.array_split(data, 8)]
     outputs = {"a": part_a, "b": part_b}
 
-    def fake_time(prepared, timing, hot, timeout_s):  # noqa: ANN001, ANN202
-        outs = [NS(outputs={"out": outputs[p.label]}, samples_ms=[2.0, 2.0, 2.1] if p.label == "a"
-                   else [1.0, 1.0, 1.1]) for p in prepared]  # fmt: skip
+    def fake_time(prepared, timing, hot, timeout_s, matching=None):  # noqa: ANN001, ANN202
+        outs = [NS(outputs={"out": outputs["a" if p.launch.label == "A" else "b"]},
+                   samples_ms=[2.0, 2.0, 2.1] if p.launch.label == "A" else [1.0, 1.0, 1.1],
+                   stop_reason="faster") for p in prepared]  # fmt: skip
         return NS(result=NS(ok=True, outcomes=outs, device={"name": "GPU"}))
 
     monkeypatch.setattr(P, "time_prepared", fake_time)
     buf = NS(name="out", is_output=True)
 
-    def prep(label: str, grid: int) -> NS:
-        return NS(label=label, buffers=(buf,), launch=NS(grid=(grid, 1, 1)), rtol=1e-5, atol=1e-8)
+    @dataclasses.dataclass(frozen=True)
+    class Launch:
+        label: str
+        grid: tuple[int, int, int]
+        totals: tuple[tuple[str, str], ...] = ()
+
+    @dataclasses.dataclass(frozen=True)
+    class Prep:
+        launch: Launch
+        buffers: tuple = (buf,)
+        rtol: float = 1e-5
+        atol: float = 1e-8
+
+    def prep(label: str, grid: int) -> Prep:
+        return Prep(Launch(label, (grid, 1, 1)))
 
     stage = M._Stage(KernelOptions(source="k.cu"), 10.0, 1.0)
     v = R.Variant("automatic-and-verified", "grid-stride", diff="d", launch={"grid": [8, 1, 1]},
                   totals={"out": "+"})  # fmt: skip
-    t = stage._time(v, prep("a", 40), prep("b", 8))
+    [t] = stage._time(prep("A", 40), [(v, prep("B", 8))])
     assert t.verified is True and t.measurement is not None and t.measurement.speedup > 1.5
     assert t.note and "checked as totals" in t.note and "first 40 partials" in t.note
     # element by element the partials differ: without totals the variant is not verified
-    plain = stage._time(dataclasses.replace(v, totals=None), prep("a", 40), prep("b", 8))
+    [plain] = stage._time(prep("A", 40), [(dataclasses.replace(v, totals=None), prep("B", 8))])
     assert plain.verified is False and "outputs differ" in (plain.note or "")
     outputs["b"] = part_b.copy()
     outputs["b"][5] += 1
-    bad = stage._time(v, prep("a", 40), prep("b", 8))
+    [bad] = stage._time(prep("A", 40), [(v, prep("B", 8))])
     assert bad.verified is False and bad.measurement is None and "partials" in (bad.note or "")

@@ -176,3 +176,27 @@ def test_race_does_not_time_a_variant_whose_outputs_differ():
     be = FakeBackend(dict(KERNELS), {"copy": 2.0, "copy_half": 0.5})
     res = run_job(make_race_job(["copy", "copy_half"], race, matching=None), be)
     assert res.outcomes[1].stop_reason == "faster"
+
+
+def test_a_race_entrant_with_totals_is_matched_on_the_partials_total():
+    """A per-block reduction's variant on a smaller grid writes fewer partials: the race takes
+    it when their total equals the baseline's (KernelLaunch.totals), and drops it when not."""
+    from gpuadvise.runner.worker import _outputs_match
+
+    job = J.Job(
+        (),
+        (J.BufferInit("out", np.int32, 8, "zeros", is_output=True),),
+        time_matching=(1e-5, 1e-8),
+    )
+    base_launch = J.KernelLaunch("A", "/dev/null", "k", (8, 1, 1), (64, 1, 1), 0, ())
+    other_launch = J.KernelLaunch(
+        "B", "/dev/null", "k", (2, 1, 1), (64, 1, 1), 0, (), totals=(("out", "+"),)
+    )
+    base = J.LaunchOutcome("A", outputs={"out": np.arange(8, dtype=np.int32)})
+    ok = J.LaunchOutcome("B", outputs={"out": np.array([6, 22, 99, 99, 0, 0, 0, 0], np.int32)})
+    bad = J.LaunchOutcome("B", outputs={"out": np.array([6, 23, 0, 0, 0, 0, 0, 0], np.int32)})
+    assert _outputs_match(job, base, ok, base_launch, other_launch)
+    assert not _outputs_match(job, base, bad, base_launch, other_launch)
+    # the same outputs element by element: not a match
+    plain = J.KernelLaunch("B", "/dev/null", "k", (2, 1, 1), (64, 1, 1), 0, ())
+    assert not _outputs_match(job, base, ok, base_launch, plain)
