@@ -109,9 +109,11 @@ def test_reductions_get_variants_verified_as_totals(tmp_path: Path) -> None:
     assert cands[0].diff and "reinterpret_cast<const int4*>(in)" in cands[0].diff
     assert "ga206_sum += in[ga206_j];" in cands[0].diff  # the scalar tail
     assert cands[4].diff and "+            ga206_sum += i < n ? in[i] : 0;" in cands[4].diff
+    # no bound claimed: the tree and CTA costs the loop removes are not in the roofline (the
+    # H200 measured 1.6-4.7x over in-flight bounds of 1.23-1.75x); the variant is measured
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup > 1.05
-    assert est.inputs["bound_by_before"] == "latency"
+    assert est is not None and est.kind == "none" and est.speedup is None
+    assert "not bounded" in est.method and est.inputs["in_flight_factor"] > 1
     # every candidate, run over its whole launch with 3 CTAs on n = 16387 elements (not a
     # multiple of the vector width: the tail loop adds 3), writes partials that add up to the
     # original's 65 block sums; element by element they differ
