@@ -360,6 +360,8 @@ def main() -> int:
             row = finding_row(case, f, wall)
             rows.append(row)
             _print_row(row)
+        if a.json:  # kept as it grows: a run cut at a time limit keeps the cases it finished
+            a.json.write_text(json.dumps({"rows": rows, "speed": None, "errors": errors}, indent=1))
     for line in summary_lines(rows):
         print(line)
     if a.md:

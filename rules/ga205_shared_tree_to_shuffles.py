@@ -21,7 +21,7 @@ from gpuadvise.rules import (
 
 _SUM = re.compile(
     r"(?P<arr>[A-Za-z_]\w*)\s*\[(?P<i>[^\[\]]+)\]\s*"
-    r"(?:\+=\s*(?P=arr)\s*\[[^\[\]]+\]|=\s*(?:[A-Za-z_]\w*\s*=\s*)?[^;?]*\+[^;?]*)\s*;"
+    r"(?:\+=\s*(?P=arr)\s*\[[^\[\]]+\]|=\s*(?:(?P<chain>[A-Za-z_]\w*)\s*=\s*)?[^;?]*\+[^;?]*)\s*;"
 )
 
 
@@ -52,18 +52,31 @@ def _shared_type(ks: KernelSource, arr: str) -> str | None:
     return None
 
 
-def _shuffle_block(indent: str, tid: str, arr: str, typ: str, var: str) -> list[str]:
+def _root(tid: str, arr: str, var: str, chain: str | None) -> str:
+    """Thread 0 stores the tree's root; a tree that also keeps its running sum in a register
+    (cuda-samples' ``sdata[tid] = mySum = mySum + sdata[tid + s]``, the register written out
+    afterwards) gets the root in that register too."""
+    if chain:
+        return f"if ({tid} == 0) {{ {arr}[0] = {var}; {chain} = {var}; }}"
+    return f"if ({tid} == 0) {arr}[0] = {var};"
+
+
+def _shuffle_block(
+    indent: str, tid: str, arr: str, typ: str, var: str, chain: str | None = None
+) -> list[str]:
     return [
         f"{indent}if ({tid} < 32) {{",
         f"{indent}    {typ} {var} = {arr}[{tid}] + {arr}[{tid} + 32];",
         f"{indent}    for (int offset = 16; offset > 0; offset >>= 1)",
         f"{indent}        {var} += __shfl_down_sync(0xffffffffu, {var}, offset);",
-        f"{indent}    if ({tid} == 0) {arr}[0] = {var};",
+        f"{indent}    {_root(tid, arr, var, chain)}",
         f"{indent}}}",
     ]
 
 
-def _whole_warp_block(indent: str, tid: str, arr: str, typ: str, var: str, first: str) -> list[str]:
+def _whole_warp_block(
+    indent: str, tid: str, arr: str, typ: str, var: str, first: str, chain: str | None = None
+) -> list[str]:
     """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
     the mask names the lanes the block has (fewer than 32 in a block of 16)."""
     return [
@@ -72,7 +85,7 @@ def _whole_warp_block(indent: str, tid: str, arr: str, typ: str, var: str, first
         f"{indent}    {typ} {var} = {arr}[{tid}];",
         f"{indent}    for (unsigned offset = {first}; offset > 0; offset >>= 1)",
         f"{indent}        {var} += __shfl_down_sync(mask, {var}, offset);",
-        f"{indent}    if ({tid} == 0) {arr}[0] = {var};",
+        f"{indent}    {_root(tid, arr, var, chain)}",
         f"{indent}}}",
         f"{indent}__syncthreads();",
     ]
@@ -102,7 +115,7 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     if stmt is None:
         return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
     st, m = stmt
-    arr, tid = m.group("arr"), m.group("i").strip()
+    arr, tid, chain = m.group("arr"), m.group("i").strip(), m.group("chain")
     if not re.fullmatch(r"[A-Za-z_][\w.]*", tid):
         return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
     typ = _shared_type(ks, arr)
@@ -140,12 +153,12 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
             first = re.fullmatch(rf"\s*(?:[\w\s]+\s)?{re.escape(c.group(1))}\s*=\s*(.+?)\s*", init)
             if first is None:
                 return _Plan(None, f"the loop's start `{init.strip()}` is not `s = <first>`", "")
-            block = _whole_warp_block(pad, tid, arr, typ, var, first.group(1))
+            block = _whole_warp_block(pad, tid, arr, typ, var, first.group(1), chain)
             rw.replace(loop.span[0], loop.span[1], "\n".join(block).lstrip(" \t"))
             form = "warp"
         else:
             rw.replace(loop.condition[0], loop.condition[1], f"{c.group(1)} > 32")
-            block = _shuffle_block(pad, tid, arr, typ, var)
+            block = _shuffle_block(pad, tid, arr, typ, var, chain)
             block.append(f"{pad}__syncthreads();")
             rw.insert(after, "\n" + "\n".join(block))
             form = "loop"
@@ -186,7 +199,9 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         last = ks.line_at(guard.consequence[1] - 1)
         indent = re.match(r"[ \t]*", ks.text.split("\n")[first - 1])
         rw.replace_lines(
-            first, last, _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var)
+            first,
+            last,
+            _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var, chain),
         )
         after = guard.consequence[1]
         form = "tail"

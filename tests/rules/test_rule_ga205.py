@@ -181,3 +181,55 @@ def test_a_tree_within_one_warp_is_shuffled_whole(block, tmp_path):
     want, got = a.memory.outputs["out"], b.memory.outputs["out"]
     assert np.count_nonzero(want) > 0
     assert got.tobytes() == want.tobytes()
+
+
+CHAINED = """
+template <class T> struct Shared {
+    __device__ T* get() { extern __shared__ int raw[]; return (T*)raw; }
+};
+template <class T>
+__global__ void chained(const T* g_in, T* g_out, unsigned int n) {
+    T* sdata = Shared<T>().get();
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;
+    T mySum = (i < n) ? g_in[i] : 0;
+    if (i + blockDim.x < n) mySum += g_in[i + blockDim.x];
+    sdata[tid] = mySum;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            sdata[tid] = mySum = mySum + sdata[tid + s];
+        }
+        __syncthreads();
+    }
+    if (tid == 0) g_out[blockIdx.x] = mySum;
+}
+template __global__ void chained<int>(const int*, int*, unsigned int);
+"""
+
+
+def test_a_tree_that_keeps_its_sum_in_a_register_gets_the_root_there_too(tmp_path):
+    """cuda-samples' reduce3 spelling: `sdata[tid] = mySum = mySum + sdata[tid + s]`, and the
+    block writes `mySum`, not `sdata[0]`: the shuffled root must reach the register (the H200
+    caught the first rewrite: -8 written where -512 was the sum)."""
+    src = tmp_path / "chained.cu"
+    src.write_text(CHAINED)
+    (tmp_path / "case.toml").write_text(
+        'seed = 3\ndynamic_smem = 1024\n[buffers]\ng_in = "int[n]"\n'
+        'g_out = { type = "int", count = "ceil_div(n, 512)", fill = "zeros" }\n'
+    )
+    kw = {"grid": "ceil_div(n, 512)", "block": "256", "spec": str(tmp_path / "case.toml")}
+    a = analyze(src, "chained<int>", "all", ("n=5000",), **kw)
+    (f,) = run_rule(a, "GA205", trace_ctas="all")
+    v = f.variant
+    assert v.safety == "automatic-and-verified", v.description
+    assert "mySum = warp_sum;" in v.diff
+    patched = tmp_path / "patched" / "chained.cu"
+    patched.parent.mkdir()
+    (patched.parent / "case.toml").write_text((tmp_path / "case.toml").read_text())
+    patched.write_text(apply_unified_diff(CHAINED, v.diff))
+    kw["spec"] = str(patched.parent / "case.toml")
+    b = analyze(patched, "chained<int>", "all", ("n=5000",), **kw)
+    want, got = a.memory.outputs["g_out"], b.memory.outputs["g_out"]
+    assert np.count_nonzero(want) > 0
+    assert np.array_equal(got, want)
