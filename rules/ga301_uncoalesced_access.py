@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuadvise.rules import (
+    WARP,
     Estimate,
     Evidence,
     Finding,
@@ -28,6 +29,7 @@ from gpuadvise.rules import (
     source_text,
     stride_mode,
     struct_for,
+    view_traffic,
     warp_footprint,
 )
 
@@ -379,14 +381,27 @@ class UncoalescedAccess(Rule):
         sect = float(view.rec_sectors[recs].sum())
         ideal = float(view.rec_ideal[recs].sum())
         saved = l1_cycles(req, sect) - l1_cycles(req, ideal)
+        what = (
+            f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
+        )
+        extra: dict[str, Any] = {}
+        if d.pattern == "thread-per-row" and sect > 0:
+            # the fix gives each row a warp: 32 times the warps (as many as the device holds)
+            # each keeping the row's ideal sectors in flight instead of a sector per lane
+            before = view_traffic(ctx.device, view)
+            extra = {
+                "warps_factor": float(WARP),
+                "in_flight_after": before.bytes_in_flight_per_warp * ideal / sect,
+            }
+            what += ", a warp per row (32x the warps, each with the row's ideal sectors in flight)"
         return l1_roofline_estimate(
             ctx.device,
             view,
             saved,
-            f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
-            + (", with every access to the buffer in the new layout" if d.aos else ""),
+            what + (", with every access to the buffer in the new layout" if d.aos else ""),
             records=buffer_records(view, d.buffer) if d.aos else recs,
             proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
+            **extra,
         )
 
     def _proxy_records(self, ctx: RuleContext, finding: Finding) -> Any:

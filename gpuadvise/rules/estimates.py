@@ -253,6 +253,7 @@ def l1_roofline_estimate(
     records: np.ndarray | None = None,
     in_flight_after: float | None = None,
     proxy_records: np.ndarray | None = None,
+    warps_factor: float = 1.0,
 ) -> Estimate:
     """The layout rules' estimate on the launch roofline: the traced launch against the same
     launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
@@ -293,6 +294,12 @@ def l1_roofline_estimate(
         after = view_traffic(device, view, records)
     if in_flight_after is not None:
         after = replace(after, bytes_in_flight_per_warp=in_flight_after)
+    if warps_factor != 1.0 and device.sm_count:
+        # the fix launches more warps (a warp per row instead of a thread): as many more in
+        # flight as the device holds
+        cap = float(device.sm_count * device.max_warps_per_sm)
+        after = replace(after, resident_warps=min(after.resident_warps * warps_factor, cap))
+        inputs["resident_warps_after"] = after.resident_warps
     est = launch_estimate(before, after, device, rates)
     if est is None:  # pragma: no cover - memory_rates needs the same fields
         return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)
