@@ -118,6 +118,18 @@ def _used_bytes(buf: np.ndarray, off: np.ndarray, width: np.ndarray) -> int:
     return int(width[first].sum())
 
 
+def _used_bytes_per_cta(
+    cta: np.ndarray, buf: np.ndarray, off: np.ndarray, width: np.ndarray
+) -> np.ndarray:
+    """:func:`_used_bytes` of each CTA's accesses (``cta``: dense indices below 2**13), in one
+    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
+    if not len(cta):
+        return np.zeros(0, np.int64)
+    key = (cta.astype(np.int64) << 50) | (buf.astype(np.int64) << 40) | off
+    uk, first = np.unique(key, return_index=True)
+    return np.bincount(uk >> 50, weights=width[first]).astype(np.int64)
+
+
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
     """Warps on the device at once, by the warp and CTA limits (registers and shared memory
     are not known here: at most this many)."""
@@ -155,10 +167,9 @@ def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
         alone = sets["l2"].alone(lsel)
-        used = 0
-        for cta in np.unique(lanes.cta[lsel & lload]):
-            m = lsel & lload & (lanes.cta == cta)
-            used += math.ceil(_used_bytes(lb[m], lanes.off[m], lanes.width[m]) / SECTOR)
+        m = lsel & lload
+        per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m])
+        used = int(np.sum(-(-per_cta // SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
     full, partial, scattered = _store_split(
         c.sectors[store & ~sel], c.nbytes[store & ~sel], c.lines[store & ~sel]
