@@ -141,10 +141,30 @@ def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
     return float(min(view.total_ctas, per_sm * device.sm_count) * w)
 
 
+_PLAIN: weakref.WeakKeyDictionary[TraceView, dict[DeviceSpec, Traffic]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None = None) -> Traffic:
     """The launch's :class:`Traffic` from the sampled CTAs, scaled to the launch; with
     ``changed`` (record indices), as if those records moved only the bytes they use: their
-    sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM."""
+    sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM.
+    Without ``changed``, made once per view and device (every estimate's "before")."""
+    if changed is None or not len(changed):
+        try:
+            hash(device)
+        except TypeError:  # a device of unhashable fields: made each time
+            return _view_traffic(device, view, None)
+        plain = _PLAIN.setdefault(view, {})
+        got = plain.get(device)
+        if got is None:
+            got = plain[device] = _view_traffic(device, view, None)
+        return got
+    return _view_traffic(device, view, changed)
+
+
+def _view_traffic(device: DeviceSpec, view: TraceView, changed: np.ndarray | None) -> Traffic:
     c = _costs(view)
     n = len(view.records)
     sel = np.zeros(n, bool)
