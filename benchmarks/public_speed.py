@@ -288,6 +288,8 @@ def main() -> int:
             + f"; findings: {','.join(r.findings) or '-'}",
             flush=True,
         )
+    # a shared machine: wall times grow with the load, the CPU times (user + system) less so
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     if a.json:
         a.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     return 0 if results and all(r.ok for r in results) else 1

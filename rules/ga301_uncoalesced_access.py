@@ -239,7 +239,8 @@ class UncoalescedAccess(Rule):
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
-            line_requests = max(len(np.unique(view.lanes.rec[np.isin(view.lanes.inst, insts)])), 1)
+            recs_at = np.sort(view.lanes.rec[np.isin(view.lanes.inst, insts)])
+            line_requests = max(int(np.count_nonzero(recs_at[1:] != recs_at[:-1])) + 1, 1)
             streams = list(_streams(view, insts, buffers))
             for b, group in streams:
                 lanes, recs = view.access(group, b)
@@ -287,7 +288,9 @@ class UncoalescedAccess(Rule):
         bi = view.buffers[buffer]
         stride = stride_mode(lanes)
         fields = field_loads(lanes, bi.elem_bytes)
-        insts = set(int(i) for i in lanes.inst)
+        import numpy as np
+
+        insts = set(np.flatnonzero(np.bincount(lanes.inst)).tolist()) if len(lanes) else set()
         layout = struct_for(bi, text)
         width = int(lanes.width.max()) if len(lanes) else 4
         aos = (

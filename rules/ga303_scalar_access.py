@@ -809,7 +809,9 @@ class ScalarGlobalAccess(Rule):
         if not pieces:
             return
         sass_lines = ctx.sass_lines_innermost
-        totals = _global_totals(trace.records)
+        # every global access's totals and sectors: made for the first finding
+        totals: dict[str, Any] = {}
+        per_record = np.zeros(0, np.int64)
         groups: dict[tuple[str | None, int, int, str | None], list[_Piece]] = {}
         for p in pieces:
             first = p.lines[0] if p.lines else 0
@@ -822,7 +824,9 @@ class ScalarGlobalAccess(Rule):
             if sat.merged:
                 continue
             g = _Group(tuple(ps), buf, sat)
-            nums = {**_numbers(trace, g), **totals}
+            if not totals:
+                totals, per_record = _global_totals(trace.records)
+            nums = {**_numbers(trace, g, per_record), **totals}
             w = ps[0].width
             vec = max(p.vector for p in ps)
             n = sum(len(p.execs) for p in ps)
@@ -1019,34 +1023,40 @@ def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:
         return {}
 
 
-def _global_totals(records: np.ndarray) -> dict[str, Any]:
+def _global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
-    records at a time (no copy of the global records)."""
-    from gpuadvise.rules import Space, touched_lines
+    records at a time (no copy of the global records), and the sectors of each record (the
+    coalescing model's; -1 for the records of other spaces), for :func:`_numbers`."""
+    from gpuadvise.rules import Space, record_sectors, touched_lines
 
     glob = np.flatnonzero(records["space"] == int(Space.GLOBAL))
-    clocks = 0.0
+    per_record = np.full(len(records), -1, np.int64)
     sectors: list[np.ndarray] = []
     for i in range(0, len(glob), _CHUNK):
         part = records[glob[i : i + _CHUNK]]
-        clocks += _l1_clocks(part)
-        sectors.append(np.unique(touched_lines(part, 32)[1]))
-    distinct = len(np.unique(np.concatenate(sectors))) if sectors else 0
-    return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}
+        rows, sect = touched_lines(part, 32)
+        if len(part) and int(part["width"].max()) <= 32:
+            # a lane of at most 32 bytes touches its first and last sector only: the distinct
+            # (record, sector) pairs counted per record are the coalescing model's sectors
+            per_record[glob[i : i + _CHUNK]] = np.bincount(rows, minlength=len(part))
+        else:
+            per_record[glob[i : i + _CHUNK]] = record_sectors(part).sectors
+        sectors.append(_distinct_values(sect))
+    distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
+    clocks = float(np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK)).sum())
+    return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
 
 
-def _l1_clocks(records: np.ndarray) -> float:
-    from gpuadvise.rules import record_sectors
-
-    if not len(records):
-        return 0.0
-    s = record_sectors(records).sectors
-    return float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
+def _distinct_values(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``a`` by one sort (numpy 2.3+'s ``np.unique`` is a hash
+    table, many times slower on millions of values)."""
+    s = np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) > 1 else s
 
 
-def _numbers(trace: Any, g: _Group) -> dict[str, Any]:
+def _numbers(trace: Any, g: _Group, per_record: np.ndarray) -> dict[str, Any]:
     """Requests, L1 sectors and clocks of the group's accesses as they are and vectorized
-    (over the traced CTAs)."""
+    (over the traced CTAs); ``per_record``: each global record's sectors (:func:`_global_totals`)."""
     from gpuadvise.rules import record_sectors
 
     records = trace.records
@@ -1055,9 +1065,10 @@ def _numbers(trace: Any, g: _Group) -> dict[str, Any]:
     before_clk = after_clk = 0.0
     executions = 0
     for p in g.pieces:
-        recs = np.concatenate([records[e.rec] for e in p.execs])
-        s = record_sectors(recs).sectors
-        before_req += len(recs)
+        s = per_record[np.concatenate([e.rec for e in p.execs])]
+        if len(s) and int(s.min()) < 0:  # not a global record (never, as the tables are made)
+            s = record_sectors(np.concatenate([records[e.rec] for e in p.execs])).sectors
+        before_req += len(s)
         before_sec += int(s.sum())
         before_clk += float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
         vec = records[p.execs[0].rec].copy()

@@ -49,6 +49,35 @@ INTERIOR_CTAS = 64
 sampled ones, by default: see :func:`_with_interior` and :func:`l2_probe_size`."""
 
 
+L2_PROBE_TRACE_BYTES = 160 << 20
+"""The trace of the L2 model's interior probe takes at most about this much with the default
+sample (a quarter of :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_TRACE_BYTES`): the probe's
+CTAs are counted from the sampled CTAs' records per CTA, and a kernel whose CTAs each make many
+accesses (a naive SGEMM's 1,024-thread CTAs: 65,536 warp accesses, 18 MB of trace each) gets
+fewer than :data:`INTERIOR_CTAS`, with a note. ``--sample-ctas N`` lifts the bound (the probe
+then traces ``--l2-probe-ctas``, at most N, CTAs whatever their trace takes)."""
+
+
+def _probe_within_budget(emu: Emulation, probe: int) -> tuple[int, tuple[str, ...]]:
+    """``probe`` bounded by :data:`L2_PROBE_TRACE_BYTES` at the sampled CTAs' trace bytes per
+    CTA, and the note that says so when it is cut (nothing when it is not)."""
+    ran = len(emu.ctas_run)
+    if probe <= 0 or ran == 0:
+        return probe, ()
+    per_cta = emu.trace.records.nbytes / ran
+    if per_cta <= 0:
+        return probe, ()
+    fit = int(L2_PROBE_TRACE_BYTES // per_cta)
+    if fit >= probe:
+        return probe, ()
+    note = (
+        f"the L2 model's probe of the middle of the grid traced at most {fit} of {probe} CTAs: "
+        f"their trace ({per_cta / 2**20:.1f} MiB per CTA) would outgrow the probe's budget of "
+        f"{L2_PROBE_TRACE_BYTES / 2**20:.1f} MiB (--sample-ctas N lifts it)"
+    )
+    return fit, (note,)
+
+
 def l2_probe_size(sample_ctas: int | str | None, l2_probe_ctas: int | None) -> int:
     """How many CTAs the L2 model's probe of the middle of the grid traces: ``l2_probe_ctas``
     when given (``--l2-probe-ctas``), else :data:`INTERIOR_CTAS`, at most ``sample_ctas`` when
@@ -189,7 +218,11 @@ def compute_models(
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
             probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
+            cut_note: tuple[str, ...] = ()
+            if sample_ctas is None:  # the default sample's probe is under a trace budget too
+                probe, cut_note = _probe_within_budget(emu, probe)
             l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe)
+            l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
         if l2 is None:

@@ -552,6 +552,7 @@ class Batch:
         self.block_lanes: list[int] = [0] * nb_
         self.block_splits: list[int] = [0] * nb_
         self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
+        self._record_templates: dict[int, np.ndarray] = {}  # full-mask records per trace key
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -984,11 +985,24 @@ class Batch:
         key = sink.key(index, sp, kind, width)
         nw = self.nwarps
         if lanes is None:
+            # every lane: the fields but the addresses and epochs come from one template per
+            # instruction (one copy instead of seven strided field writes)
+            tmpl = self._record_templates.get(key)
+            if tmpl is None:
+                tmpl = np.zeros(nw, RECORD)
+                tmpl["cta"] = self.warp_cta
+                tmpl["warp"] = self.warp_in_cta
+                tmpl["mask"] = 0xFFFFFFFF
+                tmpl["inst"] = key
+                tmpl["width"] = width
+                tmpl["space"] = int(sp)
+                tmpl["kind"] = int(kind)
+                self._record_templates[key] = tmpl
             rec = sink.reserve(nw)
-            rec["cta"] = self.warp_cta
-            rec["warp"] = self.warp_in_cta
-            rec["mask"] = 0xFFFFFFFF
+            rec[...] = tmpl
             rec["addr"] = taddr.reshape(nw, 32)
+            rec["epoch"] = self.warp_epoch
+            return
         else:
             if lanes.size == 0:
                 return
@@ -1006,7 +1020,7 @@ class Batch:
             addr[...] = 0
             addr[rows[lanes >> 5], lanes & 31] = taddr
         rec["inst"] = key
-        rec["epoch"] = self.warp_epoch if lanes is None else self.warp_epoch[wsel]
+        rec["epoch"] = self.warp_epoch[wsel]
         rec["width"] = width
         rec["space"] = int(sp)
         rec["kind"] = int(kind)

@@ -123,6 +123,18 @@ def _used_bytes(buf: np.ndarray, off: np.ndarray, width: np.ndarray) -> int:
     return int(width[first].sum())
 
 
+def _used_bytes_per_cta(
+    cta: np.ndarray, buf: np.ndarray, off: np.ndarray, width: np.ndarray
+) -> np.ndarray:
+    """:func:`_used_bytes` of each CTA's accesses (``cta``: dense indices below 2**13), in one
+    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
+    if not len(cta):
+        return np.zeros(0, np.int64)
+    key = (cta.astype(np.int64) << 50) | (buf.astype(np.int64) << 40) | off
+    uk, first = np.unique(key, return_index=True)
+    return np.bincount(uk >> 50, weights=width[first]).astype(np.int64)
+
+
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
     """Warps on the device at once, by the warp and CTA limits (registers and shared memory
     are not known here: at most this many)."""
@@ -132,6 +144,11 @@ def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
         return 0.0
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // w)
     return float(min(view.total_ctas, per_sm * device.sm_count) * w)
+
+
+_PLAIN: weakref.WeakKeyDictionary[TraceView, dict[DeviceSpec, Traffic]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def view_traffic(
@@ -144,7 +161,27 @@ def view_traffic(
     ``changed`` (record indices), as if those records moved only the bytes they use: their
     sectors brought to the ideal, whole sectors stored, the distinct bytes they use from DRAM.
     With ``only`` (record indices), the traffic of those records alone (what a per-line proxy
-    kernel that reproduces them moves)."""
+    kernel that reproduces them moves). Without either, made once per view and device (every
+    estimate's "before")."""
+    if (changed is None or not len(changed)) and only is None:
+        try:
+            hash(device)
+        except TypeError:  # a device of unhashable fields: made each time
+            return _view_traffic(device, view, None, None)
+        plain = _PLAIN.setdefault(view, {})
+        got = plain.get(device)
+        if got is None:
+            got = plain[device] = _view_traffic(device, view, None, None)
+        return got
+    return _view_traffic(device, view, changed, only)
+
+
+def _view_traffic(
+    device: DeviceSpec,
+    view: TraceView,
+    changed: np.ndarray | None,
+    only: np.ndarray | None,
+) -> Traffic:
     c = _costs(view)
     n = len(view.records)
     sel = np.zeros(n, bool)
@@ -172,10 +209,9 @@ def view_traffic(
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
         alone = sets["l2"].alone(lsel)
-        used = 0
-        for cta in np.unique(lanes.cta[lsel & lload]):
-            m = lsel & lload & (lanes.cta == cta)
-            used += math.ceil(_used_bytes(lb[m], lanes.off[m], lanes.width[m]) / SECTOR)
+        m = lsel & lload
+        per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m])
+        used = int(np.sum(-(-per_cta // SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
     full, partial, scattered = _store_split(
         c.sectors[store & ~sel], c.nbytes[store & ~sel], c.lines[store & ~sel]

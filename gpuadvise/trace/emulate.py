@@ -465,9 +465,9 @@ def _type_word(elem: Any) -> str:
 def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) -> int:
     """Whether the kernel read buffer ``name`` before writing it, in the trace's execution order:
     the number of lane reads (loads and atomics) of data not written yet in the first stretch of
-    ``chunk_records`` global records that has any, or 0 when none does. Writes are stores and
-    atomics; memory is tracked in 4-byte words (a write to any byte of a word counts as writing
-    it), so it errs towards 0, never the other way."""
+    ``chunk_records`` global records reaching the buffer that has any, or 0 when none does.
+    Writes are stores and atomics; memory is tracked in 4-byte words (a write to any byte of a
+    word counts as writing it), so it errs towards 0, never the other way."""
     span = trace.buffers.get(name)
     r = trace.records
     if span is None or len(r) == 0:
@@ -481,6 +481,15 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
         return active & (addr >= 0) & (addr < size)
 
     glob = np.flatnonzero(r["space"] == int(Space.GLOBAL))
+    # only the records with some lane's address in the buffer (active or not: a superset of
+    # those that reach it) matter, found on the address column alone, a stretch at a time
+    lo, hi = np.uint64(base), np.uint64(base + size)
+    touching = []
+    for i in range(0, len(glob), chunk_records):
+        part = glob[i : i + chunk_records]
+        a = r["addr"][part]
+        touching.append(part[((a >= lo) & (a < hi)).any(axis=1)])
+    glob = np.concatenate(touching) if touching else glob
     reads = glob[r["kind"][glob] != int(Kind.STORE)]
     if not any(
         inside(r[reads[i : i + chunk_records]]).any() for i in range(0, len(reads), chunk_records)

@@ -43,6 +43,7 @@ __all__ = [
     "integer_args",
     "stride_mode",
     "trace_view",
+    "unique_int",
     "warp_footprint",
 ]
 
@@ -167,7 +168,7 @@ class TraceView:
         all_recs = trace.records
         glob = all_recs["space"] == int(Space.GLOBAL)
         rec_cta = all_recs["cta"]
-        ctas = np.unique(rec_cta[glob])
+        ctas = unique_int(rec_cta[glob])
         if len(ctas) > max_ctas:
             pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
@@ -183,7 +184,7 @@ class TraceView:
         warp_scale = 1.0
         n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
         if n_lanes > max_lanes:
-            warps = np.unique(all_recs["warp"][glob])
+            warps = unique_int(all_recs["warp"][glob])
             keep = max(1, len(warps) * max_lanes // n_lanes)
             if keep < len(warps):
                 pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
@@ -284,7 +285,7 @@ class TraceView:
         b = self.buffer_names.index(buffer)
         idx = self.lanes_of(insts)
         lanes = self.lanes.take(idx[self.lane_buffer[idx] == b])
-        return lanes, np.unique(lanes.rec)
+        return lanes, unique_int(lanes.rec)
 
     def buffers_at(self, insts: np.ndarray) -> list[str]:
         which = self.lane_buffer[self.lanes_of(insts)]
@@ -294,7 +295,7 @@ class TraceView:
         """Distinct (CTA, warp) of the view's records."""
         if self._warps is None:
             r = self.records
-            self._warps = len(np.unique((r["cta"].astype(np.int64) << 16) | r["warp"]))
+            self._warps = len(unique_int((r["cta"].astype(np.int64) << 16) | r["warp"]))
         return self._warps
 
     def l1_total(self) -> float:
@@ -325,7 +326,7 @@ class TraceView:
                 lanes = self.lanes.take(keep)
                 units = _units(lanes.off, lanes.width)
                 key = (self.lane_buffer[keep][units[0]].astype(np.int64) << 44) | units[1]
-                self._useful = float(len(np.unique(key))) * units[2] * self.scale
+                self._useful = float(len(unique_int(key))) * units[2] * self.scale
         return self._useful
 
     def pattern(
@@ -399,10 +400,12 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     for k in range(1, int(span) + 1):
         more = last - first >= k
         keys.append((group[more] << 44) | (first[more] + k))
-    sectors = len(np.unique(np.concatenate(keys)))
+    sectors = _distinct_sorted(np.sort(np.concatenate(keys)))
     idx, unit_no, unit = _units(lanes.off, lanes.width)
-    ukeys = np.unique((group[idx] << 44) | unit_no)
-    per_group = np.unique(ukeys >> 44, return_counts=True)[1] * unit
+    ukeys = unique_int((group[idx] << 44) | unit_no)
+    g = ukeys >> 44  # sorted: each group's distinct units are one run
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+    per_group = np.diff(np.r_[starts, len(g)]) * unit
     ideal = int(np.sum(-(-per_group // SECTOR)))
     return int(sectors), ideal
 
@@ -455,14 +458,14 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
         sectors = _distinct_sorted(first_sect)  # monotonic in the sorted key: no second sort
         del key, addr_key
     else:  # offsets or threads too large for one key: three sorts
-        pairs = len(np.unique((cta << 54) | (tid << 44) | off))
-        addresses = len(np.unique((cta << 44) | off))
-        first_sect = np.unique((cta << 44) | (off // SECTOR))
+        pairs = len(unique_int((cta << 54) | (tid << 44) | off))
+        addresses = len(unique_int((cta << 44) | off))
+        first_sect = unique_int((cta << 44) | (off // SECTOR))
         sectors = len(first_sect)
     last = (off + lanes.width - 1) // SECTOR
     cross = last != off // SECTOR
     if cross.any():
-        sect = np.unique(
+        sect = unique_int(
             np.concatenate([(cta << 44) | (off // SECTOR), (cta[cross] << 44) | last[cross]])
         )
         sectors = len(sect)
@@ -475,7 +478,7 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
         order = np.lexsort((off, rec))
         r, o = rec[order], off[order]
         distinct = int(np.count_nonzero(np.r_[True, (r[1:] != r[:-1]) | (o[1:] != o[:-1])]))
-        requests = len(np.unique(rec))
+        requests = len(unique_int(rec))
     return Reuse(
         pairs=pairs,
         addresses=addresses,
@@ -485,6 +488,19 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
         requested_sectors=int(sectors_of_records.sum()),
         unique_sectors=sectors,
     )
+
+
+def unique_int(a: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer array by one sort: numpy 2.3+ makes ``np.unique`` a hash
+    table, 20-60 times slower than a sort on millions of distinct values (8 M int64: 8 s against
+    0.15 s). Same result (sorted distinct values)."""
+    s = np.sort(np.asarray(a).ravel())
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def _distinct_sorted(a: np.ndarray) -> int:

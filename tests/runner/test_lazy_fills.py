@@ -67,3 +67,23 @@ def test_lazy_memory_makes_only_the_pages_touched() -> None:
     back = mem.read("out").view(np.float32)
     assert back[2] == 2.5 and np.isnan(back[0]) and np.isnan(back[-1])
     assert mem.pages_made == 1 + 1024  # the read made the rest of the output, not the input
+
+
+def test_lazy_memory_fills_both_pages_an_access_spans() -> None:
+    """An access whose bytes span two pages (unaligned for its width, or wider than its
+    alignment) makes both; aligned accesses make exactly their own pages, once."""
+    n = 1 << 16  # 64 KiB of bytes: 16 pages
+    f = buffer_filler(np.dtype(np.uint8), n, "random", 1, "in")
+    mem = GlobalMemory([("in", f)])
+    base = np.int64(GLOBAL_BASE)
+    mem.translate(np.array([base + 4094], dtype=np.int64), 4)  # bytes 4094..4097: pages 0 and 1
+    assert mem.pages_made == 2
+    mem.translate(base + np.array([3 * 4096 + 8, 5 * 4096, 3 * 4096 + 16], np.int64), 8)
+    assert mem.pages_made == 4  # pages 3 and 5
+    mem.translate(base + np.array([5 * 4096 + 1, 9 * 4096 + 4095], np.int64), 1)
+    assert mem.pages_made == 5  # page 9 (5 is made)
+    offs, _ = mem.translate(np.array([base + 7 * 4096 - 2], dtype=np.int64), 4)
+    assert mem.pages_made == 7  # pages 6 and 7
+    whole = f.elements(0, n)
+    got = mem.views[1][int(offs[0]) : int(offs[0]) + 4]
+    assert np.array_equal(got, whole[7 * 4096 - 2 : 7 * 4096 + 2])
