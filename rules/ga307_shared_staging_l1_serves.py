@@ -19,6 +19,7 @@ from gpuadvise.rules import (
     RuleContext,
     Space,
     Variant,
+    distinct,
     dram_bytes_per_s,
     l1_cycles,
     plan_direct_reads,
@@ -33,12 +34,6 @@ SECTOR = 32
 UNIFIED_EXTRA_BYTES = 28 * 1024
 """The part of an SM's unified L1/shared array that shared memory can never take (Volta to Hopper:
 128 - 96, 192 - 164 and 256 - 228 KiB); the L1 has this plus the carveout shared memory leaves."""
-
-
-def _distinct(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)`` by one sort (numpy 2's hashing ``unique`` is slow on a million lanes)."""
-    s = np.sort(a)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
 @dataclass(frozen=True)
@@ -149,8 +144,8 @@ class SharedStagingL1Serves(Rule):
             lanes, _ = view.access(g, bufs[0])
             if not len(lanes):
                 continue
-            sectors = _distinct((lanes.cta << 40) | (lanes.off // SECTOR))
-            per_cta = len(sectors) * SECTOR / max(len(_distinct(lanes.cta)), 1)
+            sectors = distinct((lanes.cta << 40) | (lanes.off // SECTOR))
+            per_cta = len(sectors) * SECTOR / max(len(distinct(lanes.cta)), 1)
             footprint = int(per_cta * resident)
             if footprint > l1:
                 continue
@@ -179,7 +174,7 @@ class SharedStagingL1Serves(Rule):
                     bufs[0],
                     t.fill_line,
                     t.fill_insts,
-                    tuple(int(i) for i in _distinct(lanes.inst)),
+                    tuple(int(i) for i in distinct(lanes.inst)),
                     t.read_insts,
                     t.words,
                     t.reads,

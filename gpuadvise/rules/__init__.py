@@ -10,6 +10,7 @@
   tests/rules/test_rule_imports.py), so that the API a rule sees is this one list.
 """
 
+from gpuadvise.arrays import distinct
 from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
@@ -106,6 +107,7 @@ from gpuadvise.trace.view import (
 )
 
 __all__ = [
+    "distinct",
     *_engine_all,
     "FOLD",
     "WARP",

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.arrays import distinct as _distinct
+from gpuadvise.arrays import member as _member
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
 from gpuadvise.source.text import KernelSource
@@ -50,26 +52,6 @@ class StagedTile:
     def reuse(self) -> float:
         """Threads that read each staged word, on average."""
         return self.reads / self.words if self.words else 0.0
-
-
-def _distinct(a: np.ndarray) -> np.ndarray:
-    """The distinct values of ``a``, sorted: ``np.unique(a)`` by one sort (numpy 2's hashing
-    ``unique`` takes seconds on the million distinct words of a traced first wave)."""
-    s = np.sort(a)
-    if len(s) < 2:
-        return s
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def _member(a: np.ndarray, distinct: np.ndarray) -> np.ndarray:
-    """``np.isin(a, distinct)`` for a sorted array of distinct values (a binary search each)."""
-    if not len(distinct) or not len(a):
-        return np.zeros(len(a), dtype=bool)
-    at = np.minimum(np.searchsorted(distinct, a), len(distinct) - 1)
-    return distinct[at] == a
 
 
 def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) -> list[StagedTile]:

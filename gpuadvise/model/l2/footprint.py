@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, member
 from gpuadvise.model.coalescing import SECTOR_BYTES, touched_lines
 from gpuadvise.trace.access import Kind
 
@@ -46,28 +47,6 @@ class Touches:
     cta: np.ndarray  # int64
     gran: np.ndarray  # int64, address // fetch_bytes
     cnt: np.ndarray  # (4, n) int64
-
-
-def distinct(a: np.ndarray) -> np.ndarray:
-    """``np.unique(a)`` of a 1D array by one sort: numpy 2's ``unique`` without flags hashes, which
-    took seconds on the millions of distinct (CTA, sector) keys of a traced first wave."""
-    s = np.sort(np.asarray(a).reshape(-1))
-    if len(s) < 2:
-        return s
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
-
-
-def member(a: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``np.isin(a, values)`` for ``values`` sorted and distinct (:func:`distinct`): a binary
-    search per element of ``a`` (numpy 2's ``isin`` hashes ``values`` and ``a`` first)."""
-    a = np.asarray(a)
-    if len(values) == 0 or a.size == 0:
-        return np.zeros(a.shape, dtype=bool)
-    at = np.minimum(np.searchsorted(values, a), len(values) - 1)
-    return values[at] == a
 
 
 def segments(sorted_keys: np.ndarray) -> np.ndarray:
