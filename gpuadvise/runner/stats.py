@@ -166,6 +166,24 @@ def summarize(
     )
 
 
+def _check_caps(
+    min_samples: int, max_samples: int, min_time_s: float, max_time_s: float, hint: str
+) -> None:
+    """The sample and time caps every timing policy shares: at least 2 samples, the maxima not
+    below the minima."""
+    if min_samples < 2:
+        raise UsageError(f"min_samples must be at least 2 (got {min_samples})", hint)
+    if max_samples < min_samples:
+        raise UsageError(f"max_samples ({max_samples}) is below min_samples ({min_samples})", hint)
+    if not (math.isfinite(min_time_s) and min_time_s >= 0.0):
+        raise UsageError(f"min_time_s must be >= 0 (got {min_time_s})", hint)
+    if not (max_time_s > 0.0 and max_time_s >= min_time_s):
+        raise UsageError(
+            f"max_time_s ({max_time_s}) must be positive and at least min_time_s ({min_time_s})",
+            hint,
+        )
+
+
 @dataclass(frozen=True)
 class AdaptivePolicy:
     """When to stop timing a kernel.
@@ -187,20 +205,7 @@ class AdaptivePolicy:
 
     def __post_init__(self) -> None:
         hint = "adjust the timing options"
-        if self.min_samples < 2:
-            raise UsageError(f"min_samples must be at least 2 (got {self.min_samples})", hint)
-        if self.max_samples < self.min_samples:
-            raise UsageError(
-                f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})", hint
-            )
-        if not (math.isfinite(self.min_time_s) and self.min_time_s >= 0.0):
-            raise UsageError(f"min_time_s must be >= 0 (got {self.min_time_s})", hint)
-        if not (self.max_time_s > 0.0 and self.max_time_s >= self.min_time_s):
-            raise UsageError(
-                f"max_time_s ({self.max_time_s}) must be positive and at least min_time_s "
-                f"({self.min_time_s})",
-                hint,
-            )
+        _check_caps(self.min_samples, self.max_samples, self.min_time_s, self.max_time_s, hint)
         if not (self.target_rel_noise > 0.0):
             raise UsageError(
                 f"target_rel_noise must be positive (got {self.target_rel_noise})", hint
@@ -418,20 +423,7 @@ class RacePolicy:
             raise UsageError(f"margin must be in [0, 1) (got {self.margin})", hint)
         if not (0.0 < self.equivalence < 1.0):
             raise UsageError(f"equivalence must be in (0, 1) (got {self.equivalence})", hint)
-        if self.min_samples < 2:
-            raise UsageError(f"min_samples must be at least 2 (got {self.min_samples})", hint)
-        if self.max_samples < self.min_samples:
-            raise UsageError(
-                f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})", hint
-            )
-        if not (math.isfinite(self.min_time_s) and self.min_time_s >= 0.0):
-            raise UsageError(f"min_time_s must be >= 0 (got {self.min_time_s})", hint)
-        if not (self.max_time_s > 0.0 and self.max_time_s >= self.min_time_s):
-            raise UsageError(
-                f"max_time_s ({self.max_time_s}) must be positive and at least min_time_s "
-                f"({self.min_time_s})",
-                hint,
-            )
+        _check_caps(self.min_samples, self.max_samples, self.min_time_s, self.max_time_s, hint)
         if not (self.look_growth > 1.0):
             raise UsageError(f"look_growth must be above 1 (got {self.look_growth})", hint)
         if self.n_boot < 100:
