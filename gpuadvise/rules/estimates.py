@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.roofline import TERMS, Traffic, launch_estimate, launch_times, work_ratio
 from gpuadvise.rules.engine import Estimate
@@ -232,7 +233,7 @@ def _view_traffic(
         warps = max(view.warps(), 1)
     else:
         kept = view.records[keep]
-        warps = max(len(np.unique((kept["cta"].astype(np.int64) << 16) | kept["warp"])), 1)
+        warps = max(len(distinct((kept["cta"].astype(np.int64) << 16) | kept["warp"])), 1)
     # what a warp's load keeps in flight: the sectors of the kernel's own requests, before any
     # change. A layout fix moves fewer sectors per request but keeps as many requests in
     # flight; with the ideal sectors here, a coalescing fix whose DRAM bytes stay (the rows
@@ -261,14 +262,14 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
     CTAs (repetition cannot be told)."""
     lanes, lb = view.lanes, view.lane_buffer
     n_rec = len(view.records)
-    ctas = np.unique(lanes.cta)
+    ctas = distinct(lanes.cta)
     if n_rec == 0 or len(ctas) < 2:
         return 0.0, float(n_rec) / max(len(ctas), 1)
     inside = lb >= 0
     key = (lb.astype(np.int64) << 40) | lanes.off
     pairs = np.unique(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]), axis=1)
     keys, counts = np.unique(pairs[0], return_counts=True)
-    everywhere = np.isin(key, keys[counts >= len(ctas)]) & inside
+    everywhere = member(key, keys[counts >= len(ctas)]) & inside
     not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0
     has_lanes = np.bincount(lanes.rec, minlength=n_rec) > 0
     repeated = float((has_lanes & ~not_repeated).sum())
@@ -278,7 +279,7 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
 def buffer_records(view: TraceView, buffer: str) -> np.ndarray:
     """The records of every access to ``buffer`` (a layout change moves them all)."""
     b = view.buffer_names.index(buffer)
-    return np.unique(view.lanes.rec[view.lane_buffer == b])
+    return distinct(view.lanes.rec[view.lane_buffer == b])
 
 
 def l1_roofline_estimate(

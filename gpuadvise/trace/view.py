@@ -243,7 +243,7 @@ class TraceView:
         accepts, in line order."""
         want = {int(k) for k in kinds}
         seen: set[tuple[str | None, int, Kind]] = set()
-        for i in np.unique(self.records["inst"]):
+        for i in unique_int(self.records["inst"]):
             file, line = self.inst_line[int(i)]
             kind = int(self.inst_kind[int(i)])
             if line is None or kind not in want or not same_file(file):
@@ -290,7 +290,7 @@ class TraceView:
 
     def buffers_at(self, insts: np.ndarray) -> list[str]:
         which = self.lane_buffer[self.lanes_of(insts)]
-        return [self.buffer_names[int(b)] for b in np.unique(which[which >= 0])]
+        return [self.buffer_names[int(b)] for b in unique_int(which[which >= 0])]
 
     def warps(self) -> int:
         """Distinct (CTA, warp) of the view's records."""
@@ -669,14 +669,14 @@ def infer_pattern(
             if count % p:
                 continue
             d = e - (y * p + x)
-            scored.append((len(np.unique(d)), p != gx * bx, p, d))
+            scored.append((len(unique_int(d)), p != gx * bx, p, d))
         if not scored:
             return "no row length divides the buffer"
         scored.sort(key=lambda t: (t[0], t[1], t[2]))
         best = (scored[0][2], scored[0][3])
     pitch, d = best
     rows = count // pitch
-    if len(np.unique(d)) > MAX_VISITS:
+    if len(unique_int(d)) > MAX_VISITS:
         return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
     thread = (lanes.cta << 20) | lanes.tid
     # visits: consecutive reads of one thread of the same element

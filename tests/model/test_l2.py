@@ -849,3 +849,73 @@ def test_merged_trace_maps_instructions_by_source_location():
     assert np.array_equal(m.records[: len(a.records)], a.records)
     same = _merge_traces(a, streaming_trace(8, traced=[5]))  # identical lists: kept as they are
     assert same.instructions == INSTR and len(same.records) == 3 * 8
+
+
+def _reference_touches(records: np.ndarray, g: int) -> dict[tuple[int, int], list[int]]:
+    """Per (CTA, granule): [load sectors, store sectors, dirtied sectors, reads], lane by lane."""
+    flags: dict[tuple[int, int], int] = {}
+    for r in records:
+        for lane in range(32):
+            if not (int(r["mask"]) >> lane) & 1:
+                continue
+            a = int(r["addr"][lane])
+            f = {int(Kind.LOAD): 1, int(Kind.STORE): 2}.get(int(r["kind"]), 5)
+            for sec in range(a >> 5, ((a + int(r["width"]) - 1) >> 5) + 1):
+                flags[(int(r["cta"]), sec)] = flags.get((int(r["cta"]), sec), 0) | f
+    out: dict[tuple[int, int], list[int]] = {}
+    for (cta, sec), f in flags.items():
+        c = out.setdefault((cta, sec * 32 // g), [0, 0, 0, 0])
+        c[0] += f & 1
+        c[1] += int(f & 2 > 0)
+        c[2] += int(f & 6 > 0)
+        c[3] = int(c[0] > 0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_extract_matches_lane_by_lane_reference_with_repeated_records(seed: int) -> None:
+    """extract drops records that repeat the sectors of the one before them (same CTA, warp and
+    instruction): loops walking 4 bytes at a time, strided rows, partial masks, vector widths and
+    line-crossing accesses interleaved over CTAs and warps give the lane-by-lane answer."""
+    rng = np.random.default_rng(seed)
+    streams = [
+        (cta, warp, inst, kind, width)
+        for cta in (3, 7)
+        for warp in range(2)
+        for inst, kind, width in ((0, Kind.LOAD, 4), (1, Kind.STORE, 8), (2, Kind.LOAD, 16))
+    ]
+    # per stream: a lane pitch, a step per iteration (0: the same addresses again; 1 and 3 bytes
+    # for the 16-byte loads: a lane's last byte moves to the next sector before its first does)
+    pitch = {s: int(rng.choice([4, 200, 4096])) for s in streams}
+    step = {
+        s: int(rng.choice([0, 1, 3, 4, 32] if s[2] == 2 else [0, s[4], 3 * s[4]])) for s in streams
+    }
+    lanes = np.arange(32, dtype=np.uint64)
+    rows = []
+    for it in range(40):
+        for s in streams:
+            cta, warp, inst, kind, width = s
+            r = empty_records(1)[0]
+            r["cta"], r["warp"], r["inst"], r["kind"], r["width"] = cta, warp, inst, kind, width
+            base = IN_BASE + ((cta * 64 + warp * 8 + inst) << 20)
+            addr = base + lanes * np.uint64(pitch[s]) + np.uint64(it * step[s])
+            if inst != 2:
+                addr -= addr % np.uint64(width)
+            # the mask changes every 4 iterations; inactive lanes hold arbitrary addresses
+            mask = (
+                0xFFFFFFFF
+                if (it // 4) % 3
+                else int(np.random.default_rng(it // 4).integers(1, 2**32))
+            )
+            on = ((mask >> lanes.astype(np.int64)) & 1).astype(bool)
+            r["addr"] = np.where(on, addr, rng.integers(0, 2**40, 32).astype(np.uint64))
+            r["mask"] = mask
+            rows.append(r)
+    recs = np.array(rows, dtype=empty_records(0).dtype)
+    for g in (32, 64, 128):
+        t = extract(recs, g)
+        got = {
+            (int(c), int(u)): [int(x) for x in t.cnt[:, i]]
+            for i, (c, u) in enumerate(zip(t.cta, t.gran, strict=True))
+        }
+        assert got == _reference_touches(recs, g)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuadvise.arrays import distinct, member
-from gpuadvise.model.coalescing import SECTOR_BYTES, touched_lines
+from gpuadvise.model.coalescing import SECTOR_BYTES, active_lanes, touched_lines
 from gpuadvise.trace.access import Kind
 
 __all__ = [
@@ -31,6 +31,8 @@ __all__ = [
     "extract",
     "footprint_totals",
     "member",
+    "SectorTriples",
+    "sector_touches",
     "segments",
     "sort_pairs",
     "touch_list",
@@ -74,10 +76,48 @@ EXTRACT_CHUNK_RECORDS = 1 << 16
 all records at once (a warp reading 32 rows touches 32 sectors a record) took gigabytes."""
 
 
-def _touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _repeats(records: np.ndarray) -> np.ndarray:
+    """Per record: True when it touches exactly the sectors of the record before it of the same
+    CTA, warp and instruction (same lanes, each lane's first and last byte in the same sector).
+
+    A loop that walks a row per thread 4 bytes at a time repeats each lane's sector 8 times; the
+    repeats add no (CTA, sector, kind) triple, so :func:`sector_touches` skips them before the
+    per-lane expansion (exact: same instruction, same kind)."""
+    n = len(records)
+    rep = np.zeros(n, dtype=bool)
+    if n < 2:
+        return rep
+    cta = records["cta"].astype(np.int64)
+    wi = (records["warp"].astype(np.int64) << 32) | records["inst"].astype(np.int64)
+    order = sort_pairs(cta - int(cta.min()), wi - int(wi.min()))
+    cta, wi, mask = cta[order], wi[order], records["mask"][order]
+    same = np.zeros(n, dtype=bool)  # same group and lanes as the record before it in `order`
+    same[1:] = (cta[1:] == cta[:-1]) & (wi[1:] == wi[:-1]) & (mask[1:] == mask[:-1])
+    addr, width = records["addr"], records["width"]
+    five = np.uint64(5)
+    for lo in range(1, n, EXTRACT_CHUNK_RECORDS):
+        hi = min(lo + EXTRACT_CHUNK_RECORDS, n)
+        if not same[lo:hi].any():
+            continue
+        rows = order[lo - 1 : hi]
+        a = addr[rows]  # (k + 1, 32): the chunk and the record before it
+        w = width[rows].astype(np.uint64)[:, None] - np.uint64(1)
+        eq = (a[1:] >> five) == (a[:-1] >> five)
+        if bool(w.any()):
+            eq &= ((a[1:] + w[1:]) >> five) == ((a[:-1] + w[:-1]) >> five)
+        eq |= ~active_lanes(mask[lo:hi])
+        rep[rows[1:]] = same[lo:hi] & eq.all(axis=1)
+    return rep
+
+
+def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(CTA, sector, flag) of every sector the records touch (flag: 1 load, 2 store, 5 atomic),
     each triple once per chunk of :data:`EXTRACT_CHUNK_RECORDS` records (the repeats of a loop
-    within a CTA dropped as the records stream by)."""
+    within a CTA dropped as the records stream by, and before that the records that repeat the
+    sectors of the one before them, :func:`_repeats`). It does not depend on the granule: compute
+    it once and pass it to :func:`extract` for each granule."""
+    if len(records) > 1:
+        records = records[~_repeats(records)]
     ctas, secs, flags = [], [], []
     for start in range(0, len(records), EXTRACT_CHUNK_RECORDS):
         part = records[start : start + EXTRACT_CHUNK_RECORDS]
@@ -107,9 +147,13 @@ def _touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(ctas), np.concatenate(secs), np.concatenate(flags)
 
 
-def extract(records: np.ndarray, fetch_bytes: int) -> Touches:
-    """Distinct (CTA, granule) pairs of ``records``, sorted by CTA then granule."""
-    cta, sec, flag = _touches(records)
+SectorTriples = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def extract(records: np.ndarray, fetch_bytes: int, sectors: SectorTriples | None = None) -> Touches:
+    """Distinct (CTA, granule) pairs of ``records``, sorted by CTA then granule (``sectors``:
+    their :func:`sector_touches`, when already computed)."""
+    cta, sec, flag = sector_touches(records) if sectors is None else sectors
     if len(cta) == 0:
         z = np.zeros(0, dtype=np.int64)
         return Touches(z, z.copy(), np.zeros((4, 0), dtype=np.int64))

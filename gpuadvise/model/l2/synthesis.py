@@ -23,11 +23,13 @@ from gpuadvise.model.l2.footprint import (
     NSTORE,
     Footprint,
     Matrix,
+    SectorTriples,
     Touches,
     TouchList,
     distinct,
     extract,
     member,
+    sector_touches,
     segments,
     sort_pairs,
     touch_list,
@@ -42,6 +44,10 @@ __all__ = [
 ]
 
 _MAX_PAIRS = 48  # neighbouring traced CTA pairs used to infer the per-CTA steps
+# records of a pair whose lane differences are taken, evenly spread over the CTA's warps and
+# instructions (the mode of the differences needs a sample, not a loop's every iteration: a
+# naive matmul's pairs held 12K records each, 18 M differences per direction)
+_MAX_PAIR_RECORDS = 1024
 _MAX_EDGE_CHECKS = 96  # traced edge CTAs compared against the clamp / drop synthesis
 _SUBSET_RUNS, _SUBSET_RUN, _SUBSET_EDGE = 16, 32, 64  # traced CTAs the synthesis reads
 _SUBSET_CENTRE = 128  # and the traced CTAs farthest from the grid's border
@@ -120,16 +126,33 @@ def _infer_steps(
     if n == 0:
         return {}, {}
     cta_sub = sub["cta"].astype(np.int64)
-    order = np.lexsort((np.arange(n), sub["inst"], sub["warp"], cta_sub))
+    warp = sub["warp"].astype(np.int64)
+    inst = sub["inst"].astype(np.int64)
+    # one stable sort by (CTA, warp, instruction): a dense combined key (need holds <= 4 *
+    # _MAX_PAIRS CTAs), record order kept within
+    cta_rank = np.searchsorted(need, cta_sub)
+    nw, ni = int(warp.max()) + 1, int(inst.max()) + 1
+    order = np.argsort((cta_rank * nw + warp) * ni + inst, kind="stable")
     cs = cta_sub[order]
     starts = segments(cs)
     ends = np.r_[starts[1:], n]
     seg = dict(
         zip(cs[starts].tolist(), zip(starts.tolist(), ends.tolist(), strict=True), strict=True)
     )
-    wi = (sub["warp"][order].astype(np.int64) << 32) | sub["inst"][order].astype(np.int64)
-    addr = sub["addr"][order]
-    mask = sub["mask"][order]
+    wi = warp[order] * ni + inst[order]
+
+    def rows(s0: int, e0: int) -> np.ndarray:
+        """The records of a CTA whose differences are taken: all, or evenly spaced ones of each
+        (warp, instruction), every one represented (a bias read once per thread keeps its step
+        beside a loop's thousands of loads)."""
+        if e0 - s0 <= _MAX_PAIR_RECORDS:
+            return order[s0:e0]
+        g = segments(wi[s0:e0])
+        gl = np.diff(np.r_[g, e0 - s0])
+        take = np.minimum(gl, max(1, _MAX_PAIR_RECORDS // len(g)))
+        grp = np.repeat(np.arange(len(g)), take)
+        j = np.arange(len(grp)) - np.repeat(np.cumsum(take) - take, take)
+        return order[s0 + g[grp] + (j * gl[grp]) // take[grp]]
 
     def collect(cands: list[int], step: int) -> dict[int, int]:
         diffs: list[np.ndarray] = []
@@ -139,9 +162,10 @@ def _infer_steps(
             s1, e1 = seg[c + step]
             if e0 - s0 != e1 - s1 or not np.array_equal(wi[s0:e0], wi[s1:e1]):
                 continue
-            act = active_lanes(mask[s0:e0]) & active_lanes(mask[s1:e1])
-            a0 = addr[s0:e0][act].astype(np.int64)
-            a1 = addr[s1:e1][act].astype(np.int64)
+            r0, r1 = sub[rows(s0, e0)], sub[rows(s1, e1)]
+            act = active_lanes(r0["mask"]) & active_lanes(r1["mask"])
+            a0 = r0["addr"][act].astype(np.int64)
+            a1 = r1["addr"][act].astype(np.int64)
             diffs.append(a1 - a0)
             bufs.append(_buffer_of(a0, table))
         if not diffs:
@@ -723,17 +747,21 @@ def synthesize(
     gy: int,
     fetch_bytes: int,
     boundary: str,
+    triples: SectorTriples | None = None,
 ) -> Footprint:
     """Units of every CTA of the grid, from the footprints of the ``traced`` CTAs (their records:
-    ``srecs``; ``recs``: all records, for the CTA steps)."""
-    t = extract(srecs, fetch_bytes)
+    ``srecs``, and their :func:`sector_touches` when already taken; ``recs``: all records, for
+    the CTA steps)."""
+    if triples is None:  # granule-free: one expansion for every granule below
+        triples = sector_touches(srecs)
+    t = extract(srecs, fetch_bytes, triples)
     table = _buffer_table(trace, t, fetch_bytes)
     names = {int(b): k for k, (b, _) in trace.buffers.items()}
     sx, sy = _infer_steps(recs, gx, gy, table)
     cache: dict[int, tuple[Touches, np.ndarray]] = {}
 
     def split(g: int) -> tuple[Touches, np.ndarray]:
-        tt = cache[g][0] if g in cache else (t if g == fetch_bytes else extract(srecs, g))
+        tt = cache[g][0] if g in cache else (t if g == fetch_bytes else extract(srecs, g, triples))
         bidx = _buffer_of(tt.gran * g, table)
         cache[g] = (tt, bidx)
         return cache[g]
@@ -801,12 +829,14 @@ def build_footprint(
         model = Footprint(lists=[touch_list(t, fetch_bytes)] if len(t.cta) else [])
         return model, "complete", None
     sub = traced_subset(traced, gx, gy)
-    srecs = recs if len(sub) == len(traced) else recs[member(recs["cta"], sub)]
+    whole = len(sub) == len(traced)
+    srecs = recs if whole else recs[member(recs["cta"], sub)]
+    triples = sector_touches(srecs)
     try:
-        model = synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary)
+        model = synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary, triples)
         return model, "synthesized", None
     except SynthesisFailed as exc:
-        t = extract(recs, fetch_bytes)
+        t = extract(recs, fetch_bytes, triples if whole else None)
         model = Footprint(lists=[touch_list(t, fetch_bytes)] if len(t.cta) else [])
         model.notes.append(
             f"only the {len(traced)} traced CTAs of {gx * gy} are replayed ({exc}); "
