@@ -112,7 +112,11 @@ def _thread_step(lanes: Any) -> int | None:
 
     if len(lanes) < 2:
         return None
-    order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
+    # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
+    # stable sort of a combined thread key
+    order = np.argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable")
+    if not bool((np.diff(lanes.rec) >= 0).all()):
+        order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
     cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
     same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
     d = (off[1:] - off[:-1])[same]

@@ -214,6 +214,10 @@ def compute_models(
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
     l2, l2_notes, l2_unavailable = None, (), None
+    # the probe size the L2 rules use too (GA304 traces its own probe): the budget's cut of it
+    probe_ctas = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
+    if sample_ctas is None and not emu.complete:
+        probe_ctas, _ = _probe_within_budget(emu, probe_ctas)
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
@@ -244,7 +248,7 @@ def compute_models(
         trace=rec.apply(emu.trace),
         outputs=emu.outputs,
         simt=emu.simt,
-        l2_probe_ctas=INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas),
+        l2_probe_ctas=probe_ctas,
     )
 
 

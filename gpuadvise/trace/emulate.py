@@ -79,7 +79,7 @@ from gpuadvise.spec.budget import (
 )
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.spec.progress import step
-from gpuadvise.trace.access import AccessTrace, Kind, Space
+from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, simt_profile
 
 if TYPE_CHECKING:
@@ -120,14 +120,20 @@ _DATA_SHARE_DIVISOR = 4
 # rewrites it), and never more than 8 GiB.
 _TRACE_SHARE_DIVISOR = 4
 _MAX_TRACE_BYTES = 8 << 30
-DEFAULT_SAMPLE_TRACE_BYTES = 640 << 20
-"""The trace of the default sample (the first wave) takes at most this much (~2.4 million warp
+DEFAULT_SAMPLE_TRACE_BYTES = 256 << 20
+"""The trace of the default sample (the first wave) takes at most this much (~950,000 warp
 accesses of :data:`~gpuadvise.trace.access.RECORD`): a first wave whose CTAs loop over long rows
-(llm.c's softmax, 1.2 million warp accesses per CTA; its matmul, 1,056 CTAs of 21,000) is cut to
-the CTAs that fit, with a note, instead of outgrowing memory. The first CTA runs alone and its
-records tell how many fit; a batch that overflows all the same is dropped whole. A sample the user
-asks for (``--sample-ctas N`` or ``all``) is not cut: it fails when it outgrows the trace's share
-of the memory budget."""
+(its matmul, 1,056 CTAs of 21,000 warp accesses each) is cut to the CTAs that fit, with a note,
+instead of outgrowing memory. The first CTA runs alone and its records tell how many fit; it is
+kept even when it alone is over this (llm.c's softmax: 1.2 million warp accesses, 340 MB), within
+the trace's share of the memory budget; a later batch that overflows all the same is dropped
+whole. A sample the user asks for (``--sample-ctas N`` or ``all``) is not cut: it fails when it
+outgrows the trace's share of the memory budget.
+
+256 MiB, not the 640 MiB of the first version: every model and layout rule reads each record
+once or more, so the trace's size sets the run's time and peak memory (a naive SGEMM's first
+wave: 36 CTAs traced, 41 s and 4.6 GB; at 256 MiB 14 CTAs, 24 s and 1.6 GB), while the models
+extrapolate from the sampled CTAs either way (docs/performance.md, third round)."""
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -688,9 +694,10 @@ def _emulate(
     budget = memory_budget()
     trace_limit = min(_MAX_TRACE_BYTES, budget.bytes // _TRACE_SHARE_DIVISOR)
     # the default sample is cut to what fits in its budget (DEFAULT_SAMPLE_TRACE_BYTES)
+    # (the first CTA is kept within the memory share even when it alone is over the sample's
+    # budget: llm.c's softmax traces one CTA of 1.2 million warp accesses, 340 MB)
     cut_to_budget = record and sample_ctas is None and count > 1
-    if cut_to_budget:
-        trace_limit = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
+    sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -741,7 +748,7 @@ def _emulate(
                         if not cut_to_budget or start == 0:
                             raise
                         sink.count = mark  # the batch that overflowed is dropped whole
-                        notes.append(_cut_note(start, wave_ctas, sink.limit_bytes))
+                        notes.append(_cut_note(start, wave_ctas, sample_bytes))
                         ctas, count = ctas[:start], start
                         break
                     lane_instr += li
@@ -756,9 +763,12 @@ def _emulate(
                     advance(done)
                     if cut_to_budget and size == 1 and done < count:
                         size = per_batch
-                        fit = int(sink.capacity * done // sink.count) if sink.count else count
+                        cap = max(1, sample_bytes // RECORD.itemsize)
+                        fit = max(done, int(cap * done // sink.count)) if sink.count else count
+                        # later batches stop at the sample's budget (the first may be over it)
+                        sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
-                            notes.append(_cut_note(fit, wave_ctas, sink.limit_bytes))
+                            notes.append(_cut_note(fit, wave_ctas, sample_bytes))
                             ctas, count = ctas[:fit], fit
                     if done < count and out_of_time():
                         what = (

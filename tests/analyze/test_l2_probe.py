@@ -95,3 +95,23 @@ def test_probe_within_the_default_samples_trace_budget():
     assert len(notes) == 1 and "at most 9 of 64 CTAs" in notes[0] and "--sample-ctas" in notes[0]
     assert _probe_within_budget(emu(2, per_cta), 0) == (0, ())
     assert _probe_within_budget(emu(0, 0), 5) == (5, ())
+
+
+@needs_toolkit
+def test_rules_probe_gets_the_budgets_cut(monkeypatch):
+    """The probe size handed to the rules (GA304 traces a probe of its own) is the one the
+    default sample's budget cut, not the unbounded default: a naive SGEMM's GA304 probe traced
+    64 CTAs of 18 MB each when the L2 model's own probe was cut to 8."""
+    from gpuadvise.analyze import models
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.trace.access import RECORD
+
+    args = ("w=1024", "h=512", "r=64", "step=64")
+    spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
+    monkeypatch.setattr(models, "L2_PROBE_TRACE_BYTES", 3 * 16 * RECORD.itemsize)
+    a = analyze_kernel(spec, choice.device, options, models=("l2",))
+    assert a.memory is not None and a.memory.error is None and not a.memory.complete
+    assert 0 <= a.memory.l2_probe_ctas < INTERIOR_CTAS
+    (cut,) = [n for n in a.memory.notes if "probe of the middle of the grid traced at most" in n]
+    assert f"at most {a.memory.l2_probe_ctas} of {INTERIOR_CTAS} CTAs" in cut

@@ -140,3 +140,16 @@ def test_a_view_of_one_cta_over_its_bound_keeps_some_warps(module: CompiledModul
     assert len(warps) == 10 and warps[0] == 0 and warps[-1] == 31
     assert len(view.lanes) == 3 * 10 * 32
     assert view.scale == pytest.approx(1024 * 32 / 10)
+
+
+def test_a_first_cta_over_the_budget_is_kept_alone(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llm.c's softmax: one CTA's trace (1.2 million warp accesses) is over the default sample's
+    budget, but within the memory share: that CTA alone is traced, with the note, not nothing."""
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", RECORDS_PER_CTA * 100)
+    e = run(module, None)
+    assert e.ctas_run == (0,) and e.trace.ctas == (0,)
+    assert len(e.trace.records) == RECORDS_PER_CTA
+    note = next(n for n in e.notes if "budget" in n)
+    assert "traced 1 of the first wave's 264 CTAs" in note

@@ -116,11 +116,10 @@ def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     within a CTA dropped as the records stream by, and before that the records that repeat the
     sectors of the one before them, :func:`_repeats`). It does not depend on the granule: compute
     it once and pass it to :func:`extract` for each granule."""
-    if len(records) > 1:
-        records = records[~_repeats(records)]
+    keep = np.flatnonzero(~_repeats(records))  # no copy of the kept records: a chunk at a time
     ctas, secs, flags = [], [], []
-    for start in range(0, len(records), EXTRACT_CHUNK_RECORDS):
-        part = records[start : start + EXTRACT_CHUNK_RECORDS]
+    for start in range(0, len(keep), EXTRACT_CHUNK_RECORDS):
+        part = records[keep[start : start + EXTRACT_CHUNK_RECORDS]]
         rec, sec_u = touched_lines(part, SECTOR_BYTES)
         if len(rec) == 0:
             continue

@@ -121,13 +121,13 @@ def _infer_steps(
     px = pairs(1, 0) if gx > 1 else []
     py = pairs(0, 1) if gy > 1 else []
     need = np.array(sorted({*px, *(c + 1 for c in px), *py, *(c + gx for c in py)}), dtype=np.int64)
-    sub = recs[member(cta_all, need)]
+    sub = np.flatnonzero(member(cta_all, need))  # record indices: no copy of the records
     n = len(sub)
     if n == 0:
         return {}, {}
-    cta_sub = sub["cta"].astype(np.int64)
-    warp = sub["warp"].astype(np.int64)
-    inst = sub["inst"].astype(np.int64)
+    cta_sub = cta_all[sub]
+    warp = recs["warp"][sub].astype(np.int64)
+    inst = recs["inst"][sub].astype(np.int64)
     # one stable sort by (CTA, warp, instruction): a dense combined key (need holds <= 4 *
     # _MAX_PAIRS CTAs), record order kept within
     cta_rank = np.searchsorted(need, cta_sub)
@@ -146,13 +146,13 @@ def _infer_steps(
         (warp, instruction), every one represented (a bias read once per thread keeps its step
         beside a loop's thousands of loads)."""
         if e0 - s0 <= _MAX_PAIR_RECORDS:
-            return order[s0:e0]
+            return sub[order[s0:e0]]
         g = segments(wi[s0:e0])
         gl = np.diff(np.r_[g, e0 - s0])
         take = np.minimum(gl, max(1, _MAX_PAIR_RECORDS // len(g)))
         grp = np.repeat(np.arange(len(g)), take)
         j = np.arange(len(grp)) - np.repeat(np.cumsum(take) - take, take)
-        return order[s0 + g[grp] + (j * gl[grp]) // take[grp]]
+        return sub[order[s0 + g[grp] + (j * gl[grp]) // take[grp]]]
 
     def collect(cands: list[int], step: int) -> dict[int, int]:
         diffs: list[np.ndarray] = []
@@ -162,7 +162,7 @@ def _infer_steps(
             s1, e1 = seg[c + step]
             if e0 - s0 != e1 - s1 or not np.array_equal(wi[s0:e0], wi[s1:e1]):
                 continue
-            r0, r1 = sub[rows(s0, e0)], sub[rows(s1, e1)]
+            r0, r1 = recs[rows(s0, e0)], recs[rows(s1, e1)]
             act = active_lanes(r0["mask"]) & active_lanes(r1["mask"])
             a0 = r0["addr"][act].astype(np.int64)
             a1 = r1["addr"][act].astype(np.int64)
