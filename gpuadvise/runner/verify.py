@@ -322,6 +322,16 @@ def _check_tolerance(rtol: float, atol: float) -> None:
             )
 
 
+def _bit_identical(expected: npt.NDArray[Any], actual: npt.NDArray[Any]) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes (a chunk at a time)."""
+    if expected is actual:
+        return True
+    e = np.ascontiguousarray(expected).reshape(-1).view(np.uint8)
+    a = np.ascontiguousarray(actual).reshape(-1).view(np.uint8)
+    step = _CHUNK_BYTES
+    return all(np.array_equal(e[i : i + step], a[i : i + step]) for i in range(0, len(e), step))
+
+
 def compare(
     name: str,
     expected: npt.NDArray[Any],
@@ -356,6 +366,24 @@ def compare(
             message=f"{name}: " + "; ".join(problems),
         )
 
+    if _bit_identical(expected, actual):
+        # what the element-wise pass below finds for identical bytes, without its float64
+        # copies (a 133 MB output took 2.3 s to compare; tiling and launch-order variants
+        # write the very same bits)
+        return Comparison(
+            name=name,
+            ok=True,
+            n_elements=n,
+            n_mismatch=0,
+            max_abs_err=0.0,
+            max_rel_err=0.0,
+            worst_index=None,
+            expected_value=None,
+            actual_value=None,
+            message=f"{name}: empty (0 elements)"
+            if n == 0
+            else f"{name}: all {n} elements match exactly",
+        )
     e_flat = expected.reshape(-1)
     a_flat = actual.reshape(-1)
     rows = max(1, _CHUNK_BYTES // max(1, expected.dtype.itemsize))

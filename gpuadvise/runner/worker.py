@@ -138,6 +138,7 @@ def run_job(job: Job, backend: Any) -> Result:
                         host = np.empty_like(inputs[b.name])
                         backend.download(dev[b.name], host)
                         outcomes[launch.label].outputs[b.name] = host
+            _share_identical_outputs(job, outcomes)
         if job.timing is not None:
             t = job.timing
             nvml = _Nvml()
@@ -238,6 +239,30 @@ def _time_until_quiet(t: TimingConfig, launches: list[KernelLaunch], sample: Any
             break
 
 
+def _share_identical_outputs(job: Job, outcomes: dict[str, LaunchOutcome]) -> None:
+    """Make each later launch's output that is bit-identical to the first launch's the same
+    array object: the result's pickle then holds it once (pickle memoizes objects), and the
+    parent's comparison finds it identical at once (a tiling variant of an 8K gather writes the
+    same 133 MB as the kernel; four of them were pickled, written, read and compared)."""
+    if len(job.launches) < 2:
+        return
+    base = outcomes[job.launches[0].label].outputs
+    for launch in job.launches[1:]:
+        mine = outcomes[launch.label].outputs
+        for name, y in mine.items():
+            x = base.get(name)
+            if x is not None and x is not y and _same_bytes(x, y):
+                mine[name] = x
+
+
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    return (
+        x.shape == y.shape
+        and x.dtype == y.dtype
+        and np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+    )
+
+
 def _outputs_match(
     job: Job,
     base: LaunchOutcome,
@@ -264,11 +289,7 @@ def _outputs_match(
             if not compare_totals(b.name, x, y, *grids, totals[b.name], rtol, atol).ok:
                 return False
             continue
-        if (
-            x.shape == y.shape
-            and x.dtype == y.dtype
-            and np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
-        ):
+        if x is y or _same_bytes(x, y):
             continue  # bit-identical: the common case, without compare's passes
         if not compare(b.name, x, y, rtol, atol).ok:
             return False

@@ -95,6 +95,25 @@ def test_verify_returns_outputs_and_poison_exposes_unwritten_elements():
     assert unwritten(b.outputs["out"]) == 32  # the upper half kept its NaN poison
 
 
+def test_identical_outputs_come_back_as_one_array():
+    """A later launch whose output has the first launch's bytes shares its array (pickled once,
+    compared at once by the parent); one that differs keeps its own."""
+    import pickle
+
+    kernels = dict(KERNELS, copy2=KERNELS["copy"])
+    be = FakeBackend(kernels, {"copy": 1.0, "copy2": 1.0})
+    res = run_job(make_job(["copy", "copy2"]), be)
+    a, b = res.outcomes
+    assert b.outputs["out"] is a.outputs["out"]
+    back = pickle.loads(pickle.dumps(res, protocol=5))
+    assert back.outcomes[1].outputs["out"] is back.outcomes[0].outputs["out"]
+    res = run_job(
+        make_job(["copy", "copy_half"]), FakeBackend(dict(KERNELS), {"copy": 1.0, "copy_half": 1.0})
+    )
+    a, b = res.outcomes
+    assert b.outputs["out"] is not a.outputs["out"] and unwritten(b.outputs["out"]) == 32
+
+
 def test_timing_alternates_and_flushes_l2_before_every_cold_sample():
     be = FakeBackend(dict(KERNELS), {"copy": 2.0, "copy_half": 1.0})
     t = J.TimingConfig(cold=True, warmup=2, min_samples=10, min_time_s=0.0, max_time_s=5.0)
