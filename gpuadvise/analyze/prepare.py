@@ -195,6 +195,7 @@ def time_prepared(
         verify=True,
         timing=timing,
         time_matching=matching,
+        return_inputs=False,
     )
     return run_in_worker(job, timeout_s + timing.max_time_s + 60)
 

@@ -1,15 +1,24 @@
 """``--tracer auto``: the CPU emulator when the trace is cheap, the GPU tracer when it is long.
 
 The GPU tracer has a fixed cost (a context, the instrumented build, copying the buffers and the
-records back: 5-8 s on an H200 for an 8192^2 transpose) and then runs at GPU speed; the emulator
-has almost none and runs about 25 million lane-instructions a second on one core. One CTA is
-emulated first (untraced, with lazy buffers: milliseconds) to count its lane-instructions; times
-the CTAs the trace takes, that is the trace's expected size. At most
-:data:`EMULATOR_LANE_INSTRUCTIONS` (about 2 s of emulation) goes to the emulator.
+records back: 5-8 s on an H100 or H200 for an 8192^2 transpose) and then runs at GPU speed, but
+its trace has no SIMT counts and the L2 model gets no probe of the grid's middle with it (GA304
+then traces its own: 10 s more for an 8K gather). The emulator has almost no fixed cost; its time
+goes by steps (a basic block run by a batch of CTAs in lockstep), each a few numpy calls over the
+batch's lanes, so a batch of 256 CTAs costs a few times one CTA, not 256 times. One CTA is
+emulated first (untraced, lazy buffers); the trace is expected to take that CTA's time
+(``time_s``) once for itself and :data:`BATCH_COST` times for each batch of
+:data:`~gpuadvise.trace.emulate.DEFAULT_BATCH_LANES` lanes. Measured on the 2-core CPU machine
+(one CTA, then the first wave's trace): an 8K gather 0.047 s, 5 batches 0.60 s; an 8192^2
+transpose 0.029 s, 5 batches 0.22 s; llm.c layernorm1 0.18 s, 25 CTAs 0.95 s; matmul1 0.071 s,
+77 CTAs 0.54 s: at most 6.6 times the CTA per batch. Up to :data:`EMULATOR_SECONDS` expected
+goes to the emulator. The first rule (at most 50 M lane-instructions, ~25 M a second) sent the
+8K gather's 298 M to the GPU, which took 7 s where the emulator takes 0.6 s.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,10 +27,20 @@ if TYPE_CHECKING:
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.toolchain import CompiledModule, KernelInfo
 
-__all__ = ["EMULATOR_LANE_INSTRUCTIONS", "TracerChoice", "choose_tracer", "traced_cta_count"]
+__all__ = [
+    "BATCH_COST",
+    "EMULATOR_SECONDS",
+    "TracerChoice",
+    "choose_tracer",
+    "expected_seconds",
+    "traced_cta_count",
+]
 
-EMULATOR_LANE_INSTRUCTIONS = 50_000_000
-"""The most lane-instructions ``auto`` leaves to the CPU emulator (about 2 s of emulation)."""
+EMULATOR_SECONDS = 4.0
+"""The most expected emulation time ``auto`` leaves to the CPU emulator (below the GPU tracer's
+fixed cost, which buys no SIMT counts and no probe)."""
+BATCH_COST = 8.0
+"""A batch's emulation time in units of one CTA's (6.6 at most measured; see above)."""
 
 
 @dataclass(frozen=True)
@@ -46,11 +65,18 @@ def traced_cta_count(
     return min(first_wave_ctas(kernel, launch, device)[0], total)
 
 
-def pick(lane_instructions_per_cta: int, ctas: int) -> TracerChoice:
-    """The choice for a trace of ``ctas`` CTAs of ``lane_instructions_per_cta`` each."""
-    expected = lane_instructions_per_cta * ctas
-    size = f"{expected / 1e6:.1f}M lane-instructions expected for {ctas} CTAs"
-    if expected <= EMULATOR_LANE_INSTRUCTIONS:
+def expected_seconds(cta_s: float, ctas: int, ctas_per_batch: int) -> float:
+    """The emulation time of a trace of ``ctas`` CTAs, batched ``ctas_per_batch`` at a time,
+    from one CTA's (``cta_s``)."""
+    batches = math.ceil(max(ctas - 1, 0) / max(ctas_per_batch, 1))
+    return cta_s * (1.0 + BATCH_COST * batches)
+
+
+def pick(cta_s: float, ctas: int, ctas_per_batch: int) -> TracerChoice:
+    """The choice for a trace of ``ctas`` CTAs when one takes ``cta_s`` to emulate."""
+    expected = expected_seconds(cta_s, ctas, ctas_per_batch)
+    size = f"{expected:.1f} s of emulation expected for {ctas} CTAs"
+    if expected <= EMULATOR_SECONDS:
         return TracerChoice("emu", f"--tracer auto chose the CPU emulator ({size})")
     return TracerChoice("gpu", f"--tracer auto chose the GPU tracer ({size})")
 
@@ -74,4 +100,8 @@ def choose_tracer(
         return TracerChoice(
             "gpu", f"--tracer auto chose the GPU tracer (the emulator: {exc.one_line()})"
         )
-    return pick(probe.lane_instructions, ctas)
+    from gpuadvise.trace.emulate import DEFAULT_BATCH_LANES
+
+    lanes_per_cta = -(-launch.launch.block.count // 32) * 32  # whole warps
+    per_batch = max(1, DEFAULT_BATCH_LANES // lanes_per_cta)
+    return pick(probe.time_s, ctas, per_batch)

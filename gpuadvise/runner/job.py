@@ -106,6 +106,9 @@ class Job:
     # (rtol, atol): in a race, a variant whose verified outputs differ from the first launch's
     # is not timed (its outcome's stop_reason is "unverified"); None: every launch is timed
     time_matching: tuple[float, float] | None = None
+    # whether the result carries the input buffers' data (Result.inputs): timing jobs do not
+    # need it back (an 8192^2 transpose's 256 MB input was pickled, written and read for nothing)
+    return_inputs: bool = True
 
 
 @dataclass

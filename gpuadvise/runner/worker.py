@@ -203,7 +203,8 @@ def run_job(job: Job, backend: Any) -> Result:
                 _time_until_quiet(t, timed, sample)
             result.clocks = nvml.summary()
         result.outcomes = [outcomes[launch.label] for launch in job.launches]
-        result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
+        if job.return_inputs:
+            result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
     except Exception as exc:  # a CUDA error from the kernel or the driver
         msg = f"{type(exc).__name__}: {exc}"
         result.ok = False

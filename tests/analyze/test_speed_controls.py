@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvise.analyze.tracer_choice import EMULATOR_LANE_INSTRUCTIONS, pick
+from gpuadvise.analyze.tracer_choice import (
+    BATCH_COST,
+    EMULATOR_SECONDS,
+    expected_seconds,
+    pick,
+)
 from gpuadvise.spec.budget import out_of_time, skip, time_budget, time_left_s
 from gpuadvise.spec.progress import reporting, step
 
@@ -51,10 +56,18 @@ def test_time_budget_context() -> None:
     assert time_left_s() is None
 
 
-def test_tracer_pick_by_expected_lane_instructions() -> None:
-    assert pick(1000, 1056).tracer == "emu"
-    assert pick(EMULATOR_LANE_INSTRUCTIONS // 10, 11).tracer == "gpu"
-    assert "expected" in pick(5, 5).note
+def test_tracer_pick_by_expected_emulation_time() -> None:
+    # the 8K gather: one CTA 0.047 s, 1,056 CTAs of 256 threads in batches of 256: emulated
+    # (0.6 s measured; the old rule sent its 298 M lane-instructions to the GPU tracer)
+    assert expected_seconds(0.047, 1056, 256) == pytest.approx(0.047 * (1 + BATCH_COST * 5))
+    assert pick(0.047, 1056, 256).tracer == "emu"
+    # llm.c softmax: one CTA of three 50,257-iteration loops takes tens of seconds
+    assert pick(25.0, 8, 256).tracer == "gpu"
+    # just over the bound, and the note says what was expected
+    over = EMULATOR_SECONDS / (1 + BATCH_COST) * 1.01
+    assert pick(over, 2, 256).tracer == "gpu" and pick(over * 0.98, 2, 256).tracer == "emu"
+    assert "s of emulation expected for 2 CTAs" in pick(over, 2, 256).note
+    assert expected_seconds(0.5, 1, 256) == 0.5  # one CTA: no batch after it
 
 
 class Recorder:

@@ -95,6 +95,15 @@ def test_verify_returns_outputs_and_poison_exposes_unwritten_elements():
     assert unwritten(b.outputs["out"]) == 32  # the upper half kept its NaN poison
 
 
+def test_inputs_come_back_only_when_asked():
+    from dataclasses import replace
+
+    be = FakeBackend(dict(KERNELS), {"copy": 1.0})
+    assert set(run_job(make_job(["copy"]), be).inputs) == {"in"}
+    res = run_job(replace(make_job(["copy"]), return_inputs=False), be)
+    assert res.ok and res.inputs == {} and res.outcomes[0].outputs
+
+
 def test_identical_outputs_come_back_as_one_array():
     """A later launch whose output has the first launch's bytes shares its array (pickled once,
     compared at once by the parent); one that differs keeps its own."""
