@@ -1539,10 +1539,7 @@ class Batch:
                 lock_extra += blen
                 block_warps[p] += nw
                 block_lanes[p] += n
-                if (
-                    steps & 255 == 0
-                    and int(warp_count.max()) + lock_extra > self.max_instructions
-                ):
+                if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
                     self._budget_error(p)
                 term = blk.term
                 kind = term[0]

@@ -623,7 +623,6 @@ def _build_fma(b: Batch, ins: Instr, t: str, rnd: str, sat: bool) -> Op:
     a, c, e = (getter(b, ops[k], t) for k in (1, 2, 3))
     d = Dst(b, ops[0], t)
     if t == "f32":
-
         nearest = rnd in ("rn", "", "rna") and not sat
 
         def op32(m: Mask) -> None:
