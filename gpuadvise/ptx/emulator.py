@@ -506,6 +506,9 @@ class RecordSink:
 class Batch:
     """Whole CTAs executing together; see the module docstring."""
 
+    # steps in lockstep (see run()); off, every step takes the general path (tests compare both)
+    lockstep = True
+
     def __init__(
         self,
         image: KernelImage,
@@ -1598,7 +1601,7 @@ class Batch:
                 ws = allw[sel] if not sel.all() else allw
                 masks = cur_mask[ws]
                 if ws.size == nw and bool((masks == FULL32).all()):
-                    if bool((sp == 0).all()) and bool((st_rpc[0] == vexit).all()):
+                    if self.lockstep and bool((sp == 0).all()) and bool((st_rpc[0] == vexit).all()):
                         lock = p  # every warp here with all its lanes: run it in lockstep
                         continue
                     mask = Mask(None, n)
