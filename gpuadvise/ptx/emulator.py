@@ -390,6 +390,9 @@ def _reserve_records(size: int) -> tuple[np.ndarray, Any]:
     return np.frombuffer(mm, RECORD, count=size), mm
 
 
+_RAW_RECORD = np.dtype((np.void, RECORD.itemsize))
+
+
 class RecordSink:
     """Collects the records of all batches, written once into their final place.
 
@@ -411,6 +414,8 @@ class RecordSink:
         self.limit_bytes = limit
         self.capacity = max(1, limit // RECORD.itemsize)
         self.buf: np.ndarray | None = None
+        self.raw: np.ndarray = np.zeros(0, _RAW_RECORD)
+        self.addr: np.ndarray = np.zeros((0, 32), np.uint64)
         self._mm: Any = None
         self.keys: dict[tuple[int, int], int] = {}
         self.key_kind: dict[tuple[int, int], tuple[int, int]] = {}
@@ -432,19 +437,29 @@ class RecordSink:
 
     def reserve(self, n: int) -> np.ndarray:
         """The next ``n`` records, to be filled by the caller."""
-        need = self.count + n
+        start = self.reserve_index(n)
+        assert self.buf is not None
+        return self.buf[start : start + n]
+
+    def reserve_index(self, n: int) -> int:
+        """Reserve the next ``n`` records; their first index in :attr:`buf` (and in the column
+        views :attr:`raw` and :attr:`addr`)."""
+        start = self.count
+        need = start + n
         if need > self.capacity:
-            raise EmulationError(
-                f"the memory trace grew past {self.limit_bytes / 2**30:.1f} GiB "
-                f"({need} warp-level accesses)",
-                "trace fewer CTAs (--sample-ctas), or a smaller problem size",
-            )
+            self._over(need)
         if self.buf is None or need > len(self.buf):
             self._grow(need)
-        assert self.buf is not None
-        out = self.buf[self.count : need]
         self.count = need
-        return out
+        return start
+
+    def _over(self, need: int) -> None:
+        """Called with the record count a reservation would reach past the capacity: raises."""
+        raise EmulationError(
+            f"the memory trace grew past {self.limit_bytes / 2**30:.1f} GiB "
+            f"({need} warp-level accesses)",
+            "trace fewer CTAs (--sample-ctas), or a smaller problem size",
+        )
 
     def _grow(self, need: int) -> None:
         """Reserve the whole capacity at once (untouched pages cost nothing); where the system
@@ -465,6 +480,9 @@ class RecordSink:
             new[: self.count] = self.buf[: self.count]
         self.buf = new
         self._mm = mm
+        # whole records as opaque bytes (a template copied in one memcpy) and the address column
+        self.raw = new.view(_RAW_RECORD)
+        self.addr = new["addr"]
 
     def ordered_keys(self) -> list[tuple[int, int]]:
         return sorted(self.keys)
@@ -487,6 +505,9 @@ class RecordSink:
 
 class Batch:
     """Whole CTAs executing together; see the module docstring."""
+
+    # steps in lockstep (see run()); off, every step takes the general path (tests compare both)
+    lockstep = True
 
     def __init__(
         self,
@@ -552,7 +573,9 @@ class Batch:
         self.block_lanes: list[int] = [0] * nb_
         self.block_splits: list[int] = [0] * nb_
         self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
-        self._record_templates: dict[int, np.ndarray] = {}  # full-mask records per trace key
+        # full-mask records per trace key: (template, epoch generation, its raw view)
+        self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
+        self._epoch_gen = 0  # counts the changes of warp_epoch
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -985,23 +1008,7 @@ class Batch:
         key = sink.key(index, sp, kind, width)
         nw = self.nwarps
         if lanes is None:
-            # every lane: the fields but the addresses and epochs come from one template per
-            # instruction (one copy instead of seven strided field writes)
-            tmpl = self._record_templates.get(key)
-            if tmpl is None:
-                tmpl = np.zeros(nw, RECORD)
-                tmpl["cta"] = self.warp_cta
-                tmpl["warp"] = self.warp_in_cta
-                tmpl["mask"] = 0xFFFFFFFF
-                tmpl["inst"] = key
-                tmpl["width"] = width
-                tmpl["space"] = int(sp)
-                tmpl["kind"] = int(kind)
-                self._record_templates[key] = tmpl
-            rec = sink.reserve(nw)
-            rec[...] = tmpl
-            rec["addr"] = taddr.reshape(nw, 32)
-            rec["epoch"] = self.warp_epoch
+            self._record_full(sink, key, sp, kind, width, taddr)
             return
         else:
             if lanes.size == 0:
@@ -1024,6 +1031,33 @@ class Batch:
         rec["width"] = width
         rec["space"] = int(sp)
         rec["kind"] = int(kind)
+
+    def _record_full(
+        self, sink: RecordSink, key: int, sp: Space, kind: Kind, width: int, taddr: np.ndarray
+    ) -> None:
+        """Write the records of an access by every lane of the batch (trace key ``key``): every
+        field but the addresses comes from one template per key, made again only when the warps'
+        barrier epochs changed since; one copy of whole records, then the address column."""
+        got = self._record_templates.get(key)
+        if got is None or got[1] != self._epoch_gen:
+            if got is None:
+                tmpl = np.zeros(self.nwarps, RECORD)
+                tmpl["cta"] = self.warp_cta
+                tmpl["warp"] = self.warp_in_cta
+                tmpl["mask"] = 0xFFFFFFFF
+                tmpl["inst"] = key
+                tmpl["width"] = width
+                tmpl["space"] = int(sp)
+                tmpl["kind"] = int(kind)
+            else:
+                tmpl = got[0]
+            tmpl["epoch"] = self.warp_epoch
+            got = (tmpl, self._epoch_gen, tmpl.view(_RAW_RECORD))
+            self._record_templates[key] = got
+        nw = self.nwarps
+        start = sink.reserve_index(nw)
+        sink.raw[start : start + nw] = got[2]
+        sink.addr[start : start + nw] = taddr.reshape(nw, 32)
 
     # -- memory instructions ----------------------------------------------------------------------
 
@@ -1057,6 +1091,8 @@ class Batch:
         shift = es.bit_length() - 1
         kind = Kind.LOAD if is_load else Kind.STORE
         kname = "load" if is_load else "store"
+        fast = self._fast_global(index, space, addr_op, kind, width)
+        heap = self.gmem.views[es]
         if is_load:
             stores = [
                 None
@@ -1071,8 +1107,23 @@ class Batch:
                     raise UnsupportedInstructionError(
                         f"load into {x.name}", None, opcode=ins.opcode
                     )
+            # (register, whether it holds the loaded bits as they are) per vector item
+            dests = [
+                (k, st, st.dtype != np.bool_ and st.itemsize == es)
+                for k, st in enumerate(stores)
+                if st is not None
+            ]
+            tdt = NP_TYPES[t]
 
             def ld(m: Mask) -> None:
+                if m.b is None and fast is not None:
+                    offs = fast()
+                    if offs is not None:
+                        eidx = offs >> shift if shift else offs
+                        for k, st, same in dests:
+                            vals = heap[eidx + k] if k else heap[eidx]
+                            st[...] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
+                        return
                 idx = m.idx()
                 a = addr_fn(idx)
                 cnt = self.n if idx is None else len(idx)
@@ -1096,8 +1147,25 @@ class Batch:
             return ld
         getters = [getter(self, x, t) for x in items]
         bits = np.dtype(f"u{es}")
+        # per vector item: the register whose bits are stored as they are, else None
+        raw_regs = [
+            st if st is not None and st.dtype != np.bool_ and st.itemsize == es else None
+            for st in (self.regs.get(x.name) if isinstance(x, Reg) else None for x in items)
+        ]
+        tdt = NP_TYPES[t]
 
         def st_op(m: Mask) -> None:
+            if m.b is None and fast is not None:
+                offs = fast()
+                if offs is not None:
+                    eidx = offs >> shift if shift else offs
+                    for k, (g, raw) in enumerate(zip(getters, raw_regs, strict=True)):
+                        if raw is None:
+                            v = np.asarray(g())
+                            vb = np.asarray(v.astype(tdt, copy=False))
+                            raw = vb.view(bits) if vb.ndim else vb.astype(tdt).view(bits)
+                        heap[eidx + k if k else eidx] = raw
+                    return
             idx = m.idx()
             a = addr_fn(idx)
             cnt = self.n if idx is None else len(idx)
@@ -1129,6 +1197,43 @@ class Batch:
                     view[eidx + k if k else eidx] = vb
 
         return st_op
+
+    def _fast_global(
+        self, index: int, space: str, addr_op: Any, kind: Kind, width: int
+    ) -> Callable[[], np.ndarray | None] | None:
+        """For a global (or generic) access whose address is a 64-bit register plus an offset: a
+        function that, for an access by every lane of the batch, checks the addresses (aligned,
+        all inside one buffer), fills the lazy pages they reach, writes the trace records and
+        returns the heap byte offsets; or returns None (nothing done: the general path then
+        checks again and raises). None when the access is of another form."""
+        if space not in ("global", "generic") or not isinstance(addr_op, Addr):
+            return None
+        base = addr_op.base
+        store = self.regs.get(base.name) if isinstance(base, Reg) else None
+        if store is None or store.dtype.itemsize != 8:
+            return None
+        sv64 = store.view(np.int64)
+        off = np.int64(addr_op.offset)
+        gmem = self.gmem
+        sink = self.sink
+        mis = width - 1
+        key = -1
+
+        def fast() -> np.ndarray | None:
+            nonlocal key
+            a = sv64 + off if off else sv64.copy()
+            if mis and int(np.bitwise_or.reduce(a)) & mis:
+                return None
+            offs = gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
+            if offs is None:
+                return None
+            if sink is not None:
+                if key < 0:
+                    key = sink.key(index, Space.GLOBAL, kind, width)
+                self._record_full(sink, key, Space.GLOBAL, kind, width, a)
+            return offs
+
+        return fast
 
     def _view(self, space: str, es: int) -> np.ndarray:
         if space == "global":
@@ -1417,50 +1522,104 @@ class Batch:
             # above the reconvergence one when every side went to j: settle those
             settle(ws[sp[ws] < base])
 
+        # Lockstep: while every warp is at one block, at the bottom of its stack with all its
+        # lanes (one CTA's warps in a loop, say), a step needs none of the per-warp arrays: they
+        # are left as they were on entry (st_pc[0] and cur_pc behind by the blocks run since,
+        # warp_count by lock_extra) and brought up to date when a step leaves lockstep.
+        lock = -1  # the block every warp is at, in lockstep; -1: not in lockstep
+        lock_extra = 0  # instructions every warp executed in lockstep, not in warp_count yet
+        full_mask = Mask(None, n)
         while True:
-            runnable = live & ~is_barrier[cur_pc]
-            if not runnable.any():
-                waiting = np.flatnonzero(live & is_barrier[cur_pc])
-                if waiting.size == 0:
-                    break
-                for blk_id in np.unique(cur_pc[waiting]):
-                    ws = waiting[cur_pc[waiting] == blk_id]
-                    blk = blocks[int(blk_id)]
-                    ins_index = blk.start
-                    mask = self._lane_mask(ws, cur_mask[ws], n)
-                    self.ops[ins_index](mask)
-                    self.warp_epoch[ws] += 1
-                    active_b = int(np.bitwise_count(cur_mask[ws]).sum())
-                    lane_instr += active_b
-                    block_warps[int(blk_id)] += int(ws.size)
-                    block_lanes[int(blk_id)] += active_b
-                    set_pc(ws, int(blk.term[1]))
-                continue
-            pcs = cur_pc[runnable]
-            p = int(pcs.min())
-            if p == int(pcs.max()):
-                sel = runnable
+            if lock >= 0:
+                p = lock
+                blk = blocks[p]
+                steps += 1
+                self.step_counter = steps
+                for op in block_ops[p]:
+                    op(full_mask)
+                blen = block_len[p]
+                lane_instr += n * blen
+                lock_extra += blen
+                block_warps[p] += nw
+                block_lanes[p] += n
+                if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
+                    self._budget_error(p)
+                term = blk.term
+                kind = term[0]
+                target = -1
+                if kind in ("fall", "bra"):
+                    target = int(term[1])
+                elif kind == "cbra":
+                    _, guard, neg, taken, fall = term
+                    taken_i, fall_i = int(taken), int(fall)
+                    pv = self.regs.get(str(guard))
+                    if taken_i == fall_i:
+                        target = taken_i
+                    elif pv is not None and pv.dtype == np.bool_:
+                        if pv.all():
+                            target = fall_i if neg else taken_i
+                        elif not pv.any():
+                            target = taken_i if neg else fall_i
+                if target >= 0 and target != vexit and not is_barrier[target]:
+                    lock = target
+                    continue
+                # leave lockstep; the terminator is handled below, as in any step
+                lock = -1
+                st_pc[0] = p
+                cur_pc[:] = p
+                warp_count += lock_extra
+                lock_extra = 0
+                ws = allw
+                masks = cur_mask[ws]
+                mask = full_mask
             else:
-                sel = runnable & (cur_pc == p)
-            ws = allw[sel] if not sel.all() else allw
-            masks = cur_mask[ws]
-            if ws.size == nw and bool((masks == FULL32).all()):
-                mask = Mask(None, n)
-                active = n
-            else:
-                mask = self._lane_mask(ws, masks, n)
-                active = int(np.bitwise_count(masks).sum())
-            blk = blocks[p]
-            steps += 1
-            self.step_counter = steps
-            for op in block_ops[p]:
-                op(mask)
-            lane_instr += active * block_len[p]
-            warp_count[ws] += block_len[p]
-            block_warps[p] += ws.size
-            block_lanes[p] += active
-            if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
-                self._budget_error(p)
+                runnable = live & ~is_barrier[cur_pc]
+                if not runnable.any():
+                    waiting = np.flatnonzero(live & is_barrier[cur_pc])
+                    if waiting.size == 0:
+                        break
+                    for blk_id in np.unique(cur_pc[waiting]):
+                        ws = waiting[cur_pc[waiting] == blk_id]
+                        blk = blocks[int(blk_id)]
+                        ins_index = blk.start
+                        mask = self._lane_mask(ws, cur_mask[ws], n)
+                        self.ops[ins_index](mask)
+                        self.warp_epoch[ws] += 1
+                        self._epoch_gen += 1
+                        active_b = int(np.bitwise_count(cur_mask[ws]).sum())
+                        lane_instr += active_b
+                        block_warps[int(blk_id)] += int(ws.size)
+                        block_lanes[int(blk_id)] += active_b
+                        set_pc(ws, int(blk.term[1]))
+                    continue
+                pcs = cur_pc[runnable]
+                p = int(pcs.min())
+                if p == int(pcs.max()):
+                    sel = runnable
+                else:
+                    sel = runnable & (cur_pc == p)
+                ws = allw[sel] if not sel.all() else allw
+                masks = cur_mask[ws]
+                if ws.size == nw and bool((masks == FULL32).all()):
+                    if self.lockstep and bool((sp == 0).all()) and bool((st_rpc[0] == vexit).all()):
+                        lock = p  # every warp here with all its lanes: run it in lockstep
+                        continue
+                    mask = Mask(None, n)
+                    active = n
+                else:
+                    mask = self._lane_mask(ws, masks, n)
+                    active = int(np.bitwise_count(masks).sum())
+                blk = blocks[p]
+                steps += 1
+                self.step_counter = steps
+                for op in block_ops[p]:
+                    op(mask)
+                lane_instr += active * block_len[p]
+                warp_count[ws] += block_len[p]
+                block_warps[p] += ws.size
+                block_lanes[p] += active
+                if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
+                    self._budget_error(p)
             term = blk.term
             kind = term[0]
             if kind in ("fall", "bra"):

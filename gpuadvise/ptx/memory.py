@@ -142,6 +142,7 @@ class GlobalMemory:
         self.by_name = {b.name: b for b in infos}
         self.sizes = np.array([b.size for b in infos] + [0], dtype=np.int64)
         self.starts = np.array([b.start for b in infos] + [0], dtype=np.int64)
+        self._deltas = [np.int64(b.base - b.start) for b in infos]  # virtual minus heap
 
     def _touch(self, offs: np.ndarray, width: int) -> None:
         """Fill the pages of lazy buffers that accesses of ``width`` bytes at heap offsets
@@ -156,22 +157,21 @@ class GlobalMemory:
         if one_page:  # aligned accesses of a power of two up to a page: the last byte's page too
             if filled.all():
                 return
-            pages = np.sort(first[~filled])
+            pages = first[~filled]
         else:
             last = (offs + (width - 1)) >> PAGE_SHIFT
             need_last = ~self._filled[last]
             if filled.all() and not need_last.any():
                 return
-            pages = np.sort(np.concatenate([first[~filled], last[need_last]]))
-        # sorted distinct pages by one sort: np.unique (a hash table in numpy 2.3+) costs ~0.7 ms
-        # even on a few hundred values, and this runs for most loads of a CTA that streams
-        if len(pages) > 1:
-            pages = pages[np.r_[True, pages[1:] != pages[:-1]]]
-        self._fill_pages(pages)
+            pages = np.concatenate([first[~filled], last[need_last]])
+        self._fill_pages(_distinct(pages))
 
     def _fill_pages(self, pages: np.ndarray) -> None:
         """Fill ``pages`` (sorted, unique, none filled yet) from the lazy buffers' sources: runs
         of consecutive pages with one call per lazy buffer a run overlaps."""
+        if len(pages) == 1:
+            self._fill_run(int(pages[0]), int(pages[0]) + 1)
+            return
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         for run in np.split(pages, breaks):
             self._fill_run(int(run[0]), int(run[-1]) + 1)
@@ -208,17 +208,10 @@ class GlobalMemory:
         """
         if addr.size == 0:
             return np.zeros(0, np.int64), None
-        lo = int(addr.min())
-        hi = int(addr.max())
+        offs = self.in_one_buffer(addr, int(addr.min()), int(addr.max()), width)
+        if offs is not None:
+            return offs, None
         nbuf = len(self.buffers)
-        i = (lo - GLOBAL_BASE) >> GLOBAL_STRIDE_BITS
-        if lo >= GLOBAL_BASE and 0 <= i < nbuf:
-            b = self.buffers[i]
-            if hi + width <= b.base + b.size:
-                offs = addr - np.int64(b.base - b.start)
-                if self._lazy:
-                    self._touch(offs, width)
-                return offs, None
         rel = addr - np.int64(GLOBAL_BASE)
         bi = rel >> GLOBAL_STRIDE_BITS
         valid = (rel >= 0) & (bi < nbuf)
@@ -229,6 +222,32 @@ class GlobalMemory:
         if self._lazy:
             self._touch(heap_off, width)
         return heap_off, (None if bool(inside.all()) else ~inside)
+
+    def in_one_buffer(
+        self, addr: np.ndarray, lo: int, hi: int, width: int, aligned: bool = False
+    ) -> np.ndarray | None:
+        """Heap byte offsets of ``addr`` (``lo``/``hi`` its least and greatest) for accesses of
+        ``width`` bytes, their lazy pages filled, when every access lies inside one buffer; None
+        when some does not (:meth:`translate` then finds which). ``aligned``: the caller checked
+        that every address is a multiple of ``width``."""
+        i = (lo - GLOBAL_BASE) >> GLOBAL_STRIDE_BITS
+        if lo < GLOBAL_BASE or i >= len(self.buffers):
+            return None
+        b = self.buffers[i]
+        if hi + width > b.base + b.size:
+            return None
+        offs = addr - self._deltas[i]
+        if self._lazy:
+            if aligned and width & (width - 1) == 0 and width <= (1 << PAGE_SHIFT):
+                # aligned accesses of a power of two up to a page stay in the page of their
+                # first byte: what _touch does, its alignment check known
+                first = offs >> PAGE_SHIFT
+                filled = self._filled[first]
+                if not filled.all():
+                    self._fill_pages(_distinct(first[~filled]))
+            else:
+                self._touch(offs, width)
+        return offs
 
     def describe(self, address: int, width: int) -> tuple[str | None, int | None, str]:
         """(buffer name, offset in it, a phrase) for an address no buffer holds."""
@@ -257,6 +276,16 @@ class GlobalMemory:
             off,
             (f"at byte offset {off} of buffer {b.name!r}, which holds {b.size} bytes"),
         )
+
+
+def _distinct(pages: np.ndarray) -> np.ndarray:
+    """``pages`` sorted, each once: by one sort, since np.unique (a hash table in numpy 2.3+)
+    costs ~0.7 ms even on a few hundred values, and this runs for most loads of a CTA that
+    streams."""
+    if len(pages) < 2:
+        return pages
+    pages = np.sort(pages)
+    return pages[np.r_[True, pages[1:] != pages[:-1]]]
 
 
 def _page_end(byte_end: int) -> int:

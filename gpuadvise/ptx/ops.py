@@ -213,6 +213,11 @@ class Dst:
             self.direct = self.store
 
     def __call__(self, val: Any, m: Mask) -> None:
+        if m.b is None and type(val) is np.ndarray and val.dtype == self.dt:
+            direct = self.direct
+            if direct is not None:  # what the conversions below come to: the bits as they are
+                direct[...] = val
+                return
         if self.t == "pred" or self.store.dtype == np.bool_:
             v = np.asarray(val)
             if self.store.dtype == np.bool_:
@@ -618,9 +623,16 @@ def _build_fma(b: Batch, ins: Instr, t: str, rnd: str, sat: bool) -> Op:
     a, c, e = (getter(b, ops[k], t) for k in (1, 2, 3))
     d = Dst(b, ops[0], t)
     if t == "f32":
+        nearest = rnd in ("rn", "", "rna") and not sat
 
         def op32(m: Mask) -> None:
-            r = np.asarray(a(), F64) * c() + e()
+            r = np.asarray(a(), F64) * c()
+            r += e()
+            if nearest:
+                direct = d.out(m)
+                if direct is not None:  # rounded to nearest by the cast
+                    direct[...] = r
+                    return
             out = round_to_f32(r, rnd)
             if sat:
                 out = _sat01(np.asarray(out))

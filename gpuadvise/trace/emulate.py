@@ -480,49 +480,65 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
         return 0
     base, size = int(span[0]), int(span[1])
     lanes = np.uint32(1) << np.arange(32, dtype=np.uint32)
+    # columns, gathered a stretch at a time (never whole records); an address is in the buffer
+    # when its offset from the base, wrapping below it, is under the size
+    addr_col, mask_col, kind_col, width_col = r["addr"], r["mask"], r["kind"], r["width"]
+    ubase, usize = np.uint64(base), np.uint64(size)
 
-    def inside(rec: np.ndarray) -> np.ndarray:
-        addr = rec["addr"].astype(np.int64) - np.int64(base)
-        active = (rec["mask"][:, None] & lanes[None, :]) != 0
-        return active & (addr >= 0) & (addr < size)
+    def offsets(rows: np.ndarray) -> np.ndarray:
+        """Byte offsets from the buffer's base (uint64, wrapped) of records ``rows``."""
+        a = addr_col[rows]
+        a -= ubase
+        return a
+
+    def inside(rows: np.ndarray, off: np.ndarray) -> np.ndarray:
+        active = (mask_col[rows][:, None] & lanes[None, :]) != 0
+        return active & (off < usize)
 
     glob = np.flatnonzero(r["space"] == int(Space.GLOBAL))
     # only the records with some lane's address in the buffer (active or not: a superset of
     # those that reach it) matter, found on the address column alone, a stretch at a time
-    lo, hi = np.uint64(base), np.uint64(base + size)
     touching = []
     for i in range(0, len(glob), chunk_records):
         part = glob[i : i + chunk_records]
-        a = r["addr"][part]
-        touching.append(part[((a >= lo) & (a < hi)).any(axis=1)])
+        touching.append(part[(offsets(part) < usize).any(axis=1)])
     glob = np.concatenate(touching) if touching else glob
-    reads = glob[r["kind"][glob] != int(Kind.STORE)]
+    reads = glob[kind_col[glob] != int(Kind.STORE)]
     if not any(
-        inside(r[reads[i : i + chunk_records]]).any() for i in range(0, len(reads), chunk_records)
+        inside(rows, offsets(rows)).any()
+        for rows in (reads[i : i + chunk_records] for i in range(0, len(reads), chunk_records))
     ):
         return 0  # the kernel never reads the buffer (an output it only writes)
     words = max(1, (size + 3) // 4)
     written = np.zeros(words, dtype=bool)
     for start in range(0, len(glob), chunk_records):
-        rec = r[glob[start : start + chunk_records]]
-        hit = inside(rec)
+        rows = glob[start : start + chunk_records]
+        off = offsets(rows)
+        hit = inside(rows, off)
         if not hit.any():
             continue
-        addr = rec["addr"].astype(np.int64) - np.int64(base)
-        order = np.broadcast_to(np.arange(len(rec), dtype=np.int64)[:, None], addr.shape)
-        kind = rec["kind"][:, None]
+        addr = off.view(np.int64)
+        kind = kind_col[rows][:, None]
         is_write = hit & (kind != int(Kind.LOAD))
         is_read = hit & (kind != int(Kind.STORE))
-        # the words each write covers, with the write's position in the stretch
-        w_addr, w_ord = addr[is_write], order[is_write]
-        w_width = np.broadcast_to(rec["width"].astype(np.int64)[:, None], addr.shape)[is_write]
+        # the words each write covers (k: the word after the first it reaches)
+        w_addr = addr[is_write]
+        w_width = np.broadcast_to(width_col[rows].astype(np.int64)[:, None], addr.shape)[is_write]
         covered = (w_addr % 4 + np.maximum(w_width, 1) + 3) // 4
-        parts = [(w_addr[covered > k] // 4 + k, w_ord[covered > k]) for k in range(9)]
-        w_word = np.minimum(np.concatenate([p[0] for p in parts]), words - 1)
-        w_first = np.concatenate([p[1] for p in parts])
+        spans = range(9) if len(covered) and int(covered.max()) > 1 else range(1)
+        w_word = np.minimum(
+            np.concatenate([w_addr[covered > k] // 4 + k for k in spans]), words - 1
+        )
         r_word = np.minimum(addr[is_read] // 4, words - 1)
-        r_ord = order[is_read]
         unwritten = ~written[r_word]
+        if not unwritten.any():  # every word read was written in an earlier stretch
+            written[w_word] = True
+            continue
+        # the reads of words the earlier stretches did not write: written before in this one?
+        order = np.broadcast_to(np.arange(len(rows), dtype=np.int64)[:, None], addr.shape)
+        w_ord = order[is_write]
+        w_first = np.concatenate([w_ord[covered > k] for k in spans])
+        r_ord = order[is_read]
         if len(w_word) and len(r_word):
             o = np.lexsort((w_first, w_word))
             ws, fs = w_word[o], w_first[o]
@@ -703,10 +719,8 @@ def _emulate(
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
         (the models copy the trace after it: it may take only part of the memory)."""
 
-        def reserve(self, n: int) -> np.ndarray:
-            if self.count + n > self.capacity:
-                raise _TraceFull(self.count + n)
-            return super().reserve(n)
+        def _over(self, need: int) -> None:
+            raise _TraceFull(need)
 
     sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
     # the pages of the buffers the traced CTAs touch, made as they run (GlobalMemory)

@@ -1,0 +1,109 @@
+"""The emulator's fast paths (global accesses by every lane, lockstep steps) give what the general
+path gives: the same trace records, outputs and counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpuadvise.ptx import emulator
+from gpuadvise.trace.emulate import emulate_ptx
+
+# Each thread walks its own column of `in` (stride: all threads) for n iterations, plus one more
+# on odd threads (the loop's last branch splits every warp), storing a running sum; then the
+# first 40 threads of each CTA store again under a predicate (a partial mask).
+PTX = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p_in, .param .u64 p_out, .param .u32 p_n)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [p_in];
+  ld.param.u64 %rd2, [p_out];
+  ld.param.u32 %r1, [p_n];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mov.u32 %r9, %nctaid.x;
+  mad.lo.s32 %r5, %r3, %r4, %r2;
+  mul.lo.s32 %r10, %r9, %r4;
+  mul.wide.s32 %rd3, %r5, 4;
+  mul.wide.s32 %rd6, %r10, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  and.b32 %r7, %r2, 1;
+  add.s32 %r8, %r1, %r7;
+  mov.f32 %f1, 0f00000000;
+  mov.u32 %r6, 0;
+$L_loop:
+  ld.global.f32 %f2, [%rd4];
+  fma.rn.f32 %f1, %f2, 0f3F000000, %f1;
+  st.global.f32 [%rd5], %f1;
+  add.s64 %rd4, %rd4, %rd6;
+  add.s32 %r6, %r6, 1;
+  setp.lt.u32 %p1, %r6, %r8;
+  @%p1 bra $L_loop;
+  setp.lt.u32 %p2, %r2, 40;
+  @%p2 st.global.f32 [%rd5], %f2;
+  ret;
+}
+"""
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, int]:
+    used = 0
+    make = emulator.Batch._fast_global
+
+    def counted(self: Any, *args: Any) -> Any:
+        fn = make(self, *args)
+        if fn is None or not fast:
+            return None
+
+        def wrapped() -> Any:
+            nonlocal used
+            got = fn()
+            used += got is not None
+            return got
+
+        return wrapped
+
+    with monkeypatch.context() as mp:
+        mp.setattr(emulator.Batch, "_fast_global", counted)
+        mp.setattr(emulator.Batch, "lockstep", fast)
+        grid, block, n = 3, 64, 6
+        inp = np.arange(grid * block * (n + 1), dtype=np.float32) * np.float32(0.25)
+        out = np.zeros(grid * block, np.float32)
+        e = emulate_ptx(PTX, "k", grid, block, [inp, out, np.uint32(n)])
+    return e, used
+
+
+def test_fast_paths_match_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, used = _run(monkeypatch, True)
+    slow, unused = _run(monkeypatch, False)
+    assert used > 0 and unused == 0  # the fast path ran in one, not in the other
+    assert fast.trace.records.tobytes() == slow.trace.records.tobytes()
+    assert fast.outputs["arg1"].tobytes() == slow.outputs["arg1"].tobytes()
+    assert (fast.lane_instructions, fast.warp_steps) == (slow.lane_instructions, slow.warp_steps)
+    assert fast.simt == slow.simt
+    # the partial-mask store and the odd threads' last iteration are in the trace
+    masks = fast.trace.records["mask"]
+    assert (masks != 0xFFFFFFFF).any() and (masks == 0xFFFFFFFF).any()
+
+
+def test_misaligned_access_raises_the_same_error_on_the_fast_path() -> None:
+    inp = np.zeros(64 * 8, np.float32)
+    out = np.zeros(64, np.float32)
+    bad = PTX.replace(
+        "add.s64 %rd4, %rd1, %rd3;", "add.s64 %rd4, %rd1, %rd3;\n  add.s64 %rd4, %rd4, 2;"
+    )
+    with pytest.raises(emulator.MemoryAccessError, match="misaligned load") as got:
+        emulate_ptx(bad, "k", 1, 64, [inp, out, np.uint32(2)])
+    assert "block (0, 0, 0), thread (0, 0, 0)" in str(got.value)
