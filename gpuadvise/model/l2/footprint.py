@@ -76,50 +76,57 @@ EXTRACT_CHUNK_RECORDS = 1 << 16
 all records at once (a warp reading 32 rows touches 32 sectors a record) took gigabytes."""
 
 
-def _repeats(records: np.ndarray) -> np.ndarray:
-    """Per record: True when it touches exactly the sectors of the record before it of the same
-    CTA, warp and instruction (same lanes, each lane's first and last byte in the same sector).
+def _fresh_lanes(records: np.ndarray) -> np.ndarray:
+    """Per record: its active lanes less those that touch exactly the sectors the same lane
+    touched in the record before it of the same CTA, warp and instruction (the lane's first and
+    last byte each in the same sector as then).
 
-    A loop that walks a row per thread 4 bytes at a time repeats each lane's sector 8 times; the
-    repeats add no (CTA, sector, kind) triple, so :func:`sector_touches` skips them before the
-    per-lane expansion (exact: same instruction, same kind)."""
+    A loop that walks a row per thread 4 bytes at a time repeats each lane's sector 8 times
+    (llm.c's softmax: rows of 201,028 bytes, so the lanes cross sectors at different iterations
+    and no whole record repeats); those lanes add no (CTA, sector, kind) triple, so
+    :func:`sector_touches` leaves them out of the per-lane expansion (exact: same instruction,
+    same kind, and the first record of each chain keeps every lane)."""
     n = len(records)
-    rep = np.zeros(n, dtype=bool)
+    mask = records["mask"].copy()
     if n < 2:
-        return rep
+        return mask
     cta = records["cta"].astype(np.int64)
     wi = (records["warp"].astype(np.int64) << 32) | records["inst"].astype(np.int64)
     order = sort_pairs(cta - int(cta.min()), wi - int(wi.min()))
-    cta, wi, mask = cta[order], wi[order], records["mask"][order]
-    same = np.zeros(n, dtype=bool)  # same group and lanes as the record before it in `order`
-    same[1:] = (cta[1:] == cta[:-1]) & (wi[1:] == wi[:-1]) & (mask[1:] == mask[:-1])
-    addr, width = records["addr"], records["width"]
+    cs, ws = cta[order], wi[order]
+    same = np.zeros(n, dtype=bool)  # same group as the record before it in `order`
+    same[1:] = (cs[1:] == cs[:-1]) & (ws[1:] == ws[:-1])
+    addr, width, m = records["addr"], records["width"], records["mask"]
     five = np.uint64(5)
     for lo in range(1, n, EXTRACT_CHUNK_RECORDS):
         hi = min(lo + EXTRACT_CHUNK_RECORDS, n)
-        if not same[lo:hi].any():
+        pos = np.flatnonzero(same[lo:hi]) + lo
+        if not len(pos):
             continue
-        rows = order[lo - 1 : hi]
-        a = addr[rows]  # (k + 1, 32): the chunk and the record before it
-        w = width[rows].astype(np.uint64)[:, None] - np.uint64(1)
-        eq = (a[1:] >> five) == (a[:-1] >> five)
+        cur, prev = order[pos], order[pos - 1]
+        a, b = addr[cur], addr[prev]
+        eq = (a >> five) == (b >> five)
+        w = width[cur].astype(np.uint64)[:, None] - np.uint64(1)
         if bool(w.any()):
-            eq &= ((a[1:] + w[1:]) >> five) == ((a[:-1] + w[:-1]) >> five)
-        eq |= ~active_lanes(mask[lo:hi])
-        rep[rows[1:]] = same[lo:hi] & eq.all(axis=1)
-    return rep
+            eq &= ((a + w) >> five) == ((b + w) >> five)
+        eq &= active_lanes(m[cur]) & active_lanes(m[prev])
+        gone = np.packbits(eq, axis=1, bitorder="little").view(np.uint32).reshape(-1)
+        mask[cur] &= ~gone
+    return mask
 
 
 def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(CTA, sector, flag) of every sector the records touch (flag: 1 load, 2 store, 5 atomic),
     each triple once per chunk of :data:`EXTRACT_CHUNK_RECORDS` records (the repeats of a loop
-    within a CTA dropped as the records stream by, and before that the records that repeat the
-    sectors of the one before them, :func:`_repeats`). It does not depend on the granule: compute
+    within a CTA dropped as the records stream by, and before that the lanes that repeat their
+    sectors of the record before, :func:`_fresh_lanes`). It does not depend on the granule: compute
     it once and pass it to :func:`extract` for each granule."""
-    keep = np.flatnonzero(~_repeats(records))  # no copy of the kept records: a chunk at a time
+    fresh = _fresh_lanes(records)
+    keep = np.flatnonzero(fresh)  # no copy of the kept records: a chunk at a time
     ctas, secs, flags = [], [], []
     for start in range(0, len(keep), EXTRACT_CHUNK_RECORDS):
         part = records[keep[start : start + EXTRACT_CHUNK_RECORDS]]
+        part["mask"] = fresh[keep[start : start + EXTRACT_CHUNK_RECORDS]]
         rec, sec_u = touched_lines(part, SECTOR_BYTES)
         if len(rec) == 0:
             continue
