@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuadvise.arrays import distinct, member
-from gpuadvise.model.coalescing import SECTOR_BYTES, active_lanes, touched_lines
+from gpuadvise.model.coalescing import SECTOR_BYTES, active_lanes
 from gpuadvise.trace.access import Kind
 
 __all__ = [
@@ -122,18 +122,32 @@ def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     sectors of the record before, :func:`_fresh_lanes`). It does not depend on the granule: compute
     it once and pass it to :func:`extract` for each granule."""
     fresh = _fresh_lanes(records)
-    keep = np.flatnonzero(fresh)  # no copy of the kept records: a chunk at a time
     ctas, secs, flags = [], [], []
-    for start in range(0, len(keep), EXTRACT_CHUNK_RECORDS):
-        part = records[keep[start : start + EXTRACT_CHUNK_RECORDS]]
-        part["mask"] = fresh[keep[start : start + EXTRACT_CHUNK_RECORDS]]
-        rec, sec_u = touched_lines(part, SECTOR_BYTES)
-        if len(rec) == 0:
+    for lo in range(0, len(records), EXTRACT_CHUNK_RECORDS):
+        part = records[lo : lo + EXTRACT_CHUNK_RECORDS]  # a view: no copy of the records
+        m = fresh[lo : lo + EXTRACT_CHUNK_RECORDS]
+        sel = np.flatnonzero(m)
+        if not len(sel):
             continue
+        # lane by lane (the triples are made distinct below: no per-record sort of 32 lanes)
+        r, c = np.nonzero(active_lanes(m[sel]))
+        rows = sel[r]
+        addr = part["addr"][rows, c]
+        first = (addr >> np.uint64(5)).astype(np.int64)
+        last = (
+            (addr + part["width"][rows].astype(np.uint64) - np.uint64(1)) >> np.uint64(5)
+        ).astype(np.int64)
+        more = last - first
+        sec_parts, row_parts = [first], [rows]
+        for k in range(1, int(more.max(initial=0)) + 1):  # lanes over a sector boundary
+            over = more >= k
+            sec_parts.append(first[over] + k)
+            row_parts.append(rows[over])
+        sec = np.concatenate(sec_parts) if len(sec_parts) > 1 else first
+        rec = np.concatenate(row_parts) if len(row_parts) > 1 else rows
         kind = part["kind"][rec]
         flag = np.where(kind == int(Kind.LOAD), 1, np.where(kind == int(Kind.STORE), 2, 1 | 4))
         cta = part["cta"][rec].astype(np.int64)
-        sec = sec_u.astype(np.int64)
         c0, s0 = int(cta.min()), int(sec.min())
         span = int(sec.max()) - s0 + 1
         if (int(cta.max()) - c0 + 1) * span * 8 < 2**62:
