@@ -101,8 +101,13 @@ def choose_tracer(
         return TracerChoice(
             "gpu", f"--tracer auto chose the GPU tracer (the emulator: {exc.one_line()})"
         )
-    from gpuadvise.trace.emulate import DEFAULT_BATCH_LANES
+    from gpuadvise.trace.access import RECORD
+    from gpuadvise.trace.emulate import DEFAULT_BATCH_LANES, DEFAULT_SAMPLE_TRACE_BYTES
 
+    if sample_ctas is None and probe.warp_accesses:
+        # the default sample is cut to the CTAs whose trace fits its budget (either tracer)
+        fit = DEFAULT_SAMPLE_TRACE_BYTES // (probe.warp_accesses * RECORD.itemsize)
+        ctas = max(1, min(ctas, int(fit)))
     lanes_per_cta = -(-launch.launch.block.count // 32) * 32  # whole warps
     per_batch = max(1, DEFAULT_BATCH_LANES // lanes_per_cta)
     return pick(probe.time_s, ctas, per_batch)

@@ -164,6 +164,9 @@ class Emulation:
     time_s: float
     notes: tuple[str, ...]
     warp_steps: int = 0
+    # warp-level memory accesses executed (param-space loads aside), traced or not: what a trace
+    # of these CTAs holds (``--tracer auto`` reads it from an untraced CTA)
+    warp_accesses: int = 0
     simt: SimtProfile | None = None
 
     @property
@@ -829,8 +832,27 @@ def _emulate(
         time_s=time.perf_counter() - t0,
         notes=tuple(notes),
         warp_steps=steps,
+        warp_accesses=_warp_accesses(image.program, simt_counts),
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
     )
+
+
+def _warp_accesses(program: Any, counts: SimtCounts) -> int:
+    """Warp-level memory accesses executed: each block's warp executions times its memory
+    instructions (param-space loads are not traced)."""
+    from gpuadvise.ptx.emulator import space_of
+
+    total = 0
+    for b in program.blocks:
+        n_mem = sum(
+            1
+            for i in range(b.start, b.end)
+            if program.instrs[i].base in ("ld", "ldu", "st", "atom", "red", "cp")
+            and space_of(program.instrs[i]) != "param"
+        )
+        if n_mem and b.index < len(counts.warps):
+            total += int(counts.warps[b.index]) * n_mem
+    return total
 
 
 def _maker(data: np.ndarray | BufferFiller) -> Callable[[], np.ndarray]:

@@ -356,6 +356,28 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs)) if xs else float("nan")
 
 
+def _within_sample_budget(raw: np.ndarray, count: int) -> tuple[np.ndarray, int, list[str]]:
+    """The default sample's records cut, as the emulator's are, to the first CTAs whose trace
+    fits :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_TRACE_BYTES` (at least one CTA): the GPU
+    traces the whole first wave at once, and a naive SGEMM's 264 CTAs of 65,536 warp records
+    (4.6 GB of device records, 4.9 GB as a trace) took the GPU machine's analyze past 7 GB.
+    ``raw`` may be a memory map of the records file: only the kept records are read."""
+    from gpuadvise.trace.access import RECORD
+    from gpuadvise.trace.emulate import DEFAULT_SAMPLE_TRACE_BYTES, _cut_note
+
+    if len(raw) == 0:
+        return np.array(raw), count, []
+    cta = np.asarray(raw["cta"], dtype=np.int64)
+    per_cta = np.bincount(np.minimum(cta, count), minlength=count + 1)[:count]
+    fit = int(
+        np.searchsorted(np.cumsum(per_cta) * RECORD.itemsize, DEFAULT_SAMPLE_TRACE_BYTES, "right")
+    )
+    fit = max(1, fit)
+    if fit >= count:
+        return np.array(raw), count, []
+    return np.array(raw[cta < fit]), fit, [_cut_note(fit, count, DEFAULT_SAMPLE_TRACE_BYTES)]
+
+
 def trace_on_gpu(
     module: CompiledModule,
     kernel: KernelInfo,
@@ -495,10 +517,15 @@ def trace_on_gpu(
         first = TABLE_OFFSET // 8
         table_values = [int(v) for v in header[first : first + nvars]]
         raw = (
-            np.fromfile(records_path, DEVICE_RECORD)
+            np.memmap(records_path, DEVICE_RECORD, mode="r")
             if res.records_written
             else np.zeros(0, DEVICE_RECORD)
         )
+        if sample_ctas is None and count > 1:
+            raw, count, cut = _within_sample_budget(raw, count)
+            notes += cut
+        else:
+            raw = np.array(raw)
     amap, map_notes = address_map(
         inst,
         image,

@@ -226,6 +226,35 @@ def test_full_buffer_counts_lost_records_and_retries(cache: Path) -> None:
 
 @pytest.mark.toolkit
 @pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolchain (nvcc) found")
+def test_the_default_sample_is_cut_to_the_trace_budget(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU traces the whole first wave; the default sample keeps the first CTAs whose records
+    fit DEFAULT_SAMPLE_TRACE_BYTES, as the emulator's does (same records, same note)."""
+    from gpuadvise.trace import emulate as emulate_mod
+    from gpuadvise.trace.access import RECORD
+
+    module = module_of(BASIC, cache)
+    info = module.kernel("vec_add")
+    n = 64 * 40
+    launch = _launch(
+        BASIC, "vec_add", 40, 64, [f"a=float[{n}]", f"b=float[{n}]", f"c=float[{n}]"],
+        args=[f"n={n}"],
+    )  # fmt: skip
+    per_cta = 3 * 2  # two loads and a store per warp, two warps
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 7 * per_cta * RECORD.itemsize)
+    got = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
+    ref = emulate(module, info, launch, preset("H100"), sample_ctas=7)
+    assert got.trace.ctas == tuple(range(7)) and len(got.trace.records) == 7 * per_cta
+    assert compare_traces(ref.trace, got.trace).identical
+    assert any("traced 7 of the first wave's 40 CTAs" in note for note in got.notes)
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 1)  # one CTA at least
+    one = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
+    assert one.trace.ctas == (0,) and len(one.trace.records) == per_cta
+
+
+@pytest.mark.toolkit
+@pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolchain (nvcc) found")
 def test_a_crashing_kernel_is_reported(cache: Path) -> None:
     module = module_of(BASIC, cache)
     info = module.kernel("oob")

@@ -153,3 +153,10 @@ def test_a_first_cta_over_the_budget_is_kept_alone(
     assert len(e.trace.records) == RECORDS_PER_CTA
     note = next(n for n in e.notes if "budget" in n)
     assert "traced 1 of the first wave's 264 CTAs" in note
+
+
+def test_warp_accesses_count_what_a_trace_holds(module: CompiledModule) -> None:
+    """Emulation.warp_accesses (what --tracer auto reads from an untraced CTA) is the number of
+    records the trace of the same CTAs holds."""
+    traced = run(module, 5)
+    assert traced.warp_accesses == len(traced.trace.records) == 5 * RECORDS_PER_CTA
