@@ -58,13 +58,13 @@ fewer than :data:`INTERIOR_CTAS`, with a note. ``--sample-ctas N`` lifts the bou
 then traces ``--l2-probe-ctas``, at most N, CTAs whatever their trace takes)."""
 
 
-def _probe_within_budget(emu: Emulation, probe: int) -> tuple[int, tuple[str, ...]]:
+def _probe_within_budget(ran: int, trace_bytes: int, probe: int) -> tuple[int, tuple[str, ...]]:
     """``probe`` bounded by :data:`L2_PROBE_TRACE_BYTES` at the sampled CTAs' trace bytes per
-    CTA, and the note that says so when it is cut (nothing when it is not)."""
-    ran = len(emu.ctas_run)
+    CTA (``ran`` CTAs traced, ``trace_bytes`` of records), and the note that says so when it is
+    cut (nothing when it is not)."""
     if probe <= 0 or ran == 0:
         return probe, ()
-    per_cta = emu.trace.records.nbytes / ran
+    per_cta = trace_bytes / ran
     if per_cta <= 0:
         return probe, ()
     fit = int(L2_PROBE_TRACE_BYTES // per_cta)
@@ -185,6 +185,14 @@ def compute_models(
         if tracer == "gpu":
             try:
                 gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
+                if gm.trace is not None:
+                    # the rules' probes (GA304's) under the same budget as the emulator path's
+                    probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
+                    if sample_ctas is None and not gm.complete:
+                        probe, _ = _probe_within_budget(
+                            len(gm.trace.ctas), gm.trace.records.nbytes, probe
+                        )
+                    gm = replace(gm, l2_probe_ctas=probe)
                 if not want_l2 or gm.trace is None:
                     return gm
                 l2, l2_notes = l2_for(gm.trace, device, blocks_per_sm)
@@ -217,14 +225,18 @@ def compute_models(
     # the probe size the L2 rules use too (GA304 traces its own probe): the budget's cut of it
     probe_ctas = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
     if sample_ctas is None and not emu.complete:
-        probe_ctas, _ = _probe_within_budget(emu, probe_ctas)
+        probe_ctas, _ = _probe_within_budget(
+            len(emu.ctas_run), emu.trace.records.nbytes, probe_ctas
+        )
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
             probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
             cut_note: tuple[str, ...] = ()
             if sample_ctas is None:  # the default sample's probe is under a trace budget too
-                probe, cut_note = _probe_within_budget(emu, probe)
+                probe, cut_note = _probe_within_budget(
+                    len(emu.ctas_run), emu.trace.records.nbytes, probe
+                )
             l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe)
             l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)

@@ -18,7 +18,6 @@ goes to the emulator. The first rule (at most 50 M lane-instructions, ~25 M a se
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_COST",
     "EMULATOR_SECONDS",
+    "PER_CTA_COST",
     "TracerChoice",
     "choose_tracer",
     "expected_seconds",
@@ -41,7 +41,11 @@ EMULATOR_SECONDS = 8.0
 cost (5-8 s), which also buys no SIMT counts and no L2 probe (on the H100 machine the 8K gather's
 GPU trace took 7 s and GA304's own probe 9 s more; its emulation was expected at 4.5 s there)."""
 BATCH_COST = 8.0
-"""A batch's emulation time in units of one CTA's (6.6 at most measured; see above)."""
+"""A batch's emulation time in units of one CTA's, at most (6.6 at most measured; see above)."""
+PER_CTA_COST = 0.15
+"""What each CTA of a batch beyond the first adds, in units of one CTA's time (layernorm1's 24
+CTAs: 4.3 measured; a naive SGEMM's batch of 2 CTAs of 1,024 threads: about 1.15, where a flat
+8 sent its 3-CTA sample to the GPU tracer, whose buffer then lost 99.7% of the records)."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,14 @@ def traced_cta_count(
 
 
 def expected_seconds(cta_s: float, ctas: int, ctas_per_batch: int) -> float:
-    """The emulation time of a trace of ``ctas`` CTAs, batched ``ctas_per_batch`` at a time,
-    from one CTA's (``cta_s``)."""
-    batches = math.ceil(max(ctas - 1, 0) / max(ctas_per_batch, 1))
-    return cta_s * (1.0 + BATCH_COST * batches)
+    """The emulation time of a trace of ``ctas`` CTAs, batched ``ctas_per_batch`` at a time
+    after the first CTA (which runs alone), from one CTA's (``cta_s``): each batch costs one
+    CTA's time plus :data:`PER_CTA_COST` of it for each further CTA, at most
+    :data:`BATCH_COST` times it."""
+    rest = max(ctas - 1, 0)
+    full, part = divmod(rest, max(ctas_per_batch, 1))
+    sizes = [ctas_per_batch] * full + ([part] if part else [])
+    return cta_s * (1.0 + sum(min(BATCH_COST, 1.0 + PER_CTA_COST * (k - 1)) for k in sizes))
 
 
 def pick(cta_s: float, ctas: int, ctas_per_batch: int) -> TracerChoice:

@@ -76,25 +76,21 @@ def test_probe_traces_as_many_ctas_as_asked():
 def test_probe_within_the_default_samples_trace_budget():
     """The default sample's probe takes at most L2_PROBE_TRACE_BYTES of trace, counted at the
     sampled CTAs' bytes per CTA (a naive SGEMM's CTAs: ~18 MB each), with a note saying so."""
-    from types import SimpleNamespace
-
-    import numpy as np
 
     from gpuadvise.analyze.models import L2_PROBE_TRACE_BYTES, _probe_within_budget
     from gpuadvise.trace.access import RECORD
 
-    def emu(ctas: int, records_per_cta: int) -> SimpleNamespace:
-        recs = np.zeros(ctas * records_per_cta, RECORD)
-        return SimpleNamespace(ctas_run=tuple(range(ctas)), trace=SimpleNamespace(records=recs))
+    def emu(ctas: int, records_per_cta: int) -> tuple[int, int]:
+        return ctas, ctas * records_per_cta * RECORD.itemsize
 
     small = emu(4, 100)  # a few KB per CTA: the whole probe fits
-    assert _probe_within_budget(small, INTERIOR_CTAS) == (INTERIOR_CTAS, ())
+    assert _probe_within_budget(*small, INTERIOR_CTAS) == (INTERIOR_CTAS, ())
     per_cta = L2_PROBE_TRACE_BYTES // 10 // RECORD.itemsize + 1  # just over a tenth each
-    probe, notes = _probe_within_budget(emu(2, per_cta), INTERIOR_CTAS)
+    probe, notes = _probe_within_budget(*emu(2, per_cta), INTERIOR_CTAS)
     assert probe == 9
     assert len(notes) == 1 and "at most 9 of 64 CTAs" in notes[0] and "--sample-ctas" in notes[0]
-    assert _probe_within_budget(emu(2, per_cta), 0) == (0, ())
-    assert _probe_within_budget(emu(0, 0), 5) == (5, ())
+    assert _probe_within_budget(*emu(2, per_cta), 0) == (0, ())
+    assert _probe_within_budget(*emu(0, 0), 5) == (5, ())
 
 
 @needs_toolkit

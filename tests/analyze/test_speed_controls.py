@@ -15,6 +15,7 @@ import pytest
 from gpuadvise.analyze.tracer_choice import (
     BATCH_COST,
     EMULATOR_SECONDS,
+    PER_CTA_COST,
     expected_seconds,
     pick,
 )
@@ -59,14 +60,19 @@ def test_time_budget_context() -> None:
 def test_tracer_pick_by_expected_emulation_time() -> None:
     # the 8K gather: one CTA 0.047 s, 1,056 CTAs of 256 threads in batches of 256: emulated
     # (0.6 s measured; the old rule sent its 298 M lane-instructions to the GPU tracer)
-    assert expected_seconds(0.047, 1056, 256) == pytest.approx(0.047 * (1 + BATCH_COST * 5))
+    # 1,055 CTAs after the first: 4 full batches of 256 and one of 31
+    last = 1 + PER_CTA_COST * 30
+    assert expected_seconds(0.047, 1056, 256) == pytest.approx(0.047 * (1 + BATCH_COST * 4 + last))
     assert pick(0.047, 1056, 256).tracer == "emu"
     # llm.c softmax: one CTA of three 50,257-iteration loops takes tens of seconds
     assert pick(25.0, 8, 256).tracer == "gpu"
+    # a naive SGEMM at 4096^3: 1.4 s per 1,024-thread CTA, 3 CTAs in the budget (one, then 2)
+    assert expected_seconds(1.4, 3, 64) == pytest.approx(1.4 * (1 + 1 + PER_CTA_COST))
+    assert pick(1.4, 3, 64).tracer == "emu"
     # just over the bound, and the note says what was expected
     over = EMULATOR_SECONDS / (1 + BATCH_COST) * 1.01
-    assert pick(over, 2, 256).tracer == "gpu" and pick(over * 0.98, 2, 256).tracer == "emu"
-    assert "s of emulation expected for 2 CTAs" in pick(over, 2, 256).note
+    assert pick(over, 257, 256).tracer == "gpu" and pick(over * 0.98, 257, 256).tracer == "emu"
+    assert "s of emulation expected for 257 CTAs" in pick(over, 257, 256).note
     assert expected_seconds(0.5, 1, 256) == 0.5  # one CTA: no batch after it
 
 
