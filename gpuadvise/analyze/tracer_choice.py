@@ -7,7 +7,9 @@ then traces its own: 10 s more for an 8K gather). The emulator has almost no fix
 goes by steps (a basic block run by a batch of CTAs in lockstep), each a few numpy calls over the
 batch's lanes, so a batch of 256 CTAs costs a few times one CTA, not 256 times. One CTA is
 emulated first (untraced, lazy buffers); the trace is expected to take that CTA's time
-(``time_s``) once for itself and :data:`BATCH_COST` times for each batch of
+(``run_s``: its steps only; the set-up around them took 1.9 s for cuda-samples' reduce2, whose
+CTA runs in 4 ms, and sent it to the GPU tracer, which has no barrier epochs for GA204/GA205)
+once for itself and :data:`BATCH_COST` times for each batch of
 :data:`~gpuadvise.trace.emulate.DEFAULT_BATCH_LANES` lanes. Measured on the 2-core CPU machine
 (one CTA, then the first wave's trace): an 8K gather 0.047 s, 5 batches 0.60 s; an 8192^2
 transpose 0.029 s, 5 batches 0.22 s; llm.c layernorm1 0.18 s, 25 CTAs 0.95 s; matmul1 0.071 s,
@@ -118,4 +120,4 @@ def choose_tracer(
         ctas = max(1, min(ctas, int(fit)))
     lanes_per_cta = -(-launch.launch.block.count // 32) * 32  # whole warps
     per_batch = max(1, DEFAULT_BATCH_LANES // lanes_per_cta)
-    return pick(probe.time_s, ctas, per_batch)
+    return pick(probe.run_s, ctas, per_batch)

@@ -167,6 +167,9 @@ class Emulation:
     # warp-level memory accesses executed (param-space loads aside), traced or not: what a trace
     # of these CTAs holds (``--tracer auto`` reads it from an untraced CTA)
     warp_accesses: int = 0
+    # seconds in the batches' runs, without the set-up (the image, the buffers, the first call's
+    # imports): what ``--tracer auto`` scales from one CTA
+    run_s: float = 0.0
     simt: SimtProfile | None = None
 
     @property
@@ -732,6 +735,7 @@ def _emulate(
         sink.declare(static_accesses(image.program))
     cache: dict[int, dict[str, Any]] = {}
     lane_instr = 0
+    run_s = 0.0
     steps = 0
     start = 0
     simt_counts = SimtCounts.empty(len(image.program.blocks) + 1)
@@ -760,7 +764,9 @@ def _emulate(
                     )
                     mark = sink.count
                     try:
+                        t_run = time.perf_counter()
                         li, st = batch.run()
+                        run_s += time.perf_counter() - t_run
                     except _TraceFull:
                         if not cut_to_budget or start == 0:
                             raise
@@ -833,6 +839,7 @@ def _emulate(
         notes=tuple(notes),
         warp_steps=steps,
         warp_accesses=_warp_accesses(image.program, simt_counts),
+        run_s=run_s,
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
     )
 

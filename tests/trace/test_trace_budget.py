@@ -160,3 +160,9 @@ def test_warp_accesses_count_what_a_trace_holds(module: CompiledModule) -> None:
     records the trace of the same CTAs holds."""
     traced = run(module, 5)
     assert traced.warp_accesses == len(traced.trace.records) == 5 * RECORDS_PER_CTA
+
+
+def test_run_seconds_exclude_the_set_up(module: CompiledModule) -> None:
+    """Emulation.run_s (what --tracer auto scales) counts the batches' runs only."""
+    e = run(module, 3)
+    assert 0.0 < e.run_s <= e.time_s
