@@ -771,6 +771,7 @@ def _emulate(
                         if not cut_to_budget or start == 0:
                             raise
                         sink.count = mark  # the batch that overflowed is dropped whole
+                        notes[:] = [n for n in notes if "default sample's budget" not in n]
                         notes.append(_cut_note(start, wave_ctas, sample_bytes))
                         ctas, count = ctas[:start], start
                         break
@@ -793,6 +794,11 @@ def _emulate(
                         if fit < count:
                             notes.append(_cut_note(fit, wave_ctas, sample_bytes))
                             ctas, count = ctas[:fit], fit
+                            # CTAs differ in size (llm.c's causal attention: later rows are
+                            # longer): batches of a quarter of what fits, so that the one that
+                            # overflows all the same, dropped whole, costs a quarter at most (a
+                            # batch of 109 CTAs was, leaving 1 of 110 CTAs traced)
+                            size = max(1, min(per_batch, -(-fit // 4)))
                     if done < count and out_of_time():
                         what = (
                             f"the emulator traced {done} of {count} CTAs: the time budget ran out"

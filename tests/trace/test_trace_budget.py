@@ -166,3 +166,37 @@ def test_run_seconds_exclude_the_set_up(module: CompiledModule) -> None:
     """Emulation.run_s (what --tracer auto scales) counts the batches' runs only."""
     e = run(module, 3)
     assert 0.0 < e.run_s <= e.time_s
+
+
+GROW = """
+__global__ void grow(const float* a, float* c) {
+  float s = 0.0f;
+  for (int k = 0; k < 4 + (int)blockIdx.x / 8; ++k) s += a[k * 32 + threadIdx.x];
+  c[blockIdx.x * 32 + threadIdx.x] = s;
+}
+"""
+
+
+def test_ctas_that_grow_keep_most_of_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Later CTAs make more accesses than the first (a causal attention's rows): after the first
+    CTA the batches are a quarter of what it predicts fits, so the batch that overflows, dropped
+    whole, leaves the CTAs before it (a single batch of the rest left 1 CTA)."""
+    src = tmp_path / "grow.cu"
+    src.write_text(GROW)
+    mod = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "cache"))
+    # CTA b: 4 + b // 8 loads and one store, one warp; the budget fits 40 of CTA 0's 5 records
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 200 * RECORD.itemsize)
+    spec = build_kernel_spec(
+        src, "grow", grid=64, block=32, args=[], buffers=["a=float[4096]", "c=float[2048]"],
+        discover=False,
+    )  # fmt: skip
+    launch = resolve(spec, parse_signature(GROW, "grow"))
+    e = emulate(mod, mod.kernel("grow"), launch, preset("H100"), sample_ctas=None)
+    per_cta = [5 + b // 8 for b in range(64)]
+    kept = len(e.ctas_run)
+    assert kept > 10 and sum(per_cta[:kept]) <= 200 < sum(per_cta[: kept + 10])
+    assert len(e.trace.records) == sum(per_cta[:kept])
+    cut = [n for n in e.notes if "default sample's budget" in n]
+    assert len(cut) == 1 and f"traced {kept} of the first wave's 64 CTAs" in cut[0]
