@@ -268,8 +268,8 @@ def _analyze_paths(f: Any) -> Any:
     default="auto",
     show_default=True,
     help="Where the memory trace comes from: the instrumented kernel on the GPU, or the CPU "
-    "emulator; auto takes the emulator when the trace is small (one CTA emulated first to "
-    "count), the GPU when it is large and one is here.",
+    "emulator; auto takes the emulator when its trace is expected to take up to 8 s (one CTA "
+    "emulated first and timed), the GPU when longer and one is here.",
 )
 @click.option(
     "--time-budget",
