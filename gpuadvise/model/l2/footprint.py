@@ -71,6 +71,9 @@ def sort_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.lexsort((b, a))
 
 
+_LANE_CHUNK_RECORDS = 1 << 14
+"""Records whose lanes :func:`sector_touches` expands at a time (a dozen arrays of up to 32
+entries per record: ~50 MB)."""
 EXTRACT_CHUNK_RECORDS = 1 << 16
 """Records whose touched sectors are taken, and their repeats dropped, at a time: the sectors of
 all records at once (a warp reading 32 rows touches 32 sectors a record) took gigabytes."""
@@ -123,20 +126,26 @@ def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     it once and pass it to :func:`extract` for each granule."""
     fresh = _fresh_lanes(records)
     ctas, secs, flags = [], [], []
-    for lo in range(0, len(records), EXTRACT_CHUNK_RECORDS):
-        part = records[lo : lo + EXTRACT_CHUNK_RECORDS]  # a view: no copy of the records
-        m = fresh[lo : lo + EXTRACT_CHUNK_RECORDS]
+    for lo in range(0, len(records), _LANE_CHUNK_RECORDS):
+        part = records[lo : lo + _LANE_CHUNK_RECORDS]  # a view: no copy of the records
+        m = fresh[lo : lo + _LANE_CHUNK_RECORDS]
         sel = np.flatnonzero(m)
         if not len(sel):
             continue
-        # lane by lane (the triples are made distinct below: no per-record sort of 32 lanes)
-        r, c = np.nonzero(active_lanes(m[sel]))
+        # lane by lane (the triples are made distinct below: no per-record sort of 32 lanes),
+        # less the lanes whose sectors are their left neighbour's (a coalesced warp: 4 of 32)
+        a = part["addr"][sel]
+        w = part["width"][sel].astype(np.uint64)[:, None] - np.uint64(1)
+        first2 = a >> np.uint64(5)
+        last2 = (a + w) >> np.uint64(5)
+        act = active_lanes(m[sel])
+        act[:, 1:] &= ~(
+            act[:, :-1] & (first2[:, 1:] == first2[:, :-1]) & (last2[:, 1:] == last2[:, :-1])
+        )
+        r, c = np.nonzero(act)
         rows = sel[r]
-        addr = part["addr"][rows, c]
-        first = (addr >> np.uint64(5)).astype(np.int64)
-        last = (
-            (addr + part["width"][rows].astype(np.uint64) - np.uint64(1)) >> np.uint64(5)
-        ).astype(np.int64)
+        first = first2[r, c].astype(np.int64)
+        last = last2[r, c].astype(np.int64)
         more = last - first
         sec_parts, row_parts = [first], [rows]
         for k in range(1, int(more.max(initial=0)) + 1):  # lanes over a sector boundary
