@@ -71,7 +71,7 @@ def sort_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.lexsort((b, a))
 
 
-_LANE_CHUNK_RECORDS = 1 << 14
+_LANE_CHUNK_RECORDS = 1 << 15
 """Records whose lanes :func:`sector_touches` expands at a time (a dozen arrays of up to 32
 entries per record: ~50 MB)."""
 EXTRACT_CHUNK_RECORDS = 1 << 16
@@ -132,20 +132,31 @@ def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
         sel = np.flatnonzero(m)
         if not len(sel):
             continue
-        # lane by lane (the triples are made distinct below: no per-record sort of 32 lanes),
-        # less the lanes whose sectors are their left neighbour's (a coalesced warp: 4 of 32)
-        a = part["addr"][sel]
-        w = part["width"][sel].astype(np.uint64)[:, None] - np.uint64(1)
-        first2 = a >> np.uint64(5)
-        last2 = (a + w) >> np.uint64(5)
+        # lane by lane (the triples are made distinct below: no per-record sort of 32 lanes)
         act = active_lanes(m[sel])
-        act[:, 1:] &= ~(
-            act[:, :-1] & (first2[:, 1:] == first2[:, :-1]) & (last2[:, 1:] == last2[:, :-1])
-        )
-        r, c = np.nonzero(act)
-        rows = sel[r]
-        first = first2[r, c].astype(np.int64)
-        last = last2[r, c].astype(np.int64)
+        if int(act.sum()) * 2 > act.size:
+            # dense (a coalesced warp): less the lanes whose sectors are their left neighbour's
+            # (4 entries of 32), from the rows' addresses
+            a = part["addr"][sel]
+            w = part["width"][sel].astype(np.uint64)[:, None] - np.uint64(1)
+            first2 = a >> np.uint64(5)
+            last2 = (a + w) >> np.uint64(5)
+            act[:, 1:] &= ~(
+                act[:, :-1] & (first2[:, 1:] == first2[:, :-1]) & (last2[:, 1:] == last2[:, :-1])
+            )
+            r, c = np.nonzero(act)
+            rows = sel[r]
+            first = first2[r, c].astype(np.int64)
+            last = last2[r, c].astype(np.int64)
+        else:
+            # sparse (the lanes a loop's walk moved to new sectors): those lanes' addresses only
+            r, c = np.nonzero(act)
+            rows = sel[r]
+            addr = part["addr"][rows, c]
+            first = (addr >> np.uint64(5)).astype(np.int64)
+            last = (
+                (addr + part["width"][rows].astype(np.uint64) - np.uint64(1)) >> np.uint64(5)
+            ).astype(np.int64)
         more = last - first
         sec_parts, row_parts = [first], [rows]
         for k in range(1, int(more.max(initial=0)) + 1):  # lanes over a sector boundary
