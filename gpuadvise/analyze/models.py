@@ -78,6 +78,17 @@ def _probe_within_budget(ran: int, trace_bytes: int, probe: int) -> tuple[int, t
     return fit, (note,)
 
 
+def _probe_size(
+    asked: int | None, sample_ctas: int | str | None, complete: bool, ran: int, trace_bytes: int
+) -> tuple[int, tuple[str, ...]]:
+    """The L2 probe's CTAs: ``asked`` (``--l2-probe-ctas``; None: :data:`INTERIOR_CTAS`), cut by
+    :func:`_probe_within_budget` for the default sample of an incomplete trace, with its note."""
+    probe = INTERIOR_CTAS if asked is None else max(0, asked)
+    if sample_ctas is None and not complete:
+        return _probe_within_budget(ran, trace_bytes, probe)
+    return probe, ()
+
+
 def l2_probe_size(sample_ctas: int | str | None, l2_probe_ctas: int | None) -> int:
     """How many CTAs the L2 model's probe of the middle of the grid traces: ``l2_probe_ctas``
     when given (``--l2-probe-ctas``), else :data:`INTERIOR_CTAS`, at most ``sample_ctas`` when
@@ -187,11 +198,13 @@ def compute_models(
                 gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
                 if gm.trace is not None:
                     # the rules' probes (GA304's) under the same budget as the emulator path's
-                    probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
-                    if sample_ctas is None and not gm.complete:
-                        probe, _ = _probe_within_budget(
-                            len(gm.trace.ctas), gm.trace.records.nbytes, probe
-                        )
+                    probe, _ = _probe_size(
+                        l2_probe_ctas,
+                        sample_ctas,
+                        gm.complete,
+                        len(gm.trace.ctas),
+                        gm.trace.records.nbytes,
+                    )
                     gm = replace(gm, l2_probe_ctas=probe)
                 if not want_l2 or gm.trace is None:
                     return gm
@@ -222,22 +235,14 @@ def compute_models(
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
     l2, l2_notes, l2_unavailable = None, (), None
-    # the probe size the L2 rules use too (GA304 traces its own probe): the budget's cut of it
-    probe_ctas = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
-    if sample_ctas is None and not emu.complete:
-        probe_ctas, _ = _probe_within_budget(
-            len(emu.ctas_run), emu.trace.records.nbytes, probe_ctas
-        )
+    # one probe size for the L2 model's interior probe and the rules' (GA304 traces its own)
+    probe_ctas, cut_note = _probe_size(
+        l2_probe_ctas, sample_ctas, emu.complete, len(emu.ctas_run), emu.trace.records.nbytes
+    )
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
-            probe = INTERIOR_CTAS if l2_probe_ctas is None else max(0, l2_probe_ctas)
-            cut_note: tuple[str, ...] = ()
-            if sample_ctas is None:  # the default sample's probe is under a trace budget too
-                probe, cut_note = _probe_within_budget(
-                    len(emu.ctas_run), emu.trace.records.nbytes, probe
-                )
-            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe)
+            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe_ctas)
             l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more

@@ -22,7 +22,7 @@ import numpy as np
 from gpuadvise.runner.backend import cuda_error_name
 from gpuadvise.runner.data import make_host_buffer
 from gpuadvise.runner.job import Job, KernelLaunch, LaunchOutcome, Result, TimingConfig
-from gpuadvise.runner.verify import poison
+from gpuadvise.runner.verify import bit_identical, poison
 
 # nvmlClocksEventReasons that mean the GPU slowed itself down (not idle, not application clocks)
 _THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, brake
@@ -252,16 +252,8 @@ def _share_identical_outputs(job: Job, outcomes: dict[str, LaunchOutcome]) -> No
         mine = outcomes[launch.label].outputs
         for name, y in mine.items():
             x = base.get(name)
-            if x is not None and x is not y and _same_bytes(x, y):
+            if x is not None and x is not y and bit_identical(x, y):
                 mine[name] = x
-
-
-def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
-    return (
-        x.shape == y.shape
-        and x.dtype == y.dtype
-        and np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
-    )
 
 
 def _outputs_match(
@@ -290,7 +282,7 @@ def _outputs_match(
             if not compare_totals(b.name, x, y, *grids, totals[b.name], rtol, atol).ok:
                 return False
             continue
-        if x is y or _same_bytes(x, y):
+        if bit_identical(x, y):
             continue  # bit-identical: the common case, without compare's passes
         if not compare(b.name, x, y, rtol, atol).ok:
             return False
