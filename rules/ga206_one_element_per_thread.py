@@ -932,7 +932,7 @@ class OneElementPerThread(Rule):
                 tuple(u.name for u in streamed),
                 tuple(u.name for u in per_block),
                 int(w.ctas_per_wave),
-                round(float(loads.sum()) / warps, 4),
+                round(view.weighted(np.flatnonzero(loads)) / warps, 4),
             ),
         )
 

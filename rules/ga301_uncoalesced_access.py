@@ -18,6 +18,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     buffer_records,
+    distinct,
     field_loads,
     integer_args,
     l1_cycles,
@@ -82,9 +83,9 @@ class _Counts:
         if whole_line:
             return cls(float(cl.requests), float(cl.sectors), float(cl.ideal))
         return cls(
-            len(recs) * scale,
-            float(view.rec_sectors[recs].sum()) * scale,
-            float(view.rec_ideal[recs].sum()) * scale,
+            view.weighted(recs) * scale,
+            view.weighted(recs, view.rec_sectors) * scale,
+            view.weighted(recs, view.rec_ideal) * scale,
         )
 
     @property
@@ -243,8 +244,8 @@ class UncoalescedAccess(Rule):
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
-            recs_at = np.sort(view.lanes.rec[np.isin(view.lanes.inst, insts)])
-            line_requests = max(int(np.count_nonzero(recs_at[1:] != recs_at[:-1])) + 1, 1)
+            recs_at = distinct(view.lanes.rec[np.isin(view.lanes.inst, insts)])
+            line_requests = max(view.weighted(recs_at), 1.0)
             streams = list(_streams(view, insts, buffers))
             for b, group in streams:
                 lanes, recs = view.access(group, b)
@@ -384,9 +385,9 @@ class UncoalescedAccess(Rule):
         view = ctx.trace_view
         d = finding.details_as(BufferAccess)
         _, recs = d.access(ctx)
-        req = float(len(recs))
-        sect = float(view.rec_sectors[recs].sum())
-        ideal = float(view.rec_ideal[recs].sum())
+        req = view.weighted(recs)
+        sect = view.weighted(recs, view.rec_sectors)
+        ideal = view.weighted(recs, view.rec_ideal)
         saved = l1_cycles(req, sect) - l1_cycles(req, ideal)
         what = (
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"

@@ -235,8 +235,9 @@ class UnpackedFields(Rule):
             sel = rec_inst == i
             off = fields[i][0]
             acc = by_field.setdefault(off, [0.0, 0.0])
-            acc[0] += float(np.count_nonzero(sel))
-            acc[1] += float(view.rec_sectors[sel].sum())
+            recs = np.flatnonzero(sel)
+            acc[0] += view.weighted(recs)
+            acc[1] += view.weighted(recs, view.rec_sectors)
         ranked = sorted(by_field.items(), key=lambda kv: -kv[1][0])
         saved = sum(l1_cycles(r, s) for _, (r, s) in ranked[1:])
         return l1_roofline_estimate(

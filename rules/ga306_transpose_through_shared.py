@@ -65,9 +65,9 @@ def _side(view: Any, insts: np.ndarray, buffer: str) -> tuple[Any, Any, int, int
     return (
         lanes,
         recs,
-        len(recs),
-        int(view.rec_sectors[recs].sum()),
-        int(view.rec_ideal[recs].sum()),
+        round(view.weighted(recs)),
+        round(view.weighted(recs, view.rec_sectors)),
+        round(view.weighted(recs, view.rec_ideal)),
     )
 
 

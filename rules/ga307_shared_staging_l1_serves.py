@@ -188,8 +188,8 @@ class SharedStagingL1Serves(Rule):
         view = ctx.trace_view
         trace = ctx.trace
         _, g_recs = view.access(np.array(s.global_insts, np.int64), s.buffer)
-        g_req = float(len(g_recs))
-        g_sect = float(view.rec_sectors[g_recs].sum())
+        g_req = view.weighted(g_recs)
+        g_sect = view.weighted(g_recs, view.rec_sectors)
         recs = trace.records
         sample = np.isin(recs["cta"], view.ctas) & (recs["space"] == int(Space.SHARED))
         sh = recs[sample]

@@ -68,14 +68,19 @@ class _SectorSet:
 
     lanes: np.ndarray
     group: np.ndarray
-    count: int
+    count: float
+    key_weight: np.ndarray | None = None  # per key: the records its first lane stands for
 
-    def alone(self, lane_sel: np.ndarray) -> int:
-        """Keys that only selected lanes touch (``setdiff1d(keys[sel], keys[~sel])``)."""
+    def alone(self, lane_sel: np.ndarray) -> float:
+        """Keys that only selected lanes touch (``setdiff1d(keys[sel], keys[~sel])``), each
+        counted as often as its records stand for (:meth:`TraceView.weighted`)."""
+        n = len(self.key_weight) if self.key_weight is not None else int(self.count)
         s = lane_sel[self.lanes]
-        hit = np.bincount(self.group[s], minlength=self.count) > 0
-        hit &= np.bincount(self.group[~s], minlength=self.count) == 0
-        return int(np.count_nonzero(hit))
+        hit = np.bincount(self.group[s], minlength=n) > 0
+        hit &= np.bincount(self.group[~s], minlength=n) == 0
+        if self.key_weight is not None:
+            return float(self.key_weight[hit].sum())
+        return float(np.count_nonzero(hit))
 
 
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
@@ -98,42 +103,65 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         got = {}
         for name, part, k in (("l2", lload, key), ("load", lload, dkey), ("store", lstore, dkey)):
             idx = np.flatnonzero(part)
-            uniq, group = np.unique(k[idx], return_inverse=True)
-            got[name] = _SectorSet(idx, group.reshape(-1), len(uniq))
+            if view.iterations_sampled:
+                uniq, first, group = np.unique(k[idx], return_index=True, return_inverse=True)
+                kw = view.rec_weight[lanes.rec[idx[first]]]
+                got[name] = _SectorSet(idx, group.reshape(-1), float(kw.sum()), kw)
+            else:
+                uniq, group = np.unique(k[idx], return_inverse=True)
+                got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
         if keep is None:
             _SETS[view] = got
     return got
 
 
-def _store_split(sectors: np.ndarray, nbytes: np.ndarray, lines: np.ndarray) -> tuple[float, ...]:
-    """(full, partial, scattered) store sectors of some store records: full when the record
-    fills its sectors; scattered when each of its (8 or more) sectors lies in a line of its own."""
+def _store_split(
+    sectors: np.ndarray, nbytes: np.ndarray, lines: np.ndarray, weight: np.ndarray
+) -> tuple[float, ...]:
+    """(full, partial, scattered) store sectors of some store records (each counted ``weight``
+    times): full when the record fills its sectors; scattered when each of its (8 or more)
+    sectors lies in a line of its own."""
     full = nbytes >= sectors * SECTOR
     scattered = ~full & (lines >= sectors) & (sectors >= 8)
     partial = ~full & ~scattered
+    ws = sectors * weight
     return (
-        float(sectors[full].sum()),
-        float(sectors[partial].sum()),
-        float(sectors[scattered].sum()),
+        float(ws[full].sum()),
+        float(ws[partial].sum()),
+        float(ws[scattered].sum()),
     )
 
 
-def _used_bytes(buf: np.ndarray, off: np.ndarray, width: np.ndarray) -> int:
-    """Bytes of the distinct (buffer, offset) accesses, each its width."""
+def _at(weight: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
+    return None if weight is None else weight[sel]
+
+
+def _used_bytes(
+    buf: np.ndarray, off: np.ndarray, width: np.ndarray, weight: np.ndarray | None
+) -> float:
+    """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
+    first lane, when given)."""
     _, first = np.unique((buf.astype(np.int64) << 40) | off, return_index=True)
-    return int(width[first].sum())
+    if weight is None:
+        return float(width[first].sum())
+    return float((width[first] * weight[first]).sum())
 
 
 def _used_bytes_per_cta(
-    cta: np.ndarray, buf: np.ndarray, off: np.ndarray, width: np.ndarray
+    cta: np.ndarray,
+    buf: np.ndarray,
+    off: np.ndarray,
+    width: np.ndarray,
+    weight: np.ndarray | None,
 ) -> np.ndarray:
     """:func:`_used_bytes` of each CTA's accesses (``cta``: dense indices below 2**13), in one
     pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
     if not len(cta):
-        return np.zeros(0, np.int64)
+        return np.zeros(0)
     key = (cta.astype(np.int64) << 50) | (buf.astype(np.int64) << 40) | off
     uk, first = np.unique(key, return_index=True)
-    return np.bincount(uk >> 50, weights=width[first]).astype(np.int64)
+    w = width[first] if weight is None else width[first] * weight[first]
+    return np.bincount(uk >> 50, weights=w)
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
@@ -199,7 +227,8 @@ def _view_traffic(
     # L1 data path: max(requests, sectors / 4) per record (a line's records together in
     # view.l1_total; per record here, so that changed records can be swapped for their ideal)
     sect = np.where(sel, ideal, c.sectors)
-    l1 = float(np.maximum(1.0, sect / 4.0)[keep].sum())
+    rw = view.rec_weight
+    l1 = float((np.maximum(1.0, sect / 4.0) * rw)[keep].sum())
     # L2 loads: the distinct sectors each CTA's loads touch (L1 serves the rest)
     lanes, lb = view.lanes, view.lane_buffer
     inside = (lb >= 0) & keep[lanes.rec]
@@ -207,28 +236,30 @@ def _view_traffic(
     lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
+    lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
         alone = sets["l2"].alone(lsel)
         m = lsel & lload
-        per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m])
-        used = int(np.sum(-(-per_cta // SECTOR)))
+        per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
+        used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
+    unchanged = store & ~sel
     full, partial, scattered = _store_split(
-        c.sectors[store & ~sel], c.nbytes[store & ~sel], c.lines[store & ~sel]
+        c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
     )
-    full += float(ideal[store & sel].sum())
+    full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
     lstore = store[lanes.rec] & inside
-    dram_sectors = 0
+    dram_sectors = 0.0
     for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
         n_part = dset.count
         if (lsel & part).any():
             m = lsel & part
-            used = _used_bytes(lb[m], lanes.off[m], lanes.width[m])
+            used = _used_bytes(lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
             n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
         dram_sectors += n_part
-    n_load = int(load.sum())
+    n_load = float(rw[load].sum())
     if only is None:
         warps = max(view.warps(), 1)
     else:
@@ -239,7 +270,7 @@ def _view_traffic(
     # flight; with the ideal sectors here, a coalescing fix whose DRAM bytes stay (the rows
     # come from L1/L2 either way) looked latency-bound after: an upper bound below 1
     # (llm.c attention_query_key_kernel1, 0.39x)
-    per_req = float(c.sectors[load].mean()) if n_load else 0.0
+    per_req = float(np.average(c.sectors[load], weights=rw[load])) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
     return Traffic(
@@ -249,7 +280,7 @@ def _view_traffic(
         l2_partial_store_sectors=partial * s,
         l2_scattered_store_sectors=scattered * s,
         dram_bytes=dram_sectors * SECTOR * s,
-        instructions=float(keep.sum()) * s,
+        instructions=float(rw[keep].sum()) * s,
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
     )
@@ -263,8 +294,9 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
     lanes, lb = view.lanes, view.lane_buffer
     n_rec = len(view.records)
     ctas = distinct(lanes.cta)
+    total = float(view.rec_weight.sum())
     if n_rec == 0 or len(ctas) < 2:
-        return 0.0, float(n_rec) / max(len(ctas), 1)
+        return 0.0, total / max(len(ctas), 1)
     inside = lb >= 0
     key = (lb.astype(np.int64) << 40) | lanes.off
     pairs = np.unique(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]), axis=1)
@@ -272,8 +304,8 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
     everywhere = member(key, keys[counts >= len(ctas)]) & inside
     not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0
     has_lanes = np.bincount(lanes.rec, minlength=n_rec) > 0
-    repeated = float((has_lanes & ~not_repeated).sum())
-    return repeated / len(ctas), (float(n_rec) - repeated) / len(ctas)
+    repeated = float(view.rec_weight[has_lanes & ~not_repeated].sum())
+    return repeated / len(ctas), (total - repeated) / len(ctas)
 
 
 def buffer_records(view: TraceView, buffer: str) -> np.ndarray:

@@ -53,6 +53,13 @@ MAX_SAMPLED_CTAS = 64
 MAX_VIEW_LANES = 1 << 23
 """Active lanes a :class:`TraceView` holds at most (about 60 bytes each, so ~500 MB): CTAs that
 loop over long rows (llm.c's layernorm, 1.2 million lanes per CTA) are sampled more thinly."""
+MAX_WARP_LANES = 1 << 20
+"""Active lanes one warp keeps in a :class:`TraceView`. A warp over it (a thread walking a
+50,257-float row three times: llm.c's softmax, 8 million lanes per warp) keeps the first records
+of each of its instructions, as many per instruction as fit (the first iterations of its loops),
+and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass over the view
+costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
+them."""
 MAX_VISITS = 256
 MIN_COVERAGE = 0.9
 
@@ -193,6 +200,9 @@ class TraceView:
                 glob &= np.isin(all_recs["warp"], kept)
                 warp_scale = len(warps) / len(kept)
         recs = all_recs[glob]
+        recs, weight = _first_iterations(recs, MAX_WARP_LANES)
+        self.iterations_sampled = weight is not None
+        self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
         self.ctas = ctas
         self.records = recs
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
@@ -292,6 +302,18 @@ class TraceView:
         which = self.lane_buffer[self.lanes_of(insts)]
         return [self.buffer_names[int(b)] for b in unique_int(which[which >= 0])]
 
+    def weighted(self, recs: np.ndarray, values: np.ndarray | None = None) -> float:
+        """The sum over records ``recs`` (indices) of ``values`` (per record of the view; 1 when
+        None), each record counted as often as the records it stands for
+        (:attr:`rec_weight`: 1 but where a warp's long loops were cut to their first
+        iterations)."""
+        recs = np.asarray(recs, np.int64)
+        if values is None:
+            return float(self.rec_weight[recs].sum())
+        if not self.iterations_sampled:
+            return float(values[recs].sum())
+        return float((values[recs] * self.rec_weight[recs]).sum())
+
     def warps(self) -> int:
         """Distinct (CTA, warp) of the view's records."""
         if self._warps is None:
@@ -305,8 +327,9 @@ class TraceView:
         if self._l1_total is None:
             n = len(self.inst_line)
             inst = self.records["inst"].astype(np.int64)
-            req = np.bincount(inst, minlength=n)
-            sect = np.bincount(inst, weights=self.rec_sectors, minlength=n)
+            w = self.rec_weight
+            req = np.bincount(inst, weights=w, minlength=n)
+            sect = np.bincount(inst, weights=self.rec_sectors * w, minlength=n)
             groups: dict[tuple[str | None, int | None, int], list[float]] = {}
             for i in np.flatnonzero(req):
                 key = (*self.inst_line[int(i)], int(self.inst_kind[int(i)]))
@@ -327,7 +350,14 @@ class TraceView:
                 lanes = self.lanes.take(keep)
                 units = _units(lanes.off, lanes.width)
                 key = (self.lane_buffer[keep][units[0]].astype(np.int64) << 44) | units[1]
-                self._useful = float(len(unique_int(key))) * units[2] * self.scale
+                if self.iterations_sampled:
+                    # each distinct unit counted as often as the records it stands for
+                    w = self.rec_weight[lanes.rec[units[0]]]
+                    _, first = np.unique(key, return_index=True)
+                    n_units = float(w[first].sum())
+                else:
+                    n_units = float(len(unique_int(key)))
+                self._useful = n_units * units[2] * self.scale
         return self._useful
 
     def pattern(
@@ -370,6 +400,45 @@ def trace_view(trace: AccessTrace, spec: KernelSpec) -> TraceView:
     _VIEWS[key] = (weakref.ref(trace), spec, view)
     weakref.finalize(trace, _VIEWS.pop, key, None)
     return view
+
+
+def _first_iterations(
+    recs: np.ndarray, max_warp_lanes: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``recs`` (in execution order) with each warp's records of one instruction cut to their
+    first ``k``, one ``k`` for every (CTA, warp, instruction) chosen so that the warps keep
+    ``max_warp_lanes / 32`` records each on average; and each kept record's weight (the
+    records of its (CTA, warp, instruction) over those kept). ``(recs, None)`` when no warp has
+    more than ``max_warp_lanes`` active lanes."""
+    if not len(recs):
+        return recs, None
+    wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
+    wu, wi = np.unique(wkey, return_inverse=True)
+    lanes = np.bincount(wi, weights=np.bitwise_count(recs["mask"]), minlength=len(wu))
+    if lanes.max() <= max_warp_lanes:
+        return recs, None
+    n_inst = int(recs["inst"].max()) + 1
+    gkey = wi.astype(np.int64) * n_inst + recs["inst"].astype(np.int64)
+    order = np.argsort(gkey, kind="stable")  # each group's records in execution order
+    sk = gkey[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    sizes = np.diff(np.r_[starts, len(sk)])
+    budget = max(max_warp_lanes // WARP, 1) * len(wu)
+    lo, hi = 1, int(sizes.max())  # the largest k with sum(min(sizes, k)) <= budget (at least 1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(np.minimum(sizes, mid).sum()) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    k = lo
+    rank = np.arange(len(sk)) - np.repeat(starts, sizes)
+    kept = np.zeros(len(recs), bool)
+    kept[order[rank < k]] = True
+    weight_of_group = sizes / np.minimum(sizes, k)
+    group_of = np.empty(len(recs), np.int64)
+    group_of[order] = np.repeat(np.arange(len(sizes)), sizes)
+    return recs[kept], weight_of_group[group_of[kept]].astype(np.float64)
 
 
 def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

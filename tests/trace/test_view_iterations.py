@@ -1,0 +1,118 @@
+"""A trace view of warps over :data:`~gpuadvise.trace.view.MAX_WARP_LANES` keeps the first
+iterations of each instruction's loop, and weighs each kept record by the records it stands
+for: the rules' counts and traffic estimates stay those of the whole trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuadvise.devices import preset
+from gpuadvise.rules.estimates import repeated_requests, view_traffic
+from gpuadvise.source.signature import parse_signature
+from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
+from gpuadvise.toolchain import CompileOptions, compile_source
+from gpuadvise.trace import view as view_mod
+from gpuadvise.trace.access import RECORD
+from gpuadvise.trace.emulate import emulate
+from gpuadvise.trace.view import TraceView, _first_iterations, buffer_infos
+
+ROWS = """
+__global__ void rows(float* out, const float* inp, int C) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float* row = inp + (long)i * C;
+  float s = 0.0f;
+  for (int j = 0; j < C; ++j) s += row[j];
+  out[i] = s;
+}
+"""
+C = 2048
+THREADS = 128  # 2 CTAs of 64 threads: 4 warps, each 2048 loads and one store
+
+
+def records(groups: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """Records of (cta, warp, inst, count) groups, interleaved as a loop runs them."""
+    rows = []
+    longest = max(n for *_, n in groups)
+    for k in range(longest):
+        for cta, warp, inst, n in groups:
+            if k < n:
+                rows.append((cta, warp, inst))
+    r = np.zeros(len(rows), RECORD)
+    for f, col in zip(("cta", "warp", "inst"), np.array(rows).T, strict=True):
+        r[f] = col
+    r["mask"] = 0xFFFFFFFF
+    return r
+
+
+def test_under_the_bound_nothing_is_cut() -> None:
+    r = records([(0, 0, 0, 10), (0, 0, 1, 1)])
+    got, weight = _first_iterations(r, 11 * 32)
+    assert weight is None and got is r
+
+
+def test_each_group_keeps_its_first_records_and_weighs_the_rest() -> None:
+    # a warp's loop load (1000 times) and its epilogue store (once); another warp's loop of 500
+    r = records([(0, 0, 0, 1000), (0, 0, 1, 1), (0, 1, 0, 500)])
+    got, weight = _first_iterations(r, 100 * 32)  # 100 records per warp, 200 in all
+    assert weight is not None
+    # one k for every group: min(1000, k) + 1 + min(500, k) <= 200 -> k = 99
+    load0 = (got["warp"] == 0) & (got["inst"] == 0)
+    assert load0.sum() == 99 and (got["warp"] == 1).sum() == 99
+    assert weight[load0] == pytest.approx(1000 / 99)
+    assert weight[got["inst"] == 1] == pytest.approx([1.0])
+    assert weight[got["warp"] == 1] == pytest.approx(500 / 99)
+    # the kept records are each group's first, in execution order
+    idx = np.flatnonzero((r["warp"] == 0) & (r["inst"] == 0))[:99]
+    assert np.array_equal(got[load0], r[idx])
+    # the weights add up to the records
+    assert weight.sum() == pytest.approx(len(r))
+
+
+@pytest.mark.toolkit
+def test_a_cut_view_weighs_its_records_to_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "rows.cu"
+    src.write_text(ROWS)
+    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
+    spec = build_kernel_spec(
+        src,
+        "rows",
+        grid=THREADS // 64,
+        block=64,
+        args=[f"C={C}"],
+        buffers=[f"out=float[{THREADS}]", f"inp=float[{THREADS * C}]"],
+        discover=False,
+    )
+    launch = resolve(spec, parse_signature(ROWS, "rows"))
+    dev = preset("H100")
+    e = emulate(module, module.kernel("rows"), launch, dev, sample_ctas="all")
+    infos = buffer_infos(e.trace, spec)
+    whole = TraceView(e.trace, infos)
+    assert not whole.iterations_sampled
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 256 * 32)  # 256 records per warp
+    cut = TraceView(e.trace, infos)
+    assert cut.iterations_sampled
+    # 256 records per warp at most (the compiler unrolls the loop: one k for its instructions)
+    assert len(cut.records) <= 4 * 256 < len(whole.records) / 4
+    assert cut.weighted(np.arange(len(cut.records))) == pytest.approx(len(whole.records))
+    assert cut.l1_total() == pytest.approx(whole.l1_total())
+    a, b = view_traffic(dev, whole), view_traffic(dev, cut)
+    assert b.l1_cycles == pytest.approx(a.l1_cycles)
+    assert b.instructions == pytest.approx(a.instructions)
+    assert b.l2_store_sectors == pytest.approx(a.l2_store_sectors)
+    # a row's first ~250 floats span ~32 of its 256 sectors: a partial sector at the end of the
+    # kept iterations is the error
+    assert b.l2_load_sectors == pytest.approx(a.l2_load_sectors, rel=0.03)
+    assert b.dram_bytes == pytest.approx(a.dram_bytes, rel=0.03)
+    assert cut.useful_bytes() == pytest.approx(whole.useful_bytes(), rel=0.03)
+    assert repeated_requests(cut)[1] == pytest.approx(repeated_requests(whole)[1])
+    # a change to the loads alone: the same on both
+    loads_whole = np.flatnonzero(whole.records["kind"] == whole.records["kind"][0])
+    loads_cut = np.flatnonzero(cut.records["kind"] == cut.records["kind"][0])
+    ca, cb = view_traffic(dev, whole, loads_whole), view_traffic(dev, cut, loads_cut)
+    assert cb.l1_cycles == pytest.approx(ca.l1_cycles)
+    assert cb.l2_load_sectors == pytest.approx(ca.l2_load_sectors, rel=0.03)
