@@ -872,11 +872,16 @@ def _reference_touches(records: np.ndarray, g: int) -> dict[tuple[int, int], lis
     return out
 
 
+@pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_extract_matches_lane_by_lane_reference_with_repeated_records(seed: int) -> None:
+def test_extract_matches_lane_by_lane_reference_with_repeated_records(
+    seed: int, aligned: bool
+) -> None:
     """extract drops records that repeat the sectors of the one before them (same CTA, warp and
     instruction): loops walking 4 bytes at a time, strided rows, partial masks, vector widths and
-    line-crossing accesses interleaved over CTAs and warps give the lane-by-lane answer."""
+    line-crossing accesses interleaved over CTAs and warps give the lane-by-lane answer.
+    ``aligned``: every address a multiple of its width, as the GPU requires (no lane's bytes
+    cross a sector: the repeat test reads the first byte's sector alone)."""
     rng = np.random.default_rng(seed)
     streams = [
         (cta, warp, inst, kind, width)
@@ -899,7 +904,7 @@ def test_extract_matches_lane_by_lane_reference_with_repeated_records(seed: int)
             r["cta"], r["warp"], r["inst"], r["kind"], r["width"] = cta, warp, inst, kind, width
             base = IN_BASE + ((cta * 64 + warp * 8 + inst) << 20)
             addr = base + lanes * np.uint64(pitch[s]) + np.uint64(it * step[s])
-            if inst != 2:
+            if inst != 2 or aligned:
                 addr -= addr % np.uint64(width)
             # the mask changes every 4 iterations; inactive lanes hold arbitrary addresses
             mask = (
@@ -908,7 +913,10 @@ def test_extract_matches_lane_by_lane_reference_with_repeated_records(seed: int)
                 else int(np.random.default_rng(it // 4).integers(1, 2**32))
             )
             on = ((mask >> lanes.astype(np.int64)) & 1).astype(bool)
-            r["addr"] = np.where(on, addr, rng.integers(0, 2**40, 32).astype(np.uint64))
+            junk = rng.integers(0, 2**40, 32).astype(np.uint64)
+            if aligned:
+                junk -= junk % np.uint64(width)
+            r["addr"] = np.where(on, addr, junk)
             r["mask"] = mask
             rows.append(r)
     recs = np.array(rows, dtype=empty_records(0).dtype)
@@ -919,3 +927,17 @@ def test_extract_matches_lane_by_lane_reference_with_repeated_records(seed: int)
             for i, (c, u) in enumerate(zip(t.cta, t.gran, strict=True))
         }
         assert got == _reference_touches(recs, g)
+
+
+def test_a_record_is_a_repeat_of_its_own_instruction_only() -> None:
+    """A store of the sectors a load of the same warp read just before it is not a repeat (its
+    own instruction's previous record is what it is compared with): the store's touches stay."""
+    recs = empty_records(3)  # the load, then the store twice (the second one a repeat)
+    recs["mask"] = 0xFFFFFFFF
+    recs["width"] = 4
+    recs["inst"] = [0, 1, 1]
+    recs["kind"] = [int(Kind.LOAD), int(Kind.STORE), int(Kind.STORE)]
+    recs["addr"] = (IN_BASE + 4 * np.arange(32, dtype=np.uint64))[None, :]
+    t = extract(recs, 32)
+    # 4 sectors, each loaded, stored and dirty
+    assert len(t.gran) == 4 and t.cnt.sum(axis=1).tolist() == [4, 4, 4, 4]

@@ -103,18 +103,27 @@ def _fresh_lanes(records: np.ndarray) -> np.ndarray:
     five = np.uint64(5)
     for lo in range(1, n, EXTRACT_CHUNK_RECORDS):
         hi = min(lo + EXTRACT_CHUNK_RECORDS, n)
-        pos = np.flatnonzero(same[lo:hi]) + lo
-        if not len(pos):
+        s = same[lo:hi]
+        if not s.any():
             continue
-        cur, prev = order[pos], order[pos - 1]
-        a, b = addr[cur], addr[prev]
-        eq = (a >> five) == (b >> five)
-        w = width[cur].astype(np.uint64)[:, None] - np.uint64(1)
-        if bool(w.any()):
-            eq &= ((a + w) >> five) == ((b + w) >> five)
-        eq &= active_lanes(m[cur]) & active_lanes(m[prev])
+        # the chunk's records and the one before, in group order: each row against the row
+        # before it (one gather of the address rows, not two)
+        idx = order[lo - 1 : hi]
+        a = addr[idx]
+        first = a >> five
+        eq = first[1:] == first[:-1]
+        w = width[idx].astype(np.uint64)[:, None] - np.uint64(1)
+        pow2 = not bool((((w + np.uint64(1)) & w) != 0).any() or (w > 31).any())
+        if bool(w.any()) and not (pow2 and not bool((a & w).any())):
+            # some lane's bytes may end in the next sector (an access of 1, 2, 4, 8, 16 or 32
+            # bytes at an address its multiple, what the GPU allows, cannot)
+            last = (a + w) >> five
+            eq &= last[1:] == last[:-1]
+        act = active_lanes(m[idx])
+        eq &= act[1:] & act[:-1]
+        eq &= s[:, None]
         gone = np.packbits(eq, axis=1, bitorder="little").view(np.uint32).reshape(-1)
-        mask[cur] &= ~gone
+        mask[idx[1:]] &= ~gone
     return mask
 
 

@@ -748,13 +748,14 @@ def synthesize(
     fetch_bytes: int,
     boundary: str,
     triples: SectorTriples | None = None,
+    touches: Touches | None = None,
 ) -> Footprint:
     """Units of every CTA of the grid, from the footprints of the ``traced`` CTAs (their records:
-    ``srecs``, and their :func:`sector_touches` when already taken; ``recs``: all records, for
-    the CTA steps)."""
+    ``srecs``, and their :func:`sector_touches` and granules of ``fetch_bytes`` when already
+    taken; ``recs``: all records, for the CTA steps)."""
     if triples is None:  # granule-free: one expansion for every granule below
         triples = sector_touches(srecs)
-    t = extract(srecs, fetch_bytes, triples)
+    t = extract(srecs, fetch_bytes, triples) if touches is None else touches
     table = _buffer_table(trace, t, fetch_bytes)
     names = {int(b): k for k, (b, _) in trace.buffers.items()}
     sx, sy = _infer_steps(recs, gx, gy, table)
@@ -832,11 +833,13 @@ def build_footprint(
     whole = len(sub) == len(traced)
     srecs = recs if whole else recs[member(recs["cta"], sub)]
     triples = sector_touches(srecs)
+    t = extract(srecs, fetch_bytes, triples)
     try:
-        model = synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary, triples)
+        model = synthesize(trace, recs, srecs, sub, gx, gy, fetch_bytes, boundary, triples, t)
         return model, "synthesized", None
     except SynthesisFailed as exc:
-        t = extract(recs, fetch_bytes, triples if whole else None)
+        if not whole:  # every traced CTA's granules (the synthesis read a subset's)
+            t = extract(recs, fetch_bytes)
         model = Footprint(lists=[touch_list(t, fetch_bytes)] if len(t.cta) else [])
         model.notes.append(
             f"only the {len(traced)} traced CTAs of {gx * gy} are replayed ({exc}); "
