@@ -60,6 +60,11 @@ GLOBAL_STRIDE_BITS = 36
 MAX_BUFFERS = 1 << (WINDOW_SHIFT - GLOBAL_STRIDE_BITS)
 WINDOW_IDS = {"shared": 1, "local": 2, "const": 3, "param": 4, "global": 7}
 PAGE_SHIFT = 12  # lazy buffers are filled 4 KiB at a time
+READ_AHEAD_PAGES = 7
+"""Pages filled past a run of pages that continues a filled one (a walk forward through a
+buffer: llm.c's softmax walks 256 rows of 201 KB, a page at a time each, 25,000 fills of ~60 us
+in one CTA), up to the next filled page; a run after an unfilled page (scattered reads) fills
+its own pages only."""
 
 
 class ByteSource(Protocol):
@@ -170,11 +175,22 @@ class GlobalMemory:
         """Fill ``pages`` (sorted, unique, none filled yet) from the lazy buffers' sources: runs
         of consecutive pages with one call per lazy buffer a run overlaps."""
         if len(pages) == 1:
-            self._fill_run(int(pages[0]), int(pages[0]) + 1)
+            p = int(pages[0])
+            self._fill_run(p, self._ahead(p, p + 1))
             return
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         for run in np.split(pages, breaks):
-            self._fill_run(int(run[0]), int(run[-1]) + 1)
+            lo, hi = int(run[0]), int(run[-1]) + 1
+            self._fill_run(lo, self._ahead(lo, hi))
+
+    def _ahead(self, lo: int, hi: int) -> int:
+        """``hi``, or past it up to :data:`READ_AHEAD_PAGES` pages not filled yet when the page
+        before ``lo`` is filled (never over a filled page: it may hold what the kernel wrote)."""
+        if lo == 0 or not self._filled[lo - 1]:
+            return hi
+        end = min(hi + READ_AHEAD_PAGES, len(self._filled))
+        done = np.flatnonzero(self._filled[hi:end])
+        return hi + int(done[0]) if len(done) else end
 
     def _fill_run(self, page_lo: int, page_hi: int) -> None:
         lo, hi = page_lo << PAGE_SHIFT, min(page_hi << PAGE_SHIFT, len(self.heap))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.ptx.memory import GLOBAL_BASE, GlobalMemory
+from gpuadvise.ptx.memory import GLOBAL_BASE, READ_AHEAD_PAGES, GlobalMemory
 from gpuadvise.runner.data import buffer_filler, make_host_buffer
 
 DTYPES = [
@@ -83,7 +83,34 @@ def test_lazy_memory_fills_both_pages_an_access_spans() -> None:
     mem.translate(base + np.array([5 * 4096 + 1, 9 * 4096 + 4095], np.int64), 1)
     assert mem.pages_made == 5  # page 9 (5 is made)
     offs, _ = mem.translate(np.array([base + 7 * 4096 - 2], dtype=np.int64), 4)
-    assert mem.pages_made == 7  # pages 6 and 7
+    # pages 6 and 7, and 8 read ahead (page 5 before them is made), not 9 (made already)
+    assert mem.pages_made == 8
     whole = f.elements(0, n)
     got = mem.views[1][int(offs[0]) : int(offs[0]) + 4]
     assert np.array_equal(got, whole[7 * 4096 - 2 : 7 * 4096 + 2])
+
+
+def test_a_walk_forward_reads_ahead_and_keeps_what_was_written() -> None:
+    """A page after a filled one fills the pages after it too (up to READ_AHEAD_PAGES, not past
+    a filled page); a page after an unfilled one fills itself alone. Pages read ahead hold the
+    buffer's data, and a page the kernel wrote is never filled again."""
+    n = 1 << 18  # 256 KiB of bytes: 64 pages
+    f = buffer_filler(np.dtype(np.uint8), n, "random", 2, "in")
+    mem = GlobalMemory([("in", f)])
+    base = np.int64(GLOBAL_BASE)
+    mem.translate(np.array([base + 4096 * 20], dtype=np.int64), 1)
+    assert mem.pages_made == 1  # page 20, after an unfilled page: no read-ahead
+    o, _ = mem.translate(np.array([base + 4096 * 24], dtype=np.int64), 1)
+    mem.views[1][int(o[0])] = 7  # the kernel writes page 24
+    assert mem.pages_made == 2
+    mem.translate(np.array([base + 4096 * 21], dtype=np.int64), 1)
+    assert mem.pages_made == 5  # 21, after 20: 22 and 23 read ahead, not 24
+    assert mem.views[1][int(o[0])] == 7
+    mem.translate(np.array([base + 4096 * 25], dtype=np.int64), 1)
+    assert mem.pages_made == 5 + 1 + READ_AHEAD_PAGES  # 25 and the pages after it
+    whole = f.elements(0, n)
+    lo, hi = 20 * 4096, (26 + READ_AHEAD_PAGES) * 4096
+    got = mem.views[1][lo:hi].copy()
+    want = whole[lo:hi].copy()
+    want[24 * 4096 - lo] = 7
+    assert np.array_equal(got, want)
