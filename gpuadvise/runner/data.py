@@ -147,6 +147,13 @@ class BufferFiller:
     def nbytes(self) -> int:
         return self.count * self.dtype.itemsize
 
+    @property
+    def uniform_byte(self) -> int | None:
+        """The one value of every byte (0xFF poisoned, 0 zeros), None when they differ."""
+        if self.poisoned:
+            return 0xFF
+        return 0 if self.fill.kind == "zeros" else None
+
     def bytes_at(self, lo: int, hi: int) -> np.ndarray:
         """Bytes ``[lo, hi)`` of the buffer (uint8, ``0 <= lo <= hi <= nbytes``)."""
         if self.poisoned:

@@ -114,3 +114,27 @@ def test_a_walk_forward_reads_ahead_and_keeps_what_was_written() -> None:
     want = whole[lo:hi].copy()
     want[24 * 4096 - lo] = 7
     assert np.array_equal(got, want)
+
+
+def test_pages_of_a_poisoned_output_are_filled_at_once() -> None:
+    """Scattered pages of a uniform source (a poisoned output) are filled in one assignment:
+    0xFF bytes, the pages marked made, the other buffer's pages from their own source."""
+    n = 1 << 16  # 64 KiB of float32 each: 64 pages
+    f = buffer_filler(np.dtype(np.float32), n, "random", 3, "in")
+    out = buffer_filler(np.dtype(np.float32), n, "random", 3, "out", poisoned=True)
+    assert out.uniform_byte == 0xFF and f.uniform_byte is None
+    mem = GlobalMemory([("in", f), ("out", out)])
+    o = mem.by_name["out"]
+    i = mem.by_name["in"]
+    addr = np.array(
+        [o.base + 4096 * k + 8 for k in (1, 5, 9, 40)] + [i.base + 4096 * 3], dtype=np.int64
+    )
+    offs, bad = mem.translate(addr, 4)
+    assert bad is None and mem.pages_made == 5
+    heap = mem.views[1]
+    for k in (1, 5, 9, 40):
+        start = o.start + 4096 * k
+        assert (heap[start : start + 4096] == 0xFF).all()
+    assert (heap[o.start + 4096 * 2 : o.start + 4096 * 3] == 0).all()  # not made
+    got = mem.views[4][int(offs[-1]) >> 2]
+    assert got == f.elements(3 * 1024, 3 * 1024 + 1).view(np.uint32)[0]
