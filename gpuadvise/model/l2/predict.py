@@ -33,10 +33,10 @@ __all__ = [
 
 _BEST_TOLERANCE = 0.01  # an order within 1% of the lowest DRAM reads counts as tied
 
-REPLAY_THREADS = 4
-"""Launch orders replayed at once. Each replay holds its own sort keys: on the 8K gather of
-kernels/tile_gather (five orders) four threads raised the peak RSS from 1.32 to 1.46 GB and took
-the run from 12.0 to 10.5 s on the 2-core CPU machine."""
+REPLAY_THREADS = 8
+"""Launch orders replayed at once, at most one per core. Each replay holds its own sort keys: on
+the 8K gather of kernels/tile_gather (five orders), two threads on the 2-core CPU machine took
+the run from 12.0 to 10.6 s and raised the peak RSS from 1.32 to 1.42 GB."""
 
 
 def l2_model(
