@@ -69,6 +69,7 @@ def run_analyze(
 
     if as_json:
         fmt = "json"
+    opts = _source_from_spec(opts)
     if fmt == "text" and output:
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
@@ -390,3 +391,17 @@ def _gate_cases(config_file: Path) -> list[Any]:
         )
         out.append(Case(f"{config_file.parent.name or '.'}/gate:{c.name}", o))
     return out
+
+
+def _source_from_spec(opts: KernelOptions) -> KernelOptions:
+    """``opts`` with the source its launch spec names, when only ``--spec`` gave it: the
+    variants, ``--fix`` and ``--write-variants`` rewrite a copy of that file (they read
+    ``opts.source``: ``analyze --spec case.toml`` crashed measuring a fix)."""
+    if opts.source or not opts.spec:
+        return opts
+    import dataclasses
+
+    from gpuadvise.spec.kernel_spec import load_spec
+
+    named = load_spec(opts.spec).get("source")
+    return opts if named is None else dataclasses.replace(opts, source=str(named))

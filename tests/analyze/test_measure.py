@@ -217,3 +217,23 @@ def test_a_totals_variant_is_verified_on_the_partials_total(monkeypatch: pytest.
     outputs["b"][5] += 1
     [bad] = stage._time(prep("A", 40), [(v, prep("B", 8))])
     assert bad.verified is False and bad.measurement is None and "partials" in (bad.note or "")
+
+
+def test_a_spec_only_analysis_patches_the_source_its_spec_names(tmp_path: Path):
+    """`analyze --spec case.toml` (no .cu argument): the variants patch a copy of the source the
+    spec names (it crashed reading the current folder as the source when measuring a fix)."""
+    from gpuadvise.cli.analyze import _source_from_spec
+
+    (tmp_path / "k.cu").write_text(SRC)
+    spec = tmp_path / "case.toml"
+    spec.write_text('source = "k.cu"\nkernel = "k"\ngrid = 4\nblock = 32\n')
+    opts = _source_from_spec(KernelOptions(source=None, spec=str(spec)))
+    assert Path(opts.source or "").resolve() == (tmp_path / "k.cu").resolve()
+    v = R.Variant("automatic-and-verified", "d", diff=_diff(SRC + "// fixed\n"))
+    (tmp_path / "v").mkdir()
+    o = M.variant_options(opts, v, tmp_path / "v")
+    assert Path(o.source or "").read_text() == SRC + "// fixed\n"
+    assert o.spec == str(spec) and str(tmp_path.resolve()) in o.include
+    # a source on the command line stays
+    given = KernelOptions(source="other.cu", spec=str(spec))
+    assert _source_from_spec(given) is given
