@@ -570,16 +570,29 @@ def _build_units(
         tbx = tX * lay.m + shp[None, :, 2]
         vy = (tby >= 0) & (tby < gy)
         vx = (tX >= 0) & (tbx < gx)
-        touchers = tby[:, None, :] * gx + tbx[None, :, :]
-        valid = vy[:, None, :] & vx[None, :, :]
-        touchers = np.where(valid, touchers, -1).reshape(ny * nx, -1).astype(np.int32)
+        # touchers[y, x, k] = tby[y, k] * gx + tbx[x, k], -1 where either is off the grid: in
+        # int32, an off-grid term a large negative that keeps the sum negative (one add and one
+        # clip over the (units, K) array; the 8K gather's is 242,000 x 81)
+        if gx * gy < 1 << 30:
+            off = np.int32(-(1 << 30))
+            row = np.where(vy, tby * gx, off).astype(np.int32)
+            col = np.where(vx, tbx, off).astype(np.int32)
+            touchers = np.empty((ny, nx, len(shp)), dtype=np.int32)
+            np.add(row[:, None, :], col[None, :, :], out=touchers)
+            np.maximum(touchers, -1, out=touchers)
+            touchers = touchers.reshape(ny * nx, -1)
+        else:  # CTA ids past 2**30 (int32 all the same, as every toucher table)
+            valid = vy[:, None, :] & vx[None, :, :]
+            big = tby[:, None, :] * gx + tbx[None, :, :]
+            touchers = np.where(valid, big, -1).reshape(ny * nx, -1).astype(np.int32)
         res = residues[sid]
         rows = (ay[:, None] + res[None, :, 2]) * lay.ry + res[None, :, 0]  # (ny, w)
         cols = (ax[:, None] + res[None, :, 3]) * lay.sx + res[None, :, 1]  # (nx, w)
         rin = (rows >= lay.rows[0]) & (rows <= lay.rows[1])
         cin = (cols >= lay.cols[0]) & (cols <= lay.cols[1])
         w_in = (rin.astype(np.float64) @ cin.astype(np.float64).T).reshape(-1)
-        nvalid = (touchers >= 0).sum(axis=1)
+        # valid touchers per unit: the k where both terms are on the grid
+        nvalid = (vy.astype(np.float64) @ vx.astype(np.float64).T).reshape(-1).astype(np.int64)
         per_shape.append((touchers, nvalid, w_in, rows, cols, rin, cin))
     # clamped granules of partly outside units become extra touches of the units they land in
     offsets = np.array([b[4] for b in boxes] + [orphan_base], dtype=np.int64)
