@@ -138,3 +138,16 @@ def test_pages_of_a_poisoned_output_are_filled_at_once() -> None:
     assert (heap[o.start + 4096 * 2 : o.start + 4096 * 3] == 0).all()  # not made
     got = mem.views[4][int(offs[-1]) >> 2]
     assert got == f.elements(3 * 1024, 3 * 1024 + 1).view(np.uint32)[0]
+
+
+def test_a_buffer_made_in_threads_is_the_stream_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make_host_buffer fills its chunks in threads: the bytes are the stream's, in order, as a
+    single call of the filler gives them (here 10 chunks and a partial one, 4 threads)."""
+    from gpuadvise.runner import data
+
+    monkeypatch.setattr(data, "_CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(data, "_FILL_THREADS", 4)
+    monkeypatch.setattr(data.os, "cpu_count", lambda: 4)
+    f = buffer_filler(np.dtype(np.float32), 10_500, "random", 5, "in")
+    got = make_host_buffer(np.dtype(np.float32), 10_500, "random", 5, "in")
+    assert np.array_equal(got, f.elements(0, 10_500))
