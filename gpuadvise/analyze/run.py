@@ -109,6 +109,8 @@ def _run(
     probe = parse_l2_probe_ctas(l2_probe_ctas)  # a bad count fails before the compile
     spec, choice, options = build(opts)
     config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
+    if measure is not False and measure_lock is None:
+        _prewarm_measurement()
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
@@ -155,6 +157,16 @@ def _run(
             notes=(*checked.notes, f"{len(folders)} variant(s) written to {write_variants}"),
         )
     return AnalyzeResult(result, checked)
+
+
+def _prewarm_measurement() -> None:
+    """With a GPU here, the measurement's worker started now: its imports and CUDA context are
+    made while the kernel is traced and modelled (one analysis at a time: analyses sharing the
+    GPU under a lock start theirs when they measure)."""
+    from gpuadvise.runner.client import prewarm_worker, pycuda_missing
+
+    if pycuda_missing() is None:
+        prewarm_worker()
 
 
 def _measure(opts: KernelOptions, checked: RulesRun, measure: bool | None) -> RulesRun:

@@ -1,0 +1,95 @@
+"""A worker started ahead of its job (:func:`gpuadvise.runner.client.prewarm_worker`) makes its
+backend first, takes the first job of its module, is killed at the job's timeout like any
+worker, and is killed when no job reaches it. A fake worker module stands in for the CUDA one
+(its backend writes a file when it is made)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.runner import client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAKE = """
+import os, sys, time, types
+from types import SimpleNamespace
+from pathlib import Path
+
+from gpuadvise.runner import client
+
+
+class PyCudaBackend:
+    def __init__(self):
+        Path(os.environ["FAKE_READY"]).write_text(str(os.getpid()))
+
+    def close(self):
+        pass
+
+
+fake = types.ModuleType("gpuadvise.runner.pycuda_backend")
+fake.PyCudaBackend = PyCudaBackend
+sys.modules["gpuadvise.runner.pycuda_backend"] = fake
+
+
+def run(job, backend):
+    time.sleep(job.get("sleep", 0))
+    return SimpleNamespace(ok=True, cuda_error=None, value=job["x"] * 2, pid=os.getpid())
+
+
+def failure(stage, error):
+    return SimpleNamespace(ok=False, cuda_error=None, error=error)
+
+
+sys.exit(client.serve_job(sys.argv, run, failure))
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    ready = tmp_path / "ready"
+    monkeypatch.setenv("FAKE_READY", str(ready))
+    yield ready
+    client.discard_prewarmed()
+
+
+def _wait_for(path: Path) -> None:
+    t0 = time.monotonic()
+    while not path.exists():
+        assert time.monotonic() - t0 < 30, "the prewarmed worker never made its backend"
+        time.sleep(0.02)
+
+
+def test_a_prewarmed_worker_makes_its_backend_then_takes_the_first_job(fake: Path) -> None:
+    client.prewarm_worker("fake_worker")
+    proc, folder = client._prewarmed["fake_worker"]
+    _wait_for(fake)  # before any job
+    assert proc.poll() is None  # waiting
+    run = client.run_worker_module("fake_worker", {"x": 21}, timeout_s=30)
+    assert run.result.value == 42 and run.result.pid == proc.pid
+    assert "fake_worker" not in client._prewarmed and not folder.exists()
+    # the next job starts a worker of its own
+    again = client.run_worker_module("fake_worker", {"x": 1}, timeout_s=30)
+    assert again.result.value == 2 and again.result.pid != proc.pid
+
+
+def test_a_prewarmed_worker_is_killed_at_its_jobs_timeout(fake: Path) -> None:
+    client.prewarm_worker("fake_worker")
+    _wait_for(fake)
+    run = client.run_worker_module("fake_worker", {"x": 1, "sleep": 60}, timeout_s=1)
+    assert run.timed_out and run.result is None and run.elapsed_s < 20
+
+
+def test_a_prewarmed_worker_no_job_reaches_is_killed(fake: Path) -> None:
+    client.prewarm_worker("fake_worker")
+    client.prewarm_worker("fake_worker")  # one per module
+    proc, folder = client._prewarmed["fake_worker"]
+    client.discard_prewarmed()
+    assert proc.poll() is not None and not folder.exists() and not client._prewarmed
