@@ -60,6 +60,9 @@ of each of its instructions, as many per instruction as fit (the first iteration
 and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass over the view
 costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
 them."""
+_MARK_FRACTION = 16
+"""TraceView.lanes_of sorts the lanes of several instructions when they are fewer than this
+fraction of the view's, and marks them in a mask of every lane otherwise."""
 MAX_VISITS = 256
 MIN_COVERAGE = 0.9
 
@@ -242,6 +245,7 @@ class TraceView:
         self.inst_kind = np.array([int(i.kind) for i in trace.instructions] or [0], np.int64)
         self._l1_total: float | None = None
         self._by_inst: tuple[np.ndarray, np.ndarray] | None = None
+        self._inst_buffers: dict[int, set[int]] | None = None
         self._warps: int | None = None
         self._useful: float | None = None
         self._patterns: dict[tuple[Any, ...], Pattern | str] = {}
@@ -289,7 +293,16 @@ class TraceView:
         ]
         if not parts:
             return np.zeros(0, np.int64)
-        return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+        if len(parts) == 1:
+            return parts[0]
+        total = sum(len(p) for p in parts)
+        if total * _MARK_FRACTION < len(self.lanes):
+            return np.sort(np.concatenate(parts))
+        # many lanes (an unrolled loop's instructions of one line): marked, not sorted
+        mark = np.zeros(len(self.lanes), bool)
+        for p in parts:
+            mark[p] = True
+        return np.flatnonzero(mark)
 
     def access(self, insts: np.ndarray, buffer: str) -> tuple[Lanes, np.ndarray]:
         """The lanes of instructions ``insts`` that reach ``buffer``, and their records' indices."""
@@ -299,8 +312,21 @@ class TraceView:
         return lanes, unique_int(lanes.rec)
 
     def buffers_at(self, insts: np.ndarray) -> list[str]:
-        which = self.lane_buffer[self.lanes_of(insts)]
-        return [self.buffer_names[int(b)] for b in unique_int(which[which >= 0])]
+        """The buffers the lanes of instructions ``insts`` reach, in buffer order (from the
+        distinct (instruction, buffer) pairs of the view, found on first use: the layout rules
+        ask for every line, 32 times a run on llm.c's layernorm)."""
+        if self._inst_buffers is None:
+            inside = self.lane_buffer >= 0
+            nb = max(len(self.buffer_names), 1)
+            pairs = unique_int(self.lanes.inst[inside] * nb + self.lane_buffer[inside])
+            by_inst: dict[int, set[int]] = {}
+            for i, b in zip((pairs // nb).tolist(), (pairs % nb).tolist(), strict=True):
+                by_inst.setdefault(i, set()).add(b)
+            self._inst_buffers = by_inst
+        got: set[int] = set()
+        for i in np.unique(np.asarray(insts, np.int64)).tolist():
+            got |= self._inst_buffers.get(int(i), set())
+        return [self.buffer_names[b] for b in sorted(got)]
 
     def weighted(self, recs: np.ndarray, values: np.ndarray | None = None) -> float:
         """The sum over records ``recs`` (indices) of ``values`` (per record of the view; 1 when

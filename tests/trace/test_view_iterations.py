@@ -116,3 +116,40 @@ def test_a_cut_view_weighs_its_records_to_the_whole(
     ca, cb = view_traffic(dev, whole, loads_whole), view_traffic(dev, cut, loads_cut)
     assert cb.l1_cycles == pytest.approx(ca.l1_cycles)
     assert cb.l2_load_sectors == pytest.approx(ca.l2_load_sectors, rel=0.03)
+
+
+@pytest.mark.toolkit
+@pytest.mark.parametrize("fraction", [1, 10**9])  # lanes_of: sorted, then marked
+def test_buffers_at_are_those_the_lanes_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fraction: int
+) -> None:
+    """TraceView.buffers_at (from the view's distinct (instruction, buffer) pairs) gives the
+    buffers the lanes of the instructions reach, in buffer order, for any set of them."""
+    src = tmp_path / "rows.cu"
+    src.write_text(ROWS)
+    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
+    spec = build_kernel_spec(
+        src,
+        "rows",
+        grid=2,
+        block=64,
+        args=["C=64"],
+        buffers=["out=float[128]", "inp=float[8192]"],
+        discover=False,
+    )
+    launch = resolve(spec, parse_signature(ROWS, "rows"))
+    e = emulate(module, module.kernel("rows"), launch, preset("H100"), sample_ctas="all")
+    view = TraceView(e.trace, buffer_infos(e.trace, spec))
+    monkeypatch.setattr(view_mod, "_MARK_FRACTION", fraction)
+    insts = sorted({int(i) for i in view.lanes.inst})
+    assert len(insts) >= 2
+    for sel in ([], insts[:1], insts[-1:], insts, insts[:2], [insts[0], 10_000]):
+        arr = np.array(sel, np.int64)
+        # the lanes of those instructions, in lane order (sorted, or marked when many)
+        assert np.array_equal(view.lanes_of(arr), np.flatnonzero(np.isin(view.lanes.inst, arr)))
+        which = view.lane_buffer[view.lanes_of(arr)]
+        want = [view.buffer_names[int(b)] for b in np.unique(which[which >= 0])]
+        assert view.buffers_at(arr) == want
+    assert view.buffers_at(np.array(insts, np.int64)) == sorted(
+        ["inp", "out"], key=lambda n: view.buffers[n].base
+    )
