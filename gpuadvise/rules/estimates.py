@@ -5,6 +5,7 @@ traffic once some accesses move only the bytes they use, and the estimate betwee
 
 from __future__ import annotations
 
+import hashlib
 import math
 import weakref
 from dataclasses import dataclass, replace
@@ -86,10 +87,22 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
+_KEPT_SETS: weakref.WeakKeyDictionary[TraceView, tuple[bytes, dict[str, _SectorSet]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _SectorSet]:
     """The L2 load sectors (per CTA) and the DRAM load and store sectors of the view's lanes;
-    with ``keep`` (a mask over the records), of those records' lanes only (not cached)."""
-    got = _SETS.get(view) if keep is None else None
+    with ``keep`` (a mask over the records), of those records' lanes only (the last such mask's
+    kept: an estimate asks for the proxy's records before and after the change)."""
+    digest = b""
+    if keep is None:
+        got = _SETS.get(view)
+    else:
+        digest = hashlib.blake2b(np.packbits(keep).tobytes(), digest_size=16).digest()
+        last = _KEPT_SETS.get(view)
+        got = last[1] if last is not None and last[0] == digest else None
     if got is None:
         c = _costs(view)
         lanes, lb = view.lanes, view.lane_buffer
@@ -112,6 +125,8 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
         if keep is None:
             _SETS[view] = got
+        else:
+            _KEPT_SETS[view] = (digest, got)
     return got
 
 

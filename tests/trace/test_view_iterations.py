@@ -153,3 +153,32 @@ def test_buffers_at_are_those_the_lanes_reach(
     assert view.buffers_at(np.array(insts, np.int64)) == sorted(
         ["inp", "out"], key=lambda n: view.buffers[n].base
     )
+
+
+@pytest.mark.toolkit
+def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(tmp_path: Path) -> None:
+    """view_traffic(only=...) keeps the sector sets of the last records asked for: asking for
+    other records gives theirs, asking again gives the same as the first time."""
+    src = tmp_path / "rows.cu"
+    src.write_text(ROWS)
+    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
+    spec = build_kernel_spec(
+        src,
+        "rows",
+        grid=2,
+        block=64,
+        args=["C=64"],
+        buffers=["out=float[128]", "inp=float[8192]"],
+        discover=False,
+    )
+    launch = resolve(spec, parse_signature(ROWS, "rows"))
+    dev = preset("H100")
+    e = emulate(module, module.kernel("rows"), launch, dev, sample_ctas="all")
+    view = TraceView(e.trace, buffer_infos(e.trace, spec))
+    kind = view.records["kind"]
+    loads, stores = np.flatnonzero(kind == kind.min()), np.flatnonzero(kind != kind.min())
+    a = view_traffic(dev, view, only=loads)
+    b = view_traffic(dev, view, only=stores)
+    assert a.l2_load_sectors > 0 and b.l2_load_sectors == 0 and b.l2_store_sectors > 0
+    assert view_traffic(dev, view, only=loads) == a
+    assert view_traffic(dev, view, loads[:4], only=loads).l2_load_sectors <= a.l2_load_sectors
