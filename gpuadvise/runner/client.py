@@ -84,15 +84,7 @@ def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
     import atexit
 
     folder = Path(tempfile.mkdtemp(prefix="gpuadvise-run-"))
-    with open(folder / "worker.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, WAIT_FLAG, str(folder)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    proc = _start(module, [WAIT_FLAG, str(folder)], folder / "worker.log")
     if not _prewarmed:
         atexit.register(discard_prewarmed)
     _prewarmed[module] = (proc, folder)
@@ -128,21 +120,9 @@ def _run_prewarmed(module: str, job: Any, timeout_s: float) -> ProcessRun | None
     try:
         from gpuadvise.fileio import write_atomic
 
-        res_path = folder / "result.pkl"
         t0 = time.monotonic()
         write_atomic(folder / "job.pkl", pickle.dumps(job, protocol=5))  # whole, or not there
-        timed_out = False
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            code = proc.wait()
-        text = (folder / "worker.log").read_text(errors="replace")[-8000:]
-        result = None
-        if not timed_out and res_path.exists():
-            result = pickle.loads(res_path.read_bytes())
-        return ProcessRun(result, text, timed_out, code, time.monotonic() - t0)
+        return _finish(proc, folder / "result.pkl", folder / "worker.log", timeout_s, t0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -160,27 +140,41 @@ def run_worker_module(module: str, job: Any, timeout_s: float) -> ProcessRun:
         log_path = Path(tmp) / "worker.log"
         job_path.write_bytes(pickle.dumps(job, protocol=5))
         t0 = time.monotonic()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", module, str(job_path), str(res_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            timed_out = False
-            try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                code = proc.wait()
-        text = log_path.read_text(errors="replace")[-8000:]
-        result = None
-        if not timed_out and res_path.exists():
-            result = pickle.loads(res_path.read_bytes())
-        return ProcessRun(result, text, timed_out, code, time.monotonic() - t0)
+        proc = _start(module, [str(job_path), str(res_path)], log_path)
+        return _finish(proc, res_path, log_path, timeout_s, t0)
+
+
+def _start(module: str, args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``python -m module ARGS`` in its own session (its process group is what a timeout
+    kills), its output to ``log_path``."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+def _finish(
+    proc: subprocess.Popen[bytes], res_path: Path, log_path: Path, timeout_s: float, t0: float
+) -> ProcessRun:
+    """Wait for the worker ``proc`` (its whole process group killed past ``timeout_s``), then
+    read its output's tail and its result (none when it was killed)."""
+    timed_out = False
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    text = log_path.read_text(errors="replace")[-8000:]
+    result = None
+    if not timed_out and res_path.exists():
+        result = pickle.loads(res_path.read_bytes())
+    return ProcessRun(result, text, timed_out, code, time.monotonic() - t0)
 
 
 def serve_job(

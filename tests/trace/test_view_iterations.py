@@ -5,6 +5,7 @@ for: the rules' counts and traffic estimates stay those of the whole trace."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,6 +48,26 @@ def records(groups: list[tuple[int, int, int, int]]) -> np.ndarray:
     return r
 
 
+def _rows(tmp_path: Path, threads: int, c: int) -> tuple[Any, dict[str, Any]]:
+    """The trace of ``rows`` on ``threads / 64`` CTAs of 64 threads, rows of ``c`` floats, every
+    CTA traced, and its buffers."""
+    src = tmp_path / "rows.cu"
+    src.write_text(ROWS)
+    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
+    spec = build_kernel_spec(
+        src,
+        "rows",
+        grid=threads // 64,
+        block=64,
+        args=[f"C={c}"],
+        buffers=[f"out=float[{threads}]", f"inp=float[{threads * c}]"],
+        discover=False,
+    )
+    launch = resolve(spec, parse_signature(ROWS, "rows"))
+    e = emulate(module, module.kernel("rows"), launch, preset("H100"), sample_ctas="all")
+    return e.trace, buffer_infos(e.trace, spec)
+
+
 def test_under_the_bound_nothing_is_cut() -> None:
     r = records([(0, 0, 0, 10), (0, 0, 1, 1)])
     got, weight = _first_iterations(r, 11 * 32)
@@ -75,26 +96,12 @@ def test_each_group_keeps_its_first_records_and_weighs_the_rest() -> None:
 def test_a_cut_view_weighs_its_records_to_the_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src = tmp_path / "rows.cu"
-    src.write_text(ROWS)
-    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
-    spec = build_kernel_spec(
-        src,
-        "rows",
-        grid=THREADS // 64,
-        block=64,
-        args=[f"C={C}"],
-        buffers=[f"out=float[{THREADS}]", f"inp=float[{THREADS * C}]"],
-        discover=False,
-    )
-    launch = resolve(spec, parse_signature(ROWS, "rows"))
     dev = preset("H100")
-    e = emulate(module, module.kernel("rows"), launch, dev, sample_ctas="all")
-    infos = buffer_infos(e.trace, spec)
-    whole = TraceView(e.trace, infos)
+    trace, infos = _rows(tmp_path, THREADS, C)
+    whole = TraceView(trace, infos)
     assert not whole.iterations_sampled
     monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 256 * 32)  # 256 records per warp
-    cut = TraceView(e.trace, infos)
+    cut = TraceView(trace, infos)
     assert cut.iterations_sampled
     # 256 records per warp at most (the compiler unrolls the loop: one k for its instructions)
     assert len(cut.records) <= 4 * 256 < len(whole.records) / 4
@@ -118,6 +125,11 @@ def test_a_cut_view_weighs_its_records_to_the_whole(
     assert cb.l2_load_sectors == pytest.approx(ca.l2_load_sectors, rel=0.03)
 
 
+def _small_view(tmp_path: Path) -> TraceView:
+    """The view of ``rows`` on 2 CTAs of 64 threads, rows of 64 floats, every CTA traced."""
+    return TraceView(*_rows(tmp_path, 128, 64))
+
+
 @pytest.mark.toolkit
 @pytest.mark.parametrize("fraction", [1, 10**9])  # lanes_of: sorted, then marked
 def test_buffers_at_are_those_the_lanes_reach(
@@ -125,21 +137,7 @@ def test_buffers_at_are_those_the_lanes_reach(
 ) -> None:
     """TraceView.buffers_at (from the view's distinct (instruction, buffer) pairs) gives the
     buffers the lanes of the instructions reach, in buffer order, for any set of them."""
-    src = tmp_path / "rows.cu"
-    src.write_text(ROWS)
-    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
-    spec = build_kernel_spec(
-        src,
-        "rows",
-        grid=2,
-        block=64,
-        args=["C=64"],
-        buffers=["out=float[128]", "inp=float[8192]"],
-        discover=False,
-    )
-    launch = resolve(spec, parse_signature(ROWS, "rows"))
-    e = emulate(module, module.kernel("rows"), launch, preset("H100"), sample_ctas="all")
-    view = TraceView(e.trace, buffer_infos(e.trace, spec))
+    view = _small_view(tmp_path)
     monkeypatch.setattr(view_mod, "_MARK_FRACTION", fraction)
     insts = sorted({int(i) for i in view.lanes.inst})
     assert len(insts) >= 2
@@ -159,22 +157,8 @@ def test_buffers_at_are_those_the_lanes_reach(
 def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(tmp_path: Path) -> None:
     """view_traffic(only=...) keeps the sector sets of the last records asked for: asking for
     other records gives theirs, asking again gives the same as the first time."""
-    src = tmp_path / "rows.cu"
-    src.write_text(ROWS)
-    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
-    spec = build_kernel_spec(
-        src,
-        "rows",
-        grid=2,
-        block=64,
-        args=["C=64"],
-        buffers=["out=float[128]", "inp=float[8192]"],
-        discover=False,
-    )
-    launch = resolve(spec, parse_signature(ROWS, "rows"))
     dev = preset("H100")
-    e = emulate(module, module.kernel("rows"), launch, dev, sample_ctas="all")
-    view = TraceView(e.trace, buffer_infos(e.trace, spec))
+    view = _small_view(tmp_path)
     kind = view.records["kind"]
     loads, stores = np.flatnonzero(kind == kind.min()), np.flatnonzero(kind != kind.min())
     a = view_traffic(dev, view, only=loads)
