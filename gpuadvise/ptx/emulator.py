@@ -1221,7 +1221,7 @@ class Batch:
 
         def fast() -> np.ndarray | None:
             nonlocal key
-            a = sv64 + off if off else sv64.copy()
+            a = sv64 + off if off else sv64  # read only: the trace copies it, offsets are new
             if mis and int(np.bitwise_or.reduce(a)) & mis:
                 return None
             offs = gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)

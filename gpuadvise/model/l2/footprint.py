@@ -79,6 +79,16 @@ EXTRACT_CHUNK_RECORDS = 1 << 16
 all records at once (a warp reading 32 rows touches 32 sectors a record) took gigabytes."""
 
 
+def _may_cross(addr: np.ndarray, wm1: np.ndarray) -> bool:
+    """Whether some access of ``addr`` (rows of lane addresses) with widths ``wm1 + 1`` (a column,
+    uint64) may end in a later sector than it starts: not when every width is a power of two up
+    to 32 bytes and every address its multiple (what the GPU allows)."""
+    if not bool(wm1.any()):
+        return False
+    pow2 = not bool((((wm1 + np.uint64(1)) & wm1) != 0).any() or (wm1 > 31).any())
+    return not (pow2 and not bool((addr & wm1).any()))
+
+
 def _fresh_lanes(records: np.ndarray) -> np.ndarray:
     """Per record: its active lanes less those that touch exactly the sectors the same lane
     touched in the record before it of the same CTA, warp and instruction (the lane's first and
@@ -113,10 +123,7 @@ def _fresh_lanes(records: np.ndarray) -> np.ndarray:
         first = a >> five
         eq = first[1:] == first[:-1]
         w = width[idx].astype(np.uint64)[:, None] - np.uint64(1)
-        pow2 = not bool((((w + np.uint64(1)) & w) != 0).any() or (w > 31).any())
-        if bool(w.any()) and not (pow2 and not bool((a & w).any())):
-            # some lane's bytes may end in the next sector (an access of 1, 2, 4, 8, 16 or 32
-            # bytes at an address its multiple, what the GPU allows, cannot)
+        if _may_cross(a, w):  # then the lanes' last bytes must repeat their sectors too
             last = (a + w) >> five
             eq &= last[1:] == last[:-1]
         act = active_lanes(m[idx])
@@ -149,14 +156,16 @@ def sector_touches(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
             a = part["addr"][sel]
             w = part["width"][sel].astype(np.uint64)[:, None] - np.uint64(1)
             first2 = a >> np.uint64(5)
-            last2 = (a + w) >> np.uint64(5)
-            act[:, 1:] &= ~(
-                act[:, :-1] & (first2[:, 1:] == first2[:, :-1]) & (last2[:, 1:] == last2[:, :-1])
-            )
+            same = first2[:, 1:] == first2[:, :-1]
+            cross = _may_cross(a, w)
+            if cross:
+                last2 = (a + w) >> np.uint64(5)
+                same &= last2[:, 1:] == last2[:, :-1]
+            act[:, 1:] &= ~(act[:, :-1] & same)
             r, c = np.nonzero(act)
             rows = sel[r]
             first = first2[r, c].astype(np.int64)
-            last = last2[r, c].astype(np.int64)
+            last = last2[r, c].astype(np.int64) if cross else first
         else:
             # sparse (the lanes a loop's walk moved to new sectors): those lanes' addresses only
             r, c = np.nonzero(act)
