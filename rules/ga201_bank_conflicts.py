@@ -77,8 +77,7 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
     if len(dd.dims) == 1:
         return None, (
             f"{name} is a 1D array: no padding of it changes the stride between the words the "
-            "lanes touch; make consecutive lanes touch consecutive words instead (sequential "
-            "addressing in a reduction, see GA202)"
+            "lanes touch; make consecutive lanes touch consecutive words instead"
         )
     if len(dd.dims) != 2:
         return None, f"{name} has {len(dd.dims)} dimensions: only 2D arrays are padded"
@@ -90,6 +89,12 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
     if rows <= 0 or cols <= 0:
         return None, f"{name} has a non-positive dimension"
     return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
+
+
+def _in_reduction_tree(ctx: RuleContext, insts: Sequence[int]) -> bool:
+    """Some of ``insts`` are the combines of a shared-memory tree reduction (the trace's)."""
+    lines = {ctx.trace.line_of(i) for i in insts}
+    return any(set(t.lines) & lines for t in ctx.reduction_trees)
 
 
 def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
@@ -312,6 +317,8 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
         name = source_name(v.ptx_name)
         decl, why = find_array_decl(ks, name) if name else (None, "an unnamed array")
         if decl is None:
+            if name and _in_reduction_tree(ctx, insts):
+                why += " (sequential addressing in the reduction tree, see GA202)"
             return why
         if decl.rows * decl.cols == 0 or v.size % (decl.rows * decl.cols):
             return f"{name}[{decl.rows}][{decl.cols}] does not match its {v.size} bytes in the PTX"

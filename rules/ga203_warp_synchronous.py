@@ -63,26 +63,17 @@ class TailRace(FindingDetails):
     threads: int
 
 
-def _entry_ptx(ptx: str, mangled: str) -> str:
-    """The PTX of one ``.entry`` (the whole text when it is not found)."""
-    at = ptx.find(f".entry {mangled}(")
-    if at < 0:
-        return ptx
-    end = ptx.find(".entry ", at + 7)
-    return ptx[at : end if end >= 0 else len(ptx)]
-
-
 def _trace_tails(ctx: RuleContext) -> list[ReductionTree]:
     """The trees whose last steps run with no barrier between them, in a kernel that never
     synchronizes its warps (``bar.warp.sync``: ``__syncwarp``, a tile's ``sync()``)."""
     trees = ctx.reduction_trees
-    if "bar.warp.sync" in _entry_ptx(ctx.ptx, ctx.kernel.mangled):
+    if ctx.syncs_warps:
         return []
     return [
         t
         for t in trees
         if t.warp_synchronous_tail
-        and all(p.active_threads <= 32 for p in t.warp_synchronous_tail)
+        and all(t.segment_threads(p) <= 32 for p in t.warp_synchronous_tail)
         and min(p.distance for p in t.warp_synchronous_tail) < 32
     ]
 
@@ -298,14 +289,16 @@ class WarpSynchronous(Rule):
         for tree in _trace_tails(ctx):
             tail = tree.warp_synchronous_tail
             line, helper = ctx.call_site(tail[0])
-            threads = max(p.active_threads for p in tail)
+            threads = max(tree.segment_threads(p) for p in tail)
             offs = ", ".join(str(p.distance) for p in tail)
             lockstep = "lanes of a warp race on Volta and later"
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
             yield self.finding(
                 ctx,
                 f"implicit warp-synchronous reduction seen in the trace{where}: {len(tail)} "
-                f"steps (offsets {offs}) by up to {threads} threads with no barrier and no "
+                f"steps (offsets {offs}) by up to {threads} threads"
+                + (f" in each of {tree.segments} warps" if tree.per_warp else "")
+                + " with no barrier and no "
                 f"__syncwarp() between them: {lockstep}; use __shfl_down_sync (GA205)",
                 line=line,
                 evidence=[

@@ -551,6 +551,7 @@ class IdleReductionThreads(Rule):
             per = tree.fill_elements_per_thread
             if (
                 tree.pattern == "interleaved"  # GA202's first; this rule applies after its fix
+                or tree.per_warp  # a warp's own tree: shuffles (GA205), not a halved block
                 or not first.barrier_before  # no barrier between the fill and the tree
                 or tree.fill_threads < 64
                 or tree.threads & (tree.threads - 1)  # the shape a halving tree is written for

@@ -223,8 +223,11 @@ class SharedTreeToShuffles(Rule):
     the first ones) that goes on in shared memory down to distance 1, so that its last steps
     (distances 32, 16, ..., 1) run in shared memory, with a barrier each or in a warp-synchronous
     tail. Reported at the combine of the step at distance 32 (of the first step when the whole
-    tree lies within one warp: blocks of at most 32 threads). An interleaved tree is GA202's
-    first.
+    tree lies within one warp: blocks of at most 32 threads). Trees side by side, each warp
+    reducing its own 32 words (``if (lane < off) s[tid] += s[tid + off]``), are reported at
+    their first step too, with advice and no diff; with neither a barrier nor ``__syncwarp``
+    between their steps they are GA203's race instead. An interleaved tree is GA202's first; a
+    sort's compare-and-swap, which stores both words it compares, is no tree at all.
 
     Why it is slow
     --------------
@@ -288,16 +291,26 @@ class SharedTreeToShuffles(Rule):
                 continue
             if tree.last_distance != 1 or tree.phases[0].distance < 2:
                 continue
-            if tree.phases[0].distance < 32 and (tree.threads > 32 or tree.threads < 4):
-                continue  # within a warp only when the block is one warp at most
+            within_warp = tree.phases[0].distance < 32
+            if within_warp and not tree.per_warp and (tree.threads > 32 or tree.threads < 4):
+                continue  # one tree within a warp: only when the block is one warp at most
             small = [p for p in tree.phases if p.distance <= 32]
-            if any(p.active_threads > 32 and not p.barrier_before for p in small):
+            if any(tree.segment_threads(p) > 32 and not p.barrier_before for p in small):
                 continue  # GA203's race: not this rule's pattern
+            if tree.per_warp and tree.warp_synchronous_tail and not ctx.syncs_warps:
+                continue  # a warp's tree with neither barrier nor __syncwarp: GA203's race
             line, helper = ctx.call_site(small[0])
             barriers = sum(1 for p in small if p.barrier_before)
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
             dists = ", ".join(str(p.distance) for p in small)
-            if tree.phases[0].distance < 32:
+            if tree.per_warp:
+                text = (
+                    f"each of {tree.segments} warps reduces its own {2 * tree.phases[0].distance}"
+                    f" values in shared memory{where} (distances {dists}, {barriers} barrier(s)):"
+                    " keep each warp's values in registers and reduce them with "
+                    "__shfl_down_sync (or __reduce_add_sync for integers)"
+                )
+            elif within_warp:
                 text = (
                     f"the whole tree{where} (distances {dists}) runs in shared memory within "
                     f"one warp ({tree.threads} threads) with {barriers} barrier(s): do it in "
@@ -353,6 +366,14 @@ class SharedTreeToShuffles(Rule):
         )
         if tree is None:
             return Variant("display-only", f"{how} (no diff: the tree was not found again)")
+        if tree.per_warp:
+            return Variant(
+                "display-only",
+                "load each warp's values into registers and reduce them with "
+                "__shfl_down_sync(0xffffffff, v, offset) for offset = 16, 8, 4, 2, 1 (lane 0 "
+                "holds the warp's result); no diff: the rewrite of trees side by side is not "
+                "automated",
+            )
         if tree.phases[0].distance < 32:
             how = "replace the whole tree (one warp) by __shfl_down_sync"
         elif tree.threads < 64:

@@ -5,9 +5,13 @@ records carry the number of barriers each warp had passed (``epoch``). For one C
 shared-memory accesses are read in program order; a *combine* is a store to word ``A`` after the
 thread loaded a different word ``B = A + d`` (``d > 0``) since its previous store (it may have
 loaded ``A`` too, or kept it in a register): ``s[t] += s[t + d]``, ``s[i] = v = v + s[i + d]``,
-``vs[t] = vs[t] + vs[t + d]``... however the source spells it. The combines of one epoch with the
-same distance form a *phase*; consecutive phases whose distance halves (sequential addressing,
-``s >>= 1``) or doubles (interleaved, ``s *= 2``) over the same words form a *tree*.
+``vs[t] = vs[t] + vs[t + d]``... however the source spells it, unless the thread also stores
+``B`` in the same epoch: that exchanges the two words (a sort's compare-and-swap), the partial
+result does not flow into ``A``. The combines of one epoch with the same distance form a
+*phase*; consecutive phases whose distance halves (sequential addressing, ``s >>= 1``) or doubles
+(interleaved, ``s *= 2``), each folding words the previous phase wrote, form a *tree*. A halving
+tree may be several side by side (one per warp or per row: ``segments``), each sequential over
+its own ``2 * d0`` words.
 
 Per phase: the threads that combine, how many warps they touch against the fewest that could hold
 them, whether their ids are contiguous, the distance, and the pattern: ``sequential`` when every
@@ -85,6 +89,9 @@ class ReductionTree:
     idle_first_phase: int  # fill threads with no combine in the first phase
     # (file, line) of the fill's stores that the tree reads (the last into each word)
     fill_lines: tuple[tuple[str | None, int | None], ...] = ()
+    # trees side by side in one step (a halving tree per warp or per row): each reduces
+    # ``2 * phases[0].distance`` words of its own; 1 for one tree over the block's words
+    segments: int = 1
 
     @property
     def pattern(self) -> str:
@@ -112,6 +119,17 @@ class ReductionTree:
         return tail if len(tail) >= 2 else ()
 
     @property
+    def per_warp(self) -> bool:
+        """Trees side by side, each within one warp's 32 words (a warp reduces its own values
+        through shared memory)."""
+        return self.segments > 1 and 2 * self.phases[0].distance <= WARP
+
+    def segment_threads(self, phase: Phase) -> int:
+        """Most threads one of the side-by-side trees runs in ``phase`` (all of them for one
+        tree)."""
+        return math.ceil(phase.active_threads / self.segments)
+
+    @property
     def last_distance(self) -> int:
         return self.phases[-1].distance
 
@@ -137,6 +155,7 @@ class _Combine:
     distance: int
     inst: int
     order: int  # position of the store among the CTA's lane events
+    width: int  # bytes of the words
 
 
 def trees_from_events(
@@ -162,12 +181,14 @@ def trees_from_events(
     fills: list[tuple[int, int, int, int, int, int]] = []  # thread, epoch, byte, width, order, inst
     order = np.lexsort((np.arange(len(thread)), thread))
     pending: dict[int, list[tuple[int, int]]] = defaultdict(list)  # thread -> [(byte, width)]
+    stored: set[tuple[int, int, int]] = set()  # (thread, epoch, byte) of every store
     for i in order.tolist():
         t = int(thread[i])
         if kind[i] == Kind.LOAD:
             pending[t].append((int(byte_addr[i]), int(width[i])))
             continue
         a, w = int(byte_addr[i]), int(width[i])
+        stored.add((t, int(epoch[i]), a))
         loads = pending.pop(t, [])
         others = {b for b, lw in loads if lw == w and b != a}
         if not loads:
@@ -175,7 +196,15 @@ def trees_from_events(
         if len(others) == 1:
             (b,) = others
             if b > a and (b - a) % w == 0 and a % w == 0:
-                combines.append(_Combine(t, int(epoch[i]), a // w, (b - a) // w, int(inst[i]), i))
+                combines.append(
+                    _Combine(t, int(epoch[i]), a // w, (b - a) // w, int(inst[i]), i, w)
+                )
+    # A combine folds word A + d into word A, which the thread then owns: the partial result
+    # flows into A and A + d is consumed. A thread that also stores A + d in the same epoch
+    # exchanged the two words (a sort's compare-and-swap), it did not combine them.
+    combines = [
+        c for c in combines if (c.thread, c.epoch, (c.word + c.distance) * c.width) not in stored
+    ]
     if not combines:
         return ()
     # phases: the combines of one epoch with one distance (and one element width)
@@ -198,6 +227,9 @@ def trees_from_events(
                 d1 == 2 * d0 and direction in (None, True)
             )
             ok = ok and lo <= min(words) and max(words) <= hi and len(cs) <= len(prev)
+            # the partial results flow: this step folds words the previous step wrote
+            owned = {c.word for c in prev}
+            ok = ok and sum(w in owned for w in words) >= 0.9 * len(words)
             if ok:
                 trees[-1].append(cs)
                 continue
@@ -224,6 +256,10 @@ def _tree(
     width = 0
     phases = []
     prev_epoch: int | None = None
+    halving = steps[1][0].distance < steps[0][0].distance
+    # a halving tree may be several trees side by side (one per warp, per row): segments of
+    # twice the first distance, each reduced sequentially from its own start
+    segment = 2 * steps[0][0].distance
     for cs in steps:
         d = cs[0].distance
         tids = sorted({c.thread for c in cs})
@@ -232,7 +268,9 @@ def _tree(
         rel = sorted(c.word - base for c in cs)
         if rel == list(range(len(rel))):  # consecutive words from the base (a warp's tail too)
             pattern = "sequential"
-        elif all(r % (2 * d) < d for r in rel):
+        elif halving and all(r % segment < d for r in rel):
+            pattern = "sequential"
+        elif not halving and all(r % (2 * d) < d for r in rel):
             pattern = "interleaved"
         else:
             pattern = "other"
@@ -289,7 +327,8 @@ def _tree(
         element_bytes=width,
         base=base * width,
         phases=tuple(phases),
-        direction="doubling" if steps[1][0].distance > steps[0][0].distance else "halving",
+        direction="halving" if halving else "doubling",
+        segments=len({(c.word - base) // segment for c in first}) if halving else 1,
         fill_threads=len(fill_threads),
         fill_elements_per_thread=per_thread,
         idle_first_phase=len(fill_threads - active0),

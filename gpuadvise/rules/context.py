@@ -305,6 +305,21 @@ class RuleContext:
         return self._facts.ptx
 
     @property
+    def kernel_ptx(self) -> str:
+        """The PTX of this kernel's ``.entry`` (the whole module's text when not found)."""
+        ptx, name = self._facts.ptx, self.kernel.mangled
+        at = ptx.find(f".entry {name}(")
+        if at < 0:
+            return ptx
+        end = ptx.find(".entry ", at + 7)
+        return ptx[at : end if end >= 0 else len(ptx)]
+
+    @property
+    def syncs_warps(self) -> bool:
+        """The kernel synchronizes warps (``__syncwarp``, a tile's ``sync()``: ``bar.warp.sync``)."""
+        return "bar.warp.sync" in self.kernel_ptx
+
+    @property
     def compile_flags(self) -> tuple[str, ...]:
         """The nvcc flags the kernel was compiled with."""
         return self._facts.compile_flags

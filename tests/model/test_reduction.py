@@ -151,3 +151,55 @@ def test_gpu_traces_give_no_trees():
 
     a = analyze(KERNELS / "reduction" / "reduce.cu", "reduce3", sample_ctas=1)
     assert reduction_trees(dataclasses.replace(a.memory.trace, source="gpu")) == ()
+
+
+def _run(ev, threads):
+    t, k, a, e, i = (np.array(c, dtype=np.int64) for c in zip(*ev, strict=True))
+    return trees_from_events(
+        t, k, a, np.full(len(t), 4), e, i, cta=0, threads=threads, lines={}
+    )  # fmt: skip
+
+
+def test_an_exchange_is_not_a_combine():
+    """A sort's compare-and-swap loads words A and A + d and stores both: no tree, even where
+    the steps nest as a reduction's do; the same steps storing only A are a tree."""
+    tree_ev = [(t, Kind.STORE, 4 * t, 0, 0) for t in range(64)]
+    swap_ev = list(tree_ev)
+    for epoch, d in enumerate((32, 16, 8, 4, 2, 1), start=1):
+        for t in range(d):
+            step = [(t, Kind.LOAD, 4 * t, epoch, 1), (t, Kind.LOAD, 4 * (t + d), epoch, 1),
+                    (t, Kind.STORE, 4 * t, epoch, 2)]  # fmt: skip
+            tree_ev += step
+            swap_ev += [*step, (t, Kind.STORE, 4 * (t + d), epoch, 3)]
+    assert len(_run(tree_ev, 64)) == 1
+    assert _run(swap_ev, 64) == ()
+
+
+def test_trees_side_by_side_per_warp_are_sequential_segments():
+    """Eight warps each reduce their own 32 words (distances 16 .. 1): one halving tree of 8
+    segments, sequential (not interleaved although its words are 2d-periodic)."""
+    ev = [(t, Kind.STORE, 4 * t, 0, 0) for t in range(256)]
+    for epoch, d in enumerate((16, 8, 4, 2, 1), start=1):
+        for t in range(256):
+            if t % 32 < d:
+                ev += [(t, Kind.LOAD, 4 * t, epoch, 1), (t, Kind.LOAD, 4 * (t + d), epoch, 1),
+                       (t, Kind.STORE, 4 * t, epoch, 2)]  # fmt: skip
+    (tree,) = _run(ev, 256)
+    assert tree.direction == "halving" and tree.pattern == "sequential"
+    assert tree.segments == 8 and tree.per_warp
+    assert [p.active_threads for p in tree.phases] == [128, 64, 32, 16, 8]
+    assert [tree.segment_threads(p) for p in tree.phases] == [16, 8, 4, 2, 1]
+
+
+def test_a_step_must_fold_what_the_previous_step_wrote():
+    """Two halving steps over words the first did not write are two trees' worth of single
+    steps, not one tree: the partial results must flow."""
+    ev = [(t, Kind.STORE, 4 * t, 0, 0) for t in range(64)]
+    for t in range(16):  # distance 16 over words 0..31: writes 0..15
+        ev += [(t, Kind.LOAD, 4 * t, 1, 1), (t, Kind.LOAD, 4 * (t + 16), 1, 1),
+               (t, Kind.STORE, 4 * t, 1, 2)]  # fmt: skip
+    for t in range(8):  # distance 8 over words 16..31, which the first step did not write
+        w = 16 + t
+        ev += [(t, Kind.LOAD, 4 * w, 2, 1), (t, Kind.LOAD, 4 * (w + 8), 2, 1),
+               (t, Kind.STORE, 4 * w, 2, 2)]  # fmt: skip
+    assert _run(ev, 64) == ()
