@@ -40,8 +40,8 @@ class BufferAccess(FindingDetails):
     """The line's accesses of one buffer: the trace instructions (indices) that reach it, the
     kind (``load``/``store``), whether it is an array of structures walked field by field, the
     stride between consecutive threads, the fields read (byte offset, width, name) and the access
-    pattern's name (``field-walk``, ``thread-per-row``, ``transposed``, ``strided``,
-    ``scattered``). The
+    pattern's name (``field-walk``, ``thread-per-row``, ``gather`` (addresses from loaded
+    data), ``transposed``, ``strided``, ``scattered``). The
     lanes and records are taken again from the context's trace view."""
 
     buffer: str
@@ -50,7 +50,8 @@ class BufferAccess(FindingDetails):
     aos: bool
     stride: int | None
     fields: tuple[tuple[int, int, str], ...]
-    pattern: str = "strided"  # field-walk | thread-per-row | transposed | strided | scattered
+    # field-walk | thread-per-row | gather | transposed | strided | scattered
+    pattern: str = "strided"
 
     def access(self, ctx: RuleContext) -> tuple[Any, Any]:
         """The lanes and the record indices of these instructions on this buffer."""
@@ -328,11 +329,30 @@ class UncoalescedAccess(Rule):
             )
         elif per_row and stride is not None:
             pattern = "thread-per-row"
+            if cl.kind == Kind.LOAD:
+                fix = (
+                    "give each row a warp (the lanes read consecutive words of the row; where "
+                    "the row is reduced to one value, they combine their partial results with "
+                    "__shfl_down_sync)"
+                )
+            else:
+                fix = "give each row a warp (lane l writes elements l, l + 32, ... of the row)"
             what = (
                 f"; each thread walks its own row (thread per row: consecutive threads are "
                 f"{stride} bytes apart, and each steps {width} bytes through its row), so every "
-                "lane of a request reads its own sector: give each row a warp (the lanes read "
-                "consecutive words of the row and combine them with __shfl_down_sync)"
+                f"lane of a request {'reads' if cl.kind == Kind.LOAD else 'writes'} its own "
+                f"sector: {fix}"
+            )
+        elif any(ctx.trace.instructions[i].data_address for i in insts):
+            pattern = "gather"
+            what = (
+                f"; a {'gather' if cl.kind == Kind.LOAD else 'scatter'} by data: the addresses "
+                "come from values the kernel loaded (an index "
+                "array, a hash, a graph's edges), so no remapping of the threads makes them "
+                "consecutive. Where the data allows: sort or bucket the indices so that "
+                "neighbouring threads read neighbouring elements, keep a reused part in shared "
+                "memory, or use a smaller element type; otherwise the sectors are the price of "
+                "the data structure"
             )
         elif stride and abs(stride) >= SECTOR_BYTES and stride % bi.elem_bytes == 0:
             pattern = "transposed"
@@ -384,6 +404,14 @@ class UncoalescedAccess(Rule):
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
         d = finding.details_as(BufferAccess)
+        if d.pattern == "gather":
+            return Estimate(
+                None,
+                "none",
+                "not estimated: the addresses come from the data, and no change of the kernel "
+                "alone makes them consecutive (how much sorting or reordering the data helps "
+                "depends on the data)",
+            )
         _, recs = d.access(ctx)
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
@@ -430,14 +458,23 @@ class UncoalescedAccess(Rule):
         buffer = d.buffer
         view = ctx.trace_view
         bi = view.buffers[buffer]
+        if d.pattern == "gather":
+            return None  # no layout or launch change fixes addresses chosen by the data
+        if d.pattern == "thread-per-row" and d.kind == "store":
+            return Variant(
+                "display-only",
+                f"give each row of `{buffer}` a warp instead of a thread: lane l writes elements "
+                "l, l + 32, ... of the row (consecutive words in every request); launch 32 times "
+                "the threads (or loop the warps over the rows)",
+            )
         if d.pattern == "thread-per-row":
             return Variant(
                 "display-only",
                 f"give each row of `{buffer}` a warp instead of a thread: lane l reads elements "
-                "l, l + 32, ... of the row (consecutive words in every request), then the lanes "
-                "combine their partial results with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and "
-                "lane 0 writes the row's result; launch 32 times the threads (or loop the warps "
-                "over the rows)",
+                "l, l + 32, ... of the row (consecutive words in every request); where the row is "
+                "reduced to one value, the lanes combine their partial results with "
+                "__shfl_down_sync (offsets 16, 8, 4, 2, 1) and lane 0 writes the row's result; "
+                "launch 32 times the threads (or loop the warps over the rows)",
             )
         if not d.aos:
             now = f" (a stride of {d.stride} bytes now)" if d.stride else ""

@@ -12,6 +12,7 @@ local frame; constant accesses the offset in the bank. Inactive lanes hold 0 and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,9 @@ class InstrInfo:
     site_line: int | None = None
     call_file: str | None = None
     call_line: int | None = None
+    # its address comes from a value the kernel loaded (a gather by data: ``x[idx[i]]``),
+    # :func:`gpuadvise.ptx.dataflow.data_addressed`; False when unknown
+    data_address: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,7 @@ class AccessTrace:
                 )
                 for i in self.instructions
             ],
+            "data_addressed": [i.inst for i in self.instructions if i.data_address],
             "ctas": list(self.ctas),
             "total_ctas": self.total_ctas,
             "grid": list(self.grid),
@@ -136,10 +141,13 @@ class AccessTrace:
         with np.load(path, allow_pickle=False) as z:
             records = z["records"]
             meta = json.loads(str(z["meta"]))
+        data = set(meta.get("data_addressed", ()))
         return cls(
             records=records,
             instructions=tuple(
-                InstrInfo(a, f, ln, op, Space(s), Kind(k), w, *site)
+                dataclasses.replace(
+                    InstrInfo(a, f, ln, op, Space(s), Kind(k), w, *site), data_address=a in data
+                )
                 for a, f, ln, op, s, k, w, *site in meta["instructions"]
             ),
             ctas=tuple(meta["ctas"]),

@@ -924,14 +924,17 @@ def _size(t: str) -> int:
 def _build_trace(
     sink: Any, image: Any, ptx_module: Any, ctas: np.ndarray, geo: Any, gmem: Any
 ) -> AccessTrace:
+    from gpuadvise.ptx.dataflow import data_addressed
     from gpuadvise.trace.sites import instr_info
 
+    gathers = data_addressed(image.program.instrs)
     infos = []
     for new, key in enumerate(sink.ordered_keys()):
         index, space = key
         kind, width = sink.key_kind[key]
+        ins = image.program.instrs[index]
         infos.append(
-            instr_info(new, image.program.instrs[index], ptx_module.files, space, kind, width)
+            instr_info(new, ins, ptx_module.files, space, kind, width, index in gathers)
         )
     return AccessTrace(
         records=sink.records(),

@@ -266,11 +266,15 @@ def records_to_trace(
             keys.setdefault(st.key, (st.kind, st.width))
     ordered = sorted(keys)
     new_id = {k: i for i, k in enumerate(ordered)}
+    from gpuadvise.ptx.dataflow import data_addressed
+
+    gathers = data_addressed(program.instrs)
     infos = []
     for i, key in enumerate(ordered):
         index, space = key
         kind, width = keys[key]
-        infos.append(instr_info(i, program.instrs[index], files, space, kind, width))
+        ins = program.instrs[index]
+        infos.append(instr_info(i, ins, files, space, kind, width, index in gathers))
     site_inst = np.array([new_id.get(s.key, -1) for s in sites] or [0], np.int32)
     site_space = np.array([int(s.space) for s in sites] or [0], np.uint8)
     site_kind = np.array([int(s.kind) for s in sites] or [0], np.uint8)

@@ -50,9 +50,10 @@ def instr_info(
     space: Space | int,
     kind: Kind | int,
     width: int,
+    data_address: bool = False,
 ) -> InstrInfo:
     """The trace's description of PTX instruction ``ins`` (its trace index ``inst``), with the
-    PTX's ``.file`` table ``files``."""
+    PTX's ``.file`` table ``files``; ``data_address``: its address comes from loaded data."""
     loc = ins.inner_loc or ins.loc
     path = files.get(loc.file) if loc is not None else None
     line = loc.line if loc is not None else None
@@ -70,6 +71,7 @@ def instr_info(
         site_line=site_line,
         call_file=call_file,
         call_line=call_line,
+        data_address=data_address,
     )
 
 
