@@ -110,7 +110,17 @@ def _repo(key: str, r: Mapping[str, Any], where: str) -> Repo:
         raise ManifestError(f"{where}: [repos.{key}] lacks {e.args[0]}") from None
 
 
+_EXPECT_KEYS = frozenset({"problem", "lines", "main", "why"})
+
+
 def _expectation(d: Mapping[str, Any], where: str) -> Expectation:
+    stray = set(d) - _EXPECT_KEYS
+    if stray:
+        raise ManifestError(
+            f"{where}: {', '.join(sorted(stray))} inside a [[kernels.expect]] table; move the "
+            "kernel's own keys above its first [[kernels.expect]] (TOML puts every key after "
+            "that header into the expectation)"
+        )
     problem = d.get("problem")
     if problem not in VOCABULARY:
         raise ManifestError(f"{where}: problem {problem!r} is not in the vocabulary (README.md)")

@@ -111,6 +111,7 @@ def test_totals(tmp_path: Path) -> None:
         (KERNEL.replace("uncoalesced-strided", "slow"), "not in the vocabulary"),
         (KERNEL.replace('silent = ["bank-conflicts"]', 'silent = ["GA201"]'), "silent names"),
         (KERNEL + KERNEL, "used twice"),
+        (KERNEL + "clean = true\n", "clean inside a"),
         (KERNEL.replace('repo = "r"', 'repo = "q"'), "not in any [repos]"),
     ],
 )
