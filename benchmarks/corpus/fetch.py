@@ -4,7 +4,11 @@ The sources are never committed: they are copied from local mirrors at the commi
 names (``<mirror>/<owner>+<name>/repo``, a git directory the search tool's ``fetch`` makes), with
 each repository's licence file beside them. The mirror logic is benchmarks/public/fetch.py's.
 
-    python benchmarks/corpus/fetch.py [--mirror DIR] [--only KEY]
+    python benchmarks/corpus/fetch.py [--mirror DIR] [--only KEY] [--cublas-wheel WHEEL]
+
+Repositories with ``cublas = true`` include cublas_v2.h, which the toolkit wheels lack: the
+headers are taken as benchmarks/public/fetch.py takes them (an installed nvidia-cublas, or
+``--cublas-wheel``) into benchmarks/public/src/_cublas/include.
 
 Exit 0 when every repository was copied, 2 with one ``error:`` line per missing one.
 """
@@ -21,7 +25,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "public"))
 import corpus  # noqa: E402
-from fetch import DEFAULT_MIRROR, Mirror, _match, find_mirror  # noqa: E402  (benchmarks/public)
+from fetch import (  # noqa: E402  (benchmarks/public)
+    DEFAULT_MIRROR,
+    Mirror,
+    _match,
+    find_mirror,
+    get_cublas,
+)
 
 
 def copy_repo(r: corpus.Repo, base: Path) -> str:
@@ -54,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mirror", default=os.environ.get("GPUADVISE_PUBLIC_MIRROR", DEFAULT_MIRROR),
                     help="folder of mirrors <owner>+<name>/repo (default %(default)s)")  # fmt: skip
     ap.add_argument("--only", action="append", default=[], help="only this repository key")
+    ap.add_argument("--cublas-wheel", help="an nvidia-cublas wheel to take cublas_v2.h from")
     args = ap.parse_args(argv)
     try:
         c = corpus.load()
@@ -68,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
             print(copy_repo(r, Path(args.mirror)))
         except (FileNotFoundError, subprocess.CalledProcessError) as e:
             errors.append(f"error: {e}; fetch github:{r.repo} into {args.mirror} (or --mirror DIR)")
+    if any(r.cublas for r in c.repos.values()):
+        # headers only (llm.c includes cublas_v2.h; no kernel calls it): benchmarks/public's
+        try:
+            print(get_cublas(None, args.cublas_wheel))
+        except (FileNotFoundError, OSError) as e:
+            print(f"warning: {e}; the kernels of cuBLAS-including repositories will not compile")
     for e in errors:
         print(e, file=sys.stderr)
     return 2 if errors else 0

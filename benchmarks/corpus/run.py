@@ -39,6 +39,8 @@ import corpus  # noqa: E402
 
 ROOT = HERE.parents[1]
 SPECS = corpus.SRC / "_specs"
+CUBLAS_DIR = HERE.parent / "public" / "src" / "_cublas" / "include"  # public/fetch.py's
+c_repos: dict[str, corpus.Repo] = {}
 SPEC_KEYS = ("kernel", "grid", "block", "dynamic_smem", "nvcc_flags", "seed", "rtol", "atol")
 
 
@@ -99,6 +101,8 @@ def command_for(k: corpus.Kernel, opts: argparse.Namespace) -> list[str]:
     for inc in k.entry.get("include", []):
         cmd += ["-I", str(base / inc)]
     cmd += ["-I", str(source.parent)]
+    if c_repos[k.repo].cublas:
+        cmd += ["-I", str(CUBLAS_DIR)]
     cmd += list(opts.extra)
     return cmd
 
@@ -270,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     except (corpus.ManifestError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    c_repos.update(c.repos)
     if opts.score:
         doc = json.loads(opts.score.read_text())
         runs = [Run(**r) for r in doc["runs"]]
