@@ -46,6 +46,10 @@ class NextStep(FindingDetails):
     max_threads: int | None = None  # the kernel's __launch_bounds__ (PTX .maxntid), if any
     min_blocks: int | None = None  # its second argument (PTX .minnctapersm), if any
     spill_bytes_after: int | None = None  # spill stores + loads at the register cap, if compiled
+    refused: bool = False  # the step spills (or no launch computes the same): not proposed
+
+
+MAX_CAPS_BUILT = 2  # register caps compiled to check for spills (the mildest first)
 
 
 def launch_bounds(ptx: str, mangled: str) -> tuple[int | None, int | None]:
@@ -147,20 +151,83 @@ class OccupancyLimited(Rule):
         # first among equals (it is the one gpuadvise can build and measure by itself)
         max_threads, min_blocks = launch_bounds(ctx.ptx, ctx.kernel.mangled)
         spills: int | None = None
-        regs = [s for s in steps if s.resource == "registers"]
+        spilled: tuple[Any, int] | None = None  # the mildest register cap that spills
+        regs = sorted(
+            (s for s in steps if s.resource == "registers"), key=lambda s: -s.value
+        )  # the mildest cap first
         if regs:
-            # the register cap built here: one that spills more than the kernel does now is
-            # not proposed as a flag (the variant says so)
-            cap = max(regs, key=lambda s: s.active_warps_per_sm)
-            blocks = max(cap.active_warps_per_sm // max(ctx.occupancy.warps_per_block, 1), 1)
-            spills = _spills_at(ctx, cap.value, max_threads, blocks)
+            # each register cap is built here: one that spills more than the kernel does now
+            # needs more registers than it leaves (register-blocked code: accumulators, tiles
+            # kept in registers) and is not proposed; a tighter cap would spill more still
+            res = ctx.kernel.resources
+            now = res.spill_store_bytes + res.spill_load_bytes
+            kept = []
+            for cap in regs[:MAX_CAPS_BUILT]:
+                blocks = max(cap.active_warps_per_sm // max(ctx.occupancy.warps_per_block, 1), 1)
+                at = _spills_at(ctx, cap.value, max_threads, blocks)
+                if at is not None and at > now:
+                    spilled = (cap, at)
+                    break
+                kept.append(cap)
+                spills = at
+            steps = [s for s in steps if s.resource != "registers" or s in kept]
+        sized = [s for s in steps if s.resource == "block_size"]
+        if sized:
+            # another block size is advice only when the kernel computes the same with it (on
+            # the emulator): not for a kernel hard-wired to its tile, nor a 2-D block made 1-D
+            top = max(sized, key=lambda s: s.active_warps_per_sm)
+            launch = block_launch(ctx, top.value)
+            check = None if launch is None else ctx.services.compare_launch(*launch)
+            if check is None or not check.same:
+                steps = [s for s in steps if s.resource != "block_size"]
+            else:
+                steps = [s for s in steps if s.resource != "block_size" or s is top]
+        spill_note = ""
+        if spilled is not None:
+            spill_note = (
+                f"; a cap of {spilled[0].value} registers per thread spills ({spilled[1]} bytes "
+                "of spill stores and loads per thread, built here): the kernel's live values "
+                "need more"
+            )
+        if not steps:
+            if spilled is None:
+                return
+            # nothing to change at the launch: say why occupancy stays where it is, as a note
+            yield self._finding(
+                ctx, [spilled[0]], spilled[0], max_threads, min_blocks, spilled[1],
+                spill_note, waves, threshold, refused=True,
+            )  # fmt: skip
+            return
         best = max(steps, key=lambda s: (s.active_warps_per_sm, s.resource == "registers"))
+        yield self._finding(
+            ctx, steps, best, max_threads, min_blocks,
+            spills if best.resource == "registers" else None, spill_note, waves, threshold,
+        )  # fmt: skip
+
+    def _finding(
+        self,
+        ctx: RuleContext,
+        steps: list[Any],
+        best: Any,
+        max_threads: int | None,
+        min_blocks: int | None,
+        spills: int | None,
+        spill_note: str,
+        waves: Any,
+        threshold: float,
+        refused: bool = False,
+    ) -> Finding:
+        occ = ctx.occupancy
         limiters = ", ".join(_LABELS.get(x, x) for x in occ.limiters)
-        ways = "; or ".join(f"{s.text} ({s.occupancy:.0%})" for s in steps)
+        if refused:
+            ways = "nothing at the launch raises it" + spill_note
+        else:
+            ways = "to raise it: " + "; or ".join(f"{s.text} ({s.occupancy:.0%})" for s in steps)
+            ways += spill_note
         message = (
             f"occupancy {occ.occupancy:.0%} ({occ.active_warps_per_sm} of "
             f"{occ.max_warps_per_sm} warps per SM, {occ.active_blocks_per_sm} block(s)), "
-            f"limited by {limiters}; to raise it: {ways}"
+            f"limited by {limiters}; {ways}"
         )
         evidence = [
             Evidence("occupancy", round(occ.occupancy, 4), threshold, "<"),
@@ -171,7 +238,7 @@ class OccupancyLimited(Rule):
         ]
         if waves is not None:
             evidence.append(Evidence("waves", round(waves.waves, 3)))
-        yield self.finding(
+        return self.finding(
             ctx,
             message,
             line=ctx.kernel_line,
@@ -184,13 +251,22 @@ class OccupancyLimited(Rule):
                 best.text,
                 max_threads,
                 min_blocks,
-                spills if best.resource == "registers" else None,
+                spills,
+                refused,
             ),
+            severity="note" if refused else None,
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         old = ctx.occupancy.occupancy
         step = finding.details_as(NextStep)
+        if step.refused:
+            return Estimate(
+                None,
+                "none",
+                "not estimated: the only step up is a register cap that spills (the live values "
+                "need the registers), so nothing is proposed",
+            )
         new = step.occupancy
         sat = float(ctx.option("saturation_occupancy"))
         inputs: dict[str, Any] = {
@@ -283,18 +359,32 @@ class OccupancyLimited(Rule):
                 nvcc_flags=(f"-maxrregcount={step.value}",),
             )
         if step.resource == "block_size":
-            block = step.value
-            old = ctx.launch.block.as_tuple()
-            grid = ctx.launch.grid.as_tuple()
-            launch: dict[str, list[int]] = {"block": [block, 1, 1]}
-            if old[1] == 1 and old[2] == 1:  # 1D: the grid that covers the same threads
-                launch["grid"] = [-(-grid[0] * old[0] // block), grid[1], grid[2]]
+            shape = block_launch(ctx, step.value)
+            if shape is None:
+                return Variant("display-only", step.text)
+            grid, block = shape
             return Variant(
                 "display-only",
-                f"{step.text}; change the grid so that it covers the same work",
-                launch=launch,
+                f"launch blocks of {'x'.join(map(str, block))} threads and a grid of "
+                f"{'x'.join(map(str, grid))} (the same threads; the emulator ran both launches "
+                "and found the same outputs)",
+                launch={"grid": list(grid), "block": list(block)},
             )
         return Variant("display-only", step.text)
+
+
+def block_launch(
+    ctx: RuleContext, threads: int
+) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """(grid, block) with ``threads`` per block covering the launch's threads: the block's y and
+    z kept, x resized, the grid's x resized to cover as many threads; None when ``threads`` is
+    not a multiple of the block's y * z."""
+    bx, by, bz = ctx.launch.block.as_tuple()
+    gx, gy, gz = ctx.launch.grid.as_tuple()
+    if threads % (by * bz):
+        return None
+    nx = threads // (by * bz)
+    return (-(-gx * bx // nx), gy, gz), (nx, by, bz)
 
 
 def _spills_at(ctx: RuleContext, cap: int, max_threads: int | None, blocks: int) -> int | None:

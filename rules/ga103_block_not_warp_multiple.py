@@ -68,11 +68,13 @@ class BlockNotWarpMultiple(Rule):
     Fix safety
     ----------
     Display-only: the block shape is part of how the kernel indexes its data (and of its shared
-    memory sizes); the grid must change with it. The launch changes offered (each nearby shape,
-    with a grid covering at least the same threads) are still measured on a GPU: a kernel whose
-    work does not depend on the block shape (bounds-checked, one element per thread) gives the
-    same outputs and a measured speedup; one that does gives other outputs, and the measurement
-    says so instead of ranking it.
+    memory sizes); the grid must change with it. A nearby shape (with a grid covering at least
+    the same threads) is offered only when the CPU emulator runs the changed launch and finds
+    the outputs the launch as it is computes, without more global sectors per thread
+    (``compare_launch``: the whole launches when cheap, else the first CTAs of the change
+    against the CTAs holding the same threads). A kernel hard-wired to its block (a 16-wide
+    tile, an index that assumes 16 threads) gets the finding without a launch. The offered
+    shapes are then measured on a GPU.
     """
 
     id = "GA103"
@@ -90,12 +92,32 @@ class BlockNotWarpMultiple(Rule):
             return
         warps = -(-threads // warp)
         idle = warps * warp - threads
-        shapes = _shapes(threads, block.as_tuple(), warp)
+        # a shape is advice only when the kernel computes the same with it, on the emulator
+        # (not for a kernel whose indexing or shared tiles are tied to its block)
+        shapes = []
+        why = ""
+        for shape in _shapes(threads, block.as_tuple(), warp):
+            launch = _launch_of(ctx, shape)
+            if launch is None:
+                continue
+            check = ctx.services.compare_launch(launch[1], launch[0])
+            if check.same:
+                shapes.append(shape)
+            elif not why:
+                why = check.why
+        if shapes:
+            advice = f"use a multiple of {warp} (e.g. {' or '.join(shapes)})"
+        else:
+            advice = (
+                f"no block of a multiple of {warp} threads computes the same without changing "
+                f"the kernel (its indexing or shared tiles are tied to the block of {block}"
+                + (f": {why}" if why else "")
+                + "): change the kernel's mapping of threads to data first"
+            )
         yield self.finding(
             ctx,
             f"block {block} has {threads} threads: {warps} warps with {idle} idle lanes "
-            f"({idle / (warps * warp):.0%} of the lanes scheduled); use a multiple of {warp}"
-            + (f" (e.g. {' or '.join(shapes)})" if shapes else ""),
+            f"({idle / (warps * warp):.0%} of the lanes scheduled); {advice}",
             line=ctx.kernel_line,
             evidence=[
                 Evidence("threads_per_block_mod_warp", threads % warp, 0, "!="),
@@ -123,22 +145,18 @@ class BlockNotWarpMultiple(Rule):
         description = (
             f"launch blocks of {text} threads, with the grid recomputed to cover the same work"
         )
-        old = ctx.launch.block.as_tuple()
-        grid = ctx.launch.grid.as_tuple()
         cands = []
         for shape in shapes:
-            dims = [int(v) for v in shape.split("x")] + [1, 1]
-            block = (dims[0], dims[1], old[2] if len(shape.split("x")) < 3 else dims[2])
-            if block[1] == 1 and old[1] > 1:
-                continue  # a 2D launch keeps a 2D block
-            # the new grid covers at least the thread index range the old one did
-            new_grid = [-(-grid[i] * old[i] // block[i]) for i in range(3)]
+            launch = _launch_of(ctx, shape)
+            if launch is None:
+                continue
+            block, new_grid = launch
             cands.append(
                 Variant(
                     "display-only",
                     f"launch {shape} blocks on a {new_grid[0]}x{new_grid[1]}x{new_grid[2]} grid "
                     "(the grid covers the same threads as before)",
-                    launch={"block": list(block), "grid": new_grid},
+                    launch={"block": list(block), "grid": list(new_grid)},
                     label=shape,
                 )
             )
@@ -151,3 +169,22 @@ class BlockNotWarpMultiple(Rule):
             label=cands[0].label,
             alternatives=tuple(cands[1:]),
         )
+
+
+def _launch_of(
+    ctx: RuleContext, shape: str
+) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """(block, grid) of a shape ``"64"``/``"32x2"``, the grid covering at least the thread index
+    range the launch's did; None for a 1-D block in place of a 2-D one."""
+    old = ctx.launch.block.as_tuple()
+    grid = ctx.launch.grid.as_tuple()
+    dims = [int(v) for v in shape.split("x")] + [1, 1]
+    block = (dims[0], dims[1], old[2] if len(shape.split("x")) < 3 else dims[2])
+    if block[1] == 1 and old[1] > 1:
+        return None  # a 2D launch keeps a 2D block
+    new_grid = (
+        -(-grid[0] * old[0] // block[0]),
+        -(-grid[1] * old[1] // block[1]),
+        -(-grid[2] * old[2] // block[2]),
+    )
+    return block, new_grid

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuadvise.analyze.models import resolve_launch
+from gpuadvise.errors import GpuAdviseError
+from gpuadvise.model.launch_change import LaunchCheck
 from gpuadvise.rules.context import ModelUnavailable, SharedLayout, SharedVariable
 from gpuadvise.toolchain import CompileOptions, KernelInfo, Toolchain
 
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["AnalysisServices"]
 
 log = logging.getLogger(__name__)
+
+# a launch change is checked on the whole launches when both together cost at most this many
+# lane-instructions on the emulator (from the analysis' own trace), else on a few CTAs
+WHOLE_LAUNCH_LANE_INSTRUCTIONS = 40_000_000
+MAX_COVERING_CTAS = 64
+WHOLE_LAUNCH_THREADS = 1 << 17  # without a trace to tell the cost: both launches' threads
 
 
 @functools.lru_cache(maxsize=8)
@@ -41,6 +49,7 @@ class AnalysisServices:
     def __init__(self, analysis: KernelAnalysis) -> None:
         self._analysis = analysis
         self._launch: ResolvedLaunch | None = None
+        self._launch_checks: dict[tuple[tuple[int, ...], tuple[int, ...]], LaunchCheck] = {}
 
     def _toolchain(self) -> Toolchain:
         from gpuadvise.toolchain import find_toolchain
@@ -112,6 +121,115 @@ class AnalysisServices:
         return emulate(
             module, kernel, launch, self._analysis.device, sample_ctas=sample_ctas, trace=trace
         )
+
+    def compare_launch(
+        self, grid: tuple[int, int, int], block: tuple[int, int, int]
+    ) -> LaunchCheck:
+        """Run the analysed launch and the same kernel with ``grid`` and ``block`` on the
+        emulator and compare what they compute (:mod:`gpuadvise.model.launch_change`): the whole
+        launches when their emulation is cheap, else the first CTAs of the new launch against
+        the original CTAs that hold the same threads. The change is also refused when it moves
+        more global sectors per thread. Cached per shape."""
+        key = (tuple(grid), tuple(block))
+        if key not in self._launch_checks:
+            try:
+                self._launch_checks[key] = self._compare_launch(key[0], key[1])
+            except GpuAdviseError as exc:
+                self._launch_checks[key] = LaunchCheck(False, f"not checked: {exc.one_line()}")
+        return self._launch_checks[key]
+
+    def _compare_launch(self, grid: tuple[int, ...], block: tuple[int, ...]) -> LaunchCheck:
+        import numpy as np
+
+        from gpuadvise.model.coalescing import record_sectors
+        from gpuadvise.model.launch_change import compare_outputs, covering_ctas, threads_in
+        from gpuadvise.spec.units import Dim3
+        from gpuadvise.trace.access import Space
+        from gpuadvise.trace.emulate import emulate
+
+        a = self._analysis
+        old = self.resolved_launch()
+        g0, b0 = old.launch.grid.as_tuple(), old.launch.block.as_tuple()
+        g1 = (int(grid[0]), int(grid[1]), int(grid[2]))
+        b1 = (int(block[0]), int(block[1]), int(block[2]))
+        if (g1, b1) == (g0, b0):
+            return LaunchCheck(True, "", "the same launch")
+        new = replace(old, launch=replace(old.launch, grid=Dim3(*g1), block=Dim3(*b1)))
+        total0 = old.launch.grid.count
+        total1 = new.launch.grid.count
+        threads = total0 * old.launch.block.count + total1 * new.launch.block.count
+        mem = a.memory
+        if mem is not None and mem.ctas_run:  # lane-instructions per thread, from the trace
+            per_thread = mem.lane_instructions / mem.ctas_run / max(old.launch.block.count, 1)
+            whole = per_thread * threads <= WHOLE_LAUNCH_LANE_INSTRUCTIONS
+        else:
+            whole = threads <= WHOLE_LAUNCH_THREADS
+        if whole:
+            ctas1: list[int] | str = "all"
+            ctas0: list[int] | str = "all"
+            how = "the whole launches"
+        else:
+            # the first CTAs of the change and its last one whose threads all have a
+            # counterpart in the launch as it is (threads beyond its extent have none)
+            extent = tuple(min(g0[i] * b0[i], g1[i] * b1[i]) for i in range(3))
+
+            def full(c: int) -> bool:
+                return threads_in([c], g1, b1, extent) == b1[0] * b1[1] * b1[2]  # type: ignore[arg-type]
+
+            head = [c for c in range(min(4, total1)) if full(c)]
+            last = next((c for c in range(total1 - 1, max(total1 - 65, -1), -1) if full(c)), None)
+            picks = sorted({*head, *([] if last is None else [last])})
+            ctas0 = covering_ctas(picks, (g1, b1), (g0, b0))
+            if not picks or not ctas0:
+                return LaunchCheck(False, "no CTA of the change covers threads of the original")
+            if len(ctas0) > MAX_COVERING_CTAS:
+                return LaunchCheck(
+                    False,
+                    f"not checked: {len(ctas0)} CTAs of the original launch hold the threads of "
+                    f"{len(picks)} CTAs of the change (at most {MAX_COVERING_CTAS} are run)",
+                )
+            ctas1 = picks
+            how = f"{len(picks)} CTAs of the change against the {len(ctas0)} holding their threads"
+        module, kernel = a.module, a.kernel
+        e0 = emulate(module, kernel, old, a.device, sample_ctas=ctas0)
+        e1 = emulate(module, kernel, new, a.device, sample_ctas=ctas1)
+        if not (e0.ctas_run and e1.ctas_run):
+            return LaunchCheck(False, "not checked: the emulator ran no CTA", how)
+        if whole:
+            t0 = len(e0.ctas_run) * old.launch.block.count
+            t1 = len(e1.ctas_run) * new.launch.block.count
+        else:
+            extent = tuple(min(g0[i] * b0[i], g1[i] * b1[i]) for i in range(3))
+            t0 = threads_in(e0.ctas_run, g0, b0, extent)  # type: ignore[arg-type]
+            t1 = threads_in(e1.ctas_run, g1, b1, extent)  # type: ignore[arg-type]
+        outs = [b.name for b in old.outputs]
+        same, why = compare_outputs(
+            outs,
+            {n: e0.inputs[n] for n in outs},
+            {n: e0.outputs[n] for n in outs},
+            {n: e1.outputs[n] for n in outs},
+            old_threads=t0,
+            new_threads=t1,
+            whole=whole,
+        )
+        if not same:
+            return LaunchCheck(False, why, how)
+
+        def sectors_per_thread(e: Emulation, threads: int) -> float:
+            r = e.trace.records
+            r = r[r["space"] == int(Space.GLOBAL)]
+            return float(np.sum(record_sectors(r).sectors)) / max(threads, 1) if len(r) else 0.0
+
+        s0 = sectors_per_thread(e0, old.launch.block.count * len(e0.ctas_run))
+        s1 = sectors_per_thread(e1, new.launch.block.count * len(e1.ctas_run))
+        if s0 > 0 and s1 > 1.1 * s0:
+            return LaunchCheck(
+                False,
+                f"the change computes the same but moves {s1 / s0:.1f}x the global sectors per "
+                "thread (the threads' new arrangement coalesces worse)",
+                how,
+            )
+        return LaunchCheck(True, "", how)
 
     def resolved_launch(self) -> ResolvedLaunch:
         if self._launch is None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
     from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
+    from gpuadvise.model.launch_change import LaunchCheck
     from gpuadvise.model.reduction import Phase, ReductionTree
     from gpuadvise.model.waves import Waves
     from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
@@ -196,6 +197,14 @@ class RuleServices(Protocol):
 
     def resolved_launch(self) -> ResolvedLaunch:
         """The launch bound to the kernel's parameters (user structs sized by the compiler)."""
+        ...
+
+    def compare_launch(
+        self, grid: tuple[int, int, int], block: tuple[int, int, int]
+    ) -> LaunchCheck:
+        """Whether the kernel launched with ``grid`` and ``block`` computes what the analysed
+        launch computes, without moving more global sectors per thread (both run on the
+        emulator): a launch change is proposed only when ``same``."""
         ...
 
     def shared_layout(self) -> SharedLayout:

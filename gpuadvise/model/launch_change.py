@@ -1,0 +1,161 @@
+"""Is another launch shape the same computation? The pure half of checking a launch change.
+
+A rule that proposes another grid or block (a block that is a multiple of the warp, a whole
+number of waves, more CTAs) must not propose one that breaks the kernel: a kernel hard-wired to
+16x16 tiles, a 2-D kernel given a 1-D block, a reduction whose partial sums follow the CTAs.
+gpuadvise runs both launches on the emulator (the analyze layer) and this module decides:
+
+- :func:`covering_ctas`: which CTAs of the original launch hold the threads of some CTAs of the
+  new launch (by global thread coordinates), so that the two runs cover the same threads when
+  the whole launches are too large to run;
+- :func:`compare_outputs`: every element either run wrote must hold the same value in both,
+  and the new run must write as many elements per thread as the original: a kernel that maps
+  its threads to its data through ``blockDim`` computes the same thing; one that hard-wires the
+  block or whose outputs follow the CTAs does not.
+
+Pure numpy, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["LaunchCheck", "compare_outputs", "covering_ctas", "cta_box"]
+
+
+@dataclass(frozen=True)
+class LaunchCheck:
+    """The verdict on a launch change: ``same`` (the outputs agree), and why not, or how it
+    was checked (``how``: "whole launch" or "N CTAs against M")."""
+
+    same: bool
+    why: str
+    how: str = ""
+
+
+Dim = tuple[int, int, int]
+
+
+def cta_box(cta: int, grid: Dim, block: Dim) -> tuple[Dim, Dim]:
+    """The global thread coordinates CTA ``cta`` (linear id, x fastest) holds: (low, high) with
+    high exclusive, per axis."""
+    gx, gy, _ = grid
+    cx, cy, cz = cta % gx, (cta // gx) % gy, cta // (gx * gy)
+    lo = (cx * block[0], cy * block[1], cz * block[2])
+    hi = (lo[0] + block[0], lo[1] + block[1], lo[2] + block[2])
+    return lo, hi
+
+
+def covering_ctas(ctas: Sequence[int], new: tuple[Dim, Dim], old: tuple[Dim, Dim]) -> list[int]:
+    """The CTAs of the ``old`` (grid, block) launch whose threads overlap those of ``ctas`` of
+    the ``new`` launch, sorted."""
+    ogrid, oblock = old
+    out: set[int] = set()
+    for c in ctas:
+        lo, hi = cta_box(c, *new)
+        ranges = [
+            range(lo[a] // oblock[a], min(-(-hi[a] // oblock[a]), ogrid[a])) for a in range(3)
+        ]
+        for z in ranges[2]:
+            for y in ranges[1]:
+                for x in ranges[0]:
+                    out.add(x + ogrid[0] * (y + ogrid[1] * z))
+    return sorted(out)
+
+
+def threads_in(ctas: Sequence[int], grid: Dim, block: Dim, limit: Dim) -> int:
+    """Threads of ``ctas`` inside the launch's thread extent ``limit`` (grid x block of the
+    smaller launch on each axis: threads beyond it have no counterpart)."""
+    n = 0
+    for c in ctas:
+        lo, hi = cta_box(c, grid, block)
+        k = 1
+        for a in range(3):
+            k *= max(0, min(hi[a], limit[a]) - lo[a])
+        n += k
+    return n
+
+
+def _changed(out: np.ndarray, init: np.ndarray) -> np.ndarray:
+    """Elements whose bytes changed (structs and vectors: any byte of the element)."""
+    a = out.view(np.uint8).reshape(len(out), -1) if out.ndim == 1 else out.view(np.uint8)
+    b = init.view(np.uint8).reshape(len(init), -1) if init.ndim == 1 else init.view(np.uint8)
+    return (a != b).reshape(len(out), -1).any(axis=1)
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            close = np.isclose(a, b, rtol=1e-5, atol=1e-6)
+        return close | (np.isnan(a) & np.isnan(b))
+    return (a.view(np.uint8).reshape(len(a), -1) == b.view(np.uint8).reshape(len(b), -1)).all(1)
+
+
+def compare_outputs(
+    names: Sequence[str],
+    init: Mapping[str, np.ndarray],
+    old: Mapping[str, np.ndarray],
+    new: Mapping[str, np.ndarray],
+    *,
+    old_threads: int,
+    new_threads: int,
+    whole: bool,
+) -> tuple[bool, str]:
+    """Do the two runs agree? ``init``: the outputs' contents before the runs; ``old``/``new``:
+    after the original and the changed launch; ``*_threads``: the threads each run covered.
+    ``whole``: both ran every CTA, so the change must write every element the original writes,
+    the same values, and others only as its extra threads would (a grid rounded up covers a
+    few more); otherwise the new run covered a subset of the threads the old one did (its
+    threads inside the original's extent): what it wrote must agree, and it must write as
+    many elements per thread."""
+    if not names:
+        return False, "the kernel has no output buffer to compare"
+    wrote_old = wrote_new = extra = 0
+    for name in names:
+        a, b, i = old[name], new[name], init[name]
+        ca, cb = _changed(a, i), _changed(b, i)
+        if not whole and (cb & ~ca).any():
+            return False, f"the change writes elements of `{name}` the original threads do not"
+        both = ca & cb if whole else cb
+        bad = both & ~_equal(a, b)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            return False, (
+                f"`{name}`[{k}] differs ({_show(a[k])} with the launch as it is, {_show(b[k])} "
+                "with the change)"
+            )
+        if whole and (ca & ~cb).any():
+            k = int(np.flatnonzero(ca & ~cb)[0])
+            return False, f"the change leaves `{name}`[{k}] unwritten, which the launch writes"
+        wrote_old += int(ca.sum())
+        wrote_new += int(cb.sum())
+        extra += int((cb & ~ca).sum())
+    if wrote_old == 0:
+        return False, "the original launch wrote no output element to compare"
+    per_old = wrote_old / max(old_threads, 1)
+    if whole:
+        # the change's extra threads (its grid covers a few more) may write their own elements
+        allowed = max(new_threads - old_threads, 0) * per_old + 1
+        if extra > allowed:
+            return False, (
+                f"the change writes {extra} output elements the launch as it is does not "
+                f"(its {max(new_threads - old_threads, 0)} extra threads would write about "
+                f"{allowed - 1:.0f})"
+            )
+        return True, ""
+    per_new = wrote_new / max(new_threads, 1)
+    if per_new < 0.9 * per_old:
+        return False, (
+            f"the change writes {per_new:.3g} output elements per thread where the launch as it "
+            f"is writes {per_old:.3g}"
+        )
+    return True, ""
+
+
+def _show(x: np.ndarray) -> str:
+    v = x.tolist() if hasattr(x, "tolist") else x
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
