@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from gpuadvise.model.banks import BankResult
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
-    from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
     from gpuadvise.model.launch_change import LaunchCheck
+    from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
     from gpuadvise.model.reduction import Phase, ReductionTree
     from gpuadvise.model.waves import Waves
     from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
