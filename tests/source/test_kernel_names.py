@@ -2,7 +2,8 @@
 (``gpuadvise.source.kernel_names``): what template arguments mean through typedefs (CUDA's
 headers', the file's, the user's headers'), enumerators (scoped and unscoped), constexpr
 constants, macros, default template arguments, nested templates and structs without their
-namespace; what is left to the compiler; the instances as the user's code spells them. The whole
+namespace; what is left to the compiler; the instances as the user's code spells them; and the
+source-level selection (spec checks, gate's line lookup) reading the same meaning. The whole
 resolution with nvcc is tests/toolchain/test_name_resolution.py."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gpuadvise.source.kernel_names import (
     split_template_name,
     user_spelling,
 )
+from gpuadvise.source.signature import parse_signature, select_kernel
 from gpuadvise.spec.cuda_types import HEADER_TYPEDEFS
 from gpuadvise.toolchain.names import norm
 
@@ -153,3 +155,18 @@ def test_header_typedefs_are_what_nvcc_says(tmp_path: Path) -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# --- the source-level selection (spec checks, gate's line lookup) --------------------------------
+
+
+def test_source_selection_reads_the_meaning() -> None:
+    text = SOURCE.read_text() + (
+        "\ntemplate <> __global__ void get_rows<__half, __half>(const __half* s, __half* d, int n)"
+        " { }\n"
+    )
+    decl, bound = select_kernel(text, "get_rows<half, half>")  # the explicit specialization
+    assert decl.specialization_args == ("__half", "__half") and bound == {}
+    params = parse_signature(text, "vec_copy<Pair>")  # the type the compiler sees
+    assert [p.pointee for p in params] == ["ga::Pair", "ga::Pair"]
+    assert select_kernel(text, "tiled<Mode::exact, TILE>")[1]["TILE_N"] == "TILE"
