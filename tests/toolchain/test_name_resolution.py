@@ -3,7 +3,8 @@ on tests/cuda/kernel_names/instances.cu resolves each instance named in several 
 (typedefs of CUDA's headers and of the user's, enumerators scoped and unscoped, constexpr,
 macros, nested templates, default template arguments, ``unsigned`` vs ``unsigned int``,
 pointers) with the compiles each costs (none, a probe, a wrapper), the error when nothing
-matches lists the user's spellings, and ``gate`` takes the kernel as written."""
+matches lists the user's spellings, and ``analyze`` (a spec file's ``kernel =`` too) and
+``gate`` show and take the kernel as written."""
 
 from __future__ import annotations
 
@@ -155,6 +156,44 @@ def test_a_wrong_name_lists_the_users_spellings(base, opts) -> None:  # type: ig
     assert "cannot instantiate kernel get_rows<doubel, float>" in line and "doubel" in line
     assert "did you mean 'get_rows<" in line and "quantize<LAYOUT_DS4>" in line
     assert "\n" not in line
+
+
+# --- the command line: the report shows the kernel as written; spec files --------------------
+
+
+def _analyze(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", *args, "--no-trace", "--no-measure"],
+        cwd=cwd, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+@pytest.mark.usefixtures("compile_cache")
+def test_analyze_reports_the_kernel_as_written(tmp_path: Path) -> None:
+    launch = ("--grid", "1", "--block", "64", "--arg", "n=64", "--gpu", "H100")
+    r = _analyze(str(SOURCE), "--kernel", "quantize<LAYOUT_DS4>", *launch, "--json")
+    assert r.returncode == 0, r.stderr
+    kernel = json.loads(r.stdout)["kernel"]
+    assert kernel["name"] == "quantize<LAYOUT_DS4>"
+    assert kernel["mangled"] == "_Z8quantizeIL6layout1EEvPKfPfi"
+    r = _analyze(str(SOURCE), "-k", "get_rows<half, float>", *launch)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("get_rows<half, float>  ")
+    # a spec file's kernel = goes the same way
+    spec = tmp_path / "case.toml"
+    spec.write_text(
+        f'source = "{SOURCE}"\nkernel = "tiled<Mode::exact, TILE>"\ngrid = "1"\nblock = "64"\n'
+        "[args]\nn = 64\n"
+    )
+    r = _analyze("--spec", str(spec), "--gpu", "H100", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kernel"]["name"] == "tiled<Mode::exact, TILE>"
+    # nothing matches: one line, exit 2, the user's spellings
+    r = _analyze(str(SOURCE), "-k", "quantise<LAYOUT_DS4>", *launch)
+    assert r.returncode == 2
+    err = r.stderr.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ")
+    assert "did you mean 'quantize<LAYOUT_DS4>'?" in err
 
 
 def test_gate_takes_the_kernel_as_written(tmp_path: Path) -> None:
