@@ -40,7 +40,13 @@ from typing import TypeVar
 from tree_sitter import Node
 
 from gpuadvise.source.constants import constants, defines, try_evaluate
-from gpuadvise.source.tree import SourceTree, TemplateParameter, kernels, template_parameters
+from gpuadvise.source.tree import (
+    SourceTree,
+    TemplateParameter,
+    kernels,
+    parse,
+    template_parameters,
+)
 from gpuadvise.spec.cuda_types import HEADER_TYPEDEFS, canonical_int
 
 __all__ = [
@@ -201,7 +207,7 @@ def _enumerators(
 @functools.lru_cache(maxsize=8)
 def source_names(texts: tuple[str, ...]) -> SourceNames:
     """What ``texts`` (the file and the user's headers it includes) declare."""
-    st = SourceTree("\n".join(texts))
+    st = parse("\n".join(texts))  # the tree constants() reads too
     env = dict(constants(st))
     macros = {name: body for _, name, body in defines(st)}
     types: dict[str, str] = {}

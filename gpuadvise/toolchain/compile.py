@@ -334,8 +334,7 @@ def _resolve(
        new instance. A name the source resolved but that turns out not to be new there (the
        source's reading was short of the compiler's) is probed then.
     """
-    roots = [src.parent, *(Path(d) for d in options.include_dirs)]
-    names = source_names(user_texts(src, module.dependencies, roots))
+    names = source_names(user_texts(src, module.dependencies, _user_roots(src, options)))
     aliases: dict[str, str] = {}
     spelled: dict[str, str] = {}
     for name in missing:
@@ -358,6 +357,11 @@ def _resolve(
     if late:
         aliases.update(_probe(wrapped, src, late, options, tc))
     return dataclasses.replace(wrapped, aliases=tuple(aliases.items()))
+
+
+def _user_roots(src: Path, options: CompileOptions) -> list[Path]:
+    """The user's folders: the source's and the include folders (the rest is the toolkit's)."""
+    return [src.parent, *(Path(d) for d in options.include_dirs)]
 
 
 def _generated_file(options: CompileOptions, text: str, name: str) -> tuple[Path, Path | None]:
@@ -418,8 +422,7 @@ def _probe(
 ) -> dict[str, str]:
     """Name -> the mangled name of the kernel of ``module`` it means, for those of ``names``
     that mean one, by one probe compile (``templates.probe_source``)."""
-    user_roots = [src.parent, *(Path(d) for d in options.include_dirs)]
-    text = probe_source(module, src, names, user_roots)
+    text = probe_source(module, src, names, _user_roots(src, options))
     probe, _path, folder = _compile_generated(module, src, names, options, tc, text, "probe.cu")
     if folder is not None:
         release(folder)
@@ -435,8 +438,7 @@ def _instantiate(
     tc: Toolchain,
     spellings: Mapping[str, str] | None = None,
 ) -> CompiledModule:
-    user_roots = [src.parent, *(Path(d) for d in options.include_dirs)]
-    text = instantiation_source(module, src, missing, user_roots)
+    text = instantiation_source(module, src, missing, _user_roots(src, options))
     wrapped, wrapper, _folder = _compile_generated(
         module, src, missing, options, tc, text, "instantiate.cu"
     )

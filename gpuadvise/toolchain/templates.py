@@ -22,13 +22,12 @@ source resolves them first (:mod:`gpuadvise.source.kernel_names`).
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gpuadvise.errors import UsageError
-from gpuadvise.toolchain.module import CompiledModule, matching_kernels
+from gpuadvise.toolchain.module import CompiledModule, matching_kernels, user_texts
 from gpuadvise.toolchain.names import base_name, norm, split_qualified
 
 __all__ = [
@@ -97,11 +96,7 @@ def _generated(
         need_using |= expr is None
         exprs.append(f"{variable}{i} = (void*)&{expr or name.strip()};")
     if need_using:
-        texts = [src.read_text(errors="replace")]
-        for dep in module.dependencies:
-            if dep != src and any(_is_within(dep, r) for r in user_roots):
-                with contextlib.suppress(OSError):
-                    texts.append(dep.read_text(errors="replace"))
+        texts = user_texts(src, module.dependencies, user_roots)
         for path in namespace_paths("\n".join(texts)):
             lines.append(f"using namespace ::{path};")
     lines += exprs
@@ -153,14 +148,6 @@ def instance_aliases(
             if len(same) == 1:
                 aliases.append((name, same[0].mangled))
     return tuple(aliases)
-
-
-def _is_within(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
 
 
 def _qualify(name: str, module: CompiledModule) -> str | None:
