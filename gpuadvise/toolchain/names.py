@@ -205,9 +205,21 @@ def _unparen(tokens: list[str]) -> list[str]:
 def norm(name: str) -> str:
     """One spelling for the spellings of a name that mean the same in any source (see the
     module's doc): ``reduce<256u>``, ``reduce<(unsigned int)0x100>`` and ``::reduce< 256 >``
-    are ``reduce<256>``; ``k<const unsigned*>`` is ``k<unsigned int const*>``."""
+    are ``reduce<256>``; ``k<const unsigned*>`` is ``k<unsigned int const*>``. Applied until
+    nothing changes (a cast under parentheses, ``(int)(1)``), so ``norm(norm(x)) == norm(x)``."""
+    out = name
+    for _ in range(8):
+        again = _norm_once(out)
+        if again == out:
+            break
+        out = again
+    return out
+
+
+def _norm_once(name: str) -> str:
     tokens: list[str] = []
-    for m in _TOKEN_RE.finditer(_uncast(name)):
+    text = re.sub(r"\bfalse\b", "0", re.sub(r"\btrue\b", "1", name))
+    for m in _TOKEN_RE.finditer(_uncast(text)):
         if m.group("num"):
             tokens.append(_number(m.group("num")))
         elif m.group("id") or m.group("op"):
@@ -222,7 +234,11 @@ def norm(name: str) -> str:
                 out.append(t)
         else:
             part.append(t)
-    out = [t for i, t in enumerate(out) if t != "::" or (i > 0 and out[i - 1] not in "<,(")]
+    kept: list[str] = []
+    for t in out:  # the global scope's ``::`` is no part of a name
+        if t != "::" or (kept and kept[-1] not in ("<", ",", "(", "::")):
+            kept.append(t)
+    out = kept
     out = _unparen(out)
     text = ""
     for i, t in enumerate(out):

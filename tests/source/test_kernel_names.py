@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuadvise.source.kernel_names import (
     compiler_spelling,
@@ -170,3 +172,18 @@ def test_source_selection_reads_the_meaning() -> None:
     params = parse_signature(text, "vec_copy<Pair>")  # the type the compiler sees
     assert [p.pointee for p in params] == ["ga::Pair", "ga::Pair"]
     assert select_kernel(text, "tiled<Mode::exact, TILE>")[1]["TILE_N"] == "TILE"
+
+
+_PIECES = st.sampled_from(
+    ["<", ">", "(", ")", ",", "::", "*", " ", "-", "1", "0x1f", "get_rows", "tiled", "half",
+     "Mode::exact", "LAYOUT_DS4", "ga::Vec", "const", "unsigned", "true", "sizeof", "TILE", "'"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_any_text_resolves_or_not_without_raising(name: str) -> None:
+    names = _names()
+    spelled = compiler_spelling(names, name)
+    assert spelled is None or split_template_name(spelled) is not None
+    user_spelling(names, name, _same)

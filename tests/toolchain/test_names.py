@@ -4,6 +4,8 @@ same in any source are one name; different names stay apart."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuadvise.toolchain.names import norm
 
@@ -47,3 +49,16 @@ def test_norm_keeps_different_names_apart(a: str, b: str) -> None:
 def test_norm_keeps_signatures_readable() -> None:
     assert norm("void ns::k<256u>(float const*, int)") == "void ns::k<256>(float const*,int)"
     assert norm("(anonymous namespace)::k") == "(anonymous namespace)::k"
+
+
+_PIECES = st.sampled_from(
+    ["<", ">", "(", ")", ",", "::", "*", "&", " ", "-", "1", "0x1F", "07", "256u", "k", "ns",
+     "half", "const", "unsigned", "long", "int", "char", "true", "(int)", "(E)", "float"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=16).map("".join))
+def test_norm_is_total_and_idempotent(name: str) -> None:
+    once = norm(name)
+    assert norm(once) == once
