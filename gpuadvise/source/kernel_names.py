@@ -132,36 +132,27 @@ def _qualified(scope: Sequence[str], name: str) -> str:
     return "::".join([*scope, name])
 
 
-def _declared_type(st: SourceTree, node: Node, declarator: Node) -> str | None:
-    """The type a typedef declarator names: the type's text plus the declarator's pointers."""
+def _typedef(st: SourceTree, node: Node, declarator: Node) -> tuple[str, str] | None:
+    """(name, the type it names) of one declarator of a ``typedef``: the type's text plus the
+    declarator's pointers (``typedef unsigned int u32, *pu32;``); None for other declarators
+    (arrays, functions) and for ``typedef struct {...} S`` (S is the struct's own name)."""
     typ = node.child_by_field_name("type")
-    if typ is None or "{" in st.code_of(typ):  # typedef struct {...} S: S is the struct
+    if typ is None or "{" in st.code_of(typ):
         return None
     quals = [st.code_of(c) for c in node.children if c.type == "type_qualifier"]
     text = " ".join([*quals, st.code_of(typ)])
-    d = declarator
-    while d.type in ("pointer_declarator", "reference_declarator"):
-        ptr = "*" if d.type == "pointer_declarator" else "&"
-        inner = d.child_by_field_name("declarator") or next(
+    d: Node | None = declarator
+    while d is not None and d.type in ("pointer_declarator", "reference_declarator"):
+        cv = [st.code_of(c) for c in d.children if c.type == "type_qualifier"]
+        text += (
+            " " + ("*" if d.type == "pointer_declarator" else "&") + "".join(" " + q for q in cv)
+        )
+        d = d.child_by_field_name("declarator") or next(
             (c for c in d.named_children if c.type.endswith(("declarator", "identifier"))), None
         )
-        cv = [st.code_of(c) for c in d.children if c.type == "type_qualifier"]
-        text += " " + ptr + (" " + " ".join(cv) if cv else "")
-        if inner is None:
-            return None
-        d = inner
-    return " ".join(text.split()) if d.type == "type_identifier" else None
-
-
-def _typedef_name(node: Node) -> Node | None:
-    while node.type in ("pointer_declarator", "reference_declarator"):
-        inner = node.child_by_field_name("declarator") or next(
-            (c for c in node.named_children if c.type.endswith(("declarator", "identifier"))), None
-        )
-        if inner is None:
-            return None
-        node = inner
-    return node if node.type == "type_identifier" else None
+    if d is None or d.type != "type_identifier":
+        return None
+    return st.code_of(d).strip(), " ".join(text.split())
 
 
 def _enumerators(
@@ -219,12 +210,11 @@ def source_names(texts: tuple[str, ...]) -> SourceNames:
         if node.type == "type_definition":
             scope = _scope(st, node)
             for i, c in enumerate(node.children):
-                if node.field_name_for_child(i) != "declarator":
-                    continue
-                name = _typedef_name(c)
-                target = _declared_type(st, node, c)
-                if name is not None and target is not None:
-                    types.setdefault(_qualified(scope, st.code_of(name).strip()), target)
+                got = (
+                    _typedef(st, node, c) if node.field_name_for_child(i) == "declarator" else None
+                )
+                if got is not None:
+                    types.setdefault(_qualified(scope, got[0]), got[1])
         elif node.type == "alias_declaration":
             if node.parent is not None and node.parent.type == "template_declaration":
                 continue  # a template alias: not resolved here
