@@ -122,7 +122,13 @@ def analyze_kernel(
     from gpuadvise.runner.checks import check_launch
     from gpuadvise.spec.budget import out_of_time, skip
     from gpuadvise.spec.progress import step
-    from gpuadvise.toolchain import compile_source, find_toolchain, sass, select_compiled_kernel
+    from gpuadvise.toolchain import (
+        as_written,
+        compile_source,
+        find_toolchain,
+        sass,
+        select_compiled_kernel,
+    )
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -130,7 +136,7 @@ def analyze_kernel(
     with step(f"compiling {Path(spec.source).name}"):
         module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     timings["compile_s"] = time.perf_counter() - t0
-    kernel = select_compiled_kernel(module, spec.kernel)
+    kernel = as_written(module, spec.kernel, select_compiled_kernel(module, spec.kernel))
     res = kernel.resources
     launch = spec.launch
     launch_notes = check_launch(

@@ -48,12 +48,17 @@ def split_source(text: str) -> tuple[str, str | None]:
 def prepare(opts: KernelOptions, label: str) -> Prepared:
     from gpuadvise.analyze.pipeline import resolve_launch
     from gpuadvise.runner.checks import check_launch
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.toolchain import (
+        as_written,
+        compile_source,
+        find_toolchain,
+        select_compiled_kernel,
+    )
 
     spec, choice, options = build(opts)
     tc = find_toolchain(opts.nvcc)
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-    kernel = select_compiled_kernel(module, spec.kernel)
+    kernel = as_written(module, spec.kernel, select_compiled_kernel(module, spec.kernel))
     res = kernel.resources
     notes = list(
         check_launch(

@@ -26,7 +26,7 @@ called ``arg0``, ``arg1`` ... by position.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from gpuadvise.errors import KernelNotFoundError, UsageError
@@ -571,6 +571,15 @@ def select_kernel(source_text: str, kernel: str) -> tuple[KernelDecl, dict[str, 
             if d.specialization_args is not None
             and tuple(_normalize_args_text(a) for a in d.specialization_args) == wanted
         ]
+        if not specs:  # the same arguments in another spelling (a typedef, an enumerator ...)
+            meaning = _meaning(source_text, names[0], args)
+            specs = [
+                d
+                for d in decls
+                if d.specialization_args is not None
+                and meaning is not None
+                and _meaning(source_text, names[0], d.specialization_args) == meaning
+            ]
         if specs:
             return best(specs), {}
         primaries = [d for d in decls if d.template_params and d.specialization_args is None]
@@ -580,12 +589,41 @@ def select_kernel(source_text: str, kernel: str) -> tuple[KernelDecl, dict[str, 
                 f"name it without them: --kernel {names[0]}",
             )
         decl = best(primaries)
-        return decl, _bind_template(kernel, decl, args)
+        return decl, _bind_template(kernel, decl, _resolved_types(source_text, decl, args))
     plain = [d for d in decls if d.specialization_args is None]
     if not plain:
         raise _not_found(kernel, source_text, "exists only as explicit specializations")
     decl = best(plain)
     return decl, _bind_template(kernel, decl, ())
+
+
+def _meaning(source_text: str, name: str, args: Sequence[str]) -> str | None:
+    """``name<args>`` as the compiler writes it, normalised (None: not resolvable from the
+    source; :mod:`gpuadvise.source.kernel_names`)."""
+    from gpuadvise.source.kernel_names import compiler_spelling, source_names
+    from gpuadvise.toolchain.names import norm
+
+    spelled = compiler_spelling(source_names((source_text,)), f"{name}<{', '.join(args)}>")
+    return norm(spelled) if spelled is not None else None
+
+
+def _resolved_types(source_text: str, decl: KernelDecl, args: tuple[str, ...]) -> tuple[str, ...]:
+    """``args`` with each type argument as the compiler names it when the source says
+    (``real_t`` -> ``float``, ``Pair`` -> ``ga::Pair``): parameter types are then the types the
+    compiler sees. Value arguments stay as written (the constants evaluator reads them)."""
+    from gpuadvise.source.kernel_names import compiler_spelling, source_names, split_template_name
+
+    params = decl.template_params or ()
+    if not any(p.kind == "type" for p in params[: len(args)]):
+        return args
+    spelled = compiler_spelling(source_names((source_text,)), f"{decl.name}<{', '.join(args)}>")
+    split = split_template_name(spelled) if spelled is not None else None
+    if split is None or len(split[1]) < len(args):
+        return args
+    return tuple(
+        split[1][i] if i < len(params) and params[i].kind == "type" else a
+        for i, a in enumerate(args)
+    )
 
 
 def _bind_template(kernel: str, decl: KernelDecl, args: tuple[str, ...]) -> dict[str, str]:

@@ -74,6 +74,7 @@ __all__ = [
     "statements",
     "subscripts",
     "substitute",
+    "template_parameters",
     "Use",
     "macro_uses",
     "uses",
@@ -266,9 +267,11 @@ def parse(text: str) -> SourceTree:
 
 @dataclass(frozen=True)
 class TemplateParameter:
-    kind: str  # "type" or "value"
+    kind: str  # "type" or "value" (a variadic pack: "type" without a name)
     name: str
     default: str | None
+    type: str = ""  # a value parameter's type as written (``int``, ``ns::Mode``)
+    pack: bool = False  # ``typename... Ts``, ``int... Ns``
 
 
 @dataclass(frozen=True)
@@ -345,7 +348,8 @@ def _function_declarator(node: Node) -> Node | None:
     return d
 
 
-def _template_params(st: SourceTree, tl: Node) -> tuple[TemplateParameter, ...]:
+def template_parameters(st: SourceTree, tl: Node) -> tuple[TemplateParameter, ...]:
+    """The parameters of a ``template_parameter_list`` node."""
     out = []
     for p in tl.named_children:
         if p.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
@@ -363,15 +367,17 @@ def _template_params(st: SourceTree, tl: Node) -> tuple[TemplateParameter, ...]:
         elif p.type in ("parameter_declaration", "optional_parameter_declaration"):
             name = _declarator_name(p.child_by_field_name("declarator"))
             dflt = p.child_by_field_name("default_value")
+            typ = p.child_by_field_name("type")
             out.append(
                 TemplateParameter(
                     "value",
                     st.text_of(name) if name else "",
                     st.text_of(dflt) if dflt else None,
+                    " ".join(st.code_of(typ).split()) if typ is not None else "",
                 )
             )
         elif p.type == "variadic_parameter_declaration" or "parameter" in p.type:
-            out.append(TemplateParameter("type", "", None))
+            out.append(TemplateParameter("type", "", None, pack=True))
     return tuple(out)
 
 
@@ -440,7 +446,7 @@ def kernels(st: SourceTree) -> list[Kernel]:
         for anc in st.ancestors(node):
             if anc.type == "template_declaration" and tparams is None and start_node is node:
                 tl = anc.child_by_field_name("parameters")
-                tparams = _template_params(st, tl) if tl is not None else ()
+                tparams = template_parameters(st, tl) if tl is not None else ()
                 start_node = anc
             elif anc.type == "linkage_specification":
                 extern_c = True

@@ -46,6 +46,8 @@ __all__ = [
     "encode_bfloat16",
     "encode_fp8",
     "lookup",
+    "HEADER_TYPEDEFS",
+    "canonical_int",
     "lookup_elem",
     "normalize_type_name",
 ]
@@ -161,8 +163,11 @@ _SCALARS: dict[str, tuple[str, int, str]] = {
     "__nv_fp8_e5m2": ("u1", 1, "fp8_e5m2"),
 }
 
-_ALIASES: dict[str, str] = {
-    # fixed-width and library names
+HEADER_TYPEDEFS: dict[str, str] = {
+    # typedefs the C, glibc and CUDA headers declare (stdint.h, stddef.h, sys/types.h,
+    # cuda_fp16.h, cuda_bf16.h), with the type the compiler names them by (x86-64 Linux):
+    # kernel names use them (``--kernel 'k<half, int64_t>'``); tests/source/test_kernel_names.py
+    # checks every entry against nvcc
     "int8_t": "signed char",
     "uint8_t": "unsigned char",
     "int16_t": "short",
@@ -176,14 +181,25 @@ _ALIASES: dict[str, str] = {
     "ptrdiff_t": "long",
     "intptr_t": "long",
     "uintptr_t": "unsigned long",
-    "uchar": "unsigned char",
     "ushort": "unsigned short",
     "uint": "unsigned int",
     "ulong": "unsigned long",
+    "half": "__half",
+    "nv_half": "__half",
+    "__nv_half": "__half",
+    "half2": "__half2",
+    "nv_half2": "__half2",
+    "__nv_half2": "__half2",
+    "nv_bfloat16": "__nv_bfloat16",
+    "nv_bfloat162": "__nv_bfloat162",
+}
+
+_ALIASES: dict[str, str] = {
+    **HEADER_TYPEDEFS,
+    # names of gpuadvise's buffer types that are no C++ typedef
+    "uchar": "unsigned char",
     "longlong": "long long",
     "ulonglong": "unsigned long long",
-    "half": "__half",
-    "nv_bfloat16": "__nv_bfloat16",
     "bfloat16": "__nv_bfloat16",
     "fp8_e4m3": "__nv_fp8_e4m3",
     "float8_e4m3": "__nv_fp8_e4m3",
@@ -202,8 +218,6 @@ _ALIASES: dict[str, str] = {
     "int64": "long long",
     "uint64": "unsigned long long",
     # vector aliases
-    "half2": "__half2",
-    "nv_bfloat162": "__nv_bfloat162",
     "bfloat162": "__nv_bfloat162",
 }
 
@@ -266,7 +280,7 @@ _IGNORED_WORDS = {"const", "volatile", "struct", "class", "union", "enum", "type
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*(?:\s*<.*>)?$")
 
 
-def _canonical_int(words: list[str]) -> str | None:
+def canonical_int(words: list[str]) -> str | None:
     """``long unsigned int`` -> ``unsigned long``; None if the words are not an integer type."""
     unsigned = words.count("unsigned")
     signed = words.count("signed")
@@ -311,7 +325,7 @@ def lookup(name: str) -> CudaType | None:
         return _TABLE[_ALIASES[s]]
     words = s.split()
     if words and all(w in _INT_WORDS for w in words):
-        canon = _canonical_int(words)
+        canon = canonical_int(words)
         if canon is not None:
             return _TABLE[canon]
     return None

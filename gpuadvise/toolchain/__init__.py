@@ -10,10 +10,12 @@ The modules, in the order a compile uses them:
 - ``cache.py``: the content-hash cache of compiled modules (:func:`cache_root`);
 - ``scratch.py``: temporary folders, removed in every case;
 - ``diagnostics.py``: nvcc's errors in one line (missing headers, texture references, templates);
-- ``templates.py``: instantiating kernel templates asked for by name;
+- ``templates.py``: instantiating kernel templates asked for by name, and the probe that asks
+  nvcc which instance a name means;
 - ``resources.py``: ptxas ``-v`` and the cubin: :class:`KernelInfo`, :class:`KernelResources`;
 - ``names.py``: demangling and the spellings of a kernel name (:func:`demangle`);
-- ``module.py``: :class:`CompiledModule` and :func:`select_compiled_kernel`;
+- ``module.py``: :class:`CompiledModule`, :func:`select_compiled_kernel` and
+  :func:`as_written` (the kernel named as the user wrote it);
 - ``layout.py``: struct layouts as the compiler lays them out (:func:`struct_layouts`);
 - ``sass.py``: SASS with source lines and the memory summary.
 
@@ -26,7 +28,7 @@ from gpuadvise.toolchain.cache import cache_root
 from gpuadvise.toolchain.compile import compile_source
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
 from gpuadvise.toolchain.layout import struct_layouts
-from gpuadvise.toolchain.module import CompiledModule, select_compiled_kernel
+from gpuadvise.toolchain.module import CompiledModule, as_written, select_compiled_kernel
 from gpuadvise.toolchain.names import demangle
 from gpuadvise.toolchain.options import CompileOptions, normalize_arch
 from gpuadvise.toolchain.resources import KernelInfo, KernelResources, parse_ptxas_report
@@ -37,6 +39,7 @@ __all__ = [
     "KernelInfo",
     "KernelResources",
     "Toolchain",
+    "as_written",
     "cache_root",
     "compile_source",
     "demangle",

@@ -25,11 +25,12 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gpuadvise.errors import CompileError, ToolchainError, UsageError
 from gpuadvise.fileio import write_atomic
+from gpuadvise.source.kernel_names import compiler_spelling, source_names
 from gpuadvise.toolchain.cache import (
     cache_root,
     cache_write_error,
@@ -44,12 +45,23 @@ from gpuadvise.toolchain.diagnostics import (
     mangled_names,
 )
 from gpuadvise.toolchain.find import Toolchain, find_toolchain, run_tool
-from gpuadvise.toolchain.module import CompiledModule, matching_kernels
+from gpuadvise.toolchain.module import (
+    CompiledModule,
+    closest_first,
+    matching_kernels,
+    user_texts,
+)
 from gpuadvise.toolchain.names import demangle, has_template_args
 from gpuadvise.toolchain.options import CompileOptions
 from gpuadvise.toolchain.resources import kernel_infos
 from gpuadvise.toolchain.scratch import keep_until_exit, release, scratch_dir
-from gpuadvise.toolchain.templates import include_line, instance_aliases, instantiation_source
+from gpuadvise.toolchain.templates import (
+    include_line,
+    instance_aliases,
+    instantiation_source,
+    probe_source,
+    probed_symbols,
+)
 
 __all__ = ["compile_source", "effective_flags", "parse_depfile", "safe_scratch", "shell_safe"]
 
@@ -73,10 +85,13 @@ def compile_source(
 ) -> CompiledModule:
     """Compile ``source`` to cubin + PTX for ``options.arch`` and read every kernel's resources.
 
-    ``kernels``: names the caller will select; any with template arguments (``reduce<256,
-    true>``) that the file does not instantiate is instantiated through a generated wrapper file
-    (``templates.py``), and the returned module is the wrapper's (it holds every kernel of the
-    file plus the new instances). Raises :class:`CompileError` with nvcc's diagnostics,
+    ``kernels``: names the caller will select; one with template arguments that no instance
+    of the file is spelled as (``reduce<256, true>``, whitespace, suffixes and casts aside) is
+    resolved by :func:`_resolve`: an instance it means in the user's spelling (a typedef, an
+    enumerator, a macro ...) is named in ``module.aliases``; one the file does not instantiate
+    is instantiated through a generated wrapper file (``templates.py``), and the returned module
+    is the wrapper's (it holds every kernel of the file plus the new instances). Raises
+    :class:`CompileError` with nvcc's diagnostics,
     :class:`KernelNotFoundError` when a requested template cannot be instantiated, and
     :class:`ToolchainError` when the tools are missing.
     """
@@ -93,7 +108,7 @@ def compile_source(
     ]
     if not missing:
         return module
-    return _instantiate(module, src, missing, options, tc)
+    return _resolve(module, src, missing, options, tc)
 
 
 def effective_flags(options: CompileOptions, tc: Toolchain) -> tuple[str, ...]:
@@ -301,44 +316,131 @@ def parse_depfile(text: str) -> list[str]:
 # Instantiating templates
 
 
-def _instantiate(
+def _resolve(
     module: CompiledModule,
     src: Path,
     missing: Sequence[str],
     options: CompileOptions,
     tc: Toolchain,
 ) -> CompiledModule:
-    user_roots = [src.parent, *(Path(d) for d in options.include_dirs)]
-    text = instantiation_source(module, src, missing, user_roots)
-    wrapper_dir: Path | None = None
+    """The instance each name of ``missing`` means, compiling as little as possible.
+
+    1. The parsed source (no compile): a name whose arguments resolve through typedefs,
+       enumerators, constants, macros and default arguments to an instance of ``module`` is
+       aliased to it.
+    2. The names the source cannot resolve: one probe compile for all of them asks nvcc which
+       symbol each means (``templates.probe_source``); one of ``module`` is aliased to it.
+    3. The rest are instances the file lacks: one wrapper compile instantiates them, as for any
+       new instance. A name the source resolved but that turns out not to be new there (the
+       source's reading was short of the compiler's) is probed then.
+    """
+    names = source_names(user_texts(src, module.dependencies, _user_roots(src, options)))
+    aliases: dict[str, str] = {}
+    spelled: dict[str, str] = {}
+    for name in missing:
+        spelling = compiler_spelling(names, name)
+        if spelling is None:
+            continue
+        spelled[name] = spelling
+        found = matching_kernels(module, spelling, aliases=False)
+        if len(found) == 1:
+            aliases[name] = found[0].mangled
+    unknown = [n for n in missing if n not in aliases and n not in spelled]
+    if unknown:
+        aliases.update(_probe(module, src, unknown, options, tc))
+    new = [n for n in missing if n not in aliases]
+    if not new:
+        return dataclasses.replace(module, aliases=tuple(aliases.items()))
+    wrapped = _instantiate(module, src, new, options, tc, spelled)
+    aliases.update(wrapped.aliases)
+    late = [n for n in new if n not in aliases and n in spelled]
+    if late:
+        aliases.update(_probe(wrapped, src, late, options, tc))
+    return dataclasses.replace(wrapped, aliases=tuple(aliases.items()))
+
+
+def _user_roots(src: Path, options: CompileOptions) -> list[Path]:
+    """The user's folders: the source's and the include folders (the rest is the toolkit's)."""
+    return [src.parent, *(Path(d) for d in options.include_dirs)]
+
+
+def _generated_file(options: CompileOptions, text: str, name: str) -> tuple[Path, Path | None]:
+    """A generated source ``text``: in the cache's ``wrappers`` folder (named by its hash), or
+    with ``use_cache=False`` in a temporary folder (returned second: remove it when done)."""
     if options.use_cache:
-        wrapper = cache_root(options) / "wrappers" / f"{sha256_hex(text)[:32]}.cu"
+        path = cache_root(options) / "wrappers" / f"{sha256_hex(text)[:32]}.cu"
         try:
-            if not wrapper.exists():
-                write_atomic(wrapper, text)
+            if not path.exists():
+                write_atomic(path, text)
         except OSError as exc:
             raise cache_write_error(cache_root(options), exc) from None
-    else:
-        wrapper_dir = keep_until_exit("gpuadvise-wrap-")
-        wrapper = wrapper_dir / "instantiate.cu"
-        wrapper.write_text(text, encoding="utf-8")
+        return path, None
+    folder = keep_until_exit("gpuadvise-wrap-")
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path, folder
+
+
+def _compile_generated(
+    module: CompiledModule,
+    src: Path,
+    names: Sequence[str],
+    options: CompileOptions,
+    tc: Toolchain,
+    text: str,
+    file_name: str,
+) -> tuple[CompiledModule, Path, Path | None]:
+    """Compile the generated ``text`` (a wrapper or a probe for ``names``); a compile error is
+    the one-line :func:`instantiation_error`."""
+    path, folder = _generated_file(options, text, file_name)
     try:
-        wrapped = _compile(wrapper, options, tc)
+        return _compile(path, options, tc), path, folder
     except CompileError as exc:
-        if wrapper_dir is not None:
-            release(wrapper_dir)
+        if folder is not None:
+            release(folder)
         mangled = mangled_names(exc.message)
         raise instantiation_error(
             exc,
             src,
-            wrapper,
-            missing,
-            [k.short_name for k in module.kernels],
+            path,
+            names,
+            closest_first(module, names[0]) if names else [],
             demangle(mangled, tc) if mangled else None,
         ) from None
     except BaseException:
-        if wrapper_dir is not None:
-            release(wrapper_dir)
+        if folder is not None:
+            release(folder)
         raise
-    aliases = instance_aliases(module, wrapped, missing)
+
+
+def _probe(
+    module: CompiledModule,
+    src: Path,
+    names: Sequence[str],
+    options: CompileOptions,
+    tc: Toolchain,
+) -> dict[str, str]:
+    """Name -> the mangled name of the kernel of ``module`` it means, for those of ``names``
+    that mean one, by one probe compile (``templates.probe_source``)."""
+    text = probe_source(module, src, names, _user_roots(src, options))
+    probe, _path, folder = _compile_generated(module, src, names, options, tc, text, "probe.cu")
+    if folder is not None:
+        release(folder)
+    have = {k.mangled for k in module.kernels}
+    return {n: m for n, m in probed_symbols(probe.ptx, names).items() if m in have}
+
+
+def _instantiate(
+    module: CompiledModule,
+    src: Path,
+    missing: Sequence[str],
+    options: CompileOptions,
+    tc: Toolchain,
+    spellings: Mapping[str, str] | None = None,
+) -> CompiledModule:
+    text = instantiation_source(module, src, missing, _user_roots(src, options))
+    wrapped, wrapper, _folder = _compile_generated(
+        module, src, missing, options, tc, text, "instantiate.cu"
+    )
+    aliases = instance_aliases(module, wrapped, missing, spellings)
     return dataclasses.replace(wrapped, source=src, aliases=aliases, wrapper_path=wrapper)

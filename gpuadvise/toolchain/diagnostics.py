@@ -10,6 +10,7 @@ instance asked for by name does not compile, from nvcc's first error in the user
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from gpuadvise.errors import CompileError, GpuAdviseError, KernelNotFoundError, ToolchainError
 from gpuadvise.toolchain.find import INSTALL_HINT, Toolchain
-from gpuadvise.toolchain.names import base_name, display_name
+from gpuadvise.toolchain.names import base_name, display_name, norm, split_qualified
 
 __all__ = [
     "HeaderSource",
@@ -220,9 +221,9 @@ def instantiation_error(
 ) -> KernelNotFoundError:
     """Why the kernels ``missing`` could not be instantiated from ``src``, in one line.
 
-    ``exc``: the error compiling the generated ``wrapper``; ``templates``: the kernel names of
-    the file, for the hint; ``demangled``: mangled -> demangled names (ptxas names kernels by
-    their symbol).
+    ``exc``: the error compiling the generated ``wrapper``; ``templates``: the kernels of the
+    file, closest to the name first, for the hint; ``demangled``: mangled -> demangled names
+    (ptxas names kernels by their symbol).
     """
     text = exc.message
     detail = first_error(text, prefer=src, avoid=wrapper)
@@ -237,11 +238,29 @@ def instantiation_error(
     elif detail.startswith("ptxas:"):
         hint = "choose template arguments whose resources fit the GPU"
     else:
-        names = sorted({base_name(t) for t in templates})
-        hint = "check the template's name and arguments (qualify it with its namespace)" + (
-            f"; kernels in the file: {', '.join(names)}" if names else ""
-        )
+        hint = "check the template's name and arguments (qualify it with its namespace)"
+        if templates:
+            listing = available_hint(missing[0] if missing else "", templates)
+            hint += "; " + listing.replace("available:", "kernels in the file:")
     return KernelNotFoundError(f"cannot instantiate kernel {asked} from {src.name}: {detail}", hint)
+
+
+def available_hint(name: str, listing: Sequence[str]) -> str:
+    """``did you mean 'X'? available: X, Y`` for the kernels ``listing`` (closest to ``name``
+    first), the question only when X is close to it (:func:`closeness` >= 0.6)."""
+    hint = f"available: {', '.join(listing)}"
+    if listing and closeness(name, listing[0]) >= 0.6:
+        hint = f"did you mean {listing[0]!r}? {hint}"
+    return hint
+
+
+def closeness(name: str, shown: str) -> float:
+    """How close ``name`` is to the kernel ``shown`` (0..1), with or without its namespaces and
+    template arguments."""
+    want = norm(name)
+    last = norm(split_qualified(shown)[-1])
+    forms = {norm(shown), last, base_name(last)}
+    return max(difflib.SequenceMatcher(None, want, c).ratio() for c in forms)
 
 
 def mangled_names(text: str) -> list[str]:

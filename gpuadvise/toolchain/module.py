@@ -2,22 +2,37 @@
 
 :func:`select_compiled_kernel` picks a kernel of a *compiled* module (by mangled or demangled
 name, as nvcc built it); ``gpuadvise.source.signature.select_kernel`` is the other one: it picks
-a declaration in the source text.
+a declaration in the source text. A name asked for with template arguments in the user's own
+spelling (``k<half, float>`` for the compiler's ``k<__half, float>``) is matched by
+``compile_source`` (``module.aliases``); :func:`as_written` gives the kernel that name, and the
+listings of a wrong name show the instances as the user's source spells them
+(:func:`gpuadvise.source.kernel_names.user_spelling`).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Mapping, Sequence
+import contextlib
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import KernelNotFoundError
+from gpuadvise.source.kernel_names import SourceNames, source_names, user_spelling
+from gpuadvise.toolchain.diagnostics import available_hint, closeness
 from gpuadvise.toolchain.names import base_name, has_template_args, norm, split_qualified
 from gpuadvise.toolchain.resources import KernelInfo, field_of
 
-__all__ = ["CompiledModule", "matching_kernels", "select_compiled_kernel"]
+__all__ = [
+    "CompiledModule",
+    "as_written",
+    "closest_first",
+    "matching_kernels",
+    "select_compiled_kernel",
+    "user_names",
+    "user_texts",
+]
 
 
 @dataclass(frozen=True)
@@ -159,8 +174,10 @@ def select_compiled_kernel(module: CompiledModule, name: str | None = None) -> K
     if name is None or not name.strip():
         if len(kernels) == 1:
             return kernels[0]
+        spelled = user_names(module)
+        listing = ", ".join(spelled.get(k.mangled, k.name) for k in kernels)
         raise KernelNotFoundError(
-            f"{where} has {len(kernels)} kernels: {', '.join(k.name for k in kernels)}",
+            f"{where} has {len(kernels)} kernels: {listing}",
             "choose one with --kernel NAME",
         )
     found = matching_kernels(module, name)
@@ -171,17 +188,93 @@ def select_compiled_kernel(module: CompiledModule, name: str | None = None) -> K
             f"kernel name {name!r} is ambiguous in {where}: {', '.join(k.name for k in found)}",
             "give the full name, with namespace and template arguments",
         )
-    hint = f"available: {', '.join(_closest_first(name, kernels))}"
-    if has_template_args(name):
+    hint = available_hint(name, closest_first(module, name))
+    if has_template_args(name) and not module.aliases:
         hint += "; templates are instantiated only for names given when compiling"
     raise KernelNotFoundError(f"no kernel named {name!r} in {where}", hint)
 
 
-def _closest_first(name: str, kernels: Sequence[KernelInfo]) -> list[str]:
-    want = norm(name)
+def closest_first(module: CompiledModule, name: str) -> list[str]:
+    """The module's kernels, closest to ``name`` first, each as the user's source spells it
+    when it spells it otherwise than the compiler (``k<half, float>``)."""
+    spelled = user_names(module)
+    scored: list[tuple[float, int, str]] = []
+    for k in module.kernels:
+        shown = spelled.get(k.mangled, k.name)
+        score = max(closeness(name, k.name), closeness(name, shown))
+        scored.append((-score, len(scored), shown))
+    return [shown for _, _, shown in sorted(scored)]
 
-    def score(k: KernelInfo) -> float:
-        candidates = {norm(k.name), norm(k.short_name), base_name(norm(k.short_name))}
-        return max(difflib.SequenceMatcher(None, want, c).ratio() for c in candidates)
 
-    return [k.name for k in sorted(kernels, key=lambda k: -score(k))]
+def user_roots(module: CompiledModule) -> list[Path]:
+    """The user's folders: the source's and the ``-I`` ones (others hold the toolkit's and the
+    system's headers)."""
+    roots = [module.source.parent]
+    flags = list(module.flags)
+    for i, f in enumerate(flags):
+        if f == "-I" and i + 1 < len(flags):
+            roots.append(Path(flags[i + 1]))
+        elif f.startswith("-I") and len(f) > 2:
+            roots.append(Path(f[2:]))
+    return roots
+
+
+def user_texts(src: Path, dependencies: Iterable[Path], roots: Iterable[Path]) -> tuple[str, ...]:
+    """The text of ``src`` and of the files it includes from the folders ``roots``."""
+    texts = []
+    resolved = [r.resolve() for r in roots]
+    for path in dict.fromkeys([src, *dependencies]):
+        try:
+            full = path.resolve()
+            if path != src and not any(full.is_relative_to(r) for r in resolved):
+                continue
+            texts.append(path.read_text(errors="replace"))
+        except OSError:
+            continue
+    return tuple(texts)
+
+
+def _names(module: CompiledModule) -> SourceNames | None:
+    with contextlib.suppress(OSError):
+        deps = [d for d in module.dependencies if d != module.wrapper_path]
+        texts = user_texts(module.source, deps, user_roots(module))
+        if texts:
+            return source_names(texts)
+    return None
+
+
+def user_names(module: CompiledModule) -> dict[str, str]:
+    """Mangled name -> the instance as the user's source spells it, for the template instances
+    it spells otherwise than the compiler (``_Z16k_get_rows...`` -> ``k_get_rows_float<half,
+    float>``)."""
+    if not any(has_template_args(k.name) for k in module.kernels):
+        return {}
+    names = _names(module)
+    if names is None:
+        return {}
+    out = {}
+    for k in module.kernels:
+        if has_template_args(k.name):
+            shown = user_spelling(names, k.name, lambda a, b: norm(a) == norm(b))
+            if norm(shown) != norm(k.name):
+                out[k.mangled] = shown
+    return out
+
+
+def as_written(module: CompiledModule, name: str, kernel: KernelInfo) -> KernelInfo:
+    """``kernel``, selected for ``name``, named as the user wrote it when ``name`` means it
+    through the source (``k<half, float>`` for ``k<__half, float>``): the compiler's namespaces,
+    the user's template arguments. Unchanged when ``name`` is a spelling of the compiler's."""
+    if not has_template_args(name) or not any(
+        norm(asked) == norm(name) and mangled == kernel.mangled for asked, mangled in module.aliases
+    ):
+        return kernel
+    if kernel.mangled == name.strip() or any(
+        norm(form) == norm(name) for form in (kernel.name, kernel.short_name, kernel.signature)
+    ):
+        return kernel
+    parts = split_qualified(" ".join(name.split()).removeprefix("::"))
+    if base_name(parts[-1]) != base_name(kernel.short_name):
+        return kernel
+    prefix = split_qualified(kernel.name)[:-1]
+    return dataclasses.replace(kernel, name="::".join([*prefix, parts[-1]]))

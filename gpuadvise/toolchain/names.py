@@ -2,8 +2,12 @@
 
 Names are demangled with ``cu++filt`` or ``c++filt`` (a small built-in fallback handles plain
 names when neither exists) and shown without return type and parameters:
-``ns::reduce<256, true>``. :func:`norm` makes the spellings of one name equal (whitespace,
-integer suffixes and the casts cu++filt writes do not matter).
+``ns::reduce<256, true>``. :func:`norm` makes the spellings of one name equal without knowing
+the source: whitespace, integer literals (suffixes, hex, octal), the casts cu++filt writes,
+the order of integer type words (``unsigned`` is ``unsigned int``), where ``const`` stands
+(``const float*`` is ``float const*``), ``true``/``false`` as 1/0 and parentheses around one
+operand (``reduce<(256)>``). What a name means in the user's source (typedefs, enumerators,
+macros) is :mod:`gpuadvise.source.kernel_names`'s, and the compiler's (``templates.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuadvise.spec.cuda_types import canonical_int
 from gpuadvise.toolchain.find import Toolchain
 
 __all__ = [
@@ -126,9 +131,6 @@ def split_qualified(name: str) -> list[str]:
     return [p for p in parts if p] or [name]
 
 
-_INT_SUFFIX = re.compile(r"(?<![\w.])(\d+)(?:[uU](?:ll|LL|l|L)?|(?:ll|LL|l|L)[uU]?)\b")
-
-
 # cu++filt writes template arguments as casts: ``reduce<(int)256, (bool)1>``.
 _CAST_LITERAL = re.compile(
     r"\((?:unsigned |signed )?(?:int|long|short|char|long long|unsigned)\)\s*(-?\d+)"
@@ -141,10 +143,110 @@ def _uncast(name: str) -> str:
     return _CAST_BOOL.sub(lambda m: "true" if m.group(1) == "1" else "false", name)
 
 
+_TOKEN_RE = re.compile(
+    r"\s+|(?P<num>\.?\d(?:[eEpP][+-]|[\w.'])*)|(?P<id>[A-Za-z_]\w*)|(?P<op>::|&&|\S)"
+)
+_INT_LITERAL_RE = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|\d[\d']*)[uUlLzZ]*")
+_INT_WORDS = frozenset("unsigned signed short long int char".split())
+_CV = ("const", "volatile")
+_ELABORATE = frozenset("struct class union enum typename".split())
+_SEPARATORS = frozenset("<>,()")
+_POINTERS = frozenset(("*", "&", "&&"))
+
+
+def _number(text: str) -> str:
+    """An integer literal in decimal without suffix (``0x100u`` -> ``256``); others as they are."""
+    m = _INT_LITERAL_RE.fullmatch(text)
+    if m is None:
+        return text
+    body = m.group(1).replace("'", "")
+    low = body.lower()
+    if low.startswith(("0x", "0b")):
+        return str(int(body[2:], 16 if low[1] == "x" else 2))
+    if len(body) > 1 and body[0] == "0" and set(body) <= set("01234567"):
+        return str(int(body, 8))
+    return str(int(body))
+
+
+def _declarator(part: list[str]) -> list[str]:
+    """One type or value between separators: ``const unsigned *`` -> ``unsigned int const *``
+    (cv-qualifiers of the base type after it, integer words in one order)."""
+    part = [t for t in part if t not in _ELABORATE]
+    part = ["1" if t == "true" else "0" if t == "false" else t for t in part]
+    cut = next((i for i, t in enumerate(part) if t in _POINTERS), len(part))
+    head, tail = part[:cut], part[cut:]
+    base = [t for t in head if t not in _CV]
+    if base and all(t in _INT_WORDS for t in base):
+        base = (canonical_int(base) or " ".join(base)).split()
+    return base + [q for q in _CV if q in head] + tail
+
+
+def _unparen(tokens: list[str]) -> list[str]:
+    """Drop parentheses around one operand in argument position (``<(256)>``, ``<(-1)>``); a
+    cast (``(E)1``) or a call keeps them."""
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == "(" and (i == 0 or tokens[i - 1] in ("<", ",", "(")):
+            j = i + 2 if i + 1 < len(tokens) and tokens[i + 1] == "-" else i + 1
+            after = tokens[j + 2] if j + 2 < len(tokens) else None
+            if (
+                j + 1 < len(tokens)
+                and tokens[j + 1] == ")"
+                and (tokens[j][:1].isalnum() or tokens[j][:1] == "_")
+                and not (after is not None and (after[:1].isalnum() or after in ("_", "(")))
+            ):
+                tokens = tokens[:i] + tokens[i + 1 : j + 1] + tokens[j + 2 :]
+                i = max(i - 1, 0)
+                continue
+        i += 1
+    return tokens
+
+
 def norm(name: str) -> str:
-    """Whitespace, integer-literal suffixes and casts do not matter: ``reduce<256u>``,
-    ``reduce<(unsigned int)256>`` and ``reduce<256>`` are one name."""
-    return _INT_SUFFIX.sub(r"\1", re.sub(r"\s+", "", _uncast(name))).removeprefix("::")
+    """One spelling for the spellings of a name that mean the same in any source (see the
+    module's doc): ``reduce<256u>``, ``reduce<(unsigned int)0x100>`` and ``::reduce< 256 >``
+    are ``reduce<256>``; ``k<const unsigned*>`` is ``k<unsigned int const*>``. Applied until
+    nothing changes (a cast under parentheses, ``(int)(1)``), so ``norm(norm(x)) == norm(x)``."""
+    out = name
+    for _ in range(8):
+        again = _norm_once(out)
+        if again == out:
+            break
+        out = again
+    return out
+
+
+def _norm_once(name: str) -> str:
+    tokens: list[str] = []
+    text = re.sub(r"\bfalse\b", "0", re.sub(r"\btrue\b", "1", name))
+    for m in _TOKEN_RE.finditer(_uncast(text)):
+        if m.group("num"):
+            tokens.append(_number(m.group("num")))
+        elif m.group("id") or m.group("op"):
+            tokens.append(m.group(0))
+    out: list[str] = []
+    part: list[str] = []
+    for t in [*tokens, None]:
+        if t is None or t in _SEPARATORS:
+            out += _declarator(part)
+            part = []
+            if t is not None:
+                out.append(t)
+        else:
+            part.append(t)
+    kept: list[str] = []
+    for t in out:  # the global scope's ``::`` is no part of a name
+        if t != "::" or (kept and kept[-1] not in ("<", ",", "(", "::")):
+            kept.append(t)
+    out = kept
+    out = _unparen(out)
+    text = ""
+    for i, t in enumerate(out):
+        word = t[:1].isalnum() or t[:1] == "_"
+        if i and word and (out[i - 1][-1:].isalnum() or out[i - 1][-1:] == "_"):
+            text += " "
+        text += t
+    return text
 
 
 def base_name(component: str) -> str:

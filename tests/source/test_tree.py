@@ -87,7 +87,7 @@ def test_kernels_in_several_spellings(spellings: Path) -> None:
     assert cap is not None and cap.text == "__maxnreg__(64)"
     r = ks["reduce", None]
     assert r.template_params == (
-        T.TemplateParameter("value", "B", None),
+        T.TemplateParameter("value", "B", None, "int"),
         T.TemplateParameter("type", "T", "float"),
     )
     assert [p.name for p in r.params][1:] == ["out"] and r.params[1].pointer

@@ -411,11 +411,14 @@ def test_wrong_name_lists_closest_first(multi: CompiledModule) -> None:
     with pytest.raises(KernelNotFoundError) as exc:
         select_compiled_kernel(multi, "vec_ad")
     hint = exc.value.hint or ""
-    assert hint.startswith("available: vec_add,")
+    assert hint.startswith("did you mean 'vec_add'? available: vec_add,")
     assert "ga::scale" in hint
     with pytest.raises(KernelNotFoundError) as exc:
         select_compiled_kernel(multi, "scael")
-    assert (exc.value.hint or "").startswith("available: ga::scale")
+    assert (exc.value.hint or "").startswith("did you mean 'ga::scale'? available: ga::scale")
+    with pytest.raises(KernelNotFoundError) as exc:
+        select_compiled_kernel(multi, "zzzzzz")  # nothing close: no question, the list
+    assert (exc.value.hint or "").startswith("available: ")
     assert exc.value.one_line().count("\n") == 0
 
 
