@@ -3,8 +3,12 @@
 
 A report never replaces an input of the run or a source file, and a target that cannot be
 written is refused before the work starts (:func:`check_output_target`): a folder, a folder that
-is a file, a read-only file system. A write that still fails is a one-line error, and leaves no
-temporary file or folder behind.
+is a file, a read-only file system, a name longer than the file system allows. Nor is a report
+ever written anywhere but the path named: a symbolic link there (a pull request can commit one
+pointing at any file) is refused, not followed, as are a folder on the way that is a link inside
+the working folder and anything inside ``.git`` (:func:`gpuadvise.fileio.target_problem`);
+/dev/stdout, /dev/null and the like are written as they are. A file replaced keeps its mode. A
+write that still fails is a one-line error, and leaves no temporary file or folder behind.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpuadvise.errors import UsageError
-from gpuadvise.fileio import folder_write_problem, write_atomic
+from gpuadvise.fileio import folder_write_problem, path_name_problem, target_problem, write_atomic
 
 __all__ = ["check_output_target", "same_file", "write_output"]
 
@@ -71,6 +75,12 @@ def check_output_target(
     path = Path(text)
     sep = "" if option.endswith("=") else " "
     shown = f"{option}{sep}{text}"
+    problem = path_name_problem(path)
+    if problem is not None:
+        raise UsageError(f"cannot write {shown}: {problem}", "choose a shorter file name")
+    refused = target_problem(path)
+    if refused is not None:
+        raise UsageError(f"{shown} {refused[0]}", refused[1])
     if path.is_dir():
         raise UsageError(
             f"{shown} is a folder", f"name a file in it: {option}{sep}{path / 'report.json'}"
@@ -96,10 +106,18 @@ def check_output_target(
     return path
 
 
+def _is_stream(path: Path) -> bool:
+    """A device, a pipe or a path of the system's (/dev/stdout, /dev/fd/3, /proc/self/fd/1):
+    written to as it is, never replaced."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
     """stdout, or ``output``: appended when it is ``$GITHUB_STEP_SUMMARY``, written directly when
-    it is a device or a pipe, else replaced atomically (through a symbolic link, not over it).
-    A failure is a one-line :class:`~gpuadvise.errors.UsageError`."""
+    it is a device or a pipe, else replaced atomically, keeping its mode (a symbolic link there is
+    refused, never followed). A failure is a one-line :class:`~gpuadvise.errors.UsageError`."""
     if not text.endswith("\n"):
         text += "\n"
     if output is None:
@@ -107,15 +125,18 @@ def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
         sys.stdout.flush()
         return
     path = Path(output)
+    refused = target_problem(path)  # checked before the work too; a link made since is refused
+    if refused is not None:
+        raise UsageError(f"{path} {refused[0]}", refused[1])
     try:
         if _is_step_summary(path):
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(text)
-        elif path.exists() and not path.is_file() and not path.is_dir():
+        elif _is_stream(path):
             with path.open("w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            write_atomic(path.resolve() if path.is_symlink() else path, text)
+            write_atomic(path, text)
     except BrokenPipeError:
         raise  # a reader that went away (| head): the CLI ends quietly
     except OSError as err:

@@ -203,7 +203,9 @@ def test_output_into_a_missing_folder(capsys, kernel: Path, tmp_path: Path) -> N
     assert json.loads(target.read_text())["schema_version"] >= 1
 
 
-def test_output_through_a_symlink_keeps_the_link(capsys, kernel: Path, tmp_path: Path) -> None:
+def test_output_through_a_symlink_is_refused(capsys, kernel: Path, tmp_path: Path) -> None:
+    """Issue 21 reversed issue 18's choice (write through the link): a link at the target is
+    refused, whatever it points at (tests/cli/test_safe_writes.py)."""
     real = tmp_path / "store" / "report.json"
     real.parent.mkdir()
     real.write_text("old\n")
@@ -212,8 +214,8 @@ def test_output_through_a_symlink_keeps_the_link(capsys, kernel: Path, tmp_path:
     code, _, err = cli(
         capsys, "analyze", str(kernel), "--no-trace", *LAUNCH, "--format", "json", "-o", str(link)
     )
-    assert code == 0, err
-    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] >= 1
+    assert code == 2 and "is a symbolic link" in one_error(err)
+    assert link.is_symlink() and real.read_text() == "old\n"
 
 
 def test_output_on_an_unwritable_folder(capsys, kernel: Path, unwritable: Path) -> None:

@@ -1,0 +1,155 @@
+"""Issue 21, data loss: every write the hostile review found going somewhere it should not, replayed.
+
+A report (``-o``, ``--format FMT=FILE``) is never written through a symbolic link, into a
+``.git`` folder, or through a linked folder of the working tree (a pull request can commit any
+of those); a baseline stays inside the repository unless the command line names it, and is never
+written through a link; ``--fix`` rewrites the user's file where it is, keeping its links, mode,
+owner, line endings and undecodable bytes; every failure is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from gate_fakes import SourceProvider
+
+from gpuadvise.cli.gate import gate_command
+from gpuadvise.cli.main import main
+from gpuadvise.errors import UsageError
+
+KERNEL = """\
+// gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
+__global__ void scale(float* out, const float* in, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * in[i];
+}
+"""
+LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr); a traceback fails."""
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def digest(*paths: Path) -> dict[Path, str]:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+class Refused(SourceProvider):
+    def static_metrics(self, case):  # type: ignore[no-untyped-def]
+        raise AssertionError("measured although the run should have been refused first")
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout: ``src/scale.cu`` and a gate configuration; the current folder."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "scale.cu").write_text(KERNEL)
+    (tmp_path / "mine.cu").write_text("// my own work\n")
+    (tmp_path / "gpuadvise.toml").write_text(
+        '[gate]\nbaseline = "ci/gate-baseline.json"\n'
+        'metrics = ["registers", "spill_bytes", "occupancy"]\n\n'
+        '[[gate.cases]]\nname = "scale"\nsource = "src/scale.cu"\nkernel = "scale"\n'
+        "grid = 64\nblock = 256\nargs = { n = 16384 }\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _analyze(capsys, *more: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    return cli(capsys, "analyze", "src/scale.cu", "--no-trace", *LAUNCH, *more)
+
+
+# --- item 1: -o / --format FMT=FILE ------------------------------------------------------------
+
+
+def test_output_through_a_link_is_refused(capsys, work: Path) -> None:
+    """``ln -s mine.cu report.html; analyze --format html -o report.html`` wrote the page into
+    mine.cu (exit 0)."""
+    Path("report.html").symlink_to("mine.cu")
+    before = digest(work / "mine.cu")
+    code, out, err = _analyze(capsys, "--format", "html", "-o", "report.html")
+    line = one_error(err)
+    assert code == 2 and out == ""
+    assert "--output report.html is a symbolic link (to mine.cu)" in line
+    assert "never writes through a link" in line
+    assert digest(work / "mine.cu") == before and Path("report.html").is_symlink()
+
+
+def test_output_through_a_dangling_link_creates_nothing(capsys, work: Path) -> None:
+    Path("out.json").symlink_to("elsewhere/new.json")
+    code, _, err = _analyze(capsys, "--format", "json", "-o", "out.json")
+    assert code == 2 and "out.json is a symbolic link" in one_error(err)
+    assert not Path("elsewhere").exists() and Path("out.json").is_symlink()
+
+
+def test_gate_format_file_through_a_link_is_refused(work: Path) -> None:
+    """``gate --format junit=out.xml``, out.xml a committed link to a source the gate does not
+    read (../mine.cu): refused before anything is measured."""
+    (work / "ci").mkdir()
+    Path("ci/out.xml").symlink_to("../mine.cu")
+    before = digest(work / "mine.cu")
+    with pytest.raises(UsageError) as e:
+        gate_command(formats=["junit=ci/out.xml"], provider=Refused(), cwd=work)
+    assert "--format junit=ci/out.xml is a symbolic link (to ../mine.cu)" in e.value.one_line()
+    assert e.value.exit_code == 2
+    assert digest(work / "mine.cu") == before
+
+
+def test_output_into_git_is_refused(capsys, work: Path) -> None:
+    """``--format json=.git/config`` replaced git's configuration."""
+    (work / ".git").mkdir()
+    (work / ".git" / "config").write_text("[core]\n")
+    with pytest.raises(UsageError, match=r"json=\.git/config is inside a \.git folder"):
+        gate_command(formats=["json=.git/config"], provider=Refused(), cwd=work)
+    code, _, err = _analyze(capsys, "--format", "json", "-o", ".git/hooks/pre-commit")
+    assert code == 2 and "inside a .git folder" in one_error(err)
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+    assert not (work / ".git" / "hooks").exists()
+
+
+def test_output_through_a_linked_folder_of_the_checkout_is_refused(capsys, work: Path) -> None:
+    elsewhere = work.parent / f"{work.name}-elsewhere"
+    elsewhere.mkdir()
+    Path("reports").symlink_to(elsewhere)
+    code, _, err = _analyze(capsys, "--format", "sarif", "-o", "reports/a.sarif")
+    line = one_error(err)
+    assert code == 2 and "goes through" in line and "reports, a symbolic link" in line
+    assert f"name the real folder: {elsewhere / 'a.sarif'}" in line
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_output_file_keeps_its_mode(capsys, work: Path) -> None:
+    """A report the user already had (0600: private) kept its contents' privacy: it became 0644."""
+    report = work / "report.json"
+    report.write_text("{}\n")
+    report.chmod(0o600)
+    code, _, err = _analyze(capsys, "--format", "json", "-o", "report.json")
+    assert code == 0, err
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600
+    assert json.loads(report.read_text())["schema_version"] >= 1
+
+
+def test_output_to_dev_stdout_still_works(capsys, work: Path) -> None:
+    code, out, err = _analyze(capsys, "--format", "json", "-o", "/dev/stdout")
+    assert code == 0, err
+    assert not Path("/dev/stdout").is_file() or Path("/dev/stdout").is_symlink()
