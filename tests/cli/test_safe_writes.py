@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from gate_fakes import SourceProvider
 
 from gpuadvise.cli.gate import gate_command
 from gpuadvise.cli.main import main
-from gpuadvise.errors import UsageError
+from gpuadvise.errors import ConfigError, UsageError
 
 KERNEL = """\
 // gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
@@ -153,3 +154,60 @@ def test_output_to_dev_stdout_still_works(capsys, work: Path) -> None:
     code, out, err = _analyze(capsys, "--format", "json", "-o", "/dev/stdout")
     assert code == 0, err
     assert not Path("/dev/stdout").is_file() or Path("/dev/stdout").is_symlink()
+
+
+# --- item 2: the gate's baseline ---------------------------------------------------------------
+
+
+def test_update_baseline_never_writes_through_a_link(work: Path) -> None:
+    (work / "ci").mkdir()
+    Path("ci/gate-baseline.json").symlink_to("../mine.cu")
+    before = digest(work / "mine.cu")
+    with pytest.raises(UsageError) as e:
+        gate_command(update_baseline=True, provider=Refused(), cwd=work)
+    line = e.value.one_line()
+    assert "ci/gate-baseline.json is a symbolic link" in line and "never" in line
+    # named on the command line: still never through a link
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        gate_command(
+            update_baseline=True, baseline="ci/gate-baseline.json", provider=Refused(), cwd=work
+        )
+    assert digest(work / "mine.cu") == before
+
+
+def test_a_configured_baseline_stays_inside_the_repository(work: Path) -> None:
+    """A baseline path in the configuration (which a pull request can change) that leads out of
+    the repository, directly or through a linked folder, is refused; on the command line the
+    user may name any file."""
+    outside = work.parent / f"{work.name}-outside"
+    outside.mkdir()
+    config = work / "gpuadvise.toml"
+    text = config.read_text()
+    for baseline in (str(outside / "b.json"), "../" + outside.name + "/b.json", "ci/b.json"):
+        if baseline == "ci/b.json":
+            (work / "ci").symlink_to(outside)
+        config.write_text(text.replace("ci/gate-baseline.json", baseline))
+        for update in (True, False):
+            with pytest.raises(ConfigError) as e:
+                gate_command(update_baseline=update, provider=Refused(), cwd=work)
+            assert "outside the repository" in e.value.one_line(), baseline
+    assert list(outside.iterdir()) == []
+    config.write_text(text)
+    (work / "ci").unlink()
+    chosen = outside / "chosen.json"
+    assert (
+        gate_command(
+            update_baseline=True, baseline=str(chosen), provider=SourceProvider(), cwd=work
+        )
+        == 0
+    )
+    assert json.loads(chosen.read_text())["kind"] == "gpuadvise-gate-baseline"
+
+
+def test_update_baseline_keeps_the_mode(work: Path) -> None:
+    assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=work) == 0
+    base = work / "ci" / "gate-baseline.json"
+    base.chmod(0o664)
+    assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=work) == 0
+    assert stat.S_IMODE(base.stat().st_mode) == 0o664
+    assert os.listdir(work / "ci") == ["gate-baseline.json"]
