@@ -245,10 +245,12 @@ def _check_fix_target(opts: KernelOptions) -> None:
     from gpuadvise.errors import UsageError
 
     src = Path(opts.source or "")
-    if src.is_file() and not os.access(src, os.W_OK):
+    if src.is_file() and (not os.access(src, os.W_OK) or not src.stat().st_mode & 0o222):
         raise UsageError(
-            f"--fix cannot write {src}: it is read-only", "make it writable, or use --diff"
+            f"--fix cannot write {src}: it is read-only (mode {src.stat().st_mode & 0o7777:04o})",
+            "make it writable (chmod u+w), or use --diff",
         )
+    src = Path(os.path.realpath(src))  # a link: the file it leads to is written
     if src.is_file() and not os.access(src.parent, os.W_OK):
         raise UsageError(
             f"--fix cannot write beside {src}: its folder is read-only",

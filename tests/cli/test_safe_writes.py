@@ -211,3 +211,17 @@ def test_update_baseline_keeps_the_mode(work: Path) -> None:
     assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=work) == 0
     assert stat.S_IMODE(base.stat().st_mode) == 0o664
     assert os.listdir(work / "ci") == ["gate-baseline.json"]
+
+
+# --- items 3 and 4: --fix ----------------------------------------------------------------------
+# (what write_fix keeps: tests/analyze/test_fix.py; line endings and bytes: tests/source/test_raw.py)
+
+
+def test_fix_of_a_read_only_source_is_refused_before_the_work(capsys, work: Path) -> None:
+    """As root, os.access says every file is writable: a 0444 source was replaced (and made
+    0644)."""
+    src = work / "src" / "scale.cu"
+    src.chmod(0o444)
+    code, out, err = _analyze(capsys, "--fix")
+    assert code == 2 and "it is read-only (mode 0444)" in one_error(err)
+    assert stat.S_IMODE(src.stat().st_mode) == 0o444 and src.read_text() == KERNEL
