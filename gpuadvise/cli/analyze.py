@@ -226,14 +226,11 @@ def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
 
 
 def _emit(text: str, fmt: str, output: str | None) -> None:
-    import sys
+    from gpuadvise.report.output import write_output, write_stdout
 
     if fmt == "text":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
-    from gpuadvise.report.output import write_output
-
     write_output(text, output)
 
 

@@ -12,12 +12,29 @@ from rich.text import Text
 
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
+from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
+
+
+class _Console(Console):
+    """rich's Console, but a reader that went away (``| head -1``) is
+    :class:`~gpuadvise.report.output.ReaderGone`, which the CLI ends quietly on with exit code 0
+    (rich's own handler exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        drop_stdout()
+        raise ReaderGone
+
 
 # Piped output is not cut to 80 columns: tables keep their rows on one line.
-_out = Console(
-    highlight=False, markup=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160
+_out = _Console(
+    file=STDOUT,  # type: ignore[arg-type]
+    highlight=False,
+    markup=False,
+    soft_wrap=True,
+    width=None if sys.stdout is not None and sys.stdout.isatty() else 160,
 )
-_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+_err = _Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
 _LIMIT_LABELS = {
     "warps": "warps (block size)",
@@ -40,8 +57,7 @@ def note(message: str) -> None:
 
 def raw(text: str) -> None:
     """Machine-readable output (JSON ...), exactly as given."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    sys.stdout.flush()
+    write_stdout(text if text.endswith("\n") else text + "\n")
 
 
 def _bytes(n: int) -> str:

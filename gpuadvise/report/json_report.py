@@ -68,10 +68,9 @@ def dumps(doc: dict[str, Any]) -> str:
 
 def emit(doc: dict[str, Any]) -> None:
     """Write a JSON document to stdout (without importing rich: JSON runs start faster)."""
-    import sys
+    from gpuadvise.report.output import write_stdout
 
-    sys.stdout.write(dumps(doc) + "\n")
-    sys.stdout.flush()
+    write_stdout(dumps(doc) + "\n")
 
 
 def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:

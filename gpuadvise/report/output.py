@@ -21,7 +21,15 @@ from pathlib import Path
 from gpuadvise.errors import UsageError
 from gpuadvise.fileio import folder_write_problem, path_name_problem, target_problem, write_atomic
 
-__all__ = ["check_output_target", "same_file", "write_output"]
+__all__ = [
+    "STDOUT",
+    "ReaderGone",
+    "check_output_target",
+    "drop_stdout",
+    "same_file",
+    "write_output",
+    "write_stdout",
+]
 
 # An existing file with one of these suffixes is somebody's source, never a report to replace.
 SOURCE_SUFFIXES = frozenset(
@@ -41,6 +49,67 @@ SOURCE_SUFFIXES = frozenset(
         ".toml",
     }
 )
+
+
+class ReaderGone(Exception):  # noqa: N818 (not an error: the CLI ends quietly, exit code 0)
+    """stdout's reader went away (``gpuadvise devices | head -1``). Not an OSError, so that click
+    does not turn it into exit code 1 on the way up."""
+
+
+class _Stdout:
+    """``sys.stdout`` as it is at each call (tests replace it), except that a write that fails
+    (a full disk: ``> /dev/full``; an I/O error) is a one-line UsageError, and a reader that
+    went away (``| head``) is :class:`ReaderGone`. Every report printed on stdout goes through
+    it (:func:`write_stdout`, the terminal's rich console)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            drop_stdout()
+            raise ReaderGone from None
+        except OSError as err:
+            raise _stdout_error(err) from None
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            drop_stdout()
+            raise ReaderGone from None
+        except OSError as err:
+            raise _stdout_error(err) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(sys.stdout, name)
+
+
+def _stdout_error(err: OSError) -> UsageError:
+    drop_stdout()
+    return UsageError(
+        f"cannot write to stdout ({err.strerror or err})",
+        "free some space, or write the report to a file (-o FILE)",
+    )
+
+
+def drop_stdout() -> None:
+    """What is still buffered for stdout goes to /dev/null: stdout cannot take it, and Python's
+    own flush at exit would print a traceback."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+STDOUT = _Stdout()
+
+
+def write_stdout(text: str) -> None:
+    """``text`` on stdout, flushed (see :class:`_Stdout` for what a failure is)."""
+    STDOUT.write(text)
+    STDOUT.flush()
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -121,8 +190,7 @@ def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
     if not text.endswith("\n"):
         text += "\n"
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     path = Path(output)
     refused = target_problem(path)  # checked before the work too; a link made since is refused

@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -225,3 +227,107 @@ def test_fix_of_a_read_only_source_is_refused_before_the_work(capsys, work: Path
     code, out, err = _analyze(capsys, "--fix")
     assert code == 2 and "it is read-only (mode 0444)" in one_error(err)
     assert stat.S_IMODE(src.stat().st_mode) == 0o444 and src.read_text() == KERNEL
+
+
+# --- item 4: file names too long, a full disk, stdout closed, full or gone ----------------------
+
+LONG_NAME = "a" * 300
+LONG_PATH = "/".join(["b" * 200] * 25)  # 5024 characters
+
+
+@pytest.mark.parametrize("name", [LONG_NAME, LONG_PATH], ids=["300-char name", "5000-char path"])
+@pytest.mark.parametrize(
+    "where", ["source", "--output", "--write-variants", "--rules-dir", "--format sarif="]
+)
+def test_overlong_names_are_one_line_errors(capsys, work: Path, where: str, name: str) -> None:
+    """Each of these was an OSError traceback (File name too long), exit 1."""
+    if where == "source":
+        code, out, err = cli(capsys, "analyze", name + ".cu", "--no-trace", *LAUNCH)
+    elif where == "--format sarif=":
+        with pytest.raises(UsageError) as e:
+            gate_command(formats=[f"sarif={name}.sarif"], provider=Refused(), cwd=work)
+        code, out, err = 2, "", f"error: {e.value.one_line()}\n"
+    else:
+        extra = ("--format", "json") if where == "--output" else ()
+        code, out, err = _analyze(capsys, *extra, where, name)
+    line = one_error(err)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "bytes long, more than the" in line and "characters)" in line  # the echo is capped
+    assert sorted(p.name for p in work.iterdir()) == ["gpuadvise.toml", "mine.cu", "src"]
+
+
+def test_output_on_a_full_disk_is_one_line(capsys, work: Path, monkeypatch) -> None:
+    import gpuadvise.report.output as output
+
+    real = output.write_atomic
+
+    def full(path, data, **kw):  # type: ignore[no-untyped-def]
+        def no_space(fd: int, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(os, "write", no_space)
+            real(path, data, **kw)
+
+    monkeypatch.setattr(output, "write_atomic", full)
+    code, out, err = _analyze(capsys, "--format", "json", "-o", "r.json")
+    assert code == 2 and "cannot write r.json (No space left on device)" in one_error(err)
+    assert sorted(p.name for p in work.iterdir()) == ["gpuadvise.toml", "mine.cu", "src"]
+
+
+def _gpuadvise_sh(command: str) -> subprocess.CompletedProcess[str]:
+    """``gpuadvise`` (python -m) run by sh with ``command``'s redirections."""
+    return subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -m gpuadvise {command}'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+@pytest.mark.parametrize("args", ["devices", "devices --json"])
+def test_closed_stdout_is_one_line(args: str) -> None:
+    p = _gpuadvise_sh(f"{args} >&-")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert one_error(p.stderr).startswith("error: stdout is closed")
+
+
+@pytest.mark.parametrize("args", ["devices", "devices --json"])
+def test_full_stdout_is_one_line(args: str) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    p = _gpuadvise_sh(f"{args} > /dev/full")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    line = one_error(p.stderr)
+    assert "cannot write to stdout (No space left on device)" in line
+
+
+@pytest.mark.parametrize("args", [["devices"], ["devices", "--json"]])
+def test_a_reader_that_went_away_ends_quietly(args: list[str]) -> None:
+    """``gpuadvise devices | head -1`` exited 1 (rich's broken-pipe handler)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuadvise", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader is gone before the first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and err == ""
+
+
+def test_any_other_os_error_is_one_line(capsys, monkeypatch) -> None:
+    import gpuadvise.cli.rules as rules
+
+    def broken(*a: object, **k: object) -> int:
+        raise OSError(5, "Input/output error", "rules/ga999.py")
+
+    monkeypatch.setattr(rules, "run_rules_list", broken)
+    code, out, err = cli(capsys, "rules")
+    assert code == 2 and out == ""
+    assert (
+        one_error(err)
+        == "error: Input/output error: rules/ga999.py; check the path and the file system"
+    )
