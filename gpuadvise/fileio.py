@@ -49,26 +49,10 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bo
     old = _regular_stat(path)
     made = _make_folders(path.parent)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
+        _replace(path, blob, old, durable=durable)
     except BaseException:
         _remove_folders(made)
         raise
-    try:
-        try:
-            _write_all(fd, blob)
-            _keep_attributes(fd, old)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        _remove_folders(made)
-        raise
-    if durable:
-        _sync_folder(path.parent)
 
 
 def rewrite_file(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -91,21 +75,31 @@ def rewrite_file(path: str | os.PathLike[str], data: bytes) -> Path:
     if st.st_nlink > 1 or not _can_give(st):
         _write_in_place(real, data)
         return real
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:80]}.", suffix=".tmp")
+    _replace(real, data, st, durable=True, strict=True)
+    return real
+
+
+def _replace(
+    path: Path, data: bytes, old: os.stat_result | None, *, durable: bool, strict: bool = False
+) -> None:
+    """``data`` into a temporary file beside ``path``, given ``old``'s attributes
+    (:func:`_keep_attributes`), then renamed over ``path``; nothing is left when it fails."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
     try:
         try:
             _write_all(fd, data)
-            _keep_attributes(fd, st, strict=True)
-            os.fsync(fd)
+            _keep_attributes(fd, old, strict=strict)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, real)
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _sync_folder(real.parent)
-    return real
+    if durable:
+        _sync_folder(path.parent)
 
 
 def _write_all(fd: int, data: bytes) -> None:
