@@ -147,7 +147,7 @@ def run_analyze(
         from gpuadvise.report import console
 
         console.fix_steps(fixed, to_stderr=True)
-        console.raw(fixed.diff or "")
+        console.plain(fixed.diff or "")
         return code
     text = _render(fmt, result, checked, fixed)
     _emit(text, fmt, output)

@@ -67,10 +67,12 @@ def _device_options(f: Any) -> Any:
 @click.option("-v", "--verbose", count=True, help="Debug logging on stderr (-vv for more).")
 def cli(verbose: int) -> None:
     """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
+    from gpuadvise.report.safe_text import LogFormatter
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)  # messages quote paths and compiler output
+    handler.setFormatter(LogFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 @cli.command(context_settings=CONTEXT)
