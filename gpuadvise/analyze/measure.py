@@ -550,7 +550,7 @@ def check_variants_folder(folder: str | Path) -> None:
         raise UsageError("--write-variants is empty", "name a folder, or leave the option out")
     problem = path_name_problem(folder)
     if problem is not None:
-        raise UsageError(f"cannot write variants to {text}: {problem}", "use a shorter name")
+        raise UsageError(f"cannot write variants to {text!r}: {problem}", "use a shorter name")
     refused = target_problem(folder)  # a link there would put the variants elsewhere
     if refused is not None:
         raise UsageError(f"--write-variants {text} {refused[0]}", refused[1])

@@ -36,7 +36,7 @@ def path_names(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         problem = None if v is None else path_name_problem(v)
         if problem is not None:
             name = param.opts[0] if param.param_type_name == "option" else param.human_readable_name
-            raise UsageError(f"{name} {v}: {problem}", "use a shorter name or path")
+            raise UsageError(f"{name} {v!r}: {problem}", "use a shorter name or path")
     return value
 
 
@@ -634,7 +634,7 @@ def _os_error(exc: OSError) -> None:
         errno.EACCES: "check the permissions",
         errno.EROFS: "choose a writable location",
     }.get(exc.errno or 0, "check the path and the file system")
-    where = "" if exc.filename is None else f": {exc.filename}"
+    where = "" if exc.filename is None else f": {exc.filename!r}"
     _fail(f"{exc.strerror or exc}{where}; {hint}", 2)
 
 

@@ -146,7 +146,7 @@ def check_output_target(
     shown = f"{option}{sep}{text}"
     problem = path_name_problem(path)
     if problem is not None:
-        raise UsageError(f"cannot write {shown}: {problem}", "choose a shorter file name")
+        raise UsageError(f"cannot write {option}{sep}{text!r}: {problem}", "choose a shorter name")
     refused = target_problem(path)
     if refused is not None:
         raise UsageError(f"{shown} {refused[0]}", refused[1])

@@ -364,5 +364,5 @@ def test_any_other_os_error_is_one_line(capsys, monkeypatch) -> None:
     assert code == 2 and out == ""
     assert (
         one_error(err)
-        == "error: Input/output error: rules/ga999.py; check the path and the file system"
+        == "error: Input/output error: 'rules/ga999.py'; check the path and the file system"
     )
