@@ -34,6 +34,9 @@ class SafeConsole(Console):
         super().__init__(*args, **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # rich's one step from segments (text + style) to the string it writes or captures, before
+        # the styles become escape codes: a private method, so tests/report/test_user_text.py
+        # checks its effect on every rich version the tests run with
         safe = (
             seg if seg.control else Segment(controls(seg.text, keep="\n\t"), seg.style)
             for seg in buffer
