@@ -853,6 +853,14 @@ def _env() -> jinja2.Environment:
     env.filters["dims"] = _dims
     env.filters["rel"] = _rel
     env.filters["basename"] = lambda loc: os.path.basename(loc) if loc else "launch"
+
+    class GuardedTemplate(jinja2.Template):
+        """Every page rendered is guarded (:func:`gpuadvise.report.safe_text.guard`)."""
+
+        def render(self, *args: Any, **kwargs: Any) -> str:
+            return guard(super().render(*args, **kwargs), "html")
+
+    env.template_class = GuardedTemplate
     return env
 
 
@@ -865,11 +873,6 @@ def _finalize(value: Any) -> Any:
     if isinstance(value, str) and not isinstance(value, Markup):
         return controls(value, keep="\n\t")
     return value
-
-
-def _page(template: str, **context: Any) -> str:
-    """A template rendered, guarded (:func:`gpuadvise.report.safe_text.guard`)."""
-    return guard(_env().get_template(template).render(**context), "html")
 
 
 def _version() -> str:
@@ -929,39 +932,42 @@ def render_analysis(
     sh, gl = doc.get("shared_memory"), doc.get("global_memory")
     measured = sum(1 for f in findings if f.get("measured_speedup"))
     summary = _summary(doc, findings, measured)
-    return _page(
-        "analysis.html.j2",
-        doc=doc,
-        title=f"gpuadvise: {doc['kernel']['name']}",
-        version=_version(),
-        files=files,
-        findings=views,
-        limits=limits,
-        charts=charts,
-        sweep_note=sweep_note,
-        waves=None if not doc.get("waves") else waves_chart(doc["waves"]),
-        l2=l2,
-        l2_chart=None if not l2 or not l2.get("orders") else l2_chart(l2),
-        shared=sh,
-        glob=gl,
-        summary=summary,
-        measured=measured,
-        has_sass=any(r.sass.text for sf in files for r in sf.rows),
-        has_shared=sh is not None,
-        has_global=gl is not None,
-        legend=[heat_colour(t / 8)[0] for t in range(9)],
-        timings=", ".join(
-            f"{name.removesuffix('_s')} {v:.2f} s"
-            for name, v in (doc.get("timings_s") or {}).items()
-            if isinstance(v, float | int) and not isinstance(v, bool)
+    return (
+        _env()
+        .get_template("analysis.html.j2")
+        .render(
+            doc=doc,
+            title=f"gpuadvise: {doc['kernel']['name']}",
+            version=_version(),
+            files=files,
+            findings=views,
+            limits=limits,
+            charts=charts,
+            sweep_note=sweep_note,
+            waves=None if not doc.get("waves") else waves_chart(doc["waves"]),
+            l2=l2,
+            l2_chart=None if not l2 or not l2.get("orders") else l2_chart(l2),
+            shared=sh,
+            glob=gl,
+            summary=summary,
+            measured=measured,
+            has_sass=any(r.sass.text for sf in files for r in sf.rows),
+            has_shared=sh is not None,
+            has_global=gl is not None,
+            legend=[heat_colour(t / 8)[0] for t in range(9)],
+            timings=", ".join(
+                f"{name.removesuffix('_s')} {v:.2f} s"
+                for name, v in (doc.get("timings_s") or {}).items()
+                if isinstance(v, float | int) and not isinstance(v, bool)
+            )
+            + (
+                " (compiled from the cache)"
+                if (doc.get("timings_s") or {}).get("compile_cached")
+                else ""
+            ),
+            spills=(doc["resources"]["spill_store_bytes"] or 0)
+            + (doc["resources"]["spill_load_bytes"] or 0),
         )
-        + (
-            " (compiled from the cache)"
-            if (doc.get("timings_s") or {}).get("compile_cached")
-            else ""
-        ),
-        spills=(doc["resources"]["spill_store_bytes"] or 0)
-        + (doc["resources"]["spill_load_bytes"] or 0),
     )
 
 
@@ -1126,17 +1132,20 @@ def render_gate(doc: Mapping[str, Any]) -> str:
         )
         if doc.get(key)
     ]
-    return _page(
-        "gate.html.j2",
-        doc=doc,
-        title=f"gpuadvise gate: {head}",
-        version=_version(),
-        head=head,
-        summary=summary_line(result),
-        counts=counts,
-        groups=groups,
-        envs=envs,
-        headers=table.headers,
+    return (
+        _env()
+        .get_template("gate.html.j2")
+        .render(
+            doc=doc,
+            title=f"gpuadvise gate: {head}",
+            version=_version(),
+            head=head,
+            summary=summary_line(result),
+            counts=counts,
+            groups=groups,
+            envs=envs,
+            headers=table.headers,
+        )
     )
 
 
@@ -1206,6 +1215,8 @@ def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
         page = analysis_html(r.result.analysis, r.result.rules)
         pages.append({"case": r.case.id, "anchor": anchor, "page": page})
     rows = [{**s, "anchor": anchors.get(s["case"])} for s in doc["summary"]]
-    return _page(
-        "batch.html.j2", title="gpuadvise analyze", version=_version(), rows=rows, pages=pages
+    return (
+        _env()
+        .get_template("batch.html.j2")
+        .render(title="gpuadvise analyze", version=_version(), rows=rows, pages=pages)
     )
