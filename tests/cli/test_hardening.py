@@ -10,26 +10,22 @@ empty ``--gpu``; capped echoes of long input.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from clikit import cli, digest, one_error, run_with_variant
 from gate_fakes import SourceProvider
 
 from gpuadvise.analyze.measure import write_variants
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.cli.gate import gate_command
-from gpuadvise.cli.main import main
 from gpuadvise.errors import ConfigError, UsageError
-from gpuadvise.rules.engine import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -43,30 +39,6 @@ __global__ void scale(float* out, const float* in, int n)
 }
 """
 LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr). An exception other than
-    SystemExit (a traceback for the user) fails the test."""
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def digest(*paths: Path) -> dict[Path, str]:
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 @pytest.fixture
@@ -279,28 +251,6 @@ def test_write_variants_checks_the_folder_before_the_analysis(
     assert _listing(unwritable) == ["old.json"]
 
 
-def _run_with_variant(source: Path) -> SimpleNamespace:
-    diff = textwrap.dedent(
-        f"""\
-        --- a/{source.name}
-        +++ b/{source.name}
-        @@ -1,1 +1,1 @@
-        -// gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
-        +// patched
-        """
-    )
-    finding = SimpleNamespace(
-        variant=Variant(safety="display-only", description="d", diff=diff, label="x"),
-        is_error=False,
-        trials=(),
-        kernel="scale",
-        rule="GA999",
-        line=3,
-        message="m",
-    )
-    return SimpleNamespace(findings=(finding,))
-
-
 def test_write_variants_never_overwrites_files_it_did_not_write(
     kernel: Path, tmp_path: Path
 ) -> None:
@@ -310,12 +260,12 @@ def test_write_variants_never_overwrites_files_it_did_not_write(
     (foreign / "fix.diff").write_text("my notes\n")
     opts = KernelOptions(source=str(kernel))
     with pytest.raises(UsageError, match="which gpuadvise did not write"):
-        write_variants(_run_with_variant(kernel), opts, out)
+        write_variants(run_with_variant(kernel), opts, out)
     assert (foreign / "fix.diff").read_text() == "my notes\n" and _listing(foreign) == ["fix.diff"]
     # a folder gpuadvise wrote (its variant.json) is ours to replace
     (foreign / "fix.diff").unlink()
-    assert write_variants(_run_with_variant(kernel), opts, out) == [foreign]
-    assert write_variants(_run_with_variant(kernel), opts, out) == [foreign]
+    assert write_variants(run_with_variant(kernel), opts, out) == [foreign]
+    assert write_variants(run_with_variant(kernel), opts, out) == [foreign]
     assert _listing(foreign) == ["fix.diff", "scale.cu", "variant.json"]
     assert (foreign / "scale.cu").read_text().startswith("// patched")
 
@@ -338,7 +288,7 @@ def test_write_variants_leaves_nothing_behind_when_a_write_fails(
     with pytest.raises(
         UsageError, match=r"cannot write variants to .* \(No space left on device\)"
     ):
-        write_variants(_run_with_variant(kernel), KernelOptions(source=str(kernel)), tmp_path / "v")
+        write_variants(run_with_variant(kernel), KernelOptions(source=str(kernel)), tmp_path / "v")
     assert not (tmp_path / "v").exists()
 
 

@@ -9,24 +9,21 @@ owner, line endings and undecodable bytes; every failure is one line and exit 2.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from clikit import cli, digest, one_error, run_with_variant
 from gate_fakes import SourceProvider
 
 from gpuadvise.analyze.measure import write_variants
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.cli.gate import gate_command
-from gpuadvise.cli.main import main
 from gpuadvise.errors import ConfigError, UsageError
-from gpuadvise.rules.engine import Variant
 
 KERNEL = """\
 // gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
@@ -37,28 +34,6 @@ __global__ void scale(float* out, const float* in, int n)
 }
 """
 LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr); a traceback fails."""
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
-
-
-def digest(*paths: Path) -> dict[Path, str]:
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 class Refused(SourceProvider):
@@ -162,19 +137,6 @@ def test_output_to_dev_stdout_still_works(capsys, work: Path) -> None:
     assert not Path("/dev/stdout").is_file() or Path("/dev/stdout").is_symlink()
 
 
-def _run_with_variant(source: Path) -> SimpleNamespace:
-    """An analysis whose one finding has a source diff (as tests/cli/test_hardening.py makes)."""
-    diff = (
-        f"--- a/{source.name}\n+++ b/{source.name}\n@@ -1,1 +1,1 @@\n"
-        f"-{KERNEL.splitlines()[0]}\n+// patched\n"
-    )
-    finding = SimpleNamespace(
-        variant=Variant(safety="display-only", description="d", diff=diff, label="x"),
-        is_error=False, trials=(), kernel="scale", rule="GA999", line=3, message="m",
-    )  # fmt: skip
-    return SimpleNamespace(findings=(finding,))
-
-
 def test_write_variants_never_writes_through_a_link(capsys, work: Path) -> None:
     src = work / "src" / "scale.cu"
     opts = KernelOptions(source=str(src))
@@ -184,12 +146,12 @@ def test_write_variants_never_writes_through_a_link(capsys, work: Path) -> None:
     code, _, err = _analyze(capsys, "--write-variants", "linked")
     assert code == 2 and "--write-variants linked is a symbolic link" in one_error(err)
     # a file of a variant folder that gpuadvise wrote is a link (to the user's file)
-    assert write_variants(_run_with_variant(src), opts, work / "v")
+    assert write_variants(run_with_variant(src), opts, work / "v")
     patched = work / "v" / "scale-GA999-L3-x" / "scale.cu"
     patched.unlink()
     patched.symlink_to(work / "mine.cu")
     with pytest.raises(UsageError, match="it is a symbolic link"):
-        write_variants(_run_with_variant(src), opts, work / "v")
+        write_variants(run_with_variant(src), opts, work / "v")
     assert digest(work / "mine.cu") == before and patched.is_symlink()
 
 
