@@ -25,9 +25,13 @@ verified on the totals of the partials each grid writes; without a GPU, both who
 run on the CPU emulator when each has at most ``MAX_EMULATED_CTAS`` CTAs, and the step says the
 host must combine the new launch's gridDim.x partials.
 
-Nothing here writes the user's file: :func:`write_fix` does that, atomically, and only when every
-step ended (a step that fails to build or verify is rejected, not fatal; an error in the final
-check writes nothing).
+Nothing here writes the user's file: :func:`write_fix` does that, and only when every step ended
+(a step that fails to build or verify is rejected, not fatal; an error in the final check writes
+nothing). It writes the file a symbolic link leads to, in place when the file has several names,
+keeping its mode, owner and group (:func:`gpuadvise.fileio.rewrite_file`), and only the lines that
+changed: each other line keeps its bytes and its own ending, and bytes that are not UTF-8 are
+kept (:mod:`gpuadvise.source.raw`). A failure (a read-only or append-only file, a full disk, the
+source removed meanwhile) is one line, and the file is as it was.
 """
 
 from __future__ import annotations
@@ -103,6 +107,8 @@ class FixResult:
     spec_text: str | None = None
     spec_path: Path | None = None
     notes: tuple[str, ...] = ()
+    # the source's bytes when it was read (None: read again when writing)
+    raw: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def applied(self) -> tuple[FixStep, ...]:
@@ -291,7 +297,8 @@ def compose_fixes(
     if not opts.source:
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     source = Path(opts.source)
-    original = source.read_text()
+    read = _read_source(source)
+    original = read.text
     notes: list[str] = []
     steps: list[FixStep] = []
     tried: set[tuple[str, str]] = set()
@@ -345,7 +352,23 @@ def compose_fixes(
         spec_text=spec_text,
         spec_path=spec_path,
         notes=tuple(notes),
+        raw=read.raw,
     )
+
+
+def _read_source(source: Path) -> Any:
+    """The source's bytes and text (:class:`gpuadvise.source.raw.SourceBytes`); a one-line error
+    when it cannot be read."""
+    from gpuadvise.source.raw import read_source
+
+    try:
+        return read_source(source)
+    except FileNotFoundError:
+        raise UsageError(f"{source} does not exist (any more)", "check the path") from None
+    except OSError as err:
+        raise UsageError(
+            f"--fix cannot read {source} ({err.strerror or err})", "check the file"
+        ) from None
 
 
 def _compose_measured(comp: _Composer, take: Sequence[Any], timeout_s: float) -> list[FixStep]:
@@ -655,9 +678,13 @@ def _toml_str(s: str) -> str:
 
 
 def write_fix(result: FixResult) -> list[Path]:
-    """Write the fixed source over the user's (atomically) and, when the launch changed, the new
-    spec beside it (never over a file gpuadvise did not write). Returns the files written."""
-    from gpuadvise.fileio import write_atomic
+    """Write the fixed source over the user's and, when the launch changed, the new spec beside
+    it (never over a file gpuadvise did not write). Only the changed lines of the source change
+    (their neighbours' line endings, the bytes that were not UTF-8 kept), written where the file
+    is (a link followed, hard links kept), with its mode and owner. Returns the files written;
+    any failure is a one-line UsageError and leaves the source as it was."""
+    from gpuadvise.fileio import rewrite_file, write_atomic
+    from gpuadvise.source.raw import SourceBytes
 
     written: list[Path] = []
     if result.spec_text is not None and result.spec_path is not None:
@@ -668,14 +695,49 @@ def write_fix(result: FixResult) -> list[Path]:
                 "move that file away, or apply the launch change by hand",
             )
     if result.fixed != result.original:
-        if result.source.read_text() != result.original:
+        try:
+            now = SourceBytes(result.source.read_bytes())
+        except FileNotFoundError:
+            raise UsageError(
+                f"{result.source} was removed during the analysis",
+                "nothing was written; restore it and run gpuadvise analyze --fix again",
+            ) from None
+        except OSError as err:
+            raise UsageError(
+                f"--fix cannot read {result.source} ({err.strerror or err})",
+                "nothing was written; check the file",
+            ) from None
+        changed = now.raw != result.raw if result.raw is not None else now.text != result.original
+        if changed:
             raise UsageError(
                 f"{result.source} changed during the analysis",
                 "run gpuadvise analyze --fix again",
             )
-        write_atomic(result.source, result.fixed)
+        try:
+            rewrite_file(result.source, now.encode(result.fixed))
+        except OSError as err:
+            raise _write_error(result.source, err) from None
         written.append(result.source)
     if result.spec_text is not None and result.spec_path is not None:
-        write_atomic(result.spec_path, result.spec_text)
+        try:
+            write_atomic(result.spec_path, result.spec_text)
+        except OSError as err:
+            raise _write_error(result.spec_path, err) from None
         written.append(result.spec_path)
     return written
+
+
+def _write_error(path: Path, err: OSError) -> UsageError:
+    import errno
+
+    why = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:
+        hint = "free some space and run it again, or apply the change by hand (--diff)"
+    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = (
+            "make it writable (chmod u+w; chattr -a/-i for an append-only or immutable file), "
+            "or apply the change by hand (--diff)"
+        )
+    else:
+        hint = "apply the change by hand (--diff)"
+    return UsageError(f"--fix cannot write {path} ({why}); it was left as it was", hint)

@@ -543,11 +543,17 @@ def check_variants_folder(folder: str | Path) -> None:
     """Refuse (one-line UsageError) a ``--write-variants`` folder that cannot be written, before
     the analysis runs: a file, a read-only file system, an immutable or unwritable folder."""
     from gpuadvise.errors import UsageError
-    from gpuadvise.fileio import folder_write_problem
+    from gpuadvise.fileio import folder_write_problem, path_name_problem, target_problem
 
     text = str(folder)
     if not text.strip():
         raise UsageError("--write-variants is empty", "name a folder, or leave the option out")
+    problem = path_name_problem(folder)
+    if problem is not None:
+        raise UsageError(f"cannot write variants to {text!r}: {problem}", "use a shorter name")
+    refused = target_problem(folder)  # a link there would put the variants elsewhere
+    if refused is not None:
+        raise UsageError(f"--write-variants {text} {refused[0]}", refused[1])
     problem = folder_write_problem(folder)
     if problem is not None:
         raise UsageError(
@@ -621,18 +627,21 @@ def write_variants(run: Any, opts: KernelOptions, folder: str | Path) -> list[Pa
     per candidate, ``<kernel>-<rule>-L<line>[-<label>]``. Returns the folders written.
 
     Nothing is written over an input of the analysis (re-analysing a saved variant into the same
-    folder would replace the source being analysed) or over a file gpuadvise did not write (a
-    folder of that name without our ``variant.json``): every file is checked before the first is
-    written, and a refusal is a one-line UsageError. A write that fails removes what this call
-    created.
+    folder would replace the source being analysed), over a file gpuadvise did not write (a
+    folder of that name without our ``variant.json``), or through a symbolic link: every file is
+    checked before the first is written, and a refusal is a one-line UsageError. A write that
+    fails removes what this call created.
     """
     from gpuadvise.errors import UsageError
-    from gpuadvise.fileio import write_atomic
+    from gpuadvise.fileio import target_problem, write_atomic
 
     root = Path(folder)
     files = _variant_files(run, opts, root)
     inputs = analysis_inputs(opts)
     for path, _ in files:
+        refused = target_problem(path)
+        if refused is not None:
+            raise UsageError(f"--write-variants cannot write {path}: it {refused[0]}", refused[1])
         for p in inputs:
             if _same_file(path, p):
                 raise UsageError(

@@ -147,7 +147,7 @@ def run_analyze(
         from gpuadvise.report import console
 
         console.fix_steps(fixed, to_stderr=True)
-        console.raw(fixed.diff or "")
+        console.plain(fixed.diff or "")
         return code
     text = _render(fmt, result, checked, fixed)
     _emit(text, fmt, output)
@@ -226,14 +226,11 @@ def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
 
 
 def _emit(text: str, fmt: str, output: str | None) -> None:
-    import sys
+    from gpuadvise.report.output import write_output, write_stdout
 
     if fmt == "text":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
-    from gpuadvise.report.output import write_output
-
     write_output(text, output)
 
 
@@ -245,10 +242,12 @@ def _check_fix_target(opts: KernelOptions) -> None:
     from gpuadvise.errors import UsageError
 
     src = Path(opts.source or "")
-    if src.is_file() and not os.access(src, os.W_OK):
+    if src.is_file() and (not os.access(src, os.W_OK) or not src.stat().st_mode & 0o222):
         raise UsageError(
-            f"--fix cannot write {src}: it is read-only", "make it writable, or use --diff"
+            f"--fix cannot write {src}: it is read-only (mode {src.stat().st_mode & 0o7777:04o})",
+            "make it writable (chmod u+w), or use --diff",
         )
+    src = Path(os.path.realpath(src))  # a link: the file it leads to is written
     if src.is_file() and not os.access(src.parent, os.W_OK):
         raise UsageError(
             f"--fix cannot write beside {src}: its folder is read-only",

@@ -11,7 +11,6 @@ Only :mod:`click` is imported at module level, so that the CLI can build its hel
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -246,7 +245,9 @@ def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
 
         return render_gate_text(result, color=color)
     if fmt == "json":
-        return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        from gpuadvise.report.json_report import dumps
+
+        return dumps(result.to_dict(), ensure_ascii=False) + "\n"
     if fmt == "markdown":
         return gate_markdown(result)
     if fmt == "html":
@@ -317,6 +318,7 @@ def gate_command(
     from gpuadvise.gate.run import execute_gate, prepare_gate
     from gpuadvise.report import console
     from gpuadvise.report.output import check_output_target
+    from gpuadvise.report.safe_text import one_line
 
     targets = parse_format_targets(formats, output)
     plan = prepare_gate(
@@ -344,9 +346,9 @@ def gate_command(
         for n in rec.notes:
             console.note(n)
         count = len(rec.baseline.cases)
-        console.raw(
+        console.plain(
             f"recorded the gate baseline of {count} case{'s' if count != 1 else ''} in "
-            f"{rec.shown_path}"
+            f"{one_line(rec.shown_path)}"
         )
         return 0
     assert run.result is not None

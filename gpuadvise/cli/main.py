@@ -27,6 +27,24 @@ def not_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def path_names(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback of a path option or argument: a name the file system cannot hold (a file
+    name over 255 bytes, a path over the system's limit) is a one-line error before any work."""
+    from gpuadvise.fileio import path_name_problem
+
+    for v in value if isinstance(value, tuple | list) else (value,):
+        problem = None if v is None else path_name_problem(v)
+        if problem is not None:
+            name = param.opts[0] if param.param_type_name == "option" else param.human_readable_name
+            raise UsageError(f"{name} {v!r}: {problem}", "use a shorter name or path")
+    return value
+
+
+def blank_or_long(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """:func:`not_blank`, then :func:`path_names`."""
+    return path_names(ctx, param, not_blank(ctx, param, value))
+
+
 def _device_options(f: Any) -> Any:
     f = click.option(
         "--arch",
@@ -49,10 +67,12 @@ def _device_options(f: Any) -> Any:
 @click.option("-v", "--verbose", count=True, help="Debug logging on stderr (-vv for more).")
 def cli(verbose: int) -> None:
     """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
+    from gpuadvise.report.safe_text import LogFormatter
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)  # messages quote paths and compiler output
+    handler.setFormatter(LogFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 @cli.command(context_settings=CONTEXT)
@@ -120,7 +140,12 @@ def occupancy(
 def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
     """The options that say which kernel, how to launch it and how to compile it."""
     decorators = [
-        click.argument("source", required=False, type=click.Path(dir_okay=source_dir_okay)),
+        click.argument(
+            "source",
+            required=False,
+            type=click.Path(dir_okay=source_dir_okay),
+            callback=path_names,
+        ),
         click.option(
             "--kernel",
             "-k",
@@ -145,6 +170,7 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
             "--spec",
             metavar="FILE",
             type=click.Path(dir_okay=False),
+            callback=path_names,
             help="Launch spec (TOML). Default: <kernel>.toml or case.toml beside the .cu.",
         ),
         click.option(
@@ -211,6 +237,7 @@ def _rule_options(f: Any) -> Any:
         multiple=True,
         metavar="DIR",
         type=click.Path(file_okay=False),
+        callback=path_names,
         help="More rules: a folder of rule files (one Rule per .py), repeatable.",
     )(f)
     f = click.option(
@@ -234,7 +261,7 @@ def _analyze_paths(f: Any) -> Any:
 
 @cli.command(context_settings=CONTEXT)
 @_analyze_paths
-@click.argument("more_paths", nargs=-1, type=click.Path())
+@click.argument("more_paths", nargs=-1, type=click.Path(), callback=path_names)
 @_rule_options
 @click.option(
     "--jobs",
@@ -296,7 +323,7 @@ def _analyze_paths(f: Any) -> Any:
     "--output",
     "-o",
     metavar="FILE",
-    callback=not_blank,
+    callback=blank_or_long,
     help="Write the --format output to FILE (never over the analysed source or spec).",
 )
 @click.option(
@@ -315,7 +342,7 @@ def _analyze_paths(f: Any) -> Any:
     "--write-variants",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    callback=not_blank,
+    callback=blank_or_long,
     help="Save every finding's variants (patched source and diff, proxy kernels) under DIR "
     "(checked for writability first; never over an input or a file gpuadvise did not write).",
 )
@@ -411,7 +438,7 @@ def analyze(
 
 @cli.command(context_settings=CONTEXT)
 @_kernel_options
-@click.argument("more_sources", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("more_sources", nargs=-1, type=click.Path(dir_okay=False), callback=path_names)
 @click.option(
     "--hot",
     is_flag=True,
@@ -537,7 +564,7 @@ def rules(select: tuple[str, ...], ignore: tuple[str, ...], rules_dirs: tuple[st
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("rule")
-@click.option("--rules-dir", "rules_dirs", multiple=True, metavar="DIR",
+@click.option("--rules-dir", "rules_dirs", multiple=True, metavar="DIR", callback=path_names,
               type=click.Path(file_okay=False), help="More rules (see `rules --help`).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
@@ -548,9 +575,19 @@ def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the group, turn every user error into one line and exit code 2."""
+    """Entry point: run the group, turn every user error into one line and exit code 2.
+
+    stdout closed (``>&-``) or full (``> /dev/full``) is such an error too; a reader that went
+    away (``| head -1``) ends the run quietly with exit code 0, as ``cat`` does."""
+    from gpuadvise.report.output import ReaderGone
+
+    if sys.stdout is None:
+        _fail("stdout is closed; run gpuadvise with its output open (> FILE, or > /dev/null)", 2)
     try:
-        cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+        try:
+            cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+        finally:
+            _flush_stdout()  # a failure to write what is left is reported here, not at exit
     except GpuAdviseError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -567,9 +604,38 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message(), exc.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
+        _drop_stdout()
         sys.exit(0)
+    except OSError as exc:
+        _os_error(exc)
     sys.exit(0)
+
+
+def _flush_stdout() -> None:
+    from gpuadvise.report.output import STDOUT
+
+    STDOUT.flush()
+
+
+def _drop_stdout() -> None:
+    from gpuadvise.report.output import drop_stdout
+
+    drop_stdout()
+
+
+def _os_error(exc: OSError) -> None:
+    """An operating-system error no lower layer turned into a message: one line, exit 2."""
+    import errno
+
+    hint = {
+        errno.ENOSPC: "free some space and run it again",
+        errno.ENAMETOOLONG: "use a shorter name or path",
+        errno.EACCES: "check the permissions",
+        errno.EROFS: "choose a writable location",
+    }.get(exc.errno or 0, "check the path and the file system")
+    where = "" if exc.filename is None else f": {exc.filename!r}"
+    _fail(f"{exc.strerror or exc}{where}; {hint}", 2)
 
 
 def _fail(message: str, code: int) -> None:

@@ -5,12 +5,13 @@ Plain text on stdout (no rich here: listing rules must start fast); JSON with ``
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuadvise.report.json_report import dumps
+from gpuadvise.report.output import write_stdout
 from gpuadvise.report.rules_text import explain_text, rules_table
+from gpuadvise.report.safe_text import guard
 from gpuadvise.rules import (
     Registry,
     load_registry,
@@ -43,7 +44,7 @@ def run_rules_list(
             "rules": [{**r.describe(), "enabled": r.id in enabled} for r in registry],
             "config": None if config.path is None else str(config.path),
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        write_stdout(dumps(doc) + "\n")
         return 0
     lines = rules_table(registry, enabled)
     lines.append("")
@@ -52,7 +53,7 @@ def run_rules_list(
         f"{len(registry)} rules ({len(enabled)} enabled{extra}). "
         "`gpuadvise explain GA201` prints one rule's documentation."
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_stdout(guard("\n".join(lines) + "\n", "text"))  # titles and paths of users' rules
     return 0
 
 
@@ -64,7 +65,7 @@ def run_explain(rule_id: str, as_json: bool = False, rules_dirs: Sequence[str] =
     if as_json:
         doc = {"schema_version": SCHEMA_VERSION, **rule.describe()}
         doc["cases"] = [str(p) for p in registry.cases.get(rule.id, ())]
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        write_stdout(dumps(doc) + "\n")
     else:
-        sys.stdout.write(explain_text(rule, registry))
+        write_stdout(guard(explain_text(rule, registry), "text"))
     return 0

@@ -1,7 +1,8 @@
 """Baseline files: the recorded numbers of every case, read, checked, merged and written.
 
 A baseline file is only ever replaced by a baseline: :func:`check_baseline_target` refuses a path
-that holds anything else (a kernel, a configuration, a broken file), before anything is measured.
+that holds anything else (a kernel, a configuration, a broken file), a symbolic link (never written
+through), or a path inside ``.git``, before anything is measured. The file replaced keeps its mode.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from gpuadvise import __version__
 from gpuadvise.errors import ConfigError, UsageError
-from gpuadvise.fileio import folder_write_problem, write_atomic
+from gpuadvise.fileio import folder_write_problem, target_problem, write_atomic
 from gpuadvise.gate.provider import Environment
 from gpuadvise.runner.stats import TimingStats
 
@@ -183,7 +184,14 @@ def dump_baseline(baseline: Baseline) -> str:
 def check_baseline_target(path: Path) -> None:
     """Refuse (:class:`~gpuadvise.errors.UsageError`) to record a baseline at ``path`` unless the
     file is missing or already holds a gpuadvise gate baseline (of any schema version), and its
-    folder can be written. Called before anything is measured."""
+    folder can be written, and it is no symbolic link (nor inside ``.git``: see
+    :func:`gpuadvise.fileio.target_problem`). Called before anything is measured."""
+    refused = target_problem(path)
+    if refused is not None:
+        what, fix = refused
+        raise UsageError(
+            f"the baseline {path} {what}", fix.replace("gpuadvise", "--update-baseline")
+        )
     if path.is_dir():
         raise UsageError(
             f"the baseline path {path} is a folder",

@@ -256,9 +256,10 @@ def _kv_list(value: Any, where: str, file: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _path(value: Any, where: str, file: Path, base: Path) -> Path:
+def _path(value: Any, where: str, file: Path, base: Path, *, resolve: bool = True) -> Path:
     p = Path(_str(value, where, file)).expanduser()
-    return (p if p.is_absolute() else base / p).resolve()
+    p = p if p.is_absolute() else base / p
+    return p.resolve() if resolve else p
 
 
 def _kernel_base(kernel: str) -> str:
@@ -306,7 +307,10 @@ def parse_gate_config(table: Mapping[str, Any], *, path: Path, prefix: str = "ga
         timing = TimingSettings(float(alpha), n)
     gpu = _str(table["gpu"], f"{prefix}.gpu", file) if "gpu" in table else None
     arch = _str(table["arch"], f"{prefix}.arch", file) if "arch" in table else None
-    baseline = _path(table.get("baseline", DEFAULT_BASELINE), f"{prefix}.baseline", file, base)
+    # links kept: the gate refuses a baseline that leads out of the repository or is a link
+    baseline = _path(
+        table.get("baseline", DEFAULT_BASELINE), f"{prefix}.baseline", file, base, resolve=False
+    )
 
     raw_cases = table.get("cases")
     if raw_cases is None:

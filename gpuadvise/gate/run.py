@@ -229,7 +229,10 @@ def prepare_gate(
     root = repo_top(cfg.root) or cfg.root
     for case in cfg.cases:
         check_case(cfg, case, root, trust_config=trust_config)
-    baseline_path = Path(baseline).resolve() if baseline else cfg.baseline
+    # not resolved: a link at the baseline's path is refused, never followed (check_baseline_target)
+    baseline_path = Path.cwd() / baseline if baseline else cfg.baseline
+    if not baseline and baseline_ref is None:
+        _check_inside(cfg, baseline_path, root)
     inputs: list[Path] = [cfg.path]
     for case in cfg.cases:
         inputs += case.paths()
@@ -253,6 +256,18 @@ def prepare_gate(
         trust_config=trust_config,
         inputs=tuple(dict.fromkeys(p.resolve() for p in inputs)),
     )
+
+
+def _check_inside(config: GateConfig, path: Path, root: Path) -> None:
+    """A baseline path from the configuration (which a pull request can change) must lead inside
+    the repository, links followed; one named on the command line may be anywhere."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if real != top and top not in real.parents:
+        raise ConfigError(
+            f"{config.path}: the baseline {path} leads to {real}, outside the repository {top}",
+            "keep the baseline inside the repository, or name it on the command line "
+            "(--baseline FILE)",
+        )
 
 
 def _same(a: Path, b: Path) -> bool:

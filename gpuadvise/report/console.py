@@ -3,21 +3,59 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
+from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
+from gpuadvise.report.safe_text import controls, guard, one_line
+
+
+class SafeConsole(Console):
+    """rich's Console as gpuadvise uses it, for user text (:mod:`gpuadvise.report.safe_text`):
+
+    - no markup, no emoji codes, no highlighting, whatever the caller passes: a gate case named
+      ``r3[/]`` is printed as it is (rich raised MarkupError), ``root:x:0`` keeps its ``:x:``;
+    - control characters in the text are shown as escapes before rich adds its colour codes, and
+      no line it writes starts with ``::`` or holds ``##[`` (GitHub workflow commands);
+    - a reader that went away (``| head -1``) is
+      :class:`~gpuadvise.report.output.ReaderGone`, which the CLI ends quietly on with exit code
+      0 (rich's own handler exits 1).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.update(markup=False, emoji=False, highlight=False)
+        super().__init__(*args, **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # rich's one step from segments (text + style) to the string it writes or captures, before
+        # the styles become escape codes: a private method, so tests/report/test_user_text.py
+        # checks its effect on every rich version the tests run with
+        safe = (
+            seg if seg.control else Segment(controls(seg.text, keep="\n\t"), seg.style)
+            for seg in buffer
+        )
+        return guard(super()._render_buffer(safe), "ansi")
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        drop_stdout()
+        raise ReaderGone
+
 
 # Piped output is not cut to 80 columns: tables keep their rows on one line.
-_out = Console(
-    highlight=False, markup=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160
+_out = SafeConsole(
+    file=STDOUT,  # type: ignore[arg-type]
+    soft_wrap=True,
+    width=None if sys.stdout is not None and sys.stdout.isatty() else 160,
 )
-_err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+_err = SafeConsole(stderr=True, soft_wrap=True)
 
 _LIMIT_LABELS = {
     "warps": "warps (block size)",
@@ -30,18 +68,23 @@ _LIMIT_LABELS = {
 
 
 def error(message: str) -> None:
-    """One line on stderr: ``error: what is wrong; how to fix it``."""
-    _err.print(Text("error: ", style="bold red") + Text(message))
+    """One line on stderr: ``error: what is wrong; how to fix it`` (the user text it quotes,
+    paths included, with its control characters shown as escapes)."""
+    _err.print(Text("error: ", style="bold red") + Text(one_line(message)))
 
 
 def note(message: str) -> None:
-    _err.print(Text("note: ", style="yellow") + Text(message))
+    _err.print(Text("note: ", style="yellow") + Text(one_line(message)))
 
 
 def raw(text: str) -> None:
-    """Machine-readable output (JSON ...), exactly as given."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    sys.stdout.flush()
+    """Machine-readable output (JSON ...), exactly as given: the renderer guarded it."""
+    write_stdout(text if text.endswith("\n") else text + "\n")
+
+
+def plain(text: str) -> None:
+    """Plain text for people that quotes user text (a diff, a path) on stdout, guarded."""
+    raw(guard(text, "text"))
 
 
 def _bytes(n: int) -> str:
@@ -200,8 +243,8 @@ def _rel(path: str | None) -> str:
     try:
         rel = os.path.relpath(path)
     except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
+        return one_line(path)
+    return one_line(rel if not rel.startswith("..") else path)
 
 
 def analysis(a: Any) -> None:

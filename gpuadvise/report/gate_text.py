@@ -1,15 +1,17 @@
-"""The gate's terminal table, drawn with rich into a string (printed through console.raw)."""
+"""The gate's terminal table, drawn with rich into a string (printed through console.raw), with
+the console's safety for user text (case names are a pull request's to choose)."""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from gpuadvise.gate.compare import Verdict
 from gpuadvise.gate.results import GateResult, gate_table, summary_line
+from gpuadvise.report.console import SafeConsole
+from gpuadvise.report.safe_text import one_line
 
 __all__ = ["render_gate_text"]
 
@@ -27,12 +29,11 @@ def render_gate_text(result: GateResult, *, color: bool = False, width: int = 16
     """The table, the warnings and the summary line; ANSI colours when ``color``."""
     table_data = gate_table(result)
     buf = io.StringIO()
-    con = Console(
+    con = SafeConsole(  # no markup nor emoji: case names are user text
         file=buf,
         width=width,
         force_terminal=color,
         no_color=not color,
-        highlight=False,
         soft_wrap=False,
     )
     t = Table(box=None, padding=(0, 2), header_style="bold", show_edge=False)
@@ -45,13 +46,14 @@ def render_gate_text(result: GateResult, *, color: bool = False, width: int = 16
             no_wrap=header != "why",
         )
     for row in table_data.rows:
-        cells = list(row.cells())
-        style = _STYLE[row.verdict]
-        t.add_row(*cells[:-2], Text(cells[-2], style=style), Text(cells[-1], style="dim"))
+        cells = [Text(one_line(c)) for c in row.cells()]  # one line each, whatever the names
+        cells[-2].stylize(_STYLE[row.verdict])
+        cells[-1].stylize("dim")
+        t.add_row(*cells)
     con.print(t)
     for warning in result.warnings:
-        con.print(Text("warning: ", style="yellow") + Text(warning))
-    line = summary_line(result)
+        con.print(Text("warning: ", style="yellow") + Text(one_line(warning)))
+    line = one_line(summary_line(result))
     head_style = "bold green" if line.startswith("PASSED") else "bold red"
     con.print(Text(line, style=head_style))
     return buf.getvalue()

@@ -4,7 +4,8 @@
 ``::notice`` for ``note``; items of level ``none`` give no annotation. Printed to stdout by a step,
 these become annotations on the pull request's diff (at the kernel's line when it is known) and
 in the run summary. Escaping follows the Actions toolkit (``@actions/core``'s ``command.ts``):
-``%``, CR and LF in the message; those and ``:`` and ``,`` in property values.
+``%``, CR and LF in the message; those and ``:`` and ``,`` in property values. Other control
+characters are shown as escapes, and ``##[`` is broken (:func:`gpuadvise.report.safe_text.guard`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gpuadvise.items import ReportItem
+from gpuadvise.report.safe_text import guard
 
 __all__ = ["annotation", "escape_data", "escape_property", "github_annotations"]
 
@@ -62,4 +64,4 @@ def github_annotations(items: Iterable[ReportItem], *, notes: Sequence[str] = ()
                 title=item.title or item.rule_id,
             )
         )
-    return "".join(line + "\n" for line in lines)
+    return guard("".join(line + "\n" for line in lines), "github")

@@ -24,6 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuadvise.report.safe_text import controls, guard
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -839,6 +841,7 @@ def _env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("gpuadvise.report", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -850,7 +853,26 @@ def _env() -> jinja2.Environment:
     env.filters["dims"] = _dims
     env.filters["rel"] = _rel
     env.filters["basename"] = lambda loc: os.path.basename(loc) if loc else "launch"
+
+    class GuardedTemplate(jinja2.Template):
+        """Every page rendered is guarded (:func:`gpuadvise.report.safe_text.guard`)."""
+
+        def render(self, *args: Any, **kwargs: Any) -> str:
+            return guard(super().render(*args, **kwargs), "html")
+
+    env.template_class = GuardedTemplate
     return env
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` of the templates, before autoescaping: a string's control
+    characters shown as escapes (user text: names, paths, source lines); HTML the templates made
+    (Markup) is kept."""
+    from markupsafe import Markup
+
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return controls(value, keep="\n\t")
+    return value
 
 
 def _version() -> str:

@@ -62,16 +62,19 @@ def occupancy_json(
     }
 
 
-def dumps(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, sort_keys=False)
+def dumps(doc: dict[str, Any], *, ensure_ascii: bool = True) -> str:
+    """The one JSON writer of reports, guarded (:func:`gpuadvise.report.safe_text.guard`: a
+    parser reads back the same values)."""
+    from gpuadvise.report.safe_text import guard
+
+    return guard(json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=ensure_ascii), "json")
 
 
 def emit(doc: dict[str, Any]) -> None:
     """Write a JSON document to stdout (without importing rich: JSON runs start faster)."""
-    import sys
+    from gpuadvise.report.output import write_stdout
 
-    sys.stdout.write(dumps(doc) + "\n")
-    sys.stdout.flush()
+    write_stdout(dumps(doc) + "\n")
 
 
 def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:

@@ -22,15 +22,22 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 
 from gpuadvise.items import ReportItem
+from gpuadvise.report.safe_text import controls, guard, one_line
 
 __all__ = ["junit_xml"]
 
-# XML 1.0 forbids most control characters, even escaped.
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# XML 1.0 forbids most control characters, even escaped: they are shown as escapes (\x1b).
+_XML_BAD = re.compile("[\ufffe\uffff]")
 
 
 def _clean(text: str) -> str:
-    return _XML_BAD.sub("?", text)
+    """A message body: its lines kept, other control characters shown as escapes."""
+    return _XML_BAD.sub("?", controls(text, keep="\t\n"))
+
+
+def _one(text: str) -> str:
+    """An attribute (a name, a file, a headline): one line, every control shown as an escape."""
+    return _XML_BAD.sub("?", one_line(text))
 
 
 def junit_xml(
@@ -46,34 +53,34 @@ def junit_xml(
     for item in items:
         groups.setdefault(item.group or name, []).append(item)
 
-    root = ET.Element("testsuites", {"name": _clean(name)})
+    root = ET.Element("testsuites", {"name": _one(name)})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for group, members in groups.items():
         counts = {"tests": len(members), "failures": 0, "errors": 0, "skipped": 0}
-        suite = ET.SubElement(root, "testsuite", {"name": _clean(group)})
+        suite = ET.SubElement(root, "testsuite", {"name": _one(group)})
         if timestamp:
             suite.set("timestamp", timestamp)
         if notes:
             props = ET.SubElement(suite, "properties")
             for note in notes:
-                ET.SubElement(props, "property", {"name": "warning", "value": _clean(note)})
+                ET.SubElement(props, "property", {"name": "warning", "value": _one(note)})
         for item in members:
             case = ET.SubElement(
                 suite,
                 "testcase",
                 {
-                    "name": _clean(item.effective_name),
-                    "classname": _clean(f"{classname_prefix}.{group}"),
+                    "name": _one(item.effective_name),
+                    "classname": _one(f"{classname_prefix}.{group}"),
                     "time": "0",
                 },
             )
             if item.file:
-                case.set("file", _clean(item.file))
+                case.set("file", _one(item.file))
             if item.line is not None:
                 case.set("line", str(item.line))
             outcome = item.effective_outcome
             message = _clean(item.message)
-            headline = _clean(item.title) if item.title else message
+            headline = _one(item.title or item.message)
             if outcome == "fail":
                 counts["failures"] += 1
                 el = ET.SubElement(case, "failure", {"message": headline, "type": item.rule_id})
@@ -84,7 +91,7 @@ def junit_xml(
                 el.text = message
             elif outcome == "skip":
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", {"message": message})
+                ET.SubElement(case, "skipped", {"message": _one(item.message)})
             out = ET.SubElement(case, "system-out")
             out.text = message
         for key, value in counts.items():
@@ -95,4 +102,5 @@ def junit_xml(
         root.set(key, str(value))
     root.set("time", "0")
     ET.indent(root, space="  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    doc = '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return guard(doc, "xml")

@@ -4,7 +4,9 @@ Generic pieces: :func:`md_table` (a pipe table with every cell escaped), :func:`
 heading, a status line, warnings, a table of the rows that matter and a folded table of the rest),
 and :func:`items_markdown` (a summary of :class:`~gpuadvise.report.sarif.ReportItem` s, for any
 command). Cell text is escaped: ``|`` and newlines would break the table, and ``<``/``>`` would
-swallow template arguments such as ``reduce<256>`` as HTML tags.
+swallow template arguments such as ``reduce<256>`` as HTML tags; other control characters are shown
+as escapes. Every summary is guarded (:func:`gpuadvise.report.safe_text.guard`): no line starts
+with ``::``, no ``##[``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gpuadvise.items import ReportItem
+from gpuadvise.report.safe_text import controls, guard
 
 __all__ = ["items_markdown", "md_escape", "md_summary", "md_table"]
 
@@ -19,6 +22,7 @@ _LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "�
 
 
 def md_escape(text: str) -> str:
+    text = controls(text, keep="\n")
     return (
         text.replace("&", "&amp;")
         .replace("<", "&lt;")
@@ -39,7 +43,7 @@ def md_table(
     out.append("| " + " | ".join(marks.get(a, ":--") for a in spec) + " |")
     for row in rows:
         out.append("| " + " | ".join(md_escape(str(c)) for c in row) + " |")
-    return "\n".join(out) + "\n"
+    return guard("\n".join(out) + "\n", "markdown")
 
 
 def md_summary(
@@ -68,7 +72,7 @@ def md_summary(
         )
     if footer:
         parts.append(f"{footer}\n")
-    return "\n".join(parts)
+    return guard("\n".join(parts), "markdown")
 
 
 def items_markdown(

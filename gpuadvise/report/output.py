@@ -3,8 +3,12 @@
 
 A report never replaces an input of the run or a source file, and a target that cannot be
 written is refused before the work starts (:func:`check_output_target`): a folder, a folder that
-is a file, a read-only file system. A write that still fails is a one-line error, and leaves no
-temporary file or folder behind.
+is a file, a read-only file system, a name longer than the file system allows. Nor is a report
+ever written anywhere but the path named: a symbolic link there (a pull request can commit one
+pointing at any file) is refused, not followed, as are a folder on the way that is a link inside
+the working folder and anything inside ``.git`` (:func:`gpuadvise.fileio.target_problem`);
+/dev/stdout, /dev/null and the like are written as they are. A file replaced keeps its mode. A
+write that still fails is a one-line error, and leaves no temporary file or folder behind.
 """
 
 from __future__ import annotations
@@ -15,9 +19,17 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpuadvise.errors import UsageError
-from gpuadvise.fileio import folder_write_problem, write_atomic
+from gpuadvise.fileio import folder_write_problem, path_name_problem, target_problem, write_atomic
 
-__all__ = ["check_output_target", "same_file", "write_output"]
+__all__ = [
+    "STDOUT",
+    "ReaderGone",
+    "check_output_target",
+    "drop_stdout",
+    "same_file",
+    "write_output",
+    "write_stdout",
+]
 
 # An existing file with one of these suffixes is somebody's source, never a report to replace.
 SOURCE_SUFFIXES = frozenset(
@@ -37,6 +49,67 @@ SOURCE_SUFFIXES = frozenset(
         ".toml",
     }
 )
+
+
+class ReaderGone(Exception):  # noqa: N818 (not an error: the CLI ends quietly, exit code 0)
+    """stdout's reader went away (``gpuadvise devices | head -1``). Not an OSError, so that click
+    does not turn it into exit code 1 on the way up."""
+
+
+class _Stdout:
+    """``sys.stdout`` as it is at each call (tests replace it), except that a write that fails
+    (a full disk: ``> /dev/full``; an I/O error) is a one-line UsageError, and a reader that
+    went away (``| head``) is :class:`ReaderGone`. Every report printed on stdout goes through
+    it (:func:`write_stdout`, the terminal's rich console)."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stdout.write(text)
+        except BrokenPipeError:
+            drop_stdout()
+            raise ReaderGone from None
+        except OSError as err:
+            raise _stdout_error(err) from None
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            drop_stdout()
+            raise ReaderGone from None
+        except OSError as err:
+            raise _stdout_error(err) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(sys.stdout, name)
+
+
+def _stdout_error(err: OSError) -> UsageError:
+    drop_stdout()
+    return UsageError(
+        f"cannot write to stdout ({err.strerror or err})",
+        "free some space, or write the report to a file (-o FILE)",
+    )
+
+
+def drop_stdout() -> None:
+    """What is still buffered for stdout goes to /dev/null: stdout cannot take it, and Python's
+    own flush at exit would print a traceback."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+STDOUT = _Stdout()
+
+
+def write_stdout(text: str) -> None:
+    """``text`` on stdout, flushed (see :class:`_Stdout` for what a failure is)."""
+    STDOUT.write(text)
+    STDOUT.flush()
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -71,6 +144,12 @@ def check_output_target(
     path = Path(text)
     sep = "" if option.endswith("=") else " "
     shown = f"{option}{sep}{text}"
+    problem = path_name_problem(path)
+    if problem is not None:
+        raise UsageError(f"cannot write {option}{sep}{text!r}: {problem}", "choose a shorter name")
+    refused = target_problem(path)
+    if refused is not None:
+        raise UsageError(f"{shown} {refused[0]}", refused[1])
     if path.is_dir():
         raise UsageError(
             f"{shown} is a folder", f"name a file in it: {option}{sep}{path / 'report.json'}"
@@ -96,26 +175,36 @@ def check_output_target(
     return path
 
 
+def _is_stream(path: Path) -> bool:
+    """A device, a pipe or a path of the system's (/dev/stdout, /dev/fd/3, /proc/self/fd/1):
+    written to as it is, never replaced."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
     """stdout, or ``output``: appended when it is ``$GITHUB_STEP_SUMMARY``, written directly when
-    it is a device or a pipe, else replaced atomically (through a symbolic link, not over it).
-    A failure is a one-line :class:`~gpuadvise.errors.UsageError`."""
+    it is a device or a pipe, else replaced atomically, keeping its mode (a symbolic link there is
+    refused, never followed). A failure is a one-line :class:`~gpuadvise.errors.UsageError`."""
     if not text.endswith("\n"):
         text += "\n"
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     path = Path(output)
+    refused = target_problem(path)  # checked before the work too; a link made since is refused
+    if refused is not None:
+        raise UsageError(f"{path} {refused[0]}", refused[1])
     try:
         if _is_step_summary(path):
             with path.open("a", encoding="utf-8") as fh:
                 fh.write(text)
-        elif path.exists() and not path.is_file() and not path.is_dir():
+        elif _is_stream(path):
             with path.open("w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            write_atomic(path.resolve() if path.is_symlink() else path, text)
+            write_atomic(path, text)
     except BrokenPipeError:
         raise  # a reader that went away (| head): the CLI ends quietly
     except OSError as err:

@@ -28,9 +28,9 @@ class RichProgress:
     """Shows the innermost running step that is over :data:`SHOW_AFTER_S` old."""
 
     def __init__(self, file: Any = None) -> None:
-        from rich.console import Console
+        from gpuadvise.report.console import SafeConsole
 
-        self._console = Console(file=file or sys.stderr, stderr=file is None)
+        self._console = SafeConsole(file=file or sys.stderr, stderr=file is None)
         self._steps: list[_Step] = []
         self._lock = threading.Lock()
         self._progress: Any = None
@@ -92,7 +92,7 @@ class RichProgress:
         if self._progress is None:
             self._progress = Progress(
                 SpinnerColumn(),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),  # labels quote user paths
                 BarColumn(),
                 TextColumn("{task.fields[extra]}"),
                 console=self._console,

@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+from gpuadvise.report.safe_text import one_line
 from gpuadvise.rules import (
     MODELS,
     Finding,
@@ -107,7 +108,7 @@ def rules_table(registry: Registry, enabled: set[str] | None = None) -> list[str
     for r in registry:
         mark = " " if enabled is None or r.id in enabled else "-"
         out.append(
-            f"{mark}{r.id}  {r.name:<{wid}}  {','.join(r.models):<{wmod}}  {r.title}".rstrip()
+            f"{mark}{r.id}  {r.name:<{wid}}  {','.join(r.models):<{wmod}}  {one_line(r.title)}".rstrip()
         )
     return out
 

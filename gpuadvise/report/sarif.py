@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from gpuadvise import __version__
 from gpuadvise.items import Level, Outcome, ReportItem, ReportRule
+from gpuadvise.report.safe_text import guard
 
 __all__ = [
     "SARIF_SCHEMA",
@@ -153,4 +154,4 @@ def sarif_log(
 
 
 def sarif_dumps(log: Mapping[str, Any]) -> str:
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return guard(json.dumps(log, indent=2, ensure_ascii=False) + "\n", "json")

@@ -3,8 +3,11 @@ they compose, and what is written."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +171,142 @@ def test_write_fix_refuses_a_source_changed_meanwhile(tmp_path: Path) -> None:
     assert (tmp_path / "k.cu").read_text() == "edited\n"
 
 
+# --- issue 21: what --fix keeps ----------------------------------------------------------------
+
+
+def _fix_of(path: Path, fixed_text: str) -> FixResult:
+    """The FixResult compose_fixes makes for ``path`` (read as it reads it) with ``fixed_text``."""
+    from gpuadvise.source.raw import read_source
+
+    read = read_source(path)
+    step = FixStep("GA1", 1, "d", "automatic-and-verified", "applied", "ok")
+    return FixResult(
+        source=path, kernel="k", original=read.text, fixed=fixed_text, steps=(step,),
+        measured=False, raw=read.raw,
+    )  # fmt: skip
+
+
+def _one_line(e: pytest.ExceptionInfo[UsageError]) -> str:
+    line = e.value.one_line()
+    assert "\n" not in line and e.value.exit_code == 2
+    return line
+
+
+def test_write_fix_writes_the_file_a_link_leads_to(tmp_path: Path) -> None:
+    """--fix on a symlinked source replaced the link with a regular file (the real file kept
+    the old text)."""
+    real = tmp_path / "lib" / "k.cu"
+    real.parent.mkdir()
+    real.write_text("a\n")
+    link = tmp_path / "k.cu"
+    link.symlink_to(real)
+    write_fix(_fix_of(link, "b\n"))
+    assert link.is_symlink() and real.read_text() == "b\n"
+
+
+def test_write_fix_keeps_hard_links(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    other = tmp_path / "copy.cu"
+    os.link(src, other)
+    write_fix(_fix_of(src, "b\n"))
+    assert other.read_text() == "b\n" and os.path.samefile(src, other)
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o600])
+def test_write_fix_keeps_the_mode(tmp_path: Path, mode: int) -> None:
+    """0755 and 0600 became 0644 (a private file world-readable)."""
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    src.chmod(mode)
+    write_fix(_fix_of(src, "b\n"))
+    assert stat.S_IMODE(src.stat().st_mode) == mode and src.read_text() == "b\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fixed", "want"),
+    [
+        (b"x\r\na\r\ny\r\n", "x\nb\ny\n", b"x\r\nb\r\ny\r\n"),
+        (b"x\ra\ry\r", "x\nb\ny\n", b"x\rb\ry\r"),
+        (b"x\r\na\ny\rz", "x\nb\nnew\ny\nz", b"x\r\nb\nnew\ny\rz"),
+    ],
+    ids=["crlf", "cr", "mixed"],
+)
+def test_write_fix_keeps_each_lines_ending(
+    tmp_path: Path, raw: bytes, fixed: str, want: bytes
+) -> None:
+    src = tmp_path / "k.cu"
+    src.write_bytes(raw)
+    write_fix(_fix_of(src, fixed))
+    assert src.read_bytes() == want
+
+
+def test_write_fix_keeps_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """A Latin-1 comment crashed --fix (UnicodeDecodeError)."""
+    src = tmp_path / "k.cu"
+    src.write_bytes(b"// r\xe9duction \xe0 deux\nint a;\n")
+    r = _fix_of(src, "// r\ufffdduction \ufffd deux\nint b;\n")
+    write_fix(r)
+    assert src.read_bytes() == b"// r\xe9duction \xe0 deux\nint b;\n"
+
+
+def test_write_fix_refuses_a_read_only_file_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    src.chmod(0o444)
+    with pytest.raises(UsageError) as e:
+        write_fix(_fix_of(src, "b\n"))
+    assert "--fix cannot write" in _one_line(e) and "read-only (mode 0444)" in _one_line(e)
+    assert src.read_text() == "a\n" and stat.S_IMODE(src.stat().st_mode) == 0o444
+
+
+def test_write_fix_on_an_append_only_file_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    if subprocess.run(["chattr", "+a", str(src)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +a is not available here")
+    try:
+        with pytest.raises(UsageError) as e:
+            write_fix(_fix_of(src, "b\n"))
+        assert "chattr -a" in _one_line(e) and "left as it was" in _one_line(e)
+        assert src.read_text() == "a\n"
+    finally:
+        subprocess.run(["chattr", "-a", str(src)], check=False)
+
+
+@pytest.mark.parametrize("linked", [False, True], ids=["atomic", "in place"])
+def test_write_fix_on_a_full_disk_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: bool
+) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    if linked:
+        os.link(src, tmp_path / "other.cu")
+    r = _fix_of(src, "a longer fixed text\n")
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(UsageError) as e:
+        write_fix(r)
+    monkeypatch.undo()
+    assert "No space left on device" in _one_line(e)
+    assert src.read_text() == "a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu", *(["other.cu"] if linked else [])]
+
+
+def test_write_fix_when_the_source_was_removed_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    r = _fix_of(src, "b\n")
+    src.unlink()
+    with pytest.raises(UsageError) as e:
+        write_fix(r)
+    assert "was removed during the analysis" in _one_line(e)
+    assert not src.exists()
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gpuadvise", "analyze", *args],
@@ -216,6 +355,39 @@ def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path)
     # the fixed kernel has nothing left to fix of that kind
     again = _cli(*args, "--diff", cwd=tmp_path)
     assert again.returncode == 0 and again.stdout.strip() == ""
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_fix_of_a_linked_crlf_latin1_private_source(tmp_path: Path) -> None:
+    """Issue 21 end to end: moments.cu as a link to a private (0600) file with CRLF line endings
+    and a Latin-1 comment. The analysis reads it, --fix writes GA201's padding into the file the
+    link leads to, in place of the one line it changes: every other byte, the link and the mode
+    stay."""
+    case = tmp_path / "case"
+    shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
+    store = tmp_path / "store" / "moments.cu"
+    store.parent.mkdir()
+    text = (case / "moments.cu").read_text()
+    raw = b"// moyenne et variance \xe0 9x9 (r\xe9f\xe9rence)\r\n" + text.replace(
+        "\n", "\r\n"
+    ).encode("utf-8")
+    store.write_bytes(raw)
+    store.chmod(0o600)
+    (case / "moments.cu").unlink()
+    (case / "moments.cu").symlink_to(store)
+    args = (str(case / "moments.cu"), "--kernel", "moments_split", "--arg", "w=192",
+            "--arg", "h=128", "--no-measure", "--fix")  # fmt: skip
+    f = _cli(*args, cwd=tmp_path)
+    assert f.returncode == 0, f.stderr
+    assert (case / "moments.cu").is_symlink()
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    after = store.read_bytes()
+    old_lines, new_lines = raw.split(b"\r\n"), after.split(b"\r\n")
+    assert len(old_lines) == len(new_lines) and b"\n" not in after.replace(b"\r\n", b"")
+    changed = [(a, b) for a, b in zip(old_lines, new_lines, strict=True) if a != b]
+    assert len(changed) == 1 and b"s_rg[TILE][TILE + " in changed[0][1]
+    assert new_lines[0] == b"// moyenne et variance \xe0 9x9 (r\xe9f\xe9rence)"
 
 
 @pytest.mark.toolkit

@@ -1,5 +1,7 @@
 """Property: whatever the arguments and spec files, the CLI ends in exit 0, 1 or 2, an exit 2 says
-one line ``error: ...`` on stderr, nothing escapes as a traceback, and no input file changes.
+one line ``error: ...`` on stderr, nothing escapes as a traceback, no input file changes, and no
+line it prints on stdout or stderr is a GitHub workflow command or holds a control character
+(user text in names, paths and values is escaped: issue 21).
 
 Generated: ``analyze`` launches (--grid/--block/--arg/--buffer/--sample-ctas/--output/--gpu/
 --fail-on), spec TOML files (valid or not), ``occupancy`` inputs, and gate configurations. No GPU
@@ -12,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -74,8 +78,29 @@ BUFFERS = st.builds(
     st.sampled_from(["n", "0", "-1", "1000", "n*n", "1000000000000", "", "n/0"]),
     st.sampled_from(["", ":zeros", ":random", ":ones", ":iota", ":bogus", ":"]),
 )
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# User text for names: line breaks, workflow-command prefixes, ESC sequences, rich markup.
+USER_TEXT = st.one_of(
+    st.lists(
+        st.sampled_from(
+            ["::", "##[", "error", "::stop-commands::t", "\n", "\r", "\x1b[2J", "\x07", "[/]",
+             "[red]", ":x:", " ", "x", "\u202e", "\x85"]
+        ),
+        min_size=1,
+        max_size=8,
+    ).map("".join),
+    st.text(max_size=12),
+)  # fmt: skip
 # Few distinct flag sets: each is one compile (cached after that).
 SAFE_FLAGS = st.sampled_from(["-DTILE=16", "-lineinfo"])
+
+
+def assert_no_commands(text: str, args: list[str]) -> None:
+    """No line (split as GitHub's runner splits: LF, CR) starts with ``::`` once stripped, none
+    holds ``##[``, and no control character but LF and TAB is printed raw."""
+    for line in re.split(r"\r\n|\r|\n", text):
+        assert not line.strip().startswith("::") and "##[" not in line, (args, line)
+    assert not CONTROL.search(text.replace("\n", "").replace("\t", "")), (args, text[-2000:])
 
 
 def _digest(paths: list[Path]) -> dict[Path, str]:
@@ -99,6 +124,8 @@ def run_cli(args: list[str], inputs: list[Path]) -> tuple[int, str, str]:
         lines = stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, stderr[-2000:])
     assert _digest(inputs) == before, f"an input changed: {args}"
+    for text in (out.getvalue(), stderr):
+        assert_no_commands(text, args)
     event(f"exit {code}" + (f": {stderr[7:400]}" if code == 2 else ""))
     return code, out.getvalue(), stderr
 
@@ -254,8 +281,9 @@ def test_occupancy_arguments(threads, regs, smem, gpu, sweep) -> None:  # type: 
     ),
     output=st.sampled_from([None, "gate.sarif", "gpuadvise.toml", "kernels/scale.cu", ""]),
     update=st.booleans(),
+    name=st.one_of(st.none(), USER_TEXT),
 )
-def test_gate_configs(work: Path, grid, args, buffers, flags, output, update) -> None:  # type: ignore[no-untyped-def]
+def test_gate_configs(work: Path, grid, args, buffers, flags, output, update, name) -> None:  # type: ignore[no-untyped-def]
     repo = work / "repo"
     repo.mkdir(exist_ok=True)
     kernel = work / "scale.cu"  # the other tests' kernel: its compiles are cached
@@ -265,6 +293,7 @@ def test_gate_configs(work: Path, grid, args, buffers, flags, output, update) ->
         'metrics = ["registers", "spill_bytes", "occupancy"]',
         'gpu = "H100"',
         "[[gate.cases]]",
+        *([] if name is None else [f"name = {json.dumps(name)}"]),
         'source = "../scale.cu"',
         f"grid = {grid!r}".replace("'", '"'),
         "block = 256",

@@ -10,26 +10,22 @@ empty ``--gpu``; capped echoes of long input.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from clikit import cli, digest, one_error, run_with_variant
 from gate_fakes import SourceProvider
 
 from gpuadvise.analyze.measure import write_variants
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.cli.gate import gate_command
-from gpuadvise.cli.main import main
 from gpuadvise.errors import ConfigError, UsageError
-from gpuadvise.rules.engine import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -43,30 +39,6 @@ __global__ void scale(float* out, const float* in, int n)
 }
 """
 LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr). An exception other than
-    SystemExit (a traceback for the user) fails the test."""
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
-
-
-def digest(*paths: Path) -> dict[Path, str]:
-    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 @pytest.fixture
@@ -203,7 +175,9 @@ def test_output_into_a_missing_folder(capsys, kernel: Path, tmp_path: Path) -> N
     assert json.loads(target.read_text())["schema_version"] >= 1
 
 
-def test_output_through_a_symlink_keeps_the_link(capsys, kernel: Path, tmp_path: Path) -> None:
+def test_output_through_a_symlink_is_refused(capsys, kernel: Path, tmp_path: Path) -> None:
+    """Issue 21 reversed issue 18's choice (write through the link): a link at the target is
+    refused, whatever it points at (tests/cli/test_safe_writes.py)."""
     real = tmp_path / "store" / "report.json"
     real.parent.mkdir()
     real.write_text("old\n")
@@ -212,8 +186,8 @@ def test_output_through_a_symlink_keeps_the_link(capsys, kernel: Path, tmp_path:
     code, _, err = cli(
         capsys, "analyze", str(kernel), "--no-trace", *LAUNCH, "--format", "json", "-o", str(link)
     )
-    assert code == 0, err
-    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] >= 1
+    assert code == 2 and "is a symbolic link" in one_error(err)
+    assert link.is_symlink() and real.read_text() == "old\n"
 
 
 def test_output_on_an_unwritable_folder(capsys, kernel: Path, unwritable: Path) -> None:
@@ -277,28 +251,6 @@ def test_write_variants_checks_the_folder_before_the_analysis(
     assert _listing(unwritable) == ["old.json"]
 
 
-def _run_with_variant(source: Path) -> SimpleNamespace:
-    diff = textwrap.dedent(
-        f"""\
-        --- a/{source.name}
-        +++ b/{source.name}
-        @@ -1,1 +1,1 @@
-        -// gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
-        +// patched
-        """
-    )
-    finding = SimpleNamespace(
-        variant=Variant(safety="display-only", description="d", diff=diff, label="x"),
-        is_error=False,
-        trials=(),
-        kernel="scale",
-        rule="GA999",
-        line=3,
-        message="m",
-    )
-    return SimpleNamespace(findings=(finding,))
-
-
 def test_write_variants_never_overwrites_files_it_did_not_write(
     kernel: Path, tmp_path: Path
 ) -> None:
@@ -308,12 +260,12 @@ def test_write_variants_never_overwrites_files_it_did_not_write(
     (foreign / "fix.diff").write_text("my notes\n")
     opts = KernelOptions(source=str(kernel))
     with pytest.raises(UsageError, match="which gpuadvise did not write"):
-        write_variants(_run_with_variant(kernel), opts, out)
+        write_variants(run_with_variant(kernel), opts, out)
     assert (foreign / "fix.diff").read_text() == "my notes\n" and _listing(foreign) == ["fix.diff"]
     # a folder gpuadvise wrote (its variant.json) is ours to replace
     (foreign / "fix.diff").unlink()
-    assert write_variants(_run_with_variant(kernel), opts, out) == [foreign]
-    assert write_variants(_run_with_variant(kernel), opts, out) == [foreign]
+    assert write_variants(run_with_variant(kernel), opts, out) == [foreign]
+    assert write_variants(run_with_variant(kernel), opts, out) == [foreign]
     assert _listing(foreign) == ["fix.diff", "scale.cu", "variant.json"]
     assert (foreign / "scale.cu").read_text().startswith("// patched")
 
@@ -336,7 +288,7 @@ def test_write_variants_leaves_nothing_behind_when_a_write_fails(
     with pytest.raises(
         UsageError, match=r"cannot write variants to .* \(No space left on device\)"
     ):
-        write_variants(_run_with_variant(kernel), KernelOptions(source=str(kernel)), tmp_path / "v")
+        write_variants(run_with_variant(kernel), KernelOptions(source=str(kernel)), tmp_path / "v")
     assert not (tmp_path / "v").exists()
 
 

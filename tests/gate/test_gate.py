@@ -462,23 +462,12 @@ def test_atomic_write_survives_a_killed_process(tmp_path: Path) -> None:
         from gpuadvise.gate.baseline import load_baseline, write_baseline
         real_write = os.write
 
-        class Dying:
-            # a file object that writes half of the text, then the process dies
-            def __init__(self, fh):
-                self.fh = fh
-            def __enter__(self):
-                return self
-            def __exit__(self, *a):
-                return False
-            def write(self, text):
-                self.fh.write(text[: len(text) // 2])
-                self.fh.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
-            def __getattr__(self, name):
-                return getattr(self.fh, name)
+        def dying(fd, data):
+            # writes half of the bytes, then the process dies
+            real_write(fd, bytes(data[: len(data) // 2]))
+            os.kill(os.getpid(), signal.SIGKILL)
 
-        real_fdopen = os.fdopen
-        os.fdopen = lambda *a, **k: Dying(real_fdopen(*a, **k))
+        os.write = dying
         b = load_baseline(Path({str(path)!r}))
         big = {{f"case{{i}}": b.cases["k"] for i in range(200)}}
         from dataclasses import replace

@@ -172,7 +172,7 @@ def test_junit_strict_makes_ambiguous_a_failure() -> None:
 def test_junit_cleans_control_characters() -> None:
     xml = junit_xml([ReportItem("R", "error", "bad \x00\x1b byte", group="g")])
     case = ET.fromstring(xml.encode()).find("testsuite/testcase/failure")
-    assert case is not None and case.text == "bad ?? byte"
+    assert case is not None and case.text == "bad \\x00\\x1b byte"  # shown, not lost (issue 21)
 
 
 # --- GitHub annotations ---------------------------------------------------------------------
