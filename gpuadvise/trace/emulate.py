@@ -933,9 +933,7 @@ def _build_trace(
         index, space = key
         kind, width = sink.key_kind[key]
         ins = image.program.instrs[index]
-        infos.append(
-            instr_info(new, ins, ptx_module.files, space, kind, width, index in gathers)
-        )
+        infos.append(instr_info(new, ins, ptx_module.files, space, kind, width, index in gathers))
     return AccessTrace(
         records=sink.records(),
         instructions=tuple(infos),
