@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuadvise.rules import (
+    LAUNCH_FLOOR_S,
     Estimate,
     Evidence,
     Finding,
@@ -14,6 +15,10 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    launch_times,
+    memory_rates,
+    view_traffic,
+    with_floor,
 )
 
 
@@ -66,13 +71,17 @@ class TailEffect(Rule):
     Tail effect: an upper bound, ``ceil(waves) / waves``, the time of whole waves over the time the
     work would take if it filled every wave, assuming all CTAs take equally long. A partial wave
     usually runs faster than a full one (less contention), so the real gain is smaller. Small grid:
-    a point estimate, ``SMs / CTAs``: the same work spread over every SM at the same per-SM
-    throughput; DRAM bandwidth may cap it, more CTAs per SM may beat it.
+    an upper bound on the launch model, not ``SMs / CTAs``: the traced work (L1, shared, issue)
+    done by the CTAs' SMs now and by all SMs after, the bytes in flight growing with the spread,
+    DRAM and L2 unchanged, and the launch floor (an empty kernel's time) under both, so a kernel
+    of a few microseconds gets little whatever its grid. Without a trace, no estimate.
 
     Fix safety
     ----------
     Display-only: changing the grid changes which work each CTA does, so the kernel must be
-    written for it (a grid-stride loop); gpuadvise cannot know that it is.
+    written for it (a grid-stride loop). The grid of whole waves is offered as a launch only
+    when the CPU emulator runs it and finds the outputs the launch as it is computes (a 1-D
+    grid only); otherwise the advice says to write the grid-stride loop first.
     """
 
     id = "GA102"
@@ -121,16 +130,8 @@ class TailEffect(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         w = ctx.waves
-        sms = ctx.device.sm_count
         if finding.details_as(Shortfall).kind == "small-grid":
-            speedup = sms / max(w.total_ctas, 1)
-            return Estimate(
-                round(speedup, 3),
-                "point",
-                f"the same work over all {sms} SMs instead of {w.total_ctas}, at the same "
-                "per-SM throughput (DRAM bandwidth may cap it; more CTAs per SM may beat it)",
-                {"total_ctas": w.total_ctas, "sm_count": sms},
-            )
+            return self._small_grid(ctx)
         speedup = math.ceil(w.waves) / w.waves
         return Estimate(
             round(speedup, 3),
@@ -140,6 +141,54 @@ class TailEffect(Rule):
             {"waves": w.waves, "ctas_per_wave": w.ctas_per_wave, "tail_idle": w.tail_idle},
         )
 
+    def _small_grid(self, ctx: RuleContext) -> Estimate:
+        """The same work spread over every SM, on the launch model: the CTAs' SMs do the L1,
+        shared and issue work now, all SMs after; the resident warps (bytes in flight) grow
+        with the spread; DRAM and L2 stay; the launch floor is under both. Not from the block
+        counts alone: a grid of a few microseconds gains little however it is spread."""
+        w = ctx.waves
+        sms = ctx.device.sm_count
+        ctas = max(w.total_ctas, 1)
+        rates = memory_rates(ctx.device)
+        if not ctx.has_model("trace") or rates is None:
+            return Estimate(
+                None,
+                "none",
+                "not estimated: without a trace of the kernel the launch model cannot tell how "
+                f"much of its time the {ctas} CTA(s) spend on work more SMs would share",
+            )
+        t = view_traffic(ctx.device, ctx.trace_view)
+        idle = max(sms / ctas, 1.0)  # only the CTAs' SMs do the per-SM work now
+        busy = replace(
+            t,
+            l1_cycles=t.l1_cycles * idle,
+            shared_wavefronts=t.shared_wavefronts * idle,
+            instructions=t.instructions * idle,
+        )
+        # after: at least the CTAs per SM asked for, the warps in flight growing with them
+        target = max(sms, float(ctx.option("min_ctas_per_sm")) * sms)
+        cap = float(ctx.device.max_warps_per_sm * sms)
+        spread_out = replace(t, resident_warps=min(t.resident_warps * target / ctas, cap))
+        before = launch_times(busy, ctx.device, rates)
+        after = launch_times(spread_out, ctx.device, rates)
+        floor = launch_times(spread_out, ctx.device, rates, peak_dram=True)
+        if before is None or after is None or floor is None:
+            return Estimate(None, "none", "not estimated: the device model lacks its clock")
+        bound = with_floor(before) / with_floor(floor)
+        point = with_floor(before) / with_floor(after)
+        return Estimate(
+            round(max(bound, point, 1.0), 3),
+            "upper-bound",
+            f"the same work over all {sms} SMs instead of {ctas}, on the launch model: before "
+            f"{before.describe()} (bound by {before.bound_by}), spread {after.describe()} "
+            f"(bound by {after.bound_by}), each plus the launch floor of "
+            f"{LAUNCH_FLOOR_S * 1e6:.1f} us; point {point:.2f}x, upper bound {bound:.2f}x "
+            "(DRAM at peak). Left out: arithmetic and dependent latency the trace does not "
+            "count (a serial loop gains nothing from more SMs)",
+            {"total_ctas": ctas, "sm_count": sms, "point": round(point, 3),
+             "before_s": with_floor(before), "after_s": with_floor(after)},
+        )  # fmt: skip
+
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         w = ctx.waves
         if finding.details_as(Shortfall).kind == "small-grid":
@@ -148,9 +197,24 @@ class TailEffect(Rule):
                 f"split the work into at least {ctx.device.sm_count} CTAs (smaller blocks or "
                 f"less work per CTA); up to {w.ctas_per_wave} run at once",
             )
+        text = (
+            f"launch a whole number of waves: a grid-stride loop over {w.ctas_per_wave} CTAs "
+            "(or a multiple), or more work per CTA"
+        )
+        grid = ctx.launch.grid.as_tuple()
+        if grid[1] != 1 or grid[2] != 1:
+            return Variant("display-only", text + " (a 2-D or 3-D grid: the kernel decides how)")
+        # the grid is offered as a launch only when the kernel as it is computes the same
+        # with it (a grid-stride loop does; one element per thread does not)
+        check = ctx.services.compare_launch((w.ctas_per_wave, 1, 1), ctx.launch.block.as_tuple())
+        if not check.same:
+            return Variant(
+                "display-only",
+                text + f"; the kernel as it is does not compute the same with {w.ctas_per_wave} "
+                f"CTAs ({check.why}): give it a grid-stride loop first",
+            )
         return Variant(
             "display-only",
-            f"launch a whole number of waves: a grid-stride loop over {w.ctas_per_wave} CTAs "
-            "(or a multiple), or more work per CTA",
+            text + f" (the emulator ran {check.how} and found the same outputs)",
             launch={"grid": [w.ctas_per_wave, 1, 1]},
         )

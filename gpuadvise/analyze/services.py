@@ -29,9 +29,9 @@ log = logging.getLogger(__name__)
 
 # a launch change is checked on the whole launches when both together cost at most this many
 # lane-instructions on the emulator (from the analysis' own trace), else on a few CTAs
-WHOLE_LAUNCH_LANE_INSTRUCTIONS = 40_000_000
+WHOLE_LAUNCH_LANE_INSTRUCTIONS = 60_000_000
 MAX_COVERING_CTAS = 64
-WHOLE_LAUNCH_THREADS = 1 << 17  # without a trace to tell the cost: both launches' threads
+WHOLE_LAUNCH_THREADS = 1 << 20  # without a trace to tell the cost: both launches' threads
 
 
 @functools.lru_cache(maxsize=8)
@@ -164,6 +164,14 @@ class AnalysisServices:
             whole = per_thread * threads <= WHOLE_LAUNCH_LANE_INSTRUCTIONS
         else:
             whole = threads <= WHOLE_LAUNCH_THREADS
+        if not whole and total1 * new.launch.block.count < total0 * old.launch.block.count:
+            # fewer threads: whether they do all the work the launch does (a grid-stride loop)
+            # shows only over the whole launches
+            return LaunchCheck(
+                False,
+                "not checked: the change launches fewer threads, and the whole launches are too "
+                "large to run on the emulator to see that they do all the work",
+            )
         if whole:
             ctas1: list[int] | str = "all"
             ctas0: list[int] | str = "all"
@@ -215,18 +223,21 @@ class AnalysisServices:
         if not same:
             return LaunchCheck(False, why, how)
 
-        def sectors_per_thread(e: Emulation, threads: int) -> float:
+        def sectors(e: Emulation, threads: int) -> float:
+            """Global sectors moved: the whole launch's, or per thread of a CTA sample."""
             r = e.trace.records
             r = r[r["space"] == int(Space.GLOBAL)]
-            return float(np.sum(record_sectors(r).sectors)) / max(threads, 1) if len(r) else 0.0
+            n = float(np.sum(record_sectors(r).sectors)) if len(r) else 0.0
+            return n if whole else n / max(threads, 1)
 
-        s0 = sectors_per_thread(e0, old.launch.block.count * len(e0.ctas_run))
-        s1 = sectors_per_thread(e1, new.launch.block.count * len(e1.ctas_run))
+        s0 = sectors(e0, old.launch.block.count * len(e0.ctas_run))
+        s1 = sectors(e1, new.launch.block.count * len(e1.ctas_run))
         if s0 > 0 and s1 > 1.1 * s0:
             return LaunchCheck(
                 False,
-                f"the change computes the same but moves {s1 / s0:.1f}x the global sectors per "
-                "thread (the threads' new arrangement coalesces worse)",
+                f"the change computes the same but moves {s1 / s0:.1f}x the global sectors"
+                + ("" if whole else " per thread")
+                + " (the threads' new arrangement coalesces worse)",
                 how,
             )
         return LaunchCheck(True, "", how)

@@ -218,6 +218,20 @@ def launch_times(
     return LaunchTimes(l1_s, l2_s, dram_s, issue_s, latency_s)
 
 
+# The time no launch goes below: an empty kernel's launch-to-completion on the GPU, which every
+# timed launch pays on top of its work. Measured 2.8 us on an H200 (issue 29's measurement: a
+# one-CTA kernel of 12.0 us against 2.8 us empty); 3.2-4.6 us per stream launch of a tiny kernel
+# on an H100 (docs/data/launch_overhead_2026-11-22.txt). The lower figure: the bound it gives
+# (before / floor) is then the larger, so an upper bound that uses it holds.
+LAUNCH_FLOOR_S = 2.8e-6
+
+
+def with_floor(times: LaunchTimes) -> float:
+    """A launch's time with the launch floor under its work (the work's terms overlap the
+    floor's set-up only in part: added, as the measurement sees them)."""
+    return LAUNCH_FLOOR_S + times.time_s
+
+
 @dataclass(frozen=True)
 class LaunchEstimate:
     """A change's estimate on the launch model.

@@ -18,6 +18,7 @@ from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
 from gpuadvise.model.reduction import Phase, ReductionTree, reduction_trees
 from gpuadvise.model.roofline import (
+    LAUNCH_FLOOR_S,
     Roofline,
     Traffic,
     amortised_ratio,
@@ -28,6 +29,7 @@ from gpuadvise.model.roofline import (
     occupancy_ratio,
     roofline,
     sm_cycles_per_s,
+    with_floor,
     work_ratio,
 )
 from gpuadvise.rules.context import (
@@ -154,6 +156,8 @@ __all__ = [
     "l1_cycles",
     "amortised_ratio",
     "launch_times",
+    "with_floor",
+    "LAUNCH_FLOOR_S",
     "occupancy_ratio",
     "repeated_requests",
     "buffer_records",

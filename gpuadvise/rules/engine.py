@@ -1306,6 +1306,27 @@ def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> 
     )
 
 
+def _no_slowdown(f: Finding) -> Finding:
+    """A finding whose estimate is below 1: the model predicts the change makes the launch
+    slower, which is a reason not to recommend it, never a speedup. The estimate becomes
+    ``none`` (its method says what the model predicted) and a warning becomes a note."""
+    est = f.estimated_speedup
+    if est is None or est.speedup is None or est.speedup >= 1.0:
+        return f
+    slower = 1.0 / est.speedup if est.speedup > 0 else float("inf")
+    bound = "at best" if est.kind == "upper-bound" else "about"
+    est = Estimate(
+        None,
+        "none",
+        f"no speedup: the model predicts the change makes the launch {bound} {slower:.2f}x "
+        f"slower ({est.speedup:.3g}x), so it is not recommended. {est.method}",
+        {**est.inputs, "predicted_ratio": est.speedup, "predicted_kind": est.kind},
+    )
+    return replace(
+        f, estimated_speedup=est, severity="note" if f.severity == "warning" else f.severity
+    )
+
+
 def evaluate_rules(
     context: RuleContext,
     config: Config | None = None,
@@ -1341,7 +1362,7 @@ def evaluate_rules(
                 est = rule.estimate(ctx, f)
                 stage = "transform"
                 var = rule.transform(ctx, f)
-                done.append(replace(f, estimated_speedup=est, variant=var))
+                done.append(_no_slowdown(replace(f, estimated_speedup=est, variant=var)))
             findings.extend(done)
         except ModelUnavailable as exc:
             notes.append(f"{rule.id} ({rule.name}) not evaluated: {exc.message}")

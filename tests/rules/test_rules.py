@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -838,3 +839,22 @@ def test_trace_ctas_zero_means_the_first_wave(tmp_path):
     p.write_text('trace-ctas = "all"\n')
     assert load_config(p).trace_ctas == "all"
     assert Config().trace_ctas is None
+
+
+def test_a_predicted_slowdown_is_never_a_speedup():
+    """An estimate below 1 (a compute-bound SGEMM's 0.441x "upper bound") becomes no estimate,
+    its method saying what the model predicted, and the warning a note (issue 27)."""
+    from gpuadvise.rules.engine import _no_slowdown
+
+    f = rule_api.Finding("GA303", "a-b", "t", "warning", "m")
+    slow = rule_api.Estimate(0.441, "upper-bound", "roofline", {"x": 1})
+    g = _no_slowdown(replace(f, estimated_speedup=slow))
+    assert g.severity == "note" and g.estimated_speedup.kind == "none"
+    assert g.estimated_speedup.speedup is None
+    assert "at best 2.27x slower (0.441x), so it is not recommended. roofline" in (
+        g.estimated_speedup.method
+    )
+    assert g.estimated_speedup.inputs == {"x": 1, "predicted_ratio": 0.441,
+                                          "predicted_kind": "upper-bound"}  # fmt: skip
+    fine = replace(f, estimated_speedup=rule_api.Estimate(1.0, "point", "same"))
+    assert _no_slowdown(fine) is fine
