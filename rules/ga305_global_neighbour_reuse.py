@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     cta_reuse,
+    distinct,
     integer_args,
     l1_cycles,
     l1_roofline_estimate,
@@ -56,7 +57,9 @@ class GlobalNeighbourReuse(Rule):
     per CTA, over a sample of the traced CTAs), where the lanes of a request read different
     addresses (distinct addresses per request over active lanes at least ``min_spread``: a
     uniform load of a coefficient is not a neighbourhood). That is a stencil or window whose
-    elements every thread of the neighbourhood loads again from global memory.
+    elements every thread of the neighbourhood loads again from global memory. Threads that differ
+    only in a block dimension the kernel never reads are copies (GA105), not neighbours: only the
+    first copy's loads are counted.
 
     Why it is slow
     --------------
@@ -112,10 +115,22 @@ class GlobalNeighbourReuse(Rule):
         view = ctx.trace_view
         min_reuse = float(ctx.option("min_reuse"))
         min_spread = float(ctx.option("min_spread"))
+        # threads that differ only in a block dimension the kernel never reads are copies of
+        # each other (GA105): their loads of the same addresses are duplicate work, not reuse
+        bx, by, _ = view.block
+        copies = ctx.unread_block_dims
         for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
             insts = view.insts_at(file, line, kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)
+                if copies:
+                    first = (("y" not in copies) | ((lanes.tid // bx) % by == 0)) & (
+                        ("z" not in copies) | (lanes.tid // (bx * by) == 0)
+                    )
+                    lanes = lanes.take(first)
+                    recs = distinct(lanes.rec)
+                    if not len(lanes):
+                        continue
                 ru = cta_reuse(lanes, view.rec_sectors[recs])
                 if ru.factor < min_reuse or ru.spread < min_spread:
                     continue

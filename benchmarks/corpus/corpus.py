@@ -27,6 +27,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA102": ("too-little-parallelism",),
     "GA103": ("block-not-warp-multiple",),
     "GA104": ("divergence", "divergent-reduction"),
+    "GA105": ("duplicate-threads",),
     "GA201": ("bank-conflicts", "divergent-reduction"),
     "GA202": ("divergent-reduction",),
     "GA203": ("shared-tree-shuffles",),

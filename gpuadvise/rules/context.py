@@ -20,6 +20,7 @@ come with :meth:`RuleContext.for_rule`. Nothing here computes a model.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -327,6 +328,28 @@ class RuleContext:
     def syncs_warps(self) -> bool:
         """The kernel synchronizes warps (``__syncwarp``, a tile's ``sync()``: ``bar.warp.sync``)."""
         return "bar.warp.sync" in self.kernel_ptx
+
+    @property
+    def unread_block_dims(self) -> tuple[str, ...]:
+        """Block dimensions (``"y"``, ``"z"``) of more than one thread that the kernel never
+        reads: no ``%tid`` of that axis in the module's PTX, nor a lane or warp id that could
+        tell its threads apart. Threads that differ only there run the same instructions on the
+        same data: duplicate work (and, where they write, the same addresses)."""
+        # the kernel's entry and every device function of the module (one it calls may read
+        # the index); other kernels of the file do not count
+        module = self._facts.ptx
+        funcs = [
+            module[m.start() :] for m in re.finditer(r"^\s*(?:\.\w+\s+)*\.func\b", module, re.M)
+        ]
+        ptx = self.kernel_ptx + "".join(f.split(".entry", 1)[0] for f in funcs)
+        if "%laneid" in ptx or "%warpid" in ptx:
+            return ()
+        block = self.launch.block.as_tuple()
+        return tuple(
+            axis
+            for axis, size in zip("yz", block[1:], strict=True)
+            if size > 1 and f"%tid.{axis}" not in ptx
+        )
 
     @property
     def compile_flags(self) -> tuple[str, ...]:

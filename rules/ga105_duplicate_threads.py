@@ -1,0 +1,197 @@
+"""GA105 duplicate-threads: a block dimension the kernel never reads, so its threads are copies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Kind,
+    Rule,
+    RuleContext,
+    Space,
+    Variant,
+    active_lanes,
+    launch_change_estimate,
+    view_traffic,
+)
+
+
+@dataclass(frozen=True)
+class Copies(FindingDetails):
+    """The unread block dimensions, the copies of each thread's work, and the lines whose global
+    stores several copies make to the same address (read-modify-write: a race)."""
+
+    axes: tuple[str, ...]
+    copies: int
+    race_lines: tuple[int, ...]
+    rmw: bool
+
+
+def _racing_stores(ctx: RuleContext) -> tuple[list[int], bool]:
+    """Lines whose global stores reach one address from several threads of a CTA in the trace
+    (most of their addresses taken by more than one thread), and whether such a line also loads
+    (a read-modify-write: ``x[i] += ...``), which makes the copies race."""
+    import numpy as np
+
+    trace = ctx.trace
+    r = trace.records
+    glob = r[r["space"] == int(Space.GLOBAL)]
+    stores = glob[glob["kind"] == int(Kind.STORE)]
+    lines: set[int] = set()
+    rmw = False
+    for inst in np.unique(stores["inst"]).tolist():
+        mine = stores[stores["inst"] == inst][:4096]
+        lanes = active_lanes(mine["mask"])
+        addr = mine["addr"][lanes].astype(np.uint64)
+        cta = np.broadcast_to(mine["cta"][:, None], lanes.shape)[lanes].astype(np.uint64)
+        key = (cta << np.uint64(44)) ^ addr
+        if not len(key) or len(np.unique(key)) * 2 > len(key):
+            continue  # mostly one thread per address: no copies writing together
+        file, line = trace.line_of(int(inst))
+        if line is None or not ctx.same_file(file):
+            continue
+        lines.add(int(line))
+        # a read-modify-write: the line loads the very addresses it stores
+        here = [i.inst for i in trace.instructions if trace.line_of(i.inst) == (file, line)]
+        loaded = glob[(glob["kind"] == int(Kind.LOAD)) & np.isin(glob["inst"], here)][:4096]
+        if len(loaded):
+            ll = active_lanes(loaded["mask"])
+            lkey = (
+                np.broadcast_to(loaded["cta"][:, None], ll.shape)[ll].astype(np.uint64)
+                << np.uint64(44)
+            ) ^ loaded["addr"][ll].astype(np.uint64)
+            rmw = rmw or bool(np.isin(key, lkey).any())
+    return sorted(lines), rmw
+
+
+class DuplicateThreads(Rule):
+    """A block dimension the kernel never reads: its threads do the same work, and race.
+
+    What it detects
+    ---------------
+    A block with more than one thread in y (or z) whose kernel never reads ``threadIdx.y``
+    (``threadIdx.z``): the module's PTX has no ``%tid.y`` (``%tid.z``), and no lane or warp id
+    that could tell the threads apart. Threads that differ only in that dimension run the same
+    instructions on the same data: a 32x8 block of a kernel written for ``threadIdx.x`` does each
+    element's work 8 times. Where they store, the emulator's trace shows several threads of a CTA
+    writing one address; where the store follows a load of the same address
+    (``x2[i] += ...``), the copies race: the result depends on their order (reported as an
+    error: a wrong result before a slow one). Reported at the first racing store (else at the
+    kernel).
+
+    Why it is slow
+    --------------
+    Every copy issues the same loads, arithmetic and stores: the issue slots, the L1 requests
+    and the shared-memory work grow with the copies while the result does not (the copies' loads
+    share sectors, so DRAM traffic grows less). The race makes the result wrong as well as slow.
+
+    Example
+    -------
+    PolyBench-ACC's ``atax_kernel1``: a 32x8 block where only ``threadIdx.x`` picks the row, 8
+    threads accumulating ``tmp[i] += A[i*NY + j] * x[j]`` together.
+
+    Fix
+    ---
+    Launch a block of the dimension the kernel reads (``dim3(32, 1)``) with as many CTAs as
+    before, or make the kernel use ``threadIdx.y`` (the y threads were probably meant to split
+    the work: each takes a share of the loop, then the shares are combined).
+
+    How the estimate is made
+    ------------------------
+    An upper bound on the launch roofline: the work the copies repeat (issue, L1 requests,
+    shared-memory wavefronts) divided by the copies, the DRAM bytes unchanged.
+
+    Fix safety
+    ----------
+    Display-only: a launch with one thread per distinct piece of work. Its outputs differ from
+    the racing kernel's (which are order-dependent), so no output check can confirm it.
+    """
+
+    id = "GA105"
+    name = "duplicate-threads"
+    title = "Block dimension never read: threads duplicate each other's work (and race)"
+    severity = "warning"
+    models = ("trace",)
+    options = {}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        axes = ctx.unread_block_dims
+        if not axes:
+            return
+        block = ctx.launch.block.as_tuple()
+        copies = 1
+        for axis in axes:
+            copies *= block["xyz".index(axis)]
+        race_lines, rmw = _racing_stores(ctx)
+        dims = " and ".join(f"threadIdx.{a}" for a in axes)
+        text = (
+            f"block {ctx.launch.block} but the kernel never reads {dims}: each piece of work is "
+            f"done by {copies} threads that compute the same thing"
+        )
+        if race_lines:
+            where = ", ".join(map(str, race_lines))
+            text += f"; they store to the same addresses (line {where})" + (
+                ", each reading the value it then overwrites: a data race whose result "
+                "depends on the order of the copies"
+                if rmw
+                else ""
+            )
+        keep = tuple(
+            b if a == "x" or a not in axes else 1 for a, b in zip("xyz", block, strict=True)
+        )
+        text += (
+            f". Launch blocks of {'x'.join(map(str, keep))} (or make the kernel split its work "
+            f"over {dims})"
+        )
+        yield self.finding(
+            ctx,
+            text,
+            line=race_lines[0] if race_lines else ctx.kernel_line,
+            evidence=[
+                Evidence("unread_block_dims", ",".join(axes)),
+                Evidence("copies_per_piece_of_work", copies, 2, ">=", "threads"),
+                Evidence("racing_store_lines", len(race_lines)),
+                Evidence("read_modify_write", rmw),
+            ],
+            details=Copies(tuple(axes), copies, tuple(race_lines), rmw),
+            severity="error" if rmw else None,  # a data race is wrong before it is slow
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(Copies)
+        if not ctx.has_model("trace"):
+            return Estimate(None, "none", "not estimated: no trace of the kernel")
+        before = view_traffic(ctx.device, ctx.trace_view)
+        after = replace(
+            before,
+            l1_cycles=before.l1_cycles / d.copies,
+            shared_wavefronts=before.shared_wavefronts / d.copies,
+            instructions=before.instructions / d.copies,
+            l2_store_sectors=before.l2_store_sectors / d.copies if d.race_lines else
+            before.l2_store_sectors,
+        )  # fmt: skip
+        inputs = {"copies": d.copies}
+        est = launch_change_estimate(
+            ctx.device, before, after, f"one thread per piece of work ({d.copies} copies fewer)",
+            inputs,
+        )  # fmt: skip
+        if est is None:
+            return Estimate(None, "none", "not estimated: the device model lacks its rates")
+        return est
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(Copies)
+        block = ctx.launch.block.as_tuple()
+        keep = [b if a not in d.axes else 1 for a, b in zip("xyz", block, strict=True)]
+        return Variant(
+            "display-only",
+            f"launch blocks of {'x'.join(map(str, keep))} with the same grid (one thread per "
+            "piece of work); the racing kernel's outputs depend on the order of its copies, so "
+            "no output check can confirm the change",
+            launch={"block": keep, "grid": list(ctx.launch.grid.as_tuple())},
+        )

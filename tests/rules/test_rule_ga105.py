@@ -1,0 +1,103 @@
+"""GA105 duplicate-threads (nvcc, CPU emulator): a block dimension the kernel never reads, in
+three spellings (PolyBench's 32x8 atax with its racing `tmp[i] +=`, a 2-D block read through a
+macro of threadIdx.x only, a z dimension of copies), kernels that read their y dimension and 1-D
+blocks stay silent; GA305 does not call the copies' identical loads neighbour reuse (issue 27)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from rulekit import analyze, run_rule, source_line
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+ATAX = """
+#define NX 1024
+#define NY 1024
+__global__ void atax_kernel1(const float* A, const float* x, float* tmp) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < NX) {
+        for (int j = 0; j < NY; j++) {
+            tmp[i] += A[i * NY + j] * x[j];  // race
+        }
+    }
+}
+"""
+
+MACRO = """
+#define GID (blockIdx.x * blockDim.x + threadIdx.x)
+__global__ void scale2(const float* in, float* out, int n) {
+    if (GID < n) out[GID] = 3.0f * in[GID];  // copies
+}
+"""
+
+ZCOPIES = """
+__global__ void zsum(const float* __restrict__ in, float* out, int n) {
+    unsigned t = blockIdx.x * 64u + threadIdx.x;
+    float s = 0.f;
+    for (int k = 0; k < 4; k++) s += in[(t * 4 + k) % n];
+    out[t] = s;  // copies
+}
+"""
+
+READS_Y = """
+__global__ void uses_y(const float* in, float* out, int n) {
+    int i = (blockIdx.x * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] + 1.0f;
+}
+"""
+
+
+def _case(folder: Path, code: str, kernel: str, grid: str, block: str, args: str, bufs: str):
+    src = folder / "k.cu"
+    src.write_text(textwrap.dedent(code))
+    (folder / "case.toml").write_text(
+        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = "{grid}"\nblock = "{block}"\n\n'
+        f"[args]\n{args}\n\n[buffers]\n{bufs}\n"
+    )
+    return src
+
+
+def test_atax_32x8_is_eight_copies_racing_on_tmp(tmp_path):
+    src = _case(tmp_path, ATAX, "atax_kernel1", "32", "32x8", "",
+                'A = "float[1024*1024]"\nx = "float[1024]"\n'
+                'tmp = { type = "float", count = 1024, fill = "zeros" }')  # fmt: skip
+    a = analyze(src, "atax_kernel1", trace=False, sample_ctas=2)
+    (f,) = run_rule(a, "GA105")
+    assert f.line == source_line(src, "// race")
+    assert f.details.copies == 8 and f.details.axes == ("y",) and f.details.rmw
+    assert "never reads threadIdx.y" in f.message and "data race" in f.message
+    assert "Launch blocks of 32x1x1" in f.message
+    assert f.variant.launch == {"block": [32, 1, 1], "grid": [32, 1, 1]}
+    est = f.estimated_speedup
+    assert est.kind == "upper-bound" and est.speedup >= 1.0
+    # the copies' identical loads are not neighbour reuse
+    assert run_rule(a, "GA305") == []
+
+
+def test_a_macro_of_threadidx_x_in_a_2d_block(tmp_path):
+    src = _case(tmp_path, MACRO, "scale2", "64", "64x4", "n = 16384",
+                'in = "float[n]"\nout = "float[n]"')  # fmt: skip
+    (f,) = run_rule(analyze(src, "scale2", trace=False), "GA105")
+    assert f.details.copies == 4 and f.line == source_line(src, "// copies")
+    assert not f.details.rmw and "data race" not in f.message  # they store the same value
+
+
+def test_a_z_dimension_of_copies(tmp_path):
+    src = _case(tmp_path, ZCOPIES, "zsum", "32", "64x1x4", "n = 8192",
+                'in = "float[n]"\nout = "float[2048]"')  # fmt: skip
+    (f,) = run_rule(analyze(src, "zsum", trace=False), "GA105")
+    assert f.details.axes == ("z",) and f.details.copies == 4
+    assert "never reads threadIdx.z" in f.message
+
+
+@pytest.mark.parametrize(
+    ("code", "kernel", "block"),
+    [(READS_Y, "uses_y", "32x8"), (MACRO, "scale2", "256")],
+)
+def test_kernels_that_read_their_dimensions_are_silent(tmp_path, code, kernel, block):
+    src = _case(tmp_path, code, kernel, "16", block, "n = 32768",
+                'in = "float[n]"\nout = "float[n]"')  # fmt: skip
+    assert run_rule(analyze(src, kernel, trace=False), "GA105") == []
