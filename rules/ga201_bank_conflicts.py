@@ -91,6 +91,35 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
     return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
 
 
+def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
+    """The shared variables (source names) the traced accesses of ``insts`` reach, sorted;
+    ``("dynamic",)`` for dynamic shared memory, ``("?",)`` when the layout is not known."""
+    import numpy as np
+
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.rules import Space, active_lanes
+
+    try:
+        records = ctx.trace.records
+        layout = shared_layout(ctx)
+    except GpuAdviseError:  # ModelUnavailable too
+        return ("?",)
+    shared = records[records["space"] == int(Space.SHARED)]
+    mine = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))][:4096]
+    if not len(mine):
+        return ("?",)
+    addr = mine["addr"][active_lanes(mine["mask"])]
+    names = set()
+    for v in layout.vars:
+        if ((addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))).any():
+            names.add(source_name(v.ptx_name) or v.ptx_name)
+    if (addr >= np.uint64(layout.dynamic_offset)).any() and not any(
+        v.offset >= layout.dynamic_offset for v in layout.vars
+    ):
+        names.add("dynamic")
+    return tuple(sorted(names)) or ("?",)
+
+
 def _in_reduction_tree(ctx: RuleContext, insts: Sequence[int]) -> bool:
     """Some of ``insts`` are the combines of a shared-memory tree reduction (the trace's)."""
     lines = {ctx.trace.line_of(i) for i in insts}
@@ -484,21 +513,41 @@ class BankConflicts(Rule):
         min_ways = float(ctx.option("min_ways"))
         min_share = float(ctx.option("min_excess_share"))
         traced = round(ctx.launch.grid.count / banks.scale) if banks.scale else 0
-        for (file, line), group in per_line.items():
+        # one finding per root cause: the conflicting lines of one shared array (one padding
+        # or one change of index fixes them together), at the line with the most excess
+        causes: dict[tuple[str, ...], list[tuple[tuple[str | None, int | None], list]]] = {}
+        for key, group in per_line.items():
             wavefronts = sum(g.wavefronts for g in group)
             ideal = sum(g.ideal for g in group)
-            if ideal <= 0:
+            if ideal <= 0 or wavefronts / ideal < min_ways:
                 continue
+            insts = tuple(int(i) for g in group for i in g.insts)
+            causes.setdefault(_arrays_of(ctx, insts), []).append((key, group))
+        for arrays, lines in causes.items():
+            groups = [g for _, gs in lines for g in gs]
+            wavefronts = sum(g.wavefronts for g in groups)
+            ideal = sum(g.ideal for g in groups)
             ways = wavefronts / ideal
             share = (wavefronts - ideal) / total
-            if ways < min_ways or share < min_share:
+            if share < min_share:
                 continue
-            worst = max(g.worst_ways for g in group)
-            kinds = "/".join(g.kind.name.lower() for g in group)
+            (file, line), _ = max(
+                lines, key=lambda kv: (sum(g.wavefronts - g.ideal for g in kv[1]), -(kv[0][1] or 0))
+            )
+            others = sorted({ln for (f, ln), _ in lines if ln is not None and ln != line})
+            worst = max(g.worst_ways for g in groups)
+            kinds = "/".join(dict.fromkeys(g.kind.name.lower() for g in groups))
+            what = f" of `{arrays[0]}`" if len(arrays) == 1 and arrays[0] != "?" else ""
+            also = (
+                f" (with line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}, "
+                "the same array's conflicts)"
+                if others
+                else ""
+            )
             yield self.finding(
                 ctx,
-                f"shared-memory {kinds} with {ways:.1f}-way bank conflicts on average "
-                f"(worst {worst:.0f}-way): {wavefronts} wavefronts where {ideal} would do, "
+                f"shared-memory {kinds}{what} with {ways:.1f}-way bank conflicts on average "
+                f"(worst {worst:.0f}-way){also}: {wavefronts} wavefronts where {ideal} would do, "
                 f"{share:.0%} of all shared-memory wavefronts (over {traced} traced CTAs)",
                 line=line,
                 file=str(ctx.source_file) if ctx.same_file(file) else file,
@@ -508,9 +557,10 @@ class BankConflicts(Rule):
                     Evidence("worst_ways", round(worst, 3)),
                     Evidence("wavefronts", wavefronts, unit="wavefronts"),
                     Evidence("ideal_wavefronts", ideal, unit="wavefronts"),
+                    *([Evidence("lines", len(others) + 1)] if others else []),
                 ],
                 details=ConflictLine(
-                    int(wavefronts - ideal), tuple(int(i) for g in group for i in g.insts)
+                    int(wavefronts - ideal), tuple(int(i) for g in groups for i in g.insts)
                 ),
             )
 

@@ -224,7 +224,12 @@ def test_half3_cannot_be_padded_free_of_conflicts() -> None:
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.diff is None
     assert "no pad of s_rgb's rows" in v.description and "6-byte elements" in v.description
-    assert "7776 wavefronts where 3888" in v.description
+    # the store of line 149 conflicts on the same array: one finding for both lines, and the
+    # padding search replays both (issue 27: one root cause, one finding)
+    assert "with line 149, the same array's conflicts" in f.message
+    e = {x.metric: x.value for x in f.evidence}
+    assert f"{e['wavefronts']} wavefronts where {e['ideal_wavefronts']}" in v.description
+    assert e["wavefronts"] == 2 * e["ideal_wavefronts"]  # 2-way throughout
 
 
 @needs_nvcc

@@ -12,7 +12,7 @@ __global__ void box3_tile(const float* __restrict__ in, float* __restrict__ out,
     for (int j = threadIdx.y; j < 18; j += 16)
         for (int i = threadIdx.x; i < 18; i += 16) {
             const int gx = min(max(x0 + i, 0), w - 1), gy = min(max(y0 + j, 0), h - 1);
-            tile[j][i] = in[gy * w + gx];  // expect: GA201
+            tile[j][i] = in[gy * w + gx];  // (the tile's conflicts: GA201 at its reads below)
         }
     __syncthreads();
     const int tx = threadIdx.x + 1, ty = threadIdx.y + 1;
