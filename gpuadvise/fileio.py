@@ -7,11 +7,19 @@ The one atomic writer of the package (the gate's baselines, the compile cache, S
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["decode_tool_path", "folder_write_problem", "write_atomic"]
+__all__ = [
+    "decode_tool_path",
+    "folder_write_problem",
+    "is_dir",
+    "is_file",
+    "lookup_problem",
+    "write_atomic",
+]
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = False) -> None:
@@ -96,6 +104,65 @@ def folder_write_problem(folder: str | os.PathLike[str]) -> str | None:
     with contextlib.suppress(OSError):
         os.unlink(tmp)
     return None
+
+
+def lookup_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the system cannot look ``path`` up at all, as a phrase to follow its name (``"has a
+    name too long (300 characters in one part, the file system allows 255)"``, ``"is a loop of
+    symbolic links"``, ``"cannot be read (Permission denied)"``), or None when it can: it exists,
+    or it simply does not (a missing file or folder is for the caller to word).
+
+    ``Path.exists()`` and ``Path.is_file()`` raise on a name too long for the system and answer
+    "does not exist" for a symbolic-link loop: neither is what the user should read.
+    """
+    text = os.fspath(path)
+    if "\0" in str(text):
+        return "holds a NUL character"
+    try:
+        os.stat(text)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            return _too_long(str(text))
+        if err.errno == errno.ELOOP:
+            return "is a loop of symbolic links (Too many levels of symbolic links)"
+        return f"cannot be read ({err.strerror or err})"
+    except ValueError as err:  # a name the platform cannot represent
+        return f"cannot be looked up ({err})"
+    return None
+
+
+def _too_long(text: str) -> str:
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    longest = max((len(os.fsencode(part)) for part in text.split(os.sep)), default=0)
+    if longest > name_max:
+        return (
+            f"has a name too long ({longest} bytes in one part of it; the file system allows "
+            f"{name_max})"
+        )
+    return f"has a path too long ({len(os.fsencode(text))} bytes; the system allows {path_max})"
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_file()`` that answers False, instead of raising, for a path the system cannot
+    look up (a name too long; see :func:`lookup_problem` for why)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_dir()`` that answers False, instead of raising, for a path the system cannot
+    look up."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def decode_tool_path(text: str) -> str:

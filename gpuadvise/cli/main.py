@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -360,12 +359,13 @@ def analyze(
     Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
+    from gpuadvise.fileio import is_dir
 
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
     opts = _gather_kernel_options(kw)
     paths = ([opts.source] if opts.source else []) + list(more_paths)
-    if len(paths) > 1 or any(Path(p).is_dir() for p in paths) or shard or jobs:
+    if len(paths) > 1 or any(is_dir(p) for p in paths) or shard or jobs:
         code = run_analyze_paths(
             paths,
             opts,

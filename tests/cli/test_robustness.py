@@ -1,8 +1,13 @@
-"""The hardening issue's robustness items, replayed."""
+"""The hardening issue's robustness items, replayed: paths the system cannot look up (symbolic-link
+loops, names too long, unreadable folders, a link to ``/``) given as the source, to ``bench`` or as
+batch folders; each is one line ``error: <problem>; <fix>`` and exit 2, never a traceback.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +56,124 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+# --- paths the system cannot look up -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["analyze", "bench"])
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("loop_a.cu", "symbolic links"),
+        (LONG_NAME, "name too long"),
+        (LONG_PATH, "path too long"),
+    ],
+)
+def test_source_the_system_cannot_look_up(
+    capsys: pytest.CaptureFixture[str], work: Path, command: str, path: str, says: str
+) -> None:
+    code, out, err = cli(capsys, command, path, *LAUNCH[:-1])
+    line = one_error(err)
+    assert code == 2 and says in line and out == "", line
+    assert len(line) < 400  # the long name is echoed capped
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [("loop_a.cu", "symbolic links"), (LONG_NAME[:-3], "name too long"), (LONG_PATH, "too long")],
+)
+def test_batch_path_the_system_cannot_look_up(
+    capsys: pytest.CaptureFixture[str], work: Path, path: str, says: str
+) -> None:
+    code, _, err = cli(capsys, "analyze", path, "--jobs", "2", "--no-trace")
+    assert code == 2 and says in one_error(err)
+
+
+def test_long_kernel_name_finds_no_spec_and_no_traceback(
+    capsys: pytest.CaptureFixture[str], work: Path
+) -> None:
+    # the spec looked for beside the source is <kernel>.toml: a name too long for a file
+    code, _, err = cli(capsys, "analyze", "scale.cu", "--kernel", "k" * 300, *LAUNCH)
+    assert code == 2 and "k" * 80 in one_error(err)
+
+
+# --- batch folders: links and unreadable folders ----------------------------------------------
+
+
+def _case(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "scale.cu").write_text(KERNEL)
+    (folder / "case.toml").write_text("grid = 4\nblock = 256\n[args]\nn = 1000\n")
+
+
+def _discover(*paths: str) -> list[str]:
+    from gpuadvise.analyze.cases import discover_cases
+    from gpuadvise.analyze.options import KernelOptions
+
+    return [c.id for c in discover_cases(list(paths), KernelOptions(source=None))]
+
+
+@pytest.mark.timeout(60)
+def test_folder_with_symlink_loops_ends(work: Path) -> None:
+    """Two links back up the tree used to walk 2^40 paths: each real folder is walked once."""
+    _case(work / "tree" / "sub")
+    os.symlink("..", work / "tree" / "sub" / "up")
+    os.symlink(".", work / "tree" / "sub" / "here")
+    os.symlink("sub", work / "tree" / "again")  # a second way into a folder: walked once
+    assert _discover("tree") == ["tree/sub/case.toml"]
+
+
+@pytest.mark.timeout(60)
+def test_folder_with_a_link_to_the_root_of_the_file_system(work: Path) -> None:
+    _case(work / "tree" / "sub")
+    os.symlink("/", work / "tree" / "root")
+    assert _discover("tree") == ["tree/sub/case.toml"]
+
+
+def test_folder_links_outside_the_tree_are_followed_once(work: Path) -> None:
+    _case(work / "vendor" / "k")
+    (work / "tree").mkdir()
+    os.symlink(work / "vendor", work / "tree" / "vendor")
+    os.symlink(work / "vendor", work / "tree" / "vendor2")
+    assert _discover("tree") == ["vendor/k/case.toml"]
+
+
+def test_unreadable_subfolder_is_one_error(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _case(work / "tree" / "ok")
+    locked = work / "tree" / "locked"
+    locked.mkdir()
+    if os.geteuid() == 0:  # permissions do not stop root: the folder refuses as chmod 000 would
+        real = Path.iterdir
+
+        def iterdir(self: Path):  # type: ignore[no-untyped-def]
+            if self == locked:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(Path, "iterdir", iterdir)
+    else:
+        locked.chmod(0)
+    try:
+        code, _, err = cli(capsys, "analyze", "tree", "--no-trace")
+    finally:
+        locked.chmod(0o755)
+    line = one_error(err)
+    assert code == 2 and "locked" in line and "Permission denied" in line, line
+
+
+@pytest.mark.timeout(120)
+def test_batch_folder_with_a_link_to_root_in_a_subprocess(work: Path) -> None:
+    """The replay as the issue had it: a folder whose only content is a link to ``/``."""
+    (work / "tree").mkdir()
+    os.symlink("/", work / "tree" / "root")
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", "tree", "--no-trace"],
+        cwd=work, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert p.returncode == 2 and "no kernel case" in one_error(p.stderr), p.stderr[-2000:]
+
+
 # --- folder analysis: exit codes ---------------------------------------------------------------
 
 
@@ -74,12 +197,6 @@ def test_every_case_failing_says_so_on_stderr(
     line = one_error(err)
     assert code == 2 and "2 of 2 cases could not be analyzed" in line and "absent_a.cu" in line
     assert "t/a.toml" in out and "t/b.toml" in out  # the rows are still printed
-
-
-def _case(folder: Path) -> None:
-    folder.mkdir(parents=True)
-    (folder / "scale.cu").write_text(KERNEL)
-    (folder / "case.toml").write_text("grid = 4\nblock = 256\n[args]\nn = 1000\n")
 
 
 @pytest.mark.toolkit
