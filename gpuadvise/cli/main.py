@@ -19,24 +19,51 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def not_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Click callback: an option given as '' (or only spaces) is an error, never "not given"."""
-    if isinstance(value, str) and not value.strip():
-        name = param.opts[0] if param.opts else param.name
-        raise UsageError(f"{name} is empty", f"give a value, or leave {name} out")
+    """Click callback: a value given as '' (or only spaces), alone or among repeated ones, is an
+    error, never "not given". Every parameter that takes a value gets it (:func:`_refuse_blank`)."""
+    values = value if isinstance(value, tuple | list) else (value,)
+    if any(isinstance(v, str) and not v.strip() for v in values):
+        if ctx.get_parameter_source(param.name or "") == click.core.ParameterSource.ENVIRONMENT:
+            var = param.envvar if isinstance(param.envvar, str) else param.human_readable_name
+            raise UsageError(f"{var} is set but blank", f"give it a value, or unset {var}")
+        if isinstance(param, click.Option):
+            name = param.opts[0]
+            raise UsageError(f"{name} is empty", f"give a value, or leave {name} out")
+        name = param.human_readable_name
+        raise UsageError(f"the {name} argument is empty", f"give a value, or leave {name} out")
     return value
+
+
+def _refuse_blank(group: click.Group) -> None:
+    """The one place where every parameter of every command that takes a value (options that
+    are not flags or counts, and arguments) refuses '' (:func:`not_blank`): the check runs
+    before the parameter's own callback."""
+
+    def chained(callback: Any) -> Any:
+        def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+            value = not_blank(ctx, param, value)
+            return value if callback is None else callback(ctx, param, value)
+
+        return check
+
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _refuse_blank(command)
+        for param in command.params:
+            if isinstance(param, click.Option) and (param.is_flag or param.count):
+                continue
+            param.callback = chained(param.callback)
 
 
 def _device_options(f: Any) -> Any:
     f = click.option(
         "--arch",
         metavar="sm_XY",
-        callback=not_blank,
         help="Model this architecture (sm_90, sm_86 ...).",
     )(f)
     f = click.option(
         "--gpu",
         metavar="NAME",
-        callback=not_blank,
         help="Model this GPU (H100, A100-80GB, RTX4090 ...; see `gpuadvise devices`). "
         "Default: the live GPU, else the H100 model.",
     )(f)
@@ -295,7 +322,6 @@ def _analyze_paths(f: Any) -> Any:
     "--output",
     "-o",
     metavar="FILE",
-    callback=not_blank,
     help="Write the --format output to FILE (never over the analysed source or spec).",
 )
 @click.option(
@@ -314,7 +340,6 @@ def _analyze_paths(f: Any) -> Any:
     "--write-variants",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    callback=not_blank,
     help="Save every finding's variants (patched source and diff, proxy kernels) under DIR "
     "(checked for writability first; never over an input or a file gpuadvise did not write).",
 )
@@ -545,6 +570,9 @@ def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
     from gpuadvise.cli.rules import run_explain
 
     run_explain(rule, as_json, rules_dirs)
+
+
+_refuse_blank(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

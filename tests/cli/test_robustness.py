@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from gpuadvise.cli.main import main
@@ -217,3 +218,60 @@ def test_a_case_without_a_source_fails_the_run(
 
     doc = json.loads(out)
     assert [c["error"] is None for c in doc["cases"]] == [False, True]
+
+
+# --- an option given as '' is an error, never "not given" --------------------------------------
+
+
+def _value_params() -> list[tuple[str, click.Parameter]]:
+    """Every parameter of every command that takes a value (not flags or counts)."""
+    from gpuadvise.cli.main import cli as group
+
+    out = []
+    for name, command in sorted(group.commands.items()):
+        for p in command.params:
+            if isinstance(p, click.Option) and (p.is_flag or p.count or p.hidden):
+                continue
+            out.append((name, p))
+    return out
+
+
+VALID_ARGUMENTS = {"source": "scale.cu", "rule": "GA201"}
+
+
+@pytest.mark.parametrize(
+    ("command", "param"),
+    _value_params(),
+    ids=[f"{c}-{p.opts[0] if isinstance(p, click.Option) else p.name}" for c, p in _value_params()],
+)
+def test_every_value_given_as_empty_is_an_error(
+    capsys: pytest.CaptureFixture[str], work: Path, command: str, param: click.Parameter
+) -> None:
+    from gpuadvise.cli.main import cli as group
+
+    argv = [command]
+    if isinstance(param, click.Argument):
+        for a in group.commands[command].params:
+            if isinstance(a, click.Argument):
+                argv.append("" if a is param else VALID_ARGUMENTS[a.name or ""])
+                if a is param:
+                    break
+    elif command == "explain":
+        argv.append("GA201")
+    if command == "occupancy" and param.name != "threads":
+        argv += ["-t", "256"]
+    if isinstance(param, click.Option):
+        argv += [param.opts[0], ""]
+    code, out, err = cli(capsys, *argv)
+    line = one_error(err)
+    assert code == 2 and out == "", (argv, line)
+    name = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+    assert name in line and ("is empty" in line or "''" in line), (argv, line)
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+def test_blank_among_repeated_values(
+    capsys: pytest.CaptureFixture[str], work: Path, value: str
+) -> None:
+    code, _, err = cli(capsys, "analyze", "scale.cu", *LAUNCH, "--select", "GA1", "--select", value)
+    assert code == 2 and "--select is empty" in one_error(err)
