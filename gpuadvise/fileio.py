@@ -115,16 +115,19 @@ def lookup_problem(path: str | os.PathLike[str]) -> str | None:
     ``Path.exists()`` and ``Path.is_file()`` raise on a name too long for the system and answer
     "does not exist" for a symbolic-link loop: neither is what the user should read.
     """
-    text = os.fspath(path)
-    if "\0" in str(text):
+    text = str(os.fspath(path))
+    if "\0" in text:
         return "holds a NUL character"
+    too_long = _too_long(text)
+    if too_long is not None:  # a name no file can have, whether the folders above exist or not
+        return too_long
     try:
         os.stat(text)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:
-            return _too_long(str(text))
+            return _too_long(text) or "has a name too long for the file system"
         if err.errno == errno.ELOOP:
             return "is a loop of symbolic links (Too many levels of symbolic links)"
         return f"cannot be read ({err.strerror or err})"
@@ -133,18 +136,25 @@ def lookup_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _too_long(text: str) -> str:
+def _too_long(text: str) -> str | None:
+    """Why ``text`` is too long for any file name here, or None."""
     name_max, path_max = 255, 4096
     with contextlib.suppress(OSError, ValueError, AttributeError):
         name_max = os.pathconf("/", "PC_NAME_MAX")
         path_max = os.pathconf("/", "PC_PATH_MAX")
-    longest = max((len(os.fsencode(part)) for part in text.split(os.sep)), default=0)
+    try:
+        raw = os.fsencode(text)
+    except UnicodeError:
+        return None
+    longest = max((len(part) for part in raw.split(os.fsencode(os.sep))), default=0)
     if longest > name_max:
         return (
             f"has a name too long ({longest} bytes in one part of it; the file system allows "
             f"{name_max})"
         )
-    return f"has a path too long ({len(os.fsencode(text))} bytes; the system allows {path_max})"
+    if len(raw) >= path_max:
+        return f"has a path too long ({len(raw)} bytes; the system allows {path_max - 1})"
+    return None
 
 
 def is_file(path: str | os.PathLike[str]) -> bool:

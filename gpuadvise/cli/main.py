@@ -75,10 +75,13 @@ def _device_options(f: Any) -> Any:
 @click.option("-v", "--verbose", count=True, help="Debug logging on stderr (-vv for more).")
 def cli(verbose: int) -> None:
     """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
+    from gpuadvise.spec.environment import check_environment
+
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(
         level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    check_environment()  # GPUADVISE_* variables: one line now, not a surprise later (or in workers)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -205,8 +208,7 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
         click.option(
             "--nvcc",
             metavar="PATH",
-            envvar="GPUADVISE_NVCC",
-            help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
+            help="The nvcc to use (else $GPUADVISE_NVCC, CUDA_HOME, PATH, the toolkit wheels).",
         ),
         click.option(
             "--no-cache",

@@ -17,7 +17,8 @@ The budget (:func:`memory_budget`) is the smallest of:
   less its current data segment.
 
 ``GPUADVISE_MEMORY_BUDGET`` (bytes, or a size such as ``2G``) caps it further, for shared
-machines and for tests.
+machines and for tests; a value that is not a positive size is an error naming it
+(:mod:`gpuadvise.spec.environment`).
 
 The time budget (``analyze --time-budget SECONDS``): :func:`time_budget` sets a deadline for the
 code run inside; long steps ask :func:`out_of_time` between units of work and, when it is past,
@@ -163,15 +164,13 @@ def _rlimits() -> list[tuple[int, str]]:
 
 
 def _env_cap() -> tuple[int, str] | None:
-    text = os.environ.get(_ENV, "").strip()
-    if not text:
-        return None
-    from gpuadvise.spec.units import parse_size
+    """``GPUADVISE_MEMORY_BUDGET`` and how it was written; malformed: a UsageError."""
+    from gpuadvise.spec.environment import memory_budget_cap
 
-    try:
-        return parse_size(text, _ENV), f"{_ENV}={text}"
-    except UsageError:
+    cap = memory_budget_cap()
+    if cap is None:
         return None
+    return cap, f"{_ENV}={os.environ.get(_ENV, '').strip()}"
 
 
 def memory_budget() -> MemoryBudget:

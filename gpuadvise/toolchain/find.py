@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
+from gpuadvise.fileio import lookup_problem
 from gpuadvise.toolchain.cache_dir import default_cache_root
 
 __all__ = [
@@ -307,13 +308,18 @@ def cccl_dirs(
 
 
 def _locate_nvcc(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
-    for value, origin in (
-        (explicit, "--nvcc"),
-        (os.environ.get("GPUADVISE_NVCC"), "$GPUADVISE_NVCC"),
-    ):
+    from gpuadvise.spec.environment import nvcc as env_nvcc
+
+    for value, origin in ((explicit, "--nvcc"), (env_nvcc(), "$GPUADVISE_NVCC")):
         if not value:
             continue
         candidate = Path(value).expanduser()
+        problem = lookup_problem(candidate)
+        if problem is not None:
+            raise ToolchainError(
+                f"nvcc given by {origin} ({value}) {problem}",
+                "point it at an nvcc binary or a CUDA toolkit directory, or leave it unset",
+            )
         if candidate.is_dir():
             for sub in ("nvcc", "bin/nvcc"):
                 if executable(candidate / sub):

@@ -275,3 +275,62 @@ def test_blank_among_repeated_values(
 ) -> None:
     code, _, err = cli(capsys, "analyze", "scale.cu", *LAUNCH, "--select", "GA1", "--select", value)
     assert code == 2 and "--select is empty" in one_error(err)
+
+
+# --- GPUADVISE_* environment variables ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["garbage", "-1", "nan", "0", "0k", " ", "12q", "1e9"])
+def test_memory_budget_garbage_is_an_error(
+    capsys: pytest.CaptureFixture[str],
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    value: str,
+) -> None:
+    monkeypatch.setenv("GPUADVISE_MEMORY_BUDGET", value)
+    code, out, err = cli(capsys, "analyze", "scale.cu", *LAUNCH)
+    line = one_error(err)
+    assert code == 2 and out == "" and "GPUADVISE_MEMORY_BUDGET" in line and "2G" in line, line
+
+
+@pytest.mark.parametrize("value", ["4G", "512M", "1073741824", "0x40000000", " 2GiB "])
+def test_memory_budget_forms(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from gpuadvise.spec.budget import memory_budget
+
+    monkeypatch.setenv("GPUADVISE_MEMORY_BUDGET", value)
+    budget = memory_budget()
+    assert budget.bytes <= 4 << 30 and "GPUADVISE_MEMORY_BUDGET" in budget.source
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("GPUADVISE_NVCC", " ", "GPUADVISE_NVCC is set but blank"),
+        ("GPUADVISE_NVCC", "/x/" + "n" * 300, "GPUADVISE_NVCC"),
+        ("GPUADVISE_CACHE_DIR", " ", "GPUADVISE_CACHE_DIR is set but blank"),
+        ("GPUADVISE_CACHE_DIR", "/x/" + "c" * 300, "GPUADVISE_CACHE_DIR"),
+        ("GPUADVISE_CACHE_DIR", "SCALE", "not a folder"),
+    ],
+)
+def test_other_environment_variables(
+    capsys: pytest.CaptureFixture[str],
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    var: str,
+    value: str,
+    says: str,
+) -> None:
+    monkeypatch.setenv(var, str(work / "scale.cu") if value == "SCALE" else value)
+    code, _, err = cli(capsys, "analyze", "scale.cu", *LAUNCH, "--no-cache")
+    line = one_error(err)
+    assert code == 2 and says in line and var in line, line
+
+
+def test_empty_environment_values_are_unset(
+    capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``VAR= gpuadvise ...`` is the shell's way to unset a variable for one command."""
+    for var in ("GPUADVISE_MEMORY_BUDGET", "GPUADVISE_NVCC", "GPUADVISE_CACHE_DIR"):
+        monkeypatch.setenv(var, "")
+    code, out, err = cli(capsys, "occupancy", "-t", "256", "--gpu", "H100")
+    assert code == 0 and "Occupancy" in out, err
