@@ -7,6 +7,7 @@ Every user mistake becomes one line on stderr and exit code 2 (``main`` catches
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -579,12 +580,15 @@ _refuse_blank(cli)
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the group, turn every user error into one line and exit code 2."""
+    _open_stdin()
     try:
         cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
     except GpuAdviseError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        # no command: a usage error, as click itself has it (help on stderr, exit 2); stdout
+        # stays empty for whatever reads it (`gpuadvise --help` prints it there, exit 0)
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         sys.exit(2)
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "gpuadvise"
@@ -600,6 +604,19 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     sys.exit(0)
+
+
+def _open_stdin() -> None:
+    """A closed stdin (``<&-``) reads as /dev/null from here on, as git does with closed
+    standard descriptors: else the next file or pipe opened takes descriptor 0, and the tools
+    gpuadvise runs get it as their stdin (nvcc's own output pipe: "does not compile")."""
+    try:
+        os.fstat(0)
+    except OSError:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
 
 
 def _fail(message: str, code: int) -> None:

@@ -353,6 +353,7 @@ def run_tool(cmd: Sequence[str], what: str, **kw: Any) -> subprocess.CompletedPr
     A missing, non-executable or hanging tool raises :class:`ToolchainError`.
     """
     timeout = kw.pop("timeout", RUN_TIMEOUT_S)
+    kw.setdefault("stdin", subprocess.DEVNULL)  # never the user's stdin, open or closed
     try:
         return subprocess.run(
             list(cmd),

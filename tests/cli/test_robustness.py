@@ -334,3 +334,33 @@ def test_empty_environment_values_are_unset(
         monkeypatch.setenv(var, "")
     code, out, err = cli(capsys, "occupancy", "-t", "256", "--gpu", "H100")
     assert code == 0 and "Occupancy" in out, err
+
+
+# --- no command; a closed stdin ----------------------------------------------------------------
+
+
+def test_no_command_prints_help_on_stderr_and_exits_2() -> None:
+    """As click does for a group run without a command (git prints its usage and exits 1): a
+    usage error, so stdout stays empty for whatever reads it."""
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuadvise"], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 2 and p.stdout == "" and "Usage: gpuadvise" in p.stderr
+    assert "analyze" in p.stderr and "Traceback" not in p.stderr
+    h = subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert h.returncode == 0 and h.stdout.startswith("Usage: gpuadvise") and h.stderr == ""
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_closed_stdin_compiles(work: Path) -> None:
+    """``gpuadvise analyze k.cu <&-`` said "does not compile": nvcc's output pipe took the free
+    fd 0 and nvcc ran with it as its stdin; the host compiler failed writing its output."""
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuadvise", "analyze", "scale.cu", *LAUNCH, "--no-cache"],
+        cwd=work, capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
