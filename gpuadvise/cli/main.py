@@ -6,6 +6,7 @@ Every user mistake becomes one line on stderr and exit code 2 (``main`` catches
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from gpuadvise import __version__
-from gpuadvise.errors import GpuAdviseError, UsageError
+from gpuadvise.errors import GpuAdviseError, Interrupted, UsageError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -579,10 +580,14 @@ _refuse_blank(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the group, turn every user error into one line and exit code 2."""
+    """Entry point: run the group, turn every user error into one line and exit code 2;
+    Ctrl-C and SIGTERM into :class:`Interrupted` (cleanup on the way out, exit 130 or 143)."""
     _open_stdin()
+    restore = _interrupt_on_signals()
     try:
         cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+    except Interrupted as exc:
+        _stopped(exc)
     except GpuAdviseError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -593,17 +598,56 @@ def main(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "gpuadvise"
         _fail(f"{exc.format_message().rstrip('.')}; see `{cmd} --help`", 2)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:  # click's word for a KeyboardInterrupt it caught
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            _stopped(Interrupted())
         _fail("aborted", 130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _stopped(Interrupted())
     except BrokenPipeError:
         sys.exit(0)
+    finally:
+        restore()
     sys.exit(0)
+
+
+def _interrupt_on_signals() -> Any:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (left alone where they
+    are ignored, or when not called from the main thread); returns what puts the old handlers
+    back. SIGTERM used to end the process at once, leaving temporary folders and workers."""
+    import signal
+
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    old: dict[int, Any] = {}
+    for sig, default in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGTERM, signal.SIG_DFL),
+    ):
+        try:
+            if signal.getsignal(sig) is default:
+                old[sig] = signal.signal(sig, raise_interrupted)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+    def restore() -> None:
+        for sig, handler in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, handler)
+
+    return restore
+
+
+def _stopped(exc: Interrupted) -> None:
+    """The line an interrupted run ends with (not an ``error:``: nothing was wrong)."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(exc.one_line(), err=True)
+    sys.exit(exc.exit_code)
 
 
 def _open_stdin() -> None:

@@ -364,3 +364,118 @@ def test_closed_stdin_compiles(work: Path) -> None:
         preexec_fn=lambda: os.close(0),
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+# --- signals: Ctrl-C and SIGTERM end the run within a second, leaving nothing behind ---------
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (its workers, their compilers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start(work: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TMPDIR": str(work / "tmp"), "GPUADVISE_CACHE_DIR": str(work / "cache")}
+    (work / "tmp").mkdir(exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuadvise", *args], cwd=work, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _end(p: subprocess.Popen[str]) -> tuple[int, str, float]:
+    """(exit code, stderr, seconds from now to its exit); killed after 60 s."""
+    import time
+
+    t0 = time.monotonic()
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        _, err = p.communicate()
+        return -9, err, 60.0
+    return p.returncode, err, time.monotonic() - t0
+
+
+@pytest.mark.toolkit
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize(("how", "code"), [("ctrl-c", 130), ("sigterm", 143)])
+def test_folder_analysis_stops_at_once(work: Path, how: str, code: int) -> None:
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) waited minutes in the pool's
+    shutdown; SIGTERM to gpuadvise alone left its spawn workers running."""
+    import signal
+
+    for i in range(6):
+        _case(work / "t" / f"c{i}")
+    p = _start(work, "analyze", "t", "--jobs", "2", "--no-trace", "--no-cache")
+    # signal once both workers are analyzing (a compiler runs below them)
+    busy = _wait_for(lambda: sum(1 for d in _descendants(p.pid) if _is_compiler(d)) >= 1, 90)
+    workers = _descendants(p.pid)
+    assert busy and p.poll() is None, p.communicate()
+    if how == "ctrl-c":
+        os.killpg(p.pid, signal.SIGINT)
+    else:
+        p.send_signal(signal.SIGTERM)
+    rc, err, took_s = _end(p)
+    assert rc == code and took_s < 3.0, (rc, took_s, err[-3000:])
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted")
+    assert "/6 cases done" in err
+    assert _wait_for(lambda: not any(_alive(w) for w in workers), 3.0), [
+        w for w in workers if _alive(w)
+    ]
+    assert not list((work / "tmp").iterdir())  # the workers' temporary folders are gone
+
+
+def _is_compiler(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() in {"nvcc", "cicc", "ptxas", "cc1plus"}
+    except OSError:
+        return False
+
+
+@pytest.mark.toolkit
+@pytest.mark.timeout(200)
+def test_sigterm_on_one_analysis_cleans_its_temporary_folders(work: Path) -> None:
+    import signal
+
+    p = _start(work, "analyze", "scale.cu", *LAUNCH, "--no-cache")
+    assert _wait_for(lambda: any(_is_compiler(d) for d in _descendants(p.pid)), 90)
+    p.send_signal(signal.SIGTERM)
+    rc, err, took_s = _end(p)
+    assert rc == 143 and took_s < 3.0 and "Traceback" not in err, (rc, err[-2000:])
+    assert err.strip().splitlines()[-1].startswith("interrupted")
+    assert not list((work / "tmp").iterdir())
