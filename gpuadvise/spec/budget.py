@@ -22,8 +22,9 @@ machines and for tests; a value that is not a positive size is an error naming i
 
 The time budget (``analyze --time-budget SECONDS``): :func:`time_budget` sets a deadline for the
 code run inside; long steps ask :func:`out_of_time` between units of work and, when it is past,
-stop early or skip, and say what with :func:`skip`. The caller reads :attr:`TimeBudget.skipped`
-for the partial result's report.
+stop early or skip, and say what with :func:`skip`. The trace is cut first: the emulator and the
+L2 model stop while a share of the budget is left (``out_of_time(KEEP_FOR_RULES)``), so that the
+rules still run. The caller reads :attr:`TimeBudget.skipped` for the partial result's report.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 from gpuadvise.errors import UsageError
 
 __all__ = [
+    "KEEP_FOR_RULES",
     "MemoryBudget",
     "TimeBudget",
     "TooLargeError",
@@ -239,10 +241,18 @@ def time_left_s() -> float | None:
     return None if budget is None else budget.left_s()
 
 
-def out_of_time() -> bool:
-    """Whether a time budget is set and spent."""
-    left = time_left_s()
-    return left is not None and left <= 0
+KEEP_FOR_RULES = 0.5
+"""The share of a time budget kept for the rules. The trace is what is cut first: the emulator
+stops, and the L2 model (about a second on a grid of 250,000 CTAs, whatever the trace) is
+skipped, once no more than this share is left, so that a partial result still has its
+findings. The rules themselves are skipped only when the whole budget is spent before them."""
+
+
+def out_of_time(keep_share: float = 0.0) -> bool:
+    """Whether a time budget is set and spent, or, with ``keep_share``, no more than that share
+    of it is left (:data:`KEEP_FOR_RULES`)."""
+    budget = _TIME.get()
+    return budget is not None and budget.left_s() <= keep_share * budget.seconds
 
 
 def skip(what: str) -> None:

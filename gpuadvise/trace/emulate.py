@@ -70,6 +70,7 @@ import numpy as np
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import (
+    KEEP_FOR_RULES,
     TooLargeError,
     check_fits,
     format_bytes,
@@ -799,9 +800,10 @@ def _emulate(
                             # overflows all the same, dropped whole, costs a quarter at most (a
                             # batch of 109 CTAs was, leaving 1 of 110 CTAs traced)
                             size = max(1, min(per_batch, -(-fit // 4)))
-                    if done < count and out_of_time():
+                    if done < count and out_of_time(KEEP_FOR_RULES):
                         what = (
-                            f"the emulator traced {done} of {count} CTAs: the time budget ran out"
+                            f"the emulator traced {done} of {count} CTAs: the time budget ran "
+                            "out (its part for the trace: the rest is for the rules)"
                         )
                         notes.append(what)
                         skip(what)
