@@ -73,6 +73,12 @@ class MemoryBudget:
     bytes: int
     source: str
 
+    def describe(self) -> str:
+        """``the 1.8 GiB gpuadvise may use here (set by ...)``, naming GPUADVISE_MEMORY_BUDGET,
+        which lowers it, when something else set it."""
+        cap = "" if self.source.startswith(_ENV) else f"; {_ENV} lowers it"
+        return f"the {format_bytes(self.bytes)} gpuadvise may use here (set by {self.source}{cap})"
+
 
 def format_bytes(n: int | float) -> str:
     """``1.5 GiB``, ``4.0 TiB``, ``512 B`` (binary units)."""
@@ -195,7 +201,7 @@ def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: s
     allowed = int(budget.bytes * share)
     if need_bytes <= allowed:
         return
-    limit = f"the {format_bytes(budget.bytes)} gpuadvise may use here (set by {budget.source})"
+    limit = budget.describe()
     if share != 1.0:
         limit = f"{format_bytes(allowed)}, the part for {use or 'this'} of " + limit
     raise TooLargeError(

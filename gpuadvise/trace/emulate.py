@@ -813,21 +813,21 @@ def _emulate(
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
-            f"trace's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
-            f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
+            f"trace's share of {budget.describe()}) after {start} CTAs ({full.records} "
+            "warp-level accesses)",
             _fewer_ctas_hint(start),
         ) from None
     except _DataFull as full:
         raise too_large(
             f"the buffer data the traced CTAs touch outgrew {format_bytes(data_limit)} (the "
-            f"data's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
-            f"{budget.source}: {format_bytes(full.nbytes)} after {start} CTAs)",
+            f"data's share of {budget.describe()}: {format_bytes(full.nbytes)} after {start} "
+            "CTAs)",
             _fewer_ctas_hint(start),
         ) from None
     except MemoryError:
         raise too_large(
-            f"out of memory tracing {count} CTAs (after {start} of them; "
-            f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
+            f"out of memory tracing {count} CTAs (after {start} of them; memory available: "
+            f"{budget.describe()})",
             _fewer_ctas_hint(start),
         ) from None
     outputs = LazyArrays(
