@@ -22,12 +22,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from clirun import cli, one_error
 from gate_fakes import SourceProvider
 
 from gpuadvise.analyze.measure import write_variants
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.cli.gate import gate_command
-from gpuadvise.cli.main import main
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.rules.engine import Variant
 
@@ -43,26 +43,6 @@ __global__ void scale(float* out, const float* in, int n)
 }
 """
 LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr). An exception other than
-    SystemExit (a traceback for the user) fails the test."""
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def digest(*paths: Path) -> dict[Path, str]:

@@ -1,6 +1,13 @@
-"""The hardening issue's robustness items, replayed: paths the system cannot look up (symbolic-link
-loops, names too long, unreadable folders, a link to ``/``) given as the source, to ``bench`` or as
-batch folders; each is one line ``error: <problem>; <fix>`` and exit 2, never a traceback.
+"""The hardening issue's robustness items, replayed; each failed before its fix:
+
+- paths the system cannot look up (symbolic-link loops, names too long, unreadable folders, a
+  link to ``/``) given as the source, to ``bench`` or as batch folders: one line
+  ``error: <problem>; <fix>`` and exit 2, never a traceback; folder walks that end;
+- folder analysis' exit codes (a case that could not be analyzed, every case failing, no case);
+- a value given as ``''`` to any parameter of any command; the GPUADVISE_* variables;
+- no command; a closed stdin;
+- Ctrl-C and SIGTERM on a folder analysis and on one analysis (time, workers, temporary files);
+- a large grid within the memory budget.
 """
 
 from __future__ import annotations
@@ -12,8 +19,7 @@ from pathlib import Path
 
 import click
 import pytest
-
-from gpuadvise.cli.main import main
+from clirun import cli, one_error
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = """\
@@ -26,26 +32,6 @@ __global__ void scale(float* out, const float* in, int n)
 LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100", "--no-trace")
 LONG_NAME = "k" * 300 + ".cu"  # one component over NAME_MAX (255)
 LONG_PATH = "d/" * 2500 + "k.cu"  # 5,004 characters, over PATH_MAX (4096)
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """``gpuadvise ARGS`` in this process: (exit code, stdout, stderr). An exception other than
-    SystemExit (a traceback for the user) fails the test."""
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture
@@ -501,6 +487,10 @@ def test_a_large_grid_stays_within_the_memory_budget(work: Path) -> None:
     the grid (15.6 million), and GPUADVISE_MEMORY_BUDGET could not lower it. Here a tenth of
     that grid: the L2 model stays within its share of the budget (it replays the traced CTAs
     only, and says why, naming the budget)."""
+    from gpuadvise.spec.budget import memory_budget
+
+    if memory_budget().bytes < 3 << 30:  # a shared machine short of memory right now
+        pytest.skip(f"needs 3 GiB free for its 1.8 GiB budget: {memory_budget()}")
     env = {**os.environ, "GPUADVISE_CACHE_DIR": str(work / "cache")}
     args = [sys.executable, "-m", "gpuadvise", "analyze", str(REDUCE), "-k", "reduce2"]
     args += ["--arg", "n=400000000", "--no-measure", "--format", "json"]
@@ -513,6 +503,9 @@ def test_a_large_grid_stays_within_the_memory_budget(work: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     peak_mb = int(p.stderr.strip().splitlines()[-1]) / 1024
     assert peak_mb < 450, peak_mb  # 580 MB before: the synthesis alone wanted 660 MB
-    assert "a quarter of the 1.8 GiB gpuadvise may use here (set by GPUADVISE_MEMORY_BUDGET" in (
-        p.stdout
-    )
+    assert "replayed (buffer in: synthesizing every CTA would take about" in p.stdout
+    assert (
+        "a quarter of the 1.8 GiB gpuadvise may use here (set by GPUADVISE_MEMORY_BUDGET"
+        in (p.stdout)
+        or "GPUADVISE_MEMORY_BUDGET lowers it" in p.stdout
+    )  # less memory free than 1.8 GiB
