@@ -82,3 +82,30 @@ class KernelNotFoundError(UsageError):
 
 class RunnerError(GpuAdviseError):
     """Running a kernel on the GPU failed (no GPU, no PyCUDA, a CUDA error)."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) or SIGTERM: the run stops, its temporary files and worker processes
+    cleaned up on the way out. Not a user's mistake, and not an ``Exception``: handlers of
+    errors let it through, as they do ``KeyboardInterrupt``. The CLI says ``interrupted`` (with
+    ``progress``, how far the run got: ``"3/10 cases done"``) and exits 128 + the signal's
+    number: 130 for SIGINT, 143 for SIGTERM."""
+
+    def __init__(self, signum: int = 2, progress: str | None = None) -> None:
+        super().__init__(signum, progress)
+        self.signum = signum
+        self.progress = progress
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def one_line(self) -> str:
+        import signal
+
+        try:
+            name = signal.Signals(self.signum).name
+        except ValueError:
+            name = f"signal {self.signum}"
+        how = "" if self.signum == signal.SIGINT else f" by {name}"
+        return f"interrupted{how}" + (f": {self.progress}" if self.progress else "")

@@ -29,6 +29,9 @@ __all__ = [
     "path_name_problem",
     "rewrite_file",
     "target_problem",
+    "is_dir",
+    "is_file",
+    "lookup_problem",
     "write_atomic",
 ]
 
@@ -267,12 +270,15 @@ def path_name_problem(path: str | os.PathLike[str]) -> str | None:
         if size > name_max:
             shown = part if len(part) <= 40 else part[:20] + "..." + part[-12:]
             return (
-                f"the name {shown} is {size} bytes long, more than the {name_max} the file "
-                "system allows"
+                f"name too long: {shown} is {size} bytes long, more than the {name_max} the "
+                "file system allows"
             )
     size = len(os.fsencode(os.path.abspath(text)))
     if size >= path_max:
-        return f"the path is {size} bytes long, more than the {path_max - 1} the system allows"
+        return (
+            f"path too long: it is {size} bytes long, more than the {path_max - 1} the system "
+            "allows"
+        )
     return None
 
 
@@ -338,6 +344,75 @@ def _linked_folder(path: Path) -> Path | None:
         else:
             here = step
     return None
+
+
+def lookup_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the system cannot look ``path`` up at all, as a phrase to follow its name (``"has a
+    name too long (300 characters in one part, the file system allows 255)"``, ``"is a loop of
+    symbolic links"``, ``"cannot be read (Permission denied)"``), or None when it can: it exists,
+    or it simply does not (a missing file or folder is for the caller to word).
+
+    ``Path.exists()`` and ``Path.is_file()`` raise on a name too long for the system and answer
+    "does not exist" for a symbolic-link loop: neither is what the user should read.
+    """
+    text = str(os.fspath(path))
+    if "\0" in text:
+        return "holds a NUL character"
+    too_long = _too_long(text)
+    if too_long is not None:  # a name no file can have, whether the folders above exist or not
+        return too_long
+    try:
+        os.stat(text)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            return _too_long(text) or "has a name too long for the file system"
+        if err.errno == errno.ELOOP:
+            return "is a loop of symbolic links (Too many levels of symbolic links)"
+        return f"cannot be read ({err.strerror or err})"
+    except ValueError as err:  # a name the platform cannot represent
+        return f"cannot be looked up ({err})"
+    return None
+
+
+def _too_long(text: str) -> str | None:
+    """Why ``text`` is too long for any file name here, or None."""
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    try:
+        raw = os.fsencode(text)
+    except UnicodeError:
+        return None
+    longest = max((len(part) for part in raw.split(os.fsencode(os.sep))), default=0)
+    if longest > name_max:
+        return (
+            f"has a name too long ({longest} bytes in one part of it; the file system allows "
+            f"{name_max})"
+        )
+    if len(raw) >= path_max:
+        return f"has a path too long ({len(raw)} bytes; the system allows {path_max - 1})"
+    return None
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_file()`` that answers False, instead of raising, for a path the system cannot
+    look up (a name too long; see :func:`lookup_problem` for why)."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """``Path.is_dir()`` that answers False, instead of raising, for a path the system cannot
+    look up."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def decode_tool_path(text: str) -> str:

@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuadvise.analyze.cases import Case, time_to_win_ms
-from gpuadvise.errors import GpuAdviseError
+from gpuadvise.errors import GpuAdviseError, Interrupted
 
 Basis = Literal["measured", "estimated"]
 
@@ -70,11 +71,47 @@ class CaseResult:
 
 
 _GPU_LOCK: Any = None
+_IN_CASE = False  # a worker is analyzing a case (a SIGTERM then unwinds it, cleaning up)
 
 
-def _init_worker(lock: Any) -> None:
+def _init_worker(lock: Any, tmp: str) -> None:
+    """A worker's setup: the GPU lock; its temporary files under ``tmp`` (the run's folder,
+    removed by the parent even when it has to kill the worker); SIGTERM ends it cleanly. The
+    worker starts with SIGINT blocked (:func:`_sigint_blocked`): a Ctrl-C is the parent's to
+    handle, which then stops every worker."""
+    import signal
+    import tempfile
+
     global _GPU_LOCK
     _GPU_LOCK = lock
+    os.environ["TMPDIR"] = tmp  # nvcc and the host compiler too
+    tempfile.tempdir = None
+    signal.signal(signal.SIGTERM, _worker_terminated)
+
+
+def _worker_terminated(signum: int, frame: Any) -> None:
+    if _IN_CASE:  # unwind the case: its folders removed, its compiler killed
+        raise Interrupted(signum)
+    _end_worker(signum)
+
+
+def _end_worker(signum: int) -> None:
+    from gpuadvise.toolchain.scratch import release_all
+
+    release_all()
+    os._exit(128 + signum)  # not back to the pool's loop, which would take the next case
+
+
+def _analyze_in_worker(case: Case, settings: AnalyzeSettings) -> CaseResult:
+    global _IN_CASE
+    _IN_CASE = True
+    try:
+        return analyze_case(case, settings, parallel=True)
+    except Interrupted as stop:
+        _end_worker(stop.signum)
+        raise  # pragma: no cover - _end_worker does not return
+    finally:
+        _IN_CASE = False
 
 
 def _slim(result: Any) -> Any:
@@ -204,37 +241,106 @@ def analyze_cases(
     jobs: int = 1,
     on_done: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Every case analyzed, ``jobs`` at a time, in the order of ``cases``."""
-    if jobs <= 1 or len(cases) <= 1:
-        out = []
-        for c in cases:
-            r = analyze_case(c, settings)
-            if on_done:
-                on_done(r)
-            out.append(r)
-        return out
+    """Every case analyzed, ``jobs`` at a time, in the order of ``cases``.
+
+    Ctrl-C (or SIGTERM, which the CLI raises as :class:`Interrupted`) stops the run at once:
+    the cases not started are cancelled, the workers ended (SIGTERM, then SIGKILL after a
+    second), their temporary files removed, and :class:`Interrupted` says how many cases were
+    done."""
+    results: list[CaseResult | None] = [None] * len(cases)
+
+    def done(i: int, r: CaseResult) -> None:
+        results[i] = r
+        if on_done:
+            on_done(r)
+
+    try:
+        if jobs <= 1 or len(cases) <= 1:
+            for i, c in enumerate(cases):
+                done(i, analyze_case(c, settings))
+        else:
+            _in_workers(cases, settings, min(jobs, len(cases)), done)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else 2
+        finished = sum(r is not None for r in results)
+        raise Interrupted(signum, f"{finished}/{len(cases)} cases done") from None
+    return [r for r in results if r is not None]
+
+
+def _in_workers(
+    cases: Sequence[Case],
+    settings: AnalyzeSettings,
+    workers: int,
+    done: Callable[[int, CaseResult], None],
+) -> None:
+    from concurrent.futures import as_completed
+
+    from gpuadvise.toolchain.scratch import keep_until_exit, release
+
     ctx = multiprocessing.get_context("spawn")
     lock = ctx.Lock()
-    results: list[CaseResult | None] = [None] * len(cases)
-    with ProcessPoolExecutor(
-        max_workers=min(jobs, len(cases)),
-        mp_context=ctx,
-        initializer=_init_worker,
-        initargs=(lock,),
-    ) as pool:
-        futures = {pool.submit(analyze_case, c, settings, True): i for i, c in enumerate(cases)}
-        from concurrent.futures import as_completed
-
+    tmp = keep_until_exit()
+    pool = None
+    try:
+        with _sigint_blocked():  # the workers start with it blocked, and keep it so
+            pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(lock, str(tmp)),
+            )
+            futures = {pool.submit(_analyze_in_worker, c, settings): i for i, c in enumerate(cases)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
                 r = fut.result()
             except Exception as exc:  # a worker that died (killed, out of memory)
                 r = CaseResult(cases[i], error=f"the worker analyzing it failed: {exc!r}")
-            results[i] = r
-            if on_done:
-                on_done(r)
-    return [r for r in results if r is not None]
+            done(i, r)
+    except BaseException:
+        if pool is not None:
+            _stop(pool)
+        raise
+    else:
+        pool.shutdown(wait=True)
+    finally:
+        release(tmp)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the cases not started and end the workers now. ``shutdown`` alone waits for the
+    cases running (minutes), and a worker whose parent is gone lives on. The executor has no
+    public handle on its processes before Python 3.14 (``terminate_workers``)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError):
+            p.terminate()
+    deadline = time.monotonic() + 1.0
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread for the ``with`` block; one that arrives meanwhile is
+    raised when it ends. Processes started inside inherit the blocked signal."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def ranked(results: Sequence[CaseResult]) -> list[CaseResult]:

@@ -11,7 +11,10 @@ options that go with them. Under a folder (searched recursively, in sorted order
   the caller passes them in (the gate layer reads those files);
 - a ``.cu``/``.cuh`` given by name is one case, with the command line's options.
 
-Folders named ``.git``, ``build``, ``node_modules`` or starting with a dot are skipped.
+Folders named ``.git``, ``build``, ``node_modules`` or starting with a dot are skipped. Links to
+folders are followed, each real folder walked once; a link to a folder that holds the walk (a link
+back up the tree, a link to ``/``) is a loop and is not followed. A folder that cannot be read is
+an error; a ``.toml`` that cannot be read is a case with that error.
 
 A case's id is its spec's (or source's) path relative to the current folder, with ``::kernel``
 when one spec launches several kernels.
@@ -23,6 +26,7 @@ depends on the list of ids.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import tomllib
@@ -33,6 +37,7 @@ from typing import TypeVar
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import UsageError
+from gpuadvise.fileio import is_dir, lookup_problem
 
 _SPEC_KEYS = ("source", "kernel", "grid", "block")
 _CONFIG_NAMES = ("pyproject.toml", "gpuadvise.toml")
@@ -83,23 +88,54 @@ def take_shard(
 
 
 def _is_spec(path: Path) -> bool:
+    """Whether ``path`` is a launch spec; OSError when it cannot be read (a dangling link reads
+    as no spec)."""
     if path.name in _CONFIG_NAMES:
         return False
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, tomllib.TOMLDecodeError):
+    except (FileNotFoundError, tomllib.TOMLDecodeError):
         return False
     return any(k in data for k in _SPEC_KEYS)
 
 
-def _walk(folder: Path) -> Iterable[Path]:
-    for p in sorted(folder.iterdir()):
-        if p.is_dir():
-            if p.name.startswith(".") or p.name in _SKIP_DIRS:
-                continue
-            yield from _walk(p)
-        else:
-            yield p
+def _folder_key(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    """The files under ``root``, in sorted order. Links to folders are followed, and each real
+    folder is walked once: a second way into a folder adds nothing, and a link to a folder that
+    holds the walk (a link back up the tree, a link to ``/``) is a loop and is not followed. A
+    folder that cannot be read is a :class:`UsageError` (its cases would be missed silently)."""
+    holders = {_folder_key(root)}
+    for above in root.resolve().parents:
+        with contextlib.suppress(OSError):
+            holders.add(_folder_key(above))
+    seen: set[tuple[int, int]] = set()
+
+    def walk(folder: Path) -> Iterable[Path]:
+        try:
+            key = _folder_key(folder)
+            entries = sorted(folder.iterdir())
+        except OSError as err:
+            raise UsageError(
+                f"cannot read the folder {folder} ({err.strerror or err})",
+                "make it readable, or analyze the folders beside it",
+            ) from None
+        if key in seen or (folder != root and key in holders):
+            return
+        seen.add(key)
+        for p in entries:
+            if is_dir(p):
+                if p.name.startswith(".") or p.name in _SKIP_DIRS:
+                    continue
+                yield from walk(p)
+            else:
+                yield p
+
+    return walk(root)
 
 
 def case_id(path: Path) -> str:
@@ -157,20 +193,34 @@ def discover_cases(
     cases: list[Case] = []
     for text in paths:
         p = Path(text)
+        problem = lookup_problem(p)
+        if problem is not None:
+            raise UsageError(f"{text} {problem}", "check the path")
         if not p.exists():
             raise UsageError(f"{text}: no such file or folder", "check the path")
         if p.is_file():
-            if p.suffix == ".toml" and _is_spec(p):
+            try:
+                spec = p.suffix == ".toml" and _is_spec(p)
+            except OSError as err:
+                raise UsageError(
+                    f"{text} cannot be read ({err.strerror or err})", "check its permissions"
+                ) from None
+            if spec:
                 cases += _spec_cases(p.resolve(), base)
             else:
                 cases.append(Case(case_id(p), dataclasses.replace(base, source=str(p))))
             continue
         root = p.resolve()
         for f in _walk(root):
-            if f.suffix == ".toml" and _is_spec(f):
-                cases += _spec_cases(f, base)
-            elif f.name in _CONFIG_NAMES and gate_cases is not None:
-                cases += gate_cases(f)
+            try:
+                if f.suffix == ".toml" and _is_spec(f):
+                    cases += _spec_cases(f, base)
+                elif f.name in _CONFIG_NAMES and gate_cases is not None:
+                    cases += gate_cases(f)
+            except OSError as err:  # a spec that cannot be read: a row that says so
+                rel = case_id(f)
+                why = lookup_problem(f) or f"cannot be read ({err.strerror or err})"
+                cases.append(Case(rel, dataclasses.replace(base, spec=str(f)), f"{rel} {why}"))
     seen: dict[tuple[str | None, str | None, str | None, tuple[str, ...]], Case] = {}
     for c in cases:
         o = c.options

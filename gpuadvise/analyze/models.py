@@ -184,7 +184,7 @@ def compute_models(
         MemoryAccessError,
         UnsupportedInstructionError,
     )
-    from gpuadvise.spec.budget import TooLargeError
+    from gpuadvise.spec.budget import KEEP_FOR_RULES, TooLargeError, out_of_time, skip
     from gpuadvise.toolchain import sass
     from gpuadvise.trace.emulate import emulate
 
@@ -239,6 +239,10 @@ def compute_models(
     probe_ctas, cut_note = _probe_size(
         l2_probe_ctas, sample_ctas, emu.complete, len(emu.ctas_run), emu.trace.records.nbytes
     )
+    if want_l2 and out_of_time(KEEP_FOR_RULES):  # the rest of the time budget is the rules'
+        want_l2 = False
+        l2_unavailable = "the L2 model was skipped: the time budget ran out (kept for the rules)"
+        skip("the L2 model (the rules that read it were not evaluated)")
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
@@ -248,7 +252,7 @@ def compute_models(
         l2_notes += more
         if l2 is None:
             l2_unavailable = more[0] if more else "no L2 model"
-    else:
+    elif l2_unavailable is None:
         l2_unavailable = "the L2 model was not computed (no enabled rule reads it)"
     return MemoryAnalysis(
         ctas_run=len(emu.ctas_run),

@@ -120,7 +120,7 @@ def analyze_kernel(
     (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
     that is spent, the trace is skipped."""
     from gpuadvise.runner.checks import check_launch
-    from gpuadvise.spec.budget import out_of_time, skip
+    from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import (
         as_written,
@@ -167,7 +167,7 @@ def analyze_kernel(
     memory = None
     wanted = trace_models(models) if trace else frozenset()
     all_notes = list(notes) + launch_notes
-    if wanted and out_of_time():
+    if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
         wanted = frozenset()
     elif wanted:

@@ -289,12 +289,15 @@ def run_analyze_paths(
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
-    such findings or could not be analyzed; 2 when nothing could be analyzed at all."""
+    such findings. A case that could not be analyzed (no source, a compile error ...) is a row
+    with its error, and, once every case is reported, a :class:`GpuAdviseError` (exit 2, as
+    for one kernel, and as ``gate`` does). No case under ``paths`` is a usage error; an empty
+    ``--shard`` (more shards than cases) is not."""
     import dataclasses
 
     from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
-    from gpuadvise.errors import UsageError
+    from gpuadvise.errors import GpuAdviseError, UsageError
     from gpuadvise.report import console
 
     if fix:
@@ -312,23 +315,26 @@ def run_analyze_paths(
             )
     part = parse_shard(shard)
     base = dataclasses.replace(opts, source=None)
-    cases = take_shard(
-        discover_cases(paths, base, gate_cases=_gate_cases), part, key=lambda c: c.id
-    )
+    found = discover_cases(paths, base, gate_cases=_gate_cases)
+    if not found:
+        raise UsageError(
+            f"no kernel case found under {', '.join(paths)}",
+            "add a launch spec (case.toml, or <kernel>.toml beside the .cu), or give the .cu files",
+        )
+    cases = take_shard(found, part, key=lambda c: c.id)
     if output is not None:
         from gpuadvise.report.output import check_output_target
 
         inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
         check_output_target(output, tuple(Path(p).resolve() for p in inputs))
-    if not cases:
-        where = " in this shard" if part else ""
-        console.note(f"no kernel case found{where} under {', '.join(paths)}")
+    if not cases:  # a shard past the end of the list: the other shards cover every case
+        console.note(f"no kernel case found in this shard under {', '.join(paths)}")
         if fmt != "text":
             from gpuadvise.report.batch_report import render_batch
             from gpuadvise.report.output import write_output
 
             write_output(render_batch(fmt, []), output)
-        return 0 if part else 2
+        return 0
     settings = AnalyzeSettings(
         trace=trace,
         sample_ctas=sample_ctas,
@@ -350,12 +356,15 @@ def run_analyze_paths(
         from gpuadvise.report.output import write_output
 
         write_output(render_batch(fmt, results), output)
-    if all(r.error is not None for r in results):
-        return 2
-    if fail_on is not None and (
-        any(r.error is not None for r in results)
-        or any(failing_findings(r.findings, fail_on) for r in results)
-    ):
+    failed = [r for r in results if r.error is not None]
+    if failed:  # after every case's row: an input, compile or tool error, as for one kernel
+        first = failed[0]
+        raise GpuAdviseError(
+            f"{len(failed)} of {len(results)} cases could not be analyzed "
+            f"(first: {first.case.id}: {first.error})",
+            "fix those cases or leave them out; each case's row gives its error",
+        )
+    if fail_on is not None and any(failing_findings(r.findings, fail_on) for r in results):
         return 1
     return 0
 

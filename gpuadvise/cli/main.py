@@ -6,24 +6,33 @@ Every user mistake becomes one line on stderr and exit code 2 (``main`` catches
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from gpuadvise import __version__
-from gpuadvise.errors import GpuAdviseError, UsageError
+from gpuadvise.errors import GpuAdviseError, Interrupted, UsageError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def not_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Click callback: an option given as '' (or only spaces) is an error, never "not given"."""
-    if isinstance(value, str) and not value.strip():
-        name = param.opts[0] if param.opts else param.name
-        raise UsageError(f"{name} is empty", f"give a value, or leave {name} out")
+    """Click callback: a value given as '' (or only spaces), alone or among repeated ones, is an
+    error, never "not given". Every parameter that takes a value gets it (:func:`_refuse_blank`)."""
+    values = value if isinstance(value, tuple | list) else (value,)
+    if any(isinstance(v, str) and not v.strip() for v in values):
+        if ctx.get_parameter_source(param.name or "") == click.core.ParameterSource.ENVIRONMENT:
+            var = param.envvar if isinstance(param.envvar, str) else param.human_readable_name
+            raise UsageError(f"{var} is set but blank", f"give it a value, or unset {var}")
+        if isinstance(param, click.Option):
+            name = param.opts[0]
+            raise UsageError(f"{name} is empty", f"give a value, or leave {name} out")
+        name = param.human_readable_name
+        raise UsageError(f"the {name} argument is empty", f"give a value, or leave {name} out")
     return value
 
 
@@ -45,17 +54,36 @@ def blank_or_long(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     return path_names(ctx, param, not_blank(ctx, param, value))
 
 
+def _refuse_blank(group: click.Group) -> None:
+    """The one place where every parameter of every command that takes a value (options that
+    are not flags or counts, and arguments) refuses '' (:func:`not_blank`): the check runs
+    before the parameter's own callback."""
+
+    def chained(callback: Any) -> Any:
+        def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+            value = not_blank(ctx, param, value)
+            return value if callback is None else callback(ctx, param, value)
+
+        return check
+
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _refuse_blank(command)
+        for param in command.params:
+            if isinstance(param, click.Option) and (param.is_flag or param.count):
+                continue
+            param.callback = chained(param.callback)
+
+
 def _device_options(f: Any) -> Any:
     f = click.option(
         "--arch",
         metavar="sm_XY",
-        callback=not_blank,
         help="Model this architecture (sm_90, sm_86 ...).",
     )(f)
     f = click.option(
         "--gpu",
         metavar="NAME",
-        callback=not_blank,
         help="Model this GPU (H100, A100-80GB, RTX4090 ...; see `gpuadvise devices`). "
         "Default: the live GPU, else the H100 model.",
     )(f)
@@ -68,11 +96,13 @@ def _device_options(f: Any) -> Any:
 def cli(verbose: int) -> None:
     """gpuadvise: what is slow in your CUDA kernel, where, why, and what to change."""
     from gpuadvise.report.safe_text import LogFormatter
+    from gpuadvise.spec.environment import check_environment
 
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)  # messages quote paths and compiler output
     handler.setFormatter(LogFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler])
+    check_environment()  # GPUADVISE_* variables: one line now, not a surprise later (or in workers)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -205,8 +235,7 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
         click.option(
             "--nvcc",
             metavar="PATH",
-            envvar="GPUADVISE_NVCC",
-            help="The nvcc to use (else CUDA_HOME, PATH, the toolkit wheels).",
+            help="The nvcc to use (else $GPUADVISE_NVCC, CUDA_HOME, PATH, the toolkit wheels).",
         ),
         click.option(
             "--no-cache",
@@ -387,12 +416,13 @@ def analyze(
     Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
+    from gpuadvise.fileio import is_dir
 
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
     opts = _gather_kernel_options(kw)
     paths = ([opts.source] if opts.source else []) + list(more_paths)
-    if len(paths) > 1 or any(Path(p).is_dir() for p in paths) or shard or jobs:
+    if len(paths) > 1 or any(is_dir(p) for p in paths) or shard or jobs:
         code = run_analyze_paths(
             paths,
             opts,
@@ -574,41 +604,55 @@ def explain(rule: str, rules_dirs: tuple[str, ...], as_json: bool) -> None:
     run_explain(rule, as_json, rules_dirs)
 
 
+_refuse_blank(cli)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the group, turn every user error into one line and exit code 2.
+    """Entry point: run the group, turn every user error into one line and exit code 2;
+    Ctrl-C and SIGTERM into :class:`Interrupted` (cleanup on the way out, exit 130 or 143).
 
     stdout closed (``>&-``) or full (``> /dev/full``) is such an error too; a reader that went
     away (``| head -1``) ends the run quietly with exit code 0, as ``cat`` does."""
     from gpuadvise.report.output import ReaderGone
 
+    _open_stdin()
     if sys.stdout is None:
         _fail("stdout is closed; run gpuadvise with its output open (> FILE, or > /dev/null)", 2)
+    restore = _interrupt_on_signals()
     try:
         try:
             cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
         finally:
             _flush_stdout()  # a failure to write what is left is reported here, not at exit
+    except Interrupted as exc:
+        _stopped(exc)
     except GpuAdviseError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        # no command: a usage error, as click itself has it (help on stderr, exit 2); stdout
+        # stays empty for whatever reads it (`gpuadvise --help` prints it there, exit 0)
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         sys.exit(2)
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "gpuadvise"
         _fail(f"{exc.format_message().rstrip('.')}; see `{cmd} --help`", 2)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:  # click's word for a KeyboardInterrupt it caught
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            _stopped(Interrupted())
         _fail("aborted", 130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _stopped(Interrupted())
     except (BrokenPipeError, ReaderGone):
         _drop_stdout()
         sys.exit(0)
     except OSError as exc:
         _os_error(exc)
+    finally:
+        restore()
     sys.exit(0)
 
 
@@ -636,6 +680,54 @@ def _os_error(exc: OSError) -> None:
     }.get(exc.errno or 0, "check the path and the file system")
     where = "" if exc.filename is None else f": {exc.filename!r}"
     _fail(f"{exc.strerror or exc}{where}; {hint}", 2)
+
+
+def _interrupt_on_signals() -> Any:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (left alone where they
+    are ignored, or when not called from the main thread); returns what puts the old handlers
+    back. SIGTERM used to end the process at once, leaving temporary folders and workers."""
+    import signal
+
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    old: dict[int, Any] = {}
+    for sig, default in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGTERM, signal.SIG_DFL),
+    ):
+        try:
+            if signal.getsignal(sig) is default:
+                old[sig] = signal.signal(sig, raise_interrupted)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+    def restore() -> None:
+        for sig, handler in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, handler)
+
+    return restore
+
+
+def _stopped(exc: Interrupted) -> None:
+    """The line an interrupted run ends with (not an ``error:``: nothing was wrong)."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(exc.one_line(), err=True)
+    sys.exit(exc.exit_code)
+
+
+def _open_stdin() -> None:
+    """A closed stdin (``<&-``) reads as /dev/null from here on, as git does with closed
+    standard descriptors: else the next file or pipe opened takes descriptor 0, and the tools
+    gpuadvise runs get it as their stdin (nvcc's own output pipe: "does not compile")."""
+    try:
+        os.fstat(0)
+    except OSError:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
 
 
 def _fail(message: str, code: int) -> None:

@@ -7,6 +7,7 @@ Device-side printf output and assertion messages are in ``log``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -170,6 +171,11 @@ def _finish(
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is in a session of its own, end it too
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     text = log_path.read_text(errors="replace")[-8000:]
     result = None
     if not timed_out and res_path.exists():

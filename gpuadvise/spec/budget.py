@@ -17,12 +17,14 @@ The budget (:func:`memory_budget`) is the smallest of:
   less its current data segment.
 
 ``GPUADVISE_MEMORY_BUDGET`` (bytes, or a size such as ``2G``) caps it further, for shared
-machines and for tests.
+machines and for tests; a value that is not a positive size is an error naming it
+(:mod:`gpuadvise.spec.environment`).
 
 The time budget (``analyze --time-budget SECONDS``): :func:`time_budget` sets a deadline for the
 code run inside; long steps ask :func:`out_of_time` between units of work and, when it is past,
-stop early or skip, and say what with :func:`skip`. The caller reads :attr:`TimeBudget.skipped`
-for the partial result's report.
+stop early or skip, and say what with :func:`skip`. The trace is cut first: the emulator and the
+L2 model stop while a share of the budget is left (``out_of_time(KEEP_FOR_RULES)``), so that the
+rules still run. The caller reads :attr:`TimeBudget.skipped` for the partial result's report.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from gpuadvise.errors import UsageError
 
 __all__ = [
+    "KEEP_FOR_RULES",
     "MemoryBudget",
     "TimeBudget",
     "TooLargeError",
@@ -69,6 +72,12 @@ class MemoryBudget:
 
     bytes: int
     source: str
+
+    def describe(self) -> str:
+        """``the 1.8 GiB gpuadvise may use here (set by ...)``, naming GPUADVISE_MEMORY_BUDGET,
+        which lowers it, when something else set it."""
+        cap = "" if self.source.startswith(_ENV) else f"; {_ENV} lowers it"
+        return f"the {format_bytes(self.bytes)} gpuadvise may use here (set by {self.source}{cap})"
 
 
 def format_bytes(n: int | float) -> str:
@@ -163,15 +172,13 @@ def _rlimits() -> list[tuple[int, str]]:
 
 
 def _env_cap() -> tuple[int, str] | None:
-    text = os.environ.get(_ENV, "").strip()
-    if not text:
-        return None
-    from gpuadvise.spec.units import parse_size
+    """``GPUADVISE_MEMORY_BUDGET`` and how it was written; malformed: a UsageError."""
+    from gpuadvise.spec.environment import memory_budget_cap
 
-    try:
-        return parse_size(text, _ENV), f"{_ENV}={text}"
-    except UsageError:
+    cap = memory_budget_cap()
+    if cap is None:
         return None
+    return cap, f"{_ENV}={os.environ.get(_ENV, '').strip()}"
 
 
 def memory_budget() -> MemoryBudget:
@@ -194,7 +201,7 @@ def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: s
     allowed = int(budget.bytes * share)
     if need_bytes <= allowed:
         return
-    limit = f"the {format_bytes(budget.bytes)} gpuadvise may use here (set by {budget.source})"
+    limit = budget.describe()
     if share != 1.0:
         limit = f"{format_bytes(allowed)}, the part for {use or 'this'} of " + limit
     raise TooLargeError(
@@ -240,10 +247,18 @@ def time_left_s() -> float | None:
     return None if budget is None else budget.left_s()
 
 
-def out_of_time() -> bool:
-    """Whether a time budget is set and spent."""
-    left = time_left_s()
-    return left is not None and left <= 0
+KEEP_FOR_RULES = 0.5
+"""The share of a time budget kept for the rules. The trace is what is cut first: the emulator
+stops, and the L2 model (about a second on a grid of 250,000 CTAs, whatever the trace) is
+skipped, once no more than this share is left, so that a partial result still has its
+findings. The rules themselves are skipped only when the whole budget is spent before them."""
+
+
+def out_of_time(keep_share: float = 0.0) -> bool:
+    """Whether a time budget is set and spent, or, with ``keep_share``, no more than that share
+    of it is left (:data:`KEEP_FOR_RULES`)."""
+    budget = _TIME.get()
+    return budget is not None and budget.left_s() <= keep_share * budget.seconds
 
 
 def skip(what: str) -> None:

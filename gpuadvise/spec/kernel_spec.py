@@ -93,6 +93,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.fileio import is_file, lookup_problem
 from gpuadvise.source.signature import Param, list_kernels
 from gpuadvise.spec import expr
 from gpuadvise.spec.cuda_types import (
@@ -989,15 +990,15 @@ def find_spec_for(source: str | Path, kernel: str | None = None) -> Path | None:
     wanted = _kernel_base(kernel) if kernel else None
     if wanted:
         candidate = folder / f"{wanted}.toml"
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     candidate = folder / f"{src.stem}.toml"
-    if candidate.is_file():
+    if is_file(candidate):
         named = load_spec(candidate).get("kernel")
         if not wanted or named is None or _kernel_base(named) == wanted:
             return candidate
     candidate = folder / "case.toml"
-    if candidate.is_file():
+    if is_file(candidate):
         # A folder's case applies to every kernel of its source (the command line's --kernel
         # wins over the file's): the launch and buffers of a case are shared by its variants.
         loaded = load_spec(candidate)
@@ -1084,6 +1085,8 @@ def build_kernel_spec(
     (``"n=4194304"``, ``"in=float32[n]"``) or ready records. With no kernel named anywhere, a
     source that defines exactly one kernel uses it."""
     file: dict[str, Any] = {}
+    if source is not None:
+        _check_source(source)  # before a spec is looked for beside it
     if spec is not None:
         file = load_spec(spec)
     elif discover and source is not None:
@@ -1171,6 +1174,9 @@ def _check_source(value: str | Path) -> Path:
     if not str(value).strip():
         raise UsageError("the source file name is empty", 'give the .cu file, e.g. source = "x.cu"')
     src = Path(value)
+    problem = lookup_problem(src)
+    if problem is not None:
+        raise UsageError(f"source {src} {problem}", "check the path to the .cu file")
     if src.is_file():
         return src
     if not src.exists():

@@ -10,10 +10,13 @@ __all__ = ["default_cache_root"]
 
 
 def default_cache_root() -> Path:
-    """``$GPUADVISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuadvise``, else ``~/.cache/gpuadvise``."""
-    env = os.environ.get("GPUADVISE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
+    """``$GPUADVISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuadvise``, else ``~/.cache/gpuadvise``.
+    A blank or malformed ``GPUADVISE_CACHE_DIR`` is a UsageError (:mod:`gpuadvise.spec.environment`)."""
+    from gpuadvise.spec.environment import cache_dir
+
+    env = cache_dir()
+    if env is not None:
+        return env
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "gpuadvise"

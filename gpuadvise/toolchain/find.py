@@ -22,6 +22,7 @@ way the other wheels are and passed to nvcc with ``-isystem`` (``Toolchain.extra
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -37,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
+from gpuadvise.fileio import lookup_problem
 from gpuadvise.toolchain.cache_dir import default_cache_root
+from gpuadvise.toolchain.scratch import scratch_dir
 
 __all__ = [
     "DEFAULT_CUDA_ROOT",
@@ -307,13 +310,18 @@ def cccl_dirs(
 
 
 def _locate_nvcc(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
-    for value, origin in (
-        (explicit, "--nvcc"),
-        (os.environ.get("GPUADVISE_NVCC"), "$GPUADVISE_NVCC"),
-    ):
+    from gpuadvise.spec.environment import nvcc as env_nvcc
+
+    for value, origin in ((explicit, "--nvcc"), (env_nvcc(), "$GPUADVISE_NVCC")):
         if not value:
             continue
         candidate = Path(value).expanduser()
+        problem = lookup_problem(candidate)
+        if problem is not None:
+            raise ToolchainError(
+                f"nvcc given by {origin} ({value}) {problem}",
+                "point it at an nvcc binary or a CUDA toolkit directory, or leave it unset",
+            )
         if candidate.is_dir():
             for sub in ("nvcc", "bin/nvcc"):
                 if executable(candidate / sub):
@@ -344,26 +352,51 @@ def _locate_nvcc(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
 def run_tool(cmd: Sequence[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run a tool from an argv list (never through a shell); output decoded, errors replaced.
 
-    A missing, non-executable or hanging tool raises :class:`ToolchainError`.
+    A missing, non-executable or hanging tool raises :class:`ToolchainError`. The tool runs with
+    stdin from /dev/null, in a process group of its own with, unless ``env`` says otherwise, a
+    temporary folder of its own (``TMPDIR``): when it hangs, or the run is interrupted (Ctrl-C,
+    SIGTERM), the group is killed (nvcc and the compilers it runs) and the folder removed, so no
+    ``tmpxft_*`` file of a killed nvcc is left behind.
     """
     timeout = kw.pop("timeout", RUN_TIMEOUT_S)
-    try:
-        return subprocess.run(
-            list(cmd),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            **kw,
-        )
-    except FileNotFoundError:
-        raise ToolchainError(f"{what} not found at {cmd[0]}", INSTALL_HINT) from None
-    except PermissionError:
-        raise ToolchainError(f"{what} at {cmd[0]} is not executable", INSTALL_HINT) from None
-    except subprocess.TimeoutExpired:
-        raise ToolchainError(f"{what} did not finish in {timeout:.0f} s", "retry") from None
-    except OSError as exc:
-        raise ToolchainError(f"cannot run {what} ({cmd[0]}): {exc}", INSTALL_HINT) from None
+    kw.setdefault("stdin", subprocess.DEVNULL)  # never the user's stdin, open or closed
+    with scratch_dir("gpuadvise-tool-") as tmp:
+        kw.setdefault("env", {**os.environ, "TMPDIR": str(tmp)})
+        try:
+            proc = subprocess.Popen(
+                list(cmd),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+                **kw,
+            )
+        except FileNotFoundError:
+            raise ToolchainError(f"{what} not found at {cmd[0]}", INSTALL_HINT) from None
+        except PermissionError:
+            raise ToolchainError(f"{what} at {cmd[0]} is not executable", INSTALL_HINT) from None
+        except OSError as exc:
+            raise ToolchainError(f"cannot run {what} ({cmd[0]}): {exc}", INSTALL_HINT) from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise ToolchainError(f"{what} did not finish in {timeout:.0f} s", "retry") from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` and every process of its group, and reap it."""
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        proc.communicate(timeout=5)
 
 
 _VERSION_RE = re.compile(r"release\s+(\d+\.\d+)(?:,\s*V(\d+\.\d+(?:\.\d+)?))?")

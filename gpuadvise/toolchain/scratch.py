@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PREFIX", "keep_until_exit", "release", "scratch_dir"]
+__all__ = ["PREFIX", "keep_until_exit", "release", "release_all", "scratch_dir"]
 
 PREFIX = "gpuadvise-"
 """Every temporary folder of gpuadvise starts with this."""
@@ -53,7 +53,9 @@ def scratch_dir(prefix: str = PREFIX) -> Iterator[Path]:
         release(path)
 
 
-def _remove_all() -> None:
+def release_all() -> None:
+    """Remove every folder this process made with :func:`keep_until_exit` and still holds (at
+    exit; and by a worker process that is told to stop, before it ends without ``atexit``)."""
     pid = os.getpid()
     with _lock:
         mine = [p for p, owner in _owned.items() if owner == pid]
@@ -61,4 +63,4 @@ def _remove_all() -> None:
         release(path)
 
 
-atexit.register(_remove_all)
+atexit.register(release_all)

@@ -70,6 +70,7 @@ import numpy as np
 from gpuadvise.errors import UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import (
+    KEEP_FOR_RULES,
     TooLargeError,
     check_fits,
     format_bytes,
@@ -799,9 +800,10 @@ def _emulate(
                             # overflows all the same, dropped whole, costs a quarter at most (a
                             # batch of 109 CTAs was, leaving 1 of 110 CTAs traced)
                             size = max(1, min(per_batch, -(-fit // 4)))
-                    if done < count and out_of_time():
+                    if done < count and out_of_time(KEEP_FOR_RULES):
                         what = (
-                            f"the emulator traced {done} of {count} CTAs: the time budget ran out"
+                            f"the emulator traced {done} of {count} CTAs: the time budget ran "
+                            "out (its part for the trace: the rest is for the rules)"
                         )
                         notes.append(what)
                         skip(what)
@@ -811,21 +813,21 @@ def _emulate(
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
-            f"trace's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
-            f"{budget.source}) after {start} CTAs ({full.records} warp-level accesses)",
+            f"trace's share of {budget.describe()}) after {start} CTAs ({full.records} "
+            "warp-level accesses)",
             _fewer_ctas_hint(start),
         ) from None
     except _DataFull as full:
         raise too_large(
             f"the buffer data the traced CTAs touch outgrew {format_bytes(data_limit)} (the "
-            f"data's share of the {format_bytes(budget.bytes)} gpuadvise may use here, set by "
-            f"{budget.source}: {format_bytes(full.nbytes)} after {start} CTAs)",
+            f"data's share of {budget.describe()}: {format_bytes(full.nbytes)} after {start} "
+            "CTAs)",
             _fewer_ctas_hint(start),
         ) from None
     except MemoryError:
         raise too_large(
-            f"out of memory tracing {count} CTAs (after {start} of them; "
-            f"{format_bytes(budget.bytes)} was available, set by {budget.source})",
+            f"out of memory tracing {count} CTAs (after {start} of them; memory available: "
+            f"{budget.describe()})",
             _fewer_ctas_hint(start),
         ) from None
     outputs = LazyArrays(

@@ -142,6 +142,25 @@ def test_time_budget_gives_a_partial_result(env: dict[str, str]) -> None:
 
 
 @pytest.mark.toolkit
+def test_time_budget_keeps_time_for_the_rules(env: dict[str, str]) -> None:
+    """``--time-budget 3`` on a trace of several seconds said "0 rules run": the trace took the
+    whole budget. The trace is cut first (the emulation, the L2 model), leaving half of the
+    budget for the rules (0.5 s here). (A budget of 6 s: on a loaded machine, the second or two
+    before the trace must leave it some of its part.)"""
+    launch = ("-k", "reduce2", "--no-measure", "--arg", "n=67108864")
+    assert run(env, str(REDUCE), *launch, "--no-trace").returncode == 0  # compiled, cached
+    r = run(env, str(REDUCE), *launch, "--sample-ctas", "20000", "--time-budget", "6", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    skipped = doc["skipped"]
+    assert any("of 20000 CTAs" in s or "memory trace" in s for s in skipped), skipped
+    assert not any(s.startswith("the rules") for s in skipped), skipped
+    assert len(doc["rules_run"]) > 5 and doc["timings_s"]["rules_s"] > 0
+    used_s = sum(v for k, v in doc["timings_s"].items() if k.endswith("_s") and "rule_" not in k)
+    assert used_s < 7.0, doc["timings_s"]
+
+
+@pytest.mark.toolkit
 def test_unchanged_rerun_prints_the_cached_output(env: dict[str, str], tmp_path: Path) -> None:
     src = tmp_path / "reduce.cu"
     src.write_text(REDUCE.read_text())

@@ -3,8 +3,8 @@ one line ``error: ...`` on stderr, nothing escapes as a traceback, no input file
 line it prints on stdout or stderr is a GitHub workflow command or holds a control character
 (user text in names, paths and values is escaped: issue 21).
 
-Generated: ``analyze`` launches (--grid/--block/--arg/--buffer/--sample-ctas/--output/--gpu/
---fail-on), spec TOML files (valid or not), ``occupancy`` inputs, and gate configurations. No GPU
+Generated: ``analyze`` launches (the source, --grid/--block/--arg/--buffer/--sample-ctas/--output/
+--gpu/--fail-on), spec TOML files (valid or not), ``occupancy`` inputs, and gate configurations. No GPU
 is needed: ``--no-trace`` keeps the emulator out, and the gate gates compile-time metrics only, so
 after the first compile (cached) each example takes milliseconds.
 """
@@ -141,7 +141,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 HOSTILE_ARGS = st.lists(st.builds(lambda n, v: f"{n}={v}", NAMES, VALUES), min_size=1, max_size=3)
 # Each example spoils at most one of these (None: none), so that a good share runs to the end.
 SPOILED = st.sampled_from(
-    [None, None, None, "grid", "block", "args", "buffers", "sample", "output", "gpu"]
+    [None, None, None, "grid", "block", "args", "buffers", "sample", "output", "gpu", "source"]
+)
+# Sources the system cannot look up, or that are not a source file (a traceback before).
+HOSTILE_SOURCES = st.sampled_from(
+    ["", " ", "k" * 300 + ".cu", "d/" * 2500 + "k.cu", "LOOP", "out", "/dev/null", "missing.cu"]
 )
 
 
@@ -152,8 +156,13 @@ def test_analyze_arguments(work: Path, data: st.DataObject, spoiled, fail_on) ->
         return data.draw(bad if spoiled == name else good, label=name)
 
     source = work / "scale.cu"
+    loop = work / "loop.cu"
+    if not loop.is_symlink():
+        loop.symlink_to(loop.name)
+    given_source = draw("source", st.just(str(source)), HOSTILE_SOURCES)
+    given_source = {"LOOP": str(loop), "out": str(work / "out")}.get(given_source, given_source)
     gpu = draw("gpu", st.just("H100"), st.sampled_from(["", " ", "nope", "x" * 5000]))
-    argv = ["analyze", str(source), "--no-trace", "--gpu", gpu]
+    argv = ["analyze", given_source, "--no-trace", "--gpu", gpu]
     argv += ["--grid", draw("grid", GOOD_DIMS, HOSTILE_DIMS)]
     argv += ["--block", draw("block", GOOD_BLOCK, HOSTILE_DIMS)]
     for a in draw("args", st.lists(GOOD_N, min_size=1, max_size=1), HOSTILE_ARGS):
@@ -180,6 +189,8 @@ def test_analyze_arguments(work: Path, data: st.DataObject, spoiled, fail_on) ->
     code, _, _ = run_cli(argv, [source])
     if fail_on is None:
         assert code != 1
+    if spoiled == "source":
+        assert code == 2
     if spoiled in (None, "sample") and sample not in ("0", "-1", "x", "", "1e3"):
         assert code in (0, 1)  # nothing spoiled: the whole command runs
         if output is not None:

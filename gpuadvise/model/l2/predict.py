@@ -39,6 +39,34 @@ the 8K gather of kernels/tile_gather (five orders), two threads on the 2-core CP
 the run from 12.0 to 10.6 s and raised the peak RSS from 1.32 to 1.42 GB."""
 
 
+REPLAY_BYTES_PER_CTA = 160
+"""Memory one order's replay holds per CTA of the grid, whatever the trace (its permutation,
+sort keys, window counts: 250 MB on reduce2's 1.56 million CTAs, 4.8 GB with the synthesis on
+15.6 million)."""
+_MEMORY_SHARE = 0.25  # of the memory budget, for the replays (the trace is still held)
+
+
+def _replays_that_fit(ctas: int, orders: int) -> int:
+    """How many orders to replay at once (threads) within the replays' share of the memory
+    budget; a GpuAdviseError (the L2 model is then unavailable, with this reason) when not even
+    one fits."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.spec.budget import format_bytes, memory_budget
+
+    workers = min(orders, os.cpu_count() or 1, REPLAY_THREADS)
+    one = ctas * REPLAY_BYTES_PER_CTA + orders * ctas * 8  # the permutations are all held
+    budget = memory_budget()
+    allowed = int(budget.bytes * _MEMORY_SHARE)
+    fit = (allowed - orders * ctas * 8) // max(1, ctas * REPLAY_BYTES_PER_CTA)
+    if fit < 1:
+        raise GpuAdviseError(
+            f"replaying the {ctas} CTAs of the grid would take about {format_bytes(one)} of "
+            f"memory, more than {format_bytes(allowed)}, a quarter of {budget.describe()}",
+            "a smaller grid models the same access pattern",
+        )
+    return max(1, min(workers, fit))
+
+
 def l2_model(
     trace: AccessTrace,
     device: DeviceSpec,
@@ -99,6 +127,10 @@ def l2_models(
     P = gx * gy_f
     if P != trace.total_ctas:
         raise UsageError(f"the trace's grid {trace.grid} does not hold {trace.total_ctas} CTAs")
+    specs = list(orders)
+    if not specs:
+        raise UsageError("no launch order to model")
+    workers = _replays_that_fit(P, len(specs))
     C = blocks_per_sm * (device.sm_count or 1)
     recs = trace.records if records is None else records
     glob = recs["space"] == int(Space.GLOBAL)
@@ -110,9 +142,6 @@ def l2_models(
     if mode == "traced-only":
         scale = trace.scale
     cta_bytes = None if traced_mask is not None else bytes_per_cta(model, P)
-    specs = list(orders)
-    if not specs:
-        raise UsageError("no launch order to model")
     resolved = [order_permutation(s, gx, gy_f) for s in specs]
     # with two partitions, a store from an SM on the far side (half of them) is looked up in its
     # near partition and again in the home one: both hits
@@ -122,7 +151,6 @@ def l2_models(
     def replay(perm: np.ndarray) -> tuple[list[Any], float]:
         return replay_order(model, perm, P, caps, C, cta_bytes, traced_mask, split)
 
-    workers = min(len(resolved), os.cpu_count() or 1, REPLAY_THREADS)
     if workers > 1:
         # the orders' replays are independent and mostly numpy over large arrays (sorts,
         # gathers, cumulative sums), which run outside the GIL: one thread per order

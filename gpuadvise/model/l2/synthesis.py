@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,34 @@ _MAX_SYNTH_TOUCHES = 64_000_000
 
 class SynthesisFailed(Exception):
     """The footprint cannot be synthesized for the untraced CTAs; the message says why."""
+
+
+# the memory a synthesis may take: this share of what gpuadvise may use (the trace and the
+# buffer data the traced CTAs touched are still held)
+_MEMORY_SHARE = 0.25
+
+
+def _check_memory(
+    touches: int,
+    boxes: Sequence[tuple[int, int, int, int, int]],
+    residues: Sequence[Any],
+    name: str,
+) -> None:
+    """SynthesisFailed when building every CTA's units would take more than its share of the
+    memory budget: about 45 bytes a (unit, CTA) touch, and 25 bytes a (CTA row or column,
+    residue) for the granule lattices (a 1D grid of 15 million CTAs reading 1 KiB each took
+    4.8 GB). The fallback replays the traced CTAs only."""
+    from gpuadvise.spec.budget import format_bytes, memory_budget
+
+    lattice = sum((b[2] + b[3]) * len(r) for b, r in zip(boxes, residues, strict=True))
+    need = 45 * touches + 25 * lattice
+    budget = memory_budget()
+    allowed = int(budget.bytes * _MEMORY_SHARE)
+    if need > allowed:
+        raise SynthesisFailed(
+            f"buffer {name}: synthesizing every CTA would take about {format_bytes(need)} of "
+            f"memory, more than {format_bytes(allowed)}, a quarter of {budget.describe()}"
+        )
 
 
 def _buffer_table(trace: AccessTrace, touches: Touches, fetch_bytes: int) -> list[tuple[int, int]]:
@@ -550,6 +579,7 @@ def _build_units(
         boxes.append((ay0, ax0, ny, nx, total))
         total += ny * nx
     touches = sum(b[2] * b[3] * len(shp) for b, shp in zip(boxes, shapes, strict=True))
+    _check_memory(touches, boxes, residues, name)
     if touches > _MAX_SYNTH_TOUCHES:
         # a footprint that large, or one translated by the wrong steps (a kernel that remaps its
         # blocks itself: its launch order is not its tile order) spanning far more units than
