@@ -66,7 +66,9 @@ ROW_FOOTPRINT_EXCESS_PCT = 25.0
 share of the sectors they touch unused (each thread reads its whole row)."""
 VECTOR_BYTES = 16
 """The widest vector access a lane makes: lanes further apart than this cannot share a request's
-sectors however wide their loads (GA303's fix leaves the excess)."""
+sectors however wide their loads (GA303's fix leaves the excess). A thread walking a row of at
+most two vectors (8 floats) is GA303's (two float4 loads a lane, every sector of the warp's
+requests used), not a thread-per-row walk: a warp per 32-byte row would idle most lanes."""
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ class UncoalescedAccess(Rule):
                     and step is not None
                     and stride is not None
                     and abs(step) == int(np.max(lanes.width))
-                    and abs(stride) > VECTOR_BYTES
+                    and abs(stride) > 2 * VECTOR_BYTES
                 )
                 if fp_excess < min_excess and not per_row:
                     # the warp's other accesses of this line use the rest of the sectors
