@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.gate.thresholds import METRICS, Threshold
+from gpuadvise.inputfiles import load_toml_file
 
 if TYPE_CHECKING:
     from gpuadvise.spec.kernel_spec import KernelSpec
@@ -257,7 +257,10 @@ def _kv_list(value: Any, where: str, file: Path) -> tuple[str, ...]:
 
 
 def _path(value: Any, where: str, file: Path, base: Path) -> Path:
-    p = Path(_str(value, where, file)).expanduser()
+    text = _str(value, where, file)
+    if "\0" in text:
+        raise ConfigError(f"{file}: {where} {text!r} holds a NUL byte", "check the path")
+    p = Path(text).expanduser()
     return (p if p.is_absolute() else base / p).resolve()
 
 
@@ -399,16 +402,7 @@ def parse_gate_config(table: Mapping[str, Any], *, path: Path, prefix: str = "ga
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist", "check the --config path") from None
-    except OSError as err:
-        raise ConfigError(f"config file {path} cannot be read ({err.strerror})", None) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {path} is not UTF-8 text", "save it as UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"config file {path} is not valid TOML ({err})", "fix it") from None
+    return load_toml_file(path, "config file", missing_hint="check the --config path")
 
 
 def _gate_table(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:

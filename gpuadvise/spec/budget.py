@@ -45,6 +45,7 @@ __all__ = [
     "format_bytes",
     "memory_budget",
     "out_of_time",
+    "read_limit_bytes",
     "skip",
     "time_budget",
     "time_left_s",
@@ -182,6 +183,13 @@ def memory_budget() -> MemoryBudget:
             candidates.append(extra)
     size, source = min(candidates, key=lambda c: c[0])
     return MemoryBudget(int(size), source)
+
+
+def read_limit_bytes(share: float = 0.25) -> int:
+    """The largest file (a cache entry, a data file) gpuadvise reads whole now: ``share`` of the
+    memory budget, since a JSON document parsed takes several times its size. Checked against the
+    file's size before any of it is read (a 5 GB cache entry was read whole first)."""
+    return int(memory_budget().bytes * share)
 
 
 def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: str = "") -> None:

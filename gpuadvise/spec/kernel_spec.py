@@ -86,13 +86,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.inputfiles import file_kind, load_toml_file
 from gpuadvise.source.signature import Param, list_kernels
 from gpuadvise.spec import expr
 from gpuadvise.spec.cuda_types import (
@@ -889,20 +889,7 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     where = str(p)
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"spec file {where} does not exist", "check the --spec path") from None
-    except OSError as err:
-        raise ConfigError(
-            f"spec file {where} cannot be read ({err.strerror})", "check it"
-        ) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"spec file {where} is not UTF-8 text", "save it as UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(
-            f"spec file {where} is not valid TOML ({err})", "fix the syntax"
-        ) from None
+    raw = load_toml_file(p, "spec file", missing_hint="check the --spec path")
     out: dict[str, Any] = {"path": p, "args": {}, "buffers": {}, "extra": {}}
     for key, value in raw.items():
         if key in _TOP_TABLES:
@@ -956,6 +943,8 @@ def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
     if key == "source":
         if not value.strip():
             raise ConfigError(f"{where}: source is empty", _TYPE_HINTS[key])
+        if "\0" in value:
+            raise ConfigError(f"{where}: source {value!r} holds a NUL byte", _TYPE_HINTS[key])
         return (path.parent / value).resolve()
     if key in ("grid", "block"):
         if isinstance(value, list):
@@ -1170,6 +1159,8 @@ def _check_source(value: str | Path) -> Path:
     """The source file, which must exist and be a regular file (not a folder or a device)."""
     if not str(value).strip():
         raise UsageError("the source file name is empty", 'give the .cu file, e.g. source = "x.cu"')
+    if "\0" in str(value):
+        raise UsageError(f"source file name {str(value)!r} holds a NUL byte", "check the path")
     src = Path(value)
     if src.is_file():
         return src
@@ -1179,24 +1170,13 @@ def _check_source(value: str | Path) -> Path:
         found = sorted(p.name for p in src.glob("*.cu"))[:5]
         hint = f"name a file in it, e.g. {src / found[0]}" if found else "name the .cu file"
         raise UsageError(f"source {src} is a folder, not a CUDA source file", hint)
-    import stat
-
     try:
         mode = src.stat().st_mode
     except OSError as err:
         raise UsageError(f"source {src} cannot be read ({err.strerror})", "check it") from None
-    kind = (
-        "a character device"
-        if stat.S_ISCHR(mode)
-        else "a block device"
-        if stat.S_ISBLK(mode)
-        else "a named pipe"
-        if stat.S_ISFIFO(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a regular file"
+    raise UsageError(
+        f"source {src} is {file_kind(mode)}, not a CUDA source file", "give the .cu file"
     )
-    raise UsageError(f"source {src} is {kind}, not a CUDA source file", "give the .cu file")
 
 
 # ---------------------------------------------------------------------------------------------

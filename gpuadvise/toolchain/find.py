@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
+from gpuadvise.inputfiles import parse_json, read_cache_bytes
 from gpuadvise.toolchain.cache_dir import default_cache_root
 
 __all__ = [
@@ -207,7 +208,7 @@ def _probe_stored(nvcc: str, origin: str, mtime_ns: int, env: tuple[str, ...]) -
         file = None
     if file is not None:
         try:
-            doc = json.loads(file.read_text())
+            doc = parse_json(read_cache_bytes(file, 1 << 20) or b"")
             tc = Toolchain.from_dict(doc["toolchain"])
             if doc.get("stamps") == _tool_stamps(tc) and tc.origin == origin:
                 return tc
