@@ -35,6 +35,7 @@ __all__ = [
     "MAX_NESTING",
     "TEXT_LIMIT_BYTES",
     "file_kind",
+    "file_sha256",
     "json_shape_problem",
     "load_toml_file",
     "parse_json",
@@ -184,6 +185,31 @@ def read_cache_bytes(path: str | os.PathLike[str], limit_bytes: int) -> bytes | 
         return _read_regular(Path(path), limit_bytes)
     except _Refused:
         return None
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
+    """The SHA-256 of a regular file's bytes, read in chunks (a data file may be larger than the
+    memory), or None when it is missing, not a regular file or unreadable."""
+    import hashlib
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    digest = hashlib.sha256()
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

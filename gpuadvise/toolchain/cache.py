@@ -34,7 +34,7 @@ from gpuadvise.errors import ToolchainError
 from gpuadvise.fileio import write_atomic
 from gpuadvise.inputfiles import parse_json, read_cache_bytes
 from gpuadvise.spec.budget import read_limit_bytes
-from gpuadvise.toolchain.cache_dir import default_cache_root
+from gpuadvise.toolchain.cache_dir import checked_cache_root, default_cache_root
 from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.options import CompileOptions
 
@@ -48,10 +48,12 @@ _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def cache_root(options: CompileOptions | None = None) -> Path:
-    """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``."""
+    """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``;
+    refused (a one-line UsageError) unless it is a folder of the user's own that is gpuadvise's
+    (:func:`~gpuadvise.toolchain.cache_dir.checked_cache_root`)."""
     if options is not None and options.cache_dir is not None:
-        return options.cache_dir
-    return default_cache_root()
+        return checked_cache_root(options.cache_dir)
+    return checked_cache_root(default_cache_root())
 
 
 def cache_write_error(root: Path, exc: OSError) -> ToolchainError:

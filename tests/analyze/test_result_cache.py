@@ -1,0 +1,164 @@
+"""The analysis-result cache holds data, never a rendering or an exit code (gate-inputs review,
+item 3): a forged entry is not replayed, an entry that is a folder is a miss, a data file is
+keyed by its content, and a cache root that is not the user's own gpuadvise folder is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuadvise.cli.main import main
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.timeout(300)]
+
+GATHER = """\
+__global__ void gather(float* out, const float* in, const int* idx, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[idx[i]];
+}
+"""
+N = 4096
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "case"
+    folder.mkdir()
+    (folder / "gather.cu").write_text(GATHER)
+    np.save(folder / "idx.npy", np.arange(N, dtype=np.int32))
+    (folder / "gather.toml").write_text(
+        f'grid = {N // 256}\nblock = 256\n[args]\nn = {N}\n[buffers]\nin = "float[n]"\n'
+        'idx = "idx.npy"\nout = "float[n]"\n'
+    )
+    monkeypatch.setenv("GPUADVISE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(folder)
+    return folder
+
+
+ARGS = ("analyze", "gather.cu", "--gpu", "H100", "--no-measure")
+
+
+def _stable(run: tuple[int, str, str]) -> tuple[int, dict, str]:
+    """A run's exit code, JSON without the times (which a fresh analysis measures anew), stderr."""
+    code, out, err = run
+    doc = json.loads(out)
+    doc.pop("timings_s")
+    (doc.get("emulation") or {}).pop("time_s", None)
+    return code, doc, err
+
+
+def _entries(case: Path) -> list[Path]:
+    return sorted((case.parent / "cache" / "analysis").glob("*/*.json"))
+
+
+def test_a_forged_entry_is_not_replayed(capsys: pytest.CaptureFixture[str], case: Path) -> None:
+    first = cli(capsys, *ARGS, "--json")
+    assert first[0] == 0, first[2]
+    again = cli(capsys, *ARGS, "--json")
+    assert again == first  # a hit renders the same output
+    (entry,) = _entries(case)
+    key = entry.stem
+    for forged in (
+        {"format": 1, "text": "FORGED\n", "exit_code": 77},  # the old layout, replayed as is
+        {"format": 2, "key": key, "text": "FORGED\n", "exit_code": 77},
+        {"format": 2, "key": key, "analysis": {"format": 1, "rules": "FORGED"}},
+    ):
+        entry.write_text(json.dumps(forged))
+        code, out, err = cli(capsys, *ARGS, "--json")
+        assert code == 0 and "FORGED" not in out + err, (code, out[:200], err)
+        assert json.loads(out)["kernel"]["name"] == "gather"
+
+
+def test_the_exit_code_comes_from_the_stored_findings(
+    capsys: pytest.CaptureFixture[str], case: Path
+) -> None:
+    code, out, _ = cli(capsys, *ARGS, "--json")
+    severities = {f["severity"] for f in json.loads(out)["findings"]}
+    expected = 1 if severities & {"warning", "error"} else 0
+    for _ in range(2):  # a miss, then a hit: the same exit code under --fail-on
+        assert cli(capsys, *ARGS, "--fail-on", "warning", "--format", "sarif")[0] == expected
+    # the stored data says there are no findings: so does the exit code (and the text)
+    for e in _entries(case):
+        doc = json.loads(e.read_text())
+        doc["analysis"]["rules"]["findings"] = []
+        e.write_text(json.dumps(doc))
+    assert cli(capsys, *ARGS, "--fail-on", "warning", "--format", "sarif")[0] == 0
+
+
+def test_an_entry_that_is_a_folder_is_a_miss(
+    capsys: pytest.CaptureFixture[str], case: Path
+) -> None:
+    first = _stable(cli(capsys, *ARGS, "--json"))
+    (entry,) = _entries(case)
+    entry.unlink()
+    (entry / "inside").mkdir(parents=True)
+    assert _stable(cli(capsys, *ARGS, "--json")) == first  # analysed again, no error
+    assert entry.is_file()  # and stored again
+    assert _stable(cli(capsys, *ARGS, "--json")) == first
+    entry.unlink()
+    os.mkfifo(entry)
+    assert _stable(cli(capsys, *ARGS, "--json")) == first  # a FIFO is not waited on
+
+
+def test_a_data_file_is_keyed_by_its_content(
+    capsys: pytest.CaptureFixture[str], case: Path
+) -> None:
+    code, coalesced, err = cli(capsys, *ARGS, "--json")
+    assert code == 0, err
+    data = case / "idx.npy"
+    stamp = data.stat()
+    rng = np.random.default_rng(1)
+    np.save(data, rng.permutation(N).astype(np.int32))  # same size, scattered reads
+    os.utime(data, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert data.stat().st_size == stamp.st_size and data.stat().st_mtime_ns == stamp.st_mtime_ns
+    code, scattered, err = cli(capsys, *ARGS, "--json")
+    assert code == 0, err
+
+    def sectors(doc: str) -> int:
+        return sum(ln["sectors"] for ln in json.loads(doc)["global_memory"]["lines"])
+
+    assert sectors(scattered) > sectors(coalesced)  # not the stale analysis
+
+
+@pytest.mark.parametrize("how", ["holds other files", "world-writable", "another user's"])
+def test_a_cache_root_that_is_not_ours_is_refused(
+    capsys: pytest.CaptureFixture[str], case: Path, tmp_path: Path, how: str, monkeypatch
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    if how == "holds other files":  # like GPUADVISE_CACHE_DIR=/ or a home folder
+        (root / "etc").mkdir()
+        (root / "notes.txt").write_text("mine")
+    elif how == "world-writable":
+        root.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a folder to another user")
+        os.chown(root, 12345, -1)
+    before = sorted(p.name for p in root.iterdir())
+    monkeypatch.setenv("GPUADVISE_CACHE_DIR", str(root))
+    code, out, err = cli(capsys, *ARGS, "--json")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    assert str(root) in lines[0] and "GPUADVISE_CACHE_DIR" in lines[0], lines[0]
+    assert sorted(p.name for p in root.iterdir()) == before  # nothing created there
+    if how == "world-writable":  # with the sticky bit (as /tmp), an empty folder is fine
+        root.chmod(0o1777)
+        assert cli(capsys, *ARGS, "--json")[0] == 0
+        assert (root / "CACHEDIR.TAG").is_file()
