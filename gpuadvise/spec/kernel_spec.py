@@ -91,7 +91,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.errors import ConfigError, DataFileError, UsageError
 from gpuadvise.inputfiles import file_kind, load_toml_file
 from gpuadvise.source.signature import Param, list_kernels
 from gpuadvise.spec import expr
@@ -645,7 +645,7 @@ def _file_elements(
     if path.suffix.lower() == ".bin":
         size = path.stat().st_size
         if size % elem_size_bytes:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {path.name} has {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
@@ -656,7 +656,7 @@ def _file_elements(
     if elem is None:  # a struct: raw bytes of the compiler's size
         size = items * dtype.itemsize
         if size % elem_size_bytes:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {path.name} holds {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
@@ -672,7 +672,7 @@ def _file_elements(
         if len(shape) <= 1 or shape[-1] == elem.lanes:
             return items // elem.lanes, held
     want = str(lane) if elem.lanes == 1 else f"{lane} with {elem.lanes} lanes as the last axis"
-    raise UsageError(
+    raise DataFileError(
         f"buffer {name}: {path.name} holds {held}, but the buffer's type {elem.name} is {want}",
         f"convert the data (numpy.save(path, array.astype(numpy.{lane.name}))) or give the "
         "type it holds",
@@ -1343,7 +1343,7 @@ def _resolved_fill(
         as_type = elem if isinstance(elem, CudaType) else None
         held, what = _file_elements(name, fill.path, as_type, size)
         if held != count:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {fill.path.name} holds {held} elements of {elem.name} ({what}), "
                 f"but the buffer has {count} ({_short(given.count_expr)})",
                 f"give the file's count: {name}={elem.name}[{held}]:{fill.path.name}, or "
@@ -1404,8 +1404,32 @@ def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | Non
     for b in spec.buffers:
         p = by_name[b.name]
         count = _buffer_count(b.name, b, env)
+        _check_buffer_type(b, p)
         if isinstance(b.elem_type, CudaType):
             _resolved_fill(b.name, b, b.elem_type, count, _declared(p))
+
+
+def _check_buffer_type(given: BufferSpec, p: Param) -> None:
+    """A buffer's type against the type its parameter points to, both CUDA types.
+
+    The same type, or the same lanes grouped differently (``float[4*n]`` for a ``float4*``): fine.
+    The same size per element (``float`` for an ``int*``): allowed, the bytes are reinterpreted
+    (a note of :func:`resolve` says so). Sizes that differ (``double[n]`` for an ``int*``): the
+    kernel would read other bytes than those the spec describes, a mistake: refused.
+    """
+    declared, elem = _declared(p), given.elem_type
+    if declared is None or not isinstance(elem, CudaType) or declared == elem:
+        return
+    if declared.numpy_format == elem.numpy_format and declared.kind == elem.kind:
+        return  # one lane type, other vector widths
+    if declared.size_bytes == elem.size_bytes:
+        return
+    raise UsageError(
+        f"buffer {given.name} is {elem.name} ({elem.size_bytes} bytes an element), but the "
+        f"kernel's parameter {p.name} points to {declared.name} ({declared.size_bytes} bytes)",
+        f"give the buffer the parameter's type: {given.name}={declared.name}"
+        f"[{_short(given.count_expr)}]",
+    )
 
 
 def _declared(p: Param) -> CudaType | None:
@@ -1497,10 +1521,16 @@ def resolve(
             )
         else:
             elem_name = given.elem_type.name
+            _check_buffer_type(given, p)
             if declared is not None and declared != given.elem_type:
+                same_lanes = isinstance(given.elem_type, CudaType) and (
+                    declared.numpy_format,
+                    declared.kind,
+                ) == (given.elem_type.numpy_format, given.elem_type.kind)
                 notes.append(
                     f"buffer {p.name} holds {elem_name} but the parameter points to "
                     f"{declared.name}; counts are in {elem_name} elements"
+                    + ("" if same_lanes else f" (the kernel reads their bytes as {declared.name})")
                 )
         elem = sized(given.elem_type, p.name)
         count = _buffer_count(p.name, given, env)
