@@ -1404,9 +1404,9 @@ def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | Non
     for b in spec.buffers:
         p = by_name[b.name]
         count = _buffer_count(b.name, b, env)
-        _check_buffer_type(b, p)
-        if isinstance(b.elem_type, CudaType):
+        if isinstance(b.elem_type, CudaType):  # a data file's own dtype is named first
             _resolved_fill(b.name, b, b.elem_type, count, _declared(p))
+        _check_buffer_type(b, p)
 
 
 def _check_buffer_type(given: BufferSpec, p: Param) -> None:
@@ -1521,7 +1521,6 @@ def resolve(
             )
         else:
             elem_name = given.elem_type.name
-            _check_buffer_type(given, p)
             if declared is not None and declared != given.elem_type:
                 same_lanes = isinstance(given.elem_type, CudaType) and (
                     declared.numpy_format,
@@ -1538,6 +1537,8 @@ def resolve(
         align = elem.align_bytes
         assert size is not None and align is not None
         is_output = given.is_output if given.is_output is not None else not p.is_const
+        fill = _resolved_fill(p.name, given, elem, count, declared)
+        _check_buffer_type(given, p)
         resolved.append(
             ResolvedBuffer(
                 p.name,
@@ -1546,7 +1547,7 @@ def resolve(
                 count,
                 count * size,
                 align,
-                _resolved_fill(p.name, given, elem, count, declared),
+                fill,
                 given.assumed,
                 is_output,
                 given.count_expr,
