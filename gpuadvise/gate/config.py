@@ -63,6 +63,8 @@ class GateCase:
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     gpu: str | None = None
     arch: str | None = None
+    root: Path | None = None  # its repository: no compiler output quotes a file outside it
+    trusted: bool = False  # --trust-config: it may read files outside the repository
 
     def threshold(self, metric: str) -> Threshold:
         return self.thresholds.get(metric) or METRICS[metric].default
@@ -480,4 +482,5 @@ def rebase_case(case: GateCase, old_root: Path, new_root: Path) -> GateCase:
         except ValueError:
             return p
 
-    return replace(case, source=move(case.source), spec=move(case.spec))
+    root = None if case.root is None else new_root
+    return replace(case, source=move(case.source), spec=move(case.spec), root=root)

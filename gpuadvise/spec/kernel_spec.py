@@ -1163,7 +1163,7 @@ def _check_source(value: str | Path) -> Path:
         raise UsageError(f"source file name {str(value)!r} holds a NUL byte", "check the path")
     src = Path(value)
     if src.is_file():
-        return src
+        return _check_source_text(src)
     if not src.exists():
         raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
     if src.is_dir():
@@ -1177,6 +1177,32 @@ def _check_source(value: str | Path) -> Path:
     raise UsageError(
         f"source {src} is {file_kind(mode)}, not a CUDA source file", "give the .cu file"
     )
+
+
+def _check_source_text(src: Path) -> Path:
+    """A source file gpuadvise may hand to nvcc: a CUDA or C++ name, and text. nvcc's
+    diagnostics quote the lines of what it compiles, so that ``source = "/etc/passwd"`` in a
+    spec echoed the file's first line; a file that is not a CUDA source is refused without a
+    word of its content."""
+    from gpuadvise.toolchain.includes import CUDA_SOURCE_SUFFIXES
+
+    if not {src.suffix.lower(), src.resolve().suffix.lower()} <= CUDA_SOURCE_SUFFIXES:
+        raise UsageError(
+            f"source {src} is not a CUDA source file: its name does not end in .cu, .cuh, "
+            ".h, .hpp, .cpp or another CUDA or C++ suffix",
+            "give the kernel's .cu file (or the header that defines it)",
+        )
+    try:
+        with open(src, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError as err:
+        raise UsageError(f"source {src} cannot be read ({err.strerror})", "check it") from None
+    if b"\0" in head:
+        raise UsageError(
+            f"source {src} is not CUDA source text (it holds binary data)",
+            "give the kernel's .cu file",
+        )
+    return src
 
 
 # ---------------------------------------------------------------------------------------------
