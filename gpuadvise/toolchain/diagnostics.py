@@ -10,6 +10,7 @@ instance asked for by name does not compile, from nvcc's first error in the user
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -162,6 +163,22 @@ _DIAG_END_RE = re.compile(
 )
 
 
+_DISK_FULL_RE = re.compile(
+    r"(?:(?:writing output to|write to|writing|to) (?P<path>/[^\s:]+):? ?)?"
+    r"(?P<why>No space left on device|Disk quota exceeded)"
+)
+
+
+def _mount_of(path: str) -> str:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    here = Path(path)
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    while not os.path.ismount(here) and here.parent != here:
+        here = here.parent
+    return str(here)
+
+
 def hide_diagnostics(log: str, shown: Callable[[str], bool]) -> str:
     """``log`` without the diagnostics located in a file ``shown`` refuses, each left out whole
     (its message, the source line it quotes, its caret and notes); a last line says how many."""
@@ -197,6 +214,13 @@ def compile_error(
     a diagnostic located in a file may be shown (:func:`hide_diagnostics`; default: all)."""
     if shown is not None:
         log = hide_diagnostics(log, shown)
+    if m := _DISK_FULL_RE.search(log):
+        where = f"the disk mounted at {_mount_of(m['path'])}" if m["path"] else "a disk nvcc uses"
+        return ToolchainError(
+            f"{where} is full: nvcc could not write its files for {src.name} ({m['why'].strip()})",
+            "free space there, or set GPUADVISE_CACHE_DIR (TMPDIR with --no-cache) to a folder "
+            "on another disk",
+        )
     if "cicc" in log and ("not found" in log or "No such file" in log):
         return ToolchainError(f"nvcc cannot run its front end (cicc): {log.strip()}", INSTALL_HINT)
     text = readable_log(log)
