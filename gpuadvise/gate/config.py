@@ -161,7 +161,10 @@ def _check_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str, fi
 
 def _str(value: Any, where: str, file: Path) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{file}: {where} must be a non-empty string (got {value!r})", None)
+        raise ConfigError(
+            f"{file}: {where} must be a non-empty string (got {value!r})",
+            f'write {where.rsplit(".", 1)[-1]} = "..." with a value in the quotes',
+        )
     return value
 
 
@@ -178,7 +181,10 @@ def _launch_text(value: Any, where: str, file: Path) -> str:
 
 def _str_list(value: Any, where: str, file: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{file}: {where} must be a list of strings (got {value!r})", None)
+        raise ConfigError(
+            f"{file}: {where} must be a list of strings (got {value!r})",
+            f'write {where.rsplit(".", 1)[-1]} = ["...", "..."], each item in quotes',
+        )
     return tuple(value)
 
 
@@ -207,7 +213,9 @@ def _bound(value: Any, where: str, file: Path, *, allow_pct: bool) -> float:
             f"got {value!r}",
         )
     if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{file}: {where} must be finite and >= 0 (got {value})", None)
+        raise ConfigError(
+            f"{file}: {where} must be finite and >= 0 (got {value})", "give 0 or a positive number"
+        )
     return float(value)
 
 
@@ -278,7 +286,9 @@ def parse_gate_config(table: Mapping[str, Any], *, path: Path, prefix: str = "ga
     file = path
     base = path.parent.resolve()
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{file}: {prefix} must be a table", None)
+        raise ConfigError(
+            f"{file}: {prefix} must be a table", f"write [{prefix}] and its keys below it"
+        )
     _check_keys(table, _GATE_KEYS, prefix, file)
     metrics = (
         _metric_list(table["metrics"], f"{prefix}.metrics", file)
