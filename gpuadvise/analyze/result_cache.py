@@ -130,7 +130,7 @@ def load(key: str) -> tuple[KernelAnalysis, RulesRun] | None:
     from gpuadvise.analyze.saved import analysis_from_data
     from gpuadvise.spec.budget import read_limit_bytes
 
-    raw = read_cache_bytes(_path(key), read_limit_bytes())
+    raw = read_cache_bytes(_path(key), read_limit_bytes(as_json=True))
     if raw is None:
         return None
     try:

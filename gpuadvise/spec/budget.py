@@ -45,6 +45,7 @@ __all__ = [
     "format_bytes",
     "memory_budget",
     "out_of_time",
+    "JSON_READ_CAP_BYTES",
     "read_limit_bytes",
     "skip",
     "time_budget",
@@ -185,11 +186,20 @@ def memory_budget() -> MemoryBudget:
     return MemoryBudget(int(size), source)
 
 
-def read_limit_bytes(share: float = 0.25) -> int:
+JSON_READ_CAP_BYTES = 256 << 20
+"""The largest JSON document gpuadvise parses from a cache (its own entries take kilobytes to a few
+megabytes; a parsed document takes several times its size in memory)."""
+
+
+def read_limit_bytes(share: float = 0.25, *, as_json: bool = False) -> int:
     """The largest file (a cache entry, a data file) gpuadvise reads whole now: ``share`` of the
-    memory budget, since a JSON document parsed takes several times its size. Checked against the
-    file's size before any of it is read (a 5 GB cache entry was read whole first)."""
-    return int(memory_budget().bytes * share)
+    memory budget, and for a JSON document (``as_json``) a sixteenth of it, at most
+    :data:`JSON_READ_CAP_BYTES`. Checked against the file's size before any of it is read (a 5 GB
+    cache entry was read whole first)."""
+    budget = memory_budget().bytes
+    if as_json:
+        return min(budget // 16, JSON_READ_CAP_BYTES)
+    return int(budget * share)
 
 
 def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: str = "") -> None:

@@ -72,9 +72,9 @@ def _file_sha(path: Path) -> str | None:
     return None if data is None else sha256_hex(data)
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, *, as_json: bool = False) -> bytes:
     """A file of the cache (regular, within the read limit), else OSError: a miss."""
-    data = read_cache_bytes(path, read_limit_bytes())
+    data = read_cache_bytes(path, read_limit_bytes(as_json=as_json))
     if data is None:
         raise OSError(f"{path} is not a readable cache file")
     return data
@@ -117,12 +117,12 @@ def _checked_manifest(data: Any) -> tuple[list[tuple[str, str]], str]:
 def lookup(root: Path, manifest: Path) -> CompiledModule | None:
     """The cached module the manifest points to, if every input and stored file is intact."""
     try:
-        deps, key = _checked_manifest(parse_json(_read(manifest)))
+        deps, key = _checked_manifest(parse_json(_read(manifest, as_json=True)))
         for path, digest in deps:
             if _file_sha(Path(path)) != digest:
                 return None
         entry = root / "entries" / key[:2] / key
-        meta = parse_json(_read(entry / "meta.json"))
+        meta = parse_json(_read(entry / "meta.json", as_json=True))
         if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
             return None
         module = CompiledModule.from_dict(meta["module"])

@@ -101,7 +101,7 @@ def test_the_exit_code_comes_from_the_stored_findings(
     assert cli(capsys, *ARGS, "--fail-on", "warning", "--format", "sarif")[0] == 0
 
 
-def test_an_entry_that_is_a_folder_is_a_miss(
+def test_an_entry_that_is_a_folder_a_fifo_or_huge_is_a_miss(
     capsys: pytest.CaptureFixture[str], case: Path
 ) -> None:
     first = _stable(cli(capsys, *ARGS, "--json"))
@@ -114,6 +114,10 @@ def test_an_entry_that_is_a_folder_is_a_miss(
     entry.unlink()
     os.mkfifo(entry)
     assert _stable(cli(capsys, *ARGS, "--json")) == first  # a FIFO is not waited on
+    entry.unlink()
+    with entry.open("wb") as f:
+        f.truncate(5 << 30)  # 5 GB, sparse: its size is checked before a byte of it is read
+    assert _stable(cli(capsys, *ARGS, "--json")) == first
 
 
 def test_a_data_file_is_keyed_by_its_content(
