@@ -40,7 +40,15 @@ SAVED_FORMAT = 1
 """Bumped whenever what is saved changes shape."""
 
 # Errors a record's own from_dict raises on data it does not take.
-_BAD = (ValueError, TypeError, KeyError, AttributeError, IndexError, StopIteration, GpuAdviseError)
+_BAD = (
+    ValueError,
+    TypeError,
+    LookupError,
+    AttributeError,
+    ArithmeticError,
+    StopIteration,
+    GpuAdviseError,
+)
 
 
 def analysis_to_data(analysis: KernelAnalysis, rules: RulesRun) -> dict[str, Any]:

@@ -171,7 +171,7 @@ def _render_hit(hit: Any, fmt: str, fail_on: str | None) -> tuple[str, int] | No
     analysis, checked = hit
     try:
         text = _render(fmt, analysis, checked)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, LookupError):
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
         return None
     return text, 1 if failing_findings(checked.findings, fail_on) else 0
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuadvise.cli.main import main
 
@@ -166,3 +168,66 @@ def test_a_cache_root_that_is_not_ours_is_refused(
         root.chmod(0o1777)
         assert cli(capsys, *ARGS, "--json")[0] == 0
         assert (root / "CACHEDIR.TAG").is_file()
+
+
+# --- property: stored data of any shape is rendered or is a miss, never a traceback ---------------
+
+
+@pytest.fixture(scope="module")
+def saved_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("saved")
+    (folder / "gather.cu").write_text(GATHER)
+    np.save(folder / "idx.npy", np.arange(N, dtype=np.int32))
+    (folder / "gather.toml").write_text(
+        f'grid = {N // 256}\nblock = 256\n[args]\nn = {N}\n[buffers]\nin = "float[n]"\n'
+        'idx = "idx.npy"\nout = "float[n]"\n'
+    )
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.analyze.saved import analysis_to_data
+
+    done = run_analysis(
+        KernelOptions(str(folder / "gather.cu"), gpu="H100", no_cache=True), measure=False
+    )
+    return json.loads(json.dumps(analysis_to_data(done.analysis, done.rules)))
+
+
+def _paths(x: object, here: tuple = ()) -> list[tuple]:
+    out = [here]
+    if isinstance(x, dict):
+        for k, v in x.items():
+            out += _paths(v, (*here, k))
+    elif isinstance(x, list):
+        for i, v in enumerate(x[:2]):
+            out += _paths(v, (*here, i))
+    return out
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_forged_data_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject) -> None:
+    import copy
+
+    from gpuadvise.analyze.saved import analysis_from_data
+    from gpuadvise.cli.analyze import _render_hit
+
+    doc = copy.deepcopy(saved_doc)
+    path = data.draw(st.sampled_from(_paths(doc)[1:]))
+    value = data.draw(
+        st.one_of(
+            st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
+            st.text(max_size=5), st.just([]), st.just({}), st.lists(st.integers(), max_size=2),
+        )
+    )  # fmt: skip
+    where = doc
+    for k in path[:-1]:
+        where = where[k]
+    where[path[-1]] = value
+    try:
+        hit = analysis_from_data(doc)
+    except ValueError:
+        return
+    for fmt in ("text", "json", "html", "sarif", "junit", "github", "markdown"):
+        rendered = _render_hit(hit, fmt, "warning")
+        assert rendered is None or isinstance(rendered[0], str)
