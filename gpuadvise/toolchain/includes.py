@@ -104,6 +104,10 @@ def host_include_dirs(compiler: str) -> tuple[Path, ...]:
     return tuple(out)
 
 
+# The system's header folders, when the host compiler cannot be asked for its own.
+_SYSTEM_INCLUDE_DIRS = ("/usr/include", "/usr/local/include", "/usr/lib/gcc", "/usr/lib64/gcc")
+
+
 def _host_compiler(flags: Sequence[str], tc: Toolchain) -> str | None:
     for i, f in enumerate(flags):
         if f in ("-ccbin", "--compiler-bindir") and i + 1 < len(flags):
@@ -124,10 +128,12 @@ def include_roots(flags: Sequence[str], tc: Toolchain) -> tuple[Path, ...]:
     roots = [tc.include_dir, tc.cccl_include_dir, *tc.extra_include_dirs]
     compiler = _host_compiler(flags, tc)
     out = [Path(r).resolve() for r in roots if r is not None]
+    host_dirs: tuple[Path, ...] = ()
     if compiler:
         host = Path(compiler)
         resolved = shutil.which(compiler) if not host.is_absolute() else compiler
-        out += host_include_dirs(str(resolved or compiler))
+        host_dirs = host_include_dirs(str(resolved or compiler))
+    out += host_dirs or [Path(d).resolve() for d in _SYSTEM_INCLUDE_DIRS]
     return tuple(dict.fromkeys(out))
 
 

@@ -209,3 +209,16 @@ def test_json_report_of_a_refused_include_is_whole(
     doc = json.loads((repo / "r.json").read_text())
     reasons = json.dumps(doc)
     assert "includes" in reasons and not _leaked(reasons)
+
+
+def test_include_roots_without_an_answer_from_the_host_compiler(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from gpuadvise.toolchain import includes
+    from gpuadvise.toolchain.find import Toolchain
+
+    tc = Toolchain(
+        nvcc=Path("/x/nvcc"), ptxas=Path("/x/ptxas"), nvdisasm=None, cuobjdump=None,
+        version="13.0", include_dir=Path("/x/include"), bin_dir=Path("/x"),
+        host_compiler=Path("/no/such/g++"),
+    )  # fmt: skip
+    roots = includes.include_roots((), tc)
+    assert Path("/x/include").resolve() in roots and Path("/usr/include").resolve() in roots
