@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gpuadvise.cli.main import main
+from clikit import cli, one_error
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.timeout(300)]
 
@@ -27,23 +26,6 @@ __global__ void k(float* o, const float* x, const Cell* cells)
 }
 """
 LAUNCH = ("--grid", "2", "--block", "32", "--gpu", "H100", "--no-measure")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "; " in lines[0], err
-    return lines[0]
 
 
 def measured(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:

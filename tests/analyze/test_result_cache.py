@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clikit import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gpuadvise.cli.main import main
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.timeout(300)]
 
@@ -25,17 +24,6 @@ __global__ void gather(float* out, const float* in, const int* idx, int n)
 }
 """
 N = 4096
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
