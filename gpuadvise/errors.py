@@ -68,6 +68,12 @@ class ConfigError(UsageError):
     """A configuration or spec file that cannot be read."""
 
 
+class DataFileError(UsageError):
+    """A buffer's data file (``.npy``, ``.bin``) that cannot give the buffer its data: unreadable,
+    truncated, or not a whole number of elements. An input error found before tracing, never a
+    note that the trace is unavailable."""
+
+
 class ToolchainError(GpuAdviseError):
     """nvcc, ptxas or nvdisasm missing, or failing."""
 

@@ -106,10 +106,11 @@ def run_analyze(
             "l2_probe_ctas": l2_probe_ctas,
         }
         key = result_cache.analysis_key(opts, params, _render_key(fmt))
-        hit = result_cache.load(key)
-        if hit is not None:
-            _emit(hit.text, fmt, output)
-            return hit.exit_code
+        hit = _render_hit(result_cache.load(key), fmt, fail_on)
+        if hit is not None:  # rendered and judged from the stored data, as a fresh run is
+            text, code = hit
+            _emit(text, fmt, output)
+            return code
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.report.progress import progress_for
 
@@ -157,8 +158,22 @@ def run_analyze(
 
         console.fix_written(write_fix(fixed), dry_run=False)
     if key is not None and not result.skipped and _nothing_measured(measure):
-        result_cache.store(key, result_cache.CachedOutput(text, code))
+        result_cache.store(key, result, checked)
     return code
+
+
+def _render_hit(hit: Any, fmt: str, fail_on: str | None) -> tuple[str, int] | None:
+    """A cache hit (the stored analysis and findings, checked) rendered as ``fmt`` with its exit
+    code under ``fail_on``; None when there is no hit, or when the stored data, valid in shape,
+    still cannot be rendered (then it is a miss like any damaged entry)."""
+    if hit is None:
+        return None
+    analysis, checked = hit
+    try:
+        text = _render(fmt, analysis, checked)
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+        return None
+    return text, 1 if failing_findings(checked.findings, fail_on) else 0
 
 
 def _cacheable_run(

@@ -145,10 +145,11 @@ def gate_options(f: Any) -> Any:
             "--trust-config",
             "trust_config",
             is_flag=True,
-            help="Compile with any nvcc flag the configuration and its specs give. Without it, "
-            "flags that can run programs or touch files (-ccbin, -Xcompiler, -o, include "
-            "folders outside the repository ...) are refused: spec and gate files are code. "
-            "Never use it on pull requests from forks.",
+            help="Compile with any nvcc flag the configuration and its specs give, and read "
+            "files outside the repository. Without it, flags that can run programs or touch "
+            "files (-ccbin, -Xcompiler, -o, include folders outside the repository ...) are "
+            "refused, and so are sources, specs, data files and #includes outside the "
+            "repository: spec and gate files are code. Never use it on pull requests from forks.",
         ),
     ]
     for option in reversed(options):

@@ -90,7 +90,10 @@ class GateResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GateResult:
         if d.get("kind") != RESULT_KIND or d.get("schema_version") != RESULT_SCHEMA_VERSION:
-            raise ConfigError("not a gpuadvise gate result (schema_version 1)", None)
+            raise ConfigError(
+                "not a gpuadvise gate result (schema_version 1)",
+                "give the JSON that gpuadvise gate --format json wrote",
+            )
 
         def env(key: str) -> Environment | None:
             v = d.get(key)

@@ -1107,7 +1107,8 @@ class Registry:
                 sev = table["severity"]
                 if sev not in SEVERITIES:
                     raise ConfigError(
-                        f"severity {sev!r} for {rule.id} is not one of {', '.join(SEVERITIES)}"
+                        f"severity {sev!r} for {rule.id} is not one of {', '.join(SEVERITIES)}",
+                        f'write severity = "{SEVERITIES[1]}" (or another of those)',
                     )
                 return sev  # type: ignore[no-any-return]
         return None

@@ -127,6 +127,8 @@ def test_gate_shard(tmp_path: Path) -> None:
     from gpuadvise.gate.run import prepare_gate
 
     for k in (1, 2):
-        plan = prepare_gate(config=cfg, shard=f"{k}/2", cwd=tmp_path, baseline_ref="HEAD")
+        plan = prepare_gate(  # trusted: its cases' sources lie outside its folder
+            config=cfg, shard=f"{k}/2", cwd=tmp_path, baseline_ref="HEAD", trust_config=True
+        )
         names += [c.name for c in plan.config.cases]
     assert sorted(names) == ["c0", "c1", "c2"]
