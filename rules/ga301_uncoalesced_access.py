@@ -154,6 +154,37 @@ def _streams(view: Any, insts: Any, buffers: list[str]) -> Iterator[tuple[str, A
             yield b, np.array(sorted(groups[key]), np.int64)
 
 
+def _grouped(found: list[Finding]) -> Iterator[Finding]:
+    """One finding per root cause: the lines that walk one buffer in one pattern (an array of
+    structures read field by field on six lines is one layout to change) become the finding of
+    the first of them (its evidence), naming the others, with every line's instructions and
+    fields in its details (its estimate and variant cover them all)."""
+    from dataclasses import replace
+
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in found:
+        d = f.details_as(BufferAccess)
+        groups.setdefault((d.buffer, d.pattern), []).append(f)
+
+    for fs in groups.values():
+        top = min(fs, key=lambda f: f.line or 0)
+        others = sorted({f.line for f in fs if f.line is not None and f.line != top.line})
+        if not others:
+            yield top
+            continue
+        d = top.details_as(BufferAccess)
+        insts = tuple(sorted({i for f in fs for i in f.details_as(BufferAccess).insts}))
+        fields = tuple(sorted({x for f in fs for x in f.details_as(BufferAccess).fields}))
+        what = "array of structures" if d.aos else "walk of the buffer"
+        yield replace(
+            top,
+            message=top.message
+            + f" (with line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}: "
+            f"the same {what}, one change for all)",
+            details=replace(d, insts=insts, fields=fields),
+        )
+
+
 class UncoalescedAccess(Rule):
     """Global loads or stores that move many more 32-byte sectors than the bytes they use.
 
@@ -238,6 +269,7 @@ class UncoalescedAccess(Rule):
         min_excess = float(ctx.option("min_excess_pct"))
         min_share = float(ctx.option("min_share_pct"))
         text = source_text(ctx.source_file)
+        found: list[Finding] = []
         for cl in co.lines:
             if cl.kind not in (Kind.LOAD, Kind.STORE) or cl.line is None:
                 continue
@@ -277,9 +309,12 @@ class UncoalescedAccess(Rule):
                     # the warp's other accesses of this line use the rest of the sectors
                     # (in[i] + in[i + 1]): vector loads fix it (GA303)
                     continue
-                yield self._finding(
-                    ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                found.append(
+                    self._finding(
+                        ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                    )
                 )
+        yield from _grouped(found)
 
     def _finding(
         self,
