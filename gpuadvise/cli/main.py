@@ -388,6 +388,8 @@ def analyze(
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
 
+    obj = click.get_current_context().find_root().obj
+    argv = obj.get("argv") if isinstance(obj, dict) else None
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
     opts = _gather_kernel_options(kw)
@@ -430,6 +432,7 @@ def analyze(
         unsafe_fixes=unsafe_fixes,
         time_budget_s=time_budget_s,
         quiet=quiet,
+        argv=argv,
         **rules,
     )
     if code:
@@ -585,11 +588,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail("stdout is closed; run gpuadvise with its output open (> FILE, or > /dev/null)", 2)
     try:
         try:
-            cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+            args = list(sys.argv[1:] if argv is None else argv)
+            cli.main(args=args, prog_name="gpuadvise", standalone_mode=False, obj={"argv": args})
         finally:
             _flush_stdout()  # a failure to write what is left is reported here, not at exit
     except GpuAdviseError as exc:
-        _fail(exc.one_line(), exc.exit_code)
+        _fail(exc.one_line(), exc.exit_code, exc.details)
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(2)
@@ -638,11 +642,14 @@ def _os_error(exc: OSError) -> None:
     _fail(f"{exc.strerror or exc}{where}; {hint}", 2)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, details: str | None = None) -> None:
+    """One line on stderr, then (a compile error) the tool's own output as it printed it."""
     from gpuadvise.errors import cap_echoes
     from gpuadvise.report import console
 
     console.error(cap_echoes(" ".join(message.split())))
+    if details:
+        console.error_details(details)
     sys.exit(code)
 
 
