@@ -47,6 +47,7 @@ def run_analyze(
     diff: bool = False,
     unsafe_fixes: bool = False,
     l2_probe_ctas: str | None = None,
+    argv: list[str] | None = None,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
@@ -62,7 +63,8 @@ def run_analyze(
 
     ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
     print their combined diff instead of writing (text format: the diff alone on stdout, the
-    steps on stderr); ``unsafe_fixes``: display-only diffs too."""
+    steps on stderr); ``unsafe_fixes``: display-only diffs too. ``argv``: the command's
+    arguments, for the command the text report's last line suggests (the same with ``--diff``)."""
     from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
@@ -105,7 +107,7 @@ def run_analyze(
             "fail_on": fail_on,
             "l2_probe_ctas": l2_probe_ctas,
         }
-        key = result_cache.analysis_key(opts, params, _render_key(fmt))
+        key = result_cache.analysis_key(opts, params, _render_key(fmt, argv))
         hit = result_cache.load(key)
         if hit is not None:
             _emit(hit.text, fmt, output)
@@ -149,7 +151,7 @@ def run_analyze(
         console.fix_steps(fixed, to_stderr=True)
         console.plain(fixed.diff or "")
         return code
-    text = _render(fmt, result, checked, fixed)
+    text = _render(fmt, result, checked, fixed, argv)
     _emit(text, fmt, output)
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
@@ -188,18 +190,22 @@ def _nothing_measured(measure: bool | None) -> bool:
     return pycuda_missing() is not None
 
 
-def _render_key(fmt: str) -> dict[str, Any]:
-    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal)."""
+def _render_key(fmt: str, argv: list[str] | None = None) -> dict[str, Any]:
+    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal, and
+    the command its last line repeats)."""
     if fmt != "text":
         return {"format": fmt}
     from gpuadvise.report import console
 
-    return {"format": fmt, **console.output_settings()}
+    return {"format": fmt, "argv": argv, **console.output_settings()}
 
 
-def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
-    """The analysis as ``fmt`` (text: what the terminal report prints, captured); ``fixed``:
-    the composed fixes of --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
+def _render(
+    fmt: str, result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None
+) -> str:
+    """The analysis as ``fmt`` (text: what the terminal report prints, captured: the findings
+    first, then the details, then one summary line); ``fixed``: the composed fixes of
+    --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
     if fmt == "json":
         from gpuadvise.report.json_report import analyze_json, dumps
 
@@ -216,12 +222,15 @@ def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
 
         return render_findings(fmt, checked, result.kernel.name)
     from gpuadvise.report import console
+    from gpuadvise.report.rules_text import command_line
 
     with console.captured() as cap:
-        console.analysis(result)
+        console.analysis_head(result)
         console.findings(checked)
+        console.analysis(result)
         if fixed is not None:
             console.fix_steps(fixed)
+        console.summary(checked, None if argv is None else command_line(argv), fixed)
     return cap.get()
 
 

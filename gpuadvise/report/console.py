@@ -73,6 +73,12 @@ def error(message: str) -> None:
     _err.print(Text("error: ", style="bold red") + Text(one_line(message)))
 
 
+def error_details(text: str) -> None:
+    """A tool's own output below the error line (nvcc's diagnostics), line for line as it
+    printed them (control characters shown as escapes, no workflow command)."""
+    _err.print(Text(text), soft_wrap=True)
+
+
 def note(message: str) -> None:
     _err.print(Text("note: ", style="yellow") + Text(one_line(message)))
 
@@ -247,11 +253,9 @@ def _rel(path: str | None) -> str:
     return one_line(rel if not rel.startswith("..") else path)
 
 
-def analysis(a: Any) -> None:
-    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis)."""
-    from gpuadvise.toolchain.sass import source_text
-
-    spec, d, k, r = a.spec, a.device, a.kernel, a.occupancy
+def analysis_head(a: Any) -> None:
+    """``gpuadvise analyze``'s first line: the kernel, its file, the launch and the device."""
+    spec, d, k = a.spec, a.device, a.kernel
     head = Text()
     head.append(k.name, style="bold")
     head.append(f"  {_rel(str(spec.source))}  grid {spec.launch.grid} x block {spec.launch.block}")
@@ -259,7 +263,17 @@ def analysis(a: Any) -> None:
         head.append(f", {spec.launch.dynamic_smem_bytes} B dynamic shared memory")
     head.append(f"  on {d.name} ({d.arch})", style="dim")
     _out.print(head)
+
+
+def analysis(a: Any) -> None:
+    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis), below the findings:
+    resources, occupancy, waves, the memory instructions and models per line."""
+    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.toolchain.sass import source_text
+
+    d, k, r = a.device, a.kernel, a.occupancy
     _out.print()
+    _out.print(Text("Details", style="bold underline"))
     res = k.resources
     spills = (
         Text(
@@ -315,7 +329,7 @@ def analysis(a: Any) -> None:
                 col, justify="right" if col in {"width", "n"} else "left", no_wrap=col != "source"
             )
         for m in shown:
-            src = source_text(m.file, m.line) or ""
+            src = shown_source(source_text(m.file, m.line))
             mt.add_row(
                 f"{_rel(m.file).split('/')[-1]}:{m.line}",
                 m.space,
@@ -323,7 +337,7 @@ def analysis(a: Any) -> None:
                 f"{m.width_bits}b",
                 str(m.count),
                 ",".join(m.opcodes),
-                src.strip()[:70],
+                src[:70],
             )
         _out.print(mt)
     if a.memory is not None:
@@ -339,6 +353,7 @@ def analysis(a: Any) -> None:
 
 
 def _memory(m: Any) -> None:
+    from gpuadvise.report.rules_text import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     _out.print()
@@ -387,7 +402,7 @@ def _memory(m: Any) -> None:
                 f"{ln.ideal:,}",
                 Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
                 f"{ln.worst_ways:.0f}-way" if ln.worst_ways > 1 else "-",
-                (source_text(ln.file, ln.line) or "").strip()[:60],
+                shown_source(source_text(ln.file, ln.line))[:60],
             )
         _out.print(t)
         tot = b.launch.all
@@ -415,7 +430,7 @@ def _memory(m: Any) -> None:
                 f"{ln.ideal:,}",
                 f"{ln.sectors / max(ln.requests, 1):.1f}",
                 Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
-                (source_text(ln.file, ln.line) or "").strip()[:60],
+                shown_source(source_text(ln.file, ln.line))[:60],
             )
         _out.print(t)
         ld, st = c.launch.load, c.launch.store
@@ -435,21 +450,72 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold 
 
 
 def findings(run: Any) -> None:
-    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_cmd)."""
+    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_text),
+    each line wrapped at the terminal's width with a hanging indent."""
     from gpuadvise.report.rules_text import finding_text
 
     _out.print()
     if not run.findings:
         _out.print(Text(f"No findings ({len(run.rules_run)} rules run).", style="green"))
+    else:
+        _out.print(Text(f"Findings, ranked ({len(run.findings)})", style="bold underline"))
+    width = _out.width
     for i, f in enumerate(run.findings, 1):
         head, *rest = finding_text(f, i)
-        _out.print(Text(head, style=_SEVERITY_STYLE.get(f.severity, "")))
+        for part in wrap_line(head, width):
+            _out.print(Text(part, style=_SEVERITY_STYLE.get(f.severity, "")))
         for line in rest:
             body = line[3:]
             diff = body[:1] in ("+", "-") and body[:3] not in ("+++", "---")
-            _out.print(Text(line, style=("green" if body[:1] == "+" else "red") if diff else ""))
+            style = ("green" if body[:1] == "+" else "red") if diff else ""
+            for part in wrap_line(line, width, code=diff or body[:1] in (" ", "@")):
+                _out.print(Text(part, style=style))
     for text in run.notes:
-        _out.print(Text(f"note: {text}", style="dim"))
+        for part in wrap_line(f"note: {text}", width):
+            _out.print(Text(part, style="dim"))
+
+
+def wrap_line(line: str, width: int, code: bool = False) -> list[str]:
+    """``line`` cut at spaces into lines of at most ``width`` characters, never mid-word (a word
+    longer than a line is the exception), with a hanging indent: prose continues under the text
+    after its indent and its label (``   evidence: ...``, ``1. GA201 ...`` under the message), a
+    line of a diff (``code``) four columns further in than its code. A line that fits is kept."""
+    if len(line) <= width or width < 20:
+        return [line]
+    indent = len(line) - len(line.lstrip(" "))
+    body = line[indent:]
+    if code:
+        rest = body[1:]
+        prefix = line[: indent + 1 + len(rest) - len(rest.lstrip(" "))]
+        text = rest.lstrip(" ")
+        hang = len(prefix) + 4
+    else:
+        label = body.split(": ", 1)[0]
+        prefix, text = line[:indent], body
+        labelled = ": " in body and len(label) <= 24 and " " not in label.strip()
+        hang = indent + len(label) + 2 if labelled else indent + 3
+    hang = min(hang, width // 2)
+    out: list[str] = []
+    cur, first = prefix, True
+    for word in text.split(" "):
+        joined = cur + word if first else f"{cur} {word}"
+        if not first and len(joined) > width and cur.strip():
+            out.append(cur.rstrip())
+            cur = " " * hang + word
+        else:
+            cur = joined
+        first = False
+    out.append(cur.rstrip())
+    return out
+
+
+def summary(run: Any, next_command: str | None = None, fixed: Any = None) -> None:
+    """The report's last line: the counts, the top finding, and the command to run next."""
+    from gpuadvise.report.rules_text import summary_text
+
+    _out.print()
+    for part in wrap_line(summary_text(run, next_command, fixed), _out.width):
+        _out.print(Text(part, style="bold"))
 
 
 def bench(r: Any) -> None:

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuadvise.report.rules_text import fix_kind, without_marker
 from gpuadvise.report.safe_text import controls, guard
 
 if TYPE_CHECKING:
@@ -665,7 +666,7 @@ def source_view(
         prev = 0
         for n in sorted(x for x in shown if 0 < x <= max(last, 1)):
             code = text[n - 1] if text and n <= len(text) else snippets.get((path, n), "")
-            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=code)
+            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=without_marker(code))
             row.gap_before = n - prev - 1 if prev else 0
             prev = n
             k = (path, n)
@@ -811,6 +812,7 @@ def _finding_view(f: Mapping[str, Any], index: int, scale: _SpeedScale,
         if not var
         else {
             "safety": var.get("safety"),
+            "kind": fix_kind(var.get("safety"), f.get("verified")),
             "label": var.get("label"),
             "description": var.get("description"),
             "diff": _diff_lines(var.get("diff")),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from gpuadvise.report.safe_text import one_line
@@ -14,6 +16,79 @@ from gpuadvise.rules import (
     Registry,
     Rule,
 )
+from gpuadvise.rules.engine import EXPECT_RE
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 warning``, ``3 warnings``, ``0 notes`` (``many``: the plural when not word + s)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def without_marker(text: str) -> str:
+    """``text`` without a bundled kernel's ``// expect: GA201`` marker at its end (the test
+    suite's annotation of the line a rule must flag, not code a user needs to read)."""
+    m = EXPECT_RE.search(text)
+    if m is not None and not text[m.end() :].strip():
+        return text[: m.start()].rstrip()
+    return text
+
+
+def shown_source(text: str | None) -> str:
+    """A source line as a report's source column shows it: stripped, without its marker."""
+    return without_marker(text).strip() if text else ""
+
+
+def fix_kind(safety: str | None, verified: bool | None) -> str:
+    """What a finding's fix is, in the report's words: ``automatic, verified`` only when its
+    outputs were checked against the kernel's in a run (on the GPU); ``automatic, unverified``
+    when nothing ran it (no GPU); ``proxy`` and ``advice`` (a display-only diff)."""
+    if safety is None:
+        return "no fix"
+    if safety == "automatic-and-verified":
+        if verified is True:
+            return "automatic, verified"
+        if verified is False:
+            return "automatic, outputs differ"
+        return "automatic, unverified"
+    return "proxy" if safety == "proxy" else "advice"
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``gpuadvise ARGS`` as a shell would take it back (quoted where needed)."""
+    return shlex.join(["gpuadvise", *argv])
+
+
+def summary_text(run: Any, next_command: str | None = None, fixed: Any = None) -> str:
+    """The terminal report's last line: the findings counted by severity, the top finding, and
+    the command to run next (``--diff`` when a fix is automatic, else ``explain`` of the top
+    rule). ``next_command``: the command that made the report (``--diff`` is added to it);
+    ``fixed``: the result of ``--fix``/``--diff`` when they ran (then no next command)."""
+    counts: dict[str, int] = {}
+    for f in run.findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    if not run.findings:
+        return f"Summary: no findings ({plural(len(run.rules_run), 'rule')} run)."
+    parts = [plural(counts[k], k) for k in ("error", "warning", "note") if counts.get(k)]
+    automatic = [
+        f
+        for f in run.findings
+        if not f.is_error and f.variant is not None and f.variant.safety == "automatic-and-verified"
+    ]
+    text = "Summary: " + ", ".join(parts)
+    if automatic:
+        text += f" ({plural(len(automatic), 'automatic fix', 'automatic fixes')})"
+    top = next((f for f in run.findings if not f.is_error), None)
+    if top is not None:
+        where = f" at {os.path.basename(top.file)}:{top.line}" if top.file and top.line else ""
+        text += f"; top: {top.rule} {top.name}{where}, {top.speedup_label()}"
+    text += "."
+    if fixed is not None:
+        return text
+    if automatic and next_command:
+        text += f" Next: `{next_command} --diff` shows the fixes as one diff (--fix writes it)."
+    elif top is not None:
+        text += f" Next: `gpuadvise explain {top.rule}` says why and how to fix it."
+    return text
 
 
 def finding_text(f: Finding, index: int | None = None) -> list[str]:
@@ -34,8 +109,10 @@ def finding_text(f: Finding, index: int | None = None) -> list[str]:
     if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
         lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
     if f.variant is not None:
-        label = f" {f.variant.label}" if f.variant.label else ""
-        lines.append(f"   fix ({f.variant.safety}{label}): {f.variant.description}")
+        label = f"; {f.variant.label}" if f.variant.label else ""
+        lines.append(
+            f"   fix ({fix_kind(f.variant.safety, f.verified)}{label}): {f.variant.description}"
+        )
         if f.variant.diff:
             lines += ["   " + ln for ln in f.variant.diff.rstrip("\n").splitlines()]
         elif f.variant.proxy is not None:

@@ -1,0 +1,116 @@
+"""What a CUDA developer sees on first use (issue 32, "First use"), replayed: the terminal
+report's order and last line, wrapping, compiler errors, ``explain``, the CI switches and
+formats, the HTML badges, the devices' units."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.report.console import wrap_line
+
+ROOT = Path(__file__).resolve().parents[2]
+REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
+
+
+@pytest.fixture(scope="module")
+def env(compile_cache: Path) -> dict[str, str]:
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
+
+
+def gpuadvise(
+    env: dict[str, str], *args: str, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuadvise", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture(scope="module")
+def reduce2_text(env: dict[str, str]) -> str:
+    r = gpuadvise(env, "analyze", str(REDUCE.relative_to(ROOT)), "-k", "reduce2", "--gpu", "H100")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The terminal report: findings first, one summary line last
+
+
+@pytest.mark.toolkit
+def test_findings_come_first_ranked_cause_above_symptom(reduce2_text: str) -> None:
+    lines = reduce2_text.splitlines()
+    assert lines[2] == "Findings, ranked (3)"
+    heads = [ln for ln in lines if ln[:1].isdigit() and ". GA" in ln]
+    # GA202's sequential addressing rewrites GA201's line: the cause is right above it
+    assert [h.split()[1] for h in heads] == ["GA202", "GA201", "GA206"]
+    assert lines.index(heads[0]) == 3
+    # the model tables come after every finding
+    assert lines.index("Details") > lines.index(heads[-1])
+    assert lines.index("Memory instructions per source line (SASS)") > lines.index("Details")
+
+
+@pytest.mark.toolkit
+def test_the_last_line_sums_up_and_names_the_next_command(reduce2_text: str) -> None:
+    last = reduce2_text.rstrip("\n").split("\n\n")[-1].replace("\n", " ")
+    last = " ".join(last.split())
+    assert last.startswith(
+        "Summary: 3 warnings (1 automatic fix); top: GA202 interleaved-reduction"
+    )
+    assert "at reduce.cu:32" in last
+    cmd = "gpuadvise analyze kernels/reduction/reduce.cu -k reduce2 --gpu H100 --diff"
+    assert f"Next: `{cmd}`" in last
+
+
+@pytest.mark.toolkit
+def test_source_columns_hide_expect_markers_and_unverified_fixes_say_so(reduce2_text: str) -> None:
+    details = reduce2_text[reduce2_text.index("Details") :]
+    assert "sdata[index] += sdata[index + s];" in details
+    assert "// expect:" not in details
+    # a diff is the exact change: its context lines keep the marker
+    assert "// expect: GA202" in reduce2_text[: reduce2_text.index("Details")]
+    assert "fix (automatic, unverified; int4 k=2):" in reduce2_text
+    assert "automatic-and-verified" not in reduce2_text
+
+
+def test_wrapping_is_at_spaces_with_a_hanging_indent() -> None:
+    prose = "   evidence: " + ", ".join(f"metric_{i} = {i}.5 (>= 1)" for i in range(12))
+    out = wrap_line(prose, 60)
+    assert len(out) > 1 and all(len(x) <= 60 for x in out)
+    assert out[0].startswith("   evidence: metric_0")
+    assert all(x.startswith(" " * 13) and x[13] != " " for x in out[1:])
+    assert " ".join(x.strip() for x in out) == prose.strip()  # no word cut
+    head = "1. GA201 bank-conflicts [warning] " + "very/long/path/" * 6 + "k.cu:34"
+    assert wrap_line(head, 40)[1].startswith("   ")
+    code = "   +        const unsigned ga206_stride = blockDim.x * gridDim.x + some_offset_value;"
+    wrapped = wrap_line(code, 50, code=True)
+    assert wrapped[0].startswith("   +        const") and all(len(x) <= 50 for x in wrapped)
+    assert all(x.startswith(" " * 16) for x in wrapped[1:])
+    assert wrap_line("short", 60) == ["short"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiler errors: a one-line summary, then nvcc's output as nvcc printed it
+
+
+@pytest.mark.toolkit
+def test_a_compile_error_is_one_line_then_nvccs_output_verbatim(env: dict[str, str]) -> None:
+    broken = ROOT / "tests" / "cuda" / "broken.cu"
+    r = gpuadvise(env, "analyze", str(broken), "--grid", "1", "--block", "32", "--gpu", "H100")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    first, *rest = r.stderr.splitlines()
+    assert first.startswith(f"error: {broken} does not compile for sm_90 (1 error; the first: ")
+    assert 'broken.cu:4: identifier "not_declared_anywhere" is undefined' in first
+    assert first.endswith("; fix the errors nvcc reports below")
+    # nvcc's lines as it wrote them: its file(line) form, the source line, the caret under it
+    assert f'{broken}(4): error: identifier "not_declared_anywhere" is undefined' in rest
+    assert "    x[i] = not_declared_anywhere * 2.0f;" in rest
+    assert any(line.strip() == "^" for line in rest)
