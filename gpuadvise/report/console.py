@@ -83,6 +83,14 @@ def note(message: str) -> None:
     _err.print(Text("note: ", style="yellow") + Text(one_line(message)))
 
 
+def markdown(text: str) -> None:
+    """Markdown rendered for the terminal (headings, code blocks, lists), on stdout; user text
+    in it (a rule of the user's) is made safe like every other line."""
+    from rich.markdown import Markdown
+
+    _out.print(Markdown(text, code_theme="ansi_dark", hyperlinks=False))
+
+
 def raw(text: str) -> None:
     """Machine-readable output (JSON ...), exactly as given: the renderer guarded it."""
     write_stdout(text if text.endswith("\n") else text + "\n")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -211,3 +213,70 @@ def explain_text(rule: Rule, registry: Registry | None = None) -> str:
     out.append("")
     out.append(rule.doc())
     return "\n".join(out).rstrip() + "\n"
+
+
+_ROLE = re.compile(r":(?:func|class|meth|data|mod|attr):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def rst_to_markdown(doc: str) -> str:
+    """A rule's docstring (reStructuredText as the rules write it) as Markdown: ``Heading`` +
+    ``-----`` -> ``## Heading``, ````code```` -> ```code```, a paragraph ending in ``::`` and
+    its indented block -> a fenced CUDA block, ``:func:`x``` -> ```x```."""
+    lines = doc.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if (
+            line.strip()
+            and nxt.strip()
+            and set(nxt.strip()) <= set("-=~")
+            and len(nxt.strip()) >= 3
+        ):
+            out.append(f"## {line.strip()}")
+            i += 2
+            continue
+        if line.rstrip().endswith("::") and not line.strip() == "::":
+            out.append(_inline(line.rstrip()[:-1]))
+            i += 1
+            block: list[str] = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+                block.append(lines[i])
+                i += 1
+            while block and not block[-1].strip():
+                block.pop()
+            body = textwrap.dedent("\n".join(b for b in block)).strip("\n")
+            out += ["", "```cuda", body, "```", ""]
+            continue
+        out.append(_inline(line))
+        i += 1
+    return "\n".join(out).strip() + "\n"
+
+
+def _inline(text: str) -> str:
+    return _LITERAL.sub(lambda m: f"`{m.group(1)}`", _ROLE.sub(lambda m: f"`{m.group(1)}`", text))
+
+
+def explain_markdown(rule: Rule, registry: Registry | None = None) -> str:
+    """:func:`explain_text` as Markdown, for the terminal to render."""
+    out = [f"**{rule.id} {rule.name}**: {_inline(rule.title)}", ""]
+    models = ", ".join(rule.models) or "none"
+    out.append(f"Severity: {rule.severity}. Models: {models}.")
+    out.append("")
+    for m in rule.models:
+        out.append(f"- `{m}`: {MODELS[m]}")
+    if rule.options:
+        out += ["", f"Options (defaults; set them in `[tool.gpuadvise.rules.{rule.id}]`):", ""]
+        for k, v in rule.options.items():
+            out.append(f"- `{k} = {json.dumps(v)}`")
+    else:
+        out += ["", "Options: none."]
+    if registry is not None and registry.cases.get(rule.id):
+        cases = ", ".join(f"`{_rel(str(p))}`" for p in registry.cases[rule.id])
+        out += ["", f"Kernel cases: {cases}"]
+    if rule.origin is not None:
+        out += ["", f"Defined in: `{_rel(str(rule.origin))}`"]
+    out += ["", rst_to_markdown(rule.doc())]
+    return "\n".join(out)

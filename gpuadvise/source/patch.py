@@ -130,7 +130,7 @@ def tiled_block_index_lines(
     p = prefix
     if axis == "x":
         return [
-            f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, seed 002's corrected",
+            f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, NVIDIA's corrected",
             f"// snippet: blocks are launched in vertical strips of {n} tiles (the last strip narrower",
             f"// when {n} does not divide gridDim.x), row by row inside a strip; {name} is this",
             "// block's tile.",
@@ -148,7 +148,7 @@ def tiled_block_index_lines(
         ]
     if axis == "y":
         return [
-            f"// GA304 (gpuadvise): thread-group tiling along Y, N = {n}, seed 002's corrected",
+            f"// GA304 (gpuadvise): thread-group tiling along Y, N = {n}, NVIDIA's corrected",
             f"// snippet transposed: blocks are launched in horizontal strips of {n} tiles (the last",
             f"// strip lower when {n} does not divide gridDim.y), column by column inside a strip;",
             f"// {name} is this block's tile.",

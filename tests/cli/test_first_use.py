@@ -5,6 +5,7 @@ formats, the HTML badges, the devices' units."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,57 @@ def test_a_compile_error_is_one_line_then_nvccs_output_verbatim(env: dict[str, s
     assert f'{broken}(4): error: identifier "not_declared_anywhere" is undefined' in rest
     assert "    x[i] = not_declared_anywhere * 2.0f;" in rest
     assert any(line.strip() == "^" for line in rest)
+
+
+# ---------------------------------------------------------------------------------------------
+# explain: rendered, and no internal document named in what users read
+
+_INTERNAL = re.compile(r"seed[ -]?0\d\d|HARDWARE\.md|DESIGN\.md|\bseeds?\b(?! =)", re.I)
+
+
+def test_explain_renders_the_docstring_as_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuadvise.cli.rules import run_explain
+
+    assert run_explain("GA202") == 0
+    out = capsys.readouterr().out
+    lines = [ln.rstrip() for ln in out.splitlines()]
+    assert (
+        lines[0]
+        == "GA202 interleaved-reduction: Interleaved addressing in a shared-memory reduction"
+    )
+    assert "What it detects" in lines and "Fix safety" in lines
+    assert not any(set(ln.strip()) == {"-"} for ln in lines)  # no reStructuredText underlines
+    assert "``" not in out and "::" not in out.replace("::name", "")
+    # the code block after "Reverse the loop and index by thread::" keeps its indentation
+    assert "Reverse the loop and index by thread:" in lines
+    assert any(
+        ln.startswith(" for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {") for ln in lines
+    )
+    assert any(ln.startswith("     if (tid < s) sdata[tid] += sdata[tid + s];") for ln in lines)
+
+
+def test_rst_headings_literals_and_blocks_become_markdown() -> None:
+    from gpuadvise.report.rules_text import rst_to_markdown
+
+    doc = (
+        "Intro ``x < y``, :func:`gpuadvise.model.banks`.\n\n"
+        "Fix\n---\nDo this::\n\n    a();\n      b();\n\nAfter."
+    )
+    md = rst_to_markdown(doc)
+    assert md == (
+        "Intro `x < y`, `gpuadvise.model.banks`.\n\n## Fix\nDo this:\n\n```cuda\na();\n  b();\n```\n"
+        "\nAfter.\n"
+    )
+
+
+def test_no_internal_document_is_named_in_rules_or_generated_code() -> None:
+    from gpuadvise.rules import load_registry
+    from gpuadvise.source.patch import tiled_block_index_lines
+
+    for rule in load_registry():
+        assert rule.origin is not None
+        text = rule.origin.read_text()
+        assert not _INTERNAL.search(text), (rule.id, _INTERNAL.search(text))
+    for axis in ("x", "y"):
+        code = "\n".join(tiled_block_index_lines(16, "tile", axis=axis))
+        assert not _INTERNAL.search(code) and "NVIDIA" in code
