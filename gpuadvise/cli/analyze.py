@@ -48,6 +48,7 @@ def run_analyze(
     unsafe_fixes: bool = False,
     l2_probe_ctas: str | None = None,
     argv: list[str] | None = None,
+    statistics: bool = False,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
@@ -64,7 +65,8 @@ def run_analyze(
     ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
     print their combined diff instead of writing (text format: the diff alone on stdout, the
     steps on stderr); ``unsafe_fixes``: display-only diffs too. ``argv``: the command's
-    arguments, for the command the text report's last line suggests (the same with ``--diff``)."""
+    arguments, for the command the text report's last line suggests (the same with ``--diff``);
+    ``statistics``: the findings counted per rule instead of the report (text only)."""
     from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
@@ -74,6 +76,10 @@ def run_analyze(
     opts = _source_from_spec(opts)
     if fmt == "text" and output:
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
+    if statistics and (fmt != "text" or fix or diff):
+        raise UsageError(
+            "--statistics prints a text summary", "leave out --format/--json/--fix/--diff"
+        )
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
     if output is not None:
@@ -106,6 +112,7 @@ def run_analyze(
             "tracer": tracer,
             "fail_on": fail_on,
             "l2_probe_ctas": l2_probe_ctas,
+            "statistics": statistics,
         }
         key = result_cache.analysis_key(opts, params, _render_key(fmt, argv))
         hit = result_cache.load(key)
@@ -151,7 +158,12 @@ def run_analyze(
         console.fix_steps(fixed, to_stderr=True)
         console.plain(fixed.diff or "")
         return code
-    text = _render(fmt, result, checked, fixed, argv)
+    if statistics:
+        from gpuadvise.report.rules_text import statistics_lines
+
+        text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+    else:
+        text = _render(fmt, result, checked, fixed, argv)
     _emit(text, fmt, output)
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
@@ -161,6 +173,12 @@ def run_analyze(
     if key is not None and not result.skipped and _nothing_measured(measure):
         result_cache.store(key, result_cache.CachedOutput(text, code))
     return code
+
+
+def guard_text(text: str) -> str:
+    from gpuadvise.report.safe_text import guard
+
+    return guard(text, "text")
 
 
 def _cacheable_run(
@@ -295,6 +313,7 @@ def run_analyze_paths(
     fix: bool = False,
     time_budget_s: float | None = None,
     l2_probe_ctas: str | None = None,
+    statistics: bool = False,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
@@ -352,7 +371,11 @@ def run_analyze_paths(
     n_jobs = jobs or jobs_default()
     progress = console.case_progress(len(cases)) if fmt == "text" or output else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
-    if fmt == "text":
+    if fmt == "text" and statistics:
+        from gpuadvise.report.rules_text import statistics_lines
+
+        console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
+    elif fmt == "text":
         console.batch_summary(results)
     else:
         from gpuadvise.report.batch_report import render_batch

@@ -334,6 +334,18 @@ def _analyze_paths(f: Any) -> Any:
     "whatever is found.",
 )
 @click.option(
+    "--exit-zero",
+    is_flag=True,
+    help="Exit 0 even when findings meet --fail-on (report only); bad input and tool errors "
+    "still exit 2.",
+)
+@click.option(
+    "--statistics",
+    is_flag=True,
+    help="Print how many findings each rule has (and how many have an automatic fix) instead "
+    "of the report.",
+)
+@click.option(
     "--measure/--no-measure",
     default=None,
     help="Build, verify and time each finding's variant on the GPU (default: when one is here).",
@@ -371,6 +383,8 @@ def analyze(
     fmt: str,
     output: str | None,
     fail_on: str | None,
+    exit_zero: bool,
+    statistics: bool,
     measure: bool | None,
     tracer: str,
     time_budget_s: float | None,
@@ -384,7 +398,8 @@ def analyze(
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
 
-    Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
+    Exit codes: 0 analysed, 1 findings at or above --fail-on (--exit-zero: 0), 2 usage, input
+    or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
 
@@ -410,9 +425,10 @@ def analyze(
             fix=fix or diff or unsafe_fixes or bool(write_variants),
             time_budget_s=time_budget_s,
             l2_probe_ctas=l2_probe_ctas,
+            statistics=statistics,
             **rules,
         )
-        if code:
+        if code and not (exit_zero and code == 1):
             sys.exit(code)
         return
     code = run_analyze(
@@ -433,9 +449,10 @@ def analyze(
         time_budget_s=time_budget_s,
         quiet=quiet,
         argv=argv,
+        statistics=statistics,
         **rules,
     )
-    if code:
+    if code and not (exit_zero and code == 1):
         sys.exit(code)
 
 

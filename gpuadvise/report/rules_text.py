@@ -55,6 +55,33 @@ def fix_kind(safety: str | None, verified: bool | None) -> str:
     return "proxy" if safety == "proxy" else "advice"
 
 
+def statistics_lines(findings: Sequence[Finding]) -> list[str]:
+    """``--statistics``: one line per rule, most findings first (as ``ruff --statistics``): the
+    count, the id, the name and ``[*]`` when some of them have an automatic fix; then a total."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    rows = sorted(by_rule.values(), key=lambda fs: (-len(fs), fs[0].rule))
+    width = max((len(fs[0].name) for fs in rows), default=0)
+    out = []
+    for fs in rows:
+        auto = sum(
+            1 for f in fs if f.variant is not None and f.variant.safety == "automatic-and-verified"
+        )
+        mark = f"[*] {auto} automatic" if auto else ""
+        out.append(f"{len(fs):>5}  {fs[0].rule}  {one_line(fs[0].name):<{width}}  {mark}".rstrip())
+    fixable = sum(
+        1
+        for f in findings
+        if f.variant is not None and f.variant.safety == "automatic-and-verified"
+    )
+    total = f"{plural(len(findings), 'finding')}"
+    if fixable:
+        total += f" ({fixable} with an automatic fix: --diff shows them, --fix applies them)"
+    out.append(f"{total}.")
+    return out
+
+
 def command_line(argv: Sequence[str]) -> str:
     """``gpuadvise ARGS`` as a shell would take it back (quoted where needed)."""
     return shlex.join(["gpuadvise", *argv])

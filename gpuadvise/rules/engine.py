@@ -1369,7 +1369,9 @@ def evaluate_rules(
 
     Each rule's ``detect`` runs, then ``estimate`` and ``transform`` for each of its findings.
     A rule that raises becomes one error row (its findings dropped); the others go on. A rule
-    that reads a model that is unavailable is skipped with a note.
+    that reads a model that is unavailable is skipped with a note. A finding whose line has a
+    ``// gpuadvise: ignore[GA201]`` comment is dropped, and a note counts it
+    (:mod:`gpuadvise.rules.suppress`).
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
@@ -1401,6 +1403,15 @@ def evaluate_rules(
             log.debug("rule %s failed", rule.id, exc_info=True)
             findings.append(_error_row(rule, ctx, stage, exc))
         timings[rule.id] = time.perf_counter() - t0
+    from gpuadvise.rules.suppress import suppress
+
+    findings, ignored = suppress(findings)
+    if ignored:
+        where = ", ".join(dict.fromkeys(f"{f.rule} at line {f.line}" for f in ignored))
+        notes.append(
+            f"{len(ignored)} finding{'s' if len(ignored) != 1 else ''} ignored by "
+            f"`gpuadvise: ignore` comments ({where})"
+        )
     return RulesRun(
         tuple(rank_findings(findings)), tuple(r.id for r in rules), tuple(notes), timings
     )

@@ -4,6 +4,7 @@ formats, the HTML badges, the devices' units."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -169,3 +170,67 @@ def test_no_internal_document_is_named_in_rules_or_generated_code() -> None:
     for axis in ("x", "y"):
         code = "\n".join(tiled_block_index_lines(16, "tile", axis=axis))
         assert not _INTERNAL.search(code) and "NVIDIA" in code
+
+
+# ---------------------------------------------------------------------------------------------
+# CI: inline suppression, --exit-zero, --statistics
+
+
+def test_ignore_comments_name_rules_by_id_or_name_outside_strings() -> None:
+    from gpuadvise.rules.suppress import ignored_rules
+
+    assert ignored_rules("x += y;  // gpuadvise: ignore[GA201]") == {"GA201"}
+    assert ignored_rules("x += y;  /* gpuadvise: ignore[ga201, bank-conflicts] */") == {
+        "GA201",
+        "BANK-CONFLICTS",
+    }
+    assert ignored_rules("x += y;  // gpuadvise: ignore") == {"*"}
+    assert ignored_rules('puts("// gpuadvise: ignore[GA201]");') is None
+    assert ignored_rules("x += y;  // expect: GA201") is None
+
+
+@pytest.fixture(scope="module")
+def suppressed_case(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("suppressed")
+    lines = REDUCE.read_text().splitlines()
+    assert "sdata[index] += sdata[index + s]" in lines[33]
+    assert "unsigned i = blockIdx.x * blockDim.x + threadIdx.x" in lines[27]
+    lines[33] += "  // gpuadvise: ignore[GA201]"
+    lines[27] = lines[27].replace("// expect: GA206", "/* gpuadvise: ignore */")
+    (folder / "reduce.cu").write_text("\n".join(lines) + "\n")
+    (folder / "case.toml").write_text((REDUCE.parent / "case.toml").read_text())
+    return folder / "reduce.cu"
+
+
+@pytest.mark.toolkit
+def test_a_finding_ignored_on_its_line_is_dropped_and_counted(
+    env: dict[str, str], suppressed_case: Path
+) -> None:
+    r = gpuadvise(env, "analyze", str(suppressed_case), "-k", "reduce2", "--gpu", "H100", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(f["rule"], f["line"]) for f in doc["findings"]] == [("GA202", 32)]
+    assert any(
+        n.startswith("2 findings ignored by `gpuadvise: ignore` comments (")
+        and "GA201 at line 34" in n
+        for n in doc["notes"]
+    ), doc["notes"]
+
+
+@pytest.mark.toolkit
+def test_statistics_and_exit_zero(env: dict[str, str]) -> None:
+    args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100")
+    r = gpuadvise(env, *args, "--statistics", "--fail-on", "warning")
+    assert r.returncode == 1, r.stderr  # the findings fail the run ...
+    assert [ln.split() for ln in r.stdout.splitlines()] == [
+        ["1", "GA201", "bank-conflicts"],  # most findings first, then by id
+        ["1", "GA202", "interleaved-reduction"],
+        ["1", "GA206", "one-element-per-thread", "[*]", "1", "automatic"],
+        ["3", "findings", "(1", "with", "an", "automatic", "fix:", "--diff", "shows", "them,",
+         "--fix", "applies", "them)."],
+    ]  # fmt: skip
+    r = gpuadvise(env, *args, "--statistics", "--fail-on", "warning", "--exit-zero")
+    assert r.returncode == 0, r.stderr  # ... unless --exit-zero
+    assert r.stdout.splitlines()[-1].startswith("3 findings")
+    bad = gpuadvise(env, *args, "--statistics", "--json")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --statistics prints a text")
