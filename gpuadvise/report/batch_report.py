@@ -87,7 +87,7 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
     if fmt == "github":
         from gpuadvise.report.github import github_annotations
 
-        return github_annotations(items, notes=notes)
+        return github_annotations(items, log=notes)
     if fmt == "markdown":
         from gpuadvise.report.markdown import items_markdown, md_table
 

@@ -634,25 +634,25 @@ def bench(r: Any) -> None:
 
 
 def _l2_table(l2: Any) -> None:
-    mb = 1e6
+    mb = 2**20  # MiB, as `gpuadvise devices` gives the L2
     _out.print()
     _out.print(Text("L2 under the CTA launch order (model)", style="bold"))
     fit = "fits" if l2.fits else "does not fit"
     _out.print(
-        f"  footprint {l2.footprint_bytes / mb:.1f} MB {fit} the effective L2 of "
-        f"{l2.capacity_bytes / mb:.1f} MB ({l2.efficiency:.2f} x {l2.l2_bytes / mb:.0f} MB); "
+        f"  footprint {l2.footprint_bytes / mb:.1f} MiB {fit} the effective L2 of "
+        f"{l2.capacity_bytes / mb:.1f} MiB ({l2.efficiency:.2f} x {l2.l2_bytes / mb:g} MiB); "
         f"{l2.concurrent_ctas} CTAs run at once"
     )
     if len(l2.orders) > 1 and l2.mode == "traced-only":
         o = l2.order("row-major")
         _out.print(
             f"  row-major (the hardware's order): predicted hit rate {o.hit_rate * 100:.1f}%, DRAM "
-            f"reads {o.dram_bytes / mb:.1f} MB; other orders are not compared: the traced CTAs do "
+            f"reads {o.dram_bytes / mb:.1f} MiB; other orders are not compared: the traced CTAs do "
             "not show the per-CTA footprint (see the note; --sample-ctas all traces every CTA)"
         )
     elif len(l2.orders) > 1:
         t = Table(box=None, padding=(0, 2), header_style="bold")
-        for col in ("order", "hit rate", "DRAM reads MB", "working set MB", ""):
+        for col in ("order", "hit rate", "DRAM reads MiB", "working set MiB", ""):
             t.add_column(col, justify="left" if col in ("order", "") else "right")
         for o in l2.orders:
             label = o.order if o.n is None else f"{o.order} N={o.n}"
@@ -668,7 +668,7 @@ def _l2_table(l2: Any) -> None:
     else:
         o = l2.orders[0]
         _out.print(
-            f"  predicted hit rate {o.hit_rate * 100:.1f}%, DRAM reads {o.dram_bytes / mb:.1f} MB"
+            f"  predicted hit rate {o.hit_rate * 100:.1f}%, DRAM reads {o.dram_bytes / mb:.1f} MiB"
         )
     for n in l2.notes:
         _out.print(Text(f"  note: {n}", style="dim"))

@@ -133,7 +133,7 @@ def _bytes(n: float | int | None) -> str:
 def _mib(n: int | None) -> str:
     if n is None:
         return "–"
-    return f"{n / 2**20:g} MiB"
+    return f"{n / 2**20:.3g} MiB"
 
 
 def _kib(n: int | None) -> str:

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,92 @@ def test_statistics_and_exit_zero(env: dict[str, str]) -> None:
     assert r.stdout.splitlines()[-1].startswith("3 findings")
     bad = gpuadvise(env, *args, "--statistics", "--json")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --statistics prints a text")
+
+
+# ---------------------------------------------------------------------------------------------
+# CI formats: GitHub annotations, Markdown, the gate's text and its locations
+
+
+def _finding_run(est: float = 1.58) -> Any:
+    from gpuadvise.rules import Estimate, Finding, RulesRun
+
+    f = Finding(
+        "GA201", "bank-conflicts", "Bank conflicts", "warning", "conflicts", file="k.cu",
+        line=34, kernel="reduce2", estimated_speedup=Estimate(est, "upper-bound", "m"),
+    )  # fmt: skip
+    notes = ("estimates only, nothing measured: PyCUDA is not installed",)
+    return RulesRun((f, f, f), ("GA201",), notes)
+
+
+def test_github_annotates_findings_not_the_estimates_only_note() -> None:
+    from gpuadvise.report.findings_formats import render_findings
+
+    out = render_findings("github", _finding_run(), "reduce2").splitlines()
+    assert out[0] == "gpuadvise: note: estimates only, nothing measured: PyCUDA is not installed"
+    assert [ln.split(" ", 1)[0] for ln in out[1:]] == ["::warning"] * 3
+    assert not any("estimates only" in ln for ln in out if ln.startswith("::"))
+
+
+def test_markdown_lists_the_speedups_and_counts_in_plurals() -> None:
+    from gpuadvise.report.findings_formats import render_findings
+
+    md = render_findings("markdown", _finding_run(), "reduce2")
+    assert "⚠️ 3 warnings" in md and "3 warning " not in md
+    assert "| rule | kernel | location | speedup | message |" in md
+    assert "| GA201 | reduce2 | k.cu:34 | ≤ 1.58x (estimated, upper bound) | conflicts |" in md
+
+
+def test_gate_text_folds_unchanged_rows_and_items_have_the_kernels_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gate_fakes import SourceProvider
+
+    from gpuadvise.cli.gate import gate_command
+
+    kernel = (
+        "// gate: registers={regs} spill_bytes=0 occupancy=0.5 time_ms=1.0\n\n"
+        "__global__ void scale(float* out, const float* in, int n)\n{{\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = in[i];\n}}\n"
+    )
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "scale.cu").write_text(kernel.format(regs=32))
+    cases = "".join(
+        f'\n[[gate.cases]]\nname = "{name}"\nsource = "kernels/scale.cu"\nkernel = "scale"\n'
+        "grid = 64\nblock = 256\nargs = { n = 16384 }\n"
+        'metrics = ["registers", "spill_bytes", "occupancy"]\n'
+        for name in ("a", "b", "c")
+    )
+    (tmp_path / "gpuadvise.toml").write_text('[gate]\nbaseline = "base.json"\n' + cases)
+    assert gate_command(update_baseline=True, provider=SourceProvider(), cwd=tmp_path) == 0
+    capsys.readouterr()
+    (tmp_path / "kernels" / "scale.cu").write_text(kernel.format(regs=40))
+    assert gate_command(provider=SourceProvider(), cwd=tmp_path) == 1
+    out = capsys.readouterr().out.splitlines()
+    rows = [ln for ln in out if ln.split()[:1] in (["a"], ["b"], ["c"])]
+    assert len(rows) == 3 and all("registers" in r and "regression" in r for r in rows)
+    assert (
+        "6 unchanged metrics in 3 cases not listed (--format json or markdown lists every row)"
+        in out
+    )
+    assert out[-1].startswith("FAILED: 3 regressions, 6 same")
+    # SARIF and GitHub name the kernel's line (its __global__ is line 3), not only the file
+    sarif_file = tmp_path / "gate.sarif"
+    kernels = tmp_path / "kernels"  # run from below the configuration
+    gate_command(provider=SourceProvider(), cwd=kernels, formats=[f"sarif={sarif_file}", "github"])
+    assert "::error file=kernels/scale.cu,line=3," in capsys.readouterr().out
+    sarif = json.loads(sarif_file.read_text())
+    loc = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == "kernels/scale.cu" and loc["region"]["startLine"] == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# One unit for the L2 everywhere
+
+
+@pytest.mark.toolkit
+def test_devices_and_analyze_give_the_l2_in_the_same_unit(env: dict[str, str], reduce2_text: str):
+    devices = gpuadvise(env, "devices").stdout.splitlines()
+    h100 = next(ln for ln in devices if ln.split()[:1] == ["H100"])
+    assert " 50 MiB " in h100
+    l2 = next(ln for ln in reduce2_text.splitlines() if ln.strip().startswith("footprint"))
+    assert "(0.50 x 50 MiB)" in l2 and " MB" not in l2
