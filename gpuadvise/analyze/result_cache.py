@@ -1,4 +1,6 @@
-"""The analysis-result cache: an unchanged ``analyze`` re-run prints its stored output.
+"""The analysis-result cache: an unchanged ``analyze`` re-run prints its stored output, in any
+format: an entry holds the analysis' JSON document (JSON as it is; HTML, SARIF, JUnit, GitHub and
+Markdown are rendered from it) and the text reports printed from it (one per terminal look).
 
 An entry is the rendered output of one ``analyze`` (text, JSON, HTML ...) and its exit code,
 stored under ``<cache root>/analysis/`` (the compile cache's root,
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +34,18 @@ from gpuadvise.analyze.options import KernelOptions
 
 __all__ = ["CachedOutput", "analysis_key", "load", "store"]
 
-FORMAT = 1  # bumped when an entry's layout changes
+FORMAT = 2  # bumped when an entry's layout changes
 
 
 @dataclass(frozen=True)
 class CachedOutput:
-    """An analysis' rendered output and exit code."""
+    """An analysis as stored: ``document``, its ``--json`` text; ``rules_notes``, the rules'
+    notes (the CI formats' notifications); ``texts``, the text reports printed from it, by what
+    their look depends on (terminal width, colours, the command); the exit code."""
 
-    text: str
+    document: str
+    rules_notes: tuple[str, ...]
+    texts: Mapping[str, str]
     exit_code: int
 
 
@@ -131,9 +138,13 @@ def load(key: str) -> CachedOutput | None:
     """The stored output of ``key``, or None (absent or damaged)."""
     try:
         doc = json.loads(_path(key).read_text(encoding="utf-8"))
-        if doc.get("format") != FORMAT or not isinstance(doc.get("text"), str):
+        if doc.get("format") != FORMAT or not isinstance(doc.get("document"), str):
             return None
-        return CachedOutput(doc["text"], int(doc["exit_code"]))
+        texts = doc["texts"]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
+            return None
+        notes = tuple(str(n) for n in doc["rules_notes"])
+        return CachedOutput(doc["document"], notes, dict(texts), int(doc["exit_code"]))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -145,6 +156,7 @@ def store(key: str, out: CachedOutput) -> None:
     path = _path(key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"format": FORMAT, **asdict(out)}))
+        entry = {**asdict(out), "rules_notes": list(out.rules_notes), "texts": dict(out.texts)}
+        write_atomic(path, json.dumps({"format": FORMAT, **entry}))
     except OSError:
         pass

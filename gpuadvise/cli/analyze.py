@@ -12,6 +12,9 @@ from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
 
+# --format choices of one analysis (FMT or FMT=FILE, repeatable)
+ANALYZE_FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
+
 # --fail-on: a finding fails the run when its severity ranks at or above the level given.
 _SEVERITY_RANK = {"error": 0, "warning": 1, "note": 2}
 FAIL_ON_LEVELS = ("warning", "error")
@@ -35,7 +38,7 @@ def run_analyze(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     rules_dirs: tuple[str, ...] = (),
-    fmt: str = "text",
+    formats: tuple[str, ...] = (),
     output: str | None = None,
     measure: bool | None = None,
     tracer: str = "auto",
@@ -50,8 +53,9 @@ def run_analyze(
     argv: list[str] | None = None,
     statistics: bool = False,
 ) -> int:
-    """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
-    for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
+    """``formats``: ``FMT`` or ``FMT=FILE`` each (repeatable; FMT: text, json or html, the
+    whole analysis, or sarif, junit, github or markdown, the findings for CI systems; one may go
+    to stdout); ``output``: the file of the one without ``=FILE``. Returns the exit code
     (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
@@ -70,22 +74,23 @@ def run_analyze(
     from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
+    from gpuadvise.report.output import check_output_target, parse_format_targets
 
-    if as_json:
-        fmt = "json"
+    targets = parse_format_targets(("json",) if as_json else formats, output, ANALYZE_FORMATS)
+    to_stdout = [f for f, dest in targets if dest is None]
+    text_only = targets == [("text", None)]
     opts = _source_from_spec(opts)
-    if fmt == "text" and output:
+    if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
-    if statistics and (fmt != "text" or fix or diff):
+    if statistics and (not text_only or fix or diff):
         raise UsageError(
             "--statistics prints a text summary", "leave out --format/--json/--fix/--diff"
         )
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
-    if output is not None:
-        from gpuadvise.report.output import check_output_target
-
-        check_output_target(output, analysis_inputs(opts))
+    for _, dest in targets:
+        if dest is not None:
+            check_output_target(str(dest), analysis_inputs(opts))
     if write_variants is not None:
         check_variants_folder(write_variants)
     if time_budget_s is not None and not time_budget_s > 0:
@@ -101,6 +106,7 @@ def run_analyze(
     if fix:
         _check_fix_target(opts)
     key = None
+    text_key = _text_key(argv)
     if not (fix or diff) and _cacheable_run(opts, write_variants, tracer, time_budget_s, measure):
         params = {
             "trace": trace,
@@ -114,15 +120,18 @@ def run_analyze(
             "l2_probe_ctas": l2_probe_ctas,
             "statistics": statistics,
         }
-        key = result_cache.analysis_key(opts, params, _render_key(fmt, argv))
+        key = result_cache.analysis_key(opts, params, {})
         hit = result_cache.load(key)
-        if hit is not None:
-            _emit(hit.text, fmt, output)
+        served = None if hit is None else _from_cache(hit, targets, text_key)
+        if hit is not None and served is not None:
+            for (fmt, dest), text in zip(targets, served, strict=True):
+                _emit(text, fmt, None if dest is None else str(dest))
             return hit.exit_code
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.report.progress import progress_for
 
-    progress = progress_for(not quiet and (fmt == "text" or output is not None))
+    # no display when a machine format goes to stdout (it is read by a program, not a person)
+    progress = progress_for(not quiet and to_stdout in ([], ["text"]))
     try:
         done = run_analysis(
             opts,
@@ -138,41 +147,102 @@ def run_analyze(
             progress=progress,
             l2_probe_ctas=l2_probe_ctas,
         )
+        result, checked = done.analysis, done.rules
+        code = 1 if failing_findings(checked.findings, fail_on) else 0
+        fixed = None
+        if fix or diff:
+            from gpuadvise.analyze.fix import compose_fixes
+            from gpuadvise.runner.client import pycuda_missing
+            from gpuadvise.spec.progress import reporting, step
+
+            measured = measure is not False and pycuda_missing() is None
+            with reporting(progress), step("trying the fixes, one on top of the other"):
+                fixed = compose_fixes(
+                    opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
+                )
     finally:
         if progress is not None:
             progress.close()
-    result, checked = done.analysis, done.rules
-    code = 1 if failing_findings(checked.findings, fail_on) else 0
-    fixed = None
-    if fix or diff:
-        from gpuadvise.analyze.fix import compose_fixes
-        from gpuadvise.runner.client import pycuda_missing
-
-        measured = measure is not False and pycuda_missing() is None
-        fixed = compose_fixes(
-            opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
-        )
-    if diff and fmt == "text":
+    if diff and text_only:
         from gpuadvise.report import console
 
         console.fix_steps(fixed, to_stderr=True)
         console.plain(fixed.diff or "")
         return code
-    if statistics:
-        from gpuadvise.report.rules_text import statistics_lines
+    texts: dict[str, str] = {}
+    for fmt, dest in targets:
+        if statistics:
+            from gpuadvise.report.rules_text import statistics_lines
 
-        text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
-    else:
-        text = _render(fmt, result, checked, fixed, argv)
-    _emit(text, fmt, output)
+            text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+        else:
+            text = texts.get(fmt) or _render(fmt, result, checked, fixed, argv)
+        texts[fmt] = text
+        _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
         from gpuadvise.report import console
 
         console.fix_written(write_fix(fixed), dry_run=False)
     if key is not None and not result.skipped and _nothing_measured(measure):
-        result_cache.store(key, result_cache.CachedOutput(text, code))
+        from gpuadvise.report.json_report import analyze_json, dumps
+
+        old = result_cache.load(key)
+        shown = dict(old.texts) if old is not None else {}
+        if "text" in texts:
+            shown[text_key] = texts["text"]
+        doc = texts.get("json") or dumps(analyze_json(result, checked))
+        result_cache.store(key, result_cache.CachedOutput(doc, tuple(checked.notes), shown, code))
     return code
+
+
+def _text_key(argv: list[str] | None) -> str:
+    """What the text report's look depends on besides the analysis: the terminal (width,
+    colours) and the command its last line repeats."""
+    import json
+
+    from gpuadvise.report import console
+
+    return json.dumps({"argv": argv, **console.output_settings()}, sort_keys=True, default=str)
+
+
+def _from_cache(
+    hit: Any, targets: list[tuple[str, Path | None]], text_key: str
+) -> list[str] | None:
+    """Each target's output from a stored analysis (its JSON document, the rules' notes, the
+    text reports it printed), or None when one cannot be made from it (a text report for another
+    terminal width): every format is served from the one entry."""
+    import json
+
+    from gpuadvise.rules import Finding, RulesRun
+
+    out = []
+    doc: Any = None
+    for fmt, _ in targets:
+        if fmt == "text":
+            text = hit.texts.get(text_key)
+            if text is None:
+                return None
+            out.append(text)
+            continue
+        if fmt == "json":
+            out.append(hit.document)
+            continue
+        doc = doc if doc is not None else json.loads(hit.document)
+        if fmt == "html":
+            from gpuadvise.report.html import render_analysis
+
+            out.append(render_analysis(doc))
+            continue
+        from gpuadvise.report.findings_formats import render_findings
+
+        run = RulesRun(
+            tuple(Finding.from_dict(f) for f in doc["findings"]),
+            tuple(doc["rules_run"]),
+            tuple(hit.rules_notes),
+        )
+        out.append(render_findings(fmt, run, doc["kernel"]["name"]))
+    return out
 
 
 def guard_text(text: str) -> str:
@@ -206,16 +276,6 @@ def _nothing_measured(measure: bool | None) -> bool:
     from gpuadvise.runner.client import pycuda_missing
 
     return pycuda_missing() is not None
-
-
-def _render_key(fmt: str, argv: list[str] | None = None) -> dict[str, Any]:
-    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal, and
-    the command its last line repeats)."""
-    if fmt != "text":
-        return {"format": fmt}
-    from gpuadvise.report import console
-
-    return {"format": fmt, "argv": argv, **console.output_settings()}
 
 
 def _render(
@@ -305,7 +365,7 @@ def run_analyze_paths(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     rules_dirs: tuple[str, ...] = (),
-    fmt: str = "text",
+    formats: tuple[str, ...] = (),
     output: str | None = None,
     measure: bool | None = None,
     tracer: str = "auto",
@@ -324,7 +384,12 @@ def run_analyze_paths(
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
     from gpuadvise.errors import UsageError
     from gpuadvise.report import console
+    from gpuadvise.report.batch_report import render_batch
+    from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
 
+    targets = parse_format_targets(formats, output, ANALYZE_FORMATS)
+    if any(f == "text" and dest is not None for f, dest in targets):
+        raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if fix:
         raise UsageError(
             "--fix, --diff and --write-variants take one kernel",
@@ -343,19 +408,16 @@ def run_analyze_paths(
     cases = take_shard(
         discover_cases(paths, base, gate_cases=_gate_cases), part, key=lambda c: c.id
     )
-    if output is not None:
-        from gpuadvise.report.output import check_output_target
-
-        inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
-        check_output_target(output, tuple(Path(p).resolve() for p in inputs))
+    inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
+    for _, dest in targets:
+        if dest is not None:
+            check_output_target(str(dest), tuple(Path(p).resolve() for p in inputs))
     if not cases:
         where = " in this shard" if part else ""
         console.note(f"no kernel case found{where} under {', '.join(paths)}")
-        if fmt != "text":
-            from gpuadvise.report.batch_report import render_batch
-            from gpuadvise.report.output import write_output
-
-            write_output(render_batch(fmt, []), output)
+        for fmt, dest in targets:
+            if fmt != "text":
+                write_output(render_batch(fmt, []), None if dest is None else str(dest))
         return 0 if part else 2
     settings = AnalyzeSettings(
         trace=trace,
@@ -369,19 +431,19 @@ def run_analyze_paths(
         time_budget_s=time_budget_s,
     )
     n_jobs = jobs or jobs_default()
-    progress = console.case_progress(len(cases)) if fmt == "text" or output else None
+    to_stdout = [f for f, dest in targets if dest is None]
+    shown = to_stdout in ([], ["text"])
+    progress = console.case_progress(len(cases)) if shown else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
-    if fmt == "text" and statistics:
-        from gpuadvise.report.rules_text import statistics_lines
+    for fmt, dest in targets:
+        if fmt == "text" and statistics:
+            from gpuadvise.report.rules_text import statistics_lines
 
-        console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
-    elif fmt == "text":
-        console.batch_summary(results)
-    else:
-        from gpuadvise.report.batch_report import render_batch
-        from gpuadvise.report.output import write_output
-
-        write_output(render_batch(fmt, results), output)
+            console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
+        elif fmt == "text":
+            console.batch_summary(results)
+        else:
+            write_output(render_batch(fmt, results), None if dest is None else str(dest))
     if all(r.error is not None for r in results):
         return 2
     if fail_on is not None and (

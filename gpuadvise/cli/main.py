@@ -312,12 +312,12 @@ def _analyze_paths(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
 @click.option(
     "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "html", "sarif", "junit", "github", "markdown"]),
-    default="text",
-    show_default=True,
+    "formats",
+    multiple=True,
+    metavar="FMT[=FILE]",
     help="text/json/html: the whole analysis (html: one self-contained page); "
-    "sarif/junit/github/markdown: the findings, for CI.",
+    "sarif/junit/github/markdown: the findings, for CI. Repeat for several; FMT=FILE writes "
+    "that one to FILE (html=report.html). Default: text.",
 )
 @click.option(
     "--output",
@@ -380,7 +380,7 @@ def analyze(
     sample_ctas: str | None,
     l2_probe_ctas: str | None,
     no_trace: bool,
-    fmt: str,
+    formats: tuple[str, ...],
     output: str | None,
     fail_on: str | None,
     exit_zero: bool,
@@ -417,7 +417,7 @@ def analyze(
             shard=shard,
             trace=not no_trace,
             sample_ctas=sample_ctas,
-            fmt="json" if as_json else fmt,
+            formats=("json",) if as_json else formats,
             output=output,
             measure=measure,
             tracer=tracer,
@@ -437,7 +437,7 @@ def analyze(
         trace=not no_trace,
         sample_ctas=sample_ctas,
         l2_probe_ctas=l2_probe_ctas,
-        fmt=fmt,
+        formats=formats,
         output=output,
         measure=measure,
         tracer=tracer,

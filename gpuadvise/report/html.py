@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -1204,21 +1205,60 @@ def template_dir() -> Path:
     return Path(__file__).resolve().parent / "templates"
 
 
+def _ms(v: float | None) -> str:
+    """A kernel time for people: ``12.3 µs`` below a millisecond, else ``1.23 ms`` (never
+    scientific notation)."""
+    if v is None:
+        return "–"
+    v = float(v)
+    if abs(v) < 1:
+        return f"{v * 1e3:.3g} µs"
+    return f"{v:.3g} ms" if abs(v) < 1000 else f"{v:,.0f} ms"
+
+
+_ID = re.compile(r'\b(id|href)="(#?)([^"]*)"')
+
+
+def _case_body(page: str, prefix: str) -> str:
+    """The ``<main>`` of a case's page, for the folder page: its ids and links prefixed (every
+    case has a ``#findings``), its title one level down."""
+    body = page[page.index("<main>") + len("<main>") : page.rindex("</main>")]
+
+    def rename(m: re.Match[str]) -> str:
+        attr, hash_, value = m.groups()
+        if attr == "href" and not hash_:
+            return m.group(0)
+        return f'{attr}="{hash_}{prefix}{value}"'
+
+    body = _ID.sub(rename, body)
+    return body.replace("<h1>", '<h2 class="case-title">').replace("</h1>", "</h2>")
+
+
 def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
-    """``analyze FOLDER --format html``: the ranked summary, then each case's own page (in an
-    iframe, so that every page keeps its styles and scripts), self-contained."""
-    pages = []
-    anchors: dict[str, str] = {}
-    for i, r in enumerate(results):
-        if r.result is None:
-            continue
-        anchor = f"case-{i + 1}"
-        anchors[r.case.id] = anchor
-        page = analysis_html(r.result.analysis, r.result.rules)
-        pages.append({"case": r.case.id, "anchor": anchor, "page": page})
-    rows = [{**s, "anchor": anchors.get(s["case"])} for s in doc["summary"]]
+    """``analyze FOLDER --format html``: one page, the cases ranked by the time to win (the
+    summary table links each to its section), then each case's analysis in that order, as its
+    own page shows it (one stylesheet, ids prefixed per case; no frames)."""
+    by_id = {r.case.id: r for r in results}
+    rows, cases = [], []
+    for s in doc["summary"]:
+        r = by_id.get(s["case"])
+        anchor = f"case-{s['rank']}"
+        rows.append(
+            {
+                **s,
+                "anchor": anchor,
+                "kernel_time": _ms(s["kernel_ms"]),
+                "win_time": _ms(s["time_to_win_ms"]),
+            }
+        )
+        body = None
+        if r is not None and r.result is not None:
+            page = analysis_html(r.result.analysis, r.result.rules)
+            body = _case_body(page, f"c{s['rank']}-")
+        cases.append({"case": s["case"], "rank": s["rank"], "anchor": anchor, "body": body,
+                      "error": s["error"]})  # fmt: skip
     return (
         _env()
         .get_template("batch.html.j2")
-        .render(title="gpuadvise analyze", version=_version(), rows=rows, pages=pages)
+        .render(title="gpuadvise analyze", version=_version(), rows=rows, cases=cases)
     )

@@ -324,3 +324,43 @@ def test_devices_and_analyze_give_the_l2_in_the_same_unit(env: dict[str, str], r
     assert " 50 MiB " in h100
     l2 = next(ln for ln in reduce2_text.splitlines() if ln.strip().startswith("footprint"))
     assert "(0.50 x 50 MiB)" in l2 and " MB" not in l2
+
+
+# ---------------------------------------------------------------------------------------------
+# --format FMT=FILE, several at once, and one cache entry serving every format
+
+
+@pytest.mark.toolkit
+def test_format_file_pairs_and_the_cache_serves_every_format(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    env = {**env, "GPUADVISE_CACHE_DIR": str(cache)}
+    src = tmp_path / "reduce.cu"
+    src.write_text(REDUCE.read_text())
+    (tmp_path / "case.toml").write_text((REDUCE.parent / "case.toml").read_text())
+    args = ("analyze", str(src), "-k", "reduce2", "--arg", "n=65536", "--gpu", "H100")
+    page, sarif = tmp_path / "report.html", tmp_path / "out.sarif"
+    first = gpuadvise(env, *args, "--format", "text", "--format", f"html={page}",
+                      "--format", f"sarif={sarif}")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("reduce2  ") and "Summary: " in first.stdout
+    assert page.read_text().startswith("<!DOCTYPE html>") and "GA202" in page.read_text()
+    assert json.loads(sarif.read_text())["runs"][0]["results"][0]["ruleId"] == "GA202"
+    (entry,) = (cache / "analysis").rglob("*.json")
+    # mark the stored document: what is served from it shows the mark
+    stored = json.loads(entry.read_text())
+    doc = stored["document"].replace('"reduce2"', '"reduce2_cached"')
+    stored["document"] = doc.replace("with 3.9-way bank", "with 3.9-way (cached) bank")
+    entry.write_text(json.dumps(stored))
+    for fmt in ("json", "sarif", "markdown", "html", "junit", "github"):
+        r = gpuadvise(env, *args, "--format", fmt)
+        assert r.returncode == 0 and "3.9-way (cached) bank" in r.stdout, (fmt, r.stderr)
+    # a text report is stored as printed, for its terminal and command (the last line repeats it)
+    plain = gpuadvise(env, *args).stdout
+    assert plain.startswith("reduce2  ") and gpuadvise(env, *args).stdout == plain
+    # one format to stdout at most; text is for the terminal
+    two = gpuadvise(env, *args, "--format", "json", "--format", "sarif")
+    assert two.returncode == 2 and "more than one --format would go to stdout" in two.stderr
+    bad = gpuadvise(env, *args, "--format", f"text={tmp_path / 'x.txt'}")
+    assert bad.returncode == 2 and "--output needs a machine format" in bad.stderr
