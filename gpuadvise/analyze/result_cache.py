@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CachedOutput", "analysis_key", "load", "store"]
 
@@ -144,8 +147,10 @@ def load(key: str) -> CachedOutput | None:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
             return None
         notes = tuple(str(n) for n in doc["rules_notes"])
+        log.info("analysis-result cache hit: %s", _path(key))
         return CachedOutput(doc["document"], notes, dict(texts), int(doc["exit_code"]))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        log.info("analysis-result cache miss: %s", key[:16])
         return None
 
 
@@ -158,5 +163,6 @@ def store(key: str, out: CachedOutput) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         entry = {**asdict(out), "rules_notes": list(out.rules_notes), "texts": dict(out.texts)}
         write_atomic(path, json.dumps({"format": FORMAT, **entry}))
+        log.info("analysis-result cache: stored %s", path)
     except OSError:
         pass

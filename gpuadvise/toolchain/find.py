@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -38,6 +39,8 @@ from typing import Any
 
 from gpuadvise.errors import ToolchainError
 from gpuadvise.toolchain.cache_dir import default_cache_root
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CUDA_ROOT",
@@ -138,7 +141,10 @@ def find_toolchain(nvcc: str | os.PathLike[str] | None = None) -> Toolchain:
         stat = path.stat()
     except OSError as exc:
         raise ToolchainError(f"cannot read nvcc at {path}: {exc}", INSTALL_HINT) from None
-    return _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    tc = _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    log.info("nvcc %s (CUDA %s), found through %s", tc.nvcc, tc.version, tc.origin)
+    log.debug("ptxas %s, nvdisasm %s, host compiler %s", tc.ptxas, tc.nvdisasm, tc.host_compiler)
+    return tc
 
 
 PROBE_FORMAT = 1

@@ -364,3 +364,47 @@ def test_format_file_pairs_and_the_cache_serves_every_format(
     assert two.returncode == 2 and "more than one --format would go to stdout" in two.stderr
     bad = gpuadvise(env, *args, "--format", f"text={tmp_path / 'x.txt'}")
     assert bad.returncode == 2 and "--output needs a machine format" in bad.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress and -v: what is running, how far it is, what was used
+
+
+def test_a_step_of_known_size_shows_done_total_and_time_left() -> None:
+    from gpuadvise.report.progress import step_text
+
+    assert step_text(264, 1056, 4.0) == "264/1056, 4 s, about 12 s left"
+    assert step_text(0, 1056, 0.5) == "0/1056, 0 s"  # no rate yet: no guess
+    assert step_text(1056, 1056, 9.0) == "1056/1056, 9 s"
+    assert step_text(0, None, 7.2) == "7 s"  # unknown size: the time spent only
+
+
+def test_a_step_of_unknown_size_draws_no_bar() -> None:
+    import time
+
+    from rich.progress import Task
+
+    from gpuadvise.report.progress import _known_bar
+
+    bar = _known_bar()
+    unknown = Task(0, "modelling", None, 0, _get_time=time.monotonic)
+    known = Task(1, "emulating", 10, 5, _get_time=time.monotonic)
+    assert bar.render(unknown).plain == ""  # rich would pulse a full-width bar
+    assert type(bar.render(known)).__name__ == "ProgressBar"
+
+
+@pytest.mark.toolkit
+def test_verbose_says_which_nvcc_cache_tracer_and_timings(env: dict[str, str]) -> None:
+    args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100")
+    r = gpuadvise(env, "-v", *args, "--no-cache", "--statistics")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr
+    assert "INFO gpuadvise.toolchain.find: nvcc " in err and "(CUDA " in err
+    assert "INFO gpuadvise.toolchain.compile: compiling reduce.cu for sm_90 (--no-cache)" in err
+    assert "INFO gpuadvise.analyze.run: tracer: the CPU emulator" in err
+    assert re.search(r"timings: compile [\d.]+ s, .*trace [\d.]+ s, rules [\d.]+ s", err)
+    vv = gpuadvise(env, "-vv", *args, "--no-cache", "--statistics").stderr
+    assert "DEBUG gpuadvise.toolchain.compile: running " in vv and " -cubin " in vv
+    assert "DEBUG gpuadvise.analyze.run: rules: GA101 " in vv
+    quiet = gpuadvise(env, *args, "--no-cache", "--statistics").stderr
+    assert "INFO" not in quiet and "DEBUG" not in quiet
