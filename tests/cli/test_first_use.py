@@ -408,3 +408,43 @@ def test_verbose_says_which_nvcc_cache_tracer_and_timings(env: dict[str, str]) -
     assert "DEBUG gpuadvise.analyze.run: rules: GA101 " in vv
     quiet = gpuadvise(env, *args, "--no-cache", "--statistics").stderr
     assert "INFO" not in quiet and "DEBUG" not in quiet
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML: the fix badge says what was verified, the folder page is one ranked page
+
+
+@pytest.mark.toolkit
+def test_html_badges_say_unverified_and_hide_markers(env: dict[str, str], tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100")
+    assert gpuadvise(env, *args, "--format", f"html={page}").returncode == 0
+    html = page.read_text()
+    assert '<span class="tag">automatic, unverified</span>' in html  # GA206's, nothing ran
+    assert '<span class="tag">advice</span>' in html
+    assert "automatic-and-verified" not in html
+    source = html[html.index('id="source"') :]
+    assert "sdata[index] += sdata[index + s];" in source
+    assert "expect: GA201" not in source.split('class="diff"')[0]
+
+
+def test_folder_page_times_and_case_sections() -> None:
+    from gpuadvise.report.html import _case_body, _ms
+
+    assert [_ms(v) for v in (1.2e-05, 0.0123, 0.5, 1.234, 2500.0, None)] == [
+        "0.012 µs",
+        "12.3 µs",
+        "500 µs",
+        "1.23 ms",
+        "2,500 ms",
+        "–",
+    ]
+    page = (
+        '<html><main><h1>k</h1><a href="#findings">F</a><section id="findings">'
+        '<a href="https://example.org">x</a><tr id="L0-3"></tr></section></main></html>'
+    )
+    body = _case_body(page, "c2-")
+    assert body == (
+        '<h2 class="case-title">k</h2><a href="#c2-findings">F</a><section id="c2-findings">'
+        '<a href="https://example.org">x</a><tr id="c2-L0-3"></tr></section>'
+    )
