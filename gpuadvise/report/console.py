@@ -49,11 +49,13 @@ class SafeConsole(Console):
         raise ReaderGone
 
 
-# Piped output is not cut to 80 columns: tables keep their rows on one line.
+# Piped output is not cut to 80 columns: tables keep their rows on one line. On a terminal,
+# rich wraps prose at spaces (the terminal itself would cut it mid-word).
+_TTY = sys.stdout is not None and sys.stdout.isatty()
 _out = SafeConsole(
     file=STDOUT,  # type: ignore[arg-type]
-    soft_wrap=True,
-    width=None if sys.stdout is not None and sys.stdout.isatty() else 160,
+    soft_wrap=not _TTY,
+    width=None if _TTY else 160,
 )
 _err = SafeConsole(stderr=True, soft_wrap=True)
 

@@ -35,6 +35,7 @@ class RichProgress:
         self._lock = threading.Lock()
         self._progress: Any = None
         self._task: Any = None
+        self._shown: _Step | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -72,6 +73,7 @@ class RichProgress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+            self._task = self._shown = None
 
     def _watch(self) -> None:
         while not self._stop.wait(0.1):
@@ -97,10 +99,14 @@ class RichProgress:
                 transient=True,
             )
             self._progress.start()
+        if self._shown is not step:
+            # a new task for each step: rich's update() cannot set a total back to None, and
+            # an outer step of unknown size would keep the inner step's bar
+            if self._task is not None:
+                self._progress.remove_task(self._task)
             self._task = self._progress.add_task(step.label, total=step.total, extra=extra)
-        self._progress.update(
-            self._task, description=step.label, total=step.total, completed=step.done, extra=extra
-        )
+            self._shown = step
+        self._progress.update(self._task, completed=step.done, extra=extra)
 
 
 def step_text(done: int, total: int | None, elapsed_s: float) -> str:

@@ -448,3 +448,24 @@ def test_folder_page_times_and_case_sections() -> None:
         '<h2 class="case-title">k</h2><a href="#c2-findings">F</a><section id="c2-findings">'
         '<a href="https://example.org">x</a><tr id="c2-L0-3"></tr></section>'
     )
+
+
+def test_the_outer_step_shown_after_the_inner_one_has_no_bar() -> None:
+    import io
+    import time
+
+    from gpuadvise.report.progress import RichProgress, _Step
+
+    shown = RichProgress(file=io.StringIO())
+    try:
+        inner = _Step("emulating 1056 CTAs", 1056, time.monotonic(), done=264)
+        outer = _Step("tracing and modelling memory", None, time.monotonic())
+        shown._show(inner)
+        (task,) = shown._progress.tasks
+        assert task.total == 1056 and task.completed == 264
+        assert task.fields["extra"].startswith("264/1056, ")
+        shown._show(outer)  # rich's update() would have kept the total of 1056
+        (task,) = shown._progress.tasks
+        assert task.description == "tracing and modelling memory" and task.total is None
+    finally:
+        shown.close()
