@@ -163,7 +163,7 @@ def run_analyze(
     finally:
         if progress is not None:
             progress.close()
-    if diff and text_only:
+    if diff and text_only and fixed is not None:
         from gpuadvise.report import console
 
         console.fix_steps(fixed, to_stderr=True)
