@@ -90,7 +90,13 @@ def markdown(text: str) -> None:
     in it (a rule of the user's) is made safe like every other line."""
     from rich.markdown import Markdown
 
-    _out.print(Markdown(text, code_theme="ansi_dark", hyperlinks=False))
+    md = Markdown(text, code_theme="ansi_dark", hyperlinks=False)
+    if _out.is_terminal:
+        _out.print(md)
+        return
+    with _out.capture() as cap:  # piped: wrapped at the width, no padding at the ends of lines
+        _out.print(md, soft_wrap=False)
+    write_stdout("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
 
 
 def raw(text: str) -> None:
