@@ -130,7 +130,8 @@ def test_explain_renders_the_docstring_as_markdown(capsys: pytest.CaptureFixture
 
     assert run_explain("GA202") == 0
     out = capsys.readouterr().out
-    lines = [ln.rstrip() for ln in out.splitlines()]
+    lines = out.splitlines()
+    assert all(ln == ln.rstrip() and len(ln) <= 160 for ln in lines)  # wrapped, not padded
     assert (
         lines[0]
         == "GA202 interleaved-reduction: Interleaved addressing in a shared-memory reduction"
