@@ -69,6 +69,18 @@ _LIMIT_LABELS = {
 }
 
 
+def _n(count: int, word: str) -> str:
+    from gpuadvise.report.rules_text import plural
+
+    return plural(count, word)
+
+
+def _fixes(count: int) -> str:
+    from gpuadvise.report.rules_text import plural
+
+    return plural(count, "fix", "fixes")
+
+
 def error(message: str) -> None:
     """One line on stderr: ``error: what is wrong; how to fix it`` (the user text it quotes,
     paths included, with its control characters shown as escapes)."""
@@ -309,12 +321,12 @@ def analysis(a: Any) -> None:
             f"{res.local_bytes} B local (stack), "
         )
         + spills
-        + Text(f", {res.const_bytes} B constant, {res.barriers} barrier(s)"),
+        + Text(f", {res.const_bytes} B constant, {_n(res.barriers, 'barrier')}"),
     )
     pct = r.occupancy * 100
     colour = "green" if pct >= 50 else "yellow" if pct >= 25 else "red"
     occ_text = Text(f"{pct:.1f}%", style=f"bold {colour}") + Text(
-        f"  {r.active_blocks_per_sm} block(s), {r.active_warps_per_sm} of {r.max_warps_per_sm} "
+        f"  {_n(r.active_blocks_per_sm, 'block')}, {r.active_warps_per_sm} of {r.max_warps_per_sm} "
         f"warps per SM; limited by {', '.join(_LIMIT_LABELS[x] for x in r.limiters)}"
     )
     t.add_row("Occupancy", occ_text)
@@ -612,7 +624,11 @@ def bench(r: Any) -> None:
         _out.print(
             f"Clocks: SM {c['sm_mhz_min']}..{c['sm_mhz_max']} MHz, memory "
             f"{c['mem_mhz_min']}..{c['mem_mhz_max']} MHz; "
-            + (f"{thr} sample(s) taken while the GPU throttled" if thr else "no throttling seen")
+            + (
+                f"{_n(thr, 'sample')} taken while the GPU throttled"
+                if thr
+                else "no throttling seen"
+            )
         )
     if r.speedup is not None:
         s = r.speedup
@@ -633,7 +649,7 @@ def bench(r: Any) -> None:
     for name, n in r.unwritten.items():
         _out.print(
             Text(
-                f"warning: the kernel left {n} element(s) of {name} unwritten (still poisoned)",
+                f"warning: the kernel left {_n(n, 'element')} of {name} unwritten (still poisoned)",
                 style="yellow",
             )
         )
@@ -718,11 +734,11 @@ def fix_steps(r: Any, to_stderr: bool = False) -> None:
     if r.combined is not None:
         m = r.combined
         out.print(
-            f"  combined: {n} fix(es), {_speedup_text(m)} on {m.device} "
+            f"  combined: {_fixes(n)}, {_speedup_text(m)} on {m.device} "
             f"({m.baseline_ms:.4g} ms -> {m.variant_ms:.4g} ms), outputs verified"
         )
     elif n:
-        out.print(f"  combined: {n} fix(es), not measured (no GPU)")
+        out.print(f"  combined: {_fixes(n)}, not measured (no GPU)")
     for line in r.notes:
         out.print(Text("  note: ", style="yellow") + Text(line))
 
@@ -745,7 +761,7 @@ def case_progress(total: int) -> Any:
         done[0] += 1
         if not _err.is_terminal:
             return
-        status = Text("error", style="red") if r.error else Text(f"{len(r.findings)} finding(s)")
+        status = Text("error", style="red") if r.error else Text(_n(len(r.findings), "finding"))
         _err.print(
             Text(f"[{done[0]}/{total}] {r.case.id}: ") + status + Text(f" ({r.wall_s:.1f} s)")
         )
@@ -764,7 +780,7 @@ def batch_summary(results: Sequence[Any]) -> None:
     from gpuadvise.analyze.batch import ranked
 
     rows = ranked(results)
-    _out.print(Text(f"{len(results)} kernel case(s), ranked by the time to win", style="bold"))
+    _out.print(Text(f"{_n(len(results), 'kernel case')}, ranked by the time to win", style="bold"))
     t = Table(show_edge=False, pad_edge=False, box=None)
     for col in (
         "#",

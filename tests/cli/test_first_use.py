@@ -470,3 +470,9 @@ def test_the_outer_step_shown_after_the_inner_one_has_no_bar() -> None:
         assert task.description == "tracing and modelling memory" and task.total is None
     finally:
         shown.close()
+
+
+@pytest.mark.toolkit
+def test_counts_are_in_words_not_parenthesised_plurals(reduce2_text: str) -> None:
+    assert "(s)" not in reduce2_text and "(es)" not in reduce2_text
+    assert ", 1 barrier" in reduce2_text and "  8 blocks, 64 of 64 warps per SM" in reduce2_text
