@@ -48,11 +48,12 @@ class TailEffect(Rule):
 
     Why it is slow
     --------------
-    CTAs of one launch run in waves. While the last, partial wave runs, the SMs without a CTA of
-    it idle (nothing else of this launch is left to run), so a launch of 1.1 waves takes about as
-    long as 2 full waves. Seed 003's heuristics ("more thread groups than multiprocessors", "more
-    than 2 per multiprocessor") come from the same reasoning; on a GPU with 132 SMs and up to 32
-    resident CTAs each, a grid needs thousands of CTAs for the tail not to matter.
+    CTAs of one launch run in waves. While the last, partial wave runs, the SMs without a CTA of it
+    idle (nothing else of this launch is left to run), so a launch of 1.1 waves takes about as long
+    as 2 full waves. NVIDIA's DirectCompute guide's heuristics ("more thread groups than
+    multiprocessors", "more than 2 per multiprocessor") come from the same reasoning; on a GPU with
+    132 SMs and up to 32 resident CTAs each, a grid needs thousands of CTAs for the tail not to
+    matter.
 
     Example
     -------

@@ -204,11 +204,12 @@ class UncoalescedAccess(Rule):
 
     Why it is slow
     --------------
-    A warp's global access is served in 32-byte sectors. When 32 threads read one 4-byte field of
-    32 consecutive 44-byte structs, the 128 bytes they need lie in 32 different sectors: 1024
-    bytes cross the L2-L1 path and the L1 data path (128 bytes per SM per cycle) for 128 used, and
-    the unused fields occupy DRAM bandwidth and cache capacity too. Seed 004 (the Badger cell
-    simulation on an RTX 2060) got 139 -> 98 ms from turning its cells from AoS into SoA.
+    A warp's global access is served in 32-byte sectors. When 32 threads read one 4-byte field of 32
+    consecutive 44-byte structs, the 128 bytes they need lie in 32 different sectors: 1024 bytes
+    cross the L2-L1 path and the L1 data path (128 bytes per SM per cycle) for 128 used, and the
+    unused fields occupy DRAM bandwidth and cache capacity too. A port of a cellular simulation to
+    the GPU (Space Engineers' study, on an RTX 2060) got 139 -> 98 ms from turning its cells from
+    AoS into SoA.
 
     Example
     -------
@@ -233,7 +234,7 @@ class UncoalescedAccess(Rule):
     lines over ``SMs x clock``. DRAM time is the distinct bytes the launch reads and writes over
     the peak bandwidth (each byte moved once: the floor the layout cannot beat). The fix brings
     the line's sectors down to its ideal: ``max(T_l1, T_dram) / max(T_l1 - saved, T_dram)``.
-    Latency is ignored (the seed's kernels were latency-bound), so the real gain is smaller; the
+    Latency is ignored (that study's kernels were latency-bound), so the real gain is smaller; the
     proxy measures it.
 
     Fix safety

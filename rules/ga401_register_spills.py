@@ -351,12 +351,12 @@ class RegisterSpills(Rule):
     "Local" memory is per-thread memory in DRAM, cached in L1 and L2. A spilled register costs a
     store and later a load through the memory pipeline instead of a register read: when the spills
     sit in the hot loop, every iteration pays them, they compete with the kernel's own global
-    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. Seed
-    004 saw the same on another compiler ("heavy on registers: forced spilling and/or low
-    occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32 registers) buys
-    occupancy with spills, which is often a bad trade. An array indexed by data (``bins[v]++``)
-    cannot be held in registers (registers cannot be indexed), so every access is a local load or
-    store.
+    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. A
+    cellular simulation's port saw the same on another compiler ("heavy on registers: forced
+    spilling and/or low occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32
+    registers) buys occupancy with spills, which is often a bad trade. An array indexed by data
+    (``bins[v]++``) cannot be held in registers (registers cannot be indexed), so every access is a
+    local load or store.
 
     Example
     -------

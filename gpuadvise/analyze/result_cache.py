@@ -1,4 +1,5 @@
-"""The analysis-result cache: an unchanged ``analyze`` re-run renders its stored analysis again.
+"""The analysis-result cache: an unchanged ``analyze`` re-run renders its stored analysis again
+(in any format).
 
 An entry is the *data* of one ``analyze`` (:mod:`gpuadvise.analyze.saved`: what the reports render
 of the analysis and the rules' findings), never a rendering or an exit code: every output format
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +43,8 @@ from gpuadvise.inputfiles import file_sha256, parse_json, read_cache_bytes
 if TYPE_CHECKING:
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.rules.engine import RulesRun
+
+log = logging.getLogger(__name__)
 
 __all__ = ["analysis_key", "load", "store"]
 
@@ -132,14 +136,19 @@ def load(key: str) -> tuple[KernelAnalysis, RulesRun] | None:
 
     raw = read_cache_bytes(_path(key), read_limit_bytes(as_json=True))
     if raw is None:
+        log.info("analysis-result cache miss: %s", key[:16])
         return None
     try:
         doc = parse_json(raw)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
+            log.info("analysis-result cache miss (another format or key): %s", key[:16])
             return None
-        return analysis_from_data(doc.get("analysis"))
+        got = analysis_from_data(doc.get("analysis"))
     except ValueError:  # not JSON, nested too deep, or data that does not validate
+        log.info("analysis-result cache miss (damaged entry): %s", _path(key))
         return None
+    log.info("analysis-result cache hit: %s", _path(key))
+    return got
 
 
 def store(key: str, analysis: KernelAnalysis, rules: RulesRun) -> None:
@@ -162,5 +171,6 @@ def store(key: str, analysis: KernelAnalysis, rules: RulesRun) -> None:
             shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
+        log.info("analysis-result cache: stored %s", path)
     except OSError:
         pass

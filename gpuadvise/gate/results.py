@@ -113,11 +113,15 @@ class GateResult:
         )
 
 
+# verdicts that are nouns (``2 regressions``); the others are adjectives (``2 same``)
+_COUNTABLE = {"regression", "improvement", "error"}
+
+
 def summary_line(result: GateResult) -> str:
-    """``FAILED: 1 regression, 2 ambiguous, 10 same`` (verdicts with a count, most serious
+    """``FAILED: 2 regressions, 2 ambiguous, 10 same`` (verdicts with a count, most serious
     first)."""
     counts = result.counts()
-    parts = [f"{n} {v}" for v, n in counts.items() if n]
+    parts = [f"{n} {v}{'s' if n != 1 and v in _COUNTABLE else ''}" for v, n in counts.items() if n]
     if counts["error"]:
         head = "ERROR"
     elif result.failed():

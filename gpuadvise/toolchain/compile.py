@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import shutil
@@ -69,6 +70,8 @@ from gpuadvise.toolchain.templates import (
     probe_source,
     probed_symbols,
 )
+
+_log = logging.getLogger(__name__)  # (``log`` is nvcc's output in this module)
 
 __all__ = ["compile_source", "effective_flags", "parse_depfile", "safe_scratch", "shell_safe"]
 
@@ -187,6 +190,7 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
     if options.confine_to and not options.includes_trusted:  # before the cache: a hit too
         _check_includes(src, flags, options, tc)
     if not options.use_cache:
+        _log.info("compiling %s for %s (--no-cache)", src.name, options.arch)
         out_dir = keep_until_exit()  # holds the returned cubin: removed at exit
         try:
             _check_temp_dir(out_dir)
@@ -205,7 +209,9 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
     manifest = manifest_path(root, tc.version, options.arch, flags, src, src_bytes)
     hit = lookup(root, manifest)
     if hit is not None:
+        _log.info("compile cache hit: %s (%s)", src.name, manifest.parent)
         return hit
+    _log.info("compile cache miss: compiling %s for %s (cache %s)", src.name, options.arch, root)
     with _build_dir(root) as work:
         staging = work / "out"
         staging.mkdir()
@@ -241,9 +247,11 @@ def _run_nvcc(
         str(nvcc_input),
     ]
     env = {**os.environ, "TMPDIR": str(keep_dir)}  # nvcc's own temporary files: ours to remove
+    _log.debug("running %s", " ".join(cmd))
     start = time.perf_counter()
     proc = run_tool(cmd, "nvcc", env=env)
     elapsed_s = time.perf_counter() - start
+    _log.info("nvcc took %.2f s (exit %d)", elapsed_s, proc.returncode)
     log = (proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr).strip()
     if nvcc_input != src:
         log = log.replace(str(nvcc_input), str(src)).replace(_INPUT_NAME, src.name)

@@ -243,9 +243,13 @@ def compile_error(
             f"use {what} objects: create a cuda{kind}Object_t with cudaCreate{kind}Object, "
             f"pass it to the kernel and read it with {read}",
         )
+    errors = len(_ERROR_RE.findall(text))
+    first = first_error(text, prefer=src)
+    what = f"{errors} error{'s' if errors != 1 else ''}" if errors else f"nvcc exit {returncode}"
     return CompileError(
-        f"{src} does not compile for {arch} (nvcc exit {returncode}):\n{text}",
-        "fix the errors above",
+        f"{src} does not compile for {arch} ({what}" + (f"; the first: {first})" if first else ")"),
+        "fix the errors nvcc reports below",
+        details=log.strip("\n") or None,
     )
 
 

@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -42,6 +43,8 @@ from gpuadvise.fileio import lookup_problem
 from gpuadvise.inputfiles import parse_json, read_cache_bytes
 from gpuadvise.toolchain.cache_dir import cache_root_problem, default_cache_root
 from gpuadvise.toolchain.scratch import scratch_dir
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CUDA_ROOT",
@@ -142,7 +145,10 @@ def find_toolchain(nvcc: str | os.PathLike[str] | None = None) -> Toolchain:
         stat = path.stat()
     except OSError as exc:
         raise ToolchainError(f"cannot read nvcc at {path}: {exc}", INSTALL_HINT) from None
-    return _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    tc = _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    log.info("nvcc %s (CUDA %s), found through %s", tc.nvcc, tc.version, tc.origin)
+    log.debug("ptxas %s, nvdisasm %s, host compiler %s", tc.ptxas, tc.nvdisasm, tc.host_compiler)
+    return tc
 
 
 PROBE_FORMAT = 1

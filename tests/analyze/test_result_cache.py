@@ -217,5 +217,5 @@ def test_forged_data_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject)
     except ValueError:
         return
     for fmt in ("text", "json", "html", "sarif", "junit", "github", "markdown"):
-        rendered = _render_hit(hit, fmt, "warning")
-        assert rendered is None or isinstance(rendered[0], str)
+        rendered = _render_hit(hit, [(fmt, None)], "warning", False, None)
+        assert rendered is None or (isinstance(rendered[0][0], str) and rendered[1] in (0, 1))
