@@ -90,6 +90,8 @@ class BlockNotWarpMultiple(Rule):
         warp = ctx.device.warp_size
         if threads % warp == 0:
             return
+        if not ctx.reads_thread_index:
+            return  # no thread tells itself apart: more threads would be copies (serial work)
         warps = -(-threads // warp)
         idle = warps * warp - threads
         # a shape is advice only when the kernel computes the same with it, on the emulator

@@ -91,6 +91,14 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
     return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
 
 
+def _data_addressed(ctx: RuleContext, inst: int) -> bool:
+    """The trace instruction's address comes from loaded data (ptx/dataflow.py)."""
+    try:
+        return bool(ctx.trace.instructions[inst].data_address)
+    except (ModelUnavailable, IndexError):
+        return False
+
+
 def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
     """The shared variables (source names) the traced accesses of ``insts`` reach, sorted;
     ``("dynamic",)`` for dynamic shared memory, ``("?",)`` when the layout is not known."""
@@ -522,6 +530,8 @@ class BankConflicts(Rule):
             if ideal <= 0 or wavefronts / ideal < min_ways:
                 continue
             insts = tuple(int(i) for g in group for i in g.insts)
+            if insts and all(_data_addressed(ctx, i) for i in insts):
+                continue  # a scatter by data (a radix sort's ranks): random conflicts, no pad helps
             causes.setdefault(_arrays_of(ctx, insts), []).append((key, group))
         for arrays, lines in causes.items():
             groups = [g for _, gs in lines for g in gs]

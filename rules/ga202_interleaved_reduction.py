@@ -361,12 +361,16 @@ class InterleavedReduction(Rule):
                 ],
                 details=Interleaved(mt.form, mt.span),
             )
+        seen: set[int | None] = set()
         for tree in ctx.reduction_trees:
             if tree.pattern != "interleaved":
                 continue
             line = user_line(ctx, tree.lines)
             if line is not None and any(a <= line <= b for a, b in covered):
                 continue  # the source pattern above: reported with its rewrite
+            if line in seen:
+                continue  # one finding a line (a tree run again in a loop, or per warp)
+            seen.add(line)
             yield self._from_trace(ctx, tree, line)
 
     def _from_trace(self, ctx: RuleContext, tree: ReductionTree, line: int | None) -> Finding:

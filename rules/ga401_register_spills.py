@@ -464,6 +464,21 @@ class RegisterSpills(Rule):
         loads = sum(int(ln.count) for ln in loc if ln.kind == "load")
         if res.local_bytes <= 0 or loads == 0:
             return  # no stack frame, or one only written for a callee (printf's arguments)
+        local_sass = [
+            i
+            for i in ctx.sass_instructions
+            if i.base_opcode in ("LDL", "STL") and not i.never_executes
+        ]
+        if local_sass and all(ctx.in_toolkit_header(i.file) for i in local_sass):
+            return  # the CUDA math library's own frame: nothing of the user's to move
+        if ctx.has_model("trace"):
+            from gpuadvise.rules import Space
+
+            r = ctx.trace.records
+            if not (r["space"] == int(Space.LOCAL)).any():
+                # the traced CTAs never touched the frame: a path they did not take, such as
+                # the math library's reduction of huge sin/cos arguments (|x| >= 2^31 in double)
+                return
         arrays = local_arrays(ks) if ks is not None else []
         used: dict[str, list[int]] = {}
         if ks is not None:
