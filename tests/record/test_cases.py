@@ -1,0 +1,147 @@
+"""From a raw recording to the folder of cases, and the cases analyzed: the recording is made by
+the real recorder on a fake process (fakecuda.py) around the module nvcc builds with -lineinfo,
+as a program built that way loads it; the findings on a recorded case equal those on a
+hand-written spec of the same launch with the same data."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clikit import cli
+from fakecuda import FakeCuda, f32, i32, ptr
+
+from gpuadvise.record.agent import DOMAIN_DRIVER, DOMAIN_RESOURCE, DOMAIN_RUNTIME, Recorder
+from gpuadvise.record.cases import write_cases
+from gpuadvise.record.raw import KernelTiming, RawWriter
+from gpuadvise.record.sampling import SnapshotPolicy
+
+DATA = Path(__file__).with_name("data")
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+ENTER, EXIT = 0, 1
+N = 1024
+SAXPY, GATHER, SCALED, ADD_ONE = (
+    "_Z5saxpyPKfPfif",
+    "_Z6gatherILi32EEvPKfPfi",
+    "_Z6scaledPKfPf6Paramsi",
+    "add_one",
+)
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory, saxpy_cubin):
+    out = tmp_path_factory.mktemp("rec")
+    cuda = FakeCuda()
+    rec = Recorder(
+        cuda, RawWriter(out / "raw" / "4242", ["./app", "--n", "1024"]), SnapshotPolicy(2, 1 << 24)
+    )
+    rec.on_callback(DOMAIN_RESOURCE, 6, cuda.module_loaded(1, saxpy_cubin.read_bytes()))
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal(N).astype(np.float32)
+    x = cuda.alloc(xs.tobytes())
+    y = cuda.alloc(np.arange(N + 4, dtype=np.float32).tobytes())
+    cuda.functions[0xF1] = [(0, 8), (8, 8), (16, 4), (20, 4)]
+    cuda.functions[0xF3] = [(0, 8), (8, 8), (16, 8), (24, 4)]
+    cuda.functions[0xF4] = [(0, 8), (8, 4)]
+
+    def driver(cbid, func, symbol, grid, values, corr):
+        p = cuda.cu_launch_kernel(func, grid, (256, 1, 1), 0, 0x51, values)
+        for site in (ENTER, EXIT):
+            rec.on_callback(DOMAIN_DRIVER, cbid, cuda.callback(site, p, symbol, corr))
+
+    for corr in (1, 2, 3):  # y points 16 bytes into its allocation (a view y[4:])
+        driver(307, 0xF1, SAXPY, (4, 1, 1), [ptr(x), ptr(y + 16), i32(N), f32(2.0)], corr)
+    p = cuda.cuda_launch_kernel(0x401000, (4, 1, 1), (256, 1, 1), 0, 0, [ptr(x), ptr(y), i32(N)])
+    for site in (ENTER, EXIT):
+        rec.on_callback(DOMAIN_RUNTIME, 211, cuda.callback(site, p, GATHER, 4))
+    driver(307, 0xF3, SCALED, (4, 1, 1), [ptr(x), ptr(y), f32(1.5) + i32(3), i32(N)], 5)
+    p = cuda.cu_launch_kernel_ex(0xF4, (4, 1, 1), (256, 1, 1), 0, 0, [ptr(y), i32(N)])
+    for site in (ENTER, EXIT):
+        rec.on_callback(DOMAIN_DRIVER, 652, cuda.callback(site, p, ADD_ONE, 6))
+    rec.on_activity(
+        [
+            KernelTiming(SAXPY, c, 1000 * c, 1000 * c + 700, 7, (4, 1, 1), (256, 1, 1))
+            for c in (1, 2, 3)
+        ]
+        + [KernelTiming(GATHER, 4, 5000, 9000, 0, (4, 1, 1), (256, 1, 1))]
+    )
+    rec.finish()
+    kernels, cases, procs = write_cases(out)
+    return out, kernels, cases, xs
+
+
+def test_one_case_per_kernel_and_shape_with_the_program_data(recording):
+    out, kernels, cases, xs = recording
+    by_name = {c.name: c for c in cases}
+    assert sorted(by_name) == ["add_one", "gather<32>", "saxpy", "scaled"]
+    saxpy = by_name["saxpy"]
+    assert saxpy.launches == 3 and saxpy.gpu_time_ns == 2100 and saxpy.replayable
+    assert saxpy.source == str((DATA / "saxpy.cu").resolve())  # from the cubin's line info
+    spec = tomllib.loads((out / saxpy.folder / "case.toml").read_text())
+    assert spec["kernel"] == "saxpy" and spec["grid"] == [4, 1, 1] and spec["block"] == [256, 1, 1]
+    assert spec["args"] == {"n": N, "a": 2.0}
+    assert spec["buffers"] == {"x": "x.npy", "y": "y.npy"}
+    assert np.array_equal(np.load(out / saxpy.folder / "x.npy"), xs)
+    y = np.load(out / saxpy.folder / "y.npy")  # from the pointer on: y[4:] of the allocation
+    assert y.dtype == np.float32 and y[0] == 4.0 and len(y) == N
+    assert spec["recorded"]["launches"] == 3 and spec["recorded"]["api"] == "cuLaunchKernel"
+    assert any("16 bytes into its allocation" in n for n in saxpy.notes)
+    # kernels ranked by GPU time: gather (4 us) before saxpy (2.1 us)
+    assert [k.name for k in kernels[:2]] == ["gather<32>", "saxpy"]
+
+
+def test_runtime_template_and_extern_c_cases(recording):
+    out, _, cases, _ = recording
+    by_name = {c.name: c for c in cases}
+    gather = tomllib.loads((out / by_name["gather<32>"].folder / "case.toml").read_text())
+    assert gather["kernel"] == "gather<32>" and gather["args"] == {"n": N}
+    assert gather["recorded"]["parameter_layout"] == "cubin"
+    add_one = tomllib.loads((out / by_name["add_one"].folder / "case.toml").read_text())
+    assert add_one["kernel"] == "add_one" and add_one["buffers"] == {"a": "a.npy"}
+
+
+def test_struct_by_value_is_recorded_but_not_replayable(recording):
+    out, _, cases, _ = recording
+    scaled = next(c for c in cases if c.name == "scaled")
+    assert not scaled.replayable and not (out / scaled.folder / "case.toml").exists()
+    assert any("cannot pass p (Params) by value" in n for n in scaled.notes)
+    launch = json.loads((out / scaled.folder / "launch.json").read_text())
+    p = next(q for q in launch["params"] if q["name"] == "p")
+    assert p["kind"] == "bytes" and p["value"] == (f32(1.5) + i32(3)).hex()
+
+
+def _findings(capsys, *args):
+    code, out, err = cli(capsys, "analyze", *args, "--gpu", "H100", "--no-measure", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    return sorted((f["rule"], f["line"]) for f in doc["findings"]), doc
+
+
+def test_recorded_case_analyzes_as_the_hand_written_spec(recording, tmp_path, capsys):
+    out, _, cases, xs = recording
+    gather = next(c for c in cases if c.name == "gather<32>")
+    recorded, doc = _findings(capsys, "--spec", str(out / gather.folder / "case.toml"))
+    np.save(tmp_path / "in.npy", xs)
+    np.save(tmp_path / "out.npy", np.arange(N + 4, dtype=np.float32))
+    (tmp_path / "hand.toml").write_text(
+        f'source = "{DATA / "saxpy.cu"}"\nkernel = "gather<32>"\ngrid = 4\nblock = 256\n'
+        f'[args]\nn = {N}\n[buffers]\nin = "in.npy"\nout = "out.npy"\n'
+    )
+    hand, _ = _findings(capsys, "--spec", str(tmp_path / "hand.toml"))
+    assert recorded == hand and ("GA301", 16) in recorded  # the strided gather, uncoalesced
+    assert doc["kernel"]["grid"] == [4, 1, 1]
+
+
+def test_folder_analysis_takes_the_replayable_cases(recording, capsys):
+    out, _, cases, _ = recording
+    code, stdout, err = cli(capsys, "analyze", str(out), "--gpu", "H100", "--no-measure",
+                            "--format", "json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert len(doc["cases"]) == sum(c.replayable for c in cases) == 3
+    assert all(c["error"] is None for c in doc["cases"])
