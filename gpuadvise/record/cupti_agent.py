@@ -104,6 +104,37 @@ def _cxa_demangle(name: str) -> str:
     return text
 
 
+class _Dump:
+    """``GPUADVISE_RECORD_DUMP=1``: the raw bytes of the first callbacks (the callback data and
+    the structure it points to), to check the layouts of :mod:`gpuadvise.record.layout` and the
+    tests' fixtures against a real driver."""
+
+    def __init__(self, path: Path, limit: int = 64) -> None:
+        self.path, self.left = path, limit
+
+    def write(self, domain: int, cbid: int, cbdata: Any) -> None:
+        if self.left <= 0:
+            return
+        self.left -= 1
+        import json
+
+        try:
+            ptr = int(cbdata.ptr)
+            head = ctypes.string_at(ptr, 72 if domain != 3 else 24)
+            inner = int.from_bytes(head[16:24], "little")
+            doc = {
+                "domain": domain,
+                "cbid": cbid,
+                "type": type(cbdata).__name__,
+                "cbdata": head.hex(),
+                "inner": ctypes.string_at(inner, 64).hex() if inner else None,
+            }
+        except Exception as exc:
+            doc = {"domain": domain, "cbid": cbid, "error": repr(exc)}
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(doc) + "\n")
+
+
 def start(out: Path, kernel_filter: str | None, max_per_kernel: int, max_bytes: int) -> Any:
     """Subscribe to CUPTI in this process and record into ``out/raw/<pid>``; returns a function
     that flushes the activity records and finishes the recording (call it once, at exit)."""
@@ -118,7 +149,15 @@ def start(out: Path, kernel_filter: str | None, max_per_kernel: int, max_bytes: 
         demangle=_cxa_demangle,
     )
 
+    dump = (
+        _Dump(writer.folder / "callbacks.jsonl")
+        if os.environ.get("GPUADVISE_RECORD_DUMP")
+        else None
+    )
+
     def callback(userdata: Any, domain: Any, cbid: Any, cbdata: Any) -> None:
+        if dump is not None:
+            dump.write(int(domain), int(cbid), cbdata)
         rec.on_callback(int(domain), int(cbid), int(cbdata.ptr))
 
     sub = cupti.subscribe(callback, [])
