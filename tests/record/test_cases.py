@@ -145,3 +145,30 @@ def test_folder_analysis_takes_the_replayable_cases(recording, capsys):
     doc = json.loads(stdout)
     assert len(doc["cases"]) == sum(c.replayable for c in cases) == 3
     assert all(c["error"] is None for c in doc["cases"])
+
+
+def test_folder_ranking_weighs_recorded_cases_by_the_program_time(recording, monkeypatch):
+    from gpuadvise.analyze.batch import rank_case
+    from gpuadvise.analyze.cases import discover_cases
+    from gpuadvise.analyze.options import KernelOptions
+
+    out, _, cases, _ = recording
+    found = {c.options.kernel: c for c in discover_cases([str(out)], KernelOptions(source=None))}
+    assert found["saxpy"].recorded_ms == pytest.approx(0.0021)
+    assert found["gather<32>"].recorded_ms == pytest.approx(0.004)
+    assert found["add_one"].recorded_ms is None  # no activity record: the launch's own estimate
+
+    class Done:  # one finding estimated at 2x
+        class rules:
+            findings = [
+                type("F", (), {"measured_speedup": None, "is_error": False, "rule": "GA301",
+                               "line": 16, "estimated_speedup": type("E", (), {"speedup": 2.0})})
+            ]  # fmt: skip
+
+        analysis = None
+
+    monkeypatch.setattr("gpuadvise.analyze.batch.estimated_kernel_ms", lambda a: 0.0005)
+    r = rank_case(found["gather<32>"], Done, 0.0)
+    assert r.kernel_ms == pytest.approx(0.004) and r.time_to_win_ms == pytest.approx(0.002)
+    r = rank_case(found["add_one"], Done, 0.0)  # not timed: the launch's own estimate
+    assert r.kernel_ms == pytest.approx(0.0005)
