@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gpuadvise.record import layout
-from gpuadvise.record.cubin import read_cubin
+from gpuadvise.record.cubin import elf_images, read_cubin
 from gpuadvise.record.raw import KernelTiming, LaunchRecord, PointerArg, RawWriter, shape_key
 from gpuadvise.record.sampling import SnapshotPolicy
 
@@ -155,12 +155,13 @@ class Recorder:
         with self._lock:
             self.seq += 1
             self.writer.module(self.seq, module_id, image)
-            try:
-                info = read_cubin(image)
-            except ValueError:
-                return
-            for name, slots in info.kernels.items():
-                self._cubin_slots[name] = tuple((s.offset, s.size_bytes) for s in slots)
+            for elf in elf_images(image):
+                try:
+                    info = read_cubin(elf)
+                except ValueError:
+                    continue
+                for name, slots in info.kernels.items():
+                    self._cubin_slots[name] = tuple((s.offset, s.size_bytes) for s in slots)
 
     # -- launches ------------------------------------------------------------------------------
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuadvise.record.cubin import read_cubin
+from gpuadvise.record.cubin import elf_images, read_cubin
 from gpuadvise.record.params import ParamType, TypedParam, decode_params, demangled_types
 from gpuadvise.record.raw import LaunchRecord, RawProcess, read_process
 
@@ -141,17 +140,23 @@ class _Names:
         return display_name(self.signature(symbol))
 
 
-def _module_for(proc: RawProcess, record: LaunchRecord) -> Path | None:
-    """The module that holds ``record``'s kernel: the last one loaded before the launch."""
+def _module_for(proc: RawProcess, record: LaunchRecord) -> bytes | None:
+    """The cubin that holds ``record``'s kernel: from the last module loaded before the launch
+    that has it (a fat binary's uncompressed cubins searched too)."""
     best = None
     for seq, path in proc.modules:
         if seq > record.seq:
             break
         try:
-            if record.symbol in read_cubin(path.read_bytes()).kernels:
-                best = path
-        except (OSError, ValueError):
+            images = elf_images(path.read_bytes())
+        except OSError:
             continue
+        for elf in images:
+            try:
+                if record.symbol in read_cubin(elf).kernels:
+                    best = elf
+            except ValueError:
+                continue
     return best
 
 
@@ -329,7 +334,7 @@ def _write_case(
     source: Path | None = None
     if module is not None:
         cubin = folder / f"{_safe_name(_base(display))}.cubin"
-        shutil.copyfile(module, cubin)
+        cubin.write_bytes(module)
         for f in _line_files(cubin, rec.symbol, names.toolchain):
             if f.is_file() and _defines(f, display):
                 source = f.resolve()

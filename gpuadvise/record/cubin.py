@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["CubinInfo", "ParamSlot", "is_elf", "read_cubin"]
+__all__ = ["CubinInfo", "ParamSlot", "elf_images", "is_elf", "read_cubin"]
 
 ELF_MAGIC = b"\x7fELF"
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian: a fat binary, not one cubin
@@ -49,6 +49,39 @@ class CubinInfo:
 
 def is_elf(data: bytes) -> bool:
     return data[:4] == ELF_MAGIC
+
+
+def _elf_end(data: bytes, start: int) -> int | None:
+    """Where the ELF file that begins at ``start`` ends (its last section or its section table),
+    or None when its header does not hold together."""
+    if len(data) < start + 64 or data[start + 4] != 2 or data[start + 5] != 1:
+        return None
+    (shoff,) = struct.unpack_from("<Q", data, start + 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, start + 0x3A)
+    end = shoff + shnum * shentsize
+    if shentsize < 64 or start + end > len(data):
+        return None
+    for i in range(shnum):
+        _, kind, _, _, off, size = struct.unpack_from("<IIQQQQ", data, start + shoff + i * shentsize)
+        if kind != 8:  # SHT_NOBITS holds no bytes
+            end = max(end, off + size)
+    return start + end if start + end <= len(data) else None
+
+
+def elf_images(data: bytes) -> list[bytes]:
+    """The cubins in a module's image: the image itself when it is one, else the uncompressed
+    ELF files a fat binary holds (a compressed entry is not unpacked here)."""
+    if is_elf(data):
+        return [data]
+    out, pos = [], data.find(ELF_MAGIC)
+    while pos >= 0:
+        end = _elf_end(data, pos)
+        if end is not None:
+            out.append(data[pos:end])
+            pos = data.find(ELF_MAGIC, end)
+        else:
+            pos = data.find(ELF_MAGIC, pos + 4)
+    return out
 
 
 def read_cubin(data: bytes) -> CubinInfo:

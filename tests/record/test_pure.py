@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from clikit import cli, one_error
@@ -163,3 +164,21 @@ def test_cli_errors_are_one_line(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "gpuadvise-record").exists() or not any(
         (tmp_path / "gpuadvise-record").iterdir()
     )
+
+
+@pytest.mark.toolkit
+def test_cubins_found_inside_a_fat_binary(saxpy_cubin, tmp_path):
+    from gpuadvise.record.cubin import elf_images
+    from gpuadvise.toolchain import find_toolchain
+
+    tc = find_toolchain()
+    fatbin = tmp_path / "k.fatbin"
+    source = Path(__file__).with_name("data") / "saxpy.cu"
+    cmd = [str(tc.nvcc), "-fatbin", "-arch=sm_90", "--no-compress", "-o", str(fatbin), str(source)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    data = fatbin.read_bytes()
+    assert data[:4] == b"\x50\xed\x55\xba"
+    (elf,) = elf_images(data)
+    assert "_Z5saxpyPKfPfif" in read_cubin(elf).kernels
+    assert elf_images(saxpy_cubin.read_bytes()) == [saxpy_cubin.read_bytes()]
+    assert elf_images(b"nothing here") == []
