@@ -54,7 +54,9 @@ def out_folder(tmp_path: Path, name: str) -> Path:
 
 
 def findings(spec_or_folder: Path) -> list[tuple[str, str, int]]:
-    r = gpuadvise("analyze", str(spec_or_folder), "--no-measure", "--format", "json", timeout=400)
+    what = ["--spec"] if spec_or_folder.suffix == ".toml" else []
+    r = gpuadvise("analyze", *what, str(spec_or_folder), "--no-measure", "--format", "json",
+                  timeout=400)  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     cases = doc["cases"] if "cases" in doc else [{"analysis": doc}]
