@@ -12,9 +12,10 @@ process: ``cases/NN-<kernel>/`` with
 - the kernel's source is the file its line information names (built with ``-lineinfo``), or one
   of the ``--source`` files that defines it; the spec points at it where it lies.
 
-A launch gpuadvise cannot replay yet (a struct or vector passed by value, no source found, an
-unknown parameter layout) gets ``launch.json`` and no ``case.toml``, and the summary says why,
-so that ``gpuadvise analyze OUT`` analyzes the others. ``summary.json`` holds the run: the
+A struct or vector passed by value is written as its bytes (``p = { bytes = "..." }``). A launch
+gpuadvise cannot replay (no source found, an unknown parameter layout) gets ``launch.json`` and
+no ``case.toml``, and the summary says why, so that ``gpuadvise analyze OUT`` analyzes the
+others. ``summary.json`` holds the run: the
 command, its exit status, the overhead, every kernel by GPU time and launches, the cases.
 """
 
@@ -258,7 +259,11 @@ def _spec_text(
         "",
         "[args]",
     ]
-    lines += [f"{p.name} = {_toml_value(p.value)}" for p in params if p.kind == "scalar"]
+    for p in params:
+        if p.kind == "scalar":
+            lines.append(f"{p.name} = {_toml_value(p.value)}")
+        elif p.kind == "bytes":  # a struct or vector by value: its bytes, as the launch had them
+            lines.append(f"{p.name} = {{ bytes = {_toml_str(str(p.value))} }}")
     lines += ["", "[buffers]"]
     lines += [f"{name} = {_toml_str(text)}" for name, text in buffers.items()]
     lines += ["", "[recorded]"]
@@ -353,16 +358,9 @@ def _write_case(
         reasons.append(
             "its source was not found (build with -lineinfo, or give the file with --source)"
         )
-    by_value = [t for t in typed if t.kind == "bytes"]
-    if by_value:
-        reasons.append(
-            "gpuadvise cannot pass "
-            + ", ".join(
-                f"{t.name} ({t.declared.type_text if t.declared else 'unknown type'})"
-                for t in by_value
-            )  # fmt: skip
-            + " by value yet"
-        )
+    unknown = [t.name for t in typed if t.kind == "bytes" and t.declared is None]
+    if unknown and source is not None:
+        reasons.append(f"the types of {', '.join(unknown)} are unknown")
     buffers: dict[str, str] = {}
     for t in typed:
         if t.kind != "pointer":

@@ -105,14 +105,32 @@ def test_runtime_template_and_extern_c_cases(recording):
     assert add_one["kernel"] == "add_one" and add_one["buffers"] == {"a": "a.npy"}
 
 
-def test_struct_by_value_is_recorded_but_not_replayable(recording):
-    out, _, cases, _ = recording
+def test_struct_by_value_is_replayed_from_its_bytes(recording):
+    out, _, cases, xs = recording
     scaled = next(c for c in cases if c.name == "scaled")
-    assert not scaled.replayable and not (out / scaled.folder / "case.toml").exists()
-    assert any("cannot pass p (Params) by value" in n for n in scaled.notes)
+    assert scaled.replayable
+    spec = tomllib.loads((out / scaled.folder / "case.toml").read_text())
+    assert spec["args"] == {"p": {"bytes": (f32(1.5) + i32(3)).hex()}, "n": N}
     launch = json.loads((out / scaled.folder / "launch.json").read_text())
     p = next(q for q in launch["params"] if q["name"] == "p")
-    assert p["kind"] == "bytes" and p["value"] == (f32(1.5) + i32(3)).hex()
+    assert p["kind"] == "bytes" and p["type"] == "Params"
+    # the emulator runs it with those bytes: y = 1.5 x + 3
+    from gpuadvise.analyze.models import resolve_launch
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.trace.emulate import emulate
+
+    kspec, choice, options = build(
+        KernelOptions(source=None, spec=str(out / scaled.folder / "case.toml"))
+    )
+    tc = find_toolchain()
+    module = compile_source(kspec.source, options, tc, kernels=[kspec.kernel])
+    kernel = select_compiled_kernel(module, kspec.kernel)
+    launch_ = resolve_launch(kspec, kernel, options, tc)
+    (arg,) = [a for a in launch_.params if a.name == "p"]
+    assert arg.value == f32(1.5) + i32(3) and arg.ctype.align_bytes == 4  # sized by the compiler
+    emu = emulate(module, kernel, launch_, choice.device, sample_ctas="all", trace=False)
+    assert np.allclose(emu.outputs["y"][:N], 1.5 * xs + 3, rtol=1e-6, atol=1e-6)  # fp32 fma
 
 
 def _findings(capsys, *args):
@@ -143,7 +161,7 @@ def test_folder_analysis_takes_the_replayable_cases(recording, capsys):
                             "--format", "json")  # fmt: skip
     assert code == 0, err
     doc = json.loads(stdout)
-    assert len(doc["cases"]) == sum(c.replayable for c in cases) == 3
+    assert len(doc["cases"]) == sum(c.replayable for c in cases) == 4
     assert all(c["error"] is None for c in doc["cases"])
 
 

@@ -96,10 +96,11 @@ def test_cpp_program_recorded_results_unchanged_and_cases_analyze_as_specs(progr
     assert by_name["saxpy"]["launches"] == 3 and by_name["saxpy"]["gpu_time_ms"] > 0
     assert by_name["gather<32>"]["replayable"] and by_name["saxpy"]["replayable"]
     assert by_name["saxpy"]["source"] == str((DATA / "streams.cu").resolve())
-    # the struct passed by value: recorded with its bytes, not replayable yet
-    launch = json.loads((out / by_name["scaled"]["folder"] / "launch.json").read_text())
-    p = next(q for q in launch["params"] if q["name"] == "p")
-    assert p["value"] == (np.float32(1.5).tobytes() + np.int32(3).tobytes()).hex()
+    # the struct passed by value: recorded with its bytes, replayed from them
+    params = (np.float32(1.5).tobytes() + np.int32(3).tobytes()).hex()
+    assert by_name["scaled"]["replayable"]
+    scaled = tomllib.loads((out / by_name["scaled"]["folder"] / "case.toml").read_text())
+    assert scaled["args"] == {"p": {"bytes": params}, "n": 1 << 16}
     # saxpy's y is y + 16 floats: the pointer resolved to its allocation and offset
     spec = tomllib.loads((out / by_name["saxpy"]["folder"] / "case.toml").read_text())
     assert spec["args"] == {"n": 1 << 16, "a": 2.0}
@@ -117,6 +118,13 @@ def test_cpp_program_recorded_results_unchanged_and_cases_analyze_as_specs(progr
     )
     recorded = findings(out / by_name["gather<32>"]["folder"] / "case.toml")
     assert recorded == findings(hand / "gather.toml") and recorded
+    (hand / "scaled.toml").write_text(
+        f'source = "{DATA / "streams.cu"}"\nkernel = "scaled"\ngrid = 256\nblock = 256\n'
+        f'[args]\nn = 65536\np = {{ bytes = "{params}" }}\n'
+        '[buffers]\nx = "in.npy"\ny = "float[65600]"\n'
+    )
+    recorded = findings(out / by_name["scaled"]["folder"] / "case.toml")
+    assert recorded == findings(hand / "scaled.toml")
 
 
 def test_cupy_script_recorded_on_a_view_and_analyzed(tmp_path):
