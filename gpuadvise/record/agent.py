@@ -109,16 +109,25 @@ class Recorder:
             if entry is None:
                 return
             fields = layout.decode_callback(self.cuda.read, cbdata_ptr)
-            depth = getattr(self._local, "runtime_depth", 0)
-            if domain == DOMAIN_RUNTIME:
-                self._local.runtime_depth = depth + (1 if fields.site == layout.API_ENTER else -1)
-                if fields.site != layout.API_ENTER:
-                    return
-            elif depth > 0 or fields.site != layout.API_ENTER:
+            stack = self._runtime_stack()
+            if domain == DOMAIN_RUNTIME and fields.site != layout.API_ENTER:
+                if stack:
+                    stack.pop()
+                return
+            if fields.site != layout.API_ENTER:
+                return
+            if domain == DOMAIN_DRIVER and any(stack):
                 return  # the driver launch under a runtime launch already recorded
             api, kind = entry
+            if domain == DOMAIN_RUNTIME:
+                stack.append(False)  # until it is recorded: the driver launch under it counts
             call = layout.decode_launch(self.cuda.read, kind, api, fields.params_ptr)
+            problem = layout.implausible(call)
+            if problem is not None:
+                raise ValueError(f"{api}: {problem}; the launch is left to the driver's callback")
             self._launch(fields, call)
+            if domain == DOMAIN_RUNTIME:
+                stack[-1] = True
         except Exception as exc:  # never let a recorder fault reach the program
             with self._lock:
                 if len(self.errors) < 20:
@@ -145,6 +154,13 @@ class Recorder:
                     **(extra or {}),
                 }
             )
+
+    def _runtime_stack(self) -> list[bool]:
+        """This thread's runtime launch calls under way: whether each was recorded."""
+        stack = getattr(self._local, "runtime", None)
+        if stack is None:
+            stack = self._local.runtime = []
+        return stack
 
     # -- modules -------------------------------------------------------------------------------
 

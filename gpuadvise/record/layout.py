@@ -25,6 +25,7 @@ __all__ = [
     "decode_callback",
     "decode_launch",
     "decode_module",
+    "implausible",
     "param_buffer",
 ]
 
@@ -191,6 +192,20 @@ def decode_launch(read: Read, layout: str, api: str, p: int) -> LaunchCall:
             _u64(read, p + 16),
         )
     raise ValueError(f"unknown launch layout {layout!r}")
+
+
+def implausible(call: LaunchCall) -> str | None:
+    """Why ``call`` cannot be a launch CUDA accepted (a layout that does not match this CUDA:
+    then nothing it points to is read), or None."""
+    gx, gy, gz = call.grid
+    bx, by, bz = call.block
+    if not (0 < gx < 2**31 and 0 < gy <= 65535 and 0 < gz <= 65535):
+        return f"grid {call.grid} is not a CUDA grid"
+    if not (0 < bx <= 1024 and 0 < by <= 1024 and 0 < bz <= 64 and bx * by * bz <= 1024):
+        return f"block {call.block} is not a CUDA block"
+    if not 0 <= call.dynamic_smem_bytes < 1 << 24:
+        return f"dynamic shared memory {call.dynamic_smem_bytes} is not a size CUDA takes"
+    return None
 
 
 def param_buffer(read: Read, call: LaunchCall, slots: list[tuple[int, int]]) -> bytes:

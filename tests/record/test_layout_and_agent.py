@@ -196,3 +196,22 @@ def test_cubin_slots_struct_layouts():
     # the header layouts the fake writes are the sizes the C structs have
     assert struct.calcsize("<IIQQQQQIIQI4x") == 72
     assert struct.calcsize("<Q3I3II4xQQQ") == 64
+
+
+def test_a_runtime_layout_that_does_not_hold_leaves_the_launch_to_the_driver(tmp_path):
+    """A runtime launch whose structure does not decode to a launch CUDA could take (a CUDA
+    whose layout differs) is not read further; the driver launch under it is recorded."""
+    cuda, rec = setup(tmp_path)
+    values, _, _ = saxpy_values(cuda)
+    bogus = cuda.put(struct.pack("<Q3I3IQQQ", 0x1, 0, 7, 7, 99999, 1, 1, 0xBAD, 0, 0))
+    rec.on_callback(DOMAIN_RUNTIME, 505, cuda.callback(ENTER, bogus, "_Z5saxpyPKfPfif", 9))
+    launch(rec, cuda, values, grid=(8, 1, 1), corr=10)  # the driver launch underneath
+    rec.on_callback(DOMAIN_RUNTIME, 505, cuda.callback(EXIT, bogus, "_Z5saxpyPKfPfif", 9))
+    launch(rec, cuda, values, grid=(8, 1, 1), corr=11)  # and one after it
+    rec.finish()
+    records = read_process(tmp_path / "raw" / "1").launches
+    assert [(r.api, r.correlation_id) for r in records] == [
+        ("cuLaunchKernel", 10),
+        ("cuLaunchKernel", 11),
+    ]
+    assert rec.errors and "is not a CUDA grid" in rec.errors[0]
