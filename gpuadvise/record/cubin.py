@@ -62,7 +62,9 @@ def _elf_end(data: bytes, start: int) -> int | None:
     if shentsize < 64 or start + end > len(data):
         return None
     for i in range(shnum):
-        _, kind, _, _, off, size = struct.unpack_from("<IIQQQQ", data, start + shoff + i * shentsize)
+        _, kind, _, _, off, size = struct.unpack_from(
+            "<IIQQQQ", data, start + shoff + i * shentsize
+        )
         if kind != 8:  # SHT_NOBITS holds no bytes
             end = max(end, off + size)
     return start + end if start + end <= len(data) else None

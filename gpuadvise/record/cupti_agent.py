@@ -199,7 +199,7 @@ def start(out: Path, kernel_filter: str | None, max_per_kernel: int, max_bytes: 
         activity = False
         rec.errors.append(f"kernel activity records unavailable: {exc}")
 
-    done = []
+    done: list[bool] = []
 
     def finish() -> None:
         if done:

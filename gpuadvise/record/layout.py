@@ -221,7 +221,7 @@ def param_buffer(read: Read, call: LaunchCall, slots: list[tuple[int, int]]) -> 
             buf[off : off + size] = read(arg, size) if arg else bytes(size)
         return bytes(buf)
     if call.extra:
-        pointer, size = 0, None
+        pointer, given = 0, None
         for i in range(0, 2 * _MAX_EXTRA, 2):
             key = _u64(read, call.extra + 8 * i)
             if key == _PARAM_END:
@@ -230,9 +230,9 @@ def param_buffer(read: Read, call: LaunchCall, slots: list[tuple[int, int]]) -> 
             if key == _PARAM_BUFFER_POINTER:
                 pointer = value
             elif key == _PARAM_BUFFER_SIZE and value:
-                size = _u64(read, value)
+                given = _u64(read, value)
         if pointer:
-            n = total if size is None else min(size, max(total, size))
+            n = min(total, given) if given is not None else total
             return bytes(read(pointer, n)).ljust(total, b"\0")
     return bytes(total)
 

@@ -81,7 +81,9 @@ def split_params(signature: str) -> list[str] | None:
     inner = text[start + 1 : -1].strip()
     if inner in ("", "void"):
         return []
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in inner:
         if c in "<([":
             depth += 1

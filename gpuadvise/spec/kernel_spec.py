@@ -405,8 +405,8 @@ class ResolvedArg:
             from gpuadvise.spec.cuda_types import raw_type
 
             data = bytes.fromhex(str(value["bytes"]))
-            ctype = raw_type(str(d["ctype"]), len(data), int(value.get("align", 1)))
-            return cls(str(d["name"]), int(d["index"]), ctype, data)
+            raw = raw_type(str(d["ctype"]), len(data), int(value.get("align", 1)))
+            return cls(str(d["name"]), int(d["index"]), raw, data)
         ctype = lookup(d["ctype"])
         if ctype is None:
             raise ConfigError(f"unknown CUDA type {d['ctype']!r} in saved data", "re-run")
@@ -1282,6 +1282,7 @@ def _short(value: object, limit: int = 40) -> str:
 
 def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str, int]) -> Any:
     value = env[arg.name] if isinstance(arg.value, str) else arg.value
+    assert not isinstance(value, RawBytes)  # given by its bytes: _bytes_type checks those
     where = f"--arg {param.name}={_short(arg.value)}"
     if ctype.kind == "bool":
         if isinstance(value, bool) or value in (0, 1):
@@ -1650,6 +1651,8 @@ def _default_value(text: str, env: Mapping[str, int]) -> int | float | bool | No
     """A default argument's value, if it is a number, true/false or an expression over args."""
     try:
         value = _parse_value(text, "default")
+        if isinstance(value, RawBytes):
+            return None
         return expr.evaluate(value, env) if isinstance(value, str) else value
     except UsageError:
         return None
