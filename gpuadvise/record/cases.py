@@ -9,8 +9,9 @@ process: ``cases/NN-<kernel>/`` with
   pointee's type, and a ``[recorded]`` table (launches, GPU time, the API, the process) that
   the spec reader ignores and the folder analysis ranks by;
 - ``<kernel>.cubin``: the module's binary as the program loaded it;
-- the kernel's source is the file its line information names (built with ``-lineinfo``), or one
-  of the ``--source`` files that defines it; the spec points at it where it lies.
+- the kernel's source is the file its line information names (built with ``-lineinfo``), the
+  source CuPy compiled it from (its kernel cache, kept in the recording), or one of the
+  ``--source`` files that defines it; the spec points at it where it lies.
 
 A struct or vector passed by value is written as its bytes (``p = { bytes = "..." }``). A launch
 gpuadvise cannot replay (no source found, an unknown parameter layout) gets ``launch.json`` and
@@ -210,6 +211,24 @@ def _source_candidates(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
+def _cupy_source(out: Path, image: bytes) -> Path | None:
+    """The source CuPy compiled ``image`` from: its kernel cache (moved into the recording by
+    the launcher) holds each cubin (after a hash) beside its source ``<cubin>.cu``."""
+    from gpuadvise.record.launcher import CUPY_CACHE
+
+    cache = out / "raw" / CUPY_CACHE
+    if not cache.is_dir():
+        return None
+    for cubin in sorted(cache.rglob("*.cubin")):
+        source = cubin.with_name(cubin.name + ".cu")
+        try:
+            if source.is_file() and image in cubin.read_bytes():
+                return source
+        except OSError:
+            continue
+    return None
+
+
 def _declared(source: Path | None, display: str, symbol: str, names: _Names) -> list[ParamType]:
     if source is not None:
         from gpuadvise.source.signature import parse_signature
@@ -344,6 +363,9 @@ def _write_case(
             if f.is_file() and _defines(f, display):
                 source = f.resolve()
                 break
+        if source is None:
+            found = _cupy_source(out, module)
+            source = found.resolve() if found is not None and _defines(found, display) else None
     else:
         notes.append("no module of the program holds this kernel's binary")
     if source is None:

@@ -8,7 +8,9 @@ recorder's own import path is appended to the program's (its own packages win). 
 ``inject.c``, compiled here with the system C compiler into a temporary folder removed after
 the run, which the CUDA driver loads at ``cuInit``. ``CUDA_MODULE_LOADING=EAGER`` (unless the
 program's environment sets it) makes the driver load every module when the context is made,
-so that each module is seen before its first launch.
+so that each module is seen before its first launch. CuPy's kernel cache is moved into the
+recording (``raw/cupy-cache``) and keeps the source of each kernel CuPy compiles, so that a
+RawKernel written as a string in the program is found without ``--source``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpuadvise.errors import UsageError
 __all__ = ["Launch", "build_injection", "find_libpython", "plan_launch"]
 
 INJECT_SOURCE = Path(__file__).with_name("inject.c")
+CUPY_CACHE = "cupy-cache"  # under OUT/raw: CuPy's kernel cache during the recording
 _BOOT = (
     "import sys; sys.path.extend(p for p in {path!r} if p not in sys.path); "
     "import gpuadvise.record.boot as b; b.main()"
@@ -126,6 +129,10 @@ def environment(
         GPUADVISE_RECORD_SYSPATH=os.pathsep.join(p for p in sys.path if p),
     )
     env.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    # CuPy compiles its kernels at run time from source it holds in memory: its kernel cache,
+    # moved into the recording, keeps each source beside its cubin (CUPY_CACHE_SAVE_CUDA_SOURCE)
+    env["CUPY_CACHE_DIR"] = str(out / "raw" / CUPY_CACHE)
+    env["CUPY_CACHE_SAVE_CUDA_SOURCE"] = "1"
     if injection is not None:
         env["CUDA_INJECTION64_PATH"] = str(injection)
     if libpython is not None:

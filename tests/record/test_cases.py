@@ -190,3 +190,40 @@ def test_folder_ranking_weighs_recorded_cases_by_the_program_time(recording, mon
     assert r.kernel_ms == pytest.approx(0.004) and r.time_to_win_ms == pytest.approx(0.002)
     r = rank_case(found["add_one"], Done, 0.0)  # not timed: the launch's own estimate
     assert r.kernel_ms == pytest.approx(0.0005)
+
+
+def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
+    """A CuPy RawKernel's source lives in the program as a string; CuPy's kernel cache, which the
+    recorder moves into the recording with CUPY_CACHE_SAVE_CUDA_SOURCE, keeps it beside the
+    cubin (after a 32-byte hash, as CuPy writes it): the case points at that source."""
+    import subprocess
+
+    from gpuadvise.record.launcher import CUPY_CACHE
+    from gpuadvise.toolchain import find_toolchain
+
+    code = (
+        'extern "C" __global__ void twice(float* a, int n) {\n'
+        "  int i = threadIdx.x;\n  if (i < n) a[i] *= 2.0f;\n}\n"
+    )
+    (tmp_path / "kern.cu").write_text(code)
+    cubin = tmp_path / "kern.cubin"
+    subprocess.run([str(find_toolchain().nvcc), "-cubin", "-arch=sm_90", "-o", str(cubin),
+                    str(tmp_path / "kern.cu")], check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "kern.cu").unlink()  # NVRTC's file is gone after the compile
+    out = tmp_path / "rec"
+    cache = out / "raw" / CUPY_CACHE
+    cache.mkdir(parents=True)
+    (cache / "9f3a.cubin").write_bytes(b"0" * 32 + cubin.read_bytes())
+    (cache / "9f3a.cubin.cu").write_text(code)
+    cuda = FakeCuda()
+    rec = Recorder(cuda, RawWriter(out / "raw" / "7", ["python", "app.py"]), SnapshotPolicy())
+    rec.on_callback(DOMAIN_RESOURCE, 6, cuda.module_loaded(1, cubin.read_bytes()))
+    a = cuda.alloc(f32(*range(32)))
+    cuda.functions[0xF5] = [(0, 8), (8, 4)]
+    p = cuda.cu_launch_kernel(0xF5, (1, 1, 1), (32, 1, 1), 0, 0, [ptr(a), i32(32)])
+    rec.on_callback(DOMAIN_DRIVER, 307, cuda.callback(ENTER, p, "twice", 1))
+    rec.finish()
+    _, (case,), _ = write_cases(out)
+    assert case.replayable and case.source == str((cache / "9f3a.cubin.cu").resolve())
+    spec = tomllib.loads((out / case.folder / "case.toml").read_text())
+    assert spec["args"] == {"n": 32} and spec["buffers"] == {"a": "a.npy"}

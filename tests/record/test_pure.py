@@ -104,10 +104,13 @@ def test_how_a_command_is_started():
     assert not native.python and native.argv == ["./app", "x"]
     with pytest.raises(Exception, match="python -c cannot be recorded"):
         plan_launch(["python3", "-c", "print(1)"])
-    env = environment({"PATH": "/bin"}, __import__("pathlib").Path("/o"), "k", 2, 10, None, None)
+    env = environment({"PATH": "/bin"}, Path("/o"), "k", 2, 10, None, None)
     assert env["GPUADVISE_RECORD_OUT"] == "/o" and env["CUDA_MODULE_LOADING"] == "EAGER"
+    assert (
+        env["CUPY_CACHE_DIR"] == "/o/raw/cupy-cache" and env["CUPY_CACHE_SAVE_CUDA_SOURCE"] == "1"
+    )
     assert "CUDA_INJECTION64_PATH" not in env
-    kept = environment({"CUDA_MODULE_LOADING": "LAZY"}, __import__("pathlib").Path("/o"), None, 2,
+    kept = environment({"CUDA_MODULE_LOADING": "LAZY"}, Path("/o"), None, 2,
                        10, None, None)  # fmt: skip
     assert kept["CUDA_MODULE_LOADING"] == "LAZY"
 

@@ -138,15 +138,16 @@ def test_cupy_script_recorded_on_a_view_and_analyzed(tmp_path):
     )
     assert plain.returncode == 0, plain.stderr
     out = out_folder(tmp_path, "cupy")
+    # no --source: CuPy's kernel cache, kept in the recording, holds the RawKernel's source
     r = gpuadvise(
-        "record", "--out", str(out), "--source", str(app), "--json", "--",
-        sys.executable, str(app / "cupy_app.py"), "3",
-    )  # fmt: skip
+        "record", "--out", str(out), "--json", "--", sys.executable, str(app / "cupy_app.py"), "3"
+    )
     assert r.returncode == 0, r.stderr
     assert plain.stdout in r.stdout
     doc = json.loads(r.stdout[r.stdout.index("{") :])
     (case,) = [c for c in doc["cases"] if c["name"] == "gather32"]
     assert case["launches"] == 3 and case["replayable"], case
+    assert case["source"].startswith(str((out / "raw" / "cupy-cache").resolve())), case
     folder = out / case["folder"]
     spec = tomllib.loads((folder / "case.toml").read_text())
     assert spec["kernel"] == "gather32" and spec["args"] == {"n": 1 << 16}
