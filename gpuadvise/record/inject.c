@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef int (*int_void)(void);
 typedef void (*void_int)(int);
@@ -66,7 +67,20 @@ int InitializeInjection(void) {
     }
     int embedded = !is_init();
     if (embedded) {
+        /* this Python's home (GPUADVISE_RECORD_PYTHONHOME) for its start only: the program's
+           own PYTHONHOME, if any, is put back after */
+        const char *home = getenv("GPUADVISE_RECORD_PYTHONHOME");
+        const char *was = getenv("PYTHONHOME");
+        char *old = was ? strdup(was) : NULL;
+        if (home && *home)
+            setenv("PYTHONHOME", home, 1);
         init(0); /* no signal handlers: the program keeps its own */
+        if (old) {
+            setenv("PYTHONHOME", old, 1);
+            free(old);
+        } else if (home && *home) {
+            unsetenv("PYTHONHOME");
+        }
         run("import os, sys\n"
             "sys.path[:] = [p for p in os.environ.get('GPUADVISE_RECORD_SYSPATH', '')"
             ".split(os.pathsep) if p] or sys.path\n"

@@ -137,4 +137,8 @@ def environment(
         env["CUDA_INJECTION64_PATH"] = str(injection)
     if libpython is not None:
         env["GPUADVISE_RECORD_LIBPYTHON"] = str(libpython)
+        home = sys.base_prefix
+        if sys.base_exec_prefix != sys.base_prefix:
+            home += os.pathsep + sys.base_exec_prefix
+        env["GPUADVISE_RECORD_PYTHONHOME"] = home
     return env

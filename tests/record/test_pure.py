@@ -128,14 +128,21 @@ def test_injection_library_embeds_python_in_a_native_program(tmp_path):
         "#include <dlfcn.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
         'int main(void) { void *h = dlopen(getenv("CUDA_INJECTION64_PATH"), RTLD_NOW);\n'
         '  if (!h) return 3; int (*f)(void) = (int (*)(void))dlsym(h, "InitializeInjection");\n'
-        '  printf("init %d\\n", f()); return 0; }\n'
+        '  printf("init %d\\n", f()); const char *home = getenv("PYTHONHOME");\n'
+        '  printf("home %s\\n", home ? home : "-"); return 0; }\n'
     )
     subprocess.run(["cc", "-o", str(tmp_path / "app"), str(app), "-ldl"], check=True)
     env = environment(
         {"PATH": "/usr/bin:/bin"}, tmp_path / "out", None, 2, 10, lib, find_libpython()
     )
     r = subprocess.run([str(tmp_path / "app")], env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout == "init 1\n"
+    assert r.returncode == 0 and r.stdout == "init 1\nhome -\n", r.stderr
+    # a program with a PYTHONHOME of its own: this Python starts all the same, and it is put back
+    bogus = {**env, "PYTHONHOME": "/no/such/python"}
+    r2 = subprocess.run(
+        [str(tmp_path / "app")], env=bogus, capture_output=True, text=True, timeout=60
+    )
+    assert r2.returncode == 0 and r2.stdout == "init 1\nhome /no/such/python\n", r2.stderr
     import importlib.util
 
     if importlib.util.find_spec("cupti") is None:
