@@ -318,6 +318,13 @@ def write_cases(
             k = kernels.setdefault(t.name, KernelSummary(t.name, names.display(t.name)))
             k.gpu_time_ns += t.time_ns
             k.timed_launches += 1
+    for p in procs:  # a process that crashed may not have counted its last launches
+        seen: dict[str, int] = defaultdict(int)
+        for r in p.launches:
+            seen[r.symbol] += 1
+        for sym, n in seen.items():
+            k = kernels.setdefault(sym, KernelSummary(sym, names.display(sym)))
+            k.launches = max(k.launches, n)
     for k in kernels.values():
         k.launches = max(k.launches, k.timed_launches)
     candidates = _source_candidates(list(sources))

@@ -191,7 +191,7 @@ def record(
         signal=-rc if rc < 0 else None,
         wall_s=wall,
         callback_s=sum(o.get("callback_ns", 0) for o in over) / 1e9,
-        launches=sum(sum(p.shapes.values()) for p in procs),
+        launches=sum(max(sum(p.shapes.values()), len(p.launches)) for p in procs),
         snapshots=sum(int(o.get("snapshots", 0)) for o in over),
         snapshot_bytes=sum(int(o.get("snapshot_bytes", 0)) for o in over),
         processes=len(procs),

@@ -215,3 +215,17 @@ def test_a_runtime_layout_that_does_not_hold_leaves_the_launch_to_the_driver(tmp
         ("cuLaunchKernel", 11),
     ]
     assert rec.errors and "is not a CUDA grid" in rec.errors[0]
+
+
+def test_cases_of_a_crashed_process_count_its_recorded_launches(tmp_path):
+    from gpuadvise.record.cases import write_cases
+
+    cuda, rec = setup(tmp_path)
+    values, _, _ = saxpy_values(cuda)
+    launch(rec, cuda, values)
+    launch(rec, cuda, values, grid=(2, 1, 1))
+    # no finish(): shapes.json was never written
+    kernels, cases, (proc,) = write_cases(tmp_path)
+    assert not proc.finished and proc.shapes == {}
+    assert [(k.symbol, k.launches) for k in kernels] == [("_Z5saxpyPKfPfif", 2)]
+    assert [c.launches for c in cases] == [1, 1]
