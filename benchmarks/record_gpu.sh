@@ -32,12 +32,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$
 step pip_install 120 "$py" -m pip install --no-index --no-deps --target "$site" .device-wheels/*.whl
 export PYTHONPATH="$site:$PWD"
 if ! step import_check 60 "$py" -c "
+from importlib.metadata import version
 from cupti import cupti
 from cuda.bindings import driver
 import cupti as c, cuda.bindings as b
-print('cupti-python', getattr(c, '__version__', '?'), 'from', c.__file__)
-print('cuda-bindings', getattr(b, '__version__', '?'), 'from', b.__file__)
-print('CUPTI API version', cupti.get_version())
+print('cupti-python', version('cupti-python'), 'from', c.__file__)
+print('cuda-bindings', version('cuda-bindings'), 'from', b.__file__)
+print('nvidia-cuda-cupti', version('nvidia-cuda-cupti'))
+print('CUPTI timestamp', cupti.get_timestamp())
 "; then
     cat "$out/import_check.txt"
     "$py" -m pip list >"$out/pip_list.txt" 2>&1
