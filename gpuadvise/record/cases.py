@@ -334,8 +334,9 @@ def write_cases(
         by_key: dict[str, list[LaunchRecord]] = defaultdict(list)
         for r in p.launches:
             by_key[r.key].append(r)
-        for key, records in sorted(by_key.items(), key=lambda kv: kv[1][0].seq):
-            if filt and not (filt.search(records[0].symbol) or filt.search(names.display(key))):
+        for records in sorted(by_key.values(), key=lambda rs: rs[0].seq):
+            sym = records[0].symbol
+            if filt and not (filt.search(sym) or filt.search(names.signature(sym))):
                 continue
             case = _write_case(out, case_root, len(cases) + 1, p, records, names, candidates)
             cases.append(case)

@@ -227,3 +227,16 @@ def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
     assert case.replayable and case.source == str((cache / "9f3a.cubin.cu").resolve())
     spec = tomllib.loads((out / case.folder / "case.toml").read_text())
     assert spec["args"] == {"n": 32} and spec["buffers"] == {"a": "a.npy"}
+
+
+def test_kernel_filter_on_mangled_or_demangled_names(recording, tmp_path):
+    import shutil
+
+    out, _, _, _ = recording
+    copy = tmp_path / "rec"
+    shutil.copytree(out / "raw", copy / "raw")
+    _, cases, _ = write_cases(copy, kernel_filter=r"gather<32>|^add_")
+    assert sorted(c.name for c in cases) == ["add_one", "gather<32>"]
+    shutil.copytree(out / "raw", tmp_path / "rec2" / "raw")
+    _, cases, _ = write_cases(tmp_path / "rec2", kernel_filter=r"PKfPfif$")  # the mangled name
+    assert [c.name for c in cases] == ["saxpy"]
