@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -107,7 +108,7 @@ def test_cpp_program_recorded_results_unchanged_and_cases_analyze_as_specs(progr
     x = np.load(out / by_name["saxpy"]["folder"] / "x.npy")
     # the first saxpy reads z = gather(x): the data it saw before it ran
     h = (np.arange(1 << 16) % 97) * 0.25 - 3.0
-    assert np.array_equal(x, h[(np.arange(1 << 16) * 32) % (1 << 16)].astype(np.float32))
+    assert np.array_equal(x[: 1 << 16], h[(np.arange(1 << 16) * 32) % (1 << 16)].astype(np.float32))
     # the findings of the recorded cases are those of hand-written specs of the same launches
     hand = tmp_path / "hand"
     hand.mkdir()
@@ -151,12 +152,15 @@ def test_cupy_script_recorded_on_a_view_and_analyzed(tmp_path):
     folder = out / case["folder"]
     spec = tomllib.loads((folder / "case.toml").read_text())
     assert spec["kernel"] == "gather32" and spec["args"] == {"n": 1 << 16}
-    assert any("64 bytes into its allocation" in n for n in case["notes"])  # y[16:]
+    # y[16:]: 64 bytes into y's allocation (more if CuPy's pool carved y from a larger block)
+    into = [re.search(r"out points (\d+) bytes into", n) for n in case["notes"]]
+    assert any(m and int(m.group(1)) >= 64 for m in into), case["notes"]
+    # the data from the pointer to the end of its allocation: the program's x first
     x = np.load(folder / "in.npy")
-    assert np.array_equal(x, np.arange(1 << 16, dtype=np.float32) * 0.5 - 7.0)
+    assert np.array_equal(x[: 1 << 16], np.arange(1 << 16, dtype=np.float32) * 0.5 - 7.0)
     hand = tmp_path / "hand"
     hand.mkdir()
-    np.save(hand / "in.npy", x)
+    np.save(hand / "in.npy", x[: 1 << 16])
     (hand / "gather.toml").write_text(
         f'source = "{app / "gather.cu"}"\nkernel = "gather32"\ngrid = 256\nblock = 256\n'
         '[args]\nn = 65536\n[buffers]\nin = "in.npy"\nout = "float[65536]"\n'
