@@ -36,6 +36,7 @@ from gpuadvise.record.raw import LaunchRecord, RawProcess, read_process
 
 __all__ = ["CaseSummary", "KernelSummary", "write_cases"]
 
+_CUPY_HEADER = "#include <cupy/"  # CuPy's generated kernels (elementwise, reductions) start so
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cuhpp", ".inl")
 _MAX_SOURCE_FILES = 2000
 
@@ -364,6 +365,7 @@ def _write_case(
     gpu_ns = _shape_time(proc, rec.key)
     module = _module_for(proc, rec)
     source: Path | None = None
+    generated = False
     if module is not None:
         cubin = folder / f"{_safe_name(_base(display))}.cubin"
         cubin.write_bytes(module)
@@ -374,6 +376,8 @@ def _write_case(
         if source is None:
             found = _cupy_source(out, module)
             source = found.resolve() if found is not None and _defines(found, display) else None
+            if source is not None and _CUPY_HEADER in source.read_text(errors="replace"):
+                generated = True
     else:
         notes.append("no module of the program holds this kernel's binary")
     if source is None:
@@ -382,6 +386,11 @@ def _write_case(
     declared = _declared(source, display, rec.symbol, names)
     typed = decode_params(rec.slots, bytes.fromhex(rec.params_hex), declared or None, set(pointers))
     reasons = []
+    if generated:
+        reasons.append(
+            "CuPy generated it (its source includes CuPy's own headers): leave it out with "
+            "--kernel, or fuse the operations that launch it"
+        )
     if rec.slot_source == "none":
         reasons.append("its parameter layout is unknown")
     if source is None:

@@ -196,6 +196,7 @@ def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
     """A CuPy RawKernel's source lives in the program as a string; CuPy's kernel cache, which the
     recorder moves into the recording with CUPY_CACHE_SAVE_CUDA_SOURCE, keeps it beside the
     cubin (after a 32-byte hash, as CuPy writes it): the case points at that source."""
+    import shutil
     import subprocess
 
     from gpuadvise.record.launcher import CUPY_CACHE
@@ -227,6 +228,12 @@ def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
     assert case.replayable and case.source == str((cache / "9f3a.cubin.cu").resolve())
     spec = tomllib.loads((out / case.folder / "case.toml").read_text())
     assert spec["args"] == {"n": 32} and spec["buffers"] == {"a": "a.npy"}
+    # a kernel CuPy generates itself (elementwise, reductions) includes CuPy's headers: not a case
+    (cache / "9f3a.cubin.cu").write_text("#include <cupy/carray.cuh>\n" + code)
+    shutil.rmtree(out / "cases")
+    _, (case,), _ = write_cases(out)
+    assert not case.replayable and not (out / case.folder / "case.toml").exists()
+    assert any("CuPy generated it" in n for n in case.notes)
 
 
 def test_kernel_filter_on_mangled_or_demangled_names(recording, tmp_path):
