@@ -172,6 +172,8 @@ class RawWriter:
         (self.folder / "snapshots" / name).write_bytes(data)
 
     def launch(self, record: LaunchRecord) -> None:
+        if self._launches.closed:
+            return
         self._launches.write(json.dumps(record.to_dict()) + "\n")
         self._launches.flush()
 
@@ -179,6 +181,8 @@ class RawWriter:
         self._json("shapes.json", dict(counts))
 
     def activity(self, timings: list[KernelTiming]) -> None:
+        if self._activity.closed:  # a buffer CUPTI hands back after the recording finished
+            return
         for t in timings:
             self._activity.write(json.dumps(asdict(t)) + "\n")
         self._activity.flush()

@@ -229,3 +229,13 @@ def test_cases_of_a_crashed_process_count_its_recorded_launches(tmp_path):
     assert not proc.finished and proc.shapes == {}
     assert [(k.symbol, k.launches) for k in kernels] == [("_Z5saxpyPKfPfif", 2)]
     assert [c.launches for c in cases] == [1, 1]
+
+
+def test_activity_after_the_recording_finished_is_dropped(tmp_path):
+    from gpuadvise.record.raw import KernelTiming
+
+    cuda, rec = setup(tmp_path)
+    rec.finish()
+    rec.on_activity([KernelTiming("_Z5saxpyPKfPfif", 1, 0, 10)])  # CUPTI's last buffer, late
+    launch(rec, cuda, saxpy_values(cuda)[0])
+    assert read_process(tmp_path / "raw" / "1").timings == [] and not rec.errors
