@@ -12,7 +12,9 @@ number of jobs, and do not depend on it.
 Ranking: by the time to win, the kernel's time x (1 - 1/best speedup): measured (the baseline's
 median time and the best verified speedup) when the findings were measured, else estimated (the
 time of the launch's DRAM traffic, each buffer byte once at the device's bandwidth, a lower
-bound, and the best estimated speedup).
+bound, and the best estimated speedup). A case ``gpuadvise record`` wrote counts the GPU time
+the program spent in that kernel and launch shape (its spec's ``[recorded] gpu_time_ms``, from
+CUPTI), so the ranking is by what each fix saves in the program's run.
 """
 
 from __future__ import annotations
@@ -170,7 +172,20 @@ def analyze_case(case: Case, settings: AnalyzeSettings, parallel: bool = False) 
 
 
 def rank_case(case: Case, done: Any, wall_s: float) -> CaseResult:
-    """The case's kernel time, best speedup and time to win (see the module docstring)."""
+    """The case's kernel time, best speedup and time to win (see the module docstring). A
+    recorded case (``case.recorded_ms``) counts the program's GPU time in it instead: the time
+    to win is then what the fix saves in the program's run."""
+    result = _rank_case(case, done, wall_s)
+    if case.recorded_ms is None:
+        return result
+    return dataclasses.replace(
+        result,
+        kernel_ms=case.recorded_ms,
+        time_to_win_ms=time_to_win_ms(case.recorded_ms, result.best_speedup),
+    )
+
+
+def _rank_case(case: Case, done: Any, wall_s: float) -> CaseResult:
     measured = [f for f in done.rules.findings if f.measured_speedup is not None and f.verified]
     if measured:
         best = max(measured, key=lambda f: f.measured_speedup.speedup)

@@ -49,11 +49,15 @@ SOURCE_SUFFIXES = (".cu", ".cuh")
 class Case:
     """One kernel launch of a folder. ``id``: a stable name (the spec's path relative to the
     folder given, with the kernel when a spec holds several); ``options``: how to analyze it;
-    ``error``: why it cannot be (a spec that does not name a source that exists)."""
+    ``error``: why it cannot be (a spec that does not name a source that exists);
+    ``recorded_ms``: the GPU time the program spent in this kernel and launch shape, from a
+    spec ``gpuadvise record`` wrote (its ``[recorded] gpu_time_ms``): the folder's ranking
+    then weighs each fix by the time it saves in the program."""
 
     id: str
     options: KernelOptions
     error: str | None = None
+    recorded_ms: float | None = None
 
 
 T = TypeVar("T")
@@ -167,10 +171,12 @@ def _spec_cases(spec: Path, base: KernelOptions) -> list[Case]:
         return [Case(rel, opts, f"launch spec {rel}: {what}")]
     opts = dataclasses.replace(opts, source=str(source))
     kernel = data.get("kernel")
+    recorded = data.get("recorded")
+    ms = recorded.get("gpu_time_ms") if isinstance(recorded, dict) else None
+    recorded_ms = float(ms) if isinstance(ms, int | float) and ms > 0 else None
     if isinstance(kernel, str) or spec.name != "case.toml":
-        return [
-            Case(rel, dataclasses.replace(opts, kernel=kernel if isinstance(kernel, str) else None))
-        ]
+        kernel = kernel if isinstance(kernel, str) else None
+        return [Case(rel, dataclasses.replace(opts, kernel=kernel), recorded_ms=recorded_ms)]
     try:
         names = list_kernels(source.read_text(errors="replace"))
     except Exception:  # a source the signature parser cannot read: one case, analyze says why

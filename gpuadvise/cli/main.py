@@ -575,6 +575,52 @@ def gate(**options: Any) -> None:
         sys.exit(code)
 
 
+@cli.command(
+    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--kernel", "-k", metavar="REGEX", help="Record only kernels whose name matches.")
+@click.option(
+    "--max-per-kernel",
+    type=int,
+    default=2,
+    show_default=True,
+    metavar="N",
+    help="Snapshot the first N launches of each kernel and shape (then a sample).",
+)
+@click.option(
+    "--max-snapshot-bytes",
+    default="1G",
+    show_default=True,
+    metavar="SIZE",
+    help="Copy at most this much buffer data in all (4G, 512M, bytes).",
+)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(file_okay=False),
+    callback=path_names,
+    help="The folder to write (new or empty; default ./gpuadvise-record[-N]).",
+)
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    type=click.Path(),
+    callback=path_names,
+    metavar="PATH",
+    help="Kernel sources (files or folders) where line info is missing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(**options: Any) -> None:  # fmt: skip
+    """Run a CUDA program (C++, CuPy, PyTorch ...) and record its kernel launches as cases.
+
+    gpuadvise record [OPTIONS] -- COMMAND [ARGS...]; then `gpuadvise analyze OUT`."""
+    from gpuadvise.cli.record import run_record
+
+    sys.exit(run_record(**options))
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def devices(as_json: bool) -> None:

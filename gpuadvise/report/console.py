@@ -814,6 +814,39 @@ def batch_summary(results: Sequence[Any]) -> None:
         )
 
 
+def record_summary(doc: dict[str, Any]) -> None:
+    """``gpuadvise record``: the run, its kernels by GPU time, the cases and what to do next."""
+    from gpuadvise.report.record_text import TOP_KERNELS, summary_lines
+
+    for line in summary_lines(doc):
+        _out.print(Text(line))
+    kernels = doc.get("kernels", [])
+    if kernels:
+        t = Table(show_edge=False, pad_edge=False, box=None)
+        for col in ("kernel", "launches", "GPU time", "cases"):
+            t.add_column(col)
+        for k in kernels[:TOP_KERNELS]:
+            t.add_row(
+                k["name"], str(k["launches"]), f"{k['gpu_time_ms']:.3f} ms", ", ".join(k["cases"])
+            )
+        _out.print(t)
+    cases = doc.get("cases", [])
+    replay = sum(1 for c in cases if c["replayable"])
+    _out.print(
+        Text(
+            f"{len(cases)} case(s) in {doc['out']}/cases ({replay} replayable); "
+            f"next: gpuadvise analyze {doc['out']}"
+        )
+    )
+    for c in cases:
+        if not c["replayable"]:
+            note(f"{c['id']}: " + "; ".join(n for n in c["notes"] if "not replayable" in n))
+    for line in doc.get("notes", []):
+        note(line)
+    for e in doc.get("errors", []):
+        note(f"recorder error: {e}")
+
+
 def captured() -> Any:
     """A context capturing what the report prints to stdout (``with captured() as c: ...;
     c.get()``), styled as it would be printed here: for the analysis-result cache."""

@@ -33,12 +33,29 @@ class BufferInit:
 
 @dataclass(frozen=True)
 class Param:
-    """One kernel parameter: a scalar (``fmt`` a struct code: i I q Q f d h H b B) or a buffer."""
+    """One kernel parameter: a scalar (``fmt`` a struct code: i I q Q f d h H b B, or ``Ns`` for
+    N bytes given as they are) or a buffer."""
 
     kind: str  # "scalar" | "buffer"
     fmt: str = "P"
-    value: int | float = 0
+    value: int | float | bytes = 0  # bytes: a struct or vector by value (fmt "Ns")
     buffer: str = ""
+    align: int = 0  # a by-value struct's alignment (padding goes before it); 0: fmt's own
+
+
+def param_format(params: list[Param]) -> str:
+    """The struct-module format of a launch's parameters (as PyCUDA packs them, native
+    alignment): a value given by its bytes (``Ns``, aligned to 1 by the struct module) gets the
+    padding its own alignment needs before it, as the compiler lays it out."""
+    from struct import calcsize
+
+    fmt = ""
+    for p in params:
+        if p.align > 1:
+            pad = -calcsize(fmt) % p.align
+            fmt += f"{pad}x" if pad else ""
+        fmt += p.fmt
+    return fmt
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ _STRUCT_CODES = {
 
 def scalar_param(a: ResolvedArg) -> Param:
     ct = a.ctype
+    if isinstance(a.value, bytes):  # a struct or vector given by its bytes, at its alignment
+        return Param("scalar", f"{len(a.value)}s", a.value, align=ct.align_bytes)
     if ct.kind == "bfloat16":
         from gpuadvise.spec.cuda_types import encode_bfloat16
 

@@ -132,7 +132,9 @@ def run_trace(job: TraceJob, backend: Any) -> TraceResult:
             return out
 
         stage = "load"
-        fmt = "".join(p.fmt for p in job.params)
+        from gpuadvise.runner.job import param_format
+
+        fmt = param_format(list(job.params))
         k_orig = _load(backend, job.original, job.symbol, fmt, job.dynamic_smem_bytes)
         k_inst = _load(backend, job.instrumented, job.symbol, fmt + "P", job.dynamic_smem_bytes)
         args = _args(job, dev)

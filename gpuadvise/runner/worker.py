@@ -21,7 +21,14 @@ import numpy as np
 
 from gpuadvise.runner.backend import cuda_error_name
 from gpuadvise.runner.data import make_host_buffer
-from gpuadvise.runner.job import Job, KernelLaunch, LaunchOutcome, Result, TimingConfig
+from gpuadvise.runner.job import (
+    Job,
+    KernelLaunch,
+    LaunchOutcome,
+    Result,
+    TimingConfig,
+    param_format,
+)
 from gpuadvise.runner.verify import bit_identical, poison
 
 # nvmlClocksEventReasons that mean the GPU slowed itself down (not idle, not application clocks)
@@ -93,7 +100,7 @@ def run_job(job: Job, backend: Any) -> Result:
     try:
         for launch in job.launches:
             label = launch.label
-            fmt = "".join(p.fmt for p in launch.params)
+            fmt = param_format(list(launch.params))
             kernels[launch.label] = backend.load(
                 Path(launch.cubin_path).read_bytes(), launch.symbol, fmt, launch.dynamic_smem_bytes
             )

@@ -49,6 +49,7 @@ __all__ = [
     "HEADER_TYPEDEFS",
     "canonical_int",
     "lookup_elem",
+    "raw_type",
     "normalize_type_name",
 ]
 
@@ -314,6 +315,12 @@ def normalize_type_name(text: str) -> str:
     s = " ".join(words)
     s = re.sub(r"\s*(::|<|>|,|\*)\s*", lambda m: m.group(1) + (" " if m.group(1) == "," else ""), s)
     return s
+
+
+def raw_type(name: str, size_bytes: int, align_bytes: int = 1) -> CudaType:
+    """A value gpuadvise passes as its bytes (``kind`` ``"bytes"``): a struct or vector passed by
+    value whose bytes a spec gives (``p = { bytes = "..." }``)."""
+    return CudaType(name, f"V{size_bytes}", size_bytes, max(align_bytes, 1), False, "bytes")
 
 
 def lookup(name: str) -> CudaType | None:

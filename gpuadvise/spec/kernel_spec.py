@@ -65,6 +65,7 @@ The spec file (``case.toml``, ``<kernel>.toml``)
 
     [args]                        # scalar parameters, and names used in expressions
     n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
+    p = { bytes = "0000c03f03000000" }  # a struct or vector by value (:class:`RawBytes`)
 
     [buffers]                     # pointer parameters
     in = "float32[n]"             # TYPE[COUNT], TYPE[COUNT]:FILL or a .npy file (next to
@@ -116,6 +117,7 @@ __all__ = [
     "LaunchConfig",
     "ResolvedArg",
     "ResolvedBuffer",
+    "RawBytes",
     "ResolvedLaunch",
     "StructResolver",
     "arg_env",
@@ -137,7 +139,36 @@ DEFAULT_ATOL = 1e-6
 StructResolver = Callable[[str], tuple[int, int]]
 """``resolve_struct(name) -> (size_bytes, align_bytes)``, supplied by the compile step."""
 
-ArgValue = int | float | bool | str
+
+@dataclass(frozen=True)
+class RawBytes:
+    """A value given as its bytes, for a parameter passed by value that gpuadvise has no scalar
+    for (a struct, a vector): ``p = { bytes = "0000c03f03000000" }`` under ``[args]`` (what
+    ``gpuadvise record`` writes), or ``--arg p=bytes:0000c03f03000000``; ``hex``: two digits a
+    byte, in memory order."""
+
+    hex: str
+
+    @property
+    def data(self) -> bytes:
+        return bytes.fromhex(self.hex)
+
+    @classmethod
+    def parse(cls, text: str, name: str) -> RawBytes:
+        h = text.strip().lower().removeprefix("0x")
+        try:
+            bytes.fromhex(h)
+        except ValueError:
+            h = ""
+        if not h or len(h) % 2:
+            raise UsageError(
+                f"argument {name!r}: {text[:40]!r} is not bytes in hex",
+                "give two hex digits a byte, in memory order: 0000c03f03000000",
+            )
+        return cls(h)
+
+
+ArgValue = int | float | bool | str | RawBytes
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT_RE = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|\d+)")
@@ -221,12 +252,20 @@ class ArgSpec:
     def is_expression(self) -> bool:
         return isinstance(self.value, str)
 
+    @property
+    def is_bytes(self) -> bool:
+        return isinstance(self.value, RawBytes)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value}
+        value = {"bytes": self.value.hex} if isinstance(self.value, RawBytes) else self.value
+        return {"name": self.name, "value": value}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ArgSpec:
-        return cls(str(d["name"]), d["value"])
+        value = d["value"]
+        if isinstance(value, Mapping):
+            value = RawBytes(str(value["bytes"]))
+        return cls(str(d["name"]), value)
 
 
 @dataclass(frozen=True)
@@ -350,22 +389,28 @@ class ResolvedArg:
     name: str
     index: int
     ctype: CudaType
-    value: int | float | bool
+    value: int | float | bool | bytes  # bytes: a value given by its bytes (ctype.kind "bytes")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "index": self.index,
-            "ctype": self.ctype.name,
-            "value": self.value,
-        }
+        if isinstance(self.value, bytes):
+            value: Any = {"bytes": self.value.hex(), "align": self.ctype.align_bytes}
+        else:
+            value = self.value
+        return {"name": self.name, "index": self.index, "ctype": self.ctype.name, "value": value}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResolvedArg:
+        value = d["value"]
+        if isinstance(value, Mapping):
+            from gpuadvise.spec.cuda_types import raw_type
+
+            data = bytes.fromhex(str(value["bytes"]))
+            raw = raw_type(str(d["ctype"]), len(data), int(value.get("align", 1)))
+            return cls(str(d["name"]), int(d["index"]), raw, data)
         ctype = lookup(d["ctype"])
         if ctype is None:
             raise ConfigError(f"unknown CUDA type {d['ctype']!r} in saved data", "re-run")
-        return cls(str(d["name"]), int(d["index"]), ctype, d["value"])
+        return cls(str(d["name"]), int(d["index"]), ctype, value)
 
 
 @dataclass(frozen=True)
@@ -571,6 +616,8 @@ def parse_arg(text: str) -> ArgSpec:
             f"--arg {text!r} has no '='", "write --arg NAME=VALUE, for example --arg n=4194304"
         )
     name = _check_name(name.strip(), "argument", "--arg n=4194304")
+    if value.strip().lower().startswith("bytes:"):
+        return ArgSpec(name, RawBytes.parse(value.strip()[6:], name))
     return ArgSpec(name, _parse_value(value, name))
 
 
@@ -582,9 +629,15 @@ def _arg_from_toml(name: str, value: Any, where: str) -> ArgSpec:
         return ArgSpec(name, value)
     if isinstance(value, str):
         return ArgSpec(name, _parse_value(value, name))
+    if isinstance(value, dict) and set(value) == {"bytes"} and isinstance(value["bytes"], str):
+        try:
+            return ArgSpec(name, RawBytes.parse(value["bytes"], name))
+        except UsageError as err:
+            raise ConfigError(f"{where}: [args] {name}: {err.message}", err.hint) from None
     raise ConfigError(
         f"{where}: [args] {name} is a {type(value).__name__}",
-        "give an integer, a float, true/false or an expression in quotes",
+        "give an integer, a float, true/false, an expression in quotes, or a value by its "
+        'bytes: { bytes = "0000c03f03000000" }',
     )
 
 
@@ -1235,6 +1288,7 @@ def _short(value: object, limit: int = 40) -> str:
 
 def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str, int]) -> Any:
     value = env[arg.name] if isinstance(arg.value, str) else arg.value
+    assert not isinstance(value, RawBytes)  # given by its bytes: _bytes_type checks those
     where = f"--arg {param.name}={_short(arg.value)}"
     if ctype.kind == "bool":
         if isinstance(value, bool) or value in (0, 1):
@@ -1269,6 +1323,32 @@ def _scalar_value(param: Param, ctype: CudaType, arg: ArgSpec, env: Mapping[str,
             "give a smaller value, or widen the parameter's type in the kernel",
         )
     return float(value)
+
+
+def _bytes_type(
+    param: Param,
+    ctype: CudaType | None,
+    value: RawBytes,
+    resolve_struct: StructResolver | None,
+    kernel: str,
+) -> CudaType:
+    """The type a value given by its bytes is passed as: its parameter's size (from the type
+    catalogue, or the compiler for a struct) must be the number of bytes given."""
+    from gpuadvise.spec.cuda_types import raw_type
+
+    n = len(value.data)
+    size = align = None
+    if ctype is not None:
+        size, align = ctype.size_bytes, ctype.align_bytes
+    elif resolve_struct is not None:
+        size, align = (int(v) for v in resolve_struct(param.value_type))
+    if size is not None and size != n:
+        raise UsageError(
+            f"argument {param.name!r} of {kernel} gives {n} bytes, but its type "
+            f"{param.value_type} has {size}",
+            f"give {size} bytes (two hex digits a byte)",
+        )
+    return raw_type(param.value_type, n, align or min(n & -n, 8))
 
 
 def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
@@ -1431,7 +1511,10 @@ def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | Non
         if p is None or p.is_pointer:
             continue
         ctype = lookup(p.value_type)
-        if ctype is not None:
+        if isinstance(a.value, RawBytes):
+            if ctype is not None:
+                _bytes_type(p, ctype, a.value, None, spec.kernel)
+        elif ctype is not None:
             _scalar_value(p, ctype, a, env)
     for b in spec.buffers:
         p = by_name[b.name]
@@ -1525,13 +1608,18 @@ def resolve(
     for index, p in enumerate(params):
         if not p.is_pointer:
             ctype = lookup(p.value_type)
+            arg = spec.arg(p.name) or defaulted[p.name]
+            if isinstance(arg.value, RawBytes):
+                raw = _bytes_type(p, ctype, arg.value, resolve_struct, kernel)
+                resolved.append(ResolvedArg(p.name, index, raw, arg.value.data))
+                continue
             if ctype is None:
                 raise UsageError(
                     f"parameter {p.name} of {kernel} is passed by value as {p.value_type!r}, "
-                    "which gpuadvise cannot fill",
-                    "pass it through a pointer, or analyze a wrapper kernel with scalar parameters",
+                    "which gpuadvise cannot fill from a number",
+                    f'give its bytes: {p.name} = {{ bytes = "..." }} under [args] (two hex '
+                    "digits a byte; gpuadvise record writes them), or pass it through a pointer",
                 )
-            arg = spec.arg(p.name) or defaulted[p.name]
             resolved.append(ResolvedArg(p.name, index, ctype, _scalar_value(p, ctype, arg, env)))
             continue
         given = spec.buffer(p.name)
@@ -1600,6 +1688,8 @@ def _default_value(text: str, env: Mapping[str, int]) -> int | float | bool | No
     """A default argument's value, if it is a number, true/false or an expression over args."""
     try:
         value = _parse_value(text, "default")
+        if isinstance(value, RawBytes):
+            return None
         return expr.evaluate(value, env) if isinstance(value, str) else value
     except UsageError:
         return None

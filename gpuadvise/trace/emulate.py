@@ -317,6 +317,9 @@ def _launch_values(launch: ResolvedLaunch) -> list[Any]:
         else:
             assert isinstance(p, ResolvedArg)
             ct = p.ctype
+            if isinstance(p.value, bytes):  # a struct or vector given by its bytes
+                values.append(np.frombuffer(p.value, np.uint8))
+                continue
             if ct.lanes > 1:
                 raise UsageError(
                     f"parameter {p.name} of type {ct.name} cannot be passed by value yet",
