@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERIOR_CTAS",
+    "TRACE_STOPS",
     "MemoryAnalysis",
     "compute_models",
     "l2_probe_size",
@@ -43,6 +44,14 @@ __all__ = [
     "resolve_launch",
     "trace_models",
 ]
+
+TRACE_STOPS = {
+    "out_of_bounds": "an out-of-bounds access",
+    "unsupported": "an instruction the emulator does not run",
+    "budget": "the instruction budget ran out",
+}
+"""Why a trace stopped (``MemoryAnalysis.error_kind``), in a few words: the reason the one
+line that says the analysis is incomplete gives."""
 
 INTERIOR_CTAS = 64
 """CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
@@ -474,10 +483,22 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
                 if not traced
                 else f"the {name} model was not computed (no enabled rule reads it)"
             )
-        return ModelResults(unavailable=unavailable)
+        return ModelResults(
+            unavailable=unavailable,
+            unavailable_why=dict.fromkeys(
+                TRACE_MODELS, "--no-trace" if not traced else "not computed"
+            ),
+            deliberate=frozenset() if traced else TRACE_MODELS,
+        )
     if memory.error:
         why = f"the emulator could not trace this kernel: {memory.error}"
-        return ModelResults(unavailable=dict.fromkeys(TRACE_MODELS, why))
+        short = (
+            f"the trace stopped: {TRACE_STOPS.get(memory.error_kind or '', 'an emulation error')}"
+        )
+        return ModelResults(
+            unavailable=dict.fromkeys(TRACE_MODELS, why),
+            unavailable_why=dict.fromkeys(TRACE_MODELS, short),
+        )
     if memory.l2 is None:
         unavailable["l2"] = memory.l2_unavailable or "no L2 model"
     for name in ("trace", "banks", "coalescing"):

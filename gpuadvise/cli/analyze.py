@@ -27,6 +27,17 @@ def failing_findings(findings: Iterable[Any], fail_on: str | None) -> list[Any]:
     return [f for f in findings if _SEVERITY_RANK.get(f.severity, 2) <= limit]
 
 
+def fails_run(checked: Any, fail_on: str | None, allow_incomplete: bool = False) -> bool:
+    """Whether ``analyze --fail-on`` fails on the rules' run ``checked``: findings at or above
+    ``fail_on``, or an incomplete run (rules skipped because the trace stopped, the time budget
+    ran out ...) unless ``allow_incomplete``. Never without ``--fail-on``."""
+    if fail_on is None:
+        return False
+    if failing_findings(checked.findings, fail_on):
+        return True
+    return bool(getattr(checked, "incomplete", ())) and not allow_incomplete
+
+
 def run_analyze(
     opts: KernelOptions,
     as_json: bool,
@@ -47,10 +58,12 @@ def run_analyze(
     diff: bool = False,
     unsafe_fixes: bool = False,
     l2_probe_ctas: str | None = None,
+    allow_incomplete: bool = False,
 ) -> int:
     """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
     for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
-    (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
+    (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist,
+    or the analysis is incomplete, unless ``allow_incomplete``: see :func:`fails_run`).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
     input, and both must be writable, so that a long analysis never ends in a write error.
@@ -103,6 +116,7 @@ def run_analyze(
             "measure": measure,
             "tracer": tracer,
             "fail_on": fail_on,
+            "allow_incomplete": allow_incomplete,
             "l2_probe_ctas": l2_probe_ctas,
         }
         key = result_cache.analysis_key(opts, params, _render_key(fmt))
@@ -133,7 +147,7 @@ def run_analyze(
         if progress is not None:
             progress.close()
     result, checked = done.analysis, done.rules
-    code = 1 if failing_findings(checked.findings, fail_on) else 0
+    code = 1 if fails_run(checked, fail_on, allow_incomplete) else 0
     fixed = None
     if fix or diff:
         from gpuadvise.analyze.fix import compose_fixes
@@ -286,10 +300,12 @@ def run_analyze_paths(
     fix: bool = False,
     time_budget_s: float | None = None,
     l2_probe_ctas: str | None = None,
+    allow_incomplete: bool = False,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
-    such findings or could not be analyzed; 2 when nothing could be analyzed at all."""
+    such findings, could not be analyzed, or is incomplete (unless ``allow_incomplete``); 2
+    when nothing could be analyzed at all."""
     import dataclasses
 
     from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
@@ -354,7 +370,10 @@ def run_analyze_paths(
         return 2
     if fail_on is not None and (
         any(r.error is not None for r in results)
-        or any(failing_findings(r.findings, fail_on) for r in results)
+        or any(
+            r.result is not None and fails_run(r.result.rules, fail_on, allow_incomplete)
+            for r in results
+        )
     ):
         return 1
     return 0

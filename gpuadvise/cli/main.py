@@ -330,8 +330,14 @@ def _analyze_paths(f: Any) -> Any:
     "--fail-on",
     type=click.Choice(["warning", "error"]),
     metavar="warning|error",
-    help="Exit 1 when findings of this severity or worse exist (for CI). Default: exit 0 "
-    "whatever is found.",
+    help="Exit 1 when findings of this severity or worse exist, or when the analysis is "
+    "incomplete (for CI). Default: exit 0 whatever is found.",
+)
+@click.option(
+    "--allow-incomplete",
+    is_flag=True,
+    help="With --fail-on: do not fail when the analysis is incomplete (rules skipped because "
+    "the trace stopped or the time budget ran out). Default: an incomplete analysis fails.",
 )
 @click.option(
     "--measure/--no-measure",
@@ -371,6 +377,7 @@ def analyze(
     fmt: str,
     output: str | None,
     fail_on: str | None,
+    allow_incomplete: bool,
     measure: bool | None,
     tracer: str,
     time_budget_s: float | None,
@@ -408,6 +415,7 @@ def analyze(
             fix=fix or diff or unsafe_fixes or bool(write_variants),
             time_budget_s=time_budget_s,
             l2_probe_ctas=l2_probe_ctas,
+            allow_incomplete=allow_incomplete,
             **rules,
         )
         if code:
@@ -430,6 +438,7 @@ def analyze(
         unsafe_fixes=unsafe_fixes,
         time_budget_s=time_budget_s,
         quiet=quiet,
+        allow_incomplete=allow_incomplete,
         **rules,
     )
     if code:

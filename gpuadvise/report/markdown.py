@@ -18,7 +18,7 @@ from gpuadvise.report.safe_text import controls, guard
 
 __all__ = ["items_markdown", "md_escape", "md_summary", "md_table"]
 
-_LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅"}
+_LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅", "skipped": "⏭️"}
 
 
 def md_escape(text: str) -> str:
@@ -80,18 +80,20 @@ def items_markdown(
 ) -> str:
     """A generic summary of report items: level, rule, location, message (passes folded)."""
     listed = list(items)
-    shown = [i for i in listed if i.level != "none"]
-    passed = [i for i in listed if i.level == "none"]
+    passed = [i for i in listed if i.level == "none" and i.effective_outcome == "pass"]
+    shown = [i for i in listed if not (i.level == "none" and i.effective_outcome == "pass")]
     counts: dict[str, int] = {}
     for item in listed:
-        counts[item.level] = counts.get(item.level, 0) + 1
+        key = "skipped" if item.effective_outcome == "skip" else item.level
+        counts[key] = counts.get(key, 0) + 1
     status = (
         ", ".join(f"{_LEVEL_ICON[k]} {v} {k}" for k, v in counts.items()) or "nothing to report"
     )
 
     def row(i: ReportItem) -> list[str]:
         where = (i.file or "") + (f":{i.line}" if i.file and i.line else "")
-        return [_LEVEL_ICON[i.level], i.rule_id, i.group or "", where, i.message]
+        icon = _LEVEL_ICON["skipped" if i.effective_outcome == "skip" else i.level]
+        return [icon, i.rule_id, i.group or "", where, i.message]
 
     return md_summary(
         title,
