@@ -179,6 +179,11 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
             flags = " ".join((*v.nvcc_flags, *(f"-D{d}" for d in v.defines)))
             return f"a build change ({flags}): add it to your build (advice)"
         return "no source change to apply (advice)"
+    if v.launch_specific and not unsafe:
+        return (
+            "launch-specific: it writes this launch into the kernel (use --unsafe-fixes to "
+            "apply it too)"
+        )
     if v.safety == "display-only":
         if not unsafe:
             return "display-only (use --unsafe-fixes to apply it too)"

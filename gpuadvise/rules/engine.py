@@ -315,6 +315,9 @@ class Variant:
     combine op (``+``, ``max``, ``min``). Verification compares the combined total of the first
     ``gridDim.x`` elements each launch writes (:func:`gpuadvise.runner.verify.compare_totals`)
     instead of element by element; the host must then combine ``gridDim.x`` partials.
+    ``launch_specific``: the change writes something of this launch into the kernel (GA206's
+    original grid as a constant, where no kernel parameter gives it): right for this launch
+    only. Its description says so, ``--fix`` applies it only with ``--unsafe-fixes``.
     """
 
     safety: Safety
@@ -327,6 +330,7 @@ class Variant:
     alternatives: tuple[Variant, ...] = ()
     proxy: Proxy | None = None
     totals: Mapping[str, str] | None = None
+    launch_specific: bool = False
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETY_CLASSES:
@@ -353,6 +357,7 @@ class Variant:
             "proxy": None if self.proxy is None else self.proxy.to_dict(),
             "alternatives": [a.to_dict() for a in self.alternatives],
             "totals": None if self.totals is None else dict(self.totals),
+            "launch_specific": self.launch_specific,
         }
 
     @classmethod
@@ -369,6 +374,7 @@ class Variant:
             tuple(cls.from_dict(a) for a in d.get("alternatives", ())),
             None if px is None else Proxy.from_dict(px),
             d.get("totals"),
+            bool(d.get("launch_specific", False)),
         )
 
 
