@@ -24,12 +24,15 @@ from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Tool
 from gpuadvise.toolchain.sass import SassInstruction
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from gpuadvise.model.banks import BankResult
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
     from gpuadvise.model.reconcile import ReconcileNote
+    from gpuadvise.ptx.constants import BoundConstant
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
     from gpuadvise.trace.simt import SimtProfile
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INTERIOR_CTAS",
     "TRACE_STOPS",
+    "bind_spec_constants",
     "MemoryAnalysis",
     "compute_models",
     "l2_probe_size",
@@ -145,6 +149,21 @@ class MemoryAnalysis:
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
 
+def _struct_layout(
+    spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
+) -> Callable[[str], tuple[int, int]]:
+    """Sizes user structs with the compiler, looked up in the kernel's namespaces."""
+    from gpuadvise.toolchain import struct_layouts
+
+    namespaces = kernel.name.split("<")[0].split("::")[:-1]
+    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+
+    def layout(name: str) -> tuple[int, int]:
+        return struct_layouts(spec.source, [name], options, tc, ns)[name]
+
+    return layout
+
+
 def resolve_launch(
     spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
 ) -> ResolvedLaunch:
@@ -153,17 +172,29 @@ def resolve_launch(
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.source.text import kernel_file
     from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.toolchain import struct_layouts
 
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
     params = parse_signature(defined_in.read_text(errors="replace"), spec.kernel)
-    namespaces = kernel.name.split("<")[0].split("::")[:-1]
-    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+    return resolve(spec, params, _struct_layout(spec, kernel, options, tc))
 
-    def layout(name: str) -> tuple[int, int]:
-        return struct_layouts(spec.source, [name], options, tc, ns)[name]
 
-    return resolve(spec, params, layout)
+def bind_spec_constants(
+    spec: KernelSpec,
+    kernel: KernelInfo,
+    module: CompiledModule,
+    options: CompileOptions,
+    tc: Toolchain,
+) -> tuple[BoundConstant, ...]:
+    """The spec's ``__constant__`` fills (``[constants]``, ``--constant``) bound to the module's
+    ``.const`` variables (:func:`gpuadvise.ptx.constants.bind_constants`); raises UsageError on
+    a name, type or size the module does not declare."""
+    if not spec.constants:
+        return ()
+    from gpuadvise.ptx.constants import bind_constants
+    from gpuadvise.spec.kernel_spec import resolve_constants
+
+    layout = _struct_layout(spec, kernel, options, tc)
+    return bind_constants(module.ptx, resolve_constants(spec, layout))
 
 
 def compute_models(

@@ -36,6 +36,7 @@ class KernelOptions:
     maxrregcount: int | None = None
     nvcc: str | None = None
     no_cache: bool = False
+    constants: tuple[str, ...] = ()  # --constant NAME=TYPE[COUNT]:FILL
 
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
@@ -50,6 +51,7 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
         args=opts.args,
         buffers=opts.buffers,
         seed=opts.seed,
+        constants=opts.constants,
     )
     choice = resolve_device(opts.gpu, opts.arch)
     options = compile_options_for(

@@ -18,7 +18,7 @@ from gpuadvise.analyze.options import KernelOptions, build
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.runner.job import BufferInit, Job, KernelLaunch, Param, TimingConfig
-from gpuadvise.runner.params import buffer_init, scalar_param
+from gpuadvise.runner.params import buffer_init, constant_inits, scalar_param
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedArg, ResolvedLaunch
 
 
@@ -85,6 +85,7 @@ def prepare(opts: KernelOptions, label: str) -> Prepared:
         dynamic_smem_bytes=spec.launch.dynamic_smem_bytes,
         params=fmt_params,
         repeat=spec.repeat,
+        constants=constant_inits(module.ptx, resolved.constants),
     )
     buffers = tuple(buffer_init(b) for b in resolved.buffers)
     return Prepared(

@@ -278,6 +278,7 @@ _SINGLE_KERNEL_OPTIONS = {
     "spec": "--spec",
     "args": "--arg",
     "buffers": "--buffer",
+    "constants": "--constant",
 }
 
 

@@ -188,6 +188,14 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
             help="A pointer argument's buffer (repeatable): --buffer in=float[n], "
             "--buffer out=int[n]:zeros. Fills: random, zeros, ones, iota.",
         ),
+        click.option(
+            "--constant",
+            "constants",
+            multiple=True,
+            metavar="NAME=TYPE[COUNT][:FILL]",
+            help="Fill a __constant__ variable before the run, as the host code's "
+            "cudaMemcpyToSymbol does (repeatable): --constant d_Kernel=float[17]:random(0,1).",
+        ),
         click.option("--seed", type=int, help="Seed of random buffer fills (default 0)."),
         click.option("-I", "include", multiple=True, metavar="DIR", help="Include directory."),
         click.option("-D", "defines", multiple=True, metavar="NAME[=VAL]", help="Define."),

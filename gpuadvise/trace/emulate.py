@@ -58,8 +58,6 @@ traceback.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,6 +90,7 @@ __all__ = [
     "DEFAULT_MAX_INSTRUCTIONS",
     "Emulation",
     "buffer_dtype",
+    "constant_bytes",
     "emulate",
     "emulate_ptx",
     "interior_ctas",
@@ -244,15 +243,10 @@ def check_buffer_memory(launch: ResolvedLaunch) -> None:
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _parse_cached(digest: str, text: str) -> Any:
-    from gpuadvise.ptx.parser import parse_ptx
-
-    return parse_ptx(text)
-
-
 def _parse(text: str) -> Any:
-    return _parse_cached(hashlib.sha256(text.encode()).hexdigest(), text)
+    from gpuadvise.ptx.parser import parse_ptx_cached
+
+    return parse_ptx_cached(text)
 
 
 def first_wave_ctas(
@@ -431,6 +425,7 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
+        constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
         arch=module.arch,
@@ -572,12 +567,14 @@ def emulate_ptx(
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
+    constants: Sequence[tuple[str, bytes]] = (),
 ) -> Emulation:
     """Emulate PTX text directly (no compile step; handy for tests and hand-written PTX).
 
     ``args`` in parameter order: a numpy array is a buffer (named ``arg<i>``, copied, and
     returned in ``outputs`` like every buffer), anything else a scalar given as a numpy scalar of
-    the parameter's type (``np.int32(5)``, ``np.float32(0.5)``).
+    the parameter's type (``np.int32(5)``, ``np.float32(0.5)``). ``constants``: (PTX symbol,
+    bytes) written into ``__constant__`` variables before the run.
     """
     buffers: list[tuple[str, np.ndarray, bool]] = []
     values: list[Any] = []
@@ -609,6 +606,7 @@ def emulate_ptx(
         batch_lanes=batch_lanes,
         static_smem_ptxas=0,
         record=trace,
+        constants=constants,
     )
 
 
@@ -629,6 +627,7 @@ def _emulate(
     batch_lanes: int,
     static_smem_ptxas: int,
     record: bool,
+    constants: Sequence[tuple[str, bytes]] = (),
 ) -> Emulation:
     import warnings
 
@@ -685,8 +684,16 @@ def _emulate(
     for name, off in image.const_offsets.items():
         raw = image.init_bytes(ptx_module.variables[name], address_of)
         image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
+    for symbol, raw in constants:  # the spec's fills, as cudaMemcpyToSymbol would write them
+        off = image.const_offsets.get(symbol)
+        if off is None:
+            raise EmulationError(
+                f"the PTX declares no __constant__ variable {symbol}",
+                "name a .const variable of the module",
+            )
+        image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
     if image.const_used:
-        notes.append("__constant__ variables hold their PTX initializers (zeros when none)")
+        notes += _unfilled_notes(image, ptx_module, {symbol for symbol, _ in constants})
     try:
         gmem = GlobalMemory(contents)
     except MemoryError:
@@ -848,6 +855,42 @@ def _emulate(
         run_s=run_s,
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
     )
+
+
+def constant_bytes(ptx: str, launch: ResolvedLaunch) -> list[tuple[str, bytes]]:
+    """(PTX symbol, bytes) of each ``__constant__`` variable the launch's spec fills, bound to
+    the module's ``.const`` declarations (:func:`gpuadvise.ptx.constants.bind_constants`: a
+    wrong name, type or size is a UsageError) and made as the GPU runner makes them (a buffer's
+    fill, seeded by the launch's seed and the constant's name)."""
+    if not launch.constants:
+        return []
+    from gpuadvise.ptx.constants import bind_constants
+    from gpuadvise.runner.data import buffer_filler
+
+    out = []
+    for b in bind_constants(ptx, launch.constants):
+        dt, kind = buffer_dtype(b.fill)
+        filler = buffer_filler(dt, b.fill.count, b.fill.fill, launch.seed, b.fill.name, kind)
+        out.append((b.variable.symbol, filler.array().tobytes()))
+    return out
+
+
+def _unfilled_notes(image: Any, ptx_module: Any, filled: set[str]) -> list[str]:
+    """A note per ``__constant__`` variable the kernel reads that has no PTX initializer and no
+    fill: it holds zeros (the host's ``cudaMemcpyToSymbol`` is not run), so outputs computed
+    from it say little and the output check of a fix is weak there."""
+    from gpuadvise.ptx.cfg import symbols_used
+    from gpuadvise.ptx.constants import const_variables, fill_example, unfilled_constants
+
+    program = image.program
+    return [
+        f"the kernel reads __constant__ {v.name}, which has no initializer and no fill: it "
+        "holds zeros (the host code's cudaMemcpyToSymbol does not run here), so the outputs "
+        "computed from it say little and an output check on them is weak; give it data as the "
+        f"host code does: --constant '{fill_example(v, program.instrs)}' (or [constants] in the "
+        "spec)"
+        for v in unfilled_constants(const_variables(ptx_module), symbols_used(program), filled)
+    ]
 
 
 def _warp_accesses(program: Any, counts: SimtCounts) -> int:

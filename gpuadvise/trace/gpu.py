@@ -422,7 +422,7 @@ def trace_on_gpu(
     )
     from gpuadvise.runner.client import require_gpu
     from gpuadvise.runner.job import Param
-    from gpuadvise.runner.params import buffer_init, scalar_param
+    from gpuadvise.runner.params import buffer_init, constant_inits, scalar_param
     from gpuadvise.runner.trace_job import (
         EmulatedBackend,
         TraceJob,
@@ -495,6 +495,7 @@ def trace_on_gpu(
             timing_samples=timing_samples,
             header_bytes=HEADER_BYTES,
             record_bytes=RECORD_BYTES,
+            constants=constant_inits(module.ptx, launch.constants),
         )
         if emulate_device:
             run = TraceRun(run_trace(job, EmulatedBackend()), "")
