@@ -517,7 +517,9 @@ def emulate_launch(opts: KernelOptions) -> tuple[dict[str, Any], int, int]:
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     kernel = select_compiled_kernel(module, spec.kernel)
     launch = resolve_launch(spec, kernel, options, tc)
-    emu = emulate(module, kernel, launch, choice.device, sample_ctas="all", trace=False)
+    emu = emulate(
+        module, kernel, launch, choice.device, sample_ctas="all", trace=False, sample_loops=False
+    )
     return dict(emu.outputs), int(grid[0]), ctas
 
 
@@ -560,7 +562,8 @@ def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> d
     are compared on outputs made this way, from the same CTAs."""
     from gpuadvise.analyze.services import AnalysisServices
 
-    emu = AnalysisServices(analysis).emulate_candidate(text, ctas, trace=False)
+    # every loop iteration runs (sampled loops leave outputs that are not the kernel's)
+    emu = AnalysisServices(analysis).emulate_candidate(text, ctas, trace=False, sample_loops=False)
     if tuple(emu.ctas_run) != tuple(sorted(set(ctas))):
         raise EmulationError(
             f"the emulator ran {len(emu.ctas_run)} CTAs where {len(ctas)} were asked for",

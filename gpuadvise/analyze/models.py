@@ -145,6 +145,8 @@ class MemoryAnalysis:
     l2: L2Result | None = None
     l2_unavailable: str | None = None  # why l2 is None
     outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
+    # the long loops whose iterations the emulator skipped (a note each): counts are weighted
+    sampled_loops: tuple[str, ...] = ()
     simt: SimtProfile | None = None  # the CPU emulator's SIMT counts (not serialized)
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
@@ -286,6 +288,11 @@ def compute_models(
             l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
+        if l2 is not None and l2_trace.sampled_iterations:
+            l2_notes += (
+                "the L2 model replays the accesses the sampled loops ran (their skipped "
+                "iterations' addresses are not in the trace): its footprint is a lower bound",
+            )
         if l2 is None:
             l2_unavailable = more[0] if more else "no L2 model"
     else:
@@ -306,6 +313,7 @@ def compute_models(
         outputs=emu.outputs,
         simt=emu.simt,
         l2_probe_ctas=probe_ctas,
+        sampled_loops=emu.sampled_loops,
     )
 
 
@@ -459,6 +467,7 @@ def _merge_traces(a: AccessTrace, b: AccessTrace) -> AccessTrace:
         records=records,
         instructions=tuple(instrs),
         ctas=ctas,
+        sampled_iterations=a.sampled_iterations or b.sampled_iterations,
     )
 
 

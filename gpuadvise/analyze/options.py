@@ -37,6 +37,7 @@ class KernelOptions:
     nvcc: str | None = None
     no_cache: bool = False
     constants: tuple[str, ...] = ()  # --constant NAME=TYPE[COUNT]:FILL
+    max_instructions: int | None = None  # --max-instructions N: the emulator's budget per warp
 
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
@@ -52,6 +53,7 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
         buffers=opts.buffers,
         seed=opts.seed,
         constants=opts.constants,
+        max_instructions=opts.max_instructions,
     )
     choice = resolve_device(opts.gpu, opts.arch)
     options = compile_options_for(

@@ -197,6 +197,14 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
             "cudaMemcpyToSymbol does (repeatable): --constant d_Kernel=float[17]:random(0,1).",
         ),
         click.option("--seed", type=int, help="Seed of random buffer fills (default 0)."),
+        click.option(
+            "--max-instructions",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="The CPU emulator's instruction budget per warp (default 2000000): a warp past "
+            "it stops the trace; loops that would take a warp past N/8 are sampled (their first "
+            "iterations traced and weighted). Also max_instructions in a launch spec.",
+        ),
         click.option("-I", "include", multiple=True, metavar="DIR", help="Include directory."),
         click.option("-D", "defines", multiple=True, metavar="NAME[=VAL]", help="Define."),
         click.option("--std", metavar="c++17", help="C++ standard."),

@@ -358,6 +358,8 @@ def _memory(m: Any) -> None:
         else f"{m.ctas_run} of {m.total_ctas} CTAs traced (the first wave); launch totals "
         "extrapolated"
     )
+    if getattr(m, "sampled_loops", ()):
+        scope += "; long loops sampled, counts weighted (see the notes)"
     _out.print(
         Text("Memory access models ", style="bold")
         + Text(

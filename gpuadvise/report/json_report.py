@@ -195,6 +195,9 @@ def memory_json(m: Any) -> dict[str, Any]:
         "ctas_traced": m.ctas_run,
         "total_ctas": m.total_ctas,
         "complete": m.complete,
+        # long loops whose iterations were skipped (their last iteration weighted): totals are
+        # estimates even when every CTA was traced
+        "sampled_loops": list(getattr(m, "sampled_loops", ())),
         "lane_instructions": m.lane_instructions,
         "time_s": m.time_s,
         "error": m.error,

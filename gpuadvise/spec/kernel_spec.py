@@ -62,6 +62,8 @@ The spec file (``case.toml``, ``<kernel>.toml``)
     repeat = 1                    # launches per measurement (default 1)
     rtol = 1e-4                   # output verification tolerances (defaults 1e-4, 1e-6)
     atol = 1e-6
+    max_instructions = 2000000    # the CPU emulator's budget per warp (long loops are sampled
+                                  #   past an eighth of it; gpuadvise.ptx.sampling)
 
     [args]                        # scalar parameters, and names used in expressions
     n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
@@ -315,6 +317,8 @@ class KernelSpec:
     launch_names: frozenset[str] = field(default_factory=frozenset)
     # __constant__ variables to fill: name (as the source spells it), type, count, fill
     constants: tuple[BufferSpec, ...] = ()
+    # the CPU emulator's instruction budget per warp (None: its default)
+    max_instructions: int | None = None
 
     def arg(self, name: str) -> ArgSpec | None:
         return next((a for a in self.args if a.name == name), None)
@@ -341,6 +345,7 @@ class KernelSpec:
             "spec_path": None if self.spec_path is None else str(self.spec_path),
             "launch_names": sorted(self.launch_names),
             "constants": [c.to_dict() for c in self.constants],
+            "max_instructions": self.max_instructions,
         }
 
     @classmethod
@@ -359,6 +364,7 @@ class KernelSpec:
             spec_path=None if d.get("spec_path") is None else Path(d["spec_path"]),
             launch_names=frozenset(d.get("launch_names", ())),
             constants=tuple(BufferSpec.from_dict(c) for c in d.get("constants", ())),
+            max_instructions=d.get("max_instructions"),
         )
 
 
@@ -471,6 +477,7 @@ class ResolvedLaunch:
     env: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
     constants: tuple[ResolvedBuffer, ...] = ()
+    max_instructions: int | None = None  # the emulator's budget per warp (None: its default)
 
     @property
     def scalars(self) -> tuple[ResolvedArg, ...]:
@@ -504,6 +511,7 @@ class ResolvedLaunch:
             "env": [list(kv) for kv in self.env],
             "notes": list(self.notes),
             "constants": [c.to_dict() for c in self.constants],
+            "max_instructions": self.max_instructions,
         }
 
     @classmethod
@@ -522,6 +530,7 @@ class ResolvedLaunch:
             tuple((str(k), int(v)) for k, v in d.get("env", ())),
             tuple(d.get("notes", ())),
             tuple(ResolvedBuffer.from_dict(c) for c in d.get("constants", ())),
+            d.get("max_instructions"),
         )
 
 
@@ -961,6 +970,7 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "repeat": int,
     "rtol": (int, float),
     "atol": (int, float),
+    "max_instructions": int,
 }
 _TOP_TABLES = {"args", "buffers", "constants"}
 
@@ -1041,6 +1051,7 @@ _TYPE_HINTS = {
     "repeat": "write repeat = 10",
     "rtol": "write rtol = 1e-4",
     "atol": "write atol = 1e-6",
+    "max_instructions": "write max_instructions = 20000000",
 }
 
 
@@ -1065,7 +1076,7 @@ def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
         if value < 0:
             raise ConfigError(f"{where}: {key} is negative", "give 0 or more")
         return float(value)
-    if key in ("seed", "repeat") and value < (1 if key == "repeat" else 0):
+    if key in ("seed", "repeat", "max_instructions") and value < (0 if key == "seed" else 1):
         raise ConfigError(f"{where}: {key} is {value}", _TYPE_HINTS[key])
     return value
 
@@ -1171,6 +1182,7 @@ def build_kernel_spec(
     atol: float | None = None,
     discover: bool = True,
     constants: Iterable[str | BufferSpec] = (),
+    max_instructions: int | None = None,
 ) -> KernelSpec:
     """Merge a spec file (``spec``, or one found beside ``source`` when ``discover``) with the
     command-line values given here, which win. ``args``/``buffers`` take the CLI strings
@@ -1231,6 +1243,14 @@ def build_kernel_spec(
         raise UsageError(f"repeat {repeat_v!r} is not a positive integer", "give e.g. --repeat 10")
     if rtol_v < 0 or atol_v < 0 or not (math.isfinite(rtol_v) and math.isfinite(atol_v)):
         raise UsageError("tolerances must be finite and not negative", "give e.g. --rtol 1e-4")
+    budget = _pick(max_instructions, file, "max_instructions")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
+        raise UsageError(
+            f"--max-instructions {budget!r} is not a positive number of instructions",
+            "give e.g. --max-instructions 20000000",
+        )
 
     built = KernelSpec(
         source=src,
@@ -1246,6 +1266,7 @@ def build_kernel_spec(
         spec_path=file.get("path"),
         launch_names=grid_names | block_names | smem_names,
         constants=tuple(merged_constants.values()),
+        max_instructions=budget,
     )
     source_text = src.read_text(encoding="utf-8", errors="replace")
     params = _source_params(source_text, built.kernel)
@@ -1652,6 +1673,7 @@ def resolve(
         env=tuple(sorted(env.items())),
         notes=tuple(notes),
         constants=constants,
+        max_instructions=spec.max_instructions,
     )
 
 

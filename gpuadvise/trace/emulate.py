@@ -170,6 +170,9 @@ class Emulation:
     # imports): what ``--tracer auto`` scales from one CTA
     run_s: float = 0.0
     simt: SimtProfile | None = None
+    # the long loops whose iterations were skipped (a note each; empty: every iteration ran):
+    # the trace and the counts are weighted, the outputs are not the kernel's
+    sampled_loops: tuple[str, ...] = ()
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -400,15 +403,19 @@ def emulate(
     launch: ResolvedLaunch,
     device: DeviceSpec,
     sample_ctas: int | str | Sequence[int] | None = None,
-    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
+    max_instructions: int | None = None,
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
+    sample_loops: bool = True,
 ) -> Emulation:
     """Emulate ``kernel`` of ``module`` for ``launch`` and trace its memory accesses.
 
     See the module docstring for the CTAs run, the data used and the errors raised.
-    ``batch_lanes``: lanes executed together (fewer when the kernel's registers need it).
-    ``trace=False`` runs without recording (the trace comes back empty): for outputs only.
+    ``max_instructions``: the budget per warp (None: the launch's, ``--max-instructions``, else
+    :data:`DEFAULT_MAX_INSTRUCTIONS`). ``batch_lanes``: lanes executed together (fewer when the
+    kernel's registers need it). ``trace=False`` runs without recording (the trace comes back
+    empty): for outputs only. ``sample_loops``: long loops may be sampled (the trace weighted,
+    the outputs then not the kernel's); False where the outputs are compared.
     """
     from gpuadvise.runner.data import buffer_filler
 
@@ -437,10 +444,11 @@ def emulate(
         sm_count=device.sm_count or ASSUMED_SM_COUNT,
         sample_ctas=sample_ctas,
         wave=lambda: first_wave_ctas(kernel, launch, device),
-        max_instructions=max_instructions,
+        max_instructions=max_instructions or launch.max_instructions or DEFAULT_MAX_INSTRUCTIONS,
         batch_lanes=batch_lanes,
         static_smem_ptxas=static,
         record=trace,
+        sample_loops=sample_loops,
     )
     if not trace or not poisoned:
         return emu
@@ -628,6 +636,7 @@ def _emulate(
     static_smem_ptxas: int,
     record: bool,
     constants: Sequence[tuple[str, bytes]] = (),
+    sample_loops: bool = False,
 ) -> Emulation:
     import warnings
 
@@ -644,6 +653,10 @@ def _emulate(
     t0 = time.perf_counter()
     if max_instructions <= 0:
         raise UsageError("max_instructions must be positive", "e.g. 2000000")
+    from gpuadvise.ptx.emulator import SAMPLE_DIVISOR
+
+    sample_above = max_instructions // SAMPLE_DIVISOR if sample_loops else 0
+    loop_report: dict[int, Any] = {}
     if batch_lanes <= 0:
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx)
@@ -768,6 +781,8 @@ def _emulate(
                         sink if record else None,
                         max_instructions,
                         cache,
+                        sample_above,
+                        loop_report,
                     )
                     mark = sink.count
                     try:
@@ -814,7 +829,7 @@ def _emulate(
                         skip(what)
                         ctas, count = ctas[:done], done
                         break
-            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
@@ -839,7 +854,15 @@ def _emulate(
         {name: _reader(gmem, name, data) for name, data, is_out in buffers if is_out}
     )
     complete = count == total
-    if not complete:
+    sampled = tuple(_sampled_note(r) for r in loop_report.values())
+    notes += sampled
+    if sampled:
+        notes.append(
+            "outputs are not the kernel's: loop iterations were skipped (the traced iterations "
+            "and the counts are weighted; --max-instructions N with a larger N traces more of "
+            "them)"
+        )
+    elif not complete:
         notes.append("outputs are partial: only the traced CTAs ran")
     return Emulation(
         trace=trace,
@@ -854,6 +877,7 @@ def _emulate(
         warp_accesses=_warp_accesses(image.program, simt_counts),
         run_s=run_s,
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
+        sampled_loops=sampled,
     )
 
 
@@ -964,8 +988,23 @@ def _size(t: str) -> int:
     return TYPE_SIZES.get(t, 4)
 
 
+def _sampled_note(r: Any) -> str:
+    """A note on one sampled loop (:class:`gpuadvise.ptx.sampling.SampledLoop`)."""
+    return (
+        f"the loop at {r.where} (its exit test compares with {r.bound}) was sampled in "
+        f"{r.warps} warp instance{'s' if r.warps != 1 else ''}: {r.ran:,} iterations run for "
+        f"{r.stood_for:,}, the iterations run after a skip weighted for those skipped"
+    )
+
+
 def _build_trace(
-    sink: Any, image: Any, ptx_module: Any, ctas: np.ndarray, geo: Any, gmem: Any
+    sink: Any,
+    image: Any,
+    ptx_module: Any,
+    ctas: np.ndarray,
+    geo: Any,
+    gmem: Any,
+    sampled: bool = False,
 ) -> AccessTrace:
     from gpuadvise.ptx.dataflow import data_addressed
     from gpuadvise.trace.sites import instr_info
@@ -986,4 +1025,5 @@ def _build_trace(
         block=geo.block,
         source="emulator",
         buffers={b.name: (b.base, b.size) for b in gmem.buffers},
+        sampled_iterations=sampled,
     )

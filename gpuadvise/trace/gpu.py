@@ -296,6 +296,7 @@ def records_to_trace(
         o["warp"] = r["warp"]
         o["mask"] = r["mask"]
         o["epoch"] = 0  # barriers are not counted on the GPU
+        o["extra"] = 0  # every access runs on the GPU: no loop is sampled
         sp = site_space[site]
         o["space"] = sp
         o["kind"] = site_kind[site]

@@ -1,0 +1,170 @@
+"""Issue 27 (3): long loops in the CPU emulator.
+
+PolyBench's corr_kernel (nested loops with compile-time bounds, one thread per column) stopped
+the emulator at its 2,000,000-instruction cap, blamed on "a loop bound read from poisoned or
+random data". Long loops are now sampled (their first iterations run, the rest skipped to the
+last, which is weighted for them: gpuadvise.ptx.sampling): the per-line counts stay those of the
+full run, the outputs are not claimed, and a loop that cannot be sampled stops the emulation with
+its true reason. ``--max-instructions N`` (``max_instructions`` in a spec) sets the budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from clikit import cli, one_error
+
+from gpuadvise.analyze.models import resolve_launch
+from gpuadvise.analyze.options import KernelOptions, build
+from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.ptx.errors import InstructionBudgetError
+from gpuadvise.ptx.loops import continues, first_exit
+from gpuadvise.spec.kernel_spec import build_kernel_spec, load_spec
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+LOOPS = Path(__file__).resolve().parents[1] / "cuda" / "loops" / "loops.cu"
+
+
+def _compiled(kernel: str, grid: str, block: str, *args: str, buffers: tuple[str, ...] = ()):
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+
+    opts = KernelOptions(source=str(LOOPS), kernel=kernel, grid=grid, block=block, args=args,
+                         buffers=buffers, gpu="H100")  # fmt: skip
+    spec, choice, options = build(opts)
+    tc = find_toolchain()
+    module = compile_source(LOOPS, options, tc, kernels=[spec.kernel])
+    k = select_compiled_kernel(module, spec.kernel)
+    _compiled.spec = spec  # type: ignore[attr-defined]
+    return module, k, resolve_launch(spec, k, options, tc), choice.device
+
+
+CORR = ("corr_kernel", "4", "32", "m=128", "n=256")
+CORR_BUFFERS = ("symmat=float[m*m]:zeros", "data=float[m*n]:random")
+
+
+def _lines(emu: Any) -> dict[tuple[int | None, str], tuple[int, int]]:
+    from gpuadvise.model.coalescing import analyze_coalescing
+
+    c = analyze_coalescing(emu.trace)
+    return {(ln.line, ln.kind.name): (ln.requests, ln.sectors) for ln in c.lines}
+
+
+@pytest.mark.toolkit
+def test_a_correlation_is_sampled_and_counted_as_in_full() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    assert full.sampled_loops == () and not full.trace.sampled_iterations
+    # a budget of 80,000 instructions a warp: loops whose rest passes 10,000 are sampled
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=80_000)
+    assert len(part.sampled_loops) == 2 and part.trace.sampled_iterations
+    assert "loops.cu:13" in " ".join(part.sampled_loops)  # the outer loop over j2
+    assert "compile-time constant" in part.sampled_loops[0]
+    assert any("outputs are not the kernel's" in n for n in part.notes)
+    assert len(part.trace.records) < len(full.trace.records) / 2  # far fewer accesses run
+    want, got = _lines(full), _lines(part)
+    assert got.keys() == want.keys()
+    for key, (req, sect) in want.items():
+        # a warp runs its loop as often as its longest lane: warp-level counts are exact
+        assert got[key][0] == req, key
+        # the skipped iterations' lanes all count to the end (lanes that leave earlier too)
+        assert sect <= got[key][1] <= 1.15 * sect, key
+    assert 0.95 < part.lane_instructions / full.lane_instructions < 1.15
+    # the view the layout rules read weighs the records the same way
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    def loads(e: Any) -> float:
+        v = TraceView(e.trace, buffer_infos(e.trace, _compiled.spec))  # type: ignore[attr-defined]
+        return v.weighted(np.flatnonzero(v.records["kind"] == 0))
+
+    assert loads(part) == pytest.approx(loads(full), rel=0.01)
+
+
+@pytest.mark.toolkit
+def test_the_default_budget_samples_only_what_it_must() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    # 128 x 256: a warp runs some 160,000 instructions, under the default's eighth
+    emu = emulate(module, k, launch, device, sample_ctas=1)
+    assert emu.sampled_loops == ()
+    # outputs are compared only from runs that sample nothing
+    with pytest.raises(InstructionBudgetError, match="every iteration runs"):
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=80_000,
+                sample_loops=False, trace=False)  # fmt: skip
+
+
+@pytest.mark.toolkit
+def test_a_loop_with_a_barrier_stops_with_its_reason() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled("synced", "1", "256", "n=256")
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=20_000)
+    msg = err.value.one_line()
+    assert "more than 20000 instructions" in msg
+    assert "in the loop at loops.cu:27" in msg and "not sampled: it holds a barrier" in msg
+    # the bound is a constant: no word of poisoned data, nor of fills
+    assert "poison" not in msg and "--buffer" not in msg
+    assert "--max-instructions N" in msg
+
+
+@pytest.mark.toolkit
+def test_a_bound_read_from_a_poisoned_buffer_is_named() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    # the bound holds -1, what an output with no fill starts with (every byte 0xFF), and the
+    # walk's steps are not fixed: the loop cannot be counted ahead
+    module, k, launch, device = _compiled(
+        "bounded", "1", "32", "n=64", buffers=("bound=int[1]:random(-1,-1)", "out=float[n]")
+    )
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=20_000)
+    msg = err.value.one_line()
+    assert "in the loop at loops.cu:40" in msg and "does not move by a fixed step" in msg
+    assert "a value it tests is read from memory and holds the poison" in msg
+
+
+@pytest.mark.toolkit
+def test_a_wait_that_never_ends_says_so() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled("waits", "1", "32", "n=1", buffers=("flag=int[1]:zeros",))
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=5_000)
+    assert "which never ends" in err.value.one_line()
+
+
+def test_first_exit_solves_the_tests() -> None:
+    # for (i = 0; i != 2048; i += 8) at i = 8: 255 more tests, the last leaves
+    assert first_exit([8 - 2048], [8], "ne", True).tolist() == [255]
+    # for (j = j1 + 1; j < 2046; ...) with j - 2046 = -5: leaves 5 tests later
+    assert first_exit([-5, -1, 3], [1, 1, 1], "lt", True).tolist() == [5, 1, 1]
+    assert first_exit([-5], [0], "lt", True).tolist() == [-1]  # never: the counter is stuck
+    assert first_exit([-5], [2], "eq", False).tolist() == [-1]  # 'leave when 0': never hit
+    assert first_exit([-6], [2], "eq", False).tolist() == [3]
+    assert continues([-1, 0], "lt", True).tolist() == [True, False]
+
+
+def test_max_instructions_in_a_spec_and_on_the_command_line(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "k.toml"
+    spec.write_text('kernel = "waits"\ngrid = 1\nblock = 32\nmax_instructions = 5000000\n')
+    assert load_spec(spec)["max_instructions"] == 5_000_000
+    built = build_kernel_spec(LOOPS, spec=spec, args=["n=1"])
+    assert built.max_instructions == 5_000_000
+    assert (
+        build_kernel_spec(LOOPS, spec=spec, args=["n=1"], max_instructions=7).max_instructions == 7
+    )
+    spec.write_text('kernel = "waits"\ngrid = 1\nblock = 32\nmax_instructions = 0\n')
+    with pytest.raises(ConfigError, match="max_instructions is 0"):
+        load_spec(spec)
+    with pytest.raises(UsageError, match="not a positive number"):
+        build_kernel_spec(LOOPS, "waits", grid=1, block=32, args=["n=1"], max_instructions=-3)
+    code, _, err = cli(capsys, "analyze", str(LOOPS), "-k", "waits", "--grid", "1", "--block",
+                       "32", "--arg", "n=1", "--max-instructions", "0")  # fmt: skip
+    assert code == 2 and "--max-instructions" in one_error(err)
