@@ -1632,7 +1632,7 @@ class Batch:
                         blk = blocks[int(blk_id)]
                         ins_index = blk.start
                         if watching:
-                            sampler.entering(int(blk_id), ws)
+                            sampler.entering(int(blk_id), ws, sp[ws])
                         mask = self._lane_mask(ws, cur_mask[ws], n)
                         self.ops[ins_index](mask)
                         self.warp_epoch[ws] += 1
@@ -1668,7 +1668,7 @@ class Batch:
                 steps += 1
                 self.step_counter = steps
                 if watching:
-                    sampler.entering(p, ws)
+                    sampler.entering(p, ws, sp[ws])
                 for op in block_ops[p]:
                     op(mask)
                 wx = ws.size
@@ -1679,7 +1679,7 @@ class Batch:
                 block_warps[p] += wx
                 block_lanes[p] += active
                 if watching:
-                    sampler.after_block(p, ws, masks, warp_count[ws])
+                    sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
                 if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
                     self._budget_error(p)
             term = blk.term

@@ -108,6 +108,7 @@ class _Watch:
     ring: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
     snaps: dict[str, np.ndarray] = field(default_factory=dict)
     since: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # flagged at (0)
+    depth: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # stack at latch 1
     quiet: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # no flag before
     ff_k: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     ff_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -158,7 +159,7 @@ class LoopSampler:
             w.cnt = np.zeros(nwarps, np.int64)
             w.head = np.zeros((2, 3, nwarps), np.int64)
             w.ring = np.zeros((2, 3, n), np.int64)
-            for name in ("since", "quiet", "ff_k", "ff_at", "prev"):
+            for name in ("since", "quiet", "ff_k", "ff_at", "prev", "depth"):
                 setattr(w, name, np.zeros(nwarps, np.int64))
             w.hot = np.zeros(nwarps, bool)
             self.watches[lp.latch] = w
@@ -194,22 +195,30 @@ class LoopSampler:
 
     # -- running ----------------------------------------------------------------------------------
 
-    def entering(self, p: int, ws: np.ndarray) -> None:
-        """Warps ``ws`` are about to run block ``p``: the loop instances it is outside of are
-        over for them (their weight is taken back before the block's records are written)."""
+    def entering(self, p: int, ws: np.ndarray, depth: np.ndarray | None = None) -> None:
+        """Warps ``ws`` (``depth``: their reconvergence stacks' depth; None: 0) are about to
+        run block ``p``: the loop instances it is outside of are over for them (their weight is
+        taken back before the block's records are written), unless they run it deeper in their
+        stack than at the loop's latch: the lanes that left the loop run their side first while
+        the others are still in it."""
         for w in self.watches.values():
             if w.busy and p not in w.loop.blocks:
-                self._left(w, ws)
+                self._left(w, ws if depth is None else ws[depth <= w.depth[ws]])
 
     def after_block(
-        self, p: int, ws: np.ndarray, masks: np.ndarray | None, count: np.ndarray
+        self,
+        p: int,
+        ws: np.ndarray,
+        masks: np.ndarray | None,
+        count: np.ndarray,
+        depth: np.ndarray | None = None,
     ) -> None:
         """Block ``p`` ran for warps ``ws`` (``masks``: their active lanes, None: all), before
         its terminator; ``count``: each of those warps' instructions so far. At a watched
         loop's latch: look, flag, skip (see the module docstring)."""
         w = self.watches.get(p)
         if w is not None:
-            self._at_latch(w, ws, masks, count)
+            self._at_latch(w, ws, masks, count, depth)
 
     def weigh(self, ws: np.ndarray, masks: np.ndarray | None) -> tuple[int, int]:
         """(warp executions, active lanes) that warps ``ws`` running one block stand for."""
@@ -251,11 +260,19 @@ class LoopSampler:
         return out[0], out[1]
 
     def _at_latch(
-        self, w: _Watch, ws: np.ndarray, masks: np.ndarray | None, count: np.ndarray
+        self,
+        w: _Watch,
+        ws: np.ndarray,
+        masks: np.ndarray | None,
+        count: np.ndarray,
+        depth: np.ndarray | None,
     ) -> None:
         w.busy = True
         w.cnt[ws] += 1
         c = w.cnt[ws]
+        if depth is not None:
+            first_time = c == 1
+            w.depth[ws[first_time]] = depth[first_time]
         ipi = count - w.prev[ws]
         w.prev[ws] = count
         # the PERIOD iterations after a skip end here: they stood for the skipped ones and
@@ -301,7 +318,9 @@ class LoopSampler:
         k = np.asarray(first_exit(a2 - b2, da - db, w.loop.cmp, w.loop.continues_when))
         known = affine & (k >= 1)
         rest = np.where(known, k, 0) * np.maximum(ipi, 1)
-        hot = known & (count + rest > self.sample_above)
+        # once long, an instance stays so for the loops inside it: its tail (the lanes with
+        # more iterations left than the skip took) has a short rest, not a short past
+        hot = (known & (count + rest > self.sample_above)) | w.hot[ws]
         w.hot[ws] = hot
         # inside an instance of a loop that is long for this warp, a loop is sampled once its
         # own rest costs a share of the budget: the correlation's inner loop over 2048 rows,

@@ -168,3 +168,31 @@ def test_max_instructions_in_a_spec_and_on_the_command_line(tmp_path: Path, caps
     code, _, err = cli(capsys, "analyze", str(LOOPS), "-k", "waits", "--grid", "1", "--block",
                        "32", "--arg", "n=1", "--max-instructions", "0")  # fmt: skip
     assert code == 2 and "--max-instructions" in one_error(err)
+
+
+@pytest.mark.toolkit
+def test_lanes_leaving_first_do_not_end_the_instance() -> None:
+    """At a loop's latch the lanes that leave run their side first (the fall-through), deeper
+    in the warp's stack than the loop: that is not the warp leaving the loop, whose weight and
+    count must stay (the correlation's outer loop lost them at every lane's exit, and its inner
+    loops then ran in full: 342 MB of trace per CTA instead of 78)."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    module, k, _launch, _device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+    loops = image.program_loops()
+    outer = max(loops, key=lambda lp: len(lp.blocks))
+    regs = {name: np.zeros(64, np.uint32) for name in image.program.regs}
+    s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+    w = s.watches[outer.latch]
+    ws = np.array([0, 1])
+    w.cnt[ws] = 5
+    w.depth[ws] = 0
+    w.busy = True
+    s.wmul[ws] = 3
+    w.ff_k[ws] = 3
+    outside = next(b.index for b in image.program.blocks if b.index not in outer.blocks)
+    s.entering(outside, ws, np.array([1, 0]))  # warp 0: a side; warp 1: the whole warp
+    assert w.cnt.tolist() == [5, 0] and s.wmul.tolist() == [3, 1]
