@@ -1,7 +1,8 @@
 """``gpuadvise analyze``: run the analysis (gpuadvise.analyze.run) and render it.
 
-Exit codes: 0 the analysis ran (findings or not), 1 findings at or above ``--fail-on``, 2 bad
-input, a kernel that does not compile, or a tool error (one line on stderr), 130 interrupted.
+Exit codes: 0 the analysis ran (findings or not), 1 findings at or above ``--fail-on`` (or an
+incomplete analysis under ``--fail-on``, unless ``--allow-incomplete``), 2 bad input, a kernel
+that does not compile, or a tool error (one line on stderr), 130 interrupted.
 """
 
 from __future__ import annotations

@@ -407,7 +407,8 @@ def analyze(
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
 
-    Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
+    Exit codes: 0 analysed, 1 findings at or above --fail-on (or an incomplete analysis, unless
+    --allow-incomplete), 2 usage, input or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
 
