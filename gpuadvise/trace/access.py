@@ -156,6 +156,12 @@ class AccessTrace:
         with np.load(path, allow_pickle=False) as z:
             records = z["records"]
             meta = json.loads(str(z["meta"]))
+        if records.dtype != RECORD:  # saved before a field was added (``extra``): zeros there
+            full = np.zeros(len(records), RECORD)
+            for name in records.dtype.names or ():
+                if name in (RECORD.names or ()):
+                    full[name] = records[name]
+            records = full
         data = set(meta.get("data_addressed", ()))
         return cls(
             records=records,

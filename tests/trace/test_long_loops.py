@@ -196,3 +196,21 @@ def test_lanes_leaving_first_do_not_end_the_instance() -> None:
     outside = next(b.index for b in image.program.blocks if b.index not in outer.blocks)
     s.entering(outside, ws, np.array([1, 0]))  # warp 0: a side; warp 1: the whole warp
     assert w.cnt.tolist() == [5, 0] and s.wmul.tolist() == [3, 1]
+
+
+def test_a_trace_saved_before_the_weights_loads(tmp_path: Path) -> None:
+    """Traces saved before records carried ``extra`` load with every record weighing 1."""
+    from gpuadvise.trace.access import RECORD, AccessTrace, record_weights
+
+    old = np.dtype([(n, RECORD.fields[n][0]) for n in RECORD.names if n != "extra"])
+    recs = np.zeros(3, old)
+    recs["inst"] = [0, 0, 1]
+    recs["mask"] = 0xFFFFFFFF
+    t = AccessTrace(np.zeros(0, RECORD), (), (0,), 1, (1, 1, 1), (32, 1, 1), "emulator")
+    t.save(tmp_path / "t.npz")
+    with np.load(tmp_path / "t.npz") as z:
+        meta = z["meta"]
+    np.savez_compressed(tmp_path / "t.npz", records=recs, meta=meta)
+    back = AccessTrace.load(tmp_path / "t.npz")
+    assert back.records.dtype == RECORD and back.records["inst"].tolist() == [0, 0, 1]
+    assert record_weights(back.records) is None and not back.sampled_iterations
