@@ -75,6 +75,8 @@ INNER_SHARE = 64
 remaining iterations are known to take the warp past ``sample_above``), a loop whose own
 remaining iterations cost more than ``sample_above / 64`` instructions is sampled too."""
 
+_MAX_WEIGHT = (1 << 32) - 1  # RECORD.extra is a uint32: a record stands for at most this many
+
 _NO_DEST = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "ret", "exit", "membar",
                       "fence", "prefetch", "prefetchu", "sust", "cp", "trap", "pmevent",
                       "call", "griddepcontrol", "setp"})  # fmt: skip
@@ -385,6 +387,8 @@ class LoopSampler:
         # the lanes with more left run them as they come
         fewest = np.where(on, j, np.iinfo(np.int64).max).min(axis=1)
         m = fewest // PERIOD - 1
+        # a record's weight is a 32-bit count: nested skips may not multiply past it
+        m = np.minimum(m, (_MAX_WEIGHT // self.wmul[ws]) - 1)
         ok &= m >= 1
         w.quiet[ws[~ok]] = c[~ok] + QUIET
         if not ok.any():

@@ -214,3 +214,29 @@ def test_a_trace_saved_before_the_weights_loads(tmp_path: Path) -> None:
     back = AccessTrace.load(tmp_path / "t.npz")
     assert back.records.dtype == RECORD and back.records["inst"].tolist() == [0, 0, 1]
     assert record_weights(back.records) is None and not back.sampled_iterations
+
+
+@pytest.mark.toolkit
+def test_nested_weights_stay_within_a_record() -> None:
+    """A record's weight is a 32-bit count: a skip inside skips is cut so that the product of
+    the weights never passes it (2**29 already: 6 periods of 8 skipped, not the 14 of 124
+    iterations left)."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    module, k, _launch, _device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+    loops = image.program_loops()
+    outer = max(loops, key=lambda lp: len(lp.blocks))
+    regs = {name: np.zeros(64, np.uint32) for name in image.program.regs}
+    s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+    w = s.watches[outer.latch]
+    ws, c = np.array([0]), np.array([8])
+    # the outer test j2 < 126 (at the latch: j2 before the increment) saw 0, 1, 2 in lane 0..31
+    for t, v in ((6, 0), (7, 1), (8, 2)):
+        w.ring[0, t % 3, :32] = v
+        w.ring[1, t % 3, :32] = int(outer.b.value)
+    s.wmul[0] = 1 << 29
+    s._skip(w, ws, c, None)
+    assert s.wmul[0] == (1 << 29) * 7 and int(s.extra[0]) == (1 << 29) * 7 - 1
