@@ -240,3 +240,21 @@ def test_nested_weights_stay_within_a_record() -> None:
     s.wmul[0] = 1 << 29
     s._skip(w, ws, c, None)
     assert s.wmul[0] == (1 << 29) * 7 and int(s.extra[0]) == (1 << 29) * 7 - 1
+
+
+@pytest.mark.toolkit
+def test_a_loop_run_in_lockstep_is_sampled_and_counted() -> None:
+    """Every warp at one block with all its lanes runs in the emulator's lockstep path: the
+    sampling and the weights work there too (counts of the full run, exactly)."""
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "rowsum", "1", "64", "n=262144", buffers=("a=float[n]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=8_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    assert len(part.trace.records) < len(full.trace.records) / 10
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    assert part.simt is not None and full.simt is not None

@@ -49,3 +49,12 @@ __global__ void waits(volatile int* flag, int n)
     while (flag[0] == 0) {
     }
 }
+
+__global__ void rowsum(const float* a, float* out, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < 4096; i++) {  // every warp in step: the emulator's lockstep
+        s += a[i * 64 + threadIdx.x];
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
