@@ -67,14 +67,11 @@ def test_a_correlation_is_sampled_and_counted_as_in_full() -> None:
     assert "compile-time constant" in part.sampled_loops[0]
     assert any("outputs are not the kernel's" in n for n in part.notes)
     assert len(part.trace.records) < len(full.trace.records) / 2  # far fewer accesses run
-    want, got = _lines(full), _lines(part)
-    assert got.keys() == want.keys()
-    for key, (req, sect) in want.items():
-        # a warp runs its loop as often as its longest lane: warp-level counts are exact
-        assert got[key][0] == req, key
-        # the skipped iterations' lanes all count to the end (lanes that leave earlier too)
-        assert sect <= got[key][1] <= 1.15 * sect, key
-    assert 0.95 < part.lane_instructions / full.lane_instructions < 1.15
+    # the accesses move by a fixed step: the weighted counts are the full run's, exactly
+    # (every lane is in the loop for every skipped iteration, and the 8 weighted ones take the 8
+    # alignments of a 4-byte stride through a sector)
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
     # the view the layout rules read weighs the records the same way
     from gpuadvise.trace.view import TraceView, buffer_infos
 
