@@ -242,6 +242,16 @@ def _hidden_block_reads(ks: KernelSource) -> str | None:
     return None
 
 
+def _launch_specific(v: Variant, derived: bool) -> Variant:
+    """``v`` and its alternatives marked launch-specific when the original grid is not derived
+    from a kernel parameter (a constant of this launch is written into the kernel); a
+    display-only variant writes nothing."""
+    if derived or v.safety == "display-only":
+        return v
+    alts = tuple(replace(a, launch_specific=a.diff is not None) for a in v.alternatives)
+    return replace(v, launch_specific=v.diff is not None, alternatives=alts)
+
+
 def _size_param(ctx: RuleContext, ks: KernelSource, per_cta: int, grid: int) -> str | None:
     """The integer parameter ``p`` with ``ceil(p / per_cta) == grid``: the element count the
     grid was sized from (None: none)."""
@@ -823,8 +833,10 @@ class OneElementPerThread(Rule):
     Element-wise kernels: automatic-and-verified. The rewrite keeps the kernel's body as it is
     and runs it once per original CTA index in a grid-stride loop (``blockIdx.x`` becomes the
     loop's CTA index, ``gridDim.x`` the original grid's size, derived from the size parameter
-    when one gives the grid; the body runs in a lambda so that its ``return`` ends one index's
-    work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
+    when one gives the grid, else written into the kernel as this launch's constant: such a
+    variant is launch-specific (``Variant.launch_specific``, said in its description; ``--fix``
+    applies it only with ``--unsafe-fixes``); the body runs in a lambda so that its ``return``
+    ends one index's work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
     CTAs: every element is computed exactly as before, and the measurement stage verifies the
     outputs and keeps the fastest verified ``k``. Not rewritten when a helper, a macro,
     cooperative groups or inline PTX read the block index. Where each thread handles one
@@ -1118,8 +1130,10 @@ class OneElementPerThread(Rule):
         note = (
             ""
             if derived
-            else f" (the original grid is written as the constant {grid}: compute it from the "
-            "array's size in your code)"
+            else f". Launch-specific: no kernel parameter gives the original grid, so its {grid} "
+            f"CTAs are written into the kernel (const unsigned {PREFIX}blocks = {grid}u): the "
+            "fixed kernel is right for this launch only; compute the count from the array's "
+            "size in your code"
         )
         wave = d.wave_ctas
         if d.kind == "elementwise":
@@ -1148,9 +1162,9 @@ class OneElementPerThread(Rule):
                 )
             if not cands:
                 return Variant("display-only", f"a grid-stride loop launched with {wave} CTAs")
-            return replace(cands[0], alternatives=tuple(cands[1:]))
+            return _launch_specific(replace(cands[0], alternatives=tuple(cands[1:])), derived)
         if d.kind == "per-block" and hidden is None:
-            return self._reduction_variant(ctx, d, bound, note)
+            return _launch_specific(self._reduction_variant(ctx, d, bound, note), derived)
         return Variant(
             "display-only",
             f"a grid-stride loop launched with {wave} CTAs, several elements per thread; the "

@@ -1027,7 +1027,7 @@ def _global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
     records at a time (no copy of the global records), and the sectors of each record (the
     coalescing model's; -1 for the records of other spaces), for :func:`_numbers`."""
-    from gpuadvise.rules import Space, record_sectors, touched_lines
+    from gpuadvise.rules import Space, record_sectors, record_weights, touched_lines
 
     glob = np.flatnonzero(records["space"] == int(Space.GLOBAL))
     per_record = np.full(len(records), -1, np.int64)
@@ -1043,7 +1043,9 @@ def _global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
             per_record[glob[i : i + _CHUNK]] = record_sectors(part).sectors
         sectors.append(_distinct_values(sect))
     distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
-    clocks = float(np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK)).sum())
+    per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
+    weight = record_weights(records[glob])  # a sampled loop's records stand for the skipped
+    clocks = float(per_clock.sum() if weight is None else (per_clock * weight).sum())
     return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
 
 

@@ -23,6 +23,7 @@ from gpuadvise.rules import (
     halfword_prmt,
     launch_change_estimate,
     one_lane_fp16,
+    record_weights,
     roofline,
     same_source_file,
     sm_cycles_per_s,
@@ -600,7 +601,10 @@ def _trips(ctx: RuleContext, region: Sequence[int]) -> tuple[float, str]:
         return 1.0, "the loop's memory accesses did not run: its SASS counted once"
     warps = len(np.unique((r["cta"][sel].astype(np.int64) << 20) + r["warp"][sel]))
     executed = len(np.unique(r["inst"][sel]))
-    trips = float(sel.sum()) / max(warps * executed, 1)
+    # a record of a sampled loop's iterations stands for those the emulator skipped
+    weight = record_weights(r[sel])
+    runs = float(sel.sum()) if weight is None else float(weight.sum())
+    trips = runs / max(warps * executed, 1)
     return round(trips, 3), (
         "the loop is unrolled: its SASS runs once"
         if abs(trips - 1.0) < 1e-9

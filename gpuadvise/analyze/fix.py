@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import GpuAdviseError, UsageError
+from gpuadvise.ptx.errors import EmulationError
 
 # Without a GPU, a fix whose estimate is an upper bound at or below this is not applied: it
 # cannot gain. Others (a point, no estimate, a higher bound) are applied once the emulator verified
@@ -178,6 +179,11 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
             flags = " ".join((*v.nvcc_flags, *(f"-D{d}" for d in v.defines)))
             return f"a build change ({flags}): add it to your build (advice)"
         return "no source change to apply (advice)"
+    if v.launch_specific and not unsafe:
+        return (
+            "launch-specific: it writes this launch into the kernel (use --unsafe-fixes to "
+            "apply it too)"
+        )
     if v.safety == "display-only":
         if not unsafe:
             return "display-only (use --unsafe-fixes to apply it too)"
@@ -426,7 +432,11 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
         ]
     ctas = tuple(mem.trace.ctas)
     try:
-        reference = dict(mem.outputs) if mem.outputs else _emulated_outputs(analysis, None, ctas)
+        # the original run again on exactly the CTAs each candidate runs: the analysis's own
+        # outputs may hold writes of CTAs its trace does not list (a batch dropped when the
+        # default sample's trace overflowed), and a padding that is correct was rejected for
+        # elements only those CTAs wrote ("expected 0.0, got nan")
+        reference = _emulated_outputs(analysis, None, ctas)
     except GpuAdviseError as exc:
         why = f"the original could not be emulated: {exc.one_line()}"
         return [_step(f, "rejected", why) for f in take]
@@ -507,7 +517,9 @@ def emulate_launch(opts: KernelOptions) -> tuple[dict[str, Any], int, int]:
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     kernel = select_compiled_kernel(module, spec.kernel)
     launch = resolve_launch(spec, kernel, options, tc)
-    emu = emulate(module, kernel, launch, choice.device, sample_ctas="all", trace=False)
+    emu = emulate(
+        module, kernel, launch, choice.device, sample_ctas="all", trace=False, sample_loops=False
+    )
     return dict(emu.outputs), int(grid[0]), ctas
 
 
@@ -545,11 +557,18 @@ def emulated_totals_check(
 
 
 def _emulated_outputs(analysis: Any, text: str | None, ctas: Sequence[int]) -> dict[str, Any]:
-    """The output buffers after emulating the CTAs ``ctas`` of ``analysis``'s launch on ``text``
-    (None: the analysed source)."""
+    """The output buffers after emulating exactly the CTAs ``ctas`` of ``analysis``'s launch on
+    ``text`` (None: the analysed source), without a trace; the baseline and every candidate
+    are compared on outputs made this way, from the same CTAs."""
     from gpuadvise.analyze.services import AnalysisServices
 
-    emu = AnalysisServices(analysis).emulate_candidate(text, ctas)
+    # every loop iteration runs (sampled loops leave outputs that are not the kernel's)
+    emu = AnalysisServices(analysis).emulate_candidate(text, ctas, trace=False, sample_loops=False)
+    if tuple(emu.ctas_run) != tuple(sorted(set(ctas))):
+        raise EmulationError(
+            f"the emulator ran {len(emu.ctas_run)} CTAs where {len(ctas)} were asked for",
+            "verify the fix on a GPU",
+        )
     return dict(emu.outputs)
 
 

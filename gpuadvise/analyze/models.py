@@ -24,18 +24,23 @@ from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Tool
 from gpuadvise.toolchain.sass import SassInstruction
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from gpuadvise.model.banks import BankResult
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
     from gpuadvise.model.reconcile import ReconcileNote
+    from gpuadvise.ptx.constants import BoundConstant
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
     from gpuadvise.trace.simt import SimtProfile
 
 __all__ = [
     "INTERIOR_CTAS",
+    "TRACE_STOPS",
+    "bind_spec_constants",
     "MemoryAnalysis",
     "compute_models",
     "l2_probe_size",
@@ -43,6 +48,14 @@ __all__ = [
     "resolve_launch",
     "trace_models",
 ]
+
+TRACE_STOPS = {
+    "out_of_bounds": "an out-of-bounds access",
+    "unsupported": "an instruction the emulator does not run",
+    "budget": "the instruction budget ran out",
+}
+"""Why a trace stopped (``MemoryAnalysis.error_kind``), in a few words: the reason the one
+line that says the analysis is incomplete gives."""
 
 INTERIOR_CTAS = 64
 """CTAs the L2 model traces in the middle of a large 2D grid (two rows of up to 32), besides the
@@ -132,6 +145,8 @@ class MemoryAnalysis:
     l2: L2Result | None = None
     l2_unavailable: str | None = None  # why l2 is None
     outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
+    # the long loops whose iterations the emulator skipped (a note each): counts are weighted
+    sampled_loops: tuple[str, ...] = ()
     simt: SimtProfile | None = None  # the CPU emulator's SIMT counts (not serialized)
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
@@ -171,6 +186,21 @@ def l2_for(
     return _l2_orders(trace, device, blocks_per_sm)
 
 
+def _struct_layout(
+    spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
+) -> Callable[[str], tuple[int, int]]:
+    """Sizes user structs with the compiler, looked up in the kernel's namespaces."""
+    from gpuadvise.toolchain import struct_layouts
+
+    namespaces = kernel.name.split("<")[0].split("::")[:-1]
+    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+
+    def layout(name: str) -> tuple[int, int]:
+        return struct_layouts(spec.source, [name], options, tc, ns)[name]
+
+    return layout
+
+
 def resolve_launch(
     spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
 ) -> ResolvedLaunch:
@@ -179,17 +209,29 @@ def resolve_launch(
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.source.text import kernel_file
     from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.toolchain import struct_layouts
 
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
     params = parse_signature(defined_in.read_text(errors="replace"), spec.kernel)
-    namespaces = kernel.name.split("<")[0].split("::")[:-1]
-    ns = ["::".join(namespaces[: i + 1]) for i in range(len(namespaces))]
+    return resolve(spec, params, _struct_layout(spec, kernel, options, tc))
 
-    def layout(name: str) -> tuple[int, int]:
-        return struct_layouts(spec.source, [name], options, tc, ns)[name]
 
-    return resolve(spec, params, layout)
+def bind_spec_constants(
+    spec: KernelSpec,
+    kernel: KernelInfo,
+    module: CompiledModule,
+    options: CompileOptions,
+    tc: Toolchain,
+) -> tuple[BoundConstant, ...]:
+    """The spec's ``__constant__`` fills (``[constants]``, ``--constant``) bound to the module's
+    ``.const`` variables (:func:`gpuadvise.ptx.constants.bind_constants`); raises UsageError on
+    a name, type or size the module does not declare."""
+    if not spec.constants:
+        return ()
+    from gpuadvise.ptx.constants import bind_constants
+    from gpuadvise.spec.kernel_spec import resolve_constants
+
+    layout = _struct_layout(spec, kernel, options, tc)
+    return bind_constants(module.ptx, resolve_constants(spec, layout))
 
 
 def compute_models(
@@ -285,6 +327,11 @@ def compute_models(
             l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
+        if l2 is not None and l2_trace.sampled_iterations:
+            l2_notes += (
+                "the L2 model replays the accesses the sampled loops ran (their skipped "
+                "iterations' addresses are not in the trace): its footprint is a lower bound",
+            )
         if l2 is None:
             l2_unavailable = more[0] if more else "no L2 model"
     elif l2_unavailable is None:
@@ -305,6 +352,7 @@ def compute_models(
         outputs=emu.outputs,
         simt=emu.simt,
         l2_probe_ctas=probe_ctas,
+        sampled_loops=emu.sampled_loops,
     )
 
 
@@ -458,6 +506,7 @@ def _merge_traces(a: AccessTrace, b: AccessTrace) -> AccessTrace:
         records=records,
         instructions=tuple(instrs),
         ctas=ctas,
+        sampled_iterations=a.sampled_iterations or b.sampled_iterations,
     )
 
 
@@ -513,10 +562,22 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
                 if not traced
                 else f"the {name} model was not computed (no enabled rule reads it)"
             )
-        return ModelResults(unavailable=unavailable)
+        return ModelResults(
+            unavailable=unavailable,
+            unavailable_why=dict.fromkeys(
+                TRACE_MODELS, "--no-trace" if not traced else "not computed"
+            ),
+            deliberate=frozenset() if traced else TRACE_MODELS,
+        )
     if memory.error:
         why = f"the emulator could not trace this kernel: {memory.error}"
-        return ModelResults(unavailable=dict.fromkeys(TRACE_MODELS, why))
+        short = (
+            f"the trace stopped: {TRACE_STOPS.get(memory.error_kind or '', 'an emulation error')}"
+        )
+        return ModelResults(
+            unavailable=dict.fromkeys(TRACE_MODELS, why),
+            unavailable_why=dict.fromkeys(TRACE_MODELS, short),
+        )
     if memory.l2 is None:
         unavailable["l2"] = memory.l2_unavailable or "no L2 model"
     for name in ("trace", "banks", "coalescing"):

@@ -38,6 +38,8 @@ class KernelOptions:
     no_cache: bool = False
     confine_to: tuple[str, ...] = ()  # the gate's repository: see CompileOptions.confine_to
     includes_trusted: bool = False  # gate --trust-config: see CompileOptions
+    constants: tuple[str, ...] = ()  # --constant NAME=TYPE[COUNT]:FILL
+    max_instructions: int | None = None  # --max-instructions N: the emulator's budget per warp
 
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
@@ -52,6 +54,8 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
         args=opts.args,
         buffers=opts.buffers,
         seed=opts.seed,
+        constants=opts.constants,
+        max_instructions=opts.max_instructions,
     )
     choice = resolve_device(opts.gpu, opts.arch)
     options = compile_options_for(

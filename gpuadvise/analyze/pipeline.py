@@ -14,7 +14,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuadvise.analyze.models import MemoryAnalysis, compute_models, resolve_launch, trace_models
+from gpuadvise.analyze.models import (
+    MemoryAnalysis,
+    bind_spec_constants,
+    compute_models,
+    resolve_launch,
+    trace_models,
+)
 from gpuadvise.analyze.options import compile_options_for
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import (
@@ -137,6 +143,9 @@ def analyze_kernel(
         module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     timings["compile_s"] = time.perf_counter() - t0
     kernel = as_written(module, spec.kernel, select_compiled_kernel(module, spec.kernel))
+    # the spec's __constant__ fills against the module's .const declarations: a wrong name,
+    # type or size is an input error now, traced or not
+    bind_spec_constants(spec, kernel, module, options, tc)
     res = kernel.resources
     launch = spec.launch
     launch_notes = check_launch(

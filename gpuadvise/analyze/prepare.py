@@ -19,7 +19,7 @@ from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.inputfiles import parse_json, read_cache_bytes
 from gpuadvise.runner.job import BufferInit, Job, KernelLaunch, Param, TimingConfig
-from gpuadvise.runner.params import buffer_init, scalar_param
+from gpuadvise.runner.params import buffer_init, constant_inits, scalar_param
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedArg, ResolvedLaunch
 
 
@@ -86,6 +86,7 @@ def prepare(opts: KernelOptions, label: str) -> Prepared:
         dynamic_smem_bytes=spec.launch.dynamic_smem_bytes,
         params=fmt_params,
         repeat=spec.repeat,
+        constants=constant_inits(module.ptx, resolved.constants),
     )
     buffers = tuple(buffer_init(b) for b in resolved.buffers)
     return Prepared(

@@ -94,7 +94,8 @@ def analysis_key(opts: KernelOptions, params: dict[str, Any], render: dict[str, 
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
     package = Path(gpuadvise.__file__).resolve().parent
     data_files = []
-    for b in spec.to_dict().get("buffers", []) or []:
+    doc_spec = spec.to_dict()
+    for b in [*(doc_spec.get("buffers") or []), *(doc_spec.get("constants") or [])]:
         fill = str(b.get("fill", "")) if isinstance(b, dict) else ""
         if fill.lower().endswith((".npy", ".bin")):  # by content: a stamp can be kept on purpose
             data_files.append((fill, file_sha256(Path(fill)) or "unreadable"))

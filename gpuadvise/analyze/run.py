@@ -142,8 +142,14 @@ def _run(
     )
     t0 = time.perf_counter()
     if out_of_time():
+        from gpuadvise.rules.engine import load_registry, skip_all
+
         skip("the rules (no findings were looked for)")
-        checked = RulesRun((), (), ("the time budget ran out before the rules ran",))
+        checked = skip_all(
+            load_registry(config.rules_dirs).selected(config),
+            "the time budget ran out before the rules ran",
+            "the time budget (--time-budget) ran out",
+        )
     else:
         with step("running the rules"):
             checked = run_rules_report(result, config, lazy_models=False)

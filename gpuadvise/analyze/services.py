@@ -109,17 +109,28 @@ class AnalysisServices:
         return self.emulate_candidate(source_text, sample_ctas).trace
 
     def emulate_candidate(
-        self, source_text: str | None, sample_ctas: int | Sequence[int], trace: bool = True
+        self,
+        source_text: str | None,
+        sample_ctas: int | Sequence[int],
+        trace: bool = True,
+        sample_loops: bool = True,
     ) -> Emulation:
         """The candidate (None: the analysed source) emulated on the analysed launch, for
-        ``sample_ctas`` (a count, or the linear ids of the CTAs to run)."""
+        ``sample_ctas`` (a count, or the linear ids of the CTAs to run). ``sample_loops``
+        False: every loop iteration runs (the outputs are compared)."""
         from gpuadvise.trace.emulate import emulate
 
         module, kernel, options = self._build(source_text, ())
         # user structs (seed 004's Cell) are sized by the compiler, as the pipeline does
         launch = resolve_launch(self._analysis.spec, kernel, options, self._toolchain())
         return emulate(
-            module, kernel, launch, self._analysis.device, sample_ctas=sample_ctas, trace=trace
+            module,
+            kernel,
+            launch,
+            self._analysis.device,
+            sample_ctas=sample_ctas,
+            trace=trace,
+            sample_loops=sample_loops,
         )
 
     def compare_launch(
@@ -199,8 +210,9 @@ class AnalysisServices:
             ctas1 = picks
             how = f"{len(picks)} CTAs of the change against the {len(ctas0)} holding their threads"
         module, kernel = a.module, a.kernel
-        e0 = emulate(module, kernel, old, a.device, sample_ctas=ctas0)
-        e1 = emulate(module, kernel, new, a.device, sample_ctas=ctas1)
+        # every loop iteration runs: the outputs are compared
+        e0 = emulate(module, kernel, old, a.device, sample_ctas=ctas0, sample_loops=False)
+        e1 = emulate(module, kernel, new, a.device, sample_ctas=ctas1, sample_loops=False)
         if not (e0.ctas_run and e1.ctas_run):
             return LaunchCheck(False, "not checked: the emulator ran no CTA", how)
         if whole:

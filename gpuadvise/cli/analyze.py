@@ -1,7 +1,8 @@
 """``gpuadvise analyze``: run the analysis (gpuadvise.analyze.run) and render it.
 
-Exit codes: 0 the analysis ran (findings or not), 1 findings at or above ``--fail-on``, 2 bad
-input, a kernel that does not compile, or a tool error (one line on stderr), 130 interrupted.
+Exit codes: 0 the analysis ran (findings or not), 1 findings at or above ``--fail-on`` (or an
+incomplete analysis under ``--fail-on``, unless ``--allow-incomplete``), 2 bad input, a kernel
+that does not compile, or a tool error (one line on stderr), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,17 @@ def failing_findings(findings: Iterable[Any], fail_on: str | None) -> list[Any]:
     return [f for f in findings if _SEVERITY_RANK.get(f.severity, 2) <= limit]
 
 
+def fails_run(checked: Any, fail_on: str | None, allow_incomplete: bool = False) -> bool:
+    """Whether ``analyze --fail-on`` fails on the rules' run ``checked``: findings at or above
+    ``fail_on``, or an incomplete run (rules skipped because the trace stopped, the time budget
+    ran out ...) unless ``allow_incomplete``. Never without ``--fail-on``."""
+    if fail_on is None:
+        return False
+    if failing_findings(checked.findings, fail_on):
+        return True
+    return bool(getattr(checked, "incomplete", ())) and not allow_incomplete
+
+
 def run_analyze(
     opts: KernelOptions,
     as_json: bool,
@@ -52,11 +64,13 @@ def run_analyze(
     l2_probe_ctas: str | None = None,
     argv: list[str] | None = None,
     statistics: bool = False,
+    allow_incomplete: bool = False,
 ) -> int:
     """``formats``: ``FMT`` or ``FMT=FILE`` each (repeatable; FMT: text, json or html, the
     whole analysis, or sarif, junit, github or markdown, the findings for CI systems; one may go
     to stdout); ``output``: the file of the one without ``=FILE``. Returns the exit code
-    (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
+    (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist,
+    or the analysis is incomplete, unless ``allow_incomplete``: see :func:`fails_run`).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
     input, and both must be writable, so that a long analysis never ends in a write error.
@@ -116,6 +130,7 @@ def run_analyze(
             "measure": measure,
             "tracer": tracer,
             "fail_on": fail_on,
+            "allow_incomplete": allow_incomplete,
             "l2_probe_ctas": l2_probe_ctas,
             "statistics": statistics,
         }
@@ -147,7 +162,7 @@ def run_analyze(
             l2_probe_ctas=l2_probe_ctas,
         )
         result, checked = done.analysis, done.rules
-        code = 1 if failing_findings(checked.findings, fail_on) else 0
+        code = 1 if fails_run(checked, fail_on, allow_incomplete) else 0
         fixed = None
         if fix or diff:
             from gpuadvise.analyze.fix import compose_fixes
@@ -183,7 +198,12 @@ def run_analyze(
         from gpuadvise.report import console
 
         console.fix_written(write_fix(fixed), dry_run=False)
-    if key is not None and not result.skipped and _nothing_measured(measure):
+    if (
+        key is not None
+        and not result.skipped
+        and not checked.incomplete
+        and _nothing_measured(measure)
+    ):
         result_cache.store(key, result, checked)
     return code
 
@@ -208,7 +228,7 @@ def _render_hit(
         ]
     except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
         return None
-    return shown, 1 if failing_findings(checked.findings, fail_on) else 0
+    return shown, 1 if fails_run(checked, fail_on) else 0
 
 
 def _statistics(checked: Any) -> str:
@@ -323,6 +343,7 @@ _SINGLE_KERNEL_OPTIONS = {
     "spec": "--spec",
     "args": "--arg",
     "buffers": "--buffer",
+    "constants": "--constant",
 }
 
 
@@ -346,13 +367,14 @@ def run_analyze_paths(
     time_budget_s: float | None = None,
     l2_probe_ctas: str | None = None,
     statistics: bool = False,
+    allow_incomplete: bool = False,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
-    such findings. A case that could not be analyzed (no source, a compile error ...) is a row
-    with its error, and, once every case is reported, a :class:`GpuAdviseError` (exit 2, as
-    for one kernel, and as ``gate`` does). No case under ``paths`` is a usage error; an empty
-    ``--shard`` (more shards than cases) is not."""
+    such findings or is incomplete (unless ``allow_incomplete``). A case that could not be
+    analyzed (no source, a compile error ...) is a row with its error, and, once every case is
+    reported, a :class:`GpuAdviseError` (exit 2, as for one kernel, and as ``gate`` does). No
+    case under ``paths`` is a usage error; an empty ``--shard`` (more shards than cases) is not."""
     import dataclasses
 
     from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
@@ -430,7 +452,10 @@ def run_analyze_paths(
             f"(first: {first.case.id}: {first.error})",
             "fix those cases or leave them out; each case's row gives its error",
         )
-    if fail_on is not None and any(failing_findings(r.findings, fail_on) for r in results):
+    if fail_on is not None and any(
+        r.result is not None and fails_run(r.result.rules, fail_on, allow_incomplete)
+        for r in results
+    ):
         return 1
     return 0
 

@@ -218,7 +218,23 @@ def _kernel_options(f: Any, source_dir_okay: bool = False) -> Any:
             help="A pointer argument's buffer (repeatable): --buffer in=float[n], "
             "--buffer out=int[n]:zeros. Fills: random, zeros, ones, iota.",
         ),
+        click.option(
+            "--constant",
+            "constants",
+            multiple=True,
+            metavar="NAME=TYPE[COUNT][:FILL]",
+            help="Fill a __constant__ variable before the run, as the host code's "
+            "cudaMemcpyToSymbol does (repeatable): --constant d_Kernel=float[17]:random(0,1).",
+        ),
         click.option("--seed", type=int, help="Seed of random buffer fills (default 0)."),
+        click.option(
+            "--max-instructions",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="The CPU emulator's instruction budget per warp (default 2000000): a warp past "
+            "it stops the trace; loops that would take a warp past N/8 are sampled (their first "
+            "iterations traced and weighted). Also max_instructions in a launch spec.",
+        ),
         click.option("-I", "include", multiple=True, metavar="DIR", help="Include directory."),
         click.option("-D", "defines", multiple=True, metavar="NAME[=VAL]", help="Define."),
         click.option("--std", metavar="c++17", help="C++ standard."),
@@ -359,8 +375,14 @@ def _analyze_paths(f: Any) -> Any:
     "--fail-on",
     type=click.Choice(["warning", "error"]),
     metavar="warning|error",
-    help="Exit 1 when findings of this severity or worse exist (for CI). Default: exit 0 "
-    "whatever is found.",
+    help="Exit 1 when findings of this severity or worse exist, or when the analysis is "
+    "incomplete (for CI). Default: exit 0 whatever is found.",
+)
+@click.option(
+    "--allow-incomplete",
+    is_flag=True,
+    help="With --fail-on: do not fail when the analysis is incomplete (rules skipped because "
+    "the trace stopped or the time budget ran out). Default: an incomplete analysis fails.",
 )
 @click.option(
     "--exit-zero",
@@ -414,6 +436,7 @@ def analyze(
     fail_on: str | None,
     exit_zero: bool,
     statistics: bool,
+    allow_incomplete: bool,
     measure: bool | None,
     tracer: str,
     time_budget_s: float | None,
@@ -427,8 +450,8 @@ def analyze(
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
 
-    Exit codes: 0 analysed, 1 findings at or above --fail-on (--exit-zero: 0), 2 usage, input
-    or tool error.
+    Exit codes: 0 analysed, 1 findings at or above --fail-on (or an incomplete analysis, unless
+    --allow-incomplete; --exit-zero: 0), 2 usage, input or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
     from gpuadvise.fileio import is_dir
@@ -456,6 +479,7 @@ def analyze(
             time_budget_s=time_budget_s,
             l2_probe_ctas=l2_probe_ctas,
             statistics=statistics,
+            allow_incomplete=allow_incomplete,
             **rules,
         )
         if code and not (exit_zero and code == 1):
@@ -480,6 +504,7 @@ def analyze(
         quiet=quiet,
         argv=argv,
         statistics=statistics,
+        allow_incomplete=allow_incomplete,
         **rules,
     )
     if code and not (exit_zero and code == 1):

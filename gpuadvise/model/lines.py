@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from gpuadvise.trace.access import AccessTrace, Kind, Space
+from gpuadvise.trace.access import AccessTrace, Kind, Space, record_weights
 
 __all__ = [
     "ATOMIC_KINDS",
@@ -240,7 +240,7 @@ class LineResult(Generic[L, T]):
             traced=traced,  # type: ignore[arg-type]
             launch=traced.scaled(trace.scale),  # type: ignore[arg-type]
             scale=trace.scale,
-            extrapolated=not trace.complete,
+            extrapolated=not trace.complete or trace.sampled_iterations,
         )
 
 
@@ -273,7 +273,9 @@ def per_instruction(
     chunk_records: int,
 ) -> PerInstruction:
     """Sum ``measure`` over the records of ``space`` per PTX instruction (``chunk_records`` at a
-    time). ``records``: use these instead of ``trace.records``; they must index
+    time), each record counted for the executions it stands for
+    (:func:`~gpuadvise.trace.access.record_weights`: 1, but for a sampled loop's last
+    iteration). ``records``: use these instead of ``trace.records``; they must index
     ``trace.instructions``."""
     recs = trace.records if records is None else records
     ninst = len(trace.instructions)
@@ -292,9 +294,15 @@ def per_instruction(
         inst = sub["inst"].astype(np.intp)
         if len(inst) and (inst.min() < 0 or inst.max() >= ninst):
             raise ValueError("a record's inst is not an index into trace.instructions")
-        count += np.bincount(inst, minlength=ninst)
+        # a record of a sampled loop's last iteration stands for the iterations skipped
+        weight = record_weights(sub)
+        if weight is None:
+            count += np.bincount(inst, minlength=ninst)
+        else:
+            count += np.rint(np.bincount(inst, weights=weight, minlength=ninst)).astype(np.int64)
         for name in names:
-            sums[name] += np.bincount(inst, weights=values[name], minlength=ninst).astype(np.int64)
+            v = values[name] if weight is None else values[name] * weight
+            sums[name] += np.rint(np.bincount(inst, weights=v, minlength=ninst)).astype(np.int64)
         np.maximum.at(worst, inst, worst_values)
         kind_of[inst] = sub["kind"].astype(np.int16)
     return PerInstruction(count, sums, worst, kind_of)

@@ -41,9 +41,22 @@ RECORD = np.dtype(
         # barriers (bar.sync) the warp had passed when it made the access: the emulator's; the
         # GPU tracer does not count them and writes 0 (gpuadvise.model.reduction reads it)
         ("epoch", np.uint32),
+        # executions of this access the record stands for beyond itself: 0, but where the
+        # emulator sampled a long loop's iterations (the last iteration run stands for those it
+        # skipped; gpuadvise.ptx.sampling): a record weighs 1 + extra (record_weights)
+        ("extra", np.uint32),
     ]
 )
 
 
 def empty_records(n: int = 0) -> np.ndarray:
     return np.zeros(n, dtype=RECORD)
+
+
+def record_weights(records: np.ndarray) -> np.ndarray | None:
+    """The executions each record stands for (1 + ``extra``, float64), or None when every
+    record stands for itself alone (no loop was sampled): the common case costs one scan."""
+    extra = records["extra"]
+    if not len(extra) or not extra.any():
+        return None
+    return extra.astype(np.float64) + 1.0

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from gpuadvise.ptx.parser import Addr, Group, Instr, Neg, Operand, PredOut, Reg, Vec
 
-__all__ = ["data_addressed", "MEMORY_BASES"]
+__all__ = ["MEMORY_BASES", "data_addressed", "data_registers"]
 
 MEMORY_BASES = frozenset({"ld", "ldu", "st", "atom", "red", "cp", "prefetch", "tex", "suld",
                           "sust", "tld4"})  # fmt: skip
@@ -70,6 +70,20 @@ def _address(ins: Instr) -> Addr | None:
 def data_addressed(instrs: Sequence[Instr]) -> frozenset[int]:
     """Indices (into ``instrs``) of the memory instructions whose address register holds data
     (see the module's docstring)."""
+    data = data_registers(instrs)
+    out = set()
+    for i, ins in enumerate(instrs):
+        if ins.base not in MEMORY_BASES:
+            continue
+        addr = _address(ins)
+        if addr is not None and isinstance(addr.base, Reg) and addr.base.name in data:
+            out.add(i)
+    return frozenset(out)
+
+
+def data_registers(instrs: Sequence[Instr]) -> frozenset[str]:
+    """The registers that hold data: loaded from memory, or computed from such a register (see
+    the module's docstring); a loop bound among them is read from a buffer."""
     defs: list[tuple[tuple[str, ...], tuple[str, ...], bool]] = []
     for ins in instrs:
         if not ins.operands or ins.base in _NO_DEST:
@@ -87,11 +101,4 @@ def data_addressed(instrs: Sequence[Instr]) -> frozenset[int]:
             if (seed or any(s in data for s in srcs)) and not all(d in data for d in dest):
                 data.update(dest)
                 changed = True
-    out = set()
-    for i, ins in enumerate(instrs):
-        if ins.base not in MEMORY_BASES:
-            continue
-        addr = _address(ins)
-        if addr is not None and isinstance(addr.base, Reg) and addr.base.name in data:
-            out.add(i)
-    return frozenset(out)
+    return frozenset(data)

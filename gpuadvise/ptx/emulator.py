@@ -69,6 +69,7 @@ from gpuadvise.ptx.errors import (
     MemoryAccessError,
     UnsupportedInstructionError,
 )
+from gpuadvise.ptx.loops import Loop, find_loops
 from gpuadvise.ptx.memory import (
     CONST_WINDOW,
     LOCAL_WINDOW,
@@ -81,6 +82,7 @@ from gpuadvise.ptx.memory import (
 )
 from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
+from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
 from gpuadvise.ptx.values import NP_TYPES, Mask, storage_dtype, to_storage, write
 
 __all__ = [
@@ -96,6 +98,9 @@ __all__ = [
 
 U32 = np.uint32
 U64 = np.uint64
+SAMPLE_DIVISOR = 8
+"""Loops whose remaining iterations would take a warp past ``max_instructions / 8`` are sampled
+(:mod:`gpuadvise.ptx.sampling`) by the callers that allow it."""
 FULL32 = np.uint32(0xFFFFFFFF)
 SPACES = ("global", "shared", "local", "const", "param")
 SPACE_ENUM = {
@@ -167,6 +172,13 @@ class KernelImage:
     global_vars: list[VarDecl]
     notes: list[str] = field(default_factory=list)
     const_used: bool = False
+    loops: tuple[Loop, ...] | None = None  # the program's loops, found when first needed
+
+    def program_loops(self) -> tuple[Loop, ...]:
+        """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
+        if self.loops is None:
+            self.loops = find_loops(self.program)
+        return self.loops
 
     @property
     def shared_bytes(self) -> int:
@@ -519,6 +531,8 @@ class Batch:
         sink: RecordSink | None,
         max_instructions: int,
         cache: dict[int, dict[str, Any]] | None = None,
+        sample_above: int = 0,
+        loop_report: dict[int, SampledLoop] | None = None,
     ) -> None:
         self.image = image
         self.program = image.program
@@ -600,6 +614,18 @@ class Batch:
         self._specials: dict[str, Any] = {}
 
         self.ops: list[Op] = [self._build(i, ins) for i, ins in enumerate(self.program.instrs)]
+        # long loops: the first iterations run, the rest skipped to the last and weighted
+        # (gpuadvise.ptx.sampling); sample_above 0: every iteration runs
+        self.sampler = LoopSampler(
+            self.program,
+            image.program_loops() if sample_above > 0 else (),
+            self.regs,
+            self.nwarps,
+            sample_above,
+            self._loop_where,
+            loop_report if loop_report is not None else {},
+        )
+        self.ops = [self.sampler.hook(i, op) for i, op in enumerate(self.ops)]
 
     # -- interface used by ops.py -----------------------------------------------------------------
 
@@ -707,6 +733,14 @@ class Batch:
         )
 
     # -- building ---------------------------------------------------------------------------------
+
+    def _loop_where(self, loop: Loop) -> str:
+        """Where a loop is, for messages: its latch's exit test (the loop's line), else its
+        header."""
+        if loop.setp is not None:
+            return self.where(loop.setp)
+        blk = self.program.blocks[loop.header]
+        return self.where(blk.start) if blk.end > blk.start else "the kernel's end"
 
     def where(self, index: int) -> str:
         """``file:line`` for messages: the user's call site, with the inlined callee's line
@@ -1028,6 +1062,7 @@ class Batch:
             addr[rows[lanes >> 5], lanes & 31] = taddr
         rec["inst"] = key
         rec["epoch"] = self.warp_epoch[wsel]
+        rec["extra"] = self.sampler.extra[wsel]
         rec["width"] = width
         rec["space"] = int(sp)
         rec["kind"] = int(kind)
@@ -1039,7 +1074,8 @@ class Batch:
         field but the addresses comes from one template per key, made again only when the warps'
         barrier epochs changed since; one copy of whole records, then the address column."""
         got = self._record_templates.get(key)
-        if got is None or got[1] != self._epoch_gen:
+        gen = self._epoch_gen + (self.sampler.changes << 32)
+        if got is None or got[1] != gen:
             if got is None:
                 tmpl = np.zeros(self.nwarps, RECORD)
                 tmpl["cta"] = self.warp_cta
@@ -1052,7 +1088,8 @@ class Batch:
             else:
                 tmpl = got[0]
             tmpl["epoch"] = self.warp_epoch
-            got = (tmpl, self._epoch_gen, tmpl.view(_RAW_RECORD))
+            tmpl["extra"] = self.sampler.extra
+            got = (tmpl, gen, tmpl.view(_RAW_RECORD))
             self._record_templates[key] = got
         nw = self.nwarps
         start = sink.reserve_index(nw)
@@ -1453,6 +1490,8 @@ class Batch:
         block_warps = self.block_warps
         block_lanes = self.block_lanes
         block_splits = self.block_splits
+        sampler = self.sampler
+        watching = bool(sampler.watches)
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -1535,13 +1574,23 @@ class Batch:
                 blk = blocks[p]
                 steps += 1
                 self.step_counter = steps
+                if watching:
+                    sampler.entering(p, allw)
                 for op in block_ops[p]:
                     op(full_mask)
                 blen = block_len[p]
-                lane_instr += n * blen
                 lock_extra += blen
-                block_warps[p] += nw
-                block_lanes[p] += n
+                if sampler.weighted:  # a sampled loop's last iteration stands for the skipped
+                    wx, lx = sampler.weigh(allw, None)
+                    lane_instr += lx * blen
+                    block_warps[p] += wx
+                    block_lanes[p] += lx
+                else:
+                    lane_instr += n * blen
+                    block_warps[p] += nw
+                    block_lanes[p] += n
+                if watching:
+                    sampler.after_block(p, allw, None, warp_count + lock_extra)
                 if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
                     self._budget_error(p)
                 term = blk.term
@@ -1582,13 +1631,19 @@ class Batch:
                         ws = waiting[cur_pc[waiting] == blk_id]
                         blk = blocks[int(blk_id)]
                         ins_index = blk.start
+                        if watching:
+                            sampler.entering(int(blk_id), ws, sp[ws])
                         mask = self._lane_mask(ws, cur_mask[ws], n)
                         self.ops[ins_index](mask)
                         self.warp_epoch[ws] += 1
                         self._epoch_gen += 1
-                        active_b = int(np.bitwise_count(cur_mask[ws]).sum())
+                        wx, active_b = (
+                            sampler.weigh(ws, cur_mask[ws])
+                            if sampler.weighted
+                            else (int(ws.size), int(np.bitwise_count(cur_mask[ws]).sum()))
+                        )
                         lane_instr += active_b
-                        block_warps[int(blk_id)] += int(ws.size)
+                        block_warps[int(blk_id)] += wx
                         block_lanes[int(blk_id)] += active_b
                         set_pc(ws, int(blk.term[1]))
                     continue
@@ -1612,12 +1667,19 @@ class Batch:
                 blk = blocks[p]
                 steps += 1
                 self.step_counter = steps
+                if watching:
+                    sampler.entering(p, ws, sp[ws])
                 for op in block_ops[p]:
                     op(mask)
+                wx = ws.size
+                if sampler.weighted:  # a sampled loop's last iteration stands for the skipped
+                    wx, active = sampler.weigh(ws, masks)
                 lane_instr += active * block_len[p]
                 warp_count[ws] += block_len[p]
-                block_warps[p] += ws.size
+                block_warps[p] += wx
                 block_lanes[p] += active
+                if watching:
+                    sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
                 if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
                     self._budget_error(p)
             term = blk.term
@@ -1736,12 +1798,19 @@ class Batch:
     def _budget_error(self, p: int) -> None:
         blk = self.program.blocks[p]
         where = self.where(blk.start) if blk.end > blk.start else "the kernel's end"
+        loops = self.image.program_loops()
+        why, data = budget_reason(self.program, loops, p, self._loop_where, self.sampler)
         raise InstructionBudgetError(
-            f"a warp executed more than {self.max_instructions} instructions (now at {where}): "
-            "the kernel may never finish (an endless loop, or a loop bound read from poisoned "
-            "or random data)",
-            "give the buffers its loops read real data or a fill (--buffer NAME=TYPE[N]:FILL, "
-            "or NAME=data.npy), or analyze with --no-trace (the static analysis needs no trace)",
+            f"a warp executed more than {self.max_instructions} instructions (now at {where}, "
+            f"{why})",
+            f"raise the budget with --max-instructions N (instructions per warp; loops that "
+            f"would take a warp past N/{SAMPLE_DIVISOR} are sampled where they can be), "
+            + (
+                "give the buffer the loop reads real data or a fill (--buffer NAME=TYPE[N]:FILL), "
+                if data
+                else ""
+            )
+            + "or analyze with --no-trace (the static analysis needs no trace)",
         )
 
 

@@ -26,6 +26,8 @@ Later ``.loc``s inlined at the same call often come alone (``.loc 2 112 3, ..., 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import struct
@@ -53,6 +55,7 @@ __all__ = [
     "VarDecl",
     "Vec",
     "parse_ptx",
+    "parse_ptx_cached",
     "tokenize",
 ]
 
@@ -1006,3 +1009,14 @@ def _sum_offset(toks: list[Token], start_sign: bool = False) -> int:
 def parse_ptx(text: str) -> Module:
     """Parse a PTX module (see the module docstring for what is understood)."""
     return _Parser(text).parse()
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_by_digest(digest: str, text: str) -> Module:
+    return parse_ptx(text)
+
+
+def parse_ptx_cached(text: str) -> Module:
+    """:func:`parse_ptx`, of the last few modules parsed kept (the emulator, and the binding of
+    a spec's constants to the module's ``.const`` variables, read the same module)."""
+    return _parse_by_digest(hashlib.sha256(text.encode()).hexdigest(), text)

@@ -18,6 +18,7 @@ def _summary_row(rank: int, r: Any) -> dict[str, Any]:
         "kernel": None if r.result is None else r.result.analysis.kernel.name,
         "error": r.error,
         "findings": len(r.findings),
+        "incomplete": None if r.result is None else r.result.rules.incomplete_text,
         "best_rule": r.best_rule,
         "best_line": r.best_line,
         "best_speedup": r.best_speedup,
@@ -56,8 +57,14 @@ def _items(results: Sequence[Any], root: str) -> tuple[list[Any], list[str]]:
         if r.error is not None:
             notes.append(f"{r.case.id}: {r.error}")
             continue
+        from gpuadvise.report.findings_formats import skipped_items
+
+        rules = r.result.rules
+        kernel = r.result.analysis.kernel.name
         items += [f.to_report_item(root) for f in r.findings]
-        notes += [f"{r.case.id}: {n}" for n in r.result.rules.notes]
+        items += skipped_items(rules, kernel)
+        lines = [rules.incomplete_text] if rules.incomplete_text else []
+        notes += [f"{r.case.id}: {n}" for n in dict.fromkeys([*lines, *rules.notes])]
     return items, notes
 
 
@@ -98,7 +105,9 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
                 str(s["rank"]),
                 s["case"],
                 s["kernel"] or "-",
-                "error: " + s["error"] if s["error"] else str(s["findings"]),
+                "error: " + s["error"]
+                if s["error"]
+                else str(s["findings"]) + (f" ({s['incomplete']})" if s["incomplete"] else ""),
                 f"{s['best_rule']} line {s['best_line']}" if s["best_rule"] else "-",
                 "-" if not s["best_speedup"] else f"{s['best_speedup']:.2f}x ({s['basis']})",
                 "-" if s["time_to_win_ms"] is None else f"{s['time_to_win_ms']:.4g}",

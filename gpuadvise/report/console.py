@@ -370,7 +370,7 @@ def analysis(a: Any) -> None:
         _out.print(mt)
     if a.memory is not None:
         _memory(a.memory)
-    for n in a.notes:
+    for n in dict.fromkeys(a.notes):  # a note repeated (per CTA, per rule) is said once
         _out.print(Text(f"note: {n}", style="dim"))
     skipped = getattr(a, "skipped", ())
     if skipped:
@@ -401,6 +401,8 @@ def _memory(m: Any) -> None:
         else f"{m.ctas_run} of {m.total_ctas} CTAs traced (the first wave); launch totals "
         "extrapolated"
     )
+    if getattr(m, "sampled_loops", ()):
+        scope += "; long loops sampled, counts weighted (see the notes)"
     _out.print(
         Text("Memory access models ", style="bold")
         + Text(
@@ -470,11 +472,18 @@ def _memory(m: Any) -> None:
         _l2_table(m.l2)
     for n in m.reconcile_notes:
         _out.print(Text(f"note: SASS reconciliation at line {n.line}: {n.detail}", style="dim"))
-    for n in m.notes:
+    for n in dict.fromkeys(m.notes):
         _out.print(Text(f"note: {n}", style="dim"))
 
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan"}
+
+
+def _rules_count(run: Any) -> str:
+    """``20 rules run``, or ``12 of 20 rules run`` when some were skipped."""
+    total = len(run.rules_run)
+    ran = len(getattr(run, "evaluated", run.rules_run))
+    return f"{total} rules run" if ran == total else f"{ran} of {total} rules run"
 
 
 def findings(run: Any) -> None:
@@ -483,8 +492,13 @@ def findings(run: Any) -> None:
     from gpuadvise.report.rules_text import finding_text
 
     _out.print()
+    incomplete = getattr(run, "incomplete_text", None)
+    if incomplete:
+        _out.print(Text(incomplete, style="bold yellow"))
     if not run.findings:
-        _out.print(Text(f"No findings ({len(run.rules_run)} rules run).", style="green"))
+        _out.print(
+            Text(f"No findings ({_rules_count(run)}).", style="yellow" if incomplete else "green")
+        )
     else:
         _out.print(Text(f"Findings, ranked ({len(run.findings)})", style="bold underline"))
     width = _out.width
@@ -498,7 +512,7 @@ def findings(run: Any) -> None:
             style = ("green" if body[:1] == "+" else "red") if diff else ""
             for part in wrap_line(line, width, code=diff or body[:1] in (" ", "@")):
                 _out.print(Text(part, style=style))
-    for text in run.notes:
+    for text in dict.fromkeys(run.notes):
         for part in wrap_line(f"note: {text}", width):
             _out.print(Text(part, style="dim"))
 
@@ -805,8 +819,14 @@ def batch_summary(results: Sequence[Any]) -> None:
         best = f"{r.best_speedup:.2f}x{basis}" if r.best_speedup else "-"
         kt = _ms(r.kernel_ms) + ("" if r.kernel_ms is None or r.basis == "measured" else " (>=)")
         win = _ms(r.time_to_win_ms) + (basis if r.time_to_win_ms is not None else "")
-        t.add_row(str(i), r.case.id, kernel, str(len(r.findings)), top, kt, best, win)
+        found: Text | str = str(len(r.findings))
+        if r.result.rules.incomplete_text:
+            found = Text(f"{len(r.findings)} (incomplete)", style="yellow")
+        t.add_row(str(i), r.case.id, kernel, found, top, kt, best, win)
     _out.print(t)
+    for r in rows:
+        if r.result is not None and r.result.rules.incomplete_text:
+            _out.print(Text(f"  {r.case.id}: {r.result.rules.incomplete_text}", style="yellow"))
     if any(r.basis == "estimated" for r in results):
         _out.print(
             "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "

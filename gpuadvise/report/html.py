@@ -953,6 +953,7 @@ def render_analysis(
             shared=sh,
             glob=gl,
             summary=summary,
+            rules_count=rules_count(doc),
             measured=measured,
             has_sass=any(r.sass.text for sf in files for r in sf.rows),
             has_shared=sh is not None,
@@ -972,6 +973,14 @@ def render_analysis(
             + (doc["resources"]["spill_load_bytes"] or 0),
         )
     )
+
+
+def rules_count(doc: Mapping[str, Any]) -> str:
+    """``20 rules run``, or ``12 of 20 rules run`` when the document lists rules skipped."""
+    total = len(doc.get("rules_run") or [])
+    skipped = {s.get("rule") for s in doc.get("skipped_rules") or []}
+    ran = total - len(skipped)
+    return f"{total} rules run" if ran == total else f"{ran} of {total} rules run"
 
 
 def _summary(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
@@ -1046,8 +1055,8 @@ def _summary(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
             {
                 "label": "Findings",
                 "value": "none",
-                "detail": f"{len(doc.get('rules_run') or [])} rules run",
-                "tone": "good",
+                "detail": rules_count(doc),
+                "tone": "warn" if doc.get("incomplete") else "good",
             }
         )
     cards.append(

@@ -134,7 +134,14 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
         **memory_json(a.memory),
         "findings": [] if rules_run is None else [f.to_dict() for f in rules_run.findings],
         "rules_run": [] if rules_run is None else list(rules_run.rules_run),
-        "notes": list(a.notes) + ([] if rules_run is None else list(rules_run.notes)),
+        # the rules that did not run, and why; "incomplete": the one line that says some were
+        # skipped for a reason the user did not choose (null: the analysis is complete)
+        "skipped_rules": []
+        if rules_run is None
+        else [s.to_dict() for s in getattr(rules_run, "skipped", ())],
+        "incomplete": None if rules_run is None else getattr(rules_run, "incomplete_text", None),
+        # each note once (a note repeated for every rule or CTA is one note)
+        "notes": list(dict.fromkeys([*a.notes, *([] if rules_run is None else rules_run.notes)])),
         "timings_s": {**a.timings_s, "compile_cached": a.module.from_cache},
         # --time-budget: what was skipped or cut short (empty: the analysis is complete)
         "skipped": list(getattr(a, "skipped", ())),
@@ -188,11 +195,14 @@ def memory_json(m: Any) -> dict[str, Any]:
         "ctas_traced": m.ctas_run,
         "total_ctas": m.total_ctas,
         "complete": m.complete,
+        # long loops whose iterations were skipped (their last iteration weighted): totals are
+        # estimates even when every CTA was traced
+        "sampled_loops": list(getattr(m, "sampled_loops", ())),
         "lane_instructions": m.lane_instructions,
         "time_s": m.time_s,
         "error": m.error,
         "error_kind": m.error_kind,
-        "notes": list(m.notes),
+        "notes": list(dict.fromkeys(m.notes)),
         "reconciled": [
             {"file": n.file, "line": n.line, "action": n.action, "detail": n.detail}
             for n in m.reconcile_notes

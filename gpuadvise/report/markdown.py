@@ -18,7 +18,7 @@ from gpuadvise.report.safe_text import controls, guard
 
 __all__ = ["items_markdown", "md_escape", "md_summary", "md_table"]
 
-_LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅"}
+_LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅", "skipped": "⏭️"}
 _LEVEL_WORD = {"error": "error", "warning": "warning", "note": "note", "none": "passing"}
 
 
@@ -85,11 +85,12 @@ def items_markdown(
 ) -> str:
     """A generic summary of report items: level, rule, location, message (passes folded)."""
     listed = list(items)
-    shown = [i for i in listed if i.level != "none"]
-    passed = [i for i in listed if i.level == "none"]
+    passed = [i for i in listed if i.level == "none" and i.effective_outcome == "pass"]
+    shown = [i for i in listed if not (i.level == "none" and i.effective_outcome == "pass")]
     counts: dict[str, int] = {}
     for item in listed:
-        counts[item.level] = counts.get(item.level, 0) + 1
+        key = "skipped" if item.effective_outcome == "skip" else item.level
+        counts[key] = counts.get(key, 0) + 1
     status = (
         ", ".join(f"{_LEVEL_ICON[k]} {v} {_plural(v, _LEVEL_WORD[k])}" for k, v in counts.items())
         or "nothing to report"
@@ -99,7 +100,8 @@ def items_markdown(
 
     def row(i: ReportItem) -> list[str]:
         where = (i.file or "") + (f":{i.line}" if i.file and i.line else "")
-        cells = [_LEVEL_ICON[i.level], i.rule_id, i.group or "", where]
+        icon = _LEVEL_ICON["skipped" if i.effective_outcome == "skip" else i.level]
+        cells = [icon, i.rule_id, i.group or "", where]
         if speedups:
             cells.append(str((i.properties or {}).get("speedup", "")))
         return [*cells, i.message]

@@ -90,7 +90,7 @@ from gpuadvise.toolchain.sass import (  # SASS operand readers
     one_lane_fp16,
     same_source_file,
 )
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
 from gpuadvise.trace.view import (
     BufferInfo,
     FieldLoad,
@@ -178,6 +178,7 @@ __all__ = [
     "plan_packing",
     "proxy_where",
     "record_sectors",
+    "record_weights",
     "record_wavefronts",
     "reduction_trees",
     "remap_block_index",

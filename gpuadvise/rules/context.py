@@ -65,7 +65,23 @@ TRACE_MODELS: frozenset[str] = frozenset({"trace", "banks", "coalescing", "l2"})
 
 
 class ModelUnavailable(GpuAdviseError):
-    """A model a rule needs cannot be computed for this kernel: the rule is skipped, with a note."""
+    """A model a rule needs cannot be computed for this kernel: the rule is skipped, with a note.
+
+    ``why``: the reason in a few words, for the one line that says the analysis is incomplete
+    (default: the message); ``deliberate``: the user turned the model off (``--no-trace``), so
+    the rule was not run by choice and the analysis is not incomplete for it."""
+
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        *,
+        why: str | None = None,
+        deliberate: bool = False,
+    ) -> None:
+        super().__init__(message, hint)
+        self.why = why or message
+        self.deliberate = deliberate
 
 
 @dataclass(frozen=True)
@@ -111,7 +127,9 @@ class ModelResults:
 
     ``trace`` is the access trace reconciled with the SASS (ptxas's merged vector accesses);
     ``unavailable`` maps a model that was not computed to why (the emulator failed, no enabled
-    rule asked for it, the trace was turned off). ``emulation``: the tracer's counts, when the
+    rule asked for it, the trace was turned off), ``unavailable_why`` to the same in a few words
+    (the trace stopped: an out-of-bounds access), and ``deliberate`` names the models the user
+    turned off (``--no-trace``). ``emulation``: the tracer's counts, when the
     kernel was traced. ``l2_probe_ctas``: the most CTAs a rule's own L2 probe may trace
     (``--l2-probe-ctas``, at most ``--sample-ctas N``; None: no bound).
     """
@@ -123,13 +141,17 @@ class ModelResults:
     emulation: EmulationStats | None = None
     unavailable: Mapping[str, str] = field(default_factory=dict)
     l2_probe_ctas: int | None = None
+    unavailable_why: Mapping[str, str] = field(default_factory=dict)
+    deliberate: frozenset[str] = frozenset()
 
     def require(self, name: str) -> Any:
         """Model ``name`` (:data:`TRACE_MODELS`); ModelUnavailable with the reason otherwise."""
         value = getattr(self, name)
         if value is None:
-            why = self.unavailable.get(name) or f"the {name} model was not computed"
-            raise ModelUnavailable(why)
+            reason = self.unavailable.get(name) or f"the {name} model was not computed"
+            raise ModelUnavailable(
+                reason, why=self.unavailable_why.get(name), deliberate=name in self.deliberate
+            )
         return value
 
     @cached_property

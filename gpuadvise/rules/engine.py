@@ -78,6 +78,7 @@ __all__ = [
     "RuleContext",
     "RuleLoadError",
     "RulesRun",
+    "SkippedRule",
     "TRACE_MODELS",
     "Trial",
     "Variant",
@@ -86,10 +87,13 @@ __all__ = [
     "evaluate_rules",
     "expectations",
     "explains",
+    "incomplete_line",
     "load_registry",
     "models_needed",
     "models_of",
     "rank_findings",
+    "skip_all",
+    "skipped_notes",
     "unified_diff",
 ]
 
@@ -312,6 +316,9 @@ class Variant:
     combine op (``+``, ``max``, ``min``). Verification compares the combined total of the first
     ``gridDim.x`` elements each launch writes (:func:`gpuadvise.runner.verify.compare_totals`)
     instead of element by element; the host must then combine ``gridDim.x`` partials.
+    ``launch_specific``: the change writes something of this launch into the kernel (GA206's
+    original grid as a constant, where no kernel parameter gives it): right for this launch
+    only. Its description says so, ``--fix`` applies it only with ``--unsafe-fixes``.
     """
 
     safety: Safety
@@ -324,6 +331,7 @@ class Variant:
     alternatives: tuple[Variant, ...] = ()
     proxy: Proxy | None = None
     totals: Mapping[str, str] | None = None
+    launch_specific: bool = False
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETY_CLASSES:
@@ -350,6 +358,7 @@ class Variant:
             "proxy": None if self.proxy is None else self.proxy.to_dict(),
             "alternatives": [a.to_dict() for a in self.alternatives],
             "totals": None if self.totals is None else dict(self.totals),
+            "launch_specific": self.launch_specific,
         }
 
     @classmethod
@@ -366,6 +375,7 @@ class Variant:
             tuple(cls.from_dict(a) for a in d.get("alternatives", ())),
             None if px is None else Proxy.from_dict(px),
             d.get("totals"),
+            bool(d.get("launch_specific", False)),
         )
 
 
@@ -1306,22 +1316,108 @@ def load_registry(
 
 
 @dataclass(frozen=True)
+class SkippedRule:
+    """A selected rule that did not run: a model it needs is unavailable (``reason``, and
+    ``why`` in a few words), or the time budget ran out first. ``deliberate``: the user turned
+    that model off (``--no-trace``), which leaves the analysis complete."""
+
+    rule: str
+    name: str
+    reason: str
+    why: str
+    deliberate: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "reason": self.reason,
+            "why": self.why,
+            "deliberate": self.deliberate,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SkippedRule:
+        return cls(
+            str(d["rule"]),
+            str(d["name"]),
+            str(d["reason"]),
+            str(d.get("why") or d["reason"]),
+            bool(d.get("deliberate", False)),
+        )
+
+
+@dataclass(frozen=True)
 class RulesRun:
     """The result of :func:`evaluate_rules`: ranked findings (error rows included), the rules
-    run, and notes (rules skipped because a model they need is unavailable). ``timings_s``:
-    seconds per rule id (detect, estimate and transform of its findings)."""
+    run, notes (one per distinct reason rules were skipped for, naming them), and the rules
+    skipped (``skipped``: selected, in ``rules_run``, but not evaluated). ``timings_s``: seconds
+    per rule id (detect, estimate and transform of its findings).
+
+    The run is :attr:`incomplete` when a rule was skipped for a reason the user did not choose
+    (the trace stopped, the time budget ran out): :attr:`incomplete_text` says so in one line,
+    every report format shows it, and ``analyze --fail-on`` fails on it."""
 
     findings: tuple[Finding, ...]
     rules_run: tuple[str, ...]
     notes: tuple[str, ...] = ()
     timings_s: Mapping[str, float] = field(default_factory=dict)
+    skipped: tuple[SkippedRule, ...] = ()
+
+    @property
+    def incomplete(self) -> tuple[SkippedRule, ...]:
+        """The rules skipped for a reason the user did not choose."""
+        return tuple(s for s in self.skipped if not s.deliberate)
+
+    @property
+    def evaluated(self) -> tuple[str, ...]:
+        """The rules that ran (``rules_run`` less those skipped)."""
+        gone = {s.rule for s in self.skipped}
+        return tuple(r for r in self.rules_run if r not in gone)
+
+    @property
+    def incomplete_text(self) -> str | None:
+        """``incomplete: N rules skipped (why)``, or None when no rule was skipped but by the
+        user's choice."""
+        return incomplete_line(self.incomplete)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "findings": [f.to_dict() for f in self.findings],
             "rules_run": list(self.rules_run),
             "notes": list(self.notes),
+            "skipped_rules": [s.to_dict() for s in self.skipped],
+            "incomplete": self.incomplete_text,
         }
+
+
+def incomplete_line(skipped: Sequence[SkippedRule]) -> str | None:
+    """``incomplete: 8 rules skipped (the trace stopped: an out-of-bounds access)`` for the
+    rules ``skipped`` (each distinct reason once), or None when there are none."""
+    if not skipped:
+        return None
+    whys = list(dict.fromkeys(s.why for s in skipped))
+    n = len(skipped)
+    return f"incomplete: {n} rule{'' if n == 1 else 's'} skipped ({'; '.join(whys)})"
+
+
+def skipped_notes(skipped: Sequence[SkippedRule]) -> tuple[str, ...]:
+    """One note per distinct reason rules were skipped for, naming the rules: a reason shared
+    by eight rules (the trace stopped) is said once, not eight times."""
+    by_reason: dict[str, list[SkippedRule]] = {}
+    for s in skipped:
+        by_reason.setdefault(s.reason, []).append(s)
+    return tuple(
+        f"{', '.join(f'{s.rule} ({s.name})' for s in rules)} not evaluated: {reason}"
+        for reason, rules in by_reason.items()
+    )
+
+
+def skip_all(rules: Sequence[Rule], reason: str, why: str, notes: Sequence[str] = ()) -> RulesRun:
+    """A run in which none of ``rules`` was evaluated, for ``reason`` (the time budget ran out
+    before the rules ran)."""
+    skipped = tuple(SkippedRule(r.id, r.name, reason, why) for r in rules)
+    return RulesRun((), tuple(r.id for r in rules), (*notes, reason), skipped=skipped)
 
 
 def models_needed(config: Config | None = None, registry: Registry | None = None) -> set[str]:
@@ -1401,7 +1497,7 @@ def evaluate_rules(
         registry.check_config(config)
     rules = registry.selected(config)
     findings: list[Finding] = []
-    notes: list[str] = []
+    skipped: list[SkippedRule] = []
     timings: dict[str, float] = {}
     for rule in rules:
         t0 = time.perf_counter()
@@ -1420,7 +1516,7 @@ def evaluate_rules(
                 done.append(_no_slowdown(replace(f, estimated_speedup=est, variant=var)))
             findings.extend(done)
         except ModelUnavailable as exc:
-            notes.append(f"{rule.id} ({rule.name}) not evaluated: {exc.message}")
+            skipped.append(SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate))
         except Exception as exc:
             log.debug("rule %s failed", rule.id, exc_info=True)
             findings.append(_error_row(rule, ctx, stage, exc))
@@ -1428,6 +1524,7 @@ def evaluate_rules(
     from gpuadvise.rules.suppress import suppress
 
     findings, ignored = suppress(findings)
+    notes = list(skipped_notes(skipped))
     if ignored:
         where = ", ".join(dict.fromkeys(f"{f.rule} at line {f.line}" for f in ignored))
         notes.append(
@@ -1435,5 +1532,9 @@ def evaluate_rules(
             f"`gpuadvise: ignore` comments ({where})"
         )
     return RulesRun(
-        tuple(rank_findings(findings)), tuple(r.id for r in rules), tuple(notes), timings
+        tuple(rank_findings(findings)),
+        tuple(r.id for r in rules),
+        tuple(notes),
+        timings,
+        tuple(skipped),
     )

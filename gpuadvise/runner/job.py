@@ -32,6 +32,27 @@ class BufferInit:
 
 
 @dataclass(frozen=True)
+class ConstantInit:
+    """A ``__constant__`` variable of the kernel's module filled before its runs, as the host
+    code's ``cudaMemcpyToSymbol`` would: ``symbol`` in the module, the bytes made as a buffer's
+    (``name`` seeds them, with the job's seed; runner/data.py)."""
+
+    symbol: str
+    name: str
+    dtype: Any  # np.dtype
+    count: int
+    fill: str = "random"
+    float_kind: str | None = None
+
+    def host(self, seed: int) -> np.ndarray:
+        from gpuadvise.runner.data import make_host_buffer
+
+        return make_host_buffer(
+            np.dtype(self.dtype), self.count, self.fill, seed, self.name, self.float_kind
+        )
+
+
+@dataclass(frozen=True)
 class Param:
     """One kernel parameter: a scalar (``fmt`` a struct code: i I q Q f d h H b B, or ``Ns`` for
     N bytes given as they are) or a buffer."""
@@ -80,6 +101,8 @@ class KernelLaunch:
     # reduction) whose count follows grid[0], compared with the first launch's as totals
     # (verify.compare_totals) when a race chooses its entrants
     totals: tuple[tuple[str, str], ...] = ()
+    # __constant__ variables of this launch's module filled after it is loaded
+    constants: tuple[ConstantInit, ...] = ()
 
 
 def as_graph(launch: KernelLaunch, label: str | None = None) -> KernelLaunch:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuadvise.errors import UsageError
-from gpuadvise.runner.job import BufferInit, Param
+from gpuadvise.runner.job import BufferInit, ConstantInit, Param
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer
 
 _STRUCT_CODES = {
@@ -54,3 +54,18 @@ def buffer_init(b: ResolvedBuffer) -> BufferInit:
     # Outputs start poisoned (NaN / 0xFF) unless the user gave their start value (any explicit
     # fill, random included): then they are in/out buffers and start with that value.
     return BufferInit(b.name, dtype, b.count, b.fill, b.is_output, b.poisoned, kind)
+
+
+def constant_inits(ptx: str, constants: tuple[ResolvedBuffer, ...]) -> tuple[ConstantInit, ...]:
+    """The spec's ``__constant__`` fills bound to the module ``ptx`` declares
+    (:func:`gpuadvise.ptx.constants.bind_constants`: a wrong name, type or size is a
+    UsageError), as the worker fills them."""
+    from gpuadvise.ptx.constants import bind_constants
+
+    out = []
+    for bound in bind_constants(ptx, constants):
+        b = buffer_init(bound.fill)
+        out.append(
+            ConstantInit(bound.variable.symbol, b.name, b.dtype, b.count, b.fill, b.float_kind)
+        )
+    return tuple(out)

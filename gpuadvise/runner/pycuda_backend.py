@@ -51,6 +51,17 @@ class PyCudaBackend:
     def alloc(self, nbytes: int) -> Any:
         return self.drv.mem_alloc(max(nbytes, 1))
 
+    def set_constant(self, kernel: Any, symbol: str, host: np.ndarray) -> None:
+        """``cudaMemcpyToSymbol``: the module's global ``symbol`` (cuModuleGetGlobal) gets
+        ``host``'s bytes."""
+        ptr, size = kernel._gpuadvise_module.get_global(symbol)
+        data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        if data.nbytes > size:
+            raise RuntimeError(
+                f"__constant__ {symbol} holds {size} bytes, not the {data.nbytes} given"
+            )
+        self.drv.memcpy_htod(ptr, data)
+
     def upload(self, dev: Any, host: np.ndarray) -> None:
         self.drv.memcpy_htod(dev, np.ascontiguousarray(host))
 

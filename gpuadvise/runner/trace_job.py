@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.runner.backend import cuda_error_name
-from gpuadvise.runner.job import BufferInit, Param
+from gpuadvise.runner.job import BufferInit, ConstantInit, Param
 
 _CHUNK_BYTES = 256 << 20
 _SAFETY_BYTES = 512 << 20  # device memory left free when sizing the trace buffer
@@ -58,6 +58,7 @@ class TraceJob:
     timing_samples: int = 5
     header_bytes: int = 1024
     record_bytes: int = 272
+    constants: tuple[ConstantInit, ...] = ()  # filled in both modules after they are loaded
 
 
 @dataclass
@@ -137,6 +138,10 @@ def run_trace(job: TraceJob, backend: Any) -> TraceResult:
         fmt = param_format(list(job.params))
         k_orig = _load(backend, job.original, job.symbol, fmt, job.dynamic_smem_bytes)
         k_inst = _load(backend, job.instrumented, job.symbol, fmt + "P", job.dynamic_smem_bytes)
+        for c in job.constants:
+            host = c.host(job.seed)
+            backend.set_constant(k_orig, c.symbol, host)
+            backend.set_constant(k_inst, c.symbol, host)
         args = _args(job, dev)
         run_orig = backend.bind(k_orig, job.grid, job.block, job.dynamic_smem_bytes, args)
 
@@ -285,7 +290,10 @@ class EmulatedBackend:
 
         text = image.rstrip(b"\0").decode()
         target = re.search(r"^\s*\.target\s+(sm_\w+)", text, re.M)
-        return (text, symbol, param_formats, target.group(1) if target else "sm_90")
+        return [text, symbol, param_formats, target.group(1) if target else "sm_90", {}]
+
+    def set_constant(self, kernel: Any, symbol: str, host: np.ndarray) -> None:
+        kernel[4][symbol] = np.ascontiguousarray(host).tobytes()
 
     def alloc(self, nbytes: int) -> _Alloc:
         from gpuadvise.ptx.memory import GLOBAL_BASE, GLOBAL_STRIDE_BITS
@@ -311,14 +319,23 @@ class EmulatedBackend:
     ) -> Any:
         from gpuadvise.trace.emulate import emulate_ptx
 
-        text, symbol, fmt, arch = kernel
+        text, symbol, fmt, arch, constants = kernel
 
         def go() -> None:
             values: list[Any] = []
             for code, a in zip(fmt, args, strict=True):
                 values.append(a.array if isinstance(a, _Alloc) else _SCALARS[code](a))
             e = emulate_ptx(
-                text, symbol, grid, block, values, smem, arch, sample_ctas="all", trace=False
+                text,
+                symbol,
+                grid,
+                block,
+                values,
+                smem,
+                arch,
+                sample_ctas="all",
+                trace=False,
+                constants=tuple(constants.items()),
             )
             for i, a in enumerate(args):
                 if isinstance(a, _Alloc):

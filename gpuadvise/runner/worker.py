@@ -104,6 +104,8 @@ def run_job(job: Job, backend: Any) -> Result:
             kernels[launch.label] = backend.load(
                 Path(launch.cubin_path).read_bytes(), launch.symbol, fmt, launch.dynamic_smem_bytes
             )
+            for c in launch.constants:  # the host code's cudaMemcpyToSymbol
+                backend.set_constant(kernels[launch.label], c.symbol, c.host(job.seed))
         outcomes = {launch.label: LaunchOutcome(launch.label) for launch in job.launches}
 
         bound: dict[str, Any] = {}

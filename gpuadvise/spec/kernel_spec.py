@@ -62,6 +62,8 @@ The spec file (``case.toml``, ``<kernel>.toml``)
     repeat = 1                    # launches per measurement (default 1)
     rtol = 1e-4                   # output verification tolerances (defaults 1e-4, 1e-6)
     atol = 1e-6
+    max_instructions = 2000000    # the CPU emulator's budget per warp (long loops are sampled
+                                  #   past an eighth of it; gpuadvise.ptx.sampling)
 
     [args]                        # scalar parameters, and names used in expressions
     n = 4194304                   # integers, floats, true/false, or an expression: "w*h"
@@ -71,6 +73,20 @@ The spec file (``case.toml``, ``<kernel>.toml``)
     in = "float32[n]"             # TYPE[COUNT], TYPE[COUNT]:FILL or a .npy file (next to
                                   #   this file): "data.npy"
     out = { type = "float", count = "(n+255)/256", fill = "zeros", output = true }
+
+    [constants]                   # __constant__ variables, named as the source spells them
+    d_Kernel = "float[17]:random(0,1)"  # TYPE[COUNT] or TYPE[COUNT]:FILL
+    "mask<float>" = "float[10]:ones"     # a templated variable
+
+Constants
+---------
+``[constants]`` (``--constant NAME=TYPE[COUNT]:FILL`` on the command line) fills the kernel's
+``__constant__`` memory before a run, as ``cudaMemcpyToSymbol`` does in the user's host code: on
+the CPU emulator (its constant bank) and on the GPU (the module's global, ``cuModuleGetGlobal``).
+``TYPE``, ``COUNT`` and ``FILL`` are a buffer's (the same bytes for the same seed and name);
+the name, the type and the size are checked against the PTX's ``.const`` declaration once the
+kernel is compiled (:mod:`gpuadvise.ptx.constants`). A constant the spec does not fill holds its
+PTX initializer (zeros when it has none).
 
 Unknown top-level tables (``[[variants]]``, ``[expect]`` ...) are kept for other parts of
 gpuadvise and ignored here; an unknown key anywhere else is an error naming it. Values from the
@@ -126,9 +142,11 @@ __all__ = [
     "load_spec",
     "parse_arg",
     "parse_buffer",
+    "parse_constant",
     "parse_launch_dims",
     "parse_smem",
     "resolve",
+    "resolve_constants",
 ]
 
 # Variants reorder float arithmetic (reductions, fused multiply-adds), so exact equality is
@@ -337,6 +355,10 @@ class KernelSpec:
     atol: float = DEFAULT_ATOL
     spec_path: Path | None = None
     launch_names: frozenset[str] = field(default_factory=frozenset)
+    # __constant__ variables to fill: name (as the source spells it), type, count, fill
+    constants: tuple[BufferSpec, ...] = ()
+    # the CPU emulator's instruction budget per warp (None: its default)
+    max_instructions: int | None = None
 
     def arg(self, name: str) -> ArgSpec | None:
         return next((a for a in self.args if a.name == name), None)
@@ -362,6 +384,8 @@ class KernelSpec:
             "atol": self.atol,
             "spec_path": None if self.spec_path is None else str(self.spec_path),
             "launch_names": sorted(self.launch_names),
+            "constants": [c.to_dict() for c in self.constants],
+            "max_instructions": self.max_instructions,
         }
 
     @classmethod
@@ -379,6 +403,8 @@ class KernelSpec:
             atol=float(d.get("atol", DEFAULT_ATOL)),
             spec_path=None if d.get("spec_path") is None else Path(d["spec_path"]),
             launch_names=frozenset(d.get("launch_names", ())),
+            constants=tuple(BufferSpec.from_dict(c) for c in d.get("constants", ())),
+            max_instructions=d.get("max_instructions"),
         )
 
 
@@ -485,6 +511,9 @@ class ResolvedLaunch:
 
     ``env`` holds the integer args (name, value) the expressions were evaluated with; ``notes``
     are remarks worth showing (assumed buffers, a buffer type differing from its pointee).
+    ``constants``: the ``__constant__`` variables the spec fills, as buffers (``index`` -1,
+    never outputs) named as the spec names them (:mod:`gpuadvise.ptx.constants` finds them in
+    the PTX).
     """
 
     kernel: str
@@ -493,6 +522,8 @@ class ResolvedLaunch:
     seed: int = 0
     env: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
+    constants: tuple[ResolvedBuffer, ...] = ()
+    max_instructions: int | None = None  # the emulator's budget per warp (None: its default)
 
     @property
     def scalars(self) -> tuple[ResolvedArg, ...]:
@@ -525,6 +556,8 @@ class ResolvedLaunch:
             "seed": self.seed,
             "env": [list(kv) for kv in self.env],
             "notes": list(self.notes),
+            "constants": [c.to_dict() for c in self.constants],
+            "max_instructions": self.max_instructions,
         }
 
     @classmethod
@@ -542,6 +575,8 @@ class ResolvedLaunch:
             int(d.get("seed", 0)),
             tuple((str(k), int(v)) for k, v in d.get("env", ())),
             tuple(d.get("notes", ())),
+            tuple(ResolvedBuffer.from_dict(c) for c in d.get("constants", ())),
+            d.get("max_instructions"),
         )
 
 
@@ -691,7 +726,7 @@ def _npy_elem(name: str, path: Path) -> tuple[CudaType, int]:
 
 
 def _file_elements(
-    name: str, path: Path, elem: CudaType | None, elem_size_bytes: int
+    name: str, path: Path, elem: CudaType | None, elem_size_bytes: int, what: str = "buffer"
 ) -> tuple[int, str]:
     """How many elements of ``elem`` (``elem_size_bytes`` each) the data file holds, and what it
     holds in words ("4096 x float32"). A .npy file's dtype must be ``elem``'s (or its lane type,
@@ -700,18 +735,18 @@ def _file_elements(
         size = path.stat().st_size
         if size % elem_size_bytes:
             raise DataFileError(
-                f"buffer {name}: {path.name} has {size} bytes, not a whole number of "
+                f"{what} {name}: {path.name} has {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
             )
         return size // elem_size_bytes, f"{size} bytes"
-    dtype, shape = npy_layout(path, f"buffer {name}")
+    dtype, shape = npy_layout(path, f"{what} {name}")
     items = math.prod(shape)
     if elem is None:  # a struct: raw bytes of the compiler's size
         size = items * dtype.itemsize
         if size % elem_size_bytes:
             raise DataFileError(
-                f"buffer {name}: {path.name} holds {size} bytes, not a whole number of "
+                f"{what} {name}: {path.name} holds {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
             )
@@ -727,7 +762,7 @@ def _file_elements(
             return items // elem.lanes, held
     want = str(lane) if elem.lanes == 1 else f"{lane} with {elem.lanes} lanes as the last axis"
     raise DataFileError(
-        f"buffer {name}: {path.name} holds {held}, but the buffer's type {elem.name} is {want}",
+        f"{what} {name}: {path.name} holds {held}, but the buffer's type {elem.name} is {want}",
         f"convert the data (numpy.save(path, array.astype(numpy.{lane.name}))) or give the "
         "type it holds",
     )
@@ -773,6 +808,67 @@ def parse_buffer(text: str, base_dir: Path | None = None) -> BufferSpec:
             "--buffer in=data.npy",
         )
     return _make_buffer(m["name"], m["type"], m["count"], m["fill"], None, str(text), base_dir)
+
+
+_CONSTANT_RE = re.compile(
+    r"^\s*(?P<name>[^=]+?)\s*=\s*(?P<type>[^\[\]=]*?)\s*\[(?P<count>[^\[\]]*)\]\s*"
+    r"(?::\s*(?P<fill>.*?))?\s*$"
+)
+# a __constant__ variable as the source spells it: ns::name, name<float>, name<float, 4>
+_CONSTANT_NAME_RE = re.compile(r"[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*(?:\s*<.*>)?", re.S)
+
+
+def parse_constant(
+    text: str, base_dir: Path | None = None, where: str = "--constant"
+) -> BufferSpec:
+    """A ``__constant__`` variable to fill, from ``NAME=TYPE[COUNT]`` or
+    ``NAME=TYPE[COUNT]:FILL`` (``d_Kernel=float[17]:random(0,1)``, ``mask<float>=float[10]:ones``):
+    a :class:`BufferSpec` (never an output). ``TYPE``, ``COUNT`` and ``FILL`` are a buffer's;
+    ``NAME`` is the variable as the source spells it."""
+    m = _CONSTANT_RE.match(str(text))
+    if not m:
+        raise UsageError(
+            f"{where} {text!r} is not NAME=TYPE[COUNT] or NAME=TYPE[COUNT]:FILL",
+            "for example --constant d_Kernel=float[17]:random(0,1)",
+        )
+    name = m["name"].strip()
+    if not _CONSTANT_NAME_RE.fullmatch(name):
+        raise UsageError(
+            f"{where}: constant name {name!r} is not a C++ name",
+            "name the __constant__ variable as the source does: d_Kernel, ns::table, mask<float>",
+        )
+    type_text, count, fill = m["type"].strip(), m["count"].strip(), m["fill"]
+    if not type_text:
+        raise UsageError(f"{where}: constant {name} has no element type", f"write {name}=float[N]")
+    elem = lookup_elem(type_text)
+    if not count:
+        raise UsageError(f"{where}: constant {name} has no element count", f"write {name}=float[N]")
+    expr.parse(count)
+    if fill is None or not fill.strip():
+        return BufferSpec(name, elem, count, "random", False, False)
+    parsed = parse_fill(fill, base_dir, f"constant {name}")
+    if parsed.kind == "file" and isinstance(elem, CudaType):
+        _check_file_type(name, parsed, elem)
+    return BufferSpec(name, elem, count, str(parsed), False, False, True)
+
+
+def _constant_from_toml(name: str, value: Any, where: str, base_dir: Path | None) -> BufferSpec:
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{where}: [constants] {name} must be text, TYPE[COUNT]:FILL",
+            f'write e.g. {json_key(name)} = "float[17]:random(0,1)"',
+        )
+    try:
+        return parse_constant(f"{name}={value}", base_dir, f"{where}: [constants]")
+    except ConfigError:
+        raise
+    except UsageError as err:
+        raise ConfigError(err.message, err.hint) from None
+
+
+def json_key(name: str) -> str:
+    """``name`` as a TOML key: bare when it can be, quoted otherwise (``"mask<float>"``)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else '"' + name.replace('"', '\\"') + '"'
 
 
 _BUFFER_KEYS = {"type", "count", "fill", "output"}
@@ -928,8 +1024,9 @@ _TOP_KEYS: dict[str, type | tuple[type, ...]] = {
     "repeat": int,
     "rtol": (int, float),
     "atol": (int, float),
+    "max_instructions": int,
 }
-_TOP_TABLES = {"args", "buffers"}
+_TOP_TABLES = {"args", "buffers", "constants"}
 
 
 def load_spec(path: str | Path) -> dict[str, Any]:
@@ -938,13 +1035,14 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     The dict holds ``path`` (the file), any of ``source`` (a Path, resolved against the file's
     folder), ``kernel``, ``description``, ``grid``/``block`` (text, evaluated later because they
     may use args), ``dynamic_smem``, ``nvcc_flags`` (tuple), ``seed``, ``repeat``, ``rtol``,
-    ``atol``, and always ``args`` (name -> ArgSpec), ``buffers`` (name -> BufferSpec) and
-    ``extra`` (unknown top-level tables, untouched, e.g. ``variants``).
+    ``atol``, and always ``args`` (name -> ArgSpec), ``buffers`` (name -> BufferSpec),
+    ``constants`` (name -> BufferSpec) and ``extra`` (unknown top-level tables, untouched, e.g.
+    ``variants``).
     """
     p = Path(path)
     where = str(p)
     raw = load_toml_file(p, "spec file", missing_hint="check the --spec path")
-    out: dict[str, Any] = {"path": p, "args": {}, "buffers": {}, "extra": {}}
+    out: dict[str, Any] = {"path": p, "args": {}, "buffers": {}, "constants": {}, "extra": {}}
     for key, value in raw.items():
         if key in _TOP_TABLES:
             if not isinstance(value, dict):
@@ -953,6 +1051,10 @@ def load_spec(path: str | Path) -> dict[str, Any]:
                 )
             if key == "args":
                 out["args"] = {k: _arg_from_toml(k, v, where) for k, v in value.items()}
+            elif key == "constants":
+                out["constants"] = {
+                    k: _constant_from_toml(k, v, where, p.parent) for k, v in value.items()
+                }
             else:
                 out["buffers"] = {
                     k: _buffer_from_toml(k, v, where, p.parent) for k, v in value.items()
@@ -990,6 +1092,7 @@ _TYPE_HINTS = {
     "repeat": "write repeat = 10",
     "rtol": "write rtol = 1e-4",
     "atol": "write atol = 1e-6",
+    "max_instructions": "write max_instructions = 20000000",
 }
 
 
@@ -1016,7 +1119,7 @@ def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
         if value < 0:
             raise ConfigError(f"{where}: {key} is negative", "give 0 or more")
         return float(value)
-    if key in ("seed", "repeat") and value < (1 if key == "repeat" else 0):
+    if key in ("seed", "repeat", "max_instructions") and value < (0 if key == "seed" else 1):
         raise ConfigError(f"{where}: {key} is {value}", _TYPE_HINTS[key])
     return value
 
@@ -1121,6 +1224,8 @@ def build_kernel_spec(
     rtol: float | None = None,
     atol: float | None = None,
     discover: bool = True,
+    constants: Iterable[str | BufferSpec] = (),
+    max_instructions: int | None = None,
 ) -> KernelSpec:
     """Merge a spec file (``spec``, or one found beside ``source`` when ``discover``) with the
     command-line values given here, which win. ``args``/``buffers`` take the CLI strings
@@ -1168,6 +1273,11 @@ def build_kernel_spec(
         rec_b = b if isinstance(b, BufferSpec) else parse_buffer(b)
         merged_buffers[rec_b.name] = rec_b
 
+    merged_constants: dict[str, BufferSpec] = dict(file.get("constants", {}))
+    for c in constants:
+        rec_c = c if isinstance(c, BufferSpec) else parse_constant(c)
+        merged_constants[rec_c.name] = rec_c
+
     seed_v = _pick(seed, file, "seed", 0)
     repeat_v = _pick(repeat, file, "repeat", 1)
     rtol_v = float(_pick(rtol, file, "rtol", DEFAULT_RTOL))
@@ -1178,6 +1288,14 @@ def build_kernel_spec(
         raise UsageError(f"repeat {repeat_v!r} is not a positive integer", "give e.g. --repeat 10")
     if rtol_v < 0 or atol_v < 0 or not (math.isfinite(rtol_v) and math.isfinite(atol_v)):
         raise UsageError("tolerances must be finite and not negative", "give e.g. --rtol 1e-4")
+    budget = _pick(max_instructions, file, "max_instructions")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
+        raise UsageError(
+            f"--max-instructions {budget!r} is not a positive number of instructions",
+            "give e.g. --max-instructions 20000000",
+        )
 
     built = KernelSpec(
         source=src,
@@ -1192,6 +1310,8 @@ def build_kernel_spec(
         atol=atol_v,
         spec_path=file.get("path"),
         launch_names=grid_names | block_names | smem_names,
+        constants=tuple(merged_constants.values()),
+        max_instructions=budget,
     )
     source_text = src.read_text(encoding="utf-8", errors="replace")
     params = _source_params(source_text, built.kernel)
@@ -1357,7 +1477,7 @@ def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
     by_name = {p.name: p for p in params}
     kernel = spec.kernel
     used_in_exprs = set(spec.launch_names)
-    for b in spec.buffers:
+    for b in (*spec.buffers, *spec.constants):
         used_in_exprs |= expr.names(b.count_expr)
     for a in spec.args:
         if isinstance(a.value, str):
@@ -1395,13 +1515,15 @@ def _check_names(spec: KernelSpec, params: Sequence[Param]) -> None:
             )
 
 
-def _buffer_count(name: str, given: BufferSpec, env: Mapping[str, int]) -> int:
+def _buffer_count(
+    name: str, given: BufferSpec, env: Mapping[str, int], what: str = "buffer"
+) -> int:
     count = expr.evaluate(given.count_expr, env)
     if count <= 0:
         used = expr.names(given.count_expr)
         how = f" ({_short(given.count_expr)} with {_env_text(given.count_expr, env)})"
         raise UsageError(
-            f"buffer {name} has {count} elements{how if used else ''}",
+            f"{what} {name} has {count} elements{how if used else ''}",
             "a buffer needs at least one element"
             + ("; check the args its count uses" if used else f", e.g. {name}=TYPE[1024]"),
         )
@@ -1409,19 +1531,24 @@ def _buffer_count(name: str, given: BufferSpec, env: Mapping[str, int]) -> int:
 
 
 def _resolved_fill(
-    name: str, given: BufferSpec, elem: ElemType, count: int, declared: CudaType | None
+    name: str,
+    given: BufferSpec,
+    elem: ElemType,
+    count: int,
+    declared: CudaType | None,
+    what: str = "buffer",
 ) -> str:
     """The fill a run uses for buffer ``name`` (see :class:`ResolvedBuffer`), checked against
     the buffer's type and count (and, for data files, the parameter's declared type)."""
     if not given.fill_given:
         return given.fill
-    fill = parse_fill(given.fill, None, f"buffer {name}")
+    fill = parse_fill(given.fill, None, f"{what} {name}")
     numeric = isinstance(elem, CudaType)
     if fill.kind == "random":
         if not numeric:
             if fill.has_range:
                 raise UsageError(
-                    f"buffer {name}: fill {fill} needs a numeric type, and {elem.name} is a "
+                    f"{what} {name}: fill {fill} needs a numeric type, and {elem.name} is a "
                     "struct gpuadvise only knows the size of",
                     "use random (random bytes), zeros, or a data file",
                 )
@@ -1437,13 +1564,13 @@ def _resolved_fill(
         lo, hi = fill.low, fill.high
         if not (isinstance(lo, int) and isinstance(hi, int)):
             raise UsageError(
-                f"buffer {name}: fill {fill} has a fractional bound, and {elem.name} is an "
+                f"{what} {name}: fill {fill} has a fractional bound, and {elem.name} is an "
                 "integer type",
                 "give whole numbers, e.g. random(0,255)",
             )
         if lo < lane_range[0] or hi > lane_range[1]:
             raise UsageError(
-                f"buffer {name}: fill {fill} is outside the range of {elem.name} "
+                f"{what} {name}: fill {fill} is outside the range of {elem.name} "
                 f"({lane_range[0]}..{lane_range[1]})",
                 "give a range the type can hold",
             )
@@ -1453,23 +1580,23 @@ def _resolved_fill(
         size = elem.size_bytes
         assert size is not None
         as_type = elem if isinstance(elem, CudaType) else None
-        held, what = _file_elements(name, fill.path, as_type, size)
+        held, holds = _file_elements(name, fill.path, as_type, size, what)
         if held != count:
             raise DataFileError(
-                f"buffer {name}: {fill.path.name} holds {held} elements of {elem.name} ({what}), "
+                f"{what} {name}: {fill.path.name} holds {held} elements of {elem.name} ({holds}), "
                 f"but the buffer has {count} ({_short(given.count_expr)})",
                 f"give the file's count: {name}={elem.name}[{held}]:{fill.path.name}, or "
                 f"--buffer {name}={fill.path.name} for a .npy file",
             )
         if declared is not None and fill.path.suffix.lower() == ".npy":
-            dtype, _shape = npy_layout(fill.path, f"buffer {name}")
+            dtype, _shape = npy_layout(fill.path, f"{what} {name}")
             import numpy as np
 
             want = np.dtype(declared.numpy_format)
             have = dtype.base if dtype.names is None else dtype[0]
             if have != want and declared.kind not in ("bfloat16", "fp8_e4m3", "fp8_e5m2"):
                 raise UsageError(
-                    f"buffer {name}: {fill.path.name} holds {have} values, but the kernel's "
+                    f"{what} {name}: {fill.path.name} holds {have} values, but the kernel's "
                     f"parameter {name} points to {declared.name} ({want})",
                     f"convert it: numpy.save(path, array.astype(numpy.{want.name}))",
                 )
@@ -1485,10 +1612,11 @@ def _struct_known(name: str, source_text: str) -> bool:
 
 
 def _check_struct_names(spec: KernelSpec, source_text: str) -> None:
-    for b in spec.buffers:
+    for b in (*spec.buffers, *spec.constants):
         if isinstance(b.elem_type, StructType) and not _struct_known(b.elem_type.name, source_text):
+            what = "constant" if b in spec.constants else "buffer"
             raise UsageError(
-                f"buffer {b.name}: unknown element type {b.elem_type.name!r} (no CUDA type, and "
+                f"{what} {b.name}: unknown element type {b.elem_type.name!r} (no CUDA type, and "
                 f"{spec.source.name} does not mention it)",
                 "use a CUDA type (float, int, uint32, half, float4, uchar4 ...), a numpy name "
                 "(float32, int64 ...) or a struct defined in the source",
@@ -1522,6 +1650,10 @@ def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | Non
         if isinstance(b.elem_type, CudaType):  # a data file's own dtype is named first
             _resolved_fill(b.name, b, b.elem_type, count, _declared(p))
         _check_buffer_type(b, p)
+    for c in spec.constants:
+        count = _buffer_count(c.name, c, env, "constant")
+        if isinstance(c.elem_type, CudaType):
+            _resolved_fill(c.name, c, c.elem_type, count, None, "constant")
 
 
 def _check_buffer_type(given: BufferSpec, p: Param) -> None:
@@ -1590,18 +1722,7 @@ def resolve(
     struct_cache: dict[str, StructType] = {}
 
     def sized(elem: ElemType, buffer_name: str) -> ElemType:
-        if isinstance(elem, CudaType) or elem.is_resolved:
-            return elem
-        if elem.name not in struct_cache:
-            if resolve_struct is None:
-                raise UsageError(
-                    f"buffer {buffer_name} holds {elem.name!r}, a type gpuadvise can only size "
-                    "with the compiler",
-                    "analyze through the CLI (which compiles the source), or use a CUDA type",
-                )
-            size_bytes, align_bytes = resolve_struct(elem.name)
-            struct_cache[elem.name] = elem.with_layout(int(size_bytes), int(align_bytes))
-        return struct_cache[elem.name]
+        return _sized(elem, f"buffer {buffer_name}", resolve_struct, struct_cache)
 
     default_count = spec.launch.total_threads
     resolved: list[ResolvedArg | ResolvedBuffer] = []
@@ -1674,6 +1795,7 @@ def resolve(
                 given.fill_given,
             )
         )
+    constants = resolve_constants(spec, resolve_struct, struct_cache)
     return ResolvedLaunch(
         kernel=kernel,
         launch=spec.launch,
@@ -1681,6 +1803,56 @@ def resolve(
         seed=spec.seed,
         env=tuple(sorted(env.items())),
         notes=tuple(notes),
+        constants=constants,
+        max_instructions=spec.max_instructions,
+    )
+
+
+def resolve_constants(
+    spec: KernelSpec,
+    resolve_struct: StructResolver | None = None,
+    struct_cache: dict[str, StructType] | None = None,
+) -> tuple[ResolvedBuffer, ...]:
+    """The spec's ``__constant__`` fills bound to their sizes (``resolve_struct`` sizes user
+    structs, as in :func:`resolve`); needs no kernel parameter, so the constants can be checked
+    against the compiled module before a launch is resolved."""
+    env = spec.env()
+    cache = struct_cache if struct_cache is not None else {}
+    return tuple(
+        _resolved_constant(c, _sized(c.elem_type, f"constant {c.name}", resolve_struct, cache), env)
+        for c in spec.constants
+    )
+
+
+def _sized(
+    elem: ElemType,
+    what: str,
+    resolve_struct: StructResolver | None,
+    cache: dict[str, StructType],
+) -> ElemType:
+    """``elem`` with its size: a CUDA type as it is, a user struct sized by the compiler
+    (``resolve_struct``, once per name: ``cache``)."""
+    if isinstance(elem, CudaType) or elem.is_resolved:
+        return elem
+    if elem.name not in cache:
+        if resolve_struct is None:
+            raise UsageError(
+                f"{what} holds {elem.name!r}, a type gpuadvise can only size with the compiler",
+                "analyze through the CLI (which compiles the source), or use a CUDA type",
+            )
+        size_bytes, align_bytes = resolve_struct(elem.name)
+        cache[elem.name] = elem.with_layout(int(size_bytes), int(align_bytes))
+    return cache[elem.name]
+
+
+def _resolved_constant(c: BufferSpec, elem: ElemType, env: Mapping[str, int]) -> ResolvedBuffer:
+    """A ``__constant__`` fill bound to its size: a buffer (index -1) that is never an output."""
+    count = _buffer_count(c.name, c, env, "constant")
+    size, align = elem.size_bytes, elem.align_bytes
+    assert size is not None and align is not None
+    fill = _resolved_fill(c.name, c, elem, count, None, "constant")
+    return ResolvedBuffer(
+        c.name, -1, elem, count, count * size, align, fill, False, False, c.count_expr, c.fill_given
     )
 
 

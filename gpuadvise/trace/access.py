@@ -18,9 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records
+from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records, record_weights
 
-__all__ = ["RECORD", "WARP", "AccessTrace", "InstrInfo", "Kind", "Space", "empty_records"]
+__all__ = [
+    "RECORD",
+    "WARP",
+    "AccessTrace",
+    "InstrInfo",
+    "Kind",
+    "Space",
+    "empty_records",
+    "record_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,9 @@ class AccessTrace:
     ``total_ctas / len(ctas)``. ``buffers`` maps buffer names to (base address, size in bytes).
     ``launch_working_ctas``: when some traced CTAs do no memory work, the estimated CTAs of the
     launch that do (:func:`gpuadvise.model.waves.working_ctas`), and ``traced_working_ctas``
-    those traced: totals are then extrapolated by their ratio instead.
+    those traced: totals are then extrapolated by their ratio instead. ``sampled_iterations``:
+    the emulator skipped iterations of long loops; a record then stands for ``1 + extra``
+    executions (:func:`record_weights`), which the models count.
     """
 
     records: np.ndarray  # dtype RECORD
@@ -70,6 +81,9 @@ class AccessTrace:
     buffers: dict[str, tuple[int, int]] = field(default_factory=dict)
     launch_working_ctas: float | None = None
     traced_working_ctas: int = 0
+    # the emulator sampled long loops: records weigh 1 + extra (record_weights), and totals
+    # drawn from the trace are estimates even when every CTA was traced
+    sampled_iterations: bool = False
 
     @property
     def complete(self) -> bool:
@@ -131,6 +145,7 @@ class AccessTrace:
             "buffers": {k: list(v) for k, v in self.buffers.items()},
             "launch_working_ctas": self.launch_working_ctas,
             "traced_working_ctas": self.traced_working_ctas,
+            "sampled_iterations": self.sampled_iterations,
         }
         np.savez_compressed(path, records=self.records, meta=np.array(json.dumps(meta)))
 
@@ -141,6 +156,12 @@ class AccessTrace:
         with np.load(path, allow_pickle=False) as z:
             records = z["records"]
             meta = json.loads(str(z["meta"]))
+        if records.dtype != RECORD:  # saved before a field was added (``extra``): zeros there
+            full = np.zeros(len(records), RECORD)
+            for name in records.dtype.names or ():
+                if name in (RECORD.names or ()):
+                    full[name] = records[name]
+            records = full
         data = set(meta.get("data_addressed", ()))
         return cls(
             records=records,
@@ -158,4 +179,5 @@ class AccessTrace:
             buffers={k: (v[0], v[1]) for k, v in meta["buffers"].items()},
             launch_working_ctas=meta.get("launch_working_ctas"),
             traced_working_ctas=int(meta.get("traced_working_ctas", 0)),
+            sampled_iterations=bool(meta.get("sampled_iterations", False)),
         )

@@ -58,8 +58,6 @@ traceback.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,6 +91,7 @@ __all__ = [
     "DEFAULT_MAX_INSTRUCTIONS",
     "Emulation",
     "buffer_dtype",
+    "constant_bytes",
     "emulate",
     "emulate_ptx",
     "interior_ctas",
@@ -172,6 +171,9 @@ class Emulation:
     # imports): what ``--tracer auto`` scales from one CTA
     run_s: float = 0.0
     simt: SimtProfile | None = None
+    # the long loops whose iterations were skipped (a note each; empty: every iteration ran):
+    # the trace and the counts are weighted, the outputs are not the kernel's
+    sampled_loops: tuple[str, ...] = ()
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -245,15 +247,10 @@ def check_buffer_memory(launch: ResolvedLaunch) -> None:
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _parse_cached(digest: str, text: str) -> Any:
-    from gpuadvise.ptx.parser import parse_ptx
-
-    return parse_ptx(text)
-
-
 def _parse(text: str) -> Any:
-    return _parse_cached(hashlib.sha256(text.encode()).hexdigest(), text)
+    from gpuadvise.ptx.parser import parse_ptx_cached
+
+    return parse_ptx_cached(text)
 
 
 def first_wave_ctas(
@@ -410,15 +407,19 @@ def emulate(
     launch: ResolvedLaunch,
     device: DeviceSpec,
     sample_ctas: int | str | Sequence[int] | None = None,
-    max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
+    max_instructions: int | None = None,
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
+    sample_loops: bool = True,
 ) -> Emulation:
     """Emulate ``kernel`` of ``module`` for ``launch`` and trace its memory accesses.
 
     See the module docstring for the CTAs run, the data used and the errors raised.
-    ``batch_lanes``: lanes executed together (fewer when the kernel's registers need it).
-    ``trace=False`` runs without recording (the trace comes back empty): for outputs only.
+    ``max_instructions``: the budget per warp (None: the launch's, ``--max-instructions``, else
+    :data:`DEFAULT_MAX_INSTRUCTIONS`). ``batch_lanes``: lanes executed together (fewer when the
+    kernel's registers need it). ``trace=False`` runs without recording (the trace comes back
+    empty): for outputs only. ``sample_loops``: long loops may be sampled (the trace weighted,
+    the outputs then not the kernel's); False where the outputs are compared.
     """
     from gpuadvise.runner.data import buffer_filler
 
@@ -435,6 +436,7 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
+        constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
         arch=module.arch,
@@ -446,10 +448,11 @@ def emulate(
         sm_count=device.sm_count or ASSUMED_SM_COUNT,
         sample_ctas=sample_ctas,
         wave=lambda: first_wave_ctas(kernel, launch, device),
-        max_instructions=max_instructions,
+        max_instructions=max_instructions or launch.max_instructions or DEFAULT_MAX_INSTRUCTIONS,
         batch_lanes=batch_lanes,
         static_smem_ptxas=static,
         record=trace,
+        sample_loops=sample_loops,
     )
     if not trace or not poisoned:
         return emu
@@ -576,12 +579,14 @@ def emulate_ptx(
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
+    constants: Sequence[tuple[str, bytes]] = (),
 ) -> Emulation:
     """Emulate PTX text directly (no compile step; handy for tests and hand-written PTX).
 
     ``args`` in parameter order: a numpy array is a buffer (named ``arg<i>``, copied, and
     returned in ``outputs`` like every buffer), anything else a scalar given as a numpy scalar of
-    the parameter's type (``np.int32(5)``, ``np.float32(0.5)``).
+    the parameter's type (``np.int32(5)``, ``np.float32(0.5)``). ``constants``: (PTX symbol,
+    bytes) written into ``__constant__`` variables before the run.
     """
     buffers: list[tuple[str, np.ndarray, bool]] = []
     values: list[Any] = []
@@ -613,6 +618,7 @@ def emulate_ptx(
         batch_lanes=batch_lanes,
         static_smem_ptxas=0,
         record=trace,
+        constants=constants,
     )
 
 
@@ -633,6 +639,8 @@ def _emulate(
     batch_lanes: int,
     static_smem_ptxas: int,
     record: bool,
+    constants: Sequence[tuple[str, bytes]] = (),
+    sample_loops: bool = False,
 ) -> Emulation:
     import warnings
 
@@ -649,6 +657,10 @@ def _emulate(
     t0 = time.perf_counter()
     if max_instructions <= 0:
         raise UsageError("max_instructions must be positive", "e.g. 2000000")
+    from gpuadvise.ptx.emulator import SAMPLE_DIVISOR
+
+    sample_above = max_instructions // SAMPLE_DIVISOR if sample_loops else 0
+    loop_report: dict[int, Any] = {}
     if batch_lanes <= 0:
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx)
@@ -689,8 +701,16 @@ def _emulate(
     for name, off in image.const_offsets.items():
         raw = image.init_bytes(ptx_module.variables[name], address_of)
         image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
+    for symbol, raw in constants:  # the spec's fills, as cudaMemcpyToSymbol would write them
+        off = image.const_offsets.get(symbol)
+        if off is None:
+            raise EmulationError(
+                f"the PTX declares no __constant__ variable {symbol}",
+                "name a .const variable of the module",
+            )
+        image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
     if image.const_used:
-        notes.append("__constant__ variables hold their PTX initializers (zeros when none)")
+        notes += _unfilled_notes(image, ptx_module, {symbol for symbol, _ in constants})
     try:
         gmem = GlobalMemory(contents)
     except MemoryError:
@@ -765,6 +785,8 @@ def _emulate(
                         sink if record else None,
                         max_instructions,
                         cache,
+                        sample_above,
+                        loop_report,
                     )
                     mark = sink.count
                     try:
@@ -812,7 +834,7 @@ def _emulate(
                         skip(what)
                         ctas, count = ctas[:done], done
                         break
-            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem)
+            trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
@@ -837,7 +859,15 @@ def _emulate(
         {name: _reader(gmem, name, data) for name, data, is_out in buffers if is_out}
     )
     complete = count == total
-    if not complete:
+    sampled = tuple(_sampled_note(r) for r in loop_report.values())
+    notes += sampled
+    if sampled:
+        notes.append(
+            "outputs are not the kernel's: loop iterations were skipped (the traced iterations "
+            "and the counts are weighted; --max-instructions N with a larger N traces more of "
+            "them)"
+        )
+    elif not complete:
         notes.append("outputs are partial: only the traced CTAs ran")
     return Emulation(
         trace=trace,
@@ -852,7 +882,44 @@ def _emulate(
         warp_accesses=_warp_accesses(image.program, simt_counts),
         run_s=run_s,
         simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
+        sampled_loops=sampled,
     )
+
+
+def constant_bytes(ptx: str, launch: ResolvedLaunch) -> list[tuple[str, bytes]]:
+    """(PTX symbol, bytes) of each ``__constant__`` variable the launch's spec fills, bound to
+    the module's ``.const`` declarations (:func:`gpuadvise.ptx.constants.bind_constants`: a
+    wrong name, type or size is a UsageError) and made as the GPU runner makes them (a buffer's
+    fill, seeded by the launch's seed and the constant's name)."""
+    if not launch.constants:
+        return []
+    from gpuadvise.ptx.constants import bind_constants
+    from gpuadvise.runner.data import buffer_filler
+
+    out = []
+    for b in bind_constants(ptx, launch.constants):
+        dt, kind = buffer_dtype(b.fill)
+        filler = buffer_filler(dt, b.fill.count, b.fill.fill, launch.seed, b.fill.name, kind)
+        out.append((b.variable.symbol, filler.array().tobytes()))
+    return out
+
+
+def _unfilled_notes(image: Any, ptx_module: Any, filled: set[str]) -> list[str]:
+    """A note per ``__constant__`` variable the kernel reads that has no PTX initializer and no
+    fill: it holds zeros (the host's ``cudaMemcpyToSymbol`` is not run), so outputs computed
+    from it say little and the output check of a fix is weak there."""
+    from gpuadvise.ptx.cfg import symbols_used
+    from gpuadvise.ptx.constants import const_variables, fill_example, unfilled_constants
+
+    program = image.program
+    return [
+        f"the kernel reads __constant__ {v.name}, which has no initializer and no fill: it "
+        "holds zeros (the host code's cudaMemcpyToSymbol does not run here), so the outputs "
+        "computed from it say little and an output check on them is weak; give it data as the "
+        f"host code does: --constant '{fill_example(v, program.instrs)}' (or [constants] in the "
+        "spec)"
+        for v in unfilled_constants(const_variables(ptx_module), symbols_used(program), filled)
+    ]
 
 
 def _warp_accesses(program: Any, counts: SimtCounts) -> int:
@@ -926,8 +993,23 @@ def _size(t: str) -> int:
     return TYPE_SIZES.get(t, 4)
 
 
+def _sampled_note(r: Any) -> str:
+    """A note on one sampled loop (:class:`gpuadvise.ptx.sampling.SampledLoop`)."""
+    return (
+        f"the loop at {r.where} (its exit test compares with {r.bound}) was sampled in "
+        f"{r.warps} warp instance{'s' if r.warps != 1 else ''}: {r.ran:,} iterations run for "
+        f"{r.stood_for:,}, the iterations run after a skip weighted for those skipped"
+    )
+
+
 def _build_trace(
-    sink: Any, image: Any, ptx_module: Any, ctas: np.ndarray, geo: Any, gmem: Any
+    sink: Any,
+    image: Any,
+    ptx_module: Any,
+    ctas: np.ndarray,
+    geo: Any,
+    gmem: Any,
+    sampled: bool = False,
 ) -> AccessTrace:
     from gpuadvise.ptx.dataflow import data_addressed
     from gpuadvise.trace.sites import instr_info
@@ -948,4 +1030,5 @@ def _build_trace(
         block=geo.block,
         source="emulator",
         buffers={b.name: (b.base, b.size) for b in gmem.buffers},
+        sampled_iterations=sampled,
     )

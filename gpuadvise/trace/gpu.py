@@ -296,6 +296,7 @@ def records_to_trace(
         o["warp"] = r["warp"]
         o["mask"] = r["mask"]
         o["epoch"] = 0  # barriers are not counted on the GPU
+        o["extra"] = 0  # every access runs on the GPU: no loop is sampled
         sp = site_space[site]
         o["space"] = sp
         o["kind"] = site_kind[site]
@@ -422,7 +423,7 @@ def trace_on_gpu(
     )
     from gpuadvise.runner.client import require_gpu
     from gpuadvise.runner.job import Param
-    from gpuadvise.runner.params import buffer_init, scalar_param
+    from gpuadvise.runner.params import buffer_init, constant_inits, scalar_param
     from gpuadvise.runner.trace_job import (
         EmulatedBackend,
         TraceJob,
@@ -495,6 +496,7 @@ def trace_on_gpu(
             timing_samples=timing_samples,
             header_bytes=HEADER_BYTES,
             record_bytes=RECORD_BYTES,
+            constants=constant_inits(module.ptx, launch.constants),
         )
         if emulate_device:
             run = TraceRun(run_trace(job, EmulatedBackend()), "")

@@ -26,7 +26,7 @@ import numpy as np
 from gpuadvise.arrays import distinct as unique_int
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
 
 __all__ = [
     "BufferInfo",
@@ -204,8 +204,12 @@ class TraceView:
                 warp_scale = len(warps) / len(kept)
         recs = all_recs[glob]
         recs, weight = _first_iterations(recs, MAX_WARP_LANES)
-        self.iterations_sampled = weight is not None
+        self.iterations_sampled = weight is not None or trace.sampled_iterations
         self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
+        # the emulator's own sampling of long loops: a record stands for 1 + extra executions
+        emulated = record_weights(recs)
+        if emulated is not None:
+            self.rec_weight = self.rec_weight * emulated
         self.ctas = ctas
         self.records = recs
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none

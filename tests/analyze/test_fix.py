@@ -502,3 +502,70 @@ def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
     assert "checked as totals" in res.steps[0].reason and "host must" in res.steps[0].reason
     assert [x.totals for x in seen] == [{"out": "+"}, {"out": "+"}]  # the step, the combination
     assert seen[1].launch == {"grid": [8, 1, 1]} and res.fixed == "b\n"
+
+
+GROWING = """\
+#define T 32
+__global__ void grow(const float* in, float* out, int n)
+{
+    __shared__ float tile[T][T];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int i = (blockIdx.x * T + ty) * T + tx;
+    out[i] = 0.0f;  // written first: a CTA cut short has written it
+    float acc = 0.0f;
+    for (int r = 0; r <= blockIdx.x; ++r) {  // later CTAs take longer
+        tile[ty][tx] = in[(r * T + ty) * T + tx];
+        __syncthreads();
+        acc += tile[tx][ty];  // a column: a 32-way bank conflict
+        __syncthreads();
+    }
+    out[i] = acc;
+}
+"""
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_fix_without_a_gpu_compares_the_same_ctas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: the default sample's trace budget cut the first wave, and the batch that
+    overflowed was dropped from the trace after its CTAs had written ``out[i] = 0.0f``: the
+    analysis's outputs held those writes, the candidate run on the traced CTAs did not, and a
+    correct padding was rejected ("expected 0.0, got nan"). The original now runs again on
+    exactly the CTAs each candidate runs."""
+    import gpuadvise.trace.emulate as emulate_mod
+    from gpuadvise.analyze.fix import compose_fixes
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.analyze.services import AnalysisServices
+
+    src = tmp_path / "grow.cu"
+    src.write_text(GROWING)
+    # CTA b of the 64 makes 96 (b + 1) + 64 warp records; room for 1280: CTAs 0-2 are kept,
+    # and the batch of CTAs 3-4 overflows in its loop, after writing out[i] = 0
+    monkeypatch.setattr(
+        emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 1280 * emulate_mod.RECORD.itemsize
+    )
+    opts = KernelOptions(
+        source=str(src), kernel="grow", grid="64", block="32x32", gpu="H100",
+        args=("n=65536",), buffers=("in=float[n]", "out=float[n]"),
+    )  # fmt: skip
+    done = run_analysis(opts, measure=False, select=("GA201",))
+    mem = done.analysis.memory
+    assert tuple(mem.trace.ctas) == (0, 1, 2), mem.notes
+    # the analysis's outputs hold the dropped CTAs' first writes: not a reference for them
+    assert np.count_nonzero(mem.outputs["out"] == 0.0) > 0
+    runs: list[tuple[str | None, tuple[int, ...]]] = []
+    real = AnalysisServices.emulate_candidate
+
+    def spy(self, text, ctas, trace=True, sample_loops=True):  # type: ignore[no-untyped-def]
+        runs.append((text, tuple(ctas)))
+        assert not sample_loops  # outputs compared: every loop iteration runs
+        return real(self, text, ctas, trace, sample_loops)
+
+    monkeypatch.setattr(AnalysisServices, "emulate_candidate", spy)
+    result = compose_fixes(opts, done.rules.findings, measured=False, analysis=done.analysis)
+    assert [(s.rule, s.status) for s in result.steps] == [("GA201", "applied")], result.steps
+    assert "tile[T][T + 1]" in (result.diff or "")
+    # the original and the candidate ran the same CTAs
+    assert [c for _, c in runs] == [(0, 1, 2), (0, 1, 2)] and runs[0][0] is None

@@ -135,6 +135,17 @@ def test_time_budget_gives_a_partial_result(env: dict[str, str]) -> None:
     assert any("memory trace" in s for s in doc["skipped"])
     assert any("rules" in s for s in doc["skipped"])
     assert doc["findings"] == []
+    # no rule ran: the analysis is incomplete, and says why (issue 27)
+    assert doc["incomplete"] == (
+        f"incomplete: {len(doc['rules_run'])} rules skipped (the time budget (--time-budget) "
+        "ran out)"
+    )
+    assert len(doc["skipped_rules"]) == len(doc["rules_run"]) > 10
+    failed = run(
+        env, str(REDUCE), "-k", "reduce2", "--no-measure", "--time-budget", "0.001", "--json",
+        "--fail-on", "error",
+    )  # fmt: skip
+    assert failed.returncode == 1, failed.stderr
     text = run(env, str(REDUCE), "-k", "reduce2", "--no-measure", "--time-budget", "0.001")
     assert text.returncode == 0 and "Partial result" in text.stdout
     bad = run(env, str(REDUCE), "-k", "reduce2", "--time-budget", "-1")

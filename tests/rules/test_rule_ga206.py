@@ -336,3 +336,42 @@ def test_gpu_reduction_variants_are_measured_and_verified_as_totals() -> None:
     assert any("host must combine the gridDim.x partials" in n for n in notes)
     m = f.measured_speedup
     assert m is not None and m.speedup == max(t.measurement.speedup for t in f.trials)
+
+
+SIZELESS = """\
+extern "C" __global__ void twice(const float* __restrict__ x, float* __restrict__ y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    y[i] = 2.0f * x[i];
+}
+"""
+
+
+def test_a_grid_no_parameter_gives_is_a_launch_specific_fix(tmp_path: Path) -> None:
+    """Issue 27: with no size parameter, the rewrite writes the original grid into the kernel
+    (``const unsigned ga206_blocks = 16384u;``): the variant says it is launch-specific (in its
+    description and its JSON), and --fix applies it only with --unsafe-fixes. A kernel whose
+    size parameter gives the grid derives it and is not launch-specific."""
+    from gpuadvise.analyze.fix import fix_candidates
+
+    src = tmp_path / "twice.cu"
+    src.write_text(SIZELESS)
+    grid, threads = 16384, 256
+    (f,) = ga206(src, "twice", grid=str(grid), block=str(threads),
+                 buffers=(f"x=float[{grid * threads}]", f"y=float[{grid * threads}]"))  # fmt: skip
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.candidates()
+    for c in v.candidates():
+        assert c.launch_specific and f"ga206_blocks = {grid}u" in (c.diff or "")
+        assert "Launch-specific" in c.description and "this launch only" in c.description
+    assert v.to_dict()["launch_specific"] is True
+    assert rule_api.Variant.from_dict(v.to_dict()).launch_specific
+    take, refused = fix_candidates([f], unsafe=False, measured=False)
+    assert not take and "launch-specific" in refused[0]
+    # --unsafe-fixes lifts it (without a GPU its launch change still needs a measurement)
+    _, refused = fix_candidates([f], unsafe=True, measured=False)
+    assert "launch-specific" not in refused[0] and "a launch change" in refused[0]
+    (g,) = ga206(SAXPY, "saxpy")  # n gives the grid: (n + blockDim.x - 1) / blockDim.x
+    assert not any(c.launch_specific for c in g.variant.candidates())
+    scalar = next(c for c in g.variant.candidates() if c.label == "k=1")
+    assert "ga206_blocks = (n + blockDim.x - 1) / blockDim.x" in (scalar.diff or "")
+    assert g.variant.to_dict()["launch_specific"] is False

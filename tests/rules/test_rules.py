@@ -440,7 +440,10 @@ def test_ga103_offers_launch_changes_that_cover_the_same_threads(tmp_path):
 def test_trace_rule_skipped_with_a_note_when_the_trace_cannot_be_made(tmp_path):
     r = run(fake_analysis(tmp_path))  # module=None: the emulator cannot run
     assert "GA201" in r.rules_run
-    assert any(n.startswith("GA201 (bank-conflicts) not evaluated") for n in r.notes)
+    # one note per reason, naming every rule it skipped (GA201 among the trace's rules)
+    assert any("GA201 (bank-conflicts)" in n and "not evaluated" in n for n in r.notes)
+    assert "GA201" in {s.rule for s in r.incomplete} and r.incomplete_text
+    assert len([n for n in r.notes if "not evaluated" in n]) == len({s.reason for s in r.skipped})
     assert not any(f.is_error for f in r.findings)
 
 

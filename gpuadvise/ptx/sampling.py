@@ -1,0 +1,530 @@
+"""Long loops in the emulator: the first iterations run, the rest skipped, the runs weighted.
+
+A correlation kernel (PolyBench's ``corr_kernel``: one thread per column, loops over 2048 x 2048
+with compile-time bounds) executes some 40 million PTX instructions per warp; the emulator, at a
+few numpy operations per instruction, gave up after 2 million (36 s, 2.8 GB) and blamed "a loop
+bound read from poisoned or random data". Every iteration of such a loop makes the same accesses
+a fixed stride further on: its first iterations show the access pattern, and counts need only
+how many iterations there are. :class:`LoopSampler` does that, per warp:
+
+1. **Look.** Each loop the emulator may sample (:attr:`gpuadvise.ptx.loops.Loop.sampleable`: one
+   latch, no other exit, no barrier, an integer exit test ``setp.CMP a, b``) has the operands
+   of its exit test recorded at every latch (the setp's op is wrapped); one lane per warp (its
+   first active one) is kept three iterations deep. From the third iteration on, where both
+   operands moved by a constant step, the iterations left are solved for
+   (:func:`gpuadvise.ptx.loops.first_exit`): the instance is *hot* when the warp's
+   instructions so far plus those iterations at the last one's cost pass ``sample_above``
+   (:mod:`gpuadvise.trace.emulate` sets it to ``max_instructions / 8``). From the
+   :data:`DECIDE_AT`-th iteration a hot instance is sampled, and so is a loop inside a hot
+   instance of another whose own rest costs more than ``sample_above / INNER_SHARE`` (the
+   correlation's inner loop over the rows, run in every iteration of the outer one).
+2. **Record.** For three iterations, every lane's operands and every integer register the
+   loop writes are kept at the iteration's end.
+3. **Skip.** Each lane's iterations left are solved for; the lane with the fewest left bounds
+   the skip: ``m * PERIOD`` iterations, ``m + 1`` periods fitting before it leaves. Each integer
+   register that moved by a constant step in a lane (a counter, an index, an address) moves on
+   by that step times the iterations skipped; the others (a sum, a loaded value) keep their
+   values: the outputs are not the kernel's (:attr:`LoopSampler.sampled`; they are then never
+   compared), while the addresses the loop and the code after it compute from its counters are
+   right.
+4. **Weigh.** The :data:`PERIOD` iterations run after the skip stand for the skipped ones and
+   themselves: each weighs ``m + 1`` (the warp's multiplier, :attr:`LoopSampler.wmul`, is
+   multiplied for them, and nested loops multiply), its records carry ``extra = multiplier - 1``
+   (:data:`gpuadvise.ptx.access.RECORD`) and its instruction counts (SIMT counts, lane
+   instructions) count ``multiplier`` times. Every lane is in the loop for all of those
+   iterations, so warp and lane counts are those of the full run where the loop's accesses move
+   by a fixed step; the ``PERIOD`` consecutive iterations take every alignment a 4-byte stride
+   takes through a 32-byte sector. The lanes with more iterations left run them as they come.
+
+A skip that cannot be made (a lane's test did not move by a fixed step) is not tried again for
+:data:`QUIET` iterations. Loops that cannot be sampled run in full, as before; a warp that still
+passes ``max_instructions`` stops the emulation with the reason (:func:`budget_reason`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpuadvise.ptx.loops import Loop, continues, first_exit, innermost
+from gpuadvise.ptx.parser import Imm, Reg
+
+if TYPE_CHECKING:
+    from gpuadvise.ptx.cfg import Program
+
+__all__ = ["DECIDE_AT", "INNER_SHARE", "LoopSampler", "SampledLoop", "budget_reason"]
+
+DECIDE_AT = 6
+"""A loop instance is sampled from its 6th iteration on (the 8th when the registers' steps are
+read): its first iterations run in full, as on the GPU."""
+
+PERIOD = 8
+"""After a skip, this many iterations run, each weighted for its share of those skipped: the
+accesses of a loop whose index moves by one 4-byte element an iteration take 8 alignments
+through a 32-byte sector, and one iteration alone would stand for one of them."""
+
+QUIET = 16
+"""Iterations a warp's loop instance is not looked at again after a skip could not be made (a
+lane's test did not move by a fixed step) or a prediction failed."""
+
+INNER_SHARE = 64
+"""Inside a loop instance that is long for the warp (from its 3rd iteration on, where its
+remaining iterations are known to take the warp past ``sample_above``), a loop whose own
+remaining iterations cost more than ``sample_above / 64`` instructions is sampled too."""
+
+_MAX_WEIGHT = (1 << 32) - 1  # RECORD.extra is a uint32: a record stands for at most this many
+
+_NO_DEST = frozenset({"st", "red", "bar", "barrier", "bra", "brx", "ret", "exit", "membar",
+                      "fence", "prefetch", "prefetchu", "sust", "cp", "trap", "pmevent",
+                      "call", "griddepcontrol", "setp"})  # fmt: skip
+
+
+@dataclass
+class SampledLoop:
+    """What was skipped of one loop, over the batches: where, how many warp iterations ran and
+    how many they stood for."""
+
+    where: str
+    bound: str
+    warps: int = 0
+    ran: int = 0  # iterations run by the sampled warps' instances
+    stood_for: int = 0  # iterations those instances had
+
+
+@dataclass
+class _Watch:
+    """Per-warp state of one sampleable loop."""
+
+    loop: Loop
+    regs: tuple[str, ...]  # integer registers the loop writes
+    seen: dict[str, np.ndarray] = field(default_factory=dict)  # the test's operands, per lane
+    cnt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the test's operands of one lane per warp (its first active one), three iterations deep:
+    # the cheap look every latch takes, (2, 3, warps)
+    head: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
+    # per lane, for the warps being sampled: the operands and the registers at iteration ends,
+    # three iterations deep, (2, 3, lanes) and name -> (3, lanes)
+    ring: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
+    snaps: dict[str, np.ndarray] = field(default_factory=dict)
+    since: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # flagged at (0)
+    depth: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # stack at latch 1
+    quiet: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # no flag before
+    ff_k: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ff_at: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    prev: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    busy: bool = False  # some warp has a count
+    # per warp: the instance is long (its remaining iterations take the warp past the budget):
+    # the loops inside it are sampled sooner (INNER_SHARE)
+    hot: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    outer: tuple[_Watch, ...] = ()  # the watched loops that hold this one
+
+
+class LoopSampler:
+    """The long-loop sampling of one batch (see the module docstring). The batch calls
+    :meth:`hook` for each op it builds, :meth:`entering` before and :meth:`after_block` after
+    each block a group of warps runs (before its terminator), and reads :attr:`wmul` /
+    :attr:`extra` for the weights (:meth:`weigh` for its counts)."""
+
+    def __init__(
+        self,
+        program: Program,
+        loops: Sequence[Loop],
+        regs: dict[str, np.ndarray],
+        nwarps: int,
+        sample_above: int,
+        where: Any,
+        report: dict[int, SampledLoop],
+    ) -> None:
+        self.program = program
+        self.regs = regs
+        self.nwarps = nwarps
+        self.sample_above = sample_above
+        self.where = where
+        self.report = report
+        self.wmul = np.ones(nwarps, np.int64)
+        self.extra = np.zeros(nwarps, np.uint32)  # wmul - 1, as the records carry it
+        self.weighted = False
+        self.changes = 0  # bumps when wmul changes (the record templates depend on it)
+        self.sampled = False
+        n = nwarps * 32
+        self.watches: dict[int, _Watch] = {}  # latch block -> its loop's watch
+        self.by_setp: dict[int, _Watch] = {}
+        if sample_above <= 0:
+            return
+        for lp in loops:
+            if not lp.sampleable or lp.setp is None:
+                continue
+            w = _Watch(lp, _int_regs_written(program, lp, regs))
+            w.cnt = np.zeros(nwarps, np.int64)
+            w.head = np.zeros((2, 3, nwarps), np.int64)
+            w.ring = np.zeros((2, 3, n), np.int64)
+            for name in ("since", "quiet", "ff_k", "ff_at", "prev", "depth"):
+                setattr(w, name, np.zeros(nwarps, np.int64))
+            w.hot = np.zeros(nwarps, bool)
+            self.watches[lp.latch] = w
+            self.by_setp[lp.setp] = w
+        for w in self.watches.values():
+            w.outer = tuple(
+                o for o in self.watches.values() if o is not w and w.loop.blocks < o.loop.blocks
+            )
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def hook(self, index: int, op: Any) -> Any:
+        """``op`` of instruction ``index``, recording its operands first when it is a watched
+        loop's exit test."""
+        w = self.by_setp.get(index)
+        if w is None:
+            return op
+        names = [x.name for x in (w.loop.a, w.loop.b) if isinstance(x, Reg)]
+        regs = self.regs
+        seen = w.seen
+
+        def watched(mask: Any) -> None:
+            for name in names:
+                src = regs[name]
+                buf = seen.get(name)
+                if buf is None or buf.shape != src.shape or buf.dtype != src.dtype:
+                    seen[name] = src.copy()
+                else:
+                    np.copyto(buf, src)
+            op(mask)
+
+        return watched
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def entering(self, p: int, ws: np.ndarray, depth: np.ndarray | None = None) -> None:
+        """Warps ``ws`` (``depth``: their reconvergence stacks' depth; None: 0) are about to
+        run block ``p``: the loop instances it is outside of are over for them (their weight is
+        taken back before the block's records are written), unless they run it deeper in their
+        stack than at the loop's latch: the lanes that left the loop run their side first while
+        the others are still in it."""
+        for w in self.watches.values():
+            if w.busy and p not in w.loop.blocks:
+                self._left(w, ws if depth is None else ws[depth <= w.depth[ws]])
+
+    def after_block(
+        self,
+        p: int,
+        ws: np.ndarray,
+        masks: np.ndarray | None,
+        count: np.ndarray,
+        depth: np.ndarray | None = None,
+    ) -> None:
+        """Block ``p`` ran for warps ``ws`` (``masks``: their active lanes, None: all), before
+        its terminator; ``count``: each of those warps' instructions so far. At a watched
+        loop's latch: look, flag, skip (see the module docstring)."""
+        w = self.watches.get(p)
+        if w is not None:
+            self._at_latch(w, ws, masks, count, depth)
+
+    def weigh(self, ws: np.ndarray, masks: np.ndarray | None) -> tuple[int, int]:
+        """(warp executions, active lanes) that warps ``ws`` running one block stand for."""
+        wm = self.wmul[ws]
+        if masks is None:
+            total = int(wm.sum())
+            return total, 32 * total
+        return int(wm.sum()), int((np.bitwise_count(masks).astype(np.int64) * wm).sum())
+
+    def _left(self, w: _Watch, ws: np.ndarray) -> None:
+        """Warps ``ws`` ran a block outside ``w``'s loop: their instance is over."""
+        done = ws[w.cnt[ws] > 0]
+        if not done.size:
+            return
+        k = w.ff_k[done]
+        if k.any():
+            fx = done[k > 0]
+            self.wmul[fx] //= w.ff_k[fx]
+            self._weights_changed()
+        for arr in (w.cnt, w.since, w.quiet, w.ff_k):
+            arr[done] = 0
+        w.hot[done] = False
+        w.busy = bool(w.cnt.any())
+
+    def _weights_changed(self) -> None:
+        self.extra = (self.wmul - 1).astype(np.uint32)
+        self.weighted = bool((self.wmul != 1).any())
+        self.changes += 1
+
+    def _operands(self, w: _Watch, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exit test's operands as it saw them, per lane of ``lanes`` (int64, by its type)."""
+        out = []
+        for x in (w.loop.a, w.loop.b):
+            if isinstance(x, Imm):
+                out.append(np.full(lanes.size, int(x.value), np.int64))
+            else:
+                assert isinstance(x, Reg)
+                out.append(_as_int(w.seen[x.name][lanes], w.loop.type))
+        return out[0], out[1]
+
+    def _at_latch(
+        self,
+        w: _Watch,
+        ws: np.ndarray,
+        masks: np.ndarray | None,
+        count: np.ndarray,
+        depth: np.ndarray | None,
+    ) -> None:
+        w.busy = True
+        w.cnt[ws] += 1
+        c = w.cnt[ws]
+        if depth is not None:
+            first_time = c == 1
+            w.depth[ws[first_time]] = depth[first_time]
+        ipi = count - w.prev[ws]
+        w.prev[ws] = count
+        # the PERIOD iterations after a skip end here: they stood for the skipped ones and
+        # themselves; the lanes with more iterations left run them as they come (weighing 1)
+        done = (w.ff_k[ws] > 0) & (c >= w.ff_at[ws] + PERIOD)
+        if done.any():
+            fx = ws[done]
+            self.wmul[fx] //= w.ff_k[fx]
+            w.ff_k[fx] = 0
+            w.quiet[fx] = w.cnt[fx] + QUIET
+            self._weights_changed()
+        # the cheap look: one lane per warp (its first active one), every latch
+        first = ws * 32
+        if masks is not None:
+            low = masks & (~masks + np.uint32(1))  # the lowest set bit
+            first = first + np.bitwise_count(low - np.uint32(1)).astype(np.int64)
+        a, b = self._operands(w, first)
+        slot = c % 3
+        w.head[0, slot, ws] = a
+        w.head[1, slot, ws] = b
+        # the warps being sampled: their lanes' operands and registers, then the skip
+        flagged = w.since[ws] > 0
+        if flagged.any():
+            fw, fc = ws[flagged], c[flagged]
+            self._record(w, fw, fc)
+            ready = fc >= w.since[fw] + 2
+            if ready.any():
+                fm = None if masks is None else masks[flagged][ready]
+                self._skip(w, fw[ready], fc[ready], fm)
+        look = (c >= 3) & (w.since[ws] == 0) & (w.ff_k[ws] == 0)
+        if look.any():
+            self._look(w, ws[look], c[look], count[look], ipi[look])
+
+    def _look(
+        self, w: _Watch, ws: np.ndarray, c: np.ndarray, count: np.ndarray, ipi: np.ndarray
+    ) -> None:
+        """From one lane per warp: is the instance long (hot), and is it worth sampling."""
+        h = w.head
+        a2, a1, a0 = (h[0, (c - t) % 3, ws] for t in (0, 1, 2))
+        b2, b1, b0 = (h[1, (c - t) % 3, ws] for t in (0, 1, 2))
+        da, db = a2 - a1, b2 - b1
+        affine = (a1 - a0 == da) & (b1 - b0 == db)
+        k = np.asarray(first_exit(a2 - b2, da - db, w.loop.cmp, w.loop.continues_when))
+        known = affine & (k >= 1)
+        rest = np.where(known, k, 0) * np.maximum(ipi, 1)
+        # once long, an instance stays so for the loops inside it: its tail (the lanes with
+        # more iterations left than the skip took) has a short rest, not a short past
+        hot = (known & (count + rest > self.sample_above)) | w.hot[ws]
+        w.hot[ws] = hot
+        # inside an instance of a loop that is long for this warp, a loop is sampled once its
+        # own rest costs a share of the budget: the correlation's inner loop over 2048 rows,
+        # run in full in every iteration of the outer one, made each CTA's trace 120 MB
+        inside = np.zeros(ws.size, bool)
+        for o in w.outer:
+            inside |= o.hot[ws]
+        worth = hot | (known & inside & (rest > self.sample_above // INNER_SHARE))
+        go = worth & (k >= 2 * PERIOD + 2) & (c >= DECIDE_AT) & (c >= w.quiet[ws])
+        if go.any():
+            w.since[ws[go]] = c[go]
+            self._record(w, ws[go], c[go])
+
+    def _record(self, w: _Watch, ws: np.ndarray, c: np.ndarray) -> None:
+        """The operands and the registers of every lane of warps ``ws`` at iteration ``c``."""
+        lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
+        slot = np.repeat(c % 3, 32)
+        a, b = self._operands(w, lanes)
+        w.ring[0, slot, lanes] = a
+        w.ring[1, slot, lanes] = b
+        for name in w.regs:
+            src = self.regs[name]
+            buf = w.snaps.get(name)
+            if buf is None or buf.shape[1] != src.shape[0] or buf.dtype != src.dtype:
+                buf = np.zeros((3, src.shape[0]), src.dtype)
+                w.snaps[name] = buf
+            buf[slot, lanes] = src[lanes]
+
+    def _remaining(
+        self, w: _Watch, ws: np.ndarray, c: np.ndarray, masks: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(j per lane, the lanes still in the loop) for warps ``ws`` at iteration ``c``: ``j``
+        the iterations until each lane leaves (-1: never, or the operands do not move by a
+        constant step)."""
+        lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
+        cc = np.repeat(c, 32)
+        r = w.ring
+        a2, a1, a0 = (r[0, (cc - t) % 3, lanes] for t in (0, 1, 2))
+        b2, b1, b0 = (r[1, (cc - t) % 3, lanes] for t in (0, 1, 2))
+        da, db = a2 - a1, b2 - b1
+        affine = (a1 - a0 == da) & (b1 - b0 == db)
+        j = np.asarray(first_exit(a2 - b2, da - db, w.loop.cmp, w.loop.continues_when))
+        j = np.where(affine, j, -1)
+        if masks is None:
+            on = np.ones(lanes.size, bool)
+        else:
+            on = (masks.astype(np.uint64)[:, None] >> np.arange(32, dtype=np.uint64)) & 1
+            on = on.astype(bool).reshape(-1)
+        # lanes that leave at this test are done with the loop: neither skipped nor counted
+        on &= np.asarray(continues(a2 - b2, w.loop.cmp, w.loop.continues_when), bool)
+        return j.reshape(-1, 32), on.reshape(-1, 32)
+
+    def _skip(self, w: _Watch, ws: np.ndarray, c: np.ndarray, masks: np.ndarray | None) -> None:
+        """Move warps ``ws`` to the start of their last iteration (see the module docstring)."""
+        j, on = self._remaining(w, ws, c, masks)
+        ok = np.all(np.where(on, j >= 1, True), axis=1) & on.any(axis=1)
+        w.since[ws] = 0
+        # every lane skips as many iterations as fit before the one with the fewest left
+        # leaves, in whole PERIODs: m * PERIOD skipped, then PERIOD run, each standing for
+        # m + 1 (all lanes are in the loop for all of them, and the PERIOD consecutive
+        # iterations run every alignment a stride of 4-byte elements takes through a sector);
+        # the lanes with more left run them as they come
+        fewest = np.where(on, j, np.iinfo(np.int64).max).min(axis=1)
+        m = fewest // PERIOD - 1
+        # a record's weight is a 32-bit count: nested skips may not multiply past it
+        m = np.minimum(m, (_MAX_WEIGHT // self.wmul[ws]) - 1)
+        ok &= m >= 1
+        w.quiet[ws[~ok]] = c[~ok] + QUIET
+        if not ok.any():
+            return
+        ws, on, c, m = ws[ok], on[ok], c[ok], m[ok]
+        k = m + 1  # the weight of each of the PERIOD iterations run after the skip
+        lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
+        skip = np.where(on, (m * PERIOD)[:, None], 0).reshape(-1)
+        cc = np.repeat(c, 32)
+        move = skip > 0
+        for name in w.regs:
+            snaps = w.snaps.get(name)
+            if snaps is None:
+                continue
+            dt = snaps.dtype
+            s2, s1, s0 = (snaps[(cc - t) % 3, lanes] for t in (0, 1, 2))
+            d = s2 - s1
+            affine = (s1 - s0 == d) & move
+            if affine.any():
+                reg = self.regs[name]
+                sel = lanes[affine]
+                reg[sel] = s2[affine] + skip[affine].astype(dt) * d[affine]
+        self.wmul[ws] *= k
+        w.ff_k[ws] = k
+        w.ff_at[ws] = c
+        self._weights_changed()
+        self.sampled = True
+        rep = self.report.get(w.loop.header)
+        if rep is None:
+            rep = SampledLoop(self.where(w.loop), w.loop.bound_text())
+            self.report[w.loop.header] = rep
+        rep.warps += int(ws.size)
+        rep.ran += int((c + PERIOD).sum())
+        rep.stood_for += int((c + k * PERIOD).sum())
+
+
+def _int_regs_written(program: Program, loop: Loop, regs: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """The integer (and address) registers the loop's instructions write."""
+    from gpuadvise.ptx.dataflow import _regs
+
+    out: dict[str, None] = {}
+    for b in loop.blocks:
+        blk = program.blocks[b]
+        for i in range(blk.start, blk.end):
+            ins = program.instrs[i]
+            if not ins.operands or ins.base in _NO_DEST:
+                continue
+            for name in _regs(ins.operands[0]):
+                arr = regs.get(name)
+                if arr is not None and arr.dtype.kind in "ui":
+                    out[name] = None
+    return tuple(out)
+
+
+def _as_int(values: np.ndarray, ptype: str) -> np.ndarray:
+    """Register values as the integer ``ptype`` of a comparison reads them, in int64."""
+    bits = int(ptype[1:]) if ptype[1:].isdigit() else 32
+    raw = (
+        values.astype(np.uint64)
+        if values.dtype.kind in "ub"
+        else values.view(
+            {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[values.dtype.itemsize]
+        ).astype(np.uint64)
+    )
+    if bits < 64:
+        raw = raw & np.uint64((1 << bits) - 1)
+        signed = ptype[0] == "s"
+        out = raw.astype(np.int64)
+        if signed:
+            out = np.where(out >= (1 << (bits - 1)), out - (1 << bits), out)
+        return out
+    return raw.view(np.int64)
+
+
+def budget_reason(
+    program: Program,
+    loops: Sequence[Loop],
+    block: int,
+    where: Any,
+    sampler: LoopSampler | None,
+) -> tuple[str, bool]:
+    """Why a warp ran past the instruction budget at ``block``, in words, and whether data the
+    kernel reads decides it: the innermost loop there (its line), what its exit test compares,
+    whether a value it tests is read from memory (and holds the poison of an output with no
+    fill), and why the loop was not sampled (or what its counter did)."""
+    lp = innermost(loops, block)
+    if lp is None:
+        return "in straight-line code, no loop: the kernel is very long", False
+    parts = [f"in the loop at {where(lp)}"]
+    if lp.setp is not None:
+        parts.append(f"whose exit test compares with {lp.bound_text()}")
+    w = sampler.watches.get(lp.latch) if sampler is not None else None
+    poisoned = False
+    if w is not None and w.cnt.max() >= 3:
+        parts.append(_progress(w))
+        poisoned = _poisoned(w)
+    elif lp.why_not:
+        parts.append(f"not sampled: {lp.why_not}")
+    elif sampler is None or sampler.sample_above <= 0:
+        parts.append("not sampled: this run's outputs are compared, so every iteration runs")
+    if lp.data_bound:
+        parts.append(
+            "a value it tests is read from memory"
+            + (
+                " and holds the poison of an output with no fill (every byte 0xFF)"
+                if poisoned
+                else " (random or poisoned data there can make a loop endless)"
+            )
+        )
+    return ", ".join(parts), lp.data_bound
+
+
+def _poisoned(w: _Watch) -> bool:
+    """Whether the busiest warp's exit test read an all-ones value (the poison of an output
+    with no fill: -1 signed, the largest value unsigned)."""
+    wi = int(np.argmax(w.cnt))
+    c = int(w.cnt[wi])
+    bits = int(w.loop.type[1:]) if w.loop.type[1:].isdigit() else 32
+    ones = {-1, (1 << bits) - 1}
+    return any(int(w.head[k, c % 3, wi]) in ones for k in (0, 1))
+
+
+def _progress(w: _Watch) -> str:
+    """What the watched test's operands did over the last iterations of the busiest warp."""
+    wi = int(np.argmax(w.cnt))
+    c = int(w.cnt[wi])
+    a = [int(w.head[0, (c - t) % 3, wi]) for t in (2, 1, 0)]
+    b = [int(w.head[1, (c - t) % 3, wi]) for t in (2, 1, 0)]
+    if a[2] == a[1] and b[2] == b[1]:
+        return (
+            f"which never ends: its counter ({a[2]}) and bound ({b[2]}) do not change from one "
+            "iteration to the next"
+        )
+    if a[2] - a[1] != a[1] - a[0] or b[2] - b[1] != b[1] - b[0]:
+        return (
+            f"whose counter or bound does not move by a fixed step (last values {a} against "
+            f"{b}): its iterations cannot be counted ahead"
+        )
+    return f"after {c} iterations (counter {a[2]}, bound {b[2]}), not near its end"

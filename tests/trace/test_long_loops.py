@@ -1,0 +1,257 @@
+"""Issue 27 (3): long loops in the CPU emulator.
+
+PolyBench's corr_kernel (nested loops with compile-time bounds, one thread per column) stopped
+the emulator at its 2,000,000-instruction cap, blamed on "a loop bound read from poisoned or
+random data". Long loops are now sampled (their first iterations run, the rest skipped to the
+last, which is weighted for them: gpuadvise.ptx.sampling): the per-line counts stay those of the
+full run, the outputs are not claimed, and a loop that cannot be sampled stops the emulation with
+its true reason. ``--max-instructions N`` (``max_instructions`` in a spec) sets the budget.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from clikit import cli, one_error
+
+from gpuadvise.analyze.models import resolve_launch
+from gpuadvise.analyze.options import KernelOptions, build
+from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.ptx.errors import InstructionBudgetError
+from gpuadvise.ptx.loops import continues, first_exit
+from gpuadvise.spec.kernel_spec import build_kernel_spec, load_spec
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+LOOPS = Path(__file__).resolve().parents[1] / "cuda" / "loops" / "loops.cu"
+
+
+def _compiled(kernel: str, grid: str, block: str, *args: str, buffers: tuple[str, ...] = ()):
+    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+
+    opts = KernelOptions(source=str(LOOPS), kernel=kernel, grid=grid, block=block, args=args,
+                         buffers=buffers, gpu="H100")  # fmt: skip
+    spec, choice, options = build(opts)
+    tc = find_toolchain()
+    module = compile_source(LOOPS, options, tc, kernels=[spec.kernel])
+    k = select_compiled_kernel(module, spec.kernel)
+    _compiled.spec = spec  # type: ignore[attr-defined]
+    return module, k, resolve_launch(spec, k, options, tc), choice.device
+
+
+CORR = ("corr_kernel", "4", "32", "m=128", "n=256")
+CORR_BUFFERS = ("symmat=float[m*m]:zeros", "data=float[m*n]:random")
+
+
+def _lines(emu: Any) -> dict[tuple[int | None, str], tuple[int, int]]:
+    from gpuadvise.model.coalescing import analyze_coalescing
+
+    c = analyze_coalescing(emu.trace)
+    return {(ln.line, ln.kind.name): (ln.requests, ln.sectors) for ln in c.lines}
+
+
+@pytest.mark.toolkit
+def test_a_correlation_is_sampled_and_counted_as_in_full() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    assert full.sampled_loops == () and not full.trace.sampled_iterations
+    # a budget of 80,000 instructions a warp: loops whose rest passes 10,000 are sampled
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=80_000)
+    assert len(part.sampled_loops) == 2 and part.trace.sampled_iterations
+    assert "loops.cu:13" in " ".join(part.sampled_loops)  # the outer loop over j2
+    assert "compile-time constant" in part.sampled_loops[0]
+    assert any("outputs are not the kernel's" in n for n in part.notes)
+    assert len(part.trace.records) < len(full.trace.records) / 2  # far fewer accesses run
+    # the accesses move by a fixed step: the weighted counts are the full run's, exactly
+    # (every lane is in the loop for every skipped iteration, and the 8 weighted ones take the 8
+    # alignments of a 4-byte stride through a sector)
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    # the view the layout rules read weighs the records the same way
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    def loads(e: Any) -> float:
+        v = TraceView(e.trace, buffer_infos(e.trace, _compiled.spec))  # type: ignore[attr-defined]
+        return v.weighted(np.flatnonzero(v.records["kind"] == 0))
+
+    assert loads(part) == pytest.approx(loads(full), rel=0.01)
+
+
+@pytest.mark.toolkit
+def test_the_default_budget_samples_only_what_it_must() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    # 128 x 256: a warp runs some 160,000 instructions, under the default's eighth
+    emu = emulate(module, k, launch, device, sample_ctas=1)
+    assert emu.sampled_loops == ()
+    # outputs are compared only from runs that sample nothing
+    with pytest.raises(InstructionBudgetError, match="every iteration runs"):
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=80_000,
+                sample_loops=False, trace=False)  # fmt: skip
+
+
+@pytest.mark.toolkit
+def test_a_loop_with_a_barrier_stops_with_its_reason() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled("synced", "1", "256", "n=256")
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=20_000)
+    msg = err.value.one_line()
+    assert "more than 20000 instructions" in msg
+    assert "in the loop at loops.cu:27" in msg and "not sampled: it holds a barrier" in msg
+    # the bound is a constant: no word of poisoned data, nor of fills
+    assert "poison" not in msg and "--buffer" not in msg
+    assert "--max-instructions N" in msg
+
+
+@pytest.mark.toolkit
+def test_a_bound_read_from_a_poisoned_buffer_is_named() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    # the bound holds -1, what an output with no fill starts with (every byte 0xFF), and the
+    # walk's steps are not fixed: the loop cannot be counted ahead
+    module, k, launch, device = _compiled(
+        "bounded", "1", "32", "n=64", buffers=("bound=int[1]:random(-1,-1)", "out=float[n]")
+    )
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=20_000)
+    msg = err.value.one_line()
+    assert "in the loop at loops.cu:40" in msg and "does not move by a fixed step" in msg
+    assert "a value it tests is read from memory and holds the poison" in msg
+
+
+@pytest.mark.toolkit
+def test_a_wait_that_never_ends_says_so() -> None:
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled("waits", "1", "32", "n=1", buffers=("flag=int[1]:zeros",))
+    with pytest.raises(InstructionBudgetError) as err:
+        emulate(module, k, launch, device, sample_ctas=1, max_instructions=5_000)
+    assert "which never ends" in err.value.one_line()
+
+
+def test_first_exit_solves_the_tests() -> None:
+    # for (i = 0; i != 2048; i += 8) at i = 8: 255 more tests, the last leaves
+    assert first_exit([8 - 2048], [8], "ne", True).tolist() == [255]
+    # for (j = j1 + 1; j < 2046; ...) with j - 2046 = -5: leaves 5 tests later
+    assert first_exit([-5, -1, 3], [1, 1, 1], "lt", True).tolist() == [5, 1, 1]
+    assert first_exit([-5], [0], "lt", True).tolist() == [-1]  # never: the counter is stuck
+    assert first_exit([-5], [2], "eq", False).tolist() == [-1]  # 'leave when 0': never hit
+    assert first_exit([-6], [2], "eq", False).tolist() == [3]
+    assert continues([-1, 0], "lt", True).tolist() == [True, False]
+
+
+def test_max_instructions_in_a_spec_and_on_the_command_line(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "k.toml"
+    spec.write_text('kernel = "waits"\ngrid = 1\nblock = 32\nmax_instructions = 5000000\n')
+    assert load_spec(spec)["max_instructions"] == 5_000_000
+    built = build_kernel_spec(LOOPS, spec=spec, args=["n=1"])
+    assert built.max_instructions == 5_000_000
+    assert (
+        build_kernel_spec(LOOPS, spec=spec, args=["n=1"], max_instructions=7).max_instructions == 7
+    )
+    spec.write_text('kernel = "waits"\ngrid = 1\nblock = 32\nmax_instructions = 0\n')
+    with pytest.raises(ConfigError, match="max_instructions is 0"):
+        load_spec(spec)
+    with pytest.raises(UsageError, match="not a positive number"):
+        build_kernel_spec(LOOPS, "waits", grid=1, block=32, args=["n=1"], max_instructions=-3)
+    code, _, err = cli(capsys, "analyze", str(LOOPS), "-k", "waits", "--grid", "1", "--block",
+                       "32", "--arg", "n=1", "--max-instructions", "0")  # fmt: skip
+    assert code == 2 and "--max-instructions" in one_error(err)
+
+
+@pytest.mark.toolkit
+def test_lanes_leaving_first_do_not_end_the_instance() -> None:
+    """At a loop's latch the lanes that leave run their side first (the fall-through), deeper
+    in the warp's stack than the loop: that is not the warp leaving the loop, whose weight and
+    count must stay (the correlation's outer loop lost them at every lane's exit, and its inner
+    loops then ran in full: 342 MB of trace per CTA instead of 78)."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    module, k, _launch, _device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+    loops = image.program_loops()
+    outer = max(loops, key=lambda lp: len(lp.blocks))
+    regs = {name: np.zeros(64, np.uint32) for name in image.program.regs}
+    s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+    w = s.watches[outer.latch]
+    ws = np.array([0, 1])
+    w.cnt[ws] = 5
+    w.depth[ws] = 0
+    w.busy = True
+    s.wmul[ws] = 3
+    w.ff_k[ws] = 3
+    outside = next(b.index for b in image.program.blocks if b.index not in outer.blocks)
+    s.entering(outside, ws, np.array([1, 0]))  # warp 0: a side; warp 1: the whole warp
+    assert w.cnt.tolist() == [5, 0] and s.wmul.tolist() == [3, 1]
+
+
+def test_a_trace_saved_before_the_weights_loads(tmp_path: Path) -> None:
+    """Traces saved before records carried ``extra`` load with every record weighing 1."""
+    from gpuadvise.trace.access import RECORD, AccessTrace, record_weights
+
+    old = np.dtype([(n, RECORD.fields[n][0]) for n in RECORD.names if n != "extra"])
+    recs = np.zeros(3, old)
+    recs["inst"] = [0, 0, 1]
+    recs["mask"] = 0xFFFFFFFF
+    t = AccessTrace(np.zeros(0, RECORD), (), (0,), 1, (1, 1, 1), (32, 1, 1), "emulator")
+    t.save(tmp_path / "t.npz")
+    with np.load(tmp_path / "t.npz") as z:
+        meta = z["meta"]
+    np.savez_compressed(tmp_path / "t.npz", records=recs, meta=meta)
+    back = AccessTrace.load(tmp_path / "t.npz")
+    assert back.records.dtype == RECORD and back.records["inst"].tolist() == [0, 0, 1]
+    assert record_weights(back.records) is None and not back.sampled_iterations
+
+
+@pytest.mark.toolkit
+def test_nested_weights_stay_within_a_record() -> None:
+    """A record's weight is a 32-bit count: a skip inside skips is cut so that the product of
+    the weights never passes it (2**29 already: 6 periods of 8 skipped, not the 14 of 124
+    iterations left)."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    module, k, _launch, _device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+    loops = image.program_loops()
+    outer = max(loops, key=lambda lp: len(lp.blocks))
+    regs = {name: np.zeros(64, np.uint32) for name in image.program.regs}
+    s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+    w = s.watches[outer.latch]
+    ws, c = np.array([0]), np.array([8])
+    # the outer test j2 < 126 (at the latch: j2 before the increment) saw 0, 1, 2 in lane 0..31
+    for t, v in ((6, 0), (7, 1), (8, 2)):
+        w.ring[0, t % 3, :32] = v
+        w.ring[1, t % 3, :32] = int(outer.b.value)
+    s.wmul[0] = 1 << 29
+    s._skip(w, ws, c, None)
+    assert s.wmul[0] == (1 << 29) * 7 and int(s.extra[0]) == (1 << 29) * 7 - 1
+
+
+@pytest.mark.toolkit
+def test_a_loop_run_in_lockstep_is_sampled_and_counted() -> None:
+    """Every warp at one block with all its lanes runs in the emulator's lockstep path: the
+    sampling and the weights work there too (counts of the full run, exactly)."""
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "rowsum", "1", "64", "n=262144", buffers=("a=float[n]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=8_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    assert len(part.trace.records) < len(full.trace.records) / 10
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    assert part.simt is not None and full.simt is not None
