@@ -37,7 +37,12 @@ def render_findings(fmt: str, checked: Any, kernel: str, root: str | None = None
     if fmt == "github":
         from gpuadvise.report.github import github_annotations
 
-        return github_annotations(items, log=notes)
+        # an incomplete run is a warning on the pull request; other run notes are log lines
+        return github_annotations(
+            items,
+            notes=[incomplete] if incomplete else [],
+            log=[n for n in notes if n != incomplete],
+        )
     if fmt == "markdown":
         from gpuadvise.report.markdown import items_markdown
 

@@ -54,8 +54,8 @@ def github_annotations(
     """The workflow commands for ``items`` and run-level ``notes`` (as warnings without a file);
     ``log``: run-level notes that are no warning (``estimates only``: every run without a GPU
     says it), printed as plain lines of the step's log, not as annotations."""
-    lines = [f"gpuadvise: note: {escape_data(note)}" for note in log]
-    lines += [annotation("warning", note, title="gpuadvise") for note in notes]
+    lines = [annotation("warning", note, title="gpuadvise") for note in notes]
+    lines += [f"gpuadvise: note: {escape_data(note)}" for note in log]
     for item in items:
         command = _COMMANDS.get(item.level)
         if command is None:

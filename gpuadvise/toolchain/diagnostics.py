@@ -213,8 +213,12 @@ def compile_error(
 ) -> GpuAdviseError:
     """The error for a failed nvcc run on ``src`` (``log``: nvcc's output). ``shown``: whether
     a diagnostic located in a file may be shown (:func:`hide_diagnostics`; default: all)."""
+    hidden_note = ""
     if shown is not None:
         log = hide_diagnostics(log, shown)
+        last = log.rsplit("\n", 1)[-1]
+        if last.endswith("not the kernel's sources: not shown)"):
+            hidden_note = "; " + last.strip("()")  # the one line says it too (gate shows no more)
     if m := _DISK_FULL_RE.search(log):
         where = f"the disk mounted at {_mount_of(m['path'])}" if m["path"] else "a disk nvcc uses"
         return ToolchainError(
@@ -247,7 +251,9 @@ def compile_error(
     first = first_error(text, prefer=src)
     what = f"{errors} error{'s' if errors != 1 else ''}" if errors else f"nvcc exit {returncode}"
     return CompileError(
-        f"{src} does not compile for {arch} ({what}" + (f"; the first: {first})" if first else ")"),
+        f"{src} does not compile for {arch} ({what}"
+        + (f"; the first: {first}" if first else "")
+        + f"{hidden_note})",
         "fix the errors nvcc reports below",
         details=log.strip("\n") or None,
     )
@@ -299,7 +305,7 @@ def instantiation_error(
     file, closest to the name first, for the hint; ``demangled``: mangled -> demangled names
     (ptxas names kernels by their symbol).
     """
-    text = exc.message
+    text = readable_log(exc.details) if exc.details else exc.message  # nvcc's output verbatim
     detail = first_error(text, prefer=src, avoid=wrapper)
     if detail is None:
         detail = next((ln.strip() for ln in text.splitlines()[1:] if ln.strip()), "nvcc failed")
