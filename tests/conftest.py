@@ -16,6 +16,9 @@ What every folder may use:
   store the same entry. The ``compile_cache`` fixture (module scope) is that folder, set again
   for the module in case something before it changed the variable;
   ``pytestmark = pytest.mark.usefixtures("compile_cache")`` names it for a whole module.
+- hypothesis profiles (``propkit``): ``ci`` runs every property test's full number of examples
+  (the README's command: ``--hypothesis-profile=ci``; any run with ``CI`` set), ``dev`` (the
+  default elsewhere) a quarter of it; a test writes ``max_examples=examples(N)``.
 - the ``private_compile_cache`` fixture (function scope): a fresh, empty cache of the test's own,
   for a test that damages the cache, counts its entries or needs a first compile to miss.
 """
@@ -34,6 +37,10 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+import propkit  # noqa: E402  (importable once TESTS is on the path)
+
+propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
 
 
 @functools.cache

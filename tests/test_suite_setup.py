@@ -1,5 +1,6 @@
-"""The test suite's own setup (tests/conftest.py): one compile cache for the whole run, shared by
-every module and every pytest-xdist worker; a private cache on request."""
+"""The test suite's own setup (tests/conftest.py, tests/propkit.py): one compile cache for the
+whole run, shared by every module and every pytest-xdist worker; a private cache on request; the
+hypothesis profiles and the examples each runs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import propkit
 import pytest
 from conftest import cache_env, run_folder
+from hypothesis import settings
 
 from gpuadvise.toolchain import cache_root
 
@@ -65,7 +68,7 @@ def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
     under the run's base temporary folder (pytest-xdist is in the ``dev`` extra)."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    for helper in ("conftest.py",):
+    for helper in ("conftest.py", "propkit.py"):
         shutil.copy(TESTS / helper, suite / helper)
     (suite / "test_record.py").write_text(RECORDER)
     records, base = tmp_path / "records", tmp_path / "base"
@@ -81,3 +84,42 @@ def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
     seen = {w.name: set(w.read_text().split()) for w in records.iterdir()}
     assert set(seen) == {"gw0", "gw1"}, seen
     assert set.union(*seen.values()) == {str(base / "compile-cache")}
+
+
+@pytest.mark.parametrize(
+    ("profile", "asked", "runs"),
+    [
+        ("ci", 300, 300),
+        ("ci", 12, 12),
+        ("dev", 300, 75),
+        ("dev", 60, 15),
+        ("dev", 25, 10),  # at least 10
+        ("dev", 6, 6),  # or what was asked, when fewer
+    ],
+)
+def test_the_profiles_examples(profile: str, asked: int, runs: int) -> None:
+    current = settings.get_current_profile_name()
+    try:
+        settings.load_profile(profile)
+        assert propkit.examples(asked) == runs
+        assert settings().max_examples == (100 if profile == "ci" else 25)  # no count given
+    finally:
+        settings.load_profile(current)
+
+
+@pytest.mark.parametrize(
+    ("ci", "profile"), [(None, "dev"), ("", "dev"), ("false", "dev"), ("true", "ci"), ("1", "ci")]
+)
+def test_the_default_profile_follows_ci(
+    ci: str | None, profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    current = settings.get_current_profile_name()
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    try:
+        assert propkit.load_default_profile() == profile
+        assert settings.get_current_profile_name() == profile
+    finally:
+        settings.load_profile(current)
