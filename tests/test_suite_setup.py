@@ -123,3 +123,19 @@ def test_the_default_profile_follows_ci(
         assert settings.get_current_profile_name() == profile
     finally:
         settings.load_profile(current)
+
+
+def test_the_readme_command_is_the_one_ci_runs_at_full_strength() -> None:
+    """The README's test command is the last line of .ci/run: every CPU (pytest-xdist, which the
+    ``dev`` extra installs), the kernel cases' groups kept together, the full hypothesis count."""
+    import tomllib
+
+    root = TESTS.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split("**Run the tests**", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    command = block.strip()
+    assert (root / ".ci" / "run").read_text().strip().splitlines()[-1] == command
+    pytest_args = command.split(".venv/bin/python -m pytest", 1)[1].split()
+    assert pytest_args == ["-q", "-n", "auto", "--dist", "loadgroup", "--hypothesis-profile=ci"]
+    dev = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("pytest-xdist") for d in dev["dev"])
