@@ -1,9 +1,17 @@
-"""Helpers of the CLI tests (any folder): run ``gpuadvise`` in this process, check its one-line
-error, digest files, a fake analysis with a variant. No tests in here."""
+"""Helpers of the tests that run the CLI: ``gpuadvise`` in this process (``main(argv)``: no
+interpreter to start, the imports and caches of the test process reused), its one-line error,
+digests of files, a fake analysis with a variant. No tests in here.
+
+What stays a subprocess (``python -m gpuadvise``): what only a real process shows (its exit
+status, signals, a closed or full stdout, the files left after it exits, ``ulimit``), and a few
+smoke tests of the entry point."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import subprocess
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +33,30 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def cli_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gpuadvise ARGS`` in this process, as a ``subprocess.CompletedProcess`` (``returncode``,
+    ``stdout``, ``stderr``), for tests that read a run that way. The streams are captured here
+    (UTF-8 text over bytes, not a terminal, as a pipe would be), so it needs no ``capsys`` and
+    works in fixtures of any scope. An exception other than SystemExit fails the test."""
+    out, err = _stream(), _stream()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["gpuadvise", *args], code, _text(out), _text(err))
+
+
+def _stream() -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
 
 
 def one_error(err: str) -> str:

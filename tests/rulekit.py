@@ -2,9 +2,9 @@
 case, one rule run on it, and a finding's evidence as a dict. Import it from a test module
 (``from rulekit import ...``).
 
-The toolkit check and the isolated compile cache are conftest.py's (``pytest.mark.toolkit``, the
-``compile_cache`` fixture); ``needs_toolkit`` and ``isolated_cache`` are the same, under the
-names the older rule tests import.
+The toolkit check and the compile cache are conftest.py's (``pytest.mark.toolkit``, the
+``compile_cache`` fixture: the run's one cache, not a module's own any more); ``needs_toolkit``
+and ``isolated_cache`` are the same, under the names the older rule tests import.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuadvise.analyze.models import resolve_launch
 from gpuadvise.errors import GpuAdviseError
+from gpuadvise.fileio import write_atomic
 from gpuadvise.model.launch_change import LaunchCheck
 from gpuadvise.rules.context import ModelUnavailable, SharedLayout, SharedVariable
 from gpuadvise.toolchain import CompileOptions, KernelInfo, Toolchain
@@ -66,7 +67,10 @@ class AnalysisServices:
         self, source_text: str | None, nvcc_flags: Sequence[str]
     ) -> tuple[Path, CompileOptions]:
         """Where the candidate's source is (rewritten sources go to the compile cache, named
-        by their content, so that a second analysis reuses the build) and its options."""
+        by their content, so that a second analysis reuses the build) and its options. The file
+        is replaced whole (:func:`~gpuadvise.fileio.write_atomic`), never rewritten in place:
+        another analysis compiling the same candidate at that moment (a second ``gpuadvise``,
+        a parallel test run) reads the whole text, never a truncated one."""
         from gpuadvise.toolchain import cache_root
 
         options = self._options()
@@ -75,10 +79,10 @@ class AnalysisServices:
             digest = hashlib.sha256(source_text.encode()).hexdigest()[:20]
             folder = cache_root(options) / "candidates" / digest
             path = folder / source.name
+            data = source_text.encode("utf-8")
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                if not path.is_file() or path.read_text() != source_text:
-                    path.write_text(source_text)
+                if not path.is_file() or path.read_bytes() != data:
+                    write_atomic(path, data)
             except OSError as exc:
                 raise ModelUnavailable(
                     f"cannot write the candidate's source {path}: {exc}"

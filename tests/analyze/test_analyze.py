@@ -1,35 +1,31 @@
-"""`gpuadvise analyze` without a GPU: the CLI contract on real compiled kernels."""
+"""`gpuadvise analyze` without a GPU: the CLI contract on real compiled kernels (the command runs
+in this process, ``main(argv)``; tests/cli/test_cli.py runs the entry point as a process)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = ROOT / "tests" / "cuda"
 REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
 
-pytestmark = pytest.mark.toolkit
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
 
-@pytest.fixture(scope="module")
-def env(compile_cache: Path) -> dict[str, str]:
-    return {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
+@pytest.fixture()
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``gpuadvise analyze`` runs: this process, the repository as the working folder
+    (reports name files relative to it), the run's compile cache."""
+    monkeypatch.chdir(ROOT)
 
 
-def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
+def run(env: None, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli_run("analyze", *args)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clikit import cli_run
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import UsageError
@@ -25,12 +23,10 @@ try:
 except Exception:
     HAVE_NVCC = False
 
-pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPUADVISE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+pytestmark = [
+    pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit"),
+    pytest.mark.usefixtures("compile_cache"),
+]
 
 
 def prep(src: str, **kw: object):
@@ -118,25 +114,17 @@ def test_missing_scalar_is_a_clear_error():
 
 @pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA is installed")
 def test_no_pycuda_says_what_is_missing_and_exits_2():
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuadvise",
-            "bench",
-            str(RUN / "copy.cu"),
-            "-k",
-            "copy",
-            "--grid",
-            "4",
-            "--block",
-            "256",
-            "--arg",
-            "n=1024",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ},
+    r = cli_run(
+        "bench",
+        str(RUN / "copy.cu"),
+        "-k",
+        "copy",
+        "--grid",
+        "4",
+        "--block",
+        "256",
+        "--arg",
+        "n=1024",
     )
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "PyCUDA is not installed" in r.stderr

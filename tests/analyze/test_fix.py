@@ -3,6 +3,7 @@ they compose, and what is written."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clikit import cli_run
 
 from gpuadvise.analyze.fix import FixResult, FixStep, fix_candidates, fixed_spec, write_fix
 from gpuadvise.analyze.options import KernelOptions
@@ -308,10 +310,9 @@ def test_write_fix_when_the_source_was_removed_in_one_line(tmp_path: Path) -> No
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    """``gpuadvise analyze ARGS`` in this process, in ``cwd``."""
+    with contextlib.chdir(cwd):
+        return cli_run("analyze", *args)
 
 
 def test_unsafe_fixes_alone_is_a_usage_error(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """Bad and real-world inputs to ``gpuadvise analyze`` and ``occupancy`` (issue 18), replayed through
-the CLI: every mistake gives one line ``error: <what>; <how to fix>`` and exit 2 (never a
-traceback), explicit fills are honoured on every pointer, and a poisoned pointer that the kernel
-reads before writing it gets a note."""
+the CLI (in this process; under ``ulimit -v``, a process of its own): every mistake gives one
+line ``error: <what>; <how to fix>`` and exit 2 (never a traceback), explicit fills are honoured
+on every pointer, and a poisoned pointer that the kernel reads before writing it gets a note."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clikit import cli_run
 
 from gpuadvise.toolchain import find_toolchain
 
@@ -80,9 +82,9 @@ __global__ void expand(int* starts, int* edges, int* level, int* out, int n) {
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    cache = tmp_path_factory.mktemp("inputs-cache")
-    return {**os.environ, "GPUADVISE_CACHE_DIR": str(cache)}
+def env(compile_cache: Path) -> dict[str, str]:
+    """The environment of the runs: the run's compile cache."""
+    return {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +98,14 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def gpuadvise(
     env: dict[str, str], *args: str, cwd: Path = ROOT, limit_kb: int | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """``gpuadvise ARGS`` in ``cwd``: in this process (its environment is ``env``), or with
+    ``limit_kb`` as a process of its own under ``ulimit -v`` (for the command only)."""
+    if limit_kb is None:
+        assert os.environ["GPUADVISE_CACHE_DIR"] == env["GPUADVISE_CACHE_DIR"]
+        with contextlib.chdir(cwd):
+            return cli_run(*args)
     cmd = [sys.executable, "-m", "gpuadvise", *args]
-    if limit_kb is not None:  # `ulimit -v` for the command only
-        cmd = ["bash", "-c", f'ulimit -v {limit_kb} && exec "$@"', "bash", *cmd]
+    cmd = ["bash", "-c", f'ulimit -v {limit_kb} && exec "$@"', "bash", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=800)
 
 

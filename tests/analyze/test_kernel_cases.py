@@ -2,9 +2,9 @@
 ``kernels/fp16_neighbourhood``, ``kernels/tile_gather``, ``kernels/cells``), compiled with nvcc and
 run on the CPU emulator (no GPU):
 
-- every kernel analyzes through the CLI with its bundled launch spec (``case.toml`` or
-  ``<kernel>.toml``, on a smaller frame where the spec's would take long to fill): exit 0, the
-  emulator ran, the memory models produced lines;
+- every kernel analyzes through the CLI (in this process, ``main(argv)``) with its bundled
+  launch spec (``case.toml`` or ``<kernel>.toml``, on a smaller frame where the spec's would take
+  long to fill): exit 0, the emulator ran, the memory models produced lines;
 - the variants of one case compute the same output on a small launch (every CTA emulated), and
   that output is the one a numpy reference computes from the same input;
 - the ``// expect:`` annotations name rule ids of the issue's list, and each case keeps kernels
@@ -16,16 +16,13 @@ The golden findings of the rules that exist are checked by ``tests/test_rules_go
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from clikit import cli_run
 
 from gpuadvise import rules as R
 from gpuadvise.source.signature import list_kernels
@@ -72,16 +69,9 @@ ALL = _all_kernels()
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One compile cache for the CLI runs and the in-process analyses of this module."""
-    cache = tmp_path_factory.mktemp("kernel-cases-cache")
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(cache)
-    yield cache
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def cache_dir(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py), for the CLI runs and the in-process analyses."""
+    return compile_cache
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,14 +132,15 @@ def test_annotations(folder: str) -> None:
 
 
 @pytest.mark.parametrize("case", ALL, ids=[f"{f}:{k}" for f, k in ALL])
-def test_analyze_cli(case: tuple[str, str], cache_dir: Path) -> None:
+def test_analyze_cli(
+    case: tuple[str, str], cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder, kernel = case
     source = _source(folder)
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", str(source), "-k", kernel, "--json",
-         "--sample-ctas", str(SAMPLE_CTAS), *(f"--arg={a}" for a in CLI_ARGS[folder])],
-        capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "GPUADVISE_CACHE_DIR": str(cache_dir)},
+    monkeypatch.chdir(ROOT)
+    r = cli_run(
+        "analyze", str(source), "-k", kernel, "--json", "--sample-ctas", str(SAMPLE_CTAS),
+        *(f"--arg={a}" for a in CLI_ARGS[folder]),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

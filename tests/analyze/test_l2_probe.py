@@ -5,11 +5,8 @@ N, at most 64); a bad count is a one-line usage error. The traced probe on ``ker
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from clikit import cli_run
 from rulekit import KERNELS, needs_toolkit
 
 from gpuadvise.analyze.models import INTERIOR_CTAS, l2_probe_size
@@ -38,13 +35,7 @@ def test_parse_probe_count():
 
 
 def test_bad_probe_count_is_a_usage_error():
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", str(GATHER), "--l2-probe-ctas", "many"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    r = cli_run("analyze", str(GATHER), "--l2-probe-ctas", "many")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --l2-probe-ctas 'many'"), r.stderr

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from clikit import cli_run
 
 from gpuadvise.analyze.tracer_choice import (
     BATCH_COST,
@@ -27,18 +27,24 @@ REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
+    """``gpuadvise analyze ARGS`` in this process (``env``: its environment, set by the fixture)."""
+    assert os.environ["GPUADVISE_CACHE_DIR"] == env["GPUADVISE_CACHE_DIR"]
+    return cli_run("analyze", *args)
 
 
 @pytest.fixture()
-def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "GPUADVISE_CACHE_DIR": str(tmp_path / "cache")}
+def env(private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The CLI's environment: a compile cache of the test's own (the test counts its entries),
+    the repository as the working folder."""
+    monkeypatch.chdir(ROOT)
+    return {"GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+
+
+@pytest.fixture()
+def shared_env(compile_cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The CLI's environment: the run's compile cache, the repository as the working folder."""
+    monkeypatch.chdir(ROOT)
+    return {"GPUADVISE_CACHE_DIR": str(compile_cache)}
 
 
 # --- pure parts -----------------------------------------------------------------------------------
@@ -127,7 +133,8 @@ def test_emulation_reports_progress_in_ctas(compile_cache: Path) -> None:
 
 
 @pytest.mark.toolkit
-def test_time_budget_gives_a_partial_result(env: dict[str, str]) -> None:
+def test_time_budget_gives_a_partial_result(shared_env: dict[str, str]) -> None:
+    env = shared_env  # a partial result is never stored: the run's cache is safe to share
     r = run(env, str(REDUCE), "-k", "reduce2", "--no-measure", "--time-budget", "0.001", "--json")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr

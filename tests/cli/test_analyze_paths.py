@@ -1,27 +1,51 @@
 """``gpuadvise analyze FOLDER...``: every case under the folders, in parallel (``--jobs``), split
-for CI (``--shard``), ranked by the time to win, in every format; and ``gate --shard``."""
+for CI (``--shard``), ranked by the time to win, in every format; and ``gate --shard``.
+
+The runs of one job at a time are in this process (``main(argv)``); those of several jobs, whose
+workers are processes of their own (``spawn``), run ``python -m gpuadvise``."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 FOLDERS = ("kernels/tail", "kernels/blocksize")
+# --no-trace: the launch rules (GA102, GA103) are enough for the ranking and the formats
+QUICK = ("--no-measure", "--no-trace")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _in_root() -> Iterator[None]:
+    """The repository as the working folder (the cases are named relative to it)."""
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        yield
+    finally:
+        os.chdir(old)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    # --no-trace: the launch rules (GA102, GA103) are enough for the ranking and the formats
+    """``gpuadvise analyze ARGS`` in this process."""
+    return cli_run("analyze", *args, *QUICK)
+
+
+def _process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gpuadvise analyze ARGS`` as a process of its own (for several jobs)."""
     return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", *args, "--no-measure", "--no-trace"],
+        [sys.executable, "-m", "gpuadvise", "analyze", *args, *QUICK],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
 
@@ -44,7 +68,7 @@ def one_job() -> dict[str, Any]:
 
 
 def test_one_and_several_jobs_agree(one_job: dict[str, Any]) -> None:
-    p = _run(*FOLDERS, "--jobs", "4", "--format", "json")
+    p = _process(*FOLDERS, "--jobs", "4", "--format", "json")
     assert p.returncode == 0, p.stderr
     assert _stable(json.loads(p.stdout)) == _stable(one_job)
 
@@ -106,7 +130,9 @@ def test_one_kernel_options_are_refused_with_several_cases() -> None:
 
 def test_a_broken_case_is_a_row_not_the_end(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('source = "absent.cu"\nkernel = "k"\n')
-    p = _run(str(tmp_path), "kernels/tail", "--format", "json", "--jobs", "2", "--fail-on", "error")
+    p = _process(
+        str(tmp_path), "kernels/tail", "--format", "json", "--jobs", "2", "--fail-on", "error"
+    )
     # a case that could not be analyzed is an error once every case is reported (as in gate)
     assert p.returncode == 2 and "1 of 4 cases could not be analyzed" in p.stderr, p.stderr
     doc = json.loads(p.stdout)
@@ -115,7 +141,8 @@ def test_a_broken_case_is_a_row_not_the_end(tmp_path: Path) -> None:
     assert len(doc["cases"]) == 4
 
 
-def test_gate_shard(tmp_path: Path) -> None:
+def test_gate_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "gpuadvise.toml"
     cases = "".join(
         f'[[gate.cases]]\nname = "c{i}"\nsource = "{ROOT}/kernels/tail/tail.cu"\nkernel = "scale_tail"\n'
@@ -124,11 +151,7 @@ def test_gate_shard(tmp_path: Path) -> None:
     cfg.write_text("[gate]\n" + cases)
     names: list[str] = []
     for k in (1, 2):
-        p = subprocess.run(
-            [sys.executable, "-m", "gpuadvise", "gate", "--config", str(cfg), "--shard", f"{k}/2",
-             "--update-baseline"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        p = cli_run("gate", "--config", str(cfg), "--shard", f"{k}/2", "--update-baseline")
         assert p.returncode == 2 and "--shard and --update-baseline" in p.stderr
     from gpuadvise.gate.run import prepare_gate
 

@@ -1,4 +1,7 @@
-"""The CLI contract: exit codes, one-line errors, JSON schema, help everywhere."""
+"""The CLI contract: exit codes, one-line errors, JSON schema, help everywhere.
+
+The commands run in this process (``main(argv)``, tests/clikit.py); the entry point's smoke
+tests run ``python -m gpuadvise`` as a real process: its exit status and its streams."""
 
 from __future__ import annotations
 
@@ -8,14 +11,20 @@ import subprocess
 import sys
 
 import pytest
+from clikit import cli_run
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuadvise ARGS`` as a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "gpuadvise", *args], capture_output=True, text=True, env=ENV
     )
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return cli_run(*args)
 
 
 def test_version_and_help():
@@ -26,6 +35,25 @@ def test_version_and_help():
     for cmd in ([], ["occupancy"], ["devices"]):
         r = run(*cmd, "--help")
         assert r.returncode == 0 and "Usage" in r.stdout
+
+
+def test_the_entry_point_as_a_process():
+    """Smoke test of ``python -m gpuadvise``: the exit status and streams of a real process, for
+    a success, a user error (one line, exit 2) and an unknown command."""
+    from gpuadvise import __version__
+
+    r = process("--version")
+    assert r.returncode == 0 and __version__ in r.stdout and r.stderr == ""
+    r = process(
+        "occupancy", "-t", "16x16", "--smem", "32KiB", "-r", "64", "--gpu", "h100", "--json"
+    )
+    assert r.returncode == 0 and json.loads(r.stdout)["occupancy"] == 0.5, r.stderr
+    r = process("occupancy", "--threads", "0")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1
+    r = process("frobnicate")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
 
 
 def test_occupancy_text():

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.cli.main import main
 
@@ -33,7 +34,7 @@ __global__ void scale(float* out, const float* in, int n)
 """
 
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     database=None,
     derandomize=True,
@@ -278,7 +279,7 @@ def test_occupancy_arguments(threads, regs, smem, gpu, sweep) -> None:  # type: 
     run_cli(argv + (["--sweep"] if sweep else []), [])
 
 
-@settings(SETTINGS, max_examples=12)
+@settings(SETTINGS, max_examples=examples(12))
 @given(
     grid=DIMS,
     args=st.one_of(

@@ -10,16 +10,16 @@ empty ``--gpu``; capped echoes of long input.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import cli, digest, one_error, run_with_variant
+from clikit import cli, cli_run, digest, one_error, run_with_variant
 from gate_fakes import SourceProvider
 
 from gpuadvise.analyze.measure import write_variants
@@ -28,7 +28,6 @@ from gpuadvise.cli.gate import gate_command
 from gpuadvise.errors import ConfigError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 KERNEL = """\
 // gate: registers=32 spill_bytes=0 occupancy=0.5 time_ms=1.0
@@ -425,14 +424,8 @@ def test_gate_never_runs_a_host_compiler_the_config_names(tmp_path: Path) -> Non
         '[gate]\nmetrics = ["registers"]\n[[gate.cases]]\nsource = "k.cu"\ngrid = 4\n'
         f'block = 256\nargs = {{ n = 1000 }}\nnvcc_flags = ["-ccbin={evil}"]\n'
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "gate", "--update-baseline", "--gates", "static"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=300,
-    )
+    with contextlib.chdir(repo):
+        r = cli_run("gate", "--update-baseline", "--gates", "static")
     assert r.returncode == 2 and "--trust-config" in one_error(r.stderr)
     assert not (repo / "pwned").exists()
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,14 +25,9 @@ pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit")
 
 
 def gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(cwd / ".cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "gate", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    """``gpuadvise gate ARGS`` in this process, in ``cwd`` (the run's compile cache)."""
+    with contextlib.chdir(cwd):
+        return cli_run("gate", *args)
 
 
 def test_static_gates_from_the_real_models(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.model.banks import (
     BankCounts,
@@ -418,14 +419,14 @@ def shared_access(draw: st.DrawFn) -> tuple[int, int, int, list[int]]:
     return int(kind), width, mask, offs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(shared_access())
 def test_matches_the_plain_reference(access: tuple[int, int, int, list[int]]) -> None:
     kind, width, mask, offs = access
     assert wf(offs, width, mask, Kind(kind)) == reference(kind, width, mask, offs)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(shared_access())
 def test_wavefronts_at_least_ideal_at_least_one(access: tuple[int, int, int, list[int]]) -> None:
     kind, width, mask, offs = access
@@ -436,7 +437,7 @@ def test_wavefronts_at_least_ideal_at_least_one(access: tuple[int, int, int, lis
         assert w == i == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(shared_access(), st.randoms(use_true_random=False))
 def test_permuting_lanes_within_a_group(
     access: tuple[int, int, int, list[int]], rnd: random.Random

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.model.coalescing import (
     CoalescingResult,
@@ -154,14 +155,14 @@ def global_access(draw: st.DrawFn) -> tuple[int, int, list[int]]:
     return width, mask, addrs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(global_access())
 def test_matches_the_plain_reference(access: tuple[int, int, list[int]]) -> None:
     width, mask, addrs = access
     assert one(addrs, width, mask) == reference(width, mask, addrs)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(global_access())
 def test_sectors_at_least_ideal(access: tuple[int, int, list[int]]) -> None:
     width, mask, addrs = access

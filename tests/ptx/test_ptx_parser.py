@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.ptx.cfg import build_program, immediate_post_dominators
 from gpuadvise.ptx.errors import PtxParseError
@@ -253,7 +254,7 @@ def _body(line: str) -> str:
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(reg=REG, offset=st.integers(-(2**31), 2**31 - 1), style=st.sampled_from(["+", "+-"]))
 def test_address_offsets_round_trip(reg: str, offset: int, style: str) -> None:
     if offset < 0 and style == "+-":
@@ -267,7 +268,7 @@ def test_address_offsets_round_trip(reg: str, offset: int, style: str) -> None:
     assert ins.operands[1] == Addr(Reg(reg), offset)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(value=st.integers(-(2**63), 2**64 - 1), hexa=st.booleans())
 def test_integer_literals(value: int, hexa: bool) -> None:
     if hexa and value >= 0:
@@ -279,7 +280,7 @@ def test_integer_literals(value: int, hexa: bool) -> None:
     assert ins.operands[1] == Imm(value)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(x=st.floats(width=32, allow_nan=False))
 def test_float_literals_keep_their_bits(x: float) -> None:
     bits = struct.unpack("<I", struct.pack("<f", x))[0]
@@ -325,7 +326,7 @@ def _postdominators(succs: list[tuple[int, ...]]) -> list[set[int]]:
     return pdom
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.integers(1, 12).flatmap(
         lambda n: st.lists(

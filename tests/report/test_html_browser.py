@@ -12,17 +12,18 @@ with the reason, where either is missing. Control pages check that the checks ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import cli_run
 from test_html import Dom, external_references
 
 from gpuadvise.toolchain import find_toolchain
@@ -152,15 +153,12 @@ def with_script(page: Path, script: str, dest: Path) -> Path:
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The page and the JSON of the same real analysis."""
     tmp = tmp_path_factory.mktemp("html-report")
-    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(tmp / "cache")}
     page = tmp / "reduce2.html"
-    base = [sys.executable, "-m", "gpuadvise", "analyze", REDUCE, "--kernel", "reduce2"]
-    base += ["--gpu", "H100", "--no-measure"]
-    for args in (["--format", "html", "-o", str(page)], ["--json"]):
-        proc = subprocess.run(
-            base + args, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
-        )
-        assert proc.returncode == 0, proc.stderr
+    base = ["analyze", REDUCE, "--kernel", "reduce2", "--gpu", "H100", "--no-measure"]
+    with contextlib.chdir(ROOT):  # in this process, the run's compile cache
+        for args in (["--format", "html", "-o", str(page)], ["--json"]):
+            proc = cli_run(*base, *args)
+            assert proc.returncode == 0, proc.stderr
     return page, json.loads(proc.stdout)
 
 

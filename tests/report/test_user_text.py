@@ -18,6 +18,7 @@ import pytest
 from gate_fakes import SourceProvider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.cli.gate import gate_command
 from gpuadvise.cli.main import main
@@ -193,7 +194,7 @@ USER_TEXT = st.one_of(
     st.text(max_size=20),
 )
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=examples(200),
     deadline=None,
     database=None,
     derandomize=True,

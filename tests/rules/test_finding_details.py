@@ -9,11 +9,9 @@ import json
 from typing import Any
 
 import pytest
-from rulekit import KERNELS
-from test_rules_golden import CASES, TRACE_CTAS, analyze
+from test_rules_golden import CASE_PARAMS, TRACE_CTAS, case_run
 
 import gpuadvise.rules as rule_api
-from gpuadvise.analyze.evaluate import rule_context
 from gpuadvise.rules.config import Config
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -24,13 +22,11 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value.to_dict(), sort_keys=True)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c}:{k}" for c, k in CASES])
+@pytest.mark.parametrize("case", CASE_PARAMS)
 def test_details_round_trip_and_drive_estimate_and_transform(case: tuple[str, str]) -> None:
-    rel, kernel = case
     registry = rule_api.load_registry()
     cfg = Config(trace_ctas=TRACE_CTAS)
-    context = rule_context(analyze(KERNELS / rel, kernel), cfg)
-    run = rule_api.evaluate_rules(context, cfg, registry=registry)
+    context, run = case_run(case, "details")  # the golden test's run of the case
     assert not [f for f in run.findings if f.is_error], [f.error for f in run.findings]
     for f in run.findings:
         assert isinstance(f.details, rule_api.FindingDetails), (f.rule, type(f.details))

@@ -7,7 +7,6 @@ pattern computes (so they agree with each other), with every load the pattern as
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -38,14 +37,9 @@ M32 = 0xFFFFFFFF
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("proxy-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ reason, where it is not provably safe or cannot help.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -40,14 +39,9 @@ TRACE_CTAS = 8
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga201-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 def ga201_module() -> Any:

@@ -10,7 +10,6 @@ thread. Where the kernel does something the rewrite cannot follow, it is refused
 from __future__ import annotations
 
 import inspect
-import os
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +39,9 @@ TRACE_CTAS = 8
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga204-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 def analyze(source: Path, kernel: str, block: str | None = None, trace: bool = True) -> Any:

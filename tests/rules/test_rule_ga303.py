@@ -5,7 +5,6 @@ the partial last tile row included). Needs nvcc (the toolkit wheels), no GPU."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -36,14 +35,9 @@ SMALL = {"w": 256, "h": 24}  # 16 x 2 tiles, the second row half below the frame
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga303-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ cases where it must stay quiet. Needs nvcc (the toolkit wheels), no GPU."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,14 +39,9 @@ def mod() -> Any:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga402-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 def analyze(source: Path, kernel: str) -> Any:

@@ -6,7 +6,6 @@ GPU (marker ``gpu``) the stream launches of the case against a graph replay of t
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import types
 from pathlib import Path
@@ -41,14 +40,9 @@ REPEAT = 1000
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ga501-cache"))
-    yield
-    if old is None:
-        os.environ.pop("GPUADVISE_CACHE_DIR", None)
-    else:
-        os.environ["GPUADVISE_CACHE_DIR"] = old
+def _cache(compile_cache: Path) -> Path:
+    """The run's compile cache (conftest.py) for every test of the module."""
+    return compile_cache
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = False) -> Any:

@@ -10,12 +10,16 @@ original kernels (on the emulator).
 
 ``kernels/styles/`` (the style-varied suite of issue 15 item 8) is held to every marker, rules not
 yet registered included.
+
+Each case's rules run is made once (:func:`case_run`) for the two tests that assert on it: the
+golden findings here and the details' round trip (``test_finding_details.py``).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ import rulekit
 from rulekit import KERNELS
 
 import gpuadvise.rules as rule_api
-from gpuadvise.analyze.evaluate import run_rules, run_rules_report
+from gpuadvise.analyze.evaluate import rule_context, run_rules, run_rules_report
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import findings_json
 from gpuadvise.source.signature import list_kernels
@@ -44,6 +48,41 @@ def _cases() -> list[tuple[str, str]]:
 
 
 CASES = _cases()
+
+
+def case_param(case: tuple[str, str]) -> Any:
+    """``case`` as a test parameter (id ``folder/file.cu:kernel``) in the case's xdist group, so
+    that under ``pytest -n ... --dist loadgroup`` the tests that share its run
+    (:func:`case_run`) run on one worker, one after the other."""
+    group = f"kernel-case {case[0]}:{case[1]}".replace("]", ")").replace("@", "at")
+    return pytest.param(case, id=f"{case[0]}:{case[1]}", marks=pytest.mark.xdist_group(group))
+
+
+CASE_PARAMS = [case_param(c) for c in CASES]
+
+# The tests that assert on the rules' run of every case: each takes it once (case_run), and the
+# run is dropped when all have, so that a run of the whole suite holds a few cases at a time.
+CASE_CONSUMERS = frozenset({"golden", "details"})
+_RUNS: dict[tuple[str, str], tuple[Any, Any, set[str]]] = {}
+
+
+def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
+    """(the RuleContext, the RulesRun) of every bundled rule on kernel case ``case``, as
+    ``gpuadvise analyze`` builds them (the H100 model, the first ``TRACE_CTAS`` CTAs traced):
+    computed once for the tests of :data:`CASE_CONSUMERS` (``consumer`` is the one asking)
+    rather than once each, and forgotten when each of them has taken it."""
+    assert consumer in CASE_CONSUMERS, consumer
+    if case not in _RUNS:
+        rel, kernel = case
+        cfg = Config(trace_ctas=TRACE_CTAS)
+        context = rule_context(analyze(KERNELS / rel, kernel), cfg)
+        run = rule_api.evaluate_rules(context, cfg, registry=rule_api.load_registry())
+        _RUNS[case] = (context, run, set())
+    context, run, taken = _RUNS[case]
+    taken.add(consumer)
+    if taken >= CASE_CONSUMERS:
+        del _RUNS[case]
+    return context, run
 
 
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
@@ -68,6 +107,29 @@ def expected_for(source: Path, kernel: str, registry: rule_api.Registry) -> set[
     }
 
 
+def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[tuple[str, str]] = []
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "analyze", lambda source, kernel: made.append((kernel, "a")))
+    monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
+    monkeypatch.setattr(rule_api, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
+    monkeypatch.setattr(module, "_RUNS", {})
+    case = ("some/case.cu", "k")
+    first = case_run(case, "details")
+    assert first == (("context", TRACE_CTAS), ("run", ("context", TRACE_CTAS)))
+    assert case_run(case, "details") is not None and made == [("k", "a")]  # kept: golden's
+    assert case_run(case, "golden")[1] is first[1] and made == [("k", "a")]  # the same run
+    assert module._RUNS == {}  # every test has it: dropped
+    with pytest.raises(AssertionError):
+        case_run(case, "someone else")
+    # each test of a case is in the case's xdist group, the same in both modules
+    (param,) = [p for p in CASE_PARAMS if p.values == (CASES[0],)]
+    assert param.id == f"{CASES[0][0]}:{CASES[0][1]}"
+    assert [m.args for m in param.marks] == [(f"kernel-case {CASES[0][0]}:{CASES[0][1]}",)]
+
+
 def test_every_rule_has_a_case_that_fires():
     registry = rule_api.load_registry()
     annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_api.expectations(cu).values()
@@ -78,13 +140,13 @@ def test_every_rule_has_a_case_that_fires():
         assert (KERNELS / folder / "case.toml").is_file()
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c[0]}:{c[1]}") for c in CASES])
+@pytest.mark.parametrize("case", CASE_PARAMS)
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel
     registry = rule_api.load_registry()
-    a = analyze(source, kernel)
-    found = run_rules(a, Config(trace_ctas=TRACE_CTAS))
+    _, run = case_run(case, "golden")
+    found = list(run.findings)
     errors = [f for f in found if f.is_error]
     assert not errors, errors[0].message
     got = {(f.line, f.rule) for f in found}

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from propkit import examples
 
 from gpuadvise.errors import UsageError
 from gpuadvise.runner import verify
@@ -321,14 +322,14 @@ float_arrays = hnp.arrays(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(float_arrays)
 def test_property_an_array_matches_itself(arr):
     c = compare("p", arr, arr.copy())
     assert c.ok and c.n_mismatch == 0 and c.max_abs_err == 0.0 and c.worst_index is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(float_arrays, st.data())
 def test_property_perturbation_beyond_tolerance_is_caught_at_its_index(arr, data):
     flat = arr.reshape(-1)
@@ -346,7 +347,7 @@ def test_property_perturbation_beyond_tolerance_is_caught_at_its_index(arr, data
     assert c.max_abs_err == pytest.approx(abs(float(actual.reshape(-1)[i]) - e))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     hnp.arrays(np.float64, st.integers(1, 50), elements=st.floats(-1e6, 1e6)),
     st.data(),
@@ -358,7 +359,7 @@ def test_property_perturbation_within_tolerance_passes(arr, data):
     assert compare("p", arr, actual, rtol=rtol, atol=atol).ok
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     hnp.arrays(
         st.sampled_from([np.int8, np.int32, np.uint16, np.int64]),
@@ -445,7 +446,7 @@ def test_compare_outputs_uses_totals_only_where_asked():
     assert not plain[0].ok and plain[1].ok
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     dtype=st.sampled_from(["f2", "f4", "f8", "c8", "i1", "u4", "i8", "?", STRUCT]),
     shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.constants import NotConstant, constants, evaluate, int_literal
@@ -133,7 +134,7 @@ _CODEISH = st.text(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(max_size=300), _CODEISH))
 def test_the_parser_never_raises(text: str) -> None:
     tree = T.parse(text)
@@ -154,7 +155,7 @@ def test_the_parser_never_raises(text: str) -> None:
         T.statement_at(tree, off)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.one_of(st.text(max_size=300), _CODEISH))
 def test_a_noop_rewrite_returns_the_text(text: str) -> None:
     rw = Rewrite(text)
@@ -163,7 +164,7 @@ def test_a_noop_rewrite_returns_the_text(text: str) -> None:
     assert rw.text() == text
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.text(alphabet="ab\n ", max_size=80), st.data())
 def test_non_overlapping_edits_apply_as_a_diff(body: str, data: st.DataObject) -> None:
     text = body + "\n"  # a source file's lines end with a newline (as the diffs assume)

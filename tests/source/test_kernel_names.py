@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.source.kernel_names import (
     compiler_spelling,
@@ -180,7 +181,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_PIECES, max_size=14).map("".join))
 def test_any_text_resolves_or_not_without_raising(name: str) -> None:
     names = _names()

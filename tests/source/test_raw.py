@@ -8,6 +8,7 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.source.raw import SourceBytes, decode_source
 
@@ -35,14 +36,14 @@ def _join(lines: list[tuple[bytes, bytes]], tail: bytes = b"") -> bytes:
     return b"".join(c + e for c, e in lines) + tail
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 @given(st.binary(max_size=64))
 def test_the_text_is_what_the_analysis_reads(raw: bytes) -> None:
     assert decode_source(raw) == _as_python_reads(raw)
     assert SourceBytes(raw).encode(SourceBytes(raw).text) == raw
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 @given(LINES, st.integers(min_value=0, max_value=7), st.text(max_size=10).filter(
     lambda t: not any(c in t for c in "\r\n\ufffd")))  # fmt: skip
 def test_only_the_changed_line_changes(lines: list[tuple[bytes, bytes]], at: int, new: str) -> None:

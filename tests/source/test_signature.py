@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.errors import KernelNotFoundError, UsageError
 from gpuadvise.source.signature import Param, find_kernels, list_kernels, parse_signature
@@ -242,7 +243,7 @@ def test_duplicate_parameter_names_are_refused() -> None:
         parse_signature("__global__ void k(int n, float n) {}", "k")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet='_global vidkn(){}<>*,;:&"/\n#0123456789[]=', max_size=200))
 def test_garbage_source_never_crashes(text: str) -> None:
     for kernel in ("k", "ns::k", "k<int>"):

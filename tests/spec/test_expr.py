@@ -8,6 +8,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.errors import GpuAdviseError, UsageError
 from gpuadvise.spec.expr import c_div, c_mod, ceil_div, evaluate, names, parse
@@ -218,7 +219,7 @@ def _vars_of(node: tuple, out: set[str]) -> set[str]:
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(tree=trees, env=envs, minimal=st.booleans(), ws=st.sampled_from(["", " ", "  \t"]))
 def test_random_expressions_match_reference(
     tree: tuple, env: dict[str, int], minimal: bool, ws: str
@@ -237,7 +238,7 @@ def test_random_expressions_match_reference(
 EXPR_ALPHABET = "0123456789xXabnwh_ +-*/%(),.$\t"
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(text=st.one_of(st.text(max_size=60), st.text(alphabet=EXPR_ALPHABET, max_size=60)))
 @example("(" * 500)
 @example("-" * 500)

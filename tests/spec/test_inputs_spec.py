@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.devices import check_block_shape
 from gpuadvise.errors import UsageError
@@ -347,7 +348,7 @@ def test_valid_block_shapes() -> None:
 # --- property-based: the fill parser never fails other than with a UsageError --------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(max_size=30) | st.sampled_from(["random(", "x.npy", "a\x00.bin", "random()"]))
 def test_fill_garbage_only_raises_usage_error(text: str) -> None:
     try:
@@ -357,7 +358,7 @@ def test_fill_garbage_only_raises_usage_error(text: str) -> None:
     assert parse_fill(str(fill)) == fill
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     low=st.integers(-(2**31), 2**31 - 1),
     span=st.integers(0, 2**20),

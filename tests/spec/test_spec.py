@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.source.signature import parse_signature
@@ -490,14 +491,14 @@ def test_json_round_trips(tmp_path: Path, cu: Path) -> None:
 idents = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(name=idents, value=st.integers(min_value=-(2**62), max_value=2**62))
 def test_parse_arg_round_trips_integers(name: str, value: int) -> None:
     assert parse_arg(f"{name}={value}") == ArgSpec(name, value)
     assert parse_arg(f"{name}={hex(value)}" if value >= 0 else f"{name}={value}").value == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     name=idents,
     elem=st.sampled_from(["float", "float32", "int", "uchar4", "double2", "Cell", "ns::Cell"]),
@@ -511,7 +512,7 @@ def test_parse_buffer_round_trips(name: str, elem: str, count: str, fill: str | 
     assert parse_buffer(str(b)) == b
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(max_size=40))
 def test_cli_garbage_only_raises_usage_error(text: str) -> None:
     for parser in (parse_arg, parse_buffer):

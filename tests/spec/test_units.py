@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.errors import UsageError
 from gpuadvise.spec.units import Dim3, parse_dims, parse_size
@@ -17,14 +18,14 @@ dims = (
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(d=dims)
 def test_dims_round_trip_through_str(d: Dim3) -> None:
     assert parse_dims(str(d)) == d
     assert parse_dims(d.x) == Dim3(d.x)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     values=st.lists(extents, min_size=1, max_size=3),
     sep=st.sampled_from(["x", "X", ",", "*", " x ", ", ", " * "]),
@@ -36,14 +37,14 @@ def test_dims_accept_every_separator(values: list[int], sep: str, wrap: str) -> 
     assert d.count == d.x * d.y * d.z
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(values=st.lists(st.integers(max_value=0), min_size=1, max_size=3))
 def test_dims_refuse_zero_and_negative(values: list[int]) -> None:
     with pytest.raises(UsageError, match="zero or negative"):
         parse_dims("x".join(map(str, values)))
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(
     text=st.one_of(st.text(max_size=30), st.text(alphabet="0123456789xX,*()[] -+.", max_size=30))
 )
@@ -60,7 +61,7 @@ def test_dims_garbage_only_raises_usage_error(text: str) -> None:
         assert min(d.as_tuple()) >= 1
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(n=st.integers(min_value=0, max_value=2**40))
 def test_size_round_trips(n: int) -> None:
     assert parse_size(n) == n
@@ -69,7 +70,7 @@ def test_size_round_trips(n: int) -> None:
     assert parse_size(f"{n}b") == n
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     n=st.integers(min_value=0, max_value=2**20),
     unit=st.sampled_from(["k", "K", "kb", "KB", "KiB", "m", "M", "MB", "MiB", "g", "GiB"]),
@@ -91,7 +92,7 @@ def test_size_fractions() -> None:
         parse_size("0x10k")
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(
     text=st.one_of(st.text(max_size=30), st.text(alphabet="0123456789.xXkKmMgGiIbB -", max_size=30))
 )

@@ -8,12 +8,11 @@ kernels are found and that line info points at the user's file.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import contextlib
 from pathlib import Path
 
 import pytest
+from clikit import cli_run
 
 from gpuadvise.errors import ToolchainError, UsageError
 from gpuadvise.fileio import decode_tool_path
@@ -135,16 +134,11 @@ def test_include_folder_with_shell_characters_is_refused(tmp_path: Path) -> None
 def test_cli_analyze_of_a_hostile_name(tmp_path: Path) -> None:
     src = tmp_path / "x;$(touch pwned).cu"
     src.write_text(KERNEL)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUADVISE_CACHE_DIR": str(tmp_path / "c")}
-    p = subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", "--json", "--kernel", "scale<2>"]
-        + ["--grid", "4", "--block", "256", "--arg", "n=1000", "--", src.name],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    with contextlib.chdir(tmp_path):  # in this process, the run's compile cache
+        p = cli_run(
+            "analyze", "--json", "--kernel", "scale<2>", "--grid", "4", "--block", "256",
+            "--arg", "n=1000", "--", src.name,
+        )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     assert _pwned(tmp_path) == []
     assert src.name in p.stdout

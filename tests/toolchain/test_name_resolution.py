@@ -8,14 +8,14 @@ matches lists the user's spellings, and ``analyze`` (a spec file's ``kernel =`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import cli_run
 
 from gpuadvise.errors import KernelNotFoundError
 from gpuadvise.toolchain.names import norm
@@ -162,10 +162,9 @@ def test_a_wrong_name_lists_the_users_spellings(base, opts) -> None:  # type: ig
 
 
 def _analyze(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", "analyze", *args, "--no-trace", "--no-measure"],
-        cwd=cwd, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    """``gpuadvise analyze ARGS`` in this process, in ``cwd``."""
+    with contextlib.chdir(cwd):
+        return cli_run("analyze", *args, "--no-trace", "--no-measure")
 
 
 @pytest.mark.usefixtures("compile_cache")
@@ -207,11 +206,8 @@ def test_gate_takes_the_kernel_as_written(tmp_path: Path) -> None:
     )
 
     def gate(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "GPUADVISE_CACHE_DIR": str(tmp_path / ".cache")}
-        return subprocess.run(
-            [sys.executable, "-m", "gpuadvise", "gate", *args],
-            cwd=tmp_path, capture_output=True, text=True, env=env, timeout=900,
-        )  # fmt: skip
+        with contextlib.chdir(tmp_path):  # the run's compile cache
+            return cli_run("gate", *args)
 
     r = gate("--update-baseline")
     assert r.returncode == 0, r.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from propkit import examples
 
 from gpuadvise.toolchain.names import norm
 
@@ -57,7 +58,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_PIECES, max_size=16).map("".join))
 def test_norm_is_total_and_idempotent(name: str) -> None:
     once = norm(name)

@@ -1,0 +1,141 @@
+"""The test suite's own setup (tests/conftest.py, tests/propkit.py): one compile cache for the
+whole run, shared by every module and every pytest-xdist worker; a private cache on request; the
+hypothesis profiles and the examples each runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import propkit
+import pytest
+from conftest import cache_env, run_folder
+from hypothesis import settings
+
+from gpuadvise.toolchain import cache_root
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_every_test_runs_with_the_runs_compile_cache(
+    compile_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    assert compile_cache == run_folder(tmp_path_factory) / "compile-cache"
+    assert compile_cache.is_dir() and os.environ["GPUADVISE_CACHE_DIR"] == str(compile_cache)
+    assert cache_root() == compile_cache  # what gpuadvise compiles into, and the CLI's runs
+
+
+def test_a_private_cache_is_empty_and_the_tests_own(
+    private_compile_cache: Path, compile_cache: Path
+) -> None:
+    assert private_compile_cache != compile_cache and list(private_compile_cache.iterdir()) == []
+    assert cache_root() == private_compile_cache
+
+
+@pytest.mark.parametrize("before", [None, "/somewhere/else"], ids=["unset", "set"])
+def test_cache_env_puts_the_variable_back(
+    before: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if before is None:
+        monkeypatch.delenv("GPUADVISE_CACHE_DIR", raising=False)
+    else:
+        monkeypatch.setenv("GPUADVISE_CACHE_DIR", before)
+    with pytest.raises(RuntimeError), cache_env(tmp_path):
+        assert os.environ["GPUADVISE_CACHE_DIR"] == str(tmp_path)
+        raise RuntimeError  # a test that fails puts it back too
+    assert os.environ.get("GPUADVISE_CACHE_DIR") == before
+
+
+RECORDER = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_record(i, compile_cache):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["RECORD_TO"], worker), "a") as f:
+        f.write(os.environ["GPUADVISE_CACHE_DIR"] + "\\n")
+"""
+
+
+def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
+    """This conftest.py in a run of two workers: each test of each worker sees the one folder,
+    under the run's base temporary folder (pytest-xdist is in the ``dev`` extra)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for helper in ("conftest.py", "propkit.py"):
+        shutil.copy(TESTS / helper, suite / helper)
+    (suite / "test_record.py").write_text(RECORDER)
+    records, base = tmp_path / "records", tmp_path / "base"
+    records.mkdir()
+    env = {**os.environ, "RECORD_TO": str(records)}
+    env.pop("GPUADVISE_CACHE_DIR", None)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+         "--basetemp", str(base), "--rootdir", str(suite), str(suite)],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    seen = {w.name: set(w.read_text().split()) for w in records.iterdir()}
+    assert set(seen) == {"gw0", "gw1"}, seen
+    assert set.union(*seen.values()) == {str(base / "compile-cache")}
+
+
+@pytest.mark.parametrize(
+    ("profile", "asked", "runs"),
+    [
+        ("ci", 300, 300),
+        ("ci", 12, 12),
+        ("dev", 300, 75),
+        ("dev", 60, 15),
+        ("dev", 25, 10),  # at least 10
+        ("dev", 6, 6),  # or what was asked, when fewer
+    ],
+)
+def test_the_profiles_examples(profile: str, asked: int, runs: int) -> None:
+    current = settings.get_current_profile_name()
+    try:
+        settings.load_profile(profile)
+        assert propkit.examples(asked) == runs
+        assert settings().max_examples == (100 if profile == "ci" else 25)  # no count given
+    finally:
+        settings.load_profile(current)
+
+
+@pytest.mark.parametrize(
+    ("ci", "profile"), [(None, "dev"), ("", "dev"), ("false", "dev"), ("true", "ci"), ("1", "ci")]
+)
+def test_the_default_profile_follows_ci(
+    ci: str | None, profile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    current = settings.get_current_profile_name()
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    try:
+        assert propkit.load_default_profile() == profile
+        assert settings.get_current_profile_name() == profile
+    finally:
+        settings.load_profile(current)
+
+
+def test_the_readme_command_is_the_one_ci_runs_at_full_strength() -> None:
+    """The README's test command is the last line of .ci/run: every CPU (pytest-xdist, which the
+    ``dev`` extra installs), the kernel cases' groups kept together, the full hypothesis count."""
+    import tomllib
+
+    root = TESTS.parent
+    readme = (root / "README.md").read_text()
+    block = readme.split("**Run the tests**", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    command = block.strip()
+    assert (root / ".ci" / "run").read_text().strip().splitlines()[-1] == command
+    pytest_args = command.split(".venv/bin/python -m pytest", 1)[1].split()
+    assert pytest_args == ["-q", "-n", "auto", "--dist", "loadgroup", "--hypothesis-profile=ci"]
+    dev = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("pytest-xdist") for d in dev["dev"])
