@@ -19,6 +19,7 @@ from gpuadvise.toolchain import CompileOptions, KernelInfo, Toolchain
 
 if TYPE_CHECKING:
     from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.model.registers import RegisterPressure
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
@@ -104,6 +105,22 @@ class AnalysisServices:
     ) -> KernelInfo:
         _module, kernel, _options = self._build(source_text, nvcc_flags)
         return kernel  # type: ignore[no-any-return]
+
+    def candidate_registers(
+        self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
+    ) -> tuple[KernelInfo, RegisterPressure]:
+        """The candidate's resources and its live registers (ModelUnavailable when nvdisasm
+        cannot give them)."""
+        from gpuadvise.analyze.pipeline import live_registers
+        from gpuadvise.toolchain import sass
+
+        module, kernel, _options = self._build(source_text, nvcc_flags)
+        tc = self._toolchain()
+        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+        pressure, why = live_registers(module, kernel, instrs, tc)
+        if pressure is None:
+            raise ModelUnavailable(why or "the candidate's live registers were not read")
+        return kernel, pressure
 
     def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
         return self.emulate_candidate(source_text, sample_ctas).trace

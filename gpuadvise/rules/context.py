@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.launch_change import LaunchCheck
     from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
     from gpuadvise.model.reduction import Phase, ReductionTree
+    from gpuadvise.model.registers import RegisterPressure
     from gpuadvise.model.waves import Waves
     from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
     from gpuadvise.toolchain import KernelInfo
@@ -75,7 +76,8 @@ class KernelFacts:
     (inlined code attributed to the line that called it); ``sass_lines_innermost``: the same at
     the innermost line (as the trace has them); ``sass_instructions``: every instruction.
     ``kernel_file``: the file that defines the kernel (a header the compiled source includes);
-    None: the compiled source.
+    None: the compiled source. ``registers``: the live registers along the SASS (None when
+    nvdisasm could not give them).
     """
 
     spec: KernelSpec
@@ -91,6 +93,7 @@ class KernelFacts:
     sass_lines: tuple[SassMemLine, ...] = ()
     sass_lines_innermost: tuple[SassMemLine, ...] = ()
     kernel_file: str | None = None  # the file defining the kernel, when not spec.source
+    registers: RegisterPressure | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,13 @@ class RuleServices(Protocol):
 
     def shared_layout(self) -> SharedLayout:
         """Where the tracer placed the kernel's shared variables."""
+        ...
+
+    def candidate_registers(
+        self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
+    ) -> tuple[KernelInfo, RegisterPressure]:
+        """The candidate built as :meth:`compile_candidate` builds it, with its live registers
+        along its SASS."""
         ...
 
 
@@ -352,6 +362,14 @@ class RuleContext:
         if not self._facts.sass_instructions:
             raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
         return self._facts.sass_lines_innermost
+
+    @property
+    def live_registers(self) -> RegisterPressure:
+        """The live registers along the SASS, the peak and the values that hold it
+        (:class:`~gpuadvise.model.registers.RegisterPressure`); ModelUnavailable without them."""
+        if self._facts.registers is None:
+            raise ModelUnavailable("the live registers were not read (no nvdisasm)")
+        return self._facts.registers
 
     # the source
 
