@@ -122,6 +122,30 @@ class AnalysisServices:
             raise ModelUnavailable(why or "the candidate's live registers were not read")
         return kernel, pressure
 
+    def check_candidate(self, source_text: str, sample_ctas: int = 4) -> LaunchCheck:
+        """Whether the candidate computes what the analysed source computes: both run on the
+        emulator for the launch's first ``sample_ctas`` CTAs, every output compared within the
+        spec's tolerances (as the GPU measurement compares them)."""
+        from gpuadvise.runner.verify import compare
+
+        how = f"the first {sample_ctas} CTA(s) on the CPU emulator"
+        try:
+            base = self.emulate_candidate(None, sample_ctas, trace=False)
+            cand = self.emulate_candidate(source_text, sample_ctas, trace=False)
+        except GpuAdviseError as exc:
+            return LaunchCheck(False, f"not checked: {exc.one_line()}", how)
+        if not base.ctas_run or not cand.ctas_run:
+            return LaunchCheck(False, "not checked: the emulator ran no CTA", how)
+        spec = self._analysis.spec
+        for name, expected in base.outputs.items():
+            got = cand.outputs.get(name)
+            if got is None:
+                return LaunchCheck(False, f"the candidate has no output {name}", how)
+            c = compare(name, expected, got, spec.rtol, spec.atol)
+            if not c.ok:
+                return LaunchCheck(False, c.message, how)
+        return LaunchCheck(True, "", f"outputs equal over {how}")
+
     def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
         return self.emulate_candidate(source_text, sample_ctas).trace
 

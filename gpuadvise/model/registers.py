@@ -49,8 +49,9 @@ __all__ = [
 RESERVED = 2
 """Registers ptxas adds to every allocation (sm_70 and later) above the highest one the code
 names: ``Used N registers`` is the highest register number + 1 + 2 on every kernel of
-``kernels/`` and the corpus (docs/registers.md). nvdisasm shows them live inside subroutines
-called with ``CALL.REL`` (they carry the return), never read or written by an instruction."""
+``kernels/`` and ten of the corpus (docs/registers.md). They hold the return address of the
+subroutines ptxas calls with ``CALL.REL`` (a division's slow path): nvdisasm shows them written
+by the ``CALL`` or live through the subroutine, never read or written by other instructions."""
 
 KINDS = (
     "accumulator",
@@ -76,8 +77,8 @@ KINDS = (
   around the peak and not written inside it;
 - ``computed value``: anything else (an intermediate result);
 - ``stack pointer``: ``R1``, set once at entry and live throughout (the ABI's);
-- ``reserved``: live but never read or written (the registers ptxas reserves, inside
-  subroutines)."""
+- ``reserved``: live but never read or written, or written only by a ``CALL`` (the two
+  registers ptxas reserves hold a subroutine's return address)."""
 
 _LOADS = frozenset({"LDG", "LDS", "LDL", "LD", "LDSM", "LDGSTS", "ATOM", "ATOMG", "ATOMS"})
 _CONST_DEFS = frozenset({"LDC", "ULDC", "S2R", "S2UR", "CS2R", "CS2R_32", "R2UR"})
@@ -149,7 +150,8 @@ class LiveValue:
     reaches the peak, None when a path from the entry reaches it undefined; ``last_use_index``:
     its last use the peak reaches; ``distance``: instructions from the definition to the last
     instruction (in address order) where it is still live (the end of a loop that reads it);
-    ``next_use_index``: its first use at or after the peak; ``idle_at_peak``: it is not read
+    ``next_use_index``: its first use at or after the peak; ``prev_use_index``: its last read
+    before the peak (in address order; None: none); ``idle_at_peak``: it is not read
     between its definition and the peak (a value waiting: moving its definition next to its
     first use frees its registers at the peak); ``kind``: one of :data:`KINDS`; ``defs``: how
     many definitions reach the peak; ``uses``: how many uses it reaches."""
@@ -170,6 +172,7 @@ class LiveValue:
     idle_at_peak: bool
     defs: int = 1
     uses: int = 0
+    prev_use_index: int | None = None
 
     @property
     def width(self) -> int:
@@ -193,6 +196,7 @@ class LiveValue:
             "idle_at_peak": self.idle_at_peak,
             "defs": self.defs,
             "uses": self.uses,
+            "prev_use_index": self.prev_use_index,
         }
 
     @classmethod
@@ -419,7 +423,12 @@ def register_pressure(
     cols = table.columns[0]
     marks = [r.marks[0] for r in rows]
     # the registers the code names (read or written somewhere) and the highest of them
-    named = [any(m[c] in "^vx" for m in marks) for c in range(len(cols))]
+    # (a register only a CALL writes holds the return address: ptxas's reserved pair)
+    calls = [i.base in ("CALL", "RET") for i in instrs]
+    named = [
+        any(m[c] in "^vx" and not call for m, call in zip(marks, calls, strict=True))
+        for c in range(len(cols))
+    ]
     used_numbers = {cols[c] for c in range(len(cols)) if named[c]}
     highest = max(used_numbers) + 1 if used_numbers else 0
     holes = tuple(sorted(set(range(highest)) - used_numbers))
@@ -572,6 +581,7 @@ def _values_at(
                 last_use_file=None if li is None else li.file,
                 last_use_line=None if li is None else li.line,
                 next_use_index=min(later_uses) if later_uses else None,
+                prev_use_index=d.get("prev"),
                 distance=max(end - start, 0),
                 idle_at_peak=not d["read_before"],
                 defs=len(defs),
@@ -595,9 +605,7 @@ def _walk_value(
     entry = False
     read_before = marks[p][c] in "vx" and p not in writes
     if marks[p][c] in "^x" and (marks[p][c] == "^" or not instrs[p].predicated):
-        if marks[p][c] == "x" and not instrs[p].predicated:
-            read_before = True  # an update reads the value at the peak
-        defs.add(p)
+        defs.add(p)  # defined at the peak (an update reads the value before it, not this one)
         back: list[int] = []
     else:
         if p in writes:
@@ -606,17 +614,19 @@ def _walk_value(
         if not back:
             entry = True
     seen = set(back)
+    prev: int | None = None  # the last read before the peak, in address order
     while back:
         j = back.pop()
         ch = marks[j][c]
         if ch == " ":
             continue  # not live there: a path that does not carry this value
+        if j < p and (ch == "v" or (ch == "x" and instrs[j].predicated)):
+            prev = j if prev is None else max(prev, j)
         if ch in "^x":
             defs.add(j)
-            if ch == "x":
-                read_before = read_before or not instrs[j].predicated
             if not instrs[j].predicated:
-                continue
+                continue  # an unconditional write: what it reads is the value before it
+            read_before = read_before or ch == "x"  # a conditional update reads this value
         elif ch == "v":
             read_before = True
         if not pred[j]:
@@ -631,7 +641,7 @@ def _walk_value(
         uses.add(p)
     last = max(uses) if uses else None
     return {"defs": defs, "entry": entry, "uses": uses, "last": last, "end": end,
-            "read_before": read_before}  # fmt: skip
+            "read_before": read_before, "prev": prev}  # fmt: skip
 
 
 def _forward(

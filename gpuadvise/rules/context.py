@@ -214,6 +214,12 @@ class RuleServices(Protocol):
         """Where the tracer placed the kernel's shared variables."""
         ...
 
+    def check_candidate(self, source_text: str, sample_ctas: int = 4) -> LaunchCheck:
+        """Whether the candidate (the kernel's file rewritten) computes what the kernel computes:
+        both emulated for the launch's first ``sample_ctas`` CTAs and their outputs compared
+        (``same``; ``why`` not; ``how``)."""
+        ...
+
     def candidate_registers(
         self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
     ) -> tuple[KernelInfo, RegisterPressure]:

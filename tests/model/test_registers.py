@@ -55,6 +55,11 @@ def test_the_values_that_hold_the_peak(rp):
     ]
     r4 = next(v for v in rp.values if v.registers == ("R4",))
     assert (r4.def_opcode, r4.next_use_index, r4.width) == ("LDG.E", 12, 1)
+    # the last read before the peak: the address by the load at 4; the others none
+    assert {v.registers: v.prev_use_index for v in rp.values} == {
+        ("R1",): None, ("R2", "R3"): 4, ("R4",): None, ("R5",): None, ("R7",): None,
+        ("R6",): None,
+    }  # fmt: skip
     assert sum(v.width for v in rp.values) == rp.peak
 
 
@@ -140,7 +145,8 @@ def test_the_values_of_a_peak_inside_a_loop(rp2):
     assert got == [
         (("R1",), "stack pointer", 0, None, 12, True, 1),
         (("R3",), "loop-invariant constant", 1, 6, 9, False, 2),  # S2R, or 7 where P0
-        (("R2",), "accumulator", 3, 11, 8, False, 1),  # its update reaches itself
+        # its update reaches itself; not read since the last iteration's update wrote it
+        (("R2",), "accumulator", 3, 11, 8, True, 1),
         (("R0",), "induction variable", 5, 9, 5, False, 1),
         (("R4",), "computed value", 6, 7, 1, True, 1),
     ]
@@ -152,3 +158,30 @@ def test_the_dataflow_check_fails_on_a_killing_predicated_write():
     table = parse_life_ranges(livekit.table_text2(gpr))["k2"]
     rp = register_pressure(table, livekit.instructions(rows=livekit.ROWS2), allocated=7)
     assert rp.agreement == (12, 13)
+
+
+# k3: a load into the register that held its address (``x``: it reads the address, writes the
+# value): the loaded value is idle until 6, whatever the load itself read
+ROWS3 = [
+    ("LDC R1, c[0x0][0x28]", " ^  ", " "),
+    ("LDC.64 R2, c[0x0][0x210]", " :^^", " "),
+    ("LDG.E R2, desc[UR4][R2.64]", " :xv", " "),
+    ("S2R R0, SR_TID.X", "^:: ", " "),
+    ("S2R R3, SR_LANEID", ":::^", " "),
+    ("IADD3 R0, R0, R3, RZ", "x::v", " "),
+    ("FADD R0, R0, R2", "x:v ", " "),
+    ("EXIT", " :  ", " "),
+]
+GPR3 = [1, 3, 3, 3, 4, 4, 3, 1]
+
+
+def test_a_load_over_its_own_address_is_idle_until_read():
+    text = livekit.table_text("k3", GPR3, ROWS3, {}, [0] * 8)
+    rp = register_pressure(
+        parse_life_ranges(text)["k3"], livekit.instructions(rows=ROWS3), allocated=6
+    )
+    assert (rp.peak, rp.peak_index, rp.agreement) == (4, 4, (8, 8))
+    r2 = next(v for v in rp.values if v.registers == ("R2",))
+    assert (r2.kind, r2.def_index, r2.idle_at_peak, r2.next_use_index) == (
+        "loaded value", 2, True, 6,
+    )  # fmt: skip
