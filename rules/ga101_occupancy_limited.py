@@ -457,7 +457,8 @@ def _floor(ctx: RuleContext) -> tuple[int, str] | None:
         rp = ctx.live_registers
     except GpuAdviseError:
         return None
-    return rp.floor, f"{rp.peak} live at line {rp.peak_line} + {rp.reserved} ptxas reserves"
+    live = rp.peak - rp.reserved_at_peak
+    return rp.floor, f"{live} live at line {rp.peak_line} + {rp.reserved} ptxas reserves"
 
 
 def _rewrite_warps(ctx: RuleContext) -> int | None:

@@ -219,7 +219,8 @@ class RegisterPressure:
     instructions), ``dataflow_peak`` the dataflow's peak over them; ``subroutine_instructions``:
     the instructions of called subroutines (``CALL.REL``: the division slow paths), left out of
     the comparison: inside them nvdisasm also counts registers no instruction there names
-    (ptxas's reserved two, and those the ABI keeps for the caller)."""
+    (ptxas's reserved two, and those the ABI keeps for the caller); ``reserved_at_peak``: of
+    the peak, the reserved registers live there (a call's return address)."""
 
     allocated: int
     highest: int
@@ -243,18 +244,20 @@ class RegisterPressure:
     agreement: tuple[int, int] = (0, 0)
     dataflow_peak: int | None = None
     subroutine_instructions: int = 0
+    reserved_at_peak: int = 0
     loops: tuple[tuple[int, int], ...] = field(default=())
 
     @property
     def floor(self) -> int:
-        """Registers per thread this schedule needs at least: the peak + ptxas's reserved."""
-        return self.peak + self.reserved
+        """Registers per thread this schedule needs at least: the peak + ptxas's reserved (the
+        peak counted without the reserved registers it may hold: a subroutine's return)."""
+        return self.peak - self.reserved_at_peak + self.reserved
 
     @property
     def slack(self) -> int:
-        """Register numbers below the highest that are free at the peak (``highest - peak``:
-        never used, or taken at other instructions)."""
-        return self.highest - self.peak
+        """Register numbers below the highest that are free at the peak (never used, or taken
+        at other instructions): ``allocated = peak - reserved_at_peak + reserved + slack``."""
+        return self.highest - (self.peak - self.reserved_at_peak)
 
     def site(self, index: int) -> tuple[str | None, int | None]:
         return self.sites_table[self.sites[index]]
@@ -270,6 +273,7 @@ class RegisterPressure:
             "highest": self.highest,
             "reserved": self.reserved,
             "holes": list(self.holes),
+            "slack": self.slack,
             "peak": self.peak,
             "floor": self.floor,
             "peak_index": self.peak_index,
@@ -289,12 +293,13 @@ class RegisterPressure:
             "agreement": list(self.agreement),
             "dataflow_peak": self.dataflow_peak,
             "subroutine_instructions": self.subroutine_instructions,
+            "reserved_at_peak": self.reserved_at_peak,
             "loops": [list(x) for x in self.loops],
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RegisterPressure:
-        keep = {k: v for k, v in d.items() if k != "floor"}
+        keep = {k: v for k, v in d.items() if k not in ("floor", "slack")}
         return cls(
             **{
                 **keep,
@@ -477,6 +482,9 @@ def register_pressure(
         agreement=(agree, len(own)),
         dataflow_peak=max((ours[i] for i in own), default=None),
         subroutine_instructions=len(body),
+        reserved_at_peak=sum(
+            1 for c, ch in enumerate(marks[peak_index]) if ch != " " and not named[c]
+        ),
         loops=tuple(loops),
     )
 

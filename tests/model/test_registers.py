@@ -185,3 +185,31 @@ def test_a_load_over_its_own_address_is_idle_until_read():
     assert (r2.kind, r2.def_index, r2.idle_at_peak, r2.next_use_index) == (
         "loaded value", 2, True, 6,
     )  # fmt: skip
+
+
+# k4: a call to a subroutine; the CALL writes the return address in R2:R3, the two registers
+# ptxas reserves at the top of the allocation (4 = R0, R1 + 2): nvdisasm counts them at the call
+ROWS4 = [
+    ("LDC R1, c[0x0][0x28]", " ^  ", " "),
+    ("MOV R0, 0x1", "^:  ", " "),
+    ("CALL.REL.NOINC `($sub)", "x:^^", " "),
+    ("STS [RZ], R0", "v:  ", " "),
+    ("EXIT", " :  ", " "),
+    ("FADD R0, R0, R0", "x:::", " "),
+    ("RET.REL.NODEC R2 `(k4)", "::vv", " "),
+]
+GPR4 = [1, 2, 4, 2, 1, 4, 4]
+
+
+def test_the_reserved_pair_of_a_call():
+    text = livekit.table_text("k4", GPR4, ROWS4, {5: "$sub"}, [0] * 7)
+    rp = register_pressure(
+        parse_life_ranges(text)["k4"], livekit.instructions(rows=ROWS4), allocated=4
+    )
+    # the peak is the call, and 2 of its 4 are the reserved pair: floor 2 + 2, no slack
+    assert (rp.peak, rp.peak_index, rp.reserved_at_peak) == (4, 2, 2)
+    assert (rp.highest, rp.reserved, rp.floor, rp.slack) == (2, 2, 4, 0)
+    # the kernel's own code is compared, the subroutine's two instructions are not
+    assert rp.agreement == (5, 5) and rp.subroutine_instructions == 2
+    kinds = {v.registers: v.kind for v in rp.values}
+    assert kinds[("R2", "R3")] == "reserved"
