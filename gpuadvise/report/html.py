@@ -1259,10 +1259,15 @@ def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
     rows = [{**s, "anchor": anchors.get(s["case"])} for s in doc["summary"]]
     from gpuadvise.report.registers_view import live_chart
 
-    curves = [
-        (r.case.id, r.result.analysis.registers.to_dict())
+    done = [
+        r
         for r in results
         if r.result is not None and getattr(r.result.analysis, "registers", None) is not None
+    ]
+    names = [r.result.analysis.kernel.name for r in done]
+    curves = [  # each curve named by its kernel, by its case where two kernels share a name
+        (n if names.count(n) == 1 else r.case.id, r.result.analysis.registers.to_dict())
+        for n, r in zip(names, done, strict=True)
     ]
     live = live_chart(curves, _source_lookup(None), "live-registers-cases") if curves else None
     return (

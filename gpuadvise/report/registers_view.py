@@ -39,6 +39,7 @@ class LiveCurve:
     peak_title: str
     alloc_y: float
     alloc_label: str
+    legend_x: float = 0.0  # the legend (two curves or more): a row under the axis label
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class LiveChart:
     xticks: tuple[Tick, ...]
     yticks: tuple[Tick, ...]
     xlabel: str
+    xlabel_y: float = 0.0
 
 
 def _nice(hi: float, n: int = 5) -> list[int]:
@@ -98,7 +100,7 @@ def live_chart(
     curves = [(label, rp) for label, rp in curves if rp and rp.get("gpr")]
     if not curves:
         return None
-    left, right, top, bottom = 40, 14, 14, 36
+    left, right, top, bottom = 40, 14, 14, 36 + (16 if len(curves) > 1 else 0)
     pw, ph = width - left - right, height - top - bottom
     n = max(len(rp["gpr"]) for _l, rp in curves)
     hi = max(max(int(rp.get("allocated") or 0), max(rp["gpr"])) for _l, rp in curves) or 1
@@ -141,6 +143,7 @@ def live_chart(
                 + f", instruction {pi} of {len(gpr)}",
                 alloc_y=sy(int(rp.get("allocated") or 0)),
                 alloc_label=f"{label}: {rp.get('allocated')} allocated",
+                legend_x=left + sum(40 + 6.5 * len(lb) for lb, _rp in curves[:k]),
             )
         )
     bands = []
@@ -176,6 +179,7 @@ def live_chart(
         xticks=tuple(Tick(sx(v), str(v)) for v in xt),
         yticks=tuple(Tick(sy(v), str(v)) for v in _nice(hi, 4)),
         xlabel="SASS instruction (address order)",
+        xlabel_y=height - bottom + 30,
     )
 
 
@@ -223,7 +227,7 @@ def registers_view(
         "peak": rp["peak"],
         "allocated": rp["allocated"],
         "reserved": rp["reserved"],
-        "slack": rp["highest"] - rp["peak"],
+        "slack": rp.get("slack", rp["highest"] - rp["peak"]),
         "holes": rp.get("holes") or [],
         "peak_where": _where(pf, pl),
         "peak_source": source(pf, pl).strip(),
