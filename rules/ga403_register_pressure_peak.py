@@ -175,6 +175,7 @@ class RegisterPressurePeak(Rule):
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         occ = ctx.occupancy
+        ctx.live_registers  # noqa: B018 (ModelUnavailable: skipped with a note)
         res = ctx.kernel.resources
         spills = int(res.spill_store_bytes + res.spill_load_bytes)
         threshold = float(ctx.option("max_occupancy"))

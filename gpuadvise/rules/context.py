@@ -374,7 +374,7 @@ class RuleContext:
         """The live registers along the SASS, the peak and the values that hold it
         (:class:`~gpuadvise.model.registers.RegisterPressure`); ModelUnavailable without them."""
         if self._facts.registers is None:
-            raise ModelUnavailable("the live registers were not read (no nvdisasm)")
+            raise ModelUnavailable("the live registers of this kernel were not read (nvdisasm)")
         return self._facts.registers
 
     # the source
