@@ -4,8 +4,9 @@ kernels of a batch), the values that hold the peak, and the per-line figures of 
 
 Geometry only, from the documents (``analyze --json``'s ``registers``); the templates draw it
 (``_registers.html.j2``). Hover text comes from SVG ``<title>`` elements: one band per pixel
-column of the chart names, for every curve, the most registers live there and the source line
-of the instruction that holds them.
+column of the chart names, for every curve, the most general registers live there (with the predicate
+and uniform registers live at that instruction) and the source line of the instruction that
+holds them.
 """
 
 from __future__ import annotations
@@ -158,8 +159,15 @@ def live_chart(
             at = a + seg.index(max(seg))
             file, line = _site_text(rp, at)
             text = source(file, line).strip()
+            counts = {
+                name: (rp.get(key) or [])[at] if at < len(rp.get(key) or []) else 0
+                for key, name in (("pred", "predicate"), ("ugpr", "uniform"))
+            }
+            others = ", ".join(f"{n} {name}" for name, n in counts.items() if n)
             parts.append(
-                f"{label}: {max(seg)} live at instruction {at}, {_where(file, line)}"
+                f"{label}: {max(seg)} live at instruction {at}"
+                + (f" (and {others})" if others else "")
+                + f", {_where(file, line)}"
                 + (f": {text[:70]}" if text else "")
             )
         x0 = sx(a)

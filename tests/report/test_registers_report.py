@@ -76,6 +76,8 @@ def test_the_page_draws_the_live_registers(rp):
     bands = Dom.find(svg, "rect", "band")
     assert len(bands) == 16
     assert Dom.text(bands[1]) == f"k: 2 live at instruction 1, k.cu:3: {SOURCE[2].strip()}"
+    # the predicate live at the loop's compare and branch is named beside the general ones
+    assert Dom.text(bands[10]).startswith("k: 7 live at instruction 10 (and 1 predicate), k.cu:6")
     # the values table and the summary
     section = next(n for n in Dom.find(dom, "section") if n["attrs"].get("id") == "registers")
     text = Dom.text(section)
@@ -125,3 +127,47 @@ def test_one_scale_for_kernels_of_different_lengths(rp):
     assert end(b.path) == chart.width - chart.right
     span = chart.width - chart.right - chart.left
     assert abs((end(a.path) - chart.left) - span * 15 / 47) < 0.01
+
+
+class _Result:
+    """What the batch renderers read of a case's result."""
+
+    def __init__(self, name: str, rp: RegisterPressure) -> None:
+        class A:
+            pass
+
+        self.analysis = A()
+        self.rules = None
+        self.analysis.registers = rp
+        self.analysis.kernel = A()
+        self.analysis.kernel.name = name
+
+
+class _Case:
+    def __init__(self, case: str, name: str, rp: RegisterPressure) -> None:
+        class C:
+            id = case
+
+        self.case = C()
+        self.result = _Result(name, rp)
+
+
+def test_a_batch_draws_every_kernel_on_one_chart(rp, monkeypatch):
+    lower = copy.deepcopy(rp.to_dict())
+    lower["gpr"] = [max(g - 2, 0) for g in lower["gpr"]]
+    results = [
+        _Case("a/case.toml", "moments_split", rp),
+        _Case("a/f32.toml", "moments_f32", RegisterPressure.from_dict(lower)),
+    ]
+    monkeypatch.setattr(H, "analysis_html", lambda *_a: "<p>case</p>")
+    page = H.batch_html({"summary": []}, results)
+    (svg,) = [n for n in Dom.find(Dom(page).root, "svg")
+              if n["attrs"].get("id") == "live-registers-cases"]  # fmt: skip
+    assert len(Dom.find(svg, "path", "livepath")) == 2
+    labels = [Dom.text(t) for t in Dom.find(svg, "text", "legendtext")]
+    assert labels == ["moments_split", "moments_f32"]
+    # the terminal: one sparkline per kernel
+    with console.captured() as c:
+        console.batch_registers(results)
+    out = c.get()
+    assert "a/case.toml" in out and "7/10" in out and console.sparkline(rp.gpr, 48, 10) in out

@@ -187,3 +187,19 @@ def test_the_source_move(tmp_path):
     src.write_text(MOVES)
     why = R.move_declarations(R.find_kernel_source(src, "k"), [_Move()], [(5, 6)])
     assert why == "line 5 is already next to its first use"
+
+
+def test_the_json_document_carries_the_live_registers(found):
+    from gpuadvise.model.registers import RegisterPressure
+    from gpuadvise.report.json_report import analyze_json, dumps
+
+    a, fs = found["tile_early"]
+    doc = analyze_json(a)
+    reg = doc["registers"]
+    assert (reg["peak"], reg["allocated"], reg["reserved"], reg["floor"]) == (78, 80, 2, 80)
+    assert len(reg["gpr"]) == len(reg["offsets"]) == len(a.sass_instructions)
+    # the values at the peak, each where it is defined and last used
+    loaded = [v for v in reg["values"] if v["kind"] == "loaded value" and v["idle_at_peak"]]
+    assert {v["def_line"] for v in loaded} == {fs[0].line}
+    again = RegisterPressure.from_dict(__import__("json").loads(dumps(doc))["registers"])
+    assert again == a.registers
