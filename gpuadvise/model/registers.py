@@ -132,7 +132,7 @@ class LineLive:
             "file": self.file,
             "line": self.line,
             "max": self.max,
-            "mean": round(self.mean, 2),
+            "mean": self.mean,
             "instructions": self.instructions,
         }
 
