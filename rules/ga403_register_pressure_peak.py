@@ -195,7 +195,7 @@ class RegisterPressurePeak(Rule):
             f"{plan.warps_after} warps per SM ({plan.warps_after / occ.max_warps_per_sm:.0%})"
             if plan.warps_after > occ.active_warps_per_sm
             else f"{plan.freed} fewer at the peak leave {plan.registers_after} registers per "
-            f"thread, {plan.freed} fewer to spill"
+            f"thread: up to {plan.freed} fewer to spill"
         )
         if details.variant_registers is not None:
             step += (
@@ -215,9 +215,9 @@ class RegisterPressurePeak(Rule):
             else f"the kernel spills {spills} bytes per thread"
         )
         message = (
-            f"{why}: {rp.peak} registers are live at the peak (line {rp.peak_line}; "
-            f"{rp.allocated} allocated: + {rp.reserved} ptxas reserves, {rp.slack} slack), held "
-            f"by {held}; {step}{tile}"
+            f"{why}: {rp.peak} registers are live at the peak (line {rp.peak_line}; ptxas "
+            f"allocates {rp.allocated}: the peak, the {rp.reserved} it reserves and {rp.slack} "
+            f"free at the peak), held by {held}; {step}{tile}"
         )
         # at the first load the variant moves, else at the longest value's definition
         moved = [s.value.def_line for s in plan.local if s.how == MOVE_LOAD and s.value.def_line]
