@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     launch_times,
     memory_rates,
     occupancy_ratio,
+    pressure_plan,
     repeated_requests,
     view_traffic,
 )
@@ -47,6 +48,9 @@ class NextStep(FindingDetails):
     min_blocks: int | None = None  # its second argument (PTX .minnctapersm), if any
     spill_bytes_after: int | None = None  # spill stores + loads at the register cap, if compiled
     refused: bool = False  # the step spills (or no launch computes the same): not proposed
+    floor: int | None = None  # live-register floor: the peak + ptxas's reserved registers
+    below_floor: bool = False  # the register step is below the floor (not built unless asked)
+    rewrite_warps: int | None = None  # warps per SM GA403's rewrite reaches (None: none)
 
 
 MAX_CAPS_BUILT = 2  # register caps compiled to check for spills (the mildest first)
@@ -132,7 +136,7 @@ class OccupancyLimited(Rule):
     title = "Occupancy limited by registers, shared memory or block size"
     severity = "warning"
     models = ("occupancy", "waves")
-    options = {"max_occupancy": 0.5, "saturation_occupancy": 0.5}
+    options = {"max_occupancy": 0.5, "saturation_occupancy": 0.5, "build_caps_below_floor": False}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         occ = ctx.occupancy
@@ -152,17 +156,26 @@ class OccupancyLimited(Rule):
         max_threads, min_blocks = launch_bounds(ctx.ptx, ctx.kernel.mangled)
         spills: int | None = None
         spilled: tuple[Any, int] | None = None  # the mildest register cap that spills
+        below: Any = None  # the mildest register cap under the live-register floor
         regs = sorted(
             (s for s in steps if s.resource == "registers"), key=lambda s: -s.value
         )  # the mildest cap first
+        floor = _floor(ctx)
+        rewrite = _rewrite_warps(ctx) if regs else None
         if regs:
             # each register cap is built here: one that spills more than the kernel does now
             # needs more registers than it leaves (register-blocked code: accumulators, tiles
-            # kept in registers) and is not proposed; a tighter cap would spill more still
+            # kept in registers) and is not proposed; a tighter cap would spill more still. A
+            # cap under the live-register floor (the peak + ptxas's reserved) is not even
+            # built, unless asked: this schedule needs more, so ptxas would spill or reorder
             res = ctx.kernel.resources
             now = res.spill_store_bytes + res.spill_load_bytes
             kept = []
+            build_below = bool(ctx.option("build_caps_below_floor"))
             for cap in regs[:MAX_CAPS_BUILT]:
+                if floor is not None and cap.value < floor[0] and not build_below:
+                    below = cap
+                    break
                 blocks = max(cap.active_warps_per_sm // max(ctx.occupancy.warps_per_block, 1), 1)
                 at = _spills_at(ctx, cap.value, max_threads, blocks)
                 if at is not None and at > now:
@@ -189,19 +202,39 @@ class OccupancyLimited(Rule):
                 "of spill stores and loads per thread, built here): the kernel's live values "
                 "need more"
             )
+        if below is not None and floor is not None:
+            spill_note = (
+                f"; a cap of {below.value} registers per thread is under the live-register floor "
+                f"of {floor[0]} ({floor[1]}): ptxas would have to spill or reschedule, so it is "
+                "not proposed (the option build_caps_below_floor builds it and reports its "
+                "spills)"
+            )
+        cap_step = (spilled[0] if spilled is not None else below) or next(
+            (s for s in steps if s.resource == "registers"), None
+        )
+        if cap_step is not None and rewrite is not None and rewrite >= cap_step.active_warps_per_sm:
+            spill_note += (
+                f"; GA403's rewrite (keeping values out of the register peak) reaches "
+                f"{rewrite} warps per SM without a cap: prefer it"
+            )
+        else:
+            rewrite = None
+        refused_cap = spilled[0] if spilled is not None else below
         if not steps:
-            if spilled is None:
+            if refused_cap is None:
                 return
             # nothing to change at the launch: say why occupancy stays where it is, as a note
             yield self._finding(
-                ctx, [spilled[0]], spilled[0], max_threads, min_blocks, spilled[1],
-                spill_note, waves, threshold, refused=True,
+                ctx, [refused_cap], refused_cap, max_threads, min_blocks,
+                spilled[1] if spilled is not None else None, spill_note, waves, threshold,
+                refused=True, floor=floor, below=below is not None, rewrite=rewrite,
             )  # fmt: skip
             return
         best = max(steps, key=lambda s: (s.active_warps_per_sm, s.resource == "registers"))
         yield self._finding(
             ctx, steps, best, max_threads, min_blocks,
             spills if best.resource == "registers" else None, spill_note, waves, threshold,
+            floor=floor, rewrite=rewrite if best.resource == "registers" else None,
         )  # fmt: skip
 
     def _finding(
@@ -216,6 +249,9 @@ class OccupancyLimited(Rule):
         waves: Any,
         threshold: float,
         refused: bool = False,
+        floor: tuple[int, str] | None = None,
+        below: bool = False,
+        rewrite: int | None = None,
     ) -> Finding:
         occ = ctx.occupancy
         limiters = ", ".join(_LABELS.get(x, x) for x in occ.limiters)
@@ -253,6 +289,9 @@ class OccupancyLimited(Rule):
                 min_blocks,
                 spills,
                 refused,
+                None if floor is None else floor[0],
+                below,
+                rewrite,
             ),
             severity="note" if refused else None,
         )
@@ -264,8 +303,13 @@ class OccupancyLimited(Rule):
             return Estimate(
                 None,
                 "none",
-                "not estimated: the only step up is a register cap that spills (the live values "
-                "need the registers), so nothing is proposed",
+                "not estimated: the only step up is a register cap "
+                + (
+                    f"under the live-register floor of {step.floor}"
+                    if step.below_floor
+                    else "that spills (the live values need the registers)"
+                )
+                + ", so nothing is proposed",
             )
         new = step.occupancy
         sat = float(ctx.option("saturation_occupancy"))
@@ -322,6 +366,25 @@ class OccupancyLimited(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         step = finding.details_as(NextStep)
+        if step.resource == "registers" and step.below_floor:
+            return Variant(
+                "display-only",
+                f"a cap of {step.value} registers per thread is under the live-register floor "
+                f"of {step.floor}: not proposed; lower the live values instead"
+                + (
+                    f" (GA403: its rewrite reaches {step.rewrite_warps} warps per SM)"
+                    if step.rewrite_warps
+                    else " (fewer values kept per thread across the loop, smaller types)"
+                ),
+            )
+        if step.resource == "registers" and step.rewrite_warps is not None:
+            return Variant(
+                "display-only",
+                f"prefer GA403's rewrite: it reaches {step.rewrite_warps} warps per SM without "
+                f"capping registers; a cap of {step.value} (-maxrregcount={step.value} or "
+                "__launch_bounds__) makes ptxas schedule for fewer registers, which may cost "
+                "more than the warps gain",
+            )
         if step.resource == "registers":
             threads = ctx.occupancy_input.threads_per_block
             warps = ctx.occupancy.warps_per_block
@@ -385,6 +448,26 @@ def block_launch(
         return None
     nx = threads // (by * bz)
     return (-(-gx * bx // nx), gy, gz), (nx, by, bz)
+
+
+def _floor(ctx: RuleContext) -> tuple[int, str] | None:
+    """The live-register floor (the peak + ptxas's reserved) and where the peak is; None
+    without the live registers."""
+    try:
+        rp = ctx.live_registers
+    except GpuAdviseError:
+        return None
+    live = rp.peak - rp.reserved_at_peak
+    return rp.floor, f"{live} live at line {rp.peak_line} + {rp.reserved} ptxas reserves"
+
+
+def _rewrite_warps(ctx: RuleContext) -> int | None:
+    """Warps per SM that GA403's shortening of the values at the register peak reaches, when
+    it frees any (None: nothing to shorten)."""
+    plan = pressure_plan(ctx)
+    if plan is None or plan.freed <= 0:
+        return None
+    return plan.warps_after
 
 
 def _spills_at(ctx: RuleContext, cap: int, max_threads: int | None, blocks: int) -> int | None:

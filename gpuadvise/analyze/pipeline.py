@@ -30,6 +30,7 @@ from gpuadvise.model.occupancy import (
     max_active_blocks,
     next_steps,
 )
+from gpuadvise.model.registers import RegisterPressure
 from gpuadvise.model.waves import Waves, waves_of
 from gpuadvise.rules.context import TRACE_MODELS, KernelFacts
 from gpuadvise.spec.kernel_spec import KernelSpec
@@ -54,7 +55,9 @@ class KernelAnalysis:
     """One kernel launch compiled, modelled and (when a model needs it) traced.
 
     ``sass_lines``: SASS memory instructions per source line at the user's call site;
-    ``sass_instructions``: every SASS instruction; ``memory``: the trace-based models (None: not
+    ``sass_instructions``: every SASS instruction; ``registers``: the live registers along the
+    SASS (:mod:`gpuadvise.model.registers`; None when nvdisasm cannot give them, with a note);
+    ``memory``: the trace-based models (None: not
     traced); ``models``: the trace-based models computed; ``options``/``toolchain``: how the
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
@@ -80,6 +83,7 @@ class KernelAnalysis:
     toolchain: Toolchain | None = None
     models: frozenset[str] = frozenset()
     skipped: tuple[str, ...] = ()
+    registers: RegisterPressure | None = None
 
     def facts(self) -> KernelFacts:
         """What the rules read about the launch besides the trace-based models."""
@@ -101,6 +105,7 @@ class KernelAnalysis:
             sass_instructions=self.sass_instructions,
             sass_lines=self.sass_lines,
             sass_lines_innermost=tuple(sass.memory_summary(self.sass_instructions)),
+            registers=self.registers,
         )
 
 
@@ -173,9 +178,15 @@ def analyze_kernel(
         instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
     lines = sass.memory_summary(instrs, call_site=True)
     timings["sass_s"] = time.perf_counter() - t2
+    t_live = time.perf_counter()
+    all_notes = list(notes) + launch_notes
+    with step("reading the live registers"):
+        pressure, why = live_registers(module, kernel, instrs, tc)
+    if why:
+        all_notes.append(why)
+    timings["registers_s"] = time.perf_counter() - t_live
     memory = None
     wanted = trace_models(models) if trace else frozenset()
-    all_notes = list(notes) + launch_notes
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
         wanted = frozenset()
@@ -231,4 +242,24 @@ def analyze_kernel(
         options=options,
         toolchain=tc,
         models=wanted,
+        registers=pressure,
     )
+
+
+def live_registers(
+    module: CompiledModule,
+    kernel: KernelInfo,
+    instrs: tuple[SassInstruction, ...],
+    tc: Toolchain,
+) -> tuple[RegisterPressure | None, str | None]:
+    """The kernel's live registers along its SASS (nvdisasm's life ranges joined to the SASS
+    with lines), or None and why not (no nvdisasm, a table it cannot read)."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.model.registers import register_pressure
+    from gpuadvise.toolchain.liveness import life_ranges
+
+    try:
+        table = life_ranges(module.cubin_path, kernel.mangled, tc)
+    except GpuAdviseError as exc:
+        return None, f"live registers not read: {exc.one_line()}"
+    return register_pressure(table, instrs, kernel.resources.registers), None

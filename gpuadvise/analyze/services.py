@@ -20,6 +20,7 @@ from gpuadvise.toolchain import CompileOptions, KernelInfo, Toolchain
 
 if TYPE_CHECKING:
     from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.model.registers import RegisterPressure
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
@@ -108,6 +109,46 @@ class AnalysisServices:
     ) -> KernelInfo:
         _module, kernel, _options = self._build(source_text, nvcc_flags)
         return kernel  # type: ignore[no-any-return]
+
+    def candidate_registers(
+        self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
+    ) -> tuple[KernelInfo, RegisterPressure]:
+        """The candidate's resources and its live registers (ModelUnavailable when nvdisasm
+        cannot give them)."""
+        from gpuadvise.analyze.pipeline import live_registers
+        from gpuadvise.toolchain import sass
+
+        module, kernel, _options = self._build(source_text, nvcc_flags)
+        tc = self._toolchain()
+        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+        pressure, why = live_registers(module, kernel, instrs, tc)
+        if pressure is None:
+            raise ModelUnavailable(why or "the candidate's live registers were not read")
+        return kernel, pressure
+
+    def check_candidate(self, source_text: str, sample_ctas: int = 4) -> LaunchCheck:
+        """Whether the candidate computes what the analysed source computes: both run on the
+        emulator for the launch's first ``sample_ctas`` CTAs, every output compared within the
+        spec's tolerances (as the GPU measurement compares them)."""
+        from gpuadvise.runner.verify import compare
+
+        how = f"the first {sample_ctas} CTA(s) on the CPU emulator"
+        try:
+            base = self.emulate_candidate(None, sample_ctas, trace=False)
+            cand = self.emulate_candidate(source_text, sample_ctas, trace=False)
+        except GpuAdviseError as exc:
+            return LaunchCheck(False, f"not checked: {exc.one_line()}", how)
+        if not base.ctas_run or not cand.ctas_run:
+            return LaunchCheck(False, "not checked: the emulator ran no CTA", how)
+        spec = self._analysis.spec
+        for name, expected in base.outputs.items():
+            got = cand.outputs.get(name)
+            if got is None:
+                return LaunchCheck(False, f"the candidate has no output {name}", how)
+            c = compare(name, expected, got, spec.rtol, spec.atol)
+            if not c.ok:
+                return LaunchCheck(False, c.message, how)
+        return LaunchCheck(True, "", f"outputs equal over {how}")
 
     def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
         return self.emulate_candidate(source_text, sample_ctas).trace

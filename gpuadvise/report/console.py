@@ -370,6 +370,7 @@ def analysis(a: Any) -> None:
         _out.print(mt)
     if a.memory is not None:
         _memory(a.memory)
+    live_registers(getattr(a, "registers", None))
     for n in dict.fromkeys(a.notes):  # a note repeated (per CTA, per rule) is said once
         _out.print(Text(f"note: {n}", style="dim"))
     skipped = getattr(a, "skipped", ())
@@ -378,6 +379,73 @@ def analysis(a: Any) -> None:
         _out.print(Text("Partial result: the time budget (--time-budget) ran out", style="bold"))
         for what in skipped:
             _out.print(f"  skipped: {what}")
+
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[int], width: int = 64, top: int | None = None) -> str:
+    """``values`` as a line of block characters, at most ``width`` wide (each the most of the
+    values it covers, so that a peak is never averaged away), scaled to ``top`` (default: the
+    largest value)."""
+    if not values:
+        return ""
+    n = len(values)
+    cells = min(width, n)
+    hi = top if top is not None else max(values)
+    out = []
+    for c in range(cells):
+        chunk = values[c * n // cells : max((c + 1) * n // cells, c * n // cells + 1)]
+        v = max(chunk)
+        k = 0 if hi <= 0 else min(int(v / hi * (len(_SPARKS) - 1) + 0.5), len(_SPARKS) - 1)
+        out.append(_SPARKS[k])
+    return "".join(out)
+
+
+def _site(file: str | None, line: int | None) -> str:
+    return f"{_rel(file).split('/')[-1]}:{line}" if line else "?"
+
+
+def live_registers(rp: Any, values: int = 6) -> None:
+    """The live registers along the SASS (model.registers.RegisterPressure): a sparkline, the
+    peak and the values that hold it, longest first."""
+    if rp is None or not rp.gpr:
+        return
+    from gpuadvise.toolchain.sass import source_text
+
+    _out.print()
+    head = Text("Live registers", style="bold")
+    head.append(
+        f"  peak {rp.peak} of {rp.allocated} allocated at {_site(rp.peak_file, rp.peak_line)}"
+        f" ({rp.peak_instructions} instruction(s)); ptxas reserves {rp.reserved}, "
+        f"{rp.slack} more are free at the peak"
+    )
+    _out.print(head)
+    line = Text("  ")
+    line.append(sparkline(rp.gpr, top=rp.allocated), style="cyan")
+    line.append(f"  {len(rp.gpr)} instructions, 0..{rp.allocated} registers", style="dim")
+    _out.print(line)
+    src = (source_text(rp.peak_file, rp.peak_line) or "").strip()
+    if src:
+        _out.print(Text(f"  peak line: {src[:90]}", style="dim"))
+    shown = [v for v in rp.values if v.kind not in ("stack pointer", "reserved")][:values]
+    if not shown:
+        return
+    _out.print(Text(f"  values live across the peak ({len(shown)} longest of {len(rp.values)}):"))
+    t = Table(box=None, padding=(0, 1), header_style="bold")
+    for col in ("registers", "what", "defined", "last used", "instructions", "source"):
+        t.add_column(col, justify="right" if col == "instructions" else "left")
+    for v in shown:
+        where = _site(v.def_file, v.def_line) if v.def_index is not None else "entry"
+        t.add_row(
+            ",".join(v.registers),
+            v.kind + (" (idle)" if v.idle_at_peak and v.kind == "loaded value" else ""),
+            where,
+            _site(v.last_use_file, v.last_use_line) if v.last_use_index is not None else "-",
+            str(v.distance),
+            (source_text(v.def_file, v.def_line) or "").strip()[:60],
+        )
+    _out.print(t)
 
 
 def _memory(m: Any) -> None:
@@ -832,6 +900,27 @@ def batch_summary(results: Sequence[Any]) -> None:
             "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "
             "DRAM bandwidth) and the speedup the rule's estimate"
         )
+    batch_registers(results)
+
+
+def batch_registers(results: Sequence[Any]) -> None:
+    """``analyze FOLDER``: the live registers along each kernel, one sparkline per case."""
+    rows = [
+        (r.case.id, r.result.analysis.registers)
+        for r in results
+        if r.result is not None and getattr(r.result.analysis, "registers", None) is not None
+    ]
+    if not rows:
+        return
+    _out.print()
+    _out.print(Text("Live registers along each kernel (peak / allocated)", style="bold"))
+    t = Table(box=None, padding=(0, 1), show_header=False)
+    for _ in range(3):
+        t.add_column(no_wrap=True)
+    for case, rp in rows:
+        t.add_row(case, f"{rp.peak}/{rp.allocated}", Text(sparkline(rp.gpr, 48, rp.allocated),
+                                                          style="cyan"))  # fmt: skip
+    _out.print(t)
 
 
 def record_summary(doc: dict[str, Any]) -> None:

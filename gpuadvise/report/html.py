@@ -526,6 +526,7 @@ class SourceRow:
     sass: Cell = field(default_factory=Cell)
     shared: Cell = field(default_factory=Cell)
     glob: Cell = field(default_factory=Cell)
+    live: Cell = field(default_factory=Cell)  # live registers: max (mean) over the line's SASS
     findings: list[tuple[int, str, str]] = field(default_factory=list)  # (index, rule, severity)
     gap_before: int = 0  # lines left out before this row
     has_data: bool = False
@@ -629,6 +630,10 @@ def source_view(
     }
     emu = doc.get("emulation") or {}
     scope = f" over {emu['ctas_traced']:,} traced CTAs" if emu.get("ctas_traced") else ""
+    from gpuadvise.report.registers_view import line_figures
+
+    live = line_figures(doc.get("registers"))
+    live_top = float((doc.get("registers") or {}).get("allocated") or 0)
 
     sass_top = max((sum(m["count"] for m in v) for v in sass.values()), default=0)
     # the excess is coloured against the busiest line's traffic: a few extra sectors on a busy
@@ -695,6 +700,18 @@ def source_view(
                 sec, ideal, req = glob[k]
                 row.glob = _ratio_cell(sec, ideal, sec - ideal, gl_top, "sectors", scope)
                 row.glob.title += f"; {_num(req)} requests"
+            if k in live:
+                most, mean = live[k]
+                bg, fg = heat_colour(most / live_top) if live_top else ("", "")
+                row.live = Cell(
+                    text=str(most),
+                    sub=f"{mean:.1f}",
+                    title=f"at most {most} registers live over this line's SASS, {mean:.1f} on "
+                    f"average (of {live_top:.0f} allocated)",
+                    bg=bg,
+                    fg=fg,
+                    heat=most / live_top if live_top else 0.0,
+                )
             row.findings = marks.get(k, [])
             row.has_data = k in sass or k in shared or k in glob
             rows.append(row)
@@ -935,6 +952,9 @@ def render_analysis(
     sh, gl = doc.get("shared_memory"), doc.get("global_memory")
     measured = sum(1 for f in findings if f.get("measured_speedup"))
     summary = _summary(doc, findings, measured)
+    from gpuadvise.report.registers_view import registers_view
+
+    registers = registers_view(doc, findings, _source_lookup(sources))
     return (
         _env()
         .get_template("analysis.html.j2")
@@ -958,6 +978,8 @@ def render_analysis(
             has_sass=any(r.sass.text for sf in files for r in sf.rows),
             has_shared=sh is not None,
             has_global=gl is not None,
+            registers=registers,
+            has_live=registers is not None,
             legend=[heat_colour(t / 8)[0] for t in range(9)],
             timings=", ".join(
                 f"{name.removesuffix('_s')} {v:.2f} s"
@@ -981,6 +1003,26 @@ def rules_count(doc: Mapping[str, Any]) -> str:
     skipped = {s.get("rule") for s in doc.get("skipped_rules") or []}
     ran = total - len(skipped)
     return f"{total} rules run" if ran == total else f"{ran} of {total} rules run"
+
+
+def _source_lookup(sources: Mapping[str, Sequence[str]] | None) -> Any:
+    """(file, line) -> the line's text ("" when unknown), from ``sources`` or the files."""
+    cache: dict[str, list[str] | None] = {}
+
+    def text(file: str | None, line: int | None) -> str:
+        if not file or not line:
+            return ""
+        if file not in cache:
+            given = None
+            if sources is not None:
+                given = sources.get(file) or next(
+                    (v for k, v in sources.items() if _key(k) == _key(file)), None
+                )
+            cache[file] = list(given) if given is not None else _read_source(file)
+        lines = cache[file]
+        return str(lines[line - 1]) if lines and 0 < line <= len(lines) else ""
+
+    return text
 
 
 def _summary(doc: Mapping[str, Any], findings: Sequence[Mapping[str, Any]],
@@ -1266,8 +1308,23 @@ def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
             body = _case_body(page, f"c{s['rank']}-")
         cases.append({"case": s["case"], "rank": s["rank"], "anchor": anchor, "body": body,
                       "error": s["error"]})  # fmt: skip
+    from gpuadvise.report.registers_view import live_chart
+
+    done = [
+        r
+        for r in results
+        if r.result is not None and getattr(r.result.analysis, "registers", None) is not None
+    ]
+    names = [r.result.analysis.kernel.name for r in done]
+    curves = [  # each curve named by its kernel, by its case where two kernels share a name
+        (n if names.count(n) == 1 else r.case.id, r.result.analysis.registers.to_dict())
+        for n, r in zip(names, done, strict=True)
+    ]
+    live = live_chart(curves, _source_lookup(None), "live-registers-cases") if curves else None
     return (
         _env()
         .get_template("batch.html.j2")
-        .render(title="gpuadvise analyze", version=_version(), rows=rows, cases=cases)
+        .render(
+            title="gpuadvise analyze", version=_version(), rows=rows, cases=cases, live=live
+        )
     )

@@ -131,6 +131,9 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
             }
             for m in a.sass_lines
         ],
+        # live registers along the SASS: counts per instruction, per line, the peak and the
+        # values live across it (gpuadvise.model.registers; null without nvdisasm)
+        "registers": None if getattr(a, "registers", None) is None else a.registers.to_dict(),
         **memory_json(a.memory),
         "findings": [] if rules_run is None else [f.to_dict() for f in rules_run.findings],
         "rules_run": [] if rules_run is None else list(rules_run.rules_run),

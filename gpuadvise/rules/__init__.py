@@ -206,6 +206,42 @@ __all__ = [
     "split_top",
 ]
 
+# GA403 (and GA101's preference for it): what shortening the values at the register peak frees
+from gpuadvise.model.registers import LiveValue, RegisterPressure  # noqa: E402
+from gpuadvise.rules.pressure import (  # noqa: E402
+    COMPUTE_LATE,
+    MOVE_LOAD,
+    PACK_HALVES,
+    RECOMPUTE,
+    RELOAD,
+    SMALLER_TILE,
+    PressurePlan,
+    Shortening,
+    memory_write_between,
+    move_declarations,
+    peak_after,
+    pressure_plan,
+    shortenings,
+)
+
+__all__ += [
+    "COMPUTE_LATE",
+    "MOVE_LOAD",
+    "PACK_HALVES",
+    "RECOMPUTE",
+    "RELOAD",
+    "SMALLER_TILE",
+    "LiveValue",
+    "PressurePlan",
+    "RegisterPressure",
+    "Shortening",
+    "memory_write_between",
+    "move_declarations",
+    "peak_after",
+    "pressure_plan",
+    "shortenings",
+]
+
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
 from gpuadvise.rules.staging import (  # noqa: E402
     DirectReads,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.launch_change import LaunchCheck
     from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
     from gpuadvise.model.reduction import Phase, ReductionTree
+    from gpuadvise.model.registers import RegisterPressure
     from gpuadvise.model.waves import Waves
     from gpuadvise.spec.kernel_spec import KernelSpec, LaunchConfig, ResolvedLaunch
     from gpuadvise.toolchain import KernelInfo
@@ -92,7 +93,8 @@ class KernelFacts:
     (inlined code attributed to the line that called it); ``sass_lines_innermost``: the same at
     the innermost line (as the trace has them); ``sass_instructions``: every instruction.
     ``kernel_file``: the file that defines the kernel (a header the compiled source includes);
-    None: the compiled source.
+    None: the compiled source. ``registers``: the live registers along the SASS (None when
+    nvdisasm could not give them).
     """
 
     spec: KernelSpec
@@ -108,6 +110,7 @@ class KernelFacts:
     sass_lines: tuple[SassMemLine, ...] = ()
     sass_lines_innermost: tuple[SassMemLine, ...] = ()
     kernel_file: str | None = None  # the file defining the kernel, when not spec.source
+    registers: RegisterPressure | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,19 @@ class RuleServices(Protocol):
 
     def shared_layout(self) -> SharedLayout:
         """Where the tracer placed the kernel's shared variables."""
+        ...
+
+    def check_candidate(self, source_text: str, sample_ctas: int = 4) -> LaunchCheck:
+        """Whether the candidate (the kernel's file rewritten) computes what the kernel computes:
+        both emulated for the launch's first ``sample_ctas`` CTAs and their outputs compared
+        (``same``; ``why`` not; ``how``)."""
+        ...
+
+    def candidate_registers(
+        self, source_text: str | None = None, nvcc_flags: Sequence[str] = ()
+    ) -> tuple[KernelInfo, RegisterPressure]:
+        """The candidate built as :meth:`compile_candidate` builds it, with its live registers
+        along its SASS."""
         ...
 
 
@@ -416,6 +432,14 @@ class RuleContext:
         if not self._facts.sass_instructions:
             raise ModelUnavailable("no compiled kernel: its SASS cannot be read")
         return self._facts.sass_lines_innermost
+
+    @property
+    def live_registers(self) -> RegisterPressure:
+        """The live registers along the SASS, the peak and the values that hold it
+        (:class:`~gpuadvise.model.registers.RegisterPressure`); ModelUnavailable without them."""
+        if self._facts.registers is None:
+            raise ModelUnavailable("the live registers of this kernel were not read (nvdisasm)")
+        return self._facts.registers
 
     # the source
 

@@ -116,6 +116,7 @@ MODELS: dict[str, str] = {
     "occupancy": "theoretical occupancy, its limiters and next steps (no GPU, no trace)",
     "waves": "CTAs per wave, waves and the last wave's fill (needs the device's SM count)",
     "sass": "SASS memory instructions per source line",
+    "registers": "live registers along the SASS, the peak and the values that hold it (nvdisasm)",
     "source": "the kernel's source text (pattern rules)",
     "trace": "the warp-level access trace of sampled CTAs (CPU emulator or GPU tracer)",
     "banks": "the shared-memory bank model over the trace",
