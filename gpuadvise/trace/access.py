@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.model.execution import KernelWork
 from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records
 
 __all__ = ["RECORD", "WARP", "AccessTrace", "InstrInfo", "Kind", "Space", "empty_records"]
@@ -70,6 +71,7 @@ class AccessTrace:
     buffers: dict[str, tuple[int, int]] = field(default_factory=dict)
     launch_working_ctas: float | None = None
     traced_working_ctas: int = 0
+    work: KernelWork | None = None  # what the CTAs execute (the emulator's counts), per CTA
 
     @property
     def complete(self) -> bool:
@@ -131,6 +133,7 @@ class AccessTrace:
             "buffers": {k: list(v) for k, v in self.buffers.items()},
             "launch_working_ctas": self.launch_working_ctas,
             "traced_working_ctas": self.traced_working_ctas,
+            "work": None if self.work is None else self.work.to_dict(),
         }
         np.savez_compressed(path, records=self.records, meta=np.array(json.dumps(meta)))
 
@@ -158,4 +161,5 @@ class AccessTrace:
             buffers={k: (v[0], v[1]) for k, v in meta["buffers"].items()},
             launch_working_ctas=meta.get("launch_working_ctas"),
             traced_working_ctas=int(meta.get("traced_working_ctas", 0)),
+            work=None if meta.get("work") is None else KernelWork.from_dict(meta["work"]),
         )
