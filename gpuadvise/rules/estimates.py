@@ -180,13 +180,15 @@ def _used_bytes_per_cta(
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
-    """Warps on the device at once, by the warp and CTA limits (registers and shared memory
-    are not known here: at most this many)."""
+    """Warps on the device at once: by the kernel's occupancy when the emulator knew it (its
+    registers and shared memory), else by the warp and CTA limits (at most this many)."""
     threads = math.prod(view.block)
     w = -(-threads // WARP)
     if not (device.sm_count and w):
         return 0.0
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // w)
+    if view.work is not None and view.work.ctas_per_sm > 0:
+        per_sm = min(per_sm, view.work.ctas_per_sm)
     return float(min(view.total_ctas, per_sm * device.sm_count) * w)
 
 
@@ -266,7 +268,7 @@ def _view_traffic(
     full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
     lstore = store[lanes.rec] & inside
-    dram_sectors = 0.0
+    dram_sectors = dram_load = 0.0
     for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
         n_part = dset.count
         if (lsel & part).any():
@@ -274,6 +276,8 @@ def _view_traffic(
             used = _used_bytes(lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
             n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
         dram_sectors += n_part
+        if part is lload:
+            dram_load = n_part
     n_load = float(rw[load].sum())
     if only is None:
         warps = max(view.warps(), 1)
@@ -288,8 +292,16 @@ def _view_traffic(
     per_req = float(np.average(c.sectors[load], weights=rw[load])) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
+    # what the CTAs execute (the execution model's input): the kernel's, not a proxy's (a
+    # per-line proxy, ``only``, runs its records and a fold: the memory roofline alone)
+    work = view.work if only is None else None
+    shared_requests = shared_wavefronts = 0.0
+    if work is not None:
+        shared_requests = work.shared_requests * work.ctas
+        shared_wavefronts = work.shared_wavefronts * work.ctas
     return Traffic(
         l1_cycles=l1 * s,
+        shared_wavefronts=shared_wavefronts,
         l2_load_sectors=l2_load * s,
         l2_store_sectors=full * s,
         l2_partial_store_sectors=partial * s,
@@ -298,6 +310,10 @@ def _view_traffic(
         instructions=float(rw[keep].sum()) * s,
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
+        work=work,
+        load_sectors=float((sect * rw)[load].sum()) * s,
+        dram_load_bytes=dram_load * SECTOR * s,
+        shared_requests=shared_requests,
     )
 
 
