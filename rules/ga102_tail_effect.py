@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from gpuadvise.rules import (
-    LAUNCH_FLOOR_S,
+    MODEL,
     Estimate,
     Evidence,
     Finding,
@@ -69,12 +69,16 @@ class TailEffect(Rule):
     How the estimate is made
     ------------------------
     Tail effect: an upper bound, ``ceil(waves) / waves``, the time of whole waves over the time the
-    work would take if it filled every wave, assuming all CTAs take equally long. A partial wave
-    usually runs faster than a full one (less contention), so the real gain is smaller. Small grid:
-    an upper bound on the launch model, not ``SMs / CTAs``: the traced work (L1, shared, issue)
-    done by the CTAs' SMs now and by all SMs after, the bytes in flight growing with the spread,
-    DRAM and L2 unchanged, and the launch floor (an empty kernel's time) under both, so a kernel
-    of a few microseconds gets little whatever its grid. Without a trace, no estimate.
+    work would take if it filled every wave, assuming all CTAs take equally long, applied to the
+    launch's work on the launch model (its floor stays). A partial wave usually runs faster than a
+    full one (less contention), so the real gain is smaller. Small grid: on the launch model
+    (memory, issue and pipes, the critical path of dependent instructions, the launch floor), not
+    ``SMs / CTAs``: the same work in at least ``min_ctas_per_sm`` x SMs CTAs, each doing its
+    share, the bytes in flight growing with the spread, DRAM and L2 unchanged. The point keeps
+    each CTA's critical path (a serial phase, a loop of dependent steps, a ``tid == 0`` section
+    gains nothing from more SMs) unless the kernel reads ``gridDim`` (a grid-stride loop, whose
+    loop the CTAs share); the upper bound splits it, at peak rates and full overlap. A kernel of
+    a few microseconds gets little whatever its grid. Without a trace, no estimate.
 
     Fix safety
     ----------
@@ -142,10 +146,11 @@ class TailEffect(Rule):
         )
 
     def _small_grid(self, ctx: RuleContext) -> Estimate:
-        """The same work spread over every SM, on the launch model: the CTAs' SMs do the L1,
-        shared and issue work now, all SMs after; the resident warps (bytes in flight) grow
-        with the spread; DRAM and L2 stay; the launch floor is under both. Not from the block
-        counts alone: a grid of a few microseconds gains little however it is spread."""
+        """The same work spread over every SM, on the launch model: each of the new CTAs does
+        its share of the instructions, L1 and shared work; the resident warps (bytes in flight)
+        grow with the spread; DRAM and L2 stay; the launch floor is under both. The point keeps
+        each CTA's critical path, the bound splits it too. Not from the block counts alone: a
+        grid of a few microseconds gains little however it is spread."""
         w = ctx.waves
         sms = ctx.device.sm_count
         ctas = max(w.total_ctas, 1)
@@ -158,20 +163,29 @@ class TailEffect(Rule):
                 f"much of its time the {ctas} CTA(s) spend on work more SMs would share",
             )
         t = view_traffic(ctx.device, ctx.trace_view)
-        idle = max(sms / ctas, 1.0)  # only the CTAs' SMs do the per-SM work now
-        busy = replace(
-            t,
-            l1_cycles=t.l1_cycles * idle,
-            shared_wavefronts=t.shared_wavefronts * idle,
-            instructions=t.instructions * idle,
-        )
         # after: at least the CTAs per SM asked for, the warps in flight growing with them
-        target = max(sms, float(ctx.option("min_ctas_per_sm")) * sms)
+        target = max(sms, math.ceil(float(ctx.option("min_ctas_per_sm")) * sms))
         cap = float(ctx.device.max_warps_per_sm * sms)
+        share = ctas / target
         spread_out = replace(t, resident_warps=min(t.resident_warps * target / ctas, cap))
-        before = launch_times(busy, ctx.device, rates)
+        split = spread_out
+        if t.work is not None:
+            work = t.work
+            split_work = replace(work.per_cta_scaled(share), ctas=target)
+            kept = replace(work, ctas=target, pipes={k: v * share for k, v in work.pipes.items()},
+                           shared_requests=work.shared_requests * share,
+                           shared_wavefronts=work.shared_wavefronts * share)  # fmt: skip
+            # a kernel that reads gridDim (a grid-stride loop) shares its loop among the CTAs
+            spread_out = replace(spread_out, work=split_work if work.reads_grid_size else kept)
+            split = replace(spread_out, work=split_work)
+        else:  # no instruction counts (the GPU tracer): the per-SM work spread by hand
+            spread_out = replace(spread_out, l1_cycles=t.l1_cycles * share,
+                                 shared_wavefronts=t.shared_wavefronts * share,
+                                 instructions=t.instructions * share)  # fmt: skip
+            split = spread_out
+        before = launch_times(t, ctx.device, rates)
         after = launch_times(spread_out, ctx.device, rates)
-        floor = launch_times(spread_out, ctx.device, rates, peak_dram=True)
+        floor = launch_times(split, ctx.device, rates, peak_dram=True)
         if before is None or after is None or floor is None:
             return Estimate(None, "none", "not estimated: the device model lacks its clock")
         bound = with_floor(before) / with_floor(floor)
@@ -179,14 +193,22 @@ class TailEffect(Rule):
         return Estimate(
             round(max(bound, point, 1.0), 3),
             "upper-bound",
-            f"the same work over all {sms} SMs instead of {ctas}, on the launch model: before "
-            f"{before.describe()} (bound by {before.bound_by}), spread {after.describe()} "
-            f"(bound by {after.bound_by}), each plus the launch floor of "
-            f"{LAUNCH_FLOOR_S * 1e6:.1f} us; point {point:.2f}x, upper bound {bound:.2f}x "
-            "(DRAM at peak). Left out: arithmetic and dependent latency the trace does not "
-            "count (a serial loop gains nothing from more SMs)",
-            {"total_ctas": ctas, "sm_count": sms, "point": round(point, 3),
-             "before_s": with_floor(before), "after_s": with_floor(after)},
+            f"the same work in {target} CTAs over all {sms} SMs instead of {ctas}, on the "
+            f"launch model: before {before.describe()} (bound by {before.bound_by}); spread, "
+            + (
+                "each CTA's loop shorter (the kernel reads gridDim: a grid-stride loop): "
+                if t.work is not None and t.work.reads_grid_size
+                else "each CTA's critical path kept (the kernel does not read gridDim: a serial "
+                "phase gains nothing from more SMs): "
+            )
+            + f"{after.describe()} (bound by {after.bound_by}); spread with the critical path "
+            f"split too (a grid-stride loop), at peak rates and full overlap: "
+            f"{floor.describe()} (bound by {floor.bound_by}). Each with the launch floor of "
+            f"{before.floor_s * 1e6:.1f} us: point {point:.2f}x, upper bound {bound:.2f}x",
+            {"model": MODEL, "total_ctas": ctas, "sm_count": sms, "point_speedup": round(point, 3),
+             "bound_by_before": before.bound_by, "bound_by_after": after.bound_by,
+             "before_s": with_floor(before), "after_s": with_floor(after),
+             "floor_s": with_floor(floor)},
         )  # fmt: skip
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

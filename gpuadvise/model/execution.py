@@ -75,7 +75,10 @@ class KernelWork:
     shared-memory warp accesses and the wavefronts they take without bank conflicts (64-bit
     lanes take two, 128-bit four); ``ctas``: the launch's CTAs; ``warps_per_cta``;
     ``ctas_per_sm``: CTAs resident on an SM at once (the occupancy; 0: unknown, the warp and CTA
-    limits then decide); ``ctas_traced``: how many CTAs the means are over."""
+    limits then decide); ``ctas_traced``: how many CTAs the means are over; ``reads_grid_size``:
+    the kernel reads ``gridDim`` (``%nctaid``), as a grid-stride loop does to share its work
+    among however many CTAs run: more CTAs then shorten each one's loop, its critical path
+    too."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -86,6 +89,7 @@ class KernelWork:
     ctas_traced: int = 1
     shared_requests: float = 0.0
     shared_wavefronts: float = 0.0
+    reads_grid_size: bool = False
 
     @property
     def instructions(self) -> float:
@@ -115,6 +119,7 @@ class KernelWork:
             "ctas_traced": self.ctas_traced,
             "shared_requests": self.shared_requests,
             "shared_wavefronts": self.shared_wavefronts,
+            "reads_grid_size": self.reads_grid_size,
         }
 
     @classmethod
@@ -129,6 +134,7 @@ class KernelWork:
             ctas_traced=int(d.get("ctas_traced", 1)),
             shared_requests=float(d.get("shared_requests", 0.0)),
             shared_wavefronts=float(d.get("shared_wavefronts", 0.0)),
+            reads_grid_size=bool(d.get("reads_grid_size", False)),
         )
 
 

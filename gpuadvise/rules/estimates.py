@@ -1,7 +1,14 @@
-"""Estimates shared by several rules, on the one launch roofline of
-:mod:`gpuadvise.model.roofline`: the traffic of the traced launch (:func:`view_traffic`), the
-traffic once some accesses move only the bytes they use, and the estimate between the two
-(:func:`l1_roofline_estimate`, an upper bound with the point value in its inputs)."""
+"""Estimates shared by several rules, on the one launch model of
+:mod:`gpuadvise.model.roofline` and :mod:`gpuadvise.model.execution`: the traffic and work of the
+traced launch (:func:`view_traffic`), the traffic once some accesses move only the bytes they use,
+and the estimate between the two (:func:`l1_roofline_estimate`, an upper bound with the point
+value in its inputs); a change of the instructions issued (:func:`issue_change_estimate`); and
+the check every other estimate goes through (:func:`through_model`): a rule's speedup of the
+kernel's work, made a speedup of the launch it is part of, whose floor stays.
+
+An estimate made on the launch model carries ``inputs["model"] == "execution"`` (:data:`MODEL`),
+its point (``point_speedup``) and the terms that bound the launch before and after
+(``bound_by_before``, ``bound_by_after``)."""
 
 from __future__ import annotations
 
@@ -15,19 +22,35 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.roofline import TERMS, Traffic, launch_estimate, launch_times, work_ratio
+from gpuadvise.model.execution import amdahl_with_floor
+from gpuadvise.model.roofline import (
+    ALL_TERMS,
+    LaunchTimes,
+    Traffic,
+    launch_estimate,
+    launch_times,
+    work_ratio,
+)
 from gpuadvise.rules.engine import Estimate
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import SECTOR, TraceView
 
 __all__ = [
     "LOADS_IN_FLIGHT",
+    "MODEL",
     "buffer_records",
+    "issue_change_estimate",
+    "kernel_launch_times",
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
+    "model_check",
+    "through_model",
     "view_traffic",
 ]
+
+MODEL = "execution"
+"""``inputs["model"]`` of an estimate made on the launch model (the check leaves it as it is)."""
 
 LOADS_IN_FLIGHT = 4
 """Load requests a warp keeps in flight (independent loads the compiler issues back to back);
@@ -404,17 +427,7 @@ def l1_roofline_estimate(
     if est is None:  # pragma: no cover - memory_rates needs the same fields
         return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)
     inputs.update(
-        point_speedup=round(est.point, 3),
-        bound_by_before=est.before.bound_by,
-        bound_by_after=est.after.bound_by,
-        **{
-            f"before_{t}_us": est.before.term(t) * 1e6
-            for t in ("l1", "l2", "dram", "issue", "latency")
-        },
-        **{
-            f"after_{t}_us": est.after.term(t) * 1e6
-            for t in ("l1", "l2", "dram", "issue", "latency")
-        },
+        _term_inputs(est),
         dram_bytes_before=before.dram_bytes,
         dram_bytes_after=after.dram_bytes,
     )
@@ -463,11 +476,13 @@ def _with_out_word(t: Traffic, view: TraceView) -> Traffic:
 
 def _term_inputs(est: Any) -> dict[str, Any]:
     return {
+        "model": MODEL,
         "point_speedup": round(est.point, 3),
         "bound_by_before": est.before.bound_by,
         "bound_by_after": est.after.bound_by,
-        **{f"before_{t}_us": est.before.term(t) * 1e6 for t in TERMS},
-        **{f"after_{t}_us": est.after.term(t) * 1e6 for t in TERMS},
+        "floor_us": est.before.floor_s * 1e6,
+        **{f"before_{t}_us": est.before.term(t) * 1e6 for t in ALL_TERMS},
+        **{f"after_{t}_us": est.after.term(t) * 1e6 for t in ALL_TERMS},
     }
 
 
@@ -496,8 +511,98 @@ def launch_change_estimate(
     method = est.method(what, rates)
     if before.dram_bytes == after.dram_bytes:
         method = method.replace(
-            "(after at peak DRAM bandwidth and the L2's best partial-store rate)",
-            "(both at peak DRAM bandwidth and the L2's best partial-store rate: DRAM bytes "
-            "unchanged)",
+            "(after at peak DRAM bandwidth, the L2's best partial-store rate, full overlap)",
+            "(both at peak DRAM bandwidth and the L2's best partial-store rate, after fully "
+            "overlapped: DRAM bytes unchanged)",
         )
     return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)
+
+
+def issue_change_estimate(
+    device: DeviceSpec, view: TraceView, kept: float, what: str, inputs: dict[str, Any]
+) -> Estimate | None:
+    """A change that issues ``kept`` (a fraction) of the kernel's instructions, its dependent
+    chains and memory traffic unchanged (idle lanes packed into full warps), on the launch
+    model: :func:`launch_change_estimate` of the traced launch against the same launch with
+    every pipe's count scaled. None without the kernel's work (the GPU tracer) or the device's
+    rates."""
+    before = view_traffic(device, view)
+    if before.work is None:
+        return None
+    w = before.work
+    after = replace(before, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
+    return launch_change_estimate(device, before, after, what, inputs)
+
+
+def kernel_launch_times(device: DeviceSpec, view: TraceView) -> LaunchTimes | None:
+    """The launch model's times of the traced launch (sustained rates); None without the
+    device's clock, bandwidth or memory rates."""
+    rates = memory_rates(device)
+    if rates is None:
+        return None
+    return launch_times(view_traffic(device, view), device, rates)
+
+
+def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
+    """A rule's estimate of the kernel's work made an estimate of the launch on the launch
+    model (``times``: the traced launch's, :func:`kernel_launch_times`): the rule's speedup
+    ``S`` applies to the launch's work, its floor stays, ``T / (floor + work / S)``; so does
+    its point (``inputs["point_speedup"]``) when it has one. An estimate made on the launch
+    model already (:data:`MODEL`), one with no number, or no ``times`` (no trace, no clock):
+    as it is."""
+    if est.speedup is None or est.inputs.get("model") == MODEL or times is None:
+        return est
+    floor, total = times.floor_s, times.time_s
+    capped = amdahl_with_floor(total, floor, est.speedup)
+    inputs: dict[str, Any] = {
+        **est.inputs,
+        "model": MODEL,
+        "rule_speedup": est.speedup,
+        "launch_us": total * 1e6,
+        "floor_us": floor * 1e6,
+        "bound_by_before": times.bound_by,
+        "bound_by_after": "launch"
+        if floor >= times.work_s / max(est.speedup, 1e-9)
+        else (times.bound_by),
+    }
+    point = est.inputs.get("point_speedup")
+    if isinstance(point, int | float) and point > 0:
+        inputs["point_speedup"] = round(amdahl_with_floor(total, floor, float(point)), 3)
+    elif est.kind == "point":
+        inputs["point_speedup"] = round(capped, 3)
+    method = (
+        f"{est.method}. On the launch model, the traced launch takes {total * 1e6:.2f} us "
+        f"({times.describe()}; bound by {times.bound_by}), {floor * 1e6:.2f} us of it the "
+        f"launch floor no change removes: {est.speedup:.2f}x on the kernel's work is "
+        f"{capped:.2f}x on the launch"
+    )
+    return Estimate(round(capped, 3), est.kind, method, inputs)
+
+
+_TIMES: weakref.WeakKeyDictionary[TraceView, dict[DeviceSpec, LaunchTimes | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def model_check(ctx: Any, est: Estimate) -> Estimate:
+    """:func:`through_model` with the times of the context's traced launch (found once per
+    trace view and device); the estimate as it is when the kernel was not traced or the device
+    has no clock, bandwidth or memory rates. The engine runs every rule's estimate through it
+    (:func:`gpuadvise.rules.engine.use_model_check`)."""
+    if est.speedup is None or est.inputs.get("model") == MODEL or not ctx.has_model("trace"):
+        return est
+    from gpuadvise.rules.context import ModelUnavailable
+
+    try:
+        view = ctx.trace_view
+    except ModelUnavailable:
+        return est
+    device = ctx.device
+    try:
+        cached = _TIMES.setdefault(view, {})
+        if device not in cached:
+            cached[device] = kernel_launch_times(device, view)
+        times = cached[device]
+    except TypeError:  # a device of unhashable fields
+        times = kernel_launch_times(device, view)
+    return through_model(est, times)

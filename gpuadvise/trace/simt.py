@@ -336,6 +336,7 @@ def kernel_work(
     times its instructions by pipe and its shared accesses, and the critical warps' chains, per
     traced CTA (:class:`~gpuadvise.model.execution.KernelWork`); None when no CTA ran."""
     from gpuadvise.model.execution import KernelWork
+    from gpuadvise.ptx.parser import Reg
     from gpuadvise.ptx.pipes import LATENCY_CLASSES, PIPES
 
     if counts.ctas <= 0 or counts.chain is None:
@@ -345,6 +346,11 @@ def kernel_work(
     pipes = execs @ costs.pipes[:nb]
     shared = execs @ costs.shared[:nb]
     n = float(counts.ctas)
+    grid_size = any(
+        isinstance(op, Reg) and op.name.startswith("%nctaid")
+        for ins in program.instrs
+        for op in ins.operands
+    )
     return KernelWork(
         pipes={p: float(v) / n for p, v in zip(PIPES, pipes, strict=True) if v},
         chain={c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain, strict=True) if v},
@@ -355,4 +361,5 @@ def kernel_work(
         ctas_traced=int(counts.ctas),
         shared_requests=float(shared[0]) / n,
         shared_wavefronts=float(shared[1]) / n,
+        reads_grid_size=grid_size,
     )
