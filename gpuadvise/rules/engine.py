@@ -226,6 +226,15 @@ class Measurement:
     kind: MeasurementKind = "variant"
     label: str | None = None
     stop_reason: str | None = None
+    kernel_ms: float | None = None  # a proxy's: the user's kernel timed in the same stage
+
+    @property
+    def proxy_off(self) -> float | None:
+        """For a proxy timed beside the kernel it stands for: how far the proxy's baseline is
+        from the kernel's own time (``baseline / kernel - 1``); None otherwise."""
+        if self.kind != "proxy" or not self.kernel_ms or self.kernel_ms <= 0:
+            return None
+        return self.baseline_ms / self.kernel_ms - 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -240,6 +249,7 @@ class Measurement:
             "kind": self.kind,
             "label": self.label,
             "stop_reason": self.stop_reason,
+            "kernel_ms": _num(self.kernel_ms),
         }
 
     @classmethod
@@ -256,6 +266,7 @@ class Measurement:
             d.get("kind", "variant"),
             d.get("label"),
             d.get("stop_reason"),
+            d.get("kernel_ms"),
         )
 
 
