@@ -374,7 +374,7 @@ def memory_rates(device: DeviceSpec) -> MemoryRates | None:
 # ---------------------------------------------------------------------------------------------
 # Pipe throughputs and latencies of the execution model (gpuadvise.model.execution)
 
-PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "tensor")
+PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
 """The pipes with a throughput of their own (lsu, branch and barrier issue at the issue rate;
 their other costs are the roofline's L1/shared term and the barrier latency)."""
 LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",

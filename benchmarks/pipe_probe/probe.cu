@@ -6,7 +6,8 @@
 // - clock: clock64() against %globaltimer over a busy loop on one SM (MHz the SMs ran at);
 // - throughput ("lanes_per_clock", results per clock per SM): every SM full of warps (2,048
 //   threads), each thread 8 independent chains of the instruction (inline PTX, so that the
-//   compiler keeps them), timed with CUDA events: lanes x operations / (time x clock x SMs);
+//   compiler keeps them: FFMA, HFMA2, DFMA, LOP3 for the ALU, IMAD, MUFU.EX2, POPC for the XU,
+//   SHFL, HMMA), timed with CUDA events: lanes x operations / (time x clock x SMs);
 // - latency ("latency_cycles"): one warp, a chain of 512 dependent instructions between two
 //   clock64() reads, the cycles over the chain; memory by pointer chasing (shared; L1 hits on a
 //   4 KB array; L2 hits on 8 MB with ld.global.cg; DRAM on 1 GB, random lines);
@@ -96,6 +97,14 @@ __global__ void clock_probe(unsigned long long *out, int iters) {
 #define XU(v) asm volatile("popc.b32 %0, %0;" : "+r"(v));
 #define SHFL(v) asm volatile("shfl.sync.bfly.b32 %0, %0, 1, 31, -1;" : "+r"(v));
 #define F16(v) asm volatile("fma.rn.f16x2 %0, %0, %0, %0;" : "+r"(v));
+// the ALU (LOP3): three-input xor of the chain and two others, which ptxas cannot fold
+#define ALU(v, x, y) asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;" : "+r"(v) : "r"(x), "r"(y));
+#define ALU8                                                                                 \
+  _Pragma("unroll 16") for (int i = 0; i < iters; i++) {                                     \
+    ALU(a0, a1, a2) ALU(a1, a2, a3) ALU(a2, a3, a4) ALU(a3, a4, a5) ALU(a4, a5, a6)          \
+    ALU(a5, a6, a7) ALU(a6, a7, a0) ALU(a7, a0, a1)                                          \
+  }
+#define LOP(v) asm volatile("lop3.b32 %0, %0, %1, %2, 0x96;" : "+r"(v) : "r"(k1), "r"(k2));
 
 __global__ void tp_f32(float *out, int iters) {
   float a0 = threadIdx.x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5,
@@ -119,6 +128,7 @@ __global__ void tp_u32(unsigned *out, int iters) {
   if (KIND == 1) { CHAINS8(XU) }
   if (KIND == 2) { CHAINS8(SHFL) }
   if (KIND == 3) { CHAINS8(F16) }
+  if (KIND == 4) { ALU8 }
   unsigned s = a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
   if (s == 0x12345u) out[0] = s;
 }
@@ -193,10 +203,16 @@ __global__ void lat_alu(unsigned long long *out, unsigned seed) {
     DEP512(SHFL)
     c1 = clock64();
     if (v == 0x12345u) out[2] = 1;
-  } else {
+  } else if (KIND == 6) {
     unsigned v = seed;
     c0 = clock64();
     DEP512(F16)
+    c1 = clock64();
+    if (v == 0x12345u) out[2] = 1;
+  } else {
+    unsigned v = seed, k1 = seed * 3, k2 = seed * 5;
+    c0 = clock64();
+    DEP512(LOP)
     c1 = clock64();
     if (v == 0x12345u) out[2] = 1;
   }
@@ -318,8 +334,10 @@ int main() {
   snprintf(buf, sizeof buf, ", \"fp16\": %.2f", r), json += buf;
   r = rate(time_ms([&] { tp_f64<<<ctas, threads>>>((double *)f, iters / 4); }), 8.0 * iters / 4);
   snprintf(buf, sizeof buf, ", \"fp64\": %.2f", r), json += buf;
-  r = rate(time_ms([&] { tp_u32<0><<<ctas, threads>>>((unsigned *)f, iters); }), 8.0 * iters);
+  r = rate(time_ms([&] { tp_u32<4><<<ctas, threads>>>((unsigned *)f, iters); }), 8.0 * iters);
   snprintf(buf, sizeof buf, ", \"int\": %.2f", r), json += buf;
+  r = rate(time_ms([&] { tp_u32<0><<<ctas, threads>>>((unsigned *)f, iters); }), 8.0 * iters);
+  snprintf(buf, sizeof buf, ", \"imad\": %.2f", r), json += buf;
   r = rate(time_ms([&] { tp_mufu<<<ctas, threads>>>(f, iters / 4); }), 8.0 * iters / 4);
   snprintf(buf, sizeof buf, ", \"mufu\": %.2f", r), json += buf;
   r = rate(time_ms([&] { tp_u32<1><<<ctas, threads>>>((unsigned *)f, iters / 4); }), 8.0 * iters / 4);
@@ -333,8 +351,9 @@ int main() {
 
   // latencies
   json += "  \"latency_cycles\": {";
-  const char *names[] = {"fp32", "fp64", "int", "mufu", "xu", "shuffle", "fp16"};
-  for (int k = 0; k < 7; k++) {
+  // the model's "int" latency class is the ALU's and IMAD's alike: the LOP3 chain stands for it
+  const char *names[] = {"fp32", "fp64", "imad", "mufu", "xu", "shuffle", "fp16", "int"};
+  for (int k = 0; k < 8; k++) {
     switch (k) {
       case 0: lat_alu<0><<<1, 32>>>(dout, 3); break;
       case 1: lat_alu<1><<<1, 32>>>(dout, 3); break;
@@ -342,7 +361,8 @@ int main() {
       case 3: lat_alu<3><<<1, 32>>>(dout, 3); break;
       case 4: lat_alu<4><<<1, 32>>>(dout, 3); break;
       case 5: lat_alu<5><<<1, 32>>>(dout, 3); break;
-      default: lat_alu<6><<<1, 32>>>(dout, 3); break;
+      case 6: lat_alu<6><<<1, 32>>>(dout, 3); break;
+      default: lat_alu<7><<<1, 32>>>(dout, 3); break;
     }
     CK(cudaMemcpy(h, dout, 8, cudaMemcpyDeviceToHost));
     snprintf(buf, sizeof buf, "%s\"%s\": %.2f", k ? ", " : "", names[k], h[0] / 512.0);

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PIPES = ROOT / "gpuadvise" / "data" / "pipes.toml"
 MARK = "# --- measured"
-PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "tensor")
+PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
 LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",
                 "dram", "tensor", "barrier")  # fmt: skip
 SCALARS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us")

@@ -61,7 +61,7 @@ __all__ = [
 
 SCHEDULERS_PER_SM = 4
 WARP = 32
-_THROUGHPUT_PIPES = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "tensor")
+_THROUGHPUT_PIPES = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
 
 
 @dataclass(frozen=True)

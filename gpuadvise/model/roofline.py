@@ -165,10 +165,10 @@ class Traffic:
     ``instructions``: warp instructions issued (memory ones: the issue term when there is no
     ``work``); ``resident_warps``: warps on the device at once; ``bytes_in_flight_per_warp``:
     what each keeps in flight (0: no latency term). ``work``: what the CTAs execute (the
-    execution model's input; None: memory instructions alone). ``load_sectors``: the sectors
-    the global loads request (with ``l2_load_sectors`` and ``dram_load_bytes``, where a load is
-    served: the latency of a global load on a dependent chain); ``shared_requests``: shared
-    warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain)."""
+    execution model's input; None: memory instructions alone). ``load_requests``: the global
+    load requests (warp instructions; with ``l2_load_sectors`` and ``dram_load_bytes``, where a
+    load is served: the latency of a global load on a dependent chain); ``shared_requests``:
+    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -181,13 +181,17 @@ class Traffic:
     resident_warps: float = 0.0
     bytes_in_flight_per_warp: float = 0.0
     work: KernelWork | None = None
-    load_sectors: float = 0.0
+    load_requests: float = 0.0
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
 
     def load_mix(self) -> LoadMix:
-        """Where the loads are served and the shared accesses' wavefronts per request."""
-        l1_miss = self.l2_load_sectors / self.load_sectors if self.load_sectors > 0 else 1.0
+        """Where the loads are served and the shared accesses' wavefronts per request. A load
+        waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1
+        miss fraction is that of requests (the L2 sectors over the requests, at most 1; a
+        strided request of 32 sectors and a coalesced one of 4 both wait for the L2), the L2's
+        that of its sectors (those DRAM fills)."""
+        l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
         l2_sectors = self.l2_load_sectors * 32.0
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0

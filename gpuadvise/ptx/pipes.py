@@ -14,7 +14,9 @@ The pipes (:data:`PIPES`), with the sm_90 throughput of the CUDA C++ Programming
 - ``fp32``: FADD, FMUL, FFMA (128 results per clock per SM);
 - ``fp16``: HADD2, HMUL2, HFMA2 on ``.f16``/``.f16x2``/``.bf16`` (256 results, 128 instructions);
 - ``fp64``: DADD, DMUL, DFMA, DSETP, DMNMX (64);
-- ``int``: IADD3, IMAD, LOP3, SHF, ISETP, FSETP, FMNMX, SEL, PRMT, BFE/BFI, S2R (64);
+- ``int``: the ALU: IADD3, LOP3, SHF, ISETP, FSETP, FMNMX, SEL, PRMT, BFE/BFI, S2R (64);
+- ``imad``: integer multiplies and multiply-adds, IMAD and IMAD.WIDE (64; the FMA-heavy pipe,
+  not the ALU: the two do not share their rate);
 - ``mufu``: MUFU.SIN/COS/EX2/LG2/RCP/RSQ/SQRT/TANH (16);
 - ``xu``: conversions to, from and between floats (F2I, I2F, F2F) and POPC, FLO, BREV (16);
 - ``lsu``: loads, stores, atomics of any state space but param (their data-path cost is the
@@ -43,8 +45,8 @@ __all__ = [
     "pipe_work",
 ]
 
-PIPES = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "lsu", "shuffle", "branch", "tensor",
-         "barrier")  # fmt: skip
+PIPES = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "lsu", "shuffle", "branch",
+         "tensor", "barrier")  # fmt: skip
 LATENCY_CLASSES = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "global",
                    "store", "tensor", "barrier")  # fmt: skip
 
@@ -160,15 +162,15 @@ def pipe_work(ins: Instr) -> tuple[tuple[str, float], ...]:
             return (("mufu", 1.0),)
         return (("mufu", 1.0), ("fp64", 8.0)) if t == "f64" else (("mufu", 1.0), ("fp32", 5.0))
     if base == "div":
-        if t is None:  # integer division: MUFU.RCP of the divisor and a dozen IMADs
+        if t is None:  # integer division: MUFU.RCP of the divisor, IMADs and the correction
             n = 2.0 if _wide(ins) else 1.0
-            return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("int", 14.0 * n))
+            return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("imad", 8.0 * n), ("int", 6.0 * n))
         if "approx" in mods or "full" in mods:
             return (("mufu", 1.0), ("fp32", 1.0))
         return (("mufu", 1.0), ("fp64", 9.0)) if t == "f64" else (("mufu", 1.0), ("fp32", 8.0))
     if base == "rem":
         n = 2.0 if _wide(ins) else 1.0
-        return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("int", 16.0 * n))
+        return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("imad", 9.0 * n), ("int", 7.0 * n))
     if t is not None:
         if base in ("neg", "abs") and t != "f64":
             return ()  # an operand modifier of the instruction that reads it
@@ -179,8 +181,10 @@ def pipe_work(ins: Instr) -> tuple[tuple[str, float], ...]:
         if t in ("f16", "f16x2", "bf16", "bf16x2"):
             return (("fp16", 1.0),)
         return (("int", 1.0),)  # FSETP, FMNMX, FSEL, testp, copysign: the ALU
-    if base in ("mul", "mad") and ("lo" in mods or "hi" in mods) and _wide(ins):
-        return (("int", 3.0),)  # a 64-bit multiply: three IMADs
+    if base in ("mul", "mad", "mul24", "mad24", "sad"):
+        if ("lo" in mods or "hi" in mods) and _wide(ins):
+            return (("imad", 3.0),)  # a 64-bit multiply: three IMADs
+        return (("imad", 1.0),)  # IMAD, IMAD.HI, IMAD.WIDE
     if base == "vote" or base == "activemask" or base == "match":
         return (("int", 1.0),)
     return (("int", 2.0 if _wide(ins) else 1.0),)
@@ -210,8 +214,8 @@ def latency_work(ins: Instr) -> tuple[tuple[str, float], ...]:
         return ()
     if len(work) == 1:
         pipe, n = work[0]
-        if pipe in ("branch", "lsu"):
-            return (("int", 1.0),)
+        if pipe in ("branch", "lsu", "imad"):
+            return (("int", n if pipe == "imad" else 1.0),)
         if pipe == "tensor":
             return (("tensor", 1.0),)
         # a 64-bit integer operation: its halves through the carry; a sequence of one pipe
@@ -219,4 +223,7 @@ def latency_work(ins: Instr) -> tuple[tuple[str, float], ...]:
         return ((pipe, n),)
     # a sequence: its slow unit once, then about half of its other steps in a row (the
     # Newton iteration of div/rcp/sqrt, the correction of an integer division)
-    return tuple((pipe, 1.0 if pipe in ("mufu", "xu") else max(1.0, n / 2)) for pipe, n in work)
+    return tuple(
+        ("int" if pipe == "imad" else pipe, 1.0 if pipe in ("mufu", "xu") else max(1.0, n / 2))
+        for pipe, n in work
+    )

@@ -334,7 +334,7 @@ def _view_traffic(
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
         work=work,
-        load_sectors=float((sect * rw)[load].sum()) * s,
+        load_requests=n_load * s,
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,
     )

@@ -324,7 +324,7 @@ def test_launch_bound_tiny_kernel_caps_any_speedup() -> None:
     assert work.chain == {"int": 4 + 3 + 1 + 1 / 8, "global": 1, "fp32": 1, "store": 1}
     cycles = 16 + 287 + 4 + 4 / 8
     # 16 KB read and written once: 2 x 8,188 B from DRAM at 3,913 GB/s, 4 ns
-    t = _times(work, dram_bytes=2 * 2047 * 4, load_sectors=256, l2_load_sectors=256)
+    t = _times(work, dram_bytes=2 * 2047 * 4, load_requests=64, l2_load_sectors=256)
     assert t.compute is not None and t.compute.chain_cycles == cycles
     # one CTA on the busiest SM: the CTA launch (100 ns) and the chain (155 ns) are the work
     assert t.cta_s == pytest.approx(100e-9)
@@ -389,9 +389,11 @@ def test_fp64_bound_kernel_is_bound_by_its_pipe() -> None:
     out = np.zeros(ctas * 256, np.float64)
     work = emulate_ptx(FP64, "dfma", ctas, 256, [out], sample_ctas=1).trace.work
     assert work is not None and work.ctas == ctas and work.ctas_traced == 1
-    # per warp: 64 x 4 DFMA + 3 DADD = 259 FP64; S2R x 2, mad, mul.wide, add.s64 (2) and 64 x
-    # (add, setp) = 134 integer; the cvt (XU); 64 bra + ret; the store. Eight warps a CTA.
-    assert work.pipes == {"fp64": 8 * 259, "int": 8 * 134, "xu": 8, "branch": 8 * 65, "lsu": 8}
+    # per warp: 64 x 4 DFMA + 3 DADD = 259 FP64; S2R x 2, add.s64 (2) and 64 x (add, setp) =
+    # 132 on the ALU; mad and mul.wide on the IMAD pipe; the cvt (XU); 64 bra + ret; the store.
+    # Eight warps a CTA.
+    assert work.pipes == {"fp64": 8 * 259, "int": 8 * 132, "imad": 8 * 2, "xu": 8,
+                          "branch": 8 * 65, "lsu": 8}  # fmt: skip
     t = _times(work, dram_bytes=ctas * 256 * 8)
     # the busiest SM runs 8 CTAs at once (the warp limit: 64 warps), 16 warps a scheduler, so
     # a scheduler issues 2 CTAs' instructions: FP64 at 64 / 4 = 16 lanes a clock, 2 clocks a

@@ -40,8 +40,9 @@ def _instr(text: str, regs: str = "") -> object:
         ("ex2.approx.ftz.f32 %f1, %f2;", (("mufu", 1.0),)),
         ("div.rn.f32 %f1, %f2, %f3;", (("mufu", 1.0), ("fp32", 8.0))),
         ("add.s64 %rd1, %rd2, %rd3;", (("int", 2.0),)),
-        ("mul.wide.s32 %rd1, %r2, 4;", (("int", 1.0),)),
-        ("mad.lo.s32 %r1, %r2, %r3, %r4;", (("int", 1.0),)),
+        ("mul.wide.s32 %rd1, %r2, 4;", (("imad", 1.0),)),  # IMAD.WIDE: the FMA-heavy pipe
+        ("mad.lo.s32 %r1, %r2, %r3, %r4;", (("imad", 1.0),)),
+        ("and.b32 %r1, %r2, 7;", (("int", 1.0),)),  # LOP3: the ALU
         ("cvt.rn.f32.s32 %f1, %r1;", (("xu", 1.0),)),
         ("cvt.u64.u32 %rd1, %r1;", (("int", 1.0),)),
         ("setp.lt.f32 %p1, %f1, %f2;", (("int", 1.0),)),
@@ -168,9 +169,10 @@ def test_emulator_adds_up_each_ctas_critical_warp() -> None:
     work = emulate_ptx(LOOP, "k", grid, block, [inp, out, np.uint32(n)]).trace.work
     assert work is not None
     # per warp, by hand:
-    # entry: S2R of %tid and %ctaid (%ntid, %nctaid are constant-bank operands), mad, mul.lo,
-    #   2 mul.wide, 2 add.s64 (two IADD3 each), and, add: 12 integer instructions; its longest
-    #   chain %tid -> mad -> mul.wide -> add.s64: 5 integer links
+    # entry: S2R of %tid and %ctaid (%ntid, %nctaid are constant-bank operands), 2 add.s64 (two
+    #   IADD3 each), and, add on the ALU (8); mad, mul.lo, 2 mul.wide on the IMAD pipe (4): 12
+    #   integer instructions; its longest chain %tid -> mad -> mul.wide -> add.s64: 5 integer
+    #   links
     # loop, run n + 1 = 7 times: ld (lsu), fma, st (lsu), add.s64 (2), add.s32, setp, bra:
     #   8 issued, chain ld -> fma -> st: global, fp32, store
     # tail: setp, @p st, ret: 3 issued, chain setp -> st: int, store; run twice: the even
@@ -179,8 +181,8 @@ def test_emulator_adds_up_each_ctas_critical_warp() -> None:
     assert work.chain == {"int": 5.0 + 2, "fp32": 7.0, "global": 7.0, "store": 7.0 + 2}
     assert work.critical_instructions == 12 + 7 * 8 + 2 * 3
     # two warps a CTA
-    assert work.pipes == {"fp32": 14.0, "int": 2 * (12 + 7 * 4 + 2), "lsu": 2 * (7 * 2 + 2),
-                          "branch": 2 * (7 + 2)}  # fmt: skip
+    assert work.pipes == {"fp32": 14.0, "int": 2 * (8 + 7 * 4 + 2), "imad": 2 * 4,
+                          "lsu": 2 * (7 * 2 + 2), "branch": 2 * (7 + 2)}  # fmt: skip
     assert (work.ctas, work.warps_per_cta, work.ctas_traced) == (3, 2, 3)
     assert work.shared_requests == 0.0
 
