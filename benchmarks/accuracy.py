@@ -18,9 +18,9 @@ the median, mean and 90th percentile of the point error, the points above 3x or 
 the measurement, and the median bound/measured ratio (how loose the bounds are), against issue
 29's targets.
 
-The corpus is large for a GPU lease: `--measurable-from CPU.json` keeps the cases whose findings
-had a measurable variant (an automatic one, a proxy, a launch or flag change) in an earlier
-`--no-measure` run of this script (its --json).
+The corpus is large for a GPU lease: `--measurable-from FILE` keeps the cases whose findings had
+a measurable variant (an automatic one, a proxy, a launch or flag change) in an earlier
+`--no-measure` run of this script (its --json) or of benchmarks/corpus/run.py (its results.json).
 
 Usage (GPU machine): python3 benchmarks/accuracy.py [--suites S] [--shard K/N] [--json OUT] [--md OUT]
 Offline (CPU, re-joins stored measurements): benchmarks/accuracy_offline.py.
@@ -132,15 +132,23 @@ def corpus_cases() -> tuple[list[Case], list[str]]:
     return out, skipped
 
 
-def measurable_keys(path: Path) -> set[str]:
-    """The case keys (suite:file:name) of an earlier run's rows whose findings had a variant
-    the measurement stage can build (``measurable``)."""
+def _measurable(variant: dict | None) -> bool:
+    """Whether the measurement stage can build a finding's variant (its JSON)."""
+    v = variant or {}
+    return bool(v.get("diff") or v.get("proxy") or v.get("launch") or v.get("nvcc_flags")
+                or v.get("defines"))  # fmt: skip
+
+
+def measurable_names(path: Path) -> set[str]:
+    """The kernels of an earlier run whose findings had a variant the measurement stage can
+    build: this script's --json (its rows' ``measurable``) or benchmarks/corpus/run.py's
+    results.json (its runs' findings)."""
     doc = json.loads(path.read_text())
-    return {
-        f"{r.get('suite', 'kernels')}:{r['file']}:{r['kernel']}"
-        for r in doc.get("rows", [])
-        if r.get("measurable")
-    }
+    names = {r["kernel"] for r in doc.get("rows", []) if r.get("measurable")}
+    for run in doc.get("runs", []):
+        if any(_measurable(f.get("variant")) for f in run.get("findings", [])):
+            names.add(run["name"])
+    return names
 
 
 def run_case(case: Case, *, measure: bool, gpu: str | None, timeout_s: float) -> dict[str, Any]:
@@ -185,11 +193,7 @@ def finding_row(case: Case, f: dict, wall_s: float) -> dict[str, Any]:
     est = f.get("estimated_speedup") or {}
     inputs = est.get("inputs") or {}
     meas = f.get("measured_speedup") or {}
-    variant = f.get("variant") or {}
-    measurable = bool(
-        variant.get("diff") or variant.get("proxy") or variant.get("launch")
-        or variant.get("nvcc_flags") or variant.get("defines")
-    )  # fmt: skip
+    measurable = _measurable(f.get("variant"))
     return {
         "suite": case.suite,
         "kernel": case.name,
@@ -401,7 +405,7 @@ def select_cases(
 ) -> tuple[list[Case], list[str]]:
     """The cases of ``suites`` (kernels, public, all: both; auto: public too when its sources
     are fetched; corpus: the stranger corpus alone), filtered by ``only`` (a substring of the
-    name) and ``measurable`` (the keys :func:`measurable_keys` found, for the corpus), and cut
+    name) and ``measurable`` (the kernels :func:`measurable_names` found, for the corpus), and cut
     to ``shard`` (K/N over the suites together, sorted by key)."""
     todo, skipped = [], []
     if suites in ("kernels", "all", "auto"):
@@ -412,7 +416,7 @@ def select_cases(
     if suites == "corpus":
         cor, more = corpus_cases()
         if measurable is not None:
-            cor = [c for c in cor if c.key in measurable]
+            cor = [c for c in cor if c.name in measurable]
         todo += cor
         skipped += more
     if only:
@@ -437,7 +441,8 @@ def main() -> int:
                     "(auto: kernels/ and the public suite when benchmarks/public/src/ is there)")  # fmt: skip
     ap.add_argument("--measurable-from", type=Path,
                     help="keep the corpus cases whose findings had a measurable variant in this "
-                    "earlier --no-measure run's --json")  # fmt: skip
+                    "earlier --no-measure run's --json, or in benchmarks/corpus/run.py's "
+                    "results.json")  # fmt: skip
     ap.add_argument("--public", dest="suites", action="store_const", const="all",
                     help="the same as --suites all")  # fmt: skip
     ap.add_argument("--no-measure", dest="measure", action="store_false",
@@ -445,7 +450,7 @@ def main() -> int:
     ap.add_argument("--gpu", help="the device model (default: the live GPU)")
     ap.add_argument("--timeout", type=float, default=420.0, help="seconds per case (420)")
     a = ap.parse_args()
-    keep = measurable_keys(a.measurable_from) if a.measurable_from else None
+    keep = measurable_names(a.measurable_from) if a.measurable_from else None
     todo, errors = select_cases(a.suites, a.only, a.shard, keep)
     for e in errors:
         print(e, flush=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from accuracy import compared, held_lines  # noqa: E402
+from accuracy import compared, held_lines, measurable_names  # noqa: E402
 from accuracy_offline import join  # noqa: E402
 
 
@@ -68,3 +68,20 @@ def test_join_pairs_repeated_keys_in_order() -> None:
     assert [(g["point"], g["measured"]) for g in got[:2]] == [(5.0, 3.9), (6.0, 3.8)]
     # line 9 is no finding now: kept, without an estimate
     assert got[2]["missing"] and got[2]["estimate"] is None and got[2]["measured"] == 1.1
+
+
+def test_measurable_names_from_either_run(tmp_path: Path) -> None:
+    import json
+
+    rows = {"rows": [_row(kernel="a", measurable=True), _row(kernel="b", measurable=False)]}
+    runs = {"runs": [
+        {"name": "hecbench/x/k", "findings": [{"variant": {"diff": "--- a"}}]},
+        {"name": "hecbench/y/k", "findings": [{"variant": {"safety": "display-only"}}]},
+        {"name": "hecbench/z/k", "findings": [{"variant": None}, {"variant": {"proxy": {}}}]},
+    ]}  # fmt: skip
+    p, q = tmp_path / "rows.json", tmp_path / "results.json"
+    p.write_text(json.dumps(rows))
+    q.write_text(json.dumps(runs))
+    assert measurable_names(p) == {"a"}
+    # an empty proxy table is no proxy; a diff is
+    assert measurable_names(q) == {"hecbench/x/k"}
