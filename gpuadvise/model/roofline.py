@@ -298,8 +298,11 @@ def launch_times(
     in_flight = traffic.resident_warps * traffic.bytes_in_flight_per_warp
     latency_s = 0.0
     if in_flight > 0:
-        # Little's law: bandwidth = bytes in flight / latency, at most the DRAM's
-        latency_s = traffic.dram_bytes * rates.latency_ns * 1e-9 / in_flight
+        # Little's law: bandwidth = bytes in flight / latency, at most the DRAM's; the bytes
+        # the warps wait for are the loads' (stores are posted: no warp waits for them), when
+        # the traffic says which they are
+        waited = traffic.dram_load_bytes if traffic.dram_load_bytes > 0 else traffic.dram_bytes
+        latency_s = waited * rates.latency_ns * 1e-9 / in_flight
     terms = compute_terms(work, device, pipes, traffic.load_mix()) if work is not None else None
     if terms is None:
         issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)

@@ -498,6 +498,7 @@ def launch_change_estimate(
     rates = memory_rates(device)
     if rates is None:
         return None
+    after = _instructions_into_work(before, after)
     est = launch_estimate(before, after, device, rates)
     if est is None:
         return None
@@ -516,6 +517,21 @@ def launch_change_estimate(
             "overlapped: DRAM bytes unchanged)",
         )
     return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)
+
+
+def _instructions_into_work(before: Traffic, after: Traffic) -> Traffic:
+    """``after`` with the warp instructions a rule saved (or added) by changing ``instructions``
+    taken from its work (the execution model's issue and pipes come from the work): when the
+    rule left the work as it was, the same number of warp instructions from every pipe in
+    proportion."""
+    w = after.work
+    if w is None or w is not before.work or after.instructions == before.instructions:
+        return after
+    total = w.instructions * w.ctas
+    if total <= 0:
+        return after
+    kept = max(0.0, 1.0 - (before.instructions - after.instructions) / total)
+    return replace(after, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
 
 
 def issue_change_estimate(
@@ -549,9 +565,20 @@ def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
     ``S`` applies to the launch's work, its floor stays, ``T / (floor + work / S)``; so does
     its point (``inputs["point_speedup"]``) when it has one. An estimate made on the launch
     model already (:data:`MODEL`), one with no number, or no ``times`` (no trace, no clock):
-    as it is."""
+    as it is; one whose ``inputs["outside_model"]`` says the work it saves is not in the model
+    (register spills): as it is, its method saying why."""
     if est.speedup is None or est.inputs.get("model") == MODEL or times is None:
         return est
+    outside = est.inputs.get("outside_model")
+    if outside:
+        # the rule's subject is work the launch model does not see (register spills: ptxas's,
+        # not in the PTX the emulator runs): its time would be too short to weigh the rule by
+        return replace(
+            est,
+            method=f"{est.method}. Not weighed on the launch model: {outside}",
+            inputs={**est.inputs, "bound_by_before": times.bound_by, "launch_us": times.time_s
+                    * 1e6, "floor_us": times.floor_s * 1e6},
+        )  # fmt: skip
     floor, total = times.floor_s, times.time_s
     capped = amdahl_with_floor(total, floor, est.speedup)
     inputs: dict[str, Any] = {
