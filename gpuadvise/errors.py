@@ -39,14 +39,16 @@ def cap_echoes(text: str) -> str:
 
 
 class GpuAdviseError(Exception):
-    """Base class. ``message`` says what is wrong; ``hint`` says how to fix it."""
+    """Base class. ``message`` says what is wrong; ``hint`` says how to fix it; ``details``: a
+    tool's own output the user needs as it is (nvcc's diagnostics), printed below the one line."""
 
     exit_code = 2
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, details: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details
 
     def one_line(self) -> str:
         """``message; hint`` on one line, with long echoed input capped (:func:`cap_echoes`)."""
@@ -66,6 +68,12 @@ class UnknownDeviceError(UsageError):
 
 class ConfigError(UsageError):
     """A configuration or spec file that cannot be read."""
+
+
+class DataFileError(UsageError):
+    """A buffer's data file (``.npy``, ``.bin``) that cannot give the buffer its data: unreadable,
+    truncated, or not a whole number of elements. An input error found before tracing, never a
+    note that the trace is unavailable."""
 
 
 class ToolchainError(GpuAdviseError):

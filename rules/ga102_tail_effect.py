@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpuadvise.rules import (
     MODEL,
@@ -15,11 +16,16 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    active_lanes,
     launch_times,
     memory_rates,
     view_traffic,
     with_floor,
 )
+
+# PTX instructions per lane of a memory access above which the tail is left to the wave count
+# (the launch model does not see arithmetic): a streaming kernel runs about 5-15, a stencil 10-20
+ALU_PER_MEMORY_ACCESS = 24
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,12 @@ class TailEffect(Rule):
 
     Why it is slow
     --------------
-    CTAs of one launch run in waves. While the last, partial wave runs, the SMs without a CTA of
-    it idle (nothing else of this launch is left to run), so a launch of 1.1 waves takes about as
-    long as 2 full waves. Seed 003's heuristics ("more thread groups than multiprocessors", "more
-    than 2 per multiprocessor") come from the same reasoning; on a GPU with 132 SMs and up to 32
-    resident CTAs each, a grid needs thousands of CTAs for the tail not to matter.
+    CTAs of one launch run in waves. While the last, partial wave runs, the SMs without a CTA of it
+    idle (nothing else of this launch is left to run), so a launch of 1.1 waves takes about as long
+    as 2 full waves. NVIDIA's DirectCompute guide's heuristics ("more thread groups than
+    multiprocessors", "more than 2 per multiprocessor") come from the same reasoning; on a GPU with
+    132 SMs and up to 32 resident CTAs each, a grid needs thousands of CTAs for the tail not to
+    matter.
 
     Example
     -------
@@ -137,12 +144,78 @@ class TailEffect(Rule):
         if finding.details_as(Shortfall).kind == "small-grid":
             return self._small_grid(ctx)
         speedup = math.ceil(w.waves) / w.waves
+        inputs = {"waves": w.waves, "ctas_per_wave": w.ctas_per_wave, "tail_idle": w.tail_idle}
+        modelled = self._tail_on_model(ctx, inputs)
+        if modelled is not None:
+            return modelled
         return Estimate(
             round(speedup, 3),
             "upper-bound",
             f"ceil(waves) / waves = {math.ceil(w.waves)} / {w.waves:.3f}, all CTAs equally long; "
-            "a partial wave runs with less contention, so the real gain is smaller",
-            {"waves": w.waves, "ctas_per_wave": w.ctas_per_wave, "tail_idle": w.tail_idle},
+            "a partial wave runs with less contention, so the real gain is smaller (no trace: "
+            "the launch model could not say how much)",
+            inputs,
+        )
+
+    def _tail_on_model(self, ctx: RuleContext, inputs: dict[str, Any]) -> Estimate | None:
+        """The tail on the launch model: the full waves' work at full residency, the last
+        wave's share of it with only its CTAs resident (the SMs' own work on the SMs it holds,
+        DRAM and L2 at full bandwidth unless its fewer warps leave too few bytes in flight),
+        against the whole work at full residency (no tail), the launch floor under both. A
+        memory-bound launch's tail gets the DRAM to itself and costs little; a compute-bound
+        one's idles SMs. None without a trace."""
+        w = ctx.waves
+        rates = memory_rates(ctx.device)
+        if not ctx.has_model("trace") or rates is None or not w.waves:
+            return None
+        # the launch model counts memory work only: a kernel that does much arithmetic per
+        # memory access may be bound by it, and its tail then idles SMs as the waves say
+        emu = ctx.emulation
+        lanes = int(active_lanes(ctx.trace.records["mask"]).sum())
+        if emu is None or not lanes or emu.lane_instructions > ALU_PER_MEMORY_ACCESS * lanes:
+            return None
+        t = view_traffic(ctx.device, ctx.trace_view)
+        whole = launch_times(t, ctx.device, rates)
+        if whole is None:
+            return None
+        tail_share = (w.waves - w.full_waves) / w.waves  # of the launch's work
+        fill = w.last_wave_fill
+        busy_sms = min(1.0, w.last_wave_ctas / max(ctx.device.sm_count or 1, 1))
+
+        def part(share: float, resident: float, sms: float) -> float:
+            scaled = replace(
+                t,
+                l1_cycles=t.l1_cycles * share / sms,
+                shared_wavefronts=t.shared_wavefronts * share / sms,
+                instructions=t.instructions * share / sms,
+                l2_load_sectors=t.l2_load_sectors * share,
+                l2_store_sectors=t.l2_store_sectors * share,
+                l2_partial_store_sectors=t.l2_partial_store_sectors * share,
+                l2_scattered_store_sectors=t.l2_scattered_store_sectors * share,
+                dram_bytes=t.dram_bytes * share,
+                resident_warps=t.resident_warps * resident,
+            )
+            times = launch_times(scaled, ctx.device, rates)
+            return 0.0 if times is None else times.time_s
+
+        before = part(1.0 - tail_share, 1.0, 1.0) + part(tail_share, fill, max(busy_sms, 1e-9))
+        after = whole.time_s
+        speedup = (LAUNCH_FLOOR_S + before) / (LAUNCH_FLOOR_S + after)
+        inputs.update(
+            bound_by=whole.bound_by,
+            before_s=LAUNCH_FLOOR_S + before,
+            after_s=LAUNCH_FLOOR_S + after,
+        )
+        return Estimate(
+            round(max(speedup, 1.0), 3),
+            "upper-bound",
+            f"the launch model, waves and all: the {w.full_waves} full wave(s) at full residency, "
+            f"the last wave ({fill:.0%} full) with only its CTAs resident, against the whole "
+            f"work at full residency; the launch is bound by {whole.bound_by} "
+            f"({whole.describe()}), plus the launch floor: {speedup:.3f}x. A memory-bound tail "
+            "has the DRAM to itself and costs little; a compute-bound one idles the SMs it "
+            "leaves empty",
+            inputs,
         )
 
     def _small_grid(self, ctx: RuleContext) -> Estimate:

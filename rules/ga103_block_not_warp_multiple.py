@@ -43,11 +43,11 @@ class BlockNotWarpMultiple(Rule):
 
     Why it is slow
     --------------
-    The SM schedules whole warps of 32 lanes. A block of 100 threads occupies 4 warps, of which
-    the last has 4 active lanes: 28 of 128 lanes (22 %) issue nothing, yet take their share of
-    scheduling slots, registers and the per-SM warp limit. Seed 003: "threads per thread group: a
-    multiple of the warp size, so all threads in a warp do work". 2D blocks such as 10x10 or 12x12
-    are the usual cause.
+    The SM schedules whole warps of 32 lanes. A block of 100 threads occupies 4 warps, of which the
+    last has 4 active lanes: 28 of 128 lanes (22 %) issue nothing, yet take their share of
+    scheduling slots, registers and the per-SM warp limit. NVIDIA's DirectCompute guide: "threads
+    per thread group: a multiple of the warp size, so all threads in a warp do work". 2D blocks such
+    as 10x10 or 12x12 are the usual cause.
 
     Example
     -------
@@ -90,6 +90,8 @@ class BlockNotWarpMultiple(Rule):
         warp = ctx.device.warp_size
         if threads % warp == 0:
             return
+        if not ctx.reads_thread_index:
+            return  # no thread tells itself apart: more threads would be copies (serial work)
         warps = -(-threads // warp)
         idle = warps * warp - threads
         # a shape is advice only when the kernel computes the same with it, on the emulator

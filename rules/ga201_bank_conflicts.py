@@ -91,6 +91,14 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
     return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
 
 
+def _data_addressed(ctx: RuleContext, inst: int) -> bool:
+    """The trace instruction's address comes from loaded data (ptx/dataflow.py)."""
+    try:
+        return bool(ctx.trace.instructions[inst].data_address)
+    except (ModelUnavailable, IndexError):
+        return False
+
+
 def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
     """The shared variables (source names) the traced accesses of ``insts`` reach, sorted;
     ``("dynamic",)`` for dynamic shared memory, ``("?",)`` when the layout is not known."""
@@ -449,7 +457,7 @@ class BankConflicts(Rule):
 
     Example
     -------
-    Seed 003's reduction #2 (``kernels/reduction/reduce.cu``, ``reduce2``):
+    Step #2 of NVIDIA's seven-step reduction (``kernels/reduction/reduce.cu``, ``reduce2``):
     ``index = 2 * s * tid; sdata[index] += sdata[index + s];`` makes lane ``t`` touch word
     ``2st``: 2-, 4-, 8- ...-way conflicts as ``s`` grows (3.9 wavefronts per access on average).
 
@@ -461,7 +469,7 @@ class BankConflicts(Rule):
     different banks, or swizzle the index (``col ^ row``). The pad that works depends on the
     access: one word per row fixes a column read of a 32x32 tile, but a warp reading a 4x8 patch
     of a 16-word-wide tile needs rows 24 words apart (a pad of 8), and 64-bit elements count
-    twice (a half-warp is served per pass; HARDWARE.md section 2).
+    twice (a half-warp is served per pass, as Nsight Compute counts it on an H100).
 
     How the estimate is made
     ------------------------
@@ -472,8 +480,8 @@ class BankConflicts(Rule):
     this line's excess wavefronts shortens the data-path term; the launch takes at least its
     largest term before and after (both with DRAM at peak bandwidth for the bound, at sustained
     rates for the point value in the inputs). Overlap between the terms and the instructions
-    other than memory accesses are left out, so the real gain is smaller (seed 003's step 2 -> 3
-    gained 2x on a G80, 8 % on an H100). Without the device's rates, the older
+    other than memory accesses are left out, so the real gain is smaller (the seven-step reduction's
+    step 2 -> 3 gained 2x on a G80, 8 % on an H100). Without the device's rates, the older
     ``max(T_shared, T_dram) / max(T_shared - T_excess, T_dram)``; without clock or bandwidth
     the DRAM term is dropped.
 
@@ -522,6 +530,8 @@ class BankConflicts(Rule):
             if ideal <= 0 or wavefronts / ideal < min_ways:
                 continue
             insts = tuple(int(i) for g in group for i in g.insts)
+            if insts and all(_data_addressed(ctx, i) for i in insts):
+                continue  # a scatter by data (a radix sort's ranks): random conflicts, no pad helps
             causes.setdefault(_arrays_of(ctx, insts), []).append((key, group))
         for arrays, lines in causes.items():
             groups = [g for _, gs in lines for g in gs]

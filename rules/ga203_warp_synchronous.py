@@ -221,13 +221,12 @@ class WarpSynchronous(Rule):
     In the kernel's source, a ``volatile`` pointer to shared memory (``volatile int* vs = sdata;``,
     or a ``volatile __shared__`` array) used in two or more unrolled steps
     ``vs[tid] += vs[tid + k]`` with ``k`` below 32 and no ``__syncwarp()`` between them: the "unroll
-    the last warp" idiom of seed 003's reduction #5, usually under ``if (tid < 32)``. Reported at
-    the first step. Whatever the spelling (a template block size, other names, a loop the
-    compiler unrolled), the emulator's trace shows the same thing
+    the last warp" idiom of step #5 of NVIDIA's seven-step reduction, usually under
+    ``if (tid < 32)``. Reported at the first step. Whatever the spelling (a template block size,
+    other names, a loop the compiler unrolled), the emulator's trace shows the same thing
     (``gpuadvise.model.reduction``): two or more steps of a shared-memory tree after its last
-    barrier, each by at most 32 threads, in a kernel with no ``__syncwarp``
-    (``bar.warp.sync``); reported at the first of
-    them when the source pattern is not found, with advice and no diff.
+    barrier, each by at most 32 threads, in a kernel with no ``__syncwarp`` (``bar.warp.sync``);
+    reported at the first of them when the source pattern is not found, with advice and no diff.
 
     Why it is slow
     --------------
@@ -263,8 +262,8 @@ class WarpSynchronous(Rule):
     ------------------------
     No speedup is estimated: this is a correctness fix. Shuffles replace six shared-memory
     round trips by register exchanges and are usually at least as fast (on an H100 the reduction
-    with shuffles and vector loads ran at 2640 GB/s against 1583 GB/s for the unrolled last warp;
-    HARDWARE.md section 4, where vector loads also changed).
+    with shuffles and vector loads ran at 2640 GB/s against 1583 GB/s for the unrolled last warp,
+    measured, where vector loads also changed).
 
     Fix safety
     ----------

@@ -24,6 +24,9 @@ from gpuadvise.rules import (
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
 _BLOCKDIM = re.compile(r"\bblockDim\s*\.\s*x\b")
 
+# the public source of the reduction steps the messages name (NVIDIA, GTC 2010)
+_SEVEN_STEP = "NVIDIA's seven-step reduction"
+
 
 def _simple(expr: str) -> bool:
     """Whether ``expr`` needs no parentheses as an operand of ``+`` (a name, number, call or
@@ -452,7 +455,8 @@ def _tree_warp_iterations(threads: int) -> int:
 
 
 class IdleReductionThreads(Rule):
-    """A shared-memory tree reduction whose threads each load one element (seed 003's #3).
+    """A shared-memory tree reduction whose threads each load one element (step #3 of
+    NVIDIA's seven-step reduction).
 
     What it detects
     ---------------
@@ -478,8 +482,8 @@ class IdleReductionThreads(Rule):
     reduction has almost no arithmetic, so its speed is how many bytes are in flight. Each
     thread slot of the SM carries one element per CTA lifetime (the load, then a barrier and
     log2(block) tree steps during which it loads nothing): the kernel is bound by latency, far
-    below the DRAM bandwidth (seed 003: 9.7 of 86 GB/s on a G80; an H100 runs seed 003's #3 at
-    813 of 3350 GB/s, HARDWARE.md section 4). Adding two elements during the load doubles the
+    below the DRAM bandwidth (9.7 of 86 GB/s on a G80 for step #3 of NVIDIA's seven-step reduction;
+    an H100 runs it at 813 of 3350 GB/s, measured). Adding two elements during the load doubles the
     bytes each thread slot carries and drops one tree step; a grid-stride loop over many
     elements per thread, with a grid just large enough to fill the GPU, also amortizes the tree
     and the barriers over all of them, and leaves far fewer partial sums for the next pass.
@@ -493,12 +497,12 @@ class IdleReductionThreads(Rule):
 
     Fix
     ---
-    First add during load (seed 003's #4), half the threads per block::
+    First add during load (step #4 of the seven-step reduction), half the threads per block::
 
         unsigned i = blockIdx.x * (blockDim.x * 2) + threadIdx.x;
         sdata[tid] = (i < n ? in[i] : 0) + (i + blockDim.x < n ? in[i + blockDim.x] : 0);
 
-    and start the tree one step later. Better (seed 003's #7): several elements per thread in
+    and start the tree one step later. Better (step #7): several elements per thread in
     a grid-stride loop, launched with just enough CTAs to fill the device (SMs x CTAs per SM at
     the kernel's occupancy; the message gives the number)::
 
@@ -514,10 +518,10 @@ class IdleReductionThreads(Rule):
     load stream is proportional to the bytes in flight (Little's law), so the kernel at most
     doubles its speed at the same occupancy (the occupancy of the half-size block is
     recomputed). The DRAM bandwidth caps it, and the kernel's time is unknown before it is
-    measured, so the cap is not applied. Seed 003 measured 1.78x for this step on a G80;
-    HARDWARE.md records 1.94x on an H100 (2^26 ints). The inputs give the tree's
+    measured, so the cap is not applied. NVIDIA measured 1.78x for this step on a G80; it
+    ran 1.94x faster on an H100 (2^26 ints, measured). The inputs give the tree's
     warp-iterations per element before and after. The grid-stride version gains more and is
-    not estimated (seed 003: 1.42x over #6, 3.6x over #4 with the unrolling steps between; an
+    not estimated (on a G80: 1.42x over #6, 3.6x over #4 with the unrolling steps between; an
     H100: 1.33x over #6 and 1.34x over #4).
 
     Fix safety
@@ -573,8 +577,8 @@ class IdleReductionThreads(Rule):
                 f"each thread loads {per:.2g} element(s) into the shared tree, and its first "
                 f"step combines with {first.active_threads} of {tree.fill_threads} threads "
                 f"(words {first.distance} apart): {tree.idle_first_phase} threads only loaded. "
-                f"Add two elements during the load with half the threads per block (seed 003's "
-                "#4), or several per thread in a grid-stride loop (#7)",
+                f"Add two elements during the load with half the threads per block (step #4 of "
+                f"{_SEVEN_STEP}), or several per thread in a grid-stride loop (its #7)",
                 line=line,
                 evidence=[
                     Evidence("elements_per_thread", round(per, 4), 1.5, "<"),
@@ -618,7 +622,7 @@ class IdleReductionThreads(Rule):
                 f", or several per thread in a grid-stride loop over {w.ctas_per_wave} CTAs "
                 f"({ctx.device.sm_count} SMs x {w.ctas_per_wave // ctx.device.sm_count} CTAs "
                 f"per SM; {ctx.launch.grid.count / w.ctas_per_wave:.0f} elements per thread "
-                "here, seed 003's #7)"
+                f"here, step #7 of {_SEVEN_STEP})"
                 if w is not None and ctx.device.sm_count
                 else ""
             )
@@ -639,7 +643,7 @@ class IdleReductionThreads(Rule):
                 f"each thread loads one element (`{mt.pointer}[...]`) into `{mt.arr}`, and the "
                 f"tree's first step adds with {first} of {threads} threads: half the block is "
                 f"idle from the first step on. Add two elements during the load with "
-                f"{threads // 2} threads per block (seed 003's #4){grid_stride}",
+                f"{threads // 2} threads per block (step #4 of {_SEVEN_STEP}){grid_stride}",
                 line=line,
                 evidence=evidence,
                 details=IdleLoad(mt.arr, mt.store, int(first)),
@@ -695,7 +699,7 @@ class IdleReductionThreads(Rule):
             f"instead of {before}: a latency-bound load stream moves bytes in proportion to the "
             "bytes in flight (Little's law), so at most 2 x "
             f"{after}/{before}; DRAM bandwidth caps it (not applied: the kernel's time is "
-            "unknown before measuring). Seed 003: 1.78x on a G80; HARDWARE.md: 1.94x on an "
+            "unknown before measuring). Measured: 1.78x on a G80 (NVIDIA), 1.94x on an "
             "H100",
             {
                 "threads_per_block": threads,

@@ -783,7 +783,7 @@ class OneElementPerThread(Rule):
     runs latency-bound (Little's law). Every CTA pays its launch, its index arithmetic and its
     bounds check for a few elements; a reduction also pays a whole shared-memory tree and its
     barriers per 256 or 512 elements and leaves one partial sum per CTA for the next pass
-    (seed 003: #7, several elements per thread, 1.42x over #6).
+    (step #7 of NVIDIA's seven-step reduction, several elements per thread: 1.42x over #6).
 
     Example
     -------

@@ -66,7 +66,9 @@ ROW_FOOTPRINT_EXCESS_PCT = 25.0
 share of the sectors they touch unused (each thread reads its whole row)."""
 VECTOR_BYTES = 16
 """The widest vector access a lane makes: lanes further apart than this cannot share a request's
-sectors however wide their loads (GA303's fix leaves the excess)."""
+sectors however wide their loads (GA303's fix leaves the excess). A thread walking a row of at
+most two vectors (8 floats) is GA303's (two float4 loads a lane, every sector of the warp's
+requests used), not a thread-per-row walk: a warp per 32-byte row would idle most lanes."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,37 @@ def _streams(view: Any, insts: Any, buffers: list[str]) -> Iterator[tuple[str, A
             yield b, np.array(sorted(groups[key]), np.int64)
 
 
+def _grouped(found: list[Finding]) -> Iterator[Finding]:
+    """One finding per root cause: the lines that walk one buffer in one pattern (an array of
+    structures read field by field on six lines is one layout to change) become the finding of
+    the first of them (its evidence), naming the others, with every line's instructions and
+    fields in its details (its estimate and variant cover them all)."""
+    from dataclasses import replace
+
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in found:
+        d = f.details_as(BufferAccess)
+        groups.setdefault((d.buffer, d.pattern), []).append(f)
+
+    for fs in groups.values():
+        top = min(fs, key=lambda f: f.line or 0)
+        others = sorted({f.line for f in fs if f.line is not None and f.line != top.line})
+        if not others:
+            yield top
+            continue
+        d = top.details_as(BufferAccess)
+        insts = tuple(sorted({i for f in fs for i in f.details_as(BufferAccess).insts}))
+        fields = tuple(sorted({x for f in fs for x in f.details_as(BufferAccess).fields}))
+        what = "array of structures" if d.aos else "walk of the buffer"
+        yield replace(
+            top,
+            message=top.message
+            + f" (with line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}: "
+            f"the same {what}, one change for all)",
+            details=replace(d, insts=insts, fields=fields),
+        )
+
+
 class UncoalescedAccess(Rule):
     """Global loads or stores that move many more 32-byte sectors than the bytes they use.
 
@@ -164,18 +197,24 @@ class UncoalescedAccess(Rule):
     of those sectors stays unused by the warp: over all the line's accesses of one warp (every
     iteration), the distinct sectors touched exceed ``ceil(distinct bytes / 32)`` by the same
     ``min_excess_pct``. That last test keeps out lines whose instructions complete each other
-    (``in[i] + in[i + 1]``: GA303's vector loads). When the lanes of a request step through the
+    (``in[i] + in[i + 1]``: GA303's vector loads). A plain array (no structure walked by field)
+    is held to ``min_excess_pct_plain`` (60 %): requests touching twice the sectors they need
+    (50 %) are the signature of a misaligned row, a warp spanning two 16-wide rows or a stencil's
+    shifted neighbour, which no layout change removes; the layout problems this rule is for move
+    4 to 32 times the sectors (75-97 %). An array of structures read at half its bytes is one.
+    When the lanes of a request step through the
     buffer by a multiple of its element size and every load reads one field of the element, the
     pattern is an array of structures (AoS) walked field by field: the finding names the struct
     (its fields from the source, its size from the compiler) and the fields read.
 
     Why it is slow
     --------------
-    A warp's global access is served in 32-byte sectors. When 32 threads read one 4-byte field of
-    32 consecutive 44-byte structs, the 128 bytes they need lie in 32 different sectors: 1024
-    bytes cross the L2-L1 path and the L1 data path (128 bytes per SM per cycle) for 128 used, and
-    the unused fields occupy DRAM bandwidth and cache capacity too. Seed 004 (the Badger cell
-    simulation on an RTX 2060) got 139 -> 98 ms from turning its cells from AoS into SoA.
+    A warp's global access is served in 32-byte sectors. When 32 threads read one 4-byte field of 32
+    consecutive 44-byte structs, the 128 bytes they need lie in 32 different sectors: 1024 bytes
+    cross the L2-L1 path and the L1 data path (128 bytes per SM per cycle) for 128 used, and the
+    unused fields occupy DRAM bandwidth and cache capacity too. A port of a cellular simulation to
+    the GPU (Space Engineers' study, on an RTX 2060) got 139 -> 98 ms from turning its cells from
+    AoS into SoA.
 
     Example
     -------
@@ -200,7 +239,7 @@ class UncoalescedAccess(Rule):
     lines over ``SMs x clock``. DRAM time is the distinct bytes the launch reads and writes over
     the peak bandwidth (each byte moved once: the floor the layout cannot beat). The fix brings
     the line's sectors down to its ideal: ``max(T_l1, T_dram) / max(T_l1 - saved, T_dram)``.
-    Latency is ignored (the seed's kernels were latency-bound), so the real gain is smaller; the
+    Latency is ignored (that study's kernels were latency-bound), so the real gain is smaller; the
     proxy measures it.
 
     Fix safety
@@ -223,7 +262,7 @@ class UncoalescedAccess(Rule):
     title = "Uncoalesced global access (array of structures)"
     severity = "warning"
     models = ("trace", "coalescing")
-    options = {"min_excess_pct": 50.0, "min_share_pct": 1.0}
+    options = {"min_excess_pct": 50.0, "min_excess_pct_plain": 60.0, "min_share_pct": 1.0}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         import numpy as np
@@ -236,6 +275,7 @@ class UncoalescedAccess(Rule):
         min_excess = float(ctx.option("min_excess_pct"))
         min_share = float(ctx.option("min_share_pct"))
         text = source_text(ctx.source_file)
+        found: list[Finding] = []
         for cl in co.lines:
             if cl.kind not in (Kind.LOAD, Kind.STORE) or cl.line is None:
                 continue
@@ -269,15 +309,26 @@ class UncoalescedAccess(Rule):
                     and step is not None
                     and stride is not None
                     and abs(step) == int(np.max(lanes.width))
-                    and abs(stride) > VECTOR_BYTES
+                    and abs(stride) > 2 * VECTOR_BYTES
                 )
                 if fp_excess < min_excess and not per_row:
                     # the warp's other accesses of this line use the rest of the sectors
                     # (in[i] + in[i + 1]): vector loads fix it (GA303)
                     continue
-                yield self._finding(
-                    ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                found.append(
+                    self._finding(
+                        ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                    )
                 )
+        plain = float(ctx.option("min_excess_pct_plain"))
+        yield from _grouped(
+            [
+                f
+                for f in found
+                if f.details_as(BufferAccess).aos
+                or next(e.value for e in f.evidence if e.metric == "excess_sectors_pct") >= plain
+            ]
+        )
 
     def _finding(
         self,

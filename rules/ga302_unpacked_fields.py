@@ -64,11 +64,11 @@ class UnpackedFields(Rule):
     Why it is slow
     --------------
     Each load is a request of its own through the load/store unit and the L1, and in an array of
-    structures each one touches its own sectors: four 1- or 2-bit values cost four requests and
-    up to four times the sectors of one packed word. Packed, one load brings them all, the
-    element shrinks (seed 004: a 44-byte cell became 32 bytes, aligned, so that whole cells move
-    as two 128-bit accesses), and the unpacking is a shift and a mask per field. Seed 004 went
-    from 312 to 192 ms on an RTX 2060 with this change.
+    structures each one touches its own sectors: four 1- or 2-bit values cost four requests and up
+    to four times the sectors of one packed word. Packed, one load brings them all, the element
+    shrinks (a cellular simulation's port: a 44-byte cell became 32 bytes, aligned, so that whole
+    cells move as two 128-bit accesses), and the unpacking is a shift and a mask per field. That
+    port went from 312 to 192 ms on an RTX 2060 with this change.
 
     Example
     -------

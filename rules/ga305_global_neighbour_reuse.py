@@ -68,7 +68,7 @@ class GlobalNeighbourReuse(Rule):
     Every reload is a request through the load/store unit and the L1: a 5x5 window read by a
     16x16 block makes 24 requests per thread where a tile staged once in shared memory (the block
     and a halo of 2, 400 words) needs 400 / 256 loads per thread and then conflict-free shared
-    reads. Seed 004 (phase 3 of the cell simulation on an RTX 2060) got 432 -> 312 ms from such a
+    reads. A cellular simulation's port (phase 3, on an RTX 2060) got 432 -> 312 ms from such a
     tile. On GPUs with a large L1 (Volta and later) the L1 often serves this reuse already, and
     the tile adds a barrier and shared-memory traffic: the gain must be measured, and this rule
     recommends the tile only when its proxy measures faster (else the finding becomes a note).

@@ -351,12 +351,12 @@ class RegisterSpills(Rule):
     "Local" memory is per-thread memory in DRAM, cached in L1 and L2. A spilled register costs a
     store and later a load through the memory pipeline instead of a register read: when the spills
     sit in the hot loop, every iteration pays them, they compete with the kernel's own global
-    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. Seed
-    004 saw the same on another compiler ("heavy on registers: forced spilling and/or low
-    occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32 registers) buys
-    occupancy with spills, which is often a bad trade. An array indexed by data (``bins[v]++``)
-    cannot be held in registers (registers cannot be indexed), so every access is a local load or
-    store.
+    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. A
+    cellular simulation's port saw the same on another compiler ("heavy on registers: forced
+    spilling and/or low occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32
+    registers) buys occupancy with spills, which is often a bad trade. An array indexed by data
+    (``bins[v]++``) cannot be held in registers (registers cannot be indexed), so every access is a
+    local load or store.
 
     Example
     -------
@@ -464,6 +464,21 @@ class RegisterSpills(Rule):
         loads = sum(int(ln.count) for ln in loc if ln.kind == "load")
         if res.local_bytes <= 0 or loads == 0:
             return  # no stack frame, or one only written for a callee (printf's arguments)
+        local_sass = [
+            i
+            for i in ctx.sass_instructions
+            if i.base_opcode in ("LDL", "STL") and not i.never_executes
+        ]
+        if local_sass and all(ctx.in_toolkit_header(i.file) for i in local_sass):
+            return  # the CUDA math library's own frame: nothing of the user's to move
+        if ctx.has_model("trace"):
+            from gpuadvise.rules import Space
+
+            r = ctx.trace.records
+            if not (r["space"] == int(Space.LOCAL)).any():
+                # the traced CTAs never touched the frame: a path they did not take, such as
+                # the math library's reduction of huge sin/cos arguments (|x| >= 2^31 in double)
+                return
         arrays = local_arrays(ks) if ks is not None else []
         used: dict[str, list[int]] = {}
         if ks is not None:

@@ -358,7 +358,7 @@ class UnpackedHalfMath(Rule):
     Statements in a loop of the kernel that do scalar fp16 (or bf16) arithmetic: ``__hadd``,
     ``__hmul``, ``__hfma`` and the other scalar intrinsics of ``cuda_fp16.h``, or ``+ - * /`` on
     variables declared ``__half``; typically a half3 split into three scalar accumulators, or a
-    weight sum kept apart from a half2 pair whose second lane does nothing (seed 001). The SASS
+    weight sum kept apart from a half2 pair whose second lane does nothing. The SASS
     must show the waste at the line: fp16 instructions that compute one lane (``HADD2 R2,
     R2.H0_H0, ...``: every source a broadcast half), or ``PRMT`` instructions moving 16-bit
     halves (the compiler repacking scalars into pairs); when ptxas moved the line's arithmetic
@@ -371,9 +371,9 @@ class UnpackedHalfMath(Rule):
     ``__hfma`` one, in the same issue slot. Three scalar components take three instructions where
     a (r, g) and a (b, 1) pair take two, and the 1 in the fourth lane accumulates the weight sum
     for free. When the compiler packs scalars itself (nvcc's SLP vectorizer does), it pays PRMT
-    instructions to build the pairs. On AMD (the seed) the packing also decides register
-    allocation; on NVIDIA it is mostly issue slots, so it matters when the loop is
-    instruction-bound.
+    instructions to build the pairs. On AMD GPUs (a shader study of fp16 packing) the packing also
+    decides register allocation; on NVIDIA it is mostly issue slots, so it matters when the loop
+    is instruction-bound.
 
     Example
     -------

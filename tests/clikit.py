@@ -1,4 +1,4 @@
-"""Helpers of the CLI tests (tests/cli): run ``gpuadvise`` in this process, check its one-line
+"""Helpers of the CLI tests (any folder): run ``gpuadvise`` in this process, check its one-line
 error, digest files, a fake analysis with a variant. No tests in here."""
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def one_error(err: str) -> str:
-    """The one line ``error: ...`` that ``err`` must be."""
+    """The one line ``error: <what is wrong>; <how to fix it>`` that ``err`` must be."""
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "; " in lines[0], err
     assert "Traceback" not in err
     return lines[0]
 

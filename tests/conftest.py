@@ -1,6 +1,6 @@
 """Shared test setup. The test folders mirror the package's (tests/rules for gpuadvise/rules and
 rules/, tests/model for gpuadvise/model, ...); helper modules shared across folders (rulekit,
-gate_fakes) live here at the top and are importable from every folder.
+gate_fakes, clikit) live here at the top and are importable from every folder.
 
 What every folder may use:
 

@@ -43,6 +43,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA307": ("shared-staging-unneeded",),
     "GA401": ("register-spills",),
     "GA402": ("unpacked-half",),
+    "GA404": ("fp64-promotion",),
     "GA501": ("launch-overhead",),
 }
 

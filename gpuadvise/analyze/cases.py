@@ -29,15 +29,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from gpuadvise.analyze.options import KernelOptions
-from gpuadvise.errors import UsageError
+from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.fileio import is_dir, lookup_problem
+from gpuadvise.inputfiles import load_toml_file
 
 _SPEC_KEYS = ("source", "kernel", "grid", "block")
 _CONFIG_NAMES = ("pyproject.toml", "gpuadvise.toml")
@@ -93,8 +93,8 @@ def _is_spec(path: Path) -> bool:
     if path.name in _CONFIG_NAMES:
         return False
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (FileNotFoundError, tomllib.TOMLDecodeError):
+        data = load_toml_file(path, "spec file")
+    except ConfigError:
         return False
     return any(k in data for k in _SPEC_KEYS)
 
@@ -149,7 +149,7 @@ def _spec_cases(spec: Path, base: KernelOptions) -> list[Case]:
     from gpuadvise.source.signature import list_kernels
 
     rel = case_id(spec)
-    data = tomllib.loads(spec.read_text(encoding="utf-8", errors="replace"))
+    data = load_toml_file(spec, "spec file")
     source: Path | None = None
     if isinstance(data.get("source"), str):
         source = (spec.parent / data["source"]).resolve()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuadvise.devices import DeviceSpec
-from gpuadvise.errors import GpuAdviseError
-from gpuadvise.model.l2_orders import l2_for
+from gpuadvise.errors import DataFileError, GpuAdviseError
+from gpuadvise.model.l2_orders import l2_for as _l2_orders
 from gpuadvise.rules.context import TRACE_MODELS, EmulationStats, ModelResults
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedLaunch
 from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
@@ -136,6 +136,41 @@ class MemoryAnalysis:
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
 
+# The L2 model replays the whole grid, every CTA (model/l2/replay.py): about this many bytes per
+# CTA for each launch order replayed at once, plus the footprint shared by the orders (measured:
+# 140-170 B a CTA for the one order of a 1D grid, 290 for the orders of a 2D grid on two cores).
+_L2_BYTES_PER_CTA_ORDER = 192
+_L2_BYTES_PER_CTA_SHARED = 64
+
+
+def l2_for(
+    trace: AccessTrace, device: DeviceSpec, blocks_per_sm: int
+) -> tuple[Any, tuple[str, ...]]:
+    """The L2 model (:func:`gpuadvise.model.l2_orders.l2_for`) when its replay of the grid fits
+    half the memory budget, else None and why: ``--grid 2147483647`` once took 6 GB in 15 s,
+    and would have taken hundreds, for a model that the rest of the analysis does not need."""
+    import os
+
+    from gpuadvise.model.l2 import DEFAULT_ORDERS
+    from gpuadvise.model.l2.predict import REPLAY_THREADS
+    from gpuadvise.spec.budget import TooLargeError, check_fits
+
+    orders = len(DEFAULT_ORDERS) if trace.grid[1] > 1 else 1  # as model.l2_orders.l2_for
+    at_once = min(orders, os.cpu_count() or 1, REPLAY_THREADS)
+    need = trace.total_ctas * (_L2_BYTES_PER_CTA_SHARED + _L2_BYTES_PER_CTA_ORDER * at_once)
+    try:
+        check_fits(
+            need,
+            f"the L2 model's replay of {trace.total_ctas} CTAs",
+            "",
+            share=0.5,
+            use="the L2 model",
+        )
+    except TooLargeError as exc:
+        return None, (f"no L2 model: {exc.message}; a smaller grid gets one",)
+    return _l2_orders(trace, device, blocks_per_sm)
+
+
 def resolve_launch(
     spec: KernelSpec, kernel: KernelInfo, options: CompileOptions, tc: Toolchain
 ) -> ResolvedLaunch:
@@ -224,8 +259,8 @@ def compute_models(
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="unsupported")
     except InstructionBudgetError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="budget")
-    except TooLargeError:
-        raise  # the input asks for more memory than there is: a usage error (exit 2)
+    except (TooLargeError, DataFileError):
+        raise  # the input asks for more memory than there is, or a data file is bad: exit 2
     except GpuAdviseError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
     working_trace, work_notes = _with_working_ctas(emu, module, kernel, launch, device)

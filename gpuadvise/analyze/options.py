@@ -36,6 +36,8 @@ class KernelOptions:
     maxrregcount: int | None = None
     nvcc: str | None = None
     no_cache: bool = False
+    confine_to: tuple[str, ...] = ()  # the gate's repository: see CompileOptions.confine_to
+    includes_trusted: bool = False  # gate --trust-config: see CompileOptions
 
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
@@ -63,6 +65,8 @@ def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
         extra_flags=opts.nvcc_flags,
         maxrregcount=opts.maxrregcount,
         use_cache=not opts.no_cache,
+        confine_to=opts.confine_to,
+        includes_trusted=opts.includes_trusted,
     )
     return spec, choice, options
 
@@ -111,6 +115,8 @@ def compile_options_for(
     extra_flags: tuple[str, ...] = (),
     maxrregcount: int | None = None,
     use_cache: bool = True,
+    confine_to: tuple[str, ...] = (),
+    includes_trusted: bool = False,
 ) -> CompileOptions:
     """The compile options for ``device``: ``spec_flags`` (from a spec file) come before the
     command line's. ``-I``/``-D``/``-std=`` among raw flags are split out into their fields."""
@@ -136,4 +142,6 @@ def compile_options_for(
         extra_flags=tuple(extra),
         maxrregcount=maxrregcount,
         use_cache=use_cache,
+        confine_to=confine_to,
+        includes_trusted=includes_trusted,
     )

@@ -17,6 +17,7 @@ import numpy as np
 from gpuadvise.analyze.options import KernelOptions, build
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
+from gpuadvise.inputfiles import parse_json, read_cache_bytes
 from gpuadvise.runner.job import BufferInit, Job, KernelLaunch, Param, TimingConfig
 from gpuadvise.runner.params import buffer_init, scalar_param
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedArg, ResolvedLaunch
@@ -112,9 +113,9 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
     key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{device_info.get('name')}-{device_info.get('driver')}")
     path = cache_root() / f"ceiling-{key}.json"
     try:
-        doc = json.loads(path.read_text())
+        doc = parse_json(read_cache_bytes(path, 1 << 20) or b"")
         return float(doc["gbps"]), f"copy kernel, measured {doc['date']} (cached)"
-    except (OSError, ValueError, KeyError):
+    except (ValueError, KeyError, TypeError):
         pass
     cc = str(device_info.get("cc", "9.0")).replace(".", "")
     src = Path(__file__).parents[1] / "data" / "copy.cu"

@@ -1,45 +1,54 @@
-"""The analysis-result cache: an unchanged ``analyze`` re-run prints its stored output.
+"""The analysis-result cache: an unchanged ``analyze`` re-run renders its stored analysis again
+(in any format).
 
-An entry is the rendered output of one ``analyze`` (text, JSON, HTML ...) and its exit code,
-stored under ``<cache root>/analysis/`` (the compile cache's root,
-:func:`gpuadvise.toolchain.cache_root`) by the SHA-256 of everything it depends on:
+An entry is the *data* of one ``analyze`` (:mod:`gpuadvise.analyze.saved`: what the reports render
+of the analysis and the rules' findings), never a rendering or an exit code: every output format
+and the exit code (``--fail-on``) are derived from the data on each run, as for a fresh analysis.
+It is stored under ``<cache root>/analysis/`` (the compile cache's root,
+:func:`gpuadvise.toolchain.cache_root`, checked there) by the SHA-256 of everything it depends on:
 
 - gpuadvise itself: its version and the size and modification time of every ``.py`` of the
   package and of the bundled and ``--rules-dir`` rules (a changed rule or model is a miss);
 - the kernel: the launch spec as built (:meth:`KernelSpec.to_dict`: grid, block, args, buffers,
-  fills, seed), the bytes of the source and of the spec file, the stat of data-file fills, and the
-  compiled module (the SHA-256 of its PTX and cubin, which covers the included headers and the
-  compile options: the compile cache finds it without running nvcc);
+  fills, seed), the bytes of the source and of the spec file, the SHA-256 of every data-file fill
+  (``.npy``/``.bin``: a file rewritten with the same size and time is a miss), and the compiled
+  module (the SHA-256 of its PTX and cubin, which covers the included headers and the compile
+  options: the compile cache finds it without running nvcc);
 - the device model, the rules' configuration (every ``pyproject.toml`` and ``gpuadvise.toml``
-  from the source's folder up), the analysis options, the output format (and for
-  text, the terminal's width and colours), ``GPUADVISE_MEMORY_BUDGET``, and whether a GPU is here.
+  from the source's folder up), the analysis options and ``GPUADVISE_MEMORY_BUDGET``, and
+  whether a GPU is here.
 
 Only complete, unmeasured analyses are stored (no ``--time-budget`` cut, no variants measured on a
-GPU or written). A damaged entry is a miss. ``--no-cache`` skips the lookup and the store.
+GPU or written). An entry that is not what :func:`store` writes (not a regular file, larger than
+the read limit, not JSON, another format or key, data that does not validate) is a miss, never an
+error. ``--no-cache`` skips the lookup and the store.
+
+A cache is trusted like the code that wrote it: an entry holds the findings a report shows, so a
+cache written by an untrusted job (a pull request from a fork) must never be restored into a
+trusted one (a job on the main branch), whose report and ``--fail-on`` it would decide.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.inputfiles import file_sha256, parse_json, read_cache_bytes
 
-__all__ = ["CachedOutput", "analysis_key", "load", "store"]
+if TYPE_CHECKING:
+    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.rules.engine import RulesRun
 
-FORMAT = 1  # bumped when an entry's layout changes
+log = logging.getLogger(__name__)
 
+__all__ = ["analysis_key", "load", "store"]
 
-@dataclass(frozen=True)
-class CachedOutput:
-    """An analysis' rendered output and exit code."""
-
-    text: str
-    exit_code: int
+FORMAT = 2  # bumped when an entry's layout changes (2: the analysis' data, not its rendering)
 
 
 def _tree_stamp(root: Path) -> list[tuple[str, int, int]]:
@@ -68,10 +77,7 @@ def _config_files(source: Path) -> list[tuple[str, str]]:
 
 
 def _file_digest(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"
+    return file_sha256(path) or "unreadable"
 
 
 def analysis_key(opts: KernelOptions, params: dict[str, Any], render: dict[str, Any]) -> str:
@@ -90,12 +96,8 @@ def analysis_key(opts: KernelOptions, params: dict[str, Any], render: dict[str, 
     data_files = []
     for b in spec.to_dict().get("buffers", []) or []:
         fill = str(b.get("fill", "")) if isinstance(b, dict) else ""
-        if fill.lower().endswith((".npy", ".bin")):
-            try:
-                st = Path(fill).stat()
-                data_files.append((fill, st.st_size, st.st_mtime_ns))
-            except OSError:
-                data_files.append((fill, -1, -1))
+        if fill.lower().endswith((".npy", ".bin")):  # by content: a stamp can be kept on purpose
+            data_files.append((fill, file_sha256(Path(fill)) or "unreadable"))
     doc = {
         "format": FORMAT,
         "version": gpuadvise.__version__,
@@ -127,24 +129,48 @@ def _path(key: str) -> Path:
     return cache_root() / "analysis" / key[:2] / f"{key}.json"
 
 
-def load(key: str) -> CachedOutput | None:
-    """The stored output of ``key``, or None (absent or damaged)."""
-    try:
-        doc = json.loads(_path(key).read_text(encoding="utf-8"))
-        if doc.get("format") != FORMAT or not isinstance(doc.get("text"), str):
-            return None
-        return CachedOutput(doc["text"], int(doc["exit_code"]))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+def load(key: str) -> tuple[KernelAnalysis, RulesRun] | None:
+    """The analysis stored under ``key``, checked, or None (absent, damaged, forged, too large)."""
+    from gpuadvise.analyze.saved import analysis_from_data
+    from gpuadvise.spec.budget import read_limit_bytes
+
+    raw = read_cache_bytes(_path(key), read_limit_bytes(as_json=True))
+    if raw is None:
+        log.info("analysis-result cache miss: %s", key[:16])
         return None
+    try:
+        doc = parse_json(raw)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
+            log.info("analysis-result cache miss (another format or key): %s", key[:16])
+            return None
+        got = analysis_from_data(doc.get("analysis"))
+    except ValueError:  # not JSON, nested too deep, or data that does not validate
+        log.info("analysis-result cache miss (damaged entry): %s", _path(key))
+        return None
+    log.info("analysis-result cache hit: %s", _path(key))
+    return got
 
 
-def store(key: str, out: CachedOutput) -> None:
-    """Store ``out`` under ``key`` (a cache that cannot be written is skipped silently)."""
+def store(key: str, analysis: KernelAnalysis, rules: RulesRun) -> None:
+    """Store the data of ``analysis`` and ``rules`` under ``key`` (a cache that cannot be
+    written is skipped silently)."""
+    from gpuadvise.analyze.saved import analysis_to_data
     from gpuadvise.fileio import write_atomic
 
     path = _path(key)
     try:
+        text = json.dumps(
+            {"format": FORMAT, "key": key, "analysis": analysis_to_data(analysis, rules)}
+        )
+    except (TypeError, ValueError):  # a value JSON cannot hold: not cached
+        return
+    try:
+        if path.is_dir() and not path.is_symlink():  # a folder in its place: a damaged entry
+            import shutil
+
+            shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"format": FORMAT, **asdict(out)}))
+        write_atomic(path, text)
+        log.info("analysis-result cache: stored %s", path)
     except OSError:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from gpuadvise.analyze.options import (
 from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.engine import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,15 @@ def _run(
     from gpuadvise.trace.gpu import select_tracer
 
     chosen = select_tracer(tracer) if trace else "emu"
+    log.info(
+        "tracer: %s",
+        "none (--no-trace)"
+        if not trace
+        else {"emu": "the CPU emulator", "gpu": "the GPU"}[chosen]
+        + (
+            "" if tracer != "auto" or chosen != "gpu" else " or the emulator (auto picks per trace)"
+        ),
+    )
     if chosen == "gpu":
         from gpuadvise.analyze.prepare import live_options
 
@@ -148,6 +160,16 @@ def _run(
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1
     result = dataclasses.replace(result, timings_s=timings)
+    log.info(
+        "timings: %s",
+        ", ".join(
+            f"{k.removesuffix('_s')} {v:.2f} s" for k, v in timings.items() if "rule_" not in k
+        ),
+    )
+    log.debug(
+        "rules: %s",
+        ", ".join(f"{k[5:-2]} {v:.3f} s" for k, v in timings.items() if k.startswith("rule_")),
+    )
     if write_variants:
         from gpuadvise.analyze.measure import write_variants as write_all
 

@@ -12,6 +12,9 @@ from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
 
+# --format choices of one analysis (FMT or FMT=FILE, repeatable)
+ANALYZE_FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
+
 # --fail-on: a finding fails the run when its severity ranks at or above the level given.
 _SEVERITY_RANK = {"error": 0, "warning": 1, "note": 2}
 FAIL_ON_LEVELS = ("warning", "error")
@@ -35,7 +38,7 @@ def run_analyze(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     rules_dirs: tuple[str, ...] = (),
-    fmt: str = "text",
+    formats: tuple[str, ...] = (),
     output: str | None = None,
     measure: bool | None = None,
     tracer: str = "auto",
@@ -47,9 +50,12 @@ def run_analyze(
     diff: bool = False,
     unsafe_fixes: bool = False,
     l2_probe_ctas: str | None = None,
+    argv: list[str] | None = None,
+    statistics: bool = False,
 ) -> int:
-    """``fmt``: text, json or html (the whole analysis), sarif, junit, github or markdown (the findings,
-    for CI systems); ``output``: write it to this file instead of stdout. Returns the exit code
+    """``formats``: ``FMT`` or ``FMT=FILE`` each (repeatable; FMT: text, json or html, the
+    whole analysis, or sarif, junit, github or markdown, the findings for CI systems; one may go
+    to stdout); ``output``: the file of the one without ``=FILE``. Returns the exit code
     (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist).
 
     ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
@@ -62,22 +68,29 @@ def run_analyze(
 
     ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
     print their combined diff instead of writing (text format: the diff alone on stdout, the
-    steps on stderr); ``unsafe_fixes``: display-only diffs too."""
+    steps on stderr); ``unsafe_fixes``: display-only diffs too. ``argv``: the command's
+    arguments, for the command the text report's last line suggests (the same with ``--diff``);
+    ``statistics``: the findings counted per rule instead of the report (text only)."""
     from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
+    from gpuadvise.report.output import check_output_target, parse_format_targets
 
-    if as_json:
-        fmt = "json"
+    targets = parse_format_targets(("json",) if as_json else formats, output, ANALYZE_FORMATS)
+    to_stdout = [f for f, dest in targets if dest is None]
+    text_only = targets == [("text", None)]
     opts = _source_from_spec(opts)
-    if fmt == "text" and output:
+    if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
+    if statistics and (not text_only or fix or diff):
+        raise UsageError(
+            "--statistics prints a text summary", "leave out --format/--json/--fix/--diff"
+        )
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
-    if output is not None:
-        from gpuadvise.report.output import check_output_target
-
-        check_output_target(output, analysis_inputs(opts))
+    for _, dest in targets:
+        if dest is not None:
+            check_output_target(str(dest), analysis_inputs(opts))
     if write_variants is not None:
         check_variants_folder(write_variants)
     if time_budget_s is not None and not time_budget_s > 0:
@@ -104,16 +117,20 @@ def run_analyze(
             "tracer": tracer,
             "fail_on": fail_on,
             "l2_probe_ctas": l2_probe_ctas,
+            "statistics": statistics,
         }
-        key = result_cache.analysis_key(opts, params, _render_key(fmt))
-        hit = result_cache.load(key)
-        if hit is not None:
-            _emit(hit.text, fmt, output)
-            return hit.exit_code
+        key = result_cache.analysis_key(opts, params, {})
+        hit = _render_hit(result_cache.load(key), targets, fail_on, statistics, argv)
+        if hit is not None:  # rendered and judged from the stored data, as a fresh run is
+            shown, code = hit
+            for (fmt, dest), text in zip(targets, shown, strict=True):
+                _emit(text, fmt, None if dest is None else str(dest))
+            return code
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.report.progress import progress_for
 
-    progress = progress_for(not quiet and (fmt == "text" or output is not None))
+    # no display when a machine format goes to stdout (it is read by a program, not a person)
+    progress = progress_for(not quiet and to_stdout in ([], ["text"]))
     try:
         done = run_analysis(
             opts,
@@ -129,36 +146,81 @@ def run_analyze(
             progress=progress,
             l2_probe_ctas=l2_probe_ctas,
         )
+        result, checked = done.analysis, done.rules
+        code = 1 if failing_findings(checked.findings, fail_on) else 0
+        fixed = None
+        if fix or diff:
+            from gpuadvise.analyze.fix import compose_fixes
+            from gpuadvise.runner.client import pycuda_missing
+            from gpuadvise.spec.progress import reporting, step
+
+            measured = measure is not False and pycuda_missing() is None
+            with reporting(progress), step("trying the fixes, one on top of the other"):
+                fixed = compose_fixes(
+                    opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
+                )
     finally:
         if progress is not None:
             progress.close()
-    result, checked = done.analysis, done.rules
-    code = 1 if failing_findings(checked.findings, fail_on) else 0
-    fixed = None
-    if fix or diff:
-        from gpuadvise.analyze.fix import compose_fixes
-        from gpuadvise.runner.client import pycuda_missing
-
-        measured = measure is not False and pycuda_missing() is None
-        fixed = compose_fixes(
-            opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
-        )
-    if diff and fmt == "text":
+    if diff and text_only and fixed is not None:
         from gpuadvise.report import console
 
         console.fix_steps(fixed, to_stderr=True)
         console.plain(fixed.diff or "")
         return code
-    text = _render(fmt, result, checked, fixed)
-    _emit(text, fmt, output)
+    texts: dict[str, str] = {}
+    for fmt, dest in targets:
+        if statistics:
+            from gpuadvise.report.rules_text import statistics_lines
+
+            text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+        else:
+            text = texts.get(fmt) or _render(fmt, result, checked, fixed, argv)
+        texts[fmt] = text
+        _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
         from gpuadvise.report import console
 
         console.fix_written(write_fix(fixed), dry_run=False)
     if key is not None and not result.skipped and _nothing_measured(measure):
-        result_cache.store(key, result_cache.CachedOutput(text, code))
+        result_cache.store(key, result, checked)
     return code
+
+
+def _render_hit(
+    hit: Any,
+    targets: list[tuple[str, Path | None]],
+    fail_on: str | None,
+    statistics: bool,
+    argv: list[str] | None,
+) -> tuple[list[str], int] | None:
+    """A cache hit (the stored analysis and findings, checked) rendered for every target, with
+    its exit code under ``fail_on``; None when there is no hit, or when the stored data, valid
+    in shape, still cannot be rendered (then it is a miss like any damaged entry)."""
+    if hit is None:
+        return None
+    analysis, checked = hit
+    try:
+        shown = [
+            _statistics(checked) if statistics else _render(fmt, analysis, checked, None, argv)
+            for fmt, _ in targets
+        ]
+    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+        return None
+    return shown, 1 if failing_findings(checked.findings, fail_on) else 0
+
+
+def _statistics(checked: Any) -> str:
+    from gpuadvise.report.rules_text import statistics_lines
+
+    return guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+
+
+def guard_text(text: str) -> str:
+    from gpuadvise.report.safe_text import guard
+
+    return guard(text, "text")
 
 
 def _cacheable_run(
@@ -188,18 +250,12 @@ def _nothing_measured(measure: bool | None) -> bool:
     return pycuda_missing() is not None
 
 
-def _render_key(fmt: str) -> dict[str, Any]:
-    """What the rendering of ``fmt`` depends on besides the analysis (text: the terminal)."""
-    if fmt != "text":
-        return {"format": fmt}
-    from gpuadvise.report import console
-
-    return {"format": fmt, **console.output_settings()}
-
-
-def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
-    """The analysis as ``fmt`` (text: what the terminal report prints, captured); ``fixed``:
-    the composed fixes of --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
+def _render(
+    fmt: str, result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None
+) -> str:
+    """The analysis as ``fmt`` (text: what the terminal report prints, captured: the findings
+    first, then the details, then one summary line); ``fixed``: the composed fixes of
+    --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
     if fmt == "json":
         from gpuadvise.report.json_report import analyze_json, dumps
 
@@ -216,12 +272,15 @@ def _render(fmt: str, result: Any, checked: Any, fixed: Any = None) -> str:
 
         return render_findings(fmt, checked, result.kernel.name)
     from gpuadvise.report import console
+    from gpuadvise.report.rules_text import command_line
 
     with console.captured() as cap:
-        console.analysis(result)
+        console.analysis_head(result)
         console.findings(checked)
+        console.analysis(result)
         if fixed is not None:
             console.fix_steps(fixed)
+        console.summary(checked, None if argv is None else command_line(argv), fixed)
     return cap.get()
 
 
@@ -278,7 +337,7 @@ def run_analyze_paths(
     select: tuple[str, ...] = (),
     ignore: tuple[str, ...] = (),
     rules_dirs: tuple[str, ...] = (),
-    fmt: str = "text",
+    formats: tuple[str, ...] = (),
     output: str | None = None,
     measure: bool | None = None,
     tracer: str = "auto",
@@ -286,6 +345,7 @@ def run_analyze_paths(
     fix: bool = False,
     time_budget_s: float | None = None,
     l2_probe_ctas: str | None = None,
+    statistics: bool = False,
 ) -> int:
     """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
     ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
@@ -299,7 +359,12 @@ def run_analyze_paths(
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
     from gpuadvise.errors import GpuAdviseError, UsageError
     from gpuadvise.report import console
+    from gpuadvise.report.batch_report import render_batch
+    from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
 
+    targets = parse_format_targets(formats, output, ANALYZE_FORMATS)
+    if any(f == "text" and dest is not None for f, dest in targets):
+        raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if fix:
         raise UsageError(
             "--fix, --diff and --write-variants take one kernel",
@@ -322,18 +387,15 @@ def run_analyze_paths(
             "add a launch spec (case.toml, or <kernel>.toml beside the .cu), or give the .cu files",
         )
     cases = take_shard(found, part, key=lambda c: c.id)
-    if output is not None:
-        from gpuadvise.report.output import check_output_target
-
-        inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
-        check_output_target(output, tuple(Path(p).resolve() for p in inputs))
+    inputs = tuple(p for c in cases for p in (c.options.source, c.options.spec) if p)
+    for _, dest in targets:
+        if dest is not None:
+            check_output_target(str(dest), tuple(Path(p).resolve() for p in inputs))
     if not cases:  # a shard past the end of the list: the other shards cover every case
         console.note(f"no kernel case found in this shard under {', '.join(paths)}")
-        if fmt != "text":
-            from gpuadvise.report.batch_report import render_batch
-            from gpuadvise.report.output import write_output
-
-            write_output(render_batch(fmt, []), output)
+        for fmt, dest in targets:
+            if fmt != "text":
+                write_output(render_batch(fmt, []), None if dest is None else str(dest))
         return 0
     settings = AnalyzeSettings(
         trace=trace,
@@ -347,15 +409,19 @@ def run_analyze_paths(
         time_budget_s=time_budget_s,
     )
     n_jobs = jobs or jobs_default()
-    progress = console.case_progress(len(cases)) if fmt == "text" or output else None
+    to_stdout = [f for f, dest in targets if dest is None]
+    shown = to_stdout in ([], ["text"])
+    progress = console.case_progress(len(cases)) if shown else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
-    if fmt == "text":
-        console.batch_summary(results)
-    else:
-        from gpuadvise.report.batch_report import render_batch
-        from gpuadvise.report.output import write_output
+    for fmt, dest in targets:
+        if fmt == "text" and statistics:
+            from gpuadvise.report.rules_text import statistics_lines
 
-        write_output(render_batch(fmt, results), output)
+            console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
+        elif fmt == "text":
+            console.batch_summary(results)
+        else:
+            write_output(render_batch(fmt, results), None if dest is None else str(dest))
     failed = [r for r in results if r.error is not None]
     if failed:  # after every case's row: an input, compile or tool error, as for one kernel
         first = failed[0]

@@ -145,10 +145,11 @@ def gate_options(f: Any) -> Any:
             "--trust-config",
             "trust_config",
             is_flag=True,
-            help="Compile with any nvcc flag the configuration and its specs give. Without it, "
-            "flags that can run programs or touch files (-ccbin, -Xcompiler, -o, include "
-            "folders outside the repository ...) are refused: spec and gate files are code. "
-            "Never use it on pull requests from forks.",
+            help="Compile with any nvcc flag the configuration and its specs give, and read "
+            "files outside the repository. Without it, flags that can run programs or touch "
+            "files (-ccbin, -Xcompiler, -o, include folders outside the repository ...) are "
+            "refused, and so are sources, specs, data files and #includes outside the "
+            "repository: spec and gate files are code. Never use it on pull requests from forks.",
         ),
     ]
     for option in reversed(options):
@@ -164,30 +165,9 @@ def parse_format_targets(
     formats: Sequence[str], output: str | None
 ) -> list[tuple[str, Path | None]]:
     """``--format`` values and ``--output`` as ``(format, file or None for stdout)`` pairs."""
-    targets: list[tuple[str, Path | None]] = []
-    for spec in formats or ("text",):
-        fmt, sep, dest = spec.partition("=")
-        fmt = fmt.strip().lower()
-        if fmt not in FORMATS:
-            raise UsageError(f"unknown --format {fmt!r}", "use one of " + ", ".join(FORMATS))
-        if sep and not dest.strip():
-            raise UsageError(f"--format {spec!r} names no file", f"write {fmt}=FILE or {fmt}")
-        targets.append((fmt, Path(dest.strip()) if sep else None))
-    undirected = [i for i, (_, d) in enumerate(targets) if d is None]
-    if len(undirected) > 1:
-        raise UsageError(
-            "more than one --format would go to stdout",
-            "give the others a file: --format sarif=gate.sarif",
-        )
-    if output is not None:
-        if not undirected:
-            raise UsageError(
-                "--output has no format to write: every --format names its own file",
-                "drop --output, or give one --format without =FILE",
-            )
-        i = undirected[0]
-        targets[i] = (targets[i][0], Path(output))
-    return targets
+    from gpuadvise.report.output import parse_format_targets as parse
+
+    return parse(formats, output, FORMATS)
 
 
 def gate_markdown(result: GateResult) -> str:

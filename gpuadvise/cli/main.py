@@ -341,12 +341,12 @@ def _analyze_paths(f: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (schema in the README).")
 @click.option(
     "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "html", "sarif", "junit", "github", "markdown"]),
-    default="text",
-    show_default=True,
+    "formats",
+    multiple=True,
+    metavar="FMT[=FILE]",
     help="text/json/html: the whole analysis (html: one self-contained page); "
-    "sarif/junit/github/markdown: the findings, for CI.",
+    "sarif/junit/github/markdown: the findings, for CI. Repeat for several; FMT=FILE writes "
+    "that one to FILE (html=report.html). Default: text.",
 )
 @click.option(
     "--output",
@@ -361,6 +361,18 @@ def _analyze_paths(f: Any) -> Any:
     metavar="warning|error",
     help="Exit 1 when findings of this severity or worse exist (for CI). Default: exit 0 "
     "whatever is found.",
+)
+@click.option(
+    "--exit-zero",
+    is_flag=True,
+    help="Exit 0 even when findings meet --fail-on (report only); bad input and tool errors "
+    "still exit 2.",
+)
+@click.option(
+    "--statistics",
+    is_flag=True,
+    help="Print how many findings each rule has (and how many have an automatic fix) instead "
+    "of the report.",
 )
 @click.option(
     "--measure/--no-measure",
@@ -397,9 +409,11 @@ def analyze(
     sample_ctas: str | None,
     l2_probe_ctas: str | None,
     no_trace: bool,
-    fmt: str,
+    formats: tuple[str, ...],
     output: str | None,
     fail_on: str | None,
+    exit_zero: bool,
+    statistics: bool,
     measure: bool | None,
     tracer: str,
     time_budget_s: float | None,
@@ -413,11 +427,14 @@ def analyze(
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
 
-    Exit codes: 0 analysed, 1 findings at or above --fail-on, 2 usage, input or tool error.
+    Exit codes: 0 analysed, 1 findings at or above --fail-on (--exit-zero: 0), 2 usage, input
+    or tool error.
     """
     from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
     from gpuadvise.fileio import is_dir
 
+    obj = click.get_current_context().find_root().obj
+    argv = obj.get("argv") if isinstance(obj, dict) else None
     rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
     opts = _gather_kernel_options(kw)
@@ -430,7 +447,7 @@ def analyze(
             shard=shard,
             trace=not no_trace,
             sample_ctas=sample_ctas,
-            fmt="json" if as_json else fmt,
+            formats=("json",) if as_json else formats,
             output=output,
             measure=measure,
             tracer=tracer,
@@ -438,9 +455,10 @@ def analyze(
             fix=fix or diff or unsafe_fixes or bool(write_variants),
             time_budget_s=time_budget_s,
             l2_probe_ctas=l2_probe_ctas,
+            statistics=statistics,
             **rules,
         )
-        if code:
+        if code and not (exit_zero and code == 1):
             sys.exit(code)
         return
     code = run_analyze(
@@ -449,7 +467,7 @@ def analyze(
         trace=not no_trace,
         sample_ctas=sample_ctas,
         l2_probe_ctas=l2_probe_ctas,
-        fmt=fmt,
+        formats=formats,
         output=output,
         measure=measure,
         tracer=tracer,
@@ -460,9 +478,11 @@ def analyze(
         unsafe_fixes=unsafe_fixes,
         time_budget_s=time_budget_s,
         quiet=quiet,
+        argv=argv,
+        statistics=statistics,
         **rules,
     )
-    if code:
+    if code and not (exit_zero and code == 1):
         sys.exit(code)
 
 
@@ -621,13 +641,14 @@ def main(argv: list[str] | None = None) -> None:
     restore = _interrupt_on_signals()
     try:
         try:
-            cli.main(args=argv, prog_name="gpuadvise", standalone_mode=False)
+            args = list(sys.argv[1:] if argv is None else argv)
+            cli.main(args=args, prog_name="gpuadvise", standalone_mode=False, obj={"argv": args})
         finally:
             _flush_stdout()  # a failure to write what is left is reported here, not at exit
     except Interrupted as exc:
         _stopped(exc)
     except GpuAdviseError as exc:
-        _fail(exc.one_line(), exc.exit_code)
+        _fail(exc.one_line(), exc.exit_code, exc.details)
     except click.exceptions.NoArgsIsHelpError as exc:
         # no command: a usage error, as click itself has it (help on stderr, exit 2); stdout
         # stays empty for whatever reads it (`gpuadvise --help` prints it there, exit 0)
@@ -730,11 +751,14 @@ def _open_stdin() -> None:
             os.close(fd)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, details: str | None = None) -> None:
+    """One line on stderr, then (a compile error) the tool's own output as it printed it."""
     from gpuadvise.errors import cap_echoes
     from gpuadvise.report import console
 
     console.error(cap_echoes(" ".join(message.split())))
+    if details:
+        console.error_details(details)
     sys.exit(code)
 
 

@@ -91,7 +91,11 @@ def run_occupancy(
         result = occ.max_active_blocks(device, k, carveout)
         steps = occ.next_steps(device, k, carveout)
     except occ.OccupancyInputError as exc:
-        raise UsageError(f"the occupancy model rejects this configuration: {exc}") from None
+        raise UsageError(
+            f"the occupancy model rejects this configuration: {exc}",
+            "check the block size, registers and shared memory against the device's limits "
+            "(gpuadvise devices)",
+        ) from None
     if as_json:
         from gpuadvise.report.json_report import emit, occupancy_json
 

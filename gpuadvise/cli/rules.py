@@ -1,6 +1,7 @@
 """``gpuadvise rules`` and ``gpuadvise explain RULE``.
 
-Plain text on stdout (no rich here: listing rules must start fast); JSON with ``--json``.
+Plain text on stdout (no rich for the list: it must start fast), a rule's documentation
+rendered from Markdown; JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from gpuadvise.report.json_report import dumps
 from gpuadvise.report.output import write_stdout
-from gpuadvise.report.rules_text import explain_text, rules_table
+from gpuadvise.report.rules_text import explain_markdown, rules_table
 from gpuadvise.report.safe_text import guard
 from gpuadvise.rules import (
     Registry,
@@ -67,5 +68,7 @@ def run_explain(rule_id: str, as_json: bool = False, rules_dirs: Sequence[str] =
         doc["cases"] = [str(p) for p in registry.cases.get(rule.id, ())]
         write_stdout(dumps(doc) + "\n")
     else:
-        write_stdout(guard(explain_text(rule, registry), "text"))
+        from gpuadvise.report import console  # rich: only here, listing rules starts fast
+
+        console.markdown(explain_markdown(rule, registry))
     return 0

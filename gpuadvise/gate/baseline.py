@@ -18,6 +18,7 @@ from gpuadvise import __version__
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.fileio import folder_write_problem, target_problem, write_atomic
 from gpuadvise.gate.provider import Environment
+from gpuadvise.inputfiles import parse_json, read_input_bytes
 from gpuadvise.runner.stats import TimingStats
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
 
 BASELINE_SCHEMA_VERSION = 1
 BASELINE_KIND = "gpuadvise-gate-baseline"
+BASELINE_LIMIT_BYTES = 64 << 20
+"""The largest baseline read (64 MiB: a thousand cases of a thousand timing samples take 20)."""
 
 
 class BaselineError(ConfigError):
@@ -102,8 +105,8 @@ _NOT_BASELINE = (
 def baseline_from_json(text: str, where: str = "baseline") -> Baseline:
     """Parse and check a baseline document; any problem is a one-line :class:`BaselineError`."""
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
+        doc = parse_json(text)
+    except ValueError as err:
         raise BaselineError(f"baseline {where} is corrupt (not JSON: {err})", _REPLACE) from None
     if not isinstance(doc, dict) or doc.get("kind") != BASELINE_KIND:
         raise BaselineError(f"{where} is not a gpuadvise gate baseline", _NOT_BASELINE)
@@ -162,16 +165,18 @@ def baseline_from_json(text: str, where: str = "baseline") -> Baseline:
 
 def load_baseline(path: Path) -> Baseline:
     """Read a baseline file (:class:`BaselineError` when missing, unreadable or corrupt)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not Path(path).exists() and not Path(path).is_symlink():
         raise BaselineError(
             f"no baseline at {path}",
             "record one with `gpuadvise gate --update-baseline` (on the main branch), or "
             "compare with the base revision: --baseline-ref REV",
-        ) from None
-    except OSError as err:
-        raise BaselineError(f"baseline {path} cannot be read ({err.strerror})", None) from None
+        )
+    try:
+        data = read_input_bytes(path, "baseline", limit_bytes=BASELINE_LIMIT_BYTES)
+    except ConfigError as exc:
+        raise BaselineError(exc.message, exc.hint) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BaselineError(f"baseline {path} is corrupt (not UTF-8 text)", _REPLACE) from None
     return baseline_from_json(text, str(path))
@@ -202,9 +207,9 @@ def check_baseline_target(path: Path) -> None:
             raise UsageError(f"the baseline path {path} is not a regular file", _NOT_BASELINE)
         kind = None
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = parse_json(read_input_bytes(path, "baseline", limit_bytes=BASELINE_LIMIT_BYTES))
             kind = doc.get("kind") if isinstance(doc, dict) else None
-        except (OSError, UnicodeDecodeError, ValueError):
+        except (ConfigError, ValueError):
             pass
         if kind != BASELINE_KIND:
             raise UsageError(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.gate.thresholds import METRICS, Threshold
+from gpuadvise.inputfiles import load_toml_file
 
 if TYPE_CHECKING:
     from gpuadvise.spec.kernel_spec import KernelSpec
@@ -63,6 +63,8 @@ class GateCase:
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     gpu: str | None = None
     arch: str | None = None
+    root: Path | None = None  # its repository: no compiler output quotes a file outside it
+    trusted: bool = False  # --trust-config: it may read files outside the repository
 
     def threshold(self, metric: str) -> Threshold:
         return self.thresholds.get(metric) or METRICS[metric].default
@@ -159,7 +161,10 @@ def _check_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str, fi
 
 def _str(value: Any, where: str, file: Path) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{file}: {where} must be a non-empty string (got {value!r})", None)
+        raise ConfigError(
+            f"{file}: {where} must be a non-empty string (got {value!r})",
+            f'write {where.rsplit(".", 1)[-1]} = "..." with a value in the quotes',
+        )
     return value
 
 
@@ -176,7 +181,10 @@ def _launch_text(value: Any, where: str, file: Path) -> str:
 
 def _str_list(value: Any, where: str, file: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{file}: {where} must be a list of strings (got {value!r})", None)
+        raise ConfigError(
+            f"{file}: {where} must be a list of strings (got {value!r})",
+            f'write {where.rsplit(".", 1)[-1]} = ["...", "..."], each item in quotes',
+        )
     return tuple(value)
 
 
@@ -205,7 +213,9 @@ def _bound(value: Any, where: str, file: Path, *, allow_pct: bool) -> float:
             f"got {value!r}",
         )
     if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{file}: {where} must be finite and >= 0 (got {value})", None)
+        raise ConfigError(
+            f"{file}: {where} must be finite and >= 0 (got {value})", "give 0 or a positive number"
+        )
     return float(value)
 
 
@@ -257,7 +267,10 @@ def _kv_list(value: Any, where: str, file: Path) -> tuple[str, ...]:
 
 
 def _path(value: Any, where: str, file: Path, base: Path, *, resolve: bool = True) -> Path:
-    p = Path(_str(value, where, file)).expanduser()
+    text = _str(value, where, file)
+    if "\0" in text:
+        raise ConfigError(f"{file}: {where} {text!r} holds a NUL byte", "check the path")
+    p = Path(text).expanduser()
     p = p if p.is_absolute() else base / p
     return p.resolve() if resolve else p
 
@@ -274,7 +287,9 @@ def parse_gate_config(table: Mapping[str, Any], *, path: Path, prefix: str = "ga
     file = path
     base = path.parent.resolve()
     if not isinstance(table, Mapping):
-        raise ConfigError(f"{file}: {prefix} must be a table", None)
+        raise ConfigError(
+            f"{file}: {prefix} must be a table", f"write [{prefix}] and its keys below it"
+        )
     _check_keys(table, _GATE_KEYS, prefix, file)
     metrics = (
         _metric_list(table["metrics"], f"{prefix}.metrics", file)
@@ -403,16 +418,7 @@ def parse_gate_config(table: Mapping[str, Any], *, path: Path, prefix: str = "ga
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist", "check the --config path") from None
-    except OSError as err:
-        raise ConfigError(f"config file {path} cannot be read ({err.strerror})", None) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {path} is not UTF-8 text", "save it as UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"config file {path} is not valid TOML ({err})", "fix it") from None
+    return load_toml_file(path, "config file", missing_hint="check the --config path")
 
 
 def _gate_table(path: Path, data: Mapping[str, Any]) -> tuple[Any, str] | None:
@@ -490,4 +496,5 @@ def rebase_case(case: GateCase, old_root: Path, new_root: Path) -> GateCase:
         except ValueError:
             return p
 
-    return replace(case, source=move(case.source), spec=move(case.spec))
+    root = None if case.root is None else new_root
+    return replace(case, source=move(case.source), spec=move(case.spec), root=root)

@@ -33,6 +33,8 @@ def _options(case: GateCase) -> KernelOptions:
         nvcc_flags=tuple(case.nvcc_flags),
         gpu=case.gpu,
         arch=case.arch,
+        confine_to=() if case.root is None else (str(case.root),),
+        includes_trusted=case.trusted,
     )
 
 

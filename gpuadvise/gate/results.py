@@ -90,7 +90,10 @@ class GateResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GateResult:
         if d.get("kind") != RESULT_KIND or d.get("schema_version") != RESULT_SCHEMA_VERSION:
-            raise ConfigError("not a gpuadvise gate result (schema_version 1)", None)
+            raise ConfigError(
+                "not a gpuadvise gate result (schema_version 1)",
+                "give the JSON that gpuadvise gate --format json wrote",
+            )
 
         def env(key: str) -> Environment | None:
             v = d.get(key)
@@ -110,11 +113,15 @@ class GateResult:
         )
 
 
+# verdicts that are nouns (``2 regressions``); the others are adjectives (``2 same``)
+_COUNTABLE = {"regression", "improvement", "error"}
+
+
 def summary_line(result: GateResult) -> str:
-    """``FAILED: 1 regression, 2 ambiguous, 10 same`` (verdicts with a count, most serious
+    """``FAILED: 2 regressions, 2 ambiguous, 10 same`` (verdicts with a count, most serious
     first)."""
     counts = result.counts()
-    parts = [f"{n} {v}" for v, n in counts.items() if n]
+    parts = [f"{n} {v}{'s' if n != 1 and v in _COUNTABLE else ''}" for v, n in counts.items() if n]
     if counts["error"]:
         head = "ERROR"
     elif result.failed():

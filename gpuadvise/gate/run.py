@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
@@ -31,7 +31,8 @@ from gpuadvise.gate.git import baseline_worktree, git_head, repo_top
 from gpuadvise.gate.provider import MetricsProvider
 from gpuadvise.gate.results import GateResult
 from gpuadvise.source.signature import find_kernels, parse_signature, select_kernel
-from gpuadvise.spec.kernel_spec import find_spec_for, load_spec, resolve
+from gpuadvise.spec.fills import is_file_fill
+from gpuadvise.spec.kernel_spec import KernelSpec, find_spec_for, load_spec, resolve
 
 __all__ = [
     "GatePlan",
@@ -134,17 +135,77 @@ def _check_flags(
         )
 
 
+def _outside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return True
+    return False
+
+
+def _check_inside(
+    config: GateConfig, case: GateCase, files: Sequence[tuple[str, Path]], root: Path
+) -> None:
+    """Every file a case reads lies in the repository under test (a spec's ``source =
+    "/etc/passwd"`` made nvcc quote that file's first line into the reports)."""
+    for what, path in files:
+        if _outside(path, root):
+            raise _case_error(
+                config,
+                case,
+                f"its {what} {path} lies outside the repository ({root})",
+                "gate reads only the files of the repository under test: move it into the "
+                "repository, or pass --trust-config if this configuration is trusted (never on "
+                "pull requests from forks)",
+            )
+
+
+def _spec_file_files(config: GateConfig, case: GateCase) -> list[tuple[str, Path]]:
+    """The files a case's spec file names (its source, its data files), before the spec is
+    built: building it reads them."""
+    if case.spec is None:
+        return []
+    try:
+        doc = load_spec(case.spec)
+    except GpuAdviseError as exc:
+        raise _case_error(config, case, exc.message, exc.hint) from None
+    files = [("source", Path(doc["source"]))] if "source" in doc else []
+    return files + [
+        (f"buffer {b.name}'s data file", Path(b.fill))
+        for b in doc["buffers"].values()
+        if b.fill_given and is_file_fill(b.fill)
+    ]
+
+
+def _spec_files(spec: KernelSpec) -> list[tuple[str, Path]]:
+    """The files a built spec reads: its source, its spec file, its buffers' data files."""
+    files = [("source", Path(spec.source))]
+    if spec.spec_path is not None:
+        files.append(("spec", Path(spec.spec_path)))
+    files += [
+        (f"buffer {b.name}'s data file", Path(b.fill))
+        for b in spec.buffers
+        if b.fill_given and is_file_fill(b.fill)
+    ]
+    return files
+
+
 def check_case(config: GateConfig, case: GateCase, root: Path, *, trust_config: bool) -> None:
     """Refuse (:class:`~gpuadvise.errors.ConfigError`) a case that cannot be gated as written:
-    nvcc flags off the allow-list (unless ``trust_config``), a launch that cannot be built, and
-    argument or buffer names that match no kernel parameter (a typo there once left half of the
-    static metrics "unavailable", and every later gate passed with them skipped)."""
+    nvcc flags off the allow-list and files outside the repository ``root`` (both unless
+    ``trust_config``), a launch that cannot be built, and argument or buffer names that match no
+    kernel parameter (a typo there once left half of the static metrics "unavailable", and every
+    later gate passed with them skipped)."""
     if not trust_config:
+        _check_inside(config, case, _case_files(case), root)
+        _check_inside(config, case, _spec_file_files(config, case), root)
         _check_flags(config, case, case.nvcc_flags, config.path, root)
     try:
         spec = case.kernel_spec()
     except GpuAdviseError as exc:
         raise _case_error(config, case, exc.message, exc.hint) from None
+    if not trust_config:
+        _check_inside(config, case, _spec_files(spec), root)
     if not trust_config and spec.spec_path is not None:
         from_spec = spec.nvcc_flags[: len(spec.nvcc_flags) - len(case.nvcc_flags)]
         _check_flags(config, case, from_spec, Path(spec.spec_path), root)
@@ -166,6 +227,10 @@ def check_case(config: GateConfig, case: GateCase, root: Path, *, trust_config: 
             resolve(spec, params, lambda name: (1, 1))
         except GpuAdviseError as exc:
             raise _case_error(config, case, exc.message, exc.hint) from None
+
+
+def _case_files(case: GateCase) -> list[tuple[str, Path]]:
+    return [(w, p) for w, p in (("source", case.source), ("spec", case.spec)) if p is not None]
 
 
 def _check_case_files(config: GateConfig) -> None:
@@ -214,8 +279,6 @@ def prepare_gate(
     cfg = load_gate_config(Path(config) if config else None, start=cwd)
     cfg = cfg.select(cases).with_device(gpu, arch)
     if shard is not None:
-        from dataclasses import replace as _replace
-
         from gpuadvise.analyze.cases import parse_shard, take_shard
 
         if update_baseline:
@@ -224,15 +287,17 @@ def prepare_gate(
                 "record the baseline of every case in one job",
             )
         part = take_shard(cfg.cases, parse_shard(shard), key=lambda c: c.name)
-        cfg = _replace(cfg, cases=tuple(part))
+        cfg = replace(cfg, cases=tuple(part))
     _check_case_files(cfg)
     root = repo_top(cfg.root) or cfg.root
     for case in cfg.cases:
         check_case(cfg, case, root, trust_config=trust_config)
+    # no compiler output quotes a file outside the repository; untrusted, nothing is included
+    cfg = replace(cfg, cases=tuple(replace(c, root=root, trusted=trust_config) for c in cfg.cases))
     # not resolved: a link at the baseline's path is refused, never followed (check_baseline_target)
     baseline_path = Path.cwd() / baseline if baseline else cfg.baseline
     if not baseline and baseline_ref is None:
-        _check_inside(cfg, baseline_path, root)
+        _check_baseline_inside(cfg, baseline_path, root)
     inputs: list[Path] = [cfg.path]
     for case in cfg.cases:
         inputs += case.paths()
@@ -258,7 +323,7 @@ def prepare_gate(
     )
 
 
-def _check_inside(config: GateConfig, path: Path, root: Path) -> None:
+def _check_baseline_inside(config: GateConfig, path: Path, root: Path) -> None:
     """A baseline path from the configuration (which a pull request can change) must lead inside
     the repository, links followed; one named on the command line may be anywhere."""
     real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
@@ -336,6 +401,7 @@ def execute_gate(plan: GatePlan, provider: MetricsProvider | None = None) -> Gat
                     continue
                 if not plan.trust_config:
                     _check_base_flags(cfg, moved, tree)
+                    _check_base_files(cfg, moved, tree)
                 base_cases[case.name] = moved
             result = evaluate_gate(
                 cfg,
@@ -358,6 +424,16 @@ def execute_gate(plan: GatePlan, provider: MetricsProvider | None = None) -> Gat
         locate=locate,
     )
     return GateRun(result=result)
+
+
+def _check_base_files(config: GateConfig, case: GateCase, tree: Path) -> None:
+    """The baseline revision's case reads only files of its checkout too."""
+    _check_inside(config, case, _case_files(case), tree)
+    try:
+        spec = case.kernel_spec()
+    except GpuAdviseError:
+        return  # a broken spec there is that case's error, reported as such
+    _check_inside(config, case, _spec_files(spec), tree)
 
 
 def _check_base_flags(config: GateConfig, case: GateCase, tree: Path) -> None:

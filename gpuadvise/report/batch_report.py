@@ -73,7 +73,7 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
 
         return batch_html(batch_json(results), results)
     items, notes = _items(results, root)
-    title = f"gpuadvise analyze: {len(results)} kernel case(s)"
+    title = f"gpuadvise analyze: {len(results)} kernel case{'' if len(results) == 1 else 's'}"
     if fmt == "sarif":
         from gpuadvise.report.sarif import sarif_dumps, sarif_log
         from gpuadvise.rules import load_registry
@@ -87,7 +87,7 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
     if fmt == "github":
         from gpuadvise.report.github import github_annotations
 
-        return github_annotations(items, notes=notes)
+        return github_annotations(items, log=notes)
     if fmt == "markdown":
         from gpuadvise.report.markdown import items_markdown, md_table
 

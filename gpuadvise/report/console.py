@@ -49,11 +49,13 @@ class SafeConsole(Console):
         raise ReaderGone
 
 
-# Piped output is not cut to 80 columns: tables keep their rows on one line.
+# Piped output is not cut to 80 columns: tables keep their rows on one line. On a terminal,
+# rich wraps prose at spaces (the terminal itself would cut it mid-word).
+_TTY = sys.stdout is not None and sys.stdout.isatty()
 _out = SafeConsole(
     file=STDOUT,  # type: ignore[arg-type]
-    soft_wrap=True,
-    width=None if sys.stdout is not None and sys.stdout.isatty() else 160,
+    soft_wrap=not _TTY,
+    width=None if _TTY else 160,
 )
 _err = SafeConsole(stderr=True, soft_wrap=True)
 
@@ -67,14 +69,46 @@ _LIMIT_LABELS = {
 }
 
 
+def _n(count: int, word: str) -> str:
+    from gpuadvise.report.rules_text import plural
+
+    return plural(count, word)
+
+
+def _fixes(count: int) -> str:
+    from gpuadvise.report.rules_text import plural
+
+    return plural(count, "fix", "fixes")
+
+
 def error(message: str) -> None:
     """One line on stderr: ``error: what is wrong; how to fix it`` (the user text it quotes,
     paths included, with its control characters shown as escapes)."""
     _err.print(Text("error: ", style="bold red") + Text(one_line(message)))
 
 
+def error_details(text: str) -> None:
+    """A tool's own output below the error line (nvcc's diagnostics), line for line as it
+    printed them (control characters shown as escapes, no workflow command)."""
+    _err.print(Text(text), soft_wrap=True)
+
+
 def note(message: str) -> None:
     _err.print(Text("note: ", style="yellow") + Text(one_line(message)))
+
+
+def markdown(text: str) -> None:
+    """Markdown rendered for the terminal (headings, code blocks, lists), on stdout; user text
+    in it (a rule of the user's) is made safe like every other line."""
+    from rich.markdown import Markdown
+
+    md = Markdown(text, code_theme="ansi_dark", hyperlinks=False)
+    if _out.is_terminal:
+        _out.print(md)
+        return
+    with _out.capture() as cap:  # piped: wrapped at the width, no padding at the ends of lines
+        _out.print(md, soft_wrap=False)
+    write_stdout("".join(line.rstrip() + "\n" for line in cap.get().splitlines()))
 
 
 def raw(text: str) -> None:
@@ -247,11 +281,9 @@ def _rel(path: str | None) -> str:
     return one_line(rel if not rel.startswith("..") else path)
 
 
-def analysis(a: Any) -> None:
-    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis)."""
-    from gpuadvise.toolchain.sass import source_text
-
-    spec, d, k, r = a.spec, a.device, a.kernel, a.occupancy
+def analysis_head(a: Any) -> None:
+    """``gpuadvise analyze``'s first line: the kernel, its file, the launch and the device."""
+    spec, d, k = a.spec, a.device, a.kernel
     head = Text()
     head.append(k.name, style="bold")
     head.append(f"  {_rel(str(spec.source))}  grid {spec.launch.grid} x block {spec.launch.block}")
@@ -259,7 +291,17 @@ def analysis(a: Any) -> None:
         head.append(f", {spec.launch.dynamic_smem_bytes} B dynamic shared memory")
     head.append(f"  on {d.name} ({d.arch})", style="dim")
     _out.print(head)
+
+
+def analysis(a: Any) -> None:
+    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis), below the findings:
+    resources, occupancy, waves, the memory instructions and models per line."""
+    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.toolchain.sass import source_text
+
+    d, k, r = a.device, a.kernel, a.occupancy
     _out.print()
+    _out.print(Text("Details", style="bold underline"))
     res = k.resources
     spills = (
         Text(
@@ -279,12 +321,12 @@ def analysis(a: Any) -> None:
             f"{res.local_bytes} B local (stack), "
         )
         + spills
-        + Text(f", {res.const_bytes} B constant, {res.barriers} barrier(s)"),
+        + Text(f", {res.const_bytes} B constant, {_n(res.barriers, 'barrier')}"),
     )
     pct = r.occupancy * 100
     colour = "green" if pct >= 50 else "yellow" if pct >= 25 else "red"
     occ_text = Text(f"{pct:.1f}%", style=f"bold {colour}") + Text(
-        f"  {r.active_blocks_per_sm} block(s), {r.active_warps_per_sm} of {r.max_warps_per_sm} "
+        f"  {_n(r.active_blocks_per_sm, 'block')}, {r.active_warps_per_sm} of {r.max_warps_per_sm} "
         f"warps per SM; limited by {', '.join(_LIMIT_LABELS[x] for x in r.limiters)}"
     )
     t.add_row("Occupancy", occ_text)
@@ -315,7 +357,7 @@ def analysis(a: Any) -> None:
                 col, justify="right" if col in {"width", "n"} else "left", no_wrap=col != "source"
             )
         for m in shown:
-            src = source_text(m.file, m.line) or ""
+            src = shown_source(source_text(m.file, m.line))
             mt.add_row(
                 f"{_rel(m.file).split('/')[-1]}:{m.line}",
                 m.space,
@@ -323,7 +365,7 @@ def analysis(a: Any) -> None:
                 f"{m.width_bits}b",
                 str(m.count),
                 ",".join(m.opcodes),
-                src.strip()[:70],
+                src[:70],
             )
         _out.print(mt)
     if a.memory is not None:
@@ -339,6 +381,7 @@ def analysis(a: Any) -> None:
 
 
 def _memory(m: Any) -> None:
+    from gpuadvise.report.rules_text import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     _out.print()
@@ -387,7 +430,7 @@ def _memory(m: Any) -> None:
                 f"{ln.ideal:,}",
                 Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
                 f"{ln.worst_ways:.0f}-way" if ln.worst_ways > 1 else "-",
-                (source_text(ln.file, ln.line) or "").strip()[:60],
+                shown_source(source_text(ln.file, ln.line))[:60],
             )
         _out.print(t)
         tot = b.launch.all
@@ -415,7 +458,7 @@ def _memory(m: Any) -> None:
                 f"{ln.ideal:,}",
                 f"{ln.sectors / max(ln.requests, 1):.1f}",
                 Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
-                (source_text(ln.file, ln.line) or "").strip()[:60],
+                shown_source(source_text(ln.file, ln.line))[:60],
             )
         _out.print(t)
         ld, st = c.launch.load, c.launch.store
@@ -435,21 +478,72 @@ _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold 
 
 
 def findings(run: Any) -> None:
-    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_cmd)."""
+    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_text),
+    each line wrapped at the terminal's width with a hanging indent."""
     from gpuadvise.report.rules_text import finding_text
 
     _out.print()
     if not run.findings:
         _out.print(Text(f"No findings ({len(run.rules_run)} rules run).", style="green"))
+    else:
+        _out.print(Text(f"Findings, ranked ({len(run.findings)})", style="bold underline"))
+    width = _out.width
     for i, f in enumerate(run.findings, 1):
         head, *rest = finding_text(f, i)
-        _out.print(Text(head, style=_SEVERITY_STYLE.get(f.severity, "")))
+        for part in wrap_line(head, width):
+            _out.print(Text(part, style=_SEVERITY_STYLE.get(f.severity, "")))
         for line in rest:
             body = line[3:]
             diff = body[:1] in ("+", "-") and body[:3] not in ("+++", "---")
-            _out.print(Text(line, style=("green" if body[:1] == "+" else "red") if diff else ""))
+            style = ("green" if body[:1] == "+" else "red") if diff else ""
+            for part in wrap_line(line, width, code=diff or body[:1] in (" ", "@")):
+                _out.print(Text(part, style=style))
     for text in run.notes:
-        _out.print(Text(f"note: {text}", style="dim"))
+        for part in wrap_line(f"note: {text}", width):
+            _out.print(Text(part, style="dim"))
+
+
+def wrap_line(line: str, width: int, code: bool = False) -> list[str]:
+    """``line`` cut at spaces into lines of at most ``width`` characters, never mid-word (a word
+    longer than a line is the exception), with a hanging indent: prose continues under the text
+    after its indent and its label (``   evidence: ...``, ``1. GA201 ...`` under the message), a
+    line of a diff (``code``) four columns further in than its code. A line that fits is kept."""
+    if len(line) <= width or width < 20:
+        return [line]
+    indent = len(line) - len(line.lstrip(" "))
+    body = line[indent:]
+    if code:
+        rest = body[1:]
+        prefix = line[: indent + 1 + len(rest) - len(rest.lstrip(" "))]
+        text = rest.lstrip(" ")
+        hang = len(prefix) + 4
+    else:
+        label = body.split(": ", 1)[0]
+        prefix, text = line[:indent], body
+        labelled = ": " in body and len(label) <= 24 and " " not in label.strip()
+        hang = indent + len(label) + 2 if labelled else indent + 3
+    hang = min(hang, width // 2)
+    out: list[str] = []
+    cur, first = prefix, True
+    for word in text.split(" "):
+        joined = cur + word if first else f"{cur} {word}"
+        if not first and len(joined) > width and cur.strip():
+            out.append(cur.rstrip())
+            cur = " " * hang + word
+        else:
+            cur = joined
+        first = False
+    out.append(cur.rstrip())
+    return out
+
+
+def summary(run: Any, next_command: str | None = None, fixed: Any = None) -> None:
+    """The report's last line: the counts, the top finding, and the command to run next."""
+    from gpuadvise.report.rules_text import summary_text
+
+    _out.print()
+    for part in wrap_line(summary_text(run, next_command, fixed), _out.width):
+        _out.print(Text(part, style="bold"))
 
 
 def bench(r: Any) -> None:
@@ -530,7 +624,11 @@ def bench(r: Any) -> None:
         _out.print(
             f"Clocks: SM {c['sm_mhz_min']}..{c['sm_mhz_max']} MHz, memory "
             f"{c['mem_mhz_min']}..{c['mem_mhz_max']} MHz; "
-            + (f"{thr} sample(s) taken while the GPU throttled" if thr else "no throttling seen")
+            + (
+                f"{_n(thr, 'sample')} taken while the GPU throttled"
+                if thr
+                else "no throttling seen"
+            )
         )
     if r.speedup is not None:
         s = r.speedup
@@ -551,7 +649,7 @@ def bench(r: Any) -> None:
     for name, n in r.unwritten.items():
         _out.print(
             Text(
-                f"warning: the kernel left {n} element(s) of {name} unwritten (still poisoned)",
+                f"warning: the kernel left {_n(n, 'element')} of {name} unwritten (still poisoned)",
                 style="yellow",
             )
         )
@@ -560,25 +658,25 @@ def bench(r: Any) -> None:
 
 
 def _l2_table(l2: Any) -> None:
-    mb = 1e6
+    mb = 2**20  # MiB, as `gpuadvise devices` gives the L2
     _out.print()
     _out.print(Text("L2 under the CTA launch order (model)", style="bold"))
     fit = "fits" if l2.fits else "does not fit"
     _out.print(
-        f"  footprint {l2.footprint_bytes / mb:.1f} MB {fit} the effective L2 of "
-        f"{l2.capacity_bytes / mb:.1f} MB ({l2.efficiency:.2f} x {l2.l2_bytes / mb:.0f} MB); "
+        f"  footprint {l2.footprint_bytes / mb:.1f} MiB {fit} the effective L2 of "
+        f"{l2.capacity_bytes / mb:.1f} MiB ({l2.efficiency:.2f} x {l2.l2_bytes / mb:g} MiB); "
         f"{l2.concurrent_ctas} CTAs run at once"
     )
     if len(l2.orders) > 1 and l2.mode == "traced-only":
         o = l2.order("row-major")
         _out.print(
             f"  row-major (the hardware's order): predicted hit rate {o.hit_rate * 100:.1f}%, DRAM "
-            f"reads {o.dram_bytes / mb:.1f} MB; other orders are not compared: the traced CTAs do "
+            f"reads {o.dram_bytes / mb:.1f} MiB; other orders are not compared: the traced CTAs do "
             "not show the per-CTA footprint (see the note; --sample-ctas all traces every CTA)"
         )
     elif len(l2.orders) > 1:
         t = Table(box=None, padding=(0, 2), header_style="bold")
-        for col in ("order", "hit rate", "DRAM reads MB", "working set MB", ""):
+        for col in ("order", "hit rate", "DRAM reads MiB", "working set MiB", ""):
             t.add_column(col, justify="left" if col in ("order", "") else "right")
         for o in l2.orders:
             label = o.order if o.n is None else f"{o.order} N={o.n}"
@@ -594,7 +692,7 @@ def _l2_table(l2: Any) -> None:
     else:
         o = l2.orders[0]
         _out.print(
-            f"  predicted hit rate {o.hit_rate * 100:.1f}%, DRAM reads {o.dram_bytes / mb:.1f} MB"
+            f"  predicted hit rate {o.hit_rate * 100:.1f}%, DRAM reads {o.dram_bytes / mb:.1f} MiB"
         )
     for n in l2.notes:
         _out.print(Text(f"  note: {n}", style="dim"))
@@ -636,11 +734,11 @@ def fix_steps(r: Any, to_stderr: bool = False) -> None:
     if r.combined is not None:
         m = r.combined
         out.print(
-            f"  combined: {n} fix(es), {_speedup_text(m)} on {m.device} "
+            f"  combined: {_fixes(n)}, {_speedup_text(m)} on {m.device} "
             f"({m.baseline_ms:.4g} ms -> {m.variant_ms:.4g} ms), outputs verified"
         )
     elif n:
-        out.print(f"  combined: {n} fix(es), not measured (no GPU)")
+        out.print(f"  combined: {_fixes(n)}, not measured (no GPU)")
     for line in r.notes:
         out.print(Text("  note: ", style="yellow") + Text(line))
 
@@ -663,7 +761,7 @@ def case_progress(total: int) -> Any:
         done[0] += 1
         if not _err.is_terminal:
             return
-        status = Text("error", style="red") if r.error else Text(f"{len(r.findings)} finding(s)")
+        status = Text("error", style="red") if r.error else Text(_n(len(r.findings), "finding"))
         _err.print(
             Text(f"[{done[0]}/{total}] {r.case.id}: ") + status + Text(f" ({r.wall_s:.1f} s)")
         )
@@ -682,7 +780,7 @@ def batch_summary(results: Sequence[Any]) -> None:
     from gpuadvise.analyze.batch import ranked
 
     rows = ranked(results)
-    _out.print(Text(f"{len(results)} kernel case(s), ranked by the time to win", style="bold"))
+    _out.print(Text(f"{_n(len(results), 'kernel case')}, ranked by the time to win", style="bold"))
     t = Table(show_edge=False, pad_edge=False, box=None)
     for col in (
         "#",

@@ -28,7 +28,7 @@ def render_findings(fmt: str, checked: Any, kernel: str, root: str | None = None
     if fmt == "github":
         from gpuadvise.report.github import github_annotations
 
-        return github_annotations(items, notes=notes)
+        return github_annotations(items, log=notes)
     if fmt == "markdown":
         from gpuadvise.report.markdown import items_markdown
 

@@ -25,8 +25,12 @@ _STYLE = {
 }
 
 
-def render_gate_text(result: GateResult, *, color: bool = False, width: int = 160) -> str:
-    """The table, the warnings and the summary line; ANSI colours when ``color``."""
+def render_gate_text(
+    result: GateResult, *, color: bool = False, width: int = 160, show_changed_only: bool = True
+) -> str:
+    """The table of the metrics that changed, were skipped or failed (the unchanged ones
+    counted on one line; ``show_changed_only=False`` lists them too), the warnings and the
+    summary line; ANSI colours when ``color``."""
     table_data = gate_table(result)
     buf = io.StringIO()
     con = SafeConsole(  # no markup nor emoji: case names are user text
@@ -45,12 +49,26 @@ def render_gate_text(result: GateResult, *, color: bool = False, width: int = 16
             ratio=3 if header == "why" else None,
             no_wrap=header != "why",
         )
-    for row in table_data.rows:
+    # unchanged rows are folded into one line: the rows that need a look stay in sight
+    shown = [r for r in table_data.rows if r.verdict is not Verdict.SAME or not show_changed_only]
+    for row in shown:
         cells = [Text(one_line(c)) for c in row.cells()]  # one line each, whatever the names
         cells[-2].stylize(_STYLE[row.verdict])
         cells[-1].stylize("dim")
         t.add_row(*cells)
-    con.print(t)
+    if shown:
+        con.print(t)
+    same = len(table_data.rows) - len(shown)
+    if same:
+        cases = len({r.case for r in table_data.rows if r.verdict is Verdict.SAME})
+        con.print(
+            Text(
+                f"{same} unchanged metric{'s' if same != 1 else ''} in {cases} "
+                f"case{'s' if cases != 1 else ''} not listed (--format json or markdown lists "
+                "every row)",
+                style="dim",
+            )
+        )
     for warning in result.warnings:
         con.print(Text("warning: ", style="yellow") + Text(one_line(warning)))
     line = one_line(summary_line(result))

@@ -48,9 +48,14 @@ def annotation(
     return f"{head}::{escape_data(message)}"
 
 
-def github_annotations(items: Iterable[ReportItem], *, notes: Sequence[str] = ()) -> str:
-    """The workflow commands for ``items`` and run-level ``notes`` (as warnings without a file)."""
-    lines = [annotation("warning", note, title="gpuadvise") for note in notes]
+def github_annotations(
+    items: Iterable[ReportItem], *, notes: Sequence[str] = (), log: Sequence[str] = ()
+) -> str:
+    """The workflow commands for ``items`` and run-level ``notes`` (as warnings without a file);
+    ``log``: run-level notes that are no warning (``estimates only``: every run without a GPU
+    says it), printed as plain lines of the step's log, not as annotations."""
+    lines = [f"gpuadvise: note: {escape_data(note)}" for note in log]
+    lines += [annotation("warning", note, title="gpuadvise") for note in notes]
     for item in items:
         command = _COMMANDS.get(item.level)
         if command is None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuadvise.report.rules_text import fix_kind, without_marker
 from gpuadvise.report.safe_text import controls, guard
 
 if TYPE_CHECKING:
@@ -132,7 +134,7 @@ def _bytes(n: float | int | None) -> str:
 def _mib(n: int | None) -> str:
     if n is None:
         return "–"
-    return f"{n / 2**20:g} MiB"
+    return f"{n / 2**20:.3g} MiB"
 
 
 def _kib(n: int | None) -> str:
@@ -665,7 +667,7 @@ def source_view(
         prev = 0
         for n in sorted(x for x in shown if 0 < x <= max(last, 1)):
             code = text[n - 1] if text and n <= len(text) else snippets.get((path, n), "")
-            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=code)
+            row = SourceRow(number=n, anchor=f"L{index}-{n}", code=without_marker(code))
             row.gap_before = n - prev - 1 if prev else 0
             prev = n
             k = (path, n)
@@ -811,6 +813,7 @@ def _finding_view(f: Mapping[str, Any], index: int, scale: _SpeedScale,
         if not var
         else {
             "safety": var.get("safety"),
+            "kind": fix_kind(var.get("safety"), f.get("verified")),
             "label": var.get("label"),
             "description": var.get("description"),
             "diff": _diff_lines(var.get("diff")),
@@ -1202,21 +1205,60 @@ def template_dir() -> Path:
     return Path(__file__).resolve().parent / "templates"
 
 
+def _ms(v: float | None) -> str:
+    """A kernel time for people: ``12.3 µs`` below a millisecond, else ``1.23 ms`` (never
+    scientific notation)."""
+    if v is None:
+        return "–"
+    v = float(v)
+    if abs(v) < 1:
+        return f"{v * 1e3:.3g} µs"
+    return f"{v:.3g} ms" if abs(v) < 1000 else f"{v:,.0f} ms"
+
+
+_ID = re.compile(r'\b(id|href)="(#?)([^"]*)"')
+
+
+def _case_body(page: str, prefix: str) -> str:
+    """The ``<main>`` of a case's page, for the folder page: its ids and links prefixed (every
+    case has a ``#findings``), its title one level down."""
+    body = page[page.index("<main>") + len("<main>") : page.rindex("</main>")]
+
+    def rename(m: re.Match[str]) -> str:
+        attr, hash_, value = m.groups()
+        if attr == "href" and not hash_:
+            return m.group(0)
+        return f'{attr}="{hash_}{prefix}{value}"'
+
+    body = _ID.sub(rename, body)
+    return body.replace("<h1>", '<h2 class="case-title">').replace("</h1>", "</h2>")
+
+
 def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
-    """``analyze FOLDER --format html``: the ranked summary, then each case's own page (in an
-    iframe, so that every page keeps its styles and scripts), self-contained."""
-    pages = []
-    anchors: dict[str, str] = {}
-    for i, r in enumerate(results):
-        if r.result is None:
-            continue
-        anchor = f"case-{i + 1}"
-        anchors[r.case.id] = anchor
-        page = analysis_html(r.result.analysis, r.result.rules)
-        pages.append({"case": r.case.id, "anchor": anchor, "page": page})
-    rows = [{**s, "anchor": anchors.get(s["case"])} for s in doc["summary"]]
+    """``analyze FOLDER --format html``: one page, the cases ranked by the time to win (the
+    summary table links each to its section), then each case's analysis in that order, as its
+    own page shows it (one stylesheet, ids prefixed per case; no frames)."""
+    by_id = {r.case.id: r for r in results}
+    rows, cases = [], []
+    for s in doc["summary"]:
+        r = by_id.get(s["case"])
+        anchor = f"case-{s['rank']}"
+        rows.append(
+            {
+                **s,
+                "anchor": anchor,
+                "kernel_time": _ms(s["kernel_ms"]),
+                "win_time": _ms(s["time_to_win_ms"]),
+            }
+        )
+        body = None
+        if r is not None and r.result is not None:
+            page = analysis_html(r.result.analysis, r.result.rules)
+            body = _case_body(page, f"c{s['rank']}-")
+        cases.append({"case": s["case"], "rank": s["rank"], "anchor": anchor, "body": body,
+                      "error": s["error"]})  # fmt: skip
     return (
         _env()
         .get_template("batch.html.j2")
-        .render(title="gpuadvise analyze", version=_version(), rows=rows, pages=pages)
+        .render(title="gpuadvise analyze", version=_version(), rows=rows, cases=cases)
     )

@@ -19,6 +19,11 @@ from gpuadvise.report.safe_text import controls, guard
 __all__ = ["items_markdown", "md_escape", "md_summary", "md_table"]
 
 _LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅"}
+_LEVEL_WORD = {"error": "error", "warning": "warning", "note": "note", "none": "passing"}
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 or word == "passing" else word + "s"
 
 
 def md_escape(text: str) -> str:
@@ -86,18 +91,24 @@ def items_markdown(
     for item in listed:
         counts[item.level] = counts.get(item.level, 0) + 1
     status = (
-        ", ".join(f"{_LEVEL_ICON[k]} {v} {k}" for k, v in counts.items()) or "nothing to report"
+        ", ".join(f"{_LEVEL_ICON[k]} {v} {_plural(v, _LEVEL_WORD[k])}" for k, v in counts.items())
+        or "nothing to report"
     )
+    # the findings' speedups (measured, else the estimate) when the items carry them
+    speedups = any("speedup" in (i.properties or {}) for i in listed)
 
     def row(i: ReportItem) -> list[str]:
         where = (i.file or "") + (f":{i.line}" if i.file and i.line else "")
-        return [_LEVEL_ICON[i.level], i.rule_id, i.group or "", where, i.message]
+        cells = [_LEVEL_ICON[i.level], i.rule_id, i.group or "", where]
+        if speedups:
+            cells.append(str((i.properties or {}).get("speedup", "")))
+        return [*cells, i.message]
 
     return md_summary(
         title,
         status,
         notes=notes,
-        headers=["", "rule", "kernel", "location", "message"],
+        headers=["", "rule", "kernel", "location", *(["speedup"] if speedups else []), "message"],
         rows=[row(i) for i in shown],
         folded_rows=[row(i) for i in passed],
         folded_label=f"{len(passed)} passing",

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gpuadvise.errors import UsageError
 from gpuadvise.fileio import folder_write_problem, path_name_problem, target_problem, write_atomic
 
 __all__ = [
+    "parse_format_targets",
     "STDOUT",
     "ReaderGone",
     "check_output_target",
@@ -211,3 +212,34 @@ def write_output(text: str, output: str | os.PathLike[str] | None) -> None:
         raise UsageError(
             f"cannot write {path} ({err.strerror or err})", "choose a writable location"
         ) from None
+
+
+def parse_format_targets(
+    formats: Sequence[str], output: str | None, choices: Sequence[str]
+) -> list[tuple[str, Path | None]]:
+    """``--format FMT[=FILE]`` values (repeatable) and ``--output`` as ``(format, file or None
+    for stdout)`` pairs: at most one format goes to stdout, ``--output`` is its file."""
+    targets: list[tuple[str, Path | None]] = []
+    for spec in formats or ("text",):
+        fmt, sep, dest = spec.partition("=")
+        fmt = fmt.strip().lower()
+        if fmt not in choices:
+            raise UsageError(f"unknown --format {fmt!r}", "use one of " + ", ".join(choices))
+        if sep and not dest.strip():
+            raise UsageError(f"--format {spec!r} names no file", f"write {fmt}=FILE or {fmt}")
+        targets.append((fmt, Path(dest.strip()) if sep else None))
+    undirected = [i for i, (_, d) in enumerate(targets) if d is None]
+    if len(undirected) > 1:
+        raise UsageError(
+            "more than one --format would go to stdout",
+            "give the others a file: --format sarif=out.sarif",
+        )
+    if output is not None:
+        if not undirected:
+            raise UsageError(
+                "--output has no format to write: every --format names its own file",
+                "drop --output, or give one --format without =FILE",
+            )
+        i = undirected[0]
+        targets[i] = (targets[i][0], Path(output))
+    return targets

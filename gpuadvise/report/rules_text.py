@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from gpuadvise.report.safe_text import one_line
@@ -14,6 +18,106 @@ from gpuadvise.rules import (
     Registry,
     Rule,
 )
+from gpuadvise.rules.engine import EXPECT_RE
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 warning``, ``3 warnings``, ``0 notes`` (``many``: the plural when not word + s)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def without_marker(text: str) -> str:
+    """``text`` without a bundled kernel's ``// expect: GA201`` marker at its end (the test
+    suite's annotation of the line a rule must flag, not code a user needs to read)."""
+    m = EXPECT_RE.search(text)
+    if m is not None and not text[m.end() :].strip():
+        return text[: m.start()].rstrip()
+    return text
+
+
+def shown_source(text: str | None) -> str:
+    """A source line as a report's source column shows it: stripped, without its marker."""
+    return without_marker(text).strip() if text else ""
+
+
+def fix_kind(safety: str | None, verified: bool | None) -> str:
+    """What a finding's fix is, in the report's words: ``automatic, verified`` only when its
+    outputs were checked against the kernel's in a run (on the GPU); ``automatic, unverified``
+    when nothing ran it (no GPU); ``proxy`` and ``advice`` (a display-only diff)."""
+    if safety is None:
+        return "no fix"
+    if safety == "automatic-and-verified":
+        if verified is True:
+            return "automatic, verified"
+        if verified is False:
+            return "automatic, outputs differ"
+        return "automatic, unverified"
+    return "proxy" if safety == "proxy" else "advice"
+
+
+def statistics_lines(findings: Sequence[Finding]) -> list[str]:
+    """``--statistics``: one line per rule, most findings first (as ``ruff --statistics``): the
+    count, the id, the name and ``[*]`` when some of them have an automatic fix; then a total."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    rows = sorted(by_rule.values(), key=lambda fs: (-len(fs), fs[0].rule))
+    width = max((len(fs[0].name) for fs in rows), default=0)
+    out = []
+    for fs in rows:
+        auto = sum(
+            1 for f in fs if f.variant is not None and f.variant.safety == "automatic-and-verified"
+        )
+        mark = f"[*] {auto} automatic" if auto else ""
+        out.append(f"{len(fs):>5}  {fs[0].rule}  {one_line(fs[0].name):<{width}}  {mark}".rstrip())
+    fixable = sum(
+        1
+        for f in findings
+        if f.variant is not None and f.variant.safety == "automatic-and-verified"
+    )
+    total = f"{plural(len(findings), 'finding')}"
+    if fixable:
+        total += f" ({fixable} with an automatic fix: --diff shows them, --fix applies them)"
+    out.append(f"{total}.")
+    return out
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``gpuadvise ARGS`` as a shell would take it back (quoted where needed)."""
+    return shlex.join(["gpuadvise", *argv])
+
+
+def summary_text(run: Any, next_command: str | None = None, fixed: Any = None) -> str:
+    """The terminal report's last line: the findings counted by severity, the top finding, and
+    the command to run next (``--diff`` when a fix is automatic, else ``explain`` of the top
+    rule). ``next_command``: the command that made the report (``--diff`` is added to it);
+    ``fixed``: the result of ``--fix``/``--diff`` when they ran (then no next command)."""
+    counts: dict[str, int] = {}
+    for f in run.findings:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+    if not run.findings:
+        return f"Summary: no findings ({plural(len(run.rules_run), 'rule')} run)."
+    parts = [plural(counts[k], k) for k in ("error", "warning", "note") if counts.get(k)]
+    automatic = [
+        f
+        for f in run.findings
+        if not f.is_error and f.variant is not None and f.variant.safety == "automatic-and-verified"
+    ]
+    text = "Summary: " + ", ".join(parts)
+    if automatic:
+        text += f" ({plural(len(automatic), 'automatic fix', 'automatic fixes')})"
+    top = next((f for f in run.findings if not f.is_error), None)
+    if top is not None:
+        where = f" at {os.path.basename(top.file)}:{top.line}" if top.file and top.line else ""
+        text += f"; top: {top.rule} {top.name}{where}, {top.speedup_label()}"
+    text += "."
+    if fixed is not None:
+        return text
+    if automatic and next_command:
+        text += f" Next: `{next_command} --diff` shows the fixes as one diff (--fix writes it)."
+    elif top is not None:
+        text += f" Next: `gpuadvise explain {top.rule}` says why and how to fix it."
+    return text
 
 
 def finding_text(f: Finding, index: int | None = None) -> list[str]:
@@ -34,8 +138,10 @@ def finding_text(f: Finding, index: int | None = None) -> list[str]:
     if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
         lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
     if f.variant is not None:
-        label = f" {f.variant.label}" if f.variant.label else ""
-        lines.append(f"   fix ({f.variant.safety}{label}): {f.variant.description}")
+        label = f"; {f.variant.label}" if f.variant.label else ""
+        lines.append(
+            f"   fix ({fix_kind(f.variant.safety, f.verified)}{label}): {f.variant.description}"
+        )
         if f.variant.diff:
             lines += ["   " + ln for ln in f.variant.diff.rstrip("\n").splitlines()]
         elif f.variant.proxy is not None:
@@ -134,3 +240,70 @@ def explain_text(rule: Rule, registry: Registry | None = None) -> str:
     out.append("")
     out.append(rule.doc())
     return "\n".join(out).rstrip() + "\n"
+
+
+_ROLE = re.compile(r":(?:func|class|meth|data|mod|attr):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def rst_to_markdown(doc: str) -> str:
+    """A rule's docstring (reStructuredText as the rules write it) as Markdown: ``Heading`` +
+    ``-----`` -> ``## Heading``, ````code```` -> ```code```, a paragraph ending in ``::`` and
+    its indented block -> a fenced CUDA block, ``:func:`x``` -> ```x```."""
+    lines = doc.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if (
+            line.strip()
+            and nxt.strip()
+            and set(nxt.strip()) <= set("-=~")
+            and len(nxt.strip()) >= 3
+        ):
+            out.append(f"## {line.strip()}")
+            i += 2
+            continue
+        if line.rstrip().endswith("::") and not line.strip() == "::":
+            out.append(_inline(line.rstrip()[:-1]))
+            i += 1
+            block: list[str] = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+                block.append(lines[i])
+                i += 1
+            while block and not block[-1].strip():
+                block.pop()
+            body = textwrap.dedent("\n".join(b for b in block)).strip("\n")
+            out += ["", "```cuda", body, "```", ""]
+            continue
+        out.append(_inline(line))
+        i += 1
+    return "\n".join(out).strip() + "\n"
+
+
+def _inline(text: str) -> str:
+    return _LITERAL.sub(lambda m: f"`{m.group(1)}`", _ROLE.sub(lambda m: f"`{m.group(1)}`", text))
+
+
+def explain_markdown(rule: Rule, registry: Registry | None = None) -> str:
+    """:func:`explain_text` as Markdown, for the terminal to render."""
+    out = [f"**{rule.id} {rule.name}**: {_inline(rule.title)}", ""]
+    models = ", ".join(rule.models) or "none"
+    out.append(f"Severity: {rule.severity}. Models: {models}.")
+    out.append("")
+    for m in rule.models:
+        out.append(f"- `{m}`: {MODELS[m]}")
+    if rule.options:
+        out += ["", f"Options (defaults; set them in `[tool.gpuadvise.rules.{rule.id}]`):", ""]
+        for k, v in rule.options.items():
+            out.append(f"- `{k} = {json.dumps(v)}`")
+    else:
+        out += ["", "Options: none."]
+    if registry is not None and registry.cases.get(rule.id):
+        cases = ", ".join(f"`{_rel(str(p))}`" for p in registry.cases[rule.id])
+        out += ["", f"Kernel cases: {cases}"]
+    if rule.origin is not None:
+        out += ["", f"Defined in: `{_rel(str(rule.origin))}`"]
+    out += ["", rst_to_markdown(rule.doc())]
+    return "\n".join(out)

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ConfigError
+from gpuadvise.inputfiles import load_toml_file
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +121,7 @@ def _git_root_reached(d: Path) -> bool:
 
 def _table(path: Path) -> dict[str, Any] | None:
     """The gpuadvise table of a config file (None: a pyproject.toml without one)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}", "fix the file") from exc
+    data = load_toml_file(path, "configuration file")
     tool = data.get("tool")
     if isinstance(tool, dict) and isinstance(tool.get("gpuadvise"), dict):
         return dict(tool["gpuadvise"])
@@ -160,9 +155,7 @@ def _str_list(value: Any, key: str, path: Path) -> tuple[str, ...]:
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read one configuration file (``gpuadvise.toml`` or ``pyproject.toml``)."""
     p = Path(path).resolve()
-    if not p.is_file():
-        raise ConfigError(f"configuration file {path} does not exist")
-    raw = _table(p)
+    raw = _table(p)  # a missing file, a folder or a FIFO: a one-line ConfigError
     if raw is None:
         return Config(path=p)
     table = {k.replace("-", "_"): v for k, v in raw.items()}

@@ -330,6 +330,25 @@ class RuleContext:
         return "bar.warp.sync" in self.kernel_ptx
 
     @property
+    def reads_thread_index(self) -> bool:
+        """The kernel (its entry, or a device function of the module) reads ``threadIdx`` or a
+        lane id: its threads can tell themselves apart."""
+        module = self._facts.ptx
+        funcs = [
+            module[m.start() :] for m in re.finditer(r"^\s*(?:\.\w+\s+)*\.func\b", module, re.M)
+        ]
+        ptx = self.kernel_ptx + "".join(f.split(".entry", 1)[0] for f in funcs)
+        return any(r in ptx for r in ("%tid.", "%laneid", "%warpid"))
+
+    @staticmethod
+    def in_toolkit_header(path: str | None) -> bool:
+        """``path`` lies in the CUDA toolkit's include folders (math library code inlined into the
+        kernel: its slow paths are not the user's)."""
+        from gpuadvise.trace.sites import is_toolkit_header
+
+        return bool(path) and is_toolkit_header(str(path))
+
+    @property
     def unread_block_dims(self) -> tuple[str, ...]:
         """Block dimensions (``"y"``, ``"z"``) of more than one thread that the kernel never
         reads: no ``%tid`` of that axis in the module's PTX, nor a lane or warp id that could

@@ -25,8 +25,10 @@ is checked against the memory budget (:mod:`gpuadvise.spec.budget`) before anyth
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.errors import UsageError
-from gpuadvise.spec.budget import check_fits
+from gpuadvise.errors import DataFileError, UsageError
+from gpuadvise.spec.budget import TooLargeError, check_fits
 from gpuadvise.spec.fills import Fill, parse_fill
 
 FILLS = ("random", "zeros", "ones", "iota")
@@ -175,7 +177,7 @@ class BufferFiller:
         count = stop - start
         if fill.kind == "file":
             assert fill.path is not None
-            return _file_cached(fill.path, dt, self.count, self.name)[start:stop]
+            return np.array(_file_cached(fill.path, dt, self.count, self.name)[start:stop])
         if self.float_kind in ("bfloat16", "fp8_e4m3", "fp8_e5m2") and not dt.names:
             from gpuadvise.spec.cuda_types import encode_bfloat16, encode_fp8
 
@@ -254,38 +256,78 @@ def buffer_filler(
     return BufferFiller(np.dtype(dtype), int(count), spec, int(seed), name, float_kind, poisoned)
 
 
-def _from_file(dt: np.dtype, count: int, path: Path, name: str) -> np.ndarray:
-    want = count * dt.itemsize
+def _file_bytes(path: Path, want: int, name: str) -> np.ndarray:
+    """The data bytes of a data file as a read-only memory map: only the pages read are read (a
+    trace touches a few pages of a 6 GB file). Checked first: a regular file, whose data is
+    exactly ``want`` bytes (a .npy file's header says where its data starts)."""
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise DataFileError(
+                f"buffer {name}: data file {path} is not a regular file", "give a .npy or .bin"
+            )
         if path.suffix.lower() == ".npy":
-            raw = np.ascontiguousarray(np.load(path, allow_pickle=False)).reshape(-1)
-            data = raw.view(np.uint8)
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            if not arr.flags.c_contiguous and arr.ndim > 1:  # Fortran order: read in C order
+                check_fits(arr.nbytes, f"buffer {name} ({path.name}, in Fortran order)", _HINT)
+                arr = np.ascontiguousarray(arr)
+            data = arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
+        elif st.st_size == 0:
+            data = np.empty(0, np.uint8)
         else:
-            data = np.fromfile(path, dtype=np.uint8)
+            data = np.memmap(path, dtype=np.uint8, mode="r")
     except (OSError, ValueError) as err:
-        raise UsageError(f"buffer {name}: cannot read {path} ({err})", "check the file") from None
+        if isinstance(err, OSError) and err.errno == errno.ENOMEM:
+            raise TooLargeError(
+                f"buffer {name}: mapping {path.name} ({want} bytes) needs more address space "
+                "than this process may use",
+                "raise ulimit -v, or give the buffer fewer elements",
+            ) from None
+        raise DataFileError(
+            f"buffer {name}: cannot read {path} ({err})", "check the file"
+        ) from None
     if data.size != want:
-        raise UsageError(
-            f"buffer {name}: {path.name} has {data.size} bytes of data, the buffer {want} "
-            f"({count} elements of {dt.itemsize} bytes)",
+        raise DataFileError(
+            f"buffer {name}: {path.name} has {data.size} bytes of data, the buffer {want}",
             "check the count and the type against the file",
         )
-    out = data.view(dt) if not dt.shape else data.view(dt.base).reshape((count, *dt.shape))
-    return out if out.flags.writeable else out.copy()
+    return data
+
+
+_HINT = "give it fewer elements, or a smaller problem size"
+
+
+def _typed_view(data: np.ndarray, dt: np.dtype, count: int) -> np.ndarray:
+    return data.view(dt) if not dt.shape else data.view(dt.base).reshape((count, *dt.shape))
+
+
+def _from_file(dt: np.dtype, count: int, path: Path, name: str) -> np.ndarray:
+    """The whole buffer from its data file, in memory (checked against the budget first)."""
+    want = count * dt.itemsize
+    check_fits(want, f"buffer {name} ({path.name}, {want} bytes)", _HINT)
+    return np.array(_typed_view(_file_bytes(path, want, name), dt, count))
 
 
 def _file_cached(path: Path, dt: np.dtype, count: int, name: str) -> np.ndarray:
-    """A data file's elements, read once per (path, dtype, count) while the process runs."""
-    key = (str(path), dt, count)
+    """A data file's elements as a read-only memory map, opened once per file (as it is now: a
+    file written again, even with the same size and time, is opened again) while the process
+    runs."""
+    try:
+        st = os.stat(path)
+        stamp: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    except OSError:
+        stamp = ()
+    key = (str(path), dt, count, stamp)
     hit = _FILES.get(key)
     if hit is None:
-        hit = _from_file(dt, count, path, name)
-        _FILES.clear()  # keep one file's data at most
+        hit = _typed_view(_file_bytes(path, count * dt.itemsize, name), dt, count)
+        if len(_FILES) >= 8:
+            _FILES.clear()
         _FILES[key] = hit
     return hit
 
 
-_FILES: dict[tuple[str, np.dtype, int], np.ndarray] = {}
+_FILES: dict[tuple[str, np.dtype, int, tuple[int, ...]], np.ndarray] = {}
 
 
 def make_host_buffer(

@@ -63,6 +63,26 @@ def apply_unified_diff(text: str, diff: str) -> str:
     return "\n".join(lines)
 
 
+def changed_lines(diff: str) -> set[int]:
+    """The lines of the old file that ``diff`` removes or replaces (1-based): the lines a fix
+    rewrites (lines it only inserts rewrite nothing)."""
+    out: set[int] = set()
+    old_line: int | None = None
+    for raw in diff.splitlines():
+        m = _HUNK.match(raw)
+        if m:
+            old_line = int(m.group(1))
+            continue
+        if old_line is None or raw.startswith(("---", "+++", "\\")):
+            continue
+        tag = raw[:1]
+        if tag == "-":
+            out.add(old_line)
+        if tag != "+":
+            old_line += 1
+    return out
+
+
 def _find(lines: Sequence[str], old: Sequence[str], guess: int) -> int | None:
     stripped = [ln.rstrip("\r") for ln in lines]
     want = [ln.rstrip("\r") for ln in old]
@@ -110,7 +130,7 @@ def tiled_block_index_lines(
     p = prefix
     if axis == "x":
         return [
-            f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, seed 002's corrected",
+            f"// GA304 (gpuadvise): thread-group tiling along X, N = {n}, NVIDIA's corrected",
             f"// snippet: blocks are launched in vertical strips of {n} tiles (the last strip narrower",
             f"// when {n} does not divide gridDim.x), row by row inside a strip; {name} is this",
             "// block's tile.",
@@ -128,7 +148,7 @@ def tiled_block_index_lines(
         ]
     if axis == "y":
         return [
-            f"// GA304 (gpuadvise): thread-group tiling along Y, N = {n}, seed 002's corrected",
+            f"// GA304 (gpuadvise): thread-group tiling along Y, N = {n}, NVIDIA's corrected",
             f"// snippet transposed: blocks are launched in horizontal strips of {n} tiles (the last",
             f"// strip lower when {n} does not divide gridDim.y), column by column inside a strip;",
             f"// {name} is this block's tile.",

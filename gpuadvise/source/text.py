@@ -220,6 +220,12 @@ class KernelSource:
         """The calls (of ``names`` when given) in the body or ``within``, in order."""
         return _tree.calls(self.tree, within or self.span, names)
 
+    def number_literals(
+        self, within: tuple[int, int] | None = None
+    ) -> list[tuple[tuple[int, int], str]]:
+        """The number literals in the body or ``within``: (file offsets, text), in order."""
+        return _tree.number_literals(self.tree, within or self.span)
+
     def top_level(self, within: tuple[int, int] | None = None) -> list[Statement]:
         """The statements directly in the body (or in the block spanning ``within``)."""
         return _tree.block_statements(self.tree, within or self.span)

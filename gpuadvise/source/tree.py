@@ -860,6 +860,16 @@ def calls(
     return out
 
 
+def number_literals(st: SourceTree, within: Span | None = None) -> list[tuple[Span, str]]:
+    """The number literals starting within ``within``: (span, text), in order."""
+    out = []
+    for n in st.walk(types=("number_literal",), within=within):
+        s = st.start(n)
+        if within is None or within[0] <= s < within[1]:
+            out.append((st.span(n), st.code_of(n)))
+    return sorted(out)
+
+
 def call_of(st: SourceTree, expr: Span) -> Call | None:
     """The call of a named function that the expression at ``expr`` is, exactly."""
     n = _expression_at(st, expr)

@@ -48,6 +48,8 @@ __all__ = [
     "format_bytes",
     "memory_budget",
     "out_of_time",
+    "JSON_READ_CAP_BYTES",
+    "read_limit_bytes",
     "skip",
     "time_budget",
     "time_left_s",
@@ -189,6 +191,22 @@ def memory_budget() -> MemoryBudget:
             candidates.append(extra)
     size, source = min(candidates, key=lambda c: c[0])
     return MemoryBudget(int(size), source)
+
+
+JSON_READ_CAP_BYTES = 256 << 20
+"""The largest JSON document gpuadvise parses from a cache (its own entries take kilobytes to a few
+megabytes; a parsed document takes several times its size in memory)."""
+
+
+def read_limit_bytes(share: float = 0.25, *, as_json: bool = False) -> int:
+    """The largest file (a cache entry, a data file) gpuadvise reads whole now: ``share`` of the
+    memory budget, and for a JSON document (``as_json``) a sixteenth of it, at most
+    :data:`JSON_READ_CAP_BYTES`. Checked against the file's size before any of it is read (a 5 GB
+    cache entry was read whole first)."""
+    budget = memory_budget().bytes
+    if as_json:
+        return min(budget // 16, JSON_READ_CAP_BYTES)
+    return int(budget * share)
 
 
 def check_fits(need_bytes: int, what: str, hint: str, share: float = 1.0, use: str = "") -> None:

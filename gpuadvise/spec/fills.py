@@ -28,12 +28,13 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuadvise.errors import UsageError
+from gpuadvise.errors import DataFileError, UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,15 +130,32 @@ def parse_fill(text: str, base_dir: Path | None = None, what: str = "buffer") ->
             path = (base_dir or Path.cwd()) / path
         path = path.resolve()
         if not path.exists():
-            raise UsageError(f"{what}: data file {s} does not exist", "check the path")
+            raise DataFileError(f"{what}: data file {s} does not exist", "check the path")
         if not path.is_file():
-            raise UsageError(f"{what}: data file {s} is not a regular file", "give a .npy or .bin")
+            raise DataFileError(
+                f"{what}: data file {s} is not a regular file", "give a .npy or .bin"
+            )
+        _check_readable(path, what)
         return Fill("file", path=path)
     raise UsageError(f"{what} has an unknown fill {s!r}", _FILL_HINT)
 
 
+def _check_readable(path: Path, what: str) -> None:
+    """Refuse a data file that cannot be opened for reading (no permission), before any trace."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise DataFileError(
+            f"{what}: data file {path} cannot be read ({err.strerror or err})",
+            "check the file's permissions",
+        ) from None
+    os.close(fd)
+
+
 def npy_layout(path: Path, what: str = "buffer") -> tuple[np.dtype[Any], tuple[int, ...]]:
-    """The dtype and shape in a ``.npy`` file's header (the data is not read)."""
+    """The dtype and shape in a ``.npy`` file's header (the data is not read), checked against
+    the file's size: a file cut short (or with bytes after its data) is refused here, before any
+    trace reads it."""
     import numpy as np
 
     try:
@@ -147,16 +165,29 @@ def npy_layout(path: Path, what: str = "buffer") -> tuple[np.dtype[Any], tuple[i
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
             else:
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+            size = os.fstat(f.fileno()).st_size
     except OSError as err:
-        raise UsageError(f"{what}: cannot read {path} ({err.strerror})", "check the file") from None
+        raise DataFileError(
+            f"{what}: cannot read {path} ({err.strerror})", "check the file"
+        ) from None
     except (ValueError, SyntaxError, TypeError, UnicodeDecodeError):
-        raise UsageError(
+        raise DataFileError(
             f"{what}: {path} is not a .npy file", "save it with numpy.save(path, array)"
         ) from None
     if dtype.hasobject:
-        raise UsageError(
+        raise DataFileError(
             f"{what}: {path} holds Python objects, not numbers",
             "save a numeric array (numpy.save(path, array.astype(numpy.float32)))",
         )
     del fortran  # the data is read as numpy stores it; the order does not change the count
-    return dtype, tuple(int(d) for d in shape)
+    shape = tuple(int(d) for d in shape)
+    want = math.prod(shape) * dtype.itemsize
+    if size - offset != want:
+        cut = "is cut short" if size - offset < want else "has bytes after its data"
+        raise DataFileError(
+            f"{what}: {path} {cut}: its header says {math.prod(shape)} x {dtype} ({want} bytes), "
+            f"the file holds {size - offset} bytes of data",
+            "write it again with numpy.save(path, array)",
+        )
+    return dtype, shape

@@ -86,14 +86,14 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuadvise.errors import ConfigError, UsageError
+from gpuadvise.errors import ConfigError, DataFileError, UsageError
 from gpuadvise.fileio import is_file, lookup_problem
+from gpuadvise.inputfiles import file_kind, load_toml_file
 from gpuadvise.source.signature import Param, list_kernels
 from gpuadvise.spec import expr
 from gpuadvise.spec.cuda_types import (
@@ -646,7 +646,7 @@ def _file_elements(
     if path.suffix.lower() == ".bin":
         size = path.stat().st_size
         if size % elem_size_bytes:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {path.name} has {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
@@ -657,7 +657,7 @@ def _file_elements(
     if elem is None:  # a struct: raw bytes of the compiler's size
         size = items * dtype.itemsize
         if size % elem_size_bytes:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {path.name} holds {size} bytes, not a whole number of "
                 f"{elem_size_bytes}-byte elements",
                 "check the element type, or the file",
@@ -673,7 +673,7 @@ def _file_elements(
         if len(shape) <= 1 or shape[-1] == elem.lanes:
             return items // elem.lanes, held
     want = str(lane) if elem.lanes == 1 else f"{lane} with {elem.lanes} lanes as the last axis"
-    raise UsageError(
+    raise DataFileError(
         f"buffer {name}: {path.name} holds {held}, but the buffer's type {elem.name} is {want}",
         f"convert the data (numpy.save(path, array.astype(numpy.{lane.name}))) or give the "
         "type it holds",
@@ -890,20 +890,7 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     where = str(p)
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"spec file {where} does not exist", "check the --spec path") from None
-    except OSError as err:
-        raise ConfigError(
-            f"spec file {where} cannot be read ({err.strerror})", "check it"
-        ) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"spec file {where} is not UTF-8 text", "save it as UTF-8") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(
-            f"spec file {where} is not valid TOML ({err})", "fix the syntax"
-        ) from None
+    raw = load_toml_file(p, "spec file", missing_hint="check the --spec path")
     out: dict[str, Any] = {"path": p, "args": {}, "buffers": {}, "extra": {}}
     for key, value in raw.items():
         if key in _TOP_TABLES:
@@ -957,6 +944,8 @@ def _normalise_top(key: str, value: Any, path: Path, where: str) -> Any:
     if key == "source":
         if not value.strip():
             raise ConfigError(f"{where}: source is empty", _TYPE_HINTS[key])
+        if "\0" in value:
+            raise ConfigError(f"{where}: source {value!r} holds a NUL byte", _TYPE_HINTS[key])
         return (path.parent / value).resolve()
     if key in ("grid", "block"):
         if isinstance(value, list):
@@ -1173,36 +1162,53 @@ def _check_source(value: str | Path) -> Path:
     """The source file, which must exist and be a regular file (not a folder or a device)."""
     if not str(value).strip():
         raise UsageError("the source file name is empty", 'give the .cu file, e.g. source = "x.cu"')
+    if "\0" in str(value):
+        raise UsageError(f"source file name {str(value)!r} holds a NUL byte", "check the path")
     src = Path(value)
     problem = lookup_problem(src)
     if problem is not None:
         raise UsageError(f"source {src} {problem}", "check the path to the .cu file")
     if src.is_file():
-        return src
+        return _check_source_text(src)
     if not src.exists():
         raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
     if src.is_dir():
         found = sorted(p.name for p in src.glob("*.cu"))[:5]
         hint = f"name a file in it, e.g. {src / found[0]}" if found else "name the .cu file"
         raise UsageError(f"source {src} is a folder, not a CUDA source file", hint)
-    import stat
-
     try:
         mode = src.stat().st_mode
     except OSError as err:
         raise UsageError(f"source {src} cannot be read ({err.strerror})", "check it") from None
-    kind = (
-        "a character device"
-        if stat.S_ISCHR(mode)
-        else "a block device"
-        if stat.S_ISBLK(mode)
-        else "a named pipe"
-        if stat.S_ISFIFO(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a regular file"
+    raise UsageError(
+        f"source {src} is {file_kind(mode)}, not a CUDA source file", "give the .cu file"
     )
-    raise UsageError(f"source {src} is {kind}, not a CUDA source file", "give the .cu file")
+
+
+def _check_source_text(src: Path) -> Path:
+    """A source file gpuadvise may hand to nvcc: a CUDA or C++ name, and text. nvcc's
+    diagnostics quote the lines of what it compiles, so that ``source = "/etc/passwd"`` in a
+    spec echoed the file's first line; a file that is not a CUDA source is refused without a
+    word of its content."""
+    from gpuadvise.toolchain.includes import CUDA_SOURCE_SUFFIXES
+
+    if not {src.suffix.lower(), src.resolve().suffix.lower()} <= CUDA_SOURCE_SUFFIXES:
+        raise UsageError(
+            f"source {src} is not a CUDA source file: its name does not end in .cu, .cuh, "
+            ".h, .hpp, .cpp or another CUDA or C++ suffix",
+            "give the kernel's .cu file (or the header that defines it)",
+        )
+    try:
+        with open(src, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError as err:
+        raise UsageError(f"source {src} cannot be read ({err.strerror})", "check it") from None
+    if b"\0" in head:
+        raise UsageError(
+            f"source {src} is not CUDA source text (it holds binary data)",
+            "give the kernel's .cu file",
+        )
+    return src
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1369,7 +1375,7 @@ def _resolved_fill(
         as_type = elem if isinstance(elem, CudaType) else None
         held, what = _file_elements(name, fill.path, as_type, size)
         if held != count:
-            raise UsageError(
+            raise DataFileError(
                 f"buffer {name}: {fill.path.name} holds {held} elements of {elem.name} ({what}), "
                 f"but the buffer has {count} ({_short(given.count_expr)})",
                 f"give the file's count: {name}={elem.name}[{held}]:{fill.path.name}, or "
@@ -1430,8 +1436,32 @@ def check_spec(spec: KernelSpec, params: Sequence[Param], source_text: str | Non
     for b in spec.buffers:
         p = by_name[b.name]
         count = _buffer_count(b.name, b, env)
-        if isinstance(b.elem_type, CudaType):
+        if isinstance(b.elem_type, CudaType):  # a data file's own dtype is named first
             _resolved_fill(b.name, b, b.elem_type, count, _declared(p))
+        _check_buffer_type(b, p)
+
+
+def _check_buffer_type(given: BufferSpec, p: Param) -> None:
+    """A buffer's type against the type its parameter points to, both CUDA types.
+
+    The same type, or the same lanes grouped differently (``float[4*n]`` for a ``float4*``): fine.
+    The same size per element (``float`` for an ``int*``): allowed, the bytes are reinterpreted
+    (a note of :func:`resolve` says so). Sizes that differ (``double[n]`` for an ``int*``): the
+    kernel would read other bytes than those the spec describes, a mistake: refused.
+    """
+    declared, elem = _declared(p), given.elem_type
+    if declared is None or not isinstance(elem, CudaType) or declared == elem:
+        return
+    if declared.numpy_format == elem.numpy_format and declared.kind == elem.kind:
+        return  # one lane type, other vector widths
+    if declared.size_bytes == elem.size_bytes:
+        return
+    raise UsageError(
+        f"buffer {given.name} is {elem.name} ({elem.size_bytes} bytes an element), but the "
+        f"kernel's parameter {p.name} points to {declared.name} ({declared.size_bytes} bytes)",
+        f"give the buffer the parameter's type: {given.name}={declared.name}"
+        f"[{_short(given.count_expr)}]",
+    )
 
 
 def _declared(p: Param) -> CudaType | None:
@@ -1524,9 +1554,14 @@ def resolve(
         else:
             elem_name = given.elem_type.name
             if declared is not None and declared != given.elem_type:
+                same_lanes = isinstance(given.elem_type, CudaType) and (
+                    declared.numpy_format,
+                    declared.kind,
+                ) == (given.elem_type.numpy_format, given.elem_type.kind)
                 notes.append(
                     f"buffer {p.name} holds {elem_name} but the parameter points to "
                     f"{declared.name}; counts are in {elem_name} elements"
+                    + ("" if same_lanes else f" (the kernel reads their bytes as {declared.name})")
                 )
         elem = sized(given.elem_type, p.name)
         count = _buffer_count(p.name, given, env)
@@ -1534,6 +1569,8 @@ def resolve(
         align = elem.align_bytes
         assert size is not None and align is not None
         is_output = given.is_output if given.is_output is not None else not p.is_const
+        fill = _resolved_fill(p.name, given, elem, count, declared)
+        _check_buffer_type(given, p)
         resolved.append(
             ResolvedBuffer(
                 p.name,
@@ -1542,7 +1579,7 @@ def resolve(
                 count,
                 count * size,
                 align,
-                _resolved_fill(p.name, given, elem, count, declared),
+                fill,
                 given.assumed,
                 is_output,
                 given.count_expr,

@@ -25,13 +25,16 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import ToolchainError
 from gpuadvise.fileio import write_atomic
-from gpuadvise.toolchain.cache_dir import default_cache_root
+from gpuadvise.inputfiles import parse_json, read_cache_bytes
+from gpuadvise.spec.budget import read_limit_bytes
+from gpuadvise.toolchain.cache_dir import checked_cache_root, default_cache_root
 from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.options import CompileOptions
 
@@ -45,10 +48,12 @@ _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def cache_root(options: CompileOptions | None = None) -> Path:
-    """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``."""
+    """The cache directory: ``options.cache_dir``, ``$GPUADVISE_CACHE_DIR``, XDG, ``~/.cache``;
+    refused (a one-line UsageError) unless it is a folder of the user's own that is gpuadvise's
+    (:func:`~gpuadvise.toolchain.cache_dir.checked_cache_root`)."""
     if options is not None and options.cache_dir is not None:
-        return options.cache_dir
-    return default_cache_root()
+        return checked_cache_root(options.cache_dir)
+    return checked_cache_root(default_cache_root())
 
 
 def cache_write_error(root: Path, exc: OSError) -> ToolchainError:
@@ -63,10 +68,16 @@ def sha256_hex(data: str | bytes) -> str:
 
 
 def _file_sha(path: Path) -> str | None:
-    try:
-        return sha256_hex(path.read_bytes())
-    except OSError:
-        return None
+    data = read_cache_bytes(path, read_limit_bytes())
+    return None if data is None else sha256_hex(data)
+
+
+def _read(path: Path, *, as_json: bool = False) -> bytes:
+    """A file of the cache (regular, within the read limit), else OSError: a miss."""
+    data = read_cache_bytes(path, read_limit_bytes(as_json=as_json))
+    if data is None:
+        raise OSError(f"{path} is not a readable cache file")
+    return data
 
 
 def nvcc_env() -> list[str]:
@@ -106,18 +117,18 @@ def _checked_manifest(data: Any) -> tuple[list[tuple[str, str]], str]:
 def lookup(root: Path, manifest: Path) -> CompiledModule | None:
     """The cached module the manifest points to, if every input and stored file is intact."""
     try:
-        deps, key = _checked_manifest(json.loads(manifest.read_bytes()))
+        deps, key = _checked_manifest(parse_json(_read(manifest, as_json=True)))
         for path, digest in deps:
             if _file_sha(Path(path)) != digest:
                 return None
         entry = root / "entries" / key[:2] / key
-        meta = json.loads((entry / "meta.json").read_bytes())
+        meta = parse_json(_read(entry / "meta.json", as_json=True))
         if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
             return None
         module = CompiledModule.from_dict(meta["module"])
         cubin = entry / "module.cubin"
-        ptx_bytes = (entry / "module.ptx").read_bytes()
-        if sha256_hex(cubin.read_bytes()) != meta.get("cubin_sha256"):
+        ptx_bytes = _read(entry / "module.ptx")
+        if sha256_hex(_read(cubin)) != meta.get("cubin_sha256"):
             return None
         if sha256_hex(ptx_bytes) != meta.get("ptx_sha256"):
             return None
@@ -125,6 +136,23 @@ def lookup(root: Path, manifest: Path) -> CompiledModule | None:
     except (OSError, ValueError, KeyError, RecursionError):  # bad UTF-8 and JSON: ValueError
         return None
     return dataclasses.replace(module, cubin_path=cubin, ptx=ptx, from_cache=True)
+
+
+def _clear_obstacle(path: Path, *, folder: bool = False) -> None:
+    """Remove what stands where the cache writes ``path`` (a file, or with ``folder`` a folder)
+    and is not of that kind: a folder, a FIFO or a dangling link in place of an entry's file is
+    a damaged entry, rewritten like any other (a symbolic link is removed, never followed)."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    if path.is_symlink():
+        path.unlink()
+    elif folder:
+        if not path.is_dir():
+            path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    elif not path.is_file():
+        path.unlink()
 
 
 def store(root: Path, manifest: Path, module: CompiledModule, staging: Path) -> CompiledModule:
@@ -140,8 +168,11 @@ def store(root: Path, manifest: Path, module: CompiledModule, staging: Path) -> 
     )
     entry = root / "entries" / entry_key[:2] / entry_key
     try:
+        _clear_obstacle(entry, folder=True)
         entry.mkdir(parents=True, exist_ok=True)
         cubin = entry / "module.cubin"
+        for target in (cubin, entry / "module.ptx", entry / "meta.json", manifest):
+            _clear_obstacle(target)
         cubin_bytes = (staging / "module.cubin").read_bytes()
         write_atomic(cubin, cubin_bytes)
         write_atomic(entry / "module.ptx", module.ptx)

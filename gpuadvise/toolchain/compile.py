@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpuadvise.errors import CompileError, ToolchainError, UsageError
 from gpuadvise.fileio import write_atomic
@@ -45,6 +47,12 @@ from gpuadvise.toolchain.diagnostics import (
     mangled_names,
 )
 from gpuadvise.toolchain.find import Toolchain, find_toolchain, run_tool
+from gpuadvise.toolchain.includes import (
+    diagnostic_filter,
+    include_roots,
+    parse_depfile,
+    refuse_outside,
+)
 from gpuadvise.toolchain.module import (
     CompiledModule,
     closest_first,
@@ -62,6 +70,8 @@ from gpuadvise.toolchain.templates import (
     probe_source,
     probed_symbols,
 )
+
+_log = logging.getLogger(__name__)  # (``log`` is nvcc's output in this module)
 
 __all__ = ["compile_source", "effective_flags", "parse_depfile", "safe_scratch", "shell_safe"]
 
@@ -177,7 +187,10 @@ def _check_temp_dir(path: Path) -> None:
 
 def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModule:
     flags = effective_flags(options, tc)
+    if options.confine_to and not options.includes_trusted:  # before the cache: a hit too
+        _check_includes(src, flags, options, tc)
     if not options.use_cache:
+        _log.info("compiling %s for %s (--no-cache)", src.name, options.arch)
         out_dir = keep_until_exit()  # holds the returned cubin: removed at exit
         try:
             _check_temp_dir(out_dir)
@@ -196,7 +209,9 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
     manifest = manifest_path(root, tc.version, options.arch, flags, src, src_bytes)
     hit = lookup(root, manifest)
     if hit is not None:
+        _log.info("compile cache hit: %s (%s)", src.name, manifest.parent)
         return hit
+    _log.info("compile cache miss: compiling %s for %s (cache %s)", src.name, options.arch, root)
     with _build_dir(root) as work:
         staging = work / "out"
         staging.mkdir()
@@ -216,12 +231,7 @@ def _run_nvcc(
     out_dir.mkdir(parents=True, exist_ok=True)
     cubin = out_dir / "module.cubin"
     deps_file = keep_dir / "deps.d"
-    nvcc_input = src
-    # nvcc sees a generated .cu with a safe name that includes src: when src's path is not safe
-    # for nvcc's shell, or src is a header (.cuh, .h ...), which nvcc refuses as an input
-    if not shell_safe(src) or src.suffix.lower() != ".cu":
-        nvcc_input = keep_dir / _INPUT_NAME
-        nvcc_input.write_text(include_line(src) + "\n", encoding="utf-8")
+    nvcc_input = _nvcc_input(src, keep_dir)
     cmd = [
         str(tc.nvcc),
         *flags,
@@ -237,14 +247,17 @@ def _run_nvcc(
         str(nvcc_input),
     ]
     env = {**os.environ, "TMPDIR": str(keep_dir)}  # nvcc's own temporary files: ours to remove
+    _log.debug("running %s", " ".join(cmd))
     start = time.perf_counter()
     proc = run_tool(cmd, "nvcc", env=env)
     elapsed_s = time.perf_counter() - start
+    _log.info("nvcc took %.2f s (exit %d)", elapsed_s, proc.returncode)
     log = (proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr).strip()
     if nvcc_input != src:
         log = log.replace(str(nvcc_input), str(src)).replace(_INPUT_NAME, src.name)
     if proc.returncode != 0 or not cubin.is_file():
-        raise compile_error(src, options.arch, proc.returncode, log, tc)
+        shown = _shown(src, flags, options, tc)
+        raise compile_error(src, options.arch, proc.returncode, log, tc, shown=shown)
     ptx_files = sorted(keep_dir.glob("*.ptx"))
     if not ptx_files:
         raise ToolchainError(
@@ -275,41 +288,53 @@ def _run_nvcc(
     )
 
 
+def _nvcc_input(src: Path, keep_dir: Path) -> Path:
+    """The file nvcc is given for ``src``: ``src``, or a generated .cu with a safe name that
+    includes it when src's path is not safe for nvcc's shell, or src is a header (.cuh, .h ...),
+    which nvcc refuses as an input."""
+    if shell_safe(src) and src.suffix.lower() == ".cu":
+        return src
+    nvcc_input = keep_dir / _INPUT_NAME
+    nvcc_input.write_text(include_line(src) + "\n", encoding="utf-8")
+    return nvcc_input
+
+
+def _shown(src: Path, flags: Sequence[str], options: CompileOptions, tc: Toolchain) -> Any:
+    """Which files' diagnostics a failed compile of ``src`` may show (includes.py)."""
+    confine = tuple(Path(d) for d in options.confine_to)
+    roots = include_roots(flags, tc)
+    if confine:  # the -I folders too: inside the repository, or trusted (--trust-config)
+        roots += tuple(Path(d).resolve() for d in options.include_dirs)
+    return diagnostic_filter(confine, roots, own=(src,))
+
+
+def _check_includes(
+    src: Path, flags: tuple[str, ...], options: CompileOptions, tc: Toolchain
+) -> None:
+    """A confined compile: nvcc -M with the compile's flags lists every file the translation
+    unit reads; one outside the allowed folders is refused before anything is compiled, and the
+    scan's own diagnostics are filtered like the compile's."""
+    with safe_scratch("gpuadvise-deps-") as work:
+        nvcc_input = _nvcc_input(src, work)
+        cmd = [str(tc.nvcc), *flags, "-M", str(nvcc_input)]
+        proc = run_tool(cmd, "nvcc", env={**os.environ, "TMPDIR": str(work)}, timeout=120)
+    if proc.returncode != 0:
+        log = proc.stderr.strip()
+        if nvcc_input != src:
+            log = log.replace(str(nvcc_input), str(src)).replace(_INPUT_NAME, src.name)
+        shown = _shown(src, flags, options, tc)
+        raise compile_error(src, options.arch, proc.returncode, log, tc, shown=shown)
+    deps = [d for d in parse_depfile(proc.stdout) if d != str(nvcc_input)]
+    confine = tuple(Path(d) for d in options.confine_to)
+    roots = include_roots(flags, tc) + tuple(Path(d).resolve() for d in options.include_dirs)
+    refuse_outside(src, deps, confine, roots, own=(src,))
+
+
 _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
 
 
 def _names(log: str, tc: Toolchain) -> dict[str, str]:
     return demangle(list(dict.fromkeys(_ENTRY_RE.findall(log))), tc)
-
-
-def parse_depfile(text: str) -> list[str]:
-    """Prerequisites of a make rule written by ``nvcc -MD``/``-M``.
-
-    Make's escapes as GCC writes them: ``\\ `` (a space), ``\\#``, ``$$``; any other
-    backslash is part of the name (``back\\slash.cu``).
-    """
-    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
-    _, sep, rest = text.partition(": ")
-    if not sep:
-        _, _, rest = text.partition(":")
-    out: list[str] = []
-    token: list[str] = []
-    i = 0
-    while i <= len(rest):
-        c = rest[i] if i < len(rest) else " "
-        if c == "\\" and i + 1 < len(rest) and rest[i + 1] in " \t#":
-            token.append(rest[i + 1])
-            i += 2
-            continue
-        if c.isspace():
-            path = "".join(token).replace("$$", "$")
-            if path and os.path.normpath(path) not in out:
-                out.append(os.path.normpath(path))
-            token = []
-        else:
-            token.append(c)
-        i += 1
-    return out
 
 
 # --------------------------------------------------------------------------------------------

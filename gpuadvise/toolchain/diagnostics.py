@@ -11,8 +11,9 @@ instance asked for by name does not compile, from nvcc's first error in the user
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,14 +145,83 @@ def readable_log(log: str) -> str:
     return text.strip()
 
 
+# The first line of one diagnostic, and the file it is located in: EDG's ``file(12): error``,
+# GCC's ``file:12:5: error`` (and its context lines ``In file included from file:3:``,
+# ``from file:3,``, ``file: In function ...``). The lines after it, up to the next such line,
+# are its own (the quoted source line, the caret, notes).
+_DIAG_HEAD_RE = re.compile(
+    r"^(?:"
+    r"(?P<edg>.+?)\(\d+\): (?:catastrophic error|error|warning|remark|note)"
+    r"|(?P<gcc>[^\s].*?):\d+(?::\d+)?: (?:fatal error|error|warning|note)"
+    r"|In file included from (?P<inc>.+?):\d+[:,]"
+    r"|\s+from (?P<from>.+?):\d+[:,]"
+    r"|(?P<ctx>[^\s].*?): (?:In |At global scope)"
+    r")"
+)
+_DIAG_END_RE = re.compile(
+    r'^\d+ errors? detected in the compilation of "|^ptxas (?:info|warning|error|fatal)\s*:'
+    r"|^nvcc (?:fatal|error|warning)\s*:"
+)
+
+
+_DISK_FULL_RE = re.compile(
+    r"(?:(?:writing output to|write to|writing|to) (?P<path>/[^\s:]+):? ?)?"
+    r"(?P<why>No space left on device|Disk quota exceeded)"
+)
+
+
+def _mount_of(path: str) -> str:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    here = Path(path)
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    while not os.path.ismount(here) and here.parent != here:
+        here = here.parent
+    return str(here)
+
+
+def hide_diagnostics(log: str, shown: Callable[[str], bool]) -> str:
+    """``log`` without the diagnostics located in a file ``shown`` refuses, each left out whole
+    (its message, the source line it quotes, its caret and notes); a last line says how many."""
+    out: list[str] = []
+    hidden = 0
+    keep = True
+    for line in log.splitlines():
+        m = _DIAG_HEAD_RE.match(line)
+        if m is not None:
+            file = next(v for v in m.groupdict().values() if v is not None).strip('"')
+            keep = shown(file)
+            hidden += not keep
+        elif _DIAG_END_RE.match(line):
+            keep = True
+        if keep:
+            out.append(line)
+    if hidden:
+        out.append(
+            f"({hidden} diagnostic(s) in files that are not the kernel's sources: not shown)"
+        )
+    return "\n".join(out)
+
+
 def compile_error(
     src: Path,
     arch: str,
     returncode: int,
     log: str,
     tc: Toolchain | None = None,
+    shown: Callable[[str], bool] | None = None,
 ) -> GpuAdviseError:
-    """The error for a failed nvcc run on ``src`` (``log``: nvcc's output)."""
+    """The error for a failed nvcc run on ``src`` (``log``: nvcc's output). ``shown``: whether
+    a diagnostic located in a file may be shown (:func:`hide_diagnostics`; default: all)."""
+    if shown is not None:
+        log = hide_diagnostics(log, shown)
+    if m := _DISK_FULL_RE.search(log):
+        where = f"the disk mounted at {_mount_of(m['path'])}" if m["path"] else "a disk nvcc uses"
+        return ToolchainError(
+            f"{where} is full: nvcc could not write its files for {src.name} ({m['why'].strip()})",
+            "free space there, or set GPUADVISE_CACHE_DIR (TMPDIR with --no-cache) to a folder "
+            "on another disk",
+        )
     if "cicc" in log and ("not found" in log or "No such file" in log):
         return ToolchainError(f"nvcc cannot run its front end (cicc): {log.strip()}", INSTALL_HINT)
     text = readable_log(log)
@@ -173,9 +243,13 @@ def compile_error(
             f"use {what} objects: create a cuda{kind}Object_t with cudaCreate{kind}Object, "
             f"pass it to the kernel and read it with {read}",
         )
+    errors = len(_ERROR_RE.findall(text))
+    first = first_error(text, prefer=src)
+    what = f"{errors} error{'s' if errors != 1 else ''}" if errors else f"nvcc exit {returncode}"
     return CompileError(
-        f"{src} does not compile for {arch} (nvcc exit {returncode}):\n{text}",
-        "fix the errors above",
+        f"{src} does not compile for {arch} ({what}" + (f"; the first: {first})" if first else ")"),
+        "fix the errors nvcc reports below",
+        details=log.strip("\n") or None,
     )
 
 

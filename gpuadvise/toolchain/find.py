@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -39,8 +40,11 @@ from typing import Any
 
 from gpuadvise.errors import ToolchainError
 from gpuadvise.fileio import lookup_problem
-from gpuadvise.toolchain.cache_dir import default_cache_root
+from gpuadvise.inputfiles import parse_json, read_cache_bytes
+from gpuadvise.toolchain.cache_dir import cache_root_problem, default_cache_root
 from gpuadvise.toolchain.scratch import scratch_dir
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CUDA_ROOT",
@@ -141,7 +145,10 @@ def find_toolchain(nvcc: str | os.PathLike[str] | None = None) -> Toolchain:
         stat = path.stat()
     except OSError as exc:
         raise ToolchainError(f"cannot read nvcc at {path}: {exc}", INSTALL_HINT) from None
-    return _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    tc = _probe_stored(str(path), origin, stat.st_mtime_ns, env_key)
+    log.info("nvcc %s (CUDA %s), found through %s", tc.nvcc, tc.version, tc.origin)
+    log.debug("ptxas %s, nvdisasm %s, host compiler %s", tc.ptxas, tc.nvdisasm, tc.host_compiler)
+    return tc
 
 
 PROBE_FORMAT = 1
@@ -205,12 +212,13 @@ def _probe_stored(nvcc: str, origin: str, mtime_ns: int, env: tuple[str, ...]) -
     key_doc = [PROBE_FORMAT, nvcc, origin, _stamp(nvcc), list(env), _script_targets(nvcc)]
     key = hashlib.sha256(json.dumps(key_doc).encode()).hexdigest()
     try:
-        file = default_cache_root() / "toolchain" / f"{key}.json"
+        root = default_cache_root()
+        file = root / "toolchain" / f"{key}.json" if cache_root_problem(root) is None else None
     except (OSError, RuntimeError):  # no home folder to put the cache in
         file = None
     if file is not None:
         try:
-            doc = json.loads(file.read_text())
+            doc = parse_json(read_cache_bytes(file, 1 << 20) or b"")
             tc = Toolchain.from_dict(doc["toolchain"])
             if doc.get("stamps") == _tool_stamps(tc) and tc.origin == origin:
                 return tc

@@ -66,6 +66,11 @@ class CompileOptions:
     ``defines``: ``"N=256"`` or ``"USE_X"``. ``std``: ``"c++17"`` (or ``"17"``). ``xptxas``:
     options for ptxas (``"-O3"``, ``"--warn-on-spills"``). ``extra_flags``: anything else for
     nvcc, except the flags gpuadvise sets itself (arch, output kind, output file, -rdc).
+    ``confine_to``: the folders of the source's own tree (the gate's repository): no diagnostic
+    located in a file outside them and the include folders (the toolkit's, the host compiler's,
+    ``include_dirs``) is shown, and unless ``includes_trusted`` (``gate --trust-config``) a file
+    outside them that the source includes is refused before the compile (``includes.py``).
+    Empty: neither.
     """
 
     arch: str = "sm_90"
@@ -78,6 +83,8 @@ class CompileOptions:
     maxrregcount: int | None = None
     use_cache: bool = True
     cache_dir: Path | None = None
+    confine_to: Sequence[str | os.PathLike[str]] = ()
+    includes_trusted: bool = False
 
     @classmethod
     def from_nvcc_flags(cls, arch: str, flags: Sequence[str]) -> CompileOptions:
@@ -137,6 +144,11 @@ class CompileOptions:
             tuple(str(Path(d).expanduser().absolute()) for d in _tuple(self.include_dirs)),
         )
         set_(self, "defines", tuple(str(d) for d in _tuple(self.defines)))
+        set_(
+            self,
+            "confine_to",
+            tuple(str(Path(d).expanduser().resolve()) for d in _tuple(self.confine_to)),
+        )
         set_(self, "xptxas", tuple(str(x) for x in _tuple(self.xptxas)))
         set_(self, "extra_flags", tuple(str(x) for x in _tuple(self.extra_flags)))
         if self.cache_dir is not None:

@@ -34,6 +34,8 @@ from typing import Any, Literal
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
 from gpuadvise.fileio import decode_tool_path
+from gpuadvise.inputfiles import read_cache_bytes
+from gpuadvise.spec.budget import read_limit_bytes
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
 
 __all__ = [
@@ -381,9 +383,10 @@ def read_sidecar(path: Path) -> str | None:
     A sidecar is the disassembler's output after a first line holding its SHA-256; a file that
     is not valid UTF-8, lacks that line or does not match it is damaged (and rewritten).
     """
+    data = read_cache_bytes(path, read_limit_bytes())
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = "" if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
     header, sep, body = text.partition("\n")
     if not sep or not header.startswith(_SIDECAR_HEADER):

@@ -71,7 +71,7 @@ extern "C" __global__ void cells_fields(const Cell* __restrict__ cells,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const Cell& n = cells[ny * w + nx];
-            meet(self, n.type, n.gender, n.age, same, mates);  // expect: GA301, GA302, GA305, GA104
+            meet(self, n.type, n.gender, n.age, same, mates);  // expect: GA302, GA305, GA104
         }
     }
     next[y * w + x] = next_state(self, same, mates);
@@ -87,7 +87,7 @@ extern "C" __global__ void cells_packed(const PackedCell* __restrict__ cells,
         for (int dx = -R; dx <= R; ++dx) {
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
-            const uchar4 n = cells[ny * w + nx].info;  // expect: GA301, GA305
+            const uchar4 n = cells[ny * w + nx].info;  // expect: GA305
             meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
         }
     }

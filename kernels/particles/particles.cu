@@ -16,8 +16,8 @@ __global__ void particles_aos(Particle* p, int n, float dt)
     int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
     if (i < n) {
         p[i].x += p[i].vx * dt;  // expect: GA301, GA303
-        p[i].y += p[i].vy * dt;  // expect: GA301, GA303
-        p[i].z += p[i].vz * dt;  // expect: GA301
+        p[i].y += p[i].vy * dt;  // expect: GA303
+        p[i].z += p[i].vz * dt;  // (GA301: the same array of structures, reported at the first line)
     }
 }
 

@@ -98,7 +98,7 @@ def test_baseline_ref_worktree(repo: Path, tmp_path: Path, capsys: pytest.Captur
     code = gate_command(baseline_ref="main", provider=prov, cwd=repo / "kernels")
     assert code == 1
     out = capsys.readouterr().out
-    assert "FAILED: 2 regression, 2 same (against main)" in out
+    assert "FAILED: 2 regressions, 2 same (against main)" in out
     # the provider compiled the same case from both trees: the working tree and a checkout of main
     current = (repo / "kernels" / "scale.cu").resolve()
     others = {p for p in prov.seen if p != current}

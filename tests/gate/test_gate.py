@@ -701,7 +701,7 @@ def test_gate_table_and_summary() -> None:
     assert reg[:7] == ("k", "registers", "32", "40", "+8 (+25.0%)", "> 10%", "regression")
     assert occ[2:5] == ("50.0%", "50.0%", "0")
     assert t[2].endswith("ms") and t[4].startswith("+") and t[6] == "regression"
-    assert summary_line(result) == "FAILED: 2 regression, 1 same (against b.json)"
+    assert summary_line(result) == "FAILED: 2 regressions, 1 same (against b.json)"
     assert format_value("time", 0.0123) == "12.30 µs"
     assert format_value("spill_bytes", 8) == "8 B"
     assert format_value("registers", None) == "—"

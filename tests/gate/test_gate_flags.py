@@ -62,6 +62,12 @@ def test_allowed(flags: list[str]) -> None:
         (["-DX=$(touch pwned)"], "-DX=$(touch pwned)", "shell would interpret"),
         (["-DX=1 -ccbin=x"], "-DX=1 -ccbin=x", "shell would interpret"),
         (["-DX=`id`"], "-DX=`id`", "shell would interpret"),
+        # quotes, as the README says: in a flag, as the value of -D, in --define-macro
+        (["-DX='a'"], "-DX='a'", "shell would interpret"),
+        (['-DX="a"'], '-DX="a"', "shell would interpret"),
+        (["-D", "X='a'"], "-D X='a'", "is not NAME[=VALUE]"),
+        (["--define-macro=X='a'"], "--define-macro=X='a'", "shell would interpret"),
+        (["--define-macro", "X=\u2019a\u2019"], "--define-macro X=\u2019a\u2019", "is not NAME"),
         (["-Xptxas", "--foo"], "-Xptxas --foo", "ptxas option '--foo'"),
         (["-Xptxas=-O3,--bad"], "-Xptxas=-O3,--bad", "ptxas option '--bad'"),
         (["-Xptxas"], "-Xptxas", "needs a value"),

@@ -217,7 +217,7 @@ def test_github_escaping() -> None:
 def test_markdown_summary() -> None:
     md = gate_markdown(every_verdict())
     assert md.startswith("## gpuadvise gate\n")
-    assert "**ERROR**: 1 error, 2 regression, 1 ambiguous, 1 skipped, 1 improvement, 1 same" in md
+    assert "**ERROR**: 1 error, 2 regressions, 1 ambiguous, 1 skipped, 1 improvement, 1 same" in md
     assert "> [!WARNING]\n> stored timings were recorded with driver 570.1" in md
     assert (
         "| reduce&lt;256&gt; | registers | 32 | 40 | +8 (+25.0%) | &gt; 10% | ❌ regression |" in md

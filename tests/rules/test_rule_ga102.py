@@ -139,3 +139,37 @@ def test_min_ctas_per_sm_is_honoured():
     assert f.estimated_speedup.kind == "none"
     # a quarter CTA per SM: 66 CTAs are enough
     assert ga102("scale_small_grid", min_ctas_per_sm=0.25)[1] == []
+
+
+def test_a_memory_bound_tail_costs_less_than_the_waves_say():
+    """scale_tail (one load, one store a thread) traced: its last wave has the DRAM to itself, so
+    the launch model bounds the gain well below ceil(1.25) / 1.25 = 1.6x (issue 27: advice that
+    an engineer would call minor on a memory-bound kernel)."""
+    a = analyze(TAIL, "scale_tail")
+    (f,) = run_rule(a, "GA102")
+    est = f.estimated_speedup
+    assert est.kind == "upper-bound" and 1.0 <= est.speedup < 1.6
+    assert est.inputs["bound_by"] in ("dram", "latency", "l2")
+    assert "the last wave (25% full) with only its CTAs resident" in est.method
+
+
+def test_an_arithmetic_heavy_tail_keeps_the_wave_bound(tmp_path):
+    """Much arithmetic per memory access: the launch model cannot see it, so the bound stays
+    ceil(waves) / waves (it must hold)."""
+    src = tmp_path / "k.cu"
+    src.write_text(
+        "__global__ void heavy(const float* x, float* y, unsigned n) {\n"
+        "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i >= n) return;\n"
+        "    float v = x[i];\n"
+        "    for (int k = 0; k < 48; ++k) v = v * 1.0001f + 0.5f;\n"
+        "    y[i] = v;\n"
+        "}\n"
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "heavy"\ngrid = 1320\nblock = 256\n[args]\nn = 337920\n'
+        '[buffers]\nx = "float[n]"\ny = "float[n]"\n'
+    )
+    (f,) = run_rule(analyze(src, "heavy"), "GA102")
+    assert f.estimated_speedup.speedup == round(2 / (1320 / WAVE), 3)
+    assert "ceil(waves) / waves" in f.estimated_speedup.method

@@ -41,8 +41,11 @@ def fields_analysis() -> Any:
 
 
 def test_cells_fields_reads_fields_of_44_byte_structs(fields_analysis):
-    f67, f74 = ga301(fields_analysis)
-    assert (f67.line, f74.line) == (67, 74)
+    # one array of structures read at two lines: one finding, at the first (issue 27)
+    (f67,) = ga301(fields_analysis)
+    assert f67.line == 67
+    assert "(with line 74: the same array of structures, one change for all)" in f67.message
+    assert {o for o, _, _ in f67.details.fields} >= {0, 4, 12}  # both lines' fields
     e = ev(f67)
     # 8 CTAs x 8 warps, 4 field loads each: 256 requests; 44 bytes apart, every lane its own
     # sector: 32 per request, 8192; the same 128 bytes packed: 4 per request
@@ -55,26 +58,25 @@ def test_cells_fields_reads_fields_of_44_byte_structs(fields_analysis):
     assert e["warp_footprint_used_pct"] == round(100 * 16 / 44, 2)
     assert "fields type, gender, moved, age" in f67.message
     assert "array of structures" in f67.message and f67.severity == "warning"
-    assert "fields type, gender, age" in f74.message
-    assert ev(f74)["stride_bytes"] == 44 and ev(f74)["excess_sectors_pct"] >= 80
 
 
 def test_cells_fields_estimate(fields_analysis):
-    f67, f74 = ga301(fields_analysis)
+    (f67,) = ga301(fields_analysis)
     est = f67.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and "roofline" in est.method
-    # the line's L1 data-path cycles: max(256, 8192 / 4) = 2048 before, max(256, 1024 / 4) = 256
-    assert est.inputs["saved_cycles_sampled"] == 2048 - 256
-    # the fix (a structure of arrays) moves every access to `cells`: both lines share the launch
-    # estimate, which holds the proxies measured on an H100 (1.98x and 1.26x, docs/accuracy.md)
-    assert est.speedup == f74.estimated_speedup.speedup >= 1.98
+    # the two lines' L1 data-path cycles brought to their ideal (line 67's alone: max(256,
+    # 8192 / 4) = 2048 before, max(256, 1024 / 4) = 256 after; line 74 adds its own)
+    assert est.inputs["saved_cycles_sampled"] > 2048 - 256
+    # the fix (a structure of arrays) moves every access to `cells`: the launch estimate holds
+    # the proxies measured on an H100 (1.98x and 1.26x, docs/accuracy.md)
+    assert est.speedup >= 1.98
     assert 1.0 < est.inputs["point_speedup"] <= est.speedup
     assert est.inputs["bound_by_before"] in ("l1", "l2", "dram", "issue", "latency", "dependency")
 
 
 def test_cells_packed_reads_one_word_of_32_byte_structs():
-    f84, f90 = ga301(analyze(CELLS, "cells_packed"))
-    assert (f84.line, f90.line) == (84, 90)
+    (f84,) = ga301(analyze(CELLS, "cells_packed"))
+    assert f84.line == 84 and "(with line 90: the same array of structures" in f84.message
     e = ev(f84)
     # one 4-byte load per thread (the uchar4), 64 requests of 32 sectors for 4 ideal
     assert (e["requests"], e["sectors"], e["ideal_sectors"], e["stride_bytes"]) == (
@@ -101,7 +103,9 @@ def test_structure_of_arrays_kernels_are_clean(kernel):
 def test_options(fields_analysis):
     # the bar holds for the requests (87.5 % at line 67, 85 % at 74) and for the warps' use of
     # the sectors (1 - 16 / 44 = 63.6 % wasted at 67, 76 % at 74)
-    assert [f.line for f in ga301(fields_analysis, min_excess_pct=60.0)] == [67, 74]
+    # (the lines of one array of structures are one finding, at the first line that passes)
+    (both,) = ga301(fields_analysis, min_excess_pct=60.0)
+    assert both.line == 67 and "with line 74" in both.message
     assert [f.line for f in ga301(fields_analysis, min_excess_pct=70.0)] == [74]
     assert ga301(fields_analysis, min_excess_pct=80.0) == []
     # line 67's excess (7168 sectors) is a tenth of the traced global sectors (72896)
@@ -149,7 +153,7 @@ def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    _, f74 = ga301(fields_analysis)
+    (f74,) = ga301(fields_analysis, min_excess_pct=70.0)  # line 74 alone (line 67 below the bar)
     v = f74.variant
     assert v is not None and v.safety == "proxy" and v.label == "SoA" and v.proxy is not None
     assert "struct Cells { int* type; int* gender; int* moved; int* age; float* energy;" in (
@@ -197,9 +201,9 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
         KernelOptions(source=str(src), kernel="drift", grid="64", block="256", gpu="H100")
     )
     a = analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
-    load, store = ga301(a)
-    assert (load.line, store.line) == (4, 4)
-    assert load.details.kind == "load" and store.details.kind == "store"
+    # the loads and the store of one array of structures at one line: one finding (issue 27)
+    (load,) = ga301(a)
+    assert load.line == 4 and load.details.kind == "load"
     # loads of x and vx: each lane its own sector (32 per request, 4 ideal); a warp's 32
     # particles use 8 bytes of each one's sector: 32 sectors for an ideal of 8
     e = ev(load)
@@ -208,8 +212,5 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
     assert "Particle, 32-byte elements" in load.message and "fields x, vx" in load.message
     assert load.variant is not None and load.variant.safety == "proxy"
     assert "struct Particles { float* x; float* y;" in load.variant.description
-    # the store: the line's read-modify-write, the same proxy as the loads'
-    assert store.variant is not None and store.variant.safety == "proxy"
-    assert store.variant.proxy == load.variant.proxy and "= acc;  // x (stored)" in (
-        store.variant.proxy.source
-    )
+    # the store: the line's read-modify-write, in the same proxy as the loads
+    assert "= acc;  // x (stored)" in load.variant.proxy.source

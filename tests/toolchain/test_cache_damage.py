@@ -9,6 +9,7 @@ the damage, and that the entry is whole again afterwards.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -83,7 +84,24 @@ DAMAGE: dict[str, Callable[[CompiledModule], None]] = {
     "cubin random bytes": lambda m: m.cubin_path.write_bytes(RANDOM),
     "cubin truncated": lambda m: m.cubin_path.write_bytes(m.cubin_path.read_bytes()[:100]),
     "cubin missing": lambda m: m.cubin_path.unlink(),
+    # not files at all: a folder is a miss, not an error; a FIFO is never opened to wait on
+    "meta is a folder": lambda m: _replace_with(_meta(m), "folder"),
+    "meta is a fifo": lambda m: _replace_with(_meta(m), "fifo"),
+    "ptx is a fifo": lambda m: _replace_with(m.cubin_path.parent / "module.ptx", "fifo"),
+    "cubin is a folder": lambda m: _replace_with(m.cubin_path, "folder"),
+    "meta is a huge sparse file": lambda m: _replace_with(_meta(m), "huge"),
 }
+
+
+def _replace_with(path: Path, what: str) -> None:
+    path.unlink()
+    if what == "folder":
+        (path / "inside").mkdir(parents=True)
+    elif what == "fifo":
+        os.mkfifo(path)
+    else:
+        with path.open("wb") as f:
+            f.truncate(1 << 40)  # 1 TiB, sparse: read whole, it would never end
 
 
 def _manifests(cache: Path) -> list[Path]:
@@ -107,11 +125,21 @@ DAMAGE.update(
         "manifest deps not pairs": _damage_manifest(
             b'{"deps": [1], "entry": "' + b"a" * 64 + b'"}'
         ),
+        "manifest is a folder": lambda m: [
+            _replace_with(p, "folder") for p in _manifests(m.cubin_path.parents[3])
+        ],
+        "manifest is a fifo": lambda m: [
+            _replace_with(p, "fifo") for p in _manifests(m.cubin_path.parents[3])
+        ],
+        "manifest names a fifo as a header": _damage_manifest(
+            b'{"deps": [["/FIFO", "x"]], "entry": "' + b"a" * 64 + b'"}'
+        ),
     }
 )
 
 
 @needs_nvcc
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_damaged_entry_is_a_miss_and_is_rewritten(case: str, tmp_path: Path) -> None:
     src = tmp_path / "spill.cu"
@@ -120,6 +148,12 @@ def test_damaged_entry_is_a_miss_and_is_rewritten(case: str, tmp_path: Path) -> 
     first = compile_source(src, opts, TC)
     assert not first.from_cache
     DAMAGE[case](first)
+    if case == "manifest names a fifo as a header":
+        os.mkfifo(tmp_path / "fifo")
+        for manifest in _manifests(tmp_path / "cache"):
+            manifest.write_bytes(
+                manifest.read_bytes().replace(b"/FIFO", str(tmp_path / "fifo").encode())
+            )
 
     again = compile_source(src, opts, TC)  # no AttributeError/TypeError/UnicodeDecodeError
     assert again.kernels == first.kernels

@@ -290,3 +290,46 @@ def test_corrupt_cubin_is_called_corrupt(data: bytes, tmp_path: Path) -> None:
     line = exc.value.one_line()
     assert "corrupt" in line and "--no-cache" in line
     assert "matches" not in line
+
+
+# --- a full disk is a full disk, not a kernel that "does not compile" ---------------------------
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "<built-in>: fatal error: when writing output to /tmp/c/tmp/build-x/nvcc/k.cpp1.ii: "
+        "No space left on device\ncompilation terminated.",
+        "nvcc error   : 'cicc' died: could not write to /tmp/c/tmp/k.ptx: Disk quota exceeded",
+    ],
+)
+def test_a_full_disk_says_so(log: str) -> None:
+    err = compile_error(Path("/src/k.cu"), "sm_90", 1, log)
+    assert not isinstance(err, CompileError) and isinstance(err, ToolchainError)
+    line = err.one_line()
+    assert "is full" in line and "does not compile" not in line and "GPUADVISE_CACHE_DIR" in line
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    if os.geteuid() != 0:
+        return False
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                       capture_output=True, check=False)  # fmt: skip
+    return r.returncode == 0
+
+
+@pytest.mark.toolkit
+def test_a_full_cache_disk_end_to_end(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not _mount_tmpfs(disk, "256k"):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        src = tmp_path / "k.cu"
+        src.write_text((ROOT / "kernels" / "reduction" / "reduce.cu").read_text())
+        with pytest.raises(ToolchainError) as e:
+            compile_source(src, CompileOptions(cache_dir=disk / "cache"))
+        line = e.value.one_line()
+        assert f"the disk mounted at {disk} is full" in line and "does not compile" not in line
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True, check=False)

@@ -347,10 +347,12 @@ def test_spills(spill_module: CompiledModule) -> None:
 def test_compile_error_has_file_and_line(cache_dir: Path) -> None:
     with pytest.raises(CompileError) as exc:
         compile_source(CUDA_DIR / "broken.cu", CompileOptions(cache_dir=cache_dir))
-    message = exc.value.message
-    assert f"{CUDA_DIR / 'broken.cu'}:4: error" in message
+    message = exc.value.message  # one line: how many errors and the first, at its file:line
+    assert "1 error; the first: broken.cu:4: " in message and "\n" not in message
     assert "not_declared_anywhere" in message
     assert exc.value.hint and "\n" not in exc.value.hint
+    # nvcc's own output, verbatim, for the lines below the error line
+    assert f"{CUDA_DIR / 'broken.cu'}(4): error" in (exc.value.details or "")
     assert all("broken.cu" not in p.read_text() for p in cache_dir.glob("entries/*/*/meta.json"))
 
 

@@ -66,24 +66,32 @@ def tiled_order(grid_x: int, grid_y: int, n: int, axis: str = "x") -> np.ndarray
     return np.stack([x, y], axis=1)
 
 
+_EACH_ONCE = "list every CTA of the grid exactly once (a permutation of 0 .. N-1)"
+
+
 def _perm_from_array(arr: Any, gx: int, gy: int) -> np.ndarray:
     a = np.asarray(arr)
     total = gx * gy
     if a.ndim == 2 and a.shape[1] == 2:
         x, y = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)
         if (x < 0).any() or (x >= gx).any() or (y < 0).any() or (y >= gy).any():
-            raise UsageError("a launch order names a CTA outside the grid")
+            raise UsageError(
+                "a launch order names a CTA outside the grid", "give CTAs (x, y) of the grid"
+            )
         lin = x + y * gx
     elif a.ndim == 1:
         lin = a.astype(np.int64)
     else:
-        raise UsageError("a launch order is an array of CTA (x, y) pairs or of linear CTA ids")
+        raise UsageError(
+            "a launch order is an array of CTA (x, y) pairs or of linear CTA ids",
+            "give an N x 2 array of (x, y), or N linear ids",
+        )
     if len(lin) != total or (lin < 0).any() or (lin >= total).any():
-        raise UsageError(f"a launch order must list each of the {total} CTAs once")
+        raise UsageError(f"a launch order must list each of the {total} CTAs once", _EACH_ONCE)
     seen = np.zeros(total, dtype=bool)
     seen[lin] = True
     if not seen.all():
-        raise UsageError(f"a launch order must list each of the {total} CTAs once")
+        raise UsageError(f"a launch order must list each of the {total} CTAs once", _EACH_ONCE)
     return lin
 
 
@@ -109,8 +117,11 @@ def order_permutation(
         if name in ("tile-x", "tile-y"):
             n = int(arg)
             if n < 1:
-                raise UsageError(f"tile size {arg} must be at least 1")
+                raise UsageError(f"tile size {arg} must be at least 1", "e.g. ('tile-x', 8)")
             xy = tiled_order(gx, gy, n, name[-1])
             return str(name), n, xy[:, 0] + xy[:, 1] * gx
         return str(name), None, _perm_from_array(arg, gx, gy)
-    raise UsageError(f"cannot read launch order {spec!r}")
+    raise UsageError(
+        f"cannot read launch order {spec!r}",
+        "use 'row-major', 'column-major', ('tile-x', N), ('tile-y', N) or an array",
+    )

@@ -110,27 +110,29 @@ def l2_models(
     if fetch_bytes is None:
         fetch_bytes = default_fetch_bytes(device)
     if fetch_bytes not in (32, 64, 128):
-        raise UsageError("fetch_bytes must be 32, 64 or 128")
+        raise UsageError("fetch_bytes must be 32, 64 or 128", "give one of those, or None")
     if partitions is None:
         partitions = default_partitions(device)
     if partitions not in (1, 2):
-        raise UsageError("partitions must be 1 or 2")
+        raise UsageError("partitions must be 1 or 2", "give one of those, or None")
     split = partitions == 2
     if boundary not in ("auto", "clamp", "drop"):
-        raise UsageError("boundary must be 'auto', 'clamp' or 'drop'")
+        raise UsageError("boundary must be 'auto', 'clamp' or 'drop'", "give one of those")
     if blocks_per_sm < 1:
-        raise UsageError("blocks_per_sm must be at least 1 (the kernel cannot launch otherwise)")
+        raise UsageError(
+            "blocks_per_sm must be at least 1 (the kernel cannot launch otherwise)",
+            "pass the occupancy model's active blocks per SM",
+        )
     caps = capacities(device, efficiency)
     effs = [c / float(device.l2_bytes or 1) for c in caps]
     gx, gy, gz = (int(v) for v in trace.grid)
     gy_f = gy * gz  # z folds into y: the linear CTA id x + y*gx + z*gx*gy is x + (y + z*gy)*gx
     P = gx * gy_f
     if P != trace.total_ctas:
-        raise UsageError(f"the trace's grid {trace.grid} does not hold {trace.total_ctas} CTAs")
-    specs = list(orders)
-    if not specs:
-        raise UsageError("no launch order to model")
-    workers = _replays_that_fit(P, len(specs))
+        raise UsageError(
+            f"the trace's grid {trace.grid} does not hold {trace.total_ctas} CTAs",
+            "model a trace as the emulator made it",
+        )
     C = blocks_per_sm * (device.sm_count or 1)
     recs = trace.records if records is None else records
     glob = recs["space"] == int(Space.GLOBAL)
@@ -142,6 +144,10 @@ def l2_models(
     if mode == "traced-only":
         scale = trace.scale
     cta_bytes = None if traced_mask is not None else bytes_per_cta(model, P)
+    specs = list(orders)
+    if not specs:
+        raise UsageError("no launch order to model", "give at least one order, e.g. row-major")
+    workers = _replays_that_fit(P, len(specs))
     resolved = [order_permutation(s, gx, gy_f) for s in specs]
     # with two partitions, a store from an SM on the far side (half of them) is looked up in its
     # near partition and again in the home one: both hits

@@ -69,7 +69,9 @@ def capacities(device: DeviceSpec, efficiency: float | Sequence[float] | None) -
     else:
         effs = [float(e) for e in efficiency]
     if not effs or any(not (0 < e <= 4) for e in effs):
-        raise UsageError("the L2 efficiency must be a positive fraction of the L2 size")
+        raise UsageError(
+            "the L2 efficiency must be a positive fraction of the L2 size", "e.g. 0.5, or None"
+        )
     return [e * device.l2_bytes for e in effs]
 
 

@@ -14,8 +14,8 @@ struct Particle {
 __global__ void aos_move(Particle* __restrict__ p, float dt, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
         p[i].x += p[i].vx * dt;  // expect: GA301, GA303
-        p[i].y += p[i].vy * dt;  // expect: GA301, GA303
-        p[i].z += p[i].vz * dt;  // expect: GA301
+        p[i].y += p[i].vy * dt;  // expect: GA303
+        p[i].z += p[i].vz * dt;  // (GA301: the same array of structures, reported at the first line)
     }
 }
 

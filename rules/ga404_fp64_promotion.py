@@ -1,0 +1,204 @@
+"""GA404 fp64-promotion: float code computed in double precision (double literals and functions)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuadvise.rules import (
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    same_source_file,
+)
+
+# SASS that runs on the FP64 pipe (or its slow MUFU paths), and the float <-> double conversions
+_FP64 = ("DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DMUL", "DSET")
+_MUFU64 = ("MUFU.RCP64H", "MUFU.RSQ64H")
+_PROMOTE = "F2F.F64.F32"
+_DEMOTE = "F2F.F32.F64"
+# double functions of <cmath> with a float twin (``sqrt`` -> ``sqrtf``)
+_MATH = (
+    "sqrt", "exp", "exp2", "log", "log2", "log10", "pow", "sin", "cos", "tan", "fabs", "floor",
+    "ceil", "fmin", "fmax", "fma", "tanh", "atan", "atan2", "asin", "acos", "sinh", "cosh",
+    "rsqrt", "cbrt", "erf", "expm1", "log1p", "hypot", "fmod", "round", "trunc",
+)  # fmt: skip
+_DOUBLE_LITERAL = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Promotion(FindingDetails):
+    """The lines (the kernel body's) whose SASS converts floats to double and computes in FP64,
+    with the counts of those instructions."""
+
+    lines: tuple[int, ...]
+    promotions: int
+    fp64: int
+    demotions: int
+
+
+def _is_double_literal(text: str) -> bool:
+    """``2.0``, ``1e-3``, ``.5``: a double literal (no ``f``/``F`` suffix); not an integer."""
+    t = text.strip()
+    return bool(_DOUBLE_LITERAL.match(t)) and any(c in t for c in ".eE") and not t.startswith("0x")
+
+
+def _counts(instrs: Sequence[Any], file: str) -> dict[int, list[int]]:
+    """Per kernel-body line: [promotions, FP64 instructions, demotions]."""
+    out: dict[int, list[int]] = {}
+    for i in instrs:
+        if i.never_executes:
+            continue
+        f, ln = i.call_site
+        if ln is None or not same_source_file(f, file):
+            continue
+        c = out.setdefault(ln, [0, 0, 0])
+        if i.opcode.startswith(_PROMOTE):
+            c[0] += 1
+        elif i.opcode.startswith(_DEMOTE):
+            c[2] += 1
+        elif i.base_opcode in _FP64 or i.opcode.startswith(_MUFU64):
+            c[1] += 1
+    return {ln: c for ln, c in out.items() if any(c)}
+
+
+class Fp64Promotion(Rule):
+    """Float code computed in double precision: a double literal or a double function in an
+    expression of floats.
+
+    What it detects
+    ---------------
+    From the SASS, at the kernel's source lines: float values converted to double
+    (``F2F.F64.F32``) and computed on the FP64 pipe (``DADD``, ``DMUL``, ``DFMA``, ``DSETP``,
+    ``MUFU.RCP64H``...). C++ promotes ``2.0 * x`` with ``float x`` to double, ``1.0 / (1.0 + d)``
+    divides in double, and ``sqrt(x)`` of a float calls the double ``sqrt``: the source is float
+    code, the machine code is not. Kernels that work in double on purpose (double buffers, no
+    conversion from float) are not reported.
+
+    Why it is slow
+    --------------
+    The FP64 pipe has half the FP32 pipe's throughput on an H100 and a 64th of it on consumer
+    GPUs (RTX 40xx); a double division or square root is a long instruction sequence around
+    ``MUFU.RCP64H``; and every promotion adds two conversions. In a compute-bound loop this can
+    dominate; in a memory-bound kernel it costs issue slots and registers (a double is two).
+
+    Example
+    -------
+    ``kernels/fp64/promote.cu``: ``scale2`` (``2.0 * x[i]``), ``sigmoid`` (``1.0 / (1.0 +
+    expf(-v))``) and ``norm`` (``sqrt`` of a float sum).
+
+    Fix
+    ---
+    Write float literals (``2.0f``) and the float functions (``sqrtf``, ``expf``...) where the
+    operands are float, or compile with ``-use_fast_math`` semantics in mind. Where double
+    precision is wanted, say so with a cast and keep it out of the inner loop.
+
+    How the estimate is made
+    ------------------------
+    Not estimated yet: the FP64 pipe's share of the kernel's time needs the execution model of
+    the issue slots per pipe; the finding gives the instruction counts.
+
+    Fix safety
+    ----------
+    Automatic and verified: on the flagged lines, double literals get an ``f`` suffix and double
+    math functions their float twin; the kernel's outputs are compared with the original's
+    within the spec's tolerance (float results differ from double ones in the last bits).
+    Offered only when the kernel has no double parameter (its double work is then accidental).
+    """
+
+    id = "GA404"
+    name = "fp64-promotion"
+    title = "Float code computed in double precision (double literals or functions)"
+    severity = "warning"
+    models = ()
+    options = {}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        try:
+            instrs = ctx.sass_instructions
+        except ModelUnavailable:
+            return
+        counts = _counts(instrs, ctx.source_file)
+        # a line that promotes floats and computes in FP64 (the conversion and the arithmetic
+        # may fall on neighbouring lines of one statement: count the FP64 work of the lines
+        # that promote, and of the next two)
+        lines = sorted(ln for ln, c in counts.items() if c[0] > 0)
+        if not lines:
+            return
+        fp64 = sum(c[1] for ln, c in counts.items() if any(0 <= ln - p <= 2 for p in lines))
+        if fp64 == 0:
+            return
+        prom = sum(counts[ln][0] for ln in lines)
+        dem = sum(c[2] for c in counts.values())
+        where = ", ".join(map(str, lines))
+        yield self.finding(
+            ctx,
+            f"float values computed in double precision at line{'s' if len(lines) > 1 else ''} "
+            f"{where}: {prom} float-to-double conversion(s) (F2F.F64.F32), {fp64} FP64 "
+            f"instruction(s) (DFMA/DMUL/DADD/MUFU.RCP64H...) and {dem} conversion(s) back in "
+            "the SASS: a double literal (`2.0`) or a double function (`sqrt`) in float code. "
+            "Write `2.0f` and `sqrtf` where the operands are float",
+            line=lines[0],
+            evidence=[
+                Evidence("float_to_double_conversions", prom, 1, ">="),
+                Evidence("fp64_instructions", fp64, 1, ">="),
+                Evidence("double_to_float_conversions", dem),
+                Evidence("lines", len(lines)),
+            ],
+            details=Promotion(tuple(lines), prom, fp64, dem),
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(Promotion)
+        return Estimate(
+            None,
+            "none",
+            "not estimated: the FP64 pipe's share of the kernel's time needs the issue model per "
+            f"pipe; the SASS has {d.fp64} FP64 instruction(s) and {d.promotions + d.demotions} "
+            "conversion(s) from these lines",
+            {"fp64_instructions": d.fp64, "conversions": d.promotions + d.demotions},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(Promotion)
+        how = "write float literals (`2.0f`) and float functions (`sqrtf`) where operands are float"
+        ks = ctx.kernel_source
+        head = ks.code[ks.tree.line_start(ks.decl_line) : ks.body_start]
+        if re.search(r"\bdouble\b", head + ks.body):
+            return Variant(
+                "display-only",
+                how + " (no automatic rewrite: the kernel names `double` itself, so some double "
+                "work may be meant)",
+            )
+        rw = ks.rewrite()
+        changed = 0
+        for line in d.lines:
+            span = (ks.tree.line_start(line), ks.tree.line_start(line + 1))
+            for (a, b), text in ks.number_literals(span):
+                if _is_double_literal(text):
+                    rw.replace(a, b, text + "f")
+                    changed += 1
+            for c in ks.calls(_MATH, span):
+                start = c.span[0]
+                rw.replace(start, start + len(c.name), c.name + "f")
+                changed += 1
+        if not changed:
+            return Variant(
+                "display-only",
+                how + " (no automatic rewrite: no double literal or function call at these "
+                "lines; the promotion comes from a variable or a macro)",
+            )
+        return Variant(
+            "automatic-and-verified",
+            f"{how}: {changed} literal(s) and call(s) at line(s) "
+            f"{', '.join(map(str, d.lines))} made float; the outputs are checked against the "
+            "original's within the spec's tolerance",
+            diff=rw.diff(ctx.source_file),
+        )

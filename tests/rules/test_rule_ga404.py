@@ -1,0 +1,80 @@
+"""GA404 fp64-promotion (nvcc, no GPU): float code that the SASS computes in double (a double
+literal times a float, a double division around expf, pow(float, double)), found from the SASS's
+F2F.F64.F32 conversions and FP64 instructions, never from the spelling; float code written right
+stays silent, and code that names `double` itself gets advice, no rewrite. The automatic fix
+makes the literals and calls float; patched, the kernel computes the same within float rounding
+and the rule is silent."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from rulekit import KERNELS, analyze, run_rule, source_line
+
+from gpuadvise.source.patch import apply_unified_diff
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+PROMOTE = KERNELS / "fp64" / "promote.cu"
+
+
+def _ga404(source, kernel, spec=None):
+    opts = {"spec": str(spec)} if spec else {}
+    a = analyze(source, kernel, trace=False, **opts)
+    return a, run_rule(a, "GA404")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "spec"),
+    [
+        ("scale2", "1.1 * x[i] + 0.3", None),
+        ("sigmoid", "1.0 / (1.0 + expf(-v))", None),
+        ("norm", "pow(s, 0.5)", KERNELS / "fp64" / "norm.toml"),
+    ],
+)
+def test_promotions_are_found_and_fixed(kernel, marker, spec, tmp_path):
+    a, (f,) = _ga404(PROMOTE, kernel, spec)
+    assert f.line == source_line(PROMOTE, marker)
+    e = {x.metric: x.value for x in f.evidence}
+    assert e["float_to_double_conversions"] >= 1 and e["fp64_instructions"] >= 1
+    v = f.variant
+    assert v.safety == "automatic-and-verified" and v.diff
+    patched = tmp_path / "promote.cu"
+    patched.write_text(apply_unified_diff(PROMOTE.read_text(), v.diff))
+    for name in ("case.toml", "norm.toml"):
+        (tmp_path / name).write_text((KERNELS / "fp64" / name).read_text())
+    b, again = _ga404(patched, kernel, tmp_path / "norm.toml" if spec else None)
+    assert again == []
+    # the same outputs within float rounding, on the emulator
+    from gpuadvise.analyze.services import AnalysisServices
+
+    ref = AnalysisServices(a).emulate_candidate(None, 4, trace=False).outputs["y"]
+    new = AnalysisServices(b).emulate_candidate(None, 4, trace=False).outputs["y"]
+    done = ~np.isnan(ref)
+    assert done.sum() >= 4 * 256
+    np.testing.assert_allclose(new[done], ref[done], rtol=1e-6, atol=1e-7)
+
+
+def test_float_code_stays_silent():
+    assert _ga404(PROMOTE, "sigmoid_f")[1] == []
+
+
+def test_double_code_on_purpose_gets_no_rewrite(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(
+        textwrap.dedent("""
+        __global__ void mixed(const float* x, double* acc, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) acc[i] = acc[i] + 0.1 * x[i];
+        }
+    """)
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "mixed"\ngrid = 4\nblock = 256\n[args]\nn = 1024\n'
+        '[buffers]\nx = "float[n]"\nacc = "double[n]"\n'
+    )
+    (f,) = _ga404(src, "mixed")[1]
+    assert f.variant.safety == "display-only" and f.variant.diff is None
+    assert "names `double` itself" in f.variant.description
