@@ -75,10 +75,12 @@ class TailEffect(Rule):
 
     How the estimate is made
     ------------------------
-    Tail effect: an upper bound, ``ceil(waves) / waves``, the time of whole waves over the time the
-    work would take if it filled every wave, assuming all CTAs take equally long, applied to the
-    launch's work on the launch model (its floor stays). A partial wave usually runs faster than a
-    full one (less contention), so the real gain is smaller. Small grid: on the launch model
+    Tail effect: on the execution model when the kernel was traced (it sees the tail itself: the
+    busiest SM's CTAs in rounds of the resident ones): the launch as it is against the same work
+    in one whole wave of CTAs each doing its share (the grid-stride loop of the variant), the
+    launch floor under both; a memory-bound tail has the DRAM to itself and costs little. Without
+    the instruction counts, the memory model's waves; without a trace, ``ceil(waves) / waves``
+    (all CTAs equally long) applied to the launch's work. Small grid: on the launch model
     (memory, issue and pipes, the critical path of dependent instructions, the launch floor), not
     ``SMs / CTAs``: the same work in at least ``min_ctas_per_sm`` x SMs CTAs, each doing its
     share, the bytes in flight growing with the spread, DRAM and L2 unchanged. The point keeps
@@ -168,43 +170,60 @@ class TailEffect(Rule):
         rates = memory_rates(ctx.device)
         if not ctx.has_model("trace") or rates is None or not w.waves:
             return None
-        # the launch model counts memory work only: a kernel that does much arithmetic per
-        # memory access may be bound by it, and its tail then idles SMs as the waves say
-        emu = ctx.emulation
-        lanes = int(active_lanes(ctx.trace.records["mask"]).sum())
-        if emu is None or not lanes or emu.lane_instructions > ALU_PER_MEMORY_ACCESS * lanes:
-            return None
         t = view_traffic(ctx.device, ctx.trace_view)
+        if t.work is None:
+            # without the emulator's instruction counts the launch model counts memory work
+            # only: a kernel that does much arithmetic per memory access may be bound by it,
+            # and its tail then idles SMs as the waves say
+            emu = ctx.emulation
+            lanes = int(active_lanes(ctx.trace.records["mask"]).sum())
+            if emu is None or not lanes or emu.lane_instructions > ALU_PER_MEMORY_ACCESS * lanes:
+                return None
         whole = launch_times(t, ctx.device, rates)
         if whole is None:
             return None
+        if t.work is not None:
+            return self._tail_on_execution_model(ctx, t, whole, inputs)
         tail_share = (w.waves - w.full_waves) / w.waves  # of the launch's work
         fill = w.last_wave_fill
         busy_sms = min(1.0, w.last_wave_ctas / max(ctx.device.sm_count or 1, 1))
 
         def part(share: float, resident: float, sms: float) -> float:
+            # with the kernel's work the model spreads the part's CTAs over the SMs itself
+            # (its busiest SM); without it, the part's per-SM work on the SMs it holds
+            per_sm = 1.0 if t.work is not None else sms
             scaled = replace(
                 t,
-                l1_cycles=t.l1_cycles * share / sms,
-                shared_wavefronts=t.shared_wavefronts * share / sms,
-                instructions=t.instructions * share / sms,
+                l1_cycles=t.l1_cycles * share / per_sm,
+                shared_wavefronts=t.shared_wavefronts * share / per_sm,
+                instructions=t.instructions * share / per_sm,
                 l2_load_sectors=t.l2_load_sectors * share,
                 l2_store_sectors=t.l2_store_sectors * share,
                 l2_partial_store_sectors=t.l2_partial_store_sectors * share,
                 l2_scattered_store_sectors=t.l2_scattered_store_sectors * share,
                 dram_bytes=t.dram_bytes * share,
+                dram_load_bytes=t.dram_load_bytes * share,
+                load_requests=t.load_requests * share,
+                shared_requests=t.shared_requests * share,
                 resident_warps=t.resident_warps * resident,
+                work=None
+                if t.work is None
+                else replace(t.work, ctas=max(1, round(t.work.ctas * share))),
             )
             times = launch_times(scaled, ctx.device, rates)
-            return 0.0 if times is None else times.time_s
+            return 0.0 if times is None else times.work_s
 
         before = part(1.0 - tail_share, 1.0, 1.0) + part(tail_share, fill, max(busy_sms, 1e-9))
-        after = whole.time_s
-        speedup = (LAUNCH_FLOOR_S + before) / (LAUNCH_FLOOR_S + after)
+        after = whole.work_s
+        floor = whole.floor_s
+        speedup = (floor + before) / (floor + after)
         inputs.update(
+            model=MODEL,
             bound_by=whole.bound_by,
-            before_s=LAUNCH_FLOOR_S + before,
-            after_s=LAUNCH_FLOOR_S + after,
+            bound_by_before=whole.bound_by,
+            bound_by_after=whole.bound_by,
+            before_s=floor + before,
+            after_s=floor + after,
         )
         return Estimate(
             round(max(speedup, 1.0), 3),
@@ -215,6 +234,47 @@ class TailEffect(Rule):
             f"({whole.describe()}), plus the launch floor: {speedup:.3f}x. A memory-bound tail "
             "has the DRAM to itself and costs little; a compute-bound one idles the SMs it "
             "leaves empty",
+            inputs,
+        )
+
+    def _tail_on_execution_model(
+        self, ctx: RuleContext, t: Any, whole: Any, inputs: dict[str, Any]
+    ) -> Estimate | None:
+        """The tail on the execution model, which sees it itself: the launch as it is (the
+        busiest SM's CTAs in rounds of the resident ones, the last round part-full) against
+        the same work in one whole wave of CTAs, each doing its share (the grid-stride loop the
+        variant asks for), the launch floor under both; the bound at peak rates and full
+        overlap."""
+        w = ctx.waves
+        rates = memory_rates(ctx.device)
+        target = max(int(w.ctas_per_wave), 1)
+        work = t.work
+        spread = replace(t, work=replace(work.per_cta_scaled(work.ctas / target), ctas=target))
+        after = launch_times(spread, ctx.device, rates) if rates is not None else None
+        floor = launch_times(spread, ctx.device, rates, peak_dram=True) if rates else None
+        if after is None or floor is None:
+            return None
+        point = whole.time_s / after.time_s
+        bound = max(whole.time_s / floor.time_s, point, 1.0)
+        inputs.update(
+            model=MODEL,
+            point_speedup=round(point, 3),
+            bound_by=whole.bound_by,
+            bound_by_before=whole.bound_by,
+            bound_by_after=after.bound_by,
+            before_s=whole.time_s,
+            after_s=after.time_s,
+        )
+        return Estimate(
+            round(bound, 3),
+            "upper-bound",
+            f"the launch model, waves and all: as it is, {whole.describe()}, bound by "
+            f"{whole.bound_by}; the same work in one whole wave of {target} CTAs, each doing "
+            f"{work.ctas / target:.2f} times a CTA's share (a grid-stride loop): "
+            f"{after.describe()}, bound by {after.bound_by}. Point {point:.3f}x, upper bound "
+            f"{bound:.3f}x (after at peak rates and full overlap). A memory-bound tail has the "
+            "DRAM to itself and costs little; a tail of CTAs bound by their dependent chains or "
+            "their issue idles the SMs it leaves empty",
             inputs,
         )
 
