@@ -47,6 +47,7 @@ from gpuadvise.rules.engine import doc_sections, use_model_check, validate_rule
 from gpuadvise.rules.estimates import (
     MODEL,
     buffer_records,
+    fp64_to_fp32_estimate,
     issue_change_estimate,
     kernel_launch_times,
     l1_roofline_estimate,
@@ -200,6 +201,7 @@ __all__ = [
     "trace_view",
     "view_traffic",
     "issue_change_estimate",
+    "fp64_to_fp32_estimate",
     "kernel_launch_times",
     "MODEL",
     "validate_rule",

@@ -39,6 +39,7 @@ __all__ = [
     "LOADS_IN_FLIGHT",
     "MODEL",
     "buffer_records",
+    "fp64_to_fp32_estimate",
     "issue_change_estimate",
     "kernel_launch_times",
     "l1_roofline_estimate",
@@ -547,6 +548,33 @@ def issue_change_estimate(
         return None
     w = before.work
     after = replace(before, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
+    return launch_change_estimate(device, before, after, what, inputs)
+
+
+def fp64_to_fp32_estimate(
+    device: DeviceSpec,
+    view: TraceView,
+    conversions_per_fp64: float,
+    what: str,
+    inputs: dict[str, Any],
+) -> Estimate | None:
+    """The kernel's FP64 work done in FP32 (double promotions made float), on the launch model:
+    every FP64 pipe instruction of the work moved to the FP32 pipe and every FP64 link of its
+    critical path made an FP32 one, and ``conversions_per_fp64`` XU conversions (F2F) fewer per
+    FP64 instruction (at most the work's XU count). None without the kernel's work."""
+    before = view_traffic(device, view)
+    w = before.work
+    if w is None or w.pipes.get("fp64", 0.0) <= 0:
+        return None
+    pipes = dict(w.pipes)
+    fp64 = pipes.pop("fp64")
+    pipes["fp32"] = pipes.get("fp32", 0.0) + fp64
+    if "xu" in pipes:
+        pipes["xu"] = max(pipes["xu"] - conversions_per_fp64 * fp64, 0.0)
+    chain = dict(w.chain)
+    if "fp64" in chain:
+        chain["fp32"] = chain.get("fp32", 0.0) + chain.pop("fp64")
+    after = replace(before, work=replace(w, pipes=pipes, chain=chain))
     return launch_change_estimate(device, before, after, what, inputs)
 
 
