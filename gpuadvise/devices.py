@@ -369,3 +369,108 @@ def memory_rates(device: DeviceSpec) -> MemoryRates | None:
         f"the H200's measured rates scaled to the {device.name} (L2 by SMs x clock, DRAM by "
         "bandwidth)",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pipe throughputs and latencies of the execution model (gpuadvise.model.execution)
+
+PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
+"""The pipes with a throughput of their own (lsu, branch and barrier issue at the issue rate;
+their other costs are the roofline's L1/shared term and the barrier latency)."""
+LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",
+                "dram", "tensor", "barrier", "store")  # fmt: skip
+_SCALAR_KEYS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us")
+
+
+@dataclass(frozen=True)
+class PipeRates:
+    """What the execution model divides by, per SM of one GPU.
+
+    ``lanes_per_clock``: results (thread instructions) per clock per SM of each pipe
+    (:data:`PIPE_KEYS`); ``latency_cycles``: the cycles a dependent instruction waits for each
+    class of result (:data:`LATENCY_KEYS`: ``l1``, ``l2``, ``dram`` for a global load served
+    there); ``shared_wavefront_cycles``: what each wavefront past the first adds to a shared
+    access's latency (bank conflicts); ``cta_launch_ns``: the block scheduler's time per CTA on
+    an SM; ``launch_floor_s``: an empty kernel's launch to completion; ``measured``: the keys
+    measured on this GPU or one of its compute capability (``pipe.fp32``, ``latency.dram``,
+    ``launch_floor_us`` ...), the others are the defaults of ``data/pipes.toml``;
+    ``source``: where the numbers come from, in words."""
+
+    lanes_per_clock: dict[str, float]
+    latency_cycles: dict[str, float]
+    shared_wavefront_cycles: float
+    cta_launch_ns: float
+    launch_floor_s: float
+    measured: frozenset[str]
+    source: str
+
+    def describe(self) -> str:
+        got = ", ".join(sorted(self.measured)) or "none"
+        return f"{self.source} (measured: {got})"
+
+
+@cache
+def _pipe_data() -> dict[str, Any]:
+    text = resources.files("gpuadvise").joinpath("data/pipes.toml").read_text()
+    return tomllib.loads(text)
+
+
+def _cc_key(cc: str, known: list[str]) -> str:
+    """``cc`` when the table has it, else the nearest lower one (the first when none is)."""
+    want = tuple(int(p) for p in cc.split("."))
+    ranked = sorted(known, key=lambda s: tuple(int(p) for p in s.split(".")))
+    lower = [k for k in ranked if tuple(int(p) for p in k.split(".")) <= want]
+    return lower[-1] if lower else ranked[0]
+
+
+def pipe_rates(device: DeviceSpec) -> PipeRates:
+    """The execution model's rates for ``device``: its compute capability's defaults
+    (``data/pipes.toml``: the CUDA guide's throughputs, published latencies), with what was
+    measured on this GPU, or else on another GPU of the same compute capability (the same SM:
+    per-clock figures carry over), in their place."""
+    data = _pipe_data()
+    key = _cc_key(device.cc, list(data["cc"]))
+    base = data["cc"][key]
+    lanes = {k: float(base["lanes_per_clock"][k]) for k in PIPE_KEYS}
+    lat = {k: float(base["latency_cycles"][k]) for k in LATENCY_KEYS}
+    scalars = {k: float(base[k]) for k in _SCALAR_KEYS}
+    what = f"compute capability {key}'s defaults (CUDA guide throughputs, published latencies)"
+    if key != device.cc:
+        what = f"compute capability {key}'s defaults for {device.cc} (the nearest known)"
+    measured: set[str] = set()
+    gpus = data.get("gpu", {})
+    own = gpus.get(device.name)
+    same_cc = [n for n in gpus if n != device.name and _product_cc(n) == device.cc]
+    source_gpu = device.name if own is not None else (same_cc[0] if same_cc else None)
+    if source_gpu is not None:
+        m = gpus[source_gpu]
+        for k, v in m.get("lanes_per_clock", {}).items():
+            lanes[k] = float(v)
+            measured.add(f"pipe.{k}")
+        for k, v in m.get("latency_cycles", {}).items():
+            lat[k] = float(v)
+            measured.add(f"latency.{k}")
+        for k in _SCALAR_KEYS:
+            if k in m:
+                scalars[k] = float(m[k])
+                measured.add(k)
+        if measured:
+            what += (
+                f"; measured on an {source_gpu}"
+                if source_gpu == device.name
+                else f"; measured on an {source_gpu} (same SM, per-clock figures carried over)"
+            )
+    return PipeRates(
+        lanes,
+        lat,
+        scalars["shared_wavefront_cycles"],
+        scalars["cta_launch_ns"],
+        scalars["launch_floor_us"] * 1e-6,
+        frozenset(measured),
+        what,
+    )
+
+
+def _product_cc(name: str) -> str | None:
+    entry = _data()["gpu"].get(name)
+    return None if entry is None else str(entry["cc"])

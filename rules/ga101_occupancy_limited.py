@@ -324,7 +324,9 @@ class OccupancyLimited(Rule):
         if ctx.has_model("trace") and rates is not None:
             view = ctx.trace_view
             times = launch_times(view_traffic(ctx.device, view), ctx.device, rates)
-            latency_bound = times is not None and times.bound_by == "latency"
+            # latency-bound: too few bytes in flight (Little's law), or rounds of CTAs each
+            # waiting on its dependent chain: more resident warps shorten both
+            latency_bound = times is not None and times.bound_by in ("latency", "dependency")
             inputs["bound_by_before"] = None if times is None else times.bound_by
             if step.resource == "block_size":
                 # the same threads in CTAs of another size: the work each CTA repeats is

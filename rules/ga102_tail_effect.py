@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuadvise.rules import (
-    LAUNCH_FLOOR_S,
+    MODEL,
     Estimate,
     Evidence,
     Finding,
@@ -75,13 +75,19 @@ class TailEffect(Rule):
 
     How the estimate is made
     ------------------------
-    Tail effect: an upper bound, ``ceil(waves) / waves``, the time of whole waves over the time the
-    work would take if it filled every wave, assuming all CTAs take equally long. A partial wave
-    usually runs faster than a full one (less contention), so the real gain is smaller. Small grid:
-    an upper bound on the launch model, not ``SMs / CTAs``: the traced work (L1, shared, issue)
-    done by the CTAs' SMs now and by all SMs after, the bytes in flight growing with the spread,
-    DRAM and L2 unchanged, and the launch floor (an empty kernel's time) under both, so a kernel
-    of a few microseconds gets little whatever its grid. Without a trace, no estimate.
+    Tail effect: on the execution model when the kernel was traced (it sees the tail itself: the
+    busiest SM's CTAs in rounds of the resident ones): the launch as it is against the same work
+    in one whole wave of CTAs each doing its share (the grid-stride loop of the variant), the
+    launch floor under both; a memory-bound tail has the DRAM to itself and costs little. Without
+    the instruction counts, the memory model's waves; without a trace, ``ceil(waves) / waves``
+    (all CTAs equally long) applied to the launch's work. Small grid: on the launch model
+    (memory, issue and pipes, the critical path of dependent instructions, the launch floor), not
+    ``SMs / CTAs``: the same work in at least ``min_ctas_per_sm`` x SMs CTAs, each doing its
+    share, the bytes in flight growing with the spread, DRAM and L2 unchanged. The point keeps
+    each CTA's critical path (a serial phase, a loop of dependent steps, a ``tid == 0`` section
+    gains nothing from more SMs) unless the kernel reads ``gridDim`` (a grid-stride loop, whose
+    loop the CTAs share); the upper bound splits it, at peak rates and full overlap. A kernel of
+    a few microseconds gets little whatever its grid. Without a trace, no estimate.
 
     Fix safety
     ----------
@@ -164,43 +170,60 @@ class TailEffect(Rule):
         rates = memory_rates(ctx.device)
         if not ctx.has_model("trace") or rates is None or not w.waves:
             return None
-        # the launch model counts memory work only: a kernel that does much arithmetic per
-        # memory access may be bound by it, and its tail then idles SMs as the waves say
-        emu = ctx.emulation
-        lanes = int(active_lanes(ctx.trace.records["mask"]).sum())
-        if emu is None or not lanes or emu.lane_instructions > ALU_PER_MEMORY_ACCESS * lanes:
-            return None
         t = view_traffic(ctx.device, ctx.trace_view)
+        if t.work is None:
+            # without the emulator's instruction counts the launch model counts memory work
+            # only: a kernel that does much arithmetic per memory access may be bound by it,
+            # and its tail then idles SMs as the waves say
+            emu = ctx.emulation
+            lanes = int(active_lanes(ctx.trace.records["mask"]).sum())
+            if emu is None or not lanes or emu.lane_instructions > ALU_PER_MEMORY_ACCESS * lanes:
+                return None
         whole = launch_times(t, ctx.device, rates)
         if whole is None:
             return None
+        if t.work is not None:
+            return self._tail_on_execution_model(ctx, t, whole, inputs)
         tail_share = (w.waves - w.full_waves) / w.waves  # of the launch's work
         fill = w.last_wave_fill
         busy_sms = min(1.0, w.last_wave_ctas / max(ctx.device.sm_count or 1, 1))
 
         def part(share: float, resident: float, sms: float) -> float:
+            # with the kernel's work the model spreads the part's CTAs over the SMs itself
+            # (its busiest SM); without it, the part's per-SM work on the SMs it holds
+            per_sm = 1.0 if t.work is not None else sms
             scaled = replace(
                 t,
-                l1_cycles=t.l1_cycles * share / sms,
-                shared_wavefronts=t.shared_wavefronts * share / sms,
-                instructions=t.instructions * share / sms,
+                l1_cycles=t.l1_cycles * share / per_sm,
+                shared_wavefronts=t.shared_wavefronts * share / per_sm,
+                instructions=t.instructions * share / per_sm,
                 l2_load_sectors=t.l2_load_sectors * share,
                 l2_store_sectors=t.l2_store_sectors * share,
                 l2_partial_store_sectors=t.l2_partial_store_sectors * share,
                 l2_scattered_store_sectors=t.l2_scattered_store_sectors * share,
                 dram_bytes=t.dram_bytes * share,
+                dram_load_bytes=t.dram_load_bytes * share,
+                load_requests=t.load_requests * share,
+                shared_requests=t.shared_requests * share,
                 resident_warps=t.resident_warps * resident,
+                work=None
+                if t.work is None
+                else replace(t.work, ctas=max(1, round(t.work.ctas * share))),
             )
             times = launch_times(scaled, ctx.device, rates)
-            return 0.0 if times is None else times.time_s
+            return 0.0 if times is None else times.work_s
 
         before = part(1.0 - tail_share, 1.0, 1.0) + part(tail_share, fill, max(busy_sms, 1e-9))
-        after = whole.time_s
-        speedup = (LAUNCH_FLOOR_S + before) / (LAUNCH_FLOOR_S + after)
+        after = whole.work_s
+        floor = whole.floor_s
+        speedup = (floor + before) / (floor + after)
         inputs.update(
+            model=MODEL,
             bound_by=whole.bound_by,
-            before_s=LAUNCH_FLOOR_S + before,
-            after_s=LAUNCH_FLOOR_S + after,
+            bound_by_before=whole.bound_by,
+            bound_by_after=whole.bound_by,
+            before_s=floor + before,
+            after_s=floor + after,
         )
         return Estimate(
             round(max(speedup, 1.0), 3),
@@ -214,11 +237,53 @@ class TailEffect(Rule):
             inputs,
         )
 
+    def _tail_on_execution_model(
+        self, ctx: RuleContext, t: Any, whole: Any, inputs: dict[str, Any]
+    ) -> Estimate | None:
+        """The tail on the execution model, which sees it itself: the launch as it is (the
+        busiest SM's CTAs in rounds of the resident ones, the last round part-full) against
+        the same work in one whole wave of CTAs, each doing its share (the grid-stride loop the
+        variant asks for), the launch floor under both; the bound at peak rates and full
+        overlap."""
+        w = ctx.waves
+        rates = memory_rates(ctx.device)
+        target = max(int(w.ctas_per_wave), 1)
+        work = t.work
+        spread = replace(t, work=replace(work.per_cta_scaled(work.ctas / target), ctas=target))
+        after = launch_times(spread, ctx.device, rates) if rates is not None else None
+        floor = launch_times(spread, ctx.device, rates, peak_dram=True) if rates else None
+        if after is None or floor is None:
+            return None
+        point = whole.time_s / after.time_s
+        bound = max(whole.time_s / floor.time_s, point, 1.0)
+        inputs.update(
+            model=MODEL,
+            point_speedup=round(point, 3),
+            bound_by=whole.bound_by,
+            bound_by_before=whole.bound_by,
+            bound_by_after=after.bound_by,
+            before_s=whole.time_s,
+            after_s=after.time_s,
+        )
+        return Estimate(
+            round(bound, 3),
+            "upper-bound",
+            f"the launch model, waves and all: as it is, {whole.describe()}, bound by "
+            f"{whole.bound_by}; the same work in one whole wave of {target} CTAs, each doing "
+            f"{work.ctas / target:.2f} times a CTA's share (a grid-stride loop): "
+            f"{after.describe()}, bound by {after.bound_by}. Point {point:.3f}x, upper bound "
+            f"{bound:.3f}x (after at peak rates and full overlap). A memory-bound tail has the "
+            "DRAM to itself and costs little; a tail of CTAs bound by their dependent chains or "
+            "their issue idles the SMs it leaves empty",
+            inputs,
+        )
+
     def _small_grid(self, ctx: RuleContext) -> Estimate:
-        """The same work spread over every SM, on the launch model: the CTAs' SMs do the L1,
-        shared and issue work now, all SMs after; the resident warps (bytes in flight) grow
-        with the spread; DRAM and L2 stay; the launch floor is under both. Not from the block
-        counts alone: a grid of a few microseconds gains little however it is spread."""
+        """The same work spread over every SM, on the launch model: each of the new CTAs does
+        its share of the instructions, L1 and shared work; the resident warps (bytes in flight)
+        grow with the spread; DRAM and L2 stay; the launch floor is under both. The point keeps
+        each CTA's critical path, the bound splits it too. Not from the block counts alone: a
+        grid of a few microseconds gains little however it is spread."""
         w = ctx.waves
         sms = ctx.device.sm_count
         ctas = max(w.total_ctas, 1)
@@ -231,20 +296,29 @@ class TailEffect(Rule):
                 f"much of its time the {ctas} CTA(s) spend on work more SMs would share",
             )
         t = view_traffic(ctx.device, ctx.trace_view)
-        idle = max(sms / ctas, 1.0)  # only the CTAs' SMs do the per-SM work now
-        busy = replace(
-            t,
-            l1_cycles=t.l1_cycles * idle,
-            shared_wavefronts=t.shared_wavefronts * idle,
-            instructions=t.instructions * idle,
-        )
         # after: at least the CTAs per SM asked for, the warps in flight growing with them
-        target = max(sms, float(ctx.option("min_ctas_per_sm")) * sms)
+        target = max(sms, math.ceil(float(ctx.option("min_ctas_per_sm")) * sms))
         cap = float(ctx.device.max_warps_per_sm * sms)
+        share = ctas / target
         spread_out = replace(t, resident_warps=min(t.resident_warps * target / ctas, cap))
-        before = launch_times(busy, ctx.device, rates)
+        split = spread_out
+        if t.work is not None:
+            work = t.work
+            split_work = replace(work.per_cta_scaled(share), ctas=target)
+            kept = replace(work, ctas=target, pipes={k: v * share for k, v in work.pipes.items()},
+                           shared_requests=work.shared_requests * share,
+                           shared_wavefronts=work.shared_wavefronts * share)  # fmt: skip
+            # a kernel that reads gridDim (a grid-stride loop) shares its loop among the CTAs
+            spread_out = replace(spread_out, work=split_work if work.reads_grid_size else kept)
+            split = replace(spread_out, work=split_work)
+        else:  # no instruction counts (the GPU tracer): the per-SM work spread by hand
+            spread_out = replace(spread_out, l1_cycles=t.l1_cycles * share,
+                                 shared_wavefronts=t.shared_wavefronts * share,
+                                 instructions=t.instructions * share)  # fmt: skip
+            split = spread_out
+        before = launch_times(t, ctx.device, rates)
         after = launch_times(spread_out, ctx.device, rates)
-        floor = launch_times(spread_out, ctx.device, rates, peak_dram=True)
+        floor = launch_times(split, ctx.device, rates, peak_dram=True)
         if before is None or after is None or floor is None:
             return Estimate(None, "none", "not estimated: the device model lacks its clock")
         bound = with_floor(before) / with_floor(floor)
@@ -252,14 +326,22 @@ class TailEffect(Rule):
         return Estimate(
             round(max(bound, point, 1.0), 3),
             "upper-bound",
-            f"the same work over all {sms} SMs instead of {ctas}, on the launch model: before "
-            f"{before.describe()} (bound by {before.bound_by}), spread {after.describe()} "
-            f"(bound by {after.bound_by}), each plus the launch floor of "
-            f"{LAUNCH_FLOOR_S * 1e6:.1f} us; point {point:.2f}x, upper bound {bound:.2f}x "
-            "(DRAM at peak). Left out: arithmetic and dependent latency the trace does not "
-            "count (a serial loop gains nothing from more SMs)",
-            {"total_ctas": ctas, "sm_count": sms, "point": round(point, 3),
-             "before_s": with_floor(before), "after_s": with_floor(after)},
+            f"the same work in {target} CTAs over all {sms} SMs instead of {ctas}, on the "
+            f"launch model: before {before.describe()} (bound by {before.bound_by}); spread, "
+            + (
+                "each CTA's loop shorter (the kernel reads gridDim: a grid-stride loop): "
+                if t.work is not None and t.work.reads_grid_size
+                else "each CTA's critical path kept (the kernel does not read gridDim: a serial "
+                "phase gains nothing from more SMs): "
+            )
+            + f"{after.describe()} (bound by {after.bound_by}); spread with the critical path "
+            f"split too (a grid-stride loop), at peak rates and full overlap: "
+            f"{floor.describe()} (bound by {floor.bound_by}). Each with the launch floor of "
+            f"{before.floor_s * 1e6:.1f} us: point {point:.2f}x, upper bound {bound:.2f}x",
+            {"model": MODEL, "total_ctas": ctas, "sm_count": sms, "point_speedup": round(point, 3),
+             "bound_by_before": before.bound_by, "bound_by_after": after.bound_by,
+             "before_s": with_floor(before), "after_s": with_floor(after),
+             "floor_s": with_floor(floor)},
         )  # fmt: skip
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

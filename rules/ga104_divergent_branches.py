@@ -15,6 +15,7 @@ from gpuadvise.rules import (
     ModelUnavailable,
     Rule,
     RuleContext,
+    issue_change_estimate,
     roofline,
     sm_cycles_per_s,
     work_ratio,
@@ -87,11 +88,12 @@ class DivergentBranches(Rule):
 
     How the estimate is made
     ------------------------
-    An upper bound on the roofline: the issue pipe (warp instructions over the sampled CTAs,
-    scaled to the launch, at 4 per SM per clock) loses the idle lane slots the branch controls
-    divided by 32 (the same thread instructions packed into full warps), against the DRAM floor
-    (the distinct bytes the launch touches at peak bandwidth). Without the device's clock, the
-    ratio of warp instructions. Latency and dependencies are ignored.
+    An upper bound on the launch model (memory terms, issue and pipes from the emulator's
+    instruction counts, the critical path, the launch floor): every pipe's warp instructions
+    fall by the idle lane slots the branch controls divided by 32 (the same thread instructions
+    packed into full warps), the dependent chains and the memory traffic unchanged. Without the
+    instruction counts (the GPU tracer), the issue pipe of the memory roofline against the DRAM
+    floor; without the device's clock, the ratio of warp instructions.
 
     Fix safety
     ----------
@@ -193,6 +195,17 @@ class DivergentBranches(Rule):
                 "warps, for an issue-bound kernel; latency and memory ignored",
                 inputs,
             )
+        kept = 1.0 - saved / d.warp_instructions if d.warp_instructions else 1.0
+        est = issue_change_estimate(
+            ctx.device,
+            view,
+            kept,
+            f"the idle lanes' slots packed into full warps ({1 - kept:.1%} of the warp "
+            "instructions issued fewer; the dependent chains and the memory traffic the same)",
+            inputs,
+        )
+        if est is not None:
+            return est
         scale = float(ctx.trace.scale)
         nbytes = view.useful_bytes()
         bw = ctx.device.mem_bandwidth_gbps * 1e9 if ctx.device.mem_bandwidth_gbps else None

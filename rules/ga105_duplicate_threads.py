@@ -174,6 +174,13 @@ class DuplicateThreads(Rule):
             instructions=before.instructions / d.copies,
             l2_store_sectors=before.l2_store_sectors / d.copies if d.race_lines else
             before.l2_store_sectors,
+            # the execution model's work: a CTA's warps and their instructions, copies fewer;
+            # each remaining thread's dependent chain the same
+            work=None if before.work is None else replace(
+                before.work, pipes={k: v / d.copies for k, v in before.work.pipes.items()},
+                warps_per_cta=max(1, before.work.warps_per_cta // d.copies),
+                shared_requests=before.work.shared_requests / d.copies,
+                shared_wavefronts=before.work.shared_wavefronts / d.copies),
         )  # fmt: skip
         inputs = {"copies": d.copies}
         est = launch_change_estimate(

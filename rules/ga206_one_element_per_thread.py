@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.rules import (
+    MODEL,
     Estimate,
     Evidence,
     Finding,
@@ -988,6 +989,7 @@ class OneElementPerThread(Rule):
         if est is None:
             return Estimate(None, "none", "no SM count or clock for the launch roofline", inputs)
         inputs.update(
+            model=MODEL,
             point_speedup=round(est.point, 3),
             bound_by_before=est.before.bound_by,
             bound_by_after=est.after.bound_by,

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -178,6 +180,8 @@ class GlobalNeighbourReuse(Rule):
             before - after,
             f"a shared tile ({ru.requests} requests as shared wavefronts, {ru.unique_sectors} "
             f"sectors staged instead of {ru.requested_sectors} requested; sampled CTAs)",
+            # the proxy reproduces the line's loads: its own estimate, like for like
+            proxy_records=view.access(np.array(ru.insts, np.int64), ru.buffer)[1],
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

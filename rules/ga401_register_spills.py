@@ -533,7 +533,13 @@ class RegisterSpills(Rule):
         local = d.local_bytes
         g = d.global_bytes
         what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
-        inputs = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
+        inputs: dict[str, Any] = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
+        if d.kind == "spill":
+            # the launch model counts the PTX the emulator runs, where ptxas's spills are not
+            inputs["outside_model"] = (
+                "the spills are ptxas's (in the SASS, not in the PTX the emulator counts), so the "
+                "launch model's time leaves out the very traffic this estimate weighs"
+            )
         if g <= 0:
             return Estimate(
                 None,

@@ -16,6 +16,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    fp64_to_fp32_estimate,
     same_source_file,
 )
 
@@ -102,8 +103,12 @@ class Fp64Promotion(Rule):
 
     How the estimate is made
     ------------------------
-    Not estimated yet: the FP64 pipe's share of the kernel's time needs the execution model of
-    the issue slots per pipe; the finding gives the instruction counts.
+    An upper bound on the launch model (issue and pipes from the emulator's instruction counts,
+    the critical path, the memory terms, the launch floor): the kernel's FP64 pipe instructions
+    issued on the FP32 pipe instead (an H100 runs FP64 at half the FP32 rate, a consumer GPU at
+    1/64), its critical path's FP64 links made FP32 ones, and the F2F conversions of these lines
+    gone (as many per FP64 instruction as the SASS of these lines has). It takes all of the
+    kernel's FP64 work as these lines'; without a trace, no estimate.
 
     Fix safety
     ----------
@@ -157,13 +162,29 @@ class Fp64Promotion(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         d = finding.details_as(Promotion)
+        inputs: dict[str, Any] = {
+            "fp64_instructions": d.fp64,
+            "conversions": d.promotions + d.demotions,
+        }
+        est = None
+        if ctx.has_model("trace"):
+            est = fp64_to_fp32_estimate(
+                ctx.device,
+                ctx.trace_view,
+                (d.promotions + d.demotions) / max(d.fp64, 1),
+                f"the FP64 work in FP32 ({d.fp64} FP64 instruction(s) and "
+                f"{d.promotions + d.demotions} conversion(s) at these lines in the SASS)",
+                inputs,
+            )
+        if est is not None:
+            return est
         return Estimate(
             None,
             "none",
-            "not estimated: the FP64 pipe's share of the kernel's time needs the issue model per "
-            f"pipe; the SASS has {d.fp64} FP64 instruction(s) and {d.promotions + d.demotions} "
-            "conversion(s) from these lines",
-            {"fp64_instructions": d.fp64, "conversions": d.promotions + d.demotions},
+            "not estimated: without the emulator's instruction counts the FP64 pipe's share of "
+            f"the kernel's time is not known; the SASS has {d.fp64} FP64 instruction(s) and "
+            f"{d.promotions + d.demotions} conversion(s) from these lines",
+            inputs,
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

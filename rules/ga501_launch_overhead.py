@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
+    MODEL,
     Estimate,
     Evidence,
     Finding,
@@ -16,6 +17,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    kernel_launch_times,
 )
 
 FP32_LANES_PER_SM = 128  # lanes that retire one instruction per cycle per SM (sm_90; a floor)
@@ -83,10 +85,12 @@ def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
 
 
 def compute_floor_us(ctx: RuleContext) -> tuple[float | None, int | None]:
-    """The instruction floor of one launch, when the pipeline traced the kernel: the emulator's
-    lane-instructions (PTX, not SASS) scaled to the whole grid, at one instruction per lane per
-    cycle on ``FP32_LANES_PER_SM`` lanes of every SM (a lower bound). (None, None) without a
-    trace (the rule never asks for one: a launch-level rule should not cost an emulation)."""
+    """The traced time of one launch's work, when the pipeline traced the kernel: the launch
+    model's work (memory, issue and pipes, the critical path; without its launch floor, which
+    is this rule's gap and host time), else the emulator's lane-instructions (PTX, not SASS)
+    scaled to the whole grid at one instruction per lane per cycle on ``FP32_LANES_PER_SM``
+    lanes of every SM (a lower bound). (None, None) without a trace (the rule never asks for
+    one: a launch-level rule should not cost an emulation)."""
     emulation = ctx.emulation
     d = ctx.device
     if emulation is None or not d.sm_count or not d.sm_clock_mhz:
@@ -95,6 +99,10 @@ def compute_floor_us(ctx: RuleContext) -> tuple[float | None, int | None]:
     if ran <= 0 or lane <= 0:
         return None, None
     total = lane * ctx.launch.grid.count / ran
+    if ctx.has_model("trace"):
+        times = kernel_launch_times(d, ctx.trace_view)
+        if times is not None:
+            return times.work_s * 1e6, int(total)
     per_us = d.sm_count * FP32_LANES_PER_SM * d.sm_clock_mhz  # lane-instructions per microsecond
     return total / per_us, int(total)
 
@@ -147,7 +155,10 @@ class ManyShortLaunches(Rule):
     ------------------------
     A point estimate from a model of the sequence: the kernel takes ``t`` = the larger of its
     buffer traffic (inputs read once, outputs read and written once) over ``bandwidth_efficiency``
-    x the device's DRAM bandwidth, and of the traced instruction floor; the GPU adds
+    x the device's DRAM bandwidth, and of the traced work on the launch model (memory, issue and
+    pipes, the critical path of dependent instructions; its launch floor left to the gap and
+    host constants below; without the instruction counts, the traced instructions at one per
+    lane and cycle); the GPU adds
     ``kernel_gap_us`` per kernel; the host needs ``launch_overhead_us`` per stream launch and
     ``graph_launch_us`` per graph launch. Stream: ``N x max(t + gap, host)``; graph:
     ``graph + N x (t + gap)``; the estimate is their ratio, the overhead share
@@ -261,12 +272,13 @@ class ManyShortLaunches(Rule):
             f"= {m.graph_us_total:.0f} us; t from {facts['bytes_per_launch']} B at "
             f"{facts['bandwidth_gbps']:.0f} GB/s"
             + (
-                f" and a traced floor of {facts['instruction_floor_us']:.3f} us"
+                f" and the traced work on the launch model, {facts['instruction_floor_us']:.3f} us"
                 if facts["instruction_floor_us"] is not None
                 else ""
             )
             + ". Host and gap constants are typical values, not measured here",
             {
+                "model": MODEL,
                 "launches": m.launches,
                 "kernel_us": m.kernel_us,
                 "kernel_gap_us": m.gap_us,

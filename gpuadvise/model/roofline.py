@@ -7,12 +7,18 @@ rules turn that into an upper-bound estimate. Latency, dependencies and overlap 
 the real gain is smaller. Without the device's clock or bandwidth the DRAM floor is dropped and
 the bound is the ratio of the pipe's work (:func:`work_ratio`).
 
-The launch model (:class:`Traffic`, :func:`launch_times`, :class:`LaunchEstimate`) has five
+The launch model (:class:`Traffic`, :func:`launch_times`, :class:`LaunchEstimate`) has these
 terms, each a time over the whole launch: the SMs' L1/shared data path (requests and
-wavefronts), the L2 (sectors from the coalescing model, stores split into full, partial and
-scattered), DRAM (bytes from the L2 side: distinct sectors filled and written back), issue
-(instructions over the schedulers) and latency (Little's law: the bytes the resident warps keep
-in flight against latency x bandwidth). A launch takes at least its largest term; an estimate
+wavefronts, on the busiest SM), the L2 (sectors from the coalescing model, stores split into
+full, partial and scattered), DRAM (bytes from the L2 side: distinct sectors filled and written
+back), latency (Little's law: the bytes the resident warps keep in flight against latency x
+bandwidth), and, from the execution model (:mod:`gpuadvise.model.execution`) when the traffic
+carries the kernel's :class:`~gpuadvise.model.execution.KernelWork`: issue (every warp
+instruction on the busiest scheduler), pipe (the slowest arithmetic pipe), dependency (the
+critical path of serial phases) and cta (CTA launches); without it, issue counts the memory
+instructions alone. A launch takes its floor (an empty kernel's launch, measured) plus its work
+(:func:`gpuadvise.model.execution.combine`: memory and compute overlapping but for a fraction
+``1 / warps per scheduler`` of the smaller, at least the dependency and CTA terms); an estimate
 compares the launch before and after a change, and names the term that bounds each.
 
 Pure arithmetic: no I/O, no numpy.
@@ -22,9 +28,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuadvise.devices import DeviceSpec, MemoryRates
+from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
+from gpuadvise.model.execution import (
+    ComputeTerms,
+    KernelWork,
+    LoadMix,
+    combine,
+    compute_terms,
+    overlap,
+)
 
 __all__ = [
+    "ALL_TERMS",
     "ISSUE_PER_SM_PER_CLOCK",
     "L1_BYTES_PER_CLOCK",
     "PARTIAL_STORE_PEAK_FACTOR",
@@ -125,6 +140,9 @@ ISSUE_PER_SM_PER_CLOCK = 4
 """Warp instructions an SM issues per clock: four schedulers, one each (Volta and later)."""
 
 TERMS = ("l1", "l2", "dram", "issue", "latency")
+"""The memory roofline's terms (and issue), the first of every launch's."""
+ALL_TERMS = (*TERMS, "pipe", "dependency", "cta")
+"""Every term of the launch model: the roofline's and the execution model's."""
 
 PARTIAL_STORE_PEAK_FACTOR = 422.17 / 98.77
 """How much faster the L2 takes partial-sector stores at best than at the rate the point uses:
@@ -144,8 +162,13 @@ class Traffic:
     ``l2_*_sectors``: 32-byte sectors the L2 serves: loads (L1 misses), full-sector stores,
     partial-sector stores (merged under byte masks) and scattered partial stores (each lane
     another 128-byte line); ``dram_bytes``: sectors filled from DRAM and written back;
-    ``instructions``: warp instructions issued; ``resident_warps``: warps on the device at
-    once; ``bytes_in_flight_per_warp``: what each keeps in flight (0: no latency term)."""
+    ``instructions``: warp instructions issued (memory ones: the issue term when there is no
+    ``work``); ``resident_warps``: warps on the device at once; ``bytes_in_flight_per_warp``:
+    what each keeps in flight (0: no latency term). ``work``: what the CTAs execute (the
+    execution model's input; None: memory instructions alone). ``load_requests``: the global
+    load requests (warp instructions; with ``l2_load_sectors`` and ``dram_load_bytes``, where a
+    load is served: the latency of a global load on a dependent chain); ``shared_requests``:
+    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -157,49 +180,112 @@ class Traffic:
     instructions: float = 0.0
     resident_warps: float = 0.0
     bytes_in_flight_per_warp: float = 0.0
+    work: KernelWork | None = None
+    load_requests: float = 0.0
+    dram_load_bytes: float = 0.0
+    shared_requests: float = 0.0
+
+    def load_mix(self) -> LoadMix:
+        """Where the loads are served and the shared accesses' wavefronts per request. A load
+        waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1
+        miss fraction is that of requests (the L2 sectors over the requests, at most 1; a
+        strided request of 32 sectors and a coalesced one of 4 both wait for the L2), the L2's
+        that of its sectors (those DRAM fills)."""
+        l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
+        l2_sectors = self.l2_load_sectors * 32.0
+        l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
+        ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0
+        return LoadMix(min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0))
 
 
 @dataclass(frozen=True)
 class LaunchTimes:
-    """The five terms of one launch in seconds; the launch takes at least the largest."""
+    """The terms of one launch in seconds (:data:`ALL_TERMS`), its floor, and the overlap of
+    its memory and compute times (``hidden``: :func:`gpuadvise.model.execution.overlap`; 1:
+    full); ``compute``: the execution model's terms with what they were made of (None when the
+    traffic carried no :class:`~gpuadvise.model.execution.KernelWork`)."""
 
     l1_s: float
     l2_s: float
     dram_s: float
     issue_s: float
     latency_s: float
+    pipe_s: float = 0.0
+    dependency_s: float = 0.0
+    cta_s: float = 0.0
+    floor_s: float = 0.0
+    hidden: float = 1.0
+    compute: ComputeTerms | None = None
 
     def term(self, name: str) -> float:
         return float(getattr(self, name + "_s"))
 
     @property
+    def memory_s(self) -> float:
+        return max(self.l1_s, self.l2_s, self.dram_s, self.latency_s)
+
+    @property
+    def compute_s(self) -> float:
+        return max(self.issue_s, self.pipe_s)
+
+    @property
+    def work_s(self) -> float:
+        """The launch's work, without its floor (:func:`~gpuadvise.model.execution.combine`)."""
+        return combine(
+            self.memory_s, self.compute_s, max(self.dependency_s, self.cta_s), self.hidden
+        )
+
+    @property
     def time_s(self) -> float:
-        return max(max(self.term(t) for t in TERMS), _MIN_TIME_S)
+        return max(self.floor_s + self.work_s, _MIN_TIME_S)
 
     @property
     def bound_by(self) -> str:
-        """The term that decides the time (the first of :data:`TERMS` on a tie)."""
-        return max(TERMS, key=lambda t: (self.term(t), -TERMS.index(t)))
+        """The term that decides the time (the first of :data:`ALL_TERMS` on a tie), or
+        ``launch`` when the floor is more than the work."""
+        if self.floor_s > self.work_s:
+            return "launch"
+        return max(ALL_TERMS, key=lambda t: (self.term(t), -ALL_TERMS.index(t)))
 
     def describe(self) -> str:
-        return ", ".join(f"{t} {self.term(t) * 1e6:.2f}" for t in TERMS) + " us"
+        terms = [t for t in ALL_TERMS if t in TERMS or self.term(t) > 0]
+        out = ", ".join(f"{t} {self.term(t) * 1e6:.2f}" for t in terms) + " us"
+        if self.floor_s > 0:
+            out += f"; launch floor {self.floor_s * 1e6:.2f} us"
+        if self.compute is not None and self.pipe_s > 0:
+            out += f" (slowest pipe {self.compute.pipe})"
+        return out
 
 
 def launch_times(
-    traffic: Traffic, device: DeviceSpec, rates: MemoryRates, peak_dram: bool = False
+    traffic: Traffic,
+    device: DeviceSpec,
+    rates: MemoryRates,
+    peak_dram: bool = False,
+    pipes: PipeRates | None = None,
 ) -> LaunchTimes | None:
-    """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock, L2 at the
-    rates' sector rates (loads and stores share the slices, so their times add up), DRAM at the
-    sustained copy rate, issue at four warp instructions per SM per clock, latency by Little's
-    law. ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth and partial-sector
-    stores at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`). None without
-    SM count or clock."""
+    """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock (on the busiest
+    SM when the CTAs are known), L2 at the rates' sector rates (loads and stores share the
+    slices, so their times add up), DRAM at the sustained copy rate, latency by Little's law;
+    issue, pipe, dependency and CTA terms from the execution model when the traffic carries the
+    kernel's work (else issue at four warp instructions per SM per clock of its memory
+    instructions); the launch floor of the device (:func:`gpuadvise.devices.pipe_rates`).
+    ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth, partial-sector stores
+    at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
+    fully overlapped. ``pipes``: the device's pipe rates (default: :func:`pipe_rates`). None
+    without SM count or clock."""
     hz = sm_cycles_per_s(device)
     bw = dram_bytes_per_s(device)
     if hz is None or bw is None:
         return None
+    pipes = pipes or pipe_rates(device)
     dram_bw = bw if peak_dram else rates.dram_sustained_gbps * 1e9
-    l1_s = (traffic.l1_cycles + traffic.shared_wavefronts) / hz
+    work = traffic.work
+    spread = 1.0  # the busiest SM's share of the per-SM work over the average SM's
+    if work is not None and device.sm_count:
+        ctas = max(work.ctas, 1)
+        spread = -(-ctas // device.sm_count) * device.sm_count / ctas
+    l1_s = (traffic.l1_cycles + traffic.shared_wavefronts) * spread / hz
     g = 1e9
     l2_s = (
         traffic.l2_load_sectors / (rates.l2_load_gsectors * g)
@@ -209,13 +295,35 @@ def launch_times(
         + traffic.l2_scattered_store_sectors / (rates.l2_scattered_store_gsectors * g)
     )
     dram_s = traffic.dram_bytes / dram_bw
-    issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)
     in_flight = traffic.resident_warps * traffic.bytes_in_flight_per_warp
     latency_s = 0.0
     if in_flight > 0:
-        # Little's law: bandwidth = bytes in flight / latency, at most the DRAM's
-        latency_s = traffic.dram_bytes * rates.latency_ns * 1e-9 / in_flight
-    return LaunchTimes(l1_s, l2_s, dram_s, issue_s, latency_s)
+        # Little's law: bandwidth = bytes in flight / latency, at most the DRAM's; the bytes
+        # the warps wait for are the loads' (stores are posted: no warp waits for them), when
+        # the traffic says which they are
+        waited = traffic.dram_load_bytes if traffic.dram_load_bytes > 0 else traffic.dram_bytes
+        latency_s = waited * rates.latency_ns * 1e-9 / in_flight
+    terms = compute_terms(work, device, pipes, traffic.load_mix()) if work is not None else None
+    if terms is None:
+        issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)
+        per_sched = traffic.resident_warps / ((device.sm_count or 1) * ISSUE_PER_SM_PER_CLOCK)
+        hidden = 1.0 if peak_dram else overlap(per_sched)
+        return LaunchTimes(
+            l1_s, l2_s, dram_s, issue_s, latency_s, floor_s=pipes.launch_floor_s, hidden=hidden
+        )
+    return LaunchTimes(
+        l1_s,
+        l2_s,
+        dram_s,
+        terms.issue_s,
+        latency_s,
+        pipe_s=terms.pipe_s,
+        dependency_s=terms.dependency_s,
+        cta_s=terms.cta_s,
+        floor_s=pipes.launch_floor_s,
+        hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
+        compute=terms,
+    )
 
 
 # The time no launch goes below: an empty kernel's launch-to-completion on the GPU, which every
@@ -228,7 +336,11 @@ LAUNCH_FLOOR_S = 2.8e-6
 
 def with_floor(times: LaunchTimes) -> float:
     """A launch's time with the launch floor under its work (the work's terms overlap the
-    floor's set-up only in part: added, as the measurement sees them)."""
+    floor's set-up only in part: added, as the measurement sees them). :func:`launch_times`
+    puts the device's floor in ``time_s`` already; a :class:`LaunchTimes` made without one
+    gets :data:`LAUNCH_FLOOR_S`."""
+    if times.floor_s > 0:
+        return times.time_s
     return LAUNCH_FLOOR_S + times.time_s
 
 
@@ -253,26 +365,52 @@ class LaunchEstimate:
         return max(self.before.time_s / self.after_floor.time_s, self.point)
 
     def method(self, what: str, rates: MemoryRates) -> str:
-        return (
-            f"roofline of the launch, five terms (L1/shared data path, L2 sectors, DRAM bytes, "
-            f"issue, latency): before {self.before.describe()}, bound by {self.before.bound_by}; "
-            f"after {what}: {self.after.describe()}, bound by {self.after.bound_by}. Point "
-            f"{self.point:.2f}x (sustained rates, {rates.source}); upper bound {self.bound:.2f}x "
-            "(after at peak DRAM bandwidth and the L2's best partial-store rate). Left out: "
-            "overlap between terms other than the largest, L2 reuse across CTAs and capacity "
-            "misses, DRAM read-fills of partial sectors, ALU instructions (issue counts memory "
-            "instructions only)"
+        b, a = self.before, self.after
+        if b.compute is not None:
+            kind = (
+                "execution model of the launch (L1/shared data path, L2 sectors, DRAM bytes, "
+                "latency by Little's law; issue and the slowest pipe from the emulator's "
+                "instruction counts; the critical path of dependent instructions; CTA launches; "
+                "the launch floor)"
+            )
+            left = (
+                "L2 reuse across CTAs and capacity misses, DRAM read-fills of partial sectors, "
+                "the instruction cache and register-bank conflicts"
+            )
+        else:
+            kind = (
+                "roofline of the launch (L1/shared data path, L2 sectors, DRAM bytes, issue, "
+                "latency; the launch floor)"
+            )
+            left = (
+                "L2 reuse across CTAs and capacity misses, DRAM read-fills of partial sectors, "
+                "ALU instructions (no instruction counts: issue counts memory instructions only)"
+            )
+        text = (
+            f"{kind}: before {b.describe()}, bound by {b.bound_by}; after {what}: "
+            f"{a.describe()}, bound by {a.bound_by}. Point {self.point:.2f}x (sustained rates, "
+            f"{rates.source}; memory and compute overlapping but for 1/warps-per-scheduler of "
+            f"the smaller: {1 - b.hidden:.0%} of it before, {1 - a.hidden:.0%} after); upper "
+            f"bound {self.bound:.2f}x (after at peak DRAM bandwidth, the L2's best "
+            "partial-store rate, full overlap). "
         )
+        if b.compute is not None:
+            text += f"Before: {b.compute.describe()}. "
+        return text + f"Left out: {left}"
 
 
 def launch_estimate(
-    before: Traffic, after: Traffic, device: DeviceSpec, rates: MemoryRates
+    before: Traffic,
+    after: Traffic,
+    device: DeviceSpec,
+    rates: MemoryRates,
+    pipes: PipeRates | None = None,
 ) -> LaunchEstimate | None:
     """:class:`LaunchEstimate` of a change from ``before`` to ``after``; None without the
     device's SM count or clock."""
-    b = launch_times(before, device, rates)
-    a = launch_times(after, device, rates)
-    f = launch_times(after, device, rates, peak_dram=True)
+    b = launch_times(before, device, rates, pipes=pipes)
+    a = launch_times(after, device, rates, pipes=pipes)
+    f = launch_times(after, device, rates, peak_dram=True, pipes=pipes)
     if b is None or a is None or f is None:
         return None
     return LaunchEstimate(b, a, f)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from gpuadvise.ptx.parser import Addr, Group, Instr, Neg, Operand, PredOut, Reg, Vec
 
-__all__ = ["MEMORY_BASES", "data_addressed", "data_registers"]
+__all__ = ["MEMORY_BASES", "data_addressed", "data_registers", "defs_uses"]
 
 MEMORY_BASES = frozenset({"ld", "ldu", "st", "atom", "red", "cp", "prefetch", "tex", "suld",
                           "sust", "tld4"})  # fmt: skip
@@ -65,6 +65,17 @@ def _address(ins: Instr) -> Addr | None:
         if isinstance(op, Addr):
             return op
     return None
+
+
+def defs_uses(ins: Instr) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The registers an instruction writes and those it reads (its guard predicate too)."""
+    guard = (ins.guard,) if ins.guard else ()
+    if not ins.operands:
+        return (), guard
+    if ins.base in _NO_DEST:
+        return (), guard + tuple(r for op in ins.operands for r in _regs(op))
+    dest = tuple(_regs(ins.operands[0]))
+    return dest, guard + tuple(r for op in ins.operands[1:] for r in _regs(op))
 
 
 def data_addressed(instrs: Sequence[Instr]) -> frozenset[int]:

@@ -57,12 +57,14 @@ import ctypes
 import mmap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, cast
 
 import numpy as np
 
 from gpuadvise.ptx.access import RECORD, Kind, Space
 from gpuadvise.ptx.cfg import Program, build_program, symbols_used
+from gpuadvise.ptx.chains import REFERENCE_VECTOR, BlockCosts, block_costs
 from gpuadvise.ptx.errors import (
     EmulationError,
     InstructionBudgetError,
@@ -184,6 +186,12 @@ class KernelImage:
     def shared_bytes(self) -> int:
         """Bytes of the CTA's shared window that the kernel uses (from the base)."""
         return self.dynamic_offset - self.shared_base + self.dynamic_smem_bytes
+
+    @cached_property
+    def block_costs(self) -> BlockCosts:
+        """Each block's instructions by pipe and longest dependent chain
+        (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
+        return block_costs(self.program)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:
@@ -587,6 +595,11 @@ class Batch:
         self.block_lanes: list[int] = [0] * nb_
         self.block_splits: list[int] = [0] * nb_
         self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
+        # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
+        # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
+        # class, and the most instructions a warp of the CTA issued
+        self.cta_chain = np.zeros((self.ncta, image.block_costs.chain.shape[1]))
+        self.cta_instructions = np.zeros(self.ncta)  # issued (gpuadvise.ptx.pipes), not PTX
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         self._epoch_gen = 0  # counts the changes of warp_epoch
@@ -1483,6 +1496,9 @@ class Batch:
         cur_mask = st_mask[0].copy()
         live = np.ones(nw, bool)
         warp_count = np.zeros(nw, np.int64)
+        chain = self.image.block_costs.per_warp  # links by latency class, then issued
+        warp_chain = np.zeros((nw, chain.shape[1]))
+        lock_chain = np.zeros(chain.shape[1])  # chains every warp ran in lockstep, not yet added
         lane_instr = 0
         steps = 0
         allw = np.arange(nw)
@@ -1585,8 +1601,11 @@ class Batch:
                     lane_instr += lx * blen
                     block_warps[p] += wx
                     block_lanes[p] += lx
+                    # each warp's critical path by as many iterations as it stands for
+                    warp_chain += sampler.wmul[:, None] * chain[p]
                 else:
                     lane_instr += n * blen
+                    lock_chain += chain[p]
                     block_warps[p] += nw
                     block_lanes[p] += n
                 if watching:
@@ -1618,6 +1637,8 @@ class Batch:
                 cur_pc[:] = p
                 warp_count += lock_extra
                 lock_extra = 0
+                warp_chain += lock_chain
+                lock_chain[:] = 0.0
                 ws = allw
                 masks = cur_mask[ws]
                 mask = full_mask
@@ -1645,6 +1666,7 @@ class Batch:
                         lane_instr += active_b
                         block_warps[int(blk_id)] += wx
                         block_lanes[int(blk_id)] += active_b
+                        warp_chain[ws] += chain[int(blk_id)]
                         set_pc(ws, int(blk.term[1]))
                     continue
                 pcs = cur_pc[runnable]
@@ -1676,6 +1698,12 @@ class Batch:
                     wx, active = sampler.weigh(ws, masks)
                 lane_instr += active * block_len[p]
                 warp_count[ws] += block_len[p]
+                if sampler.weighted:
+                    warp_chain[ws] += sampler.wmul[ws][:, None] * chain[p]
+                elif ws.size == nw:
+                    warp_chain += chain[p]
+                else:
+                    warp_chain[ws] += chain[p]
                 block_warps[p] += wx
                 block_lanes[p] += active
                 if watching:
@@ -1727,7 +1755,17 @@ class Batch:
                 self._brx(ws, masks, mask, str(reg), list(targets), p, set_pc, diverge)
             else:
                 raise EmulationError(f"internal error: block terminator {kind}", None)
+        self._critical_paths(warp_chain + lock_chain)
         return lane_instr, steps
+
+    def _critical_paths(self, warp_chain: np.ndarray) -> None:
+        """Per CTA: the chain of its warp whose chain is longest at the reference latencies,
+        and the most instructions one of its warps issued (the last column)."""
+        per_cta = warp_chain.reshape(self.ncta, self.wpc, -1)
+        links = per_cta[:, :, :-1]
+        longest = np.argmax(links @ REFERENCE_VECTOR, axis=1)
+        self.cta_chain = links[np.arange(self.ncta), longest]
+        self.cta_instructions = per_cta[:, :, -1].max(axis=1)
 
     def _note_split(self, blk: int, ws: np.ndarray) -> None:
         """Remember the CTAs in which warps ``ws`` split at block ``blk`` (SIMT counts)."""

@@ -1324,7 +1324,5 @@ def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
     return (
         _env()
         .get_template("batch.html.j2")
-        .render(
-            title="gpuadvise analyze", version=_version(), rows=rows, cases=cases, live=live
-        )
+        .render(title="gpuadvise analyze", version=_version(), rows=rows, cases=cases, live=live)
     )

@@ -43,11 +43,16 @@ from gpuadvise.rules.context import (
 from gpuadvise.rules.demanded_bits import demanded_bits, load_widths
 from gpuadvise.rules.engine import *  # noqa: F403
 from gpuadvise.rules.engine import __all__ as _engine_all
-from gpuadvise.rules.engine import doc_sections, validate_rule
+from gpuadvise.rules.engine import doc_sections, use_model_check, validate_rule
 from gpuadvise.rules.estimates import (
+    MODEL,
     buffer_records,
+    fp64_to_fp32_estimate,
+    issue_change_estimate,
+    kernel_launch_times,
     l1_roofline_estimate,
     launch_change_estimate,
+    model_check,
     repeated_requests,
     view_traffic,
 )
@@ -196,6 +201,10 @@ __all__ = [
     "touched_lines",
     "trace_view",
     "view_traffic",
+    "issue_change_estimate",
+    "fp64_to_fp32_estimate",
+    "kernel_launch_times",
+    "MODEL",
     "validate_rule",
     "warp_footprint",
     "work_ratio",
@@ -241,6 +250,10 @@ __all__ += [
     "pressure_plan",
     "shortenings",
 ]
+
+# every rule's estimate goes through the launch model (issue 29): the engine runs it through
+# this check, which the estimates module holds (it imports the engine, not the other way)
+use_model_check(model_check)
 
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
 from gpuadvise.rules.staging import (  # noqa: E402

@@ -45,7 +45,7 @@ import traceback
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -232,6 +232,15 @@ class Measurement:
     kind: MeasurementKind = "variant"
     label: str | None = None
     stop_reason: str | None = None
+    kernel_ms: float | None = None  # a proxy's: the user's kernel timed in the same stage
+
+    @property
+    def proxy_off(self) -> float | None:
+        """For a proxy timed beside the kernel it stands for: how far the proxy's baseline is
+        from the kernel's own time (``baseline / kernel - 1``); None otherwise."""
+        if self.kind != "proxy" or not self.kernel_ms or self.kernel_ms <= 0:
+            return None
+        return self.baseline_ms / self.kernel_ms - 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -246,6 +255,7 @@ class Measurement:
             "kind": self.kind,
             "label": self.label,
             "stop_reason": self.stop_reason,
+            "kernel_ms": _num(self.kernel_ms),
         }
 
     @classmethod
@@ -262,6 +272,7 @@ class Measurement:
             d.get("kind", "variant"),
             d.get("label"),
             d.get("stop_reason"),
+            d.get("kernel_ms"),
         )
 
 
@@ -1456,6 +1467,19 @@ def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> 
     )
 
 
+# The launch model's check of every rule's estimate (gpuadvise.rules.estimates.model_check:
+# a speedup of the kernel's work made a speedup of the launch, whose floor stays), installed by
+# the rule API's package (gpuadvise/rules/__init__.py): the estimates import the engine, so the
+# engine cannot import them.
+_model_check: Callable[[RuleContext, Estimate], Estimate] | None = None
+
+
+def use_model_check(check: Callable[[RuleContext, Estimate], Estimate] | None) -> None:
+    """Run every rule's estimate through ``check`` (None: as the rule made it)."""
+    global _model_check
+    _model_check = check
+
+
 def _no_slowdown(f: Finding) -> Finding:
     """A finding whose estimate is below 1: the model predicts the change makes the launch
     slower, which is a reason not to recommend it, never a speedup. The estimate becomes
@@ -1512,6 +1536,8 @@ def evaluate_rules(
             for f in detected:
                 stage = "estimate"
                 est = rule.estimate(ctx, f)
+                if est is not None and _model_check is not None:
+                    est = _model_check(ctx, est)
                 stage = "transform"
                 var = rule.transform(ctx, f)
                 done.append(_no_slowdown(replace(f, estimated_speedup=est, variant=var)))

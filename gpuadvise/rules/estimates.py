@@ -1,7 +1,14 @@
-"""Estimates shared by several rules, on the one launch roofline of
-:mod:`gpuadvise.model.roofline`: the traffic of the traced launch (:func:`view_traffic`), the
-traffic once some accesses move only the bytes they use, and the estimate between the two
-(:func:`l1_roofline_estimate`, an upper bound with the point value in its inputs)."""
+"""Estimates shared by several rules, on the one launch model of
+:mod:`gpuadvise.model.roofline` and :mod:`gpuadvise.model.execution`: the traffic and work of the
+traced launch (:func:`view_traffic`), the traffic once some accesses move only the bytes they use,
+and the estimate between the two (:func:`l1_roofline_estimate`, an upper bound with the point
+value in its inputs); a change of the instructions issued (:func:`issue_change_estimate`); and
+the check every other estimate goes through (:func:`through_model`): a rule's speedup of the
+kernel's work, made a speedup of the launch it is part of, whose floor stays.
+
+An estimate made on the launch model carries ``inputs["model"] == "execution"`` (:data:`MODEL`),
+its point (``point_speedup``) and the terms that bound the launch before and after
+(``bound_by_before``, ``bound_by_after``)."""
 
 from __future__ import annotations
 
@@ -15,19 +22,36 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.roofline import TERMS, Traffic, launch_estimate, launch_times, work_ratio
+from gpuadvise.model.execution import amdahl_with_floor
+from gpuadvise.model.roofline import (
+    ALL_TERMS,
+    LaunchTimes,
+    Traffic,
+    launch_estimate,
+    launch_times,
+    work_ratio,
+)
 from gpuadvise.rules.engine import Estimate
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import SECTOR, TraceView
 
 __all__ = [
     "LOADS_IN_FLIGHT",
+    "MODEL",
     "buffer_records",
+    "fp64_to_fp32_estimate",
+    "issue_change_estimate",
+    "kernel_launch_times",
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
+    "model_check",
+    "through_model",
     "view_traffic",
 ]
+
+MODEL = "execution"
+"""``inputs["model"]`` of an estimate made on the launch model (the check leaves it as it is)."""
 
 LOADS_IN_FLIGHT = 4
 """Load requests a warp keeps in flight (independent loads the compiler issues back to back);
@@ -180,13 +204,15 @@ def _used_bytes_per_cta(
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
-    """Warps on the device at once, by the warp and CTA limits (registers and shared memory
-    are not known here: at most this many)."""
+    """Warps on the device at once: by the kernel's occupancy when the emulator knew it (its
+    registers and shared memory), else by the warp and CTA limits (at most this many)."""
     threads = math.prod(view.block)
     w = -(-threads // WARP)
     if not (device.sm_count and w):
         return 0.0
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // w)
+    if view.work is not None and view.work.ctas_per_sm > 0:
+        per_sm = min(per_sm, view.work.ctas_per_sm)
     return float(min(view.total_ctas, per_sm * device.sm_count) * w)
 
 
@@ -266,7 +292,7 @@ def _view_traffic(
     full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
     lstore = store[lanes.rec] & inside
-    dram_sectors = 0.0
+    dram_sectors = dram_load = 0.0
     for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
         n_part = dset.count
         if (lsel & part).any():
@@ -274,6 +300,8 @@ def _view_traffic(
             used = _used_bytes(lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
             n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
         dram_sectors += n_part
+        if part is lload:
+            dram_load = n_part
     n_load = float(rw[load].sum())
     if only is None:
         warps = max(view.warps(), 1)
@@ -288,8 +316,16 @@ def _view_traffic(
     per_req = float(np.average(c.sectors[load], weights=rw[load])) if n_load else 0.0
     in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
+    # what the CTAs execute (the execution model's input): the kernel's, not a proxy's (a
+    # per-line proxy, ``only``, runs its records and a fold: the memory roofline alone)
+    work = view.work if only is None else None
+    shared_requests = shared_wavefronts = 0.0
+    if work is not None:
+        shared_requests = work.shared_requests * work.ctas
+        shared_wavefronts = work.shared_wavefronts * work.ctas
     return Traffic(
         l1_cycles=l1 * s,
+        shared_wavefronts=shared_wavefronts,
         l2_load_sectors=l2_load * s,
         l2_store_sectors=full * s,
         l2_partial_store_sectors=partial * s,
@@ -298,6 +334,10 @@ def _view_traffic(
         instructions=float(rw[keep].sum()) * s,
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
+        work=work,
+        load_requests=n_load * s,
+        dram_load_bytes=dram_load * SECTOR * s,
+        shared_requests=shared_requests,
     )
 
 
@@ -388,17 +428,7 @@ def l1_roofline_estimate(
     if est is None:  # pragma: no cover - memory_rates needs the same fields
         return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)
     inputs.update(
-        point_speedup=round(est.point, 3),
-        bound_by_before=est.before.bound_by,
-        bound_by_after=est.after.bound_by,
-        **{
-            f"before_{t}_us": est.before.term(t) * 1e6
-            for t in ("l1", "l2", "dram", "issue", "latency")
-        },
-        **{
-            f"after_{t}_us": est.after.term(t) * 1e6
-            for t in ("l1", "l2", "dram", "issue", "latency")
-        },
+        _term_inputs(est),
         dram_bytes_before=before.dram_bytes,
         dram_bytes_after=after.dram_bytes,
     )
@@ -447,11 +477,13 @@ def _with_out_word(t: Traffic, view: TraceView) -> Traffic:
 
 def _term_inputs(est: Any) -> dict[str, Any]:
     return {
+        "model": MODEL,
         "point_speedup": round(est.point, 3),
         "bound_by_before": est.before.bound_by,
         "bound_by_after": est.after.bound_by,
-        **{f"before_{t}_us": est.before.term(t) * 1e6 for t in TERMS},
-        **{f"after_{t}_us": est.after.term(t) * 1e6 for t in TERMS},
+        "floor_us": est.before.floor_s * 1e6,
+        **{f"before_{t}_us": est.before.term(t) * 1e6 for t in ALL_TERMS},
+        **{f"after_{t}_us": est.after.term(t) * 1e6 for t in ALL_TERMS},
     }
 
 
@@ -467,6 +499,7 @@ def launch_change_estimate(
     rates = memory_rates(device)
     if rates is None:
         return None
+    after = _instructions_into_work(before, after)
     est = launch_estimate(before, after, device, rates)
     if est is None:
         return None
@@ -480,8 +513,151 @@ def launch_change_estimate(
     method = est.method(what, rates)
     if before.dram_bytes == after.dram_bytes:
         method = method.replace(
-            "(after at peak DRAM bandwidth and the L2's best partial-store rate)",
-            "(both at peak DRAM bandwidth and the L2's best partial-store rate: DRAM bytes "
-            "unchanged)",
+            "(after at peak DRAM bandwidth, the L2's best partial-store rate, full overlap)",
+            "(both at peak DRAM bandwidth and the L2's best partial-store rate, after fully "
+            "overlapped: DRAM bytes unchanged)",
         )
     return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)
+
+
+def _instructions_into_work(before: Traffic, after: Traffic) -> Traffic:
+    """``after`` with the warp instructions a rule saved (or added) by changing ``instructions``
+    taken from its work (the execution model's issue and pipes come from the work): when the
+    rule left the work as it was, the same number of warp instructions from every pipe in
+    proportion."""
+    w = after.work
+    if w is None or w is not before.work or after.instructions == before.instructions:
+        return after
+    total = w.instructions * w.ctas
+    if total <= 0:
+        return after
+    kept = max(0.0, 1.0 - (before.instructions - after.instructions) / total)
+    return replace(after, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
+
+
+def issue_change_estimate(
+    device: DeviceSpec, view: TraceView, kept: float, what: str, inputs: dict[str, Any]
+) -> Estimate | None:
+    """A change that issues ``kept`` (a fraction) of the kernel's instructions, its dependent
+    chains and memory traffic unchanged (idle lanes packed into full warps), on the launch
+    model: :func:`launch_change_estimate` of the traced launch against the same launch with
+    every pipe's count scaled. None without the kernel's work (the GPU tracer) or the device's
+    rates."""
+    before = view_traffic(device, view)
+    if before.work is None:
+        return None
+    w = before.work
+    after = replace(before, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
+    return launch_change_estimate(device, before, after, what, inputs)
+
+
+def fp64_to_fp32_estimate(
+    device: DeviceSpec,
+    view: TraceView,
+    conversions_per_fp64: float,
+    what: str,
+    inputs: dict[str, Any],
+) -> Estimate | None:
+    """The kernel's FP64 work done in FP32 (double promotions made float), on the launch model:
+    every FP64 pipe instruction of the work moved to the FP32 pipe and every FP64 link of its
+    critical path made an FP32 one, and ``conversions_per_fp64`` XU conversions (F2F) fewer per
+    FP64 instruction (at most the work's XU count). None without the kernel's work."""
+    before = view_traffic(device, view)
+    w = before.work
+    if w is None or w.pipes.get("fp64", 0.0) <= 0:
+        return None
+    pipes = dict(w.pipes)
+    fp64 = pipes.pop("fp64")
+    pipes["fp32"] = pipes.get("fp32", 0.0) + fp64
+    if "xu" in pipes:
+        pipes["xu"] = max(pipes["xu"] - conversions_per_fp64 * fp64, 0.0)
+    chain = dict(w.chain)
+    if "fp64" in chain:
+        chain["fp32"] = chain.get("fp32", 0.0) + chain.pop("fp64")
+    after = replace(before, work=replace(w, pipes=pipes, chain=chain))
+    return launch_change_estimate(device, before, after, what, inputs)
+
+
+def kernel_launch_times(device: DeviceSpec, view: TraceView) -> LaunchTimes | None:
+    """The launch model's times of the traced launch (sustained rates); None without the
+    device's clock, bandwidth or memory rates."""
+    rates = memory_rates(device)
+    if rates is None:
+        return None
+    return launch_times(view_traffic(device, view), device, rates)
+
+
+def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
+    """A rule's estimate of the kernel's work made an estimate of the launch on the launch
+    model (``times``: the traced launch's, :func:`kernel_launch_times`): the rule's speedup
+    ``S`` applies to the launch's work, its floor stays, ``T / (floor + work / S)``; so does
+    its point (``inputs["point_speedup"]``) when it has one. An estimate made on the launch
+    model already (:data:`MODEL`), one with no number, or no ``times`` (no trace, no clock):
+    as it is; one whose ``inputs["outside_model"]`` says the work it saves is not in the model
+    (register spills): as it is, its method saying why."""
+    if est.speedup is None or est.inputs.get("model") == MODEL or times is None:
+        return est
+    outside = est.inputs.get("outside_model")
+    if outside:
+        # the rule's subject is work the launch model does not see (register spills: ptxas's,
+        # not in the PTX the emulator runs): its time would be too short to weigh the rule by
+        return replace(
+            est,
+            method=f"{est.method}. Not weighed on the launch model: {outside}",
+            inputs={**est.inputs, "bound_by_before": times.bound_by, "launch_us": times.time_s
+                    * 1e6, "floor_us": times.floor_s * 1e6},
+        )  # fmt: skip
+    floor, total = times.floor_s, times.time_s
+    capped = amdahl_with_floor(total, floor, est.speedup)
+    inputs: dict[str, Any] = {
+        **est.inputs,
+        "model": MODEL,
+        "rule_speedup": est.speedup,
+        "launch_us": total * 1e6,
+        "floor_us": floor * 1e6,
+        "bound_by_before": times.bound_by,
+        "bound_by_after": "launch"
+        if floor >= times.work_s / max(est.speedup, 1e-9)
+        else (times.bound_by),
+    }
+    point = est.inputs.get("point_speedup")
+    if isinstance(point, int | float) and point > 0:
+        inputs["point_speedup"] = round(amdahl_with_floor(total, floor, float(point)), 3)
+    elif est.kind == "point":
+        inputs["point_speedup"] = round(capped, 3)
+    method = (
+        f"{est.method}. On the launch model, the traced launch takes {total * 1e6:.2f} us "
+        f"({times.describe()}; bound by {times.bound_by}), {floor * 1e6:.2f} us of it the "
+        f"launch floor no change removes: {est.speedup:.2f}x on the kernel's work is "
+        f"{capped:.2f}x on the launch"
+    )
+    return Estimate(round(capped, 3), est.kind, method, inputs)
+
+
+_TIMES: weakref.WeakKeyDictionary[TraceView, dict[DeviceSpec, LaunchTimes | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def model_check(ctx: Any, est: Estimate) -> Estimate:
+    """:func:`through_model` with the times of the context's traced launch (found once per
+    trace view and device); the estimate as it is when the kernel was not traced or the device
+    has no clock, bandwidth or memory rates. The engine runs every rule's estimate through it
+    (:func:`gpuadvise.rules.engine.use_model_check`)."""
+    if est.speedup is None or est.inputs.get("model") == MODEL or not ctx.has_model("trace"):
+        return est
+    from gpuadvise.rules.context import ModelUnavailable
+
+    try:
+        view = ctx.trace_view
+    except ModelUnavailable:
+        return est
+    device = ctx.device
+    try:
+        cached = _TIMES.setdefault(view, {})
+        if device not in cached:
+            cached[device] = kernel_launch_times(device, view)
+        times = cached[device]
+    except TypeError:  # a device of unhashable fields
+        times = kernel_launch_times(device, view)
+    return through_model(est, times)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.model.execution import KernelWork
 from gpuadvise.ptx.access import RECORD, WARP, Kind, Space, empty_records, record_weights
 
 __all__ = [
@@ -84,6 +85,7 @@ class AccessTrace:
     # the emulator sampled long loops: records weigh 1 + extra (record_weights), and totals
     # drawn from the trace are estimates even when every CTA was traced
     sampled_iterations: bool = False
+    work: KernelWork | None = None  # what the CTAs execute (the emulator's counts), per CTA
 
     @property
     def complete(self) -> bool:
@@ -146,6 +148,7 @@ class AccessTrace:
             "launch_working_ctas": self.launch_working_ctas,
             "traced_working_ctas": self.traced_working_ctas,
             "sampled_iterations": self.sampled_iterations,
+            "work": None if self.work is None else self.work.to_dict(),
         }
         np.savez_compressed(path, records=self.records, meta=np.array(json.dumps(meta)))
 
@@ -180,4 +183,5 @@ class AccessTrace:
             launch_working_ctas=meta.get("launch_working_ctas"),
             traced_working_ctas=int(meta.get("traced_working_ctas", 0)),
             sampled_iterations=bool(meta.get("sampled_iterations", False)),
+            work=None if meta.get("work") is None else KernelWork.from_dict(meta["work"]),
         )

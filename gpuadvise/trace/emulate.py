@@ -79,7 +79,7 @@ from gpuadvise.spec.budget import (
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
-from gpuadvise.trace.simt import SimtCounts, SimtProfile, simt_profile
+from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
 if TYPE_CHECKING:
     from gpuadvise.devices import DeviceSpec
@@ -602,7 +602,7 @@ def emulate_ptx(
         t = t + (1,) * (3 - len(t))
         return (int(t[0]), int(t[1]), int(t[2]))
 
-    return _emulate(
+    emu = _emulate(
         ptx=ptx,
         entry=entry,
         arch=arch,
@@ -620,6 +620,12 @@ def emulate_ptx(
         record=trace,
         constants=constants,
     )
+    work = emu.trace.work
+    if work is None:
+        return emu
+    # no compile, so no registers: the occupancy is not known (the warp limits decide)
+    work = dataclasses.replace(work, ctas_per_sm=0)
+    return dataclasses.replace(emu, trace=dataclasses.replace(emu.trace, work=work))
 
 
 def _emulate(
@@ -668,6 +674,14 @@ def _emulate(
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas
+
+    def resident_per_sm() -> int:
+        """CTAs resident on an SM at once: the first wave over the SMs (the occupancy)."""
+        try:
+            return max(1, int(wave()[0]) // max(sm_count, 1))
+        except Exception:  # the occupancy model's own errors: the warp limits decide instead
+            return 0
+
     if sample_ctas is None or isinstance(sample_ctas, (int, str)):
         count, sample_notes = _sample_count(sample_ctas, total, wave)
         check_fits(
@@ -804,7 +818,12 @@ def _emulate(
                     lane_instr += li
                     steps += st
                     simt_counts.add(
-                        batch.block_warps, batch.block_lanes, batch.block_splits, batch.split_ctas
+                        batch.block_warps,
+                        batch.block_lanes,
+                        batch.block_splits,
+                        batch.split_ctas,
+                        batch.cta_chain,
+                        batch.cta_instructions,
                     )
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)
@@ -835,6 +854,17 @@ def _emulate(
                         ctas, count = ctas[:done], done
                         break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
+            trace = dataclasses.replace(
+                trace,
+                work=kernel_work(
+                    image.program,
+                    image.block_costs,
+                    simt_counts,
+                    total_ctas=total,
+                    warps_per_cta=geo.warps_per_cta,
+                    ctas_per_sm=resident_per_sm(),
+                ),
+            )
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "

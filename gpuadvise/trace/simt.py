@@ -26,10 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from gpuadvise.ptx.cfg import Program
+from gpuadvise.ptx.chains import block_instructions
 
-__all__ = ["SimtBranch", "SimtCounts", "SimtLine", "SimtProfile", "simt_profile"]
+if TYPE_CHECKING:
+    from gpuadvise.model.execution import KernelWork
+    from gpuadvise.ptx.cfg import Program
+    from gpuadvise.ptx.chains import BlockCosts
+
+__all__ = [
+    "SimtBranch",
+    "SimtCounts",
+    "SimtLine",
+    "SimtProfile",
+    "kernel_work",
+    "simt_profile",
+]
 
 WARP_LANES = 32
 
@@ -43,6 +54,11 @@ class SimtCounts:
     lanes: np.ndarray
     splits: np.ndarray
     split_ctas: dict[int, set[int]]
+    # summed over the CTAs: the chain of each CTA's critical warp by latency class, and the most
+    # instructions a warp of each executed (gpuadvise.ptx.chains); and the CTAs counted
+    chain: np.ndarray | None = None
+    critical_instructions: float = 0.0
+    ctas: int = 0
 
     @classmethod
     def empty(cls, blocks: int) -> SimtCounts:
@@ -55,12 +71,20 @@ class SimtCounts:
         lanes: Sequence[int],
         splits: Sequence[int],
         split_ctas: dict[int, set[int]],
+        cta_chain: np.ndarray | None = None,
+        cta_instructions: np.ndarray | None = None,
     ) -> None:
         self.warps += np.asarray(warps, np.int64)
         self.lanes += np.asarray(lanes, np.int64)
         self.splits += np.asarray(splits, np.int64)
         for blk, ctas in split_ctas.items():
             self.split_ctas.setdefault(blk, set()).update(ctas)
+        if cta_chain is not None and len(cta_chain):
+            got = cta_chain.sum(axis=0)
+            self.chain = got if self.chain is None else self.chain + got
+            self.ctas += len(cta_chain)
+        if cta_instructions is not None:
+            self.critical_instructions += float(np.sum(cta_instructions))
 
 
 @dataclass(frozen=True)
@@ -175,17 +199,6 @@ def _same(a: str, b: str) -> bool:
         return os.path.basename(a) == os.path.basename(b)
 
 
-def _block_instructions(program: Program) -> list[list[int]]:
-    """The instruction indices each block executes (its body, then its terminator if it has one)."""
-    out: list[list[int]] = []
-    for blk in program.blocks:
-        ins = list(blk.body)
-        if blk.term[0] != "fall" and blk.end > blk.start:
-            ins.append(blk.end - 1)
-        out.append(ins)
-    return out
-
-
 def _region(program: Program, p: int) -> set[int]:
     """Blocks reachable from branch block ``p``'s successors before its reconvergence point."""
     stop = program.ipdom[p]
@@ -219,7 +232,7 @@ def simt_profile(
     nb = len(blocks)
     warps = counts.warps[:nb]
     lanes = counts.lanes[:nb]
-    block_ins = _block_instructions(program)
+    block_ins = block_instructions(program)
     ninstr = np.array([len(x) for x in block_ins], np.int64)
 
     # per source line
@@ -307,4 +320,46 @@ def simt_profile(
         lines=lines,
         branches=tuple(branches),
         launch_idle_slots=round(float(launch_idle.sum())),
+    )
+
+
+def kernel_work(
+    program: Program,
+    costs: BlockCosts,
+    counts: SimtCounts,
+    *,
+    total_ctas: int,
+    warps_per_cta: int,
+    ctas_per_sm: int,
+) -> KernelWork | None:
+    """The execution model's input from the emulator's counts: each block's warp executions
+    times its instructions by pipe and its shared accesses, and the critical warps' chains, per
+    traced CTA (:class:`~gpuadvise.model.execution.KernelWork`); None when no CTA ran."""
+    from gpuadvise.model.execution import KernelWork
+    from gpuadvise.ptx.parser import Reg
+    from gpuadvise.ptx.pipes import LATENCY_CLASSES, PIPES
+
+    if counts.ctas <= 0 or counts.chain is None:
+        return None
+    nb = len(program.blocks)
+    execs = counts.warps[:nb].astype(float)
+    pipes = execs @ costs.pipes[:nb]
+    shared = execs @ costs.shared[:nb]
+    n = float(counts.ctas)
+    grid_size = any(
+        isinstance(op, Reg) and op.name.startswith("%nctaid")
+        for ins in program.instrs
+        for op in ins.operands
+    )
+    return KernelWork(
+        pipes={p: float(v) / n for p, v in zip(PIPES, pipes, strict=True) if v},
+        chain={c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain, strict=True) if v},
+        critical_instructions=counts.critical_instructions / n,
+        ctas=int(total_ctas),
+        warps_per_cta=int(warps_per_cta),
+        ctas_per_sm=int(ctas_per_sm),
+        ctas_traced=int(counts.ctas),
+        shared_requests=float(shared[0]) / n,
+        shared_wavefronts=float(shared[1]) / n,
+        reads_grid_size=grid_size,
     )

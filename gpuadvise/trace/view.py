@@ -212,6 +212,7 @@ class TraceView:
             self.rec_weight = self.rec_weight * emulated
         self.ctas = ctas
         self.records = recs
+        self.work = trace.work  # what the CTAs execute (the execution model's input), per CTA
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
         self.scale = (
             (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1) * warp_scale

@@ -93,6 +93,7 @@ def test_fast_paths_match_the_general_path(monkeypatch: pytest.MonkeyPatch) -> N
     assert fast.outputs["arg1"].tobytes() == slow.outputs["arg1"].tobytes()
     assert (fast.lane_instructions, fast.warp_steps) == (slow.lane_instructions, slow.warp_steps)
     assert fast.simt == slow.simt
+    assert fast.trace.work == slow.trace.work  # the critical paths (gpuadvise.ptx.chains)
     # the partial-mask store and the odd threads' last iteration are in the trace
     masks = fast.trace.records["mask"]
     assert (masks != 0xFFFFFFFF).any() and (masks == 0xFFFFFFFF).any()

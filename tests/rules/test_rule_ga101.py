@@ -90,10 +90,18 @@ def test_lut_big_bound_counts_the_table_every_cta_stages():
     assert est.inputs["repeated_requests_per_cta"] == 384.0
     assert est.inputs["partitioned_requests_per_cta"] == 32.0
     assert est.inputs["amortised_ratio"] == pytest.approx(3.25)
-    # Little's law: 4x the warps if the roofline finds the launch latency-bound, else 0.5 / 0.25
-    occ = 4.0 if est.inputs["bound_by_before"] == "latency" else 2.0
-    assert est.speedup == pytest.approx(occ * 3.25, abs=1e-3)
+    # Little's law: 4x the warps if the launch model finds the launch latency-bound (or bound
+    # by its dependent chains), else 0.5 / 0.25
+    occ = 4.0 if est.inputs["bound_by_before"] in ("latency", "dependency") else 2.0
+    rule = est.inputs["rule_speedup"]
+    assert rule == pytest.approx(occ * 3.25, abs=1e-3)
     assert "3.25x" in est.method and "Left out" in est.method
+    # on the launch model (issue 29): the rule's speedup of the kernel's work, the launch floor
+    # (2.8 us) staying: T / (floor + (T - floor) / S)
+    t, floor = est.inputs["launch_us"], est.inputs["floor_us"]
+    assert floor == pytest.approx(2.8)
+    assert est.speedup == pytest.approx(t / (floor + (t - floor) / rule), abs=1e-3)
+    assert 4.84 <= est.speedup < rule  # measured 4.84x on the H200
 
 
 def test_lut_big_variant_is_a_block_size_launch_covering_the_same_threads():

@@ -140,7 +140,11 @@ def test_divergent_branch_reported(kernel, marker):
     assert e["branch_line"] == f.line and e["warp_splits"] > 0
     assert "SIMT efficiency" in f.message and f"line {f.line}" in f.message
     est = f.estimated_speedup
-    assert est.kind == "upper-bound" and est.speedup > 1.0
+    # on the launch model (issue 29): these test launches are a few CTAs, bound by the launch
+    # floor, their dependent chains or the L1, so packing the idle lanes gains them little
+    assert est.kind == "upper-bound" and 1.0 <= est.speedup < 1.1
+    assert est.inputs["model"] == "execution"
+    assert est.inputs["bound_by_before"] in ("launch", "dependency", "l1")
 
 
 @pytest.mark.parametrize("kernel", ["uniform_fma", "bounded_fma", "tree_sequential<256>"])
@@ -151,13 +155,18 @@ def test_silent(kernel):
 def test_early_exit_estimate_is_the_issue_bound():
     (f,) = ga104("early_exit")
     est = f.estimated_speedup
-    # 3/4 of the lanes idle after the return: packed, the issue pipe does ~1/4 of the work; the
-    # DRAM floor (8 KB) is far below the issue time of 50 iterations, so the bound is near 1/0.3
+    # 3/4 of the lanes idle after the return: packed, the issue term does ~0.3 of its work
     i = est.inputs
+    lost = ev(f)["issue_slots_lost_fraction"]
     assert i["saved_warp_instructions_sampled"] == pytest.approx(
-        ev(f)["issue_slots_lost_fraction"] * i["warp_instructions_sampled"], rel=1e-3
+        lost * i["warp_instructions_sampled"], rel=1e-3
     )
-    assert 2.5 < est.speedup < 4.0
+    assert i["after_issue_us"] == pytest.approx(i["before_issue_us"] * (1 - lost), rel=1e-3)
+    # but the launch is its floor (2.8 us, an empty kernel) and the chain of the 50 iterations
+    # (0.55 us): the issue-only roofline's 3.3x (before issue 29) is 1.01x of the launch
+    assert i["bound_by_before"] == i["bound_by_after"] == "launch"
+    assert i["before_dependency_us"] == i["after_dependency_us"] < i["floor_us"]
+    assert 1.0 <= est.speedup < 1.05
 
 
 def test_reduce1_interleaved_reduction():

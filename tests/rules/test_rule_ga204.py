@@ -117,7 +117,11 @@ def test_finding_evidence_and_estimate(source: Path, kernel: str, line: int) -> 
     assert ev["tree_warp_iterations"] == 12
     # H100: 256 threads x 8 CTAs or 128 x 16 fill the 64 warps of an SM alike: 2 x 64 / 64
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup == 2.0
+    assert est is not None and est.kind == "upper-bound" and est.inputs["rule_speedup"] == 2.0
+    # on the launch model (issue 29): 2x of the kernel's work, the launch floor staying
+    t, floor = est.inputs["launch_us"], est.inputs["floor_us"]
+    assert est.speedup == pytest.approx(t / (floor + (t - floor) / 2.0), abs=1e-3)
+    assert 1.0 < est.speedup < 2.0
     assert est.inputs["resident_warps_before"] == 64 and est.inputs["resident_warps_after"] == 64
     assert est.inputs["tree_warp_iterations_per_element_before"] == round(12 / 256, 5)
     assert est.inputs["tree_warp_iterations_per_element_after"] == round(8 / 256, 5)

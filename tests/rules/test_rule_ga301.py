@@ -71,7 +71,7 @@ def test_cells_fields_estimate(fields_analysis):
     # the proxies measured on an H100 (1.98x and 1.26x, docs/accuracy.md)
     assert est.speedup >= 1.98
     assert 1.0 < est.inputs["point_speedup"] <= est.speedup
-    assert est.inputs["bound_by_before"] in ("l1", "l2", "dram", "issue", "latency")
+    assert est.inputs["bound_by_before"] in ("l1", "l2", "dram", "issue", "latency", "dependency")
 
 
 def test_cells_packed_reads_one_word_of_32_byte_structs():

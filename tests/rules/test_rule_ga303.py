@@ -167,9 +167,11 @@ def test_prefetch4_numbers_and_display_only_diff():
     assert est.inputs["l1_clocks"] == (64 * 4 + 8) * 1020
     assert est.inputs["l1_clocks_saved"] == 48 * 4 * 1020  # 16 x (4 x 4 - 1 x 4)
     assert est.inputs["instructions_saved_per_thread"] == 3
-    assert est.speedup == 1.0 and "DRAM-bound" in est.method
+    # (the fewer issue slots hide a little more of the memory time: at most a tenth of a
+    # percent on the launch model's partial overlap)
+    assert est.speedup == pytest.approx(1.0, abs=0.002) and "DRAM-bound" in est.method
     # the launch roofline: fewer L1 cycles, the same DRAM term bounding both sides
-    assert "five terms" in est.method and est.inputs["bound_by_after"] == "dram"
+    assert "execution model of the launch" in est.method and est.inputs["bound_by_after"] == "dram"
     assert est.inputs["after_l1_us"] < est.inputs["before_l1_us"]
     assert est.inputs["after_dram_us"] == est.inputs["before_dram_us"]
     assert f.severity == "note"  # worth nothing on this launch: a note

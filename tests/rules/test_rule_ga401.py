@@ -119,7 +119,11 @@ def test_spill_estimate_is_local_over_global_bytes(capped):
     assert est is not None and est.kind == "upper-bound"
     g, s = e["global_bytes"], e["spill_bytes"]
     assert est.speedup == round((g + s) / g, 3)
-    assert est.inputs == {"local_bytes_per_thread": s, "global_bytes_per_thread": g}
+    got = {k: est.inputs[k] for k in ("local_bytes_per_thread", "global_bytes_per_thread")}
+    assert got == {"local_bytes_per_thread": s, "global_bytes_per_thread": g}
+    # ptxas's spills are not in the PTX the launch model counts: the estimate is not weighed
+    # on it (issue 29), and says so
+    assert "not in the PTX" in est.inputs["outside_model"]
     assert "L1" in est.method
 
 

@@ -132,10 +132,15 @@ def test_estimate_is_the_loops_and_consistent(moments):
     # issue-bound (the DRAM time is shorter): the bound is the instruction ratio
     assert i["dram_time_us"] < i["issue_time_us"] - i["saved_us"]
     n, saved = i["instructions_per_thread"], i["instructions_saved_per_thread"]
-    assert e.speedup == pytest.approx(n / (n - saved), abs=1e-3)
-    assert 1.0 < e.speedup < 2.0 and "not additive" in e.method
-    # on the launch roofline, bound by issue on both sides
-    assert "five terms" in e.method and i["bound_by_before"] == i["bound_by_after"] == "issue"
+    # on the launch model (issue 29) the saved instructions leave the issue term, which bounds
+    # the launch; its floor and its other terms stay, so the bound is under the instruction
+    # ratio n / (n - saved)
+    assert i["after_issue_us"] < i["before_issue_us"]
+    assert 1.0 < e.speedup < n / (n - saved) and "not additive" in e.method
+    # on the launch model, bound by issue before; after, by issue or the L1 data path the
+    # loop's shared loads keep busy
+    assert "execution model of the launch" in e.method
+    assert i["bound_by_before"] == "issue" and i["bound_by_after"] in ("issue", "l1")
 
 
 # ---------------------------------------------------------------------------------------------

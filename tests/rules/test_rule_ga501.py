@@ -111,13 +111,22 @@ def test_the_traced_instruction_floor_enters_the_model():
     (f,) = ga501(a)
     rule = rule_api.load_registry().get("GA501")
     ctx = rule_context(a, lazy_models=False).for_rule(dict(rule.options))
-    _, facts = rule.model(ctx)
+    m, facts = rule.model(ctx)
     d = preset("H100")
-    want = mem.lane_instructions * 132 / mem.ctas_run / (d.sm_count * 128 * d.sm_clock_mhz)
-    assert facts["instruction_floor_us"] == pytest.approx(want)
-    assert "traced floor" in f.estimated_speedup.method
-    # a pointwise step is far below the memory time: the bytes decide
-    assert facts["instruction_floor_us"] < facts["memory_time_us"]
+    # the traced work on the launch model (issue 29), without the launch floor (the rule's
+    # own gap and host constants stand for it): 135 KB loaded by 528 warps with 256 bytes each
+    # in flight, one round trip of 395 ns by Little's law (the stores are posted), and each
+    # thread's load -> add -> store chain at DRAM latency: longer than the DRAM time
+    times = rule_api.kernel_launch_times(d, ctx.trace_view)
+    assert times is not None and times.bound_by == "launch" and times.work_s > 0
+    assert facts["instruction_floor_us"] == pytest.approx(times.work_s * 1e6)
+    latency_us = 135168 * 395e-3 / (528 * 256)
+    assert times.latency_s * 1e6 == pytest.approx(latency_us)
+    assert times.work_s >= max(times.latency_s, times.dependency_s, times.dram_s)
+    assert facts["instruction_floor_us"] < 1.0
+    assert "traced work on the launch model" in f.estimated_speedup.method
+    assert m.kernel_us == facts["instruction_floor_us"] > facts["memory_time_us"]
+    assert f.estimated_speedup.inputs["model"] == "execution"  # not checked again
 
 
 @needs_nvcc

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest

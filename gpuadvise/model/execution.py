@@ -1,0 +1,263 @@
+"""The execution model of one launch: what the SMs' pipes, the warps' dependent chains, the CTA
+launches and the launch itself add to the memory roofline (:mod:`gpuadvise.model.roofline`).
+
+Input: :class:`KernelWork`, what the launch's CTAs execute, from the emulator's dynamic counts
+(per CTA: warp instructions by pipe, the chain of dependent instructions of its critical warp by
+latency class, its shared-memory accesses; :mod:`gpuadvise.ptx.chains`), and the device's
+:class:`~gpuadvise.devices.PipeRates`. Output: :class:`ComputeTerms`, four times over the whole
+launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the memory terms:
+
+- **issue**: the busiest scheduler's warp instructions at one per clock. CTAs are spread over the
+  SMs (the busiest SM runs ``ceil(CTAs / SMs)``), a CTA's warps over its SM's four schedulers
+  (the busiest holds ``ceil(W / 4)`` of the ``W`` warps resident), so one CTA of one warp issues
+  from one scheduler of one SM, not from all of them;
+- **pipe**: the same share of each pipe's instructions at the pipe's rate per scheduler (a
+  quarter of its lanes per clock per SM: FP32 one warp instruction a clock, FP64 on an H100 one
+  every two, MUFU one every eight), the slowest pipe;
+- **dependency**: rounds of resident CTAs on the busiest SM times a CTA's critical path: the
+  larger of its critical warp's chain at the device's latencies and that warp's instruction
+  count (one issue a clock). A global load's latency is weighed by where the launch's loads are
+  served (``l1`` for the sectors the L1 keeps, ``l2`` for the L2's hits, ``dram`` for the
+  sectors DRAM fills: the memory model's counts); a shared access's by its wavefronts (each past
+  the first adds ``shared_wavefront_cycles``: bank conflicts lengthen a serial chain); a barrier
+  costs ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
+  ``tid == 0`` section, a loop of dependent steps;
+- **cta**: the block scheduler's time per CTA on the busiest SM.
+
+How the terms make a time (:func:`combine`): the launch takes its floor (an empty kernel's
+launch to completion, measured) plus its work; the work is at least the dependency and the CTA
+terms, and at least the memory time M (the largest of L1, L2, DRAM and Little's-law latency) and
+the compute time K (the larger of issue and pipe) together, overlapping except for a fraction
+``1 / w`` of the smaller one, ``w`` the warps per scheduler: with one warp per scheduler nothing
+hides the memory time behind the arithmetic (M + K); with 16 warps all but a sixteenth of the
+smaller does. The upper bounds take full overlap (the larger alone). This assumption is stated
+in every estimate's method.
+
+What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
+loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
+differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes`.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpuadvise.devices import DeviceSpec, PipeRates
+
+__all__ = [
+    "ComputeTerms",
+    "KernelWork",
+    "LoadMix",
+    "amdahl_with_floor",
+    "combine",
+    "compute_terms",
+    "overlap",
+]
+
+SCHEDULERS_PER_SM = 4
+WARP = 32
+_THROUGHPUT_PIPES = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """What the launch's CTAs execute, per CTA (the mean over the traced CTAs).
+
+    ``pipes``: warp instructions by pipe (:data:`gpuadvise.ptx.pipes.PIPES`); ``chain``: the
+    links of the critical warp's chain of dependent instructions by latency class
+    (:data:`gpuadvise.ptx.pipes.LATENCY_CLASSES`); ``critical_instructions``: the most
+    instructions one warp of a CTA executes; ``shared_requests`` and ``shared_wavefronts``:
+    shared-memory warp accesses and the wavefronts they take without bank conflicts (64-bit
+    lanes take two, 128-bit four); ``ctas``: the launch's CTAs; ``warps_per_cta``;
+    ``ctas_per_sm``: CTAs resident on an SM at once (the occupancy; 0: unknown, the warp and CTA
+    limits then decide); ``ctas_traced``: how many CTAs the means are over; ``reads_grid_size``:
+    the kernel reads ``gridDim`` (``%nctaid``), as a grid-stride loop does to share its work
+    among however many CTAs run: more CTAs then shorten each one's loop, its critical path
+    too."""
+
+    pipes: Mapping[str, float]
+    chain: Mapping[str, float]
+    critical_instructions: float
+    ctas: int
+    warps_per_cta: int
+    ctas_per_sm: int = 0
+    ctas_traced: int = 1
+    shared_requests: float = 0.0
+    shared_wavefronts: float = 0.0
+    reads_grid_size: bool = False
+
+    @property
+    def instructions(self) -> float:
+        """Warp instructions per CTA, every pipe."""
+        return float(sum(self.pipes.values()))
+
+    def per_cta_scaled(self, factor: float) -> KernelWork:
+        """The same kernel doing ``factor`` times the work in each CTA (its loops that much
+        longer or shorter): every count scaled."""
+        return replace(
+            self,
+            pipes={k: v * factor for k, v in self.pipes.items()},
+            chain={k: v * factor for k, v in self.chain.items()},
+            critical_instructions=self.critical_instructions * factor,
+            shared_requests=self.shared_requests * factor,
+            shared_wavefronts=self.shared_wavefronts * factor,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipes": dict(self.pipes),
+            "chain": dict(self.chain),
+            "critical_instructions": self.critical_instructions,
+            "ctas": self.ctas,
+            "warps_per_cta": self.warps_per_cta,
+            "ctas_per_sm": self.ctas_per_sm,
+            "ctas_traced": self.ctas_traced,
+            "shared_requests": self.shared_requests,
+            "shared_wavefronts": self.shared_wavefronts,
+            "reads_grid_size": self.reads_grid_size,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KernelWork:
+        return cls(
+            pipes={str(k): float(v) for k, v in d["pipes"].items()},
+            chain={str(k): float(v) for k, v in d["chain"].items()},
+            critical_instructions=float(d["critical_instructions"]),
+            ctas=int(d["ctas"]),
+            warps_per_cta=int(d["warps_per_cta"]),
+            ctas_per_sm=int(d.get("ctas_per_sm", 0)),
+            ctas_traced=int(d.get("ctas_traced", 1)),
+            shared_requests=float(d.get("shared_requests", 0.0)),
+            shared_wavefronts=float(d.get("shared_wavefronts", 0.0)),
+            reads_grid_size=bool(d.get("reads_grid_size", False)),
+        )
+
+
+@dataclass(frozen=True)
+class LoadMix:
+    """Where a launch's global loads are served, as fractions of their sectors (from the memory
+    model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
+    accesses' wavefronts per request (1: no bank conflicts)."""
+
+    l1_miss: float = 1.0
+    l2_miss: float = 0.0
+    shared_ways: float = 1.0
+
+    def global_cycles(self, lat: Mapping[str, float]) -> float:
+        """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
+        return lat["l1"] + self.l1_miss * (
+            lat["l2"] - lat["l1"] + self.l2_miss * (lat["dram"] - lat["l2"])
+        )
+
+
+@dataclass(frozen=True)
+class ComputeTerms:
+    """The execution model's terms of one launch (seconds over the whole launch) and what they
+    were made of: ``pipe`` names the slowest pipe; ``chain_cycles``: a CTA's critical path;
+    ``rounds``: CTAs one after another on the busiest SM; ``busiest_sm_ctas``;
+    ``warps_per_scheduler`` (of the busiest SM)."""
+
+    issue_s: float
+    pipe_s: float
+    dependency_s: float
+    cta_s: float
+    pipe: str
+    chain_cycles: float
+    rounds: int
+    busiest_sm_ctas: int
+    warps_per_scheduler: float
+    chain_detail: Mapping[str, float] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
+        parts = ", ".join(f"{k} {v:.0f}" for k, v in top if v > 0)
+        return (
+            f"critical path {self.chain_cycles:.0f} cycles a CTA"
+            + (f" ({parts})" if parts else "")
+            + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}, "
+            f"{self.busiest_sm_ctas} CTA{'s' if self.busiest_sm_ctas != 1 else ''} on the "
+            f"busiest SM, {self.warps_per_scheduler:.1f} warps a scheduler, slowest pipe "
+            f"{self.pipe}"
+        )
+
+
+def _resident(device: DeviceSpec, work: KernelWork) -> int:
+    """CTAs resident on an SM at once: the occupancy when known, else the warp and CTA limits."""
+    if work.ctas_per_sm > 0:
+        return work.ctas_per_sm
+    w = max(work.warps_per_cta, 1)
+    return max(1, min(device.blocks_per_sm, device.max_warps_per_sm // w))
+
+
+def compute_terms(
+    work: KernelWork, device: DeviceSpec, rates: PipeRates, mix: LoadMix | None = None
+) -> ComputeTerms | None:
+    """The :class:`ComputeTerms` of ``work`` on ``device`` (see the module doc); None without
+    the device's SM count or clock."""
+    if not (device.sm_count and device.sm_clock_mhz):
+        return None
+    mix = mix or LoadMix()
+    hz = device.sm_clock_mhz * 1e6
+    ctas = max(int(work.ctas), 1)
+    busiest = -(-ctas // device.sm_count)
+    resident = min(_resident(device, work), busiest)
+    rounds = -(-busiest // resident)
+    warps = resident * max(work.warps_per_cta, 1)
+    per_sched = -(-warps // SCHEDULERS_PER_SM)
+    share = busiest * per_sched / warps  # of one CTA's instructions, on the busiest scheduler
+    issue_cycles = share * work.instructions
+    pipe_cycles, slowest = 0.0, "fp32"
+    for p in _THROUGHPUT_PIPES:
+        n = work.pipes.get(p, 0.0)
+        rate = rates.lanes_per_clock.get(p, 0.0) / SCHEDULERS_PER_SM  # lanes a clock, a scheduler
+        if n <= 0 or rate <= 0:
+            continue
+        cyc = share * n * WARP / rate
+        if cyc > pipe_cycles:
+            pipe_cycles, slowest = cyc, p
+    lat = dict(rates.latency_cycles)
+    lat["global"] = mix.global_cycles(lat)
+    lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
+    detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
+    chain_cycles = max(sum(detail.values()), work.critical_instructions)
+    return ComputeTerms(
+        issue_s=issue_cycles / hz,
+        pipe_s=pipe_cycles / hz,
+        dependency_s=rounds * chain_cycles / hz,
+        cta_s=busiest * rates.cta_launch_ns * 1e-9,
+        pipe=slowest,
+        chain_cycles=chain_cycles,
+        rounds=rounds,
+        busiest_sm_ctas=busiest,
+        warps_per_scheduler=warps / min(warps, SCHEDULERS_PER_SM),
+        chain_detail=detail,
+    )
+
+
+def overlap(warps_per_scheduler: float) -> float:
+    """The fraction of the smaller of the memory and compute times that other warps hide:
+    ``1 - 1 / w`` (none with one warp per scheduler)."""
+    return 1.0 - 1.0 / max(warps_per_scheduler, 1.0)
+
+
+def combine(memory_s: float, compute_s: float, floors_s: float, hidden: float) -> float:
+    """A launch's work: at least ``floors_s`` (dependency, CTA launches), and at least the memory
+    and compute times together, overlapping by ``hidden`` (:func:`overlap`) of the smaller."""
+    both = memory_s + compute_s - hidden * min(memory_s, compute_s)
+    return max(both, floors_s, memory_s, compute_s)
+
+
+def amdahl_with_floor(time_s: float, floor_s: float, speedup: float) -> float:
+    """What a speedup of a launch's work (``time_s - floor_s``) by ``speedup`` makes of the
+    launch: the floor stays. 1 when the work is nothing."""
+    work = max(time_s - floor_s, 0.0)
+    if work <= 0 or speedup <= 0:
+        return 1.0
+    if not math.isfinite(speedup):
+        return time_s / floor_s if floor_s > 0 else speedup
+    return time_s / (floor_s + work / speedup)

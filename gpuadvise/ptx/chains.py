@@ -1,0 +1,155 @@
+"""What one execution of each basic block costs a warp: its instructions by pipe and its longest
+chain of dependent instructions, from the PTX's def-use chains (a static analysis).
+
+The emulator adds a block's costs to each warp that executes it (:mod:`gpuadvise.ptx.emulator`),
+so that after a launch every warp has its dynamic instructions by pipe and the sum of the longest
+chains of the blocks it ran: the dependent latency a warp cannot hide by itself, which the
+execution model (:mod:`gpuadvise.model.execution`) turns into time at the device's latencies.
+
+The longest chain of a block: in program order, an instruction's result is ready at the latest
+ready time of the registers it reads (its guard predicate too) plus its own latency
+(:func:`gpuadvise.ptx.pipes.latency_work`); registers the block does not write are ready when it
+starts. The chain is the instruction whose result is ready last, with the links that lead to it,
+counted by latency class (a shared load, three FFMAs, ...). Which chain is longest is decided at
+:data:`REFERENCE_CYCLES` (Hopper-like latencies); the counts by class let the model weigh them
+with the device's own.
+
+What this approximates, and which way: a chain that crosses a block boundary is cut there (the
+last link of the first block counts in full, so a load at a block's end is waited for within
+it), and a warp's in-order issue is not modelled beyond the chain (the model takes the larger of
+a warp's chain and its instruction count). Loop iterations are blocks executed again: a
+loop-carried dependence costs its chain once per iteration, independent iterations that the
+compiler unrolled into one block overlap within it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuadvise.ptx.cfg import Program
+from gpuadvise.ptx.dataflow import defs_uses
+from gpuadvise.ptx.parser import TYPE_SIZES, Instr
+from gpuadvise.ptx.pipes import LATENCY_CLASSES, PIPES, latency_work, pipe_work
+
+__all__ = [
+    "REFERENCE_CYCLES",
+    "REFERENCE_VECTOR",
+    "BlockCosts",
+    "block_costs",
+    "block_instructions",
+    "shared_wavefronts",
+]
+
+REFERENCE_CYCLES: dict[str, float] = {
+    "fp32": 4.0,
+    "fp16": 4.0,
+    "fp64": 8.0,
+    "int": 4.0,
+    "mufu": 16.0,
+    "xu": 12.0,
+    "shuffle": 24.0,
+    "shared": 30.0,
+    "global": 500.0,
+    "store": 1.0,
+    "tensor": 32.0,
+    "barrier": 24.0,
+}
+"""Latencies in cycles that pick a block's longest chain (Hopper-like; the model weighs the
+chain's links with the device's own latencies, :class:`gpuadvise.devices.PipeRates`)."""
+
+REFERENCE_VECTOR = np.array([REFERENCE_CYCLES[c] for c in LATENCY_CLASSES])
+"""The same in :data:`~gpuadvise.ptx.pipes.LATENCY_CLASSES` order."""
+
+
+@dataclass(frozen=True)
+class BlockCosts:
+    """Per basic block (one row each, plus a zero row for the virtual exit): ``pipes``, the
+    warp instructions of one execution by pipe (:data:`~gpuadvise.ptx.pipes.PIPES` order);
+    ``chain``, the links of its longest dependent chain by latency class
+    (:data:`~gpuadvise.ptx.pipes.LATENCY_CLASSES` order); ``shared``, its shared-memory warp
+    accesses and the wavefronts they take without bank conflicts (two columns)."""
+
+    pipes: np.ndarray
+    chain: np.ndarray
+    shared: np.ndarray
+
+    @property
+    def chain_ref_cycles(self) -> np.ndarray:
+        """Each block's chain at :data:`REFERENCE_CYCLES`."""
+        return self.chain @ REFERENCE_VECTOR
+
+    @property
+    def per_warp(self) -> np.ndarray:
+        """What a warp adds up as it runs a block: its chain's links by latency class, then the
+        instructions it issues (one more column)."""
+        return np.hstack([self.chain, self.pipes.sum(axis=1, keepdims=True)])
+
+
+def block_instructions(program: Program) -> list[list[int]]:
+    """The instruction indices each block executes (its body, then its terminator if it has
+    one: a branch, the barrier, the exit)."""
+    out: list[list[int]] = []
+    for blk in program.blocks:
+        ins = list(blk.body)
+        if blk.term[0] != "fall" and blk.end > blk.start:
+            ins.append(blk.end - 1)
+        out.append(ins)
+    return out
+
+
+def _vec(work: tuple[tuple[str, float], ...], index: dict[str, int], width: int) -> np.ndarray:
+    v = np.zeros(width)
+    for name, n in work:
+        v[index[name]] += n
+    return v
+
+
+def shared_wavefronts(ins: Instr) -> float:
+    """The wavefronts a shared-memory access of ``ins`` takes without bank conflicts: 128
+    bytes each, so one for up to 32-bit lanes, two for 64-bit, four for 128-bit; 0 when it is
+    no shared access."""
+    if not (ins.base in ("ld", "st", "atom", "red", "ldu", "ldmatrix") and "shared" in ins.mods):
+        return 0.0
+    width = next((TYPE_SIZES[m] for m in reversed(ins.mods) if m in TYPE_SIZES), 4)
+    vec = next((int(m[1:]) for m in ins.mods if m in ("v2", "v4", "v8")), 1)
+    return max(1.0, width * vec * 32 / 128)
+
+
+def block_costs(program: Program) -> BlockCosts:
+    """The :class:`BlockCosts` of every block of ``program``."""
+    pipe_ix = {p: i for i, p in enumerate(PIPES)}
+    lat_ix = {c: i for i, c in enumerate(LATENCY_CLASSES)}
+    nb = len(program.blocks)
+    pipes = np.zeros((nb + 1, len(PIPES)))
+    chain = np.zeros((nb + 1, len(LATENCY_CLASSES)))
+    shared = np.zeros((nb + 1, 2))
+    zero = np.zeros(len(LATENCY_CLASSES))
+    for b, indices in enumerate(block_instructions(program)):
+        ready: dict[str, tuple[float, np.ndarray]] = {}
+        best_t, best_v = 0.0, zero
+        for i in indices:
+            ins = program.instrs[i]
+            pipes[b] += _vec(pipe_work(ins), pipe_ix, len(PIPES))
+            wf = shared_wavefronts(ins)
+            if wf:
+                shared[b] += (1.0, wf)
+            lat = latency_work(ins)
+            dest, srcs = defs_uses(ins)
+            t0, v0 = 0.0, zero
+            for r in srcs:
+                got = ready.get(r)
+                if got is not None and got[0] > t0:
+                    t0, v0 = got
+            if lat:
+                own = _vec(lat, lat_ix, len(LATENCY_CLASSES))
+                t1, v1 = t0 + float(own @ REFERENCE_VECTOR), v0 + own
+            else:  # a move or a folded modifier: passes its source's readiness on
+                t1, v1 = t0, v0
+            for r in dest:
+                ready[r] = (t1, v1)
+            if t1 > best_t:
+                best_t, best_v = t1, v1
+        chain[b] = best_v
+    return BlockCosts(pipes, chain, shared)
