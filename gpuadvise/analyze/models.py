@@ -206,12 +206,16 @@ def resolve_launch(
 ) -> ResolvedLaunch:
     """Bind the spec to the kernel's parameters; user structs are sized by the compiler, looked up
     in the kernel's namespaces."""
-    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.source.signature import parse_signature, with_compiled_types
     from gpuadvise.source.text import kernel_file
+    from gpuadvise.spec.cuda_types import lookup
     from gpuadvise.spec.kernel_spec import resolve
 
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
-    params = parse_signature(defined_in.read_text(errors="replace"), spec.kernel)
+    code = defined_in.read_text(errors="replace")
+    params = parse_signature(code, spec.kernel)
+    # a scalar typed by a macro, typedef or enum: the type the compiler gave it
+    params = with_compiled_types(params, kernel.signature, lambda t: lookup(t) is not None, code)
     return resolve(spec, params, _struct_layout(spec, kernel, options, tc))
 
 

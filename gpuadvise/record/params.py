@@ -13,6 +13,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuadvise.source.signature import split_params
 from gpuadvise.spec.cuda_types import CudaType, lookup
 
 __all__ = ["ParamType", "TypedParam", "decode_params", "demangled_types", "split_params"]
@@ -58,44 +59,6 @@ class TypedParam:
     declared: ParamType | None
     ctype: CudaType | None = None
     value: int | float | bool | str | None = None
-
-
-def split_params(signature: str) -> list[str] | None:
-    """The parameter types of a demangled signature (``void k<1>(float*, S<int, 2>)`` ->
-    ``["float*", "S<int, 2>"]``); None when the text has no parameter list."""
-    text = signature.strip()
-    if not text.endswith(")"):
-        return None
-    depth, start = 0, None
-    for i in range(len(text) - 1, -1, -1):
-        c = text[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                start = i
-                break
-    if start is None:
-        return None
-    inner = text[start + 1 : -1].strip()
-    if inner in ("", "void"):
-        return []
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for c in inner:
-        if c in "<([":
-            depth += 1
-        elif c in ">)]":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur).strip())
-    return parts
 
 
 def demangled_types(signature: str) -> list[ParamType] | None:

@@ -424,6 +424,17 @@ def l1_roofline_estimate(
         cap = float(device.sm_count * device.max_warps_per_sm)
         after = replace(after, resident_warps=min(after.resident_warps * warps_factor, cap))
         inputs["resident_warps_after"] = after.resident_warps
+        if after.work is not None:
+            # the same instructions over that many more warps (the CTAs as they are, that
+            # many more): each warp's share of a row, and its critical path, that much shorter
+            w = after.work
+            after = replace(
+                after,
+                work=replace(
+                    w.per_cta_scaled(1.0 / warps_factor),
+                    ctas=int(math.ceil(w.ctas * warps_factor)),
+                ),
+            )
     est = launch_estimate(before, after, device, rates)
     if est is None:  # pragma: no cover - memory_rates needs the same fields
         return Estimate(round(work_ratio(total, saved), 3), "upper-bound", what, inputs)

@@ -26,12 +26,20 @@ called ``arg0``, ``arg1`` ... by position.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 from gpuadvise.errors import KernelNotFoundError, UsageError
 
-__all__ = ["KernelDecl", "Param", "find_kernels", "list_kernels", "parse_signature"]
+__all__ = [
+    "KernelDecl",
+    "Param",
+    "find_kernels",
+    "list_kernels",
+    "parse_signature",
+    "split_params",
+    "with_compiled_types",
+]
 
 
 @dataclass(frozen=True)
@@ -772,3 +780,78 @@ def parse_signature(source_text: str, kernel: str) -> tuple[Param, ...]:
             )
         seen.add(p.name)
     return tuple(params)
+
+
+def split_params(signature: str) -> list[str] | None:
+    """The parameter types of a demangled signature (``void k<1>(float*, S<int, 2>)`` ->
+    ``["float*", "S<int, 2>"]``); None when the text has no parameter list."""
+    text = signature.strip()
+    if not text.endswith(")"):
+        return None
+    depth, start = 0, None
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth == 0:
+                start = i
+                break
+    if start is None:
+        return None
+    inner = text[start + 1 : -1].strip()
+    if inner in ("", "void"):
+        return []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for c in inner:
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+_ENUM_RE = r"\benum\s+(?:class\s+|struct\s+)?{name}\s*(?::\s*(?P<base>[\w\s:]+?))?\s*\{{"
+
+
+def with_compiled_types(
+    params: Sequence[Param],
+    signature: str,
+    known: Callable[[str], bool],
+    code: str = "",
+) -> list[Param]:
+    """``params`` with each by-value parameter whose type ``known`` refuses (a macro, a
+    typedef, an enum) given the type the compiler names in the kernel's demangled ``signature``
+    (typedefs and macros are gone there: ``gemm_kernel(int, float, float*)``); an enum the
+    compiler names is its underlying type as ``code`` (the source) declares it, else ``int``.
+    A parameter neither resolves keeps its type (a struct by value: given by its bytes)."""
+    compiled = split_params(signature) or []
+    if len(compiled) != len(params):
+        return list(params)
+    out = []
+    for p, c in zip(params, compiled, strict=True):
+        if p.is_pointer or known(p.value_type):
+            out.append(p)
+            continue
+        ctype = " ".join(w for w in c.split() if w not in ("const", "volatile"))
+        if not known(ctype):
+            name = re.escape(ctype.split("::")[-1].strip())
+            m = re.search(_ENUM_RE.format(name=name), code) if name else None
+            if m is None:
+                out.append(p)
+                continue
+            ctype = (m["base"] or "int").strip()
+            if not known(ctype):
+                out.append(p)
+                continue
+        out.append(replace(p, type_text=ctype))
+    return out

@@ -252,3 +252,38 @@ def test_garbage_source_never_crashes(text: str) -> None:
         except UsageError:
             pass
     list_kernels(text)
+
+
+# A scalar typed by a macro, a typedef or an enum takes the type the compiler gave it (the
+# demangled signature; corpus: PolyBench's DATA_TYPE macro, cuda-hashing-algos' WORD typedef,
+# HeCBench adam's adamMode_t enum)
+COMPILED_TYPES_SRC = """\
+#define DATA_TYPE float
+typedef unsigned int WORD;
+enum Mode { A, B };
+enum class Small : unsigned char { X, Y };
+struct Pair { float a, b; };
+__global__ void k(DATA_TYPE alpha, WORD n, Mode m, Small s, Pair p, float* c) {}
+"""
+
+
+def test_scalars_of_user_type_names_take_the_compiled_type() -> None:
+    from gpuadvise.source.signature import with_compiled_types
+    from gpuadvise.spec.cuda_types import lookup
+
+    params = parse_signature(COMPILED_TYPES_SRC, "k")
+    signature = "k(float, unsigned int, Mode, Small, Pair, float*)"
+    out = with_compiled_types(
+        params, signature, lambda t: lookup(t) is not None, COMPILED_TYPES_SRC
+    )
+    assert [p.value_type for p in out[:5]] == [
+        "float",
+        "unsigned int",
+        "int",
+        "unsigned char",
+        "Pair",
+    ]
+    assert out[5] == params[5]  # pointers untouched
+    assert [p.name for p in out] == [p.name for p in params]
+    # a signature that does not match the parameters' count changes nothing
+    assert with_compiled_types(params, "k(float)", lambda t: lookup(t) is not None) == list(params)
