@@ -89,17 +89,24 @@ def is_minor(finding: Finding, below: float) -> bool:
     """Whether ``finding`` is worth at most ``below`` times: its estimate and its measurement,
     each where there is one, say so (a finding with neither number is not minor).
 
-    An upper bound made on the launch model carries the model's prediction (``point_speedup``):
-    that is what decides. The bound takes the launch after the change at peak DRAM bandwidth
-    and full overlap against the launch before at sustained rates, so a change that leaves
-    the bounding term as it is still gets a bound of 1.1-1.25x (the sustained-to-peak ratio):
-    a promise kept, but no reason to warn (corpus: tail effects and grid-stride loops of
-    streaming kernels, predicted at 1.00x)."""
+    An upper bound made on the launch model of a launch bound by memory bandwidth (DRAM or
+    L2) before and after the change is judged by the model's prediction (``point_speedup``):
+    the bound takes the launch after the change at peak bandwidth and full overlap against the
+    launch before at sustained rates, so a change that leaves the bandwidth-bound time as it is
+    still gets a bound of 1.1-1.25x (the sustained-to-peak ratio): a promise kept, but no
+    reason to warn (corpus: tail effects and grid-stride loops of streaming kernels, predicted
+    at 1.00x). Elsewhere the bound decides (a small grid's point keeps each CTA's critical
+    path, the bound splits it)."""
     e = finding.estimated_speedup
     est = e.speedup if e is not None else None
     if e is not None and est is not None and e.kind == "upper-bound":
-        point = e.inputs.get("point_speedup")
-        if isinstance(point, int | float):
+        point, i = e.inputs.get("point_speedup"), e.inputs
+        memory = ("dram", "l2")
+        if (
+            isinstance(point, int | float)
+            and i.get("bound_by_before") in memory
+            and i.get("bound_by_after") in memory
+        ):
             est = min(est, float(point))
     meas = finding.measured_speedup.speedup if finding.measured_speedup is not None else None
     if est is None and meas is None:

@@ -80,13 +80,18 @@ def test_minor_findings_become_notes_or_are_dropped():
     assert dropped.findings == (big,) and "1 finding(s)" in dropped.notes[-1]
     assert quiet_minor(run, Config(minor_findings="keep")) is run
     assert quiet_minor(run, Config(minor_speedup=1.6)).findings[1].severity == "note"
-    # an upper bound on the launch model is judged by the model's prediction: 1.2x at peak DRAM
-    # bandwidth over a launch predicted at 1.00x is minor; one predicted at 1.3x is not
+    # an upper bound on the launch model of a DRAM-bound launch is judged by the model's
+    # prediction: 1.2x at peak DRAM bandwidth over a launch predicted at 1.00x is minor; one
+    # predicted at 1.3x is not; a latency-bound one keeps its bound (a small grid's point keeps
+    # each CTA's critical path)
+    dram = {"bound_by_before": "dram", "bound_by_after": "dram"}
     flat = dataclasses.replace(
-        f, estimated_speedup=Estimate(1.2, "upper-bound", "test", {"point_speedup": 1.0})
+        f, estimated_speedup=Estimate(1.2, "upper-bound", "test", {"point_speedup": 1.0, **dram})
     )
     real = dataclasses.replace(
-        f, estimated_speedup=Estimate(1.4, "upper-bound", "test", {"point_speedup": 1.3})
+        f, estimated_speedup=Estimate(1.4, "upper-bound", "test", {"point_speedup": 1.3, **dram})
     )
-    judged = quiet_minor(RulesRun((flat, real), ("GA301",)), Config())
-    assert [x.severity for x in judged.findings] == ["note", "warning"]
+    chain = {"point_speedup": 1.0, "bound_by_before": "dependency", "bound_by_after": "dram"}
+    split = dataclasses.replace(f, estimated_speedup=Estimate(2.0, "upper-bound", "test", chain))
+    judged = quiet_minor(RulesRun((flat, real, split), ("GA301",)), Config())
+    assert [x.severity for x in judged.findings] == ["note", "warning", "warning"]
