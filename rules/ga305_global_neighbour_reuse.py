@@ -41,6 +41,10 @@ class NeighbourReuse(FindingDetails):
     requests: int
     requested_sectors: int
     unique_sectors: int
+    # a lookup table: every load indexed by data (values read from memory), the whole buffer
+    # small enough to stage in shared memory (its bytes); 0: a neighbourhood
+    table_bytes: int = 0
+    lines: tuple[int, ...] = ()  # a table's other lines with such loads
 
     def lanes(self, ctx: RuleContext) -> Any:
         import numpy as np
@@ -63,6 +67,13 @@ class GlobalNeighbourReuse(Rule):
     only in a block dimension the kernel never reads are copies (GA105), not neighbours: only the
     first copy's loads are counted.
 
+    Loads whose addresses come from values the kernel read from memory (the PTX's data flow: an
+    S-box ``sbox[s]``, a CRC table ``table[b * 256 + (crc & 0xff)]``, ``__ldg(&lut[key & 31])``)
+    are no neighbourhood: into a buffer of at most ``max_table_bytes`` (48 KB, what a CTA may
+    take of shared memory without opting in) they are a lookup table, one finding per table at
+    its first line (its other lines named), whose fix is staging the whole table; into a bigger
+    buffer they are a gather, GA301's, and this rule leaves them.
+
     Why it is slow
     --------------
     Every reload is a request through the load/store unit and the L1: a 5x5 window read by a
@@ -84,7 +95,9 @@ class GlobalNeighbourReuse(Rule):
     Stage the block's window in shared memory, the block plus a halo of the neighbourhood's
     reach on each side, with a loop in which consecutive threads load consecutive elements, then
     ``__syncthreads()`` and read the neighbours from the tile. Pad the tile's rows so that the
-    rows one warp reads fall in different banks (``pitch = block.x (mod 32)``).
+    rows one warp reads fall in different banks (``pitch = block.x (mod 32)``). A lookup table:
+    copy it whole into a ``__shared__`` array at the kernel's start (a strided loop over the
+    CTA's threads, then ``__syncthreads()``) and look it up there.
 
     How the estimate is made
     ------------------------
@@ -111,7 +124,7 @@ class GlobalNeighbourReuse(Rule):
     title = "Neighbour reuse through global memory (no shared tile)"
     severity = "warning"
     models = ("trace",)
-    options = {"min_reuse": 4.0, "min_spread": 0.5}
+    options = {"min_reuse": 4.0, "min_spread": 0.5, "max_table_bytes": 48 * 1024}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
@@ -121,10 +134,15 @@ class GlobalNeighbourReuse(Rule):
         # each other (GA105): their loads of the same addresses are duplicate work, not reuse
         bx, by, _ = view.block
         copies = ctx.unread_block_dims
+        max_table = int(ctx.option("max_table_bytes"))
+        tables: dict[str, list[tuple[int, Any, Any]]] = {}  # buffer -> (line, lanes, reuse)
         for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
             insts = view.insts_at(file, line, kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)
+                # loads whose addresses come from the data: a lookup table (staged whole, if
+                # small) or a gather (GA301's), not a neighbourhood a tile with halo holds
+                by_data = all(ctx.trace.instructions[int(i)].data_address for i in set(lanes.inst))
                 if copies:
                     first = (("y" not in copies) | ((lanes.tid // bx) % by == 0)) & (
                         ("z" not in copies) | (lanes.tid // (bx * by) == 0)
@@ -135,6 +153,10 @@ class GlobalNeighbourReuse(Rule):
                         continue
                 ru = cta_reuse(lanes, view.rec_sectors[recs])
                 if ru.factor < min_reuse or ru.spread < min_spread:
+                    continue
+                if by_data:
+                    if view.buffers[b].size <= max_table:
+                        tables.setdefault(b, []).append((line, lanes, ru))
                     continue
                 per_cta = ru.addresses / max(len(view.ctas), 1)
                 yield self.finding(
@@ -169,16 +191,64 @@ class GlobalNeighbourReuse(Rule):
                     ),
                 )
 
+        for b, seen in tables.items():
+            yield self._table(ctx, b, seen)
+
+    def _table(self, ctx: RuleContext, b: str, seen: list[tuple[int, Any, Any]]) -> Finding:
+        """One finding per lookup table, at its first line: the loads of every line summed."""
+        view = ctx.trace_view
+        bi = view.buffers[b]
+        line = seen[0][0]
+        pairs = sum(ru.pairs for _, _, ru in seen)
+        requests = sum(ru.requests for _, _, ru in seen)
+        requested = sum(ru.requested_sectors for _, _, ru in seen)
+        unique = max(ru.unique_sectors for _, _, ru in seen)
+        factor = max(ru.factor for _, _, ru in seen)
+        others = [ln for ln, _, _ in seen[1:]]
+        where = f" (and lines {', '.join(map(str, others))})" if others else ""
+        insts = sorted({int(i) for _, lanes, _ in seen for i in lanes.inst})
+        return self.finding(
+            ctx,
+            f"a lookup table read through global memory: `{b}` ({bi.size} bytes) is indexed by "
+            f"values the kernel reads from memory, and each entry a line loads is loaded by up "
+            f"to {factor:.1f} threads of a CTA{where}; the requests move {requested} sectors "
+            f"for {unique} distinct ones. Copy the whole table to shared memory at the start "
+            "of each CTA (its threads in a strided loop, then __syncthreads()) and look it up "
+            "there; the L1 may serve the lookups already: recommended only if measured faster",
+            line=line,
+            evidence=[
+                Evidence(
+                    "threads_per_address", round(factor, 3), float(ctx.option("min_reuse")), ">="
+                ),
+                Evidence("table_bytes", bi.size, int(ctx.option("max_table_bytes")), "<=", "B"),
+                Evidence("thread_address_pairs", pairs),
+                Evidence("requested_sectors", requested, unit="sectors"),
+                Evidence("requests", requests),
+                Evidence("lines", len(seen)),
+            ],
+            recommend_only_if_faster=True,
+            details=NeighbourReuse(
+                b,
+                tuple(insts),
+                int(requests),
+                int(requested),
+                int(unique),
+                int(bi.size),
+                tuple(others),
+            ),
+        )
+
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
         ru = finding.details_as(NeighbourReuse)
         before = l1_cycles(ru.requests, ru.requested_sectors)
         after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
+        what = "the table in shared memory" if ru.table_bytes else "a shared tile"
         return l1_roofline_estimate(
             ctx.device,
             view,
             before - after,
-            f"a shared tile ({ru.requests} requests as shared wavefronts, {ru.unique_sectors} "
+            f"{what} ({ru.requests} requests as shared wavefronts, {ru.unique_sectors} "
             f"sectors staged instead of {ru.requested_sectors} requested; sampled CTAs)",
             # the proxy reproduces the line's loads: its own estimate, like for like
             proxy_records=view.access(np.array(ru.insts, np.int64), ru.buffer)[1],
@@ -188,6 +258,14 @@ class GlobalNeighbourReuse(Rule):
         d = finding.details_as(NeighbourReuse)
         view = ctx.trace_view
         bi = view.buffers[d.buffer]
+        if d.table_bytes:
+            return Variant(
+                "display-only",
+                f"declare `__shared__ {bi.type_name} s_{d.buffer}[{bi.count}];`, fill it at the "
+                f"start of the kernel (`for (int i = threadIdx.x; i < {bi.count}; i += "
+                f"blockDim.x) s_{d.buffer}[i] = {d.buffer}[i];` then `__syncthreads();`) and "
+                f"read s_{d.buffer} where the kernel reads {d.buffer}",
+            )
         text = source_text(ctx.source_file)
         layout = struct_for(bi, text)
         if layout is not None:

@@ -38,7 +38,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA302": ("aos-fields",),
     "GA303": ("scalar-access",),
     "GA304": ("l2-locality",),
-    "GA305": ("cross-thread-reuse",),
+    "GA305": ("cross-thread-reuse", "data-dependent-gather"),  # a small table: staged whole
     "GA306": ("uncoalesced-strided",),
     "GA307": ("shared-staging-unneeded",),
     "GA401": ("register-spills",),
