@@ -1,6 +1,6 @@
-"""The test suite's own setup (tests/conftest.py, tests/suitekit.py, tests/propkit.py): one compile cache for the
-whole run, shared by every module and every pytest-xdist worker; a private cache on request; the
-hypothesis profiles and the examples each runs."""
+"""The test suite's own setup (tests/conftest.py, tests/suitekit.py, tests/propkit.py): one
+compile cache for the whole run, shared by every module and every pytest-xdist worker; a private
+cache on request; the hypothesis profiles and the examples each runs."""
 
 from __future__ import annotations
 

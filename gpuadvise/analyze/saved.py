@@ -298,7 +298,8 @@ def _typed(tp: Any, value: Any, where: str) -> Any:
         if origin is tuple and args[-1] is not Ellipsis:  # a fixed-length tuple[A, B]
             if len(value) != len(args):
                 raise ValueError(f"{where}: {len(value)} items, not {len(args)}")
-            return tuple(_typed(t, v, f"{where}[{i}]") for i, (t, v) in enumerate(zip(args, value)))
+            pairs = enumerate(zip(args, value, strict=True))
+            return tuple(_typed(t, v, f"{where}[{i}]") for i, (t, v) in pairs)
         item = args[0]
         items = [_typed(item, v, f"{where}[]") for v in value]
         return tuple(items) if origin is tuple else items
