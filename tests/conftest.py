@@ -1,12 +1,15 @@
 """Shared test setup. The test folders mirror the package's (tests/rules for gpuadvise/rules and
 rules/, tests/model for gpuadvise/model, ...); helper modules shared across folders (rulekit,
-gate_fakes, clikit) live here at the top and are importable from every folder.
+gate_fakes, clikit, suitekit) live here at the top and are importable from every folder. Tests
+import helpers from those modules, never ``from conftest import``: other folders have a
+conftest.py of their own (tests/record), and which one the name ``conftest`` means depends on
+the collection order.
 
 What every folder may use:
 
 - ``@pytest.mark.toolkit`` (or ``pytestmark = pytest.mark.toolkit``): the test needs nvcc/ptxas;
   it is skipped, with the reason, when no CUDA toolkit is found. The one toolkit check of the
-  suite is :func:`toolkit_missing`.
+  suite is ``suitekit.toolkit_missing``.
 - one compile cache for the whole run: ``GPUADVISE_CACHE_DIR`` points at a folder made for this
   run (under pytest's base temporary folder) from the first test to the last, for every test and
   the subprocesses they start, so that no test reads a compile another run left in the user's
@@ -25,9 +28,6 @@ What every folder may use:
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,21 +39,9 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import propkit  # noqa: E402  (importable once TESTS is on the path)
+from suitekit import cache_env, run_folder, toolkit_missing  # noqa: E402
 
 propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
-
-
-@functools.cache
-def toolkit_missing() -> str | None:
-    """Why no CUDA toolkit can be used (None: nvcc and its companions are found)."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain import find_toolchain
-
-    try:
-        find_toolchain()
-    except GpuAdviseError as exc:
-        return f"no CUDA toolkit (pip install .[toolkit]): {exc.one_line()}"
-    return None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -62,28 +50,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         why = toolkit_missing()
         if why is not None:
             pytest.skip(why)
-
-
-@contextlib.contextmanager
-def cache_env(folder: Path) -> Iterator[Path]:
-    """``GPUADVISE_CACHE_DIR`` set to ``folder`` while the block runs (the old value back after)."""
-    old = os.environ.get("GPUADVISE_CACHE_DIR")
-    os.environ["GPUADVISE_CACHE_DIR"] = str(folder)
-    try:
-        yield folder
-    finally:
-        if old is None:
-            os.environ.pop("GPUADVISE_CACHE_DIR", None)
-        else:
-            os.environ["GPUADVISE_CACHE_DIR"] = old
-
-
-def run_folder(factory: pytest.TempPathFactory) -> Path:
-    """The temporary folder every process of this run shares: pytest's base temporary folder,
-    or under pytest-xdist the one that holds each worker's (``PYTEST_XDIST_WORKER`` is set in the
-    workers)."""
-    base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,6 @@
-"""The test suite's own setup (tests/conftest.py, tests/propkit.py): one compile cache for the
-whole run, shared by every module and every pytest-xdist worker; a private cache on request; the
-hypothesis profiles and the examples each runs."""
+"""The test suite's own setup (tests/conftest.py, tests/suitekit.py, tests/propkit.py): one
+compile cache for the whole run, shared by every module and every pytest-xdist worker; a private
+cache on request; the hypothesis profiles and the examples each runs."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import propkit
 import pytest
-from conftest import cache_env, run_folder
 from hypothesis import settings
+from suitekit import cache_env, run_folder
 
 from gpuadvise.toolchain import cache_root
 
@@ -68,7 +68,7 @@ def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
     under the run's base temporary folder (pytest-xdist is in the ``dev`` extra)."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    for helper in ("conftest.py", "propkit.py"):
+    for helper in ("conftest.py", "suitekit.py", "propkit.py"):
         shutil.copy(TESTS / helper, suite / helper)
     (suite / "test_record.py").write_text(RECORDER)
     records, base = tmp_path / "records", tmp_path / "base"
@@ -84,6 +84,21 @@ def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
     seen = {w.name: set(w.read_text().split()) for w in records.iterdir()}
     assert set(seen) == {"gw0", "gw1"}, seen
     assert set.union(*seen.values()) == {str(base / "compile-cache")}
+
+
+def test_no_test_imports_from_conftest() -> None:
+    """``conftest`` names no one module: tests/record has a conftest.py of its own, and which
+    one ``from conftest import ...`` gets depends on the order the folders were collected in (a
+    run of tests/record first broke the import). Shared helpers live in tests/suitekit.py."""
+    import re
+
+    pattern = re.compile(r"^\s*(from\s+conftest\s+import|import\s+conftest\b)", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(TESTS))
+        for path in sorted(TESTS.rglob("*.py"))
+        if pattern.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize(

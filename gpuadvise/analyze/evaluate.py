@@ -132,7 +132,8 @@ def quiet_minor(run: RulesRun, config: Config) -> RulesRun:
     if config.minor_findings == "drop":
         kept = tuple(f for f in run.findings if id(f) not in ids)
         note = (
-            f"{len(minor)} finding(s) worth at most {below:g}x (estimated and measured) left out "
+            f"{len(minor)} finding{'' if len(minor) == 1 else 's'} worth at most {below:g}x "
+            "(estimated and measured) left out "
             '(minor-findings = "drop"; "note" reports them as notes)'
         )
         return dataclasses.replace(run, findings=kept, notes=(*run.notes, note))

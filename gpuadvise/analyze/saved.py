@@ -28,16 +28,17 @@ from gpuadvise.model.coalescing import CoalescingResult
 from gpuadvise.model.l2.results import L2Result
 from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
 from gpuadvise.model.reconcile import ReconcileNote
+from gpuadvise.model.registers import RegisterPressure
 from gpuadvise.model.waves import Waves
-from gpuadvise.rules.engine import Finding, RulesRun
+from gpuadvise.rules.engine import Finding, RulesRun, SkippedRule
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.toolchain import CompiledModule, KernelInfo
 from gpuadvise.toolchain.sass import SassMemLine
 
 __all__ = ["SAVED_FORMAT", "analysis_from_data", "analysis_to_data"]
 
-SAVED_FORMAT = 1
-"""Bumped whenever what is saved changes shape."""
+SAVED_FORMAT = 2
+"""Bumped whenever what is saved changes shape (2: the live registers and the skipped rules)."""
 
 # Errors a record's own from_dict raises on data it does not take.
 _BAD = (
@@ -74,6 +75,7 @@ def analysis_to_data(analysis: KernelAnalysis, rules: RulesRun) -> dict[str, Any
         "memory": None if analysis.memory is None else _memory_to_data(analysis.memory),
         "models": sorted(analysis.models),
         "skipped": list(analysis.skipped),
+        "registers": None if analysis.registers is None else _plain(analysis.registers),
         "rules": rules.to_dict(),
     }
 
@@ -115,6 +117,7 @@ def _from_data(data: Any) -> tuple[KernelAnalysis, RulesRun]:
         memory=None if memory is None else _memory_from_data(memory),
         models=frozenset(_typed(tuple[str, ...], doc["models"], "models")),
         skipped=_typed(tuple[str, ...], doc["skipped"], "skipped"),
+        registers=_typed(RegisterPressure | None, doc["registers"], "registers"),
     )
     _check_records(analysis)
     raw = _typed(dict[str, Any], doc["rules"], "rules")
@@ -125,6 +128,7 @@ def _from_data(data: Any) -> tuple[KernelAnalysis, RulesRun]:
         ),
         rules_run=_typed(tuple[str, ...], raw["rules_run"], "rules_run"),
         notes=_typed(tuple[str, ...], raw["notes"], "rules notes"),
+        skipped=_typed(tuple[SkippedRule, ...], raw["skipped_rules"], "skipped_rules"),
     )
     for f in rules.findings:
         _check_finding(f)
@@ -192,6 +196,20 @@ def _check_records(a: KernelAnalysis) -> None:
         for note in mem.reconcile_notes:
             _check_fields(note, ReconcileNote)
     _typed(tuple[str, ...], a.spec.nvcc_flags, "spec.nvcc_flags")
+    if a.registers is not None:
+        _check_registers(a.registers)
+
+
+def _check_registers(rp: RegisterPressure) -> None:
+    """The live registers' per-instruction columns are one length, their sites index the
+    table, the peak is one of the instructions (the renderers index them)."""
+    n = len(rp.offsets)
+    if any(len(col) != n for col in (rp.gpr, rp.pred, rp.ugpr, rp.upred, rp.sites)):
+        raise ValueError("the live registers' columns differ in length")
+    if any(not 0 <= i < len(rp.sites_table) for i in rp.sites):
+        raise ValueError("a live-register site is not in the table")
+    if n and not 0 <= rp.peak_index < n:
+        raise ValueError("the live registers' peak is not an instruction")
 
 
 def _check_finding(f: Finding) -> None:
@@ -218,6 +236,8 @@ def _plain(record: Any) -> dict[str, Any]:
 
 
 def _json_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(value)
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, Path):
@@ -275,6 +295,11 @@ def _typed(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list | tuple):
             raise ValueError(f"{where}: not a list")
         args = typing.get_args(tp) or (Any,)
+        if origin is tuple and args[-1] is not Ellipsis:  # a fixed-length tuple[A, B]
+            if len(value) != len(args):
+                raise ValueError(f"{where}: {len(value)} items, not {len(args)}")
+            pairs = enumerate(zip(args, value, strict=True))
+            return tuple(_typed(t, v, f"{where}[{i}]") for i, (t, v) in pairs)
         item = args[0]
         items = [_typed(item, v, f"{where}[]") for v in value]
         return tuple(items) if origin is tuple else items

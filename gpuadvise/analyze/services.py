@@ -132,7 +132,8 @@ class AnalysisServices:
         spec's tolerances (as the GPU measurement compares them)."""
         from gpuadvise.runner.verify import compare
 
-        how = f"the first {sample_ctas} CTA(s) on the CPU emulator"
+        ctas = "CTA" if sample_ctas == 1 else "CTAs"
+        how = f"the first {sample_ctas} {ctas} on the CPU emulator"
         try:
             base = self.emulate_candidate(None, sample_ctas, trace=False)
             cand = self.emulate_candidate(source_text, sample_ctas, trace=False)

@@ -71,7 +71,7 @@ from gpuadvise.ptx.errors import (
     MemoryAccessError,
     UnsupportedInstructionError,
 )
-from gpuadvise.ptx.loops import Loop, find_loops
+from gpuadvise.ptx.loops import Loop, find_loops, innermost
 from gpuadvise.ptx.memory import (
     CONST_WINDOW,
     LOCAL_WINDOW,
@@ -1838,6 +1838,14 @@ class Batch:
         where = self.where(blk.start) if blk.end > blk.start else "the kernel's end"
         loops = self.image.program_loops()
         why, data = budget_reason(self.program, loops, p, self._loop_where, self.sampler)
+        lp = innermost(loops, p)
+        if lp is not None and lp.endless:  # no budget, fill or sampling gets a warp out of it
+            raise InstructionBudgetError(
+                f"a warp executed more than {self.max_instructions} instructions (now at "
+                f"{where}, {why})",
+                "analyze with --no-trace (the static analysis needs no trace), or trace a "
+                "version of the kernel whose loop ends",
+            )
         raise InstructionBudgetError(
             f"a warp executed more than {self.max_instructions} instructions (now at {where}, "
             f"{why})",

@@ -4,7 +4,8 @@ A loop is a natural loop: a back edge ``latch -> header`` whose header dominates
 every block that reaches the latch without passing the header. Loops with one header and
 several latches (a ``continue``) are one loop. For each, from the PTX alone:
 
-- where it is (its header's source line), whether it holds a barrier, its exits;
+- where it is (its header's source line), whether it holds a barrier, its exits (none: it is
+  endless);
 - its *exit test*, when the loop is left only at its latch (``@%p bra HEADER``, or ``@!%p``, or
   ``@%p bra EXIT``), by a predicate the latch computes with one ``setp.CMP.TYPE %p, a, b``: the
   comparison, the type and the operands (registers or literals), and which outcome continues;
@@ -37,7 +38,8 @@ class Loop:
     with the back edge (the last one when there are several); ``setp``: the instruction index of
     its exit test (None: no usable test); ``cmp``/``type``/``a``/``b``: the test's comparison,
     PTX type and operands; ``continues_when``: the test's value that stays in the loop;
-    ``data_bound``: an operand of the test is read from memory."""
+    ``data_bound``: an operand of the test is read from memory; ``endless``: no edge leaves it
+    (no exit test, no ``break``, no guarded ``return``): a warp that enters it never ends."""
 
     header: int
     latch: int
@@ -52,6 +54,7 @@ class Loop:
     continues_when: bool = True
     data_bound: bool = False
     why_not: str | None = None  # why the emulator may not sample it (None: it may)
+    endless: bool = False
 
     @property
     def sampleable(self) -> bool:
@@ -118,7 +121,7 @@ def find_loops(program: Program) -> tuple[Loop, ...]:
         exiting = [x for x in body if any(s not in body for s in blocks[x].succs)]
         barrier = any(blocks[x].term[0] == "barrier" for x in body)
         single = len(ls) == 1 and exiting == [latch] and len(exits) == 1
-        loop = Loop(header, latch, frozenset(body), barrier, single)
+        loop = Loop(header, latch, frozenset(body), barrier, single, endless=not exits)
         loops.append(_with_test(loop, program, data))
     return tuple(sorted(loops, key=lambda lp: (len(lp.blocks), lp.header)))
 

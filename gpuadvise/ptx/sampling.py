@@ -477,6 +477,11 @@ def budget_reason(
     lp = innermost(loops, block)
     if lp is None:
         return "in straight-line code, no loop: the kernel is very long", False
+    if lp.endless:
+        return (
+            f"in the loop at {where(lp)}, which no branch, exit or return leaves: it never ends",
+            False,
+        )
     parts = [f"in the loop at {where(lp)}"]
     if lp.setp is not None:
         parts.append(f"whose exit test compares with {lp.bound_text()}")

@@ -411,13 +411,14 @@ def live_registers(rp: Any, values: int = 6) -> None:
     peak and the values that hold it, longest first."""
     if rp is None or not rp.gpr:
         return
+    from gpuadvise.report.rules_text import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     _out.print()
     head = Text("Live registers", style="bold")
     head.append(
         f"  peak {rp.peak} of {rp.allocated} allocated at {_site(rp.peak_file, rp.peak_line)}"
-        f" ({rp.peak_instructions} instruction(s)); ptxas reserves {rp.reserved}, "
+        f" ({_n(rp.peak_instructions, 'instruction')}); ptxas reserves {rp.reserved}, "
         f"{rp.slack} more are free at the peak"
     )
     _out.print(head)
@@ -425,7 +426,7 @@ def live_registers(rp: Any, values: int = 6) -> None:
     line.append(sparkline(rp.gpr, top=rp.allocated), style="cyan")
     line.append(f"  {len(rp.gpr)} instructions, 0..{rp.allocated} registers", style="dim")
     _out.print(line)
-    src = (source_text(rp.peak_file, rp.peak_line) or "").strip()
+    src = shown_source(source_text(rp.peak_file, rp.peak_line))
     if src:
         _out.print(Text(f"  peak line: {src[:90]}", style="dim"))
     shown = [v for v in rp.values if v.kind not in ("stack pointer", "reserved")][:values]
@@ -443,7 +444,7 @@ def live_registers(rp: Any, values: int = 6) -> None:
             where,
             _site(v.last_use_file, v.last_use_line) if v.last_use_index is not None else "-",
             str(v.distance),
-            (source_text(v.def_file, v.def_line) or "").strip()[:60],
+            shown_source(source_text(v.def_file, v.def_line))[:60],
         )
     _out.print(t)
 

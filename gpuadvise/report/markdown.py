@@ -19,11 +19,18 @@ from gpuadvise.report.safe_text import controls, guard
 __all__ = ["items_markdown", "md_escape", "md_summary", "md_table"]
 
 _LEVEL_ICON = {"error": "❌", "warning": "⚠️", "note": "ℹ️", "none": "✅", "skipped": "⏭️"}
-_LEVEL_WORD = {"error": "error", "warning": "warning", "note": "note", "none": "passing"}
+_LEVEL_WORD = {
+    "error": "error",
+    "warning": "warning",
+    "note": "note",
+    "none": "passing",
+    "skipped": "skipped",
+}
+_SAME_IN_PLURAL = frozenset({"passing", "skipped"})
 
 
 def _plural(n: int, word: str) -> str:
-    return word if n == 1 or word == "passing" else word + "s"
+    return word if n == 1 or word in _SAME_IN_PLURAL else word + "s"
 
 
 def md_escape(text: str) -> str:

@@ -85,6 +85,14 @@ def _site_text(rp: Mapping[str, Any], index: int) -> tuple[str | None, int | Non
     return file, line
 
 
+def _shown(source: Source) -> Source:
+    """``source`` as the report's source columns show a line: stripped, without a bundled
+    kernel's ``// expect:`` marker (the test suite's, not code a user needs to read)."""
+    from gpuadvise.report.rules_text import shown_source
+
+    return lambda file, line: shown_source(source(file, line))
+
+
 def _where(file: str | None, line: int | None) -> str:
     return f"{os.path.basename(file)}:{line}" if file and line else "?"
 
@@ -101,6 +109,7 @@ def live_chart(
     curves = [(label, rp) for label, rp in curves if rp and rp.get("gpr")]
     if not curves:
         return None
+    source = _shown(source)
     left, right, top, bottom = 40, 14, 14, 36 + (16 if len(curves) > 1 else 0)
     pw, ph = width - left - right, height - top - bottom
     n = max(len(rp["gpr"]) for _l, rp in curves)
@@ -193,6 +202,7 @@ def live_chart(
 
 def value_rows(rp: Mapping[str, Any], source: Source, limit: int = 24) -> list[dict[str, Any]]:
     """The values live across the peak, longest first, for the table under the chart."""
+    source = _shown(source)
     rows = []
     for v in (rp.get("values") or [])[:limit]:
         df, dl = v.get("def_file"), v.get("def_line")
@@ -228,6 +238,7 @@ def registers_view(
         live = fields.get("live_gpr")
         if live and live.get("gpr"):
             curves.append((f"{f['rule']} variant", live))
+    source = _shown(source)
     chart = live_chart(curves, source)
     pf, pl = rp.get("peak_file"), rp.get("peak_line")
     return {

@@ -245,7 +245,15 @@ def test_findings_in_ci_formats(env, tmp_path):
     base = [str(REDUCE), "-k", "reduce2", "--gpu", "H100"]
     r = run(env, *base, "--format", "github")
     assert r.returncode == 0, r.stderr
-    assert "::warning file=kernels/reduction/reduce.cu,line=34," in r.stdout
+    # each finding is an annotation at its line, at its severity: GA202 a warning; GA201 a
+    # notice since the execution model (issue 29) bounds its gain on reduce2 at 1.01x on an H100
+    # (bound by the dependent chain, not the shared-memory wavefronts), and a warning worth
+    # <= 1.05x is a note (minor-speedup); this test asserted GA201 as a warning before
+    assert "::warning file=kernels/reduction/reduce.cu,line=32," in r.stdout
+    assert "::notice file=kernels/reduction/reduce.cu,line=34,title=Shared-memory" in r.stdout
+    # run notes that are no warning are log lines, never annotations
+    log = [ln for ln in r.stdout.splitlines() if not ln.startswith("::")]
+    assert all(ln.startswith("gpuadvise: note: ") for ln in log), log
     out = tmp_path / "f.sarif"
     r = run(env, *base, "--format", "sarif", "--output", str(out))
     assert r.returncode == 0 and r.stdout == "", r.stderr

@@ -180,6 +180,45 @@ def saved_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(json.dumps(analysis_to_data(done.analysis, done.rules)))
 
 
+FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
+
+
+@pytest.mark.parametrize("trace", [True, False], ids=["traced", "no-trace"])
+def test_the_stored_data_renders_what_the_analysis_did(
+    tmp_path: Path, compile_cache: Path, trace: bool
+) -> None:
+    """Every format of a hit is the fresh run's, byte for byte: the live registers (their chart
+    and table) and the rules skipped by choice (``--no-trace``) are stored too, and a field the
+    analysis gains is stored or named here as one the reports do not read."""
+    import dataclasses
+
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.analyze.saved import analysis_from_data, analysis_to_data
+    from gpuadvise.cli.analyze import _render
+
+    (tmp_path / "gather.cu").write_text(GATHER)
+    np.save(tmp_path / "idx.npy", np.arange(N, dtype=np.int32))
+    (tmp_path / "gather.toml").write_text(
+        f'grid = {N // 256}\nblock = 256\n[args]\nn = {N}\n[buffers]\nin = "float[n]"\n'
+        'idx = "idx.npy"\nout = "float[n]"\n'
+    )
+    opts = KernelOptions(str(tmp_path / "gather.cu"), gpu="H100", no_cache=True)
+    done = run_analysis(opts, measure=False, trace=trace)
+    assert done.analysis.registers is not None and done.analysis.registers.gpr
+    assert bool(done.rules.skipped) is not trace  # --no-trace skips the trace's rules
+    data = json.loads(json.dumps(analysis_to_data(done.analysis, done.rules)))
+    analysis, rules = analysis_from_data(data)
+    for fmt in FORMATS:
+        fresh = _render(fmt, done.analysis, done.rules)
+        assert _render(fmt, analysis, rules) == fresh, fmt
+    assert analysis.registers == done.analysis.registers and rules.skipped == done.rules.skipped
+    # the trace, the SASS instructions and how it was compiled are not rendered: not kept
+    not_kept = {"sass_instructions", "options", "toolchain"}
+    assert {f.name for f in dataclasses.fields(KernelAnalysis)} - not_kept <= set(data)
+
+
 def _paths(x: object, here: tuple = ()) -> list[tuple]:
     out = [here]
     if isinstance(x, dict):
@@ -216,6 +255,6 @@ def test_forged_data_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject)
         hit = analysis_from_data(doc)
     except ValueError:
         return
-    for fmt in ("text", "json", "html", "sarif", "junit", "github", "markdown"):
+    for fmt in FORMATS:
         rendered = _render_hit(hit, [(fmt, None)], "warning", False, None)
         assert rendered is None or (isinstance(rendered[0][0], str) and rendered[1] in (0, 1))

@@ -65,8 +65,11 @@ def test_findings_come_first_ranked_cause_above_symptom(reduce2_text: str) -> No
 def test_the_last_line_sums_up_and_names_the_next_command(reduce2_text: str) -> None:
     last = reduce2_text.rstrip("\n").split("\n\n")[-1].replace("\n", " ")
     last = " ".join(last.split())
+    # GA201 is a note on reduce2 since the execution model (issue 29): it bounds the gain of
+    # removing the bank conflicts at 1.01x on an H100 (the launch is bound by its dependent
+    # chain), and a warning worth <= 1.05x is a note (minor-speedup); this said "3 warnings"
     assert last.startswith(
-        "Summary: 3 warnings (1 automatic fix); top: GA202 interleaved-reduction"
+        "Summary: 2 warnings, 1 note (1 automatic fix); top: GA202 interleaved-reduction"
     )
     assert "at reduce.cu:32" in last
     cmd = "gpuadvise analyze kernels/reduction/reduce.cu -k reduce2 --gpu H100 --diff"

@@ -394,12 +394,25 @@ def _wait_for(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-d
     return False
 
 
+def _as_a_terminal_starts_it() -> None:
+    """In the child before exec: SIGINT at its default and not blocked, as in a terminal's
+    foreground job. A test run started in the background of a non-interactive shell
+    (``pytest ... &``, as CI scripts do) has SIGINT ignored, and its children inherit that;
+    Python (and gpuadvise: ``_interrupt_on_signals``) rightly leave an ignored SIGINT ignored,
+    so Ctrl-C never reached the command under test (it ran to the end and exited 0)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _start(work: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "TMPDIR": str(work / "tmp"), "GPUADVISE_CACHE_DIR": str(work / "cache")}
     (work / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-m", "gpuadvise", *args], cwd=work, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_as_a_terminal_starts_it,
     )  # fmt: skip
 
 

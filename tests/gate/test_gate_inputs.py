@@ -196,7 +196,7 @@ def test_json_report_of_a_refused_include_is_whole(
 ) -> None:
     """The refusal reaches the JSON result as the case's error (not a crash of the report)."""
     pytest.importorskip("gpuadvise.gate.metrics")
-    from conftest import toolkit_missing
+    from suitekit import toolkit_missing
 
     if toolkit_missing():
         pytest.skip(toolkit_missing() or "")

@@ -40,7 +40,8 @@ def test_the_terminal_shows_the_peak_and_its_values(rp):
     with console.captured() as c:
         console.live_registers(rp)
     out = c.get()
-    assert "peak 7 of 10 allocated at k.cu:5 (5 instruction(s)); ptxas reserves 2, 1 more" in out
+    # counts in words, as everywhere in the reports (issue 32): "5 instructions", no "(s)"
+    assert "peak 7 of 10 allocated at k.cu:5 (5 instructions); ptxas reserves 2, 1 more" in out
     assert console.sparkline(rp.gpr, top=10) in out
     # the values, longest first, without the stack pointer: R2,R3 the address first
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("R")]
@@ -90,6 +91,18 @@ def test_the_page_draws_the_live_registers(rp):
     # the source view: the most (and the mean) live registers per line, at the call site
     line5 = next(n for n in Dom.find(dom, "tr") if n["attrs"].get("id") == "L0-5")
     assert "7 6.0" in Dom.text(line5)
+
+
+def test_the_source_lines_shown_hide_expect_markers(rp):
+    """A bundled kernel's ``// expect: GA403`` marks a line for the test suite: the chart's
+    hover text, the peak and the values table show the code without it."""
+    marked = [ln + "  // expect: GA403" if ln.strip() else ln for ln in SOURCE]
+    page = H.render_analysis(_doc(rp), sources={FILE: marked})
+    dom = Dom(page).root
+    (svg,) = [n for n in Dom.find(dom, "svg") if n["attrs"].get("id") == "live-registers"]
+    section = next(n for n in Dom.find(dom, "section") if n["attrs"].get("id") == "registers")
+    for shown in (Dom.text(svg), Dom.text(section)):
+        assert SOURCE[2].strip() in shown and "expect:" not in shown
 
 
 def test_a_variant_is_overlaid(rp):

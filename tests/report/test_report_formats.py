@@ -239,6 +239,13 @@ def test_markdown_helpers() -> None:
         [ReportItem("GA201", "warning", "bank conflict", "k.cu", 3, group="k")], title="analyze"
     )
     assert "## analyze" in md and "| ⚠️ | GA201 | k | k.cu:3 | bank conflict |" in md
+    # rules an incomplete run skipped are counted as such ("skipped" has no plural)
+    skipped = [
+        ReportItem(r, "none", f"{r} not evaluated", group="k", outcome="skip")
+        for r in ("GA201", "GA301")
+    ]
+    md = items_markdown(skipped, title="analyze")
+    assert "⏭️ 2 skipped\n" in md and "| ⏭️ | GA301 | k |  | GA301 not evaluated |" in md
 
 
 def test_text_table() -> None:

@@ -1,0 +1,53 @@
+"""The suite's setup helpers that tests import: the one toolkit check (:func:`toolkit_missing`),
+``GPUADVISE_CACHE_DIR`` for a block (:func:`cache_env`) and the folder a run's processes share
+(:func:`run_folder`). tests/conftest.py builds its hooks and fixtures on them.
+
+They live here, not in conftest.py, because ``conftest`` is no module name to import: each
+folder may have a conftest.py (tests/record has one), pytest imports each of them as
+``conftest`` when the folder is no package, and ``from conftest import ...`` then gets whichever
+was imported last, which depends on the collection order (and differs between xdist workers)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@functools.cache
+def toolkit_missing() -> str | None:
+    """Why no CUDA toolkit can be used (None: nvcc and its companions are found)."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain import find_toolchain
+
+    try:
+        find_toolchain()
+    except GpuAdviseError as exc:
+        return f"no CUDA toolkit (pip install .[toolkit]): {exc.one_line()}"
+    return None
+
+
+@contextlib.contextmanager
+def cache_env(folder: Path) -> Iterator[Path]:
+    """``GPUADVISE_CACHE_DIR`` set to ``folder`` while the block runs (the old value back after)."""
+    old = os.environ.get("GPUADVISE_CACHE_DIR")
+    os.environ["GPUADVISE_CACHE_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if old is None:
+            os.environ.pop("GPUADVISE_CACHE_DIR", None)
+        else:
+            os.environ["GPUADVISE_CACHE_DIR"] = old
+
+
+def run_folder(factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder every process of this run shares: pytest's base temporary folder,
+    or under pytest-xdist the one that holds each worker's (``PYTEST_XDIST_WORKER`` is set in the
+    workers)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
