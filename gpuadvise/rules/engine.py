@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
 from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
+from gpuadvise.rules.suppress import suppress
 from gpuadvise.source.edit import unified_diff
 
 if TYPE_CHECKING:
@@ -1548,8 +1549,6 @@ def evaluate_rules(
             log.debug("rule %s failed", rule.id, exc_info=True)
             findings.append(_error_row(rule, ctx, stage, exc))
         timings[rule.id] = time.perf_counter() - t0
-    from gpuadvise.rules.suppress import suppress
-
     findings, ignored = suppress(findings)
     notes = list(skipped_notes(skipped))
     if ignored:
