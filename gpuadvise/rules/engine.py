@@ -1481,7 +1481,17 @@ def use_model_check(check: Callable[[RuleContext, Estimate], Estimate] | None) -
     _model_check = check
 
 
-def _no_slowdown(f: Finding) -> Finding:
+def finding_estimate(rule: Rule, ctx: RuleContext, finding: Finding) -> Estimate | None:
+    """The estimate :func:`evaluate_rules` gives ``finding`` before :func:`no_slowdown`: the
+    rule's ``estimate``, run through the launch model's check (:func:`use_model_check`). The one
+    path to it: a finding read back from JSON gets the same from its details."""
+    est = rule.estimate(ctx, finding)
+    if est is not None and _model_check is not None:
+        est = _model_check(ctx, est)
+    return est
+
+
+def no_slowdown(f: Finding) -> Finding:
     """A finding whose estimate is below 1: the model predicts the change makes the launch
     slower, which is a reason not to recommend it, never a speedup. The estimate becomes
     ``none`` (its method says what the model predicted) and a warning becomes a note."""
@@ -1536,12 +1546,10 @@ def evaluate_rules(
             done = []
             for f in detected:
                 stage = "estimate"
-                est = rule.estimate(ctx, f)
-                if est is not None and _model_check is not None:
-                    est = _model_check(ctx, est)
+                est = finding_estimate(rule, ctx, f)
                 stage = "transform"
                 var = rule.transform(ctx, f)
-                done.append(_no_slowdown(replace(f, estimated_speedup=est, variant=var)))
+                done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
             findings.extend(done)
         except ModelUnavailable as exc:
             skipped.append(SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate))

@@ -910,11 +910,11 @@ def test_trace_ctas_zero_means_the_first_wave(tmp_path):
 def test_a_predicted_slowdown_is_never_a_speedup():
     """An estimate below 1 (a compute-bound SGEMM's 0.441x "upper bound") becomes no estimate,
     its method saying what the model predicted, and the warning a note (issue 27)."""
-    from gpuadvise.rules.engine import _no_slowdown
+    from gpuadvise.rules.engine import no_slowdown
 
     f = rule_api.Finding("GA303", "a-b", "t", "warning", "m")
     slow = rule_api.Estimate(0.441, "upper-bound", "roofline", {"x": 1})
-    g = _no_slowdown(replace(f, estimated_speedup=slow))
+    g = no_slowdown(replace(f, estimated_speedup=slow))
     assert g.severity == "note" and g.estimated_speedup.kind == "none"
     assert g.estimated_speedup.speedup is None
     assert "at best 2.27x slower (0.441x), so it is not recommended. roofline" in (
@@ -923,4 +923,4 @@ def test_a_predicted_slowdown_is_never_a_speedup():
     assert g.estimated_speedup.inputs == {"x": 1, "predicted_ratio": 0.441,
                                           "predicted_kind": "upper-bound"}  # fmt: skip
     fine = replace(f, estimated_speedup=rule_api.Estimate(1.0, "point", "same"))
-    assert _no_slowdown(fine) is fine
+    assert no_slowdown(fine) is fine
