@@ -541,7 +541,9 @@ def _details_from_dict(rule_id: str, d: Any, registry: Registry | None) -> Any:
         except GpuAdviseError:
             return dict(d)
     rule = registry.find(rule_id)
-    module = sys.modules.get(type(rule).__module__) if rule is not None else None
+    module = None
+    if rule is not None:
+        module = type(rule)._module or sys.modules.get(type(rule).__module__)
     cls = getattr(module, str(d["type"]), None) if module is not None else None
     if not (isinstance(cls, type) and issubclass(cls, FindingDetails)):
         return dict(d)
@@ -808,6 +810,10 @@ class Rule(ABC):
     models: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[Mapping[str, bool | int | float | str]] = {}
     origin: ClassVar[Path | None] = None  # the file it was loaded from (set by the registry)
+    # the module it was loaded as (set by the registry): where its details classes are found
+    # again. Not sys.modules' entry of that name, which a later load of the same file replaces
+    # (another registry's), while this registry's rules keep their own classes
+    _module: ClassVar[ModuleType | None] = None
 
     @abstractmethod
     def detect(self, ctx: RuleContext) -> Iterable[Finding]:
@@ -1292,6 +1298,7 @@ def load_registry(
                 problems.append(f"{path}: {cls.__name__}: " + "; ".join(errs))
                 continue
             cls.origin = path
+            cls._module = module
             try:
                 found.append(cls())
             except Exception as exc:

@@ -664,6 +664,16 @@ def test_a_rule_that_raises_is_an_error_row_and_the_others_go_on(tmp_path):
     assert "failed" in text
 
 
+def test_details_round_trip_after_the_bundled_rules_are_loaded_again(tmp_path):
+    """Another registry (the bundled rules and a user folder) imports the bundled rule files
+    again under the same module names; a finding of the default registry's rules still reads
+    its details back as its own class (the one its rule was loaded with)."""
+    f = next(x for x in run(fake_analysis(tmp_path, regs=128)).findings if x.rule == "GA101")
+    rule_api.load_registry([user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE})])
+    back = rule_api.Finding.from_dict(json.loads(json.dumps(f.to_dict())))
+    assert type(back.details) is type(f.details) and back == f
+
+
 BROKEN = {
     "syntax": ("ga901_always_raises.py", GOOD_RULE + "\n  def (:\n", "cannot be imported"),
     "heading": (
