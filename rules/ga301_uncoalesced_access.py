@@ -185,6 +185,23 @@ def _grouped(found: list[Finding]) -> Iterator[Finding]:
         )
 
 
+def _sites_insts(view: Any, finding: Finding) -> Any:
+    """The instructions a finding's proxy reproduces: its own (every line of its group, loads
+    and stores: _grouped) and the other kind's at each of those lines (the load of a
+    read-modify-write whose store is the finding, or its store), sorted."""
+    import numpy as np
+
+    d = finding.details_as(BufferAccess)
+    sites = {view.inst_line[i] for i in d.insts}
+    sites = {(file, line) for file, line in sites if line is not None}
+    if not sites:  # no line for the instructions: the finding's
+        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
+        sites = {(file, finding.line or 0)}
+    other = Kind.STORE if d.kind == "load" else Kind.LOAD
+    more = [view.insts_at(file, line, other) for file, line in sites]
+    return np.unique(np.concatenate([np.array(d.insts, np.int64), *more]))
+
+
 class UncoalescedAccess(Rule):
     """Global loads or stores that move many more 32-byte sectors than the bytes they use.
 
@@ -492,17 +509,12 @@ class UncoalescedAccess(Rule):
         )
 
     def _proxy_records(self, ctx: RuleContext, finding: Finding) -> Any:
-        """The records the line's proxy reproduces: the line's loads and stores of the buffer
+        """The records the line's proxy reproduces: the lines' loads and stores of the buffer
         (a read-modify-write's both)."""
-        import numpy as np
-
-        d = finding.details_as(BufferAccess)
-        view = ctx.trace_view
-        _, recs = d.access(ctx)
-        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
-        other = Kind.STORE if d.kind == "load" else Kind.LOAD
-        _, more = view.access(view.insts_at(file, finding.line or 0, other), d.buffer)
-        return np.union1d(np.asarray(recs, np.int64), np.asarray(more, np.int64))
+        _, recs = ctx.trace_view.access(
+            _sites_insts(ctx.trace_view, finding), finding.details_as(BufferAccess).buffer
+        )
+        return recs
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)
@@ -538,13 +550,13 @@ class UncoalescedAccess(Rule):
         layout = struct_for(bi, source_text(ctx.source_file))
         where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
         pitches = integer_args(ctx.spec)
-        # the line's loads and stores of the buffer: a load alone, a store alone or a
-        # read-modify-write (`p[i].x += p[i].vx * dt`), the same proxy for the line's findings
-        lanes, _ = d.access(ctx)
-        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
-        other = Kind.STORE if d.kind == "load" else Kind.LOAD
-        more, _ = view.access(view.insts_at(file, finding.line or 0, other), buffer)
-        loads, stores = (lanes, more) if d.kind == "load" else (more, lanes)
+        # the lines' loads and stores of the buffer: a load alone, a store alone or a
+        # read-modify-write (`p[i].x += p[i].vx * dt`), each instruction taken by its own kind
+        # (one finding may stand for several lines' loads and stores: _grouped)
+        insts = _sites_insts(view, finding)
+        kinds = view.inst_kind[insts]
+        loads, _ = view.access(insts[kinds == int(Kind.LOAD)], buffer)
+        stores, _ = view.access(insts[kinds == int(Kind.STORE)], buffer)
 
         def names_of(ls: Any) -> dict[int, str]:
             pairs = zip((ls.off % bi.elem_bytes).tolist(), ls.width.tolist(), strict=True)
@@ -557,7 +569,12 @@ class UncoalescedAccess(Rule):
             return view.pattern(ls, bi, names_of(ls), pitches, where)
 
         desc = soa_description(
-            buffer, bi, layout, list(names_of(loads).values()), list(names_of(stores).values())
+            buffer,
+            bi,
+            layout,
+            list(names_of(loads).values()),
+            list(names_of(stores).values()),
+            sorted({view.inst_line[i][1] for i in insts.tolist()} - {None}),
         )
         load_pattern = pattern_of(loads) if len(loads) else None
         if not len(stores):

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
 from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
+from gpuadvise.rules.suppress import suppress
 from gpuadvise.source.edit import unified_diff
 
 if TYPE_CHECKING:
@@ -540,7 +541,9 @@ def _details_from_dict(rule_id: str, d: Any, registry: Registry | None) -> Any:
         except GpuAdviseError:
             return dict(d)
     rule = registry.find(rule_id)
-    module = sys.modules.get(type(rule).__module__) if rule is not None else None
+    module = None
+    if rule is not None:
+        module = type(rule)._module or sys.modules.get(type(rule).__module__)
     cls = getattr(module, str(d["type"]), None) if module is not None else None
     if not (isinstance(cls, type) and issubclass(cls, FindingDetails)):
         return dict(d)
@@ -807,6 +810,10 @@ class Rule(ABC):
     models: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[Mapping[str, bool | int | float | str]] = {}
     origin: ClassVar[Path | None] = None  # the file it was loaded from (set by the registry)
+    # the module it was loaded as (set by the registry): where its details classes are found
+    # again. Not sys.modules' entry of that name, which a later load of the same file replaces
+    # (another registry's), while this registry's rules keep their own classes
+    _module: ClassVar[ModuleType | None] = None
 
     @abstractmethod
     def detect(self, ctx: RuleContext) -> Iterable[Finding]:
@@ -1291,6 +1298,7 @@ def load_registry(
                 problems.append(f"{path}: {cls.__name__}: " + "; ".join(errs))
                 continue
             cls.origin = path
+            cls._module = module
             try:
                 found.append(cls())
             except Exception as exc:
@@ -1480,7 +1488,17 @@ def use_model_check(check: Callable[[RuleContext, Estimate], Estimate] | None) -
     _model_check = check
 
 
-def _no_slowdown(f: Finding) -> Finding:
+def finding_estimate(rule: Rule, ctx: RuleContext, finding: Finding) -> Estimate | None:
+    """The estimate :func:`evaluate_rules` gives ``finding`` before :func:`no_slowdown`: the
+    rule's ``estimate``, run through the launch model's check (:func:`use_model_check`). The one
+    path to it: a finding read back from JSON gets the same from its details."""
+    est = rule.estimate(ctx, finding)
+    if est is not None and _model_check is not None:
+        est = _model_check(ctx, est)
+    return est
+
+
+def no_slowdown(f: Finding) -> Finding:
     """A finding whose estimate is below 1: the model predicts the change makes the launch
     slower, which is a reason not to recommend it, never a speedup. The estimate becomes
     ``none`` (its method says what the model predicted) and a warning becomes a note."""
@@ -1535,12 +1553,10 @@ def evaluate_rules(
             done = []
             for f in detected:
                 stage = "estimate"
-                est = rule.estimate(ctx, f)
-                if est is not None and _model_check is not None:
-                    est = _model_check(ctx, est)
+                est = finding_estimate(rule, ctx, f)
                 stage = "transform"
                 var = rule.transform(ctx, f)
-                done.append(_no_slowdown(replace(f, estimated_speedup=est, variant=var)))
+                done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
             findings.extend(done)
         except ModelUnavailable as exc:
             skipped.append(SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate))
@@ -1548,8 +1564,6 @@ def evaluate_rules(
             log.debug("rule %s failed", rule.id, exc_info=True)
             findings.append(_error_row(rule, ctx, stage, exc))
         timings[rule.id] = time.perf_counter() - t0
-    from gpuadvise.rules.suppress import suppress
-
     findings, ignored = suppress(findings)
     notes = list(skipped_notes(skipped))
     if ignored:

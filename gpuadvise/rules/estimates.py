@@ -462,7 +462,7 @@ def l1_roofline_estimate(
             method += (
                 f". The per-line proxy (this line's {len(proxy_records)} sampled requests "
                 "alone and the proxy's one word per thread to `out`, the same roofline; the "
-                "proxy's fold arithmetic left out): point {pe.point:.2f}x, bound {pe.bound:.2f}x, "
+                f"proxy's fold arithmetic left out): point {pe.point:.2f}x, bound {pe.bound:.2f}x, "
                 f"bound by {pe.before.bound_by} before and {pe.after.bound_by} after"
             )
     return Estimate(round(est.bound, 3), "upper-bound", method, inputs)

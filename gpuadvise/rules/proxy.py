@@ -70,18 +70,28 @@ def soa_description(
     layout: StructLayout | None,
     read: Sequence[str],
     written: Sequence[str] = (),
+    lines: Sequence[int] = (),
 ) -> str:
     """GA301's fix in words: the struct, and the arrays that replace it (``read``, ``written``:
-    the fields the line loads and stores)."""
-    fields = ", ".join(read) + (" and writes " + ", ".join(written) if written else "")
-    if not read:
-        fields = ", ".join(written)
-        fields = f"no field; it writes {fields}" if written else "no field"
+    the fields the line loads and stores; ``lines``: the lines, when one finding stands for
+    several)."""
+    several = len(lines) > 1
+    if several:
+        who, reads, writes, it = f"lines {', '.join(map(str, lines))}", "read", "write", "they"
+    else:
+        who, reads, writes, it = "this line", "reads", "writes", "it"
+    if read:
+        fields = ", ".join(read) + (f" and {writes} " + ", ".join(written) if written else "")
+    elif written:
+        fields = f"no field; {it} {writes} " + ", ".join(written)
+    else:
+        fields = "no field"
+    fields = f"{who} {reads} {fields}"
     if layout is None:
         return (
             f"structure of arrays for `{buffer}` ({info.elem_bytes}-byte {info.type_name} "
             f"elements): one array per field, so that `{buffer}[i].f` becomes `{buffer}.f[i]` and "
-            f"a warp's accesses of a field are consecutive words (this line reads {fields})"
+            f"a warp's accesses of a field are consecutive words ({fields})"
         )
     arrays = "; ".join(
         f"{f.ctype}* {f.name}" + (f"[{f.count}]" if f.count > 1 else "") for f in layout.fields
@@ -90,7 +100,7 @@ def soa_description(
         f"structure of arrays for `{buffer}`: instead of {info.count} structs "
         f"`{layout.declaration()};` ({layout.size} bytes each), one array of {info.count} per "
         f"field, `struct {layout.name}s {{ {arrays}; }};`, read as `{buffer}.f[i]` for "
-        f"`{buffer}[i].f` (this line reads {fields}; a warp's accesses of one field become "
+        f"`{buffer}[i].f` ({fields}; a warp's accesses of one field become "
         "consecutive words)"
     )
 

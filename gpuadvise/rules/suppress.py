@@ -1,19 +1,38 @@
 """Inline suppression, as ``# noqa`` does for Ruff: a comment on a finding's line,
 ``// gpuadvise: ignore[GA201]`` (ids or names, comma-separated; ``// gpuadvise: ignore`` alone:
 every rule), drops the findings of those rules at that line. Error rows (a rule that failed) are
-never dropped."""
+never dropped.
+
+The module knows a finding only by the fields it reads (:class:`_Located`), not by
+:class:`gpuadvise.rules.engine.Finding`: the engine calls it, so importing the engine here, even
+for type checking, would be an import cycle (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gpuadvise.rules.engine import Finding
+from typing import Protocol, TypeVar
 
 __all__ = ["IGNORE_RE", "ignored_rules", "suppress"]
+
+
+class _Located(Protocol):
+    """What :func:`suppress` reads of a finding."""
+
+    @property
+    def rule(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def is_error(self) -> bool: ...
+
+
+F = TypeVar("F", bound=_Located)
 
 IGNORE_RE = re.compile(r"gpuadvise:\s*ignore(?:\[(?P<rules>[^\]]*)\])?", re.I)
 
@@ -56,11 +75,11 @@ def _comment(line: str) -> str:
     return " ".join(out)
 
 
-def suppress(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+def suppress(findings: Sequence[F]) -> tuple[list[F], list[F]]:
     """``findings`` split into those kept and those a comment on their line ignores."""
     lines: dict[str, list[str] | None] = {}
-    kept: list[Finding] = []
-    dropped: list[Finding] = []
+    kept: list[F] = []
+    dropped: list[F] = []
     for f in findings:
         rules = None
         if not f.is_error and f.file and f.line:

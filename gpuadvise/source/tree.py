@@ -20,7 +20,9 @@ that want to look further:
   outside brackets; :func:`match_close` gives a bracket's partner.
 
 The grammar does not know ``__maxnreg__(N)``: it is blanked before parsing (so the kernel after it
-parses) and reported from a lexical scan as the kernel's :attr:`Kernel.maxnreg`. The parser never
+parses) and reported from a lexical scan as the kernel's :attr:`Kernel.maxnreg`. Nor does it allow
+a directive between a braceless control header and its body (``for (...)``, ``#pragma unroll``,
+the inner loop): such a directive is blanked too, so the body is the header's. The parser never
 raises on any text: unparseable parts become ERROR nodes that the queries skip.
 """
 
@@ -129,10 +131,25 @@ class SourceTree:
         self.maxnreg: tuple[Attribute, ...] = tuple(self._scan_maxnreg())
         feed = self.text
         for a in reversed(self.maxnreg):  # the grammar does not know it: blank it, same length
-            a0, a1 = a.span
-            feed = feed[:a0] + "".join(c if c == "\n" else " " for c in feed[a0:a1]) + feed[a1:]
+            feed = _blank(feed, a.span)
+        self._line_starts: list[int] | None = None
+        self._parse(feed)
+        # a directive between a braceless control header and its body (``for (...)`` then
+        # ``#pragma unroll`` then the inner ``for``) ends the header with a made-up empty body
+        # in the grammar, the real body a sibling after it: such directives are blanked too
+        # (same length; at most once per directive, each pass finding the next nesting level)
+        for _ in range(_MAX_DIRECTIVE_PASSES):
+            misplaced = [self.span(n) for n in _misplaced_directives(self.root)]
+            if not misplaced:
+                break
+            for span in misplaced:
+                feed = _blank(feed, span)
+            self._parse(feed)
+
+    def _parse(self, feed: str) -> None:
+        """Parse ``feed`` (the text with parts blanked, the same length in characters)."""
         data = feed.encode("utf-8", errors="surrogatepass")
-        self._ascii = len(data) == len(text)
+        self._ascii = len(data) == len(feed)
         self._char_of: list[int] | None = None
         if not self._ascii:
             char_of = [0] * (len(data) + 1)
@@ -146,7 +163,6 @@ class SourceTree:
             self._char_of = char_of
         self.tree = Parser(_LANGUAGE).parse(data)
         self.root: Node = self.tree.root_node
-        self._line_starts: list[int] | None = None
 
     # offsets and text -------------------------------------------------------------------------
 
@@ -253,6 +269,38 @@ class SourceTree:
             yield Attribute(
                 "__maxnreg__", (m.start(), close + 1), args, self.text[m.start() : close + 1]
             )
+
+
+_MAX_DIRECTIVE_PASSES = 8
+
+
+def _blank(text: str, span: Span) -> str:
+    """``text`` with ``span`` made spaces (its newlines kept: every offset and line stays)."""
+    a, b = span
+    return text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
+
+
+def _last_leaf(node: Node) -> Node:
+    while node.child_count:
+        node = node.children[-1]
+    return node
+
+
+def _misplaced_directives(root: Node) -> list[Node]:
+    """The directives (``#pragma`` ...) right after a statement the grammar had to close with a
+    made-up (missing) token: those that stood between a braceless header and its body."""
+    out = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "preproc_call":
+            prev = n.prev_sibling
+            if prev is not None and _last_leaf(prev).is_missing:
+                out.append(n)
+            continue
+        if n.has_error:  # a missing token and the directive after it share a parent
+            stack.extend(n.children)
+    return out
 
 
 @functools.lru_cache(maxsize=16)

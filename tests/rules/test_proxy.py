@@ -744,41 +744,46 @@ def _ga301(source: Path, kernel: str, args: tuple[str, ...] = ()) -> list[rule_a
     return run_rule(_analysis(source, kernel, args), "GA301", 8)
 
 
-def _field_words(px: rule_api.Proxy, tmp: Path, word: int, count: int) -> tuple[Any, Any]:
-    """The stored words of field ``word`` (one per element) in both layouts, after both
-    kernels of ``px`` ran on the emulator with equal outputs: (old layout, new layout)."""
+def _field_words(
+    px: rule_api.Proxy, tmp: Path, word: int, count: int, name: str
+) -> tuple[Any, Any]:
+    """The stored words of field ``word`` (``name``; one per element) in both layouts, after
+    both kernels of ``px`` ran on the emulator with equal outputs: (old layout, new layout)."""
     got = run_store_proxy(px, tmp)
     (out_b, aos, _, _), (out_a, soa, _, _) = got[px.before], got[px.after]
     np.testing.assert_array_equal(out_b, out_a)
     words = len(aos) // count
-    at = int(re.search(r"\(p \+ (\d+)u\)\[e\] = acc;  // \S+ \(stored\)", px.source).group(1))
+    store = rf"\(p \+ (\d+)u\)\[e\] = acc;  // {name} \(stored\)"
+    at = int(re.search(store, px.source).group(1))
     return aos[word::words][:count], soa[at : at + count]
 
 
 @needs_nvcc
 def test_ga301_on_particles_measures_the_read_modify_write(tmp_path):
     found = _ga301(KERNELS / "particles" / "particles.cu", "particles_aos", ("n=4096",))
-    assert [(f.line, f.details.kind) for f in found] == [
-        (ln, k) for ln in (18, 19, 20) for k in ("load", "store")
-    ]
-    for f in found:
-        assert f.variant is not None and f.variant.safety == "proxy", f.variant
-        assert f.variant.label == "SoA" and f.variant.proxy is not None
-    load18, store18 = found[:2]
-    assert load18.variant.proxy == store18.variant.proxy  # the line's loads and stores
-    assert "this line reads x, vx and writes x" in store18.variant.description
-    px = store18.variant.proxy
-    assert "p[e * WORDS + 0u] = acc;  // x (stored)" in px.source
+    # the loads and stores of one array of structures at lines 18-20 are one finding, at the
+    # first line (issue 27: one finding per root cause, 4748ac6); its proxy holds every line's
+    # read-modify-write (x, y and z loaded and stored), not only the first line's
+    assert [(f.line, f.details.kind) for f in found] == [(18, "load")]
+    (f,) = found
+    assert "(with lines 19, 20: the same array of structures, one change for all)" in f.message
+    assert f.variant is not None and f.variant.safety == "proxy", f.variant
+    assert f.variant.label == "SoA" and f.variant.proxy is not None
+    assert "lines 18, 19, 20 read x, y, z, vx, vy, vz and write x, y, z" in f.variant.description
+    px = f.variant.proxy
+    for word, name in enumerate("xyz"):
+        assert f"p[e * WORDS + {word}u] = acc;  // {name} (stored)" in px.source
     assert 'aos = { type = "unsigned", count = 32768, fill = "iota", output = false }' in (
         px.spec_before
     )
-    # x and vx: two arrays of 4096 words
-    assert 'soa = { type = "unsigned", count = 8192, fill = "iota", output = false }' in (
+    # x, y, z, vx, vy and vz: six arrays of 4096 words
+    assert 'soa = { type = "unsigned", count = 24576, fill = "iota", output = false }' in (
         px.spec_after
     )
-    old, new = _field_words(px, tmp_path, 0, 4096)
-    np.testing.assert_array_equal(old, new)
-    assert (old != np.arange(4096) * 8).all()  # every x written
+    for word, name in enumerate("xyz"):
+        old, new = _field_words(px, tmp_path / name, word, 4096, name)
+        np.testing.assert_array_equal(old, new)
+        assert (old != np.arange(4096) * 8 + word).all()  # every one written
 
 
 CELL_STORES = """\
@@ -808,18 +813,21 @@ def test_ga301_on_stores_of_cells_carries_a_proxy(tmp_path):
         '[args]\nn = 4096\n[buffers]\ncells = "Cell[n]"\n'
     )
     found = _ga301(src, "cells_age")
-    assert [(f.line, f.details.kind) for f in found] == [(11, "store"), (12, "load"), (12, "store")]
-    for f in found:
-        assert f.variant is not None and f.variant.safety == "proxy", f.variant
-    moved = found[0].variant
-    assert "this line reads no field; it writes moved" in moved.description
-    # a store alone: no load in either kernel, the 11-word cells and one array of `moved`
-    assert "const unsigned v0" not in moved.proxy.source
-    assert f"count = {11 * 4096}" in moved.proxy.spec_before
-    assert "count = 4096," in moved.proxy.spec_after
-    old, new = _field_words(moved.proxy, tmp_path / "moved", 2, 4096)
-    np.testing.assert_array_equal(old, new)
-    age = found[1].variant
-    assert age.proxy == found[2].variant.proxy and "reads age and writes age" in age.description
-    old, new = _field_words(age.proxy, tmp_path / "age", 3, 4096)
-    np.testing.assert_array_equal(old, new)
+    # the store of `moved` (line 11) and the read-modify-write of `age` (line 12) walk one array
+    # of structures: one finding at the first line (issue 27, 4748ac6), whose proxy stores
+    # both fields and loads `age` before storing it
+    assert [(f.line, f.details.kind) for f in found] == [(11, "store")]
+    (f,) = found
+    assert "(with line 12: the same array of structures, one change for all)" in f.message
+    v = f.variant
+    assert v is not None and v.safety == "proxy", v
+    assert "lines 11, 12 read age and write moved, age" in v.description
+    assert "const unsigned v0 = p[e * WORDS + 3u];  // age" in v.proxy.source
+    assert "const unsigned v1" not in v.proxy.source  # `moved` is stored, never loaded
+    # the 11-word cells; the arrays of `age` and `moved`
+    assert f"count = {11 * 4096}," in v.proxy.spec_before
+    assert f"count = {2 * 4096}," in v.proxy.spec_after
+    for word, name in ((2, "moved"), (3, "age")):
+        old, new = _field_words(v.proxy, tmp_path / name, word, 4096, name)
+        np.testing.assert_array_equal(old, new)
+        assert (old != np.arange(4096) * 11 + word).all()  # every one written

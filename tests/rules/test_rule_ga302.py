@@ -5,6 +5,7 @@ logical indices on the CPU emulator. Needs nvcc (the toolkit wheels), no GPU."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,19 @@ def test_cells_fields_estimate(fields_analysis):
     assert est is not None and est.kind == "upper-bound" and "roofline" in est.method
     # three of the four loads go: each 64 requests of 32 sectors, max(64, 2048 / 4) = 512 cycles
     assert est.inputs["saved_cycles_sampled"] == 3 * 512
-    assert est.speedup > 1.0
+    i = est.inputs
+    assert i["model"] == "execution" and i["after_l1_us"] < i["before_l1_us"]
+    # The execution model (issue 29; since 36060ab a strided load waits for the L2 on its
+    # chain, its L1 miss fraction that of its requests) finds this launch bound by its
+    # dependent chains, which dropping loads at line 67 leaves as they are: the launch's bound
+    # is 1.00x (it was 1.09x on the launch roofline, l1-bound). The gain the change does have
+    # is the line's, which the per-line proxy carries and a proxy measurement is held against
+    # (docs/accuracy.md: measured 1.22x on an H100).
+    assert i["bound_by_before"] == i["bound_by_after"] == "dependency"
+    assert i["after_dependency_us"] == i["before_dependency_us"]
+    assert est.speedup == 1.0 and i["point_speedup"] == 1.0
+    assert i["proxy_bound_speedup"] > 1.0
+    assert re.search(r"per-line proxy .*: point \d+\.\d\dx, bound \d+\.\d\dx", est.method)
 
 
 def test_option_max_field_bits(fields_analysis):

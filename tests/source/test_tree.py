@@ -151,6 +151,56 @@ def test_loops_headers_and_bodies(tmp_path: Path) -> None:
     assert ks.line_at(lps[4].body[0]) == 8
 
 
+def test_a_pragma_between_a_braceless_header_and_its_body(tmp_path: Path) -> None:
+    """``for (...)`` then ``#pragma unroll`` then the inner loop (kernels/regpressure): the
+    grammar alone closes the header with an empty body and makes the inner loop its sibling;
+    the directive is blanked so the inner loop is the body, at every level, after ``if``,
+    ``else`` and ``while`` too, while a pragma before a statement of a block stays one."""
+    ks = _ks(
+        tmp_path,
+        """\
+        __global__ void k(float* a, int n) {
+            for (int i = 0; i < 8; ++i)
+        #pragma unroll
+                for (int j = 0; j < 6; ++j)
+        #pragma unroll 2
+                    for (int l = 0; l < 4; ++l) a[i] += j * l;
+            if (n > 1)
+        #pragma unroll
+                for (int j = 0; j < 6; ++j) a[j] += j;
+            else
+        #pragma unroll
+                for (int j = 0; j < 6; ++j) a[j] -= j;
+            while (n--)
+        #pragma unroll
+                for (int j = 0; j < 6; ++j) a[j] *= 2;
+            #pragma unroll
+            for (int j = 0; j < 6; ++j) a[j] += 1;
+        }
+        """,
+    )
+    t = ks.text
+    lps = ks.loops()
+    assert len(lps) == 8
+    outer, mid, inner = lps[:3]
+    assert not outer.braced and outer.body[0] == mid.span[0] and outer.body[1] == mid.span[1]
+    assert mid.body[0] == inner.span[0] and t[slice(*inner.body)] == "a[i] += j * l;"
+    assert [s.kind for s in ks.top_level()] == [
+        "for_statement",
+        "if_statement",
+        "while_statement",
+        "preproc_call",
+        "for_statement",
+    ]
+    for s in ks.statements():  # no made-up empty statement; each found where it is
+        assert s.start <= s.end and t[s.end] == ";"
+        got = ks.statement_at(s.start)
+        assert got is not None and (got.start, got.end) == (s.start, s.end)
+    body = ks.statement_at(t.index("a[j] -= j"))
+    assert body is not None and body.header_end is not None
+    assert t[body.header_end - 1] == ")"  # the inner for's header, not the else's
+
+
 def test_statements_and_control_headers(tmp_path: Path) -> None:
     ks = _ks(
         tmp_path,
