@@ -208,10 +208,20 @@ def start(out: Path, kernel_filter: str | None, max_per_kernel: int, max_bytes: 
         if activity:
             try:
                 cupti.activity_flush_all(1)
+                # no buffer request may reach this Python after it: a program whose own
+                # teardown (CuPy's memory pool at interpreter exit) still runs CUDA would
+                # call into callbacks of a finalised interpreter (the CuPy script recorded
+                # on the H200 ended with SIGSEGV after its output, 2026-11-28)
+                cupti.activity_disable(cupti.ActivityKind.CONCURRENT_KERNEL)
+                cupti.activity_flush_all(1)
             except Exception as exc:
                 rec.errors.append(f"flushing the activity records: {exc}")
         try:
             cupti.unsubscribe(sub)
+        except Exception:
+            pass
+        try:
+            cupti.finalize()  # CUPTI detaches from the process: no callback after this
         except Exception:
             pass
         rec.finish({"runtime_callbacks_unavailable": skipped, "activity": activity})
