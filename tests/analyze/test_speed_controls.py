@@ -177,8 +177,13 @@ def test_time_budget_keeps_time_for_the_rules(env: dict[str, str]) -> None:
     assert any(c in s for s in skipped for c in cut), skipped
     assert not any(s.startswith("the rules") for s in skipped), skipped
     assert len(doc["rules_run"]) > 5 and doc["timings_s"]["rules_s"] > 0
-    used_s = sum(v for k, v in doc["timings_s"].items() if k.endswith("_s") and "rule_" not in k)
-    assert used_s < 7.0, doc["timings_s"]
+    # the trace stopped at its half of the budget (a batch of CTAs in flight may finish); the
+    # whole run stays near the budget (the rules' own time is not cut, only skipped when none is
+    # left: on a loaded machine it varies, hence the margin)
+    t = doc["timings_s"]
+    assert t["trace_s"] < 3.0 + 1.5, t
+    used_s = sum(v for k, v in t.items() if k.endswith("_s") and "rule_" not in k)
+    assert used_s < 6.0 * 1.5, t
 
 
 @pytest.mark.toolkit
