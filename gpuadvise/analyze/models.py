@@ -213,9 +213,9 @@ def resolve_launch(
 
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
     code = defined_in.read_text(errors="replace")
-    params = parse_signature(code, spec.kernel)
+    declared = parse_signature(code, spec.kernel)
     # a scalar typed by a macro, typedef or enum: the type the compiler gave it
-    params = with_compiled_types(params, kernel.signature, lambda t: lookup(t) is not None, code)
+    params = with_compiled_types(declared, kernel.signature, lambda t: lookup(t) is not None, code)
     return resolve(spec, params, _struct_layout(spec, kernel, options, tc))
 
 

@@ -80,7 +80,7 @@ class LiveProvider:
             "occupancy": a.occupancy.occupancy,
         }
         m = a.memory
-        if m is None or m.banks is None:
+        if m is None or m.banks is None or m.coalescing is None:
             why = "not requested" if m is None else f"the emulator could not run it: {m.error}"
             for name in _TRACE_METRICS:
                 out[name] = Unavailable(why)
