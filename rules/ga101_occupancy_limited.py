@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     amortised_ratio,
+    counted,
     launch_times,
     memory_rates,
     occupancy_ratio,
@@ -262,7 +263,7 @@ class OccupancyLimited(Rule):
             ways += spill_note
         message = (
             f"occupancy {occ.occupancy:.0%} ({occ.active_warps_per_sm} of "
-            f"{occ.max_warps_per_sm} warps per SM, {occ.active_blocks_per_sm} block(s)), "
+            f"{occ.max_warps_per_sm} warps per SM, {counted(occ.active_blocks_per_sm, 'block')}), "
             f"limited by {limiters}; {ways}"
         )
         evidence = [

@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     active_lanes,
+    counted,
     launch_times,
     memory_rates,
     view_traffic,
@@ -228,7 +229,7 @@ class TailEffect(Rule):
         return Estimate(
             round(max(speedup, 1.0), 3),
             "upper-bound",
-            f"the launch model, waves and all: the {w.full_waves} full wave(s) at full residency, "
+            f"the launch model, waves and all: the {counted(w.full_waves, 'full wave')} at full residency, "
             f"the last wave ({fill:.0%} full) with only its CTAs resident, against the whole "
             f"work at full residency; the launch is bound by {whole.bound_by} "
             f"({whole.describe()}), plus the launch floor: {speedup:.3f}x. A memory-bound tail "

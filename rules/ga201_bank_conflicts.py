@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    counted,
     dram_bytes_per_s,
     launch_change_estimate,
     roofline,
@@ -147,7 +148,7 @@ def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
         line = ks.line_at(use.span[0])
         if use.subscripts != 2:
             n = use.subscripts
-            how = "without a subscript" if not n else f"with {n} subscript(s)"
+            how = "without a subscript" if not n else f"with {counted(n, 'subscript')}"
             return f"line {line} uses {decl.name} {how}"
         if use.address_taken:
             return f"line {line} takes the address of an element of {decl.name}"

@@ -574,7 +574,8 @@ class IdleReductionThreads(Rule):
             )
             yield self.finding(
                 ctx,
-                f"each thread loads {per:.2g} element(s) into the shared tree, and its first "
+                f"each thread loads {per:.2g} element{'' if per == 1 else 's'} into the shared "
+                f"tree, and its first "
                 f"step combines with {first.active_threads} of {tree.fill_threads} threads "
                 f"(words {first.distance} apart): {tree.idle_first_phase} threads only loaded. "
                 f"Add two elements during the load with half the threads per block (step #4 of "

@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    counted,
 )
 
 _SUM = re.compile(
@@ -306,20 +307,20 @@ class SharedTreeToShuffles(Rule):
             if tree.per_warp:
                 text = (
                     f"each of {tree.segments} warps reduces its own {2 * tree.phases[0].distance}"
-                    f" values in shared memory{where} (distances {dists}, {barriers} barrier(s)):"
+                    f" values in shared memory{where} (distances {dists}, {counted(barriers, 'barrier')}):"
                     " keep each warp's values in registers and reduce them with "
                     "__shfl_down_sync (or __reduce_add_sync for integers)"
                 )
             elif within_warp:
                 text = (
                     f"the whole tree{where} (distances {dists}) runs in shared memory within "
-                    f"one warp ({tree.threads} threads) with {barriers} barrier(s): do it in "
+                    f"one warp ({tree.threads} threads) with {counted(barriers, 'barrier')}: do it in "
                     "registers with __shfl_down_sync"
                 )
             else:
                 text = (
                     f"the tree's last {len(small)} steps{where} (distances {dists}) run in "
-                    f"shared memory with {barriers} barrier(s), by at most "
+                    f"shared memory with {counted(barriers, 'barrier')}, by at most "
                     f"{max(p.active_threads for p in small)} threads: finish the last 64 "
                     "values in registers with __shfl_down_sync (loop to s > 32, then one "
                     "warp shuffles)"
@@ -345,7 +346,7 @@ class SharedTreeToShuffles(Rule):
             "none",
             f"not estimated: the tree's share of the kernel's time is unknown without "
             f"measuring. The change removes {len(d.distances)} shared-memory steps and "
-            f"{d.barriers} block-wide barrier(s) (one is added after the shuffles in a loop "
+            f"{counted(d.barriers, 'block-wide barrier')} (one is added after the shuffles in a loop "
             "form); the measurement stage times it",
             {"shared_steps": len(d.distances), "barriers_removed": d.barriers},
         )

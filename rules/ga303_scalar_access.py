@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    counted,
     dram_bytes_per_s,
     launch_change_estimate,
     line_of,
@@ -972,7 +973,11 @@ def _estimate(ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]) -
         )
         inputs["dram_bytes"] = base.dram_bytes
         est = launch_change_estimate(
-            d, base, after, f"{per_thread} {w}-byte instruction(s) per thread vectorized", inputs
+            d,
+            base,
+            after,
+            f"{counted(per_thread, f'{w}-byte instruction')} per thread vectorized",
+            inputs,
         )
         if est is not None:
             if est.speedup is not None and est.speedup < NOTE_BELOW:
@@ -982,7 +987,7 @@ def _estimate(ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]) -
                 return replace(
                     est,
                     method=f"{what}-bound: vectorizing moves the same sectors, so it saves "
-                    f"{per_thread} {w}-byte instruction(s) per thread and L1 work, not time; "
+                    f"{counted(per_thread, f'{w}-byte instruction')} per thread and L1 work, not time; "
                     + est.method,
                 )
             return est

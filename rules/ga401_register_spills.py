@@ -19,6 +19,8 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    counted,
+    lines_text,
     max_active_blocks,
     unified_diff,
 )
@@ -424,7 +426,7 @@ class RegisterSpills(Rule):
             ks = None
         if spill >= threshold and spill > 0:
             cap = find_register_cap(ks, ctx.compile_flags, int(ctx.device.regs_per_sm))
-            where = ", ".join(f"{n} ({per_line[n]})" for n in hot[:4])
+            where_parts = [f"{n} ({per_line[n]})" for n in hot[:4]]
             capped = (
                 f" under {cap.describe()} (at most {cap.registers} registers)"
                 if cap is not None and cap.registers is not None
@@ -434,7 +436,7 @@ class RegisterSpills(Rule):
                 f"register spills: {res.registers} registers per thread{capped}; ptxas spills "
                 f"{res.spill_store_bytes} B and reloads {res.spill_load_bytes} B per thread "
                 f"({res.local_bytes} B stack frame)"
-                + (f"; most LDL/STL at line(s) {where}" if where else "")
+                + (f"; most LDL/STL at {lines_text(where_parts)}" if where_parts else "")
             )
             if cap is None:
                 message += (
@@ -500,7 +502,7 @@ class RegisterSpills(Rule):
                 f"local array `{chosen.name}` ({size}{res.local_bytes} B stack frame) is indexed "
                 f"with values the compiler cannot resolve, so it lives in local memory: lines "
                 f"{', '.join(map(str, used[chosen.name]))} read or write it through "
-                f"{sum(per_line[n] for n in used[chosen.name])} LDL/STL instruction(s)"
+                f"{counted(sum(per_line[n] for n in used[chosen.name]), 'LDL/STL instruction')}"
             )
         else:
             first_load = [
@@ -509,8 +511,8 @@ class RegisterSpills(Rule):
             line = min(first_load) if first_load else ctx.kernel_line
             what = (
                 f"{res.local_bytes} B stack frame in local memory with no spills (a local array "
-                f"indexed at run time, or a variable whose address is taken): LDL/STL at line(s) "
-                f"{', '.join(map(str, access_lines)) or 'unknown'}"
+                f"indexed at run time, or a variable whose address is taken): LDL/STL at "
+                f"{lines_text(access_lines) if access_lines else 'unknown lines'}"
             )
         yield self.finding(
             ctx,

@@ -19,7 +19,9 @@ from gpuadvise.rules import (
     RuleContext,
     Shortening,
     Variant,
+    counted,
     launch_times,
+    lines_text,
     max_active_blocks,
     memory_rates,
     move_declarations,
@@ -107,7 +109,7 @@ def held_text(held: tuple[HeldValue, ...], limit: int) -> str:
             f"{used}, up to {max(x.distance for x in g)} instructions: {h.how}"
         )
     more = len(ordered) - limit
-    return "; ".join(parts) + (f"; {more} more group(s)" if more > 0 else "")
+    return "; ".join(parts) + (f"; {counted(more, 'more group')}" if more > 0 else "")
 
 
 class RegisterPressurePeak(Rule):
@@ -199,7 +201,7 @@ class RegisterPressurePeak(Rule):
         )
         if details.variant_registers is not None:
             step += (
-                f"; built with the loads of line(s) {', '.join(map(str, details.moved_lines))} "
+                f"; built with the loads of {lines_text(details.moved_lines)} "
                 f"moved to their first use: {details.variant_registers} registers, "
                 f"{details.variant_warps} warps per SM"
             )
@@ -378,7 +380,7 @@ class RegisterPressurePeak(Rule):
         if d.diff and d.verified:
             return Variant(
                 "automatic-and-verified",
-                f"move the loads of line(s) {', '.join(map(str, d.moved_lines))} next to their "
+                f"move the loads of {lines_text(d.moved_lines)} next to their "
                 f"first use: built here, {d.variant_registers} registers per thread (now "
                 f"{d.allocated}), {d.variant_warps} warps per SM (now {d.warps_before}); "
                 f"{d.verified}",

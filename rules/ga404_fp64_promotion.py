@@ -16,7 +16,9 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    counted,
     fp64_to_fp32_estimate,
+    lines_text,
     same_source_file,
 )
 
@@ -146,8 +148,9 @@ class Fp64Promotion(Rule):
         yield self.finding(
             ctx,
             f"float values computed in double precision at line{'s' if len(lines) > 1 else ''} "
-            f"{where}: {prom} float-to-double conversion(s) (F2F.F64.F32), {fp64} FP64 "
-            f"instruction(s) (DFMA/DMUL/DADD/MUFU.RCP64H...) and {dem} conversion(s) back in "
+            f"{where}: {counted(prom, 'float-to-double conversion')} (F2F.F64.F32), "
+            f"{counted(fp64, 'FP64 instruction')} (DFMA/DMUL/DADD/MUFU.RCP64H...) and "
+            f"{counted(dem, 'conversion')} back in "
             "the SASS: a double literal (`2.0`) or a double function (`sqrt`) in float code. "
             "Write `2.0f` and `sqrtf` where the operands are float",
             line=lines[0],
@@ -172,8 +175,8 @@ class Fp64Promotion(Rule):
                 ctx.device,
                 ctx.trace_view,
                 (d.promotions + d.demotions) / max(d.fp64, 1),
-                f"the FP64 work in FP32 ({d.fp64} FP64 instruction(s) and "
-                f"{d.promotions + d.demotions} conversion(s) at these lines in the SASS)",
+                f"the FP64 work in FP32 ({counted(d.fp64, 'FP64 instruction')} and "
+                f"{counted(d.promotions + d.demotions, 'conversion')} at these lines in the SASS)",
                 inputs,
             )
         if est is not None:
@@ -182,8 +185,8 @@ class Fp64Promotion(Rule):
             None,
             "none",
             "not estimated: without the emulator's instruction counts the FP64 pipe's share of "
-            f"the kernel's time is not known; the SASS has {d.fp64} FP64 instruction(s) and "
-            f"{d.promotions + d.demotions} conversion(s) from these lines",
+            f"the kernel's time is not known; the SASS has {counted(d.fp64, 'FP64 instruction')} "
+            f"and {counted(d.promotions + d.demotions, 'conversion')} from these lines",
             inputs,
         )
 
@@ -218,8 +221,8 @@ class Fp64Promotion(Rule):
             )
         return Variant(
             "automatic-and-verified",
-            f"{how}: {changed} literal(s) and call(s) at line(s) "
-            f"{', '.join(map(str, d.lines))} made float; the outputs are checked against the "
+            f"{how}: {counted(changed, 'literal or call', 'literals and calls')} at "
+            f"{lines_text(d.lines)} made float; the outputs are checked against the "
             "original's within the spec's tolerance",
             diff=rw.diff(ctx.source_file),
         )

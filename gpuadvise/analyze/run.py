@@ -20,6 +20,7 @@ from gpuadvise.analyze.options import (
 from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.engine import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
+from gpuadvise.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +183,10 @@ def _run(
         folders = write_all(checked, opts, write_variants)
         checked = dataclasses.replace(
             checked,
-            notes=(*checked.notes, f"{len(folders)} variant(s) written to {write_variants}"),
+            notes=(
+                *checked.notes,
+                f"{counted(len(folders), 'variant')} written to {write_variants}",
+            ),
         )
     return AnalyzeResult(result, checked)
 

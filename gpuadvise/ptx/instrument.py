@@ -65,6 +65,7 @@ from gpuadvise.ptx.parser import (
     parse_ptx,
     tokenize,
 )
+from gpuadvise.words import counted
 
 __all__ = [
     "DEVICE_RECORD",
@@ -609,7 +610,7 @@ def instrument_ptx(ptx: str, entry: str, keep_other_entries: bool = False) -> In
         inserts.append((toks[start_tok].start, _probe(index, ins, mine, program.regs)))
     if outside:
         raise InstrumentError(
-            f"{len(outside)} memory instruction(s) of {entry} lie in device functions that the "
+            f"{counted(len(outside), 'memory instruction')} of {entry} lie in device functions that the "
             f"PTX calls instead of inlining ({outside[0]} ...): the GPU tracer does not follow them",
             "let the compiler inline them (drop __noinline__), or use --tracer emu",
         )

@@ -15,6 +15,7 @@ from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
 from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
 from gpuadvise.report.safe_text import controls, guard, one_line
+from gpuadvise.words import counted
 
 
 class SafeConsole(Console):
@@ -944,7 +945,7 @@ def record_summary(doc: dict[str, Any]) -> None:
     replay = sum(1 for c in cases if c["replayable"])
     _out.print(
         Text(
-            f"{len(cases)} case(s) in {doc['out']}/cases ({replay} replayable); "
+            f"{counted(len(cases), 'case')} in {doc['out']}/cases ({replay} replayable); "
             f"next: gpuadvise analyze {doc['out']}"
         )
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuadvise.report.markdown import md_escape, md_table
 from gpuadvise.report.safe_text import guard
+from gpuadvise.words import counted
 
 __all__ = ["TOP_KERNELS", "summary_lines", "summary_markdown", "write_summary"]
 
@@ -25,7 +26,7 @@ def _overhead(doc: dict[str, Any]) -> str:
     o = doc.get("overhead", {})
     return (
         f"{o.get('callback_s', 0.0):.3f} s in the recorder ({100 * o.get('fraction_of_wall', 0):.1f}%"
-        f" of the program's {doc.get('wall_s', 0.0):.2f} s), {doc.get('snapshots', 0)} snapshot(s), "
+        f" of the program's {doc.get('wall_s', 0.0):.2f} s), {counted(doc.get('snapshots', 0), 'snapshot')}, "
         f"{doc.get('snapshot_bytes', 0) / 2**20:.1f} MiB copied"
     )
 
@@ -41,13 +42,14 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     """The summary as plain lines (the terminal prints them, summary.md quotes them)."""
     out = [
         f"recorded: {' '.join(doc['command'])}",
-        f"  program: {_status(doc)}; {doc['launches']} launch(es) in {doc['processes']} "
-        f"process(es)",
+        f"  program: {_status(doc)}; {counted(doc['launches'], 'launch', 'launches')} in "
+        f"{counted(doc['processes'], 'process', 'processes')}",
         f"  overhead: {_overhead(doc)}",
     ]
     if doc.get("unfinished_processes"):
         out.append(
-            f"  {doc['unfinished_processes']} process(es) ended without the recorder's exit "
+            f"  {counted(doc['unfinished_processes'], 'process', 'processes')} ended without the "
+            "recorder's exit "
             "hook (a crash): their launches until then are kept, their GPU times may be missing"
         )
     return out

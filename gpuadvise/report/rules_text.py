@@ -19,11 +19,9 @@ from gpuadvise.rules import (
     Rule,
 )
 from gpuadvise.rules.engine import EXPECT_RE
+from gpuadvise.words import counted
 
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 warning``, ``3 warnings``, ``0 notes`` (``many``: the plural when not word + s)."""
-    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+plural = counted  # ``1 warning``, ``3 warnings`` (gpuadvise.words: the one place the rule is)
 
 
 def without_marker(text: str) -> str:

@@ -285,3 +285,8 @@ __all__ += [
     "transpose_body",
     "transpose_tiles",
 ]
+
+# counts in words in every message ("3 barriers", never "barrier(s)")
+from gpuadvise.words import counted, lines_text  # noqa: E402
+
+__all__ += ["counted", "lines_text"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from gpuadvise.errors import CompileError, GpuAdviseError, KernelNotFoundError, ToolchainError
 from gpuadvise.toolchain.find import INSTALL_HINT, Toolchain
 from gpuadvise.toolchain.names import base_name, display_name, norm, split_qualified
+from gpuadvise.words import counted
 
 __all__ = [
     "HeaderSource",
@@ -198,7 +199,7 @@ def hide_diagnostics(log: str, shown: Callable[[str], bool]) -> str:
             out.append(line)
     if hidden:
         out.append(
-            f"({hidden} diagnostic(s) in files that are not the kernel's sources: not shown)"
+            f"({counted(hidden, 'diagnostic')} in files that are not the kernel's sources: not shown)"
         )
     return "\n".join(out)
 

@@ -49,7 +49,7 @@ def test_lut_big_is_limited_by_shared_memory():
     assert e["next_step_block_size"] == 512 and e["next_step_occupancy"] == 1.0
     # case.toml: ceil(1081344 / 512) = 2112 CTAs, 4 x 132 = 528 per wave: 4 waves
     assert e["waves"] == 4.0
-    assert "occupancy 25% (16 of 64 warps per SM, 4 block(s)), limited by shared memory" in (
+    assert "occupancy 25% (16 of 64 warps per SM, 4 blocks), limited by shared memory" in (
         f.message
     )
     # the other way: 5 blocks need (233472 // 5) // 128 * 128 - 1024 = 45568 B per block,

@@ -325,10 +325,10 @@ def test_transpose_tile_gets_one_word_of_padding(tmp_path: Path) -> None:
     [
         ("", "    float* p = &tile[ty][0];\n    p[tx] += 0.0f;\n    __syncthreads();",
          "takes the address of an element of tile"),
-        ("", "    float* row = tile[ty];\n    (void)row;", "uses tile with 1 subscript(s)"),
+        ("", "    float* row = tile[ty];\n    (void)row;", "uses tile with 1 subscript"),
         ("", "    if (tx == 0 && ty == 0 && sizeof(tile) != 4096) return;",
          "uses tile without a subscript"),
-        ("#define ROW(r) tile[r]", "    (void)ROW(ty);", "uses tile with 1 subscript(s)"),
+        ("#define ROW(r) tile[r]", "    (void)ROW(ty);", "uses tile with 1 subscript"),
     ],
     ids=["address-of", "row-pointer", "sizeof", "macro"],
 )  # fmt: skip
