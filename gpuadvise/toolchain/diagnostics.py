@@ -184,6 +184,11 @@ def _mount_of(path: str) -> str:
 def hide_diagnostics(log: str, shown: Callable[[str], bool]) -> str:
     """``log`` without the diagnostics located in a file ``shown`` refuses, each left out whole
     (its message, the source line it quotes, its caret and notes); a last line says how many."""
+    return _hidden(log, shown)[0]
+
+
+def _hidden(log: str, shown: Callable[[str], bool]) -> tuple[str, str]:
+    """:func:`hide_diagnostics`'s text and its note on what it left out ("" when nothing)."""
     out: list[str] = []
     hidden = 0
     keep = True
@@ -197,11 +202,14 @@ def hide_diagnostics(log: str, shown: Callable[[str], bool]) -> str:
             keep = True
         if keep:
             out.append(line)
-    if hidden:
-        out.append(
-            f"({counted(hidden, 'diagnostic')} in files that are not the kernel's sources: not shown)"
-        )
-    return "\n".join(out)
+    note = (
+        f"{counted(hidden, 'diagnostic')} in files that are not the kernel's sources: not shown"
+        if hidden
+        else ""
+    )
+    if note:
+        out.append(f"({note})")
+    return "\n".join(out), note
 
 
 def compile_error(
@@ -216,10 +224,9 @@ def compile_error(
     a diagnostic located in a file may be shown (:func:`hide_diagnostics`; default: all)."""
     hidden_note = ""
     if shown is not None:
-        log = hide_diagnostics(log, shown)
-        last = log.rsplit("\n", 1)[-1]
-        if last.endswith("not the kernel's sources: not shown)"):
-            hidden_note = "; " + last.strip("()")  # the one line says it too (gate shows no more)
+        log, note = _hidden(log, shown)
+        if note:
+            hidden_note = "; " + note  # the one line says it too (gate shows no more)
     if m := _DISK_FULL_RE.search(log):
         where = f"the disk mounted at {_mount_of(m['path'])}" if m["path"] else "a disk nvcc uses"
         return ToolchainError(
