@@ -210,13 +210,10 @@ def life_ranges(
 
     ToolchainError without nvdisasm (``cuobjdump`` prints no life ranges) or when it fails;
     KernelNotFoundError when the cubin has no such function."""
+    from gpuadvise.toolchain.sass import cubin_stat
+
     path = Path(cubin)
-    try:
-        stat = path.stat()
-    except OSError:
-        raise ToolchainError(
-            f"cubin {path} not found", "compile the source again (the cache may have been cleared)"
-        ) from None
+    stat = cubin_stat(path)
     tc = toolchain or find_toolchain()
     if tc.nvdisasm is None:
         raise ToolchainError(

@@ -351,17 +351,23 @@ def parse_cuobjdump(text: str) -> dict[str, tuple[SassInstruction, ...]]:
 # Running the disassembler
 
 
+def cubin_stat(path: Path) -> os.stat_result:
+    """The cubin's stat (its size and time key the disassemblers' caches); ToolchainError when
+    it is gone."""
+    try:
+        return path.stat()
+    except OSError:
+        raise ToolchainError(
+            f"cubin {path} not found", "compile the source again (the cache may have been cleared)"
+        ) from None
+
+
 def disassemble_all(
     cubin: str | os.PathLike[str], toolchain: Toolchain | None = None
 ) -> dict[str, tuple[SassInstruction, ...]]:
     """Every function of ``cubin``: {mangled name: instructions}. Cached per cubin file."""
     path = Path(cubin)
-    try:
-        stat = path.stat()
-    except OSError:
-        raise ToolchainError(
-            f"cubin {path} not found", "compile the source again (the cache may have been cleared)"
-        ) from None
+    stat = cubin_stat(path)
     tc = toolchain or find_toolchain()
     tool = tc.nvdisasm or tc.cuobjdump
     if tool is None:
