@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuadvise.report.registers_view import Tick  # one tick type for every chart
 from gpuadvise.report.rules_text import fix_kind, without_marker
 from gpuadvise.report.safe_text import controls, guard
 
@@ -190,12 +191,6 @@ _SWEEP_TITLES = {
 
 # ---------------------------------------------------------------------------------------------
 # Charts: geometry for the templates' inline SVG.
-
-
-@dataclass(frozen=True)
-class Tick:
-    pos: float
-    label: str
 
 
 @dataclass(frozen=True)
