@@ -140,9 +140,6 @@ class GlobalNeighbourReuse(Rule):
             insts = view.insts_at(file, line, kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)
-                # loads whose addresses come from the data: a lookup table (staged whole, if
-                # small) or a gather (GA301's), not a neighbourhood a tile with halo holds
-                by_data = all(ctx.trace.instructions[int(i)].data_address for i in set(lanes.inst))
                 if copies:
                     first = (("y" not in copies) | ((lanes.tid // bx) % by == 0)) & (
                         ("z" not in copies) | (lanes.tid // (bx * by) == 0)
@@ -154,7 +151,9 @@ class GlobalNeighbourReuse(Rule):
                 ru = cta_reuse(lanes, view.rec_sectors[recs])
                 if ru.factor < min_reuse or ru.spread < min_spread:
                     continue
-                if by_data:
+                # loads whose addresses come from the data: a lookup table (staged whole, if
+                # small) or a gather (GA301's), not a neighbourhood a tile with halo holds
+                if all(ctx.trace.instructions[int(i)].data_address for i in np.unique(lanes.inst)):
                     if view.buffers[b].size <= max_table:
                         tables.setdefault(b, []).append((line, lanes, ru))
                     continue
@@ -206,7 +205,7 @@ class GlobalNeighbourReuse(Rule):
         factor = max(ru.factor for _, _, ru in seen)
         others = [ln for ln, _, _ in seen[1:]]
         where = f" (and lines {', '.join(map(str, others))})" if others else ""
-        insts = sorted({int(i) for _, lanes, _ in seen for i in lanes.inst})
+        insts = np.unique(np.concatenate([lanes.inst for _, lanes, _ in seen])).tolist()
         return self.finding(
             ctx,
             f"a lookup table read through global memory: `{b}` ({bi.size} bytes) is indexed by "
