@@ -210,12 +210,14 @@ def resolve_launch(
     from gpuadvise.source.text import kernel_file
     from gpuadvise.spec.cuda_types import lookup
     from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.toolchain.names import split_params
 
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
     code = defined_in.read_text(errors="replace")
     declared = parse_signature(code, spec.kernel)
     # a scalar typed by a macro, typedef or enum: the type the compiler gave it
-    params = with_compiled_types(declared, kernel.signature, lambda t: lookup(t) is not None, code)
+    compiled = split_params(kernel.signature) or []
+    params = with_compiled_types(declared, compiled, lambda t: lookup(t) is not None, code)
     return resolve(spec, params, _struct_layout(spec, kernel, options, tc))
 
 

@@ -13,8 +13,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuadvise.source.signature import split_params
 from gpuadvise.spec.cuda_types import CudaType, lookup
+from gpuadvise.toolchain.names import split_params
 
 __all__ = ["ParamType", "TypedParam", "decode_params", "demangled_types", "split_params"]
 

@@ -37,7 +37,6 @@ __all__ = [
     "find_kernels",
     "list_kernels",
     "parse_signature",
-    "split_params",
     "with_compiled_types",
 ]
 
@@ -782,59 +781,21 @@ def parse_signature(source_text: str, kernel: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def split_params(signature: str) -> list[str] | None:
-    """The parameter types of a demangled signature (``void k<1>(float*, S<int, 2>)`` ->
-    ``["float*", "S<int, 2>"]``); None when the text has no parameter list."""
-    text = signature.strip()
-    if not text.endswith(")"):
-        return None
-    depth, start = 0, None
-    for i in range(len(text) - 1, -1, -1):
-        c = text[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            depth -= 1
-            if depth == 0:
-                start = i
-                break
-    if start is None:
-        return None
-    inner = text[start + 1 : -1].strip()
-    if inner in ("", "void"):
-        return []
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for c in inner:
-        if c in "<([":
-            depth += 1
-        elif c in ">)]":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur).strip())
-    return parts
-
-
 _ENUM_RE = r"\benum\s+(?:class\s+|struct\s+)?{name}\s*(?::\s*(?P<base>[\w\s:]+?))?\s*\{{"
 
 
 def with_compiled_types(
     params: Sequence[Param],
-    signature: str,
+    compiled: Sequence[str],
     known: Callable[[str], bool],
     code: str = "",
 ) -> list[Param]:
     """``params`` with each by-value parameter whose type ``known`` refuses (a macro, a
-    typedef, an enum) given the type the compiler names in the kernel's demangled ``signature``
-    (typedefs and macros are gone there: ``gemm_kernel(int, float, float*)``); an enum the
+    typedef, an enum) given the type the compiler names for it: ``compiled``, the parameter
+    types of the kernel's demangled signature (typedefs and macros are gone there:
+    ``gemm_kernel(int, float, float*)``; :func:`gpuadvise.toolchain.names.split_params`); an enum the
     compiler names is its underlying type as ``code`` (the source) declares it, else ``int``.
     A parameter neither resolves keeps its type (a struct by value: given by its bytes)."""
-    compiled = split_params(signature) or []
     if len(compiled) != len(params):
         return list(params)
     out = []

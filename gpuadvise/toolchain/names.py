@@ -91,21 +91,29 @@ def _fallback_demangle(mangled: str) -> str:
     return f"{got[0]}(...)"
 
 
+def _param_list_start(text: str) -> int | None:
+    """Where the parameter list closing ``text`` opens (its ``(``); None when ``text`` does
+    not end with one."""
+    if not text.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
 def display_name(signature: str) -> str:
     """``void ns::reduce<256, true>(float*)`` -> ``ns::reduce<256, true>``."""
     text = signature.strip()
-    if text.endswith(")"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            c = text[i]
-            if c == ")":
-                depth += 1
-            elif c == "(":
-                depth -= 1
-                if depth == 0:
-                    if i > 0:  # "(anonymous namespace)::k" alone never ends a signature
-                        text = text[:i]
-                    break
+    start = _param_list_start(text)
+    if start:  # "(anonymous namespace)::k" alone (start 0) never ends a signature
+        text = text[:start]
     text = text.strip()
     if text.startswith("void "):
         text = text[5:]
@@ -256,3 +264,30 @@ def base_name(component: str) -> str:
 
 def has_template_args(name: str) -> bool:
     return "<" in split_qualified(name.strip())[-1]
+
+
+def split_params(signature: str) -> list[str] | None:
+    """The parameter types of a demangled signature (``void k<1>(float*, S<int, 2>)`` ->
+    ``["float*", "S<int, 2>"]``); None when the text has no parameter list."""
+    text = signature.strip()
+    start = _param_list_start(text)
+    if start is None:
+        return None
+    inner = text[start + 1 : -1].strip()
+    if inner in ("", "void"):
+        return []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for c in inner:
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur).strip())
+    return parts

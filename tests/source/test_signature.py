@@ -272,10 +272,8 @@ def test_scalars_of_user_type_names_take_the_compiled_type() -> None:
     from gpuadvise.spec.cuda_types import lookup
 
     params = parse_signature(COMPILED_TYPES_SRC, "k")
-    signature = "k(float, unsigned int, Mode, Small, Pair, float*)"
-    out = with_compiled_types(
-        params, signature, lambda t: lookup(t) is not None, COMPILED_TYPES_SRC
-    )
+    compiled = ["float", "unsigned int", "Mode", "Small", "Pair", "float*"]  # the demangled
+    out = with_compiled_types(params, compiled, lambda t: lookup(t) is not None, COMPILED_TYPES_SRC)
     assert [p.value_type for p in out[:5]] == [
         "float",
         "unsigned int",
@@ -286,4 +284,4 @@ def test_scalars_of_user_type_names_take_the_compiled_type() -> None:
     assert out[5] == params[5]  # pointers untouched
     assert [p.name for p in out] == [p.name for p in params]
     # a signature that does not match the parameters' count changes nothing
-    assert with_compiled_types(params, "k(float)", lambda t: lookup(t) is not None) == list(params)
+    assert with_compiled_types(params, ["float"], lambda t: lookup(t) is not None) == list(params)
