@@ -92,7 +92,10 @@ def command_for(k: corpus.Kernel, opts: argparse.Namespace) -> list[str]:
     SPECS.mkdir(parents=True, exist_ok=True)
     spec = SPECS / (k.name.replace("/", "__") + ".toml")
     spec.write_text(spec_text(k, source))
-    cmd = [sys.executable, "-m", "gpuadvise", "analyze", str(source), "--spec", str(spec),
+    # --measure: each process's measurement waits for the others' (one GPU, no overlapping timings)
+    runner = ([str(HERE / "locked_analyze.py"), str(opts.out / "measure.lock")] if opts.measure
+              else ["-m", "gpuadvise", "analyze"])  # fmt: skip
+    cmd = [sys.executable, *runner, str(source), "--spec", str(spec),
            "--format", "json", "-q", "--gpu", opts.gpu]  # fmt: skip
     if opts.check:
         cmd += ["--no-trace", "--ignore", "GA", "--no-measure"]
@@ -265,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rss-mb", type=float, default=6000.0, help="kill past this RSS (6000)")
     ap.add_argument("--gpu", default="H100", help="the device model (H100)")
     ap.add_argument("--out", type=Path, default=corpus.SRC / "_results", help="results folder")
-    ap.add_argument("--score", type=Path, help="score a saved results.json instead of analysing")
+    ap.add_argument("--score", type=Path, help="score a saved results.json (or partial.jsonl) instead of analysing")
     ap.add_argument("--markdown", type=Path, help="also write the per-kernel table here")
     ap.add_argument("extra", nargs="*", help="more analyze options (after --)")
     opts = ap.parse_args(argv)
@@ -276,9 +279,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     c_repos.update(c.repos)
     if opts.score:
-        doc = json.loads(opts.score.read_text())
-        runs = [Run(**r) for r in doc["runs"]]
-        header = doc["header"]
+        if opts.score.suffix == ".jsonl":  # partial.jsonl of a run that was cut
+            runs = [Run(**json.loads(x)) for x in opts.score.read_text().splitlines() if x]
+            header = f"{opts.score} (partial: {len(runs)} kernels)"
+        else:
+            doc = json.loads(opts.score.read_text())
+            runs = [Run(**r) for r in doc["runs"]]
+            header = doc["header"]
     else:
         chosen = [k for k in c.kernels if not opts.only or any(s in k.name for s in opts.only)]
         try:
@@ -290,9 +297,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no kernel matches {opts.only}", file=sys.stderr)
             return 2
         runs = []
+        opts.out.mkdir(parents=True, exist_ok=True)
+        partial = opts.out / "partial.jsonl"  # one line per kernel as it ends: a cut run keeps them
+        partial.write_text("")
 
         def one(k: corpus.Kernel) -> Run:
             r = analyse(k, opts)
+            with partial.open("a") as f:
+                f.write(json.dumps(asdict(r)) + "\n")
             tags = " ".join(f"{f['rule']}:{f['line']}" for f in r.findings
                             if f["severity"] in ("warning", "error", "rule-error"))  # fmt: skip
             print(f"{r.name:55s} {r.status:7s} {r.wall_s:6.1f} s {r.peak_rss_mb:6.0f} MB  "
@@ -307,7 +319,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'check' if opts.check else 'measured' if opts.measure else '--no-measure'}, "
                   f"--gpu {opts.gpu}, jobs {opts.jobs}, shard {opts.shard or 'all'}, "
                   f"timeout {opts.timeout:.0f} s")  # fmt: skip
-        opts.out.mkdir(parents=True, exist_ok=True)
         name = "check.json" if opts.check else "results.json"
         (opts.out / name).write_text(json.dumps(
             {"header": header, "runs": [asdict(r) for r in runs]}, indent=1))  # fmt: skip
