@@ -60,10 +60,14 @@ class DivergentBranches(Rule):
     (smsp__inst_executed.sum * 32)``) is low, and a conditional branch that depends on the thread
     index or the data splits warps and leaves a large share of the issue slots idle: the
     interleaved tree reduction (``tid % (2*s) == 0``), a causal mask where lanes past the
-    diagonal wait, ``if (threadIdx.x < k)`` tails, an early ``return`` of part of each warp.
+    diagonal wait, an early ``return`` of part of each warp.
     Reported at the branch's line, with the SIMT efficiency of the lines it controls. The bounds
     check of the grid's last block (a branch that splits warps only in CTAs at the grid's far
-    edge, once per warp) is not reported.
+    edge, once per warp) is not reported, nor a branch whose sides are already packed: every
+    split leaves each side a contiguous run of lanes and at most one warp of a CTA splits per
+    execution (``if (threadIdx.x < k)``, a binomial tree's ``if (i > tid * k)`` as its
+    triangle shrinks), where no remapping fills the warps better: the first ``k`` threads
+    doing serial work is too little parallelism, not divergence.
 
     Why it is slow
     --------------
@@ -117,6 +121,7 @@ class DivergentBranches(Rule):
         for br in simt.branches:
             groups.setdefault((br.file, br.line), []).append(br)
         issue = simt.issue_slots
+        warps_per_cta = -(-ctx.launch.block.count // WARP)
         threshold = float(ctx.option("min_lost_fraction"))
         for (file, line), brs in sorted(groups.items(), key=lambda kv: -_lost(kv[1])):
             lost = _lost(brs)
@@ -126,6 +131,8 @@ class DivergentBranches(Rule):
                 continue
             splits = sum(b.splits for b in brs)
             execs = sum(b.warp_executions for b in brs)
+            if _packed_front(brs, splits, execs, warps_per_cta):
+                continue
             worst = sorted(
                 (ln for ln in simt.lines if ln.efficiency < 0.999 and ln.warp_instructions),
                 key=lambda ln: -ln.lost_slots,
@@ -221,6 +228,18 @@ class DivergentBranches(Rule):
             "before / max after. Latency is ignored, so the real gain is smaller",
             inputs,
         )
+
+
+def _packed_front(brs: list[Any], splits: int, execs: int, warps_per_cta: int) -> bool:
+    """Whether the threads that take the branch are already packed: every split is at a
+    front (each side a contiguous run of the warp's lanes: ``tid < k``, a triangle's
+    ``i > tid * k`` as the loop shrinks it) and at most one warp of the CTA splits per
+    execution on average, so the threads on each side are a contiguous range of the CTA and
+    fill whole warps but the one at the boundary. No remapping packs them tighter: the idle
+    lanes are the work's own shape (a binomial tree's shrinking triangle), not divergence.
+    With one warp per CTA the CTA says nothing about the other warps: reported."""
+    fronts = sum(getattr(b, "front_splits", 0) for b in brs)
+    return warps_per_cta > 1 and fronts == splits and splits * warps_per_cta <= execs
 
 
 def _lost(brs: list[Any]) -> int:

@@ -560,6 +560,10 @@ class IdleReductionThreads(Rule):
                 or tree.fill_threads < 64
                 or tree.threads & (tree.threads - 1)  # the shape a halving tree is written for
                 or per is None
+                # nothing loaded from global memory before the fill (words zeroed, then summed
+                # in a loop: all-pairs-distance's `dist[idx] = 0; ... dist[idx] += count`):
+                # there is no load to add a second element to
+                or per <= 0
                 or per >= 1.5
                 or 2 * first.active_threads > tree.fill_threads
             ):

@@ -153,6 +153,23 @@ def malloc_tuned() -> Iterator[None]:
 # The kernel, laid out
 
 
+def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
+    """How many of these split warps (active lanes ``active``, the lanes that branched
+    ``taken``, uint32 masks) split at a front: the taken lanes are the active lanes up to some
+    lane (a prefix) or from some lane on (a suffix), as ``if (tid < bound)`` and
+    ``if (i > tid * k)`` split them: the threads on each side are contiguous."""
+
+    def packed(side: np.ndarray) -> np.ndarray:
+        # the bits up to the highest set bit of each word: side is a prefix of the active lanes
+        # when it holds every active lane below its highest lane
+        h = side.copy()
+        for sh in (1, 2, 4, 8, 16):
+            h |= h >> U32(sh)
+        return (active & h) == side
+
+    return int(np.count_nonzero(packed(taken) | packed(active & ~taken)))
+
+
 @dataclass
 class KernelImage:
     """A kernel's program and its memory layout; independent of any batch."""
@@ -594,6 +611,9 @@ class Batch:
         self.block_warps: list[int] = [0] * nb_
         self.block_lanes: list[int] = [0] * nb_
         self.block_splits: list[int] = [0] * nb_
+        # of those, the splits whose taken lanes are a prefix or a suffix of the warp's active
+        # lanes (``tid < bound``, ``i > tid * k``: a front; :func:`front_splits`)
+        self.block_front_splits: list[int] = [0] * nb_
         self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
         # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
         # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
@@ -1744,6 +1764,7 @@ class Batch:
                 if div.any():
                     wd = ws[div]
                     block_splits[p] += int(wd.size)
+                    self.block_front_splits[p] += front_splits(masks[div], tb[div])
                     self._note_split(p, wd)
                     diverge(wd, p, [(taken_i, tb[div]), (fall_i, nb_[div])])
             elif kind == "exit":

@@ -824,6 +824,7 @@ def _emulate(
                         batch.split_ctas,
                         batch.cta_chain,
                         batch.cta_instructions,
+                        batch.block_front_splits,
                     )
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)

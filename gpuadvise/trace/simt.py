@@ -59,11 +59,13 @@ class SimtCounts:
     chain: np.ndarray | None = None
     critical_instructions: float = 0.0
     ctas: int = 0
+    # per block, the splits at a front (the taken lanes a prefix or suffix of the active ones)
+    front_splits: np.ndarray | None = None
 
     @classmethod
     def empty(cls, blocks: int) -> SimtCounts:
         z = np.zeros(blocks, np.int64)
-        return cls(z, z.copy(), z.copy(), {})
+        return cls(z, z.copy(), z.copy(), {}, front_splits=z.copy())
 
     def add(
         self,
@@ -73,8 +75,12 @@ class SimtCounts:
         split_ctas: dict[int, set[int]],
         cta_chain: np.ndarray | None = None,
         cta_instructions: np.ndarray | None = None,
+        front_splits: Sequence[int] | None = None,
     ) -> None:
         self.warps += np.asarray(warps, np.int64)
+        if front_splits is not None:
+            got = np.asarray(front_splits, np.int64)
+            self.front_splits = got if self.front_splits is None else self.front_splits + got
         self.lanes += np.asarray(lanes, np.int64)
         self.splits += np.asarray(splits, np.int64)
         for blk, ctas in split_ctas.items():
@@ -112,7 +118,9 @@ class SimtBranch:
     its lanes went both ways; ``split_ctas``: CTAs where it did; ``edge_only``: all of them at the
     grid's far edge (the last x, y or z CTA index of a dimension of several CTAs) with at most one
     split per warp of those CTAs (a bounds check); ``lost_slots``: the lane issue slots idle in
-    the code it controls; ``exits``: one of its sides leaves the kernel."""
+    the code it controls; ``exits``: one of its sides leaves the kernel; ``front_splits``: the
+    splits whose two sides are each a contiguous run of the warp's active lanes (the taken
+    lanes a prefix or a suffix of them: ``tid < bound``)."""
 
     file: str
     line: int
@@ -123,6 +131,7 @@ class SimtBranch:
     edge_only: bool
     lost_slots: int
     exits: bool
+    front_splits: int = 0
 
     @property
     def split_fraction(self) -> float:
@@ -184,6 +193,7 @@ class SimtProfile:
                     "edge_only": b.edge_only,
                     "lost_slots": b.lost_slots,
                     "exits": b.exits,
+                    "front_splits": b.front_splits,
                 }
                 for b in self.branches
             ],
@@ -287,6 +297,7 @@ def simt_profile(
         attributed[p] += rest * int(counts.splits[p]) / total_exit_splits
 
     far = (grid[0] - 1, grid[1] - 1, grid[2] - 1)
+    fronts = counts.front_splits
     branches = []
     for p in split_blocks:
         blk = blocks[p]
@@ -311,6 +322,7 @@ def simt_profile(
                 edge_only=edge_only,
                 lost_slots=round(attributed[p]),
                 exits=exits(p),
+                front_splits=int(fronts[p]) if fronts is not None else 0,
             )
         )
     branches.sort(key=lambda br: -br.lost_slots)

@@ -1,7 +1,8 @@
 """Warnings the corpus' judge found wrong on strangers' kernels (issue 27), each replayed here:
 local memory that only the CUDA math library's slow path uses (GA401), bank conflicts of a
 scatter by data into shared memory (GA201), a block size for a kernel that never reads its
-thread index (GA103)."""
+thread index (GA103), "add during the load" for a tree zeroed and summed in a loop (GA204),
+dropping a tile whose bank conflicts are the problem (GA307)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,205 @@ def test_a_kernel_that_never_reads_its_thread_index_gets_no_block_size(tmp_path)
     src = _case(tmp_path, SERIAL, "serial_sum", "1", "1", "n = 256",
                 'x = "float[n]"\nout = "float[1]"')  # fmt: skip
     assert run_rule(analyze(src, "serial_sum", trace=False), "GA103") == []
+
+
+# A tree whose words are zeroed, then summed into in a loop before the tree: no load to add a
+# second element to (HeCBench's all-pairs-distance k2 got "each thread loads 0 elements ... add
+# two elements during the load"). Three spellings: a char4 strided loop, a float grid loop, a
+# while loop with a macro block size.
+ZEROED_TREES = {
+    "hamming": (
+        """
+        __global__ void hamming(const char* data, int* out, int attrs) {
+            __shared__ int dist[128];
+            int idx = threadIdx.x;
+            dist[idx] = 0;
+            __syncthreads();
+            for (int i = idx * 4; i < attrs; i += 128 * 4) {
+                char4 j = *(const char4*)(data + i + attrs * blockIdx.x);
+                char4 k = *(const char4*)(data + i + attrs * blockIdx.y);
+                char count = 0;
+                if (j.x ^ k.x) count++;
+                if (j.y ^ k.y) count++;
+                if (j.z ^ k.z) count++;
+                if (j.w ^ k.w) count++;
+                dist[idx] += count;
+            }
+            __syncthreads();
+            for (int stride = 128 / 2; stride > 0; stride /= 2) {
+                if (idx < stride) dist[idx] += dist[idx + stride];
+                __syncthreads();
+            }
+            if (idx == 0) out[blockIdx.x * gridDim.y + blockIdx.y] = dist[0];
+        }
+        """,
+        "4x4",
+        "128",
+        "attrs = 4096",
+        'data = "char[4*attrs]"\nout = "int[16]"',
+    ),
+    "rowsum": (
+        """
+        __global__ void rowsum(const float* x, float* out, int n) {
+            __shared__ float s[256];
+            unsigned t = threadIdx.x;
+            s[t] = 0.0f;
+            __syncthreads();
+            for (int i = t; i < n; i += blockDim.x) s[t] += x[blockIdx.x * n + i];
+            __syncthreads();
+            for (unsigned h = blockDim.x >> 1; h; h >>= 1) {
+                if (t < h) s[t] += s[t + h];
+                __syncthreads();
+            }
+            if (!t) out[blockIdx.x] = s[0];
+        }
+        """,
+        "8",
+        "256",
+        "n = 2048",
+        'x = "float[8*n]"\nout = "float[8]"',
+    ),
+    "sumsq": (
+        """
+        #define TB 128
+        __global__ void sumsq(const double* in, double* out, long n) {
+            __shared__ double sm[TB];
+            sm[threadIdx.x] = 0;
+            __syncthreads();
+            long i = threadIdx.x + (long)blockIdx.x * n;
+            while (i < (long)(blockIdx.x + 1) * n) { sm[threadIdx.x] += in[i] * in[i]; i += TB; }
+            __syncthreads();
+            for (int s = TB / 2; s > 0; s >>= 1) {
+                if (threadIdx.x < s) sm[threadIdx.x] += sm[threadIdx.x + s];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) out[blockIdx.x] = sm[0];
+        }
+        """,
+        "4",
+        "128",
+        "n = 1024",
+        'in = "double[4*n]"\nout = "double[4]"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZEROED_TREES))
+def test_a_zeroed_tree_summed_in_a_loop_gets_no_add_during_load(name, tmp_path):
+    code, grid, block, args, bufs = ZEROED_TREES[name]
+    src = _case(tmp_path, code, name, grid, block, args, bufs)
+    assert run_rule(analyze(src, name), "GA204", trace_ctas=2) == []
+
+
+# A shared tile with bank conflicts: the padding (GA201) is the fix, and the L1 is weighed
+# against the tile as the padding leaves it: GA307 does not advise dropping it (cuda-samples'
+# convolutionSeparable rows kernel: 2-way conflicts, "read the neighbours through the L1"
+# at 1.5x, where the padded tile is the right code). Three spellings of a 17-tap row filter,
+# 16-wide rows of a 4- or 8-row block on a pitch that is a multiple of 32 words.
+CONFLICTED_TILES = {
+    "rows_samples": (
+        """
+        #define RX 16
+        #define RY 4
+        #define STEPS 8
+        #define HALO 1
+        #define R 8
+        __constant__ float c_k[2 * R + 1];
+        __global__ void rows_samples(float* d_Dst, const float* d_Src, int w, int h, int pitch) {
+            __shared__ float s_Data[RY][(STEPS + 2 * HALO) * RX];
+            const int bx = (blockIdx.x * STEPS - HALO) * RX + threadIdx.x;
+            const int by = blockIdx.y * RY + threadIdx.y;
+            d_Src += by * pitch + bx;
+            d_Dst += by * pitch + bx;
+        #pragma unroll
+            for (int i = HALO; i < HALO + STEPS; i++)
+                s_Data[threadIdx.y][threadIdx.x + i * RX] = d_Src[i * RX];
+        #pragma unroll
+            for (int i = 0; i < HALO; i++)
+                s_Data[threadIdx.y][threadIdx.x + i * RX] = (bx >= -i * RX) ? d_Src[i * RX] : 0;
+        #pragma unroll
+            for (int i = HALO + STEPS; i < HALO + STEPS + HALO; i++)
+                s_Data[threadIdx.y][threadIdx.x + i * RX] = (w - bx > i * RX) ? d_Src[i * RX] : 0;
+            __syncthreads();
+        #pragma unroll
+            for (int i = HALO; i < HALO + STEPS; i++) {
+                float sum = 0;
+        #pragma unroll
+                for (int j = -R; j <= R; j++)
+                    sum += c_k[R - j] * s_Data[threadIdx.y][threadIdx.x + i * RX + j];
+                d_Dst[i * RX] = sum;
+            }
+        }
+        """,
+        "rows_samples",
+        "4x64",
+        "16x4",
+        "w = 512\nh = 256\npitch = 512",
+        'd_Dst = "float[512*256]"\nd_Src = "float[512*256]"',
+    ),
+    "rows_plain": (
+        """
+        __global__ void rows_plain(const float* in, float* out, const float* taps, int w) {
+            __shared__ float tile[8][64];
+            int tx = threadIdx.x, ty = threadIdx.y;
+            int row = blockIdx.y * 8 + ty, x0 = blockIdx.x * 32 - 16;
+            for (int k = 0; k < 4; ++k) {
+                int x = x0 + tx + 16 * k;
+                tile[ty][tx + 16 * k] = (x >= 0 && x < w) ? in[row * w + x] : 0.f;
+            }
+            __syncthreads();
+            for (int o = 0; o < 2; ++o) {
+                float acc = 0.f;
+                for (int j = 0; j < 17; ++j) acc += taps[j] * tile[ty][16 + tx + 16 * o + j - 8];
+                out[row * w + blockIdx.x * 32 + tx + 16 * o] = acc;
+            }
+        }
+        """,
+        "rows_plain",
+        "16x32",
+        "16x8",
+        "w = 512",
+        'in = "float[512*256]"\nout = "float[512*256]"\ntaps = "float[17]"',
+    ),
+    "rows_template": (
+        """
+        template <int BX, int BY>
+        __global__ void rows_template(const float* __restrict__ in, float* __restrict__ out, int w) {
+            __shared__ float t[BY][4 * BX];
+            const int row = blockIdx.y * BY + threadIdx.y;
+            const int base = blockIdx.x * 2 * BX - BX;
+        #pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int x = base + threadIdx.x + k * BX;
+                t[threadIdx.y][threadIdx.x + k * BX] = (x >= 0 && x < w) ? in[row * w + x] : 0.f;
+            }
+            __syncthreads();
+        #pragma unroll
+            for (int o = 0; o < 2; ++o) {
+                float acc = 0.f;
+        #pragma unroll
+                for (int j = -8; j <= 8; ++j) acc += 0.0588f * t[threadIdx.y][BX + o * BX + threadIdx.x + j];
+                out[row * w + blockIdx.x * 2 * BX + o * BX + threadIdx.x] = acc;
+            }
+        }
+        """,
+        "rows_template<16, 4>",
+        "16x64",
+        "16x4",
+        "w = 512",
+        'in = "float[512*256]"\nout = "float[512*256]"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFLICTED_TILES))
+def test_a_conflicted_tile_gets_padding_not_the_l1(name, tmp_path):
+    code, kernel, grid, block, args, bufs = CONFLICTED_TILES[name]
+    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    a = analyze(src, kernel, 8)
+    conflicts = run_rule(a, "GA201", trace_ctas=8)
+    assert conflicts, "the tile's 2-way conflicts are GA201's finding"
+    for f in run_rule(a, "GA307", trace_ctas=8):
+        assert f.estimated_speedup is not None and f.estimated_speedup.speedup <= 1.05, (
+            f.estimated_speedup
+        )

@@ -1,7 +1,9 @@
 """GA104 divergent-branches (nvcc, no GPU): the kernels of tests/cuda/divergence/divergence.cu,
 the SIMT counts behind it (active lanes per warp instruction, counted by hand), the branches it
-must report (interleaved tree, causal mask, thread-index tail, early exit), the kernels that must
-stay silent (uniform, bounds check of the last block, sequential tree) and its estimate."""
+must report (interleaved tree, causal mask, early exit), the kernels that must stay silent
+(uniform, bounds check of the last block, sequential tree, and fronts: the first k threads, a
+binomial tree's shrinking triangle, a growing front, whose taking threads are already packed)
+and its estimate."""
 
 from __future__ import annotations
 
@@ -31,6 +33,10 @@ CASES: dict[str, dict[str, Any]] = {
         args=("k=8", "iters=2000"),
         buffers=("in=float[1024]", "out=float[1024]"),
     ),  # fmt: skip
+    "triangle_front": dict(
+        grid="8", block="128", args=("steps=512",), buffers=("in=float[4096]", "out=float[1024]")
+    ),
+    "growing_front": dict(grid="4", block="256", args=("n=256",), buffers=("a=float[1024]",)),
     "uniform_fma": dict(
         grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
     ),
@@ -84,6 +90,8 @@ def test_thread_index_tail_counts_by_hand():
     (br,) = p.branches
     assert br.line == source_line(DIV, "if (threadIdx.x < k) {") and br.splits == 4
     assert br.warp_executions == 4 * 8 and br.split_ctas == 4 and not br.edge_only
+    # lanes 0..7 take it, 8..31 do not: a front (the taken lanes a prefix of the active ones)
+    assert br.front_splits == 4
     # what is lost under the branch is what the loop line and the others it controls lose
     assert br.lost_slots >= ln.lost_slots > 0
 
@@ -97,6 +105,9 @@ def test_early_exit_quarter_warp():
     assert loop and all(x.efficiency == 0.25 for x in loop if x.line != body + 1)
     (br,) = p.branches
     assert br.exits and br.splits == 32 and br.lost_slots == p.lost_slots
+    # lanes 8..31 of every warp leave: each split is at a front (a suffix), but every warp of
+    # the CTA splits, so the leaving threads are not one contiguous range: divergence
+    assert br.front_splits == 32
     assert lines[body].efficiency == 0.25
 
 
@@ -128,7 +139,6 @@ def test_interleaved_tree_counts():
     [
         ("tree_interleaved<256>", "if (t % (2 * k) == 0)"),
         ("causal_scores", "if (col <= row) {"),
-        ("few_threads", "if (threadIdx.x < k) {"),
         ("early_exit", ">= 8) return;"),
     ],
 )
@@ -149,6 +159,21 @@ def test_divergent_branch_reported(kernel, marker):
 
 @pytest.mark.parametrize("kernel", ["uniform_fma", "bounded_fma", "tree_sequential<256>"])
 def test_silent(kernel):
+    assert ga104(kernel) == []
+
+
+@pytest.mark.parametrize("kernel", ["few_threads", "triangle_front", "growing_front"])
+def test_fronts_are_not_divergence(kernel):
+    """The threads that take the branch are a contiguous range of the CTA: the first k
+    threads, a binomial tree's triangle shrinking with the loop (issue 27: cuda-samples' and
+    HeCBench's binomialOptions got a 1.16x "map the work to whole warps"), a front growing
+    with a while loop. The SIMT efficiency is low and the splits real, but every split leaves
+    each side a contiguous run of lanes and one warp per CTA splits at a time: the warps are
+    already as full as the work allows, so nothing is reported."""
+    p = simt(kernel)
+    assert p.efficiency < 0.9
+    splitting = [b for b in p.branches if b.splits and not b.edge_only]
+    assert splitting and all(b.front_splits == b.splits for b in splitting)
     assert ga104(kernel) == []
 
 

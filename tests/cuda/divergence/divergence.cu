@@ -48,7 +48,7 @@ __global__ void causal_scores(const float* q, const float* k, float* s, int T, i
 __global__ void few_threads(const float* in, float* out, int k, int iters) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     float x = in[i];
-    if (threadIdx.x < k) {  // expect: GA104
+    if (threadIdx.x < k) {  // silent: the k threads are packed (a front), nothing to remap
         for (int j = 0; j < iters; ++j) x = x * 0.998f + 0.5f;
     }
     out[i] = x;
@@ -78,4 +78,36 @@ __global__ void early_exit(const float* in, float* out, int iters) {
     float x = in[i];
     for (int j = 0; j < iters; ++j) x = x * 0.997f + 0.5f;
     out[i] = x;
+}
+
+// Fronts: the threads on each side of the branch are a contiguous range of the CTA, so each
+// execution splits at most the one warp at the boundary; the idle lanes are the work's shape.
+// A binomial tree's shrinking triangle (cuda-samples' binomialOptions, `i > final_it`):
+__global__ void triangle_front(const float* in, float* out, int steps) {
+    const int tid = threadIdx.x;
+    float v[17];
+#pragma unroll
+    for (int j = 0; j < 17; ++j) v[j] = in[(blockIdx.x * blockDim.x + tid) * 4 + (j & 3)];
+    int last = max(0, tid * 4 - 1);
+    for (int i = steps; i > 0; --i) {
+        if (i > last) {  // silent: a front
+#pragma unroll
+            for (int j = 0; j < 16; ++j) v[j] = 0.5f * v[j] + 0.25f * v[j + 1];
+        }
+    }
+    out[blockIdx.x * blockDim.x + tid] = v[0];
+}
+
+// A growing front: the rows below the pivot join one by one (a Gaussian elimination's sweep),
+// spelled with a while loop and the bound on the right.
+__global__ void growing_front(float* a, int n) {
+    unsigned row = threadIdx.x + blockIdx.x * blockDim.x;
+    float x = a[row];
+    unsigned k = 0;
+    while (k < n) {
+        if (k >= row % blockDim.x)  // silent: a front
+            for (int r = 0; r < 64; ++r) x = x * 0.999f + 0.001f * (float)(k + r);
+        ++k;
+    }
+    a[row] = x;
 }
