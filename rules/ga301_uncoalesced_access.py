@@ -219,6 +219,9 @@ class UncoalescedAccess(Rule):
     (50 %) are the signature of a misaligned row, a warp spanning two 16-wide rows or a stencil's
     shifted neighbour, which no layout change removes; the layout problems this rule is for move
     4 to 32 times the sectors (75-97 %). An array of structures read at half its bytes is one.
+    Requests whose consecutive lanes read consecutive whole elements are left alone whatever
+    their excess: the sectors they lose are the rows' (a 16x16 block over bytes moves two
+    16-byte rows per warp) or the alignment's, not a layout's.
     When the lanes of a request step through the
     buffer by a multiple of its element size and every load reads one field of the element, the
     pattern is an array of structures (AoS) walked field by field: the finding names the struct
@@ -331,6 +334,14 @@ class UncoalescedAccess(Rule):
                 if fp_excess < min_excess and not per_row:
                     # the warp's other accesses of this line use the rest of the sectors
                     # (in[i] + in[i + 1]): vector loads fix it (GA303)
+                    continue
+                if stride is not None and abs(stride) == view.buffers[b].elem_bytes == int(
+                    np.max(lanes.width)
+                ):
+                    # consecutive threads already read consecutive whole elements: the sectors
+                    # lost are the rows' (a warp over two 16-wide rows of bytes, a shifted
+                    # window's misalignment), which no layout or index change removes
+                    # (HeCBench's entropy: "a strided walk (1 bytes between consecutive threads)")
                     continue
                 found.append(
                     self._finding(

@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     Kind,
     Rule,
     RuleContext,
+    Space,
     Variant,
     cta_reuse,
     distinct,
@@ -65,7 +66,9 @@ class GlobalNeighbourReuse(Rule):
     uniform load of a coefficient is not a neighbourhood). That is a stencil or window whose
     elements every thread of the neighbourhood loads again from global memory. Threads that differ
     only in a block dimension the kernel never reads are copies (GA105), not neighbours: only the
-    first copy's loads are counted.
+    first copy's loads are counted. A line that stores into shared memory fills a tile already
+    (``sh[t] = g[i]``): threads loading one address there fill the same words (every row of a
+    block staging the same row of a tile), which a tile does not fix; such lines are left alone.
 
     Loads whose addresses come from values the kernel read from memory (the PTX's data flow: an
     S-box ``sbox[s]``, a CRC table ``table[b * 256 + (crc & 0xff)]``, ``__ldg(&lut[key & 31])``)
@@ -136,7 +139,18 @@ class GlobalNeighbourReuse(Rule):
         copies = ctx.unread_block_dims
         max_table = int(ctx.option("max_table_bytes"))
         tables: dict[str, list[tuple[int, Any, Any]]] = {}  # buffer -> (line, lanes, reuse)
+        # lines that store into shared memory: a line that loads there fills a tile already
+        # (`sh[t] = g[i]`); threads loading one address there fill the same words (every row
+        # of a block staging the same tile: expdist's fill), which a tile does not fix
+        trace = ctx.trace
+        fills = {
+            trace.line_of(info.inst)
+            for info in trace.instructions
+            if info.space == Space.SHARED and info.kind == Kind.STORE
+        }
         for file, line, kind in view.lines(ctx.same_file, [Kind.LOAD]):
+            if (file, line) in fills:
+                continue
             insts = view.insts_at(file, line, kind)
             for b in view.buffers_at(insts):
                 lanes, recs = view.access(insts, b)

@@ -2,7 +2,9 @@
 local memory that only the CUDA math library's slow path uses (GA401), bank conflicts of a
 scatter by data into shared memory (GA201), a block size for a kernel that never reads its
 thread index (GA103), "add during the load" for a tree zeroed and summed in a loop (GA204),
-dropping a tile whose bank conflicts are the problem (GA307)."""
+dropping a tile whose bank conflicts are the problem (GA307), a "strided walk" of consecutive
+elements on short rows (GA301), a tile filled by every row of the block taken for neighbours
+read through global memory (GA305)."""
 
 from __future__ import annotations
 
@@ -282,3 +284,152 @@ def test_a_conflicted_tile_gets_padding_not_the_l1(name, tmp_path):
         assert f.estimated_speedup is not None and f.estimated_speedup.speedup <= 1.05, (
             f.estimated_speedup
         )
+
+
+# Consecutive threads reading consecutive whole elements: the sectors a request loses are the
+# rows' (two 16-byte rows of a 16x16 block over bytes) or a shifted window's, which no layout
+# change removes (HeCBench's entropy got "a strided walk (1 bytes between consecutive
+# threads): make consecutive threads access consecutive words"). Three spellings.
+SHORT_ROWS = {
+    "window_bytes": (
+        """
+        __global__ void window_bytes(const char* v, float* out, int w, int h) {
+            int x = blockIdx.x * blockDim.x + threadIdx.x;
+            int y = blockIdx.y * blockDim.y + threadIdx.y;
+            int count[16] = {0};
+            for (int i = -2; i <= 2; i++)
+                for (int j = -2; j <= 2; j++) {
+                    int yy = min(max(y + i, 0), h - 1), xx = min(max(x + j, 0), w - 1);
+                    count[v[yy * w + xx] & 15]++;
+                }
+            float e = 0.f;
+            for (int k = 0; k < 16; k++) e += count[k] * 0.04f;
+            out[y * w + x] = e;
+        }
+        """,
+        "window_bytes",
+        "8x8",
+        "16x16",
+        "w = 128\nh = 128",
+        'v = "char[128*128]"\nout = "float[128*128]"',
+    ),
+    "box_shorts": (
+        """
+        typedef unsigned short pix_t;
+        __global__ void box_shorts(const pix_t* __restrict__ img, unsigned* out, unsigned w) {
+            unsigned x = blockIdx.x * 8 + threadIdx.x + 1, y = blockIdx.y * 8 + threadIdx.y + 1;
+            unsigned s = 0;
+            for (int dy = -1; dy <= 1; ++dy)
+                for (int dx = -1; dx <= 1; ++dx) s += img[(y + dy) * w + (x + dx)];
+            out[y * w + x] = s;
+        }
+        """,
+        "box_shorts",
+        "15x15",
+        "8x8",
+        "w = 128",
+        'img = "ushort[128*128]"\nout = "uint[128*128]"',
+    ),
+    "taps_uchar": (
+        """
+        #define BW 16
+        __global__ void taps_uchar(const unsigned char* src, unsigned char* dst, int pitch) {
+            const int col = blockIdx.x * BW + threadIdx.x + 1;
+            const int row = blockIdx.y * blockDim.y + threadIdx.y;
+            const unsigned char* p = src + row * pitch + col;
+            dst[row * pitch + col] = (unsigned char)((p[-1] + 2 * p[0] + p[1]) >> 2);
+        }
+        """,
+        "taps_uchar",
+        "7x32",
+        "16x4",
+        "pitch = 128",
+        'src = "uchar[128*128]"\ndst = "uchar[128*128]"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_ROWS))
+def test_consecutive_elements_on_short_rows_are_not_uncoalesced(name, tmp_path):
+    code, kernel, grid, block, args, bufs = SHORT_ROWS[name]
+    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    assert run_rule(analyze(src, kernel, 8), "GA301", trace_ctas=8) == []
+
+
+# A tile filled by every row of the block alike (a 32x8 block whose 8 rows all store the same
+# words): the threads loading one address there are a duplicated fill, which staging a tile
+# does not fix (HeCBench's expdist got "neighbours read through global memory ... a shared
+# tile with halo"). Three spellings.
+DUPLICATED_FILLS = {
+    "fill_helper": (
+        """
+        template <int N, int S, typename T>
+        __device__ __forceinline__ void fill(T (&sh)[N * S], const T* __restrict__ g, int o, int go) {
+        #pragma unroll
+            for (int t = 0; t < N; t++) sh[o + t * S] = g[go + t * S];
+        }
+        __global__ void fill_helper(const float* __restrict__ A, const float* __restrict__ B,
+                                    float* out) {
+            __shared__ float sa[4 * 32];
+            __shared__ float sb[4 * 8];
+            int tx = threadIdx.x, ty = threadIdx.y;
+            fill<4, 32>(sa, A, tx, blockIdx.x * 128 + tx);
+            if (tx == 0) fill<4, 8>(sb, B, ty, blockIdx.y * 32 + ty);
+            __syncthreads();
+            float s = 0.f;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) s += __expf(-fabsf(sa[tx + 32 * i] - sb[ty + 8 * j]));
+            out[(blockIdx.y * 8 + ty) * 32 * gridDim.x + blockIdx.x * 32 + tx] = s;
+        }
+        """,
+        "fill_helper",
+        "8x8",
+        "32x8",
+        "",
+        'A = "float[1024]"\nB = "float[256]"\nout = "float[16384]"',
+    ),
+    "row_weights": (
+        """
+        __global__ void row_weights(const float* x, const float* w, float* y, int n) {
+            __shared__ float sw[16];
+            sw[threadIdx.x] = w[blockIdx.x * 16 + threadIdx.x];  // every row of threads alike
+            __syncthreads();
+            float acc = 0.f;
+            for (int k = 0; k < 16; ++k) acc += sw[(threadIdx.x + k) & 15] * x[threadIdx.y * 16 + k];
+            y[(blockIdx.x * 16 + threadIdx.y) * 16 + threadIdx.x] = acc;
+        }
+        """,
+        "row_weights",
+        "16",
+        "16x16",
+        "n = 256",
+        'x = "float[256]"\nw = "float[256]"\ny = "float[4096]"',
+    ),
+    "coeff_copy": (
+        """
+        #define NC 64
+        __global__ void coeff_copy(const double* __restrict__ c, const double* __restrict__ u,
+                                   double* __restrict__ v) {
+            __shared__ double sc[NC];
+            const unsigned lx = threadIdx.x, ly = threadIdx.y;
+            sc[lx] = c[lx];
+            __syncthreads();
+            double r = 0.0;
+            for (unsigned k = 0; k < 8; ++k) r += sc[(lx + 8 * k) % NC] * u[(blockIdx.x * 4 + ly) * NC + lx];
+            v[(blockIdx.x * 4 + ly) * NC + lx] = r;
+        }
+        """,
+        "coeff_copy",
+        "16",
+        "64x4",
+        "",
+        'c = "double[64]"\nu = "double[4096]"\nv = "double[4096]"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DUPLICATED_FILLS))
+def test_a_tile_filled_by_every_row_is_not_neighbour_reuse(name, tmp_path):
+    code, kernel, grid, block, args, bufs = DUPLICATED_FILLS[name]
+    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    assert run_rule(analyze(src, kernel, 8), "GA305", trace_ctas=8) == []
