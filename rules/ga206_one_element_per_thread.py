@@ -782,8 +782,11 @@ class OneElementPerThread(Rule):
     ``blockIdx``, cooperative groups' ``group_index()``/``block_rank()`` or a grid group's
     ``thread_rank()``, or a macro or helper function that reads them. The finding says
     which kind of kernel it is: element-wise (``out[i] = f(in[i])``: every buffer written is
-    streamed, no shared memory, no atomics) or a per-block reduction (each CTA writes one
-    partial result, ``out[blockIdx.x]``).
+    streamed, no shared memory, no atomics), a per-block reduction (each CTA writes one
+    partial result, ``out[blockIdx.x]``) or a reduction per segment (each CTA's result is also
+    made of inputs of its own read at its index, ``damage[b] = 1 - sum / family[b]``: the
+    result is the segment's, not a partial the host adds, so a one-wave grid would break it;
+    the advice is a warp per segment or several segments to a CTA, described).
 
     Why it is slow
     --------------
@@ -900,8 +903,13 @@ class OneElementPerThread(Rule):
         glob = recs[recs["space"] == int(Space.GLOBAL)]
         atomics = bool(np.any(glob["kind"] >= int(Kind.ATOMIC)))
         written = [u for u in uses if u.written]
+        # inputs read one per CTA at its index (`family[nid]`): each CTA's result is its own
+        # segment's (combined with its own data), not a partial of one total the host adds
+        own_inputs = [u for u in uses if u.per_block and not u.written]
         if written and not shared and not atomics and all(u in streamed for u in written):
             kind = "elementwise"
+        elif per_block and own_inputs:
+            kind = "segmented"
         elif per_block:
             kind = "per-block"
         else:
@@ -921,16 +929,28 @@ class OneElementPerThread(Rule):
             + ", ".join(f"`{u.name}`" for u in per_block)
             + f": a grid of one wave leaves {w.ctas_per_wave} partials instead of "
             f"{w.total_ctas}, whose sum is the same)",
+            "segmented": "a reduction per segment (each CTA combines its elements into "
+            + ", ".join(f"`{u.name}`" for u in per_block)
+            + " at its own index, with inputs of its own: "
+            + ", ".join(f"`{u.name}`" for u in own_inputs)
+            + "), so the CTA count is the segment count: give each segment a warp (its lanes "
+            "loop over the segment's elements and combine with __shfl_down_sync) or several "
+            "segments to a CTA",
             "other": "a kernel whose outputs depend on the grid (shared memory or atomics)",
         }[kind]
+        advice = (
+            ""
+            if kind == "segmented"
+            else f". Loop over the array with a grid of one wave ({w.ctas_per_wave} CTAs"
+            + (f": {sms} SMs x {per_sm}" if sms else "")
+            + ") and several elements per thread"
+        )
         yield self.finding(
             ctx,
             f"one element per thread: {w.total_ctas} CTAs of {threads} threads "
             f"({w.waves:.1f} waves of {w.ctas_per_wave}), each thread touching "
             f"{'one element' if k == 1 else 'two elements'} of {names}, CTA after CTA; "
-            f"{what}. Loop over the array with a grid of one wave ({w.ctas_per_wave} CTAs"
-            + (f": {sms} SMs x {per_sm}" if sms else "")
-            + ") and several elements per thread",
+            f"{what}{advice}",
             line=line,
             evidence=[
                 Evidence("waves", round(w.waves, 3), min_waves, ">="),
@@ -965,6 +985,16 @@ class OneElementPerThread(Rule):
                 None,
                 "none",
                 f"no memory rates for {ctx.device.name}: the launch roofline cannot be computed",
+                inputs,
+            )
+        if d.kind == "segmented":
+            return Estimate(
+                None,
+                "none",
+                "not bounded: a warp per segment (or several segments to a CTA) removes the "
+                "per-CTA tree, its barriers and most CTA launches, which the launch roofline does "
+                f"not model (its in-flight term alone says {gain:.1f}x the bytes in flight per "
+                "warp)",
                 inputs,
             )
         if d.kind == "per-block":
@@ -1167,6 +1197,13 @@ class OneElementPerThread(Rule):
             return _launch_specific(replace(cands[0], alternatives=tuple(cands[1:])), derived)
         if d.kind == "per-block" and hidden is None:
             return _launch_specific(self._reduction_variant(ctx, d, bound, note), derived)
+        if d.kind == "segmented":
+            return Variant(
+                "display-only",
+                "a warp per segment (lane l reads elements l, l + 32, ... of it and the lanes "
+                "combine with __shfl_down_sync), or several segments to a CTA: the CTA count "
+                "stays the segment count, so the kernel's indexing must be rewritten for it",
+            )
         return Variant(
             "display-only",
             f"a grid-stride loop launched with {wave} CTAs, several elements per thread; the "

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from rulekit import analyze, run_rule
+from rulekit import analyze, ev, run_rule
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -433,3 +433,95 @@ def test_a_tile_filled_by_every_row_is_not_neighbour_reuse(name, tmp_path):
     code, kernel, grid, block, args, bufs = DUPLICATED_FILLS[name]
     src = _case(tmp_path, code, kernel, grid, block, args, bufs)
     assert run_rule(analyze(src, kernel, 8), "GA305", trace_ctas=8) == []
+
+
+# A reduction per segment: each CTA combines its elements into results at its own index with
+# inputs of its own (`damage[b] = 1 - n / family[b]`), so its outputs are the segments' and a
+# one-wave grid "whose partials sum the same" would break it (HeCBench's damage). GA206 names
+# the problem with the fix that keeps the segments: a warp per segment, or several to a CTA.
+SEGMENTS = {
+    "bond_damage": (
+        """
+        __global__ void bond_damage(int n, const int* __restrict__ nlist,
+                                    const int* __restrict__ family, int* n_neigh, double* damage) {
+            extern __shared__ int cache[];
+            const int t = threadIdx.x, nid = blockIdx.x, g = nid * blockDim.x + t;
+            cache[t] = (g < n && nlist[g] != -1) ? 1 : 0;
+            __syncthreads();
+            for (int i = blockDim.x / 2; i > 0; i /= 2) {
+                if (t < i) cache[t] += cache[t + i];
+                __syncthreads();
+            }
+            if (t == 0) {
+                n_neigh[nid] = cache[0];
+                damage[nid] = 1.0 - (double)cache[0] / (double)family[nid];
+            }
+        }
+        """,
+        "bond_damage",
+        "4400",
+        "256",
+        "n = 1126400",
+        'nlist = { type = "int", count = "n", fill = "random(-1,1)" }\n'
+        'family = { type = "int", count = 4400, fill = "random(1,256)" }\n'
+        'n_neigh = "int[4400]"\ndamage = "double[4400]"',
+    ),
+    "row_mean": (
+        """
+        #define T 256
+        __global__ void row_mean(const float* x, const int* cnt, float* mean) {
+            __shared__ float s[T];
+            unsigned r = blockIdx.x, t = threadIdx.x;
+            s[t] = x[r * T + t];
+            __syncthreads();
+            for (unsigned h = T / 2; h; h >>= 1) { if (t < h) s[t] += s[t + h]; __syncthreads(); }
+            if (!t) mean[r] = s[0] / (float)cnt[r];
+        }
+        """,
+        "row_mean",
+        "4400",
+        "256",
+        "",
+        'x = "float[4400*256]"\ncnt = { type = "int", count = 4400, fill = "random(1,9)" }\n'
+        'mean = "float[4400]"',
+    ),
+    "seg_flag": (
+        """
+        template <int B>
+        __global__ void seg_flag(const float* __restrict__ v, const float* __restrict__ thr,
+                                 unsigned char* __restrict__ flag) {
+            __shared__ float m[B];
+            const int seg = blockIdx.x;
+            m[threadIdx.x] = fabsf(v[seg * B + threadIdx.x]);
+            __syncthreads();
+            for (int s = B / 2; s > 0; s >>= 1) {
+                if (threadIdx.x < s) m[threadIdx.x] = fmaxf(m[threadIdx.x], m[threadIdx.x + s]);
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) flag[seg] = m[0] > thr[seg];
+        }
+        """,
+        "seg_flag<128>",
+        "8800",
+        "128",
+        "",
+        'v = "float[8800*128]"\nthr = "float[8800]"\nflag = "uchar[8800]"',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEGMENTS))
+def test_a_reduction_per_segment_is_not_a_partial_sum(name, tmp_path):
+    code, kernel, grid, block, args, bufs = SEGMENTS[name]
+    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    if name == "bond_damage":
+        (src.parent / "case.toml").write_text(
+            (src.parent / "case.toml").read_text().replace('block = "256"', 'block = "256"\n'
+                                                           "dynamic_smem = 1024")
+        )  # fmt: skip
+    (f,) = run_rule(analyze(src, kernel, 8), "GA206", trace_ctas=8)
+    assert ev(f)["kind"] == "segmented", f.message
+    assert "partials" not in f.message and "grid of one wave" not in f.message
+    assert "a warp per segment" in f.message or "give each segment a warp" in f.message
+    assert f.variant is not None and f.variant.safety == "display-only"
+    assert f.estimated_speedup is None or f.estimated_speedup.speedup is None
