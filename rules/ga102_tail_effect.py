@@ -253,13 +253,15 @@ class TailEffect(Rule):
         spread = replace(t, work=replace(work.per_cta_scaled(work.ctas / target), ctas=target))
         after = launch_times(spread, ctx.device, rates) if rates is not None else None
         floor = launch_times(spread, ctx.device, rates, peak_dram=True) if rates else None
-        if after is None or floor is None:
+        whole_peak = launch_times(t, ctx.device, rates, peak_dram=True) if rates else None
+        if after is None or floor is None or whole_peak is None:
             return None
         point = whole.time_s / after.time_s
         bound = max(whole.time_s / floor.time_s, point, 1.0)
         inputs.update(
             model=MODEL,
             point_speedup=round(point, 3),
+            peak_speedup=round(whole_peak.time_s / floor.time_s, 3),
             bound_by=whole.bound_by,
             bound_by_before=whole.bound_by,
             bound_by_after=after.bound_by,
@@ -320,10 +322,12 @@ class TailEffect(Rule):
         before = launch_times(t, ctx.device, rates)
         after = launch_times(spread_out, ctx.device, rates)
         floor = launch_times(split, ctx.device, rates, peak_dram=True)
-        if before is None or after is None or floor is None:
+        before_peak = launch_times(t, ctx.device, rates, peak_dram=True)
+        if before is None or after is None or floor is None or before_peak is None:
             return Estimate(None, "none", "not estimated: the device model lacks its clock")
         bound = with_floor(before) / with_floor(floor)
         point = with_floor(before) / with_floor(after)
+        peak = with_floor(before_peak) / with_floor(floor)
         return Estimate(
             round(max(bound, point, 1.0), 3),
             "upper-bound",
@@ -340,6 +344,7 @@ class TailEffect(Rule):
             f"{floor.describe()} (bound by {floor.bound_by}). Each with the launch floor of "
             f"{before.floor_s * 1e6:.1f} us: point {point:.2f}x, upper bound {bound:.2f}x",
             {"model": MODEL, "total_ctas": ctas, "sm_count": sms, "point_speedup": round(point, 3),
+             "peak_speedup": round(peak, 3),
              "bound_by_before": before.bound_by, "bound_by_after": after.bound_by,
              "before_s": with_floor(before), "after_s": with_floor(after),
              "floor_s": with_floor(floor)},

@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    contended_lines,
     counted,
     dram_bytes_per_s,
     launch_change_estimate,
@@ -39,6 +40,8 @@ class ConflictLine(FindingDetails):
     insts: tuple[int, ...]
 
 
+CONTENDED_LANES = 4.0
+"""Lanes per address (GA207's ``min_lanes``) from which a line's shared atomics are contended."""
 MAX_PAD_ELEMENTS = 64  # pads tried per array, in elements of the array's type
 MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default static limit
 
@@ -525,7 +528,14 @@ class BankConflicts(Rule):
         # one finding per root cause: the conflicting lines of one shared array (one padding
         # or one change of index fixes them together), at the line with the most excess
         causes: dict[tuple[str, ...], list[tuple[tuple[str | None, int | None], list]]] = {}
+        # atomics whose lanes update one address in turn: GA207's (contended atomics), not
+        # words of one bank; only the line's atomics leave, its loads and stores stay here
+        contended = contended_lines(ctx.trace, CONTENDED_LANES)
         for key, group in per_line.items():
+            if key in contended:
+                group = [g for g in group if g.kind.name.lower() not in ("atomic", "reduction")]
+                if not group:
+                    continue
             wavefronts = sum(g.wavefronts for g in group)
             ideal = sum(g.ideal for g in group)
             if ideal <= 0 or wavefronts / ideal < min_ways:

@@ -1021,6 +1021,7 @@ class OneElementPerThread(Rule):
         inputs.update(
             model=MODEL,
             point_speedup=round(est.point, 3),
+            **({"peak_speedup": round(est.peak, 3)} if est.peak is not None else {}),
             bound_by_before=est.before.bound_by,
             bound_by_after=est.after.bound_by,
         )

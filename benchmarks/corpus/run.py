@@ -268,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rss-mb", type=float, default=6000.0, help="kill past this RSS (6000)")
     ap.add_argument("--gpu", default="H100", help="the device model (H100)")
     ap.add_argument("--out", type=Path, default=corpus.SRC / "_results", help="results folder")
-    ap.add_argument("--score", type=Path, help="score a saved results.json (or partial.jsonl) instead of analysing")
+    ap.add_argument(
+        "--score",
+        type=Path,
+        help="score a saved results.json (or partial.jsonl) instead of analysing",
+    )
     ap.add_argument("--markdown", type=Path, help="also write the per-kernel table here")
     ap.add_argument("extra", nargs="*", help="more analyze options (after --)")
     opts = ap.parse_args(argv)

@@ -89,20 +89,26 @@ def is_minor(finding: Finding, below: float) -> bool:
     """Whether ``finding`` is worth at most ``below`` times: its estimate and its measurement,
     each where there is one, say so (a finding with neither number is not minor).
 
-    An upper bound made on the launch model of a launch bound by memory bandwidth (DRAM or
-    L2) before and after the change is judged by the model's prediction (``point_speedup``):
-    the bound takes the launch after the change at peak bandwidth and full overlap against the
-    launch before at sustained rates, so a change that leaves the bandwidth-bound time as it is
-    still gets a bound of 1.1-1.25x (the sustained-to-peak ratio): a promise kept, but no
-    reason to warn (corpus: tail effects and grid-stride loops of streaming kernels, predicted
-    at 1.00x). Elsewhere the bound decides (a small grid's point keeps each CTA's critical
-    path, the bound splits it)."""
+    An upper bound made on the launch model compares the launch before the change at sustained
+    rates with the launch after it at peak rates and full overlap: a promise kept, but one that
+    credits any change, even one that moves nothing, with the model's sustained-to-peak margin
+    (1.1-1.25x: tail effects and grid-stride loops of streaming kernels, a small grid of 128
+    CTAs on 132 SMs of an issue-bound kernel, all predicted at 1.00-1.03x). Whether a change
+    is worth a warning is judged like for like: by the larger of the model's prediction with
+    both sides at sustained rates (``point_speedup``) and with both at peak rates and full
+    overlap (``peak_speedup``, where the estimate has it; the change a bound grants beyond the
+    point, such as a small grid's critical path split over more CTAs, is in it). Without a
+    peak figure, a launch bound by memory bandwidth (DRAM or L2) before and after is judged by
+    its point, as the bound there is the bandwidth margin alone."""
     e = finding.estimated_speedup
     est = e.speedup if e is not None else None
     if e is not None and est is not None and e.kind == "upper-bound":
-        point, i = e.inputs.get("point_speedup"), e.inputs
+        i = e.inputs
+        point, peak = i.get("point_speedup"), i.get("peak_speedup")
         memory = ("dram", "l2")
-        if (
+        if isinstance(point, int | float) and isinstance(peak, int | float):
+            est = min(est, max(float(point), float(peak)))
+        elif (
             isinstance(point, int | float)
             and i.get("bound_by_before") in memory
             and i.get("bound_by_after") in memory

@@ -83,6 +83,7 @@ __all__ = [
     "BankTotals",
     "active_lanes",
     "analyze_banks",
+    "atomic_contention",
     "ideal",
     "record_wavefronts",
     "wavefronts",
@@ -619,3 +620,27 @@ def analyze_banks(trace: AccessTrace, records: np.ndarray | None = None) -> Bank
         for file, line, kind, idx in lines_of(trace, per)
     ]
     return BankResult.of_lines(lines, trace)  # type: ignore[no-any-return]
+
+
+def atomic_contention(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(active lanes, distinct addresses) per record, int64 arrays: how many lanes of each
+    warp-level access update how many addresses. An atomic whose lanes share few addresses is
+    contended (32 lanes adding to one word: 32 and 1): the updates of one address serialise,
+    which is the cost :func:`record_wavefronts` counts for ``ATOMS``, and a warp reduction
+    before the atomic (one lane per address) removes it. Records with no active lane: (0, 0)."""
+    n = len(records)
+    lanes = np.zeros(n, np.int64)
+    distinct_addrs = np.zeros(n, np.int64)
+    for s in chunks(n, _SUPERCHUNK):
+        r = records[s]
+        act = active_lanes(r["mask"])
+        addr = np.where(act, r["addr"].astype(np.uint64), np.uint64(0))
+        lanes[s] = act.sum(axis=1)
+        # distinct active addresses per row: sort each row, count changes among active lanes
+        key = np.where(act, addr, np.uint64(np.iinfo(np.uint64).max))
+        key.sort(axis=1)
+        valid = key != np.uint64(np.iinfo(np.uint64).max)
+        new = np.ones_like(valid)
+        new[:, 1:] = key[:, 1:] != key[:, :-1]
+        distinct_addrs[s] = (new & valid).sum(axis=1)
+    return lanes, distinct_addrs

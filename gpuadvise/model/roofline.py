@@ -355,10 +355,21 @@ class LaunchEstimate:
     before: LaunchTimes
     after: LaunchTimes
     after_floor: LaunchTimes
+    before_floor: LaunchTimes | None = None  # the launch as it is, at peak rates and overlap
 
     @property
     def point(self) -> float:
         return self.before.time_s / self.after.time_s
+
+    @property
+    def peak(self) -> float | None:
+        """The change at peak rates and full overlap on both sides: with :attr:`point` (both
+        at sustained rates) a like-for-like comparison, where :attr:`bound` mixes the two (the
+        sustained launch before against the peak one after, which credits any change with the
+        model's sustained-to-peak margin). None without :attr:`before_floor`."""
+        if self.before_floor is None:
+            return None
+        return self.before_floor.time_s / self.after_floor.time_s
 
     @property
     def bound(self) -> float:
@@ -411,9 +422,10 @@ def launch_estimate(
     b = launch_times(before, device, rates, pipes=pipes)
     a = launch_times(after, device, rates, pipes=pipes)
     f = launch_times(after, device, rates, peak_dram=True, pipes=pipes)
+    bf = launch_times(before, device, rates, peak_dram=True, pipes=pipes)
     if b is None or a is None or f is None:
         return None
-    return LaunchEstimate(b, a, f)
+    return LaunchEstimate(b, a, f, bf)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 
 from gpuadvise.arrays import distinct
 from gpuadvise.devices import memory_rates
-from gpuadvise.model.banks import active_lanes, record_wavefronts
+from gpuadvise.model.banks import active_lanes, atomic_contention, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
 from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
@@ -146,6 +146,7 @@ __all__ = [
     "TraceView",
     "Traffic",
     "active_lanes",
+    "atomic_contention",
     "blank_comments_and_strings",
     "block_index_uses",
     "buffer_infos",
@@ -255,6 +256,9 @@ __all__ += [
 # this check, which the estimates module holds (it imports the engine, not the other way)
 use_model_check(model_check)
 
+# GA201/GA207: the contended shared-memory atomics
+from gpuadvise.rules.atomics import Contention, contended_lines  # noqa: E402
+
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
 from gpuadvise.rules.staging import (  # noqa: E402
     DirectReads,
@@ -273,6 +277,8 @@ from gpuadvise.rules.transpose import (  # noqa: E402
 )
 
 __all__ += [
+    "Contention",
+    "contended_lines",
     "DirectReads",
     "StagedTile",
     "plan_direct_reads",

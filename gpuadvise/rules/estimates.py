@@ -7,7 +7,9 @@ the check every other estimate goes through (:func:`through_model`): a rule's sp
 kernel's work, made a speedup of the launch it is part of, whose floor stays.
 
 An estimate made on the launch model carries ``inputs["model"] == "execution"`` (:data:`MODEL`),
-its point (``point_speedup``) and the terms that bound the launch before and after
+its point (``point_speedup``), the same change at peak rates and full overlap on both sides
+(``peak_speedup``: with the point, a like-for-like comparison; the bound compares the launch at
+sustained rates with the changed one at peak) and the terms that bound the launch before and after
 (``bound_by_before``, ``bound_by_after``)."""
 
 from __future__ import annotations
@@ -490,6 +492,7 @@ def _term_inputs(est: Any) -> dict[str, Any]:
     return {
         "model": MODEL,
         "point_speedup": round(est.point, 3),
+        **({"peak_speedup": round(est.peak, 3)} if est.peak is not None else {}),
         "bound_by_before": est.before.bound_by,
         "bound_by_after": est.after.bound_by,
         "floor_us": est.before.floor_s * 1e6,
@@ -634,6 +637,9 @@ def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
     point = est.inputs.get("point_speedup")
     if isinstance(point, int | float) and point > 0:
         inputs["point_speedup"] = round(amdahl_with_floor(total, floor, float(point)), 3)
+    peak = est.inputs.get("peak_speedup")
+    if isinstance(peak, int | float) and peak > 0:
+        inputs["peak_speedup"] = round(amdahl_with_floor(total, floor, float(peak)), 3)
     elif est.kind == "point":
         inputs["point_speedup"] = round(capped, 3)
     method = (

@@ -1,0 +1,162 @@
+"""GA207 contended-atomics: the lanes of a warp update a few shared-memory addresses with atomics,
+one after the other; a warp reduction first leaves one atomic per address."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from gpuadvise.rules import (
+    Contention,
+    Estimate,
+    Evidence,
+    Finding,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    contended_lines,
+    launch_change_estimate,
+    view_traffic,
+    work_ratio,
+)
+
+
+class ContendedAtomics(Rule):
+    """Shared-memory atomics whose lanes update a few addresses, one lane after another.
+
+    What it detects
+    ---------------
+    Source lines whose shared-memory atomics (``atomicAdd``, ``atomicMax``, ... on a
+    ``__shared__`` variable) reach each address from at least ``min_lanes`` active lanes of a
+    warp-level request on average (the CPU emulator's trace: active lanes over distinct
+    addresses, per request), where the wavefronts they take beyond one atomic per address are
+    at least ``min_excess_share`` of the kernel's shared-memory wavefronts: a CTA-wide sum
+    into one ``__shared__ float``, a histogram of a few bins, a counter every thread bumps.
+
+    Why it is slow
+    --------------
+    An atomic updates each active lane's address in turn: 32 lanes adding to one word take 32
+    passes of the shared-memory pipeline (measured on an H100 for ``ATOMS.ADD``, 1 for 32
+    distinct words; ``benchmarks/atomics_probe``), and a float add, which sm_90 has no native
+    shared atomic for, is a compare-and-swap loop that retries while lanes collide. Every warp
+    of the CTA then queues on the same word. GA201 leaves these lines to this rule: the
+    wavefronts are updates of one word, not distinct words of one bank, and no padding helps.
+    An ``atomicAdd(p, 1)`` whose result is unused is compiled to ``ATOMS.POPC.INC``, one update
+    per address for the whole warp, and is not contended (the bank model counts it so).
+
+    Example
+    -------
+    HeCBench's expdist ``distance``: ``atomicAdd(&sum, s_cross_term)`` by all 256 threads of a
+    CTA on one ``__shared__ float``; ``tests/rules/test_rule_ga207.py`` spells it three ways.
+
+    Fix
+    ---
+    Reduce within the warp first and let one lane update the address: ``for (int o = 16; o >
+    0; o /= 2) v += __shfl_down_sync(0xffffffff, v, o); if ((threadIdx.x & 31) == 0)
+    atomicAdd(&sum, v);`` (``__reduce_add_sync`` for 32-bit integers; ``__reduce_max_sync``
+    and ``__reduce_min_sync`` likewise). For a few addresses (a histogram's bins), a per-warp
+    copy of the bins, or match the lanes of one bin (``__match_any_sync``) and reduce those.
+
+    How the estimate is made
+    ------------------------
+    An upper bound on the launch model: the line's shared wavefronts go from what the bank model
+    counts for them (one per lane of an address, per bank) to one per distinct address per
+    request (the warp reduction's single atomic), the rest of the launch unchanged. The
+    reduction's shuffles and the compare-and-swap retries of float atomics are left out: the
+    first costs a few instructions per warp, the second makes today's cost higher than counted.
+
+    Fix safety
+    ----------
+    Display-only: the reduction must respect the operation (an add, a min, a max, an or) and the
+    lanes that are active at the atomic (a guard around it needs ``__activemask()``).
+    """
+
+    id = "GA207"
+    name = "contended-atomics"
+    title = "Contended shared-memory atomics: a warp's lanes update one address in turn"
+    severity = "warning"
+    models = ("trace", "banks")
+    options = {"min_lanes": 4.0, "min_excess_share": 0.05}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        banks = ctx.banks
+        total = banks.traced.all.wavefronts
+        if total <= 0:
+            return
+        min_lanes = float(ctx.option("min_lanes"))
+        min_share = float(ctx.option("min_excess_share"))
+        traced = round(ctx.launch.grid.count / banks.scale) if banks.scale else 0
+        # the wavefronts the bank model counts for each line's atomics, on the records as the
+        # SASS executes them: an unused-result increment (ATOMS.POPC.INC) updates each address
+        # once for the whole warp, so its line has no excess here
+        atomic_wf: dict[tuple[str | None, int | None], int] = {}
+        for bl in banks.lines:
+            if bl.kind.name.lower() in ("atomic", "reduction"):
+                atomic_wf[(bl.file, bl.line)] = atomic_wf.get((bl.file, bl.line), 0) + bl.wavefronts
+        found = contended_lines(ctx.trace, min_lanes)
+        for (file, line), c in sorted(
+            found.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)
+        ):
+            c = replace(c, wavefronts=atomic_wf.get((file, line), c.wavefronts))
+            excess = c.wavefronts - c.after_wavefronts
+            share = excess / total
+            if share < min_share:
+                continue
+            per = c.lanes / c.addresses
+            yield self.finding(
+                ctx,
+                f"contended shared-memory atomic: {per:.1f} lanes of a warp update each address "
+                f"on average ({c.lanes} lane updates of {c.addresses} addresses in {c.requests} "
+                f"warp-level requests over {traced} traced CTAs), one after the other: "
+                f"{c.wavefronts} wavefronts where one atomic per address would take "
+                f"{c.after_wavefronts}, {share:.0%} of all shared-memory wavefronts. Reduce "
+                "within the warp first (__shfl_down_sync, or __reduce_add_sync for integers) and "
+                "let one lane per address do the atomic",
+                line=line,
+                file=str(ctx.source_file) if ctx.same_file(file) else file,
+                evidence=[
+                    Evidence("lanes_per_address", round(per, 3), min_lanes, ">="),
+                    Evidence("excess_wavefront_share", round(share, 4), min_share, ">="),
+                    Evidence("requests", c.requests),
+                    Evidence("wavefronts", c.wavefronts, unit="wavefronts"),
+                    Evidence("wavefronts_one_per_address", c.after_wavefronts, unit="wavefronts"),
+                ],
+                details=c,
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        c = finding.details_as(Contention)
+        banks = ctx.banks
+        scale = banks.scale
+        w_launch = banks.launch.all.wavefronts
+        excess = (c.wavefronts - c.after_wavefronts) * scale
+        inputs = {"wavefronts": w_launch, "excess_wavefronts": excess, "scale": scale}
+        shared_only = Estimate(
+            round(work_ratio(w_launch, excess), 3),
+            "upper-bound",
+            f"shared-memory-bound kernel: {w_launch:.0f} / ({w_launch:.0f} - {excess:.0f}) "
+            "wavefronts (no launch model here: DRAM, issue and latency ignored)",
+            inputs,
+        )
+        try:
+            base = view_traffic(ctx.device, ctx.trace_view)
+        except ModelUnavailable:
+            return shared_only
+        est = launch_change_estimate(
+            ctx.device,
+            replace(base, shared_wavefronts=w_launch),
+            replace(base, shared_wavefronts=max(w_launch - excess, 0.0)),
+            f"this line's {excess:.0f} contended wavefronts made one atomic per address",
+            inputs,
+        )
+        return est if est is not None else shared_only
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        return Variant(
+            "display-only",
+            "reduce the value within the warp (for (int o = 16; o > 0; o /= 2) v += "
+            "__shfl_down_sync(0xffffffff, v, o);) and let lane 0 of each warp do the atomic; "
+            "for a few addresses, reduce the lanes of each address (__match_any_sync) or keep a "
+            "copy per warp",
+        )
