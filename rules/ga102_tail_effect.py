@@ -83,11 +83,12 @@ class TailEffect(Rule):
     the instruction counts, the memory model's waves; without a trace, ``ceil(waves) / waves``
     (all CTAs equally long) applied to the launch's work. Small grid: on the launch model
     (memory, issue and pipes, the critical path of dependent instructions, the launch floor), not
-    ``SMs / CTAs``: the same work in at least ``min_ctas_per_sm`` x SMs CTAs, each doing its
-    share, the bytes in flight growing with the spread, DRAM and L2 unchanged. The point keeps
-    each CTA's critical path (a serial phase, a loop of dependent steps, a ``tid == 0`` section
-    gains nothing from more SMs) unless the kernel reads ``gridDim`` (a grid-stride loop, whose
-    loop the CTAs share); the upper bound splits it, at peak rates and full overlap. A kernel of
+    ``SMs / CTAs``: the same work in more CTAs, each doing its share, the bytes in flight growing
+    with them, DRAM and L2 unchanged. A kernel that reads ``gridDim`` (a grid-stride loop, whose
+    loop the CTAs share) gets the whole wave the GPU holds; any other is spread over at least
+    ``min_ctas_per_sm`` x SMs CTAs keeping each CTA's critical path (a serial phase, a loop of
+    dependent steps, a ``tid == 0`` section gains nothing from more SMs). The upper bound
+    splits the work over the whole wave, at peak rates and full overlap. A kernel of
     a few microseconds gets little whatever its grid. Without a trace, no estimate.
 
     Fix safety
@@ -300,25 +301,33 @@ class TailEffect(Rule):
             )
         t = view_traffic(ctx.device, ctx.trace_view)
         # after: at least the CTAs per SM asked for, the warps in flight growing with them
-        target = max(sms, math.ceil(float(ctx.option("min_ctas_per_sm")) * sms))
+        # the CTAs the fix launches: a kernel that reads gridDim (a grid-stride loop) shares its
+        # loop among any number of them, so the whole wave the GPU holds (scalarProd's 128
+        # CTAs of a grid-stride loop are 8 warps per SM where 64 fit: the bytes in flight
+        # grow eightfold); any other kernel's work is cut into CTAs by its indexing, so it
+        # is spread over the SMs (at least min_ctas_per_sm each), and only the bound splits
+        # it over the whole wave
+        spread_to = max(sms, math.ceil(float(ctx.option("min_ctas_per_sm")) * sms))
+        wave = max(int(w.ctas_per_wave), spread_to)
+        grid_stride = t.work is not None and t.work.reads_grid_size
+        target = wave if grid_stride else spread_to
         cap = float(ctx.device.max_warps_per_sm * sms)
         share = ctas / target
         spread_out = replace(t, resident_warps=min(t.resident_warps * target / ctas, cap))
-        split = spread_out
+        split = replace(t, resident_warps=min(t.resident_warps * wave / ctas, cap))
         if t.work is not None:
             work = t.work
             split_work = replace(work.per_cta_scaled(share), ctas=target)
             kept = replace(work, ctas=target, pipes={k: v * share for k, v in work.pipes.items()},
                            shared_requests=work.shared_requests * share,
                            shared_wavefronts=work.shared_wavefronts * share)  # fmt: skip
-            # a kernel that reads gridDim (a grid-stride loop) shares its loop among the CTAs
-            spread_out = replace(spread_out, work=split_work if work.reads_grid_size else kept)
-            split = replace(spread_out, work=split_work)
+            spread_out = replace(spread_out, work=split_work if grid_stride else kept)
+            split = replace(split, work=replace(work.per_cta_scaled(ctas / wave), ctas=wave))
         else:  # no instruction counts (the GPU tracer): the per-SM work spread by hand
             spread_out = replace(spread_out, l1_cycles=t.l1_cycles * share,
                                  shared_wavefronts=t.shared_wavefronts * share,
                                  instructions=t.instructions * share)  # fmt: skip
-            split = spread_out
+            split = replace(spread_out, resident_warps=split.resident_warps)
         before = launch_times(t, ctx.device, rates)
         after = launch_times(spread_out, ctx.device, rates)
         floor = launch_times(split, ctx.device, rates, peak_dram=True)
@@ -339,8 +348,9 @@ class TailEffect(Rule):
                 else "each CTA's critical path kept (the kernel does not read gridDim: a serial "
                 "phase gains nothing from more SMs): "
             )
-            + f"{after.describe()} (bound by {after.bound_by}); spread with the critical path "
-            f"split too (a grid-stride loop), at peak rates and full overlap: "
+            + f"{after.describe()} (bound by {after.bound_by}); over the whole wave of {wave} "
+            f"CTAs with the critical path split too (a grid-stride loop), at peak rates and full "
+            f"overlap: "
             f"{floor.describe()} (bound by {floor.bound_by}). Each with the launch floor of "
             f"{before.floor_s * 1e6:.1f} us: point {point:.2f}x, upper bound {bound:.2f}x",
             {"model": MODEL, "total_ctas": ctas, "sm_count": sms, "point_speedup": round(point, 3),
@@ -353,10 +363,26 @@ class TailEffect(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         w = ctx.waves
         if finding.details_as(Shortfall).kind == "small-grid":
+            split = (
+                f"split the work into at least {ctx.device.sm_count} CTAs (smaller blocks or "
+                f"less work per CTA); up to {w.ctas_per_wave} run at once"
+            )
+            grid = ctx.launch.grid.as_tuple()
+            if grid[1] != 1 or grid[2] != 1:
+                return Variant("display-only", split)
+            # a grid-stride loop computes the same on any grid: the whole wave is then offered
+            # as a launch, when the emulator finds the same outputs with it
+            check = ctx.services.compare_launch(
+                (w.ctas_per_wave, 1, 1), ctx.launch.block.as_tuple()
+            )
+            if not check.same:
+                return Variant("display-only", split)
             return Variant(
                 "display-only",
-                f"split the work into at least {ctx.device.sm_count} CTAs (smaller blocks or "
-                f"less work per CTA); up to {w.ctas_per_wave} run at once",
+                f"launch {w.ctas_per_wave} CTAs, the wave the GPU holds: the kernel's grid-stride "
+                f"loop shares its work among them (the emulator ran {check.how} and found the "
+                "same outputs)",
+                launch={"grid": [w.ctas_per_wave, 1, 1]},
             )
         text = (
             f"launch a whole number of waves: a grid-stride loop over {w.ctas_per_wave} CTAs "
