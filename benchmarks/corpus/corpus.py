@@ -202,6 +202,8 @@ class Finding:
     message: str = ""
     estimate: float | None = None
     estimate_kind: str | None = None
+    measured: float | None = None  # the variant's speedup measured on the GPU (--measure)
+    verified: bool | None = None  # its outputs matched the kernel's
 
     @property
     def is_warning(self) -> bool:
@@ -320,7 +322,8 @@ def findings_of(doc: Mapping[str, Any]) -> list[Finding]:
     for f in doc.get("findings", []):
         est = f.get("estimated_speedup") or {}
         sev = "rule-error" if f.get("error") else str(f.get("severity", ""))
+        meas = f.get("measured_speedup") or {}
         out.append(Finding(str(f.get("rule")), f.get("line"), str(f.get("file") or ""), sev,
                            str(f.get("message", ""))[:300], est.get("speedup"),
-                           est.get("kind")))  # fmt: skip
+                           est.get("kind"), meas.get("speedup"), f.get("verified")))  # fmt: skip
     return out

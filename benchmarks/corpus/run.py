@@ -221,6 +221,17 @@ def summary(runs: list[Run], scores: list[corpus.KernelScore], t: corpus.Totals)
     if walls:
         lines.append(f"wall s: median {statistics.median(walls):.1f}, max {max(walls):.1f}; "
                      f"peak RSS MB: median {statistics.median(rss):.0f}, max {max(rss):.0f}")  # fmt: skip
+    measured = [(r.name, f) for r in runs for f in r.findings if f.get("measured") is not None]
+    if measured:
+        faster = sum(f["measured"] > 1.0 and bool(f.get("verified")) for _, f in measured)
+        lines.append(f"measured on the GPU: {len(measured)} findings' variants, {faster} faster "
+                     "with outputs verified:")  # fmt: skip
+        lines += [
+            f"  {n} {f['rule']}:{f['line']} {f['severity']} estimated "
+            f"{f['estimate'] if f['estimate'] is not None else '-'} measured {f['measured']:.3f}x"
+            + ("" if f.get("verified") else " (outputs not verified)")
+            for n, f in measured
+        ]
     unj = [f"  {s.name} {tag}" for s in scores for tag in s.unjudged]
     if unj:
         lines.append("unjudged warnings (judge them in benchmarks/corpus/judged.toml):")
