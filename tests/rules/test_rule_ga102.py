@@ -99,10 +99,10 @@ def test_small_grid_of_half_the_sms():
     assert "bound by dependency" in est.method and "launch floor of 2.8 us" in est.method
     assert "1056 CTAs" in est.method and "a grid-stride loop" in est.method
     assert est.inputs["model"] == "execution"  # made on the model: not checked again
-    # the whole wave offered as a launch: the emulator ran it and found the same outputs
+    # advice: the whole wave (not emulated as a launch: the check would run the whole array)
     v = t.variant
-    assert v is not None and v.safety == "display-only" and v.launch == {"grid": [1056, 1, 1]}
-    assert "same outputs" in v.description
+    assert v is not None and v.safety == "display-only" and v.launch is None
+    assert "at least 132 CTAs" in v.description and "1056 CTAs" in v.description
 
 
 @pytest.mark.parametrize(
