@@ -1,0 +1,248 @@
+"""GA308 global-accumulation: a thread loads and stores the same global address again and again
+(``tmp[i] += A[i * n + j] * x[j]`` in a j-loop): keep the value in a register, store it once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuadvise.rules import (
+    MODEL,
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Kind,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    launch_change_estimate,
+    lines_text,
+    view_traffic,
+)
+
+
+@dataclass(frozen=True)
+class Accumulation(FindingDetails):
+    """A store line whose threads store one address of ``buffer`` ``repeats`` times on average,
+    loading it in between (over the sampled CTAs): the store and load records that one store
+    per address would leave out (``saved_*``), and the instructions of the line."""
+
+    buffer: str
+    repeats: float
+    addresses: int
+    saved_store_records: tuple[int, ...]
+    saved_load_records: tuple[int, ...]
+    store_insts: tuple[int, ...]
+
+
+def _key(lanes: object) -> np.ndarray:
+    cta = lanes.cta.astype(np.int64)  # type: ignore[attr-defined]
+    tid = lanes.tid.astype(np.int64)  # type: ignore[attr-defined]
+    off = lanes.off.astype(np.int64)  # type: ignore[attr-defined]
+    return (cta << 42) ^ (tid << 32) ^ off
+
+
+def _later_repeats(keys: np.ndarray) -> np.ndarray:
+    """Per lane (in execution order), whether an earlier lane had the same key: every access
+    of an address by a thread but its first."""
+    _, first = np.unique(keys, return_index=True)
+    later = np.ones(len(keys), bool)
+    later[first] = False
+    return later
+
+
+def _whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:
+    """The records every one of whose lanes is removable (a warp's request goes only when
+    all its lanes do)."""
+    if not len(recs):
+        return ()
+    rs, inv = np.unique(recs, return_inverse=True)
+    keep = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
+    return tuple(int(r) for r in rs[keep == 0])
+
+
+class GlobalAccumulation(Rule):
+    """A thread accumulating into global memory inside a loop.
+
+    What it detects
+    ---------------
+    Source lines whose global stores reach the same address from the same thread at least
+    ``min_repeats`` times on average (the CPU emulator's trace, over the sampled CTAs), loading
+    it back between them or not (ptxas may keep the value in a register and still store it
+    every iteration, when another pointer of the kernel may alias it): a read-modify-write in a
+    loop,
+    ``tmp[i] += A[i * NY + j] * x[j]`` over ``j``, ``out[row] = out[row] + v`` in a while loop,
+    a histogram bin a thread owns. Atomics are not this rule's (GA207 looks at contended ones).
+
+    Why it is slow
+    --------------
+    Every iteration loads the value back from global memory (an L1 hit at best, an L2 round trip
+    where the store evicted it: stores write through to the L2) and stores it again: two memory
+    instructions and a dependent load latency per iteration on the loop's critical path, where a
+    register costs one add. The compiler may not keep it in a register itself: another pointer
+    of the kernel could alias the address (PolyBench's kernels, 8 of 17 of one suite, issue 28).
+
+    Example
+    -------
+    ``kernels/accumulate/accumulate.cu``: ``atax_rows`` (PolyBench-ACC's atax kernel 1),
+    ``row_sums`` (a while loop, ``out[r] = out[r] + ...``), ``tile_acc<4>`` (a template, four
+    outputs per thread); ``row_sums_register`` is the fixed kernel and stays silent.
+
+    Fix
+    ---
+    Accumulate in a register and store once after the loop: ``float acc = tmp[i]; for (...)
+    acc += A[i * NY + j] * x[j]; tmp[i] = acc;``. Where one thread walks a whole row, giving
+    the row to a warp (lanes over ``j``, a ``__shfl_down_sync`` reduction) is the larger step
+    (GA301's thread-per-row advice).
+
+    How the estimate is made
+    ------------------------
+    A point on the launch model: the repeated stores and the loads between them leave the
+    L1/shared data path, the L2 (stores write through) and the LSU pipe, one store per address
+    and thread stays; the loop's dependent chain is kept as it is (the load latency a register
+    removes from each iteration is not counted, nor what ptxas then schedules differently), so
+    the gain can exceed it (measured on an H200 for such kernels: 1.07-1.34x, issue 28).
+
+    Fix safety
+    ----------
+    Display-only: keeping the value in a register assumes no other thread and no other pointer
+    of the kernel reads or writes the address during the loop (the trace shows no other thread
+    touching it in this launch, not in every launch).
+    """
+
+    id = "GA308"
+    name = "global-accumulation"
+    title = "Accumulation in global memory inside a loop"
+    severity = "warning"
+    models = ("trace",)
+    options = {"min_repeats": 4.0}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        view = ctx.trace_view
+        min_repeats = float(ctx.option("min_repeats"))
+        load_lines = view.lines(ctx.same_file, [Kind.LOAD])
+        ld_insts = (
+            np.unique(np.concatenate([view.insts_at(f, ln, Kind.LOAD) for f, ln, _ in load_lines]))
+            if load_lines
+            else np.zeros(0, np.int64)
+        )
+        # one finding per buffer (one register per accumulated value fixes every line that
+        # stores it: an unrolled 16-line body is one problem), at its line of most stores
+        found: dict[str, list[tuple[int, float, np.ndarray, tuple[int, ...], np.ndarray]]] = {}
+        for file, line, _ in view.lines(ctx.same_file, [Kind.STORE]):
+            st_insts = view.insts_at(file, line, Kind.STORE)
+            for b in view.buffers_at(st_insts):
+                st, _ = view.access(st_insts, b)
+                if not len(st):
+                    continue
+                keys = _key(st)
+                uniq, counts = np.unique(keys, return_counts=True)
+                repeats = float(counts.mean())
+                if repeats < min_repeats:
+                    continue
+                saved = _whole_records(st.rec, _later_repeats(keys))
+                found.setdefault(b, []).append((line, repeats, uniq, saved, st_insts))
+        for b, lines in found.items():
+            line, repeats, _, _, _ = max(lines, key=lambda x: (x[1] * len(x[2]), -x[0]))
+            uniq = np.unique(np.concatenate([x[2] for x in lines]))
+            saved_st = tuple(sorted({r for x in lines for r in x[3]}))
+            # loads of the stored addresses: all go (the register holds the value) but the
+            # first of each (the initial value, read once). ptxas may keep the value in a
+            # register already and still store it every iteration (another pointer of the
+            # kernel may alias it): then there are no reloads, only the stores
+            saved_ld: tuple[int, ...] = ()
+            reloads = 0
+            if len(ld_insts) and b in view.buffers_at(ld_insts):
+                ld, _ = view.access(ld_insts, b)
+                ld_sel = ld.take(np.isin(_key(ld), uniq))
+                saved_ld = _whole_records(ld_sel.rec, _later_repeats(_key(ld_sel)))
+                reloads = int(max(len(ld_sel) - len(np.unique(_key(ld_sel))), 0))
+            back = (
+                " and loads it back in between"
+                if reloads
+                else " (the compiler keeps the value in a register but stores it every "
+                "iteration: another pointer of the kernel may alias it)"
+            )
+            others = sorted(x[0] for x in lines if x[0] != line)
+            also = f" (with {lines_text(others)})" if others else ""
+            yield self.finding(
+                ctx,
+                f"`{b}` accumulated in global memory{also}: each thread stores the same address "
+                f"{repeats:.1f} times on average{back} ({len(uniq)} addresses in the sampled "
+                "CTAs), a store per iteration where one after the loop would do. Keep the "
+                "sum in a register and store it once after the loop",
+                line=line,
+                evidence=[
+                    Evidence("stores_per_address", round(repeats, 3), min_repeats, ">="),
+                    Evidence("addresses", len(uniq)),
+                    Evidence("reloads", reloads, unit="lane loads"),
+                    Evidence("removable_store_requests", len(saved_st), unit="requests"),
+                    Evidence("removable_load_requests", len(saved_ld), unit="requests"),
+                    *([Evidence("lines", len(lines))] if others else []),
+                ],
+                details=Accumulation(
+                    b,
+                    round(repeats, 3),
+                    len(uniq),
+                    saved_st,
+                    saved_ld,
+                    tuple(sorted({int(i) for x in lines for i in x[4]})),
+                ),
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(Accumulation)
+        view = ctx.trace_view
+        recs = np.array(d.saved_store_records + d.saved_load_records, np.int64)
+        st = np.array(d.saved_store_records, np.int64)
+        scale = view.scale
+        requests = view.weighted(recs) * scale
+        store_sectors = view.weighted(st, view.rec_sectors) * scale if len(st) else 0.0
+        l1 = view.weighted(recs, np.maximum(view.rec_sectors / 4.0, 1.0)) * scale
+        inputs = {"requests_removed": requests, "store_sectors_removed": store_sectors}
+        try:
+            base = view_traffic(ctx.device, view)
+        except ModelUnavailable:
+            return Estimate(None, "none", "no launch model for this trace", inputs)
+        after = replace(
+            base,
+            l1_cycles=max(base.l1_cycles - l1, 0.0),
+            instructions=max(base.instructions - requests, 0.0),
+            l2_store_sectors=max(base.l2_store_sectors - store_sectors, 0.0),
+        )
+        if after.work is not None and base.work is not None and base.work.ctas:
+            w = base.work
+            lsu = max(w.pipes.get("lsu", 0.0) - requests / w.ctas, 0.0)
+            after = replace(after, work=replace(w, pipes={**w.pipes, "lsu": lsu}))
+        est = launch_change_estimate(
+            ctx.device,
+            base,
+            after,
+            f"the {len(recs)} sampled requests of the reloads and repeated stores of "
+            f"`{d.buffer}` removed (one store per address and thread kept)",
+            inputs,
+        )
+        if est is None:
+            return Estimate(None, "none", "no clock or memory rates for the launch model", inputs)
+        point = est.inputs.get("point_speedup")
+        return Estimate(
+            round(max(float(point), 1.0), 3) if isinstance(point, int | float) else None,
+            "point",
+            est.method + ". A point, not a bound: the load latency the register takes off each "
+            "iteration's chain is not counted (measured 1.07-1.34x on an H200 for such loops)",
+            {**est.inputs, "model": MODEL},
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(Accumulation)
+        return Variant(
+            "display-only",
+            f"accumulate in a register: read `{d.buffer}[...]` once before the loop into a local "
+            "variable, add to it in the loop, and store it once after the loop (declare the "
+            "kernel's pointers __restrict__ if they never overlap, so that the compiler can do "
+            "the same)",
+        )
