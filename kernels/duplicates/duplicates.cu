@@ -10,7 +10,7 @@ __global__ void atax_copies(const float* A, const float* x, float* tmp) {  // ex
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < NX) {
         for (int j = 0; j < NY; j++) {
-            tmp[i] += A[i * NY + j] * x[j];  // expect: GA105, GA301, GA303
+            tmp[i] += A[i * NY + j] * x[j];  // expect: GA105, GA301, GA303, GA308
         }
     }
 }
