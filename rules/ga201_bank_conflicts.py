@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuadvise.rules import (
+    ATOMICS,
     Estimate,
     Evidence,
     Finding,
@@ -20,10 +21,9 @@ from gpuadvise.rules import (
     contended_lines,
     counted,
     dram_bytes_per_s,
-    launch_change_estimate,
     roofline,
+    shared_wavefront_estimate,
     sm_cycles_per_s,
-    view_traffic,
     work_ratio,
 )
 
@@ -533,7 +533,7 @@ class BankConflicts(Rule):
         contended = contended_lines(ctx.trace, CONTENDED_LANES)
         for key, group in per_line.items():
             if key in contended:
-                group = [g for g in group if g.kind.name.lower() not in ("atomic", "reduction")]
+                group = [g for g in group if int(g.kind) not in ATOMICS]
                 if not group:
                     continue
             wavefronts = sum(g.wavefronts for g in group)
@@ -602,22 +602,16 @@ class BankConflicts(Rule):
         rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
         if rate is None or bandwidth is None:
             return shared_only
-        try:
-            base = view_traffic(d, ctx.trace_view)
-        except ModelUnavailable:
-            base = None
-        if base is not None:
-            # the launch roofline: the shared wavefronts share the L1/shared data path with the
-            # global accesses' L1 cycles; L2, DRAM, issue and latency are the launch's
-            est = launch_change_estimate(
-                d,
-                replace(base, shared_wavefronts=w_launch),
-                replace(base, shared_wavefronts=max(w_launch - excess, 0.0)),
-                f"this line's {excess:.0f} excess wavefronts removed",
-                {"wavefronts": w_launch, "excess_wavefronts": excess, "scale": scale},
-            )
-            if est is not None:
-                return est
+        est = shared_wavefront_estimate(
+            d,
+            ctx.trace_view,
+            w_launch,
+            excess,
+            f"this line's {excess:.0f} excess wavefronts removed",
+            {"wavefronts": w_launch, "excess_wavefronts": excess, "scale": scale},
+        )
+        if est is not None:
+            return est
         try:
             dram_bytes = ctx.coalescing.launch.all.bytes
         except ModelUnavailable:

@@ -7,17 +7,16 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from gpuadvise.rules import (
+    ATOMICS,
     Contention,
     Estimate,
     Evidence,
     Finding,
-    ModelUnavailable,
     Rule,
     RuleContext,
     Variant,
     contended_lines,
-    launch_change_estimate,
-    view_traffic,
+    shared_wavefront_estimate,
     work_ratio,
 )
 
@@ -92,7 +91,7 @@ class ContendedAtomics(Rule):
         # once for the whole warp, so its line has no excess here
         atomic_wf: dict[tuple[str | None, int | None], int] = {}
         for bl in banks.lines:
-            if bl.kind.name.lower() in ("atomic", "reduction"):
+            if int(bl.kind) in ATOMICS:
                 atomic_wf[(bl.file, bl.line)] = atomic_wf.get((bl.file, bl.line), 0) + bl.wavefronts
         found = contended_lines(ctx.trace, min_lanes)
         for (file, line), c in sorted(
@@ -139,14 +138,11 @@ class ContendedAtomics(Rule):
             "wavefronts (no launch model here: DRAM, issue and latency ignored)",
             inputs,
         )
-        try:
-            base = view_traffic(ctx.device, ctx.trace_view)
-        except ModelUnavailable:
-            return shared_only
-        est = launch_change_estimate(
+        est = shared_wavefront_estimate(
             ctx.device,
-            replace(base, shared_wavefronts=w_launch),
-            replace(base, shared_wavefronts=max(w_launch - excess, 0.0)),
+            ctx.trace_view,
+            w_launch,
+            excess,
             f"this line's {excess:.0f} contended wavefronts made one atomic per address",
             inputs,
         )

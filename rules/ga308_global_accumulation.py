@@ -15,6 +15,7 @@ from gpuadvise.rules import (
     Finding,
     FindingDetails,
     Kind,
+    Lanes,
     ModelUnavailable,
     Rule,
     RuleContext,
@@ -39,11 +40,11 @@ class Accumulation(FindingDetails):
     store_insts: tuple[int, ...]
 
 
-def _key(lanes: object) -> np.ndarray:
-    cta = lanes.cta.astype(np.int64)  # type: ignore[attr-defined]
-    tid = lanes.tid.astype(np.int64)  # type: ignore[attr-defined]
-    off = lanes.off.astype(np.int64)  # type: ignore[attr-defined]
-    return (cta << 42) ^ (tid << 32) ^ off
+def _key(lanes: Lanes) -> np.ndarray:
+    """One int64 per lane for (CTA, thread, byte offset): a thread's address."""
+    cta = lanes.cta.astype(np.int64)
+    tid = lanes.tid.astype(np.int64)
+    return (cta << 42) ^ (tid << 32) ^ lanes.off.astype(np.int64)
 
 
 def _later_repeats(keys: np.ndarray) -> np.ndarray:

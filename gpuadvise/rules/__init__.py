@@ -54,6 +54,7 @@ from gpuadvise.rules.estimates import (
     launch_change_estimate,
     model_check,
     repeated_requests,
+    shared_wavefront_estimate,
     view_traffic,
 )
 from gpuadvise.rules.proxy import (
@@ -169,6 +170,7 @@ __all__ = [
     "buffer_records",
     "l1_roofline_estimate",
     "launch_change_estimate",
+    "shared_wavefront_estimate",
     "launch_estimate",
     "memory_rates",
     "l2_model",
@@ -257,7 +259,7 @@ __all__ += [
 use_model_check(model_check)
 
 # GA201/GA207: the contended shared-memory atomics
-from gpuadvise.rules.atomics import Contention, contended_lines  # noqa: E402
+from gpuadvise.rules.atomics import ATOMICS, Contention, contended_lines  # noqa: E402
 
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
 from gpuadvise.rules.staging import (  # noqa: E402
@@ -277,6 +279,7 @@ from gpuadvise.rules.transpose import (  # noqa: E402
 )
 
 __all__ += [
+    "ATOMICS",
     "Contention",
     "contended_lines",
     "DirectReads",

@@ -13,9 +13,10 @@ from gpuadvise.model.banks import atomic_contention, record_wavefronts
 from gpuadvise.rules.engine import FindingDetails
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
-__all__ = ["Contention", "contended_lines"]
+__all__ = ["ATOMICS", "Contention", "contended_lines"]
 
 ATOMICS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
+"""The access kinds of atomics and reductions (``red``), as ints."""
 
 
 @dataclass(frozen=True)

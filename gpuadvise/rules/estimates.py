@@ -47,6 +47,7 @@ __all__ = [
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
+    "shared_wavefront_estimate",
     "model_check",
     "through_model",
     "view_traffic",
@@ -678,3 +679,26 @@ def model_check(ctx: Any, est: Estimate) -> Estimate:
     except TypeError:  # a device of unhashable fields
         times = kernel_launch_times(device, view)
     return through_model(est, times)
+
+
+def shared_wavefront_estimate(
+    device: DeviceSpec, view: TraceView, wavefronts: float, removed: float, what: str,
+    inputs: dict[str, Any],
+) -> Estimate | None:  # fmt: skip
+    """A change that removes ``removed`` of the launch's ``wavefronts`` shared-memory wavefronts
+    (GA201's padding, GA207's warp reduction) on the launch model: the shared wavefronts share
+    the L1/shared data path with the global accesses' L1 cycles; L2, DRAM, issue and latency are
+    the launch's. None without a launch model for the trace or the device's rates."""
+    from gpuadvise.rules.context import ModelUnavailable
+
+    try:
+        base = view_traffic(device, view)
+    except ModelUnavailable:
+        return None
+    return launch_change_estimate(
+        device,
+        replace(base, shared_wavefronts=wavefronts),
+        replace(base, shared_wavefronts=max(wavefronts - removed, 0.0)),
+        what,
+        inputs,
+    )
