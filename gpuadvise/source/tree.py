@@ -697,6 +697,8 @@ def statements(st: SourceTree, within: Span | None = None) -> list[Statement]:
             if p.child_by_field_name("body") != n:
                 continue
         s, e = st.span(n)
+        if e <= s:  # a zero-width statement tree-sitter made up to recover from an error
+            continue
         if within is None or within[0] <= s < within[1]:
             out.append(Statement(s, e - 1, n.type, _header_end(st, n), n))
     return out
@@ -715,7 +717,8 @@ def block_statements(st: SourceTree, block: Span) -> list[Statement]:
         if c.type == "comment":
             continue
         s, e = st.span(c)
-        out.append(Statement(s, e - 1, c.type, None, c))
+        if e > s:  # skip zero-width nodes made up by error recovery
+            out.append(Statement(s, e - 1, c.type, None, c))
     return out
 
 
