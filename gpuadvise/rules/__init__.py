@@ -72,6 +72,7 @@ from gpuadvise.rules.proxy import (
     tile_proxy,
 )
 from gpuadvise.rules.structs import StructField, StructLayout, parse_struct, struct_for
+from gpuadvise.source import fixkit  # the operations fixes are made of (issue 28)
 from gpuadvise.source.patch import (
     PatchError,
     block_index_uses,
@@ -158,6 +159,7 @@ __all__ = [
     "evaluate_expression",
     "field_loads",
     "find_kernel_source",
+    "fixkit",
     "infer_pattern",
     "integer_args",
     "l1_cycles",
@@ -261,6 +263,18 @@ use_model_check(model_check)
 # GA201/GA207: the contended shared-memory atomics
 from gpuadvise.rules.atomics import ATOMICS, Contention, contended_lines  # noqa: E402
 
+# GA308/GA309: a thread's repeated accesses of one global address
+from gpuadvise.rules.repeats import (  # noqa: E402
+    MIN_ACCUMULATION_REPEATS,
+    Accumulated,
+    ThreadReloads,
+    accumulations,
+    later_repeats,
+    same_thread_reloads,
+    thread_keys,
+    whole_records,
+)
+
 # GA306/GA307: the transposition and shared-staging helpers (kept apart to merge cleanly)
 from gpuadvise.rules.staging import (  # noqa: E402
     DirectReads,
@@ -279,6 +293,14 @@ from gpuadvise.rules.transpose import (  # noqa: E402
 )
 
 __all__ += [
+    "MIN_ACCUMULATION_REPEATS",
+    "Accumulated",
+    "ThreadReloads",
+    "accumulations",
+    "later_repeats",
+    "same_thread_reloads",
+    "thread_keys",
+    "whole_records",
     "ATOMICS",
     "Contention",
     "contended_lines",
