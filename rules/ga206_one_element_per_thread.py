@@ -24,6 +24,7 @@ from gpuadvise.rules import (
     TraceView,
     Variant,
     block_index_uses,
+    fixkit,
     launch_estimate,
     memory_rates,
     view_traffic,
@@ -533,6 +534,7 @@ class _LoadPhase:
     inside: tuple[str, ...]
     inside_raw: tuple[str, ...]  # the inside statements and the store, as written
     pad: str
+    comments: tuple[str, ...] = ()  # the comments of the replaced range, carried over
 
 
 def _load_phase(ks: KernelSource) -> _LoadPhase | str:
@@ -561,30 +563,51 @@ def _load_phase(ks: KernelSource) -> _LoadPhase | str:
         return "the tree after the load does not add (only + is rewritten)"
     prologue = top[: sync - 1]
     dependent: set[str] = set()
-    outside: list[int] = []
-    inside: list[int] = []
-    for j, s in enumerate(prologue):
+    # the prologue's pieces: whole statements, or the declarators of a declaration that holds
+    # both kinds (`unsigned t = threadIdx.x, i = blockIdx.x * B + t;`), each made a declaration
+    # of its own by the fix kit: (start, end, the declaration's prefix for a declarator)
+    outside: list[tuple[int, int, str]] = []
+    inside: list[tuple[int, int, str]] = []
+    for s in prologue:
         text = code[s.start : s.end + 1]
         if re.search(r"\breturn\b", text):
             return "the load phase returns early"
-        names = {n for n, _ in ks.identifiers((s.start, s.end + 1))}
-        reads_block = bool(block_index_uses(code, s.start, s.end + 1))
         decls = ks.declarations(within=(s.start, s.end + 1))
-        if decls and not (reads_block or names & dependent) and s.kind == "declaration":
-            outside.append(j)
-            continue
-        if decls:
+        if s.kind != "declaration" or len(decls) != 1:
             dependent |= {x.name for d in decls for x in d.declarators}
-        inside.append(j)
+            inside.append((s.start, s.end + 1, ""))
+            continue
+        decl = decls[0]
+        pieces = []
+        for dd in decl.declarators:
+            a, b = dd.span
+            names = {n for n, _ in ks.identifiers((a, b))}
+            reads_block = bool(block_index_uses(code, a, b))
+            pieces.append((dd, not (reads_block or names & dependent)))
+            if not pieces[-1][1]:
+                dependent.add(dd.name)
+        if all(free for _, free in pieces):
+            outside.append((s.start, s.end + 1, ""))
+        elif not any(free for _, free in pieces):
+            inside.append((s.start, s.end + 1, ""))
+        else:
+            prefix = fixkit.declaration_prefix(ks.text, decl)
+            for dd, free in pieces:
+                (outside if free else inside).append((dd.span[0], dd.span[1], prefix))
     idx_names = {n for n, _ in ks.identifiers((store.start, store.end + 1))}
     if block_index_uses(code, store.start, store.start + len(m.group(0).split("=")[0])) or (
         {n for n in idx_names if re.search(rf"\b{re.escape(n)}\b", idx)} & dependent
     ):
         return "the shared array's index depends on the block index"
 
-    def src(j: int) -> str:
-        s = prologue[j]
-        return _remapped(ks, s.start, s.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
+    def src(piece: tuple[int, int, str]) -> str:
+        a, b, prefix = piece
+        text = _remapped(ks, a, b, f"{PREFIX}block", f"{PREFIX}blocks")
+        return prefix + text + ";" if prefix else text
+
+    def raw(piece: tuple[int, int, str]) -> str:
+        a, b, prefix = piece
+        return prefix + ks.text[a:b] + ";" if prefix else code[a:b]
 
     value_src = _remapped(ks, store.start, store.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
     vm = re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[[^\[\];]*\]\s*=(?!=)\s*(.*);\s*", value_src, re.S)
@@ -599,10 +622,11 @@ def _load_phase(ks: KernelSource) -> _LoadPhase | str:
         idx.strip(),
         vm.group(1).strip(),
         shared[arr],
-        tuple(src(j) for j in outside),
-        tuple(src(j) for j in inside),
-        tuple(code[prologue[j].start : prologue[j].end + 1] for j in inside) + (st,),
+        tuple(src(p) for p in outside),
+        tuple(src(p) for p in inside),
+        tuple(raw(p) for p in inside) + (st,),
         ind.group(0) if ind else "    ",
+        tuple(fixkit.comments_within(ks.tree, (top[0].start, store.end + 1))),
     )
 
 
@@ -616,7 +640,7 @@ def reduction_diff(ks: KernelSource, bound: str, path: str, k: int = 1) -> tuple
     if isinstance(lp, str):
         return None, lp
     acc = f"{PREFIX}sum"
-    lines = list(lp.outside)
+    lines = [*lp.comments, *lp.outside]
     lines += [
         f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid",
         f"{lp.elem} {acc} = 0;",
@@ -715,7 +739,7 @@ def vector_reduction_diff(
     stored where the kernel stored its value, the tree after it kept."""
     acc, n, buf = f"{PREFIX}sum", vec.count, vec.buffer
     fields = " + ".join(f"{PREFIX}e.{c}" for c in _FIELDS[:width])
-    lines = list(lp.outside)
+    lines = [*lp.comments, *lp.outside]
     lines += [
         f"{lp.elem} {acc} = 0;",
         f"{{  // {buf} as {vtype}: a pointer parameter, 16-byte aligned (cudaMalloc: 256)",

@@ -375,3 +375,87 @@ def test_a_grid_no_parameter_gives_is_a_launch_specific_fix(tmp_path: Path) -> N
     scalar = next(c for c in g.variant.candidates() if c.label == "k=1")
     assert "ga206_blocks = (n + blockDim.x - 1) / blockDim.x" in (scalar.diff or "")
     assert g.variant.to_dict()["launch_specific"] is False
+
+
+ONE_LINE = """#define B 128
+extern "C" __global__ void r_oneline(const int* in, int* out, unsigned n) {
+    __shared__ int s[B]; unsigned t = threadIdx.x, i = blockIdx.x * B + t;
+    s[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned d = 1; d < B; d *= 2) { if (t % (2 * d) == 0) s[t] += s[t + d]; __syncthreads(); }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void r_reversed(const int* in, int* out, unsigned n) {
+    __shared__ int s[B];
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x, t = threadIdx.x;  // index first
+    const int *src = in + blockIdx.x * B, *end = in + n;
+    s[t] = src + t < end ? src[t] : 0;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+template <int BS>
+__global__ void r_tpl(const int* __restrict__ in, int* __restrict__ out, int n) {
+    __shared__ int s[BS]; int base = blockIdx.x * BS, t = threadIdx.x, i = base + t;
+    s[t] = (i < n) ? in[i] : 0;
+    __syncthreads();
+    for (int d = BS / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+template __global__ void r_tpl<128>(const int* __restrict__, int* __restrict__, int);
+"""
+
+
+@pytest.mark.parametrize("kernel", ["r_oneline", "r_reversed", "r_tpl<128>"])
+def test_declarations_sharing_a_line_are_split_by_the_fix_kit(kernel: str, tmp_path: Path) -> None:
+    """Issue 28: `__shared__ int s[B]; unsigned t = threadIdx.x, i = blockIdx.x * B + t;` on
+    one line got "the shared array's index depends on the block index" and no fix; the fix kit
+    splits the declaration, `t` stays outside the grid-stride loop, `i` goes inside, and every
+    candidate's partials add up to the kernel's block sums on the emulator."""
+    from gpuadvise.runner.verify import compare_totals
+
+    src = tmp_path / "one.cu"
+    src.write_text(ONE_LINE)
+    (tmp_path / "case.toml").write_text(
+        'block = 128\n[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n, 128)" }\n'
+    )
+    kw = {"grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",)}
+    (f,) = ga206(src, kernel, spec=str(tmp_path / "case.toml"), **kw)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified", v and v.description
+    cands = v.candidates()
+    assert cands and all(c.diff for c in cands)
+    scalar = next(c for c in cands if c.label == "k=1")
+    assert scalar.diff is not None
+    new = apply_unified_diff(ONE_LINE, scalar.diff)
+    # the declarations' own spelling is kept, one per declarator, on either side of the loop
+    if kernel == "r_oneline":
+        assert "unsigned t = threadIdx.x;" in new and "unsigned i = ga206_block * B + t;" in new
+        assert new.index("unsigned t = threadIdx.x;") < new.index("for (unsigned ga206_block")
+    elif kernel == "r_reversed":
+        assert "const unsigned t = threadIdx.x;" in new and "const int *end = in + n;" in new
+        assert "const int *src = in + ga206_block * B;" in new
+        assert new.index("const int *end = in + n;") < new.index("for (unsigned ga206_block")
+        assert "// index first" in new
+    else:
+        assert "int t = threadIdx.x;" in new and "int i = base + t;" in new
+        assert "int base = ga206_block * BS;" in new
+    n = 5003
+    want = _emulate_all(src, kernel, -(-n // 128), n).outputs["out"]
+    for c in cands:
+        assert c.diff is not None
+        d = tmp_path / (c.label or "v").replace("=", "").replace(" ", "_")
+        d.mkdir()
+        (d / "case.toml").write_text((tmp_path / "case.toml").read_text())
+        out = d / "one.cu"
+        out.write_text(apply_unified_diff(ONE_LINE, c.diff))
+        got = _emulate_all(out, kernel, 3, n).outputs["out"]
+        assert compare_totals("out", want, got, -(-n // 128), 3).ok, c.label
