@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     counted,
+    fixkit,
     fp64_to_fp32_estimate,
     lines_text,
     same_source_file,
@@ -33,7 +34,6 @@ _MATH = (
     "ceil", "fmin", "fmax", "fma", "tanh", "atan", "atan2", "asin", "acos", "sinh", "cosh",
     "rsqrt", "cbrt", "erf", "expm1", "log1p", "hypot", "fmod", "round", "trunc",
 )  # fmt: skip
-_DOUBLE_LITERAL = re.compile(r"^(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,6 @@ class Promotion(FindingDetails):
     promotions: int
     fp64: int
     demotions: int
-
-
-def _is_double_literal(text: str) -> bool:
-    """``2.0``, ``1e-3``, ``.5``: a double literal (no ``f``/``F`` suffix); not an integer."""
-    t = text.strip()
-    return bool(_DOUBLE_LITERAL.match(t)) and any(c in t for c in ".eE") and not t.startswith("0x")
 
 
 def _counts(instrs: Sequence[Any], file: str) -> dict[int, list[int]]:
@@ -205,14 +199,8 @@ class Fp64Promotion(Rule):
         changed = 0
         for line in d.lines:
             span = (ks.tree.line_start(line), ks.tree.line_start(line + 1))
-            for (a, b), text in ks.number_literals(span):
-                if _is_double_literal(text):
-                    rw.replace(a, b, text + "f")
-                    changed += 1
-            for c in ks.calls(_MATH, span):
-                start = c.span[0]
-                rw.replace(start, start + len(c.name), c.name + "f")
-                changed += 1
+            changed += fixkit.float_literal_edits(ks.tree, rw, span)
+            changed += fixkit.float_function_edits(ks.tree, rw, span, _MATH)
         if not changed:
             return Variant(
                 "display-only",
