@@ -11,6 +11,18 @@ __global__ void cta_sum(const float* x, float* out) {
     if (threadIdx.x == 0) out[blockIdx.x] = sum;
 }
 
+// The fix: a shuffle reduction in each warp, then one atomic per warp (silent).
+__global__ void cta_sum_warp(const float* x, float* out) {
+    __shared__ float sum;
+    if (threadIdx.x == 0) sum = 0.f;
+    __syncthreads();
+    float v = __expf(-x[blockIdx.x * blockDim.x + threadIdx.x]);
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&sum, v);
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+
 // A histogram of 8 bins weighted by the data: about 4 lanes per bin.
 __global__ void bins8(const int* data, int* out) {
     __shared__ int h[8];
