@@ -321,3 +321,32 @@ __all__ += [
 from gpuadvise.words import counted, lines_text  # noqa: E402
 
 __all__ += ["counted", "lines_text"]
+
+# GA303: consecutive scalar accesses of one thread (trace, SASS) and their vector rewrite
+from gpuadvise.rules.scalar_runs import (  # noqa: E402
+    PieceGroup,
+    SassAt,
+    ScalarPiece,
+    global_totals,
+    piece_buffer,
+    piece_numbers,
+    piece_site,
+    sass_at,
+    scalar_pieces,
+)
+from gpuadvise.rules.vectorize import VectorRewrite, multiple_of, vector_rewrite  # noqa: E402
+
+__all__ += [
+    "PieceGroup",
+    "SassAt",
+    "ScalarPiece",
+    "global_totals",
+    "piece_buffer",
+    "piece_numbers",
+    "piece_site",
+    "sass_at",
+    "scalar_pieces",
+    "VectorRewrite",
+    "multiple_of",
+    "vector_rewrite",
+]

@@ -6,7 +6,6 @@ the partial last tile row included). Needs nvcc (the toolkit wheels), no GPU."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,19 @@ def _cache(compile_cache: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def mod() -> Any:
-    rule = rule_api.load_registry().get("GA303")
-    return sys.modules[type(rule).__module__]
+def vr() -> Any:
+    """GA303's source helpers (the vector rewrite and the alignment proof)."""
+    import gpuadvise.rules.vectorize as m
+
+    return m
+
+
+@pytest.fixture(scope="module")
+def runs() -> Any:
+    """GA303's trace and SASS helpers."""
+    import gpuadvise.rules.scalar_runs as m
+
+    return m
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = True) -> Any:
@@ -108,18 +117,18 @@ BODY = """{
         ("gx", 2, False),  # not defined in the body
     ],
 )
-def test_multiple_of(mod, expr, n, want, tmp_path):
+def test_multiple_of(vr, expr, n, want, tmp_path):
     src = tmp_path / "m.cu"
     src.write_text("__global__ void k(unsigned gy, unsigned w, unsigned tid) " + BODY + "\n")
     ks = rule_api.find_kernel_source(src, "k")
     assert ks is not None
-    assert mod.multiple_of(ks, expr, n) is want
+    assert vr.multiple_of(ks, expr, n) is want
 
 
-def test_sass_check_says_merged_only_when_ptxas_widened(mod):
+def test_sass_check_says_merged_only_when_ptxas_widened(runs):
     from gpuadvise.toolchain.sass import SassMemLine
 
-    S = mod._SassAt
+    S = runs.SassAt
     assert S(4, 0, ("LDG.E",), 4).merged is False  # as many 32-bit SASS accesses as PTX ones
     assert S(0, 1, ("LDG.E.128",), 4).merged is True
     assert S(2, 1, ("LDG.E.64", "LDG.E"), 4).merged is True
@@ -139,7 +148,7 @@ def test_sass_check_says_merged_only_when_ptxas_widened(mod):
         SassMemLine("/a/k.cu", 7, "global", "store", 32, 2, ("STG.E",)),
         SassMemLine("/a/k.cu", 8, "global", "load", 32, 5, ("LDG.E",)),
     ]
-    at = mod._sass_at(sass, trace, "/a/k.cu", [7], 0, 4)
+    at = runs.sass_at(sass, trace, "/a/k.cu", [7], 0, 4)
     assert (at.scalar, at.wider, at.ptx_scalar, at.merged) == (0, 1, 2, True)
 
 
@@ -376,30 +385,30 @@ extern "C" __global__ void k(const float* __restrict__ in, float* __restrict__ o
 """
 
 
-def test_source_accesses_and_refusals(mod, tmp_path):
+def test_source_accesses_and_refusals(vr, tmp_path):
     src = tmp_path / "k.cu"
     src.write_text(SOURCE_FORMS)
     ks = rule_api.find_kernel_source(src, "k")
     assert ks is not None
-    acc = mod._accesses(ks, "in", [3])
+    acc = vr._accesses(ks, "in", [3])
     assert [(a.base, a.offset, a.store) for a in acc] == [("i", 0, False), ("i", 1, False)]
-    (st,) = mod._accesses(ks, "out", [3])
+    (st,) = vr._accesses(ks, "out", [3])
     assert st.store and not st.compound
     # `in[i]  == 0.0f` is a comparison, not a store
-    assert [a.store for a in mod._accesses(ks, "in", [4])] == [False, False]
-    assert [a.compound for a in mod._accesses(ks, "out", [5])] == [True]
+    assert [a.store for a in vr._accesses(ks, "in", [4])] == [False, False]
+    assert [a.compound for a in vr._accesses(ks, "out", [5])] == [True]
 
     def why(line: int, store: bool = False, name: str = "in") -> str:
-        rw = mod.rewrite(ks, str(src), name, "float", True, 4, 8, [line], store)
+        rw = vr.vector_rewrite(ks, str(src), name, "float", True, 4, 8, [line], store)
         assert rw.diff is None
         return str(rw.why_not)
 
     assert "conditionally" in why(4)  # && decides whether in[i + 1] is read
     assert "read and written" in why(5, name="out")
     assert "header" in why(6)
-    ok = mod.rewrite(ks, str(src), "in", "float", True, 4, 8, [3], False)
+    ok = vr.vector_rewrite(ks, str(src), "in", "float", True, 4, 8, [3], False)
     assert ok.automatic and ok.vector_type == "float2"  # i = 2 * (...): provably even
     assert "in_v.x + in_v.y" in (ok.diff or "")
     # y = c ? a : b: the taken branch is rewritten under an if
-    tern = mod._ternary(ks, ks.statement_at(ks.text.index("out[i] = in[i] + in[i + 1]")))
+    tern = vr._ternary(ks, ks.statement_at(ks.text.index("out[i] = in[i] + in[i + 1]")))
     assert tern is None

@@ -1,0 +1,371 @@
+"""GA303's trace and SASS side: the scalar global accesses of one thread at consecutive addresses
+that one aligned vector access would make (:func:`scalar_pieces`), whether ptxas merged them
+already (:func:`sass_at`), and their requests, sectors and L1 clocks as they are and vectorized
+(:func:`global_totals`, :func:`piece_numbers`).
+
+The trace's records are read in place, ``_CHUNK`` records at a time: the addresses of every
+global access are never copied at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.model.coalescing import record_sectors, touched_lines
+from gpuadvise.toolchain.sass import same_source_file
+from gpuadvise.trace.access import Kind, Space, record_weights
+
+__all__ = [
+    "L1_SECTORS_PER_CLOCK",
+    "PieceGroup",
+    "SassAt",
+    "ScalarPiece",
+    "global_totals",
+    "piece_buffer",
+    "piece_numbers",
+    "piece_site",
+    "sass_at",
+    "scalar_pieces",
+]
+
+L1_SECTORS_PER_CLOCK = 4
+"""L1TEX data-stage throughput per SM: 128 bytes (4 sectors) per clock from Volta to Hopper; a
+warp-level request takes at least one clock whatever it touches."""
+
+_VECTORS = (16, 8)  # vector widths tried, widest first
+_CHUNK = 1 << 16
+"""Records whose addresses are compared at once (a few MB): GA303 reads the trace's records in
+place, chunk by chunk, instead of copying the addresses of every global access."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The trace side: which scalar accesses of one thread are consecutive
+
+
+@dataclass
+class _Execs:
+    """The executions of one PTX global access, ordered by (CTA, warp), then trace order."""
+
+    inst: int
+    file: str | None
+    line: int | None
+    kind: int
+    width: int
+    rec: np.ndarray  # record indices
+    warp_key: np.ndarray
+    mask: np.ndarray
+    records: np.ndarray  # the trace's records (not a copy): addresses are read chunk by chunk
+
+    def addr_chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(addresses, active lanes) of the executions, ``_CHUNK`` records at a time: the
+        addresses of every execution are never copied at once."""
+        addr = self.records["addr"]
+        for i in range(0, len(self.rec), _CHUNK):
+            yield addr[self.rec[i : i + _CHUNK]], _active(self.mask[i : i + _CHUNK])
+
+
+@dataclass(frozen=True)
+class ScalarPiece:
+    """Consecutive scalar accesses (address order) that one aligned vector access would make."""
+
+    execs: tuple[_Execs, ...]
+    vector: int  # bytes
+
+    @property
+    def width(self) -> int:
+        return self.execs[0].width
+
+    @property
+    def executions(self) -> int:
+        return len(self.execs[0].rec)
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return tuple(sorted({e.line for e in self.execs if e.line is not None}))
+
+
+def _active(mask: np.ndarray) -> np.ndarray:
+    m = np.ascontiguousarray(mask, dtype="<u4").reshape(-1)
+    return np.unpackbits(m.view(np.uint8), bitorder="little").view(bool).reshape(-1, 32)
+
+
+def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
+
+    records = trace.records
+    rec_inst = records["inst"].astype(np.int64)
+    order = np.argsort(rec_inst, kind="stable")
+    bounds = np.searchsorted(rec_inst[order], np.arange(len(trace.instructions) + 1))
+    out = []
+    for info in trace.instructions:
+        if info.space != Space.GLOBAL or info.kind not in (Kind.LOAD, Kind.STORE):
+            continue
+        if info.width not in widths:
+            continue
+        idx = order[bounds[info.inst] : bounds[info.inst + 1]]
+        # the reconciled trace may have widened the records of an instruction ptxas merged
+        # (the fields are read one by one: no copy of the records and their addresses)
+        keep = (records["width"][idx] == info.width) & (records["space"][idx] == int(Space.GLOBAL))
+        idx = idx[keep]
+        if not len(idx):
+            continue
+        wk = (records["cta"][idx].astype(np.int64) << np.int64(20)) + records["warp"][idx].astype(
+            np.int64
+        )
+        o = np.argsort(wk, kind="stable")
+        out.append(
+            _Execs(
+                inst=info.inst,
+                file=os.path.normpath(info.file) if info.file else None,
+                line=info.line,
+                kind=int(info.kind),
+                width=info.width,
+                rec=idx[o],
+                warp_key=wk[o],
+                mask=records["mask"][idx[o]],
+                records=records,
+            )
+        )
+    return out
+
+
+def _follows(a: _Execs, b: _Execs) -> bool:
+    """B follows A: executed by the same warps with the same lanes, and every active lane of
+    every execution accesses B's element right after A's (address + width)."""
+    if len(a.rec) != len(b.rec) or a.width != b.width:
+        return False
+    if not (np.array_equal(a.warp_key, b.warp_key) and np.array_equal(a.mask, b.mask)):
+        return False
+    step = np.uint64(a.width)
+    b_addr = b.records["addr"]
+    for i, (addr, act) in enumerate(a.addr_chunks()):
+        nxt = b_addr[b.rec[i * _CHUNK : (i + 1) * _CHUNK]]
+        if not bool(((nxt == addr + step) | ~act).all()):
+            return False
+    return True
+
+
+def _aligned(e: _Execs, nbytes: int) -> bool:
+    n = np.uint64(nbytes)
+    return all(bool((((addr % n) == 0) | ~act).all()) for addr, act in e.addr_chunks())
+
+
+def _chains(execs: list[_Execs], max_gap: int) -> list[list[_Execs]]:
+    """Chains of accesses at consecutive addresses (same file and kind, lines at most
+    ``max_gap`` apart); each access takes as successor the nearest one (program order)."""
+    chains: list[list[_Execs]] = []
+    groups: dict[tuple[str | None, int, int], list[_Execs]] = {}
+    for e in execs:
+        groups.setdefault((e.file, e.kind, e.width), []).append(e)
+    for group in groups.values():
+        order = sorted(group, key=lambda e: e.inst)
+        succ: dict[int, _Execs] = {}
+        has_pred: set[int] = set()
+        for a in order:
+            cands = sorted(
+                (
+                    b
+                    for b in order
+                    if b is not a
+                    and a.line is not None
+                    and b.line is not None
+                    and abs(a.line - b.line) <= max_gap
+                ),
+                key=lambda b: (abs(b.inst - a.inst), -b.inst),
+            )
+            for b in cands:
+                if b.inst not in has_pred and _follows(a, b):
+                    succ[a.inst] = b
+                    has_pred.add(b.inst)
+                    break
+        for e in order:
+            if e.inst in has_pred or e.inst not in succ:
+                continue
+            chain = [e]
+            while chain[-1].inst in succ and len(chain) <= len(order):
+                chain.append(succ[chain[-1].inst])
+            chains.append(chain)
+    return chains
+
+
+def _pieces(chain: list[_Execs]) -> list[ScalarPiece]:
+    """The chain cut, from its head, into the widest aligned vectors (16, then 8 bytes)."""
+    out: list[ScalarPiece] = []
+    w = chain[0].width
+    i = 0
+    while i < len(chain):
+        for v in _VECTORS:
+            n = v // w
+            if n >= 2 and i + n <= len(chain) and _aligned(chain[i], v):
+                out.append(ScalarPiece(tuple(chain[i : i + n]), v))
+                i += n
+                break
+        else:
+            i += 1
+    return out
+
+
+def piece_buffer(trace: Any, piece: ScalarPiece) -> str | None:
+    e = piece.execs[0]
+    lows = [int(addr[act].min()) for addr, act in e.addr_chunks() if act.any()]
+    if not lows:
+        return None
+    a = min(lows)
+    for name, (base, size) in trace.buffers.items():
+        if int(base) <= a < int(base) + int(size):
+            return str(name)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The SASS side: did ptxas merge them already?
+
+
+@dataclass(frozen=True)
+class SassAt:
+    scalar: int  # SASS global instructions of this kind at the lines, of the element's width
+    wider: int  # ... wider than the element
+    opcodes: tuple[str, ...]
+    ptx_scalar: int  # PTX instructions of this kind and width at the lines
+
+    @property
+    def known(self) -> bool:
+        return self.scalar + self.wider > 0
+
+    @property
+    def merged(self) -> bool:
+        """ptxas turned some of the scalar PTX accesses into wider SASS ones."""
+        return self.known and self.scalar < self.ptx_scalar and self.wider > 0
+
+    def text(self, width: int) -> str:
+        if not self.known:
+            return "no SASS line information at these lines"
+        return (
+            f"{self.scalar} x {8 * width}-bit"
+            + (f" and {self.wider} wider" if self.wider else "")
+            + f" ({', '.join(self.opcodes)})"
+        )
+
+
+def sass_at(
+    sass_lines: Sequence[Any], trace: Any, file: str | None, lines: Sequence[int], kind: int,
+    width: int,
+) -> SassAt:  # fmt: skip
+    kname = "load" if kind == 0 else "store"
+    scalar = wider = 0
+    opcodes: list[str] = []
+    for s in sass_lines:
+        if s.line not in lines or s.kind != kname or s.space not in ("global", "generic"):
+            continue
+        if not same_source_file(s.file, file):
+            continue
+        if s.width_bits == 8 * width:
+            scalar += s.count
+        elif s.width_bits > 8 * width:
+            wider += s.count
+        opcodes += [op for op in s.opcodes if op not in opcodes]
+    ptx = sum(
+        1
+        for i in trace.instructions
+        if i.line in lines
+        and int(i.space) == 0
+        and int(i.kind) == kind
+        and i.width == width
+        and same_source_file(i.file, file)
+    )
+    return SassAt(scalar, wider, tuple(opcodes), ptx)
+
+
+@dataclass(frozen=True)
+class PieceGroup:
+    """The pieces of one finding (one source line, one buffer, one kind)."""
+
+    pieces: tuple[ScalarPiece, ...]
+    buffer: str | None
+    sass: SassAt
+
+
+def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
+    records at a time (no copy of the global records), and the sectors of each record (the
+    coalescing model's; -1 for the records of other spaces), for :func:`piece_numbers`."""
+    glob = np.flatnonzero(records["space"] == int(Space.GLOBAL))
+    per_record = np.full(len(records), -1, np.int64)
+    sectors: list[np.ndarray] = []
+    for i in range(0, len(glob), _CHUNK):
+        part = records[glob[i : i + _CHUNK]]
+        rows, sect = touched_lines(part, 32)
+        if len(part) and int(part["width"].max()) <= 32:
+            # a lane of at most 32 bytes touches its first and last sector only: the distinct
+            # (record, sector) pairs counted per record are the coalescing model's sectors
+            per_record[glob[i : i + _CHUNK]] = np.bincount(rows, minlength=len(part))
+        else:
+            per_record[glob[i : i + _CHUNK]] = record_sectors(part).sectors
+        sectors.append(_distinct_values(sect))
+    distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
+    per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
+    weight = record_weights(records[glob])  # a sampled loop's records stand for the skipped
+    clocks = float(per_clock.sum() if weight is None else (per_clock * weight).sum())
+    return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
+
+
+def _distinct_values(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``a`` by one sort (numpy 2.3+'s ``np.unique`` is a hash
+    table, many times slower on millions of values)."""
+    s = np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) > 1 else s
+
+
+def piece_numbers(trace: Any, g: PieceGroup, per_record: np.ndarray) -> dict[str, Any]:
+    """Requests, L1 sectors and clocks of the group's accesses as they are and vectorized
+    (over the traced CTAs); ``per_record``: each global record's sectors (:func:`global_totals`)."""
+    records = trace.records
+    before_req = after_req = 0
+    before_sec = after_sec = 0
+    before_clk = after_clk = 0.0
+    executions = 0
+    for p in g.pieces:
+        s = per_record[np.concatenate([e.rec for e in p.execs])]
+        if len(s) and int(s.min()) < 0:  # not a global record (never, as the tables are made)
+            s = record_sectors(np.concatenate([records[e.rec] for e in p.execs])).sectors
+        before_req += len(s)
+        before_sec += int(s.sum())
+        before_clk += float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
+        vec = records[p.execs[0].rec].copy()
+        vec["width"] = p.vector
+        sv = record_sectors(vec).sectors
+        after_req += len(vec)
+        after_sec += int(sv.sum())
+        after_clk += float(np.maximum(1, np.ceil(sv / L1_SECTORS_PER_CLOCK)).sum())
+        executions += p.executions
+    return {
+        "requests_before": before_req,
+        "requests_after": after_req,
+        "requests_saved": before_req - after_req,
+        "sectors_before": before_sec,
+        "sectors_after": after_sec,
+        "l1_clocks_saved": before_clk - after_clk,
+        "executions": executions,
+    }
+
+
+def piece_site(
+    trace: Any, piece: ScalarPiece, file: str | None, line: int
+) -> tuple[str | None, int]:
+    """(file, line) where a piece is reported: its first access's line in the user's source (the
+    call site of code inlined from a header, as the trace reports it), else ``file``/``line``."""
+    at_file, at_line = trace.line_of(piece.execs[0].inst)
+    return (at_file, at_line) if at_line is not None else (file, line)
+
+
+def scalar_pieces(trace: Any, max_gap: int) -> list[ScalarPiece]:
+    """Every run of consecutive 4- or 8-byte global accesses of one thread (lines at most
+    ``max_gap`` apart) cut into the widest aligned vectors."""
+    execs = _exec_tables(trace, (4, 8))
+    if not execs:
+        return []
+    return [p for c in _chains(execs, max_gap) for p in _pieces(c)]
