@@ -249,7 +249,7 @@ def test_disjoint_element_sets_laid_out_per_instruction() -> None:
     """Per access instruction, CTA after CTA: the two halves of an array (``k`` and
     ``k + n/2``) are 512 elements per CTA of 256 threads; a 3-point stencil's CTAs share
     elements and a CTA whose ranges do not advance with its index gives nothing."""
-    step = _rule_module()._disjoint_step
+    from gpuadvise.rules.grid_stride import _disjoint_step as step
     ctas, tid = np.repeat(np.arange(4), 256), np.tile(np.arange(256), 4)
     k = 256 * ctas + tid
     ids = np.arange(4)
@@ -266,7 +266,7 @@ def test_disjoint_element_sets_laid_out_per_instruction() -> None:
 
 
 def test_index_reads_in_cooperative_groups_and_macros() -> None:
-    reads = _rule_module()._position_reads
+    from gpuadvise.rules.grid_stride import _position_reads as reads
     code = (
         "auto tb = cg::this_thread_block(); auto g = cg::this_grid();\n"
         "int a = tb.group_index().x * 256 + tb.thread_rank();\n"
