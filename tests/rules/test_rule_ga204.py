@@ -44,11 +44,20 @@ def _cache(compile_cache: Path) -> Path:
     return compile_cache
 
 
-def analyze(source: Path, kernel: str, block: str | None = None, trace: bool = True) -> Any:
+def analyze(
+    source: Path,
+    kernel: str,
+    block: str | None = None,
+    trace: bool = True,
+    grid: str | None = None,
+    args: tuple[str, ...] = (),
+) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
 
-    opts = KernelOptions(source=str(source), kernel=kernel, block=block, gpu="H100")
+    opts = KernelOptions(
+        source=str(source), kernel=kernel, block=block, gpu="H100", grid=grid, args=args
+    )
     spec, choice, options = build(opts)
     kw: dict[str, Any] = {}
     params = inspect.signature(analyze_kernel).parameters
@@ -67,12 +76,19 @@ def ga204(source: Path, kernel: str, block: str | None = None) -> list[rule_api.
     return found
 
 
-def emulated(source: Path, kernel: str, block: str | None = None, ctas: int = 4) -> Any:
+def emulated(
+    source: Path,
+    kernel: str,
+    block: str | None = None,
+    ctas: int | str = 4,
+    grid: str | None = None,
+    args: tuple[str, ...] = (),
+) -> Any:
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, block, trace=False)
+    a = analyze(source, kernel, block, trace=False, grid=grid, args=args)
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas=ctas)
 
@@ -128,8 +144,13 @@ def test_finding_evidence_and_estimate(source: Path, kernel: str, line: int) -> 
     # the grid-stride sizing: 132 SMs x 8 CTAs of 256 threads
     assert "grid-stride loop over 1056 CTAs (132 SMs x 8 CTAs per SM" in f.message
     v = f.variant
-    assert v is not None and v.safety == "display-only" and v.diff
-    assert v.launch == {"block": [128, 1, 1]}
+    assert v is not None and v.diff
+    if source == REDUCE:  # 1-D: the seed's half grid first, verified as totals
+        assert v.safety == "automatic-and-verified" and v.launch == {"grid": [8192, 1, 1]}
+        (v,) = v.alternatives
+    else:  # a 2-D launch: the half block only, and the finding says why
+        assert "the seed's half grid is not offered: a 2-D or 3-D launch" in v.description
+    assert v.safety == "display-only" and v.launch == {"block": [128, 1, 1]}
 
 
 def test_no_finding_once_two_elements_are_added_during_the_load() -> None:
@@ -169,7 +190,10 @@ def test_variant_applies_compiles_and_gives_the_same_outputs(
 ) -> None:
     (f,) = ga204(source, kernel)
     v = f.variant
-    assert v is not None and v.diff and v.launch == {"block": [128, 1, 1]}
+    assert v is not None
+    if v.label == "half grid":  # the seed's first (test_the_seeds_variant_halves_the_grid)
+        (v,) = v.alternatives
+    assert v.diff and v.launch == {"block": [128, 1, 1]} and v.label == "half block"
     for text in diff_has:
         assert "\n" + text in v.diff, (text, v.diff)
     new = patched(source, v.diff, tmp_path)
@@ -241,7 +265,9 @@ def test_through_a_variable(tmp_path: Path) -> None:
     (f,) = ga204(src, "k")
     assert f.line == 8
     v = f.variant
-    assert v is not None and v.diff
+    assert v is not None and v.label == "half grid"
+    (v,) = v.alternatives
+    assert v.diff
     assert "+    const unsigned i_hi = blockIdx.x * (2 * blockDim.x) + tid_hi;\n" in v.diff
     assert "+    float v = in[i] + in[i_hi];\n" in v.diff
     new_dir = tmp_path / "new"
@@ -263,7 +289,9 @@ def test_index_computed_in_the_store(tmp_path: Path) -> None:
     )
     (f,) = ga204(src, "k")
     v = f.variant
-    assert v is not None and v.diff
+    assert v is not None and v.label == "half grid"
+    (v,) = v.alternatives
+    assert v.diff
     assert (
         "+    sdata[tid] = in[blockIdx.x * (2 * blockDim.x) + tid]"
         " + in[blockIdx.x * (2 * blockDim.x) + tid_hi];\n" in v.diff
@@ -318,7 +346,10 @@ def test_rewrite_refused_with_the_reason(
     src = case(tmp_path, prologue, tail)
     (f,) = ga204(src, "k")
     v = f.variant
-    assert v is not None and v.safety == "display-only" and v.diff is None and v.launch is None
+    assert v is not None
+    if v.label == "half grid":  # the seed's variant does not care; the half block's reason
+        (v,) = v.alternatives
+    assert v.safety == "display-only" and v.diff is None and v.launch is None
     assert why in v.description, v.description
 
 
@@ -352,3 +383,57 @@ def test_not_reported_off_the_pattern(tmp_path: Path) -> None:
         + "    if (tid == 0) out[blockIdx.x] = sdata[0];\n}\n"
     )
     assert ga204(nosync, "k") == []
+
+
+SEED_SPELLINGS = {
+    "variable": (
+        "    const unsigned tid = threadIdx.x;\n"
+        "    const unsigned i = blockIdx.x * blockDim.x + tid;\n"
+        "    float v = in[i];\n"
+        "    sdata[tid] = v;\n"
+    ),
+    "in-store": (
+        "    const unsigned tid = threadIdx.x;\n"
+        "    sdata[tid] = in[blockIdx.x * blockDim.x + tid];\n"
+    ),
+    "one-line": (
+        "    unsigned tid = threadIdx.x, i = blockIdx.x * B + tid;  // one line\n"
+        "    sdata[tid] = i < n ? in[i] : 0.0f;\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("spelling", ["reduce3", *SEED_SPELLINGS])
+def test_the_seeds_variant_halves_the_grid(spelling: str, tmp_path: Path) -> None:
+    """Issue 28: the variant is the seed's step #4 (the same blocks on half the grid, two
+    original CTA indices added during the load; measured 1.94x on an H100) where the old one
+    halved the block on the same grid (1.00x on an H200). Its per-block outputs hold half as
+    many partials; run over the whole launch on the emulator, they add up to the original's."""
+    from gpuadvise.runner.verify import compare_totals
+
+    if spelling == "reduce3":
+        src, kernel, grid, args = REDUCE, "reduce3", 64, ("n=16384",)
+    else:
+        src = case(
+            tmp_path, SEED_SPELLINGS[spelling], "    if (tid == 0) out[blockIdx.x] = sdata[0];\n"
+        )
+        kernel, grid, args = "k", 64, ()
+    (f,) = ga204(src, kernel)
+    v = f.variant
+    assert v is not None and v.label == "half grid" and v.diff
+    assert v.safety == "automatic-and-verified" and v.totals == {"out": "+"}
+    full = 16384 if spelling == "reduce3" else 64  # the spec's grid
+    assert v.launch == {"grid": [full // 2, 1, 1]}
+    assert [a.label for a in v.alternatives] == ["half block"]
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    new = patched(src, v.diff, new_dir)
+    before = emulated(src, kernel, ctas="all", grid=str(grid), args=args)
+    after = emulated(new, kernel, ctas="all", grid=str(grid // 2), args=args)
+    want, got = before.outputs["out"], after.outputs["out"]
+    assert compare_totals("out", want, got, grid, grid // 2).ok
+    data = before.inputs["in"].astype(np.float64)
+    np.testing.assert_allclose(got[: grid // 2].astype(np.float64).sum(), data.sum(), rtol=1e-5)
+    # each thread loads two elements, and GA204 is satisfied
+    assert loads_per_thread(after, 256) == 2.0
+    assert ga204(new, kernel) == []
