@@ -172,10 +172,10 @@ class _Evaluator:
                 "const",
                 "volatile",
             }
-            v = n.child_by_field_name("value")
-            if not words or not words <= _INT_TYPES or v is None:
+            operand = n.child_by_field_name("value")
+            if not words or not words <= _INT_TYPES or operand is None:
                 raise NotConstant("a cast to a non-integer type")
-            return self.value(v)
+            return self.value(operand)
         if t == "call_expression":
             f = n.child_by_field_name("function")
             args = n.child_by_field_name("arguments")

@@ -975,7 +975,7 @@ def subscripts(
             and p.child_by_field_name("argument") == n
         ):
             continue  # an inner link of a chain
-        chain = []
+        chain: list[Span] = []
         cur: Node | None = n
         while cur is not None and cur.type == "subscript_expression":
             idx = cur.child_by_field_name("indices")
@@ -1026,11 +1026,11 @@ def _use(st: SourceTree, n: Node) -> Use:
         else:
             break
         cur = p
-    p = cur.parent
+    outer = cur.parent
     address = (
-        p is not None
-        and p.type == "pointer_expression"
-        and (op := p.child_by_field_name("operator")) is not None
+        outer is not None
+        and outer.type == "pointer_expression"
+        and (op := outer.child_by_field_name("operator")) is not None
         and op.type == "&"
     )
     return Use(st.span(n), count, bool(address), declared)
