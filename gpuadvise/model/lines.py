@@ -281,7 +281,7 @@ def per_instruction(
     ninst = len(trace.instructions)
     count = np.zeros(ninst, dtype=np.int64)
     sums = {name: np.zeros(ninst, dtype=np.int64) for name in names}
-    worst = np.zeros(ninst, dtype=worst_dtype)
+    worst: np.ndarray = np.zeros(ninst, dtype=worst_dtype)
     # per PTX instruction and record kind (a PTX instruction has one kind; keep the record's)
     kind_of = np.full(ninst, -1, dtype=np.int16)
     for sl in chunks(len(recs), chunk_records):  # its fields are read while they are cached

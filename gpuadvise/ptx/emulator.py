@@ -1204,15 +1204,15 @@ class Batch:
                     self._record(index, sp, kind, width, lanes, taddr)
                     view = self._view(sp, es)
                     eidx = offs >> shift
-                    for k, st in enumerate(stores):
-                        if st is None:
+                    for k, reg in enumerate(stores):
+                        if reg is None:
                             continue
                         vals = view[eidx + k] if k else view[eidx]
-                        conv = to_storage(vals.view(NP_TYPES[t]), t, st.dtype)
+                        conv = to_storage(vals.view(NP_TYPES[t]), t, reg.dtype)
                         if lanes is None:
-                            st[...] = conv
+                            reg[...] = conv
                         else:
-                            st[lanes] = conv
+                            reg[lanes] = conv
 
             return ld
         getters = [getter(self, x, t) for x in items]

@@ -109,8 +109,8 @@ def _fill_plain(dt: np.dtype, s0: int, s1: int, lanes: int, fill: Fill, key: int
                 else _ints(z, lo, hi, np.dtype(np.int64)).astype(dt)
             )
         if dt.kind == "f":
-            lo, hi = float(fill.low), float(fill.high)
-            return (lo + (hi - lo) * _unit(z)).astype(dt)
+            flo, fhi = float(fill.low), float(fill.high)
+            return (flo + (fhi - flo) * _unit(z)).astype(dt)
     if dt.kind == "f" and dt.itemsize <= 4:  # 24 bits, exact in float32: k / 2**23 - 1
         f = (z >> np.uint64(40)).astype(np.float32)
         f *= np.float32(2.0**-23)

@@ -636,7 +636,7 @@ def _emulate(
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
     dynamic_smem_bytes: int,
-    buffers: list[tuple[str, np.ndarray | BufferFiller, bool]],
+    buffers: Sequence[tuple[str, np.ndarray | BufferFiller, bool]],
     values: list[Any],
     sm_count: int,
     sample_ctas: int | str | Sequence[int] | None,
@@ -716,13 +716,13 @@ def _emulate(
         raw = image.init_bytes(ptx_module.variables[name], address_of)
         image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
     for symbol, raw in constants:  # the spec's fills, as cudaMemcpyToSymbol would write them
-        off = image.const_offsets.get(symbol)
-        if off is None:
+        at = image.const_offsets.get(symbol)
+        if at is None:
             raise EmulationError(
                 f"the PTX declares no __constant__ variable {symbol}",
                 "name a .const variable of the module",
             )
-        image.const_bank[off : off + len(raw)] = np.frombuffer(raw, np.uint8)
+        image.const_bank[at : at + len(raw)] = np.frombuffer(raw, np.uint8)
     if image.const_used:
         notes += _unfilled_notes(image, ptx_module, {symbol for symbol, _ in constants})
     try:

@@ -604,13 +604,13 @@ def _build_units(
         # int32, an off-grid term a large negative that keeps the sum negative (one add and one
         # clip over the (units, K) array; the 8K gather's is 242,000 x 81)
         if gx * gy < 1 << 30:
-            off = np.int32(-(1 << 30))
-            row = np.where(vy, tby * gx, off).astype(np.int32)
-            col = np.where(vx, tbx, off).astype(np.int32)
-            touchers = np.empty((ny, nx, len(shp)), dtype=np.int32)
-            np.add(row[:, None, :], col[None, :, :], out=touchers)
-            np.maximum(touchers, -1, out=touchers)
-            touchers = touchers.reshape(ny * nx, -1)
+            off_grid = np.int32(-(1 << 30))
+            row = np.where(vy, tby * gx, off_grid).astype(np.int32)
+            col = np.where(vx, tbx, off_grid).astype(np.int32)
+            cube = np.empty((ny, nx, len(shp)), dtype=np.int32)
+            np.add(row[:, None, :], col[None, :, :], out=cube)
+            np.maximum(cube, -1, out=cube)
+            touchers = cube.reshape(ny * nx, -1)
         else:  # CTA ids past 2**30 (int32 all the same, as every toucher table)
             valid = vy[:, None, :] & vx[None, :, :]
             big = tby[:, None, :] * gx + tbx[None, :, :]
@@ -742,8 +742,8 @@ def _build_units(
     ps = np.flatnonzero(pair_change)
     merged = np.add.reduceat(all_n, ps, axis=1)
     lim = sub_w[all_u[ps]]
-    for row in (NLOAD, NSTORE, NDIRTY):
-        merged[row] = np.minimum(merged[row], lim * spg)
+    for counter in (NLOAD, NSTORE, NDIRTY):
+        merged[counter] = np.minimum(merged[counter], lim * spg)
     merged[NLGRAN] = np.minimum(merged[NLGRAN], lim)
     model.lists.append(
         TouchList(unit=all_u[ps], cta=all_c[ps], cnt=merged, w_bytes=sub_w * g, gbytes=g)
