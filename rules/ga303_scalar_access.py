@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuadvise.rules import (
+    SCALAR_NOTE_BELOW,
     Estimate,
     Evidence,
     Finding,
@@ -21,23 +22,17 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     counted,
-    dram_bytes_per_s,
     global_totals,
-    launch_change_estimate,
+    narrow_estimate,
+    narrow_loads,
     piece_buffer,
     piece_numbers,
     piece_site,
-    roofline,
     sass_at,
     scalar_pieces,
-    sm_cycles_per_s,
+    scalar_run_estimate,
     vector_rewrite,
-    view_traffic,
-    work_ratio,
 )
-
-NOTE_BELOW = 1.02
-"""Findings whose estimated bound is below this (a DRAM-bound kernel) are notes, not warnings."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +53,17 @@ class ScalarRun(FindingDetails):
     numbers: dict[str, int | float]
 
 
+@dataclass(frozen=True)
+class NarrowRun(FindingDetails):
+    """The second finding: the narrow load instructions widened together (trace ids), the
+    widest element's bytes, the elements per thread of the fix, the main load's buffer."""
+
+    insts: tuple[int, ...]
+    width: int
+    k: int
+    buffer: str | None
+
+
 class ScalarGlobalAccess(Rule):
     """Consecutive scalar global accesses of one thread that one 8- or 16-byte access would do.
 
@@ -70,6 +76,14 @@ class ScalarGlobalAccess(Rule):
     execution. The SASS must show that ptxas did not merge them already: the line still has
     as many SASS accesses of the element's width (``LDG.E``) as the PTX has, not an
     ``LDG.E.64``/``LDG.E.128``. Reported at the line of the first access.
+
+    Second, narrow coalesced loads that keep too few bytes in flight: global loads of 1- to
+    8-byte elements whose warps read consecutive elements across the lanes (lane ``l`` at
+    ``base + l * width``, in nine of ten requests), in a launch whose model says that a thread
+    taking ``k = 16 / width`` consecutive elements with one 16-byte access would be at least
+    ``min_narrow_speedup`` faster: in practice a launch bound by its warps' chains of dependent
+    loads (one load per loop iteration, used before the next is issued) or by Little's law.
+    Reported once per kernel, at the line of the load with the most requests.
 
     Why it is slow
     --------------
@@ -127,6 +141,14 @@ class ScalarGlobalAccess(Rule):
     the traced launch (every access was aligned) but not provably for every launch
     (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
     ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard.
+
+    The narrow loads' finding: the same launch model, after the change (:func:`~gpuadvise.rules.
+    narrow_loads.widened_traffic`): the widened requests ``k`` times fewer with ``k`` times the
+    sectors each (L1, issue), the bytes a warp keeps in flight ``k`` times as many per widened
+    request; a thread's loop over the lanes' dimension ``min(k, iterations)`` times shorter (the
+    critical path's global-load links of those loads that many fewer), the rest of ``k`` as a
+    smaller grid (fewer CTAs, each doing that much more element-wise work with its chain as
+    it is); L2 and DRAM unchanged. Display-only advice: the change remaps threads to elements.
     """
 
     id = "GA303"
@@ -134,9 +156,13 @@ class ScalarGlobalAccess(Rule):
     title = "Scalar global accesses where one vector access would do"
     severity = "warning"
     models = ("trace", "sass", "source")
-    options = {"max_line_gap": 2}
+    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        yield from self._runs(ctx)
+        yield from self._narrow(ctx)
+
+    def _runs(self, ctx: RuleContext) -> Iterator[Finding]:
         trace = ctx.trace
         pieces = scalar_pieces(trace, int(ctx.option("max_line_gap")))
         if not pieces:
@@ -166,9 +192,9 @@ class ScalarGlobalAccess(Rule):
             what = "loads" if kind == 0 else "stores"
             name = buf or "a buffer"
             per_thread = sum(len(p.execs) - 1 for p in ps)
-            est = _estimate(ctx, ps[0].width, per_thread, nums)
+            est = scalar_run_estimate(ctx, ps[0].width, per_thread, nums)
             # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
-            quiet = est.speedup is not None and est.speedup < NOTE_BELOW
+            quiet = est.speedup is not None and est.speedup < SCALAR_NOTE_BELOW
             # code inlined from a header (__ldg, a helper's) is reported at the user's call site
             at_file, at_line = (
                 (str(ctx.source_file), line)
@@ -210,11 +236,64 @@ class ScalarGlobalAccess(Rule):
                 ),
             )
 
+    def _narrow(self, ctx: RuleContext) -> Iterator[Finding]:
+        view = ctx.trace_view
+        loads = narrow_loads(view, ctx.trace)
+        loads = [n for n in loads if loads and n.requests >= 0.1 * loads[0].requests]
+        got = narrow_estimate(ctx.device, view, loads)
+        if got is None:
+            return
+        est, wd = got
+        i = est.inputs
+        like = max(float(i.get("point_speedup", 1.0)), float(i.get("peak_speedup", 1.0)))
+        if like < float(ctx.option("min_narrow_speedup")):
+            return
+        main = loads[0]
+        w = max(n.width for n in loads)
+        flight = float(i["waited_bytes_per_warp"])
+        bound = str(i.get("bound_by_before"))
+        names = ", ".join(sorted({f"`{n.buffer}`" for n in loads}))
+        yield self.finding(
+            ctx,
+            f"{counted(len(loads), 'coalesced load')} of {names} read {main.width}-byte elements "
+            f"({32 * main.width} bytes a warp request, {main.per_thread:.1f} per thread); the "
+            f"launch is bound by {bound} (its warps keep about {flight:.0f} bytes each in "
+            f"flight, waiting on each load before the next): {wd.k} consecutive elements per "
+            f"thread in one 16-byte access move {wd.k}x the bytes per round trip",
+            line=main.line,
+            file=main.file,
+            evidence=[
+                Evidence("element_bytes", w, unit="B"),
+                Evidence("elements_per_thread_after", wd.k),
+                Evidence("bound_by_before", bound),
+                Evidence("waited_bytes_per_warp", round(flight, 1), unit="B"),
+                Evidence("critical_path_global_links_kept", round(wd.chain_kept, 3)),
+            ],
+            details=NarrowRun(tuple(n.inst for n in loads), w, wd.k, main.buffer),
+        )
+
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        if isinstance(finding.details, NarrowRun):
+            insts = set(finding.details.insts)
+            loads = [n for n in narrow_loads(ctx.trace_view, ctx.trace) if n.inst in insts]
+            got = narrow_estimate(ctx.device, ctx.trace_view, loads)
+            if got is None:
+                return Estimate(None, "none", "the narrow loads are not in this trace")
+            return got[0]
         d = finding.details_as(ScalarRun)
-        return _estimate(ctx, d.width, d.saved_per_thread, d.numbers)
+        return scalar_run_estimate(ctx, d.width, d.saved_per_thread, d.numbers)
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        if isinstance(finding.details, NarrowRun):
+            nr = finding.details
+            return Variant(
+                "display-only",
+                f"let each thread take {nr.k} consecutive elements with one 16-byte access "
+                f"(a reinterpret_cast of &{nr.buffer or 'a'}[{nr.k} * i] to uint4/float4/int4, "
+                "the elements taken apart in registers): the loop's stride or the grid's "
+                f"elements per thread {nr.k}x, a scalar tail for a count not a multiple of "
+                f"{nr.k}, and the row starts 16-byte aligned",
+            )
         d = finding.details_as(ScalarRun)
         kind = d.kind
         w = d.width
@@ -264,90 +343,6 @@ class ScalarGlobalAccess(Rule):
 def _plain(value: Any) -> int | float:
     """A number of ``piece_numbers`` as a plain Python int or float."""
     return int(value) if isinstance(value, (int, np.integer)) else float(value)
-
-
-def _estimate(ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]) -> Estimate:
-    """The roofline bound of the module docstring ("How the estimate is made"): ``w``, the
-    element's bytes; ``per_thread``, the instructions one thread saves."""
-    trace = ctx.trace
-    d = ctx.device
-    scale = float(trace.scale)
-    cyc_before = nums["l1_clocks_all"]
-    cyc_after = cyc_before - nums["l1_clocks_saved"]
-    inputs: dict[str, Any] = {
-        "requests_saved": nums["requests_saved"] * scale,
-        "instructions_saved_per_thread": per_thread,
-        "l1_clocks": cyc_before * scale,
-        "l1_clocks_saved": nums["l1_clocks_saved"] * scale,
-        "scale": scale,
-    }
-    rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
-    if rate is None or bandwidth is None:
-        sp = work_ratio(cyc_before, nums["l1_clocks_saved"])
-        return Estimate(
-            round(max(sp, 1.0), 3),
-            "upper-bound",
-            f"L1-bound kernel: {cyc_before:.0f} -> {cyc_after:.0f} L1 clocks over the traced "
-            f"CTAs (no clock or bandwidth for {d.name}: DRAM time ignored)",
-            inputs,
-        )
-    try:
-        base = view_traffic(d, ctx.trace_view)
-    except ModelUnavailable:
-        base = None
-    if base is not None:
-        # the launch roofline: the same sectors from L2 and DRAM, fewer L1 requests and
-        # instructions
-        after = replace(
-            base,
-            l1_cycles=max(base.l1_cycles - nums["l1_clocks_saved"] * scale, 0.0),
-            instructions=max(base.instructions - nums["requests_saved"] * scale, 0.0),
-        )
-        inputs["dram_bytes"] = base.dram_bytes
-        est = launch_change_estimate(
-            d,
-            base,
-            after,
-            f"{counted(per_thread, f'{w}-byte instruction')} per thread vectorized",
-            inputs,
-        )
-        if est is not None:
-            if est.speedup is not None and est.speedup < NOTE_BELOW:
-                what = {"dram": "DRAM", "l2": "L2", "latency": "latency"}.get(
-                    str(inputs["bound_by_after"]), str(inputs["bound_by_after"])
-                )
-                return replace(
-                    est,
-                    method=f"{what}-bound: vectorizing moves the same sectors, so it saves "
-                    f"{counted(per_thread, f'{w}-byte instruction')} per thread and L1 work, not time; "
-                    + est.method,
-                )
-            return est
-    dram_bytes = nums["distinct_sectors_all"] * 32 * scale
-    r = roofline(cyc_before * scale, nums["l1_clocks_saved"] * scale, rate, dram_bytes, bandwidth)
-    t_l1, t_saved, t_dram = r.pipe_s, r.saved_s, r.dram_s
-    sp = max(r.speedup, 1.0)
-    inputs.update(
-        {"l1_time_us": t_l1 * 1e6, "l1_saved_us": t_saved * 1e6, "dram_time_us": t_dram * 1e6,
-         "dram_bytes": dram_bytes}
-    )  # fmt: skip
-    bound = (
-        f"DRAM-bound: vectorizing fetches the same sectors from DRAM ({dram_bytes / 1e6:.1f} "
-        f"MB take {t_dram * 1e6:.2f} us at {d.mem_bandwidth_gbps:.0f} GB/s, the L1 work of all "
-        f"global accesses {t_l1 * 1e6:.2f} us), so it saves {per_thread} {w}-byte "
-        "instruction(s) per thread and L1 work, not time"
-        if r.dram_bound
-        else f"L1-bound: {t_l1 * 1e6:.2f} us of L1 work (1 request or 4 sectors per SM clock "
-        f"at {d.sm_clock_mhz} MHz), {t_saved * 1e6:.2f} us of it saved; DRAM "
-        f"{t_dram * 1e6:.2f} us"
-    )
-    return Estimate(
-        round(sp, 3),
-        "upper-bound",
-        f"roofline over the launch, max(L1, DRAM) before / after: {bound}. Issue slots and "
-        "latency are not modelled",
-        inputs,
-    )
 
 
 def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:

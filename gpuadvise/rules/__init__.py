@@ -324,6 +324,7 @@ __all__ += ["counted", "lines_text"]
 
 # GA303: consecutive scalar accesses of one thread (trace, SASS) and their vector rewrite
 from gpuadvise.rules.scalar_runs import (  # noqa: E402
+    SCALAR_NOTE_BELOW,
     PieceGroup,
     SassAt,
     ScalarPiece,
@@ -333,10 +334,13 @@ from gpuadvise.rules.scalar_runs import (  # noqa: E402
     piece_site,
     sass_at,
     scalar_pieces,
+    scalar_run_estimate,
 )
+from gpuadvise.rules.narrow_loads import NarrowLoad, narrow_estimate, narrow_loads  # noqa: E402
 from gpuadvise.rules.vectorize import VectorRewrite, multiple_of, vector_rewrite  # noqa: E402
 
 __all__ += [
+    "SCALAR_NOTE_BELOW",
     "PieceGroup",
     "SassAt",
     "ScalarPiece",
@@ -346,6 +350,10 @@ __all__ += [
     "piece_site",
     "sass_at",
     "scalar_pieces",
+    "scalar_run_estimate",
+    "NarrowLoad",
+    "narrow_estimate",
+    "narrow_loads",
     "VectorRewrite",
     "multiple_of",
     "vector_rewrite",

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from gpuadvise.model.coalescing import record_sectors, touched_lines
+from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
+from gpuadvise.rules.engine import Estimate
+from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
 from gpuadvise.toolchain.sass import same_source_file
 from gpuadvise.trace.access import Kind, Space, record_weights
+from gpuadvise.words import counted
 
 __all__ = [
     "L1_SECTORS_PER_CLOCK",
+    "SCALAR_NOTE_BELOW",
     "PieceGroup",
     "SassAt",
     "ScalarPiece",
@@ -31,12 +37,15 @@ __all__ = [
     "piece_site",
     "sass_at",
     "scalar_pieces",
+    "scalar_run_estimate",
 ]
 
 L1_SECTORS_PER_CLOCK = 4
 """L1TEX data-stage throughput per SM: 128 bytes (4 sectors) per clock from Volta to Hopper; a
 warp-level request takes at least one clock whatever it touches."""
 
+SCALAR_NOTE_BELOW = 1.02
+"""Findings whose estimated bound is below this (a DRAM-bound kernel) are notes, not warnings."""
 _VECTORS = (16, 8)  # vector widths tried, widest first
 _CHUNK = 1 << 16
 """Records whose addresses are compared at once (a few MB): GA303 reads the trace's records in
@@ -369,3 +378,89 @@ def scalar_pieces(trace: Any, max_gap: int) -> list[ScalarPiece]:
     if not execs:
         return []
     return [p for c in _chains(execs, max_gap) for p in _pieces(c)]
+
+
+def scalar_run_estimate(
+    ctx: RuleContext, w: int, per_thread: int, nums: dict[str, Any]
+) -> Estimate:
+    """GA303's bound on the launch roofline (its docstring, "How the estimate is made"): ``w``, the
+    element's bytes; ``per_thread``, the instructions one thread saves."""
+    trace = ctx.trace
+    d = ctx.device
+    scale = float(trace.scale)
+    cyc_before = nums["l1_clocks_all"]
+    cyc_after = cyc_before - nums["l1_clocks_saved"]
+    inputs: dict[str, Any] = {
+        "requests_saved": nums["requests_saved"] * scale,
+        "instructions_saved_per_thread": per_thread,
+        "l1_clocks": cyc_before * scale,
+        "l1_clocks_saved": nums["l1_clocks_saved"] * scale,
+        "scale": scale,
+    }
+    rate, bandwidth = sm_cycles_per_s(d), dram_bytes_per_s(d)
+    if rate is None or bandwidth is None:
+        sp = work_ratio(cyc_before, nums["l1_clocks_saved"])
+        return Estimate(
+            round(max(sp, 1.0), 3),
+            "upper-bound",
+            f"L1-bound kernel: {cyc_before:.0f} -> {cyc_after:.0f} L1 clocks over the traced "
+            f"CTAs (no clock or bandwidth for {d.name}: DRAM time ignored)",
+            inputs,
+        )
+    try:
+        base = view_traffic(d, ctx.trace_view)
+    except ModelUnavailable:
+        base = None
+    if base is not None:
+        # the launch roofline: the same sectors from L2 and DRAM, fewer L1 requests and
+        # instructions
+        after = replace(
+            base,
+            l1_cycles=max(base.l1_cycles - nums["l1_clocks_saved"] * scale, 0.0),
+            instructions=max(base.instructions - nums["requests_saved"] * scale, 0.0),
+        )
+        inputs["dram_bytes"] = base.dram_bytes
+        est = launch_change_estimate(
+            d,
+            base,
+            after,
+            f"{counted(per_thread, f'{w}-byte instruction')} per thread vectorized",
+            inputs,
+        )
+        if est is not None:
+            if est.speedup is not None and est.speedup < SCALAR_NOTE_BELOW:
+                what = {"dram": "DRAM", "l2": "L2", "latency": "latency"}.get(
+                    str(inputs["bound_by_after"]), str(inputs["bound_by_after"])
+                )
+                return replace(
+                    est,
+                    method=f"{what}-bound: vectorizing moves the same sectors, so it saves "
+                    f"{counted(per_thread, f'{w}-byte instruction')} per thread and L1 work, not time; "
+                    + est.method,
+                )
+            return est
+    dram_bytes = nums["distinct_sectors_all"] * 32 * scale
+    r = roofline(cyc_before * scale, nums["l1_clocks_saved"] * scale, rate, dram_bytes, bandwidth)
+    t_l1, t_saved, t_dram = r.pipe_s, r.saved_s, r.dram_s
+    sp = max(r.speedup, 1.0)
+    inputs.update(
+        {"l1_time_us": t_l1 * 1e6, "l1_saved_us": t_saved * 1e6, "dram_time_us": t_dram * 1e6,
+         "dram_bytes": dram_bytes}
+    )  # fmt: skip
+    bound = (
+        f"DRAM-bound: vectorizing fetches the same sectors from DRAM ({dram_bytes / 1e6:.1f} "
+        f"MB take {t_dram * 1e6:.2f} us at {d.mem_bandwidth_gbps:.0f} GB/s, the L1 work of all "
+        f"global accesses {t_l1 * 1e6:.2f} us), so it saves {per_thread} {w}-byte "
+        "instruction(s) per thread and L1 work, not time"
+        if r.dram_bound
+        else f"L1-bound: {t_l1 * 1e6:.2f} us of L1 work (1 request or 4 sectors per SM clock "
+        f"at {d.sm_clock_mhz} MHz), {t_saved * 1e6:.2f} us of it saved; DRAM "
+        f"{t_dram * 1e6:.2f} us"
+    )
+    return Estimate(
+        round(sp, 3),
+        "upper-bound",
+        f"roofline over the launch, max(L1, DRAM) before / after: {bound}. Issue slots and "
+        "latency are not modelled",
+        inputs,
+    )

@@ -1,0 +1,266 @@
+"""GA303's second finding: coalesced narrow loads that keep too few bytes in flight.
+
+A warp's load of 1-, 2-, 4- or 8-byte elements at consecutive addresses across its lanes is
+coalesced, but it moves 32 to 256 bytes per request. When each thread uses the element before
+it issues its next load (a loop that compares, branches or accumulates on every element, or one
+element per thread over a grid of many waves), a warp waits one memory round trip per request:
+the launch is bound by its warps' dependent chains (the execution model's dependency term) or by
+Little's law (bytes in flight against bandwidth x latency), not by DRAM. Each thread taking
+``k`` consecutive elements with one 16-byte access (``uchar4``/``uint4`` of bytes, ``half2`` x 4,
+``float4``) moves ``k`` times the bytes per request and per round trip: the loop along the lanes
+runs ``k`` times fewer iterations, or the grid has ``k`` times fewer threads.
+
+:func:`narrow_loads` finds the loads in the trace view; :func:`widened_traffic` makes the
+launch's :class:`~gpuadvise.model.roofline.Traffic` after the change, for the launch model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.model.roofline import Traffic
+from gpuadvise.rules.engine import Estimate
+from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.trace.access import WARP, Kind
+from gpuadvise.trace.view import TraceView
+from gpuadvise.words import counted
+
+__all__ = [
+    "VECTOR_BYTES",
+    "NarrowLoad",
+    "Widening",
+    "narrow_estimate",
+    "narrow_loads",
+    "widened_traffic",
+    "widening",
+]
+
+VECTOR_BYTES = 16
+"""The widest access a thread makes (``LDG.E.128``): what ``k`` elements become."""
+MIN_UNIT_STRIDE = 0.9
+"""The share of an instruction's warp-level requests (of two or more active lanes) whose lanes
+read consecutive elements (lane ``l`` at ``base + l * width``) for it to be a narrow stream."""
+_SECTORS_PER_CLOCK = 4  # the L1 data path per SM: 128 bytes a clock
+
+
+@dataclass(frozen=True)
+class NarrowLoad:
+    """One global load instruction whose warps read consecutive narrow elements.
+
+    ``records``: its requests in the view; ``requests``: their count, weighted (sampled CTAs);
+    ``per_thread``: the executions of one thread (mean); ``along_lanes``: a thread's next
+    execution is a block or a grid of elements further on (a block- or grid-stride loop over the
+    lanes' dimension: more elements per thread shorten the loop); else each thread reads one
+    element, or walks another dimension (more elements per thread shrink the grid)."""
+
+    inst: int
+    file: str | None
+    line: int | None
+    width: int
+    buffer: str | None
+    records: np.ndarray
+    requests: float
+    per_thread: float
+    along_lanes: bool
+
+
+@dataclass(frozen=True)
+class Widening:
+    """The change: ``k`` elements per thread; ``loop``: how much shorter a thread's loop gets
+    (``min(k, iterations)``), ``grid``: how much smaller the grid (``k / loop``);
+    ``chain_kept``: the share of the critical path's global-load links that stay."""
+
+    k: int
+    loop: float
+    grid: float
+    chain_kept: float
+    requests_saved: float  # sampled CTAs, weighted
+    l1_cycles_saved: float  # sampled CTAs, weighted
+
+
+def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
+    """Every global load of 1 to 8 bytes a lane whose requests read consecutive elements across
+    the lanes (at least :data:`MIN_UNIT_STRIDE` of those with two or more active lanes), most
+    requests first."""
+    lanes = view.lanes
+    if not len(lanes):
+        return []
+    out: list[NarrowLoad] = []
+    lane_no = lanes.tid % WARP
+    threads = int(math.prod(view.block))
+    for inst in np.unique(lanes.inst):
+        inst = int(inst)
+        if view.inst_kind[inst] != int(Kind.LOAD):
+            continue
+        sel = np.flatnonzero((lanes.inst == inst) & (view.lane_buffer >= 0))
+        if not len(sel):
+            continue
+        w = int(lanes.width[sel[0]])
+        if w >= VECTOR_BYTES or not (lanes.width[sel] == w).all():
+            continue
+        rec = lanes.rec[sel]  # non-decreasing: the lanes are in record order
+        key = lanes.off[sel] - lane_no[sel] * w
+        starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
+        n_lanes = np.diff(np.r_[starts, len(rec)])
+        lo = np.minimum.reduceat(key, starts)
+        hi = np.maximum.reduceat(key, starts)
+        buf = view.lane_buffer[sel]
+        one_buf = np.minimum.reduceat(buf, starts) == np.maximum.reduceat(buf, starts)
+        multi = n_lanes >= 2
+        if multi.sum() < max(1, len(starts) // 2):
+            continue
+        unit = (lo == hi) & one_buf & multi
+        if unit.sum() < MIN_UNIT_STRIDE * multi.sum():
+            continue
+        records = rec[starts]
+        weights = view.rec_weight[records]
+        thread = lanes.cta[sel] * threads + lanes.tid[sel]
+        per_thread = float((weights * n_lanes).sum()) / max(len(np.unique(thread)), 1)
+        b = int(np.bincount(buf).argmax())
+        file, line = trace.call_site_of(inst)  # type: ignore[attr-defined]
+        out.append(
+            NarrowLoad(
+                inst,
+                file,
+                line,
+                w,
+                view.buffer_names[b],
+                records,
+                float(weights.sum()),
+                per_thread,
+                _along_lanes(view, sel, thread, threads, w),
+            )
+        )
+    out.sort(key=lambda n: -n.requests)
+    return out
+
+
+def _along_lanes(
+    view: TraceView, sel: np.ndarray, thread: np.ndarray, threads: int, w: int
+) -> bool:
+    """Whether a thread's executions step a block or a grid of elements (the median step)."""
+    order = np.lexsort((view.lanes.rec[sel], thread))
+    t, off = thread[order], view.lanes.off[sel][order]
+    same = t[1:] == t[:-1]
+    if not same.any():
+        return False
+    step = int(np.median(np.abs(np.diff(off)[same])))
+    return step in (threads * w, view.total_ctas * threads * w)
+
+
+def widening(view: TraceView, loads: list[NarrowLoad]) -> Widening:
+    """``k = 16 / widest element`` elements per thread for every load of ``loads`` (the threads
+    take ``k`` consecutive elements of each of them), the loop or the grid shortened as the
+    first (most requests) walks."""
+    k = max(VECTOR_BYTES // max(n.width for n in loads), 1)
+    main = loads[0]
+    loop = float(min(k, max(main.per_thread, 1.0))) if main.along_lanes else 1.0
+    grid = k / loop
+    recs = np.concatenate([n.records for n in loads])
+    rw = view.rec_weight[recs]
+    sect = view.rec_sectors[recs].astype(float)
+    before = np.maximum(1.0, sect / _SECTORS_PER_CLOCK)
+    after = np.maximum(1.0, k * sect / _SECTORS_PER_CLOCK) / k
+    l1_saved = float(((before - after) * rw).sum())
+    saved = float(rw.sum()) * (1.0 - 1.0 / k)
+    # the critical path's global links in proportion to the global loads: those of the widened
+    # loads a factor ``loop`` fewer
+    loads_all = view.inst_kind[view.records["inst"].astype(np.int64)] == int(Kind.LOAD)
+    total = float(view.rec_weight[loads_all].sum())
+    f = min(float(rw.sum()) / total, 1.0) if total > 0 else 0.0
+    return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved)
+
+
+def widened_traffic(before: Traffic, view: TraceView, wd: Widening) -> Traffic:
+    """The launch after the change: fewer requests (each ``k`` times the sectors) on the L1 and
+    the issue, the loop's global links on the critical path ``loop`` times fewer, ``grid`` times
+    fewer CTAs (each doing that much more of the element-wise work, its chain as it is), the
+    bytes a warp keeps in flight ``k`` times as many per widened request; L2 and DRAM as they
+    are."""
+    s = view.scale
+    saved = wd.requests_saved * s
+    n_load = before.load_requests
+    after = replace(
+        before,
+        l1_cycles=max(before.l1_cycles - wd.l1_cycles_saved * s, 0.0),
+        instructions=max(before.instructions - saved, 0.0),
+        load_requests=max(n_load - saved, 1.0),
+        # the same load sectors over fewer requests: each request that many more in flight
+        bytes_in_flight_per_warp=before.bytes_in_flight_per_warp
+        * n_load
+        / max(n_load - saved, 1.0),
+    )
+    w = before.work
+    if w is None:
+        return after
+    total = w.instructions * w.ctas
+    kept = max(0.0, 1.0 - saved / total) if total > 0 else 1.0
+    chain = dict(w.chain)
+    if "global" in chain:
+        chain["global"] = chain["global"] * wd.chain_kept
+    ctas = max(1, math.ceil(w.ctas / wd.grid))
+    work = replace(
+        w,
+        pipes={p: v * kept * wd.grid for p, v in w.pipes.items()},
+        chain=chain,
+        critical_instructions=w.critical_instructions * kept * wd.grid / wd.loop,
+        ctas=ctas,
+    )
+    resident = before.resident_warps
+    per_cta = max(w.warps_per_cta, 1)
+    if ctas * per_cta < resident:
+        resident = float(ctas * per_cta)
+    return replace(after, work=work, resident_warps=resident)
+
+
+def waited_bytes_per_warp(t: Traffic) -> float:
+    """The load bytes a warp has in flight between two waits: its bytes from the L2 side over
+    the global-load links of its critical path (one per loop iteration that uses its load before
+    the next); the traffic's own figure when the chain has no global link."""
+    w = t.work
+    links = 0.0 if w is None else float(w.chain.get("global", 0.0))
+    warps = 0.0 if w is None else float(w.ctas * max(w.warps_per_cta, 1))
+    if links <= 0 or warps <= 0:
+        return t.bytes_in_flight_per_warp
+    return t.l2_load_sectors * 32.0 / warps / links
+
+
+def narrow_estimate(
+    device: DeviceSpec, view: TraceView, loads: list[NarrowLoad]
+) -> tuple[Estimate, Widening] | None:
+    """The launch model's upper bound for ``loads`` widened (:func:`widening`,
+    :func:`widened_traffic`), with the point and peak values and the terms that bound the launch
+    before and after in its inputs; None without the device's rates or the kernel's work (the
+    dependent chains are the point: without them the change is not modelled)."""
+    if not loads or view.work is None:
+        return None
+    wd = widening(view, loads)
+    if wd.k < 2:
+        return None
+    before = view_traffic(device, view)
+    after = widened_traffic(before, view, wd)
+    how = (f"a {wd.loop:g}x shorter loop" if wd.grid <= 1 else f"a {wd.grid:g}x smaller grid") + (
+        f" and a {wd.loop:g}x shorter loop" if wd.grid > 1 and wd.loop > 1 else ""
+    )
+    what = (
+        f"{wd.k} elements per thread in one {VECTOR_BYTES}-byte access ({how}; "
+        f"{counted(len(loads), 'load instruction')} widened, {wd.chain_kept:.0%} of the critical "
+        "path's global links kept)"
+    )
+    inputs: dict[str, object] = {
+        "k": wd.k,
+        "loop_factor": wd.loop,
+        "grid_factor": wd.grid,
+        "chain_global_kept": round(wd.chain_kept, 4),
+        "requests_saved": wd.requests_saved * view.scale,
+        "l1_cycles_saved": wd.l1_cycles_saved * view.scale,
+        "bytes_in_flight_per_warp_before": before.bytes_in_flight_per_warp,
+        "bytes_in_flight_per_warp_after": after.bytes_in_flight_per_warp,
+        "waited_bytes_per_warp": waited_bytes_per_warp(before),
+    }
+    est = launch_change_estimate(device, before, after, what, inputs)
+    return None if est is None else (est, wd)

@@ -1,0 +1,108 @@
+"""GA303's second finding, narrow coalesced loads that keep too few bytes in flight (nvcc, no GPU):
+kernels/scalar/narrow.cu, one pixel per thread in bytes in three spellings (plain, a macro, a
+template through a helper) and a row walk of one float per iteration, reported at their
+``// expect: GA303`` lines with the widening the launch model credits; the fixed kernels (sixteen
+pixels per thread in one uint4, the row walk unrolled by four, float4 loads) stay silent. And the
+launch model's change, on numbers made by hand."""
+
+from __future__ import annotations
+
+import pytest
+from rulekit import KERNELS, analyze, ev, run_rule, source_line
+
+import gpuadvise.rules as rule_api
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+SRC = KERNELS / "scalar" / "narrow.cu"
+SPECS = {
+    "threshold_bytes": "case.toml",
+    "threshold_bytes_macro": "threshold_bytes_macro.toml",
+    "threshold_t<2>": "threshold_t.toml",
+    "threshold_uint4": "threshold_uint4.toml",
+    "rank_rows": "rank_rows.toml",
+    "rank_rows_unrolled": "rank_rows_unrolled.toml",
+    "rank_rows_float4": "rank_rows_float4.toml",
+}
+
+
+def narrow(kernel: str) -> list[rule_api.Finding]:
+    a = analyze(SRC, kernel, 8, spec=str(SRC.parent / SPECS[kernel]))
+    found = run_rule(a, "GA303", trace_ctas=8)
+    return [f for f in found if type(f.details).__name__ == "NarrowRun"]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker"),
+    [
+        ("threshold_bytes", "if (mask[i] == 0) {"),
+        ("threshold_bytes_macro", "if (i < n && PIXEL(mask, i) == 0)"),
+        ("threshold_t<2>", "unsigned char m = load_at(mask, i);"),
+    ],
+)
+def test_one_byte_per_thread_is_reported(kernel, marker):
+    (f,) = narrow(kernel)
+    assert f.line == source_line(SRC, marker)
+    e = ev(f)
+    assert e["element_bytes"] == 1 and e["elements_per_thread_after"] == 16
+    assert e["bound_by_before"] == "dependency"
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound" and est.speedup is not None
+    i = est.inputs
+    assert i["grid_factor"] == 16 and i["loop_factor"] == 1  # one pixel a thread: the grid shrinks
+    assert max(i["point_speedup"], i["peak_speedup"]) >= 1.05
+    assert f.variant is not None and f.variant.safety == "display-only"
+
+
+def test_a_row_walk_of_one_float_per_iteration_is_reported():
+    (f,) = narrow("rank_rows")
+    assert f.line == source_line(SRC, "const float v = x[(long)row * d + c];")
+    i = f.estimated_speedup.inputs  # type: ignore[union-attr]
+    # a block-stride loop over the lanes' dimension: four floats per thread, a 4x shorter loop
+    assert (i["k"], i["loop_factor"], i["grid_factor"]) == (4, 4, 1)
+    assert i["bound_by_before"] == "dependency" and i["chain_global_kept"] < 0.35
+
+
+@pytest.mark.parametrize("kernel", ["threshold_uint4", "rank_rows_unrolled", "rank_rows_float4"])
+def test_the_fixed_kernels_are_silent(kernel):
+    assert narrow(kernel) == []
+
+
+def test_widened_traffic_on_numbers_made_by_hand():
+    from gpuadvise.model.execution import KernelWork
+    from gpuadvise.model.roofline import Traffic
+    from gpuadvise.rules.narrow_loads import Widening, widened_traffic
+
+    work = KernelWork(
+        pipes={"int": 100.0, "fp32": 100.0},
+        chain={"global": 10.0, "int": 20.0},
+        critical_instructions=50.0,
+        ctas=1000,
+        warps_per_cta=8,
+    )
+    before = Traffic(
+        l1_cycles=1e6,
+        instructions=2e5,
+        resident_warps=8448.0,
+        bytes_in_flight_per_warp=128.0,
+        work=work,
+        load_requests=1e5,
+    )
+    view = type("V", (), {"scale": 10.0})()
+    # a loop made 4x shorter: half the global links are the widened loads'
+    wd = Widening(4, 4.0, 1.0, 0.5 + 0.5 / 4, 3000.0, 5000.0)
+    after = widened_traffic(before, view, wd)  # type: ignore[arg-type]
+    assert after.l1_cycles == pytest.approx(1e6 - 5e4)
+    assert after.instructions == pytest.approx(2e5 - 3e4)
+    assert after.bytes_in_flight_per_warp == pytest.approx(128.0 * 1e5 / 7e4)
+    assert after.work is not None and after.work.ctas == 1000
+    assert after.work.chain["global"] == pytest.approx(10.0 * 0.625)
+    kept = 1 - 3e4 / (200 * 1000)
+    assert after.work.pipes["int"] == pytest.approx(100 * kept)
+    # one element per thread: the grid 16x smaller, each CTA 16x the element-wise work
+    wd = Widening(16, 1.0, 16.0, 1.0, 3000.0, 5000.0)
+    after = widened_traffic(before, view, wd)  # type: ignore[arg-type]
+    assert after.work is not None and after.work.ctas == 63  # ceil(1000 / 16)
+    assert after.work.chain == work.chain
+    assert after.work.pipes["int"] == pytest.approx(100 * kept * 16)
+    assert after.resident_warps == 63 * 8  # fewer CTAs than the device holds
