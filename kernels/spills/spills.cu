@@ -67,8 +67,8 @@ extern "C" __global__ void hist_local(const int* __restrict__ in, unsigned* __re
     for (int b = 0; b < BINS; ++b) atomicAdd(&out[b], bins[b]);
 }
 
-extern "C" __global__ void hist_unrolled(const int* __restrict__ in, unsigned* __restrict__ out,
-                                         int n) {
+extern "C" __global__ void hist_unrolled(const int* __restrict__ in, unsigned* __restrict__ out,  // expect: GA106
+                                         int n) {  // GA106: 16 of 64 warps/SM, one load waited per step
     unsigned bins[BINS];
 #pragma unroll
     for (int b = 0; b < BINS; ++b) bins[b] = 0;
