@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
+    ATOMICS,
     MODEL,
     Estimate,
     Evidence,
@@ -18,6 +21,9 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     kernel_launch_times,
+    launch_times,
+    memory_rates,
+    view_traffic,
 )
 
 FP32_LANES_PER_SM = 128  # lanes that retire one instruction per cycle per SM (sm_90; a floor)
@@ -71,6 +77,18 @@ class LaunchOverhead(FindingDetails):
     facts: dict[str, int | float | None]
 
 
+@dataclass(frozen=True)
+class SingleLaunch(FindingDetails):
+    """One launch whose work is below its own cost (microseconds): ``floor_us`` (an empty
+    kernel's launch), ``work_us`` (``peak_work_us`` at peak rates) and its bounding term."""
+
+    floor_us: float
+    work_us: float
+    peak_work_us: float
+    work_bound_by: str
+    share: float  # of the launch's time that is its own cost: floor / (floor + work)
+
+
 def buffer_traffic_bytes(ctx: RuleContext) -> tuple[int, int, int]:
     """(bytes moved per launch, input bytes, output bytes): inputs read once, outputs read and
     written once (an in-place update does both; a pure output is over-counted, which only makes
@@ -118,7 +136,11 @@ class ManyShortLaunches(Rule):
     sequence's launch-overhead share (see the estimate) is at least ``min_overhead_share``. The
     kernel's time is predicted from the bytes of its buffers over the device's bandwidth (a tiny
     grid moves few bytes), and from the emulator's instruction count when the pipeline traced it.
-    Reported at the kernel's declaration.
+    A single launch (no ``repeat``) is reported when its traced work on the launch model is at
+    most a quarter of the launch's own cost (an empty kernel's launch to completion, 2.8 us):
+    at least ``min_single_overhead_share`` of its time. Not without a trace (small buffers do
+    not make a short kernel), nor with atomics (their serialisation on one address is not in
+    the model). Reported at the kernel's declaration.
 
     Why it is slow
     --------------
@@ -164,7 +186,10 @@ class ManyShortLaunches(Rule):
     ``graph + N x (t + gap)``; the estimate is their ratio, the overhead share
     ``1 - (t + gap) / max(t + gap, host)``. The constants are typical, not measured on this host:
     the measurement (stream launches against a graph replay of the same sequence, on the GPU)
-    decides. A kernel longer than predicted (heavy compute with no trace) gains less.
+    decides. A kernel longer than predicted (heavy compute with no trace) gains less. A single
+    launch: an upper bound, its floor plus its work against the work alone at peak rates (its
+    launch cost gone: fused into a neighbour, or batched with many like it); saved only if
+    the host launches it again and again or a neighbouring kernel can take it in.
 
     Fix safety
     ----------
@@ -188,6 +213,7 @@ class ManyShortLaunches(Rule):
         "kernel_gap_us": 1.0,
         "graph_launch_us": 8.0,
         "bandwidth_efficiency": 0.9,
+        "min_single_overhead_share": 0.8,
     }
 
     def model(self, ctx: RuleContext) -> tuple[LaunchModel, dict[str, Any]]:
@@ -221,6 +247,7 @@ class ManyShortLaunches(Rule):
         n = int(ctx.spec.repeat)
         min_repeat = int(ctx.option("min_repeat"))
         if n < min_repeat:
+            yield from self._single(ctx)
             return
         m, facts = self.model(ctx)
         threshold = float(ctx.option("min_overhead_share"))
@@ -231,10 +258,8 @@ class ManyShortLaunches(Rule):
         tiny = f", {ctas} CTAs for {sms} SMs" if sms and ctas <= sms else ""
         mb = facts["bytes_per_launch"] / 1e6
         why = f"{mb:.3g} MB per launch at {facts['bandwidth_gbps']:.0f} GB/s"
-        if (
-            facts["instruction_floor_us"] is not None
-            and facts["instruction_floor_us"] > (facts["memory_time_us"])
-        ):
+        floor = facts["instruction_floor_us"]
+        if floor is not None and floor > facts["memory_time_us"]:
             why = f"{facts['lane_instructions']} lane-instructions (traced)"
         message = (
             f"{n} launches per sequence of a kernel predicted to run {m.kernel_us:.2f} us "
@@ -260,7 +285,69 @@ class ManyShortLaunches(Rule):
             details=LaunchOverhead(m, facts),
         )
 
+    def _single(self, ctx: RuleContext) -> Iterator[Finding]:
+        """One launch whose traced work is below its own cost (not without a trace: small
+        buffers do not make a short kernel)."""
+        d = ctx.device
+        rates = memory_rates(d)
+        if not ctx.has_model("trace") or rates is None:
+            return
+        if np.isin(ctx.trace.records["kind"], ATOMICS).any():
+            return  # atomics on one address serialise beyond what the launch model counts
+        t = view_traffic(d, ctx.trace_view)
+        times = launch_times(t, d, rates)
+        peak = launch_times(t, d, rates, peak_dram=True)
+        if times is None or peak is None or times.floor_s <= 0 or times.work_s <= 0:
+            return
+        us = (times.floor_s * 1e6, times.work_s * 1e6, peak.work_s * 1e6)
+        one = SingleLaunch(*us, replace(times, floor_s=0.0).bound_by, times.floor_s / times.time_s)
+        threshold = float(ctx.option("min_single_overhead_share"))
+        if one.share < threshold:
+            return
+        ctas = int(ctx.launch.grid.count)
+        yield self.finding(
+            ctx,
+            f"this launch is mostly overhead: its work is predicted at {one.work_us:.2f} us "
+            f"(traced, bound by {one.work_bound_by}; {ctas} CTAs) against the launch's own "
+            f"{one.floor_us:.1f} us (an empty kernel's launch to completion): {one.share:.0%} "
+            "of its time; fuse it into the kernel before or after it, batch the work of "
+            "several launches into one, or capture the sequence it belongs to in a CUDA graph "
+            "(repeat = N in the launch spec models the sequence)",
+            line=ctx.kernel_line,
+            evidence=[
+                Evidence("launch_overhead_share", round(one.share, 4), threshold, ">="),
+                Evidence("predicted_work_us", round(one.work_us, 4), unit="us"),
+                Evidence("launch_floor_us", round(one.floor_us, 4), unit="us"),
+                Evidence("repeat", int(ctx.spec.repeat), unit="launches"),
+                Evidence("total_ctas", ctas, unit="CTAs"),
+            ],
+            details=one,
+        )
+
+    def _single_estimate(self, one: SingleLaunch) -> Estimate:
+        before = one.floor_us + one.work_us
+        point = before / max(one.work_us, 1e-9)
+        peak = (one.floor_us + one.peak_work_us) / max(one.peak_work_us, 1e-9)
+        bound = max(before / max(one.peak_work_us, 1e-9), point)
+        return Estimate(
+            round(bound, 3),
+            "upper-bound",
+            f"the launch model: the launch takes its floor {one.floor_us:.2f} us plus its work "
+            f"{one.work_us:.3f} us (bound by {one.work_bound_by}); with its launch cost gone "
+            f"(fused into a neighbouring kernel, or batched with many like it) only the work "
+            f"remains: point {point:.2f}x, upper bound {bound:.2f}x (the work at peak rates "
+            f"and full overlap, {one.peak_work_us:.3f} us). A CUDA graph of a sequence keeps "
+            "about a microsecond of GPU time per kernel, and a kernel the host runs once "
+            "saves at most its one launch",
+            {"model": MODEL, "point_speedup": round(point, 3), "peak_speedup": round(peak, 3),
+             "bound_by_before": "launch", "bound_by_after": one.work_bound_by,
+             "before_s": before * 1e-6, "after_s": one.work_us * 1e-6,
+             "launch_floor_us": one.floor_us, "work_us": one.work_us},
+        )  # fmt: skip
+
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        if isinstance(finding.details, SingleLaunch):
+            return self._single_estimate(finding.details)
         d = finding.details_as(LaunchOverhead)
         m, facts = d.model, d.facts
         return Estimate(
@@ -291,6 +378,13 @@ class ManyShortLaunches(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        if isinstance(finding.details, SingleLaunch):
+            text = (
+                "fuse the kernel into the one before or after it, or batch the work of "
+                "several launches into one; launched repeatedly, capture the launches in a "
+                "CUDA graph (repeat = N in the launch spec has it modelled and measured)"
+            )
+            return Variant("display-only", text, label="fuse or batch")  # fmt: skip
         m = finding.details_as(LaunchOverhead).model
         return Variant(
             "display-only",

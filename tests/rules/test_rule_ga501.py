@@ -147,14 +147,53 @@ def write_spec(tmp_path: Path, n: int, repeat: int) -> Path:
 
 
 @needs_nvcc
-def test_a_long_kernel_or_a_single_launch_is_not_reported(tmp_path):
+def test_a_long_kernel_or_an_untraced_single_launch_is_not_reported(tmp_path):
     # 2^24 particles: 268 MB per launch, ~89 us: the 4 us of host time hide behind it
     assert ga501(analyze(SOURCE, "step", write_spec(tmp_path, 1 << 24, 10))) == []
+    # one launch without a trace: the buffers alone do not make a short kernel
     assert ga501(analyze(SOURCE, "step", write_spec(tmp_path, N_PARTICLES, 1))) == []
     a = analyze(SOURCE, "step", write_spec(tmp_path, N_PARTICLES, 1000))
     assert ga501(a, min_overhead_share=0.8) == []  # the case's share is 0.73
     assert len(ga501(a, min_overhead_share=0.7)) == 1
     assert ga501(a, launch_overhead_us=1.0) == []  # a host as fast as the GPU gap: no overhead
+
+
+@needs_nvcc
+def test_a_single_launch_mostly_overhead_is_reported_on_the_launch_model(tmp_path):
+    # one launch of step (no repeat), traced: 0.42 us of work against the 2.8 us launch floor
+    a = analyze(SOURCE, "step", write_spec(tmp_path, N_PARTICLES, 1), trace=True)
+    (f,) = ga501(a)
+    assert f.line == rule_api.find_kernel_source(SOURCE, "step").decl_line
+    e = ev(f)
+    ctx = rule_context(a, lazy_models=False).for_rule({})
+    times = rule_api.kernel_launch_times(preset("H100"), ctx.trace_view)
+    assert times is not None and times.bound_by == "launch"
+    assert e["predicted_work_us"] == round(times.work_s * 1e6, 4)
+    assert e["launch_floor_us"] == round(times.floor_s * 1e6, 4) == 2.8
+    assert e["launch_overhead_share"] == round(times.floor_s / times.time_s, 4) >= 0.8
+    assert e["repeat"] == 1 and e["total_ctas"] == 132
+    assert "this launch is mostly overhead" in f.message and "CUDA graph" in f.message
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    # point: the launch (floor + work) against its work alone; the bound: the work at peak
+    assert est.inputs["point_speedup"] == round(times.time_s / times.work_s, 3)
+    assert est.speedup >= est.inputs["point_speedup"] > 5.0
+    assert est.inputs["bound_by_before"] == "launch"
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.launch is None
+    assert v.label == "fuse or batch"
+    # a longer kernel (2^22 particles, ~6 us of DRAM time) is not mostly overhead
+    big = analyze(SOURCE, "step", write_spec(tmp_path, 1 << 22, 1), trace=True)
+    assert ga501(big) == []
+    assert ga501(a, min_single_overhead_share=0.9) == []
+
+
+@needs_nvcc
+def test_a_single_launch_with_atomics_is_not_reported():
+    # cta_sum: each of 1056 CTAs adds its 256 values into one shared word; the launch model
+    # does not count the atomics' serialisation, so its short predicted work is no evidence
+    src = KERNELS / "atomics" / "contended.cu"
+    assert ga501(analyze(src, "cta_sum", trace=True)) == []
 
 
 def test_launch_model_arithmetic():
