@@ -51,7 +51,8 @@ class TailEffect(Rule):
       dilute the tail, so this fires only for a few waves with a sparse last one.
 
     A grid of less than one wave but at least one CTA per SM is not reported: every CTA runs at
-    once, and whether more CTAs would help is a question of occupancy (GA101).
+    once; whether more CTAs would help is GA106's question (few warps per SM waiting on their
+    loads, Little's law) or the occupancy's (GA101).
 
     Why it is slow
     --------------
