@@ -9,20 +9,24 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuadvise.rules import (
+    MIN_ACCUMULATION_REPEATS,
     MODEL,
     Estimate,
     Evidence,
     Finding,
     FindingDetails,
     Kind,
-    Lanes,
     ModelUnavailable,
     Rule,
     RuleContext,
     Variant,
+    accumulations,
+    later_repeats,
     launch_change_estimate,
     lines_text,
+    thread_keys,
     view_traffic,
+    whole_records,
 )
 
 
@@ -38,32 +42,6 @@ class Accumulation(FindingDetails):
     saved_store_records: tuple[int, ...]
     saved_load_records: tuple[int, ...]
     store_insts: tuple[int, ...]
-
-
-def _key(lanes: Lanes) -> np.ndarray:
-    """One int64 per lane for (CTA, thread, byte offset): a thread's address."""
-    cta = lanes.cta.astype(np.int64)
-    tid = lanes.tid.astype(np.int64)
-    return (cta << 42) ^ (tid << 32) ^ lanes.off.astype(np.int64)
-
-
-def _later_repeats(keys: np.ndarray) -> np.ndarray:
-    """Per lane (in execution order), whether an earlier lane had the same key: every access
-    of an address by a thread but its first."""
-    _, first = np.unique(keys, return_index=True)
-    later = np.ones(len(keys), bool)
-    later[first] = False
-    return later
-
-
-def _whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:
-    """The records every one of whose lanes is removable (a warp's request goes only when
-    all its lanes do)."""
-    if not len(recs):
-        return ()
-    rs, inv = np.unique(recs, return_inverse=True)
-    keep = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
-    return tuple(int(r) for r in rs[keep == 0])
 
 
 class GlobalAccumulation(Rule):
@@ -120,7 +98,7 @@ class GlobalAccumulation(Rule):
     title = "Accumulation in global memory inside a loop"
     severity = "warning"
     models = ("trace",)
-    options = {"min_repeats": 4.0}
+    options = {"min_repeats": MIN_ACCUMULATION_REPEATS}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
@@ -133,24 +111,12 @@ class GlobalAccumulation(Rule):
         )
         # one finding per buffer (one register per accumulated value fixes every line that
         # stores it: an unrolled 16-line body is one problem), at its line of most stores
-        found: dict[str, list[tuple[int, float, np.ndarray, tuple[int, ...], np.ndarray]]] = {}
-        for file, line, _ in view.lines(ctx.same_file, [Kind.STORE]):
-            st_insts = view.insts_at(file, line, Kind.STORE)
-            for b in view.buffers_at(st_insts):
-                st, _ = view.access(st_insts, b)
-                if not len(st):
-                    continue
-                keys = _key(st)
-                uniq, counts = np.unique(keys, return_counts=True)
-                repeats = float(counts.mean())
-                if repeats < min_repeats:
-                    continue
-                saved = _whole_records(st.rec, _later_repeats(keys))
-                found.setdefault(b, []).append((line, repeats, uniq, saved, st_insts))
+        found = accumulations(view, ctx.same_file, min_repeats)
         for b, lines in found.items():
-            line, repeats, _, _, _ = max(lines, key=lambda x: (x[1] * len(x[2]), -x[0]))
-            uniq = np.unique(np.concatenate([x[2] for x in lines]))
-            saved_st = tuple(sorted({r for x in lines for r in x[3]}))
+            top = max(lines, key=lambda x: (x.repeats * len(x.keys), -x.line))
+            line, repeats = top.line, top.repeats
+            uniq = np.unique(np.concatenate([x.keys for x in lines]))
+            saved_st = tuple(sorted({r for x in lines for r in x.saved_store_records}))
             # loads of the stored addresses: all go (the register holds the value) but the
             # first of each (the initial value, read once). ptxas may keep the value in a
             # register already and still store it every iteration (another pointer of the
@@ -159,16 +125,17 @@ class GlobalAccumulation(Rule):
             reloads = 0
             if len(ld_insts) and b in view.buffers_at(ld_insts):
                 ld, _ = view.access(ld_insts, b)
-                ld_sel = ld.take(np.isin(_key(ld), uniq))
-                saved_ld = _whole_records(ld_sel.rec, _later_repeats(_key(ld_sel)))
-                reloads = int(max(len(ld_sel) - len(np.unique(_key(ld_sel))), 0))
+                ld_sel = ld.take(np.isin(thread_keys(ld), uniq))
+                keys = thread_keys(ld_sel)
+                saved_ld = whole_records(ld_sel.rec, later_repeats(keys))
+                reloads = int(max(len(ld_sel) - len(np.unique(keys)), 0))
             back = (
                 " and loads it back in between"
                 if reloads
                 else " (the compiler keeps the value in a register but stores it every "
                 "iteration: another pointer of the kernel may alias it)"
             )
-            others = sorted(x[0] for x in lines if x[0] != line)
+            others = sorted(x.line for x in lines if x.line != line)
             also = f" (with {lines_text(others)})" if others else ""
             yield self.finding(
                 ctx,
@@ -191,7 +158,7 @@ class GlobalAccumulation(Rule):
                     len(uniq),
                     saved_st,
                     saved_ld,
-                    tuple(sorted({int(i) for x in lines for i in x[4]})),
+                    tuple(sorted({int(i) for x in lines for i in x.store_insts})),
                 ),
             )
 

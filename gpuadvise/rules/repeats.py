@@ -1,0 +1,314 @@
+"""What GA308 (global accumulation) and GA309 (redundant global loads) share: one thread's repeated
+accesses of one global address in the trace view (:class:`~gpuadvise.trace.view.TraceView`).
+
+- :func:`thread_keys`, :func:`later_repeats`, :func:`whole_records`: a thread's address as one
+  key, every access of it but the first, and the warp-level requests all of whose lanes go;
+- :func:`accumulations`: the store lines whose threads store one address again and again
+  (GA308's finding; GA309 leaves the loads of those addresses to it);
+- :func:`same_thread_reloads`: every global load of an address its thread loaded or stored
+  before with no other thread's store to it in between (GA309's), with what came in between:
+  the thread's own stores (which a compiler must assume may alias the address) and the bytes
+  the CTA touched (whether the L1 still holds the line).
+
+Pure numpy over the view: one stable sort of its lanes by address, one by (address, thread) and
+one by thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.model.occupancy import OccupancyResult
+from gpuadvise.trace.access import Kind
+from gpuadvise.trace.view import SECTOR, Lanes, TraceView
+
+__all__ = [
+    "MIN_ACCUMULATION_REPEATS",
+    "Accumulated",
+    "UNIFIED_EXTRA_BYTES",
+    "accumulation_reloads",
+    "l1_bytes_left",
+    "reload_costs",
+    "removable_records",
+    "ThreadReloads",
+    "accumulations",
+    "later_repeats",
+    "same_thread_reloads",
+    "thread_keys",
+    "whole_records",
+]
+
+MIN_ACCUMULATION_REPEATS = 4.0
+"""Stores of one address by one thread (on average over a line's addresses) from which GA308
+reports an accumulation in global memory (its ``min_repeats`` option's default)."""
+
+
+def thread_keys(lanes: Lanes) -> np.ndarray:
+    """One int64 per lane for (CTA, thread, byte offset): a thread's address in one buffer."""
+    cta = lanes.cta.astype(np.int64)
+    tid = lanes.tid.astype(np.int64)
+    return (cta << 42) ^ (tid << 32) ^ lanes.off.astype(np.int64)
+
+
+def later_repeats(keys: np.ndarray) -> np.ndarray:
+    """Per lane (in execution order), whether an earlier lane had the same key: every access
+    of an address by a thread but its first."""
+    _, first = np.unique(keys, return_index=True)
+    later = np.ones(len(keys), bool)
+    later[first] = False
+    return later
+
+
+def whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:
+    """The records every one of whose lanes is removable (a warp's request goes only when
+    all its lanes do)."""
+    if not len(recs):
+        return ()
+    rs, inv = np.unique(recs, return_inverse=True)
+    keep = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
+    return tuple(int(r) for r in rs[keep == 0])
+
+
+@dataclass(frozen=True)
+class Accumulated:
+    """A store line of one buffer whose threads store each address ``repeats`` times on
+    average: its distinct thread addresses (:func:`thread_keys`, sorted), the store records one
+    store per address would leave out, and its store instructions."""
+
+    line: int
+    repeats: float
+    keys: np.ndarray
+    saved_store_records: tuple[int, ...]
+    store_insts: np.ndarray
+
+
+def accumulations(
+    view: TraceView,
+    same_file: Callable[[str | None], bool],
+    min_repeats: float = MIN_ACCUMULATION_REPEATS,
+) -> dict[str, list[Accumulated]]:
+    """The store lines (of the source file ``same_file`` accepts) whose threads store one
+    address of a buffer at least ``min_repeats`` times on average, by buffer: an accumulation
+    in global memory (GA308)."""
+    found: dict[str, list[Accumulated]] = {}
+    for file, line, _ in view.lines(same_file, [Kind.STORE]):
+        st_insts = view.insts_at(file, line, Kind.STORE)
+        for b in view.buffers_at(st_insts):
+            st, _ = view.access(st_insts, b)
+            if not len(st):
+                continue
+            keys = thread_keys(st)
+            uniq, counts = np.unique(keys, return_counts=True)
+            repeats = float(counts.mean())
+            if repeats < min_repeats:
+                continue
+            saved = whole_records(st.rec, later_repeats(keys))
+            found.setdefault(b, []).append(Accumulated(line, repeats, uniq, saved, st_insts))
+    return found
+
+
+@dataclass(frozen=True)
+class ThreadReloads:
+    """The global loads of a view that load an address their thread accessed before, with no
+    store of another (traced) thread to it in between, lane by lane (view lane indices, in
+    execution order): ``lane`` the reload, ``prev`` the thread's previous access of the address
+    (a load or a store: ``after_store``), ``last_store`` the thread's last global store before
+    the reload when it comes after ``prev`` (-1 when none: nothing the compiler must assume
+    aliases the value), ``gap`` the thread's global accesses between the two (few: a register
+    would hold the value that long; many: a pass over a row, which registers hold only when
+    its length is known), and ``window_sectors`` the sectors the reload's CTA accessed between
+    the two (the records' sectors, each record's shared among its lanes, at most the CTA's
+    distinct sectors): what went through its L1 in between."""
+
+    lane: np.ndarray
+    prev: np.ndarray
+    after_store: np.ndarray
+    last_store: np.ndarray
+    gap: np.ndarray
+    window_sectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lane)
+
+
+def _empty() -> ThreadReloads:
+    z = np.zeros(0, np.int64)
+    return ThreadReloads(z, z, np.zeros(0, bool), z, z, np.zeros(0))
+
+
+def same_thread_reloads(view: TraceView) -> ThreadReloads:
+    """The :class:`ThreadReloads` of ``view``: a load lane whose thread's previous access of the same
+    (buffer, byte offset) is a load or a store (not an atomic: its value is not the one in
+    memory), with no store, atomic or reduction to that address by any other thread of the
+    sampled CTAs between the two (in the view's execution order; the thread's own are not
+    between, its previous access being the last one)."""
+    lanes, lb = view.lanes, view.lane_buffer
+    n = len(lanes)
+    if not n:
+        return _empty()
+    kind = view.records["kind"].astype(np.int64)[lanes.rec]
+    load = kind == int(Kind.LOAD)
+    plain_store = kind == int(Kind.STORE)
+    writes = ~load  # stores, atomics, reductions
+    inside = lb >= 0
+    idx = np.flatnonzero(inside)
+    if not len(idx) or not load[idx].any():
+        return _empty()
+    threads = int(np.prod(view.block))
+    thread = lanes.cta[idx].astype(np.int64) * threads + lanes.tid[idx].astype(np.int64)
+    addr = (lb[idx].astype(np.int64) << 40) | lanes.off[idx].astype(np.int64)
+    # by address, in execution order: the writes of any thread before each access
+    by_addr = np.argsort(addr, kind="stable")
+    pos = np.empty(len(idx), np.int64)
+    pos[by_addr] = np.arange(len(idx))
+    writes_before = np.cumsum(writes[idx][by_addr])  # inclusive, in by_addr order
+    # by (address, thread), in execution order: each access's thread's previous one
+    tbits = max(int(thread.max()).bit_length(), 1)
+    if int(addr.max()).bit_length() + tbits <= 63:
+        by_pair = np.argsort((addr << tbits) | thread, kind="stable")
+    else:  # offsets too large for one key
+        by_pair = np.lexsort((thread, addr))
+    a_s, t_s = addr[by_pair], thread[by_pair]
+    same = (a_s[1:] == a_s[:-1]) & (t_s[1:] == t_s[:-1])
+    cur, prev = by_pair[1:][same], by_pair[:-1][same]  # indices into idx
+    ok = load[idx[cur]] & (load[idx[prev]] | plain_store[idx[prev]])
+    # another thread's write in between: any write between them in the address's order (the
+    # thread's own would be a later previous access)
+    between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
+    ok &= between == 0
+    cur, prev = cur[ok], prev[ok]
+    if not len(cur):
+        return _empty()
+    # the thread's own stores between the two, and its last one
+    by_thread = np.argsort(thread, kind="stable")
+    tpos = np.empty(len(idx), np.int64)
+    tpos[by_thread] = np.arange(len(idx))
+    w_t = writes[idx][by_thread]
+    last_w = np.maximum.accumulate(np.where(w_t, np.arange(len(idx)), -1))
+    at = last_w[tpos[cur] - 1]
+    stored = at > tpos[prev]
+    last_store = np.where(stored, idx[by_thread[np.maximum(at, 0)]], -1)
+    gap = tpos[cur] - tpos[prev] - 1
+    # what the CTA accessed in between: each record's sectors shared among its lanes, summed
+    # in execution order per CTA, at most the CTA's distinct sectors
+    per_rec = np.bincount(lanes.rec, minlength=len(view.records))
+    share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
+    cta = lanes.cta.astype(np.int64)
+    by_cta = np.argsort(cta, kind="stable")
+    cpos = np.empty(n, np.int64)
+    cpos[by_cta] = np.arange(n)
+    csum = np.cumsum(share[by_cta])
+    lc, lp = idx[cur], idx[prev]
+    window = csum[cpos[lc] - 1] - csum[cpos[lp]]
+    sect = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx].astype(np.int64) // SECTOR)
+    cta_sectors = np.bincount(
+        np.unique((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
+    ).astype(np.float64)
+    window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
+    order = np.argsort(lc, kind="stable")
+    return ThreadReloads(
+        lc[order],
+        lp[order],
+        plain_store[lp][order],
+        last_store[order],
+        gap[order],
+        window[order],
+    )
+
+
+def accumulation_reloads(
+    view: TraceView, same_file: Callable[[str | None], bool], rl: ThreadReloads
+) -> np.ndarray:
+    """Per reload of ``rl``, whether it belongs to an accumulation in global memory
+    (:func:`accumulations`, GA308's): a load of an accumulated address, or one whose thread's
+    last store in between is to such an address (the store that forces the reload goes with
+    the accumulation's fix)."""
+    lanes, lb = view.lanes, view.lane_buffer
+    out = np.zeros(len(rl), bool)
+    stored = np.flatnonzero(rl.last_store >= 0)
+    for b, found in accumulations(view, same_file).items():
+        bi = view.buffer_names.index(b)
+        keys = np.unique(np.concatenate([a.keys for a in found]))
+        m = np.flatnonzero(lb[rl.lane] == bi)
+        out[m[np.isin(thread_keys(lanes.take(rl.lane[m])), keys)]] = True
+        s = stored[lb[rl.last_store[stored]] == bi]
+        out[s[np.isin(thread_keys(lanes.take(rl.last_store[s])), keys)]] = True
+    return out
+
+
+def removable_records(view: TraceView, reload_lanes: np.ndarray) -> np.ndarray:
+    """Per record of ``view``: a load request every one of whose active lanes is in
+    ``reload_lanes`` (view lane indices): the request goes when they all do."""
+    lanes = view.lanes
+    n_rec = len(view.records)
+    mark = np.zeros(len(lanes), np.float64)
+    mark[reload_lanes] = 1.0
+    total = np.bincount(lanes.rec, minlength=n_rec)
+    hit = np.bincount(lanes.rec, weights=mark, minlength=n_rec)
+    return (view.records["kind"] == int(Kind.LOAD)) & (total > 0) & (hit == total)
+
+
+UNIFIED_EXTRA_BYTES = 28 * 1024
+"""The part of an SM's unified L1/shared array that shared memory never takes (Volta to Hopper:
+128 - 96, 192 - 164 and 256 - 228 KiB), as GA307 counts it."""
+
+
+def l1_bytes_left(device: DeviceSpec, occ: OccupancyResult) -> int:
+    """The L1 an SM keeps for global data at this launch: the unified array less the shared
+    memory its resident CTAs allocate (the driver sizes the carveout to the launch's need)."""
+    resident = max(occ.active_blocks_per_sm, 1)
+    carveout = min(occ.allocated_smem_per_block * resident, device.smem_per_sm)
+    return max(device.smem_per_sm + UNIFIED_EXTRA_BYTES - carveout, 0)
+
+
+def reload_costs(
+    view: TraceView,
+    device: DeviceSpec,
+    occ: OccupancyResult,
+    rl: ThreadReloads,
+    keep: np.ndarray,
+    removable: np.ndarray,
+) -> tuple[float, float, float, float, float, float, int]:
+    """What the ``removable`` requests (a mask over the records) of reloads ``rl[keep]`` cost
+    over the launch: (the launch's global load requests, the removable ones, their L1 cycles,
+    their L2 sectors, their DRAM bytes, the largest share of a warp's load requests they are,
+    the L1 bytes an SM keeps). L2 sectors where the bytes the CTA touched between the two
+    accesses, times the CTAs resident on an SM, exceed its L1 (:func:`l1_bytes_left`); DRAM
+    bytes where, times the SMs, they exceed the L2 too; L1 hits otherwise."""
+    lanes = view.lanes
+    resident = max(occ.active_blocks_per_sm, 1)
+    l1_bytes = l1_bytes_left(device, occ)
+    window = np.zeros(len(view.records))  # per record: its reloads' largest window
+    np.maximum.at(window, lanes.rec[rl.lane[keep]], rl.window_sectors[keep] * SECTOR)
+    gone = np.flatnonzero(removable)
+    per_sm = window[gone] * resident
+    miss_l1 = per_sm > l1_bytes
+    l2 = device.l2_bytes or 0
+    miss_l2 = miss_l1 & (l2 > 0) & (per_sm * (device.sm_count or 1) > l2)
+    sect = view.rec_sectors.astype(np.float64)
+    s = view.scale
+    l1 = view.weighted(gone, np.maximum(sect / 4.0, 1.0)) * s
+    l2_sectors = view.weighted(gone[miss_l1], sect) * s if miss_l1.any() else 0.0
+    dram = view.weighted(gone[miss_l2], sect) * SECTOR * s if miss_l2.any() else 0.0
+    # each warp's share of its load requests that go
+    r = view.records
+    load = r["kind"] == int(Kind.LOAD)
+    _, inv = np.unique((r["cta"].astype(np.int64) << 16) | r["warp"].astype(np.int64),
+                       return_inverse=True)  # fmt: skip
+    w = view.rec_weight
+    all_w = np.bincount(inv, weights=w * load)
+    gone_w = np.bincount(inv, weights=w * removable, minlength=len(all_w))
+    share = float(np.max(gone_w / np.maximum(all_w, 1e-9))) if len(all_w) else 0.0
+    return (
+        round(view.weighted(np.flatnonzero(load)) * s, 3),
+        round(view.weighted(gone) * s, 3),
+        round(l1, 3),
+        round(l2_sectors, 3),
+        round(dram, 3),
+        round(min(share, 1.0), 4),
+        int(l1_bytes),
+    )

@@ -1,0 +1,367 @@
+"""GA309 redundant-global-loads: a thread loads a global address again that it loaded (or stored)
+before, nothing changing it in between (``feature[l * n + p]`` once per cluster, ``m[i]`` read back
+right after its store): load it once into a register."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuadvise.rules import (
+    MODEL,
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    Kind,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    accumulation_reloads,
+    counted,
+    launch_change_estimate,
+    lines_text,
+    reload_costs,
+    removable_records,
+    same_thread_reloads,
+    thread_keys,
+    view_traffic,
+)
+
+_ORDERED = ("volatile", "relaxed", "acquire", "mmio")  # loads the compiler may never merge
+
+
+@dataclass(frozen=True)
+class ReloadLine(FindingDetails):
+    """A line's reloads of one buffer over the sampled CTAs: the reload lanes, the distinct
+    thread addresses they reach, the warp-level requests all of whose lanes reload (removable),
+    and how the reloads came about (lanes after the thread's own store of the value, with a
+    store of the thread's to another address in between, by the same instruction as the
+    previous load)."""
+
+    line: int
+    buffer: str
+    lanes: int
+    addresses: int
+    threads: int
+    requests: float
+    after_store: int
+    stored_between: int
+    same_inst: int
+    previous_line: int
+    store_line: int
+    store_buffer: str
+    read_only: bool
+    gap: float
+
+
+@dataclass(frozen=True)
+class Reloads(FindingDetails):
+    """The kernel's reloads by line (most removable requests first) and what removing them
+    changes on the launch model, over the whole launch: the requests, their L1 cycles, the
+    L2 sectors and DRAM bytes they cost where the L1 (L2) no longer held the line, and the
+    share of the global load requests they are (each warp's largest)."""
+
+    lines: tuple[ReloadLine, ...]
+    load_requests: float
+    requests: float
+    l1_cycles: float
+    l2_sectors: float
+    dram_bytes: float
+    warp_share: float
+    l1_bytes: int
+
+
+class RedundantGlobalLoads(Rule):
+    """A thread loading the same global address again, nothing having changed it.
+
+    What it detects
+    ---------------
+    Global loads (the CPU emulator's trace, over the sampled CTAs) of an address the same
+    thread loaded or stored earlier in the launch, with no store, atomic or reduction of another
+    traced thread to that address in between: a point's features loaded again for every
+    cluster (``feature[l * npoints + p]`` inside ``for (i = 0; i < nclusters; i++)``), a value
+    read back right after the thread stored it (``m[i] = ...; ... m[i] ...``), a row re-read by
+    a second and a third pass, a bound reloaded every iteration because a store through another
+    pointer might have changed it. Reported when the warp-level requests all of whose lanes
+    reload are at least ``min_share`` of the kernel's global load requests: one finding per
+    kernel, at the line with the most, the other lines named. Volatile and memory-ordered loads
+    (a flag polled for another CTA's store) are not counted, nor the loads of an accumulation
+    in global memory (a thread storing the address again and again: GA308's); other threads
+    loading the address (a neighbourhood) are GA305's.
+
+    Why it is slow
+    --------------
+    Every reload is a load instruction through the LSU and a request through the L1 data path,
+    and the value is waited for: a latency on the thread's dependent chain. Where the L1 still
+    holds the line it costs L1 wavefronts and issue slots; where the bytes the CTAs touched in
+    between (per SM: the CTA's times its resident CTAs) outgrow the L1 it is an L2 round trip and
+    L2 sectors; past the L2 it comes from DRAM again. The compiler removes a reload only when
+    it can prove the value unchanged and has a register for it: a store through another pointer
+    in between may alias it (no ``__restrict__``), and a loop with a run-time trip count cannot
+    keep an unknown number of values in registers.
+
+    Example
+    -------
+    ``kernels/redundant/reloads.cu``: ``membership`` (k-means: the point's features reloaded for
+    each cluster), ``adam_step`` (llm.c's adamw kernel 1: ``m[i]`` and ``v[i]`` read back after
+    their stores) and ``scale_columns`` (the row length ``*rows`` reloaded each iteration, a store
+    to ``out`` possibly aliasing it); ``membership_registers``, ``distinct_reads``,
+    ``read_once`` and ``exchange`` (a neighbour's value re-read after its store and a barrier)
+    stay silent.
+
+    Fix
+    ---
+    Load the value once into a register and reuse it: hoist loop-invariant loads out of the
+    loop (``float f[NF]`` loaded before the cluster loop, with a compile-time count so that the
+    array lives in registers), keep what the thread stores in a local variable and use that
+    instead of reading it back, or fuse the passes that re-read a row. Where a store through
+    another pointer forces the reload, ``const __restrict__`` on the read-only pointers lets the
+    compiler keep the value itself: that the buffers never overlap is an assumption about every
+    launch, which the trace checks for this one only.
+
+    How the estimate is made
+    ------------------------
+    An upper bound on the launch model: the requests all of whose lanes reload leave the L1
+    data path, the LSU pipe and the issue, and the critical warp's chain loses as many of its
+    global-load links (the warp's share of reloads). Before the change, a reload whose CTA
+    touched more bytes in between than its share of the L1 (or of the L2) also costs its
+    sectors at the L2 (and from DRAM): the model's own launch counts every re-read of a CTA as
+    an L1 hit. What ptxas schedules differently once the registers hold the values is not
+    counted.
+
+    Fix safety
+    ----------
+    Display-only: keeping the value in a register assumes nothing else writes the address in
+    between; the trace shows no other traced thread doing so in this launch, not in every
+    launch (``__restrict__`` promises it for all of them).
+    """
+
+    id = "GA309"
+    name = "redundant-global-loads"
+    title = "A thread reloads global values it already has"
+    severity = "warning"
+    models = ("trace",)
+    options = {"min_share": 0.1}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        view = ctx.trace_view
+        rl = same_thread_reloads(view)
+        if not len(rl):
+            return
+        lanes, lb = view.lanes, view.lane_buffer
+        # an accumulation in global memory is GA308's: its loads, and the reloads its stores
+        # force (a register for the sum takes the store out of the loop)
+        keep = ~accumulation_reloads(view, ctx.same_file, rl)
+        insts = lanes.inst[rl.lane]
+        trace = ctx.trace
+        ordered = np.array(
+            [any(o in i.opcode for o in _ORDERED) for i in trace.instructions] or [False]
+        )
+        keep &= ~ordered[insts]
+        if not keep.any():
+            return
+        removable = removable_records(view, rl.lane[keep])
+        load_rec = view.records["kind"] == int(Kind.LOAD)
+        load_requests = view.weighted(np.flatnonzero(load_rec))
+        gone = np.flatnonzero(removable)
+        requests = view.weighted(gone)
+        if load_requests <= 0 or requests < float(ctx.option("min_share")) * load_requests:
+            return
+        # per line and buffer: what the reloads are and why the compiler left them
+        sel = np.flatnonzero(keep)
+        inst_line = np.array(
+            [
+                ln if ln is not None and ctx.same_file(f) else -1
+                for f, ln in (trace.line_of(i) for i in range(len(trace.instructions)))
+            ]
+            or [-1],
+            np.int64,
+        )
+        sel = sel[inst_line[insts[sel]] >= 0]
+        nb = max(len(view.buffer_names), 1)
+        gkey = inst_line[insts[sel]] * nb + lb[rl.lane[sel]]
+        order = np.argsort(gkey, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, np.diff(gkey[order]) != 0, True])
+        groups = {
+            (int(gkey[order[a]] // nb), int(gkey[order[a]] % nb)): sel[order[a:z]]
+            for a, z in zip(bounds[:-1], bounds[1:], strict=True)
+        }
+        lines: list[ReloadLine] = []
+        for (line, b), ja in groups.items():
+            lane = rl.lane[ja]
+            g_recs = np.unique(lanes.rec[lane])
+            req = view.weighted(g_recs[removable[g_recs]])
+            if req <= 0:
+                continue
+            prev_inst = lanes.inst[rl.prev[ja]]
+            stores = rl.last_store[ja]
+            stored = stores >= 0
+            prev_line = _mode([trace.line_of(int(i))[1] or 0 for i in prev_inst.tolist()])
+            store_line, store_buf = 0, ""
+            if stored.any():
+                s = stores[stored]
+                store_line = _mode([trace.line_of(int(i))[1] or 0 for i in lanes.inst[s].tolist()])
+                store_buf = view.buffer_names[_mode(lb[s].tolist())]
+            read_only = all(".nc" in trace.instructions[i].opcode for i in np.unique(insts[ja]))
+            lines.append(
+                ReloadLine(
+                    line,
+                    view.buffer_names[b],
+                    len(ja),
+                    len(np.unique(thread_keys(lanes.take(lane)))),
+                    len(np.unique((lanes.cta[lane] << 16) | lanes.tid[lane])),
+                    round(req, 3),
+                    int(rl.after_store[ja].sum()),
+                    int(stored.sum()),
+                    int((prev_inst == insts[ja]).sum()),
+                    prev_line,
+                    store_line,
+                    store_buf,
+                    read_only,
+                    float(np.median(rl.gap[ja])),
+                )
+            )
+        if not lines:
+            return
+        lines.sort(key=lambda x: (-x.requests, x.line))
+        c = reload_costs(view, ctx.device, ctx.occupancy, rl, keep, removable)
+        details = Reloads(tuple(lines), *c)
+        top = lines[0]
+        yield self.finding(
+            ctx,
+            _message(lines, requests / load_requests),
+            line=top.line,
+            evidence=[
+                Evidence("reload_share", round(requests / load_requests, 3), 0.1, ">="),
+                Evidence("removable_load_requests", round(requests, 1), unit="requests"),
+                Evidence("load_requests", round(load_requests, 1), unit="requests"),
+                Evidence("loads_per_address", round(top.lanes / top.addresses + 1, 2)),
+                Evidence("addresses", top.addresses),
+                Evidence("after_own_store", top.after_store, unit="lane loads"),
+                Evidence("store_in_between", top.stored_between, unit="lane loads"),
+                Evidence("l2_sectors_of_reloads", round(details.l2_sectors, 1)),
+                *([Evidence("lines", len({x.line for x in lines}))] if len(lines) > 1 else []),
+            ],
+            details=details,
+        )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(Reloads)
+        inputs = {
+            "requests_removed": d.requests,
+            "load_requests": d.load_requests,
+            "l2_sectors_of_reloads": d.l2_sectors,
+            "dram_bytes_of_reloads": d.dram_bytes,
+            "critical_warp_share": d.warp_share,
+        }
+        try:
+            base = view_traffic(ctx.device, ctx.trace_view)
+        except ModelUnavailable:
+            return Estimate(None, "none", "no launch model for this trace", inputs)
+        # before: the reloads that the L1 (L2) no longer holds cost their sectors there
+        before = replace(
+            base,
+            l2_load_sectors=base.l2_load_sectors + d.l2_sectors,
+            dram_bytes=base.dram_bytes + d.dram_bytes,
+            dram_load_bytes=base.dram_load_bytes + d.dram_bytes,
+        )
+        after = replace(
+            base,
+            l1_cycles=max(base.l1_cycles - d.l1_cycles, 0.0),
+            instructions=max(base.instructions - d.requests, 0.0),
+            load_requests=max(base.load_requests - d.requests, 0.0),
+        )
+        w = base.work
+        if w is not None and w.ctas:
+            lsu = max(w.pipes.get("lsu", 0.0) - d.requests / w.ctas, 0.0)
+            chain = dict(w.chain)
+            if "global" in chain:
+                chain["global"] = chain["global"] * (1.0 - d.warp_share)
+            after = replace(after, work=replace(w, pipes={**w.pipes, "lsu": lsu}, chain=chain))
+        where = (
+            f" ({d.l2_sectors:.0f} of their L2 sectors where the L1 no longer holds the line"
+            + (f", {d.dram_bytes / 1e6:.1f} MB from DRAM past the L2" if d.dram_bytes else "")
+            + ")"
+            if d.l2_sectors
+            else " (L1 hits)"
+        )
+        est = launch_change_estimate(
+            ctx.device,
+            before,
+            after,
+            f"the {d.requests:.0f} load requests that only reload removed{where}",
+            inputs,
+        )
+        if est is None:
+            return Estimate(None, "none", "no clock or memory rates for the launch model", inputs)
+        return replace(est, inputs={**est.inputs, "model": MODEL})
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(Reloads)
+        top = d.lines[0]
+        return Variant(
+            "display-only",
+            f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
+            "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
+            "when the buffers never overlap (an assumption about every launch: the trace shows "
+            "this one only)",
+        )
+
+
+def _mode(values: list[int]) -> int:
+    vals, counts = np.unique(np.array(values, np.int64), return_counts=True)
+    return int(vals[np.argmax(counts)]) if len(vals) else 0
+
+
+NEAR = 16
+"""A thread's global accesses between a load and its reload up to which a register would hold
+the value (beyond: a pass over a row, held in registers only when its length is known)."""
+
+
+def _why(x: ReloadLine) -> str:
+    """Why the compiler left the reload, from the trace and the load's opcode."""
+    if x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only:
+        what = f"`{x.store_buffer}`" + (f" (line {x.store_line})" if x.store_line else "")
+        return (
+            f"the thread stores to {what} in between and the load is not read-only "
+            "(`ld.global`, not `ld.global.nc`): without `__restrict__` the compiler must assume "
+            "that store may change the value"
+        )
+    if x.same_inst * 2 >= x.lanes:
+        per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
+        return (
+            "the same load instruction runs again in each iteration of an enclosing loop: the "
+            f"compiler keeps the thread's {per} in no register across it"
+        )
+    per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
+    return (
+        f"line {x.previous_line} read it already, a pass before ({per} a thread, "
+        f"{x.gap:.0f} global accesses apart: registers hold them only when their count is "
+        "known at compile time)"
+    )
+
+
+def _message(lines: list[ReloadLine], share: float) -> str:
+    top = lines[0]
+    per = top.lanes / max(top.addresses, 1) + 1
+    had = "stored" if top.after_store * 2 >= top.lanes else "loaded"
+    others = sorted({x.line for x in lines[1:] if x.line != top.line})
+    also = f" (also at {lines_text(others)}" if others else ""
+    bufs = sorted({x.buffer for x in lines[1:]} - {top.buffer})
+    if bufs:
+        also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
+    also += ")" if also else ""
+    return (
+        f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
+        f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
+        f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
+        f"requests. {_why(top)[0].upper()}{_why(top)[1:]}. Load the value once into a "
+        "register and reuse it (hoist the load out of the loop, keep what the thread stored); "
+        "`const __restrict__` on the read-only pointers lets the compiler do it where the "
+        "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
+        "the others)"
+    )

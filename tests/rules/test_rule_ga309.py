@@ -1,0 +1,161 @@
+"""GA309 redundant-global-loads (nvcc, no GPU): kernels/redundant/reloads.cu, three spellings of a
+thread loading a global value it already has (k-means' features reloaded for every cluster, llm.c's
+AdamW reading back what it stored through macros, a loop bound read through a pointer that a store
+may alias, in a template), reported at their ``// expect: GA309`` lines with the loads per address
+counted by hand; the fixes and look-alikes stay silent (features in registers, each value loaded
+once, distinct addresses, a value re-read after another thread stored it across a barrier), and
+so do the loads of an accumulation in global memory (GA308's)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rulekit import KERNELS, analyze, ev, run_rule, source_line
+
+from gpuadvise.analyze.evaluate import rule_context
+from gpuadvise.rules import same_thread_reloads
+from gpuadvise.rules.config import Config
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+SRC = KERNELS / "redundant" / "reloads.cu"
+SPECS = {
+    "membership": "case.toml",
+    "adam_step": "adam_step.toml",
+    "scale_columns<1>": "scale_columns.toml",
+    "membership_registers<16>": "membership_registers.toml",
+    "read_once": "read_once.toml",
+    "distinct_reads": "distinct_reads.toml",
+    "exchange": "exchange.toml",
+}
+CTAS = 8
+
+
+def _analysis(kernel: str):
+    return analyze(SRC, kernel, CTAS, spec=str(SRC.parent / SPECS[kernel]))
+
+
+def ga309(kernel: str, **options):
+    return run_rule(_analysis(kernel), "GA309", trace_ctas=CTAS, **options)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "loads", "why"),
+    [
+        # nclusters = 16: each feature loaded once per cluster
+        ("membership", "dist += sq(feature[", 16, "enclosing loop"),
+        # grads[i] read for m, read again after the store to m (the MOMENT macro)
+        ("adam_step", "MOMENT(v, beta2,", 2, "stores to `m`"),
+        # *rows read before the loop and after each of its 32 iterations
+        ("scale_columns<1>", "for (int r = 0; r < *rows; r += STEP)", 33, "stores to `out`"),
+    ],
+)
+def test_reloads_reported(kernel, marker, loads, why):
+    (f,) = ga309(kernel)
+    assert f.line == source_line(SRC, marker)
+    e = ev(f)
+    assert e["loads_per_address"] == pytest.approx(loads, rel=0.01)
+    assert e["reload_share"] >= 0.1 and e["removable_load_requests"] > 0
+    assert why in f.message and "register" in f.message and "__restrict__" in f.message
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
+    assert est.inputs["model"] == "execution"
+    assert f.variant is not None and f.variant.safety == "display-only"
+
+
+def test_aliasing_store_named_with_its_line():
+    """The bound reload: the store to `out` in between, not a read-only load (`ld.global`)."""
+    (f,) = ga309("scale_columns<1>")
+    line = source_line(SRC, "out[(size_t)r * pitch + col] =")
+    assert f"`out` (line {line})" in f.message and "ld.global.nc" in f.message
+    assert ev(f)["store_in_between"] > 0
+
+
+@pytest.mark.parametrize(
+    "kernel", ["membership_registers<16>", "read_once", "distinct_reads", "exchange"]
+)
+def test_fixes_and_lookalikes_are_silent(kernel):
+    assert ga309(kernel) == []
+
+
+def test_a_value_stored_by_another_thread_in_between_is_no_reload():
+    """exchange: each thread loads a[i] once per step (8 steps), and a partner stores a[i]
+    between every two of them: the loads are there, none is a reload."""
+    ctx = rule_context(_analysis("exchange"), Config(trace_ctas=CTAS))
+    view = ctx.trace_view
+    a = view.buffer_names.index("a")
+    kind = view.records["kind"][view.lanes.rec]
+    loads = (view.lane_buffer == a) & (kind == 0)
+    assert np.count_nonzero(loads) == CTAS * 128 * 8
+    rl = same_thread_reloads(view)
+    assert not np.any(view.lane_buffer[rl.lane] == a)
+
+
+def test_below_min_share_is_silent():
+    assert ga309("membership", min_share=0.9) == []
+
+
+def test_accumulation_in_global_memory_is_ga308s(tmp_path):
+    """A thread adding into d[i] in a loop while reading s[i] (HeCBench's interleave): the store
+    to d may alias s[i], so s[i] is reloaded every iteration; GA308's fix (the sum in a register,
+    stored once) removes the store that forces it: GA308 reports it, GA309 does not. The same
+    for atax (the reloads of tmp[i] are the accumulation's)."""
+    src = tmp_path / "k.cu"
+    src.write_text(
+        "__global__ void acc(const float* s, float* d, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    for (int j = 0; j < n; j++) d[i] += s[i] * j;\n"
+        "}\n"
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "acc"\ngrid = 1056\nblock = 128\n[args]\nn = 32\n'
+        '[buffers]\ns = "float[135168]"\nd = { type = "float", count = 135168, fill = "zeros" }\n'
+    )
+    a = analyze(src, "acc", CTAS)
+    assert run_rule(a, "GA309", trace_ctas=CTAS) == []
+    assert [f.rule for f in run_rule(a, "GA308", trace_ctas=CTAS)] == ["GA308"]
+    atax = KERNELS / "accumulate" / "accumulate.cu"
+    b = analyze(atax, "atax_rows", CTAS, spec=str(atax.parent / "case.toml"))
+    assert run_rule(b, "GA309", trace_ctas=CTAS) == []
+
+
+TWO_PASS = """
+__global__ void normalise(const float* in, float* out, int n) {
+    const float* row = in + (size_t)blockIdx.x * n;
+    float m = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, row[j]);
+    __shared__ float s[256];
+    s[threadIdx.x] = m;
+    __syncthreads();
+    for (int k = 128; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] = fmaxf(s[threadIdx.x], s[threadIdx.x + k]);
+        __syncthreads();
+    }
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        out[(size_t)blockIdx.x * n + j] = row[j] / s[0];
+}
+"""
+
+
+@pytest.mark.parametrize(("n", "misses"), [(16384, True), (1024, False)])
+def test_a_second_pass_costs_l2_sectors_when_the_rows_outgrow_the_l1(tmp_path, n, misses):
+    """A row read twice by a CTA of 256 threads (8 resident per SM): 64 KB rows are 512 KB an SM
+    between the two reads, more than the L1, so the second pass is counted at the L2 before the
+    change; 4 KB rows (32 KB an SM) stay in the L1."""
+    src = tmp_path / "k.cu"
+    src.write_text(TWO_PASS)
+    rows = 1056
+    (tmp_path / "case.toml").write_text(
+        f'source = "k.cu"\nkernel = "normalise"\ngrid = {rows}\nblock = 256\n[args]\nn = {n}\n'
+        f'[buffers]\nin = "float[{rows * n}]"\n'
+        f'out = {{ type = "float", count = {rows * n}, fill = "zeros" }}\n'
+    )
+    (f,) = run_rule(analyze(src, "normalise", 4), "GA309", trace_ctas=4)
+    assert f.line == source_line(src, "row[j] / s[0]")
+    # 64 values a thread, far apart: a pass over the row, which no register holds
+    assert ("a pass before" in f.message) == misses
+    e = ev(f)
+    assert e["loads_per_address"] == pytest.approx(2.0)
+    assert (e["l2_sectors_of_reloads"] > 0) == misses
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
