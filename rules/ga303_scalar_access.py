@@ -93,13 +93,19 @@ class ScalarGlobalAccess(Rule):
     takes one request and touches each sector once. When the kernel streams from DRAM, the
     sectors are fetched once either way (L1 keeps them between the scalar loads), so the gain
     is in instructions and L1 work, not in DRAM traffic: a DRAM-bound kernel gains little.
+    A warp's load of one narrow element per lane moves 32 to 128 bytes; when each thread uses it
+    before issuing its next load, a warp has that much in flight per memory round trip, and an
+    SM's 64 warps keep 2-8 KB in flight where streaming at HBM bandwidth needs about 16 KB
+    (Little's law): the launch waits on latency, not bandwidth.
 
     Example
     -------
     ``kernels/luminance/luminance.cu``: ``lum_prefetch2`` reads two neighbouring ``uchar4`` pixels
     with ``in[i]`` and ``in[i + 1]``, ``lum_prefetch4`` four; ``lum_prefetch4_vec`` is the
     16-byte version. ``lum_prefetch4_quad`` indexes by 4-pixel quads (``i = 4 * q``), so the
-    alignment is provable and the rewrite automatic.
+    alignment is provable and the rewrite automatic. ``kernels/scalar/narrow.cu``: one byte
+    per thread (``threshold_bytes``) and a row walk of one float per iteration (``rank_rows``);
+    ``threshold_uint4`` and ``rank_rows_float4`` are the 16-byte versions.
 
     Fix
     ---
@@ -129,6 +135,14 @@ class ScalarGlobalAccess(Rule):
     terms are left out. Without the device's rates, ``max(T_L1, T_DRAM) / max(T_L1 - saved,
     T_DRAM)``.
 
+    The narrow loads' finding: the same launch model, after the change (``widened_traffic`` of
+    gpuadvise.rules.narrow_loads): the widened requests ``k`` times fewer with ``k`` times the
+    sectors each (L1, issue), the bytes a warp keeps in flight ``k`` times as many per widened
+    request; a thread's loop over the lanes' dimension ``min(k, iterations)`` times shorter (the
+    critical path's global-load links of those loads that many fewer), the rest of ``k`` as a
+    smaller grid (fewer CTAs, each doing that much more element-wise work with its chain as
+    it is); L2 and DRAM unchanged.
+
     Fix safety
     ----------
     A source diff when the accesses are ``a[E]``, ``a[E + 1]`` ... in one statement (loads) or
@@ -140,15 +154,8 @@ class ScalarGlobalAccess(Rule):
     would break it, as it would any vector access). Otherwise display-only: the diff holds for
     the traced launch (every access was aligned) but not provably for every launch
     (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
-    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard.
-
-    The narrow loads' finding: the same launch model, after the change (:func:`~gpuadvise.rules.
-    narrow_loads.widened_traffic`): the widened requests ``k`` times fewer with ``k`` times the
-    sectors each (L1, issue), the bytes a warp keeps in flight ``k`` times as many per widened
-    request; a thread's loop over the lanes' dimension ``min(k, iterations)`` times shorter (the
-    critical path's global-load links of those loads that many fewer), the rest of ``k`` as a
-    smaller grid (fewer CTAs, each doing that much more element-wise work with its chain as
-    it is); L2 and DRAM unchanged. Display-only advice: the change remaps threads to elements.
+    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding is
+    advice (display-only): the change remaps threads to elements.
     """
 
     id = "GA303"
