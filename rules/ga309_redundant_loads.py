@@ -130,7 +130,9 @@ class RedundantGlobalLoads(Rule):
     global-load links (the warp's share of reloads). Before the change, a reload whose CTA
     touched more bytes in between than its share of the L1 (or of the L2) also costs its
     sectors at the L2 (and from DRAM): the model's own launch counts every re-read of a CTA as
-    an L1 hit. What ptxas schedules differently once the registers hold the values is not
+    an L1 hit. The bytes in between are the sectors of the CTA's requests summed (at most its
+    distinct sectors), more than the distinct bytes where the CTA re-reads within the span: the
+    side that makes the bound loose, not broken. What ptxas schedules differently once the registers hold the values is not
     counted.
 
     Fix safety
