@@ -180,7 +180,7 @@ def _spec_cases(spec: Path, base: KernelOptions) -> list[Case]:
     try:
         names = list_kernels(source.read_text(errors="replace"))
     except Exception:  # a source the signature parser cannot read: one case, analyze says why
-        names = []
+        names = ()
     if len(names) <= 1:
         return [Case(rel, opts)]
     # the case's launch for every kernel of the source that has no spec of its own

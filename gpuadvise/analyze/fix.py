@@ -438,8 +438,8 @@ def _compose_emulated(comp: _Composer, take: Sequence[Any], analysis: Any) -> li
         # elements only those CTAs wrote ("expected 0.0, got nan")
         reference = _emulated_outputs(analysis, None, ctas)
     except GpuAdviseError as exc:
-        why = f"the original could not be emulated: {exc.one_line()}"
-        return [_step(f, "rejected", why) for f in take]
+        failed = f"the original could not be emulated: {exc.one_line()}"
+        return [_step(f, "rejected", failed) for f in take]
     for f in take[:MAX_STEPS]:
         new = _apply(comp.text, f.variant.diff)
         v = f.variant

@@ -406,7 +406,9 @@ def _with_working_ctas(
             f"work; the CTAs to tell how many of the launch do could not be traced "
             f"({exc.one_line()}): totals extrapolated over all CTAs",
         )
-    probed_working = np.unique(more.trace.records["cta"]) if more is not None else []
+    probed_working: np.ndarray | list[int] = (
+        np.unique(more.trace.records["cta"]) if more is not None else []
+    )
     recs = trace.records[trace.records["space"] == int(Space.GLOBAL)]
     recs = recs[np.isin(recs["cta"], working[:WORK_BOUND_CTAS])]
     rows, lanes = np.nonzero(active_lanes(recs["mask"]))

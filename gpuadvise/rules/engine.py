@@ -457,8 +457,8 @@ def _from_json(hint: Any, value: Any) -> Any:
         return None
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        for a in args:  # the first member the value's JSON shape fits
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        for a in members:  # the first member the value's JSON shape fits
             o = typing.get_origin(a) or a
             if isinstance(value, list) and o in (tuple, list):
                 return _from_json(a, value)

@@ -307,9 +307,9 @@ def plan_direct_reads(ks: KernelSource, fill_line: int, path: str) -> DirectRead
         rw.delete_lines(bl)
     else:
         rw.delete(bar_stmt.start, bar_stmt.end + 1)
-    for s in reads:
-        args = ", ".join(st.code[i0:i1].strip() for i0, i1 in s.indices)
-        rw.replace(s.span[0], s.span[1], f"{helper}({args})")
+    for read in reads:
+        args = ", ".join(st.code[i0:i1].strip() for i0, i1 in read.indices)
+        rw.replace(read.span[0], read.span[1], f"{helper}({args})")
     diff = rw.diff(path)
     if diff is None:
         return "no change"
