@@ -407,12 +407,12 @@ class OccupancyLimited(Rule):
             if step.max_threads is not None:
                 # nvcc ignores -maxrregcount for a kernel with __launch_bounds__: the bounds
                 # are the lever
-                now = f"__launch_bounds__({step.max_threads}" + (
+                bounds = f"__launch_bounds__({step.max_threads}" + (
                     f", {step.min_blocks})" if step.min_blocks is not None else ")"
                 )
                 return Variant(
                     "display-only",
-                    f"change the kernel's {now} to __launch_bounds__({step.max_threads}, "
+                    f"change the kernel's {bounds} to __launch_bounds__({step.max_threads}, "
                     f"{min_blocks}): ptxas then keeps it within {step.value} registers per "
                     f"thread ({min_blocks} blocks of {threads} threads per SM; -maxrregcount is "
                     "ignored for a kernel with __launch_bounds__)"

@@ -365,13 +365,13 @@ class InterleavedReduction(Rule):
         for tree in ctx.reduction_trees:
             if tree.pattern != "interleaved":
                 continue
-            line = user_line(ctx, tree.lines)
-            if line is not None and any(a <= line <= b for a, b in covered):
+            at = user_line(ctx, tree.lines)
+            if at is not None and any(a <= at <= b for a, b in covered):
                 continue  # the source pattern above: reported with its rewrite
-            if line in seen:
+            if at in seen:
                 continue  # one finding a line (a tree run again in a loop, or per warp)
-            seen.add(line)
-            yield self._from_trace(ctx, tree, line)
+            seen.add(at)
+            yield self._from_trace(ctx, tree, at)
 
     def _from_trace(self, ctx: RuleContext, tree: ReductionTree, line: int | None) -> Finding:
         wide = [p for p in tree.phases if p.pattern == "interleaved"]

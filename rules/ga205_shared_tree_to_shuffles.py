@@ -151,10 +151,10 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         pad = indent.group(0) if indent else ""
         if whole:
             init = ks.code[loop.init[0] : loop.init[1]] if loop.init else ""
-            first = re.fullmatch(rf"\s*(?:[\w\s]+\s)?{re.escape(c.group(1))}\s*=\s*(.+?)\s*", init)
-            if first is None:
+            start = re.fullmatch(rf"\s*(?:[\w\s]+\s)?{re.escape(c.group(1))}\s*=\s*(.+?)\s*", init)
+            if start is None:
                 return _Plan(None, f"the loop's start `{init.strip()}` is not `s = <first>`", "")
-            block = _whole_warp_block(pad, tid, arr, typ, var, first.group(1), chain)
+            block = _whole_warp_block(pad, tid, arr, typ, var, start.group(1), chain)
             rw.replace(loop.span[0], loop.span[1], "\n".join(block).lstrip(" \t"))
             form = "warp"
         else:

@@ -154,6 +154,14 @@ def _streams(view: Any, insts: Any, buffers: list[str]) -> Iterator[tuple[str, A
             yield b, np.array(sorted(groups[key]), np.int64)
 
 
+def _excess_pct(f: Finding) -> float:
+    """The finding's ``excess_sectors_pct`` evidence (a number: ``_finding`` sets it)."""
+    v = next(e.value for e in f.evidence if e.metric == "excess_sectors_pct")
+    if not isinstance(v, int | float):
+        raise TypeError(f"GA301's excess_sectors_pct is {v!r}, not a number")
+    return v
+
+
 def _grouped(found: list[Finding]) -> Iterator[Finding]:
     """One finding per root cause: the lines that walk one buffer in one pattern (an array of
     structures read field by field on six lines is one layout to change) become the finding of
@@ -350,12 +358,7 @@ class UncoalescedAccess(Rule):
                 )
         plain = float(ctx.option("min_excess_pct_plain"))
         yield from _grouped(
-            [
-                f
-                for f in found
-                if f.details_as(BufferAccess).aos
-                or next(e.value for e in f.evidence if e.metric == "excess_sectors_pct") >= plain
-            ]
+            [f for f in found if f.details_as(BufferAccess).aos or _excess_pct(f) >= plain]
         )
 
     def _finding(

@@ -253,6 +253,8 @@ class UnpackedFields(Rule):
         view = ctx.trace_view
         bi = view.buffers[d.buffer]
         packing = plan_packing(d.packed)
+        if packing is None:  # detect reports only fields that plan_packing packs
+            raise ValueError(f"the fields {d.packed} of `{d.buffer}` do not fit one 32-bit word")
         layout = struct_for(bi, source_text(ctx.source_file))
         desc = _description(bi, layout, packing)
         names = {f.offset: f.name for f in packing.fields}
