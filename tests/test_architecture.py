@@ -3,11 +3,13 @@
 - ``lint-imports`` (import-linter, configured in pyproject.toml) keeps every contract: the stages
   are layered, and domain code never imports the report package;
 - no import cycle between modules outside ``gpuadvise/ptx`` (the emulator and its op table are one
-  unit there), counting imports inside functions too.
+  unit there), counting imports inside functions too;
+- ``mypy gpuadvise rules`` (configured in pyproject.toml) finds no error.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -30,6 +32,25 @@ def test_import_contracts_hold() -> None:
     p = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "0 broken" in p.stdout or "broken" not in p.stdout.split("Contracts:")[-1]
+
+
+def test_mypy_finds_no_error() -> None:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed (pip install -e '.[dev]')")
+    p = subprocess.run(
+        [sys.executable, "-m", "mypy", "gpuadvise", "rules"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    errors = [ln for ln in p.stdout.splitlines() if ": error:" in ln]
+    if p.returncode != 0 or errors:
+        pytest.fail(
+            f"mypy gpuadvise rules: exit {p.returncode}, {len(errors)} errors:\n"
+            + "\n".join(errors or [p.stdout[-4000:] + p.stderr[-2000:]]),
+            pytrace=False,
+        )
 
 
 def _cycles(graph) -> list[list[str]]:  # type: ignore[no-untyped-def]
