@@ -79,11 +79,12 @@ class ScalarGlobalAccess(Rule):
 
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of 1- to
     8-byte elements whose warps read consecutive elements across the lanes (lane ``l`` at
-    ``base + l * width``, in nine of ten requests), in a launch whose model says that a thread
-    taking ``k = 16 / width`` consecutive elements with one 16-byte access would be at least
-    ``min_narrow_speedup`` faster: in practice a launch bound by its warps' chains of dependent
-    loads (one load per loop iteration, used before the next is issued) or by Little's law.
-    Reported once per kernel, at the line of the load with the most requests.
+    ``base + l * width``, in nine of ten requests, half a warp active or more), at least half
+    the launch's global load requests, in a launch bound (at sustained rates) by its warps'
+    chains of dependent loads (one load per loop iteration, used before the next is issued) or
+    by Little's law, whose model says that a thread taking ``k = 16 / width`` consecutive
+    elements with one 16-byte access would be at least ``min_narrow_speedup`` faster. Reported
+    once per kernel, at the line of the load with the most requests.
 
     Why it is slow
     --------------
@@ -253,7 +254,9 @@ class ScalarGlobalAccess(Rule):
         est, wd = got
         i = est.inputs
         like = max(float(i.get("point_speedup", 1.0)), float(i.get("peak_speedup", 1.0)))
-        if like < float(ctx.option("min_narrow_speedup")):
+        # the warps must wait (chains of dependent loads, Little's law) on these loads mostly
+        waiting = i.get("bound_by_before") in ("dependency", "latency") and wd.share >= 0.5
+        if not waiting or like < float(ctx.option("min_narrow_speedup")):
             return
         main = loads[0]
         w = max(n.width for n in loads)

@@ -41,6 +41,9 @@ __all__ = [
 
 VECTOR_BYTES = 16
 """The widest access a thread makes (``LDG.E.128``): what ``k`` elements become."""
+MIN_LANES = WARP // 2
+"""Active lanes a narrow load's requests have on average (at least): a stream the warps read,
+not the few lanes of a tile's halo or a tail."""
 MIN_UNIT_STRIDE = 0.9
 """The share of an instruction's warp-level requests (of two or more active lanes) whose lanes
 read consecutive elements (lane ``l`` at ``base + l * width``) for it to be a narrow stream."""
@@ -72,7 +75,8 @@ class NarrowLoad:
 class Widening:
     """The change: ``k`` elements per thread; ``loop``: how much shorter a thread's loop gets
     (``min(k, iterations)``), ``grid``: how much smaller the grid (``k / loop``);
-    ``chain_kept``: the share of the critical path's global-load links that stay."""
+    ``chain_kept``: the share of the critical path's global-load links that stay; ``share``: the
+    widened loads' share of the launch's global load requests."""
 
     k: int
     loop: float
@@ -80,12 +84,13 @@ class Widening:
     chain_kept: float
     requests_saved: float  # sampled CTAs, weighted
     l1_cycles_saved: float  # sampled CTAs, weighted
+    share: float = 1.0
 
 
 def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
     """Every global load of 1 to 8 bytes a lane whose requests read consecutive elements across
-    the lanes (at least :data:`MIN_UNIT_STRIDE` of those with two or more active lanes), most
-    requests first."""
+    the lanes (at least :data:`MIN_UNIT_STRIDE` of those with two or more active lanes, and
+    :data:`MIN_LANES` active lanes a request on average), most requests first."""
     lanes = view.lanes
     if not len(lanes):
         return []
@@ -114,7 +119,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
         if multi.sum() < max(1, len(starts) // 2):
             continue
         unit = (lo == hi) & one_buf & multi
-        if unit.sum() < MIN_UNIT_STRIDE * multi.sum():
+        if unit.sum() < MIN_UNIT_STRIDE * multi.sum() or n_lanes.mean() < MIN_LANES:
             continue
         records = rec[starts]
         weights = view.rec_weight[records]
@@ -172,7 +177,7 @@ def widening(view: TraceView, loads: list[NarrowLoad]) -> Widening:
     loads_all = view.inst_kind[view.records["inst"].astype(np.int64)] == int(Kind.LOAD)
     total = float(view.rec_weight[loads_all].sum())
     f = min(float(rw.sum()) / total, 1.0) if total > 0 else 0.0
-    return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved)
+    return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved, f)
 
 
 def widened_traffic(before: Traffic, view: TraceView, wd: Widening) -> Traffic:
@@ -256,6 +261,7 @@ def narrow_estimate(
         "loop_factor": wd.loop,
         "grid_factor": wd.grid,
         "chain_global_kept": round(wd.chain_kept, 4),
+        "load_share": round(wd.share, 4),
         "requests_saved": wd.requests_saved * view.scale,
         "l1_cycles_saved": wd.l1_cycles_saved * view.scale,
         "bytes_in_flight_per_warp_before": before.bytes_in_flight_per_warp,
