@@ -33,7 +33,9 @@ __all__ = [
     "comments_within",
     "declaration_prefix",
     "declarator_text",
+    "accumulate_in_register",
     "float_function_edits",
+    "fresh_name",
     "float_literal_edits",
     "insert_restrict",
     "split_declaration",
@@ -174,3 +176,109 @@ def insert_restrict(st: T.SourceTree, rw: Rewrite, kernel: T.Kernel, params: Ite
         rw.insert(s + names[-1].start(), "__restrict__ ")
         n += 1
     return n
+
+
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_GUARDS = ("if_statement", "conditional_expression", "switch_statement", "case_statement")
+
+
+def _norm(text: str) -> str:
+    return "".join(text.split())
+
+
+def fresh_name(st: T.SourceTree, base: str, within: T.Span) -> str:
+    """``base``, or ``base`` with a number, that no identifier within ``within`` spells."""
+    taken = {n for n, _ in T.identifiers(st, within)}
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
+def accumulate_in_register(
+    st: T.SourceTree, rw: Rewrite, at: int, buffer: str, scope: T.Span, name: str | None = None
+) -> str | None:
+    """Hold the element of ``buffer`` that the statement at offset ``at`` updates
+    (``buffer[index] += ...``, ``buffer[index] = buffer[index] + ...``, ``buffer[index]++``) in
+    a register across the innermost loop around it that keeps its address: ``auto acc =
+    buffer[index];`` before the loop, every ``buffer[index]`` of the loop read and written as
+    ``acc``, ``buffer[index] = acc;`` after it. ``scope``: the kernel's body (where names are
+    looked up). Returns why not (a sentence), or None when the edits were made.
+
+    Refused, with the reason, when the update is conditional inside the loop (hoisting the load
+    would read an element the guard protects), the loop can leave the kernel (``return``), an
+    index variable changes in the loop or is declared in it, the loop reaches ``buffer``
+    another way (another index, the bare pointer), or the index calls a function. Other
+    pointers may still alias ``buffer``: an assumption the output check of the launch covers
+    and the fix's description states."""
+    stmt = T.statement_at(st, at)
+    if stmt is None:
+        return "no statement at the update"
+    target = next(
+        (
+            s
+            for s in T.subscripts(st, buffer, (stmt.start, stmt.end + 1))
+            if len(s.indices) == 1 and _written(s)
+        ),
+        None,
+    )
+    if target is None:
+        return f"the statement does not update `{buffer}[...]`"
+    index = st.text[target.indices[0][0] : target.indices[0][1]]
+    if any(T.calls(st, target.indices[0])) or re.search(r"\+\+|--|(?<![=!<>])=(?!=)", index):
+        return "the index calls a function or assigns"
+    loop_node = next(iter(T.enclosing(st, stmt.start, _LOOPS)), None)
+    if loop_node is None:
+        return "the update is not in a loop"
+    loop = T.loops(st, st.span(loop_node))[0]
+    lo, hi = loop.span
+    for g in T.enclosing(st, stmt.start, _GUARDS):
+        if loop.body[0] <= st.start(g) < hi:
+            return "the update is conditional inside the loop"
+    if any(st.walk(types=("return_statement", "goto_statement"), within=loop.span)):
+        return "the loop can leave the kernel (return)"
+    names = {n for n, _ in T.identifiers(st, target.indices[0])}
+    for n in sorted(names):
+        if T.assignments(st, n, loop.span):
+            return f"`{n}` (in the index) changes in the loop"
+    for d in T.declarations(st, loop.span):
+        if names & {x.name for x in d.declarators}:
+            return "the index is declared inside the loop"
+    want = _norm(index)
+    subs = T.subscripts(st, buffer, loop.span)
+    if any(
+        len(s.indices) != 1 or _norm(st.text[s.indices[0][0] : s.indices[0][1]]) != want
+        for s in subs
+    ):
+        return f"the loop also reaches `{buffer}` at another index"
+    covered = [s.span for s in subs]
+    for u in T.uses(st, buffer, loop.span):
+        if not any(a <= u.span[0] < b for a, b in covered):
+            return f"the loop uses the pointer `{buffer}` itself"
+    name = name or fresh_name(st, f"{buffer}_acc", scope)
+    line0 = st.text.rfind("\n", 0, lo) + 1
+    indent = re.match(r"[ \t]*", st.text[line0:lo])
+    pad = indent.group(0) if indent else ""
+    element = f"{buffer}[{index.strip()}]"
+    parent = loop_node.parent
+    braced = parent is not None and parent.type == "compound_statement"
+    if braced:
+        rw.insert(lo, f"auto {name} = {element};\n{pad}")
+        rw.insert(hi, f"\n{pad}{element} = {name};")
+    else:  # the loop is another statement's body: a block keeps the three together
+        rw.insert(lo, f"{{\n{pad}    auto {name} = {element};\n{pad}    ")
+        rw.insert(hi, f"\n{pad}    {element} = {name};\n{pad}}}")
+    for s in subs:
+        rw.replace(s.span[0], s.span[1], name)
+    return None
+
+
+def _written(s: T.Subscript) -> bool:
+    """The subscript is the target of an assignment, a compound assignment or ``++``/``--``."""
+    n = s.node
+    p = n.parent if n is not None else None
+    if p is None:
+        return False
+    if p.type == "assignment_expression":
+        return p.child_by_field_name("left") == n
+    return p.type == "update_expression"

@@ -126,3 +126,99 @@ def test_comments_within() -> None:
     st = T.parse(text)
     assert K.comments_within(st, (0, len(text))) == ["// one", "/* two */"]
     assert K.comments_within(st, (text.index("/*"), len(text))) == ["/* two */"]
+
+
+ACCUMULATE = {
+    "compound": (
+        "__global__ void k(const float* A, float* tmp, int n) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) {\n"
+        "        for (int j = 0; j < n; j++) {\n"
+        "            tmp[i] += A[i * n + j];  // row sum\n"
+        "        }\n"
+        "    }\n"
+        "}\n",
+        "tmp[i] +=",
+        "tmp",
+        (
+            "        auto tmp_acc = tmp[i];\n"
+            "        for (int j = 0; j < n; j++) {\n"
+            "            tmp_acc += A[i * n + j];  // row sum\n"
+            "        }\n"
+            "        tmp[i] = tmp_acc;\n"
+        ),
+    ),
+    "spelled-out": (
+        "__global__ void k(const double* v, double* out, unsigned n, unsigned len) {\n"
+        "    unsigned r = blockIdx.x * blockDim.x + threadIdx.x, k = 0;\n"
+        "    while (k < len) { out[ r ] = out[r] + v[k * n + r]; ++k; }\n"
+        "}\n",
+        "out[ r ] =",
+        "out",
+        (
+            "    auto out_acc = out[r];\n"
+            "    while (k < len) { out_acc = out_acc + v[k * n + r]; ++k; }\n"
+            "    out[r] = out_acc;\n"
+        ),
+    ),
+    "unbraced-do": (
+        "__global__ void k(const int* keys, int* count, int n) {\n"
+        "    int t = threadIdx.x, j = 0, count_acc = 0;\n"
+        "    if (t < n)\n"
+        "        do count[t]++; while (++j < keys[t]);\n"
+        "}\n",
+        "count[t]++",
+        "count",
+        (
+            "    if (t < n)\n"
+            "        {\n"
+            "            auto count_acc2 = count[t];\n"
+            "            do count_acc2++; while (++j < keys[t]);\n"
+            "            count[t] = count_acc2;\n"
+            "        }\n"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("spelling", list(ACCUMULATE))
+def test_accumulate_in_register(spelling: str) -> None:
+    text, at, buffer, want = ACCUMULATE[spelling]
+    st = T.parse(text)
+    body = T.kernels(st)[0].body
+    assert body is not None
+    rw = Rewrite(text)
+    assert K.accumulate_in_register(st, rw, text.index(at), buffer, body) is None
+    new = rw.text()
+    assert want in new, new
+    assert new.startswith(text[: text.index("{") + 1])  # the rest as written
+
+
+@pytest.mark.parametrize(
+    "stmt, why",
+    [
+        ("if (A[j] > 0) tmp[i] += A[j];", "conditional inside the loop"),
+        ("tmp[i] += A[j]; i += 1;", "`i` (in the index) changes in the loop"),
+        ("tmp[i] += A[j]; tmp[i + 1] = 0;", "at another index"),
+        ("tmp[i] += A[j]; if (A[j] < 0) return;", "can leave the kernel"),
+        ("tmp[i] += A[j]; f(tmp);", "the pointer `tmp` itself"),
+        ("tmp[g(i)] += A[j];", "calls a function"),
+        ("A[j] += tmp[i];", "does not update `tmp[...]`"),
+    ],
+)
+def test_accumulate_in_register_refuses(stmt: str, why: str) -> None:
+    text = (
+        "__device__ int g(int); __device__ void f(float*);\n"
+        "__global__ void k(float* A, float* tmp, int n) {\n"
+        "    int i = threadIdx.x;\n"
+        f"    for (int j = 0; j < n; j++) {{ {stmt} }}\n"
+        "}\n"
+    )
+    st = T.parse(text)
+    body = T.kernels(st)[0].body
+    assert body is not None
+    rw = Rewrite(text)
+    at = text.index(stmt) + stmt.index("tmp[")
+    got = K.accumulate_in_register(st, rw, at, "tmp", body)
+    assert got is not None and why in got, got
+    assert rw.text() == text  # nothing edited
