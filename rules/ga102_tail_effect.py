@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
+    ModelUnavailable,
     Rule,
     RuleContext,
     Variant,
@@ -27,6 +28,14 @@ from gpuadvise.rules import (
 # PTX instructions per lane of a memory access above which the tail is left to the wave count
 # (the launch model does not see arithmetic): a streaming kernel runs about 5-15, a stencil 10-20
 ALU_PER_MEMORY_ACCESS = 24
+
+
+def _sm_count(ctx: RuleContext) -> int:
+    """The device's SM count (the waves model, read before it, needs it too)."""
+    sms = ctx.device.sm_count
+    if not sms:
+        raise ModelUnavailable(f"{ctx.device.name} has no SM count")
+    return int(sms)
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ class TailEffect(Rule):
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         w = ctx.waves
-        sms = ctx.device.sm_count
+        sms = _sm_count(ctx)
         min_per_sm = float(ctx.option("min_ctas_per_sm"))
         if w.total_ctas < min_per_sm * sms:
             idle = max(sms - w.total_ctas, 0)
@@ -290,7 +299,7 @@ class TailEffect(Rule):
         each CTA's critical path, the bound splits it too. Not from the block counts alone: a
         grid of a few microseconds gains little however it is spread."""
         w = ctx.waves
-        sms = ctx.device.sm_count
+        sms = _sm_count(ctx)
         ctas = max(w.total_ctas, 1)
         rates = memory_rates(ctx.device)
         if not ctx.has_model("trace") or rates is None:
