@@ -79,12 +79,13 @@ class ScalarGlobalAccess(Rule):
 
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of 1- to
     8-byte elements whose warps read consecutive elements across the lanes (lane ``l`` at
-    ``base + l * width``, in nine of ten requests, half a warp active or more), at least half
-    the launch's global load requests, in a launch bound (at sustained rates) by its warps'
-    chains of dependent loads (one load per loop iteration, used before the next is issued) or
-    by Little's law, whose model says that a thread taking ``k = 16 / width`` consecutive
-    elements with one 16-byte access would be at least ``min_narrow_speedup`` faster. Reported
-    once per kernel, at the line of the load with the most requests.
+    ``base + l * width``, in nine of ten requests, half a warp active or more) that make at
+    least half the global-load links of a warp's critical path, in a launch bound (at
+    sustained rates) by its warps' chains of dependent loads (one load per loop iteration, used
+    before the next is issued) or by Little's law, whose model says that a thread taking
+    ``k = 16 / width`` consecutive elements with one 16-byte access would be at least
+    ``min_narrow_speedup`` faster. Reported once per kernel, at the line of the load with the
+    most requests.
 
     Why it is slow
     --------------

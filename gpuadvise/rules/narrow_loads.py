@@ -76,7 +76,7 @@ class Widening:
     """The change: ``k`` elements per thread; ``loop``: how much shorter a thread's loop gets
     (``min(k, iterations)``), ``grid``: how much smaller the grid (``k / loop``);
     ``chain_kept``: the share of the critical path's global-load links that stay; ``share``: the
-    widened loads' share of the launch's global load requests."""
+    widened loads' share of those links (their requests per warp over the links)."""
 
     k: int
     loop: float
@@ -172,11 +172,12 @@ def widening(view: TraceView, loads: list[NarrowLoad]) -> Widening:
     after = np.maximum(1.0, k * sect / _SECTORS_PER_CLOCK) / k
     l1_saved = float(((before - after) * rw).sum())
     saved = float(rw.sum()) * (1.0 - 1.0 / k)
-    # the critical path's global links in proportion to the global loads: those of the widened
-    # loads a factor ``loop`` fewer
-    loads_all = view.inst_kind[view.records["inst"].astype(np.int64)] == int(Kind.LOAD)
-    total = float(view.rec_weight[loads_all].sum())
-    f = min(float(rw.sum()) / total, 1.0) if total > 0 else 0.0
+    # the widened loads' share of the critical path's global links: their requests per warp
+    # over the links (a warp waits once per request of a load used before the next is issued;
+    # loads issued together share a link), at most all of them
+    links = float(view.work.chain.get("global", 0.0)) if view.work is not None else 0.0
+    per_warp = float(rw.sum()) / max(view.warps(), 1)
+    f = min(per_warp / links, 1.0) if links > 0 else 0.0
     return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved, f)
 
 
