@@ -15,12 +15,14 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
+    KernelSource,
     Kind,
     ModelUnavailable,
     Rule,
     RuleContext,
     Variant,
     accumulations,
+    fixkit,
     later_repeats,
     launch_change_estimate,
     lines_text,
@@ -88,9 +90,16 @@ class GlobalAccumulation(Rule):
 
     Fix safety
     ----------
-    Display-only: keeping the value in a register assumes no other thread and no other pointer
-    of the kernel reads or writes the address during the loop (the trace shows no other thread
-    touching it in this launch, not in every launch).
+    Automatic and verified where the fix kit can make the change
+    (:func:`gpuadvise.source.fixkit.accumulate_in_register`): ``auto acc = buf[i];`` before the
+    innermost loop that keeps the address, every ``buf[i]`` of the loop read and written as
+    ``acc``, ``buf[i] = acc;`` after it; the measurement stage (or ``--fix`` on the emulator)
+    checks the outputs. The additions run in the same order, so the sums are bit-identical.
+    Keeping the value in a register assumes no other thread and no other pointer of the kernel
+    reads or writes the address during the loop (the trace shows no other thread touching it in
+    this launch, not in every launch). Display-only, with the reason, where the update is
+    guarded inside the loop, the index changes in it, the loop reaches the buffer another way
+    or can return.
     """
 
     id = "GA308"
@@ -207,10 +216,34 @@ class GlobalAccumulation(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Accumulation)
-        return Variant(
-            "display-only",
+        advice = (
             f"accumulate in a register: read `{d.buffer}[...]` once before the loop into a local "
             "variable, add to it in the loop, and store it once after the loop (declare the "
             "kernel's pointers __restrict__ if they never overlap, so that the compiler can do "
-            "the same)",
+            "the same)"
         )
+        ks = ctx.kernel_source
+        if finding.line is None or not ctx.same_file(finding.file):
+            return Variant("display-only", advice)
+        span = (ks.tree.line_start(finding.line), ks.tree.line_start(finding.line + 1))
+        rw = ks.rewrite()
+        why = fixkit.accumulate_in_register(
+            ks.tree, rw, _update_at(ks, d.buffer, span), d.buffer, ks.span
+        )
+        if why is not None:
+            return Variant("display-only", f"{advice} (not rewritten: {why})")
+        return Variant(
+            "automatic-and-verified",
+            f"`{d.buffer}[...]` held in a register across the loop: loaded once before it, "
+            "stored once after it; the outputs are checked against the kernel's (this assumes no "
+            f"other pointer of the kernel reaches `{d.buffer}` during the loop, which the check "
+            "covers for this launch only)",
+            diff=rw.diff(ctx.source_file),
+        )
+
+
+def _update_at(ks: KernelSource, buffer: str, span: tuple[int, int]) -> int:
+    """The offset of the first ``buffer[...]`` on the line spanning ``span`` (its start when
+    there is none: the fix kit then says why)."""
+    subs = ks.subscripts(buffer, within=span)
+    return subs[0].span[0] if subs else span[0]

@@ -41,3 +41,10 @@ __global__ void row_sums_register(const double* __restrict__ v, double* out, uns
     for (unsigned k = 0; k < len; ++k) s += v[(size_t)k * n + r];
     out[r] = s;
 }
+
+// A do-while under an unbraced if: the positive values of a column counted in global memory.
+__global__ void count_positive(const float* v, int* count, int n, int len) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x, k = 0;
+    if (r < n)
+        do count[r] += v[k * n + r] > 0.0f; while (++k < len);  // expect: GA308
+}

@@ -17,6 +17,7 @@ SPECS = {
     "row_sums": "row_sums.toml",
     "tile_acc<4>": "tile_acc.toml",
     "row_sums_register": "row_sums_register.toml",
+    "count_positive": "count_positive.toml",
 }
 
 
@@ -31,6 +32,7 @@ def ga308(kernel: str):
         ("atax_rows", "tmp[i] += A[i * ny + j] * x[j];", 64),  # ny iterations
         ("row_sums", "out[r] = out[r] + v[", 65),  # out[r] = 0.0, then len = 64 iterations
         ("tile_acc<4>", "acc[t * K + q] +=", 16),  # steps
+        ("count_positive", "do count[r] +=", 64),  # len iterations
     ],
 )
 def test_accumulation_in_global_memory_reported(kernel, marker, repeats):
@@ -42,7 +44,58 @@ def test_accumulation_in_global_memory_reported(kernel, marker, repeats):
     assert "register" in f.message
     est = f.estimated_speedup
     assert est is not None and est.kind == "point" and est.speedup >= 1.0
-    assert f.variant is not None and f.variant.safety == "display-only"
+    assert f.variant is not None
+    # four outputs per thread, the address changing with q inside the steps' loop: advice only
+    auto = kernel != "tile_acc<4>"
+    assert f.variant.safety == ("automatic-and-verified" if auto else "display-only")
+    if not auto:
+        assert "`q` (in the index) changes in the loop" in f.variant.description
+
+
+@pytest.mark.parametrize(
+    ("kernel", "buffer", "has"),
+    [
+        ("atax_rows", "tmp", "+            tmp_acc += A[i * ny + j] * x[j];"),
+        ("row_sums", "out", "+        out_acc = out_acc + v[(size_t)k * n + r];"),
+        ("count_positive", "count", "+            do count_acc += v[k * n + r] > 0.0f;"),
+    ],
+)
+def test_the_register_fix_writes_the_same_outputs(kernel, buffer, has, tmp_path):
+    """Issue 28 item 1: the fix kit's accumulate_in_register on three spellings (a compound
+    `+=` in a for loop under a guard, `x = x + ...` in a while loop, an increment in a do-while
+    that is an unbraced if's body); the patched kernel, run over its whole launch on the CPU
+    emulator, writes bit-identical outputs (the additions keep their order) and GA308 is
+    silent on it."""
+    import re
+
+    import numpy as np
+
+    from gpuadvise.source.patch import apply_unified_diff
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    (f,) = ga308(kernel)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
+    assert has in v.diff, v.diff
+    assert re.search(rf"^\+\s+{buffer}\[\w+\] = {buffer}_acc;$", v.diff, re.M), v.diff
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    for toml in SRC.parent.glob("*.toml"):
+        (new_dir / toml.name).write_text(toml.read_text())
+    new = new_dir / SRC.name
+    new.write_text(apply_unified_diff(SRC.read_text(), v.diff))
+
+    def run(src):
+        a = analyze(src, kernel, None, trace=False, spec=str(src.parent / SPECS[kernel]))
+        launch = resolve(a.spec, parse_signature(src.read_text(), kernel))
+        return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+
+    want, got = run(SRC).outputs[buffer], run(new).outputs[buffer]
+    assert np.count_nonzero(want) and want.tobytes() == got.tobytes()
+    a = analyze(new, kernel, 4, spec=str(new_dir / SPECS[kernel]))
+    assert run_rule(a, "GA308", trace_ctas=4) == []
 
 
 def test_the_sum_in_a_register_is_silent():
