@@ -30,6 +30,7 @@ Usage: python benchmarks/advice_chain.py [--log2n 26] [--steps 6] [--no-measure]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shutil
 import sys
@@ -41,6 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 START = ROOT / "kernels" / "reduction" / "reduce.cu"
+START_GRID = "ceil_div(n, 256)"  # the start's grid: one element per thread
 
 CASE = """source = "{source}"
 kernel = "{kernel}"
@@ -160,9 +162,24 @@ def _emulated_check(opts: Any, new: Any, v: Any, n_verify: int) -> tuple[bool, s
     (outputs equal, what was checked or why not)."""
     from gpuadvise.analyze.fix import emulated_totals_check
     from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.spec.expr import evaluate
 
-    a = _options(Path(opts.source), opts.kernel, n_verify, opts.grid, opts.block, "verify.toml")
-    b = _options(Path(new.source), new.kernel, n_verify, new.grid, new.block, "verify.toml")
+    # a grid named by number (a step that changed it) is that of the chain's size; at the
+    # smaller verification size its CTAs past the start's grid would write partials past the
+    # output's end (`out` holds ceil_div(n, 256)): no more CTAs than that there. Those without
+    # work write a zero partial, which the totals check adds.
+    cap = evaluate(START_GRID, {"n": n_verify})
+
+    def at_verify(grid: str) -> str:
+        dims = str(grid).replace(",", "x").split("x")
+        if all(d.strip().isdigit() for d in dims) and all(int(d) == 1 for d in dims[1:]):
+            return str(min(int(dims[0]), cap))
+        return grid
+
+    a = _options(Path(opts.source), opts.kernel, n_verify, at_verify(opts.grid), opts.block,
+                 "verify.toml")  # fmt: skip
+    b = _options(Path(new.source), new.kernel, n_verify, at_verify(new.grid), new.block,
+                 "verify.toml")  # fmt: skip
     try:
         why, checked = emulated_totals_check(a, b, v.totals or {})
     except GpuAdviseError as exc:
@@ -205,7 +222,7 @@ def main() -> int:
         src = tmp / "step0" / "reduce.cu"
         src.parent.mkdir()
         shutil.copy(START, src)
-        opts = _options(src, opts_.kernel, n, "ceil_div(n, 256)", "256")
+        opts = _options(src, opts_.kernel, n, START_GRID, "256")
         steps = [Step(0, opts_.kernel, "start", opts.grid, opts.block)]
         tried: set[str] = set()
         copy_gbps = None
@@ -226,6 +243,9 @@ def main() -> int:
                 folder = tmp / f"step{i}"
                 folder.mkdir(exist_ok=True)
                 new = variant_options(opts, v, folder)
+                if Path(new.source or "").parent != folder:  # a launch change: same source
+                    shutil.copy(new.source or "", folder / Path(new.source or "").name)
+                    new = dataclasses.replace(new, source=str(folder / Path(new.source or "").name))
                 new = _options(Path(new.source), opts.kernel, n, new.grid or opts.grid,
                                new.block or opts.block)  # fmt: skip
                 if not measure:

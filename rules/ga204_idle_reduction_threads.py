@@ -19,14 +19,20 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    buffer_uses,
+    grid_bound,
+    launch_specific,
+    reduction_diff,
 )
-from gpuadvise.rules.grid_stride import buffer_uses, grid_bound, launch_specific, reduction_diff
 
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
 _BLOCKDIM = re.compile(r"\bblockDim\s*\.\s*x\b")
 
 # the public source of the reduction steps the messages name (NVIDIA, GTC 2010)
 _SEVEN_STEP = "NVIDIA's seven-step reduction"
+
+
+_PREFIX = "ga204_"  # the names the half-grid rewrite introduces
 
 
 def _simple(expr: str) -> bool:
@@ -223,12 +229,12 @@ def _find_tree(ks: KernelSource, after: int, arr: str, tid: str) -> _Tree | None
         if re.fullmatch(_add_step(arr, tid, k.group("k")), add):
             steps.append((i, k.group("k")))
     if steps:
-        first, k = steps[0]
+        first, bound = steps[0]
         span = (first.head[0] - base, first.consequence[1] - base)
         sync = re.match(r"\s*__syncthreads\s*\(\s*\)\s*;", body[span[1] :])
         if sync:
             span = (span[0], span[1] + sync.end())
-        found.append(_Tree("unrolled", span[0], k, span, len(steps)))
+        found.append(_Tree("unrolled", span[0], bound, span, len(steps)))
     if not found:
         return None
     tree = min(found, key=lambda x: x.start)
@@ -416,10 +422,10 @@ def first_add_diff(ks: KernelSource, mt: _Match, block: int, path: str) -> tuple
     new_lines = []
     order = [d for d in mt.decls if d.name in need]
     for d in order:
-        e = second(span(d.expr))
-        if e.startswith("(") and _THREADIDX.fullmatch(body[d.expr[0] : d.expr[1]].strip()):
-            e = e[1:-1]
-        new_lines.append(f"{indent}{d.prefix} {hi[d.name]} = {e};")
+        text = second(span(d.expr))
+        if text.startswith("(") and _THREADIDX.fullmatch(body[d.expr[0] : d.expr[1]].strip()):
+            text = text[1:-1]
+        new_lines.append(f"{indent}{d.prefix} {hi[d.name]} = {text};")
     summed = f"{_paren(double(load))} + {_paren(second(load))}"
     rw.replace(*load, summed)
     if new_lines:
@@ -776,7 +782,9 @@ class IdleReductionThreads(Rule):
             return "no output written once per CTA (the trace)"
         threads, grid = int(b.x), int(g.x)
         bound, derived = grid_bound(ctx, ks, threads, grid)
-        diff, why = reduction_diff(ks, bound, ctx.source_file, 2)
+        if _PREFIX in ks.code:
+            return f"the source already uses names starting with {_PREFIX}"
+        diff, why = reduction_diff(ks, bound, ctx.source_file, 2, prefix=_PREFIX)
         if diff is None:
             return why
         half = -(-grid // 2)

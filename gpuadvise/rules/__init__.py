@@ -329,6 +329,7 @@ from gpuadvise.words import counted, lines_text  # noqa: E402
 __all__ += ["counted", "lines_text"]
 
 # GA303: consecutive scalar accesses of one thread (trace, SASS) and their vector rewrite
+from gpuadvise.rules.narrow_loads import NarrowLoad, narrow_estimate, narrow_loads  # noqa: E402
 from gpuadvise.rules.scalar_runs import (  # noqa: E402
     SCALAR_NOTE_BELOW,
     PieceGroup,
@@ -342,7 +343,6 @@ from gpuadvise.rules.scalar_runs import (  # noqa: E402
     scalar_pieces,
     scalar_run_estimate,
 )
-from gpuadvise.rules.narrow_loads import NarrowLoad, narrow_estimate, narrow_loads  # noqa: E402
 from gpuadvise.rules.vectorize import VectorRewrite, multiple_of, vector_rewrite  # noqa: E402
 
 __all__ += [
@@ -363,4 +363,47 @@ __all__ += [
     "VectorRewrite",
     "multiple_of",
     "vector_rewrite",
+]
+
+# GA204/GA206: the trace's per-buffer facts and the grid-stride rewrites
+from gpuadvise.rules.grid_stride import (  # noqa: E402
+    PREFIX as GRID_STRIDE_PREFIX,
+)
+from gpuadvise.rules.grid_stride import (  # noqa: E402
+    VECTORS,
+    VectorLoad,
+    buffer_uses,
+    elementwise_diff,
+    elementwise_vector_diff,
+    grid_bound,
+    hidden_block_reads,
+    index_offset,
+    is_grid_stride,
+    launch_specific,
+    load_phase,
+    pointee,
+    reduction_diff,
+    size_param,
+    vector_load,
+    vector_reduction_diff,
+)
+
+__all__ += [
+    "GRID_STRIDE_PREFIX",
+    "VECTORS",
+    "VectorLoad",
+    "buffer_uses",
+    "elementwise_diff",
+    "elementwise_vector_diff",
+    "grid_bound",
+    "hidden_block_reads",
+    "index_offset",
+    "is_grid_stride",
+    "launch_specific",
+    "load_phase",
+    "pointee",
+    "reduction_diff",
+    "size_param",
+    "vector_load",
+    "vector_reduction_diff",
 ]

@@ -495,7 +495,7 @@ class LoadPhase:
     comments: tuple[str, ...] = ()  # the comments of the replaced range, carried over
 
 
-def load_phase(ks: KernelSource) -> LoadPhase | str:
+def load_phase(ks: KernelSource, prefix: str = PREFIX) -> LoadPhase | str:
     """The load phase of a per-block shared-memory reduction (why not, as text)."""
     top = ks.top_level()
     code = ks.code
@@ -549,9 +549,9 @@ def load_phase(ks: KernelSource) -> LoadPhase | str:
         elif not any(free for _, free in pieces):
             inside.append((s.start, s.end + 1, ""))
         else:
-            prefix = fixkit.declaration_prefix(ks.text, decl)
+            shared_prefix = fixkit.declaration_prefix(ks.text, decl)
             for dd, free in pieces:
-                (outside if free else inside).append((dd.span[0], dd.span[1], prefix))
+                (outside if free else inside).append((dd.span[0], dd.span[1], shared_prefix))
     idx_names = {n for n, _ in ks.identifiers((store.start, store.end + 1))}
     if block_index_uses(code, store.start, store.start + len(m.group(0).split("=")[0])) or (
         {n for n in idx_names if re.search(rf"\b{re.escape(n)}\b", idx)} & dependent
@@ -559,15 +559,15 @@ def load_phase(ks: KernelSource) -> LoadPhase | str:
         return "the shared array's index depends on the block index"
 
     def src(piece: tuple[int, int, str]) -> str:
-        a, b, prefix = piece
-        text = _remapped(ks, a, b, f"{PREFIX}block", f"{PREFIX}blocks")
-        return prefix + text + ";" if prefix else text
+        a, b, decl = piece
+        text = _remapped(ks, a, b, f"{prefix}block", f"{prefix}blocks")
+        return decl + text + ";" if decl else text
 
     def raw(piece: tuple[int, int, str]) -> str:
-        a, b, prefix = piece
-        return prefix + ks.text[a:b] + ";" if prefix else code[a:b]
+        a, b, decl = piece
+        return decl + ks.text[a:b] + ";" if decl else code[a:b]
 
-    value_src = _remapped(ks, store.start, store.end + 1, f"{PREFIX}block", f"{PREFIX}blocks")
+    value_src = _remapped(ks, store.start, store.end + 1, f"{prefix}block", f"{prefix}blocks")
     vm = re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[[^\[\];]*\]\s*=(?!=)\s*(.*);\s*", value_src, re.S)
     if vm is None:  # pragma: no cover - the code matched above
         return "the store could not be rewritten"
@@ -588,37 +588,40 @@ def load_phase(ks: KernelSource) -> LoadPhase | str:
     )
 
 
-def reduction_diff(ks: KernelSource, bound: str, path: str, k: int = 1) -> tuple[str | None, str]:
+def reduction_diff(
+    ks: KernelSource, bound: str, path: str, k: int = 1, prefix: str = PREFIX
+) -> tuple[str | None, str]:
     """The load phase of a per-block shared-memory reduction (the statements before the first
     ``__syncthreads()``, ending with ``sdata[tid] = <value>;``) made a grid-stride loop that
     adds the value of every original CTA index the thread covers, ``k`` consecutive indices per
     iteration, then stores the sum. (diff, why not) — the tree after it is kept; its operator
-    must be ``+``."""
-    lp = load_phase(ks)
+    must be ``+``. ``prefix`` starts the names the rewrite introduces (GA204's differ from
+    GA206's, so that GA206 can rewrite GA204's result again)."""
+    lp = load_phase(ks, prefix)
     if isinstance(lp, str):
         return None, lp
-    acc = f"{PREFIX}sum"
+    acc = f"{prefix}sum"
     lines = [*lp.comments, *lp.outside]
     lines += [
-        f"const unsigned {PREFIX}blocks = {bound};  // the CTAs of the original grid",
+        f"const unsigned {prefix}blocks = {bound};  // the CTAs of the original grid",
         f"{lp.elem} {acc} = 0;",
     ]
     body = [*lp.inside, f"{acc} += {lp.value};"]
     if k == 1:
         lines += [
-            f"for (unsigned {PREFIX}block = blockIdx.x; {PREFIX}block < {PREFIX}blocks;",
-            f"     {PREFIX}block += gridDim.x) {{",
+            f"for (unsigned {prefix}block = blockIdx.x; {prefix}block < {prefix}blocks;",
+            f"     {prefix}block += gridDim.x) {{",
         ]
         lines += ["    " + ln for b in body for ln in b.split("\n")]
         lines += ["}"]
     else:
         lines += [
-            f"for (unsigned {PREFIX}first = blockIdx.x * {k}u; {PREFIX}first < {PREFIX}blocks;",
-            f"     {PREFIX}first += gridDim.x * {k}u) {{",
+            f"for (unsigned {prefix}first = blockIdx.x * {k}u; {prefix}first < {prefix}blocks;",
+            f"     {prefix}first += gridDim.x * {k}u) {{",
             "#pragma unroll",
-            f"    for (unsigned {PREFIX}k = 0; {PREFIX}k < {k}u; ++{PREFIX}k) {{",
-            f"        const unsigned {PREFIX}block = {PREFIX}first + {PREFIX}k;",
-            f"        if ({PREFIX}block >= {PREFIX}blocks) break;",
+            f"    for (unsigned {prefix}k = 0; {prefix}k < {k}u; ++{prefix}k) {{",
+            f"        const unsigned {prefix}block = {prefix}first + {prefix}k;",
+            f"        if ({prefix}block >= {prefix}blocks) break;",
         ]
         lines += ["        " + ln for b in body for ln in b.split("\n")]
         lines += ["    }", "}"]
