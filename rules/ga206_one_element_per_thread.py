@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.rules import (
+    GRID_STRIDE_PREFIX,
     MODEL,
+    VECTORS,
     Estimate,
     Evidence,
     Finding,
@@ -20,13 +22,6 @@ from gpuadvise.rules import (
     RuleContext,
     Space,
     Variant,
-    launch_estimate,
-    memory_rates,
-    view_traffic,
-)
-from gpuadvise.rules.grid_stride import (
-    PREFIX,
-    VECTORS,
     VectorLoad,
     buffer_uses,
     elementwise_diff,
@@ -35,13 +30,16 @@ from gpuadvise.rules.grid_stride import (
     hidden_block_reads,
     index_offset,
     is_grid_stride,
+    launch_estimate,
     launch_specific,
     load_phase,
+    memory_rates,
     pointee,
     reduction_diff,
     size_param,
     vector_load,
     vector_reduction_diff,
+    view_traffic,
 )
 
 PER_ITERATION = (4, 1, 2, 8)
@@ -71,6 +69,7 @@ class OneElement(FindingDetails):
     per_block: tuple[str, ...]
     wave_ctas: int
     loads_per_warp: float
+    grid_stride: bool = False  # the kernel loops already: one wave is a launch change alone
 
 
 class OneElementPerThread(Rule):
@@ -196,8 +195,9 @@ class OneElementPerThread(Rule):
         if w.ctas_per_wave <= 0 or w.total_ctas < min_waves * w.ctas_per_wave:
             return
         ks = ctx.kernel_source
-        if is_grid_stride(ks):
-            return
+        # a grid-stride loop launched with a grid of many waves runs once or twice per thread
+        # (GA204's half grid leaves one): the launch alone is the fix
+        stride = is_grid_stride(ks)
         view = ctx.trace_view
         threads = int(b.x)
         most = int(ctx.option("max_elements"))
@@ -227,6 +227,11 @@ class OneElementPerThread(Rule):
         loads = view.records["kind"] == int(Kind.LOAD)
         warps = max(len(np.unique((view.records["cta"].astype(np.int64) << 16)
                                   | view.records["warp"])), 1)  # fmt: skip
+        if stride and kind != "per-block":
+            # an element-wise grid-stride kernel launched with many waves runs as fast as with
+            # one (the loop's iterations are the CTAs'); a reduction pays a tree, barriers and
+            # a partial per CTA: that launch is worth changing
+            return
         sms = ctx.device.sm_count or 0
         per_sm = w.ctas_per_wave // sms if sms else 0
         names = ", ".join(f"`{u.name}`" for u in streamed)
@@ -250,6 +255,11 @@ class OneElementPerThread(Rule):
         advice = (
             ""
             if kind == "segmented"
+            else f". The kernel loops over the array already (a grid-stride loop): launch it "
+            f"with one wave ({w.ctas_per_wave} CTAs"
+            + (f": {sms} SMs x {per_sm}" if sms else "")
+            + ") and each thread takes several elements"
+            if stride
             else f". Loop over the array with a grid of one wave ({w.ctas_per_wave} CTAs"
             + (f": {sms} SMs x {per_sm}" if sms else "")
             + ") and several elements per thread"
@@ -275,6 +285,7 @@ class OneElementPerThread(Rule):
                 tuple(u.name for u in per_block),
                 int(w.ctas_per_wave),
                 round(view.weighted(np.flatnonzero(loads)) / warps, 4),
+                stride,
             ),
         )
 
@@ -294,6 +305,16 @@ class OneElementPerThread(Rule):
                 None,
                 "none",
                 f"no memory rates for {ctx.device.name}: the launch roofline cannot be computed",
+                inputs,
+            )
+        if d.grid_stride:
+            return Estimate(
+                None,
+                "none",
+                "not bounded: one wave of a grid-stride kernel saves the launches, prologues and "
+                "(for a reduction) the trees of all but one wave of CTAs, which the launch "
+                "roofline does not model; its loop is not unrolled, so the bytes in flight per "
+                "warp stay; the measurement decides",
                 inputs,
             )
         if d.kind == "segmented":
@@ -473,11 +494,23 @@ class OneElementPerThread(Rule):
             ""
             if derived
             else f". Launch-specific: no kernel parameter gives the original grid, so its {grid} "
-            f"CTAs are written into the kernel (const unsigned {PREFIX}blocks = {grid}u): the "
+            f"CTAs are written into the kernel (const unsigned {GRID_STRIDE_PREFIX}blocks = {grid}u): the "
             "fixed kernel is right for this launch only; compute the count from the array's "
             "size in your code"
         )
         wave = d.wave_ctas
+        if d.grid_stride:
+            parts = ", ".join(f"`{n}`" for n in d.per_block)
+            return Variant(
+                "automatic-and-verified",
+                f"the same kernel launched with {wave} CTAs (one wave) instead of {grid}: its "
+                f"grid-stride loop gives each thread several elements; {parts} then holds "
+                f"{wave} partial sums instead of {grid} (verified as totals: the host or the "
+                "next pass adds them)",
+                launch={"grid": [min(wave, grid), 1, 1]},
+                label="one wave",
+                totals={n: "+" for n in d.per_block},
+            )
         if d.kind == "elementwise":
             if hidden is not None:
                 return Variant(

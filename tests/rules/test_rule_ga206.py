@@ -250,6 +250,7 @@ def test_disjoint_element_sets_laid_out_per_instruction() -> None:
     ``k + n/2``) are 512 elements per CTA of 256 threads; a 3-point stencil's CTAs share
     elements and a CTA whose ranges do not advance with its index gives nothing."""
     from gpuadvise.rules.grid_stride import _disjoint_step as step
+
     ctas, tid = np.repeat(np.arange(4), 256), np.tile(np.arange(256), 4)
     k = 256 * ctas + tid
     ids = np.arange(4)
@@ -267,6 +268,7 @@ def test_disjoint_element_sets_laid_out_per_instruction() -> None:
 
 def test_index_reads_in_cooperative_groups_and_macros() -> None:
     from gpuadvise.rules.grid_stride import _position_reads as reads
+
     code = (
         "auto tb = cg::this_thread_block(); auto g = cg::this_grid();\n"
         "int a = tb.group_index().x * 256 + tb.thread_rank();\n"
@@ -459,3 +461,117 @@ def test_declarations_sharing_a_line_are_split_by_the_fix_kit(kernel: str, tmp_p
         out.write_text(apply_unified_diff(ONE_LINE, c.diff))
         got = _emulate_all(out, kernel, 3, n).outputs["out"]
         assert compare_totals("out", want, got, -(-n // 128), 3).ok, c.label
+
+
+STRIDED = """#define B 256
+extern "C" __global__ void axpy_stride(const float* x, float* y, float a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = a * x[i] + y[i];
+}
+
+extern "C" __global__ void sum_stride(const int* in, int* out, unsigned n) {
+    __shared__ int s[B];
+    unsigned t = threadIdx.x;
+    int v = 0;
+    for (unsigned i = blockIdx.x * B + t; i < n; i += B * gridDim.x) v += in[i];
+    s[t] = v;
+    __syncthreads();
+    for (unsigned d = B / 2; d > 0; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void sum_while(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
+    __shared__ int s[B];
+    const unsigned step = gridDim.x * blockDim.x;
+    unsigned i = threadIdx.x + blockIdx.x * blockDim.x;
+    int v = 0;
+    while (i < n) { v += in[i]; i += step; }
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned d = blockDim.x / 2; d > 0; d >>= 1) {
+        if (threadIdx.x < d) s[threadIdx.x] += s[threadIdx.x + d];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+
+template <int BS>
+__global__ void sum_pairs(const int* in, int* out, unsigned n) {
+    __shared__ int s[BS];
+    int acc = 0;
+    for (unsigned c = blockIdx.x * 2u; c < (n + BS - 1) / BS; c += 2u * gridDim.x)
+#pragma unroll
+        for (unsigned k = 0; k < 2u; ++k) {
+            unsigned i = (c + k) * BS + threadIdx.x;
+            if (i < n) acc += in[i];
+        }
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int d = BS / 2; d > 0; d >>= 1) {
+        if ((int)threadIdx.x < d) s[threadIdx.x] += s[threadIdx.x + d];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+template __global__ void sum_pairs<256>(const int*, int*, unsigned);
+"""
+
+_SUM_SPEC = '[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n, 256)" }\n'
+
+
+@pytest.mark.parametrize(
+    "kernel, grid, small",
+    [
+        ("sum_stride", "ceil_div(n, 256)", 274),
+        ("sum_while", "ceil_div(n, 256)", 274),
+        ("sum_pairs<256>", "ceil_div(n, 512)", 137),  # GA204's half grid, spelled by hand
+    ],
+)
+def test_a_grid_stride_reduction_launched_with_many_waves(
+    kernel: str, grid: str, small: int, tmp_path: Path
+) -> None:
+    """A per-block reduction whose load is a grid-stride loop, launched with one or two
+    elements per thread (n / 256 CTAs: 15.5 waves; GA204's half grid leaves 7.8): the launch
+    alone is the fix (one wave: a tree and a partial per CTA of all but one wave saved), no
+    diff, the partials verified as totals. Launched with one wave, it is silent; an element-wise
+    grid-stride kernel launched with many waves is silent (its loop's iterations are the
+    CTAs': nothing to save)."""
+    from gpuadvise.runner.verify import compare_totals
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    src = tmp_path / "s.cu"
+    src.write_text(STRIDED)
+    spec = tmp_path / "sum.toml"
+    spec.write_text("block = 256\n" + _SUM_SPEC)
+    kw = {"grid": grid, "block": "256", "args": ("n=4194304",), "spec": str(spec)}
+    (f,) = ga206(src, kernel, **kw)
+    assert "a grid-stride loop): launch it with one wave (1056 CTAs" in f.message
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff is None
+    assert v.launch == {"grid": [1056, 1, 1]} and v.label == "one wave"
+    assert v.totals == {"out": "+"}
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "none" and "not bounded" in est.method
+    assert ga206(src, kernel, **{**kw, "grid": "1056"}) == []
+
+    def run(g: int) -> Any:
+        a = analyze(src, kernel, None, trace=False, grid=str(g), args=("n=70000",), spec=str(spec))
+        launch = resolve(a.spec, parse_signature(STRIDED, kernel))
+        return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+
+    want, got = run(small).outputs["out"], run(3).outputs["out"]
+    assert compare_totals("out", want, got, small, 3).ok
+
+
+def test_an_elementwise_grid_stride_kernel_stays_silent(tmp_path: Path) -> None:
+    src = tmp_path / "s.cu"
+    src.write_text(STRIDED)
+    spec = tmp_path / "axpy.toml"
+    spec.write_text('block = 256\n[args]\na = 2.0\n[buffers]\nx = "float[n]"\ny = "float[n]"\n')
+    kw = {"grid": "ceil_div(n, 256)", "block": "256", "args": ("n=4194304",), "spec": str(spec)}
+    assert ga206(src, "axpy_stride", **kw) == []
