@@ -407,3 +407,13 @@ __all__ += [
     "vector_load",
     "vector_reduction_diff",
 ]
+
+# GA204: the tree reduction's load phase in the source, and the half-block rewrite
+from gpuadvise.rules.idle_tree import (  # noqa: E402
+    IdleMatch,
+    find_idle_loads,
+    first_add_diff,
+    half_grid_variant,
+)
+
+__all__ += ["IdleMatch", "find_idle_loads", "first_add_diff", "half_grid_variant"]
