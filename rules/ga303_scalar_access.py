@@ -77,9 +77,10 @@ class ScalarGlobalAccess(Rule):
     as many SASS accesses of the element's width (``LDG.E``) as the PTX has, not an
     ``LDG.E.64``/``LDG.E.128``. Reported at the line of the first access.
 
-    Second, narrow coalesced loads that keep too few bytes in flight: global loads of 1- to
-    8-byte elements whose warps read consecutive elements across the lanes (lane ``l`` at
-    ``base + l * width``, in nine of ten requests, half a warp active or more) that make at
+    Second, narrow coalesced loads that keep too few bytes in flight: global loads of elements
+    of at most ``max_narrow_bytes`` (2: 64 bytes a warp request; 4 and 8 bytes by the option)
+    whose warps read consecutive elements across the lanes (lane ``l`` at ``base + l * width``,
+    in nine of ten requests, half a warp active or more) that make at
     least half the global-load links of a warp's critical path, in a launch bound (at
     sustained rates) by its warps' chains of dependent loads (one load per loop iteration, used
     before the next is issued) or by Little's law, whose model says that a thread taking
@@ -165,7 +166,7 @@ class ScalarGlobalAccess(Rule):
     title = "Scalar global accesses where one vector access would do"
     severity = "warning"
     models = ("trace", "sass", "source")
-    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05}
+    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05, "max_narrow_bytes": 2}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         yield from self._runs(ctx)
@@ -247,8 +248,11 @@ class ScalarGlobalAccess(Rule):
 
     def _narrow(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
-        loads = narrow_loads(view, ctx.trace)
-        loads = [n for n in loads if loads and n.requests >= 0.1 * loads[0].requests]
+        widest = int(ctx.option("max_narrow_bytes"))
+        loads = [n for n in narrow_loads(view, ctx.trace) if n.width <= widest]
+        if not loads:
+            return
+        loads = [n for n in loads if n.requests >= 0.1 * loads[0].requests]
         got = narrow_estimate(ctx.device, view, loads)
         if got is None:
             return
