@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -132,8 +133,8 @@ class RedundantGlobalLoads(Rule):
     sectors at the L2 (and from DRAM): the model's own launch counts every re-read of a CTA as
     an L1 hit. The bytes in between are the sectors of the CTA's requests summed (at most its
     distinct sectors), more than the distinct bytes where the CTA re-reads within the span: the
-    side that makes the bound loose, not broken. What ptxas schedules differently once the registers hold the values is not
-    counted.
+    side that makes the bound loose, not broken. What ptxas schedules differently once the
+    registers hold the values is not counted.
 
     Fix safety
     ----------
@@ -164,6 +165,7 @@ class RedundantGlobalLoads(Rule):
             [any(o in i.opcode for o in _ORDERED) for i in trace.instructions] or [False]
         )
         keep &= ~ordered[insts]
+        keep &= ~_varying_repeats(view, rl)
         if not keep.any():
             return
         removable = removable_records(view, rl.lane[keep])
@@ -367,3 +369,34 @@ def _message(lines: list[ReloadLine], share: float) -> str:
         "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
         "the others)"
     )
+
+
+def _varying_repeats(view: Any, rl: Any) -> np.ndarray:
+    """Per reload, whether it repeats the same instruction's load of a thread that loads its
+    addresses unevenly with that instruction: an index that varies from one iteration to the
+    next and meets itself only sometimes (a clamp at the image's edge: `min(max(y + dy, 0), h -
+    1)` reads row 0 for every negative dy near the top, the other rows once). A value a
+    register could hold is loaded evenly: one address per thread and instruction (a
+    loop-invariant load), or every address of an inner loop once per pass of the outer one (a
+    point's features re-read for each cluster)."""
+    lanes, lb = view.lanes, view.lane_buffer
+    inside = np.flatnonzero(lb >= 0)
+    if not len(inside) or not len(rl):
+        return np.zeros(len(rl), bool)
+    threads = int(np.prod(view.block))
+    ninst = int(lanes.inst.max()) + 1
+
+    def thread_inst(ix: np.ndarray) -> np.ndarray:
+        t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
+        return t * ninst + lanes.inst[ix].astype(np.int64)
+
+    key = thread_inst(inside)
+    addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
+    pairs, times = np.unique(np.stack([key, addr]), axis=1, return_counts=True)
+    keys, first = np.unique(pairs[0], return_index=True)
+    lo = np.minimum.reduceat(times, first)
+    hi = np.maximum.reduceat(times, first)
+    uneven = hi > lo
+    cur = rl.lane
+    at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
+    return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]
