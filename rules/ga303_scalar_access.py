@@ -263,7 +263,9 @@ class ScalarGlobalAccess(Rule):
         waiting = i.get("bound_by_before") in ("dependency", "latency") and wd.share >= 0.5
         if not waiting or like < float(ctx.option("min_narrow_speedup")):
             return
-        main = loads[0]
+        # the busiest load with a line of the source (line 0: code the compiler made from no
+        # line, a header's inlined intrinsic)
+        main = next((n for n in loads if n.line), loads[0])
         w = max(n.width for n in loads)
         flight = float(i["waited_bytes_per_warp"])
         bound = str(i.get("bound_by_before"))
@@ -275,8 +277,8 @@ class ScalarGlobalAccess(Rule):
             f"launch is bound by {bound} (its warps keep about {flight:.0f} bytes each in "
             f"flight, waiting on each load before the next): {wd.k} consecutive elements per "
             f"thread in one 16-byte access move {wd.k}x the bytes per round trip",
-            line=main.line,
-            file=main.file,
+            line=main.line or ctx.kernel_line,
+            file=main.file if main.line else None,
             evidence=[
                 Evidence("element_bytes", w, unit="B"),
                 Evidence("elements_per_thread_after", wd.k),

@@ -118,9 +118,10 @@ class AccessTrace:
 
     def call_site_of(self, inst: int) -> tuple[str | None, int | None]:
         """The line of the kernel's body an instruction comes from: the call site of the helper
-        function it is inlined from (``call_line``), else :meth:`line_of`."""
+        function it is inlined from (``call_line``), else :meth:`line_of` (a call line of 0 is
+        no line: ptxas writes it for code it inlines from nowhere in particular)."""
         info = self.instructions[inst]
-        if info.call_line is not None:
+        if info.call_line:
             return info.call_file, info.call_line
         return self.line_of(inst)
 
