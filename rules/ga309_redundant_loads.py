@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from gpuadvise.rules import (
     removable_records,
     same_thread_reloads,
     thread_keys,
+    varying_repeats,
     view_traffic,
 )
 
@@ -165,7 +165,7 @@ class RedundantGlobalLoads(Rule):
             [any(o in i.opcode for o in _ORDERED) for i in trace.instructions] or [False]
         )
         keep &= ~ordered[insts]
-        keep &= ~_varying_repeats(view, rl)
+        keep &= ~varying_repeats(view, rl)
         if not keep.any():
             return
         removable = removable_records(view, rl.lane[keep])
@@ -229,6 +229,10 @@ class RedundantGlobalLoads(Rule):
                     float(np.median(rl.gap[ja])),
                 )
             )
+        # a second pass over more values than a thread's registers hold (a row of hundreds a
+        # thread: softmax's max, sum and normalise passes with a thread per row) cannot be
+        # "loaded once": that is a restructuring (a warp per row, fused passes), not this
+        lines = [x for x in lines if not (_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1))]
         if not lines:
             return
         lines.sort(key=lambda x: (-x.requests, x.line))
@@ -326,6 +330,18 @@ NEAR = 16
 the value (beyond: a pass over a row, held in registers only when its length is known)."""
 
 
+MAX_HELD = 64
+"""Values a thread can keep in registers across a pass (of the 255 a thread may have): a
+second pass over more of them per thread is not reported."""
+
+
+def _pass(x: ReloadLine) -> bool:
+    """The reload re-reads what an earlier pass over the row read (not a value just stored
+    with an aliasing store in between, nor the same load in each iteration of a loop)."""
+    near_store = x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only
+    return not near_store and not x.same_inst * 2 >= x.lanes
+
+
 def _why(x: ReloadLine) -> str:
     """Why the compiler left the reload, from the trace and the load's opcode."""
     if x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only:
@@ -369,34 +385,3 @@ def _message(lines: list[ReloadLine], share: float) -> str:
         "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
         "the others)"
     )
-
-
-def _varying_repeats(view: Any, rl: Any) -> np.ndarray:
-    """Per reload, whether it repeats the same instruction's load of a thread that loads its
-    addresses unevenly with that instruction: an index that varies from one iteration to the
-    next and meets itself only sometimes (a clamp at the image's edge: `min(max(y + dy, 0), h -
-    1)` reads row 0 for every negative dy near the top, the other rows once). A value a
-    register could hold is loaded evenly: one address per thread and instruction (a
-    loop-invariant load), or every address of an inner loop once per pass of the outer one (a
-    point's features re-read for each cluster)."""
-    lanes, lb = view.lanes, view.lane_buffer
-    inside = np.flatnonzero(lb >= 0)
-    if not len(inside) or not len(rl):
-        return np.zeros(len(rl), bool)
-    threads = int(np.prod(view.block))
-    ninst = int(lanes.inst.max()) + 1
-
-    def thread_inst(ix: np.ndarray) -> np.ndarray:
-        t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
-        return t * ninst + lanes.inst[ix].astype(np.int64)
-
-    key = thread_inst(inside)
-    addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
-    pairs, times = np.unique(np.stack([key, addr]), axis=1, return_counts=True)
-    keys, first = np.unique(pairs[0], return_index=True)
-    lo = np.minimum.reduceat(times, first)
-    hi = np.maximum.reduceat(times, first)
-    uneven = hi > lo
-    cur = rl.lane
-    at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
-    return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]

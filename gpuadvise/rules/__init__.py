@@ -275,6 +275,7 @@ from gpuadvise.rules.repeats import (  # noqa: E402
     removable_records,
     same_thread_reloads,
     thread_keys,
+    varying_repeats,
     whole_records,
 )
 
@@ -307,6 +308,7 @@ __all__ += [
     "same_thread_reloads",
     "thread_keys",
     "whole_records",
+    "varying_repeats",
     "ATOMICS",
     "Contention",
     "contended_lines",

@@ -40,6 +40,7 @@ __all__ = [
     "same_thread_reloads",
     "thread_keys",
     "whole_records",
+    "varying_repeats",
 ]
 
 MIN_ACCUMULATION_REPEATS = 4.0
@@ -312,3 +313,34 @@ def reload_costs(
         round(min(share, 1.0), 4),
         int(l1_bytes),
     )
+
+
+def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
+    """Per reload, whether it repeats the same instruction's load of a thread that loads its
+    addresses unevenly with that instruction: an index that varies from one iteration to the
+    next and meets itself only sometimes (a clamp at the image's edge: `min(max(y + dy, 0), h -
+    1)` reads row 0 for every negative dy near the top, the other rows once). A value a
+    register could hold is loaded evenly: one address per thread and instruction (a
+    loop-invariant load), or every address of an inner loop once per pass of the outer one (a
+    point's features re-read for each cluster)."""
+    lanes, lb = view.lanes, view.lane_buffer
+    inside = np.flatnonzero(lb >= 0)
+    if not len(inside) or not len(rl):
+        return np.zeros(len(rl), bool)
+    threads = int(np.prod(view.block))
+    ninst = int(lanes.inst.max()) + 1
+
+    def thread_inst(ix: np.ndarray) -> np.ndarray:
+        t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
+        return t * ninst + lanes.inst[ix].astype(np.int64)
+
+    key = thread_inst(inside)
+    addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
+    pairs, times = np.unique(np.stack([key, addr]), axis=1, return_counts=True)
+    keys, first = np.unique(pairs[0], return_index=True)
+    lo = np.minimum.reduceat(times, first)
+    hi = np.maximum.reduceat(times, first)
+    uneven = hi > lo
+    cur = rl.lane
+    at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
+    return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]

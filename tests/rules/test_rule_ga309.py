@@ -159,3 +159,37 @@ def test_a_second_pass_costs_l2_sectors_when_the_rows_outgrow_the_l1(tmp_path, n
     assert (e["l2_sectors_of_reloads"] > 0) == misses
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
+
+
+PASSES = """extern "C" __global__ void row_passes(const float* in, float* out, int rows, int len) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const float* row = in + (size_t)r * len;
+    float m = row[0];
+    for (int j = 1; j < len; ++j) m = fmaxf(m, row[j]);
+    float s = 0.0f;
+    for (int j = 0; j < len; ++j) s += __expf(row[j] - m);
+    for (int j = 0; j < len; ++j) out[(size_t)r * len + j] = __expf(row[j] - m) / s;
+}
+"""
+
+
+@pytest.mark.parametrize(("length", "reported"), [(256, False), (24, True)])
+def test_a_second_pass_over_more_values_than_registers_hold_is_not_reported(
+    length, reported, tmp_path
+):
+    """A thread per row walking it three times (max, sum, normalise: HeCBench's softMax at 784
+    values a thread, the course's at 1024): 256 values a thread cannot be "loaded once" into
+    registers, so GA309 is silent (the fix is a warp per row or fused passes); 24 a thread can
+    (softMax2's lanes), and it is reported."""
+    src = tmp_path / "p.cu"
+    src.write_text(PASSES)
+    (tmp_path / "case.toml").write_text(
+        f"block = 64\ngrid = 16\n[args]\nrows = 1024\nlen = {length}\n"
+        '[buffers]\nin = "float[rows*len]"\nout = "float[rows*len]"\n'
+    )
+    a = analyze(src, "row_passes", 4, spec=str(tmp_path / "case.toml"))
+    found = run_rule(a, "GA309", trace_ctas=4)
+    assert bool(found) is reported, [f.message for f in found]
+    if reported:
+        assert "a pass before" in found[0].message
