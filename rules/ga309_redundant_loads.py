@@ -195,6 +195,7 @@ class RedundantGlobalLoads(Rule):
             for a, z in zip(bounds[:-1], bounds[1:], strict=True)
         }
         lines: list[ReloadLine] = []
+        members: list[np.ndarray] = []  # each line's reloads (indices into rl)
         for (line, b), ja in groups.items():
             lane = rl.lane[ja]
             g_recs = np.unique(lanes.rec[lane])
@@ -211,6 +212,7 @@ class RedundantGlobalLoads(Rule):
                 store_line = _mode([trace.line_of(int(i))[1] or 0 for i in lanes.inst[s].tolist()])
                 store_buf = view.buffer_names[_mode(lb[s].tolist())]
             read_only = all(".nc" in trace.instructions[i].opcode for i in np.unique(insts[ja]))
+            members.append(ja)
             lines.append(
                 ReloadLine(
                     line,
@@ -232,7 +234,16 @@ class RedundantGlobalLoads(Rule):
         # a second pass over more values than a thread's registers hold (a row of hundreds a
         # thread: softmax's max, sum and normalise passes with a thread per row) cannot be
         # "loaded once": that is a restructuring (a warp per row, fused passes), not this
-        lines = [x for x in lines if not (_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1))]
+        held = [not (_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)) for x in lines]
+        if not all(held):  # their reloads leave the share and the estimate too
+            for ja, ok in zip(members, held, strict=True):
+                if not ok:
+                    keep[ja] = False
+            lines = [x for x, ok in zip(lines, held, strict=True) if ok]
+            removable = removable_records(view, rl.lane[keep])
+            requests = view.weighted(np.flatnonzero(removable))
+            if requests < float(ctx.option("min_share")) * load_requests:
+                return
         if not lines:
             return
         lines.sort(key=lambda x: (-x.requests, x.line))
