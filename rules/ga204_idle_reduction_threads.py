@@ -154,7 +154,7 @@ class IdleReductionThreads(Rule):
 
     Fix safety
     ----------
-    The seed's variant (1-D launches whose CTAs each write their own partial, from the trace) is
+    NVIDIA's step #4 (1-D launches whose CTAs each write their own partial, from the trace) is
     automatic and verified as totals: the load phase runs for the two original CTA indices
     ``2b`` and ``2b + 1`` (``gpuadvise.rules.grid_stride.reduction_diff`` with two indices per
     thread, launched on half the grid), so the per-block outputs hold half as many partials;
@@ -376,11 +376,11 @@ class IdleReductionThreads(Rule):
                 launch={"block": [threads // 2, 1, 1]},
                 label="half block",
             )
-        seed = half_grid_variant(ctx, _PREFIX)
-        if isinstance(seed, str):
+        step4 = half_grid_variant(ctx, _PREFIX)
+        if isinstance(step4, str):
             return replace(
                 half_block,
-                description=f"{half_block.description}; the seed's half grid is not offered: "
-                f"{seed}",
+                description=f"{half_block.description}; step #4's half grid is not offered: "
+                f"{step4}",
             )
-        return replace(seed, alternatives=(half_block,))
+        return replace(step4, alternatives=(half_block,))

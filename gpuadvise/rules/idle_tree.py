@@ -112,7 +112,7 @@ def _declarations(ks: KernelSource, end: int) -> tuple[list[_Decl], bool]:
 def _pointers(ctx: RuleContext, ks: KernelSource, decls: list[_Decl]) -> set[str]:
     """The kernel's pointer parameters and the pointers declared from them."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.rules import parse_signature
+    from gpuadvise.source.signature import parse_signature
 
     try:
         params = parse_signature(ks.text, ctx.spec.kernel)
@@ -398,7 +398,7 @@ def first_add_diff(
 
 
 def half_grid_variant(ctx: RuleContext, prefix: str) -> Variant | str:
-    """The seed's step #4: the same blocks on half the grid, each thread adding the
+    """Step #4 of NVIDIA's seven-step reduction: the same blocks on half the grid, each thread adding the
     elements two CTAs of the original grid loaded (CTA indices 2b and 2b + 1), the tree
     unchanged; the per-block outputs then hold half as many partials, verified as totals.
     Why not, as text."""
@@ -422,11 +422,12 @@ def half_grid_variant(ctx: RuleContext, prefix: str) -> Variant | str:
     outputs = ", ".join(f"`{n}`" for n in per_block)
     v = Variant(
         "automatic-and-verified",
-        f"first add during the load (the seed's step #4): the same {threads}-thread blocks "
+        f"first add during the load (step #4 of NVIDIA's seven-step reduction): the same "
+        f"{threads}-thread blocks "
         f"on {half} CTAs instead of {grid}, each thread adding the elements of two original "
         f"CTA indices before the tree; {outputs} then holds {half} partial sums instead of "
         f"{grid}, verified as totals, and the host (or the next pass) adds them. Measured "
-        "1.94x on an H100 for the seed's reduce4",
+        "1.94x on an H100 for that step's reduce4",
         diff=diff,
         launch={"grid": [half, 1, 1]},
         label="half grid",

@@ -16,9 +16,9 @@ __global__ void cta_sum_warp(const float* x, float* out) {
     __shared__ float sum;
     if (threadIdx.x == 0) sum = 0.f;
     __syncthreads();
-    float v = __expf(-x[blockIdx.x * blockDim.x + threadIdx.x]);
-    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&sum, v);
+    float w = __expf(-x[blockIdx.x * blockDim.x + threadIdx.x]);
+    for (int o = 16; o > 0; o /= 2) w += __shfl_down_sync(0xffffffffu, w, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&sum, w);
     __syncthreads();
     if (threadIdx.x == 0) out[blockIdx.x] = sum;
 }

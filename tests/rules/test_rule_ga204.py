@@ -149,7 +149,7 @@ def test_finding_evidence_and_estimate(source: Path, kernel: str, line: int) -> 
         assert v.safety == "automatic-and-verified" and v.launch == {"grid": [8192, 1, 1]}
         (v,) = v.alternatives
     else:  # a 2-D launch: the half block only, and the finding says why
-        assert "the seed's half grid is not offered: a 2-D or 3-D launch" in v.description
+        assert "step #4's half grid is not offered: a 2-D or 3-D launch" in v.description
     assert v.safety == "display-only" and v.launch == {"block": [128, 1, 1]}
 
 
