@@ -223,6 +223,10 @@ class _Composer:
     steps: int = 0
     # outputs of per-block partials whose count the applied launch changes (Variant.totals)
     totals: dict[str, str] = dataclasses.field(default_factory=dict)
+    # the user's rule choice (--select, --ignore, --rules-dir), kept in every round
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    rules_dirs: tuple[str, ...] = ()
 
     def options_for(self, text: str, launch: Mapping[str, Any]) -> KernelOptions:
         """Options that build ``text`` with ``launch`` (the spec: the original's)."""
@@ -266,7 +270,13 @@ def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
     from gpuadvise.analyze.run import run_analysis
 
     try:
-        done = run_analysis(comp.options_for(comp.text, comp.launch), measure=measured)
+        done = run_analysis(
+            comp.options_for(comp.text, comp.launch),
+            select=comp.select,
+            ignore=comp.ignore,
+            rules_dirs=comp.rules_dirs,
+            measure=measured,
+        )
     except GpuAdviseError:
         return ()
     return tuple(done.rules.findings)
@@ -296,10 +306,14 @@ def compose_fixes(
     measured: bool,
     analysis: Any = None,
     timeout_s: float = 60.0,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    rules_dirs: tuple[str, ...] = (),
 ) -> FixResult:
     """Compose the fixes of ``findings`` (ranked, measured when ``measured``) on the kernel of
     ``opts`` (see the module docstring). ``analysis``: the KernelAnalysis (its services emulate
-    the candidates when there is no GPU)."""
+    the candidates when there is no GPU). ``select``, ``ignore``, ``rules_dirs``: the user's
+    rule choice, which every round's analysis of the composed kernel keeps."""
     if not opts.source:
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     source = Path(opts.source)
@@ -309,7 +323,10 @@ def compose_fixes(
     steps: list[FixStep] = []
     tried: set[tuple[str, str]] = set()
     with tempfile.TemporaryDirectory(prefix="gpuadvise-fix-") as tmpdir:
-        comp = _Composer(opts, source, original, {}, Path(tmpdir))
+        comp = _Composer(
+            opts, source, original, {}, Path(tmpdir), select=select, ignore=ignore,
+            rules_dirs=rules_dirs,
+        )  # fmt: skip
         # rounds: the findings' fixes composed, then the composed kernel analyzed again, since
         # a fix can make the next one possible (interleaved -> sequential -> shuffles)
         for _round in range(MAX_STEPS):

@@ -172,8 +172,9 @@ def run_analyze(
             measured = measure is not False and pycuda_missing() is None
             with reporting(progress), step("trying the fixes, one on top of the other"):
                 fixed = compose_fixes(
-                    opts, checked.findings, unsafe=unsafe_fixes, measured=measured, analysis=result
-                )
+                    opts, checked.findings, unsafe=unsafe_fixes, measured=measured,
+                    analysis=result, select=select, ignore=ignore, rules_dirs=rules_dirs,
+                )  # fmt: skip
     finally:
         if progress is not None:
             progress.close()
