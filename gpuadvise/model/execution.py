@@ -78,7 +78,10 @@ class KernelWork:
     limits then decide); ``ctas_traced``: how many CTAs the means are over; ``reads_grid_size``:
     the kernel reads ``gridDim`` (``%nctaid``), as a grid-stride loop does to share its work
     among however many CTAs run: more CTAs then shorten each one's loop, its critical path
-    too."""
+    too. ``chain_unordered``: the same warp's chain were no store to keep the loads after it
+    waiting (:mod:`gpuadvise.ptx.chains`' memory order): what ``__restrict__`` pointers or a
+    value kept in a register instead of stored each iteration leave of the chain (None:
+    unknown, take ``chain``)."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -90,6 +93,7 @@ class KernelWork:
     shared_requests: float = 0.0
     shared_wavefronts: float = 0.0
     reads_grid_size: bool = False
+    chain_unordered: Mapping[str, float] | None = None
 
     @property
     def instructions(self) -> float:
@@ -103,6 +107,9 @@ class KernelWork:
             self,
             pipes={k: v * factor for k, v in self.pipes.items()},
             chain={k: v * factor for k, v in self.chain.items()},
+            chain_unordered=None
+            if self.chain_unordered is None
+            else {k: v * factor for k, v in self.chain_unordered.items()},
             critical_instructions=self.critical_instructions * factor,
             shared_requests=self.shared_requests * factor,
             shared_wavefronts=self.shared_wavefronts * factor,
@@ -120,6 +127,7 @@ class KernelWork:
             "shared_requests": self.shared_requests,
             "shared_wavefronts": self.shared_wavefronts,
             "reads_grid_size": self.reads_grid_size,
+            "chain_unordered": None if self.chain_unordered is None else dict(self.chain_unordered),
         }
 
     @classmethod
@@ -135,6 +143,9 @@ class KernelWork:
             shared_requests=float(d.get("shared_requests", 0.0)),
             shared_wavefronts=float(d.get("shared_wavefronts", 0.0)),
             reads_grid_size=bool(d.get("reads_grid_size", False)),
+            chain_unordered=None
+            if d.get("chain_unordered") is None
+            else {str(k): float(v) for k, v in d["chain_unordered"].items()},
         )
 
 

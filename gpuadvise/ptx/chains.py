@@ -14,12 +14,20 @@ counted by latency class (a shared load, three FFMAs, ...). Which chain is longe
 :data:`REFERENCE_CYCLES` (Hopper-like latencies); the counts by class let the model weigh them
 with the device's own.
 
+Memory order: a load that may read what an earlier store of the block wrote (both global or
+generic, the load not ``.nc``, and not two fixed offsets of one base register that do not
+overlap) cannot start before that store: ptxas keeps them in program order, and a warp issues
+in order, so the store's operands must be ready first. This is what makes a loop that stores
+every iteration through a pointer that may alias its inputs (``out[r] += v[k * n + r]``
+without ``__restrict__``) wait for each iteration's loads in turn, where the same loop without
+the store overlaps them.
+
 What this approximates, and which way: a chain that crosses a block boundary is cut there (the
 last link of the first block counts in full, so a load at a block's end is waited for within
-it), and a warp's in-order issue is not modelled beyond the chain (the model takes the larger of
-a warp's chain and its instruction count). Loop iterations are blocks executed again: a
-loop-carried dependence costs its chain once per iteration, independent iterations that the
-compiler unrolled into one block overlap within it.
+it), and a warp's in-order issue is not modelled beyond the chain and memory order (the model
+takes the larger of a warp's chain and its instruction count). Loop iterations are blocks
+executed again: a loop-carried dependence costs its chain once per iteration, independent
+iterations that the compiler unrolled into one block overlap within it.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import numpy as np
 
 from gpuadvise.ptx.cfg import Program
 from gpuadvise.ptx.dataflow import defs_uses
-from gpuadvise.ptx.parser import TYPE_SIZES, Instr
+from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Instr, Reg
 from gpuadvise.ptx.pipes import LATENCY_CLASSES, PIPES, latency_work, pipe_work
 
 __all__ = [
@@ -69,11 +77,14 @@ class BlockCosts:
     warp instructions of one execution by pipe (:data:`~gpuadvise.ptx.pipes.PIPES` order);
     ``chain``, the links of its longest dependent chain by latency class
     (:data:`~gpuadvise.ptx.pipes.LATENCY_CLASSES` order); ``shared``, its shared-memory warp
-    accesses and the wavefronts they take without bank conflicts (two columns)."""
+    accesses and the wavefronts they take without bank conflicts (two columns);
+    ``unordered``, the longest chain were no store to order the loads after it (what
+    ``__restrict__`` pointers or a value kept in a register instead of stored would leave)."""
 
     pipes: np.ndarray
     chain: np.ndarray
     shared: np.ndarray
+    unordered: np.ndarray | None = None
 
     @property
     def chain_ref_cycles(self) -> np.ndarray:
@@ -82,9 +93,11 @@ class BlockCosts:
 
     @property
     def per_warp(self) -> np.ndarray:
-        """What a warp adds up as it runs a block: its chain's links by latency class, then the
-        instructions it issues (one more column)."""
-        return np.hstack([self.chain, self.pipes.sum(axis=1, keepdims=True)])
+        """What a warp adds up as it runs a block: its chain's links by latency class, the
+        unordered chain's (as many columns again), then the instructions it issues (one more
+        column)."""
+        free = self.chain if self.unordered is None else self.unordered
+        return np.hstack([self.chain, free, self.pipes.sum(axis=1, keepdims=True)])
 
 
 def block_instructions(program: Program) -> list[list[int]]:
@@ -117,6 +130,34 @@ def shared_wavefronts(ins: Instr) -> float:
     return max(1.0, width * vec * 32 / 128)
 
 
+_ORDERED_LOADS = frozenset({"ld", "ldu", "atom"})
+_ORDERED_STORES = frozenset({"st", "red", "atom"})
+
+
+def _global_access(ins: Instr) -> tuple[Addr, int] | None:
+    """The address and width in bytes of a global or generic memory access (None for any
+    other instruction: shared, local, constant and parameter spaces do not alias global data
+    that ptxas cannot tell apart)."""
+    mods = ins.mods
+    if any(m in mods for m in ("shared", "local", "const", "param", "tex", "surf")):
+        return None
+    addr = next((op for op in ins.operands if isinstance(op, Addr)), None)
+    if addr is None:
+        return None
+    width = next((TYPE_SIZES[m] for m in reversed(mods) if m in TYPE_SIZES), 4)
+    vec = next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+    return addr, width * vec
+
+
+def _may_alias(a: tuple[Addr, int], b: tuple[Addr, int]) -> bool:
+    """Whether two accesses may overlap as ptxas sees them: not when both are fixed offsets of
+    the same base register whose byte ranges are disjoint."""
+    (x, wx), (y, wy) = a, b
+    if isinstance(x.base, Reg) and isinstance(y.base, Reg) and x.base.name == y.base.name:
+        return x.offset < y.offset + wy and y.offset < x.offset + wx
+    return True
+
+
 def block_costs(program: Program) -> BlockCosts:
     """The :class:`BlockCosts` of every block of ``program``."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
@@ -124,32 +165,54 @@ def block_costs(program: Program) -> BlockCosts:
     nb = len(program.blocks)
     pipes = np.zeros((nb + 1, len(PIPES)))
     chain = np.zeros((nb + 1, len(LATENCY_CLASSES)))
+    unordered = np.zeros((nb + 1, len(LATENCY_CLASSES)))
     shared = np.zeros((nb + 1, 2))
-    zero = np.zeros(len(LATENCY_CLASSES))
     for b, indices in enumerate(block_instructions(program)):
-        ready: dict[str, tuple[float, np.ndarray]] = {}
-        best_t, best_v = 0.0, zero
         for i in indices:
             ins = program.instrs[i]
             pipes[b] += _vec(pipe_work(ins), pipe_ix, len(PIPES))
             wf = shared_wavefronts(ins)
             if wf:
                 shared[b] += (1.0, wf)
-            lat = latency_work(ins)
-            dest, srcs = defs_uses(ins)
-            t0, v0 = 0.0, zero
-            for r in srcs:
-                got = ready.get(r)
-                if got is not None and got[0] > t0:
-                    t0, v0 = got
-            if lat:
-                own = _vec(lat, lat_ix, len(LATENCY_CLASSES))
-                t1, v1 = t0 + float(own @ REFERENCE_VECTOR), v0 + own
-            else:  # a move or a folded modifier: passes its source's readiness on
-                t1, v1 = t0, v0
-            for r in dest:
-                ready[r] = (t1, v1)
-            if t1 > best_t:
-                best_t, best_v = t1, v1
-        chain[b] = best_v
-    return BlockCosts(pipes, chain, shared)
+        chain[b] = _longest_chain(program, indices, lat_ix, ordered=True)
+        unordered[b] = _longest_chain(program, indices, lat_ix, ordered=False)
+    return BlockCosts(pipes, chain, shared, unordered)
+
+
+def _longest_chain(
+    program: Program, indices: list[int], lat_ix: dict[str, int], *, ordered: bool
+) -> np.ndarray:
+    """The links of a block's longest chain by latency class; ``ordered``: with memory order
+    (a load that may read an earlier store's bytes starts no earlier than that store)."""
+    width = len(LATENCY_CLASSES)
+    zero = np.zeros(width)
+    ready: dict[str, tuple[float, np.ndarray]] = {}
+    stores: list[tuple[tuple[Addr, int], float, np.ndarray]] = []  # a store's start
+    best_t, best_v = 0.0, zero
+    for i in indices:
+        ins = program.instrs[i]
+        lat = latency_work(ins)
+        dest, srcs = defs_uses(ins)
+        t0, v0 = 0.0, zero
+        for r in srcs:
+            got = ready.get(r)
+            if got is not None and got[0] > t0:
+                t0, v0 = got
+        if ordered and ins.base in _ORDERED_LOADS | _ORDERED_STORES:
+            access = _global_access(ins)
+            if access is not None and ins.base in _ORDERED_LOADS and "nc" not in ins.mods:
+                for where, ts, vs in stores:  # not before a store it may read
+                    if ts > t0 and _may_alias(access, where):
+                        t0, v0 = ts, vs
+            if access is not None and ins.base in _ORDERED_STORES:
+                stores.append((access, t0, v0))
+        if lat:
+            own = _vec(lat, lat_ix, width)
+            t1, v1 = t0 + float(own @ REFERENCE_VECTOR), v0 + own
+        else:  # a move or a folded modifier: passes its source's readiness on
+            t1, v1 = t0, v0
+        for r in dest:
+            ready[r] = (t1, v1)
+        if t1 > best_t:
+            best_t, best_v = t1, v1
+    return best_v

@@ -618,7 +618,7 @@ class Batch:
         # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
         # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
         # class, and the most instructions a warp of the CTA issued
-        self.cta_chain = np.zeros((self.ncta, image.block_costs.chain.shape[1]))
+        self.cta_chain = np.zeros((self.ncta, image.block_costs.per_warp.shape[1] - 1))
         self.cta_instructions = np.zeros(self.ncta)  # issued (gpuadvise.ptx.pipes), not PTX
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
@@ -1783,8 +1783,8 @@ class Batch:
         """Per CTA: the chain of its warp whose chain is longest at the reference latencies,
         and the most instructions one of its warps issued (the last column)."""
         per_cta = warp_chain.reshape(self.ncta, self.wpc, -1)
-        links = per_cta[:, :, :-1]
-        longest = np.argmax(links @ REFERENCE_VECTOR, axis=1)
+        links = per_cta[:, :, :-1]  # the chain, then the unordered chain
+        longest = np.argmax(links[:, :, : len(REFERENCE_VECTOR)] @ REFERENCE_VECTOR, axis=1)
         self.cta_chain = links[np.arange(self.ncta), longest]
         self.cta_instructions = per_cta[:, :, -1].max(axis=1)
 

@@ -358,6 +358,8 @@ def kernel_work(
     pipes = execs @ costs.pipes[:nb]
     shared = execs @ costs.shared[:nb]
     n = float(counts.ctas)
+    width = len(LATENCY_CLASSES)
+    free = counts.chain[width : 2 * width] if len(counts.chain) >= 2 * width else None
     grid_size = any(
         isinstance(op, Reg) and op.name.startswith("%nctaid")
         for ins in program.instrs
@@ -365,7 +367,12 @@ def kernel_work(
     )
     return KernelWork(
         pipes={p: float(v) / n for p, v in zip(PIPES, pipes, strict=True) if v},
-        chain={c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain, strict=True) if v},
+        chain={
+            c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain[:width], strict=True) if v
+        },
+        chain_unordered=None
+        if free is None
+        else {c: float(v) / n for c, v in zip(LATENCY_CLASSES, free, strict=True) if v},
         critical_instructions=counts.critical_instructions / n,
         ctas=int(total_ctas),
         warps_per_cta=int(warps_per_cta),

@@ -116,6 +116,81 @@ def test_longest_chain_of_a_block() -> None:
     assert costs.per_warp[0, -1] == 6  # instructions issued
 
 
+# Memory order: a loop body unrolled twice that stores its running sum after each add (out[r] +=
+# v[k] without __restrict__). Each load of v may read what the store before it wrote, so it
+# starts when that store does (its sum ready): the chain is ld -> add -> (st) -> ld -> add, two
+# global and two fp32 links. Without the stores' hold (unordered) the second load overlaps the
+# first: one global link, then the two dependent adds. The .nc load, the load at a disjoint
+# offset of the store's own base register and the shared load do not wait.
+ORDER = (
+    HEAD
+    + """
+.visible .entry m(.param .u64 p)
+{
+  .reg .f32 %f<12>;
+  .reg .b64 %rd<9>;
+  .reg .b32 %r<4>;
+  .shared .align 4 .b8 s[128];
+  ld.param.u64 %rd1, [p];
+  ld.global.f32 %f1, [%rd2];
+  add.f32 %f2, %f1, %f9;
+  st.global.f32 [%rd1], %f2;
+  ld.global.f32 %f3, [%rd3];
+  add.f32 %f4, %f2, %f3;
+  st.global.f32 [%rd1], %f4;
+  ld.global.nc.f32 %f5, [%rd4];
+  ld.global.f32 %f6, [%rd1+4];
+  mov.u32 %r1, s;
+  ld.shared.f32 %f7, [%r1];
+  ret;
+}
+"""
+)
+
+
+def test_loads_wait_for_the_stores_they_may_read() -> None:
+    prog = build_program(parse_ptx(ORDER), "m")
+    costs = block_costs(prog)
+    ordered = dict(zip(LATENCY_CLASSES, costs.chain[0], strict=True))
+    free = dict(zip(LATENCY_CLASSES, costs.unordered[0], strict=True))
+    assert (ordered["global"], ordered["fp32"]) == (2, 2)
+    assert (free["global"], free["fp32"]) == (1, 2)
+    # the other loads: none of them starts after a store, so none lengthens the chain
+    assert ordered["shared"] == 0 and free["shared"] == 0
+    # what a warp adds up: the chain, the unordered chain, the instructions issued
+    width = len(LATENCY_CLASSES)
+    assert costs.per_warp.shape[1] == 2 * width + 1
+    assert costs.per_warp[0, :width].tolist() == costs.chain[0].tolist()
+    assert costs.per_warp[0, width : 2 * width].tolist() == costs.unordered[0].tolist()
+
+
+@pytest.mark.parametrize(
+    ("later", "waits"),
+    [
+        ("ld.global.f32 %f6, [%rd1+4];", False),  # the store's base, 4 bytes on: disjoint
+        ("ld.global.f32 %f6, [%rd1+2];", True),  # overlapping bytes
+        ("ld.global.v2.f32 {%f6, %f7}, [%rd1+-4];", True),  # 8 bytes from -4 cover the store
+        ("ld.global.nc.f32 %f6, [%rd3];", False),  # read-only: ptxas may move it
+        ("ld.f32 %f6, [%rd3];", True),  # generic: may be global memory
+        ("ld.shared.f32 %f6, [%r1];", False),  # another space
+        ("atom.global.add.f32 %f6, [%rd3], %f5;", True),  # an atomic returns what it read
+    ],
+)
+def test_which_loads_a_store_holds(later: str, waits: bool) -> None:
+    ptx = (
+        HEAD
+        + ".visible .entry w(.param .u64 p)\n{\n  .reg .f32 %f<9>;\n  .reg .b64 %rd<9>;\n"
+        + "  .reg .b32 %r<4>;\n  ld.global.f32 %f1, [%rd2];\n  st.global.f32 [%rd1], %f1;\n"
+        + f"  {later}\n  add.f32 %f8, %f6, %f6;\n  ret;\n}}\n"
+    )
+    costs = block_costs(build_program(parse_ptx(ptx), "w"))
+    chain = dict(zip(LATENCY_CLASSES, costs.chain[0], strict=True))
+    free = dict(zip(LATENCY_CLASSES, costs.unordered[0], strict=True))
+    # waiting, the later load's latency follows the first one's; else they overlap
+    assert chain["global"] == (2 if waits else 1), (later, chain)
+    assert free["global"] == 1
+
+
 # The fast-path test's kernel: each thread sums its column for n iterations (one more on odd
 # threads, so every warp runs the loop n + 1 times), storing the running sum each time.
 LOOP = (
@@ -179,6 +254,8 @@ def test_emulator_adds_up_each_ctas_critical_warp() -> None:
     #   lanes leave the loop an iteration early and run it while the odd ones do their last
     #   iteration (they reconverge at the exit)
     assert work.chain == {"int": 5.0 + 2, "fp32": 7.0, "global": 7.0, "store": 7.0 + 2}
+    # the loop's load is its block's first instruction: no store before it holds it there
+    assert work.chain_unordered == work.chain
     assert work.critical_instructions == 12 + 7 * 8 + 2 * 3
     # two warps a CTA
     assert work.pipes == {"fp32": 14.0, "int": 2 * (8 + 7 * 4 + 2), "imad": 2 * 4,
