@@ -84,9 +84,14 @@ class GlobalAccumulation(Rule):
     ------------------------
     A point on the launch model: the repeated stores and the loads between them leave the
     L1/shared data path, the L2 (stores write through) and the LSU pipe, one store per address
-    and thread stays; the loop's dependent chain is kept as it is (the load latency a register
-    removes from each iteration is not counted, nor what ptxas then schedules differently), so
-    the gain can exceed it (measured on an H200 for such kernels: 1.07-1.34x, issue 28).
+    and thread stays; the loop's dependent chain loses the hold each iteration's store had on
+    the loads after it (the chain without memory order, :mod:`gpuadvise.ptx.chains`: without
+    ``__restrict__``, ptxas keeps a load after a store it may alias, and the next iteration's
+    loads wait for this one's sum). What ptxas then schedules differently is not counted.
+    Measured on an H200 (2026-11-29, ``gpuadvise bench``, cold L2): kernels/accumulate's
+    ``row_sums`` (262,144 rows of 256 doubles) against ``row_sums_register`` 2.11x (point on the
+    H200 model 1.45x; 1.11x before memory order was modelled); PolyBench's ``atax`` rows at
+    8192 x 8192 1.07x.
 
     Fix safety
     ----------
@@ -194,7 +199,9 @@ class GlobalAccumulation(Rule):
         if after.work is not None and base.work is not None and base.work.ctas:
             w = base.work
             lsu = max(w.pipes.get("lsu", 0.0) - requests / w.ctas, 0.0)
-            after = replace(after, work=replace(w, pipes={**w.pipes, "lsu": lsu}))
+            # no store left in the loop: its loads no longer wait for each iteration's store
+            chain = w.chain if w.chain_unordered is None else w.chain_unordered
+            after = replace(after, work=replace(w, pipes={**w.pipes, "lsu": lsu}, chain=chain))
         est = launch_change_estimate(
             ctx.device,
             base,

@@ -58,7 +58,7 @@ def test_reloads_reported(kernel, marker, loads, why):
     assert e["reload_share"] >= 0.1 and e["removable_load_requests"] > 0
     assert why in f.message and "register" in f.message and "__restrict__" in f.message
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
+    assert est is not None and est.kind == "point" and est.speedup >= 1.0
     assert est.inputs["model"] == "execution"
     assert f.variant is not None and f.variant.safety == "display-only"
 
@@ -158,7 +158,7 @@ def test_a_second_pass_costs_l2_sectors_when_the_rows_outgrow_the_l1(tmp_path, n
     assert e["loads_per_address"] == pytest.approx(2.0)
     assert (e["l2_sectors_of_reloads"] > 0) == misses
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
+    assert est is not None and est.kind == "point" and est.speedup >= 1.0
 
 
 PASSES = """extern "C" __global__ void row_passes(const float* in, float* out, int rows, int len) {
