@@ -261,7 +261,14 @@ __all__ += [
 use_model_check(model_check)
 
 # GA201/GA207: the contended shared-memory atomics
-from gpuadvise.rules.atomics import ATOMICS, Contention, contended_lines  # noqa: E402
+from gpuadvise.rules.atomics import (  # noqa: E402
+    ATOMICS,
+    Contention,
+    cas_lines,
+    contended_lines,
+    serial_updates,
+    with_serial_updates,
+)
 
 # GA308/GA309: a thread's repeated accesses of one global address
 from gpuadvise.rules.repeats import (  # noqa: E402
@@ -311,7 +318,10 @@ __all__ += [
     "varying_repeats",
     "ATOMICS",
     "Contention",
+    "cas_lines",
     "contended_lines",
+    "serial_updates",
+    "with_serial_updates",
     "DirectReads",
     "StagedTile",
     "plan_direct_reads",

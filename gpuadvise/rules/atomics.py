@@ -1,19 +1,37 @@
 """What GA207 (contended atomics) and GA201 (bank conflicts) share: the source lines whose
 shared-memory atomics update few addresses per warp-level request (from the trace), which GA207
-reports and GA201 leaves alone (their wavefronts are updates of one word, not words of one bank).
+reports and GA201 leaves alone (their wavefronts are updates of one word, not words of one bank);
+and the chain of a compare-and-swap loop, which is how ptxas makes the atomics sm_90 has no
+shared-memory instruction for (a float add: ``ATOMS.CAST.SPIN`` in a loop).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuadvise.model.banks import atomic_contention, record_wavefronts
+from gpuadvise.model.execution import KernelWork
 from gpuadvise.rules.engine import FindingDetails
+from gpuadvise.toolchain.sass import SassMemLine
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
-__all__ = ["ATOMICS", "Contention", "contended_lines"]
+__all__ = [
+    "ATOMICS",
+    "CAS_ROUND_TRIP",
+    "Contention",
+    "cas_lines",
+    "contended_lines",
+    "serial_updates",
+    "with_serial_updates",
+]
+
+CAS_ROUND_TRIP = {"shared": 2.0, "fp32": 1.0, "int": 1.0}
+"""The links of one update through a compare-and-swap loop, by latency class: the shared load of
+the old value, the operation, the CAS (a shared access whose result decides), the test that
+ends the loop. One lane's update of an address must see the one before it, so the updates of
+one address follow each other at this round trip, whichever warp of the CTA makes them."""
 
 ATOMICS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 """The access kinds of atomics and reductions (``red``), as ints."""
@@ -31,6 +49,33 @@ class Contention(FindingDetails):
     wavefronts: int
     after_wavefronts: int
     insts: tuple[int, ...]
+    compare_and_swap: bool = False
+
+
+def cas_lines(sass: tuple[SassMemLine, ...]) -> set[tuple[str | None, int | None]]:
+    """The source lines (innermost, as the trace has them) whose shared-memory atomics ptxas
+    made a compare-and-swap loop (``ATOMS.CAS``, ``ATOMS.CAST.SPIN``)."""
+    return {(m.file, m.line) for m in sass if any(op.startswith("ATOMS.CAS") for op in m.opcodes)}
+
+
+def serial_updates(c: Contention, ctas: int) -> tuple[float, float]:
+    """Per CTA, the updates of one address that follow each other: every lane's (the lanes
+    over the distinct addresses of a request), and with one atomic per warp-level request and
+    address (a warp reduction first: one per request)."""
+    if ctas <= 0 or c.requests <= 0 or c.addresses <= 0:
+        return 0.0, 0.0
+    per_request = c.addresses / c.requests
+    return c.lanes / ctas / per_request, c.requests / ctas
+
+
+def with_serial_updates(work: KernelWork, updates: float) -> KernelWork:
+    """``work`` whose CTAs wait for ``updates`` compare-and-swap round trips of one address in
+    turn (:data:`CAS_ROUND_TRIP` each; the one the chain already has for the atomic counts)."""
+    extra = max(updates - 1.0, 0.0)
+    chain = dict(work.chain)
+    for k, n in CAS_ROUND_TRIP.items():
+        chain[k] = chain.get(k, 0.0) + extra * n
+    return replace(work, chain=chain, chain_unordered=None)
 
 
 def contended_lines(

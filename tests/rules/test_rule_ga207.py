@@ -42,10 +42,30 @@ def test_contended_atomics_reported(kernel, marker):
     assert e["wavefronts"] > e["wavefronts_one_per_address"]
     assert "__shfl_down_sync" in f.message
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup >= 1.0
+    # a float add is a compare-and-swap loop on sm_90 (a point on the CTA's serial chain); the
+    # integer atomics are native (a bound on the wavefronts)
+    cas = kernel == "cta_sum"
+    assert est is not None and est.speedup >= 1.0
+    assert est.kind == ("point" if cas else "upper-bound")
+    assert ("compare-and-swap loop" in f.message) == cas
     assert f.variant is not None and f.variant.safety == "display-only"
     # the same line is no bank conflict: GA201 leaves it
     assert [g for g in run_rule(a, "GA201", trace_ctas=8) if g.line == f.line] == []
+
+
+def test_a_compare_and_swap_loop_puts_every_update_on_the_ctas_chain():
+    """cta_sum: 8 warps x 32 lanes add to one float: ptxas's ATOMS.CAST.SPIN loop makes the
+    CTA's 256 updates follow each other (a round trip each: the shared load, the add, the
+    CAS, the test); one atomic per warp leaves 8. The chain's extra links are read off the
+    inputs: 255 more round trips before, 7 after."""
+    (f,) = run_rule(case("cta_sum"), "GA207", trace_ctas=8)
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "point"
+    assert est.inputs["serial_updates_per_cta"] == 256.0
+    assert est.inputs["serial_updates_after"] == 8.0
+    # the serial chain is what bounds the launch before the change
+    assert est.inputs["bound_by_before"] == "dependency"
+    assert est.speedup > 2.0
 
 
 def test_a_cta_sum_has_32_lanes_per_address():
