@@ -36,6 +36,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA205": ("shared-tree-shuffles",),
     "GA206": ("one-element-per-thread",),
     "GA207": ("contended-atomics",),
+    "GA208": ("contended-atomics",),
     "GA301": ("uncoalesced-strided", "aos-fields", "data-dependent-gather"),
     "GA302": ("aos-fields",),
     "GA303": ("scalar-access",),

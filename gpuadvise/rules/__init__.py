@@ -269,6 +269,7 @@ from gpuadvise.rules.atomics import (  # noqa: E402
     serial_updates,
     with_serial_updates,
 )
+from gpuadvise.rules.global_atomics import HotAddress, hot_addresses, update_ns  # noqa: E402
 
 # GA308/GA309: a thread's repeated accesses of one global address
 from gpuadvise.rules.repeats import (  # noqa: E402
@@ -318,6 +319,9 @@ __all__ += [
     "varying_repeats",
     "ATOMICS",
     "Contention",
+    "HotAddress",
+    "hot_addresses",
+    "update_ns",
     "cas_lines",
     "contended_lines",
     "serial_updates",

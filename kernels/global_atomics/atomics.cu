@@ -1,0 +1,67 @@
+// Global-memory atomics that pile on one address (GA208, contended-global-atomics), and ones that
+// do not. The L2 applies the updates of one address one at a time.
+
+// A grid-wide sum: every thread adds its element to one float (the OLCF training's atomic_red).
+__global__ void grid_sum(const float* x, float* sum, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    if (i < n) atomicAdd(sum, x[i]);  // expect: GA208
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// A partial per CTA, then one atomic per CTA through a macro, over 262,144 CTAs (HeCBench's
+// f16sp adds a partial per CTA this way).
+#define ACCUMULATE(dst, v) atomicAdd((dst), (v))
+template <int WARPS>
+__global__ void cta_partials(const float* a, const float* b, float* result) {
+    __shared__ float warp_part[WARPS];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    float v = warp_sum(a[i] * b[i]);
+    if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = v;  // expect: GA104
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.f;
+        for (int w = 0; w < WARPS; ++w) s += warp_part[w];
+        ACCUMULATE(result, s);  // expect: GA208
+    }
+}
+template __global__ void cta_partials<4>(const float*, const float*, float*);
+
+// Seven bins of letters counted in global memory, a grid-stride loop, the bin width a template
+// parameter (CoffeeBeforeArch's histogram): about 4.6 lanes of a warp per bin.
+template <int WIDTH>
+__global__ void letter_bins(const char* text, int* bins, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int c = text[i] - 'a';  // expect: GA303
+        if (c >= 0 && c < 26) atomicAdd(bins + c / WIDTH, 1);  // expect: GA208
+    }
+}
+template __global__ void letter_bins<4>(const char*, int*, int);
+
+// The fixes and look-alikes, silent.
+
+// Every thread its own address: no contention.
+__global__ void scatter_add(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    if (i < n) atomicAdd(&out[i], x[i]);
+}
+
+// The fix: a grid-stride loop in one wave of CTAs, the CTA's sum reduced first, one atomic per
+// CTA (1,056 updates of one address).
+__global__ void grid_sum_one_wave(const float* x, float* sum, int n) {
+    __shared__ float warp_part[8];
+    float v = 0.f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        v += x[i];
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float w = threadIdx.x < 8 ? warp_part[threadIdx.x] : 0.f;
+        w = warp_sum(w);
+        if (threadIdx.x == 0) atomicAdd(sum, w);
+    }
+}

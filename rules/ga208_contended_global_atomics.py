@@ -1,0 +1,214 @@
+"""GA208 contended-global-atomics: a launch's global atomics pile on one address, which the L2
+updates one at a time; a reduction within each CTA first leaves one update per CTA."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuadvise.rules import (
+    MODEL,
+    Estimate,
+    Evidence,
+    Finding,
+    HotAddress,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    Variant,
+    hot_addresses,
+    launch_times,
+    memory_rates,
+    update_ns,
+    view_traffic,
+)
+
+
+class ContendedGlobalAtomics(Rule):
+    """Global-memory atomics whose updates pile on one address, applied one after another.
+
+    What it detects
+    ---------------
+    Source lines whose global atomics (``atomicAdd``, ``atomicMax``, ... on global memory)
+    update one address so often over the launch (the CPU emulator's trace of the sampled CTAs,
+    the hottest address's updates scaled to the launch when most sampled CTAs update it) that
+    the L2, applying them one at a time, needs at least ``min_share`` of the launch's modelled
+    time for them: a grid-wide sum into one float (``atomicAdd(out, x[i])`` by every thread), one
+    atomic per CTA over a million CTAs, a histogram of a few bins in global memory. An integer
+    add that ptxas combines across the warp (``REDUX`` at the line: a warp-uniform address)
+    counts one update per warp-level request (``REDUX`` or an elected lane, ``UFLO``, at the
+    line).
+
+    Why it is slow
+    --------------
+    Atomics on one address serialise in its L2 slice: an H200 applies 0.57 G float adds a
+    second to one word (1.76 ns each) and 1.37 G integer adds (0.73 ns), against 354 G a
+    second to distinct words (``benchmarks/global_atomics_probe``). Sixteen million updates of
+    one float take 29.5 ms, however many SMs send them, where streaming their 64 MB of inputs
+    takes about 15 us. ptxas does not combine float atomics across a warp.
+
+    Example
+    -------
+    The OLCF training's ``atomic_red``: ``atomicAdd(sum, A[idx])`` by each of 8 M threads;
+    HeCBench's f16sp: thread 0 of each of 1,048,576 CTAs adds its partial to ``result[0]``;
+    ``kernels/global_atomics`` spells it three ways.
+
+    Fix
+    ---
+    Reduce within each CTA first (``__shfl_down_sync`` within the warps, then the warps'
+    results through shared memory, or ``cub::BlockReduce``) and let one thread per CTA do the
+    atomic; when the launch has more CTAs than run at once, loop over the data (a grid-stride
+    loop) in one wave of CTAs, so that one update per resident CTA remains. A histogram of few
+    bins: a copy of the bins per CTA in shared memory, added to the global bins once per CTA.
+
+    How the estimate is made
+    ------------------------
+    A point: the launch model's time for the kernel as it is (every term but the atomics'
+    order), against the L2's serial time for the hottest address's updates at the rate above
+    (the larger of the two, on the launch floor); after the fix, one update per CTA of at most
+    one wave (the GPU's resident CTAs) with the rest of the launch unchanged. The shuffles and
+    the shared-memory step of the reduction are left out (a few instructions per warp).
+
+    Fix safety
+    ----------
+    Display-only: the reduction must respect the operation (an add, a min, a max) and its
+    order changes a float sum's rounding; a grid-stride loop changes the launch.
+    """
+
+    id = "GA208"
+    name = "contended-global-atomics"
+    title = "Contended global atomics: one address updated by the whole launch, in turn"
+    severity = "warning"
+    models = ("trace",)
+    options = {"min_share": 0.2}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        hot = hot_addresses(ctx.trace)
+        if not hot:
+            return
+        before = self._launch_s(ctx)
+        if before is None:
+            return
+        min_share = float(ctx.option("min_share"))
+        combined = self._combined_lines(ctx)
+        scale = ctx.trace.scale
+        wave = self._wave(ctx)
+        for (file, line), h in sorted(hot.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)):
+            updates, lanes, serial_s, after_updates = self._serial(
+                ctx, h, line in combined and ctx.same_file(file)
+            )
+            if serial_s < min_share * before or after_updates >= updates:
+                continue
+            where = f"`{h.buffer}`" if h.buffer else "one address"
+            yield self.finding(
+                ctx,
+                f"contended global atomic: {updates:.0f} updates of one address of {where} over "
+                f"the launch ({lanes:.1f} lanes of a warp-level request, from "
+                f"{h.launch_ctas(scale):.0f} CTAs), which the L2 applies one after another at "
+                f"about {update_ns(h.opcode):.2f} ns each: {serial_s * 1e6:.1f} us against "
+                f"{before * 1e6:.1f} us for the rest of the launch. Reduce within each CTA first "
+                "(__shfl_down_sync, then the warps' results through shared memory) and let one "
+                "thread per CTA do the atomic"
+                + (
+                    f"; with more CTAs than run at once, loop over the data in one wave of "
+                    f"{wave} CTAs"
+                    if wave and h.launch_ctas(scale) > wave
+                    else ""
+                ),
+                line=line,
+                file=str(ctx.source_file) if ctx.same_file(file) else file,
+                evidence=[
+                    Evidence("updates_of_one_address", round(updates, 1), unit="updates"),
+                    Evidence("lanes_per_request", round(lanes, 2)),
+                    Evidence("serial_us", round(serial_s * 1e6, 2), unit="us"),
+                    Evidence("rest_of_launch_us", round(before * 1e6, 2), unit="us"),
+                    Evidence("serial_share", round(serial_s / before, 3), min_share, ">="),
+                    Evidence("distinct_addresses", h.addresses),
+                ],
+                details=h,
+            )
+
+    @staticmethod
+    def _wave(ctx: RuleContext) -> int:
+        waves = ctx.waves_or_none
+        return waves.ctas_per_wave if waves is not None else 0
+
+    def _serial(
+        self, ctx: RuleContext, h: HotAddress, combined: bool
+    ) -> tuple[float, float, float, float]:
+        """(the hot address's updates over the launch, the lanes of a request on it, the L2's
+        serial time for them, the updates one atomic per CTA of one wave leaves)."""
+        scale = ctx.trace.scale
+        lanes, updates = h.lanes_per_request, h.launch_updates(scale)
+        if combined:  # one update per warp-level request
+            updates /= max(lanes, 1.0)
+            lanes = 1.0
+        wave = self._wave(ctx)
+        ctas = h.launch_ctas(scale)
+        after = min(ctas, wave) if wave else ctas
+        return updates, lanes, updates * update_ns(h.opcode) * 1e-9, after
+
+    @staticmethod
+    def _launch_s(ctx: RuleContext) -> float | None:
+        rates = memory_rates(ctx.device)
+        if rates is None:
+            return None
+        try:
+            t = launch_times(view_traffic(ctx.device, ctx.trace_view), ctx.device, rates)
+        except ModelUnavailable:
+            return None
+        return None if t is None else t.time_s
+
+    @staticmethod
+    def _combined_lines(ctx: RuleContext) -> set[int]:
+        """Lines (at the call site) where ptxas combines a warp's atomic first: the warp's
+        values summed (``REDUX``) or counted (``POPC`` of the vote), one elected lane
+        (``UFLO``) doing the update."""
+        try:
+            sass = ctx.sass_instructions
+        except ModelUnavailable:
+            return set()
+        return {
+            line
+            for ins in sass
+            if ins.base_opcode in ("REDUX", "UFLO")
+            for f, line in [ins.call_site]
+            if line is not None and ctx.same_file(f)
+        }
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        h = finding.details_as(HotAddress)
+        rest = self._launch_s(ctx)
+        if rest is None:
+            return Estimate(None, "none", "no launch model for this trace")
+        combined = finding.line in self._combined_lines(ctx)
+        updates, _, serial, after_updates = self._serial(ctx, h, combined)
+        after_serial = serial * after_updates / updates if updates else 0.0
+        before_s, after_s = max(rest, serial), max(rest, after_serial)
+        inputs = {
+            "updates_before": updates,
+            "updates_after": after_updates,
+            "serial_before_us": serial * 1e6,
+            "serial_after_us": after_serial * 1e6,
+            "rest_of_launch_us": rest * 1e6,
+            "update_ns": update_ns(h.opcode),
+            "model": MODEL,
+        }
+        return Estimate(
+            round(max(before_s / after_s, 1.0), 3),
+            "point",
+            f"the launch as it is {before_s * 1e6:.1f} us (the larger of the launch model's "
+            f"{rest * 1e6:.1f} us and the L2's {updates:.0f} serial updates of one address at "
+            f"{update_ns(h.opcode):.2f} ns each, measured on an H200), after one update per "
+            f"CTA of one wave ({after_updates:.0f}): {after_s * 1e6:.1f} us",
+            inputs,
+        )
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        return Variant(
+            "display-only",
+            "reduce within each CTA first (for (int o = 16; o > 0; o /= 2) v += "
+            "__shfl_down_sync(0xffffffff, v, o); the warps' results through shared memory) and "
+            "let one thread per CTA do the atomic; with more CTAs than one wave, a grid-stride "
+            "loop over the data in one wave of CTAs; for a few histogram bins, a copy of the "
+            "bins per CTA in shared memory",
+        )
