@@ -297,7 +297,7 @@ def analysis_head(a: Any) -> None:
 def analysis(a: Any) -> None:
     """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis), below the findings:
     resources, occupancy, waves, the memory instructions and models per line."""
-    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.report.source_lines import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     d, k, r = a.device, a.kernel, a.occupancy
@@ -412,7 +412,7 @@ def live_registers(rp: Any, values: int = 6) -> None:
     peak and the values that hold it, longest first."""
     if rp is None or not rp.gpr:
         return
-    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.report.source_lines import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     _out.print()
@@ -451,7 +451,7 @@ def live_registers(rp: Any, values: int = 6) -> None:
 
 
 def _memory(m: Any) -> None:
-    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.report.source_lines import shown_source
     from gpuadvise.toolchain.sass import source_text
 
     _out.print()

@@ -12,45 +12,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuadvise.report.safe_text import one_line
+from gpuadvise.report.source_lines import fix_kind
+from gpuadvise.report.source_lines import shown_source as shown_source  # re-exported
+from gpuadvise.report.source_lines import without_marker as without_marker  # re-exported
 from gpuadvise.rules import (
     MODELS,
     Finding,
     Registry,
     Rule,
 )
-from gpuadvise.rules.engine import EXPECT_RE
 from gpuadvise.words import counted
 
 plural = counted  # ``1 warning``, ``3 warnings`` (gpuadvise.words: the one place the rule is)
-
-
-def without_marker(text: str) -> str:
-    """``text`` without a bundled kernel's ``// expect: GA201`` marker at its end (the test
-    suite's annotation of the line a rule must flag, not code a user needs to read)."""
-    m = EXPECT_RE.search(text)
-    if m is not None and not text[m.end() :].strip():
-        return text[: m.start()].rstrip()
-    return text
-
-
-def shown_source(text: str | None) -> str:
-    """A source line as a report's source column shows it: stripped, without its marker."""
-    return without_marker(text).strip() if text else ""
-
-
-def fix_kind(safety: str | None, verified: bool | None) -> str:
-    """What a finding's fix is, in the report's words: ``automatic, verified`` only when its
-    outputs were checked against the kernel's in a run (on the GPU); ``automatic, unverified``
-    when nothing ran it (no GPU); ``proxy`` and ``advice`` (a display-only diff)."""
-    if safety is None:
-        return "no fix"
-    if safety == "automatic-and-verified":
-        if verified is True:
-            return "automatic, verified"
-        if verified is False:
-            return "automatic, outputs differ"
-        return "automatic, unverified"
-    return "proxy" if safety == "proxy" else "advice"
 
 
 def statistics_lines(findings: Sequence[Finding]) -> list[str]:

@@ -52,6 +52,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.markers import EXPECT_RE
 from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
 from gpuadvise.rules.suppress import suppress
 from gpuadvise.source.edit import unified_diff
@@ -128,7 +129,6 @@ OPTION_TYPES = (bool, int, float, str)
 
 ID_RE = re.compile(r"^GA[1-9]\d\d$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
-EXPECT_RE = re.compile(r"//\s*expect:\s*((?:GA\d{3})(?:\s*,\s*GA\d{3})*)")
 
 
 # ---------------------------------------------------------------------------------------------
