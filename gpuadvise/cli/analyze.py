@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.report.renderers import ANALYSIS_FORMATS, BATCH_FORMATS
 
-# --format choices of one analysis (FMT or FMT=FILE, repeatable)
-ANALYZE_FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
+# --format choices of one analysis (FMT or FMT=FILE, repeatable): the renderers' registry
+ANALYZE_FORMATS = ANALYSIS_FORMATS
 
 # --fail-on: a finding fails the run when its severity ranks at or above the level given.
 _SEVERITY_RANK = {"error": 0, "warning": 1, "note": 2}
@@ -185,13 +186,18 @@ def run_analyze(
         console.plain(fixed.diff or "")
         return code
     texts: dict[str, str] = {}
+    report = None
     for fmt, dest in targets:
         if statistics:
             from gpuadvise.report.rules_text import statistics_lines
 
             text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+        elif fmt in texts:
+            text = texts[fmt]
         else:
-            text = texts.get(fmt) or _render(fmt, result, checked, fixed, argv)
+            if report is None and fmt != "text":
+                report = _report(result, checked, fixed)
+            text = _render(fmt, result, checked, fixed, argv, report)
         texts[fmt] = text
         _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
@@ -223,8 +229,13 @@ def _render_hit(
         return None
     analysis, checked = hit
     try:
+        report = None
+        if not statistics and any(fmt != "text" for fmt, _ in targets):
+            report = _report(analysis, checked)
         shown = [
-            _statistics(checked) if statistics else _render(fmt, analysis, checked, None, argv)
+            _statistics(checked)
+            if statistics
+            else _render(fmt, analysis, checked, None, argv, report)
             for fmt, _ in targets
         ]
     except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
@@ -271,27 +282,29 @@ def _nothing_measured(measure: bool | None) -> bool:
     return pycuda_missing() is not None
 
 
+def _report(result: Any, checked: Any, fixed: Any = None) -> Any:
+    """The analysis's report, built once for every machine format."""
+    from gpuadvise.analyze.report import build_report
+
+    return build_report(result, checked, fixed)
+
+
 def _render(
-    fmt: str, result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None
+    fmt: str,
+    result: Any,
+    checked: Any,
+    fixed: Any = None,
+    argv: list[str] | None = None,
+    report: Any = None,
 ) -> str:
-    """The analysis as ``fmt`` (text: what the terminal report prints, captured: the findings
-    first, then the details, then one summary line); ``fixed``: the composed fixes of
-    --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
-    if fmt == "json":
-        from gpuadvise.report.json_report import analyze_json, dumps
-
-        doc = analyze_json(result, checked)
-        if fixed is not None:
-            doc["fix"] = fixed.to_dict()
-        return dumps(doc)
-    if fmt == "html":
-        from gpuadvise.report.html import analysis_html
-
-        return analysis_html(result, checked)
+    """The analysis as ``fmt``: a machine format from its ``report`` (the renderers'
+    registry); text: what the terminal report prints, captured (the findings first, then the
+    details, then one summary line); ``fixed``: the composed fixes of --fix/--diff
+    (gpuadvise.analyze.fix.FixResult), when asked for."""
     if fmt != "text":
-        from gpuadvise.report.findings_formats import render_findings
+        from gpuadvise.report.renderers import render
 
-        return render_findings(fmt, checked, result.kernel.name)
+        return render(fmt, report if report is not None else _report(result, checked, fixed))
     from gpuadvise.report import console
     from gpuadvise.report.rules_text import command_line
 
@@ -380,12 +393,13 @@ def run_analyze_paths(
 
     from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
+    from gpuadvise.analyze.report import build_batch_report
     from gpuadvise.errors import GpuAdviseError, UsageError
     from gpuadvise.report import console
     from gpuadvise.report.batch_report import render_batch
     from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
 
-    targets = parse_format_targets(formats, output, ANALYZE_FORMATS)
+    targets = parse_format_targets(formats, output, BATCH_FORMATS)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if fix:
@@ -416,9 +430,10 @@ def run_analyze_paths(
             check_output_target(str(dest), tuple(Path(p).resolve() for p in inputs))
     if not cases:  # a shard past the end of the list: the other shards cover every case
         console.note(f"no kernel case found in this shard under {', '.join(paths)}")
+        empty = build_batch_report([])
         for fmt, dest in targets:
             if fmt != "text":
-                write_output(render_batch(fmt, []), None if dest is None else str(dest))
+                write_output(render_batch(fmt, empty), None if dest is None else str(dest))
         return 0
     settings = AnalyzeSettings(
         trace=trace,
@@ -436,6 +451,7 @@ def run_analyze_paths(
     shown = to_stdout in ([], ["text"])
     progress = console.case_progress(len(cases)) if shown else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
+    batch = None
     for fmt, dest in targets:
         if fmt == "text" and statistics:
             from gpuadvise.report.rules_text import statistics_lines
@@ -444,7 +460,8 @@ def run_analyze_paths(
         elif fmt == "text":
             console.batch_summary(results)
         else:
-            write_output(render_batch(fmt, results), None if dest is None else str(dest))
+            batch = batch or build_batch_report(results)
+            write_output(render_batch(fmt, batch), None if dest is None else str(dest))
     failed = [r for r in results if r.error is not None]
     if failed:  # after every case's row: an input, compile or tool error, as for one kernel
         first = failed[0]

@@ -1,0 +1,47 @@
+"""The output formats of an analysis: one registry, each format ``render(report) -> str``
+(:class:`~gpuadvise.report_types.AnalysisReport`), registered once here. The CLI's ``--format``
+choices (``analyze``, ``render``) come from it.
+
+``text`` is the terminal report (:mod:`gpuadvise.report.console`); every other format is a
+renderer here, imported when used (a JSON run never imports jinja2 or rich)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from gpuadvise.report_types import AnalysisReport
+
+__all__ = ["ANALYSIS_FORMATS", "BATCH_FORMATS", "RENDERERS", "Renderer", "render"]
+
+Renderer = Callable[[AnalysisReport], str]
+
+# format -> "module:function" of its renderer, in the order the help and errors list them
+RENDERERS: dict[str, str] = {
+    "json": "gpuadvise.report.json_report:analysis_json",
+    "html": "gpuadvise.report.html:analysis_html",
+    "sarif": "gpuadvise.report.findings_formats:sarif",
+    "junit": "gpuadvise.report.findings_formats:junit",
+    "github": "gpuadvise.report.findings_formats:github",
+    "markdown": "gpuadvise.report.findings_formats:markdown",
+    "report": "gpuadvise.report.json_report:saved_report",
+}
+
+ANALYSIS_FORMATS: tuple[str, ...] = ("text", *RENDERERS)
+"""``analyze --format`` choices: the terminal's text, then every registered renderer."""
+
+BATCH_FORMATS: tuple[str, ...] = tuple(f for f in ANALYSIS_FORMATS if f != "report")
+"""``analyze FOLDER --format`` choices (:mod:`gpuadvise.report.batch_report`): each covers every
+case; a saved report is one analysis's."""
+
+
+def renderer(fmt: str) -> Renderer:
+    """The renderer of ``fmt`` (a KeyError for a format not registered)."""
+    module, _, name = RENDERERS[fmt].partition(":")
+    fn: Renderer = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def render(fmt: str, report: AnalysisReport) -> str:
+    """``report`` in format ``fmt`` (one of :data:`RENDERERS`)."""
+    return renderer(fmt)(report)
