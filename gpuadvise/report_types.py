@@ -31,6 +31,8 @@ __all__ = [
     "AnalysisReport",
     "BatchCase",
     "BatchReport",
+    "NewerReportError",
+    "RuleDoc",
     "relative_items",
 ]
 
@@ -42,6 +44,11 @@ REPORT_VERSION = 1
 
 REPORT_KIND = "gpuadvise-analysis-report"
 """``kind`` of a saved report: what tells it from any other JSON file."""
+
+
+class NewerReportError(ValueError):
+    """A saved report or document of a version newer than this gpuadvise reads (``gpuadvise
+    render`` says to use a newer gpuadvise, rather than that it is no report)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,11 @@ class AnalysisReport:
     the kernel's definition in its file (None: not found). ``items``: the findings and the rules
     skipped, for the CI formats, with the files as the analysis named them (the renderers make
     them relative). ``rules``: the rules as SARIF describes them. ``run_notes``: the rules'
-    run's notes (the CI formats' notes; the document's ``notes`` add the analysis's)."""
+    run's notes (the CI formats' notes; the document's ``notes`` add the analysis's);
+    ``analysis_notes``: the analysis's own (the terminal shows them below the details).
+    ``speedups``: each finding's speedup in the reports' words (``~1.40x (estimated)``), in the
+    order of the document's ``findings``. ``command``: the command line that made the report
+    (the terminal's summary names it with ``--diff`` added), None when not known."""
 
     document: Mapping[str, Any]
     sweeps: tuple[Mapping[str, Any], ...] = ()
@@ -65,6 +76,27 @@ class AnalysisReport:
     items: tuple[ReportItem, ...] = ()
     rules: tuple[ReportRule, ...] = ()
     run_notes: tuple[str, ...] = ()
+    analysis_notes: tuple[str, ...] = ()
+    speedups: tuple[str, ...] = ()
+    command: str | None = None
+
+    @property
+    def findings(self) -> list[Mapping[str, Any]]:
+        """The findings, ranked, as the document has them (``Finding.to_dict``'s shape)."""
+        return list(self.document.get("findings") or ())
+
+    def speedup(self, index: int) -> str:
+        """The speedup of finding ``index`` (0-based) in the reports' words."""
+        return self.speedups[index] if index < len(self.speedups) else "no estimate"
+
+    def source_line(self, file: str | None, line: int | None) -> str | None:
+        """Line ``line`` (1-based) of ``file`` as the report holds it; None when not held."""
+        if not file or not line or line < 1:
+            return None
+        lines = self.sources.get(file)
+        if lines is None or line > len(lines):
+            return None
+        return lines[line - 1]
 
     @property
     def kernel(self) -> str:
@@ -89,6 +121,9 @@ class AnalysisReport:
             "items": [_item_to_dict(i) for i in self.items],
             "rules": [_rule_to_dict(r) for r in self.rules],
             "run_notes": list(self.run_notes),
+            "analysis_notes": list(self.analysis_notes),
+            "speedups": list(self.speedups),
+            "command": self.command,
         }
 
     @classmethod
@@ -102,12 +137,14 @@ class AnalysisReport:
         if not isinstance(version, int) or isinstance(version, bool):
             raise ValueError("the report has no version")
         if version > REPORT_VERSION:
-            raise ValueError(
+            raise NewerReportError(
                 f"report version {version} is newer than this gpuadvise reads ({REPORT_VERSION})"
             )
         try:
             document = _obj(doc["document"], "document")
             _obj(document.get("kernel"), "document.kernel")
+            for f in _list(document.get("findings", []), "document.findings"):
+                _obj(f, "document.findings[]")
             lines = doc["kernel_lines"]
             if lines is not None:
                 lines = _list(lines, "kernel_lines")
@@ -126,6 +163,14 @@ class AnalysisReport:
                 items=tuple(_item_from_dict(i) for i in _list(doc["items"], "items")),
                 rules=tuple(_rule_from_dict(r) for r in _list(doc["rules"], "rules")),
                 run_notes=tuple(_str(n, "run_notes[]") for n in _list(doc["run_notes"], "notes")),
+                analysis_notes=tuple(
+                    _str(n, "analysis_notes[]")
+                    for n in _list(doc.get("analysis_notes", []), "analysis_notes")
+                ),
+                speedups=tuple(
+                    _str(n, "speedups[]") for n in _list(doc.get("speedups", []), "speedups")
+                ),
+                command=None if doc.get("command") is None else _str(doc["command"], "command"),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a gpuadvise analysis report: {exc!r}") from None
@@ -149,6 +194,26 @@ class BatchReport:
     summary: tuple[Mapping[str, Any], ...] = ()
     cases: tuple[BatchCase, ...] = ()
     rules: tuple[ReportRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    """A rule as ``gpuadvise rules`` lists it and ``gpuadvise explain`` prints it, built by the
+    rule API (``Registry.rule_doc``), so that the rules' text is drawn without importing it.
+
+    ``models``: each model the rule reads, with what it is; ``options``: each option with its
+    default; ``cases``: the bundled kernel cases that expect it; ``origin``: the file that
+    defines it; ``doc``: its docstring (reStructuredText, as the rule writes it)."""
+
+    id: str
+    name: str
+    title: str
+    severity: str
+    models: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+    cases: tuple[str, ...] = ()
+    origin: str | None = None
+    doc: str = ""
 
 
 def relative_items(items: tuple[ReportItem, ...], root: str | None = None) -> list[ReportItem]:

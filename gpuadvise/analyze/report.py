@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpuadvise.devices import DeviceSpec
@@ -21,6 +22,7 @@ from gpuadvise.report_types import (
     AnalysisReport,
     BatchCase,
     BatchReport,
+    NewerReportError,
 )
 
 __all__ = [
@@ -39,19 +41,28 @@ __all__ = [
 _SOURCE_LIMIT_BYTES = 64 << 20
 
 
-def build_report(analysis: Any, rules: Any, fixed: Any = None) -> AnalysisReport:
+def build_report(
+    analysis: Any, rules: Any, fixed: Any = None, command: str | None = None
+) -> AnalysisReport:
     """The report of one analysis (pipeline.KernelAnalysis) and its rules' run (RulesRun);
-    ``fixed``: the composed fixes of --fix/--diff (analyze.fix.FixResult), when made."""
+    ``fixed``: the composed fixes of --fix/--diff (analyze.fix.FixResult), when made;
+    ``command``: the command line that made it (the terminal's summary names it)."""
     doc = analyze_json(analysis, rules)
     if fixed is not None:
         doc["fix"] = fixed.to_dict()
     kernel = analysis.kernel.name
     items = [f.to_report_item() for f in rules.findings] + skipped_items(rules, kernel)
-    return _complete(
+    report = _complete(
         doc,
         tuple(sweeps_json(analysis.device, analysis.occupancy_input)),
         items,
         tuple(rules.notes),
+    )
+    return replace(
+        report,
+        analysis_notes=tuple(analysis.notes),
+        speedups=tuple(f.speedup_label() for f in rules.findings),
+        command=command,
     )
 
 
@@ -109,7 +120,18 @@ def report_from_document(
         raise ValueError(f"a skipped rule cannot be read: {exc!r}") from None
     items += _skipped(tuple(s for s in skipped if not s.deliberate), kernel)
     notes = tuple(str(n) for n in doc.get("notes") or ())
-    return _complete(dict(doc), tuple(_saved_sweeps(doc)), items, notes, sources)
+    report = _complete(dict(doc), tuple(_saved_sweeps(doc)), items, notes, sources)
+    return replace(report, speedups=tuple(_speedup_label(f, Finding) for f in doc["findings"]))
+
+
+def _speedup_label(f: Any, finding: Any) -> str:
+    """A saved finding's speedup in the reports' words (``no estimate`` for one this gpuadvise
+    does not read whole)."""
+    try:
+        label: str = finding.from_dict(f).speedup_label()
+        return label
+    except (KeyError, TypeError, ValueError, AttributeError, LookupError):
+        return "no estimate"
 
 
 def _finding_item(f: Any, finding: Any) -> ReportItem:
@@ -154,18 +176,12 @@ def load_report(path: str) -> AnalysisReport:
         if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
             return AnalysisReport.from_dict(doc)
         return report_from_document(doc)
-    except _Newer as exc:
+    except NewerReportError as exc:
         raise ConfigError(f"report {path}: {exc}", "render it with a newer gpuadvise") from None
     except ValueError as exc:
-        if "newer" in str(exc):
-            raise ConfigError(f"report {path}: {exc}", "render it with a newer gpuadvise") from None
         raise ConfigError(
             f"report {path} is not a gpuadvise analysis report ({exc})", hint
         ) from None
-
-
-class _Newer(ValueError):
-    """A document of a schema newer than this gpuadvise reads."""
 
 
 def _check_document(doc: Any) -> None:
@@ -175,7 +191,7 @@ def _check_document(doc: Any) -> None:
     if not isinstance(version, int) or isinstance(version, bool):
         raise ValueError("no schema_version")
     if version > SCHEMA_VERSION:
-        raise _Newer(
+        raise NewerReportError(
             f"schema version {version} is newer than this gpuadvise reads ({SCHEMA_VERSION})"
         )
     kernel = doc.get("kernel")

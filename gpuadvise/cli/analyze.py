@@ -182,22 +182,18 @@ def run_analyze(
     if diff and text_only and fixed is not None:
         from gpuadvise.report import console
 
-        console.fix_steps(fixed, to_stderr=True)
+        console.fix_steps(fixed.to_dict(), to_stderr=True)
         console.plain(fixed.diff or "")
         return code
+    report = _report(result, checked, fixed, argv)
     texts: dict[str, str] = {}
-    report = None
     for fmt, dest in targets:
         if statistics:
-            from gpuadvise.report.rules_text import statistics_lines
-
-            text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+            text = _statistics(report)
         elif fmt in texts:
             text = texts[fmt]
         else:
-            if report is None and fmt != "text":
-                report = _report(result, checked, fixed)
-            text = _render(fmt, result, checked, fixed, argv, report)
+            text = _render(fmt, report)
         texts[fmt] = text
         _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
@@ -229,24 +225,17 @@ def _render_hit(
         return None
     analysis, checked = hit
     try:
-        report = None
-        if not statistics and any(fmt != "text" for fmt, _ in targets):
-            report = _report(analysis, checked)
-        shown = [
-            _statistics(checked)
-            if statistics
-            else _render(fmt, analysis, checked, None, argv, report)
-            for fmt, _ in targets
-        ]
+        report = _report(analysis, checked, None, argv)
+        shown = [_statistics(report) if statistics else _render(fmt, report) for fmt, _ in targets]
     except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
         return None
     return shown, 1 if fails_run(checked, fail_on) else 0
 
 
-def _statistics(checked: Any) -> str:
+def _statistics(report: Any) -> str:
     from gpuadvise.report.rules_text import statistics_lines
 
-    return guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+    return guard_text("\n".join(statistics_lines(report.findings)) + "\n")
 
 
 def guard_text(text: str) -> str:
@@ -282,40 +271,22 @@ def _nothing_measured(measure: bool | None) -> bool:
     return pycuda_missing() is not None
 
 
-def _report(result: Any, checked: Any, fixed: Any = None) -> Any:
-    """The analysis's report, built once for every machine format."""
+def _report(result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None) -> Any:
+    """The analysis's report, built once for every format; ``argv``: the command's arguments
+    (the terminal's summary names the command)."""
     from gpuadvise.analyze.report import build_report
-
-    return build_report(result, checked, fixed)
-
-
-def _render(
-    fmt: str,
-    result: Any,
-    checked: Any,
-    fixed: Any = None,
-    argv: list[str] | None = None,
-    report: Any = None,
-) -> str:
-    """The analysis as ``fmt``: a machine format from its ``report`` (the renderers'
-    registry); text: what the terminal report prints, captured (the findings first, then the
-    details, then one summary line); ``fixed``: the composed fixes of --fix/--diff
-    (gpuadvise.analyze.fix.FixResult), when asked for."""
-    if fmt != "text":
-        from gpuadvise.report.renderers import render
-
-        return render(fmt, report if report is not None else _report(result, checked, fixed))
-    from gpuadvise.report import console
     from gpuadvise.report.rules_text import command_line
 
-    with console.captured() as cap:
-        console.analysis_head(result)
-        console.findings(checked)
-        console.analysis(result)
-        if fixed is not None:
-            console.fix_steps(fixed)
-        console.summary(checked, None if argv is None else command_line(argv), fixed)
-    return cap.get()
+    command = None if argv is None else command_line(argv)
+    return build_report(result, checked, fixed, command)
+
+
+def _render(fmt: str, report: Any) -> str:
+    """The analysis's ``report`` as ``fmt`` (the renderers' registry: text is what the terminal
+    report prints, captured: the findings first, then the details, then one summary line)."""
+    from gpuadvise.report.renderers import render
+
+    return render(fmt, report)
 
 
 def _emit(text: str, fmt: str, output: str | None) -> None:
@@ -451,16 +422,14 @@ def run_analyze_paths(
     shown = to_stdout in ([], ["text"])
     progress = console.case_progress(len(cases)) if shown else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
-    batch = None
+    batch = build_batch_report(results)
     for fmt, dest in targets:
         if fmt == "text" and statistics:
             from gpuadvise.report.rules_text import statistics_lines
 
-            console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
-        elif fmt == "text":
-            console.batch_summary(results)
+            every = [f for case in batch.cases if case.report for f in case.report.findings]
+            console.plain("\n".join(statistics_lines(every)))
         else:
-            batch = batch or build_batch_report(results)
             write_output(render_batch(fmt, batch), None if dest is None else str(dest))
     failed = [r for r in results if r.error is not None]
     if failed:  # after every case's row: an input, compile or tool error, as for one kernel

@@ -44,6 +44,10 @@ def _items(batch: BatchReport, root: str | None) -> tuple[list[ReportItem], list
 
 def render_batch(fmt: str, batch: BatchReport, root: str | None = None) -> str:
     """``batch`` in ``fmt``; ``root``: paths are made relative to it (default: cwd)."""
+    if fmt == "text":
+        from gpuadvise.report.console import batch_text
+
+        return batch_text(batch)
     if fmt == "json":
         from gpuadvise.report.json_report import dumps
 

@@ -2,8 +2,8 @@
 (:class:`~gpuadvise.report_types.AnalysisReport`), registered once here. The CLI's ``--format``
 choices (``analyze``, ``render``) come from it.
 
-``text`` is the terminal report (:mod:`gpuadvise.report.console`); every other format is a
-renderer here, imported when used (a JSON run never imports jinja2 or rich)."""
+``text`` is the terminal report (:mod:`gpuadvise.report.console`, as this terminal draws it);
+each renderer is imported when used (a JSON run never imports jinja2 or rich)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ Renderer = Callable[[AnalysisReport], str]
 
 # format -> "module:function" of its renderer, in the order the help and errors list them
 RENDERERS: dict[str, str] = {
+    "text": "gpuadvise.report.console:analysis_text",
     "json": "gpuadvise.report.json_report:analysis_json",
     "html": "gpuadvise.report.html:analysis_html",
     "sarif": "gpuadvise.report.findings_formats:sarif",
@@ -27,8 +28,8 @@ RENDERERS: dict[str, str] = {
     "report": "gpuadvise.report.json_report:saved_report",
 }
 
-ANALYSIS_FORMATS: tuple[str, ...] = ("text", *RENDERERS)
-"""``analyze --format`` choices: the terminal's text, then every registered renderer."""
+ANALYSIS_FORMATS: tuple[str, ...] = tuple(RENDERERS)
+"""``analyze --format`` choices: every registered renderer, the terminal's text first."""
 
 BATCH_FORMATS: tuple[str, ...] = tuple(f for f in ANALYSIS_FORMATS if f != "report")
 """``analyze FOLDER --format`` choices (:mod:`gpuadvise.report.batch_report`): each covers every

@@ -99,3 +99,24 @@ def test_render_never_writes_over_the_report_it_reads(capsys, saved: Path) -> No
     code, _, err = cli(capsys, "render", "a.json", "--format", "html", "-o", "a.json")
     assert code == 2 and (saved / "a.json").read_text() == before
     one_error(err)
+
+
+def test_the_terminal_text_renders_again_from_a_saved_report(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``text`` is a renderer like the others: a saved report prints the terminal report
+    ``analyze`` printed, byte for byte (the summary names the command that made it)."""
+    (tmp_path / "scale.cu").write_text(KERNEL)
+    monkeypatch.chdir(tmp_path)
+    code, shown, err = cli(
+        capsys, "analyze", "scale.cu", "--no-trace", "--no-cache", *LAUNCH,
+        "--format", "text", "--format", "report=a.report", "--format", "json=a.json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert shown.startswith("scale  scale.cu  grid 4 x block 256") and "Summary: " in shown
+    code, out, err = cli(capsys, "render", "a.report", "--format", "text")
+    assert (code, err) == (0, "") and out == shown
+    # a plain analyze --json document: the same report, its notes all with the findings'
+    code, out, err = cli(capsys, "render", "a.json", "--format", "text")
+    assert code == 0, err
+    assert out.splitlines()[0] == shown.splitlines()[0] and "Details" in out

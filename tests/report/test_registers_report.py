@@ -38,7 +38,7 @@ def test_sparkline_keeps_the_peak():
 
 def test_the_terminal_shows_the_peak_and_its_values(rp):
     with console.captured() as c:
-        console.live_registers(rp)
+        console.live_registers(rp.to_dict())
     out = c.get()
     # counts in words, as everywhere in the reports (issue 32): "5 instructions", no "(s)"
     assert "peak 7 of 10 allocated at k.cu:5 (5 instructions); ptxas reserves 2, 1 more" in out
@@ -197,6 +197,6 @@ def test_a_batch_draws_every_kernel_on_one_chart(rp, monkeypatch):
     assert labels == ["moments_split", "moments_f32"]
     # the terminal: one sparkline per kernel
     with console.captured() as c:
-        console.batch_registers(results)
+        console.batch_registers(batch)
     out = c.get()
     assert "a/case.toml" in out and "7/10" in out and console.sparkline(rp.gpr, 48, 10) in out
