@@ -25,6 +25,7 @@ from typing import Any
 from gpuadvise.items import ReportItem, ReportRule
 
 __all__ = [
+    "BATCH_REPORT_KIND",
     "REPORT_KIND",
     "REPORT_VERSION",
     "SCHEMA_VERSION",
@@ -44,6 +45,9 @@ REPORT_VERSION = 1
 
 REPORT_KIND = "gpuadvise-analysis-report"
 """``kind`` of a saved report: what tells it from any other JSON file."""
+
+BATCH_REPORT_KIND = "gpuadvise-batch-report"
+"""``kind`` of a saved ``analyze FOLDER`` report (``--format report``)."""
 
 
 class NewerReportError(ValueError):
@@ -133,13 +137,7 @@ class AnalysisReport:
         doc = _obj(data, "report")
         if doc.get("kind") != REPORT_KIND:
             raise ValueError("not a gpuadvise analysis report")
-        version = doc.get("report_version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise ValueError("the report has no version")
-        if version > REPORT_VERSION:
-            raise NewerReportError(
-                f"report version {version} is newer than this gpuadvise reads ({REPORT_VERSION})"
-            )
+        _check_version(doc)
         try:
             document = _obj(doc["document"], "document")
             _obj(document.get("kernel"), "document.kernel")
@@ -189,11 +187,69 @@ class BatchCase:
 class BatchReport:
     """``analyze FOLDER``'s report: ``summary``, the cases ranked by the time to win (one row
     each: ``rank``, ``case``, ``kernel``, ``error``, ``findings``, ``best_rule`` ...; the JSON
-    report's ``summary``); ``cases`` in their order; ``rules`` as SARIF describes them."""
+    report's ``summary``); ``cases`` in their order; ``rules`` as SARIF describes them. It
+    round-trips through JSON like :class:`AnalysisReport` (``analyze FOLDER --format report``,
+    ``gpuadvise render``)."""
 
     summary: tuple[Mapping[str, Any], ...] = ()
     cases: tuple[BatchCase, ...] = ()
     rules: tuple[ReportRule, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-safe data (:meth:`from_dict` reads it back)."""
+        return {
+            "kind": BATCH_REPORT_KIND,
+            "report_version": REPORT_VERSION,
+            "summary": [dict(s) for s in self.summary],
+            "cases": [
+                {
+                    "case": c.case,
+                    "error": c.error,
+                    "report": None if c.report is None else c.report.to_dict(),
+                }
+                for c in self.cases
+            ],
+            "rules": [_rule_to_dict(r) for r in self.rules],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> BatchReport:
+        """The report :meth:`to_dict` wrote; ``ValueError`` for anything else."""
+        doc = _obj(data, "report")
+        if doc.get("kind") != BATCH_REPORT_KIND:
+            raise ValueError("not a gpuadvise batch report")
+        _check_version(doc)
+        try:
+            cases = []
+            for c in _list(doc["cases"], "cases"):
+                case = _obj(c, "cases[]")
+                error = case["error"]
+                cases.append(
+                    BatchCase(
+                        _str(case["case"], "cases[].case"),
+                        None if error is None else _str(error, "cases[].error"),
+                        None
+                        if case["report"] is None
+                        else AnalysisReport.from_dict(case["report"]),
+                    )
+                )
+            return cls(
+                summary=tuple(_obj(s, "summary[]") for s in _list(doc["summary"], "summary")),
+                cases=tuple(cases),
+                rules=tuple(_rule_from_dict(r) for r in _list(doc["rules"], "rules")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a gpuadvise batch report: {exc!r}") from None
+
+
+def _check_version(doc: Mapping[str, Any]) -> None:
+    version = doc.get("report_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("the report has no version")
+    if version > REPORT_VERSION:
+        raise NewerReportError(
+            f"report version {version} is newer than this gpuadvise reads ({REPORT_VERSION})"
+        )
 
 
 @dataclass(frozen=True)

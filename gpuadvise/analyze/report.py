@@ -17,6 +17,7 @@ from gpuadvise.errors import ConfigError
 from gpuadvise.items import ReportItem
 from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion
 from gpuadvise.report_types import (
+    BATCH_REPORT_KIND,
     REPORT_KIND,
     SCHEMA_VERSION,
     AnalysisReport,
@@ -27,6 +28,7 @@ from gpuadvise.report_types import (
 
 __all__ = [
     "analyze_json",
+    "batch_from_document",
     "build_batch_report",
     "build_report",
     "load_report",
@@ -160,10 +162,11 @@ def _finding_item(f: Any, finding: Any) -> ReportItem:
         raise ValueError(f"a finding cannot be read: {exc!r}") from None
 
 
-def load_report(path: str) -> AnalysisReport:
-    """The report in ``path``: a saved report (``analyze --format report``) or an ``analyze
-    --json`` document; a one-line :class:`ConfigError` for a missing file, one that is not JSON
-    or not a gpuadvise analysis report, or one a newer gpuadvise wrote."""
+def load_report(path: str) -> AnalysisReport | BatchReport:
+    """The report in ``path``: a saved report (``analyze --format report``, of one kernel or of
+    a folder) or an ``analyze --json`` document (of one kernel or of a folder); a one-line
+    :class:`ConfigError` for a missing file, one that is not JSON or not a gpuadvise analysis
+    report, or one a newer gpuadvise wrote."""
     from gpuadvise.inputfiles import parse_json, read_input_bytes
 
     data = read_input_bytes(path, "report", missing_hint="check the path")
@@ -175,6 +178,10 @@ def load_report(path: str) -> AnalysisReport:
     try:
         if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
             return AnalysisReport.from_dict(doc)
+        if isinstance(doc, dict) and doc.get("kind") == BATCH_REPORT_KIND:
+            return BatchReport.from_dict(doc)
+        if isinstance(doc, dict) and "cases" in doc and "kernel" not in doc:
+            return batch_from_document(doc)
         return report_from_document(doc)
     except NewerReportError as exc:
         raise ConfigError(f"report {path}: {exc}", "render it with a newer gpuadvise") from None
@@ -182,6 +189,40 @@ def load_report(path: str) -> AnalysisReport:
         raise ConfigError(
             f"report {path} is not a gpuadvise analysis report ({exc})", hint
         ) from None
+
+
+def batch_from_document(doc: Any) -> BatchReport:
+    """The report of a saved ``analyze FOLDER --format json`` document: each case's analysis
+    made a report (:func:`report_from_document`). ``ValueError`` for anything else."""
+    from gpuadvise.rules import load_registry
+
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("no schema_version")
+    if version > SCHEMA_VERSION:
+        raise NewerReportError(
+            f"schema version {version} is newer than this gpuadvise reads ({SCHEMA_VERSION})"
+        )
+    summary, cases = doc.get("summary"), doc.get("cases")
+    if not isinstance(summary, list) or not all(isinstance(s, dict) for s in summary):
+        raise ValueError("no summary list")
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise ValueError("no cases list")
+    out = []
+    for c in cases:
+        name, error, analysis = c.get("case"), c.get("error"), c.get("analysis")
+        if not isinstance(name, str) or not (error is None or isinstance(error, str)):
+            raise ValueError("a case has no name")
+        out.append(
+            BatchCase(name, error, None if analysis is None else report_from_document(analysis))
+        )
+    return BatchReport(
+        summary=tuple(summary),
+        cases=tuple(out),
+        rules=tuple(r.report_rule() for r in load_registry()),
+    )
 
 
 def _check_document(doc: Any) -> None:

@@ -653,8 +653,8 @@ def record(**options: Any) -> None:  # fmt: skip
     "formats",
     multiple=True,
     metavar="FMT[=FILE]",
-    help="A format of `analyze --format` (not text). Repeat for several; FMT=FILE writes "
-    "that one to FILE.",
+    help="A format of `analyze --format` (text, json, html, sarif, ...). Repeat for several; "
+    "FMT=FILE writes that one to FILE.",
 )
 @click.option(
     "--output",
@@ -664,7 +664,8 @@ def record(**options: Any) -> None:  # fmt: skip
     help="Write the --format output to FILE (never over the report read).",
 )
 def render(report: str, formats: tuple[str, ...], output: str | None) -> None:
-    """Render a saved analysis again: FILE from `analyze --format json` (or --format report).
+    """Render a saved analysis again: FILE from `analyze --format json` (or --format report),
+    of one kernel or of a folder.
 
     gpuadvise render saved.json --format html -o report.html"""
     from gpuadvise.cli.render import run_render

@@ -1,5 +1,6 @@
 """``gpuadvise render FILE --format FMT``: a saved report (``analyze --format json`` or
-``--format report``) rendered again in another format, as ``analyze`` would have rendered it.
+``--format report``, of one kernel or of a folder) rendered again in another format, as
+``analyze`` would have rendered it.
 
 Exit codes: 0 rendered, 2 a missing file, one that is not a gpuadvise analysis report, one a
 newer gpuadvise wrote, or an unknown format (one line on stderr)."""

@@ -52,6 +52,10 @@ def render_batch(fmt: str, batch: BatchReport, root: str | None = None) -> str:
         from gpuadvise.report.json_report import dumps
 
         return dumps(batch_json(batch))
+    if fmt == "report":  # the whole report, which gpuadvise render reads back
+        from gpuadvise.report.json_report import dumps
+
+        return dumps(batch.to_dict())
     if fmt == "html":
         from gpuadvise.report.html import batch_html
 

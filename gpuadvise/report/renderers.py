@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from gpuadvise.report_types import AnalysisReport
+from gpuadvise.report_types import AnalysisReport, BatchReport
 
 __all__ = ["ANALYSIS_FORMATS", "BATCH_FORMATS", "RENDERERS", "Renderer", "render"]
 
@@ -31,9 +31,9 @@ RENDERERS: dict[str, str] = {
 ANALYSIS_FORMATS: tuple[str, ...] = tuple(RENDERERS)
 """``analyze --format`` choices: every registered renderer, the terminal's text first."""
 
-BATCH_FORMATS: tuple[str, ...] = tuple(f for f in ANALYSIS_FORMATS if f != "report")
-"""``analyze FOLDER --format`` choices (:mod:`gpuadvise.report.batch_report`): each covers every
-case; a saved report is one analysis's."""
+BATCH_FORMATS: tuple[str, ...] = ANALYSIS_FORMATS
+"""``analyze FOLDER --format`` choices (:func:`gpuadvise.report.batch_report.render_batch`):
+the same formats, each covering every case (``report``: the whole BatchReport)."""
 
 
 def renderer(fmt: str) -> Renderer:
@@ -43,6 +43,11 @@ def renderer(fmt: str) -> Renderer:
     return fn
 
 
-def render(fmt: str, report: AnalysisReport) -> str:
-    """``report`` in format ``fmt`` (one of :data:`RENDERERS`)."""
+def render(fmt: str, report: AnalysisReport | BatchReport) -> str:
+    """``report`` in format ``fmt`` (one of :data:`RENDERERS`): one analysis's, or a folder's
+    (:func:`gpuadvise.report.batch_report.render_batch`)."""
+    if isinstance(report, BatchReport):
+        from gpuadvise.report.batch_report import render_batch
+
+        return render_batch(fmt, report)
     return renderer(fmt)(report)
