@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.report.renderers import ANALYSIS_FORMATS, BATCH_FORMATS
 
-# --format choices of one analysis (FMT or FMT=FILE, repeatable)
-ANALYZE_FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
+# --format choices of one analysis (FMT or FMT=FILE, repeatable): the renderers' registry
+ANALYZE_FORMATS = ANALYSIS_FORMATS
 
 # --fail-on: a finding fails the run when its severity ranks at or above the level given.
 _SEVERITY_RANK = {"error": 0, "warning": 1, "note": 2}
@@ -181,17 +182,18 @@ def run_analyze(
     if diff and text_only and fixed is not None:
         from gpuadvise.report import console
 
-        console.fix_steps(fixed, to_stderr=True)
+        console.fix_steps(fixed.to_dict(), to_stderr=True)
         console.plain(fixed.diff or "")
         return code
+    report = _report(result, checked, fixed, argv)
     texts: dict[str, str] = {}
     for fmt, dest in targets:
         if statistics:
-            from gpuadvise.report.rules_text import statistics_lines
-
-            text = guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+            text = _statistics(report)
+        elif fmt in texts:
+            text = texts[fmt]
         else:
-            text = texts.get(fmt) or _render(fmt, result, checked, fixed, argv)
+            text = _render(fmt, report)
         texts[fmt] = text
         _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
@@ -223,19 +225,17 @@ def _render_hit(
         return None
     analysis, checked = hit
     try:
-        shown = [
-            _statistics(checked) if statistics else _render(fmt, analysis, checked, None, argv)
-            for fmt, _ in targets
-        ]
+        report = _report(analysis, checked, None, argv)
+        shown = [_statistics(report) if statistics else _render(fmt, report) for fmt, _ in targets]
     except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
         return None
     return shown, 1 if fails_run(checked, fail_on) else 0
 
 
-def _statistics(checked: Any) -> str:
+def _statistics(report: Any) -> str:
     from gpuadvise.report.rules_text import statistics_lines
 
-    return guard_text("\n".join(statistics_lines(checked.findings)) + "\n")
+    return guard_text("\n".join(statistics_lines(report.findings)) + "\n")
 
 
 def guard_text(text: str) -> str:
@@ -271,38 +271,22 @@ def _nothing_measured(measure: bool | None) -> bool:
     return pycuda_missing() is not None
 
 
-def _render(
-    fmt: str, result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None
-) -> str:
-    """The analysis as ``fmt`` (text: what the terminal report prints, captured: the findings
-    first, then the details, then one summary line); ``fixed``: the composed fixes of
-    --fix/--diff (gpuadvise.analyze.fix.FixResult), when asked for."""
-    if fmt == "json":
-        from gpuadvise.report.json_report import analyze_json, dumps
-
-        doc = analyze_json(result, checked)
-        if fixed is not None:
-            doc["fix"] = fixed.to_dict()
-        return dumps(doc)
-    if fmt == "html":
-        from gpuadvise.report.html import analysis_html
-
-        return analysis_html(result, checked)
-    if fmt != "text":
-        from gpuadvise.report.findings_formats import render_findings
-
-        return render_findings(fmt, checked, result.kernel.name)
-    from gpuadvise.report import console
+def _report(result: Any, checked: Any, fixed: Any = None, argv: list[str] | None = None) -> Any:
+    """The analysis's report, built once for every format; ``argv``: the command's arguments
+    (the terminal's summary names the command)."""
+    from gpuadvise.analyze.report import build_report
     from gpuadvise.report.rules_text import command_line
 
-    with console.captured() as cap:
-        console.analysis_head(result)
-        console.findings(checked)
-        console.analysis(result)
-        if fixed is not None:
-            console.fix_steps(fixed)
-        console.summary(checked, None if argv is None else command_line(argv), fixed)
-    return cap.get()
+    command = None if argv is None else command_line(argv)
+    return build_report(result, checked, fixed, command)
+
+
+def _render(fmt: str, report: Any) -> str:
+    """The analysis's ``report`` as ``fmt`` (the renderers' registry: text is what the terminal
+    report prints, captured: the findings first, then the details, then one summary line)."""
+    from gpuadvise.report.renderers import render
+
+    return render(fmt, report)
 
 
 def _emit(text: str, fmt: str, output: str | None) -> None:
@@ -380,12 +364,13 @@ def run_analyze_paths(
 
     from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
+    from gpuadvise.analyze.report import build_batch_report
     from gpuadvise.errors import GpuAdviseError, UsageError
     from gpuadvise.report import console
     from gpuadvise.report.batch_report import render_batch
     from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
 
-    targets = parse_format_targets(formats, output, ANALYZE_FORMATS)
+    targets = parse_format_targets(formats, output, BATCH_FORMATS)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if fix:
@@ -416,9 +401,10 @@ def run_analyze_paths(
             check_output_target(str(dest), tuple(Path(p).resolve() for p in inputs))
     if not cases:  # a shard past the end of the list: the other shards cover every case
         console.note(f"no kernel case found in this shard under {', '.join(paths)}")
+        empty = build_batch_report([])
         for fmt, dest in targets:
             if fmt != "text":
-                write_output(render_batch(fmt, []), None if dest is None else str(dest))
+                write_output(render_batch(fmt, empty), None if dest is None else str(dest))
         return 0
     settings = AnalyzeSettings(
         trace=trace,
@@ -436,15 +422,15 @@ def run_analyze_paths(
     shown = to_stdout in ([], ["text"])
     progress = console.case_progress(len(cases)) if shown else None
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
+    batch = build_batch_report(results)
     for fmt, dest in targets:
         if fmt == "text" and statistics:
             from gpuadvise.report.rules_text import statistics_lines
 
-            console.plain("\n".join(statistics_lines([f for r in results for f in r.findings])))
-        elif fmt == "text":
-            console.batch_summary(results)
+            every = [f for case in batch.cases if case.report for f in case.report.findings]
+            console.plain("\n".join(statistics_lines(every)))
         else:
-            write_output(render_batch(fmt, results), None if dest is None else str(dest))
+            write_output(render_batch(fmt, batch), None if dest is None else str(dest))
     failed = [r for r in results if r.error is not None]
     if failed:  # after every case's row: an input, compile or tool error, as for one kernel
         first = failed[0]

@@ -647,6 +647,33 @@ def record(**options: Any) -> None:  # fmt: skip
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("report", metavar="FILE")
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    metavar="FMT[=FILE]",
+    help="A format of `analyze --format` (text, json, html, sarif, ...). Repeat for several; "
+    "FMT=FILE writes that one to FILE.",
+)
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    callback=blank_or_long,
+    help="Write the --format output to FILE (never over the report read).",
+)
+def render(report: str, formats: tuple[str, ...], output: str | None) -> None:
+    """Render a saved analysis again: FILE from `analyze --format json` (or --format report),
+    of one kernel or of a folder.
+
+    gpuadvise render saved.json --format html -o report.html"""
+    from gpuadvise.cli.render import run_render
+
+    sys.exit(run_render(report, formats, output))
+
+
+@cli.command(context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def devices(as_json: bool) -> None:
     """List the GPU models gpuadvise knows, and the live GPU if there is one."""

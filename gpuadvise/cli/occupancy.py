@@ -97,7 +97,8 @@ def run_occupancy(
             "(gpuadvise devices)",
         ) from None
     if as_json:
-        from gpuadvise.report.json_report import emit, occupancy_json
+        from gpuadvise.analyze.report import occupancy_json
+        from gpuadvise.report.json_report import emit
 
         doc = occupancy_json(device, k, carveout, result, steps, notes)
         if sweep:

@@ -47,7 +47,7 @@ def run_rules_list(
         }
         write_stdout(dumps(doc) + "\n")
         return 0
-    lines = rules_table(registry, enabled)
+    lines = rules_table([registry.rule_doc(r) for r in registry], enabled)
     lines.append("")
     extra = f", configuration {config.path}" if config.path else ""
     lines.append(
@@ -70,5 +70,5 @@ def run_explain(rule_id: str, as_json: bool = False, rules_dirs: Sequence[str] =
     else:
         from gpuadvise.report import console  # rich: only here, listing rules starts fast
 
-        console.markdown(explain_markdown(rule, registry))
+        console.markdown(explain_markdown(registry.rule_doc(rule)))
     return 0

@@ -1,92 +1,72 @@
 """``gpuadvise analyze FOLDER``: the machine formats of many cases (JSON, SARIF, JUnit, GitHub,
-Markdown, HTML), each covering every case. Cases that failed are listed with their error (JSON,
-HTML, Markdown) or as notifications/errors (SARIF, JUnit, GitHub)."""
+Markdown, HTML), each covering every case, from the
+:class:`~gpuadvise.report_types.BatchReport`. Cases that failed are listed with their error
+(JSON, HTML, Markdown) or as notifications/errors (SARIF, JUnit, GitHub)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
 from typing import Any
+
+from gpuadvise.items import ReportItem
+from gpuadvise.report_types import BatchReport, relative_items
 
 BATCH_SCHEMA_VERSION = 1
 
 
-def _summary_row(rank: int, r: Any) -> dict[str, Any]:
-    return {
-        "rank": rank,
-        "case": r.case.id,
-        "kernel": None if r.result is None else r.result.analysis.kernel.name,
-        "error": r.error,
-        "findings": len(r.findings),
-        "incomplete": None if r.result is None else r.result.rules.incomplete_text,
-        "best_rule": r.best_rule,
-        "best_line": r.best_line,
-        "best_speedup": r.best_speedup,
-        "kernel_ms": r.kernel_ms,
-        "time_to_win_ms": r.time_to_win_ms,
-        "basis": r.basis,
-        "wall_s": round(r.wall_s, 3),
-    }
-
-
-def batch_json(results: Sequence[Any]) -> dict[str, Any]:
-    from gpuadvise.analyze.batch import ranked
-    from gpuadvise.report.json_report import analyze_json
-
-    order = ranked(results)
+def batch_json(batch: BatchReport) -> dict[str, Any]:
     return {
         "schema_version": BATCH_SCHEMA_VERSION,
-        "summary": [_summary_row(i, r) for i, r in enumerate(order, 1)],
+        "summary": [dict(s) for s in batch.summary],
         "cases": [
             {
-                "case": r.case.id,
-                "error": r.error,
-                "analysis": None
-                if r.result is None
-                else analyze_json(r.result.analysis, r.result.rules),
+                "case": c.case,
+                "error": c.error,
+                "analysis": None if c.report is None else dict(c.report.document),
             }
-            for r in results
+            for c in batch.cases
         ],
     }
 
 
-def _items(results: Sequence[Any], root: str) -> tuple[list[Any], list[str]]:
-    items: list[Any] = []
+def _items(batch: BatchReport, root: str | None) -> tuple[list[ReportItem], list[str]]:
+    items: list[ReportItem] = []
     notes: list[str] = []
-    for r in results:
-        if r.error is not None:
-            notes.append(f"{r.case.id}: {r.error}")
+    for c in batch.cases:
+        if c.error is not None or c.report is None:
+            notes.append(f"{c.case}: {c.error}")
             continue
-        from gpuadvise.report.findings_formats import skipped_items
-
-        rules = r.result.rules
-        kernel = r.result.analysis.kernel.name
-        items += [f.to_report_item(root) for f in r.findings]
-        items += skipped_items(rules, kernel)
-        lines = [rules.incomplete_text] if rules.incomplete_text else []
-        notes += [f"{r.case.id}: {n}" for n in dict.fromkeys([*lines, *rules.notes])]
+        report = c.report
+        items += relative_items(report.items, root)
+        lines = [report.incomplete] if report.incomplete else []
+        notes += [f"{c.case}: {n}" for n in dict.fromkeys([*lines, *report.run_notes])]
     return items, notes
 
 
-def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> str:
-    """``results``: CaseResults of gpuadvise.analyze.batch, in the cases' order."""
-    root = root or os.getcwd()
+def render_batch(fmt: str, batch: BatchReport, root: str | None = None) -> str:
+    """``batch`` in ``fmt``; ``root``: paths are made relative to it (default: cwd)."""
+    if fmt == "text":
+        from gpuadvise.report.console import batch_text
+
+        return batch_text(batch)
     if fmt == "json":
         from gpuadvise.report.json_report import dumps
 
-        return dumps(batch_json(results))
+        return dumps(batch_json(batch))
+    if fmt == "report":  # the whole report, which gpuadvise render reads back
+        from gpuadvise.report.json_report import dumps
+
+        return dumps(batch.to_dict())
     if fmt == "html":
         from gpuadvise.report.html import batch_html
 
-        return batch_html(batch_json(results), results)
-    items, notes = _items(results, root)
-    title = f"gpuadvise analyze: {len(results)} kernel case{'' if len(results) == 1 else 's'}"
+        return batch_html(batch)
+    items, notes = _items(batch, root)
+    n = len(batch.cases)
+    title = f"gpuadvise analyze: {n} kernel case{'' if n == 1 else 's'}"
     if fmt == "sarif":
         from gpuadvise.report.sarif import sarif_dumps, sarif_log
-        from gpuadvise.rules import load_registry
 
-        rules = [r.report_rule() for r in load_registry()]
-        return sarif_dumps(sarif_log(items, rules=rules, notifications=notes))
+        return sarif_dumps(sarif_log(items, rules=list(batch.rules), notifications=notes))
     if fmt == "junit":
         from gpuadvise.report.junit import junit_xml
 
@@ -98,7 +78,6 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
     if fmt == "markdown":
         from gpuadvise.report.markdown import items_markdown, md_table
 
-        doc = batch_json(results)
         head = ["#", "case", "kernel", "findings", "top finding", "best", "time to win (ms)"]
         rows = [
             [
@@ -112,7 +91,7 @@ def render_batch(fmt: str, results: Sequence[Any], root: str | None = None) -> s
                 "-" if not s["best_speedup"] else f"{s['best_speedup']:.2f}x ({s['basis']})",
                 "-" if s["time_to_win_ms"] is None else f"{s['time_to_win_ms']:.4g}",
             ]
-            for s in doc["summary"]
+            for s in batch.summary
         ]
         return md_table(head, rows) + "\n\n" + items_markdown(items, title=title, notes=notes)
     raise ValueError(fmt)

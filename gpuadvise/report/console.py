@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -11,10 +11,9 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from gpuadvise.devices import DeviceSpec
-from gpuadvise.model.occupancy import INT_MAX, KernelResources, OccupancyResult, Suggestion, Sweep
 from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
 from gpuadvise.report.safe_text import controls, guard, one_line
+from gpuadvise.report_types import AnalysisReport, BatchReport
 from gpuadvise.words import counted
 
 
@@ -59,6 +58,10 @@ _out = SafeConsole(
     width=None if _TTY else 160,
 )
 _err = SafeConsole(stderr=True, soft_wrap=True)
+
+# the occupancy model's "no limit" (gpuadvise.model.occupancy.INT_MAX, CUDA's INT_MAX; a test
+# checks they agree): the terminal draws the model's results and never imports the model
+INT_MAX = 2**31 - 1
 
 _LIMIT_LABELS = {
     "warps": "warps (block size)",
@@ -131,13 +134,15 @@ def _bytes(n: int) -> str:
 
 
 def occupancy(
-    device: DeviceSpec,
-    k: KernelResources,
+    device: Any,
+    k: Any,
     carveout: int,
-    r: OccupancyResult,
-    steps: list[Suggestion],
+    r: Any,
+    steps: Sequence[Any],
     notes: Sequence[str],
 ) -> None:
+    """``gpuadvise occupancy``: the calculator's result (a DeviceSpec, KernelResources,
+    OccupancyResult and Suggestions of gpuadvise.model.occupancy)."""
     head = Text()
     head.append(f"{device.name}", style="bold")
     head.append(f"  ({device.full_name}, {device.arch})\n", style="dim")
@@ -212,7 +217,8 @@ def occupancy(
 _BARS = " ▁▂▃▄▅▆▇█"
 
 
-def sweeps(views: Sequence[Sweep], max_warps: int) -> None:
+def sweeps(views: Sequence[Any], max_warps: int) -> None:
+    """``occupancy --sweep``: each of the calculator's sweeps (model.occupancy.Sweep) as a chart."""
     titles = {
         "block_size": "Occupancy vs threads per block",
         "registers": "Occupancy vs registers per thread",
@@ -224,7 +230,7 @@ def sweeps(views: Sequence[Sweep], max_warps: int) -> None:
         _chart(view)
 
 
-def _chart(view: Sweep, height: int = 8) -> None:
+def _chart(view: Any, height: int = 8) -> None:
     values, occ = view.values, view.occupancy
     cur = values.index(view.current) if view.current in values else None
     for row in range(height, 0, -1):
@@ -246,7 +252,8 @@ def _chart(view: Sweep, height: int = 8) -> None:
     _out.print(Text(axis + " " * pad + last, style="dim"))
 
 
-def devices_table(presets: Sequence[DeviceSpec], live: DeviceSpec | None) -> None:
+def devices_table(presets: Sequence[Any], live: Any) -> None:
+    """``gpuadvise devices``: the presets (DeviceSpec) and the live GPU (None: none found)."""
     t = Table(box=None, padding=(0, 2), header_style="bold")
     for col in ("name", "arch", "SMs", "L2", "DRAM GB/s", "smem/SM", "full name"):
         t.add_column(
@@ -282,34 +289,45 @@ def _rel(path: str | None) -> str:
     return one_line(rel if not rel.startswith("..") else path)
 
 
-def analysis_head(a: Any) -> None:
+def analysis_head(report: AnalysisReport) -> None:
     """``gpuadvise analyze``'s first line: the kernel, its file, the launch and the device."""
-    spec, d, k = a.spec, a.device, a.kernel
+    doc = report.document
+    k, d = doc["kernel"], doc["device"]
     head = Text()
-    head.append(k.name, style="bold")
-    head.append(f"  {_rel(str(spec.source))}  grid {spec.launch.grid} x block {spec.launch.block}")
-    if spec.launch.dynamic_smem_bytes:
-        head.append(f", {spec.launch.dynamic_smem_bytes} B dynamic shared memory")
-    head.append(f"  on {d.name} ({d.arch})", style="dim")
+    head.append(str(k["name"]), style="bold")
+    head.append(f"  {_rel(k.get('file'))}  grid {_dim(k['grid'])} x block {_dim(k['block'])}")
+    if k.get("dynamic_smem_bytes"):
+        head.append(f", {k['dynamic_smem_bytes']} B dynamic shared memory")
+    head.append(f"  on {d['name']} ({d['arch']})", style="dim")
     _out.print(head)
 
 
-def analysis(a: Any) -> None:
-    """``gpuadvise analyze``: the static analysis (pipeline.KernelAnalysis), below the findings:
-    resources, occupancy, waves, the memory instructions and models per line."""
-    from gpuadvise.report.rules_text import shown_source
-    from gpuadvise.toolchain.sass import source_text
+def _dim(value: Sequence[int]) -> str:
+    """A grid or block (``[x, y, z]``) as the launch spec writes it: ``64``, ``32x8``."""
+    x, y, z = (list(value) + [1, 1, 1])[:3]
+    if z != 1:
+        return f"{x}x{y}x{z}"
+    if y != 1:
+        return f"{x}x{y}"
+    return str(x)
 
-    d, k, r = a.device, a.kernel, a.occupancy
+
+def analysis(report: AnalysisReport) -> None:
+    """``gpuadvise analyze``: the static analysis, below the findings: resources, occupancy,
+    waves, the memory instructions and models per line (the report's document)."""
+    from gpuadvise.report.source_lines import shown_source
+
+    doc = report.document
+    d, r = doc["device"], doc["occupancy"]
     _out.print()
     _out.print(Text("Details", style="bold underline"))
-    res = k.resources
+    res = doc["resources"]
     spills = (
         Text(
-            f"spills {res.spill_store_bytes} B stored / {res.spill_load_bytes} B loaded",
+            f"spills {res['spill_store_bytes']} B stored / {res['spill_load_bytes']} B loaded",
             style="bold red",
         )
-        if res.spill_store_bytes or res.spill_load_bytes
+        if res["spill_store_bytes"] or res["spill_load_bytes"]
         else Text("no spills", style="green")
     )
     t = Table(box=None, padding=(0, 2), show_header=False)
@@ -318,37 +336,39 @@ def analysis(a: Any) -> None:
     t.add_row(
         "Resources",
         Text(
-            f"{res.registers} registers/thread, {res.static_smem_bytes} B static shared memory, "
-            f"{res.local_bytes} B local (stack), "
+            f"{res['registers']} registers/thread, {res['static_smem_bytes']} B static shared "
+            f"memory, {res['local_bytes']} B local (stack), "
         )
         + spills
-        + Text(f", {res.const_bytes} B constant, {_n(res.barriers, 'barrier')}"),
+        + Text(f", {res['const_bytes']} B constant, {_n(res['barriers'], 'barrier')}"),
     )
-    pct = r.occupancy * 100
+    pct = r["occupancy"] * 100
     colour = "green" if pct >= 50 else "yellow" if pct >= 25 else "red"
+    blocks = r["active_blocks_per_sm"]
     occ_text = Text(f"{pct:.1f}%", style=f"bold {colour}") + Text(
-        f"  {_n(r.active_blocks_per_sm, 'block')}, {r.active_warps_per_sm} of {r.max_warps_per_sm} "
-        f"warps per SM; limited by {', '.join(_LIMIT_LABELS[x] for x in r.limiters)}"
+        f"  {_n(blocks, 'block')}, {r['active_warps_per_sm']} of {r['max_warps_per_sm']} "
+        f"warps per SM; limited by {', '.join(_LIMIT_LABELS[x] for x in r['limiters'])}"
     )
     t.add_row("Occupancy", occ_text)
-    for s in a.next_steps:
-        t.add_row("", Text(f"• {s.text} → {s.occupancy * 100:.1f}%", style="dim"))
-    w = a.waves
+    for s in r.get("next_steps") or ():
+        t.add_row("", Text(f"• {s['text']} → {s['occupancy'] * 100:.1f}%", style="dim"))
+    w = doc.get("waves")
     if w is not None:
         wave_text = Text(
-            f"{w.total_ctas} CTAs, {w.ctas_per_wave} per wave ({r.active_blocks_per_sm} x "
-            f"{d.sm_count} SMs): {w.waves:.2f} waves"
+            f"{w['total_ctas']} CTAs, {w['ctas_per_wave']} per wave ({blocks} x "
+            f"{d['sm_count']} SMs): {w['waves']:.2f} waves"
         )
-        if w.last_wave_ctas:
-            style = "yellow" if w.tail_idle > 0.1 else ""
+        if w["last_wave_ctas"]:
+            style = "yellow" if w["tail_idle"] > 0.1 else ""
             wave_text.append(
-                f"; the last wave is {w.last_wave_fill * 100:.0f}% full "
-                f"({w.tail_idle * 100:.1f}% of SM time idle in the tail)",
+                f"; the last wave is {w['last_wave_fill'] * 100:.0f}% full "
+                f"({w['tail_idle'] * 100:.1f}% of SM time idle in the tail)",
                 style=style,
             )
         t.add_row("Waves", wave_text)
     _out.print(t)
-    shown = [m for m in a.sass_lines if m.space != "constant"]  # parameter loads: noise here
+    # parameter loads (constant space): noise here
+    shown = [m for m in doc.get("sass_lines") or () if m["space"] != "constant"]
     if shown:
         _out.print()
         _out.print(Text("Memory instructions per source line (SASS)", style="bold"))
@@ -358,23 +378,23 @@ def analysis(a: Any) -> None:
                 col, justify="right" if col in {"width", "n"} else "left", no_wrap=col != "source"
             )
         for m in shown:
-            src = shown_source(source_text(m.file, m.line))
+            src = shown_source(report.source_line(m["file"], m["line"]))
             mt.add_row(
-                f"{_rel(m.file).split('/')[-1]}:{m.line}",
-                m.space,
-                m.kind,
-                f"{m.width_bits}b",
-                str(m.count),
-                ",".join(m.opcodes),
+                f"{_rel(m['file']).split('/')[-1]}:{m['line']}",
+                m["space"],
+                m["kind"],
+                f"{m['width_bits']}b",
+                str(m["count"]),
+                ",".join(m["opcodes"]),
                 src[:70],
             )
         _out.print(mt)
-    if a.memory is not None:
-        _memory(a.memory)
-    live_registers(getattr(a, "registers", None))
-    for n in dict.fromkeys(a.notes):  # a note repeated (per CTA, per rule) is said once
+    if doc.get("emulation") is not None:
+        _memory(report)
+    live_registers(doc.get("registers"), report.source_line)
+    for n in dict.fromkeys(report.analysis_notes):  # a note repeated (per CTA, per rule): once
         _out.print(Text(f"note: {n}", style="dim"))
-    skipped = getattr(a, "skipped", ())
+    skipped = doc.get("skipped") or ()
     if skipped:
         _out.print()
         _out.print(Text("Partial result: the time budget (--time-budget) ran out", style="bold"))
@@ -407,82 +427,92 @@ def _site(file: str | None, line: int | None) -> str:
     return f"{_rel(file).split('/')[-1]}:{line}" if line else "?"
 
 
-def live_registers(rp: Any, values: int = 6) -> None:
-    """The live registers along the SASS (model.registers.RegisterPressure): a sparkline, the
-    peak and the values that hold it, longest first."""
-    if rp is None or not rp.gpr:
+def live_registers(
+    rp: Mapping[str, Any] | None,
+    source: Callable[[str | None, int | None], str | None] = lambda f, n: None,
+    values: int = 6,
+) -> None:
+    """The live registers along the SASS (a document's ``registers``): a sparkline, the peak and
+    the values that hold it, longest first; ``source``: a source line's text (the report's)."""
+    if rp is None or not rp.get("gpr"):
         return
-    from gpuadvise.report.rules_text import shown_source
-    from gpuadvise.toolchain.sass import source_text
+    from gpuadvise.report.source_lines import shown_source
 
     _out.print()
     head = Text("Live registers", style="bold")
+    site = _site(rp.get("peak_file"), rp.get("peak_line"))
     head.append(
-        f"  peak {rp.peak} of {rp.allocated} allocated at {_site(rp.peak_file, rp.peak_line)}"
-        f" ({_n(rp.peak_instructions, 'instruction')}); ptxas reserves {rp.reserved}, "
-        f"{rp.slack} more are free at the peak"
+        f"  peak {rp['peak']} of {rp['allocated']} allocated at {site}"
+        f" ({_n(rp['peak_instructions'], 'instruction')}); ptxas reserves {rp['reserved']}, "
+        f"{rp['slack']} more are free at the peak"
     )
     _out.print(head)
     line = Text("  ")
-    line.append(sparkline(rp.gpr, top=rp.allocated), style="cyan")
-    line.append(f"  {len(rp.gpr)} instructions, 0..{rp.allocated} registers", style="dim")
+    line.append(sparkline(rp["gpr"], top=rp["allocated"]), style="cyan")
+    line.append(f"  {len(rp['gpr'])} instructions, 0..{rp['allocated']} registers", style="dim")
     _out.print(line)
-    src = shown_source(source_text(rp.peak_file, rp.peak_line))
+    src = shown_source(source(rp.get("peak_file"), rp.get("peak_line")))
     if src:
         _out.print(Text(f"  peak line: {src[:90]}", style="dim"))
-    shown = [v for v in rp.values if v.kind not in ("stack pointer", "reserved")][:values]
+    every = rp.get("values") or []
+    shown = [v for v in every if v["kind"] not in ("stack pointer", "reserved")][:values]
     if not shown:
         return
-    _out.print(Text(f"  values live across the peak ({len(shown)} longest of {len(rp.values)}):"))
+    _out.print(Text(f"  values live across the peak ({len(shown)} longest of {len(every)}):"))
     t = Table(box=None, padding=(0, 1), header_style="bold")
     for col in ("registers", "what", "defined", "last used", "instructions", "source"):
         t.add_column(col, justify="right" if col == "instructions" else "left")
     for v in shown:
-        where = _site(v.def_file, v.def_line) if v.def_index is not None else "entry"
+        defined = v.get("def_index") is not None
+        where = _site(v.get("def_file"), v.get("def_line")) if defined else "entry"
+        used = v.get("last_use_index") is not None
+        idle = v.get("idle_at_peak") and v["kind"] == "loaded value"
         t.add_row(
-            ",".join(v.registers),
-            v.kind + (" (idle)" if v.idle_at_peak and v.kind == "loaded value" else ""),
+            ",".join(v["registers"]),
+            v["kind"] + (" (idle)" if idle else ""),
             where,
-            _site(v.last_use_file, v.last_use_line) if v.last_use_index is not None else "-",
-            str(v.distance),
-            shown_source(source_text(v.def_file, v.def_line))[:60],
+            _site(v.get("last_use_file"), v.get("last_use_line")) if used else "-",
+            str(v["distance"]),
+            shown_source(source(v.get("def_file"), v.get("def_line")))[:60],
         )
     _out.print(t)
 
 
-def _memory(m: Any) -> None:
-    from gpuadvise.report.rules_text import shown_source
-    from gpuadvise.toolchain.sass import source_text
+def _memory(report: AnalysisReport) -> None:
+    from gpuadvise.report.source_lines import shown_source
 
+    doc = report.document
+    m = doc["emulation"]
     _out.print()
-    if m.error:
-        style = "bold red" if m.error_kind == "out_of_bounds" else "yellow"
+    if m.get("error"):
+        kind = m.get("error_kind")
+        style = "bold red" if kind == "out_of_bounds" else "yellow"
         title = {
             "out_of_bounds": "Out-of-bounds access (CPU emulator)",
             "unsupported": "No memory models: the emulator cannot run this kernel",
             "budget": "No memory models: the emulator's instruction budget ran out",
-        }.get(m.error_kind, "No memory models")
+        }.get(kind or "", "No memory models")
         _out.print(Text(title, style=style))
-        _out.print(Text(f"  {m.error}"))
+        _out.print(Text(f"  {m['error']}"))
         return
     scope = (
-        f"all {m.total_ctas} CTAs traced"
-        if m.complete
-        else f"{m.ctas_run} of {m.total_ctas} CTAs traced (the first wave); launch totals "
-        "extrapolated"
+        f"all {m['total_ctas']} CTAs traced"
+        if m["complete"]
+        else f"{m['ctas_traced']} of {m['total_ctas']} CTAs traced (the first wave); launch "
+        "totals extrapolated"
     )
-    if getattr(m, "sampled_loops", ()):
+    if m.get("sampled_loops"):
         scope += "; long loops sampled, counts weighted (see the notes)"
     _out.print(
         Text("Memory access models ", style="bold")
         + Text(
-            f"(CPU emulator: {scope}, {m.lane_instructions:,} lane-instructions in "
-            f"{m.time_s:.2f} s)",
+            f"(CPU emulator: {scope}, {m['lane_instructions']:,} lane-instructions in "
+            f"{m['time_s']:.2f} s)",
             style="dim",
         )
     )
-    b, c = m.banks, m.coalescing
-    if b.lines:
+    b, c = doc["shared_memory"], doc["global_memory"]
+    if b["lines"]:
         _out.print()
         _out.print(Text("Shared memory: bank conflicts per line", style="bold"))
         t = Table(box=None, padding=(0, 1), header_style="bold")
@@ -492,25 +522,26 @@ def _memory(m: Any) -> None:
                 justify="left" if col in ("line", "kind", "source") else "right",
                 no_wrap=col != "source",
             )
-        for ln in b.lines:
-            bad = ln.wavefronts > ln.ideal * 1.05
+        for ln in b["lines"]:
+            bad = ln["wavefronts"] > ln["ideal_wavefronts"] * 1.05
+            worst = ln["worst_ways"]
             t.add_row(
-                f"{_rel(ln.file).split('/')[-1]}:{ln.line}",
-                ln.kind.name.lower(),
-                f"{ln.instructions:,}",
-                f"{ln.wavefronts:,}",
-                f"{ln.ideal:,}",
-                Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
-                f"{ln.worst_ways:.0f}-way" if ln.worst_ways > 1 else "-",
-                shown_source(source_text(ln.file, ln.line))[:60],
+                f"{_rel(ln['file']).split('/')[-1]}:{ln['line']}",
+                ln["kind"],
+                f"{ln['instructions']:,}",
+                f"{ln['wavefronts']:,}",
+                f"{ln['ideal_wavefronts']:,}",
+                Text(f"{ln['excess_pct']:.0f}%", style="bold red" if bad else "green"),
+                f"{worst:.0f}-way" if worst > 1 else "-",
+                shown_source(report.source_line(ln["file"], ln["line"]))[:60],
             )
         _out.print(t)
-        tot = b.launch.all
+        waves, ideal = b["total_wavefronts"], b["total_ideal_wavefronts"]
+        excess = 100.0 * (waves - ideal) / waves if waves else 0.0
         _out.print(
-            f"  per launch: {tot.wavefronts:,.0f} wavefronts, ideal {tot.ideal:,.0f} "
-            f"({tot.excess_pct:.1f}% excess)"
+            f"  per launch: {waves:,.0f} wavefronts, ideal {ideal:,.0f} ({excess:.1f}% excess)"
         )
-    if c.lines:
+    if c["lines"]:
         _out.print()
         _out.print(Text("Global memory: coalescing per line", style="bold"))
         t = Table(box=None, padding=(0, 1), header_style="bold")
@@ -520,69 +551,76 @@ def _memory(m: Any) -> None:
                 justify="left" if col in ("line", "kind", "source") else "right",
                 no_wrap=col != "source",
             )
-        for ln in c.lines:
-            bad = ln.sectors > ln.ideal * 1.05
+        for ln in c["lines"]:
+            bad = ln["sectors"] > ln["ideal_sectors"] * 1.05
             t.add_row(
-                f"{_rel(ln.file).split('/')[-1]}:{ln.line}",
-                ln.kind.name.lower(),
-                f"{ln.requests:,}",
-                f"{ln.sectors:,}",
-                f"{ln.ideal:,}",
-                f"{ln.sectors / max(ln.requests, 1):.1f}",
-                Text(f"{ln.excess_pct:.0f}%", style="bold red" if bad else "green"),
-                shown_source(source_text(ln.file, ln.line))[:60],
+                f"{_rel(ln['file']).split('/')[-1]}:{ln['line']}",
+                ln["kind"],
+                f"{ln['requests']:,}",
+                f"{ln['sectors']:,}",
+                f"{ln['ideal_sectors']:,}",
+                f"{ln['sectors'] / max(ln['requests'], 1):.1f}",
+                Text(f"{ln['excess_pct']:.0f}%", style="bold red" if bad else "green"),
+                shown_source(report.source_line(ln["file"], ln["line"]))[:60],
             )
         _out.print(t)
-        ld, st = c.launch.load, c.launch.store
+        ld, st = c["totals"]["load"], c["totals"]["store"]
         _out.print(
-            f"  per launch: loads {ld.sectors:,.0f} sectors (ideal {ld.ideal:,.0f}), "
-            f"stores {st.sectors:,.0f} (ideal {st.ideal:,.0f})"
+            f"  per launch: loads {ld['sectors']:,.0f} sectors (ideal {ld['ideal']:,.0f}), "
+            f"stores {st['sectors']:,.0f} (ideal {st['ideal']:,.0f})"
         )
-    if m.l2 is not None:
-        _l2_table(m.l2)
-    for n in m.reconcile_notes:
-        _out.print(Text(f"note: SASS reconciliation at line {n.line}: {n.detail}", style="dim"))
-    for n in dict.fromkeys(m.notes):
-        _out.print(Text(f"note: {n}", style="dim"))
+    if doc.get("l2") is not None:
+        _l2_table(doc["l2"])
+    for n in m.get("reconciled") or ():
+        _out.print(
+            Text(f"note: SASS reconciliation at line {n['line']}: {n['detail']}", style="dim")
+        )
+    for note_text in dict.fromkeys(m.get("notes") or ()):
+        _out.print(Text(f"note: {note_text}", style="dim"))
 
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan"}
 
 
-def _rules_count(run: Any) -> str:
+def _rules_count(doc: Mapping[str, Any]) -> str:
     """``20 rules run``, or ``12 of 20 rules run`` when some were skipped."""
-    total = len(run.rules_run)
-    ran = len(getattr(run, "evaluated", run.rules_run))
+    run = list(doc.get("rules_run") or ())
+    gone = {s["rule"] for s in doc.get("skipped_rules") or ()}
+    total, ran = len(run), len([r for r in run if r not in gone])
     return f"{total} rules run" if ran == total else f"{ran} of {total} rules run"
 
 
-def findings(run: Any) -> None:
-    """``analyze``: the rules' findings, ranked (a rules.RulesRun; the words from rules_text),
-    each line wrapped at the terminal's width with a hanging indent."""
+def findings(report: AnalysisReport) -> None:
+    """``analyze``: the rules' findings, ranked (the words from rules_text), each line wrapped
+    at the terminal's width with a hanging indent, then the rules' run's notes."""
     from gpuadvise.report.rules_text import finding_text
 
     _out.print()
-    incomplete = getattr(run, "incomplete_text", None)
+    found = report.findings
+    incomplete = report.incomplete
     if incomplete:
         _out.print(Text(incomplete, style="bold yellow"))
-    if not run.findings:
+    if not found:
         _out.print(
-            Text(f"No findings ({_rules_count(run)}).", style="yellow" if incomplete else "green")
+            Text(
+                f"No findings ({_rules_count(report.document)}).",
+                style="yellow" if incomplete else "green",
+            )
         )
     else:
-        _out.print(Text(f"Findings, ranked ({len(run.findings)})", style="bold underline"))
+        _out.print(Text(f"Findings, ranked ({len(found)})", style="bold underline"))
     width = _out.width
-    for i, f in enumerate(run.findings, 1):
-        head, *rest = finding_text(f, i)
+    for i, f in enumerate(found, 1):
+        head, *rest = finding_text(f, i, report.speedup(i - 1))
         for part in wrap_line(head, width):
-            _out.print(Text(part, style=_SEVERITY_STYLE.get(f.severity, "")))
+            _out.print(Text(part, style=_SEVERITY_STYLE.get(f["severity"], "")))
         for line in rest:
             body = line[3:]
             diff = body[:1] in ("+", "-") and body[:3] not in ("+++", "---")
             style = ("green" if body[:1] == "+" else "red") if diff else ""
             for part in wrap_line(line, width, code=diff or body[:1] in (" ", "@")):
                 _out.print(Text(part, style=style))
-    for text in dict.fromkeys(run.notes):
+    for text in dict.fromkeys(report.run_notes):
         for part in wrap_line(f"note: {text}", width):
             _out.print(Text(part, style="dim"))
 
@@ -621,13 +659,28 @@ def wrap_line(line: str, width: int, code: bool = False) -> list[str]:
     return out
 
 
-def summary(run: Any, next_command: str | None = None, fixed: Any = None) -> None:
+def summary(report: AnalysisReport) -> None:
     """The report's last line: the counts, the top finding, and the command to run next."""
     from gpuadvise.report.rules_text import summary_text
 
     _out.print()
-    for part in wrap_line(summary_text(run, next_command, fixed), _out.width):
+    for part in wrap_line(summary_text(report), _out.width):
         _out.print(Text(part, style="bold"))
+
+
+def analysis_text(report: AnalysisReport) -> str:
+    """The terminal report of an analysis (``analyze --format text``, ``render --format
+    text``): the findings first, then the details, the fixes tried when ``--fix``/``--diff``
+    ran, then one summary line; styled as this terminal prints it."""
+    with _out.capture() as cap:
+        analysis_head(report)
+        findings(report)
+        analysis(report)
+        fixed = report.document.get("fix")
+        if fixed is not None:
+            fix_steps(fixed)
+        summary(report)
+    return str(cap.get())
 
 
 def bench(r: Any) -> None:
@@ -741,89 +794,95 @@ def bench(r: Any) -> None:
         _out.print(Text(f"note: {n}", style="dim"))
 
 
-def _l2_table(l2: Any) -> None:
+def _l2_table(l2: Mapping[str, Any]) -> None:
     mb = 2**20  # MiB, as `gpuadvise devices` gives the L2
     _out.print()
     _out.print(Text("L2 under the CTA launch order (model)", style="bold"))
-    fit = "fits" if l2.fits else "does not fit"
+    fit = "fits" if l2["fits"] else "does not fit"
     _out.print(
-        f"  footprint {l2.footprint_bytes / mb:.1f} MiB {fit} the effective L2 of "
-        f"{l2.capacity_bytes / mb:.1f} MiB ({l2.efficiency:.2f} x {l2.l2_bytes / mb:g} MiB); "
-        f"{l2.concurrent_ctas} CTAs run at once"
+        f"  footprint {l2['footprint_bytes'] / mb:.1f} MiB {fit} the effective L2 of "
+        f"{l2['capacity_bytes'] / mb:.1f} MiB ({l2['efficiency']:.2f} x "
+        f"{l2['l2_bytes'] / mb:g} MiB); {l2['concurrent_ctas']} CTAs run at once"
     )
-    if len(l2.orders) > 1 and l2.mode == "traced-only":
-        o = l2.order("row-major")
+    orders = l2["orders"]
+    if len(orders) > 1 and l2["mode"] == "traced-only":
+        o = next(x for x in orders if x["order"] == "row-major" and x["n"] is None)
         _out.print(
-            f"  row-major (the hardware's order): predicted hit rate {o.hit_rate * 100:.1f}%, DRAM "
-            f"reads {o.dram_bytes / mb:.1f} MiB; other orders are not compared: the traced CTAs do "
-            "not show the per-CTA footprint (see the note; --sample-ctas all traces every CTA)"
+            f"  row-major (the hardware's order): predicted hit rate {o['hit_rate'] * 100:.1f}%, "
+            f"DRAM reads {o['dram_bytes'] / mb:.1f} MiB; other orders are not compared: the "
+            "traced CTAs do not show the per-CTA footprint (see the note; --sample-ctas all "
+            "traces every CTA)"
         )
-    elif len(l2.orders) > 1:
+    elif len(orders) > 1:
         t = Table(box=None, padding=(0, 2), header_style="bold")
         for col in ("order", "hit rate", "DRAM reads MiB", "working set MiB", ""):
             t.add_column(col, justify="left" if col in ("order", "") else "right")
-        for o in l2.orders:
-            label = o.order if o.n is None else f"{o.order} N={o.n}"
-            best = o is l2.best
+        best = l2["best"]
+        for o in orders:
+            label = o["order"] if o["n"] is None else f"{o['order']} N={o['n']}"
+            is_best = (o["order"], o["n"]) == (best["order"], best["n"])
             t.add_row(
                 label,
-                f"{o.hit_rate * 100:.1f}%",
-                f"{o.dram_bytes / mb:.1f}",
-                f"{o.working_set_bytes / mb:.1f}",
-                Text("◀ best" if best else "", style="bold green"),
+                f"{o['hit_rate'] * 100:.1f}%",
+                f"{o['dram_bytes'] / mb:.1f}",
+                f"{o['working_set_bytes'] / mb:.1f}",
+                Text("◀ best" if is_best else "", style="bold green"),
             )
         _out.print(t)
     else:
-        o = l2.orders[0]
+        o = orders[0]
         _out.print(
-            f"  predicted hit rate {o.hit_rate * 100:.1f}%, DRAM reads {o.dram_bytes / mb:.1f} MiB"
+            f"  predicted hit rate {o['hit_rate'] * 100:.1f}%, DRAM reads "
+            f"{o['dram_bytes'] / mb:.1f} MiB"
         )
-    for n in l2.notes:
+    for n in l2.get("notes") or ():
         _out.print(Text(f"  note: {n}", style="dim"))
 
 
-def _speedup_text(m: Any) -> str:
+def _speedup_text(m: Mapping[str, Any] | None) -> str:
     if m is None:
         return "-"
     ci = ""
-    if m.ci_low is not None and m.ci_high is not None:
-        ci = f" [{m.ci_low:.2f}, {m.ci_high:.2f}]"
-    return f"{m.speedup:.2f}x{ci}"
+    if m.get("ci_low") is not None and m.get("ci_high") is not None:
+        ci = f" [{m['ci_low']:.2f}, {m['ci_high']:.2f}]"
+    return f"{m['speedup']:.2f}x{ci}"
 
 
-def fix_steps(r: Any, to_stderr: bool = False) -> None:
-    """``analyze --fix/--diff``: each fix tried, in order, and the combined result."""
+def fix_steps(r: Mapping[str, Any], to_stderr: bool = False) -> None:
+    """``analyze --fix/--diff``: each fix tried, in order, and the combined result (the fixes'
+    document: ``FixResult.to_dict``, the report's ``fix``)."""
     out = _err if to_stderr else _out
     out.print()
     out.print(Text("Fixes", style="bold"))
-    if not r.steps:
+    steps = r.get("steps") or ()
+    if not steps:
         out.print("  no fix to apply")
     else:
         t = Table(show_edge=False, pad_edge=False, box=None)
         for col in ("step", "rule", "line", "fix", "status", "speedup (95% CI)", "why"):
             t.add_column(col)
-        for i, s in enumerate(r.steps, 1):
-            style = "green" if s.status == "applied" else "yellow"
+        for i, s in enumerate(steps, 1):
+            style = "green" if s["status"] == "applied" else "yellow"
             t.add_row(
                 str(i),
-                s.rule,
-                str(s.line or "-"),
-                s.label or s.description[:60],
-                Text(s.status, style=style),
-                _speedup_text(s.measurement),
-                s.reason,
+                s["rule"],
+                str(s.get("line") or "-"),
+                s.get("label") or s["description"][:60],
+                Text(s["status"], style=style),
+                _speedup_text(s.get("measurement")),
+                s["reason"],
             )
         out.print(t)
-    n = len(r.applied)
-    if r.combined is not None:
-        m = r.combined
+    n = sum(1 for s in steps if s["status"] == "applied")
+    m = r.get("combined")
+    if m is not None:
         out.print(
-            f"  combined: {_fixes(n)}, {_speedup_text(m)} on {m.device} "
-            f"({m.baseline_ms:.4g} ms -> {m.variant_ms:.4g} ms), outputs verified"
+            f"  combined: {_fixes(n)}, {_speedup_text(m)} on {m['device']} "
+            f"({m['baseline_ms']:.4g} ms -> {m['variant_ms']:.4g} ms), outputs verified"
         )
     elif n:
         out.print(f"  combined: {_fixes(n)}, not measured (no GPU)")
-    for line in r.notes:
+    for line in r.get("notes") or ():
         out.print(Text("  note: ", style="yellow") + Text(line))
 
 
@@ -859,12 +918,10 @@ def _ms(v: float | None) -> str:
     return f"{v * 1e3:.3g} us" if v < 1 else f"{v:.4g} ms"
 
 
-def batch_summary(results: Sequence[Any]) -> None:
+def batch_summary(batch: BatchReport) -> None:
     """``analyze FOLDER``: the cases ranked by the time to win, then each case's errors."""
-    from gpuadvise.analyze.batch import ranked
-
-    rows = ranked(results)
-    _out.print(Text(f"{_n(len(results), 'kernel case')}, ranked by the time to win", style="bold"))
+    rows = batch.summary
+    _out.print(Text(f"{_n(len(rows), 'kernel case')}, ranked by the time to win", style="bold"))
     t = Table(show_edge=False, pad_edge=False, box=None)
     for col in (
         "#",
@@ -878,39 +935,39 @@ def batch_summary(results: Sequence[Any]) -> None:
     ):
         t.add_column(col)
     for i, r in enumerate(rows, 1):
-        kernel = "-"
-        if r.result is not None:
-            kernel = r.result.analysis.kernel.name
-        if r.error is not None:
-            t.add_row(str(i), r.case.id, kernel, Text("error", style="red"), r.error, "-", "-", "-")
+        kernel = "-" if r.get("kernel") is None else str(r["kernel"])
+        if r.get("error") is not None:
+            t.add_row(str(i), r["case"], kernel, Text("error", style="red"), r["error"], "-", "-",
+                      "-")  # fmt: skip
             continue
-        basis = "" if r.basis == "measured" else " (est.)"
-        top = f"{r.best_rule} line {r.best_line}" if r.best_rule else "-"
-        best = f"{r.best_speedup:.2f}x{basis}" if r.best_speedup else "-"
-        kt = _ms(r.kernel_ms) + ("" if r.kernel_ms is None or r.basis == "measured" else " (>=)")
-        win = _ms(r.time_to_win_ms) + (basis if r.time_to_win_ms is not None else "")
-        found: Text | str = str(len(r.findings))
-        if r.result.rules.incomplete_text:
-            found = Text(f"{len(r.findings)} (incomplete)", style="yellow")
-        t.add_row(str(i), r.case.id, kernel, found, top, kt, best, win)
+        basis = "" if r["basis"] == "measured" else " (est.)"
+        top = f"{r['best_rule']} line {r['best_line']}" if r.get("best_rule") else "-"
+        best = f"{r['best_speedup']:.2f}x{basis}" if r.get("best_speedup") else "-"
+        kernel_ms, win_ms = r.get("kernel_ms"), r.get("time_to_win_ms")
+        kt = _ms(kernel_ms) + ("" if kernel_ms is None or r["basis"] == "measured" else " (>=)")
+        win = _ms(win_ms) + (basis if win_ms is not None else "")
+        found: Text | str = str(r["findings"])
+        if r.get("incomplete"):
+            found = Text(f"{r['findings']} (incomplete)", style="yellow")
+        t.add_row(str(i), r["case"], kernel, found, top, kt, best, win)
     _out.print(t)
     for r in rows:
-        if r.result is not None and r.result.rules.incomplete_text:
-            _out.print(Text(f"  {r.case.id}: {r.result.rules.incomplete_text}", style="yellow"))
-    if any(r.basis == "estimated" for r in results):
+        if r.get("incomplete"):
+            _out.print(Text(f"  {r['case']}: {r['incomplete']}", style="yellow"))
+    if any(r.get("basis") == "estimated" for r in rows):
         _out.print(
             "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "
             "DRAM bandwidth) and the speedup the rule's estimate"
         )
-    batch_registers(results)
+    batch_registers(batch)
 
 
-def batch_registers(results: Sequence[Any]) -> None:
+def batch_registers(batch: BatchReport) -> None:
     """``analyze FOLDER``: the live registers along each kernel, one sparkline per case."""
     rows = [
-        (r.case.id, r.result.analysis.registers)
-        for r in results
-        if r.result is not None and getattr(r.result.analysis, "registers", None) is not None
+        (c.case, c.report.document["registers"])
+        for c in batch.cases
+        if c.report is not None and c.report.document.get("registers") is not None
     ]
     if not rows:
         return
@@ -920,9 +977,16 @@ def batch_registers(results: Sequence[Any]) -> None:
     for _ in range(3):
         t.add_column(no_wrap=True)
     for case, rp in rows:
-        t.add_row(case, f"{rp.peak}/{rp.allocated}", Text(sparkline(rp.gpr, 48, rp.allocated),
-                                                          style="cyan"))  # fmt: skip
+        t.add_row(case, f"{rp['peak']}/{rp['allocated']}",
+                  Text(sparkline(rp["gpr"], 48, rp["allocated"]), style="cyan"))  # fmt: skip
     _out.print(t)
+
+
+def batch_text(batch: BatchReport) -> str:
+    """``analyze FOLDER``'s terminal report (``render --format text`` of a saved batch)."""
+    with _out.capture() as cap:
+        batch_summary(batch)
+    return str(cap.get())
 
 
 def record_summary(doc: dict[str, Any]) -> None:

@@ -1,12 +1,11 @@
 """The HTML report: one self-contained page (inline CSS, inline SVG, no script, nothing fetched)
 that a reviewer opens from a CI artifact or a mail attachment.
 
-The page is rendered from documents, not from live objects, so that a saved ``analyze --json``
-or ``gate --format json`` file renders the same page:
+The page is rendered from data, not from live objects, so that a saved report renders the same
+page:
 
-- :func:`render_analysis` takes the ``analyze --json`` dict (:func:`~gpuadvise.report.json_report.
-  analyze_json`), optionally with ``occupancy.sweeps`` added (:func:`analysis_document` adds them;
-  without them the sweeps are recomputed from the device preset when the device is one);
+- :func:`render_analysis` takes the :class:`~gpuadvise.report_types.AnalysisReport` (its
+  ``analyze --json`` document, sweeps and source lines: nothing is computed or read here);
 - :func:`render_gate` takes the ``gate --format json`` dict (``GateResult.to_dict()``).
 
 The templates (jinja2, autoescaped) live in ``gpuadvise/report/templates``; this module turns the
@@ -26,22 +25,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuadvise.report.registers_view import Tick  # one tick type for every chart
-from gpuadvise.report.rules_text import fix_kind, without_marker
 from gpuadvise.report.safe_text import controls, guard
+from gpuadvise.report.source_lines import fix_kind, without_marker
 
 if TYPE_CHECKING:
     import jinja2
 
     from gpuadvise.gate.results import GateResult
+    from gpuadvise.report_types import AnalysisReport, BatchReport
 
 __all__ = [
-    "analysis_document",
     "analysis_html",
     "gate_html",
     "heat_colour",
     "render_analysis",
     "render_gate",
-    "sweeps_json",
 ]
 
 # The viridis colour map at five stops (matplotlib's values): perceptually uniform and readable
@@ -63,36 +61,12 @@ def heat_colour(t: float) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Documents from live results.
+# The pages.
 
 
-def sweeps_json(device: Any, resources: Any, carveout: int = -1) -> list[dict[str, Any]]:
-    """The occupancy calculator's three sweeps (block size, registers, shared memory) as JSON."""
-    from gpuadvise.model.occupancy import sweeps
-
-    return [
-        {
-            "resource": s.resource,
-            "values": list(s.values),
-            "occupancy": list(s.occupancy),
-            "current": s.current,
-        }
-        for s in sweeps(device, resources, carveout)
-    ]
-
-
-def analysis_document(result: Any, checked: Any = None) -> dict[str, Any]:
-    """``analyze --json``'s document with the occupancy sweeps added (``occupancy.sweeps``)."""
-    from gpuadvise.report.json_report import analyze_json
-
-    doc = analyze_json(result, checked)
-    doc["occupancy"]["sweeps"] = sweeps_json(result.device, result.occupancy_input)
-    return doc
-
-
-def analysis_html(result: Any, checked: Any = None) -> str:
-    """``analyze --format html``: the page of one analysis (pipeline.KernelAnalysis, RulesRun)."""
-    return render_analysis(analysis_document(result, checked))
+def analysis_html(report: AnalysisReport) -> str:
+    """``analyze --format html``: the page of one analysis."""
+    return render_analysis(report)
 
 
 def gate_html(result: GateResult) -> str:
@@ -535,43 +509,6 @@ class SourceFile:
     note: str = ""
 
 
-def _read_source(path: str) -> list[str] | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read().splitlines()
-    except OSError:
-        return None
-
-
-def _kernel_range(lines: Sequence[str], name: str) -> tuple[int, int] | None:
-    """The 1-based first and last line of kernel ``name``'s definition in ``lines``."""
-    from gpuadvise.source.signature import find_kernels
-
-    base = name.split("<", 1)[0].split("::")[-1].strip()
-    try:
-        decls = [
-            d
-            for d in find_kernels("\n".join(lines))
-            if d.is_definition and d.name.split("::")[-1] == base
-        ]
-    except Exception:  # the parser is best-effort here: the view falls back to the data lines
-        return None
-    if len(decls) != 1:
-        return None
-    start = decls[0].line
-    depth, opened = 0, False
-    for i in range(start - 1, min(len(lines), start + 2000)):
-        code = lines[i].split("//", 1)[0]
-        for ch in code:
-            if ch == "{":
-                depth, opened = depth + 1, True
-            elif ch == "}":
-                depth -= 1
-        if opened and depth <= 0:
-            return start, i + 1
-    return None
-
-
 def _ratio_cell(done: float, ideal: float, extra: float, top: float, what: str, scope: str) -> Cell:
     ratio = done / ideal if ideal else 0.0
     t = extra / top if top > 0 else 0.0
@@ -589,11 +526,14 @@ def _ratio_cell(done: float, ideal: float, extra: float, top: float, what: str, 
 def source_view(
     doc: Mapping[str, Any],
     findings: Sequence[Mapping[str, Any]],
-    sources: Mapping[str, Sequence[str]] | None = None,
+    sources: Mapping[str, Sequence[str] | None],
+    kernel_lines: tuple[int, int] | None = None,
     context: int = 2,
 ) -> list[SourceFile]:
     """The kernel's source with a row per line: SASS memory instructions, shared-memory
-    wavefronts and global sectors against their ideal, and the findings at that line."""
+    wavefronts and global sectors against their ideal, and the findings at that line.
+    ``sources``: file -> its lines (None or absent: not readable); ``kernel_lines``: the
+    kernel's definition in its file, shown whole."""
     kernel = doc.get("kernel") or {}
     main = _key(kernel.get("file"))
     sass: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
@@ -643,12 +583,7 @@ def source_view(
     out = []
     for index, path in enumerate(files):
         data_lines = {ln for (p, ln) in (*sass, *shared, *glob, *marks) if p == path}
-        given = None
-        if sources is not None:
-            given = sources.get(path)
-            if given is None:
-                given = next((v for k, v in sources.items() if _key(k) == path), None)
-        text = list(given) if given is not None else _read_source(path)
+        text = _lines_of(sources, path)
         note = ""
         shown: set[int] = set()
         if text is None:
@@ -657,10 +592,8 @@ def source_view(
             last = max(data_lines, default=0)
         else:
             last = len(text)
-            if path == main and kernel.get("name"):
-                rng = _kernel_range(text, str(kernel["name"]))
-                if rng is not None:
-                    shown.update(range(rng[0], rng[1] + 1))
+            if path == main and kernel.get("name") and kernel_lines is not None:
+                shown.update(range(kernel_lines[0], kernel_lines[1] + 1))
             for n in data_lines:
                 shown.update(range(max(1, n - context), min(last, n + context) + 1))
         rows: list[SourceRow] = []
@@ -896,41 +829,23 @@ def _version() -> str:
     return __version__
 
 
-def _sweeps_for(doc: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """The document's sweeps, or recomputed from the device preset; and a note when neither."""
-    occ = doc.get("occupancy") or {}
-    if occ.get("sweeps"):
-        return list(occ["sweeps"]), ""
-    dev = doc.get("device") or {}
-    inp = occ.get("input") or {}
-    try:
-        from gpuadvise.devices import preset
-        from gpuadvise.model.occupancy import KernelResources
-
-        device = preset(str(dev.get("name")))
-        if device.arch != dev.get("arch"):
-            raise ValueError("another architecture")
-        k = KernelResources(
-            threads_per_block=int(inp["threads_per_block"]),
-            regs_per_thread=int(inp["registers_per_thread"]),
-            static_smem_bytes=int(inp["static_smem_bytes"]),
-            dynamic_smem_bytes=int(inp["dynamic_smem_bytes"]),
-        )
-        return sweeps_json(device, k, int(inp.get("carveout_pct", -1))), ""
-    except Exception:  # a live device, or an old document: say so instead of guessing
-        return [], "the occupancy sweeps are not in this document (render it from a live analysis)"
-
-
-def render_analysis(
-    doc: Mapping[str, Any], *, sources: Mapping[str, Sequence[str]] | None = None
-) -> str:
-    """The page of one ``analyze --json`` document. ``sources``: file path -> lines, instead of
-    reading the kernel's source files from disk."""
+def render_analysis(report: AnalysisReport) -> str:
+    """The page of one analysis: its ``analyze --json`` document, with the sweeps and the
+    source lines the report holds."""
+    doc: dict[str, Any] = dict(report.document)
+    sources = report.sources
+    sweeps = [dict(s) for s in report.sweeps]
+    sweep_note = (
+        ""
+        if sweeps
+        else "the occupancy sweeps are not in this document (render it from a live analysis)"
+    )
+    if sweeps:  # the page's document holds them, as a live analysis's always did
+        doc["occupancy"] = {**(doc.get("occupancy") or {}), "sweeps": sweeps}
     findings = list(doc.get("findings") or [])
-    files = source_view(doc, findings, sources)
+    files = source_view(doc, findings, sources, report.kernel_lines)
     anchors = {(_key(sf.path), row.number): row.anchor for sf in files for row in sf.rows}
     occ = doc.get("occupancy") or {}
-    sweeps, sweep_note = _sweeps_for(doc)
     charts = [sweep_chart(s, occ.get("max_warps_per_sm")) for s in sweeps]
     scale = _SpeedScale(v for f in findings for v in _speedups(f))
     views = [_finding_view(f, i, scale, anchors) for i, f in enumerate(findings, 1)]
@@ -1000,20 +915,24 @@ def rules_count(doc: Mapping[str, Any]) -> str:
     return f"{total} rules run" if ran == total else f"{ran} of {total} rules run"
 
 
-def _source_lookup(sources: Mapping[str, Sequence[str]] | None) -> Any:
-    """(file, line) -> the line's text ("" when unknown), from ``sources`` or the files."""
+def _lines_of(sources: Mapping[str, Sequence[str] | None], path: str) -> list[str] | None:
+    """The lines of source file ``path`` in ``sources`` (a report's), None when not there."""
+    given = sources.get(path)
+    if given is None:
+        given = next((v for k, v in sources.items() if v is not None and _key(k) == _key(path)),
+                     None)  # fmt: skip
+    return None if given is None else list(given)
+
+
+def _source_lookup(sources: Mapping[str, Sequence[str] | None]) -> Any:
+    """(file, line) -> the line's text ("" when unknown), from ``sources`` (a report's)."""
     cache: dict[str, list[str] | None] = {}
 
     def text(file: str | None, line: int | None) -> str:
         if not file or not line:
             return ""
         if file not in cache:
-            given = None
-            if sources is not None:
-                given = sources.get(file) or next(
-                    (v for k, v in sources.items() if _key(k) == _key(file)), None
-                )
-            cache[file] = list(given) if given is not None else _read_source(file)
+            cache[file] = _lines_of(sources, file)
         lines = cache[file]
         return str(lines[line - 1]) if lines and 0 < line <= len(lines) else ""
 
@@ -1280,14 +1199,14 @@ def _case_body(page: str, prefix: str) -> str:
     return body.replace("<h1>", '<h2 class="case-title">').replace("</h1>", "</h2>")
 
 
-def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
+def batch_html(batch: BatchReport) -> str:
     """``analyze FOLDER --format html``: one page, the cases ranked by the time to win (the
     summary table links each to its section), then each case's analysis in that order, as its
     own page shows it (one stylesheet, ids prefixed per case; no frames)."""
-    by_id = {r.case.id: r for r in results}
+    by_id = {c.case: c for c in batch.cases}
     rows, cases = [], []
-    for s in doc["summary"]:
-        r = by_id.get(s["case"])
+    for s in batch.summary:
+        c = by_id.get(s["case"])
         anchor = f"case-{s['rank']}"
         rows.append(
             {
@@ -1298,24 +1217,25 @@ def batch_html(doc: Mapping[str, Any], results: Sequence[Any]) -> str:
             }
         )
         body = None
-        if r is not None and r.result is not None:
-            page = analysis_html(r.result.analysis, r.result.rules)
+        if c is not None and c.report is not None:
+            page = analysis_html(c.report)
             body = _case_body(page, f"c{s['rank']}-")
         cases.append({"case": s["case"], "rank": s["rank"], "anchor": anchor, "body": body,
                       "error": s["error"]})  # fmt: skip
     from gpuadvise.report.registers_view import live_chart
 
     done = [
-        r
-        for r in results
-        if r.result is not None and getattr(r.result.analysis, "registers", None) is not None
+        (c.case, c.report)
+        for c in batch.cases
+        if c.report is not None and c.report.document.get("registers") is not None
     ]
-    names = [r.result.analysis.kernel.name for r in done]
+    names = [report.kernel for _, report in done]
     curves = [  # each curve named by its kernel, by its case where two kernels share a name
-        (n if names.count(n) == 1 else r.case.id, r.result.analysis.registers.to_dict())
-        for n, r in zip(names, done, strict=True)
+        (n if names.count(n) == 1 else case, report.document["registers"])
+        for n, (case, report) in zip(names, done, strict=True)
     ]
-    live = live_chart(curves, _source_lookup(None), "live-registers-cases") if curves else None
+    sources = {k: v for _, report in done for k, v in report.sources.items()}
+    live = live_chart(curves, _source_lookup(sources), "live-registers-cases") if curves else None
     return (
         _env()
         .get_template("batch.html.j2")

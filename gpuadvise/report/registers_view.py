@@ -88,7 +88,7 @@ def _site_text(rp: Mapping[str, Any], index: int) -> tuple[str | None, int | Non
 def _shown(source: Source) -> Source:
     """``source`` as the report's source columns show a line: stripped, without a bundled
     kernel's ``// expect:`` marker (the test suite's, not code a user needs to read)."""
-    from gpuadvise.report.rules_text import shown_source
+    from gpuadvise.report.source_lines import shown_source
 
     return lambda file, line: shown_source(source(file, line))
 

@@ -1,5 +1,6 @@
 """Rule findings, the rules table and a rule's documentation as plain text lines (the console
-adds colour)."""
+adds colour), from the report's data (the document's findings, :class:`RuleDoc`): no rule is
+imported here."""
 
 from __future__ import annotations
 
@@ -8,71 +9,41 @@ import os
 import re
 import shlex
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuadvise.report.safe_text import one_line
-from gpuadvise.rules import (
-    MODELS,
-    Finding,
-    Registry,
-    Rule,
-)
-from gpuadvise.rules.engine import EXPECT_RE
+from gpuadvise.report.source_lines import fix_kind
+from gpuadvise.report.source_lines import shown_source as shown_source  # re-exported
+from gpuadvise.report.source_lines import without_marker as without_marker  # re-exported
+from gpuadvise.report_types import AnalysisReport, RuleDoc
 from gpuadvise.words import counted
 
 plural = counted  # ``1 warning``, ``3 warnings`` (gpuadvise.words: the one place the rule is)
 
 
-def without_marker(text: str) -> str:
-    """``text`` without a bundled kernel's ``// expect: GA201`` marker at its end (the test
-    suite's annotation of the line a rule must flag, not code a user needs to read)."""
-    m = EXPECT_RE.search(text)
-    if m is not None and not text[m.end() :].strip():
-        return text[: m.start()].rstrip()
-    return text
+def _automatic(f: Mapping[str, Any]) -> bool:
+    """Whether finding ``f`` (a document's) has an automatic fix."""
+    v = f.get("variant")
+    return v is not None and v.get("safety") == "automatic-and-verified"
 
 
-def shown_source(text: str | None) -> str:
-    """A source line as a report's source column shows it: stripped, without its marker."""
-    return without_marker(text).strip() if text else ""
-
-
-def fix_kind(safety: str | None, verified: bool | None) -> str:
-    """What a finding's fix is, in the report's words: ``automatic, verified`` only when its
-    outputs were checked against the kernel's in a run (on the GPU); ``automatic, unverified``
-    when nothing ran it (no GPU); ``proxy`` and ``advice`` (a display-only diff)."""
-    if safety is None:
-        return "no fix"
-    if safety == "automatic-and-verified":
-        if verified is True:
-            return "automatic, verified"
-        if verified is False:
-            return "automatic, outputs differ"
-        return "automatic, unverified"
-    return "proxy" if safety == "proxy" else "advice"
-
-
-def statistics_lines(findings: Sequence[Finding]) -> list[str]:
+def statistics_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     """``--statistics``: one line per rule, most findings first (as ``ruff --statistics``): the
-    count, the id, the name and ``[*]`` when some of them have an automatic fix; then a total."""
-    by_rule: dict[str, list[Finding]] = {}
+    count, the id, the name and ``[*]`` when some of them have an automatic fix; then a total.
+    ``findings``: as the report's document has them."""
+    by_rule: dict[str, list[Mapping[str, Any]]] = {}
     for f in findings:
-        by_rule.setdefault(f.rule, []).append(f)
-    rows = sorted(by_rule.values(), key=lambda fs: (-len(fs), fs[0].rule))
-    width = max((len(fs[0].name) for fs in rows), default=0)
+        by_rule.setdefault(str(f["rule"]), []).append(f)
+    rows = sorted(by_rule.values(), key=lambda fs: (-len(fs), str(fs[0]["rule"])))
+    width = max((len(str(fs[0]["name"])) for fs in rows), default=0)
     out = []
     for fs in rows:
-        auto = sum(
-            1 for f in fs if f.variant is not None and f.variant.safety == "automatic-and-verified"
-        )
+        auto = sum(1 for f in fs if _automatic(f))
         mark = f"[*] {auto} automatic" if auto else ""
-        out.append(f"{len(fs):>5}  {fs[0].rule}  {one_line(fs[0].name):<{width}}  {mark}".rstrip())
-    fixable = sum(
-        1
-        for f in findings
-        if f.variant is not None and f.variant.safety == "automatic-and-verified"
-    )
+        name = one_line(str(fs[0]["name"]))
+        out.append(f"{len(fs):>5}  {fs[0]['rule']}  {name:<{width}}  {mark}".rstrip())
+    fixable = sum(1 for f in findings if _automatic(f))
     total = f"{plural(len(findings), 'finding')}"
     if fixable:
         total += f" ({fixable} with an automatic fix: --diff shows them, --fix applies them)"
@@ -85,67 +56,79 @@ def command_line(argv: Sequence[str]) -> str:
     return shlex.join(["gpuadvise", *argv])
 
 
-def summary_text(run: Any, next_command: str | None = None, fixed: Any = None) -> str:
+def summary_text(report: AnalysisReport) -> str:
     """The terminal report's last line: the findings counted by severity, the top finding, and
     the command to run next (``--diff`` when a fix is automatic, else ``explain`` of the top
-    rule). ``next_command``: the command that made the report (``--diff`` is added to it);
-    ``fixed``: the result of ``--fix``/``--diff`` when they ran (then no next command)."""
+    rule). The report's ``command`` is the command that made it (``--diff`` is added to it);
+    when ``--fix``/``--diff`` ran (the document has its ``fix``), there is no next command."""
+    doc = report.document
+    found = report.findings
     counts: dict[str, int] = {}
-    for f in run.findings:
-        counts[f.severity] = counts.get(f.severity, 0) + 1
-    if not run.findings:
-        return f"Summary: no findings ({plural(len(run.rules_run), 'rule')} run)."
+    for f in found:
+        counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+    if not found:
+        return f"Summary: no findings ({plural(len(doc.get('rules_run') or ()), 'rule')} run)."
     parts = [plural(counts[k], k) for k in ("error", "warning", "note") if counts.get(k)]
-    automatic = [
-        f
-        for f in run.findings
-        if not f.is_error and f.variant is not None and f.variant.safety == "automatic-and-verified"
-    ]
+    automatic = [f for f in found if f.get("error") is None and _automatic(f)]
     text = "Summary: " + ", ".join(parts)
     if automatic:
         text += f" ({plural(len(automatic), 'automatic fix', 'automatic fixes')})"
-    top = next((f for f in run.findings if not f.is_error), None)
+    top = next(((i, f) for i, f in enumerate(found) if f.get("error") is None), None)
     if top is not None:
-        where = f" at {os.path.basename(top.file)}:{top.line}" if top.file and top.line else ""
-        text += f"; top: {top.rule} {top.name}{where}, {top.speedup_label()}"
+        i, f = top
+        file, line = f.get("file"), f.get("line")
+        where = f" at {os.path.basename(file)}:{line}" if file and line else ""
+        text += f"; top: {f['rule']} {f['name']}{where}, {report.speedup(i)}"
     text += "."
-    if fixed is not None:
+    if doc.get("fix") is not None:
         return text
-    if automatic and next_command:
-        text += f" Next: `{next_command} --diff` shows the fixes as one diff (--fix writes it)."
+    if automatic and report.command:
+        text += f" Next: `{report.command} --diff` shows the fixes as one diff (--fix writes it)."
     elif top is not None:
-        text += f" Next: `gpuadvise explain {top.rule}` says why and how to fix it."
+        text += f" Next: `gpuadvise explain {top[1]['rule']}` says why and how to fix it."
     return text
 
 
-def finding_text(f: Finding, index: int | None = None) -> list[str]:
-    """A finding as a few plain lines (the console adds colour)."""
+def _location(f: Mapping[str, Any]) -> str:
+    file, line = f.get("file"), f.get("line")
+    if file is None:
+        return ""
+    return f"{file}:{line}" if line else str(file)
+
+
+def finding_text(
+    f: Mapping[str, Any], index: int | None = None, speedup: str = "no estimate"
+) -> list[str]:
+    """A finding (as the report's document has it) as a few plain lines (the console adds
+    colour); ``speedup``: its speedup in the reports' words (the report's ``speedups``)."""
     head = f"{index}. " if index is not None else ""
-    loc = f.location()
+    loc = _location(f)
     rel = _rel(loc) if loc else ""
-    lines = [f"{head}{f.rule} {f.name} [{f.severity}] {rel}".rstrip()]
-    lines.append(f"   {f.message}")
-    if f.is_error:
+    lines = [f"{head}{f['rule']} {f['name']} [{f['severity']}] {rel}".rstrip()]
+    lines.append(f"   {f['message']}")
+    if f.get("error") is not None:
         return lines
-    if f.evidence:
-        ev = ", ".join(_evidence(e) for e in f.evidence)
+    if f.get("evidence"):
+        ev = ", ".join(_evidence(e) for e in f["evidence"])
         lines.append(f"   evidence: {ev}")
-    lines.append(f"   speedup: {f.speedup_label()}")
-    if f.measured_speedup is not None and f.measured_speedup.samples:
-        lines.append(f"   timing: {timing_text(f.measured_speedup)}")
-    if len(f.trials) > 1 or any(t.measurement is None for t in f.trials):
-        lines.append("   tried: " + "; ".join(_trial(t) for t in f.trials))
-    if f.variant is not None:
-        label = f"; {f.variant.label}" if f.variant.label else ""
-        lines.append(
-            f"   fix ({fix_kind(f.variant.safety, f.verified)}{label}): {f.variant.description}"
-        )
-        if f.variant.diff:
-            lines += ["   " + ln for ln in f.variant.diff.rstrip("\n").splitlines()]
-        elif f.variant.proxy is not None:
-            p = f.variant.proxy
+    lines.append(f"   speedup: {speedup}")
+    measured = f.get("measured_speedup")
+    if measured is not None and measured.get("samples"):
+        lines.append(f"   timing: {timing_text(measured)}")
+    trials = f.get("trials") or ()
+    if len(trials) > 1 or any(t.get("measured_speedup") is None for t in trials):
+        lines.append("   tried: " + "; ".join(_trial(t) for t in trials))
+    v = f.get("variant")
+    if v is not None:
+        label = f"; {v['label']}" if v.get("label") else ""
+        kind = fix_kind(v["safety"], f.get("verified"))
+        lines.append(f"   fix ({kind}{label}): {v['description']}")
+        if v.get("diff"):
+            lines += ["   " + ln for ln in v["diff"].rstrip("\n").splitlines()]
+        elif v.get("proxy") is not None:
+            p = v["proxy"]
             lines.append(
-                f"   proxy kernels: {p.before} (as written) and {p.after} (changed); "
+                f"   proxy kernels: {p['before']} (as written) and {p['after']} (changed); "
                 "--write-variants DIR saves them"
             )
     return lines
@@ -164,35 +147,37 @@ STOP_TEXT = {
 }
 
 
-def timing_text(m: Any) -> str:
-    """How much timing a measurement took and why it stopped: ``24 samples each, stopped:
-    faster beyond doubt``."""
-    text = f"{m.samples} samples each"
-    if m.stop_reason:
-        text += f", stopped: {STOP_TEXT.get(m.stop_reason, m.stop_reason)}"
+def timing_text(m: Mapping[str, Any]) -> str:
+    """How much timing a measurement (as a finding's document has it) took and why it stopped:
+    ``24 samples each, stopped: faster beyond doubt``."""
+    text = f"{m.get('samples')} samples each"
+    stop = m.get("stop_reason")
+    if stop:
+        text += f", stopped: {STOP_TEXT.get(stop, stop)}"
     return text
 
 
-def _trial(t: Any) -> str:
-    name = t.label or "variant"
-    if t.measurement is not None:
-        m = t.measurement
-        ci = f" [{m.ci_low:.3f}..{m.ci_high:.3f}]" if m.ci_low is not None else ""
-        why = f", {m.stop_reason}" if m.stop_reason else ""
-        n = f" ({m.samples} samples{why})" if m.samples else ""
-        return f"{name} {m.speedup:.3f}x{ci}{n}"
-    return f"{name}: {t.note or 'not measured'}"
+def _trial(t: Mapping[str, Any]) -> str:
+    name = t.get("label") or "variant"
+    m = t.get("measured_speedup")
+    if m is not None:
+        ci = f" [{m['ci_low']:.3f}..{m['ci_high']:.3f}]" if m.get("ci_low") is not None else ""
+        why = f", {m['stop_reason']}" if m.get("stop_reason") else ""
+        n = f" ({m['samples']} samples{why})" if m.get("samples") else ""
+        return f"{name} {m['speedup']:.3f}x{ci}{n}"
+    return f"{name}: {t.get('note') or 'not measured'}"
 
 
-def _evidence(e: Any) -> str:
+def _evidence(e: Mapping[str, Any]) -> str:
     def fmt(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.3g}"
         return str(v)
 
-    text = f"{e.metric} = {fmt(e.value)}{(' ' + e.unit) if e.unit else ''}"
-    if e.threshold is not None and e.op:
-        text += f" ({e.op} {fmt(e.threshold)})"
+    unit = e.get("unit")
+    text = f"{e['metric']} = {fmt(e.get('value'))}{(' ' + unit) if unit else ''}"
+    if e.get("threshold") is not None and e.get("op"):
+        text += f" ({e['op']} {fmt(e['threshold'])})"
     return text
 
 
@@ -204,39 +189,42 @@ def _rel(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def rules_table(registry: Registry, enabled: set[str] | None = None) -> list[str]:
+def rules_table(rules: Sequence[RuleDoc], enabled: set[str] | None = None) -> list[str]:
     """One line per rule: id, name, models, title (``-`` before disabled ones)."""
-    wid = max((len(r.name) for r in registry), default=4)
-    wmod = max((len(",".join(r.models)) for r in registry), default=6)
+    wid = max((len(r.name) for r in rules), default=4)
+    wmod = max((len(_model_names(r)) for r in rules), default=6)
     out = []
-    for r in registry:
+    for r in rules:
         mark = " " if enabled is None or r.id in enabled else "-"
         out.append(
-            f"{mark}{r.id}  {r.name:<{wid}}  {','.join(r.models):<{wmod}}  {one_line(r.title)}".rstrip()
+            f"{mark}{r.id}  {r.name:<{wid}}  {_model_names(r):<{wmod}}  {one_line(r.title)}".rstrip()
         )
     return out
 
 
-def explain_text(rule: Rule, registry: Registry | None = None) -> str:
+def _model_names(rule: RuleDoc) -> str:
+    return ",".join(m for m, _ in rule.models)
+
+
+def explain_text(rule: RuleDoc) -> str:
     """One rule's documentation: header, options with defaults, kernel cases, the docstring."""
     out = [f"{rule.id} {rule.name}: {rule.title}", ""]
-    models = ", ".join(rule.models) or "none"
+    models = ", ".join(m for m, _ in rule.models) or "none"
     out.append(f"Severity: {rule.severity}. Models: {models}.")
-    for m in rule.models:
-        out.append(f"  {m}: {MODELS[m]}")
+    for m, what in rule.models:
+        out.append(f"  {m}: {what}")
     if rule.options:
         out.append(f"Options (defaults; set them in [tool.gpuadvise.rules.{rule.id}]):")
-        for k, v in rule.options.items():
+        for k, v in rule.options:
             out.append(f"  {k} = {json.dumps(v)}")
     else:
         out.append("Options: none.")
-    if registry is not None and registry.cases.get(rule.id):
-        cases = ", ".join(_rel(str(p)) for p in registry.cases[rule.id])
-        out.append(f"Kernel cases: {cases}")
+    if rule.cases:
+        out.append(f"Kernel cases: {', '.join(_rel(p) for p in rule.cases)}")
     if rule.origin is not None:
-        out.append(f"Defined in: {_rel(str(rule.origin))}")
+        out.append(f"Defined in: {_rel(rule.origin)}")
     out.append("")
-    out.append(rule.doc())
+    out.append(rule.doc)
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -284,24 +272,24 @@ def _inline(text: str) -> str:
     return _LITERAL.sub(lambda m: f"`{m.group(1)}`", _ROLE.sub(lambda m: f"`{m.group(1)}`", text))
 
 
-def explain_markdown(rule: Rule, registry: Registry | None = None) -> str:
+def explain_markdown(rule: RuleDoc) -> str:
     """:func:`explain_text` as Markdown, for the terminal to render."""
     out = [f"**{rule.id} {rule.name}**: {_inline(rule.title)}", ""]
-    models = ", ".join(rule.models) or "none"
+    models = ", ".join(m for m, _ in rule.models) or "none"
     out.append(f"Severity: {rule.severity}. Models: {models}.")
     out.append("")
-    for m in rule.models:
-        out.append(f"- `{m}`: {MODELS[m]}")
+    for m, what in rule.models:
+        out.append(f"- `{m}`: {what}")
     if rule.options:
         out += ["", f"Options (defaults; set them in `[tool.gpuadvise.rules.{rule.id}]`):", ""]
-        for k, v in rule.options.items():
+        for k, v in rule.options:
             out.append(f"- `{k} = {json.dumps(v)}`")
     else:
         out += ["", "Options: none."]
-    if registry is not None and registry.cases.get(rule.id):
-        cases = ", ".join(f"`{_rel(str(p))}`" for p in registry.cases[rule.id])
+    if rule.cases:
+        cases = ", ".join(f"`{_rel(p)}`" for p in rule.cases)
         out += ["", f"Kernel cases: {cases}"]
     if rule.origin is not None:
-        out += ["", f"Defined in: `{_rel(str(rule.origin))}`"]
-    out += ["", rst_to_markdown(rule.doc())]
+        out += ["", f"Defined in: `{_rel(rule.origin)}`"]
+    out += ["", rst_to_markdown(rule.doc)]
     return "\n".join(out)

@@ -52,12 +52,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from gpuadvise.errors import ConfigError, GpuAdviseError, UsageError
+from gpuadvise.markers import EXPECT_RE
 from gpuadvise.rules.context import TRACE_MODELS, ModelUnavailable, RuleContext, Severity
 from gpuadvise.rules.suppress import suppress
 from gpuadvise.source.edit import unified_diff
 
 if TYPE_CHECKING:
     from gpuadvise.items import ReportItem, ReportRule
+    from gpuadvise.report_types import RuleDoc
     from gpuadvise.rules.config import Config
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,6 @@ OPTION_TYPES = (bool, int, float, str)
 
 ID_RE = re.compile(r"^GA[1-9]\d\d$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
-EXPECT_RE = re.compile(r"//\s*expect:\s*((?:GA\d{3})(?:\s*,\s*GA\d{3})*)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1084,6 +1085,22 @@ class Registry:
             if r.id == k.upper() or r.name == k.lower():
                 return r
         return None
+
+    def rule_doc(self, rule: Rule) -> RuleDoc:
+        """``rule`` as ``gpuadvise rules`` and ``explain`` print it (the report's RuleDoc)."""
+        from gpuadvise.report_types import RuleDoc
+
+        return RuleDoc(
+            id=rule.id,
+            name=rule.name,
+            title=rule.title,
+            severity=rule.severity,
+            models=tuple((m, MODELS[m]) for m in rule.models),
+            options=tuple(rule.options.items()),
+            cases=tuple(str(p) for p in self.cases.get(rule.id, ())),
+            origin=None if rule.origin is None else str(rule.origin),
+            doc=rule.doc(),
+        )
 
     def get(self, key: str) -> Rule:
         """A rule by id or name; an unknown one is a UsageError naming the close matches."""

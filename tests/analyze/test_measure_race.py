@@ -139,7 +139,7 @@ def test_a_findings_candidates_race_in_one_job(runner: FakeRunner):
     assert trials["N=copy_half"].note is not None
     assert trials["N=copy_half"].note.startswith("outputs differ")
     assert notes == [f"GA304: variant N=copy_half {trials['N=copy_half'].note}; not ranked"]
-    text = "\n".join(finding_text(g))
+    text = "\n".join(finding_text(g.to_dict(), speedup=g.speedup_label()))
     assert f"timing: {m.samples} samples each, stopped: faster beyond doubt" in text
     assert "N=slow" in text and "samples, " in text
     assert R.Finding.from_dict(g.to_dict()).measured_speedup == m

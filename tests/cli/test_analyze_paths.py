@@ -161,3 +161,29 @@ def test_gate_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         )
         names += [c.name for c in plan.config.cases]
     assert sorted(names) == ["c0", "c1", "c2"]
+
+
+def test_a_saved_folder_report_renders_every_format_again(tmp_path: Path) -> None:
+    """``analyze FOLDER --format report`` saves the BatchReport; ``gpuadvise render`` gives back
+    what analyze printed and wrote (the terminal's text included), and a saved ``--format json``
+    of a folder renders too."""
+    from gpuadvise.report_types import BatchReport
+
+    fmts = ("json", "sarif", "junit", "github", "markdown", "report")
+    targets = [f"--format={f}={tmp_path / ('a.' + f)}" for f in fmts]
+    r = _run("kernels/tail", "-j", "1", "--format", "text", *targets)
+    assert r.returncode == 0, r.stderr
+    saved = tmp_path / "a.report"
+    batch = BatchReport.from_dict(json.loads(saved.read_text()))
+    assert BatchReport.from_dict(json.loads(json.dumps(batch.to_dict()))) == batch
+    shown = cli_run("render", str(saved), "--format", "text")
+    assert (shown.returncode, shown.stdout) == (0, r.stdout)
+    for f in fmts:
+        again = cli_run("render", str(saved), f"--format={f}={tmp_path / ('b.' + f)}")
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / f"b.{f}").read_text() == (tmp_path / f"a.{f}").read_text(), f
+    # a plain --format json of a folder: the same table (its CI notes are the documents')
+    plain = cli_run("render", str(tmp_path / "a.json"), "--format", "markdown")
+    assert plain.returncode == 0, plain.stderr
+    table = (tmp_path / "a.markdown").read_text().split("\n\n")[0]
+    assert plain.stdout.split("\n\n")[0] == table

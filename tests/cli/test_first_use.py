@@ -256,10 +256,22 @@ def _finding_run(est: float = 1.58) -> Any:
     return RulesRun((f, f, f), ("GA201",), notes)
 
 
+def _finding_report(est: float = 1.58) -> Any:
+    """The report the CI formats read of :func:`_finding_run` (kernel reduce2)."""
+    from gpuadvise.report_types import AnalysisReport
+
+    run = _finding_run(est)
+    return AnalysisReport(
+        {"kernel": {"name": "reduce2"}, "incomplete": run.incomplete_text},
+        items=tuple(f.to_report_item() for f in run.findings),
+        run_notes=run.notes,
+    )
+
+
 def test_github_annotates_findings_not_the_estimates_only_note() -> None:
     from gpuadvise.report.findings_formats import render_findings
 
-    out = render_findings("github", _finding_run(), "reduce2").splitlines()
+    out = render_findings("github", _finding_report()).splitlines()
     assert out[0] == "gpuadvise: note: estimates only, nothing measured: PyCUDA is not installed"
     assert [ln.split(" ", 1)[0] for ln in out[1:]] == ["::warning"] * 3
     assert not any("estimates only" in ln for ln in out if ln.startswith("::"))
@@ -268,7 +280,7 @@ def test_github_annotates_findings_not_the_estimates_only_note() -> None:
 def test_markdown_lists_the_speedups_and_counts_in_plurals() -> None:
     from gpuadvise.report.findings_formats import render_findings
 
-    md = render_findings("markdown", _finding_run(), "reduce2")
+    md = render_findings("markdown", _finding_report())
     assert "⚠️ 3 warnings" in md and "3 warning " not in md
     assert "| rule | kernel | location | speedup | message |" in md
     assert "| GA201 | reduce2 | k.cu:34 | ≤ 1.58x (estimated, upper bound) | conflicts |" in md

@@ -442,8 +442,16 @@ def external_references(page: str) -> list[str]:
     return bad
 
 
+def render_analysis(doc: dict[str, Any], sources: dict[str, list[str]] | None = None) -> str:
+    """The page of an ``analyze --json`` document, through its report (the sweeps recomputed
+    from the preset, the source files read, or taken from ``sources``)."""
+    from gpuadvise.analyze.report import report_from_document
+
+    return H.analysis_html(report_from_document(doc, sources=sources))
+
+
 def render(doc: dict[str, Any] | None = None) -> str:
-    return H.render_analysis(doc or make_doc(), sources={FILE: SOURCE})
+    return render_analysis(doc or make_doc(), sources={FILE: SOURCE})
 
 
 # --- colours and charts ------------------------------------------------------------------------
@@ -631,7 +639,7 @@ def test_source_view_without_the_file_shows_the_data_lines() -> None:
             ln["file"] = "/nonexistent/k.cu"
     for f in doc["findings"]:
         f["file"] = "/nonexistent/k.cu"
-    page = H.render_analysis(doc)
+    page = render_analysis(doc)
     dom = Dom(page)
     assert "not readable here" in page
     assert [n["attrs"]["id"] for n in dom.all if n["attrs"].get("id", "").startswith("L0-")] == [
@@ -655,7 +663,7 @@ def test_sweeps_are_recomputed_for_a_saved_document_of_a_preset() -> None:
         assert len(Dom.find(svg, "circle", "now")) == 1
     live = make_doc()
     live["device"]["name"] = "NVIDIA Some Future GPU"
-    page = H.render_analysis(live, sources={FILE: SOURCE})
+    page = render_analysis(live, sources={FILE: SOURCE})
     assert "sweep-block_size" not in page and "sweeps are not in this document" in page
 
 
@@ -739,7 +747,7 @@ def test_gate_html_format_needs_a_file_or_stdout_alone(tmp_path: Path) -> None:
 def test_a_rerendered_json_document_gives_the_same_page() -> None:
     doc = make_doc()
     again = json.loads(json.dumps(doc))
-    assert H.render_analysis(again, sources={FILE: SOURCE}) == render(copy.deepcopy(doc))
+    assert render_analysis(again, sources={FILE: SOURCE}) == render(copy.deepcopy(doc))
 
 
 def test_templates_are_package_data() -> None:

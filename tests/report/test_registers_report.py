@@ -11,7 +11,7 @@ import re
 
 import livekit
 import pytest
-from test_html import FILE, SOURCE, Dom, make_doc
+from test_html import FILE, SOURCE, Dom, make_doc, render_analysis
 
 from gpuadvise.model.registers import RegisterPressure, register_pressure
 from gpuadvise.report import console
@@ -38,7 +38,7 @@ def test_sparkline_keeps_the_peak():
 
 def test_the_terminal_shows_the_peak_and_its_values(rp):
     with console.captured() as c:
-        console.live_registers(rp)
+        console.live_registers(rp.to_dict())
     out = c.get()
     # counts in words, as everywhere in the reports (issue 32): "5 instructions", no "(s)"
     assert "peak 7 of 10 allocated at k.cu:5 (5 instructions); ptxas reserves 2, 1 more" in out
@@ -61,7 +61,7 @@ def _doc(rp: RegisterPressure, variant: RegisterPressure | None = None) -> dict:
 
 
 def test_the_page_draws_the_live_registers(rp):
-    page = H.render_analysis(_doc(rp), sources={FILE: SOURCE})
+    page = render_analysis(_doc(rp), sources={FILE: SOURCE})
     dom = Dom(page).root
     (svg,) = [n for n in Dom.find(dom, "svg") if n["attrs"].get("id") == "live-registers"]
     paths = Dom.find(svg, "path", "livepath")
@@ -97,7 +97,7 @@ def test_the_source_lines_shown_hide_expect_markers(rp):
     """A bundled kernel's ``// expect: GA403`` marks a line for the test suite: the chart's
     hover text, the peak and the values table show the code without it."""
     marked = [ln + "  // expect: GA403" if ln.strip() else ln for ln in SOURCE]
-    page = H.render_analysis(_doc(rp), sources={FILE: marked})
+    page = render_analysis(_doc(rp), sources={FILE: marked})
     dom = Dom(page).root
     (svg,) = [n for n in Dom.find(dom, "svg") if n["attrs"].get("id") == "live-registers"]
     section = next(n for n in Dom.find(dom, "section") if n["attrs"].get("id") == "registers")
@@ -110,7 +110,7 @@ def test_a_variant_is_overlaid(rp):
     lower["gpr"] = [max(g - 2, 0) for g in lower["gpr"]]
     lower["peak"] = 5
     doc = _doc(rp, RegisterPressure.from_dict(lower))
-    page = H.render_analysis(doc, sources={FILE: SOURCE})
+    page = render_analysis(doc, sources={FILE: SOURCE})
     label = f"{doc['findings'][0]['rule']} variant"
     dom = Dom(page).root
     (svg,) = [n for n in Dom.find(dom, "svg") if n["attrs"].get("id") == "live-registers"]
@@ -123,7 +123,7 @@ def test_a_variant_is_overlaid(rp):
 
 
 def test_a_document_without_registers_has_no_section():
-    page = H.render_analysis(make_doc(), sources={FILE: SOURCE})
+    page = render_analysis(make_doc(), sources={FILE: SOURCE})
     assert 'id="registers"' not in page and "live regs" not in page
 
 
@@ -172,8 +172,24 @@ def test_a_batch_draws_every_kernel_on_one_chart(rp, monkeypatch):
         _Case("a/case.toml", "moments_split", rp),
         _Case("a/f32.toml", "moments_f32", RegisterPressure.from_dict(lower)),
     ]
+    from gpuadvise.report_types import AnalysisReport, BatchCase, BatchReport
+
     monkeypatch.setattr(H, "analysis_html", lambda *_a: "<p>case</p>")
-    page = H.batch_html({"summary": []}, results)
+    batch = BatchReport(
+        cases=tuple(
+            BatchCase(
+                r.case.id,
+                report=AnalysisReport(
+                    {
+                        "kernel": {"name": r.result.analysis.kernel.name},
+                        "registers": r.result.analysis.registers.to_dict(),
+                    }
+                ),
+            )
+            for r in results
+        )
+    )
+    page = H.batch_html(batch)
     (svg,) = [n for n in Dom.find(Dom(page).root, "svg")
               if n["attrs"].get("id") == "live-registers-cases"]  # fmt: skip
     assert len(Dom.find(svg, "path", "livepath")) == 2
@@ -181,6 +197,6 @@ def test_a_batch_draws_every_kernel_on_one_chart(rp, monkeypatch):
     assert labels == ["moments_split", "moments_f32"]
     # the terminal: one sparkline per kernel
     with console.captured() as c:
-        console.batch_registers(results)
+        console.batch_registers(batch)
     out = c.get()
     assert "a/case.toml" in out and "7/10" in out and console.sparkline(rp.gpr, 48, 10) in out

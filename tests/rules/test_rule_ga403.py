@@ -191,8 +191,9 @@ def test_the_source_move(tmp_path):
 
 
 def test_the_json_document_carries_the_live_registers(found):
+    from gpuadvise.analyze.report import analyze_json
     from gpuadvise.model.registers import RegisterPressure
-    from gpuadvise.report.json_report import analyze_json, dumps
+    from gpuadvise.report.json_report import dumps
 
     a, fs = found["tile_early"]
     doc = analyze_json(a)

@@ -197,7 +197,7 @@ def test_bundled_rules_load_with_unique_ids_names_and_cases(registry):
 @pytest.mark.parametrize("rule_id", rule_api.load_registry().ids)
 def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys):
     rule = registry.get(rule_id)
-    text = explain_text(rule, registry)
+    text = explain_text(registry.rule_doc(rule))
     assert text.startswith(f"{rule.id} {rule.name}: {rule.title}")
     for heading in rule_api.DOC_HEADINGS:
         assert heading in text
@@ -660,7 +660,7 @@ def test_a_rule_that_raises_is_an_error_row_and_the_others_go_on(tmp_path):
     assert "GA103" in ids(r)  # the other rules went on
     item = errors[0].to_report_item()
     assert item.effective_outcome == "error"
-    text = "\n".join(finding_text(errors[0]))
+    text = "\n".join(finding_text(errors[0].to_dict()))
     assert "failed" in text
 
 
