@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuadvise import __version__
+from gpuadvise.errors import ConfigError
 from gpuadvise.gate.compare import VERDICT_ORDER
 from gpuadvise.gate.results import (
     RESULT_KIND,
@@ -17,9 +18,16 @@ from gpuadvise.gate.results import (
     report_rules,
     summary_line,
 )
-from gpuadvise.report_types import GATE_REPORT_KIND, GateReport, GateTableRow
+from gpuadvise.report_types import (
+    GATE_REPORT_KIND,
+    AnalysisReport,
+    BatchReport,
+    GateReport,
+    GateTableRow,
+    NewerReportError,
+)
 
-__all__ = ["build_gate_report", "gate_report_from_data"]
+__all__ = ["build_gate_report", "gate_report_from_data", "load_saved_report"]
 
 
 def build_gate_report(result: GateResult) -> GateReport:
@@ -62,3 +70,22 @@ def gate_report_from_data(doc: Any) -> GateReport | None:
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a gpuadvise gate result: {exc!r}") from None
     return None
+
+
+def load_saved_report(path: str) -> AnalysisReport | BatchReport | GateReport:
+    """The report in ``path`` for ``gpuadvise render``: the gate's (``gate --format report`` or
+    ``--format json``), or an analysis's (:func:`gpuadvise.analyze.report.load_report`); a
+    one-line :class:`ConfigError` for anything else."""
+    from gpuadvise.analyze.report import read_report_json, report_from_data
+
+    doc = read_report_json(path)
+    try:
+        gate = gate_report_from_data(doc)
+    except NewerReportError as exc:
+        raise ConfigError(f"report {path}: {exc}", "render it with a newer gpuadvise") from None
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(
+            f"report {path} is not a gpuadvise gate report ({exc})",
+            "give a file written by `gpuadvise gate --format json` (or --format report)",
+        ) from None
+    return gate if gate is not None else report_from_data(doc, path)
