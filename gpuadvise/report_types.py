@@ -32,6 +32,9 @@ __all__ = [
     "AnalysisReport",
     "BatchCase",
     "BatchReport",
+    "GATE_REPORT_KIND",
+    "GateReport",
+    "GateTableRow",
     "NewerReportError",
     "RuleDoc",
     "relative_items",
@@ -48,6 +51,9 @@ REPORT_KIND = "gpuadvise-analysis-report"
 
 BATCH_REPORT_KIND = "gpuadvise-batch-report"
 """``kind`` of a saved ``analyze FOLDER`` report (``--format report``)."""
+
+GATE_REPORT_KIND = "gpuadvise-gate-report"
+"""``kind`` of a saved ``gate`` report (``gate --format report``)."""
 
 
 class NewerReportError(ValueError):
@@ -242,6 +248,105 @@ class BatchReport:
             raise ValueError(f"not a gpuadvise batch report: {exc!r}") from None
 
 
+@dataclass(frozen=True)
+class GateTableRow:
+    """One row of the gate's table: its case, its cells as text (in the order of
+    :attr:`GateReport.headers`) and its verdict (``regression``, ``same`` ...)."""
+
+    case: str
+    cells: tuple[str, ...]
+    verdict: str
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """One ``gpuadvise gate`` run, as every gate format shows it, built once by
+    ``gpuadvise.gate.report.build_gate_report``.
+
+    ``document``: the ``gate --format json`` document (``GateResult.to_dict()``). ``headers``,
+    ``align`` (``l``/``r`` per column) and ``rows``: the table, a row per comparison in the
+    document's order. ``summary``: the summary line (``FAILED: 2 regressions, 10 same
+    (against ...)``). ``warnings``: the run's warnings. ``items``: a CI item per comparison;
+    ``rules``: the gate's metrics as SARIF describes them. ``exit_code``: 2 a case could not be
+    evaluated, 1 the gate failed, else 0. ``facts``: what the Markdown footer states (the
+    gpuadvise version, the static model, the GPU, CUDA). ``verdict_order``: the verdicts, most
+    serious first. It round-trips through JSON like :class:`AnalysisReport`
+    (``gate --format report``, ``gpuadvise render``)."""
+
+    document: Mapping[str, Any]
+    headers: tuple[str, ...] = ()
+    align: tuple[str, ...] = ()
+    rows: tuple[GateTableRow, ...] = ()
+    summary: str = ""
+    warnings: tuple[str, ...] = ()
+    items: tuple[ReportItem, ...] = ()
+    rules: tuple[ReportRule, ...] = ()
+    exit_code: int = 0
+    facts: tuple[str, ...] = ()
+    verdict_order: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-safe data (:meth:`from_dict` reads it back)."""
+        return {
+            "kind": GATE_REPORT_KIND,
+            "report_version": REPORT_VERSION,
+            "document": self.document,
+            "headers": list(self.headers),
+            "align": list(self.align),
+            "rows": [
+                {"case": r.case, "cells": list(r.cells), "verdict": r.verdict} for r in self.rows
+            ],
+            "summary": self.summary,
+            "warnings": list(self.warnings),
+            "items": [_item_to_dict(i) for i in self.items],
+            "rules": [_rule_to_dict(r) for r in self.rules],
+            "exit_code": self.exit_code,
+            "facts": list(self.facts),
+            "verdict_order": list(self.verdict_order),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GateReport:
+        """The report :meth:`to_dict` wrote; ``ValueError`` for anything else."""
+        doc = _obj(data, "report")
+        if doc.get("kind") != GATE_REPORT_KIND:
+            raise ValueError("not a gpuadvise gate report")
+        _check_version(doc)
+        try:
+            headers = _strs(doc["headers"], "headers")
+            rows = []
+            for r in _list(doc["rows"], "rows"):
+                row = _obj(r, "rows[]")
+                cells = _strs(row["cells"], "rows[].cells")
+                if len(cells) != len(headers):
+                    raise ValueError("a row's cells are not one a column")
+                rows.append(
+                    GateTableRow(
+                        _str(row["case"], "rows[].case"), cells, _str(row["verdict"], "verdict")
+                    )
+                )
+            align = _strs(doc["align"], "align")
+            if len(align) != len(headers) or not set(align) <= {"l", "r"}:
+                raise ValueError("align is not l or r a column")
+            if not _is_int(doc["exit_code"]) or doc["exit_code"] not in (0, 1, 2):
+                raise ValueError("exit_code is not 0, 1 or 2")
+            return cls(
+                document=_obj(doc["document"], "document"),
+                headers=headers,
+                align=align,
+                rows=tuple(rows),
+                summary=_str(doc["summary"], "summary"),
+                warnings=_strs(doc["warnings"], "warnings"),
+                items=tuple(_item_from_dict(i) for i in _list(doc["items"], "items")),
+                rules=tuple(_rule_from_dict(r) for r in _list(doc["rules"], "rules")),
+                exit_code=doc["exit_code"],
+                facts=_strs(doc["facts"], "facts"),
+                verdict_order=_strs(doc["verdict_order"], "verdict_order"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a gpuadvise gate report: {exc!r}") from None
+
+
 def _check_version(doc: Mapping[str, Any]) -> None:
     version = doc.get("report_version")
     if not isinstance(version, int) or isinstance(version, bool):
@@ -356,6 +461,10 @@ def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list | tuple):
         raise ValueError(f"{where}: not a list")
     return list(value)
+
+
+def _strs(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_str(v, f"{where}[]") for v in _list(value, where))
 
 
 def _str(value: Any, where: str) -> str:

@@ -34,6 +34,8 @@ __all__ = [
     "load_report",
     "memory_json",
     "occupancy_json",
+    "read_report_json",
+    "report_from_data",
     "report_from_document",
     "skipped_items",
     "sweeps_json",
@@ -167,14 +169,27 @@ def load_report(path: str) -> AnalysisReport | BatchReport:
     a folder) or an ``analyze --json`` document (of one kernel or of a folder); a one-line
     :class:`ConfigError` for a missing file, one that is not JSON or not a gpuadvise analysis
     report, or one a newer gpuadvise wrote."""
+    return report_from_data(read_report_json(path), path)
+
+
+def read_report_json(path: str) -> Any:
+    """The parsed JSON in ``path`` (a report or a document); a one-line :class:`ConfigError`
+    for a missing file or one that is not JSON."""
     from gpuadvise.inputfiles import parse_json, read_input_bytes
 
     data = read_input_bytes(path, "report", missing_hint="check the path")
-    hint = "give a file written by `gpuadvise analyze --format json` (or --format report)"
     try:
-        doc = parse_json(data)
+        return parse_json(data)
     except ValueError as exc:
-        raise ConfigError(f"report {path} is not JSON ({exc})", hint) from None
+        raise ConfigError(f"report {path} is not JSON ({exc})", _HINT) from None
+
+
+_HINT = "give a file written by `gpuadvise analyze --format json` (or --format report)"
+
+
+def report_from_data(doc: Any, path: str) -> AnalysisReport | BatchReport:
+    """The analysis report in the parsed JSON ``doc`` read from ``path`` (see
+    :func:`load_report`)."""
     try:
         if isinstance(doc, dict) and doc.get("kind") == REPORT_KIND:
             return AnalysisReport.from_dict(doc)
@@ -187,7 +202,7 @@ def load_report(path: str) -> AnalysisReport | BatchReport:
         raise ConfigError(f"report {path}: {exc}", "render it with a newer gpuadvise") from None
     except ValueError as exc:
         raise ConfigError(
-            f"report {path} is not a gpuadvise analysis report ({exc})", hint
+            f"report {path} is not a gpuadvise analysis report ({exc})", _HINT
         ) from None
 
 

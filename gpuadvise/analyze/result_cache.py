@@ -1,9 +1,11 @@
-"""The analysis-result cache: an unchanged ``analyze`` re-run renders its stored analysis again
+"""The analysis-result cache: an unchanged ``analyze`` re-run renders its stored report again
 (in any format).
 
-An entry is the *data* of one ``analyze`` (:mod:`gpuadvise.analyze.saved`: what the reports render
-of the analysis and the rules' findings), never a rendering or an exit code: every output format
-and the exit code (``--fail-on``) are derived from the data on each run, as for a fresh analysis.
+An entry is the *report* of one ``analyze`` (:class:`~gpuadvise.report_types.AnalysisReport`, as
+``to_dict`` writes it: what every format renders), never a rendering or an exit code: every
+output format and the exit code (``--fail-on``, from the report's findings) are derived from the
+report on each run, as for a fresh analysis, and the command the terminal's summary names is the
+current one.
 It is stored under ``<cache root>/analysis/`` (the compile cache's root,
 :func:`gpuadvise.toolchain.cache_root`, checked there) by the SHA-256 of everything it depends on:
 
@@ -20,8 +22,8 @@ It is stored under ``<cache root>/analysis/`` (the compile cache's root,
 
 Only complete, unmeasured analyses are stored (no ``--time-budget`` cut, no variants measured on a
 GPU or written). An entry that is not what :func:`store` writes (not a regular file, larger than
-the read limit, not JSON, another format or key, data that does not validate) is a miss, never an
-error. ``--no-cache`` skips the lookup and the store.
+the read limit, not JSON, another format or key, a report that does not read back, or one the
+renderers cannot draw) is a miss, never an error. ``--no-cache`` skips the lookup and the store.
 
 A cache is trusted like the code that wrote it: an entry holds the findings a report shows, so a
 cache written by an untrusted job (a pull request from a fork) must never be restored into a
@@ -41,14 +43,13 @@ from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.inputfiles import file_sha256, parse_json, read_cache_bytes
 
 if TYPE_CHECKING:
-    from gpuadvise.analyze.pipeline import KernelAnalysis
-    from gpuadvise.rules.engine import RulesRun
+    from gpuadvise.report_types import AnalysisReport
 
 log = logging.getLogger(__name__)
 
 __all__ = ["analysis_key", "load", "store"]
 
-FORMAT = 2  # bumped when an entry's layout changes (2: the analysis' data, not its rendering)
+FORMAT = 3  # bumped when an entry's layout changes (2: the analysis' data; 3: its report)
 
 
 def _tree_stamp(root: Path) -> list[tuple[str, int, int]]:
@@ -130,9 +131,9 @@ def _path(key: str) -> Path:
     return cache_root() / "analysis" / key[:2] / f"{key}.json"
 
 
-def load(key: str) -> tuple[KernelAnalysis, RulesRun] | None:
-    """The analysis stored under ``key``, checked, or None (absent, damaged, forged, too large)."""
-    from gpuadvise.analyze.saved import analysis_from_data
+def load(key: str) -> AnalysisReport | None:
+    """The report stored under ``key``, checked, or None (absent, damaged, forged, too large)."""
+    from gpuadvise.report_types import AnalysisReport
     from gpuadvise.spec.budget import read_limit_bytes
 
     raw = read_cache_bytes(_path(key), read_limit_bytes(as_json=True))
@@ -144,25 +145,21 @@ def load(key: str) -> tuple[KernelAnalysis, RulesRun] | None:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
             log.info("analysis-result cache miss (another format or key): %s", key[:16])
             return None
-        got = analysis_from_data(doc.get("analysis"))
-    except ValueError:  # not JSON, nested too deep, or data that does not validate
+        got = AnalysisReport.from_dict(doc.get("report"))
+    except (ValueError, RecursionError):  # not JSON, nested too deep, or not a report
         log.info("analysis-result cache miss (damaged entry): %s", _path(key))
         return None
     log.info("analysis-result cache hit: %s", _path(key))
     return got
 
 
-def store(key: str, analysis: KernelAnalysis, rules: RulesRun) -> None:
-    """Store the data of ``analysis`` and ``rules`` under ``key`` (a cache that cannot be
-    written is skipped silently)."""
-    from gpuadvise.analyze.saved import analysis_to_data
+def store(key: str, report: AnalysisReport) -> None:
+    """Store ``report`` under ``key`` (a cache that cannot be written is skipped silently)."""
     from gpuadvise.fileio import write_atomic
 
     path = _path(key)
     try:
-        text = json.dumps(
-            {"format": FORMAT, "key": key, "analysis": analysis_to_data(analysis, rules)}
-        )
+        text = json.dumps({"format": FORMAT, "key": key, "report": report.to_dict()})
     except (TypeError, ValueError):  # a value JSON cannot hold: not cached
         return
     try:

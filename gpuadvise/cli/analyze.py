@@ -136,8 +136,10 @@ def run_analyze(
             "statistics": statistics,
         }
         key = result_cache.analysis_key(opts, params, {})
-        hit = _render_hit(result_cache.load(key), targets, fail_on, statistics, argv)
-        if hit is not None:  # rendered and judged from the stored data, as a fresh run is
+        hit = _render_hit(
+            result_cache.load(key), targets, fail_on, statistics, argv, allow_incomplete
+        )
+        if hit is not None:  # rendered and judged from the stored report, as a fresh run is
             shown, code = hit
             for (fmt, dest), text in zip(targets, shown, strict=True):
                 _emit(text, fmt, None if dest is None else str(dest))
@@ -207,7 +209,7 @@ def run_analyze(
         and not checked.incomplete
         and _nothing_measured(measure)
     ):
-        result_cache.store(key, result, checked)
+        result_cache.store(key, report)
     return code
 
 
@@ -217,19 +219,36 @@ def _render_hit(
     fail_on: str | None,
     statistics: bool,
     argv: list[str] | None,
+    allow_incomplete: bool = False,
 ) -> tuple[list[str], int] | None:
-    """A cache hit (the stored analysis and findings, checked) rendered for every target, with
-    its exit code under ``fail_on``; None when there is no hit, or when the stored data, valid
-    in shape, still cannot be rendered (then it is a miss like any damaged entry)."""
+    """A cache hit (the stored report, checked) rendered for every target, with its exit code
+    under ``fail_on`` and the current command (``argv``) in it; None when there is no hit, or
+    when the stored report, valid in shape, still cannot be rendered (then it is a miss like
+    any damaged entry)."""
     if hit is None:
         return None
-    analysis, checked = hit
+    from dataclasses import replace
+
+    from gpuadvise.report.rules_text import command_line
+
     try:
-        report = _report(analysis, checked, None, argv)
+        report = replace(hit, command=None if argv is None else command_line(argv))
         shown = [_statistics(report) if statistics else _render(fmt, report) for fmt, _ in targets]
-    except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError):
+        code = 1 if fails_report(report, fail_on, allow_incomplete) else 0
+    except Exception:  # noqa: BLE001 - a report no renderer draws is a miss: the analysis runs
+        # again, and a renderer's own fault then shows on the fresh report
         return None
-    return shown, 1 if fails_run(checked, fail_on) else 0
+    return shown, code
+
+
+def fails_report(report: Any, fail_on: str | None, allow_incomplete: bool = False) -> bool:
+    """:func:`fails_run` on a report (its findings' severities, its ``incomplete`` line)."""
+    if fail_on is None:
+        return False
+    limit = _SEVERITY_RANK[fail_on]
+    if any(_SEVERITY_RANK.get(f.get("severity"), 2) <= limit for f in report.findings):
+        return True
+    return report.incomplete is not None and not allow_incomplete
 
 
 def _statistics(report: Any) -> str:

@@ -6,7 +6,8 @@ exit code: 0 no regression, 1 regression (or, with ``--strict``, an ambiguous ve
 could not be evaluated. Usage and configuration errors raise
 :class:`~gpuadvise.errors.GpuAdviseError` (the CLI turns them into one line and exit code 2).
 
-Only :mod:`click` is imported at module level, so that the CLI can build its help quickly.
+Only :mod:`click` and the renderers' registry (the format choices) are imported at module level,
+so that the CLI can build its help quickly.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuadvise.errors import UsageError
+from gpuadvise.report.renderers import GATE_FORMATS
 
 if TYPE_CHECKING:
     from gpuadvise.gate.provider import MetricsProvider
@@ -33,9 +35,9 @@ __all__ = [
     "render",
 ]
 
-FORMATS = ("text", "json", "sarif", "junit", "github", "markdown", "html")
+FORMATS = GATE_FORMATS  # the renderers' registry's (gpuadvise.report.renderers)
 # Formats that must be the only thing on stdout to stay parseable.
-_EXCLUSIVE = {"json", "sarif", "junit", "markdown", "html"}
+_EXCLUSIVE = {"json", "sarif", "junit", "markdown", "html", "report"}
 
 
 def gate_options(f: Any) -> Any:
@@ -103,9 +105,9 @@ def gate_options(f: Any) -> Any:
             metavar="FMT[=FILE]",
             multiple=True,
             help="Output: text, json, sarif, junit, github (workflow annotations), markdown "
-            "(a summary for $GITHUB_STEP_SUMMARY) or html (one self-contained page). Repeat for "
-            "several; FMT=FILE writes that one to FILE (appended when FILE is "
-            "$GITHUB_STEP_SUMMARY). Default: text.",
+            "(a summary for $GITHUB_STEP_SUMMARY), html (one self-contained page) or report "
+            "(the whole report, for gpuadvise render). Repeat for several; FMT=FILE writes that "
+            "one to FILE (appended when FILE is $GITHUB_STEP_SUMMARY). Default: text.",
         ),
         click.option(
             "--output",
@@ -172,104 +174,39 @@ def parse_format_targets(
 
 def gate_markdown(result: GateResult) -> str:
     """The Markdown summary: status, warnings, the rows that matter, the unchanged ones folded."""
-    from gpuadvise import __version__
-    from gpuadvise.gate.compare import Verdict
-    from gpuadvise.gate.results import gate_table, summary_line
-    from gpuadvise.report.markdown import md_summary
-
-    icons = {
-        Verdict.REGRESSION: "❌ regression",
-        Verdict.ERROR: "💥 error",
-        Verdict.AMBIGUOUS: "⚠️ ambiguous",
-        Verdict.SKIPPED: "⏭️ skipped",
-        Verdict.IMPROVEMENT: "🚀 improvement",
-        Verdict.SAME: "✅ same",
-    }
-    table = gate_table(result)
-    line = summary_line(result)
-    head, _, rest = line.partition(": ")
-    icon = {"PASSED": "✅", "FAILED": "❌"}.get(head, "💥")
-    rows: list[list[str]] = []
-    folded: list[list[str]] = []
-    for row in table.rows:
-        cells = list(row.cells())
-        cells[6] = icons[row.verdict]
-        (folded if row.verdict is Verdict.SAME else rows).append(cells)
-    env = result.environment
-    facts = [f"gpuadvise {__version__}"]
-    if env.static_model:
-        facts.append(f"static model {env.static_model}")
-    if env.device:
-        facts.append(f"GPU {env.device}" + (f" (driver {env.driver})" if env.driver else ""))
-    if env.toolchain:
-        facts.append(f"CUDA {env.toolchain}")
-    return md_summary(
-        "gpuadvise gate",
-        f"{icon} **{head}**: {rest}",
-        notes=result.warnings,
-        headers=table.headers,
-        rows=rows,
-        folded_rows=folded,
-        folded_label=f"{len(folded)} unchanged",
-        align=table.align,
-        footer="<sub>" + ", ".join(facts) + "</sub>",
-    )
+    return render(result, "markdown")
 
 
 def render(result: GateResult, fmt: str, *, color: bool = False) -> str:
-    """``result`` in one of :data:`FORMATS`."""
-    from gpuadvise.gate.results import report_items, report_rules
+    """``result`` in one of :data:`FORMATS` (its report built once: :mod:`gpuadvise.gate.report`;
+    the renderers' registry draws it)."""
+    from gpuadvise.gate.report import build_gate_report
 
-    if fmt == "text":
-        from gpuadvise.report.gate_text import render_gate_text
+    return _render(build_gate_report(result), fmt, color=color)
 
-        return render_gate_text(result, color=color)
-    if fmt == "json":
-        from gpuadvise.report.json_report import dumps
 
-        return dumps(result.to_dict(), ensure_ascii=False) + "\n"
-    if fmt == "markdown":
-        return gate_markdown(result)
-    if fmt == "html":
-        from gpuadvise.report.html import gate_html
+def _render(report: Any, fmt: str, *, color: bool = False) -> str:
+    from gpuadvise.report.renderers import render_gate
 
-        return gate_html(result)
-    items = report_items(result)
-    if fmt == "sarif":
-        from gpuadvise.report.sarif import sarif_dumps, sarif_log
-
-        return sarif_dumps(
-            sarif_log(
-                items,
-                rules=report_rules(),
-                notifications=result.warnings,
-                automation_id="gpuadvise/gate/",
-                execution_successful=result.exit_code() != 2,
-            )
-        )
-    if fmt == "junit":
-        from gpuadvise.report.junit import junit_xml
-
-        return junit_xml(items, name="gpuadvise gate", notes=result.warnings)
-    if fmt == "github":
-        from gpuadvise.report.github import github_annotations
-
-        return github_annotations(items, notes=result.warnings)
-    raise UsageError(f"unknown format {fmt!r}", "use one of " + ", ".join(FORMATS))
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}", "use one of " + ", ".join(FORMATS))
+    return str(render_gate(fmt, report, color=color))
 
 
 def _emit(result: GateResult, targets: Sequence[tuple[str, Path | None]]) -> None:
+    from gpuadvise.gate.report import build_gate_report
     from gpuadvise.report import console
     from gpuadvise.report.output import write_output
 
+    report = build_gate_report(result)  # once, for every format
     to_stdout = [fmt for fmt, dest in targets if dest is None]
     if not (set(to_stdout) & _EXCLUSIVE) and "text" not in to_stdout:
-        console.raw(render(result, "text", color=sys.stdout.isatty()))
+        console.raw(_render(report, "text", color=sys.stdout.isatty()))
     for fmt, dest in targets:
         if dest is None:
-            console.raw(render(result, fmt, color=fmt == "text" and sys.stdout.isatty()))
+            console.raw(_render(report, fmt, color=fmt == "text" and sys.stdout.isatty()))
         else:
-            write_output(render(result, fmt), dest)
+            write_output(_render(report, fmt), dest)
 
 
 def gate_command(

@@ -665,7 +665,7 @@ def record(**options: Any) -> None:  # fmt: skip
 )
 def render(report: str, formats: tuple[str, ...], output: str | None) -> None:
     """Render a saved analysis again: FILE from `analyze --format json` (or --format report),
-    of one kernel or of a folder.
+    of one kernel or of a folder, or from `gate --format json` (or --format report).
 
     gpuadvise render saved.json --format html -o report.html"""
     from gpuadvise.cli.render import run_render

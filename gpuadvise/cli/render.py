@@ -1,6 +1,6 @@
 """``gpuadvise render FILE --format FMT``: a saved report (``analyze --format json`` or
-``--format report``, of one kernel or of a folder) rendered again in another format, as
-``analyze`` would have rendered it.
+``--format report``, of one kernel or of a folder; ``gate --format json`` or ``--format report``)
+rendered again in another format, as ``analyze`` (or ``gate``) would have rendered it.
 
 Exit codes: 0 rendered, 2 a missing file, one that is not a gpuadvise analysis report, one a
 newer gpuadvise wrote, or an unknown format (one line on stderr)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 def run_render(path: str, formats: Sequence[str], output: str | None = None) -> int:
     """Render the report in ``path`` in each of ``formats`` (``FMT`` or ``FMT=FILE``; at most
     one to stdout, or to ``output``)."""
-    from gpuadvise.analyze.report import load_report
     from gpuadvise.errors import UsageError
+    from gpuadvise.gate.report import load_saved_report
     from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
     from gpuadvise.report.renderers import RENDERERS, render
 
@@ -26,7 +26,7 @@ def run_render(path: str, formats: Sequence[str], output: str | None = None) -> 
     for _, dest in targets:
         if dest is not None:
             check_output_target(str(dest), (Path(path).resolve(),))
-    report = load_report(path)
+    report = load_saved_report(path)
     for fmt, dest in targets:
         write_output(render(fmt, report), None if dest is None else str(dest))
     return 0

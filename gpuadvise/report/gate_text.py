@@ -1,5 +1,6 @@
 """The gate's terminal table, drawn with rich into a string (printed through console.raw), with
-the console's safety for user text (case names are a pull request's to choose)."""
+the console's safety for user text (case names are a pull request's to choose). It reads the
+:class:`~gpuadvise.report_types.GateReport` only."""
 
 from __future__ import annotations
 
@@ -8,30 +9,28 @@ import io
 from rich.table import Table
 from rich.text import Text
 
-from gpuadvise.gate.compare import Verdict
-from gpuadvise.gate.results import GateResult, gate_table, summary_line
 from gpuadvise.report.console import SafeConsole
 from gpuadvise.report.safe_text import one_line
+from gpuadvise.report_types import GateReport
 
 __all__ = ["render_gate_text"]
 
 _STYLE = {
-    Verdict.REGRESSION: "bold red",
-    Verdict.ERROR: "bold red",
-    Verdict.AMBIGUOUS: "yellow",
-    Verdict.SKIPPED: "dim",
-    Verdict.IMPROVEMENT: "green",
-    Verdict.SAME: "",
+    "regression": "bold red",
+    "error": "bold red",
+    "ambiguous": "yellow",
+    "skipped": "dim",
+    "improvement": "green",
+    "same": "",
 }
 
 
 def render_gate_text(
-    result: GateResult, *, color: bool = False, width: int = 160, show_changed_only: bool = True
+    report: GateReport, *, color: bool = False, width: int = 160, show_changed_only: bool = True
 ) -> str:
     """The table of the metrics that changed, were skipped or failed (the unchanged ones
     counted on one line; ``show_changed_only=False`` lists them too), the warnings and the
     summary line; ANSI colours when ``color``."""
-    table_data = gate_table(result)
     buf = io.StringIO()
     con = SafeConsole(  # no markup nor emoji: case names are user text
         file=buf,
@@ -41,7 +40,7 @@ def render_gate_text(
         soft_wrap=False,
     )
     t = Table(box=None, padding=(0, 2), header_style="bold", show_edge=False)
-    for header, align in zip(table_data.headers, table_data.align, strict=True):
+    for header, align in zip(report.headers, report.align, strict=True):
         t.add_column(
             header,
             justify="right" if align == "r" else "left",
@@ -50,17 +49,17 @@ def render_gate_text(
             no_wrap=header != "why",
         )
     # unchanged rows are folded into one line: the rows that need a look stay in sight
-    shown = [r for r in table_data.rows if r.verdict is not Verdict.SAME or not show_changed_only]
+    shown = [r for r in report.rows if r.verdict != "same" or not show_changed_only]
     for row in shown:
-        cells = [Text(one_line(c)) for c in row.cells()]  # one line each, whatever the names
-        cells[-2].stylize(_STYLE[row.verdict])
+        cells = [Text(one_line(c)) for c in row.cells]  # one line each, whatever the names
+        cells[-2].stylize(_STYLE.get(row.verdict, ""))
         cells[-1].stylize("dim")
         t.add_row(*cells)
     if shown:
         con.print(t)
-    same = len(table_data.rows) - len(shown)
+    same = len(report.rows) - len(shown)
     if same:
-        cases = len({r.case for r in table_data.rows if r.verdict is Verdict.SAME})
+        cases = len({r.case for r in report.rows if r.verdict == "same"})
         con.print(
             Text(
                 f"{same} unchanged metric{'s' if same != 1 else ''} in {cases} "
@@ -69,9 +68,9 @@ def render_gate_text(
                 style="dim",
             )
         )
-    for warning in result.warnings:
+    for warning in report.warnings:
         con.print(Text("warning: ", style="yellow") + Text(one_line(warning)))
-    line = one_line(summary_line(result))
+    line = one_line(report.summary)
     head_style = "bold green" if line.startswith("PASSED") else "bold red"
     con.print(Text(line, style=head_style))
     return buf.getvalue()

@@ -6,7 +6,8 @@ page:
 
 - :func:`render_analysis` takes the :class:`~gpuadvise.report_types.AnalysisReport` (its
   ``analyze --json`` document, sweeps and source lines: nothing is computed or read here);
-- :func:`render_gate` takes the ``gate --format json`` dict (``GateResult.to_dict()``).
+- :func:`render_gate` takes the :class:`~gpuadvise.report_types.GateReport` (its ``gate --format
+  json`` document, table and summary line).
 
 The templates (jinja2, autoescaped) live in ``gpuadvise/report/templates``; this module turns the
 documents into plain view models: numbers formatted, chart geometry computed, heat colours picked
@@ -31,8 +32,7 @@ from gpuadvise.report.source_lines import fix_kind, without_marker
 if TYPE_CHECKING:
     import jinja2
 
-    from gpuadvise.gate.results import GateResult
-    from gpuadvise.report_types import AnalysisReport, BatchReport
+    from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport
 
 __all__ = [
     "analysis_html",
@@ -69,9 +69,9 @@ def analysis_html(report: AnalysisReport) -> str:
     return render_analysis(report)
 
 
-def gate_html(result: GateResult) -> str:
+def gate_html(report: GateReport) -> str:
     """``gate --format html``: the gate's result across cases as one page."""
-    return render_gate(result.to_dict())
+    return render_gate(report)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1038,19 +1038,15 @@ _VERDICT_MARK = {
 }
 
 
-def render_gate(doc: Mapping[str, Any]) -> str:
-    """The page of one ``gate --format json`` document (``GateResult.to_dict()``)."""
-    from gpuadvise.gate.compare import VERDICT_ORDER
-    from gpuadvise.gate.results import GateResult, gate_table, summary_line
-
-    result = GateResult.from_dict(doc)
-    table = gate_table(result)
+def render_gate(report: GateReport) -> str:
+    """The page of one gate run (its report: the ``gate --format json`` document, the table)."""
+    doc = report.document
     comps = list(doc.get("comparisons") or [])
-    head = summary_line(result).partition(": ")[0]
-    order = {v.value: i for i, v in enumerate(VERDICT_ORDER)}
+    head = report.summary.partition(": ")[0]
+    order = {v: i for i, v in enumerate(report.verdict_order)}
     cases: dict[str, list[dict[str, Any]]] = {}
-    for row, c in zip(table.rows, comps, strict=True):
-        cells = row.cells()
+    for row, c in zip(report.rows, comps, strict=True):
+        cells = row.cells
         rel = c.get("change_rel")
         bar = None
         if c.get("ci_low") is not None and c.get("ci_high") is not None and rel is not None:
@@ -1108,11 +1104,11 @@ def render_gate(doc: Mapping[str, Any]) -> str:
             title=f"gpuadvise gate: {head}",
             version=_version(),
             head=head,
-            summary=summary_line(result),
+            summary=report.summary,
             counts=counts,
             groups=groups,
             envs=envs,
-            headers=table.headers,
+            headers=report.headers,
         )
     )
 

@@ -1,20 +1,33 @@
-"""The output formats of an analysis: one registry, each format ``render(report) -> str``
-(:class:`~gpuadvise.report_types.AnalysisReport`), registered once here. The CLI's ``--format``
-choices (``analyze``, ``render``) come from it.
+"""The output formats: one registry, each format ``render(report) -> str``, registered once
+here: an analysis's (:class:`~gpuadvise.report_types.AnalysisReport`; a folder's
+:class:`~gpuadvise.report_types.BatchReport` in the same formats) and the gate's
+(:class:`~gpuadvise.report_types.GateReport`). The CLI's ``--format`` choices (``analyze``,
+``gate``, ``render``) come from it.
 
 ``text`` is the terminal report (:mod:`gpuadvise.report.console`, as this terminal draws it);
-each renderer is imported when used (a JSON run never imports jinja2 or rich)."""
+each renderer is imported when used (a JSON run never imports jinja2 or rich). The gate's
+``text`` takes a ``color`` option (ANSI colours on a terminal)."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
 
-from gpuadvise.report_types import AnalysisReport, BatchReport
+from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport
 
-__all__ = ["ANALYSIS_FORMATS", "BATCH_FORMATS", "RENDERERS", "Renderer", "render"]
+__all__ = [
+    "ANALYSIS_FORMATS",
+    "BATCH_FORMATS",
+    "GATE_FORMATS",
+    "GATE_RENDERERS",
+    "RENDERERS",
+    "Renderer",
+    "render",
+    "render_gate",
+]
 
 Renderer = Callable[[AnalysisReport], str]
+GateRenderer = Callable[..., str]
 
 # format -> "module:function" of its renderer, in the order the help and errors list them
 RENDERERS: dict[str, str] = {
@@ -36,6 +49,24 @@ BATCH_FORMATS: tuple[str, ...] = ANALYSIS_FORMATS
 the same formats, each covering every case (``report``: the whole BatchReport)."""
 
 
+# gate format -> "module:function" of its renderer (``render(report: GateReport) -> str``)
+GATE_RENDERERS: dict[str, str] = {
+    "text": "gpuadvise.report.gate_text:render_gate_text",
+    "json": "gpuadvise.report.gate_formats:gate_json",
+    "sarif": "gpuadvise.report.gate_formats:gate_sarif",
+    "junit": "gpuadvise.report.gate_formats:gate_junit",
+    "github": "gpuadvise.report.gate_formats:gate_github",
+    "markdown": "gpuadvise.report.gate_formats:gate_markdown",
+    "html": "gpuadvise.report.html:gate_html",
+    "report": "gpuadvise.report.gate_formats:saved_gate",
+}
+
+GATE_FORMATS: tuple[str, ...] = tuple(GATE_RENDERERS)
+"""``gate --format`` choices."""
+
+_COLOURED = frozenset({"text"})  # the gate formats that take ``color``
+
+
 def renderer(fmt: str) -> Renderer:
     """The renderer of ``fmt`` (a KeyError for a format not registered)."""
     module, _, name = RENDERERS[fmt].partition(":")
@@ -43,9 +74,19 @@ def renderer(fmt: str) -> Renderer:
     return fn
 
 
-def render(fmt: str, report: AnalysisReport | BatchReport) -> str:
-    """``report`` in format ``fmt`` (one of :data:`RENDERERS`): one analysis's, or a folder's
-    (:func:`gpuadvise.report.batch_report.render_batch`)."""
+def render_gate(fmt: str, report: GateReport, *, color: bool = False) -> str:
+    """The gate's ``report`` in format ``fmt`` (one of :data:`GATE_RENDERERS`; a KeyError for
+    another); ``color``: ANSI colours, for the formats that have them (text)."""
+    module, _, name = GATE_RENDERERS[fmt].partition(":")
+    fn: GateRenderer = getattr(importlib.import_module(module), name)
+    return fn(report, color=color) if fmt in _COLOURED else fn(report)
+
+
+def render(fmt: str, report: AnalysisReport | BatchReport | GateReport) -> str:
+    """``report`` in format ``fmt`` (one of :data:`RENDERERS`): one analysis's, a folder's
+    (:func:`gpuadvise.report.batch_report.render_batch`) or the gate's (:func:`render_gate`)."""
+    if isinstance(report, GateReport):
+        return render_gate(fmt, report)
     if isinstance(report, BatchReport):
         from gpuadvise.report.batch_report import render_batch
 

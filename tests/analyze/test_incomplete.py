@@ -17,6 +17,7 @@ import pytest
 from clikit import cli
 
 from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.analyze.report import build_report
 from gpuadvise.analyze.run import run_analysis
 from gpuadvise.cli.analyze import _render, fails_run
 from gpuadvise.rules.engine import RulesRun, SkippedRule
@@ -60,7 +61,7 @@ def test_the_rules_the_stopped_trace_skips_are_listed(stopped) -> None:
 @pytest.mark.toolkit
 @pytest.mark.parametrize("fmt", ["text", "json", "html", "sarif", "junit", "github", "markdown"])
 def test_every_format_says_incomplete(stopped, fmt: str) -> None:
-    text = _render(fmt, stopped.analysis, stopped.rules)
+    text = _render(fmt, build_report(stopped.analysis, stopped.rules))
     line = stopped.rules.incomplete_text
     assert line.startswith("incomplete: ") and line in text
     # the long reason the skipped rules share is said once (not once per rule), wherever the

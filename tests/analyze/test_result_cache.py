@@ -1,5 +1,6 @@
-"""The analysis-result cache holds data, never a rendering or an exit code (gate-inputs review,
-item 3): a forged entry is not replayed, an entry that is a folder is a miss, a data file is
+"""The analysis-result cache holds the analysis's report, never a rendering or an exit code
+(gate-inputs review, item 3; issue 30: the report every format renders): a forged entry is not
+replayed, an entry that is a folder is a miss, a data file is
 keyed by its content, and a cache root that is not the user's own gpuadvise folder is refused."""
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def test_a_forged_entry_is_not_replayed(capsys: pytest.CaptureFixture[str], case
         {"format": 1, "text": "FORGED\n", "exit_code": 77},  # the old layout, replayed as is
         {"format": 2, "key": key, "text": "FORGED\n", "exit_code": 77},
         {"format": 2, "key": key, "analysis": {"format": 1, "rules": "FORGED"}},
+        {"format": 3, "key": key, "report": {"kind": "FORGED", "text": "FORGED\n"}},
+        {"format": 3, "key": key, "report": {"kind": "gpuadvise-analysis-report"}},
     ):
         entry.write_text(json.dumps(forged))
         code, out, err = cli(capsys, *ARGS, "--json")
@@ -83,10 +86,10 @@ def test_the_exit_code_comes_from_the_stored_findings(
     expected = 1 if severities & {"warning", "error"} else 0
     for _ in range(2):  # a miss, then a hit: the same exit code under --fail-on
         assert cli(capsys, *ARGS, "--fail-on", "warning", "--format", "sarif")[0] == expected
-    # the stored data says there are no findings: so does the exit code (and the text)
+    # the stored report says there are no findings: so does the exit code (and the text)
     for e in _entries(case):
         doc = json.loads(e.read_text())
-        doc["analysis"]["rules"]["findings"] = []
+        doc["report"]["document"]["findings"] = []
         e.write_text(json.dumps(doc))
     assert cli(capsys, *ARGS, "--fail-on", "warning", "--format", "sarif")[0] == 0
 
@@ -158,7 +161,7 @@ def test_a_cache_root_that_is_not_ours_is_refused(
         assert (root / "CACHEDIR.TAG").is_file()
 
 
-# --- property: stored data of any shape is rendered or is a miss, never a traceback ---------------
+# --- property: a stored report of any shape is rendered or is a miss, never a traceback ------------
 
 
 @pytest.fixture(scope="module")
@@ -171,32 +174,31 @@ def saved_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
         'idx = "idx.npy"\nout = "float[n]"\n'
     )
     from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.report import build_report
     from gpuadvise.analyze.run import run_analysis
-    from gpuadvise.analyze.saved import analysis_to_data
 
     done = run_analysis(
         KernelOptions(str(folder / "gather.cu"), gpu="H100", no_cache=True), measure=False
     )
-    return json.loads(json.dumps(analysis_to_data(done.analysis, done.rules)))
+    return json.loads(json.dumps(build_report(done.analysis, done.rules).to_dict()))
 
 
 FORMATS = ("text", "json", "html", "sarif", "junit", "github", "markdown")
 
 
 @pytest.mark.parametrize("trace", [True, False], ids=["traced", "no-trace"])
-def test_the_stored_data_renders_what_the_analysis_did(
+def test_the_stored_report_renders_what_the_analysis_did(
     tmp_path: Path, compile_cache: Path, trace: bool
 ) -> None:
-    """Every format of a hit is the fresh run's, byte for byte: the live registers (their chart
-    and table) and the rules skipped by choice (``--no-trace``) are stored too, and a field the
-    analysis gains is stored or named here as one the reports do not read."""
-    import dataclasses
-
+    """Every format of a hit is the fresh run's, byte for byte: the stored report (read back
+    from JSON) holds the live registers (their chart and table) and the rules skipped by choice
+    (``--no-trace``), and the command is the current run's."""
     from gpuadvise.analyze.options import KernelOptions
-    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.analyze.report import build_report
     from gpuadvise.analyze.run import run_analysis
-    from gpuadvise.analyze.saved import analysis_from_data, analysis_to_data
-    from gpuadvise.cli.analyze import _render
+    from gpuadvise.cli.analyze import _render, _render_hit
+    from gpuadvise.report.rules_text import command_line
+    from gpuadvise.report_types import AnalysisReport
 
     (tmp_path / "gather.cu").write_text(GATHER)
     np.save(tmp_path / "idx.npy", np.arange(N, dtype=np.int32))
@@ -208,15 +210,15 @@ def test_the_stored_data_renders_what_the_analysis_did(
     done = run_analysis(opts, measure=False, trace=trace)
     assert done.analysis.registers is not None and done.analysis.registers.gpr
     assert bool(done.rules.skipped) is not trace  # --no-trace skips the trace's rules
-    data = json.loads(json.dumps(analysis_to_data(done.analysis, done.rules)))
-    analysis, rules = analysis_from_data(data)
-    for fmt in FORMATS:
-        fresh = _render(fmt, done.analysis, done.rules)
-        assert _render(fmt, analysis, rules) == fresh, fmt
-    assert analysis.registers == done.analysis.registers and rules.skipped == done.rules.skipped
-    # the trace, the SASS instructions and how it was compiled are not rendered: not kept
-    not_kept = {"sass_instructions", "options", "toolchain"}
-    assert {f.name for f in dataclasses.fields(KernelAnalysis)} - not_kept <= set(data)
+    argv = ["analyze", "gather.cu", "--gpu", "H100"]
+    fresh = build_report(done.analysis, done.rules, None, command_line(argv))
+    stored = build_report(done.analysis, done.rules, None, command_line(["analyze", "x.cu"]))
+    stored = AnalysisReport.from_dict(json.loads(json.dumps(stored.to_dict())))
+    hit = _render_hit(stored, [(fmt, None) for fmt in FORMATS], None, False, argv)
+    assert hit is not None
+    for fmt, shown in zip(FORMATS, hit[0], strict=True):
+        assert shown == _render(fmt, fresh), fmt
+    assert stored.document.get("registers") == fresh.document.get("registers")
 
 
 def _paths(x: object, here: tuple = ()) -> list[tuple]:
@@ -233,11 +235,11 @@ def _paths(x: object, here: tuple = ()) -> list[tuple]:
 @given(data=st.data())
 @settings(max_examples=150, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-def test_forged_data_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject) -> None:
+def test_a_forged_report_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject) -> None:
     import copy
 
-    from gpuadvise.analyze.saved import analysis_from_data
     from gpuadvise.cli.analyze import _render_hit
+    from gpuadvise.report_types import AnalysisReport
 
     doc = copy.deepcopy(saved_doc)
     path = data.draw(st.sampled_from(_paths(doc)[1:]))
@@ -252,7 +254,7 @@ def test_forged_data_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObject)
         where = where[k]
     where[path[-1]] = value
     try:
-        hit = analysis_from_data(doc)
+        hit = AnalysisReport.from_dict(doc)
     except ValueError:
         return
     for fmt in FORMATS:
