@@ -346,13 +346,7 @@ class TailEffect(Rule):
             return Estimate(None, "none", "not estimated: the device model lacks its clock")
         bound = with_floor(before) / with_floor(floor)
         point = with_floor(before) / with_floor(after)
-        # like for like at peak rates: the change the advice makes (a grid-stride loop's whole
-        # wave, else the same threads spread, each CTA's critical path kept), not the bound's
-        # split of every critical path, which only a rewrite of the kernel would make
-        after_peak = floor if grid_stride else launch_times(spread_out, ctx.device, rates, True)
-        if after_peak is None:
-            return Estimate(None, "none", "not estimated: the device model lacks its clock")
-        peak = with_floor(before_peak) / with_floor(after_peak)
+        peak = with_floor(before_peak) / with_floor(floor)
         return Estimate(
             round(max(bound, point, 1.0), 3),
             "upper-bound",
