@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, member
+from gpuadvise.arrays import distinct, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import amdahl_with_floor
 from gpuadvise.model.roofline import (
@@ -357,7 +357,7 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
         return 0.0, total / max(len(ctas), 1)
     inside = lb >= 0
     key = (lb.astype(np.int64) << 40) | lanes.off
-    pairs = np.unique(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]), axis=1)
+    pairs = distinct_rows(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]))
     keys, counts = np.unique(pairs[0], return_counts=True)
     everywhere = member(key, keys[counts >= len(ctas)]) & inside
     not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0

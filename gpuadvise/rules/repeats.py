@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_rows, member
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import OccupancyResult
 from gpuadvise.trace.access import Kind
@@ -207,7 +208,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
     sect = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx].astype(np.int64) // SECTOR)
     cta_sectors = np.bincount(
-        np.unique((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
+        distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
     order = np.argsort(lc, kind="stable")
@@ -233,11 +234,11 @@ def accumulation_reloads(
     stored = np.flatnonzero(rl.last_store >= 0)
     for b, found in accumulations(view, same_file).items():
         bi = view.buffer_names.index(b)
-        keys = np.unique(np.concatenate([a.keys for a in found]))
+        keys = distinct(np.concatenate([a.keys for a in found]))
         m = np.flatnonzero(lb[rl.lane] == bi)
-        out[m[np.isin(thread_keys(lanes.take(rl.lane[m])), keys)]] = True
+        out[m[member(thread_keys(lanes.take(rl.lane[m])), keys)]] = True
         s = stored[lb[rl.last_store[stored]] == bi]
-        out[s[np.isin(thread_keys(lanes.take(rl.last_store[s])), keys)]] = True
+        out[s[member(thread_keys(lanes.take(rl.last_store[s])), keys)]] = True
     return out
 
 
@@ -336,7 +337,7 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
 
     key = thread_inst(inside)
     addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
-    pairs, times = np.unique(np.stack([key, addr]), axis=1, return_counts=True)
+    pairs, times = distinct_rows(np.stack([key, addr]), return_counts=True)
     keys, first = np.unique(pairs[0], return_index=True)
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)

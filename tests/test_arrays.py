@@ -1,0 +1,37 @@
+"""gpuadvise.arrays: the sort-based set operations equal numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.arrays import distinct, distinct_rows, member
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_rows_is_numpys_unique_by_columns(dtype: type, wide: bool) -> None:
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    hi = int(info.max) if wide else min(int(info.max), 40)
+    lo = int(info.min) if wide else max(int(info.min), -40)
+    for k in (1, 2, 3):
+        for n in (1, 2, 17, 500):
+            rows = rng.integers(lo, hi, (k, n), dtype=dtype, endpoint=True)
+            assert np.array_equal(distinct_rows(rows), np.unique(rows, axis=1))
+            got, counts = distinct_rows(rows, return_counts=True)
+            want, want_counts = np.unique(rows, axis=1, return_counts=True)
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+
+
+def test_distinct_rows_of_nothing() -> None:
+    rows = np.zeros((2, 0), np.int64)
+    assert distinct_rows(rows).shape == (2, 0)
+
+
+def test_distinct_and_member() -> None:
+    a = np.array([5, -3, 5, 9, -3, 0], np.int64)
+    d = distinct(a)
+    assert np.array_equal(d, np.unique(a))
+    assert np.array_equal(member(np.array([9, 1, -3]), d), [True, False, True])
