@@ -35,3 +35,23 @@ def test_distinct_and_member() -> None:
     d = distinct(a)
     assert np.array_equal(d, np.unique(a))
     assert np.array_equal(member(np.array([9, 1, -3]), d), [True, False, True])
+
+
+def test_distinct_records_counts_repeats_exactly() -> None:
+    from gpuadvise.trace.access import distinct_records, empty_records
+
+    rng = np.random.default_rng(5)
+    base = empty_records(50)
+    base["addr"] = rng.integers(0, 1 << 12, (50, 32)).astype(np.uint64)
+    base["mask"] = rng.integers(0, 1 << 32, 50, dtype=np.uint64).astype(np.uint32)
+    base["inst"] = rng.integers(0, 4, 50)
+    pick = rng.integers(0, 50, 400)
+    records = base[pick]
+    records["cta"] = np.arange(400)  # not a field of the key: CTAs repeat each other
+    uniq, counts = distinct_records(records)
+    assert len(uniq) == len(np.unique(pick)) and counts.sum() == 400
+    firsts = sorted(int(np.flatnonzero(pick == p)[0]) for p in np.unique(pick))
+    assert np.array_equal(uniq["cta"], firsts)  # first occurrences, in trace order
+    for u, c in zip(uniq, counts, strict=True):
+        same = (records["addr"] == u["addr"]).all(axis=1) & (records["mask"] == u["mask"])
+        assert int((same & (records["inst"] == u["inst"])).sum()) == c
