@@ -5,6 +5,7 @@ reports and GA201 leaves alone (their wavefronts are updates of one word, not wo
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +34,25 @@ class Contention(FindingDetails):
     insts: tuple[int, ...]
 
 
-def contended_lines(
-    trace: AccessTrace, min_lanes: float
-) -> dict[tuple[str | None, int | None], Contention]:
+_Lines = dict[tuple[str | None, int | None], Contention]
+_LINES: dict[int, tuple[weakref.ref[AccessTrace], _Lines]] = {}
+
+
+def contended_lines(trace: AccessTrace, min_lanes: float) -> _Lines:
     """The source lines whose shared-memory atomics are contended: on average at least
     ``min_lanes`` active lanes of a warp-level request per distinct address. Shared with GA201,
     which leaves these lines to this rule (their wavefronts are updates of one word, not words
-    of one bank)."""
+    of one bank). The lines' counts are computed once per trace (both rules ask)."""
+    got = _LINES.get(id(trace))
+    if got is None or got[0]() is not trace:
+        got = (weakref.ref(trace), _atomic_lines(trace))
+        _LINES[id(trace)] = got
+        weakref.finalize(trace, _LINES.pop, id(trace), None)
+    return {k: c for k, c in got[1].items() if c.addresses and c.lanes / c.addresses >= min_lanes}
+
+
+def _atomic_lines(trace: AccessTrace) -> _Lines:
+    """Every source line's shared-memory atomics, each line as one :class:`Contention`."""
     recs = trace.records
     sel = (recs["space"] == int(Space.SHARED)) & np.isin(recs["kind"], ATOMICS)
     idx = np.flatnonzero(sel)
@@ -75,4 +88,4 @@ def contended_lines(
                 c.insts + add.insts,
             )
         )
-    return {k: c for k, c in out.items() if c.addresses and c.lanes / c.addresses >= min_lanes}
+    return out
