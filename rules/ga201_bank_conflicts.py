@@ -116,8 +116,11 @@ def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
         layout = shared_layout(ctx)
     except GpuAdviseError:  # ModelUnavailable too
         return ("?",)
-    shared = records[records["space"] == int(Space.SHARED)]
-    mine = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))][:4096]
+    # the line's first 4,096 shared records, copied alone (not every shared record)
+    at = (records["space"] == int(Space.SHARED)) & np.isin(
+        records["inst"], np.asarray(insts, dtype=records["inst"].dtype)
+    )
+    mine = records[np.flatnonzero(at)[:4096]]
     if not len(mine):
         return ("?",)
     addr = mine["addr"][active_lanes(mine["mask"])]

@@ -55,3 +55,15 @@ def test_distinct_records_counts_repeats_exactly() -> None:
     for u, c in zip(uniq, counts, strict=True):
         same = (records["addr"] == u["addr"]).all(axis=1) & (records["mask"] == u["mask"])
         assert int((same & (records["inst"] == u["inst"])).sum()) == c
+
+
+def test_distinct_records_on_a_hash_collision_keeps_every_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuadvise.trace import access
+
+    records = access.empty_records(3)
+    records["addr"][:, 0] = [0, 4, 0]
+    monkeypatch.setattr(access, "_LANE_MIX", np.zeros(32, np.uint64))  # every address collides
+    uniq, counts = access.distinct_records(records)
+    assert len(uniq) == 3 and counts.tolist() == [1, 1, 1]

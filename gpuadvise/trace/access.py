@@ -225,13 +225,14 @@ def distinct_records(
     first = order[start]  # stable: each group's first record in trace order
     rep = np.empty(n, dtype=np.int64)
     rep[order] = first[group]
-    for s in range(0, n, _DEDUP_CHUNK):
-        part = records[s : s + _DEDUP_CHUNK]
-        other = records[rep[s : s + _DEDUP_CHUNK]]
-        same = (part["addr"] == other["addr"]).all()
+    later = np.flatnonzero(rep != np.arange(n))  # the records that repeat an earlier one
+    addr = records["addr"]
+    for s in range(0, len(later), _DEDUP_CHUNK):
+        mine, theirs = later[s : s + _DEDUP_CHUNK], rep[later[s : s + _DEDUP_CHUNK]]
+        same = bool((addr[mine] == addr[theirs]).all())
         for f in fields:
-            same = same and bool((part[f] == other[f]).all())
-        if not same:
+            same = same and bool((records[f][mine] == records[f][theirs]).all())
+        if not same:  # a hash collision
             return records, np.ones(n, dtype=np.int64)
     counts = np.diff(np.append(np.flatnonzero(start), n))
     by_first = np.argsort(first)
