@@ -67,3 +67,21 @@ def test_distinct_records_on_a_hash_collision_keeps_every_record(
     monkeypatch.setattr(access, "_LANE_MIX", np.zeros(32, np.uint64))  # every address collides
     uniq, counts = access.distinct_records(records)
     assert len(uniq) == 3 and counts.tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_inverse_is_numpys_unique(dtype: type, wide: bool) -> None:
+    from gpuadvise.arrays import distinct_inverse
+
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    lo, hi = (int(info.min), int(info.max)) if wide else (max(int(info.min), -30), 30)
+    for n in (1, 2, 50, 3000):
+        a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+        want, want_first, want_inv = np.unique(a, return_index=True, return_inverse=True)
+        got, first, inv = distinct_inverse(a, return_index=True)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.reshape(-1))
+        got, inv = distinct_inverse(a)
+        assert np.array_equal(got, want) and np.array_equal(inv, want_inv.reshape(-1))
