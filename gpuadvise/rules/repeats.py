@@ -152,9 +152,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     n = len(lanes)
     if not n:
         return _empty()
-    kind = view.records["kind"].astype(np.int64)[lanes.rec]
+    kind = view.records["kind"][lanes.rec]  # uint8: one byte a lane (the view has millions)
     load = kind == int(Kind.LOAD)
     plain_store = kind == int(Kind.STORE)
+    del kind
     writes = ~load  # stores, atomics, reductions
     inside = lb >= 0
     idx = np.flatnonzero(inside)
@@ -183,6 +184,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
     ok &= between == 0
     cur, prev = cur[ok], prev[ok]
+    del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
@@ -195,6 +197,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     stored = at > tpos[prev]
     last_store = np.where(stored, idx[by_thread[np.maximum(at, 0)]], -1)
     gap = tpos[cur] - tpos[prev] - 1
+    del by_thread, tpos, w_t, last_w, thread
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
     # in execution order per CTA, at most the CTA's distinct sectors
     per_rec = np.bincount(lanes.rec, minlength=len(view.records))
@@ -206,6 +209,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     csum = np.cumsum(share[by_cta])
     lc, lp = idx[cur], idx[prev]
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
+    del per_rec, share, by_cta, cpos, csum
     sect = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx].astype(np.int64) // SECTOR)
     cta_sectors = np.bincount(
         distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
