@@ -65,7 +65,7 @@ def corpus_command(name: str) -> list[str]:
 
     c = corpus.load()
     run.c_repos.update(c.repos)
-    run.SPECS = Path(tempfile.gettempdir()) / "gpuadvise-speed-golden-specs"
+    run.SPECS = Path(tempfile.gettempdir()) / f"gpuadvise-speed-golden-specs-{os.getpid()}"
     opts = argparse.Namespace(measure=False, check=False, gpu="H100", out=run.SPECS, extra=[])
     for k in c.kernels:
         if k.name == name:
