@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,18 @@ def run_corpus(name: str, cache: str) -> dict[str, Any]:
     return {"exit": 0, **{k: golden._strip(d.get(k)) for k in keep}}
 
 
+def _no_cache_dir(value: Any) -> Any:
+    """``value`` with the run's temporary cache folder named ``<cache>`` (a candidate's file under
+    it appears in GA403's details)."""
+    if isinstance(value, dict):
+        return {k: _no_cache_dir(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_cache_dir(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"/\S*?gpuadvise-golden-[^/\s]+", "<cache>", value)
+    return value
+
+
 def collect(kernels: bool, corpus_names: list[str], only: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
@@ -127,7 +140,8 @@ def main() -> int:
         Path(args.write).write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"wrote {len(now)} analyses to {args.write}")
         return 0
-    before = json.loads(Path(args.compare).read_text())
+    before = _no_cache_dir(json.loads(Path(args.compare).read_text()))
+    now = _no_cache_dir(now)
     diffs: list[str] = []
     missing = [k for k in now if k not in before]
     for key in now:
