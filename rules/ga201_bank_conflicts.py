@@ -116,8 +116,11 @@ def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
         layout = shared_layout(ctx)
     except GpuAdviseError:  # ModelUnavailable too
         return ("?",)
-    shared = records[records["space"] == int(Space.SHARED)]
-    mine = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))][:4096]
+    # the line's first 4,096 shared records, copied alone (not every shared record)
+    at = (records["space"] == int(Space.SHARED)) & np.isin(
+        records["inst"], np.asarray(insts, dtype=records["inst"].dtype)
+    )
+    mine = records[np.flatnonzero(at)[:4096]]
     if not len(mine):
         return ("?",)
     addr = mine["addr"][active_lanes(mine["mask"])]
@@ -257,14 +260,19 @@ def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.nda
     return out
 
 
-def cost(records: np.ndarray) -> tuple[int, int]:
-    """(wavefronts, ideal) of shared ``records`` under the bank model."""
+def cost(records: np.ndarray, times: np.ndarray | None = None) -> tuple[int, int]:
+    """(wavefronts, ideal) of shared ``records`` under the bank model, each record counted
+    ``times`` times (None: once)."""
+    import numpy as np
+
     from gpuadvise.rules import record_wavefronts
 
     if len(records) == 0:
         return 0, 0
     wf, need = record_wavefronts(records)
-    return int(wf.sum()), int(need.sum())
+    if times is None:
+        return int(wf.sum()), int(need.sum())
+    return int(wf.astype(np.int64) @ times), int(need.astype(np.int64) @ times)
 
 
 CHUNK = 1 << 15  # records at a time over the whole trace (a first wave holds millions)
@@ -288,12 +296,14 @@ def _widest_access(shared: np.ndarray, v: SharedVar) -> int:
     return widest
 
 
-def _chunked_cost(shared: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> tuple[int, int]:
-    """:func:`cost` of every record under ``pads``, a chunk at a time."""
+def _chunked_cost(
+    shared: np.ndarray, layout: Layout, pads: Sequence[Padded], times: np.ndarray
+) -> tuple[int, int]:
+    """:func:`cost` of every record under ``pads``, each ``times`` times, a chunk at a time."""
     wf = ideal = 0
     for k in range(0, len(shared), CHUNK):
         part = shared[k : k + CHUNK]
-        w, i = cost(remap(part, layout, pads) if pads else part)
+        w, i = cost(remap(part, layout, pads) if pads else part, times[k : k + CHUNK])
         wf, ideal = wf + w, ideal + i
     return wf, ideal
 
@@ -332,13 +342,19 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
     none."""
     import numpy as np
 
-    from gpuadvise.rules import Space, active_lanes
+    from gpuadvise.rules import Space, active_lanes, distinct_records
 
     records = ctx.trace.records  # reconciled with the SASS by the pipeline
-    shared = records[records["space"] == int(Space.SHARED)]
-    on_line = shared[np.isin(shared["inst"], np.asarray(insts, dtype=shared["inst"].dtype))]
-    if len(on_line) == 0:
+    shared_all = records[records["space"] == int(Space.SHARED)]
+    line_insts = np.asarray(insts, dtype=shared_all["inst"].dtype)
+    on_line_all = shared_all[np.isin(shared_all["inst"], line_insts)]
+    if len(on_line_all) == 0:
         return "no traced access at this line"
+    # the costs are sums over records: each distinct record once, times its count (the CTAs of
+    # a wave repeat each other's shared accesses)
+    shared, times = distinct_records(shared_all)
+    at_line = np.isin(shared["inst"], line_insts)
+    on_line, line_times = shared[at_line], times[at_line]
     layout = shared_layout(ctx)
     ks = ctx.kernel_source
     lanes = active_lanes(on_line["mask"])
@@ -367,10 +383,16 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
         unsafe = unsafe_use(ks, decl)
         if unsafe is not None:
             return f"padding {name} is not provably safe: {unsafe}"
-        mine = on_line[
-            (lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))).any(1)
-        ]
-        best = _chunked_cost(mine, layout, ())
+        in_v = (lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))).any(
+            1
+        )
+        mine, mine_times = on_line[in_v], line_times[in_v]
+        # the sample: the line's first accesses of the array, in trace order
+        a_all = on_line_all["addr"]
+        in_all = active_lanes(on_line_all["mask"]) & (a_all >= np.uint64(v.offset))
+        in_all &= a_all < np.uint64(v.offset + v.size)
+        sample, sample_times = distinct_records(on_line_all[in_all.any(1)][:CHUNK])
+        best = _chunked_cost(mine, layout, (), mine_times)
         if best[0] == best[1]:
             continue  # this array's accesses on the line are conflict free already
         need = max(v.align, _widest_access(shared, v), elem & -elem)
@@ -385,9 +407,9 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
             p = Padded(v, decl.cols, elem, pad)
             # try a sample of the line's accesses first (each access costs what it costs on
             # its own), then confirm on all of them
-            wf, ideal = cost(remap(mine[:CHUNK], layout, [p]))
+            wf, ideal = cost(remap(sample, layout, [p]), sample_times)
             if wf == ideal:
-                wf, ideal = _chunked_cost(mine, layout, [p])
+                wf, ideal = _chunked_cost(mine, layout, [p], mine_times)
             if wf == ideal:
                 chosen = p
                 break
@@ -395,7 +417,7 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
                 best_pad, best_wf, best_ideal = p, wf, ideal
         if chosen is None:
             if best_pad is not None:  # the closest any pad came, over all the line's accesses
-                best = min(best, _chunked_cost(mine, layout, [best_pad]))
+                best = min(best, _chunked_cost(mine, layout, [best_pad], mine_times))
             hint = (
                 f"; with {elem}-byte elements the lanes share words across rows: store them in "
                 "4-, 8- or 16-byte elements (half4 rather than half3)"
@@ -411,16 +433,16 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
     if not plan:
         return "the accessed arrays are conflict free one by one (the line mixes them)"
     pads = [p for _, p in plan]
-    line_after = _chunked_cost(on_line, layout, pads)
+    line_after = _chunked_cost(on_line, layout, pads, line_times)
     if line_after[0] != line_after[1]:
         return "padding each array alone removes its conflicts, but not all of them together"
-    kernel_before = _chunked_cost(shared, layout, ())
-    kernel_after = _chunked_cost(shared, layout, pads)
+    kernel_before = _chunked_cost(shared, layout, (), times)
+    kernel_after = _chunked_cost(shared, layout, pads, times)
     if kernel_after[0] >= kernel_before[0]:
         return "padding adds as many conflicts at other lines as it removes here"
     return PadPlan(
         tuple(plan),
-        _chunked_cost(on_line, layout, ()),
+        _chunked_cost(on_line, layout, (), line_times),
         line_after,
         kernel_before,
         kernel_after,

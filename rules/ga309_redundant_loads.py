@@ -22,6 +22,7 @@ from gpuadvise.rules import (
     Variant,
     accumulation_reloads,
     counted,
+    distinct,
     launch_change_estimate,
     lines_text,
     reload_costs,
@@ -193,6 +194,9 @@ class RedundantGlobalLoads(Rule):
             np.int64,
         )
         sel = sel[inst_line[insts[sel]] >= 0]
+        line_or_0 = np.array(  # each instruction's line, 0 for none (the messages' lines)
+            [trace.line_of(i)[1] or 0 for i in range(len(trace.instructions))] or [0], np.int64
+        )
         nb = max(len(view.buffer_names), 1)
         gkey = inst_line[insts[sel]] * nb + lb[rl.lane[sel]]
         order = np.argsort(gkey, kind="stable")
@@ -205,28 +209,28 @@ class RedundantGlobalLoads(Rule):
         members: list[np.ndarray] = []  # each line's reloads (indices into rl)
         for (line, b), ja in groups.items():
             lane = rl.lane[ja]
-            g_recs = np.unique(lanes.rec[lane])
+            g_recs = distinct(lanes.rec[lane])
             req = view.weighted(g_recs[removable[g_recs]])
             if req <= 0:
                 continue
             prev_inst = lanes.inst[rl.prev[ja]]
             stores = rl.last_store[ja]
             stored = stores >= 0
-            prev_line = _mode([trace.line_of(int(i))[1] or 0 for i in prev_inst.tolist()])
+            prev_line = _mode(line_or_0[prev_inst])
             store_line, store_buf = 0, ""
             if stored.any():
                 s = stores[stored]
-                store_line = _mode([trace.line_of(int(i))[1] or 0 for i in lanes.inst[s].tolist()])
-                store_buf = view.buffer_names[_mode(lb[s].tolist())]
-            read_only = all(".nc" in trace.instructions[i].opcode for i in np.unique(insts[ja]))
+                store_line = _mode(line_or_0[lanes.inst[s]])
+                store_buf = view.buffer_names[_mode(lb[s])]
+            read_only = all(".nc" in trace.instructions[i].opcode for i in distinct(insts[ja]))
             members.append(ja)
             lines.append(
                 ReloadLine(
                     line,
                     view.buffer_names[b],
                     len(ja),
-                    len(np.unique(thread_keys(lanes.take(lane)))),
-                    len(np.unique((lanes.cta[lane] << 16) | lanes.tid[lane])),
+                    len(distinct(thread_keys(lanes.take(lane)))),
+                    len(distinct((lanes.cta[lane] << 16) | lanes.tid[lane])),
                     round(req, 3),
                     int(rl.after_store[ja].sum()),
                     int(stored.sum()),
@@ -348,8 +352,8 @@ class RedundantGlobalLoads(Rule):
         )
 
 
-def _mode(values: list[int]) -> int:
-    vals, counts = np.unique(np.array(values, np.int64), return_counts=True)
+def _mode(values: np.ndarray | list[int]) -> int:
+    vals, counts = np.unique(np.asarray(values, np.int64), return_counts=True)
     return int(vals[np.argmax(counts)]) if len(vals) else 0
 
 

@@ -10,7 +10,7 @@
   tests/rules/test_rule_imports.py), so that the API a rule sees is this one list.
 """
 
-from gpuadvise.arrays import distinct
+from gpuadvise.arrays import distinct, distinct_rows
 from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, atomic_contention, record_wavefronts
 from gpuadvise.model.coalescing import record_sectors, touched_lines
@@ -97,7 +97,14 @@ from gpuadvise.toolchain.sass import (  # SASS operand readers
     one_lane_fp16,
     same_source_file,
 )
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
+from gpuadvise.trace.access import (
+    WARP,
+    AccessTrace,
+    Kind,
+    Space,
+    distinct_records,
+    record_weights,
+)
 from gpuadvise.trace.view import (
     BufferInfo,
     FieldLoad,
@@ -117,6 +124,7 @@ from gpuadvise.trace.view import (
 
 __all__ = [
     "distinct",
+    "distinct_rows",
     *_engine_all,
     "FOLD",
     "WARP",
@@ -189,6 +197,7 @@ __all__ = [
     "proxy_where",
     "record_sectors",
     "record_weights",
+    "distinct_records",
     "record_wavefronts",
     "reduction_trees",
     "remap_block_index",

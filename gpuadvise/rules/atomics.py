@@ -7,6 +7,7 @@ shared-memory instruction for (a float add: ``ATOMS.CAST.SPIN`` in a loop).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -78,13 +79,25 @@ def with_serial_updates(work: KernelWork, updates: float) -> KernelWork:
     return replace(work, chain=chain, chain_unordered=None)
 
 
-def contended_lines(
-    trace: AccessTrace, min_lanes: float
-) -> dict[tuple[str | None, int | None], Contention]:
+_Lines = dict[tuple[str | None, int | None], Contention]
+_LINES: dict[int, tuple[weakref.ref[AccessTrace], _Lines]] = {}
+
+
+def contended_lines(trace: AccessTrace, min_lanes: float) -> _Lines:
     """The source lines whose shared-memory atomics are contended: on average at least
     ``min_lanes`` active lanes of a warp-level request per distinct address. Shared with GA201,
     which leaves these lines to this rule (their wavefronts are updates of one word, not words
-    of one bank)."""
+    of one bank). The lines' counts are computed once per trace (both rules ask)."""
+    got = _LINES.get(id(trace))
+    if got is None or got[0]() is not trace:
+        got = (weakref.ref(trace), _atomic_lines(trace))
+        _LINES[id(trace)] = got
+        weakref.finalize(trace, _LINES.pop, id(trace), None)
+    return {k: c for k, c in got[1].items() if c.addresses and c.lanes / c.addresses >= min_lanes}
+
+
+def _atomic_lines(trace: AccessTrace) -> _Lines:
+    """Every source line's shared-memory atomics, each line as one :class:`Contention`."""
     recs = trace.records
     sel = (recs["space"] == int(Space.SHARED)) & np.isin(recs["kind"], ATOMICS)
     idx = np.flatnonzero(sel)
@@ -120,4 +133,4 @@ def contended_lines(
                 c.insts + add.insts,
             )
         )
-    return {k: c for k, c in out.items() if c.addresses and c.lanes / c.addresses >= min_lanes}
+    return out

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, member
+from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import amdahl_with_floor
 from gpuadvise.model.roofline import (
@@ -144,11 +144,11 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         for name, part, k in (("l2", lload, key), ("load", lload, dkey), ("store", lstore, dkey)):
             idx = np.flatnonzero(part)
             if view.iterations_sampled:
-                uniq, first, group = np.unique(k[idx], return_index=True, return_inverse=True)
+                uniq, first, group = distinct_inverse(k[idx], return_index=True)
                 kw = view.rec_weight[lanes.rec[idx[first]]]
                 got[name] = _SectorSet(idx, group.reshape(-1), float(kw.sum()), kw)
             else:
-                uniq, group = np.unique(k[idx], return_inverse=True)
+                uniq, group = distinct_inverse(k[idx])
                 got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
         if keep is None:
             _SETS[view] = got
@@ -183,7 +183,7 @@ def _used_bytes(
 ) -> float:
     """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
     first lane, when given)."""
-    _, first = np.unique((buf.astype(np.int64) << 40) | off, return_index=True)
+    _, first, _ = distinct_inverse((buf.astype(np.int64) << 40) | off, return_index=True)
     if weight is None:
         return float(width[first].sum())
     return float((width[first] * weight[first]).sum())
@@ -201,7 +201,7 @@ def _used_bytes_per_cta(
     if not len(cta):
         return np.zeros(0)
     key = (cta.astype(np.int64) << 50) | (buf.astype(np.int64) << 40) | off
-    uk, first = np.unique(key, return_index=True)
+    uk, first, _ = distinct_inverse(key, return_index=True)
     w = width[first] if weight is None else width[first] * weight[first]
     return np.bincount(uk >> 50, weights=w)
 
@@ -357,7 +357,7 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
         return 0.0, total / max(len(ctas), 1)
     inside = lb >= 0
     key = (lb.astype(np.int64) << 40) | lanes.off
-    pairs = np.unique(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]), axis=1)
+    pairs = distinct_rows(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]))
     keys, counts = np.unique(pairs[0], return_counts=True)
     everywhere = member(key, keys[counts >= len(ctas)]) & inside
     not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0

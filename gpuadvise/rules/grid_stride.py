@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_rows
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.engine import FindingDetails, Variant
 from gpuadvise.source import fixkit
@@ -79,13 +80,13 @@ def _disjoint_step(ids: np.ndarray, cta: np.ndarray, elem: np.ndarray, inst: np.
     """Elements per CTA when the CTAs' element sets are disjoint and each access instruction
     covers consecutive ranges CTA after CTA (``_cta_step`` per instruction): two halves of an
     array (``k`` and ``k + n/2``), two ranges a whole grid apart... (0: they do not)."""
-    pairs = np.unique(np.stack([elem, cta]), axis=1)
-    if len(np.unique(pairs[0])) != pairs.shape[1]:
+    pairs = distinct_rows(np.stack([elem, cta]))
+    if len(distinct(pairs[0])) != pairs.shape[1]:
         return 0  # an element touched by two CTAs: a stencil, an overlapping window
-    dense = np.unique(cta)
-    for i in np.unique(inst):
+    dense = distinct(cta)
+    for i in distinct(inst):
         m = inst == i
-        cs = np.unique(cta[m])
+        cs = distinct(cta[m])
         if len(cs) != len(dense):
             return 0  # an instruction some CTAs skip: not one stream per instruction
         lo = np.array([elem[m & (cta == c)].min() for c in cs], np.int64)
@@ -94,6 +95,16 @@ def _disjoint_step(ids: np.ndarray, cta: np.ndarray, elem: np.ndarray, inst: np.
             return 0
     _, per = np.unique(pairs[1], return_counts=True)
     return int(per.max())
+
+
+def _cta_ranges(cta: np.ndarray, elem: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct CTAs, the lowest and the highest element each touches), by one sort."""
+    order = np.lexsort((elem, cta))
+    c = cta[order]
+    first = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    last = np.r_[first[1:], len(c)] - 1
+    e = elem[order].astype(np.int64)
+    return c[first], e[first], e[last]
 
 
 def buffer_uses(view: TraceView) -> list[BufferUse]:
@@ -109,11 +120,9 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         elem = lanes.off[m] // eb
         cta = lanes.cta[m]
         thread = (cta << 20) | lanes.tid[m]
-        pairs = np.unique(np.stack([thread, elem]), axis=1)
+        pairs = distinct_rows(np.stack([thread, elem]))
         _, counts = np.unique(pairs[0], return_counts=True)
-        dense = np.unique(cta)
-        lo = np.array([elem[cta == c].min() for c in dense], np.int64)
-        hi = np.array([elem[cta == c].max() for c in dense], np.int64)
+        dense, lo, hi = _cta_ranges(cta, elem)
         ids = view.ctas[dense].astype(np.int64)
         step = _cta_step(ids, lo, hi)
         if step == 0 and len(dense) >= 2:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_rows, member
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.occupancy import OccupancyResult
 from gpuadvise.trace.access import Kind
@@ -151,9 +152,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     n = len(lanes)
     if not n:
         return _empty()
-    kind = view.records["kind"].astype(np.int64)[lanes.rec]
+    kind = view.records["kind"][lanes.rec]  # uint8: one byte a lane (the view has millions)
     load = kind == int(Kind.LOAD)
     plain_store = kind == int(Kind.STORE)
+    del kind
     writes = ~load  # stores, atomics, reductions
     inside = lb >= 0
     idx = np.flatnonzero(inside)
@@ -182,6 +184,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
     ok &= between == 0
     cur, prev = cur[ok], prev[ok]
+    del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
@@ -194,6 +197,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     stored = at > tpos[prev]
     last_store = np.where(stored, idx[by_thread[np.maximum(at, 0)]], -1)
     gap = tpos[cur] - tpos[prev] - 1
+    del by_thread, tpos, w_t, last_w, thread
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
     # in execution order per CTA, at most the CTA's distinct sectors
     per_rec = np.bincount(lanes.rec, minlength=len(view.records))
@@ -205,9 +209,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     csum = np.cumsum(share[by_cta])
     lc, lp = idx[cur], idx[prev]
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
+    del per_rec, share, by_cta, cpos, csum
     sect = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx].astype(np.int64) // SECTOR)
     cta_sectors = np.bincount(
-        np.unique((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
+        distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
     order = np.argsort(lc, kind="stable")
@@ -233,11 +238,11 @@ def accumulation_reloads(
     stored = np.flatnonzero(rl.last_store >= 0)
     for b, found in accumulations(view, same_file).items():
         bi = view.buffer_names.index(b)
-        keys = np.unique(np.concatenate([a.keys for a in found]))
+        keys = distinct(np.concatenate([a.keys for a in found]))
         m = np.flatnonzero(lb[rl.lane] == bi)
-        out[m[np.isin(thread_keys(lanes.take(rl.lane[m])), keys)]] = True
+        out[m[member(thread_keys(lanes.take(rl.lane[m])), keys)]] = True
         s = stored[lb[rl.last_store[stored]] == bi]
-        out[s[np.isin(thread_keys(lanes.take(rl.last_store[s])), keys)]] = True
+        out[s[member(thread_keys(lanes.take(rl.last_store[s])), keys)]] = True
     return out
 
 
@@ -336,7 +341,7 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
 
     key = thread_inst(inside)
     addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
-    pairs, times = np.unique(np.stack([key, addr]), axis=1, return_counts=True)
+    pairs, times = distinct_rows(np.stack([key, addr]), return_counts=True)
     keys, first = np.unique(pairs[0], return_index=True)
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)

@@ -151,6 +151,10 @@ def _follows(a: _Execs, b: _Execs) -> bool:
         return False
     step = np.uint64(a.width)
     b_addr = b.records["addr"]
+    # the first execution alone first: most candidate pairs fail there (no copy of the rest)
+    act0 = _active(a.mask[:1])[0]
+    if not bool(((b_addr[b.rec[0]] == a.records["addr"][a.rec[0]] + step) | ~act0).all()):
+        return False
     for i, (addr, act) in enumerate(a.addr_chunks()):
         nxt = b_addr[b.rec[i * _CHUNK : (i + 1) * _CHUNK]]
         if not bool(((nxt == addr + step) | ~act).all()):

@@ -25,6 +25,7 @@ __all__ = [
     "RECORD",
     "WARP",
     "AccessTrace",
+    "distinct_records",
     "InstrInfo",
     "Kind",
     "Space",
@@ -186,3 +187,53 @@ class AccessTrace:
             sampled_iterations=bool(meta.get("sampled_iterations", False)),
             work=None if meta.get("work") is None else KernelWork.from_dict(meta["work"]),
         )
+
+
+_LANE_MIX = (np.arange(1, WARP + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+_DEDUP_CHUNK = 1 << 16
+
+
+def distinct_records(
+    records: np.ndarray, fields: tuple[str, ...] = ("inst", "mask", "width", "kind", "space")
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct records, how many times each occurs): records equal in ``addr`` and
+    ``fields`` counted once, in the order of their first occurrence. A sum over the records of
+    anything those fields decide (a record's bank wavefronts, its sectors) is the sum over the
+    distinct ones times their counts: the CTAs of a wave repeat each other's shared accesses.
+
+    Rows are grouped by a 64-bit hash and every record is then compared with its group's first
+    record; on a collision the records come back as they are, each counted once (exact always).
+    """
+    n = len(records)
+    if n < 2:
+        return records, np.ones(n, dtype=np.int64)
+    h = np.empty(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for s in range(0, n, _DEDUP_CHUNK):
+            part = records[s : s + _DEDUP_CHUNK]
+            a = part["addr"]
+            hh = ((a ^ (a >> np.uint64(29))) * _LANE_MIX).sum(axis=1, dtype=np.uint64)
+            for k, f in enumerate(fields):
+                hh = hh * np.uint64(0x100000001B3) + part[f].astype(np.uint64) + np.uint64(k)
+            h[s : s + _DEDUP_CHUNK] = hh
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    start = np.empty(n, dtype=bool)
+    start[0] = True
+    np.not_equal(hs[1:], hs[:-1], out=start[1:])
+    group = np.cumsum(start) - 1
+    first = order[start]  # stable: each group's first record in trace order
+    rep = np.empty(n, dtype=np.int64)
+    rep[order] = first[group]
+    later = np.flatnonzero(rep != np.arange(n))  # the records that repeat an earlier one
+    addr = records["addr"]
+    for s in range(0, len(later), _DEDUP_CHUNK):
+        mine, theirs = later[s : s + _DEDUP_CHUNK], rep[later[s : s + _DEDUP_CHUNK]]
+        same = bool((addr[mine] == addr[theirs]).all())
+        for f in fields:
+            same = same and bool((records[f][mine] == records[f][theirs]).all())
+        if not same:  # a hash collision
+            return records, np.ones(n, dtype=np.int64)
+    counts = np.diff(np.append(np.flatnonzero(start), n))
+    by_first = np.argsort(first)
+    return records[first[by_first]], counts[by_first]

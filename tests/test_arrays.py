@@ -1,0 +1,87 @@
+"""gpuadvise.arrays: the sort-based set operations equal numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.arrays import distinct, distinct_rows, member
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_rows_is_numpys_unique_by_columns(dtype: type, wide: bool) -> None:
+    rng = np.random.default_rng(7)
+    info = np.iinfo(dtype)
+    hi = int(info.max) if wide else min(int(info.max), 40)
+    lo = int(info.min) if wide else max(int(info.min), -40)
+    for k in (1, 2, 3):
+        for n in (1, 2, 17, 500):
+            rows = rng.integers(lo, hi, (k, n), dtype=dtype, endpoint=True)
+            assert np.array_equal(distinct_rows(rows), np.unique(rows, axis=1))
+            got, counts = distinct_rows(rows, return_counts=True)
+            want, want_counts = np.unique(rows, axis=1, return_counts=True)
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
+
+
+def test_distinct_rows_of_nothing() -> None:
+    rows = np.zeros((2, 0), np.int64)
+    assert distinct_rows(rows).shape == (2, 0)
+
+
+def test_distinct_and_member() -> None:
+    a = np.array([5, -3, 5, 9, -3, 0], np.int64)
+    d = distinct(a)
+    assert np.array_equal(d, np.unique(a))
+    assert np.array_equal(member(np.array([9, 1, -3]), d), [True, False, True])
+
+
+def test_distinct_records_counts_repeats_exactly() -> None:
+    from gpuadvise.trace.access import distinct_records, empty_records
+
+    rng = np.random.default_rng(5)
+    base = empty_records(50)
+    base["addr"] = rng.integers(0, 1 << 12, (50, 32)).astype(np.uint64)
+    base["mask"] = rng.integers(0, 1 << 32, 50, dtype=np.uint64).astype(np.uint32)
+    base["inst"] = rng.integers(0, 4, 50)
+    pick = rng.integers(0, 50, 400)
+    records = base[pick]
+    records["cta"] = np.arange(400)  # not a field of the key: CTAs repeat each other
+    uniq, counts = distinct_records(records)
+    assert len(uniq) == len(np.unique(pick)) and counts.sum() == 400
+    firsts = sorted(int(np.flatnonzero(pick == p)[0]) for p in np.unique(pick))
+    assert np.array_equal(uniq["cta"], firsts)  # first occurrences, in trace order
+    for u, c in zip(uniq, counts, strict=True):
+        same = (records["addr"] == u["addr"]).all(axis=1) & (records["mask"] == u["mask"])
+        assert int((same & (records["inst"] == u["inst"])).sum()) == c
+
+
+def test_distinct_records_on_a_hash_collision_keeps_every_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpuadvise.trace import access
+
+    records = access.empty_records(3)
+    records["addr"][:, 0] = [0, 4, 0]
+    monkeypatch.setattr(access, "_LANE_MIX", np.zeros(32, np.uint64))  # every address collides
+    uniq, counts = access.distinct_records(records)
+    assert len(uniq) == 3 and counts.tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_inverse_is_numpys_unique(dtype: type, wide: bool) -> None:
+    from gpuadvise.arrays import distinct_inverse
+
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    lo, hi = (int(info.min), int(info.max)) if wide else (max(int(info.min), -30), 30)
+    for n in (1, 2, 50, 3000):
+        a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+        want, want_first, want_inv = np.unique(a, return_index=True, return_inverse=True)
+        got, first, inv = distinct_inverse(a, return_index=True)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.reshape(-1))
+        got, inv = distinct_inverse(a)
+        assert np.array_equal(got, want) and np.array_equal(inv, want_inv.reshape(-1))
