@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     counted,
     launch_times,
     memory_rates,
+    uniform_lanes,
     view_traffic,
     with_floor,
 )
@@ -61,7 +62,8 @@ class TailEffect(Rule):
 
     A grid of less than one wave but at least one CTA per SM is not reported: every CTA runs at
     once; whether more CTAs would help is GA106's question (few warps per SM waiting on their
-    loads, Little's law) or the occupancy's (GA101).
+    loads, Little's law) or the occupancy's (GA101). Nor is a kernel whose lanes all load and
+    store the same addresses (GA105: its threads are copies of one, and more CTAs copy it more).
 
     Why it is slow
     --------------
@@ -117,6 +119,10 @@ class TailEffect(Rule):
     options = {"min_ctas_per_sm": 1.0, "min_tail_idle": 0.1}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        if ctx.has_model("trace"):
+            alike = uniform_lanes(ctx.trace)
+            if alike is not None and alike.duplicated():
+                return  # the threads are copies (GA105): more CTAs would copy them more
         w = ctx.waves
         sms = _sm_count(ctx)
         min_per_sm = float(ctx.option("min_ctas_per_sm"))

@@ -17,6 +17,7 @@ from gpuadvise.rules import (
     Variant,
     active_lanes,
     launch_change_estimate,
+    uniform_lanes,
     view_traffic,
 )
 
@@ -30,6 +31,7 @@ class Copies(FindingDetails):
     copies: int
     race_lines: tuple[int, ...]
     rmw: bool
+    lanes_alike: bool = False
 
 
 def _racing_stores(ctx: RuleContext) -> tuple[list[int], bool]:
@@ -84,6 +86,13 @@ class DuplicateThreads(Rule):
     error: a wrong result before a slow one). Reported at the first racing store (else at the
     kernel).
 
+    The same duplication across the lanes: a kernel that reads ``threadIdx.x`` only to guard
+    its work (``if (tid < N)``) and then lets every thread do the whole of it, so that the
+    active lanes of (nearly) every global load and store name one address (at least
+    ``min_alike_share`` of the requests of two or more lanes; stores must be among them):
+    each warp does one thread's work as many times as it has lanes, every thread storing the
+    same values to the same places. Reported at the first such store.
+
     Why it is slow
     --------------
     Every copy issues the same loads, arithmetic and stores: the issue slots, the L1 requests
@@ -99,12 +108,17 @@ class DuplicateThreads(Rule):
     ---
     Launch a block of the dimension the kernel reads (``dim3(32, 1)``) with as many CTAs as
     before, or make the kernel use ``threadIdx.y`` (the y threads were probably meant to split
-    the work: each takes a share of the loop, then the shares are combined).
+    the work: each takes a share of the loop, then the shares are combined). Lanes alike: give
+    each thread its share of the loop (``for (i = threadIdx.x; i < n; i += blockDim.x)``),
+    combine the shares (a shuffle or block reduction for a maximum or a sum) and let one
+    thread store each result (Infatoshi's course ``softmax_cuda``: a CTA per row).
 
     How the estimate is made
     ------------------------
     An upper bound on the launch roofline: the work the copies repeat (issue, L1 requests,
-    shared-memory wavefronts) divided by the copies, the DRAM bytes unchanged.
+    shared-memory wavefronts) divided by the copies, the DRAM bytes unchanged. Lanes alike: the
+    copies are the lanes, and each thread's share of the loop also divides its dependent chain
+    (the combining steps, a few shuffles, left out: the side that keeps the bound).
 
     Fix safety
     ----------
@@ -117,11 +131,12 @@ class DuplicateThreads(Rule):
     title = "Block dimension never read: threads duplicate each other's work (and race)"
     severity = "warning"
     models = ("trace",)
-    options = {}
+    options = {"min_alike_share": 0.95}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         axes = ctx.unread_block_dims
         if not axes:
+            yield from self._lanes_alike(ctx)
             return
         block = ctx.launch.block.as_tuple()
         copies = 1
@@ -162,6 +177,36 @@ class DuplicateThreads(Rule):
             severity="error" if rmw else None,  # a data race is wrong before it is slow
         )
 
+    def _lanes_alike(self, ctx: RuleContext) -> Iterator[Finding]:
+        """Every lane of a warp loads and stores the addresses the others do."""
+        u = uniform_lanes(ctx.trace)
+        share = float(ctx.option("min_alike_share"))
+        if u is None or not u.duplicated(share) or u.first_store_inst < 0:
+            return
+        file, line = ctx.trace.line_of(u.first_store_inst)
+        if line is None or not ctx.same_file(file):
+            return
+        copies = max(2, round(u.lanes))
+        yield self.finding(
+            ctx,
+            f"every lane of a warp loads and stores the addresses the others do "
+            f"({u.store_share:.0%} of the stores and {u.load_share:.0%} of the loads of two or "
+            f"more lanes name one address for all of them, {u.lanes:.1f} lanes on average): the "
+            "kernel reads threadIdx.x only to guard its work, so each thread does the whole of "
+            f"it and a warp does one thread's work {copies} times, storing the same values to "
+            "the same places. Give each thread its share of the loop (i = threadIdx.x; i < n; "
+            "i += blockDim.x), combine the shares (a shuffle or block reduction) and let one "
+            "thread store each result",
+            line=line,
+            evidence=[
+                Evidence("store_share_alike", round(u.store_share, 3), share, ">="),
+                Evidence("load_share_alike", round(u.load_share, 3), share, ">="),
+                Evidence("copies_per_piece_of_work", copies, 2, ">=", "threads"),
+                Evidence("store_requests", u.store_requests),
+            ],
+            details=Copies((), copies, (line,), False, lanes_alike=True),
+        )
+
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         d = finding.details_as(Copies)
         if not ctx.has_model("trace"):
@@ -182,6 +227,12 @@ class DuplicateThreads(Rule):
                 shared_requests=before.work.shared_requests / d.copies,
                 shared_wavefronts=before.work.shared_wavefronts / d.copies),
         )  # fmt: skip
+        if d.lanes_alike and after.work is not None:
+            # the lanes share the loop: each thread's chain a copies-th, the warps all kept
+            w = after.work
+            after = replace(after, work=replace(
+                w.per_cta_scaled(1.0 / d.copies), warps_per_cta=before.work.warps_per_cta
+                if before.work is not None else w.warps_per_cta))  # fmt: skip
         inputs = {"copies": d.copies}
         est = launch_change_estimate(
             ctx.device, before, after, f"one thread per piece of work ({d.copies} copies fewer)",
@@ -193,6 +244,14 @@ class DuplicateThreads(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Copies)
+        if d.lanes_alike:
+            return Variant(
+                "display-only",
+                "give each thread its share of the loop (for (int i = threadIdx.x; i < n; i += "
+                "blockDim.x)), combine the shares with a warp shuffle or a block reduction, and "
+                "let one thread store each result (for a softmax: a CTA per row, the maximum and "
+                "the sum reduced across its threads)",
+            )
         block = ctx.launch.block.as_tuple()
         keep = [b if a not in d.axes else 1 for a, b in zip("xyz", block, strict=True)]
         return Variant(

@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     Variant,
     launch_times,
     memory_rates,
+    uniform_lanes,
     view_traffic,
 )
 
@@ -82,6 +83,8 @@ class TooLittleInFlight(Rule):
     Reported at the kernel's declaration, with why the warps are few: the grid (fewer CTAs than
     the GPU holds at once: ``cuda-samples``' histogram256, 240 CTAs of 6 warps on 132 SMs,
     about 11 of 64 warps per SM) or the occupancy (a full wave of CTAs, few of them per SM).
+    Silent where the lanes of every warp load and store the same addresses (GA105: the threads
+    are copies of one thread, and more of them would copy it more).
 
     Why it is slow
     --------------
@@ -155,6 +158,9 @@ class TooLittleInFlight(Rule):
         sms = d.sm_count
         if not ctx.has_model("trace") or rates is None or not sms or not d.max_warps_per_sm:
             return
+        alike = uniform_lanes(ctx.trace)
+        if alike is not None and alike.duplicated():
+            return  # the threads are copies (GA105): more of them wait for the same loads
         w = ctx.waves
         if w.total_ctas < float(ctx.option("min_ctas_per_sm")) * sms:
             return  # GA102's small grid: SMs without work

@@ -279,6 +279,7 @@ from gpuadvise.rules.atomics import (  # noqa: E402
     with_serial_updates,
 )
 from gpuadvise.rules.global_atomics import HotAddress, hot_addresses, update_ns  # noqa: E402
+from gpuadvise.rules.lanes import UniformLanes, uniform_lanes  # noqa: E402
 
 # GA308/GA309: a thread's repeated accesses of one global address
 from gpuadvise.rules.repeats import (  # noqa: E402
@@ -330,6 +331,8 @@ __all__ += [
     "Contention",
     "HotAddress",
     "hot_addresses",
+    "UniformLanes",
+    "uniform_lanes",
     "update_ns",
     "cas_lines",
     "contended_lines",

@@ -1,0 +1,67 @@
+"""What the lanes of a warp do alike, from the trace: GA105's duplicate work across the lanes (a
+kernel that reads ``threadIdx.x`` only to guard its work, each thread then doing the whole of it),
+which GA102 also reads so as not to offer more CTAs to a kernel whose threads are copies.
+
+Pure: the trace's records, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuadvise.model.banks import atomic_contention
+from gpuadvise.trace.access import AccessTrace, Kind, Space
+
+__all__ = ["UniformLanes", "uniform_lanes"]
+
+
+@dataclass(frozen=True)
+class UniformLanes:
+    """The global requests with at least two active lanes, and the shares of them (loads,
+    stores) whose active lanes all name one address; the mean active lanes of those; the first
+    such store instruction."""
+
+    load_requests: int
+    store_requests: int
+    load_share: float
+    store_share: float
+    lanes: float
+    first_store_inst: int
+
+    def duplicated(self, min_share: float = 0.95) -> bool:
+        """Every lane does the same work: the stores (some) and the loads (if any) have one
+        address for all their lanes, at least ``min_share`` of them."""
+        return (
+            self.store_requests > 0
+            and self.store_share >= min_share
+            and (self.load_requests == 0 or self.load_share >= min_share)
+        )
+
+
+def uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
+    """The :class:`UniformLanes` of the trace's global loads and stores; None without a store of
+    two or more active lanes."""
+    r = trace.records
+    glob = r[r["space"] == int(Space.GLOBAL)]
+    if not len(glob):
+        return None
+    lanes, addrs = atomic_contention(glob)
+    many = lanes >= 2
+    one = many & (addrs == 1)
+    store = glob["kind"] == int(Kind.STORE)
+    load = glob["kind"] == int(Kind.LOAD)
+    n_store, n_load = int((many & store).sum()), int((many & load).sum())
+    if n_store == 0:
+        return None
+    uni_store = np.flatnonzero(one & store)
+    both = one & (store | load)
+    return UniformLanes(
+        load_requests=n_load,
+        store_requests=n_store,
+        load_share=float((one & load).sum()) / n_load if n_load else 0.0,
+        store_share=len(uni_store) / n_store,
+        lanes=float(lanes[both].mean()) if both.any() else 0.0,
+        first_store_inst=int(glob["inst"][uni_store[0]]) if len(uni_store) else -1,
+    )
