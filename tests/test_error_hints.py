@@ -20,7 +20,10 @@ NOT_OURS = {"ValueError", "TypeError", "KeyError", "OSError", "RuntimeError", "A
             "AttributeError", "NotImplementedError", "IndexError", "FileNotFoundError",
             "PermissionError", "UnicodeDecodeError", "ImportError", "ModuleNotFoundError",
             "LookupError", "RecursionError", "MemoryError", "OccupancyInputError",
-            "EmulationError", "UnsupportedInstructionError"}  # fmt: skip
+            "EmulationError", "UnsupportedInstructionError",
+            # a ValueError the report loaders raise and load_report turns into a ConfigError
+            # with its fix ("render it with a newer gpuadvise"): never shown as it is
+            "NewerReportError"}  # fmt: skip
 
 
 def _hintless() -> list[str]:

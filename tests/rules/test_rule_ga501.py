@@ -160,9 +160,12 @@ def test_a_long_kernel_or_an_untraced_single_launch_is_not_reported(tmp_path):
 
 @needs_nvcc
 def test_a_single_launch_mostly_overhead_is_reported_on_the_launch_model(tmp_path):
-    # one launch of step (no repeat), traced: 0.42 us of work against the 2.8 us launch floor
+    # one launch of step (no repeat), traced: under 1 us of work against the 2.8 us launch
+    # floor. Its chain holds two DRAM round trips: the load of pos waits for the store to vel
+    # (ptxas keeps them in order, __restrict__ or not: LDG pos follows STG vel in the SASS), so
+    # the overhead share is about 0.75, under the default 0.8: asked at 0.7 here
     a = analyze(SOURCE, "step", write_spec(tmp_path, N_PARTICLES, 1), trace=True)
-    (f,) = ga501(a)
+    (f,) = ga501(a, min_single_overhead_share=0.7)
     assert f.line == rule_api.find_kernel_source(SOURCE, "step").decl_line
     e = ev(f)
     ctx = rule_context(a, lazy_models=False).for_rule({})
@@ -170,22 +173,22 @@ def test_a_single_launch_mostly_overhead_is_reported_on_the_launch_model(tmp_pat
     assert times is not None and times.bound_by == "launch"
     assert e["predicted_work_us"] == round(times.work_s * 1e6, 4)
     assert e["launch_floor_us"] == round(times.floor_s * 1e6, 4) == 2.8
-    assert e["launch_overhead_share"] == round(times.floor_s / times.time_s, 4) >= 0.8
+    assert e["launch_overhead_share"] == round(times.floor_s / times.time_s, 4) >= 0.7
     assert e["repeat"] == 1 and e["total_ctas"] == 132
     assert "this launch is mostly overhead" in f.message and "CUDA graph" in f.message
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     # point: the launch (floor + work) against its work alone; the bound: the work at peak
     assert est.inputs["point_speedup"] == round(times.time_s / times.work_s, 3)
-    assert est.speedup >= est.inputs["point_speedup"] > 5.0
+    assert est.speedup >= est.inputs["point_speedup"] > 3.0
     assert est.inputs["bound_by_before"] == "launch"
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.launch is None
     assert v.label == "fuse or batch"
     # a longer kernel (2^22 particles, ~6 us of DRAM time) is not mostly overhead
     big = analyze(SOURCE, "step", write_spec(tmp_path, 1 << 22, 1), trace=True)
-    assert ga501(big) == []
-    assert ga501(a, min_single_overhead_share=0.9) == []
+    assert ga501(big, min_single_overhead_share=0.7) == []
+    assert ga501(a) == [] and ga501(a, min_single_overhead_share=0.9) == []
 
 
 @needs_nvcc
