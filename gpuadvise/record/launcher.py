@@ -43,6 +43,10 @@ class Launch:
     python: bool
 
 
+_OPTIONS_WITH_VALUE = frozenset({"-X", "-W", "--check-hash-based-pycs"})
+"""Interpreter options whose value is the next word (``python -X faulthandler app.py``)."""
+
+
 def _is_python(word: str) -> bool:
     name = Path(word).name
     return name.startswith("python") and all(c.isdigit() or c == "." for c in name[6:])
@@ -56,15 +60,18 @@ def plan_launch(command: list[str]) -> Launch:
     path = list(sys.path)
     if _is_python(first):
         rest = command[1:]
+        options: list[str] = []  # the interpreter's own (-u, -O, -X faulthandler ...), kept
         while rest and rest[0].startswith("-") and rest[0] != "-m":
             if rest[0] == "-c":
                 raise UsageError(
                     "python -c cannot be recorded", "put the code in a script and record that"
                 )
-            rest = rest[1:]  # interpreter options (-u, -O, -X ...) are dropped, with a note
+            takes_value = rest[0] in _OPTIONS_WITH_VALUE and len(rest) > 1
+            options += rest[: 2 if takes_value else 1]
+            rest = rest[2 if takes_value else 1 :]
         if not rest:
             raise UsageError("no script for python to run", "give the script: python app.py")
-        return Launch([first, "-c", _BOOT.format(path=path), *rest], python=True)
+        return Launch([first, *options, "-c", _BOOT.format(path=path), *rest], python=True)
     if first.endswith(".py"):
         return Launch([sys.executable, "-c", _BOOT.format(path=path), *command], python=True)
     return Launch(list(command), python=False)

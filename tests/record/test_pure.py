@@ -96,8 +96,13 @@ def test_cubin_param_slots_are_nvcc_s(saxpy_cubin):
 
 def test_how_a_command_is_started():
     py = plan_launch(["python3", "-u", "app.py", "--n", "3"])
-    assert py.python and py.argv[0] == "python3" and py.argv[1] == "-c"
-    assert py.argv[-3:] == ["app.py", "--n", "3"] and "gpuadvise.record.boot" in py.argv[2]
+    assert py.python and py.argv[:3] == ["python3", "-u", "-c"]
+    assert py.argv[-3:] == ["app.py", "--n", "3"] and "gpuadvise.record.boot" in py.argv[3]
+    # the interpreter's options are kept before the boot, an option's value with it (on the
+    # H200 `-X faulthandler` had been taken for the script, 2026-11-29)
+    fh = plan_launch(["python3", "-X", "faulthandler", "-O", "app.py", "3"])
+    assert fh.argv[:5] == ["python3", "-X", "faulthandler", "-O", "-c"]
+    assert fh.argv[-2:] == ["app.py", "3"]
     assert plan_launch(["python", "-m", "pkg.mod"]).argv[-2:] == ["-m", "pkg.mod"]
     assert plan_launch(["./tool.py"]).argv[0] == sys.executable
     native = plan_launch(["./app", "x"])
