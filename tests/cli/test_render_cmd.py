@@ -120,3 +120,15 @@ def test_the_terminal_text_renders_again_from_a_saved_report(
     code, out, err = cli(capsys, "render", "a.json", "--format", "text")
     assert code == 0, err
     assert out.splitlines()[0] == shown.splitlines()[0] and "Details" in out
+
+
+def test_a_format_the_report_kind_lacks_is_one_line(capsys, saved: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The analysis and gate registries list the same formats today; a format only one of them
+    has is refused for the other kind of report with the formats it does have, not a KeyError."""
+    from gpuadvise.report import renderers
+
+    monkeypatch.setitem(renderers.GATE_RENDERERS, "pdf", "gpuadvise.report.gate_formats:gate_json")
+    code, out, err = cli(capsys, "render", "a.json", "--format", "pdf")
+    line = one_error(err)
+    assert code == 2 and out == "" and "an analysis report has no pdf format" in line
+    assert "use one of " + ", ".join(renderers.RENDERERS) in line
