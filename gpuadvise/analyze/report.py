@@ -211,15 +211,7 @@ def batch_from_document(doc: Any) -> BatchReport:
     made a report (:func:`report_from_document`). ``ValueError`` for anything else."""
     from gpuadvise.rules import load_registry
 
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError("no schema_version")
-    if version > SCHEMA_VERSION:
-        raise NewerReportError(
-            f"schema version {version} is newer than this gpuadvise reads ({SCHEMA_VERSION})"
-        )
+    _check_schema(doc)
     summary, cases = doc.get("summary"), doc.get("cases")
     if not isinstance(summary, list) or not all(isinstance(s, dict) for s in summary):
         raise ValueError("no summary list")
@@ -240,7 +232,9 @@ def batch_from_document(doc: Any) -> BatchReport:
     )
 
 
-def _check_document(doc: Any) -> None:
+def _check_schema(doc: Any) -> None:
+    """``ValueError`` unless ``doc`` is a JSON object with a ``schema_version`` this gpuadvise
+    reads (:class:`NewerReportError` for a newer one)."""
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     version = doc.get("schema_version")
@@ -250,6 +244,10 @@ def _check_document(doc: Any) -> None:
         raise NewerReportError(
             f"schema version {version} is newer than this gpuadvise reads ({SCHEMA_VERSION})"
         )
+
+
+def _check_document(doc: Any) -> None:
+    _check_schema(doc)
     kernel = doc.get("kernel")
     if not isinstance(kernel, dict) or not isinstance(kernel.get("name"), str):
         raise ValueError("no kernel")
