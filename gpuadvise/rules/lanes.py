@@ -7,6 +7,7 @@ Pure: the trace's records, no I/O.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,9 +41,21 @@ class UniformLanes:
         )
 
 
+_MEMO: dict[int, tuple[weakref.ref[AccessTrace], UniformLanes | None]] = {}
+
+
 def uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     """The :class:`UniformLanes` of the trace's global loads and stores; None without a store of
-    two or more active lanes."""
+    two or more active lanes. Computed once per trace (GA105, GA102 and GA106 ask)."""
+    got = _MEMO.get(id(trace))
+    if got is None or got[0]() is not trace:
+        got = (weakref.ref(trace), _uniform_lanes(trace))
+        _MEMO[id(trace)] = got
+        weakref.finalize(trace, _MEMO.pop, id(trace), None)
+    return got[1]
+
+
+def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     r = trace.records
     glob = r[r["space"] == int(Space.GLOBAL)]
     if not len(glob):
