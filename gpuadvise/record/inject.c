@@ -20,6 +20,7 @@ typedef void (*gil_release)(int);
 typedef void *(*save_thread)(void);
 
 static run_string run;
+static int_void is_initialized;
 static gil_ensure ensure;
 static gil_release release;
 static int started;
@@ -36,8 +37,12 @@ static void call(const char *code) {
     release(state);
 }
 
+/* Only for a Python this library embedded. A Python program finishes the recording from its
+   own atexit (boot.py); by the time the C library's exit handlers run, its interpreter is
+   finalised, and taking its GIL then is a segmentation fault (seen as signal 11 at the exit of
+   CuPy scripts). */
 static void at_exit(void) {
-    if (started)
+    if (started && is_initialized && is_initialized())
         call("import gpuadvise.record.boot as b\nb.finish_injected()\n");
 }
 
@@ -65,6 +70,7 @@ int InitializeInjection(void) {
         fprintf(stderr, "gpuadvise record: the Python library lacks its C API\n");
         return 0;
     }
+    is_initialized = is_init;
     int embedded = !is_init();
     if (embedded) {
         /* this Python's home (GPUADVISE_RECORD_PYTHONHOME) for its start only: the program's
@@ -90,6 +96,7 @@ int InitializeInjection(void) {
     }
     started = 1;
     call("import gpuadvise.record.boot as b\nb.start_injected()\n");
-    atexit(at_exit);
+    if (embedded)
+        atexit(at_exit);
     return 1;
 }

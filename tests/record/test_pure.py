@@ -3,6 +3,7 @@ parameter slots (against nvcc's own build), how a command is started, and the CL
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -154,6 +155,25 @@ def test_injection_library_embeds_python_in_a_native_program(tmp_path):
         assert (
             "the recorder did not start: ModuleNotFoundError: No module named 'cupti'" in r.stderr
         )
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_injection_library_in_a_python_program_exits_cleanly(tmp_path):
+    """In a Python program (a CuPy script) the driver loads the library into a running
+    interpreter: the program's own atexit finishes the recording, and the library must not take
+    the GIL of an interpreter already finalised when the C library's exit handlers run (it did:
+    signal 11 at the exit of every recorded CuPy script, on an H200, 2026-11-29)."""
+    lib = build_injection(tmp_path)
+    env = environment(dict(os.environ), tmp_path / "out", None, 2, 10, lib, None)
+    env.pop("GPUADVISE_RECORD_OUT")  # the recorder itself stays off: this is about the library
+    code = (
+        "import ctypes, os\n"
+        "print('init', ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH']).InitializeInjection())\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and r.stdout == "init 1\n", (r.returncode, r.stderr)
 
 
 def test_cli_errors_are_one_line(capsys, tmp_path, monkeypatch):
