@@ -212,22 +212,31 @@ def _source_candidates(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def _cupy_source(out: Path, image: bytes) -> Path | None:
+def _cupy_source(out: Path, image: bytes, display: str, symbol: str) -> Path | None:
     """The source CuPy compiled ``image`` from: its kernel cache (moved into the recording by
-    the launcher) holds each cubin (after a hash) beside its source ``<cubin>.cu``."""
+    the launcher) holds each cubin (after a hash) beside its source ``<cubin>.cu``. The image
+    the driver was given is not always the cached file's bytes (seen on an H200 with CuPy 14:
+    none of four cached cubins held it), so when none holds it, the cached sources that define
+    the kernel and whose cubin names its symbol are taken if they are one text."""
     from gpuadvise.record.launcher import CUPY_CACHE
 
     cache = out / "raw" / CUPY_CACHE
     if not cache.is_dir():
         return None
+    named: dict[str, Path] = {}
     for cubin in sorted(cache.rglob("*.cubin")):
         source = cubin.with_name(cubin.name + ".cu")
         try:
-            if source.is_file() and image in cubin.read_bytes():
+            if not source.is_file():
+                continue
+            data = cubin.read_bytes()
+            if image in data:
                 return source
+            if symbol.encode() in data and _defines(source, display):
+                named.setdefault(source.read_text(encoding="utf-8", errors="replace"), source)
         except OSError:
             continue
-    return None
+    return next(iter(named.values())) if len(named) == 1 else None
 
 
 def _declared(source: Path | None, display: str, symbol: str, names: _Names) -> list[ParamType]:
@@ -374,7 +383,7 @@ def _write_case(
                 source = f.resolve()
                 break
         if source is None:
-            found = _cupy_source(out, module)
+            found = _cupy_source(out, module, display, rec.symbol)
             source = found.resolve() if found is not None and _defines(found, display) else None
             if source is not None and _CUPY_HEADER in source.read_text(errors="replace"):
                 generated = True

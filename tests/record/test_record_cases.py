@@ -228,6 +228,23 @@ def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
     assert case.replayable and case.source == str((cache / "9f3a.cubin.cu").resolve())
     spec = tomllib.loads((out / case.folder / "case.toml").read_text())
     assert spec["args"] == {"n": 32} and spec["buffers"] == {"a": "a.npy"}
+    # the image the driver got is not the cached file's bytes (CuPy 14 on an H200): the cached
+    # source that defines the kernel and whose cubin names it is taken, when it is one text
+    cached = bytearray(cubin.read_bytes())
+    cached[-64:] = bytes(64)  # the same kernel's cubin, other bytes
+    (cache / "9f3a.cubin").write_bytes(b"0" * 32 + bytes(cached))
+    (cache / "77b0.cubin").write_bytes(b"1" * 32 + bytes(cached))
+    (cache / "77b0.cubin.cu").write_text(code)
+    shutil.rmtree(out / "cases")
+    _, (case,), _ = write_cases(out)
+    assert case.replayable and case.source is not None
+    assert Path(case.source).name in ("9f3a.cubin.cu", "77b0.cubin.cu")
+    (cache / "77b0.cubin.cu").write_text(code.replace("2.0f", "3.0f"))  # two texts: neither
+    shutil.rmtree(out / "cases")
+    _, (case,), _ = write_cases(out)
+    assert not case.replayable and any("source was not found" in n for n in case.notes)
+    (cache / "77b0.cubin.cu").unlink()
+    (cache / "77b0.cubin").unlink()
     # a kernel CuPy generates itself (elementwise, reductions) includes CuPy's headers: not a case
     (cache / "9f3a.cubin.cu").write_text("#include <cupy/carray.cuh>\n" + code)
     shutil.rmtree(out / "cases")
