@@ -239,8 +239,11 @@ class BatchReport:
                         else AnalysisReport.from_dict(case["report"]),
                     )
                 )
+            summary = [_obj(s, "summary[]") for s in _list(doc["summary"], "summary")]
+            for s in summary:  # reports saved before the field: the speedup's basis
+                s.setdefault("kernel_basis", None if s.get("kernel_ms") is None else s.get("basis"))
             return cls(
-                summary=tuple(_obj(s, "summary[]") for s in _list(doc["summary"], "summary")),
+                summary=tuple(summary),
                 cases=tuple(cases),
                 rules=tuple(_rule_from_dict(r) for r in _list(doc["rules"], "rules")),
             )

@@ -66,6 +66,9 @@ class CaseResult:
     best_line: int | None = None
     basis: Basis | None = None
     time_to_win_ms: float | None = None
+    # where ``kernel_ms`` comes from: the measured baseline, the program's recorded GPU time
+    # (CUPTI), or the lower bound of the buffers at DRAM bandwidth
+    kernel_basis: Literal["measured", "recorded", "estimated"] | None = None
 
     @property
     def findings(self) -> tuple[Any, ...]:
@@ -177,11 +180,13 @@ def rank_case(case: Case, done: Any, wall_s: float) -> CaseResult:
     to win is then what the fix saves in the program's run."""
     result = _rank_case(case, done, wall_s)
     if case.recorded_ms is None:
-        return result
+        kernel_basis = None if result.kernel_ms is None else result.basis
+        return dataclasses.replace(result, kernel_basis=kernel_basis)
     return dataclasses.replace(
         result,
         kernel_ms=case.recorded_ms,
         time_to_win_ms=time_to_win_ms(case.recorded_ms, result.best_speedup),
+        kernel_basis="recorded",
     )
 
 

@@ -99,6 +99,7 @@ def _summary_row(rank: int, r: Any) -> dict[str, Any]:
         "best_line": r.best_line,
         "best_speedup": r.best_speedup,
         "kernel_ms": r.kernel_ms,
+        "kernel_basis": r.kernel_basis,
         "time_to_win_ms": r.time_to_win_ms,
         "basis": r.basis,
         "wall_s": round(r.wall_s, 3),

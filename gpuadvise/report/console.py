@@ -944,7 +944,8 @@ def batch_summary(batch: BatchReport) -> None:
         top = f"{r['best_rule']} line {r['best_line']}" if r.get("best_rule") else "-"
         best = f"{r['best_speedup']:.2f}x{basis}" if r.get("best_speedup") else "-"
         kernel_ms, win_ms = r.get("kernel_ms"), r.get("time_to_win_ms")
-        kt = _ms(kernel_ms) + ("" if kernel_ms is None or r["basis"] == "measured" else " (>=)")
+        mark = {"estimated": " (>=)", "recorded": " (rec.)"}.get(r.get("kernel_basis") or "", "")
+        kt = _ms(kernel_ms) + mark
         win = _ms(win_ms) + (basis if win_ms is not None else "")
         found: Text | str = str(r["findings"])
         if r.get("incomplete"):
@@ -954,10 +955,20 @@ def batch_summary(batch: BatchReport) -> None:
     for r in rows:
         if r.get("incomplete"):
             _out.print(Text(f"  {r['case']}: {r['incomplete']}", style="yellow"))
-    if any(r.get("basis") == "estimated" for r in rows):
+    if any(r.get("kernel_basis") == "recorded" for r in rows):
         _out.print(
-            "  (est.): no measurement; the kernel time is a lower bound (its buffers once at "
-            "DRAM bandwidth) and the speedup the rule's estimate"
+            "  (rec.): the kernel time is the program's GPU time in it, recorded (all its "
+            "launches of that shape)"
+        )
+    if any(r.get("basis") == "estimated" for r in rows):
+        lower = any(r.get("kernel_basis") == "estimated" for r in rows)
+        _out.print(
+            "  (est.): no measurement; the speedup is the rule's estimate"
+            + (
+                "; (>=): the kernel time is a lower bound (its buffers once at DRAM bandwidth)"
+                if lower
+                else ""
+            )
         )
     batch_registers(batch)
 

@@ -1208,7 +1208,10 @@ def batch_html(batch: BatchReport) -> str:
             {
                 **s,
                 "anchor": anchor,
-                "kernel_time": _ms(s["kernel_ms"]),
+                "kernel_time": _ms(s["kernel_ms"])
+                + {"estimated": " (≥)", "recorded": " (recorded)"}.get(
+                    s.get("kernel_basis") or "", ""
+                ),
                 "win_time": _ms(s["time_to_win_ms"]),
             }
         )

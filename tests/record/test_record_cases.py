@@ -163,6 +163,12 @@ def test_folder_analysis_takes_the_replayable_cases(recording, capsys):
     doc = json.loads(stdout)
     assert len(doc["cases"]) == sum(c.replayable for c in cases) == 4
     assert all(c["error"] is None for c in doc["cases"])
+    # the console says which kernel times the program's run measured (CUPTI's activity)
+    code, stdout, err = cli(capsys, "analyze", str(out), "--gpu", "H100", "--no-measure")
+    assert code == 0, err
+    rows = {line.split()[2]: line for line in stdout.splitlines() if line[:1].isdigit()}
+    assert "(rec.)" in rows["saxpy"] and "(rec.)" not in rows["add_one"], stdout
+    assert "(rec.): the kernel time is the program's GPU time in it" in stdout
 
 
 def test_folder_ranking_weighs_recorded_cases_by_the_program_time(recording, monkeypatch):
@@ -188,8 +194,9 @@ def test_folder_ranking_weighs_recorded_cases_by_the_program_time(recording, mon
     monkeypatch.setattr("gpuadvise.analyze.batch.estimated_kernel_ms", lambda a: 0.0005)
     r = rank_case(found["gather<32>"], Done, 0.0)
     assert r.kernel_ms == pytest.approx(0.004) and r.time_to_win_ms == pytest.approx(0.002)
+    assert r.kernel_basis == "recorded"  # measured by the program's run, not a lower bound
     r = rank_case(found["add_one"], Done, 0.0)  # not timed: the launch's own estimate
-    assert r.kernel_ms == pytest.approx(0.0005)
+    assert r.kernel_ms == pytest.approx(0.0005) and r.kernel_basis == "estimated"
 
 
 def test_cupy_kernel_source_found_in_its_kernel_cache(tmp_path):
