@@ -55,6 +55,22 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA501": ("launch-overhead",),
 }
 
+# The problems whose fix is mechanical (issue 28: "an automatic, verified fix for >= 70% of the
+# findings whose fix is mechanical"): a local change of the kernel or of its launch shape that
+# keeps its algorithm, its data layout and its host code, the kind of rewrite a compiler could
+# make once told it is safe. Decided by problem class before counting (2026-11-29), not per
+# finding. Not mechanical: remapping threads to data or changing a layout the host shares
+# (uncoalesced-strided, aos-fields), staging or tiling designs (cross-thread-reuse,
+# low-arithmetic-intensity, shared-staging-unneeded), anything data-dependent, serial or
+# compute-bound, host-side launches (launch-overhead), and grid or register-budget changes whose
+# effect depends on the kernel's indexing (too-little-parallelism, low-occupancy, spills).
+MECHANICAL = frozenset({
+    "fp64-promotion", "global-accumulation-in-loop", "redundant-global-loads", "scalar-access",
+    "bank-conflicts", "divergent-reduction", "idle-threads-reduction", "shared-tree-shuffles",
+    "one-element-per-thread", "block-not-warp-multiple", "contended-atomics", "l2-locality",
+    "unpacked-half", "duplicate-threads",
+})  # fmt: skip
+
 VOCABULARY = frozenset({
     "uncoalesced-strided", "aos-fields", "data-dependent-gather", "scalar-access",
     "cross-thread-reuse", "redundant-global-loads", "global-accumulation-in-loop",
@@ -208,6 +224,8 @@ class Finding:
     estimate_kind: str | None = None
     measured: float | None = None  # the variant's speedup measured on the GPU (--measure)
     verified: bool | None = None  # its outputs matched the kernel's
+    variant_safety: str | None = None  # automatic-and-verified | proxy | display-only
+    fix_status: str | None = None  # its step in --diff: applied (verified) | rejected | ...
 
     @property
     def is_warning(self) -> bool:
@@ -237,6 +255,11 @@ class KernelScore:
     wrong: list[str] = field(default_factory=list)
     unjudged: list[str] = field(default_factory=list)
     rule_errors: list[str] = field(default_factory=list)
+    # warnings meeting an expectation whose problem is MECHANICAL; of them, those with an
+    # automatic variant, and those whose variant --diff applied (verified); None: not asked
+    mechanical: list[str] = field(default_factory=list)
+    automatic: list[str] = field(default_factory=list)
+    fixed: list[str] | None = None
 
 
 def score_kernel(k: Kernel, status: str, findings: list[Finding],
@@ -258,8 +281,17 @@ def score_kernel(k: Kernel, status: str, findings: list[Finding],
         if f.severity == "rule-error":
             s.rule_errors.append(tag)
             continue
-        if any(covers(f, x, k.path) for x in k.expect):
+        met = [x for x in k.expect if covers(f, x, k.path)]
+        if met:
             s.right.append(tag)
+            if any(x.problem in MECHANICAL for x in met):
+                s.mechanical.append(tag)
+                if f.variant_safety == "automatic-and-verified":
+                    s.automatic.append(tag)
+                if f.fix_status is not None:
+                    s.fixed = s.fixed or []
+                    if f.fix_status == "applied":
+                        s.fixed.append(tag)
             continue
         problems = PROBLEMS_OF_RULE.get(f.rule, ())
         verdict = judged.get((k.name, f.rule, f.line or 0))
@@ -284,6 +316,9 @@ class Totals:
     unjudged: int
     wrong_by_rule: dict[str, int]
     unjudged_by_rule: dict[str, int]
+    mechanical: int = 0
+    automatic: int = 0
+    fixed: int | None = None  # None: no run with --fixes
 
     @property
     def warnings(self) -> int:
@@ -317,17 +352,32 @@ def totals(scores: list[KernelScore]) -> Totals:
         unjudged=sum(len(s.unjudged) for s in scores),
         wrong_by_rule=dict(sorted(wrong.items())),
         unjudged_by_rule=dict(sorted(unj.items())),
+        mechanical=sum(len(s.mechanical) for s in scores),
+        automatic=sum(len(s.automatic) for s in scores),
+        fixed=None
+        if all(s.fixed is None for s in scores)
+        else sum(len(s.fixed or ()) for s in scores),
     )
 
 
 def findings_of(doc: Mapping[str, Any]) -> list[Finding]:
-    """The findings of one ``gpuadvise analyze --json`` document."""
+    """The findings of one ``gpuadvise analyze --json`` document (with ``--diff``: each
+    finding's step in the combined fix)."""
+    fix = doc.get("fix")
+    steps = {} if not isinstance(fix, Mapping) else {
+        (st.get("rule"), st.get("line")): str(st.get("status")) for st in fix.get("steps") or []
+    }  # fmt: skip
     out = []
     for f in doc.get("findings", []):
         est = f.get("estimated_speedup") or {}
         sev = "rule-error" if f.get("error") else str(f.get("severity", ""))
         meas = f.get("measured_speedup") or {}
+        variant = f.get("variant") or {}
+        status = steps.get((f.get("rule"), f.get("line")))
+        if status is None and isinstance(fix, Mapping):
+            status = "not offered" if not variant else "not applied"
         out.append(Finding(str(f.get("rule")), f.get("line"), str(f.get("file") or ""), sev,
                            str(f.get("message", ""))[:300], est.get("speedup"),
-                           est.get("kind"), meas.get("speedup"), f.get("verified")))  # fmt: skip
+                           est.get("kind"), meas.get("speedup"), f.get("verified"),
+                           variant.get("safety"), status))  # fmt: skip
     return out

@@ -101,6 +101,8 @@ def command_for(k: corpus.Kernel, opts: argparse.Namespace) -> list[str]:
         cmd += ["--no-trace", "--ignore", "GA", "--no-measure"]
     else:
         cmd += ["--measure" if opts.measure else "--no-measure"]
+        if opts.fixes:  # the combined fix, verified (on the GPU, else the CPU emulator)
+            cmd += ["--diff"]
     for inc in k.entry.get("include", []):
         cmd += ["-I", str(base / inc)]
     cmd += ["-I", str(source.parent)]
@@ -218,6 +220,17 @@ def summary(runs: list[Run], scores: list[corpus.KernelScore], t: corpus.Totals)
         "unjudged by rule: "
         + (", ".join(f"{k} {v}" for k, v in t.unjudged_by_rule.items()) or "-"),
     ]
+    if t.mechanical:
+        fixed = "" if t.fixed is None else (
+            f", applied by --diff with outputs verified {t.fixed} ({_pct(t.fixed / t.mechanical)})"
+        )  # fmt: skip
+        lines.append(
+            f"mechanical fixes (right warnings on a mechanical problem) {t.mechanical}: "
+            f"automatic variant {t.automatic} ({_pct(t.automatic / t.mechanical)}){fixed}"
+        )
+        lines.append("  without an automatic variant: " + " ".join(
+            f"{s.name}:{tag}" for s in scores for tag in s.mechanical if tag not in s.automatic
+        ))  # fmt: skip
     if walls:
         lines.append(f"wall s: median {statistics.median(walls):.1f}, max {max(walls):.1f}; "
                      f"peak RSS MB: median {statistics.median(rss):.0f}, max {max(rss):.0f}")  # fmt: skip
@@ -272,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="compile each entry and check its spec (no trace, no rules)")  # fmt: skip
     ap.add_argument("--measure", action="store_true", help="measure variants (on a GPU)")
+    ap.add_argument("--fixes", action="store_true",
+                    help="also verify the combined fix (analyze --diff): the mechanical fixes' "
+                         "share applied with outputs verified")  # fmt: skip
     ap.add_argument("--only", action="append", default=[], help="kernels whose name contains this")
     ap.add_argument("--jobs", type=int, default=1, help="analyses at a time (1)")
     ap.add_argument("--shard", help="K/N: the K-th of N slices of the sorted kernels")
@@ -331,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         when = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         header = (f"{when}, {platform.node()} ({os.cpu_count()} CPUs, load {load:.1f}), "
-                  f"{'check' if opts.check else 'measured' if opts.measure else '--no-measure'}, "
+                  f"{'check' if opts.check else 'measured' if opts.measure else '--no-measure'}"
+                  f"{' --fixes' if opts.fixes else ''}, "
                   f"--gpu {opts.gpu}, jobs {opts.jobs}, shard {opts.shard or 'all'}, "
                   f"timeout {opts.timeout:.0f} s")  # fmt: skip
         name = "check.json" if opts.check else "results.json"

@@ -105,6 +105,48 @@ def test_totals(tmp_path: Path) -> None:
     assert t.wrong_by_rule == {"GA201": 1} and t.unjudged_by_rule == {"GA104": 1}
 
 
+MECHANICAL_KERNEL = KERNEL.replace(
+    'problem = "too-little-parallelism"', 'problem = "fp64-promotion"'
+)
+
+
+def test_mechanical_fixes_counted_on_right_warnings_of_mechanical_problems(tmp_path: Path) -> None:
+    """Issue 28's share: warnings meeting an expectation whose problem is mechanical, those with
+    an automatic variant, and those --diff applied with outputs verified (None without --diff)."""
+    k = corpus.load([_write(tmp_path, MECHANICAL_KERNEL)], judged=None).kernels[0]
+    fs = [
+        corpus.Finding("GA301", 40, "k.cu", "warning", variant_safety="automatic-and-verified"),
+        corpus.Finding("GA404", 7, "k.cu", "warning", variant_safety="automatic-and-verified"),
+    ]
+    s = corpus.score_kernel(k, "ok", fs, {})  # GA301's uncoalesced-strided is not mechanical
+    assert (s.mechanical, s.automatic, s.fixed) == (["GA404:7"], ["GA404:7"], None)
+    fs[1] = corpus.Finding("GA404", 7, "k.cu", "warning", variant_safety="display-only",
+                           fix_status="not applied")  # fmt: skip
+    t = corpus.totals([corpus.score_kernel(k, "ok", fs, {})])
+    assert (t.mechanical, t.automatic, t.fixed) == (1, 0, 0)
+    fs[1] = corpus.Finding("GA404", 7, "k.cu", "warning", variant_safety="automatic-and-verified",
+                           fix_status="applied")  # fmt: skip
+    t = corpus.totals([corpus.score_kernel(k, "ok", fs, {})])
+    assert (t.mechanical, t.automatic, t.fixed) == (1, 1, 1)
+    assert corpus.MECHANICAL <= corpus.VOCABULARY
+
+
+def test_findings_of_reads_the_variant_and_the_fix_step() -> None:
+    doc = {
+        "findings": [
+            {"rule": "GA404", "line": 7, "file": "k.cu", "severity": "warning",
+             "variant": {"safety": "automatic-and-verified"}},
+            {"rule": "GA201", "line": 9, "file": "k.cu", "severity": "warning", "variant": None},
+        ],
+        "fix": {"steps": [{"rule": "GA404", "line": 7, "status": "applied"}]},
+    }  # fmt: skip
+    a, b = corpus.findings_of(doc)
+    assert (a.variant_safety, a.fix_status) == ("automatic-and-verified", "applied")
+    assert (b.variant_safety, b.fix_status) == (None, "not offered")
+    doc.pop("fix")
+    assert corpus.findings_of(doc)[0].fix_status is None
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
