@@ -33,8 +33,6 @@ from gpuadvise.rules.context import ModelUnavailable
 from gpuadvise.toolchain.binary import BinaryParam, binary_arch, binary_params, is_binary
 
 if TYPE_CHECKING:
-    from gpuadvise.analyze.options import KernelOptions
-    from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.devices import DeviceChoice
     from gpuadvise.rules.config import Config
     from gpuadvise.rules.context import RuleContext
@@ -64,7 +62,7 @@ class NeedsSource(ModelUnavailable):
     kernel analyzed from its binary alone."""
 
 
-def binary_source(opts: KernelOptions) -> Path | None:
+def binary_source(opts: Any) -> Path | None:
     """The ``.ptx``/``.cubin``/``.fatbin`` ``opts`` analyze: the file given, or the one its
     launch spec names as its ``source``; None for a source file."""
     if opts.source:
@@ -82,13 +80,13 @@ def binary_source(opts: KernelOptions) -> Path | None:
 
 
 def check_binary_request(
-    opts: KernelOptions,
+    opts: Any,
     *,
     fix: bool = False,
     diff: bool = False,
     write_variants: str | None = None,
     measure: bool | None = None,
-) -> KernelOptions:
+) -> Any:
     """``analyze``'s options for a binary input, checked: what needs the source (``--fix``,
     ``--diff``, ``--write-variants``, ``--measure``) is an error saying to pass ``--source``;
     with ``--source`` the source is analyzed (:func:`with_source`). ``opts`` unchanged for a
@@ -123,7 +121,7 @@ def check_binary_request(
     return opts
 
 
-def with_source(opts: KernelOptions, binary: Path, source: Path) -> KernelOptions:
+def with_source(opts: Any, binary: Path, source: Path) -> Any:
     """``--source FILE`` with a binary: the binary must hold the kernel (else the error names
     its kernels); the analysis then compiles ``source`` as for a ``.cu`` given by name."""
     from gpuadvise.spec.kernel_spec import _check_source
@@ -133,19 +131,12 @@ def with_source(opts: KernelOptions, binary: Path, source: Path) -> KernelOption
         raise UsageError(
             f"--source {source} is a binary too", "give the .cu that defines the kernel"
         )
-    spec, _choice, options = build_binary(opts, _plain_build())
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
+    from gpuadvise.toolchain import select_compiled_kernel
 
-    module = compile_source(binary, options, find_toolchain(opts.nvcc))
-    kernel = select_compiled_kernel(module, spec.kernel)
+    _opts, _choice, _note, module = _device_and_module(opts, binary)
+    kernel = select_compiled_kernel(module, _kernel_name(opts, binary, module))
     named = opts.kernel or kernel.name
     return dataclasses.replace(opts, source=str(source), kernel=named, with_source=None)
-
-
-def _plain_build() -> Callable[[KernelOptions], Any]:
-    from gpuadvise.analyze import options
-
-    return options._build  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,38 +144,21 @@ def _plain_build() -> Callable[[KernelOptions], Any]:
 
 
 def build_binary(
-    opts: KernelOptions, plain_build: Callable[[KernelOptions], Any]
+    opts: Any, plain_build: Callable[[Any], Any]
 ) -> tuple[KernelSpec, DeviceChoice, CompileOptions]:
     """The launch spec, device and compile options of a binary input (see the module doc).
     ``plain_build``: ``analyze.options``' build of a source, which takes it from here."""
-    from gpuadvise.analyze.options import compile_options_for
-    from gpuadvise.devices import resolve_device
-    from gpuadvise.spec.kernel_spec import find_spec_for, load_spec
     from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
 
-    binary = binary_source(opts)
-    assert binary is not None
-    path = binary
-    if not path.is_file():
-        raise UsageError(f"{path} does not exist", "check the path to the .ptx or .cubin")
-    note = None
-    arch = binary_arch(path)
-    if not (opts.gpu or opts.arch) and arch is not None:
-        opts = dataclasses.replace(opts, arch=arch)
-        note = f"no --gpu given: the cubin's architecture {arch} was assumed"
-    choice = resolve_device(opts.gpu, opts.arch)
-    load_options = compile_options_for(
-        choice.device, xptxas=opts.xptxas, maxrregcount=opts.maxrregcount
-    )
-    module = compile_source(path, load_options, find_toolchain(opts.nvcc))
-    kernel = opts.kernel
-    if kernel is None:
-        spec_file = opts.spec or (find_spec_for(path) if opts.source else None)
-        named = load_spec(spec_file).get("kernel") if spec_file else None
-        if named is None:
-            kernel = select_compiled_kernel(module, None).name
-    else:
-        select_compiled_kernel(module, kernel)  # a kernel the binary lacks: the error names its
+    path = binary_source(opts)
+    assert path is not None
+    opts, choice, note, module = _device_and_module(opts, path)
+    # a kernel the binary lacks: the error names its own
+    select_compiled_kernel(module, _kernel_name(opts, path, module))
+    # --kernel, else the spec file's (as for a .cu), else the module's only one
+    kernel = opts.kernel if opts.kernel or _spec_kernel(opts, path) else None
+    if kernel is None and _spec_kernel(opts, path) is None:
+        kernel = _kernel_name(opts, path, module)
     spec, choice, options = plain_build(dataclasses.replace(opts, kernel=kernel))
     tc = find_toolchain(opts.nvcc)
     found = select_compiled_kernel(compile_source(path, options, tc), spec.kernel)
@@ -193,6 +167,41 @@ def build_binary(
     if note is not None:
         choice = dataclasses.replace(choice, note=note)
     return spec, choice, options
+
+
+def _device_and_module(opts: Any, path: Path) -> tuple[Any, DeviceChoice, str | None, Any]:
+    """``opts`` with the cubin's architecture when no device was named, the device, the note
+    that says so, and the module read for that device."""
+    from gpuadvise.devices import resolve_device
+    from gpuadvise.toolchain import CompileOptions, compile_source, find_toolchain
+
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist", "check the path to the .ptx or .cubin")
+    note = None
+    arch = binary_arch(path)
+    if not (opts.gpu or opts.arch) and arch is not None:
+        opts = dataclasses.replace(opts, arch=arch)
+        note = f"no --gpu given: the cubin's architecture {arch} was assumed"
+    choice = resolve_device(opts.gpu, opts.arch)
+    load = CompileOptions(
+        arch=choice.device.arch, xptxas=opts.xptxas, maxrregcount=opts.maxrregcount
+    )
+    return opts, choice, note, compile_source(path, load, find_toolchain(opts.nvcc))
+
+
+def _spec_kernel(opts: Any, path: Path) -> str | None:
+    from gpuadvise.spec.kernel_spec import find_spec_for, load_spec
+
+    spec_file = opts.spec or (find_spec_for(path) if opts.source else None)
+    named = load_spec(spec_file).get("kernel") if spec_file else None
+    return str(named) if named is not None else None
+
+
+def _kernel_name(opts: Any, path: Path, module: Any) -> str:
+    """The kernel asked for: ``--kernel``, the spec's, else the module's only one."""
+    from gpuadvise.toolchain import select_compiled_kernel
+
+    return str(opts.kernel or _spec_kernel(opts, path) or select_compiled_kernel(module, None).name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,7 +354,7 @@ def _rewrites_source(variant: Any) -> bool:
 
 
 def run_sourceless_rules(
-    analysis: KernelAnalysis, context: RuleContext, config: Config, registry: Registry
+    analysis: Any, context: RuleContext, config: Config, registry: Registry
 ) -> RulesRun:
     """The rules on a kernel analyzed from its binary: a fix that rewrites the source (or was
     to be built from rewritten source) is dropped, its finding saying that it needs the source;
