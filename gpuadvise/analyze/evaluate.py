@@ -12,6 +12,7 @@ from gpuadvise.analyze.services import AnalysisServices
 from gpuadvise.rules.config import Config, config_for
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.engine import Finding, RulesRun, evaluate_rules, load_registry, models_needed
+from gpuadvise.toolchain.binary import is_binary
 
 __all__ = ["quiet_minor", "rule_context", "run_rules", "run_rules_report", "with_models"]
 
@@ -75,6 +76,10 @@ def run_rules_report(
         config = config_for(analysis.spec.source)
     registry = load_registry(config.rules_dirs)
     context = rule_context(analysis, config, lazy_models=lazy_models)
+    if is_binary(analysis.spec.source):  # no source: fixes that rewrite it are not built
+        from gpuadvise.analyze.binary_input import run_sourceless_rules
+
+        return run_sourceless_rules(analysis, context, config, registry)
     return evaluate_rules(context, config, registry=registry)
 
 

@@ -21,6 +21,7 @@ from gpuadvise.model.l2_orders import l2_for as _l2_orders
 from gpuadvise.rules.context import TRACE_MODELS, EmulationStats, ModelResults
 from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedLaunch
 from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
+from gpuadvise.toolchain.binary import is_binary
 from gpuadvise.toolchain.sass import SassInstruction
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ TRACE_STOPS = {
     "out_of_bounds": "an out-of-bounds access",
     "unsupported": "an instruction the emulator does not run",
     "budget": "the instruction budget ran out",
+    "no_ptx": "a cubin holds no PTX to emulate",
 }
 """Why a trace stopped (``MemoryAnalysis.error_kind``), in a few words: the reason the one
 line that says the analysis is incomplete gives."""
@@ -212,6 +214,10 @@ def resolve_launch(
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.toolchain.names import split_params
 
+    if is_binary(spec.source):  # a .ptx/.cubin: its parameters from the module
+        from gpuadvise.analyze.binary_input import resolve_binary_launch
+
+        return resolve_binary_launch(spec, kernel, options, tc)
     defined_in = kernel_file(spec.source, spec.kernel, options.include_dirs)
     code = defined_in.read_text(errors="replace")
     declared = parse_signature(code, spec.kernel)
@@ -273,6 +279,13 @@ def compute_models(
 
     want_l2 = "l2" in models
     total = spec.launch.grid.count
+    if not module.ptx:  # a cubin given without source (toolchain.binary): SASS only
+        return MemoryAnalysis(
+            total_ctas=total,
+            error=f"{spec.source.name} holds SASS and no PTX, and the emulator runs PTX "
+            "(give the PTX, nvcc -ptx -lineinfo, or a fatbin that embeds it)",
+            error_kind="no_ptx",
+        )
     try:
         launch = resolve_launch(spec, kernel, options, tc)
         fallback: tuple[str, ...] = ()

@@ -40,10 +40,20 @@ class KernelOptions:
     includes_trusted: bool = False  # gate --trust-config: see CompileOptions
     constants: tuple[str, ...] = ()  # --constant NAME=TYPE[COUNT]:FILL
     max_instructions: int | None = None  # --max-instructions N: the emulator's budget per warp
+    with_source: str | None = None  # analyze --source FILE: the .cu of a .ptx/.cubin given
 
 
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
-    """The kernel spec, the device and the compile options the command line asks for."""
+    """The kernel spec, the device and the compile options the command line asks for (a
+    ``.ptx``/``.cubin`` given: :func:`gpuadvise.analyze.binary_input.build_binary`)."""
+    from gpuadvise.analyze.binary_input import binary_source, build_binary
+
+    if binary_source(opts) is not None:
+        return build_binary(opts, _build)
+    return _build(opts)
+
+
+def _build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
     spec = build_kernel_spec(
         opts.source,
         opts.kernel,

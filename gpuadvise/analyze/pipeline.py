@@ -35,6 +35,7 @@ from gpuadvise.model.waves import Waves, waves_of
 from gpuadvise.rules.context import TRACE_MODELS, KernelFacts
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
+from gpuadvise.toolchain.binary import is_binary
 from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
 
 __all__ = [
@@ -91,8 +92,13 @@ class KernelAnalysis:
         from gpuadvise.toolchain import sass
 
         dirs = self.options.include_dirs if self.options is not None else ()
+        defined_in: str | None = str(kernel_file(self.spec.source, self.spec.kernel, dirs))
+        if is_binary(self.spec.source):  # a .ptx/.cubin: the file its line info names
+            from gpuadvise.analyze.binary_input import located_file
+
+            defined_in = located_file(self.module, self.kernel, self.toolchain)
         return KernelFacts(
-            kernel_file=str(kernel_file(self.spec.source, self.spec.kernel, dirs)),
+            kernel_file=defined_in,
             spec=self.spec,
             device=self.device,
             kernel=self.kernel,

@@ -209,6 +209,10 @@ def _measure(opts: KernelOptions, checked: RulesRun, measure: bool | None) -> Ru
 
     if measure is False or not checked.findings:
         return checked
+    from gpuadvise.toolchain.binary import is_binary
+
+    if is_binary(opts.source):  # its variants need the source (analyze.binary_input)
+        return checked
     why = pycuda_missing()
     if why is not None:
         if measure:

@@ -52,6 +52,7 @@ class AnalysisServices:
         self._analysis = analysis
         self._launch: ResolvedLaunch | None = None
         self._launch_checks: dict[tuple[tuple[int, ...], tuple[int, ...]], LaunchCheck] = {}
+        self.needed_source = False  # a candidate of a kernel without source was asked for
 
     def _toolchain(self) -> Toolchain:
         from gpuadvise.toolchain import find_toolchain
@@ -73,9 +74,15 @@ class AnalysisServices:
         another analysis compiling the same candidate at that moment (a second ``gpuadvise``,
         a parallel test run) reads the whole text, never a truncated one."""
         from gpuadvise.toolchain import cache_root
+        from gpuadvise.toolchain.binary import is_binary
 
-        options = self._options()
         source = Path(self._analysis.spec.source)
+        if (source_text is not None or nvcc_flags) and is_binary(source):
+            from gpuadvise.analyze.binary_input import NEEDS_SOURCE, NeedsSource
+
+            self.needed_source = True
+            raise NeedsSource(f"{source.name} holds no source to rewrite: {NEEDS_SOURCE}")
+        options = self._options()
         if source_text is not None:
             digest = hashlib.sha256(source_text.encode()).hexdigest()[:20]
             folder = cache_root(options) / "candidates" / digest

@@ -95,6 +95,7 @@ def run_analyze(
     to_stdout = [f for f, dest in targets if dest is None]
     text_only = targets == [("text", None)]
     opts = _source_from_spec(opts)
+    opts = _binary_request(opts, fix, diff, write_variants, measure)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if statistics and (not text_only or fix or diff):
@@ -348,6 +349,7 @@ _SINGLE_KERNEL_OPTIONS = {
     "args": "--arg",
     "buffers": "--buffer",
     "constants": "--constant",
+    "with_source": "--source",
 }
 
 
@@ -496,6 +498,18 @@ def _gate_cases(config_file: Path) -> list[Any]:
         )
         out.append(Case(f"{config_file.parent.name or '.'}/gate:{c.name}", o))
     return out
+
+
+def _binary_request(
+    opts: KernelOptions, fix: bool, diff: bool, write_variants: str | None, measure: bool | None
+) -> KernelOptions:
+    """A .ptx/.cubin given: what needs the source refused, ``--source FILE`` taken
+    (:mod:`gpuadvise.analyze.binary_input`)."""
+    from gpuadvise.analyze.binary_input import check_binary_request
+
+    return check_binary_request(
+        opts, fix=fix, diff=diff, write_variants=write_variants, measure=measure
+    )
 
 
 def _source_from_spec(opts: KernelOptions) -> KernelOptions:

@@ -333,6 +333,15 @@ def _analyze_paths(f: Any) -> Any:
     help="CTAs in the middle of a 2D grid the L2 model traces besides the sampled ones "
     "(default: up to 64, at most --sample-ctas; 0: none).",
 )
+@click.option(
+    "--source",
+    "with_source",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    callback=path_names,
+    help="With a .ptx/.cubin/.fatbin: the .cu that defines the kernel, for the fixes that "
+    "rewrite it (without it they say they need the source).",
+)
 @click.option("--no-trace", is_flag=True, help="Skip the emulator and the memory models.")
 @click.option(
     "--tracer",
@@ -449,6 +458,7 @@ def analyze(
 
     \b
     gpuadvise analyze kernel.cu --grid 240x135 --block 16x16 [--kernel K] [--gpu H100]
+    gpuadvise analyze kernel.ptx|kernel.cubin --kernel K ... [--source kernel.cu]
 
     Exit codes: 0 analysed, 1 findings at or above --fail-on (or an incomplete analysis, unless
     --allow-incomplete; --exit-zero: 0), 2 usage, input or tool error.

@@ -11,13 +11,16 @@ process: ``cases/NN-<kernel>/`` with
 - ``<kernel>.cubin``: the module's binary as the program loaded it;
 - the kernel's source is the file its line information names (built with ``-lineinfo``), the
   source CuPy compiled it from (its kernel cache, kept in the recording), or one of the
-  ``--source`` files that defines it; the spec points at it where it lies.
+  ``--source`` files that defines it; the spec points at it where it lies. A kernel whose
+  source is not found gets a spec on its cubin (``source = "<kernel>.cubin"``, its parameters
+  ``arg0``, ``arg1`` ...): ``gpuadvise analyze`` reads the binary (resources, occupancy, the
+  SASS-based rules), and its fixes that rewrite the source say they need ``--source``.
 
 A struct or vector passed by value is written as its bytes (``p = { bytes = "..." }``). A launch
-gpuadvise cannot replay (no source found, an unknown parameter layout) gets ``launch.json`` and
-no ``case.toml``, and the summary says why, so that ``gpuadvise analyze OUT`` analyzes the
-others. ``summary.json`` holds the run: the
-command, its exit status, the overhead, every kernel by GPU time and launches, the cases.
+gpuadvise cannot replay (no source and no cubin found, an unknown parameter layout) gets
+``launch.json`` and no ``case.toml``, and the summary says why, so that ``gpuadvise analyze OUT``
+analyzes the others. ``summary.json`` holds the run: the command, its exit status, the
+overhead, every kernel by GPU time and launches, the cases.
 """
 
 from __future__ import annotations
@@ -374,6 +377,7 @@ def _write_case(
     gpu_ns = _shape_time(proc, rec.key)
     module = _module_for(proc, rec)
     source: Path | None = None
+    cubin: Path | None = None
     generated = False
     if module is not None:
         cubin = folder / f"{_safe_name(_base(display))}.cubin"
@@ -402,7 +406,8 @@ def _write_case(
         )
     if rec.slot_source == "none":
         reasons.append("its parameter layout is unknown")
-    if source is None:
+    binary_only = source is None and cubin is not None
+    if source is None and cubin is None:
         reasons.append(
             "its source was not found (build with -lineinfo, or give the file with --source)"
         )
@@ -444,6 +449,14 @@ def _write_case(
     }
     replayable = not reasons
     kernel = display if source is not None else rec.symbol
+    if replayable and binary_only:
+        assert cubin is not None
+        notes.append(
+            "its source was not found: the case is analyzed from its cubin (resources, occupancy, "
+            "the SASS-based rules; no trace without PTX); fixes that rewrite the source need it "
+            "(gpuadvise analyze --spec case.toml --source FILE; build with -lineinfo, or give "
+            "the file to record with --source)"
+        )
     launch_doc = {
         "kernel": kernel,
         "grid": list(rec.grid),
@@ -464,8 +477,8 @@ def _write_case(
     }
     (folder / "launch.json").write_text(json.dumps(launch_doc, indent=1), encoding="utf-8")
     if replayable:
-        assert source is not None
-        text = _spec_text(rec, kernel, str(source), typed, buffers, recorded)
+        named = cubin.name if source is None and cubin is not None else str(source)
+        text = _spec_text(rec, kernel, named, typed, buffers, recorded)
         (folder / "case.toml").write_text(text, encoding="utf-8")
     else:
         notes += [f"not replayable: {r}" for r in reasons]

@@ -1313,6 +1313,8 @@ def build_kernel_spec(
         constants=tuple(merged_constants.values()),
         max_instructions=budget,
     )
+    if _is_binary(src):  # its parameters are bound to the module's (analyze.binary_input)
+        return built
     source_text = src.read_text(encoding="utf-8", errors="replace")
     params = _source_params(source_text, built.kernel)
     if params is not None:
@@ -1342,7 +1344,7 @@ def _check_source(value: str | Path) -> Path:
     if problem is not None:
         raise UsageError(f"source {src} {problem}", "check the path to the .cu file")
     if src.is_file():
-        return _check_source_text(src)
+        return src if _is_binary(src) else _check_source_text(src)
     if not src.exists():
         raise UsageError(f"source file {src} does not exist", "check the path to the .cu file")
     if src.is_dir():
@@ -1356,6 +1358,13 @@ def _check_source(value: str | Path) -> Path:
     raise UsageError(
         f"source {src} is {file_kind(mode)}, not a CUDA source file", "give the .cu file"
     )
+
+
+def _is_binary(src: Path) -> bool:
+    """A ``.ptx``, ``.cubin`` or ``.fatbin``: a kernel without source (its module is read)."""
+    from gpuadvise.toolchain.binary import BINARY_SUFFIXES
+
+    return src.suffix.lower() in BINARY_SUFFIXES
 
 
 def _check_source_text(src: Path) -> Path:

@@ -33,6 +33,7 @@ from typing import Any
 from gpuadvise.errors import CompileError, ToolchainError, UsageError
 from gpuadvise.fileio import write_atomic
 from gpuadvise.source.kernel_names import compiler_spelling, source_names
+from gpuadvise.toolchain.binary import BINARY_SUFFIXES, load_binary
 from gpuadvise.toolchain.cache import (
     cache_root,
     cache_write_error,
@@ -103,10 +104,13 @@ def compile_source(
     is the wrapper's (it holds every kernel of the file plus the new instances). Raises
     :class:`CompileError` with nvcc's diagnostics,
     :class:`KernelNotFoundError` when a requested template cannot be instantiated, and
-    :class:`ToolchainError` when the tools are missing.
+    :class:`ToolchainError` when the tools are missing. A ``.ptx``, ``.cubin`` or ``.fatbin``
+    is read, not compiled (:func:`gpuadvise.toolchain.binary.load_binary`).
     """
     options = options or CompileOptions()
     src = Path(source).expanduser()
+    if src.suffix.lower() in BINARY_SUFFIXES:  # a module to read, not a source (binary.py)
+        return load_binary(src, options, toolchain or find_toolchain())
     if not src.is_file():
         raise UsageError(f"source file {str(source)!r} not found", "check the path")
     src = src.resolve()
