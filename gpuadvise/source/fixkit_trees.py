@@ -42,6 +42,7 @@ __all__ = [
     "bounds_checks",
     "doubles",
     "doubling_bound",
+    "first_warp_guard",
     "halve_loop",
     "halves_to_zero",
     "indent_of",
@@ -49,6 +50,7 @@ __all__ = [
     "is_thread",
     "is_twice",
     "literal_value",
+    "pointee",
     "remove_declarator",
     "remove_statement",
     "rename_uses",
@@ -174,6 +176,35 @@ def strided_product(e: T.Expr, s: str, tids: Iterable[str]) -> str | None:
     if len(two) < 1 or len(ss) < 1 or len(rest) != 1:
         return None
     return is_thread(rest[0], tids)
+
+
+def first_warp_guard(e: T.Expr, tids: Iterable[str] | None = None) -> str | None:
+    """The variable of a first-warp guard ``tid < 32``, ``tid < warpSize`` or ``tid <= 31``
+    (a thread index among ``tids`` when given), or None."""
+    e = e.stripped()
+    if e.kind != "binary" or e.op not in ("<", "<="):
+        return None
+    lhs, rhs = e.args[0].stripped(), e.args[1].stripped()
+    if lhs.kind not in ("name", "member"):
+        return None
+    want = 32 if e.op == "<" else 31
+    if literal_value(rhs) != want and not (e.op == "<" and is_name(rhs, "warpSize")):
+        return None
+    return lhs.text if tids is None else is_thread(lhs, tids)
+
+
+def pointee(e: T.Expr) -> str | None:
+    """The array a pointer is set to: ``a``, ``&a[0]``, ``(volatile int*)a``, ``a + 0``."""
+    e = e.stripped()
+    while e.kind in ("cast", "paren") and e.args:
+        e = e.args[-1].stripped()
+    if e.kind == "unary" and e.op == "&" and e.args:
+        sub = e.args[0].stripped()
+        if sub.kind == "subscript" and len(sub.args) == 2 and literal_value(sub.args[1]) == 0:
+            e = sub.args[0].stripped()
+    if e.kind == "binary" and e.op == "+" and literal_value(e.args[1]) == 0:
+        e = e.args[0].stripped()
+    return e.text if e.kind == "name" else None
 
 
 @dataclass(frozen=True)
