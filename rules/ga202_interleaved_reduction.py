@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvise.rules import (
     Estimate,
     Evidence,
+    Expr,
     Finding,
     FindingDetails,
     KernelSource,
@@ -19,74 +19,36 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
 )
-
-
-def _doubling(step: str, s: str) -> bool:
-    e = re.escape(s)
-    forms = (
-        rf"{e}\s*\*=\s*2[uU]?",
-        rf"{e}\s*<<=\s*1[uU]?",
-        rf"{e}\s*=\s*{e}\s*\*\s*2[uU]?",
-        rf"{e}\s*=\s*2[uU]?\s*\*\s*{e}",
-        rf"{e}\s*=\s*{e}\s*<<\s*1[uU]?",
-        rf"{e}\s*\+=\s*{e}",
-    )
-    return any(re.fullmatch(f, step.strip()) for f in forms)
-
-
-def _two_s(s: str) -> str:
-    e = re.escape(s)
-    return rf"(?:2[uU]?\s*\*\s*{e}|{e}\s*\*\s*2[uU]?|{e}\s*<<\s*1[uU]?)"
-
-
-def _tid_group(tids: set[str]) -> str:
-    return "(?P<tid>" + "|".join(re.escape(t) for t in sorted(tids, key=len, reverse=True)) + ")"
-
-
-def _modulo_patterns(s: str, tids: set[str]) -> list[re.Pattern[str]]:
-    t, two = _tid_group(tids), _two_s(s)
-    e = re.escape(s)
-    return [
-        re.compile(rf"\(\s*{t}\s*%\s*\(\s*{two}\s*\)\s*\)\s*==\s*0[uU]?"),
-        re.compile(rf"(?<![\w.]){t}\s*%\s*\(\s*{two}\s*\)\s*==\s*0[uU]?"),
-        re.compile(rf"\(\s*{t}\s*&\s*\(\s*{two}\s*-\s*1\s*\)\s*\)\s*==\s*0[uU]?"),
-        re.compile(rf"\(\s*{t}\s*&\s*\(\s*\(\s*{two}\s*\)\s*-\s*1\s*\)\s*\)\s*==\s*0[uU]?"),
-        re.compile(rf"(?<![\w.]){t}\s*%\s*\(\s*{e}\s*\+\s*{e}\s*\)\s*==\s*0[uU]?"),
-    ]
-
-
-def _is_strided(expr: str, s: str, tids: set[str]) -> str | None:
-    """The thread index if ``expr`` is a product of 2, ``s`` and a thread index."""
-    flat = expr.replace("(", " ").replace(")", " ")
-    factors = [f.strip() for f in flat.split("*")]
-    if len(factors) != 3 or any(not f for f in factors):
-        return None
-    norm = [f.rstrip("uU") if f[:1].isdigit() else f for f in factors]
-    if "2" not in norm or s not in norm:
-        return None
-    rest = list(norm)
-    rest.remove("2")
-    rest.remove(s)
-    return rest[0] if rest[0] in tids else None
+from gpuadvise.source.fixkit_trees import (
+    StrideLoop,
+    bounds_checks,
+    doubling_bound,
+    halve_loop,
+    interleaved_guard,
+    literal_value,
+    remove_declarator,
+    remove_statement,
+    rename_uses,
+    stride_loop,
+    strided_product,
+)
 
 
 @dataclass(frozen=True)
 class _Loop:
-    """``for (decl s = 1; s < bound; step)``: offsets in the kernel body."""
+    """``for ([type] s = 1; s < bound; <s doubles>)``: offsets in the kernel body."""
 
     s: str
     bound: str
-    decl: str  # the type words before ``s`` (``unsigned ``), or ""
     start: int  # the ``for``
-    header_end: int  # just after its ``)``
+    bound_value: int | None = None  # the bound when it is a literal
 
 
 @dataclass(frozen=True)
 class _Match:
     form: str  # "modulo" | "strided-index"
     loop: _Loop
-    body_open: int  # offsets in the kernel body
-    body_close: int
+    body_close: int  # offsets in the kernel body
     span: tuple[int, int]  # the pattern, offsets in the kernel body
     tid: str
     idx: str | None = None
@@ -126,76 +88,56 @@ def _match_of(ks: KernelSource, finding: Finding) -> _Match:
     raise ValueError(f"the {d.form} pattern at {d.span} is no longer in the kernel's source")
 
 
-def _doubling_loops(ks: KernelSource) -> list[tuple[_Loop, tuple[int, int]]]:
-    """The body's loops ``for (s = 1; s < N; <s doubles>)`` and their bodies (file offsets)."""
-    base = ks.body_start
+def _doubling_loops(ks: KernelSource) -> list[tuple[_Loop, StrideLoop, Expr]]:
+    """The body's loops ``for (s = 1; s < N; <s doubles>)``, their reading and ``N``."""
     out = []
     for lp in ks.loops():
-        if lp.kind != "for" or lp.init is None or lp.condition is None or lp.header is None:
-            continue
-        init = ks.code[lp.init[0] : lp.init[1]]
-        m = re.fullmatch(
-            r"(?P<decl>(?:[A-Za-z_]\w*\s+)*?)(?P<s>[A-Za-z_]\w*)\s*=\s*1[uU]?\s*", init
-        )
-        if m is None:
-            continue
-        s = m.group("s")
-        cond = ks.code[lp.condition[0] : lp.condition[1]]
-        c = re.fullmatch(rf"{re.escape(s)}\s*<\s*(?P<bound>[^;]+?)\s*", cond)
-        step = ks.code[lp.update[0] : lp.update[1]] if lp.update else ""
-        if c is None or not _doubling(step, s):
-            continue
-        loop = _Loop(s, c.group("bound"), m.group("decl"), lp.span[0] - base, lp.header[1] - base)
-        out.append((loop, lp.body))
+        sl = stride_loop(ks.tree, lp)
+        bound = doubling_bound(ks.tree, sl) if sl is not None else None
+        if sl is not None and bound is not None:
+            text = ks.code[bound.span[0] : bound.span[1]]
+            loop = _Loop(sl.s, text, lp.span[0] - ks.body_start, literal_value(bound))
+            out.append((loop, sl, bound))
     return out
 
 
 def _assignments(
     ks: KernelSource, within: tuple[int, int]
-) -> list[tuple[str, str, tuple[int, int]]]:
-    """``[type] idx = expr;`` statements within ``within``: (idx, expr, the statement's span)."""
+) -> list[tuple[str, Expr, tuple[int, int]]]:
+    """``[type] idx = expr`` declarators (one of several too) and ``idx = expr;`` statements
+    within ``within``: (idx, expr, the declarator's or the statement's span)."""
     out = []
-    for d in ks.declarations():
-        if within[0] <= d.span[0] < within[1] and len(d.declarators) == 1:
-            dd = d.declarators[0]
-            if dd.init is not None and not dd.dims:
-                out.append((dd.name, ks.code[dd.init[0] : dd.init[1]], d.span))
+    for d in ks.declarations(within=within):
+        for dd in d.declarators:
+            e = ks.expr(dd.init) if dd.init is not None and not dd.dims else None
+            if e is not None:
+                out.append((dd.name, e, d.span if len(d.declarators) == 1 else dd.span))
     for st in ks.statements(within):
-        m = re.fullmatch(
-            r"(?P<idx>[A-Za-z_]\w*)\s*=(?!=)\s*(?P<expr>[^;=]+);", ks.code[st.start : st.end + 1]
-        )
-        if st.kind == "expression_statement" and m:
-            out.append((m.group("idx"), m.group("expr"), (st.start, st.end + 1)))
+        e = ks.expr((st.start, st.end)) if st.kind == "expression_statement" else None
+        if e is not None and e.kind == "assignment" and e.op == "=" and e.args[0].kind == "name":
+            out.append((e.args[0].text, e.args[1], (st.start, st.end + 1)))
     return sorted(out, key=lambda x: x[2])
 
 
 def find_interleaved(ks: KernelSource) -> list[_Match]:
-    body = ks.body
     base = ks.body_start
     tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     out: list[_Match] = []
-    for loop, (b0, b1) in _doubling_loops(ks):
+    for loop, sl, _ in _doubling_loops(ks):
         s = loop.s
-        start, end = b0 - base, b1 - 1 - base
-        inner = body[start : end + 1]
-        for pat in _modulo_patterns(s, tids):
-            for m in pat.finditer(inner):
-                out.append(
-                    _Match(
-                        "modulo",
-                        loop,
-                        start,
-                        end,
-                        (start + m.start(), start + m.end()),
-                        m.group("tid"),
-                    )
-                )
+        b0, b1 = sl.loop.body
+        end = b1 - 1 - base
+        for n in ks.tree.walk(types=("binary_expression",), within=(b0, b1)):
+            e = ks.expr(ks.tree.span(n))
+            tid = interleaved_guard(e, s, tids) if e is not None else None
+            if e is not None and tid is not None:
+                span = (e.span[0] - base, e.span[1] - base)
+                out.append(_Match("modulo", loop, end, span, tid))
         for idx, expr, (a, b) in _assignments(ks, (b0, b1)):
-            tid = _is_strided(expr, s, tids)
+            tid = strided_product(expr, s, tids)
             if tid is not None:
-                out.append(
-                    _Match("strided-index", loop, start, end, (a - base, b - base), tid, idx)
-                )
+                span = (a - base, b - base)
+                out.append(_Match("strided-index", loop, end, span, tid, idx))
     uniq: dict[tuple[int, int], _Match] = {}
     for mt in sorted(out, key=lambda x: x.span):
         if not any(a <= mt.span[0] < b for a, b in uniq):
@@ -222,49 +164,33 @@ def _warp_iterations(block: int, form: str) -> tuple[int, int]:
     return before, after
 
 
-def _one_line(ks: KernelSource, start: int, end: int) -> bool:
-    return ks.line_at(start) == ks.line_at(max(end - 1, start))
-
-
 def sequential_diff(ks: KernelSource, mt: _Match, path: str) -> str | None:
     """The loop rewritten to sequential addressing (``s`` halving, ``tid < s``), as a diff;
-    None when the code is not in the simple shape this rewrite handles."""
+    None when the strided form's index has not exactly one bounds check in the loop."""
     base = ks.body_start
-    loop = mt.loop
-    s, bound, decl = loop.s, loop.bound, loop.decl
+    sl, bound = next(((sl, b) for lp, sl, b in _doubling_loops(ks) if lp == mt.loop), (None, None))
+    if sl is None or bound is None:
+        return None
+    s, tid = mt.loop.s, mt.tid
     rw = ks.rewrite()
     p0, p1 = base + mt.span[0], base + mt.span[1]
-    if not _one_line(ks, p0, p1):
-        return None
     if mt.form == "modulo":
-        rw.replace(p0, p1, f"{mt.tid} < {s}")
+        rw.replace(p0, p1, f"{tid} < {s}")
     else:
-        line = ks.line_at(p0)
-        l0, l1 = rw.line_span(line)
-        rest = ks.code[l0:p0] + ks.code[p1:l1]
-        rw.replace(*((l0, l1) if not rest.strip() else (p0, p1)), "")
-        # the loop's lines, the statement's excepted: the bounds check, then every use of idx
-        lo = rw.line_span(ks.line_at(base + mt.body_open))[0]
-        hi = rw.line_span(ks.line_at(base + mt.body_close))[1]
-        idx = re.escape(mt.idx or "")
-        checks = [
-            i.head
-            for i in ks.ifs((lo, hi))
-            if re.match(rf"{idx}\s*<", ks.code[i.condition[0] : i.condition[1]])
-            and _one_line(ks, *i.head)
-        ]
+        idx = mt.idx or ""
+        decl = next((d for d in ks.declarations() if d.span[0] <= p0 < d.span[1]), None)
+        dd = next((x for x in decl.declarators if x.name == idx), None) if decl else None
+        if decl is not None and dd is not None:
+            remove_declarator(rw, decl, dd)
+        else:
+            remove_statement(rw, (p0, p1))
+        # the bounds check `if (idx < N)` becomes `if (tid < s)`, every other use of idx tid
+        checks = bounds_checks(ks.tree, idx, sl.loop.body)
         if len(checks) != 1:
             return None
-        c0, c1 = checks[0]
-        rw.replace(c0, c1, f"if ({mt.tid} < {s})")
-        for use in ks.uses(mt.idx or ""):
-            a, b = use.span
-            if lo <= a < hi and not (p0 <= a < p1) and not (c0 <= a < c1):
-                rw.replace(a, b, mt.tid)
-    h0, h1 = base + loop.start, base + loop.header_end
-    if not _one_line(ks, h0, h1):
-        return None
-    rw.replace(h0, h1, f"for ({decl}{s} = {bound} / 2; {s} > 0; {s} >>= 1)")
+        rw.replace(*checks[0], f"{tid} < {s}")
+        rename_uses(ks.tree, rw, idx, tid, sl.loop.body, skip=[(p0, p1), checks[0]])
+    halve_loop(ks.tree, rw, sl, bound)
     return rw.diff(path)
 
 
@@ -366,8 +292,9 @@ class InterleavedReduction(Rule):
             if tree.pattern != "interleaved":
                 continue
             at = user_line(ctx, tree.lines)
-            if at is not None and any(a <= at <= b for a, b in covered):
-                continue  # the source pattern above: reported with its rewrite
+            sites = [ln for p in tree.phases for f, ln in (*p.lines, *p.call_sites)]
+            if any(ln is not None and a <= ln <= b for ln in sites for a, b in covered):
+                continue  # the source pattern above (its combine maybe in a helper)
             if at in seen:
                 continue  # one finding a line (a tree run again in a loop, or per warp)
             seen.add(at)
@@ -412,11 +339,8 @@ class InterleavedReduction(Rule):
             details=InterleavedTree(form, before, after, why),
         )
 
-    def _block(self, ctx: RuleContext, bound: str) -> int:
-        b = bound.strip()
-        if re.fullmatch(r"\d+[uU]?", b):
-            return int(b.rstrip("uU"))
-        return int(ctx.launch.block.x)
+    def _block(self, ctx: RuleContext, bound: int | None) -> int:
+        return bound if bound is not None else int(ctx.launch.block.x)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         if isinstance(finding.details, InterleavedTree):
@@ -433,7 +357,7 @@ class InterleavedReduction(Rule):
                 },
             )
         mt = _match_of(ctx.kernel_source, finding)
-        block = self._block(ctx, mt.loop.bound)
+        block = self._block(ctx, mt.loop.bound_value)
         before, after = _warp_iterations(block, mt.form)
         return Estimate(
             None,

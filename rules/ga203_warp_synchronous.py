@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvise.rules import (
     Estimate,
     Evidence,
+    Expr,
     Finding,
     FindingDetails,
     KernelSource,
@@ -19,10 +19,18 @@ from gpuadvise.rules import (
     Variant,
     line_of,
 )
+from gpuadvise.source.fixkit import comments_within
+from gpuadvise.source.fixkit_trees import (
+    first_warp_guard,
+    is_thread,
+    literal_value,
+    pointee,
+    remove_declarator,
+    replace_statements,
+    shuffle_lines,
+)
 
-_GUARD = re.compile(r"(?P<tid>[A-Za-z_][\w.]*)\s*(?:<\s*(?:32|warpSize)|<=\s*31)")
-# what a volatile pointer is set to: `sdata`, `&sdata[0]`, `(volatile int*)sdata`
-_POINTEE = re.compile(r"(?:\(\s*volatile[^)]*\)\s*)?&?\s*(?P<arr>[A-Za-z_]\w*)(?:\s*\[\s*0\s*\])?")
+_OPS = ("=", "+=", "-=", "*=", "|=", "&=", "^=")
 
 
 @dataclass(frozen=True)
@@ -86,38 +94,42 @@ def _race_of(ks: KernelSource, finding: Finding) -> _Race:
     raise ValueError(f"the race through `{d.name}` is no longer in the kernel's source")
 
 
+def _offset(e: Expr, tid: str) -> int | None:
+    """The ``k`` of an index ``tid + k`` (None: another index)."""
+    e = e.stripped()
+    if e.kind != "binary" or e.op != "+" or "".join(e.args[0].stripped().text.split()) != tid:
+        return None
+    return literal_value(e.args[1])
+
+
 def _steps(ks: KernelSource, name: str, tids: set[str]) -> list[tuple[str, _Step]]:
     """The statements ``name[tid] op= ... name[tid + k] ...;`` of the body, in order."""
     base = ks.body_start
-    t = "|".join(re.escape(x) for x in sorted(tids, key=len, reverse=True))
     out = []
     for st in ks.statements():
         subs = ks.subscripts(name, within=(st.start, st.end))
-        if st.kind != "expression_statement" or not subs or subs[0].span[0] != st.start:
+        e = ks.expr((st.start, st.end)) if st.kind == "expression_statement" else None
+        if e is None or e.kind != "assignment" or not subs or subs[0].span[0] != st.start:
             continue
-        lhs = subs[0]
-        rest = ks.code[lhs.span[1] : st.end]
-        op = re.match(r"\s*(?P<op>[-+*|&^]?=)(?!=)", rest)
-        if len(lhs.indices) != 1 or op is None:
+        lhs = e.args[0]
+        if lhs.kind != "subscript" or len(lhs.args) != 2 or e.op not in _OPS:
             continue
-        tid = re.fullmatch(rf"\s*({t})\s*", ks.code[slice(*lhs.indices[0])])
-        if tid is None:
+        tid = is_thread(lhs.args[1], tids)
+        if tid is None or len(subs[0].indices) != 1:
             continue
-        e = re.escape(tid.group(1))
-        ks_ = [
+        offs = [
             (r, k)
             for r in subs[1:]
             if len(r.indices) == 1
-            and (k := re.fullmatch(rf"\s*{e}\s*\+\s*(\d+)[uU]?\s*", ks.code[slice(*r.indices[0])]))
+            and (ix := ks.expr(r.indices[0])) is not None
+            and (k := _offset(ix, tid)) is not None
         ]
-        if not ks_:
+        if not offs:
             continue
-        first, k = ks_[0]
-        rhs = ks.code[lhs.span[1] + op.end() : st.end].strip()
-        simple = op.group("op") == "+=" and rhs == ks.code[first.span[0] : first.span[1]].strip()
-        simple = simple and len(subs) == 2
-        step = _Step(st.start - base, st.end + 1 - base, int(k.group(1)), simple)
-        out.append((tid.group(1), step))
+        first, k = offs[0]
+        rhs = e.args[1].stripped()
+        simple = e.op == "+=" and rhs.span == first.span and len(subs) == 2
+        out.append((tid, _Step(st.start - base, st.end + 1 - base, k, simple)))
     return out
 
 
@@ -127,12 +139,13 @@ def find_races(ks: KernelSource) -> list[_Race]:
     tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     names: list[tuple[str, str, str, tuple[int, int] | None]] = []
     for d in ks.declarations():  # `volatile int* vs = sdata;`
-        if not d.has("volatile") or d.has("__shared__") or len(d.declarators) != 1:
+        if not d.has("volatile") or d.has("__shared__"):
             continue
-        dd = d.declarators[0]
-        m = _POINTEE.fullmatch(ks.code[slice(*dd.init)].strip()) if dd.init else None
-        if dd.pointer and m:
-            names.append((dd.name, m.group("arr"), d.type, (d.span[0] - base, d.span[1] - base)))
+        for dd in d.declarators:
+            e = ks.expr(dd.init) if dd.init else None
+            arr = pointee(e) if e is not None else None
+            if dd.pointer and arr:
+                names.append((dd.name, arr, d.type, (d.span[0] - base, d.span[1] - base)))
     # a volatile __shared__ array may be declared in the body or at file scope
     for d in ks.declarations(file=True):
         if d.has("volatile") and d.has("__shared__"):
@@ -147,7 +160,8 @@ def find_races(ks: KernelSource) -> list[_Race]:
             continue
         guard = None
         for g in ks.ifs((base, base + first.start)):
-            if g.braced and _GUARD.fullmatch(ks.code[slice(*g.condition)].strip()):
+            c = ks.expr(g.condition)
+            if g.braced and c is not None and first_warp_guard(c) is not None:
                 if g.consequence[1] - 1 - base > last.end:
                     guard = (g.head[0] - base, g.consequence[1] - base)
         races.append(
@@ -166,7 +180,8 @@ def find_races(ks: KernelSource) -> list[_Race]:
 
 
 def shuffle_diff(ks: KernelSource, race: _Race, path: str) -> str | None:
-    """The unrolled steps replaced by warp shuffles, as a diff (straight-line code only)."""
+    """The unrolled steps replaced by warp shuffles, as a diff (straight-line code only: no
+    other statement among the steps)."""
     steps = race.steps
     offs = [st.offset for st in steps]
     if not all(st.simple for st in steps) or offs[-1] != 1:
@@ -174,42 +189,26 @@ def shuffle_diff(ks: KernelSource, race: _Race, path: str) -> str | None:
     if any(a != 2 * b for a, b in zip(offs, offs[1:], strict=False)):
         return None
     base = race.region_start
-    text = ks.text.split("\n")
-    lines = [line_of(ks.text, base + st.start) for st in steps]
-    if lines != list(range(lines[0], lines[0] + len(lines))):
+    span = (base + steps[0].start, base + steps[-1].end)
+    if len(ks.statements(span)) != len(steps):
         return None
-    for ln, st in zip(lines, steps, strict=True):
-        code_line = ks.code.split("\n")[ln - 1]
-        stmt = ks.code[base + st.start : base + st.end]
-        if code_line.strip() != stmt.strip():
-            return None
-    indent = re.match(r"\s*", text[lines[0] - 1]).group(0)  # type: ignore[union-attr]
     tid, arr, typ = race.tid, race.arr, race.type or "int"
-    body = ks.body
-    v = next(n for n in ("sum", "acc", "warp_sum", "sum_") if not re.search(rf"\b{n}\b", body))
+    taken = {n for n, _ in ks.identifiers(ks.span)}
+    v = next(n for n in ("sum", "acc", "warp_sum", "sum_", "sum__") if n not in taken)
     first = offs[0]
-    if first == 32:
-        init = f"{indent}{typ} {v} = {arr}[{tid}] + {arr}[{tid} + 32];"
-        start_off = 16
-    else:
-        init = f"{indent}{typ} {v} = {arr}[{tid}];"
-        start_off = first
-    new = [
-        init,
-        f"{indent}for (int offset = {start_off}; offset > 0; offset >>= 1)",
-        f"{indent}    {v} += __shfl_down_sync(0xffffffffu, {v}, offset);",
-        f"{indent}if ({tid} == 0) {arr}[0] = {v};",
+    lines = [
+        *comments_within(ks.tree, span),
+        *shuffle_lines(tid, arr, typ, v, 16 if first == 32 else first, add_32=first == 32),
     ]
     rw = ks.rewrite()
-    rw.replace_lines(lines[0], lines[-1], new)
-    if race.decl is not None:
-        dl = line_of(ks.text, base + race.decl[0])
-        code_line = ks.code.split("\n")[dl - 1]
-        if (
-            dl < lines[0]
-            and code_line.strip() == ks.code[base + race.decl[0] : base + race.decl[1]]
-        ):
-            rw.delete_lines(dl)
+    replace_statements(rw, span, lines)
+    if race.decl is not None:  # the volatile pointer, when nothing else uses it
+        d0 = base + race.decl[0]
+        decl = next((d for d in ks.declarations() if d.span[0] == d0), None)
+        dd = next((x for x in decl.declarators if x.name == race.name), None) if decl else None
+        rest = [u for u in ks.uses(race.name) if not span[0] <= u.span[0] < span[1]]
+        if decl is not None and dd is not None and all(u.declared for u in rest):
+            remove_declarator(rw, decl, dd)
     return rw.diff(path)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,10 +18,18 @@ from gpuadvise.rules import (
     Variant,
     counted,
 )
-
-_SUM = re.compile(
-    r"(?P<arr>[A-Za-z_]\w*)\s*\[(?P<i>[^\[\]]+)\]\s*"
-    r"(?:\+=\s*(?P=arr)\s*\[[^\[\]]+\]|=\s*(?:(?P<chain>[A-Za-z_]\w*)\s*=\s*)?[^;?]*\+[^;?]*)\s*;"
+from gpuadvise.source.fixkit import fresh_name
+from gpuadvise.source.fixkit_trees import (
+    SumStep,
+    first_warp_guard,
+    halves_to_zero,
+    indent_of,
+    literal_value,
+    pointee,
+    replace_statements,
+    shuffle_lines,
+    stride_loop,
+    sum_step,
 )
 
 
@@ -53,43 +60,34 @@ def _shared_type(ks: KernelSource, arr: str) -> str | None:
     return None
 
 
-def _root(tid: str, arr: str, var: str, chain: str | None) -> str:
-    """Thread 0 stores the tree's root; a tree that also keeps its running sum in a register
-    (cuda-samples' ``sdata[tid] = mySum = mySum + sdata[tid + s]``, the register written out
-    afterwards) gets the root in that register too."""
-    if chain:
-        return f"if ({tid} == 0) {{ {arr}[0] = {var}; {chain} = {var}; }}"
-    return f"if ({tid} == 0) {arr}[0] = {var};"
-
-
-def _shuffle_block(
-    indent: str, tid: str, arr: str, typ: str, var: str, chain: str | None = None
-) -> list[str]:
-    return [
-        f"{indent}if ({tid} < 32) {{",
-        f"{indent}    {typ} {var} = {arr}[{tid}] + {arr}[{tid} + 32];",
-        f"{indent}    for (int offset = 16; offset > 0; offset >>= 1)",
-        f"{indent}        {var} += __shfl_down_sync(0xffffffffu, {var}, offset);",
-        f"{indent}    {_root(tid, arr, var, chain)}",
-        f"{indent}}}",
-    ]
+def _warp_block(tid: str, arr: str, typ: str, var: str, chain: str | None) -> list[str]:
+    """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
+    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain)
+    return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
 
 
 def _whole_warp_block(
-    indent: str, tid: str, arr: str, typ: str, var: str, first: str, chain: str | None = None
+    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None
 ) -> list[str]:
     """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
     the mask names the lanes the block has (fewer than 32 in a block of 16)."""
+    mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
+    body = shuffle_lines(tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned")
     return [
-        f"{indent}if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
-        f"{indent}    const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;",
-        f"{indent}    {typ} {var} = {arr}[{tid}];",
-        f"{indent}    for (unsigned offset = {first}; offset > 0; offset >>= 1)",
-        f"{indent}        {var} += __shfl_down_sync(mask, {var}, offset);",
-        f"{indent}    {_root(tid, arr, var, chain)}",
-        f"{indent}}}",
-        f"{indent}__syncthreads();",
+        f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
+        f"    {mask}",
+        *(f"    {ln}" for ln in body),
+        "}",
+        "__syncthreads();",
     ]
+
+
+def _combine(ks: KernelSource, line: int) -> tuple[int, SumStep] | None:
+    """The sum into ``arr[i]`` that a statement at ``line`` stores, and its offset."""
+    for st in ks.statements():
+        if ks.line_at(st.start) == line and (step := sum_step(ks.tree, st)) is not None:
+            return st.start, step
+    return None
 
 
 def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
@@ -105,63 +103,49 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     line32 = next((ln for f, ln in (at32.lines if at32 else ()) if ln and ctx.same_file(f)), None)
     if not lines or line32 is None:
         return _Plan(None, "the tree's combines are not in the kernel's source file", "")
-    # the combine statement: a sum into arr[i]
-    stmt = None
-    for st in ks.statements():
-        if st.kind == "expression_statement" and ks.line_at(st.start) == line32:
-            m = _SUM.fullmatch(ks.code[st.start : st.end + 1].strip())
-            if m:
-                stmt = (st, m)
-                break
-    if stmt is None:
+    found = _combine(ks, line32)
+    if found is None:
         return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
-    st, m = stmt
-    arr, tid, chain = m.group("arr"), m.group("i").strip(), m.group("chain")
-    if not re.fullmatch(r"[A-Za-z_][\w.]*", tid):
+    at, step = found
+    arr, chain, index = step.array, step.chain, step.index.stripped()
+    tid = index.text
+    if index.kind not in ("name", "member"):
         return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
     typ = _shared_type(ks, arr)
-    if typ is None or "volatile" in typ:
-        typ = typ.replace("volatile", "").strip() if typ else None
+    typ = " ".join(w for w in typ.split() if w != "volatile") if typ else None
     if not typ:
         return _Plan(None, f"the element type of `{arr}` is not declared in the kernel", "")
-    var = next(n for n in ("warp_sum", "wsum", "warp_sum_") if not re.search(rf"\b{n}\b", ks.code))
-    top = {(s.start, s.end) for s in ks.top_level()}
-    base_end = ks.body_start + len(ks.body)
-    rw = ks.rewrite()
+    var = fresh_name(ks.tree, "warp_sum", (0, len(ks.text)))
+    top = {s.start for s in ks.top_level()}
     loop = next(
         (
             lp
             for lp in ks.loops()
-            if lp.kind == "for"
-            and lp.body[0] <= st.start < lp.body[1]
-            and lp.condition is not None
-            and any(a == lp.span[0] for a, _ in top)
+            if lp.kind == "for" and lp.body[0] <= at < lp.body[1] and lp.span[0] in top
         ),
         None,
     )
-    form = ""
-    after = 0
+    rw = ks.rewrite()
     if loop is not None and loop.condition is not None:
-        cond = ks.code[loop.condition[0] : loop.condition[1]]
-        c = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*(?:>\s*0[uU]?|>=\s*1[uU]?|!=\s*0[uU]?)\s*", cond)
-        if c is None:
-            return _Plan(None, f"the loop's condition `{cond.strip()}` is not `s > 0`", "")
+        cond = ks.expr(loop.condition)
+        s = halves_to_zero(cond) if cond is not None else None
+        if s is None:
+            text = ks.code[loop.condition[0] : loop.condition[1]].strip()
+            return _Plan(None, f"the loop's condition `{text}` is not `s > 0`", "")
         after = loop.span[1]
-        indent = re.match(r"[ \t]*", ks.text[ks.text.rfind("\n", 0, loop.span[0]) + 1 :])
-        pad = indent.group(0) if indent else ""
         if whole:
-            init = ks.code[loop.init[0] : loop.init[1]] if loop.init else ""
-            start = re.fullmatch(rf"\s*(?:[\w\s]+\s)?{re.escape(c.group(1))}\s*=\s*(.+?)\s*", init)
-            if start is None:
-                return _Plan(None, f"the loop's start `{init.strip()}` is not `s = <first>`", "")
-            block = _whole_warp_block(pad, tid, arr, typ, var, start.group(1), chain)
-            rw.replace(loop.span[0], loop.span[1], "\n".join(block).lstrip(" \t"))
+            sl = stride_loop(ks.tree, loop)
+            if sl is None or sl.s != s:
+                text = ks.code[loop.init[0] : loop.init[1]].strip() if loop.init else ""
+                return _Plan(None, f"the loop's start `{text}` is not `{s} = <first>`", "")
+            first = ks.code[sl.start[0] : sl.start[1]]
+            replace_statements(rw, loop.span, _whole_warp_block(tid, arr, typ, var, first, chain))
             form = "warp"
         else:
-            rw.replace(loop.condition[0], loop.condition[1], f"{c.group(1)} > 32")
-            block = _shuffle_block(pad, tid, arr, typ, var, chain)
-            block.append(f"{pad}__syncthreads();")
-            rw.insert(after, "\n" + "\n".join(block))
+            rw.replace(*loop.condition, f"{s} > 32")
+            pad = indent_of(ks.text, loop.span[0])
+            block = [*_warp_block(tid, arr, typ, var, chain), "__syncthreads();"]
+            rw.insert(after, "".join(f"\n{pad}{ln}" for ln in block))
             form = "loop"
     elif whole:
         return _Plan(None, "the tree within one warp is not a top-level `for` loop", "")
@@ -171,12 +155,10 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                 g
                 for g in ks.ifs()
                 if g.braced
-                and g.consequence[0] <= st.start < g.consequence[1]
-                and re.fullmatch(
-                    rf"\s*{re.escape(tid)}\s*(?:<\s*32[uU]?|<=\s*31[uU]?)\s*",
-                    ks.code[g.condition[0] : g.condition[1]],
-                )
-                and any(a == g.head[0] for a, _ in top)
+                and g.consequence[0] <= at < g.consequence[1]
+                and (c := ks.expr(g.condition)) is not None
+                and first_warp_guard(c, {tid}) == tid
+                and g.head[0] in top
             ),
             None,
         )
@@ -190,26 +172,22 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         for d in ks.declarations(within=guard.consequence):  # `volatile int* vs = sdata;`
             dd = next((x for x in d.declarators if x.name == arr and x.init), None)
             if dd is not None and dd.init is not None:
-                m2 = re.search(r"([A-Za-z_]\w*)\s*(?:\[\s*0\s*\])?\s*$", ks.code[slice(*dd.init)])
-                real = m2.group(1) if m2 else None
+                e = ks.expr(dd.init)
+                real = pointee(e) if e is not None else None
                 typ2 = _shared_type(ks, real) if real else None
                 if real is None or typ2 is None:
                     return _Plan(None, f"`{arr}` points to an array gpuadvise cannot find", "")
                 arr, typ = real, typ2
-        first = ks.line_at(guard.head[0])
-        last = ks.line_at(guard.consequence[1] - 1)
-        indent = re.match(r"[ \t]*", ks.text.split("\n")[first - 1])
-        rw.replace_lines(
-            first,
-            last,
-            _shuffle_block(indent.group(0) if indent else "", tid, arr, typ, var, chain),
+        replace_statements(
+            rw, (guard.head[0], guard.consequence[1]), _warp_block(tid, arr, typ, var, chain)
         )
         after = guard.consequence[1]
         form = "tail"
     # after the tree, only arr[0] may be read: the shuffles leave the other words as they were
-    for sub in ks.subscripts(arr, within=(after, base_end)):
-        idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
-        if idx not in ("0", "0u", "0U"):
+    for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
+        e = ks.expr(sub.indices[0]) if sub.indices else None
+        if e is None or literal_value(e) != 0:
+            idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
             return _Plan(None, f"`{arr}[{idx}]` is read after the tree (only [0] is kept)", "")
     return _Plan(rw.diff(ctx.source_file), "", form)
 

@@ -1,0 +1,425 @@
+"""The fix kit's operations on shared-memory reduction trees (issue 28), on the parser's nodes.
+
+The reduction rules (GA202, GA203, GA205) read a tree's loop and its steps through
+:class:`~gpuadvise.source.tree.Expr` values rather than regular expressions over the text, so
+that a tree spelled with a macro or template block size, on one line or several, with several
+declarators in one declaration or its combine in a helper function reads the same; and they
+rewrite it with the edits below, each on a node's own span, so that the user's comments,
+macros and formatting outside the edit stay as written.
+
+Reading:
+
+- :func:`stride_loop`: ``for ([type] s = start; cond; update)`` as its stride, the type words
+  before it and the spans of its parts; :func:`doubles`, :func:`halves_to_zero`: its update and
+  condition;
+- :func:`is_twice`, :func:`interleaved_guard`, :func:`strided_product`: ``2*s``;
+  ``tid % (2*s) == 0`` (and ``(tid & (2*s - 1)) == 0``); ``2*s*tid`` in any order;
+- :func:`is_thread`, :func:`literal_value`: a thread index among aliases; an integer literal;
+- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``.
+
+Writing:
+
+- :func:`halve_loop`: a doubling loop's start, condition and update made ``bound / 2``,
+  ``s > 0``, ``s >>= 1`` (its type words, comments and body untouched);
+- :func:`remove_statement`, :func:`remove_declarator`: a statement, or one declarator of a
+  declaration of several, taken out (its line too when nothing else is on it);
+- :func:`replace_statements`: a run of statements replaced by new lines at their indentation;
+- :func:`shuffle_lines`: the warp-shuffle reduction of a shared array's first warp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gpuadvise.source import tree as T
+from gpuadvise.source.edit import Rewrite
+
+__all__ = [
+    "is_name",
+    "StrideLoop",
+    "SumStep",
+    "bounds_checks",
+    "doubles",
+    "doubling_bound",
+    "first_warp_guard",
+    "halve_loop",
+    "halves_to_zero",
+    "indent_of",
+    "interleaved_guard",
+    "is_thread",
+    "is_twice",
+    "literal_value",
+    "pointee",
+    "remove_declarator",
+    "remove_statement",
+    "rename_uses",
+    "replace_statements",
+    "shuffle_lines",
+    "stride_loop",
+    "strided_product",
+    "sum_step",
+]
+
+Span = tuple[int, int]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading expressions
+
+
+def literal_value(e: T.Expr) -> int | None:
+    """The value of an integer literal (``2``, ``2u``, ``0x10``), parentheses looked through."""
+    e = e.stripped()
+    if e.kind != "literal":
+        return None
+    t = e.text.rstrip("uUlL")
+    try:
+        return int(t, 0)
+    except ValueError:
+        return None
+
+
+def is_name(e: T.Expr, name: str) -> bool:
+    """``e`` (parentheses looked through) is the variable ``name``."""
+    e = e.stripped()
+    return e.kind == "name" and e.text == name
+
+
+def is_thread(e: T.Expr, tids: Iterable[str]) -> str | None:
+    """The thread index ``e`` spells (``threadIdx.x`` or one of its aliases ``tids``), or None."""
+    e = e.stripped()
+    text = "".join(e.text.split())
+    return text if e.kind in ("name", "member") and text in set(tids) else None
+
+
+def _product(e: T.Expr) -> list[T.Expr]:
+    """The factors of a product, parentheses and nested ``*`` flattened."""
+    e = e.stripped()
+    if e.kind == "binary" and e.op == "*":
+        return [*_product(e.args[0]), *_product(e.args[1])]
+    return [e]
+
+
+def is_twice(e: T.Expr, s: str) -> bool:
+    """``e`` is twice the variable ``s``: ``2*s``, ``s*2``, ``s << 1``, ``s + s``."""
+    e = e.stripped()
+    if e.kind != "binary":
+        return False
+    a, b = e.args
+    if e.op == "*":
+        return (literal_value(a) == 2 and is_name(b, s)) or (
+            is_name(a, s) and literal_value(b) == 2
+        )
+    if e.op == "<<":
+        return is_name(a, s) and literal_value(b) == 1
+    return e.op == "+" and is_name(a, s) and is_name(b, s)
+
+
+def doubles(update: T.Expr, s: str) -> bool:
+    """A for loop's update doubles ``s``: ``s *= 2``, ``s <<= 1``, ``s += s``, ``s = 2*s``..."""
+    e = update.stripped()
+    if e.kind != "assignment" or not is_name(e.args[0], s):
+        return False
+    v = e.args[1]
+    return (
+        (e.op == "*=" and literal_value(v) == 2)
+        or (e.op == "<<=" and literal_value(v) == 1)
+        or (e.op == "+=" and is_name(v, s))
+        or (e.op == "=" and is_twice(v, s))
+    )
+
+
+def halves_to_zero(cond: T.Expr) -> str | None:
+    """The variable of a condition ``s > 0``, ``s >= 1`` or ``s != 0`` (None: another)."""
+    e = cond.stripped()
+    if e.kind != "binary" or e.args[0].stripped().kind != "name":
+        return None
+    want = {">": 0, "!=": 0, ">=": 1}.get(e.op)
+    if want is None or literal_value(e.args[1]) != want:
+        return None
+    return e.args[0].stripped().text
+
+
+def interleaved_guard(e: T.Expr, s: str, tids: Iterable[str]) -> str | None:
+    """The thread index of a divergent pick ``tid % (2*s) == 0`` or ``(tid & (2*s - 1)) == 0``
+    (either side of ``==``), or None."""
+    e = e.stripped()
+    if e.kind != "binary" or e.op != "==":
+        return None
+    a, b = e.args
+    if literal_value(a) == 0:
+        a, b = b, a
+    if literal_value(b) != 0:
+        return None
+    a = a.stripped()
+    if a.kind != "binary" or a.op not in ("%", "&"):
+        return None
+    tid = is_thread(a.args[0], tids)
+    m = a.args[1].stripped()
+    if a.op == "%":
+        ok = is_twice(m, s)
+    else:
+        ok = m.kind == "binary" and m.op == "-" and literal_value(m.args[1]) == 1
+        ok = ok and is_twice(m.args[0], s)
+    return tid if ok else None
+
+
+def strided_product(e: T.Expr, s: str, tids: Iterable[str]) -> str | None:
+    """The thread index of ``2*s*tid`` (the three factors in any order), or None."""
+    fs = _product(e)
+    if len(fs) != 3:
+        return None
+    two = [f for f in fs if literal_value(f) == 2]
+    ss = [f for f in fs if is_name(f, s)]
+    rest = [f for f in fs if f not in two[:1] and f not in ss[:1]]
+    if len(two) < 1 or len(ss) < 1 or len(rest) != 1:
+        return None
+    return is_thread(rest[0], tids)
+
+
+def first_warp_guard(e: T.Expr, tids: Iterable[str] | None = None) -> str | None:
+    """The variable of a first-warp guard ``tid < 32``, ``tid < warpSize`` or ``tid <= 31``
+    (a thread index among ``tids`` when given), or None."""
+    e = e.stripped()
+    if e.kind != "binary" or e.op not in ("<", "<="):
+        return None
+    lhs, rhs = e.args[0].stripped(), e.args[1].stripped()
+    if lhs.kind not in ("name", "member"):
+        return None
+    want = 32 if e.op == "<" else 31
+    if literal_value(rhs) != want and not (e.op == "<" and is_name(rhs, "warpSize")):
+        return None
+    return lhs.text if tids is None else is_thread(lhs, tids)
+
+
+def pointee(e: T.Expr) -> str | None:
+    """The array a pointer is set to: ``a``, ``&a[0]``, ``(volatile int*)a``, ``a + 0``."""
+    e = e.stripped()
+    while e.kind in ("cast", "paren") and e.args:
+        e = e.args[-1].stripped()
+    if e.kind == "unary" and e.op == "&" and e.args:
+        sub = e.args[0].stripped()
+        if sub.kind == "subscript" and len(sub.args) == 2 and literal_value(sub.args[1]) == 0:
+            e = sub.args[0].stripped()
+    if e.kind == "binary" and e.op == "+" and literal_value(e.args[1]) == 0:
+        e = e.args[0].stripped()
+    return e.text if e.kind == "name" else None
+
+
+@dataclass(frozen=True)
+class SumStep:
+    """``a[i] += a[j];`` or ``a[i] = ... + ...;`` (``a[i] = v = v + a[j];``: ``chain`` is v)."""
+
+    array: str
+    index: T.Expr  # the stored element's index
+    chain: str | None
+
+
+def _has_sum(e: T.Expr) -> bool:
+    e = e.stripped()
+    return e.kind == "binary" and e.op == "+"
+
+
+def sum_step(st: T.SourceTree, stmt: T.Statement) -> SumStep | None:
+    """The sum the expression statement ``stmt`` stores into a subscript, or None."""
+    if stmt.kind != "expression_statement":
+        return None
+    e = T.expr_at(st, (stmt.start, stmt.end))
+    if e is None or e.kind != "assignment":
+        return None
+    lhs, rhs = e.args
+    if lhs.kind != "subscript" or lhs.args[0].kind != "name" or len(lhs.args) != 2:
+        return None
+    arr = lhs.args[0].text
+    if e.op == "+=":
+        r = rhs.stripped()
+        ok = r.kind == "subscript" and r.args[0].kind == "name" and r.args[0].text == arr
+        return SumStep(arr, lhs.args[1], None) if ok else None
+    if e.op != "=":
+        return None
+    chain = None
+    r = rhs.stripped()
+    if r.kind == "assignment" and r.op == "=" and r.args[0].kind == "name":
+        chain, r = r.args[0].text, r.args[1]
+    return SumStep(arr, lhs.args[1], chain) if _has_sum(r) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a stride loop
+
+
+@dataclass(frozen=True)
+class StrideLoop:
+    """A ``for`` loop's stride variable and the spans of its parts (file offsets)."""
+
+    loop: T.Loop
+    s: str
+    decl: str  # the type words before the variable in the initializer (``unsigned ``), or ""
+    start: Span  # the initial value
+    condition: T.Expr
+    update: T.Expr | None
+
+
+def stride_loop(st: T.SourceTree, lp: T.Loop) -> StrideLoop | None:
+    """``lp`` read as ``for ([type] s = start; cond; update)`` (None: another loop)."""
+    if lp.kind != "for" or lp.node is None or lp.init is None or lp.condition is None:
+        return None
+    init = lp.node.child_by_field_name("initializer")
+    if init is None:
+        return None
+    if init.type == "declaration":
+        ds = [c for c in init.named_children if c.type == "init_declarator"]
+        if len(ds) != 1:
+            return None
+        target, value = ds[0].child_by_field_name("declarator"), ds[0].child_by_field_name("value")
+        decl = st.text[st.start(init) : st.start(ds[0])] if target is not None else ""
+    elif init.type == "assignment_expression":
+        op = init.child_by_field_name("operator")
+        if op is None or op.type != "=":
+            return None
+        target, value, decl = (
+            init.child_by_field_name("left"),
+            init.child_by_field_name("right"),
+            "",
+        )
+    else:
+        return None
+    if target is None or value is None or target.type != "identifier":
+        return None
+    cond = T.expr_at(st, lp.condition)
+    if cond is None:
+        return None
+    upd = T.expr_at(st, lp.update) if lp.update is not None else None
+    return StrideLoop(lp, st.text_of(target), decl, st.span(value), cond, upd)
+
+
+def indent_of(text: str, offset: int) -> str:
+    """The spaces and tabs that start the line holding ``offset``."""
+    a = text.rfind("\n", 0, offset) + 1
+    b = a
+    while b < len(text) and text[b] in " \t":
+        b += 1
+    return text[a:b]
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def doubling_bound(st: T.SourceTree, sl: StrideLoop) -> T.Expr | None:
+    """The bound of a loop ``for (s = 1; s < bound; <s doubles>)`` (None: another loop)."""
+    c, start = sl.condition, T.expr_at(st, sl.start)
+    if start is None or literal_value(start) != 1 or sl.update is None:
+        return None
+    if not doubles(sl.update, sl.s) or c.kind != "binary" or c.op != "<":
+        return None
+    return c.args[1] if is_name(c.args[0], sl.s) else None
+
+
+def halve_loop(st: T.SourceTree, rw: Rewrite, sl: StrideLoop, bound: T.Expr) -> None:
+    """The doubling loop ``sl`` made halving from ``bound / 2`` down to 1: its start value,
+    condition and update replaced, each on its own span."""
+    lp = sl.loop
+    assert lp.condition is not None
+    text = st.code[bound.span[0] : bound.span[1]]
+    simple = bound.stripped().kind in ("name", "member", "literal", "call", "paren")
+    rw.replace(*sl.start, f"{text if simple else f'({text})'} / 2")
+    rw.replace(*lp.condition, f"{sl.s} > 0")
+    if lp.update is not None:
+        rw.replace(*lp.update, f"{sl.s} >>= 1")
+    else:
+        rw.insert(lp.condition[1] + 1, f" {sl.s} >>= 1")
+
+
+def bounds_checks(st: T.SourceTree, name: str, within: Span) -> list[Span]:
+    """The conditions ``name < ...`` of the ``if`` statements within ``within``."""
+    out = []
+    for i in T.ifs(st, within):
+        c = T.expr_at(st, i.condition)
+        if c is not None and c.kind == "binary" and c.op == "<" and is_name(c.args[0], name):
+            out.append(i.condition)
+    return out
+
+
+def rename_uses(
+    st: T.SourceTree, rw: Rewrite, name: str, new: str, within: Span, skip: Iterable[Span] = ()
+) -> None:
+    """Every use of the variable ``name`` within ``within`` (not inside ``skip``) made ``new``."""
+    skipped = list(skip)
+    for u in T.uses(st, name, within):
+        if not any(a <= u.span[0] < b for a, b in skipped):
+            rw.replace(*u.span, new)
+
+
+def _whole_lines(text: str, a: int, b: int) -> Span:
+    """``a..b`` widened to whole lines when nothing but blanks shares them with it."""
+    l0 = text.rfind("\n", 0, a) + 1
+    l1 = text.find("\n", b)
+    l1 = len(text) if l1 < 0 else l1
+    if text[l0:a].strip() or text[b:l1].strip():
+        return a, b
+    return l0, min(l1 + 1, len(text))
+
+
+def remove_statement(rw: Rewrite, span: Span) -> None:
+    """Take out the statement spanning ``span`` (its ``;`` included), with its line when
+    nothing else is on it."""
+    rw.delete(*_whole_lines(rw.original, *span))
+
+
+def remove_declarator(rw: Rewrite, decl: T.Declaration, d: T.Declarator) -> None:
+    """Take ``d`` out of ``decl``: the whole declaration when it is the only declarator, else
+    the declarator and the comma next to it (the others keep their text)."""
+    ds = list(decl.declarators)
+    if len(ds) == 1:
+        remove_statement(rw, decl.span)
+        return
+    k = ds.index(d)
+    if k + 1 < len(ds):
+        rw.delete(d.span[0], ds[k + 1].span[0])
+    else:
+        rw.delete(ds[k - 1].span[1], d.span[1])
+
+
+def replace_statements(rw: Rewrite, span: Span, lines: Sequence[str]) -> None:
+    """Replace the statements spanning ``span`` by ``lines``, written at the indentation of the
+    first: whole lines when nothing else shares them, else in place."""
+    text = rw.original
+    a, b = _whole_lines(text, *span)
+    pad = indent_of(text, span[0])
+    body = "\n".join(pad + ln for ln in lines)
+    if (a, b) == span:
+        rw.replace(a, b, body.lstrip(" \t"))
+    else:
+        rw.replace(a, b, body + ("\n" if text[b - 1 : b] == "\n" else ""))
+
+
+def shuffle_lines(
+    tid: str,
+    arr: str,
+    typ: str,
+    var: str,
+    first: str | int,
+    *,
+    add_32: bool = False,
+    mask: str = "0xffffffffu",
+    chain: str | None = None,
+    counter: str = "int",
+) -> list[str]:
+    """The reduction of ``arr``'s first warp by ``__shfl_down_sync``, lane 0 storing the result
+    into ``arr[0]`` (and ``chain``, a register the code keeps the sum in, when given): ``var``
+    starts as ``arr[tid]`` (plus ``arr[tid + 32]`` with ``add_32``), the offsets run from
+    ``first`` down to 1. Lines without indentation, for the lanes ``tid < 32`` to run."""
+    start = f"{arr}[{tid}] + {arr}[{tid} + 32]" if add_32 else f"{arr}[{tid}]"
+    root = (
+        f"if ({tid} == 0) {{ {arr}[0] = {var}; {chain} = {var}; }}"
+        if chain
+        else f"if ({tid} == 0) {arr}[0] = {var};"
+    )
+    return [
+        f"{typ} {var} = {start};",
+        f"for ({counter} offset = {first}; offset > 0; offset >>= 1)",
+        f"    {var} += __shfl_down_sync({mask}, {var}, offset);",
+        root,
+    ]
