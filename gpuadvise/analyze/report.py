@@ -321,9 +321,12 @@ def _source_lines(path: str, given: Mapping[str, Sequence[str]] | None) -> tuple
         if lines is not None:
             return tuple(lines)
     from gpuadvise.inputfiles import read_cache_bytes
+    from gpuadvise.source.text import is_binary_data
 
     data = read_cache_bytes(path, _SOURCE_LIMIT_BYTES)
-    return None if data is None else tuple(data.decode("utf-8", errors="replace").splitlines())
+    if data is None or is_binary_data(data):
+        return None  # no source lines to show of a cubin or a fat binary
+    return tuple(data.decode("utf-8", errors="replace").splitlines())
 
 
 def _kernel_range(lines: Sequence[str], name: str) -> tuple[int, int] | None:

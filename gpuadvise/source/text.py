@@ -44,6 +44,7 @@ __all__ = [
     "KernelSource",
     "blank_comments_and_strings",
     "find_kernel_source",
+    "is_binary_data",
     "kernel_file",
     "line_of",
     "match_brace",
@@ -244,15 +245,29 @@ class KernelSource:
         return Rewrite(self.text)
 
 
+def is_binary_data(data: bytes) -> bool:
+    """Whether ``data`` is a binary file (a cubin, a fat binary: NUL bytes), not text."""
+    return b"\0" in data[:65536]
+
+
+def _no_cxx(path: str | os.PathLike[str], data: bytes) -> bool:
+    """No CUDA C++ to read in ``path``: a binary, or PTX (``analyze`` of a module: its kernel
+    has no source text, and reading megabytes of a library's module as C++ took minutes)."""
+    return is_binary_data(data) or Path(path).suffix.lower() == ".ptx"
+
+
 def find_kernel_source(path: str | os.PathLike[str], kernel: str) -> KernelSource | None:
     """The declaration and body of ``kernel`` (``k``, ``ns::k``, ``k<args>``) in the file at
     ``path`` (None: not defined there)."""
     from gpuadvise.source.signature import select_kernel
 
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        data = Path(path).read_bytes()
     except OSError:
         return None
+    if _no_cxx(path, data):
+        return None
+    text = data.decode("utf-8", errors="replace")
     try:
         decl, bound = select_kernel(text, kernel)
     except GpuAdviseError:
@@ -302,9 +317,12 @@ def kernel_file(
             continue
         seen.add(key)
         try:
-            text = file.read_text(encoding="utf-8", errors="replace")
+            data = file.read_bytes()
         except OSError:
             continue
+        if _no_cxx(file, data):
+            continue
+        text = data.decode("utf-8", errors="replace")
         if kernel.split("<")[0].split("::")[-1].strip() in text and _defines_kernel(text, kernel):
             return file
         for directive in _INCLUDE_RE.finditer(blank_comments_and_strings(text)):

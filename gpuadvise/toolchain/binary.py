@@ -34,6 +34,7 @@ from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.names import demangle, display_name
 from gpuadvise.toolchain.options import CompileOptions
 from gpuadvise.toolchain.resources import KernelInfo, KernelResources, kernel_infos
+from gpuadvise.toolchain.sass import NARROW_ABOVE
 from gpuadvise.toolchain.scratch import keep_until_exit
 
 __all__ = [
@@ -273,6 +274,35 @@ def _barriers(cubin: Path, mangled: str, tc: Toolchain) -> int:
     return top + 1
 
 
+_BAR_LINE_RE = re.compile(r"\s(?:BAR|BARRIER)(?:\.[A-Z_.]+)?\s+(0x[0-9a-fA-F]+|\d+)?")
+
+
+def _barrier_counts(cubin: Path, tc: Toolchain) -> dict[str, int] | None:
+    """Every function's named barriers (as :func:`_barriers`) from one ``nvdisasm -c`` run read
+    as text: a library's module of hundreds of kernels (a recorded CuPy program's CUB module)
+    took minutes when each kernel was disassembled and parsed in turn. None without nvdisasm or
+    when it fails."""
+    from gpuadvise.toolchain.sass import _FUNC_NVDISASM_RE
+
+    if tc.nvdisasm is None:
+        return None
+    try:
+        proc = run_tool([str(tc.nvdisasm), "-c", str(cubin)], "nvdisasm")
+    except ToolchainError:
+        return None
+    if proc.returncode != 0:
+        return None
+    out: dict[str, int] = {}
+    current: str | None = None
+    for line in proc.stdout.splitlines():
+        if m := _FUNC_NVDISASM_RE.match(line):
+            current = m.group(1)
+            out.setdefault(current, 0)
+        elif current is not None and "BAR" in line and (b := _BAR_LINE_RE.search(line)):
+            out[current] = max(out[current], (int(b.group(1), 0) if b.group(1) else 0) + 1)
+    return out
+
+
 def _from_cubin(
     path: Path, data: bytes, options: CompileOptions, tc: Toolchain, ptx: str = ""
 ) -> CompiledModule:
@@ -298,6 +328,8 @@ def _from_cubin(
 
     sections = elf_section_sizes(data)
     kernels = []
+    many = len(info.kernels) > NARROW_ABOVE
+    counts = _barrier_counts(cubin, tc) if many else None
     for sym in info.kernels:
         res = usage.get(sym)
         if res is None:  # a device function's code, not a kernel
@@ -315,7 +347,9 @@ def _from_cubin(
                     spill_store_bytes=0,
                     spill_load_bytes=0,
                     const_bytes=sections.get(f".nv.constant0.{sym}", res.get("CONSTANT[0]", 0)),
-                    barriers=_barriers(cubin, sym, tc),
+                    barriers=counts.get(sym, 0)
+                    if counts is not None
+                    else _barriers(cubin, sym, tc),
                 ),
             )
         )

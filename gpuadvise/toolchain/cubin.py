@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["CubinInfo", "ParamSlot", "elf_images", "is_elf", "read_cubin"]
+__all__ = ["CubinInfo", "ParamSlot", "elf_images", "function_symbols", "is_elf", "read_cubin"]
 
 ELF_MAGIC = b"\x7fELF"
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian: a fat binary, not one cubin
@@ -127,6 +127,34 @@ def read_cubin(data: bytes) -> CubinInfo:
         if kernel in info:
             kernels[kernel] = _param_slots(info[kernel])
     return CubinInfo(kernels=kernels, has_line_info=line_info)
+
+
+def function_symbols(data: bytes) -> dict[str, int]:
+    """The cubin's function symbols: mangled name -> index in its ``.symtab`` (what
+    ``nvdisasm -fun`` takes). Empty for data that is not a readable ELF64 file."""
+    try:
+        if not is_elf(data) or len(data) < 64 or data[4] != 2 or data[5] != 1:
+            return {}
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+        sections = [
+            struct.unpack_from("<IIQQQQII", data, shoff + i * shentsize) for i in range(shnum)
+        ]
+        out: dict[str, int] = {}
+        for _name, kind, _flags, _addr, off, size, link, _info in sections:
+            if kind != 2:  # SHT_SYMTAB
+                continue
+            str_off, str_size = sections[link][4], sections[link][5]
+            strings = data[str_off : str_off + str_size]
+            for i in range(size // 24):
+                st_name, st_info = struct.unpack_from("<IB", data, off + 24 * i)
+                if st_info & 0xF != 2:  # STT_FUNC
+                    continue
+                end = strings.find(b"\0", st_name)
+                out[strings[st_name:end].decode("utf-8", "replace")] = i
+        return out
+    except (struct.error, IndexError):
+        return {}
 
 
 def _param_slots(section: bytes) -> tuple[ParamSlot, ...]:

@@ -210,7 +210,7 @@ def life_ranges(
 
     ToolchainError without nvdisasm (``cuobjdump`` prints no life ranges) or when it fails;
     KernelNotFoundError when the cubin has no such function."""
-    from gpuadvise.toolchain.sass import cubin_stat
+    from gpuadvise.toolchain.sass import cubin_stat, function_index
 
     path = Path(cubin)
     stat = cubin_stat(path)
@@ -220,7 +220,13 @@ def life_ranges(
             "nvdisasm was not found, so the live registers cannot be read",
             'pip install "gpuadvise[toolkit]" (nvidia-cuda-nvdisasm) or use a full CUDA toolkit',
         )
-    tables = _cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(tc.nvdisasm))
+    tables = _cached(
+        str(path.resolve()),
+        stat.st_mtime_ns,
+        stat.st_size,
+        str(tc.nvdisasm),
+        function_index(path, kernel),
+    )
     if kernel in tables:
         return tables[kernel]
     raise KernelNotFoundError(
@@ -230,15 +236,19 @@ def life_ranges(
 
 
 @functools.lru_cache(maxsize=16)
-def _cached(cubin: str, _mtime_ns: int, size: int, tool: str) -> dict[str, LifeRanges]:
+def _cached(
+    cubin: str, _mtime_ns: int, size: int, tool: str, function: int | None
+) -> dict[str, LifeRanges]:
     from gpuadvise.toolchain.sass import _disassembler_error, _run, read_sidecar, write_sidecar
 
     # kept beside the cubin like the SASS (nvdisasm starts in about 0.5 s whatever the cubin)
-    sidecar = Path(f"{cubin}.{Path(tool).name}-plr.{size}.{_mtime_ns}.txt")
+    only = "" if function is None else f".fun{function}"
+    sidecar = Path(f"{cubin}.{Path(tool).name}-plr{only}.{size}.{_mtime_ns}.txt")
     kept = read_sidecar(sidecar)
     if kept is not None:
         return parse_life_ranges(kept)
-    proc = _run([tool, "--print-life-ranges", "-c", cubin])
+    fun = [] if function is None else ["-fun", str(function)]
+    proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
     if proc.returncode != 0:
         raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
     write_sidecar(sidecar, proc.stdout)

@@ -46,6 +46,7 @@ __all__ = [
     "classify",
     "disassemble",
     "disassemble_all",
+    "function_index",
     "memory_summary",
     "parse_cuobjdump",
     "parse_nvdisasm",
@@ -363,9 +364,10 @@ def cubin_stat(path: Path) -> os.stat_result:
 
 
 def disassemble_all(
-    cubin: str | os.PathLike[str], toolchain: Toolchain | None = None
+    cubin: str | os.PathLike[str], toolchain: Toolchain | None = None, function: int | None = None
 ) -> dict[str, tuple[SassInstruction, ...]]:
-    """Every function of ``cubin``: {mangled name: instructions}. Cached per cubin file."""
+    """Every function of ``cubin``: {mangled name: instructions}; with ``function`` (a symbol
+    index, nvdisasm's ``-fun``) only that one. Cached per cubin file (and function)."""
     path = Path(cubin)
     stat = cubin_stat(path)
     tc = toolchain or find_toolchain()
@@ -375,9 +377,36 @@ def disassemble_all(
             "neither nvdisasm nor cuobjdump was found, so SASS cannot be read",
             'pip install "gpuadvise[toolkit]" (nvidia-cuda-nvdisasm) or use a full CUDA toolkit',
         )
+    if tc.nvdisasm is None:
+        function = None  # cuobjdump cannot restrict its output to one function
     return _disassemble_cached(
-        str(path.resolve()), stat.st_mtime_ns, stat.st_size, str(tool), tc.nvdisasm is not None
+        str(path.resolve()),
+        stat.st_mtime_ns,
+        stat.st_size,
+        str(tool),
+        tc.nvdisasm is not None,
+        function,
     )
+
+
+NARROW_ABOVE = 16
+"""Functions in a cubin above which one kernel's SASS and life ranges are read alone (nvdisasm
+``-fun``): a library's module (CuPy's CUB kernels: hundreds of functions, megabytes of SASS)
+recorded by ``gpuadvise record`` took minutes to disassemble and parse whole for each case."""
+
+
+def function_index(cubin: str | os.PathLike[str], kernel: str) -> int | None:
+    """The symbol index of ``kernel`` when ``cubin`` holds more than :data:`NARROW_ABOVE`
+    functions (then it is disassembled alone), else None (the whole cubin: its callees too)."""
+    from gpuadvise.toolchain.cubin import function_symbols
+
+    try:
+        symbols = function_symbols(Path(cubin).read_bytes())
+    except OSError:
+        return None
+    if len(symbols) <= NARROW_ABOVE:
+        return None
+    return symbols.get(kernel)
 
 
 _SIDECAR_HEADER = "// gpuadvise disassembly sha256="
@@ -415,19 +444,21 @@ def write_sidecar(path: Path, text: str) -> None:
 
 @functools.lru_cache(maxsize=32)
 def _disassemble_cached(
-    cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool
+    cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool, function: int | None
 ) -> dict[str, tuple[SassInstruction, ...]]:
     parse = parse_nvdisasm if is_nvdisasm else parse_cuobjdump
     # nvdisasm spends about 0.5 s starting up, whatever the cubin: keep its output beside the
     # cubin (which the compile cache never rewrites), so a cached re-run does not pay it again.
-    sidecar = Path(f"{cubin}.{Path(tool).name}.{_size}.{_mtime_ns}.txt")
+    only = "" if function is None else f".fun{function}"
+    sidecar = Path(f"{cubin}.{Path(tool).name}{only}.{_size}.{_mtime_ns}.txt")
     kept = read_sidecar(sidecar)
     if kept is not None:
         return parse(kept)
     if is_nvdisasm:
-        proc = _run([tool, "-c", "-gi", cubin])
+        fun = [] if function is None else ["-fun", str(function)]
+        proc = _run([tool, "-c", "-gi", *fun, cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
-            proc = _run([tool, "-c", "-g", cubin])
+            proc = _run([tool, "-c", "-g", *fun, cubin])
     else:
         proc = _run([tool, "-sass", cubin])
     if proc.returncode != 0:
@@ -473,8 +504,9 @@ def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
 def disassemble(
     cubin: str | os.PathLike[str], kernel: str, toolchain: Toolchain | None = None
 ) -> tuple[SassInstruction, ...]:
-    """The SASS of one function of ``cubin``, by mangled name (``KernelInfo.mangled``)."""
-    functions = disassemble_all(cubin, toolchain)
+    """The SASS of one function of ``cubin``, by mangled name (``KernelInfo.mangled``); of that
+    function alone when the cubin holds many (:func:`function_index`)."""
+    functions = disassemble_all(cubin, toolchain, function_index(cubin, kernel))
     if kernel in functions:
         return functions[kernel]
     raise KernelNotFoundError(
