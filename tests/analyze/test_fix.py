@@ -549,6 +549,7 @@ def test_fix_without_a_gpu_compares_the_same_ctas(
     exactly the CTAs each candidate runs."""
     import gpuadvise.trace.emulate as emulate_mod
     from gpuadvise.analyze.fix import compose_fixes
+    from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.analyze.services import AnalysisServices
 
@@ -563,7 +564,7 @@ def test_fix_without_a_gpu_compares_the_same_ctas(
         source=str(src), kernel="grow", grid="64", block="32x32", gpu="H100",
         args=("n=65536",), buffers=("in=float[n]", "out=float[n]"),
     )  # fmt: skip
-    done = run_analysis(opts, measure=False, select=("GA201",))
+    done = run_analysis(opts, AnalyzeSettings(measure=False, select=("GA201",)))
     mem = done.analysis.memory
     assert tuple(mem.trace.ctas) == (0, 1, 2), mem.notes
     # the analysis's outputs hold the dropped CTAs' first writes: not a reference for them
