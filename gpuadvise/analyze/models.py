@@ -1,7 +1,7 @@
 """The trace-based models of one launch, computed in one place, once, on demand.
 
 The enabled rules declare the models they read (``Rule.models``); :func:`compute_models` traces the
-kernel when one of them needs the trace (:data:`~gpuadvise.rules.TRACE_MODELS`), reconciles the trace
+kernel when one of them needs the trace (:data:`~gpuadvise.rules.context.TRACE_MODELS`), reconciles the trace
 with the SASS and runs the per-line models the ``analyze`` report shows with it (shared-memory banks,
 global-memory coalescing), and the L2 model (which traces CTAs in the middle of the grid as well)
 only when asked for. :func:`model_results` hands the results to the rules' context, with the
@@ -564,7 +564,7 @@ def _gpu_memory(
 
 def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelResults:
     """The models of ``memory`` as the rules' context reads them, and why each model of
-    :data:`~gpuadvise.rules.TRACE_MODELS` that is not there is missing (``traced``: whether
+    :data:`~gpuadvise.rules.context.TRACE_MODELS` that is not there is missing (``traced``: whether
     tracing was allowed at all)."""
     unavailable: dict[str, str] = {}
     if memory is None:
