@@ -116,7 +116,7 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
     module = sys.modules[__name__]
     monkeypatch.setattr(module, "analyze", lambda source, kernel: made.append((kernel, "a")))
     monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
-    monkeypatch.setattr(rule_api, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
+    monkeypatch.setattr(rule_engine, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
     monkeypatch.setattr(module, "_RUNS", {})
     case = ("some/case.cu", "k")
     first = case_run(case, "details")
