@@ -200,6 +200,7 @@ def main() -> int:
     ap.add_argument("--keep", help="copy each step's source and launch spec into this folder")
     opts_ = ap.parse_args()
     from gpuadvise.analyze.measure import variant_options
+    from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
 
     measure = not opts_.no_measure
@@ -228,7 +229,7 @@ def main() -> int:
         copy_gbps = None
         for i in range(1, opts_.steps + 1):
             t0 = time.perf_counter()
-            res = run_analysis(opts, measure=measure)
+            res = run_analysis(opts, AnalyzeSettings(measure=measure))
             cands = _candidates(res.rules, measure, opts_.min_speedup)
             print(f"step {i - 1}: {len(res.rules.findings)} finding(s), {len(cands)} to try "
                   f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip

@@ -103,7 +103,7 @@ LAUNCHES = (
 
 
 def ga304_module() -> Any:
-    from gpuadvise.rules import load_registry
+    from gpuadvise.rules.engine import load_registry
 
     rule = load_registry().get("GA304")
     return sys.modules[type(rule).__module__]
@@ -111,8 +111,8 @@ def ga304_module() -> Any:
 
 def tiled_sources(folder: Path) -> dict[int, Path]:
     """GA304's automatic transform of gather_rowmajor for each N, as files in ``folder``."""
-    from gpuadvise.rules import find_kernel_source
     from gpuadvise.source.patch import apply_unified_diff
+    from gpuadvise.source.text import find_kernel_source
 
     mod = ga304_module()
     ks = find_kernel_source(GATHER, KERNEL)

@@ -30,24 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuadvise.analyze.cases import Case, time_to_win_ms
+from gpuadvise.analyze.options import AnalyzeSettings
 from gpuadvise.errors import GpuAdviseError, Interrupted
 
 Basis = Literal["measured", "estimated"]
-
-
-@dataclass(frozen=True)
-class AnalyzeSettings:
-    """What every case is analyzed with (the command line's analysis options)."""
-
-    trace: bool = True
-    sample_ctas: str | None = None
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    rules_dirs: tuple[str, ...] = ()
-    measure: bool | None = None
-    tracer: str = "auto"
-    time_budget_s: float | None = None  # per case
-    l2_probe_ctas: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,24 +130,11 @@ def analyze_case(case: Case, settings: AnalyzeSettings, parallel: bool = False) 
     t0 = time.perf_counter()
     if case.error is not None:
         return CaseResult(case, error=case.error)
-    tracer = settings.tracer
-    if parallel and tracer == "auto":
-        tracer = "emu"
+    if parallel and settings.tracer == "auto":
+        settings = dataclasses.replace(settings, tracer="emu")
     lock = _GPU_LOCK if _GPU_LOCK is not None else contextlib.nullcontext()
     try:
-        done = run_analysis(
-            case.options,
-            trace=settings.trace,
-            sample_ctas=settings.sample_ctas,
-            select=settings.select,
-            ignore=settings.ignore,
-            rules_dirs=settings.rules_dirs,
-            measure=settings.measure,
-            tracer=tracer,
-            time_budget_s=settings.time_budget_s,
-            measure_lock=lock,
-            l2_probe_ctas=settings.l2_probe_ctas,
-        )
+        done = run_analysis(case.options, settings, measure_lock=lock)
     except GpuAdviseError as exc:
         return CaseResult(case, error=exc.one_line(), wall_s=time.perf_counter() - t0)
     except MemoryError:

@@ -253,10 +253,11 @@ def _apply(text: str, diff: str) -> str | None:
 def _regenerate(opts: KernelOptions, rule: str, line: int | None) -> Any | None:
     """The variant ``rule`` proposes on the composed source ``opts`` (the diff of the original
     analysis no longer applies there): the finding of that rule nearest ``line``."""
+    from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
 
     try:
-        done = run_analysis(opts, select=(rule,), measure=False)
+        done = run_analysis(opts, AnalyzeSettings(select=(rule,), measure=False))
     except GpuAdviseError:
         return None
     found = [f for f in done.rules.findings if f.rule == rule and f.variant and f.variant.diff]
@@ -267,16 +268,14 @@ def _regenerate(opts: KernelOptions, rule: str, line: int | None) -> Any | None:
 
 def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
     """The ranked findings of the composition so far (measured on a GPU when ``measured``)."""
+    from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
 
+    settings = AnalyzeSettings(
+        select=comp.select, ignore=comp.ignore, rules_dirs=comp.rules_dirs, measure=measured
+    )
     try:
-        done = run_analysis(
-            comp.options_for(comp.text, comp.launch),
-            select=comp.select,
-            ignore=comp.ignore,
-            rules_dirs=comp.rules_dirs,
-            measure=measured,
-        )
+        done = run_analysis(comp.options_for(comp.text, comp.launch), settings)
     except GpuAdviseError:
         return ()
     return tuple(done.rules.findings)

@@ -1,7 +1,7 @@
 """The trace-based models of one launch, computed in one place, once, on demand.
 
 The enabled rules declare the models they read (``Rule.models``); :func:`compute_models` traces the
-kernel when one of them needs the trace (:data:`~gpuadvise.rules.TRACE_MODELS`), reconciles the trace
+kernel when one of them needs the trace (:data:`~gpuadvise.rules.context.TRACE_MODELS`), reconciles the trace
 with the SASS and runs the per-line models the ``analyze`` report shows with it (shared-memory banks,
 global-memory coalescing), and the L2 model (which traces CTAs in the middle of the grid as well)
 only when asked for. :func:`model_results` hands the results to the rules' context, with the
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from gpuadvise.model.reconcile import ReconcileNote
     from gpuadvise.ptx.constants import BoundConstant
     from gpuadvise.trace.access import AccessTrace
-    from gpuadvise.trace.emulate import Emulation
     from gpuadvise.trace.simt import SimtProfile
+    from gpuadvise.trace.tracer import Tracer, TraceResult
 
 __all__ = [
     "INTERIOR_CTAS",
@@ -134,7 +134,7 @@ class MemoryAnalysis:
     ctas_run: int = 0
     total_ctas: int = 0
     complete: bool = False
-    lane_instructions: int = 0
+    lane_instructions: int = 0  # 0: not counted (a tracer without INSTRUCTION_COUNTS)
     time_s: float = 0.0
     banks: BankResult | None = None
     coalescing: CoalescingResult | None = None
@@ -149,7 +149,8 @@ class MemoryAnalysis:
     outputs: Mapping[str, np.ndarray] | None = None  # after the traced CTAs ran (not serialized)
     # the long loops whose iterations the emulator skipped (a note each): counts are weighted
     sampled_loops: tuple[str, ...] = ()
-    simt: SimtProfile | None = None  # the CPU emulator's SIMT counts (not serialized)
+    # the tracer's SIMT counts, None without Capability.SIMT (the GPU's) (not serialized)
+    simt: SimtProfile | None = None
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
 
 
@@ -275,7 +276,7 @@ def compute_models(
     )
     from gpuadvise.spec.budget import KEEP_FOR_RULES, TooLargeError, out_of_time, skip
     from gpuadvise.toolchain import sass
-    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.tracer import EmulatorTracer
 
     want_l2 = "l2" in models
     total = spec.launch.grid.count
@@ -313,7 +314,8 @@ def compute_models(
                 )
             except GpuAdviseError as exc:
                 fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
-        emu = emulate(module, kernel, launch, device, sample_ctas=sample_ctas)
+        emulator = EmulatorTracer()
+        emu = emulator.run(module, kernel, launch, device, sample_ctas=sample_ctas)
     except MemoryAccessError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="out_of_bounds")
     except UnsupportedInstructionError as exc:
@@ -324,7 +326,7 @@ def compute_models(
         raise  # the input asks for more memory than there is, or a data file is bad: exit 2
     except GpuAdviseError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
-    working_trace, work_notes = _with_working_ctas(emu, module, kernel, launch, device)
+    working_trace, work_notes = _with_working_ctas(emu, emulator, module, kernel, launch, device)
     emu = replace(emu, trace=working_trace)
     inner = sass.memory_summary(instrs)
     rec = reconcile(emu.trace, inner)
@@ -342,7 +344,9 @@ def compute_models(
     if want_l2:
         l2_trace = emu.trace
         if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
-            l2_trace, l2_notes = _with_interior(emu, module, kernel, launch, device, probe_ctas)
+            l2_trace, l2_notes = _with_interior(
+                emu, emulator, module, kernel, launch, device, probe_ctas
+            )
             l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
@@ -359,7 +363,7 @@ def compute_models(
         ctas_run=len(emu.ctas_run),
         total_ctas=total,
         complete=emu.complete,
-        lane_instructions=emu.lane_instructions,
+        lane_instructions=emu.lane_instructions or 0,
         time_s=emu.time_s,
         banks=banks,
         coalescing=coal,
@@ -380,7 +384,8 @@ WORK_BOUND_CTAS = 64
 
 
 def _with_working_ctas(
-    emu: Emulation,
+    emu: TraceResult,
+    tracer: Tracer,
     module: CompiledModule,
     kernel: KernelInfo,
     launch: ResolvedLaunch,
@@ -396,23 +401,24 @@ def _with_working_ctas(
     of the launch's CTAs work, bounded by the buffers' sizes
     (:func:`~gpuadvise.model.waves.working_ctas`), and the trace says so (its
     ``launch_working_ctas``). Returns the trace unchanged, with no note, when every traced CTA
-    works or the trace is complete."""
+    works or the trace is complete, or when ``tracer`` cannot trace chosen CTAs
+    (:attr:`~gpuadvise.trace.tracer.Capability.CHOSEN_CTAS`)."""
     import numpy as np
 
     from gpuadvise.model.banks import active_lanes
     from gpuadvise.model.waves import buffer_bound, probe_ctas, working_ctas
     from gpuadvise.trace.access import Space
-    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.tracer import Capability
 
     trace = emu.trace
-    if emu.complete:
+    if emu.complete or Capability.CHOSEN_CTAS not in tracer.capabilities:
         return trace, ()
     working = np.unique(trace.records["cta"])
     if len(working) >= len(emu.ctas_run):
         return trace, ()
     probe = probe_ctas(trace.total_ctas, emu.ctas_run)
     try:
-        more = emulate(module, kernel, launch, device, sample_ctas=probe) if probe else None
+        more = tracer.run(module, kernel, launch, device, sample_ctas=probe) if probe else None
     except GpuAdviseError as exc:
         return trace, (
             f"{len(emu.ctas_run) - len(working)} of {len(emu.ctas_run)} traced CTAs do no memory "
@@ -444,7 +450,8 @@ def _with_working_ctas(
 
 
 def _with_interior(
-    emu: Emulation,
+    emu: TraceResult,
+    tracer: Tracer,
     module: CompiledModule,
     kernel: KernelInfo,
     launch: ResolvedLaunch,
@@ -460,12 +467,14 @@ def _with_interior(
     only). Two CTA rows in the middle of the grid (one when ``limit`` is 1), up to ``limit``
     CTAs around its centre (:func:`gpuadvise.trace.emulate.interior_ctas`), give it CTAs clear
     of the border and neighbours in x and y. Returns the trace unchanged when they are traced
-    already (a grid the sample covers), ``limit`` is 0, or they cannot be traced (with a
+    already (a grid the sample covers), ``limit`` is 0, ``tracer`` cannot trace chosen CTAs
+    (:attr:`~gpuadvise.trace.tracer.Capability.CHOSEN_CTAS`), or they cannot be traced (with a
     note)."""
-    from gpuadvise.trace.emulate import emulate, interior_ctas
+    from gpuadvise.trace.emulate import interior_ctas
+    from gpuadvise.trace.tracer import Capability
 
     grid = tuple(int(v) for v in emu.trace.grid)
-    if limit <= 0:
+    if limit <= 0 or Capability.CHOSEN_CTAS not in tracer.capabilities:
         return emu.trace, ()
     extra = interior_ctas(
         (grid[0], grid[1], grid[2]), exclude=emu.ctas_run, rows=min(2, limit), limit=limit
@@ -474,7 +483,7 @@ def _with_interior(
         return emu.trace, ()
     t0 = time.perf_counter()
     try:
-        more = emulate(module, kernel, launch, device, sample_ctas=extra)
+        more = tracer.run(module, kernel, launch, device, sample_ctas=extra)
     except GpuAdviseError as exc:
         return emu.trace, (f"the L2 model's interior CTAs could not be traced: {exc.one_line()}",)
     gx = grid[0]
@@ -545,17 +554,12 @@ def _gpu_memory(
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
     from gpuadvise.toolchain import sass
-    from gpuadvise.trace.gpu import trace_on_gpu
+    from gpuadvise.trace.tracer import GpuTracer
 
     t0 = time.perf_counter()
-    g = trace_on_gpu(module, kernel, launch, device, sample_ctas, toolchain=tc)
+    g = GpuTracer(tc).run(module, kernel, launch, device, sample_ctas)
     trace = g.trace
     rec = reconcile(trace, sass.memory_summary(instrs))
-    notes = [*g.notes, f"traced on the GPU: instrumentation slowdown {g.slowdown:.1f}x"]
-    if g.records_lost:
-        notes.append(f"{g.records_lost} records did not fit the trace buffer")
-    if not g.outputs_match:
-        notes.append("the instrumented kernel's outputs differ from the original's: do not trust")
     return MemoryAnalysis(
         ctas_run=len(trace.ctas),
         total_ctas=trace.total_ctas,
@@ -564,16 +568,16 @@ def _gpu_memory(
         banks=analyze_banks(trace, rec.records),
         coalescing=analyze_coalescing(trace, rec.records),
         reconcile_notes=tuple(n for n in rec.notes if n.action in ("merged", "split")),
-        notes=tuple(notes),
+        notes=g.notes,
         trace=rec.apply(trace),
         outputs=g.outputs,
-        tracer="gpu",
+        tracer=g.tracer,
     )
 
 
 def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelResults:
     """The models of ``memory`` as the rules' context reads them, and why each model of
-    :data:`~gpuadvise.rules.TRACE_MODELS` that is not there is missing (``traced``: whether
+    :data:`~gpuadvise.rules.context.TRACE_MODELS` that is not there is missing (``traced``: whether
     tracing was allowed at all)."""
     unavailable: dict[str, str] = {}
     if memory is None:

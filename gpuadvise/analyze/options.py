@@ -13,6 +13,25 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class AnalyzeSettings:
+    """How a kernel is analyzed (the command line's analysis options), the same for one kernel
+    (``gpuadvise analyze kernel.cu``) and for every case of a batch (``analyze FOLDER...``):
+    :func:`gpuadvise.analyze.run.run_analysis` takes it. ``time_budget_s`` is per case;
+    ``write_variants``: the folder the findings' variants are written to (one kernel only)."""
+
+    trace: bool = True
+    sample_ctas: str | None = None
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    rules_dirs: tuple[str, ...] = ()
+    measure: bool | None = None
+    tracer: str = "auto"
+    time_budget_s: float | None = None
+    l2_probe_ctas: str | None = None
+    write_variants: str | None = None
+
+
+@dataclass(frozen=True)
 class KernelOptions:
     """What the user said on the command line about the kernel, its launch and its compile."""
 

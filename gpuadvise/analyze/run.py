@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuadvise.analyze.options import (
+    AnalyzeSettings,
     KernelOptions,
     build,
     parse_l2_probe_ctas,
@@ -34,47 +35,31 @@ class AnalyzeResult:
     rules: RulesRun
 
 
+DEFAULT_SETTINGS = AnalyzeSettings()  # the command line's defaults
+
+
 def run_analysis(
     opts: KernelOptions,
-    trace: bool = True,
-    sample_ctas: str | None = None,
-    select: tuple[str, ...] = (),
-    ignore: tuple[str, ...] = (),
-    rules_dirs: tuple[str, ...] = (),
-    measure: bool | None = None,
-    tracer: str = "auto",
-    write_variants: str | None = None,
-    time_budget_s: float | None = None,
+    settings: AnalyzeSettings = DEFAULT_SETTINGS,
+    *,
     progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
-    l2_probe_ctas: str | None = None,
 ) -> AnalyzeResult:
-    """Analyze one kernel launch as ``gpuadvise analyze`` does: the trace-based models are
-    computed once, for the enabled rules (their ``models``), before the rules run.
+    """Analyze one kernel launch as ``gpuadvise analyze`` does, with ``settings`` (the same
+    request object for one kernel and for a batch's cases): the trace-based models are computed
+    once, for the enabled rules (their ``models``), before the rules run.
 
-    ``time_budget_s``: stop early where the analysis can (the trace cut to the CTAs traced in
-    time, the trace, the rules or the measurement skipped) once that many seconds have passed;
-    what was left out is in ``analysis.skipped``. ``progress``: told of every step
-    (:mod:`gpuadvise.spec.progress`). ``measure_lock``: held while the findings are measured
-    (parallel analyses share one GPU). ``l2_probe_ctas``: the L2 model's probe of the grid
-    (``--l2-probe-ctas``; default: at most the sampled CTAs, at most 64)."""
+    ``settings.time_budget_s``: stop early where the analysis can (the trace cut to the CTAs
+    traced in time, the trace, the rules or the measurement skipped) once that many seconds have
+    passed; what was left out is in ``analysis.skipped``. ``settings.l2_probe_ctas``: the L2
+    model's probe of the grid (``--l2-probe-ctas``; default: at most the sampled CTAs, at most
+    64). ``progress``: told of every step (:mod:`gpuadvise.spec.progress`). ``measure_lock``:
+    held while the findings are measured (parallel analyses share one GPU)."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
-    with reporting(progress), time_budget(time_budget_s) as budget:
-        done = _run(
-            opts,
-            trace,
-            sample_ctas,
-            select,
-            ignore,
-            rules_dirs,
-            measure,
-            tracer,
-            write_variants,
-            measure_lock,
-            l2_probe_ctas,
-        )
+    with reporting(progress), time_budget(settings.time_budget_s) as budget:
+        done = _run(opts, settings, measure_lock)
     if budget is not None and budget.skipped:
         done = AnalyzeResult(
             dataclasses.replace(done.analysis, skipped=tuple(budget.skipped)), done.rules
@@ -84,16 +69,8 @@ def run_analysis(
 
 def _run(
     opts: KernelOptions,
-    trace: bool,
-    sample_ctas: str | None,
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    rules_dirs: tuple[str, ...],
-    measure: bool | None,
-    tracer: str,
-    write_variants: str | None,
+    settings: AnalyzeSettings,
     measure_lock: AbstractContextManager[Any] | None = None,
-    l2_probe_ctas: str | None = None,
 ) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
@@ -103,6 +80,8 @@ def _run(
     from gpuadvise.spec.progress import step
     from gpuadvise.trace.gpu import select_tracer
 
+    trace, tracer, measure = settings.trace, settings.tracer, settings.measure
+    write_variants = settings.write_variants
     chosen = select_tracer(tracer) if trace else "emu"
     log.info(
         "tracer: %s",
@@ -119,15 +98,16 @@ def _run(
         opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
     from gpuadvise.analyze.models import l2_probe_size
 
-    probe = parse_l2_probe_ctas(l2_probe_ctas)  # a bad count fails before the compile
+    probe = parse_l2_probe_ctas(settings.l2_probe_ctas)  # a bad count fails before the compile
     spec, choice, options = build(opts)
-    config = rules_config(spec.source, select, ignore, rules_dirs)  # bad selectors fail here
+    # bad selectors fail here
+    config = rules_config(spec.source, settings.select, settings.ignore, settings.rules_dirs)
     if measure is not False and measure_lock is None:
         _prewarm_measurement()
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
-    sample = parse_sample_ctas(sample_ctas) if sample_ctas else config.trace_ctas
+    sample = parse_sample_ctas(settings.sample_ctas) if settings.sample_ctas else config.trace_ctas
     result = analyze_kernel(
         spec,
         choice.device,

@@ -1,4 +1,4 @@
-"""The rules' services (:class:`gpuadvise.rules.RuleServices`) for one analysed launch: what a rule
+"""The rules' services (:class:`gpuadvise.rules.context.RuleServices`) for one analysed launch: what a rule
 may ask of the toolchain and the emulator, done the way the analysis did it."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _parse_ptx(digest: str, text: str) -> Any:
 
 
 class AnalysisServices:
-    """:class:`~gpuadvise.rules.RuleServices` of one :class:`KernelAnalysis`: candidates are
+    """:class:`~gpuadvise.rules.context.RuleServices` of one :class:`KernelAnalysis`: candidates are
     compiled with the nvcc flags the kernel was compiled with (plus the source's folder on the
     include path when the source is rewritten), by the analysis' toolchain."""
 

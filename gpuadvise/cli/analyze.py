@@ -8,10 +8,11 @@ that does not compile, or a tool error (one line on stderr), 130 interrupted.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
 from gpuadvise.report.renderers import ANALYSIS_FORMATS, BATCH_FORMATS
 
 # --format choices of one analysis (FMT or FMT=FILE, repeatable): the renderers' registry
@@ -43,72 +44,77 @@ def fails_run(checked: Any, fail_on: str | None, allow_incomplete: bool = False)
     return bool(getattr(checked, "incomplete", ())) and not allow_incomplete
 
 
+@dataclass(frozen=True)
+class OutputSettings:
+    """How an analysis is shown and judged, for one kernel and for a batch alike (the command
+    line's output options): ``formats``: ``FMT`` or ``FMT=FILE`` each; ``output``: the file of
+    the one without ``=FILE``; ``fail_on``/``allow_incomplete``: the exit code (see
+    :func:`fails_run`); ``statistics``: the findings counted per rule instead of the report;
+    ``quiet``: no progress display; ``argv``: the command's arguments."""
+
+    formats: tuple[str, ...] = ()
+    output: str | None = None
+    fail_on: str | None = None
+    allow_incomplete: bool = False
+    statistics: bool = False
+    quiet: bool = False
+    argv: list[str] | None = None
+
+
 def run_analyze(
     opts: KernelOptions,
-    as_json: bool,
-    trace: bool = True,
-    sample_ctas: str | None = None,
-    select: tuple[str, ...] = (),
-    ignore: tuple[str, ...] = (),
-    rules_dirs: tuple[str, ...] = (),
-    formats: tuple[str, ...] = (),
-    output: str | None = None,
-    measure: bool | None = None,
-    tracer: str = "auto",
-    write_variants: str | None = None,
-    fail_on: str | None = None,
-    time_budget_s: float | None = None,
-    quiet: bool = False,
+    settings: AnalyzeSettings,
+    out: OutputSettings,
+    *,
     fix: bool = False,
     diff: bool = False,
     unsafe_fixes: bool = False,
-    l2_probe_ctas: str | None = None,
-    argv: list[str] | None = None,
-    statistics: bool = False,
-    allow_incomplete: bool = False,
 ) -> int:
-    """``formats``: ``FMT`` or ``FMT=FILE`` each (repeatable; FMT: text, json or html, the
-    whole analysis, or sarif, junit, github or markdown, the findings for CI systems; one may go
-    to stdout); ``output``: the file of the one without ``=FILE``. Returns the exit code
-    (1 when ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist,
-    or the analysis is incomplete, unless ``allow_incomplete``: see :func:`fails_run`).
+    """Analyze one kernel with ``settings`` and show it as ``out`` says. ``out.formats``:
+    ``FMT`` or ``FMT=FILE`` each (repeatable; FMT: text, json or html, the whole analysis, or
+    sarif, junit, github or markdown, the findings for CI systems; one may go to stdout);
+    ``out.output``: the file of the one without ``=FILE``. Returns the exit code (1 when
+    ``fail_on`` is ``warning`` or ``error`` and findings of that severity or worse exist, or the
+    analysis is incomplete, unless ``allow_incomplete``: see :func:`fails_run`).
 
-    ``output`` and ``write_variants`` are checked before the analysis: neither may replace an
-    input, and both must be writable, so that a long analysis never ends in a write error.
+    ``output`` and ``settings.write_variants`` are checked before the analysis: neither may
+    replace an input, and both must be writable, so that a long analysis never ends in a write
+    error.
 
-    ``time_budget_s``: a partial result after that many seconds (what was skipped is reported);
-    ``quiet``: no progress display (there is none either when stderr is not a terminal, or when
-    a machine format goes to stdout). An unchanged re-run prints the stored output
-    (:mod:`gpuadvise.analyze.result_cache`; ``--no-cache`` bypasses it).
+    ``settings.time_budget_s``: a partial result after that many seconds (what was skipped is
+    reported); ``out.quiet``: no progress display (there is none either when stderr is not a
+    terminal, or when a machine format goes to stdout). An unchanged re-run prints the stored
+    output (:mod:`gpuadvise.analyze.result_cache`; ``--no-cache`` bypasses it).
 
     ``fix``: apply the verified, faster fixes to the source (gpuadvise.analyze.fix); ``diff``:
     print their combined diff instead of writing (text format: the diff alone on stdout, the
-    steps on stderr); ``unsafe_fixes``: display-only diffs too. ``argv``: the command's
+    steps on stderr); ``unsafe_fixes``: display-only diffs too. ``out.argv``: the command's
     arguments, for the command the text report's last line suggests (the same with ``--diff``);
-    ``statistics``: the findings counted per rule instead of the report (text only)."""
+    ``out.statistics``: the findings counted per rule instead of the report (text only)."""
     from gpuadvise.analyze import result_cache
     from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
     from gpuadvise.report.output import check_output_target, parse_format_targets
 
-    targets = parse_format_targets(("json",) if as_json else formats, output, ANALYZE_FORMATS)
+    targets = parse_format_targets(out.formats, out.output, ANALYZE_FORMATS)
     to_stdout = [f for f, dest in targets if dest is None]
     text_only = targets == [("text", None)]
     opts = _source_from_spec(opts)
     opts = _binary_request(opts, fix, diff, write_variants, measure)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
-    if statistics and (not text_only or fix or diff):
+    if out.statistics and (not text_only or fix or diff):
         raise UsageError(
             "--statistics prints a text summary", "leave out --format/--json/--fix/--diff"
         )
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
+    if out.fail_on is not None and out.fail_on not in FAIL_ON_LEVELS:
+        raise UsageError(f"unknown --fail-on {out.fail_on!r}", "use warning or error")
     for _, dest in targets:
         if dest is not None:
             check_output_target(str(dest), analysis_inputs(opts))
-    if write_variants is not None:
-        check_variants_folder(write_variants)
+    if settings.write_variants is not None:
+        check_variants_folder(settings.write_variants)
+    time_budget_s = settings.time_budget_s
     if time_budget_s is not None and not time_budget_s > 0:
         raise UsageError(
             f"--time-budget {time_budget_s:g} is not a positive number of seconds", "e.g. 30"
@@ -122,24 +128,25 @@ def run_analyze(
     if fix:
         _check_fix_target(opts)
     key = None
-    if not (fix or diff) and _cacheable_run(opts, write_variants, tracer, time_budget_s, measure):
+    if not (fix or diff) and _cacheable_run(opts, settings):
         params = {
-            "trace": trace,
-            "sample_ctas": sample_ctas,
-            "select": list(select),
-            "ignore": list(ignore),
-            "rules_dirs": list(rules_dirs),
-            "measure": measure,
-            "tracer": tracer,
-            "fail_on": fail_on,
-            "allow_incomplete": allow_incomplete,
-            "l2_probe_ctas": l2_probe_ctas,
-            "statistics": statistics,
+            "trace": settings.trace,
+            "sample_ctas": settings.sample_ctas,
+            "select": list(settings.select),
+            "ignore": list(settings.ignore),
+            "rules_dirs": list(settings.rules_dirs),
+            "measure": settings.measure,
+            "tracer": settings.tracer,
+            "fail_on": out.fail_on,
+            "allow_incomplete": out.allow_incomplete,
+            "l2_probe_ctas": settings.l2_probe_ctas,
+            "statistics": out.statistics,
         }
         key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
-            result_cache.load(key), targets, fail_on, statistics, argv, allow_incomplete
-        )
+            result_cache.load(key), targets, out.fail_on, out.statistics, out.argv,
+            out.allow_incomplete,
+        )  # fmt: skip
         if hit is not None:  # rendered and judged from the stored report, as a fresh run is
             shown, code = hit
             for (fmt, dest), text in zip(targets, shown, strict=True):
@@ -149,35 +156,23 @@ def run_analyze(
     from gpuadvise.report.progress import progress_for
 
     # no display when a machine format goes to stdout (it is read by a program, not a person)
-    progress = progress_for(not quiet and to_stdout in ([], ["text"]))
+    progress = progress_for(not out.quiet and to_stdout in ([], ["text"]))
     try:
-        done = run_analysis(
-            opts,
-            trace=trace,
-            sample_ctas=sample_ctas,
-            select=select,
-            ignore=ignore,
-            rules_dirs=rules_dirs,
-            measure=measure,
-            tracer=tracer,
-            write_variants=write_variants,
-            time_budget_s=time_budget_s,
-            progress=progress,
-            l2_probe_ctas=l2_probe_ctas,
-        )
+        done = run_analysis(opts, settings, progress=progress)
         result, checked = done.analysis, done.rules
-        code = 1 if fails_run(checked, fail_on, allow_incomplete) else 0
+        code = 1 if fails_run(checked, out.fail_on, out.allow_incomplete) else 0
         fixed = None
         if fix or diff:
             from gpuadvise.analyze.fix import compose_fixes
             from gpuadvise.runner.client import pycuda_missing
             from gpuadvise.spec.progress import reporting, step
 
-            measured = measure is not False and pycuda_missing() is None
+            measured = settings.measure is not False and pycuda_missing() is None
             with reporting(progress), step("trying the fixes, one on top of the other"):
                 fixed = compose_fixes(
                     opts, checked.findings, unsafe=unsafe_fixes, measured=measured,
-                    analysis=result, select=select, ignore=ignore, rules_dirs=rules_dirs,
+                    analysis=result, select=settings.select, ignore=settings.ignore,
+                    rules_dirs=settings.rules_dirs,
                 )  # fmt: skip
     finally:
         if progress is not None:
@@ -188,10 +183,10 @@ def run_analyze(
         console.fix_steps(fixed.to_dict(), to_stderr=True)
         console.plain(fixed.diff or "")
         return code
-    report = _report(result, checked, fixed, argv)
+    report = _report(result, checked, fixed, out.argv)
     texts: dict[str, str] = {}
     for fmt, dest in targets:
-        if statistics:
+        if out.statistics:
             text = _statistics(report)
         elif fmt in texts:
             text = texts[fmt]
@@ -208,7 +203,7 @@ def run_analyze(
         key is not None
         and not result.skipped
         and not checked.incomplete
-        and _nothing_measured(measure)
+        and _nothing_measured(settings.measure)
     ):
         result_cache.store(key, report)
     return code
@@ -264,21 +259,15 @@ def guard_text(text: str) -> str:
     return guard(text, "text")
 
 
-def _cacheable_run(
-    opts: KernelOptions,
-    write_variants: str | None,
-    tracer: str,
-    time_budget_s: float | None,
-    measure: bool | None,
-) -> bool:
+def _cacheable_run(opts: KernelOptions, settings: AnalyzeSettings) -> bool:
     """Whether this run may use the analysis-result cache: not with --no-cache, variants written,
     the GPU tracer, a time budget, or measurement asked for."""
     return (
         not opts.no_cache
-        and write_variants is None
-        and tracer != "gpu"
-        and time_budget_s is None
-        and measure is not True
+        and settings.write_variants is None
+        and settings.tracer != "gpu"
+        and settings.time_budget_s is None
+        and settings.measure is not True
     )
 
 
@@ -356,34 +345,23 @@ _SINGLE_KERNEL_OPTIONS = {
 def run_analyze_paths(
     paths: list[str],
     opts: KernelOptions,
+    settings: AnalyzeSettings,
+    out: OutputSettings,
     *,
     jobs: int | None,
     shard: str | None,
-    trace: bool = True,
-    sample_ctas: str | None = None,
-    select: tuple[str, ...] = (),
-    ignore: tuple[str, ...] = (),
-    rules_dirs: tuple[str, ...] = (),
-    formats: tuple[str, ...] = (),
-    output: str | None = None,
-    measure: bool | None = None,
-    tracer: str = "auto",
-    fail_on: str | None = None,
     fix: bool = False,
-    time_budget_s: float | None = None,
-    l2_probe_ctas: str | None = None,
-    statistics: bool = False,
-    allow_incomplete: bool = False,
 ) -> int:
-    """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed,
-    ``jobs`` at a time, ranked by the time to win. Exit 1 under ``--fail-on`` when any case has
-    such findings or is incomplete (unless ``allow_incomplete``). A case that could not be
+    """``gpuadvise analyze PATH...`` with folders or several paths: every case analyzed with
+    ``settings`` (as one kernel is), ``jobs`` at a time, ranked by the time to win. Exit 1
+    under ``--fail-on`` when any case has such findings or is incomplete (unless
+    ``allow_incomplete``). A case that could not be
     analyzed (no source, a compile error ...) is a row with its error, and, once every case is
     reported, a :class:`GpuAdviseError` (exit 2, as for one kernel, and as ``gate`` does). No
     case under ``paths`` is a usage error; an empty ``--shard`` (more shards than cases) is not."""
     import dataclasses
 
-    from gpuadvise.analyze.batch import AnalyzeSettings, analyze_cases
+    from gpuadvise.analyze.batch import analyze_cases
     from gpuadvise.analyze.cases import discover_cases, jobs_default, parse_shard, take_shard
     from gpuadvise.analyze.report import build_batch_report
     from gpuadvise.errors import GpuAdviseError, UsageError
@@ -391,16 +369,16 @@ def run_analyze_paths(
     from gpuadvise.report.batch_report import render_batch
     from gpuadvise.report.output import check_output_target, parse_format_targets, write_output
 
-    targets = parse_format_targets(formats, output, BATCH_FORMATS)
+    targets = parse_format_targets(out.formats, out.output, BATCH_FORMATS)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
-    if fix:
+    if fix or settings.write_variants:
         raise UsageError(
             "--fix, --diff and --write-variants take one kernel",
             "run them on one case (its .cu, or its spec with --spec)",
         )
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        raise UsageError(f"unknown --fail-on {fail_on!r}", "use warning or error")
+    if out.fail_on is not None and out.fail_on not in FAIL_ON_LEVELS:
+        raise UsageError(f"unknown --fail-on {out.fail_on!r}", "use warning or error")
     for field, option in _SINGLE_KERNEL_OPTIONS.items():
         if getattr(opts, field):
             raise UsageError(
@@ -427,17 +405,6 @@ def run_analyze_paths(
             if fmt != "text":
                 write_output(render_batch(fmt, empty), None if dest is None else str(dest))
         return 0
-    settings = AnalyzeSettings(
-        trace=trace,
-        sample_ctas=sample_ctas,
-        l2_probe_ctas=l2_probe_ctas,
-        select=select,
-        ignore=ignore,
-        rules_dirs=rules_dirs,
-        measure=measure,
-        tracer=tracer,
-        time_budget_s=time_budget_s,
-    )
     n_jobs = jobs or jobs_default()
     to_stdout = [f for f, dest in targets if dest is None]
     shown = to_stdout in ([], ["text"])
@@ -445,7 +412,7 @@ def run_analyze_paths(
     results = analyze_cases(cases, settings, jobs=n_jobs, on_done=progress)
     batch = build_batch_report(results)
     for fmt, dest in targets:
-        if fmt == "text" and statistics:
+        if fmt == "text" and out.statistics:
             from gpuadvise.report.rules_text import statistics_lines
 
             every = [f for case in batch.cases if case.report for f in case.report.findings]
@@ -460,8 +427,8 @@ def run_analyze_paths(
             f"(first: {first.case.id}: {first.error})",
             "fix those cases or leave them out; each case's row gives its error",
         )
-    if fail_on is not None and any(
-        r.result is not None and fails_run(r.result.rules, fail_on, allow_incomplete)
+    if out.fail_on is not None and any(
+        r.result is not None and fails_run(r.result.rules, out.fail_on, out.allow_incomplete)
         for r in results
     ):
         return 1

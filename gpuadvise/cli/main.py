@@ -463,60 +463,44 @@ def analyze(
     Exit codes: 0 analysed, 1 findings at or above --fail-on (or an incomplete analysis, unless
     --allow-incomplete; --exit-zero: 0), 2 usage, input or tool error.
     """
-    from gpuadvise.cli.analyze import run_analyze, run_analyze_paths
+    from gpuadvise.analyze.options import AnalyzeSettings
+    from gpuadvise.cli.analyze import OutputSettings, run_analyze, run_analyze_paths
     from gpuadvise.fileio import is_dir
 
     obj = click.get_current_context().find_root().obj
     argv = obj.get("argv") if isinstance(obj, dict) else None
-    rules = {k: kw[k] for k in ("select", "ignore", "rules_dirs")}
     more_paths, jobs, shard = kw.pop("more_paths"), kw.pop("jobs"), kw.pop("shard")
+    settings = AnalyzeSettings(
+        trace=not no_trace,
+        sample_ctas=sample_ctas,
+        select=kw["select"],
+        ignore=kw["ignore"],
+        rules_dirs=kw["rules_dirs"],
+        measure=measure,
+        tracer=tracer,
+        time_budget_s=time_budget_s,
+        l2_probe_ctas=l2_probe_ctas,
+        write_variants=write_variants,
+    )
+    out = OutputSettings(
+        formats=("json",) if as_json else formats,
+        output=output,
+        fail_on=fail_on,
+        allow_incomplete=allow_incomplete,
+        statistics=statistics,
+        quiet=quiet,
+        argv=argv,
+    )
     opts = _gather_kernel_options(kw)
     paths = ([opts.source] if opts.source else []) + list(more_paths)
     if len(paths) > 1 or any(is_dir(p) for p in paths) or shard or jobs:
         code = run_analyze_paths(
-            paths,
-            opts,
-            jobs=jobs,
-            shard=shard,
-            trace=not no_trace,
-            sample_ctas=sample_ctas,
-            formats=("json",) if as_json else formats,
-            output=output,
-            measure=measure,
-            tracer=tracer,
-            fail_on=fail_on,
-            fix=fix or diff or unsafe_fixes or bool(write_variants),
-            time_budget_s=time_budget_s,
-            l2_probe_ctas=l2_probe_ctas,
-            statistics=statistics,
-            allow_incomplete=allow_incomplete,
-            **rules,
+            paths, opts, settings, out, jobs=jobs, shard=shard, fix=fix or diff or unsafe_fixes
         )
         if code and not (exit_zero and code == 1):
             sys.exit(code)
         return
-    code = run_analyze(
-        opts,
-        as_json,
-        trace=not no_trace,
-        sample_ctas=sample_ctas,
-        l2_probe_ctas=l2_probe_ctas,
-        formats=formats,
-        output=output,
-        measure=measure,
-        tracer=tracer,
-        write_variants=write_variants,
-        fail_on=fail_on,
-        fix=fix,
-        diff=diff,
-        unsafe_fixes=unsafe_fixes,
-        time_budget_s=time_budget_s,
-        quiet=quiet,
-        argv=argv,
-        statistics=statistics,
-        allow_incomplete=allow_incomplete,
-        **rules,
-    )
+    code = run_analyze(opts, settings, out, fix=fix, diff=diff, unsafe_fixes=unsafe_fixes)
     if code and not (exit_zero and code == 1):
         sys.exit(code)
 

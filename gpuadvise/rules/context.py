@@ -115,9 +115,10 @@ class KernelFacts:
 
 @dataclass(frozen=True)
 class EmulationStats:
-    """How much of the launch the tracer ran: CTAs and lane-instructions (PTX); ``simt``: active
-    lanes per executed warp instruction, per line and splitting branch (the CPU emulator's; None
-    from the GPU tracer)."""
+    """How much of the launch the tracer ran: CTAs and lane-instructions (PTX; 0 from a tracer
+    without :attr:`~gpuadvise.trace.tracer.Capability.INSTRUCTION_COUNTS`, the GPU's);
+    ``simt``: active lanes per executed warp instruction, per line and splitting branch (None
+    from a tracer without :attr:`~gpuadvise.trace.tracer.Capability.SIMT`, the GPU's)."""
 
     ctas_run: int
     lane_instructions: int

@@ -1,5 +1,5 @@
 """What ``analyze`` and ``gate`` ask of the rules package before and after the run: the checked
-configuration, and the findings as JSON. The run itself: :func:`gpuadvise.rules.evaluate_rules`
+configuration, and the findings as JSON. The run itself: :func:`gpuadvise.rules.engine.evaluate_rules`
 on a context the analyze layer builds (``gpuadvise.analyze.evaluate``)."""
 
 from __future__ import annotations

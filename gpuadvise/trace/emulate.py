@@ -1,4 +1,5 @@
-"""Run a kernel's PTX on the CPU and get its warp-level memory trace: :func:`emulate`.
+"""Run a kernel's PTX on the CPU and get its warp-level memory trace: :func:`emulate` (behind
+the tracer seam: :class:`gpuadvise.trace.tracer.EmulatorTracer`).
 
 The emulator (:mod:`gpuadvise.ptx`) executes the PTX that the compile step produced for a sample of
 CTAs, all their lanes at once with numpy, reconverging diverged warps at immediate post-dominators

@@ -1,4 +1,6 @@
-"""The GPU tracer: the kernel's real memory accesses, recorded on the GPU: :func:`trace_on_gpu`.
+"""The GPU tracer: the kernel's real memory accesses, recorded on the GPU: :func:`trace_on_gpu`
+(behind the tracer seam: :class:`gpuadvise.trace.tracer.GpuTracer`, which has no SIMT nor
+instruction counts and traces the first CTAs only).
 
 The kernel's PTX is rewritten (:mod:`gpuadvise.ptx.instrument`) so that each memory instruction
 also appends a warp record (instruction, CTA, warp, active mask, 32 addresses) to a trace buffer,

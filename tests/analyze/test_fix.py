@@ -20,7 +20,8 @@ from clikit import cli_run
 from gpuadvise.analyze.fix import FixResult, FixStep, fix_candidates, fixed_spec, write_fix
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import UsageError
-from gpuadvise.rules import Estimate, Finding, Measurement, Proxy, Variant
+from gpuadvise.rules import Estimate, Finding, Variant
+from gpuadvise.rules.engine import Measurement, Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 DIFF = "--- a/k.cu\n+++ b/k.cu\n@@ -1,1 +1,1 @@\n-a\n+b\n"
@@ -494,7 +495,7 @@ def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
     compared as totals, at the step and in the final check against the original."""
     import gpuadvise.analyze.fix as F
     import gpuadvise.analyze.measure as M
-    from gpuadvise.rules import Trial
+    from gpuadvise.rules.engine import Trial
 
     src = tmp_path / "k.cu"
     src.write_text("a\n")
@@ -549,6 +550,7 @@ def test_fix_without_a_gpu_compares_the_same_ctas(
     exactly the CTAs each candidate runs."""
     import gpuadvise.trace.emulate as emulate_mod
     from gpuadvise.analyze.fix import compose_fixes
+    from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.analyze.services import AnalysisServices
 
@@ -563,7 +565,7 @@ def test_fix_without_a_gpu_compares_the_same_ctas(
         source=str(src), kernel="grow", grid="64", block="32x32", gpu="H100",
         args=("n=65536",), buffers=("in=float[n]", "out=float[n]"),
     )  # fmt: skip
-    done = run_analysis(opts, measure=False, select=("GA201",))
+    done = run_analysis(opts, AnalyzeSettings(measure=False, select=("GA201",)))
     mem = done.analysis.memory
     assert tuple(mem.trace.ctas) == (0, 1, 2), mem.notes
     # the analysis's outputs hold the dropped CTAs' first writes: not a reference for them

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from clikit import cli
 
-from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
 from gpuadvise.analyze.report import build_report
 from gpuadvise.analyze.run import run_analysis
 from gpuadvise.cli.analyze import _render, fails_run
@@ -40,7 +40,7 @@ TRACE_RULES = {"GA104", "GA201", "GA301", "GA302", "GA303", "GA305", "GA306", "G
 @pytest.fixture(scope="module")
 def stopped(compile_cache: Path):
     """The analysis of a kernel whose trace stops at an out-of-bounds store."""
-    return run_analysis(OPTS, measure=False)
+    return run_analysis(OPTS, AnalyzeSettings(measure=False))
 
 
 @pytest.mark.toolkit

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from clikit import cli_run
 
-from gpuadvise import rules as R
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.source.signature import list_kernels
 from gpuadvise.toolchain import find_toolchain
 
@@ -45,7 +46,7 @@ CASES = {
     "cells": "cells.cu",
 }
 # the bundled rules' ids (GA1xx launch, GA2xx shared memory, GA3xx global, GA4xx math)
-KNOWN_IDS = {r.id for r in R.load_registry()}
+KNOWN_IDS = {r.id for r in rule_engine.load_registry()}
 SAMPLE_CTAS = 8
 # Smaller frames than the bundled launches where those fill hundreds of MB of buffers (8K floats,
 # a 1024x1024 grid of 44-byte cells); test_rules_golden.py runs the bundled launches themselves.
@@ -111,12 +112,12 @@ def test_case_folder(folder: str) -> None:
 @pytest.mark.parametrize("folder", list(CASES))
 def test_annotations(folder: str) -> None:
     source = _source(folder)
-    marks = R.expectations(source)
+    marks = rule_engine.expectations(source)
     ids = {rid for rids in marks.values() for rid in rids}
     assert ids and ids <= KNOWN_IDS, ids - KNOWN_IDS
     flagged = set()
     for k in list_kernels(source.read_text()):
-        ks = R.find_kernel_source(source, k)
+        ks = srctext.find_kernel_source(source, k)
         assert ks is not None
         if any(ks.decl_line <= line <= ks.body_lines[1] for line in marks):
             flagged.add(k)
@@ -128,9 +129,9 @@ def test_annotations(folder: str) -> None:
     silent_styles = [
         k for cu in (KERNELS / "styles").rglob("*.cu") for k in list_kernels(cu.read_text())
         if not any(
-            (ks := R.find_kernel_source(cu, k)) is not None
+            (ks := srctext.find_kernel_source(cu, k)) is not None
             and ks.decl_line <= line <= ks.body_lines[1]
-            for line in R.expectations(cu)
+            for line in rule_engine.expectations(cu)
         )
     ]  # fmt: skip
     assert clean or silent_styles, (flagged, clean)
@@ -376,7 +377,7 @@ def test_annotations_are_well_formed() -> None:
     reads whole (a typo would silently drop an expectation)."""
     for folder in CASES:
         source = _source(folder)
-        marks = R.expectations(source)
+        marks = rule_engine.expectations(source)
         for n, line in enumerate(source.read_text().splitlines(), 1):
             if "expect:" not in line or line.lstrip().startswith("//"):
                 continue

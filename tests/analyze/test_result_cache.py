@@ -173,12 +173,13 @@ def saved_doc(tmp_path_factory: pytest.TempPathFactory) -> dict:
         f'grid = {N // 256}\nblock = 256\n[args]\nn = {N}\n[buffers]\nin = "float[n]"\n'
         'idx = "idx.npy"\nout = "float[n]"\n'
     )
-    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
     from gpuadvise.analyze.report import build_report
     from gpuadvise.analyze.run import run_analysis
 
     done = run_analysis(
-        KernelOptions(str(folder / "gather.cu"), gpu="H100", no_cache=True), measure=False
+        KernelOptions(str(folder / "gather.cu"), gpu="H100", no_cache=True),
+        AnalyzeSettings(measure=False),
     )
     return json.loads(json.dumps(build_report(done.analysis, done.rules).to_dict()))
 
@@ -193,7 +194,7 @@ def test_the_stored_report_renders_what_the_analysis_did(
     """Every format of a hit is the fresh run's, byte for byte: the stored report (read back
     from JSON) holds the live registers (their chart and table) and the rules skipped by choice
     (``--no-trace``), and the command is the current run's."""
-    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
     from gpuadvise.analyze.report import build_report
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.cli.analyze import _render, _render_hit
@@ -207,7 +208,7 @@ def test_the_stored_report_renders_what_the_analysis_did(
         'idx = "idx.npy"\nout = "float[n]"\n'
     )
     opts = KernelOptions(str(tmp_path / "gather.cu"), gpu="H100", no_cache=True)
-    done = run_analysis(opts, measure=False, trace=trace)
+    done = run_analysis(opts, AnalyzeSettings(measure=False, trace=trace))
     assert done.analysis.registers is not None and done.analysis.registers.gpr
     assert bool(done.rules.skipped) is not trace  # --no-trace skips the trace's rules
     argv = ["analyze", "gather.cu", "--gpu", "H100"]

@@ -17,6 +17,11 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.demanded_bits as bits
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.proxy as proxy_mod
+import gpuadvise.rules.structs as structs
+import gpuadvise.trace.view as tview
 from gpuadvise.spec.cuda_types import StructType, lookup
 from gpuadvise.spec.kernel_spec import BufferSpec
 from gpuadvise.toolchain import find_toolchain
@@ -30,7 +35,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = rule_api.builtin_kernels_dir()
+_K = rule_engine.builtin_kernels_dir()
 assert _K is not None
 KERNELS: Path = _K
 M32 = 0xFFFFFFFF
@@ -70,17 +75,17 @@ struct Unknown { Foo foo; };
 
 def test_cells_structs_as_the_source_lays_them_out():
     text = (KERNELS / "cells" / "cells.cu").read_text()
-    cell = rule_api.parse_struct(text, "Cell")
+    cell = structs.parse_struct(text, "Cell")
     assert cell is not None and (cell.size, cell.align) == (44, 4)
     names = ["type", "gender", "moved", "age", "energy", "food", "lsa", "target_x", "target_y",
              "trait0", "trait1"]  # fmt: skip
     assert [(f.name, f.offset) for f in cell.fields] == [(n, 4 * i) for i, n in enumerate(names)]
     assert cell.describe(12) == "age" and cell.describe(40) == "trait1"
-    packed = rule_api.parse_struct(text, "PackedCell")
+    packed = structs.parse_struct(text, "PackedCell")
     assert packed is not None and packed.size == 32
     assert packed.describe(0, 4) == "info" and packed.describe(1, 1) == "info.y"
     assert packed.describe(0, 2) == "info.x..y"
-    half4 = rule_api.parse_struct(
+    half4 = structs.parse_struct(
         (KERNELS / "fp16_neighbourhood" / "moments.cu").read_text(), "half4"
     )
     assert half4 is not None and (half4.size, half4.align) == (8, 8)  # __align__(8)
@@ -88,14 +93,14 @@ def test_cells_structs_as_the_source_lays_them_out():
 
 def test_unsupported_structs_give_none():
     for name in ("Bits", "Unknown", "Missing"):
-        assert rule_api.parse_struct(STRUCTS, name) is None, name
+        assert structs.parse_struct(STRUCTS, name) is None, name
 
 
 @needs_nvcc
 def test_struct_layouts_match_nvcc_offsetof(tmp_path):
-    outer = rule_api.parse_struct(STRUCTS, "Outer")
-    pair = rule_api.parse_struct(STRUCTS, "Pair")
-    meth = rule_api.parse_struct(STRUCTS, "WithMethod")
+    outer = structs.parse_struct(STRUCTS, "Outer")
+    pair = structs.parse_struct(STRUCTS, "Pair")
+    meth = structs.parse_struct(STRUCTS, "WithMethod")
     assert outer is not None and pair is not None and meth is not None
     # by hand: tag 0, pos 4 (float3 aligned to 4), s 16 (3 shorts), in 24 (Inner: 16 bytes,
     # aligned to 8), next 40, big 48; 56 rounded up to the __align__(16): 64
@@ -232,7 +237,7 @@ def test_demanded_bits_of_hand_written_ptx():
     from gpuadvise.ptx.parser import parse_ptx
 
     prog = build_program(parse_ptx(PTX), "k")
-    dem = rule_api.demanded_bits(prog.instrs, prog.regs)
+    dem = bits.demanded_bits(prog.instrs, prog.regs)
     assert dem["%r1"] == 0b11  # & 3 (and bit 0 again through the xor of %r6)
     assert dem["%r2"] == 0b10000  # (x >> 4) & 1
     assert dem["%r3"] == 0xFF  # truncated to 16 bits, then & 255
@@ -289,7 +294,7 @@ def test_array_of_structures_footprint_stride_and_fields():
          (1, 0, 0, [BASE + 44 * ln + 4 for ln in range(32)], 4)],
         [(10, Kind.LOAD), (10, Kind.LOAD)],
     )  # fmt: skip
-    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
+    view = tview.TraceView(t, tview.buffer_infos(t, _spec()))
     assert view.buffers["a"].elem_bytes == 44 and view.buffers["a"].is_struct
     assert view.lines(lambda f: True, [Kind.LOAD]) == [("/k.cu", 10, Kind.LOAD)]
     lanes, recs = view.access(view.insts_at("/k.cu", 10, Kind.LOAD), "a")
@@ -312,7 +317,7 @@ def test_loads_that_complete_each_other_waste_nothing():
          (1, 0, 0, [B2 + 8 * ln + 4 for ln in range(32)], 4)],
         [(20, Kind.LOAD), (20, Kind.LOAD)],
     )  # fmt: skip
-    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
+    view = tview.TraceView(t, tview.buffer_infos(t, _spec()))
     lanes, _ = view.access(np.array([0, 1]), "b")
     assert list(view.rec_sectors) == [8, 8] and list(view.rec_ideal) == [4, 4]
     assert rule_api.warp_footprint(lanes) == (8, 8)
@@ -325,7 +330,7 @@ def test_reuse_of_a_stencil_and_of_a_uniform_load():
     recs = [(k, 0, w, [B2 + 4 * (32 * w + ln + k) for ln in range(32)], 4)
             for k in range(3) for w in range(2)]  # fmt: skip
     t = _trace(recs, [(30, Kind.LOAD)] * 3)
-    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()))
+    view = tview.TraceView(t, tview.buffer_infos(t, _spec()))
     lanes, rr = view.access(np.array([0, 1, 2]), "b")
     ru = rule_api.cta_reuse(lanes, view.rec_sectors[rr])
     assert (ru.pairs, ru.addresses, ru.requests, ru.lanes) == (192, 66, 6, 192)
@@ -336,7 +341,7 @@ def test_reuse_of_a_stencil_and_of_a_uniform_load():
     # a uniform load: all lanes of both warps read b[k], k = 0..7: spread 1/32, reuse 64
     uni = [(0, 0, w, [B2 + 4 * k] * 32, 4) for k in range(8) for w in range(2)]
     t2 = _trace(uni, [(31, Kind.LOAD)])
-    v2 = rule_api.TraceView(t2, rule_api.buffer_infos(t2, _spec()))
+    v2 = tview.TraceView(t2, tview.buffer_infos(t2, _spec()))
     l2, r2 = v2.access(np.array([0]), "b")
     u = rule_api.cta_reuse(l2, v2.rec_sectors[r2])
     assert u.factor == 64.0 and u.spread == pytest.approx(1 / 32)
@@ -345,7 +350,7 @@ def test_reuse_of_a_stencil_and_of_a_uniform_load():
 def test_view_samples_ctas_evenly_and_scales():
     recs = [(0, c, 0, [B2 + 4 * ln for ln in range(32)], 4) for c in range(10)]
     t = _trace(recs, [(5, Kind.LOAD)], grid=(100, 1, 1), block=(32, 1, 1))
-    view = rule_api.TraceView(t, rule_api.buffer_infos(t, _spec()), max_ctas=4)
+    view = tview.TraceView(t, tview.buffer_infos(t, _spec()), max_ctas=4)
     assert list(view.ctas) == [0, 3, 6, 9] and view.scale == 25.0
     # one line, 4 sampled requests of 4 sectors: max(4, 16 / 4) cycles; 128 distinct bytes
     assert view.l1_total() == 4.0
@@ -373,14 +378,14 @@ NEIGHBOURS = [(dx, dy) for dy in range(-2, 3) for dx in range(-2, 3) if (dx, dy)
 def test_cells_pattern_and_field_widths():
     a = _analysis(KERNELS / "cells" / "cells.cu", "cells_fields")
     trace = a.memory.trace
-    view = rule_api.trace_view(trace, a.spec)
-    assert rule_api.trace_view(trace, a.spec) is view  # shared by the rules of a run
+    view = tview.trace_view(trace, a.spec)
+    assert tview.trace_view(trace, a.spec) is view  # shared by the rules of a run
     file = str((KERNELS / "cells" / "cells.cu").resolve())
     insts = view.insts_at(file, 74, Kind.LOAD)
     lanes, _ = view.access(insts, "cells")
     names = {0: "type", 4: "gender", 12: "age"}
-    pat = rule_api.infer_pattern(view, lanes, view.buffers["cells"], names, [1024], "here")
-    assert isinstance(pat, rule_api.Pattern)
+    pat = tview.infer_pattern(view, lanes, view.buffers["cells"], names, [1024], "here")
+    assert isinstance(pat, tview.Pattern)
     assert (pat.pitch, pat.rows, pat.elem_bytes, pat.count) == (1024, 1024, 44, 1024 * 1024)
     assert list(pat.offsets) == NEIGHBOURS and pat.coverage == 1.0
     assert [(f.word, f.words, f.name) for f in pat.fields] == [
@@ -416,14 +421,14 @@ def test_a_gather_has_no_pattern(tmp_path):
         'in = "float[n]"\nout = "float[n]"\n'
     )
     a = _analysis(src, "gather")
-    view = rule_api.trace_view(a.memory.trace, a.spec)
+    view = tview.trace_view(a.memory.trace, a.spec)
     insts = view.insts_at(str(src.resolve()), 3, Kind.LOAD)
     lanes, _ = view.access(insts, "in")
-    why = rule_api.infer_pattern(view, lanes, view.buffers["in"], None, [4096])
+    why = tview.infer_pattern(view, lanes, view.buffers["in"], None, [4096])
     assert isinstance(why, str) and ("data-dependent" in why or "distinct element" in why)
     # while idx[i] itself is read at offset 0 from each thread's own element
-    own = rule_api.infer_pattern(view, view.access(insts, "idx")[0], view.buffers["idx"], None, [])
-    assert isinstance(own, rule_api.Pattern) and own.offsets == ((0, 0),) and own.one_d
+    own = tview.infer_pattern(view, view.access(insts, "idx")[0], view.buffers["idx"], None, [])
+    assert isinstance(own, tview.Pattern) and own.offsets == ((0, 0),) and own.one_d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,7 +441,7 @@ def pick(first: int, salt: int, share: int) -> bool:
 
 
 def reference(
-    p: rule_api.Pattern, thresholds: list[int | None], scale: int = 1
+    p: tview.Pattern, thresholds: list[int | None], scale: int = 1
 ) -> tuple[np.ndarray, int]:
     """What both kernels of a proxy must write: per thread, the fold of the logical indices
     (element x words + field word + component, times ``scale``) of every field read, visits in
@@ -460,12 +465,12 @@ def reference(
                         break
                     loads += 1
                     for c in range(f.words):
-                        acc = (acc * rule_api.FOLD + (e * p.words + f.word + c) * scale) & M32
+                        acc = (acc * proxy_mod.FOLD + (e * p.words + f.word + c) * scale) & M32
             out[y * p.threads_x + x] = acc
     return out, loads
 
 
-def run_proxy(px: rule_api.Proxy, tmp: Path) -> dict[str, Any]:
+def run_proxy(px: rule_engine.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of ``px`` on the emulator, every CTA: (out, global load lanes, smem)."""
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
@@ -490,7 +495,7 @@ def run_proxy(px: rule_api.Proxy, tmp: Path) -> dict[str, Any]:
     return got
 
 
-PAT_2D = rule_api.Pattern(
+PAT_2D = tview.Pattern(
     buffer="cells",
     elem_bytes=12,
     count=20 * 7,
@@ -499,11 +504,11 @@ PAT_2D = rule_api.Pattern(
     grid=(3, 2, 1),
     block=(8, 4, 1),
     offsets=((-1, -1), (0, -1), (1, -1), (-1, 0), (0, 0), (1, 0), (-1, 1), (0, 1), (1, 1)),
-    fields=(rule_api.FieldLoad(0, 1, 1.0, "a"), rule_api.FieldLoad(2, 1, 0.5, "c")),
+    fields=(tview.FieldLoad(0, 1, 1.0, "a"), tview.FieldLoad(2, 1, 0.5, "c")),
     coverage=1.0,
     where="k at k.cu:7",
 )
-PAT_1D = rule_api.Pattern(
+PAT_1D = tview.Pattern(
     buffer="p",
     elem_bytes=32,
     count=90,
@@ -513,9 +518,9 @@ PAT_1D = rule_api.Pattern(
     block=(32, 1, 1),
     offsets=((-1, 0), (0, 0), (1, 0), (5, 0)),
     fields=(
-        rule_api.FieldLoad(4, 4, 1.0, "v"),
-        rule_api.FieldLoad(1, 1, 0.25, "n"),
-        rule_api.FieldLoad(2, 2, 0.25, "w"),
+        tview.FieldLoad(4, 4, 1.0, "v"),
+        tview.FieldLoad(1, 1, 0.25, "n"),
+        tview.FieldLoad(2, 2, 0.25, "w"),
     ),  # fmt: skip
     coverage=1.0,
     where="k at k.cu:9",
@@ -563,7 +568,7 @@ def test_packed_proxy_reads_one_word_for_the_packed_fields(tmp_path):
 @needs_nvcc
 def test_tile_proxy_stages_the_window_once(tmp_path):
     px = rule_api.tile_proxy(PAT_2D)
-    assert isinstance(px, rule_api.Proxy) and (px.before, px.after) == (
+    assert isinstance(px, rule_engine.Proxy) and (px.before, px.after) == (
         "ga305_global",
         "ga305_tile",
     )
@@ -596,7 +601,7 @@ def test_tile_proxy_stages_the_window_once(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Stores and read-modify-writes (GA301's `p[i].x += p[i].vx * dt`)
 
-FL = rule_api.FieldLoad
+FL = tview.FieldLoad
 # 32-byte elements, one thread per element (80 of 96 threads inside): loads x (word 0), vx
 # (word 3), a uint2 `w` (words 4..5) for a quarter of the visits; stores x back, and a uint2 `ab`
 # (words 6..7) that no load reads, for half of the visits
@@ -611,7 +616,7 @@ STORES_RMW = (FL(0, 1, 1.0, "x"), FL(6, 2, 0.5, "ab"))
 
 
 def reference_stores(
-    p: rule_api.Pattern, loads: list[int | None], stores: tuple[Any, ...]
+    p: tview.Pattern, loads: list[int | None], stores: tuple[Any, ...]
 ) -> tuple[np.ndarray, dict[int, int], int]:
     """What both kernels of a store proxy must do: (out per thread, the value of each stored
     logical word, the number of stored fields) by the rules of gpuadvise.rules.proxy."""
@@ -629,7 +634,7 @@ def reference_stores(
             if j and loads[j] is not None and not pick(first, j, loads[j]):
                 break
             for c in range(f.words):
-                acc = (acc * rule_api.FOLD + e * p.words + f.word + c) & M32
+                acc = (acc * proxy_mod.FOLD + e * p.words + f.word + c) & M32
         for j, f in enumerate(stores):
             share = round(f.share * 1024)
             if f.share < 0.98 and not pick(e, 16 + j, share):
@@ -638,12 +643,12 @@ def reference_stores(
             value = acc
             for c in range(f.words):
                 stored[e * p.words + f.word + c] = (value + c) & M32
-                acc = (acc * rule_api.FOLD + e * p.words + f.word + c) & M32
+                acc = (acc * proxy_mod.FOLD + e * p.words + f.word + c) & M32
         out[x] = acc
     return out, stored, n_stores
 
 
-def run_store_proxy(px: rule_api.Proxy, tmp: Path) -> dict[str, Any]:
+def run_store_proxy(px: rule_engine.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of a store proxy on the emulator, every CTA, the written buffer read back
     too: per kernel (out, written buffer, global load lanes, global store lanes)."""
     from gpuadvise.analyze.measure import write_proxy
@@ -745,7 +750,7 @@ def _ga301(source: Path, kernel: str, args: tuple[str, ...] = ()) -> list[rule_a
 
 
 def _field_words(
-    px: rule_api.Proxy, tmp: Path, word: int, count: int, name: str
+    px: rule_engine.Proxy, tmp: Path, word: int, count: int, name: str
 ) -> tuple[Any, Any]:
     """The stored words of field ``word`` (``name``; one per element) in both layouts, after
     both kernels of ``px`` ran on the emulator with equal outputs: (old layout, new layout)."""

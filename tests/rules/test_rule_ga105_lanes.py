@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
-from gpuadvise.rules import UniformLanes
+from gpuadvise.rules.lanes import UniformLanes
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 

@@ -17,6 +17,8 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule
 
 import gpuadvise.rules as R
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.devices import memory_rates, preset
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -42,8 +44,8 @@ def few() -> R.Finding:
 
 def test_sum_few_is_reported_with_littles_law_numbers(few):
     f = few
-    assert f.line == R.find_kernel_source(SOURCE, "sum_few").decl_line
-    assert R.expectations(SOURCE)[f.line] == ("GA106",)
+    assert f.line == srctext.find_kernel_source(SOURCE, "sum_few").decl_line
+    assert rule_engine.expectations(SOURCE)[f.line] == ("GA106",)
     e = ev(f)
     # 264 CTAs x 4 warps over 132 SMs; fewer than half of the 64 warps an SM holds
     assert e["warps_per_sm"] == 8.0 and e["total_ctas"] == CTAS and e["ctas_per_wave"] == WAVE
@@ -80,7 +82,7 @@ def test_the_estimate_is_an_upper_bound_over_the_grid_stride_point(few):
 @pytest.mark.parametrize("kernel", ["sum_macro", "sum_template"])
 def test_the_other_spellings_give_the_same_finding(few, kernel):
     (f,) = ga106(kernel)
-    assert f.line == R.find_kernel_source(SOURCE, kernel).decl_line
+    assert f.line == srctext.find_kernel_source(SOURCE, kernel).decl_line
     assert ev(f) == ev(few)
     assert f.estimated_speedup.speedup == few.estimated_speedup.speedup
 
@@ -120,7 +122,7 @@ def test_the_thresholds():
 
 
 def test_waited_bytes_per_warp_follows_the_chain():
-    rule = R.load_registry().get("GA106")
+    rule = rule_engine.load_registry().get("GA106")
     mod = sys.modules[type(rule).__module__]
     from gpuadvise.model.execution import KernelWork
 

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.rules.config import Config
 from gpuadvise.source.patch import apply_unified_diff
@@ -31,7 +33,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_KERNELS = rule_api.builtin_kernels_dir()
+_KERNELS = rule_engine.builtin_kernels_dir()
 assert _KERNELS is not None
 KERNELS: Path = _KERNELS
 MOMENTS = KERNELS / "fp16_neighbourhood" / "moments.cu"
@@ -45,7 +47,7 @@ def _cache(compile_cache: Path) -> Path:
 
 
 def ga201_module() -> Any:
-    return sys.modules[type(rule_api.load_registry().get("GA201")).__module__]
+    return sys.modules[type(rule_engine.load_registry().get("GA201")).__module__]
 
 
 _ANALYSES: dict[tuple[str, str, str], Any] = {}
@@ -347,7 +349,7 @@ def test_unsafe_uses_refuse_the_padding(tmp_path: Path, top: str, body: str, why
 def kernel_source(tmp: Path, text: str, kernel: str) -> rule_api.KernelSource:
     p = tmp / "k.cu"
     p.write_text(textwrap.dedent(text))
-    ks = rule_api.find_kernel_source(p, kernel)
+    ks = srctext.find_kernel_source(p, kernel)
     assert ks is not None
     return ks
 

@@ -16,6 +16,8 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.source.signature import list_kernels
 
@@ -32,12 +34,12 @@ def ga206(source: Path, kernel: str, **opts: Any) -> list[rule_api.Finding]:
 
 
 def expected(source: Path, kernel: str) -> set[int]:
-    ks = rule_api.find_kernel_source(source, kernel)
+    ks = srctext.find_kernel_source(source, kernel)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     return {
         line
-        for line, ids in rule_api.expectations(source).items()
+        for line, ids in rule_engine.expectations(source).items()
         if first <= line <= last and "GA206" in ids
     }
 
@@ -319,7 +321,7 @@ def test_gpu_reduction_variants_are_measured_and_verified_as_totals() -> None:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules import RulesRun
+    from gpuadvise.rules.engine import RulesRun
     from gpuadvise.runner.client import pycuda_missing
 
     why = pycuda_missing()

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
 from gpuadvise.source.patch import apply_unified_diff
@@ -26,7 +28,7 @@ except Exception:
 
 pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = rule_api.builtin_kernels_dir()
+_K = rule_engine.builtin_kernels_dir()
 assert _K is not None
 LUM = _K / "luminance"
 TRACE_CTAS = 8
@@ -120,7 +122,7 @@ BODY = """{
 def test_multiple_of(vr, expr, n, want, tmp_path):
     src = tmp_path / "m.cu"
     src.write_text("__global__ void k(unsigned gy, unsigned w, unsigned tid) " + BODY + "\n")
-    ks = rule_api.find_kernel_source(src, "k")
+    ks = srctext.find_kernel_source(src, "k")
     assert ks is not None
     assert vr.multiple_of(ks, expr, n) is want
 
@@ -388,7 +390,7 @@ extern "C" __global__ void k(const float* __restrict__ in, float* __restrict__ o
 def test_source_accesses_and_refusals(vr, tmp_path):
     src = tmp_path / "k.cu"
     src.write_text(SOURCE_FORMS)
-    ks = rule_api.find_kernel_source(src, "k")
+    ks = srctext.find_kernel_source(src, "k")
     assert ks is not None
     acc = vr._accesses(ks, "in", [3])
     assert [(a.base, a.offset, a.store) for a in acc] == [("i", 0, False), ("i", 1, False)]

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules_report
 from gpuadvise.model.l2 import tiled_order
 from gpuadvise.rules.config import Config
@@ -55,7 +57,7 @@ RECORDED_DRAM_TILE_X32 = 671.5 * MB
 
 
 def ga304() -> ModuleType:
-    rule = rule_api.load_registry().get("GA304")
+    rule = rule_engine.load_registry().get("GA304")
     return sys.modules[type(rule).__module__]
 
 
@@ -74,13 +76,13 @@ __global__ void k(float* out, int w) {
 
 
 def _body(text: str) -> tuple[int, int]:
-    code = rule_api.blank_comments_and_strings(text)
+    code = srctext.blank_comments_and_strings(text)
     start = code.index("{")
-    return start, rule_api.match_brace(code, start)
+    return start, srctext.match_brace(code, start)
 
 
 def test_block_index_uses() -> None:
-    code = rule_api.blank_comments_and_strings(KERNEL)
+    code = srctext.blank_comments_and_strings(KERNEL)
     uses = block_index_uses(code)
     assert [u[2] for u in uses] == ["x", "y"]  # the comment is blanked
     assert [KERNEL[s:e] for s, e, _ in uses] == ["blockIdx.x", "blockIdx . y"]
@@ -150,18 +152,18 @@ def test_tiled_lines_define_the_block_and_their_helpers() -> None:
 def _safety(tmp_path: Path, text: str, kernel: str = "k", grid: tuple[int, ...] = (8, 8, 1)) -> Any:
     path = tmp_path / "k.cu"
     path.write_text(text)
-    ks = rule_api.find_kernel_source(path, kernel)
+    ks = srctext.find_kernel_source(path, kernel)
     assert ks is not None
     return ga304().remap_safety(ks, grid)
 
 
 def test_gather_rowmajor_is_safe_and_gather_tiled_is_not() -> None:
     mod = ga304()
-    ks = rule_api.find_kernel_source(GATHER, "gather_rowmajor")
+    ks = srctext.find_kernel_source(GATHER, "gather_rowmajor")
     assert ks is not None
     safe = mod.remap_safety(ks, (480, 270, 1))
     assert safe.safe and safe.first_line == 34
-    tiled = rule_api.find_kernel_source(GATHER, "gather_tiled")
+    tiled = srctext.find_kernel_source(GATHER, "gather_tiled")
     assert tiled is not None
     r = mod.remap_safety(tiled, (480, 270, 1))
     assert not r.safe and "gridDim" in r.reasons[0]
@@ -234,10 +236,10 @@ def test_a_candidate_is_built_with_the_analysis_flags(tmp_path: Path, monkeypatc
 
 def test_unsafe_kernel_gets_a_display_only_variant(tmp_path: Path) -> None:
     mod = ga304()
-    ks = rule_api.find_kernel_source(GATHER, "gather_tiled")
+    ks = srctext.find_kernel_source(GATHER, "gather_tiled")
     assert ks is not None
     remap = mod.remap_safety(ks, (480, 270, 1))
-    rule = rule_api.load_registry().get("GA304")
+    rule = rule_engine.load_registry().get("GA304")
     f = rule_api.Finding(
         "GA304", rule.name, rule.title, "warning", "m", details=mod.L2Tiling(
             mod.OrderTraffic("row-major", None, 2e6, 0.0),
@@ -271,7 +273,7 @@ def analyze(
     return analyze_kernel(spec, choice.device, options, trace=trace, sample_ctas=sample)
 
 
-def ga304_run(a: Any, **options: Any) -> rule_api.RulesRun:
+def ga304_run(a: Any, **options: Any) -> rule_engine.RulesRun:
     cfg = Config(trace_ctas=TRACE_CTAS, select=("GA304",), rule_options={"GA304": options})
     return run_rules_report(a, cfg)
 
@@ -293,7 +295,7 @@ def rowmajor() -> tuple[Any, rule_api.Finding]:
     assert edge_only is not None and edge_only.mode not in ("synthesized", "complete")
     models = dataclasses.replace(model_results(a.memory), l2=edge_only)
     ctx = rule_api.RuleContext(a.facts(), models, AnalysisServices(a))
-    run = rule_api.evaluate_rules(ctx, Config(trace_ctas=TRACE_CTAS, select=("GA304",)))
+    run = rule_engine.evaluate_rules(ctx, Config(trace_ctas=TRACE_CTAS, select=("GA304",)))
     assert [f.rule for f in run.findings] == ["GA304"], run
     return a, run.findings[0]
 

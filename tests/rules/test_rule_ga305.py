@@ -15,6 +15,7 @@ import rulekit
 from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
 from gpuadvise.analyze import measure
 
 pytestmark = needs_toolkit
@@ -117,14 +118,14 @@ class Stage:
     def __init__(self, speedup: float) -> None:
         self.speedup = speedup
 
-    def run(self, v: rule_api.Variant) -> rule_api.Trial:
+    def run(self, v: rule_api.Variant) -> rule_engine.Trial:
         s = self.speedup
-        m = rule_api.Measurement(
+        m = rule_engine.Measurement(
             s, 1.0, 1 / s, "H100", s * 0.99, s * 1.01, True, 10, "proxy", v.label
         )
-        return rule_api.Trial(v.label, v.description, m, True, None)
+        return rule_engine.Trial(v.label, v.description, m, True, None)
 
-    def run_all(self, variants: list[rule_api.Variant]) -> list[rule_api.Trial]:
+    def run_all(self, variants: list[rule_api.Variant]) -> list[rule_engine.Trial]:
         return [self.run(v) for v in variants]
 
 

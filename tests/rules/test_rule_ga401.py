@@ -16,6 +16,8 @@ import rulekit
 from rulekit import KERNELS, ev
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise import toolchain as nvcc
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
@@ -32,7 +34,7 @@ SOURCE = CASE / "spills.cu"
 @pytest.fixture(scope="module")
 def mod() -> ModuleType:
     """The loaded rule module (the registry imports it under a name of its own)."""
-    rule = rule_api.load_registry().get("GA401")
+    rule = rule_engine.load_registry().get("GA401")
     return sys.modules[type(rule).__module__]
 
 
@@ -51,7 +53,7 @@ def expect_line(kernel_word: str) -> int:
     """The line of ``// expect: GA401`` that mentions ``kernel_word``'s declaration or body."""
     lines = SOURCE.read_text().splitlines()
     hits = [n for n, ln in enumerate(lines, 1) if "expect: GA401" in ln]
-    ks = rule_api.find_kernel_source(SOURCE, kernel_word)
+    ks = srctext.find_kernel_source(SOURCE, kernel_word)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     inside = [n for n in hits if first <= n <= last]
@@ -84,7 +86,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert (
         f.line
         == expect_line("moments_capped")
-        == rule_api.find_kernel_source(SOURCE, "moments_capped").decl_line
+        == srctext.find_kernel_source(SOURCE, "moments_capped").decl_line
     )
     e = ev(f)
     # __launch_bounds__(256, 8): 65536 registers / (8 x 256 threads) = 32 per thread
@@ -101,7 +103,7 @@ def test_spills_are_found_at_the_kernel_with_ptxas_numbers(capped):
     assert e["global_bytes"] == g and g > 128
     # the lines that hold the spills, most LDL/STL first, all inside the kernel
     lines = [int(x) for x in str(e["local_access_lines"]).split(",")]
-    ks = rule_api.find_kernel_source(SOURCE, "moments_capped")
+    ks = srctext.find_kernel_source(SOURCE, "moments_capped")
     assert all(ks.decl_line <= n <= ks.body_lines[1] for n in lines)
     per = {}
     for ln in a.sass_lines:
@@ -331,7 +333,7 @@ def test_max_candidates_bounds_the_compiles(capped):
 def ks_of(tmp_path: Path, text: str, kernel: str) -> rule_api.KernelSource:
     p = tmp_path / "k.cu"
     p.write_text(textwrap.dedent(text))
-    ks = rule_api.find_kernel_source(p, kernel)
+    ks = srctext.find_kernel_source(p, kernel)
     assert ks is not None
     return ks
 
@@ -452,7 +454,7 @@ def test_a_printf_stack_frame_is_not_a_local_array(tmp_path):
 
 
 def test_rule_documentation_names_the_case():
-    rule = rule_api.load_registry().get("GA401")
+    rule = rule_engine.load_registry().get("GA401")
     assert rule.name == "register-spills"
     assert "kernels/spills/spills.cu" in rule.sections()["Example"]
 
@@ -467,7 +469,7 @@ def test_gpu_candidates_are_measured_and_verified():
     from gpuadvise.analyze.measure import measure_findings
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules import RulesRun
+    from gpuadvise.rules.engine import RulesRun
     from gpuadvise.runner.client import pycuda_missing
 
     why = pycuda_missing()

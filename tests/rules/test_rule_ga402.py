@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.context as rule_context
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
 from gpuadvise.toolchain import find_toolchain
@@ -22,7 +25,7 @@ try:
 except Exception:
     HAVE_NVCC = False
 
-_K = rule_api.builtin_kernels_dir()
+_K = rule_engine.builtin_kernels_dir()
 assert _K is not None
 MOMENTS = _K / "fp16_neighbourhood" / "moments.cu"
 NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and operation
@@ -30,7 +33,7 @@ NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and o
 
 @pytest.fixture(scope="module")
 def mod() -> Any:
-    rule = rule_api.load_registry().get("GA402")
+    rule = rule_engine.load_registry().get("GA402")
     return sys.modules[type(rule).__module__]
 
 
@@ -194,7 +197,7 @@ def small(tmp_path: Path) -> Path:
 
 @needs_nvcc
 def test_operators_on_half_variables(mod, small):
-    ks = rule_api.find_kernel_source(small, "dot_ops")
+    ks = srctext.find_kernel_source(small, "dot_ops")
     assert ks is not None
     assert mod.half_variables(ks) == {"s", "acc", "v"}
     assert sorted(o.op for o in mod.scalar_ops(ks)) == ["operator*", "operator+"]
@@ -223,7 +226,7 @@ def test_updates_and_shapes(mod, tmp_path):
         "    for (int i = 0; i < 4; i += 1) q = __hfma(i, wt, q);\n"
         "}\n"
     )
-    ks = rule_api.find_kernel_source(src, "k")
+    ks = srctext.find_kernel_source(src, "k")
     assert ks is not None
     ups = {u.acc: u for u in mod.updates(ks, ks.span)}
     assert (ups["m_r"].multiplicand, ups["m_r"].multiplier) == ("t.x", "wt")
@@ -256,13 +259,13 @@ def test_skipped_with_a_note_without_a_compiled_kernel(tmp_path):
         "}\n"
     )
     spec = KernelSpec(source=src, kernel="k", launch=LaunchConfig(Dim3(1, 1, 1), Dim3(32, 1, 1), 0))
-    facts = rule_api.KernelFacts(
+    facts = rule_context.KernelFacts(
         spec=spec,
         device=preset("H100"),
         kernel=SimpleNamespace(name="k"),  # type: ignore[arg-type]
         occupancy_input=None,  # type: ignore[arg-type]
         occupancy=None,  # type: ignore[arg-type]
     )  # no compiled kernel: no SASS
-    r = rule_api.evaluate_rules(rule_api.RuleContext(facts), Config(select=("GA402",)))
+    r = rule_engine.evaluate_rules(rule_api.RuleContext(facts), Config(select=("GA402",)))
     assert r.findings == ()
     assert r.notes and r.notes[0].startswith("GA402 (unpacked-half-math) not evaluated")

@@ -17,6 +17,7 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
 import gpuadvise.rules as R
+import gpuadvise.source.text as srctext
 from gpuadvise.source.patch import apply_unified_diff
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -156,7 +157,7 @@ class _Move:
 def test_the_source_move(tmp_path):
     src = tmp_path / "k.cu"
     src.write_text(MOVES)
-    ks = R.find_kernel_source(src, "k")
+    ks = srctext.find_kernel_source(src, "k")
     moved = R.move_declarations(ks, [_Move()], [(4, 8)])
     assert not isinstance(moved, str)
     text, lines = moved
@@ -178,15 +179,15 @@ def test_the_source_move(tmp_path):
     ]
     # what it refuses
     src.write_text(MOVES.replace("    float acc = 0.0f;\n", "    float acc = 0.0f;\n    i++;\n"))
-    why = R.move_declarations(R.find_kernel_source(src, "k"), [_Move()], [(4, 9)])
+    why = R.move_declarations(srctext.find_kernel_source(src, "k"), [_Move()], [(4, 9)])
     assert why == "i, which line 4 reads, changes before line 9"
     src.write_text(MOVES.replace("float acc = 0.0f;", "float acc = v.y;"))
-    why = R.move_declarations(R.find_kernel_source(src, "k"), [_Move()], [(4, 8)])
+    why = R.move_declarations(srctext.find_kernel_source(src, "k"), [_Move()], [(4, 8)])
     assert why == "v is used before line 8"
-    why = R.move_declarations(R.find_kernel_source(src, "k"), [_Move()], [(3, 8)])
+    why = R.move_declarations(srctext.find_kernel_source(src, "k"), [_Move()], [(3, 8)])
     assert why == "i is used before line 8"
     src.write_text(MOVES)
-    why = R.move_declarations(R.find_kernel_source(src, "k"), [_Move()], [(5, 6)])
+    why = R.move_declarations(srctext.find_kernel_source(src, "k"), [_Move()], [(5, 6)])
     assert why == "line 5 is already next to its first use"
 
 

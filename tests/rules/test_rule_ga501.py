@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.devices import preset
 from gpuadvise.rules.config import Config
@@ -31,7 +33,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-KERNELS = rule_api.builtin_kernels_dir()
+KERNELS = rule_engine.builtin_kernels_dir()
 assert KERNELS is not None
 CASE = KERNELS / "launches"
 SOURCE = CASE / "launches.cu"
@@ -75,9 +77,9 @@ def ev(f: rule_api.Finding) -> dict[str, Any]:
 def test_step_repeated_1000_times_is_reported_with_the_model_numbers():
     a = analyze(SOURCE, "step")
     (f,) = ga501(a)
-    ks = rule_api.find_kernel_source(SOURCE, "step")
+    ks = srctext.find_kernel_source(SOURCE, "step")
     assert f.line == ks.decl_line
-    assert rule_api.expectations(SOURCE)[f.line] == ("GA501",)
+    assert rule_engine.expectations(SOURCE)[f.line] == ("GA501",)
     e = ev(f)
     # pos and vel, 16896 floats each, both read and written by every launch
     moved = 2 * 2 * 4 * N_PARTICLES
@@ -109,7 +111,7 @@ def test_the_traced_instruction_floor_enters_the_model():
     mem = a.memory
     assert mem is not None and not mem.error and mem.lane_instructions > 0
     (f,) = ga501(a)
-    rule = rule_api.load_registry().get("GA501")
+    rule = rule_engine.load_registry().get("GA501")
     ctx = rule_context(a, lazy_models=False).for_rule(dict(rule.options))
     m, facts = rule.model(ctx)
     d = preset("H100")
@@ -166,7 +168,7 @@ def test_a_single_launch_mostly_overhead_is_reported_on_the_launch_model(tmp_pat
     # the overhead share is about 0.75, under the default 0.8: asked at 0.7 here
     a = analyze(SOURCE, "step", write_spec(tmp_path, N_PARTICLES, 1), trace=True)
     (f,) = ga501(a, min_single_overhead_share=0.7)
-    assert f.line == rule_api.find_kernel_source(SOURCE, "step").decl_line
+    assert f.line == srctext.find_kernel_source(SOURCE, "step").decl_line
     e = ev(f)
     ctx = rule_context(a, lazy_models=False).for_rule({})
     times = rule_api.kernel_launch_times(preset("H100"), ctx.trace_view)
@@ -200,7 +202,7 @@ def test_a_single_launch_with_atomics_is_not_reported():
 
 
 def test_launch_model_arithmetic():
-    rule = rule_api.load_registry().get("GA501")
+    rule = rule_engine.load_registry().get("GA501")
     mod = sys.modules[type(rule).__module__]
     m = mod.LaunchModel(launches=100, kernel_us=0.5, gap_us=1.0, host_us=4.0, graph_us=8.0)
     assert m.stream_us == 400.0 and m.graph_us_total == 158.0

@@ -23,11 +23,13 @@ def test_every_rule_run_is_timed():
 
 
 def test_analyze_reports_them_in_timings_s():
-    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
     from gpuadvise.analyze.run import run_analysis
 
     opts = KernelOptions(source=str(REDUCE), kernel="reduce2", args=("n=65536",), gpu="H100")
-    done = run_analysis(opts, sample_ctas="4", select=("GA102", "GA305"), measure=False)
+    done = run_analysis(
+        opts, AnalyzeSettings(sample_ctas="4", select=("GA102", "GA305"), measure=False)
+    )
     t = done.analysis.timings_s
     assert {"rule_GA102_s", "rule_GA305_s"} <= set(t)
     assert sum(t[f"rule_{r}_s"] for r in done.rules.rules_run) <= t["rules_s"] + 1e-6

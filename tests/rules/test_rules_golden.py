@@ -29,6 +29,8 @@ import rulekit
 from rulekit import KERNELS
 
 import gpuadvise.rules as rule_api
+import gpuadvise.rules.engine as rule_engine
+import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules, run_rules_report
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import findings_json
@@ -76,7 +78,7 @@ def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
         rel, kernel = case
         cfg = Config(trace_ctas=TRACE_CTAS)
         context = rule_context(analyze(KERNELS / rel, kernel), cfg)
-        run = rule_api.evaluate_rules(context, cfg, registry=rule_api.load_registry())
+        run = rule_engine.evaluate_rules(context, cfg, registry=rule_engine.load_registry())
         _RUNS[case] = (context, run, set())
     context, run, taken = _RUNS[case]
     taken.add(consumer)
@@ -92,15 +94,15 @@ def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     return rulekit.analyze(source, kernel, TRACE_CTAS if trace else None, trace=trace)
 
 
-def expected_for(source: Path, kernel: str, registry: rule_api.Registry) -> set[tuple[int, str]]:
+def expected_for(source: Path, kernel: str, registry: rule_engine.Registry) -> set[tuple[int, str]]:
     """The (line, rule) markers of ``kernel``; outside kernels/styles only the registered rules'."""
     every = KERNELS / "styles" in source.parents
-    ks = rule_api.find_kernel_source(source, kernel)
+    ks = srctext.find_kernel_source(source, kernel)
     assert ks is not None
     first, last = ks.decl_line, ks.body_lines[1]
     return {
         (line, rid)
-        for line, rids in rule_api.expectations(source).items()
+        for line, rids in rule_engine.expectations(source).items()
         if first <= line <= last
         for rid in rids
         if every or registry.find(rid) is not None  # elsewhere: rules not written are unchecked
@@ -114,7 +116,7 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
     module = sys.modules[__name__]
     monkeypatch.setattr(module, "analyze", lambda source, kernel: made.append((kernel, "a")))
     monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
-    monkeypatch.setattr(rule_api, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
+    monkeypatch.setattr(rule_engine, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
     monkeypatch.setattr(module, "_RUNS", {})
     case = ("some/case.cu", "k")
     first = case_run(case, "details")
@@ -131,8 +133,8 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
 
 
 def test_every_rule_has_a_case_that_fires():
-    registry = rule_api.load_registry()
-    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_api.expectations(cu).values()
+    registry = rule_engine.load_registry()
+    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_engine.expectations(cu).values()
                  for rid in ids}  # fmt: skip
     assert set(registry.ids) <= annotated
     # each of GA101..GA103 has its own case folder with a bad and a good kernel
@@ -144,7 +146,7 @@ def test_every_rule_has_a_case_that_fires():
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel
-    registry = rule_api.load_registry()
+    registry = rule_engine.load_registry()
     _, run = case_run(case, "golden")
     found = list(run.findings)
     errors = [f for f in found if f.is_error]
