@@ -100,7 +100,7 @@ def run_analyze(
     to_stdout = [f for f, dest in targets if dest is None]
     text_only = targets == [("text", None)]
     opts = _source_from_spec(opts)
-    opts = _binary_request(opts, fix, diff, write_variants, measure)
+    opts = _binary_request(opts, fix, diff, settings.write_variants, settings.measure)
     if any(f == "text" and dest is not None for f, dest in targets):
         raise UsageError("--output needs a machine format", "add --format json|sarif|junit|...")
     if out.statistics and (not text_only or fix or diff):

@@ -152,6 +152,7 @@ from gpuadvise.source.patch import (
 )
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.source.text import KernelSource, line_of, split_top
+from gpuadvise.source.tree import Expr
 from gpuadvise.toolchain.sass import halfword_prmt, one_lane_fp16, same_source_file
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, distinct_records, record_weights
 from gpuadvise.trace.view import cta_reuse, field_loads, integer_args, stride_mode, warp_footprint
@@ -183,6 +184,7 @@ __all__ = [
     "elementwise_diff",
     "elementwise_vector_diff",
     "Estimate",
+    "Expr",
     "Evidence",
     "field_loads",
     "find_idle_loads",
