@@ -23,6 +23,7 @@ from gpuadvise.rules import (
     accumulation_reloads,
     counted,
     distinct,
+    fixkit,
     launch_change_estimate,
     lines_text,
     reload_costs,
@@ -146,9 +147,13 @@ class RedundantGlobalLoads(Rule):
 
     Fix safety
     ----------
-    Display-only: keeping the value in a register assumes nothing else writes the address in
-    between; the trace shows no other traced thread doing so in this launch, not in every
-    launch (``__restrict__`` promises it for all of them).
+    Automatic and verified where a store of the thread's in between forces the reload (the
+    compiler must assume the pointers alias): ``__restrict__`` on the kernel's pointer
+    parameters (the fix kit's ``insert_restrict``), the outputs checked against the kernel's on
+    this launch, where no two buffers overlap; ``__restrict__`` promises it for every launch,
+    which the description asks the user to check. Display-only otherwise (a pass over a row, a
+    load repeated by a loop with a run-time trip count): keeping the value in a register is the
+    user's rewrite.
     """
 
     id = "GA309"
@@ -343,12 +348,34 @@ class RedundantGlobalLoads(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Reloads)
         top = d.lines[0]
-        return Variant(
-            "display-only",
+        advice = (
             f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
             "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
             "when the buffers never overlap (an assumption about every launch: the trace shows "
-            "this one only)",
+            "this one only)"
+        )
+        # a reload forced by a store of the thread's in between (the compiler must assume the
+        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value
+        if top.stored_between * 2 < top.lanes or not ctx.same_file(finding.file):
+            return Variant("display-only", advice)
+        try:
+            ks = ctx.kernel_source
+        except ModelUnavailable:
+            return Variant("display-only", advice)
+        if ks.kernel is None:
+            return Variant("display-only", advice)
+        pointers = [p.name for p in ks.kernel.params if p.pointer]
+        rw = ks.rewrite()
+        if fixkit.insert_restrict(ks.tree, rw, ks.kernel, pointers) == 0:
+            return Variant("display-only", advice)
+        return Variant(
+            "automatic-and-verified",
+            f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
+            f"`{top.buffer}[...]` in a register across the store to `{top.store_buffer}`: the "
+            "outputs are checked against the kernel's for this launch, where no two of its "
+            "buffers overlap; `__restrict__` promises that for every launch (check the callers "
+            f"before keeping it). Otherwise: {advice}",
+            diff=rw.diff(ctx.source_file),
         )
 
 

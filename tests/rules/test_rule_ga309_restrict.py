@@ -1,0 +1,100 @@
+"""GA309's automatic fix (issue 28 item 2): a reload the compiler keeps because a store of the
+thread's may alias it gets ``__restrict__`` on the kernel's pointer parameters, through the fix
+kit, in three spellings (AdamW's moments through macros, a loop bound read through a pointer in
+a template, a helper function and ``float *p`` in a one-line body); the patched kernel writes
+the same outputs over its whole launch on the CPU emulator, and GA309 is silent on it. A reload
+with no store in between (k-means' features, already ``__restrict__``) keeps the advice."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from rulekit import KERNELS, analyze, run_rule
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+SRC = KERNELS / "redundant" / "reloads.cu"
+
+HELPER = (
+    "__device__ __forceinline__ float twice(const float *p, int i) { return 2.0f * p[i]; }\n"
+    "__global__ void smooth(float *out, const float *in, int n) { int i = blockIdx.x * "
+    "blockDim.x + threadIdx.x; if (i < n) { out[i] = twice(in, i); out[i] += in[i] * in[i]; } }\n"
+)
+HELPER_SPEC = """\
+source = "helper.cu"
+kernel = "smooth"
+grid = 64
+block = 128
+seed = 1
+[args]
+n = 8192
+[buffers]
+out = { type = "float", count = 8192, fill = "zeros" }
+in = "float[8192]"
+"""
+
+
+def _case(tmp_path, kernel):
+    if kernel == "smooth":
+        (tmp_path / "helper.cu").write_text(HELPER)
+        (tmp_path / "helper.toml").write_text(HELPER_SPEC)
+        return tmp_path / "helper.cu", tmp_path / "helper.toml"
+    src = tmp_path / SRC.name
+    shutil.copy(SRC, src)
+    for t in SRC.parent.glob("*.toml"):
+        shutil.copy(t, tmp_path / t.name)
+    spec = {"adam_step": "adam_step.toml", "scale_columns<1>": "scale_columns.toml",
+            "membership": "case.toml"}[kernel]  # fmt: skip
+    return src, tmp_path / spec
+
+
+@pytest.mark.parametrize(
+    ("kernel", "buffer", "param"),
+    [
+        ("adam_step", "params", "const float* __restrict__ grads"),
+        ("scale_columns<1>", "out", "const int* __restrict__ rows"),
+        ("smooth", "out", "const float * __restrict__ in"),
+    ],
+)
+def test_restrict_fix_writes_the_same_outputs_and_removes_the_reloads(
+    tmp_path, kernel, buffer, param
+):
+    from gpuadvise.source.patch import apply_unified_diff
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    src, spec = _case(tmp_path, kernel)
+    (f,) = run_rule(analyze(src, kernel, 4, spec=str(spec)), "GA309", trace_ctas=4)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
+    assert "__restrict__" in v.description and "every launch" in v.description
+    patched = tmp_path / "patched"
+    patched.mkdir()
+    for t in spec.parent.glob("*.toml"):
+        shutil.copy(t, patched / t.name)
+    new = patched / src.name
+    new.write_text(apply_unified_diff(src.read_text(), v.diff))
+    assert param in new.read_text().replace("float *__restrict__", "float * __restrict__")
+
+    def run(path, spec_path):
+        a = analyze(path, kernel, None, trace=False, spec=str(spec_path))
+        launch = resolve(a.spec, parse_signature(path.read_text(), kernel))
+        return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+
+    import numpy as np
+
+    want = run(src, spec).outputs[buffer]
+    got = run(new, patched / spec.name).outputs[buffer]
+    # within float rounding: with the value in a register ptxas may fuse a multiply and an add
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+    assert np.count_nonzero(want)
+    assert run_rule(analyze(new, kernel, 4, spec=str(patched / spec.name)), "GA309",
+                    trace_ctas=4) == []  # fmt: skip
+
+
+def test_a_reload_without_a_store_in_between_keeps_the_advice(tmp_path):
+    src, spec = _case(tmp_path, "membership")
+    (f,) = run_rule(analyze(src, "membership", 4, spec=str(spec)), "GA309", trace_ctas=4)
+    assert f.variant is not None and f.variant.safety == "display-only" and not f.variant.diff
