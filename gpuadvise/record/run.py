@@ -42,7 +42,7 @@ class RecordResult:
     snapshots: int
     snapshot_bytes: int
     processes: int
-    unfinished: int  # processes that ended without the recorder's exit hook (a crash)
+    unfinished: int  # processes that ended without the recorder's exit hook (a crash, os._exit)
     kernels: list[KernelSummary]
     cases: list[CaseSummary]
     errors: list[str] = field(default_factory=list)

@@ -49,8 +49,9 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     if doc.get("unfinished_processes"):
         out.append(
             f"  {counted(doc['unfinished_processes'], 'process', 'processes')} ended without the "
-            "recorder's exit "
-            "hook (a crash): their launches until then are kept, their GPU times may be missing"
+            "recorder's exit hook (a crash, or an exit that skips atexit: os._exit, a forked "
+            "child; CuPy starts one): their launches until then are kept, their GPU times may "
+            "be missing"
         )
     return out
 
