@@ -1,9 +1,11 @@
-"""GA309's automatic fix (issue 28 item 2): a reload the compiler keeps because a store of the
+"""``__restrict__`` as an automatic fix (issue 28 items 1 and 2). GA309's: a reload the compiler keeps because a store of the
 thread's may alias it gets ``__restrict__`` on the kernel's pointer parameters, through the fix
 kit, in three spellings (AdamW's moments through macros, a loop bound read through a pointer in
 a template, a helper function and ``float *p`` in a one-line body); the patched kernel writes
 the same outputs over its whole launch on the CPU emulator, and GA309 is silent on it. A reload
-with no store in between (k-means' features, already ``__restrict__``) keeps the advice."""
+with no store in between (k-means' features, already ``__restrict__``) keeps the advice.
+GA308's, where the kit's register rewrite does not apply (fields of a struct, an index that
+changes in the inner loop): the same, after which nvcc keeps the sums in registers."""
 
 from __future__ import annotations
 
@@ -98,3 +100,77 @@ def test_a_reload_without_a_store_in_between_keeps_the_advice(tmp_path):
     src, spec = _case(tmp_path, "membership")
     (f,) = run_rule(analyze(src, "membership", 4, spec=str(spec)), "GA309", trace_ctas=4)
     assert f.variant is not None and f.variant.safety == "display-only" and not f.variant.diff
+
+
+STRUCT = """\
+struct Quad { unsigned s0, s1, s2, s3; };
+#define COUNT 16
+__global__ void add_fields(Quad * const dest, const Quad * const src, const unsigned n)
+{
+  const unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+  if (tid < n)
+    for (unsigned i = 0; i < COUNT; i++) {
+      dest[tid].s0 += src[tid].s0;
+      dest[tid].s1 += src[tid].s1;
+      dest[tid].s2 += src[tid].s2;
+      dest[tid].s3 += src[tid].s3;
+    }
+}
+"""
+STRUCT_SPEC = """\
+source = "fields.cu"
+kernel = "add_fields"
+grid = 32
+block = 128
+seed = 1
+[args]
+n = 4096
+[buffers]
+dest = { type = "uint4", count = 4096, fill = "random(0,100)" }
+src = { type = "uint4", count = 4096, fill = "random(0,100)" }
+"""
+
+
+@pytest.mark.parametrize("kernel", ["tile_acc<4>", "add_fields"])
+def test_ga308_falls_back_to_restrict_where_the_register_rewrite_does_not_apply(tmp_path, kernel):
+    """GA308 (accumulation in global memory) where the kit's register rewrite does not apply
+    (four outputs a thread whose index changes in the inner loop; fields of a struct, as in
+    HeCBench's interleave): ``__restrict__`` on the pointers, after which nvcc keeps the sums in
+    registers (GA308 silent on the patched kernel), the outputs the same."""
+    import numpy as np
+
+    from gpuadvise.source.patch import apply_unified_diff
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    if kernel == "add_fields":
+        src, spec = tmp_path / "fields.cu", tmp_path / "fields.toml"
+        src.write_text(STRUCT)
+        spec.write_text(STRUCT_SPEC)
+        buffer = "dest"
+    else:
+        acc = KERNELS / "accumulate"
+        src, spec = tmp_path / "accumulate.cu", tmp_path / "tile_acc.toml"
+        shutil.copy(acc / "accumulate.cu", src)
+        shutil.copy(acc / "tile_acc.toml", spec)
+        buffer = "acc"
+    (f,) = run_rule(analyze(src, kernel, 4, spec=str(spec)), "GA308", trace_ctas=4)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and "__restrict__" in v.diff
+    patched = tmp_path / "patched"
+    patched.mkdir()
+    shutil.copy(spec, patched / spec.name)
+    new = patched / src.name
+    new.write_text(apply_unified_diff(src.read_text(), v.diff))
+
+    def run(path, spec_path):
+        a = analyze(path, kernel, None, trace=False, spec=str(spec_path))
+        launch = resolve(a.spec, parse_signature(path.read_text(), kernel))
+        return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+
+    want = run(src, spec).outputs[buffer]
+    got = run(new, patched / spec.name).outputs[buffer]
+    np.testing.assert_array_equal(got, want)
+    assert run_rule(analyze(new, kernel, 4, spec=str(patched / spec.name)), "GA308",
+                    trace_ctas=4) == []  # fmt: skip
