@@ -1,11 +1,12 @@
-"""``__restrict__`` as an automatic fix (issue 28 items 1 and 2). GA309's: a reload the compiler keeps because a store of the
-thread's may alias it gets ``__restrict__`` on the kernel's pointer parameters, through the fix
-kit, in three spellings (AdamW's moments through macros, a loop bound read through a pointer in
-a template, a helper function and ``float *p`` in a one-line body); the patched kernel writes
-the same outputs over its whole launch on the CPU emulator, and GA309 is silent on it. A reload
-with no store in between (k-means' features, already ``__restrict__``) keeps the advice.
-GA308's, where the kit's register rewrite does not apply (fields of a struct, an index that
-changes in the inner loop): the same, after which nvcc keeps the sums in registers."""
+"""``__restrict__`` as an automatic fix (issue 28 items 1 and 2). GA309's: a reload the
+compiler keeps because a store of the thread's may alias it gets ``__restrict__`` on the
+kernel's pointer parameters, through the fix kit, in three spellings (AdamW's moments through
+macros, a loop bound read through a pointer in a template, a helper function and ``float *p``
+in a one-line body); the patched kernel writes the same outputs over its whole launch on the
+CPU emulator, and GA309 is silent on it. A reload with no store in between (k-means' features,
+already ``__restrict__``) keeps the advice. GA308's, where the kit's register rewrite does not
+apply (fields of a struct, an index that changes in the inner loop): the same, after which nvcc
+keeps the sums in registers."""
 
 from __future__ import annotations
 
