@@ -289,6 +289,7 @@ def launch_times(
     rates: MemoryRates,
     peak_dram: bool = False,
     pipes: PipeRates | None = None,
+    turnaround: bool = True,
 ) -> LaunchTimes | None:
     """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock (on the busiest
     SM when the CTAs are known), L2 at the rates' sector rates (loads and stores share the
@@ -300,7 +301,9 @@ def launch_times(
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
     fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm)
     and no CTA turnaround in the dependency term. ``pipes``: the device's pipe rates (default:
-    :func:`pipe_rates`). None without SM count or clock."""
+    :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
+    term (the launch rewritten to run in one wave, a grid-stride loop). None without SM count or
+    clock."""
     hz = sm_cycles_per_s(device)
     bw = dram_bytes_per_s(device)
     if hz is None or bw is None:
@@ -352,7 +355,8 @@ def launch_times(
         terms.issue_s,
         latency_s,
         pipe_s=terms.pipe_s,
-        dependency_s=terms.dependency_s - terms.turnaround_s if peak_dram else terms.dependency_s,
+        dependency_s=terms.dependency_s
+        - (terms.turnaround_s if peak_dram or not turnaround else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
         hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
