@@ -379,7 +379,7 @@ PIPE_KEYS = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "te
 their other costs are the roofline's L1/shared term and the barrier latency)."""
 LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",
                 "dram", "tensor", "barrier", "store")  # fmt: skip
-_SCALAR_KEYS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us")
+_SCALAR_KEYS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us", "cta_turnaround_ns")
 
 
 @dataclass(frozen=True)
@@ -394,7 +394,9 @@ class PipeRates:
     an SM; ``launch_floor_s``: an empty kernel's launch to completion; ``measured``: the keys
     measured on this GPU or one of its compute capability (``pipe.fp32``, ``latency.dram``,
     ``launch_floor_us`` ...), the others are the defaults of ``data/pipes.toml``;
-    ``source``: where the numbers come from, in words."""
+    ``source``: where the numbers come from, in words; ``cta_turnaround_ns``: what each round
+    of resident CTAs adds to the dependency term (the round's CTAs retiring, the next ones
+    launched and reaching their first load; 0: none)."""
 
     lanes_per_clock: dict[str, float]
     latency_cycles: dict[str, float]
@@ -403,6 +405,7 @@ class PipeRates:
     launch_floor_s: float
     measured: frozenset[str]
     source: str
+    cta_turnaround_ns: float = 0.0
 
     def describe(self) -> str:
         got = ", ".join(sorted(self.measured)) or "none"
@@ -468,6 +471,7 @@ def pipe_rates(device: DeviceSpec) -> PipeRates:
         scalars["launch_floor_us"] * 1e-6,
         frozenset(measured),
         what,
+        cta_turnaround_ns=scalars["cta_turnaround_ns"],
     )
 
 

@@ -65,8 +65,10 @@ class ContendedGlobalAtomics(Rule):
     A point: the launch model's time for the kernel as it is (every term but the atomics'
     order), against the L2's serial time for the hottest address's updates at the rate above
     (the larger of the two, on the launch floor); after the fix, one update per CTA of at most
-    one wave (the GPU's resident CTAs) with the rest of the launch unchanged. The shuffles and
-    the shared-memory step of the reduction are left out (a few instructions per warp).
+    one wave (the GPU's resident CTAs) with the rest of the launch unchanged, but for the CTA
+    turnaround of each round of resident CTAs, which a launch of one wave does not pay. The
+    shuffles and the shared-memory step of the reduction are left out (a few instructions per
+    warp).
 
     Fix safety
     ----------
@@ -148,12 +150,15 @@ class ContendedGlobalAtomics(Rule):
         return updates, lanes, updates * update_ns(h.opcode) * 1e-9, after
 
     @staticmethod
-    def _launch_s(ctx: RuleContext) -> float | None:
+    def _launch_s(ctx: RuleContext, one_wave: bool = False) -> float | None:
+        """The launch model's time of the kernel; ``one_wave``: run in one wave (a grid-stride
+        loop), without the CTA turnaround of each round."""
         rates = memory_rates(ctx.device)
         if rates is None:
             return None
+        traffic = view_traffic(ctx.device, ctx.trace_view)
         try:
-            t = launch_times(view_traffic(ctx.device, ctx.trace_view), ctx.device, rates)
+            t = launch_times(traffic, ctx.device, rates, turnaround=not one_wave)
         except ModelUnavailable:
             return None
         return None if t is None else t.time_s
@@ -183,13 +188,18 @@ class ContendedGlobalAtomics(Rule):
         combined = finding.line in self._combined_lines(ctx)
         updates, _, serial, after_updates = self._serial(ctx, h, combined)
         after_serial = serial * after_updates / updates if updates else 0.0
-        before_s, after_s = max(rest, serial), max(rest, after_serial)
+        # in one wave (fewer CTAs than the launch's), the CTAs' turnaround goes too
+        one_wave = after_updates < h.launch_ctas(ctx.trace.scale)
+        after_rest = self._launch_s(ctx, one_wave=True) if one_wave else rest
+        after_rest = rest if after_rest is None else after_rest
+        before_s, after_s = max(rest, serial), max(after_rest, after_serial)
         inputs = {
             "updates_before": updates,
             "updates_after": after_updates,
             "serial_before_us": serial * 1e6,
             "serial_after_us": after_serial * 1e6,
             "rest_of_launch_us": rest * 1e6,
+            "rest_after_us": after_rest * 1e6,
             "update_ns": update_ns(h.opcode),
             "model": MODEL,
         }

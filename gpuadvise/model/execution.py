@@ -14,24 +14,48 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
 - **pipe**: the same share of each pipe's instructions at the pipe's rate per scheduler (a
   quarter of its lanes per clock per SM: FP32 one warp instruction a clock, FP64 on an H100 one
   every two, MUFU one every eight), the slowest pipe;
-- **dependency**: rounds of resident CTAs on the busiest SM times a CTA's critical path: the
-  larger of its critical warp's chain at the device's latencies and that warp's instruction
-  count (one issue a clock). A global load's latency is weighed by where the launch's loads are
-  served (``l1`` for the sectors the L1 keeps, ``l2`` for the L2's hits, ``dram`` for the
-  sectors DRAM fills: the memory model's counts); a shared access's by its wavefronts (each past
-  the first adds ``shared_wavefront_cycles``: bank conflicts lengthen a serial chain); a barrier
-  costs ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
-  ``tid == 0`` section, a loop of dependent steps;
+- **dependency**: rounds of resident CTAs on the busiest SM times a CTA's critical path plus the
+  CTA turnaround: the larger of its critical warp's chain at the device's latencies and that
+  warp's instruction count (one issue a clock), and ``cta_turnaround_ns`` for each round after
+  the first (the CTAs of a round retiring, the next ones launched and running their first
+  instructions before their first load leaves: about 280 ns a round on an H200, fitted on
+  benchmarks/loaded_latency; the first round's are in the launch floor, an empty kernel's launch
+  to completion). A global load's latency is weighed by where the launch's loads are served
+  (``l1`` for the sectors the L1 keeps, ``l2`` for the L2's hits, ``dram`` for the sectors DRAM
+  fills: the memory model's counts); a shared access's by its wavefronts (each past the first
+  adds ``shared_wavefront_cycles``: bank conflicts lengthen a serial chain); a barrier costs
+  ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
+  ``tid == 0`` section, a loop of dependent steps, and of streaming launches below saturation
+  (one round of loads after another);
 - **cta**: the block scheduler's time per CTA on the busiest SM.
 
-How the terms make a time (:func:`combine`): the launch takes its floor (an empty kernel's
-launch to completion, measured) plus its work; the work is at least the dependency and the CTA
-terms, and at least the memory time M (the largest of L1, L2, DRAM and Little's-law latency) and
-the compute time K (the larger of issue and pipe) together, overlapping except for a fraction
-``1 / w`` of the smaller one, ``w`` the warps per scheduler: with one warp per scheduler nothing
-hides the memory time behind the arithmetic (M + K); with 16 warps all but a sixteenth of the
-smaller does. The upper bounds take full overlap (the larger alone). This assumption is stated
-in every estimate's method.
+How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
+launch to completion, measured) plus its work, which has two sides:
+
+- the **latency side** L: the largest of the dependency term, the memory roofline's Little's-law
+  latency term (bytes the warps wait for x latency / bytes in flight) and the CTA term: how long
+  the launch takes when nothing queues;
+- the **throughput side** T: the memory time M (the largest of L1, L2 and DRAM) and the compute
+  time K (the larger of issue and pipe) together, overlapping except for a fraction ``1 / w`` of
+  the smaller, ``w`` the warps per scheduler (:func:`combine`): with one warp per scheduler
+  nothing hides the memory time behind the arithmetic (M + K); with 16 warps all but a
+  sixteenth of the smaller does.
+
+The two sides do not take turns (their maximum) but add in part: as the load on the memory
+system grows, each request waits longer in its queues (loaded latency), so the latency side
+stretches before the throughput side is reached. The work is their p-norm
+``(L^p + T^p)^(1/p)`` with ``p =`` :data:`SIDES_NORM` (2.5, fitted with the turnaround on 44
+streaming launches measured on an H200 from 0.5 to 128 KB in flight per SM: median error 6%,
+against 35% for the maximum without the turnaround; benchmarks/loaded_latency). The work is
+also at least the Little's-law latency and the compute together, overlapping but for ``1 / w``
+of the smaller, as a warp's waits and its own instructions take turns unless other warps fill
+them (what the model did before the p-norm, so no launch is predicted faster than it was).
+
+The upper bounds take the after side optimistic: full overlap, the maximum of every term (no
+p-norm, ``norm = inf``) and no turnaround (the next CTA's start hidden behind the others'
+work), which is the model as it was before the p-norm and the turnaround: a bound's after side
+is never longer than it was, and its before side never shorter. This assumption is stated in
+every estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
 loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
@@ -53,8 +77,10 @@ __all__ = [
     "ComputeTerms",
     "KernelWork",
     "LoadMix",
+    "SIDES_NORM",
     "amdahl_with_floor",
     "combine",
+    "combine_sides",
     "compute_terms",
     "overlap",
 ]
@@ -62,6 +88,11 @@ __all__ = [
 SCHEDULERS_PER_SM = 4
 WARP = 32
 _THROUGHPUT_PIPES = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
+
+SIDES_NORM = 2.5
+"""The p of the p-norm that adds a launch's latency side and throughput side (:func:`combine_sides`):
+fitted with ``cta_turnaround_ns`` on benchmarks/loaded_latency's 44 streaming launches of an H200
+(``calibrate.py --fit``). 1 would add them, infinity take their maximum."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +202,8 @@ class ComputeTerms:
     """The execution model's terms of one launch (seconds over the whole launch) and what they
     were made of: ``pipe`` names the slowest pipe; ``chain_cycles``: a CTA's critical path;
     ``rounds``: CTAs one after another on the busiest SM; ``busiest_sm_ctas``;
-    ``warps_per_scheduler`` (of the busiest SM)."""
+    ``warps_per_scheduler`` (of the busiest SM); ``turnaround_s``: the part of ``dependency_s``
+    that is the CTA turnaround (``cta_turnaround_ns`` for each round after the first)."""
 
     issue_s: float
     pipe_s: float
@@ -183,6 +215,7 @@ class ComputeTerms:
     busiest_sm_ctas: int
     warps_per_scheduler: float
     chain_detail: Mapping[str, float] = field(default_factory=dict)
+    turnaround_s: float = 0.0
 
     def describe(self) -> str:
         top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
@@ -190,6 +223,11 @@ class ComputeTerms:
         return (
             f"critical path {self.chain_cycles:.0f} cycles a CTA"
             + (f" ({parts})" if parts else "")
+            + (
+                f" + {self.turnaround_s / max(self.rounds - 1, 1) * 1e9:.0f} ns CTA turnaround"
+                if self.turnaround_s > 0
+                else ""
+            )
             + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}, "
             f"{self.busiest_sm_ctas} CTA{'s' if self.busiest_sm_ctas != 1 else ''} on the "
             f"busiest SM, {self.warps_per_scheduler:.1f} warps a scheduler, slowest pipe "
@@ -236,10 +274,12 @@ def compute_terms(
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
+    # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
+    turnaround_s = (rounds - 1) * rates.cta_turnaround_ns * 1e-9
     return ComputeTerms(
         issue_s=issue_cycles / hz,
         pipe_s=pipe_cycles / hz,
-        dependency_s=rounds * chain_cycles / hz,
+        dependency_s=rounds * chain_cycles / hz + turnaround_s,
         cta_s=busiest * rates.cta_launch_ns * 1e-9,
         pipe=slowest,
         chain_cycles=chain_cycles,
@@ -247,6 +287,7 @@ def compute_terms(
         busiest_sm_ctas=busiest,
         warps_per_scheduler=warps / min(warps, SCHEDULERS_PER_SM),
         chain_detail=detail,
+        turnaround_s=turnaround_s,
     )
 
 
@@ -257,10 +298,32 @@ def overlap(warps_per_scheduler: float) -> float:
 
 
 def combine(memory_s: float, compute_s: float, floors_s: float, hidden: float) -> float:
-    """A launch's work: at least ``floors_s`` (dependency, CTA launches), and at least the memory
-    and compute times together, overlapping by ``hidden`` (:func:`overlap`) of the smaller."""
+    """At least ``floors_s``, and at least the memory and compute times together, overlapping by
+    ``hidden`` (:func:`overlap`) of the smaller: the throughput side of a launch's work (with no
+    floor), and its whole work at peak, full overlap and the latency side as the floor."""
     both = memory_s + compute_s - hidden * min(memory_s, compute_s)
     return max(both, floors_s, memory_s, compute_s)
+
+
+def combine_sides(
+    latency_side_s: float,
+    throughput_side_s: float,
+    norm: float = SIDES_NORM,
+    latency_s: float = 0.0,
+    compute_s: float = 0.0,
+    hidden: float = 1.0,
+) -> float:
+    """A launch's work from its two sides (see the module doc): their ``norm``-norm
+    ``(L^p + T^p)^(1/p)`` (``norm`` infinite: their maximum), and at least the Little's-law
+    latency ``latency_s`` and the compute ``compute_s`` together, overlapping by ``hidden`` of
+    the smaller (a warp's waits and its own instructions in turn)."""
+    a, b = max(latency_side_s, 0.0), max(throughput_side_s, 0.0)
+    if math.isinf(norm) or a <= 0 or b <= 0:
+        both = max(a, b)
+    else:
+        top = max(a, b)  # scaled, so that tiny times do not underflow
+        both = top * ((a / top) ** norm + (b / top) ** norm) ** (1.0 / norm)
+    return max(both, combine(latency_s, compute_s, 0.0, hidden))
 
 
 def amdahl_with_floor(time_s: float, floor_s: float, speedup: float) -> float:

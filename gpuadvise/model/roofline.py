@@ -15,25 +15,30 @@ back), latency (Little's law: the bytes the resident warps keep in flight agains
 bandwidth), and, from the execution model (:mod:`gpuadvise.model.execution`) when the traffic
 carries the kernel's :class:`~gpuadvise.model.execution.KernelWork`: issue (every warp
 instruction on the busiest scheduler), pipe (the slowest arithmetic pipe), dependency (the
-critical path of serial phases) and cta (CTA launches); without it, issue counts the memory
-instructions alone. A launch takes its floor (an empty kernel's launch, measured) plus its work
-(:func:`gpuadvise.model.execution.combine`: memory and compute overlapping but for a fraction
-``1 / warps per scheduler`` of the smaller, at least the dependency and CTA terms); an estimate
-compares the launch before and after a change, and names the term that bounds each.
+critical path of serial phases and the CTA turnaround of each round) and cta (CTA launches);
+without it, issue counts the memory instructions alone. A launch takes its floor (an empty
+kernel's launch, measured) plus its work (:func:`gpuadvise.model.execution.combine_sides`: the
+latency side, the largest of dependency, latency and cta, and the throughput side, memory and
+compute overlapping but for a fraction ``1 / warps per scheduler`` of the smaller, as a 2.5-norm;
+at peak, for the upper bounds, their maximum with full overlap and no CTA turnaround); an
+estimate compares the launch before and after a change, and names the term that bounds each.
 
 Pure arithmetic: no I/O, no numpy.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
 from gpuadvise.model.execution import (
+    SIDES_NORM,
     ComputeTerms,
     KernelWork,
     LoadMix,
     combine,
+    combine_sides,
     compute_terms,
     overlap,
 )
@@ -203,7 +208,9 @@ class LaunchTimes:
     """The terms of one launch in seconds (:data:`ALL_TERMS`), its floor, and the overlap of
     its memory and compute times (``hidden``: :func:`gpuadvise.model.execution.overlap`; 1:
     full); ``compute``: the execution model's terms with what they were made of (None when the
-    traffic carried no :class:`~gpuadvise.model.execution.KernelWork`)."""
+    traffic carried no :class:`~gpuadvise.model.execution.KernelWork`); ``norm``: the p of the
+    p-norm of the latency and throughput sides (:data:`~gpuadvise.model.execution.SIDES_NORM`;
+    infinite at peak: their maximum)."""
 
     l1_s: float
     l2_s: float
@@ -216,23 +223,42 @@ class LaunchTimes:
     floor_s: float = 0.0
     hidden: float = 1.0
     compute: ComputeTerms | None = None
+    norm: float = SIDES_NORM
 
     def term(self, name: str) -> float:
         return float(getattr(self, name + "_s"))
 
     @property
     def memory_s(self) -> float:
-        return max(self.l1_s, self.l2_s, self.dram_s, self.latency_s)
+        """The memory system's throughput time: the largest of L1, L2 and DRAM (the latency
+        term is on the latency side)."""
+        return max(self.l1_s, self.l2_s, self.dram_s)
 
     @property
     def compute_s(self) -> float:
         return max(self.issue_s, self.pipe_s)
 
     @property
+    def latency_side_s(self) -> float:
+        """How long the launch takes when nothing queues: dependency, latency or CTA launches."""
+        return max(self.dependency_s, self.latency_s, self.cta_s)
+
+    @property
+    def throughput_side_s(self) -> float:
+        """Memory and compute overlapping but for ``1 - hidden`` of the smaller."""
+        return combine(self.memory_s, self.compute_s, 0.0, self.hidden)
+
+    @property
     def work_s(self) -> float:
-        """The launch's work, without its floor (:func:`~gpuadvise.model.execution.combine`)."""
-        return combine(
-            self.memory_s, self.compute_s, max(self.dependency_s, self.cta_s), self.hidden
+        """The launch's work, without its floor
+        (:func:`~gpuadvise.model.execution.combine_sides`)."""
+        return combine_sides(
+            self.latency_side_s,
+            self.throughput_side_s,
+            self.norm,
+            self.latency_s,
+            self.compute_s,
+            self.hidden,
         )
 
     @property
@@ -263,6 +289,7 @@ def launch_times(
     rates: MemoryRates,
     peak_dram: bool = False,
     pipes: PipeRates | None = None,
+    turnaround: bool = True,
 ) -> LaunchTimes | None:
     """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock (on the busiest
     SM when the CTAs are known), L2 at the rates' sector rates (loads and stores share the
@@ -272,8 +299,11 @@ def launch_times(
     instructions); the launch floor of the device (:func:`gpuadvise.devices.pipe_rates`).
     ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth, partial-sector stores
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
-    fully overlapped. ``pipes``: the device's pipe rates (default: :func:`pipe_rates`). None
-    without SM count or clock."""
+    fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm)
+    and no CTA turnaround in the dependency term. ``pipes``: the device's pipe rates (default:
+    :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
+    term (the launch rewritten to run in one wave, a grid-stride loop). None without SM count or
+    clock."""
     hz = sm_cycles_per_s(device)
     bw = dram_bytes_per_s(device)
     if hz is None or bw is None:
@@ -309,7 +339,14 @@ def launch_times(
         per_sched = traffic.resident_warps / ((device.sm_count or 1) * ISSUE_PER_SM_PER_CLOCK)
         hidden = 1.0 if peak_dram else overlap(per_sched)
         return LaunchTimes(
-            l1_s, l2_s, dram_s, issue_s, latency_s, floor_s=pipes.launch_floor_s, hidden=hidden
+            l1_s,
+            l2_s,
+            dram_s,
+            issue_s,
+            latency_s,
+            floor_s=pipes.launch_floor_s,
+            hidden=hidden,
+            norm=math.inf if peak_dram else SIDES_NORM,
         )
     return LaunchTimes(
         l1_s,
@@ -318,11 +355,13 @@ def launch_times(
         terms.issue_s,
         latency_s,
         pipe_s=terms.pipe_s,
-        dependency_s=terms.dependency_s,
+        dependency_s=terms.dependency_s
+        - (terms.turnaround_s if peak_dram or not turnaround else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
         hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
         compute=terms,
+        norm=math.inf if peak_dram else SIDES_NORM,
     )
 
 
@@ -401,9 +440,10 @@ class LaunchEstimate:
             f"{kind}: before {b.describe()}, bound by {b.bound_by}; after {what}: "
             f"{a.describe()}, bound by {a.bound_by}. Point {self.point:.2f}x (sustained rates, "
             f"{rates.source}; memory and compute overlapping but for 1/warps-per-scheduler of "
-            f"the smaller: {1 - b.hidden:.0%} of it before, {1 - a.hidden:.0%} after); upper "
+            f"the smaller: {1 - b.hidden:.0%} of it before, {1 - a.hidden:.0%} after; the "
+            f"latency side and the throughput side added as a {b.norm:g}-norm); upper "
             f"bound {self.bound:.2f}x (after at peak DRAM bandwidth, the L2's best "
-            "partial-store rate, full overlap). "
+            "partial-store rate, full overlap, the largest term alone, no CTA turnaround). "
         )
         if b.compute is not None:
             text += f"Before: {b.compute.describe()}. "

@@ -11,7 +11,12 @@ from __future__ import annotations
 import pytest
 
 from gpuadvise.devices import PipeRates, memory_rates, preset
-from gpuadvise.model.execution import KernelWork, amdahl_with_floor, combine, overlap
+from gpuadvise.model.execution import (
+    KernelWork,
+    amdahl_with_floor,
+    combine,
+    overlap,
+)
 from gpuadvise.model.roofline import Traffic, launch_estimate, launch_times
 from gpuadvise.trace.emulate import emulate_ptx
 
@@ -58,6 +63,11 @@ HEAD = """
 .target sm_90
 .address_size 64
 """
+
+
+def _norm(a: float, b: float) -> float:
+    """The 2.5-norm of a launch's latency side and throughput side, by hand."""
+    return float((a**2.5 + b**2.5) ** 0.4)
 
 
 def _times(work: KernelWork, **memory: float):  # type: ignore[no-untyped-def]
@@ -138,9 +148,13 @@ def test_serial_one_cta_loop_is_its_critical_path() -> None:
     assert t.compute is not None and t.compute.chain_cycles == chain
     assert t.bound_by == "dependency"
     assert t.dependency_s == pytest.approx(chain / HZ)  # 10.35 us: one round of one CTA
-    assert t.time_s == pytest.approx(FLOOR + chain / HZ)  # 13.15 us (measured: 12.0 us)
-    # no fix can give more than the launch over its floor: 4.70x (the issue: 4.4x)
-    assert amdahl_with_floor(t.time_s, FLOOR, float("inf")) == pytest.approx(4.695, rel=1e-3)
+    # the throughput side, the busiest scheduler's issue of 2 warps (2.39 us), adds to it as a
+    # 2.5-norm: 10.45 us (the maximum, 10.35 us, before issue 29's loaded-latency fit)
+    assert t.issue_s == pytest.approx(2.3929e-6, rel=1e-4) and t.memory_s == 0.0
+    assert t.time_s == pytest.approx(FLOOR + _norm(chain / HZ, t.issue_s))  # 13.25 us (12.0)
+    # no fix can give more than the launch over its floor: 4.73x (4.70x with the maximum; the
+    # issue: 4.4x)
+    assert amdahl_with_floor(t.time_s, FLOOR, float("inf")) == pytest.approx(4.733, rel=1e-3)
     # spreading the CTA's work over every SM (a grid of 132 CTAs, each 1/132 of the loop's
     # steps, as a small-grid fix assumes) would shorten the chain; keeping the chain (its steps
     # depend on each other) gains nothing
@@ -272,9 +286,15 @@ def test_tid0_section_against_its_tree_reduction() -> None:
     assert MEM is not None
     est = launch_estimate(Traffic(work=ws), Traffic(work=wt), H200, MEM, pipes=RATES)
     assert est is not None
-    point = (FLOOR + serial_cycles / HZ) / (FLOOR + tree_cycles / HZ)
-    assert est.point == pytest.approx(point)  # 6.05x (a block reduction measured 6.4x)
-    assert est.point == pytest.approx(6.05, abs=0.01)
+    # each chain and its launch's issue (8 warps a scheduler: 0.83 us serial, 0.31 us the tree)
+    # as a 2.5-norm: the tree's 0.60 us chain becomes 0.645 us
+    assert ts.issue_s == pytest.approx(0.8284e-6, rel=1e-4)
+    assert tt.issue_s == pytest.approx(0.3140e-6, rel=1e-4)
+    point = (FLOOR + _norm(serial_cycles / HZ, ts.issue_s)) / (
+        FLOOR + _norm(tree_cycles / HZ, tt.issue_s)
+    )
+    assert est.point == pytest.approx(point)  # 5.97x (a block reduction measured 6.4x)
+    assert est.point == pytest.approx(5.97, abs=0.01)
     assert est.bound >= est.point
 
 
@@ -328,12 +348,15 @@ def test_launch_bound_tiny_kernel_caps_any_speedup() -> None:
     assert t.compute is not None and t.compute.chain_cycles == cycles
     # one CTA on the busiest SM: the CTA launch (100 ns) and the chain (155 ns) are the work
     assert t.cta_s == pytest.approx(100e-9)
-    assert t.work_s == pytest.approx(cycles / HZ)
-    assert t.time_s == pytest.approx(FLOOR + cycles / HZ)  # 2.955 us: the launch itself
+    # the throughput side (14 ns: issue 12 ns, the DRAM's 4 ns overlapping but for half of it)
+    # adds 0.2 ns to the chain's 155 ns
+    assert t.work_s == pytest.approx(_norm(cycles / HZ, t.throughput_side_s))
+    assert t.work_s == pytest.approx(cycles / HZ, rel=0.002)
+    assert t.time_s == pytest.approx(FLOOR + cycles / HZ, rel=1e-4)  # 2.955 us: the launch
     assert t.bound_by == "launch"
     # a rule that finds its memory work 33x smaller gives the launch 1.05x at most
     assert amdahl_with_floor(t.time_s, t.floor_s, 33.0) == pytest.approx(
-        t.time_s / (FLOOR + cycles / HZ / 33)
+        t.time_s / (FLOOR + t.work_s / 33)
     )
     assert amdahl_with_floor(t.time_s, t.floor_s, 33.0) < 1.06
 
@@ -402,8 +425,11 @@ def test_fp64_bound_kernel_is_bound_by_its_pipe() -> None:
     assert t.pipe_s == pytest.approx(8288 / HZ)
     assert t.issue_s == pytest.approx(7360 / HZ)
     assert t.bound_by == "pipe"
-    # memory (2.16 MB written: 0.55 us at 3,913 GB/s) overlaps but for 1/16 of it
-    assert t.time_s == pytest.approx(FLOOR + 8288 / HZ + t.memory_s / 16, rel=1e-6)
+    # memory (2.16 MB written: 0.55 us at 3,913 GB/s) overlaps but for 1/16 of it; the latency
+    # side, 8 CTA launches on the SM (0.8 us), adds to that as a 2.5-norm: 4.25 us of work
+    assert t.cta_s == pytest.approx(800e-9)
+    through = 8288 / HZ + t.memory_s / 16
+    assert t.time_s == pytest.approx(FLOOR + _norm(800e-9, through), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,10 +557,16 @@ def test_compute_bound_gemm_gains_nothing_from_a_memory_fix() -> None:
     l2 = traffic["l2_load_sectors"] / 234e9
     assert t.issue_s == pytest.approx(issue)
     assert t.l2_s == pytest.approx(l2)
-    assert est.point == pytest.approx((FLOOR + issue + l2 / 4) / (FLOOR + issue + l2 / 8))
+    # the latency side, 4 rounds of a 148,000-cycle chain (0.60 ms), adds to that as a 2.5-norm
+    dep = t.dependency_s
+    assert dep == pytest.approx(0.597e-3, rel=1e-3)
+    assert est.point == pytest.approx(
+        (FLOOR + _norm(dep, issue + l2 / 4)) / (FLOOR + _norm(dep, issue + l2 / 8))
+    )
     assert est.point < 1.03
-    # the bound: everything overlapped after the fix, the issue alone (1.06x)
-    assert est.bound == pytest.approx((FLOOR + issue + l2 / 4) / (FLOOR + issue))
+    # the bound: everything overlapped after the fix, the issue alone (1.07x; 1.06x with the
+    # maximum before the fix too)
+    assert est.bound == pytest.approx((FLOOR + _norm(dep, issue + l2 / 4)) / (FLOOR + issue))
 
 
 def test_overlap_and_combination_rules() -> None:

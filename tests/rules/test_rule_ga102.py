@@ -151,9 +151,12 @@ def test_a_memory_bound_tail_costs_less_than_the_waves_say():
     est = f.estimated_speedup
     assert est.kind == "upper-bound" and 1.0 <= est.speedup < 1.6
     # 2.7 MB moved in under a microsecond: the launch floor (2.8 us) is most of the launch
-    # (issue 29); the rounds of CTAs shorten with the grid-stride wave, the memory time does not
+    # (issue 29); the rounds of CTAs shorten with the grid-stride wave, the memory time does not.
+    # The two rounds' chains (2 x 414 ns and one CTA turnaround of 280 ns: 1.11 us) and the DRAM
+    # (0.90 us) add as a 2.5-norm (1.35 us); one wave's chain, 1.25 x 414 ns, against the same
+    # DRAM: 1.01 us. 4.15 / 3.81 us = 1.09x (1.00x with the terms' maximum and no turnaround)
     assert est.inputs["bound_by"] in ("dram", "latency", "l2", "launch")
-    assert est.inputs["point_speedup"] == pytest.approx(1.0, abs=0.01)
+    assert est.inputs["point_speedup"] == pytest.approx(1.09, abs=0.01)
     assert "one whole wave of 1056 CTAs" in est.method
 
 
