@@ -184,7 +184,16 @@ class TooLittleInFlight(Rule):
             return  # the waited loads are a local array's or spills' (GA401's)
         limiter, target, _ = self._shape(ctx, t)
         est = self._estimate(ctx, t, limiter, target)
-        if est.speedup is None or est.speedup < float(ctx.option("min_speedup")):
+        # like for like (as a warning's severity is judged): the larger of the prediction with
+        # both sides at sustained rates and with both at peak, not the bound that sets the
+        # launch before at sustained rates against the one after at peak (the loaded-latency
+        # model lengthens the before side: a thread-per-row walk whose warp-per-row rewrite is
+        # GA301's crossed the threshold on that margin alone)
+        like = est.speedup
+        point, peak = est.inputs.get("point_speedup"), est.inputs.get("peak_speedup")
+        if like is not None and isinstance(point, int | float) and isinstance(peak, int | float):
+            like = min(like, max(float(point), float(peak)))
+        if like is None or like < float(ctx.option("min_speedup")):
             return
         if est.inputs.get("bound_by_floor") == "launch":
             return  # with nothing waited for, a launch under its floor: a short kernel (GA501)

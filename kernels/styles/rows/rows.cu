@@ -4,7 +4,7 @@
 // `// expect: GAxxx` marks the line where gpuadvise's rules must report a finding.
 
 // blockDim indexing, llm.c's layernorm_forward_kernel1 spelling (a pointer to the row)
-__global__ void row_sum_ptr(const float* __restrict__ inp, float* __restrict__ out, int N, int C) {
+__global__ void row_sum_ptr(const float* __restrict__ inp, float* __restrict__ out, int N, int C) {  // expect: GA106
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx < N) {
         const float* x = inp + idx * C;
@@ -27,7 +27,7 @@ template __global__ void row_sum_template<64>(const float*, float*, int);
 
 // a macro index, unsigned, a while loop
 #define GTID (blockIdx.x * blockDim.x + threadIdx.x)
-__global__ void row_max_macro(const float* __restrict__ m, float* __restrict__ best, unsigned nrows, unsigned ncols) {
+__global__ void row_max_macro(const float* __restrict__ m, float* __restrict__ best, unsigned nrows, unsigned ncols) {  // expect: GA106
     unsigned r = GTID;
     if (r >= nrows) return;
     float v = -1e30f;
