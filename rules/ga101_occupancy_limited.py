@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
+    PtxParseError,
     Rule,
     RuleContext,
     Variant,
@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     launch_times,
     memory_rates,
     occupancy_ratio,
+    parse_ptx_cached,
     pressure_plan,
     repeated_requests,
     view_traffic,
@@ -59,24 +60,13 @@ MAX_CAPS_BUILT = 2  # register caps compiled to check for spills (the mildest fi
 
 def launch_bounds(ptx: str, mangled: str) -> tuple[int | None, int | None]:
     """(max threads per block, min blocks per SM) of the kernel's ``__launch_bounds__``, from the
-    PTX performance directives of its ``.entry`` (``.maxntid 256, 1, 1``, ``.minnctapersm 2``);
-    None where absent."""
-    m = re.search(r"\.entry\s+" + re.escape(mangled) + r"\s*\(", ptx)
-    if m is None:
+    PTX performance directives of its ``.entry`` (``.maxntid 256, 1, 1``, ``.minnctapersm 2``)
+    as the PTX parser reads them; None where absent (or the PTX does not parse)."""
+    try:
+        func = parse_ptx_cached(ptx).functions.get(mangled)
+    except PtxParseError:
         return None, None
-    close = ptx.find(")", m.end())
-    body = ptx.find("{", close)
-    if close < 0 or body < 0:
-        return None, None
-    head = ptx[close:body]
-    ntid = re.search(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", head)
-    minb = re.search(r"\.minnctapersm\s+(\d+)", head)
-    threads = None
-    if ntid is not None:
-        threads = 1
-        for g in ntid.groups():
-            threads *= int(g) if g else 1
-    return threads, (int(minb.group(1)) if minb is not None else None)
+    return (None, None) if func is None else func.launch_bounds()
 
 
 class OccupancyLimited(Rule):

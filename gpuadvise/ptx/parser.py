@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 import struct
@@ -210,6 +211,17 @@ class Function:
     vars: list[VarDecl] = field(default_factory=list)
     extern: bool = False
     loc: Loc | None = None
+    # the performance directives between the parameters and the body: ``.maxntid 256, 1, 1``
+    # -> {".maxntid": (256, 1, 1)}, ``.minnctapersm 2``, ``.maxnreg 64``, ``.reqntid`` ...
+    directives: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def launch_bounds(self) -> tuple[int | None, int | None]:
+        """(max threads per block, min CTAs per SM) of its ``__launch_bounds__``: the product of
+        ``.maxntid``'s dimensions and ``.minnctapersm``; None where absent."""
+        ntid = self.directives.get(".maxntid")
+        threads = None if not ntid else math.prod(ntid)
+        minb = self.directives.get(".minnctapersm")
+        return threads, (minb[0] if minb else None)
 
 
 @dataclass
@@ -659,8 +671,14 @@ class _Parser:
         if self.at("("):
             params = self.parse_params()
         # performance directives, .noreturn ... up to the body or the end of a declaration
+        directives: dict[str, list[int]] = {}
+        current: list[int] | None = None
         while not (self.at("{") or self.at(";")):
-            self.next()
+            tok = self.next()
+            if tok.text.startswith("."):
+                current = directives.setdefault(tok.text, [])
+            elif current is not None and tok.text.isdigit():
+                current.append(int(tok.text))
         func = Function(
             name=name,
             is_entry=kind == ".entry",
@@ -668,6 +686,7 @@ class _Parser:
             rets=rets,
             body=None,
             extern=extern,
+            directives={k: tuple(v) for k, v in directives.items()},
         )
         if self.at(";"):
             self.next()

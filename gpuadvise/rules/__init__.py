@@ -34,6 +34,8 @@ from gpuadvise.model.roofline import (
     with_floor,
     work_ratio,
 )
+from gpuadvise.ptx.errors import PtxParseError
+from gpuadvise.ptx.parser import parse_ptx_cached
 from gpuadvise.rules.atomics import (
     ATOMICS,
     Contention,
@@ -237,12 +239,14 @@ __all__ = [
     "OccupancyInputError",
     "one_lane_fp16",
     "packed_proxy",
+    "parse_ptx_cached",
     "parse_signature",
     "PatchError",
     "piece_buffer",
     "piece_numbers",
     "piece_site",
     "PieceGroup",
+    "PtxParseError",
     "plan_direct_reads",
     "plan_packing",
     "pointee",

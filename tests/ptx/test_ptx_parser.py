@@ -456,3 +456,19 @@ def test_call_sites_of_a_lone_inlined_loc_take_the_chain_last_seen() -> None:
         Loc(2, 7),
         (Loc(2, 7), Loc(1, 13)),
     )
+
+
+def test_performance_directives_and_launch_bounds_are_read():
+    from gpuadvise.ptx.parser import parse_ptx
+
+    m = parse_ptx(
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry k(\n.param .u64 p\n)\n.maxntid 128, 2, 1\n.minnctapersm 3\n{\nret;\n}\n"
+        ".visible .entry j(\n.param .u64 p\n)\n.maxnreg 64\n{\nret;\n}\n"
+        ".visible .entry n(\n.param .u64 p\n)\n{\nret;\n}\n"
+    )
+    k, j, n = m.functions["k"], m.functions["j"], m.functions["n"]
+    assert k.directives == {".maxntid": (128, 2, 1), ".minnctapersm": (3,)}
+    assert k.launch_bounds() == (256, 3)
+    assert j.directives == {".maxnreg": (64,)} and j.launch_bounds() == (None, None)
+    assert n.directives == {} and n.launch_bounds() == (None, None)
