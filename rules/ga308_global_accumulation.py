@@ -245,9 +245,8 @@ class GlobalAccumulation(Rule):
         if why is not None:
             # the statement is not one the kit rewrites (a field of a struct, several lines):
             # __restrict__ on the pointers lets the compiler keep the sum in a register itself
-            rw, kernel = ks.rewrite(), ks.kernel
-            pointers = [p.name for p in kernel.params if p.pointer] if kernel else []
-            if kernel is None or fixkit.insert_restrict(ks.tree, rw, kernel, pointers) == 0:
+            rw = ks.rewrite()
+            if ks.kernel is None or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
                 return Variant("display-only", f"{advice} (not rewritten: {why})")
             return Variant(
                 "automatic-and-verified",

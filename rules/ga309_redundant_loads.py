@@ -364,9 +364,8 @@ class RedundantGlobalLoads(Rule):
             return Variant("display-only", advice)
         if ks.kernel is None:
             return Variant("display-only", advice)
-        pointers = [p.name for p in ks.kernel.params if p.pointer]
         rw = ks.rewrite()
-        if fixkit.insert_restrict(ks.tree, rw, ks.kernel, pointers) == 0:
+        if fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
             return Variant("display-only", advice)
         return Variant(
             "automatic-and-verified",

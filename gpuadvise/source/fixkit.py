@@ -158,15 +158,21 @@ def float_function_edits(
     return n
 
 
-def insert_restrict(st: T.SourceTree, rw: Rewrite, kernel: T.Kernel, params: Iterable[str]) -> int:
+def insert_restrict(
+    st: T.SourceTree, rw: Rewrite, kernel: T.Kernel, params: Iterable[str] | None = None
+) -> int:
     """Add ``__restrict__`` before the name of the kernel's pointer parameters named in
-    ``params`` that lack it (``const float* in`` -> ``const float* __restrict__ in``); array
-    parameters (``float in[]``) and parameters without a ``*`` are left alone. Returns the
-    number of parameters edited."""
-    want = set(params)
+    ``params`` (None: all of them) that lack it (``const float* in`` -> ``const float*
+    __restrict__ in``); array parameters (``float in[]``) and parameters without a ``*`` are
+    left alone. Returns the number of parameters edited."""
+    want = None if params is None else set(params)
     n = 0
     for p in kernel.params:
-        if p.name not in want or not p.pointer or re.search(r"\b(__)?restrict(__)?\b", p.type):
+        if (
+            (want is not None and p.name not in want)
+            or not p.pointer
+            or re.search(r"\b(__)?restrict(__)?\b", p.type)
+        ):
             continue
         s, e = p.span
         code = st.code[s:e]

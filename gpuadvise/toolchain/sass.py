@@ -398,15 +398,27 @@ recorded by ``gpuadvise record`` took minutes to disassemble and parse whole for
 def function_index(cubin: str | os.PathLike[str], kernel: str) -> int | None:
     """The symbol index of ``kernel`` when ``cubin`` holds more than :data:`NARROW_ABOVE`
     functions (then it is disassembled alone), else None (the whole cubin: its callees too)."""
-    from gpuadvise.toolchain.cubin import function_symbols
-
+    path = Path(cubin)
     try:
-        symbols = function_symbols(Path(cubin).read_bytes())
+        stat = path.stat()
     except OSError:
         return None
+    symbols = _function_symbols(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if len(symbols) <= NARROW_ABOVE:
         return None
     return symbols.get(kernel)
+
+
+@functools.lru_cache(maxsize=32)
+def _function_symbols(cubin: str, _mtime_ns: int, _size: int) -> dict[str, int]:
+    """The cubin's function symbols, read once per file version (every disassembly and life-range
+    lookup of a kernel asks)."""
+    from gpuadvise.toolchain.cubin import function_symbols
+
+    try:
+        return function_symbols(Path(cubin).read_bytes())
+    except OSError:
+        return {}
 
 
 _SIDECAR_HEADER = "// gpuadvise disassembly sha256="
