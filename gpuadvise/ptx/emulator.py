@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import mmap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -80,6 +79,7 @@ from gpuadvise.ptx.memory import (
     WINDOW_SHIFT,
     GlobalMemory,
     align_up,
+    anonymous_mapping,
     heap_views,
 )
 from gpuadvise.ptx.ops import Op, build_op, getter, type_of
@@ -421,7 +421,7 @@ def _reserve_records(size: int) -> tuple[np.ndarray, Any]:
     """An uninitialized RECORD array of ``size`` in its own anonymous mapping (None: plain)."""
     nbytes = size * RECORD.itemsize
     try:
-        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        mm = anonymous_mapping(nbytes)
     except (OSError, ValueError, AttributeError, OverflowError):
         return np.empty(size, RECORD), None
     return np.frombuffer(mm, RECORD, count=size), mm

@@ -30,6 +30,8 @@ the first wave of a 256 MB buffer makes only the pages those CTAs touch.
 from __future__ import annotations
 
 import mmap
+import platform
+import sys
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,6 +49,7 @@ __all__ = [
     "ByteSource",
     "GlobalMemory",
     "align_up",
+    "anonymous_mapping",
     "heap_views",
 ]
 
@@ -95,7 +98,31 @@ def _zero_heap(nbytes: int) -> np.ndarray:
     time."""
     if nbytes < _SMALL_HEAP_BYTES:
         return np.zeros(nbytes, dtype=np.uint8)
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+    return np.frombuffer(anonymous_mapping(nbytes), dtype=np.uint8)
+
+
+# MAP_NORESERVE: Python has the name from 3.13 on; its value is 0x4000 on x86 and arm64 Linux.
+_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0) or (
+    0x4000
+    if sys.platform.startswith("linux")
+    and platform.machine() in ("x86_64", "AMD64", "i686", "aarch64", "arm64")
+    else 0
+)
+
+
+def anonymous_mapping(nbytes: int) -> mmap.mmap:
+    """``nbytes`` of zero pages, private to this process, that the system backs only where
+    written, and does not count against the memory it promised (``MAP_NORESERVE``).
+
+    A reservation counts in the commit charge otherwise, and under Linux's default overcommit
+    heuristic a ``fork`` fails with ENOMEM when the parent's charge exceeds the machine's memory:
+    the emulator's 8 GiB record reservation and one more such made every ``fork`` of the process
+    fail on a 23 GiB machine (a test's ``subprocess`` with ``preexec_fn``, in CI)."""
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    try:
+        return mmap.mmap(-1, nbytes, flags=flags | _NORESERVE)
+    except OSError:  # a system that refuses the flag: an ordinary reservation
+        return mmap.mmap(-1, nbytes, flags=flags)
 
 
 def heap_views(heap: np.ndarray) -> dict[int, np.ndarray]:
