@@ -104,6 +104,9 @@ def test_to_preset_writes_the_probe_into_the_presets(
     assert got["latency_cycles"]["dram"] == 812.5
     assert data["cc"]["9.0"]["lanes_per_clock"]["fp32"] == 128  # the defaults kept
     assert "2026-11-29" in pipes.read_text()
+    # what the probe does not measure stays as written: a fitted key and its comment
+    assert got["cta_turnaround_ns"] == 280
+    assert "# the CTA turnaround a round of resident CTAs" in pipes.read_text()
     # and the model reads them, each key named as measured
     monkeypatch.setattr(devices, "_pipe_data", lambda: data)
     rates = pipe_rates(preset("H200"))
@@ -119,6 +122,20 @@ def test_to_preset_writes_the_probe_into_the_presets(
     data = tomllib.loads(pipes.read_text())
     assert set(data["gpu"]) == {"H200", "H100"}
     assert data["gpu"]["H200"]["launch_floor_us"] == 2.61
+    # a later probe of the same GPU that measured fewer pipes keeps the earlier values
+    probe["device"] = "NVIDIA H200"
+    probe["lanes_per_clock"] = {"fp32": 126.0}
+    probe["latency_cycles"] = {}
+    src.write_text(json.dumps(probe))
+    before = pipes.read_text()
+    assert mod.main([str(src), "--pipes", str(pipes), "--date", "2026-12-01"]) == 0
+    after = pipes.read_text()
+    data = tomllib.loads(after)
+    h200 = data["gpu"]["H200"]
+    assert h200["lanes_per_clock"]["fp32"] == 126.0 and h200["lanes_per_clock"]["fp64"] == 63.5
+    assert h200["latency_cycles"]["dram"] == 812.5 and h200["cta_turnaround_ns"] == 280
+    assert after.count("# pipe_probe:") == 2 and "2026-12-01" in after  # one note per GPU
+    assert after.partition("[gpu.H100]")[2] == before.partition("[gpu.H100]")[2]
 
 
 def test_to_preset_refuses_an_unknown_gpu(

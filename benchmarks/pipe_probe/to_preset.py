@@ -2,12 +2,14 @@
 
     python benchmarks/pipe_probe/to_preset.py pipe_probe.json [--gpu NAME] [--date YYYY-MM-DD]
 
-Reads the JSON that benchmarks/pipe_probe/run.sh wrote on the GPU and rewrites the measured part
-of data/pipes.toml (everything after its "--- measured" line): the [gpu.NAME] table of that GPU
-(NAME: the preset whose NVML names match the JSON's "device", or --gpu) gets every measured key,
-the other GPUs' tables are kept. Keys: lanes_per_clock (per pipe), latency_cycles (per class),
-shared_wavefront_cycles, cta_launch_ns, launch_floor_us; a value the probe could not measure
-(zero or negative) is left out, so the default stays.
+Reads the JSON that benchmarks/pipe_probe/run.sh wrote on the GPU and updates the measured part
+of data/pipes.toml (everything after its "--- measured" line): in the [gpu.NAME] table of that GPU
+(NAME: the preset whose NVML names match the JSON's "device", or --gpu) each measured key's line is
+replaced or added; every other line is kept as written: other GPUs' tables, keys the probe does not
+measure (``cta_turnaround_ns``, fitted by benchmarks/loaded_latency), comments. Keys:
+lanes_per_clock (per pipe: merged into the table's earlier values), latency_cycles (per class,
+merged likewise), shared_wavefront_cycles, cta_launch_ns, launch_floor_us; a value the probe could
+not measure (zero or negative) is left out, so the earlier value or the default stays.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -41,17 +44,43 @@ def preset_for(device: str) -> str | None:
     return None if best is None else best[1]
 
 
-def table(name: str, values: dict, note: str) -> str:
-    lines = [f"[gpu.{name}]", f"# {note}"]
-    for k in SCALARS:
-        if k in values:
-            lines.append(f"{k} = {values[k]:g}")
-    for group in ("lanes_per_clock", "latency_cycles"):
-        got = values.get(group) or {}
-        if got:
-            inner = ", ".join(f"{k} = {v:g}" for k, v in got.items())
-            lines.append(f"{group} = {{ {inner} }}")
-    return "\n".join(lines) + "\n"
+def _line(key: str, value: float | dict) -> str:
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k} = {v:g}" for k, v in value.items())
+        return f"{key} = {{ {inner} }}"
+    return f"{key} = {value:g}"
+
+
+def update(measured_part: str, name: str, values: dict, old: dict, note: str) -> str:
+    """The measured part with [gpu.``name``]'s measured keys replaced or added, every other line
+    kept (``old``: that table as parsed, for merging the per-pipe and per-class tables)."""
+    lines = measured_part.splitlines()
+    header = f"[gpu.{name}]"
+    at = next((i for i, ln in enumerate(lines) if ln.strip() == header), None)
+    if at is None:
+        if lines and lines[-1].strip():
+            lines.append("")
+        lines += [header, f"# pipe_probe: {note}"]
+        lines += [_line(k, v) for k, v in values.items()]
+        return "\n".join(lines) + "\n"
+    end = next(
+        (i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines)
+    )
+    while end > at + 1 and not lines[end - 1].strip():
+        end -= 1
+    block = lines[at + 1 : end]
+    block = [ln for ln in block if not ln.startswith("# pipe_probe:")]
+    block.insert(0, f"# pipe_probe: {note}")
+    for key, value in values.items():
+        if isinstance(value, dict):
+            value = {**old.get(key, {}), **value}
+        pat = re.compile(rf"^{re.escape(key)}\s*=")
+        hit = next((i for i, ln in enumerate(block) if pat.match(ln)), None)
+        if hit is None:
+            block.append(_line(key, value))
+        else:
+            block[hit] = _line(key, value)
+    return "\n".join([*lines[: at + 1], *block, *lines[end:]]) + "\n"
 
 
 def measured(probe: dict) -> dict:
@@ -84,19 +113,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no preset matches {probe.get('device')!r}; give --gpu NAME", file=sys.stderr)
         return 2
     text = a.pipes.read_text()
-    head, _, _ = text.partition(MARK)
-    old = tomllib.loads(text).get("gpu", {})
+    head, mark, rest = text.partition(MARK)
+    if not mark:
+        rest = " (benchmarks/pipe_probe/to_preset.py updates this part) ---\n"
+    old = tomllib.loads(text).get("gpu", {}).get(name, {})
     note = (
         f"measured on an {probe.get('device')} ({probe.get('sm_count')} SMs at "
         f"{probe.get('sm_clock_mhz')} MHz) on {a.date} by benchmarks/pipe_probe (run.sh)"
     )
-    tables = []
-    for gpu, values in old.items():
-        if gpu != name:
-            tables.append(table(gpu, values, "kept from an earlier measurement"))
-    tables.append(table(name, measured(probe), note))
-    body = MARK + " (benchmarks/pipe_probe/to_preset.py rewrites this part) ---\n"
-    a.pipes.write_text(head + body + "\n".join(tables))
+    a.pipes.write_text(head + MARK + update(rest, name, measured(probe), old, note))
     print(f"wrote [gpu.{name}] to {a.pipes}")
     return 0
 
