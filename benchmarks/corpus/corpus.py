@@ -29,6 +29,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA104": ("divergence", "divergent-reduction"),
     "GA105": ("duplicate-threads",),
     "GA106": ("too-little-parallelism",),
+    "GA107": ("serial-work",),
     "GA201": ("bank-conflicts", "divergent-reduction"),
     "GA202": ("divergent-reduction",),
     "GA203": ("shared-tree-shuffles",),

@@ -113,6 +113,9 @@ SPACE_ENUM = {
 }
 EXTERN_NOOPS = ("vprintf",)
 
+_SEEN_LIMIT = 1 << 25
+"""The most (block, warp) pairs a batch marks as run (:attr:`Batch.block_seen`, a byte each)."""
+
 
 def shared_base_for_arch(arch: str) -> int:
     """Where user shared memory starts in a CTA's shared window: 0x400 from sm_90 on (the 1 KB the
@@ -615,6 +618,13 @@ class Batch:
         # lanes (``tid < bound``, ``i > tid * k``: a front; :func:`front_splits`)
         self.block_front_splits: list[int] = [0] * nb_
         self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
+        # which warps ran each block at least once (rows: blocks; a row of the lockstep steps'
+        # blocks, run by every warp, in ``block_all_warps``): the warps of a CTA that share a
+        # block's work (a ``tid == 0`` section runs in one); None past a size (not counted)
+        self.block_seen: np.ndarray | None = (
+            np.zeros((nb_, self.nwarps), bool) if nb_ * self.nwarps <= _SEEN_LIMIT else None
+        )
+        self.block_all_warps = np.zeros(nb_, bool)
         # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
         # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
         # class, and the most instructions a warp of the CTA issued
@@ -1526,6 +1536,8 @@ class Batch:
         block_warps = self.block_warps
         block_lanes = self.block_lanes
         block_splits = self.block_splits
+        seen = self.block_seen
+        all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches)
 
@@ -1628,6 +1640,7 @@ class Batch:
                     lock_chain += chain[p]
                     block_warps[p] += nw
                     block_lanes[p] += n
+                all_warps[p] = True
                 if watching:
                     sampler.after_block(p, allw, None, warp_count + lock_extra)
                 if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
@@ -1686,6 +1699,8 @@ class Batch:
                         lane_instr += active_b
                         block_warps[int(blk_id)] += wx
                         block_lanes[int(blk_id)] += active_b
+                        if seen is not None:
+                            seen[int(blk_id), ws] = True
                         warp_chain[ws] += chain[int(blk_id)]
                         set_pc(ws, int(blk.term[1]))
                     continue
@@ -1726,6 +1741,10 @@ class Batch:
                     warp_chain[ws] += chain[p]
                 block_warps[p] += wx
                 block_lanes[p] += active
+                if ws.size == nw:
+                    all_warps[p] = True
+                elif seen is not None:
+                    seen[p, ws] = True
                 if watching:
                     sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
                 if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
@@ -1787,6 +1806,15 @@ class Batch:
         longest = np.argmax(links[:, :, : len(REFERENCE_VECTOR)] @ REFERENCE_VECTOR, axis=1)
         self.cta_chain = links[np.arange(self.ncta), longest]
         self.cta_instructions = per_cta[:, :, -1].max(axis=1)
+
+    def block_cta_warps(self) -> np.ndarray | None:
+        """Per block, the warps that ran it at least once, summed over the batch's CTAs (None:
+        not counted, the batch too large)."""
+        if self.block_seen is None:
+            return None
+        got = self.block_seen.sum(axis=1).astype(np.int64)
+        got[self.block_all_warps] = self.nwarps
+        return got
 
     def _note_split(self, blk: int, ws: np.ndarray) -> None:
         """Remember the CTAs in which warps ``ws`` split at block ``blk`` (SIMT counts)."""

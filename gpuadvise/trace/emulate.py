@@ -826,6 +826,7 @@ def _emulate(
                         batch.cta_chain,
                         batch.cta_instructions,
                         batch.block_front_splits,
+                        batch.block_cta_warps(),
                     )
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)
@@ -913,7 +914,13 @@ def _emulate(
         warp_steps=steps,
         warp_accesses=_warp_accesses(image.program, simt_counts),
         run_s=run_s,
-        simt=simt_profile(image.program, simt_counts, grid=grid, threads_per_cta=geo.threads),
+        simt=simt_profile(
+            image.program,
+            simt_counts,
+            grid=grid,
+            threads_per_cta=geo.threads,
+            costs=image.block_costs,
+        ),
         sampled_loops=sampled,
     )
 

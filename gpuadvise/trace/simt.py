@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from gpuadvise.ptx.chains import BlockCosts
 
 __all__ = [
+    "NARROW_SHARE",
+    "SerialRegion",
     "SimtBranch",
     "SimtCounts",
     "SimtLine",
@@ -43,6 +45,11 @@ __all__ = [
 ]
 
 WARP_LANES = 32
+
+NARROW_SHARE = 4
+"""A block is narrow when at most ``1 / NARROW_SHARE`` of its CTA's threads run it (a
+``tid == 0`` section, a loop of one warp of eight), or when the whole launch is one warp or less
+(``<<<1, 1>>>``): :class:`SerialRegion`."""
 
 
 @dataclass
@@ -61,6 +68,9 @@ class SimtCounts:
     ctas: int = 0
     # per block, the splits at a front (the taken lanes a prefix or suffix of the active ones)
     front_splits: np.ndarray | None = None
+    # per block, the warps that ran it at least once, summed over the CTAs (None: not counted)
+    cta_warps: np.ndarray | None = None
+    cta_warps_known: bool = True
 
     @classmethod
     def empty(cls, blocks: int) -> SimtCounts:
@@ -76,8 +86,14 @@ class SimtCounts:
         cta_chain: np.ndarray | None = None,
         cta_instructions: np.ndarray | None = None,
         front_splits: Sequence[int] | None = None,
+        cta_warps: np.ndarray | None = None,
     ) -> None:
         self.warps += np.asarray(warps, np.int64)
+        if cta_warps is None:
+            self.cta_warps_known = False
+        elif self.cta_warps_known:
+            got_w = np.asarray(cta_warps, np.int64)
+            self.cta_warps = got_w if self.cta_warps is None else self.cta_warps + got_w
         if front_splits is not None:
             got = np.asarray(front_splits, np.int64)
             self.front_splits = got if self.front_splits is None else self.front_splits + got
@@ -139,14 +155,66 @@ class SimtBranch:
 
 
 @dataclass(frozen=True)
+class SerialRegion:
+    """Blocks connected in the CFG that few threads of each CTA run (:data:`NARROW_SHARE`): a
+    ``tid == 0`` section, a loop of one warp while the others wait, or a whole launch of one
+    warp or less (``whole_launch``). Per traced CTA (means): ``threads`` that run it (active
+    lanes per warp execution x the CTA's warps that ran it, weighed by warp instructions),
+    ``warps`` of the CTA that ran it, ``cta_threads``; ``warp_instructions`` and
+    ``thread_instructions`` (PTX, per CTA); what one warp that runs it adds to its own critical
+    path: ``chain`` (links by latency class; ``chain_unordered`` without memory order) and
+    ``issued`` instructions (:mod:`gpuadvise.ptx.chains`; its blocks run in at least half the
+    CTAs, weighed by the share that do); ``pipes``: the CTA's warp
+    instructions in it by pipe; ``lines``: its source lines, most warp instructions first (sums
+    over the traced CTAs); ``looped``: it runs a block more than once per warp (a loop)."""
+
+    lines: tuple[SimtLine, ...]
+    threads: float
+    warps: float
+    cta_threads: int
+    whole_launch: bool
+    warp_instructions: float
+    thread_instructions: float
+    chain: dict[str, float]
+    chain_unordered: dict[str, float]
+    issued: float
+    pipes: dict[str, float]
+    looped: bool
+    blocks: tuple[int, ...] = ()
+
+    @property
+    def lanes(self) -> float:
+        """Active lanes per warp instruction."""
+        w = self.warp_instructions
+        return self.thread_instructions / w if w else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lines": [[ln.file, ln.line, ln.warp_instructions] for ln in self.lines],
+            "threads": round(self.threads, 3),
+            "warps": round(self.warps, 3),
+            "cta_threads": self.cta_threads,
+            "whole_launch": self.whole_launch,
+            "warp_instructions": self.warp_instructions,
+            "thread_instructions": self.thread_instructions,
+            "chain": dict(self.chain),
+            "issued": self.issued,
+            "pipes": dict(self.pipes),
+            "looped": self.looped,
+        }
+
+
+@dataclass(frozen=True)
 class SimtProfile:
-    """SIMT efficiency of one emulated launch (the sampled CTAs)."""
+    """SIMT efficiency of one emulated launch (the sampled CTAs); ``regions``: its serial
+    regions (:class:`SerialRegion`), most issued instructions first."""
 
     warp_instructions: int
     thread_instructions: int
     lines: tuple[SimtLine, ...]
     branches: tuple[SimtBranch, ...]
     launch_idle_slots: int = 0  # lanes idle from the launch on (partial warps)
+    regions: tuple[SerialRegion, ...] = ()
 
     @property
     def efficiency(self) -> float:
@@ -197,6 +265,7 @@ class SimtProfile:
                 }
                 for b in self.branches
             ],
+            "regions": [r.to_dict() for r in self.regions],
         }
 
 
@@ -235,8 +304,10 @@ def simt_profile(
     *,
     grid: tuple[int, int, int],
     threads_per_cta: int,
+    costs: BlockCosts | None = None,
 ) -> SimtProfile:
-    """The :class:`SimtProfile` of ``counts`` over ``program``'s blocks (see the module doc)."""
+    """The :class:`SimtProfile` of ``counts`` over ``program``'s blocks (see the module doc);
+    its serial regions with the blocks' ``costs`` (none without them)."""
     files: dict[int, str] = dict(getattr(program.module, "files", {}) or {})
     blocks = program.blocks
     nb = len(blocks)
@@ -332,7 +403,105 @@ def simt_profile(
         lines=lines,
         branches=tuple(branches),
         launch_idle_slots=round(float(launch_idle.sum())),
+        regions=()
+        if costs is None
+        else serial_regions(program, counts, costs, block_ins, files, grid, threads_per_cta),
     )
+
+
+def serial_regions(
+    program: Program,
+    counts: SimtCounts,
+    costs: BlockCosts,
+    block_ins: list[list[int]],
+    files: dict[int, str],
+    grid: tuple[int, int, int],
+    threads_per_cta: int,
+) -> tuple[SerialRegion, ...]:
+    """The serial regions (:class:`SerialRegion`) of a launch: its narrow blocks (few threads
+    of each CTA run them, :data:`NARROW_SHARE`) joined along the CFG's edges, most issued
+    instructions first; none without the CTAs' warp counts."""
+    from gpuadvise.ptx.pipes import LATENCY_CLASSES, PIPES
+
+    nb = len(program.blocks)
+    ctas = counts.ctas
+    if counts.cta_warps is None or not counts.cta_warps_known or ctas <= 0:
+        return ()
+    warps = counts.warps[:nb].astype(float)
+    lanes = counts.lanes[:nb].astype(float)
+    seen = counts.cta_warps[:nb].astype(float)
+    ran = (warps > 0) & (seen > 0)
+    launch_threads = grid[0] * grid[1] * grid[2] * threads_per_cta
+    whole = launch_threads <= WARP_LANES
+    per_warp = np.where(ran, lanes / np.maximum(warps, 1.0), 0.0)
+    threads = per_warp * seen / ctas
+    # in most CTAs: a block that a few CTAs run (the grid's edge) is rare, not serial, work
+    common = seen >= 0.5 * ctas
+    narrow = ran & common & (whole | (threads * NARROW_SHARE <= threads_per_cta))
+    # components of the narrow blocks along the CFG's edges
+    parent = list(range(nb))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for b in np.flatnonzero(narrow):
+        for t in program.blocks[int(b)].succs:
+            if t < nb and narrow[t]:
+                parent[find(int(b))] = find(int(t))
+    groups: dict[int, list[int]] = {}
+    for b in np.flatnonzero(narrow):
+        groups.setdefault(find(int(b)), []).append(int(b))
+    ninstr = np.array([len(x) for x in block_ins], float)
+    issued_b = costs.pipes[:nb].sum(axis=1)
+    free = costs.chain if costs.unordered is None else costs.unordered
+    out = []
+    for blks in groups.values():
+        ix = np.array(blks)
+        # executions by one warp that runs the block, in a CTA that does (weighed, for the
+        # chain, by the share of the CTAs that do)
+        runs = warps[ix] / seen[ix]
+        share = np.minimum(seen[ix] / ctas, 1.0)
+        w_instr = warps[ix] * ninstr[ix]
+        chain = (runs * share) @ costs.chain[ix]
+        unordered = (runs * share) @ free[ix]
+        pipes = warps[ix] @ costs.pipes[ix] / ctas
+        per_line: dict[tuple[str, int], list[int]] = {}
+        for blk in blks:
+            for i in block_ins[blk]:
+                loc = program.instrs[i].loc
+                key = (files.get(loc.file, "?"), loc.line) if loc is not None else ("?", 0)
+                acc = per_line.setdefault(key, [0, 0])
+                acc[0] += int(warps[blk])
+                acc[1] += int(lanes[blk])
+        lines = tuple(
+            SimtLine(f, ln, w, t)
+            for (f, ln), (w, t) in sorted(per_line.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        )
+        weight = w_instr.sum()
+        out.append(
+            SerialRegion(
+                lines=lines,
+                threads=float((threads[ix] * w_instr).sum() / weight) if weight else 0.0,
+                warps=float((seen[ix] / ctas * w_instr).sum() / weight) if weight else 0.0,
+                cta_threads=int(threads_per_cta),
+                whole_launch=bool(whole),
+                warp_instructions=float(w_instr.sum() / ctas),
+                thread_instructions=float((lanes[ix] * ninstr[ix]).sum() / ctas),
+                chain={c: float(v) for c, v in zip(LATENCY_CLASSES, chain, strict=True) if v},
+                chain_unordered={
+                    c: float(v) for c, v in zip(LATENCY_CLASSES, unordered, strict=True) if v
+                },
+                issued=float((runs * share) @ issued_b[ix]),
+                pipes={p: float(v) for p, v in zip(PIPES, pipes, strict=True) if v},
+                looped=bool((runs > 1.0 + 1e-9).any()),
+                blocks=tuple(blks),
+            )
+        )
+    out.sort(key=lambda r: -r.issued)
+    return tuple(out)
 
 
 def kernel_work(
