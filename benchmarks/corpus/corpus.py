@@ -53,6 +53,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     # across the register peak could be shortened: either problem is what it finds.
     "GA403": ("low-occupancy", "register-spills"),
     "GA404": ("fp64-promotion",),
+    "GA405": ("compute-bound",),
     "GA501": ("launch-overhead",),
 }
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpuadvise.ptx.chains import block_instructions
+from gpuadvise.ptx.pipes import pipe_work
 
 if TYPE_CHECKING:
     from gpuadvise.model.execution import KernelWork
@@ -39,6 +40,7 @@ __all__ = [
     "SimtBranch",
     "SimtCounts",
     "SimtLine",
+    "SimtLinePipes",
     "SimtProfile",
     "kernel_work",
     "simt_profile",
@@ -129,6 +131,27 @@ class SimtLine:
 
 
 @dataclass(frozen=True)
+class SimtLinePipes:
+    """One line of the kernel's body: the SASS warp instructions issued there, by pipe
+    (:func:`gpuadvise.ptx.pipes.pipe_work` of each PTX instruction times its warp executions).
+    Code inlined into the kernel counts at the kernel body's line it is inlined through (the
+    outermost location of its inlining chain); an instruction without a location of the kernel's
+    file (none at all: a function without line information, such as the CUDA math library's
+    ``__internal_accurate_pow`` that the PTX calls and the emulator inlines; line 0, compiler
+    made; a header's line that nvcc wrote without its ``inlined_at``) counts at the kernel
+    file's location last seen before it in program order, its call's, as PTX's ``.loc``
+    does."""
+
+    file: str
+    line: int
+    pipes: dict[str, float]
+
+    @property
+    def instructions(self) -> float:
+        return float(sum(self.pipes.values()))
+
+
+@dataclass(frozen=True)
 class SimtBranch:
     """A branch that split warps. ``warp_executions``: times a warp executed it; ``splits``: times
     its lanes went both ways; ``split_ctas``: CTAs where it did; ``edge_only``: all of them at the
@@ -215,6 +238,7 @@ class SimtProfile:
     branches: tuple[SimtBranch, ...]
     launch_idle_slots: int = 0  # lanes idle from the launch on (partial warps)
     regions: tuple[SerialRegion, ...] = ()
+    line_pipes: tuple[SimtLinePipes, ...] = ()  # issued work by pipe per kernel-body line
 
     @property
     def efficiency(self) -> float:
@@ -330,6 +354,7 @@ def simt_profile(
     lines = tuple(
         SimtLine(f, ln, w, t) for (f, ln), (w, t) in sorted(per_line.items(), key=lambda kv: kv[0])
     )
+    line_pipes = _line_pipes(program, block_ins, warps, files)
     warp_total = int((warps * ninstr).sum())
     thread_total = int((lanes * ninstr).sum())
 
@@ -406,6 +431,7 @@ def simt_profile(
         regions=()
         if costs is None
         else serial_regions(program, counts, costs, block_ins, files, grid, threads_per_cta),
+        line_pipes=line_pipes,
     )
 
 
@@ -502,6 +528,35 @@ def serial_regions(
         )
     out.sort(key=lambda r: -r.issued)
     return tuple(out)
+
+
+def _line_pipes(
+    program: Program, block_ins: list[list[int]], warps: np.ndarray, files: dict[int, str]
+) -> tuple[SimtLinePipes, ...]:
+    """The :class:`SimtLinePipes` of the executed blocks (see there for the attribution)."""
+    # each instruction's kernel-body location, in program order (the last one seen when it has
+    # none in the kernel's file: the file of the program's first location)
+    where: list[tuple[str, int]] = []
+    last = ("?", 0)
+    kernel_file: int | None = None
+    for ins in program.instrs:
+        loc = ins.call_sites[-1] if ins.call_sites else ins.loc
+        if loc is not None and loc.line > 0:
+            if kernel_file is None:
+                kernel_file = loc.file
+            if loc.file == kernel_file:
+                last = (files.get(loc.file, "?"), loc.line)
+        where.append(last)
+    out: dict[tuple[str, int], dict[str, float]] = {}
+    for b, ins_list in enumerate(block_ins):
+        n = float(warps[b])
+        if n == 0:
+            continue
+        for i in ins_list:
+            acc = out.setdefault(where[i], {})
+            for pipe, k in pipe_work(program.instrs[i]):
+                acc[pipe] = acc.get(pipe, 0.0) + k * n
+    return tuple(SimtLinePipes(f, ln, p) for (f, ln), p in sorted(out.items()) if p)
 
 
 def kernel_work(

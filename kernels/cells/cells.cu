@@ -105,7 +105,7 @@ extern "C" __global__ void cells_soa(const uchar4* __restrict__ info,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const uchar4 n = info[ny * w + nx];  // expect: GA305
-            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
+            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104, GA405
         }
     }
     next[y * w + x] = next_state(self, same, mates);
@@ -133,7 +133,7 @@ extern "C" __global__ void cells_soa_tiled(const uchar4* __restrict__ info,
             const int nx = x + dx, ny = y + dy;
             if ((dx == 0 && dy == 0) || nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
             const uchar4 n = win[threadIdx.y + R + dy][threadIdx.x + R + dx];
-            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104
+            meet(self, type_of(n), gender_of(n), age_of(n), same, mates);  // expect: GA104, GA405
         }
     }
     next[y * w + x] = next_state(self, same, mates);

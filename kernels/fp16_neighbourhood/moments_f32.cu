@@ -49,7 +49,7 @@ extern "C" __global__ void moments_f32(const __half* __restrict__ rgba, float4* 
         for (int i = -RADIUS; i <= RADIUS; ++i) {
             const unsigned ty = threadIdx.y + RADIUS + j, tx = threadIdx.x + RADIUS + i;
             const unsigned rg = s_rg[ty][tx], b = s_b[ty][tx];  // expect: GA201
-            const float r = lo(rg), g = hi(rg), bl = lo(b), wt = weight32(i, j);
+            const float r = lo(rg), g = hi(rg), bl = lo(b), wt = weight32(i, j);  // expect: GA405
             m_r = fmaf(r, wt, m_r), v_r = fmaf(r * r, wt, v_r);
             m_g = fmaf(g, wt, m_g), v_g = fmaf(g * g, wt, v_g);
             m_b = fmaf(bl, wt, m_b), v_b = fmaf(bl * bl, wt, v_b);

@@ -13,7 +13,7 @@ extern "C" __global__ void reduce1(const int* __restrict__ in, int* __restrict__
     sdata[tid] = i < n ? in[i] : 0;
     __syncthreads();
     for (unsigned s = 1; s < blockDim.x; s *= 2) {
-        if (tid % (2 * s) == 0) {  // expect: GA202, GA104
+        if (tid % (2 * s) == 0) {  // expect: GA202, GA104, GA405
             sdata[tid] += sdata[tid + s];
         }
         __syncthreads();

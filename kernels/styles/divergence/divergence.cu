@@ -1,7 +1,7 @@
 // Branch divergence in other people's spellings (GA104: active lanes per executed warp
 // instruction low, with the branch that splits the warp): a causal mask whose rows run loops of
 // different lengths, an even/odd split by lane, and a data-dependent branch. All loop over the
-// array grid-stride. The uniform kernel (only the loop's bound check diverges) must stay silent.
+// array grid-stride. The uniform kernel must stay silent for GA104 (the loops are GA405's).
 // `// expect: GAxxx` marks the line where gpuadvise's rules must report a finding.
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -25,7 +25,7 @@ __global__ void even_odd(const float* __restrict__ in, float* __restrict__ out, 
         float v = in[i];
         if (lane % 2 == 0) {  // expect: GA104
             #pragma unroll 1
-            for (int k = 0; k < ITERS; ++k) v = v * 1.0001f + 0.5f;
+            for (int k = 0; k < ITERS; ++k) v = v * 1.0001f + 0.5f;  // expect: GA405
         } else {
             v = -v;
         }
@@ -41,7 +41,7 @@ __global__ void data_branch(const float* __restrict__ x, float* __restrict__ y, 
         float v = x[k];
         if (v > 0.0f) {  // expect: GA104
             #pragma unroll 1
-            for (int it = 0; it < 64; ++it) v = sqrtf(v * v + 1.0f);
+            for (int it = 0; it < 64; ++it) v = sqrtf(v * v + 1.0f);  // expect: GA405
         }
         y[k] = v;
     }
@@ -52,7 +52,7 @@ __global__ void uniform_work(const float* __restrict__ x, float* __restrict__ y,
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += blockDim.x * gridDim.x) {
         float v = x[k];
         #pragma unroll 1
-        for (int it = 0; it < 64; ++it) v = sqrtf(v * v + 1.0f);
+        for (int it = 0; it < 64; ++it) v = sqrtf(v * v + 1.0f);  // expect: GA405
         y[k] = v;
     }
 }

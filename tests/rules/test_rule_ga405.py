@@ -1,0 +1,83 @@
+"""GA405 compute-bound (nvcc, no GPU): kernels/compute_bound/compute.cu, three spellings of a
+launch whose time is its arithmetic (a precise ``powf`` over all pairs, a device function of
+``sinf``/``cosf`` in a loop, a macro of ``expf`` and divisions by loop-invariant variances),
+reported at their ``// expect: GA405`` lines on the execution model; a streaming copy, a
+streaming sigmoid (one precise ``expf`` per element) and a five-point stencil are memory-bound
+and stay silent. Also: the emulator's per-line issued work puts the instructions of a called
+function without line information (the CUDA math library's ``__internal_accurate_pow``) at the
+line that calls it."""
+
+from __future__ import annotations
+
+import pytest
+from rulekit import KERNELS, analyze, ev, run_rule, source_line
+
+from gpuadvise.analyze.evaluate import rule_context
+from gpuadvise.rules.config import Config
+
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+SRC = KERNELS / "compute_bound" / "compute.cu"
+CTAS = 8
+
+
+def ga405(kernel: str):
+    return run_rule(analyze(SRC, kernel, CTAS), "GA405", trace_ctas=CTAS)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker"),
+    [
+        ("weights", "float t = 1.f / powf(d, alpha);"),
+        ("phases", "float s = wave(t[j], w, &c);"),
+        ("gauss", "float k = GAUSS((v - c) * (v - c), var_i)"),
+    ],
+)
+def test_compute_bound_kernels_reported_at_their_math(kernel, marker):
+    (f,) = ga405(kernel)
+    assert f.line == source_line(SRC, marker)
+    assert f.severity == "warning"
+    e = ev(f)
+    assert e["bound_by"] in ("issue", "pipe")
+    # the arithmetic is several times the memory time, and no memory change gains anything
+    assert e["compute_over_memory"] >= 4.0, e
+    assert 1.0 <= e["memory_fix_bound"] < 1.05, e
+    assert e["lines_share"] >= 0.5 and e["arithmetic_share"] >= 0.8, e
+    assert "compute-bound" in f.message and "Memory-layout changes give at most" in f.message
+    assert "__powf" in f.message  # compiled without -use_fast_math: the intrinsics are named
+    # an upper bound on the launch model: the lines' arithmetic down to their MUFU operations
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    assert est.inputs["model"] == "execution"
+    assert 1.2 < est.speedup <= e["compute_us"] / e["memory_us"] + 0.01
+    assert 0 < est.inputs["removed_instruction_share"] < 1
+    assert f.variant is not None and f.variant.safety == "display-only"
+
+
+@pytest.mark.parametrize("kernel", ["copy", "sigmoid", "stencil"])
+def test_memory_bound_kernels_stay_silent(kernel):
+    assert ga405(kernel) == []
+
+
+def test_called_math_function_counts_at_its_call_line():
+    """``pow(s, 0.5)`` of a float is the double pow, which the PTX calls as
+    ``__internal_accurate_pow`` (no ``.loc`` of its own): its FP64 work is the call line's."""
+    src = KERNELS / "fp64" / "promote.cu"
+    a = analyze(src, "norm", 4)
+    simt = a.memory.simt
+    where = {lp.line: lp for lp in simt.line_pipes}
+    assert 0 not in where  # nothing left without a line
+    call = where[source_line(src, "y[i] = pow(s, 0.5);")]
+    assert call.pipes.get("fp64", 0.0) > 0.8 * sum(
+        lp.pipes.get("fp64", 0.0) for lp in simt.line_pipes
+    )
+    # the per-line counts add up to the kernel's work (every executed instruction counted once)
+    work = rule_context(a, Config(trace_ctas=4)).trace_view.work
+    total = sum(lp.instructions for lp in simt.line_pipes)
+    assert total == pytest.approx(work.instructions * work.ctas_traced, rel=1e-6)
+
+
+def test_thresholds_are_options():
+    """A kernel at 7x its memory time is not reported when the option asks for more."""
+    a = analyze(SRC, "gauss", CTAS)
+    assert run_rule(a, "GA405", trace_ctas=CTAS, min_compute_over_memory=100.0) == []
