@@ -57,12 +57,10 @@ from gpuadvise.rules.estimates import (
     kernel_launch_times,
     l1_roofline_estimate,
     launch_change_estimate,
-    model_check,
     repeated_requests,
     shared_wavefront_estimate,
     view_traffic,
 )
-from gpuadvise.rules.evaluate import use_model_check
 from gpuadvise.rules.findings import Estimate, Evidence, Finding, Variant
 from gpuadvise.rules.global_atomics import HotAddress, hot_addresses, update_ns
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
@@ -155,10 +153,6 @@ from gpuadvise.toolchain.sass import halfword_prmt, one_lane_fp16, same_source_f
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, distinct_records, record_weights
 from gpuadvise.trace.view import cta_reuse, field_loads, integer_args, stride_mode, warp_footprint
 from gpuadvise.words import counted, lines_text
-
-# every rule's estimate goes through the launch model (issue 29): the engine runs it through
-# this check, which the estimates module holds (it imports the engine, not the other way)
-use_model_check(model_check)
 
 __all__ = [
     "AccessTrace",

@@ -3,7 +3,7 @@
 A rule that raises becomes one error row (a :class:`Finding` with ``error`` set) and the other
 rules go on; a rule whose model cannot be computed (the emulator cannot run this kernel, no source
 for the kernel) is skipped with a note (:class:`SkippedRule`). Every estimate goes through the
-launch model's check (:func:`use_model_check`) and :func:`no_slowdown`; the findings come out
+launch model's check (:func:`finding_estimate`) and :func:`no_slowdown`; the findings come out
 ranked (:func:`gpuadvise.rules.ranking.rank_findings`).
 """
 
@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
+from gpuadvise.rules.estimates import model_check
 from gpuadvise.rules.findings import Estimate, Finding
 from gpuadvise.rules.ranking import rank_findings
 from gpuadvise.rules.registry import Registry, load_registry
@@ -40,7 +41,6 @@ __all__ = [
     "no_slowdown",
     "skip_all",
     "skipped_notes",
-    "use_model_check",
 ]
 
 
@@ -184,26 +184,15 @@ def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> 
     )
 
 
-# The launch model's check of every rule's estimate (gpuadvise.rules.estimates.model_check:
-# a speedup of the kernel's work made a speedup of the launch, whose floor stays), installed by
-# the rule API's package (gpuadvise/rules/__init__.py): the estimates import the engine, so the
-# engine cannot import them.
-_model_check: Callable[[RuleContext, Estimate], Estimate] | None = None
-
-
-def use_model_check(check: Callable[[RuleContext, Estimate], Estimate] | None) -> None:
-    """Run every rule's estimate through ``check`` (None: as the rule made it)."""
-    global _model_check
-    _model_check = check
-
-
 def finding_estimate(rule: Rule, ctx: RuleContext, finding: Finding) -> Estimate | None:
     """The estimate :func:`evaluate_rules` gives ``finding`` before :func:`no_slowdown`: the
-    rule's ``estimate``, run through the launch model's check (:func:`use_model_check`). The one
-    path to it: a finding read back from JSON gets the same from its details."""
+    rule's ``estimate``, run through the launch model's check
+    (:func:`gpuadvise.rules.estimates.model_check`: a speedup of the kernel's work made a speedup
+    of the launch, whose floor stays). The one path to it: a finding read back from JSON gets the
+    same from its details."""
     est = rule.estimate(ctx, finding)
-    if est is not None and _model_check is not None:
-        est = _model_check(ctx, est)
+    if est is not None:
+        est = model_check(ctx, est)
     return est
 
 
