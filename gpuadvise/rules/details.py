@@ -32,7 +32,8 @@ class RuleLookup(Protocol):
 
 
 # The bundled rules' registry (gpuadvise.rules.registry.load_registry), installed by the registry
-# module: it imports the finding types, which import this module, so this module cannot import it.
+# module: it imports the Rule class, which imports the finding types and this module, so this module
+# cannot import it.
 _bundled_rules: Callable[[], RuleLookup] | None = None
 
 
