@@ -134,7 +134,7 @@ def _cub_ms(n: int) -> float | None:
 def _candidates(run: Any, measure: bool, min_speedup: float) -> list[tuple[Any, Any]]:
     """(finding, variant) worth applying, best first: rank order of the findings."""
     from gpuadvise.analyze.measure import measurable
-    from gpuadvise.rules.engine import rank_findings
+    from gpuadvise.rules.ranking import rank_findings
 
     out = []
     for f in rank_findings(run.findings):

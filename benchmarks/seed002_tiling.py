@@ -103,7 +103,7 @@ LAUNCHES = (
 
 
 def ga304_module() -> Any:
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     rule = load_registry().get("GA304")
     return sys.modules[type(rule).__module__]

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from gpuadvise.cli.main import main
-from gpuadvise.rules.engine import Variant
+from gpuadvise.rules.findings import Variant
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

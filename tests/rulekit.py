@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 from gpuadvise import rules as R
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import DEFAULT_TRACE_CTAS, Config
 
-_K = rule_engine.builtin_kernels_dir()
+_K = rule_registry.builtin_kernels_dir()
 assert _K is not None
 KERNELS: Path = _K
 

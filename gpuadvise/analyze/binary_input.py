@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from gpuadvise.devices import DeviceChoice
     from gpuadvise.rules.config import Config
     from gpuadvise.rules.context import RuleContext
-    from gpuadvise.rules.engine import Registry, RulesRun
+    from gpuadvise.rules.evaluate import RulesRun
+    from gpuadvise.rules.registry import Registry
     from gpuadvise.source.signature import Param
     from gpuadvise.spec.kernel_spec import KernelSpec, ResolvedLaunch
     from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
@@ -359,7 +360,7 @@ def run_sourceless_rules(
     """The rules on a kernel analyzed from its binary: a fix that rewrites the source (or was
     to be built from rewritten source) is dropped, its finding saying that it needs the source;
     a fix that changes the launch, or a proxy, stays."""
-    from gpuadvise.rules.engine import evaluate_rules
+    from gpuadvise.rules.evaluate import evaluate_rules
 
     needs: set[tuple[str, str | None, int | None, str]] = set()
     try:

@@ -11,7 +11,9 @@ from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.analyze.services import AnalysisServices
 from gpuadvise.rules.config import Config, config_for
 from gpuadvise.rules.context import RuleContext
-from gpuadvise.rules.engine import Finding, RulesRun, evaluate_rules, load_registry, models_needed
+from gpuadvise.rules.evaluate import RulesRun, evaluate_rules, models_needed
+from gpuadvise.rules.findings import Finding
+from gpuadvise.rules.registry import load_registry
 from gpuadvise.toolchain.binary import is_binary
 
 __all__ = ["quiet_minor", "rule_context", "run_rules", "run_rules_report", "with_models"]

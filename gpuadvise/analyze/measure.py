@@ -402,7 +402,7 @@ class _Stage:
 
     def _verify(self, variant: Any, a: Any, b: Any, oa: Any, ob: Any, device: Any) -> Any:
         """The trial of one variant from its outcome: outputs verified, then the speedup."""
-        from gpuadvise.rules.engine import Measurement
+        from gpuadvise.rules.findings import Measurement
         from gpuadvise.runner.stats import speedup_ci
         from gpuadvise.runner.verify import compare_outputs
 
@@ -441,7 +441,7 @@ class _Stage:
 
     @staticmethod
     def _trial(variant: Any, m: Any, verified: bool | None, note: str | None) -> Any:
-        from gpuadvise.rules.engine import Trial
+        from gpuadvise.rules.findings import Trial
 
         return Trial(variant.label, variant.description, m, verified, note)
 
@@ -450,7 +450,7 @@ def measure_variant(
     opts: KernelOptions, variant: Any, timeout_s: float = 60.0, max_time_s: float = 5.0
 ) -> Any:
     """One variant of the kernel ``opts`` builds (live options: compiled for this GPU) built,
-    verified against it and timed A/B: a :class:`~gpuadvise.rules.engine.Trial` (its measurement is
+    verified against it and timed A/B: a :class:`~gpuadvise.rules.findings.Trial` (its measurement is
     None when the variant could not be built, run or verified; its note says why)."""
     stage = _Stage(opts, timeout_s, max_time_s)
     try:
@@ -538,7 +538,7 @@ def measure_findings(
     measured (the analysis's ``skipped`` says so). ``stage``: the measurement stage (tests give a
     fake one; default: the GPU's)."""
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules.engine import rank_findings
+    from gpuadvise.rules.ranking import rank_findings
     from gpuadvise.spec.budget import out_of_time, skip
 
     if stage is None:

@@ -74,7 +74,7 @@ def build_batch_report(results: Sequence[Any]) -> BatchReport:
     """The report of ``analyze FOLDER``: ``results``, CaseResults of gpuadvise.analyze.batch
     in the cases' order, each case's report built once."""
     from gpuadvise.analyze.batch import ranked
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     reports = {
         id(r): None if r.result is None else build_report(r.result.analysis, r.result.rules)
@@ -114,7 +114,8 @@ def report_from_document(
     rules made CI items. ``sources``: file path -> lines, instead of reading those files.
     ``ValueError`` for a document that is not one ``analyze --json`` writes; its CI formats'
     notes are the document's (it does not tell the rules' notes from the analysis's)."""
-    from gpuadvise.rules.engine import Finding, SkippedRule
+    from gpuadvise.rules.evaluate import SkippedRule
+    from gpuadvise.rules.findings import Finding
 
     _check_document(doc)
     kernel = str(doc["kernel"]["name"])
@@ -210,7 +211,7 @@ def report_from_data(doc: Any, path: str) -> AnalysisReport | BatchReport:
 def batch_from_document(doc: Any) -> BatchReport:
     """The report of a saved ``analyze FOLDER --format json`` document: each case's analysis
     made a report (:func:`report_from_document`). ``ValueError`` for anything else."""
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     _check_schema(doc)
     summary, cases = doc.get("summary"), doc.get("cases")
@@ -269,7 +270,7 @@ def _complete(
 ) -> AnalysisReport:
     """The report of ``doc``: its source files read (or taken from ``given``), the kernel's
     line range found, the rules SARIF lists loaded."""
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     sources = {path: _source_lines(path, given) for path in sorted(set(_files(doc)))}
     main = doc["kernel"].get("file")

@@ -19,7 +19,7 @@ from gpuadvise.analyze.options import (
     parse_sample_ctas,
 )
 from gpuadvise.analyze.pipeline import KernelAnalysis
-from gpuadvise.rules.engine import RulesRun
+from gpuadvise.rules.evaluate import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
 from gpuadvise.words import counted
 
@@ -74,7 +74,7 @@ def _run(
 ) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.rules.engine import models_needed
+    from gpuadvise.rules.evaluate import models_needed
     from gpuadvise.rules.run import rules_config
     from gpuadvise.spec.budget import out_of_time, skip
     from gpuadvise.spec.progress import step
@@ -123,7 +123,8 @@ def _run(
     )
     t0 = time.perf_counter()
     if out_of_time():
-        from gpuadvise.rules.engine import load_registry, skip_all
+        from gpuadvise.rules.evaluate import skip_all
+        from gpuadvise.rules.registry import load_registry
 
         skip("the rules (no findings were looked for)")
         checked = skip_all(

@@ -14,7 +14,7 @@ from gpuadvise.report.output import write_stdout
 from gpuadvise.report.rules_text import explain_markdown, rules_table
 from gpuadvise.report.safe_text import guard
 from gpuadvise.rules.config import Config, config_for
-from gpuadvise.rules.engine import Registry, load_registry
+from gpuadvise.rules.registry import Registry, load_registry
 
 SCHEMA_VERSION = 1
 

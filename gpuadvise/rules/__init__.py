@@ -1,17 +1,19 @@
 """The rule API: what a rule file in ``rules/`` imports (and nothing else but gpuadvise.errors).
 
 This list is what the rule files use, and nothing more (issue 30): the rule's anatomy (Rule,
-Finding, Evidence, Estimate, Variant, FindingDetails, RuleContext, ModelUnavailable; the
-engine, :mod:`gpuadvise.rules.engine`), and what rules compute with: the trace's enums and
+Finding, Evidence, Estimate, Variant, FindingDetails, RuleContext, ModelUnavailable, from
+:mod:`~gpuadvise.rules.rule`, :mod:`~gpuadvise.rules.findings`, :mod:`~gpuadvise.rules.details`
+and :mod:`~gpuadvise.rules.context`), and what rules compute with: the trace's enums and
 lane-level view, the pure models' helpers, the one roofline and the estimates, the source
 helpers and rewriting (the fix kit), the layout proxies, struct layouts and demanded bits, and
 the helpers of one rule family each (repeats, atomics, staging, transpose, scalar runs,
 grid-stride loops, register pressure ...). A rule file imports them from here, never from the
 modules that define them (checked by tests/rules/test_rule_imports.py), so that the API a rule
-sees is this one list. The engine's own machinery (the registry, the run, ranking,
-measurements, serialization) is not part of it: the analysis and the tests import it from
-:mod:`gpuadvise.rules.engine` and the other modules of this package. A name goes in here when a
-rule file needs it.
+sees is this one list. The engine's own machinery is not part of it: the analysis and the
+tests import it from the modules of this package that hold it (the registry,
+:mod:`~gpuadvise.rules.registry`; the run, :mod:`~gpuadvise.rules.evaluate`; ranking,
+:mod:`~gpuadvise.rules.ranking`; measurements and the findings' JSON,
+:mod:`~gpuadvise.rules.findings`). A name goes in here when a rule file needs it.
 """
 
 from gpuadvise.arrays import distinct
@@ -44,19 +46,9 @@ from gpuadvise.rules.atomics import (
     serial_updates,
     with_serial_updates,
 )
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.demanded_bits import load_widths
-from gpuadvise.rules.engine import (
-    Estimate,
-    Evidence,
-    Finding,
-    FindingDetails,
-    ModelUnavailable,
-    Rule,
-    RuleContext,
-    Variant,
-    unified_diff,
-    use_model_check,
-)
+from gpuadvise.rules.details import FindingDetails
 from gpuadvise.rules.estimates import (
     MODEL,
     buffer_records,
@@ -65,11 +57,11 @@ from gpuadvise.rules.estimates import (
     kernel_launch_times,
     l1_roofline_estimate,
     launch_change_estimate,
-    model_check,
     repeated_requests,
     shared_wavefront_estimate,
     view_traffic,
 )
+from gpuadvise.rules.findings import Estimate, Evidence, Finding, Variant
 from gpuadvise.rules.global_atomics import HotAddress, hot_addresses, update_ns
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
 from gpuadvise.rules.grid_stride import (
@@ -123,6 +115,7 @@ from gpuadvise.rules.repeats import (
     varying_repeats,
     whole_records,
 )
+from gpuadvise.rules.rule import Rule
 from gpuadvise.rules.scalar_runs import (
     SCALAR_NOTE_BELOW,
     PieceGroup,
@@ -145,6 +138,7 @@ from gpuadvise.rules.transpose import (
 )
 from gpuadvise.rules.vectorize import vector_rewrite
 from gpuadvise.source import fixkit  # the operations fixes are made of (issue 28)
+from gpuadvise.source.edit import unified_diff
 from gpuadvise.source.patch import (
     PatchError,
     block_index_uses,
@@ -159,10 +153,6 @@ from gpuadvise.toolchain.sass import halfword_prmt, one_lane_fp16, same_source_f
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, distinct_records, record_weights
 from gpuadvise.trace.view import cta_reuse, field_loads, integer_args, stride_mode, warp_footprint
 from gpuadvise.words import counted, lines_text
-
-# every rule's estimate goes through the launch model (issue 29): the engine runs it through
-# this check, which the estimates module holds (it imports the engine, not the other way)
-use_model_check(model_check)
 
 __all__ = [
     "AccessTrace",

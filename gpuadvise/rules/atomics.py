@@ -14,7 +14,7 @@ import numpy as np
 
 from gpuadvise.model.banks import atomic_contention, record_wavefronts
 from gpuadvise.model.execution import KernelWork
-from gpuadvise.rules.engine import FindingDetails
+from gpuadvise.rules.details import FindingDetails
 from gpuadvise.toolchain.sass import SassMemLine
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 

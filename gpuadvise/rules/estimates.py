@@ -33,7 +33,7 @@ from gpuadvise.model.roofline import (
     launch_times,
     work_ratio,
 )
-from gpuadvise.rules.engine import Estimate
+from gpuadvise.rules.findings import Estimate
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import SECTOR, TraceView
 
@@ -660,8 +660,8 @@ _TIMES: weakref.WeakKeyDictionary[TraceView, dict[DeviceSpec, LaunchTimes | None
 def model_check(ctx: Any, est: Estimate) -> Estimate:
     """:func:`through_model` with the times of the context's traced launch (found once per
     trace view and device); the estimate as it is when the kernel was not traced or the device
-    has no clock, bandwidth or memory rates. The engine runs every rule's estimate through it
-    (:func:`gpuadvise.rules.engine.use_model_check`)."""
+    has no clock, bandwidth or memory rates. The run passes every rule's estimate through it
+    (:func:`gpuadvise.rules.evaluate.finding_estimate`)."""
     if est.speedup is None or est.inputs.get("model") == MODEL or not ctx.has_model("trace"):
         return est
     from gpuadvise.rules.context import ModelUnavailable

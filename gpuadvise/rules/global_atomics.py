@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.ptx.access import record_weights
-from gpuadvise.rules.engine import FindingDetails
+from gpuadvise.rules.details import FindingDetails
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 __all__ = ["HotAddress", "hot_addresses", "update_ns"]

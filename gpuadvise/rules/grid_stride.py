@@ -13,7 +13,8 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_rows
 from gpuadvise.rules.context import RuleContext
-from gpuadvise.rules.engine import FindingDetails, Variant
+from gpuadvise.rules.details import FindingDetails
+from gpuadvise.rules.findings import Variant
 from gpuadvise.source import fixkit
 from gpuadvise.source.patch import block_index_uses
 from gpuadvise.source.text import KernelSource

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from gpuadvise.rules.context import RuleContext
-from gpuadvise.rules.engine import Variant
+from gpuadvise.rules.findings import Variant
 from gpuadvise.rules.grid_stride import buffer_uses, grid_bound, launch_specific, reduction_diff
 from gpuadvise.source.text import KernelSource
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.roofline import Traffic
-from gpuadvise.rules.engine import Estimate
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.findings import Estimate
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import TraceView
 from gpuadvise.words import counted

@@ -6,7 +6,7 @@ allocates the data. gpuadvise cannot apply it to the user's kernel, so it measur
 kernels it synthesizes from the trace of one source line, ``before`` (the line's loads as the
 kernel does them) and ``after`` (the same loads in the new layout), with the same grid, block,
 element count and element offsets, from the line's :class:`~gpuadvise.trace.view.Pattern`.
-Text in, text out (the proxy is CUDA source plus two launch specs, :class:`~gpuadvise.rules.engine.Proxy`).
+Text in, text out (the proxy is CUDA source plus two launch specs, :class:`~gpuadvise.rules.findings.Proxy`).
 
 Verification across layouts works with an ``iota`` fill (each 32-bit word holds its index): each
 kernel turns every word it loads back into the *logical* index (element x words per element +
@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuadvise.rules.engine import Proxy
+from gpuadvise.rules.findings import Proxy
 from gpuadvise.rules.structs import StructLayout
 from gpuadvise.trace.view import BufferInfo, FieldLoad, Pattern
 

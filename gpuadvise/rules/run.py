@@ -1,5 +1,5 @@
 """What ``analyze`` and ``gate`` ask of the rules package before and after the run: the checked
-configuration, and the findings as JSON. The run itself: :func:`gpuadvise.rules.engine.evaluate_rules`
+configuration, and the findings as JSON. The run itself: :func:`gpuadvise.rules.evaluate.evaluate_rules`
 on a context the analyze layer builds (``gpuadvise.analyze.evaluate``)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpuadvise.rules.config import Config, config_for
-from gpuadvise.rules.engine import Finding, load_registry, rank_findings
+from gpuadvise.rules.findings import Finding
+from gpuadvise.rules.ranking import rank_findings
+from gpuadvise.rules.registry import load_registry
 
 __all__ = ["findings_json", "rules_config"]
 

@@ -19,8 +19,8 @@ import numpy as np
 from gpuadvise.model.coalescing import record_sectors, touched_lines
 from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
-from gpuadvise.rules.engine import Estimate
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.findings import Estimate
 from gpuadvise.toolchain.sass import same_source_file
 from gpuadvise.trace.access import Kind, Space, record_weights
 from gpuadvise.words import counted

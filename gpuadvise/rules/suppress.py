@@ -4,8 +4,8 @@ every rule), drops the findings of those rules at that line. Error rows (a rule 
 never dropped.
 
 The module knows a finding only by the fields it reads (:class:`_Located`), not by
-:class:`gpuadvise.rules.engine.Finding`: the engine calls it, so importing the engine here, even
-for type checking, would be an import cycle (tests/test_architecture.py)."""
+:class:`gpuadvise.rules.findings.Finding`: the run (:mod:`gpuadvise.rules.evaluate`) calls it on
+findings, and suppression needs nothing else of them."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from gpuadvise.analyze.fix import FixResult, FixStep, fix_candidates, fixed_spec
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import UsageError
 from gpuadvise.rules import Estimate, Finding, Variant
-from gpuadvise.rules.engine import Measurement, Proxy
+from gpuadvise.rules.findings import Measurement, Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 DIFF = "--- a/k.cu\n+++ b/k.cu\n@@ -1,1 +1,1 @@\n-a\n+b\n"
@@ -495,7 +495,7 @@ def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
     compared as totals, at the step and in the final check against the original."""
     import gpuadvise.analyze.fix as F
     import gpuadvise.analyze.measure as M
-    from gpuadvise.rules.engine import Trial
+    from gpuadvise.rules.findings import Trial
 
     src = tmp_path / "k.cu"
     src.write_text("a\n")

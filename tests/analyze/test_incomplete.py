@@ -20,7 +20,7 @@ from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
 from gpuadvise.analyze.report import build_report
 from gpuadvise.analyze.run import run_analysis
 from gpuadvise.cli.analyze import _render, fails_run
-from gpuadvise.rules.engine import RulesRun, SkippedRule
+from gpuadvise.rules.evaluate import RulesRun, SkippedRule
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "cuda" / "runner" / "faults.cu"

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from clikit import cli_run
 
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.source.signature import list_kernels
 from gpuadvise.toolchain import find_toolchain
@@ -46,7 +46,7 @@ CASES = {
     "cells": "cells.cu",
 }
 # the bundled rules' ids (GA1xx launch, GA2xx shared memory, GA3xx global, GA4xx math)
-KNOWN_IDS = {r.id for r in rule_engine.load_registry()}
+KNOWN_IDS = {r.id for r in rule_registry.load_registry()}
 SAMPLE_CTAS = 8
 # Smaller frames than the bundled launches where those fill hundreds of MB of buffers (8K floats,
 # a 1024x1024 grid of 44-byte cells); test_rules_golden.py runs the bundled launches themselves.
@@ -112,7 +112,7 @@ def test_case_folder(folder: str) -> None:
 @pytest.mark.parametrize("folder", list(CASES))
 def test_annotations(folder: str) -> None:
     source = _source(folder)
-    marks = rule_engine.expectations(source)
+    marks = rule_registry.expectations(source)
     ids = {rid for rids in marks.values() for rid in rids}
     assert ids and ids <= KNOWN_IDS, ids - KNOWN_IDS
     flagged = set()
@@ -131,7 +131,7 @@ def test_annotations(folder: str) -> None:
         if not any(
             (ks := srctext.find_kernel_source(cu, k)) is not None
             and ks.decl_line <= line <= ks.body_lines[1]
-            for line in rule_engine.expectations(cu)
+            for line in rule_registry.expectations(cu)
         )
     ]  # fmt: skip
     assert clean or silent_styles, (flagged, clean)
@@ -377,7 +377,7 @@ def test_annotations_are_well_formed() -> None:
     reads whole (a typo would silently drop an expectation)."""
     for folder in CASES:
         source = _source(folder)
-        marks = rule_engine.expectations(source)
+        marks = rule_registry.expectations(source)
         for n, line in enumerate(source.read_text().splitlines(), 1):
             if "expect:" not in line or line.lstrip().startswith("//"):
                 continue

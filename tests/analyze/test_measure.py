@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.evaluate as rule_evaluate
+import gpuadvise.rules.findings as rule_findings
 from gpuadvise import rules as R
 from gpuadvise.analyze import measure as M
 from gpuadvise.analyze.options import KernelOptions
@@ -31,18 +32,20 @@ class FakeStage:
         self.speedups = speedups
         self.ran: list[str | None] = []
 
-    def run(self, v: R.Variant) -> rule_engine.Trial:
+    def run(self, v: R.Variant) -> rule_findings.Trial:
         self.ran.append(v.label)
         s = self.speedups[v.label]
         if s is None:
-            return rule_engine.Trial(v.label, v.description, None, False, "outputs differ: out[3]")
+            return rule_findings.Trial(
+                v.label, v.description, None, False, "outputs differ: out[3]"
+            )
         kind = "proxy" if v.proxy is not None else "variant"
-        m = rule_engine.Measurement(
+        m = rule_findings.Measurement(
             s, 1.0, 1.0 / s, "GPU", s * 0.99, s * 1.01, True, 10, kind, v.label
         )
-        return rule_engine.Trial(v.label, v.description, m, True, None)
+        return rule_findings.Trial(v.label, v.description, m, True, None)
 
-    def run_all(self, variants: list[R.Variant]) -> list[rule_engine.Trial]:
+    def run_all(self, variants: list[R.Variant]) -> list[rule_findings.Trial]:
         return [self.run(v) for v in variants]
 
 
@@ -99,8 +102,8 @@ def test_unmeasurable_variants_are_left_alone():
     assert stage.ran == []
 
 
-def _proxy() -> rule_engine.Proxy:
-    return rule_engine.Proxy(
+def _proxy() -> rule_findings.Proxy:
+    return rule_findings.Proxy(
         "__global__ void aos(){}\n__global__ void soa(){}\n",
         "aos",
         "soa",
@@ -123,7 +126,7 @@ class KernelTimedStage(FakeStage):
         super().__init__(speedups)
         self.kernel = kernel_ms
 
-    def run(self, v: R.Variant) -> rule_engine.Trial:
+    def run(self, v: R.Variant) -> rule_findings.Trial:
         t = super().run(v)
         if t.measurement is None or v.proxy is None:
             return t
@@ -147,7 +150,7 @@ def test_a_proxy_that_does_not_reproduce_the_kernels_time_is_not_ranked():
     g, notes = M.measure_finding(KernelTimedStage({None: 1.8}, 1.08), _finding(v))  # type: ignore[arg-type]
     assert g.measured_speedup is not None and g.measured_speedup.speedup == 1.8
     assert g.measured_speedup.kernel_ms == 1.08 and notes == []
-    back = rule_engine.Measurement.from_dict(json.loads(json.dumps(g.measured_speedup.to_dict())))
+    back = rule_findings.Measurement.from_dict(json.loads(json.dumps(g.measured_speedup.to_dict())))
     assert back == g.measured_speedup
     # a variant (no proxy) is never checked this way
     assert M.proxy_refused(dataclasses.replace(g.measured_speedup, kind="variant")) is None
@@ -174,7 +177,7 @@ def test_write_variants(tmp_path: Path):
     f = _finding(_tiles())
     g = _finding(R.Variant("proxy", "structure of arrays", proxy=_proxy()))
     g = dataclasses.replace(g, rule="GA301", line=7)
-    run = rule_engine.RulesRun((f, g), ("GA301", "GA304"))
+    run = rule_evaluate.RulesRun((f, g), ("GA301", "GA304"))
     out = tmp_path / "variants"
     folders = M.write_variants(run, KernelOptions(source=str(src)), out)
     names = sorted(p.name for p in folders)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.evaluate as rule_evaluate
 from gpuadvise import rules as R
 from gpuadvise.analyze import measure as M
 from gpuadvise.analyze import prepare as P
@@ -164,7 +164,7 @@ def test_a_finding_estimated_at_most_1x_is_measured_and_ranked_by_it(runner: Fak
     low = finding("GA301", variant("fast"), estimate=0.95, line=3)  # "<= 0.95x", worth 2x
     high = finding("GA304", variant("slow"), estimate=1.6, line=5)  # "<= 1.6x", measures 0.67x
     advice = finding("GA201", None, estimate=1.4, line=7)  # no variant: its estimate stays
-    run = rule_engine.RulesRun((advice, high, low), ("GA201", "GA301", "GA304"))
+    run = rule_evaluate.RulesRun((advice, high, low), ("GA201", "GA301", "GA304"))
     out, _ = M.measure_findings(KernelOptions(source="k.cu"), run, max_time_s=2.0)
     assert len(runner.jobs) == 2
     assert [f.rule for f in out.findings] == ["GA301", "GA304", "GA201"]
@@ -196,7 +196,7 @@ def test_candidates_are_built_in_parallel_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(P, "time_prepared", FakeRunner())
     f1 = finding("GA304", tiles("mid", "fast", "slow"))
     f2 = finding("GA101", variant("fast"), line=9)
-    run = rule_engine.RulesRun((f1, f2), ("GA101", "GA304"))
+    run = rule_evaluate.RulesRun((f1, f2), ("GA101", "GA304"))
     t0 = time.perf_counter()
     M.measure_findings(KernelOptions(source="k.cu"), run, max_time_s=1.0)
     assert peak[0] >= 2  # nvcc runs overlapped
@@ -220,7 +220,7 @@ def test_each_race_gets_its_share_of_the_budget():
 def test_findings_left_when_the_time_budget_runs_out_are_not_measured(runner: FakeRunner):
     from gpuadvise.spec.budget import time_budget
 
-    run = rule_engine.RulesRun((finding("GA301", variant("fast")),), ("GA301",))
+    run = rule_evaluate.RulesRun((finding("GA301", variant("fast")),), ("GA301",))
     with time_budget(0.01) as budget:
         time.sleep(0.02)
         out, notes = M.measure_findings(KernelOptions(source="k.cu"), run)

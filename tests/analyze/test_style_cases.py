@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.source.signature import list_kernels
 
@@ -27,14 +27,14 @@ pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
 STYLES = Path(__file__).resolve().parents[2] / "kernels" / "styles"
 SOURCES = sorted(STYLES.rglob("*.cu"))
-KNOWN_IDS = {r.id for r in rule_engine.load_registry()}  # the rules there are
+KNOWN_IDS = {r.id for r in rule_registry.load_registry()}  # the rules there are
 
 
 def test_every_pattern_has_a_folder() -> None:
     names = {p.parent.name for p in SOURCES}
     assert names >= {"reductions", "transpose", "aos", "divergence", "rows", "elementwise",
                      "bank", "staging"}  # fmt: skip
-    ids = {r for cu in SOURCES for rs in rule_engine.expectations(cu).values() for r in rs}
+    ids = {r for cu in SOURCES for rs in rule_registry.expectations(cu).values() for r in rs}
     # every pattern issue 15 and 16 name, each in at least three spellings (see the counts below)
     for rid in ("GA104", "GA201", "GA202", "GA203", "GA204", "GA205", "GA206", "GA301", "GA306",
                 "GA307"):  # fmt: skip
@@ -42,7 +42,7 @@ def test_every_pattern_has_a_folder() -> None:
             (cu, k)
             for cu in SOURCES
             for k in list_kernels(cu.read_text())
-            for line, rs in rule_engine.expectations(cu).items()
+            for line, rs in rule_registry.expectations(cu).items()
             if rid in rs and _in_kernel(cu, k, line)
         }
         assert len(kernels) >= (2 if rid == "GA202" else 3), (rid, kernels)
@@ -70,7 +70,7 @@ def test_folder(source: Path) -> None:
     for k in kernels:
         own = source.parent / f"{k}.toml"
         assert find_spec_for(source, k) == (own if own.is_file() else source.parent / "case.toml")
-    marks = rule_engine.expectations(source)
+    marks = rule_registry.expectations(source)
     flagged = {k for k in kernels if any(_in_kernel(source, k, line) for line in marks)}
     if source.parent.name == "staging":  # the direct reads carry GA305, the mirror of GA307
         flagged -= {"box3_direct"}

@@ -165,7 +165,7 @@ def test_rst_headings_literals_and_blocks_become_markdown() -> None:
 
 
 def test_no_internal_document_is_named_in_rules_or_generated_code() -> None:
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
     from gpuadvise.source.patch import tiled_block_index_lines
 
     for rule in load_registry():
@@ -247,7 +247,7 @@ def test_statistics_and_exit_zero(env: dict[str, str]) -> None:
 
 def _finding_run(est: float = 1.58) -> Any:
     from gpuadvise.rules import Estimate, Finding
-    from gpuadvise.rules.engine import RulesRun
+    from gpuadvise.rules.evaluate import RulesRun
 
     f = Finding(
         "GA201", "bank-conflicts", "Bank conflicts", "warning", "conflicts", file="k.cu",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpuadvise.model.occupancy import INT_MAX
 from gpuadvise.report import console
 from gpuadvise.report.rules_text import explain_text, rules_table
-from gpuadvise.rules.engine import load_registry
+from gpuadvise.rules.registry import load_registry
 
 
 def test_the_terminal_reads_no_limit_as_the_model_writes_it() -> None:

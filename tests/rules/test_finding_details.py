@@ -13,9 +13,9 @@ import pytest
 from test_rules_golden import CASE_PARAMS, TRACE_CTAS, case_run
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.engine import finding_estimate, no_slowdown
+from gpuadvise.rules.evaluate import finding_estimate, no_slowdown
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -27,7 +27,7 @@ def _json(value: Any) -> str | None:
 
 @pytest.mark.parametrize("case", CASE_PARAMS)
 def test_details_round_trip_and_drive_estimate_and_transform(case: tuple[str, str]) -> None:
-    registry = rule_engine.load_registry()
+    registry = rule_registry.load_registry()
     cfg = Config(trace_ctas=TRACE_CTAS)
     context, run = case_run(case, "details")  # the golden test's run of the case
     assert not [f for f in run.findings if f.is_error], [f.error for f in run.findings]

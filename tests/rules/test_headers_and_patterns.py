@@ -14,7 +14,8 @@ from rulekit import ev, needs_toolkit, run_rule
 
 from gpuadvise.analyze.evaluate import quiet_minor
 from gpuadvise.rules.config import Config
-from gpuadvise.rules.engine import Estimate, RulesRun
+from gpuadvise.rules.evaluate import RulesRun
+from gpuadvise.rules.findings import Estimate
 from gpuadvise.source.text import kernel_file
 
 pytestmark = [needs_toolkit, pytest.mark.usefixtures("compile_cache")]

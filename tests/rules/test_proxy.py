@@ -18,8 +18,9 @@ import pytest
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.demanded_bits as bits
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.findings as rule_findings
 import gpuadvise.rules.proxy as proxy_mod
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.rules.structs as structs
 import gpuadvise.trace.view as tview
 from gpuadvise.spec.cuda_types import StructType, lookup
@@ -35,7 +36,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = rule_engine.builtin_kernels_dir()
+_K = rule_registry.builtin_kernels_dir()
 assert _K is not None
 KERNELS: Path = _K
 M32 = 0xFFFFFFFF
@@ -470,7 +471,7 @@ def reference(
     return out, loads
 
 
-def run_proxy(px: rule_engine.Proxy, tmp: Path) -> dict[str, Any]:
+def run_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of ``px`` on the emulator, every CTA: (out, global load lanes, smem)."""
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions, build
@@ -568,7 +569,7 @@ def test_packed_proxy_reads_one_word_for_the_packed_fields(tmp_path):
 @needs_nvcc
 def test_tile_proxy_stages_the_window_once(tmp_path):
     px = rule_api.tile_proxy(PAT_2D)
-    assert isinstance(px, rule_engine.Proxy) and (px.before, px.after) == (
+    assert isinstance(px, rule_findings.Proxy) and (px.before, px.after) == (
         "ga305_global",
         "ga305_tile",
     )
@@ -648,7 +649,7 @@ def reference_stores(
     return out, stored, n_stores
 
 
-def run_store_proxy(px: rule_engine.Proxy, tmp: Path) -> dict[str, Any]:
+def run_store_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of a store proxy on the emulator, every CTA, the written buffer read back
     too: per kernel (out, written buffer, global load lanes, global store lanes)."""
     from gpuadvise.analyze.measure import write_proxy
@@ -750,7 +751,7 @@ def _ga301(source: Path, kernel: str, args: tuple[str, ...] = ()) -> list[rule_a
 
 
 def _field_words(
-    px: rule_engine.Proxy, tmp: Path, word: int, count: int, name: str
+    px: rule_findings.Proxy, tmp: Path, word: int, count: int, name: str
 ) -> tuple[Any, Any]:
     """The stored words of field ``word`` (``name``; one per element) in both layouts, after
     both kernels of ``px`` ran on the emulator with equal outputs: (old layout, new layout)."""

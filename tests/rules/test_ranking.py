@@ -4,7 +4,8 @@ cause above the symptom it explains (read from the fixes' diffs, issue 32)."""
 from __future__ import annotations
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.findings as rule_findings
+import gpuadvise.rules.ranking as rule_ranking
 from gpuadvise.source.patch import changed_lines
 
 # a fix of lines 31-34 (GA202's sequential addressing) in reduce.cu
@@ -57,33 +58,33 @@ def test_an_automatic_fix_outranks_advice_of_equal_value() -> None:
         "GA4", "a-b", "t", "warning", "m", file="k.cu", line=1,
         estimated_speedup=rule_api.Estimate(1.5, "upper-bound", "m"),
         variant=rule_api.Variant(
-            "proxy", "fix", proxy=rule_engine.Proxy("src", "a", "b", "sa", "sb")
+            "proxy", "fix", proxy=rule_findings.Proxy("src", "a", "b", "sa", "sb")
         ),
     )  # fmt: skip
-    ranked = [f.rule for f in rule_engine.rank_findings([*fs, proxied])]
+    ranked = [f.rule for f in rule_ranking.rank_findings([*fs, proxied])]
     assert ranked == ["GA5", "GA3", "GA4", "GA2", "GA1"]
     # no number at all: the automatic fix still comes first
     none = [_f("GA1"), _f("GA2", safety="display-only"), _f("GA3", safety="automatic-and-verified")]
-    assert [f.rule for f in rule_engine.rank_findings(none)] == ["GA3", "GA2", "GA1"]
+    assert [f.rule for f in rule_ranking.rank_findings(none)] == ["GA3", "GA2", "GA1"]
 
 
 def test_the_cause_goes_right_above_the_symptom_its_fix_rewrites() -> None:
     symptom = _f("GA201", line=34, est=1.58, safety="display-only")  # no diff: advice
     cause = _f("GA202", line=32, safety="display-only", diff=_TREE_DIFF)
     other = _f("GA206", line=28, safety="automatic-and-verified", diff="@@ -28 +28 @@\n-x\n+y\n")
-    ranked = [f.rule for f in rule_engine.rank_findings([symptom, other, cause])]
+    ranked = [f.rule for f in rule_ranking.rank_findings([symptom, other, cause])]
     assert ranked == ["GA202", "GA201", "GA206"]
-    assert rule_engine.explains(cause, symptom) and not rule_engine.explains(symptom, cause)
+    assert rule_ranking.explains(cause, symptom) and not rule_ranking.explains(symptom, cause)
 
 
 def test_no_cause_across_files_lines_not_rewritten_or_fixes_of_each_other() -> None:
     cause = _f("GA202", line=32, safety="display-only", diff=_TREE_DIFF)
     elsewhere = _f("GA201", line=34, est=1.5, file="other.cu")
     below = _f("GA201", line=40, est=1.5)  # a line the fix keeps
-    assert not rule_engine.explains(cause, elsewhere)
-    assert not rule_engine.explains(cause, below)
-    assert [f.rule for f in rule_engine.rank_findings([below, cause])] == ["GA201", "GA202"]
+    assert not rule_ranking.explains(cause, elsewhere)
+    assert not rule_ranking.explains(cause, below)
+    assert [f.rule for f in rule_ranking.rank_findings([below, cause])] == ["GA201", "GA202"]
     # the symptom's fix rewrites the cause's line too: they explain each other, order by value
     mutual = _f("GA303", line=34, est=1.2, safety="automatic-and-verified", diff=_TREE_DIFF)
-    assert not rule_engine.explains(cause, mutual)
-    assert [f.rule for f in rule_engine.rank_findings([cause, mutual])] == ["GA303", "GA202"]
+    assert not rule_ranking.explains(cause, mutual)
+    assert [f.rule for f in rule_ranking.rank_findings([cause, mutual])] == ["GA303", "GA202"]

@@ -231,7 +231,7 @@ def test_launch_bounds_are_read_from_the_ptx_directives():
 
 
 def _rule(rule_id: str) -> Any:
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     return load_registry().find(rule_id)
 

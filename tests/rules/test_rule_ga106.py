@@ -17,7 +17,7 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule
 
 import gpuadvise.rules as R
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.devices import memory_rates, preset
 
@@ -45,7 +45,7 @@ def few() -> R.Finding:
 def test_sum_few_is_reported_with_littles_law_numbers(few):
     f = few
     assert f.line == srctext.find_kernel_source(SOURCE, "sum_few").decl_line
-    assert rule_engine.expectations(SOURCE)[f.line] == ("GA106",)
+    assert rule_registry.expectations(SOURCE)[f.line] == ("GA106",)
     e = ev(f)
     # 264 CTAs x 4 warps over 132 SMs; fewer than half of the 64 warps an SM holds
     assert e["warps_per_sm"] == 8.0 and e["total_ctas"] == CTAS and e["ctas_per_wave"] == WAVE
@@ -122,7 +122,7 @@ def test_the_thresholds():
 
 
 def test_waited_bytes_per_warp_follows_the_chain():
-    rule = rule_engine.load_registry().get("GA106")
+    rule = rule_registry.load_registry().get("GA106")
     mod = sys.modules[type(rule).__module__]
     from gpuadvise.model.execution import KernelWork
 

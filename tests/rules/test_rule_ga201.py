@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.rules.config import Config
@@ -33,7 +33,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_KERNELS = rule_engine.builtin_kernels_dir()
+_KERNELS = rule_registry.builtin_kernels_dir()
 assert _KERNELS is not None
 KERNELS: Path = _KERNELS
 MOMENTS = KERNELS / "fp16_neighbourhood" / "moments.cu"
@@ -47,7 +47,7 @@ def _cache(compile_cache: Path) -> Path:
 
 
 def ga201_module() -> Any:
-    return sys.modules[type(rule_engine.load_registry().get("GA201")).__module__]
+    return sys.modules[type(rule_registry.load_registry().get("GA201")).__module__]
 
 
 _ANALYSES: dict[tuple[str, str, str], Any] = {}

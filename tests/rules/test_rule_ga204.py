@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
 from gpuadvise.source.patch import apply_unified_diff
@@ -31,7 +31,7 @@ except Exception:
 
 pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_KERNELS = rule_engine.builtin_kernels_dir()
+_KERNELS = rule_registry.builtin_kernels_dir()
 assert _KERNELS is not None
 KERNELS: Path = _KERNELS
 REDUCE = KERNELS / "reduction" / "reduce.cu"

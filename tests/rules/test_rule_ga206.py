@@ -16,7 +16,7 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.source.patch import apply_unified_diff
 from gpuadvise.source.signature import list_kernels
@@ -39,7 +39,7 @@ def expected(source: Path, kernel: str) -> set[int]:
     first, last = ks.decl_line, ks.body_lines[1]
     return {
         line
-        for line, ids in rule_engine.expectations(source).items()
+        for line, ids in rule_registry.expectations(source).items()
         if first <= line <= last and "GA206" in ids
     }
 
@@ -62,7 +62,7 @@ def test_silent_on_a_small_grid() -> None:
 
 
 def test_buffer_uses_from_the_trace() -> None:
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     mod = type(load_registry().get("GA206")).__module__
     import sys
@@ -242,7 +242,7 @@ def test_macro_index_is_found_but_not_rewritten() -> None:
 def _rule_module() -> Any:
     import sys
 
-    from gpuadvise.rules.engine import load_registry
+    from gpuadvise.rules.registry import load_registry
 
     return sys.modules[type(load_registry().get("GA206")).__module__]
 
@@ -321,7 +321,7 @@ def test_gpu_reduction_variants_are_measured_and_verified_as_totals() -> None:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules.engine import RulesRun
+    from gpuadvise.rules.evaluate import RulesRun
     from gpuadvise.runner.client import pycuda_missing
 
     why = pycuda_missing()

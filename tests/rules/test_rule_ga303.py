@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
@@ -28,7 +28,7 @@ except Exception:
 
 pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-_K = rule_engine.builtin_kernels_dir()
+_K = rule_registry.builtin_kernels_dir()
 assert _K is not None
 LUM = _K / "luminance"
 TRACE_CTAS = 8

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.evaluate as rule_evaluate
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules_report
 from gpuadvise.model.l2 import tiled_order
@@ -57,7 +58,7 @@ RECORDED_DRAM_TILE_X32 = 671.5 * MB
 
 
 def ga304() -> ModuleType:
-    rule = rule_engine.load_registry().get("GA304")
+    rule = rule_registry.load_registry().get("GA304")
     return sys.modules[type(rule).__module__]
 
 
@@ -239,7 +240,7 @@ def test_unsafe_kernel_gets_a_display_only_variant(tmp_path: Path) -> None:
     ks = srctext.find_kernel_source(GATHER, "gather_tiled")
     assert ks is not None
     remap = mod.remap_safety(ks, (480, 270, 1))
-    rule = rule_engine.load_registry().get("GA304")
+    rule = rule_registry.load_registry().get("GA304")
     f = rule_api.Finding(
         "GA304", rule.name, rule.title, "warning", "m", details=mod.L2Tiling(
             mod.OrderTraffic("row-major", None, 2e6, 0.0),
@@ -273,7 +274,7 @@ def analyze(
     return analyze_kernel(spec, choice.device, options, trace=trace, sample_ctas=sample)
 
 
-def ga304_run(a: Any, **options: Any) -> rule_engine.RulesRun:
+def ga304_run(a: Any, **options: Any) -> rule_evaluate.RulesRun:
     cfg = Config(trace_ctas=TRACE_CTAS, select=("GA304",), rule_options={"GA304": options})
     return run_rules_report(a, cfg)
 
@@ -295,7 +296,7 @@ def rowmajor() -> tuple[Any, rule_api.Finding]:
     assert edge_only is not None and edge_only.mode not in ("synthesized", "complete")
     models = dataclasses.replace(model_results(a.memory), l2=edge_only)
     ctx = rule_api.RuleContext(a.facts(), models, AnalysisServices(a))
-    run = rule_engine.evaluate_rules(ctx, Config(trace_ctas=TRACE_CTAS, select=("GA304",)))
+    run = rule_evaluate.evaluate_rules(ctx, Config(trace_ctas=TRACE_CTAS, select=("GA304",)))
     assert [f.rule for f in run.findings] == ["GA304"], run
     return a, run.findings[0]
 

@@ -15,7 +15,7 @@ import rulekit
 from rulekit import KERNELS, ev, isolated_cache, needs_toolkit, run_rule
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.findings as rule_findings
 from gpuadvise.analyze import measure
 
 pytestmark = needs_toolkit
@@ -118,14 +118,14 @@ class Stage:
     def __init__(self, speedup: float) -> None:
         self.speedup = speedup
 
-    def run(self, v: rule_api.Variant) -> rule_engine.Trial:
+    def run(self, v: rule_api.Variant) -> rule_findings.Trial:
         s = self.speedup
-        m = rule_engine.Measurement(
+        m = rule_findings.Measurement(
             s, 1.0, 1 / s, "H100", s * 0.99, s * 1.01, True, 10, "proxy", v.label
         )
-        return rule_engine.Trial(v.label, v.description, m, True, None)
+        return rule_findings.Trial(v.label, v.description, m, True, None)
 
-    def run_all(self, variants: list[rule_api.Variant]) -> list[rule_engine.Trial]:
+    def run_all(self, variants: list[rule_api.Variant]) -> list[rule_findings.Trial]:
         return [self.run(v) for v in variants]
 
 

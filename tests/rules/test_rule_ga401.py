@@ -16,7 +16,7 @@ import rulekit
 from rulekit import KERNELS, ev
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise import toolchain as nvcc
 from gpuadvise.analyze.evaluate import run_rules
@@ -34,7 +34,7 @@ SOURCE = CASE / "spills.cu"
 @pytest.fixture(scope="module")
 def mod() -> ModuleType:
     """The loaded rule module (the registry imports it under a name of its own)."""
-    rule = rule_engine.load_registry().get("GA401")
+    rule = rule_registry.load_registry().get("GA401")
     return sys.modules[type(rule).__module__]
 
 
@@ -454,7 +454,7 @@ def test_a_printf_stack_frame_is_not_a_local_array(tmp_path):
 
 
 def test_rule_documentation_names_the_case():
-    rule = rule_engine.load_registry().get("GA401")
+    rule = rule_registry.load_registry().get("GA401")
     assert rule.name == "register-spills"
     assert "kernels/spills/spills.cu" in rule.sections()["Example"]
 
@@ -469,7 +469,7 @@ def test_gpu_candidates_are_measured_and_verified():
     from gpuadvise.analyze.measure import measure_findings
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules.engine import RulesRun
+    from gpuadvise.rules.evaluate import RulesRun
     from gpuadvise.runner.client import pycuda_missing
 
     why = pycuda_missing()

@@ -13,7 +13,8 @@ import pytest
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.context as rule_context
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.evaluate as rule_evaluate
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import run_rules
 from gpuadvise.rules.config import Config
@@ -25,7 +26,7 @@ try:
 except Exception:
     HAVE_NVCC = False
 
-_K = rule_engine.builtin_kernels_dir()
+_K = rule_registry.builtin_kernels_dir()
 assert _K is not None
 MOMENTS = _K / "fp16_neighbourhood" / "moments.cu"
 NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and operation
@@ -33,7 +34,7 @@ NEIGHBOURS = 81  # the 9x9 window, unrolled: one instruction per neighbour and o
 
 @pytest.fixture(scope="module")
 def mod() -> Any:
-    rule = rule_engine.load_registry().get("GA402")
+    rule = rule_registry.load_registry().get("GA402")
     return sys.modules[type(rule).__module__]
 
 
@@ -266,6 +267,6 @@ def test_skipped_with_a_note_without_a_compiled_kernel(tmp_path):
         occupancy_input=None,  # type: ignore[arg-type]
         occupancy=None,  # type: ignore[arg-type]
     )  # no compiled kernel: no SASS
-    r = rule_engine.evaluate_rules(rule_api.RuleContext(facts), Config(select=("GA402",)))
+    r = rule_evaluate.evaluate_rules(rule_api.RuleContext(facts), Config(select=("GA402",)))
     assert r.findings == ()
     assert r.notes and r.notes[0].startswith("GA402 (unpacked-half-math) not evaluated")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules
 from gpuadvise.devices import preset
@@ -33,7 +33,7 @@ except Exception:
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="no CUDA toolkit (pip install .[toolkit])")
 
-KERNELS = rule_engine.builtin_kernels_dir()
+KERNELS = rule_registry.builtin_kernels_dir()
 assert KERNELS is not None
 CASE = KERNELS / "launches"
 SOURCE = CASE / "launches.cu"
@@ -79,7 +79,7 @@ def test_step_repeated_1000_times_is_reported_with_the_model_numbers():
     (f,) = ga501(a)
     ks = srctext.find_kernel_source(SOURCE, "step")
     assert f.line == ks.decl_line
-    assert rule_engine.expectations(SOURCE)[f.line] == ("GA501",)
+    assert rule_registry.expectations(SOURCE)[f.line] == ("GA501",)
     e = ev(f)
     # pos and vel, 16896 floats each, both read and written by every launch
     moved = 2 * 2 * 4 * N_PARTICLES
@@ -111,7 +111,7 @@ def test_the_traced_instruction_floor_enters_the_model():
     mem = a.memory
     assert mem is not None and not mem.error and mem.lane_instructions > 0
     (f,) = ga501(a)
-    rule = rule_engine.load_registry().get("GA501")
+    rule = rule_registry.load_registry().get("GA501")
     ctx = rule_context(a, lazy_models=False).for_rule(dict(rule.options))
     m, facts = rule.model(ctx)
     d = preset("H100")
@@ -202,7 +202,7 @@ def test_a_single_launch_with_atomics_is_not_reported():
 
 
 def test_launch_model_arithmetic():
-    rule = rule_engine.load_registry().get("GA501")
+    rule = rule_registry.load_registry().get("GA501")
     mod = sys.modules[type(rule).__module__]
     m = mod.LaunchModel(launches=100, kernel_us=0.5, gap_us=1.0, host_us=4.0, graph_us=8.0)
     assert m.stream_us == 400.0 and m.graph_us_total == 158.0

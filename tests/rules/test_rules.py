@@ -16,7 +16,12 @@ import pytest
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.context as rule_context
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.context as rule_ctx
+import gpuadvise.rules.evaluate as rule_evaluate
+import gpuadvise.rules.findings as rule_findings
+import gpuadvise.rules.ranking as rule_ranking
+import gpuadvise.rules.registry as rule_registry
+import gpuadvise.rules.rule as rule_class
 import gpuadvise.source.text as srctext
 from gpuadvise.cli.rules import run_explain
 from gpuadvise.devices import preset
@@ -61,8 +66,8 @@ DOC_OK = '''"""A test rule.
 
 
 @pytest.fixture(scope="module")
-def registry() -> rule_engine.Registry:
-    return rule_engine.load_registry()
+def registry() -> rule_registry.Registry:
+    return rule_registry.load_registry()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +164,7 @@ class FakeServices:
 
 NOT_TRACED = rule_context.ModelResults(
     unavailable=dict.fromkeys(
-        rule_engine.TRACE_MODELS, "the emulator could not trace this kernel: no PTX"
+        rule_ctx.TRACE_MODELS, "the emulator could not trace this kernel: no PTX"
     )
 )
 
@@ -167,19 +172,19 @@ NOT_TRACED = rule_context.ModelResults(
 def run(
     facts: rule_context.KernelFacts,
     config: Config | None = None,
-    registry: rule_engine.Registry | None = None,
+    registry: rule_registry.Registry | None = None,
     services: Any = None,
 ):
     """The rules on a modelled launch: no compiled kernel, so no trace; the services are
     :class:`FakeServices` unless given."""
-    return rule_engine.evaluate_rules(
+    return rule_evaluate.evaluate_rules(
         rule_api.RuleContext(facts, NOT_TRACED, services or FakeServices()),
         config or Config(),
         registry=registry,
     )
 
 
-def ids(run_: rule_engine.RulesRun) -> list[str]:
+def ids(run_: rule_evaluate.RulesRun) -> list[str]:
     return [f.rule for f in run_.findings if not f.is_error]
 
 
@@ -192,17 +197,17 @@ def test_bundled_rules_load_with_unique_ids_names_and_cases(registry):
     assert list(registry.ids) == sorted(registry.ids)
     assert len({r.name for r in registry}) == len(registry)
     for r in registry:
-        assert rule_engine.validate_rule(type(r), r.origin) == []
+        assert rule_class.validate_rule(type(r), r.origin) == []
         assert registry.cases[r.id], r.id
         assert r.origin is not None and r.origin.name.startswith(r.id.lower() + "_")
 
 
-@pytest.mark.parametrize("rule_id", rule_engine.load_registry().ids)
+@pytest.mark.parametrize("rule_id", rule_registry.load_registry().ids)
 def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys):
     rule = registry.get(rule_id)
     text = explain_text(registry.rule_doc(rule))
     assert text.startswith(f"{rule.id} {rule.name}: {rule.title}")
-    for heading in rule_engine.DOC_HEADINGS:
+    for heading in rule_class.DOC_HEADINGS:
         assert heading in text
     for name, default in rule.options.items():
         assert f"{name} = {json.dumps(default)}" in text
@@ -210,7 +215,7 @@ def test_explain_prints_every_section_and_the_options(registry, rule_id, capsys)
     assert capsys.readouterr().out.startswith(f"{rule.id} {rule.name}")
     assert run_explain(rule_id.lower(), as_json=True) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["id"] == rule_id and set(doc["sections"]) >= set(rule_engine.DOC_HEADINGS)
+    assert doc["id"] == rule_id and set(doc["sections"]) >= set(rule_class.DOC_HEADINGS)
     assert doc["cases"]
 
 
@@ -292,7 +297,7 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         assert set(d["details"]) == {"type", "fields"} and isinstance(d["details"]["fields"], dict)
     for k, t in want.items():
         assert isinstance(d[k], t), (k, d[k])
-    assert d["severity"] in rule_engine.SEVERITIES
+    assert d["severity"] in rule_class.SEVERITIES
     assert d["rank_basis"] in ("measured", "estimated", "none")
     for e in d["evidence"]:
         assert set(e) == {"metric", "value", "threshold", "op", "unit"}
@@ -322,7 +327,7 @@ def check_finding_schema(d: dict[str, Any]) -> None:
         }
         assert isinstance(var["launch_specific"], bool)
         assert var["totals"] is None or set(var["totals"].values()) <= {"+", "max", "min"}
-        assert var["safety"] in rule_engine.SAFETY_CLASSES
+        assert var["safety"] in rule_findings.SAFETY_CLASSES
         assert (var["proxy"] is None) == (var["safety"] != "proxy")
         for alt in var["alternatives"]:
             assert alt["alternatives"] == []
@@ -388,7 +393,7 @@ def test_error_row_schema(tmp_path):
 
 def _f(rule: str, est: float | None = None, meas: float | None = None, error: bool = False):
     e = None if est is None else rule_api.Estimate(est, "upper-bound", "m")
-    m = None if meas is None else rule_engine.Measurement(meas, 1.0, 1.0 / meas, "H100")
+    m = None if meas is None else rule_findings.Measurement(meas, 1.0, 1.0 / meas, "H100")
     return rule_api.Finding(
         rule, "a-b", "t", "warning", "m", estimated_speedup=e, measured_speedup=m,
         error="boom" if error else None,
@@ -404,7 +409,7 @@ def test_ranking_measured_then_estimated_then_none_then_errors():
         _f("GA5", est=1.5),
         _f("GA6", meas=1.4),
     ]
-    ranked = rule_engine.rank_findings(fs)
+    ranked = rule_ranking.rank_findings(fs)
     assert [f.rule for f in ranked] == ["GA6", "GA3", "GA1", "GA5", "GA2", "GA4"]
     assert [f.rank_basis for f in ranked] == [
         "measured",
@@ -650,7 +655,7 @@ def user_rules(tmp: Path, files: dict[str, str], case_ids: str = "GA901") -> Pat
 
 def test_a_rule_that_raises_is_an_error_row_and_the_others_go_on(tmp_path):
     d = user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE})
-    reg = rule_engine.load_registry([d])
+    reg = rule_registry.load_registry([d])
     assert reg.ids[-1] == "GA901" and reg.get("always-raises").options == {"limit": 3}
     a = fake_analysis(tmp_path, block=(100, 1, 1))
     r = run(a, registry=reg)
@@ -672,7 +677,7 @@ def test_details_round_trip_after_the_bundled_rules_are_loaded_again(tmp_path):
     again under the same module names; a finding of the default registry's rules still reads
     its details back as its own class (the one its rule was loaded with)."""
     f = next(x for x in run(fake_analysis(tmp_path, regs=128)).findings if x.rule == "GA101")
-    rule_engine.load_registry([user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE})])
+    rule_registry.load_registry([user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE})])
     back = rule_api.Finding.from_dict(json.loads(json.dumps(f.to_dict())))
     assert type(back.details) is type(f.details) and back == f
 
@@ -733,8 +738,8 @@ BROKEN = {
 def test_a_broken_rule_fails_loudly_at_load(tmp_path, case):
     name, text, msg = BROKEN[case]
     d = user_rules(tmp_path, {name: text})
-    with pytest.raises(rule_engine.RuleLoadError) as exc:
-        rule_engine.load_registry([d])
+    with pytest.raises(rule_registry.RuleLoadError) as exc:
+        rule_registry.load_registry([d])
     assert msg in exc.value.message, exc.value.message
     assert str(d / name) in exc.value.message
     assert exc.value.exit_code == 2 and isinstance(exc.value, GpuAdviseError)
@@ -742,13 +747,13 @@ def test_a_broken_rule_fails_loudly_at_load(tmp_path, case):
 
 def test_a_rule_without_a_kernel_case_fails_loudly(tmp_path):
     d = user_rules(tmp_path, {"ga901_always_raises.py": GOOD_RULE}, case_ids="GA902")
-    with pytest.raises(rule_engine.RuleLoadError, match="GA901 has no kernel case"):
-        rule_engine.load_registry([d])
+    with pytest.raises(rule_registry.RuleLoadError, match="GA901 has no kernel case"):
+        rule_registry.load_registry([d])
 
 
 def test_a_missing_rules_dir_is_an_error(tmp_path):
-    with pytest.raises(rule_engine.RuleLoadError, match="does not exist"):
-        rule_engine.load_registry([tmp_path / "nope"])
+    with pytest.raises(rule_registry.RuleLoadError, match="does not exist"):
+        rule_registry.load_registry([tmp_path / "nope"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -763,7 +768,7 @@ def test_registry_finds_rules_and_kernels_in_an_installed_layout(tmp_path):
     shutil.copytree(ROOT / "rules", site / "gpuadvise" / "_rules", ignore=ignore)
     shutil.copytree(ROOT / "kernels", site / "gpuadvise" / "_kernels", ignore=ignore)
     code = (
-        "import gpuadvise.rules.engine as r; reg = r.load_registry(); "
+        "import gpuadvise.rules.registry as r; reg = r.load_registry(); "
         "print(r.builtin_rules_dir()); print(r.builtin_kernels_dir()); print(','.join(reg.ids))"
     )
     out = subprocess.run(
@@ -778,7 +783,7 @@ def test_registry_finds_rules_and_kernels_in_an_installed_layout(tmp_path):
     assert Path(rules_dir) == site / "gpuadvise" / "_rules"
     assert Path(kernels_dir) == site / "gpuadvise" / "_kernels"
     assert found == ",".join(
-        rule_engine.load_registry().ids
+        rule_registry.load_registry().ids
     )  # every bundled rule, as in the checkout
 
 
@@ -925,7 +930,7 @@ def test_trace_ctas_zero_means_the_first_wave(tmp_path):
 def test_a_predicted_slowdown_is_never_a_speedup():
     """An estimate below 1 (a compute-bound SGEMM's 0.441x "upper bound") becomes no estimate,
     its method saying what the model predicted, and the warning a note (issue 27)."""
-    from gpuadvise.rules.engine import no_slowdown
+    from gpuadvise.rules.evaluate import no_slowdown
 
     f = rule_api.Finding("GA303", "a-b", "t", "warning", "m")
     slow = rule_api.Estimate(0.441, "upper-bound", "roofline", {"x": 1})

@@ -29,7 +29,8 @@ import rulekit
 from rulekit import KERNELS
 
 import gpuadvise.rules as rule_api
-import gpuadvise.rules.engine as rule_engine
+import gpuadvise.rules.evaluate as rule_evaluate
+import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
 from gpuadvise.analyze.evaluate import rule_context, run_rules, run_rules_report
 from gpuadvise.rules.config import Config
@@ -78,7 +79,7 @@ def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
         rel, kernel = case
         cfg = Config(trace_ctas=TRACE_CTAS)
         context = rule_context(analyze(KERNELS / rel, kernel), cfg)
-        run = rule_engine.evaluate_rules(context, cfg, registry=rule_engine.load_registry())
+        run = rule_evaluate.evaluate_rules(context, cfg, registry=rule_registry.load_registry())
         _RUNS[case] = (context, run, set())
     context, run, taken = _RUNS[case]
     taken.add(consumer)
@@ -94,7 +95,9 @@ def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     return rulekit.analyze(source, kernel, TRACE_CTAS if trace else None, trace=trace)
 
 
-def expected_for(source: Path, kernel: str, registry: rule_engine.Registry) -> set[tuple[int, str]]:
+def expected_for(
+    source: Path, kernel: str, registry: rule_registry.Registry
+) -> set[tuple[int, str]]:
     """The (line, rule) markers of ``kernel``; outside kernels/styles only the registered rules'."""
     every = KERNELS / "styles" in source.parents
     ks = srctext.find_kernel_source(source, kernel)
@@ -102,7 +105,7 @@ def expected_for(source: Path, kernel: str, registry: rule_engine.Registry) -> s
     first, last = ks.decl_line, ks.body_lines[1]
     return {
         (line, rid)
-        for line, rids in rule_engine.expectations(source).items()
+        for line, rids in rule_registry.expectations(source).items()
         if first <= line <= last
         for rid in rids
         if every or registry.find(rid) is not None  # elsewhere: rules not written are unchecked
@@ -116,7 +119,7 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
     module = sys.modules[__name__]
     monkeypatch.setattr(module, "analyze", lambda source, kernel: made.append((kernel, "a")))
     monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
-    monkeypatch.setattr(rule_engine, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
+    monkeypatch.setattr(rule_evaluate, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
     monkeypatch.setattr(module, "_RUNS", {})
     case = ("some/case.cu", "k")
     first = case_run(case, "details")
@@ -133,8 +136,8 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
 
 
 def test_every_rule_has_a_case_that_fires():
-    registry = rule_engine.load_registry()
-    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_engine.expectations(cu).values()
+    registry = rule_registry.load_registry()
+    annotated = {rid for cu in KERNELS.rglob("*.cu") for ids in rule_registry.expectations(cu).values()
                  for rid in ids}  # fmt: skip
     assert set(registry.ids) <= annotated
     # each of GA101..GA103 has its own case folder with a bad and a good kernel
@@ -146,7 +149,7 @@ def test_every_rule_has_a_case_that_fires():
 def test_golden_findings(case: tuple[str, str]) -> None:
     rel, kernel = case
     source = KERNELS / rel
-    registry = rule_engine.load_registry()
+    registry = rule_registry.load_registry()
     _, run = case_run(case, "golden")
     found = list(run.findings)
     errors = [f for f in found if f.is_error]

@@ -1,0 +1,279 @@
+"""The run of the enabled rules on one analysed kernel launch (:func:`evaluate_rules`).
+
+A rule that raises becomes one error row (a :class:`Finding` with ``error`` set) and the other
+rules go on; a rule whose model cannot be computed (the emulator cannot run this kernel, no source
+for the kernel) is skipped with a note (:class:`SkippedRule`). Every estimate goes through the
+launch model's check (:func:`finding_estimate`) and :func:`no_slowdown`; the findings come out
+ranked (:func:`gpuadvise.rules.ranking.rank_findings`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
+from gpuadvise.rules.estimates import model_check
+from gpuadvise.rules.findings import Estimate, Finding
+from gpuadvise.rules.ranking import rank_findings
+from gpuadvise.rules.registry import Registry, load_registry
+from gpuadvise.rules.rule import Rule
+from gpuadvise.rules.suppress import suppress
+
+if TYPE_CHECKING:
+    from gpuadvise.rules.config import Config
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "RulesRun",
+    "SkippedRule",
+    "evaluate_rules",
+    "finding_estimate",
+    "incomplete_line",
+    "models_needed",
+    "models_of",
+    "no_slowdown",
+    "skip_all",
+    "skipped_notes",
+]
+
+
+@dataclass(frozen=True)
+class SkippedRule:
+    """A selected rule that did not run: a model it needs is unavailable (``reason``, and
+    ``why`` in a few words), or the time budget ran out first. ``deliberate``: the user turned
+    that model off (``--no-trace``), which leaves the analysis complete."""
+
+    rule: str
+    name: str
+    reason: str
+    why: str
+    deliberate: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "name": self.name,
+            "reason": self.reason,
+            "why": self.why,
+            "deliberate": self.deliberate,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SkippedRule:
+        return cls(
+            str(d["rule"]),
+            str(d["name"]),
+            str(d["reason"]),
+            str(d.get("why") or d["reason"]),
+            bool(d.get("deliberate", False)),
+        )
+
+
+@dataclass(frozen=True)
+class RulesRun:
+    """The result of :func:`evaluate_rules`: ranked findings (error rows included), the rules
+    run, notes (one per distinct reason rules were skipped for, naming them), and the rules
+    skipped (``skipped``: selected, in ``rules_run``, but not evaluated). ``timings_s``: seconds
+    per rule id (detect, estimate and transform of its findings).
+
+    The run is :attr:`incomplete` when a rule was skipped for a reason the user did not choose
+    (the trace stopped, the time budget ran out): :attr:`incomplete_text` says so in one line,
+    every report format shows it, and ``analyze --fail-on`` fails on it."""
+
+    findings: tuple[Finding, ...]
+    rules_run: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    timings_s: Mapping[str, float] = field(default_factory=dict)
+    skipped: tuple[SkippedRule, ...] = ()
+
+    @property
+    def incomplete(self) -> tuple[SkippedRule, ...]:
+        """The rules skipped for a reason the user did not choose."""
+        return tuple(s for s in self.skipped if not s.deliberate)
+
+    @property
+    def evaluated(self) -> tuple[str, ...]:
+        """The rules that ran (``rules_run`` less those skipped)."""
+        gone = {s.rule for s in self.skipped}
+        return tuple(r for r in self.rules_run if r not in gone)
+
+    @property
+    def incomplete_text(self) -> str | None:
+        """``incomplete: N rules skipped (why)``, or None when no rule was skipped but by the
+        user's choice."""
+        return incomplete_line(self.incomplete)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "rules_run": list(self.rules_run),
+            "notes": list(self.notes),
+            "skipped_rules": [s.to_dict() for s in self.skipped],
+            "incomplete": self.incomplete_text,
+        }
+
+
+def incomplete_line(skipped: Sequence[SkippedRule]) -> str | None:
+    """``incomplete: 8 rules skipped (the trace stopped: an out-of-bounds access)`` for the
+    rules ``skipped`` (each distinct reason once), or None when there are none."""
+    if not skipped:
+        return None
+    whys = list(dict.fromkeys(s.why for s in skipped))
+    n = len(skipped)
+    return f"incomplete: {n} rule{'' if n == 1 else 's'} skipped ({'; '.join(whys)})"
+
+
+def skipped_notes(skipped: Sequence[SkippedRule]) -> tuple[str, ...]:
+    """One note per distinct reason rules were skipped for, naming the rules: a reason shared
+    by eight rules (the trace stopped) is said once, not eight times."""
+    by_reason: dict[str, list[SkippedRule]] = {}
+    for s in skipped:
+        by_reason.setdefault(s.reason, []).append(s)
+    return tuple(
+        f"{', '.join(f'{s.rule} ({s.name})' for s in rules)} not evaluated: {reason}"
+        for reason, rules in by_reason.items()
+    )
+
+
+def skip_all(rules: Sequence[Rule], reason: str, why: str, notes: Sequence[str] = ()) -> RulesRun:
+    """A run in which none of ``rules`` was evaluated, for ``reason`` (the time budget ran out
+    before the rules ran)."""
+    skipped = tuple(SkippedRule(r.id, r.name, reason, why) for r in rules)
+    return RulesRun((), tuple(r.id for r in rules), (*notes, reason), skipped=skipped)
+
+
+def models_needed(config: Config | None = None, registry: Registry | None = None) -> set[str]:
+    """The models the enabled rules read (their ``models``): the pipeline computes those
+    (``gpuadvise.analyze.models``), and traces the kernel only when one is in
+    :data:`TRACE_MODELS`."""
+    if registry is None:
+        registry = load_registry(config.rules_dirs if config is not None else ())
+    return models_of(registry.selected(config))
+
+
+def models_of(rules: Iterable[Rule]) -> set[str]:
+    """The models ``rules`` declare."""
+    return {m for r in rules for m in r.models}
+
+
+def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> Finding:
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(tb):
+        if rule.origin is not None and Path(frame.filename) == rule.origin:
+            where = f" at {Path(frame.filename).name}:{frame.lineno}"
+            break
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return Finding(
+        rule=rule.id,
+        name=rule.name,
+        title=rule.title,
+        severity="error",
+        message=f"rule {rule.id} ({rule.name}) failed in {stage}{where}: {text}",
+        file=None,
+        line=None,
+        kernel=ctx.kernel_name,
+        error="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    )
+
+
+def finding_estimate(rule: Rule, ctx: RuleContext, finding: Finding) -> Estimate | None:
+    """The estimate :func:`evaluate_rules` gives ``finding`` before :func:`no_slowdown`: the
+    rule's ``estimate``, run through the launch model's check
+    (:func:`gpuadvise.rules.estimates.model_check`: a speedup of the kernel's work made a speedup
+    of the launch, whose floor stays). The one path to it: a finding read back from JSON gets the
+    same from its details."""
+    est = rule.estimate(ctx, finding)
+    if est is not None:
+        est = model_check(ctx, est)
+    return est
+
+
+def no_slowdown(f: Finding) -> Finding:
+    """A finding whose estimate is below 1: the model predicts the change makes the launch
+    slower, which is a reason not to recommend it, never a speedup. The estimate becomes
+    ``none`` (its method says what the model predicted) and a warning becomes a note."""
+    est = f.estimated_speedup
+    if est is None or est.speedup is None or est.speedup >= 1.0:
+        return f
+    slower = 1.0 / est.speedup if est.speedup > 0 else float("inf")
+    bound = "at best" if est.kind == "upper-bound" else "about"
+    est = Estimate(
+        None,
+        "none",
+        f"no speedup: the model predicts the change makes the launch {bound} {slower:.2f}x "
+        f"slower ({est.speedup:.3g}x), so it is not recommended. {est.method}",
+        {**est.inputs, "predicted_ratio": est.speedup, "predicted_kind": est.kind},
+    )
+    return replace(
+        f, estimated_speedup=est, severity="note" if f.severity == "warning" else f.severity
+    )
+
+
+def evaluate_rules(
+    context: RuleContext,
+    config: Config | None = None,
+    *,
+    registry: Registry | None = None,
+) -> RulesRun:
+    """Run the enabled rules on one analysed kernel launch (``context``: its facts, the models
+    the pipeline computed, the services; ``gpuadvise.analyze.evaluate`` builds it).
+
+    Each rule's ``detect`` runs, then ``estimate`` and ``transform`` for each of its findings.
+    A rule that raises becomes one error row (its findings dropped); the others go on. A rule
+    that reads a model that is unavailable is skipped with a note. A finding whose line has a
+    ``// gpuadvise: ignore[GA201]`` comment is dropped, and a note counts it
+    (:mod:`gpuadvise.rules.suppress`).
+    """
+    if registry is None:
+        registry = load_registry(config.rules_dirs if config is not None else ())
+    if config is not None:
+        registry.check_config(config)
+    rules = registry.selected(config)
+    findings: list[Finding] = []
+    skipped: list[SkippedRule] = []
+    timings: dict[str, float] = {}
+    for rule in rules:
+        t0 = time.perf_counter()
+        ctx = context.for_rule(
+            registry.options_for(rule, config), registry.severity_for(rule, config)
+        )
+        stage = "detect"
+        try:
+            detected = list(rule.detect(ctx))
+            done = []
+            for f in detected:
+                stage = "estimate"
+                est = finding_estimate(rule, ctx, f)
+                stage = "transform"
+                var = rule.transform(ctx, f)
+                done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
+            findings.extend(done)
+        except ModelUnavailable as exc:
+            skipped.append(SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate))
+        except Exception as exc:
+            log.debug("rule %s failed", rule.id, exc_info=True)
+            findings.append(_error_row(rule, ctx, stage, exc))
+        timings[rule.id] = time.perf_counter() - t0
+    findings, ignored = suppress(findings)
+    notes = list(skipped_notes(skipped))
+    if ignored:
+        where = ", ".join(dict.fromkeys(f"{f.rule} at line {f.line}" for f in ignored))
+        notes.append(
+            f"{len(ignored)} finding{'s' if len(ignored) != 1 else ''} ignored by "
+            f"`gpuadvise: ignore` comments ({where})"
+        )
+    return RulesRun(
+        tuple(rank_findings(findings)),
+        tuple(r.id for r in rules),
+        tuple(notes),
+        timings,
+        tuple(skipped),
+    )
