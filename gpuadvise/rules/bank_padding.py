@@ -16,6 +16,7 @@ through the fix kit (:mod:`gpuadvise.source.fixkit_index`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from gpuadvise.rules.bank_layout import (
 from gpuadvise.source import fixkit_index as FI
 from gpuadvise.source.fixkit import fresh_name
 from gpuadvise.source.text import KernelSource
+from gpuadvise.spec.cuda_types import lookup
 from gpuadvise.trace.access import Space, distinct_records
 from gpuadvise.words import counted
 
@@ -74,6 +76,7 @@ class ArrayDecl:
     file_scope: bool
     name_at: int = -1  # file offset of the declarator's name
     ndim: int = 2
+    type: str = ""  # the element type as written (``uint``, ``T``)
 
 
 def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]:
@@ -88,26 +91,75 @@ def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]
             continue
         for dd in d.declarators:
             if dd.name == name:
-                cands.append((not inside, dd))
+                cands.append((not inside, (d, dd)))
     if not cands:
         return None, f"no `__shared__ T {name}[R][C]` or `{name}[N]` declaration found"
-    file_scope, dd = sorted(cands, key=lambda c: c[0])[0]  # the body's shadows the file's
+    file_scope, (decl, dd) = sorted(cands, key=lambda c: c[0])[0]  # the body's shadows the file's
     if len(dd.dims) not in (1, 2):
         return None, f"{name} has {len(dd.dims)} dimensions: only 1-D and 2-D arrays are padded"
     if dd.init is not None:
         return None, f"{name} has an initializer or attributes after its dimensions"
     dims = [ks.value(ks.code[a:b]) for a, b in dd.dims]
+    if len(dims) == 1 and dims[0] is None:
+        dims = [0]  # a 1-D array's length may come from the PTX (a header's constant)
     if any(x is None for x in dims):
         return None, f"the dimensions of {name} are not integer constants gpuadvise can evaluate"
     rows, cols = (1, dims[0]) if len(dims) == 1 else (dims[0], dims[1])
     assert rows is not None and cols is not None
-    if rows <= 0 or cols <= 0:
+    if rows <= 0 or cols < 0 or (cols == 0 and len(dims) == 2):
         return None, f"{name} has a non-positive dimension"
-    return ArrayDecl(name, rows, cols, dd.dims[-1], file_scope, dd.name_span[0], len(dims)), ""
+    found = ArrayDecl(name, rows, cols, dd.dims[-1], file_scope, dd.name_span[0], len(dims))
+    return dataclasses.replace(found, type=decl.type), ""
+
+
+def _length_from_ptx(ks: KernelSource, decl: ArrayDecl, v: SharedVar) -> ArrayDecl | str:
+    """A 1-D array whose length the source does not give (a constant of a header) with its
+    length from the PTX variable's bytes and the element type's size."""
+    if decl.cols:
+        return decl
+    t = lookup(ks.bindings.get(decl.type, decl.type))
+    if t is None or t.size_bytes <= 0 or v.size % t.size_bytes:
+        return f"the length of {decl.name} is not an integer constant gpuadvise can evaluate"
+    return dataclasses.replace(decl, cols=v.size // t.size_bytes)
 
 
 def _scope(ks: KernelSource, decl: ArrayDecl) -> tuple[int, int]:
     return (0, len(ks.text)) if decl.file_scope else ks.span
+
+
+@dataclass(frozen=True)
+class IndexScope:
+    """Where a 1-D array's index padding edits: the indices of its accesses (in code and, when
+    a macro names it, in the macros' bodies), the extents of the declarations to grow and
+    their declarator names (each declaration of the name in the file when a macro names it:
+    the macro's expansions reach them all, so all are padded alike)."""
+
+    indices: tuple[tuple[int, int], ...]
+    extents: tuple[tuple[int, int], ...]
+    names_at: tuple[int, ...]
+
+
+def index_scope(ks: KernelSource, decl: ArrayDecl) -> IndexScope | str:
+    """The accesses of 1-D ``decl`` that its index padding rewrites, or why not all can be."""
+    st = ks.tree
+    if not ks.macro_uses(decl.name):
+        got = FI.index_accesses(st, decl.name, _scope(ks, decl), [decl.name_at])
+        if isinstance(got, str):
+            return got
+        return IndexScope(tuple(got), (decl.inner,), (decl.name_at,))
+    same = [(d, dd) for d in ks.declarations(file=True) for dd in d.declarators
+            if dd.name == decl.name]  # fmt: skip
+    for d, dd in same:
+        if not d.has("__shared__") or d.has("extern") or len(dd.dims) != 1 or dd.init:
+            return (
+                f"a macro names {decl.name}, whose declaration at line "
+                f"{ks.line_at(dd.name_span[0])} is not a 1D __shared__ array padded alike"
+            )
+    names = [dd.name_span[0] for _, dd in same]
+    got = FI.index_accesses(st, decl.name, (0, len(ks.text)), names, macros=True)
+    if isinstance(got, str):
+        return got
+    return IndexScope(tuple(got), tuple(dd.dims[0] for _, dd in same), tuple(names))
 
 
 def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
@@ -116,7 +168,7 @@ def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
     subscripts, no ``sizeof``). Searched: the kernel's body (or the whole file for a file-scope
     array) and every macro (a 1-D array's macros would need rewriting too: refused)."""
     if decl.ndim == 1:
-        got = FI.index_accesses(ks.tree, decl.name, _scope(ks, decl), decl.name_at)
+        got = index_scope(ks, decl)
         return got if isinstance(got, str) else None
     found = ks.uses(decl.name, file=decl.file_scope)
     macros = ks.macro_uses(decl.name)
@@ -257,6 +309,10 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
         decl, why = find_array_decl(ks, name) if name else (None, "an unnamed array")
         if decl is None:
             return why
+        decl_or_why = _length_from_ptx(ks, decl, v)
+        if isinstance(decl_or_why, str):
+            return decl_or_why
+        decl = decl_or_why
         if decl.ndim == 1 and any(set(t.lines) & {ctx.trace.line_of(i) for i in insts}
                                   for t in ctx.reduction_trees):  # fmt: skip
             return (
@@ -331,12 +387,13 @@ def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
             rw.replace(a, b, f"{FI.operand(ks.text[a:b])} + {p.pad}")
             continue
         shift = p.cols.bit_length() - 1
-        accesses = FI.index_accesses(st, decl.name, _scope(ks, decl), decl.name_at)
-        if isinstance(accesses, str):
+        scope = index_scope(ks, decl)
+        if isinstance(scope, str):
             return None
         helper = fresh_name(st, f"{decl.name}_padded", (0, len(ks.text)))
-        rw.replace(a, b, FI.padded_extent(ks.text[a:b], shift, p.pad))
-        at = FI.helper_offset(st, [decl.name_at, ks.body_start])
+        for a, b in scope.extents:
+            rw.replace(a, b, FI.padded_extent(ks.text[a:b], shift, p.pad))
+        at = FI.helper_offset(st, [*scope.names_at, ks.body_start])
         rw.insert(at, FI.index_helper(helper, shift, p.pad, decl.name))
-        FI.wrap_indices(st, rw, accesses, helper)
+        FI.wrap_indices(rw, scope.indices, helper)
     return rw.diff(path)

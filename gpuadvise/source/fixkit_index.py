@@ -69,8 +69,9 @@ def index_helper(name: str, shift: int, pad: int, array: str) -> str:
     spare = f"(e >> {shift})" if pad == 1 else f"(e >> {shift}) * {pad}"
     plural = "s" if pad != 1 else ""
     return (
-        f"// {array}[e] is stored at {array}[{name}(e)]: {pad} spare element{plural} after every\n"
-        f"// {1 << shift}, so that lanes {1 << shift} elements apart use different banks\n"
+        f"// {array}[e] is stored at {array}[{name}(e)]:\n"
+        f"// {pad} spare element{plural} after every {1 << shift}, so that lanes "
+        f"{1 << shift} elements apart use different banks\n"
         "template <typename I>\n"
         f"__device__ __forceinline__ I {name}(I e) {{ return e + {spare}; }}\n\n"
     )
@@ -115,50 +116,91 @@ _CONTAINERS = (
 )
 
 
-def _declared_elsewhere(uses: Sequence[T.Use], decl_name_at: int) -> bool:
-    return any(u.declared and u.span[0] != decl_name_at for u in uses)
-
-
-def index_accesses(
-    st: T.SourceTree, name: str, within: Span, decl_name_at: int
-) -> list[T.Subscript] | str:
-    """The accesses ``name[e]`` within ``within`` (the array's scope), or why its padding could
-    change what the program does: a use other than one subscript (the bare name decays to a
-    pointer, ``sizeof``, ``name[i][j]``), ``&name[e]`` (a pointer into it), another declaration
-    of the name in the scope, or a macro whose body names it (its expansions are not parsed
-    here). ``decl_name_at``: the offset of the array's own declarator name."""
-    found = T.uses(st, name, within)
-    if _declared_elsewhere(found, decl_name_at):
-        return f"{name} is declared more than once in its scope"
-    if T.macro_uses(st, name):
-        return f"a macro names {name} (its expansions are not rewritten)"
-    for u in found:
-        if u.span[0] == decl_name_at:
-            continue
+def _check_uses(st: T.SourceTree, uses: Sequence[T.Use], name: str) -> str | None:
+    for u in uses:
         line = st.line(u.span[0])
         if u.subscripts != 1:
             how = "without a subscript" if not u.subscripts else f"with {u.subscripts} subscripts"
             return f"line {line} uses {name} {how}"
         if u.address_taken:
             return f"line {line} takes the address of an element of {name}"
-    subs = [s for s in T.subscripts(st, name, within) if len(s.indices) == 1]
-    accesses = sum(1 for u in found if u.span[0] != decl_name_at)
-    if len(subs) != accesses:
+    return None
+
+
+def _indices(st: T.SourceTree, name: str, within: Span | None, shift: int = 0) -> list[Span]:
+    return [
+        (s.indices[0][0] + shift, s.indices[0][1] + shift)
+        for s in T.subscripts(st, name, within)
+        if len(s.indices) == 1
+    ]
+
+
+_MACRO_PREFIX = "void __ga_macro() {\n"
+
+
+def _macro_indices(st: T.SourceTree, name: str) -> list[Span] | str:
+    """The indices of the accesses ``name[e]`` in the bodies of the file's ``#define``s (file
+    offsets), or why a macro's use of ``name`` is not such an access."""
+    out: list[Span] = []
+    for n in st.walk(types=("preproc_def", "preproc_function_def")):
+        v = n.child_by_field_name("value")
+        if v is None:
+            continue
+        a, b = st.span(v)
+        body = st.code[a:b].replace("\\\n", "  ")  # a continued line: same length, one line
+        if name not in body:
+            continue
+        sub = T.SourceTree(_MACRO_PREFIX + body + "\n;}")
+        uses = T.uses(sub, name)
+        if any(u.subscripts != 1 or u.address_taken for u in uses):
+            return f"the macro at line {st.line(a)} uses {name} otherwise than {name}[e]"
+        found = _indices(sub, name, None, a - len(_MACRO_PREFIX))
+        if len(found) != len(uses):
+            return f"the macro at line {st.line(a)} uses {name} otherwise than {name}[e]"
+        out += found
+    return out
+
+
+def index_accesses(
+    st: T.SourceTree, name: str, within: Span, declared: Sequence[int], *, macros: bool = False
+) -> list[Span] | str:
+    """The indices (spans inside the brackets) of the accesses ``name[e]`` within ``within``
+    (the array's scope) and, with ``macros``, in the bodies of the file's macros; or why its
+    padding could change what the program does: a use other than one subscript (the bare name
+    decays to a pointer, ``sizeof``, ``name[i][j]``), ``&name[e]`` (a pointer into it), another
+    declaration of the name in the scope than ``declared`` (declarator names' offsets: the
+    arrays padded alike), or, without ``macros``, a macro whose body names it (its expansions
+    reach beyond the scope)."""
+    found = T.uses(st, name, within)
+    if any(u.declared and u.span[0] not in declared for u in found):
+        return f"{name} is declared more than once in its scope"
+    in_macros: list[Span] = []
+    if T.macro_uses(st, name):
+        if not macros:
+            return f"a macro names {name} (its expansions are not rewritten)"
+        got = _macro_indices(st, name)
+        if isinstance(got, str):
+            return got
+        in_macros = got
+    used = [u for u in found if u.span[0] not in declared]
+    why = _check_uses(st, used, name)
+    if why is not None:
+        return why
+    spans = _indices(st, name, within)
+    if len(spans) != len(used):
         return f"not every use of {name} is an access {name}[e]"
-    return subs
+    return sorted(spans + in_macros)
 
 
-def wrap_indices(
-    st: T.SourceTree, rw: Rewrite, accesses: Sequence[T.Subscript], helper: str
-) -> int:
-    """Make the index ``e`` of each access ``helper(e)`` (the spaces around it kept outside).
-    Returns the number of accesses edited."""
+def wrap_indices(rw: Rewrite, indices: Sequence[Span], helper: str) -> int:
+    """Make each index ``e`` (its span inside the brackets) ``helper(e)``, the spaces around it
+    kept outside. Returns the number of indices edited."""
+    text = rw.original
     n = 0
-    for s in accesses:
-        a, b = s.indices[0]
-        while a < b and st.text[a].isspace():
+    for a, b in indices:
+        while a < b and text[a].isspace():
             a += 1
-        while b > a and st.text[b - 1].isspace():
+        while b > a and text[b - 1].isspace():
             b -= 1
         if a == b:
             continue

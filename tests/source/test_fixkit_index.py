@@ -30,11 +30,11 @@ def _array(st: T.SourceTree, name: str) -> int:
 def _pad(code: str, name: str = "a", shift: int = 5, pad: int = 1) -> str:
     st = _tree(code)
     at = _array(st, name)
-    got = FI.index_accesses(st, name, (0, len(st.text)), at)
+    got = FI.index_accesses(st, name, (0, len(st.text)), [at])
     assert not isinstance(got, str), got
     rw = Rewrite(st.text)
     rw.insert(FI.helper_offset(st, [at]), FI.index_helper(f"{name}_padded", shift, pad, name))
-    FI.wrap_indices(st, rw, got, f"{name}_padded")
+    FI.wrap_indices(rw, got, f"{name}_padded")
     return rw.text()
 
 
@@ -97,15 +97,27 @@ def test_every_access_wrapped_nested_and_with_side_effects() -> None:
 )
 def test_uses_that_refuse(code: str, why: str) -> None:
     st = _tree(f"__global__ void k(int* o) {{\n    __shared__ int a[64];\n    {code}\n}}\n")
-    got = FI.index_accesses(st, "a", (0, len(st.text)), _array(st, "a"))
+    got = FI.index_accesses(st, "a", (0, len(st.text)), [_array(st, "a")])
     assert got == why
 
 
 def test_a_macro_naming_the_array_refuses() -> None:
     st = _tree("#define AT(i) a[i]\n__global__ void k(int* o) {\n    __shared__ int a[64];\n"
                "    o[0] = AT(1);\n}\n")  # fmt: skip
-    assert FI.index_accesses(st, "a", (0, len(st.text)), _array(st, "a")) == (
+    at = [_array(st, "a")]
+    assert FI.index_accesses(st, "a", (0, len(st.text)), at) == (
         "a macro names a (its expansions are not rewritten)"
+    )
+    # allowed, the macro's body is rewritten too
+    got = FI.index_accesses(st, "a", (0, len(st.text)), at, macros=True)
+    assert isinstance(got, list) and [st.text[a:b] for a, b in got] == ["i"]  # AT(1): a call
+
+
+def test_macros_naming_the_array_otherwise_refuse() -> None:
+    st = _tree("#define P (&a[1])\n__global__ void k(int* o) {\n    __shared__ int a[64];\n"
+               "    o[0] = a[threadIdx.x];\n}\n")  # fmt: skip
+    assert FI.index_accesses(st, "a", (0, len(st.text)), [_array(st, "a")], macros=True) == (
+        "the macro at line 1 uses a otherwise than a[e]"
     )
 
 
