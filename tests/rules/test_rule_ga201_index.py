@@ -204,9 +204,12 @@ def test_strided_read_gets_the_index_padding(tmp_path: Path) -> None:
         ("", "    const float* q = &s[t];\n    if (t == 0) out[0] = q[1];",
          "line 8 takes the address of an element of s"),
         ("", "    if (t == 0 && sizeof(s) != 4096) return;", "uses s without a subscript"),
-        ("#define AT(i) s[i]", "    if (t == 0) out[1] = AT(3);", "a macro names s"),
+        ("#define P (&s[1])", "    if (t == 0) out[1] = *P;",
+         "the macro at line 2 uses s otherwise than s[e]"),
+        ("#define AT(i) s[i]\n__device__ float at(const float* s) { return s[0]; }",
+         "    if (t == 0) out[1] = AT(3);", "s is declared more than once in its scope"),
     ],
-    ids=["pointer", "address-of", "sizeof", "macro"],
+    ids=["pointer", "address-of", "sizeof", "macro-pointer", "macro-other-s"],
 )  # fmt: skip
 def test_unsafe_uses_refuse_the_index_padding(
     tmp_path: Path, top: str, body: str, why: str
@@ -236,3 +239,61 @@ def test_scan_numbers_by_hand() -> None:
     assert plan.extra_bytes == 64 and p.size == 528 * 4
     assert plan.line_after[0] == plan.line_after[1] < plan.line_before[0]
     assert plan.kernel_after[0] == plan.kernel_after[1] < plan.kernel_before[0]
+
+
+# An accessor macro: its body is rewritten, and every array of the name its expansions reach
+# (each kernel's own ``s``) padded alike
+
+TWO_KERNELS = """\
+#define N 1024
+#define AT(i) s[i]
+__global__ void strided(const float* __restrict__ in, float* __restrict__ out) {
+    __shared__ float s[N];
+    const unsigned t = threadIdx.x;
+    for (int k = 0; k < 4; ++k) AT(t + 256 * k) = in[blockIdx.x * N + t + 256 * k];
+    __syncthreads();
+    out[blockIdx.x * 256 + t] = AT(4 * t);
+}
+
+__global__ void mirror(float* out) {
+    __shared__ float s[64];
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = AT(63 - threadIdx.x);
+}
+"""
+
+
+def test_accessor_macro_rewritten_and_every_array_of_the_name_padded(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text(TWO_KERNELS)
+    (tmp_path / "case.toml").write_text(STRIDED_CASE)
+    a = analyze(src, "strided", CTAS, spec=str(tmp_path / "case.toml"))
+    (f,) = run_rule(a, "GA201", trace_ctas=CTAS)
+    assert f.line == 8
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
+    new = tmp_path / "patched"
+    new.mkdir()
+    (new / "case.toml").write_text(STRIDED_CASE)
+    patched = new / "k.cu"
+    patched.write_text(apply_unified_diff(TWO_KERNELS, v.diff))
+    text = patched.read_text()
+    assert "#define AT(i) s[s_padded(i)]" in text
+    assert (
+        "__shared__ float s[N + (N >> 5)];" in text
+        and "__shared__ float s[64 + (64 >> 5)];" in text
+    )
+    assert "s[s_padded(threadIdx.x)] = threadIdx.x;" in text
+    assert text.index("s_padded(I e)") < text.index("__global__ void strided")
+    b = analyze(patched, "strided", CTAS, spec=str(new / "case.toml"))
+    assert run_rule(b, "GA201", trace_ctas=CTAS) == []
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    outs = []
+    for x, path in ((a, src), (b, patched)):
+        launch = resolve(x.spec, parse_signature(path.read_text(), "strided"))
+        outs.append(emulate(x.module, x.kernel, launch, x.device, sample_ctas=4, trace=False))
+    assert outs[0].outputs["out"].tobytes() == outs[1].outputs["out"].tobytes()
