@@ -179,17 +179,21 @@ class BankConflicts(Rule):
     padded layout (rows kept as aligned as the widest access, so ptxas's vector accesses stay
     possible) and kept only when the kernel's shared wavefronts fall overall.
 
-    A 1D ``__shared__ T a[N]`` (same conditions; every use an access ``a[e]``, no macro naming
-    it, no second declaration of the name in its scope) gets its index padded: a ``__device__``
-    helper ``a_padded(e) = e + (e >> s) * p`` before the kernel, every access ``a[e]`` made
+    A 1D ``__shared__ T a[N]`` (same conditions: every use an access ``a[e]``, no second
+    declaration of the name in its scope) gets its index padded: a ``__device__`` helper
+    ``a_padded(e) = e + (e >> s) * p`` before the kernel, every access ``a[e]`` made
     ``a[a_padded(e)]`` (``e`` still evaluated once) and the array ``N + (N >> s) * p`` elements.
     The map is one-to-one and keeps the elements in order, so again only where they lie changes.
-    ``s`` and ``p`` are the ones under which all the array's traced accesses take the fewest
-    wavefronts (ties: the least memory), kept when they at least halve the line's excess and
-    lower the kernel's. Otherwise (a 1D array combined in a reduction tree, such as a
-    reduction's ``sdata``: sequential addressing fixes its conflicts and idle threads together,
-    see GA202; dynamic shared memory, whose size the launch sets; an unsafe use) the variant only
-    says why, and the fix is the user's.
+    An accessor macro naming the array (``#define SCORE(i, j) a[j + i * 17]``) is rewritten too
+    when every declaration of the name in the file is a 1D ``__shared__`` array: all of them are
+    padded alike, as the macro's expansions reach them all. ``N`` may be a header's constant
+    (the PTX variable's bytes over the element type's size give it). ``s`` and ``p`` (a spare
+    after every 64 to 1024 bytes, of 1, 2 or 4 elements) are the ones under which all the
+    array's traced accesses take the fewest wavefronts (ties: the least memory), kept when they
+    at least halve the line's excess and lower the kernel's. Otherwise (a 1D array combined in a
+    reduction tree, such as a reduction's ``sdata``: sequential addressing fixes its conflicts
+    and idle threads together, see GA202; dynamic shared memory, whose size the launch sets; an
+    unsafe use) the variant only says why, and the fix is the user's.
     """
 
     id = "GA201"
@@ -335,12 +339,21 @@ class BankConflicts(Rule):
         what = ", ".join(_padding_text(d, p) for d, p in plan.pads)
         (lw, _), (aw, ai) = plan.line_before, plan.line_after
         (kw, _), (kaw, _) = plan.kernel_before, plan.kernel_after
+        launch = None
+        if plan.dynamic_bytes is not None:
+            launch = {"dynamic_smem_bytes": plan.dynamic_bytes}
+            what += (
+                f"; the launch's dynamic shared memory grows from "
+                f"{ctx.launch.dynamic_smem_bytes} to {plan.dynamic_bytes} B (the host's launch "
+                "must pass it)"
+            )
         return Variant(
             "automatic-and-verified",
             f"{what} (+{plan.extra_bytes} B of shared memory per CTA). In the bank "
             f"model over the traced CTAs this line takes {aw} wavefronts instead of {lw} "
             f"({ai} ideal), and the kernel's shared accesses {kaw} instead of {kw}",
             diff=diff,
+            launch=launch,
         )
 
 

@@ -58,7 +58,7 @@ __all__ = [
 
 MAX_PAD_ELEMENTS = 64  # pads tried per 2-D array, in elements of the array's type
 MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default static limit
-INDEX_SHIFTS = range(1, 11)  # 1-D index padding: a spare after every 2 .. 1024 elements
+INDEX_GROUP_BYTES = (64, 1024)  # 1-D index padding: a spare after every 64 .. 1024 bytes
 INDEX_PADS = (1, 2, 4)  # ... of this many elements
 CONFIRMED = 3  # 1-D candidates confirmed over all the array's accesses (the sample's best)
 
@@ -77,6 +77,7 @@ class ArrayDecl:
     name_at: int = -1  # file offset of the declarator's name
     ndim: int = 2
     type: str = ""  # the element type as written (``uint``, ``T``)
+    dynamic: bool = False  # ``extern __shared__ T name[]``: the launch sets its bytes
 
 
 def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]:
@@ -197,6 +198,7 @@ class PadPlan:
     kernel_before: tuple[int, int]  # all shared accesses of the traced CTAs
     kernel_after: tuple[int, int]
     extra_bytes: int  # shared memory added per CTA
+    dynamic_bytes: int | None = None  # the launch's dynamic shared memory, when it grows
 
 
 def _extra(decl: ArrayDecl, p: Padded) -> int:
@@ -254,8 +256,11 @@ def _search_index(
     before = chunked_cost(mine, layout, (), mine_times)
     sample, sample_times = mine[:CHUNK], mine_times[:CHUNK]
     tried = []
-    for s in INDEX_SHIFTS:
-        if 1 << s >= decl.cols:
+    for s in range(1, 16):
+        group = (1 << s) * elem
+        if group < INDEX_GROUP_BYTES[0]:
+            continue
+        if group > INDEX_GROUP_BYTES[1] or 1 << s >= decl.cols:
             break
         for pad in INDEX_PADS:
             p = Padded(v, 1 << s, elem, pad)
@@ -266,12 +271,40 @@ def _search_index(
     tried.sort(key=lambda t: (t[0], t[1]))
     best = None
     for _, extra, p in tried[:CONFIRMED]:
-        wf, _ = chunked_cost(mine, layout, [p], mine_times)
+        wf, ideal = chunked_cost(mine, layout, [p], mine_times)
         if best is None or (wf, extra) < best[:2]:
             best = (wf, extra, p)
+        if wf == ideal:
+            break  # conflict free, and the least memory of those the sample found so
     if best is None or best[0] >= before[0]:
         return f"no index padding of {decl.name} lowers its accesses' wavefronts"
     return best[2]
+
+
+DYNAMIC = "<dynamic>"  # the pseudo-variable of the dynamic area in a padding's layout
+
+
+def dynamic_array(ks: KernelSource, layout: Layout, nbytes: int) -> tuple[ArrayDecl, Layout] | str:
+    """The kernel's one ``extern __shared__ T a[]`` (declared in its body) as a 1-D array of the
+    launch's ``nbytes``, and ``layout`` with the dynamic area as a variable, or why not: a
+    second extern array (they alias), one at file scope (other kernels share it)."""
+    what = "the line accesses dynamic shared memory"
+    found = [(d, dd) for d in ks.declarations(file=True)
+             if d.has("__shared__") and d.has("extern") for dd in d.declarators
+             if d.file_scope or ks.body_start < d.span[0] < ks.body_end]  # fmt: skip
+    if len(found) != 1:
+        return f"{what} through {len(found)} extern __shared__ arrays"
+    d, dd = found[0]
+    if d.file_scope or len(dd.dims) != 1:
+        return f"{what} through `{dd.name}`, not a 1D extern array of the kernel's body"
+    t = lookup(ks.bindings.get(d.type, d.type))
+    if t is None or t.size_bytes <= 0 or nbytes <= 0 or nbytes % t.size_bytes:
+        return f"{what}: the launch's {nbytes} B are not a whole number of `{d.type}`"
+    decl = ArrayDecl(dd.name, 1, nbytes // t.size_bytes, dd.dims[0], False, dd.name_span[0], 1,
+                     d.type, dynamic=True)  # fmt: skip
+    v = SharedVar(DYNAMIC, layout.dynamic_offset, nbytes, layout.dynamic_align)
+    end = layout.dynamic_offset + nbytes
+    return decl, Layout((*layout.vars, v), end, layout.dynamic_align)
 
 
 def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
@@ -300,13 +333,20 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
         if inside.any():
             touched.append(v)
             claimed |= inside
+    dynamic = None
     if (lanes & ~claimed).any():
-        return "the line accesses dynamic shared memory, whose layout gpuadvise cannot change"
+        got = dynamic_array(ks, layout, int(ctx.launch.dynamic_smem_bytes))
+        if isinstance(got, str):
+            return got
+        dynamic, layout = got
+        touched.append(layout.vars[-1])
     static_bytes = sum(v.size for v in layout.vars)
     plan: list[tuple[ArrayDecl, Padded]] = []
     for v in touched:
-        name = source_name(v.ptx_name)
+        name = dynamic.name if dynamic and v.ptx_name == DYNAMIC else source_name(v.ptx_name)
         decl, why = find_array_decl(ks, name) if name else (None, "an unnamed array")
+        if dynamic is not None and v.ptx_name == DYNAMIC:
+            decl = dynamic
         if decl is None:
             return why
         decl_or_why = _length_from_ptx(ks, decl, v)
@@ -365,6 +405,7 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
     kernel_after = chunked_cost(shared, layout, pads, times)
     if kernel_after[0] >= kernel_before[0]:
         return "padding adds as many conflicts at other lines as it removes here"
+    grown = [p.size for d, p in plan if d.dynamic]
     return PadPlan(
         tuple(plan),
         line_before,
@@ -372,6 +413,7 @@ def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
         kernel_before,
         kernel_after,
         sum(_extra(d, p) for d, p in plan),
+        grown[0] if grown else None,
     )
 
 
@@ -391,7 +433,7 @@ def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
         if isinstance(scope, str):
             return None
         helper = fresh_name(st, f"{decl.name}_padded", (0, len(ks.text)))
-        for a, b in scope.extents:
+        for a, b in scope.extents if not decl.dynamic else ():  # the launch sizes `a[]`
             rw.replace(a, b, FI.padded_extent(ks.text[a:b], shift, p.pad))
         at = FI.helper_offset(st, [*scope.names_at, ks.body_start])
         rw.insert(at, FI.index_helper(helper, shift, p.pad, decl.name))
