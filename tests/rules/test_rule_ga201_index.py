@@ -297,3 +297,66 @@ def test_accessor_macro_rewritten_and_every_array_of_the_name_padded(tmp_path: P
         launch = resolve(x.spec, parse_signature(path.read_text(), "strided"))
         outs.append(emulate(x.module, x.kernel, launch, x.device, sample_ctas=4, trace=False))
     assert outs[0].outputs["out"].tobytes() == outs[1].outputs["out"].tobytes()
+
+
+# Dynamic shared memory: the launch sets the array's bytes, so the variant grows them too
+
+DYNAMIC = """\
+__global__ void strided(const float* __restrict__ in, float* __restrict__ out) {
+    extern __shared__ float s[];
+    const unsigned t = threadIdx.x;
+    for (int k = 0; k < 4; ++k) s[t + 256 * k] = in[blockIdx.x * 1024 + t + 256 * k];
+    __syncthreads();
+    out[blockIdx.x * 256 + t] = s[4 * t];
+}
+"""
+
+
+def dynamic_case(folder: Path, code: str, smem: int = 4096) -> Path:
+    src = folder / "k.cu"
+    src.write_text(code)
+    spec = STRIDED_CASE.replace("seed = 1\n", f"seed = 1\ndynamic_smem = {smem}\n")
+    (folder / "case.toml").write_text(spec)
+    return src
+
+
+def test_dynamic_array_padded_with_the_launch_grown(tmp_path: Path) -> None:
+    """1024 floats of dynamic shared memory (4096 B): a spare word after every 32 makes them
+    1056 (4224 B), which the variant's launch passes."""
+    src = dynamic_case(tmp_path, DYNAMIC)
+    a = analyze(src, "strided", CTAS, spec=str(tmp_path / "case.toml"))
+    (f,) = run_rule(a, "GA201", trace_ctas=CTAS)
+    assert f.line == 6
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
+    assert v.launch == {"dynamic_smem_bytes": 4224}
+    assert "grows from 4096 to 4224 B (the host's launch must pass it)" in v.description
+    assert "-    extern __shared__ float s[];" not in v.diff  # the declaration stays as it is
+    new = tmp_path / "patched"
+    new.mkdir()
+    patched = dynamic_case(new, apply_unified_diff(DYNAMIC, v.diff), 4224)
+    assert "out[blockIdx.x * 256 + t] = s[s_padded(4 * t)];" in patched.read_text()
+    b = analyze(patched, "strided", CTAS, spec=str(new / "case.toml"))
+    assert run_rule(b, "GA201", trace_ctas=CTAS) == []
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    outs = []
+    for x, path in ((a, src), (b, patched)):
+        launch = resolve(x.spec, parse_signature(path.read_text(), "strided"))
+        outs.append(emulate(x.module, x.kernel, launch, x.device, sample_ctas=4, trace=False))
+    assert outs[0].outputs["out"].tobytes() == outs[1].outputs["out"].tobytes()
+
+
+def test_two_extern_arrays_alias_and_refuse(tmp_path: Path) -> None:
+    code = DYNAMIC.replace(
+        "    extern __shared__ float s[];\n",
+        "    extern __shared__ float s[];\n    extern __shared__ int flags[];\n",
+    ).replace("    __syncthreads();\n", "    __syncthreads();\n    if (t == 0) flags[0] = 1;\n")
+    src = dynamic_case(tmp_path, code)
+    a = analyze(src, "strided", CTAS, spec=str(tmp_path / "case.toml"))
+    (f,) = run_rule(a, "GA201", trace_ctas=CTAS)
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.diff is None
+    assert "through 2 extern __shared__ arrays" in v.description, v.description
