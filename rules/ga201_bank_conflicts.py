@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gpuadvise.rules import (
     ATOMICS,
@@ -13,22 +11,52 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
-    KernelSource,
     ModelUnavailable,
     Rule,
     RuleContext,
     Variant,
     contended_lines,
-    counted,
     dram_bytes_per_s,
     roofline,
     shared_wavefront_estimate,
     sm_cycles_per_s,
     work_ratio,
 )
+from gpuadvise.rules.bank_layout import (  # re-exported: the tests read them off the rule module
+    Layout,
+    Padded,
+    SharedVar,
+    cost,
+    remap,
+    shared_layout,
+    source_name,
+)
+from gpuadvise.rules.bank_padding import (
+    ArrayDecl,
+    PadPlan,
+    find_array_decl,
+    padding_diff,
+    plan_padding,
+    unsafe_use,
+)
 
-if TYPE_CHECKING:
-    import numpy as np
+__all__ = [
+    "ArrayDecl",
+    "BankConflicts",
+    "ConflictLine",
+    "Layout",
+    "PadPlan",
+    "Padded",
+    "SharedVar",
+    "cost",
+    "find_array_decl",
+    "padding_diff",
+    "plan_padding",
+    "remap",
+    "shared_layout",
+    "source_name",
+    "unsafe_use",
+]
 
 
 @dataclass(frozen=True)
@@ -42,57 +70,6 @@ class ConflictLine(FindingDetails):
 
 CONTENDED_LANES = 4.0
 """Lanes per address (GA207's ``min_lanes``) from which a line's shared atomics are contended."""
-MAX_PAD_ELEMENTS = 64  # pads tried per array, in elements of the array's type
-MAX_STATIC_SMEM = 48 * 1024  # a padded kernel must stay within the default static limit
-
-# ---------------------------------------------------------------------------------------------
-# Source: the 2D __shared__ arrays a line reads or writes, and whether padding them is safe
-
-
-@dataclass(frozen=True)
-class ArrayDecl:
-    """A ``__shared__ T name[R][C]`` declarator: where its inner dimension's text lies (file
-    offsets), the dimensions' values, and the scope whose code may use it."""
-
-    name: str
-    rows: int
-    cols: int
-    inner: tuple[int, int]  # file offsets of the text of C
-    file_scope: bool
-    name_at: int = -1  # file offset of the declarator's name
-
-
-def find_array_decl(ks: KernelSource, name: str) -> tuple[ArrayDecl | None, str]:
-    """The declaration of the 2D ``__shared__`` array ``name`` the kernel sees (its body's, else
-    the file's), or None and why not."""
-    cands = []
-    for d in ks.declarations(file=True):
-        if not d.has("__shared__") or d.has("extern"):
-            continue
-        inside = ks.body_start < d.span[0] < ks.body_end
-        if not (inside or d.file_scope):
-            continue
-        for dd in d.declarators:
-            if dd.name == name:
-                cands.append((not inside, dd))
-    if not cands:
-        return None, f"no `__shared__ T {name}[R][C]` declaration found"
-    file_scope, dd = sorted(cands, key=lambda c: c[0])[0]  # the body's shadows the file's
-    if len(dd.dims) == 1:
-        return None, (
-            f"{name} is a 1D array: no padding of it changes the stride between the words the "
-            "lanes touch; make consecutive lanes touch consecutive words instead"
-        )
-    if len(dd.dims) != 2:
-        return None, f"{name} has {len(dd.dims)} dimensions: only 2D arrays are padded"
-    if dd.init is not None:
-        return None, f"{name} has an initializer or attributes after its dimensions"
-    rows, cols = (ks.value(ks.code[a:b]) for a, b in dd.dims)
-    if rows is None or cols is None:
-        return None, f"the dimensions of {name} are not integer constants gpuadvise can evaluate"
-    if rows <= 0 or cols <= 0:
-        return None, f"{name} has a non-positive dimension"
-    return ArrayDecl(name, rows, cols, dd.dims[1], file_scope, dd.name_span[0]), ""
 
 
 def _data_addressed(ctx: RuleContext, inst: int) -> bool:
@@ -135,332 +112,6 @@ def _arrays_of(ctx: RuleContext, insts: Sequence[int]) -> tuple[str, ...]:
     return tuple(sorted(names)) or ("?",)
 
 
-def _in_reduction_tree(ctx: RuleContext, insts: Sequence[int]) -> bool:
-    """Some of ``insts`` are the combines of a shared-memory tree reduction (the trace's)."""
-    lines = {ctx.trace.line_of(i) for i in insts}
-    return any(set(t.lines) & lines for t in ctx.reduction_trees)
-
-
-def unsafe_use(ks: KernelSource, decl: ArrayDecl) -> str | None:
-    """Why padding ``decl`` could change what the program does (None: every use indexes it as
-    ``a[i][j]``: no pointer to it or into it, no flat or one-subscript access, no ``sizeof``).
-    Searched: the kernel's body (or the whole file for a file-scope array) and every macro."""
-    found = ks.uses(decl.name, file=decl.file_scope)
-    macros = ks.macro_uses(decl.name)
-    uses = sorted(found + macros, key=lambda u: u.span) if decl.file_scope else found + macros
-    for use in uses:
-        if use.span[0] == decl.name_at:
-            continue  # the declaration itself
-        line = ks.line_at(use.span[0])
-        if use.subscripts != 2:
-            n = use.subscripts
-            how = "without a subscript" if not n else f"with {counted(n, 'subscript')}"
-            return f"line {line} uses {decl.name} {how}"
-        if use.address_taken:
-            return f"line {line} takes the address of an element of {decl.name}"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# The shared-memory layout the trace's addresses are in, and the padded layout
-
-
-@dataclass(frozen=True)
-class SharedVar:
-    """A static ``.shared`` variable of the PTX, where the tracer placed it."""
-
-    ptx_name: str
-    offset: int
-    size: int
-    align: int
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The static shared variables in address order, where the dynamic area starts and the
-    alignment it keeps."""
-
-    vars: tuple[SharedVar, ...]
-    dynamic_offset: int
-    dynamic_align: int
-
-
-def shared_layout(ctx: RuleContext) -> Layout:
-    """The kernel's shared variables as the tracer lays them out (the rules' shared-layout
-    service: the emulator's placement; the GPU tracer agrees on the kernels suite)."""
-    placed = ctx.services.shared_layout()
-    out = []
-    dyn_align = 16
-    for v in placed.variables:
-        if v.extern:
-            dyn_align = max(dyn_align, v.align)
-            continue
-        out.append(SharedVar(v.name, v.offset, v.size_bytes, max(v.align, 1)))
-    return Layout(tuple(sorted(out, key=lambda v: v.offset)), placed.dynamic_offset, dyn_align)
-
-
-def ptx_var_for(name: str, layout: Sequence[SharedVar]) -> SharedVar | None:
-    """The PTX variable of source array ``name``: ``name`` itself at file scope, or the
-    function-local static ``_ZZ<kernel>E<len><name>`` (``_<n>`` suffixes for duplicates)."""
-    local = re.compile(rf"E{len(name)}{re.escape(name)}(?:_\d+)?$")
-    hits = [v for v in layout if v.ptx_name == name or local.search(v.ptx_name)]
-    return hits[0] if len(hits) == 1 else None
-
-
-def _align_up(x: int, a: int) -> int:
-    return (x + a - 1) // a * a if a > 1 else x
-
-
-@dataclass(frozen=True)
-class Padded:
-    """One array to pad: its PTX variable, row shape (columns and element bytes), the pad."""
-
-    var: SharedVar
-    cols: int
-    elem: int
-    pad: int
-
-
-def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.ndarray:
-    """``records`` with their shared addresses moved to the layout in which each array of
-    ``pads`` has ``pad`` more elements per row (the variables after it shift as the emulator
-    would lay them out, each at its alignment; so does the dynamic area). Records of other
-    spaces are left alone."""
-    import numpy as np
-
-    from gpuadvise.rules import Space, active_lanes
-
-    by_name = {p.var.ptx_name: p for p in pads}
-    new_off: list[int] = []
-    off = layout.vars[0].offset if layout.vars else layout.dynamic_offset
-    for v in layout.vars:
-        off = _align_up(off, v.align)
-        new_off.append(off)
-        p = by_name.get(v.ptx_name)
-        off += v.size if p is None else v.size // p.cols * (p.cols + p.pad)
-    new_dyn = _align_up(off, layout.dynamic_align) if layout.vars else layout.dynamic_offset
-    out = records.copy()
-    shared = np.flatnonzero(out["space"] == int(Space.SHARED))
-    if len(shared) == 0:
-        return out
-    addr = out["addr"][shared]
-    lanes = active_lanes(out["mask"][shared])
-    new = addr.copy()
-    for v, start in zip(layout.vars, new_off, strict=True):
-        inside = lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))
-        rel = addr[inside] - np.uint64(v.offset)
-        p = by_name.get(v.ptx_name)
-        if p is not None:
-            row_bytes = np.uint64(p.cols * p.elem)
-            rel = rel // row_bytes * np.uint64((p.cols + p.pad) * p.elem) + rel % row_bytes
-        new[inside] = rel + np.uint64(start)
-    beyond = lanes & (addr >= np.uint64(layout.dynamic_offset))
-    new[beyond] = addr[beyond] - np.uint64(layout.dynamic_offset) + np.uint64(new_dyn)
-    out["addr"][shared] = new
-    return out
-
-
-def cost(records: np.ndarray, times: np.ndarray | None = None) -> tuple[int, int]:
-    """(wavefronts, ideal) of shared ``records`` under the bank model, each record counted
-    ``times`` times (None: once)."""
-    import numpy as np
-
-    from gpuadvise.rules import record_wavefronts
-
-    if len(records) == 0:
-        return 0, 0
-    wf, need = record_wavefronts(records)
-    if times is None:
-        return int(wf.sum()), int(need.sum())
-    return int(wf.astype(np.int64) @ times), int(need.astype(np.int64) @ times)
-
-
-CHUNK = 1 << 15  # records at a time over the whole trace (a first wave holds millions)
-
-
-def _widest_access(shared: np.ndarray, v: SharedVar) -> int:
-    """The widest access (bytes per lane) of any record with a lane inside ``v``."""
-    import numpy as np
-
-    from gpuadvise.rules import active_lanes
-
-    widest = 1
-    for k in range(0, len(shared), CHUNK):
-        part = shared[k : k + CHUNK]
-        a = part["addr"]
-        inside = active_lanes(part["mask"]) & (a >= np.uint64(v.offset))
-        inside &= a < np.uint64(v.offset + v.size)
-        hit = inside.any(axis=1)
-        if hit.any():
-            widest = max(widest, int(part["width"][hit].max()))
-    return widest
-
-
-def _chunked_cost(
-    shared: np.ndarray, layout: Layout, pads: Sequence[Padded], times: np.ndarray
-) -> tuple[int, int]:
-    """:func:`cost` of every record under ``pads``, each ``times`` times, a chunk at a time."""
-    wf = ideal = 0
-    for k in range(0, len(shared), CHUNK):
-        part = shared[k : k + CHUNK]
-        w, i = cost(remap(part, layout, pads) if pads else part, times[k : k + CHUNK])
-        wf, ideal = wf + w, ideal + i
-    return wf, ideal
-
-
-def source_name(ptx_name: str) -> str | None:
-    """The source name of a PTX shared variable: a function-local static
-    ``_ZZ<len><kernel>E<len><name>[_<n>]``, or a plain (``extern "C"``-style) file-scope name."""
-    if not ptx_name.startswith("_Z"):
-        return ptx_name
-    if not ptx_name.startswith("_ZZ"):
-        return None
-    for m in re.finditer(r"E(\d+)", ptx_name):
-        n = int(m.group(1))
-        rest = ptx_name[m.end() :]
-        if len(rest) >= n and re.fullmatch(r"(?:_\d+)?", rest[n:]):
-            return rest[:n]
-    return None
-
-
-@dataclass(frozen=True)
-class PadPlan:
-    """Pads that remove a line's conflicts in the bank model, and the numbers that show it."""
-
-    pads: tuple[tuple[ArrayDecl, Padded], ...]
-    line_before: tuple[int, int]  # (wavefronts, ideal) of the line's accesses, traced CTAs
-    line_after: tuple[int, int]
-    kernel_before: tuple[int, int]  # all shared accesses of the traced CTAs
-    kernel_after: tuple[int, int]
-    extra_bytes: int  # shared memory added per CTA
-
-
-def plan_padding(ctx: RuleContext, insts: Sequence[int]) -> PadPlan | str:
-    """The padding of the 2D ``__shared__`` arrays accessed by trace instructions ``insts`` that
-    removes their bank conflicts (each array's smallest pad that does, searched by re-mapping
-    the traced addresses to the padded layout and re-running the bank model), or why there is
-    none."""
-    import numpy as np
-
-    from gpuadvise.rules import Space, active_lanes, distinct_records
-
-    records = ctx.trace.records  # reconciled with the SASS by the pipeline
-    shared_all = records[records["space"] == int(Space.SHARED)]
-    line_insts = np.asarray(insts, dtype=shared_all["inst"].dtype)
-    on_line_all = shared_all[np.isin(shared_all["inst"], line_insts)]
-    if len(on_line_all) == 0:
-        return "no traced access at this line"
-    # the costs are sums over records: each distinct record once, times its count (the CTAs of
-    # a wave repeat each other's shared accesses)
-    shared, times = distinct_records(shared_all)
-    at_line = np.isin(shared["inst"], line_insts)
-    on_line, line_times = shared[at_line], times[at_line]
-    layout = shared_layout(ctx)
-    ks = ctx.kernel_source
-    lanes = active_lanes(on_line["mask"])
-    addr = on_line["addr"]
-    claimed = np.zeros(lanes.shape, dtype=bool)
-    touched: list[SharedVar] = []
-    for v in layout.vars:
-        inside = lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))
-        if inside.any():
-            touched.append(v)
-            claimed |= inside
-    if (lanes & ~claimed).any():
-        return "the line accesses dynamic shared memory, whose layout gpuadvise cannot change"
-    static_bytes = sum(v.size for v in layout.vars)
-    plan: list[tuple[ArrayDecl, Padded]] = []
-    for v in touched:
-        name = source_name(v.ptx_name)
-        decl, why = find_array_decl(ks, name) if name else (None, "an unnamed array")
-        if decl is None:
-            if name and _in_reduction_tree(ctx, insts):
-                why += " (sequential addressing in the reduction tree, see GA202)"
-            return why
-        if decl.rows * decl.cols == 0 or v.size % (decl.rows * decl.cols):
-            return f"{name}[{decl.rows}][{decl.cols}] does not match its {v.size} bytes in the PTX"
-        elem = v.size // (decl.rows * decl.cols)
-        unsafe = unsafe_use(ks, decl)
-        if unsafe is not None:
-            return f"padding {name} is not provably safe: {unsafe}"
-        in_v = (lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))).any(
-            1
-        )
-        mine, mine_times = on_line[in_v], line_times[in_v]
-        # the sample: the line's first accesses of the array, in trace order
-        a_all = on_line_all["addr"]
-        in_all = active_lanes(on_line_all["mask"]) & (a_all >= np.uint64(v.offset))
-        in_all &= a_all < np.uint64(v.offset + v.size)
-        sample, sample_times = distinct_records(on_line_all[in_all.any(1)][:CHUNK])
-        best = _chunked_cost(mine, layout, (), mine_times)
-        if best[0] == best[1]:
-            continue  # this array's accesses on the line are conflict free already
-        need = max(v.align, _widest_access(shared, v), elem & -elem)
-        chosen = best_pad = None
-        best_wf, best_ideal = best
-        for pad in range(1, MAX_PAD_ELEMENTS + 1):
-            if (decl.cols + pad) * elem % need:
-                continue
-            extra = decl.rows * pad * elem
-            if static_bytes + extra > MAX_STATIC_SMEM:
-                break
-            p = Padded(v, decl.cols, elem, pad)
-            # try a sample of the line's accesses first (each access costs what it costs on
-            # its own), then confirm on all of them
-            wf, ideal = cost(remap(sample, layout, [p]), sample_times)
-            if wf == ideal:
-                wf, ideal = _chunked_cost(mine, layout, [p], mine_times)
-            if wf == ideal:
-                chosen = p
-                break
-            if best_pad is None or wf * best_ideal < best_wf * ideal:
-                best_pad, best_wf, best_ideal = p, wf, ideal
-        if chosen is None:
-            if best_pad is not None:  # the closest any pad came, over all the line's accesses
-                best = min(best, _chunked_cost(mine, layout, [best_pad], mine_times))
-            hint = (
-                f"; with {elem}-byte elements the lanes share words across rows: store them in "
-                "4-, 8- or 16-byte elements (half4 rather than half3)"
-                if elem & (elem - 1)
-                else ""
-            )
-            return (
-                f"no pad of {name}'s rows (up to {MAX_PAD_ELEMENTS} elements) removes the "
-                f"conflicts: the best leaves {best[0]} wavefronts where {best[1]} would do{hint}"
-            )
-        plan.append((decl, chosen))
-        static_bytes += decl.rows * chosen.pad * elem
-    if not plan:
-        return "the accessed arrays are conflict free one by one (the line mixes them)"
-    pads = [p for _, p in plan]
-    line_after = _chunked_cost(on_line, layout, pads, line_times)
-    if line_after[0] != line_after[1]:
-        return "padding each array alone removes its conflicts, but not all of them together"
-    kernel_before = _chunked_cost(shared, layout, (), times)
-    kernel_after = _chunked_cost(shared, layout, pads, times)
-    if kernel_after[0] >= kernel_before[0]:
-        return "padding adds as many conflicts at other lines as it removes here"
-    return PadPlan(
-        tuple(plan),
-        _chunked_cost(on_line, layout, (), line_times),
-        line_after,
-        kernel_before,
-        kernel_after,
-        sum(d.rows * p.pad * p.elem for d, p in plan),
-    )
-
-
-def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
-    """The declarations with their inner dimensions padded, as a unified diff."""
-    rw = ks.rewrite()
-    for decl, p in plan.pads:
-        a, b = decl.inner
-        inner = ks.text[a:b].strip()
-        simple = re.fullmatch(r"[\w\s+*/%()-]*", inner) and "?" not in inner
-        rw.replace(a, b, f"{inner} + {p.pad}" if simple else f"({inner}) + {p.pad}")
-    return rw.diff(path)
-
-
 class BankConflicts(Rule):
     """Shared-memory bank conflicts at a source line, from the bank model over a traced run.
 
@@ -495,7 +146,10 @@ class BankConflicts(Rule):
     different banks, or swizzle the index (``col ^ row``). The pad that works depends on the
     access: one word per row fixes a column read of a 32x32 tile, but a warp reading a 4x8 patch
     of a 16-word-wide tile needs rows 24 words apart (a pad of 8), and 64-bit elements count
-    twice (a half-warp is served per pass, as Nsight Compute counts it on an H100).
+    twice (a half-warp is served per pass, as Nsight Compute counts it on an H100). A 1D array
+    accessed with a stride (a scan's tree, ``s[4 * t]``) gets its index padded, as GPU Gems 3's
+    scan does with ``CONFLICT_FREE_OFFSET``: element ``e`` stored at ``e + (e >> 5)``, a spare
+    word after every 32, so that lanes 32 words apart use neighbouring banks.
 
     How the estimate is made
     ------------------------
@@ -523,10 +177,23 @@ class BankConflicts(Rule):
     kernel's before it reports a speedup). ``p`` is each array's smallest pad whose accesses at
     the line are conflict free in the bank model, found by moving the traced addresses to the
     padded layout (rows kept as aligned as the widest access, so ptxas's vector accesses stay
-    possible) and kept only when the kernel's shared wavefronts fall overall. Otherwise (a 1D
-    array, such as a reduction's ``sdata``: padding does not change a stride of ``2s`` words, the
-    addressing must change, see GA202; dynamic shared memory; an unsafe use) the variant only
-    says why, and the fix is the user's.
+    possible) and kept only when the kernel's shared wavefronts fall overall.
+
+    A 1D ``__shared__ T a[N]`` (same conditions: every use an access ``a[e]``, no second
+    declaration of the name in its scope) gets its index padded: a ``__device__`` helper
+    ``a_padded(e) = e + (e >> s) * p`` before the kernel, every access ``a[e]`` made
+    ``a[a_padded(e)]`` (``e`` still evaluated once) and the array ``N + (N >> s) * p`` elements.
+    The map is one-to-one and keeps the elements in order, so again only where they lie changes.
+    An accessor macro naming the array (``#define SCORE(i, j) a[j + i * 17]``) is rewritten too
+    when every declaration of the name in the file is a 1D ``__shared__`` array: all of them are
+    padded alike, as the macro's expansions reach them all. ``N`` may be a header's constant
+    (the PTX variable's bytes over the element type's size give it). ``s`` and ``p`` (a spare
+    after every 64 to 1024 bytes, of 1, 2 or 4 elements) are the ones under which all the
+    array's traced accesses take the fewest wavefronts (ties: the least memory), kept when they
+    at least halve the line's excess and lower the kernel's. Otherwise (a 1D array combined in a
+    reduction tree, such as a reduction's ``sdata``: sequential addressing fixes its conflicts
+    and idle threads together, see GA202; dynamic shared memory, whose size the launch sets; an
+    unsafe use) the variant only says why, and the fix is the user's.
     """
 
     id = "GA201"
@@ -667,15 +334,35 @@ class BankConflicts(Rule):
                 f"no automatic padding: {plan}",
             )
         diff = padding_diff(ctx.kernel_source, plan, ctx.source_file)
-        what = ", ".join(
-            f"{d.name}[{d.rows}][{d.cols}] -> [{d.rows}][{d.cols + p.pad}]" for d, p in plan.pads
-        )
+        if diff is None:
+            return Variant("display-only", "no automatic padding: an access could not be rewritten")
+        what = ", ".join(_padding_text(d, p) for d, p in plan.pads)
         (lw, _), (aw, ai) = plan.line_before, plan.line_after
         (kw, _), (kaw, _) = plan.kernel_before, plan.kernel_after
+        launch = None
+        if plan.dynamic_bytes is not None:
+            launch = {"dynamic_smem_bytes": plan.dynamic_bytes}
+            what += (
+                f"; the launch's dynamic shared memory grows from "
+                f"{ctx.launch.dynamic_smem_bytes} to {plan.dynamic_bytes} B (the host's launch "
+                "must pass it)"
+            )
         return Variant(
             "automatic-and-verified",
-            f"pad the rows: {what} (+{plan.extra_bytes} B of shared memory per CTA). In the bank "
+            f"{what} (+{plan.extra_bytes} B of shared memory per CTA). In the bank "
             f"model over the traced CTAs this line takes {aw} wavefronts instead of {lw} "
             f"({ai} ideal), and the kernel's shared accesses {kaw} instead of {kw}",
             diff=diff,
+            launch=launch,
         )
+
+
+def _padding_text(d: ArrayDecl, p: Padded) -> str:
+    if d.ndim == 2:
+        return f"pad the rows: {d.name}[{d.rows}][{d.cols}] -> [{d.rows}][{d.cols + p.pad}]"
+    spare = f"{p.pad} spare element{'s' if p.pad > 1 else ''}"
+    return (
+        f"pad the index of {d.name}[{d.cols}] ({spare} after every {p.cols}: element e at "
+        f"e + (e >> {p.cols.bit_length() - 1}){f' * {p.pad}' if p.pad > 1 else ''}, every "
+        f"access rewritten) -> [{p.size // p.elem}]"
+    )
