@@ -225,9 +225,9 @@ def test_scan_numbers_by_hand() -> None:
     conflict-free ones: 64 B); the whole array's accesses lose every excess wavefront."""
     import sys
 
-    import gpuadvise.rules.engine as rule_engine
+    import gpuadvise.rules.registry as rule_registry
 
-    mod = sys.modules[type(rule_engine.load_registry().get("GA201")).__module__]
+    mod = sys.modules[type(rule_registry.load_registry().get("GA201")).__module__]
     a = _analysis(SRC, "scan_macro")
     ctx = rule_context(a, Config(trace_ctas=CTAS))
     line = source_line(SRC, "temp[RIGHT(offset, t)] += temp[LEFT(offset, t)];")
