@@ -14,7 +14,9 @@ The fixes taken are source diffs (a rule's variant with a ``diff``) of findings 
 - without a GPU, only the fixes whose safety needs no measurement: source diffs that keep the
   launch (``automatic-and-verified``; ``display-only`` too with ``unsafe``), whose outputs the CPU
   emulator finds equal to the original's on the traced CTAs (every output when the trace covers
-  the whole launch), unless their estimate is an upper bound of 1.0x (no gain possible).
+  the whole launch), unless their estimate is an upper bound of 1.0x (no gain possible); and
+  those whose launch change keeps the grid and the block (more dynamic shared memory: GA201's
+  padding of an ``extern __shared__`` array), verified over both whole launches as below.
   Nothing is measured, and the result says so.
 
 A launch change (GA206's grid-stride loop, GA304's tiles) is applied to the kernel's launch spec:
@@ -196,7 +198,7 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
         if not (m.ci_low if m.ci_low is not None else m.speedup) > 1.0:
             return f"measured {m.speedup:.2f}x: not faster"
         return None
-    if v.launch and not v.totals:
+    if v.launch and not v.totals and not same_ctas(v.launch):
         return "a launch change: its safety needs a GPU measurement"
     est = f.estimated_speedup
     if est is not None and est.kind == "upper-bound" and est.speedup is not None:
@@ -205,6 +207,12 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
                 f"at most {est.speedup:.2f}x by its estimate: nothing to gain without a GPU to say"
             )
     return None
+
+
+def same_ctas(launch: Mapping[str, Any]) -> bool:
+    """A launch change that keeps the grid and the block (GA201's grown dynamic shared memory):
+    the same CTAs run the same threads, so both whole launches emulated give its outputs."""
+    return not set(launch) & {"grid", "block"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,8 +87,12 @@ def test_without_a_gpu_a_launch_change_checked_as_totals_is_taken() -> None:
     plain = _finding(
         "GA4", Variant("automatic-and-verified", "l", diff=DIFF, launch={"grid": [8, 1, 1]})
     )
-    take, advice = fix_candidates([totals, plain], unsafe=False, measured=False)
-    assert [f.rule for f in take] == ["GA206"]
+    smem = _finding(
+        "GA201",
+        Variant("automatic-and-verified", "p", diff=DIFF, launch={"dynamic_smem_bytes": 4224}),
+    )  # the same CTAs with more dynamic shared memory: both whole launches emulated
+    take, advice = fix_candidates([totals, plain, smem], unsafe=False, measured=False)
+    assert [f.rule for f in take] == ["GA206", "GA201"]
     assert "GA4" in "\n".join(advice)
     v = totals.variant
     assert v is not None and Variant.from_dict(v.to_dict()) == v

@@ -360,3 +360,34 @@ def test_two_extern_arrays_alias_and_refuse(tmp_path: Path) -> None:
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.diff is None
     assert "through 2 extern __shared__ arrays" in v.description, v.description
+
+
+def test_dynamic_padding_is_a_fix_without_a_gpu(tmp_path: Path) -> None:
+    """The grown dynamic shared memory keeps the grid and the block: ``--diff`` without a GPU
+    verifies it over both whole launches on the emulator and applies it (it was refused as "a
+    launch change: its safety needs a GPU measurement"), and the notes name the new launch."""
+    import contextlib
+    import json
+
+    from clikit import cli_run
+
+    code = DYNAMIC.replace(
+        "    out[blockIdx.x * 256 + t] = s[4 * t];\n",
+        "    float acc = 0.0f;\n"
+        "    for (int r = 0; r < 64; ++r) acc += s[(4 * t + r) & 1023];\n"
+        "    out[blockIdx.x * 256 + t] = acc;\n",
+    )  # shared-bound: 64 conflicting reads per thread, so the padding's bound is above 1x
+    src = dynamic_case(tmp_path, code)
+    spec = tmp_path / "case.toml"
+    spec.write_text(spec.read_text().replace("2112", "132"))
+    with contextlib.chdir(tmp_path):
+        p = cli_run("analyze", str(src), "--spec", str(spec), "--select", "GA201",
+                    "--no-measure", "--diff", "--json")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    fix = json.loads(p.stdout)["fix"]
+    (step,) = fix["steps"]
+    assert step["rule"] == "GA201" and step["status"] == "applied", step
+    assert step["launch"] == {"dynamic_smem_bytes": 4224}
+    assert "both whole launches (132 and 132 CTAs)" in step["reason"], step["reason"]
+    notes = "\n".join(fix["notes"])
+    assert "dynamic shared memory 4224 B" in notes, notes
