@@ -1550,6 +1550,7 @@ class Batch:
             live[ws] = alive
 
         def settle(ws: np.ndarray) -> None:
+            fresh = False  # ws refreshed since its last pop
             while ws.size:
                 s = sp[ws]
                 ok = s >= 0
@@ -1561,17 +1562,19 @@ class Batch:
                 ws_next = ws[pop]
                 refresh(ws_next)
                 ws = ws_next
-            refresh(ws)
+                fresh = True
+            if not fresh:
+                refresh(ws)
 
         def set_pc(ws: np.ndarray, target: int) -> None:
             if ws.size == 0:
                 return
-            st_pc[sp[ws], ws] = target
+            s = sp[ws]
+            st_pc[s, ws] = target
             cur_pc[ws] = target
             if target == vexit:
                 settle(ws)
                 return
-            s = sp[ws]
             pop = st_rpc[s, ws] == target
             if pop.any():
                 settle(ws[pop])
