@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -102,6 +102,18 @@ def _after(ctx: RuleContext, before: Any, d: Serial, factor: float) -> Any:
     return after
 
 
+def _partition(regions: Sequence[Any]) -> set[int]:
+    """The regions (ids) that split the CTA's threads between them: narrow regions of more
+    than one thread each that together run at least half of the CTA's threads (a ``switch`` on
+    the thread index: contraction's 18 case bodies of 18 threads each). Those threads run at
+    the same time on their warps; none waits for the others: divergence or imbalance, not
+    serial work. A one-thread section beside them is still serial."""
+    several = [r for r in regions if not r.whole_launch and r.threads > 1.5]
+    if len(several) < 2 or sum(r.threads for r in several) < 0.5 * several[0].cta_threads:
+        return set()
+    return {id(r) for r in several}
+
+
 class SerialWork(Rule):
     """Work done by one thread or one warp of each CTA while its other threads wait.
 
@@ -119,7 +131,9 @@ class SerialWork(Rule):
     nothing, and one warp that runs it issues at least ``min_instructions`` (64) of them per
     CTA. A ``tid == 0`` epilogue of a few instructions (the store of a block's sum) stays
     silent. Reported at the region's heaviest source line (most warp instructions), with the
-    others it spans.
+    others it spans. Narrow regions that split the CTA's threads between them (several, of more
+    than one thread each, together at least half of the CTA: a ``switch`` on the thread index)
+    run at the same time; no thread waits for them, and none is reported.
 
     Why it is slow
     --------------
@@ -180,7 +194,10 @@ class SerialWork(Rule):
         if t_before is None:
             return
         min_share = float(ctx.option("min_share"))
+        shared = _partition(simt.regions)
         for region in simt.regions:
+            if id(region) in shared:
+                continue
             gain = _gain(ctx, region)
             if gain < float(ctx.option("min_gain")):
                 continue

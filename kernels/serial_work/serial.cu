@@ -107,3 +107,25 @@ __global__ void grid_sum_atomic(const float* in, float* total, int n) {
     }
     if (threadIdx.x == 0) atomicAdd(total, part[0]);
 }
+
+// the CTA's threads split between four loops by a switch on the thread index (each loop run
+// by a quarter of the threads, all four at once): divergence, not serial work (as
+// contraction's 18 case bodies)
+__global__ void split_by_thread(const float* in, float* out, int n) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0.f;
+    switch (threadIdx.x & 3) {  // expect: GA104
+    case 0:
+        for (int k = 0; k < n; ++k) s += in[(size_t)k * gridDim.x * blockDim.x + t];  // expect: GA301
+        break;
+    case 1:
+        for (int k = 0; k < n; ++k) s -= in[(size_t)k * gridDim.x * blockDim.x + t];
+        break;
+    case 2:
+        for (int k = 0; k < n; ++k) s = fmaxf(s, in[(size_t)k * gridDim.x * blockDim.x + t]);
+        break;
+    default:
+        for (int k = 0; k < n; ++k) s = fminf(s, in[(size_t)k * gridDim.x * blockDim.x + t]);
+    }
+    out[t] = s;
+}

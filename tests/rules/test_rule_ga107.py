@@ -21,6 +21,7 @@ SPECS = {
     "block_sum_shuffles": "block_sum_shuffles.toml",
     "row_sums_per_warp": "row_sums_per_warp.toml",
     "grid_sum_atomic": "grid_sum_atomic.toml",
+    "split_by_thread": "split_by_thread.toml",
 }
 
 
@@ -66,6 +67,20 @@ def test_serial_regions_reported(kernel, marker, threads, cta_threads, whole):
 @pytest.mark.parametrize("kernel", ["block_sum_shuffles", "row_sums_per_warp", "grid_sum_atomic"])
 def test_short_epilogues_and_warp_wide_loops_are_silent(kernel):
     assert ga107(kernel) == []
+
+
+def test_loops_that_split_the_threads_between_them_are_not_serial():
+    """A switch on threadIdx.x & 3: four loops of a quarter of the CTA each, all at once (as
+    contraction's 18 case bodies, which got five wrong warnings). Each is a narrow region of 64
+    threads, and 22% of the modelled launch when taken alone; together they run every thread."""
+    from gpuadvise.analyze.evaluate import rule_context
+    from gpuadvise.rules.config import Config
+
+    a = analyze(SRC, "split_by_thread", 8, spec=str(SRC.parent / SPECS["split_by_thread"]))
+    assert run_rule(a, "GA107", trace_ctas=8) == []
+    regions = rule_context(a, Config(trace_ctas=8)).emulation.simt.regions
+    assert len(regions) == 4 and all(r.threads == pytest.approx(64) for r in regions)
+    assert all(r.issued >= 64 for r in regions)  # long enough: silent for the split alone
 
 
 def test_a_short_epilogue_is_found_only_without_the_thresholds():
