@@ -5,39 +5,35 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from gpuadvise.rules import (
+from gpuadvise.rules import (  # Layout .. unsafe_use re-exported: the tests read them off the rule module
     ATOMICS,
+    ArrayDecl,
     Estimate,
     Evidence,
     Finding,
     FindingDetails,
+    Layout,
     ModelUnavailable,
+    Padded,
+    PadPlan,
     Rule,
     RuleContext,
+    SharedVar,
     Variant,
     contended_lines,
-    dram_bytes_per_s,
-    roofline,
-    shared_wavefront_estimate,
-    sm_cycles_per_s,
-    work_ratio,
-)
-from gpuadvise.rules.bank_layout import (  # re-exported: the tests read them off the rule module
-    Layout,
-    Padded,
-    SharedVar,
     cost,
-    remap,
-    shared_layout,
-    source_name,
-)
-from gpuadvise.rules.bank_padding import (
-    ArrayDecl,
-    PadPlan,
+    dram_bytes_per_s,
     find_array_decl,
     padding_diff,
     plan_padding,
+    remap,
+    roofline,
+    shared_layout,
+    shared_wavefront_estimate,
+    sm_cycles_per_s,
+    source_name,
     unsafe_use,
+    work_ratio,
 )
 
 __all__ = [
