@@ -290,6 +290,7 @@ class SharedTreeToShuffles(Rule):
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        seen = set()  # a tree per vector in an outer loop (scalarProd) repeats: reported once
         for tree in ctx.reduction_trees:
             if tree.pattern != "sequential" or tree.direction != "halving":
                 continue
@@ -304,6 +305,10 @@ class SharedTreeToShuffles(Rule):
             if tree.per_warp and tree.warp_synchronous_tail and not ctx.syncs_warps:
                 continue  # a warp's tree with neither barrier nor __syncwarp: GA203's race
             line, helper = ctx.call_site(small[0])
+            key = (line, helper, tree.per_warp, tuple(p.distance for p in small))
+            if key in seen:
+                continue
+            seen.add(key)
             barriers = sum(1 for p in small if p.barrier_before)
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
             dists = ", ".join(str(p.distance) for p in small)
