@@ -10,12 +10,13 @@ macros and formatting outside the edit stay as written.
 Reading:
 
 - :func:`stride_loop`: ``for ([type] s = start; cond; update)`` as its stride, the type words
-  before it and the spans of its parts; :func:`doubles`, :func:`halves_to_zero`: its update and
-  condition;
+  before it and the spans of its parts; :func:`doubles`, :func:`halves`,
+  :func:`halves_to_zero`: its update and condition;
 - :func:`is_twice`, :func:`interleaved_guard`, :func:`strided_product`: ``2*s``;
   ``tid % (2*s) == 0`` (and ``(tid & (2*s - 1)) == 0``); ``2*s*tid`` in any order;
 - :func:`is_thread`, :func:`literal_value`: a thread index among aliases; an integer literal;
 - :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``;
+  :func:`add_step`, :func:`thread_bound`: ``a[tid] += a[tid + k]`` and its guard ``tid < k``;
 - :func:`block_stride_start`: the thread index a block-stride loop ``for (v = tid; v < s;
   v += blockDim.x)`` starts from (:func:`block_stride_step`: the step run by one);
   :func:`tree_loop`, :func:`nested_tree_why`: the halving loop around a combine, and whether
@@ -45,6 +46,7 @@ __all__ = [
     "is_name",
     "StrideLoop",
     "SumStep",
+    "add_step",
     "block_stride_start",
     "block_stride_step",
     "bounds_checks",
@@ -53,6 +55,7 @@ __all__ = [
     "ends_with_barrier",
     "first_warp_guard",
     "halve_loop",
+    "halves",
     "halves_to_zero",
     "in_branch",
     "indent_of",
@@ -70,6 +73,7 @@ __all__ = [
     "stride_loop",
     "strided_product",
     "sum_step",
+    "thread_bound",
     "tree_loop",
     "zero_thread_read",
 ]
@@ -143,6 +147,20 @@ def doubles(update: T.Expr, s: str) -> bool:
     )
 
 
+def halves(update: T.Expr, s: str) -> bool:
+    """A for loop's update halves ``s``: ``s >>= 1``, ``s /= 2``, ``s = s >> 1``, ``s = s / 2``
+    (``1u``, ``2u`` too)."""
+    e = update.stripped()
+    if e.kind != "assignment" or not is_name(e.args[0], s):
+        return False
+    v = e.args[1].stripped()
+    if e.op in (">>=", "/="):
+        return literal_value(v) == (1 if e.op == ">>=" else 2)
+    if e.op != "=" or v.kind != "binary" or v.op not in (">>", "/") or not is_name(v.args[0], s):
+        return False
+    return literal_value(v.args[1]) == (1 if v.op == ">>" else 2)
+
+
 def halves_to_zero(cond: T.Expr) -> str | None:
     """The variable of a condition ``s > 0``, ``s >= 1`` or ``s != 0`` (None: another)."""
     e = cond.stripped()
@@ -189,6 +207,48 @@ def strided_product(e: T.Expr, s: str, tids: Iterable[str]) -> str | None:
     if len(two) < 1 or len(ss) < 1 or len(rest) != 1:
         return None
     return is_thread(rest[0], tids)
+
+
+def add_step(e: T.Expr, arr: str, tid: str, k: str) -> bool:
+    """``e`` is ``arr[tid] += arr[tid + k]`` or ``arr[tid] = arr[tid] + arr[tid + k]`` (``tid``
+    the thread index's text, ``k`` the stride's, spaces aside)."""
+
+    def elem(x: T.Expr, plus: bool) -> bool:
+        x = x.stripped()
+        if x.kind != "subscript" or len(x.args) != 2 or not is_name(x.args[0], arr):
+            return False
+        i = x.args[1].stripped()
+        if not plus:
+            return is_thread(i, [tid]) is not None
+        if i.kind != "binary" or i.op != "+" or is_thread(i.args[0], [tid]) is None:
+            return False
+        return "".join(i.args[1].stripped().text.split()) == "".join(k.split())
+
+    e = e.stripped()
+    if e.kind != "assignment" or not elem(e.args[0], False):
+        return False
+    if e.op == "+=":
+        return elem(e.args[1], True)
+    r = e.args[1].stripped()
+    return (
+        e.op == "="
+        and r.kind == "binary"
+        and r.op == "+"
+        and elem(r.args[0], False)
+        and elem(r.args[1], True)
+    )
+
+
+def thread_bound(e: T.Expr, tid: str) -> str | None:
+    """The bound ``k`` of a guard ``tid < k`` (a name, number or member; also one side of an
+    ``&&``), as written; None: another condition."""
+    e = e.stripped()
+    if e.kind == "binary" and e.op == "&&":
+        return thread_bound(e.args[0], tid) or thread_bound(e.args[1], tid)
+    if e.kind != "binary" or e.op != "<" or is_thread(e.args[0], [tid]) is None:
+        return None
+    k = e.args[1].stripped()
+    return k.text if k.kind in ("name", "literal", "member") else None
 
 
 def first_warp_guard(e: T.Expr, tids: Iterable[str] | None = None) -> str | None:

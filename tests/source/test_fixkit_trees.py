@@ -193,3 +193,35 @@ def test_a_read_in_the_loop_around_the_tree_refuses_the_rewrite() -> None:
     loop = K.tree_loop(st, around)
     assert loop is not None
     assert K.nested_tree_why(st, loop, "acc") == "`acc[j]` is read in the loop around the tree"
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [("s >>= 1", True), ("s /= 2", True), ("s = s >> 1", True), ("s = s / 2u", True),
+     ("s >>= 1u", True), ("(s) /= 2", True), ("s >>= 2", False), ("s = 2 / s", False),
+     ("t >>= 1", False), ("s -= 1", False), ("s = s - s / 2", False)],
+)  # fmt: skip
+def test_halves(text: str, ok: bool) -> None:
+    assert K.halves(_e(text), "s") is ok
+
+
+@pytest.mark.parametrize(
+    "text, ok",
+    [("a[tid] += a[tid + s]", True), ("a[tid] = a[tid] + a[tid + s]", True),
+     ("a[ tid ] += a[(tid + s)]", True), ("a[threadIdx.x] += a[threadIdx.x + s]", False),
+     ("a[tid] += a[s + tid]", False), ("a[tid] = a[tid + s] + a[tid]", False),
+     ("b[tid] += a[tid + s]", False), ("a[tid] -= a[tid + s]", False),
+     ("a[tid] += a[tid + 2 * s]", False)],
+)  # fmt: skip
+def test_add_step(text: str, ok: bool) -> None:
+    assert K.add_step(_e(text), "a", "tid", "s") is ok
+
+
+@pytest.mark.parametrize(
+    "text, bound",
+    [("tid < s", "s"), ("(tid < 128)", "128"), ("tid < s && i < n", "s"),
+     ("tid < blockDim.x", "blockDim.x"), ("tid <= s", None), ("s > tid", None),
+     ("lane < s", None), ("tid < s / 2", None)],
+)  # fmt: skip
+def test_thread_bound(text: str, bound: str | None) -> None:
+    assert K.thread_bound(_e(text), "tid") == bound
