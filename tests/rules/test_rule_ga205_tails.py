@@ -14,7 +14,7 @@ import shutil
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, run_rule
+from rulekit import KERNELS, analyze, kernel_case, reduction_block_sums, run_rule
 
 from gpuadvise.source.patch import apply_unified_diff
 
@@ -58,3 +58,34 @@ def test_the_diff_is_automatic_synced_and_keeps_the_outputs(kernel, tmp_path):
 
 def test_silent_on_a_tree_per_vector_that_ends_in_shuffles():
     assert run_rule(analyze(SRC, "per_vector_shuffled", 4), "GA205", trace_ctas=4) == []
+
+
+BARRIER_FIRST = """\
+    __global__ void first(const int* in, int* out, unsigned n) {
+        __shared__ int s[256];
+        unsigned t = threadIdx.x;
+        s[t] = in[blockIdx.x * 256 + t];
+        for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+            __syncthreads();
+            if (t < k) s[t] += s[t + k];
+        }
+        if (t == 0) out[blockIdx.x] = s[0];
+    }
+"""
+
+
+def test_a_barrier_first_loop_read_at_zero_gets_its_barrier_before_the_shuffles(tmp_path):
+    """Offered before issue 28's tails too, without the barrier: warp 0 read s[32..63], which
+    warp 1 stores in the step at distance 64, with no barrier between."""
+    src = kernel_case(tmp_path, BARRIER_FIRST, "first", block=256, n=4 * 256)
+    a = analyze(src, "first", 2, trace=False)
+    (f,) = run_rule(a, "GA205")
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v.description
+    new = apply_unified_diff(src.read_text(), v.diff)
+    head = new.partition("if (t < 32) {")[0]
+    assert "k > 32;" in head and head.rstrip().endswith("}\n    __syncthreads();")
+    src.write_text(new)
+    b = analyze(src, "first", 4, trace=False)
+    got, want = reduction_block_sums(b, 4, 256)
+    np.testing.assert_array_equal(got, want)
