@@ -21,15 +21,21 @@ from gpuadvise.rules import (
 from gpuadvise.source.fixkit import fresh_name
 from gpuadvise.source.fixkit_trees import (
     SumStep,
+    block_stride_step,
+    ends_with_barrier,
     first_warp_guard,
     halves_to_zero,
+    in_branch,
     indent_of,
     literal_value,
+    nested_tree_why,
     pointee,
     replace_statements,
     shuffle_lines,
     stride_loop,
     sum_step,
+    tree_loop,
+    zero_thread_read,
 )
 
 
@@ -109,6 +115,7 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     at, step = found
     arr, chain, index = step.array, step.chain, step.index.stripped()
     tid = index.text
+    tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     if index.kind not in ("name", "member"):
         return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
     typ = _shared_type(ks, arr)
@@ -117,14 +124,21 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         return _Plan(None, f"the element type of `{arr}` is not declared in the kernel", "")
     var = fresh_name(ks.tree, "warp_sum", (0, len(ks.text)))
     top = {s.start for s in ks.top_level()}
-    loop = next(
-        (
-            lp
-            for lp in ks.loops()
-            if lp.kind == "for" and lp.body[0] <= at < lp.body[1] and lp.span[0] in top
-        ),
-        None,
-    )
+    around = [lp for lp in ks.loops() if lp.kind == "for" and lp.body[0] <= at < lp.body[1]]
+    loop = tree_loop(ks.tree, around)
+    if loop is not None and loop.span[0] not in top:
+        # a tree per vector inside a loop (scalarProd) is rewritten in place; in a branch (a
+        # warp's tail loop under `if (tid < 32)`) or within one warp, the forms below apply
+        if whole or in_branch(ks.tree, loop.span[0], ks.span):
+            loop = None
+        elif why := nested_tree_why(ks.tree, loop, arr):
+            return _Plan(None, why, "")
+    loop = loop or next((lp for lp in around if lp.span[0] in top), None)
+    inner = [lp for lp in around if loop is not None and lp.span[0] > loop.span[0]]
+    if inner and loop is not None and loop.condition is not None:
+        tid, why = block_stride_step(ks.tree, loop, inner, at, tid, tids)
+        if why:
+            return _Plan(None, why, "")
     rw = ks.rewrite()
     if loop is not None and loop.condition is not None:
         cond = ks.expr(loop.condition)
@@ -144,7 +158,9 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         else:
             rw.replace(*loop.condition, f"{s} > 32")
             pad = indent_of(ks.text, loop.span[0])
-            block = [*_warp_block(tid, arr, typ, var, chain), "__syncthreads();"]
+            # a loop whose barrier comes before its combine leaves the last step unsynced
+            sync = [] if ends_with_barrier(loop, ks.tree) else ["__syncthreads();"]
+            block = [*sync, *_warp_block(tid, arr, typ, var, chain), "__syncthreads();"]
             rw.insert(after, "".join(f"\n{pad}{ln}" for ln in block))
             form = "loop"
     elif whole:
@@ -186,7 +202,9 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     # after the tree, only arr[0] may be read: the shuffles leave the other words as they were
     for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
         e = ks.expr(sub.indices[0]) if sub.indices else None
-        if e is None or literal_value(e) != 0:
+        if (e is None or literal_value(e) != 0) and not zero_thread_read(
+            ks.tree, sub, tids | {tid}
+        ):
             idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
             return _Plan(None, f"`{arr}[{idx}]` is read after the tree (only [0] is kept)", "")
     return _Plan(rw.diff(ctx.source_file), "", form)
@@ -221,6 +239,7 @@ class SharedTreeToShuffles(Rule):
     -------
     ``kernels/reduction/reduce.cu``: ``reduce3`` and ``reduce4`` (loop to ``s > 0`` with a
     barrier each step) and ``reduce5`` (the volatile tail); ``reduce6`` does it with shuffles.
+    ``kernels/tree_tails/trees.cu``: the barrier first in each step; a tree per vector.
 
     Fix
     ---
@@ -251,8 +270,14 @@ class SharedTreeToShuffles(Rule):
     when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``) on a
     plain thread index, the loop or tail block sits at the top level of the kernel, the block
     has at least 64 threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read
-    after the tree; otherwise the finding says why and gives the fix to apply by hand. A tree
-    within one warp (a block of at most 32 threads, first distance 16 or less) is replaced
+    after the tree (``a[t]`` under ``if (t == 0)`` counts); otherwise the finding says why and
+    gives the fix to apply by hand. A loop whose barrier comes before its combine (BabelStream's
+    dot) gets a barrier before the shuffles too: the step at distance 64 is not yet synced when
+    the loop ends. A tree per vector inside an outer loop (cuda-samples' scalarProd) is rewritten
+    in place when no branch holds it and the loops around it only store into the array (or read
+    ``a[0]``) before it; its step may be a block-stride loop ``for (v = t; v < s; v +=
+    blockDim.x)``, which runs once for each thread ``t < s`` in the steps the shuffles take. A
+    tree within one warp (a block of at most 32 threads, first distance 16 or less) is replaced
     whole: the loop becomes one shuffle loop from the loop's own first distance, over the
     lanes the block has (the mask), then a barrier.
     """
@@ -265,6 +290,7 @@ class SharedTreeToShuffles(Rule):
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        seen = set()  # a tree per vector in an outer loop (scalarProd) repeats: reported once
         for tree in ctx.reduction_trees:
             if tree.pattern != "sequential" or tree.direction != "halving":
                 continue
@@ -279,6 +305,10 @@ class SharedTreeToShuffles(Rule):
             if tree.per_warp and tree.warp_synchronous_tail and not ctx.syncs_warps:
                 continue  # a warp's tree with neither barrier nor __syncwarp: GA203's race
             line, helper = ctx.call_site(small[0])
+            key = (line, helper, tree.per_warp, tuple(p.distance for p in small))
+            if key in seen:
+                continue
+            seen.add(key)
             barriers = sum(1 for p in small if p.barrier_before)
             where = f" (in the helper function at line {helper}, called here)" if helper else ""
             dists = ", ".join(str(p.distance) for p in small)

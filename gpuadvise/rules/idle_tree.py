@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.findings import Variant
 from gpuadvise.rules.grid_stride import buffer_uses, grid_bound, launch_specific, reduction_diff
+from gpuadvise.source.fixkit_trees import add_step, halves, is_name, stride_loop, thread_bound
 from gpuadvise.source.text import KernelSource
+from gpuadvise.source.tree import Statement
 
 __all__ = ["IdleMatch", "find_idle_loads", "first_add_diff", "half_grid_variant"]
 
@@ -123,19 +125,10 @@ def _pointers(ctx: RuleContext, ks: KernelSource, decls: list[_Decl]) -> set[str
     return out
 
 
-def _halving(step: str, s: str) -> bool:
-    e = re.escape(s)
-    forms = (rf"{e}\s*>>=\s*1[uU]?", rf"{e}\s*/=\s*2[uU]?", rf"{e}\s*=\s*{e}\s*>>\s*1[uU]?",
-             rf"{e}\s*=\s*{e}\s*/\s*2[uU]?")  # fmt: skip
-    return any(re.fullmatch(f, step.strip()) for f in forms)
-
-
-def _add_step(arr: str, tid: str, k: str) -> str:
-    """``arr[tid] += arr[tid + k]`` or ``arr[tid] = arr[tid] + arr[tid + k]``."""
-    a, t, kk = re.escape(arr), re.escape(tid), re.escape(k)
-    lhs = rf"\b{a}\s*\[\s*{t}\s*\]"
-    rhs = rf"\b{a}\s*\[\s*{t}\s*\+\s*{kk}\s*\]"
-    return rf"{lhs}\s*(?:\+=\s*{rhs}|=\s*{lhs}\s*\+\s*{rhs})\s*;"
+def _adds(ks: KernelSource, st: Statement, arr: str, tid: str, k: str) -> bool:
+    """The expression statement ``st`` is ``arr[tid] += arr[tid + k];`` (or ``= arr[tid] +``)."""
+    e = ks.expr((st.start, st.end)) if st.kind == "expression_statement" else None
+    return e is not None and add_step(e, arr, tid, k)
 
 
 def _find_tree(ks: KernelSource, after: int, arr: str, tid: str) -> _Tree | None:
@@ -146,34 +139,36 @@ def _find_tree(ks: KernelSource, after: int, arr: str, tid: str) -> _Tree | None
     base = ks.body_start
     found: list[_Tree] = []
     for lp in ks.loops():
-        if lp.kind != "for" or lp.span[0] < base + after or lp.init is None:
+        if lp.kind != "for" or lp.span[0] < base + after:
             continue
-        init = ks.code[lp.init[0] : lp.init[1]]
-        m = re.fullmatch(r"(?:[A-Za-z_]\w*\s+)*(?P<s>[A-Za-z_]\w*)\s*=\s*(?P<init>[^;]+?)\s*", init)
-        cond = ks.code[lp.condition[0] : lp.condition[1]] if lp.condition else ""
-        if m is None or not re.match(rf"{re.escape(m.group('s'))}\s*(?:>|>=|!=)\s*\S", cond):
+        sl = stride_loop(ks.tree, lp)
+        cond = sl.condition.stripped() if sl is not None else None
+        if sl is None or cond is None or cond.kind != "binary" or cond.op not in (">", ">=", "!="):
             continue
-        s = m.group("s")
-        if not _halving(ks.code[lp.update[0] : lp.update[1]] if lp.update else "", s):
+        s = sl.s
+        if not is_name(cond.args[0], s) or sl.update is None or not halves(sl.update, s):
             continue
-        inner = ks.code[lp.body[0] : lp.body[1]]
-        guard = rf"\b{re.escape(tid)}\s*<\s*{re.escape(s)}\b"
-        if re.search(_add_step(arr, tid, s), inner) and re.search(guard, inner):
-            at = lp.init[0] + m.start("init") - base
-            span = (at, lp.init[0] + m.end("init") - base)
-            found.append(_Tree("loop", lp.span[0] - base, m.group("init"), span, None))
+        inner = ks.statements(lp.body)
+        guarded = any(
+            (c := ks.expr(i.condition)) is not None and thread_bound(c, tid) == s
+            for i in ks.ifs(lp.body)
+        )
+        if guarded and any(_adds(ks, st, arr, tid, s) for st in inner):
+            span = (sl.start[0] - base, sl.start[1] - base)
+            start = ks.code[sl.start[0] : sl.start[1]]
+            found.append(_Tree("loop", lp.span[0] - base, start, span, None))
             break
     steps = []
     for i in ks.ifs((base + after, base + len(body))):
-        k = re.fullmatch(rf"\s*{re.escape(tid)}\s*<\s*(?P<k>\w+)\s*", ks.code[slice(*i.condition)])
+        c = ks.expr(i.condition)
+        k = thread_bound(c, tid) if c is not None and c.stripped().op == "<" else None
         inside = ks.top_level(i.consequence) if i.braced else ks.statements(i.consequence)[:1]
         if k is None or len(inside) != 1 or inside[0].kind != "expression_statement":
             continue
         if inside[0].start != i.consequence[0] and not i.braced:
             continue
-        add = ks.code[inside[0].start : inside[0].end + 1]
-        if re.fullmatch(_add_step(arr, tid, k.group("k")), add):
-            steps.append((i, k.group("k")))
+        if _adds(ks, inside[0], arr, tid, k):
+            steps.append((i, k))
     if steps:
         first, bound = steps[0]
         span = (first.head[0] - base, first.consequence[1] - base)

@@ -10,12 +10,19 @@ macros and formatting outside the edit stay as written.
 Reading:
 
 - :func:`stride_loop`: ``for ([type] s = start; cond; update)`` as its stride, the type words
-  before it and the spans of its parts; :func:`doubles`, :func:`halves_to_zero`: its update and
-  condition;
+  before it and the spans of its parts; :func:`doubles`, :func:`halves`,
+  :func:`halves_to_zero`: its update and condition;
 - :func:`is_twice`, :func:`interleaved_guard`, :func:`strided_product`: ``2*s``;
   ``tid % (2*s) == 0`` (and ``(tid & (2*s - 1)) == 0``); ``2*s*tid`` in any order;
 - :func:`is_thread`, :func:`literal_value`: a thread index among aliases; an integer literal;
-- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``.
+- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``;
+  :func:`add_step`, :func:`thread_bound`: ``a[tid] += a[tid + k]`` and its guard ``tid < k``;
+- :func:`block_stride_start`: the thread index a block-stride loop ``for (v = tid; v < s;
+  v += blockDim.x)`` starts from (:func:`block_stride_step`: the step run by one);
+  :func:`tree_loop`, :func:`nested_tree_why`: the halving loop around a combine, and whether
+  one inside other loops can be rewritten in place; :func:`ends_with_barrier`: a block that ends with
+  ``__syncthreads()``; :func:`in_branch`: an offset inside an ``if`` or ``switch``;
+  :func:`zero_thread_read`: ``a[tid]`` read where ``tid == 0`` guards it.
 
 Writing:
 
@@ -39,17 +46,24 @@ __all__ = [
     "is_name",
     "StrideLoop",
     "SumStep",
+    "add_step",
+    "block_stride_start",
+    "block_stride_step",
     "bounds_checks",
     "doubles",
     "doubling_bound",
+    "ends_with_barrier",
     "first_warp_guard",
     "halve_loop",
+    "halves",
     "halves_to_zero",
+    "in_branch",
     "indent_of",
     "interleaved_guard",
     "is_thread",
     "is_twice",
     "literal_value",
+    "nested_tree_why",
     "pointee",
     "remove_declarator",
     "remove_statement",
@@ -59,6 +73,9 @@ __all__ = [
     "stride_loop",
     "strided_product",
     "sum_step",
+    "thread_bound",
+    "tree_loop",
+    "zero_thread_read",
 ]
 
 Span = tuple[int, int]
@@ -130,6 +147,20 @@ def doubles(update: T.Expr, s: str) -> bool:
     )
 
 
+def halves(update: T.Expr, s: str) -> bool:
+    """A for loop's update halves ``s``: ``s >>= 1``, ``s /= 2``, ``s = s >> 1``, ``s = s / 2``
+    (``1u``, ``2u`` too)."""
+    e = update.stripped()
+    if e.kind != "assignment" or not is_name(e.args[0], s):
+        return False
+    v = e.args[1].stripped()
+    if e.op in (">>=", "/="):
+        return literal_value(v) == (1 if e.op == ">>=" else 2)
+    if e.op != "=" or v.kind != "binary" or v.op not in (">>", "/") or not is_name(v.args[0], s):
+        return False
+    return literal_value(v.args[1]) == (1 if v.op == ">>" else 2)
+
+
 def halves_to_zero(cond: T.Expr) -> str | None:
     """The variable of a condition ``s > 0``, ``s >= 1`` or ``s != 0`` (None: another)."""
     e = cond.stripped()
@@ -176,6 +207,48 @@ def strided_product(e: T.Expr, s: str, tids: Iterable[str]) -> str | None:
     if len(two) < 1 or len(ss) < 1 or len(rest) != 1:
         return None
     return is_thread(rest[0], tids)
+
+
+def add_step(e: T.Expr, arr: str, tid: str, k: str) -> bool:
+    """``e`` is ``arr[tid] += arr[tid + k]`` or ``arr[tid] = arr[tid] + arr[tid + k]`` (``tid``
+    the thread index's text, ``k`` the stride's, spaces aside)."""
+
+    def elem(x: T.Expr, plus: bool) -> bool:
+        x = x.stripped()
+        if x.kind != "subscript" or len(x.args) != 2 or not is_name(x.args[0], arr):
+            return False
+        i = x.args[1].stripped()
+        if not plus:
+            return is_thread(i, [tid]) is not None
+        if i.kind != "binary" or i.op != "+" or is_thread(i.args[0], [tid]) is None:
+            return False
+        return "".join(i.args[1].stripped().text.split()) == "".join(k.split())
+
+    e = e.stripped()
+    if e.kind != "assignment" or not elem(e.args[0], False):
+        return False
+    if e.op == "+=":
+        return elem(e.args[1], True)
+    r = e.args[1].stripped()
+    return (
+        e.op == "="
+        and r.kind == "binary"
+        and r.op == "+"
+        and elem(r.args[0], False)
+        and elem(r.args[1], True)
+    )
+
+
+def thread_bound(e: T.Expr, tid: str) -> str | None:
+    """The bound ``k`` of a guard ``tid < k`` (a name, number or member; also one side of an
+    ``&&``), as written; None: another condition."""
+    e = e.stripped()
+    if e.kind == "binary" and e.op == "&&":
+        return thread_bound(e.args[0], tid) or thread_bound(e.args[1], tid)
+    if e.kind != "binary" or e.op != "<" or is_thread(e.args[0], [tid]) is None:
+        return None
+    k = e.args[1].stripped()
+    return k.text if k.kind in ("name", "literal", "member") else None
 
 
 def first_warp_guard(e: T.Expr, tids: Iterable[str] | None = None) -> str | None:
@@ -292,6 +365,128 @@ def stride_loop(st: T.SourceTree, lp: T.Loop) -> StrideLoop | None:
         return None
     upd = T.expr_at(st, lp.update) if lp.update is not None else None
     return StrideLoop(lp, st.text_of(target), decl, st.span(value), cond, upd)
+
+
+def block_stride_start(st: T.SourceTree, lp: T.Loop, s: str, tids: Iterable[str]) -> str | None:
+    """The thread index that ``lp``, read as ``for ([type] v = tid; v < s; v += blockDim.x)``,
+    starts from (None: another loop). While ``s`` is at most the block's size it runs once, for
+    ``v = tid`` with ``tid < s``: the guard of a tree's step spelled as a loop (cuda-samples'
+    scalarProd)."""
+    sl = stride_loop(st, lp)
+    if sl is None or sl.update is None:
+        return None
+    c, u = sl.condition.stripped(), sl.update.stripped()
+    if (
+        c.kind != "binary"
+        or c.op != "<"
+        or not is_name(c.args[0], sl.s)
+        or not is_name(c.args[1], s)
+    ):
+        return None
+    if u.kind != "assignment" or not is_name(u.args[0], sl.s):
+        return None
+    step = "".join(u.args[1].stripped().text.split())
+    if not (u.op == "+=" and step == "blockDim.x"):
+        return None
+    start = T.expr_at(st, sl.start)
+    return is_thread(start, tids) if start is not None else None
+
+
+def block_stride_step(
+    st: T.SourceTree, loop: T.Loop, inner: Sequence[T.Loop], at: int, index: str, tids: set[str]
+) -> tuple[str, str]:
+    """The thread index behind the combine's ``index`` (at ``at``) when a loop inside the
+    tree's ``loop`` runs the step, ``for (v = tid; v < s; v += blockDim.x) a[v] += a[s + v];``
+    (``inner``: the loops inside it around the combine), or why not as the second value."""
+    c = T.expr_at(st, loop.condition) if loop.condition is not None else None
+    s = halves_to_zero(c) if c is not None else None
+    why = "the step runs in a loop that is not `for (v = tid; v < s; v += blockDim.x)`"
+    if len(inner) != 1 or s is None:
+        return "", why
+    sl = stride_loop(st, inner[0])
+    start = block_stride_start(st, inner[0], s, tids) if sl is not None and sl.s == index else None
+    if start is None:
+        return "", why
+    body = T.statements(st, inner[0].body)
+    if len(body) != 1 or not body[0].start <= at <= body[0].end:
+        return "", "the step's loop does more than the combine"
+    return start, ""
+
+
+def tree_loop(st: T.SourceTree, around: Sequence[T.Loop]) -> T.Loop | None:
+    """The innermost of the ``for`` loops ``around`` a combine that halves its stride to 0."""
+    for lp in sorted(around, key=lambda x: -x.span[0]):
+        c = T.expr_at(st, lp.condition) if lp.condition is not None else None
+        if c is not None and halves_to_zero(c) is not None:
+            return lp
+    return None
+
+
+def nested_tree_why(st: T.SourceTree, loop: T.Loop, arr: str) -> str | None:
+    """Why the tree's ``loop``, inside other loops (a tree per vector: cuda-samples'
+    scalarProd), cannot leave as they were the words of ``arr`` the shuffles do not write (None:
+    it can): what the loops around it do with ``arr`` before it must be stores
+    (``arr[i] = ...``) or reads of ``arr[0]``."""
+    at = loop.span[0]
+    outer = [lp for lp in T.loops(st) if lp.body[0] <= at < lp.body[1]]
+    if not outer:
+        return None
+    first = min(outer, key=lambda x: x.span[0])
+    for sub in T.subscripts(st, arr, (first.body[0], at)):
+        e = T.expr_at(st, sub.indices[0]) if len(sub.indices) == 1 else None
+        p = T.expr_parent(st, sub.span)
+        store = p is not None and p.kind == "assignment" and p.op == "="
+        store = store and p is not None and p.args[0].span == sub.span
+        if not (store or (e is not None and literal_value(e) == 0)):
+            return f"`{st.code[sub.span[0] : sub.span[1]]}` is read in the loop around the tree"
+    return None
+
+
+def ends_with_barrier(lp: T.Loop, st: T.SourceTree) -> bool:
+    """Whether the body of the loop ``lp`` ends with ``__syncthreads();`` (a group's ``sync``,
+    which may be a warp's, is not counted)."""
+    body = lp.node.child_by_field_name("body") if lp.node is not None else None
+    if body is not None and body.type == "compound_statement":
+        kids = [c for c in body.named_children if c.type != "comment"]
+        body = kids[-1] if kids else None
+    if body is None or body.type != "expression_statement":
+        return False
+    a, b = st.span(body)
+    e = T.expr_at(st, (a, b - 1 if st.text[b - 1 : b] == ";" else b))
+    return e is not None and e.kind == "call" and e.op == "__syncthreads" and not e.args
+
+
+def in_branch(st: T.SourceTree, offset: int, within: Span) -> bool:
+    """Whether ``offset`` lies in an ``if``, ``else`` or ``switch`` inside ``within``."""
+    kinds = ("if_statement", "else_clause", "switch_statement", "conditional_expression")
+    return any(within[0] <= st.start(n) < within[1] for n in T.enclosing(st, offset, kinds))
+
+
+def zero_thread_read(st: T.SourceTree, sub: T.Subscript, tids: Iterable[str]) -> bool:
+    """Whether ``sub`` is ``a[tid]`` inside the braces or statement of an ``if (tid == 0)``
+    (``0 == tid``, ``!tid``): the word it reads is ``a[0]``."""
+    if len(sub.indices) != 1:
+        return False
+    e = T.expr_at(st, sub.indices[0])
+    tid = is_thread(e, tids) if e is not None else None
+    if tid is None:
+        return False
+    for i in T.ifs(st):
+        if not i.consequence[0] <= sub.span[0] < i.consequence[1]:
+            continue
+        c = T.expr_at(st, i.condition)
+        c = c.stripped() if c is not None else None
+        if c is None:
+            continue
+        if c.kind == "unary" and c.op == "!" and is_thread(c.args[0], [tid]):
+            return True
+        if c.kind == "binary" and c.op == "==":
+            a, b = c.args
+            if literal_value(a) == 0:
+                a, b = b, a
+            if literal_value(b) == 0 and is_thread(a, [tid]):
+                return True
+    return False
 
 
 def indent_of(text: str, offset: int) -> str:
