@@ -97,7 +97,9 @@ class ComputeBoundKernel(Rule):
     ``min_compute_over_memory`` times its memory time (the L1/shared data path, the L2 and
     DRAM) and at least ``min_compute_share`` of its modelled work, and whose issued
     instructions are at least ``min_arithmetic_share`` arithmetic (not loads, stores and
-    branches). Reported at the line of the kernel's body that carries most of that pipe's
+    branches), on a grid that reaches at least ``min_sm_share`` of the SMs (a launch of four
+    CTAs, or of one thread, is limited by its parallelism, not by the GPU's arithmetic: GA102,
+    GA106 and GA107 say so). Reported at the line of the kernel's body that carries most of that pipe's
     issued work (code inlined from a device function or the CUDA math library counts at the
     kernel's line that calls it), with the other lines that together carry half of it. The
     long instruction sequences that nvcc makes of ``powf``, ``expf``, ``sinf``, ``sqrtf`` and
@@ -166,6 +168,7 @@ class ComputeBoundKernel(Rule):
         "min_arithmetic_share": 0.6,
         "line_share": 0.5,
         "max_lines": 3,
+        "min_sm_share": 0.5,
     }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
@@ -175,6 +178,9 @@ class ComputeBoundKernel(Rule):
         simt = emu.simt if emu is not None else None
         if rates is None or simt is None or not simt.line_pipes or not ctx.has_model("trace"):
             return
+        gx, gy, gz = ctx.launch.grid.as_tuple()
+        if d.sm_count and gx * gy * gz < float(ctx.option("min_sm_share")) * d.sm_count:
+            return  # a few CTAs: the launch's parallelism is the limit (GA102, GA106, GA107)
         t = view_traffic(d, ctx.trace_view)
         w = t.work
         before = launch_times(t, d, rates)

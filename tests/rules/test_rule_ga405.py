@@ -81,3 +81,50 @@ def test_thresholds_are_options():
     """A kernel at 7x its memory time is not reported when the option asks for more."""
     a = analyze(SRC, "gauss", CTAS)
     assert run_rule(a, "GA405", trace_ctas=CTAS, min_compute_over_memory=100.0) == []
+
+
+FEW = """\
+__global__ void match(const char* __restrict__ target, const char* __restrict__ query,
+                      char* __restrict__ result, int qlen, int len) {
+    unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
+    bool found = false;
+    for (int i = 0; i + len <= qlen; i++) {
+        int distance = 0;
+        for (int j = 0; j < len; j++)
+            if (target[tid + j] != query[i + j]) distance++;
+        if (distance < 1) { found = true; break; }
+    }
+    result[tid] = found;
+}
+"""
+
+FEW_SPEC = """\
+source = "k.cu"
+kernel = "match"
+grid = 4
+block = 256
+seed = 1
+
+[args]
+qlen = 1000
+len = 11
+
+[buffers]
+target = { type = "char", count = 1100, fill = "random(0,3)" }
+query = { type = "char", count = 1000, fill = "random(0,3)" }
+result = "char[1024]"
+"""
+
+
+def test_a_launch_of_a_few_ctas_is_not_called_compute_bound(tmp_path):
+    """hecbench ga's byte matching, 4 CTAs of 256: the ALU work sets the time of the 4 SMs that
+    run, but 128 of 132 SMs are idle: the launch's parallelism is the limit (GA102 says so),
+    not the GPU's arithmetic (ga's 4 CTAs and secp256k1's one thread were called
+    compute-bound). Without the SM share the rule finds the arithmetic at the compare."""
+    src = tmp_path / "k.cu"
+    src.write_text(FEW)
+    (tmp_path / "case.toml").write_text(FEW_SPEC)
+    a = analyze(src, "match", "all", spec=str(tmp_path / "case.toml"))
+    assert run_rule(a, "GA405", trace_ctas="all") == []
+    (f,) = run_rule(a, "GA405", trace_ctas="all", min_sm_share=0.0)
+    assert f.line == 8
