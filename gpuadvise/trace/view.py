@@ -204,9 +204,9 @@ class TraceView:
                 warp_scale = len(warps) / len(kept)
         rows = np.flatnonzero(glob)  # the view's records' indices in the trace
         recs = all_recs[rows]
-        kept, weight = _kept_iterations(recs, MAX_WARP_LANES)
-        if kept is not None:
-            recs, rows = recs[kept], rows[kept]
+        first, weight = _kept_iterations(recs, MAX_WARP_LANES)
+        if first is not None:
+            recs, rows = recs[first], rows[first]
         self.iterations_sampled = weight is not None or trace.sampled_iterations
         self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
         # the emulator's own sampling of long loops: a record stands for 1 + extra executions
