@@ -313,6 +313,16 @@ def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     sectors: list[np.ndarray] = []
     for i in range(0, len(glob), _CHUNK):
         at = glob[i : i + _CHUNK]
+        single = per_record[at] == 1
+        if single.any():
+            # a record within one sector (a broadcast, a lone lane): its first active lane's
+            sub = at[single]
+            mask = records["mask"][sub]
+            lane = np.bitwise_count((mask & (np.uint32(0) - mask)) - np.uint32(1))
+            sectors.append(_distinct_values(records["addr"][sub, lane] >> np.uint64(5)))
+            at = at[~single]
+            if not len(at):
+                continue
         # consecutive records are a slice of the trace, not a copy
         part = records[at[0] : at[-1] + 1] if at[-1] - at[0] == len(at) - 1 else records[at]
         sectors.append(_distinct_values(touched_lines(part, 32)[1]))

@@ -14,6 +14,7 @@ from gpuadvise.model.coalescing import (
     cached_global_sectors,
     global_sectors,
     record_sectors,
+    touched_lines,
 )
 from gpuadvise.rules.scalar_runs import global_totals
 from gpuadvise.trace.access import Space
@@ -94,3 +95,32 @@ def test_a_new_records_array_is_measured_anew() -> None:
     del other
     gc.collect()
     assert key not in coalescing._GLOBAL_SECTORS  # dropped with its array
+
+
+def test_distinct_sectors_of_one_sector_records() -> None:
+    """GA303's distinct sectors of the whole trace take a record within one sector (a broadcast,
+    a lone lane) from its first active lane: the same count as every lane's sectors."""
+    trace = _mixed_trace(12)
+    more = [
+        {"addr": lambda lane: BASE + 8, "mask": 0xFFFFFFFF},  # broadcast
+        {"addr": lambda lane: BASE + 4096 * 40 + 4 * lane, "mask": 0x00F00000},  # 4 lanes, 1 sector
+        {"addr": lambda lane: BASE + 4096 * 41 + 16, "width": 16, "mask": 0x80000000},  # lone lane
+        {"addr": lambda lane: BASE + 4096 * 42, "mask": 0},  # no active lane
+    ]
+    acc = [
+        {
+            "addr": r["addr"].tolist(),
+            "mask": int(r["mask"]),
+            "width": int(r["width"]),
+            "inst": int(r["inst"]),
+            "space": Space(int(r["space"])),
+        }
+        for r in trace.records
+    ]
+    t = make_trace(acc + more)
+    r = t.records
+    totals, per_record = global_totals(r)
+    assert (per_record[-4:] == [1, 1, 1, 0]).all()
+    glob = r[r["space"] == int(Space.GLOBAL)]
+    want = len(np.unique(touched_lines(glob, 32)[1]))
+    assert totals["distinct_sectors_all"] == want
