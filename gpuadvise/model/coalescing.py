@@ -22,6 +22,7 @@ hardware; constant accesses go through another cache). Vectorized over records i
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,6 +49,8 @@ __all__ = [
     "SectorCounts",
     "SectorTotals",
     "analyze_coalescing",
+    "cached_global_sectors",
+    "global_sectors",
     "record_sectors",
     "touched_lines",
 ]
@@ -72,6 +75,10 @@ class RecordSectors:
     @property
     def ideal(self) -> np.ndarray:
         return (self.bytes + SECTOR_BYTES - 1) // SECTOR_BYTES
+
+    def take(self, rows: np.ndarray) -> RecordSectors:
+        """The values of records ``rows`` (indices)."""
+        return RecordSectors(self.sectors[rows], self.bytes[rows], self.lines[rows])
 
 
 def _rebase(addr: np.ndarray, act: np.ndarray | None) -> np.ndarray:
@@ -176,6 +183,50 @@ def record_sectors(records: np.ndarray) -> RecordSectors:
     lines = np.empty(n, dtype=np.int32)
     for s in chunks(n, CHUNK_RECORDS):
         sectors[s], nbytes[s], lines[s] = _chunk_sectors(records[s])
+    return RecordSectors(sectors, nbytes, lines)
+
+
+_GLOBAL_SECTORS: dict[int, tuple[weakref.ref[np.ndarray], RecordSectors]] = {}
+
+
+def global_sectors(records: np.ndarray) -> RecordSectors:
+    """:func:`record_sectors` of each ``Space.GLOBAL`` record of ``records`` (0, 0, 0 for the
+    records of other spaces), computed once per records array while it lives: the coalescing
+    model, the trace view, the estimates and GA303 read the same trace's (issue 31). The array
+    must not change in place after the first call (no trace's does)."""
+    key = id(records)
+    got = _GLOBAL_SECTORS.get(key)
+    if got is not None and got[0]() is records:
+        return got[1]
+    rs = _global_sectors(records)
+    _GLOBAL_SECTORS[key] = (weakref.ref(records), rs)
+    weakref.finalize(records, _GLOBAL_SECTORS.pop, key, None)
+    return rs
+
+
+def cached_global_sectors(records: np.ndarray) -> RecordSectors | None:
+    """:func:`global_sectors` of ``records`` if some caller already made them, else None."""
+    got = _GLOBAL_SECTORS.get(id(records))
+    return got[1] if got is not None and got[0]() is records else None
+
+
+def _global_sectors(records: np.ndarray) -> RecordSectors:
+    n = len(records)
+    sectors = np.zeros(n, dtype=np.int32)
+    nbytes = np.zeros(n, dtype=np.int32)
+    lines = np.zeros(n, dtype=np.int32)
+    for sl in chunks(n, 8 * CHUNK_RECORDS):  # the record fields read while they are cached
+        part = records[sl]
+        sel = part["space"] == int(Space.GLOBAL)
+        if not sel.any():
+            continue
+        if sel.all():
+            rs = record_sectors(part)
+            sectors[sl], nbytes[sl], lines[sl] = rs.sectors, rs.bytes, rs.lines
+        else:
+            rs = record_sectors(part[sel])
+            at = sl.start + np.flatnonzero(sel)
+            sectors[at], nbytes[at], lines[at] = rs.sectors, rs.bytes, rs.lines
     return RecordSectors(sectors, nbytes, lines)
 
 
@@ -284,20 +335,27 @@ class CoalescingResult(LineResult[CoalescingLine, SectorTotals]):
 _SUMMED = ("sectors", "ideal", "bytes", "lines")
 
 
-def _measure(sub: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    rs = record_sectors(sub)
-    values = {"sectors": rs.sectors, "ideal": rs.ideal, "bytes": rs.bytes, "lines": rs.lines}
-    return values, rs.sectors
-
-
 def analyze_coalescing(trace: AccessTrace, records: np.ndarray | None = None) -> CoalescingResult:
     """The coalescing model over the global accesses of ``trace``.
 
     ``records``: use these instead of ``trace.records`` (reconciled records); they must index
-    ``trace.instructions``.
+    ``trace.instructions``. The records' sectors are :func:`global_sectors`' (made once).
     """
+    rs = global_sectors(trace.records if records is None else records)
+    ideal = rs.ideal
+
+    def measure(rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        s = rs.sectors[rows]
+        values = {
+            "sectors": s,
+            "ideal": ideal[rows],
+            "bytes": rs.bytes[rows],
+            "lines": rs.lines[rows],
+        }
+        return values, s
+
     per = per_instruction(
-        trace, records, Space.GLOBAL, _SUMMED, _measure, np.int64, 8 * CHUNK_RECORDS
+        trace, records, Space.GLOBAL, _SUMMED, measure, np.int64, 8 * CHUNK_RECORDS, by_row=True
     )
     lines = [
         CoalescingLine(

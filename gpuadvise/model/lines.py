@@ -271,12 +271,14 @@ def per_instruction(
     measure: Measure,
     worst_dtype: type,
     chunk_records: int,
+    by_row: bool = False,
 ) -> PerInstruction:
     """Sum ``measure`` over the records of ``space`` per PTX instruction (``chunk_records`` at a
     time), each record counted for the executions it stands for
     (:func:`~gpuadvise.trace.access.record_weights`: 1, but for a sampled loop's last
     iteration). ``records``: use these instead of ``trace.records``; they must index
-    ``trace.instructions``."""
+    ``trace.instructions``. ``by_row``: ``measure`` takes the indices (into the records) of the
+    records to measure instead of the records (values it made for all of them at once)."""
     recs = trace.records if records is None else records
     ninst = len(trace.instructions)
     count = np.zeros(ninst, dtype=np.int64)
@@ -290,7 +292,11 @@ def per_instruction(
         if not sel.any():
             continue
         sub = part if sel.all() else part[sel]
-        values, worst_values = measure(sub)
+        if by_row:
+            rows = np.arange(sl.start, sl.stop) if sel.all() else sl.start + np.flatnonzero(sel)
+            values, worst_values = measure(rows)
+        else:
+            values, worst_values = measure(sub)
         inst = sub["inst"].astype(np.intp)
         if len(inst) and (inst.min() < 0 or inst.max() >= ninst):
             raise ValueError("a record's inst is not an index into trace.instructions")

@@ -75,9 +75,7 @@ _COSTS: weakref.WeakKeyDictionary[TraceView, _RecordCosts] = weakref.WeakKeyDict
 def _costs(view: TraceView) -> _RecordCosts:
     got = _COSTS.get(view)
     if got is None:
-        from gpuadvise.model.coalescing import record_sectors
-
-        rs = record_sectors(view.records)
+        rs = view.sector_counts  # the view's (issue 31: made once per trace)
         got = _RecordCosts(
             view.records["kind"].astype(np.int64),
             rs.sectors.astype(np.int64),

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.model.coalescing import record_sectors, touched_lines
+from gpuadvise.model.coalescing import global_sectors, record_sectors, touched_lines
 from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
 from gpuadvise.rules.findings import Estimate
 from gpuadvise.toolchain.sass import same_source_file
-from gpuadvise.trace.access import Kind, Space, record_weights
+from gpuadvise.trace.access import Kind, Space
 from gpuadvise.words import counted
 
 __all__ = [
@@ -305,23 +305,33 @@ class PieceGroup:
 def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
     records at a time (no copy of the global records), and the sectors of each record (the
-    coalescing model's; -1 for the records of other spaces), for :func:`piece_numbers`."""
-    glob = np.flatnonzero(records["space"] == int(Space.GLOBAL))
-    per_record = np.full(len(records), -1, np.int64)
+    coalescing model's, :func:`global_sectors`, made once per trace; -1 for the records of
+    other spaces), for :func:`piece_numbers`."""
+    is_global = records["space"] == int(Space.GLOBAL)
+    glob = np.flatnonzero(is_global)
+    per_record = np.where(is_global, global_sectors(records).sectors, -1).astype(np.int64)
     sectors: list[np.ndarray] = []
     for i in range(0, len(glob), _CHUNK):
-        part = records[glob[i : i + _CHUNK]]
-        rows, sect = touched_lines(part, 32)
-        if len(part) and int(part["width"].max()) <= 32:
-            # a lane of at most 32 bytes touches its first and last sector only: the distinct
-            # (record, sector) pairs counted per record are the coalescing model's sectors
-            per_record[glob[i : i + _CHUNK]] = np.bincount(rows, minlength=len(part))
-        else:
-            per_record[glob[i : i + _CHUNK]] = record_sectors(part).sectors
-        sectors.append(_distinct_values(sect))
+        at = glob[i : i + _CHUNK]
+        single = per_record[at] == 1
+        if single.any():
+            # a record within one sector (a broadcast, a lone lane): its first active lane's
+            sub = at[single]
+            mask = records["mask"][sub]
+            lane = np.bitwise_count((mask & (np.uint32(0) - mask)) - np.uint32(1))
+            sectors.append(_distinct_values(records["addr"][sub, lane] >> np.uint64(5)))
+            at = at[~single]
+            if not len(at):
+                continue
+        # consecutive records are a slice of the trace, not a copy
+        part = records[at[0] : at[-1] + 1] if at[-1] - at[0] == len(at) - 1 else records[at]
+        sectors.append(_distinct_values(touched_lines(part, 32)[1]))
     distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
     per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
-    weight = record_weights(records[glob])  # a sampled loop's records stand for the skipped
+    # a sampled loop's records stand for the skipped: record_weights of the global records, from
+    # their field alone (no copy of the records)
+    extra = records["extra"][glob]
+    weight = extra.astype(np.float64) + 1.0 if extra.any() else None
     clocks = float(per_clock.sum() if weight is None else (per_clock * weight).sum())
     return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
 

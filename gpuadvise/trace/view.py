@@ -169,7 +169,7 @@ class TraceView:
         max_lanes: int = MAX_VIEW_LANES,
     ) -> None:
         from gpuadvise.model.banks import active_lanes
-        from gpuadvise.model.coalescing import record_sectors
+        from gpuadvise.model.coalescing import cached_global_sectors, record_sectors
 
         self.grid = tuple(int(g) for g in trace.grid)
         self.block = tuple(int(b) for b in trace.block)
@@ -202,8 +202,11 @@ class TraceView:
                 kept = warps[np.unique(pick)]
                 glob &= np.isin(all_recs["warp"], kept)
                 warp_scale = len(warps) / len(kept)
-        recs = all_recs[glob]
-        recs, weight = _first_iterations(recs, MAX_WARP_LANES)
+        rows = np.flatnonzero(glob)  # the view's records' indices in the trace
+        recs = all_recs[rows]
+        first, weight = _kept_iterations(recs, MAX_WARP_LANES)
+        if first is not None:
+            recs, rows = recs[first], rows[first]
         self.iterations_sampled = weight is not None or trace.sampled_iterations
         self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
         # the emulator's own sampling of long loops: a record stands for 1 + extra executions
@@ -217,7 +220,10 @@ class TraceView:
         self.scale = (
             (self.total_ctas if stand_for is None else stand_for) / max(len(ctas), 1) * warp_scale
         )
-        rs = record_sectors(recs)
+        # the trace's per-record sectors when the coalescing model made them (issue 31)
+        whole = cached_global_sectors(all_recs)
+        rs = record_sectors(recs) if whole is None else whole.take(rows)
+        self.sector_counts = rs  # sectors, bytes and lines per record of the view
         self.rec_sectors = rs.sectors.astype(np.int64)
         self.rec_ideal = rs.ideal.astype(np.int64)
         act = active_lanes(recs["mask"]) if len(recs) else np.zeros((0, WARP), bool)
@@ -441,13 +447,21 @@ def _first_iterations(
     ``max_warp_lanes / 32`` records each on average; and each kept record's weight (the
     records of its (CTA, warp, instruction) over those kept). ``(recs, None)`` when no warp has
     more than ``max_warp_lanes`` active lanes."""
+    kept, weight = _kept_iterations(recs, max_warp_lanes)
+    return (recs, None) if kept is None else (recs[kept], weight)
+
+
+def _kept_iterations(
+    recs: np.ndarray, max_warp_lanes: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """:func:`_first_iterations` as a mask of the records kept (None: all, with no weight)."""
     if not len(recs):
-        return recs, None
+        return None, None
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
     wu, wi = np.unique(wkey, return_inverse=True)
     lanes = np.bincount(wi, weights=np.bitwise_count(recs["mask"]), minlength=len(wu))
     if lanes.max() <= max_warp_lanes:
-        return recs, None
+        return None, None
     n_inst = int(recs["inst"].max()) + 1
     gkey = wi.astype(np.int64) * n_inst + recs["inst"].astype(np.int64)
     order = np.argsort(gkey, kind="stable")  # each group's records in execution order
@@ -469,7 +483,7 @@ def _first_iterations(
     weight_of_group = sizes / np.minimum(sizes, k)
     group_of = np.empty(len(recs), np.int64)
     group_of[order] = np.repeat(np.arange(len(sizes)), sizes)
-    return recs[kept], weight_of_group[group_of[kept]].astype(np.float64)
+    return kept, weight_of_group[group_of[kept]].astype(np.float64)
 
 
 def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
