@@ -74,6 +74,8 @@ def test_folder(source: Path) -> None:
     flagged = {k for k in kernels if any(_in_kernel(source, k, line) for line in marks)}
     if source.parent.name == "staging":  # the direct reads carry GA305, the mirror of GA307
         flagged -= {"box3_direct"}
+    if source.parent.name == "divergence":  # the uniform loop, no branch, is compute-bound (GA405)
+        flagged -= {"uniform_work"}
     assert flagged and set(kernels) - flagged, "a source keeps bad and good spellings side by side"
 
 
