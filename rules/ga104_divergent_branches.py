@@ -39,17 +39,6 @@ class Divergence(FindingDetails):
     warp_executions: int
 
 
-def _profile(ctx: RuleContext) -> Any:
-    ctx.trace  # noqa: B018 - the SIMT counts come with the emulator's trace
-    emu = ctx.emulation
-    simt = emu.simt if emu is not None else None
-    if simt is None:
-        raise ModelUnavailable(
-            "no SIMT counts: they come from the CPU emulator's trace (the GPU tracer has none)"
-        )
-    return simt
-
-
 class DivergentBranches(Rule):
     """A branch that splits warps so that many lanes idle while the others execute.
 
@@ -113,7 +102,7 @@ class DivergentBranches(Rule):
     options = {"max_efficiency": 0.9, "min_lost_fraction": 0.05}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        simt = _profile(ctx)
+        simt = ctx.simt
         if simt.warp_instructions == 0 or simt.efficiency > float(ctx.option("max_efficiency")):
             return
         # branches grouped by source line (an unrolled loop has one per iteration)

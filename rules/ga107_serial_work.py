@@ -41,17 +41,6 @@ class Serial(FindingDetails):
     share: float
 
 
-def _simt(ctx: RuleContext) -> Any:
-    ctx.trace  # noqa: B018 - the SIMT counts come with the emulator's trace
-    emu = ctx.emulation
-    simt = emu.simt if emu is not None else None
-    if simt is None:
-        raise ModelUnavailable(
-            "no SIMT counts: they come from the CPU emulator's trace (the GPU tracer has none)"
-        )
-    return simt
-
-
 def _gain(ctx: RuleContext, region: Any) -> float:
     """How many times more threads could run the region's work: the CTA's threads over those
     that run it; for a launch of one warp or less, the device's resident threads."""
@@ -181,7 +170,7 @@ class SerialWork(Rule):
     options = {"min_share": 0.08, "min_gain": 4.0, "min_instructions": 64}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        simt = _simt(ctx)
+        simt = ctx.simt
         if not simt.regions:
             return
         rates = memory_rates(ctx.device)

@@ -536,6 +536,19 @@ class RuleContext:
         """The tracer's counts when the pipeline traced the kernel (never computed for a rule)."""
         return self._models.emulation
 
+    @property
+    def simt(self) -> SimtProfile:
+        """The SIMT profile of the traced launch (active lanes per line and branch, the serial
+        regions, issued work by pipe per line); it comes with the CPU emulator's trace, and is
+        unavailable with the GPU tracer's."""
+        self.trace  # noqa: B018 - the SIMT counts come with the emulator's trace
+        emu = self.emulation
+        if emu is None or emu.simt is None:
+            raise ModelUnavailable(
+                "no SIMT counts: they come from the CPU emulator's trace (the GPU tracer has none)"
+            )
+        return emu.simt
+
     # services
 
     @property
