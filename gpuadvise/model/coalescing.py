@@ -22,12 +22,12 @@ hardware; constant accesses go through another cache). Vectorized over records i
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.model.lines import (
     Counts,
@@ -186,7 +186,7 @@ def record_sectors(records: np.ndarray) -> RecordSectors:
     return RecordSectors(sectors, nbytes, lines)
 
 
-_GLOBAL_SECTORS: dict[int, tuple[weakref.ref[np.ndarray], RecordSectors]] = {}
+_GLOBAL_SECTORS: IdentityMemo[np.ndarray, RecordSectors] = IdentityMemo()
 
 
 def global_sectors(records: np.ndarray) -> RecordSectors:
@@ -194,20 +194,12 @@ def global_sectors(records: np.ndarray) -> RecordSectors:
     records of other spaces), computed once per records array while it lives: the coalescing
     model, the trace view, the estimates and GA303 read the same trace's (issue 31). The array
     must not change in place after the first call (no trace's does)."""
-    key = id(records)
-    got = _GLOBAL_SECTORS.get(key)
-    if got is not None and got[0]() is records:
-        return got[1]
-    rs = _global_sectors(records)
-    _GLOBAL_SECTORS[key] = (weakref.ref(records), rs)
-    weakref.finalize(records, _GLOBAL_SECTORS.pop, key, None)
-    return rs
+    return _GLOBAL_SECTORS(records, _global_sectors)
 
 
 def cached_global_sectors(records: np.ndarray) -> RecordSectors | None:
     """:func:`global_sectors` of ``records`` if some caller already made them, else None."""
-    got = _GLOBAL_SECTORS.get(id(records))
-    return got[1] if got is not None and got[0]() is records else None
+    return _GLOBAL_SECTORS.peek(records)
 
 
 def _global_sectors(records: np.ndarray) -> RecordSectors:

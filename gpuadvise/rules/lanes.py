@@ -7,11 +7,11 @@ Pure: the trace's records, no I/O.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.banks import atomic_contention
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
@@ -41,18 +41,13 @@ class UniformLanes:
         )
 
 
-_MEMO: dict[int, tuple[weakref.ref[AccessTrace], UniformLanes | None]] = {}
+_MEMO: IdentityMemo[AccessTrace, UniformLanes | None] = IdentityMemo()
 
 
 def uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     """The :class:`UniformLanes` of the trace's global loads and stores; None without a store of
     two or more active lanes. Computed once per trace (GA105, GA102 and GA106 ask)."""
-    got = _MEMO.get(id(trace))
-    if got is None or got[0]() is not trace:
-        got = (weakref.ref(trace), _uniform_lanes(trace))
-        _MEMO[id(trace)] = got
-        weakref.finalize(trace, _MEMO.pop, id(trace), None)
-    return got[1]
+    return _MEMO(trace, _uniform_lanes)
 
 
 def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:

@@ -94,7 +94,7 @@ def test_a_new_records_array_is_measured_anew() -> None:
     key = id(other)
     del other
     gc.collect()
-    assert key not in coalescing._GLOBAL_SECTORS  # dropped with its array
+    assert key not in coalescing._GLOBAL_SECTORS._values  # dropped with its array
 
 
 def test_distinct_sectors_of_one_sector_records() -> None:
