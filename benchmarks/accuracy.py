@@ -35,7 +35,9 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,10 @@ def corpus_cases() -> tuple[list[Case], list[str]]:
     return out, skipped
 
 
+# a finding's variant_safety (run.py's results.json) when its variant is built and timed
+MEASURABLE_SAFETY = ("automatic-and-verified", "proxy", "launch-change", "flag-change")
+
+
 def _measurable(variant: dict | None) -> bool:
     """Whether the measurement stage can build a finding's variant (its JSON)."""
     v = variant or {}
@@ -145,15 +151,23 @@ def measurable_names(path: Path) -> set[str]:
     results.json (its runs' findings)."""
     doc = json.loads(path.read_text())
     names = {r["kernel"] for r in doc.get("rows", []) if r.get("measurable")}
-    for run in doc.get("runs", []):
-        if any(_measurable(f.get("variant")) for f in run.get("findings", [])):
+    for run in doc.get("runs", []):  # run.py keeps each finding's variant_safety, not its variant
+        if any(_measurable(f.get("variant")) or f.get("variant_safety") in MEASURABLE_SAFETY
+               for f in run.get("findings", [])):  # fmt: skip
             names.add(run["name"])
     return names
 
 
-def run_case(case: Case, *, measure: bool, gpu: str | None, timeout_s: float) -> dict[str, Any]:
-    """The analyze JSON of one case, or ``{"error": ...}``."""
+def run_case(
+    case: Case, *, measure: bool, gpu: str | None, timeout_s: float, lock: Path | None = None
+) -> dict[str, Any]:
+    """The analyze JSON of one case, or ``{"error": ...}``. With ``lock`` (several cases at a
+    time) the analysis runs under benchmarks/corpus/locked_analyze.py, whose ``flock`` on that
+    file lets one process at a time measure: the GPU's timings never overlap."""
     cmd = case.cmd + ["--measure" if measure else "--no-measure"]
+    if lock is not None:
+        i = cmd.index("analyze")
+        cmd = [cmd[0], str(CORPUS / "locked_analyze.py"), str(lock), *cmd[i + 1 :]]
     if gpu:
         cmd += ["--gpu", gpu]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -449,27 +463,31 @@ def main() -> int:
                     help="estimates only (a CPU check that every case analyzes)")  # fmt: skip
     ap.add_argument("--gpu", help="the device model (default: the live GPU)")
     ap.add_argument("--timeout", type=float, default=420.0, help="seconds per case (420)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cases analysed at a time; their measurements still one at a time (1)")  # fmt: skip
     a = ap.parse_args()
     keep = measurable_names(a.measurable_from) if a.measurable_from else None
     todo, errors = select_cases(a.suites, a.only, a.shard, keep)
     for e in errors:
         print(e, flush=True)
     rows = []
-    for case in todo:
+    lock = None
+    if a.jobs > 1:
+        lock = Path(tempfile.mkdtemp(prefix="accuracy-")) / "measure.lock"
+
+    def one(case: Case) -> tuple[Case, dict[str, Any], float]:
         t0 = time.perf_counter()
-        doc = run_case(case, measure=a.measure, gpu=a.gpu, timeout_s=a.timeout)
-        wall = time.perf_counter() - t0
-        if "error" in doc:
-            errors.append(f"{case.name}: {doc['error']}")
-            print(errors[-1], flush=True)
-            continue
-        print(f"{case.name}: {len(doc['findings'])} findings [{wall:.1f} s]", flush=True)
-        for f in doc["findings"]:
-            row = finding_row(case, f, wall)
-            rows.append(row)
-            _print_row(row)
-        if a.json:  # kept as it grows: a run cut at a time limit keeps the cases it finished
-            a.json.write_text(json.dumps({"rows": rows, "speed": None, "errors": errors}, indent=1))
+        doc = run_case(case, measure=a.measure, gpu=a.gpu, timeout_s=a.timeout, lock=lock)
+        return case, doc, time.perf_counter() - t0
+
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        for fut in as_completed([pool.submit(one, c) for c in todo]):
+            case, doc, wall = fut.result()
+            _take(case, doc, wall, rows, errors)
+            if a.json:  # kept as it grows: a run cut at a time limit keeps the cases it finished
+                a.json.write_text(
+                    json.dumps({"rows": rows, "speed": None, "errors": errors}, indent=1)
+                )
     for line in summary_lines(rows):
         print(line)
     if a.md:
@@ -478,6 +496,19 @@ def main() -> int:
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "speed": speed, "errors": errors}, indent=1))
     return 0
+
+
+def _take(case: Case, doc: dict, wall: float, rows: list, errors: list) -> None:
+    """One case's findings into ``rows`` (printed), or its error into ``errors``."""
+    if "error" in doc:
+        errors.append(f"{case.name}: {doc['error']}")
+        print(errors[-1], flush=True)
+        return
+    print(f"{case.name}: {len(doc['findings'])} findings [{wall:.1f} s]", flush=True)
+    for f in doc["findings"]:
+        row = finding_row(case, f, wall)
+        rows.append(row)
+        _print_row(row)
 
 
 if __name__ == "__main__":
