@@ -11,7 +11,7 @@ from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer
 
 _STRUCT_CODES = {
     "f4": "f", "f8": "d", "i4": "i", "u4": "I", "i8": "q", "u8": "Q", "i2": "h", "u2": "H",
-    "i1": "b", "u1": "B", "b1": "?",
+    "i1": "b", "u1": "B", "b1": "?", "?": "?",  # numpy spells bool "?"
 }  # fmt: skip
 
 

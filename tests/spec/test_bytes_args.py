@@ -91,3 +91,16 @@ def test_runner_passes_the_bytes_at_the_struct_alignment():
     packed = struct.pack(fmt, 0xAB, 7, bytes(range(16)), 1.0)
     assert packed[16:32] == bytes(range(16)) and len(packed) == 36
     assert param_format([Param("scalar", "i", 1), Param("scalar", "8s", P, align=4)]) == "i8s"
+
+
+def test_a_bool_passes_by_value_as_one_byte():
+    # HeCBench zeropoint's `bool preserve_sparsity`: the measurement refused to build every variant
+    from gpuadvise.spec.cuda_types import lookup
+
+    ct = lookup("bool")
+    assert ct is not None
+    for given, want in ((1, True), (0, False), (True, True)):
+        p = scalar_param(ResolvedArg("preserve_sparsity", 1, ct, given))
+        assert (p.fmt, bool(p.value)) == ("?", want)
+    fmt = param_format([Param("buffer", "P"), p, Param("scalar", "i", 3)])
+    assert struct.calcsize(fmt) == 16  # the bool at offset 8, the int aligned to 12, as nvcc has it
