@@ -117,7 +117,7 @@ def corpus_cases() -> tuple[list[Case], list[str]]:
 
     c = corpus.load()
     corpus_run.c_repos.update(c.repos)
-    opts = _argparse.Namespace(gpu="H100", check=False, measure=False, extra=[])
+    opts = _argparse.Namespace(gpu="H100", check=False, measure=False, fixes=False, extra=[])
     out, skipped = [], []
     for k in c.kernels:
         try:

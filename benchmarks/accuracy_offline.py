@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import (  # noqa: E402
     ROOT,
     Case,
+    corpus_cases,
     finding_row,
     kernel_cases,
     public_cases,
@@ -92,6 +93,8 @@ def main() -> int:
     cases = kernel_cases()
     if any(s == "public" for s, _ in wanted):
         cases += public_cases()[0]
+    if any(s == "corpus" for s, _ in wanted):
+        cases += corpus_cases()[0]
     todo = [c for c in cases if (c.suite, c.name) in wanted and (not a.only or a.only in c.name)]
     stored = [
         r for r in stored if any((c.suite, c.name) == (r["suite"], r["kernel"]) for c in todo)
