@@ -29,7 +29,7 @@ Pure arithmetic: no I/O, no numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
 from gpuadvise.model.execution import (
@@ -365,6 +365,13 @@ def launch_times(
     )
 
 
+def ceiling(times: LaunchTimes) -> LaunchTimes:
+    """``times`` with nothing overlapped: the latency side after the throughput side, memory
+    after compute. The most a launch of these terms is taken to need, for the before side of an
+    upper bound."""
+    return replace(times, norm=1.0, hidden=0.0)
+
+
 # The time no launch goes below: an empty kernel's launch-to-completion on the GPU, which every
 # timed launch pays on top of its work. Measured 2.8 us on an H200 (issue 29's measurement: a
 # one-CTA kernel of 12.0 us against 2.8 us empty); 3.2-4.6 us per stream launch of a tiny kernel
@@ -412,7 +419,11 @@ class LaunchEstimate:
 
     @property
     def bound(self) -> float:
-        return max(self.before.time_s / self.after_floor.time_s, self.point)
+        """The launch as it is at its :func:`ceiling` (its sides in series) over the change at
+        its floor: the model's overlap of latency with throughput, and of memory with compute,
+        is a prediction; a bound does not lean on it (issue 29: five bounds on strangers'
+        kernels broke where the sides had added up on the GPU)."""
+        return max(ceiling(self.before).time_s / self.after_floor.time_s, self.point)
 
     def method(self, what: str, rates: MemoryRates) -> str:
         b, a = self.before, self.after
@@ -442,8 +453,9 @@ class LaunchEstimate:
             f"{rates.source}; memory and compute overlapping but for 1/warps-per-scheduler of "
             f"the smaller: {1 - b.hidden:.0%} of it before, {1 - a.hidden:.0%} after; the "
             f"latency side and the throughput side added as a {b.norm:g}-norm); upper "
-            f"bound {self.bound:.2f}x (after at peak DRAM bandwidth, the L2's best "
-            "partial-store rate, full overlap, the largest term alone, no CTA turnaround). "
+            f"bound {self.bound:.2f}x (before at its ceiling, nothing overlapped; after at "
+            "peak DRAM bandwidth, the L2's best partial-store rate, full overlap, the largest "
+            "term alone, no CTA turnaround). "
         )
         if b.compute is not None:
             text += f"Before: {b.compute.describe()}. "

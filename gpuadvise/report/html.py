@@ -685,6 +685,9 @@ def _estimate_label(est: Mapping[str, Any] | None) -> str:
         return "not estimated"
     s = float(est["speedup"])
     if est.get("kind") == "upper-bound":
+        p = (est.get("inputs") or {}).get("point_speedup")
+        if isinstance(p, int | float) and 1.0 <= p and round(p, 2) < round(s, 2):
+            return f"~{p:.2f}×, ≤ {s:.2f}× (point, upper bound)"
         return f"≤ {s:.2f}× (upper bound)"
     return f"~{s:.2f}× ({est.get('kind') or 'estimate'})"
 

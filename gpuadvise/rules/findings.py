@@ -107,8 +107,24 @@ class Estimate:
     def label(self) -> str:
         if self.speedup is None:
             return "no estimate"
-        prefix = "≤ " if self.kind == "upper-bound" else "~"
-        return f"{prefix}{self.speedup:.2f}x (estimated{', upper bound' if prefix == '≤ ' else ''})"
+        if self.kind != "upper-bound":
+            return f"~{self.speedup:.2f}x (estimated)"
+        point = self.point
+        if point is not None:  # issue 29: a point and an upper bound
+            return f"~{point:.2f}x, ≤ {self.speedup:.2f}x (estimated: point, upper bound)"
+        return f"≤ {self.speedup:.2f}x (estimated, upper bound)"
+
+    @property
+    def point(self) -> float | None:
+        """An upper bound's point prediction (``inputs["point_speedup"]``), where it has one
+        below the bound by at least 0.005 and at least 1; None otherwise (a point estimate is
+        its own ``speedup``)."""
+        p = self.inputs.get("point_speedup") if self.kind == "upper-bound" else None
+        if not isinstance(p, int | float) or self.speedup is None:
+            return None
+        if p < 1.0 or round(float(p), 2) >= round(self.speedup, 2):
+            return None
+        return float(p)
 
     def to_dict(self) -> dict[str, Any]:
         return {
