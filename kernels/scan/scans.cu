@@ -33,11 +33,11 @@ __global__ void hillis_volatile(const unsigned* in, unsigned* out, unsigned n) {
 }
 
 // 2. Double-buffered (GPU Gems 3, 39.2.1's naive scan) in a template, the step a lambda.
-template <typename T, int B>
-__global__ void hillis_tmpl(const T* in, T* out, int n) {
-    __shared__ T buf[2][B];
+template <int B>
+__global__ void hillis_tmpl(const int* in, int* out, int n) {
+    __shared__ int buf[2][B];
     int t = threadIdx.x, i = blockIdx.x * B + t, src = 0;
-    buf[0][t] = i < n ? in[i] : T(0);
+    buf[0][t] = i < n ? in[i] : 0;
     __syncthreads();
     auto step = [&](int d) {
         buf[1 - src][t] = t >= d ? buf[src][t] + buf[src][t - d] : buf[src][t];  // expect: GA209
@@ -47,7 +47,7 @@ __global__ void hillis_tmpl(const T* in, T* out, int n) {
     for (int d = 1; d < B; d *= 2) step(d);
     if (i < n) out[i] = buf[src][t];
 }
-template __global__ void hillis_tmpl<int, 256>(const int*, int*, int);
+template __global__ void hillis_tmpl<256>(const int*, int*, int);
 
 // 3. Blelloch's work-efficient exclusive scan of 2 * THREADS values, the indices by macros.
 __global__ void blelloch(const unsigned* in, unsigned* out, unsigned n) {
