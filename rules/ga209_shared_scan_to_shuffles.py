@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuadvise.rules import (
+    WARP,
     Estimate,
     Evidence,
     Finding,
@@ -15,14 +16,14 @@ from gpuadvise.rules import (
     ModelUnavailable,
     Rule,
     RuleContext,
+    ScanChange,
     Variant,
     counted,
     launch_change_estimate,
+    scans_of,
     view_traffic,
+    with_scan_shuffled,
 )
-from gpuadvise.rules.scans import ScanChange, scans_of, with_scan_shuffled
-
-WARP = 32
 
 
 @dataclass(frozen=True)
