@@ -99,3 +99,13 @@ def test_a_scan_in_a_helper_is_reported_there(tmp_path):
     assert ev(f)["call_site_line"] == call and f"called at line {call}" in f.message
     assert "7 steps (distances 1, 2, 4, 8, 16, 32, 64)" in f.message
     assert "14 barriers a scan" in f.message
+
+
+def test_the_fix_scans_like_the_kernels_it_replaces():
+    """The docstring's fix (``shuffle_scan``) computes the inclusive scan of each CTA's values
+    that ``hillis_volatile`` computes (on the emulator, the first two CTAs, the same inputs)."""
+    a = analyze(SRC, "hillis_volatile", 2)
+    b = analyze(SRC, "shuffle_scan", 2)
+    want, got = a.memory.outputs["out"][:512], b.memory.outputs["out"][:512]
+    assert want[255] > 0 and (want[1:256] >= want[:255]).all()
+    assert got.tobytes() == want.tobytes()
