@@ -38,6 +38,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA206": ("one-element-per-thread",),
     "GA207": ("contended-atomics",),
     "GA208": ("contended-atomics",),
+    "GA209": ("shared-tree-shuffles",),
     "GA301": ("uncoalesced-strided", "aos-fields", "data-dependent-gather"),
     "GA302": ("aos-fields",),
     "GA303": ("scalar-access",),

@@ -144,6 +144,7 @@ from gpuadvise.rules.scalar_runs import (
     scalar_pieces,
     scalar_run_estimate,
 )
+from gpuadvise.rules.scans import ScanChange, scans_of, with_scan_shuffled
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
 from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
@@ -286,6 +287,8 @@ __all__ = [
     "SCALAR_NOTE_BELOW",
     "scalar_pieces",
     "scalar_run_estimate",
+    "ScanChange",
+    "scans_of",
     "serial_updates",
     "shared_layout",
     "shared_wavefront_estimate",
@@ -327,6 +330,7 @@ __all__ = [
     "warp_footprint",
     "whole_records",
     "with_floor",
+    "with_scan_shuffled",
     "with_serial_updates",
     "work_ratio",
 ]

@@ -1,0 +1,273 @@
+"""GA209 shared-scan-to-shuffles: a prefix sum scanned in shared memory, steps below a warp
+included, where ``__shfl_up_sync`` does them in registers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuadvise.rules import (
+    WARP,
+    Estimate,
+    Evidence,
+    Finding,
+    FindingDetails,
+    ModelUnavailable,
+    Rule,
+    RuleContext,
+    ScanChange,
+    Variant,
+    counted,
+    launch_change_estimate,
+    scans_of,
+    view_traffic,
+    with_scan_shuffled,
+)
+
+
+@dataclass(frozen=True)
+class ScanSteps(FindingDetails):
+    """A scan of the traced CTA: its kind, distances, barriers (fill to last step), the steps
+    below a warp, the warps it spans, side-by-side scans, down-sweep steps, runs per CTA,
+    shared lane accesses per run, and whether it runs with no barrier (warp-synchronous)."""
+
+    kind: str
+    distances: tuple[int, ...]
+    barriers: int
+    warp_steps: int
+    warps: int
+    segments: int
+    down_steps: int
+    runs: int
+    shared_accesses: int
+    warp_synchronous: bool
+
+    def change(self) -> ScanChange:
+        return ScanChange(
+            len(self.distances) + self.down_steps,
+            self.barriers,
+            self.warp_steps,
+            self.warps,
+            self.segments > 1,
+            self.shared_accesses,
+            self.runs,
+        )
+
+
+class SharedScanToShuffles(Rule):
+    """A prefix sum (scan) done step by step in shared memory, its steps below a warp included.
+
+    What it detects
+    ---------------
+    From the emulator's trace (``gpuadvise.model.scan``), whatever the spelling: a scan in
+    shared memory, each step storing ``s[i] + s[i - d]`` into ``s[i]`` with ``d`` doubling from
+    1 (Hillis-Steele / Kogge-Stone, in place or double-buffered; Blelloch's work-efficient
+    up-sweep, ``temp[bi] += temp[ai]``, with its down-sweep), at least three steps, steps below
+    distance 32 included. Reported at the store of its first step (in a helper function, there).
+    A warp's scan whose steps pass no barrier and no ``__syncwarp`` (``volatile`` memory and
+    implicit warp synchrony) is reported as the race it is since Volta. Silent on a kernel that
+    already shuffles when every step of its shared scan has at most 32 threads (the cross-warp
+    step of a shuffle scan).
+
+    Why it is slow
+    --------------
+    Each step is a shared load, an add and a shared store by every thread, and a block-wide
+    scan needs a barrier between steps (two over one array: one before the read, one before the
+    write). The steps below distance 32 never leave a warp: ``__shfl_up_sync`` exchanges the
+    values in registers with the synchronisation built in, so a block's scan becomes five
+    shuffles per warp, one step across the warps' totals through shared memory and two
+    barriers, where an 8-step Hillis-Steele scan of 256 values has 16 and a Blelloch scan of
+    1024 values 20 (half of them with at most one warp working).
+
+    Example
+    -------
+    ``kernels/scan/scans.cu``: ``hillis_volatile`` (cuda-samples' scan1Inclusive, padded, two
+    barriers a step), ``hillis_tmpl<256>`` (double-buffered), ``blelloch`` (the up- and
+    down-sweep), ``warp_scan_racy`` (hecbench radixsort's scanwarp); ``shuffle_scan`` is the fix.
+
+    Fix
+    ---
+    Scan each warp's values with shuffles, then the warps' totals::
+
+        unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        for (int d = 1; d < 32; d <<= 1) {
+            T y = __shfl_up_sync(0xffffffffu, v, d);
+            if (lane >= d) v += y;
+        }
+        if (lane == 31) totals[warp] = v;
+        __syncthreads();
+        if (warp == 0) {  // scan the warps' totals the same way
+            T t = lane < nwarps ? totals[lane] : 0;
+            for (int d = 1; d < 32; d <<= 1) {
+                T y = __shfl_up_sync(0xffffffffu, t, d);
+                if (lane >= d) t += y;
+            }
+            totals[lane] = t;
+        }
+        __syncthreads();
+        if (warp > 0) v += totals[warp - 1];
+
+    How the estimate is made
+    ------------------------
+    On the launch model: the traced launch against the same launch whose CTAs run each scan
+    (as many times as the traced CTA does) with shuffles: the scan's barriers and a shared load
+    a step off the critical warp's chain (two barriers, two shared loads and the totals' shuffles
+    added back for a block's scan), its shared requests off the pipes and the shared data path,
+    the shuffles added to them. An upper bound (the model's after side at peak rates). A warp's
+    racy scan is a correctness fix: not estimated.
+
+    Fix safety
+    ----------
+    Advice, no diff: the rewrite changes how the scan's values flow (registers, the warps'
+    totals), which the kernel's other uses of the array may depend on. Integer sums come out
+    the same; a float scan's additions are regrouped, its rounding may differ in the last bits.
+    """
+
+    id = "GA209"
+    name = "shared-scan-to-shuffles"
+    title = "Prefix sum scanned in shared memory where warp shuffles would do"
+    severity = "warning"
+    models = ("trace",)
+    options = {}
+
+    def detect(self, ctx: RuleContext) -> Iterator[Finding]:
+        shuffles = "shfl.sync" in ctx.kernel_ptx
+        seen: set[int | None] = set()
+        for s in scans_of(ctx.trace):
+            small = s.warp_steps
+            if len(small) < 2:
+                continue
+            if shuffles and all(p.active_threads <= WARP for p in s.steps):
+                continue  # a shuffle scan's step across the warps' totals
+            racy = s.warp_synchronous and not ctx.syncs_warps and s.threads > 1
+            line = next((ln for f, ln in s.steps[0].lines if ln and ctx.same_file(f)), None)
+            site = next((ln for f, ln in s.steps[0].call_sites if ln and ctx.same_file(f)), None)
+            if line in seen:
+                continue
+            seen.add(line)
+            warps = max(p.warps for p in s.steps)
+            dists = ", ".join(str(p.distance) for p in s.steps)
+            where = f" (called at line {site})" if site and site != line else ""
+            n_small = len(small)
+            if racy:
+                who = (
+                    f"each of {s.segments} warps scans its values"
+                    if s.segments > 1
+                    else f"{s.steps[0].active_threads} threads scan their values"
+                )
+                text = (
+                    f"{who} in shared memory{where} (distances {dists}) with neither a barrier "
+                    "nor __syncwarp between the steps: implicit warp synchrony, a race since "
+                    "Volta's independent thread scheduling. __shfl_up_sync(0xffffffff, v, d) "
+                    "does the steps in registers, synchronised"
+                )
+            elif s.kind == "work-efficient":
+                few = sum(1 for p in s.steps if p.active_threads <= WARP)
+                text = (
+                    f"a work-efficient (Blelloch) scan in shared memory{where}: "
+                    f"{len(s.steps)} up-sweep steps (distances {dists})"
+                    + (f" and {s.down_steps} down-sweep steps" if s.down_steps else "")
+                    + f", {counted(s.barriers, 'barrier')} a scan, {few} up-sweep steps by at "
+                    f"most one warp while the others of the {warps} wait: scan each warp's "
+                    "values with __shfl_up_sync, then the warps' totals (2 barriers)"
+                )
+            else:
+                text = (
+                    f"a Hillis-Steele scan in shared memory{where}: {len(s.steps)} steps "
+                    f"(distances {dists}), {counted(s.barriers, 'barrier')} a scan; its "
+                    f"{n_small} steps below distance 32 never leave a warp: do them with "
+                    "__shfl_up_sync (no barrier, no shared traffic)"
+                    + (
+                        f", then one step across the {warps} warps' totals (2 barriers)"
+                        if warps > 1 and s.segments == 1
+                        else ""
+                    )
+                )
+            if s.runs > 1:
+                text += f"; the CTA runs it {s.runs} times"
+            yield self.finding(
+                ctx,
+                text,
+                line=line,
+                evidence=[
+                    Evidence("scan_steps", len(s.steps), 3, ">="),
+                    Evidence("steps_below_a_warp", n_small, 2, ">="),
+                    Evidence("barriers_per_scan", s.barriers, unit="barriers"),
+                    Evidence("scans_per_cta", s.runs),
+                    Evidence("source", "trace"),
+                    *([Evidence("call_site_line", site)] if site and site != line else []),
+                ],
+                details=ScanSteps(
+                    s.kind,
+                    tuple(p.distance for p in s.steps),
+                    s.barriers,
+                    n_small,
+                    warps,
+                    s.segments,
+                    s.down_steps,
+                    s.runs,
+                    s.shared_accesses,
+                    racy,
+                ),
+            )
+
+    def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
+        d = finding.details_as(ScanSteps)
+        shuffles, loads, barriers = d.change().after()
+        inputs: dict[str, Any] = {
+            "scans_per_cta": d.runs,
+            "barriers_per_scan": d.barriers,
+            "barriers_after": barriers,
+            "shared_steps": len(d.distances) + d.down_steps,
+            "shuffles_after": shuffles,
+        }
+        if d.warp_synchronous:
+            return Estimate(
+                None,
+                "none",
+                "not estimated: a correctness fix (the steps race without __syncwarp); the "
+                f"shuffles replace {len(d.distances)} shared steps a scan",
+                inputs,
+            )
+        try:
+            base = view_traffic(ctx.device, ctx.trace_view)
+        except ModelUnavailable as exc:
+            return Estimate(None, "none", f"not estimated: {exc.message}", inputs)
+        if base.work is None:
+            return Estimate(None, "none", "not estimated: no execution model of the launch", inputs)
+        work, requests = with_scan_shuffled(base.work, d.change())
+        ways = base.shared_wavefronts / base.shared_requests if base.shared_requests else 1.0
+        saved = requests * base.work.ctas
+        after = replace(
+            base,
+            work=work,
+            shared_requests=max(base.shared_requests - saved, 0.0),
+            shared_wavefronts=max(base.shared_wavefronts - saved * ways, 0.0),
+        )
+        inputs["shared_requests_saved_per_cta"] = requests
+        est = launch_change_estimate(
+            ctx.device,
+            base,
+            after,
+            f"each CTA's {d.runs} scan(s) with shuffles: {d.barriers} barriers made "
+            f"{barriers}, {len(d.distances) + d.down_steps} shared steps made {shuffles} "
+            f"shuffles and {loads} shared loads a scan",
+            inputs,
+        )
+        if est is None:
+            return Estimate(None, "none", "not estimated: no launch model on this device", inputs)
+        return est
+
+    def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
+        d = finding.details_as(ScanSteps)
+        what = (
+            "scan each warp's values in registers with __shfl_up_sync(0xffffffff, v, d) for d "
+            "= 1, 2, 4, 8, 16 (adding when lane >= d)"
+        )
+        if d.warps > 1 and d.segments == 1:
+            what += (
+                "; lane 31 stores its warp's total, a barrier, the first warp scans the totals "
+                "the same way, a barrier, each warp adds the totals before it"
+            )
+        return Variant("display-only", f"{what} (no diff: the rewrite is not automated)")
