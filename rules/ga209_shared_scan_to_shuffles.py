@@ -4,7 +4,7 @@ included, where ``__shfl_up_sync`` does them in registers."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuadvise.rules import (
@@ -19,10 +19,8 @@ from gpuadvise.rules import (
     ScanChange,
     Variant,
     counted,
-    launch_change_estimate,
     scans_of,
-    view_traffic,
-    with_scan_shuffled,
+    shuffled_estimate,
 )
 
 
@@ -231,33 +229,17 @@ class SharedScanToShuffles(Rule):
                 inputs,
             )
         try:
-            base = view_traffic(ctx.device, ctx.trace_view)
+            return shuffled_estimate(
+                ctx.device,
+                ctx.trace_view,
+                d.change(),
+                f"each CTA's {d.runs} scan(s) with shuffles: {d.barriers} barriers made "
+                f"{barriers}, {len(d.distances) + d.down_steps} shared steps made {shuffles} "
+                f"shuffles and {loads} shared loads a scan",
+                inputs,
+            )
         except ModelUnavailable as exc:
             return Estimate(None, "none", f"not estimated: {exc.message}", inputs)
-        if base.work is None:
-            return Estimate(None, "none", "not estimated: no execution model of the launch", inputs)
-        work, requests = with_scan_shuffled(base.work, d.change())
-        ways = base.shared_wavefronts / base.shared_requests if base.shared_requests else 1.0
-        saved = requests * base.work.ctas
-        after = replace(
-            base,
-            work=work,
-            shared_requests=max(base.shared_requests - saved, 0.0),
-            shared_wavefronts=max(base.shared_wavefronts - saved * ways, 0.0),
-        )
-        inputs["shared_requests_saved_per_cta"] = requests
-        est = launch_change_estimate(
-            ctx.device,
-            base,
-            after,
-            f"each CTA's {d.runs} scan(s) with shuffles: {d.barriers} barriers made "
-            f"{barriers}, {len(d.distances) + d.down_steps} shared steps made {shuffles} "
-            f"shuffles and {loads} shared loads a scan",
-            inputs,
-        )
-        if est is None:
-            return Estimate(None, "none", "not estimated: no launch model on this device", inputs)
-        return est
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(ScanSteps)

@@ -144,7 +144,13 @@ from gpuadvise.rules.scalar_runs import (
     scalar_pieces,
     scalar_run_estimate,
 )
-from gpuadvise.rules.scans import ScanChange, scans_of, with_scan_shuffled
+from gpuadvise.rules.scans import (
+    ScanChange,
+    scans_of,
+    shuffled_estimate,
+    tree_tail_change,
+    with_scan_shuffled,
+)
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
 from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
@@ -330,6 +336,8 @@ __all__ = [
     "warp_footprint",
     "whole_records",
     "with_floor",
+    "shuffled_estimate",
+    "tree_tail_change",
     "with_scan_shuffled",
     "with_serial_updates",
     "work_ratio",

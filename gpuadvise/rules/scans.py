@@ -1,18 +1,30 @@
-"""Shared-memory scans for GA209: the scans of a context's trace (:mod:`gpuadvise.model.scan`,
-found once per trace) and the execution model's work of a launch whose scan is done with warp
-shuffles."""
+"""Shared-memory scans and tree tails made warp shuffles (GA209, GA205): the scans of a
+context's trace (:mod:`gpuadvise.model.scan`, found once per trace), the execution model's work
+of a launch whose scan or tree tail is done with warp shuffles, and its estimate."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.scan import ScanStep, SharedScan, shared_scans
+from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.findings import Estimate
 from gpuadvise.trace.access import WARP, AccessTrace
+from gpuadvise.trace.view import TraceView
 
-__all__ = ["ScanChange", "ScanStep", "SharedScan", "scans_of", "with_scan_shuffled"]
+__all__ = [
+    "ScanChange",
+    "ScanStep",
+    "SharedScan",
+    "scans_of",
+    "shuffled_estimate",
+    "tree_tail_change",
+    "with_scan_shuffled",
+]
 
 _SCANS: IdentityMemo[AccessTrace, tuple[SharedScan, ...]] = IdentityMemo()
 
@@ -74,3 +86,45 @@ def with_scan_shuffled(work: KernelWork, c: ScanChange) -> tuple[KernelWork, flo
         critical_instructions=max(work.critical_instructions - r * 3 * c.steps, 1.0),
     )
     return after, requests
+
+
+def tree_tail_change(distances: tuple[int, ...], barriers: int, runs: int) -> ScanChange:
+    """A reduction tree's last steps (``distances``, each at most 32 words apart, ``barriers``
+    of them after a barrier) made one warp's shuffles, ``runs`` times a CTA: each step's
+    active threads load two words and store one; after the change the warp adds its two
+    halves once (one shared load) and shuffles ``log2(32)`` times."""
+    accesses = sum(3 * d for d in distances)
+    return ScanChange(
+        steps=len(distances),
+        barriers=barriers,
+        warp_steps=int(math.log2(WARP)),
+        warps=1,
+        per_warp=False,
+        shared_accesses=accesses,
+        runs=max(runs, 1),
+    )
+
+
+def shuffled_estimate(
+    device: Any, view: TraceView, change: ScanChange, what: str, inputs: dict[str, Any]
+) -> Estimate:
+    """The launch with ``change`` made (:func:`with_scan_shuffled`) on the launch model: its
+    shared requests and wavefronts (at the launch's ways per request) saved in every CTA.
+    Raises :class:`~gpuadvise.rules.context.ModelUnavailable` without the launch's traffic."""
+    base = view_traffic(device, view)
+    if base.work is None:
+        return Estimate(None, "none", "not estimated: no execution model of the launch", inputs)
+    work, requests = with_scan_shuffled(base.work, change)
+    ways = base.shared_wavefronts / base.shared_requests if base.shared_requests else 1.0
+    saved = requests * base.work.ctas
+    after = replace(
+        base,
+        work=work,
+        shared_requests=max(base.shared_requests - saved, 0.0),
+        shared_wavefronts=max(base.shared_wavefronts - saved * ways, 0.0),
+    )
+    inputs["shared_requests_saved_per_cta"] = requests
+    est = launch_change_estimate(device, base, after, what, inputs)
+    if est is None:
+        return Estimate(None, "none", "not estimated: no launch model on this device", inputs)
+    return est
