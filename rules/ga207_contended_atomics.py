@@ -22,6 +22,7 @@ from gpuadvise.rules import (
     serial_updates,
     shared_wavefront_estimate,
     view_traffic,
+    warp_aggregation_variant,
     with_serial_updates,
     work_ratio,
 )
@@ -229,10 +230,10 @@ class ContendedAtomics(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        return Variant(
-            "display-only",
+        advice = (
             "reduce the value within the warp (for (int o = 16; o > 0; o /= 2) v += "
             "__shfl_down_sync(0xffffffff, v, o);) and let lane 0 of each warp do the atomic; "
             "for a few addresses, reduce the lanes of each address (__match_any_sync) or keep a "
-            "copy per warp",
+            "copy per warp"
         )
+        return warp_aggregation_variant(ctx, finding, advice)
