@@ -72,16 +72,28 @@ class ContendedGlobalAtomics(Rule):
     ------------------------
     A point: the launch model's time for the kernel as it is (every term but the atomics'
     order), against the L2's serial time for the hottest address's updates at the rate above
-    (the larger of the two, on the launch floor); after the fix, one update per CTA of at most
-    one wave (the GPU's resident CTAs) with the rest of the launch unchanged, but for the CTA
-    turnaround of each round of resident CTAs, which a launch of one wave does not pay. The
-    shuffles and the shared-memory step of the reduction are left out (a few instructions per
-    warp).
+    (the larger of the two, on the launch floor), and the same after the variant's change:
+    with warp aggregation, one update per warp-level request on the address (the rest of the
+    launch unchanged; the shuffles, a few instructions per warp, left out); otherwise one
+    update per CTA of at most one wave (the GPU's resident CTAs), the rest of the launch
+    unchanged but for the CTA turnaround of each round of resident CTAs, which a launch of one
+    wave does not pay. The hottest address's updates are scaled from the traced CTAs to the
+    launch when CTAs all over the sample update it (at least half of them, or two or more
+    spanning half of the traced CTAs: a histogram's bin), else counted as traced. A helper
+    function's atomic is counted at its call in the kernel.
 
     Fix safety
     ----------
-    Display-only: the reduction must respect the operation (an add, a min, a max) and its
-    order changes a float sum's rounding; a grid-stride loop changes the launch.
+    Automatic and verified where the lanes of a warp-level request share the address (at
+    least 1.5 on average, and ptxas does not combine them already: no ``REDUX``/``UFLO`` at
+    the line) and the fix kit finds the atomic (GA207's warp aggregation,
+    :func:`gpuadvise.source.fixkit_atomics.warp_aggregate`; the outputs are checked against
+    the kernel's, a float sum within rounding); a CTA reduction, which goes further, is
+    described. Where one lane per CTA does the atomic in a grid-stride kernel (a loop and a
+    read of ``gridDim``) of a 1D grid larger than one wave: the same kernel launched with one
+    wave of CTAs (a launch change, automatic: the outputs are checked over both launches; the
+    host's launch must change to match). Otherwise display-only: a CTA reduction and a
+    grid-stride loop change the kernel's structure.
     """
 
     id = "GA208"
