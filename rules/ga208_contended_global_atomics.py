@@ -244,8 +244,8 @@ class ContendedGlobalAtomics(Rule):
         else:
             # in one wave (fewer CTAs than the launch's), the CTAs' turnaround goes too
             one_wave = after_updates < h.launch_ctas(ctx.trace.scale)
-            after_rest = self._launch_s(ctx, one_wave=True) if one_wave else rest
-            after_rest = rest if after_rest is None else after_rest
+            wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
+            after_rest = rest if wave_s is None else wave_s
             after_what = f"one update per CTA of one wave ({after_updates:.0f})"
         after_serial = serial * after_updates / updates if updates else 0.0
         before_s, after_s = max(rest, serial), max(after_rest, after_serial)
