@@ -220,7 +220,7 @@ class ContendedGlobalAtomics(Rule):
             and g.z == 1
             and wave
             and g.x > wave
-            and is_grid_stride(ctx.kernel_source)
+            and (is_grid_stride(ctx.kernel_source) or _macro_grid_stride(ctx))
         ):
             return "wave"
         return "display"
@@ -294,7 +294,8 @@ class ContendedGlobalAtomics(Rule):
                 "automatic-and-verified",
                 f"the same kernel launched with {wave} CTAs (one wave) instead of "
                 f"{ctx.launch.grid.x}: its grid-stride loop gives each thread more elements, and "
-                f"the one atomic per CTA is made {wave} times instead of {ctx.launch.grid.x} "
+                f"each CTA's atomic on the address is made {wave} times instead of "
+                f"{ctx.launch.grid.x} "
                 "(a float sum's rounding changes with the order of its additions; the outputs "
                 "are checked against the kernel's)",
                 launch={"grid": [wave, 1, 1]},
@@ -307,3 +308,19 @@ class ContendedGlobalAtomics(Rule):
             else warp_aggregable(ctx, finding)
         )
         return Variant("display-only", f"{advice} (not automatic: {why})")
+
+
+def _macro_grid_stride(ctx: RuleContext) -> bool:
+    """The kernel's body uses a function-like macro of the file that loops and reads
+    ``gridDim`` (HeCBench's ``FOR_KERNEL_LOOP(i, n)``): a grid-stride loop spelled as a macro."""
+    ks = ctx.kernel_source
+    st = ks.tree
+    used = {name for name, _ in ks.identifiers(ks.span)}
+    for n in st.walk(types=("preproc_function_def",)):
+        name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name is None or value is None or st.code_of(name).strip() not in used:
+            continue
+        body = st.code_of(value)
+        if "gridDim" in body and ("for" in body.split() or "for (" in body or "while" in body):
+            return True
+    return False

@@ -201,3 +201,37 @@ def test_a_bin_that_ctas_all_over_the_sample_update_is_scaled_to_the_launch():
     group = HotAddress(4096.0, 64, 64.0, 16, 1.0, 1056, "out", "atom.add.u32", (1,),
                        hot_spread=16 / 1056)  # fmt: skip
     assert not group.grid_wide and group.launch_updates(37.0) == 64.0
+
+
+def test_a_grid_stride_loop_spelled_as_a_macro_gets_one_wave(tmp_path):
+    """HeCBench's bincount: FOR_KERNEL_LOOP, a macro that loops and reads gridDim; one atomic
+    per CTA over 16,384 CTAs: the launch of one wave is the fix."""
+    src = kernel_case(
+        tmp_path,
+        """
+        #define GRID_LOOP(i, lim) \\
+            for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < lim; \\
+                 i += gridDim.x * blockDim.x)
+        __global__ void count_odd(const int* in, int* out, unsigned n) {
+            __shared__ int c;
+            if (threadIdx.x == 0) c = 0;
+            __syncthreads();
+            int mine = 0;
+            GRID_LOOP(i, n) mine += in[i] & 1;
+            atomicAdd(&c, mine);
+            __syncthreads();
+            if (threadIdx.x == 0) atomicAdd(out, c);
+        }
+        """,
+        "count_odd",
+        grid=16384,
+        n=16384 * 256,
+    )
+    (f,) = run_rule(analyze(src, "count_odd", 8), "GA208", trace_ctas=8, min_share=0.0)
+    assert f.line == source_line(src, "atomicAdd(out, c);")
+    v = f.variant
+    assert (
+        v is not None
+        and v.safety == "automatic-and-verified"
+        and v.launch == {"grid": [1056, 1, 1]}
+    )
