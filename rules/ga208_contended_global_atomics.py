@@ -74,7 +74,8 @@ class ContendedGlobalAtomics(Rule):
     order), against the L2's serial time for the hottest address's updates at the rate above
     (the larger of the two, on the launch floor), and the same after the variant's change:
     with warp aggregation, one update per warp-level request on the address (the rest of the
-    launch unchanged; the shuffles, a few instructions per warp, left out); otherwise one
+    launch unchanged; the shuffles, a few instructions per warp, left out; what a CTA
+    reduction in one wave would make is in the inputs, ``cta_reduction_point``); otherwise one
     update per CTA of at most one wave (the GPU's resident CTAs), the rest of the launch
     unchanged but for the CTA turnaround of each round of resident CTAs, which a launch of one
     wave does not pay. The hottest address's updates are scaled from the traced CTAs to the
@@ -231,24 +232,30 @@ class ContendedGlobalAtomics(Rule):
         if rest is None:
             return Estimate(None, "none", "no launch model for this trace")
         combined = finding.line in self._combined_lines(ctx)
-        updates, lanes, serial, after_updates = self._serial(ctx, h, combined)
+        updates, lanes, serial, cta_updates = self._serial(ctx, h, combined)
         fix = self._fix(ctx, finding, h, combined)
+        # one update per CTA of one wave (a CTA reduction, or the launch alone where the
+        # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
+        # launch's), the CTAs' turnaround goes too
+        one_wave = cta_updates < h.launch_ctas(ctx.trace.scale)
+        wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
+        cta_rest = rest if wave_s is None else wave_s
+        cta_s = max(cta_rest, serial * cta_updates / updates if updates else 0.0)
+        before_s = max(rest, serial)
         if fix == "warp":
             # the variant: one update per warp-level request on the address, the launch as is
             after_updates = updates / max(lanes, 1.0)
             after_rest = rest
             after_what = (
                 f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
-                f"combined first: {after_updates:.0f})"
+                f"combined first: {after_updates:.0f}; a CTA reduction in one wave would make "
+                f"it {before_s / cta_s:.1f}x)"
             )
         else:
-            # in one wave (fewer CTAs than the launch's), the CTAs' turnaround goes too
-            one_wave = after_updates < h.launch_ctas(ctx.trace.scale)
-            wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
-            after_rest = rest if wave_s is None else wave_s
+            after_updates, after_rest = cta_updates, cta_rest
             after_what = f"one update per CTA of one wave ({after_updates:.0f})"
         after_serial = serial * after_updates / updates if updates else 0.0
-        before_s, after_s = max(rest, serial), max(after_rest, after_serial)
+        after_s = max(after_rest, after_serial)
         inputs = {
             "updates_before": updates,
             "updates_after": after_updates,
@@ -258,6 +265,7 @@ class ContendedGlobalAtomics(Rule):
             "rest_after_us": after_rest * 1e6,
             "update_ns": update_ns(h.opcode),
             "fix": fix,
+            "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
         return Estimate(
