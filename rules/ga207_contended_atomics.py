@@ -22,6 +22,7 @@ from gpuadvise.rules import (
     serial_updates,
     shared_wavefront_estimate,
     view_traffic,
+    warp_aggregation_variant,
     with_serial_updates,
     work_ratio,
 )
@@ -83,8 +84,20 @@ class ContendedAtomics(Rule):
 
     Fix safety
     ----------
-    Display-only: the reduction must respect the operation (an add, a min, a max, an or) and the
-    lanes that are active at the atomic (a guard around it needs ``__activemask()``).
+    Automatic and verified where the fix kit finds the atomic
+    (:func:`gpuadvise.source.fixkit_atomics.warp_aggregate`: ``atomicAdd``, ``atomicMin``,
+    ``atomicMax``, ``atomicOr``, ``atomicAnd``, ``atomicXor`` and their ``_block``/``_system``
+    forms, called on the line, in a function-like macro it uses or in a helper function of the
+    file it calls): the call is renamed to a helper defined before the function, in which the
+    lanes active at the atomic (``__activemask()``) that update one address
+    (``__match_any_sync``) combine their values by shuffles (a ``__shfl_xor_sync`` butterfly
+    when the whole warp updates one address) and the lowest of them does the atomic; where the
+    result is used, each lane gets the value a serial order of the lanes (lowest first) would
+    have given it. The outputs are checked against the kernel's (``--fix`` on the emulator, or
+    the measurement stage); a float sum's rounding changes with the order of its additions
+    (within the spec's tolerance). A macro's or helper's atomic is aggregated for every use,
+    which stays an atomic of the same operation. Display-only where the line runs no such call
+    (``atomicInc``, ``atomicCAS``, an atomic in another file).
     """
 
     id = "GA207"
@@ -229,10 +242,10 @@ class ContendedAtomics(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        return Variant(
-            "display-only",
+        advice = (
             "reduce the value within the warp (for (int o = 16; o > 0; o /= 2) v += "
             "__shfl_down_sync(0xffffffff, v, o);) and let lane 0 of each warp do the atomic; "
             "for a few addresses, reduce the lanes of each address (__match_any_sync) or keep a "
-            "copy per warp",
+            "copy per warp"
         )
+        return warp_aggregation_variant(ctx, finding, advice)

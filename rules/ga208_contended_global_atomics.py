@@ -4,6 +4,7 @@ updates one at a time; a reduction within each CTA first leaves one update per C
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from gpuadvise.rules import (
     MODEL,
@@ -16,11 +17,18 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     hot_addresses,
+    is_grid_stride,
     launch_times,
     memory_rates,
     update_ns,
     view_traffic,
+    warp_aggregable,
+    warp_aggregation_variant,
 )
+
+_MIN_LANES = 1.5
+"""Lanes of a warp-level request on the hot address from which a warp aggregation is offered
+(fewer: one lane a request, the warp's lanes have nothing to combine)."""
 
 
 class ContendedGlobalAtomics(Rule):
@@ -64,16 +72,29 @@ class ContendedGlobalAtomics(Rule):
     ------------------------
     A point: the launch model's time for the kernel as it is (every term but the atomics'
     order), against the L2's serial time for the hottest address's updates at the rate above
-    (the larger of the two, on the launch floor); after the fix, one update per CTA of at most
-    one wave (the GPU's resident CTAs) with the rest of the launch unchanged, but for the CTA
-    turnaround of each round of resident CTAs, which a launch of one wave does not pay. The
-    shuffles and the shared-memory step of the reduction are left out (a few instructions per
-    warp).
+    (the larger of the two, on the launch floor), and the same after the variant's change:
+    with warp aggregation, one update per warp-level request on the address (the rest of the
+    launch unchanged; the shuffles, a few instructions per warp, left out; what a CTA
+    reduction in one wave would make is in the inputs, ``cta_reduction_point``); otherwise one
+    update per CTA of at most one wave (the GPU's resident CTAs), the rest of the launch
+    unchanged but for the CTA turnaround of each round of resident CTAs, which a launch of one
+    wave does not pay. The hottest address's updates are scaled from the traced CTAs to the
+    launch when CTAs all over the sample update it (at least half of them, or two or more
+    spanning half of the traced CTAs: a histogram's bin), else counted as traced. A helper
+    function's atomic is counted at its call in the kernel.
 
     Fix safety
     ----------
-    Display-only: the reduction must respect the operation (an add, a min, a max) and its
-    order changes a float sum's rounding; a grid-stride loop changes the launch.
+    Automatic and verified where the lanes of a warp-level request share the address (at
+    least 1.5 on average, and ptxas does not combine them already: no ``REDUX``/``UFLO`` at
+    the line) and the fix kit finds the atomic (GA207's warp aggregation,
+    :func:`gpuadvise.source.fixkit_atomics.warp_aggregate`; the outputs are checked against
+    the kernel's, a float sum within rounding); a CTA reduction, which goes further, is
+    described. Where one lane per CTA does the atomic in a grid-stride kernel (a loop and a
+    read of ``gridDim``) of a 1D grid larger than one wave: the same kernel launched with one
+    wave of CTAs (a launch change, automatic: the outputs are checked over both launches; the
+    host's launch must change to match). Otherwise display-only: a CTA reduction and a
+    grid-stride loop change the kernel's structure.
     """
 
     id = "GA208"
@@ -180,19 +201,61 @@ class ContendedGlobalAtomics(Rule):
             if line is not None and ctx.same_file(f)
         }
 
+    def _fix(self, ctx: RuleContext, finding: Finding, h: HotAddress, combined: bool) -> str:
+        """The variant this finding gets: ``warp`` (the lanes of a request on the address
+        combined first, the atomic's line rewritten by the fix kit), ``wave`` (one atomic per
+        CTA already, in a grid-stride kernel of more CTAs than one wave: the launch alone) or
+        ``display`` (a CTA reduction and a grid-stride loop, described)."""
+        if (
+            not combined
+            and h.lanes_per_request >= _MIN_LANES
+            and warp_aggregable(ctx, finding) is None
+        ):
+            return "warp"
+        g = ctx.launch.grid
+        wave = self._wave(ctx)
+        one_per_cta = h.lanes_per_request < _MIN_LANES and h.hot_updates <= 1.5 * h.hot_ctas
+        if (
+            one_per_cta
+            and g.y == 1
+            and g.z == 1
+            and wave
+            and g.x > wave
+            and (is_grid_stride(ctx.kernel_source) or _macro_grid_stride(ctx))
+        ):
+            return "wave"
+        return "display"
+
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         h = finding.details_as(HotAddress)
         rest = self._launch_s(ctx)
         if rest is None:
             return Estimate(None, "none", "no launch model for this trace")
         combined = finding.line in self._combined_lines(ctx)
-        updates, _, serial, after_updates = self._serial(ctx, h, combined)
+        updates, lanes, serial, cta_updates = self._serial(ctx, h, combined)
+        fix = self._fix(ctx, finding, h, combined)
+        # one update per CTA of one wave (a CTA reduction, or the launch alone where the
+        # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
+        # launch's), the CTAs' turnaround goes too
+        one_wave = cta_updates < h.launch_ctas(ctx.trace.scale)
+        wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
+        cta_rest = rest if wave_s is None else wave_s
+        cta_s = max(cta_rest, serial * cta_updates / updates if updates else 0.0)
+        before_s = max(rest, serial)
+        if fix == "warp":
+            # the variant: one update per warp-level request on the address, the launch as is
+            after_updates = updates / max(lanes, 1.0)
+            after_rest = rest
+            after_what = (
+                f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
+                f"combined first: {after_updates:.0f}; a CTA reduction in one wave would make "
+                f"it {before_s / cta_s:.1f}x)"
+            )
+        else:
+            after_updates, after_rest = cta_updates, cta_rest
+            after_what = f"one update per CTA of one wave ({after_updates:.0f})"
         after_serial = serial * after_updates / updates if updates else 0.0
-        # in one wave (fewer CTAs than the launch's), the CTAs' turnaround goes too
-        one_wave = after_updates < h.launch_ctas(ctx.trace.scale)
-        after_rest = self._launch_s(ctx, one_wave=True) if one_wave else rest
-        after_rest = rest if after_rest is None else after_rest
-        before_s, after_s = max(rest, serial), max(after_rest, after_serial)
+        after_s = max(after_rest, after_serial)
         inputs = {
             "updates_before": updates,
             "updates_after": after_updates,
@@ -201,6 +264,8 @@ class ContendedGlobalAtomics(Rule):
             "rest_of_launch_us": rest * 1e6,
             "rest_after_us": after_rest * 1e6,
             "update_ns": update_ns(h.opcode),
+            "fix": fix,
+            "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
         return Estimate(
@@ -208,17 +273,62 @@ class ContendedGlobalAtomics(Rule):
             "point",
             f"the launch as it is {before_s * 1e6:.1f} us (the larger of the launch model's "
             f"{rest * 1e6:.1f} us and the L2's {updates:.0f} serial updates of one address at "
-            f"{update_ns(h.opcode):.2f} ns each, measured on an H200), after one update per "
-            f"CTA of one wave ({after_updates:.0f}): {after_s * 1e6:.1f} us",
+            f"{update_ns(h.opcode):.2f} ns each, measured on an H200), after {after_what}: "
+            f"{after_s * 1e6:.1f} us",
             inputs,
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        return Variant(
-            "display-only",
+        advice = (
             "reduce within each CTA first (for (int o = 16; o > 0; o /= 2) v += "
             "__shfl_down_sync(0xffffffff, v, o); the warps' results through shared memory) and "
             "let one thread per CTA do the atomic; with more CTAs than one wave, a grid-stride "
             "loop over the data in one wave of CTAs; for a few histogram bins, a copy of the "
-            "bins per CTA in shared memory",
+            "bins per CTA in shared memory"
         )
+        h = finding.details_as(HotAddress)
+        combined = finding.line in self._combined_lines(ctx)
+        fix = self._fix(ctx, finding, h, combined)
+        if fix == "warp":
+            v = warp_aggregation_variant(ctx, finding, advice)
+            return replace(
+                v,
+                description=v.description + "; a reduction within each CTA (one atomic per CTA) "
+                "goes further",
+            )
+        if fix == "wave":
+            wave = self._wave(ctx)
+            return Variant(
+                "automatic-and-verified",
+                f"the same kernel launched with {wave} CTAs (one wave) instead of "
+                f"{ctx.launch.grid.x}: its grid-stride loop gives each thread more elements, and "
+                f"each CTA's atomic on the address is made {wave} times instead of "
+                f"{ctx.launch.grid.x} "
+                "(a float sum's rounding changes with the order of its additions; the outputs "
+                "are checked against the kernel's)",
+                launch={"grid": [wave, 1, 1]},
+                label="one wave",
+            )
+        why = (
+            "the lanes of a warp-level request update the address one at a time already, and "
+            "the kernel has no grid-stride loop a smaller grid could use"
+            if h.lanes_per_request < _MIN_LANES or combined
+            else warp_aggregable(ctx, finding)
+        )
+        return Variant("display-only", f"{advice} (not automatic: {why})")
+
+
+def _macro_grid_stride(ctx: RuleContext) -> bool:
+    """The kernel's body uses a function-like macro of the file that loops and reads
+    ``gridDim`` (HeCBench's ``FOR_KERNEL_LOOP(i, n)``): a grid-stride loop spelled as a macro."""
+    ks = ctx.kernel_source
+    st = ks.tree
+    used = {name for name, _ in ks.identifiers(ks.span)}
+    for n in st.walk(types=("preproc_function_def",)):
+        name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name is None or value is None or st.code_of(name).strip() not in used:
+            continue
+        body = st.code_of(value)
+        if "gridDim" in body and ("for" in body.split() or "for (" in body or "while" in body):
+            return True
+    return False

@@ -44,6 +44,8 @@ from gpuadvise.rules.atomics import (
     cas_lines,
     contended_lines,
     serial_updates,
+    warp_aggregable,
+    warp_aggregation_variant,
     with_serial_updates,
 )
 from gpuadvise.rules.bank_layout import (
@@ -333,6 +335,8 @@ __all__ = [
     "VECTORS",
     "view_traffic",
     "WARP",
+    "warp_aggregable",
+    "warp_aggregation_variant",
     "warp_footprint",
     "whole_records",
     "with_floor",

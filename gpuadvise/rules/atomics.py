@@ -2,7 +2,8 @@
 shared-memory atomics update few addresses per warp-level request (from the trace), which GA207
 reports and GA201 leaves alone (their wavefronts are updates of one word, not words of one bank);
 and the chain of a compare-and-swap loop, which is how ptxas makes the atomics sm_90 has no
-shared-memory instruction for (a float add: ``ATOMS.CAST.SPIN`` in a loop).
+shared-memory instruction for (a float add: ``ATOMS.CAST.SPIN`` in a loop); and the warp
+aggregation both rules (and GA208) offer as their automatic fix.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import numpy as np
 
 from gpuadvise.model.banks import atomic_contention, record_wavefronts
 from gpuadvise.model.execution import KernelWork
+from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.details import FindingDetails
+from gpuadvise.rules.findings import Finding, Variant
+from gpuadvise.source import fixkit_atomics
 from gpuadvise.toolchain.sass import SassMemLine
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
@@ -25,6 +29,8 @@ __all__ = [
     "cas_lines",
     "contended_lines",
     "serial_updates",
+    "warp_aggregable",
+    "warp_aggregation_variant",
     "with_serial_updates",
 ]
 
@@ -134,3 +140,46 @@ def _atomic_lines(trace: AccessTrace) -> _Lines:
             )
         )
     return out
+
+
+def warp_aggregable(ctx: RuleContext, finding: Finding) -> str | None:
+    """Why the fix kit cannot make the atomics of the finding's line warp-aggregated (None:
+    it can)."""
+    if finding.line is None or not ctx.same_file(finding.file):
+        return "the atomic is in another file"
+    got = fixkit_atomics.atomic_sites(ctx.kernel_source.tree, finding.line)
+    return got if isinstance(got, str) else None
+
+
+def warp_aggregation_variant(ctx: RuleContext, finding: Finding, advice: str) -> Variant:
+    """The atomics the finding's line runs made warp-aggregated through the fix kit
+    (:func:`gpuadvise.source.fixkit_atomics.warp_aggregate`): automatic, its outputs verified
+    against the kernel's; display-only with ``advice`` and the reason where the kit cannot."""
+    why = warp_aggregable(ctx, finding)
+    if why is not None or finding.line is None:
+        return Variant("display-only", f"{advice} (not rewritten: {why})")
+    ks = ctx.kernel_source
+    rw = ks.rewrite()
+    got = fixkit_atomics.warp_aggregate(ks.tree, rw, finding.line)
+    diff = None if isinstance(got, str) else rw.diff(ctx.source_file)
+    if isinstance(got, str) or diff is None:
+        why = got if isinstance(got, str) else "no change"
+        return Variant("display-only", f"{advice} (not rewritten: {why})")
+    returns = any(n.endswith("_old") for n in got)
+    return Variant(
+        "automatic-and-verified",
+        "warp-aggregated atomics ("
+        + ", ".join(f"`{n}`" for n in got)
+        + ", defined before the kernel): the active lanes that update one address "
+        "(__activemask, __match_any_sync) combine their values by shuffles and the lowest of "
+        "them does one atomic"
+        + (
+            "; each lane gets back the value a serial order of the lanes (lowest first) "
+            "would have given it"
+            if returns
+            else ""
+        )
+        + ". A float sum's rounding changes with the order of its additions; the outputs are "
+        "checked against the kernel's within the spec's tolerance",
+        diff=diff,
+    )

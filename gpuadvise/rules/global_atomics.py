@@ -57,19 +57,29 @@ class HotAddress(FindingDetails):
     opcode: str
     insts: tuple[int, ...]
 
+    hot_spread: float = 0.0
+
+    @property
+    def grid_wide(self) -> bool:
+        """CTAs all over the traced ones update the hot address: at least half of them (a
+        grid-wide sum), or at least two whose positions among the traced CTAs span half of
+        them (a histogram's bin, which each CTA's data reach at random); not an address of
+        one CTA or of a group of neighbouring CTAs."""
+        if not self.traced_ctas:
+            return False
+        if self.hot_ctas * 2 >= self.traced_ctas:
+            return True
+        return self.hot_ctas >= 2 and self.hot_spread >= 0.5
+
     def launch_updates(self, scale: float) -> float:
         """The hot address's updates over the launch: the traced ones times the launch's CTAs
-        over the traced when at least half of the traced CTAs update it (a grid-wide sum),
-        else as traced (addresses of their own per CTA or group of CTAs)."""
-        if self.traced_ctas and self.hot_ctas * 2 >= self.traced_ctas:
-            return self.hot_updates * scale
-        return self.hot_updates
+        over the traced where the address is :attr:`grid_wide`, else as traced (addresses of
+        their own per CTA or group of CTAs)."""
+        return self.hot_updates * scale if self.grid_wide else self.hot_updates
 
     def launch_ctas(self, scale: float) -> float:
         """The launch's CTAs that update the hot address (as :meth:`launch_updates` counts)."""
-        if self.traced_ctas and self.hot_ctas * 2 >= self.traced_ctas:
-            return self.hot_ctas * scale
-        return float(self.hot_ctas)
+        return self.hot_ctas * scale if self.grid_wide else float(self.hot_ctas)
 
 
 def _buffer_of(trace: AccessTrace, address: int) -> str | None:
@@ -92,8 +102,10 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
     by_line: dict[tuple[str | None, int | None], list[int]] = {}
     insts = atom["inst"].astype(np.int64)
     for inst in np.unique(insts):
-        by_line.setdefault(trace.line_of(int(inst)), []).append(int(inst))
+        # the kernel's line (a helper function's atomic at its call in the kernel)
+        by_line.setdefault(trace.call_site_of(int(inst)), []).append(int(inst))
     traced = len(trace.ctas)
+    position = {int(c): k for k, c in enumerate(sorted(int(x) for x in trace.ctas))}
     out: dict[tuple[str | None, int | None], HotAddress] = {}
     for key, line_insts in by_line.items():
         rows = np.flatnonzero(np.isin(insts, line_insts))
@@ -111,6 +123,8 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         per_req = on_hot.sum(axis=1)
         touching = per_req > 0
         ctas = np.unique(r["cta"][touching])
+        pos = [position.get(int(c), 0) for c in ctas]
+        spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
         opcode = trace.instructions[line_insts[0]].opcode
         out[key] = HotAddress(
             updates=float(lane_w.sum()),
@@ -122,5 +136,6 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             buffer=_buffer_of(trace, int(uniq[hot])),
             opcode=opcode,
             insts=tuple(line_insts),
+            hot_spread=round(spread, 4),
         )
     return out

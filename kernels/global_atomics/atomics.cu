@@ -41,6 +41,15 @@ __global__ void letter_bins(const char* text, int* bins, int n) {
 }
 template __global__ void letter_bins<4>(const char*, int*, int);
 
+// The largest key over the grid through a helper function, keys of 4 lanes at a time to one of
+// 8 slots (an unsigned atomicMax, data-dependent addresses): reported at the helper's call.
+__device__ void keep_max(unsigned* slots, unsigned key) { atomicMax(&slots[key & 7], key); }
+
+__global__ void slot_max(const unsigned* keys, unsigned* slots, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) keep_max(slots, keys[i / 4]);  // expect: GA208
+}
+
 // The fixes and look-alikes, silent.
 
 // Every thread its own address: no contention.

@@ -3,7 +3,10 @@ spellings of global atomics that pile on one address (every thread adding to one
 atomic per CTA over many CTAs through a macro, seven histogram bins in a template's grid-stride
 loop), reported at their ``// expect: GA208`` lines with the updates the L2 applies in turn;
 one address per thread and the fix (one atomic per CTA of one wave) stay silent. The counts are
-derived by hand from small launches traced whole."""
+derived by hand from small launches traced whole. The fix is automatic where the lanes of a
+request share the address (the fix kit's warp aggregation: the outputs over the whole launch on
+the CPU emulator equal the kernel's) and where a grid-stride kernel makes one atomic per CTA
+(one wave of CTAs); a helper function's atomic is reported at its call in the kernel."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ SRC = KERNELS / "global_atomics" / "atomics.cu"
         ("grid_sum", "atomicAdd(sum, x[i]);"),
         ("cta_partials", "ACCUMULATE(result, s);"),
         ("letter_bins", "atomicAdd(bins + c / WIDTH, 1);"),
+        ("slot_max", "keep_max(slots, keys[i / 4]);"),
     ],
 )
 def test_contended_global_atomics_reported(kernel, marker):
@@ -35,7 +39,10 @@ def test_contended_global_atomics_reported(kernel, marker):
     est = f.estimated_speedup
     assert est is not None and est.kind == "point" and est.speedup > 1.0
     assert est.inputs["updates_after"] < est.inputs["updates_before"]
-    assert f.variant is not None and f.variant.safety == "display-only"
+    # the lanes of a request on one address: warp aggregation, automatic (one per CTA: not)
+    auto = kernel != "cta_partials"
+    assert f.variant is not None
+    assert f.variant.safety == ("automatic-and-verified" if auto else "display-only")
 
 
 @pytest.mark.parametrize("kernel", ["scatter_add", "grid_sum_one_wave"])
@@ -45,7 +52,8 @@ def test_silent(kernel):
 
 def test_a_grid_sum_counts_every_lane_on_one_address():
     """grid_sum over 16 CTAs of 256 threads, all traced: 4,096 float adds of `sum`, 32 lanes a
-    request; the fix leaves one per CTA (16); 1.76 ns each (an H200's float add)."""
+    request; the fix (warp aggregation, the variant) leaves one per warp (128); 1.76 ns each
+    (an H200's float add)."""
     a = analyze(SRC, "grid_sum", 16, args=("n=4096",), grid="16")
     (f,) = run_rule(a, "GA208", trace_ctas=16, min_share=0.0)
     e = ev(f)
@@ -55,7 +63,7 @@ def test_a_grid_sum_counts_every_lane_on_one_address():
     assert e["serial_us"] == pytest.approx(4096 * 1.76e-3, abs=0.01)
     assert "`sum`" in f.message
     est = f.estimated_speedup
-    assert est is not None and est.inputs["updates_after"] == 16
+    assert est is not None and est.inputs["updates_after"] == 128
 
 
 def test_an_integer_add_ptxas_combines_counts_one_update_a_warp(tmp_path):
@@ -106,3 +114,124 @@ def test_a_grid_wide_address_scales_with_the_launch_a_ctas_own_does_not():
     # one traced CTA of eight: an address of its own (a block's bin), as traced
     assert _hot(1, 8).launch_updates(100.0) == 800.0
     assert _hot(1, 8).launch_ctas(100.0) == 1.0
+
+
+def _outputs(src, kernel, **opts):
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    a = analyze(src, kernel, None, trace=False, **opts)
+    launch = resolve(a.spec, parse_signature(src.read_text(), kernel.split("<")[0]))
+    return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False).outputs
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args", "out", "helper"),
+    [
+        ("grid_sum", ("n=4096",), "sum", "gpuadvise_warp_atomicAdd(sum, x[i]);"),
+        ("letter_bins", ("n=4096",), "bins", "gpuadvise_warp_atomicAdd(bins + c / WIDTH, 1);"),
+        # a helper function's atomic: reported at its call, the helper rewritten
+        ("slot_max", ("n=4096",), "slots", "gpuadvise_warp_atomicMax(&slots[key & 7], key);"),
+    ],
+)
+def test_the_warp_aggregated_fix_writes_the_same_outputs(kernel, args, out, helper, tmp_path):
+    """Issue 28 item 6: every lane's atomic on a few addresses (one float, seven bins of a
+    template, eight slots through a helper's atomicMax) made one per warp and address by the
+    fix kit; over the whole launch (16 CTAs) on the CPU emulator the outputs are the kernel's
+    (the float sum within rounding) and the updates of the hot address drop to one per
+    request; the estimate is the variant's (one update per warp-level request)."""
+    import numpy as np
+
+    from gpuadvise.source.patch import apply_unified_diff
+
+    a = analyze(SRC, kernel, 16, args=args, grid="16")
+    (f,) = run_rule(a, "GA208", trace_ctas=16, min_share=0.0)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff
+    assert helper in v.diff, v.diff
+    est = f.estimated_speedup
+    assert est is not None and est.inputs["fix"] == "warp"
+    lanes = ev(f)["lanes_per_request"]
+    assert est.inputs["updates_after"] == pytest.approx(
+        est.inputs["updates_before"] / lanes, rel=0.01
+    )
+    for toml in SRC.parent.glob("*.toml"):  # the specs beside it (the inputs' seed)
+        (tmp_path / toml.name).write_text(toml.read_text())
+    new = tmp_path / SRC.name
+    new.write_text(apply_unified_diff(SRC.read_text(), v.diff))
+    want = _outputs(SRC, kernel, args=args, grid="16")[out]
+    got = _outputs(new, kernel, args=args, grid="16")[out]
+    assert np.count_nonzero(want)
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    else:
+        assert want.tobytes() == got.tobytes()
+    b = analyze(new, kernel, 16, args=args, grid="16")
+    (g,) = run_rule(b, "GA208", trace_ctas=16, min_share=0.0)
+    assert ev(g)["lanes_per_request"] == 1.0
+
+
+def test_one_atomic_per_cta_without_a_loop_stays_display_only():
+    (f,) = run_rule(analyze(SRC, "cta_partials", 8), "GA208", trace_ctas=8)
+    assert f.variant is not None and f.variant.safety == "display-only"
+    assert "not automatic" in f.variant.description
+
+
+def test_a_grid_stride_kernel_of_many_waves_gets_one_wave():
+    """grid_sum_one_wave (a grid-stride loop, one atomic per CTA) launched with 65,536 CTAs:
+    the launch alone is the fix, one wave of CTAs (1,056 on an H100), each looping further."""
+    a = analyze(SRC, "grid_sum_one_wave", 8, spec=str(SRC.parent / "grid_sum_one_wave.toml"),
+                grid="65536")  # fmt: skip
+    (f,) = run_rule(a, "GA208", trace_ctas=8)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff is None
+    assert v.launch == {"grid": [1056, 1, 1]}
+    est = f.estimated_speedup
+    assert est is not None and est.inputs["fix"] == "wave" and est.inputs["updates_after"] == 1056
+
+
+def test_a_bin_that_ctas_all_over_the_sample_update_is_scaled_to_the_launch():
+    """HeCBench's bincount: 768 bins, each CTA's 256 values reaching about a third of them at
+    random: the hottest bin's CTAs are fewer than half the traced ones but spread over them,
+    so its updates scale to the launch; a group of neighbouring CTAs' own address does not."""
+    spread = HotAddress(270336.0, 768, 422.0, 345, 1.0, 1056, "output", "atom.add.u32", (1,),
+                        hot_spread=0.996)  # fmt: skip
+    assert spread.grid_wide and spread.launch_updates(37.0) == pytest.approx(422.0 * 37)
+    group = HotAddress(4096.0, 64, 64.0, 16, 1.0, 1056, "out", "atom.add.u32", (1,),
+                       hot_spread=16 / 1056)  # fmt: skip
+    assert not group.grid_wide and group.launch_updates(37.0) == 64.0
+
+
+def test_a_grid_stride_loop_spelled_as_a_macro_gets_one_wave(tmp_path):
+    """HeCBench's bincount: FOR_KERNEL_LOOP, a macro that loops and reads gridDim; one atomic
+    per CTA over 16,384 CTAs: the launch of one wave is the fix."""
+    src = kernel_case(
+        tmp_path,
+        """
+        #define GRID_LOOP(i, lim) \\
+            for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < lim; \\
+                 i += gridDim.x * blockDim.x)
+        __global__ void count_odd(const int* in, int* out, unsigned n) {
+            __shared__ int c;
+            if (threadIdx.x == 0) c = 0;
+            __syncthreads();
+            int mine = 0;
+            GRID_LOOP(i, n) mine += in[i] & 1;
+            atomicAdd(&c, mine);
+            __syncthreads();
+            if (threadIdx.x == 0) atomicAdd(out, c);
+        }
+        """,
+        "count_odd",
+        grid=16384,
+        n=16384 * 256,
+    )
+    (f,) = run_rule(analyze(src, "count_odd", 8), "GA208", trace_ctas=8, min_share=0.0)
+    assert f.line == source_line(src, "atomicAdd(out, c);")
+    v = f.variant
+    assert (
+        v is not None
+        and v.safety == "automatic-and-verified"
+        and v.launch == {"grid": [1056, 1, 1]}
+    )
