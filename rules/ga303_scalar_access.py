@@ -33,6 +33,7 @@ from gpuadvise.rules import (
     scalar_run_estimate,
     vector_rewrite,
 )
+from gpuadvise.rules.narrow_fix import narrow_variant
 
 
 @dataclass(frozen=True)
@@ -303,14 +304,14 @@ class ScalarGlobalAccess(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         if isinstance(finding.details, NarrowRun):
             nr = finding.details
-            return Variant(
-                "display-only",
+            hint = (
                 f"let each thread take {nr.k} consecutive elements with one 16-byte access "
                 f"(a reinterpret_cast of &{nr.buffer or 'a'}[{nr.k} * i] to uint4/float4/int4, "
                 "the elements taken apart in registers): the loop's stride or the grid's "
                 f"elements per thread {nr.k}x, a scalar tail for a count not a multiple of "
-                f"{nr.k}, and the row starts 16-byte aligned",
+                f"{nr.k}, and the row starts 16-byte aligned"
             )
+            return narrow_variant(ctx, nr.buffer, nr.k, finding, hint)
         d = finding.details_as(ScalarRun)
         kind = d.kind
         w = d.width
