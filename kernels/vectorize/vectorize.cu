@@ -8,16 +8,16 @@
 
 #include <cuda_fp16.h>
 
-// a grid-stride loop over halves, through a template (T = __half)
-template <typename T>
-__global__ void pick_max(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ r,
-                         size_t n)
+// a grid-stride loop over halves, through a template (STRICT: ties take b)
+template <bool STRICT>
+__global__ void pick_max(const __half* __restrict__ a, const __half* __restrict__ b,
+                         __half* __restrict__ r, size_t n)
 {
     for (size_t i = threadIdx.x + blockDim.x * blockIdx.x; i < n; i += blockDim.x * gridDim.x)
-        r[i] = __hgt(a[i], b[i]) ? a[i] : b[i];  // expect: GA303
+        r[i] = (STRICT ? __hgt(a[i], b[i]) : __hge(a[i], b[i])) ? a[i] : b[i];  // expect: GA303
 }
 
-template __global__ void pick_max<__half>(const __half*, const __half*, __half*, size_t);
+template __global__ void pick_max<true>(const __half*, const __half*, __half*, size_t);
 
 // a CTA per row, a block-stride loop along it: x[row * w + c] plus s[c], squashed, in place
 __global__ void scale_rows(__half* x, const __half* s, int w)
@@ -43,7 +43,7 @@ __global__ void brighten(const unsigned char* __restrict__ in, unsigned char* __
 
 // not rewritten: each thread a column, one byte per row in a loop (the chunk would change
 // with the row)
-__global__ void column_counts(const unsigned char* __restrict__ m, int* __restrict__ count,
+__global__ void column_counts(const unsigned char* __restrict__ m, int* __restrict__ count,  // expect: GA102
                               int rows, int cols)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
