@@ -158,8 +158,17 @@ class ScalarGlobalAccess(Rule):
     would break it, as it would any vector access). Otherwise display-only: the diff holds for
     the traced launch (every access was aligned) but not provably for every launch
     (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
-    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding is
-    advice (display-only): the change remaps threads to elements.
+    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding:
+    automatic (gpuadvise.source.fixkit_vector) where the load is in a strided loop ``for (i =
+    s; i < n; i += S)`` (its threads' starts a partition of ``[0, S)``) or the kernel is a
+    thread per element (``i = blockIdx.x * blockDim.x + threadIdx.x`` under ``i < n``): each
+    buffer reached only as ``buf[X]`` (``X`` stepping by one with ``i``) is read, and written
+    back, as one chunk of ``k`` elements, the statements run once per element on the chunk's
+    copy; the grid shrinks ``k`` times for a thread per element (and for a grid-stride loop,
+    the same launch its alternative). Chunks out of bounds or not aligned (checked as the
+    kernel runs) take the original scalar path, so alignment is not assumed; the buffers are
+    assumed not to overlap. Otherwise (a helper or macro given the pointer, an index that
+    moves inside the loop: a column walk) display-only with the reason.
     """
 
     id = "GA303"
