@@ -28,12 +28,12 @@ def narrow_variant(ctx: RuleContext, buffer: str | None, k: int, f: Finding, hin
     subs = T.subscripts(ks.tree, buffer, (lo, ks.tree.line_start(f.line + 1)))
     at = subs[0].span[0] if subs else lo
     path = str(ctx.source_file)
-    fix = loop_vectors(ks, path, sizes, k, at)
+    fix = loop_vectors(ks, path, sizes, k, at, must=buffer)
     g = ctx.launch.grid
     smaller = {"grid": [-(-int(g.x) // k), int(g.y), int(g.z)]}
     if fix.diff is None:
         why = fix.why_not
-        fix = per_thread_vectors(ks, path, sizes, k)
+        fix = per_thread_vectors(ks, path, sizes, k, must=buffer)
         if fix.diff is None:
             return Variant("display-only", f"{hint} (not rewritten: {why}; {fix.why_not})")
     names = ", ".join(f"`{b}`" for b in fix.buffers)

@@ -84,6 +84,8 @@ def _unit_step(e: T.Expr, var: str) -> bool:
         return e.text == var
     if e.kind == "cast" and e.args:
         return _unit_step(e.args[-1], var)
+    if e.kind != "binary" or e.op not in ("+", "-"):
+        return False
     parts = e.chain(("+", "-"))
     hits = [(op, p) for op, p in parts if re.search(rf"\b{re.escape(var)}\b", p.text)]
     return len(hits) == 1 and hits[0][0] != "-" and _unit_step(hits[0][1], var)
@@ -320,8 +322,11 @@ def _tainted(ks: KernelSource, names: set[str], before: int) -> set[str]:
     return out
 
 
-def per_thread_vectors(ks: KernelSource, path: str, sizes: Mapping[str, int], k: int) -> VectorFix:
-    """A thread per element made ``k`` consecutive elements per thread (see the module)."""
+def per_thread_vectors(
+    ks: KernelSource, path: str, sizes: Mapping[str, int], k: int, must: str | None = None
+) -> VectorFix:
+    """A thread per element made ``k`` consecutive elements per thread (see the module);
+    ``must``: a buffer that must be among those read as chunks (the finding's)."""
     st = ks.tree
     if PREFIX in ks.code:
         return VectorFix(None, f"the source already uses names starting with {PREFIX}")
@@ -335,7 +340,7 @@ def per_thread_vectors(ks: KernelSource, path: str, sizes: Mapping[str, int], k:
         x = decls[0].declarators[0]
         if x.init is None or not _is_global_x(st, x.init):
             continue
-        return _per_thread(ks, path, sizes, k, top, j, decls[0], x)
+        return _per_thread(ks, path, sizes, k, top, j, decls[0], x, must)
     return VectorFix(None, "no declaration `i = blockIdx.x * blockDim.x + threadIdx.x` in the body")
 
 
@@ -383,7 +388,7 @@ def _bound(
     return None
 
 
-def _per_thread(ks, path, sizes, k, top, j, decl, x) -> VectorFix:  # type: ignore[no-untyped-def]
+def _per_thread(ks, path, sizes, k, top, j, decl, x, must) -> VectorFix:  # type: ignore[no-untyped-def]
     st = ks.tree
     var = x.name
     rest = top[j + 1 :]
@@ -407,7 +412,7 @@ def _per_thread(ks, path, sizes, k, top, j, decl, x) -> VectorFix:  # type: igno
                 within = g.consequence
     if n is None:
         return VectorFix(None, f"`{var}` is not followed by a bounds check `if ({var} < n)`")
-    why = _check_body(ks, span, loop=False)
+    why = _check_body(ks, span, loop=False) or _carried(ks, span, var)
     if why is None:
         others = _tainted(ks, {var}, rest[0].start)
         used = {nm for nm, _ in T.identifiers(st, span)} & others
@@ -416,8 +421,8 @@ def _per_thread(ks, path, sizes, k, top, j, decl, x) -> VectorFix:  # type: igno
     if why is not None:
         return VectorFix(None, why)
     bufs, skipped = _buffers(ks, span, var, k, sizes, guard=guard or "$^", within=within)
-    if not bufs:
-        return VectorFix(None, "; ".join(skipped) or "no buffer read at the index")
+    if not bufs or (must is not None and must not in {b.name for b in bufs}):
+        return VectorFix(None, "; ".join(skipped) or f"`{must}` is not read at the index")
     itype = decl.type
     q = f"{PREFIX}q"
     v = f"{PREFIX}v"
@@ -462,10 +467,16 @@ def _per_thread(ks, path, sizes, k, top, j, decl, x) -> VectorFix:  # type: igno
 
 
 def loop_vectors(
-    ks: KernelSource, path: str, sizes: Mapping[str, int], k: int, at: int
+    ks: KernelSource,
+    path: str,
+    sizes: Mapping[str, int],
+    k: int,
+    at: int,
+    must: str | None = None,
 ) -> VectorFix:
     """The strided ``for`` loop holding offset ``at`` made a loop over chunks of ``k`` elements
-    and the original loop over the rest (see the module)."""
+    and the original loop over the rest (see the module); ``must``: a buffer that must be
+    among those read as chunks (the finding's)."""
     st = ks.tree
     if PREFIX in ks.code:
         return VectorFix(None, f"the source already uses names starting with {PREFIX}")
@@ -511,8 +522,8 @@ def loop_vectors(
     if why is not None:
         return VectorFix(None, why)
     bufs, skipped = _buffers(ks, body, var, k, sizes)
-    if not bufs:
-        return VectorFix(None, "; ".join(skipped) or "no buffer read at the loop's index")
+    if not bufs or (must is not None and must not in {b.name for b in bufs}):
+        return VectorFix(None, "; ".join(skipped) or f"`{must}` is not read at the loop's index")
     q, v, ok, nv = (f"{PREFIX}{s}" for s in ("q", "v", "ok", "nv"))
     pad = _pad_of(ks, lp.span[0])
     inner = ks.text[body[0] : body[1]]

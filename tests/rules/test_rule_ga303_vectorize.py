@@ -113,3 +113,68 @@ def test_what_the_rewrite_cannot_prove_stays_display_only(src, kernel, spec, why
     v = f.variant
     assert v is not None and v.safety == "display-only" and v.diff is None
     assert "not rewritten" in v.description and why in v.description, v.description
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        # a value carried from one element to the next
+        (
+            "int s = 0;\n    for (int i = threadIdx.x; i < n; i += blockDim.x) { s += a[i]; b[i] = s; }",
+            "`s` (declared outside) carries a value",
+        ),
+        (
+            "for (int i = threadIdx.x; i < n; i += blockDim.x) { if (a[i] < 0) break; b[i] = 1; }",
+            "leaves the iteration",
+        ),
+        (
+            "for (int i = threadIdx.x; i < n; i += blockDim.x) { b[i] = a[i] + threadIdx.x; }",
+            "position other than by the index",
+        ),
+        (
+            "for (int i = threadIdx.x; i < n; i += blockDim.x) { __syncthreads(); b[i] = a[i]; }",
+            "synchronize",
+        ),
+        (
+            "for (int i = threadIdx.x; i < n; i += blockDim.x) b[i] = a[i] + a[i + 1];",
+            "read at 2 indices",
+        ),
+        (
+            "for (int i = threadIdx.x; i < n; i += blockDim.x) b[i] = a[2 * i];",
+            "does not step by one",
+        ),
+        ("for (int i = 0; i < n; ++i) b[i] = a[i];", "not `for (i = s; i < n; i += S)`"),
+    ],
+)
+def test_the_loop_rewrite_refuses_what_it_cannot_keep(body, why, tmp_path):
+    from gpuadvise.source.fixkit_vector import loop_vectors
+    from gpuadvise.source.text import find_kernel_source
+
+    cu = tmp_path / "k.cu"
+    cu.write_text(
+        "__global__ void k(const unsigned char* a, unsigned char* b, int n)\n{\n    "
+        + body
+        + "\n}\n"
+    )
+    ks = find_kernel_source(cu, "k")
+    assert ks is not None
+    at = ks.code.index("a[", ks.body_start)
+    fix = loop_vectors(ks, str(cu), {"a": 1, "b": 1}, 16, at, must="a")
+    assert fix.diff is None and why in fix.why_not, fix.why_not
+
+
+def test_a_thread_per_element_carrying_a_value_is_refused(tmp_path):
+    from gpuadvise.source.fixkit_vector import per_thread_vectors
+    from gpuadvise.source.text import find_kernel_source
+
+    cu = tmp_path / "k.cu"
+    cu.write_text(
+        "__global__ void k(const unsigned char* a, unsigned char* b, int n)\n{\n"
+        "    int seen = 0;\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) { seen += a[i]; b[i] = seen; }\n}\n"
+    )
+    ks = find_kernel_source(cu, "k")
+    assert ks is not None
+    fix = per_thread_vectors(ks, str(cu), {"a": 1, "b": 1}, 16, must="a")
+    assert fix.diff is None and "`seen`" in fix.why_not, fix.why_not
