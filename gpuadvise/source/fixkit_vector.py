@@ -113,7 +113,7 @@ def _buffers(
     index with a unit step in ``var`` whose other terms ``span`` does not change; and why each
     other one is left as it is. ``within``: where a store counts as conditional (``span``)."""
     st = ks.tree
-    local = {x.name for d in T.declarations(st, span) for x in d.declarators}
+    local = _declared(st, span)
     params = {p.name: p for p in (ks.kernel.params if ks.kernel else ())}
     out: list[_Buffer] = []
     why: list[str] = []
@@ -216,7 +216,7 @@ def _carried(ks: KernelSource, span: T.Span, var: str) -> str | None:
     """A variable declared outside ``span`` that ``span`` changes before it sets it (a value
     carried from one element to the next), or ``var`` changed (None: none)."""
     st = ks.tree
-    local = {x.name for d in T.declarations(st, span) for x in d.declarators}
+    local = _declared(st, span)
     firsts: dict[str, T.Assignment] = {}
     for a in T.assignments(st, None, span):
         if a.target and a.target not in local:
@@ -589,3 +589,13 @@ def _expand(ks: KernelSource, text: str, before: int) -> str:
 
 def _init_of(name: str, inits: Mapping[str, str]) -> str:
     return f"({inits[name]})" if name in inits else name
+
+
+def _declared(st: T.SourceTree, span: T.Span) -> set[str]:
+    """The names declared within ``span``, for-loop initializers included."""
+    out = {x.name for d in T.declarations(st, span) for x in d.declarators}
+    for n in st.walk(types=("for_statement",), within=span):
+        init = n.child_by_field_name("initializer")
+        d = T._declaration(st, init) if init is not None and init.type == "declaration" else None
+        out |= {x.name for x in d.declarators} if d is not None else set()
+    return out
