@@ -33,6 +33,7 @@ from gpuadvise.rules import (
     scalar_run_estimate,
     vector_rewrite,
 )
+from gpuadvise.rules.narrow_fix import narrow_variant
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,17 @@ class ScalarGlobalAccess(Rule):
     would break it, as it would any vector access). Otherwise display-only: the diff holds for
     the traced launch (every access was aligned) but not provably for every launch
     (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
-    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding is
-    advice (display-only): the change remaps threads to elements.
+    ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding:
+    automatic (gpuadvise.source.fixkit_vector) where the load is in a strided loop ``for (i =
+    s; i < n; i += S)`` (its threads' starts a partition of ``[0, S)``) or the kernel is a
+    thread per element (``i = blockIdx.x * blockDim.x + threadIdx.x`` under ``i < n``): each
+    buffer reached only as ``buf[X]`` (``X`` stepping by one with ``i``) is read, and written
+    back, as one chunk of ``k`` elements, the statements run once per element on the chunk's
+    copy; the grid shrinks ``k`` times for a thread per element (and for a grid-stride loop,
+    the same launch its alternative). Chunks out of bounds or not aligned (checked as the
+    kernel runs) take the original scalar path, so alignment is not assumed; the buffers are
+    assumed not to overlap. Otherwise (a helper or macro given the pointer, an index that
+    moves inside the loop: a column walk) display-only with the reason.
     """
 
     id = "GA303"
@@ -303,14 +313,14 @@ class ScalarGlobalAccess(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         if isinstance(finding.details, NarrowRun):
             nr = finding.details
-            return Variant(
-                "display-only",
+            hint = (
                 f"let each thread take {nr.k} consecutive elements with one 16-byte access "
                 f"(a reinterpret_cast of &{nr.buffer or 'a'}[{nr.k} * i] to uint4/float4/int4, "
                 "the elements taken apart in registers): the loop's stride or the grid's "
                 f"elements per thread {nr.k}x, a scalar tail for a count not a multiple of "
-                f"{nr.k}, and the row starts 16-byte aligned",
+                f"{nr.k}, and the row starts 16-byte aligned"
             )
+            return narrow_variant(ctx, nr.buffer, nr.k, finding, hint)
         d = finding.details_as(ScalarRun)
         kind = d.kind
         w = d.width
