@@ -415,10 +415,13 @@ def ncu_timing(no_ncu: bool) -> list[dict[str, Any]]:
 
 
 def select_cases(
-    suites: str, only: str | None, shard: str | None, measurable: set[str] | None = None
+    suites: str,
+    only: str | list[str] | None,
+    shard: str | None,
+    measurable: set[str] | None = None,
 ) -> tuple[list[Case], list[str]]:
     """The cases of ``suites`` (kernels, public, all: both; auto: public too when its sources
-    are fetched; corpus: the stranger corpus alone), filtered by ``only`` (a substring of the
+    are fetched; corpus: the stranger corpus alone), filtered by ``only`` (substrings of the
     name) and ``measurable`` (the kernels :func:`measurable_names` found, for the corpus), and cut
     to ``shard`` (K/N over the suites together, sorted by key)."""
     todo, skipped = [], []
@@ -434,7 +437,8 @@ def select_cases(
         todo += cor
         skipped += more
     if only:
-        todo = [c for c in todo if only in c.name]
+        parts = [only] if isinstance(only, str) else only
+        todo = [c for c in todo if any(p in c.name or p in c.file for p in parts)]
     if shard:
         sys.path.insert(0, str(ROOT))
         from gpuadvise.analyze.cases import parse_shard, take_shard
@@ -447,7 +451,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path, help="write the markdown table here")
-    ap.add_argument("--only", help="only kernels whose name contains this")
+    ap.add_argument("--only", action="append",
+                    help="only kernels whose name or file contains this (repeatable)")  # fmt: skip
     ap.add_argument("--shard", help="K/N: that slice of the cases (sorted), for several runs")
     ap.add_argument("--no-ncu", action="store_true", help="skip the analyze-vs-ncu timing")
     ap.add_argument("--suites", choices=("auto", "kernels", "public", "corpus", "all"),
