@@ -25,6 +25,7 @@ from gpuadvise.rules import (
     global_totals,
     narrow_estimate,
     narrow_loads,
+    narrow_variant,
     piece_buffer,
     piece_numbers,
     piece_site,
@@ -33,7 +34,6 @@ from gpuadvise.rules import (
     scalar_run_estimate,
     vector_rewrite,
 )
-from gpuadvise.rules.narrow_fix import narrow_variant
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class ScalarGlobalAccess(Rule):
             per_thread = sum(len(p.execs) - 1 for p in ps)
             est = scalar_run_estimate(ctx, ps[0].width, per_thread, nums)
             # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
-            quiet = est.speedup is not None and est.speedup < SCALAR_NOTE_BELOW
+            quiet = est.like_for_like is not None and est.like_for_like < SCALAR_NOTE_BELOW
             # code inlined from a header (__ldg, a helper's) is reported at the user's call site
             at_file, at_line = (
                 (str(ctx.source_file), line)

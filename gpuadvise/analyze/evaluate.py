@@ -106,21 +106,10 @@ def is_minor(finding: Finding, below: float) -> bool:
     overlap (``peak_speedup``, where the estimate has it; the change a bound grants beyond the
     point, such as a small grid's critical path split over more CTAs, is in it). Without a
     peak figure, a launch bound by memory bandwidth (DRAM or L2) before and after is judged by
-    its point, as the bound there is the bandwidth margin alone."""
+    its point, as the bound there is the bandwidth margin alone
+    (:attr:`~gpuadvise.rules.findings.Estimate.like_for_like`)."""
     e = finding.estimated_speedup
-    est = e.speedup if e is not None else None
-    if e is not None and est is not None and e.kind == "upper-bound":
-        i = e.inputs
-        point, peak = i.get("point_speedup"), i.get("peak_speedup")
-        memory = ("dram", "l2")
-        if isinstance(point, int | float) and isinstance(peak, int | float):
-            est = min(est, max(float(point), float(peak)))
-        elif (
-            isinstance(point, int | float)
-            and i.get("bound_by_before") in memory
-            and i.get("bound_by_after") in memory
-        ):
-            est = min(est, float(point))
+    est = e.like_for_like if e is not None else None
     meas = finding.measured_speedup.speedup if finding.measured_speedup is not None else None
     if est is None and meas is None:
         return False

@@ -201,10 +201,11 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
     if v.launch and not v.totals and not same_ctas(v.launch):
         return "a launch change: its safety needs a GPU measurement"
     est = f.estimated_speedup
-    if est is not None and est.kind == "upper-bound" and est.speedup is not None:
-        if est.speedup <= NO_GPU_MAX_BOUND:
+    if est is not None and est.kind == "upper-bound" and est.like_for_like is not None:
+        if est.like_for_like <= NO_GPU_MAX_BOUND:
             return (
-                f"at most {est.speedup:.2f}x by its estimate: nothing to gain without a GPU to say"
+                f"{est.like_for_like:.2f}x by its estimate (at most {est.speedup:.2f}x): nothing "
+                "to gain without a GPU to say"
             )
     return None
 

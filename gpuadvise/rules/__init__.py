@@ -103,6 +103,7 @@ from gpuadvise.rules.grid_stride import (
 )
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
 from gpuadvise.rules.lanes import uniform_lanes
+from gpuadvise.rules.narrow_fix import narrow_variant
 from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
 from gpuadvise.rules.pressure import (
     MOVE_LOAD,
@@ -255,6 +256,7 @@ __all__ = [
     "MOVE_LOAD",
     "narrow_estimate",
     "narrow_loads",
+    "narrow_variant",
     "occupancy_ratio",
     "OccupancyInputError",
     "one_lane_fp16",

@@ -27,9 +27,10 @@ from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import amdahl_with_floor
 from gpuadvise.model.roofline import (
     ALL_TERMS,
+    BOUND_MARGIN,
     LaunchTimes,
     Traffic,
-    ceiling,
+    ceiling_s,
     launch_estimate,
     launch_times,
     work_ratio,
@@ -522,16 +523,16 @@ def launch_change_estimate(
         b = launch_times(before, device, rates, peak_dram=True)
         a = launch_times(after, device, rates, peak_dram=True)
         if a is not None and b is not None:
-            bound = max(ceiling(b).time_s / a.time_s, est.point)
+            bound = max(ceiling_s(b) / a.time_s, est.point)
     inputs.update(_term_inputs(est))
     method = est.method(what, rates)
     if before.dram_bytes == after.dram_bytes:
         method = method.replace(
-            f"bound {est.bound:.2f}x (before at its ceiling, nothing overlapped; after at peak "
-            "DRAM bandwidth, the L2's best partial-store rate,",
+            f"bound {est.bound:.2f}x (before with {BOUND_MARGIN:.0%} on its work, the model's "
+            "error; after at peak DRAM bandwidth, the L2's best partial-store rate,",
             f"bound {max(bound, 1.0):.2f}x (both at peak DRAM bandwidth and the L2's best "
-            "partial-store rate, the DRAM bytes unchanged; before at its ceiling, nothing "
-            "overlapped; after with",
+            f"partial-store rate, the DRAM bytes unchanged; before with {BOUND_MARGIN:.0%} on "
+            "its work, the model's error; after with",
         )
     return Estimate(round(max(bound, 1.0), 3), "upper-bound", method, inputs)
 

@@ -115,6 +115,32 @@ class Estimate:
         return f"≤ {self.speedup:.2f}x (estimated, upper bound)"
 
     @property
+    def like_for_like(self) -> float | None:
+        """The speedup a change is judged by (worth a warning, worth applying without a GPU):
+        an upper bound made on the launch model compares the launch before the change, allowed
+        the model's error, with the launch after it at peak rates and full overlap, which
+        credits any change, even one that moves nothing, with that margin. Like for like: the
+        larger of the model's prediction with both sides at sustained rates (``point_speedup``)
+        and with both at peak rates and full overlap (``peak_speedup``), where the estimate has
+        them, at most the bound; without a peak figure, a launch bound by memory bandwidth (DRAM
+        or L2) before and after by its point. Otherwise the estimate's own number."""
+        est = self.speedup
+        if est is None or self.kind != "upper-bound":
+            return est
+        i = self.inputs
+        point, peak = i.get("point_speedup"), i.get("peak_speedup")
+        if isinstance(point, int | float) and isinstance(peak, int | float):
+            return min(est, max(float(point), float(peak)))
+        memory = ("dram", "l2")
+        if (
+            isinstance(point, int | float)
+            and i.get("bound_by_before") in memory
+            and i.get("bound_by_after") in memory
+        ):
+            return min(est, float(point))
+        return est
+
+    @property
     def point(self) -> float | None:
         """An upper bound's point prediction (``inputs["point_speedup"]``), where it has one
         below the bound by at least 0.005 and at least 1; None otherwise (a point estimate is

@@ -442,7 +442,8 @@ def scalar_run_estimate(
             inputs,
         )
         if est is not None:
-            if est.speedup is not None and est.speedup < SCALAR_NOTE_BELOW:
+            like = est.like_for_like
+            if like is not None and like < SCALAR_NOTE_BELOW:
                 what = {"dram": "DRAM", "l2": "L2", "latency": "latency"}.get(
                     str(inputs["bound_by_after"]), str(inputs["bound_by_after"])
                 )

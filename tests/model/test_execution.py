@@ -564,12 +564,12 @@ def test_compute_bound_gemm_gains_nothing_from_a_memory_fix() -> None:
         (FLOOR + _norm(dep, issue + l2 / 4)) / (FLOOR + _norm(dep, issue + l2 / 8))
     )
     assert est.point < 1.03
-    # the bound: the launch before at its ceiling (its sides in series, memory after compute:
-    # the model's overlap is a prediction, which a bound does not lean on) against everything
-    # overlapped after the fix, the issue alone: 1.49x, where the point says 1.03x (and the
-    # report shows both)
-    assert est.bound == pytest.approx((FLOOR + dep + issue + l2) / (FLOOR + issue))
-    assert est.bound < 1.5
+    # the bound: the launch before with the model's error allowed (15% on its work) against
+    # everything overlapped after the fix, the issue alone: 1.23x, where the point says 1.03x
+    # (and the report shows both)
+    before = FLOOR + 1.15 * _norm(dep, issue + l2 / 4)
+    assert est.bound == pytest.approx(before / (FLOOR + issue))
+    assert est.bound < 1.25
 
 
 def test_overlap_and_combination_rules() -> None:

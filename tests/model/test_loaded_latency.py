@@ -22,7 +22,7 @@ from gpuadvise.model.execution import (
 from gpuadvise.model.roofline import (
     LaunchTimes,
     Traffic,
-    ceiling,
+    ceiling_s,
     launch_estimate,
     launch_times,
 )
@@ -175,7 +175,7 @@ def test_bound_gets_larger_point_follows_the_sides() -> None:
         replace(est.before, dependency_s=est.before.dependency_s - est.before.compute.turnaround_s)  # type: ignore[union-attr]
     )
     assert est.before.time_s > old_before
-    assert est.bound == pytest.approx(ceiling(est.before).time_s / est.after_floor.time_s)
+    assert est.bound == pytest.approx(ceiling_s(est.before) / est.after_floor.time_s)
     assert est.bound > old_before / est.after_floor.time_s
     # measured 9.603 / 4.888 = 1.96x; the point 1.98x
     assert est.point == pytest.approx(1.96, rel=0.05)

@@ -14,11 +14,13 @@ def test_an_upper_bound_shows_its_point_beside_it():
 
 def test_a_launch_change_bound_is_its_ceiling_and_says_so():
     # GA105's path: same DRAM bytes, a fifth of the L1 traffic; the bound's before side is the
-    # launch at its ceiling (latency side after throughput side), the after side its floor
+    # launch with the model's error allowed (15% on its work), the after side its floor
     import re
 
+    import pytest
+
     from gpuadvise.devices import memory_rates, preset
-    from gpuadvise.model.roofline import Traffic, ceiling, launch_times
+    from gpuadvise.model.roofline import Traffic, ceiling_s, launch_times
     from gpuadvise.rules.estimates import launch_change_estimate
 
     h200 = preset("H200")
@@ -33,7 +35,20 @@ def test_a_launch_change_bound_is_its_ceiling_and_says_so():
     b = launch_times(before, h200, rates, peak_dram=True)
     a = launch_times(after, h200, rates, peak_dram=True)
     assert b is not None and a is not None
-    assert est.speedup == round(max(ceiling(b).time_s / a.time_s, 1.0), 3)
-    assert ceiling(b).time_s > b.time_s  # the latency side is not hidden in the ceiling
+    assert est.speedup == round(max(ceiling_s(b) / a.time_s, 1.0), 3)
+    assert ceiling_s(b) == pytest.approx(b.floor_s + 1.15 * b.work_s)
     said = re.search(r"upper bound ([0-9.]+)x \(both at peak DRAM", est.method)
     assert said is not None and float(said.group(1)) == round(est.speedup, 2)
+
+
+def test_like_for_like_judges_a_bound_by_its_point_and_peak():
+    from gpuadvise.rules.findings import Estimate
+
+    both = {"point_speedup": 1.01, "peak_speedup": 1.03}
+    assert Estimate(1.2, "upper-bound", "m", both).like_for_like == 1.03
+    memory = {"point_speedup": 1.0, "bound_by_before": "dram", "bound_by_after": "l2"}
+    assert Estimate(1.2, "upper-bound", "m", memory).like_for_like == 1.0
+    latency = {"point_speedup": 1.0, "bound_by_before": "dependency", "bound_by_after": "dram"}
+    assert Estimate(1.2, "upper-bound", "m", latency).like_for_like == 1.2
+    assert Estimate(1.3, "point", "m", both).like_for_like == 1.3
+    assert Estimate(None, "none", "m").like_for_like is None

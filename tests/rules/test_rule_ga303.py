@@ -180,7 +180,10 @@ def test_prefetch4_numbers_and_display_only_diff():
     assert est.inputs["instructions_saved_per_thread"] == 3
     # (the fewer issue slots hide a little more of the memory time: at most a tenth of a
     # percent on the launch model's partial overlap)
-    assert est.speedup == pytest.approx(1.0, abs=0.002) and "DRAM-bound" in est.method
+    # the bound allows the model's error on the launch before (15% on its work, not on the
+    # 2.8 us floor): 1.07x, the point 1.00x
+    assert 1.0 < est.speedup <= 1.15 and "DRAM-bound" in est.method
+    assert est.inputs["point_speedup"] == pytest.approx(1.0, abs=0.002)
     # the launch roofline: fewer L1 cycles, the same DRAM term bounding both sides
     assert "execution model of the launch" in est.method and est.inputs["bound_by_after"] == "dram"
     assert est.inputs["after_l1_us"] < est.inputs["before_l1_us"]
