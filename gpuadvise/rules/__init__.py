@@ -107,8 +107,6 @@ from gpuadvise.rules.launch_reuse import (
     cap_dram_at_footprint,
     launch_reuse,
     launch_wide,
-    staged_chain,
-    staged_estimate,
     tile_estimate,
 )
 from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
@@ -243,8 +241,6 @@ __all__ = [
     "LaunchWide",
     "launch_wide",
     "cap_dram_at_footprint",
-    "staged_chain",
-    "staged_estimate",
     "tile_estimate",
     "launch_estimate",
     "launch_specific",

@@ -1,5 +1,5 @@
 """GA305's launch-wide side: how many CTAs read each sector of a buffer (what the L2 serves again
-and again to the SMs), and what a shared tile changes on a CTA's dependent chain.
+and again to the SMs), and what a tile of outputs per CTA changes.
 
 - :func:`launch_reuse`: a buffer's loads over the sampled CTAs: the sectors each CTA reads
   (distinct per CTA: the L1 serves the CTA's own re-reads, the model's L2 load sectors), and the
@@ -10,9 +10,9 @@ and again to the SMs), and what a shared tile changes on a CTA's dependent chain
 - :func:`cap_dram_at_footprint`: the launch model's DRAM bytes with that buffer's loads counted
   once (its footprint) where the footprint fits in the L2: the model scales the sample's
   distinct sectors to the launch, which counts a row that every CTA reads once per sample.
-- :func:`staged_chain`: a CTA's critical chain once a line's global loads are read from a shared
-  tile instead: that share of its global links becomes shared links, plus the tile's fill (one
-  global latency, the fill's loads independent of each other) and a barrier.
+- :func:`tile_estimate`: a tile of outputs per CTA on the launch model: the buffer's L2 load
+  sectors divided by the tile, its DRAM bytes at its footprint (:func:`cap_dram_at_footprint`).
+- :func:`launch_wide`: a buffer's (line, lanes) over the thresholds, as :class:`LaunchWide`.
 
 Pure numpy over the trace view; no I/O.
 """
@@ -20,7 +20,6 @@ Pure numpy over the trace view; no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +31,6 @@ from gpuadvise.model.roofline import Traffic
 from gpuadvise.rules.context import ModelUnavailable
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
 from gpuadvise.rules.findings import Estimate, Evidence
-from gpuadvise.trace.access import Kind
 from gpuadvise.trace.view import Lanes, TraceView
 
 __all__ = [
@@ -41,8 +39,6 @@ __all__ = [
     "launch_wide",
     "cap_dram_at_footprint",
     "launch_reuse",
-    "staged_chain",
-    "staged_estimate",
     "tile_estimate",
 ]
 
@@ -98,57 +94,6 @@ def cap_dram_at_footprint(t: Traffic, reuse: LaunchReuse, device: DeviceSpec) ->
     extra = max(reuse.sample_sectors * reuse.scale - reuse.footprint, 0.0) * SECTOR
     extra = min(extra, t.dram_load_bytes, t.dram_bytes)
     return replace(t, dram_bytes=t.dram_bytes - extra, dram_load_bytes=t.dram_load_bytes - extra)
-
-
-def staged_chain(chain: Mapping[str, float], share: float) -> dict[str, float]:
-    """``chain`` (a CTA's critical links by latency class) with ``share`` of its global links
-    read from shared memory instead, plus the tile's fill: one global link (the fill's loads do
-    not depend on each other) and one barrier."""
-    out = dict(chain)
-    g = float(out.get("global", 0.0))
-    moved = g * min(max(share, 0.0), 1.0)
-    out["global"] = g - moved + 1.0
-    out["shared"] = float(out.get("shared", 0.0)) + moved
-    out["barrier"] = float(out.get("barrier", 0.0)) + 1.0
-    return out
-
-
-def staged_estimate(
-    device: DeviceSpec, view: TraceView, est: Estimate, lanes: Lanes, buffer: str, what: str
-) -> Estimate:
-    """``est`` (the L1 data path's saving, ``inputs["saved_cycles_sampled"]``) with the line's
-    loads (``lanes`` of ``buffer``) off the critical chain too: the launch model before and
-    after, the chain's global links in the line's share of the CTA's load requests read from
-    the tile (:func:`staged_chain`), the buffer's DRAM bytes at its footprint on both sides
-    where it fits in the L2 (:func:`cap_dram_at_footprint`). ``est`` without the model."""
-    try:
-        base = view_traffic(device, view)
-    except ModelUnavailable:
-        return est
-    w = base.work
-    if w is None or not w.ctas:
-        return est
-    base = cap_dram_at_footprint(base, launch_reuse(view, lanes, view.buffers[buffer].size), device)
-    loads = np.flatnonzero(view.inst_kind[view.records["inst"]] == int(Kind.LOAD))
-    total = view.weighted(loads)
-    share = view.weighted(unique_int(lanes.rec)) / total if total else 0.0
-    saved = float(est.inputs.get("saved_cycles_sampled", 0.0)) * view.scale
-    changed = replace(
-        base,
-        l1_cycles=max(base.l1_cycles - saved, 0.0),
-        work=replace(w, chain=staged_chain(w.chain, share)),
-    )
-    inputs = {**est.inputs, "line_share_of_global_loads": round(share, 3)}
-    chained = launch_change_estimate(
-        device,
-        base,
-        changed,
-        what + f"; {share:.0%} of the critical chain's global loads (the line's share of "
-        "the CTA's load requests) read from the tile at shared latency, one global load "
-        "and a barrier added for the fill",
-        inputs,
-    )
-    return est if chained is None else chained
 
 
 def tile_estimate(

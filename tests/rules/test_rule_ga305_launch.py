@@ -66,20 +66,14 @@ def test_options():
     assert ga305("pair_dot", min_l2_share=1.01) == []
 
 
-def test_neighbourhood_estimate_takes_the_line_off_the_chain():
-    """box3_direct: the 9 neighbours are the kernel's only global loads, so the whole chain's
-    global links are read from the tile (shared latency) but one for the fill."""
+def test_neighbourhood_estimate_stays_on_the_l1():
+    """box3_direct (the tile measured 1.70x slower on an H200): the neighbourhood's estimate is
+    the L1 data path's alone, a launch-wide finding does not join it for the same buffer, and
+    no gain worth a warning is predicted."""
     box = KERNELS / "stencil" / "box.cu"
     (f,) = ga305("box3_direct", box)
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound"
-    assert est.inputs["line_share_of_global_loads"] == pytest.approx(1.0)
-    assert "read from the tile at shared latency" in est.method
-    assert f.recommend_only_if_faster is True  # the measurement still decides
-
-
-def test_staged_chain():
-    chain = {"global": 10.0, "int": 4.0}
-    got = rule_api.staged_chain(chain, 0.5)
-    assert got == {"global": 6.0, "int": 4.0, "shared": 5.0, "barrier": 1.0}
-    assert rule_api.staged_chain({}, 1.0) == {"global": 1.0, "shared": 0.0, "barrier": 1.0}
+    assert est is not None and est.kind == "upper-bound" and "shared tile" in est.method
+    assert "footprint_sectors" not in est.inputs
+    assert est.inputs["point_speedup"] <= 1.05
+    assert f.recommend_only_if_faster is True  # the measurement decides
