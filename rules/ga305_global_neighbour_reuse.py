@@ -92,9 +92,10 @@ class GlobalNeighbourReuse(Rule):
     sectors many CTAs read (one CTA per pair of rows, each row read by every CTA of its row and
     column of the grid): the sampled CTAs' distinct sectors summed and scaled to the launch (what
     the L2 sends the SMs) over the buffer's footprint (the sample's distinct sectors scaled, at
-    most the buffer: counted high, so the ratio is low) at least ``min_cta_reuse`` CTAs per
+    most the buffer: counted high, so the ratio is low) at least ``min_cta_reuse`` (64) CTAs per
     sector, those sectors at least ``min_l2_share`` of the launch's L2 load sectors. One finding
-    per buffer, at its first line.
+    per buffer, at its first line. Fewer CTAs per sector (the overlap of neighbouring blocks'
+    wide footprints: tile_gather's ``gather_1440p``, 39) are the L2's to serve (GA304's).
 
     Why it is slow
     --------------
@@ -159,7 +160,7 @@ class GlobalNeighbourReuse(Rule):
         "min_reuse": 4.0,
         "min_spread": 0.5,
         "max_table_bytes": 48 * 1024,
-        "min_cta_reuse": 16.0,
+        "min_cta_reuse": 64.0,
         "min_l2_share": 0.25,
     }
 
