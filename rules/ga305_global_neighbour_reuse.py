@@ -15,6 +15,8 @@ from gpuadvise.rules import (
     Finding,
     FindingDetails,
     Kind,
+    LaunchReuse,
+    LaunchWide,
     Rule,
     RuleContext,
     Space,
@@ -24,12 +26,16 @@ from gpuadvise.rules import (
     integer_args,
     l1_cycles,
     l1_roofline_estimate,
+    launch_wide,
     proxy_where,
     source_text,
     struct_for,
+    tile_estimate,
     tile_pitch,
     tile_proxy,
 )
+
+TILE = 8  # a launch-wide fix: each CTA computes TILE times the outputs from what it stages
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,12 @@ class NeighbourReuse(FindingDetails):
     # a lookup table: every load indexed by data (values read from memory), the whole buffer
     # small enough to stage in shared memory (its bytes); 0: a neighbourhood
     table_bytes: int = 0
-    lines: tuple[int, ...] = ()  # a table's other lines with such loads
+    lines: tuple[int, ...] = ()  # a table's (a launch-wide finding's) other lines
+    # launch-wide (no CTA re-reads the buffer, many CTAs read each sector): the sampled CTAs'
+    # distinct sectors summed (the L2's), the sample's distinct sectors, the launch's footprint
+    launch_l2_sectors: int = 0
+    sample_sectors: int = 0
+    footprint: float = 0.0
 
     def lanes(self, ctx: RuleContext) -> Any:
         import numpy as np
@@ -77,8 +88,18 @@ class GlobalNeighbourReuse(Rule):
     its first line (its other lines named), whose fix is staging the whole table; into a bigger
     buffer they are a gather, GA301's, and this rule leaves them.
 
+    Launch-wide: a buffer whose loads no CTA re-reads enough for a neighbourhood, but whose
+    sectors many CTAs read (one CTA per pair of rows, each row read by every CTA of its row and
+    column of the grid): the sampled CTAs' distinct sectors summed and scaled to the launch (what
+    the L2 sends the SMs) over the buffer's footprint (the sample's distinct sectors scaled, at
+    most the buffer: counted high, so the ratio is low) at least ``min_cta_reuse`` (64) CTAs per
+    sector, those sectors at least ``min_l2_share`` of the launch's L2 load sectors. One finding
+    per buffer, at its first line. Fewer CTAs per sector (the overlap of neighbouring blocks'
+    wide footprints: tile_gather's ``gather_1440p``, 39) are the L2's to serve (GA304's).
+
     Why it is slow
     --------------
+    Launch-wide, the L2-to-SM path carries each sector as many times as CTAs read it.
     Every reload is a request through the load/store unit and the L1: a 5x5 window read by a
     16x16 block makes 24 requests per thread where a tile staged once in shared memory (the block
     and a halo of 2, 400 words) needs 400 / 256 loads per thread and then conflict-free shared
@@ -109,10 +130,18 @@ class GlobalNeighbourReuse(Rule):
     line's requests then cost one shared-memory wavefront each (conflict-free), and its global
     sectors come down to the distinct sectors each CTA touches (loaded once for the tile). It
     assumes the L1 serves none of the reuse today; where it serves most, the measured gain is
-    nil, which is why this rule asks for the measurement.
+    nil, which is why this rule asks for the measurement. The dependent chain is left as it is:
+    the model weighs a global load's latency by L2 sectors over requests, which for a stencil's
+    requests (a row of two or three sectors, most of them L1 hits) is near an L2 round trip
+    each, so crediting the tile with them predicted ``box3_direct`` 2.7x where the tile
+    measured 1.70x slower (H200). Launch-wide: a tile of ``TILE`` (8) outputs per CTA divides
+    the buffer's L2 load sectors by 8 (by the CTAs per sector where fewer), its DRAM bytes at
+    its footprint on both sides (read once into the L2, where it fits in half of it); the
+    arithmetic per output stays.
 
     Fix safety
     ----------
+    Launch-wide: display-only (the tile of outputs changes the launch and the kernel's loops).
     Proxy: the tile rewrites the kernel's loop (and the kernel may need the window in another
     shape), so it is not applied to the user's kernel. gpuadvise synthesizes two kernels from the
     line's trace, one reading the neighbours from global memory as the kernel does and one from a
@@ -127,7 +156,13 @@ class GlobalNeighbourReuse(Rule):
     title = "Neighbour reuse through global memory (no shared tile)"
     severity = "warning"
     models = ("trace",)
-    options = {"min_reuse": 4.0, "min_spread": 0.5, "max_table_bytes": 48 * 1024}
+    options = {
+        "min_reuse": 4.0,
+        "min_spread": 0.5,
+        "max_table_bytes": 48 * 1024,
+        "min_cta_reuse": 64.0,
+        "min_l2_share": 0.25,
+    }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
@@ -139,6 +174,8 @@ class GlobalNeighbourReuse(Rule):
         copies = ctx.unread_block_dims
         max_table = int(ctx.option("max_table_bytes"))
         tables: dict[str, list[tuple[int, Any, Any]]] = {}  # buffer -> (line, lanes, reuse)
+        spread_out: dict[str, list[tuple[int, Any]]] = {}  # buffer -> (line, lanes)
+        reported: set[str] = set()
         # lines that store into shared memory: a line that loads there fills a tile already
         # (`sh[t] = g[i]`); threads loading one address there fill the same words (every row
         # of a block staging the same tile: expdist's fill), which a tile does not fix
@@ -163,14 +200,22 @@ class GlobalNeighbourReuse(Rule):
                     if not len(lanes):
                         continue
                 ru = cta_reuse(lanes, view.rec_sectors[recs])
-                if ru.factor < min_reuse or ru.spread < min_spread:
+                if ru.spread < min_spread:
                     continue
                 # loads whose addresses come from the data: a lookup table (staged whole, if
                 # small) or a gather (GA301's), not a neighbourhood a tile with halo holds
-                if all(ctx.trace.instructions[int(i)].data_address for i in np.unique(lanes.inst)):
+                data = all(
+                    ctx.trace.instructions[int(i)].data_address for i in np.unique(lanes.inst)
+                )
+                if not data:
+                    spread_out.setdefault(b, []).append((line, lanes))
+                if ru.factor < min_reuse:
+                    continue
+                if data:
                     if view.buffers[b].size <= max_table:
                         tables.setdefault(b, []).append((line, lanes, ru))
                     continue
+                reported.add(b)
                 per_cta = ru.addresses / max(len(view.ctas), 1)
                 yield self.finding(
                     ctx,
@@ -206,6 +251,36 @@ class GlobalNeighbourReuse(Rule):
 
         for b, seen in tables.items():
             yield self._table(ctx, b, seen)
+        for b, got in spread_out.items():
+            if b not in reported and b not in tables and (f := self._launch_wide(ctx, b, got)):
+                yield f
+
+    def _launch_wide(self, ctx: RuleContext, b: str, got: list[tuple[int, Any]]) -> Finding | None:
+        """One finding per buffer whose sectors many CTAs read (none re-read within a CTA
+        enough for a neighbourhood): at its first such line, the others named."""
+        view = ctx.trace_view
+        min_factor, min_share = (float(ctx.option(k)) for k in ("min_cta_reuse", "min_l2_share"))
+        lw = launch_wide(ctx.device, view, got, view.buffers[b].size, min_factor, min_share)
+        if lw is None:
+            return None
+        lr, recs = lw.reuse, distinct(lw.lanes.rec)
+        return self.finding(
+            ctx,
+            lw.message(b),
+            line=lw.line,
+            evidence=lw.evidence(min_factor, min_share, len(view.ctas)),
+            details=NeighbourReuse(
+                b,
+                tuple(sorted({int(i) for i in lw.lanes.inst})),
+                int(len(recs)),
+                int(view.rec_sectors[recs].sum()),
+                int(lr.l2_sectors),
+                lines=lw.others,
+                launch_l2_sectors=int(lr.l2_sectors),
+                sample_sectors=int(lr.sample_sectors),
+                footprint=float(lr.footprint),
+            ),
+        )
 
     def _table(self, ctx: RuleContext, b: str, seen: list[tuple[int, Any, Any]]) -> Finding:
         """One finding per lookup table, at its first line: the loads of every line summed."""
@@ -254,6 +329,9 @@ class GlobalNeighbourReuse(Rule):
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
         ru = finding.details_as(NeighbourReuse)
+        if ru.footprint:
+            lr = LaunchReuse(ru.launch_l2_sectors, ru.sample_sectors, ru.footprint, view.scale)
+            return tile_estimate(ctx.device, view, lr, ru.buffer, TILE)
         before = l1_cycles(ru.requests, ru.requested_sectors)
         after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
         what = "the table in shared memory" if ru.table_bytes else "a shared tile"
@@ -271,6 +349,8 @@ class GlobalNeighbourReuse(Rule):
         d = finding.details_as(NeighbourReuse)
         view = ctx.trace_view
         bi = view.buffers[d.buffer]
+        if d.footprint:
+            return Variant("display-only", LaunchWide.fix(d.buffer, TILE))
         if d.table_bytes:
             return Variant(
                 "display-only",

@@ -103,6 +103,14 @@ from gpuadvise.rules.grid_stride import (
 )
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
 from gpuadvise.rules.lanes import uniform_lanes
+from gpuadvise.rules.launch_reuse import (
+    LaunchReuse,
+    LaunchWide,
+    cap_dram_at_footprint,
+    launch_reuse,
+    launch_wide,
+    tile_estimate,
+)
 from gpuadvise.rules.narrow_fix import narrow_variant
 from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
 from gpuadvise.rules.pressure import (
@@ -238,6 +246,12 @@ __all__ = [
     "l2_model",
     "later_repeats",
     "launch_change_estimate",
+    "launch_reuse",
+    "LaunchReuse",
+    "LaunchWide",
+    "launch_wide",
+    "cap_dram_at_footprint",
+    "tile_estimate",
     "launch_estimate",
     "launch_specific",
     "launch_times",

@@ -1,0 +1,207 @@
+"""GA305's launch-wide side: how many CTAs read each sector of a buffer (what the L2 serves again
+and again to the SMs), and what a tile of outputs per CTA changes.
+
+- :func:`launch_reuse`: a buffer's loads over the sampled CTAs: the sectors each CTA reads
+  (distinct per CTA: the L1 serves the CTA's own re-reads, the model's L2 load sectors), and the
+  buffer's footprint over the launch, at most the buffer (the sampled CTAs' distinct sectors
+  scaled to the launch, which overcounts where CTAs outside the sample share them, and the
+  buffer's size, which no launch exceeds). ``factor`` = L2 sectors over the footprint: how many
+  CTAs, on average, read each sector; the footprint being counted high, the factor is low.
+- :func:`cap_dram_at_footprint`: the launch model's DRAM bytes with that buffer's loads counted
+  once (its footprint) where the footprint fits in the L2: the model scales the sample's
+  distinct sectors to the launch, which counts a row that every CTA reads once per sample.
+- :func:`tile_estimate`: a tile of outputs per CTA on the launch model: the buffer's L2 load
+  sectors divided by the tile, its DRAM bytes at its footprint (:func:`cap_dram_at_footprint`).
+- :func:`launch_wide`: a buffer's (line, lanes) over the thresholds, as :class:`LaunchWide`.
+
+Pure numpy over the trace view; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.arrays import distinct as unique_int
+from gpuadvise.devices import DeviceSpec
+from gpuadvise.model.roofline import Traffic
+from gpuadvise.rules.context import ModelUnavailable
+from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.findings import Estimate, Evidence
+from gpuadvise.trace.view import Lanes, TraceView
+
+__all__ = [
+    "LaunchReuse",
+    "LaunchWide",
+    "launch_wide",
+    "cap_dram_at_footprint",
+    "launch_reuse",
+    "tile_estimate",
+]
+
+SECTOR = 32
+
+
+@dataclass(frozen=True)
+class LaunchReuse:
+    """A buffer's loads over the launch (sampled CTAs scaled by ``scale``): ``l2_sectors``, the
+    distinct sectors of each sampled CTA summed (what the L2 sends the SMs, the CTA's own
+    re-reads served by its L1); ``sample_sectors``: the distinct sectors of the sample;
+    ``footprint``: the launch's distinct sectors (at most the buffer's); ``scale``."""
+
+    l2_sectors: int
+    sample_sectors: int
+    footprint: float
+    scale: float
+
+    @property
+    def factor(self) -> float:
+        """CTAs reading each sector of the footprint, on average (at least that many)."""
+        return self.l2_sectors * self.scale / self.footprint if self.footprint > 0 else 0.0
+
+    @property
+    def launch_l2_sectors(self) -> float:
+        return self.l2_sectors * self.scale
+
+
+def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReuse:
+    """The :class:`LaunchReuse` of ``lanes`` (one buffer's load lanes) in ``view``."""
+    if not len(lanes):
+        return LaunchReuse(0, 0, 0.0, view.scale)
+    sect = lanes.off.astype(np.int64) // SECTOR
+    last = (lanes.off.astype(np.int64) + lanes.width - 1) // SECTOR
+    cross = last != sect
+    cta = lanes.cta.astype(np.int64)
+    if cross.any():
+        sect = np.concatenate([sect, last[cross]])
+        cta = np.concatenate([cta, cta[cross]])
+    per_cta = len(unique_int((cta << 44) | sect))
+    sample = len(unique_int(sect))
+    footprint = min(sample * view.scale, math.ceil(buffer_bytes / SECTOR))
+    return LaunchReuse(per_cta, sample, float(footprint), view.scale)
+
+
+def cap_dram_at_footprint(t: Traffic, reuse: LaunchReuse, device: DeviceSpec) -> Traffic:
+    """``t`` with the buffer's DRAM loads at its footprint instead of the sample's distinct
+    sectors scaled to the launch, when the footprint fits in half the device's L2 (read once,
+    then served by the L2 to every CTA that reads it again); ``t`` as it is otherwise."""
+    l2 = device.l2_bytes or 0
+    if reuse.footprint * SECTOR > l2 / 2:
+        return t
+    extra = max(reuse.sample_sectors * reuse.scale - reuse.footprint, 0.0) * SECTOR
+    extra = min(extra, t.dram_load_bytes, t.dram_bytes)
+    return replace(t, dram_bytes=t.dram_bytes - extra, dram_load_bytes=t.dram_load_bytes - extra)
+
+
+def tile_estimate(
+    device: DeviceSpec, view: TraceView, lr: LaunchReuse, buffer: str, tile_max: int
+) -> Estimate:
+    """A tile of ``tile_max`` outputs per CTA (fewer where fewer CTAs read each sector) sharing
+    what it loads: ``buffer``'s L2 load sectors divided by it; the model's DRAM bytes with the
+    buffer read once where it fits in the L2 (before and after alike)."""
+    tile = min(lr.factor, float(tile_max))
+    inputs: dict[str, Any] = {
+        "ctas_per_sector": round(lr.factor, 1),
+        "tile": round(tile, 2),
+        "l2_sectors": lr.launch_l2_sectors,
+        "footprint_sectors": lr.footprint,
+    }
+    try:
+        base = view_traffic(device, view)
+    except ModelUnavailable:
+        return Estimate(None, "none", "no launch model for this trace", inputs)
+    before = cap_dram_at_footprint(base, lr, device)
+    saved = lr.launch_l2_sectors * (1.0 - 1.0 / tile) if tile > 0 else 0.0
+    after = replace(before, l2_load_sectors=max(before.l2_load_sectors - saved, 0.0))
+    capped = " (its DRAM bytes at its footprint, read once into the L2)" * (
+        before.dram_bytes != base.dram_bytes
+    )
+    est = launch_change_estimate(
+        device,
+        before,
+        after,
+        f"a tile of {tile:.0f} outputs per CTA sharing what it loads: `{buffer}`'s "
+        f"{lr.launch_l2_sectors:.0f} L2 load sectors divided by {tile:.1f}{capped}",
+        inputs,
+    )
+    if est is None:
+        return Estimate(None, "none", "no clock or memory rates for the launch model", inputs)
+    return est
+
+
+@dataclass(frozen=True)
+class LaunchWide:
+    """A buffer's loads over the lines that read it (``lanes``, concatenated), their
+    :class:`LaunchReuse`, their share of the launch's L2 load sectors, the first line and the
+    others, and the message of the finding."""
+
+    lanes: Lanes
+    reuse: LaunchReuse
+    l2_share: float
+    line: int
+    others: tuple[int, ...]
+
+    def message(self, buffer: str) -> str:
+        lr = self.reuse
+        where = f" (and lines {', '.join(map(str, self.others))})" if self.others else ""
+        return (
+            f"data many CTAs read again through the L2: each sector of `{buffer}` this "
+            f"line{where} loads is read by {lr.factor:.0f} CTAs on average "
+            f"({lr.launch_l2_sectors:.0f} sectors sent to the SMs for a footprint of "
+            f"{lr.footprint:.0f}; {self.l2_share:.0%} of the launch's L2 load sectors), while no "
+            "CTA reads it much more than once. Give each CTA more outputs that share what it "
+            "loads (a tile of outputs: the rows or columns it needs staged once in shared memory "
+            "or registers), so that each sector reaches the SMs fewer times"
+        )
+
+    def evidence(self, min_factor: float, min_share: float, sampled: int) -> list[Evidence]:
+        lr = self.reuse
+        return [
+            Evidence("ctas_per_sector", round(lr.factor, 1), min_factor, ">="),
+            Evidence("l2_share", round(self.l2_share, 3), min_share, ">="),
+            Evidence("l2_sectors", round(lr.launch_l2_sectors), unit="sectors"),
+            Evidence("footprint_sectors", round(lr.footprint), unit="sectors"),
+            Evidence("sampled_ctas", sampled),
+        ]
+
+    @staticmethod
+    def fix(buffer: str, tile: int) -> str:
+        return (
+            f"give each CTA a tile of outputs that read the same `{buffer}` data (e.g. {tile} x "
+            f"{tile} pairs, or {tile} rows or columns per thread), stage what the tile reads once "
+            "in shared memory (or registers) and compute every output of the tile from it; "
+            "launch that many times fewer CTAs"
+        )
+
+
+def launch_wide(
+    device: DeviceSpec,
+    view: TraceView,
+    got: list[tuple[int, Lanes]],
+    buffer_bytes: int,
+    min_factor: float,
+    min_share: float,
+) -> LaunchWide | None:
+    """The :class:`LaunchWide` of one buffer's (line, lanes), when at least ``min_factor`` CTAs
+    read each sector on average and those sectors are at least ``min_share`` of the launch's L2
+    load sectors; else None."""
+    first = got[0][1]
+    lanes = Lanes(
+        *(np.concatenate([getattr(x, f) for _, x in got]) for f in first.__dataclass_fields__)
+    )
+    lr = launch_reuse(view, lanes, buffer_bytes)
+    if lr.factor < min_factor:
+        return None
+    try:
+        l2_all = view_traffic(device, view).l2_load_sectors
+    except ModelUnavailable:
+        return None
+    share = lr.launch_l2_sectors / l2_all if l2_all > 0 else 0.0
+    if share < min_share:
+        return None
+    line = got[0][0]
+    others = tuple(sorted({ln for ln, _ in got[1:]} - {line}))
+    return LaunchWide(lanes, lr, share, line, others)
