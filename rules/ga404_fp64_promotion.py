@@ -73,6 +73,21 @@ def _counts(instrs: Sequence[Any], file: str) -> dict[int, list[int]]:
     return {ln: c for ln, c in out.items() if any(c)}
 
 
+def _executed_fp64(ctx: RuleContext, lines: Sequence[int]) -> float | None:
+    """The FP64 pipe's warp instructions that the traced launch executed at ``lines`` (and the
+    two after each); None without the emulator's counts. ``sinf``'s range reduction for huge
+    arguments has double code (I2F.F64, DMUL) that a launch of ordinary arguments never runs."""
+    try:
+        profile = ctx.simt
+    except ModelUnavailable:
+        return None
+    return sum(
+        p.pipes.get("fp64", 0.0)
+        for p in profile.line_pipes
+        if same_source_file(p.file, ctx.source_file) and any(0 <= p.line - x <= 2 for x in lines)
+    )
+
+
 def _float_text(ctx: RuleContext, lines: Sequence[int], whole: bool) -> tuple[str, int] | None:
     """The kernel's file with the double literals and double functions of ``lines`` made float
     (``whole``: of the whole kernel body, and its ``double`` declarations and casts made
@@ -139,7 +154,8 @@ class Fp64Promotion(Rule):
     code, the machine code is not. An integer made double (``I2F.F64``: ``0.92 * Tn[i]`` of a
     byte) counts as a promotion when the kernel's double results come back to float
     (``F2F.F32.F64``). Kernels that work in double on purpose (double buffers, no conversion
-    from float, nothing brought back to float) are not reported.
+    from float, nothing brought back to float) are not reported, nor double code the traced
+    launch never executes (``sinf``'s range reduction for huge arguments: I2F.F64, DMUL).
 
     Why it is slow
     --------------
@@ -203,8 +219,8 @@ class Fp64Promotion(Rule):
         if not lines:
             return
         fp64 = sum(c[1] for ln, c in counts.items() if any(0 <= ln - p <= 2 for p in lines))
-        if fp64 == 0:
-            return
+        if fp64 == 0 or _executed_fp64(ctx, lines) == 0.0:
+            return  # no FP64 work, or only on a path the launch never takes (sinf's slow path)
         prom = sum(counts[ln][0] for ln in lines)
         iprom = sum(counts[ln][3] for ln in lines) if dem else 0
         where = ", ".join(map(str, lines))
