@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     Estimate,
     Evidence,
@@ -20,6 +21,7 @@ from gpuadvise.rules import (
     fixkit,
     fp64_to_fp32_estimate,
     lines_text,
+    max_active_blocks,
     same_source_file,
 )
 
@@ -27,6 +29,7 @@ from gpuadvise.rules import (
 _FP64 = ("DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DMUL", "DSET")
 _MUFU64 = ("MUFU.RCP64H", "MUFU.RSQ64H")
 _PROMOTE = "F2F.F64.F32"
+_INT_PROMOTE = "I2F.F64"  # an integer made double (I2FP.F32, an ALU instruction, once float)
 _DEMOTE = "F2F.F32.F64"
 # double functions of <cmath> with a float twin (``sqrt`` -> ``sqrtf``)
 _MATH = (
@@ -45,10 +48,12 @@ class Promotion(FindingDetails):
     promotions: int
     fp64: int
     demotions: int
+    int_promotions: int = 0
 
 
 def _counts(instrs: Sequence[Any], file: str) -> dict[int, list[int]]:
-    """Per kernel-body line: [promotions, FP64 instructions, demotions]."""
+    """Per kernel-body line: [float promotions, FP64 instructions, demotions, integer
+    promotions]."""
     out: dict[int, list[int]] = {}
     for i in instrs:
         if i.never_executes:
@@ -56,14 +61,84 @@ def _counts(instrs: Sequence[Any], file: str) -> dict[int, list[int]]:
         f, ln = i.call_site
         if ln is None or not same_source_file(f, file):
             continue
-        c = out.setdefault(ln, [0, 0, 0])
+        c = out.setdefault(ln, [0, 0, 0, 0])
         if i.opcode.startswith(_PROMOTE):
             c[0] += 1
+        elif i.opcode.startswith(_INT_PROMOTE):
+            c[3] += 1
         elif i.opcode.startswith(_DEMOTE):
             c[2] += 1
         elif i.base_opcode in _FP64 or i.opcode.startswith(_MUFU64):
             c[1] += 1
     return {ln: c for ln, c in out.items() if any(c)}
+
+
+def _executed_fp64(ctx: RuleContext, lines: Sequence[int]) -> float | None:
+    """The FP64 pipe's warp instructions that the traced launch executed at ``lines`` (and the
+    two after each); None without the emulator's counts. ``sinf``'s range reduction for huge
+    arguments has double code (I2F.F64, DMUL) that a launch of ordinary arguments never runs."""
+    try:
+        profile = ctx.simt
+    except ModelUnavailable:
+        return None
+    return sum(
+        p.pipes.get("fp64", 0.0)
+        for p in profile.line_pipes
+        if same_source_file(p.file, ctx.source_file) and any(0 <= p.line - x <= 2 for x in lines)
+    )
+
+
+def _float_text(ctx: RuleContext, lines: Sequence[int], whole: bool) -> tuple[str, int] | None:
+    """The kernel's file with the double literals and double functions of ``lines`` made float
+    (``whole``: of the whole kernel body, and its ``double`` declarations and casts made
+    ``float`` too), and the number of edits; None without the parsed source."""
+    try:
+        ks = ctx.kernel_source
+    except (ModelUnavailable, GpuAdviseError):
+        return None
+    rw = ks.rewrite()
+    spans = (
+        [ks.span]
+        if whole
+        else [(ks.tree.line_start(ln), ks.tree.line_start(ln + 1)) for ln in lines]
+    )
+    changed = 0
+    for span in spans:
+        changed += fixkit.float_literal_edits(ks.tree, rw, span)
+        changed += fixkit.float_function_edits(ks.tree, rw, span, _MATH)
+    if whole:
+        for m in re.finditer(r"\bdouble\b", ks.body):
+            rw.replace(ks.body_start + m.start(), ks.body_start + m.end(), "float")
+            changed += 1
+    return rw.text(), changed
+
+
+def _float_resident(ctx: RuleContext, d: Promotion) -> int | None:
+    """CTAs per SM of the kernel built in float (the literals and calls of the promoted lines
+    made float; when the kernel names ``double`` itself, its whole body), when more than now;
+    None when no more fit, or the float version does not build here."""
+    ks_double = _names_double(ctx)
+    got = _float_text(ctx, d.lines, whole=bool(ks_double))
+    if got is None or not got[1]:
+        return None
+    try:
+        info = ctx.services.compile_candidate(got[0])
+        k = replace(ctx.occupancy_input, regs_per_thread=info.resources.registers)
+        after = max_active_blocks(ctx.device, k).active_blocks_per_sm
+    except (GpuAdviseError, ValueError):
+        return None
+    return after if after > ctx.occupancy.active_blocks_per_sm else None
+
+
+def _names_double(ctx: RuleContext) -> bool:
+    """Whether the kernel's declaration or body names ``double`` (some double work may be
+    meant)."""
+    try:
+        ks = ctx.kernel_source
+    except (ModelUnavailable, GpuAdviseError):
+        return False
+    head = ks.code[ks.tree.line_start(ks.decl_line) : ks.body_start]
+    return re.search(r"\bdouble\b", head + ks.body) is not None
 
 
 class Fp64Promotion(Rule):
@@ -76,8 +151,11 @@ class Fp64Promotion(Rule):
     (``F2F.F64.F32``) and computed on the FP64 pipe (``DADD``, ``DMUL``, ``DFMA``, ``DSETP``,
     ``MUFU.RCP64H``...). C++ promotes ``2.0 * x`` with ``float x`` to double, ``1.0 / (1.0 + d)``
     divides in double, and ``sqrt(x)`` of a float calls the double ``sqrt``: the source is float
-    code, the machine code is not. Kernels that work in double on purpose (double buffers, no
-    conversion from float) are not reported.
+    code, the machine code is not. An integer made double (``I2F.F64``: ``0.92 * Tn[i]`` of a
+    byte) counts as a promotion when the kernel's double results come back to float
+    (``F2F.F32.F64``). Kernels that work in double on purpose (double buffers, no conversion
+    from float, nothing brought back to float) are not reported, nor double code the traced
+    launch never executes (``sinf``'s range reduction for huge arguments: I2F.F64, DMUL).
 
     Why it is slow
     --------------
@@ -103,8 +181,13 @@ class Fp64Promotion(Rule):
     the critical path, the memory terms, the launch floor): the kernel's FP64 pipe instructions
     issued on the FP32 pipe instead (an H100 runs FP64 at half the FP32 rate, a consumer GPU at
     1/64), its critical path's FP64 links made FP32 ones, and the F2F conversions of these lines
-    gone (as many per FP64 instruction as the SASS of these lines has). It takes all of the
-    kernel's FP64 work as these lines'; without a trace, no estimate.
+    gone (as many per FP64 instruction as the SASS of these lines has, ``I2F.F64`` included: in
+    float it is ``I2FP.F32``, an ALU instruction on sm_90), on the pipes and on the critical
+    path. A double takes two registers: the float version (the fix; the whole body made float
+    when the kernel names ``double``) is built, and when it fits more CTAs per SM the launch
+    model runs it with them (fewer rounds of CTAs; Rodinia hotspot: 34 -> 28 registers, 6 -> 8
+    CTAs per SM). It takes all of the kernel's FP64 work as these lines'; without a trace, no
+    estimate.
 
     Fix safety
     ----------
@@ -118,7 +201,7 @@ class Fp64Promotion(Rule):
     name = "fp64-promotion"
     title = "Float code computed in double precision (double literals or functions)"
     severity = "warning"
-    models = ()
+    models = ("sass", "trace")
     options = {}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
@@ -129,49 +212,62 @@ class Fp64Promotion(Rule):
         counts = _counts(instrs, ctx.source_file)
         # a line that promotes floats and computes in FP64 (the conversion and the arithmetic
         # may fall on neighbouring lines of one statement: count the FP64 work of the lines
-        # that promote, and of the next two)
-        lines = sorted(ln for ln, c in counts.items() if c[0] > 0)
+        # that promote, and of the next two); an integer made double counts as a promotion when
+        # the kernel's double results end as floats (``0.92 * Tn[i]`` of a byte, stored float)
+        dem = sum(c[2] for c in counts.values())
+        lines = sorted(ln for ln, c in counts.items() if c[0] > 0 or (dem and c[3] > 0))
         if not lines:
             return
         fp64 = sum(c[1] for ln, c in counts.items() if any(0 <= ln - p <= 2 for p in lines))
-        if fp64 == 0:
-            return
+        if fp64 == 0 or _executed_fp64(ctx, lines) == 0.0:
+            return  # no FP64 work, or only on a path the launch never takes (sinf's slow path)
         prom = sum(counts[ln][0] for ln in lines)
-        dem = sum(c[2] for c in counts.values())
+        iprom = sum(counts[ln][3] for ln in lines) if dem else 0
         where = ", ".join(map(str, lines))
+        conv = [counted(prom, "float-to-double conversion") + " (F2F.F64.F32)"] if prom else []
+        if iprom:
+            conv.append(counted(iprom, "integer-to-double conversion") + " (I2F.F64)")
         yield self.finding(
             ctx,
             f"float values computed in double precision at line{'s' if len(lines) > 1 else ''} "
-            f"{where}: {counted(prom, 'float-to-double conversion')} (F2F.F64.F32), "
+            f"{where}: {', '.join(conv)}, "
             f"{counted(fp64, 'FP64 instruction')} (DFMA/DMUL/DADD/MUFU.RCP64H...) and "
             f"{counted(dem, 'conversion')} back in "
             "the SASS: a double literal (`2.0`) or a double function (`sqrt`) in float code. "
             "Write `2.0f` and `sqrtf` where the operands are float",
             line=lines[0],
             evidence=[
-                Evidence("float_to_double_conversions", prom, 1, ">="),
+                Evidence("float_to_double_conversions", prom),
+                Evidence("int_to_double_conversions", iprom),
                 Evidence("fp64_instructions", fp64, 1, ">="),
                 Evidence("double_to_float_conversions", dem),
                 Evidence("lines", len(lines)),
             ],
-            details=Promotion(tuple(lines), prom, fp64, dem),
+            details=Promotion(tuple(lines), prom, fp64, dem, iprom),
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         d = finding.details_as(Promotion)
-        inputs: dict[str, Any] = {
-            "fp64_instructions": d.fp64,
-            "conversions": d.promotions + d.demotions,
-        }
+        conversions = d.promotions + d.int_promotions + d.demotions
+        inputs: dict[str, Any] = {"fp64_instructions": d.fp64, "conversions": conversions}
         est = None
         if ctx.has_model("trace"):
+            resident = _float_resident(ctx, d)
+            occ = ""
+            if resident:
+                inputs["ctas_per_sm_after"] = resident
+                occ = (
+                    f"; built in float, the kernel fits {resident} CTAs per SM where it fits "
+                    f"{ctx.occupancy.active_blocks_per_sm} (a double takes two registers)"
+                )
             est = fp64_to_fp32_estimate(
                 ctx.device,
                 ctx.trace_view,
-                (d.promotions + d.demotions) / max(d.fp64, 1),
+                conversions / max(d.fp64, 1),
                 f"the FP64 work in FP32 ({counted(d.fp64, 'FP64 instruction')} and "
-                f"{counted(d.promotions + d.demotions, 'conversion')} at these lines in the SASS)",
+                f"{counted(conversions, 'conversion')} at these lines in the SASS){occ}",
                 inputs,
+                ctas_per_sm=resident or 0,
             )
         if est is not None:
             return est
@@ -180,7 +276,7 @@ class Fp64Promotion(Rule):
             "none",
             "not estimated: without the emulator's instruction counts the FP64 pipe's share of "
             f"the kernel's time is not known; the SASS has {counted(d.fp64, 'FP64 instruction')} "
-            f"and {counted(d.promotions + d.demotions, 'conversion')} from these lines",
+            f"and {counted(conversions, 'conversion')} from these lines",
             inputs,
         )
 
@@ -188,8 +284,7 @@ class Fp64Promotion(Rule):
         d = finding.details_as(Promotion)
         how = "write float literals (`2.0f`) and float functions (`sqrtf`) where operands are float"
         ks = ctx.kernel_source
-        head = ks.code[ks.tree.line_start(ks.decl_line) : ks.body_start]
-        if re.search(r"\bdouble\b", head + ks.body):
+        if _names_double(ctx):
             return Variant(
                 "display-only",
                 how + " (no automatic rewrite: the kernel names `double` itself, so some double "

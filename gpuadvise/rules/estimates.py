@@ -574,11 +574,14 @@ def fp64_to_fp32_estimate(
     conversions_per_fp64: float,
     what: str,
     inputs: dict[str, Any],
+    ctas_per_sm: int = 0,
 ) -> Estimate | None:
     """The kernel's FP64 work done in FP32 (double promotions made float), on the launch model:
     every FP64 pipe instruction of the work moved to the FP32 pipe and every FP64 link of its
     critical path made an FP32 one, and ``conversions_per_fp64`` XU conversions (F2F) fewer per
-    FP64 instruction (at most the work's XU count). None without the kernel's work."""
+    FP64 instruction (at most the work's XU count), on the pipes and as links of the critical
+    path alike. ``ctas_per_sm`` (> 0): the float version's resident CTAs per SM (a double takes
+    two registers: the float build may fit more CTAs). None without the kernel's work."""
     before = view_traffic(device, view)
     w = before.work
     if w is None or w.pipes.get("fp64", 0.0) <= 0:
@@ -589,9 +592,21 @@ def fp64_to_fp32_estimate(
     if "xu" in pipes:
         pipes["xu"] = max(pipes["xu"] - conversions_per_fp64 * fp64, 0.0)
     chain = dict(w.chain)
-    if "fp64" in chain:
-        chain["fp32"] = chain.get("fp32", 0.0) + chain.pop("fp64")
-    after = replace(before, work=replace(w, pipes=pipes, chain=chain))
+    links = chain.pop("fp64", 0.0)
+    if links:
+        chain["fp32"] = chain.get("fp32", 0.0) + links
+        if "xu" in chain:
+            chain["xu"] = max(chain["xu"] - conversions_per_fp64 * links, 0.0)
+    work = replace(w, pipes=pipes, chain=chain)
+    after = replace(before, work=work)
+    if ctas_per_sm > w.ctas_per_sm > 0:
+        warps = before.resident_warps * ctas_per_sm / w.ctas_per_sm
+        cap = float(view.total_ctas * w.warps_per_cta)
+        if device.sm_count:
+            cap = min(cap, float(device.max_warps_per_sm * device.sm_count))
+        after = replace(
+            after, work=replace(work, ctas_per_sm=ctas_per_sm), resident_warps=min(warps, cap)
+        )
     return launch_change_estimate(device, before, after, what, inputs)
 
 

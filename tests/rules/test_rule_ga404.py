@@ -97,3 +97,70 @@ def test_estimate_on_the_launch_model():
     assert i["after_dependency_us"] < i["before_dependency_us"]
     assert i["point_speedup"] == pytest.approx(1.0, abs=0.01)
     assert 1.0 <= est.speedup < 1.1
+
+
+BLEND = KERNELS / "fp64int" / "blend.cu"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "safety"),
+    [
+        ("blend", "0.92 * a[i] + 0.24", "automatic-and-verified"),
+        ("blend_macro", "DECAY * a[i]", "display-only"),
+        ("blend_helper", "half_of(a[i])", "display-only"),
+    ],
+)
+def test_integer_promotions_are_found(kernel, marker, safety):
+    # bytes times a double literal: I2F.F64 (no F2F.F64.F32), DMUL/DFMA, and F2F.F32.F64 back
+    # to the float the kernel keeps (hecbench background-subtract's updateThreshold)
+    _, (f,) = _ga404(BLEND, kernel)
+    assert f.line == source_line(BLEND, marker)
+    e = {x.metric: x.value for x in f.evidence}
+    assert e["float_to_double_conversions"] == 0
+    assert e["int_to_double_conversions"] >= 1 and e["fp64_instructions"] >= 1
+    assert e["double_to_float_conversions"] >= 1
+    assert "integer-to-double" in f.message
+    assert f.variant.safety == safety
+
+
+def test_float_blend_stays_silent():
+    assert _ga404(BLEND, "blend_f")[1] == []
+
+
+def test_integers_computed_in_double_on_purpose_stay_silent(tmp_path):
+    # an integer made double for a double result: nothing comes back to float
+    src = tmp_path / "k.cu"
+    src.write_text(
+        textwrap.dedent("""
+        __global__ void half(const int* n, double* acc, int m) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < m) acc[i] = 0.5 * n[i] + acc[i];
+        }
+    """)
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "half"\ngrid = 4\nblock = 256\n[args]\nm = 1024\n'
+        '[buffers]\nn = "int[m]"\nacc = "double[m]"\n'
+    )
+    assert _ga404(src, "half")[1] == []
+
+
+def test_more_resident_ctas_in_float_shorten_the_rounds():
+    # a double takes two registers: built in float the kernel may fit more CTAs per SM, and
+    # the launch's rounds of CTAs (the dependency term) get fewer (Rodinia hotspot: 34 -> 28
+    # registers, 6 -> 8 CTAs per SM, 3 -> 2 rounds; measured 1.179x on an H200)
+    from gpuadvise.devices import preset
+    from gpuadvise.rules import fp64_to_fp32_estimate
+    from gpuadvise.trace.view import trace_view
+
+    a = analyze(BLEND, "blend", 8)
+    view = trace_view(a.memory.trace, a.spec)
+    device = preset("H100")
+    now = view.work.ctas_per_sm
+    assert now > 0
+    same = fp64_to_fp32_estimate(device, view, 1.5, "float", {})
+    fewer = fp64_to_fp32_estimate(device, view, 1.5, "float", {}, ctas_per_sm=now - 1)
+    more = fp64_to_fp32_estimate(device, view, 1.5, "float", {}, ctas_per_sm=2 * now)
+    assert same.speedup == fewer.speedup  # never fewer CTAs than the kernel has now
+    assert more.inputs["after_dependency_us"] < same.inputs["after_dependency_us"]
+    assert more.speedup >= same.speedup >= 1.0
