@@ -73,7 +73,7 @@ def elements(k: int) -> str:
     return _WORDS.get(k, f"{k} elements")
 
 
-def report_line(ctx: RuleContext, streamed: Sequence[str], stride: bool) -> int:
+def report_line(ctx: RuleContext, streamed: Sequence[str], stride: bool) -> int | None:
     """Where the finding is reported: for a kernel that loops (a grid-stride loop), the header
     of the outermost loop around its first load of a streamed buffer (from the trace: where
     each thread takes its elements); otherwise the kernel's first read of its block's position
