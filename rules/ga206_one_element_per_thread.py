@@ -1,100 +1,77 @@
-"""GA206 one-element-per-thread: a grid of many waves whose threads each handle one or two
+"""GA206 one-element-per-thread: a grid of many waves whose threads each handle one or a few
 elements, where a grid-stride loop over one wave would do the same work."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from gpuadvise.rules import (
-    GRID_STRIDE_PREFIX,
+    COMBINES,
     MODEL,
-    VECTORS,
+    PER_ITERATION,
     Estimate,
     Evidence,
     Finding,
-    FindingDetails,
     Kind,
+    OneElement,
     Rule,
     RuleContext,
     Space,
     Variant,
-    VectorLoad,
+    advice,
     buffer_uses,
-    elementwise_diff,
-    elementwise_vector_diff,
-    grid_bound,
-    hidden_block_reads,
-    index_offset,
+    elements,
     is_grid_stride,
+    kind_text,
     launch_estimate,
-    launch_specific,
-    load_phase,
     memory_rates,
-    pointee,
-    reduction_diff,
-    size_param,
-    vector_load,
-    vector_reduction_diff,
+    one_element_variant,
+    report_line,
     view_traffic,
 )
 
-PER_ITERATION = (4, 1, 2, 8)
-"""Elements per thread and loop iteration offered (the first is the variant shown; the
-measurement stage keeps the fastest verified one)."""
-
-VECTOR_PER_ITERATION = ((2, 1, 4), (2,))
-"""Vector loads per thread and iteration offered for a per-block reduction, for the widest
-vector type of the element (16 bytes) and the next (8 bytes); the first is the variant shown."""
+__all__ = ["OneElement", "OneElementPerThread"]
 
 _LOADS_IN_FLIGHT = 4  # as the launch roofline's latency term (rules.estimates.LOADS_IN_FLIGHT)
 
 
-# ---------------------------------------------------------------------------------------------
-# What detect hands to estimate/transform
-
-
-@dataclass(frozen=True)
-class OneElement(FindingDetails):
-    """``kind``: ``elementwise`` (every written buffer streamed, no shared memory, no atomics),
-    ``per-block`` (CTAs write per-block results: a reduction's partial sums) or ``other``;
-    ``elements_per_thread``: 1 or 2; the buffers; ``wave_ctas``: the grid of the variant."""
-
-    kind: str
-    elements_per_thread: int
-    streamed: tuple[str, ...]
-    per_block: tuple[str, ...]
-    wave_ctas: int
-    loads_per_warp: float
-    grid_stride: bool = False  # the kernel loops already: one wave is a launch change alone
-
-
 class OneElementPerThread(Rule):
-    """A grid of many waves whose threads each handle one or two elements of the arrays.
+    """A grid of many waves whose threads each handle one or a few elements of the arrays.
 
     What it detects
     ---------------
-    A 1D launch of many waves (at least ``min_waves`` x the CTAs the GPU holds at once) in which,
-    from the trace of the sampled CTAs, each thread touches one or two elements of each array it
-    streams, and consecutive CTAs cover consecutive, disjoint ranges of it
+    A launch of many waves (at least ``min_waves`` x the CTAs the GPU holds at once) of 1D
+    blocks in which, from the trace of the sampled CTAs, each thread touches a few elements of
+    each array it streams, and consecutive CTAs cover consecutive, disjoint ranges of it
     (``i = blockIdx.x * blockDim.x + threadIdx.x`` in any spelling: another name, a template
     block size, a macro, cooperative groups, two elements a block apart), or the CTAs' element
     sets are disjoint and each access instruction covers consecutive ranges CTA after CTA (two
-    elements per thread in the two halves of the array, ``k`` and ``k + n/2``; a stencil's or
-    an overlapping window's CTAs share elements and stay silent); no thread touches more than
-    ``max_elements`` elements of any buffer, and the kernel has no grid-stride loop (a loop
-    and a read of ``gridDim``). Reported at the kernel's first read of its block's position:
-    ``blockIdx``, cooperative groups' ``group_index()``/``block_rank()`` or a grid group's
-    ``thread_rank()``, or a macro or helper function that reads them. The finding says
-    which kind of kernel it is: element-wise (``out[i] = f(in[i])``: every buffer written is
-    streamed, no shared memory, no atomics), a per-block reduction (each CTA writes one
-    partial result, ``out[blockIdx.x]``) or a reduction per segment (each CTA's result is also
-    made of inputs of its own read at its index, ``damage[b] = 1 - sum / family[b]``: the
-    result is the segment's, not a partial the host adds, so a one-wave grid would break it;
-    the advice is a warp per segment or several segments to a CTA, described).
+    elements per thread in the two halves of the array, ``k`` and ``k + n/2``), or the CTAs'
+    element sets are disjoint and the grid's CTAs, each that many elements, cover the array
+    once (rows a whole grid apart, a tile of columns per ``blockIdx.y``); a stencil's or an
+    overlapping window's CTAs share elements and stay silent. "A few": at most
+    ``max_elements`` elements of any buffer per thread, ``max_elements_reduction`` where the
+    CTAs combine their elements before writing (a tree or shared atomics per CTA: each thread's
+    elements pay it); only those may have a 2D or 3D grid. A grid-stride loop (a loop and a
+    read of ``gridDim``) launched with many waves is reported where its CTAs combine (its loop
+    runs once or a few times per thread); an element-wise one is not (its iterations are the
+    CTAs'). Reported at the header of the grid-stride loop around the first load of a
+    streamed buffer (from the trace), else at the kernel's first read of its block's position
+    (``blockIdx``, cooperative groups' ``group_index()``/``block_rank()``, a grid group's
+    ``thread_rank()``, a macro or helper function that reads them; past a declaration that
+    only names it, ``nid = blockIdx.x``, to the first statement using the name). The finding
+    says which kind of kernel it is: element-wise (``out[i] = f(in[i])``: every buffer written
+    is streamed, no shared memory, no atomics), a per-block reduction (each CTA writes one
+    partial result, ``out[blockIdx.x]``), a reduction into totals (each CTA combines in shared
+    memory, then adds into outputs every CTA adds to with atomics: ``atomicAdd(result, s)``, a
+    privatised histogram's flush) or a reduction per segment (each CTA's result is also made
+    of inputs of its own read at its index, ``damage[b] = 1 - sum / family[b]``: the result is
+    the segment's, not a partial the host adds, so a one-wave grid would break it; the advice
+    is a warp per segment or several segments to a CTA, described).
 
     Why it is slow
     --------------
@@ -135,10 +112,11 @@ class OneElementPerThread(Rule):
     variant shown; at most 4 loads a warp, as the roofline's latency term), at the same
     occupancy (one wave of CTAs): the latency term falls until DRAM bounds the launch. An upper
     bound (DRAM after the change at its peak); the point value is in the inputs. For an
-    element-wise kernel the saving of the per-CTA launch is not modelled. For a per-block
-    reduction no estimate is given: the tree, barriers and CTA launches the loop removes are
-    most of the gain (H200, 2026-11-25: 1.6-4.7x measured where this bound said 1.23-1.75x),
-    the roofline does not see them, and the variant is measured instead.
+    element-wise kernel the saving of the per-CTA launch is not modelled. For a reduction (per
+    block, into totals, per segment) and for a grid-stride kernel's launch change no estimate
+    is given: the tree, barriers, atomics and CTA launches the change removes are most of the
+    gain (H200, 2026-11-25: 1.6-4.7x measured where this bound said 1.23-1.75x), the roofline
+    does not see them, and the variant is measured instead.
 
     Fix safety
     ----------
@@ -148,8 +126,8 @@ class OneElementPerThread(Rule):
     when one gives the grid, else written into the kernel as this launch's constant: such a
     variant is launch-specific (``Variant.launch_specific``, said in its description; ``--fix``
     applies it only with ``--unsafe-fixes``); the body runs in a lambda so that its ``return``
-    ends one index's work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave of
-    CTAs: every element is computed exactly as before, and the measurement stage verifies the
+    ends one index's work), ``k`` = 1, 2, 4 or 8 indices per thread and iteration, launched with one wave
+    of CTAs: every element is computed exactly as before, and the measurement stage verifies the
     outputs and keeps the fastest verified ``k``. Not rewritten when a helper, a macro,
     cooperative groups or inline PTX read the block index. Where each thread handles one
     element, a size parameter gives the grid, every buffer is a kernel pointer parameter of one
@@ -177,6 +155,12 @@ class OneElementPerThread(Rule):
     :func:`gpuadvise.runner.verify.compare_totals`), on the GPU or, by ``--fix`` without one,
     on the CPU emulator over both whole launches; the host, or the next pass, must add the
     new grid's ``gridDim.x`` partials. A tree with another combine (max, min) is refused.
+    A grid-stride kernel (a per-block reduction or one into totals): automatic-and-verified, the
+    launch alone (``gridDim.x`` cut to about one wave, ``gridDim.y``/``z`` kept; not where the
+    kernel reads ``gridDim.y``/``z``): per-block partials verified as totals, totals made by
+    atomics compared as they are (the same sums added in another order: floats within the
+    comparison's tolerance). Reductions into totals or per segment without a grid-stride
+    loop: display-only.
     """
 
     id = "GA206"
@@ -184,34 +168,40 @@ class OneElementPerThread(Rule):
     title = "One element per thread over a grid of many waves"
     severity = "warning"
     models = ("source", "trace", "occupancy", "waves")
-    options = {"min_waves": 4.0, "max_elements": 2}
+    options = {"min_waves": 4.0, "max_elements": 2, "max_elements_reduction": 4}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         g, b = ctx.launch.grid, ctx.launch.block
-        if g.y != 1 or g.z != 1 or b.y != 1 or b.z != 1:
+        if b.y != 1 or b.z != 1:
             return
         w = ctx.waves
         min_waves = float(ctx.option("min_waves"))
         if w.ctas_per_wave <= 0 or w.total_ctas < min_waves * w.ctas_per_wave:
             return
-        ks = ctx.kernel_source
         # a grid-stride loop launched with a grid of many waves runs once or twice per thread
         # (GA204's half grid leaves one): the launch alone is the fix
-        stride = is_grid_stride(ks)
+        stride = is_grid_stride(ctx.kernel_source)
         view = ctx.trace_view
         threads = int(b.x)
-        most = int(ctx.option("max_elements"))
         uses = buffer_uses(view)
-        streamed = [u for u in uses if u.streamed(threads, most)]
-        if not streamed or any(u.per_thread_max > most for u in uses):
-            return
-        per_block = [u for u in uses if u.per_block and u.written]
-        trace = ctx.trace
-        recs = trace.records
+        recs = ctx.trace.records
         shared = bool(np.any(recs["space"] == int(Space.SHARED)))
         glob = recs[recs["space"] == int(Space.GLOBAL)]
         atomics = bool(np.any(glob["kind"] >= int(Kind.ATOMIC)))
         written = [u for u in uses if u.written]
+        per_block = [u for u in written if u.per_block]
+        # outputs every CTA adds into with atomics after combining in shared memory (a total,
+        # a privatised histogram's flush): the CTA's combine is paid per CTA, not per element
+        totals = [u for u in written if shared and u.atomic and not u.disjoint and not u.per_cta]
+        most = int(ctx.option("max_elements_reduction" if per_block or totals else "max_elements"))
+        streamed = [
+            u
+            for u in uses
+            if u not in totals
+            and (u.streamed(threads, most) or u.partitioned(threads, most, w.total_ctas))
+        ]
+        if not streamed or any(u.per_thread_max > most for u in uses if u not in totals):
+            return
         # inputs read one per CTA at its index (`family[nid]`): each CTA's result is its own
         # segment's (combined with its own data), not a partial of one total the host adds
         own_inputs = [u for u in uses if u.per_block and not u.written]
@@ -221,56 +211,40 @@ class OneElementPerThread(Rule):
             kind = "segmented"
         elif per_block:
             kind = "per-block"
+        elif totals and all(u in totals or u in streamed for u in written):
+            kind = "total"
         else:
             kind = "other"
-        k = max(1, min(most, max(-(-u.per_cta // threads) for u in streamed)))
+        if (stride and kind not in ("per-block", "total")) or (
+            (g.y != 1 or g.z != 1) and kind not in COMBINES
+        ):
+            # an element-wise grid-stride kernel launched with many waves runs as fast as with
+            # one (the loop's iterations are the CTAs'); a reduction pays a tree, barriers and
+            # a partial per CTA: that launch is worth changing. Other kinds: 1D grids only
+            return
+        k = max(1, min(most, max(-(-(u.per_cta or u.disjoint) // threads) for u in streamed)))
         loads = view.records["kind"] == int(Kind.LOAD)
         warps = max(len(np.unique((view.records["cta"].astype(np.int64) << 16)
                                   | view.records["warp"])), 1)  # fmt: skip
-        if stride and kind != "per-block":
-            # an element-wise grid-stride kernel launched with many waves runs as fast as with
-            # one (the loop's iterations are the CTAs'); a reduction pays a tree, barriers and
-            # a partial per CTA: that launch is worth changing
-            return
-        sms = ctx.device.sm_count or 0
-        per_sm = w.ctas_per_wave // sms if sms else 0
         names = ", ".join(f"`{u.name}`" for u in streamed)
-        off = index_offset(ks)
-        line = ks.line_at(off) if off is not None else ctx.kernel_line
-        what = {
-            "elementwise": "an element-wise kernel",
-            "per-block": "a per-block reduction (each CTA writes one partial result to "
-            + ", ".join(f"`{u.name}`" for u in per_block)
-            + f": a grid of one wave leaves {w.ctas_per_wave} partials instead of "
-            f"{w.total_ctas}, whose sum is the same)",
-            "segmented": "a reduction per segment (each CTA combines its elements into "
-            + ", ".join(f"`{u.name}`" for u in per_block)
-            + " at its own index, with inputs of its own: "
-            + ", ".join(f"`{u.name}`" for u in own_inputs)
-            + "), so the CTA count is the segment count: give each segment a warp (its lanes "
-            "loop over the segment's elements and combine with __shfl_down_sync) or several "
-            "segments to a CTA",
-            "other": "a kernel whose outputs depend on the grid (shared memory or atomics)",
-        }[kind]
-        advice = (
-            ""
-            if kind == "segmented"
-            else f". The kernel loops over the array already (a grid-stride loop): launch it "
-            f"with one wave ({w.ctas_per_wave} CTAs"
-            + (f": {sms} SMs x {per_sm}" if sms else "")
-            + ") and each thread takes several elements"
-            if stride
-            else f". Loop over the array with a grid of one wave ({w.ctas_per_wave} CTAs"
-            + (f": {sms} SMs x {per_sm}" if sms else "")
-            + ") and several elements per thread"
+        d = OneElement(
+            kind,
+            k,
+            tuple(u.name for u in streamed),
+            tuple(u.name for u in per_block),
+            int(w.ctas_per_wave),
+            round(view.weighted(np.flatnonzero(loads)) / warps, 4),
+            stride,
+            tuple(u.name for u in totals),
         )
+        what = kind_text(ctx, kind, d, [u.name for u in own_inputs], w.total_ctas)
         yield self.finding(
             ctx,
             f"one element per thread: {w.total_ctas} CTAs of {threads} threads "
             f"({w.waves:.1f} waves of {w.ctas_per_wave}), each thread touching "
-            f"{'one element' if k == 1 else 'two elements'} of {names}, CTA after CTA; "
-            f"{what}{advice}",
-            line=line,
+            f"{elements(k)} of {names}, CTA after CTA; "
+            f"{what}{advice(ctx, d, ctx.device.sm_count or 0)}",
+            line=report_line(ctx, d.streamed, stride),
             evidence=[
                 Evidence("waves", round(w.waves, 3), min_waves, ">="),
                 Evidence("elements_per_thread", k, most, "<=", "elements"),
@@ -278,15 +252,7 @@ class OneElementPerThread(Rule):
                 Evidence("ctas_per_wave", w.ctas_per_wave, unit="CTAs"),
                 Evidence("kind", kind),
             ],
-            details=OneElement(
-                kind,
-                k,
-                tuple(u.name for u in streamed),
-                tuple(u.name for u in per_block),
-                int(w.ctas_per_wave),
-                round(view.weighted(np.flatnonzero(loads)) / warps, 4),
-                stride,
-            ),
+            details=d,
         )
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
@@ -312,34 +278,28 @@ class OneElementPerThread(Rule):
                 None,
                 "none",
                 "not bounded: one wave of a grid-stride kernel saves the launches, prologues and "
-                "(for a reduction) the trees of all but one wave of CTAs, which the launch "
-                "roofline does not model; its loop is not unrolled, so the bytes in flight per "
-                "warp stay; the measurement decides",
+                "(for a reduction) the trees and atomics of all but one wave of CTAs, which the "
+                "launch roofline does not model; its loop is not unrolled, so the bytes in "
+                "flight per warp stay; the measurement decides",
                 inputs,
             )
-        if d.kind == "segmented":
-            return Estimate(
-                None,
-                "none",
-                "not bounded: a warp per segment (or several segments to a CTA) removes the "
-                "per-CTA tree, its barriers and most CTA launches, which the launch roofline does "
-                f"not model (its in-flight term alone says {gain:.1f}x the bytes in flight per "
-                "warp)",
-                inputs,
-            )
-        if d.kind == "per-block":
+        if d.kind in COMBINES:
             # Measured on an H200 (docs/accuracy.md, 2026-11-25): the grid-stride reduction runs
             # 1.6-4.7x faster where the in-flight roofline below says at most 1.23-1.75x: most
             # of the gain is the tree, its barriers and the CTA launches paid once per wave
             # instead of once per 256-512 elements, which the roofline (memory instructions
             # only) does not see. Claiming that bound would be wrong; the variant is measured.
+            how = (
+                "a warp per segment (or several segments to a CTA) removes"
+                if d.kind == "segmented"
+                else "the grid-stride loop removes"
+            )
             return Estimate(
                 None,
                 "none",
-                "not bounded: the grid-stride loop removes the per-CTA tree, barriers and CTA "
-                "launches of all but one wave, which the launch roofline does not model (its "
-                f"in-flight term alone says {gain:.1f}x the bytes in flight per warp); the "
-                "measurement decides",
+                f"not bounded: {how} the per-CTA tree, its barriers, atomics and most CTA "
+                "launches, which the launch roofline does not model (its in-flight term alone "
+                f"says {gain:.1f}x the bytes in flight per warp); the measurement decides",
                 inputs,
             )
         view = ctx.trace_view
@@ -366,190 +326,5 @@ class OneElementPerThread(Rule):
             inputs,
         )
 
-    def _reduction_variant(self, ctx: RuleContext, d: OneElement, bound: str, note: str) -> Variant:
-        """A per-block reduction: the load phase made a grid-stride accumulation over one wave
-        of CTAs (vector loads where alignment is provable, and scalar loads, ``k`` swept), the
-        tree kept once per CTA; the partials are verified as their total."""
-        ks = ctx.kernel_source
-        threads, grid, wave = int(ctx.launch.block.x), int(ctx.launch.grid.x), d.wave_ctas
-        per_cta = d.elements_per_thread * threads
-        parts = ", ".join(f"`{n}`" for n in d.per_block)
-        contract = (
-            f"{parts} then holds one partial sum per CTA of the new grid (gridDim.x of them, not "
-            f"{grid}): the outputs are verified as the sum of the partials each grid writes, and "
-            "the host (or the next pass) must add the gridDim.x partials"
-        )
-        text = (
-            f"accumulate every element the thread covers in a grid-stride loop, then run the "
-            f"tree once; launch one wave of CTAs ({wave}); {contract}{note}"
-        )
-        lp = load_phase(ks)
-        if isinstance(lp, str):
-            return Variant("display-only", f"{text} (not rewritten: {lp})")
-        totals = {n: "+" for n in d.per_block}
-        cands: list[Variant] = []
-        size = size_param(ctx, ks, per_cta, grid)
-        loaded = [n for n in d.streamed if n not in d.per_block]
-        vec: VectorLoad | str = (
-            "no size parameter gives the grid"
-            if size is None
-            else "not one streamed input buffer"
-            if len(loaded) != 1
-            else vector_load(ks, lp, loaded[0], size)
-        )
-        if isinstance(vec, VectorLoad):
-            for (width, vtype), ks_ in zip(vec.vectors, VECTOR_PER_ITERATION, strict=False):
-                for k in ks_:
-                    diff = vector_reduction_diff(ks, lp, vec, width, vtype, k, ctx.source_file)
-                    if diff is None:
-                        continue
-                    g = max(1, min(wave, -(-grid * per_cta // (width * k * threads))))
-                    cands.append(
-                        Variant(
-                            "automatic-and-verified",
-                            f"a grid-stride loop reading `{vec.buffer}` as {vtype} ({k} per "
-                            f"thread and iteration; the last {size} % {width} elements one by "
-                            f"one), launched with {g} CTAs (one wave), the tree once per CTA. "
-                            f"Assumes `{vec.buffer}` is 16-byte aligned (a kernel pointer "
-                            "parameter: cudaMalloc'd memory is 256-byte aligned; an offset "
-                            f"pointer would not be); {contract}",
-                            diff=diff,
-                            launch={"grid": [g, 1, 1]},
-                            label=f"{vtype} k={k}",
-                            totals=totals,
-                        )
-                    )
-        for k in PER_ITERATION:
-            diff, why = reduction_diff(ks, bound, ctx.source_file, k)
-            if diff is None:
-                return Variant("display-only", f"{text} (not rewritten: {why})")
-            g = max(1, min(wave, -(-grid // k)))
-            cands.append(
-                Variant(
-                    "automatic-and-verified",
-                    f"a grid-stride loop adding the values of the original {grid} CTA indices, "
-                    f"{k} per thread and iteration, launched with {g} CTAs (one wave), the tree "
-                    f"once per CTA; {contract}{note}",
-                    diff=diff,
-                    launch={"grid": [g, 1, 1]},
-                    label=f"k={k}",
-                    totals=totals,
-                )
-            )
-        if not isinstance(vec, VectorLoad):
-            cands = [
-                replace(c, description=f"{c.description} (no vector loads: {vec})") for c in cands
-            ]
-        return replace(cands[0], alternatives=tuple(cands[1:]))
-
-    def _elementwise_vectors(
-        self, ctx: RuleContext, d: OneElement, grid: int, note: str
-    ) -> list[Variant]:
-        """Vector-load variants of an element-wise kernel (one element per thread, every
-        buffer a kernel pointer parameter read and written at the thread's linear index),
-        widths by element size, ``k`` = 2 and 1 vectors per thread and iteration."""
-        ks = ctx.kernel_source
-        threads = int(ctx.launch.block.x)
-        size = size_param(ctx, ks, threads, grid) if d.elements_per_thread == 1 else None
-        if size is None:
-            return []
-        elems = {pointee(ks, b) for b in d.streamed}
-        if len(elems) != 1 or None in elems:
-            return []
-        out = []
-        for width, vtype in VECTORS.get(next(iter(elems)) or "", ())[:1]:
-            for k in (2, 1):
-                diff, _why = elementwise_vector_diff(
-                    ks, size, d.streamed, width, k, ctx.source_file
-                )
-                if diff is None:
-                    return []
-                g = max(1, min(d.wave_ctas, -(-grid // (width * k))))
-                out.append(
-                    Variant(
-                        "automatic-and-verified",
-                        f"a grid-stride loop over {vtype} vectors of "
-                        f"{', '.join(f'`{b}`' for b in d.streamed)} ({k} per thread and "
-                        f"iteration; the last {size} % {width} elements one by one), launched "
-                        f"with {g} CTAs (one wave); each element computed by the kernel's own "
-                        "statements. Assumes the buffers are 16-byte aligned (kernel pointer "
-                        "parameters: cudaMalloc'd memory is 256-byte aligned; an offset pointer "
-                        f"would not be){note}",
-                        diff=diff,
-                        launch={"grid": [g, 1, 1]},
-                        label=f"{vtype} k={k}",
-                    )
-                )
-        return out
-
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        d = finding.details_as(OneElement)
-        threads = int(ctx.launch.block.x)
-        grid = int(ctx.launch.grid.x)
-        ks = ctx.kernel_source
-        hidden = hidden_block_reads(ks)
-        per_cta = d.elements_per_thread * threads
-        bound, derived = grid_bound(ctx, ks, per_cta, grid)
-        note = (
-            ""
-            if derived
-            else f". Launch-specific: no kernel parameter gives the original grid, so its {grid} "
-            f"CTAs are written into the kernel (const unsigned {GRID_STRIDE_PREFIX}blocks = {grid}u): the "
-            "fixed kernel is right for this launch only; compute the count from the array's "
-            "size in your code"
-        )
-        wave = d.wave_ctas
-        if d.grid_stride:
-            parts = ", ".join(f"`{n}`" for n in d.per_block)
-            return Variant(
-                "automatic-and-verified",
-                f"the same kernel launched with {wave} CTAs (one wave) instead of {grid}: its "
-                f"grid-stride loop gives each thread several elements; {parts} then holds "
-                f"{wave} partial sums instead of {grid} (verified as totals: the host or the "
-                "next pass adds them)",
-                launch={"grid": [min(wave, grid), 1, 1]},
-                label="one wave",
-                totals={n: "+" for n in d.per_block},
-            )
-        if d.kind == "elementwise":
-            if hidden is not None:
-                return Variant(
-                    "display-only",
-                    f"a grid-stride loop launched with {wave} CTAs, several elements per thread "
-                    f"(not rewritten automatically: {hidden})",
-                )
-            cands = self._elementwise_vectors(ctx, d, grid, note)
-            for k in PER_ITERATION:
-                diff = elementwise_diff(ks, bound, k, ctx.source_file)
-                if diff is None:
-                    continue
-                g = max(1, min(wave, -(-grid // k)))
-                cands.append(
-                    Variant(
-                        "automatic-and-verified",
-                        f"a grid-stride loop over the original {grid} CTA indices, {k} per thread "
-                        f"and iteration, launched with {g} CTAs (one wave); the body is "
-                        f"unchanged{note}",
-                        diff=diff,
-                        launch={"grid": [g, 1, 1]},
-                        label=f"k={k}",
-                    )
-                )
-            if not cands:
-                return Variant("display-only", f"a grid-stride loop launched with {wave} CTAs")
-            return launch_specific(replace(cands[0], alternatives=tuple(cands[1:])), derived)
-        if d.kind == "per-block" and hidden is None:
-            return launch_specific(self._reduction_variant(ctx, d, bound, note), derived)
-        if d.kind == "segmented":
-            return Variant(
-                "display-only",
-                "a warp per segment (lane l reads elements l, l + 32, ... of it and the lanes "
-                "combine with __shfl_down_sync), or several segments to a CTA: the CTA count "
-                "stays the segment count, so the kernel's indexing must be rewritten for it",
-            )
-        return Variant(
-            "display-only",
-            f"a grid-stride loop launched with {wave} CTAs, several elements per thread; the "
-            "kernel's outputs depend on the grid, so it must be rewritten for it"
-            + (f" ({hidden})" if hidden else ""),
-        )
+        return one_element_variant(ctx, finding.details_as(OneElement))

@@ -49,10 +49,24 @@ class BufferUse(FindingDetails):
     per_thread_max: int
     per_cta: int
     written: bool
+    atomic: bool = False  # written, and every write an atomic
+    disjoint: int = 0  # the most elements of one CTA, where the CTAs' element sets are disjoint
+    count: int = 0  # the buffer's elements
 
     def streamed(self, threads: int, most: int) -> bool:
         """One to ``most`` elements per thread, CTA after CTA over the array."""
         return 1 <= self.per_thread_max <= most and threads // 2 <= self.per_cta <= most * threads
+
+    def partitioned(self, threads: int, most: int, ctas: int) -> bool:
+        """One to ``most`` elements per thread, the CTAs' element sets disjoint, and ``ctas``
+        CTAs of that many elements cover the buffer once (however each CTA's elements are laid
+        out: rows a grid apart, a tile of columns)."""
+        per = self.disjoint
+        return (
+            1 <= self.per_thread_max <= most
+            and threads // 2 <= per <= most * threads
+            and self.count <= per * ctas < self.count + 2 * per
+        )
 
     @property
     def per_block(self) -> bool:
@@ -128,8 +142,20 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         step = _cta_step(ids, lo, hi)
         if step == 0 and len(dense) >= 2:
             step = _disjoint_step(ids, np.searchsorted(dense, cta), elem, lanes.inst[m])
+        writes = kinds[m] != int(Kind.LOAD)
+        owners = distinct_rows(np.stack([elem, cta]))
+        _, per = np.unique(owners[1], return_counts=True)
+        disjoint = len(dense) >= 2 and len(distinct(owners[0])) == owners.shape[1]
         out.append(
-            BufferUse(name, int(counts.max()), step, bool(np.any(kinds[m] != int(Kind.LOAD))))
+            BufferUse(
+                name,
+                int(counts.max()),
+                step,
+                bool(np.any(writes)),
+                bool(np.any(writes)) and bool(np.all(kinds[m][writes] >= int(Kind.ATOMIC))),
+                int(per.max()) if disjoint else 0,
+                int(view.buffers[name].count),
+            )
         )
     return out
 
@@ -753,7 +779,3 @@ def vector_reduction_diff(
     ]
     text = "\n".join(ln if ln.startswith("#") else lp.pad + ln for ln in lines).lstrip(" \t")
     return ks.rewrite().replace(lp.start, lp.store_end, text).diff(path)
-
-
-# ---------------------------------------------------------------------------------------------
-# The rule
