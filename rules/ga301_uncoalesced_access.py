@@ -89,6 +89,8 @@ class UncoalescedAccess(Rule):
     by request: over a long loop the warp may touch every sector of a reused table, but each
     request still pays a sector per lane, so the footprint test does not apply, and its excess
     need only reach ``min_excess_pct_gather`` (40 %: 16-byte elements, a sector each, are 50 %).
+    A ``__constant__`` table indexed by data (``lut[x & 0xff]``), whose warp requests name at
+    least 4 distinct addresses on average, is reported too: the constant cache serializes them.
     When the lanes of a request step through the
     buffer by a multiple of its element size and every load reads one field of the element, the
     pattern is an array of structures (AoS) walked field by field: the finding names the struct
@@ -232,6 +234,19 @@ class UncoalescedAccess(Rule):
                     found.append(f)
                 elif own.excess_pct >= float(ctx.option("min_excess_pct_plain")):
                     found.append(f)
+        for g in walks.constant_gathers(ctx.trace):
+            if ctx.same_file(g.file):
+                d = BufferAccess(
+                    "__constant__", "load", g.insts, False, None, (), "constant-gather"
+                )
+                evidence = [
+                    Evidence("distinct_addresses_per_request", round(g.per_request, 2),
+                             walks.MIN_CONSTANT_ADDRESSES, ">="),
+                    Evidence("requests", round(g.requests)),
+                    Evidence("pattern", "constant-gather"),
+                ]  # fmt: skip
+                found.append(self.finding(ctx, walks.constant_message(g), line=g.line,
+                                          evidence=evidence, details=d))  # fmt: skip
         yield from walks.group_walks(found, BufferAccess)
 
     def _finding(
@@ -325,15 +340,8 @@ class UncoalescedAccess(Rule):
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
         d = finding.details_as(BufferAccess)
-        if d.pattern == "gather":
-            return Estimate(
-                None,
-                "none",
-                "not estimated: the addresses come from the data, and no change of the kernel "
-                "alone makes them consecutive (how much sorting or reordering the data helps "
-                "depends on the data; a bound from the sectors alone would not hold, as "
-                "reordering also turns L2 round trips into L1 hits)",
-            )
+        if d.pattern in ("gather", "constant-gather"):
+            return walks.gather_estimate(d.pattern == "constant-gather")
         _, recs = d.access(ctx)
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
@@ -372,11 +380,10 @@ class UncoalescedAccess(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)
-        buffer = d.buffer
-        view = ctx.trace_view
-        bi = view.buffers[buffer]
         if not d.aos:  # no proxy for a remapping of the threads
-            return walks.display_fix(d.pattern, d.kind, buffer, d.stride)
+            return walks.display_fix(d.pattern, d.kind, d.buffer, d.stride)
+        buffer, view = d.buffer, ctx.trace_view
+        bi = view.buffers[buffer]
         # the lines' loads and stores of the buffer: a load alone, a store alone or a
         # read-modify-write (`p[i].x += p[i].vx * dt`), each instruction taken by its own kind
         # (one finding may stand for several lines' loads and stores: walks.group_walks)

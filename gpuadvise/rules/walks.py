@@ -16,12 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.rules.findings import Finding, Variant
+from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
 from gpuadvise.trace.view import stride_mode
 
 __all__ = [
+    "MIN_CONSTANT_ADDRESSES",
+    "ConstantGather",
+    "constant_gathers",
+    "constant_message",
+    "gather_estimate",
     "GATHER_TABLE_BYTES",
     "ROW_FOOTPRINT_EXCESS_PCT",
     "SECTOR_BYTES",
@@ -230,7 +235,7 @@ def other_kind_insts(
 def display_fix(pattern: str, kind: str, buffer: str, stride: int | None) -> Variant | None:
     """The display-only variant of a walk that no proxy reproduces (a remapping of the
     threads); None for a gather (no layout or launch change fixes addresses the data chose)."""
-    if pattern == "gather":
+    if pattern in ("gather", "constant-gather"):
         return None
     if pattern == "thread-per-row":
         each = (
@@ -294,3 +299,92 @@ def soa_variant(
         return Variant("display-only", desc + f" (no proxy: {merged})")
     pattern, stored = merged
     return Variant("proxy", desc, proxy=soa_proxy(pattern, stored), label="SoA")
+
+
+MIN_CONSTANT_ADDRESSES = 4.0
+"""A constant-memory line whose warp requests name at least this many distinct addresses on
+average: the constant cache serves one address per cycle, the others wait (replays)."""
+
+
+@dataclass(frozen=True)
+class ConstantGather:
+    """One line's ``__constant__`` loads (the trace's instructions ``insts``): their warp
+    requests and the distinct addresses those name, summed (each record weighted by the
+    executions it stands for)."""
+
+    file: str | None
+    line: int
+    insts: tuple[int, ...]
+    requests: float
+    addresses: float
+
+    @property
+    def per_request(self) -> float:
+        return self.addresses / self.requests if self.requests else 0.0
+
+
+def constant_gathers(trace: Any) -> list[ConstantGather]:
+    """The lines whose ``__constant__`` loads name at least :data:`MIN_CONSTANT_ADDRESSES`
+    distinct addresses per warp request: a table in constant memory indexed by data (a lookup
+    ``lut[x & 0xff]``), which the constant cache serializes."""
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.trace.access import Space, record_weights
+
+    recs = trace.records
+    recs = recs[(recs["space"] == int(Space.CONST)) & (recs["kind"] == int(Kind.LOAD))]
+    if not len(recs):
+        return []
+    act = active_lanes(recs["mask"])
+    addr = np.where(
+        act, recs["addr"], recs["addr"][np.arange(len(recs)), act.argmax(axis=1)][:, None]
+    )
+    srt = np.sort(addr, axis=1)
+    distinct = 1 + (srt[:, 1:] != srt[:, :-1]).sum(axis=1)
+    w = record_weights(recs)
+    w = np.ones(len(recs)) if w is None else w
+    by_line: dict[tuple[str | None, int], list[int]] = {}
+    for inst in np.unique(recs["inst"]).tolist():
+        file, line = trace.line_of(int(inst))
+        if line is not None:
+            by_line.setdefault((file, line), []).append(int(inst))
+    out = []
+    for (file, line), insts in sorted(by_line.items(), key=lambda kv: kv[0][1]):
+        at = np.isin(recs["inst"], insts)
+        g = ConstantGather(
+            file, line, tuple(insts), float(w[at].sum()), float((w * distinct)[at].sum())
+        )
+        if g.per_request >= MIN_CONSTANT_ADDRESSES:
+            out.append(g)
+    return out
+
+
+def constant_message(g: ConstantGather) -> str:
+    """A constant gather's finding message."""
+    return (
+        f"a table in __constant__ memory indexed by data: its warp requests name "
+        f"{g.per_request:.1f} distinct addresses on average, and the constant cache serves one "
+        f"address per cycle, so each request is replayed for every other one (the lookups of "
+        "a warp run one address at a time). Copy the table to shared memory at the start of "
+        "the CTA (32 banks serve a warp's lookups in one or two wavefronts), or compute the "
+        "values instead of looking them up"
+    )
+
+
+def gather_estimate(constant: bool = False) -> Estimate:
+    """A gather's estimate: none (the data decide how much reordering it helps; the launch
+    model has no constant cache to time a ``constant`` table's replays with)."""
+    if constant:
+        return Estimate(
+            None,
+            "none",
+            "not estimated: the execution model has no constant cache, so the replays the "
+            "lookups cost (one per distinct address of a request) are not timed",
+        )
+    return Estimate(
+        None,
+        "none",
+        "not estimated: the addresses come from the data, and no change of the kernel alone "
+        "makes them consecutive (how much sorting or reordering the data helps depends on the "
+        "data; a bound from the sectors alone would not hold, as reordering also turns L2 round "
+        "trips into L1 hits)",
+    )

@@ -93,3 +93,47 @@ extern "C" __global__ void small_table(const unsigned* __restrict__ keys,
     }
     out[i] = acc;
 }
+
+// A table in constant memory indexed by data (HeCBench's popcount pc5): the constant cache serves
+// one address per cycle, so a warp's lookups of up to 32 distinct bytes are replayed one by one.
+// Three spellings (an index expression, a macro, pointer arithmetic) and a silent uniform index.
+__constant__ unsigned char c_lut[256];
+#define LUT(v) c_lut[(v) & 0xFF]
+
+extern "C" __global__ void const_lookup(const unsigned* __restrict__ in, int* __restrict__ out,
+                                        int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const unsigned x = in[i];
+    out[i] = c_lut[x & 0xFF] + c_lut[(x >> 8) & 0xFF];  // expect: GA301
+}
+
+extern "C" __global__ void const_lookup_macro(const unsigned* __restrict__ in,
+                                              int* __restrict__ out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const unsigned x = in[i];
+    out[i] = LUT(x) + LUT(x >> 16);  // expect: GA301
+}
+
+extern "C" __global__ void const_lookup_pointer(const unsigned* __restrict__ in,
+                                                int* __restrict__ out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const unsigned char* t = c_lut + ((in[i] * 2654435761u) >> 24);
+    out[i] = *t;  // expect: GA301
+}
+
+// Silent: every lane reads the same entry (a filter's coefficients): one address per request.
+extern "C" __global__ void const_uniform(const unsigned* __restrict__ in, int* __restrict__ out,
+                                         int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned x = in[i];
+    int acc = 0;
+    for (int k = 0; k < 128; ++k) {
+        acc += c_lut[k] * (int)(x & 1u);
+        x = x * 1664525u + 1013904223u;
+    }
+    out[i] = acc;
+}

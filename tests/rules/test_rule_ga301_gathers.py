@@ -2,7 +2,9 @@
 request, not by the warp's footprint over the loop (a reused 256 KB table looks used), and at 40 %
 excess (a float4 gather, a sector per lane, is 50 %: HeCBench md); three spellings fire (an
 index expression, a macro, pointer arithmetic on a hash), not estimated; a row read at a loaded
-offset, consecutive indices and a 1 KB table (GA305's) stay silent. Needs nvcc, no GPU."""
+offset, consecutive indices and a 1 KB table (GA305's) stay silent. A __constant__ table indexed
+by data (HeCBench popcount pc5) in three spellings fires; a uniform constant index does not.
+Needs nvcc, no GPU."""
 
 from __future__ import annotations
 
@@ -71,3 +73,27 @@ def test_a_reused_table_is_judged_by_request_not_by_footprint() -> None:
 @pytest.mark.parametrize("kernel", ["csr_rows", "sorted_gather", "small_table"])
 def test_data_addressed_loads_without_a_gather_stay_silent(kernel: str) -> None:
     assert ga301(kernel) == []
+
+
+@pytest.mark.parametrize(
+    ("kernel", "text"),
+    [
+        ("const_lookup", "c_lut[x & 0xFF] + c_lut[(x >> 8) & 0xFF]"),
+        ("const_lookup_macro", "LUT(x) + LUT(x >> 16)"),
+        ("const_lookup_pointer", "out[i] = *t;"),
+    ],
+)
+def test_a_constant_table_indexed_by_data_fires(kernel: str, text: str) -> None:
+    # HeCBench popcount pc5: the constant cache serves one address per cycle
+    (f,) = ga301(kernel)
+    assert f.line == source_line(SOURCE, text) and f.severity == "warning"
+    assert f.details.pattern == "constant-gather" and f.details.buffer == "__constant__"
+    assert ev(f)["distinct_addresses_per_request"] >= 4.0
+    assert "__constant__" in f.message and "shared memory" in f.message
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "none" and "constant cache" in est.method
+    assert f.variant is None
+
+
+def test_a_uniform_constant_index_stays_silent() -> None:
+    assert ga301("const_uniform") == []
