@@ -120,14 +120,16 @@ def address_streams(
     in two ways (llm.c's attention ``query_t[i] * key_t2[i]``: the query the same address for
     the whole warp, the key one row per thread); judged together, the broadcast hides the
     strided walk. Instructions without a stride (one active lane) join the buffer's largest
-    group; those in ``data_addressed`` (addresses from loaded data) are one group of their own,
-    whatever stride the data gave each of them."""
+    group; those in ``data_addressed`` (addresses from loaded data) into more than a lookup
+    table's bytes are one group of their own, whatever stride the data gave each of them (a
+    small table's keep the stride groups: GA301 judged them so before GA305 took tables)."""
     for b in buffers:
         lanes, _ = view.access(insts, b)
         groups: dict[int | None, list[int]] = {}
         gathers: list[int] = []
+        big = view.buffers[b].size > GATHER_TABLE_BYTES
         for inst in np.unique(lanes.inst):
-            if int(inst) in data_addressed:
+            if big and int(inst) in data_addressed:
                 gathers.append(int(inst))
                 continue
             groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
