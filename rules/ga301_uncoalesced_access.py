@@ -23,14 +23,12 @@ from gpuadvise.rules import (
     integer_args,
     l1_cycles,
     l1_roofline_estimate,
-    merge_stores,
     proxy_where,
-    soa_description,
-    soa_proxy,
     source_text,
     stride_mode,
     struct_for,
     view_traffic,
+    walks,
     warp_footprint,
 )
 
@@ -60,154 +58,10 @@ class BufferAccess(FindingDetails):
         return ctx.trace_view.access(np.array(self.insts, np.int64), self.buffer)
 
 
-SECTOR_BYTES = 32
-ROW_FOOTPRINT_EXCESS_PCT = 25.0
-"""A thread-per-row walk: the warp's own accesses over the line's iterations leave at most this
-share of the sectors they touch unused (each thread reads its whole row)."""
-VECTOR_BYTES = 16
-"""The widest vector access a lane makes: lanes further apart than this cannot share a request's
-sectors however wide their loads (GA303's fix leaves the excess). A thread walking a row of at
-most two vectors (8 floats) is GA303's (two float4 loads a lane, every sector of the warp's
-requests used), not a thread-per-row walk: a warp per 32-byte row would idle most lanes."""
-
-
-@dataclass(frozen=True)
-class _Counts:
-    """Requests, sectors and ideal sectors of one buffer's accesses at a line (the traced CTAs)."""
-
-    requests: float
-    sectors: float
-    ideal: float
-
-    @classmethod
-    def of(cls, view: Any, recs: Any, scale: float, whole_line: bool, cl: Any) -> _Counts:
-        """The buffer's records ``recs`` in the trace view, scaled to the traced CTAs by
-        ``scale``; the coalescing model's line itself when the buffer is the line's only one."""
-        if whole_line:
-            return cls(float(cl.requests), float(cl.sectors), float(cl.ideal))
-        return cls(
-            view.weighted(recs) * scale,
-            view.weighted(recs, view.rec_sectors) * scale,
-            view.weighted(recs, view.rec_ideal) * scale,
-        )
-
-    @property
-    def excess(self) -> float:
-        return self.sectors - self.ideal
-
-    @property
-    def excess_pct(self) -> float:
-        return 100.0 * self.excess / self.sectors if self.sectors else 0.0
-
-    @property
-    def sectors_per_request(self) -> float:
-        return self.sectors / self.requests if self.requests else 0.0
-
-    @property
-    def ideal_per_request(self) -> float:
-        return self.ideal / self.requests if self.requests else 0.0
-
-
-def _thread_step(lanes: Any) -> int | None:
-    """The most common byte distance between a thread's successive accesses (in execution order)
-    of the buffer at the line: its own walk (4 for a thread walking a row of floats); None when
-    no thread accesses it twice."""
-    import numpy as np
-
-    if len(lanes) < 2:
-        return None
-    # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
-    # stable sort of a combined thread key
-    order = np.argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable")
-    if not bool((np.diff(lanes.rec) >= 0).all()):
-        order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
-    cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
-    same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
-    d = (off[1:] - off[:-1])[same]
-    if not len(d):
-        return None
-    vals, counts = np.unique(d, return_counts=True)
-    return int(vals[np.argmax(counts)])
-
-
-def _streams(view: Any, insts: Any, buffers: list[str]) -> Iterator[tuple[str, Any]]:
-    """The line's address streams: per buffer, its instructions grouped by the byte stride
-    between a request's consecutive lanes (:func:`stride_mode`). One line may walk one buffer
-    in two ways (llm.c's attention ``query_t[i] * key_t2[i]``: the query the same address for
-    the whole warp, the key one row per thread); judged together, the broadcast hides the
-    strided walk. Instructions without a stride (one active lane) join the buffer's largest
-    group."""
-    import numpy as np
-
-    for b in buffers:
-        lanes, _ = view.access(insts, b)
-        groups: dict[int | None, list[int]] = {}
-        for inst in np.unique(lanes.inst):
-            groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
-        loose = groups.pop(None, [])
-        if not groups:
-            yield b, np.array(loose, np.int64)
-            continue
-        biggest = max(groups, key=lambda k: len(groups[k]))
-        groups[biggest] += loose
-        for key in sorted(groups, key=lambda k: (k is None, k)):
-            yield b, np.array(sorted(groups[key]), np.int64)
-
-
-def _excess_pct(f: Finding) -> float:
-    """The finding's ``excess_sectors_pct`` evidence (a number: ``_finding`` sets it)."""
-    v = next(e.value for e in f.evidence if e.metric == "excess_sectors_pct")
-    if not isinstance(v, int | float):
-        raise TypeError(f"GA301's excess_sectors_pct is {v!r}, not a number")
-    return v
-
-
-def _grouped(found: list[Finding]) -> Iterator[Finding]:
-    """One finding per root cause: the lines that walk one buffer in one pattern (an array of
-    structures read field by field on six lines is one layout to change) become the finding of
-    the first of them (its evidence), naming the others, with every line's instructions and
-    fields in its details (its estimate and variant cover them all)."""
-    from dataclasses import replace
-
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for f in found:
-        d = f.details_as(BufferAccess)
-        groups.setdefault((d.buffer, d.pattern), []).append(f)
-
-    for fs in groups.values():
-        top = min(fs, key=lambda f: f.line or 0)
-        others = sorted({f.line for f in fs if f.line is not None and f.line != top.line})
-        if not others:
-            yield top
-            continue
-        d = top.details_as(BufferAccess)
-        insts = tuple(sorted({i for f in fs for i in f.details_as(BufferAccess).insts}))
-        fields = tuple(sorted({x for f in fs for x in f.details_as(BufferAccess).fields}))
-        what = "array of structures" if d.aos else "walk of the buffer"
-        yield replace(
-            top,
-            message=top.message
-            + f" (with line{'s' if len(others) > 1 else ''} {', '.join(map(str, others))}: "
-            f"the same {what}, one change for all)",
-            details=replace(d, insts=insts, fields=fields),
-        )
-
-
 def _sites_insts(view: Any, finding: Finding) -> Any:
-    """The instructions a finding's proxy reproduces: its own (every line of its group, loads
-    and stores: _grouped) and the other kind's at each of those lines (the load of a
-    read-modify-write whose store is the finding, or its store), sorted."""
-    import numpy as np
-
+    """The instructions a finding's proxy reproduces (:func:`walks.other_kind_insts`)."""
     d = finding.details_as(BufferAccess)
-    sites = {view.inst_line[i] for i in d.insts}
-    sites = {(file, line) for file, line in sites if line is not None}
-    if not sites:  # no line for the instructions: the finding's
-        file = view.inst_line[d.insts[0]][0] if d.insts else finding.file
-        sites = {(file, finding.line or 0)}
-    other = Kind.STORE if d.kind == "load" else Kind.LOAD
-    more = [view.insts_at(file, line, other) for file, line in sites]
-    return np.unique(np.concatenate([np.array(d.insts, np.int64), *more]))
+    return walks.other_kind_insts(view, d.insts, d.kind, finding.file, finding.line)
 
 
 class UncoalescedAccess(Rule):
@@ -230,6 +84,13 @@ class UncoalescedAccess(Rule):
     Requests whose consecutive lanes read consecutive whole elements are left alone whatever
     their excess: the sectors they lose are the rows' (a 16x16 block over bytes moves two
     16-byte rows per warp) or the alignment's, not a layout's.
+    A gather (addresses computed from loaded data: a neighbour list, a distance into a table)
+    into a buffer bigger than a lookup table (48 KB; smaller ones are GA305's) is judged request
+    by request: over a long loop the warp may touch every sector of a reused table, but each
+    request still pays a sector per lane, so the footprint test does not apply, and its excess
+    need only reach ``min_excess_pct_gather`` (40 %: 16-byte elements, a sector each, are 50 %).
+    A ``__constant__`` table indexed by data (``lut[x & 0xff]``), whose warp requests name at
+    least 4 distinct addresses on average, is reported too: the constant cache serializes them.
     When the lanes of a request step through the
     buffer by a multiple of its element size and every load reads one field of the element, the
     pattern is an array of structures (AoS) walked field by field: the finding names the struct
@@ -290,7 +151,12 @@ class UncoalescedAccess(Rule):
     title = "Uncoalesced global access (array of structures)"
     severity = "warning"
     models = ("trace", "coalescing")
-    options = {"min_excess_pct": 50.0, "min_excess_pct_plain": 60.0, "min_share_pct": 1.0}
+    options = {
+        "min_excess_pct": 50.0,
+        "min_excess_pct_plain": 60.0,
+        "min_excess_pct_gather": 40.0,
+        "min_share_pct": 1.0,
+    }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         import numpy as np
@@ -301,7 +167,9 @@ class UncoalescedAccess(Rule):
             return
         view = ctx.trace_view
         min_excess = float(ctx.option("min_excess_pct"))
+        min_gather = float(ctx.option("min_excess_pct_gather"))
         min_share = float(ctx.option("min_share_pct"))
+        data = {i for i, x in enumerate(ctx.trace.instructions) if x.data_address}
         text = source_text(ctx.source_file)
         found: list[Finding] = []
         for cl in co.lines:
@@ -309,20 +177,28 @@ class UncoalescedAccess(Rule):
                 continue
             if not ctx.same_file(cl.file) or cl.sectors <= 0:
                 continue
-            if cl.excess_pct < min_excess:
+            if cl.excess_pct < min(min_excess, min_gather):
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
             recs_at = distinct(view.lanes.rec[np.isin(view.lanes.inst, insts)])
             line_requests = max(view.weighted(recs_at), 1.0)
-            streams = list(_streams(view, insts, buffers))
+            streams = list(walks.address_streams(view, insts, buffers, data))
             for b, group in streams:
                 lanes, recs = view.access(group, b)
                 # the stream's own requests and sectors, not the line's: two buffers loaded on
                 # one line, or two walks of one buffer (``q[i] * k[i]`` with ``q`` the same
                 # for the whole warp and ``k`` a row per thread), are told apart
-                own = _Counts.of(view, recs, cl.requests / line_requests, len(streams) == 1, cl)
-                if own.sectors <= 0 or own.excess_pct < min_excess:
+                own = walks.SectorCounts.of(
+                    view, recs, cl.requests / line_requests, len(streams) == 1, cl
+                )
+                # a gather into more than a lookup table's bytes: the warp's requests over the
+                # whole loop may touch all of a reused table, but each request pays a sector
+                # per lane (a float4 gather cannot exceed 50 % excess: min_excess_pct_gather)
+                scattered = bool(
+                    int(group[0]) in data and view.buffers[b].size > walks.GATHER_TABLE_BYTES
+                )
+                if own.sectors <= 0 or own.excess_pct < (min_gather if scattered else min_excess):
                     continue
                 if 100.0 * own.excess / total < min_share:
                     continue
@@ -331,15 +207,15 @@ class UncoalescedAccess(Rule):
                     continue
                 fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
                 stride = stride_mode(lanes)
-                step = _thread_step(lanes)
+                step = walks.thread_step(lanes)
                 per_row = (
-                    fp_excess <= ROW_FOOTPRINT_EXCESS_PCT
+                    fp_excess <= walks.ROW_FOOTPRINT_EXCESS_PCT
                     and step is not None
                     and stride is not None
                     and abs(step) == int(np.max(lanes.width))
-                    and abs(stride) > 2 * VECTOR_BYTES
+                    and abs(stride) > 2 * walks.VECTOR_BYTES
                 )
-                if fp_excess < min_excess and not per_row:
+                if fp_excess < min_excess and not per_row and not scattered:
                     # the warp's other accesses of this line use the rest of the sectors
                     # (in[i] + in[i + 1]): vector loads fix it (GA303)
                     continue
@@ -351,22 +227,34 @@ class UncoalescedAccess(Rule):
                     # window's misalignment), which no layout or index change removes
                     # (HeCBench's entropy: "a strided walk (1 bytes between consecutive threads)")
                     continue
-                found.append(
-                    self._finding(
-                        ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
-                    )
+                f = self._finding(
+                    ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
                 )
-        plain = float(ctx.option("min_excess_pct_plain"))
-        yield from _grouped(
-            [f for f in found if f.details_as(BufferAccess).aos or _excess_pct(f) >= plain]
-        )
+                if scattered or f.details_as(BufferAccess).aos:
+                    found.append(f)
+                elif own.excess_pct >= float(ctx.option("min_excess_pct_plain")):
+                    found.append(f)
+        for g in walks.constant_gathers(ctx.trace):
+            if ctx.same_file(g.file):
+                d = BufferAccess(
+                    "__constant__", "load", g.insts, False, None, (), "constant-gather"
+                )
+                evidence = [
+                    Evidence("distinct_addresses_per_request", round(g.per_request, 2),
+                             walks.MIN_CONSTANT_ADDRESSES, ">="),
+                    Evidence("requests", round(g.requests)),
+                    Evidence("pattern", "constant-gather"),
+                ]  # fmt: skip
+                found.append(self.finding(ctx, walks.constant_message(g), line=g.line,
+                                          evidence=evidence, details=d))  # fmt: skip
+        yield from walks.group_walks(found, BufferAccess)
 
     def _finding(
         self,
         ctx: RuleContext,
         view: Any,
         cl: Any,
-        own: _Counts,
+        own: Any,
         buffer: str,
         lanes: Any,
         footprint: tuple[int, int],
@@ -411,48 +299,14 @@ class UncoalescedAccess(Rule):
             )
         elif per_row and stride is not None:
             pattern = "thread-per-row"
-            if cl.kind == Kind.LOAD:
-                fix = (
-                    "give each row a warp (the lanes read consecutive words of the row; where "
-                    "the row is reduced to one value, they combine their partial results with "
-                    "__shfl_down_sync)"
-                )
-            else:
-                fix = "give each row a warp (lane l writes elements l, l + 32, ... of the row)"
-            what = (
-                f"; each thread walks its own row (thread per row: consecutive threads are "
-                f"{stride} bytes apart, and each steps {width} bytes through its row), so every "
-                f"lane of a request {'reads' if cl.kind == Kind.LOAD else 'writes'} its own "
-                f"sector: {fix}"
-            )
         elif any(ctx.trace.instructions[i].data_address for i in insts):
             pattern = "gather"
-            what = (
-                f"; a {'gather' if cl.kind == Kind.LOAD else 'scatter'} by data: the addresses "
-                "come from values the kernel loaded (an index "
-                "array, a hash, a graph's edges), so no remapping of the threads makes them "
-                "consecutive. Where the data allows: sort or bucket the indices so that "
-                "neighbouring threads read neighbouring elements, keep a reused part in shared "
-                "memory, or use a smaller element type; otherwise the sectors are the price of "
-                "the data structure"
-            )
-        elif stride and abs(stride) >= SECTOR_BYTES and stride % bi.elem_bytes == 0:
+        elif stride and abs(stride) >= walks.SECTOR_BYTES and stride % bi.elem_bytes == 0:
             pattern = "transposed"
-            what = (
-                f"; a transposed index (consecutive threads are {stride // bi.elem_bytes} "
-                f"elements, {stride} bytes, apart: a column walk of a row-major array): put "
-                "threadIdx.x on the contiguous index, or stage a tile through shared memory and "
-                "read it transposed"
-            )
-        elif stride:
-            pattern = "strided"
-            what = (
-                f"; a strided walk ({stride} bytes between consecutive threads): make "
-                "consecutive threads access consecutive words"
-            )
         else:
-            pattern = "scattered"
-            what = ""
+            pattern = "strided" if stride else "scattered"
+        if not aos:
+            what = walks.walk_advice(pattern, cl.kind, stride, width, bi.elem_bytes)
         evidence = [
             Evidence("excess_sectors_pct", round(own.excess_pct, 2),
                      ctx.option("min_excess_pct"), ">=", "%"),
@@ -486,14 +340,8 @@ class UncoalescedAccess(Rule):
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
         d = finding.details_as(BufferAccess)
-        if d.pattern == "gather":
-            return Estimate(
-                None,
-                "none",
-                "not estimated: the addresses come from the data, and no change of the kernel "
-                "alone makes them consecutive (how much sorting or reordering the data helps "
-                "depends on the data)",
-            )
+        if d.pattern in ("gather", "constant-gather"):
+            return walks.gather_estimate(d.pattern == "constant-gather")
         _, recs = d.access(ctx)
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
@@ -532,71 +380,20 @@ class UncoalescedAccess(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)
-        buffer = d.buffer
-        view = ctx.trace_view
+        if not d.aos:  # no proxy for a remapping of the threads
+            return walks.display_fix(d.pattern, d.kind, d.buffer, d.stride)
+        buffer, view = d.buffer, ctx.trace_view
         bi = view.buffers[buffer]
-        if d.pattern == "gather":
-            return None  # no layout or launch change fixes addresses chosen by the data
-        if d.pattern == "thread-per-row" and d.kind == "store":
-            return Variant(
-                "display-only",
-                f"give each row of `{buffer}` a warp instead of a thread: lane l writes elements "
-                "l, l + 32, ... of the row (consecutive words in every request); launch 32 times "
-                "the threads (or loop the warps over the rows)",
-            )
-        if d.pattern == "thread-per-row":
-            return Variant(
-                "display-only",
-                f"give each row of `{buffer}` a warp instead of a thread: lane l reads elements "
-                "l, l + 32, ... of the row (consecutive words in every request); where the row is "
-                "reduced to one value, the lanes combine their partial results with "
-                "__shfl_down_sync (offsets 16, 8, 4, 2, 1) and lane 0 writes the row's result; "
-                "launch 32 times the threads (or loop the warps over the rows)",
-            )
-        if not d.aos:
-            now = f" (a stride of {d.stride} bytes now)" if d.stride else ""
-            return Variant(
-                "display-only",
-                f"make consecutive threads access consecutive words of `{buffer}`{now}: swap "
-                "the roles of the indices, or stage a tile through shared memory and read it "
-                "transposed",
-            )
-        layout = struct_for(bi, source_text(ctx.source_file))
-        where = proxy_where(ctx.kernel_name, finding.file, finding.line or 0)
-        pitches = integer_args(ctx.spec)
         # the lines' loads and stores of the buffer: a load alone, a store alone or a
         # read-modify-write (`p[i].x += p[i].vx * dt`), each instruction taken by its own kind
-        # (one finding may stand for several lines' loads and stores: _grouped)
+        # (one finding may stand for several lines' loads and stores: walks.group_walks)
         insts = _sites_insts(view, finding)
-        kinds = view.inst_kind[insts]
-        loads, _ = view.access(insts[kinds == int(Kind.LOAD)], buffer)
-        stores, _ = view.access(insts[kinds == int(Kind.STORE)], buffer)
-
-        def names_of(ls: Any) -> dict[int, str]:
-            pairs = zip((ls.off % bi.elem_bytes).tolist(), ls.width.tolist(), strict=True)
-            return {
-                o: layout.describe(o, w) if layout is not None else f"bytes {o}..{o + w - 1}"
-                for o, w in sorted(set(pairs))
-            }
-
-        def pattern_of(ls: Any) -> Any:
-            return view.pattern(ls, bi, names_of(ls), pitches, where)
-
-        desc = soa_description(
-            buffer,
+        return walks.soa_variant(
+            view,
             bi,
-            layout,
-            list(names_of(loads).values()),
-            list(names_of(stores).values()),
-            sorted({view.inst_line[i][1] for i in insts.tolist()} - {None}),
+            buffer,
+            insts,
+            struct_for(bi, source_text(ctx.source_file)),
+            proxy_where(ctx.kernel_name, finding.file, finding.line or 0),
+            integer_args(ctx.spec),
         )
-        load_pattern = pattern_of(loads) if len(loads) else None
-        if not len(stores):
-            if isinstance(load_pattern, str) or load_pattern is None:
-                return Variant("display-only", desc + f" (no proxy: {load_pattern or 'no loads'})")
-            return Variant("proxy", desc, proxy=soa_proxy(load_pattern), label="SoA")
-        merged = merge_stores(load_pattern, pattern_of(stores))
-        if isinstance(merged, str):
-            return Variant("display-only", desc + f" (no proxy: {merged})")
-        pattern, stored = merged
-        return Variant("proxy", desc, proxy=soa_proxy(pattern, stored), label="SoA")

@@ -38,6 +38,7 @@ from gpuadvise.model.roofline import (
 )
 from gpuadvise.ptx.errors import PtxParseError
 from gpuadvise.ptx.parser import parse_ptx_cached
+from gpuadvise.rules import walks  # GA301's family: a line's address streams and their patterns
 from gpuadvise.rules.atomics import (
     ATOMICS,
     Contention,
@@ -368,6 +369,7 @@ __all__ = [
     "VectorLoad",
     "VECTORS",
     "view_traffic",
+    "walks",
     "WARP",
     "warp_aggregable",
     "warp_aggregation_variant",

@@ -1,0 +1,392 @@
+"""What GA301 (uncoalesced-access) computes with: a line's address streams per buffer, their
+requests and sectors, a thread's own step through a buffer, the walk's pattern in words, and one
+finding per root cause (the lines that walk one buffer in one pattern).
+
+A *stream* is one buffer's instructions at one line that walk it the same way: grouped by the
+byte stride between a request's consecutive lanes (:func:`gpuadvise.trace.view.stride_mode`),
+except the instructions whose addresses come from loaded data (a gather), which are one stream
+whatever their strides (those are the data's, not the kernel's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gpuadvise.rules.findings import Estimate, Finding, Variant
+from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
+from gpuadvise.trace.access import Kind
+from gpuadvise.trace.view import stride_mode
+
+__all__ = [
+    "MIN_CONSTANT_ADDRESSES",
+    "ConstantGather",
+    "constant_gathers",
+    "constant_message",
+    "gather_estimate",
+    "GATHER_TABLE_BYTES",
+    "ROW_FOOTPRINT_EXCESS_PCT",
+    "SECTOR_BYTES",
+    "VECTOR_BYTES",
+    "SectorCounts",
+    "address_streams",
+    "display_fix",
+    "group_walks",
+    "other_kind_insts",
+    "soa_variant",
+    "thread_step",
+    "walk_advice",
+]
+
+SECTOR_BYTES = 32
+VECTOR_BYTES = 16
+"""The widest vector access a lane makes: lanes further apart than this cannot share a request's
+sectors however wide their loads (GA303's fix leaves the excess). A thread walking a row of at
+most two vectors (8 floats) is GA303's (two float4 loads a lane, every sector of the warp's
+requests used), not a thread-per-row walk: a warp per 32-byte row would idle most lanes."""
+ROW_FOOTPRINT_EXCESS_PCT = 25.0
+"""A thread-per-row walk: the warp's own accesses over the line's iterations leave at most this
+share of the sectors they touch unused (each thread reads its whole row)."""
+GATHER_TABLE_BYTES = 48 * 1024
+"""A gather into a buffer of at most this many bytes is a lookup table (GA305 stages it whole in
+shared memory: its ``max_table_bytes``); a bigger one is GA301's scattered gather."""
+
+
+@dataclass(frozen=True)
+class SectorCounts:
+    """Requests, sectors and ideal sectors of one buffer's accesses at a line (the traced CTAs)."""
+
+    requests: float
+    sectors: float
+    ideal: float
+
+    @classmethod
+    def of(cls, view: Any, recs: Any, scale: float, whole_line: bool, cl: Any) -> SectorCounts:
+        """The buffer's records ``recs`` in the trace view, scaled to the traced CTAs by
+        ``scale``; the coalescing model's line itself when the buffer is the line's only one."""
+        if whole_line:
+            return cls(float(cl.requests), float(cl.sectors), float(cl.ideal))
+        return cls(
+            view.weighted(recs) * scale,
+            view.weighted(recs, view.rec_sectors) * scale,
+            view.weighted(recs, view.rec_ideal) * scale,
+        )
+
+    @property
+    def excess(self) -> float:
+        return self.sectors - self.ideal
+
+    @property
+    def excess_pct(self) -> float:
+        return 100.0 * self.excess / self.sectors if self.sectors else 0.0
+
+    @property
+    def sectors_per_request(self) -> float:
+        return self.sectors / self.requests if self.requests else 0.0
+
+    @property
+    def ideal_per_request(self) -> float:
+        return self.ideal / self.requests if self.requests else 0.0
+
+
+def thread_step(lanes: Any) -> int | None:
+    """The most common byte distance between a thread's successive accesses (in execution order)
+    of the buffer at the line: its own walk (4 for a thread walking a row of floats); None when
+    no thread accesses it twice."""
+    if len(lanes) < 2:
+        return None
+    # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
+    # stable sort of a combined thread key
+    order = np.argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable")
+    if not bool((np.diff(lanes.rec) >= 0).all()):
+        order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
+    cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
+    same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
+    d = (off[1:] - off[:-1])[same]
+    if not len(d):
+        return None
+    vals, counts = np.unique(d, return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+def address_streams(
+    view: Any, insts: Any, buffers: list[str], data_addressed: set[int]
+) -> Iterator[tuple[str, Any]]:
+    """The line's address streams: per buffer, its instructions grouped by the byte stride
+    between a request's consecutive lanes (:func:`stride_mode`). One line may walk one buffer
+    in two ways (llm.c's attention ``query_t[i] * key_t2[i]``: the query the same address for
+    the whole warp, the key one row per thread); judged together, the broadcast hides the
+    strided walk. Instructions without a stride (one active lane) join the buffer's largest
+    group; those in ``data_addressed`` (addresses from loaded data) into more than a lookup
+    table's bytes are one group of their own, whatever stride the data gave each of them (a
+    small table's keep the stride groups: GA301 judged them so before GA305 took tables)."""
+    for b in buffers:
+        lanes, _ = view.access(insts, b)
+        groups: dict[int | None, list[int]] = {}
+        gathers: list[int] = []
+        big = view.buffers[b].size > GATHER_TABLE_BYTES
+        for inst in np.unique(lanes.inst):
+            if big and int(inst) in data_addressed:
+                gathers.append(int(inst))
+                continue
+            groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
+        if gathers:
+            yield b, np.array(gathers, np.int64)
+        loose = groups.pop(None, [])
+        if not groups:
+            if loose:
+                yield b, np.array(loose, np.int64)
+            continue
+        biggest = max(groups, key=lambda k: len(groups[k]))
+        groups[biggest] += loose
+        for key in sorted(groups, key=lambda k: (k is None, k)):
+            yield b, np.array(sorted(groups[key]), np.int64)
+
+
+def walk_advice(pattern: str, kind: Kind, stride: int | None, width: int, elem: int) -> str:
+    """The sentence that names a walk's pattern and its fix (after the finding's sector counts);
+    ``field-walk`` is the caller's (it names the struct's fields)."""
+    load = kind == Kind.LOAD
+    if pattern == "thread-per-row":
+        if load:
+            fix = (
+                "give each row a warp (the lanes read consecutive words of the row; where "
+                "the row is reduced to one value, they combine their partial results with "
+                "__shfl_down_sync)"
+            )
+        else:
+            fix = "give each row a warp (lane l writes elements l, l + 32, ... of the row)"
+        return (
+            f"; each thread walks its own row (thread per row: consecutive threads are "
+            f"{stride} bytes apart, and each steps {width} bytes through its row), so every "
+            f"lane of a request {'reads' if load else 'writes'} its own sector: {fix}"
+        )
+    if pattern == "gather":
+        return (
+            f"; a {'gather' if load else 'scatter'} by data: the addresses come from values the "
+            "kernel loaded (an index array, a neighbour list, a distance, a hash), so no "
+            "remapping of the threads makes them consecutive. Where the data allows: sort or "
+            "bucket the indices (renumber the elements in space-filling order) so that "
+            "neighbouring threads read neighbouring elements, keep a reused part in shared "
+            "memory, or use a smaller element type; otherwise the sectors are the price of the "
+            "data structure"
+        )
+    if pattern == "transposed" and stride:
+        return (
+            f"; a transposed index (consecutive threads are {stride // elem} elements, "
+            f"{stride} bytes, apart: a column walk of a row-major array): put threadIdx.x on the "
+            "contiguous index, or stage a tile through shared memory and read it transposed"
+        )
+    if pattern == "strided":
+        return (
+            f"; a strided walk ({stride} bytes between consecutive threads): make consecutive "
+            "threads access consecutive words"
+        )
+    return ""
+
+
+def group_walks(found: list[Finding], details: type[Any]) -> Iterator[Finding]:
+    """One finding per root cause: the findings whose ``details`` (a rule's class with
+    ``buffer``, ``pattern``, ``insts``, ``fields`` and ``aos``) walk one buffer in one pattern
+    (an array of structures read field by field on six lines is one layout to change) become
+    the finding of the first of their lines, naming the others, with every line's instructions
+    and fields in its details (its estimate and variant cover them all). Several findings at the
+    top's own line (one walk split in streams) are that one finding."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in found:
+        d = f.details_as(details)
+        groups.setdefault((d.buffer, d.pattern), []).append(f)
+    for fs in groups.values():
+        top = min(fs, key=lambda f: f.line or 0)
+        others = sorted({f.line for f in fs if f.line is not None and f.line != top.line})
+        if not others:
+            yield top
+            continue
+        d = top.details_as(details)
+        insts = tuple(sorted({i for f in fs for i in f.details_as(details).insts}))
+        fields = tuple(sorted({x for f in fs for x in f.details_as(details).fields}))
+        what = "array of structures" if d.aos else "walk of the buffer"
+        s = "s" if len(others) > 1 else ""
+        yield replace(
+            top,
+            message=top.message + f" (with line{s} {', '.join(map(str, others))}: "
+            f"the same {what}, one change for all)",
+            details=replace(d, insts=insts, fields=fields),
+        )
+
+
+def other_kind_insts(
+    view: Any, insts: tuple[int, ...], kind: str, file: str | None, line: int | None
+) -> Any:
+    """The instructions a finding's proxy reproduces: its own ``insts`` (every line of its
+    group, loads and stores) and the other kind's at each of those lines (the load of a
+    read-modify-write whose store is the finding, or its store), sorted. ``file``, ``line``:
+    the finding's, where the instructions have no line."""
+    sites = {view.inst_line[i] for i in insts}
+    sites = {(f, ln) for f, ln in sites if ln is not None}
+    if not sites:  # no line for the instructions: the finding's
+        sites = {(view.inst_line[insts[0]][0] if insts else file, line or 0)}
+    other = Kind.STORE if kind == "load" else Kind.LOAD
+    more = [view.insts_at(f, ln, other) for f, ln in sites]
+    return np.unique(np.concatenate([np.array(insts, np.int64), *more]))
+
+
+def display_fix(pattern: str, kind: str, buffer: str, stride: int | None) -> Variant | None:
+    """The display-only variant of a walk that no proxy reproduces (a remapping of the
+    threads); None for a gather (no layout or launch change fixes addresses the data chose)."""
+    if pattern in ("gather", "constant-gather"):
+        return None
+    if pattern == "thread-per-row":
+        each = (
+            "writes elements l, l + 32, ... of the row (consecutive words in every request)"
+            if kind == "store"
+            else "reads elements l, l + 32, ... of the row (consecutive words in every "
+            "request); where the row is reduced to one value, the lanes combine their partial "
+            "results with __shfl_down_sync (offsets 16, 8, 4, 2, 1) and lane 0 writes the row's "
+            "result"
+        )
+        return Variant(
+            "display-only",
+            f"give each row of `{buffer}` a warp instead of a thread: lane l {each}; launch 32 "
+            "times the threads (or loop the warps over the rows)",
+        )
+    now = f" (a stride of {stride} bytes now)" if stride else ""
+    return Variant(
+        "display-only",
+        f"make consecutive threads access consecutive words of `{buffer}`{now}: swap the roles "
+        "of the indices, or stage a tile through shared memory and read it transposed",
+    )
+
+
+def soa_variant(
+    view: Any, bi: Any, buffer: str, insts: Any, layout: Any, where: Any, pitches: Any
+) -> Variant:
+    """An array of structures' structure-of-arrays variant: its description and, where the
+    view's patterns allow, the proxy pair (:func:`gpuadvise.rules.proxy.soa_proxy`) of the loads
+    and stores ``insts`` (a load alone, a store alone or a read-modify-write ``p[i].x +=
+    p[i].vx * dt``, each instruction taken by its own kind). ``layout``: the struct's, or None;
+    ``where``, ``pitches``: the proxy's place and the launch's integer arguments."""
+    kinds = view.inst_kind[insts]
+    loads, _ = view.access(insts[kinds == int(Kind.LOAD)], buffer)
+    stores, _ = view.access(insts[kinds == int(Kind.STORE)], buffer)
+
+    def names_of(ls: Any) -> dict[int, str]:
+        pairs = zip((ls.off % bi.elem_bytes).tolist(), ls.width.tolist(), strict=True)
+        return {
+            o: layout.describe(o, w) if layout is not None else f"bytes {o}..{o + w - 1}"
+            for o, w in sorted(set(pairs))
+        }
+
+    def pattern_of(ls: Any) -> Any:
+        return view.pattern(ls, bi, names_of(ls), pitches, where)
+
+    desc = soa_description(
+        buffer,
+        bi,
+        layout,
+        list(names_of(loads).values()),
+        list(names_of(stores).values()),
+        sorted({view.inst_line[i][1] for i in insts.tolist()} - {None}),
+    )
+    load_pattern = pattern_of(loads) if len(loads) else None
+    if not len(stores):
+        if isinstance(load_pattern, str) or load_pattern is None:
+            return Variant("display-only", desc + f" (no proxy: {load_pattern or 'no loads'})")
+        return Variant("proxy", desc, proxy=soa_proxy(load_pattern), label="SoA")
+    merged = merge_stores(load_pattern, pattern_of(stores))
+    if isinstance(merged, str):
+        return Variant("display-only", desc + f" (no proxy: {merged})")
+    pattern, stored = merged
+    return Variant("proxy", desc, proxy=soa_proxy(pattern, stored), label="SoA")
+
+
+MIN_CONSTANT_ADDRESSES = 4.0
+"""A constant-memory line whose warp requests name at least this many distinct addresses on
+average: the constant cache serves one address per cycle, the others wait (replays)."""
+
+
+@dataclass(frozen=True)
+class ConstantGather:
+    """One line's ``__constant__`` loads (the trace's instructions ``insts``): their warp
+    requests and the distinct addresses those name, summed (each record weighted by the
+    executions it stands for)."""
+
+    file: str | None
+    line: int
+    insts: tuple[int, ...]
+    requests: float
+    addresses: float
+
+    @property
+    def per_request(self) -> float:
+        return self.addresses / self.requests if self.requests else 0.0
+
+
+def constant_gathers(trace: Any) -> list[ConstantGather]:
+    """The lines whose ``__constant__`` loads name at least :data:`MIN_CONSTANT_ADDRESSES`
+    distinct addresses per warp request: a table in constant memory indexed by data (a lookup
+    ``lut[x & 0xff]``), which the constant cache serializes."""
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.trace.access import Space, record_weights
+
+    recs = trace.records
+    recs = recs[(recs["space"] == int(Space.CONST)) & (recs["kind"] == int(Kind.LOAD))]
+    if not len(recs):
+        return []
+    act = active_lanes(recs["mask"])
+    addr = np.where(
+        act, recs["addr"], recs["addr"][np.arange(len(recs)), act.argmax(axis=1)][:, None]
+    )
+    srt = np.sort(addr, axis=1)
+    distinct = 1 + (srt[:, 1:] != srt[:, :-1]).sum(axis=1)
+    w = record_weights(recs)
+    w = np.ones(len(recs)) if w is None else w
+    by_line: dict[tuple[str | None, int], list[int]] = {}
+    for inst in np.unique(recs["inst"]).tolist():
+        file, line = trace.line_of(int(inst))
+        if line is not None:
+            by_line.setdefault((file, line), []).append(int(inst))
+    out = []
+    for (file, line), insts in sorted(by_line.items(), key=lambda kv: kv[0][1]):
+        at = np.isin(recs["inst"], insts)
+        g = ConstantGather(
+            file, line, tuple(insts), float(w[at].sum()), float((w * distinct)[at].sum())
+        )
+        if g.per_request >= MIN_CONSTANT_ADDRESSES:
+            out.append(g)
+    return out
+
+
+def constant_message(g: ConstantGather) -> str:
+    """A constant gather's finding message."""
+    return (
+        f"a table in __constant__ memory indexed by data: its warp requests name "
+        f"{g.per_request:.1f} distinct addresses on average, and the constant cache serves one "
+        f"address per cycle, so each request is replayed for every other one (the lookups of "
+        "a warp run one address at a time). Copy the table to shared memory at the start of "
+        "the CTA (32 banks serve a warp's lookups in one or two wavefronts), or compute the "
+        "values instead of looking them up"
+    )
+
+
+def gather_estimate(constant: bool = False) -> Estimate:
+    """A gather's estimate: none (the data decide how much reordering it helps; the launch
+    model has no constant cache to time a ``constant`` table's replays with)."""
+    if constant:
+        return Estimate(
+            None,
+            "none",
+            "not estimated: the execution model has no constant cache, so the replays the "
+            "lookups cost (one per distinct address of a request) are not timed",
+        )
+    return Estimate(
+        None,
+        "none",
+        "not estimated: the addresses come from the data, and no change of the kernel alone "
+        "makes them consecutive (how much sorting or reordering the data helps depends on the "
+        "data; a bound from the sectors alone would not hold, as reordering also turns L2 round "
+        "trips into L1 hits)",
+    )
