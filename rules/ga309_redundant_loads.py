@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuadvise.rules import (
+    MAX_HELD,
     MODEL,
     Estimate,
     Evidence,
@@ -21,12 +22,13 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     accumulation_reloads,
-    counted,
     distinct,
     fixkit,
+    hoist_variant,
+    is_pass,
     launch_change_estimate,
-    lines_text,
     reload_costs,
+    reload_message,
     removable_records,
     same_thread_reloads,
     thread_keys,
@@ -250,7 +252,7 @@ class RedundantGlobalLoads(Rule):
         # a second pass over more values than a thread's registers hold (a row of hundreds a
         # thread: softmax's max, sum and normalise passes with a thread per row) cannot be
         # "loaded once": that is a restructuring (a warp per row, fused passes), not this
-        held = [not (_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)) for x in lines]
+        held = [not (is_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)) for x in lines]
         if not all(held):  # their reloads leave the share and the estimate too
             for ja, ok in zip(members, held, strict=True):
                 if not ok:
@@ -268,7 +270,7 @@ class RedundantGlobalLoads(Rule):
         top = lines[0]
         yield self.finding(
             ctx,
-            _message(lines, requests / load_requests),
+            reload_message(lines, requests / load_requests),
             line=top.line,
             evidence=[
                 Evidence("reload_share", round(requests / load_requests, 3), 0.1, ">="),
@@ -354,18 +356,18 @@ class RedundantGlobalLoads(Rule):
             "when the buffers never overlap (an assumption about every launch: the trace shows "
             "this one only)"
         )
-        # a reload forced by a store of the thread's in between (the compiler must assume the
-        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value
-        if top.stored_between * 2 < top.lanes or not ctx.same_file(finding.file):
+        if not ctx.same_file(finding.file):
             return Variant("display-only", advice)
         try:
             ks = ctx.kernel_source
         except ModelUnavailable:
             return Variant("display-only", advice)
-        if ks.kernel is None:
-            return Variant("display-only", advice)
+        if top.stored_between * 2 < top.lanes:  # no store forces it: registers, by hand
+            return hoist_variant(ks, d.lines, advice, ctx.source_file)
+        # a reload forced by a store of the thread's in between (the compiler must assume the
+        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value
         rw = ks.rewrite()
-        if fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
+        if ks.kernel is None or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
             return Variant("display-only", advice)
         return Variant(
             "automatic-and-verified",
@@ -381,65 +383,3 @@ class RedundantGlobalLoads(Rule):
 def _mode(values: np.ndarray | list[int]) -> int:
     vals, counts = np.unique(np.asarray(values, np.int64), return_counts=True)
     return int(vals[np.argmax(counts)]) if len(vals) else 0
-
-
-NEAR = 16
-"""A thread's global accesses between a load and its reload up to which a register would hold
-the value (beyond: a pass over a row, held in registers only when its length is known)."""
-
-
-MAX_HELD = 64
-"""Values a thread can keep in registers across a pass (of the 255 a thread may have): a
-second pass over more of them per thread is not reported."""
-
-
-def _pass(x: ReloadLine) -> bool:
-    """The reload re-reads what an earlier pass over the row read (not a value just stored
-    with an aliasing store in between, nor the same load in each iteration of a loop)."""
-    near_store = x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only
-    return not near_store and not x.same_inst * 2 >= x.lanes
-
-
-def _why(x: ReloadLine) -> str:
-    """Why the compiler left the reload, from the trace and the load's opcode."""
-    if x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only:
-        what = f"`{x.store_buffer}`" + (f" (line {x.store_line})" if x.store_line else "")
-        return (
-            f"the thread stores to {what} in between and the load is not read-only "
-            "(`ld.global`, not `ld.global.nc`): without `__restrict__` the compiler must assume "
-            "that store may change the value"
-        )
-    if x.same_inst * 2 >= x.lanes:
-        per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
-        return (
-            "the same load instruction runs again in each iteration of an enclosing loop: the "
-            f"compiler keeps the thread's {per} in no register across it"
-        )
-    per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
-    return (
-        f"line {x.previous_line} read it already, a pass before ({per} a thread, "
-        f"{x.gap:.0f} global accesses apart: registers hold them only when their count is "
-        "known at compile time)"
-    )
-
-
-def _message(lines: list[ReloadLine], share: float) -> str:
-    top = lines[0]
-    per = top.lanes / max(top.addresses, 1) + 1
-    had = "stored" if top.after_store * 2 >= top.lanes else "loaded"
-    others = sorted({x.line for x in lines[1:] if x.line != top.line})
-    also = f" (also at {lines_text(others)}" if others else ""
-    bufs = sorted({x.buffer for x in lines[1:]} - {top.buffer})
-    if bufs:
-        also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
-    also += ")" if also else ""
-    return (
-        f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
-        f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
-        f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
-        f"requests. {_why(top)[0].upper()}{_why(top)[1:]}. Load the value once into a "
-        "register and reuse it (hoist the load out of the loop, keep what the thread stored); "
-        "`const __restrict__` on the read-only pointers lets the compiler do it where the "
-        "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
-        "the others)"
-    )

@@ -120,6 +120,12 @@ from gpuadvise.rules.proxy import (
     tile_pitch,
     tile_proxy,
 )
+from gpuadvise.rules.reload_advice import (
+    MAX_HELD,
+    hoist_variant,
+    is_pass,
+    reload_message,
+)
 from gpuadvise.rules.repeats import (
     MIN_ACCUMULATION_REPEATS,
     accumulation_reloads,
@@ -273,6 +279,10 @@ __all__ = [
     "reduction_diff",
     "ReductionTree",
     "reload_costs",
+    "reload_message",
+    "hoist_variant",
+    "is_pass",
+    "MAX_HELD",
     "remap",
     "remap_block_index",
     "removable_records",

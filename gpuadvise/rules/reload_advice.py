@@ -1,0 +1,168 @@
+"""GA309's words and its register fix: why a thread's reload stayed (from the trace and the
+load's opcode), the finding's message, which second passes registers cannot hold, and the
+automatic variant that loads a loop's values once into registers (:mod:`gpuadvise.source.
+fixkit_hoist`) where no store of the thread's forces the reload.
+
+The rule's per-line facts (its ``ReloadLine`` details) are read through :class:`ReloadFacts`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+from gpuadvise.rules.findings import Variant
+from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.fixkit_hoist import HoistPlan, plan_hoist
+from gpuadvise.source.text import KernelSource
+from gpuadvise.words import counted, lines_text
+
+__all__ = [
+    "MAX_HELD",
+    "NEAR",
+    "ReloadFacts",
+    "hoist_variant",
+    "is_pass",
+    "reload_message",
+    "reload_why",
+]
+
+NEAR = 16
+"""A thread's global accesses between a load and its reload up to which a register would hold
+the value (beyond: a pass over a row, held in registers only when its length is known)."""
+
+MAX_HELD = 64
+"""Values a thread can keep in registers across a pass (of the 255 a thread may have): a
+second pass over more of them per thread is not reported."""
+
+
+class ReloadFacts(Protocol):
+    """A line's reloads of one buffer (GA309's ``ReloadLine``)."""
+
+    @property
+    def line(self) -> int: ...
+    @property
+    def buffer(self) -> str: ...
+    @property
+    def lanes(self) -> int: ...
+    @property
+    def addresses(self) -> int: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def after_store(self) -> int: ...
+    @property
+    def stored_between(self) -> int: ...
+    @property
+    def same_inst(self) -> int: ...
+    @property
+    def previous_line(self) -> int: ...
+    @property
+    def store_line(self) -> int: ...
+    @property
+    def store_buffer(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def gap(self) -> float: ...
+
+
+def _store_forced(x: ReloadFacts) -> bool:
+    return x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only
+
+
+def is_pass(x: ReloadFacts) -> bool:
+    """The reload re-reads what an earlier pass over the row read (not a value just stored
+    with an aliasing store in between, nor the same load in each iteration of a loop)."""
+    return not _store_forced(x) and not x.same_inst * 2 >= x.lanes
+
+
+def _per_thread(x: ReloadFacts) -> str:
+    return counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
+
+
+def reload_why(x: ReloadFacts) -> str:
+    """Why the compiler left the reload, from the trace and the load's opcode."""
+    if _store_forced(x):
+        what = f"`{x.store_buffer}`" + (f" (line {x.store_line})" if x.store_line else "")
+        return (
+            f"the thread stores to {what} in between and the load is not read-only "
+            "(`ld.global`, not `ld.global.nc`): without `__restrict__` the compiler must assume "
+            "that store may change the value"
+        )
+    if x.same_inst * 2 >= x.lanes:
+        return (
+            "the same load instruction runs again in each iteration of an enclosing loop: the "
+            f"compiler keeps the thread's {_per_thread(x)} in no register across it"
+        )
+    return (
+        f"line {x.previous_line} read it already, a pass before ({_per_thread(x)} a thread, "
+        f"{x.gap:.0f} global accesses apart: registers hold them only when their count is "
+        "known at compile time)"
+    )
+
+
+def reload_message(lines: Sequence[ReloadFacts], share: float) -> str:
+    top = lines[0]
+    per = top.lanes / max(top.addresses, 1) + 1
+    had = "stored" if top.after_store * 2 >= top.lanes else "loaded"
+    others = sorted({x.line for x in lines[1:] if x.line != top.line})
+    also = f" (also at {lines_text(others)}" if others else ""
+    bufs = sorted({x.buffer for x in lines[1:]} - {top.buffer})
+    if bufs:
+        also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
+    also += ")" if also else ""
+    why = reload_why(top)
+    return (
+        f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
+        f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
+        f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
+        f"requests. {why[0].upper()}{why[1:]}. Load the value once into a "
+        "register and reuse it (hoist the load out of the loop, keep what the thread stored); "
+        "`const __restrict__` on the read-only pointers lets the compiler do it where the "
+        "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
+        "the others)"
+    )
+
+
+def hoist_variant(
+    ks: KernelSource, lines: Sequence[ReloadFacts], advice: str, path: str
+) -> Variant:
+    """The top line's loop values loaded once into registers (and every other line's whose
+    loops the rewrite leaves apart), automatic and verified; display-only with the reason
+    where the fix kit refuses the top line."""
+    if ks.kernel is None or not lines:
+        return Variant("display-only", advice)
+    taken: set[str] = set()
+    plans: list[HoistPlan] = []
+    for i, x in enumerate(lines):
+        span = (ks.tree.line_start(x.line), ks.tree.line_start(x.line + 1))
+        p = plan_hoist(ks.tree, span, x.buffer, ks.kernel, x.addresses / max(x.threads, 1), taken)
+        if isinstance(p, str):
+            if i == 0:
+                return Variant("display-only", f"{advice} (not rewritten: {p})")
+            continue
+        if not any(p.overlaps(q) for q in plans):
+            plans.append(p)
+    rw = Rewrite(ks.text)
+    for p in plans:
+        p.apply(rw)
+    top, loads = plans[0], [ld for p in plans for ld in p.loads]
+    where = (
+        "before the loop around it"
+        if top.shape == "nested"
+        else f"before the first of its {top.loops} passes"
+    )
+    arrays = ", ".join(f"`{a}[{p.cap}]`" for p in plans for a in p.arrays)
+    need = math.ceil(lines[0].addresses / max(lines[0].threads, 1))
+    return Variant(
+        "automatic-and-verified",
+        f"{', '.join(f'`{ld}`' for ld in loads)} loaded once into registers ({arrays}) "
+        f"{where}; each run of the loop becomes {top.cap} unrolled, guarded iterations that "
+        f"read the registers (compile-time indices: the array stays in registers), then the "
+        f"original loop for the iterations past {top.cap} (this launch: about {need} a thread). "
+        "The outputs are checked against the kernel's for this launch; the rewrite assumes no "
+        "other pointer of the kernel stores to the hoisted buffers, which the check covers for "
+        "this launch only",
+        diff=rw.diff(path),
+    )
