@@ -116,13 +116,15 @@ class RedundantGlobalLoads(Rule):
     their stores) and ``scale_columns`` (the row length ``*rows`` reloaded each iteration, a store
     to ``out`` possibly aliasing it); ``membership_registers``, ``distinct_reads``,
     ``read_once`` and ``exchange`` (a neighbour's value re-read after its store and a barrier)
-    stay silent.
+    stay silent. ``kernels/hoist/hoist.cu``: the register fix on a window matched at every
+    offset, a warp per row read by three passes (a template) and a column re-read per weight.
 
     Fix
     ---
     Load the value once into a register and reuse it: hoist loop-invariant loads out of the
-    loop (``float f[NF]`` loaded before the cluster loop, with a compile-time count so that the
-    array lives in registers), keep what the thread stores in a local variable and use that
+    loop (``float f[NF]`` loaded before the cluster loop, indexed by compile-time constants so
+    that the array lives in registers: the loop unrolled, the iterations past NF by the
+    original loop), keep what the thread stores in a local variable and use that
     instead of reading it back, or fuse the passes that re-read a row. Where a store through
     another pointer forces the reload, ``const __restrict__`` on the read-only pointers lets the
     compiler keep the value itself: that the buffers never overlap is an assumption about every
@@ -153,9 +155,15 @@ class RedundantGlobalLoads(Rule):
     compiler must assume the pointers alias): ``__restrict__`` on the kernel's pointer
     parameters (the fix kit's ``insert_restrict``), the outputs checked against the kernel's on
     this launch, where no two buffers overlap; ``__restrict__`` promises it for every launch,
-    which the description asks the user to check. Display-only otherwise (a pass over a row, a
-    load repeated by a loop with a run-time trip count): keeping the value in a register is the
-    user's rewrite.
+    which the description asks the user to check. Automatic and verified where no store forces
+    it and the reload is a counted loop run again (inside another loop that leaves its index
+    alone, or a later pass with the same header): the fix kit's ``plan_hoist`` loads the loop's
+    first values (this launch's count a thread, rounded up to 8, at most 64) into a register
+    array before the first run, and each run becomes that many unrolled, guarded iterations
+    reading the array, then the original loop for the rest (longer rows than this launch's);
+    the outputs checked on this launch, no other pointer of the kernel storing to the hoisted
+    buffer assumed. Display-only where the kit refuses, with its reason (a ``break`` out of the
+    loop, an index that changes between the runs, a guard on it, a store to the buffer).
     """
 
     id = "GA309"
@@ -362,13 +370,16 @@ class RedundantGlobalLoads(Rule):
             ks = ctx.kernel_source
         except ModelUnavailable:
             return Variant("display-only", advice)
-        if top.stored_between * 2 < top.lanes:  # no store forces it: registers, by hand
-            return hoist_variant(ks, d.lines, advice, ctx.source_file)
         # a reload forced by a store of the thread's in between (the compiler must assume the
-        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value
+        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value; else
+        # (no such store, or the pointers are __restrict__ already) the registers, by hand
         rw = ks.rewrite()
-        if ks.kernel is None or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
-            return Variant("display-only", advice)
+        if (
+            top.stored_between * 2 < top.lanes
+            or ks.kernel is None
+            or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
+        ):
+            return hoist_variant(ks, d.lines, advice, ctx.source_file)
         return Variant(
             "automatic-and-verified",
             f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "

@@ -165,6 +165,21 @@ def _element_type(
     return None
 
 
+def _aliases(st: T.SourceTree, name: str, scope: Span, depth: int = 0) -> list[str]:
+    """The local pointers set from ``name`` plus an offset (``auto row = in + r * n``)."""
+    out: list[str] = []
+    for d in T.declarations(st, scope):
+        for x in d.declarators:
+            if x.init is None or not (x.pointer or d.type == "auto") or x.name == name:
+                continue
+            m = re.match(r"\s*([A-Za-z_]\w*)\s*(?:[+-]|$)", st.code[x.init[0] : x.init[1]])
+            if m and m.group(1) == name:
+                out.append(x.name)
+                if depth < 3:
+                    out += _aliases(st, x.name, scope, depth + 1)
+    return out
+
+
 def _stored(st: T.SourceTree, name: str, scope: Span, depth: int = 0) -> bool:
     """The kernel may store through ``name``: an element assigned or its address taken, the
     pointer passed to a function or stored through, or copied to a pointer that is."""
@@ -389,15 +404,21 @@ def plan_hoist(
     if kernel.body is None:
         return "the kernel has no body"
     scope = (kernel.body[0], kernel.body[1] + 1)
-    subs = [s for s in T.subscripts(st, buffer, line) if not _written(s)]
+    names = [buffer, *_aliases(st, buffer, scope)]  # the trace's buffer, and `row = in + ...`
+    subs = sorted(
+        (s for n in names for s in T.subscripts(st, n, line) if not _written(s)),
+        key=lambda s: s.span,
+    )
     if not subs or len(subs[0].indices) != 1:
         return f"no read of `{buffer}[index]` on the line"
     sub = subs[0]
     idx = sub.indices[0]
     if any(T.calls(st, idx)) or _ASSIGNS.search(st.code_of(idx)):
         return "the index calls a function or assigns"
-    if _stored(st, buffer, scope):
-        return f"the kernel stores to `{buffer}` (or passes it on)"
+    for n in names:
+        if _stored(st, n, scope):
+            return f"the kernel stores to `{n}` (or passes it on)"
+    buffer = sub.name
     etype = _element_type(st, kernel, buffer, scope)
     if etype is None:
         return f"`{buffer}` is not a pointer whose element type is known"
@@ -416,6 +437,7 @@ def plan_hoist(
     if why is not None:
         return why
     outer = _outer(st, lp, buffer, inv, scope)
+    anchor: Node | None
     if outer is not None:
         shape, loops, anchor = "nested", [lp], outer
         region = st.span(outer)
