@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpuadvise.rules import (
-    MAX_HELD,
     MODEL,
     Estimate,
     Evidence,
@@ -22,10 +21,10 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     accumulation_reloads,
+    coalesced_lanes,
     distinct,
     fixkit,
     hoist_variant,
-    is_pass,
     launch_change_estimate,
     reload_costs,
     reload_message,
@@ -34,6 +33,7 @@ from gpuadvise.rules import (
     thread_keys,
     varying_repeats,
     view_traffic,
+    wide_pass,
 )
 
 _ORDERED = ("volatile", "relaxed", "acquire", "mmio")  # loads the compiler may never merge
@@ -61,6 +61,7 @@ class ReloadLine(FindingDetails):
     store_buffer: str
     read_only: bool
     gap: float
+    coalesced: bool  # its requests' lanes read distinct, adjacent addresses (no row per lane)
 
 
 @dataclass(frozen=True)
@@ -255,12 +256,13 @@ class RedundantGlobalLoads(Rule):
                     store_buf,
                     read_only,
                     float(np.median(rl.gap[ja])),
+                    coalesced_lanes(lanes, lane),
                 )
             )
-        # a second pass over more values than a thread's registers hold (a row of hundreds a
-        # thread: softmax's max, sum and normalise passes with a thread per row) cannot be
-        # "loaded once": that is a restructuring (a warp per row, fused passes), not this
-        held = [not (is_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)) for x in lines]
+        # a second pass over more values than a thread's registers hold with a row per thread
+        # (softmax's max, sum and normalise passes) cannot be "loaded once": that is a warp per
+        # row first; a CTA's coalesced passes over a long row are reported (fuse the passes)
+        held = [not (wide_pass(x) and not x.coalesced) for x in lines]
         if not all(held):  # their reloads leave the share and the estimate too
             for ja, ok in zip(members, held, strict=True):
                 if not ok:

@@ -121,10 +121,10 @@ from gpuadvise.rules.proxy import (
     tile_proxy,
 )
 from gpuadvise.rules.reload_advice import (
-    MAX_HELD,
+    coalesced_lanes,
     hoist_variant,
-    is_pass,
     reload_message,
+    wide_pass,
 )
 from gpuadvise.rules.repeats import (
     MIN_ACCUMULATION_REPEATS,
@@ -281,8 +281,8 @@ __all__ = [
     "reload_costs",
     "reload_message",
     "hoist_variant",
-    "is_pass",
-    "MAX_HELD",
+    "coalesced_lanes",
+    "wide_pass",
     "remap",
     "remap_block_index",
     "removable_records",

@@ -11,20 +11,25 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from gpuadvise.rules.findings import Variant
 from gpuadvise.source.edit import Rewrite
 from gpuadvise.source.fixkit_hoist import HoistPlan, plan_hoist
 from gpuadvise.source.text import KernelSource
+from gpuadvise.trace.view import SECTOR, Lanes
 from gpuadvise.words import counted, lines_text
 
 __all__ = [
     "MAX_HELD",
     "NEAR",
     "ReloadFacts",
+    "coalesced_lanes",
     "hoist_variant",
     "is_pass",
     "reload_message",
     "reload_why",
+    "wide_pass",
 ]
 
 NEAR = 16
@@ -77,6 +82,26 @@ def is_pass(x: ReloadFacts) -> bool:
     return not _store_forced(x) and not x.same_inst * 2 >= x.lanes
 
 
+def wide_pass(x: ReloadFacts) -> bool:
+    """A pass over more values a thread than its registers hold (:data:`MAX_HELD`)."""
+    return is_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)
+
+
+def coalesced_lanes(lanes: Lanes, lane: np.ndarray) -> bool:
+    """The requests of ``lanes[lane]`` read distinct addresses (at least half as many as
+    their lanes: no broadcast of one row to every thread) and use at least half of the bytes
+    of the sectors they touch (adjacent lanes: no row per lane)."""
+    if not len(lane):
+        return False
+    rec = lanes.rec[lane].astype(np.int64)
+    off = lanes.off[lane].astype(np.int64)
+    span = int(off.max()) + 1
+    addresses = len(np.unique(rec * span + off))
+    sectors = len(np.unique(rec * (span // SECTOR + 1) + off // SECTOR))
+    used = float(lanes.width[lane].sum())
+    return addresses * 2 >= len(lane) and used * 2 >= sectors * SECTOR
+
+
 def _per_thread(x: ReloadFacts) -> str:
     return counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
 
@@ -94,6 +119,12 @@ def reload_why(x: ReloadFacts) -> str:
         return (
             "the same load instruction runs again in each iteration of an enclosing loop: the "
             f"compiler keeps the thread's {_per_thread(x)} in no register across it"
+        )
+    if wide_pass(x):
+        return (
+            f"line {x.previous_line} read it already, a pass before ({_per_thread(x)} a thread, "
+            f"more than its registers hold): fuse the passes (one pass doing what both do: an "
+            "online max and sum for a softmax) or keep the row in shared memory where it fits"
         )
     return (
         f"line {x.previous_line} read it already, a pass before ({_per_thread(x)} a thread, "
@@ -113,12 +144,17 @@ def reload_message(lines: Sequence[ReloadFacts], share: float) -> str:
         also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
     also += ")" if also else ""
     why = reload_why(top)
+    fix = (
+        "Read the row once: fuse the passes"
+        if wide_pass(top)
+        else "Load the value once into a register and reuse it (hoist the load out of the loop, "
+        "keep what the thread stored)"
+    )
     return (
         f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
         f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
         f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
-        f"requests. {why[0].upper()}{why[1:]}. Load the value once into a "
-        "register and reuse it (hoist the load out of the loop, keep what the thread stored); "
+        f"requests. {why[0].upper()}{why[1:]}. {fix}; "
         "`const __restrict__` on the read-only pointers lets the compiler do it where the "
         "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
         "the others)"

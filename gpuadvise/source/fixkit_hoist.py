@@ -404,9 +404,9 @@ def plan_hoist(
     if kernel.body is None:
         return "the kernel has no body"
     scope = (kernel.body[0], kernel.body[1] + 1)
-    names = [buffer, *_aliases(st, buffer, scope)]  # the trace's buffer, and `row = in + ...`
+    ptrs = [buffer, *_aliases(st, buffer, scope)]  # the trace's buffer, and `row = in + ...`
     subs = sorted(
-        (s for n in names for s in T.subscripts(st, n, line) if not _written(s)),
+        (s for n in ptrs for s in T.subscripts(st, n, line) if not _written(s)),
         key=lambda s: s.span,
     )
     if not subs or len(subs[0].indices) != 1:
@@ -415,7 +415,7 @@ def plan_hoist(
     idx = sub.indices[0]
     if any(T.calls(st, idx)) or _ASSIGNS.search(st.code_of(idx)):
         return "the index calls a function or assigns"
-    for n in names:
+    for n in ptrs:
         if _stored(st, n, scope):
             return f"the kernel stores to `{n}` (or passes it on)"
     buffer = sub.name
