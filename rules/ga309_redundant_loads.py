@@ -23,11 +23,10 @@ from gpuadvise.rules import (
     accumulation_reloads,
     coalesced_lanes,
     distinct,
-    fixkit,
-    hoist_variant,
     launch_change_estimate,
     reload_costs,
     reload_message,
+    reload_variant,
     removable_records,
     same_thread_reloads,
     thread_keys,
@@ -97,7 +96,9 @@ class RedundantGlobalLoads(Rule):
     kernel, at the line with the most, the other lines named. Volatile and memory-ordered loads
     (a flag polled for another CTA's store) are not counted, nor the loads of an accumulation
     in global memory (a thread storing the address again and again: GA308's); other threads
-    loading the address (a neighbourhood) are GA305's.
+    loading the address (a neighbourhood) are GA305's. A later pass over more values a thread
+    than registers hold (``MAX_HELD``) is reported only where a CTA's coalesced requests read
+    the row (a block per row), not with a row per thread nor one row broadcast to every thread.
 
     Why it is slow
     --------------
@@ -164,7 +165,8 @@ class RedundantGlobalLoads(Rule):
     reading the array, then the original loop for the rest (longer rows than this launch's);
     the outputs checked on this launch, no other pointer of the kernel storing to the hoisted
     buffer assumed. Display-only where the kit refuses, with its reason (a ``break`` out of the
-    loop, an index that changes between the runs, a guard on it, a store to the buffer).
+    loop, an index that changes between the runs, a guard on it, a store to the buffer), and
+    for a CTA's coalesced passes over a row longer than its registers hold (fuse the passes).
     """
 
     id = "GA309"
@@ -359,38 +361,11 @@ class RedundantGlobalLoads(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Reloads)
-        top = d.lines[0]
-        advice = (
-            f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
-            "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
-            "when the buffers never overlap (an assumption about every launch: the trace shows "
-            "this one only)"
-        )
-        if not ctx.same_file(finding.file):
-            return Variant("display-only", advice)
         try:
-            ks = ctx.kernel_source
+            ks = ctx.kernel_source if ctx.same_file(finding.file) else None
         except ModelUnavailable:
-            return Variant("display-only", advice)
-        # a reload forced by a store of the thread's in between (the compiler must assume the
-        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value; else
-        # (no such store, or the pointers are __restrict__ already) the registers, by hand
-        rw = ks.rewrite()
-        if (
-            top.stored_between * 2 < top.lanes
-            or ks.kernel is None
-            or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
-        ):
-            return hoist_variant(ks, d.lines, advice, ctx.source_file)
-        return Variant(
-            "automatic-and-verified",
-            f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
-            f"`{top.buffer}[...]` in a register across the store to `{top.store_buffer}`: the "
-            "outputs are checked against the kernel's for this launch, where no two of its "
-            "buffers overlap; `__restrict__` promises that for every launch (check the callers "
-            f"before keeping it). Otherwise: {advice}",
-            diff=rw.diff(ctx.source_file),
-        )
+            ks = None
+        return reload_variant(ks, d.lines, ctx.source_file)
 
 
 def _mode(values: np.ndarray | list[int]) -> int:

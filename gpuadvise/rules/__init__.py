@@ -122,8 +122,8 @@ from gpuadvise.rules.proxy import (
 )
 from gpuadvise.rules.reload_advice import (
     coalesced_lanes,
-    hoist_variant,
     reload_message,
+    reload_variant,
     wide_pass,
 )
 from gpuadvise.rules.repeats import (
@@ -280,7 +280,7 @@ __all__ = [
     "ReductionTree",
     "reload_costs",
     "reload_message",
-    "hoist_variant",
+    "reload_variant",
     "coalesced_lanes",
     "wide_pass",
     "remap",

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from gpuadvise.rules.findings import Variant
+from gpuadvise.source import fixkit
 from gpuadvise.source.edit import Rewrite
 from gpuadvise.source.fixkit_hoist import HoistPlan, plan_hoist
 from gpuadvise.source.text import KernelSource
@@ -28,6 +29,7 @@ __all__ = [
     "hoist_variant",
     "is_pass",
     "reload_message",
+    "reload_variant",
     "reload_why",
     "wide_pass",
 ]
@@ -144,20 +146,58 @@ def reload_message(lines: Sequence[ReloadFacts], share: float) -> str:
         also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
     also += ")" if also else ""
     why = reload_why(top)
-    fix = (
-        "Read the row once: fuse the passes"
-        if wide_pass(top)
-        else "Load the value once into a register and reuse it (hoist the load out of the loop, "
-        "keep what the thread stored)"
+    tail = (
+        "Load the value once into a register and reuse it (hoist the load out of the loop, "
+        "keep what the thread stored); `const __restrict__` on the read-only pointers lets the "
+        "compiler do it where the buffers never overlap (the trace shows no overlap in this "
+        "launch: an assumption about the others)"
     )
     return (
         f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
         f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
         f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
-        f"requests. {why[0].upper()}{why[1:]}. {fix}; "
-        "`const __restrict__` on the read-only pointers lets the compiler do it where the "
-        "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
-        "the others)"
+        f"requests. {why[0].upper()}{why[1:]}" + ("" if wide_pass(top) else f". {tail}")
+    )
+
+
+def reload_variant(ks: KernelSource | None, lines: Sequence[ReloadFacts], path: str) -> Variant:
+    """GA309's variant for its top line: display-only for a pass over more values than
+    registers hold (fuse the passes); ``__restrict__`` on the kernel's pointers where a store of
+    the thread's in between forces the reload (the compiler must assume the pointers alias);
+    else (no such store, or the pointers are ``__restrict__`` already) the values loaded once
+    into registers (:func:`hoist_variant`). ``ks``: None where the source is not at hand."""
+    top = lines[0]
+    if wide_pass(top):
+        return Variant(
+            "display-only",
+            f"read the row once: fuse the passes over `{top.buffer}` (what line "
+            f"{top.previous_line}'s pass computes and what line {top.line}'s does, in one pass: "
+            f"an online max and sum for a softmax), as {_per_thread(top)} a thread are more than "
+            "its registers hold",
+        )
+    advice = (
+        f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
+        "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
+        "when the buffers never overlap (an assumption about every launch: the trace shows "
+        "this one only)"
+    )
+    if ks is None:
+        return Variant("display-only", advice)
+    rw = ks.rewrite()
+    if (
+        top.stored_between * 2 < top.lanes
+        or ks.kernel is None
+        or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
+    ):
+        return hoist_variant(ks, lines, advice, path)
+    return Variant(
+        "automatic-and-verified",
+        f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
+        f"`{top.buffer}[...]` in a register across the store to `{top.store_buffer}`: the "
+        "outputs are checked against the kernel's for this launch, where no two of its "
+        "buffers overlap; `__restrict__` promises that for every launch (check the callers "
+        f"before keeping it). Otherwise: {advice}",
+        diff=rw.diff(path),
     )
 
 
