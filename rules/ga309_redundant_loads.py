@@ -166,7 +166,9 @@ class RedundantGlobalLoads(Rule):
     the outputs checked on this launch, no other pointer of the kernel storing to the hoisted
     buffer assumed. Display-only where the kit refuses, with its reason (a ``break`` out of the
     loop, an index that changes between the runs, a guard on it, a store to the buffer), and
-    for a CTA's coalesced passes over a row longer than its registers hold (fuse the passes).
+    for a CTA's coalesced passes over a row longer than its registers hold (fuse the passes);
+    display-only with its diff where the emulator sampled the launch's long loops (the check
+    would run every iteration of them: HeCBench's contraction).
     """
 
     id = "GA309"
@@ -365,7 +367,8 @@ class RedundantGlobalLoads(Rule):
             ks = ctx.kernel_source if ctx.same_file(finding.file) else None
         except ModelUnavailable:
             ks = None
-        return reload_variant(ks, d.lines, ctx.source_file)
+        sampled = ctx.trace.sampled_iterations  # verifying a rewrite runs every iteration
+        return reload_variant(ks, d.lines, ctx.source_file, sampled)
 
 
 def _mode(values: np.ndarray | list[int]) -> int:

@@ -160,12 +160,15 @@ def reload_message(lines: Sequence[ReloadFacts], share: float) -> str:
     )
 
 
-def reload_variant(ks: KernelSource | None, lines: Sequence[ReloadFacts], path: str) -> Variant:
+def reload_variant(
+    ks: KernelSource | None, lines: Sequence[ReloadFacts], path: str, sampled: bool = False
+) -> Variant:
     """GA309's variant for its top line: display-only for a pass over more values than
     registers hold (fuse the passes); ``__restrict__`` on the kernel's pointers where a store of
     the thread's in between forces the reload (the compiler must assume the pointers alias);
     else (no such store, or the pointers are ``__restrict__`` already) the values loaded once
-    into registers (:func:`hoist_variant`). ``ks``: None where the source is not at hand."""
+    into registers (:func:`hoist_variant`). ``ks``: None where the source is not at hand;
+    ``sampled``: the emulator sampled the launch's long loops (see :func:`hoist_variant`)."""
     top = lines[0]
     if wide_pass(top):
         return Variant(
@@ -189,7 +192,7 @@ def reload_variant(ks: KernelSource | None, lines: Sequence[ReloadFacts], path: 
         or ks.kernel is None
         or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
     ):
-        return hoist_variant(ks, lines, advice, path)
+        return hoist_variant(ks, lines, advice, path, sampled)
     return Variant(
         "automatic-and-verified",
         f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
@@ -202,11 +205,13 @@ def reload_variant(ks: KernelSource | None, lines: Sequence[ReloadFacts], path: 
 
 
 def hoist_variant(
-    ks: KernelSource, lines: Sequence[ReloadFacts], advice: str, path: str
+    ks: KernelSource, lines: Sequence[ReloadFacts], advice: str, path: str, sampled: bool = False
 ) -> Variant:
     """The top line's loop values loaded once into registers (and every other line's whose
     loops the rewrite leaves apart), automatic and verified; display-only with the reason
-    where the fix kit refuses the top line."""
+    where the fix kit refuses the top line, and display-only with its diff where the emulator
+    sampled the launch's long loops (``sampled``: the check of a rewrite runs every iteration
+    of the traced CTAs, far longer there: HeCBench's contraction took 14 minutes, rejected)."""
     if ks.kernel is None or not lines:
         return Variant("display-only", advice)
     taken: set[str] = set()
@@ -231,14 +236,21 @@ def hoist_variant(
     )
     arrays = ", ".join(f"`{a}[{p.cap}]`" for p in plans for a in p.arrays)
     need = math.ceil(lines[0].addresses / max(lines[0].threads, 1))
+    check = (
+        "The outputs are checked against the kernel's for this launch; the rewrite assumes no "
+        "other pointer of the kernel stores to the hoisted buffers, which the check covers for "
+        "this launch only"
+        if not sampled
+        else "Not verified here: the emulator sampled this launch's long loops, and checking "
+        "the rewrite would run every iteration of them (check it on a GPU); it assumes no other "
+        "pointer of the kernel stores to the hoisted buffers"
+    )
     return Variant(
-        "automatic-and-verified",
+        "display-only" if sampled else "automatic-and-verified",
         f"{', '.join(f'`{ld}`' for ld in loads)} loaded once into registers ({arrays}) "
         f"{where}; each run of the loop becomes {top.cap} unrolled, guarded iterations that "
         f"read the registers (compile-time indices: the array stays in registers), then the "
         f"original loop for the iterations past {top.cap} (this launch: about {need} a thread). "
-        "The outputs are checked against the kernel's for this launch; the rewrite assumes no "
-        "other pointer of the kernel stores to the hoisted buffers, which the check covers for "
-        "this launch only",
+        + check,
         diff=rw.diff(path),
     )

@@ -150,3 +150,25 @@ def test_the_fix_kit_refuses_what_could_change_the_outputs(pre, post, values, wh
         assert p.shape == "nested" and p.loads == ("f[l * p + t]",) and p.cap == 16
     else:
         assert isinstance(p, str) and why in p, p
+
+
+def test_a_launch_whose_loops_the_emulator_sampled_gets_the_diff_unverified():
+    """Checking a rewrite runs every iteration of the traced CTAs: where the emulator sampled
+    the launch's long loops (HeCBench's contraction: 14 minutes, then rejected) the diff is
+    shown, display-only, and says why it is not verified."""
+    from types import SimpleNamespace
+
+    from gpuadvise.rules import reload_variant
+    from gpuadvise.source.text import find_kernel_source
+
+    ks = find_kernel_source(SRC, "window_match")
+    assert ks is not None
+    line = SimpleNamespace(
+        line=source_line(SRC, "same += target[t + j]"), buffer="target", lanes=100,
+        addresses=10, threads=1, after_store=0, stored_between=0, same_inst=100,
+        previous_line=0, store_line=0, store_buffer="", read_only=True, gap=3.0,
+    )  # fmt: skip
+    for sampled, safety in ((False, "automatic-and-verified"), (True, "display-only")):
+        v = reload_variant(ks, [line], str(SRC), sampled)
+        assert v.safety == safety and v.diff and "target_r[16]" in v.diff
+        assert ("emulator sampled" in v.description) == sampled
