@@ -21,17 +21,18 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     accumulation_reloads,
-    counted,
+    coalesced_lanes,
     distinct,
-    fixkit,
     launch_change_estimate,
-    lines_text,
     reload_costs,
+    reload_message,
+    reload_variant,
     removable_records,
     same_thread_reloads,
     thread_keys,
     varying_repeats,
     view_traffic,
+    wide_pass,
 )
 
 _ORDERED = ("volatile", "relaxed", "acquire", "mmio")  # loads the compiler may never merge
@@ -59,6 +60,7 @@ class ReloadLine(FindingDetails):
     store_buffer: str
     read_only: bool
     gap: float
+    coalesced: bool  # its requests' lanes read distinct, adjacent addresses (no row per lane)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,9 @@ class RedundantGlobalLoads(Rule):
     kernel, at the line with the most, the other lines named. Volatile and memory-ordered loads
     (a flag polled for another CTA's store) are not counted, nor the loads of an accumulation
     in global memory (a thread storing the address again and again: GA308's); other threads
-    loading the address (a neighbourhood) are GA305's.
+    loading the address (a neighbourhood) are GA305's. A later pass over more values a thread
+    than registers hold (``MAX_HELD``) is reported only where a CTA's coalesced requests read
+    the row (a block per row), not with a row per thread nor one row broadcast to every thread.
 
     Why it is slow
     --------------
@@ -114,13 +118,15 @@ class RedundantGlobalLoads(Rule):
     their stores) and ``scale_columns`` (the row length ``*rows`` reloaded each iteration, a store
     to ``out`` possibly aliasing it); ``membership_registers``, ``distinct_reads``,
     ``read_once`` and ``exchange`` (a neighbour's value re-read after its store and a barrier)
-    stay silent.
+    stay silent. ``kernels/hoist/hoist.cu``: the register fix on a window matched at every
+    offset, a warp per row read by three passes (a template) and a column re-read per weight.
 
     Fix
     ---
     Load the value once into a register and reuse it: hoist loop-invariant loads out of the
-    loop (``float f[NF]`` loaded before the cluster loop, with a compile-time count so that the
-    array lives in registers), keep what the thread stores in a local variable and use that
+    loop (``float f[NF]`` loaded before the cluster loop, indexed by compile-time constants so
+    that the array lives in registers: the loop unrolled, the iterations past NF by the
+    original loop), keep what the thread stores in a local variable and use that
     instead of reading it back, or fuse the passes that re-read a row. Where a store through
     another pointer forces the reload, ``const __restrict__`` on the read-only pointers lets the
     compiler keep the value itself: that the buffers never overlap is an assumption about every
@@ -151,9 +157,18 @@ class RedundantGlobalLoads(Rule):
     compiler must assume the pointers alias): ``__restrict__`` on the kernel's pointer
     parameters (the fix kit's ``insert_restrict``), the outputs checked against the kernel's on
     this launch, where no two buffers overlap; ``__restrict__`` promises it for every launch,
-    which the description asks the user to check. Display-only otherwise (a pass over a row, a
-    load repeated by a loop with a run-time trip count): keeping the value in a register is the
-    user's rewrite.
+    which the description asks the user to check. Automatic and verified where no store forces
+    it and the reload is a counted loop run again (inside another loop that leaves its index
+    alone, or a later pass with the same header): the fix kit's ``plan_hoist`` loads the loop's
+    first values (this launch's count a thread, rounded up to 8, at most 64) into a register
+    array before the first run, and each run becomes that many unrolled, guarded iterations
+    reading the array, then the original loop for the rest (longer rows than this launch's);
+    the outputs checked on this launch, no other pointer of the kernel storing to the hoisted
+    buffer assumed. Display-only where the kit refuses, with its reason (a ``break`` out of the
+    loop, an index that changes between the runs, a guard on it, a store to the buffer), and
+    for a CTA's coalesced passes over a row longer than its registers hold (fuse the passes);
+    display-only with its diff where the emulator sampled the launch's long loops (the check
+    would run every iteration of them: HeCBench's contraction).
     """
 
     id = "GA309"
@@ -245,12 +260,13 @@ class RedundantGlobalLoads(Rule):
                     store_buf,
                     read_only,
                     float(np.median(rl.gap[ja])),
+                    coalesced_lanes(lanes, lane),
                 )
             )
-        # a second pass over more values than a thread's registers hold (a row of hundreds a
-        # thread: softmax's max, sum and normalise passes with a thread per row) cannot be
-        # "loaded once": that is a restructuring (a warp per row, fused passes), not this
-        held = [not (_pass(x) and x.addresses > MAX_HELD * max(x.threads, 1)) for x in lines]
+        # a second pass over more values than a thread's registers hold with a row per thread
+        # (softmax's max, sum and normalise passes) cannot be "loaded once": that is a warp per
+        # row first; a CTA's coalesced passes over a long row are reported (fuse the passes)
+        held = [not (wide_pass(x) and not x.coalesced) for x in lines]
         if not all(held):  # their reloads leave the share and the estimate too
             for ja, ok in zip(members, held, strict=True):
                 if not ok:
@@ -268,7 +284,7 @@ class RedundantGlobalLoads(Rule):
         top = lines[0]
         yield self.finding(
             ctx,
-            _message(lines, requests / load_requests),
+            reload_message(lines, requests / load_requests),
             line=top.line,
             evidence=[
                 Evidence("reload_share", round(requests / load_requests, 3), 0.1, ">="),
@@ -347,99 +363,14 @@ class RedundantGlobalLoads(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Reloads)
-        top = d.lines[0]
-        advice = (
-            f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
-            "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
-            "when the buffers never overlap (an assumption about every launch: the trace shows "
-            "this one only)"
-        )
-        # a reload forced by a store of the thread's in between (the compiler must assume the
-        # pointers alias): __restrict__ on the kernel's pointers lets it keep the value
-        if top.stored_between * 2 < top.lanes or not ctx.same_file(finding.file):
-            return Variant("display-only", advice)
         try:
-            ks = ctx.kernel_source
+            ks = ctx.kernel_source if ctx.same_file(finding.file) else None
         except ModelUnavailable:
-            return Variant("display-only", advice)
-        if ks.kernel is None:
-            return Variant("display-only", advice)
-        rw = ks.rewrite()
-        if fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0:
-            return Variant("display-only", advice)
-        return Variant(
-            "automatic-and-verified",
-            f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
-            f"`{top.buffer}[...]` in a register across the store to `{top.store_buffer}`: the "
-            "outputs are checked against the kernel's for this launch, where no two of its "
-            "buffers overlap; `__restrict__` promises that for every launch (check the callers "
-            f"before keeping it). Otherwise: {advice}",
-            diff=rw.diff(ctx.source_file),
-        )
+            ks = None
+        sampled = ctx.trace.sampled_iterations  # verifying a rewrite runs every iteration
+        return reload_variant(ks, d.lines, ctx.source_file, sampled)
 
 
 def _mode(values: np.ndarray | list[int]) -> int:
     vals, counts = np.unique(np.asarray(values, np.int64), return_counts=True)
     return int(vals[np.argmax(counts)]) if len(vals) else 0
-
-
-NEAR = 16
-"""A thread's global accesses between a load and its reload up to which a register would hold
-the value (beyond: a pass over a row, held in registers only when its length is known)."""
-
-
-MAX_HELD = 64
-"""Values a thread can keep in registers across a pass (of the 255 a thread may have): a
-second pass over more of them per thread is not reported."""
-
-
-def _pass(x: ReloadLine) -> bool:
-    """The reload re-reads what an earlier pass over the row read (not a value just stored
-    with an aliasing store in between, nor the same load in each iteration of a loop)."""
-    near_store = x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only
-    return not near_store and not x.same_inst * 2 >= x.lanes
-
-
-def _why(x: ReloadLine) -> str:
-    """Why the compiler left the reload, from the trace and the load's opcode."""
-    if x.gap <= NEAR and x.stored_between * 2 >= x.lanes and not x.read_only:
-        what = f"`{x.store_buffer}`" + (f" (line {x.store_line})" if x.store_line else "")
-        return (
-            f"the thread stores to {what} in between and the load is not read-only "
-            "(`ld.global`, not `ld.global.nc`): without `__restrict__` the compiler must assume "
-            "that store may change the value"
-        )
-    if x.same_inst * 2 >= x.lanes:
-        per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
-        return (
-            "the same load instruction runs again in each iteration of an enclosing loop: the "
-            f"compiler keeps the thread's {per} in no register across it"
-        )
-    per = counted(max(round(x.addresses / max(x.threads, 1)), 1), "value")
-    return (
-        f"line {x.previous_line} read it already, a pass before ({per} a thread, "
-        f"{x.gap:.0f} global accesses apart: registers hold them only when their count is "
-        "known at compile time)"
-    )
-
-
-def _message(lines: list[ReloadLine], share: float) -> str:
-    top = lines[0]
-    per = top.lanes / max(top.addresses, 1) + 1
-    had = "stored" if top.after_store * 2 >= top.lanes else "loaded"
-    others = sorted({x.line for x in lines[1:] if x.line != top.line})
-    also = f" (also at {lines_text(others)}" if others else ""
-    bufs = sorted({x.buffer for x in lines[1:]} - {top.buffer})
-    if bufs:
-        also += (", " if also else " (") + "of " + ", ".join(f"`{b}`" for b in bufs)
-    also += ")" if also else ""
-    return (
-        f"`{top.buffer}` reloaded by the thread that {had} the value already: {per:.1f} loads "
-        f"per address and thread ({top.addresses} in the sampled CTAs){also}, no other thread "
-        f"storing to it in between; reloads are {share:.0%} of the kernel's global load "
-        f"requests. {_why(top)[0].upper()}{_why(top)[1:]}. Load the value once into a "
-        "register and reuse it (hoist the load out of the loop, keep what the thread stored); "
-        "`const __restrict__` on the read-only pointers lets the compiler do it where the "
-        "buffers never overlap (the trace shows no overlap in this launch: an assumption about "
-        "the others)"
-    )

@@ -142,6 +142,12 @@ from gpuadvise.rules.proxy import (
     tile_pitch,
     tile_proxy,
 )
+from gpuadvise.rules.reload_advice import (
+    coalesced_lanes,
+    reload_message,
+    reload_variant,
+    wide_pass,
+)
 from gpuadvise.rules.repeats import (
     MIN_ACCUMULATION_REPEATS,
     accumulation_reloads,
@@ -316,6 +322,10 @@ __all__ = [
     "reduction_diff",
     "ReductionTree",
     "reload_costs",
+    "reload_message",
+    "reload_variant",
+    "coalesced_lanes",
+    "wide_pass",
     "remap",
     "remap_block_index",
     "removable_records",
