@@ -221,7 +221,7 @@ class ContendedGlobalAtomics(Rule):
             and g.z == 1
             and wave
             and g.x > wave
-            and (is_grid_stride(ctx.kernel_source) or _macro_grid_stride(ctx))
+            and is_grid_stride(ctx.kernel_source)
         ):
             return "wave"
         return "display"
@@ -317,18 +317,3 @@ class ContendedGlobalAtomics(Rule):
         )
         return Variant("display-only", f"{advice} (not automatic: {why})")
 
-
-def _macro_grid_stride(ctx: RuleContext) -> bool:
-    """The kernel's body uses a function-like macro of the file that loops and reads
-    ``gridDim`` (HeCBench's ``FOR_KERNEL_LOOP(i, n)``): a grid-stride loop spelled as a macro."""
-    ks = ctx.kernel_source
-    st = ks.tree
-    used = {name for name, _ in ks.identifiers(ks.span)}
-    for n in st.walk(types=("preproc_function_def",)):
-        name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
-        if name is None or value is None or st.code_of(name).strip() not in used:
-            continue
-        body = st.code_of(value)
-        if "gridDim" in body and ("for" in body.split() or "for (" in body or "while" in body):
-            return True
-    return False

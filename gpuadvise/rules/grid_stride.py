@@ -192,8 +192,20 @@ def index_offset(ks: KernelSource) -> int | None:
 
 
 def is_grid_stride(ks: KernelSource) -> bool:
-    """Whether the body loops and reads ``gridDim`` (a grid-stride loop, however spelled)."""
-    return bool(ks.loops()) and bool(_GRIDDIM.search(ks.body))
+    """Whether the body loops and reads ``gridDim`` (a grid-stride loop, however spelled), or
+    uses a function-like macro of the file that does (HeCBench's ``FOR_KERNEL_LOOP(i, n)``)."""
+    if ks.loops() and _GRIDDIM.search(ks.body):
+        return True
+    st = ks.tree
+    used = {name for name, _ in ks.identifiers(ks.span)}
+    for n in st.walk(types=("preproc_function_def",)):
+        name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+        if name is None or value is None or st.code_of(name).strip() not in used:
+            continue
+        body = st.code_of(value)
+        if _GRIDDIM.search(body) and re.search(r"\b(for|while)\b", body):
+            return True
+    return False
 
 
 def _reader_name(ks: KernelSource, offset: int) -> str | None:
