@@ -200,6 +200,8 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
         return None
     if v.launch and not v.totals and not same_ctas(v.launch):
         return "a launch change: its safety needs a GPU measurement"
+    if v.needs_measurement:
+        return "whether it pays depends on the registers ptxas allots: it needs a GPU measurement"
     est = f.estimated_speedup
     if est is not None and est.kind == "upper-bound" and est.like_for_like is not None:
         if est.like_for_like <= NO_GPU_MAX_BOUND:

@@ -288,6 +288,9 @@ class Variant:
     ``launch_specific``: the change writes something of this launch into the kernel (GA206's
     original grid as a constant, where no kernel parameter gives it): right for this launch
     only. Its description says so, ``--fix`` applies it only with ``--unsafe-fixes``.
+    ``needs_measurement``: whether the change pays depends on what ptxas makes of it (registers
+    it allots to values held longer: GA309's hoist measured 0.72-1.12x on an H200); ``--fix``
+    applies it only where a GPU measured it faster.
     """
 
     safety: Safety
@@ -301,6 +304,7 @@ class Variant:
     proxy: Proxy | None = None
     totals: Mapping[str, str] | None = None
     launch_specific: bool = False
+    needs_measurement: bool = False
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETY_CLASSES:
@@ -328,6 +332,7 @@ class Variant:
             "alternatives": [a.to_dict() for a in self.alternatives],
             "totals": None if self.totals is None else dict(self.totals),
             "launch_specific": self.launch_specific,
+            "needs_measurement": self.needs_measurement,
         }
 
     @classmethod
@@ -345,6 +350,7 @@ class Variant:
             None if px is None else Proxy.from_dict(px),
             d.get("totals"),
             bool(d.get("launch_specific", False)),
+            bool(d.get("needs_measurement", False)),
         )
 
 

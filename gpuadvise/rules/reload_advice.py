@@ -251,6 +251,10 @@ def hoist_variant(
         f"{where}; each run of the loop becomes {top.cap} unrolled, guarded iterations that "
         f"read the registers (compile-time indices: the array stays in registers), then the "
         f"original loop for the iterations past {top.cap} (this launch: about {need} a thread). "
-        + check,
+        + check
+        + ". Whether it pays depends on the registers the arrays take (measured on an H200: "
+        "1.12x on kmeans' membership, 0.72x and 0.78x on HeCBench ga and softMax2): --fix "
+        "applies it only where a GPU measured it faster",
         diff=rw.diff(path),
+        needs_measurement=True,
     )

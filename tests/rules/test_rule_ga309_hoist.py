@@ -77,6 +77,11 @@ def test_the_values_loaded_once_write_the_same_outputs(kernel, marker, buffer, h
     assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
     assert has in v.diff, v.diff
     assert "loaded once into registers" in v.description and "__restrict__" not in v.diff
+    # whether it pays is the GPU's to say (0.72-1.12x measured): --fix without one leaves it
+    assert v.needs_measurement and "only where a GPU measured it faster" in v.description
+    from gpuadvise.analyze.fix import _not_a_fix
+
+    assert "needs a GPU measurement" in (_not_a_fix(f, v, unsafe=False, measured=False) or "")
     new = patched(tmp_path, apply_unified_diff(SRC.read_text(), v.diff))
     want, got = outputs(SRC, kernel), outputs(new, kernel)
     assert np.count_nonzero(want) and want.tobytes() == got.tobytes()

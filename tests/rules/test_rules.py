@@ -324,8 +324,10 @@ def check_finding_schema(d: dict[str, Any]) -> None:
             "alternatives",
             "totals",
             "launch_specific",
+            "needs_measurement",
         }
         assert isinstance(var["launch_specific"], bool)
+        assert isinstance(var["needs_measurement"], bool)
         assert var["totals"] is None or set(var["totals"].values()) <= {"+", "max", "min"}
         assert var["safety"] in rule_findings.SAFETY_CLASSES
         assert (var["proxy"] is None) == (var["safety"] != "proxy")
