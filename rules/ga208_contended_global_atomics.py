@@ -316,4 +316,3 @@ class ContendedGlobalAtomics(Rule):
             else warp_aggregable(ctx, finding)
         )
         return Variant("display-only", f"{advice} (not automatic: {why})")
-
