@@ -248,4 +248,4 @@ class ContendedAtomics(Rule):
             "for a few addresses, reduce the lanes of each address (__match_any_sync) or keep a "
             "copy per warp"
         )
-        return warp_aggregation_variant(ctx, finding, advice)
+        return warp_aggregation_variant(ctx, finding, advice, needs_measurement=True)

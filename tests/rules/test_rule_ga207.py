@@ -127,6 +127,8 @@ def test_the_warp_aggregated_fix_writes_the_same_outputs(kernel, helper, tmp_pat
     (f,) = run_rule(case(kernel), "GA207", trace_ctas=8)
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified" and v.diff
+    # shared memory's own atomics: measured 0.53-3.90x on an H200, so the GPU decides
+    assert v.needs_measurement
     assert f"+{helper}" in v.diff.replace("+    ", "+").replace("+        ", "+"), v.diff
     new = _patched(tmp_path, SRC, v.diff)
     opts = {"grid": "16", "block": "256", "buffers": BUFS[kernel]}
