@@ -39,7 +39,7 @@ import numpy as np
 
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
-__all__ = ["Phase", "ReductionTree", "reduction_trees", "trees_from_events"]
+__all__ = ["Phase", "ReductionTree", "reduction_trees", "shared_lane_events", "trees_from_events"]
 
 MAX_LANE_EVENTS = 2_000_000  # per CTA: a kernel with more shared accesses is not read
 
@@ -343,28 +343,41 @@ def _width_of(fills: list[tuple[int, int, int, int, int, int]]) -> int:
     return ws.pop() if len(ws) == 1 else 0
 
 
-def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[ReductionTree, ...]:
-    """The shared-memory tree reductions of one traced CTA (``cta``; None: the first traced
-    one). Empty when the trace did not come from the emulator (it alone counts barriers), or
-    the CTA makes more than :data:`MAX_LANE_EVENTS` shared accesses."""
+def shared_lane_events(
+    trace: AccessTrace, cta: int | None = None
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """One traced CTA's shared-memory loads and stores a lane at a time: ``(cta, the CTA's
+    records, the access record of each lane event, its index among the CTA's shared records,
+    its lane)``. None when the trace did not come from the emulator (it alone counts barriers:
+    ``epoch``), the CTA makes no shared access, or more than :data:`MAX_LANE_EVENTS`."""
     names = trace.records.dtype.names or ()
     if trace.source != "emulator" or not trace.ctas or "epoch" not in names:
-        return ()
+        return None
     c = min(trace.ctas) if cta is None else cta
     r = trace.records
     r = r[r["cta"] == c]
-    threads = int(np.prod(trace.block))
     shared = r[
         (r["space"] == int(Space.SHARED))
         & ((r["kind"] == int(Kind.LOAD)) | (r["kind"] == int(Kind.STORE)))
     ]
     if not len(shared):
-        return ()
+        return None
     bits = ((shared["mask"][:, None] >> np.arange(WARP, dtype=np.uint32)) & 1).astype(bool)
     rec, lane = np.nonzero(bits)
     if len(rec) > MAX_LANE_EVENTS:
+        return None
+    return int(c), r, shared[rec], rec, lane
+
+
+def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[ReductionTree, ...]:
+    """The shared-memory tree reductions of one traced CTA (``cta``; None: the first traced
+    one). Empty when the trace did not come from the emulator (it alone counts barriers), or
+    the CTA makes more than :data:`MAX_LANE_EVENTS` shared accesses."""
+    events = shared_lane_events(trace, cta)
+    if events is None:
         return ()
-    sel = shared[rec]
+    c, r, sel, rec, lane = events
+    threads = int(np.prod(trace.block))
     thread = sel["warp"].astype(np.int64) * WARP + lane
     byte_addr = sel["addr"][np.arange(len(rec)), lane].astype(np.int64)
     glob = r[(r["space"] == int(Space.GLOBAL)) & (r["kind"] == int(Kind.LOAD))]

@@ -32,11 +32,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
+from gpuadvise.model.reduction import shared_lane_events
+from gpuadvise.trace.access import WARP, AccessTrace, Kind
 
 __all__ = ["ScanStep", "SharedScan", "scans_from_events", "shared_scans"]
 
-MAX_LANE_EVENTS = 2_000_000  # per CTA: a kernel with more shared accesses is not read
 MIN_STEPS = 3
 
 
@@ -280,24 +280,11 @@ def _with_runs(s: SharedScan, runs: int) -> SharedScan:
 def shared_scans(trace: AccessTrace, cta: int | None = None) -> tuple[SharedScan, ...]:
     """The shared-memory scans of one traced CTA (``cta``; None: the first traced one). Empty
     when the trace did not come from the emulator, or the CTA makes more than
-    :data:`MAX_LANE_EVENTS` shared accesses."""
-    names = trace.records.dtype.names or ()
-    if trace.source != "emulator" or not trace.ctas or "epoch" not in names:
+    (:data:`gpuadvise.model.reduction.MAX_LANE_EVENTS`) shared accesses."""
+    events = shared_lane_events(trace, cta)
+    if events is None:
         return ()
-    c = min(trace.ctas) if cta is None else cta
-    r = trace.records
-    r = r[r["cta"] == c]
-    shared = r[
-        (r["space"] == int(Space.SHARED))
-        & ((r["kind"] == int(Kind.LOAD)) | (r["kind"] == int(Kind.STORE)))
-    ]
-    if not len(shared):
-        return ()
-    bits = ((shared["mask"][:, None] >> np.arange(WARP, dtype=np.uint32)) & 1).astype(bool)
-    rec, lane = np.nonzero(bits)
-    if len(rec) > MAX_LANE_EVENTS:
-        return ()
-    sel = shared[rec]
+    c, _, sel, rec, lane = events
     lines = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
     calls = {i.inst: trace.call_site_of(i.inst) for i in trace.instructions}
     return scans_from_events(

@@ -30,15 +30,16 @@ from gpuadvise.source.edit import Rewrite
 
 __all__ = [
     "DOUBLE_TO_FLOAT_FUNCTIONS",
+    "accumulate_in_register",
     "comments_within",
     "declaration_prefix",
     "declarator_text",
-    "accumulate_in_register",
     "float_function_edits",
-    "fresh_name",
     "float_literal_edits",
+    "fresh_name",
     "insert_restrict",
     "split_declaration",
+    "written",
 ]
 
 
@@ -224,7 +225,7 @@ def accumulate_in_register(
         (
             s
             for s in T.subscripts(st, buffer, (stmt.start, stmt.end + 1))
-            if len(s.indices) == 1 and _written(s)
+            if len(s.indices) == 1 and written(s)
         ),
         None,
     )
@@ -279,7 +280,7 @@ def accumulate_in_register(
     return None
 
 
-def _written(s: T.Subscript) -> bool:
+def written(s: T.Subscript) -> bool:
     """The subscript is the target of an assignment, a compound assignment or ``++``/``--``."""
     n = s.node
     p = n.parent if n is not None else None

@@ -46,6 +46,7 @@ from tree_sitter import Node
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.fixkit import written
 
 __all__ = ["MAX_VALUES", "HoistPlan", "plan_hoist"]
 
@@ -105,16 +106,6 @@ def _names(st: T.SourceTree, span: Span | None) -> set[str]:
 
 def _node_names(st: T.SourceTree, node: Node | None) -> set[str]:
     return _names(st, st.span(node)) if node is not None else set()
-
-
-def _written(s: T.Subscript) -> bool:
-    n = s.node
-    p = n.parent if n is not None else None
-    if p is None:
-        return False
-    if p.type == "assignment_expression":
-        return p.child_by_field_name("left") == n
-    return p.type == "update_expression"
 
 
 def _operand(text: str) -> str:
@@ -183,7 +174,7 @@ def _aliases(st: T.SourceTree, name: str, scope: Span, depth: int = 0) -> list[s
 def _stored(st: T.SourceTree, name: str, scope: Span, depth: int = 0) -> bool:
     """The kernel may store through ``name``: an element assigned or its address taken, the
     pointer passed to a function or stored through, or copied to a pointer that is."""
-    if any(_written(s) for s in T.subscripts(st, name, scope)):
+    if any(written(s) for s in T.subscripts(st, name, scope)):
         return True
     for n in st.walk(types=("identifier",), within=scope):
         if st.text_of(n) != name or not scope[0] <= st.start(n) < scope[1]:
@@ -338,7 +329,7 @@ def _passes(st: T.SourceTree, lp: T.Loop, key: tuple[str, str]) -> list[T.Loop]:
         other = _loop_at(st, c)
         if other.header is None or _norm(st.code_of(other.header)) != head:
             continue
-        if any(_key(st, s) == key and not _written(s) for s in T.subscripts(st, None, other.body)):
+        if any(_key(st, s) == key and not written(s) for s in T.subscripts(st, None, other.body)):
             out.append(other)
     return out if len(out) > 1 else []
 
@@ -406,7 +397,7 @@ def plan_hoist(
     scope = (kernel.body[0], kernel.body[1] + 1)
     ptrs = [buffer, *_aliases(st, buffer, scope)]  # the trace's buffer, and `row = in + ...`
     subs = sorted(
-        (s for n in ptrs for s in T.subscripts(st, n, line) if not _written(s)),
+        (s for n in ptrs for s in T.subscripts(st, n, line) if not written(s)),
         key=lambda s: s.span,
     )
     if not subs or len(subs[0].indices) != 1:
@@ -471,7 +462,7 @@ def plan_hoist(
     found: dict[tuple[str, str], list[T.Subscript]] = {}
     for x in loops:
         for s in T.subscripts(st, None, x.body):
-            if len(s.indices) != 1 or _written(s):
+            if len(s.indices) != 1 or written(s):
                 continue
             names = _names(st, s.indices[0])
             if h.var not in names or names & changed or any(T.calls(st, s.indices[0])):
@@ -530,7 +521,7 @@ def plan_hoist(
             [
                 (s.span, f"{names_of[_key(st, s)]}[{kv}]")
                 for s in T.subscripts(st, None, body)
-                if _key(st, s) in names_of and not _written(s)
+                if _key(st, s) in names_of and not written(s)
             ]
             + [(st.span(c), "\0") for c in st.walk(types=("comment",), within=body)]
         )
