@@ -24,6 +24,7 @@ from gpuadvise.rules import (
     cta_reuse,
     distinct,
     integer_args,
+    l1_bytes_left,
     l1_cycles,
     l1_roofline_estimate,
     launch_wide,
@@ -260,7 +261,9 @@ class GlobalNeighbourReuse(Rule):
         enough for a neighbourhood): at its first such line, the others named."""
         view = ctx.trace_view
         min_factor, min_share = (float(ctx.option(k)) for k in ("min_cta_reuse", "min_l2_share"))
-        lw = launch_wide(ctx.device, view, got, view.buffers[b].size, min_factor, min_share)
+        occ = ctx.occupancy
+        l1 = l1_bytes_left(ctx.device, occ) // max(occ.active_blocks_per_sm, 1)
+        lw = launch_wide(ctx.device, view, got, view.buffers[b].size, min_factor, min_share, l1)
         if lw is None:
             return None
         lr, recs = lw.reuse, distinct(lw.lanes.rec)

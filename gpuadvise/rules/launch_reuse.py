@@ -184,16 +184,23 @@ def launch_wide(
     buffer_bytes: int,
     min_factor: float,
     min_share: float,
+    l1_bytes: int | None = None,
 ) -> LaunchWide | None:
     """The :class:`LaunchWide` of one buffer's (line, lanes), when at least ``min_factor`` CTAs
     read each sector on average and those sectors are at least ``min_share`` of the launch's L2
-    load sectors; else None."""
+    load sectors; else None. Also None when the buffer's footprint is at most ``l1_bytes``
+    (a resident CTA's share of the L1 an SM keeps for global data at this launch): the SM's L1
+    keeps so small a buffer from one CTA to the next while each CTA streams its own share
+    through, so the re-reads are L1 hits the trace's per-CTA counts do not see (a scale vector
+    of 1 KB read by every CTA)."""
     first = got[0][1]
     lanes = Lanes(
         *(np.concatenate([getattr(x, f) for _, x in got]) for f in first.__dataclass_fields__)
     )
     lr = launch_reuse(view, lanes, buffer_bytes)
     if lr.factor < min_factor:
+        return None
+    if l1_bytes is not None and lr.footprint * SECTOR <= l1_bytes:
         return None
     try:
         l2_all = view_traffic(device, view).l2_load_sectors

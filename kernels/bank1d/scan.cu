@@ -20,7 +20,7 @@ __global__ void scan_macro(const int* __restrict__ in, int* __restrict__ out) {
     int offset = 1;
     for (int d = N >> 1; d > 0; d >>= 1) {  // up-sweep
         __syncthreads();
-        if (t < d) temp[RIGHT(offset, t)] += temp[LEFT(offset, t)];  // expect: GA201
+        if (t < d) temp[RIGHT(offset, t)] += temp[LEFT(offset, t)];  // expect: GA201, GA209
         offset *= 2;
     }
     if (t == 0) temp[N - 1] = 0;
@@ -52,7 +52,7 @@ __global__ void scan_helper(const float* __restrict__ in, float* __restrict__ ou
     for (unsigned d = N / 2; d > 0; d /= 2) {
         __syncthreads();
         if (t < d) {
-            buf[leaf(offset, t, 2)] += buf[leaf(offset, t, 1)];  // expect: GA201
+            buf[leaf(offset, t, 2)] += buf[leaf(offset, t, 1)];  // expect: GA201, GA209
         }
         offset <<= 1;
     }
@@ -86,7 +86,7 @@ __global__ void scan_template(const int* __restrict__ in, int* __restrict__ out)
         __syncthreads();
         if (t < d) {
             const int ai = offset * (2 * t + 1) - 1, bi = ai + offset;
-            s[bi] += s[ai];  // expect: GA201
+            s[bi] += s[ai];  // expect: GA201, GA209
         }
         offset *= 2;
     }
@@ -124,7 +124,7 @@ __global__ void scan_offset(const int* __restrict__ in, int* __restrict__ out) {
             int a = offset * (2 * t + 1) - 1, b = offset * (2 * t + 2) - 1;
             a += CONFLICT_FREE_OFFSET(a);
             b += CONFLICT_FREE_OFFSET(b);
-            temp[b] += temp[a];
+            temp[b] += temp[a];  // expect: GA209
         }
         offset *= 2;
     }

@@ -66,14 +66,15 @@ def test_cells_fields_estimate(fields_analysis):
     # The execution model (issue 29; since 36060ab a strided load waits for the L2 on its
     # chain, its L1 miss fraction that of its requests) finds this launch bound by its
     # dependent chains, which dropping loads at line 67 leaves as they are: the point is 1.00x.
-    # The bound is 1.075x (1.00x before issue 29's 2.5-norm; 1.09x on the launch roofline,
-    # l1-bound): the launch before, its latency and throughput sides added in part, against
-    # the after side at peak, their maximum. The gain the change does have is the line's,
+    # The bound is 1.23x (1.075x before the bound allowed the model's error, 15% on the
+    # launch before; 1.00x before issue 29's 2.5-norm; 1.09x on the launch roofline, l1-bound):
+    # the launch before, its latency and throughput sides added in part, against the after
+    # side at peak, their maximum. The gain the change does have is the line's,
     # which the per-line proxy carries and a proxy measurement is held against
     # (docs/accuracy.md: measured 1.22x on an H100).
     assert i["bound_by_before"] == i["bound_by_after"] == "dependency"
     assert i["after_dependency_us"] == i["before_dependency_us"]
-    assert est.speedup == pytest.approx(1.075, abs=0.005)
+    assert est.speedup == pytest.approx(1.232, abs=0.005)
     assert i["point_speedup"] == pytest.approx(1.0, abs=0.005)
     assert i["proxy_bound_speedup"] > 1.0
     assert re.search(r"per-line proxy .*: point \d+\.\d\dx, bound \d+\.\d\dx", est.method)

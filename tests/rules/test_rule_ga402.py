@@ -137,10 +137,12 @@ def test_estimate_is_the_loops_and_consistent(moments):
     assert i["dram_time_us"] < i["issue_time_us"] - i["saved_us"]
     n, saved = i["instructions_per_thread"], i["instructions_saved_per_thread"]
     # on the launch model (issue 29) the saved instructions leave the issue term, which bounds
-    # the launch; its floor and its other terms stay, so the bound is under the instruction
-    # ratio n / (n - saved)
+    # the launch; its floor and its other terms stay, so the point is under the instruction
+    # ratio n / (n - saved), and the bound, which allows the model 15% of error on the launch
+    # before, under that ratio with the same margin
     assert i["after_issue_us"] < i["before_issue_us"]
-    assert 1.0 < e.speedup < n / (n - saved) and "not additive" in e.method
+    assert 1.0 < i["point_speedup"] < n / (n - saved)
+    assert 1.0 < e.speedup < 1.15 * n / (n - saved) and "not additive" in e.method
     # on the launch model, bound by issue before; after, by issue or the L1 data path the
     # loop's shared loads keep busy
     assert "execution model of the launch" in e.method
