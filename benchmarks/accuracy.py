@@ -369,7 +369,40 @@ def markdown(rows: list[dict], errors: list[str]) -> str:
     return "\n".join(md) + "\n"
 
 
-def ncu_timing(no_ncu: bool) -> list[dict[str, Any]]:
+def _ncu_cases(corpus_names: list[str]) -> list[tuple[Case, dict[str, Any], str]]:
+    """The launches timed against ncu: the four kernels/ cases of every earlier comparison,
+    then the corpus kernels named (issue 31: "plus five corpus kernels"), each with the
+    options run_once.py needs to launch it alone and the kernel's name for ncu's filter."""
+    out = []
+    for rel, kernel in (
+        ("transpose/transpose.cu", "transpose_naive"),
+        ("transpose/transpose.cu", "transpose_tiled"),
+        ("reduction/reduce.cu", "reduce2"),
+        ("tile_gather/gather.cu", "gather_rowmajor"),
+    ):
+        cu = str(ROOT / "kernels" / rel)
+        case = Case("kernels", kernel, rel,
+                    [sys.executable, "-m", "gpuadvise", "analyze", cu, "-k", kernel, "--json"])  # fmt: skip
+        out.append((case, {"source": cu, "kernel": kernel}, kernel))
+    if corpus_names:
+        cor, _ = corpus_cases()
+        for name in corpus_names:
+            hits = [c for c in cor if c.name == name]
+            if not hits:
+                print(f"ncu timing: no fetched corpus kernel named {name}", flush=True)
+                continue
+            c = hits[0]
+            spec = c.cmd[c.cmd.index("--spec") + 1]
+            inc = tuple(c.cmd[i + 1] for i, a in enumerate(c.cmd) if a == "-I")
+            m = re.search(r'^kernel = "([^"]+)"', Path(spec).read_text(), re.M)
+            kernel = m.group(1) if m else name.rsplit("/", 1)[-1]
+            kernel = re.split(r"[<(]", kernel)[0]
+            opts = {"source": str(ROOT / c.file), "spec": spec, "include": inc}
+            out.append((c, opts, kernel))
+    return out
+
+
+def ncu_timing(no_ncu: bool, corpus_names: list[str] | None = None) -> list[dict[str, Any]]:
     """analyze with the measurement of every variant vs ncu --set full, on the same kernel."""
     speed: list[dict[str, Any]] = []
     if no_ncu:
@@ -382,15 +415,7 @@ def ncu_timing(no_ncu: bool) -> list[dict[str, Any]]:
         [sys.executable, "-m", "compileall", "-q", str(ROOT / "gpuadvise"), str(ROOT / "rules")],
         check=False,
     )
-    for rel, kernel in (
-        ("transpose/transpose.cu", "transpose_naive"),
-        ("transpose/transpose.cu", "transpose_tiled"),
-        ("reduction/reduce.cu", "reduce2"),
-        ("tile_gather/gather.cu", "gather_rowmajor"),
-    ):
-        cu = str(ROOT / "kernels" / rel)
-        case = Case("kernels", kernel, rel,
-                    [sys.executable, "-m", "gpuadvise", "analyze", cu, "-k", kernel, "--json"])  # fmt: skip
+    for case, opts, kernel in _ncu_cases(corpus_names or []):
         t0 = time.perf_counter()
         doc = run_case(case, measure=True, gpu=None, timeout_s=600)
         t_an = time.perf_counter() - t0
@@ -399,16 +424,19 @@ def ncu_timing(no_ncu: bool) -> list[dict[str, Any]]:
         p = subprocess.run(
             ["ncu", "--set", "full", "--clock-control", "none", "-k", f"regex:^{kernel}", "-c", "1",
              sys.executable, str(ROOT / "benchmarks/trace_validation/run_once.py"),
-             json.dumps({"source": cu, "kernel": kernel}), "/tmp/ncu_out.npz"],
+             json.dumps(opts), "/tmp/ncu_out.npz"],
             capture_output=True,
             text=True,
         )  # fmt: skip
         t_ncu = time.perf_counter() - t0
         ok = p.returncode == 0
-        speed.append({"kernel": kernel, "analyze_s": t_an, "variants": n_var, "ncu_full_s": t_ncu})
+        speed.append({"kernel": case.name, "suite": case.suite, "analyze_s": t_an,
+                      "variants": n_var, "ncu_full_s": t_ncu, "ncu_ok": ok,
+                      "timings_s": doc.get("timings_s"), "error": doc.get("error")})  # fmt: skip
         print(
-            f"analyze --measure {kernel} ({n_var} variants measured): {t_an:.1f} s wall; "
-            f"ncu --set full (one launch): {t_ncu:.1f} s" + ("" if ok else " (ncu failed)"),
+            f"analyze --measure {case.name} ({n_var} variants measured): {t_an:.1f} s wall; "
+            f"ncu --set full (one launch): {t_ncu:.1f} s"
+            + ("" if ok else " (ncu failed: " + p.stderr.strip()[-200:] + ")"),
             flush=True,
         )
     return speed
@@ -455,6 +483,8 @@ def main() -> int:
                     help="only kernels whose name or file contains this (repeatable)")  # fmt: skip
     ap.add_argument("--shard", help="K/N: that slice of the cases (sorted), for several runs")
     ap.add_argument("--no-ncu", action="store_true", help="skip the analyze-vs-ncu timing")
+    ap.add_argument("--ncu-corpus", action="append", default=[], metavar="NAME",
+                    help="time this corpus kernel against ncu too (repeatable)")  # fmt: skip
     ap.add_argument("--suites", choices=("auto", "kernels", "public", "corpus", "all"),
                     default="auto", help="kernels/, the public suite, both (all), or the corpus "
                     "(auto: kernels/ and the public suite when benchmarks/public/src/ is there)")  # fmt: skip
@@ -497,7 +527,7 @@ def main() -> int:
         print(line)
     if a.md:
         a.md.write_text(markdown(rows, errors))
-    speed = ncu_timing(a.no_ncu or not a.measure)
+    speed = ncu_timing(a.no_ncu or not a.measure, a.ncu_corpus)
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "speed": speed, "errors": errors}, indent=1))
     return 0
