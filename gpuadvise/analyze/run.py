@@ -74,6 +74,7 @@ def _run(
 ) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
     from gpuadvise.rules.evaluate import models_needed
     from gpuadvise.rules.run import rules_config
     from gpuadvise.spec.budget import out_of_time, skip
@@ -136,6 +137,7 @@ def _run(
         with step("running the rules"):
             checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+    checked, timings["variant_traces_s"] = _trace_points(result, checked, config, opts, sample)
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     t1 = time.perf_counter()
@@ -144,7 +146,7 @@ def _run(
         measure = False
     lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
     with lock, step("measuring the findings' variants"):
-        checked = quiet_minor(_measure(opts, checked, measure), config)
+        checked = quiet_minor(demote_unmeasured_slower(_measure(opts, checked, measure)), config)
     if checked.findings and measure is not False:
         timings["measure_s"] = time.perf_counter() - t1
     result = dataclasses.replace(result, timings_s=timings)
@@ -170,6 +172,33 @@ def _run(
             ),
         )
     return AnalyzeResult(result, checked)
+
+
+def _trace_points(
+    result: Any, checked: RulesRun, config: Any, opts: KernelOptions, sample: Any
+) -> tuple[RulesRun, float]:
+    """The findings of rules whose change the launch model follows best on the variant's own
+    trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took."""
+    from gpuadvise.analyze.variant_trace import with_trace_points
+    from gpuadvise.rules.registry import load_registry
+    from gpuadvise.spec.budget import out_of_time
+
+    t0 = time.perf_counter()
+    if result.memory is None or result.memory.trace is None or out_of_time():
+        return checked, 0.0
+    registry = load_registry(config.rules_dirs)
+    ids = [
+        r
+        for r in sorted(set(checked.rules_run))
+        if getattr(registry.find(r), "point_from_variant_trace", False)
+    ]
+    if not ids:
+        return checked, 0.0
+    from gpuadvise.spec.progress import step
+
+    with step("tracing the variants the launch model estimates"):
+        out = with_trace_points(result, checked, opts, sample, ids)
+    return out, time.perf_counter() - t0
 
 
 def _prewarm_measurement() -> None:

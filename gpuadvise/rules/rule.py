@@ -81,6 +81,11 @@ class Rule(ABC):
     models: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[Mapping[str, bool | int | float | str]] = {}
     origin: ClassVar[Path | None] = None  # the file it was loaded from (set by the registry)
+    # the change rewrites what the kernel executes in ways the rule's estimate on the kernel's
+    # own trace cannot follow (a loop restructured, values moved into registers, the grid
+    # changed): analyze takes the point from the launch model run on the variant's own trace
+    # (gpuadvise.analyze.variant_trace)
+    point_from_variant_trace: ClassVar[bool] = False
     # the module it was loaded as (set by the registry): where its details classes are found
     # again. Not sys.modules' entry of that name, which a later load of the same file replaces
     # (another registry's), while this registry's rules keep their own classes

@@ -1,0 +1,230 @@
+"""A variant's point from its own trace (issue 29): the launch model run on the variant.
+
+Most rules estimate their change on the kernel's trace: the records the change touches are
+swapped for what they would be after it (fewer sectors, fewer wavefronts, fewer requests). That
+follows the mechanism a rule knows (a conflict, a stride, a contended address) and nothing else.
+Some changes rewrite what the kernel executes in ways no rule can follow on the original trace:
+a loop that accumulates in a register (GA308) can be folded or vectorised by the compiler once
+the stores are gone; values hoisted into registers (GA309) change the registers, the occupancy
+and what the L1 was already serving; a grid-stride loop over one wave (GA206) changes the
+CTAs, their turnaround and the instructions of each thread. Measured on an H200 (2026-11-29,
+docs/accuracy.md), those rules' own points were 1.00x for every GA206 variant (measured
+0.81-1.77x), 1.12-1.89x for GA309's hoists that measured 0.72-1.12x, and 1.46-4.31x for GA308
+on loops the compiler then folded (measured 5.6-1830x).
+
+A rule whose change is of that kind says so (``Rule.point_from_variant_trace``). For its
+findings with an automatic variant (a source diff, a launch change, or both), analyze builds
+the variant, traces it on the CPU emulator as it traced the kernel (the same CTAs sampled, the
+same loop sampling), and runs both traces through the same launch model
+(:func:`gpuadvise.model.roofline.launch_estimate`). The point is then the model's time of the
+kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
+variant the model finds slower is not recommended without a measurement: its estimate gives no
+speedup (never a value below 1 as a speedup), the variant waits for a GPU
+(``needs_measurement``), and the finding is a note unless a measurement says it is faster.
+
+What is left out: the launch model's own blind spots (atomics serialised at an address or an
+L2 line, bank conflicts off the critical path, what ptxas makes of a local array the PTX
+keeps in memory): rules whose change is one of those keep their own estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuadvise.errors import GpuAdviseError
+
+if TYPE_CHECKING:
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.model.roofline import LaunchEstimate, Traffic
+    from gpuadvise.rules.evaluate import RulesRun
+    from gpuadvise.rules.findings import Estimate, Finding, Variant
+
+log = logging.getLogger(__name__)
+
+# what the estimate's inputs call the model's point on the variant's own trace
+TRACE_POINT = "variant_trace_point"
+
+
+def _traffic(analysis: KernelAnalysis) -> Traffic | None:
+    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.trace.view import trace_view
+
+    mem = analysis.memory
+    if mem is None or mem.trace is None:
+        return None
+    return view_traffic(analysis.device, trace_view(mem.trace, analysis.spec))
+
+
+def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOptions | None:
+    """The command line's options for the variant ``v``: its patched source in ``folder`` (the
+    original's folder searched for its includes) and its launch; None when the variant is not
+    a source or launch change analyze can build alone (a proxy, compile flags)."""
+    from gpuadvise.source.patch import apply_unified_diff
+
+    if v.proxy is not None or v.nvcc_flags or v.defines or not (v.diff or v.launch):
+        return None
+    if opts.source is None:
+        return None
+    src = Path(opts.source)
+    changes: dict[str, Any] = {}
+    if v.diff:
+        patched = folder / src.name
+        patched.write_text(apply_unified_diff(src.read_text(), v.diff))
+        changes["source"] = str(patched)
+        changes["include"] = (*opts.include, str(src.parent))
+    launch = dict(v.launch or {})
+    for key in ("grid", "block"):
+        if key in launch:
+            changes[key] = "x".join(str(int(d)) for d in launch[key])
+    if "dynamic_smem_bytes" in launch:
+        changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
+    return dataclasses.replace(opts, **changes)
+
+
+def trace_point_estimate(
+    rule_estimate: Estimate | None, est: LaunchEstimate, what: str
+) -> Estimate:
+    """The finding's estimate with the launch model's point on both traces (``est``): a
+    point estimate becomes that point; an upper bound keeps the larger of the two bounds with
+    the point beside it; a point below 1 gives no speedup (the variant is predicted slower)."""
+    from gpuadvise.rules.findings import Estimate
+
+    point = round(est.point, 3)
+    bound = round(est.bound, 3)
+    old = rule_estimate
+    inputs: dict[str, Any] = dict(old.inputs) if old is not None else {}
+    inputs.update(
+        {
+            TRACE_POINT: point,
+            "variant_trace_bound": bound,
+            "rule_speedup": None if old is None else old.speedup,
+            "rule_kind": None if old is None else old.kind,
+            "bound_by_before": est.before.bound_by,
+            "bound_by_after": est.after.bound_by,
+        }
+    )
+    how = (
+        f"the launch model on the kernel's trace and on the variant's own emulated trace "
+        f"({what}): before {est.before.describe()}, bound by {est.before.bound_by}; after "
+        f"{est.after.describe()}, bound by {est.after.bound_by}"
+    )
+    was = (
+        ""
+        if old is None or old.speedup is None
+        else f". The rule's own estimate, on the kernel's trace alone: {old.speedup:.2f}x ({old.kind})"
+    )
+    if point < 1.0:
+        return Estimate(
+            None,
+            "none",
+            f"predicted slower, {point:.2f}x: {how}{was}. Not recommended unless a GPU measures "
+            "it faster",
+            inputs,
+        )
+    if old is not None and old.kind == "upper-bound" and old.speedup is not None:
+        inputs["point_speedup"] = point
+        if est.peak is not None:
+            inputs["peak_speedup"] = round(est.peak, 3)
+        top = max(old.speedup, bound, point)
+        return Estimate(
+            round(top, 3),
+            "upper-bound",
+            f"upper bound {top:.2f}x (the larger of the rule's and the launch model's on both "
+            f"traces), point {point:.2f}x: {how}{was}",
+            inputs,
+        )
+    return Estimate(point, "point", f"point {point:.2f}x: {how}{was}", inputs)
+
+
+def with_trace_points(
+    analysis: KernelAnalysis,
+    run: RulesRun,
+    opts: KernelOptions,
+    sample_ctas: int | str | None,
+    rules: Sequence[str],
+) -> RulesRun:
+    """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
+    estimated on their variant's own trace (the first candidate; its alternatives keep the
+    rule's). A variant that does not build or trace keeps the rule's estimate."""
+    from gpuadvise.analyze.options import build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.devices import memory_rates
+    from gpuadvise.model.roofline import launch_estimate
+    from gpuadvise.spec.budget import out_of_time
+
+    todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
+    if not todo:
+        return run
+    before = _traffic(analysis)
+    rates = memory_rates(analysis.device)
+    if before is None or rates is None:
+        return run
+    made: dict[int, Finding] = {}
+    for f in todo:
+        if out_of_time():
+            break
+        assert f.variant is not None
+        v = f.variant.candidates()[0]
+        with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
+            vopts = _variant_options(opts, v, Path(tmp))
+            if vopts is None:
+                continue
+            try:
+                spec, choice, options = build(vopts)
+                va = analyze_kernel(
+                    spec,
+                    analysis.device,
+                    options,
+                    nvcc=vopts.nvcc,
+                    trace=True,
+                    sample_ctas=sample_ctas,
+                    tracer="emu",
+                    models=frozenset({"trace"}),
+                )
+                after = _traffic(va)
+            except GpuAdviseError as exc:
+                log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+                continue
+        if after is None:
+            continue
+        est = launch_estimate(before, after, analysis.device, rates)
+        if est is None:
+            continue
+        what = "the variant" + (f" {v.label}" if v.label else "")
+        new = trace_point_estimate(f.estimated_speedup, est, what)
+        changes: dict[str, Any] = {"estimated_speedup": new}
+        if new.speedup is None:
+            changes["recommend_only_if_faster"] = True
+            changes["variant"] = dataclasses.replace(f.variant, needs_measurement=True)
+        made[id(f)] = dataclasses.replace(f, **changes)
+    if not made:
+        return run
+    from gpuadvise.rules.ranking import rank_findings
+
+    out = [made.get(id(f), f) for f in run.findings]
+    return dataclasses.replace(run, findings=tuple(rank_findings(out)))
+
+
+def predicted_slower(f: Finding) -> bool:
+    """Whether the launch model on ``f``'s variant's own trace predicted it slower."""
+    e = f.estimated_speedup
+    p = None if e is None else e.inputs.get(TRACE_POINT)
+    return isinstance(p, int | float) and p < 1.0
+
+
+def demote_unmeasured_slower(run: RulesRun) -> RulesRun:
+    """Warnings whose variant the model predicted slower and no GPU measured become notes."""
+    changed = False
+    out = []
+    for f in run.findings:
+        if f.severity == "warning" and predicted_slower(f) and f.measured_speedup is None:
+            f = dataclasses.replace(f, severity="note")
+            changed = True
+        out.append(f)
+    return dataclasses.replace(run, findings=tuple(out)) if changed else run

@@ -1,0 +1,132 @@
+"""A variant's point from its own trace (gpuadvise.analyze.variant_trace, issue 29)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
+from gpuadvise.analyze.variant_trace import (
+    TRACE_POINT,
+    _variant_options,
+    demote_unmeasured_slower,
+    predicted_slower,
+    trace_point_estimate,
+)
+from gpuadvise.devices import memory_rates, preset
+from gpuadvise.model.roofline import Traffic, launch_estimate
+from gpuadvise.rules import Estimate, Finding, Variant
+from gpuadvise.rules.evaluate import RulesRun
+from gpuadvise.rules.findings import Measurement, Proxy
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = preset("H100")
+
+
+def _est(before_bytes: float, after_bytes: float):  # type: ignore[no-untyped-def]
+    """A DRAM-bound launch before and after (memory terms only: no work)."""
+    rates = memory_rates(H100)
+    assert rates is not None
+    b = Traffic(dram_bytes=before_bytes, dram_load_bytes=before_bytes)
+    a = Traffic(dram_bytes=after_bytes, dram_load_bytes=after_bytes)
+    e = launch_estimate(b, a, H100, rates)
+    assert e is not None
+    return e
+
+
+def _finding(est: Estimate | None, variant: Variant | None = None) -> Finding:
+    return Finding(
+        "GA308", "x", "t", "warning", "m", line=3, estimated_speedup=est, variant=variant
+    )
+
+
+def test_a_point_becomes_the_models_point_on_both_traces() -> None:
+    e = _est(4e9, 1e9)
+    new = trace_point_estimate(Estimate(1.5, "point", "rule"), e, "the variant")
+    assert new.kind == "point"
+    assert new.speedup == pytest.approx(e.point, rel=1e-3)
+    assert 3.0 < new.speedup < 4.5  # a quarter of the DRAM bytes
+    assert new.inputs[TRACE_POINT] == new.speedup
+    assert new.inputs["rule_speedup"] == 1.5
+    assert "variant's own emulated trace" in new.method and "1.50x (point)" in new.method
+
+
+def test_an_upper_bound_keeps_the_larger_bound_and_shows_the_point() -> None:
+    e = _est(2e9, 1e9)
+    new = trace_point_estimate(Estimate(9.0, "upper-bound", "rule"), e, "the variant")
+    assert new.kind == "upper-bound" and new.speedup == 9.0
+    assert new.inputs["point_speedup"] == pytest.approx(e.point, rel=1e-3)
+    assert new.point == pytest.approx(e.point, rel=1e-3)
+    low = trace_point_estimate(Estimate(1.01, "upper-bound", "rule"), e, "the variant")
+    assert low.speedup == pytest.approx(max(e.bound, e.point), rel=1e-3)  # the model's is larger
+    assert low.speedup >= low.inputs["point_speedup"]
+
+
+def test_a_slower_variant_gets_no_speedup_and_becomes_a_note_unless_measured() -> None:
+    e = _est(1e9, 2e9)
+    new = trace_point_estimate(Estimate(1.3, "point", "rule"), e, "the variant")
+    assert new.speedup is None and new.kind == "none"
+    assert new.method.startswith("predicted slower, 0.")
+    f = _finding(new)
+    assert predicted_slower(f)
+    run = RulesRun((f,), ("GA308",))
+    assert demote_unmeasured_slower(run).findings[0].severity == "note"
+    measured = Finding(
+        "GA308", "x", "t", "warning", "m", line=3, estimated_speedup=new,
+        measured_speedup=Measurement(1.2, 2.0, 1.0, "H100", ci_low=1.1, ci_high=1.3),
+    )  # fmt: skip
+    assert demote_unmeasured_slower(RulesRun((measured,), ())).findings[0].severity == "warning"
+    # a rule that had no estimate gets the model's point
+    none = trace_point_estimate(None, _est(3e9, 1e9), "the variant")
+    assert none.kind == "point" and none.speedup is not None and none.speedup > 2.5
+
+
+DIFF = "--- a/k.cu\n+++ b/k.cu\n@@ -1,1 +1,1 @@\n-int a;\n+int b;\n"
+
+
+def test_variant_options_patch_the_source_and_take_the_launch(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "k.cu"
+    src.parent.mkdir()
+    src.write_text("int a;\n")
+    opts = KernelOptions(str(src), include=("inc",), grid="64")
+    out = tmp_path / "out"
+    out.mkdir()
+    v = Variant("automatic-and-verified", "d", diff=DIFF, launch={"grid": [8, 1, 1]})
+    got = _variant_options(opts, v, out)
+    assert got is not None
+    assert Path(got.source or "").read_text() == "int b;\n"
+    assert got.include == ("inc", str(src.parent)) and got.grid == "8x1x1"
+    assert src.read_text() == "int a;\n"  # the user's file untouched
+    launch_only = _variant_options(
+        opts, Variant("automatic-and-verified", "d", launch={"block": [128, 1, 1]}), out
+    )
+    assert (
+        launch_only is not None
+        and launch_only.source == str(src)
+        and launch_only.block == "128x1x1"
+    )
+    proxy = Variant("proxy", "d", proxy=Proxy("k", "a", "b", "", ""))
+    assert _variant_options(opts, proxy, out) is None
+    assert (
+        _variant_options(opts, Variant("automatic-and-verified", "d", nvcc_flags=("-O1",)), out)
+        is None
+    )
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_analyze_estimates_a_register_accumulation_on_both_traces() -> None:
+    from gpuadvise.analyze.run import run_analysis
+
+    k = ROOT / "kernels" / "accumulate"
+    res = run_analysis(
+        KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
+        AnalyzeSettings(measure=False, select=("GA308",)),
+    )
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "point"
+    assert isinstance(est.inputs[TRACE_POINT], float) and est.speedup == est.inputs[TRACE_POINT]
+    assert est.speedup > 1.5  # the register accumulation cuts the loop's dependent chain
+    assert "variant_traces_s" in res.analysis.timings_s
