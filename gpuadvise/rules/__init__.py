@@ -161,6 +161,19 @@ from gpuadvise.rules.proxy import (
     tile_pitch,
     tile_proxy,
 )
+from gpuadvise.rules.register_caps import (  # GA401's family
+    Candidate,
+    Compiled,
+    LocalArray,
+    RegisterCap,
+    candidate_caps,
+    compile_candidate,
+    find_register_cap,
+    global_bytes,
+    local_arrays,
+    local_lines,
+    sass_line_bytes,
+)
 from gpuadvise.rules.reload_advice import (
     coalesced_lanes,
     reload_message,
@@ -335,6 +348,18 @@ __all__ = [
     "probe_trace",
     "remap_safety",
     "tiling_diff",
+    # GA401's family (register_caps)
+    "Candidate",
+    "Compiled",
+    "LocalArray",
+    "RegisterCap",
+    "candidate_caps",
+    "compile_candidate",
+    "find_register_cap",
+    "global_bytes",
+    "local_arrays",
+    "local_lines",
+    "sass_line_bytes",
     "packed_proxy",
     "Padded",
     "padding_diff",
