@@ -102,6 +102,16 @@ from gpuadvise.rules.grid_stride import (
     vector_load,
     vector_reduction_diff,
 )
+from gpuadvise.rules.half_packing import (  # GA402's family
+    ScalarOp,
+    component_shape,
+    fp16_counts,
+    half_loops,
+    half_updates,
+    half_variables,
+    packing_proposal,
+    scalar_ops,
+)
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
 from gpuadvise.rules.l2_tiling import (  # GA304's family
     TILE_SIZES,
@@ -360,6 +370,15 @@ __all__ = [
     "local_arrays",
     "local_lines",
     "sass_line_bytes",
+    # GA402's family (half_packing)
+    "ScalarOp",
+    "component_shape",
+    "fp16_counts",
+    "half_loops",
+    "half_updates",
+    "half_variables",
+    "packing_proposal",
+    "scalar_ops",
     "packed_proxy",
     "Padded",
     "padding_diff",
