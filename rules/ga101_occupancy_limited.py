@@ -6,35 +6,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
+    LIMITER_LABELS,
     Estimate,
     Evidence,
     Finding,
     FindingDetails,
-    PtxParseError,
     Rule,
     RuleContext,
     Variant,
     amortised_ratio,
+    block_launch,
     counted,
+    launch_bounds,
     launch_times,
+    live_floor,
     memory_rates,
     occupancy_ratio,
-    parse_ptx_cached,
-    pressure_plan,
+    register_variant,
     repeated_requests,
+    rewrite_warps,
+    spills_at,
     view_traffic,
 )
-
-_LABELS = {
-    "warps": "the block size (warps per SM)",
-    "registers": "registers",
-    "shared_memory": "shared memory",
-    "blocks": "the blocks-per-SM limit (small blocks)",
-    "barriers": "barriers",
-    "virtual_resources": "virtual resources",
-}
 
 
 @dataclass(frozen=True)
@@ -56,17 +50,6 @@ class NextStep(FindingDetails):
 
 
 MAX_CAPS_BUILT = 2  # register caps compiled to check for spills (the mildest first)
-
-
-def launch_bounds(ptx: str, mangled: str) -> tuple[int | None, int | None]:
-    """(max threads per block, min blocks per SM) of the kernel's ``__launch_bounds__``, from the
-    PTX performance directives of its ``.entry`` (``.maxntid 256, 1, 1``, ``.minnctapersm 2``)
-    as the PTX parser reads them; None where absent (or the PTX does not parse)."""
-    try:
-        func = parse_ptx_cached(ptx).functions.get(mangled)
-    except PtxParseError:
-        return None, None
-    return (None, None) if func is None else func.launch_bounds()
 
 
 class OccupancyLimited(Rule):
@@ -151,8 +134,8 @@ class OccupancyLimited(Rule):
         regs = sorted(
             (s for s in steps if s.resource == "registers"), key=lambda s: -s.value
         )  # the mildest cap first
-        floor = _floor(ctx)
-        rewrite = _rewrite_warps(ctx) if regs else None
+        floor = live_floor(ctx)
+        rewrite = rewrite_warps(ctx) if regs else None
         if regs:
             # each register cap is built here: one that spills more than the kernel does now
             # needs more registers than it leaves (register-blocked code: accumulators, tiles
@@ -168,7 +151,7 @@ class OccupancyLimited(Rule):
                     below = cap
                     break
                 blocks = max(cap.active_warps_per_sm // max(ctx.occupancy.warps_per_block, 1), 1)
-                at = _spills_at(ctx, cap.value, max_threads, blocks)
+                at = spills_at(ctx, cap.value, max_threads, blocks)
                 if at is not None and at > now:
                     spilled = (cap, at)
                     break
@@ -245,7 +228,7 @@ class OccupancyLimited(Rule):
         rewrite: int | None = None,
     ) -> Finding:
         occ = ctx.occupancy
-        limiters = ", ".join(_LABELS.get(x, x) for x in occ.limiters)
+        limiters = ", ".join(LIMITER_LABELS.get(x, x) for x in occ.limiters)
         if refused:
             ways = "nothing at the launch raises it" + spill_note
         else:
@@ -359,61 +342,8 @@ class OccupancyLimited(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         step = finding.details_as(NextStep)
-        if step.resource == "registers" and step.below_floor:
-            return Variant(
-                "display-only",
-                f"a cap of {step.value} registers per thread is under the live-register floor "
-                f"of {step.floor}: not proposed; lower the live values instead"
-                + (
-                    f" (GA403: its rewrite reaches {step.rewrite_warps} warps per SM)"
-                    if step.rewrite_warps
-                    else " (fewer values kept per thread across the loop, smaller types)"
-                ),
-            )
-        if step.resource == "registers" and step.rewrite_warps is not None:
-            return Variant(
-                "display-only",
-                f"prefer GA403's rewrite: it reaches {step.rewrite_warps} warps per SM without "
-                f"capping registers; a cap of {step.value} (-maxrregcount={step.value} or "
-                "__launch_bounds__) makes ptxas schedule for fewer registers, which may cost "
-                "more than the warps gain",
-            )
         if step.resource == "registers":
-            threads = ctx.occupancy_input.threads_per_block
-            warps = ctx.occupancy.warps_per_block
-            min_blocks = max(step.active_warps_per_sm // max(warps, 1), 1)
-            res = ctx.kernel.resources if step.spill_bytes_after is not None else None
-            now = 0 if res is None else res.spill_store_bytes + res.spill_load_bytes
-            if step.spill_bytes_after is not None and step.spill_bytes_after > now:
-                return Variant(
-                    "display-only",
-                    f"capping the kernel at {step.value} registers per thread (for "
-                    f"{step.occupancy:.0%} occupancy) spills: built here it moves "
-                    f"{step.spill_bytes_after} bytes of spill stores and loads per thread "
-                    f"(now {now}), so neither -maxrregcount={step.value} nor __launch_bounds__ is "
-                    "proposed; lower the live values instead (fewer values kept per thread "
-                    "across the loop, smaller types), or accept this occupancy",
-                )
-            if step.max_threads is not None:
-                # nvcc ignores -maxrregcount for a kernel with __launch_bounds__: the bounds
-                # are the lever
-                bounds = f"__launch_bounds__({step.max_threads}" + (
-                    f", {step.min_blocks})" if step.min_blocks is not None else ")"
-                )
-                return Variant(
-                    "display-only",
-                    f"change the kernel's {bounds} to __launch_bounds__({step.max_threads}, "
-                    f"{min_blocks}): ptxas then keeps it within {step.value} registers per "
-                    f"thread ({min_blocks} blocks of {threads} threads per SM; -maxrregcount is "
-                    "ignored for a kernel with __launch_bounds__)"
-                    + _spill_text(step.spill_bytes_after),
-                )
-            return Variant(
-                "automatic-and-verified",
-                f"compile with -maxrregcount={step.value} (in the source: "
-                f"__launch_bounds__({threads}, {min_blocks}) on the kernel); check for spills",
-                nvcc_flags=(f"-maxrregcount={step.value}",),
-            )
+            return register_variant(ctx, step)
         if step.resource == "block_size":
             shape = block_launch(ctx, step.value)
             if shape is None:
@@ -427,77 +357,3 @@ class OccupancyLimited(Rule):
                 launch={"grid": list(grid), "block": list(block)},
             )
         return Variant("display-only", step.text)
-
-
-def block_launch(
-    ctx: RuleContext, threads: int
-) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
-    """(grid, block) with ``threads`` per block covering the launch's threads: the block's y and
-    z kept, x resized, the grid's x resized to cover as many threads; None when ``threads`` is
-    not a multiple of the block's y * z."""
-    bx, by, bz = ctx.launch.block.as_tuple()
-    gx, gy, gz = ctx.launch.grid.as_tuple()
-    if threads % (by * bz):
-        return None
-    nx = threads // (by * bz)
-    return (-(-gx * bx // nx), gy, gz), (nx, by, bz)
-
-
-def _floor(ctx: RuleContext) -> tuple[int, str] | None:
-    """The live-register floor (the peak + ptxas's reserved) and where the peak is; None
-    without the live registers."""
-    try:
-        rp = ctx.live_registers
-    except GpuAdviseError:
-        return None
-    live = rp.peak - rp.reserved_at_peak
-    return rp.floor, f"{live} live at line {rp.peak_line} + {rp.reserved} ptxas reserves"
-
-
-def _rewrite_warps(ctx: RuleContext) -> int | None:
-    """Warps per SM that GA403's shortening of the values at the register peak reaches, when
-    it frees any (None: nothing to shorten)."""
-    plan = pressure_plan(ctx)
-    if plan is None or plan.freed <= 0:
-        return None
-    return plan.warps_after
-
-
-def _spills_at(ctx: RuleContext, cap: int, max_threads: int | None, blocks: int) -> int | None:
-    """Spill bytes (stores + loads) of the kernel built with its registers capped at ``cap``
-    (``-maxrregcount``; for a kernel with ``__launch_bounds__``, which ignores the flag, the
-    bounds rewritten in the source to ask for ``blocks`` per SM); None when it cannot be built
-    here."""
-    try:
-        if max_threads is None:
-            info = ctx.services.compile_candidate(nvcc_flags=(f"-maxrregcount={cap}",))
-        else:
-            text = _with_bounds(ctx, max_threads, blocks)
-            if text is None:
-                return None
-            info = ctx.services.compile_candidate(text)
-    except GpuAdviseError:
-        return None
-    return int(info.resources.spill_store_bytes + info.resources.spill_load_bytes)
-
-
-def _with_bounds(ctx: RuleContext, max_threads: int, blocks: int) -> str | None:
-    """The kernel's file with its ``__launch_bounds__`` asking for ``blocks`` blocks per SM;
-    None when the attribute is not found on the kernel's declaration."""
-    try:
-        ks = ctx.kernel_source
-    except GpuAdviseError:
-        return None
-    start = ks.code.rfind("__launch_bounds__", 0, ks.body_start)
-    close = ks.code.find(")", start) if start >= 0 else -1
-    if close < 0 or any(c in ks.code[close : ks.body_start] for c in ";}"):
-        return None  # not this kernel's
-    return ks.text[:start] + f"__launch_bounds__({max_threads}, {blocks})" + ks.text[close + 1 :]
-
-
-def _spill_text(spill_bytes: int | None) -> str:
-    if spill_bytes is None:
-        return "; check for spills"
-    if spill_bytes == 0:
-        return "; built here with that bound: no spills"
-    return f"; built here with that bound: {spill_bytes} bytes of spill stores and loads"

@@ -102,7 +102,27 @@ from gpuadvise.rules.grid_stride import (
     vector_load,
     vector_reduction_diff,
 )
+from gpuadvise.rules.half_packing import (  # GA402's family
+    ScalarOp,
+    component_shape,
+    fp16_counts,
+    half_loops,
+    half_updates,
+    half_variables,
+    packing_proposal,
+    scalar_ops,
+)
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
+from gpuadvise.rules.l2_tiling import (  # GA304's family
+    TILE_SIZES,
+    Remap,
+    probe_ctas,
+    probe_l2,
+    probe_limit,
+    probe_trace,
+    remap_safety,
+    tiling_diff,
+)
 from gpuadvise.rules.lanes import uniform_lanes
 from gpuadvise.rules.launch_reuse import (
     LaunchReuse,
@@ -114,6 +134,15 @@ from gpuadvise.rules.launch_reuse import (
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
 from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
+from gpuadvise.rules.occupancy_steps import (  # GA101's family
+    LIMITER_LABELS,
+    block_launch,
+    launch_bounds,
+    live_floor,
+    register_variant,
+    rewrite_warps,
+    spills_at,
+)
 from gpuadvise.rules.one_element import (
     COMBINES,
     PER_ITERATION,
@@ -141,6 +170,19 @@ from gpuadvise.rules.proxy import (
     source_text,
     tile_pitch,
     tile_proxy,
+)
+from gpuadvise.rules.register_caps import (  # GA401's family
+    Candidate,
+    Compiled,
+    LocalArray,
+    RegisterCap,
+    candidate_caps,
+    compile_candidate,
+    find_register_cap,
+    global_bytes,
+    local_arrays,
+    local_lines,
+    sass_line_bytes,
 )
 from gpuadvise.rules.reload_advice import (
     coalesced_lanes,
@@ -299,6 +341,44 @@ __all__ = [
     "one_element_variant",
     "one_lane_fp16",
     "OneElement",
+    # GA101's family (occupancy_steps)
+    "LIMITER_LABELS",
+    "block_launch",
+    "launch_bounds",
+    "live_floor",
+    "register_variant",
+    "rewrite_warps",
+    "spills_at",
+    # GA304's family (l2_tiling)
+    "TILE_SIZES",
+    "Remap",
+    "probe_ctas",
+    "probe_l2",
+    "probe_limit",
+    "probe_trace",
+    "remap_safety",
+    "tiling_diff",
+    # GA401's family (register_caps)
+    "Candidate",
+    "Compiled",
+    "LocalArray",
+    "RegisterCap",
+    "candidate_caps",
+    "compile_candidate",
+    "find_register_cap",
+    "global_bytes",
+    "local_arrays",
+    "local_lines",
+    "sass_line_bytes",
+    # GA402's family (half_packing)
+    "ScalarOp",
+    "component_shape",
+    "fp16_counts",
+    "half_loops",
+    "half_updates",
+    "half_variables",
+    "packing_proposal",
+    "scalar_ops",
     "packed_proxy",
     "Padded",
     "padding_diff",

@@ -15,7 +15,7 @@ from gpuadvise.arrays import distinct, distinct_rows
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.rules.findings import Variant
-from gpuadvise.source import fixkit
+from gpuadvise.source import fixkit, fixkit_grid
 from gpuadvise.source.patch import block_index_uses
 from gpuadvise.source.text import KernelSource
 from gpuadvise.trace.access import Kind
@@ -24,7 +24,6 @@ from gpuadvise.trace.view import TraceView
 PREFIX = "ga206_"
 """The prefix of the names the rewrite introduces (a source that uses it is not rewritten)."""
 
-_GRIDDIM_X = re.compile(r"\bgridDim\s*\.\s*x\b")
 _GRIDDIM = re.compile(r"\bgridDim\b")
 _HIDDEN = re.compile(r"\b(?:cooperative_groups|this_thread_block|this_grid|asm)\b")
 _CG_INDEX = re.compile(
@@ -300,14 +299,10 @@ def _dedent_block(lines: list[str]) -> list[str]:
 
 def _remapped(ks: KernelSource, start: int, end: int, block: str, blocks: str) -> str:
     """The source text of ``[start, end)`` with ``blockIdx.x`` read as ``block`` and
-    ``gridDim.x`` as ``blocks`` (the original grid), comments kept."""
-    edits = [(s, e, block) for s, e, _m in block_index_uses(ks.code, start, end)]
-    edits += [(m.start(), m.end(), blocks) for m in _GRIDDIM_X.finditer(ks.code, start, end)]
-    text = ks.text
-    out = text[start:end]
-    for s, e, new in sorted(edits, reverse=True):
-        out = out[: s - start] + new + out[e - start :]
-    return out
+    ``gridDim.x`` as ``blocks`` (the original grid), comments kept (the fix kit, on the
+    parser's member expressions)."""
+    names = {"blockIdx.x": block, "gridDim.x": blocks}
+    return fixkit_grid.remapped_text(ks.tree, ks.text, (start, end), names)
 
 
 def elementwise_diff(ks: KernelSource, bound: str, k: int, path: str) -> str | None:
@@ -463,9 +458,9 @@ def elementwise_vector_diff(
         return None, "a const buffer is written"
     lanes = []
     for q in range(width):
-        t = body_text
-        for b, rx in access.items():
-            t = rx.sub(f"{PREFIX}{b}.{_FIELDS[q]}", t)
+        lane = {b: f"{PREFIX}{b}.{_FIELDS[q]}" for b in buffers}
+        edits = fixkit_grid.element_edits(ks.tree, body_span, lane, idx)
+        t = fixkit_grid.edited_text(ks.text, body_span, edits)
         lanes.append(
             "{" + "\n".join(ln.rstrip() for ln in _dedent_block(t.strip("\n").split("\n"))) + "}"
         )
@@ -560,10 +555,11 @@ def load_phase(ks: KernelSource, prefix: str = PREFIX) -> LoadPhase | str:
     shared = _shared_names(ks)
     store = top[sync - 1]
     st = code[store.start : store.end + 1]
-    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*\[([^\[\];]*)\]\s*=(?!=)\s*(.*);\s*", st, re.S)
-    if m is None or m.group(1) not in shared:
+    ss = fixkit_grid.subscript_store(ks.tree, (store.start, store.end + 1))
+    idx = code[ss.index[0] : ss.index[1]] if ss is not None else ""
+    if ss is None or ss.name not in shared or "[" in idx:
         return "the load phase does not end with a store into a shared array"
-    arr, idx = m.group(1), m.group(2)
+    arr = ss.name
     rest = code[top[sync].end + 1 : ks.body_end]
     if _MINMAX.search(rest) or not re.search(r"\+=|\+", rest):
         return "the tree after the load does not add (only + is rewritten)"
@@ -601,7 +597,7 @@ def load_phase(ks: KernelSource, prefix: str = PREFIX) -> LoadPhase | str:
             for dd, free in pieces:
                 (outside if free else inside).append((dd.span[0], dd.span[1], shared_prefix))
     idx_names = {n for n, _ in ks.identifiers((store.start, store.end + 1))}
-    if block_index_uses(code, store.start, store.start + len(m.group(0).split("=")[0])) or (
+    if block_index_uses(code, store.start, ss.index[1] + 1) or (
         {n for n in idx_names if re.search(rf"\b{re.escape(n)}\b", idx)} & dependent
     ):
         return "the shared array's index depends on the block index"
@@ -615,10 +611,7 @@ def load_phase(ks: KernelSource, prefix: str = PREFIX) -> LoadPhase | str:
         a, b, decl = piece
         return decl + ks.text[a:b] + ";" if decl else code[a:b]
 
-    value_src = _remapped(ks, store.start, store.end + 1, f"{prefix}block", f"{prefix}blocks")
-    vm = re.fullmatch(r"\s*[A-Za-z_]\w*\s*\[[^\[\];]*\]\s*=(?!=)\s*(.*);\s*", value_src, re.S)
-    if vm is None:  # pragma: no cover - the code matched above
-        return "the store could not be rewritten"
+    value = _remapped(ks, ss.value[0], ss.value[1], f"{prefix}block", f"{prefix}blocks")
     decl_line = ks.text.rfind("\n", 0, top[0].start) + 1
     ind = re.match(r"[ \t]*", ks.text[decl_line:])
     return LoadPhase(
@@ -626,7 +619,7 @@ def load_phase(ks: KernelSource, prefix: str = PREFIX) -> LoadPhase | str:
         store.end + 1,
         arr,
         idx.strip(),
-        vm.group(1).strip(),
+        value.strip(),
         shared[arr],
         tuple(src(p) for p in outside),
         tuple(src(p) for p in inside),

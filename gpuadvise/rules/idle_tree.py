@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.findings import Variant
 from gpuadvise.rules.grid_stride import buffer_uses, grid_bound, launch_specific, reduction_diff
+from gpuadvise.source import fixkit_grid
 from gpuadvise.source.fixkit_trees import add_step, halves, is_name, stride_loop, thread_bound
 from gpuadvise.source.text import KernelSource
 from gpuadvise.source.tree import Statement
@@ -19,7 +20,6 @@ from gpuadvise.source.tree import Statement
 __all__ = ["IdleMatch", "find_idle_loads", "first_add_diff", "half_grid_variant"]
 
 _THREADIDX = re.compile(r"\bthreadIdx\s*\.\s*x\b")
-_BLOCKDIM = re.compile(r"\bblockDim\s*\.\s*x\b")
 
 
 def _simple(expr: str) -> bool:
@@ -172,9 +172,9 @@ def _find_tree(ks: KernelSource, after: int, arr: str, tid: str) -> _Tree | None
     if steps:
         first, bound = steps[0]
         span = (first.head[0] - base, first.consequence[1] - base)
-        sync = re.match(r"\s*__syncthreads\s*\(\s*\)\s*;", body[span[1] :])
-        if sync:
-            span = (span[0], span[1] + sync.end())
+        sync = fixkit_grid.barrier_after(ks.tree, base + span[1], base + len(body))
+        if sync is not None:
+            span = (span[0], sync[1] - base)
         found.append(_Tree("unrolled", span[0], bound, span, len(steps)))
     if not found:
         return None
@@ -192,15 +192,13 @@ def _stores(
     base = ks.body_start
     out = []
     for st in ks.top_level():
-        subs = ks.subscripts(arr, within=(st.start, st.end))
-        if st.kind != "expression_statement" or not subs or subs[0].span[0] != st.start:
+        ss = fixkit_grid.subscript_store(ks.tree, (st.start, st.end + 1))
+        if st.kind != "expression_statement" or ss is None or ss.name != arr:
             continue
-        lhs = subs[0]
-        tid = ks.code[slice(*lhs.indices[0])].strip() if len(lhs.indices) == 1 else ""
-        eq = re.match(r"\s*=(?!=)\s*", ks.code[lhs.span[1] : st.end])
-        if tid not in tids or eq is None:
+        tid = ks.code[ss.index[0] : ss.index[1]].strip()
+        if tid not in tids:
             continue
-        rhs = (lhs.span[1] + eq.end() - base, st.end - base)
+        rhs = (ss.value[0] - base, ss.value[1] - base)
         out.append((tid, (st.start - base, st.end + 1 - base), rhs))
     return out
 
@@ -378,9 +376,11 @@ def first_add_diff(
     if tree.form == "loop":
         init = ks.text[fa:fb]
         if not ks.uses("blockDim.x", within=first):  # a constant or a variable: halve it
-            half = re.fullmatch(r"(.*\S)\s*/\s*2([uU]?)", init.strip(), re.S)
-            new_init = f"{half.group(1)} / 4{half.group(2)}" if half else f"{_paren(init)} / 2"
-            rw.replace(fa, fb, new_init)
+            quarter = fixkit_grid.divisor_edit(ks.tree, first, 2)  # X / 2 -> X / 4
+            if quarter is not None:
+                rw.replace(*quarter)
+            else:
+                rw.replace(fa, fb, f"{_paren(init)} / 2")
     else:
         ls = ks.text.rfind("\n", 0, fa) + 1
         le = ks.text.find("\n", fb)
