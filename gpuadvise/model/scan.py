@@ -27,11 +27,14 @@ gives no scans (its ``epoch`` is 0 throughout).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
+from gpuadvise.arrays import distinct
 from gpuadvise.model.reduction import shared_lane_events
 from gpuadvise.trace.access import WARP, AccessTrace, Kind
 
@@ -101,8 +104,9 @@ class SharedScan:
         return tuple(out)
 
 
-@dataclass(frozen=True)
-class _Look:
+class _Look(NamedTuple):
+    """A look-back (a named tuple: the largest scans make 100,000s of them)."""
+
     thread: int
     epoch: int
     load_epoch: int
@@ -129,43 +133,7 @@ def scans_from_events(
 ) -> tuple[SharedScan, ...]:
     """The scans of one CTA from its shared-memory lane events (each thread's in program
     order): thread id, Kind (LOAD/STORE), byte offset, bytes, barrier epoch, instruction."""
-    looks: list[_Look] = []
-    exchanges: dict[int, Counter[int]] = defaultdict(Counter)  # epoch -> distance -> threads
-    order = np.lexsort((np.arange(len(thread)), thread))
-    pending: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # (byte, width, epoch)
-    stored: set[tuple[int, int, int]] = set()  # (thread, epoch, byte)
-    store_epochs: dict[int, list[int]] = defaultdict(list)  # byte -> epochs of its stores
-    forward: list[tuple[int, int, int, int, int]] = []  # (thread, epoch, byte A, byte B > A, width)
-    for i in order.tolist():
-        t = int(thread[i])
-        if kind[i] == Kind.LOAD:
-            pending[t].append((int(byte_addr[i]), int(width[i]), int(epoch[i])))
-            continue
-        a, w, e = int(byte_addr[i]), int(width[i]), int(epoch[i])
-        stored.add((t, e, a))
-        store_epochs[a].append(e)
-        loads = pending.pop(t, [])
-        # a vector load (ld.shared.v2) reads its words one by one
-        words = sorted({b + k for b, lw, _ in loads if lw % w == 0 for k in range(0, lw, w)} - {a})
-        if a % w or not words or len(words) > 2 or any(b % w for b in words):
-            continue
-        le = min(le for _, _, le in loads)
-        if len(words) == 2:  # double-buffered: out[t] = in[t] + in[t - d]
-            lo, hi = words
-            if a in (lo, hi) or hi - lo < w:
-                continue
-            looks.append(_Look(t, e, le, a // w, (hi - lo) // w, hi // w, int(inst[i]), i, w))
-        elif words[0] < a:
-            b = words[0]
-            looks.append(_Look(t, e, le, a // w, (a - b) // w, a // w, int(inst[i]), i, w))
-        else:
-            forward.append((t, e, a, words[0], w))
-    # a thread that also stores B in the epoch exchanged the words (a compare-and-swap, or a
-    # down-sweep's step): no look-back
-    looks = [c for c in looks if (c.thread, c.epoch, (c.src - c.distance) * c.width) not in stored]
-    for t, e, a, b, w in forward:
-        if (t, e, b) in stored:
-            exchanges[e][(b - a) // w] += 1
+    looks, exchanges, store_epochs = _look_backs(thread, kind, byte_addr, width, epoch, inst)
     if not looks:
         return ()
     groups: dict[tuple[int, int], list[_Look]] = defaultdict(list)
@@ -188,6 +156,107 @@ def scans_from_events(
             continue
         out.append(_scan(ch, cta, threads, lines, sites, store_epochs, exchanges))
     return _merge_runs(out)
+
+
+def _look_backs(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+    inst: np.ndarray,
+) -> tuple[list[_Look], dict[int, Counter[int]], dict[int, list[int]]]:
+    """Each thread's stores with the loads it made since its previous store (its events in
+    program order), with numpy over every event at once: the look-backs (in the threads' order,
+    then program order), the exchanges (epoch -> distance -> threads, the distances in the order
+    they first occur) and the epochs of each byte's stores.
+
+    A store of word ``A`` (``w`` bytes) is a look-back when the words its loads read (each
+    load's ``w``-byte words, the loads whose width is a multiple of ``w``), ``A`` aside, are one
+    word ``B < A`` or two words ``lo < hi`` at least a word apart (double-buffered), all
+    aligned; one word ``B > A`` is an exchange's half, when the thread also stores ``B`` in the
+    epoch. A look-back whose lower word the thread also stores in the epoch is dropped."""
+    order = np.argsort(np.asarray(thread, np.int64), kind="stable")
+    t = np.asarray(thread, np.int64)[order]
+    a = np.asarray(byte_addr, np.int64)[order]
+    w = np.asarray(width, np.int64)[order]
+    e = np.asarray(epoch, np.int64)[order]
+    is_store = np.asarray(kind)[order] != int(Kind.LOAD)
+    st = np.flatnonzero(is_store)  # the stores, in sorted order
+    if not len(st):
+        return [], {}, {}
+    # each load belongs to the thread's next store (loads after its last store to none)
+    nxt = np.cumsum(is_store) - is_store  # stores before each event
+    ld = np.flatnonzero(~is_store & (nxt < len(st)))
+    ld = ld[t[st[nxt[ld]]] == t[ld]]
+    seg = nxt[ld]  # the store (index into st) of each load
+    sw = w[st]
+    # the load epoch of a store: the earliest of its loads' (any width)
+    has_loads = np.bincount(seg, minlength=len(st)) > 0
+    le = np.zeros(len(st), np.int64)
+    if len(ld):  # seg ascends: each store's loads are one run
+        runs = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+        le[seg[runs]] = np.minimum.reduceat(e[ld], runs)
+    # the loads' words of the store's width
+    lw, lsw = w[ld], sw[seg]
+    reps = np.where(lw % lsw == 0, lw // lsw, 0)
+    rep = np.repeat(np.arange(len(ld)), reps)
+    k = np.arange(len(rep)) - np.repeat(np.cumsum(reps) - reps, reps)
+    words = a[ld][rep] + k * lsw[rep]
+    wseg = seg[rep]
+    keep = words != a[st][wseg]
+    words, wseg = words[keep], wseg[keep]
+    srt = np.lexsort((words, wseg))
+    words, wseg = words[srt], wseg[srt]
+    new = np.ones(len(words), dtype=bool)
+    new[1:] = (words[1:] != words[:-1]) | (wseg[1:] != wseg[:-1])
+    words, wseg = words[new], wseg[new]
+    count = np.bincount(wseg, minlength=len(st))
+    bad = np.bincount(wseg, weights=(words % sw[wseg]) != 0, minlength=len(st)) > 0
+    first = np.zeros(len(st), np.int64)
+    last = np.zeros(len(st), np.int64)
+    if len(words):
+        starts = np.flatnonzero(np.r_[True, wseg[1:] != wseg[:-1]])
+        ends = np.r_[starts[1:], len(wseg)] - 1
+        first[wseg[starts]] = words[starts]
+        last[wseg[ends]] = words[ends]
+    sa = a[st]
+    ok = has_loads & (sa % sw == 0) & (count >= 1) & (count <= 2) & ~bad
+    double = ok & (count == 2) & (last - first >= sw)
+    back = ok & (count == 1) & (first < sa)
+    fwd = ok & (count == 1) & (first > sa)
+    distance = np.where(double, (last - first) // sw, (sa - first) // np.maximum(sw, 1))
+    src = np.where(double, last // sw, sa // np.maximum(sw, 1))
+    # a thread that also stores the lower word in the epoch exchanged the words: no look-back
+    st_t, st_e = t[st], e[st]
+    span_e = int(e.max(initial=0)) + 1
+    span_b = int(max(int(a.max(initial=0)), 0)) + 1
+    stored = distinct((st_t * span_e + st_e) * span_b + sa)
+
+    def was_stored(sel: np.ndarray, byte: np.ndarray) -> np.ndarray:
+        key = (st_t[sel] * span_e + st_e[sel]) * span_b + byte
+        inside = (byte >= 0) & (byte < span_b)
+        at = np.minimum(np.searchsorted(stored, key), len(stored) - 1)
+        return inside & (stored[at] == key)
+
+    lk = np.flatnonzero(double | back)
+    lk = lk[~was_stored(lk, (src[lk] - distance[lk]) * sw[lk])]
+    ins = np.asarray(inst, np.int64)[order]
+    columns = (st_t[lk], st_e[lk], le[lk], sa[lk] // sw[lk], distance[lk], src[lk],
+               ins[st[lk]], order[st[lk]], sw[lk])  # fmt: skip
+    looks = list(map(_Look._make, zip(*(c.tolist() for c in columns), strict=True)))
+    fw = np.flatnonzero(fwd)
+    fw = fw[was_stored(fw, first[fw])]
+    exchanges: dict[int, Counter[int]] = defaultdict(Counter)
+    for ee, dd in zip(st_e[fw].tolist(), ((first[fw] - sa[fw]) // sw[fw]).tolist(), strict=True):
+        exchanges[ee][dd] += 1
+    by_byte = np.lexsort((st_e, sa))  # each byte's store epochs ascending
+    sb, sbe = sa[by_byte], st_e[by_byte]
+    cut = np.flatnonzero(np.r_[True, sb[1:] != sb[:-1]])
+    store_epochs = {
+        int(b): v.tolist() for b, v in zip(sb[cut].tolist(), np.split(sbe, cut[1:]), strict=True)
+    }
+    return looks, exchanges, store_epochs
 
 
 def _follows(prev: list[_Look], cs: list[_Look]) -> bool:
@@ -231,15 +300,13 @@ def _scan(
     w = first[0].width
     kind = "work-efficient" if len(last) <= len(first) // 2 else "hillis-steele"
     # the fill: the latest store into a word the first step reads, before the step's loads
-    fill = max(
-        (
-            e
-            for c in first
-            for e in store_epochs.get((c.src - c.distance) * w, [])
-            if e <= c.load_epoch
-        ),
-        default=steps[0].load_epoch,
-    )
+    # (each byte's epochs ascend: the latest one at most the load's by bisection)
+    latest = [
+        es[k - 1]
+        for c in first
+        if (k := bisect_right(es := store_epochs.get((c.src - c.distance) * w, []), c.load_epoch))
+    ]
+    fill = max(latest, default=steps[0].load_epoch)
     down, down_threads, end = 0, 0, steps[-1].epoch
     if kind == "work-efficient":  # the down-sweep: exchanges, one epoch each, d halving
         d = steps[-1].distance
