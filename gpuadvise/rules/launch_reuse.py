@@ -13,6 +13,10 @@ and again to the SMs), and what a tile of outputs per CTA changes.
 - :func:`tile_estimate`: a tile of outputs per CTA on the launch model: the buffer's L2 load
   sectors divided by the tile, its DRAM bytes at its footprint (:func:`cap_dram_at_footprint`).
 - :func:`launch_wide`: a buffer's (line, lanes) over the thresholds, as :class:`LaunchWide`.
+- :func:`line_wavefronts_extra`: what a neighbourhood's requests cost the L1 beyond the
+  sector count (one wavefront per 128-byte line a request touches).
+- :func:`tile_l1_estimate`: GA305's neighbourhood (or table) staged in shared memory, on the
+  L1 roofline (:func:`~gpuadvise.rules.estimates.l1_roofline_estimate`).
 
 Pure numpy over the trace view; no I/O.
 """
@@ -27,13 +31,15 @@ import numpy as np
 
 from gpuadvise.arrays import distinct as unique_int
 from gpuadvise.devices import DeviceSpec
-from gpuadvise.model.roofline import Traffic
+from gpuadvise.model.roofline import Traffic, l1_cycles
 from gpuadvise.rules.context import ModelUnavailable
-from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.estimates import l1_roofline_estimate, launch_change_estimate, view_traffic
 from gpuadvise.rules.findings import Estimate, Evidence
 from gpuadvise.trace.view import Lanes, TraceView
 
 __all__ = [
+    "line_wavefronts_extra",
+    "tile_l1_estimate",
     "LaunchReuse",
     "LaunchWide",
     "launch_wide",
@@ -212,3 +218,52 @@ def launch_wide(
     line = got[0][0]
     others = tuple(sorted({ln for ln, _ in got[1:]} - {line}))
     return LaunchWide(lanes, lr, share, line, others)
+
+
+def line_wavefronts_extra(view: TraceView, recs: np.ndarray) -> float:
+    """L1 data-path cycles (sampled, weighted) that the records ``recs`` take beyond
+    ``max(1, sectors / 4)`` each, the launch model's count: a global request takes a wavefront
+    per 128-byte line it touches (at least), so a stencil's request of two rows of 64 bytes,
+    misaligned by the halo, takes two to four (measured on an H200: coffeebeforearch's 7x7
+    convolution_2d, 5.7 sectors and 2.9 lines a request, runs at the time of 3 L1 cycles a
+    request, not 1.4; its shared-tile proxy measured 1.55x where the sector count bounded it
+    at 1.39x)."""
+    recs = np.asarray(recs, np.int64)
+    if not len(recs):
+        return 0.0
+    sect = view.rec_sectors[recs].astype(float)
+    lines = view.sector_counts.lines[recs].astype(float)
+    w = view.rec_weight[recs]
+    model = np.maximum(1.0, sect / 4.0)
+    return float((np.maximum(model, lines) - model) @ w)
+
+
+def tile_l1_estimate(
+    device: DeviceSpec,
+    view: TraceView,
+    recs: np.ndarray,
+    requests: int,
+    requested_sectors: int,
+    unique_sectors: int,
+    what: str,
+) -> Estimate:
+    """A line's loads (``recs``: its records of one buffer; ``requests``, their sectors
+    requested and distinct per CTA) read from shared memory instead: before, ``max(requests,
+    sectors / 4)`` L1 cycles and a wavefront for each 128-byte line a request touches beyond
+    that (:func:`line_wavefronts_extra`, the before side's term, on the kernel and the proxy
+    alike); after, the distinct sectors staged (/ 4) and one shared wavefront a request. The
+    proxy reproduces the line's loads: its own estimate goes in the inputs, like for like."""
+    extra = line_wavefronts_extra(view, recs)
+    before = l1_cycles(requests, requested_sectors) + extra
+    after = unique_sectors / 4.0 + requests  # staging, then one wavefront a request
+    lines = f"; {extra:.0f} more cycles for the 128-byte lines the requests touch" * (extra > 0)
+    est = l1_roofline_estimate(
+        device,
+        view,
+        before - after,
+        f"{what} ({requests} requests as shared wavefronts, {unique_sectors} sectors staged "
+        f"instead of {requested_sectors} requested{lines}; sampled CTAs)",
+        proxy_records=recs,
+        extra_before_cycles=extra,
+    )
+    return replace(est, inputs={**est.inputs, "line_wavefront_cycles_sampled": extra})
