@@ -133,15 +133,16 @@ class GlobalNeighbourReuse(Rule):
     at 1.39x): the line's requests then cost one shared-memory wavefront each (conflict-free),
     and its global sectors come down to the distinct sectors each CTA touches (loaded once for
     the tile). It assumes the L1 serves none of the reuse today; where it serves most, the
-    measured gain is nil, which is why this rule asks for the measurement. The dependent chain
-    is left as it is:
-    the model weighs a global load's latency by L2 sectors over requests, which for a stencil's
-    requests (a row of two or three sectors, most of them L1 hits) is near an L2 round trip
-    each, so crediting the tile with them predicted ``box3_direct`` 2.7x where the tile
-    measured 1.70x slower (H200). Launch-wide: a tile of ``TILE`` (8) outputs per CTA divides
-    the buffer's L2 load sectors by 8 (by the CTAs per sector where fewer), its DRAM bytes at
-    its footprint on both sides (read once into the L2, where it fits in half of it); the
-    arithmetic per output stays.
+    measured gain is nil, which is why this rule asks for the measurement. The point leaves the
+    dependent chain as it is: the model weighs a global load's latency by L2 sectors over
+    requests, which for a stencil's requests (a row of two or three sectors, most of them L1
+    hits) is near an L2 round trip each, so crediting the tile with them predicted
+    ``box3_direct`` 2.7x where the tile measured 1.70x slower (H200); the bound credits it
+    (the line's share of the chain's global links as shared ones: convolution_2d staged by hand
+    ran 1.75x faster, each of its taps an LDG waited on by an IMAD). Launch-wide: a tile of
+    ``TILE`` (8) outputs per CTA divides the buffer's L2 load sectors by 8 (by the CTAs per
+    sector where fewer), its DRAM bytes at its footprint on both sides (read once into the L2,
+    where it fits in half of it); the arithmetic per output stays.
 
     Fix safety
     ----------
