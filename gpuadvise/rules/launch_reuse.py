@@ -270,7 +270,7 @@ def tile_l1_estimate(
     )
     inputs = {**est.inputs, "line_wavefront_cycles_sampled": extra}
     chained = _chain_bound(device, view, recs, extra, float(inputs.get("saved_cycles_sampled", 0)))
-    if chained is None or round(chained, 3) <= est.speedup:
+    if chained is None or est.speedup is None or round(chained, 3) <= est.speedup:
         return replace(est, inputs=inputs)
     inputs["bound_without_chain"] = est.speedup
     method = (
