@@ -25,13 +25,12 @@ from gpuadvise.rules import (
     distinct,
     integer_args,
     l1_bytes_left,
-    l1_cycles,
-    l1_roofline_estimate,
     launch_wide,
     proxy_where,
     source_text,
     struct_for,
     tile_estimate,
+    tile_l1_estimate,
     tile_pitch,
     tile_proxy,
 )
@@ -127,18 +126,23 @@ class GlobalNeighbourReuse(Rule):
     How the estimate is made
     ------------------------
     An upper bound by the same roofline as GA301 (the SMs' L1 data path, ``max(requests,
-    sectors / 4)`` cycles per line at 4 sectors per SM per cycle, against a DRAM floor): the
-    line's requests then cost one shared-memory wavefront each (conflict-free), and its global
-    sectors come down to the distinct sectors each CTA touches (loaded once for the tile). It
-    assumes the L1 serves none of the reuse today; where it serves most, the measured gain is
-    nil, which is why this rule asks for the measurement. The dependent chain is left as it is:
-    the model weighs a global load's latency by L2 sectors over requests, which for a stencil's
-    requests (a row of two or three sectors, most of them L1 hits) is near an L2 round trip
-    each, so crediting the tile with them predicted ``box3_direct`` 2.7x where the tile
-    measured 1.70x slower (H200). Launch-wide: a tile of ``TILE`` (8) outputs per CTA divides
-    the buffer's L2 load sectors by 8 (by the CTAs per sector where fewer), its DRAM bytes at
-    its footprint on both sides (read once into the L2, where it fits in half of it); the
-    arithmetic per output stays.
+    sectors / 4)`` cycles per line at 4 sectors per SM per cycle, against a DRAM floor), with
+    the line's requests before the tile at a wavefront per 128-byte line they touch where that
+    is more (two rows of a 16x16 block's window, misaligned by the halo, touch two to four:
+    convolution_2d's shared-tile proxy measured 1.55x on an H200 where sectors / 4 bounded it
+    at 1.39x): the line's requests then cost one shared-memory wavefront each (conflict-free),
+    and its global sectors come down to the distinct sectors each CTA touches (loaded once for
+    the tile). It assumes the L1 serves none of the reuse today; where it serves most, the
+    measured gain is nil, which is why this rule asks for the measurement. The point leaves the
+    dependent chain as it is: the model weighs a global load's latency by L2 sectors over
+    requests, which for a stencil's requests (a row of two or three sectors, most of them L1
+    hits) is near an L2 round trip each, so crediting the tile with them predicted
+    ``box3_direct`` 2.7x where the tile measured 1.70x slower (H200); the bound credits it
+    (the line's share of the chain's global links as shared ones: convolution_2d staged by hand
+    ran 1.75x faster, each of its taps an LDG waited on by an IMAD). Launch-wide: a tile of
+    ``TILE`` (8) outputs per CTA divides the buffer's L2 load sectors by 8 (by the CTAs per
+    sector where fewer), its DRAM bytes at its footprint on both sides (read once into the L2,
+    where it fits in half of it); the arithmetic per output stays.
 
     Fix safety
     ----------
@@ -335,17 +339,10 @@ class GlobalNeighbourReuse(Rule):
         if ru.footprint:
             lr = LaunchReuse(ru.launch_l2_sectors, ru.sample_sectors, ru.footprint, view.scale)
             return tile_estimate(ctx.device, view, lr, ru.buffer, TILE)
-        before = l1_cycles(ru.requests, ru.requested_sectors)
-        after = ru.unique_sectors / 4.0 + ru.requests  # staging, then one wavefront a request
+        recs = view.access(np.array(ru.insts, np.int64), ru.buffer)[1]
         what = "the table in shared memory" if ru.table_bytes else "a shared tile"
-        return l1_roofline_estimate(
-            ctx.device,
-            view,
-            before - after,
-            f"{what} ({ru.requests} requests as shared wavefronts, {ru.unique_sectors} "
-            f"sectors staged instead of {ru.requested_sectors} requested; sampled CTAs)",
-            # the proxy reproduces the line's loads: its own estimate, like for like
-            proxy_records=view.access(np.array(ru.insts, np.int64), ru.buffer)[1],
+        return tile_l1_estimate(
+            ctx.device, view, recs, ru.requests, ru.requested_sectors, ru.unique_sectors, what
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

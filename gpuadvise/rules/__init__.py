@@ -130,7 +130,9 @@ from gpuadvise.rules.launch_reuse import (
     cap_dram_at_footprint,
     launch_reuse,
     launch_wide,
+    line_wavefronts_extra,
     tile_estimate,
+    tile_l1_estimate,
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
 from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
@@ -315,6 +317,8 @@ __all__ = [
     "LaunchReuse",
     "LaunchWide",
     "launch_wide",
+    "line_wavefronts_extra",
+    "tile_l1_estimate",
     "cap_dram_at_footprint",
     "tile_estimate",
     "launch_estimate",

@@ -381,6 +381,7 @@ def l1_roofline_estimate(
     in_flight_after: float | None = None,
     proxy_records: np.ndarray | None = None,
     warps_factor: float = 1.0,
+    extra_before_cycles: float = 0.0,
 ) -> Estimate:
     """The layout rules' estimate on the launch roofline: the traced launch against the same
     launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
@@ -394,8 +395,12 @@ def l1_roofline_estimate(
     measures the change at that line alone, so its own estimate, the same roofline over those
     records alone before and after, goes in ``inputs["proxy_point_speedup"]`` and
     ``inputs["proxy_bound_speedup"]`` (the like-for-like comparison for a proxy measurement);
-    the whole-kernel estimate stays the estimate."""
-    total = view.l1_total()
+    the whole-kernel estimate stays the estimate.
+
+    ``extra_before_cycles`` (sampled CTAs): L1 data-path cycles the finding's records take
+    before the change beyond ``max(1, sectors / 4)`` each (GA305: a request's 128-byte lines,
+    one wavefront each), added to the kernel's and the proxy's before sides."""
+    total = view.l1_total() + extra_before_cycles
     saved = min(saved_cycles, total * 0.999)
     inputs: dict[str, Any] = {
         "l1_cycles_sampled": total,
@@ -415,6 +420,8 @@ def l1_roofline_estimate(
             inputs,
         )
     before = view_traffic(device, view)
+    if extra_before_cycles:
+        before = replace(before, l1_cycles=before.l1_cycles + extra_before_cycles * view.scale)
     if records is None:
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
@@ -449,6 +456,8 @@ def l1_roofline_estimate(
     method = est.method(what, rates)
     if proxy_records is not None and len(proxy_records):
         pb = view_traffic(device, view, only=proxy_records)
+        if extra_before_cycles:
+            pb = replace(pb, l1_cycles=pb.l1_cycles + extra_before_cycles * view.scale)
         if records is None:
             pa = replace(pb, l1_cycles=max(pb.l1_cycles - saved * view.scale, 0.0))
         else:
