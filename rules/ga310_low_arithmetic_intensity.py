@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     MATH_PIPES,
@@ -22,10 +24,12 @@ from gpuadvise.rules import (
     RuleContext,
     Traffic,
     Variant,
+    cap_dram_at_footprint,
     ceiling_s,
     choose_tile,
     fma_lines,
     launch_estimate,
+    launch_reuse,
     launch_times,
     memory_rates,
     parse_ptx_cached,
@@ -64,6 +68,21 @@ def _fma_traffic(t: Traffic, fmas: dict[str, float]) -> Traffic:
         shared_requests=0.0, shared_wavefronts=0.0,
     )  # fmt: skip
     return Traffic(resident_warps=t.resident_warps, work=work)
+
+
+def _read_once(ctx: RuleContext, t: Traffic) -> Traffic:
+    """``t`` with each loaded buffer's DRAM loads at its footprint where it fits in half the L2
+    (read once, then served by the L2 to every CTA that reads it again: a matrix product's
+    operands), as GA305's estimate takes it."""
+    view = ctx.trace_view
+    found = view.lines(ctx.same_file, [Kind.LOAD])
+    if not found:
+        return t
+    insts = np.unique(np.concatenate([view.insts_at(f, ln, Kind.LOAD) for f, ln, _ in found]))
+    for b in view.buffers_at(insts):
+        lanes, _ = view.access(insts, b)
+        t = cap_dram_at_footprint(t, launch_reuse(view, lanes, view.buffers[b].size), ctx.device)
+    return t
 
 
 class LowArithmeticIntensity(Rule):
@@ -113,9 +132,11 @@ class LowArithmeticIntensity(Rule):
     links on the critical path divided by ``T`` (each value loaded serves ``T`` multiply-adds),
     the multiply-adds, the staging stores and the global traffic as they are (a larger CTA
     tile, which register tiling usually brings, also cuts the global loads per FMA: not
-    counted). The upper bound is the FMA roof: the launch before (with the model's error
-    margin) against the launch floor plus the multiply-adds alone at their pipe's rate; no
-    rewrite that keeps the multiply-adds beats it. Without the emulator's counts (the GPU
+    counted); both sides with each operand read from DRAM once where it fits in half the L2
+    (GA305's assumption: the other CTAs' reads of it are L2 hits). The upper bound is the FMA
+    roof: the launch before (with the model's error margin) against the launch floor plus the
+    multiply-adds alone at their pipe's rate; no rewrite that keeps the multiply-adds beats
+    it. Without the emulator's counts (the GPU
     tracer), no finding.
 
     Fix safety
@@ -250,7 +271,7 @@ class LowArithmeticIntensity(Rule):
         det = finding.details_as(LowIntensity)
         d = ctx.device
         rates = memory_rates(d)
-        t = view_traffic(d, ctx.trace_view)
+        t = _read_once(ctx, view_traffic(d, ctx.trace_view))
         w = t.work
         inputs: dict[str, Any] = {"tile": det.tile, "lines": list(det.lines)}
         if rates is None or w is None:
