@@ -123,8 +123,9 @@ class LowArithmeticIntensity(Rule):
     registers (``float4`` loads where the tile is contiguous) and makes ``T * T`` FMAs of them
     (outer products), so loads per FMA drop from 2 to ``2 / T`` (8 loads for 16 FMAs at 4 x 4).
     The rule names the smallest ``T`` of 2, 4, 8 that brings the shared loads under the FMA
-    pipe's time. Or call cuBLAS / CUTLASS, which do this and more (double buffering, tensor
-    cores).
+    pipe's time, among those that leave the launch at least one CTA per SM (``T * T`` times
+    fewer CTAs of the same threads). Or call cuBLAS / CUTLASS, which do this and more (double
+    buffering, tensor cores).
 
     How the estimate is made
     ------------------------
@@ -221,7 +222,7 @@ class LowArithmeticIntensity(Rule):
             return None
         ranked = tuple(sorted(per_line, key=lambda ln: (-per_line[ln], ln)))
         pipe = max(fmas, key=lambda p: fmas[p])
-        tile = choose_tile(path_s / fma_s)
+        tile = choose_tile(path_s / fma_s, w.ctas, d.sm_count or 0)
         det = LowIntensity(
             ranked, pipe, round(total_fma, 3), round(load_req, 3), round(load_wf, 3),
             round(path_s * 1e6, 3), round(fma_s * 1e6, 3), tile,

@@ -47,18 +47,21 @@ def test_tiled_matmul_with_one_output_per_thread_is_reported(kernel, marker):
     # a clock against four warp FFMAs, takes about 8x the FP32 pipe's time
     assert 1.8 <= e["loads_per_fma"] <= 2.05, e
     assert 6.0 <= e["data_path_over_fma"] <= 8.5, e
-    assert e["register_tile"] == 8 and e["loads_per_fma_tiled"] <= 0.26, e
-    assert "shared loads per FP32 FMA" in f.message and "8 x 8 register tile" in f.message
+    # 4096 CTAs on 132 SMs: a 4 x 4 tile (256 CTAs), not 8 x 8 (64 CTAs, half the SMs idle)
+    assert e["register_tile"] == 4 and e["loads_per_fma_tiled"] <= 0.52, e
+    assert "shared loads per FP32 FMA" in f.message and "4 x 4 register tile" in f.message
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     assert est.inputs["model"] == "execution" and est.inputs["bound_by_before"] == "l1"
     # the point: the shared loads divided by 8, the global traffic as it is (A and B read
     # from DRAM once: then bound by the L2 and issue on the model); the bound: the FMA roof,
     # the launch before against its FMAs alone
+    # (measured on an H200, 2026-11-29, .gpu/s7-lai: the 16 x 16 tiled multiply at 1024 against
+    # a 4 x 4 register tile, 276.8 us against 116.5 us, 2.38x)
     point = est.point
-    assert point is not None and 2.5 < point < 4.5, est.inputs
+    assert point is not None and 2.0 < point < 3.2, est.inputs
     assert 7.0 < est.speedup < 11.0, est.inputs
-    assert est.like_for_like is not None and point <= est.like_for_like < 5.0
+    assert est.like_for_like is not None and point <= est.like_for_like < 3.5
     assert "FMA roof" in est.method
     assert f.variant is not None and f.variant.safety == "display-only"
 
@@ -111,3 +114,7 @@ def test_a_register_tile_divides_the_loads_per_fma():
     # the smallest of 2, 4, 8 that puts the shared data path under the FMA pipe's time
     assert choose_tile(1.5) == 2 and choose_tile(3.9) == 4 and choose_tile(8.0) == 8
     assert choose_tile(20.0) == 8
+    # among those that leave a CTA per SM: a 1024 x 1024 product in 16 x 16 tiles (4096 CTAs)
+    # on 132 SMs takes 4 x 4 (256 CTAs), not 8 x 8 (64); a grid too small for any, 2 x 2
+    assert choose_tile(8.0, 4096, 132) == 4 and choose_tile(8.0, 16384, 132) == 8
+    assert choose_tile(8.0, 256, 132) == 2
