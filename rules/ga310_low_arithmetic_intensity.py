@@ -138,8 +138,9 @@ class LowArithmeticIntensity(Rule):
     roof: the launch before (with the model's error margin) against the launch floor plus the
     multiply-adds alone at their pipe's rate; no rewrite that keeps the multiply-adds beats
     it. Measured on an H200 (2026-11-29, .gpu/s7-lai, cudaEvents, outputs compared): the 16 x
-    16 tiled multiply at 1024^3 276.8 us, a 4 x 4 register tile 116.5 us, 2.38x (point 2.63x,
-    bound 9.62x); at 4096^3 2.52x for 4 x 4 and 3.36x for 8 x 8. Without the emulator's counts (the GPU
+    16 tiled multiply at 1024^3 (infatoshi-course's ``matrixMultiplyOptimized``) 276.8 us, a 4
+    x 4 register tile 116.5 us, 2.38x (point 2.26x, bound 9.63x); at 4096^3 2.52x for 4 x 4 and
+    3.36x for 8 x 8. Without the emulator's counts (the GPU
     tracer), no finding.
 
     Fix safety
