@@ -48,6 +48,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA307": ("shared-staging-unneeded",),
     "GA308": ("global-accumulation-in-loop",),
     "GA309": ("redundant-global-loads",),
+    "GA310": ("low-arithmetic-intensity",),
     "GA401": ("register-spills",),
     "GA402": ("unpacked-half",),
     # GA403 fires when registers limit the occupancy, or the kernel spills, and values held

@@ -20,12 +20,14 @@ from gpuadvise.arrays import distinct
 from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import touched_lines
+from gpuadvise.model.intensity import MATH_PIPES, LoopIntensity, choose_tile, fma_lines
 from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
 from gpuadvise.model.reduction import ReductionTree
 from gpuadvise.model.roofline import (
     Traffic,
     amortised_ratio,
+    ceiling_s,
     dram_bytes_per_s,
     l1_cycles,
     launch_estimate,
@@ -264,6 +266,8 @@ __all__ = [
     "buffer_records",
     "buffer_uses",
     "cas_lines",
+    "ceiling_s",
+    "choose_tile",
     "COMBINES",
     "contended_lines",
     "Contention",
@@ -288,6 +292,7 @@ __all__ = [
     "FindingDetails",
     "first_add_diff",
     "fixkit",
+    "fma_lines",
     "fp64_to_fp32_estimate",
     "global_totals",
     "grid_bound",
@@ -329,9 +334,11 @@ __all__ = [
     "lines_text",
     "load_phase",
     "load_widths",
+    "LoopIntensity",
     "max_active_blocks",
     "memory_rates",
     "merge_stores",
+    "MATH_PIPES",
     "MIN_ACCUMULATION_REPEATS",
     "MODEL",
     "ModelUnavailable",
