@@ -126,6 +126,7 @@ class ContendedAtomics(Rule):
         # the lines (at the user's call site: atomicAdd is inlined from a toolkit header) whose
         # atomics ptxas made a compare-and-swap loop
         cas = {line for f, line in cas_lines(ctx.sass_lines) if ctx.same_file(f)}
+        cas |= self._cas_call_lines(ctx)
         for (file, line), c in sorted(
             found.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)
         ):
@@ -166,6 +167,24 @@ class ContendedAtomics(Rule):
                 ],
                 details=c,
             )
+
+    @staticmethod
+    def _cas_call_lines(ctx: RuleContext) -> set[int]:
+        """The kernel file's lines of every frame (innermost and the calls it was inlined into)
+        of the SASS compare-and-swap loops: ``atomicAdd`` is inlined from a toolkit header
+        into a device function (HeCBench expdist's ``distance_tiled``) inlined into the
+        kernel, so the SASS's innermost line is the header's."""
+        try:
+            instrs = ctx.sass_instructions
+        except ModelUnavailable:
+            return set()
+        return {
+            ln
+            for i in instrs
+            if i.opcode.startswith("ATOMS.CAS")
+            for f, ln in ((i.file, i.line), *i.inlined_at)
+            if ln is not None and ctx.same_file(f)
+        }
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         c = finding.details_as(Contention)
