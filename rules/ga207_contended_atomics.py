@@ -72,12 +72,13 @@ class ContendedAtomics(Rule):
     per request (the warp reduction's single atomic), the rest of the launch unchanged; the
     reduction's shuffles (a few instructions per warp) are left out.
 
-    Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line: a float
-    add on sm_90): a point on the launch model, whose CTAs' critical path holds the updates of
-    one address one round trip after another (the shared load, the operation, the CAS, the
-    test, at the device's latencies): every lane's (the lanes over the distinct addresses of a
-    request, per CTA) before, one per warp after. The bank model's wavefronts are not counted
-    again, and the retries of warps that lose the race are not counted at all. Measured on an
+    Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line, or in
+    a function inlined at it: a float add on sm_90): a point on the launch model, whose CTAs'
+    critical path holds the updates of one address one round trip after another (the shared
+    load, the operation, the CAS, the test, at the device's latencies): every lane's (the
+    lanes over the distinct addresses of a request, per CTA) before, one per warp after. The
+    bank model's wavefronts are not counted again, and the retries of warps that lose the race
+    are not counted at all. Measured on an
     H200 (2026-11-29, ``gpuadvise bench``, cold L2): ``cta_sum`` against ``cta_sum_warp`` at
     105,600 CTAs of 256 threads 10.76x, where the point on the H200 model is 12.3x (before
     the serial chain it was "at most 2.18x", a bound the measurement broke).
