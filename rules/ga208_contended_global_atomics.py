@@ -9,7 +9,6 @@ from dataclasses import replace
 from gpuadvise.rules import (
     MODEL,
     REGION_BYTES,
-    REQUEST_NS,
     Estimate,
     Evidence,
     Finding,
@@ -137,7 +136,7 @@ class ContendedGlobalAtomics(Rule):
                     f"region of {where} over the launch (a warp-level request once per line it "
                     f"reaches; {h.region_addresses} addresses, from "
                     f"{h.launch_region_ctas(scale):.0f} CTAs), which the L2 takes one after "
-                    f"another at about {REQUEST_NS:.1f} ns each"
+                    f"another at about {h.request_ns():.2f} ns each"
                 )
             else:
                 what = (
@@ -202,7 +201,7 @@ class ContendedGlobalAtomics(Rule):
             after,
             line_after,
             update_ns(h.opcode) * 1e-9,
-            REQUEST_NS * 1e-9,
+            h.request_ns() * 1e-9,
             line_scaled,
         )
 
@@ -315,14 +314,14 @@ class ContendedGlobalAtomics(Rule):
             "rest_of_launch_us": rest * 1e6,
             "rest_after_us": after_rest * 1e6,
             "update_ns": update_ns(h.opcode),
-            "request_ns": REQUEST_NS,
+            "request_ns": h.request_ns(),
             "fix": fix,
             "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
         serial_what = (
             f"the L2's {c.line_requests:.0f} requests on the lines of one {REGION_BYTES}-byte "
-            f"region at {REQUEST_NS:.1f} ns each"
+            f"region at {h.request_ns():.2f} ns each"
             if c.by_line
             else f"the L2's {updates:.0f} serial updates of one address at "
             f"{update_ns(h.opcode):.2f} ns each"

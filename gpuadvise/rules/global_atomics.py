@@ -27,6 +27,7 @@ from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 __all__ = [
     "REGION_BYTES",
+    "ONE_LINE_NS",
     "REQUEST_NS",
     "HotAddress",
     "SerialAtomics",
@@ -54,10 +55,17 @@ the lines of a region a request reaches (4 lines a region, each reached with pro
 1 - (1 - 1/lines)^32) times 2^19 times 1 ns against the measured time: 256 bins (1 KB) 2.2 ms
 against 4.34 (its 8 lines in one slice, presumably), 768 (3 KB) 1.56 against 1.83, 1024 (4 KB)
 1.34 against 1.42, 4096 (16 KB) 0.47 against 0.48, 32 bins one a line (4 KB) 1.34 against 1.61;
-one line of seven bins after warp aggregation (``kernels/global_atomics`` letter_bins, 524,288
-requests in 0.40 ms): 0.52 against at most 0.40. Spread over many regions the launch's other
+requests that reach one line of a region and no other (seven bins after warp aggregation,
+``kernels/global_atomics`` letter_bins: 524,288 requests in at most 0.40 ms) take
+:data:`ONE_LINE_NS`. Spread over many regions the launch's other
 limits take over (65,536 bins one a line: 0.16 ms, the launch alone). Other GPUs' L2s are taken
 alike until measured."""
+
+
+ONE_LINE_NS = 0.75
+"""Nanoseconds per request where a region's requests all reach one line (a few bins in one line):
+``kernels/global_atomics`` letter_bins after warp aggregation (seven words, 524,288 requests)
+took 0.40 ms on an H200, everything included (0.77 ns a request at most)."""
 
 
 def update_ns(opcode: str) -> float:
@@ -96,6 +104,13 @@ class HotAddress(FindingDetails):
     region_spread: float = 0.0
     region_addresses: int = 0
     """Distinct addresses of that region the requests update."""
+    region_lines: int = 0
+    """Distinct 128-byte lines of that region the requests reach."""
+
+    def request_ns(self) -> float:
+        """The L2's time per request on the hot region: :data:`ONE_LINE_NS` where they all
+        reach one line, else :data:`REQUEST_NS`."""
+        return ONE_LINE_NS if self.region_lines == 1 else REQUEST_NS
 
     @staticmethod
     def _spread_wide(ctas: int, spread: float, traced: int) -> bool:
@@ -214,7 +229,7 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         ctas = np.unique(r["cta"][touching])
         pos = [position.get(int(c), 0) for c in ctas]
         spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
-        reg_req, reg_ctas, reg_spread, reg_addrs = _hot_region(
+        reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines = _hot_region(
             r, act, w_rec[rows], position, traced
         )
         opcode = trace.instructions[line_insts[0]].opcode
@@ -233,20 +248,22 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             region_ctas=reg_ctas,
             region_spread=reg_spread,
             region_addresses=reg_addrs,
+            region_lines=reg_lines,
         )
     return out
 
 
 def _hot_region(
     r: np.ndarray, act: np.ndarray, w: np.ndarray, position: dict[int, int], traced: int
-) -> tuple[float, int, float, int]:
+) -> tuple[float, int, float, int, int]:
     """The :data:`REGION_BYTES` region that the most (warp-level request, 128-byte line) pairs
     of records ``r`` reach (each with its request's weight ``w``): those pairs (less the
     sample's noise), the traced CTAs
-    making them, their spread over the traced CTAs, and the region's distinct addresses."""
+    making them, their spread over the traced CTAs, and the region's distinct addresses and
+    lines."""
     req, lane = np.nonzero(act)
     if not len(req):
-        return 0.0, 0, 0.0, 0
+        return 0.0, 0, 0.0, 0, 0
     addr = r["addr"][req, lane].astype(np.uint64)
     pairs = np.unique(np.stack([req.astype(np.uint64), addr >> np.uint64(7)], axis=1), axis=0)
     shift = np.uint64(REGION_BYTES.bit_length() - 1 - 7)
@@ -264,4 +281,5 @@ def _hot_region(
     pos = [position.get(int(c), 0) for c in ctas]
     spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
     in_region = (addr >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
-    return hot_count, len(ctas), round(spread, 4), len(np.unique(addr[in_region]))
+    n_lines = len(np.unique(addr[in_region] >> np.uint64(7)))
+    return hot_count, len(ctas), round(spread, 4), len(np.unique(addr[in_region])), n_lines
