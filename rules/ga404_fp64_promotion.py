@@ -205,9 +205,9 @@ class Fp64Promotion(Rule):
     when the kernel names ``double``) is built, and when it fits more CTAs per SM the launch
     model runs it with them (fewer rounds of CTAs; Rodinia hotspot: 34 -> 28 registers, 6 -> 8
     CTAs per SM). It takes all of the kernel's FP64 work as these lines'; without a trace, no
-    estimate. Where the change moves the latency side (FP64 links of the critical path, more
-    CTAs a round), the bound is the launch as it is at sustained rates (with the model's 15%)
-    against the float build at peak: both at peak, each side is its largest throughput term,
+    estimate. Where the float build fits more CTAs per SM (fewer rounds), the bound is the
+    launch as it is at sustained rates (with the model's 15%) against the float build at peak
+    (unless that is bound by memory): both at peak, each side is its largest throughput term,
     which may be one the change leaves (hotspot: the integer pipe, 1.08x, where an H200
     measured 1.18x; now 1.24x, its point 1.08x).
 
