@@ -72,12 +72,13 @@ class ContendedAtomics(Rule):
     per request (the warp reduction's single atomic), the rest of the launch unchanged; the
     reduction's shuffles (a few instructions per warp) are left out.
 
-    Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line: a float
-    add on sm_90): a point on the launch model, whose CTAs' critical path holds the updates of
-    one address one round trip after another (the shared load, the operation, the CAS, the
-    test, at the device's latencies): every lane's (the lanes over the distinct addresses of a
-    request, per CTA) before, one per warp after. The bank model's wavefronts are not counted
-    again, and the retries of warps that lose the race are not counted at all. Measured on an
+    Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line, or in
+    a function inlined at it: a float add on sm_90): a point on the launch model, whose CTAs'
+    critical path holds the updates of one address one round trip after another (the shared
+    load, the operation, the CAS, the test, at the device's latencies): every lane's (the
+    lanes over the distinct addresses of a request, per CTA) before, one per warp after. The
+    bank model's wavefronts are not counted again, and the retries of warps that lose the race
+    are not counted at all. Measured on an
     H200 (2026-11-29, ``gpuadvise bench``, cold L2): ``cta_sum`` against ``cta_sum_warp`` at
     105,600 CTAs of 256 threads 10.76x, where the point on the H200 model is 12.3x (before
     the serial chain it was "at most 2.18x", a bound the measurement broke).
@@ -126,6 +127,7 @@ class ContendedAtomics(Rule):
         # the lines (at the user's call site: atomicAdd is inlined from a toolkit header) whose
         # atomics ptxas made a compare-and-swap loop
         cas = {line for f, line in cas_lines(ctx.sass_lines) if ctx.same_file(f)}
+        cas |= self._cas_call_lines(ctx)
         for (file, line), c in sorted(
             found.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)
         ):
@@ -166,6 +168,24 @@ class ContendedAtomics(Rule):
                 ],
                 details=c,
             )
+
+    @staticmethod
+    def _cas_call_lines(ctx: RuleContext) -> set[int]:
+        """The kernel file's lines of every frame (innermost and the calls it was inlined into)
+        of the SASS compare-and-swap loops: ``atomicAdd`` is inlined from a toolkit header
+        into a device function (HeCBench expdist's ``distance_tiled``) inlined into the
+        kernel, so the SASS's innermost line is the header's."""
+        try:
+            instrs = ctx.sass_instructions
+        except ModelUnavailable:
+            return set()
+        return {
+            ln
+            for i in instrs
+            if i.opcode.startswith("ATOMS.CAS")
+            for f, ln in ((i.file, i.line), *i.inlined_at)
+            if ln is not None and ctx.same_file(f)
+        }
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         c = finding.details_as(Contention)

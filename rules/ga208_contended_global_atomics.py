@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from gpuadvise.rules import (
     MODEL,
+    REGION_BYTES,
     Estimate,
     Evidence,
     Finding,
@@ -15,6 +16,7 @@ from gpuadvise.rules import (
     ModelUnavailable,
     Rule,
     RuleContext,
+    SerialAtomics,
     Variant,
     hot_addresses,
     is_grid_stride,
@@ -44,7 +46,8 @@ class ContendedGlobalAtomics(Rule):
     atomic per CTA over a million CTAs, a histogram of a few bins in global memory. An integer
     add that ptxas combines across the warp (``REDUX`` at the line: a warp-uniform address)
     counts one update per warp-level request (``REDUX`` or an elected lane, ``UFLO``, at the
-    line).
+    line). Or whose requests pile on the lines of one 512-byte region (a histogram of a few
+    hundred bins packed in consecutive words: HeCBench's bincount, 768 bins in 3 KB).
 
     Why it is slow
     --------------
@@ -52,7 +55,11 @@ class ContendedGlobalAtomics(Rule):
     second to one word (1.76 ns each) and 1.37 G integer adds (0.73 ns), against 354 G a
     second to distinct words (``benchmarks/global_atomics_probe``). Sixteen million updates of
     one float take 29.5 ms, however many SMs send them, where streaming their 64 MB of inputs
-    takes about 15 us. ptxas does not combine float atomics across a warp.
+    takes about 15 us. ptxas does not combine float atomics across a warp. The L2 also takes
+    the requests reaching the lines of one 512-byte region in turn, about 1 ns each (a warp's
+    request counted once per line it reaches): 2^24 adds to 768 int bins packed in 3 KB took
+    1.83 ms on an H200, 0.32 ms with the bins one per line
+    (``docs/data/global_atomics_lines_h200_2026-11-29.txt``).
 
     Example
     -------
@@ -71,8 +78,11 @@ class ContendedGlobalAtomics(Rule):
     How the estimate is made
     ------------------------
     A point: the launch model's time for the kernel as it is (every term but the atomics'
-    order), against the L2's serial time for the hottest address's updates at the rate above
-    (the larger of the two, on the launch floor), and the same after the variant's change:
+    order), against the L2's serial time for the hottest address's updates at the rate above or
+    for the requests of the hottest 512-byte region (the larger; the larger of the launch's and
+    the L2's, on the launch floor), and the same after the variant's change (the region's
+    requests stay with warp aggregation, and are one per line and CTA of one wave after a CTA's
+    copy of the bins):
     with warp aggregation, one update per warp-level request on the address (the rest of the
     launch unchanged; the shuffles, a few instructions per warp, left out; what a CTA
     reduction in one wave would make is in the inputs, ``cta_reduction_point``); otherwise one
@@ -116,21 +126,32 @@ class ContendedGlobalAtomics(Rule):
         scale = ctx.trace.scale
         wave = self._wave(ctx)
         for (file, line), h in sorted(hot.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)):
-            updates, lanes, serial_s, after_updates = self._serial(
-                ctx, h, line in combined and ctx.same_file(file)
-            )
-            if serial_s < min_share * before or after_updates >= updates:
+            c = self._serial(ctx, h, line in combined and ctx.same_file(file))
+            if c.serial_s < min_share * before or c.cta_serial_s >= c.serial_s:
                 continue
             where = f"`{h.buffer}`" if h.buffer else "one address"
+            if c.by_line:
+                what = (
+                    f"{c.line_requests:.0f} requests on the 128-byte lines of one {REGION_BYTES}-byte "
+                    f"region of {where} over the launch (a warp-level request once per line it "
+                    f"reaches; {h.region_addresses} addresses, from "
+                    f"{h.launch_region_ctas(scale):.0f} CTAs), which the L2 takes one after "
+                    f"another at about {h.request_ns():.2f} ns each"
+                )
+            else:
+                what = (
+                    f"{c.updates:.0f} updates of one address of {where} over the launch "
+                    f"({c.lanes:.1f} lanes of a warp-level request, from "
+                    f"{h.launch_ctas(scale):.0f} CTAs), which the L2 applies one after another "
+                    f"at about {update_ns(h.opcode):.2f} ns each"
+                )
             yield self.finding(
                 ctx,
-                f"contended global atomic: {updates:.0f} updates of one address of {where} over "
-                f"the launch ({lanes:.1f} lanes of a warp-level request, from "
-                f"{h.launch_ctas(scale):.0f} CTAs), which the L2 applies one after another at "
-                f"about {update_ns(h.opcode):.2f} ns each: {serial_s * 1e6:.1f} us against "
+                f"contended global atomic: {what}: {c.serial_s * 1e6:.1f} us against "
                 f"{before * 1e6:.1f} us for the rest of the launch. Reduce within each CTA first "
-                "(__shfl_down_sync, then the warps' results through shared memory) and let one "
-                "thread per CTA do the atomic"
+                "(__shfl_down_sync, then the warps' results through shared memory; a histogram: "
+                "a copy of the bins per CTA in shared memory) and let one thread per CTA do the "
+                "atomic"
                 + (
                     f"; with more CTAs than run at once, loop over the data in one wave of "
                     f"{wave} CTAs"
@@ -140,11 +161,12 @@ class ContendedGlobalAtomics(Rule):
                 line=line,
                 file=str(ctx.source_file) if ctx.same_file(file) else file,
                 evidence=[
-                    Evidence("updates_of_one_address", round(updates, 1), unit="updates"),
-                    Evidence("lanes_per_request", round(lanes, 2)),
-                    Evidence("serial_us", round(serial_s * 1e6, 2), unit="us"),
+                    Evidence("updates_of_one_address", round(c.updates, 1), unit="updates"),
+                    Evidence("lanes_per_request", round(c.lanes, 2)),
+                    Evidence("requests_of_one_region", round(c.line_requests, 1), unit="requests"),
+                    Evidence("serial_us", round(c.serial_s * 1e6, 2), unit="us"),
                     Evidence("rest_of_launch_us", round(before * 1e6, 2), unit="us"),
-                    Evidence("serial_share", round(serial_s / before, 3), min_share, ">="),
+                    Evidence("serial_share", round(c.serial_s / before, 3), min_share, ">="),
                     Evidence("distinct_addresses", h.addresses),
                 ],
                 details=h,
@@ -155,11 +177,9 @@ class ContendedGlobalAtomics(Rule):
         waves = ctx.waves_or_none
         return waves.ctas_per_wave if waves is not None else 0
 
-    def _serial(
-        self, ctx: RuleContext, h: HotAddress, combined: bool
-    ) -> tuple[float, float, float, float]:
-        """(the hot address's updates over the launch, the lanes of a request on it, the L2's
-        serial time for them, the updates one atomic per CTA of one wave leaves)."""
+    def _serial(self, ctx: RuleContext, h: HotAddress, combined: bool) -> SerialAtomics:
+        """The L2's serial work on the line's hot address and hot 128-byte line, before and
+        with one update per CTA of one wave."""
         scale = ctx.trace.scale
         lanes, updates = h.lanes_per_request, h.launch_updates(scale)
         if combined:  # one update per warp-level request
@@ -168,7 +188,22 @@ class ContendedGlobalAtomics(Rule):
         wave = self._wave(ctx)
         ctas = h.launch_ctas(scale)
         after = min(ctas, wave) if wave else ctas
-        return updates, lanes, updates * update_ns(h.opcode) * 1e-9, after
+        line_requests = h.launch_region_requests(scale)
+        line_scaled = h.region_wide
+        line_ctas = h.launch_region_ctas(scale)
+        # one CTA's updates of the region's words: a request per line of them (4-byte words)
+        lines = min(REGION_BYTES // 128, max(1, -(-h.region_addresses // 32)))
+        line_after = (min(line_ctas, wave) if wave else line_ctas) * lines
+        return SerialAtomics(
+            updates,
+            lanes,
+            line_requests,
+            after,
+            line_after,
+            update_ns(h.opcode) * 1e-9,
+            h.request_ns() * 1e-9,
+            line_scaled,
+        )
 
     @staticmethod
     def _launch_s(ctx: RuleContext, one_wave: bool = False) -> float | None:
@@ -214,7 +249,13 @@ class ContendedGlobalAtomics(Rule):
             return "warp"
         g = ctx.launch.grid
         wave = self._wave(ctx)
-        one_per_cta = h.lanes_per_request < _MIN_LANES and h.hot_updates <= 1.5 * h.hot_ctas
+        # one atomic per CTA: on the address, and on its line (a histogram's CTAs each reach
+        # a bin about once, but its line many times: a smaller grid leaves their count)
+        one_per_cta = (
+            h.lanes_per_request < _MIN_LANES
+            and h.hot_updates <= 1.5 * h.hot_ctas
+            and h.region_requests <= 1.5 * max(h.region_ctas, 1)
+        )
         if (
             one_per_cta
             and g.y == 1
@@ -232,19 +273,21 @@ class ContendedGlobalAtomics(Rule):
         if rest is None:
             return Estimate(None, "none", "no launch model for this trace")
         combined = finding.line in self._combined_lines(ctx)
-        updates, lanes, serial, cta_updates = self._serial(ctx, h, combined)
+        c = self._serial(ctx, h, combined)
+        updates, lanes, serial = c.updates, c.lanes, c.serial_s
         fix = self._fix(ctx, finding, h, combined)
         # one update per CTA of one wave (a CTA reduction, or the launch alone where the
         # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
         # launch's), the CTAs' turnaround goes too
-        one_wave = cta_updates < h.launch_ctas(ctx.trace.scale)
+        one_wave = c.cta_updates < h.launch_ctas(ctx.trace.scale)
         wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
         cta_rest = rest if wave_s is None else wave_s
-        cta_s = max(cta_rest, serial * cta_updates / updates if updates else 0.0)
+        cta_s = max(cta_rest, c.cta_serial_s)
         before_s = max(rest, serial)
         if fix == "warp":
             # the variant: one update per warp-level request on the address, the launch as is
-            after_updates = updates / max(lanes, 1.0)
+            # (the requests reaching the hot line stay as many)
+            after_updates, after_lines = updates / max(lanes, 1.0), c.line_requests
             after_rest = rest
             after_what = (
                 f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
@@ -252,28 +295,42 @@ class ContendedGlobalAtomics(Rule):
                 f"it {before_s / cta_s:.1f}x)"
             )
         else:
-            after_updates, after_rest = cta_updates, cta_rest
-            after_what = f"one update per CTA of one wave ({after_updates:.0f})"
-        after_serial = serial * after_updates / updates if updates else 0.0
+            after_updates, after_lines = c.cta_updates, c.cta_line_requests
+            after_rest = cta_rest
+            after_what = (
+                f"one update per CTA of one wave ({after_updates:.0f}"
+                + (f"; {after_lines:.0f} requests on the region" if c.by_line else "")
+                + ")"
+            )
+        after_serial = c.time_s(after_updates, after_lines)
         after_s = max(after_rest, after_serial)
         inputs = {
             "updates_before": updates,
             "updates_after": after_updates,
+            "line_requests_before": c.line_requests,
+            "line_requests_after": after_lines,
             "serial_before_us": serial * 1e6,
             "serial_after_us": after_serial * 1e6,
             "rest_of_launch_us": rest * 1e6,
             "rest_after_us": after_rest * 1e6,
             "update_ns": update_ns(h.opcode),
+            "request_ns": h.request_ns(),
             "fix": fix,
             "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
+        serial_what = (
+            f"the L2's {c.line_requests:.0f} requests on the lines of one {REGION_BYTES}-byte "
+            f"region at {h.request_ns():.2f} ns each"
+            if c.by_line
+            else f"the L2's {updates:.0f} serial updates of one address at "
+            f"{update_ns(h.opcode):.2f} ns each"
+        )
         return Estimate(
             round(max(before_s / after_s, 1.0), 3),
             "point",
             f"the launch as it is {before_s * 1e6:.1f} us (the larger of the launch model's "
-            f"{rest * 1e6:.1f} us and the L2's {updates:.0f} serial updates of one address at "
-            f"{update_ns(h.opcode):.2f} ns each, measured on an H200), after {after_what}: "
+            f"{rest * 1e6:.1f} us and {serial_what}, measured on an H200), after {after_what}: "
             f"{after_s * 1e6:.1f} us",
             inputs,
         )
@@ -309,9 +366,15 @@ class ContendedGlobalAtomics(Rule):
                 launch={"grid": [wave, 1, 1]},
                 label="one wave",
             )
+        many = h.region_requests > 1.5 * max(h.region_ctas, 1) or h.hot_updates > 1.5 * h.hot_ctas
         why = (
             "the lanes of a warp-level request update the address one at a time already, and "
-            "the kernel has no grid-stride loop a smaller grid could use"
+            + (
+                "each CTA reaches the address or its line many times (a smaller grid leaves "
+                "as many requests; a copy per CTA in shared memory changes the kernel)"
+                if many
+                else "the kernel has no grid-stride loop a smaller grid could use"
+            )
             if h.lanes_per_request < _MIN_LANES or combined
             else warp_aggregable(ctx, finding)
         )

@@ -84,7 +84,14 @@ from gpuadvise.rules.estimates import (
     view_traffic,
 )
 from gpuadvise.rules.findings import Estimate, Evidence, Finding, Variant
-from gpuadvise.rules.global_atomics import HotAddress, hot_addresses, update_ns
+from gpuadvise.rules.global_atomics import (
+    REGION_BYTES,
+    REQUEST_NS,
+    HotAddress,
+    SerialAtomics,
+    hot_addresses,
+    update_ns,
+)
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
 from gpuadvise.rules.grid_stride import (
     VECTORS,
@@ -414,6 +421,7 @@ __all__ = [
     "record_weights",
     "reduction_diff",
     "ReductionTree",
+    "REGION_BYTES",
     "reload_costs",
     "reload_message",
     "reload_variant",
@@ -424,9 +432,11 @@ __all__ = [
     "removable_records",
     "repeated_requests",
     "report_line",
+    "REQUEST_NS",
     "roofline",
     "Rule",
     "RuleContext",
+    "SerialAtomics",
     "same_source_file",
     "same_thread_reloads",
     "sass_at",

@@ -1,11 +1,17 @@
 """GA208's view of a launch's global atomics: per source line, the address its updates pile on
-and how they arrive (lanes of one warp-level request, CTAs), from the trace; and what the L2
-takes to apply them one after another.
+and how they arrive (lanes of one warp-level request, CTAs), the 128-byte line its warp-level
+requests pile on, from the trace; and what the L2 takes to apply them one after another.
 
 The L2 applies the atomics of one address one at a time (an H200 measured 1.76 ns an update for
 a float add on one word, 0.73 ns for an integer add: ``benchmarks/global_atomics_probe``), so a
 launch whose updates pile on one address takes at least their count times that, however many
-SMs issue them. Pure: the trace's records, no I/O.
+SMs issue them. It also takes the atomic requests of neighbouring lines one at a time: an
+H200 spends about 1 ns a request on each 128-byte line a warp-level request reaches, and the
+lines of one 512-byte region queue behind each other (consecutive lines share an L2 slice), so
+histogram bins packed in a few hundred bytes serialise on their region however their lanes
+spread over words: 768 int bins in 3 KB took 1.83 ms for 2^24 updates, 0.32 ms with one bin a
+line (``docs/data/global_atomics_lines_h200_2026-11-29.txt``). Pure: the trace's records, no
+I/O.
 """
 
 from __future__ import annotations
@@ -19,7 +25,15 @@ from gpuadvise.ptx.access import record_weights
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
-__all__ = ["HotAddress", "hot_addresses", "update_ns"]
+__all__ = [
+    "REGION_BYTES",
+    "ONE_LINE_NS",
+    "REQUEST_NS",
+    "HotAddress",
+    "SerialAtomics",
+    "hot_addresses",
+    "update_ns",
+]
 
 _ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 
@@ -28,6 +42,30 @@ UPDATE_NS = {"f32": 1.76, "f64": 1.76, "f16": 1.76, "bf16": 1.76, "int": 0.73}
 2^24 updates of one word (``benchmarks/global_atomics_probe``, 2026-11-29): a float add 1.76 ns
 (the other float types, unmeasured, taken alike), an integer add 0.73 ns. Other GPUs' L2s are
 taken alike until measured."""
+
+
+REGION_BYTES = 512
+"""The span of consecutive memory whose lines' atomic requests queue behind each other."""
+
+REQUEST_NS = 1.0
+"""Nanoseconds the L2 takes per (warp-level request, 128-byte line) within one
+:data:`REGION_BYTES` region. Fitted on an H200, CUDA 13, 2^24 integer adds (2^19 requests of 32
+lanes) to random bins packed in consecutive words (``.gpu/s6-atomics/probe2.cu``, 2026-11-29):
+the lines of a region a request reaches (4 lines a region, each reached with probability
+1 - (1 - 1/lines)^32) times 2^19 times 1 ns against the measured time: 256 bins (1 KB) 2.2 ms
+against 4.34 (its 8 lines in one slice, presumably), 768 (3 KB) 1.56 against 1.83, 1024 (4 KB)
+1.34 against 1.42, 4096 (16 KB) 0.47 against 0.48, 32 bins one a line (4 KB) 1.34 against 1.61;
+requests that reach one line of a region and no other (seven bins after warp aggregation,
+``kernels/global_atomics`` letter_bins: 524,288 requests in at most 0.40 ms) take
+:data:`ONE_LINE_NS`. Spread over many regions the launch's other
+limits take over (65,536 bins one a line: 0.16 ms, the launch alone). Other GPUs' L2s are taken
+alike until measured."""
+
+
+ONE_LINE_NS = 0.75
+"""Nanoseconds per request where a region's requests all reach one line (a few bins in one line):
+``kernels/global_atomics`` letter_bins after warp aggregation (seven words, 524,288 requests)
+took 0.40 ms on an H200, everything included (0.77 ns a request at most)."""
 
 
 def update_ns(opcode: str) -> float:
@@ -58,6 +96,29 @@ class HotAddress(FindingDetails):
     insts: tuple[int, ...]
 
     hot_spread: float = 0.0
+    region_requests: float = 0.0
+    """The (warp-level request, 128-byte line) pairs (weighted) within the most requested
+    :data:`REGION_BYTES` region."""
+    region_ctas: int = 0
+    """Traced CTAs whose requests reach that region."""
+    region_spread: float = 0.0
+    region_addresses: int = 0
+    """Distinct addresses of that region the requests update."""
+    region_lines: int = 0
+    """Distinct 128-byte lines of that region the requests reach."""
+
+    def request_ns(self) -> float:
+        """The L2's time per request on the hot region: :data:`ONE_LINE_NS` where they all
+        reach one line, else :data:`REQUEST_NS`."""
+        return ONE_LINE_NS if self.region_lines == 1 else REQUEST_NS
+
+    @staticmethod
+    def _spread_wide(ctas: int, spread: float, traced: int) -> bool:
+        if not traced:
+            return False
+        if ctas * 2 >= traced:
+            return True
+        return ctas >= 2 and spread >= 0.5
 
     @property
     def grid_wide(self) -> bool:
@@ -65,11 +126,20 @@ class HotAddress(FindingDetails):
         grid-wide sum), or at least two whose positions among the traced CTAs span half of
         them (a histogram's bin, which each CTA's data reach at random); not an address of
         one CTA or of a group of neighbouring CTAs."""
-        if not self.traced_ctas:
-            return False
-        if self.hot_ctas * 2 >= self.traced_ctas:
-            return True
-        return self.hot_ctas >= 2 and self.hot_spread >= 0.5
+        return self._spread_wide(self.hot_ctas, self.hot_spread, self.traced_ctas)
+
+    @property
+    def region_wide(self) -> bool:
+        """CTAs all over the traced ones reach the hot region (as :attr:`grid_wide`)."""
+        return self._spread_wide(self.region_ctas, self.region_spread, self.traced_ctas)
+
+    def launch_region_requests(self, scale: float) -> float:
+        """The hot region's requests over the launch, scaled like :meth:`launch_updates`."""
+        return self.region_requests * scale if self.region_wide else self.region_requests
+
+    def launch_region_ctas(self, scale: float) -> float:
+        """The launch's CTAs reaching the hot region (as :meth:`launch_region_requests`)."""
+        return self.region_ctas * scale if self.region_wide else float(self.region_ctas)
 
     def launch_updates(self, scale: float) -> float:
         """The hot address's updates over the launch: the traced ones times the launch's CTAs
@@ -80,6 +150,40 @@ class HotAddress(FindingDetails):
     def launch_ctas(self, scale: float) -> float:
         """The launch's CTAs that update the hot address (as :meth:`launch_updates` counts)."""
         return self.hot_ctas * scale if self.grid_wide else float(self.hot_ctas)
+
+
+@dataclass(frozen=True)
+class SerialAtomics:
+    """GA208's view of a source line's atomics as the L2 takes them in turn over the launch:
+    the hot address's updates (``lanes`` of a warp-level request on it), the hot region's
+    requests (:data:`REGION_BYTES`), the same with one update per CTA of one wave (one request
+    per line and CTA), and the L2's time per update and per request."""
+
+    updates: float
+    lanes: float
+    line_requests: float
+    cta_updates: float
+    cta_line_requests: float
+    update_s: float
+    line_s: float
+    line_scaled: bool
+
+    def time_s(self, updates: float, line_requests: float) -> float:
+        """The larger of the address's and the line's serial times."""
+        return max(updates * self.update_s, line_requests * self.line_s)
+
+    @property
+    def serial_s(self) -> float:
+        return self.time_s(self.updates, self.line_requests)
+
+    @property
+    def cta_serial_s(self) -> float:
+        return self.time_s(self.cta_updates, self.cta_line_requests)
+
+    @property
+    def by_line(self) -> bool:
+        """The hot line's requests take the L2 longer than the hot address's updates."""
+        return self.line_requests * self.line_s > self.updates * self.update_s
 
 
 def _buffer_of(trace: AccessTrace, address: int) -> str | None:
@@ -125,6 +229,9 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         ctas = np.unique(r["cta"][touching])
         pos = [position.get(int(c), 0) for c in ctas]
         spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
+        reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines = _hot_region(
+            r, act, w_rec[rows], position, traced
+        )
         opcode = trace.instructions[line_insts[0]].opcode
         out[key] = HotAddress(
             updates=float(lane_w.sum()),
@@ -137,5 +244,42 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             opcode=opcode,
             insts=tuple(line_insts),
             hot_spread=round(spread, 4),
+            region_requests=reg_req,
+            region_ctas=reg_ctas,
+            region_spread=reg_spread,
+            region_addresses=reg_addrs,
+            region_lines=reg_lines,
         )
     return out
+
+
+def _hot_region(
+    r: np.ndarray, act: np.ndarray, w: np.ndarray, position: dict[int, int], traced: int
+) -> tuple[float, int, float, int, int]:
+    """The :data:`REGION_BYTES` region that the most (warp-level request, 128-byte line) pairs
+    of records ``r`` reach (each with its request's weight ``w``): those pairs (less the
+    sample's noise), the traced CTAs
+    making them, their spread over the traced CTAs, and the region's distinct addresses and
+    lines."""
+    req, lane = np.nonzero(act)
+    if not len(req):
+        return 0.0, 0, 0.0, 0, 0
+    addr = r["addr"][req, lane].astype(np.uint64)
+    pairs = np.unique(np.stack([req.astype(np.uint64), addr >> np.uint64(7)], axis=1), axis=0)
+    shift = np.uint64(REGION_BYTES.bit_length() - 1 - 7)
+    regions = pairs[:, 1] >> shift
+    uniq, inverse = np.unique(regions, return_inverse=True)
+    counts = np.bincount(inverse, weights=w[pairs[:, 0].astype(np.int64)], minlength=len(uniq))
+    hot = int(np.argmax(counts))
+    # the hottest of many regions that a sample reaches a few times each is the sample's luck
+    # (65,536 bins over 8 traced CTAs: 10 requests on one region, 4 on average): its count
+    # less two of its standard deviations, at least the regions' mean
+    top = float(counts[hot])
+    hot_count = max(top - 2.0 * np.sqrt(top), float(counts.mean()))
+    on = pairs[inverse == hot, 0].astype(np.int64)
+    ctas = np.unique(r["cta"][on])
+    pos = [position.get(int(c), 0) for c in ctas]
+    spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
+    in_region = (addr >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
+    n_lines = len(np.unique(addr[in_region] >> np.uint64(7)))
+    return hot_count, len(ctas), round(spread, 4), len(np.unique(addr[in_region])), n_lines

@@ -235,3 +235,68 @@ def test_a_grid_stride_loop_spelled_as_a_macro_gets_one_wave(tmp_path):
         and v.safety == "automatic-and-verified"
         and v.launch == {"grid": [1056, 1, 1]}
     )
+
+
+BINS = KERNELS / "global_bins" / "bins.cu"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker"),
+    [
+        ("hist_direct", "atomicAdd(&hist[(int)(x[i] * 512.f)], 1);"),
+        ("hist_helpers<768>", "EACH(i, n) bump(hist, bin_of(x[i], BINS));"),
+        ("hist_bytes", "t((v >> k) & 255u);"),
+    ],
+)
+def test_bins_packed_in_a_few_regions_are_reported_by_their_region(kernel, marker):
+    """kernels/global_bins: histograms of 256 to 768 bins packed in 1 to 3 KB, spelled three
+    ways (one element per thread, helpers in a grid-stride macro, a functor): a bin's updates
+    are few (about one lane a request), the requests reaching the lines of one 512-byte region
+    many, and the L2 takes those in turn (the old model, by the hottest address alone, was
+    silent here: HeCBench's bincount GLOBAL)."""
+    (f,) = run_rule(analyze(BINS, kernel, 8), "GA208", trace_ctas=8)
+    assert f.line == source_line(BINS, marker)
+    assert "512-byte region" in f.message
+    e = ev(f)
+    assert e["lanes_per_request"] < 1.5
+    assert e["requests_of_one_region"] * 1e-3 >= 0.2 * e["rest_of_launch_us"]
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "point" and est.speedup > 2.0
+    assert est.inputs["fix"] == "display"
+    assert est.inputs["line_requests_after"] < est.inputs["line_requests_before"] / 100
+    v = f.variant
+    assert v is not None and v.safety == "display-only"
+    assert "many times" in v.description
+
+
+@pytest.mark.parametrize("kernel", ["hist_spread", "hist_private_wave"])
+def test_bins_spread_over_many_regions_or_privatised_stay_silent(kernel):
+    """65,536 bins over 256 KB: a region's requests are few (the sample's hottest region, 10
+    requests where the regions average 4, is not taken at its luck); the fix, a copy of the
+    bins per CTA in one wave: four requests a region per CTA."""
+    assert run_rule(analyze(BINS, kernel, 8), "GA208", trace_ctas=8) == []
+
+
+def test_a_request_counts_once_per_line_of_the_region_it_reaches(tmp_path):
+    """Bins (7 i) mod 128 of 128 ints (one 512-byte region): each warp's 32 lanes take 32
+    distinct bins over all 4 lines, so each of the 16 CTAs' 8 requests counts 4 times: 512 on
+    the region (traced whole), one update of each bin per request."""
+    src = kernel_case(
+        tmp_path,
+        """
+        __global__ void stride_bins(const int* in, int* out, unsigned n) {
+            unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) atomicAdd(&out[(i * 7u) % 128u], in[i] | 1);
+        }
+        """,
+        "stride_bins",
+        grid=128,
+        n=16 * 256,
+    )
+    a = analyze(src, "stride_bins", 16, grid="16")
+    (f,) = run_rule(a, "GA208", trace_ctas=16, min_share=0.0)
+    e = ev(f)
+    assert e["requests_of_one_region"] == 512
+    assert e["lanes_per_request"] == 1.0
+    assert e["distinct_addresses"] == 128
+    assert f.details_as(HotAddress).region_addresses == 128

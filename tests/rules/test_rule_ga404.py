@@ -164,3 +164,36 @@ def test_more_resident_ctas_in_float_shorten_the_rounds():
     assert same.speedup == fewer.speedup  # never fewer CTAs than the kernel has now
     assert more.inputs["after_dependency_us"] < same.inputs["after_dependency_us"]
     assert more.speedup >= same.speedup >= 1.0
+
+
+def test_reported_at_the_line_that_runs_the_most_fp64_work(tmp_path):
+    """Rodinia hotspot's shape: a promoted setup line run once (``step / cap * 0.5``) before a
+    loop whose body is promoted (``2.0 * v``): one finding, at the loop's line (the setup line
+    came first and was reported, the expert's line missed); the bound, where the change
+    shortens the critical path, is at least the point."""
+    src = tmp_path / "k.cu"
+    src.write_text(
+        textwrap.dedent("""
+        __global__ void relax(const float* t, float* out, float step, float cap, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= n) return;
+            float k = step / cap * 0.5;
+            float v = t[i];
+            for (int it = 0; it < 8; ++it)
+                v = v + k * (2.0 * v - 1.5);
+            out[i] = v;
+        }
+    """)
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "relax"\ngrid = 4\nblock = 256\nseed = 1\n'
+        "[args]\nn = 1024\nstep = 0.01\ncap = 2.0\n"
+        '[buffers]\nt = { type = "float", count = 1024, fill = "random(0,1)" }\n'
+        'out = { type = "float", count = 1024, fill = "zeros" }\n'
+    )
+    _, (f,) = _ga404(src, "relax")
+    assert f.line == source_line(src, "v = v + k * (2.0 * v - 1.5);")
+    assert min(f.details.lines) < f.line  # the setup line (or its conversion) is promoted too
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    assert est.speedup >= est.inputs["point_speedup"] >= 1.0
