@@ -18,7 +18,6 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
-    element_accesses,
     field_loads,
     integer_args,
     l1_cycles,
@@ -49,18 +48,6 @@ class PackedLine(FindingDetails):
         return lanes
 
 
-@dataclass(frozen=True)
-class ElementLine(FindingDetails):
-    """One line's narrow accesses of the fields of small struct elements (4, 8 or 16 bytes) that
-    one access of the whole element would carry: the buffer, the kind (``load``/``store``), the
-    instructions (trace indices) and how many of them a thread makes per element."""
-
-    buffer: str
-    kind: str
-    insts: tuple[int, ...]
-    per_element: float
-
-
 class UnpackedFields(Rule):
     """Narrow fields of a struct, each in a 32-bit word of its own, loaded one by one.
 
@@ -73,16 +60,6 @@ class UnpackedFields(Rule):
     compare uses everything), over every use of the field in the kernel. The fields are named
     from the struct in the source (its size checked against the compiler's). Reported at each
     line that loads two or more of them from one element.
-
-    Also a small struct (4, 8 or 16 bytes, every element aligned to its size) whose byte or
-    16-bit fields a line loads, or stores, one access per field, two or more per element by
-    one thread, where one access of the whole element would carry them (stores: the fields
-    written cover the element): HeCBench's gamma-correction reads a BGRA pixel's ``.r``,
-    ``.g``, ``.b`` with three byte loads and writes its four fields with four byte stores
-    (``kernels/pixel_fields``). Each narrow store is a partial-sector write the L2 merges
-    under a byte mask. Fix: ``struct __align__(4) Pixel``, read the pixel once into a register
-    copy and store it whole; the estimate is the same roofline with the line's accesses as one
-    whole-element access each (whole sectors stored).
 
     Why it is slow
     --------------
@@ -134,7 +111,6 @@ class UnpackedFields(Rule):
     options = {"max_field_bits": 16}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
-        yield from _element_lines(self, ctx)
         view = ctx.trace_view
         structs = [b for b in view.buffers.values() if b.is_struct and b.elem_bytes >= 8]
         if not structs:
@@ -250,21 +226,6 @@ class UnpackedFields(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         view = ctx.trace_view
-        if isinstance(finding.details, ElementLine):
-            e = finding.details
-            _, recs = view.access(np.asarray(e.insts, np.int64), e.buffer)
-            req = view.weighted(recs)
-            saved = l1_cycles(req, view.weighted(recs, view.rec_sectors)) * (
-                1.0 - 1.0 / max(e.per_element, 1.0)
-            )
-            return l1_roofline_estimate(
-                ctx.device,
-                view,
-                saved,
-                f"this line's {e.per_element:.1f} {e.kind}s per element of `{e.buffer}` as one "
-                "access of the whole element (whole sectors stored, no partial-sector writes)",
-                records=recs,
-            )
         d = finding.details_as(PackedLine)
         insts = d.insts
         rec_inst = view.records["inst"]
@@ -288,8 +249,6 @@ class UnpackedFields(Rule):
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
-        if isinstance(finding.details, ElementLine):
-            return Variant("display-only", _element_fix(finding.details, ctx))
         d = finding.details_as(PackedLine)
         view = ctx.trace_view
         bi = view.buffers[d.buffer]
@@ -337,49 +296,4 @@ def _description(bi: Any, layout: Any, packing: Any) -> str:
         f"pack {len(packing.fields)} narrow fields of `{bi.name}` into one 32-bit word, {style}: "
         f"{struct} Read it once and unpack: `{packing.unpack_code('info')}`; write it as "
         f"`{packing.pack_code()}`"
-    )
-
-
-def _element_lines(rule: Rule, ctx: RuleContext) -> Iterator[Finding]:
-    """GA302's findings for :func:`gpuadvise.rules.structs.element_accesses`: a small struct's
-    fields accessed one by one where one access of the whole element would carry them."""
-    view = ctx.trace_view
-    for a in element_accesses(view, ctx.trace, ctx.same_file, source_text(ctx.source_file)):
-        bi = view.buffers[a.buffer]
-        store = a.kind == "store"
-        message = (
-            f"{a.per_element:.0f} narrow {'stores' if store else 'loads'} per element of "
-            f"`{a.buffer}` ({bi.type_name}, {bi.elem_bytes} bytes) at this line, one per field "
-            f"({', '.join(a.fields)}), where one {bi.elem_bytes}-byte access of the whole "
-            "element would carry them"
-            + (": each is a partial-sector write the L2 merges under a byte mask" if store else "")
-        )
-        yield rule.finding(
-            ctx,
-            message,
-            line=a.line,
-            evidence=[
-                Evidence("accesses_per_element", round(a.per_element, 2), 2, ">="),
-                Evidence("fields", len(a.fields)),
-                Evidence("element_bytes", bi.elem_bytes, unit="B"),
-                Evidence("pattern", "whole-element"),
-            ],
-            details=ElementLine(a.buffer, a.kind, a.insts, a.per_element),
-        )
-
-
-def _element_fix(e: ElementLine, ctx: RuleContext) -> str:
-    """The whole-element access, in words."""
-    bi = ctx.trace_view.buffers[e.buffer]
-    t, n = bi.type_name, bi.elem_bytes
-    how = (
-        f"read the element once into a register copy (`const {t} v = {e.buffer}[i];`) and take "
-        "the fields from it"
-        if e.kind == "load"
-        else f"build the element in a register copy and store it once (`{e.buffer}[i] = v;`)"
-    )
-    return (
-        f"access `{e.buffer}`'s {n}-byte elements whole: give `{t}` {n}-byte alignment "
-        f"(`struct __align__({n}) {t} {{ ... }};`, the same size) so that the compiler moves it "
-        f"as one {8 * n}-bit word, and {how}"
     )

@@ -181,7 +181,7 @@ from gpuadvise.rules.scans import (
     with_scan_shuffled,
 )
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
-from gpuadvise.rules.structs import element_accesses, struct_for
+from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
     copy_statement,
     find_transposition,
@@ -230,7 +230,6 @@ __all__ = [
     "distinct",
     "distinct_records",
     "dram_bytes_per_s",
-    "element_accesses",
     "elements",
     "elementwise_diff",
     "elementwise_vector_diff",

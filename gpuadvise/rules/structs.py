@@ -7,23 +7,12 @@ through :func:`gpuadvise.toolchain.struct_layouts`, which sized the buffer): :fu
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 
 from gpuadvise.trace.view import BufferInfo
 
-__all__ = [
-    "ElementAccess",
-    "StructField",
-    "StructLayout",
-    "WHOLE_ELEMENT_BYTES",
-    "element_accesses",
-    "parse_struct",
-    "struct_for",
-]
+__all__ = ["StructField", "StructLayout", "parse_struct", "struct_for"]
 
 
 @dataclass(frozen=True)
@@ -253,75 +242,3 @@ def struct_for(buffer: BufferInfo, text: str) -> StructLayout | None:
         return None
     layout = parse_struct(text, buffer.type_name)
     return layout if layout is not None and layout.size == buffer.elem_bytes else None
-
-
-WHOLE_ELEMENT_BYTES = (4, 8, 16)
-"""Element sizes one global access carries (a 32-, 64- or 128-bit load or store)."""
-
-
-@dataclass(frozen=True)
-class ElementAccess:
-    """One line's narrow accesses (``kind``: ``load``/``store``) of a small struct buffer's
-    fields: the trace instructions, the fields by name and the accesses a thread makes per
-    element (on average over the thread-elements the line touches)."""
-
-    buffer: str
-    kind: str
-    line: int
-    insts: tuple[int, ...]
-    fields: tuple[str, ...]
-    per_element: float
-
-
-def element_accesses(
-    view: Any, trace: Any, same_file: Callable[[Any], bool], text: str
-) -> list[ElementAccess]:
-    """The lines whose loads (or stores) of one element of a small struct (4, 8 or 16 bytes,
-    every element aligned to its size) are one sub-word access (1 or 2 bytes) per field, at
-    least two per element by one thread on average, where one access of the whole element would
-    carry them (stores: the fields written cover the element). Word fields read one by one are
-    GA303's (vector loads). HeCBench's gamma-correction:
-    ``pixel[i].r``, ``.g``, ``.b`` are three byte loads of a 4-byte BGRA pixel, and
-    ``pixel[i].set(...)`` four byte stores. ``text``: the source, to name the fields."""
-    from gpuadvise.trace.access import Kind
-    from gpuadvise.trace.view import field_loads
-
-    out: list[ElementAccess] = []
-    for bi in view.buffers.values():
-        n = bi.elem_bytes
-        if not bi.is_struct or n not in WHOLE_ELEMENT_BYTES or bi.base % n:
-            continue
-        layout = struct_for(bi, text)
-        for kind in (Kind.LOAD, Kind.STORE):
-            insts = [
-                i
-                for i, x in enumerate(trace.instructions)
-                if x.kind == kind and 0 < x.width < min(n, 4)
-            ]
-            lanes, _ = view.access(np.array(insts, np.int64), bi.name)
-            fields = field_loads(lanes, n)
-            by_line: dict[int, list[int]] = {}
-            for inst in fields:
-                file, line = view.inst_line[inst]
-                if line is not None and same_file(file):
-                    by_line.setdefault(line, []).append(inst)
-            for line, li in sorted(by_line.items()):
-                spans = sorted({(fields[i][0], fields[i][1]) for i in li})
-                if len(spans) < 2:
-                    continue
-                sub = lanes.take(np.isin(lanes.inst, li))
-                key = (sub.cta.astype(np.int64) << 54) | (sub.tid.astype(np.int64) << 44)
-                key |= sub.off // n
-                pairs = np.unique(np.stack([key, sub.inst.astype(np.int64)]), axis=1)
-                _, per = np.unique(pairs[0], return_counts=True)
-                per_element = float(per.mean()) if len(per) else 0.0
-                whole = sum(w for _, w in spans) >= n
-                if per_element < 2.0 or (kind == Kind.STORE and not whole):
-                    continue
-                names = tuple(
-                    layout.describe(o, w) if layout is not None else f"bytes {o}..{o + w - 1}"
-                    for o, w in spans
-                )
-                out.append(ElementAccess(bi.name, kind.name.lower(), line,
-                                         tuple(sorted(int(i) for i in li)), names, per_element))  # fmt: skip
-    return out
