@@ -123,9 +123,9 @@ class UncoalescedAccess(Rule):
     How the estimate is made
     ------------------------
     An upper bound from the launch's execution model over the sampled CTAs. The SMs' L1 data
-    path returns 128 bytes (4 sectors) a cycle, a wavefront per 128-byte line a request touches
-    (lanes 64 bytes apart: 16 cycles), so the line's requests cost ``max(requests, sectors / 4,
-    lines)`` cycles before the fix and their ideal after; DRAM moves the distinct bytes. A
+    path returns 128 bytes (4 sectors) a cycle and takes at least a cycle per request, so the
+    line's requests cost ``max(requests, sectors / 4)`` cycles before the fix and their ideal
+    after; DRAM moves the distinct bytes. A
     thread-per-row walk in a launch of more than a wave is fixed by staging its rows through
     shared memory (a conflict-free shared request per access after); in a smaller launch by a
     warp per row (32x the warps, as many as the device holds). The proxy measures a layout
@@ -366,7 +366,6 @@ class UncoalescedAccess(Rule):
             what + (", with every access to the buffer in the new layout" if d.aos else ""),
             records=records,
             proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
-            before_l1_extra=walks.line_wavefronts(view, records),
             **extra,
         )
 

@@ -31,7 +31,6 @@ from gpuadvise.rules import (
     stride_mode,
     transpose_body,
     transpose_tiles,
-    walks,
 )
 
 TILE_ROWS_PER_THREAD = 4
@@ -111,9 +110,7 @@ class TransposeThroughShared(Rule):
     How the estimate is made
     ------------------------
     An upper bound by the layout rules' roofline (``l1_roofline_estimate``: the SMs' L1 data
-    path, ``max(requests, sectors / 4)`` cycles per line and a wavefront per 128-byte line a
-    strided request touches: 32 for lanes 136 bytes apart, hecbench's kmeans feature_transpose,
-    measured 1.61x on an H200 for a 1.67x point; against a DRAM floor): the strided
+    path, ``max(requests, sectors / 4)`` cycles per line, against a DRAM floor): the strided
     side's sectors come down to its ideal and its requests to one per 4 sectors; the shared
     tile's traffic goes through another pipe and is not charged. It leaves out the DRAM sectors
     and partial-sector writes the strided side wastes (the roofline counts each byte once), so
@@ -271,7 +268,6 @@ class TransposeThroughShared(Rule):
             f"({in_flight} bytes per warp)",
             records=np.asarray(recs, np.int64),
             in_flight_after=float(in_flight),
-            before_l1_extra=walks.line_wavefronts(view, recs),
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

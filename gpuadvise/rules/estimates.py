@@ -381,7 +381,6 @@ def l1_roofline_estimate(
     in_flight_after: float | None = None,
     proxy_records: np.ndarray | None = None,
     warps_factor: float = 1.0,
-    before_l1_extra: float = 0.0,
 ) -> Estimate:
     """The layout rules' estimate on the launch roofline: the traced launch against the same
     launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
@@ -395,10 +394,7 @@ def l1_roofline_estimate(
     measures the change at that line alone, so its own estimate, the same roofline over those
     records alone before and after, goes in ``inputs["proxy_point_speedup"]`` and
     ``inputs["proxy_bound_speedup"]`` (the like-for-like comparison for a proxy measurement);
-    the whole-kernel estimate stays the estimate. ``before_l1_extra``: L1 cycles (sampled CTAs)
-    the finding's ``records`` take before the change beyond ``max(requests, sectors / 4)`` (a
-    strided request's one wavefront per 128-byte line: :func:`gpuadvise.rules.walks.
-    line_wavefronts`); the change brings them to the ideal, so only the before counts them."""
+    the whole-kernel estimate stays the estimate."""
     total = view.l1_total()
     saved = min(saved_cycles, total * 0.999)
     inputs: dict[str, Any] = {
@@ -423,8 +419,6 @@ def l1_roofline_estimate(
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
         after = view_traffic(device, view, records)
-        if before_l1_extra > 0:
-            before = replace(before, l1_cycles=before.l1_cycles + before_l1_extra * view.scale)
     if in_flight_after is not None:
         after = replace(after, bytes_in_flight_per_warp=in_flight_after)
     if warps_factor != 1.0 and device.sm_count:

@@ -35,7 +35,6 @@ __all__ = [
     "address_streams",
     "display_fix",
     "group_walks",
-    "line_wavefronts",
     "other_kind_insts",
     "row_walk",
     "soa_variant",
@@ -148,21 +147,6 @@ def staged_rows(device: Any, view: Any, pattern: str) -> bool:
     threads = int(np.prod(view.block))
     warps = float(view.total_ctas * -(-threads // 32))
     return warps > view_traffic(device, view).resident_warps
-
-
-def line_wavefronts(view: Any, recs: Any) -> float:
-    """The L1 cycles the requests ``recs`` (record indices) take beyond ``max(1, sectors / 4)``
-    (the data path's 128 bytes a cycle), counting one wavefront per distinct 128-byte line a
-    request touches: lanes 64 bytes apart touch 16 lines with their 32 sectors (16 cycles, not
-    8), lanes 136 bytes apart 32 (feature_transpose's rows). Summed over the sampled CTAs."""
-    recs = np.asarray(recs, np.int64)
-    if not len(recs):
-        return 0.0
-    rs = view.sector_counts
-    extra = np.zeros(len(view.records))
-    lines = rs.lines[recs].astype(np.float64)
-    extra[recs] = np.maximum(lines - np.maximum(1.0, rs.sectors[recs] / 4.0), 0.0)
-    return view.weighted(recs, extra)
 
 
 def address_streams(

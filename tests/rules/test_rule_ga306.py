@@ -247,33 +247,3 @@ def test_cuda_samples_transpose_naive_from_the_mirror(tmp_path):
     (f,) = ga306(src, "transposeNaive", spec)
     assert "odata[index_out + i]" in src.read_text().splitlines()[f.line - 1]
     assert check_variants(tmp_path, src, "transposeNaive", spec, f, "odata") >= 1
-
-
-def test_the_strided_side_is_charged_a_wavefront_per_128_byte_line(tmp_path):
-    # lanes 288 bytes apart (72 floats): every full request touches 32 lines with its 32
-    # sectors, 32 L1 cycles where sectors / 4 says 8; the estimate's before counts the 24 more
-    from gpuadvise.analyze.evaluate import rule_context
-    from gpuadvise.rules import walks
-    from gpuadvise.rules.config import Config
-
-    src, spec = transposed(tmp_path)
-    a = analyze(src, "transpose_naive", 8, spec=str(spec))
-    (f,) = run_rule(a, "GA306", 8)
-    ctx = rule_context(a, Config(trace_ctas=8, select=("GA306",)))
-    view = ctx.trace_view
-    buf, insts = f.details.strided()
-    _, recs = view.access(np.array(insts, np.int64), buf)
-    lines = view.sector_counts.lines[recs]
-    full = (view.rec_sectors[recs] == 32) & (lines == 32)
-    assert full.any()
-    extra = walks.line_wavefronts(view, recs)
-    assert extra >= 24 * view.weighted(recs[full])
-    # the same launch without the extra cycles: a smaller point and bound
-    from gpuadvise.rules import l1_roofline_estimate
-
-    plain = l1_roofline_estimate(ctx.device, view, 0.0, "x", records=np.asarray(recs, np.int64))
-    charged = l1_roofline_estimate(
-        ctx.device, view, 0.0, "x", records=np.asarray(recs, np.int64), before_l1_extra=extra
-    )
-    assert charged.inputs["before_l1_us"] > plain.inputs["before_l1_us"]
-    assert charged.speedup >= plain.speedup
