@@ -125,11 +125,11 @@ class UncoalescedAccess(Rule):
     An upper bound from the launch's execution model over the sampled CTAs. The SMs' L1 data
     path returns 128 bytes (4 sectors) a cycle and takes at least a cycle per request, so the
     line's requests cost ``max(requests, sectors / 4)`` cycles before the fix and their ideal
-    after; DRAM moves the distinct bytes. A
-    thread-per-row walk in a launch of more than a wave is fixed by staging its rows through
-    shared memory (a conflict-free shared request per access after); in a smaller launch by a
-    warp per row (32x the warps, as many as the device holds). The proxy measures a layout
-    change's line alone.
+    after; DRAM moves the distinct bytes; rows that overflow the L1 (walks.row_refetch) are read
+    again from the L2 before. A thread-per-row walk in a launch of more than a wave is fixed by
+    staging its rows through shared memory (a conflict-free shared request per access after);
+    in a smaller launch by a warp per row (32x the warps, as many as the device holds). The
+    proxy measures a layout change's line alone.
 
     Fix safety
     ----------
@@ -335,7 +335,7 @@ class UncoalescedAccess(Rule):
         d = finding.details_as(BufferAccess)
         if d.pattern in ("gather", "constant-gather"):
             return walks.gather_estimate(d.pattern == "constant-gather")
-        _, recs = d.access(ctx)
+        lanes, recs = d.access(ctx)
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
         ideal = view.weighted(recs, view.rec_ideal)
@@ -358,14 +358,15 @@ class UncoalescedAccess(Rule):
                 "in_flight_after": before.bytes_in_flight_per_warp * ideal / sect,
             }
             what += ", a warp per row (32x the warps, each with the row's ideal sectors in flight)"
-        records = buffer_records(view, d.buffer) if d.aos else recs
+        refetch = walks.row_refetch(ctx, d.buffer, lanes, recs) if d.kind == "load" else 0.0
         return l1_roofline_estimate(
             ctx.device,
             view,
             saved,
             what + (", with every access to the buffer in the new layout" if d.aos else ""),
-            records=records,
+            records=buffer_records(view, d.buffer) if d.aos else recs,
             proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
+            before_l2_extra=refetch,
             **extra,
         )
 

@@ -36,6 +36,7 @@ __all__ = [
     "display_fix",
     "group_walks",
     "other_kind_insts",
+    "row_refetch",
     "row_walk",
     "soa_variant",
     "staged_rows",
@@ -147,6 +148,35 @@ def staged_rows(device: Any, view: Any, pattern: str) -> bool:
     threads = int(np.prod(view.block))
     warps = float(view.total_ctas * -(-threads // 32))
     return warps > view_traffic(device, view).resident_warps
+
+
+def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
+    """The L2 load sectors (sampled CTAs) a strided load's requests ``recs`` fetch again
+    because the rows the SM's resident threads walk do not fit its L1: each thread keeps the
+    128-byte lines of its row (its lanes' distinct lines) until it has read them; over an SM's
+    threads those exceed the L1 the launch leaves (:func:`gpuadvise.rules.l1_bytes_left`) by
+    a factor, and that share of the sectors a request touches beyond those it uses is read
+    from the L2 again. HeCBench's kmeans feature_transpose: 2048 threads an SM, each row
+    136 bytes over two lines, 512 KB of rows for a 256 KB L1 (1.54-1.62x measured for the
+    tile transpose on an H200, where a DRAM floor alone says 1.0x). 0 when the rows fit."""
+    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.rules.repeats import l1_bytes_left
+
+    view, device = ctx.trace_view, ctx.device
+    if not len(lanes) or not device.sm_count:
+        return 0.0
+    base = int(view.buffers[buffer].base)
+    thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
+    pairs = np.unique(np.stack([thread, (base + lanes.off.astype(np.int64)) // 128]), axis=1)
+    lines_per_thread = pairs.shape[1] / max(len(np.unique(thread)), 1)
+    threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
+    footprint = threads * lines_per_thread * 128.0
+    l1 = float(l1_bytes_left(device, ctx.occupancy))
+    if footprint <= l1 or l1 <= 0:
+        return 0.0
+    recs = np.asarray(recs, np.int64)
+    waste = view.weighted(recs, view.rec_sectors) - view.weighted(recs, view.rec_ideal)
+    return max(waste, 0.0) * (1.0 - l1 / footprint)
 
 
 def address_streams(

@@ -81,3 +81,49 @@ def test_the_loop_and_the_tail_of_one_key_walk_are_one_finding(tmp_path: Path):
     assert f.line == source_line(src, "// loop")
     assert f.details.pattern == "thread-per-row"
     assert f"(with line {source_line(src, '// tail')}: the same walk" in f.message
+
+
+ROWS34 = """
+__global__ void row_sums34(const float* __restrict__ in, float* __restrict__ out, int n) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    float s = 0.0f;
+#pragma unroll 1
+    for (int i = 0; i < 34; i++) s += in[t * 34 + i];  // row
+    out[t] = s;
+}
+"""
+
+
+def test_rows_that_overflow_the_l1_are_refetched_from_the_l2(tmp_path: Path):
+    # kmeans feature_transpose's reads: 2048 threads an SM, each row 136 bytes over two
+    # 128-byte lines: 512 KB of rows for the H100's 256 KB L1, so about half of the sectors a
+    # request touches beyond its own are read again from the L2 (1.54-1.62x measured for the
+    # tile transpose on an H200); 64-byte rows (hash_macro: 256 KB) about fit: next to nothing
+    from gpuadvise.analyze.evaluate import rule_context
+    from gpuadvise.rules import walks
+    from gpuadvise.rules.config import Config
+
+    src = tmp_path / "k.cu"
+    src.write_text(textwrap.dedent(ROWS34))
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "row_sums34"\ngrid = 2112\nblock = 256\nseed = 1\n\n'
+        '[args]\nn = 540672\n\n[buffers]\nin = "float[18382848]"\nout = "float[540672]"\n'
+    )
+    a = analyze(src, "row_sums34", TRACE_CTAS, spec=str(tmp_path / "case.toml"))
+    (f,) = [f for f in run_rule(a, "GA301", TRACE_CTAS) if f.details.buffer == "in"]
+    assert f.line == source_line(src, "// row") and f.details.pattern == "thread-per-row"
+    ctx = rule_context(a, Config(trace_ctas=TRACE_CTAS, select=("GA301",)))
+    lanes, recs = f.details.access(ctx)
+    view = ctx.trace_view
+    waste = view.weighted(recs, view.rec_sectors) - view.weighted(recs, view.rec_ideal)
+    got = walks.row_refetch(ctx, "in", lanes, recs)
+    assert 0.3 * waste < got < 0.7 * waste
+    assert f.estimated_speedup.inputs["point_speedup"] > 1.05  # a warning, not a note
+    b = _analysis("hash_macro")
+    ctx = rule_context(b, Config(trace_ctas=TRACE_CTAS, select=("GA301",)))
+    (g,) = run_rule(b, "GA301", TRACE_CTAS)
+    lanes, recs = g.details.access(ctx)
+    view = ctx.trace_view
+    waste = view.weighted(recs, view.rec_sectors) - view.weighted(recs, view.rec_ideal)
+    assert walks.row_refetch(ctx, "keys", lanes, recs) < 0.05 * waste  # 256 KB: at the edge
