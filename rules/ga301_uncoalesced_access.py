@@ -122,14 +122,14 @@ class UncoalescedAccess(Rule):
 
     How the estimate is made
     ------------------------
-    An upper bound from a roofline over the sampled CTAs, scaled to the launch. The SMs' L1 data
-    path returns 128 bytes (4 sectors) per cycle and takes at least a cycle per request, so a
-    line costs ``max(requests, sectors / 4)`` cycles; the kernel's L1 time is the sum over its
-    lines over ``SMs x clock``. DRAM time is the distinct bytes the launch reads and writes over
-    the peak bandwidth (each byte moved once: the floor the layout cannot beat). The fix brings
-    the line's sectors down to its ideal: ``max(T_l1, T_dram) / max(T_l1 - saved, T_dram)``.
-    Latency is ignored (that study's kernels were latency-bound), so the real gain is smaller; the
-    proxy measures it.
+    An upper bound from the launch's execution model over the sampled CTAs. The SMs' L1 data
+    path returns 128 bytes (4 sectors) a cycle and takes at least a cycle per request, so the
+    line's requests cost ``max(requests, sectors / 4)`` cycles before the fix and their ideal
+    after; DRAM moves the distinct bytes; rows that overflow the L1 (walks.row_refetch) are read
+    again from the L2 before. A thread-per-row walk in a launch of more than a wave is fixed by
+    staging its rows through shared memory (a conflict-free shared request per access after);
+    in a smaller launch by a warp per row (32x the warps, as many as the device holds). The
+    proxy measures a layout change's line alone.
 
     Fix safety
     ----------
@@ -208,24 +208,16 @@ class UncoalescedAccess(Rule):
                 fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
                 stride = stride_mode(lanes)
                 step = walks.thread_step(lanes)
-                per_row = (
-                    fp_excess <= walks.ROW_FOOTPRINT_EXCESS_PCT
-                    and step is not None
-                    and stride is not None
-                    and abs(step) == int(np.max(lanes.width))
-                    and abs(stride) > 2 * walks.VECTOR_BYTES
-                )
+                width = int(np.max(lanes.width))
+                per_row = walks.row_walk(step, stride, width, fp_excess, view.buffers[b])
                 if fp_excess < min_excess and not per_row and not scattered:
                     # the warp's other accesses of this line use the rest of the sectors
                     # (in[i] + in[i + 1]): vector loads fix it (GA303)
                     continue
-                if stride is not None and abs(stride) == view.buffers[b].elem_bytes == int(
-                    np.max(lanes.width)
-                ):
+                if stride is not None and abs(stride) == view.buffers[b].elem_bytes == width:
                     # consecutive threads already read consecutive whole elements: the sectors
                     # lost are the rows' (a warp over two 16-wide rows of bytes, a shifted
                     # window's misalignment), which no layout or index change removes
-                    # (HeCBench's entropy: "a strided walk (1 bytes between consecutive threads)")
                     continue
                 f = self._finding(
                     ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
@@ -306,7 +298,8 @@ class UncoalescedAccess(Rule):
         else:
             pattern = "strided" if stride else "scattered"
         if not aos:
-            what = walks.walk_advice(pattern, cl.kind, stride, width, bi.elem_bytes)
+            staged = walks.staged_rows(ctx.device, view, pattern)
+            what = walks.walk_advice(pattern, cl.kind, stride, width, bi.elem_bytes, staged)
         evidence = [
             Evidence("excess_sectors_pct", round(own.excess_pct, 2),
                      ctx.option("min_excess_pct"), ">=", "%"),
@@ -342,7 +335,7 @@ class UncoalescedAccess(Rule):
         d = finding.details_as(BufferAccess)
         if d.pattern in ("gather", "constant-gather"):
             return walks.gather_estimate(d.pattern == "constant-gather")
-        _, recs = d.access(ctx)
+        lanes, recs = d.access(ctx)
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
         ideal = view.weighted(recs, view.rec_ideal)
@@ -351,7 +344,12 @@ class UncoalescedAccess(Rule):
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
         )
         extra: dict[str, Any] = {}
-        if d.pattern == "thread-per-row" and sect > 0:
+        if walks.staged_rows(ctx.device, view, d.pattern):
+            what += (
+                ", the rows staged through shared memory (coalesced loads; each thread's "
+                "accesses then one conflict-free shared request each)"
+            )
+        elif d.pattern == "thread-per-row" and sect > 0:
             # the fix gives each row a warp: 32 times the warps (as many as the device holds)
             # each keeping the row's ideal sectors in flight instead of a sector per lane
             before = view_traffic(ctx.device, view)
@@ -360,6 +358,7 @@ class UncoalescedAccess(Rule):
                 "in_flight_after": before.bytes_in_flight_per_warp * ideal / sect,
             }
             what += ", a warp per row (32x the warps, each with the row's ideal sectors in flight)"
+        refetch = walks.row_refetch(ctx, d.buffer, lanes, recs) if d.kind == "load" else 0.0
         return l1_roofline_estimate(
             ctx.device,
             view,
@@ -367,6 +366,7 @@ class UncoalescedAccess(Rule):
             what + (", with every access to the buffer in the new layout" if d.aos else ""),
             records=buffer_records(view, d.buffer) if d.aos else recs,
             proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
+            before_l2_extra=refetch,
             **extra,
         )
 
@@ -381,7 +381,8 @@ class UncoalescedAccess(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)
         if not d.aos:  # no proxy for a remapping of the threads
-            return walks.display_fix(d.pattern, d.kind, d.buffer, d.stride)
+            staged = walks.staged_rows(ctx.device, ctx.trace_view, d.pattern)
+            return walks.display_fix(d.pattern, d.kind, d.buffer, d.stride, staged)
         buffer, view = d.buffer, ctx.trace_view
         bi = view.buffers[buffer]
         # the lines' loads and stores of the buffer: a load alone, a store alone or a

@@ -31,6 +31,7 @@ from gpuadvise.rules import (
     stride_mode,
     transpose_body,
     transpose_tiles,
+    walks,
 )
 
 TILE_ROWS_PER_THREAD = 4
@@ -111,7 +112,9 @@ class TransposeThroughShared(Rule):
     ------------------------
     An upper bound by the layout rules' roofline (``l1_roofline_estimate``: the SMs' L1 data
     path, ``max(requests, sectors / 4)`` cycles per line, against a DRAM floor): the strided
-    side's sectors come down to its ideal and its requests to one per 4 sectors; the shared
+    side's sectors come down to its ideal and its requests to one per 4 sectors, and the
+    sectors its rows refetch from the L2 where they overflow the L1 (``walks.row_refetch``:
+    kmeans feature_transpose, 512 KB of rows an SM) go; the shared
     tile's traffic goes through another pipe and is not charged. It leaves out the DRAM sectors
     and partial-sector writes the strided side wastes (the roofline counts each byte once), so
     the measured gain can be larger: the variant is measured.
@@ -250,7 +253,7 @@ class TransposeThroughShared(Rule):
         d = finding.details_as(TransposeAccess)
         view = ctx.trace_view
         buf, insts = d.strided()
-        _, recs, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
+        lanes, recs, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
         saved = l1_cycles(req, sect) - l1_cycles(ideal / 4.0, ideal)
         # the variant's launch: 32x8 threads per 32x32 tile, each warp loading 4 rows of 32
         # consecutive elements before the barrier (the loads independent: all in flight)
@@ -268,6 +271,7 @@ class TransposeThroughShared(Rule):
             f"({in_flight} bytes per warp)",
             records=np.asarray(recs, np.int64),
             in_flight_after=float(in_flight),
+            before_l2_extra=0.0 if d.load_coalesced else walks.row_refetch(ctx, buf, lanes, recs),
         )
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:

@@ -382,6 +382,7 @@ def l1_roofline_estimate(
     proxy_records: np.ndarray | None = None,
     warps_factor: float = 1.0,
     extra_before_cycles: float = 0.0,
+    before_l2_extra: float = 0.0,
 ) -> Estimate:
     """The layout rules' estimate on the launch roofline: the traced launch against the same
     launch with ``records`` (the finding's accesses) moving only the bytes they use, or, without
@@ -395,7 +396,9 @@ def l1_roofline_estimate(
     measures the change at that line alone, so its own estimate, the same roofline over those
     records alone before and after, goes in ``inputs["proxy_point_speedup"]`` and
     ``inputs["proxy_bound_speedup"]`` (the like-for-like comparison for a proxy measurement);
-    the whole-kernel estimate stays the estimate.
+    the whole-kernel estimate stays the estimate. ``before_l2_extra``: L2 load sectors (sampled
+    CTAs) the ``records`` refetch before the change because the rows the resident warps walk
+    do not fit the L1 (:func:`gpuadvise.rules.walks.row_refetch`); the change reads each once.
 
     ``extra_before_cycles`` (sampled CTAs): L1 data-path cycles the finding's records take
     before the change beyond ``max(1, sectors / 4)`` each (GA305: a request's 128-byte lines,
@@ -426,6 +429,9 @@ def l1_roofline_estimate(
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
         after = view_traffic(device, view, records)
+        if before_l2_extra > 0:
+            extra = before_l2_extra * view.scale
+            before = replace(before, l2_load_sectors=before.l2_load_sectors + extra)
     if in_flight_after is not None:
         after = replace(after, bytes_in_flight_per_warp=in_flight_after)
     if warps_factor != 1.0 and device.sm_count:

@@ -36,7 +36,10 @@ __all__ = [
     "display_fix",
     "group_walks",
     "other_kind_insts",
+    "row_refetch",
+    "row_walk",
     "soa_variant",
+    "staged_rows",
     "thread_step",
     "walk_advice",
 ]
@@ -48,8 +51,9 @@ sectors however wide their loads (GA303's fix leaves the excess). A thread walki
 most two vectors (8 floats) is GA303's (two float4 loads a lane, every sector of the warp's
 requests used), not a thread-per-row walk: a warp per 32-byte row would idle most lanes."""
 ROW_FOOTPRINT_EXCESS_PCT = 25.0
-"""A thread-per-row walk: the warp's own accesses over the line's iterations leave at most this
-share of the sectors they touch unused (each thread reads its whole row)."""
+"""A thread-per-row walk kept whatever its requests' excess: the warp's own accesses over the
+line's iterations leave at most this share of the sectors they touch unused (each thread reads
+its whole row)."""
 GATHER_TABLE_BYTES = 48 * 1024
 """A gather into a buffer of at most this many bytes is a lookup table (GA305 stages it whole in
 shared memory: its ``max_table_bytes``); a bigger one is GA301's scattered gather."""
@@ -112,6 +116,69 @@ def thread_step(lanes: Any) -> int | None:
     return int(vals[np.argmax(counts)])
 
 
+def row_walk(
+    step: int | None, stride: int | None, width: int, footprint_excess: float, buffer: Any
+) -> bool:
+    """Whether a line's lanes walk a row each: every thread steps through contiguous bytes of its
+    own (``step`` = the access ``width``) and consecutive threads are more than two vectors
+    apart (``stride``), so every lane of a request has its own sector and no vector load
+    shares them. The thread may read all of its row (a reduction over it) or part of it (a hash
+    of a key of variable length: jenkins-hash's ``keys + id * 16``), at one line or several; in
+    an array of structures (``buffer.is_struct``) only the whole struct (the warp's
+    ``footprint_excess`` at most :data:`ROW_FOOTPRINT_EXCESS_PCT`): a few fields read in a row
+    are a field walk (a structure of arrays fixes it)."""
+    if footprint_excess > ROW_FOOTPRINT_EXCESS_PCT and buffer.is_struct:
+        return False
+    return (
+        step is not None
+        and stride is not None
+        and abs(step) == width
+        and abs(stride) > 2 * VECTOR_BYTES
+    )
+
+
+def staged_rows(device: Any, view: Any, pattern: str) -> bool:
+    """Whether a walk is a thread-per-row walk in a launch of more warps than the device holds
+    at once: a warp per row would only queue more warps, so it is fixed by staging the rows
+    through shared memory instead (the threads keep their rows)."""
+    if pattern != "thread-per-row":
+        return False
+    from gpuadvise.rules.estimates import view_traffic
+
+    threads = int(np.prod(view.block))
+    warps = float(view.total_ctas * -(-threads // 32))
+    return warps > view_traffic(device, view).resident_warps
+
+
+def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
+    """The L2 load sectors (sampled CTAs) a strided load's requests ``recs`` fetch again
+    because the rows the SM's resident threads walk do not fit its L1: each thread keeps the
+    128-byte lines of its row (its lanes' distinct lines) until it has read them; over an SM's
+    threads those exceed the L1 the launch leaves (:func:`gpuadvise.rules.l1_bytes_left`) by
+    a factor, and that share of the sectors a request touches beyond those it uses is read
+    from the L2 again. HeCBench's kmeans feature_transpose: 2048 threads an SM, each row
+    136 bytes over two lines, 512 KB of rows for a 256 KB L1 (1.54-1.62x measured for the
+    tile transpose on an H200, where a DRAM floor alone says 1.0x). 0 when the rows fit."""
+    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.rules.repeats import l1_bytes_left
+
+    view, device = ctx.trace_view, ctx.device
+    if not len(lanes) or not device.sm_count:
+        return 0.0
+    base = int(view.buffers[buffer].base)
+    thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
+    pairs = np.unique(np.stack([thread, (base + lanes.off.astype(np.int64)) // 128]), axis=1)
+    lines_per_thread = pairs.shape[1] / max(len(np.unique(thread)), 1)
+    threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
+    footprint = threads * lines_per_thread * 128.0
+    l1 = float(l1_bytes_left(device, ctx.occupancy))
+    if footprint <= l1 or l1 <= 0:
+        return 0.0
+    recs = np.asarray(recs, np.int64)
+    waste = view.weighted(recs, view.rec_sectors) - view.weighted(recs, view.rec_ideal)
+    return max(waste, 0.0) * (1.0 - l1 / footprint)
+
+
 def address_streams(
     view: Any, insts: Any, buffers: list[str], data_addressed: set[int]
 ) -> Iterator[tuple[str, Any]]:
@@ -146,10 +213,34 @@ def address_streams(
             yield b, np.array(sorted(groups[key]), np.int64)
 
 
-def walk_advice(pattern: str, kind: Kind, stride: int | None, width: int, elem: int) -> str:
+def walk_advice(
+    pattern: str, kind: Kind, stride: int | None, width: int, elem: int, staged: bool = False
+) -> str:
     """The sentence that names a walk's pattern and its fix (after the finding's sector counts);
-    ``field-walk`` is the caller's (it names the struct's fields)."""
+    ``field-walk`` is the caller's (it names the struct's fields). ``staged``: a thread-per-row
+    walk in a launch of more than a wave (:func:`staged_rows`) is fixed by staging the
+    rows through shared memory, not by a warp per row."""
     load = kind == Kind.LOAD
+    if pattern == "thread-per-row" and staged:
+        if load:
+            fix = (
+                "stage each CTA's rows through shared memory: its threads load the rows' "
+                "bytes together with coalesced 16-byte loads (lane l loads vectors l, l + 32, "
+                "... of the CTA's contiguous rows; pad each row by 4 bytes against bank "
+                "conflicts), __syncthreads(), and each thread walks its row in shared memory"
+            )
+        else:
+            fix = (
+                "let each thread write its row to shared memory (rows padded by 4 bytes), "
+                "__syncthreads(), and store the CTA's rows together with coalesced 16-byte "
+                "stores"
+            )
+        return (
+            f"; each thread walks its own row (thread per row: consecutive threads are "
+            f"{stride} bytes apart, and each steps {width} bytes through its row), so every "
+            f"lane of a request {'reads' if load else 'writes'} its own sector: {fix} (or give "
+            "each row a warp where its work splits across lanes)"
+        )
     if pattern == "thread-per-row":
         if load:
             fix = (
@@ -234,11 +325,28 @@ def other_kind_insts(
     return np.unique(np.concatenate([np.array(insts, np.int64), *more]))
 
 
-def display_fix(pattern: str, kind: str, buffer: str, stride: int | None) -> Variant | None:
+def display_fix(
+    pattern: str, kind: str, buffer: str, stride: int | None, staged: bool = False
+) -> Variant | None:
     """The display-only variant of a walk that no proxy reproduces (a remapping of the
-    threads); None for a gather (no layout or launch change fixes addresses the data chose)."""
+    threads, or ``staged``: a thread-per-row walk's rows staged through shared memory); None
+    for a gather (no layout or launch change fixes addresses the data chose)."""
     if pattern in ("gather", "constant-gather"):
         return None
+    if pattern == "thread-per-row" and staged:
+        return Variant(
+            "display-only",
+            f"stage each CTA's rows of `{buffer}` through shared memory: "
+            + (
+                "the CTA's threads load its contiguous rows with coalesced 16-byte loads into "
+                "`__shared__` rows padded by 4 bytes, __syncthreads(), and each thread reads its "
+                "row there"
+                if kind != "store"
+                else "each thread writes its row to `__shared__` rows padded by 4 bytes, "
+                "__syncthreads(), and the CTA stores its contiguous rows with coalesced "
+                "16-byte stores"
+            ),
+        )
     if pattern == "thread-per-row":
         each = (
             "writes elements l, l + 32, ... of the row (consecutive words in every request)"
