@@ -113,7 +113,7 @@ from gpuadvise.rules.launch_reuse import (
     tile_estimate,
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
-from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
+from gpuadvise.rules.narrow_loads import narrow_context, narrow_estimate, narrow_loads
 from gpuadvise.rules.one_element import (
     COMBINES,
     PER_ITERATION,
@@ -291,6 +291,7 @@ __all__ = [
     "ModelUnavailable",
     "move_declarations",
     "MOVE_LOAD",
+    "narrow_context",
     "narrow_estimate",
     "narrow_loads",
     "narrow_variant",
