@@ -85,10 +85,10 @@ class ScalarGlobalAccess(Rule):
     in nine of ten requests, half a warp active or more) that make at
     least half the global-load links of a warp's critical path, in a launch bound (at
     sustained rates) by its warps' chains of dependent loads (one load per loop iteration, used
-    before the next is issued) or by Little's law, whose model says that a thread taking
-    ``k = 16 / width`` consecutive elements with one 16-byte access would be at least
-    ``min_narrow_speedup`` faster. Reported once per kernel, at the line of the load with the
-    most requests.
+    before the next is issued) or by Little's law, or by its issue or pipes with at least half
+    its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
+    whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
+    16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
 
     Why it is slow
     --------------

@@ -123,6 +123,9 @@ def batch_ratio(program: Program, sass: Sequence[SassInstruction], lines: set[in
             regs = tuple(reg.findall(ins.operands))
             stores = ins.base_opcode.startswith(("ST", "RED", "ATOM"))
             defs, uses = ((), regs) if stores or not regs else (regs[:1], regs[1:])
+            if load and defs:  # a 64- or 128-bit load writes two or four registers
+                n = 4 if ".128" in ins.opcode else 2 if ".64" in ins.opcode else 1
+                defs = tuple(str(int(defs[0]) + k) for k in range(n))
             yield load, load and ins.call_site[1] in lines, defs, uses
 
     def per_wait(steps: Iterable[tuple[bool, bool, tuple[str, ...], tuple[str, ...]]]) -> float:

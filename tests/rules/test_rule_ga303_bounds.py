@@ -10,12 +10,14 @@
   the time, which widening leaves as it is: silent.
 - Loads ptxas already issues together (kernels/narrow_batched, crossEntropy's ``loss_bwd``):
   the SASS's loads per wait over the PTX's (``batch_ratio``).
+- A spin per thread whose index work takes the time (kernels/narrow_index, ising's
+  ``update_lattice``): reported though the launch is bound by its pipes, not its loads.
 """
 
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, run_rule
+from rulekit import KERNELS, analyze, ev, run_rule
 
 import gpuadvise.rules as rule_api
 from gpuadvise.rules.loop_overhead import LoopOverhead
@@ -88,3 +90,26 @@ def test_a_column_walk_ptxas_cannot_unroll_is_reported():
     found = _ga303("narrow_batched", "batched.cu", "column_scale_rows", "column_scale_rows.toml")
     (f,) = [f for f in found if type(f.details).__name__ == "NarrowRun"]
     assert f.severity == "warning"
+
+
+@pytest.mark.parametrize(
+    ("spec", "kernel"),
+    [
+        ("case.toml", "flip"),
+        ("flip_macro.toml", "flip_macro"),
+        ("flip_t.toml", "flip_t<long long>"),
+    ],
+)
+def test_a_spin_per_thread_bound_by_its_index_work_is_reported(spec, kernel):
+    # ising's update_lattice: a 64-bit tid / ny and tid % ny per one-byte spin
+    found = _ga303("narrow_index", "spins.cu", kernel, spec)
+    (f,) = [f for f in found if type(f.details).__name__ == "NarrowRun"]
+    assert f.severity == "warning"
+    assert "index, address and loop work done per element" in f.message
+    e = ev(f)
+    assert e["bound_by_before"] in ("pipe", "issue") and e["element_bytes"] == 1
+
+
+def test_a_power_of_two_lattice_with_an_exponential_per_spin_is_silent():
+    found = _ga303("narrow_index", "spins.cu", "flip_pow2", "flip_pow2.toml")
+    assert [f for f in found if type(f.details).__name__ == "NarrowRun"] == []
