@@ -35,12 +35,15 @@ __all__ = ["LoopOverhead", "loop_overhead"]
 class LoopOverhead:
     """Per execution of the loop body holding the loads (``body``) and per thread outside it
     (``prologue``; empty when the loads are in no loop: the body is the whole kernel): the warp
-    instructions by pipe that compute no loaded value and access no memory."""
+    instructions by pipe that compute no loaded value and access no memory. ``uniform``: the
+    loop has one exit and a bound not read from memory, so that threads taking k elements can
+    run it once for all k (a ``break`` on the data runs it for each)."""
 
     body: Mapping[str, float]
     prologue: Mapping[str, float]
     in_loop: bool
     batch_ratio: float = 1.0
+    uniform: bool = True  # every thread runs the loop alike: one exit, its bound not data
 
     @property
     def body_instructions(self) -> float:
@@ -94,7 +97,8 @@ def loop_overhead(
             for pipe, n in pipe_work(ins):
                 acc[pipe] = acc.get(pipe, 0.0) + n
     ratio = batch_ratio(program, sass, set(lines)) if sass else 1.0
-    return LoopOverhead(body, prologue, loop is not None, ratio)
+    uniform = loop is None or (loop.single_exit and not loop.data_bound)
+    return LoopOverhead(body, prologue, loop is not None, ratio, uniform)
 
 
 def batch_ratio(program: Program, sass: Sequence[SassInstruction], lines: set[int]) -> float:

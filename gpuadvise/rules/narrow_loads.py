@@ -199,7 +199,11 @@ def widening(
     if overhead is not None and w is not None:
         execs = float(view.rec_weight[main.records].sum()) * view.scale
         warps = float(w.ctas * max(w.warps_per_cta, 1))
-        for p, n in overhead.body.items():
+        # the loop's work is done once per chunk when the loop walks the lanes' dimension, or
+        # runs alike for every element (no loop, or one exit not on the data): a loop that
+        # leaves on the data (a ``break`` at a mismatch) runs for each element as before
+        shared = main.along_lanes or overhead.uniform
+        for p, n in (overhead.body if shared else {}).items():
             over[p] = over.get(p, 0.0) + n * execs * (1.0 - 1.0 / k)
         for p, n in overhead.prologue.items():
             over[p] = over.get(p, 0.0) + n * warps * (1.0 - 1.0 / grid)
