@@ -23,6 +23,7 @@ from gpuadvise.rules import (
     Variant,
     counted,
     global_totals,
+    narrow_context,
     narrow_estimate,
     narrow_loads,
     narrow_variant,
@@ -84,10 +85,10 @@ class ScalarGlobalAccess(Rule):
     in nine of ten requests, half a warp active or more) that make at
     least half the global-load links of a warp's critical path, in a launch bound (at
     sustained rates) by its warps' chains of dependent loads (one load per loop iteration, used
-    before the next is issued) or by Little's law, whose model says that a thread taking
-    ``k = 16 / width`` consecutive elements with one 16-byte access would be at least
-    ``min_narrow_speedup`` faster. Reported once per kernel, at the line of the load with the
-    most requests.
+    before the next is issued) or by Little's law, or by its issue or pipes with at least half
+    its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
+    whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
+    16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
 
     Why it is slow
     --------------
@@ -145,7 +146,12 @@ class ScalarGlobalAccess(Rule):
     request; a thread's loop over the lanes' dimension ``min(k, iterations)`` times shorter (the
     critical path's global-load links of those loads that many fewer), the rest of ``k`` as a
     smaller grid (fewer CTAs, each doing that much more element-wise work with its chain as
-    it is); L2 and DRAM unchanged.
+    it is); L2 and DRAM unchanged. The loop's index, address and test (the PTX instructions of
+    the loop body that access no memory and compute no loaded value) run once per chunk of
+    ``k``; the chain's links of loads ptxas already issues together (the SASS's loads per wait
+    over the PTX's) count once per batch; a grid-wide hot atomic address's updates in turn
+    (GA208's model) bound both launches from below. The bound: the before launch as the point
+    sees it, with the model's margin, over the after launch at peak.
 
     Fix safety
     ----------
@@ -263,7 +269,7 @@ class ScalarGlobalAccess(Rule):
         if not loads:
             return
         loads = [n for n in loads if n.requests >= 0.1 * loads[0].requests]
-        got = narrow_estimate(ctx.device, view, loads)
+        got = narrow_estimate(ctx.device, view, loads, *narrow_context(ctx, loads))
         if got is None:
             return
         est, wd = got
@@ -271,7 +277,11 @@ class ScalarGlobalAccess(Rule):
         like = max(float(i.get("point_speedup", 1.0)), float(i.get("peak_speedup", 1.0)))
         # the warps must wait (chains of dependent loads, Little's law) on these loads mostly
         waiting = i.get("bound_by_before") in ("dependency", "latency") and wd.share >= 0.5
-        if not waiting or like < float(ctx.option("min_narrow_speedup")):
+        # or on their issue or pipes, mostly the index and address work done per element
+        w_ = view.work
+        index = wd.overhead_instructions_saved / max(w_.instructions * w_.ctas, 1.0) if w_ else 0.0
+        busy = i.get("bound_by_before") in ("issue", "pipe") and index >= 0.5
+        if not (waiting or busy) or like < float(ctx.option("min_narrow_speedup")):
             return
         # the busiest load with a line of the source (line 0: code the compiler made from no
         # line, a header's inlined intrinsic)
@@ -284,9 +294,16 @@ class ScalarGlobalAccess(Rule):
             ctx,
             f"{counted(len(loads), 'coalesced load')} of {names} read {main.width}-byte elements "
             f"({32 * main.width} bytes a warp request, {main.per_thread:.1f} per thread); the "
-            f"launch is bound by {bound} (its warps keep about {flight:.0f} bytes each in "
-            f"flight, waiting on each load before the next): {wd.k} consecutive elements per "
-            f"thread in one 16-byte access move {wd.k}x the bytes per round trip",
+            f"launch is bound by {bound} "
+            + (
+                f"(its warps keep about {flight:.0f} bytes each in flight, waiting on each load "
+                f"before the next): {wd.k} consecutive elements per thread in one 16-byte "
+                f"access move {wd.k}x the bytes per round trip"
+                if waiting
+                else f"({index:.0%} of its instructions index, address and loop work done per "
+                f"element): {wd.k} consecutive elements per thread in one 16-byte access do it "
+                "once per chunk"
+            ),
             line=main.line or ctx.kernel_line,
             file=main.file if main.line else None,
             evidence=[
@@ -303,7 +320,7 @@ class ScalarGlobalAccess(Rule):
         if isinstance(finding.details, NarrowRun):
             insts = set(finding.details.insts)
             loads = [n for n in narrow_loads(ctx.trace_view, ctx.trace) if n.inst in insts]
-            got = narrow_estimate(ctx.device, ctx.trace_view, loads)
+            got = narrow_estimate(ctx.device, ctx.trace_view, loads, *narrow_context(ctx, loads))
             if got is None:
                 return Estimate(None, "none", "the narrow loads are not in this trace")
             return got[0]

@@ -144,7 +144,7 @@ from gpuadvise.rules.launch_reuse import (
     tile_l1_estimate,
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
-from gpuadvise.rules.narrow_loads import narrow_estimate, narrow_loads
+from gpuadvise.rules.narrow_loads import narrow_context, narrow_estimate, narrow_loads
 from gpuadvise.rules.occupancy_steps import (  # GA101's family
     LIMITER_LABELS,
     block_launch,
@@ -351,6 +351,7 @@ __all__ = [
     "ModelUnavailable",
     "move_declarations",
     "MOVE_LOAD",
+    "narrow_context",
     "narrow_estimate",
     "narrow_loads",
     "narrow_variant",

@@ -17,14 +17,18 @@ launch's :class:`~gpuadvise.model.roofline.Traffic` after the change, for the la
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpuadvise.devices import DeviceSpec
-from gpuadvise.model.roofline import Traffic
+from gpuadvise.devices import DeviceSpec, memory_rates
+from gpuadvise.model.roofline import BOUND_MARGIN, Traffic, ceiling_s, launch_times
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
 from gpuadvise.rules.findings import Estimate
+from gpuadvise.rules.global_atomics import hot_addresses, update_ns
+from gpuadvise.rules.loop_overhead import LoopOverhead, loop_overhead
 from gpuadvise.trace.access import WARP, Kind
 from gpuadvise.trace.view import TraceView
 from gpuadvise.words import counted
@@ -33,6 +37,7 @@ __all__ = [
     "VECTOR_BYTES",
     "NarrowLoad",
     "Widening",
+    "narrow_context",
     "narrow_estimate",
     "narrow_loads",
     "widened_traffic",
@@ -85,6 +90,12 @@ class Widening:
     requests_saved: float  # sampled CTAs, weighted
     l1_cycles_saved: float  # sampled CTAs, weighted
     share: float = 1.0
+    overhead_saved: Mapping[str, float] = field(default_factory=dict)  # launch, by pipe
+
+    @property
+    def overhead_instructions_saved(self) -> float:
+        """Warp instructions of index, address and loop work saved over the launch."""
+        return float(sum(self.overhead_saved.values()))
 
 
 def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
@@ -157,10 +168,15 @@ def _along_lanes(
     return step in (threads * w, view.total_ctas * threads * w)
 
 
-def widening(view: TraceView, loads: list[NarrowLoad]) -> Widening:
+def widening(
+    view: TraceView, loads: list[NarrowLoad], overhead: LoopOverhead | None = None
+) -> Widening:
     """``k = 16 / widest element`` elements per thread for every load of ``loads`` (the threads
     take ``k`` consecutive elements of each of them), the loop or the grid shortened as the
-    first (most requests) walks."""
+    first (most requests) walks. With ``overhead`` (:func:`narrow_context`), the
+    index, address and loop work of the loop body is done once per chunk of ``k`` (one body
+    execution per request of the first load), the prologue's once per thread of the smaller
+    grid."""
     k = max(VECTOR_BYTES // max(n.width for n in loads), 1)
     main = loads[0]
     loop = float(min(k, max(main.per_thread, 1.0))) if main.along_lanes else 1.0
@@ -178,7 +194,23 @@ def widening(view: TraceView, loads: list[NarrowLoad]) -> Widening:
     links = float(view.work.chain.get("global", 0.0)) if view.work is not None else 0.0
     per_warp = float(rw.sum()) / max(view.warps(), 1)
     f = min(per_warp / links, 1.0) if links > 0 else 0.0
-    return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved, f)
+    over: dict[str, float] = {}
+    w = view.work
+    if overhead is not None and w is not None:
+        execs = float(view.rec_weight[main.records].sum()) * view.scale
+        warps = float(w.ctas * max(w.warps_per_cta, 1))
+        # the loop's work is done once per chunk when the loop walks the lanes' dimension, or
+        # runs alike for every element (no loop, or one exit not on the data): a loop that
+        # leaves on the data (a ``break`` at a mismatch) runs for each element as before
+        shared = main.along_lanes or overhead.uniform
+        for p, n in (overhead.body if shared else {}).items():
+            over[p] = over.get(p, 0.0) + n * execs * (1.0 - 1.0 / k)
+        for p, n in overhead.prologue.items():
+            over[p] = over.get(p, 0.0) + n * warps * (1.0 - 1.0 / grid)
+        # at most that share of each pipe's work (the PTX's blocks counted statically: both
+        # sides of a branch)
+        over = {p: min(v, w.pipes.get(p, 0.0) * w.ctas * (1.0 - 1.0 / k)) for p, v in over.items()}
+    return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved, f, over)
 
 
 def widened_traffic(before: Traffic, view: TraceView, wd: Widening) -> Traffic:
@@ -205,15 +237,22 @@ def widened_traffic(before: Traffic, view: TraceView, wd: Widening) -> Traffic:
         return after
     total = w.instructions * w.ctas
     kept = max(0.0, 1.0 - saved / total) if total > 0 else 1.0
+    # the index, address and loop work done once per chunk instead of once per element
+    over = wd.overhead_saved
+    pipes = {p: max(v - over.get(p, 0.0) / max(w.ctas, 1), 0.0) for p, v in w.pipes.items()}
+    left = sum(pipes.values()) / w.instructions if w.instructions > 0 else 1.0
+    after = replace(
+        after, instructions=max(after.instructions - wd.overhead_instructions_saved, 0.0)
+    )
     chain = dict(w.chain)
     if "global" in chain:
         chain["global"] = chain["global"] * wd.chain_kept
     ctas = max(1, math.ceil(w.ctas / wd.grid))
     work = replace(
         w,
-        pipes={p: v * kept * wd.grid for p, v in w.pipes.items()},
+        pipes={p: v * kept * wd.grid for p, v in pipes.items()},
         chain=chain,
-        critical_instructions=w.critical_instructions * kept * wd.grid / wd.loop,
+        critical_instructions=w.critical_instructions * kept * left * wd.grid / wd.loop,
         ctas=ctas,
     )
     resident = before.resident_warps
@@ -235,19 +274,50 @@ def waited_bytes_per_warp(t: Traffic) -> float:
     return t.l2_load_sectors * 32.0 / warps / links
 
 
+def narrow_context(ctx: RuleContext, loads: list[NarrowLoad]) -> tuple[LoopOverhead | None, float]:
+    """What :func:`narrow_estimate` takes from the kernel beyond the trace view: the index,
+    address and loop work of the loop holding ``loads`` (:func:`loop_overhead`; None: unknown),
+    and the seconds the L2 takes for the launch's updates of its hottest global atomic address
+    one after another (GA208's model, addresses that CTAs all over the grid update; 0: none)."""
+    try:
+        lines = [n.line for n in loads if n.line]
+        over = loop_overhead(
+            ctx.ptx, ctx.kernel.mangled, ctx.trace, [n.inst for n in loads],
+            ctx.sass_instructions, lines,
+        )  # fmt: skip
+    except ModelUnavailable:
+        over = None
+    scale = ctx.trace.scale
+    serial = max(
+        (
+            h.launch_updates(scale) * update_ns(h.opcode) * 1e-9
+            for h in hot_addresses(ctx.trace).values()
+            if h.grid_wide
+        ),
+        default=0.0,
+    )
+    return over, serial
+
+
 def narrow_estimate(
-    device: DeviceSpec, view: TraceView, loads: list[NarrowLoad]
+    device: DeviceSpec,
+    view: TraceView,
+    loads: list[NarrowLoad],
+    overhead: LoopOverhead | None = None,
+    serial_s: float = 0.0,
 ) -> tuple[Estimate, Widening] | None:
     """The launch model's upper bound for ``loads`` widened (:func:`widening`,
     :func:`widened_traffic`), with the point and peak values and the terms that bound the launch
     before and after in its inputs; None without the device's rates or the kernel's work (the
-    dependent chains are the point: without them the change is not modelled)."""
+    dependent chains are the point: without them the change is not modelled). ``overhead``:
+    the loop's index, address and loop work (:func:`narrow_context`); ``serial_s``: the
+    launch's updates of its hottest global atomic address in turn (:func:`_bounded`)."""
     if not loads or view.work is None:
         return None
-    wd = widening(view, loads)
+    wd = widening(view, loads, overhead)
     if wd.k < 2:
         return None
-    before = view_traffic(device, view)
+    before = _batched(view_traffic(device, view), wd, overhead)
     after = widened_traffic(before, view, wd)
     how = (f"a {wd.loop:g}x shorter loop" if wd.grid <= 1 else f"a {wd.grid:g}x smaller grid") + (
         f" and a {wd.loop:g}x shorter loop" if wd.grid > 1 and wd.loop > 1 else ""
@@ -255,7 +325,14 @@ def narrow_estimate(
     what = (
         f"{wd.k} elements per thread in one {VECTOR_BYTES}-byte access ({how}; "
         f"{counted(len(loads), 'load instruction')} widened, {wd.chain_kept:.0%} of the critical "
-        "path's global links kept)"
+        "path's global links kept"
+        + (
+            f", {wd.overhead_instructions_saved:.3g} warp instructions of index, address and "
+            "loop work saved: done once per chunk"
+            if wd.overhead_instructions_saved
+            else ""
+        )
+        + ")"
     )
     inputs: dict[str, object] = {
         "k": wd.k,
@@ -268,6 +345,82 @@ def narrow_estimate(
         "bytes_in_flight_per_warp_before": before.bytes_in_flight_per_warp,
         "bytes_in_flight_per_warp_after": after.bytes_in_flight_per_warp,
         "waited_bytes_per_warp": waited_bytes_per_warp(before),
+        "overhead_instructions_saved": wd.overhead_instructions_saved,
+        "sass_batch_ratio": overhead.batch_ratio if overhead is not None else 1.0,
     }
     est = launch_change_estimate(device, before, after, what, inputs)
-    return None if est is None else (est, wd)
+    if est is None:
+        return None
+    return _bounded(est, device, before, after, serial_s), wd
+
+
+def _batched(before: Traffic, wd: Widening, overhead: LoopOverhead | None) -> Traffic:
+    """``before`` with the widened loads' links of the critical path as the SASS waits on them:
+    ``batch_ratio`` times fewer where ptxas issues that many more of them before a use than the
+    PTX's order (the emulator's chains) does."""
+    w = before.work
+    r = overhead.batch_ratio if overhead is not None else 1.0
+    if w is None or r <= 1.0 or "global" not in w.chain:
+        return before
+    keep = 1.0 - wd.share + wd.share / r
+
+    def cut(chain: Mapping[str, float] | None) -> dict[str, float] | None:
+        if chain is None:
+            return None
+        return {c: v * keep if c == "global" else v for c, v in chain.items()}
+
+    return replace(
+        before, work=replace(w, chain=cut(w.chain) or {}, chain_unordered=cut(w.chain_unordered))
+    )
+
+
+def _bounded(
+    est: Estimate, device: DeviceSpec, before: Traffic, after: Traffic, serial_s: float
+) -> Estimate:
+    """``est`` with its bound at least the before launch as the point sees it (sustained rates,
+    its CTAs' turnaround, the sides added) with the model's margin, over the after launch at
+    peak: a bound takes the longest the before can be and the shortest the after. The peak
+    before (no turnaround, full overlap) is shorter than a grid of many small CTAs runs: f16max's
+    ``hmax`` (a million CTAs of two elements a thread) measured 1.94x against a 1.53x bound made
+    on it, and the same grid with most threads idle still took 85% of the original's time.
+
+    ``serial_s``: the time the L2 takes for the updates of the launch's hottest global atomic
+    address one after another (GA208's model), which widening the loads leaves as it is: both
+    launches take at least that long (the point and peak values), and the bound's before
+    launch is the model's plus that time (they may not overlap). A histogram of 7 bins
+    (coffeebeforearch's ``histogram``, 16 M updates) measured 1.00x with 16 bytes a thread
+    against a 3.96x point that did not count its atomics."""
+    rates = memory_rates(device)
+    if rates is None or est.speedup is None:
+        return est
+    b = launch_times(before, device, rates)
+    a = launch_times(after, device, rates, peak_dram=True)
+    if a is None or b is None or a.time_s <= 0:
+        return est
+    bound = (ceiling_s(b) + serial_s) / max(a.time_s, serial_s)
+    inputs = dict(est.inputs)
+    method = est.method
+    if serial_s > 0:
+        a_point = launch_times(after, device, rates)
+        b_peak = launch_times(before, device, rates, peak_dram=True)
+        if a_point is not None and b_peak is not None:
+            inputs["point_speedup"] = round(
+                max(b.time_s, serial_s) / max(a_point.time_s, serial_s), 3
+            )
+            inputs["peak_speedup"] = round(
+                max(b_peak.time_s, serial_s) / max(a.time_s, serial_s), 3
+            )
+        inputs["serial_atomics_us"] = round(serial_s * 1e6, 3)
+        method += (
+            f" The launch's hottest global atomic address takes {serial_s * 1e6:.1f} us of "
+            "updates one after another, which the change leaves as they are: both launches take "
+            f"at least that long (point {inputs['point_speedup']:.2f}x)."
+        )
+    elif bound <= est.speedup:
+        return est
+    bound = round(max(bound, float(inputs.get("point_speedup", 1.0)), 1.0), 3)
+    method += (
+        f" The bound is the before launch at sustained rates with its CTA turnaround and "
+        f"{BOUND_MARGIN:.0%} on its work over the after launch at peak: {bound:.2f}x."
+    )
+    return replace(est, speedup=bound, method=method, inputs=inputs)
