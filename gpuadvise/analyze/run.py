@@ -179,7 +179,7 @@ def _trace_points(
 ) -> tuple[RulesRun, float]:
     """The findings of rules whose change the launch model follows best on the variant's own
     trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took."""
-    from gpuadvise.analyze.variant_trace import with_trace_points
+    from gpuadvise.analyze.variant_trace import MAX_TRACE_S, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
 
@@ -189,13 +189,20 @@ def _trace_points(
     registry = load_registry(config.rules_dirs)
     ids = [
         r
-        for r in sorted(set(checked.rules_run))
+        for r in sorted({f.rule for f in checked.findings if f.variant is not None})
         if getattr(registry.find(r), "point_from_variant_trace", False)
     ]
     if not ids:
         return checked, 0.0
     from gpuadvise.spec.progress import step
 
+    took = float(result.timings_s.get("trace_s", 0.0))
+    if took > MAX_TRACE_S:
+        note = (
+            f"the variants of {', '.join(ids)} were not traced (the kernel's trace took "
+            f"{took:.0f} s, more than {MAX_TRACE_S:.0f} s): their estimates are the rules' own"
+        )
+        return dataclasses.replace(checked, notes=(*checked.notes, note)), 0.0
     with step("tracing the variants the launch model estimates"):
         out = with_trace_points(result, checked, opts, sample, ids)
     return out, time.perf_counter() - t0

@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 # what the estimate's inputs call the model's point on the variant's own trace
 TRACE_POINT = "variant_trace_point"
 
+# a variant's trace costs about what the kernel's did: past this many seconds of the kernel's own
+# trace, the rules' estimates stay theirs (issue 31: an analysis answers in seconds; the corpus's
+# traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s)
+MAX_TRACE_S = 30.0
+
 
 def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     from gpuadvise.rules.estimates import view_traffic

@@ -130,3 +130,22 @@ def test_analyze_estimates_a_register_accumulation_on_both_traces() -> None:
     assert isinstance(est.inputs[TRACE_POINT], float) and est.speedup == est.inputs[TRACE_POINT]
     assert est.speedup > 1.5  # the register accumulation cuts the loop's dependent chain
     assert "variant_traces_s" in res.analysis.timings_s
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpuadvise.analyze.variant_trace as vt
+    from gpuadvise.analyze.run import run_analysis
+
+    monkeypatch.setattr(vt, "MAX_TRACE_S", -1.0)
+    k = ROOT / "kernels" / "accumulate"
+    res = run_analysis(
+        KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
+        AnalyzeSettings(measure=False, select=("GA308",)),
+    )
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    assert f.estimated_speedup is not None and TRACE_POINT not in f.estimated_speedup.inputs
+    assert any("were not traced" in n and "GA308" in n for n in res.rules.notes)
