@@ -253,8 +253,8 @@ def _combines_and_fills(
     seg = nxt[ld]  # the store (index into st) of each load
     fill = np.bincount(seg, minlength=len(st)) == 0
     fi = np.flatnonzero(fill)
-    columns = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
-    fills = list(zip(*(c.tolist() for c in columns), strict=True))
+    at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
+    fills = list(zip(*(x.tolist() for x in at), strict=True))
     # the other words of the store's width its loads read: one, above A, gives a combine
     keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
     words, wseg = a[ld][keep], seg[keep]
