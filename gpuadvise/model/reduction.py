@@ -34,9 +34,11 @@ import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, member
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = ["Phase", "ReductionTree", "reduction_trees", "shared_lane_events", "trees_from_events"]
@@ -147,8 +149,9 @@ class ReductionTree:
         return sum(p.warps for p in self.phases)
 
 
-@dataclass(frozen=True)
-class _Combine:
+class _Combine(NamedTuple):
+    """A combine (a named tuple: the largest trees make 100,000s of them)."""
+
     thread: int
     epoch: int
     word: int  # A, in elements from byte 0
@@ -177,34 +180,7 @@ def trees_from_events(
     epoch, instruction. ``global_load_bytes``: per epoch, the bytes the CTA loaded from global
     memory in it (for the fill's elements per thread). ``call_sites``: per instruction, the
     kernel body's line it comes from (``lines`` where absent)."""
-    combines: list[_Combine] = []
-    fills: list[tuple[int, int, int, int, int, int]] = []  # thread, epoch, byte, width, order, inst
-    order = np.lexsort((np.arange(len(thread)), thread))
-    pending: dict[int, list[tuple[int, int]]] = defaultdict(list)  # thread -> [(byte, width)]
-    stored: set[tuple[int, int, int]] = set()  # (thread, epoch, byte) of every store
-    for i in order.tolist():
-        t = int(thread[i])
-        if kind[i] == Kind.LOAD:
-            pending[t].append((int(byte_addr[i]), int(width[i])))
-            continue
-        a, w = int(byte_addr[i]), int(width[i])
-        stored.add((t, int(epoch[i]), a))
-        loads = pending.pop(t, [])
-        others = {b for b, lw in loads if lw == w and b != a}
-        if not loads:
-            fills.append((t, int(epoch[i]), a, w, i, int(inst[i])))
-        if len(others) == 1:
-            (b,) = others
-            if b > a and (b - a) % w == 0 and a % w == 0:
-                combines.append(
-                    _Combine(t, int(epoch[i]), a // w, (b - a) // w, int(inst[i]), i, w)
-                )
-    # A combine folds word A + d into word A, which the thread then owns: the partial result
-    # flows into A and A + d is consumed. A thread that also stores A + d in the same epoch
-    # exchanged the two words (a sort's compare-and-swap), it did not combine them.
-    combines = [
-        c for c in combines if (c.thread, c.epoch, (c.word + c.distance) * c.width) not in stored
-    ]
+    combines, fills = _combines_and_fills(thread, kind, byte_addr, width, epoch, inst)
     if not combines:
         return ()
     # phases: the combines of one epoch with one distance (and one element width)
@@ -241,6 +217,84 @@ def trees_from_events(
             continue
         out.append(_tree(tr, fills, cta, threads, lines, global_load_bytes or {}, sites))
     return tuple(out)
+
+
+def _combines_and_fills(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+    inst: np.ndarray,
+) -> tuple[list[_Combine], list[tuple[int, int, int, int, int, int]]]:
+    """Each thread's stores with the loads it made since its previous store (its events in
+    program order), with numpy over every event at once: the combines and the fills, in the
+    threads' order, then program order.
+
+    A store of byte ``A`` (``w`` bytes) with no load before it is a fill (thread, epoch, byte,
+    width, its event's index, instruction). It is a combine when its loads of width ``w``,
+    ``A`` aside, read one byte ``B > A``, ``A`` and ``B - A`` multiples of ``w``, unless the
+    thread also stores ``B`` in the same epoch (it exchanged the two words)."""
+    order = np.argsort(np.asarray(thread, np.int64), kind="stable")
+    t = np.asarray(thread, np.int64)[order]
+    a = np.asarray(byte_addr, np.int64)[order]
+    w = np.asarray(width, np.int64)[order]
+    e = np.asarray(epoch, np.int64)[order]
+    is_store = np.asarray(kind)[order] != int(Kind.LOAD)
+    st = np.flatnonzero(is_store)  # the stores, in sorted order
+    if not len(st):
+        return [], []
+    ins = np.asarray(inst, np.int64)[order]
+    st_t, st_a, st_w, st_e = t[st], a[st], w[st], e[st]
+    # each load belongs to the thread's next store (loads after its last store to none)
+    nxt = np.cumsum(is_store) - is_store  # stores before each event
+    ld = np.flatnonzero(~is_store & (nxt < len(st)))
+    ld = ld[t[st[nxt[ld]]] == t[ld]]
+    seg = nxt[ld]  # the store (index into st) of each load
+    fill = np.bincount(seg, minlength=len(st)) == 0
+    fi = np.flatnonzero(fill)
+    at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
+    fills = list(zip(*(x.tolist() for x in at), strict=True))
+    # the other words of the store's width its loads read: one, above A, gives a combine
+    keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
+    words, wseg = a[ld][keep], seg[keep]
+    srt = np.lexsort((words, wseg))
+    words, wseg = words[srt], wseg[srt]
+    new = np.ones(len(words), dtype=bool)
+    new[1:] = (words[1:] != words[:-1]) | (wseg[1:] != wseg[:-1])
+    words, wseg = words[new], wseg[new]
+    one = np.bincount(wseg, minlength=len(st))[wseg] == 1
+    b, c = words[one], wseg[one]
+    cw, ca = st_w[c], st_a[c]
+    safe = np.maximum(cw, 1)
+    ok = (b > ca) & ((b - ca) % safe == 0) & (ca % safe == 0) & (cw > 0)
+    b, c, cw, ca = b[ok], c[ok], cw[ok], ca[ok]
+    # a thread that also stores B in the epoch exchanged the two words: no combine
+    ok = ~_stored(st_t, st_e, st_a, c, b)
+    b, c, cw, ca = b[ok], c[ok], cw[ok], ca[ok]
+    columns = (st_t[c], st_e[c], ca // cw, (b - ca) // cw, ins[st[c]], order[st[c]], cw)
+    return list(map(_Combine._make, zip(*(x.tolist() for x in columns), strict=True))), fills
+
+
+def _stored(
+    st_t: np.ndarray, st_e: np.ndarray, st_a: np.ndarray, at: np.ndarray, byte: np.ndarray
+) -> np.ndarray:
+    """Whether the thread of store ``at`` (indices into the stores) stored ``byte`` in the
+    store's epoch: one sorted key per (thread, epoch, byte) of the stores, searched."""
+    if not len(at):
+        return np.zeros(0, dtype=bool)
+    cols = [(st_t, st_t[at]), (st_e, st_e[at]), (st_a, byte)]
+    lows = [int(min(s.min(), q.min())) for s, q in cols]
+    spans = [int(max(s.max(), q.max())) - lo + 1 for (s, q), lo in zip(cols, lows, strict=True)]
+    if spans[0] * spans[1] * spans[2] >= 1 << 62:  # keys that do not pack into one int64
+        keys = set(zip(st_t.tolist(), st_e.tolist(), st_a.tolist(), strict=True))
+        q = zip(st_t[at].tolist(), st_e[at].tolist(), byte.tolist(), strict=True)
+        return np.array([k in keys for k in q], dtype=bool)
+
+    def pack(tt: np.ndarray, ee: np.ndarray, bb: np.ndarray) -> np.ndarray:
+        return ((tt - lows[0]) * spans[1] + (ee - lows[1])) * spans[2] + (bb - lows[2])
+
+    return member(pack(st_t[at], st_e[at], byte), distinct(pack(st_t, st_e, st_a)))
 
 
 def _tree(
