@@ -64,7 +64,9 @@ extern "C" __global__ void hist_local(const int* __restrict__ in, unsigned* __re
     for (int b = 0; b < BINS; ++b) bins[b] = 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
         bins[in[i] & (BINS - 1)] += 1;
-    for (int b = 0; b < BINS; ++b) atomicAdd(&out[b], bins[b]);
+    // every thread adds its 16 bins to the same 16 words: GA208 (the L2 takes a 512-byte region's
+    // requests one after another)
+    for (int b = 0; b < BINS; ++b) atomicAdd(&out[b], bins[b]);  // expect: GA208
 }
 
 extern "C" __global__ void hist_unrolled(const int* __restrict__ in, unsigned* __restrict__ out,  // expect: GA106
@@ -78,5 +80,5 @@ extern "C" __global__ void hist_unrolled(const int* __restrict__ in, unsigned* _
         for (int b = 0; b < BINS; ++b) bins[b] += (v == b);
     }
 #pragma unroll
-    for (int b = 0; b < BINS; ++b) atomicAdd(&out[b], bins[b]);
+    for (int b = 0; b < BINS; ++b) atomicAdd(&out[b], bins[b]);  // expect: GA208
 }
