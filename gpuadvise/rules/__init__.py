@@ -26,6 +26,7 @@ from gpuadvise.model.reduction import ReductionTree
 from gpuadvise.model.roofline import (
     Traffic,
     amortised_ratio,
+    ceiling_s,
     dram_bytes_per_s,
     l1_cycles,
     launch_estimate,
@@ -180,6 +181,7 @@ from gpuadvise.rules.scans import (
     tree_tail_change,
     with_scan_shuffled,
 )
+from gpuadvise.rules.small_grid import small_grid_estimate
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
 from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
@@ -388,6 +390,8 @@ __all__ = [
     "warp_footprint",
     "whole_records",
     "with_floor",
+    "ceiling_s",
+    "small_grid_estimate",
     "shuffled_estimate",
     "tree_tail_change",
     "with_scan_shuffled",
