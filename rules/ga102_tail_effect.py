@@ -63,7 +63,8 @@ class TailEffect(Rule):
     A grid of less than one wave but at least one CTA per SM is not reported: every CTA runs at
     once; whether more CTAs would help is GA106's question (few warps per SM waiting on their
     loads, Little's law) or the occupancy's (GA101). Nor is a kernel whose lanes all load and
-    store the same addresses (GA105: its threads are copies of one, and more CTAs copy it more).
+    store the same addresses (GA105: its threads are copies of one, and more CTAs copy it more),
+    nor a launch whose CTAs mostly make no memory access (GA108: a grid sized past the data).
 
     Why it is slow
     --------------
@@ -123,6 +124,9 @@ class TailEffect(Rule):
             alike = uniform_lanes(ctx.trace)
             if alike is not None and alike.duplicated():
                 return  # the threads are copies (GA105): more CTAs would copy them more
+            working = ctx.trace.launch_working_ctas
+            if working is not None and working <= 0.5 * ctx.trace.total_ctas:
+                return  # most CTAs make no access (GA108): their waves are no tail
         w = ctx.waves
         sms = _sm_count(ctx)
         min_per_sm = float(ctx.option("min_ctas_per_sm"))

@@ -1,5 +1,5 @@
 // GA108 case: one launch updates a band of `cols` columns, but the grid is sized for the whole
-// problem (200 times the CTAs the band needs, as HeCBench's pathfinder sizes its grid from
+// problem (800 times the CTAs the band needs, as HeCBench's pathfinder sizes its grid from
 // rows * cols): the CTAs past the band return at their guard. `// expect: GAxxx` marks the line
 // where gpuadvise must report a finding (see case.toml and the kernel-named .toml files).
 
