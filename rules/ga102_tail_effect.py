@@ -21,9 +21,9 @@ from gpuadvise.rules import (
     counted,
     launch_times,
     memory_rates,
+    small_grid_estimate,
     uniform_lanes,
     view_traffic,
-    with_floor,
 )
 
 # PTX instructions per lane of a memory access above which the tail is left to the wave count
@@ -63,7 +63,8 @@ class TailEffect(Rule):
     A grid of less than one wave but at least one CTA per SM is not reported: every CTA runs at
     once; whether more CTAs would help is GA106's question (few warps per SM waiting on their
     loads, Little's law) or the occupancy's (GA101). Nor is a kernel whose lanes all load and
-    store the same addresses (GA105: its threads are copies of one, and more CTAs copy it more).
+    store the same addresses (GA105: its threads are copies of one, and more CTAs copy it more),
+    nor a launch whose CTAs mostly make no memory access (GA108: a grid sized past the data).
 
     Why it is slow
     --------------
@@ -123,6 +124,9 @@ class TailEffect(Rule):
             alike = uniform_lanes(ctx.trace)
             if alike is not None and alike.duplicated():
                 return  # the threads are copies (GA105): more CTAs would copy them more
+            working = ctx.trace.launch_working_ctas
+            if working is not None and working <= 0.5 * ctx.trace.total_ctas:
+                return  # most CTAs make no access (GA108): their waves are no tail
         w = ctx.waves
         sms = _sm_count(ctx)
         min_per_sm = float(ctx.option("min_ctas_per_sm"))
@@ -162,7 +166,7 @@ class TailEffect(Rule):
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         w = ctx.waves
         if finding.details_as(Shortfall).kind == "small-grid":
-            return self._small_grid(ctx)
+            return small_grid_estimate(ctx, float(ctx.option("min_ctas_per_sm")))
         speedup = math.ceil(w.waves) / w.waves
         inputs = {"waves": w.waves, "ctas_per_wave": w.ctas_per_wave, "tail_idle": w.tail_idle}
         modelled = self._tail_on_model(ctx, inputs)
@@ -297,84 +301,6 @@ class TailEffect(Rule):
             "their issue idles the SMs it leaves empty",
             inputs,
         )
-
-    def _small_grid(self, ctx: RuleContext) -> Estimate:
-        """The same work spread over every SM, on the launch model: each of the new CTAs does
-        its share of the instructions, L1 and shared work; the resident warps (bytes in flight)
-        grow with the spread; DRAM and L2 stay; the launch floor is under both. The point keeps
-        each CTA's critical path, the bound splits it too. Not from the block counts alone: a
-        grid of a few microseconds gains little however it is spread."""
-        w = ctx.waves
-        sms = _sm_count(ctx)
-        ctas = max(w.total_ctas, 1)
-        rates = memory_rates(ctx.device)
-        if not ctx.has_model("trace") or rates is None:
-            return Estimate(
-                None,
-                "none",
-                "not estimated: without a trace of the kernel the launch model cannot tell how "
-                f"much of its time the {ctas} CTA(s) spend on work more SMs would share",
-            )
-        t = view_traffic(ctx.device, ctx.trace_view)
-        # after: at least the CTAs per SM asked for, the warps in flight growing with them
-        # the CTAs the fix launches: a kernel that reads gridDim (a grid-stride loop) shares its
-        # loop among any number of them, so the whole wave the GPU holds (scalarProd's 128
-        # CTAs of a grid-stride loop are 8 warps per SM where 64 fit: the bytes in flight
-        # grow eightfold); any other kernel's work is cut into CTAs by its indexing, so it
-        # is spread over the SMs (at least min_ctas_per_sm each), and only the bound splits
-        # it over the whole wave
-        spread_to = max(sms, math.ceil(float(ctx.option("min_ctas_per_sm")) * sms))
-        wave = max(int(w.ctas_per_wave), spread_to)
-        grid_stride = t.work is not None and t.work.reads_grid_size
-        target = wave if grid_stride else spread_to
-        cap = float(ctx.device.max_warps_per_sm * sms)
-        share = ctas / target
-        spread_out = replace(t, resident_warps=min(t.resident_warps * target / ctas, cap))
-        split = replace(t, resident_warps=min(t.resident_warps * wave / ctas, cap))
-        if t.work is not None:
-            work = t.work
-            split_work = replace(work.per_cta_scaled(share), ctas=target)
-            kept = replace(work, ctas=target, pipes={k: v * share for k, v in work.pipes.items()},
-                           shared_requests=work.shared_requests * share,
-                           shared_wavefronts=work.shared_wavefronts * share)  # fmt: skip
-            spread_out = replace(spread_out, work=split_work if grid_stride else kept)
-            split = replace(split, work=replace(work.per_cta_scaled(ctas / wave), ctas=wave))
-        else:  # no instruction counts (the GPU tracer): the per-SM work spread by hand
-            spread_out = replace(spread_out, l1_cycles=t.l1_cycles * share,
-                                 shared_wavefronts=t.shared_wavefronts * share,
-                                 instructions=t.instructions * share)  # fmt: skip
-            split = replace(spread_out, resident_warps=split.resident_warps)
-        before = launch_times(t, ctx.device, rates)
-        after = launch_times(spread_out, ctx.device, rates)
-        floor = launch_times(split, ctx.device, rates, peak_dram=True)
-        before_peak = launch_times(t, ctx.device, rates, peak_dram=True)
-        if before is None or after is None or floor is None or before_peak is None:
-            return Estimate(None, "none", "not estimated: the device model lacks its clock")
-        bound = with_floor(before) / with_floor(floor)
-        point = with_floor(before) / with_floor(after)
-        peak = with_floor(before_peak) / with_floor(floor)
-        return Estimate(
-            round(max(bound, point, 1.0), 3),
-            "upper-bound",
-            f"the same work in {target} CTAs over all {sms} SMs instead of {ctas}, on the "
-            f"launch model: before {before.describe()} (bound by {before.bound_by}); spread, "
-            + (
-                "each CTA's loop shorter (the kernel reads gridDim: a grid-stride loop): "
-                if t.work is not None and t.work.reads_grid_size
-                else "each CTA's critical path kept (the kernel does not read gridDim: a serial "
-                "phase gains nothing from more SMs): "
-            )
-            + f"{after.describe()} (bound by {after.bound_by}); over the whole wave of {wave} "
-            f"CTAs with the critical path split too (a grid-stride loop), at peak rates and full "
-            f"overlap: "
-            f"{floor.describe()} (bound by {floor.bound_by}). Each with the launch floor of "
-            f"{before.floor_s * 1e6:.1f} us: point {point:.2f}x, upper bound {bound:.2f}x",
-            {"model": MODEL, "total_ctas": ctas, "sm_count": sms, "point_speedup": round(point, 3),
-             "peak_speedup": round(peak, 3),
-             "bound_by_before": before.bound_by, "bound_by_after": after.bound_by,
-             "before_s": with_floor(before), "after_s": with_floor(after),
-             "floor_s": with_floor(floor)},
-        )  # fmt: skip
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         w = ctx.waves

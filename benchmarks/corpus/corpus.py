@@ -30,6 +30,7 @@ PROBLEMS_OF_RULE: dict[str, tuple[str, ...]] = {
     "GA105": ("duplicate-threads",),
     "GA106": ("too-little-parallelism",),
     "GA107": ("serial-work",),
+    "GA108": ("launch-overhead",),  # a grid of idle CTAs: the launch's time is their scheduling
     "GA201": ("bank-conflicts", "divergent-reduction"),
     "GA202": ("divergent-reduction",),
     "GA203": ("shared-tree-shuffles",),

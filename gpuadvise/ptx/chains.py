@@ -22,6 +22,13 @@ every iteration through a pointer that may alias its inputs (``out[r] += v[k * n
 without ``__restrict__``) wait for each iteration's loads in turn, where the same loop without
 the store overlaps them.
 
+If-conversion: ptxas predicates a small block that a forward branch skips (no memory access,
+barrier or call, at most :data:`PREDICABLE_INSTRUCTIONS` instructions) instead of branching, so a
+head block, such a side block and their join (reached from those two only), and so on from the
+join, are one straight line: their chain is taken over the run and counted at its head (an
+unrolled loop with ``if (i == idx) res = a; else res = b;`` in each iteration keeps its loads in
+flight together, as its SASS does, not one per block).
+
 What this approximates, and which way: a chain that crosses a block boundary is cut there (the
 last link of the first block counts in full, so a load at a block's end is waited for within
 it), and a warp's in-order issue is not modelled beyond the chain and memory order (the model
@@ -167,7 +174,8 @@ def block_costs(program: Program) -> BlockCosts:
     chain = np.zeros((nb + 1, len(LATENCY_CLASSES)))
     unordered = np.zeros((nb + 1, len(LATENCY_CLASSES)))
     shared = np.zeros((nb + 1, 2))
-    for b, indices in enumerate(block_instructions(program)):
+    per_block = block_instructions(program)
+    for b, indices in enumerate(per_block):
         for i in indices:
             ins = program.instrs[i]
             pipes[b] += _vec(pipe_work(ins), pipe_ix, len(PIPES))
@@ -176,7 +184,78 @@ def block_costs(program: Program) -> BlockCosts:
                 shared[b] += (1.0, wf)
         chain[b] = _longest_chain(program, indices, lat_ix, ordered=True)
         unordered[b] = _longest_chain(program, indices, lat_ix, ordered=False)
+    for head, run in _predicated_runs(program).items():
+        chain[run[1:]] = 0.0
+        unordered[run[1:]] = 0.0
+        indices = [i for b in run for i in per_block[b]]
+        chain[head] = _longest_chain(program, indices, lat_ix, ordered=True)
+        unordered[head] = _longest_chain(program, indices, lat_ix, ordered=False)
     return BlockCosts(pipes, chain, shared, unordered)
+
+
+PREDICABLE_INSTRUCTIONS = 8
+"""The most instructions of a block that a branch skips and ptxas predicates instead (if-
+conversion: ``if (i == idx) res = a; else res = b;`` is a select in SASS)."""
+
+_UNPREDICABLE = (
+    _ORDERED_LOADS
+    | _ORDERED_STORES
+    | frozenset({"red", "bar", "barrier", "call", "ret", "exit", "brx", "membar", "fence"})
+)
+
+
+def _predicable(program: Program, b: int) -> int | None:
+    """The block a small side block ``b`` falls or branches into, when ptxas would predicate
+    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no memory access, barrier or
+    call); None otherwise."""
+    blk = program.blocks[b]
+    if blk.term[0] not in ("fall", "bra") or len(blk.body) > PREDICABLE_INSTRUCTIONS:
+        return None
+    if any(program.instrs[i].base in _UNPREDICABLE for i in blk.body):
+        return None
+    return int(blk.term[1])
+
+
+def _predicated_runs(program: Program) -> dict[int, list[int]]:
+    """Runs of blocks that ptxas makes one straight line by predicating the small blocks a
+    forward branch skips (a head ending in a conditional branch around a predicable side block
+    to the join, the join reached from those two only, and so on from the join): head -> the
+    run's blocks in order. The chain of such a run is one chain: a load at the end of one of
+    its blocks is not waited for there (the PTX's per-iteration branches of an unrolled loop
+    with an ``if`` would otherwise put every iteration's load on the path)."""
+    blocks = program.blocks
+    preds: dict[int, list[int]] = {}
+    for blk in blocks:
+        for s in blk.succs:
+            preds.setdefault(int(s), []).append(blk.index)
+
+    def step(b: int) -> tuple[int, ...] | None:
+        """(side, join) or (join,) when ``b`` ends in a convertible branch, else None."""
+        term = blocks[b].term
+        if term[0] != "cbra":
+            return None
+        taken, fall = int(term[3]), int(term[4])
+        for side, join in ((fall, taken), (taken, fall)):
+            if side >= len(blocks) or join >= len(blocks) or side <= b or join <= side:
+                continue
+            if preds.get(side) == [b] and _predicable(program, side) == join:
+                if sorted(preds.get(join, [])) == sorted([b, side]):
+                    return side, join
+        return None
+
+    runs: dict[int, list[int]] = {}
+    absorbed: set[int] = set()
+    for blk in blocks:
+        b = blk.index
+        if b in absorbed:
+            continue
+        run = [b]
+        while (nxt := step(run[-1])) is not None:
+            run.extend(nxt)
+        if len(run) > 1:
+            runs[b] = run
+            absorbed.update(run[1:])
+    return runs
 
 
 def _longest_chain(

@@ -233,6 +233,7 @@ from gpuadvise.rules.scans import (
     tree_tail_change,
     with_scan_shuffled,
 )
+from gpuadvise.rules.small_grid import small_grid_estimate
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
 from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
@@ -490,6 +491,8 @@ __all__ = [
     "warp_footprint",
     "whole_records",
     "with_floor",
+    "ceiling_s",
+    "small_grid_estimate",
     "shuffled_estimate",
     "tree_tail_change",
     "with_scan_shuffled",

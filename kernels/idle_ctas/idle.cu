@@ -1,0 +1,49 @@
+// GA108 case: one launch updates a band of `cols` columns, but the grid is sized for the whole
+// problem (800 times the CTAs the band needs, as HeCBench's pathfinder sizes its grid from
+// rows * cols): the CTAs past the band return at their guard. `// expect: GAxxx` marks the line
+// where gpuadvise must report a finding (see case.toml and the kernel-named .toml files).
+
+// the guard written out
+extern "C" __global__ void band_guard(const float* __restrict__ in,  // expect: GA108
+                                      float* __restrict__ out, int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cols) return;
+    out[i] = 2.0f * in[i] + 1.0f;
+}
+
+// the guard in a macro
+#define COLUMN_OR_LEAVE(i, n)                          \
+    int i = blockIdx.x * blockDim.x + threadIdx.x;     \
+    if (i >= (n)) return
+extern "C" __global__ void band_macro(const float* __restrict__ in,  // expect: GA108
+                                      float* __restrict__ out, int cols) {
+    COLUMN_OR_LEAVE(i, cols);
+    out[i] = 2.0f * in[i] + 1.0f;
+}
+
+// the guard in a template helper, the work under it
+template <int B>
+__device__ bool in_band(int n, int& i) {
+    i = blockIdx.x * B + threadIdx.x;
+    return i < n;
+}
+extern "C" __global__ void band_template(const float* __restrict__ in,  // expect: GA108
+                                         float* __restrict__ out, int cols) {
+    int i;
+    if (in_band<256>(cols, i)) out[i] = 2.0f * in[i] + 1.0f;
+}
+
+// silent: the same kernel launched with the CTAs the band needs (band_sized.toml)
+extern "C" __global__ void band_sized(const float* __restrict__ in, float* __restrict__ out,
+                                      int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cols) return;
+    out[i] = 2.0f * in[i] + 1.0f;
+}
+
+// silent: a grid-stride loop over the band, every CTA working (band_stride.toml)
+extern "C" __global__ void band_stride(const float* __restrict__ in, float* __restrict__ out,
+                                       int cols) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cols; i += blockDim.x * gridDim.x)
+        out[i] = 2.0f * in[i] + 1.0f;
+}
