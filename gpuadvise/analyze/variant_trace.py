@@ -107,6 +107,8 @@ def trace_point_estimate(
     inputs.update(
         {
             TRACE_POINT: point,
+            # the point every reader takes (accuracy rows, like-for-like): the rule's own went
+            "point_speedup": point,
             "variant_trace_bound": bound,
             "rule_speedup": None if old is None else old.speedup,
             "rule_kind": None if old is None else old.kind,
@@ -132,8 +134,8 @@ def trace_point_estimate(
             "it faster",
             inputs,
         )
+    inputs.pop("peak_speedup", None)  # the rule's, on its own trace
     if old is not None and old.kind == "upper-bound" and old.speedup is not None:
-        inputs["point_speedup"] = point
         if est.peak is not None:
             inputs["peak_speedup"] = round(est.peak, 3)
         top = max(old.speedup, bound, point)

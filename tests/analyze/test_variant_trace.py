@@ -149,3 +149,12 @@ def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
     (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
     assert f.estimated_speedup is not None and TRACE_POINT not in f.estimated_speedup.inputs
     assert any("were not traced" in n and "GA308" in n for n in res.rules.notes)
+
+
+def test_the_rules_own_point_does_not_linger_in_the_inputs() -> None:
+    rule = Estimate(1.23, "point", "rule", {"point_speedup": 1.23, "peak_speedup": 1.3})
+    new = trace_point_estimate(rule, _est(1e9, 1e9), "the variant")
+    assert new.speedup == 1.0 and new.inputs["point_speedup"] == 1.0
+    assert "peak_speedup" not in new.inputs
+    slower = trace_point_estimate(rule, _est(1e9, 2e9), "the variant")
+    assert slower.inputs["point_speedup"] < 1.0 and slower.speedup is None
