@@ -47,7 +47,9 @@ class IdleCtas(Rule):
     CTAs work (a grid sized from a whole matrix where one launch covers one row band:
     HeCBench's ``pathfinder`` launches rows x cols / 250 = 400,000 CTAs, of which the 417 that
     cover the 100,000 columns work; a kernel guarded by ``if (i >= n) return;`` under a grid
-    of ``n`` x something).
+    of ``n`` x something). Not when no traced CTA makes an access while each warp runs more
+    than ``max_idle_instructions`` instructions: CTAs that compute in registers and store only
+    on a rare match (HeCBench's ``md5hash_kernel``) are busy, not idle.
 
     Why it is slow
     --------------
@@ -87,7 +89,7 @@ class IdleCtas(Rule):
     title = "Most CTAs do nothing: the grid is sized past the data"
     severity = "warning"
     models = ("trace",)
-    options = {"max_working_share": 0.5}
+    options = {"max_working_share": 0.5, "max_idle_instructions": 256}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         trace = ctx.trace
@@ -101,6 +103,11 @@ class IdleCtas(Rule):
             return
         share = float(ctx.option("max_working_share"))
         if working > share * total:
+            return
+        per_warp = trace.work.instructions / max(trace.work.warps_per_cta, 1)
+        if traced_working == 0 and per_warp > float(ctx.option("max_idle_instructions")):
+            # no traced CTA touched memory, yet each warp ran that many instructions: CTAs that
+            # compute in registers (a brute-force search writing only on a match), not idle
             return
         need = max(1, math.ceil(working))
         yield self.finding(

@@ -47,3 +47,11 @@ extern "C" __global__ void band_stride(const float* __restrict__ in, float* __re
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cols; i += blockDim.x * gridDim.x)
         out[i] = 2.0f * in[i] + 1.0f;
 }
+
+// silent: a search that computes without touching memory (md5-style brute force): every CTA
+// hashes its own candidates in registers and writes only on the rare match (search.toml)
+extern "C" __global__ void search(unsigned target, int* __restrict__ found, int rounds) {
+    unsigned x = blockIdx.x * blockDim.x + threadIdx.x, h = x;
+    for (int r = 0; r < rounds; ++r) h = (h ^ (h >> 13)) * 0x5bd1e995u + r;  // expect: GA405
+    if (h == target) *found = (int)x;
+}
