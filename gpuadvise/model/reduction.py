@@ -219,6 +219,49 @@ def trees_from_events(
     return tuple(out)
 
 
+class ThreadStores(NamedTuple):
+    """A CTA's shared lane events sorted by thread (stably: each thread's in program order),
+    its stores and, for each load, the thread's next store: ``order`` (the sort), ``t``, ``a``,
+    ``w``, ``e`` (thread, byte, width and epoch, sorted), ``st`` (the stores' sorted indices),
+    ``ld`` (the loads a store of the same thread follows) and ``seg`` (each of those loads'
+    store, an index into ``st``; ascending)."""
+
+    order: np.ndarray
+    t: np.ndarray
+    a: np.ndarray
+    w: np.ndarray
+    e: np.ndarray
+    st: np.ndarray
+    ld: np.ndarray
+    seg: np.ndarray
+
+
+def thread_stores(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+) -> ThreadStores | None:
+    """Each thread's stores with the loads it made since its previous store, the common first
+    step of the tree (:func:`_combines_and_fills`) and scan (``model.scan``) models; None
+    without a store."""
+    order = np.argsort(np.asarray(thread, np.int64), kind="stable")
+    t = np.asarray(thread, np.int64)[order]
+    a = np.asarray(byte_addr, np.int64)[order]
+    w = np.asarray(width, np.int64)[order]
+    e = np.asarray(epoch, np.int64)[order]
+    is_store = np.asarray(kind)[order] != int(Kind.LOAD)
+    st = np.flatnonzero(is_store)  # the stores, in sorted order
+    if not len(st):
+        return None
+    # each load belongs to the thread's next store (loads after its last store to none)
+    nxt = np.cumsum(is_store) - is_store  # stores before each event
+    ld = np.flatnonzero(~is_store & (nxt < len(st)))
+    ld = ld[t[st[nxt[ld]]] == t[ld]]
+    return ThreadStores(order, t, a, w, e, st, ld, nxt[ld])
+
+
 def _combines_and_fills(
     thread: np.ndarray,
     kind: np.ndarray,
@@ -235,22 +278,12 @@ def _combines_and_fills(
     width, its event's index, instruction). It is a combine when its loads of width ``w``,
     ``A`` aside, read one byte ``B > A``, ``A`` and ``B - A`` multiples of ``w``, unless the
     thread also stores ``B`` in the same epoch (it exchanged the two words)."""
-    order = np.argsort(np.asarray(thread, np.int64), kind="stable")
-    t = np.asarray(thread, np.int64)[order]
-    a = np.asarray(byte_addr, np.int64)[order]
-    w = np.asarray(width, np.int64)[order]
-    e = np.asarray(epoch, np.int64)[order]
-    is_store = np.asarray(kind)[order] != int(Kind.LOAD)
-    st = np.flatnonzero(is_store)  # the stores, in sorted order
-    if not len(st):
+    ev = thread_stores(thread, kind, byte_addr, width, epoch)
+    if ev is None:
         return [], []
+    order, t, a, w, e, st, ld, seg = ev
     ins = np.asarray(inst, np.int64)[order]
     st_t, st_a, st_w, st_e = t[st], a[st], w[st], e[st]
-    # each load belongs to the thread's next store (loads after its last store to none)
-    nxt = np.cumsum(is_store) - is_store  # stores before each event
-    ld = np.flatnonzero(~is_store & (nxt < len(st)))
-    ld = ld[t[st[nxt[ld]]] == t[ld]]
-    seg = nxt[ld]  # the store (index into st) of each load
     fill = np.bincount(seg, minlength=len(st)) == 0
     fi = np.flatnonzero(fill)
     at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])

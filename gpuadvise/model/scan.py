@@ -35,8 +35,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gpuadvise.arrays import distinct
-from gpuadvise.model.reduction import shared_lane_events
-from gpuadvise.trace.access import WARP, AccessTrace, Kind
+from gpuadvise.model.reduction import shared_lane_events, thread_stores
+from gpuadvise.trace.access import WARP, AccessTrace
 
 __all__ = ["ScanStep", "SharedScan", "scans_from_events", "shared_scans"]
 
@@ -176,20 +176,10 @@ def _look_backs(
     word ``B < A`` or two words ``lo < hi`` at least a word apart (double-buffered), all
     aligned; one word ``B > A`` is an exchange's half, when the thread also stores ``B`` in the
     epoch. A look-back whose lower word the thread also stores in the epoch is dropped."""
-    order = np.argsort(np.asarray(thread, np.int64), kind="stable")
-    t = np.asarray(thread, np.int64)[order]
-    a = np.asarray(byte_addr, np.int64)[order]
-    w = np.asarray(width, np.int64)[order]
-    e = np.asarray(epoch, np.int64)[order]
-    is_store = np.asarray(kind)[order] != int(Kind.LOAD)
-    st = np.flatnonzero(is_store)  # the stores, in sorted order
-    if not len(st):
+    ev = thread_stores(thread, kind, byte_addr, width, epoch)
+    if ev is None:
         return [], {}, {}
-    # each load belongs to the thread's next store (loads after its last store to none)
-    nxt = np.cumsum(is_store) - is_store  # stores before each event
-    ld = np.flatnonzero(~is_store & (nxt < len(st)))
-    ld = ld[t[st[nxt[ld]]] == t[ld]]
-    seg = nxt[ld]  # the store (index into st) of each load
+    order, t, a, w, e, st, ld, seg = ev
     sw = w[st]
     # the load epoch of a store: the earliest of its loads' (any width)
     has_loads = np.bincount(seg, minlength=len(st)) > 0
