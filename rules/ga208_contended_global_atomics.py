@@ -249,12 +249,14 @@ class ContendedGlobalAtomics(Rule):
             return "warp"
         g = ctx.launch.grid
         wave = self._wave(ctx)
-        # one atomic per CTA: on the address, and on its line (a histogram's CTAs each reach
-        # a bin about once, but its line many times: a smaller grid leaves their count)
+        # one atomic per CTA: on the address, and one request per line of the region (a CTA's
+        # flush of its bins; a CTA that reaches the region's lines many times, once per
+        # element, keeps that count in a smaller grid)
+        lines = min(REGION_BYTES // 128, max(1, -(-h.region_addresses // 32)))
         one_per_cta = (
             h.lanes_per_request < _MIN_LANES
             and h.hot_updates <= 1.5 * h.hot_ctas
-            and h.region_requests <= 1.5 * max(h.region_ctas, 1)
+            and h.region_requests <= 1.5 * lines * max(h.region_ctas, 1)
         )
         if (
             one_per_cta

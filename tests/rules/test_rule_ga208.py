@@ -300,3 +300,18 @@ def test_a_request_counts_once_per_line_of_the_region_it_reaches(tmp_path):
     assert e["lanes_per_request"] == 1.0
     assert e["distinct_addresses"] == 128
     assert f.details_as(HotAddress).region_addresses == 128
+
+
+def test_a_private_histogram_over_many_waves_gets_one_wave():
+    """hist_private_wave launched with 16 waves (hist_private_waves.toml): each CTA flushes its
+    512 shared bins into the global ones, one request per line of a region (HeCBench's
+    bincount SHARED, whose one-wave launch measured 12.3x on an H200); the grid-stride loop is
+    there, so the launch alone is the fix. The one-element-per-thread histograms above reach a
+    region's lines many times a CTA and stay display-only."""
+    a = analyze(BINS, "hist_private_wave", 8, spec=str(BINS.parent / "hist_private_waves.toml"))
+    (f,) = run_rule(a, "GA208", trace_ctas=8)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff is None
+    assert v.launch == {"grid": [1056, 1, 1]}
+    est = f.estimated_speedup
+    assert est is not None and est.inputs["fix"] == "wave"
