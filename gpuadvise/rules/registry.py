@@ -58,6 +58,19 @@ def _edits(a: str, b: str) -> int:
     return d[len(a)][len(b)]
 
 
+def _swapped(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with two neighbouring characters swapped."""
+    if len(a) != len(b):
+        return False
+    diff = [i for i in range(len(a)) if a[i] != b[i]]
+    return (
+        len(diff) == 2
+        and diff[1] == diff[0] + 1
+        and a[diff[0]] == b[diff[1]]
+        and a[diff[1]] == b[diff[0]]
+    )
+
+
 def _package_dir() -> Path:
     """The ``gpuadvise`` package folder."""
     return Path(__file__).resolve().parents[1]
@@ -179,8 +192,11 @@ class Registry:
         close = difflib.get_close_matches(key.strip(), words, n=10, cutoff=0.5)
         close += difflib.get_close_matches(key.strip().upper(), words, n=10, cutoff=0.5)
         close = list(dict.fromkeys(close))
-        # a swapped pair of digits (GA210 for GA201) is one edit: those first
-        close.sort(key=lambda w: _edits(key.strip().upper(), w.upper()))
+        # a swapped pair of digits (GA210 for GA201) is one edit: those first, and before a
+        # one-character slip of the same distance (GA210: GA201 before GA310), as ids are
+        # typed with their digits swapped more often than with a digit replaced
+        typed = key.strip().upper()
+        close.sort(key=lambda w: (_edits(typed, w.upper()), not _swapped(typed, w.upper())))
         close = close[:3]
         if close:
             return "did you mean " + " or ".join(close) + "? (`gpuadvise rules` lists them)"
