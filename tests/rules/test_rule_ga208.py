@@ -48,7 +48,7 @@ def test_contended_global_atomics_reported(kernel, marker):
     assert f.variant.safety == ("automatic-and-verified" if auto else "display-only")
 
 
-@pytest.mark.parametrize("kernel", ["scatter_add", "grid_sum_one_wave", "col_sums_by_column"])
+@pytest.mark.parametrize("kernel", ["scatter_add", "grid_sum_one_wave", "col_sums_cta"])
 def test_silent(kernel):
     assert run_rule(analyze(SRC, kernel, 8), "GA208", trace_ctas=8) == []
 
