@@ -13,6 +13,7 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     HotAddress,
+    LaunchTimes,
     ModelUnavailable,
     Rule,
     RuleContext,
@@ -26,6 +27,7 @@ from gpuadvise.rules import (
     view_traffic,
     warp_aggregable,
     warp_aggregation_variant,
+    with_serial_s,
 )
 
 _MIN_LANES = 1.5
@@ -133,9 +135,10 @@ class ContendedGlobalAtomics(Rule):
         hot = hot_addresses(ctx.trace)
         if not hot:
             return
-        before = self._launch_s(ctx)
-        if before is None:
+        launch = self._launch(ctx)
+        if launch is None:
             return
+        before = launch.time_s
         min_share = float(ctx.option("min_share"))
         combined = self._combined_lines(ctx)
         scale = ctx.trace.scale
@@ -208,8 +211,8 @@ class ContendedGlobalAtomics(Rule):
         )
 
     @staticmethod
-    def _launch_s(ctx: RuleContext, one_wave: bool = False) -> float | None:
-        """The launch model's time of the kernel; ``one_wave``: run in one wave (a grid-stride
+    def _launch(ctx: RuleContext, one_wave: bool = False) -> LaunchTimes | None:
+        """The launch model's terms of the kernel; ``one_wave``: run in one wave (a grid-stride
         loop), without the CTA turnaround of each round."""
         rates = memory_rates(ctx.device)
         if rates is None:
@@ -219,7 +222,7 @@ class ContendedGlobalAtomics(Rule):
             t = launch_times(traffic, ctx.device, rates, turnaround=not one_wave)
         except ModelUnavailable:
             return None
-        return None if t is None else t.time_s
+        return t
 
     @staticmethod
     def _combined_lines(ctx: RuleContext) -> set[int]:
@@ -273,9 +276,10 @@ class ContendedGlobalAtomics(Rule):
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         h = finding.details_as(HotAddress)
-        rest = self._launch_s(ctx)
-        if rest is None:
+        rest_t = self._launch(ctx)
+        if rest_t is None:
             return Estimate(None, "none", "no launch model for this trace")
+        rest = rest_t.time_s
         combined = finding.line in self._combined_lines(ctx)
         c = self._serial(ctx, h, combined)
         updates, lanes, serial = c.updates, c.lanes, c.serial_s
@@ -284,15 +288,15 @@ class ContendedGlobalAtomics(Rule):
         # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
         # launch's), the CTAs' turnaround goes too
         one_wave = c.cta_updates < h.launch_ctas(ctx.trace.scale)
-        wave_s = self._launch_s(ctx, one_wave=True) if one_wave else rest
-        cta_rest = rest if wave_s is None else wave_s
-        cta_s = max(cta_rest, c.cta_serial_s)
-        before_s = max(rest, serial)
+        wave_t = self._launch(ctx, one_wave=True) if one_wave else rest_t
+        cta_t = rest_t if wave_t is None else wave_t
+        cta_s = with_serial_s(cta_t, c.cta_serial_s)
+        before_s = with_serial_s(rest_t, serial)
         if fix == "warp":
             # the variant: one update per warp-level request on the address, the launch as is
             # (the requests reaching the hot line stay as many)
             after_updates, after_lines = updates / max(lanes, 1.0), c.line_requests
-            after_steps, after_rest = c.line_requests, rest
+            after_steps, after_t = c.line_requests, rest_t
             after_what = (
                 f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
                 f"combined first: {after_updates:.0f}; a CTA reduction in one wave would make "
@@ -300,14 +304,14 @@ class ContendedGlobalAtomics(Rule):
             )
         else:
             after_updates, after_lines = c.cta_updates, c.cta_line_requests
-            after_steps, after_rest = after_lines, cta_rest
+            after_steps, after_t = after_lines, cta_t
             after_what = (
                 f"one update per CTA of one wave ({after_updates:.0f}"
                 + (f"; {after_lines:.0f} requests on the region" if c.by_line else "")
                 + ")"
             )
         after_serial = c.time_s(after_updates, after_lines, after_steps)
-        after_s = max(after_rest, after_serial)
+        after_rest, after_s = after_t.time_s, with_serial_s(after_t, after_serial)
         inputs = {
             "updates_before": updates,
             "updates_after": after_updates,
@@ -329,9 +333,9 @@ class ContendedGlobalAtomics(Rule):
         return Estimate(
             round(max(before_s / after_s, 1.0), 3),
             "point",
-            f"the launch as it is {before_s * 1e6:.1f} us (the larger of the launch model's "
-            f"{rest * 1e6:.1f} us and {serial_what}, measured on an H200), after {after_what}: "
-            f"{after_s * 1e6:.1f} us",
+            f"the launch as it is {before_s * 1e6:.1f} us (the launch model's "
+            f"{rest * 1e6:.1f} us with {serial_what}, measured on an H200, as its L2 term), "
+            f"after {after_what}: {after_s * 1e6:.1f} us",
             inputs,
         )
 

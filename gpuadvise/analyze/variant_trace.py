@@ -49,7 +49,7 @@ from gpuadvise.errors import GpuAdviseError
 if TYPE_CHECKING:
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
-    from gpuadvise.model.roofline import LaunchEstimate, Traffic
+    from gpuadvise.model.roofline import LaunchEstimate, LaunchTimes, Traffic
     from gpuadvise.rules.evaluate import RulesRun
     from gpuadvise.rules.findings import Estimate, Finding, Variant
 
@@ -117,6 +117,15 @@ def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOpt
     return dataclasses.replace(opts, **changes)
 
 
+def _bound_by(times: LaunchTimes, serial_s: float) -> str:
+    """What decides a launch's time, the L2's serial atomics (``L2 atomics``) where its L2
+    term is theirs and decides."""
+    if serial_s <= times.l2_s:
+        return times.bound_by
+    by = dataclasses.replace(times, l2_s=serial_s).bound_by
+    return "L2 atomics" if by == "l2" else by
+
+
 def trace_point_estimate(
     rule_estimate: Estimate | None,
     est: LaunchEstimate,
@@ -129,14 +138,22 @@ def trace_point_estimate(
     the point beside it; a point below 1 gives no speedup (the variant is predicted slower)."""
     from gpuadvise.model.roofline import ceiling_s
     from gpuadvise.rules.findings import Estimate
+    from gpuadvise.rules.global_atomics import with_serial_s
 
     sb, sa = serial
-    point = round(max(est.before.time_s, sb) / max(est.after.time_s, sa), 3)
-    bound = round(max(max(ceiling_s(est.before), sb) / max(est.after_floor.time_s, sa), point), 3)
+    before_s, after_s = with_serial_s(est.before, sb), with_serial_s(est.after, sa)
+    floor_s = with_serial_s(est.after_floor, sa)
+    point = round(before_s / after_s, 3)
+    top_s = (
+        ceiling_s(est.before)
+        if sb <= est.before.l2_s
+        else ceiling_s(dataclasses.replace(est.before, l2_s=sb))
+    )
+    bound = round(max(top_s / floor_s, point), 3)
     peak = (
         None
         if est.peak is None or est.before_floor is None
-        else max(est.before_floor.time_s, sb) / max(est.after_floor.time_s, sa)
+        else with_serial_s(est.before_floor, sb) / floor_s
     )
     old = rule_estimate
     inputs: dict[str, Any] = dict(old.inputs) if old is not None else {}
@@ -148,8 +165,8 @@ def trace_point_estimate(
             "variant_trace_bound": bound,
             "rule_speedup": None if old is None else old.speedup,
             "rule_kind": None if old is None else old.kind,
-            "bound_by_before": "L2 atomics" if sb > est.before.time_s else est.before.bound_by,
-            "bound_by_after": "L2 atomics" if sa > est.after.time_s else est.after.bound_by,
+            "bound_by_before": _bound_by(est.before, sb),
+            "bound_by_after": _bound_by(est.after, sa),
             "atomics_serial_before_us": round(sb * 1e6, 3),
             "atomics_serial_after_us": round(sa * 1e6, 3),
         }
@@ -160,7 +177,8 @@ def trace_point_estimate(
         f"{est.after.describe()}, bound by {est.after.bound_by}"
         + (
             f"; the L2's serial global atomics (GA208's count) {sb * 1e6:.1f} us before, "
-            f"{sa * 1e6:.1f} us after, each side the larger"
+            f"{sa * 1e6:.1f} us after, each side's L2 term where longer: "
+            f"{before_s * 1e6:.1f} us before, {after_s * 1e6:.1f} us after"
             if max(sb, sa) > 0.0
             else ""
         )
