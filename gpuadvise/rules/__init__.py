@@ -25,6 +25,7 @@ from gpuadvise.model.l2 import l2_model
 from gpuadvise.model.occupancy import OccupancyInputError, max_active_blocks
 from gpuadvise.model.reduction import ReductionTree
 from gpuadvise.model.roofline import (
+    LaunchTimes,
     Traffic,
     amortised_ratio,
     ceiling_s,
@@ -91,6 +92,7 @@ from gpuadvise.rules.global_atomics import (
     SerialAtomics,
     hot_addresses,
     update_ns,
+    with_serial_s,
 )
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
 from gpuadvise.rules.grid_stride import (
@@ -469,6 +471,7 @@ __all__ = [
     "tiled_block_index_cuda",
     "tiled_block_index_lines",
     "touched_lines",
+    "LaunchTimes",
     "Traffic",
     "transpose_body",
     "transpose_tiles",
@@ -476,6 +479,7 @@ __all__ = [
     "uniform_lanes",
     "unsafe_use",
     "update_ns",
+    "with_serial_s",
     "Variant",
     "varying_repeats",
     "vector_load",

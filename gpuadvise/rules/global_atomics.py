@@ -16,11 +16,13 @@ I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuadvise.model.banks import active_lanes
+from gpuadvise.model.roofline import LaunchTimes
 from gpuadvise.ptx.access import record_weights
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.trace.access import AccessTrace, Kind, Space
@@ -32,7 +34,9 @@ __all__ = [
     "HotAddress",
     "SerialAtomics",
     "hot_addresses",
+    "launch_serial_s",
     "update_ns",
+    "with_serial_s",
 ]
 
 _ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
@@ -106,6 +110,11 @@ class HotAddress(FindingDetails):
     """Distinct addresses of that region the requests update."""
     region_lines: int = 0
     """Distinct 128-byte lines of that region the requests reach."""
+    region_steps: float = 0.0
+    """The region's requests (weighted, less the sample's noise as ``region_requests``) each
+    counted as the most lanes it has on one address of the region: the L2 applies a
+    request's updates of distinct words together and those of one word one after another
+    (a warp of 32 lanes adding to one float: 32 steps; after warp aggregation: 1)."""
 
     def request_ns(self) -> float:
         """The L2's time per request on the hot region: :data:`ONE_LINE_NS` where they all
@@ -137,6 +146,10 @@ class HotAddress(FindingDetails):
         """The hot region's requests over the launch, scaled like :meth:`launch_updates`."""
         return self.region_requests * scale if self.region_wide else self.region_requests
 
+    def launch_region_steps(self, scale: float) -> float:
+        """The hot region's steps over the launch (as :meth:`launch_region_requests`)."""
+        return self.region_steps * scale if self.region_wide else self.region_steps
+
     def launch_region_ctas(self, scale: float) -> float:
         """The launch's CTAs reaching the hot region (as :meth:`launch_region_requests`)."""
         return self.region_ctas * scale if self.region_wide else float(self.region_ctas)
@@ -157,7 +170,8 @@ class SerialAtomics:
     """GA208's view of a source line's atomics as the L2 takes them in turn over the launch:
     the hot address's updates (``lanes`` of a warp-level request on it), the hot region's
     requests (:data:`REGION_BYTES`), the same with one update per CTA of one wave (one request
-    per line and CTA), and the L2's time per update and per request."""
+    per line and CTA), the L2's time per update and per request, and the hot region's steps
+    (:attr:`HotAddress.region_steps`; after a CTA reduction one per request)."""
 
     updates: float
     lanes: float
@@ -167,23 +181,106 @@ class SerialAtomics:
     update_s: float
     line_s: float
     line_scaled: bool
+    steps: float = 0.0
 
-    def time_s(self, updates: float, line_requests: float) -> float:
-        """The larger of the address's and the line's serial times."""
-        return max(updates * self.update_s, line_requests * self.line_s)
+    def time_s(self, updates: float, line_requests: float, steps: float = 0.0) -> float:
+        """The largest of the address's, the line's and the region's steps' serial times."""
+        return max(updates * self.update_s, line_requests * self.line_s, steps * self.update_s)
 
     @property
     def serial_s(self) -> float:
-        return self.time_s(self.updates, self.line_requests)
+        return self.time_s(self.updates, self.line_requests, self.steps)
 
     @property
     def cta_serial_s(self) -> float:
-        return self.time_s(self.cta_updates, self.cta_line_requests)
+        return self.time_s(self.cta_updates, self.cta_line_requests, self.cta_line_requests)
 
     @property
     def by_line(self) -> bool:
         """The hot line's requests take the L2 longer than the hot address's updates."""
         return self.line_requests * self.line_s > self.updates * self.update_s
+
+    @property
+    def by_steps(self) -> bool:
+        """The region's steps (requests, each its most lanes on one word) take the L2 longer
+        than both the hot address's updates and the region's requests."""
+        t = self.steps * self.update_s
+        return t > self.updates * self.update_s and t > self.line_requests * self.line_s
+
+    def finding_text(self, h: HotAddress, scale: float) -> str:
+        """What takes the L2 longest, for GA208's message (``scale``: the trace's)."""
+        where = f"`{h.buffer}`" if h.buffer else "one address"
+        if self.by_steps:
+            return (
+                f"{h.launch_region_requests(scale):.0f} warp-level requests on one "
+                f"{REGION_BYTES}-byte region of {where} over the launch, each applying its "
+                f"lanes on one word one after another ({self.steps:.0f} updates in turn, "
+                f"{self.lanes:.1f} lanes of a request on the hottest address, from "
+                f"{h.launch_region_ctas(scale):.0f} CTAs) at about "
+                f"{self.update_s * 1e9:.2f} ns each"
+            )
+        if self.by_line:
+            return (
+                f"{self.line_requests:.0f} requests on the 128-byte lines of one "
+                f"{REGION_BYTES}-byte region of {where} over the launch (a warp-level request "
+                f"once per line it reaches; {h.region_addresses} addresses, from "
+                f"{h.launch_region_ctas(scale):.0f} CTAs), which the L2 takes one after "
+                f"another at about {h.request_ns():.2f} ns each"
+            )
+        return (
+            f"{self.updates:.0f} updates of one address of {where} over the launch "
+            f"({self.lanes:.1f} lanes of a warp-level request, from "
+            f"{h.launch_ctas(scale):.0f} CTAs), which the L2 applies one after another "
+            f"at about {update_ns(h.opcode):.2f} ns each"
+        )
+
+    def estimate_text(self, h: HotAddress) -> str:
+        """The serial term of GA208's estimate, in words."""
+        if self.by_steps:
+            return (
+                f"the L2's {self.steps:.0f} updates in turn on one {REGION_BYTES}-byte region "
+                f"(each request's lanes on one word one after another) at "
+                f"{self.update_s * 1e9:.2f} ns each"
+            )
+        if self.by_line:
+            return (
+                f"the L2's {self.line_requests:.0f} requests on the lines of one "
+                f"{REGION_BYTES}-byte region at {h.request_ns():.2f} ns each"
+            )
+        return (
+            f"the L2's {self.updates:.0f} serial updates of one address at "
+            f"{update_ns(h.opcode):.2f} ns each"
+        )
+
+
+def launch_serial_s(trace: AccessTrace, combined: Collection[int] = ()) -> float:
+    """The longest the L2 takes for one source line's global atomics over the launch, one
+    after another (GA208's serial time: the hot address's updates, the hot region's requests
+    or its steps, the larger), 0 without global atomics: what the launch model leaves out.
+    ``combined``: lines where ptxas combines a warp's lanes first (``REDUX``/``UFLO``: one
+    update per warp-level request)."""
+    scale = trace.scale
+    most = 0.0
+    for (_, line), h in hot_addresses(trace).items():
+        updates, requests = h.launch_updates(scale), h.launch_region_requests(scale)
+        steps = h.launch_region_steps(scale)
+        if line in combined:
+            updates, steps = updates / max(h.lanes_per_request, 1.0), requests
+        u = update_ns(h.opcode)
+        most = max(most, updates * u, requests * h.request_ns(), steps * u)
+    return most * 1e-9
+
+
+def with_serial_s(times: LaunchTimes, serial_s: float) -> float:
+    """The launch's time with the L2's serial atomics (``serial_s``) as its L2 term where they
+    take longer: the launch model then combines them with the rest as it combines its own
+    throughput terms, overlapped with compute (HeCBench michalewicz, bound by its pipes: the
+    atomics' 0.71 ms hidden, measured 1.01x at most without them) and added in part to a
+    latency-bound launch's waits (llm.c layernorm_backward_kernel1: 2.08 ms modelled without
+    the atomics' 1.80 ms, 4.28 ms measured, 1.78 ms after warp aggregation)."""
+    if serial_s <= times.l2_s:
+        return times.time_s
+    return replace(times, l2_s=serial_s).time_s
 
 
 def _buffer_of(trace: AccessTrace, address: int) -> str | None:
@@ -229,7 +326,7 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         ctas = np.unique(r["cta"][touching])
         pos = [position.get(int(c), 0) for c in ctas]
         spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
-        reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines = _hot_region(
+        reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines, reg_steps = _hot_region(
             r, act, w_rec[rows], position, traced
         )
         opcode = trace.instructions[line_insts[0]].opcode
@@ -249,21 +346,22 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             region_spread=reg_spread,
             region_addresses=reg_addrs,
             region_lines=reg_lines,
+            region_steps=reg_steps,
         )
     return out
 
 
 def _hot_region(
     r: np.ndarray, act: np.ndarray, w: np.ndarray, position: dict[int, int], traced: int
-) -> tuple[float, int, float, int, int]:
+) -> tuple[float, int, float, int, int, float]:
     """The :data:`REGION_BYTES` region that the most (warp-level request, 128-byte line) pairs
     of records ``r`` reach (each with its request's weight ``w``): those pairs (less the
     sample's noise), the traced CTAs
-    making them, their spread over the traced CTAs, and the region's distinct addresses and
-    lines."""
+    making them, their spread over the traced CTAs, the region's distinct addresses and
+    lines, and its steps (:attr:`HotAddress.region_steps`, less the noise alike)."""
     req, lane = np.nonzero(act)
     if not len(req):
-        return 0.0, 0, 0.0, 0, 0
+        return 0.0, 0, 0.0, 0, 0, 0.0
     addr = r["addr"][req, lane].astype(np.uint64)
     pairs = np.unique(np.stack([req.astype(np.uint64), addr >> np.uint64(7)], axis=1), axis=0)
     shift = np.uint64(REGION_BYTES.bit_length() - 1 - 7)
@@ -282,4 +380,20 @@ def _hot_region(
     spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
     in_region = (addr >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
     n_lines = len(np.unique(addr[in_region] >> np.uint64(7)))
-    return hot_count, len(ctas), round(spread, 4), len(np.unique(addr[in_region])), n_lines
+    # each request's most lanes on one word of the region
+    words, per_word = np.unique(
+        np.stack([req[in_region].astype(np.uint64), addr[in_region]], axis=1),
+        axis=0,
+        return_counts=True,
+    )
+    most = np.zeros(len(r))
+    np.maximum.at(most, words[:, 0].astype(np.int64), per_word)
+    steps = float((most * w).sum()) * (hot_count / top if top else 1.0)
+    return (
+        hot_count,
+        len(ctas),
+        round(spread, 4),
+        len(np.unique(addr[in_region])),
+        n_lines,
+        steps,
+    )

@@ -76,3 +76,52 @@ __global__ void grid_sum_one_wave(const float* x, float* sum, int n) {
         if (threadIdx.x == 0) atomicAdd(sum, w);
     }
 }
+
+// Column sums by a thread per row (llm.c's layernorm_backward_kernel1: dbias[i] and dweight[i]
+// added to by every row's thread, column after column): the 32 lanes of a warp add to one
+// word at each step, and the words change along the loop, so no one address takes the
+// launch's updates but each request's 32 lanes on one word are applied in turn, request after
+// request on the lines of one 512-byte region. The input is read column-major (coalesced).
+__global__ void col_sums(const float* m, float* colsum, int rows, int cols) {  // expect: GA102
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    for (int j = 0; j < cols; j++) {
+        atomicAdd(&colsum[j], m[j * rows + r]);  // expect: GA208
+    }
+}
+
+// The same through a macro, the column count a template parameter, two sums (a bias and a
+// weight gradient) on one line.
+#define ADD_COL(dst, j, v) atomicAdd((dst) + (j), (v))
+template <int COLS>
+__global__ void col_sums_pair(const float* g, const float* x, float* db, float* dw, int rows) {  // expect: GA102
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows)
+        for (int j = 0; j < COLS; ++j) { float v = g[j * rows + r]; ADD_COL(db, j, v); ADD_COL(dw, j, v * x[j * rows + r]); }  // expect: GA208
+}
+template __global__ void col_sums_pair<128>(const float*, const float*, float*, float*, int);
+
+// Sums of squares per column through a helper function (a float add, which ptxas does not
+// combine across the warp): reported at the helper's call.
+__device__ void add_square(float* sums, int j, float v) { atomicAdd(&sums[j], v * v); }
+
+__global__ void col_squares(const float* m, float* sums, int rows, int cols) {  // expect: GA102
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    for (int j = 0; j < cols; j++) add_square(sums, j, m[j * rows + r]);  // expect: GA208
+}
+
+// The fix: each warp's sum per column by shuffles into the CTA's partials in shared memory,
+// then one atomic per column and CTA (silent but for the small grid).
+__global__ void col_sums_cta(const float* m, float* colsum, int rows, int cols) {  // expect: GA102
+    __shared__ float part[128];
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) part[j] = 0.f;
+    __syncthreads();
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int j = 0; j < cols; j++) {
+        float v = warp_sum(r < rows ? m[j * rows + r] : 0.f);
+        if ((threadIdx.x & 31) == 0) atomicAdd(&part[j], v);
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) atomicAdd(&colsum[j], part[j]);
+}

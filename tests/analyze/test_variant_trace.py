@@ -158,3 +158,27 @@ def test_the_rules_own_point_does_not_linger_in_the_inputs() -> None:
     assert "peak_speedup" not in new.inputs
     slower = trace_point_estimate(rule, _est(1e9, 2e9), "the variant")
     assert slower.inputs["point_speedup"] < 1.0 and slower.speedup is None
+
+
+def test_serial_global_atomics_bound_each_side() -> None:
+    """The L2's serial atomics (GA208's count on each trace), which the launch model leaves
+    out, are each side's L2 term where longer: a one-wave histogram's flush (bincount_shared:
+    156 us in turn before, 4 us after) against launch times that hide it."""
+    from gpuadvise.rules.global_atomics import with_serial_s
+
+    e = _est(4e9, 1e9)
+    b, a = e.before.time_s, e.after.time_s
+    new = trace_point_estimate(Estimate(1.5, "point", "rule"), e, "the variant", (10 * b, 0.0))
+    assert new.speedup == pytest.approx(with_serial_s(e.before, 10 * b) / a, rel=1e-3)
+    assert new.speedup > 9.0 * e.point
+    assert new.inputs["bound_by_before"] == "L2 atomics"
+    assert new.inputs["atomics_serial_before_us"] == pytest.approx(10 * b * 1e6, rel=1e-3)
+    assert "serial global atomics" in new.method
+    # serial after the change too: it bounds the after side
+    both = trace_point_estimate(Estimate(1.5, "point", "rule"), e, "v", (10 * b, 5 * b))
+    assert both.speedup == pytest.approx(2.0, rel=0.05)
+    assert both.inputs["bound_by_after"] == "L2 atomics"
+    # under the launch's own L2 term on both sides: the model's point as before
+    same = trace_point_estimate(Estimate(1.5, "point", "rule"), e, "v", (0.0, 0.0))
+    assert same.speedup == pytest.approx(e.point, rel=1e-3)
+    assert "serial global atomics" not in same.method

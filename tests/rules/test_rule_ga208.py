@@ -27,6 +27,9 @@ SRC = KERNELS / "global_atomics" / "atomics.cu"
         ("cta_partials", "ACCUMULATE(result, s);"),
         ("letter_bins", "atomicAdd(bins + c / WIDTH, 1);"),
         ("slot_max", "keep_max(slots, keys[i / 4]);"),
+        ("col_sums", "atomicAdd(&colsum[j], m[j * rows + r]);"),
+        ("col_sums_pair", "ADD_COL(db, j, v); ADD_COL(dw, j, v * x[j * rows + r]);"),
+        ("col_squares", "add_square(sums, j, m[j * rows + r]);"),
     ],
 )
 def test_contended_global_atomics_reported(kernel, marker):
@@ -45,7 +48,7 @@ def test_contended_global_atomics_reported(kernel, marker):
     assert f.variant.safety == ("automatic-and-verified" if auto else "display-only")
 
 
-@pytest.mark.parametrize("kernel", ["scatter_add", "grid_sum_one_wave"])
+@pytest.mark.parametrize("kernel", ["scatter_add", "grid_sum_one_wave", "col_sums_cta"])
 def test_silent(kernel):
     assert run_rule(analyze(SRC, kernel, 8), "GA208", trace_ctas=8) == []
 
@@ -64,6 +67,24 @@ def test_a_grid_sum_counts_every_lane_on_one_address():
     assert "`sum`" in f.message
     est = f.estimated_speedup
     assert est is not None and est.inputs["updates_after"] == 128
+
+
+def test_a_thread_per_row_adding_to_column_sums_counts_each_requests_lanes_on_one_word():
+    """col_sums: 8 traced CTAs of 8 warps, each warp's 128 requests (one a column) putting its
+    32 lanes on one word of the 512-byte region of `colsum`: no address takes the launch's
+    updates (8,192 of 1,048,576 per word), but the L2 applies each request's 32 lanes in turn,
+    32 steps a request, 1,048,576 steps over the launch's 32 CTAs at 1.76 ns; warp
+    aggregation leaves one step a request."""
+    (f,) = run_rule(analyze(SRC, "col_sums", 8), "GA208", trace_ctas=8)
+    e = ev(f)
+    assert e["lanes_per_request"] == 32.0 and e["distinct_addresses"] == 128
+    est = f.estimated_speedup
+    assert est is not None and est.inputs["fix"] == "warp"
+    assert est.inputs["steps_before"] == pytest.approx(32 * 32 * 8 * 128, rel=0.05)
+    assert est.inputs["steps_after"] == pytest.approx(est.inputs["steps_before"] / 32, rel=0.05)
+    assert e["serial_us"] == pytest.approx(est.inputs["steps_before"] * 1.76e-3, rel=0.01)
+    assert "each applying its lanes on one word one after another" in f.message
+    assert est.speedup > 5.0
 
 
 def test_an_integer_add_ptxas_combines_counts_one_update_a_warp(tmp_path):
@@ -133,6 +154,8 @@ def _outputs(src, kernel, **opts):
         ("letter_bins", ("n=4096",), "bins", "gpuadvise_warp_atomicAdd(bins + c / WIDTH, 1);"),
         # a helper function's atomic: reported at its call, the helper rewritten
         ("slot_max", ("n=4096",), "slots", "gpuadvise_warp_atomicMax(&slots[key & 7], key);"),
+        # column sums by a thread per row: a word per step, all 32 lanes on it
+        ("col_squares", ("rows=4096",), "sums", "gpuadvise_warp_atomicAdd(&sums[j], v * v);"),
     ],
 )
 def test_the_warp_aggregated_fix_writes_the_same_outputs(kernel, args, out, helper, tmp_path):
