@@ -186,9 +186,6 @@ class Traffic:
     resident_warps: float = 0.0
     bytes_in_flight_per_warp: float = 0.0
     work: KernelWork | None = None
-    # a warp's independent loads in flight over the usual 4 (at least 1): an unrolled run of
-    # loads hides memory time behind the warp's own work as that many more warps would
-    independent_loads: float = 1.0
     load_requests: float = 0.0
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
@@ -362,9 +359,7 @@ def launch_times(
         - (terms.turnaround_s if peak_dram or not turnaround else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
-        hidden=1.0
-        if peak_dram
-        else overlap(terms.warps_per_scheduler * max(traffic.independent_loads, 1.0)),
+        hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
         compute=terms,
         norm=math.inf if peak_dram else SIDES_NORM,
     )

@@ -198,13 +198,10 @@ PREDICABLE_INSTRUCTIONS = 8
 conversion: ``if (i == idx) res = a; else res = b;`` is a select in SASS)."""
 
 _UNPREDICABLE = (
-    frozenset({"atom"})
+    _ORDERED_LOADS
     | _ORDERED_STORES
     | frozenset({"red", "bar", "barrier", "call", "ret", "exit", "brx", "membar", "fence"})
 )
-# a plain load is predicated too (``@P0 LDG``: an unrolled loop's guarded loads of kmeans'
-# hoisted membership issue back to back in its SASS); an ordered or volatile one is not
-_ORDERED_MODS = frozenset({"volatile", "acquire", "relaxed", "mmio", "sys"})
 
 
 def _predicable(program: Program, b: int) -> int | None:
@@ -214,12 +211,8 @@ def _predicable(program: Program, b: int) -> int | None:
     blk = program.blocks[b]
     if blk.term[0] not in ("fall", "bra") or len(blk.body) > PREDICABLE_INSTRUCTIONS:
         return None
-    for i in blk.body:
-        ins = program.instrs[i]
-        if ins.base in _UNPREDICABLE or (
-            ins.base in _ORDERED_LOADS and _ORDERED_MODS & set(ins.mods)
-        ):
-            return None
+    if any(program.instrs[i].base in _UNPREDICABLE for i in blk.body):
+        return None
     return int(blk.term[1])
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.execution import KernelWork, amdahl_with_floor
+from gpuadvise.model.execution import amdahl_with_floor
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -61,25 +61,6 @@ MODEL = "execution"
 LOADS_IN_FLIGHT = 4
 """Load requests a warp keeps in flight (independent loads the compiler issues back to back);
 with a float4 load per lane, one warp per SM reads 171 GB/s on an H200 (132 x 512 B / 395 ns)."""
-
-
-MAX_LOADS_IN_FLIGHT = 32
-"""The most load requests a warp is taken to keep in flight where its loads are independent
-(:func:`_loads_in_flight`): an unrolled loop's loads issued back to back, one register each."""
-
-
-def _loads_in_flight(work: KernelWork | None, loads_per_warp: float) -> float:
-    """Load requests a warp keeps in flight: :data:`LOADS_IN_FLIGHT`, or more where its loads
-    are that independent: a warp's loads over the global links of its critical chain (the
-    loads it waits for one after another), at most :data:`MAX_LOADS_IN_FLIGHT`. Hoisted
-    values (GA309's variant) issue a row's loads back to back before their first use, which
-    keeps a latency-bound loop's bytes in flight with a quarter of the warps: kmeans'
-    membership at 103 registers (2 CTAs an SM where 8 were) measured 1.12x on an H200, where 4
-    loads a warp in flight made its Little's-law term 7x longer and the point 0.46x."""
-    links = float(work.chain.get("global", 0.0)) if work is not None else 0.0
-    if links < 1.0:
-        return LOADS_IN_FLIGHT
-    return max(LOADS_IN_FLIGHT, min(loads_per_warp / links, MAX_LOADS_IN_FLIGHT))
 
 
 @dataclass(frozen=True)
@@ -336,12 +317,11 @@ def _view_traffic(
     # come from L1/L2 either way) looked latency-bound after: an upper bound below 1
     # (llm.c attention_query_key_kernel1, 0.39x)
     per_req = float(np.average(c.sectors[load], weights=rw[load])) if n_load else 0.0
+    in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
     # what the CTAs execute (the execution model's input): the kernel's, not a proxy's (a
     # per-line proxy, ``only``, runs its records and a fold: the memory roofline alone)
     work = view.work if only is None else None
-    loads = min(_loads_in_flight(work, n_load / warps), n_load / warps)
-    in_flight = per_req * SECTOR * loads
     shared_requests = shared_wavefronts = 0.0
     if work is not None:
         shared_requests = work.shared_requests * work.ctas
@@ -358,7 +338,6 @@ def _view_traffic(
         resident_warps=_resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
         work=work,
-        independent_loads=max(loads / LOADS_IN_FLIGHT, 1.0),
         load_requests=n_load * s,
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,

@@ -61,11 +61,3 @@ def test_a_side_block_with_a_memory_access_keeps_the_blocks_apart():
     # a store in the skipped block: not predicated, each block waits for its own load
     side = "st.global.f32 [%rd2], %f{k};"
     assert _global_links(side) == 4.0
-
-
-def test_a_guarded_plain_load_is_predicated_an_ordered_one_is_not():
-    # `if (l < n) v[k] = a[...]` in an unrolled loop: ptxas issues `@P LDG`s back to back (kmeans'
-    # hoisted membership), so the side blocks' loads overlap; a volatile load keeps its order
-    assert _global_links("ld.global.nc.f32 %f1{k}, [%rd2+4];") == 1.0
-    # not predicated: each iteration's block and its side block wait for their own load
-    assert _global_links("ld.volatile.global.f32 %f1{k}, [%rd2+4];") == 8.0
