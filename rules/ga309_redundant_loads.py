@@ -151,10 +151,7 @@ class RedundantGlobalLoads(Rule):
     (2026-11-29, cold L2, `.gpu/ga309`'s pairs at kernels/redundant's sizes) against the point
     on the H200 model: ``membership`` 1.27x (point 1.07x), ``adam_step`` 1.08x (1.00x),
     ``scale_columns<1>`` with ``__restrict__`` 1.64x (2.42x). It had been an upper bound, and
-    all three measurements broke it. A hoist's point is the model on its own trace: a row's
-    guarded loads issue back to back (predicated: one link of the chain) and keep as many
-    requests in flight, which a quarter of the warps then suffices for (HeCBench kmeans'
-    membership at 103 registers: point 1.01x, was 0.07x; measured 1.12x).
+    all three measurements broke it.
 
     Fix safety
     ----------
