@@ -142,9 +142,7 @@ class RedundantGlobalLoads(Rule):
     touched more bytes in between than its share of the L1 (or of the L2) also costs its
     sectors at the L2 (and from DRAM): the model's own launch counts every re-read of a CTA as
     an L1 hit. The bytes in between are the sectors of the CTA's requests summed (at most its
-    distinct sectors), more than the distinct bytes where the CTA re-reads within the span;
-    evict-first accesses (``__ldcs``, ``__stcs``) are not counted, as the caches give up their
-    lines first (llm.c's layernorm kernel 2 streams its output past a row its L2 keeps).
+    distinct sectors), more than the distinct bytes where the CTA re-reads within the span.
 
     Not a bound: what ptxas schedules differently once the registers hold the values (a loop
     it can unroll when its bound is no longer reloaded) is not counted. Measured on an H200
@@ -159,8 +157,7 @@ class RedundantGlobalLoads(Rule):
     compiler must assume the pointers alias): ``__restrict__`` on the kernel's pointer
     parameters (the fix kit's ``insert_restrict``), the outputs checked against the kernel's on
     this launch, where no two buffers overlap; ``__restrict__`` promises it for every launch,
-    which the description asks the user to check; also where the top line is a pass over more
-    values than registers hold and another line's reloads are forced so (Thomas' sweeps). Automatic and verified where no store forces
+    which the description asks the user to check. Automatic and verified where no store forces
     it and the reload is a counted loop run again (inside another loop that leaves its index
     alone, or a later pass with the same header): the fix kit's ``plan_hoist`` loads the loop's
     first values (this launch's count a thread, rounded up to 8, at most 64) into a register

@@ -171,20 +171,13 @@ def reload_variant(
     ``sampled``: the emulator sampled the launch's long loops (see :func:`hoist_variant`)."""
     top = lines[0]
     if wide_pass(top):
-        fuse = (
+        return Variant(
+            "display-only",
             f"read the row once: fuse the passes over `{top.buffer}` (what line "
             f"{top.previous_line}'s pass computes and what line {top.line}'s does, in one pass: "
             f"an online max and sum for a softmax), as {_per_thread(top)} a thread are more than "
-            "its registers hold"
+            "its registers hold",
         )
-        # other lines' reloads that a store in between forces (Thomas' forward sweep reloading
-        # D[i], L[i] after its store to U[i]): `__restrict__` keeps those in registers
-        forced = next((x for x in lines[1:] if _store_forced(x)), None)
-        if forced is not None and ks is not None and ks.kernel is not None:
-            rw = ks.rewrite()
-            if fixkit.insert_restrict(ks.tree, rw, ks.kernel):
-                return _restrict_variant(forced, rw, path, fuse)
-        return Variant("display-only", fuse)
     advice = (
         f"load `{top.buffer}[...]` once into a register (before the loop, or keep the value "
         "the thread stored) and reuse it; declare read-only pointers `const __restrict__` "
@@ -200,19 +193,13 @@ def reload_variant(
         or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
     ):
         return hoist_variant(ks, lines, advice, path, sampled)
-    return _restrict_variant(top, rw, path, advice)
-
-
-def _restrict_variant(x: ReloadFacts, rw: Rewrite, path: str, otherwise: str) -> Variant:
-    """``__restrict__`` on the kernel's pointers (``rw``, applied) for line ``x``'s reloads
-    that a store of the thread's in between forces."""
     return Variant(
         "automatic-and-verified",
         f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
-        f"`{x.buffer}[...]` (line {x.line}) in a register across the store to "
-        f"`{x.store_buffer}`: the outputs are checked against the kernel's for this launch, "
-        "where no two of its buffers overlap; `__restrict__` promises that for every launch "
-        f"(check the callers before keeping it). Otherwise: {otherwise}",
+        f"`{top.buffer}[...]` in a register across the store to `{top.store_buffer}`: the "
+        "outputs are checked against the kernel's for this launch, where no two of its "
+        "buffers overlap; `__restrict__` promises that for every launch (check the callers "
+        f"before keeping it). Otherwise: {advice}",
         diff=rw.diff(path),
     )
 

@@ -177,34 +177,3 @@ def test_a_launch_whose_loops_the_emulator_sampled_gets_the_diff_unverified():
         v = reload_variant(ks, [line], str(SRC), sampled)
         assert v.safety == safety and v.diff and "target_r[16]" in v.diff
         assert ("emulator sampled" in v.description) == sampled
-
-
-def test_a_wide_pass_on_top_keeps_restrict_for_the_reloads_a_store_forces():
-    """HeCBench's Thomas solver: its top line re-reads what its forward sweep read (1023 values
-    a thread: no register array holds them, fuse or keep the advice), but other lines reload
-    `D[i]`, `L[i]` after the sweep's store to `U[i]`, which `__restrict__` lets the compiler
-    keep in registers: that variant is automatic (the outputs checked), not the advice alone."""
-    from types import SimpleNamespace
-
-    from gpuadvise.rules import reload_variant
-    from gpuadvise.source.text import find_kernel_source
-
-    src = KERNELS / "redundant" / "reloads.cu"
-    ks = find_kernel_source(src, "adam_step")
-    assert ks is not None
-
-    def facts(**kw):
-        base = dict(
-            line=30, buffer="m", lanes=1000, addresses=1000, threads=1, after_store=0,
-            stored_between=0, same_inst=0, previous_line=29, store_line=0, store_buffer="",
-            read_only=False, gap=200.0,
-        )  # fmt: skip
-        return SimpleNamespace(**{**base, **kw})
-
-    wide = facts(addresses=1023 * 64, threads=64)
-    forced = facts(line=36, buffer="v", gap=2.0, stored_between=900, store_line=35, store_buffer="m")
-    v = reload_variant(ks, [wide, forced], str(src))
-    assert v.safety == "automatic-and-verified" and v.diff and "__restrict__" in v.diff
-    assert "`v[...]` (line 36)" in v.description and "fuse the passes" in v.description
-    alone = reload_variant(ks, [wide], str(src))
-    assert alone.safety == "display-only" and not alone.diff
