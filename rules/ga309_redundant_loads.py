@@ -142,7 +142,9 @@ class RedundantGlobalLoads(Rule):
     touched more bytes in between than its share of the L1 (or of the L2) also costs its
     sectors at the L2 (and from DRAM): the model's own launch counts every re-read of a CTA as
     an L1 hit. The bytes in between are the sectors of the CTA's requests summed (at most its
-    distinct sectors), more than the distinct bytes where the CTA re-reads within the span.
+    distinct sectors), more than the distinct bytes where the CTA re-reads within the span;
+    evict-first accesses (``__ldcs``, ``__stcs``) are not counted, as the caches give up their
+    lines first (HeCBench's layernorm kernel 2 streams its output past a row its L2 keeps).
 
     Not a bound: what ptxas schedules differently once the registers hold the values (a loop
     it can unroll when its bound is no longer reloaded) is not counted. Measured on an H200

@@ -199,9 +199,11 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     gap = tpos[cur] - tpos[prev] - 1
     del by_thread, tpos, w_t, last_w, thread
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
-    # in execution order per CTA, at most the CTA's distinct sectors
+    # in execution order per CTA, at most the CTA's distinct sectors; evict-first accesses
+    # (`__ldcs`, `__stcs`) left out, as the caches give their lines up first
     per_rec = np.bincount(lanes.rec, minlength=len(view.records))
     share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
+    share = np.where(view.inst_streaming[lanes.inst], 0.0, share)
     cta = lanes.cta.astype(np.int64)
     by_cta = np.argsort(cta, kind="stable")
     cpos = np.empty(n, np.int64)

@@ -254,6 +254,11 @@ class TraceView:
         # the coalescing model keys its lines
         self.inst_line = [trace.line_of(k) for k in range(len(trace.instructions))]
         self.inst_kind = np.array([int(i.kind) for i in trace.instructions] or [0], np.int64)
+        # evict-first accesses (`__ldcs`/`__stcs`: `.cs`, `L2::evict_first`), the first lines
+        # the caches give up: they push no other line out
+        self.inst_streaming = np.array(
+            [_streaming(i.opcode) for i in trace.instructions] or [False], bool
+        )
         self._l1_total: float | None = None
         self._by_inst: tuple[np.ndarray, np.ndarray] | None = None
         self._inst_buffers: dict[int, set[int]] | None = None
@@ -424,6 +429,11 @@ class TraceView:
 
 
 _VIEWS: dict[int, tuple[weakref.ref[AccessTrace], Any, TraceView]] = {}
+
+
+def _streaming(opcode: str) -> bool:
+    mods = opcode.split(".")[1:]
+    return "cs" in mods or any("evict_first" in m for m in mods)
 
 
 def trace_view(trace: AccessTrace, spec: KernelSpec) -> TraceView:

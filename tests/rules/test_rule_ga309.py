@@ -200,3 +200,34 @@ def test_a_second_pass_over_more_values_than_registers_hold_is_not_reported(
     assert bool(found) is reported, [f.message for f in found]
     if reported:
         assert "a pass before" in found[0].message
+
+
+SCRATCH = """
+__global__ void scratch_pass(const float* in, float* out, float* scratch, int n, int m) {
+    const float* row = in + (size_t)blockIdx.x * n;
+    float t = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) t += row[j];
+    for (int j = threadIdx.x; j < m; j += blockDim.x) STORE(scratch + (size_t)blockIdx.x * m + j, t);
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        out[(size_t)blockIdx.x * n + j] = row[j] * t;
+}
+"""
+
+
+@pytest.mark.parametrize(("store", "misses"), [("*(p) = (v)", True), ("__stcs(p, v)", False)])
+def test_evict_first_stores_in_between_push_no_row_out(tmp_path, store, misses):
+    """A 4 KB row read twice by its CTA with 64 KB written in between (512 KB an SM at 8 CTAs,
+    more than the L1): plain stores push the row out (its second pass counted at the L2),
+    `__stcs` (evict-first, `st.global.cs`) ones do not: the caches give their lines up first
+    (HeCBench's layernorm kernel 2, which streams its output past the row it re-reads)."""
+    src = tmp_path / "k.cu"
+    src.write_text(f"#define STORE(p, v) {store}\n" + SCRATCH)
+    n, m = 1024, 16384
+    (tmp_path / "case.toml").write_text(
+        f'source = "k.cu"\nkernel = "scratch_pass"\ngrid = 1056\nblock = 256\n'
+        f"[args]\nn = {n}\nm = {m}\n"
+        f'[buffers]\nin = "float[{1056 * n}]"\nout = {{ type = "float", count = {1056 * n} }}\n'
+        f'scratch = {{ type = "float", count = {1056 * m} }}\n'
+    )
+    (f,) = run_rule(analyze(src, "scratch_pass", 4), "GA309", trace_ctas=4)
+    assert (ev(f)["l2_sectors_of_reloads"] > 0) == misses
