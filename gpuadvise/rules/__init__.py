@@ -132,7 +132,7 @@ from gpuadvise.rules.l2_tiling import (  # GA304's family
     remap_safety,
     tiling_diff,
 )
-from gpuadvise.rules.lanes import uniform_lanes
+from gpuadvise.rules.lanes import copies_of, uniform_lanes
 from gpuadvise.rules.launch_reuse import (
     LaunchReuse,
     LaunchWide,
@@ -279,6 +279,7 @@ __all__ = [
     "COMBINES",
     "contended_lines",
     "Contention",
+    "copies_of",
     "copy_statement",
     "cost",
     "counted",
