@@ -186,8 +186,11 @@ class DuplicateThreads(Rule):
 
     Fix safety
     ----------
-    Display-only: a launch with one thread per distinct piece of work. Its outputs differ from
-    the racing kernel's (which are order-dependent), so no output check can confirm it.
+    A launch with one thread per distinct piece of work: display-only where the copies race
+    (its outputs differ from the racing kernel's, which are order-dependent, so no output check
+    can confirm it); automatic and verified where they store the same values and none loads what
+    it stores (PolyBench's atax_kernel1 keeps ``tmp[i]`` in a register: the outputs are the
+    same whatever the copies' order, and the measurement compares them).
     Lanes alike, where no store races (no copy stores an address it loaded) and the traced
     warps of a CTA access the same addresses: automatic and verified, a block of one thread in
     x, on a grid of one CTA in x where the traced CTAs of a row are copies too (softmax_cuda's
@@ -322,12 +325,21 @@ class DuplicateThreads(Rule):
             return _one_thread_launch(ctx, d)
         block = ctx.launch.block.as_tuple()
         keep = [b if a not in d.axes else 1 for a, b in zip("xyz", block, strict=True)]
+        what = f"launch blocks of {'x'.join(map(str, keep))} with the same grid (one thread per "
+        launch = {"block": keep, "grid": list(ctx.launch.grid.as_tuple())}
+        if d.rmw:
+            return Variant(
+                "display-only",
+                what + "piece of work); the racing kernel's outputs depend on the order of its "
+                "copies, so no output check can confirm the change",
+                launch=launch,
+            )
         return Variant(
-            "display-only",
-            f"launch blocks of {'x'.join(map(str, keep))} with the same grid (one thread per "
-            "piece of work); the racing kernel's outputs depend on the order of its copies, so "
-            "no output check can confirm the change",
-            launch={"block": keep, "grid": list(ctx.launch.grid.as_tuple())},
+            "automatic-and-verified",
+            what + "piece of work): the copies store the same values (none loads what it "
+            "stores), so the outputs do not depend on their order and are compared with the "
+            "kernel's before a speedup is reported",
+            launch=launch,
         )
 
 
