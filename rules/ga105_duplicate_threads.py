@@ -237,11 +237,11 @@ class DuplicateThreads(Rule):
         )
         # a race is reported at its store (the wrong result is there); copies that store the
         # same values, where the thread's work index is taken from the dimensions it reads
-        line = race_lines[0] if rmw else _index_line(ctx) or (race_lines or [None])[0]
+        line = race_lines[0] if rmw else _index_line(ctx)
         yield self.finding(
             ctx,
             text,
-            line=line or ctx.kernel_line,
+            line=line or (race_lines[0] if race_lines else ctx.kernel_line),
             evidence=[
                 Evidence("unread_block_dims", ",".join(axes)),
                 Evidence("copies_per_piece_of_work", copies, 2, ">=", "threads"),
