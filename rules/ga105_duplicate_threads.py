@@ -11,6 +11,7 @@ from gpuadvise.rules import (
     Finding,
     FindingDetails,
     Kind,
+    ModelUnavailable,
     Rule,
     RuleContext,
     Space,
@@ -18,6 +19,7 @@ from gpuadvise.rules import (
     Variant,
     active_lanes,
     ceiling_s,
+    copies_of,
     launch_change_estimate,
     launch_times,
     memory_rates,
@@ -75,6 +77,22 @@ def _racing_stores(ctx: RuleContext) -> tuple[list[int], bool]:
     return sorted(lines), rmw
 
 
+def _index_line(ctx: RuleContext) -> int | None:
+    """The kernel's line where its threads first read ``threadIdx.x`` (the SASS's first
+    ``S2R ... SR_TID.X``, at its call site): where a thread picks its work from the dimension
+    it reads, leaving out the one it does not (PolyBench's ``i = blockIdx.x * blockDim.x +
+    threadIdx.x``); None without SASS line info."""
+    try:
+        instrs = ctx.sass_instructions
+    except ModelUnavailable:
+        return None
+    for i in sorted(instrs, key=lambda i: i.offset):
+        file, line = i.call_site
+        if "SR_TID.X" in i.operands and line is not None and ctx.same_file(file):
+            return int(line)
+    return None
+
+
 def _lockstep(ctx: RuleContext, before: Traffic, after: Traffic, est: Estimate) -> Estimate:
     """``est`` with the copies' L1 queue on the before side's chain, where the chain decides
     the launch: the copies of a warp run the same chain in lockstep, so each step's loads wait
@@ -122,8 +140,11 @@ class DuplicateThreads(Rule):
     element's work 8 times. Where they store, the emulator's trace shows several threads of a CTA
     writing one address; where the store follows a load of the same address
     (``x2[i] += ...``), the copies race: the result depends on their order (reported as an
-    error: a wrong result before a slow one). Reported at the first racing store (else at the
-    kernel).
+    error: a wrong result before a slow one). A race is reported at its first racing store;
+    copies that store the same values at the line where the threads first read ``threadIdx.x``
+    (the SASS's ``S2R SR_TID.X``: where each thread takes its work index from the dimension it
+    reads and leaves the other out, PolyBench's ``i = blockIdx.x * blockDim.x + threadIdx.x``),
+    else at the first store several copies make, else at the kernel.
 
     The same duplication across the lanes: a kernel that reads ``threadIdx.x`` only to guard
     its work (``if (tid < N)``) and then lets every thread do the whole of it, so that the
@@ -165,8 +186,16 @@ class DuplicateThreads(Rule):
 
     Fix safety
     ----------
-    Display-only: a launch with one thread per distinct piece of work. Its outputs differ from
-    the racing kernel's (which are order-dependent), so no output check can confirm it.
+    A launch with one thread per distinct piece of work: display-only where the copies race
+    (its outputs differ from the racing kernel's, which are order-dependent, so no output check
+    can confirm it); automatic and verified where they store the same values and none loads what
+    it stores (PolyBench's atax_kernel1 keeps ``tmp[i]`` in a register: the outputs are the
+    same whatever the copies' order, and the measurement compares them).
+    Lanes alike, where no store races (no copy stores an address it loaded) and the traced
+    warps of a CTA access the same addresses: automatic and verified, a block of one thread in
+    x, on a grid of one CTA in x where the traced CTAs of a row are copies too (softmax_cuda's
+    four CTAs a row), else on the grid as it is; the measurement compares the outputs before
+    it reports a speedup. It removes the copies, not the serial loop (the rewrite above).
     """
 
     id = "GA105"
@@ -206,10 +235,13 @@ class DuplicateThreads(Rule):
             f". Launch blocks of {'x'.join(map(str, keep))} (or make the kernel split its work "
             f"over {dims})"
         )
+        # a race is reported at its store (the wrong result is there); copies that store the
+        # same values, where the thread's work index is taken from the dimensions it reads
+        line = race_lines[0] if rmw else _index_line(ctx)
         yield self.finding(
             ctx,
             text,
-            line=race_lines[0] if race_lines else ctx.kernel_line,
+            line=line or (race_lines[0] if race_lines else ctx.kernel_line),
             evidence=[
                 Evidence("unread_block_dims", ",".join(axes)),
                 Evidence("copies_per_piece_of_work", copies, 2, ">=", "threads"),
@@ -290,19 +322,61 @@ class DuplicateThreads(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(Copies)
         if d.lanes_alike:
-            return Variant(
-                "display-only",
-                "give each thread its share of the loop (for (int i = threadIdx.x; i < n; i += "
-                "blockDim.x)), combine the shares with a warp shuffle or a block reduction, and "
-                "let one thread store each result (for a softmax: a CTA per row, the maximum and "
-                "the sum reduced across its threads)",
-            )
+            return _one_thread_launch(ctx, d)
         block = ctx.launch.block.as_tuple()
         keep = [b if a not in d.axes else 1 for a, b in zip("xyz", block, strict=True)]
+        what = f"launch blocks of {'x'.join(map(str, keep))} with the same grid (one thread per "
+        launch = {"block": keep, "grid": list(ctx.launch.grid.as_tuple())}
+        if d.rmw:
+            return Variant(
+                "display-only",
+                what + "piece of work); the racing kernel's outputs depend on the order of its "
+                "copies, so no output check can confirm the change",
+                launch=launch,
+            )
         return Variant(
-            "display-only",
-            f"launch blocks of {'x'.join(map(str, keep))} with the same grid (one thread per "
-            "piece of work); the racing kernel's outputs depend on the order of its copies, so "
-            "no output check can confirm the change",
-            launch={"block": keep, "grid": list(ctx.launch.grid.as_tuple())},
+            "automatic-and-verified",
+            what + "piece of work): the copies store the same values (none loads what it "
+            "stores), so the outputs do not depend on their order and are compared with the "
+            "kernel's before a speedup is reported",
+            launch=launch,
         )
+
+
+_SHARE = (
+    "give each thread its share of the loop (for (int i = threadIdx.x; i < n; i += "
+    "blockDim.x)), combine the shares with a warp shuffle or a block reduction, and let one "
+    "thread store each result (for a softmax: a CTA per row, the maximum and the sum reduced "
+    "across its threads)"
+)
+
+
+def _one_thread_launch(ctx: RuleContext, d: Copies) -> Variant:
+    """Lanes alike: a block of one thread in x where ``blockDim.x`` copies were, when the trace
+    shows the warps of a CTA copies too; on one CTA in x first when the traced CTAs of a row
+    are copies as well (softmax_cuda's columns), else on the grid as it is. A candidate the
+    emulator, running both launches whole, saw compute other outputs is dropped. Display-only
+    (the rewrite) when the copies race (a store of an address the line loaded)."""
+    grid, block = ctx.launch.grid.as_tuple(), ctx.launch.block.as_tuple()
+    warps_alike, ctas_alike = copies_of(ctx.trace, grid)
+    if block[0] == 1 or not warps_alike or _racing_stores(ctx)[1]:
+        return Variant("display-only", _SHARE)
+    one = (1, block[1], block[2])
+    cands = []
+    for g in [(1, grid[1], grid[2])] if ctas_alike and grid[0] > 1 else [grid]:
+        check = ctx.services.compare_launch(g, one)
+        if not check.same and not check.why.startswith("not checked"):
+            continue  # the emulator saw it compute something else
+        how = f"; the emulator ran both ({check.how}): same outputs" if check.same else ""
+        shape = "x".join(map(str, one))
+        cands.append(
+            Variant(
+                "automatic-and-verified",
+                f"launch blocks of {shape} on a {'x'.join(map(str, g))} grid: one thread per "
+                f"piece of work where {d.copies} copies did it (the result of each still "
+                f"computed by one thread, one after the other: the further fix is to {_SHARE}); "
+                f"the outputs are compared with the kernel's before a speedup is reported{how}",
+                launch={"block": list(one), "grid": list(g)},
+            )
+        )
+    return cands[0] if cands else Variant("display-only", _SHARE)

@@ -186,7 +186,14 @@ class BankConflicts(Rule):
     (the PTX variable's bytes over the element type's size give it). ``s`` and ``p`` (a spare
     after every 64 to 1024 bytes, of 1, 2 or 4 elements) are the ones under which all the
     array's traced accesses take the fewest wavefronts (ties: the least memory), kept when they
-    at least halve the line's excess and lower the kernel's. Otherwise (a 1D array combined in a
+    at least halve the line's excess and lower the kernel's. A swizzle of the index competes
+    with them and is taken only where it takes fewer wavefronts than every padding: element
+    ``e`` of every odd group of ``2**s`` elements stored at ``e ^ (2**s - 1)`` (the group read
+    backwards; one-to-one within each group, so ``N`` a multiple of ``2**s`` and no spare):
+    lanes reading every other element, or runs of ``k`` elements every ``2k`` (a bitonic
+    sort's compare-exchange at strides 1 to 16, CUDA samples' ``bitonicSortShared``), find the
+    odd group's half in the banks the even group leaves free, for every stride at once, where
+    no padding serves more than one stride. Otherwise (a 1D array combined in a
     reduction tree, such as a reduction's ``sdata``: sequential addressing fixes its conflicts
     and idle threads together, see GA202; dynamic shared memory, whose size the launch sets; an
     unsafe use) the variant only says why, and the fix is the user's.
@@ -356,6 +363,12 @@ class BankConflicts(Rule):
 def _padding_text(d: ArrayDecl, p: Padded) -> str:
     if d.ndim == 2:
         return f"pad the rows: {d.name}[{d.rows}][{d.cols}] -> [{d.rows}][{d.cols + p.pad}]"
+    if p.swizzle:
+        return (
+            f"swizzle the index of {d.name}[{d.cols}] (every odd group of {p.cols} elements "
+            f"backwards: element e at e ^ (((e >> {p.cols.bit_length() - 1}) & 1) * "
+            f"{p.cols - 1}), every access rewritten; no spare element)"
+        )
     spare = f"{p.pad} spare element{'s' if p.pad > 1 else ''}"
     return (
         f"pad the index of {d.name}[{d.cols}] ({spare} after every {p.cols}: element e at "

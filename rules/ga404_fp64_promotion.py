@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,6 +12,7 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
+    KernelSource,
     ModelUnavailable,
     Rule,
     RuleContext,
@@ -113,6 +113,11 @@ def _float_text(ctx: RuleContext, lines: Sequence[int], whole: bool) -> tuple[st
     except (ModelUnavailable, GpuAdviseError):
         return None
     rw = ks.rewrite()
+    return rw.text(), _float_edits(ks, rw, lines, whole)
+
+
+def _float_edits(ks: KernelSource, rw: Any, lines: Sequence[int], whole: bool) -> int:
+    """Put in ``rw`` the edits of :func:`_float_text`; the number of edits."""
     spans = (
         [ks.span]
         if whole
@@ -122,19 +127,16 @@ def _float_text(ctx: RuleContext, lines: Sequence[int], whole: bool) -> tuple[st
     for span in spans:
         changed += fixkit.float_literal_edits(ks.tree, rw, span)
         changed += fixkit.float_function_edits(ks.tree, rw, span, _MATH)
-    if whole:
-        for m in re.finditer(r"\bdouble\b", ks.body):
-            rw.replace(ks.body_start + m.start(), ks.body_start + m.end(), "float")
-            changed += 1
-    return rw.text(), changed
+        if whole:
+            changed += fixkit.float_type_edits(ks.tree, rw, span)
+    return changed
 
 
 def _float_resident(ctx: RuleContext, d: Promotion) -> int | None:
     """CTAs per SM of the kernel built in float (the literals and calls of the promoted lines
     made float; when the kernel names ``double`` itself, its whole body), when more than now;
     None when no more fit, or the float version does not build here."""
-    ks_double = _names_double(ctx)
-    got = _float_text(ctx, d.lines, whole=bool(ks_double))
+    got = _float_text(ctx, d.lines, whole=_doubles(ctx)[1] > 0)
     if got is None or not got[1]:
         return None
     try:
@@ -146,15 +148,22 @@ def _float_resident(ctx: RuleContext, d: Promotion) -> int | None:
     return after if after > ctx.occupancy.active_blocks_per_sm else None
 
 
-def _names_double(ctx: RuleContext) -> bool:
-    """Whether the kernel's declaration or body names ``double`` (some double work may be
-    meant)."""
+def _doubles(ctx: RuleContext) -> tuple[int, int]:
+    """How many times the kernel's declaration (its parameters, its template parameters' types)
+    and its body name the type ``double`` (parsed types, not words in comments or names)."""
     try:
         ks = ctx.kernel_source
     except (ModelUnavailable, GpuAdviseError):
-        return False
-    head = ks.code[ks.tree.line_start(ks.decl_line) : ks.body_start]
-    return re.search(r"\bdouble\b", head + ks.body) is not None
+        return 0, 0
+
+    def count(span: tuple[int, int]) -> int:
+        return sum(
+            1
+            for n in ks.tree.walk(types=("primitive_type",), within=span)
+            if span[0] <= ks.tree.start(n) < span[1] and ks.tree.code_of(n) == "double"
+        )
+
+    return count((ks.tree.line_start(ks.decl_line), ks.body_start)), count(ks.span)
 
 
 class Fp64Promotion(Rule):
@@ -214,9 +223,13 @@ class Fp64Promotion(Rule):
     Fix safety
     ----------
     Automatic and verified: on the flagged lines, double literals get an ``f`` suffix and double
-    math functions their float twin; the kernel's outputs are compared with the original's
-    within the spec's tolerance (float results differ from double ones in the last bits).
-    Offered only when the kernel has no double parameter (its double work is then accidental).
+    math functions their float twin; where the kernel's body names ``double`` itself (locals,
+    ``static_cast<double>``: HeCBench zeropoint), the whole body is made float, those types
+    included (a parsed type: ``long double`` and comments stay). The kernel's outputs are
+    compared with the original's within the spec's tolerance (float results differ from double
+    ones in the last bits; integer outputs, exactly). Offered only when no parameter of the
+    kernel is double: its inputs and outputs are float or integer, so the double work is
+    between them, and the outputs' comparison says whether float keeps them.
     """
 
     id = "GA404"
@@ -306,28 +319,31 @@ class Fp64Promotion(Rule):
         d = finding.details_as(Promotion)
         how = "write float literals (`2.0f`) and float functions (`sqrtf`) where operands are float"
         ks = ctx.kernel_source
-        if _names_double(ctx):
+        head, body = _doubles(ctx)
+        if head:
             return Variant(
                 "display-only",
-                how + " (no automatic rewrite: the kernel names `double` itself, so some double "
-                "work may be meant)",
+                how + " (no automatic rewrite: the kernel names `double` itself, a parameter of "
+                "its, so some double work is meant)",
             )
         rw = ks.rewrite()
-        changed = 0
-        for line in d.lines:
-            span = (ks.tree.line_start(line), ks.tree.line_start(line + 1))
-            changed += fixkit.float_literal_edits(ks.tree, rw, span)
-            changed += fixkit.float_function_edits(ks.tree, rw, span, _MATH)
+        changed = _float_edits(ks, rw, d.lines, whole=body > 0)
         if not changed:
             return Variant(
                 "display-only",
                 how + " (no automatic rewrite: no double literal or function call at these "
                 "lines; the promotion comes from a variable or a macro)",
             )
+        where = (
+            f"in the kernel's body (its {counted(body, '`double` type')} of locals and casts "
+            "too: no parameter is double, the inputs and outputs are not)"
+            if body
+            else f"at {lines_text(d.lines)}"
+        )
         return Variant(
             "automatic-and-verified",
-            f"{how}: {counted(changed, 'literal or call', 'literals and calls')} at "
-            f"{lines_text(d.lines)} made float; the outputs are checked against the "
-            "original's within the spec's tolerance",
+            f"{how}: {counted(changed, 'literal, call or type', 'literals, calls and types')} "
+            f"{where} made float; the outputs are checked against the original's within the "
+            "spec's tolerance",
             diff=rw.diff(ctx.source_file),
         )

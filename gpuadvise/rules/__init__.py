@@ -134,7 +134,7 @@ from gpuadvise.rules.l2_tiling import (  # GA304's family
     remap_safety,
     tiling_diff,
 )
-from gpuadvise.rules.lanes import uniform_lanes
+from gpuadvise.rules.lanes import copies_of, uniform_lanes
 from gpuadvise.rules.launch_reuse import (
     LaunchReuse,
     LaunchWide,
@@ -281,6 +281,7 @@ __all__ = [
     "COMBINES",
     "contended_lines",
     "Contention",
+    "copies_of",
     "copy_statement",
     "cost",
     "counted",

@@ -104,12 +104,15 @@ def _align_up(x: int, a: int) -> int:
 @dataclass(frozen=True)
 class Padded:
     """One array to pad: its PTX variable, ``pad`` spare elements after every ``cols`` elements
-    (a 2-D tile's row length, or the group of a 1-D array's index padding), element bytes."""
+    (a 2-D tile's row length, or the group of a 1-D array's index padding), element bytes.
+    ``swizzle`` (a 1-D array, ``pad`` 0): no spare, the index swizzled instead, element ``e`` of
+    every odd group of ``cols`` stored at ``e ^ (cols - 1)`` (its group read backwards)."""
 
     var: SharedVar
     cols: int
     elem: int
     pad: int
+    swizzle: bool = False
 
     @property
     def size(self) -> int:
@@ -128,8 +131,9 @@ def in_var(records: np.ndarray, v: SharedVar) -> np.ndarray:
 def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.ndarray:
     """``records`` with their shared addresses moved to the layout in which each array of
     ``pads`` has ``pad`` more elements after every ``cols`` (the variables after it shift as the
-    emulator would lay them out, each at its alignment; so does the dynamic area). Records of
-    other spaces are left alone."""
+    emulator would lay them out, each at its alignment; so does the dynamic area), or, swizzled,
+    its odd groups of ``cols`` elements read backwards. Records of other spaces are left
+    alone."""
     by_name = {p.var.ptx_name: p for p in pads}
     new_off: list[int] = []
     off = layout.vars[0].offset if layout.vars else layout.dynamic_offset
@@ -150,7 +154,11 @@ def remap(records: np.ndarray, layout: Layout, pads: Sequence[Padded]) -> np.nda
         inside = lanes & (addr >= np.uint64(v.offset)) & (addr < np.uint64(v.offset + v.size))
         rel = addr[inside] - np.uint64(v.offset)
         p = by_name.get(v.ptx_name)
-        if p is not None:
+        if p is not None and p.swizzle:
+            k, within = rel // np.uint64(p.elem), rel % np.uint64(p.elem)
+            odd = (k // np.uint64(p.cols)) & np.uint64(1)
+            rel = (k ^ (odd * np.uint64(p.cols - 1))) * np.uint64(p.elem) + within
+        elif p is not None:
             row_bytes = np.uint64(p.cols * p.elem)
             rel = rel // row_bytes * np.uint64((p.cols + p.pad) * p.elem) + rel % row_bytes
         new[inside] = rel + np.uint64(start)

@@ -262,23 +262,30 @@ def _search_index(
             continue
         if group > INDEX_GROUP_BYTES[1] or 1 << s >= decl.cols:
             break
-        for pad in INDEX_PADS:
-            p = Padded(v, 1 << s, elem, pad)
+        cands = [Padded(v, 1 << s, elem, pad) for pad in INDEX_PADS]
+        if decl.cols % (1 << s) == 0:  # whole groups: the swizzle stays within the array
+            cands.append(Padded(v, 1 << s, elem, 0, swizzle=True))
+        for p in cands:
             if _extra(decl, p) <= room:
                 tried.append(
-                    (cost(remap(sample, layout, [p]), sample_times)[0], _extra(decl, p), p)
+                    (
+                        cost(remap(sample, layout, [p]), sample_times)[0],
+                        p.swizzle,
+                        _extra(decl, p),
+                        p,
+                    )
                 )
-    tried.sort(key=lambda t: (t[0], t[1]))
+    tried.sort(key=lambda t: (t[0], t[1], t[2]))  # ties: a padding (the known fix) first
     best = None
-    for _, extra, p in tried[:CONFIRMED]:
+    for _, swz, extra, p in tried[:CONFIRMED]:
         wf, ideal = chunked_cost(mine, layout, [p], mine_times)
-        if best is None or (wf, extra) < best[:2]:
-            best = (wf, extra, p)
+        if best is None or (wf, swz, extra) < best[:3]:
+            best = (wf, swz, extra, p)
         if wf == ideal:
             break  # conflict free, and the least memory of those the sample found so
     if best is None or best[0] >= before[0]:
         return f"no index padding of {decl.name} lowers its accesses' wavefronts"
-    return best[2]
+    return best[3]
 
 
 DYNAMIC = "<dynamic>"  # the pseudo-variable of the dynamic area in a padding's layout
@@ -432,10 +439,16 @@ def padding_diff(ks: KernelSource, plan: PadPlan, path: str) -> str | None:
         scope = index_scope(ks, decl)
         if isinstance(scope, str):
             return None
-        helper = fresh_name(st, f"{decl.name}_padded", (0, len(ks.text)))
-        for a, b in scope.extents if not decl.dynamic else ():  # the launch sizes `a[]`
-            rw.replace(a, b, FI.padded_extent(ks.text[a:b], shift, p.pad))
+        kind = "swizzled" if p.swizzle else "padded"
+        helper = fresh_name(st, f"{decl.name}_{kind}", (0, len(ks.text)))
+        for a, b in scope.extents if not (decl.dynamic or p.swizzle) else ():
+            rw.replace(a, b, FI.padded_extent(ks.text[a:b], shift, p.pad))  # the launch sizes a[]
         at = FI.helper_offset(st, [*scope.names_at, ks.body_start])
-        rw.insert(at, FI.index_helper(helper, shift, p.pad, decl.name))
+        text = (
+            FI.swizzle_helper(helper, shift, decl.name)
+            if p.swizzle
+            else FI.index_helper(helper, shift, p.pad, decl.name)
+        )
+        rw.insert(at, text)
         FI.wrap_indices(rw, scope.indices, helper)
     return rw.diff(path)

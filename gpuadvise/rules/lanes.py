@@ -1,6 +1,8 @@
 """What the lanes of a warp do alike, from the trace: GA105's duplicate work across the lanes (a
 kernel that reads ``threadIdx.x`` only to guard its work, each thread then doing the whole of it),
-which GA102 also reads so as not to offer more CTAs to a kernel whose threads are copies.
+which GA102 also reads so as not to offer more CTAs to a kernel whose threads are copies; and
+whether the warps of a CTA, and the CTAs along x, are copies of each other too (GA105's launch
+with one thread where the copies were).
 
 Pure: the trace's records, no I/O.
 """
@@ -12,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuadvise.memo import IdentityMemo
-from gpuadvise.model.banks import atomic_contention
+from gpuadvise.model.banks import active_lanes, atomic_contention
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
-__all__ = ["UniformLanes", "uniform_lanes"]
+__all__ = ["UniformLanes", "copies_of", "uniform_lanes"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +75,40 @@ def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
         lanes=float(lanes[both].mean()) if both.any() else 0.0,
         first_store_inst=int(glob["inst"][uni_store[0]]) if len(uni_store) else -1,
     )
+
+
+def _signature(records: np.ndarray) -> bytes:
+    """The distinct (instruction, kind, address) of the active lanes of ``records``."""
+    lanes = active_lanes(records["mask"])
+    rows = np.stack(
+        [
+            np.broadcast_to(records["inst"][:, None], lanes.shape)[lanes].astype(np.uint64),
+            np.broadcast_to(records["kind"][:, None], lanes.shape)[lanes].astype(np.uint64),
+            records["addr"][lanes].astype(np.uint64),
+        ],
+        axis=1,
+    )
+    return np.unique(rows, axis=0).tobytes()
+
+
+def copies_of(
+    trace: AccessTrace, grid: tuple[int, int, int], max_ctas: int = 8
+) -> tuple[bool, bool]:
+    """(the warps of each traced CTA that access global memory access the same addresses at the
+    same instructions, the traced CTAs that share a ``blockIdx.y``/``z`` do too: the CTAs along
+    x are copies), over the first ``max_ctas`` traced CTAs; the second is False unless two of
+    them share a row."""
+    r = trace.records
+    glob = r[r["space"] == int(Space.GLOBAL)]
+    if not len(glob):
+        return False, False
+    ctas = np.unique(glob["cta"])[:max_ctas].tolist()
+    warps_alike = True
+    rows: dict[int, set[bytes]] = {}
+    for c in ctas:
+        mine = glob[glob["cta"] == c]
+        sigs = {_signature(mine[mine["warp"] == w]) for w in np.unique(mine["warp"]).tolist()}
+        warps_alike = warps_alike and len(sigs) == 1
+        rows.setdefault(int(c) // max(grid[0], 1), set()).add(_signature(mine))
+    shared_row = any(len([c for c in ctas if int(c) // max(grid[0], 1) == y]) > 1 for y in rows)
+    return warps_alike, shared_row and all(len(s) == 1 for s in rows.values())

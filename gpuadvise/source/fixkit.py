@@ -15,6 +15,8 @@ as they are.
 - :func:`float_function_edits`: double math functions called in float code renamed to their
   float versions (``sqrt`` -> ``sqrtf``, ``exp`` -> ``expf``); ``std::`` and ``::`` spellings
   and overloads on float (``fabs``) kept apart;
+- :func:`float_type_edits`: the ``double`` type of declarations and casts made ``float``
+  (``double v = ...``, ``static_cast<double>(x)``, ``(double)x``); ``long double`` left alone;
 - :func:`insert_restrict`: ``__restrict__`` after the ``*`` of pointer parameters.
 
 Pure text work on parsed trees: no I/O.
@@ -36,6 +38,7 @@ __all__ = [
     "declarator_text",
     "float_function_edits",
     "float_literal_edits",
+    "float_type_edits",
     "fresh_name",
     "insert_restrict",
     "split_declaration",
@@ -155,6 +158,23 @@ def float_function_edits(
             continue
         a, b = st.span(fn)
         rw.insert(b, "f")
+        n += 1
+    return n
+
+
+def float_type_edits(st: T.SourceTree, rw: Rewrite, within: T.Span) -> int:
+    """Make float the ``double`` type named within ``within``: a declaration's (``double v =``,
+    ``const double a, b``), a cast's (``static_cast<double>(x)``, ``(double)x``), a template
+    argument's; ``long double`` and names such as ``double2`` (other nodes) are left alone.
+    Returns the number of types edited."""
+    n = 0
+    for node in st.walk(types=("primitive_type",), within=within):
+        a, b = st.span(node)
+        if not within[0] <= a < within[1] or st.code_of(node) != "double":
+            continue
+        if node.parent is not None and node.parent.type == "sized_type_specifier":
+            continue  # ``long double``
+        rw.replace(a, b, "float")
         n += 1
     return n
 

@@ -11,8 +11,10 @@ or none:
 - :func:`wrap_indices`: each index ``e`` made ``helper(e)`` (two insertions per access, so that an
   index holding another access of the array, ``a[a[i]]``, is wrapped too; an index with side
   effects, ``a[i++]``, is still evaluated once);
-- :func:`index_helper`: the ``__device__`` function computing the padded index, and
-  :func:`helper_offset`: where it goes (before the top-level item that holds the first use);
+- :func:`index_helper`: the ``__device__`` function computing the padded index (or
+  :func:`swizzle_helper`: the swizzled one, every odd group of ``2**s`` elements read backwards,
+  no spare element), and :func:`helper_offset`: where it goes (before the top-level item that
+  holds the first use);
 - :func:`padded_extent`: a dimension ``n`` grown to ``n + (n >> s) * p``, and :func:`operand`:
   an expression's text as an operand of ``+`` or ``>>`` (parenthesized unless it binds tighter).
 
@@ -32,6 +34,7 @@ __all__ = [
     "index_helper",
     "operand",
     "padded_extent",
+    "swizzle_helper",
     "wrap_indices",
 ]
 
@@ -74,6 +77,22 @@ def index_helper(name: str, shift: int, pad: int, array: str) -> str:
         f"{1 << shift} elements apart use different banks\n"
         "template <typename I>\n"
         f"__device__ __forceinline__ I {name}(I e) {{ return e + {spare}; }}\n\n"
+    )
+
+
+def swizzle_helper(name: str, shift: int, array: str) -> str:
+    """A ``__device__`` function template ``name(e)`` returning ``e`` with its low ``shift``
+    bits inverted when bit ``shift`` is set (every odd group of ``2**shift`` elements read
+    backwards: one-to-one within each group, no spare element), in ``e``'s own type, with a
+    comment that says what it is for."""
+    n = 1 << shift
+    return (
+        f"// {array}[e] is stored at {array}[{name}(e)]:\n"
+        f"// every odd group of {n} elements backwards, so that strided lanes use the\n"
+        f"// banks the even group leaves free\n"
+        "template <typename I>\n"
+        f"__device__ __forceinline__ I {name}(I e) "
+        f"{{ return e ^ (((e >> {shift}) & 1) * {n - 1}); }}\n\n"
     )
 
 

@@ -71,6 +71,7 @@ def test_atax_32x8_is_eight_copies_racing_on_tmp(tmp_path):
     assert "never reads threadIdx.y" in f.message and "data race" in f.message
     assert "Launch blocks of 32x1x1" in f.message
     assert f.variant.launch == {"block": [32, 1, 1], "grid": [32, 1, 1]}
+    assert f.variant.safety == "display-only"  # the racing copies' outputs depend on order
     est = f.estimated_speedup
     assert est.kind == "upper-bound" and est.speedup >= 1.0
     # the copies' identical loads are not neighbour reuse
@@ -83,6 +84,10 @@ def test_a_macro_of_threadidx_x_in_a_2d_block(tmp_path):
     (f,) = run_rule(analyze(src, "scale2", trace=False), "GA105")
     assert f.details.copies == 4 and f.line == source_line(src, "// copies")
     assert not f.details.rmw and "data race" not in f.message  # they store the same value
+    # so the launch of one thread per piece of work computes the same: automatic, verified
+    v = f.variant
+    assert v.safety == "automatic-and-verified" and v.diff is None
+    assert v.launch == {"block": [64, 1, 1], "grid": [64, 1, 1]}
 
 
 def test_a_z_dimension_of_copies(tmp_path):

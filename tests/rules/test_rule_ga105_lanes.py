@@ -4,7 +4,8 @@ whole of it (softmax_cuda's row loops, a macro summing the whole array, a templa
 whole vector into its CTA's slice), reported at their first store with every lane of a request on
 one address; the fix (a share of the row per lane) and a broadcast load stay silent; GA102's
 small grid and GA106's too-little-in-flight, whose advice (more CTAs) would copy the work more,
-stay silent on them."""
+stay silent on them. The variant: a block of one thread in x (on one CTA in x where the traced
+CTAs of a row are copies too)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ def case(kernel: str):
 
 
 @pytest.mark.parametrize(
-    ("kernel", "marker"),
+    ("kernel", "marker", "launches"),
     [
-        ("row_softmax", "output[offset + i] = expf("),
-        ("block_total", "TOTAL_OF(v, n, totals[blockIdx.x]);"),
-        ("scaled_slices", "dst[i] = a * in[i];"),
+        # the traced CTAs of a row are copies too: one thread a row
+        ("row_softmax", "output[offset + i] = expf(", [[1, 32, 1]]),
+        # blockIdx.x picks the CTA's total and slice (the traced CTAs differ): the grid stays
+        ("block_total", "TOTAL_OF(v, n, totals[blockIdx.x]);", [[132, 1, 1]]),
+        ("scaled_slices", "dst[i] = a * in[i];", [[264, 1, 1]]),
     ],
 )
-def test_lanes_doing_the_same_work_reported(kernel, marker):
+def test_lanes_doing_the_same_work_reported(kernel, marker, launches):
     a = case(kernel)
     (f,) = run_rule(a, "GA105", trace_ctas=4)
     assert f.line == source_line(SRC, marker)
@@ -41,8 +44,12 @@ def test_lanes_doing_the_same_work_reported(kernel, marker):
     assert "share of the loop" in f.message and "threadIdx.x only to guard" in f.message
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and est.speedup > 2.0
-    assert f.variant is not None and f.variant.safety == "display-only"
-    assert f.variant.launch is None  # a rewrite, not a launch change
+    # the variant: one thread where blockDim.x copies were (the rewrite that shares the loop
+    # is named as the further fix)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff is None
+    assert [c.launch for c in v.candidates()] == [{"block": [1, 1, 1], "grid": g} for g in launches]
+    assert "share of the loop" in v.description
     # no rule offers more CTAs to copies
     assert run_rule(a, "GA102", trace_ctas=4) == []
     assert run_rule(a, "GA106", trace_ctas=4) == []

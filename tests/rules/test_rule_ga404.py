@@ -1,8 +1,9 @@
 """GA404 fp64-promotion (nvcc, no GPU): float code that the SASS computes in double (a double
 literal times a float, a double division around expf, pow(float, double)), found from the SASS's
 F2F.F64.F32 conversions and FP64 instructions, never from the spelling; float code written right
-stays silent, and code that names `double` itself gets advice, no rewrite. The automatic fix
-makes the literals and calls float; patched, the kernel computes the same within float rounding
+stays silent, and code with a double parameter gets advice, no rewrite. The automatic fix
+makes the literals and calls float (and, where the body names `double` between float inputs and
+outputs, its double locals and casts); patched, the kernel computes the same within float rounding
 and the rule is silent."""
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def _ga404(source, kernel, spec=None):
         ("scale2", "1.1 * x[i] + 0.3", None),
         ("sigmoid", "1.0 / (1.0 + expf(-v))", None),
         ("norm", "pow(s, 0.5)", KERNELS / "fp64" / "norm.toml"),
+        # the kernel names `double` itself (no parameter is): the whole body made float
+        ("local_double", "double v = x[i];", None),
+        ("cast_double", "static_cast<double>(x[i])", None),
+        ("span_double", "const double lo = x[i] - 1", None),
     ],
 )
 def test_promotions_are_found_and_fixed(kernel, marker, spec, tmp_path):
@@ -57,8 +62,9 @@ def test_promotions_are_found_and_fixed(kernel, marker, spec, tmp_path):
     np.testing.assert_allclose(new[done], ref[done], rtol=1e-6, atol=1e-7)
 
 
-def test_float_code_stays_silent():
-    assert _ga404(PROMOTE, "sigmoid_f")[1] == []
+@pytest.mark.parametrize("kernel", ["sigmoid_f", "local_float"])
+def test_float_code_stays_silent(kernel):
+    assert _ga404(PROMOTE, kernel)[1] == []
 
 
 def test_double_code_on_purpose_gets_no_rewrite(tmp_path):

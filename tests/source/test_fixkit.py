@@ -106,6 +106,39 @@ def test_float_functions(call: str, want: str) -> None:
     assert rw.text() == f"__global__ void k(float* o, float x) {{ o[0] = {want}; }}"
 
 
+@pytest.mark.parametrize(
+    "body, want, edits",
+    [
+        # a declaration of several declarators and a functional cast of a sum
+        (
+            "const double a = x, *p = 0; o[0] = a + double(x);",
+            "const float a = x, *p = 0; o[0] = a + float(x);",
+            2,
+        ),
+        # a C++ cast and a C cast; a comment naming the type stays as written
+        (
+            "o[0] = static_cast<double>(x) / (double)n; // double on purpose?",
+            "o[0] = static_cast<float>(x) / (float)n; // double on purpose?",
+            2,
+        ),
+        # `long double`, a vector type and a macro's name stay
+        (
+            "long double w = x; double2 v; o[0] = w + v.x + DOUBLE;",
+            "long double w = x; double2 v; o[0] = w + v.x + DOUBLE;",
+            0,
+        ),
+    ],
+)
+def test_float_types(body: str, want: str, edits: int) -> None:
+    head = "__global__ void k(float* o, float x, int n, double keep) { "
+    text = head + body + " }"
+    st = T.parse(text)
+    rw = Rewrite(text)
+    n = K.float_type_edits(st, rw, T.kernels(st)[0].body or (0, len(text)))
+    assert rw.text() == head + want + " }"  # the parameter, outside the body, keeps its double
+    assert n == edits
+
+
 def test_insert_restrict_on_three_spellings() -> None:
     text = (
         "template <typename T>\n__global__ void k(const T* in, float *out,\n"

@@ -67,6 +67,17 @@ def test_helper_text() -> None:
     assert FI.index_helper("t_padded", 4, 2, "t").count("e + (e >> 4) * 2") == 1
 
 
+def test_swizzle_helper_text_is_a_permutation_within_each_group() -> None:
+    h = FI.swizzle_helper("s_swizzled", 5, "s")
+    assert "__device__ __forceinline__ I s_swizzled(I e) { return e ^ (((e >> 5) & 1) * 31); }" in h
+    assert h.startswith("// s[e] is stored at s[s_swizzled(e)]:\n")
+    assert all(len(line) <= 100 for line in h.splitlines())
+    # the map the helper computes: each group of 32 onto itself, the odd ones reversed
+    got = [e ^ (((e >> 5) & 1) * 31) for e in range(128)]
+    assert sorted(got) == list(range(128))
+    assert got[:32] == list(range(32)) and got[32:64] == list(range(63, 31, -1))
+
+
 def test_every_access_wrapped_nested_and_with_side_effects() -> None:
     out = _pad(
         """\
