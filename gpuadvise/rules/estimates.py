@@ -314,9 +314,8 @@ def _view_traffic(
         l2_load = min(l2_load, l2_load - alone + used)
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
-        c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged],
-        c.camped[unchanged],
-    )
+        c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged], c.camped[unchanged]
+    )  # fmt: skip
     full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
     lstore = store[lanes.rec] & inside
