@@ -86,7 +86,7 @@ class OccupancyLimited(Rule):
     largest carveout, or change the block size (and the grid so that it covers the same work).
     Another block size is proposed only when the emulator finds the kernel computes the same
     with it: its x resized first, then, for a 2-D block whose columns a tile fixes, its y
-    (cuda-samples FDTD3d's 32x16 made 32x8). Then measure: more occupancy is not always faster.
+    (cuda-samples FDTD3d's 32x16 made 32x12). Then measure: more occupancy is not always faster.
 
     How the estimate is made
     ------------------------
