@@ -50,9 +50,7 @@ __all__ = [
     "SectorTotals",
     "analyze_coalescing",
     "cached_global_sectors",
-    "CAMPED_STRIDE_BYTES",
     "global_sectors",
-    "lane_stride_pow2",
     "record_sectors",
     "touched_lines",
 ]
@@ -186,37 +184,6 @@ def record_sectors(records: np.ndarray) -> RecordSectors:
     for s in chunks(n, CHUNK_RECORDS):
         sectors[s], nbytes[s], lines[s] = _chunk_sectors(records[s])
     return RecordSectors(sectors, nbytes, lines)
-
-
-CAMPED_STRIDE_BYTES = 2048
-"""The smallest power-of-two lane stride at which a store whose lanes each reach another line
-counts at the L2's scattered rate (``MemoryRates.l2_scattered_store_gsectors``, 64 G sectors/s on
-the H200) rather than its partial-store rate (98.8): that rate was measured on the naive
-transpose of 8192^2 floats, lanes 32 KB apart, and ascribed to the power-of-two stride sending
-the lanes' lines to the same L2 slices and DRAM banks (docs/data/roofline_probe_h200_2026-11-25.txt).
-Lanes whose distances share no such power of two (a thread walking a row of 20,000 floats, 80,000
-bytes: 2^7 x 625; of 200 floats, 800 bytes) spread over the slices like consecutive sectors."""
-
-
-def lane_stride_pow2(records: np.ndarray) -> np.ndarray:
-    """Per record (int64): the largest power of two dividing every active lane's byte distance
-    from the record's lowest active address, the power-of-two part of the lanes' stride (lanes
-    80,000 bytes apart: 128; 32 KB apart: 32768); 0 when the active lanes share one address or
-    there is none. The lowest set bit of the distances OR-ed together: the smallest power of two
-    among the distances' own."""
-    n = len(records)
-    out = np.zeros(n, dtype=np.int64)
-    for sl in chunks(n, CHUNK_RECORDS):
-        part = records[sl]
-        act = active_lanes(part["mask"])
-        addr = np.ascontiguousarray(part["addr"]).astype(np.uint64)
-        top = np.uint64(2**64 - 1)
-        lo = np.where(act, addr, top).min(axis=1, initial=top)
-        dist = np.where(act, addr - lo[:, None], np.uint64(0))
-        both = np.bitwise_or.reduce(dist, axis=1)
-        low = both & (~both + np.uint64(1))  # the lowest set bit (0 stays 0)
-        out[sl] = np.minimum(low, np.uint64(2**62)).astype(np.int64)
-    return out
 
 
 _GLOBAL_SECTORS: IdentityMemo[np.ndarray, RecordSectors] = IdentityMemo()

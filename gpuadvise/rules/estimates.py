@@ -24,7 +24,6 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.coalescing import CAMPED_STRIDE_BYTES, lane_stride_pow2
 from gpuadvise.model.execution import amdahl_with_floor
 from gpuadvise.model.roofline import (
     ALL_TERMS,
@@ -70,7 +69,6 @@ class _RecordCosts:
     sectors: np.ndarray  # sectors each record touches
     nbytes: np.ndarray  # distinct bytes it moves
     lines: np.ndarray  # 128-byte lines it touches
-    camped: np.ndarray  # its lanes a power-of-two stride of at least CAMPED_STRIDE_BYTES apart
 
 
 _COSTS: weakref.WeakKeyDictionary[TraceView, _RecordCosts] = weakref.WeakKeyDictionary()
@@ -85,21 +83,9 @@ def _costs(view: TraceView) -> _RecordCosts:
             rs.sectors.astype(np.int64),
             rs.bytes.astype(np.int64),
             rs.lines.astype(np.int64),
-            _camped(view.records, rs.sectors, rs.lines),
         )
         _COSTS[view] = got
     return got
-
-
-def _camped(records: np.ndarray, sectors: np.ndarray, lines: np.ndarray) -> np.ndarray:
-    """Per record: whether a store of one sector per line (8 or more) has its lanes a
-    power-of-two stride of at least :data:`CAMPED_STRIDE_BYTES` apart (the L2's scattered rate);
-    computed for those records only."""
-    out = np.zeros(len(records), bool)
-    cand = np.flatnonzero((sectors >= 8) & (lines >= sectors))
-    if len(cand):
-        out[cand] = lane_stride_pow2(records[cand]) >= CAMPED_STRIDE_BYTES
-    return out
 
 
 @dataclass(frozen=True)
@@ -172,23 +158,13 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
 
 
 def _store_split(
-    sectors: np.ndarray,
-    nbytes: np.ndarray,
-    lines: np.ndarray,
-    weight: np.ndarray,
-    camped: np.ndarray | None = None,
+    sectors: np.ndarray, nbytes: np.ndarray, lines: np.ndarray, weight: np.ndarray
 ) -> tuple[float, ...]:
     """(full, partial, scattered) store sectors of some store records (each counted ``weight``
     times): full when the record fills its sectors; scattered when each of its (8 or more)
-    sectors lies in a line of its own and its lanes are a power-of-two stride apart
-    (``camped``, :data:`~gpuadvise.model.coalescing.CAMPED_STRIDE_BYTES`: the lines meet in the
-    same L2 slices); partial otherwise (a row of 20,000 floats a thread: lanes 80,000 bytes
-    apart spread over the slices as consecutive sectors do). ``camped`` None: every record of
-    one sector per line is taken as camped."""
+    sectors lies in a line of its own."""
     full = nbytes >= sectors * SECTOR
     scattered = ~full & (lines >= sectors) & (sectors >= 8)
-    if camped is not None:
-        scattered &= camped
     partial = ~full & ~scattered
     ws = sectors * weight
     return (
@@ -314,8 +290,8 @@ def _view_traffic(
         l2_load = min(l2_load, l2_load - alone + used)
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
-        c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged], c.camped[unchanged]
-    )  # fmt: skip
+        c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
+    )
     full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
     lstore = store[lanes.rec] & inside

@@ -276,28 +276,3 @@ def test_empty_and_shared_only_traces() -> None:
     shared_only = make_trace([{"addr": lambda n: 4 * n, "space": Space.SHARED}])
     res = analyze_coalescing(shared_only)
     assert res.lines == () and res.traced.all.requests == 0
-
-
-def test_lane_stride_pow2_is_the_power_of_two_part_of_the_lanes_stride() -> None:
-    """By hand: a thread per row of 20,000 floats puts the lanes 80,000 bytes (2^7 x 625)
-    apart, of 200 floats 800 bytes (2^5 x 25), of 8192 floats 32 KB; one address, or no active
-    lane, has no stride; inactive lanes do not count."""
-    from gpuadvise.model.coalescing import CAMPED_STRIDE_BYTES, lane_stride_pow2
-
-    trace = make_trace(
-        [
-            {"addr": lambda n: BASE + 80000 * n},
-            {"addr": lambda n: BASE + 800 * n},
-            {"addr": lambda n: BASE + 32768 * n},
-            {"addr": lambda n: BASE + 128},
-            {"addr": lambda n: BASE + 4 * n, "mask": 0},
-            {"addr": lambda n: BASE + 4096 * n + (4 if n < 4 else 8), "mask": 0xF0},
-            {"addr": lambda n: BASE + 32768 * n + 4 * (n == 31)},
-        ]
-    )
-    got = lane_stride_pow2(trace.records).tolist()
-    assert got == [128, 32, 32768, 0, 0, 4096, 4]
-    assert [g >= CAMPED_STRIDE_BYTES for g in got] == [False, False, True] + [False] * 2 + [
-        True,
-        False,
-    ]
