@@ -47,6 +47,7 @@ class NextStep(FindingDetails):
     floor: int | None = None  # live-register floor: the peak + ptxas's reserved registers
     below_floor: bool = False  # the register step is below the floor (not built unless asked)
     rewrite_warps: int | None = None  # warps per SM GA403's rewrite reaches (None: none)
+    block_axis: str = "x"  # the block dimension a block-size step resizes (block_launch)
 
 
 MAX_CAPS_BUILT = 2  # register caps compiled to check for spills (the mildest first)
@@ -83,7 +84,9 @@ class OccupancyLimited(Rule):
     Apply the suggested change: cap registers with ``__launch_bounds__(threads, minBlocks)`` (or
     ``-maxrregcount``), shrink the shared-memory tile (or split it between stages), prefer the
     largest carveout, or change the block size (and the grid so that it covers the same work).
-    Then measure: more occupancy is not always faster.
+    Another block size is proposed only when the emulator finds the kernel computes the same
+    with it: its x resized first, then, for a 2-D block whose columns a tile fixes, its y
+    (cuda-samples FDTD3d's 32x16 made 32x12). Then measure: more occupancy is not always faster.
 
     How the estimate is made
     ------------------------
@@ -159,13 +162,22 @@ class OccupancyLimited(Rule):
                 spills = at
             steps = [s for s in steps if s.resource != "registers" or s in kept]
         sized = [s for s in steps if s.resource == "block_size"]
+        block_axis = "x"
         if sized:
             # another block size is advice only when the kernel computes the same with it (on
             # the emulator): not for a kernel hard-wired to its tile, nor a 2-D block made 1-D
+            # the block's x resized first, then (a 2-D block) its y: a tile hard-wired to 32
+            # columns (FDTD3d's 32x16) takes 32x8
             top = max(sized, key=lambda s: s.active_warps_per_sm)
-            launch = block_launch(ctx, top.value)
-            check = None if launch is None else ctx.services.compare_launch(*launch)
-            if check is None or not check.same:
+            for axis in ("x", "y"):
+                launch = block_launch(ctx, top.value, axis)
+                check = None if launch is None else ctx.services.compare_launch(*launch)
+                if check is not None and check.same:
+                    block_axis = axis
+                    break
+            else:
+                block_axis = ""
+            if not block_axis:
                 steps = [s for s in steps if s.resource != "block_size"]
             else:
                 steps = [s for s in steps if s.resource != "block_size" or s is top]
@@ -209,6 +221,7 @@ class OccupancyLimited(Rule):
             ctx, steps, best, max_threads, min_blocks,
             spills if best.resource == "registers" else None, spill_note, waves, threshold,
             floor=floor, rewrite=rewrite if best.resource == "registers" else None,
+            block_axis=block_axis,
         )  # fmt: skip
 
     def _finding(
@@ -226,6 +239,7 @@ class OccupancyLimited(Rule):
         floor: tuple[int, str] | None = None,
         below: bool = False,
         rewrite: int | None = None,
+        block_axis: str = "x",
     ) -> Finding:
         occ = ctx.occupancy
         limiters = ", ".join(LIMITER_LABELS.get(x, x) for x in occ.limiters)
@@ -266,6 +280,7 @@ class OccupancyLimited(Rule):
                 None if floor is None else floor[0],
                 below,
                 rewrite,
+                block_axis,
             ),
             severity="note" if refused else None,
         )
@@ -345,7 +360,7 @@ class OccupancyLimited(Rule):
         if step.resource == "registers":
             return register_variant(ctx, step)
         if step.resource == "block_size":
-            shape = block_launch(ctx, step.value)
+            shape = block_launch(ctx, step.value, step.block_axis)
             if shape is None:
                 return Variant("display-only", step.text)
             grid, block = shape

@@ -39,6 +39,18 @@ def _sm_count(ctx: RuleContext) -> int:
     return int(sms)
 
 
+def _tail_fed(whole: Any, fill: float) -> bool:
+    """Whether a launch bound by memory bandwidth (DRAM or L2) keeps it busy through its last
+    wave: by Little's law the tail's warps, ``fill`` of the wave's, keep ``fill`` of the bytes in
+    flight, enough while the latency term over ``fill`` stays within the memory term. Such a
+    tail moves its bytes at the same bandwidth as the full waves: the SMs it leaves empty would
+    have waited on the same memory (the rounds of CTAs the execution model counts on a chain
+    are not on the launch's critical path there)."""
+    if whole.bound_by not in ("dram", "l2") or fill <= 0:
+        return False
+    return bool(whole.latency_s / fill <= whole.memory_s)
+
+
 @dataclass(frozen=True)
 class Shortfall(FindingDetails):
     """Which of the two launch shapes fired: ``small-grid`` or ``tail``."""
@@ -92,7 +104,11 @@ class TailEffect(Rule):
     Tail effect: on the execution model when the kernel was traced (it sees the tail itself: the
     busiest SM's CTAs in rounds of the resident ones): the launch as it is against the same work
     in one whole wave of CTAs each doing its share (the grid-stride loop of the variant), the
-    launch floor under both; a memory-bound tail has the DRAM to itself and costs little. Without
+    launch floor under both; a memory-bound tail has the DRAM to itself and costs little, and
+    nothing (point 1.00x) when the launch is bound by DRAM or L2 bandwidth and the last wave's
+    warps alone keep enough bytes in flight to feed it (Little's law: the latency term over the
+    wave's fill within the memory term; Rodinia hotspot3D's 1.29 waves, whose time on an H200
+    is affine in the CTAs: 10.6 us for 792, 12.4 for 1024, 17.2 for 1584, .gpu/s8-par). Without
     the instruction counts, the memory model's waves; without a trace, ``ceil(waves) / waves``
     (all CTAs equally long) applied to the launch's work. Small grid: on the launch model
     (memory, issue and pipes, the critical path of dependent instructions, the launch floor), not
@@ -278,6 +294,9 @@ class TailEffect(Rule):
         if after is None or floor is None or whole_peak is None:
             return None
         point = whole.time_s / after.time_s
+        fed = _tail_fed(whole, w.last_wave_fill)
+        if fed:
+            point = 1.0
         bound = max(whole.time_s / floor.time_s, point, 1.0)
         inputs.update(
             model=MODEL,
@@ -287,7 +306,15 @@ class TailEffect(Rule):
             bound_by_before=whole.bound_by,
             bound_by_after=after.bound_by,
             before_s=whole.time_s,
-            after_s=after.time_s,
+            after_s=whole.time_s if fed else after.time_s,
+        )
+        fed_text = (
+            f". The launch is bound by {whole.bound_by} and its last wave's warps alone keep "
+            f"enough bytes in flight to feed it (latency {whole.latency_s * 1e6:.2f} us over a "
+            f"{w.last_wave_fill:.0%} full wave against {whole.memory_s * 1e6:.2f} us of "
+            "memory): the tail runs at the same bandwidth, point 1.00x"
+            if fed
+            else ""
         )
         return Estimate(
             round(bound, 3),
@@ -298,7 +325,7 @@ class TailEffect(Rule):
             f"{after.describe()}, bound by {after.bound_by}. Point {point:.3f}x, upper bound "
             f"{bound:.3f}x (after at peak rates and full overlap). A memory-bound tail has the "
             "DRAM to itself and costs little; a tail of CTAs bound by their dependent chains or "
-            "their issue idles the SMs it leaves empty",
+            "their issue idles the SMs it leaves empty" + fed_text,
             inputs,
         )
 

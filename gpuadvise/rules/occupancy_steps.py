@@ -57,13 +57,20 @@ def launch_bounds(ptx: str, mangled: str) -> tuple[int | None, int | None]:
 
 
 def block_launch(
-    ctx: RuleContext, threads: int
+    ctx: RuleContext, threads: int, axis: str = "x"
 ) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
-    """(grid, block) with ``threads`` per block covering the launch's threads: the block's y and
-    z kept, x resized, the grid's x resized to cover as many threads; None when ``threads`` is
-    not a multiple of the block's y * z."""
+    """(grid, block) with ``threads`` per block covering the launch's threads: along ``axis``
+    ``x``, the block's y and z kept, x resized, the grid's x resized to cover as many threads;
+    along ``y`` (a 2-D block whose x a tile fixes: 32x16 made 32x8), x and z kept, y and the
+    grid's y resized. None when ``threads`` is not a multiple of the kept dimensions, or a
+    block of one row has no y to resize."""
     bx, by, bz = ctx.launch.block.as_tuple()
     gx, gy, gz = ctx.launch.grid.as_tuple()
+    if axis == "y":
+        if by <= 1 or threads % (bx * bz):
+            return None
+        ny = threads // (bx * bz)
+        return (gx, -(-gy * by // ny), gz), (bx, ny, bz)
     if threads % (by * bz):
         return None
     nx = threads // (by * bz)

@@ -242,3 +242,24 @@ def test_moments_is_silent_by_default_and_in_one_wave():
     # spills case.toml: 660 CTAs, exactly one wave at 5 blocks per SM
     a, found = ga101(SPILLS, "moments", max_occupancy=0.7)
     assert a.waves.total_ctas == a.waves.ctas_per_wave == 660 and found == []
+
+
+def test_block_launch_resizes_x_or_a_2d_blocks_y():
+    """The same threads in blocks of another size: x resized (the grid's x covering as many
+    threads), or for a 2-D block whose columns a tile fixes, y (FDTD3d's 32x16 blocks on a
+    12x24 grid: 32x8 blocks on 12x48)."""
+    from types import SimpleNamespace
+
+    from gpuadvise.rules.occupancy_steps import block_launch
+
+    def ctx(grid: tuple[int, int, int], block: tuple[int, int, int]) -> Any:
+        dims = SimpleNamespace(grid=SimpleNamespace(as_tuple=lambda: grid),
+                               block=SimpleNamespace(as_tuple=lambda: block))  # fmt: skip
+        return SimpleNamespace(launch=dims)
+
+    fdtd = ctx((12, 24, 1), (32, 16, 1))
+    assert block_launch(fdtd, 256) == ((24, 24, 1), (16, 16, 1))
+    assert block_launch(fdtd, 256, "y") == ((12, 48, 1), (32, 8, 1))
+    assert block_launch(fdtd, 192, "y") == ((12, 64, 1), (32, 6, 1))
+    assert block_launch(fdtd, 48, "y") is None  # not a multiple of the 32 columns
+    assert block_launch(ctx((100, 1, 1), (256, 1, 1)), 512, "y") is None  # no y to resize
