@@ -327,7 +327,7 @@ def _mirrored_combines(
     highest word reads as one folding towards its lowest), the fills with their bytes negated
     the same way, and the epochs with an exchange (a thread storing both words it combined,
     either way: a sort's compare-and-swap, a Blelloch down-sweep)."""
-    r = _reads(thread, kind, byte_addr, width, epoch, inst)
+    r = _reads(thread, kind, byte_addr, width, epoch, inst, split=True)
     if r is None:
         return [], [], set()
     order, ins, st, st_t, st_a, st_w, st_e, fills, b, c = r
@@ -352,11 +352,15 @@ def _reads(
     width: np.ndarray,
     epoch: np.ndarray,
     inst: np.ndarray,
+    *,
+    split: bool = False,
 ) -> tuple[Any, ...] | None:
     """What the combines of either direction start from: the sort (``order``), the
     instructions in it, the stores (indices, thread, byte, width, epoch), the fills, and the
     stores whose loads since the thread's previous store read one other word of the store's
-    width: that word's byte ``b`` and the store ``c`` (an index into the stores)."""
+    width: that word's byte ``b`` and the store ``c`` (an index into the stores). ``split``:
+    a load wider than the store counts as the words it reads (else only loads of the store's
+    width count)."""
     ev = thread_stores(thread, kind, byte_addr, width, epoch)
     if ev is None:
         return None
@@ -368,8 +372,17 @@ def _reads(
     at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
     fills = list(zip(*(x.tolist() for x in at), strict=True))
     # the other words of the store's width its loads read: one gives a combine
-    keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
-    words, wseg = a[ld][keep], seg[keep]
+    if split:  # a wider load read as its words (`s[2t]` and `s[2t+1]` loaded as one)
+        lw, lsw = w[ld], st_w[seg]
+        reps = np.where(lw % np.maximum(lsw, 1) == 0, lw // np.maximum(lsw, 1), 0)
+        rep = np.repeat(np.arange(len(ld)), reps)
+        k = np.arange(len(rep)) - np.repeat(np.cumsum(reps) - reps, reps)
+        words, wseg = a[ld][rep] + k * lsw[rep], seg[rep]
+        keep = words != st_a[wseg]
+        words, wseg = words[keep], wseg[keep]
+    else:
+        keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
+        words, wseg = a[ld][keep], seg[keep]
     srt = np.lexsort((words, wseg))
     words, wseg = words[srt], wseg[srt]
     new = np.ones(len(words), dtype=bool)
