@@ -193,11 +193,12 @@ def trees_from_events(
     # trees folding downwards (``s[t] += s[t - d]``, the result in the highest word): built in
     # mirrored word numbers; only the interleaved ones that no exchange follows are trees (a
     # Hillis-Steele scan's steps fold downwards too, and Blelloch's up-sweep is such a tree
-    # that its down-sweep, exchanges, turns into a scan)
+    # that its down-sweep, exchanges, turns into a scan; a padded one's distances stop
+    # doubling half-way, 16 then 33, so any later exchange counts)
     down, mfills, exchanged = _mirrored_combines(*ev)
     for tr in _chains(down):
         last = max(c.epoch for c in tr[-1])
-        if any(last < e <= last + 2 for e in exchanged):
+        if any(e > last for e in exchanged):
             continue
         t = _tree(tr, mfills, cta, threads, lines, gbytes, sites, mirrored=True)
         if t.pattern == "interleaved":

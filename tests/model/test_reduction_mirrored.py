@@ -6,6 +6,7 @@ Hillis-Steele scan's steps fold downwards too but are no tree)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpuadvise.model.reduction import trees_from_events
 from gpuadvise.trace.access import Kind
@@ -68,7 +69,10 @@ def test_strided_up_sweep_with_a_wide_first_load_is_packed():
     assert not any(p.scattered for p in tree.phases)
 
 
-def test_up_sweep_followed_by_a_down_sweep_is_a_scan_not_a_tree():
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_up_sweep_followed_by_a_down_sweep_is_a_scan_not_a_tree(padded):
+    """Padded (word ``i`` at ``i + i // 32``, as GPU Gems' bank-conflict avoidance), the
+    up-sweep's distances run 1..16 and then 33, 66: the doubling part alone is no tree either."""
     ev: list = []
     _fill(ev)
     epoch = _upward(ev, strided=True) + 1
@@ -79,6 +83,8 @@ def test_up_sweep_followed_by_a_down_sweep_is_a_scan_not_a_tree():
             ev += [(t, Kind.LOAD, 4 * ai, 4, epoch, 3), (t, Kind.LOAD, 4 * bi, 4, epoch, 3)]
             ev += [(t, Kind.STORE, 4 * ai, 4, epoch, 3), (t, Kind.STORE, 4 * bi, 4, epoch, 3)]
         epoch, d = epoch + 1, d // 2
+    if padded:
+        ev = [(t, k, b + 4 * (b // 128), w, e, i) for t, k, b, w, e, i in ev]
     assert _trees(ev) == ()
 
 
