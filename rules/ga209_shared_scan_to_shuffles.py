@@ -72,7 +72,8 @@ class SharedScanToShuffles(Rule):
     A warp's scan whose steps pass no barrier and no ``__syncwarp`` (``volatile`` memory and
     implicit warp synchrony) is reported as the race it is since Volta. Silent on a kernel that
     already shuffles when every step of its shared scan has at most 32 threads (the cross-warp
-    step of a shuffle scan).
+    step of a shuffle scan). An up-sweep that no down-sweep follows, whose words the reduction
+    model reads as a tree folding to its highest word, is a reduction, not a scan: GA202's.
 
     Why it is slow
     --------------

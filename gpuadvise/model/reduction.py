@@ -13,6 +13,14 @@ result does not flow into ``A``. The combines of one epoch with the same distanc
 tree may be several side by side (one per warp or per row: ``segments``), each sequential over
 its own ``2 * d0`` words.
 
+A tree may fold downwards too, ``A`` from ``B = A - d`` (``s[t] += s[t - d]`` by the threads
+with ``(t+1) % (2d) == 0``, Rodinia's statistics; the result in the highest word): it is read
+in mirrored word numbers (``-A``) and kept (``mirrored``) when it is interleaved and no
+exchange of two words follows it (Blelloch's up-sweep is such a tree, but its down-sweep's
+exchanges make it a scan, ``model.scan``'s; a Hillis-Steele scan's steps fold downwards but
+are not interleaved). For these a load wider than the store (``s[2t]`` and ``s[2t+1]`` in one
+8-byte load) counts as the words it reads.
+
 Per phase: the threads that combine, how many warps they touch against the fewest that could hold
 them, whether their ids are contiguous, the distance, and the pattern: ``sequential`` when every
 combined word lies in ``[base, base + n)`` for ``n`` active threads (consecutive threads add

@@ -38,7 +38,10 @@ def _upward(ev, strided: bool, wide_first: bool = False) -> int:
                 if wide_first and d == 1:
                     ev.append((t, Kind.LOAD, 4 * (a - 1), 8, epoch, 1))
                 else:
-                    ev += [(t, Kind.LOAD, 4 * a, 4, epoch, 1), (t, Kind.LOAD, 4 * (a - d), 4, epoch, 1)]
+                    ev += [
+                        (t, Kind.LOAD, 4 * a, 4, epoch, 1),
+                        (t, Kind.LOAD, 4 * (a - d), 4, epoch, 1),
+                    ]
                 ev.append((t, Kind.STORE, 4 * a, 4, epoch, 2))
         epoch, d = epoch + 1, 2 * d
     return epoch - 1

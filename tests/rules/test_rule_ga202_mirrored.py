@@ -24,8 +24,10 @@ FIRES = {
 
 def _analysis(kernel: str):
     spec = KERNELS / "reduction_mirrored" / "mask_oneliner.toml"
-    return analyze(SRC, kernel, 2, spec=str(spec)) if kernel == "mask_oneliner" else analyze(
-        SRC, kernel, 2
+    return (
+        analyze(SRC, kernel, 2, spec=str(spec))
+        if kernel == "mask_oneliner"
+        else analyze(SRC, kernel, 2)
     )
 
 
