@@ -207,7 +207,10 @@ class InterleavedReduction(Rule):
     spelling (template block sizes, macros, helper accessors, unrolled loops, a 2D block's
     ``ty % power_two``), the emulator's trace shows the tree too (``gpuadvise.model.reduction``):
     a tree whose combined words lie ``2s`` apart while ``s`` doubles is reported at the combine's
-    line when the source pattern above is not there, with advice and no diff.
+    line when the source pattern above is not there, with advice and no diff. A tree folding
+    towards its highest word (``s[t] += s[t - s]`` by the threads with ``(t+1) % (2s) == 0``,
+    Rodinia SRAD's statistics) is one too, unless an exchange of words follows its last step:
+    then it is the up-sweep of a Blelloch scan (GA209's).
 
     Why it is slow
     --------------
@@ -315,6 +318,11 @@ class InterleavedReduction(Rule):
             what = (
                 "the active threads are packed but thread t combines word 2*s*t (a strided "
                 f"index): shared-memory bank conflicts grow with s ({steps}, ...)"
+            )
+        if tree.mirrored:
+            what += (
+                "; it folds towards its highest word (`s[t] += s[t - d]`, Rodinia's "
+                "`(tx+1) % i == 0`), so after the change the result is in word 0"
             )
         before = tree.warp_iterations()
         after = sum(p.min_warps for p in tree.phases)

@@ -53,6 +53,12 @@ class ScanSteps(FindingDetails):
         )
 
 
+def _a_tree(ctx: RuleContext, lines: tuple[tuple[str | None, int | None], ...]) -> bool:
+    """The reduction model reads the scan's steps (their ``lines``) as a tree folding downwards
+    (no exchange after its last step, the result left in the highest word)."""
+    return any(t.mirrored and set(t.lines) & set(lines) for t in ctx.reduction_trees)
+
+
 class SharedScanToShuffles(Rule):
     """A prefix sum (scan) done step by step in shared memory, its steps below a warp included.
 
@@ -66,7 +72,8 @@ class SharedScanToShuffles(Rule):
     A warp's scan whose steps pass no barrier and no ``__syncwarp`` (``volatile`` memory and
     implicit warp synchrony) is reported as the race it is since Volta. Silent on a kernel that
     already shuffles when every step of its shared scan has at most 32 threads (the cross-warp
-    step of a shuffle scan).
+    step of a shuffle scan). An up-sweep that no down-sweep follows, whose words the reduction
+    model reads as a tree folding to its highest word, is a reduction, not a scan: GA202's.
 
     Why it is slow
     --------------
@@ -138,6 +145,8 @@ class SharedScanToShuffles(Rule):
                 continue
             if shuffles and all(p.active_threads <= WARP for p in s.steps):
                 continue  # a shuffle scan's step across the warps' totals
+            if s.kind == "work-efficient" and not s.down_steps and _a_tree(ctx, s.lines):
+                continue  # an up-sweep and no down-sweep: a reduction tree (GA202's)
             racy = s.warp_synchronous and not ctx.syncs_warps and s.threads > 1
             line = next((ln for f, ln in s.steps[0].lines if ln and ctx.same_file(f)), None)
             site = next((ln for f, ln in s.steps[0].call_sites if ln and ctx.same_file(f)), None)

@@ -13,6 +13,14 @@ result does not flow into ``A``. The combines of one epoch with the same distanc
 tree may be several side by side (one per warp or per row: ``segments``), each sequential over
 its own ``2 * d0`` words.
 
+A tree may fold downwards too, ``A`` from ``B = A - d`` (``s[t] += s[t - d]`` by the threads
+with ``(t+1) % (2d) == 0``, Rodinia's statistics; the result in the highest word): it is read
+in mirrored word numbers (``-A``) and kept (``mirrored``) when it is interleaved and no
+exchange of two words follows it (Blelloch's up-sweep is such a tree, but its down-sweep's
+exchanges make it a scan, ``model.scan``'s; a Hillis-Steele scan's steps fold downwards but
+are not interleaved). For these a load wider than the store (``s[2t]`` and ``s[2t+1]`` in one
+8-byte load) counts as the words it reads.
+
 Per phase: the threads that combine, how many warps they touch against the fewest that could hold
 them, whether their ids are contiguous, the distance, and the pattern: ``sequential`` when every
 combined word lies in ``[base, base + n)`` for ``n`` active threads (consecutive threads add
@@ -34,7 +42,7 @@ import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -94,6 +102,9 @@ class ReductionTree:
     # trees side by side in one step (a halving tree per warp or per row): each reduces
     # ``2 * phases[0].distance`` words of its own; 1 for one tree over the block's words
     segments: int = 1
+    # the tree folds downwards (``s[t] += s[t - d]``), its result in its highest word (Rodinia's
+    # ``(tx+1) % i == 0``): its phases' patterns read it mirrored (an interleaved one only)
+    mirrored: bool = False
 
     @property
     def pattern(self) -> str:
@@ -180,9 +191,34 @@ def trees_from_events(
     epoch, instruction. ``global_load_bytes``: per epoch, the bytes the CTA loaded from global
     memory in it (for the fill's elements per thread). ``call_sites``: per instruction, the
     kernel body's line it comes from (``lines`` where absent)."""
-    combines, fills = _combines_and_fills(thread, kind, byte_addr, width, epoch, inst)
+    ev = (thread, kind, byte_addr, width, epoch, inst)
+    sites = {**lines, **(call_sites or {})}
+    gbytes = global_load_bytes or {}
+    out = []
+    combines, fills = _combines_and_fills(*ev)
+    for tr in _chains(combines):
+        out.append(_tree(tr, fills, cta, threads, lines, gbytes, sites))
+    # trees folding downwards (``s[t] += s[t - d]``, the result in the highest word): built in
+    # mirrored word numbers; only the interleaved ones that no exchange follows are trees (a
+    # Hillis-Steele scan's steps fold downwards too, and Blelloch's up-sweep is such a tree
+    # that its down-sweep, exchanges, turns into a scan; a padded one's distances stop
+    # doubling half-way, 16 then 33, so any later exchange counts)
+    down, mfills, exchanged = _mirrored_combines(*ev)
+    for tr in _chains(down):
+        last = max(c.epoch for c in tr[-1])
+        if any(e > last for e in exchanged):
+            continue
+        t = _tree(tr, mfills, cta, threads, lines, gbytes, sites, mirrored=True)
+        if t.pattern == "interleaved":
+            out.append(t)
+    return tuple(sorted(out, key=lambda t: t.phases[0].epoch))
+
+
+def _chains(combines: list[_Combine]) -> list[list[list[_Combine]]]:
+    """The combines grouped into phases (one epoch, one distance) and the phases chained into
+    trees of two phases or more (each folding words the previous one wrote)."""
     if not combines:
-        return ()
+        return []
     # phases: the combines of one epoch with one distance (and one element width)
     groups: dict[tuple[int, int], list[_Combine]] = defaultdict(list)
     for c in combines:
@@ -210,13 +246,7 @@ def trees_from_events(
                 trees[-1].append(cs)
                 continue
         trees.append([cs])
-    out = []
-    sites = {**lines, **(call_sites or {})}
-    for tr in trees:
-        if len(tr) < 2:
-            continue
-        out.append(_tree(tr, fills, cta, threads, lines, global_load_bytes or {}, sites))
-    return tuple(out)
+    return [tr for tr in trees if len(tr) >= 2]
 
 
 class ThreadStores(NamedTuple):
@@ -278,26 +308,10 @@ def _combines_and_fills(
     width, its event's index, instruction). It is a combine when its loads of width ``w``,
     ``A`` aside, read one byte ``B > A``, ``A`` and ``B - A`` multiples of ``w``, unless the
     thread also stores ``B`` in the same epoch (it exchanged the two words)."""
-    ev = thread_stores(thread, kind, byte_addr, width, epoch)
-    if ev is None:
+    r = _reads(thread, kind, byte_addr, width, epoch, inst)
+    if r is None:
         return [], []
-    order, t, a, w, e, st, ld, seg = ev
-    ins = np.asarray(inst, np.int64)[order]
-    st_t, st_a, st_w, st_e = t[st], a[st], w[st], e[st]
-    fill = np.bincount(seg, minlength=len(st)) == 0
-    fi = np.flatnonzero(fill)
-    at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
-    fills = list(zip(*(x.tolist() for x in at), strict=True))
-    # the other words of the store's width its loads read: one, above A, gives a combine
-    keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
-    words, wseg = a[ld][keep], seg[keep]
-    srt = np.lexsort((words, wseg))
-    words, wseg = words[srt], wseg[srt]
-    new = np.ones(len(words), dtype=bool)
-    new[1:] = (words[1:] != words[:-1]) | (wseg[1:] != wseg[:-1])
-    words, wseg = words[new], wseg[new]
-    one = np.bincount(wseg, minlength=len(st))[wseg] == 1
-    b, c = words[one], wseg[one]
+    order, ins, st, st_t, st_a, st_w, st_e, fills, b, c = r
     cw, ca = st_w[c], st_a[c]
     safe = np.maximum(cw, 1)
     ok = (b > ca) & ((b - ca) % safe == 0) & (ca % safe == 0) & (cw > 0)
@@ -307,6 +321,84 @@ def _combines_and_fills(
     b, c, cw, ca = b[ok], c[ok], cw[ok], ca[ok]
     columns = (st_t[c], st_e[c], ca // cw, (b - ca) // cw, ins[st[c]], order[st[c]], cw)
     return list(map(_Combine._make, zip(*(x.tolist() for x in columns), strict=True))), fills
+
+
+def _mirrored_combines(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+    inst: np.ndarray,
+) -> tuple[list[_Combine], list[tuple[int, int, int, int, int, int]], set[int]]:
+    """The combines that fold downwards, ``A`` from one word ``B < A`` (``s[t] += s[t - d]``),
+    in mirrored word numbers (word ``-A``, distance ``A - B``: a tree folding towards its
+    highest word reads as one folding towards its lowest), the fills with their bytes negated
+    the same way, and the epochs with an exchange (a thread storing both words it combined,
+    either way: a sort's compare-and-swap, a Blelloch down-sweep)."""
+    r = _reads(thread, kind, byte_addr, width, epoch, inst, split=True)
+    if r is None:
+        return [], [], set()
+    order, ins, st, st_t, st_a, st_w, st_e, fills, b, c = r
+    cw, ca = st_w[c], st_a[c]
+    safe = np.maximum(cw, 1)
+    ok = (b != ca) & ((b - ca) % safe == 0) & (ca % safe == 0) & (cw > 0)
+    b, c, cw, ca = b[ok], c[ok], cw[ok], ca[ok]
+    swap = _stored(st_t, st_e, st_a, c, b)
+    exchanged = set(st_e[c[swap]].tolist())
+    ok = ~swap & (b < ca)
+    b, c, cw, ca = b[ok], c[ok], cw[ok], ca[ok]
+    columns = (st_t[c], st_e[c], -(ca // cw), (ca - b) // cw, ins[st[c]], order[st[c]], cw)
+    combines = list(map(_Combine._make, zip(*(x.tolist() for x in columns), strict=True)))
+    mirrored = [(f[0], f[1], -f[2], f[3], f[4], f[5]) for f in fills]
+    return combines, mirrored, exchanged
+
+
+def _reads(
+    thread: np.ndarray,
+    kind: np.ndarray,
+    byte_addr: np.ndarray,
+    width: np.ndarray,
+    epoch: np.ndarray,
+    inst: np.ndarray,
+    *,
+    split: bool = False,
+) -> tuple[Any, ...] | None:
+    """What the combines of either direction start from: the sort (``order``), the
+    instructions in it, the stores (indices, thread, byte, width, epoch), the fills, and the
+    stores whose loads since the thread's previous store read one other word of the store's
+    width: that word's byte ``b`` and the store ``c`` (an index into the stores). ``split``:
+    a load wider than the store counts as the words it reads (else only loads of the store's
+    width count)."""
+    ev = thread_stores(thread, kind, byte_addr, width, epoch)
+    if ev is None:
+        return None
+    order, t, a, w, e, st, ld, seg = ev
+    ins = np.asarray(inst, np.int64)[order]
+    st_t, st_a, st_w, st_e = t[st], a[st], w[st], e[st]
+    fill = np.bincount(seg, minlength=len(st)) == 0
+    fi = np.flatnonzero(fill)
+    at = (st_t[fi], st_e[fi], st_a[fi], st_w[fi], order[st[fi]], ins[st[fi]])
+    fills = list(zip(*(x.tolist() for x in at), strict=True))
+    # the other words of the store's width its loads read: one gives a combine
+    if split:  # a wider load read as its words (`s[2t]` and `s[2t+1]` loaded as one)
+        lw, lsw = w[ld], st_w[seg]
+        reps = np.where(lw % np.maximum(lsw, 1) == 0, lw // np.maximum(lsw, 1), 0)
+        rep = np.repeat(np.arange(len(ld)), reps)
+        k = np.arange(len(rep)) - np.repeat(np.cumsum(reps) - reps, reps)
+        words, wseg = a[ld][rep] + k * lsw[rep], seg[rep]
+        keep = words != st_a[wseg]
+        words, wseg = words[keep], wseg[keep]
+    else:
+        keep = (w[ld] == st_w[seg]) & (a[ld] != st_a[seg])
+        words, wseg = a[ld][keep], seg[keep]
+    srt = np.lexsort((words, wseg))
+    words, wseg = words[srt], wseg[srt]
+    new = np.ones(len(words), dtype=bool)
+    new[1:] = (words[1:] != words[:-1]) | (wseg[1:] != wseg[:-1])
+    words, wseg = words[new], wseg[new]
+    one = np.bincount(wseg, minlength=len(st))[wseg] == 1
+    return order, ins, st, st_t, st_a, st_w, st_e, fills, words[one], wseg[one]
 
 
 def _stored(
@@ -338,7 +430,11 @@ def _tree(
     lines: dict[int, tuple[str | None, int | None]],
     global_load_bytes: dict[int, int],
     sites: dict[int, tuple[str | None, int | None]],
+    *,
+    mirrored: bool = False,
 ) -> ReductionTree:
+    """``mirrored``: ``steps`` and ``fills`` in mirrored word numbers (a tree folding
+    downwards, :func:`_mirrored_combines`)."""
     base = min(c.word for cs in steps for c in cs)
     width = 0
     phases = []
@@ -412,7 +508,8 @@ def _tree(
         cta=cta,
         threads=threads,
         element_bytes=width,
-        base=base * width,
+        base=(-span_hi if mirrored else base) * width,
+        mirrored=mirrored,
         phases=tuple(phases),
         direction="halving" if halving else "doubling",
         segments=len({(c.word - base) // segment for c in first}) if halving else 1,
