@@ -106,3 +106,61 @@ def test_bins_it_cannot_copy_stay_display_only(kernel, spec, why):
     v = f.variant
     assert v is not None and v.safety == "display-only"
     assert why in v.description, v.description
+
+
+_TWO_WAYS = """
+#define LOOP(i, lim) for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < lim; \\
+                          i += gridDim.x * blockDim.x)
+template <int SHARED>
+__global__ void counted(const int* in, int* out, int nbins, unsigned n) {
+    extern __shared__ unsigned char raw[];
+    if (SHARED) {
+        int* sh = reinterpret_cast<int*>(raw);
+        for (int b = threadIdx.x; b < nbins; b += blockDim.x) sh[b] = 0;
+        __syncthreads();
+        LOOP(i, n) atomicAdd(&sh[(in[i] & 0xffff) % nbins], 1);
+        __syncthreads();
+        for (int b = threadIdx.x; b < nbins; b += blockDim.x) atomicAdd(&out[b], sh[b]);
+    } else {
+        LOOP(i, n) atomicAdd(&out[(in[i] & 0xffff) % nbins], 1);
+    }
+}
+template __global__ void counted<0>(const int*, int*, int, unsigned);
+template __global__ void counted<1>(const int*, int*, int, unsigned);
+"""
+
+
+def test_a_kernel_with_dynamic_shared_memory_of_its_own_puts_the_copy_after_it(tmp_path):
+    """HeCBench bincount's shape: one template, a shared-memory branch using the kernel's own
+    `extern __shared__` and a global one (analysed). The bin count is the argument the spec
+    sizes `out` by (`nbins`), the copy at the end of the dynamic shared memory: the global
+    instantiation with the bins' bytes gives the kernel's bins, and the shared one, given its
+    own bytes and the copy's, still gives its own."""
+    import numpy as np
+
+    from gpuadvise.source.patch import apply_unified_diff
+
+    src = tmp_path / "k.cu"
+    src.write_text(_TWO_WAYS)
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "counted<0>"\ngrid = 64\nblock = 256\nseed = 1\n\n'
+        '[args]\nnbins = 768\nn = 32768\n\n[buffers]\nin = "int[n]"\n'
+        'out = { type = "int", count = "nbins", fill = "zeros" }\n'
+    )
+    a = analyze(src, "counted<0>", 64)
+    (f,) = run_rule(a, "GA208", trace_ctas=64, min_share=0.0)
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified", v
+    assert v.launch == {"dynamic_smem_bytes": 3072}
+    assert v.diff and "static_cast<unsigned>(nbins)" in v.diff
+    new_dir = tmp_path / "new"
+    new_dir.mkdir()
+    (new_dir / "case.toml").write_text((tmp_path / "case.toml").read_text())
+    new = new_dir / "k.cu"
+    new.write_text(apply_unified_diff(src.read_text(), v.diff))
+    want = _outputs(src, "counted<0>")["out"]
+    assert want.tobytes() == _outputs(new, "counted<0>", dynamic_smem="3072")["out"].tobytes()
+    shared = _outputs(src, "counted<1>", dynamic_smem="3072")["out"]
+    assert np.count_nonzero(want) and shared.tobytes() == want.tobytes()
+    got = _outputs(new, "counted<1>", dynamic_smem="6144")["out"]
+    assert got.tobytes() == want.tobytes()
