@@ -69,14 +69,17 @@ def _only_the_atomics(ctx: RuleContext, h: HotAddress, base: int, size: int) -> 
 
 
 def _count_param(ctx: RuleContext, buffer: str, bins: int) -> str | None:
-    """A non-pointer kernel parameter whose value in this launch is the bin count."""
+    """The non-pointer kernel parameter that gives the bin count: the one the launch spec
+    sizes the buffer by (``count = "nbins"``), whose value here is the bins' count (a
+    parameter that only happens to equal it is not taken)."""
     kernel = ctx.kernel_source.kernel
-    if kernel is None:
+    spec = ctx.spec.buffer(buffer)
+    if kernel is None or spec is None:
         return None
-    env = ctx.spec.env()
+    name = spec.count_expr.strip()
     for p in kernel.params:
-        if not p.pointer and p.name != buffer and env.get(p.name) == bins:
-            return p.name
+        if p.name == name and not p.pointer and ctx.spec.env().get(name) == bins:
+            return name
     return None
 
 
