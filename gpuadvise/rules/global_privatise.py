@@ -31,7 +31,9 @@ __all__ = ["MAX_BINS_BYTES", "PrivatePlan", "privatise_plan", "privatise_variant
 MAX_BINS_BYTES = 48 * 1024
 """The most dynamic shared memory a launch gets without the kernel's opt-in attribute."""
 
-_INT_ADDS = {"u32": 4, "s32": 4, "u64": 8, "s64": 8}
+_INT_ADDS = {"u32": 4, "s32": 4, "u64": 8}
+"""Integer adds by the PTX type, to the bytes of a bin (a 64-bit add is `.u64`: CUDA's
+``atomicAdd`` takes ``unsigned long long``)."""
 
 
 @dataclass(frozen=True)
