@@ -70,6 +70,23 @@ def _only_the_atomics(ctx: RuleContext, h: HotAddress, base: int, size: int) -> 
     return bool(np.isin(glob["inst"][reach].astype(np.int64), list(h.insts)).all())
 
 
+def _reductions_only(ctx: RuleContext, line: int) -> bool:
+    """ptxas made every global atomic at the line (its call site) a reduction (``RED``): no
+    result is used, where the fix kit cannot find the call (an object's operator)."""
+    try:
+        sass = ctx.sass_instructions
+    except ModelUnavailable:
+        return False
+    ops = [
+        i.base_opcode
+        for i in sass
+        if i.base_opcode in ("RED", "REDG", "ATOM", "ATOMG")
+        and i.call_site[1] == line
+        and ctx.same_file(i.call_site[0])
+    ]
+    return bool(ops) and all(op.startswith("RED") for op in ops)
+
+
 def _count_param(ctx: RuleContext, buffer: str, bins: int) -> str | None:
     """The non-pointer kernel parameter that gives the bin count: the one the launch spec
     sizes the buffer by (``count = "nbins"``), whose value here is the bins' count (a
@@ -102,9 +119,9 @@ def privatise_plan(
         return f"the kernel reads or writes `{h.buffer}` otherwise than by the atomic"
     ks = ctx.kernel_source
     sites = fixkit_atomics.atomic_sites(ks.tree, line)
-    if isinstance(sites, str):
+    if isinstance(sites, str) and not _reductions_only(ctx, line):
         return sites
-    if any(s.result_used or not s.name.startswith("atomicAdd") for s in sites):
+    if not isinstance(sites, str) and any(s.result_used for s in sites):
         return "the atomic's result is used (a copy per CTA would return other values)"
     own = int(ctx.launch.dynamic_smem_bytes)
     bins = nbytes // size

@@ -1,10 +1,10 @@
 """GA208's automatic copy of the bins per CTA (nvcc, no GPU): kernels/global_bins's histograms
 of integer bins in global memory (one element per thread, a macro bin count after an early
 return, the bin count an argument in a grid-stride macro, a template's bins through a helper
-function) get the fix kit's privatising rewrite and a launch adding the bins' bytes of dynamic
-shared memory (one wave of CTAs where the loop is grid-stride); over whole small launches on
-the CPU emulator the bins equal the kernel's. An atomic whose result is used and bins beyond
-48 KB of shared memory stay display-only, with the reason."""
+function, a functor's) get the fix kit's privatising rewrite and a launch adding the bins'
+bytes of dynamic shared memory (one wave of CTAs where the loop is grid-stride); over whole
+small launches on the CPU emulator the bins equal the kernel's. An atomic whose result is used
+and bins beyond 48 KB of shared memory stay display-only, with the reason."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def _outputs(src, kernel, **opts):
         ("hist_macro", "hist_macro.toml", ("n=4000",), 1536, "gpuadvise_bins_dyn / sizeof(*hist)"),
         ("hist_counted", "hist_counted.toml", ("n=16384",), 4096, "static_cast<unsigned>(nbins)"),
         ("hist_helpers<768>", "hist_helpers.toml", ("n=16384",), 3072, "sizeof(*hist)"),
+        # a functor's atomic, which the kit does not find: ptxas's RED says no result is used
+        ("hist_bytes", "hist_bytes.toml", ("n=4096",), 1024, "sizeof(*hist)"),
     ],
 )
 def test_a_histogram_of_global_bins_gets_a_copy_per_cta_with_equal_outputs(
@@ -94,18 +96,16 @@ def test_a_grid_stride_histogram_runs_one_wave(kernel, spec, wave):
     [
         ("bucket_slots", "bucket_slots.toml", "the atomic's result is used"),
         ("hist_wide", "hist_wide.toml", "65536 bytes"),
-        ("hist_bytes", "hist_bytes.toml", "no atomicAdd/Min/Max/Or/And/Xor on the line"),
     ],
 )
 def test_bins_it_cannot_copy_stay_display_only(kernel, spec, why):
     """Slots taken from each bucket (the atomic's old value used), 16,384 bins (64 KB: more
-    than 48 KB of shared memory), a functor's atomic the kit does not find: described, with
-    the reason."""
+    than 48 KB of shared memory): described, with the reason."""
     a = analyze(BINS, kernel, 8, spec=str(BINS.parent / spec))
     (f,) = run_rule(a, "GA208", trace_ctas=8)
     v = f.variant
     assert v is not None and v.safety == "display-only"
-    assert why in v.description, v.description
+    assert why in v.description and "many times" in v.description, v.description
 
 
 _TWO_WAYS = """
