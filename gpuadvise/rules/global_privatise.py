@@ -182,7 +182,9 @@ def privatise_variant(ctx: RuleContext, plan: PrivatePlan) -> Variant:
         f"is added to `{plan.buffer}` with one global atomic (the bin count: {count}). The "
         f"launch adds {plan.bytes} bytes of dynamic shared memory (so must every launch of "
         f"the kernel on the host){where}. Integer sums are exact: the outputs are checked "
-        "against the kernel's",
+        f"against the kernel's. An index past the {plan.bins} bins (which the kernel as "
+        "written adds to past the buffer's end) lands outside the copy instead: the outputs' "
+        "check refuses the variant then",
         diff=plan.diff,
         launch=dict(plan.launch),
         label="private bins",
