@@ -15,6 +15,7 @@ from gpuadvise.rules import (
     HotAddress,
     LaunchTimes,
     ModelUnavailable,
+    PrivatePlan,
     Rule,
     RuleContext,
     SerialAtomics,
@@ -23,6 +24,8 @@ from gpuadvise.rules import (
     is_grid_stride,
     launch_times,
     memory_rates,
+    privatise_plan,
+    privatise_variant,
     update_ns,
     view_traffic,
     warp_aggregable,
@@ -116,8 +119,12 @@ class ContendedGlobalAtomics(Rule):
     described. Where one lane per CTA does the atomic in a grid-stride kernel (a loop and a
     read of ``gridDim``) of a 1D grid larger than one wave: the same kernel launched with one
     wave of CTAs (a launch change, automatic: the outputs are checked over both launches; the
-    host's launch must change to match). Otherwise display-only: a CTA reduction and a
-    grid-stride loop change the kernel's structure.
+    host's launch must change to match). Where the atomics are integer adds into one buffer
+    only they use (the trace's accesses of it) whose whole allocation fits 48 KB of dynamic
+    shared memory, the CTAs per SM kept: a copy of the bins per CTA, each non-zero bin flushed
+    with one global atomic (:mod:`gpuadvise.rules.global_privatise`; the launch adds the bins'
+    bytes, one wave where the loop is grid-stride; integer outputs checked equal). Otherwise
+    display-only: a CTA reduction and a grid-stride loop change the kernel's structure.
     """
 
     id = "GA208"
@@ -180,15 +187,22 @@ class ContendedGlobalAtomics(Rule):
         waves = ctx.waves_or_none
         return waves.ctas_per_wave if waves is not None else 0
 
-    def _serial(self, ctx: RuleContext, h: HotAddress, combined: bool) -> SerialAtomics:
+    def _one_wave_fits(self, ctx: RuleContext) -> bool:
+        """A 1D grid larger than one wave over a grid-stride loop (one wave would do)."""
+        g, wave = ctx.launch.grid, self._wave(ctx)
+        return g.y == g.z == 1 and 0 < wave < g.x and is_grid_stride(ctx.kernel_source)
+
+    def _serial(
+        self, ctx: RuleContext, h: HotAddress, combined: bool, kept: bool = False
+    ) -> SerialAtomics:
         """The L2's serial work on the line's hot address and hot 128-byte line, before and
-        with one update per CTA of one wave."""
+        with one update per CTA of one wave (``kept``: of the whole grid)."""
         scale = ctx.trace.scale
         lanes, updates = h.lanes_per_request, h.launch_updates(scale)
         if combined:  # one update per warp-level request
             updates /= max(lanes, 1.0)
             lanes = 1.0
-        wave = self._wave(ctx)
+        wave = 0 if kept else self._wave(ctx)
         ctas = h.launch_ctas(scale)
         after = min(ctas, wave) if wave else ctas
         line_requests = h.launch_region_requests(scale)
@@ -244,16 +258,14 @@ class ContendedGlobalAtomics(Rule):
     def _fix(self, ctx: RuleContext, finding: Finding, h: HotAddress, combined: bool) -> str:
         """The variant this finding gets: ``warp`` (the lanes of a request on the address
         combined first, the atomic's line rewritten by the fix kit), ``wave`` (one atomic per
-        CTA already, in a grid-stride kernel of more CTAs than one wave: the launch alone) or
-        ``display`` (a CTA reduction and a grid-stride loop, described)."""
+        CTA already, in a grid-stride kernel of more CTAs than one wave: the launch alone),
+        ``private`` (a copy of the bins per CTA) or ``display`` (described)."""
         if (
             not combined
             and h.lanes_per_request >= _MIN_LANES
             and warp_aggregable(ctx, finding) is None
         ):
             return "warp"
-        g = ctx.launch.grid
-        wave = self._wave(ctx)
         # one atomic per CTA: on the address, and one request per line of the region (a CTA's
         # flush of its bins; a CTA that reaches the region's lines many times, once per
         # element, keeps that count in a smaller grid)
@@ -263,16 +275,10 @@ class ContendedGlobalAtomics(Rule):
             and h.hot_updates <= 1.5 * h.hot_ctas
             and h.region_requests <= 1.5 * lines * max(h.region_ctas, 1)
         )
-        if (
-            one_per_cta
-            and g.y == 1
-            and g.z == 1
-            and wave
-            and g.x > wave
-            and is_grid_stride(ctx.kernel_source)
-        ):
+        if one_per_cta and self._one_wave_fits(ctx):
             return "wave"
-        return "display"
+        plan = privatise_plan(ctx, finding.line, finding.file, h)
+        return "private" if isinstance(plan, PrivatePlan) else "display"
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         h = finding.details_as(HotAddress)
@@ -281,9 +287,11 @@ class ContendedGlobalAtomics(Rule):
             return Estimate(None, "none", "no launch model for this trace")
         rest = rest_t.time_s
         combined = finding.line in self._combined_lines(ctx)
-        c = self._serial(ctx, h, combined)
-        updates, lanes, serial = c.updates, c.lanes, c.serial_s
         fix = self._fix(ctx, finding, h, combined)
+        # a copy of the bins per CTA keeps the grid where no grid-stride loop allows one wave
+        kept = fix == "private" and not self._one_wave_fits(ctx)
+        c = self._serial(ctx, h, combined, kept)
+        updates, lanes, serial = c.updates, c.lanes, c.serial_s
         # one update per CTA of one wave (a CTA reduction, or the launch alone where the
         # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
         # launch's), the CTAs' turnaround goes too
@@ -357,6 +365,9 @@ class ContendedGlobalAtomics(Rule):
                 description=v.description + "; a reduction within each CTA (one atomic per CTA) "
                 "goes further",
             )
+        plan = privatise_plan(ctx, finding.line, finding.file, h)
+        if fix == "private" and isinstance(plan, PrivatePlan):
+            return privatise_variant(ctx, plan)
         if fix == "wave":
             wave = self._wave(ctx)
             return Variant(
@@ -375,7 +386,7 @@ class ContendedGlobalAtomics(Rule):
             "the lanes of a warp-level request update the address one at a time already, and "
             + (
                 "each CTA reaches the address or its line many times (a smaller grid leaves "
-                "as many requests; a copy per CTA in shared memory changes the kernel)"
+                f"as many requests; no automatic copy of the bins per CTA: {plan})"
                 if many
                 else "the kernel has no grid-stride loop a smaller grid could use"
             )

@@ -94,6 +94,7 @@ from gpuadvise.rules.global_atomics import (
     update_ns,
     with_serial_s,
 )
+from gpuadvise.rules.global_privatise import PrivatePlan, privatise_plan, privatise_variant
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
 from gpuadvise.rules.grid_stride import (
     VECTORS,
@@ -312,6 +313,9 @@ __all__ = [
     "halfword_prmt",
     "hidden_block_reads",
     "hot_addresses",
+    "PrivatePlan",
+    "privatise_plan",
+    "privatise_variant",
     "HotAddress",
     "IdleMatch",
     "index_offset",

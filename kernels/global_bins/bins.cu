@@ -47,3 +47,31 @@ __global__ void hist_private_wave(const float* x, int* hist, int n) {
     __syncthreads();
     for (int b = threadIdx.x; b < 512; b += blockDim.x) atomicAdd(&hist[b], sh[b]);
 }
+
+// The fix kit's copy of the bins per CTA (GA208's automatic variant) in three more spellings:
+// unsigned bins whose count is a kernel argument in a grid-stride macro (HeCBench's bincount,
+// GLOBAL), a macro bin count after an early return, and a template's bins through a helper
+// (hist_helpers above).
+__global__ void hist_counted(const float* x, unsigned* hist, int nbins, int n) {
+    EACH(i, n) { const int b = (int)(x[i] * nbins); atomicAdd(&hist[b < nbins ? b : nbins - 1], 1u); }  // expect: GA208
+}
+
+#define NBINS 384
+__global__ void hist_macro(const int* v, int* hist, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    if (i >= n) return;
+    atomicAdd(hist + (v[i] & 0x7fffffff) % NBINS, 1);  // expect: GA208
+}
+
+// No copy per CTA: each element takes a slot of its bucket (the atomic's result is used).
+__global__ void bucket_slots(const float* x, int* count, int* slot, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    if (i < n) slot[i] = atomicAdd(&count[(int)(x[i] * 512.f)], 1);  // expect: GA208
+}
+
+// No copy per CTA: 16,384 bins (64 KB, more than 48 KB of shared memory) over [0, 1) of values
+// in [0, 1/16) (hist_wide.toml): the first 1,024 bins reached.
+__global__ void hist_wide(const float* x, int* hist, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;  // expect: GA206
+    if (i < n) atomicAdd(&hist[min((int)(x[i] * 16384.f), 16383)], 1);  // expect: GA208
+}

@@ -285,11 +285,14 @@ def test_bins_packed_in_a_few_regions_are_reported_by_their_region(kernel, marke
     assert e["requests_of_one_region"] * 1e-3 >= 0.2 * e["rest_of_launch_us"]
     est = f.estimated_speedup
     assert est is not None and est.kind == "point" and est.speedup > 2.0
-    assert est.inputs["fix"] == "display"
-    assert est.inputs["line_requests_after"] < est.inputs["line_requests_before"] / 100
+    # a copy per CTA of one wave; without a grid-stride loop the grid is kept (65,536 CTAs)
+    kept = 5 if kernel in ("hist_direct", "hist_bytes") else 100
+    assert est.inputs["line_requests_after"] < est.inputs["line_requests_before"] / kept
     v = f.variant
-    assert v is not None and v.safety == "display-only"
-    assert "many times" in v.description
+    # integer adds into bins that fit shared memory: a copy of the bins per CTA
+    # (test_rule_ga208_private.py)
+    assert est.inputs["fix"] == "private"
+    assert v is not None and v.safety == "automatic-and-verified"
 
 
 @pytest.mark.parametrize("kernel", ["hist_spread", "hist_private_wave"])
