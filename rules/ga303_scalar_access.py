@@ -27,12 +27,14 @@ from gpuadvise.rules import (
     narrow_estimate,
     narrow_loads,
     narrow_variant,
+    one_per_wait_stream,
     piece_buffer,
     piece_numbers,
     piece_site,
     sass_at,
     scalar_pieces,
     scalar_run_estimate,
+    select_narrow,
     vector_rewrite,
 )
 
@@ -89,6 +91,9 @@ class ScalarGlobalAccess(Rule):
     its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
     whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
     16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
+    Elements of 4 or 8 bytes (``max_stream_bytes``), none narrower, only as a stream walked
+    one element per wait (gpuadvise.rules.narrow_loads.one_per_wait_stream: a loop of one
+    unbatched load per iteration, streaming at the DRAM's rate once widened).
 
     Why it is slow
     --------------
@@ -182,7 +187,8 @@ class ScalarGlobalAccess(Rule):
     title = "Scalar global accesses where one vector access would do"
     severity = "warning"
     models = ("trace", "sass", "source")
-    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05, "max_narrow_bytes": 2}
+    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05, "max_narrow_bytes": 2,
+               "max_stream_bytes": 8}  # fmt: skip
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         yield from self._runs(ctx)
@@ -258,14 +264,19 @@ class ScalarGlobalAccess(Rule):
                     len(ps),
                     int(per_thread),
                     ps[0].execs[0].file,
-                    {k: _plain(v) for k, v in nums.items()},
+                    {
+                        k: int(v) if isinstance(v, (int, np.integer)) else float(v)
+                        for k, v in nums.items()
+                    },
                 ),
             )
 
     def _narrow(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
         widest = int(ctx.option("max_narrow_bytes"))
-        loads = [n for n in narrow_loads(view, ctx.trace) if n.width <= widest]
+        loads, streamed = select_narrow(
+            narrow_loads(view, ctx.trace), widest, int(ctx.option("max_stream_bytes"))
+        )
         if not loads:
             return
         loads = [n for n in loads if n.requests >= 0.1 * loads[0].requests]
@@ -282,6 +293,8 @@ class ScalarGlobalAccess(Rule):
         index = wd.overhead_instructions_saved / max(w_.instructions * w_.ctas, 1.0) if w_ else 0.0
         busy = i.get("bound_by_before") in ("issue", "pipe") and index >= 0.5
         if not (waiting or busy) or like < float(ctx.option("min_narrow_speedup")):
+            return
+        if streamed and not one_per_wait_stream(i, waiting):
             return
         # the busiest load with a line of the source (line 0: code the compiler made from no
         # line, a header's inlined intrinsic)
@@ -330,14 +343,7 @@ class ScalarGlobalAccess(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         if isinstance(finding.details, NarrowRun):
             nr = finding.details
-            hint = (
-                f"let each thread take {nr.k} consecutive elements with one 16-byte access "
-                f"(a reinterpret_cast of &{nr.buffer or 'a'}[{nr.k} * i] to uint4/float4/int4, "
-                "the elements taken apart in registers): the loop's stride or the grid's "
-                f"elements per thread {nr.k}x, a scalar tail for a count not a multiple of "
-                f"{nr.k}, and the row starts 16-byte aligned"
-            )
-            return narrow_variant(ctx, nr.buffer, nr.k, finding, hint)
+            return narrow_variant(ctx, nr.buffer, nr.k, finding)
         d = finding.details_as(ScalarRun)
         kind = d.kind
         w = d.width
@@ -382,11 +388,6 @@ class ScalarGlobalAccess(Rule):
             "the alignment before taking it",
             diff=rw.diff,
         )
-
-
-def _plain(value: Any) -> int | float:
-    """A number of ``piece_numbers`` as a plain Python int or float."""
-    return int(value) if isinstance(value, (int, np.integer)) else float(value)
 
 
 def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:

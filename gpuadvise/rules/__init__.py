@@ -144,7 +144,13 @@ from gpuadvise.rules.launch_reuse import (
     tile_l1_estimate,
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
-from gpuadvise.rules.narrow_loads import narrow_context, narrow_estimate, narrow_loads
+from gpuadvise.rules.narrow_loads import (
+    narrow_context,
+    narrow_estimate,
+    narrow_loads,
+    one_per_wait_stream,
+    select_narrow,
+)
 from gpuadvise.rules.occupancy_steps import (  # GA101's family
     LIMITER_LABELS,
     block_launch,
@@ -356,6 +362,7 @@ __all__ = [
     "narrow_estimate",
     "narrow_loads",
     "narrow_variant",
+    "one_per_wait_stream",
     "occupancy_ratio",
     "OccupancyInputError",
     "one_element_variant",
@@ -447,6 +454,7 @@ __all__ = [
     "scalar_run_estimate",
     "ScanChange",
     "scans_of",
+    "select_narrow",
     "serial_updates",
     "shared_layout",
     "shared_wavefront_estimate",

@@ -2,8 +2,10 @@
 kernels/scalar/narrow.cu, one pixel per thread in bytes in three spellings (plain, a macro, a
 template through a helper) and a row walk of one float per iteration, reported at their
 ``// expect: GA303`` lines with the widening the launch model credits; the fixed kernels (sixteen
-pixels per thread in one uint4, the row walk unrolled by four, float4 loads) stay silent. And the
-launch model's change, on numbers made by hand."""
+pixels per thread in one uint4, the row walk unrolled by four, float4 loads) stay silent. 4-byte
+loads as a stream walked one per wait (the row walk, one-wave grid-stride sums in three
+spellings) reported, and silent where they are not one (a launch short of warps, one float per
+thread). And the launch model's change and the stream gate, on numbers made by hand."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
 import gpuadvise.rules as rule_api
+from gpuadvise.rules.registry import expectations
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -57,19 +60,73 @@ def test_one_byte_per_thread_is_reported(kernel, marker):
     assert f.variant is not None and f.variant.safety == safety
 
 
-def test_a_row_walk_of_one_float_per_iteration_is_reported_with_4_byte_loads_allowed():
-    assert narrow("rank_rows") == []  # 4-byte loads are left alone by default
-    (f,) = narrow("rank_rows", max_narrow_bytes=4)
+def test_a_row_walk_of_one_float_per_iteration_is_reported_as_a_stream():
+    # 4-byte loads as a stream walked one per wait: a loop of one unbatched LDG per iteration,
+    # waited on, bound by the DRAM once widened (hecbench accuracy_kernel's shape: 1.98x)
+    (f,) = narrow("rank_rows")
     assert f.line == source_line(SRC, "const float v = x[(long)row * d + c];")
     i = f.estimated_speedup.inputs  # type: ignore[union-attr]
     # a block-stride loop over the lanes' dimension: four floats per thread, a 4x shorter loop
     assert (i["k"], i["loop_factor"], i["grid_factor"]) == (4, 4, 1)
     assert i["bound_by_before"] == "dependency" and i["chain_global_kept"] < 0.35
+    assert i["sass_batch_ratio"] == 1.0 and i["bound_by_after"] == "dram"
+    assert narrow("rank_rows", max_stream_bytes=2) == []  # the option turns it off
+    (g,) = narrow("rank_rows", max_narrow_bytes=4)  # and narrow by the option: no gate
+    assert g.line == f.line
 
 
-@pytest.mark.parametrize("kernel", ["threshold_uint4", "rank_rows_unrolled", "rank_rows_float4"])
-def test_the_fixed_kernels_are_silent(kernel):
-    assert narrow(kernel, max_narrow_bytes=4) == []
+INFLIGHT = KERNELS / "inflight" / "inflight.cu"
+REDUCE = KERNELS / "styles" / "reductions" / "reductions.cu"
+
+
+def _narrow_at(src, kernel: str, spec: str) -> list[rule_api.Finding]:
+    a = analyze(src, kernel, 8, spec=str(src.parent / spec))
+    found = run_rule(a, "GA303", trace_ctas=8)
+    return [f for f in found if type(f.details).__name__ == "NarrowRun"]
+
+
+@pytest.mark.parametrize(
+    ("src", "kernel", "spec"),
+    [
+        # a one-wave grid-stride sum: a plain loop, cuda-samples' spelling, a template size
+        (INFLIGHT, "sum_wave", "sum_wave.toml"),
+        (REDUCE, "il_helper", "il_helper.toml"),
+        (REDUCE, "il_template<256>", "case.toml"),
+    ],
+)
+def test_a_one_wave_sum_of_one_4_byte_load_per_iteration_is_reported(src, kernel, spec):
+    (f,) = _narrow_at(src, kernel, spec)
+    assert "GA303" in expectations(src).get(f.line or 0, ())
+    i = f.estimated_speedup.inputs  # type: ignore[union-attr]
+    assert (i["k"], i["loop_factor"], i["grid_factor"]) == (4, 4, 1)
+    assert i["sass_batch_ratio"] == 1.0 and i["bound_by_after"] == "dram"
+
+
+@pytest.mark.parametrize(
+    ("src", "kernel", "spec"),
+    [
+        # the same sum on 8 warps per SM: still waiting once widened, short of warps (GA106)
+        (INFLIGHT, "sum_few", "case.toml"),
+        # one float per thread: a grid of CTAs that come and go with their loads in flight
+        (KERNELS / "compute_bound" / "compute.cu", "sigmoid", "sigmoid.toml"),
+    ],
+)
+def test_4_byte_loads_that_are_no_one_per_wait_stream_are_silent(src, kernel, spec):
+    assert _narrow_at(src, kernel, spec) == []
+
+
+def test_the_stream_gate_on_numbers_made_by_hand():
+    ok = {"k": 4, "loop_factor": 4.0, "grid_factor": 1.0, "sass_batch_ratio": 1.0,
+          "bound_by_after": "dram"}  # fmt: skip
+    assert rule_api.one_per_wait_stream(ok, waiting=True)
+    assert not rule_api.one_per_wait_stream(ok, waiting=False)
+    for change in (
+        {"grid_factor": 4.0, "loop_factor": 1.0},  # one element per thread
+        {"loop_factor": 2.0},  # a loop of two iterations: the grid shrinks too
+        {"sass_batch_ratio": 4.0},  # ptxas issues four at a time already
+        {"bound_by_after": "dependency"},  # still waiting: short of warps
+    ):
+        assert not rule_api.one_per_wait_stream({**ok, **change}, waiting=True), change
 
 
 def test_widened_traffic_on_numbers_made_by_hand():
