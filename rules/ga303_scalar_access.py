@@ -77,9 +77,10 @@ class ScalarGlobalAccess(Rule):
     makes at consecutive addresses, from one source line or lines at most ``max_line_gap`` apart
     (``in[i]``, ``in[i + 1]``, ... ``in[i + 3]``), executed by the same warps with the same
     lanes, where the first address is 8- or 16-byte aligned on every active lane of every traced
-    execution. The SASS must show that ptxas did not merge them already: the line still has
-    as many SASS accesses of the element's width (``LDG.E``) as the PTX has, not an
-    ``LDG.E.64``/``LDG.E.128``. Reported at the line of the first access.
+    execution, not one address for the whole warp (a broadcast: scalar_runs.warp_uniform). The
+    SASS must show that ptxas did not merge them already: the line still has as many SASS
+    accesses of the element's width (``LDG.E``) as the PTX has, not an ``LDG.E.64``/
+    ``LDG.E.128``. Reported at the line of the first access.
 
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of elements
     of at most ``max_narrow_bytes`` (2: 64 bytes a warp request; 4 and 8 bytes by the option)
@@ -91,9 +92,8 @@ class ScalarGlobalAccess(Rule):
     its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
     whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
     16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
-    Elements of 4 or 8 bytes (``max_stream_bytes``), none narrower, only as a stream walked
-    one element per wait (gpuadvise.rules.narrow_loads.one_per_wait_stream: a loop of one
-    unbatched load per iteration, streaming at the DRAM's rate once widened).
+    Elements of 4 or 8 bytes (``max_stream_bytes``), none narrower, only as a stream walked one
+    element per wait (narrow_loads.one_per_wait_stream: a loop of one unbatched load each).
 
     Why it is slow
     --------------

@@ -10,7 +10,7 @@ thread). And the launch model's change and the stream gate, on numbers made by h
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, ev, kernel_case, run_rule, source_line
 
 import gpuadvise.rules as rule_api
 from gpuadvise.rules.registry import expectations
@@ -167,3 +167,48 @@ def test_widened_traffic_on_numbers_made_by_hand():
     assert after.work.chain == work.chain
     assert after.work.pipes["int"] == pytest.approx(100 * kept * 16)
     assert after.resident_warps == 63 * 8  # fewer CTAs than the device holds
+
+
+UNIFORM = {
+    # four consecutive ints the same for every thread, in a loop (cmpfhd's rmu[m] ... shape)
+    "taps_loop": """
+        extern "C" __global__ void taps_loop(const int* __restrict__ in, int* __restrict__ out,
+                                             unsigned n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x, s = 0;
+            for (int m = 0; m < 64; m += 4)
+                s += in[m] * i + in[m + 1] - in[m + 2] * i + in[m + 3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+    # the same through a pointer to a row picked by the block (uniform across its warps)
+    "taps_row": """
+        extern "C" __global__ void taps_row(const int* __restrict__ in, int* __restrict__ out,
+                                            unsigned n) {
+            const int* w = in + 4 * blockIdx.x;
+            int i = threadIdx.x;
+            int s = w[0] * i + w[1] - w[2] * i + w[3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+    # reported: each thread its own four consecutive ints
+    "taps_own": """
+        extern "C" __global__ void taps_own(const int* __restrict__ in, int* __restrict__ out,
+                                            unsigned n) {
+            unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+            int s = 0;
+            if (4 * i + 3 < n) s = in[4 * i] * 3 + in[4 * i + 1] - in[4 * i + 2] * 5 + in[4 * i + 3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+}
+
+
+@pytest.mark.parametrize("kernel", ["taps_loop", "taps_row", "taps_own"])
+def test_warp_uniform_runs_are_left_alone(tmp_path, kernel):
+    """A run of consecutive scalar loads at one address on every lane of a warp is a broadcast:
+    one request of one sector each, as the vector would be (cmpfhd's shape measured 0.88x with
+    float4 loads); a thread's own four consecutive elements are reported."""
+    src = kernel_case(tmp_path, UNIFORM[kernel], kernel, n=4096)
+    found = run_rule(analyze(src, kernel, 4), "GA303", trace_ctas=4)
+    runs = [f for f in found if type(f.details).__name__ == "ScalarRun"]
+    assert len(runs) == (1 if kernel == "taps_own" else 0), [f.message for f in runs]
