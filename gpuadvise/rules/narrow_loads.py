@@ -178,9 +178,12 @@ def one_per_wait_stream(inputs: Mapping[str, object], waiting: bool) -> bool:
     (``waiting``: dependency or Little's law) and the widened launch is bound by the DRAM (a
     launch still waiting after it is short of warps: GA106's). hecbench's ``accuracy_kernel``,
     a CTA per row walking 10,000 floats one LDG per iteration, measured 1.98x with float4 loads
-    on an H200. Left alone: a grid of one element per thread (its CTAs come and go with their
-    loads in flight; gemv_quantized_int8's 8-byte loads measured 1.00x), and loops ptxas
-    unrolled (accuracy_kernel2's four loads per wait)."""
+    on an H200; the same shape 1.89x and a one-wave ``acc += x[i]`` 1.60x (.gpu/s8-vec probe,
+    2026-11-29, 256 MB). Left alone for now, as the launch model does not tell them from the
+    kernels where wider loads measured 1.00x (gemv_quantized_int8's 8-byte loads): a grid of one
+    element per thread and loops ptxas unrolled, though the same probe measured float4 loads
+    1.65x on a map of one float per thread and 1.59x on the sum unrolled 4x (the gain is in
+    fewer, wider requests as much as in the bytes in flight)."""
 
     def num(key: str, default: float) -> float:
         v = inputs.get(key, default)
