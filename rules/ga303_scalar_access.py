@@ -36,6 +36,7 @@ from gpuadvise.rules import (
     scalar_run_estimate,
     select_narrow,
     vector_rewrite,
+    warp_uniform,
 )
 
 
@@ -77,10 +78,9 @@ class ScalarGlobalAccess(Rule):
     makes at consecutive addresses, from one source line or lines at most ``max_line_gap`` apart
     (``in[i]``, ``in[i + 1]``, ... ``in[i + 3]``), executed by the same warps with the same
     lanes, where the first address is 8- or 16-byte aligned on every active lane of every traced
-    execution, not one address for the whole warp (a broadcast: scalar_runs.warp_uniform). The
-    SASS must show that ptxas did not merge them already: the line still has as many SASS
-    accesses of the element's width (``LDG.E``) as the PTX has, not an ``LDG.E.64``/
-    ``LDG.E.128``. Reported at the line of the first access.
+    execution (a note where the warp reads one address: scalar_runs.warp_uniform). The SASS
+    must show that ptxas did not merge them: the line has as many SASS accesses of the
+    element's width (``LDG.E``) as the PTX, not an ``LDG.E.64``/``LDG.E.128``. At the first.
 
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of elements
     of at most ``max_narrow_bytes`` (2: 64 bytes a warp request; 4 and 8 bytes by the option)
@@ -225,8 +225,8 @@ class ScalarGlobalAccess(Rule):
             name = buf or "a buffer"
             per_thread = sum(len(p.execs) - 1 for p in ps)
             est = scalar_run_estimate(ctx, ps[0].width, per_thread, nums)
-            # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
-            quiet = est.like_for_like is not None and est.like_for_like < SCALAR_NOTE_BELOW
+            # a note unless configured: a fix worth nothing here (DRAM-bound), or a broadcast's
+            quiet = (est.like_for_like or 9.0) < SCALAR_NOTE_BELOW or all(map(warp_uniform, ps))
             # code inlined from a header (__ldg, a helper's) is reported at the user's call site
             at_file, at_line = (
                 (str(ctx.source_file), line)

@@ -231,6 +231,7 @@ from gpuadvise.rules.scalar_runs import (
     sass_at,
     scalar_pieces,
     scalar_run_estimate,
+    warp_uniform,
 )
 from gpuadvise.rules.scans import (
     ScanChange,
@@ -497,6 +498,7 @@ __all__ = [
     "warp_aggregable",
     "warp_aggregation_variant",
     "warp_footprint",
+    "warp_uniform",
     "whole_records",
     "with_floor",
     "ceiling_s",

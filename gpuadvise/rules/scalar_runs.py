@@ -388,21 +388,20 @@ def piece_site(
 
 def scalar_pieces(trace: Any, max_gap: int) -> list[ScalarPiece]:
     """Every run of consecutive 4- or 8-byte global accesses of one thread (lines at most
-    ``max_gap`` apart) cut into the widest aligned vectors, but those a warp makes at one
-    address on all its active lanes (:func:`warp_uniform`)."""
+    ``max_gap`` apart) cut into the widest aligned vectors."""
     execs = _exec_tables(trace, (4, 8))
     if not execs:
         return []
-    return [p for c in _chains(execs, max_gap) for p in _pieces(c) if not warp_uniform(p)]
+    return [p for c in _chains(execs, max_gap) for p in _pieces(c)]
 
 
 def warp_uniform(piece: ScalarPiece) -> bool:
     """Whether the piece's first access reads or writes one address on all the active lanes of
     a warp (two or more) in nine of ten executions: a broadcast, one request of one sector
     whatever its width, as the vector's would be; the vector saves issue slots only, and the
-    elements taken apart in registers cost some back. cmpfhd's shape (``rmu[m]``, ``imu[m]``
-    the same for every thread, beside ``__cosf``/``__sinf``) measured 0.88x with float4 loads
-    on an H200 (.gpu/s8-vec probe, 2026-11-29)."""
+    elements taken apart in registers cost some back: GA303 reports it as a note. cmpfhd's
+    shape (``rmu[m]``, ``imu[m]`` the same for every thread, beside ``__cosf``/``__sinf``)
+    measured 0.88x with float4 loads on an H200 (.gpu/s8-vec probe, 2026-11-29)."""
     uniform = multi = 0
     for addr, active in piece.execs[0].addr_chunks():
         n = active.sum(axis=1)
