@@ -27,13 +27,16 @@ from gpuadvise.rules import (
     narrow_estimate,
     narrow_loads,
     narrow_variant,
+    one_per_wait_stream,
     piece_buffer,
     piece_numbers,
     piece_site,
     sass_at,
     scalar_pieces,
     scalar_run_estimate,
+    select_narrow,
     vector_rewrite,
+    warp_uniform,
 )
 
 
@@ -75,9 +78,9 @@ class ScalarGlobalAccess(Rule):
     makes at consecutive addresses, from one source line or lines at most ``max_line_gap`` apart
     (``in[i]``, ``in[i + 1]``, ... ``in[i + 3]``), executed by the same warps with the same
     lanes, where the first address is 8- or 16-byte aligned on every active lane of every traced
-    execution. The SASS must show that ptxas did not merge them already: the line still has
-    as many SASS accesses of the element's width (``LDG.E``) as the PTX has, not an
-    ``LDG.E.64``/``LDG.E.128``. Reported at the line of the first access.
+    execution (a note where the warp reads one address: scalar_runs.warp_uniform). The SASS
+    must show that ptxas did not merge them: the line has as many SASS accesses of the
+    element's width (``LDG.E``) as the PTX, not an ``LDG.E.64``/``LDG.E.128``. At the first.
 
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of elements
     of at most ``max_narrow_bytes`` (2: 64 bytes a warp request; 4 and 8 bytes by the option)
@@ -89,6 +92,8 @@ class ScalarGlobalAccess(Rule):
     its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
     whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
     16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
+    Elements of 4 or 8 bytes (``max_stream_bytes``), none narrower, only as a stream walked one
+    element per wait (narrow_loads.one_per_wait_stream: a loop of one unbatched load each).
 
     Why it is slow
     --------------
@@ -182,7 +187,8 @@ class ScalarGlobalAccess(Rule):
     title = "Scalar global accesses where one vector access would do"
     severity = "warning"
     models = ("trace", "sass", "source")
-    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05, "max_narrow_bytes": 2}
+    options = {"max_line_gap": 2, "min_narrow_speedup": 1.05, "max_narrow_bytes": 2,
+               "max_stream_bytes": 8}  # fmt: skip
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         yield from self._runs(ctx)
@@ -219,8 +225,8 @@ class ScalarGlobalAccess(Rule):
             name = buf or "a buffer"
             per_thread = sum(len(p.execs) - 1 for p in ps)
             est = scalar_run_estimate(ctx, ps[0].width, per_thread, nums)
-            # a fix worth nothing on this launch (DRAM-bound) is a note unless configured
-            quiet = est.like_for_like is not None and est.like_for_like < SCALAR_NOTE_BELOW
+            # a note unless configured: a fix worth nothing here (DRAM-bound), or a broadcast's
+            quiet = (est.like_for_like or 9.0) < SCALAR_NOTE_BELOW or all(map(warp_uniform, ps))
             # code inlined from a header (__ldg, a helper's) is reported at the user's call site
             at_file, at_line = (
                 (str(ctx.source_file), line)
@@ -258,14 +264,19 @@ class ScalarGlobalAccess(Rule):
                     len(ps),
                     int(per_thread),
                     ps[0].execs[0].file,
-                    {k: _plain(v) for k, v in nums.items()},
+                    {
+                        k: int(v) if isinstance(v, (int, np.integer)) else float(v)
+                        for k, v in nums.items()
+                    },
                 ),
             )
 
     def _narrow(self, ctx: RuleContext) -> Iterator[Finding]:
         view = ctx.trace_view
         widest = int(ctx.option("max_narrow_bytes"))
-        loads = [n for n in narrow_loads(view, ctx.trace) if n.width <= widest]
+        loads, streamed = select_narrow(
+            narrow_loads(view, ctx.trace), widest, int(ctx.option("max_stream_bytes"))
+        )
         if not loads:
             return
         loads = [n for n in loads if n.requests >= 0.1 * loads[0].requests]
@@ -282,6 +293,8 @@ class ScalarGlobalAccess(Rule):
         index = wd.overhead_instructions_saved / max(w_.instructions * w_.ctas, 1.0) if w_ else 0.0
         busy = i.get("bound_by_before") in ("issue", "pipe") and index >= 0.5
         if not (waiting or busy) or like < float(ctx.option("min_narrow_speedup")):
+            return
+        if streamed and not one_per_wait_stream(i, waiting):
             return
         # the busiest load with a line of the source (line 0: code the compiler made from no
         # line, a header's inlined intrinsic)
@@ -330,14 +343,7 @@ class ScalarGlobalAccess(Rule):
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         if isinstance(finding.details, NarrowRun):
             nr = finding.details
-            hint = (
-                f"let each thread take {nr.k} consecutive elements with one 16-byte access "
-                f"(a reinterpret_cast of &{nr.buffer or 'a'}[{nr.k} * i] to uint4/float4/int4, "
-                "the elements taken apart in registers): the loop's stride or the grid's "
-                f"elements per thread {nr.k}x, a scalar tail for a count not a multiple of "
-                f"{nr.k}, and the row starts 16-byte aligned"
-            )
-            return narrow_variant(ctx, nr.buffer, nr.k, finding, hint)
+            return narrow_variant(ctx, nr.buffer, nr.k, finding)
         d = finding.details_as(ScalarRun)
         kind = d.kind
         w = d.width
@@ -382,11 +388,6 @@ class ScalarGlobalAccess(Rule):
             "the alignment before taking it",
             diff=rw.diff,
         )
-
-
-def _plain(value: Any) -> int | float:
-    """A number of ``piece_numbers`` as a plain Python int or float."""
-    return int(value) if isinstance(value, (int, np.integer)) else float(value)
 
 
 def _params(ks: KernelSource, ctx: RuleContext) -> dict[str, Any]:

@@ -147,7 +147,13 @@ from gpuadvise.rules.launch_reuse import (
     tile_l1_estimate,
 )
 from gpuadvise.rules.narrow_fix import narrow_variant
-from gpuadvise.rules.narrow_loads import narrow_context, narrow_estimate, narrow_loads
+from gpuadvise.rules.narrow_loads import (
+    narrow_context,
+    narrow_estimate,
+    narrow_loads,
+    one_per_wait_stream,
+    select_narrow,
+)
 from gpuadvise.rules.occupancy_steps import (  # GA101's family
     LIMITER_LABELS,
     block_launch,
@@ -228,6 +234,7 @@ from gpuadvise.rules.scalar_runs import (
     sass_at,
     scalar_pieces,
     scalar_run_estimate,
+    warp_uniform,
 )
 from gpuadvise.rules.scans import (
     ScanChange,
@@ -363,6 +370,7 @@ __all__ = [
     "narrow_estimate",
     "narrow_loads",
     "narrow_variant",
+    "one_per_wait_stream",
     "occupancy_ratio",
     "OccupancyInputError",
     "one_element_variant",
@@ -454,6 +462,7 @@ __all__ = [
     "scalar_run_estimate",
     "ScanChange",
     "scans_of",
+    "select_narrow",
     "serial_updates",
     "shared_layout",
     "shared_wavefront_estimate",
@@ -498,6 +507,7 @@ __all__ = [
     "warp_aggregable",
     "warp_aggregation_variant",
     "warp_footprint",
+    "warp_uniform",
     "whole_records",
     "with_floor",
     "ceiling_s",

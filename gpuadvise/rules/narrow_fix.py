@@ -10,12 +10,26 @@ from gpuadvise.source import tree as T
 from gpuadvise.source.fixkit_vector import loop_vectors, per_thread_vectors
 
 
-def narrow_variant(ctx: RuleContext, buffer: str | None, k: int, f: Finding, hint: str) -> Variant:
+def narrow_hint(buffer: str | None, k: int) -> str:
+    """The change in words, for a display-only variant: ``k`` elements per thread of ``buffer``."""
+    return (
+        f"let each thread take {k} consecutive elements with one 16-byte access "
+        f"(a reinterpret_cast of &{buffer or 'a'}[{k} * i] to uint4/float4/int4, "
+        "the elements taken apart in registers): the loop's stride or the grid's "
+        f"elements per thread {k}x, a scalar tail for a count not a multiple of "
+        f"{k}, and the row starts 16-byte aligned"
+    )
+
+
+def narrow_variant(
+    ctx: RuleContext, buffer: str | None, k: int, f: Finding, hint: str | None = None
+) -> Variant:
     """The loop holding the finding's load (at ``f.line``, of ``buffer``) run over chunks of
     ``k`` elements, else a thread per element made ``k`` per thread with a grid ``k`` times
-    smaller; display-only (``hint`` and the reasons) where neither applies. A grid-stride loop's
-    variant shrinks the grid too (its threads would find no chunk past ``n / k``), with the
-    launch kept as the alternative."""
+    smaller; display-only (``hint``, default :func:`narrow_hint`, and the reasons) where neither
+    applies. A grid-stride loop's variant shrinks the grid too (its threads would find no chunk
+    past ``n / k``), with the launch kept as the alternative."""
+    hint = hint if hint is not None else narrow_hint(buffer, k)
     try:
         ks = ctx.kernel_source
     except ModelUnavailable:

@@ -40,6 +40,8 @@ __all__ = [
     "narrow_context",
     "narrow_estimate",
     "narrow_loads",
+    "one_per_wait_stream",
+    "select_narrow",
     "widened_traffic",
     "widening",
 ]
@@ -153,6 +155,47 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
         )
     out.sort(key=lambda n: -n.requests)
     return out
+
+
+def select_narrow(
+    loads: list[NarrowLoad], max_narrow_bytes: int, max_stream_bytes: int
+) -> tuple[list[NarrowLoad], bool]:
+    """The loads GA303 considers, and whether they are wider than ``max_narrow_bytes`` (then
+    reported only as a stream walked one element per wait, :func:`one_per_wait_stream`): the
+    narrow ones when there are any, else those of at most ``max_stream_bytes``."""
+    narrow = [n for n in loads if n.width <= max_narrow_bytes]
+    if narrow:
+        return narrow, False
+    return [n for n in loads if n.width <= max_stream_bytes], True
+
+
+def one_per_wait_stream(inputs: Mapping[str, object], waiting: bool) -> bool:
+    """Whether 4- or 8-byte loads (``inputs``: :func:`narrow_estimate`'s) are a stream the warps
+    wait on one element at a time, as 1- and 2-byte ones are by their width: each thread walks
+    the lanes' dimension in a loop of at least ``k`` iterations (the fix makes the loop ``k``
+    times shorter and leaves the grid), the SASS issues one of the loads per wait (ptxas neither
+    unrolled nor batched them: a batch ratio of 1), the warps wait on them before the change
+    (``waiting``: dependency or Little's law) and the widened launch is bound by the DRAM (a
+    launch still waiting after it is short of warps: GA106's). hecbench's ``accuracy_kernel``,
+    a CTA per row walking 10,000 floats one LDG per iteration, measured 1.98x with float4 loads
+    on an H200; the same shape 1.89x and a one-wave ``acc += x[i]`` 1.60x (.gpu/s8-vec probe,
+    2026-11-29, 256 MB). Left alone for now, as the launch model does not tell them from the
+    kernels where wider loads measured 1.00x (gemv_quantized_int8's 8-byte loads): a grid of one
+    element per thread and loops ptxas unrolled, though the same probe measured float4 loads
+    1.65x on a map of one float per thread and 1.59x on the sum unrolled 4x (the gain is in
+    fewer, wider requests as much as in the bytes in flight)."""
+
+    def num(key: str, default: float) -> float:
+        v = inputs.get(key, default)
+        return float(v) if isinstance(v, (int, float)) else default
+
+    return (
+        waiting
+        and num("grid_factor", 0.0) <= 1.0
+        and num("loop_factor", 0.0) >= num("k", 2.0)
+        and num("sass_batch_ratio", 1.0) <= 1.0
+        and inputs.get("bound_by_after") == "dram"
+    )
 
 
 def _along_lanes(

@@ -39,11 +39,12 @@ __global__ void hist_spread(const float* x, int* hist, int n) {
 
 // Silent, the fix: a copy of the 512 bins per CTA in shared memory over a grid-stride loop in
 // one wave of CTAs, each CTA adding its bins to the global ones once (4 requests a region).
+// GA303 only: the loop has one 4-byte load of x in flight per thread (float4 loads: four).
 __global__ void hist_private_wave(const float* x, int* hist, int n) {
     __shared__ int sh[512];
     for (int b = threadIdx.x; b < 512; b += blockDim.x) sh[b] = 0;
     __syncthreads();
-    EACH(i, n) atomicAdd(&sh[(int)(x[i] * 512.f)], 1);
+    EACH(i, n) atomicAdd(&sh[(int)(x[i] * 512.f)], 1);  // expect: GA303
     __syncthreads();
     for (int b = threadIdx.x; b < 512; b += blockDim.x) atomicAdd(&hist[b], sh[b]);
 }

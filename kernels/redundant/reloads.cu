@@ -91,7 +91,7 @@ __global__ void read_once(float* params, const float* grads, float* m, float* v,
 __global__ void distinct_reads(const float* in, float* out, int n) {
     float s = 0.0f;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x)
-        s += in[j];
+        s += in[j];  // expect: GA303
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 

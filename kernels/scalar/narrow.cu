@@ -1,10 +1,10 @@
 // Narrow coalesced loads that keep too few bytes in flight (GA303's second finding): each thread
 // reads one small element and uses it before it issues its next load, so a warp waits one memory
 // round trip per 32-128 bytes. Three spellings of one pixel per thread in bytes (plain, a macro,
-// a template through a helper), a row walk of one float per iteration (reported with
-// max_narrow_bytes = 4: 4-byte loads are left alone by default), and the fixed versions, which
-// stay silent: 16 pixels per thread in one uint4, the row walk unrolled by four, and the row walk
-// with float4 loads.
+// a template through a helper), a row walk of one float per iteration (4-byte loads are
+// reported only as such a stream: a loop of one load per wait in the SASS whose widened launch
+// streams at the DRAM's rate), and the fixed versions, which stay silent: 16 pixels per thread in
+// one uint4, the row walk unrolled by four, and the row walk with float4 loads.
 
 #define PIXEL(p, i) ((p)[i])
 
@@ -82,7 +82,7 @@ __global__ void rank_rows(const float* __restrict__ x, const int* __restrict__ l
     const float ref = x[(long)row * d + label[row]];
     int n = 0;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
-        const float v = x[(long)row * d + c];  // GA303 with max_narrow_bytes = 4
+        const float v = x[(long)row * d + c];  // expect: GA303
         if (v > ref) ++n;
     }
     part[threadIdx.x] = n;

@@ -2,15 +2,18 @@
 kernels/scalar/narrow.cu, one pixel per thread in bytes in three spellings (plain, a macro, a
 template through a helper) and a row walk of one float per iteration, reported at their
 ``// expect: GA303`` lines with the widening the launch model credits; the fixed kernels (sixteen
-pixels per thread in one uint4, the row walk unrolled by four, float4 loads) stay silent. And the
-launch model's change, on numbers made by hand."""
+pixels per thread in one uint4, the row walk unrolled by four, float4 loads) stay silent. 4-byte
+loads as a stream walked one per wait (the row walk, one-wave grid-stride sums in three
+spellings) reported, and silent where they are not one (a launch short of warps, one float per
+thread). And the launch model's change and the stream gate, on numbers made by hand."""
 
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, ev, kernel_case, run_rule, source_line
 
 import gpuadvise.rules as rule_api
+from gpuadvise.rules.registry import expectations
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -57,19 +60,73 @@ def test_one_byte_per_thread_is_reported(kernel, marker):
     assert f.variant is not None and f.variant.safety == safety
 
 
-def test_a_row_walk_of_one_float_per_iteration_is_reported_with_4_byte_loads_allowed():
-    assert narrow("rank_rows") == []  # 4-byte loads are left alone by default
-    (f,) = narrow("rank_rows", max_narrow_bytes=4)
+def test_a_row_walk_of_one_float_per_iteration_is_reported_as_a_stream():
+    # 4-byte loads as a stream walked one per wait: a loop of one unbatched LDG per iteration,
+    # waited on, bound by the DRAM once widened (hecbench accuracy_kernel's shape: 1.98x)
+    (f,) = narrow("rank_rows")
     assert f.line == source_line(SRC, "const float v = x[(long)row * d + c];")
     i = f.estimated_speedup.inputs  # type: ignore[union-attr]
     # a block-stride loop over the lanes' dimension: four floats per thread, a 4x shorter loop
     assert (i["k"], i["loop_factor"], i["grid_factor"]) == (4, 4, 1)
     assert i["bound_by_before"] == "dependency" and i["chain_global_kept"] < 0.35
+    assert i["sass_batch_ratio"] == 1.0 and i["bound_by_after"] == "dram"
+    assert narrow("rank_rows", max_stream_bytes=2) == []  # the option turns it off
+    (g,) = narrow("rank_rows", max_narrow_bytes=4)  # and narrow by the option: no gate
+    assert g.line == f.line
 
 
-@pytest.mark.parametrize("kernel", ["threshold_uint4", "rank_rows_unrolled", "rank_rows_float4"])
-def test_the_fixed_kernels_are_silent(kernel):
-    assert narrow(kernel, max_narrow_bytes=4) == []
+INFLIGHT = KERNELS / "inflight" / "inflight.cu"
+REDUCE = KERNELS / "styles" / "reductions" / "reductions.cu"
+
+
+def _narrow_at(src, kernel: str, spec: str) -> list[rule_api.Finding]:
+    a = analyze(src, kernel, 8, spec=str(src.parent / spec))
+    found = run_rule(a, "GA303", trace_ctas=8)
+    return [f for f in found if type(f.details).__name__ == "NarrowRun"]
+
+
+@pytest.mark.parametrize(
+    ("src", "kernel", "spec"),
+    [
+        # a one-wave grid-stride sum: a plain loop, cuda-samples' spelling, a template size
+        (INFLIGHT, "sum_wave", "sum_wave.toml"),
+        (REDUCE, "il_helper", "il_helper.toml"),
+        (REDUCE, "il_template<256>", "case.toml"),
+    ],
+)
+def test_a_one_wave_sum_of_one_4_byte_load_per_iteration_is_reported(src, kernel, spec):
+    (f,) = _narrow_at(src, kernel, spec)
+    assert "GA303" in expectations(src).get(f.line or 0, ())
+    i = f.estimated_speedup.inputs  # type: ignore[union-attr]
+    assert (i["k"], i["loop_factor"], i["grid_factor"]) == (4, 4, 1)
+    assert i["sass_batch_ratio"] == 1.0 and i["bound_by_after"] == "dram"
+
+
+@pytest.mark.parametrize(
+    ("src", "kernel", "spec"),
+    [
+        # the same sum on 8 warps per SM: still waiting once widened, short of warps (GA106)
+        (INFLIGHT, "sum_few", "case.toml"),
+        # one float per thread: a grid of CTAs that come and go with their loads in flight
+        (KERNELS / "compute_bound" / "compute.cu", "sigmoid", "sigmoid.toml"),
+    ],
+)
+def test_4_byte_loads_that_are_no_one_per_wait_stream_are_silent(src, kernel, spec):
+    assert _narrow_at(src, kernel, spec) == []
+
+
+def test_the_stream_gate_on_numbers_made_by_hand():
+    ok = {"k": 4, "loop_factor": 4.0, "grid_factor": 1.0, "sass_batch_ratio": 1.0,
+          "bound_by_after": "dram"}  # fmt: skip
+    assert rule_api.one_per_wait_stream(ok, waiting=True)
+    assert not rule_api.one_per_wait_stream(ok, waiting=False)
+    for change in (
+        {"grid_factor": 4.0, "loop_factor": 1.0},  # one element per thread
+        {"loop_factor": 2.0},  # a loop of two iterations: the grid shrinks too
+        {"sass_batch_ratio": 4.0},  # ptxas issues four at a time already
+        {"bound_by_after": "dependency"},  # still waiting: short of warps
+    ):
+        assert not rule_api.one_per_wait_stream({**ok, **change}, waiting=True), change
 
 
 def test_widened_traffic_on_numbers_made_by_hand():
@@ -110,3 +167,59 @@ def test_widened_traffic_on_numbers_made_by_hand():
     assert after.work.chain == work.chain
     assert after.work.pipes["int"] == pytest.approx(100 * kept * 16)
     assert after.resident_warps == 63 * 8  # fewer CTAs than the device holds
+
+
+UNIFORM = {
+    # four consecutive ints the same for every thread, in a loop (cmpfhd's rmu[m] ... shape)
+    "taps_loop": """
+        extern "C" __global__ void taps_loop(const int* __restrict__ in, int* __restrict__ out,
+                                             unsigned n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x, s = 0;
+            for (int m = 0; m < 64; m += 4)
+                s += in[m] * i + in[m + 1] - in[m + 2] * i + in[m + 3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+    # the same through a pointer to a row picked by the block (uniform across its warps)
+    "taps_row": """
+        extern "C" __global__ void taps_row(const int* __restrict__ in, int* __restrict__ out,
+                                            unsigned n) {
+            const int* w = in + 4 * blockIdx.x;
+            int i = threadIdx.x;
+            int s = w[0] * i + w[1] - w[2] * i + w[3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+    # reported: each thread its own four consecutive ints
+    "taps_own": """
+        extern "C" __global__ void taps_own(const int* __restrict__ in, int* __restrict__ out,
+                                            unsigned n) {
+            unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+            int s = 0;
+            if (4 * i + 3 < n) s = in[4 * i] * 3 + in[4 * i + 1] - in[4 * i + 2] * 5 + in[4 * i + 3];
+            atomicAdd(&out[blockIdx.x], s);
+        }
+    """,
+}
+
+
+@pytest.mark.parametrize("kernel", ["taps_loop", "taps_row", "taps_own"])
+def test_warp_uniform_runs_are_left_alone(tmp_path, kernel):
+    """A run of consecutive scalar loads at one address on every lane of a warp is a broadcast:
+    one request of one sector each, as the vector would be (cmpfhd's shape measured 0.88x with
+    float4 loads): a note; a thread's own four consecutive elements are not one."""
+    src = kernel_case(tmp_path, UNIFORM[kernel], kernel, n=4096)
+    found = run_rule(analyze(src, kernel, 4), "GA303", trace_ctas=4)
+    runs = [f for f in found if type(f.details).__name__ == "ScalarRun"]
+    assert runs, "the run is reported"
+    uniform = [rule_api.warp_uniform(p) for p in rule_api.scalar_pieces(_trace(src, kernel), 2)]
+    assert all(uniform) == (kernel != "taps_own") and any(uniform) == (kernel != "taps_own")
+    if kernel != "taps_own":
+        assert {f.severity for f in runs} == {"note"}
+
+
+def _trace(src, kernel: str):
+    from gpuadvise.analyze.evaluate import rule_context
+    from gpuadvise.rules.config import Config
+
+    return rule_context(analyze(src, kernel, 4), Config(trace_ctas=4)).trace

@@ -14,7 +14,7 @@ __global__ void il_template(const int* __restrict__ in, int* __restrict__ out, u
     __shared__ int sm[B];
     const int t = threadIdx.x;
     int v = 0;
-    for (unsigned i = blockIdx.x * B + t; i < n; i += B * gridDim.x) v += in[i];
+    for (unsigned i = blockIdx.x * B + t; i < n; i += B * gridDim.x) v += in[i];  // expect: GA303
     sm[t] = v;
     __syncthreads();
     for (int s = 1; s < B; s *= 2) { if (t % (2 * s) == 0) sm[t] += sm[t + s]; __syncthreads(); }  // expect: GA202, GA104
@@ -28,7 +28,7 @@ __global__ void il_helper(const int* __restrict__ g_idata, int* __restrict__ g_o
     int* sdata = SharedMemory<int>();
     unsigned int tid = threadIdx.x;
     int mySum = 0;
-    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x) mySum += g_idata[i];
+    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x) mySum += g_idata[i];  // expect: GA303
     sdata[tid] = mySum;
     cg::sync(cta);
     for (unsigned int s = 1; s < blockDim.x; s *= 2) {
@@ -44,7 +44,7 @@ __global__ void il_helper(const int* __restrict__ g_idata, int* __restrict__ g_o
 __global__ void il_strided(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int buf[BLOCK_SIZE];
     unsigned k = threadIdx.x, acc = 0;
-    for (unsigned i = blockIdx.x * BLOCK_SIZE + k; i < n; i += BLOCK_SIZE * gridDim.x) acc += in[i];
+    for (unsigned i = blockIdx.x * BLOCK_SIZE + k; i < n; i += BLOCK_SIZE * gridDim.x) acc += in[i];  // expect: GA303
     buf[k] = acc;
     __syncthreads();
     for (unsigned d = 1; d < BLOCK_SIZE; d <<= 1) {
@@ -114,7 +114,7 @@ __global__ void tail_template(const int* __restrict__ in, int* __restrict__ out,
     __shared__ int sm[B];
     const unsigned t = threadIdx.x;
     int v = 0;
-    for (unsigned i = blockIdx.x * B + t; i < n; i += B * gridDim.x) v += in[i];
+    for (unsigned i = blockIdx.x * B + t; i < n; i += B * gridDim.x) v += in[i];  // expect: GA303
     sm[t] = v;
     __syncthreads();
     for (unsigned s = B / 2; s > 32; s >>= 1) { if (t < s) sm[t] += sm[t + s]; __syncthreads(); }
@@ -128,7 +128,7 @@ __global__ void tail_macro(const int* __restrict__ in, int* __restrict__ out, un
     __shared__ int partial[BLOCK_SIZE];
     const unsigned lane = threadIdx.x;
     int v = 0;
-    for (unsigned i = blockIdx.x * BLOCK_SIZE + lane; i < n; i += BLOCK_SIZE * gridDim.x) v += in[i];
+    for (unsigned i = blockIdx.x * BLOCK_SIZE + lane; i < n; i += BLOCK_SIZE * gridDim.x) v += in[i];  // expect: GA303
     partial[lane] = v;
     __syncthreads();
     if (lane < 128) partial[lane] += partial[lane + 128];
@@ -152,7 +152,7 @@ __global__ void tail_helper(const int* __restrict__ g_idata, int* __restrict__ g
     int* sdata = SharedMemory<int>();
     unsigned int tid = threadIdx.x;
     int mySum = 0;
-    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x) mySum += g_idata[i];
+    for (unsigned int i = blockIdx.x * blockDim.x + tid; i < n; i += blockDim.x * gridDim.x) mySum += g_idata[i];  // expect: GA303
     sdata[tid] = mySum;
     cg::sync(cta);
     for (unsigned int s = blockDim.x / 2; s > 32; s >>= 1) {
@@ -177,7 +177,7 @@ __global__ void tail_helper(const int* __restrict__ g_idata, int* __restrict__ g
 __global__ void good_shfl(const int* __restrict__ in, int* __restrict__ out, unsigned n) {
     __shared__ int warp_sums[32];
     int s = 0;
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += in[i];
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) s += in[i];  // expect: GA303
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = s;
     __syncthreads();
@@ -195,7 +195,7 @@ __global__ void good_cg(const int* __restrict__ in, int* __restrict__ out, unsig
     cg::thread_block block = cg::this_thread_block();
     cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
     int v = 0;
-    for (unsigned k = blockIdx.x * B + block.thread_rank(); k < n; k += B * gridDim.x) v += in[k];
+    for (unsigned k = blockIdx.x * B + block.thread_rank(); k < n; k += B * gridDim.x) v += in[k];  // expect: GA303
     for (int o = warp.size() / 2; o > 0; o /= 2) v += warp.shfl_xor(v, o);
     if (warp.thread_rank() == 0) sums[warp.meta_group_rank()] = v;
     block.sync();
