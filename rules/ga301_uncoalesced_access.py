@@ -339,7 +339,9 @@ class UncoalescedAccess(Rule):
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
         ideal = view.weighted(recs, view.rec_ideal)
-        saved = l1_cycles(req, sect) - l1_cycles(req, ideal)
+        lines = view.weighted(recs, view.sector_counts.lines)
+        ideal_lines = view.weighted(recs, (view.rec_ideal + 3) // 4)
+        saved = l1_cycles(req, sect, lines) - l1_cycles(req, ideal, ideal_lines)
         what = (
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
         )

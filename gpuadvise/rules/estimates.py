@@ -33,6 +33,7 @@ from gpuadvise.model.roofline import (
     ceiling_s,
     launch_estimate,
     launch_times,
+    record_l1_cycles,
     work_ratio,
 )
 from gpuadvise.rules.findings import Estimate
@@ -268,11 +269,13 @@ def _view_traffic(
     ideal = view.rec_ideal.astype(np.int64)
     load = (c.kind == int(Kind.LOAD)) & keep
     store = (c.kind != int(Kind.LOAD)) & keep
-    # L1 data path: max(requests, sectors / 4) per record (a line's records together in
-    # view.l1_total; per record here, so that changed records can be swapped for their ideal)
+    # L1 data path: max(requests, sectors / 4, lines) per record (a line's records together in
+    # view.l1_total; per record here, so that changed records can be swapped for their ideal:
+    # its sectors in as few lines as they fill)
     sect = np.where(sel, ideal, c.sectors)
+    lines = np.where(sel, (ideal + 3) // 4, c.lines)
     rw = view.rec_weight
-    l1 = float((np.maximum(1.0, sect / 4.0) * rw)[keep].sum())
+    l1 = float((record_l1_cycles(sect, lines) * rw)[keep].sum())
     # L2 loads: the distinct sectors each CTA's loads touch (L1 serves the rest)
     lanes, lb = view.lanes, view.lane_buffer
     inside = (lb >= 0) & keep[lanes.rec]
