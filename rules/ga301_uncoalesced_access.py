@@ -124,7 +124,8 @@ class UncoalescedAccess(Rule):
     ------------------------
     An upper bound from the launch's execution model over the sampled CTAs. The SMs' L1 data
     path returns 128 bytes (4 sectors) a cycle and takes at least a cycle per request, so the
-    line's requests cost ``max(requests, sectors / 4)`` cycles before the fix and their ideal
+    line's requests cost ``max(requests, sectors / 4, lines)`` cycles (a cycle per 128-byte
+    line a request touches) before the fix and their ideal
     after; DRAM moves the distinct bytes; rows that overflow the L1 (walks.row_refetch) are read
     again from the L2 before. A thread-per-row walk in a launch of more than a wave is fixed by
     staging its rows through shared memory (a conflict-free shared request per access after);

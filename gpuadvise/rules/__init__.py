@@ -140,7 +140,6 @@ from gpuadvise.rules.launch_reuse import (
     cap_dram_at_footprint,
     launch_reuse,
     launch_wide,
-    line_wavefronts_extra,
     tile_estimate,
     tile_l1_estimate,
 )
@@ -332,7 +331,6 @@ __all__ = [
     "LaunchReuse",
     "LaunchWide",
     "launch_wide",
-    "line_wavefronts_extra",
     "tile_l1_estimate",
     "cap_dram_at_footprint",
     "tile_estimate",
