@@ -119,4 +119,6 @@ def test_the_copies_load_rows_through_the_l1_eight_times(tmp_path):
     assert est.inputs["bound_by_before"] == "l1" and est.inputs["bound_by_after"] == "dependency"
     assert est.inputs["before_l1_us"] == pytest.approx(8 * est.inputs["after_l1_us"], rel=1e-6)
     assert est.inputs["before_dependency_us"] == pytest.approx(est.inputs["after_dependency_us"])
-    assert est.kind == "upper-bound" and 1.3 < est.speedup < 1.6
+    # the bound: the point's before side with the model's error on it too (atax at its corpus
+    # size: 1.46x without it for 1.59x measured)
+    assert est.kind == "upper-bound" and est.speedup > est.inputs["point_speedup"] > 1.3
