@@ -179,8 +179,9 @@ class DuplicateThreads(Rule):
     shared-memory wavefronts) divided by the copies, the DRAM bytes unchanged. Where the
     critical path of dependent instructions decides the launch, the copies run it in lockstep:
     each step's loads wait in the L1 behind every copy's requests of that step, so the before
-    side's chain is taken with the L1's time added to it (atax_kernel1's 8 copies: 1.59x
-    measured on an H200, 1.15x bounded without the queue). Lanes alike: the
+    side's chain is taken with the L1's time added to it. (atax_kernel1's 8 copies, 1.59x
+    measured on an H200, were bounded at 1.15x when a load of 32 rows cost the L1 8 cycles;
+    at a cycle per line, 32, the L1 decides its before side itself.) Lanes alike: the
     copies are the lanes, and each thread's share of the loop also divides its dependent chain
     (the combining steps, a few shuffles, left out: the side that keeps the bound).
 

@@ -124,7 +124,8 @@ class UncoalescedAccess(Rule):
     ------------------------
     An upper bound from the launch's execution model over the sampled CTAs. The SMs' L1 data
     path returns 128 bytes (4 sectors) a cycle and takes at least a cycle per request, so the
-    line's requests cost ``max(requests, sectors / 4)`` cycles before the fix and their ideal
+    line's requests cost ``max(requests, sectors / 4, lines)`` cycles (a cycle per 128-byte
+    line a request touches) before the fix and their ideal
     after; DRAM moves the distinct bytes; rows that overflow the L1 (walks.row_refetch) are read
     again from the L2 before. A thread-per-row walk in a launch of more than a wave is fixed by
     staging its rows through shared memory (a conflict-free shared request per access after);
@@ -339,7 +340,9 @@ class UncoalescedAccess(Rule):
         req = view.weighted(recs)
         sect = view.weighted(recs, view.rec_sectors)
         ideal = view.weighted(recs, view.rec_ideal)
-        saved = l1_cycles(req, sect) - l1_cycles(req, ideal)
+        lines = view.weighted(recs, view.sector_counts.lines)
+        ideal_lines = view.weighted(recs, (view.rec_ideal + 3) // 4)
+        saved = l1_cycles(req, sect, lines) - l1_cycles(req, ideal, ideal_lines)
         what = (
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
         )

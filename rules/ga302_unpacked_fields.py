@@ -234,12 +234,13 @@ class UnpackedFields(Rule):
         for i in insts:
             sel = rec_inst == i
             off = fields[i][0]
-            acc = by_field.setdefault(off, [0.0, 0.0])
+            acc = by_field.setdefault(off, [0.0, 0.0, 0.0])
             recs = np.flatnonzero(sel)
             acc[0] += view.weighted(recs)
             acc[1] += view.weighted(recs, view.rec_sectors)
+            acc[2] += view.weighted(recs, view.sector_counts.lines)
         ranked = sorted(by_field.items(), key=lambda kv: -kv[1][0])
-        saved = sum(l1_cycles(r, s) for _, (r, s) in ranked[1:])
+        saved = sum(l1_cycles(r, s, ln) for _, (r, s, ln) in ranked[1:])
         return l1_roofline_estimate(
             ctx.device,
             view,

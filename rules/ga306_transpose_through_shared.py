@@ -254,7 +254,8 @@ class TransposeThroughShared(Rule):
         view = ctx.trace_view
         buf, insts = d.strided()
         lanes, recs, req, sect, ideal = _side(view, np.array(insts, np.int64), buf)
-        saved = l1_cycles(req, sect) - l1_cycles(ideal / 4.0, ideal)
+        lines = view.weighted(recs, view.sector_counts.lines)
+        saved = l1_cycles(req, sect, lines) - l1_cycles(ideal / 4.0, ideal)
         # the variant's launch: 32x8 threads per 32x32 tile, each warp loading 4 rows of 32
         # consecutive elements before the barrier (the loads independent: all in flight)
         in_flight = TILE_ROWS_PER_THREAD * WARP * view.buffers[buf].elem_bytes

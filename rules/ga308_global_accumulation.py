@@ -26,6 +26,7 @@ from gpuadvise.rules import (
     later_repeats,
     launch_change_estimate,
     lines_text,
+    record_l1_cycles,
     thread_keys,
     view_traffic,
     whole_records,
@@ -87,7 +88,10 @@ class GlobalAccumulation(Rule):
     and thread stays; the loop's dependent chain loses the hold each iteration's store had on
     the loads after it (the chain without memory order, :mod:`gpuadvise.ptx.chains`: without
     ``__restrict__``, ptxas keeps a load after a store it may alias, and the next iteration's
-    loads wait for this one's sum). What ptxas then schedules differently is not counted.
+    loads wait for this one's sum). What ptxas then schedules differently is not counted. The
+    point comes from the variant's own trace (``point_from_variant_trace``); a thread per row
+    (atax) loads 32 rows a warp, 32 L1 cycles each (a cycle per 128-byte line), which the
+    register does not change: its point 2.57x (8 cycles a load) is 1.24x at 32 (1.13x measured).
     Measured on an H200 (2026-11-29, ``gpuadvise bench``, cold L2): kernels/accumulate's
     ``row_sums`` (262,144 rows of 256 doubles) against ``row_sums_register`` 2.11x (point on the
     H200 model 1.45x; 1.11x before memory order was modelled); PolyBench's ``atax`` rows at
@@ -192,7 +196,8 @@ class GlobalAccumulation(Rule):
         scale = view.scale
         requests = view.weighted(recs) * scale
         store_sectors = view.weighted(st, view.rec_sectors) * scale if len(st) else 0.0
-        l1 = view.weighted(recs, np.maximum(view.rec_sectors / 4.0, 1.0)) * scale
+        l1 = view.weighted(recs, record_l1_cycles(view.rec_sectors, view.sector_counts.lines))
+        l1 *= scale
         inputs = {"requests_removed": requests, "store_sectors_removed": store_sectors}
         try:
             base = view_traffic(ctx.device, view)

@@ -170,8 +170,8 @@ def l2_for(
     import os
 
     from gpuadvise.model.l2 import DEFAULT_ORDERS
-    from gpuadvise.model.l2.predict import REPLAY_THREADS
-    from gpuadvise.spec.budget import TooLargeError, check_fits
+    from gpuadvise.model.l2.predict import REPLAY_MAX_BYTES, REPLAY_THREADS
+    from gpuadvise.spec.budget import TooLargeError, check_fits, format_bytes
 
     orders = len(DEFAULT_ORDERS) if trace.grid[1] > 1 else 1  # as model.l2_orders.l2_for
     at_once = min(orders, os.cpu_count() or 1, REPLAY_THREADS)
@@ -186,6 +186,15 @@ def l2_for(
         )
     except TooLargeError as exc:
         return None, (f"no L2 model: {exc.message}; a smaller grid gets one",)
+    # whatever the machine, the replays hold at most REPLAY_MAX_BYTES (one order at a time when
+    # several do not fit: model/l2/predict.py lowers the threads)
+    one = trace.total_ctas * (_L2_BYTES_PER_CTA_SHARED + _L2_BYTES_PER_CTA_ORDER)
+    if one > REPLAY_MAX_BYTES:
+        return None, (
+            f"no L2 model: its replay of {trace.total_ctas} CTAs needs {format_bytes(one)} of "
+            f"memory, more than the {format_bytes(REPLAY_MAX_BYTES)} the L2 model takes on any "
+            "machine; a smaller grid gets one",
+        )
     return _l2_orders(trace, device, blocks_per_sm)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
 from gpuadvise.model.execution import (
@@ -58,6 +59,7 @@ __all__ = [
     "dram_bytes_per_s",
     "amortised_ratio",
     "l1_cycles",
+    "record_l1_cycles",
     "occupancy_ratio",
     "roofline",
     "sm_cycles_per_s",
@@ -65,15 +67,33 @@ __all__ = [
 ]
 
 L1_BYTES_PER_CLOCK = 128
-"""An SM's L1 data path returns 128 bytes (4 sectors of 32) per clock."""
+"""An SM's L1 data path returns 128 bytes (4 sectors of 32) per clock, of one 128-byte line: a
+request's sectors in distinct lines take a clock each (a warp's load of 32 rows, one float a
+row: 32 clocks, not the 8 its 32 sectors would take at 4 a clock)."""
+
+L1_CYCLES_PER_LINE = 1.0
+"""The L1 data path's cycles for each distinct 128-byte line of a request (see
+:data:`L1_BYTES_PER_CLOCK`)."""
 
 _MIN_TIME_S = 1e-15
 
 
-def l1_cycles(requests: float, sectors: float) -> float:
-    """Cycles of an SM's L1 data path for global requests: a request takes at least one, and the
-    path returns 128 bytes (4 sectors) per cycle."""
-    return max(float(requests), float(sectors) / 4.0)
+def l1_cycles(requests: float, sectors: float, lines: float = 0.0) -> float:
+    """Cycles of an SM's L1 data path for global requests: a request takes at least one, the
+    path returns 128 bytes (4 sectors) of one line per cycle, so each distinct 128-byte line a
+    request touches takes a cycle (``lines``: summed over the requests; 0: not known, the
+    sectors alone). PolyBench atax's rows, a thread per row (each warp load 32 lines, 32
+    sectors): 32 cycles a load, as its register variant measured on an H200 (0.64 ms; 8 cycles
+    a load would make it 0.15 ms)."""
+    return max(float(requests), float(sectors) / 4.0, float(lines) * L1_CYCLES_PER_LINE)
+
+
+def record_l1_cycles(sectors: Any, lines: Any) -> Any:
+    """:func:`l1_cycles` of each request of ``sectors`` and ``lines`` (arrays, one per request)."""
+    import numpy as np
+
+    per_sector = np.maximum(np.asarray(sectors, np.float64) / 4.0, 1.0)
+    return np.maximum(per_sector, np.asarray(lines, np.float64) * L1_CYCLES_PER_LINE)
 
 
 def sm_cycles_per_s(device: DeviceSpec, per_sm_per_clock: float = 1.0) -> float | None:

@@ -13,8 +13,6 @@ and again to the SMs), and what a tile of outputs per CTA changes.
 - :func:`tile_estimate`: a tile of outputs per CTA on the launch model: the buffer's L2 load
   sectors divided by the tile, its DRAM bytes at its footprint (:func:`cap_dram_at_footprint`).
 - :func:`launch_wide`: a buffer's (line, lanes) over the thresholds, as :class:`LaunchWide`.
-- :func:`line_wavefronts_extra`: what a neighbourhood's requests cost the L1 beyond the
-  sector count (one wavefront per 128-byte line a request touches).
 - :func:`tile_l1_estimate`: GA305's neighbourhood (or table) staged in shared memory, on the
   L1 roofline (:func:`~gpuadvise.rules.estimates.l1_roofline_estimate`).
 
@@ -40,7 +38,6 @@ from gpuadvise.trace.access import Kind
 from gpuadvise.trace.view import Lanes, TraceView
 
 __all__ = [
-    "line_wavefronts_extra",
     "tile_l1_estimate",
     "LaunchReuse",
     "LaunchWide",
@@ -222,24 +219,6 @@ def launch_wide(
     return LaunchWide(lanes, lr, share, line, others)
 
 
-def line_wavefronts_extra(view: TraceView, recs: np.ndarray) -> float:
-    """L1 data-path cycles (sampled, weighted) that the records ``recs`` take beyond
-    ``max(1, sectors / 4)`` each, the launch model's count: a global request takes a wavefront
-    per 128-byte line it touches (at least), so a stencil's request of two rows of 64 bytes,
-    misaligned by the halo, takes two to four (measured on an H200: coffeebeforearch's 7x7
-    convolution_2d, 5.7 sectors and 2.9 lines a request, runs at the time of 3 L1 cycles a
-    request, not 1.4; its shared-tile proxy measured 1.55x where the sector count bounded it
-    at 1.39x)."""
-    recs = np.asarray(recs, np.int64)
-    if not len(recs):
-        return 0.0
-    sect = view.rec_sectors[recs].astype(float)
-    lines = view.sector_counts.lines[recs].astype(float)
-    w = view.rec_weight[recs]
-    model = np.maximum(1.0, sect / 4.0)
-    return float((np.maximum(model, lines) - model) @ w)
-
-
 def tile_l1_estimate(
     device: DeviceSpec,
     view: TraceView,
@@ -250,26 +229,26 @@ def tile_l1_estimate(
     what: str,
 ) -> Estimate:
     """A line's loads (``recs``: its records of one buffer; ``requests``, their sectors
-    requested and distinct per CTA) read from shared memory instead: before, ``max(requests,
-    sectors / 4)`` L1 cycles and a wavefront for each 128-byte line a request touches beyond
-    that (:func:`line_wavefronts_extra`, the before side's term, on the kernel and the proxy
-    alike); after, the distinct sectors staged (/ 4) and one shared wavefront a request. The
-    proxy reproduces the line's loads: its own estimate goes in the inputs, like for like."""
-    extra = line_wavefronts_extra(view, recs)
-    before = l1_cycles(requests, requested_sectors) + extra
+    requested and distinct per CTA) read from shared memory instead: before, the L1 cycles of
+    :func:`~gpuadvise.model.roofline.l1_cycles` (a request's sectors at 4 a cycle, and a cycle
+    for each 128-byte line it touches: a stencil's request of two rows of 64 bytes, misaligned
+    by the halo, takes two to four; coffeebeforearch's 7x7 convolution_2d, 5.7 sectors and 2.9
+    lines a request, runs at the time of 3 L1 cycles a request on an H200, not 1.4); after, the
+    distinct sectors staged (/ 4) and one shared wavefront a request. The proxy reproduces the
+    line's loads: its own estimate goes in the inputs, like for like."""
+    lines = view.weighted(recs, view.sector_counts.lines) if len(recs) else 0.0
+    before = l1_cycles(requests, requested_sectors, lines)
     after = unique_sectors / 4.0 + requests  # staging, then one wavefront a request
-    lines = f"; {extra:.0f} more cycles for the 128-byte lines the requests touch" * (extra > 0)
     est = l1_roofline_estimate(
         device,
         view,
         before - after,
         f"{what} ({requests} requests as shared wavefronts, {unique_sectors} sectors staged "
-        f"instead of {requested_sectors} requested{lines}; sampled CTAs)",
+        f"instead of {requested_sectors} requested in {lines:.0f} lines; sampled CTAs)",
         proxy_records=recs,
-        extra_before_cycles=extra,
     )
-    inputs = {**est.inputs, "line_wavefront_cycles_sampled": extra}
-    chained = _chain_bound(device, view, recs, extra, float(inputs.get("saved_cycles_sampled", 0)))
+    inputs = {**est.inputs, "lines_sampled": lines}
+    chained = _chain_bound(device, view, recs, float(inputs.get("saved_cycles_sampled", 0)))
     if chained is None or est.speedup is None or round(chained, 3) <= est.speedup:
         return replace(est, inputs=inputs)
     inputs["bound_without_chain"] = est.speedup
@@ -290,7 +269,7 @@ def _moved_chain(chain: dict[str, float], share: float) -> dict[str, float]:
 
 
 def _chain_bound(
-    device: DeviceSpec, view: TraceView, recs: np.ndarray, extra: float, saved: float
+    device: DeviceSpec, view: TraceView, recs: np.ndarray, saved: float
 ) -> float | None:
     """The upper bound with the after side's dependent chain shortened too: the share of the
     critical warp's global links that ``recs`` are of the kernel's global load requests become
@@ -311,7 +290,6 @@ def _chain_bound(
     if w is None or loads <= 0:
         return None
     share = min(float(view.rec_weight[np.asarray(recs, np.int64)].sum() / loads), 1.0)
-    before = replace(before, l1_cycles=before.l1_cycles + extra * view.scale)
     work = KernelWork(
         **{
             **{f: getattr(w, f) for f in w.__dataclass_fields__},

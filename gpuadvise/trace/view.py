@@ -365,20 +365,22 @@ class TraceView:
 
     def l1_total(self) -> float:
         """The sampled CTAs' L1 data-path cycles: :func:`l1_cycles` of each (line, kind)'s
-        requests and sectors, summed."""
+        requests, sectors and 128-byte lines, summed."""
         if self._l1_total is None:
             n = len(self.inst_line)
             inst = self.records["inst"].astype(np.int64)
             w = self.rec_weight
             req = np.bincount(inst, weights=w, minlength=n)
             sect = np.bincount(inst, weights=self.rec_sectors * w, minlength=n)
+            lines = np.bincount(inst, weights=self.sector_counts.lines * w, minlength=n)
             groups: dict[tuple[str | None, int | None, int], list[float]] = {}
             for i in np.flatnonzero(req):
                 key = (*self.inst_line[int(i)], int(self.inst_kind[int(i)]))
-                g = groups.setdefault(key, [0.0, 0.0])
+                g = groups.setdefault(key, [0.0, 0.0, 0.0])
                 g[0] += float(req[i])
                 g[1] += float(sect[i])
-            self._l1_total = sum(l1_cycles(r, s) for r, s in groups.values())
+                g[2] += float(lines[i])
+            self._l1_total = sum(l1_cycles(r, s, ln) for r, s, ln in groups.values())
         return self._l1_total
 
     def useful_bytes(self) -> float:

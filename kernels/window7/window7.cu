@@ -4,7 +4,9 @@
 // block's 22x22 window staged in shared memory. A warp (16 x 2 threads) reads two rows of 16
 // ints, misaligned by the halo: 5.7 sectors but 2.9 128-byte lines a request, a wavefront each
 // (GA305's before side). On an H200 the tool's shared-tile proxy of the corpus kernel measured
-// 1.55x (2026-11-29).
+// 1.55x (2026-11-29). At a wavefront a line (the launch model's since s8-est) the 49 taps keep
+// the L1 busier than the bounds tests keep the integer pipe: no GA405 (the corpus kernel's
+// staged window ran 1.56-1.75x faster: the L1's time, not the arithmetic's).
 //   window7_loops   nested loops over the mask with the bounds tests (the corpus kernel)
 //   window7_macro   a macro for one bounded tap, loops over the mask
 //   window7_rows    a row pointer per mask row, the taps unrolled in a one-liner
@@ -25,7 +27,7 @@ extern "C" __global__ void window7_loops(const int* m, int* out, int n) {
     for (int i = 0; i < D; i++) {
         for (int j = 0; j < D; j++) {
             const int r = row - R + i, c = col - R + j;
-            if (r >= 0 && r < n && c >= 0 && c < n) {  // expect: GA405
+            if (r >= 0 && r < n && c >= 0 && c < n) {
                 temp += m[r * n + c] * mask7[i * D + j];  // expect: GA305
             }
         }
@@ -50,7 +52,7 @@ extern "C" __global__ void window7_rows(const int* m, int* out, int n) {  // exp
     for (int i = 0; i < D; i++) {
         const int* line = m + (row - R + i) * n;  // the row of the window, bounds per tap
 #pragma unroll
-        for (int j = 0; j < D; j++) temp += (row - R + i >= 0 && row - R + i < n && col - R + j >= 0 && col - R + j < n) ? line[col - R + j] * mask7[i * D + j] : 0;  // expect: GA305, GA405
+        for (int j = 0; j < D; j++) temp += (row - R + i >= 0 && row - R + i < n && col - R + j >= 0 && col - R + j < n) ? line[col - R + j] * mask7[i * D + j] : 0;  // expect: GA305
     }
     out[row * n + col] = temp;
 }

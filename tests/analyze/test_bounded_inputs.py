@@ -56,6 +56,22 @@ def test_a_grid_of_2_31_ctas_keeps_to_the_memory_budget(tmp_path: Path) -> None:
     assert peak_mb < 1024, peak_mb  # was 6 GB after 15 s, and growing
 
 
+def test_the_l2_replay_takes_at_most_a_gigabyte_on_any_machine(tmp_path: Path) -> None:
+    # HeCBench epistasis: 490 x 31,360 CTAs, whose replays (about 250 bytes a CTA and order) a
+    # share of a 64 GB machine's budget allowed: 6 GB. 4096 x 4096 CTAs need 4 GB for one order,
+    # within a quarter of most machines' memory but not within the L2 model's fixed ceiling
+    (tmp_path / "w.cu").write_text(
+        "__global__ void w(float* o) { o[blockIdx.y * gridDim.x + blockIdx.x] = 1.0f; }\n"
+    )
+    r, peak_mb = measured(
+        tmp_path, "analyze", "w.cu", "--grid", "4096x4096", "--block", "1", "--gpu", "H100",
+        "--no-measure", "--no-cache",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "no L2 model: " in r.stdout and "16777216 CTAs needs" in r.stdout, r.stdout
+    assert peak_mb < 1024, peak_mb
+
+
 def test_a_data_file_is_read_only_where_the_trace_reads(tmp_path: Path) -> None:
     n = 384 << 20  # 1.5 GB of float32, sparse: no disk used
     with (tmp_path / "x.npy").open("wb") as f:

@@ -151,8 +151,9 @@ def test_divergent_branch_reported(kernel, marker):
     assert "SIMT efficiency" in f.message and f"line {f.line}" in f.message
     est = f.estimated_speedup
     # on the launch model (issue 29): these test launches are a few CTAs, bound by the launch
-    # floor, their dependent chains or the L1, so packing the idle lanes gains them little
-    assert est.kind == "upper-bound" and 1.0 <= est.speedup < 1.1
+    # floor, their dependent chains or the L1, so packing the idle lanes gains them little (the
+    # bound: the point's before side with the model's 15% on its work, since s8-est)
+    assert est.kind == "upper-bound" and 1.0 <= est.speedup < 1.15
     assert est.inputs["model"] == "execution"
     assert est.inputs["bound_by_before"] in ("launch", "dependency", "l1")
 

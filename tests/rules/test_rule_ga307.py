@@ -87,7 +87,12 @@ def test_box_filter_tile_is_found_and_the_direct_reads_compute_the_same(tmp_path
     assert 4.0 < e["threads_per_word"] < 7.2
     assert e["staged_bytes_per_sm"] <= 256 * 1024
     est = f.estimated_speedup
-    assert est is not None and est.speedup > 0 and "barrier" in est.method
+    # the L1 path alone: the direct reads (two or three 128-byte lines each, a cycle per line
+    # since s8-est) cost it as much as the fill and the tile's wavefronts, so the point is 1.00x
+    # or just under (then no speedup: kind none); the barrier's stall the fix removes is not
+    # modelled (box3_shared measured 1.50x on an H200), and the measurement decides
+    assert est is not None and "barrier" in est.method
+    assert est.speedup is None or est.speedup >= 1.0
     text = check_patched(tmp_path, src, "box3_shared", spec, f)
     assert "__syncthreads" not in text.split("box3_direct")[0]
     assert "s += tile_at(threadIdx.y + dy, threadIdx.x + dx);" in text

@@ -45,23 +45,41 @@ sort keys, window counts: 250 MB on reduce2's 1.56 million CTAs, 4.8 GB with the
 15.6 million)."""
 _MEMORY_SHARE = 0.25  # of the memory budget, for the replays (the trace is still held)
 
+REPLAY_MAX_BYTES = 1 << 30
+"""The most memory the replays may hold, whatever the machine: a share of the memory budget alone
+let HeCBench epistasis's 15.4 million CTAs (490 x 31,360) take 6 GB on a 64 GB machine (killed by
+the corpus run; issue 31 wants 1 GB a kernel). A grid whose one-order replay does not fit gets no
+L2 model, with the reason (:func:`gpuadvise.analyze.models.l2_for` checks it first); below it,
+fewer orders are replayed at once."""
+
+
+def replay_allowance() -> tuple[int, str]:
+    """(bytes the replays may hold, what set it): the smaller of the replays' share of the memory
+    budget and :data:`REPLAY_MAX_BYTES`."""
+    from gpuadvise.spec.budget import format_bytes, memory_budget
+
+    budget = memory_budget()
+    share = int(budget.bytes * _MEMORY_SHARE)
+    if share <= REPLAY_MAX_BYTES:
+        return share, f"{format_bytes(share)}, a quarter of {budget.describe()}"
+    return REPLAY_MAX_BYTES, f"{format_bytes(REPLAY_MAX_BYTES)}, the most the L2 model takes"
+
 
 def _replays_that_fit(ctas: int, orders: int) -> int:
     """How many orders to replay at once (threads) within the replays' share of the memory
     budget; a GpuAdviseError (the L2 model is then unavailable, with this reason) when not even
     one fits."""
     from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.spec.budget import format_bytes, memory_budget
+    from gpuadvise.spec.budget import format_bytes
 
     workers = min(orders, os.cpu_count() or 1, REPLAY_THREADS)
     one = ctas * REPLAY_BYTES_PER_CTA + orders * ctas * 8  # the permutations are all held
-    budget = memory_budget()
-    allowed = int(budget.bytes * _MEMORY_SHARE)
+    allowed, limit = replay_allowance()
     fit = (allowed - orders * ctas * 8) // max(1, ctas * REPLAY_BYTES_PER_CTA)
     if fit < 1:
         raise GpuAdviseError(
             f"replaying the {ctas} CTAs of the grid would take about {format_bytes(one)} of "
-            f"memory, more than {format_bytes(allowed)}, a quarter of {budget.describe()}",
+            f"memory, more than {limit}",
             "a smaller grid models the same access pattern",
         )
     return max(1, min(workers, fit))
