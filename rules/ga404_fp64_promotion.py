@@ -113,7 +113,8 @@ def _float_text(ctx: RuleContext, lines: Sequence[int], whole: bool) -> tuple[st
     except (ModelUnavailable, GpuAdviseError):
         return None
     rw = ks.rewrite()
-    return rw.text(), _float_edits(ks, rw, lines, whole)
+    changed = _float_edits(ks, rw, lines, whole)  # the edits first, then the text
+    return rw.text(), changed
 
 
 def _float_edits(ks: KernelSource, rw: Any, lines: Sequence[int], whole: bool) -> int:

@@ -203,3 +203,24 @@ def test_reported_at_the_line_that_runs_the_most_fp64_work(tmp_path):
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     assert est.speedup >= est.inputs["point_speedup"] >= 1.0
+
+
+def test_the_float_build_is_built_from_the_edited_source():
+    """The estimate's float build (whose registers may fit more CTAs per SM: Rodinia hotspot's
+    6 -> 8) is compiled from the source with its literals and calls made float, not the source
+    as it is: the edits are applied before the text is taken (an eighth-session regression
+    turned hotspot's bound from 1.25x to 1.08x, under the 1.165x an H200 measured)."""
+    import sys
+
+    from gpuadvise.analyze.evaluate import rule_context
+    from gpuadvise.rules import registry as rule_registry
+    from gpuadvise.rules.config import Config
+
+    a = analyze(PROMOTE, "scale2", trace=False)
+    ctx = rule_context(a, Config())
+    mod = sys.modules[type(rule_registry.load_registry().get("GA404")).__module__]
+    line = source_line(PROMOTE, "1.1 * x[i] + 0.3")
+    text, changed = mod._float_text(ctx, [line], whole=False)
+    original = PROMOTE.read_text()
+    assert changed >= 2 and text != original
+    assert "1.1f * x[i] + 0.3f" in text.splitlines()[line - 1]
