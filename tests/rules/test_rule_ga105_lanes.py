@@ -42,8 +42,14 @@ def test_lanes_doing_the_same_work_reported(kernel, marker, launches):
     assert e["store_share_alike"] == 1.0 and e["load_share_alike"] == 1.0
     assert e["copies_per_piece_of_work"] >= 32
     assert "share of the loop" in f.message and "threadIdx.x only to guard" in f.message
+    # the estimate is the automatic variant's (one thread per piece of work: each result still
+    # computed serially, so about 1x; softmax_cuda's measured 1.08x on an H200); the further
+    # fix, the lanes sharing the loop, is named with its bound
     est = f.estimated_speedup
-    assert est is not None and est.kind == "upper-bound" and est.speedup > 2.0
+    assert est is not None and est.kind in ("upper-bound", "none")
+    assert est.inputs["share_the_loop_bound"] > 2.0
+    assert est.speedup is None or est.speedup < est.inputs["share_the_loop_bound"]
+    assert "sharing the loop" in est.method
     # the variant: one thread where blockDim.x copies were (the rewrite that shares the loop
     # is named as the further fix)
     v = f.variant
