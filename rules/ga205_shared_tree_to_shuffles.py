@@ -22,6 +22,7 @@ from gpuadvise.rules import (
     tree_tail_change,
 )
 from gpuadvise.source.fixkit import fresh_name
+from gpuadvise.source.functions import helper_at, pointee_type
 from gpuadvise.source.fixkit_trees import (
     SumStep,
     block_stride_step,
@@ -30,15 +31,14 @@ from gpuadvise.source.fixkit_trees import (
     halves_to_zero,
     in_branch,
     indent_of,
-    literal_value,
     nested_tree_why,
     pointee,
+    read_beyond_root,
     replace_statements,
     shuffle_lines,
     stride_loop,
     sum_step,
     tree_loop,
-    zero_thread_read,
 )
 
 
@@ -116,6 +116,12 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     line32 = next((ln for f, ln in (at32.lines if at32 else ()) if ln and ctx.same_file(f)), None)
     if not lines or line32 is None:
         return _Plan(None, "the tree's combines are not in the kernel's source file", "")
+    kernel, helper = ks, None
+    if not ks.span[0] <= ks.tree.line_start(line32) < ks.span[1]:  # in a helper function
+        h = helper_at(ks, line32)
+        if isinstance(h, str):
+            return _Plan(None, h, "")
+        ks, helper = h.source, h
     found = _combine(ks, line32)
     if found is None:
         return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
@@ -123,9 +129,11 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     arr, chain, index = step.array, step.chain, step.index.stripped()
     tid = index.text
     tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
-    if index.kind not in ("name", "member"):
+    if index.kind not in ("name", "member") or (helper and tid not in tids):
         return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
-    typ = _shared_type(ks, arr)
+    typ = _shared_type(ks, arr) or next(
+        (pointee_type(p) for p in (helper.params if helper else ()) if p.name == arr), None
+    )
     typ = " ".join(w for w in typ.split() if w != "volatile") if typ else None
     if not typ:
         return _Plan(None, f"the element type of `{arr}` is not declared in the kernel", "")
@@ -206,14 +214,14 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
         )
         after = guard.consequence[1]
         form = "tail"
-    # after the tree, only arr[0] may be read: the shuffles leave the other words as they were
-    for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
-        e = ks.expr(sub.indices[0]) if sub.indices else None
-        if (e is None or literal_value(e) != 0) and not zero_thread_read(
-            ks.tree, sub, tids | {tid}
-        ):
-            idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
-            return _Plan(None, f"`{arr}[{idx}]` is read after the tree (only [0] is kept)", "")
+    why = read_beyond_root(ks, arr, after, tids | {tid})
+    for karr, end in helper.passed(kernel, arr) if helper and not why else ():
+        ktids = {"threadIdx.x"} | kernel.aliases("threadIdx.x")
+        why = karr if end < 0 else read_beyond_root(kernel, karr, end, ktids)
+        if why:
+            break
+    if why:
+        return _Plan(None, why, "")
     return _Plan(rw.diff(ctx.source_file), "", form)
 
 

@@ -38,9 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
+
+if TYPE_CHECKING:
+    from gpuadvise.source.text import KernelSource
 
 __all__ = [
     "is_name",
@@ -65,6 +69,7 @@ __all__ = [
     "literal_value",
     "nested_tree_why",
     "pointee",
+    "read_beyond_root",
     "remove_declarator",
     "remove_statement",
     "rename_uses",
@@ -487,6 +492,18 @@ def zero_thread_read(st: T.SourceTree, sub: T.Subscript, tids: Iterable[str]) ->
             if literal_value(b) == 0 and is_thread(a, [tid]):
                 return True
     return False
+
+
+def read_beyond_root(ks: KernelSource, arr: str, after: int, tids: set[str]) -> str | None:
+    """Why a tree's shuffle tail would change what the code reads after it (file offset
+    ``after`` to the body's end): a read of ``arr`` other than ``arr[0]`` (or ``arr[t]`` under
+    ``t == 0``); the shuffles leave the other words as they were. None: nothing else read."""
+    for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
+        e = ks.expr(sub.indices[0]) if sub.indices else None
+        if (e is None or literal_value(e) != 0) and not zero_thread_read(ks.tree, sub, tids):
+            idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
+            return f"`{arr}[{idx}]` is read after the tree (only [0] is kept)"
+    return None
 
 
 def indent_of(text: str, offset: int) -> str:
