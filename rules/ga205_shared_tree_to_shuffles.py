@@ -35,7 +35,8 @@ from gpuadvise.source.fixkit_trees import (
     pointee,
     read_beyond_root,
     replace_statements,
-    shuffle_lines,
+    warp_tail_lines,
+    whole_warp_lines,
     stride_loop,
     sum_step,
     tree_loop,
@@ -71,28 +72,6 @@ def _shared_type(ks: KernelSource, arr: str) -> str | None:
             if dd.name == arr and (d.has("__shared__") or dd.pointer):
                 return " ".join(d.type.split())
     return None
-
-
-def _warp_block(tid: str, arr: str, typ: str, var: str, chain: str | None) -> list[str]:
-    """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
-    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain)
-    return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
-
-
-def _whole_warp_block(
-    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None
-) -> list[str]:
-    """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
-    the mask names the lanes the block has (fewer than 32 in a block of 16)."""
-    mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
-    body = shuffle_lines(tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned")
-    return [
-        f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
-        f"    {mask}",
-        *(f"    {ln}" for ln in body),
-        "}",
-        "__syncthreads();",
-    ]
 
 
 def _combine(ks: KernelSource, line: int) -> tuple[int, SumStep] | None:
@@ -168,14 +147,14 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                 text = ks.code[loop.init[0] : loop.init[1]].strip() if loop.init else ""
                 return _Plan(None, f"the loop's start `{text}` is not `{s} = <first>`", "")
             first = ks.code[sl.start[0] : sl.start[1]]
-            replace_statements(rw, loop.span, _whole_warp_block(tid, arr, typ, var, first, chain))
+            replace_statements(rw, loop.span, whole_warp_lines(tid, arr, typ, var, first, chain))
             form = "warp"
         else:
             rw.replace(*loop.condition, f"{s} > 32")
             pad = indent_of(ks.text, loop.span[0])
             # a loop whose barrier comes before its combine leaves the last step unsynced
             sync = [] if ends_with_barrier(loop, ks.tree) else ["__syncthreads();"]
-            block = [*sync, *_warp_block(tid, arr, typ, var, chain), "__syncthreads();"]
+            block = [*sync, *warp_tail_lines(tid, arr, typ, var, chain), "__syncthreads();"]
             rw.insert(after, "".join(f"\n{pad}{ln}" for ln in block))
             form = "loop"
     elif whole:
@@ -210,7 +189,7 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                     return _Plan(None, f"`{arr}` points to an array gpuadvise cannot find", "")
                 arr, typ = real, typ2
         replace_statements(
-            rw, (guard.head[0], guard.consequence[1]), _warp_block(tid, arr, typ, var, chain)
+            rw, (guard.head[0], guard.consequence[1]), warp_tail_lines(tid, arr, typ, var, chain)
         )
         after = guard.consequence[1]
         form = "tail"
@@ -293,7 +272,15 @@ class SharedTreeToShuffles(Rule):
     blockDim.x)``, which runs once for each thread ``t < s`` in the steps the shuffles take. A
     tree within one warp (a block of at most 32 threads, first distance 16 or less) is replaced
     whole: the loop becomes one shuffle loop from the loop's own first distance, over the
-    lanes the block has (the mask), then a barrier.
+    lanes the block has (the mask), then a barrier. A tree in a ``__device__`` helper function of
+    the kernel's file (HeCBench f16sp's ``reduceInShared_intrinsics``; kernels/tree_tails/
+    helpers.cu), reported at the kernel's call, is rewritten in the helper, the rest of the
+    file untouched, under the same conditions, when this kernel alone calls it (the helper's
+    name used by calls in the kernel's body only) and only ``a[0]`` of the array each call
+    passes is read after it. A helper that another function of the file calls too stays
+    display-only: the diff is verified on this kernel's launch, and another caller's block
+    (another size, fewer than 64 threads) may not suit it. Callers are sought in the kernel's
+    file only: a header's helper that another file's kernel calls is that file's to check.
     """
 
     id = "GA205"

@@ -80,6 +80,8 @@ __all__ = [
     "sum_step",
     "thread_bound",
     "tree_loop",
+    "warp_tail_lines",
+    "whole_warp_lines",
     "zero_thread_read",
 ]
 
@@ -634,4 +636,26 @@ def shuffle_lines(
         f"for ({counter} offset = {first}; offset > 0; offset >>= 1)",
         f"    {var} += __shfl_down_sync({mask}, {var}, offset);",
         root,
+    ]
+
+
+def warp_tail_lines(tid: str, arr: str, typ: str, var: str, chain: str | None) -> list[str]:
+    """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
+    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain)
+    return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
+
+
+def whole_warp_lines(
+    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None
+) -> list[str]:
+    """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
+    the mask names the lanes the block has (fewer than 32 in a block of 16)."""
+    mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
+    body = shuffle_lines(tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned")
+    return [
+        f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
+        f"    {mask}",
+        *(f"    {ln}" for ln in body),
+        "}",
+        "__syncthreads();",
     ]
