@@ -105,7 +105,7 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     if found is None:
         return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
     at, step = found
-    arr, chain, index = step.array, step.chain, step.index.stripped()
+    arr, chain, fold, index = step.array, step.chain, step.fold, step.index.stripped()
     tid = index.text
     tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
     if index.kind not in ("name", "member") or (helper and tid not in tids):
@@ -147,14 +147,16 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                 text = ks.code[loop.init[0] : loop.init[1]].strip() if loop.init else ""
                 return _Plan(None, f"the loop's start `{text}` is not `{s} = <first>`", "")
             first = ks.code[sl.start[0] : sl.start[1]]
-            replace_statements(rw, loop.span, whole_warp_lines(tid, arr, typ, var, first, chain))
+            replace_statements(
+                rw, loop.span, whole_warp_lines(tid, arr, typ, var, first, chain, fold)
+            )
             form = "warp"
         else:
             rw.replace(*loop.condition, f"{s} > 32")
             pad = indent_of(ks.text, loop.span[0])
             # a loop whose barrier comes before its combine leaves the last step unsynced
             sync = [] if ends_with_barrier(loop, ks.tree) else ["__syncthreads();"]
-            block = [*sync, *warp_tail_lines(tid, arr, typ, var, chain), "__syncthreads();"]
+            block = [*sync, *warp_tail_lines(tid, arr, typ, var, chain, fold), "__syncthreads();"]
             rw.insert(after, "".join(f"\n{pad}{ln}" for ln in block))
             form = "loop"
     elif whole:
@@ -189,7 +191,9 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                     return _Plan(None, f"`{arr}` points to an array gpuadvise cannot find", "")
                 arr, typ = real, typ2
         replace_statements(
-            rw, (guard.head[0], guard.consequence[1]), warp_tail_lines(tid, arr, typ, var, chain)
+            rw,
+            (guard.head[0], guard.consequence[1]),
+            warp_tail_lines(tid, arr, typ, var, chain, fold),
         )
         after = guard.consequence[1]
         form = "tail"

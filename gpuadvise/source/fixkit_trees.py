@@ -15,7 +15,8 @@ Reading:
 - :func:`is_twice`, :func:`interleaved_guard`, :func:`strided_product`: ``2*s``;
   ``tid % (2*s) == 0`` (and ``(tid & (2*s - 1)) == 0``); ``2*s*tid`` in any order;
 - :func:`is_thread`, :func:`literal_value`: a thread index among aliases; an integer literal;
-- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``;
+- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``,
+  ``a[i] = __hadd2(a[i], a[j]);`` (the half-precision adds, ``fold``);
   :func:`add_step`, :func:`thread_bound`: ``a[tid] += a[tid + k]`` and its guard ``tid < k``;
 - :func:`block_stride_start`: the thread index a block-stride loop ``for (v = tid; v < s;
   v += blockDim.x)`` starts from (:func:`block_stride_step`: the step run by one);
@@ -53,6 +54,7 @@ __all__ = [
     "add_step",
     "block_stride_start",
     "block_stride_step",
+    "ADD_CALLS",
     "bounds_checks",
     "doubles",
     "doubling_bound",
@@ -294,11 +296,22 @@ class SumStep:
     array: str
     index: T.Expr  # the stored element's index
     chain: str | None
+    fold: str | None = None  # the add function (``__hadd2``) when the sum is written as a call
+
+
+ADD_CALLS = frozenset({"__hadd", "__hadd2"})
+"""The functions that are exactly ``a + b`` of their two arguments (the operator on ``__half``
+and ``__half2`` calls them), so a shuffle tail may fold with them in the tree's own order."""
 
 
 def _has_sum(e: T.Expr) -> bool:
     e = e.stripped()
     return e.kind == "binary" and e.op == "+"
+
+
+def _add_call(e: T.Expr) -> str | None:
+    e = e.stripped()
+    return e.op if e.kind == "call" and e.op in ADD_CALLS and len(e.args) == 2 else None
 
 
 def sum_step(st: T.SourceTree, stmt: T.Statement) -> SumStep | None:
@@ -322,7 +335,10 @@ def sum_step(st: T.SourceTree, stmt: T.Statement) -> SumStep | None:
     r = rhs.stripped()
     if r.kind == "assignment" and r.op == "=" and r.args[0].kind == "name":
         chain, r = r.args[0].text, r.args[1]
-    return SumStep(arr, lhs.args[1], chain) if _has_sum(r) else None
+    if _has_sum(r):
+        return SumStep(arr, lhs.args[1], chain)
+    fold = _add_call(r)
+    return SumStep(arr, lhs.args[1], chain, fold) if fold else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,12 +636,17 @@ def shuffle_lines(
     mask: str = "0xffffffffu",
     chain: str | None = None,
     counter: str = "int",
+    fold: str | None = None,
 ) -> list[str]:
     """The reduction of ``arr``'s first warp by ``__shfl_down_sync``, lane 0 storing the result
     into ``arr[0]`` (and ``chain``, a register the code keeps the sum in, when given): ``var``
     starts as ``arr[tid]`` (plus ``arr[tid + 32]`` with ``add_32``), the offsets run from
     ``first`` down to 1. Lines without indentation, for the lanes ``tid < 32`` to run."""
     start = f"{arr}[{tid}] + {arr}[{tid} + 32]" if add_32 else f"{arr}[{tid}]"
+    step = f"{var} += __shfl_down_sync({mask}, {var}, offset);"
+    if fold:  # ``fold(a, b)`` for ``a + b``, the tree's own function
+        start = f"{fold}({arr}[{tid}], {arr}[{tid} + 32])" if add_32 else start
+        step = f"{var} = {fold}({var}, __shfl_down_sync({mask}, {var}, offset));"
     root = (
         f"if ({tid} == 0) {{ {arr}[0] = {var}; {chain} = {var}; }}"
         if chain
@@ -634,24 +655,28 @@ def shuffle_lines(
     return [
         f"{typ} {var} = {start};",
         f"for ({counter} offset = {first}; offset > 0; offset >>= 1)",
-        f"    {var} += __shfl_down_sync({mask}, {var}, offset);",
+        f"    {step}",
         root,
     ]
 
 
-def warp_tail_lines(tid: str, arr: str, typ: str, var: str, chain: str | None) -> list[str]:
+def warp_tail_lines(
+    tid: str, arr: str, typ: str, var: str, chain: str | None, fold: str | None = None
+) -> list[str]:
     """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
-    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain)
+    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain, fold=fold)
     return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
 
 
 def whole_warp_lines(
-    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None
+    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None, fold: str | None = None
 ) -> list[str]:
     """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
     the mask names the lanes the block has (fewer than 32 in a block of 16)."""
     mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
-    body = shuffle_lines(tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned")
+    body = shuffle_lines(
+        tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned", fold=fold
+    )
     return [
         f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
         f"    {mask}",

@@ -3,6 +3,8 @@
 // the rest of the file untouched, when this kernel alone calls it. A helper that two kernels
 // of different block sizes call stays display-only: a rewrite verified for one launch must not
 // change the other kernel.
+#include <cuda_fp16.h>
+
 #define THREADS 256
 #define SYNC __syncthreads
 
@@ -61,6 +63,27 @@ __global__ void helper_line(const int* in, int* out, int n) {
     if (threadIdx.x == 0) out[blockIdx.x] = sv[0];
 }
 
+// 4. f16sp's own: half2 sums by __hadd2 (the shuffles fold with __hadd2 too), blocks of 128.
+__forceinline__ __device__ void reduce_half2(half2* const v) {
+    int lid = threadIdx.x;
+#pragma unroll
+    for (int i = 128 / 2; i >= 1; i = i / 2) {
+        if (lid < i) v[lid] = __hadd2(v[lid], v[lid + i]);
+        __syncthreads();
+    }
+}
+
+__global__ void helper_half2(const half2* a, float* out, unsigned n) {
+    __shared__ half2 sh2[128];
+    half2 v = __float2half2_rn(0.f);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        v = __hadd2(v, a[i]);
+    sh2[threadIdx.x] = v;
+    __syncthreads();
+    reduce_half2(sh2);  // expect: GA205
+    if (threadIdx.x == 0) out[blockIdx.x] = __low2float(sh2[0]) + __high2float(sh2[0]);
+}
+
 // Display-only: one helper, two kernels of different block sizes (256 and 128 threads).
 __device__ void shared_tree(float* s) {
     unsigned t = threadIdx.x;
@@ -90,4 +113,30 @@ __global__ void shared_narrow(const float* in, float* out, unsigned n) {
     __syncthreads();
     shared_tree(s);  // expect: GA205
     if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+
+// Correct: a helper whose tree stops at 64 values and finishes with shuffles.
+__device__ float block_sum_shuffled(float* s) {
+    unsigned t = threadIdx.x;
+    for (unsigned d = blockDim.x / 2; d > 32; d >>= 1) {
+        if (t < d) s[t] += s[t + d];
+        __syncthreads();
+    }
+    float w = 0.0f;
+    if (t < 32) {
+        w = s[t] + s[t + 32];
+        for (int o = 16; o > 0; o >>= 1) w += __shfl_down_sync(0xffffffffu, w, o);
+    }
+    return w;
+}
+
+__global__ void helper_shuffled(const float* in, float* out, unsigned n) {
+    __shared__ float s[THREADS];
+    float v = 0.0f;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        v += in[i];
+    s[threadIdx.x] = v;
+    __syncthreads();
+    float w = block_sum_shuffled(s);
+    if (threadIdx.x == 0) out[blockIdx.x] = w;
 }

@@ -1,7 +1,8 @@
 """GA205's shuffle rewrite of a tree that sits in a ``__device__`` helper function the kernel
 calls (HeCBench f16sp's reduceInShared_intrinsics): kernels/tree_tails/helpers.cu holds a helper
 taking the shared pointer (f16sp's spelling), a template helper (block size and element type) and
-a helper whose tree is a one-line loop. The finding stays at the call; the diff rewrites the
+a helper whose tree is a one-line loop, and f16sp's own (``v[i] = __hadd2(v[i], v[i + s])``: the
+shuffles fold with ``__hadd2`` in the tree's order). The finding stays at the call; the diff rewrites the
 helper and nothing else of the file, applies, compiles, silences GA205 and GA203 and keeps every
 output bit for bit on the emulator. A helper that two kernels of different block sizes call, or
 whose array the kernel reads beyond [0] after the call, stays display-only and says why."""
@@ -26,6 +27,7 @@ HELPERS = {
     "helper_ptr": ("out", "void reduce_in_shared(", "reduce_in_shared(sh);"),
     "helper_tmpl<256>": ("out", "void tree_tmpl(T* s)", "tree_tmpl<B>(s);"),
     "helper_line": ("out", "void tree_line(int* v)", "tree_line(sv);"),
+    "helper_half2": ("out", "void reduce_half2(", "reduce_half2(sh2);"),
 }
 
 
@@ -79,6 +81,10 @@ def test_a_helper_two_kernels_call_stays_display_only(kernel):
     v = f.variant
     assert v is not None and v.safety == "display-only" and not v.diff
     assert "outside this kernel" in v.description and "shared_tree" in v.description
+
+
+def test_silent_on_a_helper_that_ends_in_shuffles():
+    assert run_rule(analyze(SRC, "helper_shuffled", 4), "GA205", trace_ctas=4) == []
 
 
 READ_AFTER = """\
