@@ -22,24 +22,25 @@ from gpuadvise.rules import (
     tree_tail_change,
 )
 from gpuadvise.source.fixkit import fresh_name
-from gpuadvise.source.functions import helper_at, pointee_type
 from gpuadvise.source.fixkit_trees import (
     SumStep,
     block_stride_step,
     ends_with_barrier,
     first_warp_guard,
     halves_to_zero,
+    helper_at,
     in_branch,
     indent_of,
     nested_tree_why,
     pointee,
+    pointee_type,
     read_beyond_root,
     replace_statements,
-    warp_tail_lines,
-    whole_warp_lines,
     stride_loop,
     sum_step,
     tree_loop,
+    warp_tail_lines,
+    whole_warp_lines,
 )
 
 

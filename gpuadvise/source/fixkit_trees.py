@@ -23,7 +23,11 @@ Reading:
   :func:`tree_loop`, :func:`nested_tree_why`: the halving loop around a combine, and whether
   one inside other loops can be rewritten in place; :func:`ends_with_barrier`: a block that ends with
   ``__syncthreads()``; :func:`in_branch`: an offset inside an ``if`` or ``switch``;
-  :func:`zero_thread_read`: ``a[tid]`` read where ``tid == 0`` guards it.
+  :func:`zero_thread_read`: ``a[tid]`` read where ``tid == 0`` guards it;
+  :func:`read_beyond_root`: a read of the array other than its root after a tree;
+- :func:`helper_at` (from :mod:`gpuadvise.source.functions`): the ``__device__`` helper a
+  tree's line lies in, when only the kernel calls it; :func:`pointee_type`: a pointer
+  parameter's element type.
 
 Writing:
 
@@ -32,7 +36,9 @@ Writing:
 - :func:`remove_statement`, :func:`remove_declarator`: a statement, or one declarator of a
   declaration of several, taken out (its line too when nothing else is on it);
 - :func:`replace_statements`: a run of statements replaced by new lines at their indentation;
-- :func:`shuffle_lines`: the warp-shuffle reduction of a shared array's first warp.
+- :func:`shuffle_lines`: the warp-shuffle reduction of a shared array's first warp
+  (:func:`warp_tail_lines`: of its last 64 values; :func:`whole_warp_lines`: a tree within one
+  warp).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.functions import Helper, helper_at, pointee_type
 
 if TYPE_CHECKING:
     from gpuadvise.source.text import KernelSource
@@ -55,6 +62,9 @@ __all__ = [
     "block_stride_start",
     "block_stride_step",
     "ADD_CALLS",
+    "Helper",
+    "helper_at",
+    "pointee_type",
     "bounds_checks",
     "doubles",
     "doubling_bound",
