@@ -265,11 +265,12 @@ class SharedTreeToShuffles(Rule):
     ``if (tid < 32) { ... }`` tail) and adds the shuffle block; the pairs it adds are the tree's
     own (lane ``t`` adds lane ``t + offset``), so sums come out bit-identical, floats included.
     The measurement stage checks the outputs against the kernel's before timing it. Offered
-    when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``) on a
-    plain thread index, the loop or tail block sits at the top level of the kernel, the block
-    has at least 64 threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read
-    after the tree (``a[t]`` under ``if (t == 0)`` counts); otherwise the finding says why and
-    gives the fix to apply by hand. A loop whose barrier comes before its combine (BabelStream's
+    when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``; ``a[t] =
+    __hadd2(a[t], a[t + s])``, whose shuffles fold with ``__hadd2``) on a plain thread index,
+    the loop or tail block sits at the top level of the kernel, the block has at least 64
+    threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read after the tree
+    (``a[t]`` under ``if (t == 0)`` counts); otherwise the finding says why and gives the fix
+    to apply by hand. A loop whose barrier comes before its combine (BabelStream's
     dot) gets a barrier before the shuffles too: the step at distance 64 is not yet synced when
     the loop ends. A tree per vector inside an outer loop (cuda-samples' scalarProd) is rewritten
     in place when no branch holds it and the loops around it only store into the array (or read
