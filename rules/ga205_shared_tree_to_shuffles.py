@@ -28,17 +28,19 @@ from gpuadvise.source.fixkit_trees import (
     ends_with_barrier,
     first_warp_guard,
     halves_to_zero,
+    helper_at,
     in_branch,
     indent_of,
-    literal_value,
     nested_tree_why,
     pointee,
+    pointee_type,
+    read_beyond_root,
     replace_statements,
-    shuffle_lines,
     stride_loop,
     sum_step,
     tree_loop,
-    zero_thread_read,
+    warp_tail_lines,
+    whole_warp_lines,
 )
 
 
@@ -73,28 +75,6 @@ def _shared_type(ks: KernelSource, arr: str) -> str | None:
     return None
 
 
-def _warp_block(tid: str, arr: str, typ: str, var: str, chain: str | None) -> list[str]:
-    """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
-    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain)
-    return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
-
-
-def _whole_warp_block(
-    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None
-) -> list[str]:
-    """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
-    the mask names the lanes the block has (fewer than 32 in a block of 16)."""
-    mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
-    body = shuffle_lines(tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned")
-    return [
-        f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
-        f"    {mask}",
-        *(f"    {ln}" for ln in body),
-        "}",
-        "__syncthreads();",
-    ]
-
-
 def _combine(ks: KernelSource, line: int) -> tuple[int, SumStep] | None:
     """The sum into ``arr[i]`` that a statement at ``line`` stores, and its offset."""
     for st in ks.statements():
@@ -116,16 +96,24 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
     line32 = next((ln for f, ln in (at32.lines if at32 else ()) if ln and ctx.same_file(f)), None)
     if not lines or line32 is None:
         return _Plan(None, "the tree's combines are not in the kernel's source file", "")
+    kernel, helper = ks, None
+    if not ks.span[0] <= ks.tree.line_start(line32) < ks.span[1]:  # in a helper function
+        h = helper_at(ks, line32)
+        if isinstance(h, str):
+            return _Plan(None, h, "")
+        ks, helper = h.source, h
     found = _combine(ks, line32)
     if found is None:
         return _Plan(None, f"line {line32} holds no `a[i] += a[i + s];` sum gpuadvise can read", "")
     at, step = found
-    arr, chain, index = step.array, step.chain, step.index.stripped()
+    arr, chain, fold, index = step.array, step.chain, step.fold, step.index.stripped()
     tid = index.text
     tids = {"threadIdx.x"} | ks.aliases("threadIdx.x")
-    if index.kind not in ("name", "member"):
+    if index.kind not in ("name", "member") or (helper and tid not in tids):
         return _Plan(None, f"the combined index `{tid}` is not a plain thread index", "")
-    typ = _shared_type(ks, arr)
+    typ = _shared_type(ks, arr) or next(
+        (pointee_type(p) for p in (helper.params if helper else ()) if p.name == arr), None
+    )
     typ = " ".join(w for w in typ.split() if w != "volatile") if typ else None
     if not typ:
         return _Plan(None, f"the element type of `{arr}` is not declared in the kernel", "")
@@ -160,14 +148,16 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                 text = ks.code[loop.init[0] : loop.init[1]].strip() if loop.init else ""
                 return _Plan(None, f"the loop's start `{text}` is not `{s} = <first>`", "")
             first = ks.code[sl.start[0] : sl.start[1]]
-            replace_statements(rw, loop.span, _whole_warp_block(tid, arr, typ, var, first, chain))
+            replace_statements(
+                rw, loop.span, whole_warp_lines(tid, arr, typ, var, first, chain, fold)
+            )
             form = "warp"
         else:
             rw.replace(*loop.condition, f"{s} > 32")
             pad = indent_of(ks.text, loop.span[0])
             # a loop whose barrier comes before its combine leaves the last step unsynced
             sync = [] if ends_with_barrier(loop, ks.tree) else ["__syncthreads();"]
-            block = [*sync, *_warp_block(tid, arr, typ, var, chain), "__syncthreads();"]
+            block = [*sync, *warp_tail_lines(tid, arr, typ, var, chain, fold), "__syncthreads();"]
             rw.insert(after, "".join(f"\n{pad}{ln}" for ln in block))
             form = "loop"
     elif whole:
@@ -202,18 +192,20 @@ def plan(ctx: RuleContext, tree: ReductionTree) -> _Plan:
                     return _Plan(None, f"`{arr}` points to an array gpuadvise cannot find", "")
                 arr, typ = real, typ2
         replace_statements(
-            rw, (guard.head[0], guard.consequence[1]), _warp_block(tid, arr, typ, var, chain)
+            rw,
+            (guard.head[0], guard.consequence[1]),
+            warp_tail_lines(tid, arr, typ, var, chain, fold),
         )
         after = guard.consequence[1]
         form = "tail"
-    # after the tree, only arr[0] may be read: the shuffles leave the other words as they were
-    for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
-        e = ks.expr(sub.indices[0]) if sub.indices else None
-        if (e is None or literal_value(e) != 0) and not zero_thread_read(
-            ks.tree, sub, tids | {tid}
-        ):
-            idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
-            return _Plan(None, f"`{arr}[{idx}]` is read after the tree (only [0] is kept)", "")
+    why = read_beyond_root(ks, arr, after, tids | {tid})
+    for karr, end in helper.passed(kernel, arr) if helper and not why else ():
+        ktids = {"threadIdx.x"} | kernel.aliases("threadIdx.x")
+        why = karr if end < 0 else read_beyond_root(kernel, karr, end, ktids)
+        if why:
+            break
+    if why:
+        return _Plan(None, why, "")
     return _Plan(rw.diff(ctx.source_file), "", form)
 
 
@@ -273,11 +265,12 @@ class SharedTreeToShuffles(Rule):
     ``if (tid < 32) { ... }`` tail) and adds the shuffle block; the pairs it adds are the tree's
     own (lane ``t`` adds lane ``t + offset``), so sums come out bit-identical, floats included.
     The measurement stage checks the outputs against the kernel's before timing it. Offered
-    when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``) on a
-    plain thread index, the loop or tail block sits at the top level of the kernel, the block
-    has at least 64 threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read
-    after the tree (``a[t]`` under ``if (t == 0)`` counts); otherwise the finding says why and
-    gives the fix to apply by hand. A loop whose barrier comes before its combine (BabelStream's
+    when the combine is a plain sum ``a[t] += a[t + s]`` (``a[t] = v = v + a[t + s]``; ``a[t] =
+    __hadd2(a[t], a[t + s])``, whose shuffles fold with ``__hadd2``) on a plain thread index,
+    the loop or tail block sits at the top level of the kernel, the block has at least 64
+    threads (the shuffle block adds ``a[t + 32]``), and only ``a[0]`` is read after the tree
+    (``a[t]`` under ``if (t == 0)`` counts); otherwise the finding says why and gives the fix
+    to apply by hand. A loop whose barrier comes before its combine (BabelStream's
     dot) gets a barrier before the shuffles too: the step at distance 64 is not yet synced when
     the loop ends. A tree per vector inside an outer loop (cuda-samples' scalarProd) is rewritten
     in place when no branch holds it and the loops around it only store into the array (or read
@@ -285,7 +278,15 @@ class SharedTreeToShuffles(Rule):
     blockDim.x)``, which runs once for each thread ``t < s`` in the steps the shuffles take. A
     tree within one warp (a block of at most 32 threads, first distance 16 or less) is replaced
     whole: the loop becomes one shuffle loop from the loop's own first distance, over the
-    lanes the block has (the mask), then a barrier.
+    lanes the block has (the mask), then a barrier. A tree in a ``__device__`` helper function of
+    the kernel's file (HeCBench f16sp's ``reduceInShared_intrinsics``; kernels/tree_tails/
+    helpers.cu), reported at the kernel's call, is rewritten in the helper, the rest of the
+    file untouched, under the same conditions, when this kernel alone calls it (the helper's
+    name used by calls in the kernel's body only) and only ``a[0]`` of the array each call
+    passes is read after it. A helper that another function of the file calls too stays
+    display-only: the diff is verified on this kernel's launch, and another caller's block
+    (another size, fewer than 64 threads) may not suit it. Callers are sought in the kernel's
+    file only: a header's helper that another file's kernel calls is that file's to check.
     """
 
     id = "GA205"

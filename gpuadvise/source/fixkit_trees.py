@@ -15,14 +15,19 @@ Reading:
 - :func:`is_twice`, :func:`interleaved_guard`, :func:`strided_product`: ``2*s``;
   ``tid % (2*s) == 0`` (and ``(tid & (2*s - 1)) == 0``); ``2*s*tid`` in any order;
 - :func:`is_thread`, :func:`literal_value`: a thread index among aliases; an integer literal;
-- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``;
+- :func:`sum_step`: ``a[i] += a[j];``, ``a[i] = a[i] + a[j];``, ``a[i] = v = v + a[j];``,
+  ``a[i] = __hadd2(a[i], a[j]);`` (the half-precision adds, ``fold``);
   :func:`add_step`, :func:`thread_bound`: ``a[tid] += a[tid + k]`` and its guard ``tid < k``;
 - :func:`block_stride_start`: the thread index a block-stride loop ``for (v = tid; v < s;
   v += blockDim.x)`` starts from (:func:`block_stride_step`: the step run by one);
   :func:`tree_loop`, :func:`nested_tree_why`: the halving loop around a combine, and whether
   one inside other loops can be rewritten in place; :func:`ends_with_barrier`: a block that ends with
   ``__syncthreads()``; :func:`in_branch`: an offset inside an ``if`` or ``switch``;
-  :func:`zero_thread_read`: ``a[tid]`` read where ``tid == 0`` guards it.
+  :func:`zero_thread_read`: ``a[tid]`` read where ``tid == 0`` guards it;
+  :func:`read_beyond_root`: a read of the array other than its root after a tree;
+- :func:`helper_at` (from :mod:`gpuadvise.source.functions`): the ``__device__`` helper a
+  tree's line lies in, when only the kernel calls it; :func:`pointee_type`: a pointer
+  parameter's element type.
 
 Writing:
 
@@ -31,16 +36,23 @@ Writing:
 - :func:`remove_statement`, :func:`remove_declarator`: a statement, or one declarator of a
   declaration of several, taken out (its line too when nothing else is on it);
 - :func:`replace_statements`: a run of statements replaced by new lines at their indentation;
-- :func:`shuffle_lines`: the warp-shuffle reduction of a shared array's first warp.
+- :func:`shuffle_lines`: the warp-shuffle reduction of a shared array's first warp
+  (:func:`warp_tail_lines`: of its last 64 values; :func:`whole_warp_lines`: a tree within one
+  warp).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.functions import Helper, helper_at, pointee_type
+
+if TYPE_CHECKING:
+    from gpuadvise.source.text import KernelSource
 
 __all__ = [
     "is_name",
@@ -49,6 +61,10 @@ __all__ = [
     "add_step",
     "block_stride_start",
     "block_stride_step",
+    "ADD_CALLS",
+    "Helper",
+    "helper_at",
+    "pointee_type",
     "bounds_checks",
     "doubles",
     "doubling_bound",
@@ -65,6 +81,7 @@ __all__ = [
     "literal_value",
     "nested_tree_why",
     "pointee",
+    "read_beyond_root",
     "remove_declarator",
     "remove_statement",
     "rename_uses",
@@ -75,6 +92,8 @@ __all__ = [
     "sum_step",
     "thread_bound",
     "tree_loop",
+    "warp_tail_lines",
+    "whole_warp_lines",
     "zero_thread_read",
 ]
 
@@ -287,11 +306,22 @@ class SumStep:
     array: str
     index: T.Expr  # the stored element's index
     chain: str | None
+    fold: str | None = None  # the add function (``__hadd2``) when the sum is written as a call
+
+
+ADD_CALLS = frozenset({"__hadd", "__hadd2"})
+"""The functions that are exactly ``a + b`` of their two arguments (the operator on ``__half``
+and ``__half2`` calls them), so a shuffle tail may fold with them in the tree's own order."""
 
 
 def _has_sum(e: T.Expr) -> bool:
     e = e.stripped()
     return e.kind == "binary" and e.op == "+"
+
+
+def _add_call(e: T.Expr) -> str | None:
+    e = e.stripped()
+    return e.op if e.kind == "call" and e.op in ADD_CALLS and len(e.args) == 2 else None
 
 
 def sum_step(st: T.SourceTree, stmt: T.Statement) -> SumStep | None:
@@ -315,7 +345,10 @@ def sum_step(st: T.SourceTree, stmt: T.Statement) -> SumStep | None:
     r = rhs.stripped()
     if r.kind == "assignment" and r.op == "=" and r.args[0].kind == "name":
         chain, r = r.args[0].text, r.args[1]
-    return SumStep(arr, lhs.args[1], chain) if _has_sum(r) else None
+    if _has_sum(r):
+        return SumStep(arr, lhs.args[1], chain)
+    fold = _add_call(r)
+    return SumStep(arr, lhs.args[1], chain, fold) if fold else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,6 +522,18 @@ def zero_thread_read(st: T.SourceTree, sub: T.Subscript, tids: Iterable[str]) ->
     return False
 
 
+def read_beyond_root(ks: KernelSource, arr: str, after: int, tids: set[str]) -> str | None:
+    """Why a tree's shuffle tail would change what the code reads after it (file offset
+    ``after`` to the body's end): a read of ``arr`` other than ``arr[0]`` (or ``arr[t]`` under
+    ``t == 0``); the shuffles leave the other words as they were. None: nothing else read."""
+    for sub in ks.subscripts(arr, within=(after, ks.body_end + 1)):
+        e = ks.expr(sub.indices[0]) if sub.indices else None
+        if (e is None or literal_value(e) != 0) and not zero_thread_read(ks.tree, sub, tids):
+            idx = ks.code[sub.indices[0][0] : sub.indices[0][1]].strip() if sub.indices else ""
+            return f"`{arr}[{idx}]` is read after the tree (only [0] is kept)"
+    return None
+
+
 def indent_of(text: str, offset: int) -> str:
     """The spaces and tabs that start the line holding ``offset``."""
     a = text.rfind("\n", 0, offset) + 1
@@ -601,12 +646,17 @@ def shuffle_lines(
     mask: str = "0xffffffffu",
     chain: str | None = None,
     counter: str = "int",
+    fold: str | None = None,
 ) -> list[str]:
     """The reduction of ``arr``'s first warp by ``__shfl_down_sync``, lane 0 storing the result
     into ``arr[0]`` (and ``chain``, a register the code keeps the sum in, when given): ``var``
     starts as ``arr[tid]`` (plus ``arr[tid + 32]`` with ``add_32``), the offsets run from
     ``first`` down to 1. Lines without indentation, for the lanes ``tid < 32`` to run."""
     start = f"{arr}[{tid}] + {arr}[{tid} + 32]" if add_32 else f"{arr}[{tid}]"
+    step = f"{var} += __shfl_down_sync({mask}, {var}, offset);"
+    if fold:  # ``fold(a, b)`` for ``a + b``, the tree's own function
+        start = f"{fold}({arr}[{tid}], {arr}[{tid} + 32])" if add_32 else start
+        step = f"{var} = {fold}({var}, __shfl_down_sync({mask}, {var}, offset));"
     root = (
         f"if ({tid} == 0) {{ {arr}[0] = {var}; {chain} = {var}; }}"
         if chain
@@ -615,6 +665,32 @@ def shuffle_lines(
     return [
         f"{typ} {var} = {start};",
         f"for ({counter} offset = {first}; offset > 0; offset >>= 1)",
-        f"    {var} += __shfl_down_sync({mask}, {var}, offset);",
+        f"    {step}",
         root,
+    ]
+
+
+def warp_tail_lines(
+    tid: str, arr: str, typ: str, var: str, chain: str | None, fold: str | None = None
+) -> list[str]:
+    """The last 64 values of ``arr`` reduced by the first warp's shuffles."""
+    body = shuffle_lines(tid, arr, typ, var, 16, add_32=True, chain=chain, fold=fold)
+    return [f"if ({tid} < 32) {{", *(f"    {ln}" for ln in body), "}"]
+
+
+def whole_warp_lines(
+    tid: str, arr: str, typ: str, var: str, first: str, chain: str | None, fold: str | None = None
+) -> list[str]:
+    """The whole tree (its first distance ``first``, at most 16) by shuffles in the first warp;
+    the mask names the lanes the block has (fewer than 32 in a block of 16)."""
+    mask = "const unsigned mask = blockDim.x >= 32u ? 0xffffffffu : (1u << blockDim.x) - 1u;"
+    body = shuffle_lines(
+        tid, arr, typ, var, first, mask="mask", chain=chain, counter="unsigned", fold=fold
+    )
+    return [
+        f"if ({tid} < 32) {{  // the whole tree within one warp: shuffles",
+        f"    {mask}",
+        *(f"    {ln}" for ln in body),
+        "}",
+        "__syncthreads();",
     ]

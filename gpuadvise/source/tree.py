@@ -1359,3 +1359,32 @@ def strip_parens(st: SourceTree, node: Node) -> Node:
 def expression(st: SourceTree, span: Span) -> Node | None:
     """The expression node spanning ``span`` exactly (whitespace trimmed), or None."""
     return _expression_at(st, span)
+
+
+def function_at(
+    st: SourceTree, offset: int
+) -> tuple[str, Span, Span, tuple[KernelParam, ...]] | None:
+    """The innermost function definition whose body holds ``offset``: its name (without
+    template arguments or qualification), its whole span, its body's span (``{`` to just after
+    ``}``) and its parameters; None outside every function body."""
+    n = st.node_at(offset, types=("function_definition",))
+    while n is not None:
+        body = n.child_by_field_name("body")
+        if body is not None and st.start(body) <= offset < st.end(body):
+            break
+        n = next((a for a in st.ancestors(n) if a.type == "function_definition"), None)
+    if n is None or body is None:
+        return None
+    fd = _function_declarator(n)
+    name = _declarator_name(fd) if fd is not None else None
+    if name is not None and name.type == "template_function":
+        name = name.child_by_field_name("name") or name
+    if name is None:
+        return None
+    return st.code_of(name).strip().split("::")[-1], st.span(n), st.span(body), _params(st, fd)
+
+
+def is_kernel_definition(st: SourceTree, offset: int) -> bool:
+    """Whether the innermost function definition holding ``offset`` is ``__global__``."""
+    n = st.node_at(offset, types=("function_definition",))
+    return n is not None and _has_global(n)
