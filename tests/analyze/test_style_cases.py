@@ -76,6 +76,9 @@ def test_folder(source: Path) -> None:
         flagged -= {"box3_direct"}
     if source.parent.name == "divergence":  # the uniform loop, no branch, is compute-bound (GA405)
         flagged -= {"uniform_work"}
+    if source.parent.name == "reductions":  # the good trees' grid-stride loops wait on one
+        # 4-byte load at a time (GA303's stream: 16-byte loads measured 1.60x on such a sum, H200)
+        flagged -= {"good_cg", "good_shfl"}
     assert flagged and set(kernels) - flagged, "a source keeps bad and good spellings side by side"
 
 
