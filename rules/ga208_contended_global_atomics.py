@@ -20,6 +20,7 @@ from gpuadvise.rules import (
     RuleContext,
     SerialAtomics,
     Variant,
+    combined_lines,
     hot_addresses,
     is_grid_stride,
     launch_times,
@@ -247,13 +248,7 @@ class ContendedGlobalAtomics(Rule):
             sass = ctx.sass_instructions
         except ModelUnavailable:
             return set()
-        return {
-            line
-            for ins in sass
-            if ins.base_opcode in ("REDUX", "UFLO")
-            for f, line in [ins.call_site]
-            if line is not None and ctx.same_file(f)
-        }
+        return combined_lines(sass, ctx.same_file)
 
     def _fix(self, ctx: RuleContext, finding: Finding, h: HotAddress, combined: bool) -> str:
         """The variant this finding gets: ``warp`` (the lanes of a request on the address

@@ -76,19 +76,12 @@ def _traffic(analysis: KernelAnalysis) -> Traffic | None:
 
 def _serial_s(analysis: KernelAnalysis) -> float:
     """The L2's serial time for the analysis's global atomics (0 without them or a trace)."""
-    from gpuadvise.rules.global_atomics import launch_serial_s
+    from gpuadvise.rules.global_atomics import combined_lines, launch_serial_s
 
     mem = analysis.memory
     if mem is None or mem.trace is None:
         return 0.0
-    combined = {
-        line
-        for ins in analysis.sass_instructions
-        if ins.base_opcode in ("REDUX", "UFLO")
-        for _, line in [ins.call_site]
-        if line is not None
-    }
-    return launch_serial_s(mem.trace, combined)
+    return launch_serial_s(mem.trace, combined_lines(analysis.sass_instructions))
 
 
 def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOptions | None:

@@ -16,8 +16,9 @@ I/O.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,7 @@ __all__ = [
     "HotAddress",
     "SerialAtomics",
     "hot_addresses",
+    "combined_lines",
     "launch_serial_s",
     "update_ns",
     "with_serial_s",
@@ -251,6 +253,21 @@ class SerialAtomics:
             f"the L2's {self.updates:.0f} serial updates of one address at "
             f"{update_ns(h.opcode):.2f} ns each"
         )
+
+
+def combined_lines(
+    instrs: Iterable[Any], same_file: Callable[[Any], bool] | None = None
+) -> set[int]:
+    """Lines (at the call site) where ptxas combines a warp's atomic first: the warp's values
+    summed (``REDUX``) or one elected lane (``UFLO``) doing the update; ``same_file``, when
+    given, keeps the call sites of the kernel's own file."""
+    return {
+        line
+        for ins in instrs
+        if ins.base_opcode in ("REDUX", "UFLO")
+        for f, line in [ins.call_site]
+        if line is not None and (same_file is None or same_file(f))
+    }
 
 
 def launch_serial_s(trace: AccessTrace, combined: Collection[int] = ()) -> float:
