@@ -568,7 +568,11 @@ def loop_vectors(
         *("    " + ln for ln in _chunk_code(bufs, var, itype, f"{v} * {k}", load=True)),
         "#pragma unroll",
         f"    for (int {q} = 0; {q} < {k}; ++{q}) {{",
-        f"        {itype} {var} = {v} * {k} + {q};",
+        *(  # the element's index, where the statements still read it
+            [f"        {itype} {var} = {v} * {k} + {q};"]
+            if re.search(rf"\b{re.escape(var)}\b", lanes)
+            else []
+        ),
         "        {",
         *_indent(lanes, "            "),
         "        }",
