@@ -21,8 +21,10 @@ Each run of the statements sees ``buf[X]`` as an element of a small local array 
 after the unrolled loop), so the statements are kept as written. Refused, with the reason,
 when a buffer is also reached another way (a helper or a macro given the pointer, ``&buf[X]``,
 another index), the statements read the thread's or the block's position other than through
-the index, synchronize, or leave the loop (``break``, ``return``, ``goto``), or a variable
-declared outside them carries a value from one element to the next.
+the index (a block-stride loop may read the block's), synchronize, or leave the loop (``break``,
+``return``, ``goto``), or a variable declared outside them carries a value from one element to
+the next; in a block-stride loop, an order-free reduction (a count, an integer sum, a minimum:
+:mod:`gpuadvise.source.fixkit_reduce`) is kept, each thread's partial then over other elements.
 
 Pure text work on parsed trees: no I/O.
 """
@@ -591,9 +593,7 @@ def loop_vectors(
     )
     written = tuple(b.name for b in bufs if b.written)
     kept = tuple(found[r] for r in sorted(found))
-    return VectorFix(
-        rw.diff(path), "", tuple(b.name for b in bufs), k, "loop", written, grid, kept
-    )
+    return VectorFix(rw.diff(path), "", tuple(b.name for b in bufs), k, "loop", written, grid, kept)
 
 
 def _expand(ks: KernelSource, text: str, before: int) -> str:

@@ -50,7 +50,8 @@ def _outputs(src: Path, kernel: str, spec: Path) -> dict[str, bytes]:
         ("row_max", "m = fmaxf(m, v);", "`m` (a maximum, float)"),
     ],
 )
-@pytest.mark.parametrize("d", [1003, 1028])  # rows 0, 4 aligned with a tail, odd rows not; all aligned
+# d = 1003: rows 0, 4 aligned with a tail, odd rows not (the scalar path); 1028: all aligned
+@pytest.mark.parametrize("d", [1003, 1028])
 def test_a_reducing_loop_is_rewritten_with_the_same_outputs(kernel, has, reduced, d, tmp_path):
     from gpuadvise.source.patch import apply_unified_diff
 
