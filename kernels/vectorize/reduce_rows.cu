@@ -4,9 +4,10 @@
 // 4 consecutive floats per thread with one 16-byte load changes which elements each thread
 // reduces, not the block's total: integer sums, counts and maxima are exact in any order. Three
 // spellings: a macro stride with an `unsigned` index and `++`, a one-line `+=` of a comparison, a
-// braced `fmaxf` at a row offset; then a running prefix (a value carried from one element to the
-// next, not a reduction) and a grid-stride sum over rows combined across CTAs, which keep the
-// scalar loads (display-only), and the float4 version, silent.
+// braced `fmaxf` at a row offset; also a float sum (equal within the launch's tolerance). A
+// running count stored per element (a prefix, not a reduction) gets no finding at these sizes
+// (the rewrite would refuse it: tests/rules/test_rule_ga303_reduce.py); the float4 version is
+// silent.
 
 #define ROW_STRIDE blockDim.x
 
@@ -60,6 +61,24 @@ __global__ void row_max(const float* __restrict__ x, float* __restrict__ best, i
     if (threadIdx.x == 0) {
         for (int t = 1; t < blockDim.x; ++t) m = fmaxf(m, part[t]);
         best[row] = m;
+    }
+}
+
+// each row's sum of squares in float: the reordered sum rounds otherwise, equal within the launch's
+// tolerance (rtol 1e-4)
+__global__ void row_energy(const float* __restrict__ x, float* __restrict__ energy, int d)
+{
+    __shared__ float part[256];
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        const float v = x[(size_t)blockIdx.x * d + c];  // expect: GA303
+        s += v * v;
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int t = 1; t < blockDim.x; ++t) s += part[t];
+        energy[blockIdx.x] = s;
     }
 }
 

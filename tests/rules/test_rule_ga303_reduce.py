@@ -5,7 +5,8 @@ reduction kept as the kernel wrote it (gpuadvise.source.fixkit_reduce). Three sp
 stride, an ``unsigned`` index and ``n++``; a one-line ``+=`` of a comparison at ``blockIdx.x *
 d``; ``m = fmaxf(m, v)`` at ``row * d``) get an automatic variant whose patched kernel, run over
 its whole launch on the CPU emulator with rows not a multiple of 4 long (odd rows unaligned: the
-scalar path) and with aligned rows and a tail, writes bit-identical outputs. What is not an
+scalar path) and with aligned rows and a tail, writes bit-identical outputs. A float sum is
+rewritten too, its outputs equal within the tolerance, unless the launch asks for exact ones. What is not an
 order-free reduction (a running prefix, a value read in the loop, two kinds of update, a
 grid-stride loop's partials, a change inside a larger expression, a shared variable) is refused
 with the reason."""
@@ -75,6 +76,37 @@ def test_a_reducing_loop_is_rewritten_with_the_same_outputs(kernel, has, reduced
     assert want.keys() == got.keys() and want
     for name in want:
         assert want[name] == got[name], name
+
+
+def test_a_float_sum_is_rewritten_and_equal_within_the_tolerance(tmp_path):
+    import numpy as np
+
+    from gpuadvise.source.patch import apply_unified_diff
+
+    (f,) = narrow(SRC, "row_energy")
+    v = f.variant
+    assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
+    assert "`s` (a sum, float)" in v.description and "but for rounding" in v.description
+    new = tmp_path / SRC.name
+    new.write_text(apply_unified_diff(SRC.read_text(), v.diff))
+    spec = (SRC.parent / "row_energy.toml").read_text().replace("d = 10000", "d = 1003")
+    spec = spec.replace("grid = 2048", "grid = 6").replace("2048", "6")
+    (tmp_path / "a.toml").write_text(spec)
+    (tmp_path / "b.toml").write_text(spec.replace('"reduce_rows.cu"', f'"{new}"'))
+    want = np.frombuffer(_outputs(SRC, "row_energy", tmp_path / "a.toml")["energy"], np.float32)
+    got = np.frombuffer(_outputs(new, "row_energy", tmp_path / "b.toml")["energy"], np.float32)
+    assert want.shape == (6,) and np.allclose(got, want, rtol=1e-5, atol=0), (got, want)
+
+
+def test_a_float_sum_stays_display_only_where_outputs_must_match_exactly(tmp_path):
+    for name in ("reduce_rows.cu", "row_energy.toml"):
+        (tmp_path / name).write_text((SRC.parent / name).read_text())
+    spec = tmp_path / "row_energy.toml"
+    spec.write_text(spec.read_text().replace("seed = 1", "seed = 1\nrtol = 0\natol = 0"))
+    (f,) = narrow(tmp_path / "reduce_rows.cu", "row_energy")
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.diff is None
+    assert "must match exactly" in v.description, v.description
 
 
 def _fix(tmp_path: Path, body: str, k: int = 4):  # type: ignore[no-untyped-def]
