@@ -238,6 +238,23 @@ def _carried(
             par.type == "assignment_expression" and par.child_by_field_name("left") == s.node
         ):
             return f"`{s.name}` (declared outside) is written: values carried across elements"
+    # a member or a pointee of a variable declared outside (``acc.x += v``, ``*q = v``)
+    for n in st.walk(types=("assignment_expression", "update_expression"), within=span):
+        t = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+        if t is None or t.type == "identifier" or not span[0] <= st.start(n) < span[1]:
+            continue  # a plain variable: above and below
+        while t is not None and t.type in (
+            "field_expression",
+            "pointer_expression",
+            "subscript_expression",
+            "parenthesized_expression",
+        ):
+            t = t.child_by_field_name("argument") or (
+                t.named_children[0] if t.named_children else None
+            )
+        root = st.text_of(t) if t is not None and t.type == "identifier" else None
+        if root and root not in local and root not in params and root not in firsts:
+            return f"`{root}` (declared outside) is written: values carried across elements"
     for name, a in firsts.items():
         if name == var:
             return f"the statements change `{var}`"

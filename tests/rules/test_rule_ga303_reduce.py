@@ -162,6 +162,11 @@ def test_order_free_reductions_are_kept(body, op, exact, tmp_path):
         ),
         (f"__shared__ int s;\n    {LOOP} s += a[i] > 0;", "not a local integer or floating"),
         (f"int s[1] = {{0}};\n    {LOOP} s[0] += a[i] > 0;", "`s` (declared outside) is written"),
+        (
+            f"float2 s;\n    {LOOP} {{ s.x += a[i]; b[i] = s.x; }}",
+            "`s` (declared outside) is written",
+        ),
+        (f"float* s = b + 1;\n    {LOOP} *s = a[i];", "`s` (declared outside) is written"),
     ],
 )
 def test_what_is_not_an_order_free_reduction_is_refused(body, why, tmp_path):
