@@ -572,6 +572,8 @@ def loop_vectors(
     lanes = _replaced(ks, body, bufs, q)
     if lp.braced:
         lanes = lanes.strip()[1:-1]
+    # the element's index (a macro may read it unseen: kept where no text reads it)
+    unused = "" if re.search(rf"\b{re.escape(var)}\b", lanes) else "[[maybe_unused]] "
     lines = [
         f"// {k} consecutive elements per iteration: "
         + ", ".join(f"`{b.name}`" for b in bufs)
@@ -587,11 +589,7 @@ def loop_vectors(
         *("    " + ln for ln in _chunk_code(bufs, var, itype, f"{v} * {k}", load=True)),
         "#pragma unroll",
         f"    for (int {q} = 0; {q} < {k}; ++{q}) {{",
-        *(  # the element's index, where the statements still read it
-            [f"        {itype} {var} = {v} * {k} + {q};"]
-            if re.search(rf"\b{re.escape(var)}\b", lanes)
-            else []
-        ),
+        f"        {unused}{itype} {var} = {v} * {k} + {q};",
         "        {",
         *_indent(lanes, "            "),
         "        }",
