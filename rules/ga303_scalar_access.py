@@ -170,16 +170,18 @@ class ScalarGlobalAccess(Rule):
     the traced launch (every access was aligned) but not provably for every launch
     (``i = gy * w + gx`` is aligned only when ``w`` is a multiple of 4). Loads guarded by
     ``c ? a[i] : 0`` become an ``if``/``else`` that keeps the guard. The narrow loads' finding:
-    automatic (gpuadvise.source.fixkit_vector) where the load is in a strided loop ``for (i =
-    s; i < n; i += S)`` (its threads' starts a partition of ``[0, S)``) or the kernel is a
-    thread per element (``i = blockIdx.x * blockDim.x + threadIdx.x`` under ``i < n``): each
-    buffer reached only as ``buf[X]`` (``X`` stepping by one with ``i``) is read, and written
-    back, as one chunk of ``k`` elements, the statements run once per element on the chunk's
-    copy; the grid shrinks ``k`` times for a thread per element (and for a grid-stride loop,
-    the same launch its alternative). Chunks out of bounds or not aligned (checked as the
-    kernel runs) take the original scalar path, so alignment is not assumed; the buffers are
-    assumed not to overlap. Otherwise (a helper or macro given the pointer, an index that
-    moves inside the loop: a column walk) display-only with the reason.
+    automatic (gpuadvise.source.fixkit_vector) in a strided loop ``for (i = s; i < n; i += S)``
+    (its threads' starts a partition of ``[0, S)``) or a thread per element
+    (``i = blockIdx.x * blockDim.x + threadIdx.x`` under ``i < n``): each buffer reached only as
+    ``buf[X]`` (``X`` stepping by one with ``i``) read, and written back, as one chunk of ``k``
+    elements, the statements run once per element on the chunk's copy; the grid ``k`` times
+    smaller for a thread per element (a grid-stride loop: the same launch its alternative). A
+    block-stride loop may carry order-free reductions (``++n``, ``s += e`` of integers,
+    ``m = max(m, e)``; float sums within the tolerance: gpuadvise.source.fixkit_reduce;
+    kernels/vectorize/reduce_rows.cu): the threads' partials change, not their combination by
+    the block (the outputs compared). Chunks out of bounds or not aligned (checked as the kernel
+    runs) take the scalar path; the buffers are assumed not to overlap. Otherwise (a pointer
+    given to a helper or macro, a column walk, a value carried across elements) display-only.
     """
 
     id = "GA303"
@@ -345,11 +347,8 @@ class ScalarGlobalAccess(Rule):
             nr = finding.details
             return narrow_variant(ctx, nr.buffer, nr.k, finding)
         d = finding.details_as(ScalarRun)
-        kind = d.kind
-        w = d.width
-        vec = d.vector
+        kind, w, vec, name = d.kind, d.width, d.vector, d.buffer
         n = vec // w
-        name = d.buffer
         types = "uint2/float2/int2" if vec == 8 else "uint4/float4/int4/double2"
         hint = (
             f"make the {n} accesses one {vec}-byte vector access ({types} through a "

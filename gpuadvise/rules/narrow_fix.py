@@ -50,6 +50,12 @@ def narrow_variant(
         fix = per_thread_vectors(ks, path, sizes, k, must=buffer)
         if fix.diff is None:
             return Variant("display-only", f"{hint} (not rewritten: {why}; {fix.why_not})")
+    if any(not r.exact for r in fix.reductions) and ctx.spec.rtol <= 0 and ctx.spec.atol <= 0:
+        return Variant(
+            "display-only",
+            f"{hint} (not rewritten: a floating-point sum in another order rounds otherwise, "
+            "and the launch's outputs must match exactly: rtol and atol 0)",
+        )
     names = ", ".join(f"`{b}`" for b in fix.buffers)
     back = ", ".join(f"`{b}`" for b in fix.written)
     what = (
@@ -61,6 +67,20 @@ def narrow_variant(
         "Where a chunk is out of bounds or not aligned to its size (checked as the kernel runs) "
         "the elements are taken one by one as before. Assumes the buffers do not overlap"
     )
+    if fix.reductions:
+        rs = fix.reductions
+        what += (
+            f"; {' and '.join(r.words() for r in rs)} reduced over other elements per thread: "
+            "each thread's partial changes, their combination over the block by the same "
+            "operation does not"
+            + (
+                ""
+                if all(r.exact for r in rs)
+                else " but for rounding (a floating-point sum in another order: equal only "
+                "within the launch's tolerance)"
+            )
+            + " (the outputs are compared before the variant is taken)"
+        )
     if fix.shape == "loop" and not fix.grid_stride:
         return Variant(
             "automatic-and-verified",

@@ -21,8 +21,10 @@ Each run of the statements sees ``buf[X]`` as an element of a small local array 
 after the unrolled loop), so the statements are kept as written. Refused, with the reason,
 when a buffer is also reached another way (a helper or a macro given the pointer, ``&buf[X]``,
 another index), the statements read the thread's or the block's position other than through
-the index, synchronize, or leave the loop (``break``, ``return``, ``goto``), or a variable
-declared outside them carries a value from one element to the next.
+the index (a block-stride loop may read the block's), synchronize, or leave the loop (``break``,
+``return``, ``goto``), or a variable declared outside them carries a value from one element to
+the next; in a block-stride loop, an order-free reduction (a count, an integer sum, a minimum:
+:mod:`gpuadvise.source.fixkit_reduce`) is kept, each thread's partial then over other elements.
 
 Pure text work on parsed trees: no I/O.
 """
@@ -34,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuadvise.source import tree as T
+from gpuadvise.source.constants import defines
+from gpuadvise.source.fixkit_reduce import Reduction, reductions
 from gpuadvise.source.text import KernelSource
 
 __all__ = ["CHUNK_TYPES", "VectorFix", "loop_vectors", "per_thread_vectors"]
@@ -58,6 +62,7 @@ class VectorFix:
     shape: str = ""
     written: tuple[str, ...] = ()
     grid_stride: bool = False  # a loop whose step counts the grid's threads
+    reductions: tuple[Reduction, ...] = ()  # values the loop's threads carry as reductions
 
 
 @dataclass(frozen=True)
@@ -212,14 +217,17 @@ def _replaced(ks: KernelSource, span: T.Span, bufs: list[_Buffer], q: str) -> st
     return out
 
 
-def _carried(ks: KernelSource, span: T.Span, var: str) -> str | None:
+def _carried(
+    ks: KernelSource, span: T.Span, var: str, reduced: frozenset[str] = frozenset()
+) -> str | None:
     """A variable declared outside ``span`` that ``span`` changes before it sets it (a value
-    carried from one element to the next), or ``var`` changed (None: none)."""
+    carried from one element to the next), or ``var`` changed (None: none). ``reduced``: the
+    variables found order-free reductions (:mod:`gpuadvise.source.fixkit_reduce`), let be."""
     st = ks.tree
     local = _declared(st, span)
     firsts: dict[str, T.Assignment] = {}
     for a in T.assignments(st, None, span):
-        if a.target and a.target not in local:
+        if a.target and a.target not in local and a.target not in reduced:
             firsts.setdefault(a.target, a)
     params = {p.name for p in (ks.kernel.params if ks.kernel else ())}
     for s in T.subscripts(st, None, span):
@@ -230,13 +238,31 @@ def _carried(ks: KernelSource, span: T.Span, var: str) -> str | None:
             par.type == "assignment_expression" and par.child_by_field_name("left") == s.node
         ):
             return f"`{s.name}` (declared outside) is written: values carried across elements"
+    # a member or a pointee of a variable declared outside (``acc.x += v``, ``*q = v``)
+    for n in st.walk(types=("assignment_expression", "update_expression"), within=span):
+        t = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+        if t is None or t.type == "identifier" or not span[0] <= st.start(n) < span[1]:
+            continue  # a plain variable: above and below
+        while t is not None and t.type in (
+            "field_expression",
+            "pointer_expression",
+            "subscript_expression",
+            "parenthesized_expression",
+        ):
+            t = t.child_by_field_name("argument") or (
+                t.named_children[0] if t.named_children else None
+            )
+        root = st.text_of(t) if t is not None and t.type == "identifier" else None
+        if root and root not in local and root not in params and root not in firsts:
+            return f"`{root}` (declared outside) is written: values carried across elements"
     for name, a in firsts.items():
         if name == var:
             return f"the statements change `{var}`"
         first_use = min((u.span[0] for u in T.uses(st, name, span)), default=a.span[0])
         stmt = T.statement_at(st, a.span[0])
         top = stmt is not None and stmt.node is not None and stmt.node.parent is not None
-        if a.kind != "assign" or first_use < a.span[0] or not top:
+        reads_itself = a.value is not None and bool(T.uses(st, name, a.value))
+        if a.kind != "assign" or first_use < a.span[0] or reads_itself or not top:
             return f"`{name}` (declared outside) carries a value from one element to the next"
         kinds = _ancestor_types(st, stmt.node, span) if stmt and stmt.node else []  # type: ignore[arg-type]
         if any(t in kinds for t in _CONDITIONAL):
@@ -289,11 +315,14 @@ def _pad_of(ks: KernelSource, offset: int) -> str:
     return m.group(0) if m else ""
 
 
-def _check_body(ks: KernelSource, span: T.Span, loop: bool) -> str | None:
+def _check_body(ks: KernelSource, span: T.Span, loop: bool, block: bool = False) -> str | None:
+    """Why the statements of ``span`` cannot run on other elements (None: they can).
+    ``block``: a block-stride loop, whose CTA takes the same elements after the rewrite (the
+    block's position may be read)."""
     code = ks.code[span[0] : span[1]]
     if _BARRIER.search(code):
         return "the statements synchronize or use shared memory"
-    if _POSITION.search(code):
+    if _POSITION.search(re.sub(r"\bblockIdx\b", "", code) if block else code):
         return "the statements read the thread's or the block's position other than by the index"
     st = ks.tree
     if any(st.walk(types=("goto_statement",), within=span)):
@@ -510,7 +539,18 @@ def loop_vectors(
     if not re.search(r"\b(?:blockDim|gridDim)\b", _expand(ks, step, lp.span[0])):
         return VectorFix(None, "the loop's step is not a count of threads")
     body = lp.body
-    why = _check_body(ks, body, loop=True) or _carried(ks, body, var)
+    grid = bool(re.search(r"\bgridDim\b", _expand(ks, step, lp.span[0])))
+    # a block-stride loop's partials are combined by its block: values it reduces may be kept
+    found, no = reductions(ks, body, _declared(st, body), lp.span[0])
+    why = _check_body(ks, body, loop=True, block=not grid)
+    if why is None and found and grid:
+        why = (
+            f"the grid-stride loop reduces {found[min(found)].words()}: each CTA's partials "
+            "would change"
+        )
+    why = why or _carried(ks, body, var, frozenset(found))
+    if why is not None and no is not None and why.startswith(no.split(" ", 1)[0]):
+        why = no  # the reduction's own reason is the sharper one
     for nm in {nm for nm, _ in T.identifiers(st, (lp.condition[0], lp.condition[1]))}:
         if nm != var and T.assignments(st, nm, body):
             why = why or f"the bound `{nm}` changes in the loop"
@@ -532,6 +572,8 @@ def loop_vectors(
     lanes = _replaced(ks, body, bufs, q)
     if lp.braced:
         lanes = lanes.strip()[1:-1]
+    # the element's index (a macro may read it unseen: kept where no text reads it)
+    unused = "" if re.search(rf"\b{re.escape(var)}\b", lanes) else "[[maybe_unused]] "
     lines = [
         f"// {k} consecutive elements per iteration: "
         + ", ".join(f"`{b.name}`" for b in bufs)
@@ -547,7 +589,7 @@ def loop_vectors(
         *("    " + ln for ln in _chunk_code(bufs, var, itype, f"{v} * {k}", load=True)),
         "#pragma unroll",
         f"    for (int {q} = 0; {q} < {k}; ++{q}) {{",
-        f"        {itype} {var} = {v} * {k} + {q};",
+        f"        {unused}{itype} {var} = {v} * {k} + {q};",
         "        {",
         *_indent(lanes, "            "),
         "        }",
@@ -565,19 +607,22 @@ def loop_vectors(
         f"({ok} ? static_cast<{itype}>({nv} * {k}) : static_cast<{itype}>(0)) + {start}",
     )
     written = tuple(b.name for b in bufs if b.written)
-    grid = bool(re.search(r"\bgridDim\b", _expand(ks, step, lp.span[0])))
-    return VectorFix(rw.diff(path), "", tuple(b.name for b in bufs), k, "loop", written, grid)
+    kept = tuple(found[r] for r in sorted(found))
+    return VectorFix(rw.diff(path), "", tuple(b.name for b in bufs), k, "loop", written, grid, kept)
 
 
 def _expand(ks: KernelSource, text: str, before: int) -> str:
     """``text`` with the body's variables declared before ``before`` replaced by their
-    initializers, twice over (enough for ``tid = blockIdx.x * blockDim.x + threadIdx.x``)."""
-    inits = {
-        x.name: ks.code[x.init[0] : x.init[1]]
+    initializers, and the file's object-like macros defined before it by their bodies, twice
+    over (enough for ``tid = blockIdx.x * blockDim.x + threadIdx.x``, ``#define STRIDE
+    blockDim.x``)."""
+    inits = {name: body for at, name, body in defines(ks.tree) if at < before}
+    inits.update(
+        (x.name, ks.code[x.init[0] : x.init[1]])
         for d in ks.declarations(within=(ks.body_start, before))
         for x in d.declarators
         if x.init is not None
-    }
+    )
     for _ in range(2):
         text = re.sub(
             r"\b[A-Za-z_]\w*\b",
@@ -595,6 +640,8 @@ def _declared(st: T.SourceTree, span: T.Span) -> set[str]:
     """The names declared within ``span``, for-loop initializers included."""
     out = {x.name for d in T.declarations(st, span) for x in d.declarators}
     for n in st.walk(types=("for_statement",), within=span):
+        if not span[0] <= st.start(n) < span[1]:
+            continue  # a loop around ``span``
         init = n.child_by_field_name("initializer")
         d = T._declaration(st, init) if init is not None and init.type == "declaration" else None
         out |= {x.name for x in d.declarators} if d is not None else set()
