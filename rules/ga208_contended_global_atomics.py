@@ -27,6 +27,7 @@ from gpuadvise.rules import (
     memory_rates,
     privatise_plan,
     privatise_variant,
+    tiles_advice,
     update_ns,
     view_traffic,
     warp_aggregable,
@@ -125,7 +126,9 @@ class ContendedGlobalAtomics(Rule):
     shared memory, the CTAs per SM kept: a copy of the bins per CTA, each non-zero bin flushed
     with one global atomic (:mod:`gpuadvise.rules.global_privatise`; the launch adds the bins'
     bytes, one wave where the loop is grid-stride; integer outputs checked equal). Otherwise
-    display-only: a CTA reduction and a grid-stride loop change the kernel's structure.
+    display-only: a CTA reduction and a grid-stride loop change the kernel's structure; where
+    each CTA makes one atomic already without a loop (a block reduction's total, a stream
+    compaction's offset), the advice is the work of several CTAs to each, its atomic once.
     """
 
     id = "GA208"
@@ -377,6 +380,8 @@ class ContendedGlobalAtomics(Rule):
                 label="one wave",
             )
         many = h.region_requests > 1.5 * max(h.region_ctas, 1) or h.hot_updates > 1.5 * h.hot_ctas
+        if h.lanes_per_request < _MIN_LANES and not many:
+            return Variant("display-only", tiles_advice(self._wave(ctx)))
         why = (
             "the lanes of a warp-level request update the address one at a time already, and "
             + (

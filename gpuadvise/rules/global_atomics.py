@@ -37,6 +37,7 @@ __all__ = [
     "hot_addresses",
     "combined_lines",
     "launch_serial_s",
+    "tiles_advice",
     "update_ns",
     "with_serial_s",
 ]
@@ -413,4 +414,21 @@ def _hot_region(
         len(np.unique(addr[in_region])),
         n_lines,
         steps,
+    )
+
+
+def tiles_advice(wave: int) -> str:
+    """GA208's advice where each CTA makes one atomic on the address already and the kernel has
+    no loop a smaller grid could use (a block reduction, then ``atomicAdd(error, s)``; a stream
+    compaction's ``l_n = atomicAdd(nres, l_n)``): fewer CTAs, each doing the work of several
+    and its atomic once (``wave``: the CTAs of one wave)."""
+    return (
+        "the kernel makes one atomic per CTA already: give each CTA the work of several of its "
+        "CTAs (a loop over their tiles, or a grid-stride loop over the data, launched with about "
+        f"{wave} CTAs, one wave), each thread's partial kept in a register across them and the "
+        "CTA's reduction and its atomic made once, after the loop; where the atomic's returned "
+        "value places the CTA's output (an offset into a compacted array), count the CTA's "
+        "whole share first and take one offset for all of it (not automatic: splitting the "
+        "kernel's body at its reduction is the author's rewrite; the estimate is for one atomic "
+        "per CTA of one wave)"
     )

@@ -199,6 +199,11 @@ def test_one_atomic_per_cta_without_a_loop_stays_display_only():
     (f,) = run_rule(analyze(SRC, "cta_partials", 8), "GA208", trace_ctas=8)
     assert f.variant is not None and f.variant.safety == "display-only"
     assert "not automatic" in f.variant.description
+    # the kernel reduces within the CTA already: the advice is the work of several CTAs to
+    # each, one wave of them, not a CTA reduction
+    d = f.variant.description
+    assert d.startswith("the kernel makes one atomic per CTA already") and "one wave" in d
+    assert "reduce within each CTA first" not in d
 
 
 def test_a_grid_stride_kernel_of_many_waves_gets_one_wave():
