@@ -119,6 +119,17 @@ class HotAddress(FindingDetails):
     request's updates of distinct words together and those of one word one after another
     (a warp of 32 lanes adding to one float: 32 steps; after warp aggregation: 1)."""
 
+    @property
+    def once_per_cta(self) -> bool:
+        """Each CTA updates the address about once, by one lane a request, and reaches its
+        region about once (a block reduction's total, a stream compaction's offset): the CTA
+        reduction is made already."""
+        return (
+            self.lanes_per_request < 1.5
+            and self.hot_updates <= 1.5 * self.hot_ctas
+            and self.region_requests <= 1.5 * max(self.region_ctas, 1)
+        )
+
     def request_ns(self) -> float:
         """The L2's time per request on the hot region: :data:`ONE_LINE_NS` where they all
         reach one line, else :data:`REQUEST_NS`."""

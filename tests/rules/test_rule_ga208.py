@@ -38,7 +38,9 @@ def test_contended_global_atomics_reported(kernel, marker):
     e = ev(f)
     assert e["serial_share"] >= 0.2
     assert e["serial_us"] > e["rest_of_launch_us"] * 0.2
-    assert "one thread per CTA" in f.message
+    # cta_partials reduces within the CTA already: the advice is fewer CTAs, not a reduction
+    once = kernel == "cta_partials"
+    assert ("one atomic already" if once else "one thread per CTA") in f.message
     est = f.estimated_speedup
     assert est is not None and est.kind == "point" and est.speedup > 1.0
     assert est.inputs["updates_after"] < est.inputs["updates_before"]
