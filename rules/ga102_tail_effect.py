@@ -19,6 +19,7 @@ from gpuadvise.rules import (
     Variant,
     active_lanes,
     counted,
+    is_grid_stride,
     launch_times,
     memory_rates,
     small_grid_estimate,
@@ -49,6 +50,15 @@ def _tail_fed(whole: Any, fill: float) -> bool:
     if whole.bound_by not in ("dram", "l2") or fill <= 0:
         return False
     return bool(whole.latency_s / fill <= whole.memory_s)
+
+
+def _grid_stride(ctx: RuleContext) -> bool:
+    """Whether the kernel loops and reads ``gridDim`` (a grid-stride loop): False without its
+    source."""
+    try:
+        return is_grid_stride(ctx.kernel_source)
+    except ModelUnavailable:
+        return False
 
 
 @dataclass(frozen=True)
@@ -125,7 +135,10 @@ class TailEffect(Rule):
     Display-only: changing the grid changes which work each CTA does, so the kernel must be
     written for it (a grid-stride loop). The grid of whole waves is offered as a launch only
     when the CPU emulator runs it and finds the outputs the launch as it is computes (a 1-D
-    grid only); otherwise the advice says to write the grid-stride loop first.
+    grid only); otherwise the advice says to write the grid-stride loop first, or, for a
+    kernel that has one (it loops and reads ``gridDim``) but whose launches the emulator cannot
+    run whole, names the grid of whole waves nearest the launch, a launch change where the
+    outputs do not depend on the grid.
     """
 
     id = "GA102"
@@ -352,6 +365,20 @@ class TailEffect(Rule):
         # the grid is offered as a launch only when the kernel as it is computes the same
         # with it (a grid-stride loop does; one element per thread does not)
         check = ctx.services.compare_launch((w.ctas_per_wave, 1, 1), ctx.launch.block.as_tuple())
+        if not check.same and _grid_stride(ctx):
+            whole = max(1, round(w.waves)) * w.ctas_per_wave
+            return Variant(
+                "display-only",
+                f"launch a whole number of waves: the kernel loops over its work with gridDim "
+                f"already (a grid-stride loop), so {whole} CTAs ({max(1, round(w.waves))} whole "
+                f"waves of {w.ctas_per_wave}) or another multiple of {w.ctas_per_wave} is a "
+                "launch change only"
+                + (
+                    f", where its outputs do not depend on the grid ({check.why})"
+                    if check.why.startswith("not checked")
+                    else f"; but its outputs depend on the grid ({check.why})"
+                ),
+            )
         if not check.same:
             return Variant(
                 "display-only",

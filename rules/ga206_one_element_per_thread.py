@@ -26,12 +26,15 @@ from gpuadvise.rules import (
     buffer_uses,
     elements,
     is_grid_stride,
+    kernel_launch_times,
     kind_text,
     launch_estimate,
     memory_rates,
     one_element_variant,
     report_line,
+    sm_cycles_per_s,
     view_traffic,
+    walks,
 )
 
 __all__ = ["OneElement", "OneElementPerThread"]
@@ -72,6 +75,12 @@ class OneElementPerThread(Rule):
     of inputs of its own read at its index, ``damage[b] = 1 - sum / family[b]``: the result is
     the segment's, not a partial the host adds, so a one-wave grid would break it; the advice
     is a warp per segment or several segments to a CTA, described).
+
+    Not reported where the launch's ``__constant__`` lookups by data (a table indexed by the
+    elements, ``lut[x & 0xff]``: up to 32 addresses a warp request, which the constant cache
+    serves one a cycle) alone take at least ``max_lookups`` times the launch model's whole
+    launch (which does not time them): the lookups bound it, and a grid-stride loop leaves them
+    as they are (``kernels/constant_lut``; GA301 names the table).
 
     Why it is slow
     --------------
@@ -171,7 +180,12 @@ class OneElementPerThread(Rule):
     # a grid-stride loop over one wave changes the CTAs, their turnaround and each thread's
     # instructions: measured 0.81-1.77x where this rule's own point said 1.00x (docs/accuracy.md)
     point_from_variant_trace = True
-    options = {"min_waves": 4.0, "max_elements": 2, "max_elements_reduction": 4}
+    options = {
+        "min_waves": 4.0,
+        "max_elements": 2,
+        "max_elements_reduction": 4,
+        "max_lookups": 1.0,
+    }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
         g, b = ctx.launch.grid, ctx.launch.block
@@ -225,6 +239,8 @@ class OneElementPerThread(Rule):
             # one (the loop's iterations are the CTAs'); a reduction pays a tree, barriers and
             # a partial per CTA: that launch is worth changing. Other kinds: 1D grids only
             return
+        if self._lookups_bound(ctx):
+            return
         k = max(1, min(most, max(-(-(u.per_cta or u.disjoint) // threads) for u in streamed)))
         loads = view.records["kind"] == int(Kind.LOAD)
         warps = max(len(np.unique((view.records["cta"].astype(np.int64) << 16)
@@ -257,6 +273,22 @@ class OneElementPerThread(Rule):
             ],
             details=d,
         )
+
+    @staticmethod
+    def _lookups_bound(ctx: RuleContext) -> bool:
+        """Whether the launch's ``__constant__`` lookups by data alone take longer than the
+        launch model's whole launch: each distinct address of a warp's request is a cycle of
+        the SM's constant cache, one after another (``walks.constant_gathers``: the lines that
+        name several a request), which the model does not time. Such a launch is bound by its
+        lookups, which a grid-stride loop leaves as they are (GA301's table in shared memory is
+        the fix), not by the bytes it keeps in flight."""
+        gathers = walks.constant_gathers(ctx.trace)
+        hz = sm_cycles_per_s(ctx.device)
+        if not gathers or hz is None:
+            return False
+        times = kernel_launch_times(ctx.device, ctx.trace_view)
+        lookups_s = sum(g.addresses for g in gathers) * ctx.trace.scale / hz
+        return times is not None and lookups_s >= float(ctx.option("max_lookups")) * times.time_s
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
         d = finding.details_as(OneElement)

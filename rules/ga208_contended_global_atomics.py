@@ -27,6 +27,7 @@ from gpuadvise.rules import (
     memory_rates,
     privatise_plan,
     privatise_variant,
+    tiles_advice,
     update_ns,
     view_traffic,
     warp_aggregable,
@@ -125,7 +126,8 @@ class ContendedGlobalAtomics(Rule):
     shared memory, the CTAs per SM kept: a copy of the bins per CTA, each non-zero bin flushed
     with one global atomic (:mod:`gpuadvise.rules.global_privatise`; the launch adds the bins'
     bytes, one wave where the loop is grid-stride; integer outputs checked equal). Otherwise
-    display-only: a CTA reduction and a grid-stride loop change the kernel's structure.
+    display-only: a CTA reduction and a grid-stride loop change the kernel's structure (where
+    each CTA makes one atomic already: the work of several CTAs to each, its atomic once).
     """
 
     id = "GA208"
@@ -159,10 +161,15 @@ class ContendedGlobalAtomics(Rule):
             yield self.finding(
                 ctx,
                 f"contended global atomic: {what}: {c.serial_s * 1e6:.1f} us against "
-                f"{before * 1e6:.1f} us for the rest of the launch. Reduce within each CTA first "
-                "(__shfl_down_sync, then the warps' results through shared memory; a histogram: "
-                "a copy of the bins per CTA in shared memory) and let one thread per CTA do the "
-                "atomic"
+                f"{before * 1e6:.1f} us for the rest of the launch. "
+                + (
+                    "Each CTA makes one atomic already: fewer CTAs, each doing the work of "
+                    "several and its atomic once"
+                    if h.once_per_cta
+                    else "Reduce within each CTA first (__shfl_down_sync, then the warps' "
+                    "results through shared memory; a histogram: a copy of the bins per CTA in "
+                    "shared memory) and let one thread per CTA do the atomic"
+                )
                 + (
                     f"; with more CTAs than run at once, loop over the data in one wave of "
                     f"{wave} CTAs"
@@ -377,6 +384,8 @@ class ContendedGlobalAtomics(Rule):
                 label="one wave",
             )
         many = h.region_requests > 1.5 * max(h.region_ctas, 1) or h.hot_updates > 1.5 * h.hot_ctas
+        if h.once_per_cta and not combined:
+            return Variant("display-only", tiles_advice(self._wave(ctx)))
         why = (
             "the lanes of a warp-level request update the address one at a time already, and "
             + (

@@ -99,12 +99,18 @@ class ComputeBoundKernel(Rule):
     instructions are at least ``min_arithmetic_share`` arithmetic (not loads, stores and
     branches), on a grid that reaches at least ``min_sm_share`` of the SMs (a launch of four
     CTAs, or of one thread, is limited by its parallelism, not by the GPU's arithmetic: GA102,
-    GA106 and GA107 say so). Reported at the line of the kernel's body that carries most of that pipe's
-    issued work (code inlined from a device function or the CUDA math library counts at the
-    kernel's line that calls it), with the other lines that together carry half of it. The
-    long instruction sequences that nvcc makes of ``powf``, ``expf``, ``sinf``, ``sqrtf`` and
-    float division without ``-use_fast_math`` (range reduction, special cases, Newton steps)
-    are issued work like any other: a line of them stands out by its instruction count.
+    GA106 and GA107 say so). Nor where some CTAs touch the data and fewer than
+    ``min_working_share`` of the launch's do: the others make no memory access at all (GA108,
+    a grid sized past the data), and their index tests, loops and barriers are instructions
+    launched for nothing, whose fix is fewer CTAs, not a rewrite of the arithmetic (a search
+    whose CTAs all compute in registers and write only on a match is reported).
+
+    Reported at the line of the kernel's body that carries most of that pipe's issued work
+    (code inlined from a device function or the CUDA math library counts at the kernel's line
+    that calls it), with the other lines that together carry half of it. The long instruction
+    sequences that nvcc makes of ``powf``, ``expf``, ``sinf``, ``sqrtf`` and float division
+    without ``-use_fast_math`` (range reduction, special cases, Newton steps) are issued work
+    like any other: a line of them stands out by its instruction count.
 
     Why it is slow
     --------------
@@ -169,6 +175,7 @@ class ComputeBoundKernel(Rule):
         "line_share": 0.5,
         "max_lines": 3,
         "min_sm_share": 0.5,
+        "min_working_share": 0.5,
     }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
@@ -181,6 +188,15 @@ class ComputeBoundKernel(Rule):
         gx, gy, gz = ctx.launch.grid.as_tuple()
         if d.sm_count and gx * gy * gz < float(ctx.option("min_sm_share")) * d.sm_count:
             return  # a few CTAs: the launch's parallelism is the limit (GA102, GA106, GA107)
+        tr = ctx.trace
+        working = tr.launch_working_ctas
+        least = float(ctx.option("min_working_share")) * tr.total_ctas
+        if working is not None and tr.traced_working_ctas > 0 and working < least:
+            # some CTAs read and write the data and most make no access at all (GA108: a grid
+            # sized past the data): the others' arithmetic (index tests, loops and barriers up
+            # to their guard) is work not to launch, not arithmetic to rewrite. A search whose
+            # traced CTAs all compute in registers and write only on a match stays reported
+            return
         t = view_traffic(d, ctx.trace_view)
         w = t.work
         before = launch_times(t, d, rates)

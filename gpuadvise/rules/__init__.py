@@ -93,6 +93,7 @@ from gpuadvise.rules.global_atomics import (
     SerialAtomics,
     combined_lines,
     hot_addresses,
+    tiles_advice,
     update_ns,
     with_serial_s,
 )
@@ -322,6 +323,7 @@ __all__ = [
     "hidden_block_reads",
     "combined_lines",
     "hot_addresses",
+    "tiles_advice",
     "PrivatePlan",
     "privatise_plan",
     "privatise_variant",

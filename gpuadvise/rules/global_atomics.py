@@ -37,6 +37,7 @@ __all__ = [
     "hot_addresses",
     "combined_lines",
     "launch_serial_s",
+    "tiles_advice",
     "update_ns",
     "with_serial_s",
 ]
@@ -117,6 +118,17 @@ class HotAddress(FindingDetails):
     counted as the most lanes it has on one address of the region: the L2 applies a
     request's updates of distinct words together and those of one word one after another
     (a warp of 32 lanes adding to one float: 32 steps; after warp aggregation: 1)."""
+
+    @property
+    def once_per_cta(self) -> bool:
+        """Each CTA updates the address about once, by one lane a request, and reaches its
+        region about once (a block reduction's total, a stream compaction's offset): the CTA
+        reduction is made already."""
+        return (
+            self.lanes_per_request < 1.5
+            and self.hot_updates <= 1.5 * self.hot_ctas
+            and self.region_requests <= 1.5 * max(self.region_ctas, 1)
+        )
 
     def request_ns(self) -> float:
         """The L2's time per request on the hot region: :data:`ONE_LINE_NS` where they all
@@ -413,4 +425,21 @@ def _hot_region(
         len(np.unique(addr[in_region])),
         n_lines,
         steps,
+    )
+
+
+def tiles_advice(wave: int) -> str:
+    """GA208's advice where each CTA makes one atomic on the address already and the kernel has
+    no loop a smaller grid could use (a block reduction, then ``atomicAdd(error, s)``; a stream
+    compaction's ``l_n = atomicAdd(nres, l_n)``): fewer CTAs, each doing the work of several
+    and its atomic once (``wave``: the CTAs of one wave)."""
+    return (
+        "the kernel makes one atomic per CTA already: give each CTA the work of several of its "
+        "CTAs (a loop over their tiles, or a grid-stride loop over the data, launched with about "
+        f"{wave} CTAs, one wave), each thread's partial kept in a register across them and the "
+        "CTA's reduction and its atomic made once, after the loop; where the atomic's returned "
+        "value places the CTA's output (an offset into a compacted array), count the CTA's "
+        "whole share first and take one offset for all of it (not automatic: splitting the "
+        "kernel's body at its reduction is the author's rewrite; the estimate is for one atomic "
+        "per CTA of one wave)"
     )

@@ -55,3 +55,29 @@ extern "C" __global__ void search(unsigned target, int* __restrict__ found, int 
     for (int r = 0; r < rounds; ++r) h = (h ^ (h >> 13)) * 0x5bd1e995u + r;  // expect: GA405
     if (h == target) *found = (int)x;
 }
+
+// a few steps of a pyramid in shared memory with a barrier each, run by every CTA; the CTAs past
+// the band only test their indices and wait at the barriers (HeCBench pathfinder's shape): the
+// launch's instructions are theirs, GA108's problem, not arithmetic to rewrite (GA405 silent;
+// band_steps.toml)
+extern "C" __global__ void band_steps(const int* __restrict__ in,  // expect: GA108
+                                      int* __restrict__ out, int cols, int steps) {
+    __shared__ int row[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int lo = max(0, -(int)(blockIdx.x * blockDim.x));
+    int hi = min((int)blockDim.x - 1, cols - 1 - (int)(blockIdx.x * blockDim.x));
+    int tx = threadIdx.x;
+    int w = max(tx - 1, lo), e = min(tx + 1, hi);
+    bool valid = tx >= lo && tx <= hi;
+    if (i < cols) row[tx] = in[i];
+    __syncthreads();
+    for (int s = 0; s < steps; ++s) {
+        int v = 0;
+        bool inside = valid && tx >= s + 1 && tx + s + 2 <= (int)blockDim.x;
+        if (inside) v = min(min(row[w], row[e]), row[tx]) + (i ^ s) % 7;
+        __syncthreads();
+        if (inside) row[tx] = v;
+        __syncthreads();
+    }
+    if (i < cols) out[i] = row[tx];
+}

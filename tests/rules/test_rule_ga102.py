@@ -76,6 +76,18 @@ def test_tail_variant_launches_one_wave_only_for_a_kernel_that_computes_the_same
     assert found == []
 
 
+def test_a_grid_stride_kernel_too_large_to_check_is_told_the_whole_waves():
+    # scale_stride over 5.33 waves (HeCBench scan_bcao's 2112 CTAs of 396 a wave): both launches
+    # are too many threads for the emulator to run whole, and the kernel loops with gridDim
+    # already, so the advice is the grid of whole waves, not a grid-stride loop it has
+    (f,) = ga102("scale_stride", grid=str(5 * WAVE + WAVE // 3))[1]
+    v = f.variant
+    assert v is not None and v.safety == "display-only" and v.launch is None
+    assert f"so {5 * WAVE} CTAs (5 whole waves of {WAVE})" in v.description
+    assert "where its outputs do not depend on the grid (not checked" in v.description
+    assert "give it a grid-stride loop first" not in v.description
+
+
 def test_small_grid_of_half_the_sms():
     a, (f,) = ga102("scale_small_grid")  # scale_small_grid.toml: 66 CTAs
     e = ev(f)

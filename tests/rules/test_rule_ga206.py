@@ -577,3 +577,26 @@ def test_an_elementwise_grid_stride_kernel_stays_silent(tmp_path: Path) -> None:
     spec.write_text('block = 256\n[args]\na = 2.0\n[buffers]\nx = "float[n]"\ny = "float[n]"\n')
     kw = {"grid": "ceil_div(n, 256)", "block": "256", "args": ("n=4194304",), "spec": str(spec)}
     assert ga206(src, "axpy_stride", **kw) == []
+
+
+LUT = KERNELS / "constant_lut" / "lut.cu"
+
+
+@pytest.mark.parametrize("kernel", ["popcount_lut", "popcount_lut_loop", "popcount_lut_macro"])
+def test_a_launch_bound_by_constant_lookups_is_not_reported(kernel: str):
+    # kernels/constant_lut: eight lookups a word into a __constant__ byte table, ~30 addresses a
+    # warp request served one a cycle: far longer than the model's launch, which does not time
+    # them; a grid-stride loop would leave them as they are (HeCBench popcount pc5's shape)
+    a = analyze(LUT, kernel, TRACE)
+    assert run_rule(a, "GA206", trace_ctas=TRACE) == []
+    (g,) = run_rule(a, "GA301", trace_ctas=TRACE)
+    assert "__constant__" in g.message
+    # with the lookups not counted the launch is GA206's element-wise kernel
+    (f,) = run_rule(a, "GA206", trace_ctas=TRACE, max_lookups=1e9)
+    assert ev(f)["kind"] == "elementwise"
+
+
+def test_the_same_count_without_the_table_is_reported():
+    (f,) = ga206(LUT, "popcount_intrinsic")
+    assert f.line in expected(LUT, "popcount_intrinsic")
+    assert ev(f)["kind"] == "elementwise"

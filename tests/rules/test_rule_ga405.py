@@ -128,3 +128,21 @@ def test_a_launch_of_a_few_ctas_is_not_called_compute_bound(tmp_path):
     assert run_rule(a, "GA405", trace_ctas="all") == []
     (f,) = run_rule(a, "GA405", trace_ctas="all", min_sm_share=0.0)
     assert f.line == 8
+
+
+def test_the_idle_ctas_of_a_grid_sized_past_the_data_are_no_arithmetic_to_rewrite():
+    # kernels/idle_ctas band_steps: 3200 CTAs for 4 working ones, every CTA running 5 steps with
+    # two barriers each (HeCBench pathfinder's shape). The launch model finds it bound by the
+    # ALU pipe, but that work is the 3196 idle CTAs' index tests: GA108's, not GA405's
+    idle = KERNELS / "idle_ctas" / "idle.cu"
+    a = analyze(idle, "band_steps", spec=str(idle.parent / "band_steps.toml"))
+    assert run_rule(a, "GA405") == []
+    # the launch is compute-bound on the model: with the idle CTAs counted, GA405 would fire
+    (f,) = run_rule(a, "GA405", min_working_share=0.0)
+    assert ev(f)["bound_by"] in ("issue", "pipe")
+    (g,) = run_rule(a, "GA108")
+    assert ev(g)["working_ctas"] == 4
+    # the search of idle.cu computes in registers in every CTA and writes only on a match:
+    # no CTA of it is idle, and it stays GA405's
+    s = analyze(idle, "search", spec=str(idle.parent / "search.toml"))
+    assert len(run_rule(s, "GA405")) == 1
