@@ -218,9 +218,13 @@ def plan_fuse(
         r2 |= _names(st, (a, b))
     r1 = _names(st, b1) | head
     body1 = n1.child_by_field_name("body")
-    stmt = next((a for a in _up(st, store.node) if body1 is not None and a.parent == body1), None)
-    after_store = (st.end(stmt), b1[1]) if stmt is not None else b1
-    if stmt is None or _written(st, after_store) & tnames or w2 & tnames:
+    stmt = body1 if not first.braced else next(
+        (a for a in _up(st, store.node) if body1 is not None and a.parent == body1), None
+    )  # fmt: skip
+    if stmt is None or stmt.type != "expression_statement":
+        return "the store is not a plain statement of the first loop's body (a guard around it)"
+    after_store = (st.end(stmt), b1[1])
+    if _written(st, after_store) & tnames or w2 & tnames:
         return "the store's address changes before the read would take it"
     if (w1 | _declared(st, b1)) & (r2 - tnames):
         return "the second loop reads a name the first changes"

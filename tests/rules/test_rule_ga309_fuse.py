@@ -182,3 +182,15 @@ def test_the_fix_kit_refuses_what_fusing_could_change(first, between, step, seco
         assert out.index("float s = 0.0f;") < out.index("for (")
     else:
         assert isinstance(p, str) and why in p, p
+
+
+def test_a_guarded_store_is_refused():
+    text = KIT.format(first="", between="", step="+", second="").replace(
+        "out[i] = in[i] * 2.0f;  // store", "if (i > 0) out[i] = in[i] * 2.0f;  // store"
+    )
+    st = T.parse(text)
+    lines = text.splitlines()
+    store = next(i for i, s in enumerate(lines, 1) if "// store" in s)
+    reload = next(i for i, s in enumerate(lines, 1) if "// reload" in s)
+    p = plan_fuse(st, _span(st, store), _span(st, reload), "out", set())
+    assert isinstance(p, str) and "a guard around it" in p, p
