@@ -157,7 +157,8 @@ def plan_fuse(
     names of the buffer's pointer (``x = out + row``); ``kernel``: the kernel, whose
     ``const __restrict__`` pointer parameters the second loop may also read (nothing else
     changes what they point to). Returns the plan, or why not."""
-    names = {buffer, *aliases}
+    scope = (kernel.body[0], kernel.body[1] + 1) if kernel is not None and kernel.body else None
+    names = {buffer, *aliases, *_pointer_aliases(st, buffer, scope)}
     stores = _pick(_subs_on(st, store_line, True), names)
     if len(stores) != 1:
         return f"no single store to `{buffer}[...]` on line {st.line(store_line[0])}"
@@ -294,6 +295,19 @@ def plan_fuse(
         st.line(second.span[0]),
         tuple(edits),
     )
+
+
+def _pointer_aliases(st: T.SourceTree, buffer: str, scope: Span | None) -> set[str]:
+    """The names set to ``buffer`` plus an offset (``x = out + idx * C``) within ``scope``."""
+    start = re.compile(rf"\s*{re.escape(buffer)}\s*(?:[+-]|$)")
+    got = {
+        a.target
+        for a in T.assignments(st, None, scope)
+        if a.value is not None and a.kind in ("init", "assign") and start.match(st.code_of(a.value))
+    }
+    for d in T.declarations(st, scope):
+        got |= {x.name for x in d.declarators if x.init and start.match(st.code_of(x.init))}
+    return got
 
 
 def _read_only(kernel: T.Kernel | None) -> set[str]:

@@ -194,3 +194,21 @@ def test_a_guarded_store_is_refused():
     reload = next(i for i, s in enumerate(lines, 1) if "// reload" in s)
     p = plan_fuse(st, _span(st, store), _span(st, reload), "out", set())
     assert isinstance(p, str) and "a guard around it" in p, p
+
+
+def test_a_read_through_a_pointer_set_from_the_buffer_is_found_among_others():
+    """``y = out + 0`` between the loops: the read ``y[i]`` beside ``w[i]`` (a const
+    __restrict__ parameter) is the one made the store's target; ``y`` stays after the loop."""
+    text = KIT.format(first="", between="const float* y = out + 0;", step="+", second="")
+    text = text.replace("s += out[i];  // reload", "s += y[i] * w[i];  // reload")
+    st = T.parse(text)
+    lines = text.splitlines()
+    store = next(i for i, s in enumerate(lines, 1) if "// store" in s)
+    reload = next(i for i, s in enumerate(lines, 1) if "// reload" in s)
+    p = plan_fuse(st, _span(st, store), _span(st, reload), "out", set(), T.find_kernel(st, "k"))
+    assert not isinstance(p, str), p
+    rw = Rewrite(text)
+    p.apply(rw)
+    out = rw.text()
+    assert "s += out[i] * w[i];  // reload" in out and out.count("for (") == 1
+    assert out.index("for (") < out.index("const float* y = out + 0;")
