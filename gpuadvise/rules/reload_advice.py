@@ -16,6 +16,7 @@ import numpy as np
 from gpuadvise.rules.findings import Variant
 from gpuadvise.source import fixkit
 from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.fixkit_fuse import plan_fuse
 from gpuadvise.source.fixkit_hoist import HoistPlan, plan_hoist
 from gpuadvise.source.text import KernelSource
 from gpuadvise.trace.view import SECTOR, Lanes
@@ -26,6 +27,7 @@ __all__ = [
     "NEAR",
     "ReloadFacts",
     "coalesced_lanes",
+    "fuse_variant",
     "hoist_variant",
     "is_pass",
     "reload_message",
@@ -161,15 +163,29 @@ def reload_message(lines: Sequence[ReloadFacts], share: float) -> str:
 
 
 def reload_variant(
-    ks: KernelSource | None, lines: Sequence[ReloadFacts], path: str, sampled: bool = False
+    ks: KernelSource | None,
+    lines: Sequence[ReloadFacts],
+    path: str,
+    sampled: bool = False,
+    forwarded: frozenset[int] = frozenset(),
 ) -> Variant:
     """GA309's variant for its top line: display-only for a pass over more values than
     registers hold (fuse the passes); ``__restrict__`` on the kernel's pointers where a store of
     the thread's in between forces the reload (the compiler must assume the pointers alias);
     else (no such store, or the pointers are ``__restrict__`` already) the values loaded once
     into registers (:func:`hoist_variant`). ``ks``: None where the source is not at hand;
-    ``sampled``: the emulator sampled the launch's long loops (see :func:`hoist_variant`)."""
+    ``sampled``: the emulator sampled the launch's long loops (see :func:`hoist_variant`);
+    ``forwarded``: the lines whose reloads the trace shows reading back, iteration by
+    iteration, what the thread's stores of the loop before wrote (:func:`fuse_variant`, tried
+    where registers cannot hold the pass and where the hoist is refused)."""
     top = lines[0]
+    if wide_pass(top) or top.line in forwarded:
+        # the pass that reads back what the loop before stored: fused with it (any line of
+        # the finding where registers cannot hold the top line's pass)
+        only = forwarded if wide_pass(top) else frozenset({top.line})
+        fused = fuse_variant(ks, lines, path, only, sampled)
+        if fused is not None:
+            return fused
     if wide_pass(top):
         return Variant(
             "display-only",
@@ -192,7 +208,7 @@ def reload_variant(
         or ks.kernel is None
         or fixkit.insert_restrict(ks.tree, rw, ks.kernel) == 0
     ):
-        return hoist_variant(ks, lines, advice, path, sampled)
+        return hoist_variant(ks, lines, advice, path, sampled, forwarded)
     return Variant(
         "automatic-and-verified",
         f"`__restrict__` on the kernel's pointer parameters, so that the compiler may keep "
@@ -205,7 +221,12 @@ def reload_variant(
 
 
 def hoist_variant(
-    ks: KernelSource, lines: Sequence[ReloadFacts], advice: str, path: str, sampled: bool = False
+    ks: KernelSource,
+    lines: Sequence[ReloadFacts],
+    advice: str,
+    path: str,
+    sampled: bool = False,
+    forwarded: frozenset[int] = frozenset(),
 ) -> Variant:
     """The top line's loop values loaded once into registers (and every other line's whose
     loops the rewrite leaves apart), automatic and verified; display-only with the reason
@@ -221,7 +242,8 @@ def hoist_variant(
         p = plan_hoist(ks.tree, span, x.buffer, ks.kernel, x.addresses / max(x.threads, 1), taken)
         if isinstance(p, str):
             if i == 0:
-                return Variant("display-only", f"{advice} (not rewritten: {p})")
+                fused = fuse_variant(ks, lines, path, forwarded, sampled)
+                return fused or Variant("display-only", f"{advice} (not rewritten: {p})")
             continue
         if not any(p.overlaps(q) for q in plans):
             plans.append(p)
@@ -253,8 +275,58 @@ def hoist_variant(
         f"original loop for the iterations past {top.cap} (this launch: about {need} a thread). "
         + check
         + ". Whether it pays depends on the registers the arrays take (measured on an H200: "
-        "1.12x on kmeans' membership, 0.72x and 0.78x on HeCBench ga and softMax2): --fix "
+        "1.12x on kmeans' membership, 0.72x and 0.78x on HeCBench ga and softMax2, 1.00x on "
+        "HeCBench contraction): --fix "
         "applies it only where a GPU measured it faster",
         diff=rw.diff(path),
         needs_measurement=True,
     )
+
+
+def fuse_variant(
+    ks: KernelSource | None,
+    lines: Sequence[ReloadFacts],
+    path: str,
+    forwarded: frozenset[int],
+    sampled: bool = False,
+) -> Variant | None:
+    """The first line of ``forwarded`` (reloads the trace shows reading back, iteration by
+    iteration, what the loop before stored) whose loop the fix kit fuses with that loop
+    (:func:`gpuadvise.source.fixkit_fuse.plan_fuse`), automatic and verified; None where there
+    is none. A pass over the buffer goes; the finding's other reloads stay. ``sampled``: the
+    emulator sampled the launch's long loops, so the check is left to a GPU measurement (an
+    emulator check would run every iteration of them)."""
+    if ks is None or ks.kernel is None:
+        return None
+    line = ks.tree.line_start
+    for x in lines:
+        if x.line not in forwarded or not x.previous_line:
+            continue
+        span = (line(x.line), line(x.line + 1))
+        stored = (line(x.previous_line), line(x.previous_line + 1))
+        p = plan_fuse(ks.tree, stored, span, x.buffer, set(), ks.kernel)
+        if isinstance(p, str):
+            continue
+        rw = Rewrite(ks.text)
+        p.apply(rw)
+        rest = sorted({y.line for y in lines} - {x.line})
+        moved = f" (`{'`, `'.join(p.moved)}` moved before it)" if p.moved else ""
+        wide = any(wide_pass(y) for y in lines if y.line != x.line)
+        left = f"; the other reloads ({lines_text(rest)}) stay" if rest else ""
+        if wide:
+            left += ": fusing those passes is an online max and sum, not an edit"
+        return Variant(
+            "automatic-and-verified",
+            f"the loop of line {x.line} fused into the loop before it (line "
+            f"{x.previous_line}'s, the same header)"
+            f"{moved}: `{p.reload}` read as `{p.store}` right after its store, a value the "
+            f"compiler keeps in a register, so the pass that read `{x.buffer}` back is gone"
+            f"{left}. The outputs are checked against the kernel's for this launch; the trace "
+            "shows each iteration reading back what the same iteration of the thread stored, "
+            "with no other thread storing there, in this launch only (measured on an H200: "
+            "1.20x on llm.c's softmax_forward_kernel4, outputs bit-identical)"
+            + (" (on a GPU: the emulator sampled this launch's long loops)" if sampled else ""),
+            diff=rw.diff(path),
+            needs_measurement=sampled,
+        )
+    return None

@@ -37,6 +37,7 @@ __all__ = [
     "removable_records",
     "ThreadReloads",
     "accumulations",
+    "forwarded_in_order",
     "later_repeats",
     "same_thread_reloads",
     "thread_keys",
@@ -351,3 +352,39 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     cur = rl.lane
     at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
     return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]
+
+
+def forwarded_in_order(
+    view: TraceView,
+    same_file: Callable[[str | None], bool],
+    buffer: str,
+    store_line: int,
+    load_line: int,
+) -> bool:
+    """Whether every traced thread's loads of ``buffer`` on ``load_line`` read back, one for
+    one and in order, the addresses its stores on ``store_line`` wrote, each once: the k-th
+    load the k-th store's address (a loop fused with the one before it then reads, in each
+    iteration, the value that iteration stored: :func:`gpuadvise.source.fixkit_fuse.plan_fuse`).
+    No other thread's store between them is :func:`same_thread_reloads`' to show."""
+    if buffer not in view.buffer_names:
+        return False
+    files = {f for f, ln, _ in view.lines(same_file, [Kind.LOAD, Kind.STORE]) if ln == load_line}
+    if len(files) != 1:
+        return False
+    file = next(iter(files))
+    st, _ = view.access(view.insts_at(file, store_line, Kind.STORE), buffer)
+    ld, _ = view.access(view.insts_at(file, load_line, Kind.LOAD), buffer)
+    if not len(st) or len(st) != len(ld):
+        return False
+    threads = int(np.prod(view.block))
+
+    def ordered(x: Lanes) -> tuple[np.ndarray, np.ndarray]:
+        t = x.cta.astype(np.int64) * threads + x.tid.astype(np.int64)
+        o = np.argsort(t, kind="stable")  # by thread, each thread's in execution order
+        return t[o], x.off.astype(np.int64)[o]
+
+    ts, os_ = ordered(st)
+    tl, ol = ordered(ld)
+    if not (np.array_equal(ts, tl) and np.array_equal(os_, ol)):
+        return False
+    return len(distinct((ts << 40) | os_)) == len(ts)  # each address stored once a thread
