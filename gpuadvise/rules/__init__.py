@@ -242,6 +242,7 @@ from gpuadvise.rules.scans import (
     scans_of,
     shuffled_estimate,
     tree_tail_change,
+    warp_scan_diff,
     with_scan_shuffled,
 )
 from gpuadvise.rules.small_grid import small_grid_estimate
@@ -515,6 +516,7 @@ __all__ = [
     "ceiling_s",
     "small_grid_estimate",
     "shuffled_estimate",
+    "warp_scan_diff",
     "tree_tail_change",
     "with_scan_shuffled",
     "with_serial_updates",

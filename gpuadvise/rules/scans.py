@@ -1,19 +1,29 @@
 """Shared-memory scans and tree tails made warp shuffles (GA209, GA205): the scans of a
 context's trace (:mod:`gpuadvise.model.scan`, found once per trace), the execution model's work
-of a launch whose scan or tree tail is done with warp shuffles, and its estimate."""
+of a launch whose scan or tree tail is done with warp shuffles, and its estimate; a racy warp
+scan's lanes checked on the trace and its shuffle rewrite planned (:func:`warp_scan_diff`)."""
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.execution import KernelWork
+from gpuadvise.model.reduction import shared_lane_events, thread_stores
 from gpuadvise.model.scan import ScanStep, SharedScan, shared_scans
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
 from gpuadvise.rules.findings import Estimate
-from gpuadvise.trace.access import WARP, AccessTrace
+from gpuadvise.source import fixkit_scans as K
+from gpuadvise.source.fixkit_trees import pointee_type
+from gpuadvise.source.functions import helper_at
+from gpuadvise.trace.access import WARP, AccessTrace, Kind
 from gpuadvise.trace.view import TraceView
 
 __all__ = [
@@ -23,6 +33,8 @@ __all__ = [
     "scans_of",
     "shuffled_estimate",
     "tree_tail_change",
+    "warp_scan_diff",
+    "warp_scan_lanes",
     "with_scan_shuffled",
 ]
 
@@ -128,3 +140,141 @@ def shuffled_estimate(
     if est is None:
         return Estimate(None, "none", "not estimated: no launch model on this device", inputs)
     return est
+
+
+Line = tuple[str | None, int | None]
+_MAX_STEP_STORES = 200_000  # lane stores of the steps checked one by one
+
+
+@dataclass(frozen=True)
+class WarpLanes:
+    """A warp-synchronous scan's lanes as the trace shows them: every lane ``l`` of a whole
+    warp adds the word of lane ``l - d`` (``distances``), the first ``d`` lanes a word below the
+    warp's window, which the stores of ``fills`` (their instructions) wrote last."""
+
+    distances: frozenset[int]
+    fills: dict[Line, set[int]]
+
+
+def warp_scan_lanes(trace: AccessTrace, lines: set[Line]) -> WarpLanes | str:
+    """The lanes of the scan steps whose stores lie on ``lines``, in the first traced CTA, or
+    why they are no warp's lock-step scan the shuffles reproduce: each step's instructions run
+    by whole warps (the shuffles' full mask), each lane owns one word, adds the word of lane
+    ``l - d`` of its warp, and its first ``d`` lanes read words no lane of the scan owns."""
+    events = shared_lane_events(trace)
+    if events is None:
+        return "the trace holds no CTA's shared accesses to check the lanes on"
+    _, _, sel, _, lane = events
+    line_of = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
+    inst = sel["inst"].astype(np.int64)
+    at = np.isin(inst, [i for i, ln in line_of.items() if ln in lines])
+    if not (sel["mask"][at] == 0xFFFFFFFF).all():
+        return "the steps run with part of a warp (a full-mask shuffle needs every lane)"
+    thread = sel["warp"].astype(np.int64) * WARP + lane
+    addr = sel["addr"][np.arange(len(sel)), lane].astype(np.int64)
+    kind, width = sel["kind"].astype(np.int64), sel["width"].astype(np.int64)
+    ev = thread_stores(thread, kind, addr, width, sel["epoch"].astype(np.int64))
+    if ev is None:
+        return "the steps store nothing"
+    order, t, a, w, _, st, ld, seg = ev
+    steps = [k for k in range(len(st)) if at[order[st[k]]]]
+    if not steps or len(steps) > _MAX_STEP_STORES:
+        return "the steps' stores are not in the trace" if not steps else "too many lanes"
+    owner: dict[int, int] = {}
+    for k in steps:
+        if owner.setdefault(int(a[st[k]]), int(t[st[k]])) != t[st[k]]:
+            return "two threads store the same word of the scan"
+    loads: dict[int, list[int]] = defaultdict(list)
+    for j, k in zip(ld.tolist(), seg.tolist(), strict=True):
+        loads[k].append(j)
+    dists: set[int] = set()
+    low: list[tuple[int, int]] = []  # (byte read below the window, its event)
+    for k in steps:
+        word, th, wd = int(a[st[k]]), int(t[st[k]]), int(w[st[k]])
+        other = [j for j in loads[k] if a[j] != word]
+        if len({int(a[j]) for j in other}) != 1 or any(w[j] != wd for j in other):
+            return "a step's lane reads other words than its own and one below it"
+        b = int(a[other[0]])
+        d = (word - b) // wd
+        if d <= 0 or (word - b) % wd or d >= WARP:
+            return "a step's lane reads no word below its own within a warp's reach"
+        dists.add(d)
+        if th % WARP >= d:
+            if owner.get(b) != th - d:
+                return f"lane {th % WARP} does not read lane {th % WARP - d}'s word"
+        elif b in owner:
+            return f"lane {th % WARP} reads a word of the scan, not one below the window"
+        else:
+            low.append((b, int(order[other[0]])))
+    stores: dict[int, list[tuple[int, int]]] = defaultdict(list)  # byte: (event, inst)
+    for e in np.flatnonzero(kind != int(Kind.LOAD)).tolist():
+        stores[int(addr[e])].append((e, int(inst[e])))
+    fills: dict[Line, set[int]] = defaultdict(set)
+    for b, e in low:
+        before = stores.get(b, [])
+        k = bisect_left(before, (e, -1))
+        if k == 0:
+            return "the first lanes read words below the window that no store filled"
+        i = before[k - 1][1]
+        fills[line_of.get(i, (None, None))].add(i)
+    return WarpLanes(frozenset(dists), dict(fills))
+
+
+def warp_scan_diff(ctx: RuleContext, scan_lines: set[Line]) -> tuple[str | None, str]:
+    """The diff that makes the racy warp scan on ``scan_lines`` a scan of one register with
+    ``__shfl_up_sync`` (:mod:`gpuadvise.source.fixkit_scans`), in the kernel or in a
+    ``__device__`` helper only this kernel calls (through other such helpers); (None, why not)
+    otherwise."""
+    try:
+        ks = ctx.kernel_source
+    except ModelUnavailable as exc:
+        return None, f"the kernel's source is not available ({exc.message})"
+    lines = {ln for f, ln in scan_lines if ln and ctx.same_file(f)}
+    if not lines or len(lines) != len(scan_lines):
+        return None, "the scan's steps are not all in the kernel's source file"
+    block = ctx.launch.block.as_tuple()
+    if block[1] * block[2] != 1:
+        return None, "the block is not one-dimensional (the lane is no `threadIdx.x & 31`)"
+    lanes = warp_scan_lanes(ctx.trace, scan_lines)
+    if isinstance(lanes, str):
+        return None, lanes
+    fn, params = ks, ()
+    if not ks.span[0] <= ks.tree.line_start(min(lines)) < ks.span[1]:
+        h = helper_at(ks, min(lines), through_helpers=True)
+        if isinstance(h, str):
+            return None, h
+        fn, params = h.source, h.params
+    run = K.warp_scan_steps(fn, lines)
+    if isinstance(run, str):
+        return None, run
+    untraced = sorted({s.distance for s in run.steps} - lanes.distances)
+    if untraced:
+        return None, f"the steps at distance {untraced[0]} did not run in the traced CTA"
+    for (f, ln), insts in lanes.fills.items():
+        if not (ln and ctx.same_file(f)) or not K.stores_zero(
+            ks, ln, sorted(insts), _line_stores(ctx, ln)
+        ):
+            return None, (
+                f"the words below the window that the first lanes add are not stored as zero "
+                f"(line {ln}): the shuffles add nothing there"
+            )
+    decls = [*fn.declarations(), *(d for d in ks.declarations(file=True) if d.file_scope)]
+    typ = next(
+        (pointee_type(p) for p in params if p.name == run.array),
+        next((d.type for d in decls for dd in d.declarators if dd.name == run.array), None),
+    )
+    typ = " ".join(w for w in (typ or "").split() if w not in ("volatile", "const"))
+    if not typ:
+        return None, f"the element type of `{run.array}` is not declared"
+    rw = ks.rewrite()
+    K.shuffle_warp_scan(fn, rw, run, typ, "threadIdx.x & 31")
+    return rw.diff(ctx.source_file), ""
+
+
+def _line_stores(ctx: RuleContext, line: int) -> list[int]:
+    """The shared store instructions of the kernel's trace on ``line`` of its file, in order."""
+    return sorted(
+        i.inst
+        for i in ctx.trace.instructions
+        if i.line == line and ctx.same_file(i.file) and i.kind == Kind.STORE
+    )

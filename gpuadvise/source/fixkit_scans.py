@@ -1,0 +1,171 @@
+"""The fix kit's operation on a warp's scan through shared memory (GA209, issue 28), on the
+parser's nodes: the unrolled warp-synchronous scan of HeCBench radixsort's ``scanwarp`` (each
+lane owns one word of a window, a zero half below it, and adds the word ``d`` below its own,
+``d = 1, 2, 4, 8, 16``, with neither barrier nor ``__syncwarp``: a race since Volta) made a
+scan of one register with ``__shfl_up_sync``.
+
+- :func:`warp_scan_steps`: the run of step statements ``a[i] += a[i - d];`` (each on its own or
+  the only statement of an ``if`` with no ``else``), consecutive statements of one body, read
+  whatever the spelling of ``i`` and of the guards (a macro, a template constant, one line);
+- :func:`stores_zero`: whether the statement at a line stores the literal ``0`` into an array
+  element (the zero half the scan's first lanes read below their window);
+- :func:`shuffle_warp_scan`: the rewrite: the lane's word read into a register before the run,
+  each step made ``y = __shfl_up_sync(0xffffffffu, v, d); if (lane >= d) v += y;`` in place
+  (its guard kept), the register stored back into the lane's word after the run, so that the
+  array holds afterwards what the lock-step scan left in it. The user's comments, guards and
+  formatting outside the step statements stay as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuadvise.source import tree as T
+from gpuadvise.source.fixkit import fresh_name
+from gpuadvise.source.fixkit_trees import indent_of, literal_value
+
+if TYPE_CHECKING:
+    from gpuadvise.source.edit import Rewrite
+    from gpuadvise.source.text import KernelSource
+
+__all__ = ["ScanStepStmt", "WarpScanSteps", "shuffle_warp_scan", "stores_zero", "warp_scan_steps"]
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class ScanStepStmt:
+    """One step ``a[i] += a[i - distance];``: its span (to its ``;`` inclusive), its distance and
+    whether it is the only statement of a braced ``if``'s block (else it is braced anew)."""
+
+    span: Span
+    distance: int
+    in_braces: bool
+
+
+@dataclass(frozen=True)
+class WarpScanSteps:
+    """The run of step statements: the array, the text of the lane's index, the steps in order,
+    and the span of the run's outer statements (the steps or their ``if``\\ s)."""
+
+    array: str
+    index: str
+    steps: tuple[ScanStepStmt, ...]
+    outer: Span
+
+
+def _step(ks: KernelSource, s: T.Statement) -> tuple[str, str, int] | None:
+    """``a[i] += a[i - d];`` as (a, i, d), or None."""
+    if s.kind != "expression_statement":
+        return None
+    e = ks.expr((s.start, s.end))
+    if e is None or e.kind != "assignment" or e.op != "+=":
+        return None
+    lhs, rhs = e.args[0].stripped(), e.args[1].stripped()
+    if lhs.kind != "subscript" or rhs.kind != "subscript" or len(lhs.args) != 2:
+        return None
+    arr, idx = lhs.args[0], lhs.args[1].stripped()
+    if arr.kind != "name" or rhs.args[0].stripped().text != arr.text or len(rhs.args) != 2:
+        return None
+    back = rhs.args[1].stripped()
+    if back.kind != "binary" or back.op != "-" or back.args[0].stripped().text != idx.text:
+        return None
+    d = literal_value(back.args[1])
+    if d is None or d <= 0 or d & (d - 1) or any(c in idx.text for c in ("=", "++", "--", "(")):
+        return None
+    return arr.text, idx.text, d
+
+
+def _outer(ks: KernelSource, s: T.Statement) -> tuple[T.Node, bool] | None:
+    """The statement of the body's block that holds step ``s``: ``s`` itself, or the ``if`` (no
+    ``else``) whose consequence is ``s`` alone, braced or not; and whether braced."""
+    n = s.node
+    if n is None or n.parent is None:
+        return None
+    p = n.parent
+    braced = p.type == "compound_statement" and len(p.named_children) == 1
+    holder = p.parent if braced else p
+    if holder is not None and holder.type == "if_statement":
+        cons = holder.child_by_field_name("consequence")
+        if (
+            cons is not None
+            and cons in (n, p)
+            and holder.child_by_field_name("alternative") is None
+        ):
+            return holder, braced
+        return None
+    return (n, False) if p.type == "compound_statement" else None
+
+
+def warp_scan_steps(ks: KernelSource, lines: set[int]) -> WarpScanSteps | str:
+    """The step statements of ``ks``'s body on ``lines`` as one run of consecutive statements
+    of the body's block; else why not, as a sentence."""
+    found = []
+    for s in ks.statements():
+        if ks.line_at(s.start) not in lines or s.kind != "expression_statement":
+            continue
+        step, outer = _step(ks, s), _outer(ks, s)
+        if step is None or outer is None:
+            text = " ".join(ks.code[s.start : s.end + 1].split())
+            return f"`{text}` is no `a[i] += a[i - d];` step on its own or alone in an `if`"
+        found.append((s, step, outer))
+    if not found:
+        return f"no `a[i] += a[i - d];` step on line {min(lines)}"
+    if len({(a, i) for _, (a, i, _), _ in found}) > 1:
+        return "the steps do not all add into the same element `a[i]`"
+    top = [s for s in ks.top_level() if s.kind != "comment"]
+    starts = [s.start for s in top]
+    at = [ks.tree.span(o)[0] for _, _, (o, _) in found]
+    if any(a not in starts for a in at):
+        return "the steps are not statements of the function's own block"
+    k = [starts.index(a) for a in at]
+    if k != list(range(k[0], k[0] + len(k))):
+        return "other statements lie between the steps"
+    arr, idx, _ = found[0][1]
+    steps = tuple(ScanStepStmt((s.start, s.end + 1), d, b) for s, (_, _, d), (_, b) in found)
+    outer = (at[0], ks.tree.span(found[-1][2][0])[1])
+    return WarpScanSteps(arr, idx, steps, outer)
+
+
+def stores_zero(ks: KernelSource, line: int, fills: list[int], stores: list[int]) -> bool:
+    """Whether the store instructions ``fills`` (ids among ``stores``: every store instruction
+    of ``line``, in the module's order) are statements ``a[...] = 0;`` of ``line`` (any integer
+    spelling of zero). The line's element stores ``a[...] = v;``, in source order, are matched
+    with its instructions in order, each inlined copy of the line making them again: a line of
+    ``n`` such statements must have a multiple of ``n`` instructions."""
+    found = []
+    for s in T.statements(ks.tree, (0, len(ks.text))):
+        if ks.line_at(s.start) != line or s.kind != "expression_statement":
+            continue
+        e = ks.expr((s.start, s.end))
+        if e is not None and e.kind == "assignment" and e.args[0].stripped().kind == "subscript":
+            found.append(e.op == "=" and literal_value(e.args[1]) == 0)
+    if not found or not stores or len(stores) % len(found):
+        return False
+    return all(f in stores and found[stores.index(f) % len(found)] for f in fills)
+
+
+def shuffle_warp_scan(
+    ks: KernelSource, rw: Rewrite, run: WarpScanSteps, typ: str, lane: str
+) -> None:
+    """``run`` made a register scan with ``__shfl_up_sync`` (see the module's text): ``typ`` the
+    element type, ``lane`` the expression of the lane in its warp (``threadIdx.x & 31``)."""
+    whole = (0, len(ks.text))
+    v, ln, y = (fresh_name(ks.tree, n, whole) for n in ("scan_v", "scan_lane", "scan_y"))
+    pad = indent_of(ks.text, run.outer[0])
+    rw.insert(
+        run.outer[0],
+        f"{typ} {v} = {run.array}[{run.index}];  // the warp's scan in a register\n"
+        f"{pad}const unsigned {ln} = {lane};\n{pad}",
+    )
+    for s in run.steps:
+        d = s.distance
+        body = f"{typ} {y} = __shfl_up_sync(0xffffffffu, {v}, {d}); if ({ln} >= {d}) {v} += {y};"
+        rw.replace(*s.span, body if s.in_braces else f"{{ {body} }}")
+    end = run.outer[1]
+    eol = ks.text.find("\n", end) % (len(ks.text) + 1)
+    rest = ks.text[end:eol].strip()
+    if not rest or (rest.startswith("//") and "\\" not in rest):
+        end = eol  # after the run's line comment: the comment stays with the steps
+    rw.insert(end, f"\n{pad}{run.array}[{run.index}] = {v};")
