@@ -74,8 +74,9 @@ class SharedScanToShuffles(Rule):
     implicit warp synchrony) is reported as the race it is since Volta; one whose kernel
     synchronises its warps (``__syncwarp``) is correct and has no barrier to save: silent.
     Silent on a kernel that already shuffles when every step of its shared scan has at most 32
-    threads (the cross-warp step of a shuffle scan). An up-sweep that no down-sweep follows, whose words the reduction
-    model reads as a tree folding to its highest word, is a reduction, not a scan: GA202's.
+    threads (the cross-warp step of a shuffle scan). An up-sweep that no down-sweep follows,
+    whose words the reduction model reads as a tree folding to its highest word, is a
+    reduction, not a scan: GA202's.
 
     Why it is slow
     --------------

@@ -23,6 +23,8 @@ from gpuadvise.rules.findings import Estimate
 from gpuadvise.source import fixkit_scans as K
 from gpuadvise.source.fixkit_trees import pointee_type
 from gpuadvise.source.functions import helper_at
+from gpuadvise.source.text import KernelSource
+from gpuadvise.source.tree import KernelParam
 from gpuadvise.trace.access import WARP, AccessTrace, Kind
 from gpuadvise.trace.view import TraceView
 
@@ -238,7 +240,8 @@ def warp_scan_diff(ctx: RuleContext, scan_lines: set[Line]) -> tuple[str | None,
     lanes = warp_scan_lanes(ctx.trace, scan_lines)
     if isinstance(lanes, str):
         return None, lanes
-    fn, params = ks, ()
+    fn: KernelSource = ks
+    params: tuple[KernelParam, ...] = ()
     if not ks.span[0] <= ks.tree.line_start(min(lines)) < ks.span[1]:
         h = helper_at(ks, min(lines), through_helpers=True)
         if isinstance(h, str):

@@ -101,15 +101,15 @@ def _outer(ks: KernelSource, s: T.Statement) -> tuple[T.Node, bool] | None:
 def warp_scan_steps(ks: KernelSource, lines: set[int]) -> WarpScanSteps | str:
     """The step statements of ``ks``'s body on ``lines`` as one run of consecutive statements
     of the body's block; else why not, as a sentence."""
-    found = []
+    found: list[tuple[T.Statement, tuple[str, str, int], tuple[T.Node, bool]]] = []
     for s in ks.statements():
         if ks.line_at(s.start) not in lines or s.kind != "expression_statement":
             continue
-        step, outer = _step(ks, s), _outer(ks, s)
-        if step is None or outer is None:
+        step, holder = _step(ks, s), _outer(ks, s)
+        if step is None or holder is None:
             text = " ".join(ks.code[s.start : s.end + 1].split())
             return f"`{text}` is no `a[i] += a[i - d];` step on its own or alone in an `if`"
-        found.append((s, step, outer))
+        found.append((s, step, holder))
     if not found:
         return f"no `a[i] += a[i - d];` step on line {min(lines)}"
     if len({(a, i) for _, (a, i, _), _ in found}) > 1:
@@ -124,8 +124,7 @@ def warp_scan_steps(ks: KernelSource, lines: set[int]) -> WarpScanSteps | str:
         return "other statements lie between the steps"
     arr, idx, _ = found[0][1]
     steps = tuple(ScanStepStmt((s.start, s.end + 1), d, b) for s, (_, _, d), (_, b) in found)
-    outer = (at[0], ks.tree.span(found[-1][2][0])[1])
-    return WarpScanSteps(arr, idx, steps, outer)
+    return WarpScanSteps(arr, idx, steps, (at[0], ks.tree.span(found[-1][2][0])[1]))
 
 
 def stores_zero(ks: KernelSource, line: int, fills: list[int], stores: list[int]) -> bool:
