@@ -120,8 +120,11 @@ def _called_function_line(ks: srctext.KernelSource, line: int) -> bool:
     or through other functions of the file."""
     st = ks.tree
     a, b = st.line_start(line), st.line_start(line + 1)
-    fn = T.function_at(st, a + max(len(st.code[a:b].rstrip()) - 1, 0))
-    if fn is None or T.is_kernel_definition(st, fn[2][0]):
+    at = a + max(len(st.code[a:b].rstrip()) - 1, 0)
+    if any(k.body and k.start <= at <= k.body[1] for k in T.kernels(st)):
+        return False  # in a kernel (a macro such as `EACH(i, n) {` parses as a function)
+    fn = T.function_at(st, at)
+    if fn is None:
         return False
     todo, seen = [fn[0]], {fn[0]}
     while todo:
