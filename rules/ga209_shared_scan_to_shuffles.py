@@ -144,8 +144,10 @@ class SharedScanToShuffles(Rule):
     lane ``l - d``, the first ``d`` lanes adding a word below the window that a statement
     ``a[...] = 0;`` stored (so ``lane >= d`` skips a zero), every step of the source traced; the
     steps one run of statements ``a[i] += a[i - d];`` (each alone or alone in an ``if``) of
-    one block. The lanes add the same values in the same order: sums are bit-identical, floats
-    included. The measurement stage checks the outputs against the kernel's before timing it.
+    one block, of a type ``__shfl_up_sync`` takes. The lanes add the same values in the same
+    order: integer sums are bit-identical, float sums too but for a ``-0.0`` that the lock-step
+    scan's added zero made ``+0.0``. The measurement stage checks the outputs against the
+    kernel's before timing it.
     A block's scan (Hillis-Steele, Blelloch): advice, no diff: the rewrite changes how the
     scan's values flow (registers, the warps' totals), a new scan rather than an edit of the
     steps; integer sums come out the same, a float scan's additions are regrouped.

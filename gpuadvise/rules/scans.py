@@ -269,6 +269,8 @@ def warp_scan_diff(ctx: RuleContext, scan_lines: set[Line]) -> tuple[str | None,
     typ = " ".join(w for w in (typ or "").split() if w not in ("volatile", "const"))
     if not typ:
         return None, f"the element type of `{run.array}` is not declared"
+    if not K.shuffles(ks, typ):
+        return None, f"__shfl_up_sync takes no `{typ}` values"
     rw = ks.rewrite()
     K.shuffle_warp_scan(fn, rw, run, typ, "threadIdx.x & 31")
     return rw.diff(ctx.source_file), ""

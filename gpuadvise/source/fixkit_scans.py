@@ -29,9 +29,34 @@ if TYPE_CHECKING:
     from gpuadvise.source.edit import Rewrite
     from gpuadvise.source.text import KernelSource
 
-__all__ = ["ScanStepStmt", "WarpScanSteps", "shuffle_warp_scan", "stores_zero", "warp_scan_steps"]
+__all__ = [
+    "ScanStepStmt",
+    "WarpScanSteps",
+    "shuffle_warp_scan",
+    "shuffles",
+    "stores_zero",
+    "warp_scan_steps",
+]
 
 Span = tuple[int, int]
+
+# the element types __shfl_up_sync takes (cuda_fp16.h's and cuda_bf16.h's too)
+_SHUFFLED = frozenset(
+    {"int", "unsigned", "unsigned int", "long", "unsigned long", "long long",
+     "unsigned long long", "float", "double", "__half", "half", "__half2", "half2",
+     "__nv_bfloat16", "__nv_bfloat162", "int32_t", "uint32_t", "int64_t", "uint64_t"}
+)  # fmt: skip
+
+
+def shuffles(ks: KernelSource, typ: str) -> bool:
+    """Whether ``__shfl_up_sync`` takes values of type ``typ``: a scalar it is declared for, or
+    a template's type parameter of the file (its instance compiles or the variant does not)."""
+    if typ in _SHUFFLED:
+        return True
+    for n in ks.tree.walk(types=("type_parameter_declaration",)):
+        if any(ks.tree.text_of(c) == typ for c in n.named_children):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """gpuadvise.source.fixkit_scans: a warp's racy scan ``a[i] += a[i - d];`` read as one run of
 statements (bare, alone in a braced ``if``, alone in a braceless ``if``, on one line) and made
-``__shfl_up_sync`` on a register with the word stored back; what it refuses, with a sentence."""
+``__shfl_up_sync`` on a register with the word stored back; what it refuses, with a sentence;
+the element types the shuffles take."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from gpuadvise.source.text import find_kernel_source
 
 CODE = """\
 #define W 32
+struct Pair { int a, b; };
+template <typename V> __device__ V same(V v) { return v; }
 __global__ void braced(unsigned* s, int maxlevel) {
     int idx = threadIdx.x + W;
     s[idx - W] = 0; s[idx] = 5;
@@ -102,3 +105,9 @@ def test_refused_with_a_sentence(tmp_path: Path, kernel: str, text: str, why: st
     lines = {i for i, t in enumerate(CODE.splitlines(), 1) if text in t and i > _line(kernel)}
     got = K.warp_scan_steps(ks, lines)
     assert isinstance(got, str) and why in got, got
+
+
+def test_the_types_shuffles_take(tmp_path: Path) -> None:
+    ks = _ks(tmp_path, "braced")
+    assert K.shuffles(ks, "unsigned int") and K.shuffles(ks, "double") and K.shuffles(ks, "V")
+    assert not K.shuffles(ks, "Pair") and not K.shuffles(ks, "uint4")
