@@ -289,7 +289,11 @@ class SharedScanToShuffles(Rule):
                 "; lane 31 stores its warp's total, a barrier, the first warp scans the totals "
                 "the same way, a barrier, each warp adds the totals before it"
             )
-        return Variant("display-only", f"{what} (no diff: the rewrite is not automated)")
+        return Variant(
+            "display-only",
+            f"{what} (no diff: a block's scan in shuffles is a new scan, each thread's elements "
+            "and the warps' totals laid out anew, not an edit of its steps)",
+        )
 
 
 def _racy_variant(ctx: RuleContext, finding: Finding) -> Variant:
