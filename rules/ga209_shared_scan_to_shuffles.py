@@ -18,6 +18,7 @@ from gpuadvise.rules import (
     RuleContext,
     ScanChange,
     Variant,
+    blelloch_diff,
     counted,
     scans_of,
     shuffled_estimate,
@@ -148,9 +149,18 @@ class SharedScanToShuffles(Rule):
     order: integer sums are bit-identical, float sums too but for a ``-0.0`` that the lock-step
     scan's added zero made ``+0.0``. The measurement stage checks the outputs against the
     kernel's before timing it.
-    A block's scan (Hillis-Steele, Blelloch): advice, no diff: the rewrite changes how the
-    scan's values flow (registers, the warps' totals), a new scan rather than an edit of the
-    steps; integer sums come out the same, a float scan's additions are regrouped.
+    Blelloch's scan of a whole block (HeCBench scan and scan_bcao; kernels/scan/
+    blelloch_halves.cu): automatic and verified, a diff that replaces the up-sweep loop, the
+    last element's clear and the down-sweep loop by a scan in warp shuffles of the two elements
+    each thread stored before it (read back from its own words), the warps' totals scanned by
+    the first warp (up to 64, counted from ``blockDim.x``), the exclusive results stored back
+    into the same words, so the array holds what the Blelloch scan left there; the user's
+    comments of the loops kept above. Offered when the trace shows each thread storing elements
+    ``2t, 2t + 1`` or ``t, t + n/2`` of the ``n`` words the first step adds, by two statements
+    on two lines, the whole down-sweep following, a one-dimensional block of whole warps; the
+    loops siblings in one block; the elements integers (the sums regrouped are the same; a
+    float scan stays advice: its rounding would change). A Hillis-Steele block scan: advice,
+    no diff.
     """
 
     id = "GA209"
@@ -289,11 +299,24 @@ class SharedScanToShuffles(Rule):
                 "; lane 31 stores its warp's total, a barrier, the first warp scans the totals "
                 "the same way, a barrier, each warp adds the totals before it"
             )
-        return Variant(
-            "display-only",
-            f"{what} (no diff: a block's scan in shuffles is a new scan, each thread's elements "
-            "and the warps' totals laid out anew, not an edit of its steps)",
-        )
+        why = "a Hillis-Steele scan's rewrite is not automated"
+        if d.kind == "work-efficient" and finding.line is not None:
+            scan = next(
+                (s for s in scans_of(ctx.trace)
+                 if s.kind == d.kind and (None, finding.line) in _here(ctx, s.steps[0].lines)),
+                None,
+            )  # fmt: skip
+            diff, why = blelloch_diff(ctx, scan, finding.line) if scan else (None, "not found")
+            if diff is not None:
+                return Variant(
+                    "automatic-and-verified",
+                    f"{what}: the up- and down-sweep replaced by that scan of the two elements "
+                    "each thread stored, the exclusive results stored back into their words "
+                    "(the array as the Blelloch scan leaves it); integer sums, so the same "
+                    "values; the measurement stage checks the outputs and times it",
+                    diff=diff,
+                )
+        return Variant("display-only", f"{what} (no diff: {why})")
 
 
 def _racy_variant(ctx: RuleContext, finding: Finding) -> Variant:

@@ -239,6 +239,7 @@ from gpuadvise.rules.scalar_runs import (
 )
 from gpuadvise.rules.scans import (
     ScanChange,
+    blelloch_diff,
     scans_of,
     shuffled_estimate,
     tree_tail_change,
@@ -516,6 +517,7 @@ __all__ = [
     "ceiling_s",
     "small_grid_estimate",
     "shuffled_estimate",
+    "blelloch_diff",
     "warp_scan_diff",
     "tree_tail_change",
     "with_scan_shuffled",

@@ -35,6 +35,8 @@ __all__ = [
     "scans_of",
     "shuffled_estimate",
     "tree_tail_change",
+    "blelloch_diff",
+    "blelloch_fill",
     "warp_scan_diff",
     "warp_scan_lanes",
     "with_scan_shuffled",
@@ -283,3 +285,122 @@ def _line_stores(ctx: RuleContext, line: int) -> list[int]:
         for i in ctx.trace.instructions
         if i.line == line and ctx.same_file(i.file) and i.kind == Kind.STORE
     )
+
+
+@dataclass(frozen=True)
+class BlellochFill:
+    """How a Blelloch scan's ``n`` leaves were filled: each thread ``t`` stored two, elements
+    ``2t, 2t + 1`` (``pairs``) or ``t, t + n/2``, the lower one by the store on ``lines[0]``,
+    the other on ``lines[1]``."""
+
+    pairs: bool
+    lines: tuple[Line, Line]
+
+
+def blelloch_fill(trace: AccessTrace, scan: SharedScan) -> BlellochFill | str:
+    """The leaves of ``scan`` (the words its first step adds), ranked by address, and which
+    thread stored each last before the step; else why the scan is no two-elements-a-thread
+    Blelloch scan of the whole block a shuffle scan reproduces."""
+    events = shared_lane_events(trace)
+    if events is None:
+        return "the trace holds no CTA's shared accesses"
+    _, _, sel, _, lane = events
+    line_of = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
+    inst = sel["inst"].astype(np.int64)
+    thread = sel["warp"].astype(np.int64) * WARP + lane
+    addr = sel["addr"][np.arange(len(sel)), lane].astype(np.int64)
+    kind, epoch = sel["kind"].astype(np.int64), sel["epoch"].astype(np.int64)
+    ev = thread_stores(thread, kind, addr, sel["width"].astype(np.int64), epoch)
+    if ev is None:
+        return "the scan stores nothing"
+    order, _, a, _, e, st, ld, seg = ev
+    first = scan.steps[0]
+    at = np.isin(inst, [i for i, ln in line_of.items() if ln in set(first.lines)])
+    mine = np.flatnonzero(at[order[st]] & (e[st] == first.epoch))
+    leaves = set(a[st[mine]].tolist()) | set(a[ld[np.isin(seg, mine)]].tolist())
+    n = 2 * scan.threads
+    if len(leaves) != n or first.active_threads * 2 != n:
+        return f"the first step adds {len(leaves)} words, not two for each of the block's threads"
+    rank = {w: r for r, w in enumerate(sorted(leaves))}
+    last: dict[int, tuple[int, int, int]] = {}  # word: (event, thread, inst) of its fill
+    stores = np.flatnonzero((kind != int(Kind.LOAD)) & (epoch < first.load_epoch))
+    for ev_i in stores.tolist():
+        w = int(addr[ev_i])
+        if w in rank:
+            last[w] = (ev_i, int(thread[ev_i]), int(inst[ev_i]))
+    if len(last) != n:
+        return "some of the scan's words were not stored before it"
+    owned: dict[int, list[tuple[int, int]]] = defaultdict(list)  # thread: (rank, inst)
+    for w, (_, t, i) in last.items():
+        owned[t].append((rank[w], i))
+    pairs = all(sorted(r for r, _ in v) == [2 * t, 2 * t + 1] for t, v in owned.items())
+    halves = all(sorted(r for r, _ in v) == [t, t + n // 2] for t, v in owned.items())
+    if len(owned) != scan.threads or not (pairs or halves):
+        return "the threads do not each store elements 2t, 2t + 1 or t, t + n/2 of the scan"
+    lo = {line_of.get(min(v)[1]) for v in owned.values()}
+    hi = {line_of.get(max(v)[1]) for v in owned.values()}
+    if len(lo) != 1 or len(hi) != 1 or lo == hi:
+        return "each thread's two elements are not stored by two statements on two lines"
+    return BlellochFill(pairs, (lo.pop() or (None, None), hi.pop() or (None, None)))
+
+
+_EXACT = frozenset(
+    {"int", "unsigned", "unsigned int", "long", "unsigned long", "long long",
+     "unsigned long long", "int32_t", "uint32_t", "int64_t", "uint64_t"}
+)  # fmt: skip
+
+
+def blelloch_diff(ctx: RuleContext, scan: SharedScan, line: int) -> tuple[str | None, str]:
+    """The diff that replaces the Blelloch scan reported at ``line`` (its up-sweep's store) by
+    a scan in warp shuffles (:func:`gpuadvise.source.fixkit_scans.shuffle_block_scan`); (None,
+    why not) otherwise."""
+    try:
+        ks = ctx.kernel_source
+    except ModelUnavailable as exc:
+        return None, f"the kernel's source is not available ({exc.message})"
+    if scan.down_steps != len(scan.steps) or scan.runs < 1:
+        return None, "the up-sweep is not followed by its whole down-sweep"
+    block = ctx.launch.block.as_tuple()
+    warps = scan.threads // WARP
+    if block[1] * block[2] != 1 or scan.threads % WARP or warps > WARP:
+        return None, "the block is not one-dimensional, whole warps, at most 1024 threads"
+    if not ks.span[0] <= ks.tree.line_start(line) < ks.span[1]:
+        return None, "the scan is not in the kernel's own body"
+    fill = blelloch_fill(ctx.trace, scan)
+    if isinstance(fill, str):
+        return None, fill
+    region = K.blelloch_region(ks, line, _array_at(ks, line) or "")
+    if isinstance(region, str):
+        return None, region
+    arr = _array_at(ks, line)
+    index = []
+    for f, ln in fill.lines:
+        x = K.element_store(ks, ln, arr or "") if ln and ctx.same_file(f) and arr else None
+        if x is None:
+            return None, f"line {ln} holds no single `{arr}[i] = ...;` fill gpuadvise can read"
+        for name, _ in ks.identifiers(x[1]):
+            if ks.assignments(name, within=region.span):
+                return None, f"`{name}` of the fill's index `{x[0]}` changes within the scan"
+        index.append(x[0])
+    decl = next((d for d in ks.declarations() for dd in d.declarators if dd.name == arr), None)
+    typ = " ".join(decl.type.split()) if decl is not None else ""
+    bound = ks.bindings.get(typ, typ)
+    if bound not in _EXACT:
+        return None, (
+            f"the elements are `{bound or '?'}`, not integers: a float scan's additions "
+            "regrouped would change its rounding"
+        )
+    rw = ks.rewrite()
+    K.shuffle_block_scan(ks, rw, region, arr or "", (index[0], index[1]), typ, fill.pairs)
+    return rw.diff(ctx.source_file), ""
+
+
+def _array_at(ks: KernelSource, line: int) -> str | None:
+    """The array the statement ``a[i] += a[j];`` at ``line`` adds into."""
+    for s in ks.statements():
+        if ks.line_at(s.start) != line or s.kind != "expression_statement":
+            continue
+        e = ks.expr((s.start, s.end))
+        if e is not None and e.kind == "assignment" and e.args[0].stripped().kind == "subscript":
+            return e.args[0].stripped().args[0].stripped().text
+    return None

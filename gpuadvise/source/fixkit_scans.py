@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuadvise.source import tree as T
-from gpuadvise.source.fixkit import fresh_name
+from gpuadvise.source.fixkit import comments_within, fresh_name
 from gpuadvise.source.fixkit_trees import indent_of, literal_value
 
 if TYPE_CHECKING:
@@ -193,3 +193,141 @@ def shuffle_warp_scan(
     if not rest or (rest.startswith("//") and "\\" not in rest):
         end = eol  # after the run's line comment: the comment stays with the steps
     rw.insert(end, f"\n{pad}{run.array}[{run.index}] = {v};")
+
+
+# ---------------------------------------------------------------------------------------------
+# A block's work-efficient (Blelloch) scan made warp shuffles
+
+
+@dataclass(frozen=True)
+class BlockScanRegion:
+    """A Blelloch scan's statements in one block: its up-sweep loop, what lies between (the
+    last element cleared), its down-sweep loop (``span``: from the first to the last)."""
+
+    span: Span
+
+
+def blelloch_region(ks: KernelSource, up_line: int, array: str) -> BlockScanRegion | str:
+    """The up-sweep loop holding ``up_line``, the statements after it and the next ``for`` loop
+    (the down-sweep), siblings in one block; else why not."""
+    around = [lp for lp in ks.loops() if lp.kind == "for" and ks.line_at(lp.body[0]) <= up_line
+              and up_line <= ks.line_at(lp.body[1] - 1)]  # fmt: skip
+    if not around:
+        return f"line {up_line} is in no `for` loop"
+    up = max(around, key=lambda lp: lp.span[0])
+    parent = up.node.parent if up.node is not None else None
+    if parent is None or parent.type != "compound_statement":
+        return "the up-sweep loop is not a statement of a block"
+    sib = [s for s in ks.top_level(ks.tree.span(parent)) if s.kind != "comment"]
+    k = next((i for i, s in enumerate(sib) if s.start == up.span[0]), None)
+    if k is None:
+        return "the up-sweep loop is not a statement of a block"
+    for j in range(k + 1, min(k + 4, len(sib))):
+        s = sib[j]
+        if s.kind == "for_statement":
+            if not any(u.span[0] >= s.start for u in ks.uses(array, within=(s.start, s.end + 1))):
+                return "the loop after the up-sweep does not touch the scanned array"
+            return BlockScanRegion((up.span[0], s.end + 1))
+        if s.kind not in ("if_statement", "expression_statement"):
+            return "a statement other than the last element's clear follows the up-sweep"
+    return "no down-sweep `for` loop follows the up-sweep in its block"
+
+
+def element_store(ks: KernelSource, line: int, array: str) -> tuple[str, Span] | None:
+    """The index ``X`` (its text and span) of the one statement ``array[X] = ...;`` at
+    ``line`` (None: none or several)."""
+    found = []
+    for s in T.statements(ks.tree, (0, len(ks.text))):
+        if ks.line_at(s.start) != line or s.kind != "expression_statement":
+            continue
+        e = ks.expr((s.start, s.end))
+        if e is None or e.kind != "assignment" or e.op != "=":
+            continue
+        lhs = e.args[0].stripped()
+        if lhs.kind == "subscript" and lhs.args[0].stripped().text == array and len(lhs.args) == 2:
+            sp = lhs.args[1].span
+            found.append((ks.code[sp[0] : sp[1]].strip(), sp))
+    return found[0] if len(found) == 1 else None
+
+
+def shuffle_block_scan(
+    ks: KernelSource,
+    rw: Rewrite,
+    region: BlockScanRegion,
+    array: str,
+    index: tuple[str, str],
+    typ: str,
+    pairs: bool,
+) -> None:
+    """The Blelloch scan of ``region`` replaced by an exclusive scan in warp shuffles of the two
+    elements each thread filled (``array[index[0]]``, ``array[index[1]]``, read back from its own
+    words): ``pairs``: they are elements ``2t, 2t + 1`` (each lane scans their sum), else
+    ``t, t + n/2`` (each lane scans both halves; the first half's warps' totals, then the
+    second's). The warps' totals (at most 64: blocks of up to 1024 threads, counted from
+    ``blockDim.x`` so that every instance of a template scans its own block) are scanned by the
+    first warp, two a lane. The results are stored back into the same two words, the array
+    left as the Blelloch scan leaves it; a barrier ends the block (its totals are read before
+    the next scan writes them). The user's comments of the region are kept above it."""
+    whole = (0, len(ks.text))
+    n = {k: fresh_name(ks.tree, f"scan_{k}", whole)
+         for k in ("totals", "lane", "warp", "warps", "x", "y", "xs", "ys", "d", "u", "w",
+                   "t", "t2", "n")}  # fmt: skip
+    a, b = (f"{array}[{i}]" for i in index)
+    pad = indent_of(ks.text, region.span[0])
+    i2 = pad + "    "
+    i3 = i2 + "    "
+    zero = f"({typ})0"
+    tl, tt, t2, w_, nn = n["totals"], n["t"], n["t2"], n["warps"], n["n"]
+    lane, warp, d, u, xs, ys = n["lane"], n["warp"], n["d"], n["u"], n["xs"], n["ys"]
+    shfl = f"__shfl_up_sync(0xffffffffu, {{}}, {d})"
+    lines = [
+        "{  // the scan in warp shuffles: each warp's lanes, then the warps' totals (GA209)",
+        f"{i2}__shared__ {typ} {tl}[64];",
+        f"{i2}const unsigned {lane} = threadIdx.x & 31, {warp} = threadIdx.x >> 5, "
+        f"{w_} = blockDim.x >> 5;",
+        f"{i2}const unsigned {nn} = {w_ if pairs else '2 * ' + w_};  // totals",
+        f"{i2}const {typ} {n['x']} = {a}, {n['y']} = {b};",
+        f"{i2}{typ} {xs} = {n['x']} + {n['y']};"
+        if pairs
+        else f"{i2}{typ} {xs} = {n['x']}, {ys} = {n['y']};",
+        f"{i2}for (int {d} = 1; {d} < 32; {d} <<= 1) {{",
+        f"{i3}const {typ} {u} = {shfl.format(xs)};",
+    ]
+    if pairs:
+        lines.append(f"{i3}if ({lane} >= {d}) {xs} += {u};")
+    else:
+        lines.append(f"{i3}const {typ} {n['w']} = {shfl.format(ys)};")
+        lines.append(f"{i3}if ({lane} >= {d}) {{ {xs} += {u}; {ys} += {n['w']}; }}")
+    lines.append(f"{i2}}}")
+    if pairs:
+        lines.append(f"{i2}if ({lane} == 31) {tl}[{warp}] = {xs};")
+    else:
+        lines.append(
+            f"{i2}if ({lane} == 31) {{ {tl}[{warp}] = {xs}; {tl}[{w_} + {warp}] = {ys}; }}"
+        )
+    lines += [
+        f"{i2}__syncthreads();",
+        f"{i2}if ({warp} == 0) {{  // the totals, two a lane: {lane} and 32 + {lane}",
+        f"{i3}{typ} {tt} = {lane} < {nn} ? {tl}[{lane}] : {zero};",
+        f"{i3}{typ} {t2} = 32 + {lane} < {nn} ? {tl}[32 + {lane}] : {zero};",
+        f"{i3}for (int {d} = 1; {d} < 32; {d} <<= 1) {{",
+        f"{i3}    const {typ} {u} = {shfl.format(tt)}, {n['w']} = {shfl.format(t2)};",
+        f"{i3}    if ({lane} >= {d}) {{ {tt} += {u}; {t2} += {n['w']}; }}",
+        f"{i3}}}",
+        f"{i3}{t2} += __shfl_sync(0xffffffffu, {tt}, 31);",
+        f"{i3}if ({lane} < {nn}) {tl}[{lane}] = {tt};",
+        f"{i3}if (32 + {lane} < {nn}) {tl}[32 + {lane}] = {t2};",
+        f"{i2}}}",
+        f"{i2}__syncthreads();",
+    ]
+    before = f"({warp} > 0 ? {tl}[{warp} - 1] : {zero})"
+    if pairs:
+        lines.append(f"{i2}const {typ} {ys} = {xs} - {n['x']} - {n['y']} + {before};")
+        lines.append(f"{i2}{a} = {ys};")
+        lines.append(f"{i2}{b} = {ys} + {n['x']};")
+    else:
+        lines.append(f"{i2}{a} = {xs} - {n['x']} + {before};")
+        lines.append(f"{i2}{b} = {ys} - {n['y']} + {tl}[{w_} - 1 + {warp}];")
+    lines += [f"{i2}__syncthreads();", f"{pad}}}"]
+    kept = [f"{c}\n{pad}" for c in comments_within(ks.tree, region.span)]  # the user's, above
+    rw.replace(*region.span, "".join(kept) + "\n".join(lines))

@@ -36,9 +36,10 @@ def test_each_spelling_is_found_once_at_its_first_step(kernel):
     e = ev(f)
     assert e["barriers_per_scan"] == barriers and e["steps_below_a_warp"] == 5
     assert f.variant is not None
-    # the racy warp scan is rewritten (test_rule_ga209_warp.py); a block's scan is advice
-    racy = kernel == "warp_scan_racy"
-    assert f.variant.safety == ("automatic-and-verified" if racy else "display-only")
+    # the racy warp scan and Blelloch's are rewritten (test_rule_ga209_warp.py,
+    # test_rule_ga209_blelloch.py); a Hillis-Steele block scan is advice
+    rewritten = kernel in ("warp_scan_racy", "blelloch")
+    assert f.variant.safety == ("automatic-and-verified" if rewritten else "display-only")
     est = f.estimated_speedup
     assert est is not None
     if kernel == "warp_scan_racy":
