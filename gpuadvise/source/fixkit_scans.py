@@ -225,12 +225,63 @@ def blelloch_region(ks: KernelSource, up_line: int, array: str) -> BlockScanRegi
     for j in range(k + 1, min(k + 4, len(sib))):
         s = sib[j]
         if s.kind == "for_statement":
-            if not any(u.span[0] >= s.start for u in ks.uses(array, within=(s.start, s.end + 1))):
+            if not ks.uses(array, within=(s.start, s.end + 1)):
                 return "the loop after the up-sweep does not touch the scanned array"
-            return BlockScanRegion((up.span[0], s.end + 1))
-        if s.kind not in ("if_statement", "expression_statement"):
-            return "a statement other than the last element's clear follows the up-sweep"
+            span = (up.span[0], s.end + 1)
+            why = _effects_beyond(ks, span, array)
+            return why if why else BlockScanRegion(span)
+        if not _clears(ks, (s.start, s.end + 1), array):
+            return (
+                "a statement other than the last element's clear `a[...] = 0;` follows the up-sweep"
+            )
     return "no down-sweep `for` loop follows the up-sweep in its block"
+
+
+def _clears(ks: KernelSource, span: Span, array: str) -> bool:
+    """Whether ``span`` (a statement) only stores zeros into ``array``'s elements (``if (t ==
+    0) a[n - 1] = 0;``): its only store ``array[...] = 0``, its only calls none."""
+    stores = [n for n in ks.tree.walk(types=("assignment_expression", "update_expression"),
+                                      within=span)]  # fmt: skip
+    if not stores or any(c.name not in _macros(ks) for c in ks.calls(within=span)):
+        return False
+    for n in stores:
+        e = ks.expr(ks.tree.span(n))
+        if e is None or e.kind != "assignment" or e.op != "=" or literal_value(e.args[1]) != 0:
+            return False
+        lhs = e.args[0].stripped()
+        if lhs.kind != "subscript" or lhs.args[0].stripped().text != array:
+            return False
+    return True
+
+
+def _macros(ks: KernelSource) -> set[str]:
+    """The file's function-like macros (``OFFSET(n)``, ``AI(o, t)``: they parse as calls)."""
+    return {
+        ks.tree.text_of(name)
+        for m in ks.tree.walk(types=("preproc_function_def",))
+        if (name := m.child_by_field_name("name")) is not None
+    }
+
+
+def _effects_beyond(ks: KernelSource, span: Span, array: str) -> str | None:
+    """Why the sweeps in ``span`` do more than scan ``array`` (None: they do not): a call other
+    than ``__syncthreads()``, a store into anything but ``array``'s elements and variables,
+    or a variable they change that the function reads after them."""
+    for c in ks.calls(within=span):
+        if c.name != "__syncthreads" and c.name not in _macros(ks):
+            return f"the sweeps call `{c.name}`"
+    for n in ks.tree.walk(types=("assignment_expression", "update_expression"), within=span):
+        e = ks.expr(ks.tree.span(n))
+        target = e.args[0].stripped() if e is not None and e.args else None
+        if target is None or target.kind == "name":
+            continue
+        if target.kind != "subscript" or target.args[0].stripped().text != array:
+            return f"the sweeps store into `{target.text}`"
+    inside = {a.target for a in ks.assignments(None, within=span) if a.kind == "init"}
+    for a in ks.assignments(None, within=span):
+        if a.target not in inside and ks.uses(a.target, within=(span[1], ks.span[1])):
+            return f"`{a.target}`, which the sweeps change, is read after them"
+    return None
 
 
 def element_store(ks: KernelSource, line: int, array: str) -> tuple[str, Span] | None:

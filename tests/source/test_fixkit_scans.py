@@ -111,3 +111,61 @@ def test_the_types_shuffles_take(tmp_path: Path) -> None:
     ks = _ks(tmp_path, "braced")
     assert K.shuffles(ks, "unsigned int") and K.shuffles(ks, "double") and K.shuffles(ks, "V")
     assert not K.shuffles(ks, "Pair") and not K.shuffles(ks, "uint4")
+
+
+SWEEPS = """\
+#define AI(o, t) ((o) * (2 * (t) + 1) - 1)
+#define BI(o, t) ((o) * (2 * (t) + 2) - 1)
+__device__ void note(unsigned* p, unsigned v) { p[0] = v; }
+__global__ void k(unsigned* out, unsigned* sums) {
+    __shared__ unsigned temp[256];
+    unsigned t = threadIdx.x, offset = 1;
+    temp[2 * t] = out[2 * t];
+    temp[2 * t + 1] = out[2 * t + 1];
+    for (unsigned d = 128; d > 0; d >>= 1) {
+        __syncthreads();
+        if (t < d) temp[BI(offset, t)] += temp[AI(offset, t)];
+        offset *= 2;
+    }
+    CLEAR
+    for (unsigned d = 1; d < 256; d *= 2) {
+        offset >>= 1;
+        __syncthreads();
+        if (t < d) {
+            unsigned v = temp[AI(offset, t)];
+            temp[AI(offset, t)] = temp[BI(offset, t)];
+            temp[BI(offset, t)] += v;
+        }
+    }
+    __syncthreads();
+    out[2 * t] = temp[2 * t] AFTER;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("clear", "after", "why"),
+    [
+        ("if (t == 0) temp[255] = 0;  // the last", "", ""),
+        ("if (t == 0) { sums[blockIdx.x] = temp[255]; temp[255] = 0; }", "", "the last element's clear"),
+        ("if (t == 0) { note(sums, 1u); temp[255] = 0; }", "", "the last element's clear"),
+        ("if (t == 0) temp[255] = 0;", "+ offset", "`offset`, which the sweeps change, is read after them"),
+    ],
+)  # fmt: skip
+def test_the_blelloch_sweeps_and_what_else_they_do(
+    tmp_path: Path, clear: str, after: str, why: str
+) -> None:
+    p = tmp_path / "k.cu"
+    code = SWEEPS.replace("CLEAR", clear).replace(" AFTER", f" {after}" if after else "")
+    p.write_text(code)
+    ks = find_kernel_source(p, "k")
+    assert ks is not None
+    line = next(i for i, t in enumerate(code.splitlines(), 1) if "+= temp[AI(" in t)
+    got = K.blelloch_region(ks, line, "temp")
+    if not why:
+        assert isinstance(got, K.BlockScanRegion), got
+        assert ks.line_at(got.span[0]) == line - 2 and ks.text[got.span[1] - 1] == "}"
+        x = K.element_store(ks, line - 3, "temp")
+        assert x is not None and x[0] == "2 * t + 1"
+    else:
+        assert isinstance(got, str) and why in got, got
