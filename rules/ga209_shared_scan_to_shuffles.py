@@ -18,9 +18,11 @@ from gpuadvise.rules import (
     RuleContext,
     ScanChange,
     Variant,
+    blelloch_diff,
     counted,
     scans_of,
     shuffled_estimate,
+    warp_scan_diff,
 )
 
 
@@ -70,10 +72,12 @@ class SharedScanToShuffles(Rule):
     up-sweep, ``temp[bi] += temp[ai]``, with its down-sweep), at least three steps, steps below
     distance 32 included. Reported at the store of its first step (in a helper function, there).
     A warp's scan whose steps pass no barrier and no ``__syncwarp`` (``volatile`` memory and
-    implicit warp synchrony) is reported as the race it is since Volta. Silent on a kernel that
-    already shuffles when every step of its shared scan has at most 32 threads (the cross-warp
-    step of a shuffle scan). An up-sweep that no down-sweep follows, whose words the reduction
-    model reads as a tree folding to its highest word, is a reduction, not a scan: GA202's.
+    implicit warp synchrony) is reported as the race it is since Volta; one whose kernel
+    synchronises its warps (``__syncwarp``) is correct and has no barrier to save: silent.
+    Silent on a kernel that already shuffles when every step of its shared scan has at most 32
+    threads (the cross-warp step of a shuffle scan). An up-sweep that no down-sweep follows,
+    whose words the reduction model reads as a tree folding to its highest word, is a
+    reduction, not a scan: GA202's.
 
     Why it is slow
     --------------
@@ -90,6 +94,8 @@ class SharedScanToShuffles(Rule):
     ``kernels/scan/scans.cu``: ``hillis_volatile`` (cuda-samples' scan1Inclusive, padded, two
     barriers a step), ``hillis_tmpl<256>`` (double-buffered), ``blelloch`` (the up- and
     down-sweep), ``warp_scan_racy`` (hecbench radixsort's scanwarp); ``shuffle_scan`` is the fix.
+    ``kernels/scan/warp_helpers.cu``: racy warp scans in ``__device__`` helpers (radixsort's
+    spelling, called through another helper; a template helper), rewritten there.
 
     Fix
     ---
@@ -120,13 +126,41 @@ class SharedScanToShuffles(Rule):
     a step off the critical warp's chain (two barriers, two shared loads and the totals' shuffles
     added back for a block's scan), its shared requests off the pipes and the shared data path,
     the shuffles added to them. An upper bound (the model's after side at peak rates). A warp's
-    racy scan is a correctness fix: not estimated.
+    racy scan is a correctness fix: not estimated (the launch model on the variant's own trace
+    put HeCBench radixsort's at 0.92x, its shuffles and selects on the integer pipe against
+    the shared loads saved; a fix of a race is offered whatever its speed).
 
     Fix safety
     ----------
-    Advice, no diff: the rewrite changes how the scan's values flow (registers, the warps'
-    totals), which the kernel's other uses of the array may depend on. Integer sums come out
-    the same; a float scan's additions are regrouped, its rounding may differ in the last bits.
+    A warp's racy scan (HeCBench radixsort's ``scanwarp``): automatic and verified, a diff
+    where the steps lie, in the kernel or in a ``__device__`` helper that only this kernel calls
+    (directly or through other such helpers; a helper another kernel calls stays display-only:
+    the diff is verified on this launch alone). The lane's word is read into a register before
+    the steps, each step ``a[i] += a[i - d];`` becomes ``y = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += y;`` in place (its ``if (k <= maxlevel)`` guard kept), and the register
+    is stored back into the word after them, so the array holds what the lock-step scan left
+    and every later read (an exclusive result ``s[i] - v``, the warps' totals) is unchanged.
+    Offered when the trace shows what the shuffles assume: every step run by whole warps (the
+    full mask) of a one-dimensional block, each lane owning one word and adding the word of
+    lane ``l - d``, the first ``d`` lanes adding a word below the window that a statement
+    ``a[...] = 0;`` stored (so ``lane >= d`` skips a zero), every step of the source traced; the
+    steps one run of statements ``a[i] += a[i - d];`` (each alone or alone in an ``if``) of
+    one block, of a type ``__shfl_up_sync`` takes. The lanes add the same values in the same
+    order: integer sums are bit-identical, float sums too but for a ``-0.0`` that the lock-step
+    scan's added zero made ``+0.0``. The measurement stage checks the outputs against the
+    kernel's before timing it.
+    Blelloch's scan of a whole block (HeCBench scan and scan_bcao; kernels/scan/
+    blelloch_halves.cu): automatic and verified, a diff that replaces the up-sweep loop, the
+    last element's clear and the down-sweep loop by a scan in warp shuffles of the two elements
+    each thread stored before it (read back from its own words), the warps' totals scanned by
+    the first warp (up to 64, counted from ``blockDim.x``), the exclusive results stored back
+    into the same words, so the array holds what the Blelloch scan left there; the user's
+    comments of the loops kept above. Offered when the trace shows each thread storing elements
+    ``2t, 2t + 1`` or ``t, t + n/2`` of the ``n`` words the first step adds, by two statements
+    on two lines, the whole down-sweep following, a one-dimensional block of whole warps; the
+    loops siblings in one block; the elements integers (the sums regrouped are the same; a
+    float scan stays advice: its rounding would change). A Hillis-Steele block scan: advice,
+    no diff.
     """
 
     id = "GA209"
@@ -147,7 +181,9 @@ class SharedScanToShuffles(Rule):
                 continue  # a shuffle scan's step across the warps' totals
             if s.kind == "work-efficient" and not s.down_steps and _a_tree(ctx, s.lines):
                 continue  # an up-sweep and no down-sweep: a reduction tree (GA202's)
-            racy = s.warp_synchronous and not ctx.syncs_warps and s.threads > 1
+            if s.warp_synchronous and ctx.syncs_warps:
+                continue  # a warp's scan synchronised by __syncwarp: correct, no barrier to save
+            racy = s.warp_synchronous and s.threads > 1
             line = next((ln for f, ln in s.steps[0].lines if ln and ctx.same_file(f)), None)
             site = next((ln for f, ln in s.steps[0].call_sites if ln and ctx.same_file(f)), None)
             if line in seen:
@@ -252,6 +288,8 @@ class SharedScanToShuffles(Rule):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(ScanSteps)
+        if d.warp_synchronous:
+            return _racy_variant(ctx, finding)
         what = (
             "scan each warp's values in registers with __shfl_up_sync(0xffffffff, v, d) for d "
             "= 1, 2, 4, 8, 16 (adding when lane >= d)"
@@ -261,4 +299,49 @@ class SharedScanToShuffles(Rule):
                 "; lane 31 stores its warp's total, a barrier, the first warp scans the totals "
                 "the same way, a barrier, each warp adds the totals before it"
             )
-        return Variant("display-only", f"{what} (no diff: the rewrite is not automated)")
+        why = "a Hillis-Steele scan's rewrite is not automated"
+        if d.kind == "work-efficient" and finding.line is not None:
+            scan = next(
+                (s for s in scans_of(ctx.trace)
+                 if s.kind == d.kind and (None, finding.line) in _here(ctx, s.steps[0].lines)),
+                None,
+            )  # fmt: skip
+            diff, why = blelloch_diff(ctx, scan, finding.line) if scan else (None, "not found")
+            if diff is not None:
+                return Variant(
+                    "automatic-and-verified",
+                    f"{what}: the up- and down-sweep replaced by that scan of the two elements "
+                    "each thread stored, the exclusive results stored back into their words "
+                    "(the array as the Blelloch scan leaves it); integer sums, so the same "
+                    "values; the measurement stage checks the outputs and times it",
+                    diff=diff,
+                )
+        return Variant("display-only", f"{what} (no diff: {why})")
+
+
+def _racy_variant(ctx: RuleContext, finding: Finding) -> Variant:
+    """The racy warp scan reported at ``finding``'s line made a scan of one register with
+    ``__shfl_up_sync`` where it lies (every scan of the trace on its lines: a helper called
+    twice scans twice), or advice saying why not."""
+    racy = [s for s in scans_of(ctx.trace) if s.warp_synchronous]
+    mine = next((s for s in racy if (None, finding.line) in _here(ctx, s.steps[0].lines)), None)
+    lines = {x for s in racy if set(s.lines) & set(mine.lines) for x in s.lines} if mine else set()
+    how = (
+        "scan each lane's value in a register with __shfl_up_sync(0xffffffffu, v, d) for each "
+        "step's distance d (adding where lane >= d: the zeros below the window)"
+    )
+    diff, why = warp_scan_diff(ctx, lines) if lines else (None, "the scan was not found again")
+    if diff is None:
+        return Variant("display-only", f"{how} (no diff: {why})")
+    return Variant(
+        "automatic-and-verified",
+        f"{how}, the lane's word stored back after the steps: the lanes add the values the "
+        "lock-step scan adds, in its order, so the sums are the same and the array holds what "
+        "it held after the scan; the measurement stage checks the outputs and times it",
+        diff=diff,
+    )
+
+
+def _here(ctx: RuleContext, lines: tuple[tuple[str | None, int | None], ...]) -> set[Any]:
+    """The (None, line) of ``lines`` that lie in the kernel's file."""
+    return {(None, ln) for f, ln in lines if ln and ctx.same_file(f)}

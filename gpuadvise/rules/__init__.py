@@ -241,9 +241,11 @@ from gpuadvise.rules.scalar_runs import (
 )
 from gpuadvise.rules.scans import (
     ScanChange,
+    blelloch_diff,
     scans_of,
     shuffled_estimate,
     tree_tail_change,
+    warp_scan_diff,
     with_scan_shuffled,
 )
 from gpuadvise.rules.small_grid import small_grid_estimate
@@ -519,6 +521,8 @@ __all__ = [
     "ceiling_s",
     "small_grid_estimate",
     "shuffled_estimate",
+    "blelloch_diff",
+    "warp_scan_diff",
     "tree_tail_change",
     "with_scan_shuffled",
     "with_serial_updates",

@@ -40,9 +40,12 @@ class Helper:
         return out
 
 
-def helper_at(ks: KernelSource, line: int) -> Helper | str:
+def helper_at(ks: KernelSource, line: int, *, through_helpers: bool = False) -> Helper | str:
     """The function of ``ks``'s file whose body holds source line ``line``, when only the
-    kernel's body calls it (by name, one or more times); else why not, as a sentence."""
+    kernel's body calls it (by name, one or more times); else why not, as a sentence. With
+    ``through_helpers``, its calls may also lie in other helpers that only this kernel calls,
+    directly or through others (radixsort's ``scanwarp`` in ``scan4`` in ``rank4``): ``calls``
+    are then every call of it, wherever they lie."""
     st = ks.tree
     a, b = st.line_start(line), st.line_start(line + 1)
     at = a + max(len(st.code[a:b].rstrip()) - 1, 0)  # the line's last character: in the body
@@ -52,25 +55,54 @@ def helper_at(ks: KernelSource, line: int) -> Helper | str:
     name, whole, body, params = fn
     if ks.span[0] <= whole[0] < ks.span[1]:
         return f"line {line} is in a function defined inside the kernel"
-    calls = [c for c in T.calls(st) if c.name.split("<")[0].strip() == name]
-    at_call = {c.span[0] for c in calls}
-    for u in T.uses(st, name, (0, len(st.text))):
-        if whole[0] <= u.span[0] < body[0]:
-            continue  # the definition's own name
-        if u.span[0] not in at_call:
-            return f"`{name}` is named at line {st.line(u.span[0])} other than by a call"
-        if not ks.span[0] <= u.span[0] < ks.span[1]:
-            return (
-                f"`{name}` is also called at line {st.line(u.span[0])}, outside this kernel: a "
-                "rewrite verified for this kernel's launch alone must not change another caller"
-            )
-    if not calls:
-        return f"the kernel does not call `{name}`"
+    calls: list[T.Call] = []
+    why = _called_by_kernel_alone(ks, name, whole, body, through_helpers, {name}, calls)
+    if why:
+        return why
     src = dataclasses.replace(
         ks, decl_line=st.line(whole[0]), body_start=body[0], body_end=body[1] - 1,
         kernel=None, bindings={},
     )  # fmt: skip
     return Helper(name, src, params, tuple(calls))
+
+
+def _called_by_kernel_alone(
+    ks: KernelSource,
+    name: str,
+    whole: tuple[int, int],
+    body: tuple[int, int],
+    through: bool,
+    seen: set[str],
+    out: list[T.Call],
+) -> str | None:
+    """Why function ``name`` (defined at ``whole``) is not called by the kernel of ``ks``
+    alone (None: it is; its calls appended to ``out``). ``through``: a call may lie in another
+    function of the file that the kernel alone calls (``seen``: the functions on the way)."""
+    st = ks.tree
+    calls = [c for c in T.calls(st) if c.name.split("<")[0].strip() == name]
+    at_call = {c.span[0] for c in calls}
+    for u in T.uses(st, name, (0, len(st.text))):
+        if whole[0] <= u.span[0] < body[0]:
+            continue  # the definition's own name
+        where = st.line(u.span[0])
+        if u.span[0] not in at_call:
+            return f"`{name}` is named at line {where} other than by a call"
+        if ks.span[0] <= u.span[0] < ks.span[1]:
+            continue
+        outside = (
+            f"`{name}` is also called at line {where}, outside this kernel: a rewrite verified "
+            "for this kernel's launch alone must not change another caller"
+        )
+        fn = T.function_at(st, u.span[0]) if through else None
+        if fn is None or T.is_kernel_definition(st, u.span[0]) or fn[0] in seen:
+            return outside
+        caller, cwhole, cbody, _ = fn
+        if _called_by_kernel_alone(ks, caller, cwhole, cbody, True, seen | {caller}, []):
+            return outside + f" (`{caller}` is called by another function too)"
+    if not calls:
+        return f"the kernel does not call `{name}`"
+    out.extend(calls)
+    return None
 
 
 def pointee_type(param: T.KernelParam) -> str | None:

@@ -32,6 +32,7 @@ import gpuadvise.rules as rule_api
 import gpuadvise.rules.evaluate as rule_evaluate
 import gpuadvise.rules.registry as rule_registry
 import gpuadvise.source.text as srctext
+import gpuadvise.source.tree as T
 from gpuadvise.analyze.evaluate import rule_context, run_rules, run_rules_report
 from gpuadvise.rules.config import Config
 from gpuadvise.rules.run import findings_json
@@ -98,7 +99,9 @@ def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
 def expected_for(
     source: Path, kernel: str, registry: rule_registry.Registry
 ) -> set[tuple[int, str]]:
-    """The (line, rule) markers of ``kernel``; outside kernels/styles only the registered rules'."""
+    """The (line, rule) markers of ``kernel``, those in the ``__device__`` functions it calls
+    (directly or through others: GA209 reports a scan where it lies) included; outside
+    kernels/styles only the registered rules'."""
     every = KERNELS / "styles" in source.parents
     ks = srctext.find_kernel_source(source, kernel)
     assert ks is not None
@@ -106,10 +109,36 @@ def expected_for(
     return {
         (line, rid)
         for line, rids in rule_registry.expectations(source).items()
-        if first <= line <= last
+        if first <= line <= last or _called_function_line(ks, line)
         for rid in rids
         if every or registry.find(rid) is not None  # elsewhere: rules not written are unchecked
     }
+
+
+def _called_function_line(ks: srctext.KernelSource, line: int) -> bool:
+    """Whether ``line`` lies in a non-kernel function that the kernel of ``ks`` calls, directly
+    or through other functions of the file."""
+    st = ks.tree
+    a, b = st.line_start(line), st.line_start(line + 1)
+    at = a + max(len(st.code[a:b].rstrip()) - 1, 0)
+    if any(k.body and k.start <= at <= k.body[1] for k in T.kernels(st)):
+        return False  # in a kernel (a macro such as `EACH(i, n) {` parses as a function)
+    fn = T.function_at(st, at)
+    if fn is None:
+        return False
+    todo, seen = [fn[0]], {fn[0]}
+    while todo:
+        name = todo.pop()
+        for c in T.calls(st):
+            if c.name.split("<")[0].strip() != name:
+                continue
+            if ks.span[0] <= c.span[0] < ks.span[1]:
+                return True
+            caller = T.function_at(st, c.span[0])
+            if caller is not None and caller[0] not in seen:
+                seen.add(caller[0])
+                todo.append(caller[0])
+    return False
 
 
 def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
