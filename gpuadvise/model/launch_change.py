@@ -86,6 +86,16 @@ def _changed(out: np.ndarray, init: np.ndarray) -> np.ndarray:
     return (a != b).reshape(len(out), -1).any(axis=1)
 
 
+def changed_positions(out: np.ndarray, init: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """The positions of the elements of ``out`` whose bytes differ from ``init``, a chunk at a
+    time (a 1 GiB buffer is compared without a mask of its size)."""
+    found = [
+        np.flatnonzero(_changed(out[a : a + chunk], init[a : a + chunk])) + a
+        for a in range(0, len(out), chunk)
+    ]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
@@ -103,6 +113,7 @@ def compare_outputs(
     old_threads: int,
     new_threads: int,
     whole: bool,
+    index: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[bool, str]:
     """Do the two runs agree? ``init``: the outputs' contents before the runs; ``old``/``new``:
     after the original and the changed launch; ``*_threads``: the threads each run covered.
@@ -110,7 +121,12 @@ def compare_outputs(
     the same values, and others only as its extra threads would (a grid rounded up covers a
     few more); otherwise the new run covered a subset of the threads the old one did (its
     threads inside the original's extent): what it wrote must agree, and it must write as
-    many elements per thread."""
+    many elements per thread. ``index``: the arrays hold only these positions of each buffer
+    (the elements either run changed), which the messages name."""
+
+    def at(name: str, k: int) -> int:
+        return k if index is None else int(index[name][k])
+
     if not names:
         return False, "the kernel has no output buffer to compare"
     wrote_old = wrote_new = extra = 0
@@ -124,12 +140,14 @@ def compare_outputs(
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             return False, (
-                f"`{name}`[{k}] differs ({_show(a[k])} with the launch as it is, {_show(b[k])} "
+                f"`{name}`[{at(name, k)}] differs ({_show(a[k])} with the launch as it is, {_show(b[k])} "
                 "with the change)"
             )
         if whole and (ca & ~cb).any():
             k = int(np.flatnonzero(ca & ~cb)[0])
-            return False, f"the change leaves `{name}`[{k}] unwritten, which the launch writes"
+            return False, (
+                f"the change leaves `{name}`[{at(name, k)}] unwritten, which the launch writes"
+            )
         wrote_old += int(ca.sum())
         wrote_new += int(cb.sum())
         extra += int((cb & ~ca).sum())
