@@ -68,7 +68,11 @@ class BlockNotWarpMultiple(Rule):
     Fix
     ---
     Choose a block of 64, 128, 256 ... threads; for 2D data, 32x4, 32x8 or 16x16, with the grid
-    recomputed to cover the same domain (bounds checks handle the edges).
+    recomputed to cover the same domain (bounds checks handle the edges). A kernel whose
+    indexing and shared tiles are tied to its block of 16 (Rodinia's and HeCBench's nw, lud's
+    diagonal): run two (or k) of its blocks side by side in one CTA, "block merging":
+    ``sub = threadIdx.x / 16``, ``tx = threadIdx.x % 16``, ``bx = blockIdx.x * 2 + sub``, a copy
+    of each shared array per block (``__shared__ float t[2][16]``), the grid halved.
 
     How the estimate is made
     ------------------------
@@ -84,8 +88,24 @@ class BlockNotWarpMultiple(Rule):
     the outputs the launch as it is computes, without more global sectors per thread
     (``compare_launch``: the whole launches when cheap, else the first CTAs of the change
     against the CTAs holding the same threads). A kernel hard-wired to its block (a 16-wide
-    tile, an index that assumes 16 threads) gets the finding without a launch. The offered
-    shapes are then measured on a GPU.
+    tile, an index that assumes 16 threads) gets, instead, block merging when the fix kit can
+    write it (``gpuadvise/source/fixkit_merge.py``): k of the blocks (the fewest that fill whole
+    warps) side by side in one CTA, the body reading ``threadIdx.x % B``, ``blockIdx.x * k +
+    threadIdx.x / B`` and ``B`` for the builtins, each ``__shared__`` variable given a leading
+    ``[k]`` and its name bound to the block's copy by reference (macros that name it follow),
+    and the work between barriers of the last CTA's spare blocks turned off by a flag, never an
+    early return before a barrier. The original grid's CTA count is the one kernel parameter
+    the body reads whose value is the grid's (else a constant of this launch: launch-specific).
+    Refused, with the reason in the message: a builtin index read in a helper or a macro,
+    ``gridDim.x``, a warp-level intrinsic (shuffle, vote, match, the lane id), a dynamic shared
+    array, a barrier whose condition may differ between the merged blocks or inside a
+    ``switch``, memory read by a declaration between barriers. The merged kernel and launch are
+    run on the CPU emulator against the launch as it is (``compare_launch`` with the candidate
+    source; an odd grid's spare half included when the whole launches run): automatic-and-
+    verified only when the outputs are equal. Whether it pays depends on how full the SMs are:
+    with fewer CTAs than SMs (Rodinia nw's 128, lud's one) merging only halves the CTAs, so the
+    variant waits for a GPU measurement (``needs_measurement``) and the estimate stays the
+    rule's upper bound. The offered shapes and merges are then measured on a GPU.
     """
 
     id = "GA103"
