@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuadvise.source import tree as T
-from gpuadvise.source.edit import Rewrite
+from gpuadvise.source.edit import EditConflict, Rewrite
 from gpuadvise.source.fixkit import declaration_prefix
 
 __all__ = ["MERGE_PREFIX", "Merged", "merge_blocks"]
@@ -294,6 +294,19 @@ def merge_blocks(
     """The file with ``kernel``'s blocks of ``threads_x`` threads in x merged ``k`` to a CTA
     along x, the blocks of the original grid being ``blocks`` (a C expression of the kernel's
     parameters or a constant): the module's docstring. A string says why not."""
+    try:
+        return _merge_blocks(st, kernel, k, threads_x, blocks)
+    except EditConflict as exc:  # a builtin inside a shared array's size, say
+        return f"the rewrite's edits overlap ({exc})"
+
+
+def _merge_blocks(
+    st: T.SourceTree,
+    kernel: T.Kernel,
+    k: int,
+    threads_x: int,
+    blocks: str,
+) -> Merged | str:
     if kernel.body is None:
         return "the kernel has no body here"
     p = MERGE_PREFIX
@@ -309,6 +322,15 @@ def merge_blocks(
             return "the kernel reads gridDim.x, which the merged grid changes"
         if len(whole) > sum(len(T.uses(st, f"{name}.{m}", body)) for m in "xyz"):
             return f"the kernel reads the whole {name}, not its members"
+    used = {name for name, _ in T.identifiers(st, body)}
+    for decl in T.declarations(st):
+        if decl.file_scope and decl.has("__shared__"):
+            for d in decl.declarators:
+                if d.name in used:
+                    return (
+                        f"`{d.name}` is a shared variable declared outside the kernel (line "
+                        f"{st.line(decl.span[0])}): the merged blocks would share it"
+                    )
     helpers = {n for node in st.walk(types=_FUNCTION) if (n := _name(st, node)) is not None}
     rw = Rewrite(st.text)
     names = {

@@ -206,6 +206,17 @@ def test_a_loop_with_barriers_keeps_its_header_and_guards_its_work():
             """,
             "already uses names starting with ga103_",
         ),
+        (
+            """
+            __shared__ int s[16];
+            __global__ void k(const int* in, int* out) {
+                s[threadIdx.x] = in[threadIdx.x];
+                __syncthreads();
+                out[threadIdx.x] = s[15 - threadIdx.x];
+            }
+            """,
+            "`s` is a shared variable declared outside the kernel",
+        ),
     ],
     ids=[
         "macro",
@@ -218,6 +229,7 @@ def test_a_loop_with_barriers_keeps_its_header_and_guards_its_work():
         "switch",
         "whole-threadidx",
         "prefix",
+        "file-scope-shared",
     ],
 )
 def test_refusals(code: str, why: str):
