@@ -105,7 +105,12 @@ class BlockNotWarpMultiple(Rule):
     verified only when the outputs are equal. Whether it pays depends on how full the SMs are:
     with fewer CTAs than SMs (Rodinia nw's 128, lud's one) merging only halves the CTAs, so the
     variant waits for a GPU measurement (``needs_measurement``) and the estimate stays the
-    rule's upper bound. The offered shapes and merges are then measured on a GPU.
+    rule's upper bound. Measured on an H200 (docs/data/ga103_merge_h200_2026-11-30.txt, outputs
+    equal): HeCBench nw kernel1 on 1,024 CTAs 1.15x (1.27x back to back; bound 1.38x), on 1,023
+    CTAs (a spare half) 1.12x, on 132 CTAs 0.99x; Rodinia nw on 128 CTAs 1.00x; lud_diagonal on
+    one CTA 0.99x. The launch model on the variant's own trace said 1.01x, 0.99x and 1.02x:
+    too close to 1 to be the estimate (its points would make the three warnings notes). The
+    offered shapes and merges are then measured on a GPU.
     """
 
     id = "GA103"
