@@ -79,11 +79,16 @@ def threads_in(ctas: Sequence[int], grid: Dim, block: Dim, limit: Dim) -> int:
     return n
 
 
+def _bytes(x: np.ndarray) -> np.ndarray:
+    """Each element's bytes as a row (an empty array: no rows)."""
+    if not len(x):
+        return np.zeros((0, 1), dtype=np.uint8)
+    return x.view(np.uint8).reshape(len(x), -1)
+
+
 def _changed(out: np.ndarray, init: np.ndarray) -> np.ndarray:
     """Elements whose bytes changed (structs and vectors: any byte of the element)."""
-    a = out.view(np.uint8).reshape(len(out), -1) if out.ndim == 1 else out.view(np.uint8)
-    b = init.view(np.uint8).reshape(len(init), -1) if init.ndim == 1 else init.view(np.uint8)
-    return (a != b).reshape(len(out), -1).any(axis=1)
+    return (_bytes(out) != _bytes(init)).any(axis=1)
 
 
 def changed_positions(out: np.ndarray, init: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
@@ -101,7 +106,7 @@ def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             close = np.isclose(a, b, rtol=1e-5, atol=1e-6)
         return close | (np.isnan(a) & np.isnan(b))
-    return (a.view(np.uint8).reshape(len(a), -1) == b.view(np.uint8).reshape(len(b), -1)).all(1)
+    return (_bytes(a) == _bytes(b)).all(1)
 
 
 def compare_outputs(
