@@ -79,11 +79,26 @@ def threads_in(ctas: Sequence[int], grid: Dim, block: Dim, limit: Dim) -> int:
     return n
 
 
+def _bytes(x: np.ndarray) -> np.ndarray:
+    """Each element's bytes as a row (an empty array: no rows)."""
+    if not len(x):
+        return np.zeros((0, 1), dtype=np.uint8)
+    return x.view(np.uint8).reshape(len(x), -1)
+
+
 def _changed(out: np.ndarray, init: np.ndarray) -> np.ndarray:
     """Elements whose bytes changed (structs and vectors: any byte of the element)."""
-    a = out.view(np.uint8).reshape(len(out), -1) if out.ndim == 1 else out.view(np.uint8)
-    b = init.view(np.uint8).reshape(len(init), -1) if init.ndim == 1 else init.view(np.uint8)
-    return (a != b).reshape(len(out), -1).any(axis=1)
+    return (_bytes(out) != _bytes(init)).any(axis=1)
+
+
+def changed_positions(out: np.ndarray, init: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """The positions of the elements of ``out`` whose bytes differ from ``init``, a chunk at a
+    time (a 1 GiB buffer is compared without a mask of its size)."""
+    found = [
+        np.flatnonzero(_changed(out[a : a + chunk], init[a : a + chunk])) + a
+        for a in range(0, len(out), chunk)
+    ]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -91,7 +106,7 @@ def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             close = np.isclose(a, b, rtol=1e-5, atol=1e-6)
         return close | (np.isnan(a) & np.isnan(b))
-    return (a.view(np.uint8).reshape(len(a), -1) == b.view(np.uint8).reshape(len(b), -1)).all(1)
+    return (_bytes(a) == _bytes(b)).all(1)
 
 
 def compare_outputs(
@@ -103,6 +118,7 @@ def compare_outputs(
     old_threads: int,
     new_threads: int,
     whole: bool,
+    index: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[bool, str]:
     """Do the two runs agree? ``init``: the outputs' contents before the runs; ``old``/``new``:
     after the original and the changed launch; ``*_threads``: the threads each run covered.
@@ -110,7 +126,12 @@ def compare_outputs(
     the same values, and others only as its extra threads would (a grid rounded up covers a
     few more); otherwise the new run covered a subset of the threads the old one did (its
     threads inside the original's extent): what it wrote must agree, and it must write as
-    many elements per thread."""
+    many elements per thread. ``index``: the arrays hold only these positions of each buffer
+    (the elements either run changed), which the messages name."""
+
+    def at(name: str, k: int) -> int:
+        return k if index is None else int(index[name][k])
+
     if not names:
         return False, "the kernel has no output buffer to compare"
     wrote_old = wrote_new = extra = 0
@@ -124,12 +145,14 @@ def compare_outputs(
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             return False, (
-                f"`{name}`[{k}] differs ({_show(a[k])} with the launch as it is, {_show(b[k])} "
+                f"`{name}`[{at(name, k)}] differs ({_show(a[k])} with the launch as it is, {_show(b[k])} "
                 "with the change)"
             )
         if whole and (ca & ~cb).any():
             k = int(np.flatnonzero(ca & ~cb)[0])
-            return False, f"the change leaves `{name}`[{k}] unwritten, which the launch writes"
+            return False, (
+                f"the change leaves `{name}`[{at(name, k)}] unwritten, which the launch writes"
+            )
         wrote_old += int(ca.sum())
         wrote_new += int(cb.sum())
         extra += int((cb & ~ca).sum())

@@ -259,7 +259,10 @@ from gpuadvise.rules.transpose import (
     transpose_tiles,
 )
 from gpuadvise.rules.vectorize import vector_rewrite
-from gpuadvise.source import fixkit  # the operations fixes are made of (issue 28)
+from gpuadvise.source import (
+    fixkit,  # the operations fixes are made of (issue 28)
+    fixkit_merge,  # block merging (GA103)
+)
 from gpuadvise.source.edit import unified_diff
 from gpuadvise.source.patch import (
     PatchError,
@@ -317,6 +320,7 @@ __all__ = [
     "FindingDetails",
     "first_add_diff",
     "fixkit",
+    "fixkit_merge",
     "fma_lines",
     "fp64_to_fp32_estimate",
     "global_totals",

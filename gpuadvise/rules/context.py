@@ -227,11 +227,15 @@ class RuleServices(Protocol):
         ...
 
     def compare_launch(
-        self, grid: tuple[int, int, int], block: tuple[int, int, int]
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        source_text: str | None = None,
     ) -> LaunchCheck:
-        """Whether the kernel launched with ``grid`` and ``block`` computes what the analysed
-        launch computes, without moving more global sectors per thread (both run on the
-        emulator): a launch change is proposed only when ``same``."""
+        """Whether the kernel (or the candidate ``source_text``, the kernel's file rewritten)
+        launched with ``grid`` and ``block`` computes what the analysed launch computes, without
+        moving more global sectors per thread (both run on the emulator): a launch change is
+        proposed only when ``same``."""
         ...
 
     def shared_layout(self) -> SharedLayout:

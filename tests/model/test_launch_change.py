@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuadvise.model.launch_change import compare_outputs, covering_ctas, cta_box, threads_in
+from gpuadvise.model.launch_change import (
+    changed_positions,
+    compare_outputs,
+    covering_ctas,
+    cta_box,
+    threads_in,
+)
 
 POISON = np.frombuffer(b"\xff" * 40, np.float32)
 
@@ -72,3 +78,39 @@ def test_nothing_written_is_nothing_to_compare():
     ok, why = compare_outputs(["y"], {"y": POISON}, {"y": POISON}, {"y": POISON},
                               old_threads=8, new_threads=8, whole=True)  # fmt: skip
     assert not ok and "wrote no output element" in why
+
+
+def test_the_changed_elements_alone_give_the_same_verdicts():
+    """compare_launch keeps only the positions either run changed (HeCBench nw's 1 GiB
+    buffers): ``changed_positions`` a chunk at a time, the messages naming the buffer's index,
+    an output neither run writes (an empty selection) among others."""
+    init = np.arange(10, dtype=np.int32)
+    old, new = init.copy(), init.copy()
+    old[[2, 7]] = -1
+    new[[2, 7]] = [-1, -2]
+    p = np.union1d(changed_positions(old, init, chunk=3), changed_positions(new, init, chunk=4))
+    assert p.tolist() == [2, 7]
+    none = np.zeros(0, dtype=np.int64)
+    ok, why = compare_outputs(
+        ["y", "z"],
+        {"y": init[p], "z": init[none]},
+        {"y": old[p], "z": init[none]},
+        {"y": new[p], "z": init[none]},
+        old_threads=2,
+        new_threads=2,
+        whole=True,
+        index={"y": p, "z": none},
+    )
+    assert not ok and "`y`[7] differs" in why
+    new[7] = -1
+    ok, _ = compare_outputs(
+        ["y", "z"],
+        {"y": init[p], "z": init[none]},
+        {"y": old[p], "z": init[none]},
+        {"y": new[p], "z": init[none]},
+        old_threads=2,
+        new_threads=2,
+        whole=True,
+        index={"y": p, "z": none},
+    )
+    assert ok

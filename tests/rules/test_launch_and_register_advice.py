@@ -160,8 +160,12 @@ NW_BUFS = 'in = "int[n * 17 + 17]"\nout = { type = "int", count = "n", fill = "z
 def test_a_kernel_hard_wired_to_its_block_gets_no_other_block(kernel, tmp_path):
     src = _case(tmp_path, HARD_WIRED[kernel], kernel, "256", "16", "n = 4096", NW_BUFS)
     (f,) = run_rule(analyze(src, kernel, trace=False), "GA103")
-    assert "no block of a multiple of 32 threads computes the same" in f.message
-    assert f.variant.launch is None and not f.variant.alternatives
+    assert "no block shape of 32-multiple threads computes the same as it is" in f.message
+    # no other block shape: two of its blocks side by side in a CTA of 32 (block merging,
+    # tests/rules/test_rule_ga103_merge.py), the grid halved
+    v = f.variant
+    assert v.label == "merge 2" and not v.alternatives and v.safety == "automatic-and-verified"
+    assert v.launch == {"block": [32, 1, 1], "grid": [128, 1, 1]}
 
 
 GENERIC = """
