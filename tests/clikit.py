@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 import subprocess
 import textwrap
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -48,6 +50,21 @@ def cli_run(*args: str) -> subprocess.CompletedProcess[str]:
     except SystemExit as exc:
         code = int(exc.code or 0)
     return subprocess.CompletedProcess(["gpuadvise", *args], code, _text(out), _text(err))
+
+
+@contextlib.contextmanager
+def environ(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` exactly ``env`` while the block runs (what it was, after): the environment
+    a ``subprocess.run(..., env=env)`` would have given the run, for :func:`cli_run` in a
+    fixture of any scope (where ``monkeypatch`` is not at hand)."""
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
 
 
 def _stream() -> io.TextIOWrapper:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -61,6 +62,24 @@ def analyze(
     return analyze_kernel(
         spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
     )
+
+
+def compiled(
+    source: Path, kernel: str, args: tuple[str, ...] = (), **options: Any
+) -> SimpleNamespace:
+    """What a test that runs a kernel on the emulator takes from an analysis (``spec``,
+    ``device``, ``module``, ``kernel``), built as :func:`analyze` builds them (the same spec,
+    compile and kernel) without the rest of the pipeline: no SASS, no live registers (two
+    nvdisasm runs), no occupancy. For a kernel that is only run, its outputs compared."""
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.toolchain import as_written, compile_source, select_compiled_kernel
+
+    spec, choice, compile_options = build(
+        KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
+    )
+    module = compile_source(Path(spec.source), compile_options, kernels=[spec.kernel])
+    info = as_written(module, spec.kernel, select_compiled_kernel(module, spec.kernel))
+    return SimpleNamespace(spec=spec, device=choice.device, module=module, kernel=info)
 
 
 def run_rule(

@@ -80,15 +80,16 @@ def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
 def _signature(records: np.ndarray) -> bytes:
     """The distinct (instruction, kind, address) of the active lanes of ``records``."""
     lanes = active_lanes(records["mask"])
-    rows = np.stack(
-        [
-            np.broadcast_to(records["inst"][:, None], lanes.shape)[lanes].astype(np.uint64),
-            np.broadcast_to(records["kind"][:, None], lanes.shape)[lanes].astype(np.uint64),
-            records["addr"][lanes].astype(np.uint64),
-        ],
-        axis=1,
-    )
-    return np.unique(rows, axis=0).tobytes()
+    inst = np.broadcast_to(records["inst"][:, None], lanes.shape)[lanes].astype(np.uint64)
+    kind = np.broadcast_to(records["kind"][:, None], lanes.shape)[lanes].astype(np.uint64)
+    addr = records["addr"][lanes].astype(np.uint64)
+    # the rows of np.unique(rows, axis=0), in its order (by instruction, then kind, then
+    # address), from a lexsort of the columns: np.unique compares the rows as structured
+    # records, many times slower on the millions of lane accesses of a large trace
+    rows = np.stack([inst, kind, addr], axis=1)[np.lexsort((addr, kind, inst))]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    return np.ascontiguousarray(rows[first]).tobytes()
 
 
 def copies_of(

@@ -425,11 +425,11 @@ def test_fix_composes_the_reduction_chain_without_a_gpu(tmp_path: Path) -> None:
     assert "__shfl_down_sync" in body and "tid % (2 * s)" not in body and "ga204_" in body
     # the written kernel, launched as the written spec says (32 CTAs), sums 512 inputs per CTA:
     # two of the original's blocks (emulated, every CTA)
-    from rulekit import analyze, reduction_block_sums
+    from rulekit import compiled, reduction_block_sums
 
     spec = case / "reduce1.fixed.toml"
     assert "grid = 32" in spec.read_text()
-    a = analyze(src, "reduce1", "all", ("n=16384",), spec=str(spec))
+    a = compiled(src, "reduce1", ("n=16384",), spec=str(spec))
     got, want = reduction_block_sums(a, 32, 512)
     assert np.array_equal(got, want)
 

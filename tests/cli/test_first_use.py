@@ -4,6 +4,7 @@ formats, the HTML badges, the devices' units."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import cli_run, environ
 
 from gpuadvise.report.console import wrap_line
 
@@ -26,15 +28,21 @@ def env(compile_cache: Path) -> dict[str, str]:
 
 
 def gpuadvise(
-    env: dict[str, str], *args: str, cwd: Path = ROOT
+    env: dict[str, str], *args: str, cwd: Path = ROOT, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
+    """``gpuadvise ARGS`` with environment ``env`` in ``cwd``: in this process (``cli_run``),
+    or with ``process`` as ``python -m gpuadvise`` (what only a process shows: -v's logging,
+    which ``logging.basicConfig`` sets up once per process)."""
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "gpuadvise", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+    with environ(env), contextlib.chdir(cwd):
+        return cli_run(*args)
 
 
 @pytest.fixture(scope="module")
@@ -413,17 +421,17 @@ def test_a_step_of_unknown_size_draws_no_bar() -> None:
 @pytest.mark.toolkit
 def test_verbose_says_which_nvcc_cache_tracer_and_timings(env: dict[str, str]) -> None:
     args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100")
-    r = gpuadvise(env, "-v", *args, "--no-cache", "--statistics")
+    r = gpuadvise(env, "-v", *args, "--no-cache", "--statistics", process=True)
     assert r.returncode == 0, r.stderr
     err = r.stderr
     assert "INFO gpuadvise.toolchain.find: nvcc " in err and "(CUDA " in err
     assert "INFO gpuadvise.toolchain.compile: compiling reduce.cu for sm_90 (--no-cache)" in err
     assert "INFO gpuadvise.analyze.run: tracer: the CPU emulator" in err
     assert re.search(r"timings: compile [\d.]+ s, .*trace [\d.]+ s, rules [\d.]+ s", err)
-    vv = gpuadvise(env, "-vv", *args, "--no-cache", "--statistics").stderr
+    vv = gpuadvise(env, "-vv", *args, "--no-cache", "--statistics", process=True).stderr
     assert "DEBUG gpuadvise.toolchain.compile: running " in vv and " -cubin " in vv
     assert "DEBUG gpuadvise.analyze.run: rules: GA101 " in vv
-    quiet = gpuadvise(env, *args, "--no-cache", "--statistics").stderr
+    quiet = gpuadvise(env, *args, "--no-cache", "--statistics", process=True).stderr
     assert "INFO" not in quiet and "DEBUG" not in quiet
 
 

@@ -746,14 +746,14 @@ def test_interior_ctas():
 
 
 @needs_nvcc
-def test_emulator_runs_the_ctas_it_is_given(tmp_path):
+def test_emulator_runs_the_ctas_it_is_given(compile_cache):
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
     from gpuadvise.toolchain import CompileOptions, compile_source
     from gpuadvise.trace.emulate import emulate
 
     src = ROOT / "tests" / "cuda" / "emu" / "basic.cu"
-    mod = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path))
+    mod = compile_source(src, CompileOptions(arch="sm_90", cache_dir=compile_cache))
     spec = build_kernel_spec(src, "vec_add", grid=8, block=256, args=["n=2048"],
                              buffers=["a=float[2048]", "b=float[2048]", "c=float[2048]"],
                              discover=False)  # fmt: skip

@@ -77,8 +77,10 @@ needs_toolkit = [
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("instrument-cache")
+def cache(compile_cache: Path) -> Path:
+    """The run's compile cache: these kernels compile with the flags the analyses give them
+    (``-arch=sm_90``), so the golden test's compiles of kernels/ serve them, and theirs it."""
+    return compile_cache
 
 
 _MODULES: dict[Path, CompiledModule] = {}

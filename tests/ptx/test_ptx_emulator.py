@@ -31,8 +31,8 @@ pytestmark = pytest.mark.toolkit
 
 
 @pytest.fixture(scope="module")
-def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, CompiledModule]:
-    opts = CompileOptions(arch="sm_90", cache_dir=tmp_path_factory.mktemp("emu-cache"))
+def modules(compile_cache: Path) -> dict[Path, CompiledModule]:
+    opts = CompileOptions(arch="sm_90", cache_dir=compile_cache)  # the run's cache
     return {src: compile_source(src, opts) for src in (BASIC, MORE)}
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import rulekit
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.demanded_bits as bits
@@ -474,8 +475,6 @@ def reference(
 def run_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of ``px`` on the emulator, every CTA: (out, global load lanes, smem)."""
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -483,11 +482,8 @@ def run_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     src, before, after = write_proxy(px, tmp)
     got = {}
     for kernel, spec in ((px.before, before), (px.after, after)):
-        s, choice, opts = build(
-            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
-        )
-        an = analyze_kernel(s, choice.device, opts, trace=False)
-        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        an = rulekit.compiled(src, kernel, spec=str(spec))
+        launch = resolve(an.spec, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas="all")
         r = e.trace.records
         glob = r[(r["space"] == int(Space.GLOBAL)) & (r["kind"] == int(Kind.LOAD))]
@@ -653,8 +649,6 @@ def run_store_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     """Both kernels of a store proxy on the emulator, every CTA, the written buffer read back
     too: per kernel (out, written buffer, global load lanes, global store lanes)."""
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -668,11 +662,8 @@ def run_store_proxy(px: rule_findings.Proxy, tmp: Path) -> dict[str, Any]:
     src, before, after = write_proxy(shown, tmp)
     got = {}
     for kernel, spec, buf in ((px.before, before, "aos"), (px.after, after, "soa")):
-        s, choice, opts = build(
-            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
-        )
-        an = analyze_kernel(s, choice.device, opts, trace=False)
-        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        an = rulekit.compiled(src, kernel, spec=str(spec))
+        launch = resolve(an.spec, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas="all")
         r = e.trace.records
         glob = r[r["space"] == int(Space.GLOBAL)]

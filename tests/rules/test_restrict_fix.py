@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from rulekit import KERNELS, analyze, run_rule
+from rulekit import KERNELS, analyze, compiled, run_rule
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -82,7 +82,7 @@ def test_restrict_fix_writes_the_same_outputs_and_removes_the_reloads(
     assert param in new.read_text().replace("float *__restrict__", "float * __restrict__")
 
     def run(path, spec_path):
-        a = analyze(path, kernel, None, trace=False, spec=str(spec_path))
+        a = compiled(path, kernel, spec=str(spec_path))
         launch = resolve(a.spec, parse_signature(path.read_text(), kernel))
         return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 
@@ -167,7 +167,7 @@ def test_ga308_falls_back_to_restrict_where_the_register_rewrite_does_not_apply(
     new.write_text(apply_unified_diff(src.read_text(), v.diff))
 
     def run(path, spec_path):
-        a = analyze(path, kernel, None, trace=False, spec=str(spec_path))
+        a = compiled(path, kernel, spec=str(spec_path))
         launch = resolve(a.spec, parse_signature(path.read_text(), kernel))
         return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 

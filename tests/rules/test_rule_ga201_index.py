@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 from gpuadvise.analyze.evaluate import rule_context
 from gpuadvise.rules.config import Config
@@ -61,7 +61,7 @@ def outputs(src: Path, kernel: str, ctas: int = 4) -> tuple[np.ndarray, np.ndarr
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = _analysis(src, kernel)
+    a = compiled(src, kernel, spec=str(src.parent / SPECS[kernel]))
     launch = resolve(a.spec, parse_signature(src.read_text(), a.spec.kernel))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=ctas, trace=False)
     return e.inputs["in"], e.outputs["out"]

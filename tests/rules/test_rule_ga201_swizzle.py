@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 from gpuadvise.analyze.evaluate import rule_context
 from gpuadvise.rules.config import Config
@@ -53,7 +53,7 @@ def outputs(src: Path, kernel: str) -> tuple[np.ndarray, np.ndarray]:
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = _analysis(src, kernel)
+    a = compiled(src, kernel, spec=str(src.parent / SPECS[kernel]))
     launch = resolve(a.spec, parse_signature(src.read_text(), a.spec.kernel))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=CTAS, trace=False)
     return e.inputs["in"], e.outputs["out"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rulekit import compiled
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.registry as rule_registry
@@ -89,7 +90,7 @@ def emulated(
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, block, trace=False, grid=grid, args=args)
+    a = compiled(source, kernel, args, block=block, grid=grid)
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas=ctas)
 

@@ -14,7 +14,7 @@ import shutil
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, kernel_case, reduction_block_sums, run_rule
+from rulekit import KERNELS, analyze, compiled, kernel_case, reduction_block_sums, run_rule
 
 from gpuadvise.source.patch import apply_unified_diff
 
@@ -86,6 +86,6 @@ def test_a_barrier_first_loop_read_at_zero_gets_its_barrier_before_the_shuffles(
     head = new.partition("if (t < 32) {")[0]
     assert "k > 32;" in head and head.rstrip().endswith("}\n    __syncthreads();")
     src.write_text(new)
-    b = analyze(src, "first", 4, trace=False)
+    b = compiled(src, "first")
     got, want = reduction_block_sums(b, 4, 256)
     np.testing.assert_array_equal(got, want)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule
+from rulekit import KERNELS, analyze, compiled, ev, run_rule
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.registry as rule_registry
@@ -191,7 +191,7 @@ def _emulate_all(source: Path, kernel: str, grid: int, n: int) -> Any:
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, None, trace=False, grid=str(grid), args=(f"n={n}",))
+    a = compiled(source, kernel, grid=str(grid), args=(f"n={n}",))
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 
@@ -562,7 +562,7 @@ def test_a_grid_stride_reduction_launched_with_many_waves(
     assert ga206(src, kernel, **{**kw, "grid": "1056"}) == []
 
     def run(g: int) -> Any:
-        a = analyze(src, kernel, None, trace=False, grid=str(g), args=("n=70000",), spec=str(spec))
+        a = compiled(src, kernel, grid=str(g), args=("n=70000",), spec=str(spec))
         launch = resolve(a.spec, parse_signature(STRIDED, kernel))
         return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 import gpuadvise.rules as rule_api
 from gpuadvise.rules.grid_stride import BufferUse
@@ -114,7 +114,7 @@ def test_the_one_wave_launch_keeps_the_column_sums(tmp_path: Path) -> None:
     from gpuadvise.trace.emulate import emulate
 
     def run(grid: str) -> Any:
-        a = analyze(TOTALS, "col_sumsq", None, trace=False, grid=grid, args=("rows=512", "cols=64"))
+        a = compiled(TOTALS, "col_sumsq", grid=grid, args=("rows=512", "cols=64"))
         launch = resolve(a.spec, parse_signature(TOTALS.read_text(), "col_sumsq"))
         return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 

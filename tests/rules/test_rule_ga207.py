@@ -10,7 +10,7 @@ returned old values are those of a serial order of the lanes."""
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -93,7 +93,7 @@ def _outputs(src, kernel, **opts):
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(src, kernel, None, trace=False, **opts)
+    a = compiled(src, kernel, **opts)
     launch = resolve(a.spec, parse_signature(src.read_text(), kernel.split("<")[0]))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False).outputs
 

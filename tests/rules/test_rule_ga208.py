@@ -11,7 +11,7 @@ the CPU emulator equal the kernel's) and where a grid-stride kernel makes one at
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, kernel_case, run_rule, source_line
 
 from gpuadvise.rules import HotAddress, update_ns
 
@@ -144,7 +144,7 @@ def _outputs(src, kernel, **opts):
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(src, kernel, None, trace=False, **opts)
+    a = compiled(src, kernel, **opts)
     launch = resolve(a.spec, parse_signature(src.read_text(), kernel.split("<")[0]))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False).outputs
 

@@ -9,7 +9,7 @@ and bins beyond 48 KB of shared memory stay display-only, with the reason."""
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, run_rule
+from rulekit import KERNELS, analyze, compiled, run_rule
 
 from gpuadvise.rules import HotAddress
 
@@ -23,7 +23,7 @@ def _outputs(src, kernel, **opts):
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(src, kernel, None, trace=False, **opts)
+    a = compiled(src, kernel, **opts)
     launch = resolve(a.spec, parse_signature(src.read_text(), kernel.split("<")[0]))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False).outputs
 

@@ -147,8 +147,6 @@ def test_a_strided_plain_array_is_display_only(tmp_path):
 
 def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -169,11 +167,8 @@ def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis
     src, before, after = write_proxy(px, tmp_path)
     outs, loads = [], []
     for kernel, spec in ((px.before, before), (px.after, after)):
-        s, choice, opts = build(
-            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
-        )
-        an = analyze_kernel(s, choice.device, opts, trace=False)
-        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        an = rulekit.compiled(src, kernel, spec=str(spec))
+        launch = resolve(an.spec, parse_signature(src.read_text(), kernel))
         # 70 CTAs: the first row of the grid and 6 blocks of the second (interior ones)
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
         outs.append(e.outputs["out"])

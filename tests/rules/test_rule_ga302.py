@@ -149,8 +149,6 @@ def test_full_width_fields_are_not_narrow(tmp_path):
 
 def test_the_proxy_compiles_and_folds_the_same_indices(fields_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -168,11 +166,8 @@ def test_the_proxy_compiles_and_folds_the_same_indices(fields_analysis, tmp_path
     src, before, after = write_proxy(px, tmp_path)
     outs, loads = [], []
     for kernel, spec in ((px.before, before), (px.after, after)):
-        s, choice, opts = build(
-            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
-        )
-        an = analyze_kernel(s, choice.device, opts, trace=False)
-        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        an = rulekit.compiled(src, kernel, spec=str(spec))
+        launch = resolve(an.spec, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
         outs.append(e.outputs["out"])
         r = e.trace.records

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rulekit import compiled
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.registry as rule_registry
@@ -241,7 +242,7 @@ def emulate_all(source: Path, kernel: str, spec: Path) -> tuple[dict[str, np.nda
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, spec, trace=False)
+    a = compiled(source, kernel, spec=None if spec is None else str(spec))
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all")
     return e.outputs, a

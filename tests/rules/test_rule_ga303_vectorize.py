@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from rulekit import KERNELS, analyze, run_rule
+from rulekit import KERNELS, analyze, compiled, run_rule
 
 import gpuadvise.rules as rule_api
 
@@ -45,7 +45,7 @@ def _outputs(src: Path, kernel: str, spec: Path) -> dict[str, bytes]:
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(src, kernel, None, trace=False, spec=str(spec))
+    a = compiled(src, kernel, spec=str(spec))
     launch = resolve(a.spec, parse_signature(src.read_text(), kernel))
     run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
     return {k: v.tobytes() for k, v in run.outputs.items()}

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rulekit import compiled
 
 import gpuadvise.rules as rule_api
 import gpuadvise.rules.evaluate as rule_evaluate
@@ -401,7 +402,7 @@ def _emulate_all(source: Path) -> Any:
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, "gather_rowmajor", SMALL, sample=1)
+    a = compiled(source, "gather_rowmajor", SMALL)
     assert tuple(a.spec.launch.grid.as_tuple()) == (GX, GY, 1)
     launch = resolve(a.spec, parse_signature(source.read_text(), "gather_rowmajor"))
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all")

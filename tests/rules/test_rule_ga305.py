@@ -146,8 +146,6 @@ def test_recommended_only_if_the_proxy_measures_faster(soa_analysis, speedup):
 
 def test_the_proxy_compiles_and_the_tile_reads_the_same_words(soa_analysis, tmp_path):
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
@@ -161,11 +159,8 @@ def test_the_proxy_compiles_and_the_tile_reads_the_same_words(soa_analysis, tmp_
     src, before, after = write_proxy(px, tmp_path)
     got = []
     for kernel, spec in ((px.before, before), (px.after, after)):
-        s, choice, opts = build(
-            KernelOptions(source=str(src), kernel=kernel, spec=str(spec), gpu="H100")
-        )
-        an = analyze_kernel(s, choice.device, opts, trace=False)
-        launch = resolve(s, parse_signature(src.read_text(), kernel))
+        an = rulekit.compiled(src, kernel, spec=str(spec))
+        launch = resolve(an.spec, parse_signature(src.read_text(), kernel))
         e = emulate(an.module, an.kernel, launch, an.device, sample_ctas=70)
         r = e.trace.records
         lanes = int(

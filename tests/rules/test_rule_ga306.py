@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule
+from rulekit import KERNELS, analyze, compiled, ev, run_rule
 
 from gpuadvise.source.patch import apply_unified_diff
 
@@ -70,7 +70,7 @@ def emulate_all(source: Path, kernel: str, spec: Path) -> dict[str, np.ndarray]:
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, spec=str(spec), trace=False)
+    a = compiled(source, kernel, spec=str(spec))
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all")
     return {**e.outputs, **{f"in:{k}": v for k, v in e.inputs.items()}}

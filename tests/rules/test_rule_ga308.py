@@ -7,7 +7,7 @@ register) and a plain element-wise store stay silent."""
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -89,7 +89,7 @@ def test_the_register_fix_writes_the_same_outputs(kernel, buffer, has, tmp_path)
     new.write_text(apply_unified_diff(SRC.read_text(), v.diff))
 
     def run(src):
-        a = analyze(src, kernel, None, trace=False, spec=str(src.parent / SPECS[kernel]))
+        a = compiled(src, kernel, spec=str(src.parent / SPECS[kernel]))
         launch = resolve(a.spec, parse_signature(src.read_text(), kernel))
         return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 

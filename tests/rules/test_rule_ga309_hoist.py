@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, run_rule, source_line
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
@@ -43,7 +43,7 @@ def outputs(src, kernel):
     from gpuadvise.trace.emulate import emulate
 
     spec = str(src.parent / SPECS[kernel])
-    a = analyze(src, kernel, None, trace=False, spec=spec, grid="16")
+    a = compiled(src, kernel, spec=spec, grid="16")
     launch = resolve(a.spec, parse_signature(src.read_text(), kernel))
     run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
     return run.outputs[OUTPUT[kernel]]

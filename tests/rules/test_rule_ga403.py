@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule, source_line
+from rulekit import KERNELS, analyze, compiled, ev, run_rule, source_line
 
 import gpuadvise.rules as R
 import gpuadvise.source.text as srctext
@@ -87,7 +87,7 @@ def _outputs(source: Path, kernel: str) -> dict[str, np.ndarray]:
     from gpuadvise.trace.emulate import emulate
 
     # a small launch run whole: 3 CTAs of 128 columns, 3 steps of the k loop
-    a = analyze(source, kernel, trace=False, grid="3", args=("n=384", "k=2"))
+    a = compiled(source, kernel, grid="3", args=("n=384", "k=2"))
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel.split("<")[0]))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all")
     assert e.complete

@@ -244,7 +244,7 @@ def block_sums(source: Path, kernel: str, per_block: int) -> tuple[np.ndarray, n
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    a = analyze(source, kernel, trace=False)
+    a = rulekit.compiled(source, kernel)
     assert a.spec.spec_path == source.parent / "case.toml"
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
     e = emulate(a.module, a.kernel, launch, a.device, sample_ctas=4)

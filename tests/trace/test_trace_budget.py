@@ -25,10 +25,8 @@ RECORDS_PER_CTA = 3 * 32  # two loads and a store per warp, 32 warps
 
 
 @pytest.fixture(scope="module")
-def module(tmp_path_factory: pytest.TempPathFactory) -> CompiledModule:
-    return compile_source(
-        BASIC, CompileOptions(arch="sm_90", cache_dir=tmp_path_factory.mktemp("c"))
-    )
+def module(compile_cache: Path) -> CompiledModule:
+    return compile_source(BASIC, CompileOptions(arch="sm_90", cache_dir=compile_cache))
 
 
 def run(module: CompiledModule, sample: int | str | None) -> Emulation:

@@ -24,8 +24,9 @@ from tests.ptx.test_instrument import BASIC, _have_nvcc, _launch, module_of
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tracer-cache")
+def cache(compile_cache: Path) -> Path:
+    """The run's compile cache (test_instrument.py compiles the same kernels in it)."""
+    return compile_cache
 
 
 def test_the_tracers_by_name_and_their_capabilities() -> None:
