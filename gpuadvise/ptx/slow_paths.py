@@ -17,8 +17,14 @@ on the slow path (:func:`slow_lanes`, on the operands' values before the instruc
 share of the instruction's warp executions (the execution model's
 :attr:`~gpuadvise.model.execution.KernelWork.slow_paths`).
 
-Left out: ``rcp.rn``/``sqrt.rn`` of doubles and ``div.rn.f32``'s FCHK slow path (their fast-path
-checks are of other ranges; not counted, the fast path only).
+Measured on an H200 (2026-11-30, benchmarks/fp64_division/probe.sh, ncu): HeCBench zeropoint
+as traced issues 393 warp instructions a warp (362 on this count, 140 before it); a division
+with a zero numerator takes 27.2 SM-clocks a warp where the fast path takes 7.1 (double), and
+14.4 where it takes 4.5 (float: FCHK sends a zero numerator to its slow path too).
+
+Left out: ``rcp.rn``/``sqrt.rn`` of doubles, and ``div.rn.f32``'s FCHK slow path in the
+emulator's counts (:data:`FLOAT_SLOW_WORK` is what a double's trip becomes in float, for GA404's
+float side only).
 
 Pure: numpy on operand values.
 """
@@ -31,7 +37,14 @@ import numpy as np
 
 from gpuadvise.ptx.parser import Instr
 
-__all__ = ["SLOW_LINKS", "SLOW_WORK", "has_slow_path", "slow_lanes"]
+__all__ = [
+    "FLOAT_SLOW_LINKS",
+    "FLOAT_SLOW_WORK",
+    "SLOW_LINKS",
+    "SLOW_WORK",
+    "has_slow_path",
+    "slow_lanes",
+]
 
 SLOW_WORK: tuple[tuple[str, float], ...] = (
     ("imad", 20.0),
@@ -48,6 +61,17 @@ VIADD 2, DFMA 8, DMUL 2, DSETP 2, MUFU.RCP64H 1, BRA 5, BSSY, BSYNC, RET) and th
 SLOW_LINKS: tuple[tuple[str, float], ...] = (("mufu", 1.0), ("fp64", 8.0), ("int", 8.0))
 """Its dependent steps: the second reciprocal (MUFU.RCP64H, then eight dependent DFMA/DMUL) and
 the exponent arithmetic and selects of the special case (about eight in a row)."""
+
+FLOAT_SLOW_WORK: tuple[tuple[str, float], ...] = (("int", 19.0), ("imad", 5.0), ("branch", 10.0))
+"""The same division in float (``div.rn.f32``): FCHK sends the lanes whose operands it flags (a
+zero numerator among them: 14.4 SM-clocks a warp against 4.5, measured on an H200) to
+``__internal_1_$__cuda_sm3x_div_rn_noftz_f32_slowpath``; its path for a zero numerator in ptxas
+13.0's sm_90 SASS is 30 instructions (SHF, LOP3, VIADD, ISETP, FSETP, PLOP3 and six branches),
+the call's 4 more. What a double division's slow-path trip becomes in float (GA404's after
+side)."""
+
+FLOAT_SLOW_LINKS: tuple[tuple[str, float], ...] = (("int", 10.0),)
+"""Its dependent steps: the exponent extraction and the tests of the special cases in a row."""
 
 _NUM_MIN = np.uint32(0x03600000)  # |hi(a)| as a float >= 6.58e-37
 _RCP_MIN = np.uint32(0x00100000)  # |hi(rcp)| as a float > 1.47e-39

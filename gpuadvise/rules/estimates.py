@@ -24,7 +24,7 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.execution import amdahl_with_floor
+from gpuadvise.model.execution import KernelWork, amdahl_with_floor
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -599,6 +599,35 @@ def issue_change_estimate(
     return launch_change_estimate(device, before, after, what, inputs)
 
 
+def _float_slow_paths(w: KernelWork) -> KernelWork:
+    """``w`` with its double divisions' slow-path trips (``slow_paths``: one MUFU.RCP64H each)
+    made the float division's (:data:`~gpuadvise.ptx.slow_paths.FLOAT_SLOW_WORK`)."""
+    from gpuadvise.ptx.slow_paths import FLOAT_SLOW_LINKS, FLOAT_SLOW_WORK, SLOW_WORK
+
+    trips = w.slow_paths.get("mufu", 0.0) / dict(SLOW_WORK)["mufu"]
+    plain = w.without_slow_paths()
+    if trips <= 0:
+        return plain
+    pipes = dict(plain.pipes)
+    for p, k in FLOAT_SLOW_WORK:
+        pipes[p] = pipes.get(p, 0.0) + k * trips
+    per_warp = trips / max(w.warps_per_cta, 1)
+    chain = dict(plain.chain)
+    unordered = None if plain.chain_unordered is None else dict(plain.chain_unordered)
+    for c, k in FLOAT_SLOW_LINKS:
+        chain[c] = chain.get(c, 0.0) + k * per_warp
+        if unordered is not None:
+            unordered[c] = unordered.get(c, 0.0) + k * per_warp
+    return replace(
+        plain,
+        pipes=pipes,
+        chain=chain,
+        chain_unordered=unordered,
+        critical_instructions=plain.critical_instructions
+        + per_warp * sum(k for _, k in FLOAT_SLOW_WORK),
+    )
+
+
 def fp64_to_fp32_estimate(
     device: DeviceSpec,
     view: TraceView,
@@ -612,15 +641,16 @@ def fp64_to_fp32_estimate(
     critical path made an FP32 one, and ``conversions_per_fp64`` XU conversions (F2F) fewer per
     FP64 instruction (at most the work's XU count), on the pipes and as links of the critical
     path alike; the double divisions' slow paths (``KernelWork.slow_paths``: ptxas's, where the
-    traced operands take them) gone. ``ctas_per_sm`` (> 0): the float version's resident CTAs
-    per SM (a double takes two registers: the float build may fit more CTAs; the bound then
-    compares the launch at sustained rates with the float build at peak). None without the
-    kernel's work."""
+    traced operands take them) made the float division's, which FCHK sends the same lanes to.
+    ``ctas_per_sm`` (> 0): the float version's resident CTAs per SM (a double takes two
+    registers: the float build may fit more CTAs; the bound then compares the launch at
+    sustained rates with the float build at peak). None without the kernel's work."""
     before = view_traffic(device, view)
     if before.work is None or before.work.pipes.get("fp64", 0.0) <= 0:
         return None
-    # the double divisions' slow paths (a zero numerator) are gone in float
-    w = before.work.without_slow_paths()
+    # the double divisions' slow paths (a zero numerator) are gone in float, where the same
+    # lanes take the float division's (FCHK's) shorter one
+    w = _float_slow_paths(before.work)
     pipes = dict(w.pipes)
     fp64 = pipes.pop("fp64", 0.0)
     pipes["fp32"] = pipes.get("fp32", 0.0) + fp64

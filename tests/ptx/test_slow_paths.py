@@ -138,3 +138,39 @@ def test_no_slow_path_no_extra_work() -> None:
     assert work.slow_paths == {} and work.slow_chain == {}
     assert work.pipes["fp64"] == 2 * 8.0
     assert work.without_slow_paths() is work
+
+
+def test_float_takes_the_shorter_slow_path_for_the_same_lanes() -> None:
+    # GA404's after side: two warps a CTA, one slow-path trip each (a zero numerator): the double
+    # trip's 68 instructions and links go, the float division's 34 and its 10 links come
+    from gpuadvise.ptx.slow_paths import FLOAT_SLOW_LINKS, FLOAT_SLOW_WORK
+    from gpuadvise.rules.estimates import _float_slow_paths
+
+    slow = {p: 2.0 * k for p, k in SLOW_WORK}
+    links = {c: 1.0 * k for c, k in SLOW_LINKS}
+    fast = {"fp64": 16.0, "mufu": 2.0, "int": 4.0, "lsu": 6.0}
+    w = KernelWork(
+        pipes={p: fast.get(p, 0.0) + slow.get(p, 0.0) for p in {*fast, *slow}},
+        chain={"global": 2.0, "fp64": 4.0 + links["fp64"], "int": 3.0 + links["int"], "mufu": 2.0},
+        critical_instructions=14.0 + 68.0,
+        ctas=100,
+        warps_per_cta=2,
+        slow_paths=slow,
+        slow_chain=links,
+    )
+    f = _float_slow_paths(w)
+    assert f.pipes == pytest.approx(
+        {
+            "fp64": 16.0,
+            "mufu": 2.0,
+            "int": 4.0 + 2 * 19.0,
+            "imad": 2 * 5.0,
+            "lsu": 6.0,
+            "branch": 2 * 10.0,
+        }
+    )
+    assert dict(FLOAT_SLOW_WORK) == {"int": 19.0, "imad": 5.0, "branch": 10.0}
+    assert f.chain == pytest.approx({"global": 2.0, "fp64": 4.0, "int": 3.0 + 10.0, "mufu": 1.0})
+    assert dict(FLOAT_SLOW_LINKS) == {"int": 10.0}
+    assert f.critical_instructions == pytest.approx(14.0 + 34.0)
+    assert f.slow_paths == {}
