@@ -214,7 +214,8 @@ class Fp64Promotion(Rule):
     path. A double division is ptxas's MUFU.RCP64H and Newton sequence, and for each warp with a
     lane whose operands fail its range check (a zero numerator: HeCBench zeropoint's
     ``min_val / scale`` with ``min_val = fminf(x, 0)``) a call of its slow path, about 68
-    instructions, counted by the emulator on the traced values; in float those calls are gone.
+    instructions, counted by the emulator on the traced values; in float each becomes the float
+    division's slow path, about 34 (FCHK sends a zero numerator there too: measured on an H200).
     A double takes two registers: the float version (the fix; the whole body made float
     when the kernel names ``double``) is built, and when it fits more CTAs per SM the launch
     model runs it with them (fewer rounds of CTAs; Rodinia hotspot: 34 -> 28 registers, 6 -> 8
