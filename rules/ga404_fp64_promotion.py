@@ -211,7 +211,12 @@ class Fp64Promotion(Rule):
     1/64), its critical path's FP64 links made FP32 ones, and the F2F conversions of these lines
     gone (as many per FP64 instruction as the SASS of these lines has, ``I2F.F64`` included: in
     float it is ``I2FP.F32``, an ALU instruction on sm_90), on the pipes and on the critical
-    path. A double takes two registers: the float version (the fix; the whole body made float
+    path. A double division is ptxas's MUFU.RCP64H and Newton sequence, and for each warp with a
+    lane whose operands fail its range check (a zero numerator: HeCBench zeropoint's
+    ``min_val / scale`` with ``min_val = fminf(x, 0)``) a call of its slow path, about 68
+    instructions, counted by the emulator on the traced values; in float each becomes the float
+    division's slow path, about 34 (FCHK sends a zero numerator there too: measured on an H200).
+    A double takes two registers: the float version (the fix; the whole body made float
     when the kernel names ``double``) is built, and when it fits more CTAs per SM the launch
     model runs it with them (fewer rounds of CTAs; Rodinia hotspot: 34 -> 28 registers, 6 -> 8
     CTAs per SM). It takes all of the kernel's FP64 work as these lines'; without a trace, no

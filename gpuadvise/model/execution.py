@@ -59,7 +59,9 @@ every estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
 loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
-differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes`.
+differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes` and the double divisions'
+slow paths the traced values take (:mod:`gpuadvise.ptx.slow_paths`, in ``KernelWork``'s
+counts).
 
 Pure: no I/O.
 """
@@ -112,7 +114,10 @@ class KernelWork:
     too. ``chain_unordered``: the same warp's chain were no store to keep the loads after it
     waiting (:mod:`gpuadvise.ptx.chains`' memory order): what ``__restrict__`` pointers or a
     value kept in a register instead of stored each iteration leave of the chain (None:
-    unknown, take ``chain``)."""
+    unknown, take ``chain``). ``slow_paths`` and ``slow_chain``: the part of ``pipes`` and of
+    ``chain`` (and ``chain_unordered``) that is ptxas's slow path of IEEE double divisions,
+    taken where the traced operands send a warp's lane there (:mod:`gpuadvise.ptx.slow_paths`:
+    a zero numerator): work that the same division in float does not have."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -125,6 +130,8 @@ class KernelWork:
     shared_wavefronts: float = 0.0
     reads_grid_size: bool = False
     chain_unordered: Mapping[str, float] | None = None
+    slow_paths: Mapping[str, float] = field(default_factory=dict)
+    slow_chain: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def instructions(self) -> float:
@@ -144,6 +151,32 @@ class KernelWork:
             critical_instructions=self.critical_instructions * factor,
             shared_requests=self.shared_requests * factor,
             shared_wavefronts=self.shared_wavefronts * factor,
+            slow_paths={k: v * factor for k, v in self.slow_paths.items()},
+            slow_chain={k: v * factor for k, v in self.slow_chain.items()},
+        )
+
+    def without_slow_paths(self) -> KernelWork:
+        """The same work without its double divisions' slow paths (``slow_paths``,
+        ``slow_chain``): what the divisions leave in float."""
+        if not self.slow_paths and not self.slow_chain:
+            return self
+
+        def less(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+            out = {k: v - b.get(k, 0.0) for k, v in a.items()}
+            return {k: v for k, v in out.items() if v > 1e-12}
+
+        slow_issued = float(sum(self.slow_paths.values()))
+        per_warp = slow_issued / max(self.warps_per_cta, 1)
+        return replace(
+            self,
+            pipes=less(self.pipes, self.slow_paths),
+            chain=less(self.chain, self.slow_chain),
+            chain_unordered=None
+            if self.chain_unordered is None
+            else less(self.chain_unordered, self.slow_chain),
+            critical_instructions=max(self.critical_instructions - per_warp, 0.0),
+            slow_paths={},
+            slow_chain={},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +192,8 @@ class KernelWork:
             "shared_wavefronts": self.shared_wavefronts,
             "reads_grid_size": self.reads_grid_size,
             "chain_unordered": None if self.chain_unordered is None else dict(self.chain_unordered),
+            "slow_paths": dict(self.slow_paths),
+            "slow_chain": dict(self.slow_chain),
         }
 
     @classmethod
@@ -177,6 +212,8 @@ class KernelWork:
             chain_unordered=None
             if d.get("chain_unordered") is None
             else {str(k): float(v) for k, v in d["chain_unordered"].items()},
+            slow_paths={str(k): float(v) for k, v in d.get("slow_paths", {}).items()},
+            slow_chain={str(k): float(v) for k, v in d.get("slow_chain", {}).items()},
         )
 
 

@@ -85,6 +85,7 @@ from gpuadvise.ptx.memory import (
 from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
+from gpuadvise.ptx.slow_paths import has_slow_path, slow_lanes
 from gpuadvise.ptx.values import NP_TYPES, Mask, storage_dtype, to_storage, write
 
 __all__ = [
@@ -668,7 +669,34 @@ class Batch:
             self._loop_where,
             loop_report if loop_report is not None else {},
         )
+        # IEEE double divisions: the warps that executed each and those with a lane on ptxas's
+        # slow path (gpuadvise.ptx.slow_paths), for the execution model's instruction counts
+        self.slow_div: dict[int, list[int]] = {}
+        for i, ins in enumerate(self.program.instrs):
+            if has_slow_path(ins) and len(ins.operands) >= 3:
+                self.ops[i] = self._count_slow(i, ins, self.ops[i])
         self.ops = [self.sampler.hook(i, op) for i, op in enumerate(self.ops)]
+
+    def _count_slow(self, i: int, ins: Instr, op: Op) -> Op:
+        """``op`` (a double division) counting, before it runs, the warps that execute it and
+        those with an active lane on the slow path into ``slow_div[i]``."""
+        a = getter(self, ins.operands[1], "f64")
+        b = getter(self, ins.operands[2], "f64")
+        counts = self.slow_div.setdefault(i, [0, 0])
+        n = self.n
+
+        def counted(m: Mask) -> None:
+            slow = np.broadcast_to(slow_lanes(a(), b()), (n,))
+            if m.b is not None:
+                slow = slow & m.b
+                warps = int(np.count_nonzero(m.b.reshape(-1, 32).any(axis=1)))
+            else:
+                warps = n // 32
+            counts[0] += warps
+            counts[1] += int(np.count_nonzero(slow.reshape(-1, 32).any(axis=1)))
+            op(m)
+
+        return counted
 
     # -- interface used by ops.py -----------------------------------------------------------------
 

@@ -4,7 +4,9 @@ The execution model (:mod:`gpuadvise.model.execution`) divides a launch's dynami
 counts by the throughput of the pipe each instruction issues to, and its dependent chains by the
 latency of each link. The emulator executes PTX, the GPU runs SASS: :func:`pipe_work` maps one PTX
 instruction to the SASS instructions ptxas makes of it, by pipe (``fma.rn.f32`` -> one FFMA on
-the FP32 pipe; ``div.rn.f32`` -> MUFU.RCP and about eight FFMAs; ``add.s64`` -> two IADD3 on the
+the FP32 pipe; ``div.rn.f32`` -> MUFU.RCP and about eight FFMAs; ``div.rn.f64`` -> MUFU.RCP64H,
+eight DFMA/DMUL and the check around its slow path (:mod:`gpuadvise.ptx.slow_paths`, counted
+where the traced values take it); ``add.s64`` -> two IADD3 on the
 integer pipe; ``mov``, ``ld.param``, ``cvta`` and predicate moves -> nothing: register renames and
 constant-bank operands), and :func:`latency_work` the dependent latency of its result.
 
@@ -167,7 +169,14 @@ def pipe_work(ins: Instr) -> tuple[tuple[str, float], ...]:
             return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("imad", 8.0 * n), ("int", 6.0 * n))
         if "approx" in mods or "full" in mods:
             return (("mufu", 1.0), ("fp32", 1.0))
-        return (("mufu", 1.0), ("fp64", 9.0)) if t == "f64" else (("mufu", 1.0), ("fp32", 8.0))
+        if t == "f64":
+            # ptxas (sm_70-sm_90): IMAD.MOV of the seed, MUFU.RCP64H, seven DFMA and a DMUL of
+            # the Newton sequence, the range check (FFMA, two FSETP) and its branch around the
+            # slow path's call (BRA, BSSY, BSYNC); the slow path itself where the operands take
+            # it: gpuadvise.ptx.slow_paths, counted by the emulator on the traced values
+            return (("mufu", 1.0), ("fp64", 8.0), ("fp32", 1.0), ("int", 2.0), ("imad", 1.0),
+                    ("branch", 3.0))  # fmt: skip
+        return (("mufu", 1.0), ("fp32", 8.0))
     if base == "rem":
         n = 2.0 if _wide(ins) else 1.0
         return (("xu", 2.0 * n), ("mufu", 1.0 * n), ("imad", 9.0 * n), ("int", 7.0 * n))
@@ -226,4 +235,5 @@ def latency_work(ins: Instr) -> tuple[tuple[str, float], ...]:
     return tuple(
         ("int" if pipe == "imad" else pipe, 1.0 if pipe in ("mufu", "xu") else max(1.0, n / 2))
         for pipe, n in work
+        if pipe not in ("branch", "lsu")  # a branch around a slow path: no result to wait for
     )

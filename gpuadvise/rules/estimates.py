@@ -24,7 +24,7 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.execution import amdahl_with_floor
+from gpuadvise.model.execution import KernelWork, amdahl_with_floor
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -586,14 +586,46 @@ def issue_change_estimate(
     """A change that issues ``kept`` (a fraction) of the kernel's instructions, its dependent
     chains and memory traffic unchanged (idle lanes packed into full warps), on the launch
     model: :func:`launch_change_estimate` of the traced launch against the same launch with
-    every pipe's count scaled. None without the kernel's work (the GPU tracer) or the device's
-    rates."""
+    every pipe's count scaled. ``kept`` is a share of the emulator's instructions: the double
+    divisions' slow paths (``KernelWork.slow_paths``, counted apart from them) stay as they are.
+    None without the kernel's work (the GPU tracer) or the device's rates."""
     before = view_traffic(device, view)
     if before.work is None:
         return None
     w = before.work
-    after = replace(before, work=replace(w, pipes={k: v * kept for k, v in w.pipes.items()}))
+    slow = w.slow_paths
+    pipes = {k: (v - slow.get(k, 0.0)) * kept + slow.get(k, 0.0) for k, v in w.pipes.items()}
+    after = replace(before, work=replace(w, pipes=pipes))
     return launch_change_estimate(device, before, after, what, inputs)
+
+
+def _float_slow_paths(w: KernelWork) -> KernelWork:
+    """``w`` with its double divisions' slow-path trips (``slow_paths``: one MUFU.RCP64H each)
+    made the float division's (:data:`~gpuadvise.ptx.slow_paths.FLOAT_SLOW_WORK`)."""
+    from gpuadvise.ptx.slow_paths import FLOAT_SLOW_LINKS, FLOAT_SLOW_WORK, SLOW_WORK
+
+    trips = w.slow_paths.get("mufu", 0.0) / dict(SLOW_WORK)["mufu"]
+    plain = w.without_slow_paths()
+    if trips <= 0:
+        return plain
+    pipes = dict(plain.pipes)
+    for p, k in FLOAT_SLOW_WORK:
+        pipes[p] = pipes.get(p, 0.0) + k * trips
+    per_warp = trips / max(w.warps_per_cta, 1)
+    chain = dict(plain.chain)
+    unordered = None if plain.chain_unordered is None else dict(plain.chain_unordered)
+    for c, k in FLOAT_SLOW_LINKS:
+        chain[c] = chain.get(c, 0.0) + k * per_warp
+        if unordered is not None:
+            unordered[c] = unordered.get(c, 0.0) + k * per_warp
+    return replace(
+        plain,
+        pipes=pipes,
+        chain=chain,
+        chain_unordered=unordered,
+        critical_instructions=plain.critical_instructions
+        + per_warp * sum(k for _, k in FLOAT_SLOW_WORK),
+    )
 
 
 def fp64_to_fp32_estimate(
@@ -608,15 +640,19 @@ def fp64_to_fp32_estimate(
     every FP64 pipe instruction of the work moved to the FP32 pipe and every FP64 link of its
     critical path made an FP32 one, and ``conversions_per_fp64`` XU conversions (F2F) fewer per
     FP64 instruction (at most the work's XU count), on the pipes and as links of the critical
-    path alike. ``ctas_per_sm`` (> 0): the float version's resident CTAs per SM (a double takes
-    two registers: the float build may fit more CTAs; the bound then compares the launch at
+    path alike; the double divisions' slow paths (``KernelWork.slow_paths``: ptxas's, where the
+    traced operands take them) made the float division's, which FCHK sends the same lanes to.
+    ``ctas_per_sm`` (> 0): the float version's resident CTAs per SM (a double takes two
+    registers: the float build may fit more CTAs; the bound then compares the launch at
     sustained rates with the float build at peak). None without the kernel's work."""
     before = view_traffic(device, view)
-    w = before.work
-    if w is None or w.pipes.get("fp64", 0.0) <= 0:
+    if before.work is None or before.work.pipes.get("fp64", 0.0) <= 0:
         return None
+    # the double divisions' slow paths (a zero numerator) are gone in float, where the same
+    # lanes take the float division's (FCHK's) shorter one
+    w = _float_slow_paths(before.work)
     pipes = dict(w.pipes)
-    fp64 = pipes.pop("fp64")
+    fp64 = pipes.pop("fp64", 0.0)
     pipes["fp32"] = pipes.get("fp32", 0.0) + fp64
     if "xu" in pipes:
         pipes["xu"] = max(pipes["xu"] - conversions_per_fp64 * fp64, 0.0)

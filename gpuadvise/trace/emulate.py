@@ -827,6 +827,7 @@ def _emulate(
                         batch.cta_instructions,
                         batch.block_front_splits,
                         batch.block_cta_warps(),
+                        batch.slow_div,
                     )
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,6 +73,9 @@ class SimtCounts:
     # per block, the warps that ran it at least once, summed over the CTAs (None: not counted)
     cta_warps: np.ndarray | None = None
     cta_warps_known: bool = True
+    # per IEEE double division (instruction index): the warps that executed it and those with a
+    # lane on ptxas's slow path (gpuadvise.ptx.slow_paths), as traced (not loop-weighted)
+    slow_div: dict[int, list[int]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, blocks: int) -> SimtCounts:
@@ -89,8 +92,13 @@ class SimtCounts:
         cta_instructions: np.ndarray | None = None,
         front_splits: Sequence[int] | None = None,
         cta_warps: np.ndarray | None = None,
+        slow_div: dict[int, list[int]] | None = None,
     ) -> None:
         self.warps += np.asarray(warps, np.int64)
+        for i, (ran, slow) in (slow_div or {}).items():
+            acc = self.slow_div.setdefault(i, [0, 0])
+            acc[0] += ran
+            acc[1] += slow
         if cta_warps is None:
             self.cta_warps_known = False
         elif self.cta_warps_known:
@@ -559,6 +567,37 @@ def _line_pipes(
     return tuple(SimtLinePipes(f, ln, p) for (f, ln), p in sorted(out.items()) if p)
 
 
+def _slow_paths(
+    program: Program, counts: SimtCounts, execs: np.ndarray, ctas: float, warps_per_cta: int
+) -> tuple[dict[str, float], dict[str, float], float]:
+    """Per CTA: the warp instructions by pipe of ptxas's double-division slow paths
+    (:mod:`gpuadvise.ptx.slow_paths`), the links they add to a warp's chain, and the
+    instructions they add to it: for each division, the share of its traced warp executions with
+    a lane on the slow path times its block's (loop-weighted) warp executions; a warp's share of
+    them on its chain (the CTA's warps alike)."""
+    from gpuadvise.ptx.slow_paths import SLOW_LINKS, SLOW_WORK
+
+    pipes: dict[str, float] = {}
+    chain: dict[str, float] = {}
+    if not counts.slow_div:
+        return pipes, chain, 0.0
+    block_of = {i: b for b, blk in enumerate(program.blocks) for i in blk.body}
+    trips = 0.0  # slow-path trips per CTA
+    for i, (ran, slow) in counts.slow_div.items():
+        b = block_of.get(i)
+        if b is None or ran <= 0 or slow <= 0:
+            continue
+        trips += float(execs[b]) * slow / ran / ctas
+    if trips <= 0:
+        return pipes, chain, 0.0
+    for p, k in SLOW_WORK:
+        pipes[p] = pipes.get(p, 0.0) + k * trips
+    per_warp = trips / max(warps_per_cta, 1)
+    for c, k in SLOW_LINKS:
+        chain[c] = chain.get(c, 0.0) + k * per_warp
+    return pipes, chain, per_warp * sum(k for _, k in SLOW_WORK)
+
+
 def kernel_work(
     program: Program,
     costs: BlockCosts,
@@ -589,15 +628,27 @@ def kernel_work(
         for ins in program.instrs
         for op in ins.operands
     )
-    return KernelWork(
-        pipes={p: float(v) / n for p, v in zip(PIPES, pipes, strict=True) if v},
-        chain={
-            c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain[:width], strict=True) if v
-        },
-        chain_unordered=None
+    chain = {c: float(v) / n for c, v in zip(LATENCY_CLASSES, counts.chain[:width], strict=True)}
+    unordered = (
+        None
         if free is None
-        else {c: float(v) / n for c, v in zip(LATENCY_CLASSES, free, strict=True) if v},
-        critical_instructions=counts.critical_instructions / n,
+        else {c: float(v) / n for c, v in zip(LATENCY_CLASSES, free, strict=True)}
+    )
+    slow_pipes, slow_chain, slow_issued = _slow_paths(program, counts, execs, n, warps_per_cta)
+    for c, v in slow_chain.items():
+        chain[c] = chain.get(c, 0.0) + v
+        if unordered is not None:
+            unordered[c] = unordered.get(c, 0.0) + v
+    all_pipes = {p: float(v) / n for p, v in zip(PIPES, pipes, strict=True)}
+    for p, v in slow_pipes.items():
+        all_pipes[p] = all_pipes.get(p, 0.0) + v
+    return KernelWork(
+        pipes={p: v for p, v in all_pipes.items() if v},
+        chain={c: v for c, v in chain.items() if v},
+        chain_unordered=None if unordered is None else {c: v for c, v in unordered.items() if v},
+        critical_instructions=counts.critical_instructions / n + slow_issued,
+        slow_paths=slow_pipes,
+        slow_chain=slow_chain,
         ctas=int(total_ctas),
         warps_per_cta=int(warps_per_cta),
         ctas_per_sm=int(ctas_per_sm),
