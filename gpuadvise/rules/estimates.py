@@ -25,6 +25,7 @@ import numpy as np
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import amdahl_with_floor
+from gpuadvise.model.l1 import L1_LINE_BYTES, UNIFIED_EXTRA_BYTES, capacity_misses
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -155,6 +156,70 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             _SETS[view] = got
         else:
             _KEPT_SETS[view] = (digest, got)
+    return got
+
+
+_L1_MISSES: weakref.WeakKeyDictionary[TraceView, dict[Any, float]] = weakref.WeakKeyDictionary()
+
+
+def _l1_capacity_misses(device: DeviceSpec, view: TraceView, keep: np.ndarray | None) -> float:
+    """The load sectors (sampled CTAs, weighted) that a CTA reads again after its L1 gave their
+    lines up (:func:`gpuadvise.model.l1.capacity_misses`): the L2 serves them again. The L1 is
+    the SM's unified array (the shared memory the launch allocates is not known here: all of it,
+    which counts fewer misses); the window is the SM's, its resident warps over each CTA's
+    traced ones. 0 without the device's SM count."""
+    if not device.sm_count or not device.smem_per_sm:
+        return 0.0
+    cache = _L1_MISSES.setdefault(view, {}) if keep is None else None
+    if cache is not None:
+        try:
+            got = cache.get(device)
+        except TypeError:  # a device of unhashable fields
+            cache = None
+        else:
+            if got is not None:
+                return got
+    c = _costs(view)
+    lanes, lb = view.lanes, view.lane_buffer
+    recs = view.records
+    rec_group = np.searchsorted(view.ctas, recs["cta"]).astype(np.int64)
+    streaming = view.inst_streaming[recs["inst"].astype(np.int64)]
+    loads = (c.kind == int(Kind.LOAD)) & ~streaming
+    if keep is not None:
+        loads &= keep
+    rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
+    inside = (lb >= 0) & loads[lanes.rec]
+    idx = np.flatnonzero(inside)
+    if not len(idx):
+        return 0.0
+    skey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // SECTOR)
+    pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
+    acc_rec, acc_key = pair[0], pair[1]
+    n_ctas = max(len(view.ctas), 1)
+    # per CTA: its distinct lines, each weighed as its first read (no window holds more)
+    lkey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // L1_LINE_BYTES)
+    ckey = (lanes.cta[idx].astype(np.int64) << 50) | lkey
+    _, first = np.unique(ckey, return_index=True)
+    group_lines = np.bincount(
+        lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
+    )
+    # the SM's resident warps over each CTA's traced warps
+    threads = math.prod(view.block)
+    w = -(-threads // WARP)
+    per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
+    if view.work is not None and view.work.ctas_per_sm > 0:
+        per_sm = min(per_sm, view.work.ctas_per_sm)
+    per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
+    wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
+    traced = np.bincount(rec_group[np.unique(wkey, return_index=True)[1]], minlength=n_ctas)
+    concurrency = per_sm * w / np.maximum(traced, 1)
+    capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES) / L1_LINE_BYTES
+    reuse = capacity_misses(
+        rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
+    )
+    got = float(view.rec_weight[acc_rec[reuse.miss]].sum())
+    if cache is not None:
+        cache[device] = got
     return got
 
 
@@ -291,6 +356,8 @@ def _view_traffic(
         per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
+    # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again
+    l2_load += _l1_capacity_misses(device, view, None if only is None else keep)
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
         c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
