@@ -31,7 +31,9 @@ def test_range_min() -> None:
     v = rng.integers(0, 1000, 300)
     lo = rng.integers(0, 300, 200)
     hi = np.minimum(lo + rng.integers(0, 300, 200), 299)
-    assert range_min(v, lo, hi).tolist() == [int(v[a : b + 1].min()) for a, b in zip(lo, hi)]
+    assert range_min(v, lo, hi).tolist() == [
+        int(v[a : b + 1].min()) for a, b in zip(lo, hi, strict=True)
+    ]
 
 
 def test_reread_within_the_l1_is_a_hit() -> None:
