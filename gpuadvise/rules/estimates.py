@@ -48,6 +48,7 @@ __all__ = [
     "fp64_to_fp32_estimate",
     "issue_change_estimate",
     "kernel_launch_times",
+    "l1_refetch",
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
@@ -159,17 +160,21 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
     return got
 
 
-_L1_MISSES: weakref.WeakKeyDictionary[TraceView, dict[Any, float]] = weakref.WeakKeyDictionary()
+_L1_MISSES: weakref.WeakKeyDictionary[TraceView, dict[Any, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _l1_capacity_misses(device: DeviceSpec, view: TraceView, keep: np.ndarray | None) -> float:
-    """The load sectors (sampled CTAs, weighted) that a CTA reads again after its L1 gave their
-    lines up (:func:`gpuadvise.model.l1.capacity_misses`): the L2 serves them again. The L1 is
-    the SM's unified array (the shared memory the launch allocates is not known here: all of it,
-    which counts fewer misses); the window is the SM's, its resident warps over each CTA's
-    traced ones. 0 without the device's SM count."""
-    if not device.sm_count or not device.smem_per_sm:
-        return 0.0
+def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = None) -> np.ndarray:
+    """Per record of ``view``: the load sectors (weighted) it reads again after the L1 gave
+    their lines up (:func:`gpuadvise.model.l1.capacity_misses`), which the L2 serves again;
+    ``keep`` (a mask over the records): of those records alone, the others' lines left out of
+    the windows. The L1 is the SM's unified array (the shared memory the launch allocates is
+    not known here: all of it, which counts fewer misses); the window is the SM's, its
+    resident warps over each CTA's traced ones. Zeros without the device's SM count."""
+    n = len(view.records)
+    if not device.sm_count or not device.smem_per_sm or not n:
+        return np.zeros(n)
     cache = _L1_MISSES.setdefault(view, {}) if keep is None else None
     if cache is not None:
         try:
@@ -187,25 +192,23 @@ def _l1_capacity_misses(device: DeviceSpec, view: TraceView, keep: np.ndarray | 
     loads = (c.kind == int(Kind.LOAD)) & ~streaming
     if keep is not None:
         loads &= keep
-    rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
-    inside = (lb >= 0) & loads[lanes.rec]
-    idx = np.flatnonzero(inside)
+    out = np.zeros(n)
+    idx = np.flatnonzero((lb >= 0) & loads[lanes.rec])
     if not len(idx):
-        return 0.0
+        return out
+    rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
     skey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // SECTOR)
     pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
     lkey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // L1_LINE_BYTES)
-    ckey = (lanes.cta[idx].astype(np.int64) << 50) | lkey
-    _, first = np.unique(ckey, return_index=True)
+    _, first = np.unique((lanes.cta[idx].astype(np.int64) << 50) | lkey, return_index=True)
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
     # the SM's resident warps over each CTA's traced warps
-    threads = math.prod(view.block)
-    w = -(-threads // WARP)
+    w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
     if view.work is not None and view.work.ctas_per_sm > 0:
         per_sm = min(per_sm, view.work.ctas_per_sm)
@@ -217,10 +220,11 @@ def _l1_capacity_misses(device: DeviceSpec, view: TraceView, keep: np.ndarray | 
     reuse = capacity_misses(
         rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
     )
-    got = float(view.rec_weight[acc_rec[reuse.miss]].sum())
+    missed = acc_rec[reuse.miss]
+    out = np.bincount(missed, weights=view.rec_weight[missed], minlength=n).astype(np.float64)
     if cache is not None:
-        cache[device] = got
-    return got
+        cache[device] = out
+    return out
 
 
 def _store_split(
@@ -356,8 +360,10 @@ def _view_traffic(
         per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
-    # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again
-    l2_load += _l1_capacity_misses(device, view, None if only is None else keep)
+    # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
+    # but for the changed records' (they move only the bytes they use, each once)
+    refetch = l1_refetch(device, view, None if only is None else keep)
+    l2_load += float(refetch[keep & ~sel].sum())
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
         c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
@@ -499,6 +505,8 @@ def l1_roofline_estimate(
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
         after = view_traffic(device, view, records)
+        # what the launch model counts already of the records' refetches (its L1 capacity)
+        before_l2_extra -= float(l1_refetch(device, view)[np.asarray(records, np.int64)].sum())
         if before_l2_extra > 0:
             extra = before_l2_extra * view.scale
             before = replace(before, l2_load_sectors=before.l2_load_sectors + extra)
