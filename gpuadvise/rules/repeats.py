@@ -261,8 +261,6 @@ def removable_records(view: TraceView, reload_lanes: np.ndarray) -> np.ndarray:
     return (view.records["kind"] == int(Kind.LOAD)) & (total > 0) & (hit == total)
 
 
-
-
 def l1_bytes_left(device: DeviceSpec, occ: OccupancyResult) -> int:
     """The L1 an SM keeps for global data at this launch: the unified array less the shared
     memory its resident CTAs allocate (the driver sizes the carveout to the launch's need)."""
