@@ -21,8 +21,9 @@ SM's resident warps, exceed the L1's lines (its reuse distance). What the model 
   it apart, not its whole weight); at most the CTA's distinct lines (no window holds more);
 - **the SM**: the window times the SM's resident warps over the CTA's traced warps (the other
   CTAs on the SM load as much in the same time; warps of the CTA the trace left out too);
-- **the L1**: ``capacity_bytes / 128`` lines (the unified L1/shared array less the shared memory
-  the resident CTAs take; without that, all of it: fewer misses, as before).
+- **the L1**: ``capacity_bytes / 128`` lines (the unified L1/shared array less
+  :data:`L1_UNUSED_BYTES`, measured, and the shared memory the resident CTAs take, where the
+  caller knows it).
 
 A sum of lines over-counts a window that loads the same line again (a stencil's neighbours):
 the cap at the CTA's distinct lines keeps a small footprint's re-reads in the L1 whatever the
@@ -38,7 +39,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["L1_LINE_BYTES", "UNIFIED_EXTRA_BYTES", "L1Reuse", "capacity_misses", "range_min"]
+__all__ = [
+    "L1_LINE_BYTES",
+    "L1_UNUSED_BYTES",
+    "UNIFIED_EXTRA_BYTES",
+    "L1Reuse",
+    "capacity_misses",
+    "range_min",
+]
 
 L1_LINE_BYTES = 128
 """The L1's allocation unit: a 128-byte line of four 32-byte sectors."""
@@ -46,6 +54,13 @@ L1_LINE_BYTES = 128
 UNIFIED_EXTRA_BYTES = 28 * 1024
 """The part of an SM's unified L1/shared array that shared memory never takes (Volta to Hopper:
 128 - 96, 192 - 164 and 256 - 228 KiB), as GA307 counts it."""
+
+L1_UNUSED_BYTES = 40 * 1024
+"""The part of the unified array that global lines do not get even in a launch without shared
+memory: on an H200 (probe s9-est, 2026-11-30: one CTA of 8 warps an SM re-reading its own lines)
+re-reads after 208 KB an SM still hit (1.35 cycles a warp load), after 224 KB they are the L2's
+(2.4 cycles; 12.4 past the L2): 216 KB of the 256 KB. Other GPUs' L1s are taken alike until
+measured."""
 
 
 @dataclass(frozen=True)

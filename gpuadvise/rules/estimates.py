@@ -25,7 +25,12 @@ import numpy as np
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import amdahl_with_floor
-from gpuadvise.model.l1 import L1_LINE_BYTES, UNIFIED_EXTRA_BYTES, capacity_misses
+from gpuadvise.model.l1 import (
+    L1_LINE_BYTES,
+    L1_UNUSED_BYTES,
+    UNIFIED_EXTRA_BYTES,
+    capacity_misses,
+)
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -169,8 +174,9 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     """Per record of ``view``: the load sectors (weighted) it reads again after the L1 gave
     their lines up (:func:`gpuadvise.model.l1.capacity_misses`), which the L2 serves again;
     ``keep`` (a mask over the records): of those records alone, the others' lines left out of
-    the windows. The L1 is the SM's unified array (the shared memory the launch allocates is
-    not known here: all of it, which counts fewer misses); the window is the SM's, its
+    the windows. The L1 is the SM's unified array less what global lines never get
+    (:data:`~gpuadvise.model.l1.L1_UNUSED_BYTES`; the shared memory the launch allocates is not
+    known here: none, which counts fewer misses); the window is the SM's, its
     resident warps over each CTA's traced ones. Zeros without the device's SM count."""
     n = len(view.records)
     if not device.sm_count or not device.smem_per_sm or not n:
@@ -216,7 +222,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
     traced = np.bincount(rec_group[np.unique(wkey, return_index=True)[1]], minlength=n_ctas)
     concurrency = per_sm * w / np.maximum(traced, 1)
-    capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES) / L1_LINE_BYTES
+    capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
     reuse = capacity_misses(
         rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
     )
