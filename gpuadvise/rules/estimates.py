@@ -226,8 +226,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     reuse = capacity_misses(
         rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
     )
-    missed = acc_rec[reuse.miss]
-    out = np.bincount(missed, weights=view.rec_weight[missed], minlength=n).astype(np.float64)
+    out = np.bincount(acc_rec, weights=view.rec_weight[acc_rec] * reuse.miss, minlength=n)
     if cache is not None:
         cache[device] = out
     return out
