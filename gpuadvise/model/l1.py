@@ -6,7 +6,7 @@ sector a CTA loads once). That holds while the lines the SM loads between two re
 fit its L1. PolyBench's correlation with its sum in a register re-reads each column of ``data``
 once per output column: 2048 rows of 128-byte lines a warp, times the SM's eight warps, between
 two reads of a line, some 6 MB through a 256 KB L1. On the model as hits its loads waited the
-L1's latency (33 cycles) where the GPU waited the L2's: 12.0x predicted for 5.39x measured on an
+L1's latency where the GPU waited the L2's: 12.0x predicted for 5.39x measured on an
 H200 (docs/accuracy.md, 2026-11-30).
 
 :func:`capacity_misses` decides it per re-read from its reuse window: the lines loaded between
