@@ -226,7 +226,8 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     reuse = capacity_misses(
         rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
     )
-    out = np.bincount(acc_rec, weights=view.rec_weight[acc_rec] * reuse.miss, minlength=n)
+    weights = view.rec_weight[acc_rec] * reuse.miss
+    out = np.bincount(acc_rec, weights=weights, minlength=n).astype(np.float64)
     if cache is not None:
         cache[device] = out
     return out
