@@ -92,6 +92,10 @@ class GlobalAccumulation(Rule):
     point comes from the variant's own trace (``point_from_variant_trace``); a thread per row
     (atax) loads 32 rows a warp, 32 L1 cycles each (a cycle per 128-byte line), which the
     register does not change: its point 2.57x (8 cycles a load) is 1.24x at 32 (1.13x measured).
+    Loads that re-read lines the SM's L1 gave up in between are the L2's, on both sides
+    (:mod:`gpuadvise.model.l1`): PolyBench correlation's register sum re-reads each column of
+    ``data`` some 6 MB of an SM's loads later, 12.0x as L1 hits, 6.14x as L2 loads (5.39x
+    measured on an H200).
     Measured on an H200 (2026-11-29, ``gpuadvise bench``, cold L2): kernels/accumulate's
     ``row_sums`` (262,144 rows of 256 doubles) against ``row_sums_register`` 2.11x (point on the
     H200 model 1.45x; 1.11x before memory order was modelled); PolyBench's ``atax`` rows at

@@ -25,6 +25,12 @@ import numpy as np
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork, amdahl_with_floor
+from gpuadvise.model.l1 import (
+    L1_LINE_BYTES,
+    L1_UNUSED_BYTES,
+    UNIFIED_EXTRA_BYTES,
+    capacity_misses,
+)
 from gpuadvise.model.roofline import (
     ALL_TERMS,
     BOUND_MARGIN,
@@ -47,6 +53,7 @@ __all__ = [
     "fp64_to_fp32_estimate",
     "issue_change_estimate",
     "kernel_launch_times",
+    "l1_refetch",
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
@@ -156,6 +163,74 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         else:
             _KEPT_SETS[view] = (digest, got)
     return got
+
+
+_L1_MISSES: weakref.WeakKeyDictionary[TraceView, dict[Any, np.ndarray]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = None) -> np.ndarray:
+    """Per record of ``view``: the load sectors (weighted) it reads again after the L1 gave
+    their lines up (:func:`gpuadvise.model.l1.capacity_misses`), which the L2 serves again;
+    ``keep`` (a mask over the records): of those records alone, the others' lines left out of
+    the windows. The L1 is the SM's unified array less what global lines never get
+    (:data:`~gpuadvise.model.l1.L1_UNUSED_BYTES`; the shared memory the launch allocates is not
+    known here: none, which counts fewer misses); the window is the SM's, its
+    resident warps over each CTA's traced ones. Zeros without the device's SM count."""
+    n = len(view.records)
+    if not device.sm_count or not device.smem_per_sm or not n:
+        return np.zeros(n)
+    cache = _L1_MISSES.setdefault(view, {}) if keep is None else None
+    if cache is not None:
+        try:
+            got = cache.get(device)
+        except TypeError:  # a device of unhashable fields
+            cache = None
+        else:
+            if got is not None:
+                return got
+    c = _costs(view)
+    lanes, lb = view.lanes, view.lane_buffer
+    recs = view.records
+    rec_group = np.searchsorted(view.ctas, recs["cta"]).astype(np.int64)
+    streaming = view.inst_streaming[recs["inst"].astype(np.int64)]
+    loads = (c.kind == int(Kind.LOAD)) & ~streaming
+    if keep is not None:
+        loads &= keep
+    out = np.zeros(n)
+    idx = np.flatnonzero((lb >= 0) & loads[lanes.rec])
+    if not len(idx):
+        return out
+    rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
+    skey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // SECTOR)
+    pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
+    acc_rec, acc_key = pair[0], pair[1]
+    n_ctas = max(len(view.ctas), 1)
+    # per CTA: its distinct lines, each weighed as its first read (no window holds more)
+    lkey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // L1_LINE_BYTES)
+    _, first = np.unique((lanes.cta[idx].astype(np.int64) << 50) | lkey, return_index=True)
+    group_lines = np.bincount(
+        lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
+    )
+    # the SM's resident warps over each CTA's traced warps
+    w = -(-math.prod(view.block) // WARP)
+    per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
+    if view.work is not None and view.work.ctas_per_sm > 0:
+        per_sm = min(per_sm, view.work.ctas_per_sm)
+    per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
+    wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
+    traced = np.bincount(rec_group[np.unique(wkey, return_index=True)[1]], minlength=n_ctas)
+    concurrency = per_sm * w / np.maximum(traced, 1)
+    capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
+    reuse = capacity_misses(
+        rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
+    )
+    weights = view.rec_weight[acc_rec] * reuse.miss
+    out = np.bincount(acc_rec, weights=weights, minlength=n).astype(np.float64)
+    if cache is not None:
+        cache[device] = out
+    return out
 
 
 def _store_split(
@@ -291,6 +366,10 @@ def _view_traffic(
         per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
+    # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
+    # but for the changed records' (they move only the bytes they use, each once)
+    refetch = l1_refetch(device, view, None if only is None else keep)
+    l2_load += float(refetch[keep & ~sel].sum())
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
         c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
@@ -432,6 +511,8 @@ def l1_roofline_estimate(
         after = replace(before, l1_cycles=max(before.l1_cycles - saved * view.scale, 0.0))
     else:
         after = view_traffic(device, view, records)
+        # what the launch model counts already of the records' refetches (its L1 capacity)
+        before_l2_extra -= float(l1_refetch(device, view)[np.asarray(records, np.int64)].sum())
         if before_l2_extra > 0:
             extra = before_l2_extra * view.scale
             before = replace(before, l2_load_sectors=before.l2_load_sectors + extra)

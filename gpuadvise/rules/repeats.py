@@ -23,6 +23,7 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_rows, member
 from gpuadvise.devices import DeviceSpec
+from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
 from gpuadvise.model.occupancy import OccupancyResult
 from gpuadvise.trace.access import Kind
 from gpuadvise.trace.view import SECTOR, Lanes, TraceView
@@ -259,11 +260,6 @@ def removable_records(view: TraceView, reload_lanes: np.ndarray) -> np.ndarray:
     total = np.bincount(lanes.rec, minlength=n_rec)
     hit = np.bincount(lanes.rec, weights=mark, minlength=n_rec)
     return (view.records["kind"] == int(Kind.LOAD)) & (total > 0) & (hit == total)
-
-
-UNIFIED_EXTRA_BYTES = 28 * 1024
-"""The part of an SM's unified L1/shared array that shared memory never takes (Volta to Hopper:
-128 - 96, 192 - 164 and 256 - 228 KiB), as GA307 counts it."""
 
 
 def l1_bytes_left(device: DeviceSpec, occ: OccupancyResult) -> int:

@@ -1,0 +1,160 @@
+"""The L1's capacity: which re-reads of a CTA's sectors the L1 still holds, and which go back to
+the L2.
+
+The trace models count a CTA's loads of a sector after its first as L1 hits (the L2 serves each
+sector a CTA loads once). That holds while the lines the SM loads between two reads of a sector
+fit its L1. PolyBench's correlation with its sum in a register re-reads each column of ``data``
+once per output column: 2048 rows of 128-byte lines a warp, times the SM's eight warps, between
+two reads of a line, some 6 MB through a 256 KB L1. On the model as hits its loads waited the
+L1's latency where the GPU waited the L2's: 12.0x predicted for 5.39x measured on an
+H200 (docs/accuracy.md, 2026-11-30).
+
+:func:`capacity_misses` decides it per re-read from its reuse window: the lines loaded between
+it and the previous read of its sector by the SM's resident warps, ``W``, against the L1's lines
+``C``. An LRU cache would miss every re-read with ``W > C``; the trace's window is one order of
+the warps, which on the GPU run ahead of and behind each other, so a share ``1 - C / W`` of such
+re-reads misses (GA301's row walks took their refetch so: kmeans feature_transpose, measured;
+correlation's ``W / C`` of 28 misses 96%). Cyclic sweeps in lockstep turn sharper (probe
+s9-est: 208 KB an SM all hits, 224 KB all L2), which the share counts 4% misses at 224 KB: it
+understates misses just past the capacity. What the model counts:
+
+- **the window**: the 128-byte lines of the CTA's load requests between the two reads (each
+  request's distinct lines, in the trace's execution order, which interleaves the CTA's warps as
+  the emulator steps them), times the weight each request stands for (a sampled loop's
+  iterations), over the weight of the window's least weighted request (the multiplier the two
+  reads share: two reads in consecutive iterations of a sampled outer loop are one iteration of
+  it apart, not its whole weight); at most the CTA's distinct lines (no window holds more);
+- **the SM**: the window times the SM's resident warps over the CTA's traced warps (the other
+  CTAs on the SM load as much in the same time; warps of the CTA the trace left out too);
+- **the L1**: ``capacity_bytes / 128`` lines (the unified L1/shared array less
+  :data:`L1_UNUSED_BYTES`, measured, and the shared memory the resident CTAs take, where the
+  caller knows it).
+
+A sum of lines over-counts a window that loads the same line again (a stencil's neighbours):
+the cap at the CTA's distinct lines keeps a small footprint's re-reads in the L1 whatever the
+window. Stores are left out of the window (write-through, they allocate no line), and so are
+evict-first loads (``.cs``: the lines the L1 gives up first).
+
+Pure: numpy, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "L1_LINE_BYTES",
+    "L1_UNUSED_BYTES",
+    "UNIFIED_EXTRA_BYTES",
+    "L1Reuse",
+    "capacity_misses",
+    "range_min",
+]
+
+L1_LINE_BYTES = 128
+"""The L1's allocation unit: a 128-byte line of four 32-byte sectors."""
+
+UNIFIED_EXTRA_BYTES = 28 * 1024
+"""The part of an SM's unified L1/shared array that shared memory never takes (Volta to Hopper:
+128 - 96, 192 - 164 and 256 - 228 KiB), as GA307 counts it."""
+
+L1_UNUSED_BYTES = 40 * 1024
+"""The part of the unified array that global lines do not get even in a launch without shared
+memory: on an H200 (probe s9-est, 2026-11-30: one CTA of 8 warps an SM re-reading its own lines)
+re-reads after 208 KB an SM still hit (1.35 cycles a warp load), after 224 KB they are the L2's
+(2.4 cycles; 12.4 past the L2): 216 KB of the 256 KB. Other GPUs' L1s are taken alike until
+measured."""
+
+
+@dataclass(frozen=True)
+class L1Reuse:
+    """Per access: ``window_lines``, the SM's lines loaded between it and the previous read of its
+    sector (see the module doc; infinite for a CTA's first read), and ``miss``, the share of such
+    re-reads that miss the L1 (``1 - C / W`` past the L1's ``C`` lines, else 0; 0 for a first
+    read, which the caller counts as the L2's already)."""
+
+    window_lines: np.ndarray
+    miss: np.ndarray
+
+
+def range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(values[lo[k] : hi[k] + 1])`` for each k (``lo <= hi``, inclusive), by a sparse
+    table: log2 of the longest range levels of ``values``' pairwise minima."""
+    values = np.asarray(values)
+    lo = np.asarray(lo, np.int64)
+    hi = np.asarray(hi, np.int64)
+    if not len(lo):
+        return np.zeros(0, values.dtype)
+    span = hi - lo + 1
+    top = int(span.max()).bit_length() - 1
+    level = np.zeros(len(lo), np.int64)
+    for k in range(1, top + 1):
+        level[span >= (1 << k)] = k
+    out = np.empty(len(lo), values.dtype)
+    table = values
+    for k in range(top + 1):
+        m = level == k
+        if m.any():
+            w = 1 << k
+            out[m] = np.minimum(table[lo[m]], table[hi[m] - w + 1])
+        if k < top:
+            w = 1 << k
+            table = np.minimum(table[:-w], table[w:])
+    return out
+
+
+def capacity_misses(
+    group: np.ndarray,
+    rec_lines: np.ndarray,
+    rec_weight: np.ndarray,
+    acc_rec: np.ndarray,
+    acc_key: np.ndarray,
+    capacity_lines: float,
+    concurrency: np.ndarray,
+    group_lines: np.ndarray | None = None,
+) -> L1Reuse:
+    """Which reads of ``acc_key`` (a sector, per access: ``acc_rec`` its record, one access per
+    record and sector) the L1 no longer holds (module doc).
+
+    ``group``: per record, its CTA (dense from 0), the records in execution order;
+    ``rec_lines``: per record, the L1 lines it loads (0 for stores and evict-first loads);
+    ``rec_weight``: the executions each record stands for; ``capacity_lines``: the L1's lines;
+    ``concurrency``: per CTA, the SM's resident warps over its traced warps; ``group_lines``:
+    per CTA, the most lines a window holds (its distinct lines; None: no cap). The first read of
+    each (CTA, sector) is not a re-read: ``miss`` 0, ``window_lines`` infinite."""
+    group = np.asarray(group, np.int64)
+    acc_rec = np.asarray(acc_rec, np.int64)
+    acc_key = np.asarray(acc_key, np.int64)
+    n_acc = len(acc_rec)
+    window = np.full(n_acc, np.inf)
+    miss = np.zeros(n_acc)
+    if not n_acc:
+        return L1Reuse(window, miss)
+    # the records by CTA, in execution order: a position each, and the lines loaded up to it
+    order = np.argsort(group, kind="stable")
+    pos = np.empty(len(group), np.int64)
+    pos[order] = np.arange(len(group))
+    weight = np.asarray(rec_weight, np.float64)[order]
+    csum = np.cumsum(np.asarray(rec_lines, np.float64)[order] * weight)
+    # each access's previous read of its sector by the same CTA
+    g = group[acc_rec]
+    by = np.lexsort((pos[acc_rec], acc_key, g))
+    same = (g[by][1:] == g[by][:-1]) & (acc_key[by][1:] == acc_key[by][:-1])
+    cur, prev = by[1:][same], by[:-1][same]
+    pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
+    ok = pc > pp  # one record's lanes reading the sector twice are one access
+    cur, pc, pp = cur[ok], pc[ok], pp[ok]
+    if not len(cur):
+        return L1Reuse(window, miss)
+    lines = np.maximum(csum[pc - 1] - csum[pp], 0.0)
+    shared = range_min(weight, pp, pc)  # the multiplier the two reads share
+    lines = lines / np.maximum(shared, 1e-12)
+    gc = g[cur]
+    if group_lines is not None:
+        lines = np.minimum(lines, np.asarray(group_lines, np.float64)[gc])
+    lines = lines * np.asarray(concurrency, np.float64)[gc]
+    window[cur] = lines
+    miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
+    return L1Reuse(window, miss)

@@ -1,0 +1,105 @@
+"""The L1's capacity (gpuadvise.model.l1): re-reads within the L1's lines stay hits, those beyond
+go back to the L2. Hand-derived cases: one CTA reading a line, then k other lines, then the line
+again (a window of k lines), against the L1's lines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.model.l1 import capacity_misses, range_min
+
+
+def _reread(k: int, capacity: float, concurrency: float = 1.0, weight: float = 1.0):
+    """One CTA: record 0 reads sector 7, records 1..k read a line each (other sectors), record
+    k + 1 reads sector 7 again."""
+    n = k + 2
+    group = np.zeros(n, np.int64)
+    lines = np.ones(n)
+    w = np.full(n, weight)
+    acc_rec = np.array([0, *range(1, k + 1), n - 1])
+    acc_key = np.array([7, *range(100, 100 + k), 7])
+    return capacity_misses(group, lines, w, acc_rec, acc_key, capacity, np.array([concurrency]))
+
+
+def test_range_min() -> None:
+    v = np.array([5, 3, 8, 1, 9, 2, 7])
+    lo = np.array([0, 1, 2, 4, 0, 6])
+    hi = np.array([0, 3, 4, 6, 6, 6])
+    assert range_min(v, lo, hi).tolist() == [5, 1, 1, 2, 1, 7]
+    rng = np.random.default_rng(0)
+    v = rng.integers(0, 1000, 300)
+    lo = rng.integers(0, 300, 200)
+    hi = np.minimum(lo + rng.integers(0, 300, 200), 299)
+    assert range_min(v, lo, hi).tolist() == [
+        int(v[a : b + 1].min()) for a, b in zip(lo, hi, strict=True)
+    ]
+
+
+def test_reread_within_the_l1_is_a_hit() -> None:
+    # 256 KB of L1 = 2048 lines; 1000 lines between the two reads
+    r = _reread(1000, 2048)
+    assert r.window_lines[-1] == 1000
+    assert not r.miss.any()
+
+
+def test_reread_beyond_the_l1_misses() -> None:
+    # 3000 lines in between: past the L1's 2048, a share 1 - 2048 / 3000 of such re-reads is the
+    # L2's; 100,000 lines: nearly all
+    r = _reread(3000, 2048)
+    assert r.window_lines[-1] == 3000
+    assert r.miss[:-1].tolist() == [0.0] * 3001
+    assert r.miss[-1] == pytest.approx(1 - 2048 / 3000)
+    assert _reread(100_000, 2048).miss[-1] == pytest.approx(0.97952)
+
+
+def test_the_sms_other_warps_share_the_l1() -> None:
+    # 1000 lines of this CTA's warps, the SM's resident warps 4x the CTA's: 4000 lines
+    r = _reread(1000, 2048, concurrency=4.0)
+    assert r.window_lines[-1] == 4000
+    assert r.miss[-1] == pytest.approx(0.488)
+
+
+def test_a_shared_loop_multiplier_is_one_iteration() -> None:
+    # every record of the window stands for 50 executions (a sampled outer loop): the two
+    # reads are one iteration of it apart, 1000 lines, not 50,000
+    r = _reread(1000, 2048, weight=50.0)
+    assert r.window_lines[-1] == pytest.approx(1000)
+    assert not r.miss[-1]
+
+
+def test_a_sampled_inner_loop_counts_its_skipped_iterations() -> None:
+    # the reads at weight 1 around an inner loop whose 8 kept iterations stand for 400 lines
+    # each: 3200 lines in between
+    group = np.zeros(10, np.int64)
+    lines = np.ones(10)
+    w = np.array([1.0, *[400.0] * 8, 1.0])
+    acc_rec = np.array([0, *range(1, 9), 9])
+    acc_key = np.array([7, *range(100, 108), 7])
+    r = capacity_misses(group, lines, w, acc_rec, acc_key, 2048, np.array([1.0]))
+    assert r.window_lines[-1] == pytest.approx(3200)
+    assert r.miss[-1] == pytest.approx(0.36)
+
+
+def test_the_ctas_distinct_lines_cap_the_window() -> None:
+    # a stencil: 3000 loads between the two reads, but the CTA only ever touches 40 lines
+    group = np.zeros(3002, np.int64)
+    lines = np.ones(3002)
+    w = np.ones(3002)
+    acc_rec = np.arange(3002)
+    acc_key = np.array([7, *(100 + np.arange(3000) % 39), 7])
+    r = capacity_misses(
+        group, lines, w, acc_rec, acc_key, 2048, np.array([8.0]), group_lines=np.array([40.0])
+    )
+    assert r.window_lines[-1] == 320  # 40 lines x 8 (the SM's warps over the CTA's)
+    assert not r.miss.any()
+
+
+def test_first_reads_and_other_ctas() -> None:
+    # two CTAs read sector 7 once each: no re-read (the L2 serves each CTA's first read)
+    group = np.array([0, 1])
+    r = capacity_misses(
+        group, np.ones(2), np.ones(2), np.array([0, 1]), np.array([7, 7]), 1, np.ones(2)
+    )
+    assert not r.miss.any()
+    assert np.isinf(r.window_lines).all()
