@@ -63,6 +63,15 @@ TRACE_POINT = "variant_trace_point"
 # traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s)
 MAX_TRACE_S = 30.0
 
+# a variant's trace costs at most about twice the kernel's own: its first wave is cut to the CTAs
+# whose records fit in twice the kernel's trace (never under 16 MiB, ~58,000 warp accesses), as
+# the emulator cuts a first wave over its default budget. A grid-stride variant's one wave is
+# its whole launch: vanGenuchten's 1056 CTAs of 62 elements per thread where the kernel traced
+# 1056 CTAs of one, 15x the kernel's trace time (issue 31); its first CTAs carry the most
+# iterations, as the launch's first wave does, and give the launch model the whole trace's times
+VARIANT_TRACE_FACTOR = 2
+VARIANT_TRACE_FLOOR_BYTES = 16 << 20
+
 
 def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     from gpuadvise.rules.estimates import view_traffic
@@ -72,6 +81,15 @@ def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     if mem is None or mem.trace is None:
         return None
     return view_traffic(analysis.device, trace_view(mem.trace, analysis.spec))
+
+
+def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
+    """The trace bytes a variant's default sample may take (:data:`VARIANT_TRACE_FACTOR`)."""
+    from gpuadvise.trace.access import RECORD
+
+    mem = analysis.memory
+    records = 0 if mem is None or mem.trace is None else len(mem.trace.records)
+    return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
 
 
 def _serial_s(analysis: KernelAnalysis) -> float:
@@ -219,6 +237,7 @@ def with_trace_points(
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
+    from gpuadvise.trace.emulate import sample_trace_bytes
 
     todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
     if not todo:
@@ -228,6 +247,7 @@ def with_trace_points(
     rates = memory_rates(analysis.device)
     if before is None or rates is None:
         return run
+    budget = _variant_budget_bytes(analysis)
     made: dict[int, Finding] = {}
     for f in todo:
         if out_of_time():
@@ -240,16 +260,17 @@ def with_trace_points(
                 continue
             try:
                 spec, choice, options = build(vopts)
-                va = analyze_kernel(
-                    spec,
-                    analysis.device,
-                    options,
-                    nvcc=vopts.nvcc,
-                    trace=True,
-                    sample_ctas=sample_ctas,
-                    tracer="emu",
-                    models=frozenset({"trace"}),
-                )
+                with sample_trace_bytes(budget):
+                    va = analyze_kernel(
+                        spec,
+                        analysis.device,
+                        options,
+                        nvcc=vopts.nvcc,
+                        trace=True,
+                        sample_ctas=sample_ctas,
+                        tracer="emu",
+                        models=frozenset({"trace"}),
+                    )
                 after = _traffic(va)
                 serial_after = _serial_s(va)
             except GpuAdviseError as exc:

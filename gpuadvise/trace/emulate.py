@@ -61,6 +61,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +137,25 @@ outgrows the trace's share of the memory budget.
 once or more, so the trace's size sets the run's time and peak memory (a naive SGEMM's first
 wave: 36 CTAs traced, 41 s and 4.6 GB; at 256 MiB 14 CTAs, 24 s and 1.6 GB), while the models
 extrapolate from the sampled CTAs either way (docs/performance.md, third round)."""
+# a lower budget for the default sample, set by sample_trace_bytes (None: DEFAULT_SAMPLE_TRACE_BYTES)
+_SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default=None)
+
+
+@contextmanager
+def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
+    """The default sample's budget (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) lowered to
+    ``limit_bytes`` (never raised) for the emulations inside: their first wave is cut to the
+    CTAs whose trace fits, as a first wave over :data:`DEFAULT_SAMPLE_TRACE_BYTES` is (a
+    variant's trace kept to about the kernel's own cost, :mod:`gpuadvise.analyze.variant_trace`).
+    A sample asked for (a count, ``all``, a list of CTAs) is never cut."""
+    now = _SAMPLE_BYTES.get()
+    token = _SAMPLE_BYTES.set(max(1, int(limit_bytes) if now is None else min(int(limit_bytes), now)))
+    try:
+        yield
+    finally:
+        _SAMPLE_BYTES.reset(token)
+
+
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -758,7 +779,8 @@ def _emulate(
     # (the first CTA is kept within the memory share even when it alone is over the sample's
     # budget: llm.c's softmax traces one CTA of 1.2 million warp accesses, 340 MB)
     cut_to_budget = record and sample_ctas is None and count > 1
-    sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
+    lowered = _SAMPLE_BYTES.get()
+    sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES, lowered or DEFAULT_SAMPLE_TRACE_BYTES)
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
