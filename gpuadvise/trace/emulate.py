@@ -143,13 +143,17 @@ _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default
 
 @contextmanager
 def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
-    """The default sample's budget (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) lowered to
-    ``limit_bytes`` (never raised) for the emulations inside: their first wave is cut to the
-    CTAs whose trace fits, as a first wave over :data:`DEFAULT_SAMPLE_TRACE_BYTES` is (a
+    """For the emulations inside, a first wave that the default sample's budget
+    (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) cuts is cut to the CTAs whose trace fits in
+    ``limit_bytes`` (never more than the default allows): the same first CTAs, fewer of them (a
     variant's trace kept to about the kernel's own cost, :mod:`gpuadvise.analyze.variant_trace`).
-    A sample asked for (a count, ``all``, a list of CTAs) is never cut."""
+    A wave the default budget traces whole is traced whole (a shorter prefix of a grid-stride
+    loop's CTAs, those with the most iterations, would change its totals); a sample asked for
+    (a count, ``all``, a list of CTAs) is never cut."""
     now = _SAMPLE_BYTES.get()
-    token = _SAMPLE_BYTES.set(max(1, int(limit_bytes) if now is None else min(int(limit_bytes), now)))
+    token = _SAMPLE_BYTES.set(
+        max(1, int(limit_bytes) if now is None else min(int(limit_bytes), now))
+    )
     try:
         yield
     finally:
@@ -779,8 +783,9 @@ def _emulate(
     # (the first CTA is kept within the memory share even when it alone is over the sample's
     # budget: llm.c's softmax traces one CTA of 1.2 million warp accesses, 340 MB)
     cut_to_budget = record and sample_ctas is None and count > 1
-    lowered = _SAMPLE_BYTES.get()
-    sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES, lowered or DEFAULT_SAMPLE_TRACE_BYTES)
+    sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
+    lowered = _SAMPLE_BYTES.get()  # sample_trace_bytes: for a wave the default cuts anyway
+    lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -859,6 +864,11 @@ def _emulate(
                         size = per_batch
                         cap = max(1, sample_bytes // RECORD.itemsize)
                         fit = max(done, int(cap * done // sink.count)) if sink.count else count
+                        if fit < count and lowered_bytes < sample_bytes:
+                            # cut anyway: to the lowered budget's first CTAs, fewer of the same
+                            sample_bytes = lowered_bytes
+                            cap = max(1, sample_bytes // RECORD.itemsize)
+                            fit = max(done, int(cap * done // sink.count))
                         # later batches stop at the sample's budget (the first may be over it)
                         sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
