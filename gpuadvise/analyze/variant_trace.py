@@ -17,7 +17,7 @@ findings with an automatic variant (a source diff, a launch change, or both), an
 the variant, traces it on the CPU emulator as it traced the kernel (the same CTAs sampled, the
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
-default budget cuts is cut further, to about twice the kernel's trace
+default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace
 (:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
 variant the model finds slower is not recommended without a measurement: its estimate gives no
@@ -65,14 +65,14 @@ TRACE_POINT = "variant_trace_point"
 # traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s)
 MAX_TRACE_S = 30.0
 
-# a variant's first wave that the default sample's budget cuts anyway is cut further, to the
-# CTAs whose records fit in twice the kernel's trace (never under 16 MiB, ~58,000 warp
-# accesses): fewer of the same first CTAs. A grid-stride variant's one wave is its whole launch
-# (vanGenuchten: 1056 CTAs of 62 elements per thread where the kernel traced 1056 CTAs of one,
-# 65.6 s against the kernel's 4.3 s, issue 31); its first CTAs all carry the most iterations, so
-# fewer of them give the launch model the same times. A wave the default traces whole is traced
-# whole: cut, its first CTAs would stand for lighter ones (BlackScholes' variant, 7.4 elements per
-# thread: 0.94x on its first CTAs against 1.01x on all)
+# a variant's first wave that the default sample's budget cuts anyway is cut further, to about
+# the CTAs whose records fit in twice the kernel's trace (never under 16 MiB, ~58,000 warp
+# accesses): every k-th of the CTAs the default keeps, in the same mix
+# (gpuadvise.trace.emulate.sample_trace_bytes). A grid-stride variant's one wave is its whole
+# launch (vanGenuchten: 1056 CTAs of 62 elements per thread where the kernel traced 1056 CTAs
+# of one; 65.6 s against the kernel's 4.3 s, issue 31). A wave the default traces whole is traced
+# whole: cut to a prefix, its first CTAs, which carry one iteration more, would stand for all
+# (BlackScholes' variant, 7.4 elements per thread: 0.94x on its first CTAs against 1.01x on all)
 VARIANT_TRACE_FACTOR = 2
 VARIANT_TRACE_FLOOR_BYTES = 16 << 20
 

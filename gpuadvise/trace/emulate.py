@@ -144,12 +144,13 @@ _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default
 @contextmanager
 def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
     """For the emulations inside, a first wave that the default sample's budget
-    (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) cuts is cut to the CTAs whose trace fits in
-    ``limit_bytes`` (never more than the default allows): the same first CTAs, fewer of them (a
-    variant's trace kept to about the kernel's own cost, :mod:`gpuadvise.analyze.variant_trace`).
-    A wave the default budget traces whole is traced whole (a shorter prefix of a grid-stride
-    loop's CTAs, those with the most iterations, would change its totals); a sample asked for
-    (a count, ``all``, a list of CTAs) is never cut."""
+    (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) cuts is cut further, to about the CTAs whose trace fits
+    in ``limit_bytes`` (never more than the default allows): every k-th of the CTAs the default
+    keeps, so that their mix is the default's (a grid-stride loop's first CTAs carry one
+    iteration more than its last: a shorter prefix would hold only those). A variant's trace is
+    so kept to about the kernel's own cost (:mod:`gpuadvise.analyze.variant_trace`). A wave the
+    default budget traces whole is traced whole; a sample asked for (a count, ``all``, a list of
+    CTAs) is never cut."""
     now = _SAMPLE_BYTES.get()
     token = _SAMPLE_BYTES.set(
         max(1, int(limit_bytes) if now is None else min(int(limit_bytes), now))
@@ -864,16 +865,22 @@ def _emulate(
                         size = per_batch
                         cap = max(1, sample_bytes // RECORD.itemsize)
                         fit = max(done, int(cap * done // sink.count)) if sink.count else count
+                        every = 1
                         if fit < count and lowered_bytes < sample_bytes:
-                            # cut anyway: to the lowered budget's first CTAs, fewer of the same
+                            # cut anyway: every k-th of the CTAs the default keeps, its mix of
+                            # CTAs (a grid-stride loop's first CTAs carry one more iteration)
+                            small = max(
+                                done, int(lowered_bytes // RECORD.itemsize) * done // sink.count
+                            )
+                            every = max(1, -(-fit // small))
                             sample_bytes = lowered_bytes
                             cap = max(1, sample_bytes // RECORD.itemsize)
-                            fit = max(done, int(cap * done // sink.count))
                         # later batches stop at the sample's budget (the first may be over it)
                         sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
+                            ctas = ctas[:fit][::every]
+                            fit = count = len(ctas)
                             notes.append(_cut_note(fit, wave_ctas, sample_bytes))
-                            ctas, count = ctas[:fit], fit
                             # CTAs differ in size (llm.c's causal attention: later rows are
                             # longer): batches of a quarter of what fits, so that the one that
                             # overflows all the same, dropped whole, costs a quarter at most (a

@@ -158,8 +158,8 @@ def test_a_grid_stride_variant_cut_anyway_is_cut_to_about_the_kernels_cost(
 ) -> None:
     """GA206's variant runs one wave: its first wave is its whole launch (15.5 elements per
     thread where the kernel's first wave ran one). Where the default sample's budget cuts it
-    anyway, it is cut to twice the kernel's trace: fewer of the same first CTAs, the same
-    estimate (issue 31)."""
+    anyway, it is cut to about twice the kernel's trace: every k-th of the CTAs the default
+    keeps, the same estimate (issue 31)."""
     import gpuadvise.analyze.variant_trace as vt
     from gpuadvise.analyze.run import run_analysis
     from gpuadvise.trace import emulate as emulate_mod
