@@ -126,6 +126,7 @@ def analyze_kernel(
     tracer: str = "emu",
     models: Collection[str] = TRACE_MODELS,
     l2_probe_ctas: int | None = None,
+    registers: bool = True,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -135,7 +136,8 @@ def analyze_kernel(
     ``tracer``: ``emu``, ``gpu``, or ``auto`` (a GPU is here: the cheaper of the two for this
     trace, :mod:`gpuadvise.analyze.tracer_choice`). Each phase is a progress step
     (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
-    that is spent, the trace is skipped."""
+    that is spent, the trace is skipped. ``registers`` False: the live registers are not read
+    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`)."""
     from gpuadvise.runner.checks import check_launch
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
@@ -186,8 +188,10 @@ def analyze_kernel(
     timings["sass_s"] = time.perf_counter() - t2
     t_live = time.perf_counter()
     all_notes = list(notes) + launch_notes
-    with step("reading the live registers"):
-        pressure, why = live_registers(module, kernel, instrs, tc)
+    pressure, why = None, None
+    if registers:
+        with step("reading the live registers"):
+            pressure, why = live_registers(module, kernel, instrs, tc)
     if why:
         all_notes.append(why)
     timings["registers_s"] = time.perf_counter() - t_live

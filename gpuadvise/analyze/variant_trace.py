@@ -16,7 +16,9 @@ A rule whose change is of that kind says so (``Rule.point_from_variant_trace``).
 findings with an automatic variant (a source diff, a launch change, or both), analyze builds
 the variant, traces it on the CPU emulator as it traced the kernel (the same CTAs sampled, the
 same loop sampling), and runs both traces through the same launch model
-(:func:`gpuadvise.model.roofline.launch_estimate`). The point is then the model's time of the
+(:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
+default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace
+(:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
 variant the model finds slower is not recommended without a measurement: its estimate gives no
 speedup (never a value below 1 as a speedup), the variant waits for a GPU
@@ -63,6 +65,17 @@ TRACE_POINT = "variant_trace_point"
 # traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s)
 MAX_TRACE_S = 30.0
 
+# a variant's first wave that the default sample's budget cuts anyway is cut further, to about
+# the CTAs whose records fit in twice the kernel's trace (never under 16 MiB, ~58,000 warp
+# accesses): every k-th of the CTAs the default keeps, in the same mix
+# (gpuadvise.trace.emulate.sample_trace_bytes). A grid-stride variant's one wave is its whole
+# launch (vanGenuchten: 1056 CTAs of 62 elements per thread where the kernel traced 1056 CTAs
+# of one; 65.6 s against the kernel's 4.3 s, issue 31). A wave the default traces whole is traced
+# whole: cut to a prefix, its first CTAs, which carry one iteration more, would stand for all
+# (BlackScholes' variant, 7.4 elements per thread: 0.94x on its first CTAs against 1.01x on all)
+VARIANT_TRACE_FACTOR = 2
+VARIANT_TRACE_FLOOR_BYTES = 16 << 20
+
 
 def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     from gpuadvise.rules.estimates import view_traffic
@@ -72,6 +85,15 @@ def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     if mem is None or mem.trace is None:
         return None
     return view_traffic(analysis.device, trace_view(mem.trace, analysis.spec))
+
+
+def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
+    """The trace bytes a variant's default sample may take (:data:`VARIANT_TRACE_FACTOR`)."""
+    from gpuadvise.trace.access import RECORD
+
+    mem = analysis.memory
+    records = 0 if mem is None or mem.trace is None else len(mem.trace.records)
+    return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
 
 
 def _serial_s(analysis: KernelAnalysis) -> float:
@@ -219,6 +241,7 @@ def with_trace_points(
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
+    from gpuadvise.trace.emulate import sample_trace_bytes
 
     todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
     if not todo:
@@ -228,6 +251,7 @@ def with_trace_points(
     rates = memory_rates(analysis.device)
     if before is None or rates is None:
         return run
+    budget = _variant_budget_bytes(analysis)
     made: dict[int, Finding] = {}
     for f in todo:
         if out_of_time():
@@ -240,16 +264,18 @@ def with_trace_points(
                 continue
             try:
                 spec, choice, options = build(vopts)
-                va = analyze_kernel(
-                    spec,
-                    analysis.device,
-                    options,
-                    nvcc=vopts.nvcc,
-                    trace=True,
-                    sample_ctas=sample_ctas,
-                    tracer="emu",
-                    models=frozenset({"trace"}),
-                )
+                with sample_trace_bytes(budget):
+                    va = analyze_kernel(
+                        spec,
+                        analysis.device,
+                        options,
+                        nvcc=vopts.nvcc,
+                        trace=True,
+                        sample_ctas=sample_ctas,
+                        tracer="emu",
+                        models=frozenset({"trace"}),
+                        registers=False,  # the launch model reads the trace, not them
+                    )
                 after = _traffic(va)
                 serial_after = _serial_s(va)
             except GpuAdviseError as exc:

@@ -61,6 +61,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +137,30 @@ outgrows the trace's share of the memory budget.
 once or more, so the trace's size sets the run's time and peak memory (a naive SGEMM's first
 wave: 36 CTAs traced, 41 s and 4.6 GB; at 256 MiB 14 CTAs, 24 s and 1.6 GB), while the models
 extrapolate from the sampled CTAs either way (docs/performance.md, third round)."""
+# a lower budget for the default sample, set by sample_trace_bytes (None: DEFAULT_SAMPLE_TRACE_BYTES)
+_SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default=None)
+
+
+@contextmanager
+def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
+    """For the emulations inside, a first wave that the default sample's budget
+    (:data:`DEFAULT_SAMPLE_TRACE_BYTES`) cuts is cut further, to about the CTAs whose trace fits
+    in ``limit_bytes`` (never more than the default allows): every k-th of the CTAs the default
+    keeps, so that their mix is the default's (a grid-stride loop's first CTAs carry one
+    iteration more than its last: a shorter prefix would hold only those). A variant's trace is
+    so kept to about the kernel's own cost (:mod:`gpuadvise.analyze.variant_trace`). A wave the
+    default budget traces whole is traced whole; a sample asked for (a count, ``all``, a list of
+    CTAs) is never cut."""
+    now = _SAMPLE_BYTES.get()
+    token = _SAMPLE_BYTES.set(
+        max(1, int(limit_bytes) if now is None else min(int(limit_bytes), now))
+    )
+    try:
+        yield
+    finally:
+        _SAMPLE_BYTES.reset(token)
+
+
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -759,6 +785,8 @@ def _emulate(
     # budget: llm.c's softmax traces one CTA of 1.2 million warp accesses, 340 MB)
     cut_to_budget = record and sample_ctas is None and count > 1
     sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
+    lowered = _SAMPLE_BYTES.get()  # sample_trace_bytes: for a wave the default cuts anyway
+    lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -838,11 +866,22 @@ def _emulate(
                         size = per_batch
                         cap = max(1, sample_bytes // RECORD.itemsize)
                         fit = max(done, int(cap * done // sink.count)) if sink.count else count
+                        every = 1
+                        if fit < count and lowered_bytes < sample_bytes:
+                            # cut anyway: every k-th of the CTAs the default keeps, its mix of
+                            # CTAs (a grid-stride loop's first CTAs carry one more iteration)
+                            small = max(
+                                done, int(lowered_bytes // RECORD.itemsize) * done // sink.count
+                            )
+                            every = max(1, -(-fit // small))
+                            sample_bytes = lowered_bytes
+                            cap = max(1, sample_bytes // RECORD.itemsize)
                         # later batches stop at the sample's budget (the first may be over it)
                         sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
+                            ctas = ctas[:fit][::every]
+                            fit = count = len(ctas)
                             notes.append(_cut_note(fit, wave_ctas, sample_bytes))
-                            ctas, count = ctas[:fit], fit
                             # CTAs differ in size (llm.c's causal attention: later rows are
                             # longer): batches of a quarter of what fits, so that the one that
                             # overflows all the same, dropped whole, costs a quarter at most (a

@@ -151,6 +151,49 @@ def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
     assert any("were not traced" in n and "GA308" in n for n in res.rules.notes)
 
 
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_grid_stride_variant_cut_anyway_is_cut_to_about_the_kernels_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GA206's variant runs one wave: its first wave is its whole launch (15.5 elements per
+    thread where the kernel's first wave ran one). Where the default sample's budget cuts it
+    anyway, it is cut to about twice the kernel's trace: every k-th of the CTAs the default
+    keeps, the same estimate (issue 31)."""
+    import gpuadvise.analyze.variant_trace as vt
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.trace import emulate as emulate_mod
+    from gpuadvise.trace.access import RECORD
+
+    k = ROOT / "kernels" / "styles" / "elementwise"
+    opts = KernelOptions(str(k / "elementwise.cu"), spec=str(k / "case.toml"), gpu="H100")
+    settings = AnalyzeSettings(measure=False, select=("GA206",))
+    traced: list[int] = []
+    real = emulate_mod.emulate
+
+    def counting(*a, **kw):  # type: ignore[no-untyped-def]
+        e = real(*a, **kw)
+        if kw.get("sample_ctas") is None:  # the default sample (the rules' own runs ask theirs)
+            traced.append(len(e.ctas_run))
+        return e
+
+    monkeypatch.setattr(emulate_mod, "emulate", counting)
+    # the kernel's first wave: 1056 CTAs of 8 warps, 3 accesses each; its default budget three
+    # times that: the kernel's trace whole, the variant's (16384 CTAs' elements) cut
+    kernel_bytes = 1056 * 8 * 3 * RECORD.itemsize
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 3 * kernel_bytes)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FLOOR_BYTES", 0)
+    cut = run_analysis(opts, settings)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FACTOR", 1 << 20)
+    default = run_analysis(opts, settings)
+    assert traced[0] == traced[2] == 1056, traced
+    assert traced[1] < traced[3] < 1056, traced  # cut further than the default cut it
+    (a,) = [f for f in cut.rules.findings if f.rule == "GA206"]
+    (b,) = [f for f in default.rules.findings if f.rule == "GA206"]
+    assert a.estimated_speedup is not None and TRACE_POINT in a.estimated_speedup.inputs
+    assert a.estimated_speedup == b.estimated_speedup and a.message == b.message
+
+
 def test_the_rules_own_point_does_not_linger_in_the_inputs() -> None:
     rule = Estimate(1.23, "point", "rule", {"point_speedup": 1.23, "peak_speedup": 1.3})
     new = trace_point_estimate(rule, _est(1e9, 1e9), "the variant")

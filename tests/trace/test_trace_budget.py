@@ -86,6 +86,36 @@ def test_the_first_wave_is_cut_to_the_ctas_that_fit(
     )
 
 
+def test_a_lowered_budget_cuts_further_a_wave_the_default_cuts(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample_trace_bytes (a variant's trace kept to the kernel's cost) cuts a first wave that
+    the default budget cuts to every k-th of the CTAs the default keeps, the same records as
+    those CTAs asked for; a wave the default traces whole stays whole; it never raises the
+    budget, and an explicit sample is not cut."""
+    fit = 40
+    with emulate_mod.sample_trace_bytes(fit * RECORDS_PER_CTA * RECORD.itemsize + 50):
+        assert len(run(module, None).ctas_run) == 264  # the default budget holds it whole
+        monkeypatch.setattr(
+            emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 100 * RECORDS_PER_CTA * RECORD.itemsize
+        )
+        e = run(module, None)
+        asked = run(module, 300)
+        with emulate_mod.sample_trace_bytes(1 << 40):  # never above the enclosing budget
+            again = run(module, None)
+    kept = tuple(range(0, 100, 3))  # every 3rd of the default's 100: 34 CTAs, about 40
+    assert e.ctas_run == kept and again.ctas_run == e.ctas_run
+    assert e.trace.scale == pytest.approx(1024 / len(kept))
+    assert any(f"traced {len(kept)} of the first wave's 264 CTAs" in n for n in e.notes)
+    mine, theirs = by_cta(e), by_cta(run(module, list(kept)))
+    assert mine.keys() == theirs.keys()
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    assert len(asked.ctas_run) == 300
+    with emulate_mod.sample_trace_bytes(1 << 40):  # above the default: the default holds
+        assert len(run(module, None).ctas_run) == 100
+
+
 def test_an_explicit_sample_is_not_cut(
     module: CompiledModule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
