@@ -82,6 +82,30 @@ def compiled(
     return SimpleNamespace(spec=spec, device=choice.device, module=module, kernel=info)
 
 
+def whole_run_outputs(source: Path, kernel: str, spec: str, grid: str) -> dict[str, Any]:
+    """The kernel's outputs over the CTAs of ``grid``, every CTA and loop iteration run on the
+    emulator (no trace), for tests that compare a patched kernel's outputs with the original's."""
+    from gpuadvise.source.signature import parse_signature
+    from gpuadvise.spec.kernel_spec import resolve
+    from gpuadvise.trace.emulate import emulate
+
+    a = compiled(source, kernel, spec=spec, grid=grid)
+    launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
+    run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+    return dict(run.outputs)
+
+
+def patched_folder(tmp: Path, source: Path, text: str) -> Path:
+    """``text`` written as ``source``'s name in a new folder ``tmp/patched`` beside copies of
+    the TOML specs of ``source``'s folder (a patched kernel analysed with its case's specs)."""
+    d = tmp / "patched"
+    d.mkdir()
+    for toml in source.parent.glob("*.toml"):
+        (d / toml.name).write_text(toml.read_text())
+    (d / source.name).write_text(text)
+    return d / source.name
+
+
 def run_rule(
     a: Any, rule: str, trace_ctas: int | str | None = DEFAULT_TRACE_CTAS, **options: Any
 ) -> list[R.Finding]:

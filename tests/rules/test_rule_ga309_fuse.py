@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, run_rule, source_line
+from rulekit import KERNELS, analyze, patched_folder, run_rule, source_line, whole_run_outputs
 
 from gpuadvise.source import tree as T
 from gpuadvise.source.edit import Rewrite
@@ -42,24 +42,12 @@ def ga309(src, kernel):
 
 def outputs(src, kernel):
     """The kernel's outputs over its first 8 CTAs, run whole on the emulator."""
-    from gpuadvise.source.signature import parse_signature
-    from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.trace.emulate import emulate
-
-    spec = str(src.parent / SPECS[kernel])
-    a = analyze(src, kernel, None, trace=False, spec=spec, grid="8")
-    launch = resolve(a.spec, parse_signature(src.read_text(), kernel))
-    run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
-    return [run.outputs[b] for b in OUTPUTS[kernel]]
+    got = whole_run_outputs(src, kernel, str(src.parent / SPECS[kernel]), "8")
+    return [got[b] for b in OUTPUTS[kernel]]
 
 
 def patched(tmp_path, text):
-    d = tmp_path / "patched"
-    d.mkdir()
-    for toml in SRC.parent.glob("*.toml"):
-        (d / toml.name).write_text(toml.read_text())
-    (d / SRC.name).write_text(text)
-    return d / SRC.name
+    return patched_folder(tmp_path, SRC, text)
 
 
 @pytest.mark.parametrize(
