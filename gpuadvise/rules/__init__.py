@@ -74,6 +74,7 @@ from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.demanded_bits import load_widths
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.rules.estimates import (
+    FLOOR_NOT_APPLIED,
     MODEL,
     buffer_records,
     fp64_to_fp32_estimate,
@@ -374,6 +375,7 @@ __all__ = [
     "merge_stores",
     "MATH_PIPES",
     "MIN_ACCUMULATION_REPEATS",
+    "FLOOR_NOT_APPLIED",
     "MODEL",
     "ModelUnavailable",
     "move_declarations",
