@@ -368,18 +368,11 @@ class UncoalescedAccess(Rule):
             saved,
             what + (", with every access to the buffer in the new layout" if d.aos else ""),
             records=buffer_records(view, d.buffer) if d.aos else recs,
-            proxy_records=self._proxy_records(ctx, finding) if d.aos else None,
+            # the records the line's proxy reproduces: the lines' loads and stores of the buffer
+            proxy_records=view.access(_sites_insts(view, finding), d.buffer)[1] if d.aos else None,
             before_l2_extra=refetch,
             **extra,
         )
-
-    def _proxy_records(self, ctx: RuleContext, finding: Finding) -> Any:
-        """The records the line's proxy reproduces: the lines' loads and stores of the buffer
-        (a read-modify-write's both)."""
-        _, recs = ctx.trace_view.access(
-            _sites_insts(ctx.trace_view, finding), finding.details_as(BufferAccess).buffer
-        )
-        return recs
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         d = finding.details_as(BufferAccess)

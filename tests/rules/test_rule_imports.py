@@ -61,6 +61,14 @@ def test_rule_file_imports_only_the_rule_api(path: Path) -> None:
     assert not bad, f"{path.name} imports past gpuadvise.rules / gpuadvise.errors: {bad}"
 
 
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_rule_file_is_at_most_400_lines(path: Path) -> None:
+    """Issue 28: no rule file over 400 lines (what serves one rule family goes beside the rules
+    that use it, in gpuadvise/rules/; the fix kit's operations in gpuadvise/source/)."""
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= 400, f"{path.name} has {lines} lines"
+
+
 def test_the_check_finds_imports_past_the_api() -> None:
     source = (
         "import numpy as np\n"
