@@ -243,13 +243,31 @@ class _Composer:
         """Options that build ``text`` with ``launch`` (the spec: the original's)."""
         from gpuadvise.analyze.measure import copy_options, launch_changes
 
+        opts = copy_options(self.original_opts, self._file_of(text))
+        return dataclasses.replace(opts, **launch_changes(launch))
+
+    def _file_of(self, text: str) -> Path:
+        """A file holding ``text``, named as the source: the candidate's file in the compile
+        cache (named by its content, as the analysis services write a candidate: each text is
+        compiled once, however many steps and runs build it), or with ``--no-cache`` (or a cache
+        that cannot be written) a new folder of ``tmp`` for each step."""
+        if not self.original_opts.no_cache:
+            from gpuadvise.analyze.services import candidate_path, write_candidate
+            from gpuadvise.toolchain import cache_root
+
+            try:
+                path = candidate_path(cache_root(), text, self.source.name)
+                write_candidate(path, text)
+            except (OSError, GpuAdviseError):
+                pass
+            else:
+                return path
         folder = self.tmp / f"step{self.steps}"
         self.steps += 1
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / self.source.name
         path.write_text(text)
-        opts = copy_options(self.original_opts, path)
-        return dataclasses.replace(opts, **launch_changes(launch))
+        return path
 
 
 def _apply(text: str, diff: str) -> str | None:

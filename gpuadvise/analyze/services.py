@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gpuadvise.trace.access import AccessTrace
     from gpuadvise.trace.emulate import Emulation
 
-__all__ = ["AnalysisServices"]
+__all__ = ["AnalysisServices", "candidate_path", "write_candidate"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,24 @@ def _parse_ptx(digest: str, text: str) -> Any:
     from gpuadvise.ptx.parser import parse_ptx
 
     return parse_ptx(text)
+
+
+def candidate_path(root: Path, text: str, name: str) -> Path:
+    """Where a rewritten source ``text`` of the file ``name`` lives in the compile cache at
+    ``root``: ``candidates/<its SHA-256>/name``, named by its content, so that every build of
+    the same text (a candidate, a step of ``--fix``, a second run) has one path, and the compile
+    cache (whose key holds the path: the line table names it) finds it built."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+    return root / "candidates" / digest / name
+
+
+def write_candidate(path: Path, text: str) -> None:
+    """``text`` (UTF-8) at ``path`` unless it is there already; replaced whole
+    (:func:`~gpuadvise.fileio.write_atomic`), never rewritten in place: another analysis
+    compiling the same candidate at that moment reads the whole text, never a truncated one."""
+    data = text.encode("utf-8")
+    if not path.is_file() or path.read_bytes() != data:
+        write_atomic(path, data)
 
 
 class AnalysisServices:
@@ -91,13 +109,9 @@ class AnalysisServices:
             raise NeedsSource(f"{source.name} holds no source to rewrite: {NEEDS_SOURCE}")
         options = self._options()
         if source_text is not None:
-            digest = hashlib.sha256(source_text.encode()).hexdigest()[:20]
-            folder = cache_root(options) / "candidates" / digest
-            path = folder / source.name
-            data = source_text.encode("utf-8")
+            path = candidate_path(cache_root(options), source_text, source.name)
             try:
-                if not path.is_file() or path.read_bytes() != data:
-                    write_atomic(path, data)
+                write_candidate(path, source_text)
             except OSError as exc:
                 raise ModelUnavailable(
                     f"cannot write the candidate's source {path}: {exc}"
