@@ -54,8 +54,8 @@ def _timed(method: Any) -> Any:
     """``Popen.communicate``/``wait`` charging the children's CPU they reap to the tool."""
 
     def timed(self: subprocess.Popen[Any], *a: Any, **k: Any) -> Any:
-        if getattr(self, "_suite_cpu", False):  # communicate calls wait: count once
-            return method(self, *a, **k)
+        if getattr(self, "_suite_cpu", False) or self.returncode is not None:
+            return method(self, *a, **k)  # communicate calls wait; run() waits after it
         self._suite_cpu = True  # type: ignore[attr-defined]
         c0 = _child_cpu()
         try:
