@@ -47,7 +47,8 @@ warp's first active lane has had operands moving by fixed steps for :data:`DOOM_
 iterations in a row and still continues, the iterations it has left, each at least the
 instructions of the blocks every iteration runs (:attr:`~gpuadvise.ptx.loops.Loop.floor`), take
 the warp past ``max_instructions``: the emulation stops there with the same error it would have
-reached (``sosfilt``: after 86 s of CPU) and says how many iterations were left.
+reached (``sosfilt``: after 86 s of CPU) and says how many iterations were left. The look
+starts once a warp of the batch has run a :data:`ARM_SHARE`-th of the budget.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ DOOM_AFTER = 16
 """Iterations in a row whose exit-test operands moved by the same steps before a loop that is not
 sampled is judged to take a warp past the budget (the stop then comes at once, not at the
 budget)."""
+
+ARM_SHARE = 64
+"""A loop this run does not sample is looked at for the early stop only once a warp of the batch
+has run a 64th of the budget: the look costs numpy calls at every latch and a copy of the test's
+operands at every execution, which loops that end far under the budget (most) need not pay; a
+doomed loop stops that much later."""
 
 _MAX_WEIGHT = (1 << 32) - 1  # RECORD.extra is a uint32: a record stands for at most this many
 
@@ -134,6 +141,7 @@ class _Watch:
     # the loops inside it are sampled sooner (INNER_SHARE)
     hot: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     outer: tuple[_Watch, ...] = ()  # the watched loops that hold this one
+    armed: bool = True  # its test's operands are copied at every execution
 
 
 @dataclass
@@ -148,6 +156,9 @@ class _Doom:
     head: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
     streak: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     busy: bool = False
+    # looked at (and the test's operands copied) only once a warp has run a share of the
+    # budget (ARM_SHARE): loops that end far under it cost nothing
+    armed: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,9 @@ class LoopSampler:
         seen = w.seen
 
         def watched(mask: Any) -> None:
+            if not w.armed:
+                op(mask)
+                return
             for name in names:
                 src = regs[name]
                 buf = seen.get(name)
@@ -328,6 +342,11 @@ class LoopSampler:
     ) -> None:
         """At a countable loop's latch that this run does not sample: stop now if the warps'
         first active lanes have iterations left that take them past the budget."""
+        if not d.armed:
+            # no warp near a share of the budget yet; armed, the look starts at the next latch
+            # (the test's operands are copied from then on)
+            d.armed = int(count.max()) * ARM_SHARE >= self.budget
+            return
         d.busy = True
         d.cnt[ws] += 1
         c = d.cnt[ws]
@@ -602,9 +621,9 @@ def budget_reason(
         elif sampler is not None and sampler.sample_above <= 0:
             parts.append("not sampled: this run's outputs are compared, so every iteration runs")
         parts.append(
-            f"after {doomed.iteration} iterations (counter {doomed.counter}, bound "
-            f"{doomed.bound}), {doomed.left} more to run, each of at least {doomed.floor} "
-            f"instructions"
+            f"its counter at {doomed.counter} against a bound of {doomed.bound}, moving by fixed "
+            f"steps: {doomed.left} more iterations to run, each of at least {doomed.floor} "
+            "instructions"
         )
     elif w is not None and w.cnt.max() >= 3:
         parts.append(_progress(w))
