@@ -662,12 +662,19 @@ class Batch:
         # (gpuadvise.ptx.sampling); sample_above 0: every iteration runs
         self.sampler = LoopSampler(
             self.program,
-            image.program_loops() if sample_above > 0 else (),
+            image.program_loops(),
             self.regs,
             self.nwarps,
             sample_above,
             self._loop_where,
             loop_report if loop_report is not None else {},
+            # a loop that cannot be sampled but counted ahead stops the run as soon as it is
+            # sure to take a warp past the budget
+            # (past the budget by more than the 256 steps between two checks of it could add:
+            # the stop comes only where the full run is sure to stop too)
+            budget=max_instructions
+            + 256 * max((len(b.body) + 1 for b in self.program.blocks), default=1),
+            stop=self._budget_error,
         )
         # IEEE double divisions: the warps that executed each and those with a lane on ptxas's
         # slow path (gpuadvise.ptx.slow_paths), for the execution model's instruction counts
@@ -1567,7 +1574,7 @@ class Batch:
         seen = self.block_seen
         all_warps = self.block_all_warps
         sampler = self.sampler
-        watching = bool(sampler.watches)
+        watching = bool(sampler.watches or sampler.dooms)
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -1919,16 +1926,21 @@ class Batch:
         loops = self.image.program_loops()
         why, data = budget_reason(self.program, loops, p, self._loop_where, self.sampler)
         lp = innermost(loops, p)
+        if self.sampler.doomed is not None:  # stopped ahead: its loop's iterations were counted
+            head = (
+                f"a warp would execute more than {self.max_instructions} instructions (now at "
+                f"{where}, after {self.sampler.doomed.count} of them, {why})"
+            )
+        else:
+            head = f"a warp executed more than {self.max_instructions} instructions (now at {where}, {why})"
         if lp is not None and lp.endless:  # no budget, fill or sampling gets a warp out of it
             raise InstructionBudgetError(
-                f"a warp executed more than {self.max_instructions} instructions (now at "
-                f"{where}, {why})",
+                head,
                 "analyze with --no-trace (the static analysis needs no trace), or trace a "
                 "version of the kernel whose loop ends",
             )
         raise InstructionBudgetError(
-            f"a warp executed more than {self.max_instructions} instructions (now at {where}, "
-            f"{why})",
+            head,
             f"raise the budget with --max-instructions N (instructions per warp; loops that "
             f"would take a warp past N/{SAMPLE_DIVISOR} are sampled where they can be), "
             + (

@@ -55,6 +55,12 @@ class Loop:
     data_bound: bool = False
     why_not: str | None = None  # why the emulator may not sample it (None: it may)
     endless: bool = False
+    # its only exit is an integer test at its latch (it may hold a barrier): the iterations a
+    # lane has left can be counted ahead once its operands move by fixed steps
+    countable: bool = False
+    # instructions every iteration executes at least, as the emulator counts a warp's (the
+    # blocks that dominate the latch, barriers not counted)
+    floor: int = 0
 
     @property
     def sampleable(self) -> bool:
@@ -121,7 +127,15 @@ def find_loops(program: Program) -> tuple[Loop, ...]:
         exiting = [x for x in body if any(s not in body for s in blocks[x].succs)]
         barrier = any(blocks[x].term[0] == "barrier" for x in body)
         single = len(ls) == 1 and exiting == [latch] and len(exits) == 1
-        loop = Loop(header, latch, frozenset(body), barrier, single, endless=not exits)
+        floor, x = 0, latch
+        while True:
+            blk = blocks[x]
+            if blk.term[0] != "barrier":
+                floor += len(blk.body) + (0 if blk.term[0] == "fall" else 1)
+            if x == header or idom[x] not in body:
+                break
+            x = idom[x]
+        loop = Loop(header, latch, frozenset(body), barrier, single, endless=not exits, floor=floor)
         loops.append(_with_test(loop, program, data))
     return tuple(sorted(loops, key=lambda lp: (len(lp.blocks), lp.header)))
 
@@ -169,18 +183,21 @@ def _with_test(loop: Loop, program: Program, data: frozenset[str]) -> Loop:
         continues_when=(not neg) if stays else bool(neg),
         data_bound=any(isinstance(x, Reg) and x.name in data for x in (a, b)),
     )
+    test_why = None
+    if len(ins.operands) != 3 or not cmp or ptype not in INT_TYPES:
+        test_why = f"its exit test is not an integer comparison ({ins.opcode})"
+    elif not all(isinstance(x, Reg | Imm) for x in (a, b)):
+        test_why = "its exit test compares something other than registers and literals"
+    elif int(fall) in loop.blocks and int(taken) in loop.blocks:
+        test_why = "its exit test does not leave the loop"
     why = None
     if not loop.single_exit:
         why = "it has more than one exit (a break or a return) or more than one back edge"
     elif loop.has_barrier:
         why = "it holds a barrier"
-    elif len(ins.operands) != 3 or not cmp or ptype not in INT_TYPES:
-        why = f"its exit test is not an integer comparison ({ins.opcode})"
-    elif not all(isinstance(x, Reg | Imm) for x in (a, b)):
-        why = "its exit test compares something other than registers and literals"
-    elif int(fall) in loop.blocks and int(taken) in loop.blocks:
-        why = "its exit test does not leave the loop"
-    return replace(loop, why_not=why)
+    else:
+        why = test_why
+    return replace(loop, why_not=why, countable=loop.single_exit and test_why is None)
 
 
 def innermost(loops: Sequence[Loop], block: int) -> Loop | None:

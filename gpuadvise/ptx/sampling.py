@@ -39,11 +39,21 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
 A skip that cannot be made (a lane's test did not move by a fixed step) is not tried again for
 :data:`QUIET` iterations. Loops that cannot be sampled run in full, as before; a warp that still
 passes ``max_instructions`` stops the emulation with the reason (:func:`budget_reason`).
+
+**Doomed.** A loop that is not sampled in this run but whose only exit is an integer test
+(:attr:`gpuadvise.ptx.loops.Loop.countable`: one that holds a barrier, say HeCBench's
+``sosfilt``, a million iterations of a CTA-wide recurrence) is looked at the same way: once a
+warp's first active lane has had operands moving by fixed steps for :data:`DOOM_AFTER`
+iterations in a row and still continues, the iterations it has left, each at least the
+instructions of the blocks every iteration runs (:attr:`~gpuadvise.ptx.loops.Loop.floor`), take
+the warp past ``max_instructions``: the emulation stops there with the same error it would have
+reached (``sosfilt``: after 86 s of CPU) and says how many iterations were left. The look
+starts once a warp of the batch has run a :data:`ARM_SHARE`-th of the budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +65,7 @@ from gpuadvise.ptx.parser import Imm, Reg
 if TYPE_CHECKING:
     from gpuadvise.ptx.cfg import Program
 
-__all__ = ["DECIDE_AT", "INNER_SHARE", "LoopSampler", "SampledLoop", "budget_reason"]
+__all__ = ["DECIDE_AT", "DOOM_AFTER", "INNER_SHARE", "LoopSampler", "SampledLoop", "budget_reason"]
 
 DECIDE_AT = 6
 """A loop instance is sampled from its 6th iteration on (the 8th when the registers' steps are
@@ -74,6 +84,17 @@ INNER_SHARE = 64
 """Inside a loop instance that is long for the warp (from its 3rd iteration on, where its
 remaining iterations are known to take the warp past ``sample_above``), a loop whose own
 remaining iterations cost more than ``sample_above / 64`` instructions is sampled too."""
+
+DOOM_AFTER = 16
+"""Iterations in a row whose exit-test operands moved by the same steps before a loop that is not
+sampled is judged to take a warp past the budget (the stop then comes at once, not at the
+budget)."""
+
+ARM_SHARE = 64
+"""A loop this run does not sample is looked at for the early stop only once a warp of the batch
+has run a 64th of the budget: the look costs numpy calls at every latch and a copy of the test's
+operands at every execution, which loops that end far under the budget (most) need not pay; a
+doomed loop stops that much later."""
 
 _MAX_WEIGHT = (1 << 32) - 1  # RECORD.extra is a uint32: a record stands for at most this many
 
@@ -120,6 +141,39 @@ class _Watch:
     # the loops inside it are sampled sooner (INNER_SHARE)
     hot: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     outer: tuple[_Watch, ...] = ()  # the watched loops that hold this one
+    armed: bool = True  # its test's operands are copied at every execution
+
+
+@dataclass
+class _Doom:
+    """Per-warp state of a countable loop this run does not sample: its exit test's operands
+    (one lane per warp, three iterations deep) and how many latches in a row they moved by the
+    same steps."""
+
+    loop: Loop
+    seen: dict[str, np.ndarray] = field(default_factory=dict)
+    cnt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    head: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
+    streak: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    busy: bool = False
+    # looked at (and the test's operands copied) only once a warp has run a share of the
+    # budget (ARM_SHARE): loops that end far under it cost nothing
+    armed: bool = False
+
+
+@dataclass(frozen=True)
+class Doomed:
+    """The warp whose loop would take it past the budget: at iteration ``iteration`` of the
+    instance, its test compared ``counter`` with ``bound``; ``left`` iterations to go, each at
+    least ``floor`` instructions, after ``count`` instructions."""
+
+    loop: Loop
+    iteration: int
+    counter: int
+    bound: int
+    left: int
+    floor: int
+    count: int
 
 
 class LoopSampler:
@@ -137,6 +191,8 @@ class LoopSampler:
         sample_above: int,
         where: Any,
         report: dict[int, SampledLoop],
+        budget: int = 0,
+        stop: Callable[[int], None] | None = None,
     ) -> None:
         self.program = program
         self.regs = regs
@@ -151,7 +207,25 @@ class LoopSampler:
         self.sampled = False
         n = nwarps * 32
         self.watches: dict[int, _Watch] = {}  # latch block -> its loop's watch
-        self.by_setp: dict[int, _Watch] = {}
+        self.by_setp: dict[int, _Watch | _Doom] = {}
+        # loops this run does not sample but can count ahead: latch block -> its state
+        self.dooms: dict[int, _Doom] = {}
+        self.budget = budget
+        self.stop = stop
+        self.doomed: Doomed | None = None
+        if budget > 0 and stop is not None:
+            for lp in loops:
+                if (
+                    lp.countable
+                    and lp.setp is not None
+                    and (not lp.sampleable or sample_above <= 0)
+                ):
+                    d = _Doom(lp)
+                    d.cnt = np.zeros(nwarps, np.int64)
+                    d.head = np.zeros((2, 3, nwarps), np.int64)
+                    d.streak = np.zeros(nwarps, np.int64)
+                    self.dooms[lp.latch] = d
+                    self.by_setp[lp.setp] = d
         if sample_above <= 0:
             return
         for lp in loops:
@@ -184,6 +258,9 @@ class LoopSampler:
         seen = w.seen
 
         def watched(mask: Any) -> None:
+            if not w.armed:
+                op(mask)
+                return
             for name in names:
                 src = regs[name]
                 buf = seen.get(name)
@@ -206,6 +283,13 @@ class LoopSampler:
         for w in self.watches.values():
             if w.busy and p not in w.loop.blocks:
                 self._left(w, ws if depth is None else ws[depth <= w.depth[ws]])
+        for d in self.dooms.values():
+            # a warp outside the loop starts a new instance when it comes back (one whose
+            # lanes that left run first starts over too: the stop only comes later)
+            if d.busy and p not in d.loop.blocks:
+                d.cnt[ws] = 0
+                d.streak[ws] = 0
+                d.busy = bool(d.cnt.any())
 
     def after_block(
         self,
@@ -221,6 +305,9 @@ class LoopSampler:
         w = self.watches.get(p)
         if w is not None:
             self._at_latch(w, ws, masks, count, depth)
+        d = self.dooms.get(p)
+        if d is not None:
+            self._doom_latch(d, ws, masks, count)
 
     def weigh(self, ws: np.ndarray, masks: np.ndarray | None) -> tuple[int, int]:
         """(warp executions, active lanes) that warps ``ws`` running one block stand for."""
@@ -250,7 +337,47 @@ class LoopSampler:
         self.weighted = bool((self.wmul != 1).any())
         self.changes += 1
 
-    def _operands(self, w: _Watch, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _doom_latch(
+        self, d: _Doom, ws: np.ndarray, masks: np.ndarray | None, count: np.ndarray
+    ) -> None:
+        """At a countable loop's latch that this run does not sample: stop now if the warps'
+        first active lanes have iterations left that take them past the budget."""
+        if not d.armed:
+            # no warp near a share of the budget yet; armed, the look starts at the next latch
+            # (the test's operands are copied from then on)
+            d.armed = int(count.max()) * ARM_SHARE >= self.budget
+            return
+        d.busy = True
+        d.cnt[ws] += 1
+        c = d.cnt[ws]
+        first = ws * 32
+        if masks is not None:
+            low = masks & (~masks + np.uint32(1))  # the lowest set bit
+            first = first + np.bitwise_count(low - np.uint32(1)).astype(np.int64)
+        a, b = self._operands(d, first)
+        h = d.head
+        h[0, c % 3, ws] = a
+        h[1, c % 3, ws] = b
+        a1, a0 = h[0, (c - 1) % 3, ws], h[0, (c - 2) % 3, ws]
+        b1, b0 = h[1, (c - 1) % 3, ws], h[1, (c - 2) % 3, ws]
+        da, db = a - a1, b - b1
+        affine = (c >= 3) & (a1 - a0 == da) & (b1 - b0 == db)
+        d.streak[ws] = np.where(affine, d.streak[ws] + 1, 0)
+        ready = d.streak[ws] >= DOOM_AFTER
+        if not ready.any():
+            return
+        lp = d.loop
+        stays = np.asarray(continues(a - b, lp.cmp, lp.continues_when), bool)
+        k = np.asarray(first_exit(a - b, da - db, lp.cmp, lp.continues_when))
+        floor = max(lp.floor, 1)
+        over = ready & stays & (k >= 1) & (count + k * floor > self.budget)
+        if not over.any() or self.stop is None:
+            return
+        i = int(np.flatnonzero(over)[0])
+        self.doomed = Doomed(lp, int(c[i]), int(a[i]), int(b[i]), int(k[i]), floor, int(count[i]))
+        self.stop(lp.latch)
+
+    def _operands(self, w: _Watch | _Doom, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The exit test's operands as it saw them, per lane of ``lanes`` (int64, by its type)."""
         out = []
         for x in (w.loop.a, w.loop.b):
@@ -486,8 +613,19 @@ def budget_reason(
     if lp.setp is not None:
         parts.append(f"whose exit test compares with {lp.bound_text()}")
     w = sampler.watches.get(lp.latch) if sampler is not None else None
+    doomed = sampler.doomed if sampler is not None else None
     poisoned = False
-    if w is not None and w.cnt.max() >= 3:
+    if doomed is not None and doomed.loop == lp:
+        if lp.why_not:
+            parts.append(f"not sampled: {lp.why_not}")
+        elif sampler is not None and sampler.sample_above <= 0:
+            parts.append("not sampled: this run's outputs are compared, so every iteration runs")
+        parts.append(
+            f"its counter at {doomed.counter} against a bound of {doomed.bound}, moving by fixed "
+            f"steps: {doomed.left} more iterations to run, each of at least {doomed.floor} "
+            "instructions"
+        )
+    elif w is not None and w.cnt.max() >= 3:
         parts.append(_progress(w))
         poisoned = _poisoned(w)
     elif lp.why_not:

@@ -106,6 +106,12 @@ def test_a_loop_with_a_barrier_stops_with_its_reason() -> None:
     msg = err.value.one_line()
     assert "more than 20000 instructions" in msg
     assert "in the loop at loops.cu:27" in msg and "not sampled: it holds a barrier" in msg
+    # its iterations are counted ahead: the stop comes after some 20 of them (16 in a row moving
+    # by fixed steps once a warp ran a 64th of the budget), not at the budget, and says what was
+    # left
+    assert "would execute more than 20000" in msg
+    assert "bound of 100000, moving by fixed steps" in msg
+    assert "more iterations to run, each of at least" in msg
     # the bound is a constant: no word of poisoned data, nor of fills
     assert "poison" not in msg and "--buffer" not in msg
     assert "--max-instructions N" in msg
