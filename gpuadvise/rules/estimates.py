@@ -208,7 +208,10 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     if not len(idx):
         return out
     rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
-    skey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // SECTOR)
+    # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
+    # enough for distinct_rows and capacity_misses to sort it packed with the record
+    sec = lanes.off[idx] // SECTOR
+    skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
     pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
     n_ctas = max(len(view.ctas), 1)
