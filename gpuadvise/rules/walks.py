@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_rows
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -167,8 +168,10 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
         return 0.0
     base = int(view.buffers[buffer].base)
     thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
-    pairs = np.unique(np.stack([thread, (base + lanes.off.astype(np.int64)) // 128]), axis=1)
-    lines_per_thread = pairs.shape[1] / max(len(np.unique(thread)), 1)
+    line = (base + lanes.off.astype(np.int64)) // 128
+    # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
+    pairs = distinct_rows(np.stack([thread, line]))
+    lines_per_thread = pairs.shape[1] / max(len(distinct(thread)), 1)
     threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
     l1 = float(l1_bytes_left(device, ctx.occupancy))
