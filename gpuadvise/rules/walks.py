@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_rows
+from gpuadvise.arrays import distinct, distinct_rows, stable_argsort
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -105,7 +105,7 @@ def thread_step(lanes: Any) -> int | None:
         return None
     # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
     # stable sort of a combined thread key
-    order = np.argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable")
+    order = stable_argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid)
     if not bool((np.diff(lanes.rec) >= 0).all()):
         order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
     cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
