@@ -198,11 +198,16 @@ def address_streams(
         groups: dict[int | None, list[int]] = {}
         gathers: list[int] = []
         big = view.buffers[b].size > GATHER_TABLE_BYTES
-        for inst in np.unique(lanes.inst):
-            if big and int(inst) in data_addressed:
-                gathers.append(int(inst))
+        # each instruction's lanes (in their order) from one stable sort, not a pass each
+        by_inst = stable_argsort(lanes.inst)
+        cut = np.flatnonzero(np.r_[True, np.diff(lanes.inst[by_inst]) != 0, True])
+        cut = cut if len(lanes) else cut[:0]
+        for lo, hi in zip(cut[:-1], cut[1:], strict=True):
+            inst = int(lanes.inst[by_inst[lo]])
+            if big and inst in data_addressed:
+                gathers.append(inst)
                 continue
-            groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
+            groups.setdefault(stride_mode(lanes.take(by_inst[lo:hi])), []).append(inst)
         if gathers:
             yield b, np.array(gathers, np.int64)
         loose = groups.pop(None, [])
