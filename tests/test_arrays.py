@@ -85,3 +85,24 @@ def test_distinct_inverse_is_numpys_unique(dtype: type, wide: bool) -> None:
         assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.reshape(-1))
         got, inv = distinct_inverse(a)
         assert np.array_equal(got, want) and np.array_equal(inv, want_inv.reshape(-1))
+
+
+def test_stable_argsort_and_the_wide_inverse_as_numpy() -> None:
+    """stable_argsort is numpy's stable argsort (packed or not); distinct_inverse on values too
+    wide to pack (its argsort fallback) is np.unique's values, first positions and inverse."""
+    import numpy as np
+
+    from gpuadvise.arrays import distinct_inverse, stable_argsort
+
+    rng = np.random.default_rng(5)
+    for dt in (np.int64, np.int32, np.uint8, np.uint64):
+        for hi in (3, 1000, 1 << 61):
+            top = min(hi, int(np.iinfo(dt).max))
+            a = rng.integers(0, top, 20000, dtype=np.int64).astype(dt)
+            assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
+            for ri in (True, False):
+                got = distinct_inverse(a, return_index=ri)
+                ref = np.unique(a, return_index=ri, return_inverse=True)
+                for x, y in zip(ref, got, strict=True):
+                    assert np.array_equal(x.reshape(-1), y)
+    assert stable_argsort(np.zeros(0, np.int64)).tolist() == []

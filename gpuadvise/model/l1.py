@@ -140,8 +140,7 @@ def capacity_misses(
     csum = np.cumsum(np.asarray(rec_lines, np.float64)[order] * weight)
     # each access's previous read of its sector by the same CTA
     g = group[acc_rec]
-    by = np.lexsort((pos[acc_rec], acc_key, g))
-    same = (g[by][1:] == g[by][:-1]) & (acc_key[by][1:] == acc_key[by][:-1])
+    by, same = _by_cta_sector(g, acc_key, acc_rec, pos)
     cur, prev = by[1:][same], by[:-1][same]
     pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
     ok = pc > pp  # one record's lanes reading the sector twice are one access
@@ -149,7 +148,10 @@ def capacity_misses(
     if not len(cur):
         return L1Reuse(window, miss)
     lines = np.maximum(csum[pc - 1] - csum[pp], 0.0)
-    shared = range_min(weight, pp, pc)  # the multiplier the two reads share
+    if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
+        shared = np.full(len(pc), weight[0])
+    else:
+        shared = range_min(weight, pp, pc)  # the multiplier the two reads share
     lines = lines / np.maximum(shared, 1e-12)
     gc = g[cur]
     if group_lines is not None:
@@ -158,3 +160,30 @@ def capacity_misses(
     window[cur] = lines
     miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
     return L1Reuse(window, miss)
+
+
+def _by_cta_sector(
+    g: np.ndarray, key: np.ndarray, acc_rec: np.ndarray, pos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The accesses ordered by CTA, sector and execution order (``np.lexsort((pos[acc_rec],
+    key, g))``), and whether each one after the first reads its predecessor's CTA and sector.
+    When the accesses come by record (``acc_rec`` non-decreasing, as the caller's distinct
+    (record, sector) pairs do), execution order within a CTA is the accesses' own order (the
+    records of one CTA keep theirs in ``pos``), so one sort of (CTA, sector, index) packed in
+    an int64 gives the same order as the lexsort, several times faster."""
+    n = len(g)
+    if n > 1 and bool((acc_rec[1:] >= acc_rec[:-1]).all()):
+        k_lo = int(key.min())
+        k_span = int(key.max()) - k_lo + 1
+        g_span = int(g.max()) + 1
+        if int(g.min()) >= 0 and g_span * k_span * n < 2**62:
+            packed = g * np.int64(k_span)
+            packed += key - np.int64(k_lo)
+            packed *= np.int64(n)
+            packed += np.arange(n, dtype=np.int64)
+            packed.sort()
+            by = packed % np.int64(n)
+            packed //= np.int64(n)
+            return by, packed[1:] == packed[:-1]
+    by = np.lexsort((pos[acc_rec], key, g))
+    return by, (g[by][1:] == g[by][:-1]) & (key[by][1:] == key[by][:-1])

@@ -151,17 +151,20 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             inside &= keep[lanes.rec]
         lload = (c.kind == int(Kind.LOAD))[lanes.rec] & inside
         lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
-        dkey = (lb.astype(np.int64) << 40) | (lanes.off // SECTOR)
-        key = (lanes.cta << 50) | dkey
+        sec = lanes.off // SECTOR
         got = {}
-        for name, part, k in (("l2", lload, key), ("load", lload, dkey), ("store", lstore, dkey)):
+        for name, part in (("l2", lload), ("load", lload), ("store", lstore)):
             idx = np.flatnonzero(part)
+            # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
+            # densely in that order: distinct_inverse sorts it packed with the positions
+            cols = [lb[idx].astype(np.int64), sec[idx]]
+            k = _packed([lanes.cta[idx].astype(np.int64), *cols] if name == "l2" else cols)
             if view.iterations_sampled:
-                uniq, first, group = distinct_inverse(k[idx], return_index=True)
+                uniq, first, group = distinct_inverse(k, return_index=True)
                 kw = view.rec_weight[lanes.rec[idx[first]]]
                 got[name] = _SectorSet(idx, group.reshape(-1), float(kw.sum()), kw)
             else:
-                uniq, group = distinct_inverse(k[idx])
+                uniq, group = distinct_inverse(k)
                 got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
         if keep is None:
             _SETS[view] = got
@@ -208,13 +211,18 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     if not len(idx):
         return out
     rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
-    skey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // SECTOR)
+    # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
+    # enough for distinct_rows and capacity_misses to sort it packed with the record
+    sec = lanes.off[idx] // SECTOR
+    skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
     pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
-    lkey = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx] // L1_LINE_BYTES)
-    _, first = np.unique((lanes.cta[idx].astype(np.int64) << 50) | lkey, return_index=True)
+    lkey = _packed(
+        [lanes.cta[idx].astype(np.int64), lb[idx].astype(np.int64), lanes.off[idx] // L1_LINE_BYTES]
+    )
+    _, first, _ = distinct_inverse(lkey, return_index=True)
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
@@ -225,7 +233,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         per_sm = min(per_sm, view.work.ctas_per_sm)
     per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
-    traced = np.bincount(rec_group[np.unique(wkey, return_index=True)[1]], minlength=n_ctas)
+    traced = np.bincount(rec_group[distinct_inverse(wkey, return_index=True)[1]], minlength=n_ctas)
     concurrency = per_sm * w / np.maximum(traced, 1)
     capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
     reuse = capacity_misses(
@@ -259,12 +267,35 @@ def _at(weight: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
     return None if weight is None else weight[sel]
 
 
+def _packed(cols: list[np.ndarray]) -> np.ndarray:
+    """Non-negative int64 columns as one int64 key in their lexicographic order (mixed radix,
+    each column's span its largest value + 1): the order of the shifted keys it replaces,
+    ``(a << 50) | (b << 40) | c``, in as few bits as the values need, so that
+    :func:`gpuadvise.arrays.distinct_inverse` sorts it packed with the positions."""
+    key = np.zeros(len(cols[0]), np.int64)
+    total = 1
+    for c in cols:
+        span = int(c.max()) + 1 if len(c) else 1
+        total *= span
+        if total >= 2**62:  # too wide: each row's rank in the columns' order
+            order = np.lexsort(cols[::-1])
+            rows = np.stack([c[order] for c in cols])
+            start = np.ones(len(order), bool)
+            start[1:] = (rows[:, 1:] != rows[:, :-1]).any(axis=0)
+            key[order] = np.cumsum(start) - 1
+            return key
+        key *= np.int64(span)
+        key += c
+    return key
+
+
 def _used_bytes(
     buf: np.ndarray, off: np.ndarray, width: np.ndarray, weight: np.ndarray | None
 ) -> float:
     """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
     first lane, when given)."""
-    _, first, _ = distinct_inverse((buf.astype(np.int64) << 40) | off, return_index=True)
+    key = _packed([buf.astype(np.int64), off.astype(np.int64)])
+    _, first, _ = distinct_inverse(key, return_index=True)
     if weight is None:
         return float(width[first].sum())
     return float((width[first] * weight[first]).sum())
@@ -281,10 +312,13 @@ def _used_bytes_per_cta(
     pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
     if not len(cta):
         return np.zeros(0)
-    key = (cta.astype(np.int64) << 50) | (buf.astype(np.int64) << 40) | off
-    uk, first, _ = distinct_inverse(key, return_index=True)
+    inner = _packed([buf.astype(np.int64), off.astype(np.int64)])
+    span = int(inner.max()) + 1
+    uk, first, _ = distinct_inverse(
+        cta.astype(np.int64) * np.int64(span) + inner, return_index=True
+    )
     w = width[first] if weight is None else width[first] * weight[first]
-    return np.bincount(uk >> 50, weights=w)
+    return np.bincount(uk // np.int64(span), weights=w)
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpuadvise.arrays import distinct
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.roofline import BOUND_MARGIN, Traffic, ceiling_s, launch_times
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
@@ -114,7 +115,8 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
         inst = int(inst)
         if view.inst_kind[inst] != int(Kind.LOAD):
             continue
-        sel = np.flatnonzero((lanes.inst == inst) & (view.lane_buffer >= 0))
+        at = view.lanes_of(np.array([inst], np.int64))  # its lanes, in lane order
+        sel = at[view.lane_buffer[at] >= 0]
         if not len(sel):
             continue
         w = int(lanes.width[sel[0]])
@@ -137,7 +139,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
         records = rec[starts]
         weights = view.rec_weight[records]
         thread = lanes.cta[sel] * threads + lanes.tid[sel]
-        per_thread = float((weights * n_lanes).sum()) / max(len(np.unique(thread)), 1)
+        per_thread = float((weights * n_lanes).sum()) / max(len(distinct(thread)), 1)
         b = int(np.bincount(buf).argmax())
         file, line = trace.call_site_of(inst)  # type: ignore[attr-defined]
         out.append(

@@ -13,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from gpuadvise.arrays import distinct
 from gpuadvise.rules.findings import Variant
 from gpuadvise.source import fixkit
 from gpuadvise.source.edit import Rewrite
@@ -100,8 +101,8 @@ def coalesced_lanes(lanes: Lanes, lane: np.ndarray) -> bool:
     rec = lanes.rec[lane].astype(np.int64)
     off = lanes.off[lane].astype(np.int64)
     span = int(off.max()) + 1
-    addresses = len(np.unique(rec * span + off))
-    sectors = len(np.unique(rec * (span // SECTOR + 1) + off // SECTOR))
+    addresses = len(distinct(rec * span + off))
+    sectors = len(distinct(rec * (span // SECTOR + 1) + off // SECTOR))
     used = float(lanes.width[lane].sum())
     return addresses * 2 >= len(lane) and used * 2 >= sectors * SECTOR
 

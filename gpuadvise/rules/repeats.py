@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_rows, member
+from gpuadvise.arrays import distinct, distinct_rows, member, stable_argsort
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
 from gpuadvise.model.occupancy import OccupancyResult
@@ -165,16 +165,20 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         return _empty()
     threads = int(np.prod(view.block))
     thread = lanes.cta[idx].astype(np.int64) * threads + lanes.tid[idx].astype(np.int64)
-    addr = (lb[idx].astype(np.int64) << 40) | lanes.off[idx].astype(np.int64)
+    # (buffer, byte offset), dense: the order of (buffer << 40) | offset, in fewer bits (the
+    # stable sorts below pack it with the lane's position: gpuadvise.arrays.stable_argsort)
+    off = lanes.off[idx].astype(np.int64)
+    addr = lb[idx].astype(np.int64) * np.int64(int(off.max()) + 1) + off
+    del off
     # by address, in execution order: the writes of any thread before each access
-    by_addr = np.argsort(addr, kind="stable")
+    by_addr = stable_argsort(addr)
     pos = np.empty(len(idx), np.int64)
     pos[by_addr] = np.arange(len(idx))
     writes_before = np.cumsum(writes[idx][by_addr])  # inclusive, in by_addr order
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
-        by_pair = np.argsort((addr << tbits) | thread, kind="stable")
+        by_pair = stable_argsort((addr << tbits) | thread)
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
     a_s, t_s = addr[by_pair], thread[by_pair]
@@ -190,7 +194,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
-    by_thread = np.argsort(thread, kind="stable")
+    by_thread = stable_argsort(thread)
     tpos = np.empty(len(idx), np.int64)
     tpos[by_thread] = np.arange(len(idx))
     w_t = writes[idx][by_thread]
@@ -207,7 +211,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
     share = np.where(view.inst_streaming[lanes.inst], 0.0, share)
     cta = lanes.cta.astype(np.int64)
-    by_cta = np.argsort(cta, kind="stable")
+    by_cta = stable_argsort(cta)
     cpos = np.empty(n, np.int64)
     cpos[by_cta] = np.arange(n)
     csum = np.cumsum(share[by_cta])
@@ -219,7 +223,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
-    order = np.argsort(lc, kind="stable")
+    order = stable_argsort(lc)
     return ThreadReloads(
         lc[order],
         lp[order],

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import stable_argsort
 from gpuadvise.model.coalescing import global_sectors, record_sectors, touched_lines
 from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
@@ -108,7 +109,7 @@ def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
 
     records = trace.records
     rec_inst = records["inst"].astype(np.int64)
-    order = np.argsort(rec_inst, kind="stable")
+    order = stable_argsort(rec_inst)
     bounds = np.searchsorted(rec_inst[order], np.arange(len(trace.instructions) + 1))
     out = []
     for info in trace.instructions:
@@ -126,7 +127,7 @@ def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
         wk = (records["cta"][idx].astype(np.int64) << np.int64(20)) + records["warp"][idx].astype(
             np.int64
         )
-        o = np.argsort(wk, kind="stable")
+        o = stable_argsort(wk)
         out.append(
             _Execs(
                 inst=info.inst,

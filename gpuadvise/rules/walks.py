@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_rows, stable_argsort
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -104,7 +105,7 @@ def thread_step(lanes: Any) -> int | None:
         return None
     # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
     # stable sort of a combined thread key
-    order = np.argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable")
+    order = stable_argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid)
     if not bool((np.diff(lanes.rec) >= 0).all()):
         order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
     cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
@@ -167,8 +168,10 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
         return 0.0
     base = int(view.buffers[buffer].base)
     thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
-    pairs = np.unique(np.stack([thread, (base + lanes.off.astype(np.int64)) // 128]), axis=1)
-    lines_per_thread = pairs.shape[1] / max(len(np.unique(thread)), 1)
+    line = (base + lanes.off.astype(np.int64)) // 128
+    # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
+    pairs = distinct_rows(np.stack([thread, line]))
+    lines_per_thread = pairs.shape[1] / max(len(distinct(thread)), 1)
     threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
     l1 = float(l1_bytes_left(device, ctx.occupancy))
@@ -195,11 +198,16 @@ def address_streams(
         groups: dict[int | None, list[int]] = {}
         gathers: list[int] = []
         big = view.buffers[b].size > GATHER_TABLE_BYTES
-        for inst in np.unique(lanes.inst):
-            if big and int(inst) in data_addressed:
-                gathers.append(int(inst))
+        # each instruction's lanes (in their order) from one stable sort, not a pass each
+        by_inst = stable_argsort(lanes.inst)
+        cut = np.flatnonzero(np.r_[True, np.diff(lanes.inst[by_inst]) != 0, True])
+        cut = cut if len(lanes) else cut[:0]
+        for lo, hi in zip(cut[:-1], cut[1:], strict=True):
+            inst = int(lanes.inst[by_inst[lo]])
+            if big and inst in data_addressed:
+                gathers.append(inst)
                 continue
-            groups.setdefault(stride_mode(lanes.take(lanes.inst == inst)), []).append(int(inst))
+            groups.setdefault(stride_mode(lanes.take(by_inst[lo:hi])), []).append(inst)
         if gathers:
             yield b, np.array(gathers, np.int64)
         loose = groups.pop(None, [])

@@ -103,3 +103,38 @@ def test_first_reads_and_other_ctas() -> None:
     )
     assert not r.miss.any()
     assert np.isinf(r.window_lines).all()
+
+
+def test_the_packed_sort_orders_as_the_lexsort() -> None:
+    """Accesses by record (the caller's distinct (record, sector) pairs), interleaved CTAs,
+    weights that vary and that do not: the packed sort (and the one weight) give what the
+    lexsort over (CTA, sector, execution position) and the range minimum give."""
+    from gpuadvise.model import l1
+
+    rng = np.random.default_rng(3)
+    for constant in (True, False):
+        n_rec = 400
+        group = rng.integers(0, 5, n_rec)
+        lines = rng.integers(0, 3, n_rec).astype(float)
+        w = np.ones(n_rec) if constant else rng.integers(1, 4, n_rec).astype(float)
+        rec = np.sort(rng.integers(0, n_rec, 3000))
+        key = rng.integers(0, 40, 3000)
+        pair = np.unique(np.stack([rec, key]), axis=1)
+        conc = rng.uniform(1, 3, 5)
+        got = capacity_misses(group, lines, w, pair[0], pair[1], 20.0, conc)
+        order = np.argsort(group, kind="stable")
+        pos = np.empty(n_rec, np.int64)
+        pos[order] = np.arange(n_rec)
+        by, same = l1._by_cta_sector(group[pair[0]], pair[1], pair[0], pos)
+        g = group[pair[0]]
+        ref = np.lexsort((pos[pair[0]], pair[1], g))
+        assert by.tolist() == ref.tolist()
+        assert (
+            same.tolist()
+            == ((g[ref][1:] == g[ref][:-1]) & (pair[1][ref][1:] == pair[1][ref][:-1])).tolist()
+        )
+        # shuffled accesses take the lexsort: the same answer
+        perm = rng.permutation(pair.shape[1])
+        again = capacity_misses(group, lines, w, pair[0][perm], pair[1][perm], 20.0, conc)
+        assert np.array_equal(again.miss, got.miss[perm])
+        assert np.array_equal(again.window_lines, got.window_lines[perm])

@@ -114,3 +114,23 @@ def test_the_changed_elements_alone_give_the_same_verdicts():
         index={"y": p, "z": none},
     )
     assert ok
+
+
+def test_changed_positions_by_words_as_by_bytes() -> None:
+    """Compared word by word (the scalar types one word, structs several): the same positions
+    as byte by byte, NaN and signed zeros included (bytes, not values)."""
+    import numpy as np
+
+    from gpuadvise.model.launch_change import _bytes, changed_positions
+
+    rng = np.random.default_rng(1)
+    for dt in ("f4", "f8", "i1", "i2", "u8", "f4,f4,f4", "i2,i1"):
+        d = np.dtype(dt)
+        x = np.frombuffer(rng.integers(0, 3, 500 * d.itemsize).astype(np.uint8).tobytes(), d)
+        y = np.frombuffer(rng.integers(0, 3, 500 * d.itemsize).astype(np.uint8).tobytes(), d)
+        y = y.copy()
+        y[::3] = x[::3]
+        ref = np.flatnonzero((_bytes(x) != _bytes(y)).any(axis=1))
+        assert changed_positions(x, y, chunk=64).tolist() == ref.tolist()
+    a = np.array([np.nan, 1.0, -0.0], np.float32)
+    assert changed_positions(a, np.array([np.nan, 1.0, 0.0], np.float32)).tolist() == [2]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, member
+from gpuadvise.arrays import distinct, member, stable_argsort
 from gpuadvise.model.coalescing import SECTOR_BYTES, active_lanes
 from gpuadvise.trace.access import Kind
 
@@ -67,7 +67,7 @@ def sort_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     amax, bmax = int(a.max()), int(b.max())
     if (amax + 1) * (bmax + 1) < 2**62:
-        return np.argsort(a * (bmax + 1) + b, kind="stable")
+        return stable_argsort(a * (bmax + 1) + b)
     return np.lexsort((b, a))
 
 
