@@ -221,17 +221,33 @@ class KernelWork:
 class LoadMix:
     """Where a launch's global loads are served, as fractions of their sectors (from the memory
     model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
-    accesses' wavefronts per request (1: no bank conflicts)."""
+    accesses' wavefronts per request (1: no bank conflicts). ``loads_per_warp``: the launch's
+    global load requests per warp (0: not known), which :meth:`per_wait` spreads over a warp's
+    waits."""
 
     l1_miss: float = 1.0
     l2_miss: float = 0.0
     shared_ways: float = 1.0
+    loads_per_warp: float = 0.0
 
     def global_cycles(self, lat: Mapping[str, float]) -> float:
         """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
         return lat["l1"] + self.l1_miss * (
             lat["l2"] - lat["l1"] + self.l2_miss * (lat["dram"] - lat["l2"])
         )
+
+    def per_wait(self, waits_per_warp: float) -> LoadMix:
+        """The mix of a warp's *waits* for global loads (the ``global`` links of its chain,
+        ``waits_per_warp`` of them) rather than of its requests: a warp that issues ``k``
+        independent loads and then waits for them all (an iteration's loads of several arrays,
+        an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
+        does. The launch's misses (``l1_miss`` of its ``loads_per_warp`` requests) are taken to
+        fall on distinct waits: ``min(1, l1_miss x loads / waits)``. With one load a wait (or
+        fewer waits unknown) the request's fraction is kept; never below it."""
+        if self.loads_per_warp <= 0 or waits_per_warp <= 0:
+            return self
+        per_wait = self.l1_miss * max(self.loads_per_warp / waits_per_warp, 1.0)
+        return replace(self, l1_miss=min(per_wait, 1.0))
 
 
 @dataclass(frozen=True)
@@ -307,7 +323,7 @@ def compute_terms(
         if cyc > pipe_cycles:
             pipe_cycles, slowest = cyc, p
     lat = dict(rates.latency_cycles)
-    lat["global"] = mix.global_cycles(lat)
+    lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
     chain_cycles = max(sum(detail.values()), work.critical_instructions)

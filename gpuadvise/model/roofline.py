@@ -220,7 +220,11 @@ class Traffic:
         l2_sectors = self.l2_load_sectors * 32.0
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0
-        return LoadMix(min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0))
+        warps = self.work.ctas * self.work.warps_per_cta if self.work is not None else 0
+        per_warp = self.load_requests / warps if warps > 0 else 0.0
+        return LoadMix(
+            min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0), per_warp
+        )
 
 
 @dataclass(frozen=True)
