@@ -22,11 +22,12 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   benchmarks/loaded_latency; the first round's are in the launch floor, an empty kernel's launch
   to completion). A global load's latency is weighed by where the launch's loads are served
   (``l1`` for the sectors the L1 keeps, ``l2`` for the L2's hits, ``dram`` for the sectors DRAM
-  fills: the memory model's counts); a shared access's by its wavefronts (each past the first
-  adds ``shared_wavefront_cycles``: bank conflicts lengthen a serial chain); a barrier costs
-  ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
-  ``tid == 0`` section, a loop of dependent steps, and of streaming launches below saturation
-  (one round of loads after another);
+  fills: the memory model's counts), per wait rather than per request (a warp that waits for
+  several loads at once waits for the slowest: :meth:`LoadMix.per_wait`); a shared access's
+  by its wavefronts (each past the first adds ``shared_wavefront_cycles``: bank conflicts
+  lengthen a serial chain); a barrier costs ``barrier`` cycles on the chain. This is the term
+  of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
+  streaming launches below saturation (one round of loads after another);
 - **cta**: the block scheduler's time per CTA on the busiest SM.
 
 How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
