@@ -53,10 +53,11 @@ of the smaller, as a warp's waits and its own instructions take turns unless oth
 them (what the model did before the p-norm, so no launch is predicted faster than it was).
 
 The upper bounds take the after side optimistic: full overlap, the maximum of every term (no
-p-norm, ``norm = inf``) and no turnaround (the next CTA's start hidden behind the others'
-work), which is the model as it was before the p-norm and the turnaround: a bound's after side
-is never longer than it was, and its before side never shorter. This assumption is stated in
-every estimate's method.
+p-norm, ``norm = inf``), no turnaround (the next CTA's start hidden behind the others'
+work) and the L1 misses of a chain's waits at the requests' fraction (:meth:`LoadMix.per_wait`
+not applied), which is the model as it was before the p-norm, the turnaround and the per-wait
+misses: a bound's after side is never longer than it was, and its before side never shorter.
+This assumption is stated in every estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
 loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
@@ -243,8 +244,10 @@ class LoadMix:
         independent loads and then waits for them all (an iteration's loads of several arrays,
         an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
         does. The launch's misses (``l1_miss`` of its ``loads_per_warp`` requests) are taken to
-        fall on distinct waits: ``min(1, l1_miss x loads / waits)``. With one load a wait (or
-        fewer waits unknown) the request's fraction is kept; never below it."""
+        fall on distinct waits: ``min(1, l1_miss x loads / waits)``, the most waits they can
+        reach; the fewest, the requests' fraction itself (every miss in a wait of missing
+        loads), is what the upper bounds' after side takes (``loads_per_warp`` 0). With one
+        load a wait the request's fraction is kept; never below it."""
         if self.loads_per_warp <= 0 or waits_per_warp <= 0:
             return self
         per_wait = self.l1_miss * max(self.loads_per_warp / waits_per_warp, 1.0)

@@ -29,7 +29,7 @@ Pure arithmetic: no I/O, no numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
@@ -323,8 +323,10 @@ def launch_times(
     instructions); the launch floor of the device (:func:`gpuadvise.devices.pipe_rates`).
     ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth, partial-sector stores
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
-    fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm)
-    and no CTA turnaround in the dependency term. ``pipes``: the device's pipe rates (default:
+    fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm),
+    no CTA turnaround in the dependency term and a chain's L1 misses at the requests' fraction
+    (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
+    on as few waits as can hold them). ``pipes``: the device's pipe rates (default:
     :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
     term (the launch rewritten to run in one wave, a grid-stride loop). None without SM count or
     clock."""
@@ -357,7 +359,10 @@ def launch_times(
         # the traffic says which they are
         waited = traffic.dram_load_bytes if traffic.dram_load_bytes > 0 else traffic.dram_bytes
         latency_s = waited * rates.latency_ns * 1e-9 / in_flight
-    terms = compute_terms(work, device, pipes, traffic.load_mix()) if work is not None else None
+    mix = traffic.load_mix()
+    if peak_dram:  # misses on as few waits as can hold them: the requests' fraction a wait
+        mix = replace(mix, loads_per_warp=0.0)
+    terms = compute_terms(work, device, pipes, mix) if work is not None else None
     if terms is None:
         issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)
         per_sched = traffic.resident_warps / ((device.sm_count or 1) * ISSUE_PER_SM_PER_CLOCK)
@@ -486,7 +491,8 @@ class LaunchEstimate:
             f"latency side and the throughput side added as a {b.norm:g}-norm); upper "
             f"bound {self.bound:.2f}x (before with {BOUND_MARGIN:.0%} on its work, the model's "
             "error; after at peak DRAM bandwidth, the L2's best partial-store rate, full "
-            "overlap, the largest term alone, no CTA turnaround). "
+            "overlap, the largest term alone, no CTA turnaround, the L1 misses of a chain's "
+            "waits at the requests' fraction). "
         )
         if b.compute is not None:
             text += f"Before: {b.compute.describe()}. "

@@ -623,3 +623,16 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     # than the mean warp's requests: the critical warp of an uneven CTA)
     assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)
     assert mix.per_wait(0.0) == mix
+    # an upper bound's after side (peak) takes the fewest waits the misses can fall on: the
+    # requests' 1/16 (256 x 49.69 + 3072 = 15792 cycles), so no bound's after side is longer
+    # than it was before the per-wait misses
+    assert MEM is not None
+    peak = launch_times(
+        Traffic(work=work, load_requests=1024.0, l2_load_sectors=64.0),
+        H200,
+        MEM,
+        peak_dram=True,
+        pipes=RATES,
+    )
+    assert peak is not None and peak.compute is not None
+    assert peak.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 16) + 3072)
