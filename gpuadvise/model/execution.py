@@ -223,14 +223,14 @@ class KernelWork:
 class LoadMix:
     """Where a launch's global loads are served, as fractions of their sectors (from the memory
     model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
-    accesses' wavefronts per request (1: no bank conflicts). ``loads_per_warp``: the launch's
-    global load requests per warp (0: not known), which :meth:`per_wait` spreads over a warp's
-    waits."""
+    accesses' wavefronts per request (1: no bank conflicts). ``missing_per_warp``: the launch's
+    load requests per warp that bring a sector into the L1 (0: not known), which
+    :meth:`per_wait` spreads over a warp's waits."""
 
     l1_miss: float = 1.0
     l2_miss: float = 0.0
     shared_ways: float = 1.0
-    loads_per_warp: float = 0.0
+    missing_per_warp: float = 0.0
 
     def global_cycles(self, lat: Mapping[str, float]) -> float:
         """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
@@ -240,17 +240,17 @@ class LoadMix:
 
     def per_wait(self, waits_per_warp: float) -> LoadMix:
         """The mix of a warp's *waits* for global loads (the ``global`` links of its chain,
-        ``waits_per_warp`` of them) rather than of its requests: a warp that issues ``k``
+        ``waits_per_warp`` of them) rather than of its requests: a warp that issues several
         independent loads and then waits for them all (an iteration's loads of several arrays,
         an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
-        does. The launch's misses (``l1_miss`` of its ``loads_per_warp`` requests) are taken to
-        fall on distinct waits: ``min(1, l1_miss x loads / waits)``, the most waits they can
-        reach; the fewest, the requests' fraction itself (every miss in a wait of missing
-        loads), is what the upper bounds' after side takes (``loads_per_warp`` 0). With one
-        load a wait the request's fraction is kept; never below it."""
-        if self.loads_per_warp <= 0 or waits_per_warp <= 0:
+        does. The missing requests are taken to fall on distinct waits, the most waits they
+        can reach: ``min(1, missing requests / waits)``, never below the requests' fraction;
+        the fewest, the requests' fraction itself (every miss in a wait of missing loads), is
+        what the upper bounds' after side takes (``missing_per_warp`` 0). With one load a wait
+        the request's fraction is kept."""
+        if self.missing_per_warp <= 0 or waits_per_warp <= 0:
             return self
-        per_wait = self.l1_miss * max(self.loads_per_warp / waits_per_warp, 1.0)
+        per_wait = max(self.l1_miss, self.missing_per_warp / waits_per_warp)
         return replace(self, l1_miss=min(per_wait, 1.0))
 
 

@@ -193,7 +193,10 @@ class Traffic:
     execution model's input; None: memory instructions alone). ``load_requests``: the global
     load requests (warp instructions; with ``l2_load_sectors`` and ``dram_load_bytes``, where a
     load is served: the latency of a global load on a dependent chain); ``shared_requests``:
-    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain)."""
+    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain);
+    ``l2_missing_load_requests``: the load requests that bring a sector into the L1 (each once,
+    however many sectors it misses: the waits of a warp's chain that go to the L2,
+    :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -209,6 +212,7 @@ class Traffic:
     load_requests: float = 0.0
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
+    l2_missing_load_requests: float = 0.0
 
     def load_mix(self) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
@@ -221,7 +225,7 @@ class Traffic:
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0
         warps = self.work.ctas * self.work.warps_per_cta if self.work is not None else 0
-        per_warp = self.load_requests / warps if warps > 0 else 0.0
+        per_warp = self.l2_missing_load_requests / warps if warps > 0 else 0.0
         return LoadMix(
             min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0), per_warp
         )
@@ -361,7 +365,7 @@ def launch_times(
         latency_s = waited * rates.latency_ns * 1e-9 / in_flight
     mix = traffic.load_mix()
     if peak_dram:  # misses on as few waits as can hold them: the requests' fraction a wait
-        mix = replace(mix, loads_per_warp=0.0)
+        mix = replace(mix, missing_per_warp=0.0)
     terms = compute_terms(work, device, pipes, mix) if work is not None else None
     if terms is None:
         issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)

@@ -592,7 +592,7 @@ def test_overlap_and_combination_rules() -> None:
 def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     # one CTA of one warp, 256 iterations: 4 loads a wait (1024 requests), 1 global link a wait
     # on the chain, then 3 dependent FADDs; the streaming load reaches a new sector every 4th
-    # iteration (64 L2 sectors, all L2 hits)
+    # iteration (64 requests bring 64 sectors from the L2, all L2 hits)
     work = KernelWork(
         pipes={"fp32": 768.0, "lsu": 1024.0},
         chain={"global": 256.0, "fp32": 768.0},
@@ -600,10 +600,11 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
         ctas=1,
         warps_per_cta=1,
     )
-    t = _times(work, load_requests=1024.0, l2_load_sectors=64.0)
-    mix = Traffic(work=work, load_requests=1024.0, l2_load_sectors=64.0).load_mix()
-    # per request: 64 / 1024 = 1/16 miss the L1; the warp's 4 loads a wait make it 1/4 a wait
-    assert mix.l1_miss == pytest.approx(1 / 16) and mix.loads_per_warp == 1024.0
+    mem = {"load_requests": 1024.0, "l2_load_sectors": 64.0, "l2_missing_load_requests": 64.0}
+    t = _times(work, **mem)
+    mix = Traffic(work=work, **mem).load_mix()
+    # per request: 64 / 1024 = 1/16 miss the L1; the 64 missing requests on 256 waits: 1/4
+    assert mix.l1_miss == pytest.approx(1 / 16) and mix.missing_per_warp == 64.0
     assert mix.per_wait(256.0).l1_miss == pytest.approx(1 / 4)
     # a wait: L1 35 cycles + 1/4 x (L2 270 - 35) = 93.75; chain 256 x 93.75 + 768 x 4 = 27072
     # cycles (with the requests' 1/16: 256 x 49.69 + 3072 = 15792)
@@ -612,13 +613,26 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     assert t.bound_by == "dependency"
     # one load a wait (the same misses on 256 requests): the request's fraction, 64 / 256
     one = KernelWork(**{**work.__dict__, "pipes": {"fp32": 768.0, "lsu": 256.0}})
-    t1 = _times(one, load_requests=256.0, l2_load_sectors=64.0)
+    t1 = _times(one, **{**mem, "load_requests": 256.0})
     assert t1.compute is not None
     assert t1.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 4) + 3072)
-    # more misses than waits: every wait misses, no more (a wait is one L2 round trip)
-    many = _times(work, load_requests=1024.0, l2_load_sectors=512.0)
+    # more missing requests than waits: every wait misses, no more (one L2 round trip a wait)
+    many = _times(work, load_requests=1024.0, l2_load_sectors=512.0, l2_missing_load_requests=512.0)
     assert many.compute is not None
     assert many.compute.chain_cycles == pytest.approx(256 * 270 + 3072)
+    # PolyBench atax's shape: a warp's 32 lanes read 32 rows, all crossing into new sectors in
+    # the same iteration, one in 8: 32 of 256 waits miss, each with 32 sectors. The request
+    # counts once (32 missing requests: 1/8 of the waits), not 32 times; the requests'
+    # fraction, 1024 sectors over 512 requests capped at 1, is kept (never below it)
+    rows = KernelWork(**{**work.__dict__, "pipes": {"fp32": 768.0, "lsu": 512.0}})
+    r = Traffic(
+        work=rows, load_requests=512.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
+    ).load_mix()
+    assert r.l1_miss == 1.0 and r.per_wait(256.0).l1_miss == 1.0
+    half = Traffic(
+        work=rows, load_requests=4096.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
+    ).load_mix()
+    assert half.l1_miss == pytest.approx(1 / 4) and half.per_wait(256.0).l1_miss == 0.25
     # the per-wait fraction never falls below the requests' (a chain with more global links
     # than the mean warp's requests: the critical warp of an uneven CTA)
     assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)
@@ -627,12 +641,6 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     # requests' 1/16 (256 x 49.69 + 3072 = 15792 cycles), so no bound's after side is longer
     # than it was before the per-wait misses
     assert MEM is not None
-    peak = launch_times(
-        Traffic(work=work, load_requests=1024.0, l2_load_sectors=64.0),
-        H200,
-        MEM,
-        peak_dram=True,
-        pipes=RATES,
-    )
+    peak = launch_times(Traffic(work=work, **mem), H200, MEM, peak_dram=True, pipes=RATES)
     assert peak is not None and peak.compute is not None
     assert peak.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 16) + 3072)
