@@ -22,11 +22,12 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   benchmarks/loaded_latency; the first round's are in the launch floor, an empty kernel's launch
   to completion). A global load's latency is weighed by where the launch's loads are served
   (``l1`` for the sectors the L1 keeps, ``l2`` for the L2's hits, ``dram`` for the sectors DRAM
-  fills: the memory model's counts); a shared access's by its wavefronts (each past the first
-  adds ``shared_wavefront_cycles``: bank conflicts lengthen a serial chain); a barrier costs
-  ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
-  ``tid == 0`` section, a loop of dependent steps, and of streaming launches below saturation
-  (one round of loads after another);
+  fills: the memory model's counts), per wait rather than per request (a warp that waits for
+  several loads at once waits for the slowest: :meth:`LoadMix.per_wait`); a shared access's
+  by its wavefronts (each past the first adds ``shared_wavefront_cycles``: bank conflicts
+  lengthen a serial chain); a barrier costs ``barrier`` cycles on the chain. This is the term
+  of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
+  streaming launches below saturation (one round of loads after another);
 - **cta**: the block scheduler's time per CTA on the busiest SM.
 
 How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
@@ -52,10 +53,11 @@ of the smaller, as a warp's waits and its own instructions take turns unless oth
 them (what the model did before the p-norm, so no launch is predicted faster than it was).
 
 The upper bounds take the after side optimistic: full overlap, the maximum of every term (no
-p-norm, ``norm = inf``) and no turnaround (the next CTA's start hidden behind the others'
-work), which is the model as it was before the p-norm and the turnaround: a bound's after side
-is never longer than it was, and its before side never shorter. This assumption is stated in
-every estimate's method.
+p-norm, ``norm = inf``), no turnaround (the next CTA's start hidden behind the others'
+work) and the L1 misses of a chain's waits at the requests' fraction (:meth:`LoadMix.per_wait`
+not applied), which is the model as it was before the p-norm, the turnaround and the per-wait
+misses: a bound's after side is never longer than it was, and its before side never shorter.
+This assumption is stated in every estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
 loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
@@ -221,17 +223,35 @@ class KernelWork:
 class LoadMix:
     """Where a launch's global loads are served, as fractions of their sectors (from the memory
     model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
-    accesses' wavefronts per request (1: no bank conflicts)."""
+    accesses' wavefronts per request (1: no bank conflicts). ``missing_per_warp``: the launch's
+    load requests per warp that bring a sector into the L1 (0: not known), which
+    :meth:`per_wait` spreads over a warp's waits."""
 
     l1_miss: float = 1.0
     l2_miss: float = 0.0
     shared_ways: float = 1.0
+    missing_per_warp: float = 0.0
 
     def global_cycles(self, lat: Mapping[str, float]) -> float:
         """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
         return lat["l1"] + self.l1_miss * (
             lat["l2"] - lat["l1"] + self.l2_miss * (lat["dram"] - lat["l2"])
         )
+
+    def per_wait(self, waits_per_warp: float) -> LoadMix:
+        """The mix of a warp's *waits* for global loads (the ``global`` links of its chain,
+        ``waits_per_warp`` of them) rather than of its requests: a warp that issues several
+        independent loads and then waits for them all (an iteration's loads of several arrays,
+        an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
+        does. The missing requests are taken to fall on distinct waits, the most waits they
+        can reach: ``min(1, missing requests / waits)``, never below the requests' fraction;
+        the fewest, the requests' fraction itself (every miss in a wait of missing loads), is
+        what the upper bounds' after side takes (``missing_per_warp`` 0). With one load a wait
+        the request's fraction is kept."""
+        if self.missing_per_warp <= 0 or waits_per_warp <= 0:
+            return self
+        per_wait = max(self.l1_miss, self.missing_per_warp / waits_per_warp)
+        return replace(self, l1_miss=min(per_wait, 1.0))
 
 
 @dataclass(frozen=True)
@@ -307,7 +327,7 @@ def compute_terms(
         if cyc > pipe_cycles:
             pipe_cycles, slowest = cyc, p
     lat = dict(rates.latency_cycles)
-    lat["global"] = mix.global_cycles(lat)
+    lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
     chain_cycles = max(sum(detail.values()), work.critical_instructions)

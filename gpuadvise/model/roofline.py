@@ -29,7 +29,7 @@ Pure arithmetic: no I/O, no numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuadvise.devices import DeviceSpec, MemoryRates, PipeRates, pipe_rates
@@ -193,7 +193,10 @@ class Traffic:
     execution model's input; None: memory instructions alone). ``load_requests``: the global
     load requests (warp instructions; with ``l2_load_sectors`` and ``dram_load_bytes``, where a
     load is served: the latency of a global load on a dependent chain); ``shared_requests``:
-    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain)."""
+    shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain);
+    ``l2_missing_load_requests``: the load requests that bring a sector into the L1 (each once,
+    however many sectors it misses: the waits of a warp's chain that go to the L2,
+    :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -209,6 +212,7 @@ class Traffic:
     load_requests: float = 0.0
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
+    l2_missing_load_requests: float = 0.0
 
     def load_mix(self) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
@@ -220,7 +224,11 @@ class Traffic:
         l2_sectors = self.l2_load_sectors * 32.0
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0
-        return LoadMix(min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0))
+        warps = self.work.ctas * self.work.warps_per_cta if self.work is not None else 0
+        per_warp = self.l2_missing_load_requests / warps if warps > 0 else 0.0
+        return LoadMix(
+            min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0), per_warp
+        )
 
 
 @dataclass(frozen=True)
@@ -319,8 +327,10 @@ def launch_times(
     instructions); the launch floor of the device (:func:`gpuadvise.devices.pipe_rates`).
     ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth, partial-sector stores
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
-    fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm)
-    and no CTA turnaround in the dependency term. ``pipes``: the device's pipe rates (default:
+    fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm),
+    no CTA turnaround in the dependency term and a chain's L1 misses at the requests' fraction
+    (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
+    on as few waits as can hold them). ``pipes``: the device's pipe rates (default:
     :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
     term (the launch rewritten to run in one wave, a grid-stride loop). None without SM count or
     clock."""
@@ -353,7 +363,10 @@ def launch_times(
         # the traffic says which they are
         waited = traffic.dram_load_bytes if traffic.dram_load_bytes > 0 else traffic.dram_bytes
         latency_s = waited * rates.latency_ns * 1e-9 / in_flight
-    terms = compute_terms(work, device, pipes, traffic.load_mix()) if work is not None else None
+    mix = traffic.load_mix()
+    if peak_dram:  # misses on as few waits as can hold them: the requests' fraction a wait
+        mix = replace(mix, missing_per_warp=0.0)
+    terms = compute_terms(work, device, pipes, mix) if work is not None else None
     if terms is None:
         issue_s = traffic.instructions / (hz * ISSUE_PER_SM_PER_CLOCK)
         per_sched = traffic.resident_warps / ((device.sm_count or 1) * ISSUE_PER_SM_PER_CLOCK)
@@ -482,7 +495,8 @@ class LaunchEstimate:
             f"latency side and the throughput side added as a {b.norm:g}-norm); upper "
             f"bound {self.bound:.2f}x (before with {BOUND_MARGIN:.0%} on its work, the model's "
             "error; after at peak DRAM bandwidth, the L2's best partial-store rate, full "
-            "overlap, the largest term alone, no CTA turnaround). "
+            "overlap, the largest term alone, no CTA turnaround, the L1 misses of a chain's "
+            "waits at the requests' fraction). "
         )
         if b.compute is not None:
             text += f"Before: {b.compute.describe()}. "

@@ -127,6 +127,29 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
+_MISSING: weakref.WeakKeyDictionary[TraceView, float] = weakref.WeakKeyDictionary()
+
+
+def _missing_requests(view: TraceView, l2: _SectorSet) -> float:
+    """The load requests (records, weighted as they stand for) that bring at least one sector
+    of their CTA into the L1: each key of ``l2`` (a CTA's sector) is brought by the first lane
+    that touches it. A request of 32 lanes in 32 rows that misses counts once, not 32 times (the
+    warp waits for it once). Once per view."""
+    got = _MISSING.get(view)
+    if got is None:
+        if len(l2.group) == 0:
+            got = 0.0
+        else:
+            g = np.asarray(l2.group).reshape(-1)
+            order = np.argsort(g, kind="stable")
+            gs = g[order]
+            first = order[np.concatenate(([True], gs[1:] != gs[:-1]))]
+            recs = distinct(view.lanes.rec[l2.lanes[first]].astype(np.int64))
+            got = float(view.rec_weight[recs].sum())
+        _MISSING[view] = got
+    return got
+
+
 _KEPT_SETS: weakref.WeakKeyDictionary[TraceView, tuple[bytes, dict[str, _SectorSet]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -397,6 +420,7 @@ def _view_traffic(
     lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
+    missing = _missing_requests(view, sets["l2"]) if only is None else 0.0
     lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
@@ -462,6 +486,7 @@ def _view_traffic(
         load_requests=n_load * s,
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,
+        l2_missing_load_requests=min(missing, l2_load) * s,
     )
 
 

@@ -580,3 +580,67 @@ def test_overlap_and_combination_rules() -> None:
     assert combine(3.0, 1.0, 5.0, 1.0) == 5.0  # a dependent chain longer than both
     assert amdahl_with_floor(10.0, 2.0, 1.0) == 1.0
     assert amdahl_with_floor(10.0, 2.0, 2.0) == pytest.approx(10 / 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. A serial warp that waits for several loads at once (HeCBench chemv_kernel1's shape: each
+#    iteration loads a row element that streams through new sectors and three values the L1
+#    keeps, then adds them into a register): the wait misses the L1 whenever any of its loads
+#    does, so the launch's misses are spread over the warp's waits, not its requests
+
+
+def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
+    # one CTA of one warp, 256 iterations: 4 loads a wait (1024 requests), 1 global link a wait
+    # on the chain, then 3 dependent FADDs; the streaming load reaches a new sector every 4th
+    # iteration (64 requests bring 64 sectors from the L2, all L2 hits)
+    work = KernelWork(
+        pipes={"fp32": 768.0, "lsu": 1024.0},
+        chain={"global": 256.0, "fp32": 768.0},
+        critical_instructions=1792.0,
+        ctas=1,
+        warps_per_cta=1,
+    )
+    mem = {"load_requests": 1024.0, "l2_load_sectors": 64.0, "l2_missing_load_requests": 64.0}
+    t = _times(work, **mem)
+    mix = Traffic(work=work, **mem).load_mix()
+    # per request: 64 / 1024 = 1/16 miss the L1; the 64 missing requests on 256 waits: 1/4
+    assert mix.l1_miss == pytest.approx(1 / 16) and mix.missing_per_warp == 64.0
+    assert mix.per_wait(256.0).l1_miss == pytest.approx(1 / 4)
+    # a wait: L1 35 cycles + 1/4 x (L2 270 - 35) = 93.75; chain 256 x 93.75 + 768 x 4 = 27072
+    # cycles (with the requests' 1/16: 256 x 49.69 + 3072 = 15792)
+    assert t.compute is not None and t.compute.chain_cycles == pytest.approx(27072.0)
+    assert t.dependency_s == pytest.approx(27072.0 / HZ)
+    assert t.bound_by == "dependency"
+    # one load a wait (the same misses on 256 requests): the request's fraction, 64 / 256
+    one = KernelWork(**{**work.__dict__, "pipes": {"fp32": 768.0, "lsu": 256.0}})
+    t1 = _times(one, **{**mem, "load_requests": 256.0})
+    assert t1.compute is not None
+    assert t1.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 4) + 3072)
+    # more missing requests than waits: every wait misses, no more (one L2 round trip a wait)
+    many = _times(work, load_requests=1024.0, l2_load_sectors=512.0, l2_missing_load_requests=512.0)
+    assert many.compute is not None
+    assert many.compute.chain_cycles == pytest.approx(256 * 270 + 3072)
+    # PolyBench atax's shape: a warp's 32 lanes read 32 rows, all crossing into new sectors in
+    # the same iteration, one in 8: 32 of 256 waits miss, each with 32 sectors. The request
+    # counts once (32 missing requests: 1/8 of the waits), not 32 times; the requests'
+    # fraction, 1024 sectors over 512 requests capped at 1, is kept (never below it)
+    rows = KernelWork(**{**work.__dict__, "pipes": {"fp32": 768.0, "lsu": 512.0}})
+    r = Traffic(
+        work=rows, load_requests=512.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
+    ).load_mix()
+    assert r.l1_miss == 1.0 and r.per_wait(256.0).l1_miss == 1.0
+    half = Traffic(
+        work=rows, load_requests=4096.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
+    ).load_mix()
+    assert half.l1_miss == pytest.approx(1 / 4) and half.per_wait(256.0).l1_miss == 0.25
+    # the per-wait fraction never falls below the requests' (a chain with more global links
+    # than the mean warp's requests: the critical warp of an uneven CTA)
+    assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)
+    assert mix.per_wait(0.0) == mix
+    # an upper bound's after side (peak) takes the fewest waits the misses can fall on: the
+    # requests' 1/16 (256 x 49.69 + 3072 = 15792 cycles), so no bound's after side is longer
+    # than it was before the per-wait misses
+    assert MEM is not None
+    peak = launch_times(Traffic(work=work, **mem), H200, MEM, peak_dram=True, pipes=RATES)
+    assert peak is not None and peak.compute is not None
+    assert peak.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 16) + 3072)
