@@ -8,6 +8,7 @@ report renders (terminal, JSON). The trace-based models are computed in
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Collection
@@ -36,6 +37,7 @@ from gpuadvise.rules.context import TRACE_MODELS, KernelFacts
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
 from gpuadvise.toolchain.binary import is_binary
+from gpuadvise.toolchain.liveness import LifeRanges
 from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
 
 __all__ = [
@@ -182,19 +184,22 @@ def analyze_kernel(
     waves = waves_of(launch.grid.count, result.active_blocks_per_sm, device.sm_count)
     timings["occupancy_s"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    with step("disassembling the SASS"):
-        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
-    lines = sass.memory_summary(instrs, call_site=True)
-    timings["sass_s"] = time.perf_counter() - t2
-    t_live = time.perf_counter()
-    all_notes = list(notes) + launch_notes
-    pressure, why = None, None
-    if registers:
-        with step("reading the live registers"):
-            pressure, why = live_registers(module, kernel, instrs, tc)
-    if why:
-        all_notes.append(why)
-    timings["registers_s"] = time.perf_counter() - t_live
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        # nvdisasm's life ranges are read while the SASS is (two processes of ~0.3 s CPU each)
+        table = pool.submit(life_table, module, kernel, tc) if registers else None
+        with step("disassembling the SASS"):
+            instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+        lines = sass.memory_summary(instrs, call_site=True)
+        timings["sass_s"] = time.perf_counter() - t2
+        t_live = time.perf_counter()
+        all_notes = list(notes) + launch_notes
+        pressure, why = None, None
+        if table is not None:
+            with step("reading the live registers"):
+                pressure, why = live_registers(module, kernel, instrs, tc, table.result())
+        if why:
+            all_notes.append(why)
+        timings["registers_s"] = time.perf_counter() - t_live
     memory = None
     wanted = trace_models(models) if trace else frozenset()
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
@@ -256,20 +261,33 @@ def analyze_kernel(
     )
 
 
+def life_table(module: CompiledModule, kernel: KernelInfo, tc: Toolchain) -> LifeRanges | str:
+    """The kernel's life-range table (nvdisasm ``-plr``), or why it cannot be read (no
+    nvdisasm, a table it cannot read). Safe to run in a thread beside :func:`sass.disassemble`
+    (each keeps its own output beside the cubin)."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain.liveness import life_ranges
+
+    try:
+        return life_ranges(module.cubin_path, kernel.mangled, tc)
+    except GpuAdviseError as exc:
+        return f"live registers not read: {exc.one_line()}"
+
+
 def live_registers(
     module: CompiledModule,
     kernel: KernelInfo,
     instrs: tuple[SassInstruction, ...],
     tc: Toolchain,
+    table: LifeRanges | str | None = None,
 ) -> tuple[RegisterPressure | None, str | None]:
     """The kernel's live registers along its SASS (nvdisasm's life ranges joined to the SASS
-    with lines), or None and why not (no nvdisasm, a table it cannot read)."""
-    from gpuadvise.errors import GpuAdviseError
+    with lines), or None and why not (no nvdisasm, a table it cannot read). ``table``: the
+    :func:`life_table` already read (None: read it now)."""
     from gpuadvise.model.registers import register_pressure
-    from gpuadvise.toolchain.liveness import life_ranges
 
-    try:
-        table = life_ranges(module.cubin_path, kernel.mangled, tc)
-    except GpuAdviseError as exc:
-        return None, f"live registers not read: {exc.one_line()}"
+    if table is None:
+        table = life_table(module, kernel, tc)
+    if isinstance(table, str):
+        return None, table
     return register_pressure(table, instrs, kernel.resources.registers), None

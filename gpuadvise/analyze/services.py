@@ -3,6 +3,7 @@ may ask of the toolchain and the emulator, done the way the analysis did it."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import logging
@@ -143,13 +144,15 @@ class AnalysisServices:
     ) -> tuple[KernelInfo, RegisterPressure]:
         """The candidate's resources and its live registers (ModelUnavailable when nvdisasm
         cannot give them)."""
-        from gpuadvise.analyze.pipeline import live_registers
+        from gpuadvise.analyze.pipeline import life_table, live_registers
         from gpuadvise.toolchain import sass
 
         module, kernel, _options = self._build(source_text, nvcc_flags)
         tc = self._toolchain()
-        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
-        pressure, why = live_registers(module, kernel, instrs, tc)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            table = pool.submit(life_table, module, kernel, tc)  # beside the SASS
+            instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+            pressure, why = live_registers(module, kernel, instrs, tc, table.result())
         if pressure is None:
             raise ModelUnavailable(why or "the candidate's live registers were not read")
         return kernel, pressure
