@@ -24,11 +24,13 @@ is); :func:`parse_life_ranges` reads the text. Pure text in, frozen rows out.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
@@ -106,6 +108,7 @@ def parse_life_ranges(text: str) -> dict[str, LifeRanges]:
     name: str | None = None
     names: list[str] = []  # the class names of the current table, in order
     layout: list[tuple[int, str, int]] | None = None  # (class, column name, position)
+    plan: _Plan | None = None  # where _row reads each class's count and marks
     rows: list[LiveRow] = []
     labels: dict[str, int] = {}
     pending: list[str] = []  # labels waiting for their instruction
@@ -118,7 +121,8 @@ def parse_life_ranges(text: str) -> dict[str, LifeRanges]:
     for i, line in enumerate(lines):
         if m := _FUNC_RE.match(line):
             close()
-            name, names, layout, rows, labels, pending = m.group(1), [], None, [], {}, []
+            name, names, layout, plan = m.group(1), [], None, None
+            rows, labels, pending = [], {}, []
             continue
         if name is None:
             continue
@@ -141,42 +145,68 @@ def parse_life_ranges(text: str) -> dict[str, LifeRanges]:
                     f"cannot read nvdisasm's life-range table of {name} (classes {names})",
                     'use the nvdisasm of CUDA 12 or 13 (pip install "gpuadvise[toolkit]")',
                 )
+            plan = _plan(names, layout)
             continue
         code = line[:at] if at >= 0 else line
         if m := _LABEL_RE.match(code.strip()):
             pending.append(m.group("label"))
             continue
         m = _INSTR_RE.match(code)
-        if m is None or layout is None or at < 0:
+        if m is None or plan is None or at < 0:
             continue
         offset = int(m.group("off"), 16)
         for label in pending:
             labels[label] = offset
         pending = []
-        rows.append(_row(line, offset, m.group("body").strip(), names, layout))
+        rows.append(_row(line, offset, m.group("body").strip(), plan))
     close()
     return out
 
 
-def _row(
-    line: str, offset: int, body: str, names: list[str], layout: list[tuple[int, str, int]]
-) -> LiveRow:
-    counts = [0, 0, 0, 0]
-    marks: list[list[str]] = [[], [], [], []]
+_Plan = tuple[
+    tuple[tuple[int, int], ...], tuple[tuple[tuple[int, ...], Callable[[str], Any] | None], ...]
+]
+"""Where a row's columns are: (class slot, position) of each ``#`` count, and per class slot
+(:data:`CLASSES` order) the positions of its mark columns with a getter of those characters."""
+
+_NOT_MARK = re.compile(r"[^\^vx:]")
+
+
+def _plan(names: list[str], layout: list[tuple[int, str, int]]) -> _Plan:
+    counts: list[tuple[int, int]] = []
+    marks: list[list[int]] = [[], [], [], []]
     for cls, col, pos in layout:
         slot = CLASSES.index(names[cls])
-        ch = line[pos] if pos < len(line) else " "
         if col == "#":
-            # the count is right-aligned under ``#``: read the number that ends here
-            m = re.search(r"(\d+)\s*$", line[: pos + 1])
-            counts[slot] = int(m.group(1)) if m and line[pos].isdigit() else 0
-            continue
-        marks[slot].append(ch if ch in MARKS else " ")
+            counts.append((slot, pos))
+        else:
+            marks[slot].append(pos)
+    getters = tuple((tuple(m), operator.itemgetter(*m) if len(m) > 1 else None) for m in marks)
+    return tuple(counts), getters
+
+
+def _row(line: str, offset: int, body: str, plan: _Plan) -> LiveRow:
+    n = len(line)
+    counts = [0, 0, 0, 0]
+    for slot, pos in plan[0]:
+        # the count is right-aligned under ``#``: read the number that ends here
+        start = pos + 1
+        if pos < n:
+            while start > 0 and line[start - 1].isdigit():
+                start -= 1
+        counts[slot] = int(line[start : pos + 1]) if start <= pos else 0
+    marks = []
+    for positions, getter in plan[1]:
+        if getter is not None and positions[-1] < n:
+            chars = "".join(getter(line))
+        else:
+            chars = "".join(line[p] if p < n else " " for p in positions)
+        marks.append(_NOT_MARK.sub(" ", chars))
     return LiveRow(
         offset,
         body.strip("{} "),
         (counts[0], counts[1], counts[2], counts[3]),
-        tuple("".join(m) for m in marks),  # type: ignore[arg-type]
+        (marks[0], marks[1], marks[2], marks[3]),
     )
 
 
