@@ -67,7 +67,9 @@ def corpus_command(name: str) -> list[str]:
     c = corpus.load()
     run.c_repos.update(c.repos)
     run.SPECS = Path(tempfile.gettempdir()) / f"gpuadvise-speed-golden-specs-{os.getpid()}"
-    opts = argparse.Namespace(measure=False, check=False, gpu="H100", out=run.SPECS, extra=[])
+    opts = argparse.Namespace(
+        measure=False, check=False, fixes=False, gpu="H100", out=run.SPECS, extra=[]
+    )
     for k in c.kernels:
         if k.name == name:
             cmd = run.command_for(k, opts)
