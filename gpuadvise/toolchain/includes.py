@@ -34,6 +34,7 @@ __all__ = [
     "host_include_dirs",
     "include_roots",
     "parse_depfile",
+    "preprocessed_files",
     "refuse_outside",
 ]
 
@@ -75,6 +76,33 @@ def parse_depfile(text: str) -> list[str]:
             token.append(c)
         i += 1
     return out
+
+
+_MARKER_RE = re.compile(rb'^#(?:line)?[ \t]*\d+[ \t]+"((?:[^"\\\n]|\\.)*)"', re.M)
+_ESCAPE_RE = re.compile(rb"\\([0-7]{1,3}|.)", re.S)
+
+
+def preprocessed_files(text: bytes) -> list[str]:
+    """The files a preprocessed translation unit (``gcc -E`` output, nvcc's kept ``.cpp1.ii``)
+    was read from, in the order they were first entered: the file names of its line markers
+    (``# 12 "/usr/include/stdio.h" 1 3 4``), unescaped as GCC escapes them (``\\``, ``\"``,
+    octal), ``<built-in>`` and ``<command-line>`` left out, normalized and without repeats like
+    :func:`parse_depfile`. This is how ``nvcc -MD`` lists them: its dependency file is the
+    device pass's markers (the same list, compared on every source of kernels/ and the corpus,
+    2026-11-30), and reading them from the kept file saves the extra preprocessing pass that
+    ``-MD`` runs."""
+    out: dict[str, None] = {}
+    for m in _MARKER_RE.finditer(text):
+        raw = _ESCAPE_RE.sub(_unescape, m.group(1))
+        name = raw.decode("utf-8", "surrogateescape")
+        if name and not name.startswith("<"):
+            out.setdefault(os.path.normpath(name), None)
+    return list(out)
+
+
+def _unescape(m: re.Match[bytes]) -> bytes:
+    esc = m.group(1)
+    return bytes([int(esc, 8) & 0xFF]) if esc[:1].isdigit() and esc[:1] < b"8" else esc
 
 
 @functools.lru_cache(maxsize=8)
