@@ -1,8 +1,9 @@
 """SASS of a compiled kernel, with source lines, and a summary of its memory instructions.
 
-:func:`disassemble` runs ``nvdisasm -c -gi`` on the cubin (``-g`` where ``-gi`` is not known)
-and parses its text output: the JSON output of nvdisasm 13 carries no line info. Under ``-gi``
-each instruction block is preceded by its inlining chain, innermost first::
+:func:`disassemble` runs ``nvdisasm -c -gi -ndf`` on the cubin (``-g`` where ``-gi`` is not
+known; without ``-ndf``, whose skipped dataflow pass only annotates indirect branches, when
+the code has one) and parses its text output: the JSON output of nvdisasm 13 carries no line
+info. Under ``-gi`` each instruction block is preceded by its inlining chain, innermost first::
 
     //## File "k.cuh", line 2 inlined at "k.cu", line 5
     //## File "k.cu", line 5 inlined at "k.cu", line 8
@@ -307,25 +308,32 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
     current: list[SassInstruction] | None = None
     block: list[tuple[str, int]] = []  # the //## lines read since the last instruction
     in_block = False
+    fresh = False  # block has lines that loc and chain do not hold yet
     loc: tuple[str | None, int | None] = (None, None)
     chain: tuple[tuple[str, int], ...] = ()
+    paths: dict[str, str] = {}  # a file as printed -> its normalized path
     for line in text.splitlines():
-        if m := _FUNC_NVDISASM_RE.match(line):
+        if line.startswith("//-") and (m := _FUNC_NVDISASM_RE.match(line)):
             current = functions.setdefault(m.group(1), [])
-            loc, chain, block, in_block = (None, None), (), [], False
+            loc, chain, block, in_block, fresh = (None, None), (), [], False, False
             continue
-        if m := _LOC_RE.match(line):
+        if "//##" in line and (m := _LOC_RE.match(line)):
             if not in_block:
                 block, in_block = [], True
             file = m.group("file")
-            path = os.path.normpath(decode_tool_path(file)) if file else ""
+            path = paths.get(file)
+            if path is None:
+                path = paths[file] = os.path.normpath(decode_tool_path(file)) if file else ""
             block.append((path, int(m.group("line"))))
-            first_file, first_line = block[0]
-            loc = (first_file or None, first_line if first_file else None)
-            chain = tuple((f, n) for f, n in block[1:] if f)
+            fresh = True
             continue
         if current is None:
             continue
+        if fresh:  # the innermost location, and the call sites inlined into
+            first_file, first_line = block[0]
+            loc = (first_file or None, first_line if first_file else None)
+            chain = tuple((f, n) for f, n in block[1:] if f)
+            fresh = False
         instr = _parse_instruction(line, loc, chain)
         if instr is not None:
             in_block = False
@@ -454,6 +462,10 @@ def write_sidecar(path: Path, text: str) -> None:
         pass  # a read-only cache: disassemble again next time
 
 
+_INDIRECT_RE = re.compile(r"^\s*/\*[0-9a-fA-F]+\*/[^;]*?\b(?:BRX|JMX)", re.M)
+"""An indirect branch in nvdisasm's output (``BRX R10 -0xe10``)."""
+
+
 @functools.lru_cache(maxsize=32)
 def _disassemble_cached(
     cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool, function: int | None
@@ -468,9 +480,15 @@ def _disassemble_cached(
         return parse(kept)
     if is_nvdisasm:
         fun = [] if function is None else ["-fun", str(function)]
-        proc = _run([tool, "-c", "-gi", *fun, cubin])
+        proc = _run([tool, "-c", "-gi", "-ndf", *fun, cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
-            proc = _run([tool, "-c", "-g", *fun, cubin])
+            proc = _run([tool, "-c", "-g", "-ndf", *fun, cubin])
+        if proc.returncode == 0 and _INDIRECT_RE.search(proc.stdout):
+            # the dataflow analysis nvdisasm skips under -ndf (a quarter of its time) only
+            # annotates indirect branches (their inferred targets): run it for those
+            proc = _run([tool, "-c", "-gi", *fun, cubin])
+            if proc.returncode != 0 and "-gi" in proc.stderr:
+                proc = _run([tool, "-c", "-g", *fun, cubin])
     else:
         proc = _run([tool, "-sass", cubin])
     if proc.returncode != 0:

@@ -1,0 +1,105 @@
+"""What the toolchain saves per kernel keeps the results it gave: the included files read from
+the kept preprocessed file instead of ``nvcc -MD``'s extra pass, nvdisasm's SASS without its
+dataflow pass (``-ndf``) except where the code branches indirectly, and the life ranges read
+beside the SASS."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuadvise.errors import ToolchainError
+from gpuadvise.toolchain import CompileOptions, compile_source, find_toolchain, sass
+from gpuadvise.toolchain.includes import parse_depfile, preprocessed_files
+from gpuadvise.toolchain.sass import disassemble_all, parse_nvdisasm
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
+MULTI = (CUDA_DIR / "multi.cu").resolve()
+INDIRECT = (CUDA_DIR / "indirect_branch.cu").resolve()
+OPTIONS = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")])
+
+
+def _toolchain():  # type: ignore[no-untyped-def]
+    try:
+        tc = find_toolchain()
+    except ToolchainError:
+        return None
+    return tc if tc.nvdisasm is not None else None
+
+
+TC = _toolchain()
+needs_tools = pytest.mark.skipif(TC is None, reason="no nvcc + nvdisasm found")
+
+
+def test_preprocessed_files_reads_line_markers() -> None:
+    text = (
+        b'# 0 "/src/k.cu"\n'
+        b'# 0 "<built-in>"\n'
+        b'# 0 "<command-line>"\n'
+        b'# 1 "/usr/include/stdc-predef.h" 1 3 4\n'
+        b"int x;\n"
+        b'# 1 "/src/k.cu"\n'
+        b'# 1 "/src/sub/../a b.cuh" 1\n'
+        b"# define not_a_marker 1\n"
+        b'#line 7 "/src/we\\"ird\\\\name.cuh"\n'
+        b'# 3 "/src/oct\\101l.h" 2\n'
+        b'# 2 "/usr/include/stdc-predef.h" 2 3 4\n'
+        b'  # 4 "/not/at/line/start.h"\n'
+    )
+    assert preprocessed_files(text) == [
+        "/src/k.cu",
+        "/usr/include/stdc-predef.h",
+        "/src/a b.cuh",
+        '/src/we"ird\\name.cuh',
+        "/src/octAl.h",
+    ]
+    assert preprocessed_files(b"") == []
+
+
+@needs_tools
+def test_dependencies_are_what_the_device_pass_read(tmp_path: Path) -> None:
+    """The module's files are those of nvcc's own dependency list (``-M``) that its device pass
+    read: the source and its headers first, none missing but headers only host code includes."""
+    module = compile_source(MULTI, OPTIONS)
+    deps = [str(d) for d in module.dependencies]
+    assert deps[0] == str(MULTI) and str(CUDA_DIR / "include" / "ga_helpers.cuh") in deps
+    assert TC is not None
+    proc = subprocess.run(
+        [str(TC.nvcc), *module.flags, "-M", str(MULTI)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        check=True,
+    )
+    listed = parse_depfile(proc.stdout)
+    assert set(deps) <= set(listed)
+    assert [d for d in listed if d in set(deps)] == deps  # nvcc's order
+    assert not [d for d in listed if d not in set(deps) and d.startswith(str(CUDA_DIR))]
+
+
+@needs_tools
+@pytest.mark.parametrize("source", [MULTI, INDIRECT], ids=["direct", "indirect"])
+def test_sass_is_what_a_plain_disassembly_gives(source: Path) -> None:
+    """``-ndf`` skips nvdisasm's dataflow pass, which only annotates indirect branches (their
+    inferred targets): the SASS read is that of ``nvdisasm -c -gi``, BRX included."""
+    assert TC is not None and TC.nvdisasm is not None
+    module = compile_source(source, OPTIONS)
+    plain = subprocess.run(
+        [str(TC.nvdisasm), "-c", "-gi", str(module.cubin_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm.*.txt"):
+        sidecar.unlink()  # disassembled now, not read from an earlier test's file
+    sass._disassemble_cached.cache_clear()
+    got = disassemble_all(module.cubin_path, TC)
+    assert got == parse_nvdisasm(plain)
+    brx = [i for f in got.values() for i in f if i.base_opcode == "BRX"]
+    assert bool(brx) == (source == INDIRECT)
+    assert all("BRANCH_TARGETS" in i.operands for i in brx)
