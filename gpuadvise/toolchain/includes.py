@@ -87,10 +87,11 @@ def preprocessed_files(text: bytes) -> list[str]:
     was read from, in the order they were first entered: the file names of its line markers
     (``# 12 "/usr/include/stdio.h" 1 3 4``), unescaped as GCC escapes them (``\\``, ``\"``,
     octal), ``<built-in>`` and ``<command-line>`` left out, normalized and without repeats like
-    :func:`parse_depfile`. This is how ``nvcc -MD`` lists them: its dependency file is the
-    device pass's markers (the same list, compared on every source of kernels/ and the corpus,
-    2026-11-30), and reading them from the kept file saves the extra preprocessing pass that
-    ``-MD`` runs."""
+    :func:`parse_depfile`. These are the files the cubin depends on: ``nvcc -MD`` lists the
+    same in the same order, plus the headers only its host pass reads (``#ifndef
+    __CUDA_ARCH__``: libcu++'s ``threading_support_pthread.h`` and ``semaphore.h`` on the
+    kernels/ and corpus sources compared, 2026-11-30), at the cost of that extra preprocessing
+    pass."""
     out: dict[str, None] = {}
     for m in _MARKER_RE.finditer(text):
         raw = _ESCAPE_RE.sub(_unescape, m.group(1))
