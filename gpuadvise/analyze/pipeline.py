@@ -9,6 +9,7 @@ report renders (terminal, JSON). The trace-based models are computed in
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import logging
 import time
 from collections.abc import Collection
@@ -186,7 +187,8 @@ def analyze_kernel(
     t2 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         # nvdisasm's life ranges are read while the SASS is (two processes of ~0.3 s CPU each)
-        table = pool.submit(life_table, module, kernel, tc) if registers else None
+        run = contextvars.copy_context().run  # the thread sees this one's budgets
+        table = pool.submit(run, life_table, module, kernel, tc) if registers else None
         with step("disassembling the SASS"):
             instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
         lines = sass.memory_summary(instrs, call_site=True)
