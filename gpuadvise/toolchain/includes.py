@@ -89,9 +89,9 @@ def preprocessed_files(text: bytes) -> list[str]:
     octal), ``<built-in>`` and ``<command-line>`` left out, normalized and without repeats like
     :func:`parse_depfile`. These are the files the cubin depends on: ``nvcc -MD`` lists the
     same in the same order, plus the headers only its host pass reads (``#ifndef
-    __CUDA_ARCH__``: libcu++'s ``threading_support_pthread.h`` and ``semaphore.h`` on the
-    kernels/ and corpus sources compared, 2026-11-30), at the cost of that extra preprocessing
-    pass."""
+    __CUDA_ARCH__``: libcu++'s ``threading_support_pthread.h`` and ``semaphore.h``, on 22 of the
+    173 kernels/ and corpus sources compared on 2026-11-30), at the cost of that extra
+    preprocessing pass."""
     out: dict[str, None] = {}
     for m in _MARKER_RE.finditer(text):
         raw = _ESCAPE_RE.sub(_unescape, m.group(1))
