@@ -32,7 +32,9 @@ H200's full-line request on one region, 1.194 ns for 4 sectors."""
 __all__ = ["SECTOR_NS", "UNIT_BYTES", "hot_unit_sectors", "unit_serial_s"]
 
 
-def hot_unit_sectors(req: np.ndarray, addr: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
+def hot_unit_sectors(
+    req: np.ndarray, addr: np.ndarray, weights: np.ndarray
+) -> tuple[float, np.ndarray]:
     """The (request, 32-byte sector) pairs of the most loaded :data:`UNIT_BYTES` unit, each
     pair weighted by its request's weight, and the requests reaching that unit.
 
