@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.model.atomic_units import SECTOR_NS, hot_unit_sectors
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.model.roofline import LaunchTimes
 from gpuadvise.ptx.access import record_weights
@@ -118,6 +119,10 @@ class HotAddress(FindingDetails):
     counted as the most lanes it has on one address of the region: the L2 applies a
     request's updates of distinct words together and those of one word one after another
     (a warp of 32 lanes adding to one float: 32 steps; after warp aggregation: 1)."""
+    unit_sectors: float = 0.0
+    """(request, sector) pairs (weighted) in the most loaded 1 KB unit
+    (:mod:`gpuadvise.model.atomic_units`), over the launch where ``unit_wide``."""
+    unit_wide: bool = False
 
     @property
     def once_per_cta(self) -> bool:
@@ -297,6 +302,8 @@ def launch_serial_s(trace: AccessTrace, combined: Collection[int] = ()) -> float
             updates, steps = updates / max(h.lanes_per_request, 1.0), requests
         u = update_ns(h.opcode)
         most = max(most, updates * u, requests * h.request_ns(), steps * u)
+        if line not in combined:  # a 1 KB unit's sectors (gpuadvise.model.atomic_units)
+            most = max(most, h.unit_sectors * (scale if h.unit_wide else 1.0) * SECTOR_NS)
     return most * 1e-9
 
 
@@ -358,6 +365,10 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines, reg_steps = _hot_region(
             r, act, w_rec[rows], position, traced
         )
+        req_idx, lane_idx = np.nonzero(act)
+        u_count, u_on = hot_unit_sectors(req_idx, r["addr"][req_idx, lane_idx], w_rec[rows])
+        u_pos = sorted({position.get(int(c), 0) for c in r["cta"][u_on]})
+        u_spread = (u_pos[-1] - u_pos[0] + 1) / traced if u_pos and traced else 0.0
         opcode = trace.instructions[line_insts[0]].opcode
         out[key] = HotAddress(
             updates=float(lane_w.sum()),
@@ -376,6 +387,8 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             region_addresses=reg_addrs,
             region_lines=reg_lines,
             region_steps=reg_steps,
+            unit_sectors=u_count,
+            unit_wide=HotAddress._spread_wide(len(u_pos), u_spread, traced),
         )
     return out
 
