@@ -380,6 +380,7 @@ their other costs are the roofline's L1/shared term and the barrier latency)."""
 LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",
                 "dram", "tensor", "barrier", "store")  # fmt: skip
 _SCALAR_KEYS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us", "cta_turnaround_ns")
+_OPTIONAL_SCALAR_KEYS = ("barrier_warp_cycles",)  # 0 where neither the table nor a GPU has it
 
 
 @dataclass(frozen=True)
@@ -396,7 +397,9 @@ class PipeRates:
     ``launch_floor_us`` ...), the others are the defaults of ``data/pipes.toml``;
     ``source``: where the numbers come from, in words; ``cta_turnaround_ns``: what each round
     of resident CTAs adds to the dependency term (the round's CTAs retiring, the next ones
-    launched and reaching their first load; 0: none)."""
+    launched and reaching their first load; 0: none); ``barrier_warp_cycles``: the SM's cycles
+    each warp's pass through a CTA barrier takes of a resource all its resident CTAs share (the
+    execution model's barrier throughput; 0: none)."""
 
     lanes_per_clock: dict[str, float]
     latency_cycles: dict[str, float]
@@ -406,6 +409,7 @@ class PipeRates:
     measured: frozenset[str]
     source: str
     cta_turnaround_ns: float = 0.0
+    barrier_warp_cycles: float = 0.0
 
     def describe(self) -> str:
         got = ", ".join(sorted(self.measured)) or "none"
@@ -437,6 +441,7 @@ def pipe_rates(device: DeviceSpec) -> PipeRates:
     lanes = {k: float(base["lanes_per_clock"][k]) for k in PIPE_KEYS}
     lat = {k: float(base["latency_cycles"][k]) for k in LATENCY_KEYS}
     scalars = {k: float(base[k]) for k in _SCALAR_KEYS}
+    scalars |= {k: float(base.get(k, 0.0)) for k in _OPTIONAL_SCALAR_KEYS}
     what = f"compute capability {key}'s defaults (CUDA guide throughputs, published latencies)"
     if key != device.cc:
         what = f"compute capability {key}'s defaults for {device.cc} (the nearest known)"
@@ -453,7 +458,7 @@ def pipe_rates(device: DeviceSpec) -> PipeRates:
         for k, v in m.get("latency_cycles", {}).items():
             lat[k] = float(v)
             measured.add(f"latency.{k}")
-        for k in _SCALAR_KEYS:
+        for k in _SCALAR_KEYS + _OPTIONAL_SCALAR_KEYS:
             if k in m:
                 scalars[k] = float(m[k])
                 measured.add(k)
@@ -472,6 +477,7 @@ def pipe_rates(device: DeviceSpec) -> PipeRates:
         frozenset(measured),
         what,
         cta_turnaround_ns=scalars["cta_turnaround_ns"],
+        barrier_warp_cycles=scalars["barrier_warp_cycles"],
     )
 
 

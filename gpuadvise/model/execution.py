@@ -83,6 +83,7 @@ __all__ = [
     "LoadMix",
     "SIDES_NORM",
     "amdahl_with_floor",
+    "barrier_cycles",
     "combine",
     "combine_sides",
     "compute_terms",
@@ -273,6 +274,7 @@ class ComputeTerms:
     warps_per_scheduler: float
     chain_detail: Mapping[str, float] = field(default_factory=dict)
     turnaround_s: float = 0.0
+    barrier_s: float = 0.0
 
     def describe(self) -> str:
         top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
@@ -326,6 +328,9 @@ def compute_terms(
         cyc = share * n * WARP / rate
         if cyc > pipe_cycles:
             pipe_cycles, slowest = cyc, p
+    barriers = barrier_cycles(work, busiest, rates)
+    if barriers > pipe_cycles:
+        pipe_cycles, slowest = barriers, "barrier"
     lat = dict(rates.latency_cycles)
     lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
@@ -345,7 +350,16 @@ def compute_terms(
         warps_per_scheduler=warps / min(warps, SCHEDULERS_PER_SM),
         chain_detail=detail,
         turnaround_s=turnaround_s,
+        barrier_s=barriers / hz,
     )
+
+
+def barrier_cycles(work: KernelWork, busiest_sm_ctas: int, rates: PipeRates) -> float:
+    """The busiest SM's cycles of barrier throughput: every warp's pass through a barrier
+    (``pipes["barrier"]``, warp instructions a CTA) takes ``rates.barrier_warp_cycles`` of a
+    resource the SM's resident CTAs share, whichever CTA it belongs to: ``busiest_sm_ctas``
+    CTAs' passes one after another. 0 without a measured rate."""
+    return busiest_sm_ctas * work.pipes.get("barrier", 0.0) * rates.barrier_warp_cycles
 
 
 def overlap(warps_per_scheduler: float) -> float:

@@ -122,17 +122,28 @@ def tree_tail_change(distances: tuple[int, ...], barriers: int, runs: int) -> Sc
 
 
 def shuffled_estimate(
-    device: Any, view: TraceView, change: ScanChange, what: str, inputs: dict[str, Any]
+    device: Any,
+    view: TraceView,
+    change: ScanChange,
+    what: str,
+    inputs: dict[str, Any],
+    conflicts: tuple[float, float] | None = None,
 ) -> Estimate:
     """The launch with ``change`` made (:func:`with_scan_shuffled`) on the launch model: its
     shared requests and wavefronts (at the launch's ways per request) saved in every CTA.
-    Raises :class:`~gpuadvise.rules.context.ModelUnavailable` without the launch's traffic."""
+    ``conflicts``: the launch's shared wavefronts with their bank conflicts (the bank model's)
+    and the ways of the scan's own accesses: the launch before with its conflicts, the saved
+    requests taking the scan's ways with them. Raises
+    :class:`~gpuadvise.rules.context.ModelUnavailable` without the launch's traffic."""
     base = view_traffic(device, view)
     if base.work is None:
         return Estimate(None, "none", "not estimated: no execution model of the launch", inputs)
     work, requests = with_scan_shuffled(base.work, change)
     ways = base.shared_wavefronts / base.shared_requests if base.shared_requests else 1.0
-    saved = requests * base.work.ctas
+    if conflicts is not None and conflicts[0] > base.shared_wavefronts:
+        base, ways = replace(base, shared_wavefronts=conflicts[0]), max(conflicts[1], 1.0)
+        inputs["scan_ways"] = round(ways, 3)
+    saved = requests * work.ctas
     after = replace(
         base,
         work=work,
