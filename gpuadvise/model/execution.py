@@ -27,7 +27,12 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   ``barrier`` cycles on the chain. This is the term of serial phases: a single CTA, a
   ``tid == 0`` section, a loop of dependent steps, and of streaming launches below saturation
   (one round of loads after another);
-- **cta**: the block scheduler's time per CTA on the busiest SM.
+- **cta**: the block scheduler's time per CTA on the busiest SM (``cta_launch_ns`` a CTA): the rate
+  at which an SM takes CTAs, a cap on any launch of many short CTAs. The first round's CTAs are
+  launched one after another too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 1)
+  after the first (the first one's launch is in the floor): this **ramp** adds to the dependency
+  term, the critical path of the round's last CTA (:func:`cta_ramp_s`; measured on an H200 with
+  empty and one-store kernels of 16 to 1,024 threads, docs/execution-model.md).
 
 How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
 launch to completion, measured) plus its work, which has two sides:
@@ -53,8 +58,9 @@ them (what the model did before the p-norm, so no launch is predicted faster tha
 
 The upper bounds take the after side optimistic: full overlap, the maximum of every term (no
 p-norm, ``norm = inf``) and no turnaround (the next CTA's start hidden behind the others'
-work), which is the model as it was before the p-norm and the turnaround: a bound's after side
-is never longer than it was, and its before side never shorter. This assumption is stated in
+work) nor ramp (the first round's CTA launches), which is the model as it was before the
+p-norm, the turnaround and the ramp: a bound's after side is never longer than it was, and its
+before side never shorter. This assumption is stated in
 every estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
@@ -84,6 +90,7 @@ __all__ = [
     "combine",
     "combine_sides",
     "compute_terms",
+    "cta_ramp_s",
     "overlap",
 ]
 
@@ -240,7 +247,8 @@ class ComputeTerms:
     were made of: ``pipe`` names the slowest pipe; ``chain_cycles``: a CTA's critical path;
     ``rounds``: CTAs one after another on the busiest SM; ``busiest_sm_ctas``;
     ``warps_per_scheduler`` (of the busiest SM); ``turnaround_s``: the part of ``dependency_s``
-    that is the CTA turnaround (``cta_turnaround_ns`` for each round after the first)."""
+    that is the CTA turnaround (``cta_turnaround_ns`` for each round after the first); ``ramp_s``:
+    the part that is the first round's CTA launches after the first (:func:`cta_ramp_s`)."""
 
     issue_s: float
     pipe_s: float
@@ -253,6 +261,7 @@ class ComputeTerms:
     warps_per_scheduler: float
     chain_detail: Mapping[str, float] = field(default_factory=dict)
     turnaround_s: float = 0.0
+    ramp_s: float = 0.0
 
     def describe(self) -> str:
         top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
@@ -265,7 +274,9 @@ class ComputeTerms:
                 if self.turnaround_s > 0
                 else ""
             )
-            + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}, "
+            + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}"
+            + (f" + {self.ramp_s * 1e9:.0f} ns first-round CTA launches" if self.ramp_s > 0 else "")
+            + ", "
             f"{self.busiest_sm_ctas} CTA{'s' if self.busiest_sm_ctas != 1 else ''} on the "
             f"busiest SM, {self.warps_per_scheduler:.1f} warps a scheduler, slowest pipe "
             f"{self.pipe}"
@@ -278,6 +289,14 @@ def _resident(device: DeviceSpec, work: KernelWork) -> int:
         return work.ctas_per_sm
     w = max(work.warps_per_cta, 1)
     return max(1, min(device.blocks_per_sm, device.max_warps_per_sm // w))
+
+
+def cta_ramp_s(first_round_ctas: int, rates: PipeRates) -> float:
+    """The first round's CTA launches on an SM after the first: ``cta_launch_ns`` each (the
+    block scheduler hands an SM its CTAs one after another; the first CTA's launch is in the
+    launch floor, an empty one-CTA kernel's time). What the round's last CTA waits before it
+    starts, added to its critical path."""
+    return max(first_round_ctas - 1, 0) * rates.cta_launch_ns * 1e-9
 
 
 def compute_terms(
@@ -313,10 +332,11 @@ def compute_terms(
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
     # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
     turnaround_s = (rounds - 1) * rates.cta_turnaround_ns * 1e-9
+    ramp_s = cta_ramp_s(min(resident, busiest), rates)
     return ComputeTerms(
         issue_s=issue_cycles / hz,
         pipe_s=pipe_cycles / hz,
-        dependency_s=rounds * chain_cycles / hz + turnaround_s,
+        dependency_s=rounds * chain_cycles / hz + turnaround_s + ramp_s,
         cta_s=busiest * rates.cta_launch_ns * 1e-9,
         pipe=slowest,
         chain_cycles=chain_cycles,
@@ -325,6 +345,7 @@ def compute_terms(
         warps_per_scheduler=warps / min(warps, SCHEDULERS_PER_SM),
         chain_detail=detail,
         turnaround_s=turnaround_s,
+        ramp_s=ramp_s,
     )
 
 
