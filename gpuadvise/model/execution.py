@@ -29,8 +29,8 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   (one round of loads after another);
 - **cta**: the block scheduler's time per CTA on the busiest SM (``cta_launch_ns`` a CTA): the rate
   at which an SM takes CTAs, a cap on any launch of many short CTAs. The first round's CTAs are
-  launched one after another too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 1)
-  after the first (the first one's launch is in the floor): this **ramp** adds to the dependency
+  launched one after another too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 2)
+  after the first two (whose launches are in the floor): this **ramp** adds to the dependency
   term, the critical path of the round's last CTA (:func:`cta_ramp_s`; measured on an H200 with
   empty and one-store kernels of 16 to 1,024 threads, docs/execution-model.md).
 
@@ -292,11 +292,14 @@ def _resident(device: DeviceSpec, work: KernelWork) -> int:
 
 
 def cta_ramp_s(first_round_ctas: int, rates: PipeRates) -> float:
-    """The first round's CTA launches on an SM after the first: ``cta_launch_ns`` each (the
-    block scheduler hands an SM its CTAs one after another; the first CTA's launch is in the
-    launch floor, an empty one-CTA kernel's time). What the round's last CTA waits before it
-    starts, added to its critical path."""
-    return max(first_round_ctas - 1, 0) * rates.cta_launch_ns * 1e-9
+    """The first round's CTA launches on an SM after the second: ``cta_launch_ns`` each (the
+    block scheduler hands an SM its CTAs one after another). The launch floor, an empty
+    one-CTA kernel's time, holds the first two: on an H200 an empty kernel of one or two CTAs
+    an SM takes the same 2.75 us, of 4, 8, 16, 32 CTAs an SM 0.16, 0.49, 1.15, 2.50 us more
+    (2, 6, 14, 30 launches of 79.4 ns: 0.16, 0.48, 1.11, 2.38; docs/data/
+    cta_launch_h200_2026-11-30.txt). What the round's last CTA waits before it starts, added to
+    its critical path."""
+    return max(first_round_ctas - 2, 0) * rates.cta_launch_ns * 1e-9
 
 
 def compute_terms(

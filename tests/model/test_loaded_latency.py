@@ -57,9 +57,9 @@ def test_turnaround_is_paid_once_a_round_after_the_first() -> None:
     rates = replace(PIPES, cta_turnaround_ns=280.0)
     t = compute_terms(work, H200, rates)
     assert t is not None and t.rounds == 10 and t.chain_cycles == 400.0
-    # 10 x 400 cycles + 9 x 280 ns = 2.020 us + 2.520 us, and the first round's 7 CTA launches
-    # after the first (the ramp)
-    ramp = 7 * PIPES.cta_launch_ns * 1e-9
+    # 10 x 400 cycles + 9 x 280 ns = 2.020 us + 2.520 us, and the first round's 6 CTA launches
+    # after the first two (the ramp)
+    ramp = 6 * PIPES.cta_launch_ns * 1e-9
     assert t.turnaround_s == pytest.approx(9 * 280e-9) and t.ramp_s == pytest.approx(ramp)
     assert t.dependency_s == pytest.approx(10 * 400 / HZ + 9 * 280e-9 + ramp)
     assert "280 ns CTA turnaround x 10 rounds" in t.describe()
@@ -142,12 +142,12 @@ def test_a_streaming_copy_below_saturation(resident: int, measured_ms: float) ->
     t = launch_times(_copy2(resident), H200, MEM)
     assert t is not None and t.compute is not None
     # the busiest SM: 15,888 CTAs in 15,888 / R rounds, each the 819-cycle chain (413.6 ns)
-    # and 280 ns of turnaround (the first round's in the floor), and the first round's R - 1
-    # CTA launches after the first (the ramp)
+    # and 280 ns of turnaround (the first round's in the floor), and the first round's R - 2
+    # CTA launches after the first two (the ramp)
     rounds = -(-15888 // resident)
     assert t.compute.rounds == rounds and t.compute.chain_cycles == 819.0
     c = PIPES.cta_launch_ns * 1e-9
-    dep = rounds * 819 / HZ + (rounds - 1) * 280e-9 + (resident - 1) * c
+    dep = rounds * 819 / HZ + (rounds - 1) * 280e-9 + max(resident - 2, 0) * c
     assert t.dependency_s == pytest.approx(dep)
     # longer than Little's law (395 ns a round); the SM's 15,888 CTA launches (cta) as long
     # with 8 resident
