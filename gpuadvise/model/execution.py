@@ -284,6 +284,11 @@ class ComputeTerms:
     turnaround_s: float = 0.0
     barrier_s: float = 0.0
     ramp_s: float = 0.0
+    #: the slowest pipe's time without the barrier steps: an upper bound's optimistic after side
+    #: takes it (the barrier rate is measured with shared work between the barriers, and a padded
+    #: scan on the H200 ran faster than it allows: kernels/bank1d, 1.67x measured for a 1.27x
+    #: bound with it, 1.91x without)
+    other_pipes_s: float | None = None
 
     def describe(self) -> str:
         top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
@@ -350,6 +355,7 @@ def compute_terms(
         cyc = share * n * WARP / rate
         if cyc > pipe_cycles:
             pipe_cycles, slowest = cyc, p
+    other_pipes_cycles = pipe_cycles
     barriers = barrier_cycles(work, busiest, rates)
     if barriers > pipe_cycles:
         pipe_cycles, slowest = barriers, "barrier"
@@ -375,6 +381,7 @@ def compute_terms(
         turnaround_s=turnaround_s,
         barrier_s=barriers / hz,
         ramp_s=ramp_s,
+        other_pipes_s=other_pipes_cycles / hz,
     )
 
 

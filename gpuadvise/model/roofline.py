@@ -328,6 +328,7 @@ def launch_times(
     ``peak_dram``: the floor no launch beats, DRAM at its peak bandwidth, partial-sector stores
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
     fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm),
+    no barrier steps in the pipe term (:attr:`~gpuadvise.model.execution.ComputeTerms.other_pipes_s`),
     no CTA turnaround nor first-round CTA launches (the ramp) in the dependency term, and a
     chain's L1 misses at the requests' fraction
     (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
@@ -388,7 +389,9 @@ def launch_times(
         dram_s,
         terms.issue_s,
         latency_s,
-        pipe_s=terms.pipe_s,
+        pipe_s=terms.other_pipes_s
+        if peak_dram and terms.other_pipes_s is not None
+        else terms.pipe_s,
         dependency_s=terms.dependency_s
         - (terms.turnaround_s if peak_dram or not turnaround else 0.0)
         - (terms.ramp_s if peak_dram else 0.0),

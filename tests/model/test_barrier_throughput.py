@@ -74,6 +74,11 @@ def test_barrier_term_in_compute_terms() -> None:
     few = replace(SCAN_BCAO, pipes={"barrier": 1000.0, "int": 100_000.0})
     t1 = compute_terms(few, H200, RATES)
     assert t1 is not None and t1.pipe == "int" and t1.barrier_s == pytest.approx(64_000 / HZ)
+    # the slowest pipe without the barrier steps, which an upper bound's optimistic after side
+    # takes (kernels/bank1d's padded scans ran faster on the H200 than the barrier rate allows):
+    # the int pipe's 800,000 cycles
+    assert t.other_pipes_s == pytest.approx(800_000 / HZ)
+    assert t1.other_pipes_s == pytest.approx(t1.pipe_s)
 
 
 def test_preset_rate_is_the_h200_measurement() -> None:
