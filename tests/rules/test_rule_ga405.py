@@ -137,9 +137,10 @@ def test_the_idle_ctas_of_a_grid_sized_past_the_data_are_no_arithmetic_to_rewrit
     idle = KERNELS / "idle_ctas" / "idle.cu"
     a = analyze(idle, "band_steps", spec=str(idle.parent / "band_steps.toml"))
     assert run_rule(a, "GA405") == []
-    # the launch is compute-bound on the model: with the idle CTAs counted, GA405 would fire
-    (f,) = run_rule(a, "GA405", min_working_share=0.0)
-    assert ev(f)["bound_by"] in ("issue", "pipe")
+    # with the idle CTAs counted GA405 finds nothing to rewrite either: since the barrier steps
+    # are a throughput term of the SM (measured on an H200: 3.75 cycles a warp), the 3200 CTAs'
+    # 10 barriers each bind the launch, not an arithmetic pipe
+    assert run_rule(a, "GA405", min_working_share=0.0) == []
     (g,) = run_rule(a, "GA108")
     assert ev(g)["working_ctas"] == 4
     # the search of idle.cu computes in registers in every CTA and writes only on a match:
