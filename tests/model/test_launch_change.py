@@ -91,28 +91,23 @@ def test_the_changed_elements_alone_give_the_same_verdicts():
     p = np.union1d(changed_positions(old, init, chunk=3), changed_positions(new, init, chunk=4))
     assert p.tolist() == [2, 7]
     none = np.zeros(0, dtype=np.int64)
-    ok, why = compare_outputs(
-        ["y", "z"],
-        {"y": init[p], "z": init[none]},
-        {"y": old[p], "z": init[none]},
-        {"y": new[p], "z": init[none]},
-        old_threads=2,
-        new_threads=2,
-        whole=True,
-        index={"y": p, "z": none},
-    )
+
+    def compare() -> tuple[bool, str]:
+        return compare_outputs(
+            ["y", "z"],
+            {"y": init[p], "z": init[none]},
+            {"y": old[p], "z": init[none]},
+            {"y": new[p], "z": init[none]},
+            old_threads=2,
+            new_threads=2,
+            whole=True,
+            index={"y": p, "z": none},
+        )
+
+    ok, why = compare()
     assert not ok and "`y`[7] differs" in why
     new[7] = -1
-    ok, _ = compare_outputs(
-        ["y", "z"],
-        {"y": init[p], "z": init[none]},
-        {"y": old[p], "z": init[none]},
-        {"y": new[p], "z": init[none]},
-        old_threads=2,
-        new_threads=2,
-        whole=True,
-        index={"y": p, "z": none},
-    )
+    ok, _ = compare()
     assert ok
 
 
