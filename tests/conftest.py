@@ -31,6 +31,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,56 @@ import propkit  # noqa: E402  (importable once TESTS is on the path)
 from suitekit import cache_env, run_folder, toolkit_missing  # noqa: E402
 
 propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` the tests that ask for a module-scoped fixture of their own
+    module run on one worker (an ``xdist_group`` named after the module): otherwise both
+    workers set the fixture up (an analysis, a trace, a compile of a kernel written to a new
+    folder), each for its share of the tests. Autouse fixtures (the module's compile cache)
+    and tests already in a group keep their scheduling."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.getparent(pytest.Module)
+        info = getattr(item, "_fixtureinfo", None)
+        if module is None or info is None:
+            continue
+        for name in info.names_closure:
+            defs = info.name2fixturedefs.get(name) or ()
+            if any(own_module_fixture(d, module.nodeid) for d in defs):
+                item.add_marker(pytest.mark.xdist_group(f"module {module.nodeid}"))
+                break
+    if getattr(config.option, "loadgroup", False):  # a worker of --dist loadgroup
+        for item in items:
+            group_node_id(item)
+
+
+def group_node_id(item: pytest.Item) -> None:
+    """``item``'s id with its ``xdist_group`` names after an ``@``, the scope pytest-xdist's
+    controller schedules as one unit. pytest-xdist 3.8 writes it to ``item._nodeid``, which
+    pytest 9.2 no longer reads (the id is ``item._id``): without this, every test was
+    scheduled alone, and a kernel case's rules ran on both workers (the golden test on one,
+    the details test on the other)."""
+    from _pytest.nodeid import coerce_node_id
+
+    names = sorted(
+        {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+         for m in item.iter_markers("xdist_group")}
+    )  # fmt: skip
+    suffix = "@" + "_".join(names)
+    if names and not item.nodeid.endswith(suffix):
+        item._id = coerce_node_id(item.nodeid + suffix)
+
+
+def own_module_fixture(fixturedef: Any, module_id: str) -> bool:
+    """A module-scoped fixture defined in the module ``module_id`` and asked for by name."""
+    return (
+        fixturedef.scope == "module"
+        and fixturedef.baseid == module_id
+        and not getattr(fixturedef, "_autouse", False)
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

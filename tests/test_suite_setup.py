@@ -86,6 +86,99 @@ def test_pytest_xdist_workers_share_one_compile_cache(tmp_path: Path) -> None:
     assert set.union(*seen.values()) == {str(base / "compile-cache")}
 
 
+@pytest.fixture(scope="module")
+def module_state() -> str:
+    """A module-scoped fixture of this module, asked for by name (an analysis, elsewhere)."""
+    return "set up once"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_autouse() -> str:
+    """A module-scoped autouse fixture of this module (a module's compile cache, elsewhere)."""
+    return "every test"
+
+
+def test_a_module_fixtures_tests_run_on_one_worker(
+    module_state: str, request: pytest.FixtureRequest
+) -> None:
+    """conftest.py groups the tests that ask for a module-scoped fixture of their own module
+    (one xdist group per module), so that the fixture is set up on one worker, not on both."""
+    module = request.node.getparent(pytest.Module)
+    groups = [m.args for m in request.node.iter_markers("xdist_group")]
+    assert groups == [(f"module {module.nodeid}",)], groups
+    assert module_state == "set up once"
+
+
+def test_other_tests_keep_their_scheduling(
+    compile_cache: Path, request: pytest.FixtureRequest
+) -> None:
+    """A module fixture of conftest.py (``compile_cache``) or an autouse one groups nothing."""
+    assert "_module_autouse" in request.fixturenames
+    assert request.node.get_closest_marker("xdist_group") is None
+
+
+GROUPED = """
+import os
+
+import pytest
+
+
+def record(what):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["RECORD_TO"], worker), "a") as f:
+        f.write(what + "\\n")
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    record("setup")
+    return 1
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_uses_the_module_fixture(i, analysis):
+    record("fixture")
+
+
+@pytest.mark.parametrize("i", range(6))
+@pytest.mark.xdist_group("case")
+def test_in_a_group(i):
+    record("group")
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_free(i):
+    record("free")
+"""
+
+
+def test_loadgroup_keeps_groups_and_module_fixtures_on_one_worker(tmp_path: Path) -> None:
+    """The README's ``--dist loadgroup`` on two workers with this conftest.py: an
+    ``xdist_group``'s tests run on one worker, and so do the tests of a module-scoped fixture of
+    their module, which is set up once (pytest 9.2 ignored pytest-xdist's way of naming the
+    group, and both were spread over the workers)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for helper in ("conftest.py", "suitekit.py", "propkit.py"):
+        shutil.copy(TESTS / helper, suite / helper)
+    (suite / "test_grouped.py").write_text(GROUPED)
+    records, base = tmp_path / "records", tmp_path / "base"
+    records.mkdir()
+    env = {**os.environ, "RECORD_TO": str(records)}
+    env.pop("GPUADVISE_CACHE_DIR", None)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
+         "-p", "no:cacheprovider", "--basetemp", str(base), "--rootdir", str(suite), str(suite)],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    seen = {w.name: w.read_text().split() for w in records.iterdir()}
+    assert sum(lines.count("free") for lines in seen.values()) == 12
+    for kind, count in (("fixture", 6), ("group", 6), ("setup", 1)):
+        where = {w: lines.count(kind) for w, lines in seen.items() if kind in lines}
+        assert list(where.values()) == [count], (kind, seen)
+
+
 def test_no_test_imports_from_conftest() -> None:
     """``conftest`` names no one module: tests/record has a conftest.py of its own, and which
     one ``from conftest import ...`` gets depends on the order the folders were collected in (a

@@ -39,6 +39,9 @@ KERNELS: Path = _KERNELS
 MOMENTS = KERNELS / "fp16_neighbourhood" / "moments.cu"
 TRACE_CTAS = 8
 
+# the module's analyses are kept per process (_ANALYSES): its tests run on one xdist worker
+pytestmark = pytest.mark.xdist_group(__name__)
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _cache(compile_cache: Path) -> Path:

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
-pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+# the module's analyses are kept per process (_analysis): its tests run on one xdist worker
+pytestmark = [
+    pytest.mark.toolkit,
+    pytest.mark.usefixtures("compile_cache"),
+    pytest.mark.xdist_group(__name__),
+]
 
 SOURCE = KERNELS / "data_gather" / "gather.cu"
 TRACE_CTAS = 8

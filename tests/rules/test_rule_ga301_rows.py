@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
-pytestmark = pytest.mark.toolkit
+# the module's analyses are kept per process (_analysis): its tests run on one xdist worker
+pytestmark = [pytest.mark.toolkit, pytest.mark.xdist_group(__name__)]
 
 ROWS = KERNELS / "row_walk" / "row_walk.cu"
 TRACE_CTAS = 8

@@ -18,6 +18,9 @@ from gpuadvise.ptx.parser import Instr
 SRC = KERNELS / "intensity" / "intensity.cu"
 CTAS = 8
 
+# the module's analyses are kept per process (_analysis): its tests run on one xdist worker
+pytestmark = pytest.mark.xdist_group(__name__)
+
 
 @cache
 def _analysis(kernel: str):

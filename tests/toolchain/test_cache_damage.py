@@ -13,6 +13,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,15 +139,44 @@ DAMAGE.update(
 )
 
 
+DAMAGED_OPTIONS: dict[str, Any] = {"maxrregcount": 24}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, dict[str, Any]], Path]:
+    """spill.cu in a folder of the module's, and for each set of options a cache holding its
+    compile, made once: each test damages a copy of it (``copy(tmp_path, options)``: the
+    copied cache, at ``tmp_path / "cache"``). A copy, not a compile per test: the first
+    compile's miss is not what these tests check, the one after the damage is; the source
+    keeps its path, which is part of the entry's key."""
+    folder = tmp_path_factory.mktemp("damage")
+    src = folder / "spill.cu"
+    shutil.copy(CUDA_DIR / "spill.cu", src)
+    made: dict[str, Path] = {}
+
+    def copy(tmp_path: Path, options: dict[str, Any]) -> Path:
+        key = json.dumps(options, sort_keys=True)
+        if key not in made:
+            cache = folder / f"cache{len(made)}"
+            module = compile_source(src, CompileOptions(**options, cache_dir=cache), TC)
+            assert not module.from_cache
+            made[key] = cache
+        shutil.copytree(made[key], tmp_path / "cache", symlinks=True)
+        return src
+
+    return copy
+
+
 @needs_nvcc
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", list(DAMAGE))
-def test_damaged_entry_is_a_miss_and_is_rewritten(case: str, tmp_path: Path) -> None:
-    src = tmp_path / "spill.cu"
-    shutil.copy(CUDA_DIR / "spill.cu", src)
-    opts = CompileOptions(maxrregcount=24, cache_dir=tmp_path / "cache")
+def test_damaged_entry_is_a_miss_and_is_rewritten(
+    case: str, tmp_path: Path, pristine: Callable[[Path, dict[str, Any]], Path]
+) -> None:
+    src = pristine(tmp_path, DAMAGED_OPTIONS)
+    opts = CompileOptions(**DAMAGED_OPTIONS, cache_dir=tmp_path / "cache")
     first = compile_source(src, opts, TC)
-    assert not first.from_cache
+    assert first.from_cache  # the copy of the compiled entry, whole
     DAMAGE[case](first)
     if case == "manifest names a fifo as a header":
         os.mkfifo(tmp_path / "fifo")
@@ -210,9 +240,10 @@ def test_sidecar_round_trip_and_damage(tmp_path: Path) -> None:
 @needs_nvcc
 @pytest.mark.skipif(TC is not None and TC.nvdisasm is None, reason="no nvdisasm")
 @pytest.mark.parametrize("damage", [RANDOM, b"", b"valid utf-8 but not a disassembly\n"])
-def test_damaged_disassembly_sidecar_is_rewritten(damage: bytes, tmp_path: Path) -> None:
-    src = tmp_path / "spill.cu"
-    shutil.copy(CUDA_DIR / "spill.cu", src)
+def test_damaged_disassembly_sidecar_is_rewritten(
+    damage: bytes, tmp_path: Path, pristine: Callable[[Path, dict[str, Any]], Path]
+) -> None:
+    src = pristine(tmp_path, {})
     module = compile_source(src, CompileOptions(cache_dir=tmp_path / "cache"), TC)
     kernel = select_compiled_kernel(module, "spill")
     first = disassemble(module.cubin_path, kernel.mangled, TC)
