@@ -25,6 +25,31 @@ def test_distinct_rows_is_numpys_unique_by_columns(dtype: type, wide: bool) -> N
             assert np.array_equal(got, want) and np.array_equal(counts, want_counts)
 
 
+@pytest.mark.parametrize(
+    "dtypes",
+    [(np.int64, np.int64), (np.int32, np.int64), (np.uint8, np.uint64), (np.int16, np.uint32)],
+)
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_rows_of_a_list_of_rows_as_of_their_stack(dtypes: tuple, wide: bool) -> None:
+    """A list of rows (no stacked copy made when they pack) gives what their stack gives:
+    values, dtype and counts."""
+    rng = np.random.default_rng(3)
+    for k in (1, 2, 3):
+        for n in (1, 7, 500):
+            rows = []
+            for i in range(k):
+                dt = np.dtype(dtypes[i % 2])
+                hi = np.iinfo(dt).max if wide else 5
+                lo = np.iinfo(dt).min if wide else 0
+                rows.append(rng.integers(lo, hi, n, dtype=dt, endpoint=True))
+            want, want_counts = distinct_rows(np.stack(rows), return_counts=True)
+            got, counts = distinct_rows(rows, return_counts=True)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert np.array_equal(counts, want_counts)
+            assert np.array_equal(distinct_rows(tuple(rows)), want)
+    assert distinct_rows([np.zeros(0, np.int64), np.zeros(0, np.int64)]).shape == (2, 0)
+
+
 def test_distinct_rows_of_nothing() -> None:
     rows = np.zeros((2, 0), np.int64)
     assert distinct_rows(rows).shape == (2, 0)

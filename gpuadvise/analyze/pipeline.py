@@ -89,6 +89,22 @@ class KernelAnalysis:
     skipped: tuple[str, ...] = ()
     registers: RegisterPressure | None = None
 
+    def without_trace_data(self) -> KernelAnalysis:
+        """This analysis without what only the rules read: the trace's records and the traced
+        outputs (the report and the fixes read neither; the fixes read the traced CTAs' ids).
+        ``--diff`` analyses the kernel again for every round of fixes; the first analysis's
+        trace (llm.c's softmax: 340 MB of records and the arrays derived from them) is not
+        held meanwhile."""
+        import dataclasses
+
+        mem = self.memory
+        if mem is None or (mem.trace is None and mem.outputs is None):
+            return self
+        trace = mem.trace
+        if trace is not None:  # a copy: a view of no records still holds them all
+            trace = dataclasses.replace(trace, records=trace.records[:0].copy())
+        return dataclasses.replace(self, memory=dataclasses.replace(mem, trace=trace, outputs=None))
+
     def facts(self) -> KernelFacts:
         """What the rules read about the launch besides the trace-based models."""
         from gpuadvise.source.text import kernel_file

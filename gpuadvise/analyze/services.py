@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.registers import RegisterPressure
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.changes import BufferChanges
     from gpuadvise.trace.emulate import Emulation
 
 __all__ = ["AnalysisServices", "candidate_path", "write_candidate"]
@@ -240,7 +241,6 @@ class AnalysisServices:
 
         from gpuadvise.model.coalescing import record_sectors
         from gpuadvise.model.launch_change import (
-            changed_positions,
             compare_outputs,
             covering_ctas,
             threads_in,
@@ -323,10 +323,11 @@ class AnalysisServices:
         if key0 not in self._base_runs:  # the launch as it is, once per CTA set
             e0 = emulate(module, kernel, old, a.device, sample_ctas=ctas0, sample_loops=False)
             ran = tuple(e0.ctas_run)
-            pos = {n: changed_positions(e0.outputs[n], e0.inputs[n]) for n in outs}
-            val = {n: e0.outputs[n][pos[n]] for n in outs}
+            ch0 = {n: _changes(e0, n) for n in outs}
+            pos = {n: c.positions for n, c in ch0.items()}
+            val = {n: c.after for n, c in ch0.items()}
             self._base_runs[key0] = (ran, pos, val, sectors(e0, old.launch.block.count * len(ran)))
-            del e0
+            del e0, ch0
         ran0, pos0, val0, s0 = self._base_runs[key0]
         e1 = emulate(module1, kernel1, new, a.device, sample_ctas=ctas1, sample_loops=False)
         if not (ran0 and e1.ctas_run):
@@ -340,12 +341,14 @@ class AnalysisServices:
             t1 = threads_in(e1.ctas_run, g1, b1, extent)  # type: ignore[arg-type]
         init, before, after, where = {}, {}, {}, {}
         for n in outs:
-            i1, o1 = e1.inputs[n], e1.outputs[n]
-            p = np.union1d(pos0[n], changed_positions(o1, i1))
-            init[n] = i1[p]
-            before[n] = i1[p].copy()
+            # only the elements either run changed: the rest hold their start data in both
+            c1 = _changes(e1, n)
+            p = np.union1d(pos0[n], c1.positions)
+            init[n] = _start_values(e1, n, p)
+            before[n] = init[n].copy()
             before[n][np.searchsorted(p, pos0[n])] = val0[n]
-            after[n] = o1[p]
+            after[n] = init[n].copy()
+            after[n][np.searchsorted(p, c1.positions)] = c1.after
             where[n] = p
         same, why = compare_outputs(
             outs, init, before, after, old_threads=t0, new_threads=t1, whole=whole, index=where
@@ -388,3 +391,23 @@ class AnalysisServices:
                 continue
             out.append(SharedVariable(name, int(off), int(v.size_bytes), int(v.align), v.extern))
         return SharedLayout(tuple(out), int(image.dynamic_offset))
+
+
+def _changes(e: Emulation, name: str) -> BufferChanges:
+    """The elements of output ``name`` that emulation ``e`` changed, and their final values
+    (:mod:`gpuadvise.trace.changes`: a lazy buffer's pages no access reached are not read)."""
+    if e.changes is not None:
+        return e.changes.changes(name)
+    from gpuadvise.model.launch_change import changed_positions
+    from gpuadvise.trace.changes import BufferChanges
+
+    out = e.outputs[name]
+    pos = changed_positions(out, e.inputs[name])
+    return BufferChanges(pos, out[pos])
+
+
+def _start_values(e: Emulation, name: str, positions: Any) -> Any:
+    """Output ``name``'s start data at the elements ``positions`` (ascending) of emulation ``e``."""
+    if e.changes is not None:
+        return e.changes.start_values(name, positions)
+    return e.inputs[name][positions]

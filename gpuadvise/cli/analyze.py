@@ -160,6 +160,7 @@ def run_analyze(
     try:
         done = run_analysis(opts, settings, progress=progress)
         result, checked = done.analysis, done.rules
+        del done
         code = 1 if fails_run(checked, out.fail_on, out.allow_incomplete) else 0
         fixed = None
         if fix or diff:
@@ -168,6 +169,8 @@ def run_analyze(
             from gpuadvise.spec.progress import reporting, step
 
             measured = settings.measure is not False and pycuda_missing() is None
+            # each round of fixes analyses the kernel again: this trace is not held meanwhile
+            result = result.without_trace_data()
             with reporting(progress), step("trying the fixes, one on top of the other"):
                 fixed = compose_fixes(
                     opts, checked.findings, unsafe=unsafe_fixes, measured=measured,

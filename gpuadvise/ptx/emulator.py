@@ -1533,6 +1533,14 @@ class Batch:
 
     # -- running ------------------------------------------------------------------------------------
 
+    def release(self) -> None:
+        """Drop everything the batch holds, once its counts are read. Its ops close over the
+        batch (a reference cycle), so without this its registers, shared and local heaps and the
+        global memory (every page the CTAs reached) live on until a full garbage collection,
+        after the emulation that made them is gone: HeCBench nw's launch check kept ~700 MB of
+        an emulation it had finished with through the rest of the analysis."""
+        vars(self).clear()
+
     def run(self) -> tuple[int, int]:
         """Run every CTA of the batch to completion. Returns (lane instructions, issued steps)."""
         prog = self.program

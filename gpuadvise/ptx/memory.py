@@ -267,6 +267,44 @@ class GlobalMemory:
                 self._fill_pages(missing)
         return self.heap[b.start : b.start + b.size].copy()
 
+    def is_lazy(self, name: str) -> bool:
+        """Whether buffer ``name`` is filled from a :class:`ByteSource` page by page."""
+        b = self.by_name[name]
+        return any(info is b for info, _ in self._lazy)
+
+    def reached_runs(self, name: str) -> list[tuple[int, int]]:
+        """Byte ranges ``[lo, hi)`` of buffer ``name`` (offsets in it, ascending) that an access
+        may have changed: the whole buffer when it is not lazy, else its filled pages. A lazy
+        page no access reached was never filled, so never written: it holds its start data."""
+        b = self.by_name[name]
+        if not b.size:
+            return []
+        if not self.is_lazy(name):
+            return [(0, b.size)]
+        p0, p1 = b.start >> PAGE_SHIFT, _page_end(b.start + b.size)
+        filled = np.flatnonzero(self._filled[p0:p1]) + p0
+        if not len(filled):
+            return []
+        breaks = np.flatnonzero(np.diff(filled) != 1) + 1
+        runs = []
+        for run in np.split(filled, breaks):
+            lo = max(int(run[0]) << PAGE_SHIFT, b.start) - b.start
+            hi = min((int(run[-1]) + 1) << PAGE_SHIFT, b.start + b.size) - b.start
+            runs.append((lo, hi))
+        return runs
+
+    def read_range(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``[lo, hi)`` of buffer ``name`` now (a copy, as :meth:`read` gives the whole
+        buffer: the pages of the range no access reached filled with their start data)."""
+        b = self.by_name[name]
+        a, z = b.start + lo, b.start + hi
+        if z > a and self._lazy:
+            p0, p1 = a >> PAGE_SHIFT, _page_end(z)
+            missing = np.flatnonzero(~self._filled[p0:p1]) + p0
+            if len(missing):
+                self._fill_pages(missing)
+        return self.heap[a:z].copy()
+
     def translate(self, addr: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray | None]:
         """Heap byte offsets of ``addr`` (int64 virtual addresses) for accesses of ``width`` bytes.
 

@@ -238,7 +238,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
     skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
-    pair = distinct_rows(np.stack([lanes.rec[idx], skey]))  # one access a record and sector
+    pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
@@ -503,7 +503,7 @@ def repeated_requests(view: TraceView) -> tuple[float, float]:
         return 0.0, total / max(len(ctas), 1)
     inside = lb >= 0
     key = (lb.astype(np.int64) << 40) | lanes.off
-    pairs = distinct_rows(np.stack([key[inside], lanes.cta[inside].astype(np.int64)]))
+    pairs = distinct_rows([key[inside], lanes.cta[inside].astype(np.int64)])
     keys, counts = np.unique(pairs[0], return_counts=True)
     everywhere = member(key, keys[counts >= len(ctas)]) & inside
     not_repeated = np.bincount(lanes.rec[~everywhere], minlength=n_rec) > 0

@@ -94,7 +94,7 @@ def _disjoint_step(ids: np.ndarray, cta: np.ndarray, elem: np.ndarray, inst: np.
     """Elements per CTA when the CTAs' element sets are disjoint and each access instruction
     covers consecutive ranges CTA after CTA (``_cta_step`` per instruction): two halves of an
     array (``k`` and ``k + n/2``), two ranges a whole grid apart... (0: they do not)."""
-    pairs = distinct_rows(np.stack([elem, cta]))
+    pairs = distinct_rows([elem, cta])
     if len(distinct(pairs[0])) != pairs.shape[1]:
         return 0  # an element touched by two CTAs: a stencil, an overlapping window
     dense = distinct(cta)
@@ -134,7 +134,7 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         elem = lanes.off[m] // eb
         cta = lanes.cta[m]
         thread = (cta << 20) | lanes.tid[m]
-        pairs = distinct_rows(np.stack([thread, elem]))
+        pairs = distinct_rows([thread, elem])
         _, counts = np.unique(pairs[0], return_counts=True)
         dense, lo, hi = _cta_ranges(cta, elem)
         ids = view.ctas[dense].astype(np.int64)
@@ -142,7 +142,7 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         if step == 0 and len(dense) >= 2:
             step = _disjoint_step(ids, np.searchsorted(dense, cta), elem, lanes.inst[m])
         writes = kinds[m] != int(Kind.LOAD)
-        owners = distinct_rows(np.stack([elem, cta]))
+        owners = distinct_rows([elem, cta])
         _, per = np.unique(owners[1], return_counts=True)
         disjoint = len(dense) >= 2 and len(distinct(owners[0])) == owners.shape[1]
         out.append(

@@ -344,7 +344,7 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
 
     key = thread_inst(inside)
     addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
-    pairs, times = distinct_rows(np.stack([key, addr]), return_counts=True)
+    pairs, times = distinct_rows([key, addr], return_counts=True)
     keys, first = np.unique(pairs[0], return_index=True)
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)

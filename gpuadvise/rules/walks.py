@@ -170,7 +170,7 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
     line = (base + lanes.off.astype(np.int64)) // 128
     # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
-    pairs = distinct_rows(np.stack([thread, line]))
+    pairs = distinct_rows([thread, line])
     lines_per_thread = pairs.shape[1] / max(len(distinct(thread)), 1)
     threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0

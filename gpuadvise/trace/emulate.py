@@ -82,6 +82,7 @@ from gpuadvise.spec.budget import (
 from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaunch
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
+from gpuadvise.trace.changes import OutputChanges
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
 if TYPE_CHECKING:
@@ -201,6 +202,9 @@ class Emulation:
     # the long loops whose iterations were skipped (a note each; empty: every iteration ran):
     # the trace and the counts are weighted, the outputs are not the kernel's
     sampled_loops: tuple[str, ...] = ()
+    # the output buffers' changed elements, found without making the whole buffers
+    # (:mod:`gpuadvise.trace.changes`; None: not known, compare ``outputs`` with ``inputs``)
+    changes: OutputChanges | None = None
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -218,6 +222,9 @@ class LazyArrays(Mapping[str, np.ndarray]):
         if name not in self._made:
             self._made[name] = self._makers[name]()
         return self._made[name]
+
+    def __contains__(self, name: object) -> bool:  # Mapping's would make the array
+        return name in self._makers
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._makers)
@@ -837,6 +844,7 @@ def _emulate(
                         li, st = batch.run()
                         run_s += time.perf_counter() - t_run
                     except _TraceFull:
+                        batch.release()
                         if not cut_to_budget or start == 0:
                             raise
                         sink.count = mark  # the batch that overflowed is dropped whole
@@ -857,6 +865,7 @@ def _emulate(
                         batch.block_cta_warps(),
                         batch.slow_div,
                     )
+                    batch.release()  # freed now, not at the next full garbage collection
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)
                     done = end
@@ -946,6 +955,9 @@ def _emulate(
         trace=trace,
         outputs=outputs,
         inputs=inputs,
+        changes=OutputChanges(
+            gmem, {name: data for name, data, is_out in buffers if is_out}, inputs, outputs
+        ),
         ctas_run=tuple(int(c) for c in ctas),
         complete=complete,
         lane_instructions=lane_instr,
