@@ -31,6 +31,7 @@ __all__ = [
     "serial_updates",
     "warp_aggregable",
     "warp_aggregation_variant",
+    "with_aggregation",
     "with_serial_updates",
 ]
 
@@ -39,6 +40,24 @@ CAS_ROUND_TRIP = {"shared": 2.0, "fp32": 1.0, "int": 1.0}
 the old value, the operation, the CAS (a shared access whose result decides), the test that
 ends the loop. One lane's update of an address must see the one before it, so the updates of
 one address follow each other at this round trip, whichever warp of the CTA makes them."""
+
+AGGREGATION_COMMON = {"int": 4.0, "xu": 2.0, "branch": 2.0}
+"""What the fix kit's warp aggregation (``gpuadvise_warp_atomicAdd`` and friends) runs once per
+warp-level request, as ptxas compiles it for sm_90: ``VOTE.ANY`` (the active mask),
+``S2R SR_LANEID``, ``MATCH.ANY.U64`` (the lanes of each address), ``BREV``/``FLO`` (the leader),
+the test of a full match and its branch. On a dependent chain: the match, the leader and the
+test, one after another."""
+
+AGGREGATION_BUTTERFLY = {"shuffle": 5.0, "int": 5.0}
+"""The whole warp on one address: five ``SHFL.BFLY`` and the operation after each, dependent."""
+
+AGGREGATION_PER_LANE = {"shuffle": 2.0, "int": 4.0, "branch": 2.0}
+"""Several addresses in a request: each lane's value is one iteration of its address's loop,
+``__shfl_sync(peers, ...)`` under a partial mask: ptxas checks the mask first (``MATCH.ANY``,
+``REDUX.OR``, ``VOTEU.ANY``, ``LOP3``, ``BRA.DIV``) and then shuffles (``SHFL.IDX``) and adds;
+the groups of one warp, under different masks, run one after another (the ``BRA.DIV`` path), so a
+request's iterations are its active lanes', in turn. Dependent links of one iteration: the
+mask's check (a shuffle-class ``REDUX`` and integer steps) and the shuffle."""
 
 ATOMICS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 """The access kinds of atomics and reductions (``red``), as ints."""
@@ -83,6 +102,43 @@ def with_serial_updates(work: KernelWork, updates: float) -> KernelWork:
     for k, n in CAS_ROUND_TRIP.items():
         chain[k] = chain.get(k, 0.0) + extra * n
     return replace(work, chain=chain, chain_unordered=None)
+
+
+def with_aggregation(work: KernelWork, c: Contention, ctas: int) -> KernelWork:
+    """``work`` with the fix kit's warp aggregation run at each of the line's warp-level requests
+    (``c``, over ``ctas`` traced CTAs): :data:`AGGREGATION_COMMON` each, then the butterfly
+    (:data:`AGGREGATION_BUTTERFLY`) where a request's 32 lanes name one address, else every
+    active lane's iteration (:data:`AGGREGATION_PER_LANE`), on the pipes (warp instructions a
+    CTA) and on the critical warp's chain (its share of the CTA's requests: the requests a warp
+    makes are its own, one after another). The atomics themselves stay (the bank model's
+    wavefronts, one per address after)."""
+    if ctas <= 0 or c.requests <= 0:
+        return work
+    per_cta = c.requests / ctas
+    per_warp = per_cta / max(work.warps_per_cta, 1)
+    lanes = c.lanes / c.requests
+    butterfly = c.addresses == c.requests and c.lanes == 32 * c.requests
+    body = (
+        AGGREGATION_BUTTERFLY
+        if butterfly
+        else {k: v * lanes for k, v in AGGREGATION_PER_LANE.items()}
+    )
+    pipes = dict(work.pipes)
+    chain = dict(work.chain)
+    added = 0.0
+    for part in (AGGREGATION_COMMON, body):
+        for k, v in part.items():
+            pipes[k] = pipes.get(k, 0.0) + v * per_cta
+            added += v * per_warp
+            if k != "branch":  # a branch has no result to wait for
+                chain[k] = chain.get(k, 0.0) + v * per_warp
+    return replace(
+        work,
+        pipes=pipes,
+        chain=chain,
+        chain_unordered=None,
+        critical_instructions=work.critical_instructions + added,
+    )
 
 
 _Lines = dict[tuple[str | None, int | None], Contention]

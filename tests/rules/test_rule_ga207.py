@@ -45,10 +45,16 @@ def test_contended_atomics_reported(kernel, marker):
     assert "__shfl_down_sync" in f.message
     est = f.estimated_speedup
     # a float add is a compare-and-swap loop on sm_90 (a point on the CTA's serial chain); the
-    # integer atomics are native (a bound on the wavefronts)
+    # integer atomics are native: the aggregation's match and shuffles cost more than the
+    # 8-bin histogram's updates (measured 0.54x on an H200): no speedup, a note, the GPU decides
     cas = kernel == "cta_sum"
-    assert est is not None and est.speedup >= 1.0
-    assert est.kind == ("point" if cas else "upper-bound")
+    assert est is not None
+    if cas:
+        assert est.kind == "point" and est.speedup >= 1.0
+    else:
+        assert est.kind == "none" and est.speedup is None
+        assert est.inputs["point_speedup"] < 1.0 and "predicted slower" in est.method
+        assert f.severity == "note" and f.recommend_only_if_faster
     assert ("compare-and-swap loop" in f.message) == cas
     # issue 28 item 6: warp aggregation, made by the fix kit
     assert f.variant is not None and f.variant.safety == "automatic-and-verified"
@@ -199,3 +205,27 @@ def test_a_used_result_gets_the_old_value_of_a_serial_order(tmp_path):
     want = _outputs(src, "compact", spec=str(toml))["out"]
     got = _outputs(new, "compact", spec=str(new_dir / "case.toml"))["out"]
     assert np.count_nonzero(want) > 100 and want.tobytes() == got.tobytes()
+
+
+def test_the_aggregation_adds_its_match_and_shuffles_per_request():
+    """By hand (gpuadvise.rules.atomics): 4 CTAs traced, 8 warps a CTA, 64 requests (2 a warp).
+    All 32 lanes on one address: per request the common part (int 4, xu 2, branch 2) and the
+    butterfly (shuffle 5, int 5): per CTA 16 requests, per warp 2. Eight addresses of 4 lanes:
+    the common part and 32 lanes' iterations (shuffle 2, int 4, branch 2 each)."""
+    from gpuadvise.model.execution import KernelWork
+    from gpuadvise.rules.atomics import Contention, with_aggregation
+
+    w = KernelWork(
+        pipes={"int": 10.0}, chain={"int": 3.0}, critical_instructions=20.0, ctas=4,
+        warps_per_cta=8,
+    )  # fmt: skip
+    one = Contention(64, 64 * 32, 64, 64 * 32, 64, (0,))
+    a = with_aggregation(w, one, 4)
+    assert a.pipes == {"int": 10.0 + 16 * 9, "xu": 16 * 2, "branch": 16 * 2, "shuffle": 16 * 5}
+    assert a.chain == {"int": 3.0 + 2 * 9, "xu": 2 * 2, "shuffle": 2 * 5}
+    assert a.critical_instructions == 20.0 + 2 * (8 + 10)
+    bins = Contention(64, 64 * 32, 64 * 8, 64 * 8, 64, (0,))
+    b = with_aggregation(w, bins, 4)
+    assert b.pipes["shuffle"] == 16 * 2 * 32 and b.pipes["int"] == 10.0 + 16 * (4 + 4 * 32)
+    assert b.chain["shuffle"] == 2 * 2 * 32 and b.chain["int"] == 3.0 + 2 * (4 + 4 * 32)
+    assert b.pipes["branch"] == 16 * (2 + 2 * 32) and "branch" not in b.chain
