@@ -76,9 +76,10 @@ class ContendedAtomics(Rule):
     its address's loop under a partial mask, the groups one after another). Where that makes
     the launch slower, there is no speedup: the finding is a note and the variant waits for a
     GPU (measured on an H200, 2026-11-30: an 8-bin histogram's aggregation 0.54x; the model
-    0.54x, its costs measured on the same GPU: ``gpuadvise.rules.atomics``). ptxas aggregates an atomic on a warp-uniform address itself (``REDUX`` and one
-    lane's ``ATOMS``: ``atomicMax`` on a ``__shared__ int``); the bank model counts those one
-    update per request, and this rule stays silent there.
+    0.54x, its costs measured on the same GPU: ``gpuadvise.rules.atomics``). ptxas aggregates
+    an atomic on a warp-uniform address itself (``REDUX`` and one lane's ``ATOMS``:
+    ``atomicMax`` on a ``__shared__ int``); the bank model counts those one update per
+    request, and this rule stays silent there.
 
     Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line, or in
     a function inlined at it: a float add on sm_90): a point on the launch model, whose CTAs'
