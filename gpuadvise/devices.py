@@ -380,7 +380,7 @@ their other costs are the roofline's L1/shared term and the barrier latency)."""
 LATENCY_KEYS = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "l1", "l2",
                 "dram", "tensor", "barrier", "store")  # fmt: skip
 _SCALAR_KEYS = ("shared_wavefront_cycles", "cta_launch_ns", "launch_floor_us", "cta_turnaround_ns")
-_OPTIONAL_SCALAR_KEYS = ("barrier_warp_cycles",)  # 0 where neither the table nor a GPU has it
+_OPTIONAL_SCALAR_KEYS = ("barrier_warp_cycles", "barrier_arrive_cycles")  # 0 where not known
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,9 @@ class PipeRates:
     of resident CTAs adds to the dependency term (the round's CTAs retiring, the next ones
     launched and reaching their first load; 0: none); ``barrier_warp_cycles``: the SM's cycles
     each warp's pass through a CTA barrier takes of a resource all its resident CTAs share (the
-    execution model's barrier throughput; 0: none)."""
+    execution model's barrier throughput; 0: none); ``barrier_arrive_cycles``: what each warp
+    of a CTA adds to the latency of the CTA's barrier on its critical path (the barrier releases
+    once every warp has passed it, one after another; 0: none, the latency alone)."""
 
     lanes_per_clock: dict[str, float]
     latency_cycles: dict[str, float]
@@ -410,6 +412,7 @@ class PipeRates:
     source: str
     cta_turnaround_ns: float = 0.0
     barrier_warp_cycles: float = 0.0
+    barrier_arrive_cycles: float = 0.0
 
     def describe(self) -> str:
         got = ", ".join(sorted(self.measured)) or "none"
@@ -478,6 +481,7 @@ def pipe_rates(device: DeviceSpec) -> PipeRates:
         what,
         cta_turnaround_ns=scalars["cta_turnaround_ns"],
         barrier_warp_cycles=scalars["barrier_warp_cycles"],
+        barrier_arrive_cycles=scalars["barrier_arrive_cycles"],
     )
 
 

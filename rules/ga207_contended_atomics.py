@@ -20,9 +20,9 @@ from gpuadvise.rules import (
     contended_lines,
     launch_change_estimate,
     serial_updates,
-    shared_wavefront_estimate,
     view_traffic,
     warp_aggregation_variant,
+    with_aggregation,
     with_serial_updates,
     work_ratio,
 )
@@ -69,8 +69,17 @@ class ContendedAtomics(Rule):
     Where ptxas has a native shared atomic for the operation (integer adds, min, max, bitwise):
     an upper bound on the launch model, the line's shared wavefronts going from what the bank
     model counts for them (one per lane of an address, per bank) to one per distinct address
-    per request (the warp reduction's single atomic), the rest of the launch unchanged; the
-    reduction's shuffles (a few instructions per warp) are left out.
+    per request (the warp reduction's single atomic), and the fix kit's aggregation run at each
+    warp-level request of the line, on the pipes and on the warps' chains
+    (:func:`gpuadvise.rules.atomics.with_aggregation`: the match of the lanes of each address,
+    then a shuffle butterfly where the whole warp names one address, else every lane's turn of
+    its address's loop under a partial mask, the groups one after another). Where that makes
+    the launch slower, there is no speedup: the finding is a note and the variant waits for a
+    GPU (measured on an H200, 2026-11-30: an 8-bin histogram's aggregation 0.54x; the model
+    0.54x, its costs measured on the same GPU: ``gpuadvise.rules.atomics``). ptxas aggregates
+    an atomic on a warp-uniform address itself (``REDUX`` and one lane's ``ATOMS``:
+    ``atomicMax`` on a ``__shared__ int``); the bank model counts those one update per
+    request, and this rule stays silent there.
 
     Where it made a compare-and-swap loop (``ATOMS.CAST.SPIN`` in the SASS at the line, or in
     a function inlined at it: a float add on sm_90): a point on the launch model, whose CTAs'
@@ -141,6 +150,7 @@ class ContendedAtomics(Rule):
             if share < min_share:
                 continue
             per = c.lanes / c.addresses
+            slower = not c.compare_and_swap and self._predicted_slower(ctx, c)
             yield self.finding(
                 ctx,
                 f"contended shared-memory atomic: {per:.1f} lanes of a warp update each address "
@@ -156,8 +166,18 @@ class ContendedAtomics(Rule):
                 )
                 + ". Reduce "
                 "within the warp first (__shfl_down_sync, or __reduce_add_sync for integers) and "
-                "let one lane per address do the atomic",
+                "let one lane per address do the atomic"
+                + (
+                    " (on the launch model the aggregation's match and shuffles cost more than "
+                    "the native atomic's updates: not recommended unless a GPU measures it faster)"
+                    if slower
+                    else ""
+                ),
                 line=line,
+                severity="note" if slower else None,
+                # shared memory's own atomics: the match and the shuffles can cost more than
+                # they save (measured on an H200: 0.54x on bins8); the GPU decides
+                recommend_only_if_faster=not c.compare_and_swap,
                 file=str(ctx.source_file) if ctx.same_file(file) else file,
                 evidence=[
                     Evidence("lanes_per_address", round(per, 3), min_lanes, ">="),
@@ -193,27 +213,65 @@ class ContendedAtomics(Rule):
             got = self._cas_estimate(ctx, c)
             if got is not None:
                 return got
+        return self._native_estimate(ctx, c)
+
+    def _predicted_slower(self, ctx: RuleContext, c: Contention) -> bool:
+        e = self._native_estimate(ctx, c)
+        point = e.inputs.get("point_speedup")
+        return e.speedup is None and isinstance(point, int | float) and point < 1.0
+
+    def _native_estimate(self, ctx: RuleContext, c: Contention) -> Estimate:
+        """A native shared atomic (ATOMS.ADD, .MAX, ...): the line's wavefronts one per address
+        after, and the aggregation's own instructions added (:func:`with_aggregation`)."""
         banks = ctx.banks
         scale = banks.scale
         w_launch = banks.launch.all.wavefronts
         excess = (c.wavefronts - c.after_wavefronts) * scale
-        inputs = {"wavefronts": w_launch, "excess_wavefronts": excess, "scale": scale}
+        inputs: dict[str, object] = {
+            "wavefronts": w_launch,
+            "excess_wavefronts": excess,
+            "scale": scale,
+        }
         shared_only = Estimate(
             round(work_ratio(w_launch, excess), 3),
             "upper-bound",
             f"shared-memory-bound kernel: {w_launch:.0f} / ({w_launch:.0f} - {excess:.0f}) "
-            "wavefronts (no launch model here: DRAM, issue and latency ignored)",
+            "wavefronts (no launch model here: DRAM, issue and latency ignored; the "
+            "aggregation's match and shuffles left out)",
             inputs,
         )
-        est = shared_wavefront_estimate(
+        try:
+            base = view_traffic(ctx.device, ctx.trace_view)
+        except ModelUnavailable:
+            return shared_only
+        if base.work is None:
+            return shared_only
+        traced = round(ctx.launch.grid.count / scale) if scale else 0
+        est = launch_change_estimate(
             ctx.device,
-            ctx.trace_view,
-            w_launch,
-            excess,
-            f"this line's {excess:.0f} contended wavefronts made one atomic per address",
+            replace(base, shared_wavefronts=w_launch),
+            replace(
+                base,
+                shared_wavefronts=max(w_launch - excess, 0.0),
+                work=with_aggregation(base.work, c, traced),
+            ),
+            f"this line's {excess:.0f} contended wavefronts made one atomic per address, the "
+            f"aggregation's match and shuffles run at each of its {c.requests} warp-level "
+            "requests (sampled CTAs)",
             inputs,
         )
-        return est if est is not None else shared_only
+        if est is None:
+            return shared_only
+        point = est.inputs.get("point_speedup")
+        if isinstance(point, int | float) and point < 1.0:
+            return Estimate(
+                None,
+                "none",
+                f"predicted slower, {point:.2f}x: {est.method}. Not recommended unless a GPU "
+                "measures it faster",
+                est.inputs,
+            )
+        return est
 
     def _cas_estimate(self, ctx: RuleContext, c: Contention) -> Estimate | None:
         """A compare-and-swap loop: the CTA's updates of an address one round trip after

@@ -338,7 +338,7 @@ def compute_models(
     working_trace, work_notes = _with_working_ctas(emu, emulator, module, kernel, launch, device)
     emu = replace(emu, trace=working_trace)
     inner = sass.memory_summary(instrs)
-    rec = reconcile(emu.trace, inner)
+    rec = reconcile(emu.trace, inner, sass.warp_aggregated_atomics(instrs))
     banks = analyze_banks(emu.trace, rec.records)
     coal = analyze_coalescing(emu.trace, rec.records)
     l2, l2_notes, l2_unavailable = None, (), None
@@ -568,7 +568,7 @@ def _gpu_memory(
     t0 = time.perf_counter()
     g = GpuTracer(tc).run(module, kernel, launch, device, sample_ctas)
     trace = g.trace
-    rec = reconcile(trace, sass.memory_summary(instrs))
+    rec = reconcile(trace, sass.memory_summary(instrs), sass.warp_aggregated_atomics(instrs))
     return MemoryAnalysis(
         ctas_run=len(trace.ctas),
         total_ctas=trace.total_ctas,

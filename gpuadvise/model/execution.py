@@ -25,8 +25,9 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   fills: the memory model's counts), per wait rather than per request (a warp that waits for
   several loads at once waits for the slowest: :meth:`LoadMix.per_wait`); a shared access's
   by its wavefronts (each past the first adds ``shared_wavefront_cycles``: bank conflicts
-  lengthen a serial chain); a barrier costs ``barrier`` cycles on the chain. This is the term
-  of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
+  lengthen a serial chain); a barrier costs ``barrier`` cycles on the chain and
+  ``barrier_arrive_cycles`` more for each warp of the CTA (:func:`barrier_latency`). This is
+  the term of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
   streaming launches below saturation (one round of loads after another);
 - **cta**: the block scheduler's time per CTA on the busiest SM.
 
@@ -84,6 +85,7 @@ __all__ = [
     "SIDES_NORM",
     "amdahl_with_floor",
     "barrier_cycles",
+    "barrier_latency",
     "combine",
     "combine_sides",
     "compute_terms",
@@ -340,6 +342,7 @@ def compute_terms(
     lat = dict(rates.latency_cycles)
     lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
+    lat["barrier"] = barrier_latency(work, rates)
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
     # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
@@ -358,6 +361,16 @@ def compute_terms(
         turnaround_s=turnaround_s,
         barrier_s=barriers / hz,
         other_pipes_s=other_pipes_cycles / hz,
+    )
+
+
+def barrier_latency(work: KernelWork, rates: PipeRates) -> float:
+    """A CTA barrier's cycles on the CTA's critical path: the device's barrier latency and
+    ``rates.barrier_arrive_cycles`` for each of the CTA's warps, whose passes take their turn
+    before it releases (measured on an H200: 24 + 2.2 W fits one CTA's bare barriers within 3
+    cycles for W = 4 to 32 warps; data/pipes.toml)."""
+    return rates.latency_cycles.get("barrier", 0.0) + rates.barrier_arrive_cycles * max(
+        work.warps_per_cta, 1
     )
 
 

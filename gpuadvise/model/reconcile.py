@@ -43,8 +43,10 @@ The matching rule, per (source line, space, kind), for the shared and global spa
    one access, 1 wavefront, where an ``ATOMS.ADD`` takes 32 (measured on an H100:
    ``benchmarks/atomics_probe``; :mod:`gpuadvise.model.banks` counts the lanes that remain).
    ptxas also aggregates a warp's atomic on a warp-uniform address into one elected lane
-   (``VOTEU``/``REDUX`` then a predicated ``ATOMS.ADD [UR]``); that form is not recognised here
-   (the line summary has no operands) and stays one update per lane.
+   (``VOTEU``/``REDUX`` then a predicated ``ATOMS.MAX [UR]``: ``atomicMax(&m, v)`` on a
+   ``__shared__ int m``); the line summary has no operands, so the caller names those lines
+   (``warp_aggregated``, from :func:`gpuadvise.toolchain.sass.warp_aggregated_atomics`) and
+   their atomics are aggregated the same way: one lane per distinct address, one per request.
 
 Records keep their ``inst`` (a merged record its lowest-address instruction's), so the per-line
 aggregation of the models is unchanged. When nothing is rewritten (every line ``match``,
@@ -60,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -330,6 +332,7 @@ def _aggregate(
     recs_idx: list[np.ndarray],
     entries: Sequence[SassMemLine],
     edits: _Edits,
+    warp_reduced: bool = False,
 ) -> str | None:
     """Rule 6 for one line's shared atomics: the detail, or None when it does not apply.
 
@@ -339,6 +342,14 @@ def _aggregate(
     program order, are paired with its SASS ones, in address order, when both have one width and
     as many instructions, and those paired with an ``ATOMS.POPC.INC`` are aggregated."""
     opcodes = [op for entry in entries for op in entry.opcodes]
+    if warp_reduced and infos:
+        idx = np.concatenate([recs_idx[k] for k in range(len(infos))])
+        dropped = _first_lane_per_address(records, idx, edits)
+        return (
+            f"{', '.join(dict.fromkeys(opcodes))} on a warp-uniform address after a REDUX of "
+            f"the warp's values: one elected lane updates it ({dropped} lane updates of "
+            f"{len(idx)} warp executions folded into others)"
+        )
     if not any(op.startswith(_POPC_INC) for op in opcodes):
         return None
     if all(op.startswith(_POPC_INC) for op in opcodes):
@@ -433,8 +444,15 @@ def _decide(
     )
 
 
-def reconcile(trace: AccessTrace, sass: Sequence[SassMemLine]) -> Reconciliation:
-    """Rewrite ``trace.records`` to the SASS-level accesses of each source line (module doc)."""
+def reconcile(
+    trace: AccessTrace,
+    sass: Sequence[SassMemLine],
+    warp_aggregated: Collection[tuple[str | None, int | None]] = (),
+) -> Reconciliation:
+    """Rewrite ``trace.records`` to the SASS-level accesses of each source line (module doc).
+    ``warp_aggregated``: the lines (as ``sass`` names them) whose shared atomics ptxas made one
+    elected lane's update after a ``REDUX`` of the warp (rule 6)."""
+    aggregated_lines = {(_norm(f), ln) for f, ln in warp_aggregated}
     records = trace.records
     n = len(records)
     insts: Sequence[InstrInfo] = trace.instructions
@@ -477,7 +495,9 @@ def reconcile(trace: AccessTrace, sass: Sequence[SassMemLine]) -> Reconciliation
         if key[2] == "shared" and key[3] in ("atomic", "reduction") and action == "match":
             # PTX red.shared runs as ATOMS: its SASS is under the line's atomics
             atoms = entries or sass_by_key.get((key[0], key[1], "shared", "atomic"), [])
-            why = _aggregate(records, infos, recs_idx, atoms, edits)
+            why = _aggregate(
+                records, infos, recs_idx, atoms, edits, (key[0], key[1]) in aggregated_lines
+            )
             if why is not None:
                 action, detail = "aggregated", why
         notes.append(

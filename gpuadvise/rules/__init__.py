@@ -51,6 +51,7 @@ from gpuadvise.rules.atomics import (
     serial_updates,
     warp_aggregable,
     warp_aggregation_variant,
+    with_aggregation,
     with_serial_updates,
 )
 from gpuadvise.rules.bank_layout import (
@@ -531,6 +532,7 @@ __all__ = [
     "warp_scan_diff",
     "tree_tail_change",
     "with_scan_shuffled",
+    "with_aggregation",
     "with_serial_updates",
     "work_ratio",
 ]

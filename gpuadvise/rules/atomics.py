@@ -31,6 +31,7 @@ __all__ = [
     "serial_updates",
     "warp_aggregable",
     "warp_aggregation_variant",
+    "with_aggregation",
     "with_serial_updates",
 ]
 
@@ -39,6 +40,40 @@ CAS_ROUND_TRIP = {"shared": 2.0, "fp32": 1.0, "int": 1.0}
 the old value, the operation, the CAS (a shared access whose result decides), the test that
 ends the loop. One lane's update of an address must see the one before it, so the updates of
 one address follow each other at this round trip, whichever warp of the CTA makes them."""
+
+AGGREGATION_COMMON = {"int": 4.0, "xu": 2.0, "branch": 2.0}
+"""The warp instructions the fix kit's warp aggregation (``gpuadvise_warp_atomicAdd`` and
+friends, as ptxas compiles it for sm_90) runs once per warp-level request besides its match:
+``VOTE.ANY`` (the active mask), ``S2R SR_LANEID``, ``BREV``/``FLO`` (the leader), the test of a
+full match and its branch."""
+
+MATCH_PER_ADDRESS = 2.6
+"""``MATCH.ANY.U64``'s cost on the SM, in shuffle-pipe warp instructions, per distinct address
+among the lanes: measured on an H200 (2026-11-30, .gpu/s11-bounds/atomics.cu, 64 warps an SM):
+21.0 cycles a warp for 8 addresses (a shuffle: 0.92)."""
+
+AGGREGATION_CHAIN_COMMON = {"shuffle": 4.0, "int": 4.0, "xu": 2.0}
+"""The links of the common part on a warp's chain: the match (37 cycles measured alone, a
+shuffle's class), the leader and the test, and the reconvergence around the branch."""
+
+AGGREGATION_BUTTERFLY = {"shuffle": 5.0, "int": 5.0}
+"""The whole warp on one address: five ``SHFL.BFLY`` and the operation after each, dependent;
+pipes and chain alike. With :data:`AGGREGATION_CHAIN_COMMON`: 24 x 9 + 4 x 9 + 12 x 2 = 276
+cycles at the H200's latencies, measured 276 for one warp an SM (``atomicMax`` of 32 lanes on
+one word); 7.6 cycles a request on the SM's shuffle pipe, measured 7.8 at 64 warps an SM."""
+
+AGGREGATION_PER_LANE = {"shuffle": 2.0, "int": 6.0, "branch": 2.0}
+"""Several addresses in a request: each lane's value is one iteration of its address's loop,
+``__shfl_sync(peers, ...)`` under a partial mask: ptxas checks the mask first (``MATCH.ANY``,
+``REDUX.OR``, ``VOTEU.ANY``, ``LOP3``, ``BRA.DIV``), shuffles (``SHFL.IDX``), adds and steps;
+the groups of one warp, under different masks, run one after another (the ``BRA.DIV`` path),
+so a request's iterations are its active lanes', in turn: ten warp instructions each."""
+
+AGGREGATION_CHAIN_PER_LANE = {"shuffle": 1.0, "int": 3.0}
+"""One lane's iteration on the chain: the shuffle and the steps around it. Measured on an
+H200 (8 addresses of about 4 lanes, 32 lanes): 1286 cycles a request for one warp an SM, where
+the common part and 32 iterations give 136 + 32 x 36 = 1288; 86.3 cycles a request at 64 warps
+an SM, where the issue of 32 x 10 + 9 instructions gives 82 and the shuffle pipe 85."""
 
 ATOMICS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 """The access kinds of atomics and reductions (``red``), as ints."""
@@ -83,6 +118,52 @@ def with_serial_updates(work: KernelWork, updates: float) -> KernelWork:
     for k, n in CAS_ROUND_TRIP.items():
         chain[k] = chain.get(k, 0.0) + extra * n
     return replace(work, chain=chain, chain_unordered=None)
+
+
+def with_aggregation(work: KernelWork, c: Contention, ctas: int) -> KernelWork:
+    """``work`` with the fix kit's warp aggregation run at each of the line's warp-level requests
+    (``c``, over ``ctas`` traced CTAs), on the pipes (warp instructions a CTA) and on the
+    critical warp's chain (its share of the CTA's requests: a warp's requests are its own, one
+    after another): :data:`AGGREGATION_COMMON` and the match (:data:`MATCH_PER_ADDRESS` for
+    each of the request's addresses) each, then the butterfly (:data:`AGGREGATION_BUTTERFLY`)
+    where a request's 32 lanes name one address, else every active lane's iteration
+    (:data:`AGGREGATION_PER_LANE`, :data:`AGGREGATION_CHAIN_PER_LANE`). The atomics themselves
+    stay (the bank model's wavefronts, one per address after)."""
+    if ctas <= 0 or c.requests <= 0:
+        return work
+    per_cta = c.requests / ctas
+    per_warp = per_cta / max(work.warps_per_cta, 1)
+    lanes = c.lanes / c.requests
+    addresses = c.addresses / c.requests
+    butterfly = c.addresses == c.requests and c.lanes == 32 * c.requests
+    pipe_body = (
+        AGGREGATION_BUTTERFLY
+        if butterfly
+        else {k: v * lanes for k, v in AGGREGATION_PER_LANE.items()}
+    )
+    chain_body = (
+        AGGREGATION_BUTTERFLY
+        if butterfly
+        else {k: v * lanes for k, v in AGGREGATION_CHAIN_PER_LANE.items()}
+    )
+    match = {"shuffle": MATCH_PER_ADDRESS * addresses}
+    pipes = dict(work.pipes)
+    for part in (AGGREGATION_COMMON, match, pipe_body):
+        for k, v in part.items():
+            pipes[k] = pipes.get(k, 0.0) + v * per_cta
+    # the instructions one warp issues: the match is one
+    added = sum(AGGREGATION_COMMON.values()) + 1.0 + sum(pipe_body.values())
+    chain = dict(work.chain)
+    for part in (AGGREGATION_CHAIN_COMMON, chain_body):
+        for k, v in part.items():
+            chain[k] = chain.get(k, 0.0) + v * per_warp
+    return replace(
+        work,
+        pipes=pipes,
+        chain=chain,
+        chain_unordered=None,
+        critical_instructions=work.critical_instructions + added * per_warp,
+    )
 
 
 _Lines = dict[tuple[str | None, int | None], Contention]

@@ -171,7 +171,13 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     line = (base + lanes.off.astype(np.int64)) // 128
     # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
     pairs = distinct_rows([thread, line])
-    lines_per_thread = pairs.shape[1] / max(len(distinct(thread)), 1)
+    # a line is held for the rows that walk it: its own row's thread, or the two rows that meet
+    # in it (each holds it for its part of the walk); a line that more of the CTA's threads
+    # read (a stencil's window: kernels/cells, each neighbour's cell read by 24 others) is one
+    # line of the L1 for all of them, counted as a line two rows meet in
+    cta_line, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
+    held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
+    lines_per_thread = held / max(len(distinct(thread)), 1)
     threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
     l1 = float(l1_bytes_left(device, ctx.occupancy))

@@ -52,6 +52,7 @@ __all__ = [
     "parse_cuobjdump",
     "parse_nvdisasm",
     "source_text",
+    "warp_aggregated_atomics",
 ]
 
 MemSpace = Literal["global", "shared", "local", "constant", "generic"]
@@ -640,6 +641,34 @@ def memory_summary(
         )
         for key, instrs in sorted(groups.items(), key=lambda kv: order(kv[0]))
     )
+
+
+_UNIFORM_ADDRESS = re.compile(r"^\[UR\d+(?:\s*\+\s*(?:0x[0-9a-fA-F]+|\d+))?\]$")
+
+
+def warp_aggregated_atomics(
+    instructions: Iterable[SassInstruction],
+) -> frozenset[tuple[str | None, int | None]]:
+    """The source lines (innermost, as :func:`memory_summary` gives them) whose shared-memory
+    atomics ptxas aggregated per warp: every ``ATOMS`` of the line updates a warp-uniform address
+    (``[URn]``, ``[URn+imm]``: one word for all the lanes), under a predicate (the one elected
+    lane), and a ``REDUX`` at the same line combines the lanes' values into a uniform register
+    first. What ptxas makes of ``atomicMax(&m, v)`` on a ``__shared__ int m`` (sm_80 on:
+    ``VOTEU.ANY``, ``REDUX.MAX.S32 UR7, R2``, ``@P1 ATOMS.MAX.S32 RZ, [UR4], R0``): one update
+    per warp, not one per lane."""
+    atoms: dict[tuple[str | None, int | None], list[bool]] = {}
+    redux: set[tuple[str | None, int | None]] = set()
+    for i in instructions:
+        if i.never_executes:
+            continue
+        key = (i.file, i.line)
+        if i.base_opcode == "REDUX":
+            redux.add(key)
+        elif i.base_opcode == "ATOMS" and not i.opcode.startswith(("ATOMS.CAS", "ATOMS.POPC")):
+            ops = operand_list(i.operands)
+            uniform = len(ops) > 1 and bool(_UNIFORM_ADDRESS.match(ops[1]))
+            atoms.setdefault(key, []).append(uniform and i.predicate is not None)
+    return frozenset(k for k, flags in atoms.items() if k in redux and all(flags))
 
 
 def source_text(file: str | os.PathLike[str] | None, line: int | None) -> str | None:

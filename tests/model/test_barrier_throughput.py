@@ -90,3 +90,29 @@ def test_preset_rate_is_the_h200_measurement() -> None:
     assert h100.barrier_warp_cycles == h200.barrier_warp_cycles
     # an older architecture has no measurement: no term
     assert device_rates(preset("V100")).barrier_warp_cycles == 0.0
+
+
+def test_a_barrier_on_the_chain_waits_for_each_warp_of_its_cta():
+    """gpuadvise.model.execution.barrier_latency, by hand: 24 cycles and 2.2 a warp, a CTA of 8
+    warps: 24 + 17.6 = 41.6 cycles a barrier (measured on an H200, one CTA an SM: 43.1). A
+    reduction tree's step, one warp's shared load, add and store between two barriers, 8 warps:
+    30 + 4 + 1 + 41.6 = 76.6 cycles on the critical path (measured 78.3); 10 steps, one CTA an
+    SM, one round: 766 cycles. Without the per-warp term (0: a GPU not measured): 590."""
+    from gpuadvise.model.execution import barrier_latency
+
+    rates = replace(RATES, barrier_arrive_cycles=2.2)
+    step = KernelWork(
+        pipes={"barrier": 80.0, "int": 10.0},
+        chain={"shared": 10.0, "int": 10.0, "store": 10.0, "barrier": 10.0},
+        critical_instructions=50.0,
+        ctas=132,
+        warps_per_cta=8,
+    )
+    assert barrier_latency(step, rates) == pytest.approx(41.6)
+    assert barrier_latency(replace(step, warps_per_cta=32), rates) == pytest.approx(94.4)
+    t = compute_terms(step, H200, rates)
+    assert t is not None and t.chain_cycles == pytest.approx(766.0)
+    assert t.dependency_s == pytest.approx(766.0 / HZ)
+    plain = compute_terms(step, H200, RATES)
+    assert plain is not None and plain.chain_cycles == pytest.approx(590.0)
+    assert device_rates(H200).barrier_arrive_cycles == 2.2

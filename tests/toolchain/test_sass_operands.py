@@ -48,3 +48,33 @@ def test_halfword_prmt(operands, want):
 def test_same_source_file() -> None:
     assert same_source_file("/a/b/k.cu", "k.cu") and same_source_file("x/../k.cu", "k.cu")
     assert not same_source_file("k.cu", "j.cu") and not same_source_file(None, "k.cu")
+
+
+def _si(offset, opcode, operands, predicate=None, line=152):
+    from gpuadvise.toolchain.sass import SassInstruction
+
+    return SassInstruction(
+        offset, opcode, opcode.split(".")[0], predicate, operands, "atomics.hpp", line
+    )
+
+
+def test_warp_aggregated_atomics_need_a_redux_a_uniform_address_and_an_elected_lane():
+    """ptxas's code for ``atomicMax(&m, v)`` on a ``__shared__ int`` (sm_90, kernels/atomics
+    block_max): REDUX.MAX.S32 of the warp into a uniform register, then one elected lane's
+    predicated ATOMS.MAX on ``[UR4]``: one update per warp. A per-lane address (``[R4+UR4]``,
+    bins8), an unpredicated ATOMS, no REDUX at the line, or a compare-and-swap loop: not."""
+    from gpuadvise.toolchain.sass import warp_aggregated_atomics
+
+    redux = _si(0x10, "REDUX.MAX.S32", "UR7, R2")
+    elected = _si(0x20, "ATOMS.MAX.S32", "RZ, [UR4], R0", "@P1")
+    assert warp_aggregated_atomics([redux, elected]) == {("atomics.hpp", 152)}
+    assert warp_aggregated_atomics([redux, _si(0x20, "ATOMS.MAX.S32", "RZ, [UR4+0x10], R0", "@P1")])
+    assert not warp_aggregated_atomics([elected])
+    assert not warp_aggregated_atomics([redux, _si(0x20, "ATOMS.ADD", "RZ, [R4+UR4], R5", "@P1")])
+    assert not warp_aggregated_atomics([redux, _si(0x20, "ATOMS.MAX.S32", "RZ, [UR4], R0")])
+    assert not warp_aggregated_atomics([redux, elected, _si(0x30, "ATOMS.MAX.S32", "RZ, [R3], R0")])
+    assert not warp_aggregated_atomics(
+        [redux, _si(0x20, "ATOMS.MAX.S32", "RZ, [UR4], R0", "@P1", 7)]
+    )
+    cas = _si(0x20, "ATOMS.CAST.SPIN", "R3, [UR4], R2, R3", "@P1")
+    assert not warp_aggregated_atomics([redux, cas])
