@@ -175,7 +175,7 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     # in it (each holds it for its part of the walk); a line that more of the CTA's threads
     # read (a stencil's window: kernels/cells, each neighbour's cell read by 24 others) is one
     # line of the L1 for all of them, counted as a line two rows meet in
-    cta_line, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
+    _, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
     held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
     lines_per_thread = held / max(len(distinct(thread)), 1)
     threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
