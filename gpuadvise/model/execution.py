@@ -226,12 +226,15 @@ class LoadMix:
     model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
     accesses' wavefronts per request (1: no bank conflicts). ``missing_per_warp``: the launch's
     load requests per warp that bring a sector into the L1 (0: not known), which
-    :meth:`per_wait` spreads over a warp's waits."""
+    :meth:`per_wait` spreads over a warp's waits; ``missing_apart``: the share of them that
+    fall on waits of their own (1: each alone; a half: two missing requests a wait, as two
+    arrays' rows crossing into new sectors in the same iteration)."""
 
     l1_miss: float = 1.0
     l2_miss: float = 0.0
     shared_ways: float = 1.0
     missing_per_warp: float = 0.0
+    missing_apart: float = 1.0
 
     def global_cycles(self, lat: Mapping[str, float]) -> float:
         """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
@@ -244,14 +247,15 @@ class LoadMix:
         ``waits_per_warp`` of them) rather than of its requests: a warp that issues several
         independent loads and then waits for them all (an iteration's loads of several arrays,
         an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
-        does. The missing requests are taken to fall on distinct waits, the most waits they
-        can reach: ``min(1, missing requests / waits)``, never below the requests' fraction;
-        the fewest, the requests' fraction itself (every miss in a wait of missing loads), is
-        what the upper bounds' after side takes (``missing_per_warp`` 0). With one load a wait
-        the request's fraction is kept."""
+        does. The missing requests fall on ``missing_apart`` of as many waits (the trace's:
+        a warp's requests spread evenly over its waits in execution order):
+        ``min(1, missing requests x missing_apart / waits)``, never below the requests'
+        fraction; the fewest, the requests' fraction itself (every miss in a wait of missing
+        loads), is what the upper bounds' after side takes (``missing_per_warp`` 0). With one
+        load a wait the request's fraction is kept."""
         if self.missing_per_warp <= 0 or waits_per_warp <= 0:
             return self
-        per_wait = max(self.l1_miss, self.missing_per_warp / waits_per_warp)
+        per_wait = max(self.l1_miss, self.missing_per_warp * self.missing_apart / waits_per_warp)
         return replace(self, l1_miss=min(per_wait, 1.0))
 
 
