@@ -199,7 +199,8 @@ class Traffic:
     :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known);
     ``l2_refetch_load_requests``: the load requests that re-read sectors the L1 gave up (its
     capacity: each request's share of its sectors refetched); ``missing_apart``: the share of
-    the missing requests that fall on waits of their own (1: each alone;
+    the missing requests that fall on waits of their own, by the loads a warp issues for a
+    wait (``(loads, share)`` pairs, from the trace; none: each alone;
     :meth:`~gpuadvise.model.execution.LoadMix.per_wait`)."""
 
     l1_cycles: float = 0.0
@@ -218,7 +219,7 @@ class Traffic:
     shared_requests: float = 0.0
     l2_missing_load_requests: float = 0.0
     l2_refetch_load_requests: float = 0.0
-    missing_apart: float = 1.0
+    missing_apart: tuple[tuple[float, float], ...] = ()
 
     def load_mix(self) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
@@ -244,7 +245,8 @@ class Traffic:
             min(max(l2_miss, 0.0), 1.0),
             max(ways, 1.0),
             per_warp,
-            min(max(self.missing_apart, 0.0), 1.0),
+            self.missing_apart,
+            self.load_requests / warps if warps > 0 else 0.0,
         )
 
 

@@ -128,10 +128,14 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
-_MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, float]] = weakref.WeakKeyDictionary()
+_MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, tuple[tuple[float, float], ...]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
+def _missing_requests(
+    view: TraceView, l2: _SectorSet
+) -> tuple[float, tuple[tuple[float, float], ...]]:
     """The load requests (records, weighted as they stand for) that bring at least one sector
     of their CTA into the L1: each key of ``l2`` (a CTA's sector) is brought by the first lane
     that touches it. A request of 32 lanes in 32 rows that misses counts once, not 32 times (the
@@ -140,7 +144,7 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
     got = _MISSING.get(view)
     if got is None:
         if len(l2.group) == 0:
-            got = (0.0, 1.0)
+            got = (0.0, ())
         else:
             g = np.asarray(l2.group).reshape(-1)
             order = np.argsort(g, kind="stable")
@@ -152,22 +156,24 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
     return got
 
 
-def _missing_apart(view: TraceView, missing: np.ndarray) -> float:
-    """The share of the missing load records ``missing`` that fall on waits of their own: a
-    warp's load requests are spread evenly over the global waits of its chain
-    (``view.work.chain["global"]``, the CTA's critical warp's), in execution order, so that
-    the requests issued together before one wait (an iteration's loads of several arrays, an
-    unrolled loop's) share it: two rows crossing into new sectors in the same iteration miss
-    on one wait, not two. The waits with a miss over the missing records, per warp (1 when
-    each is alone, without the chain or the records)."""
-    work = view.work
-    waits = 0.0 if work is None else float(work.chain.get("global", 0.0))
-    if waits <= 0 or not len(missing):
-        return 1.0
+# the loads a warp issues for each of its waits at which the share of its missing loads that wait
+# alone is read off the trace (:func:`_missing_apart`); between them it is interpolated
+APART_LOADS_PER_WAIT = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0)
+
+
+def _missing_apart(view: TraceView, missing: np.ndarray) -> tuple[tuple[float, float], ...]:
+    """The share of the missing load records ``missing`` that fall on waits of their own, for
+    each count of loads a warp issues for one wait (:data:`APART_LOADS_PER_WAIT`): a warp's
+    load requests spread evenly over its waits in execution order, ``r`` of them a wait, so
+    that the requests issued together before one wait (an iteration's loads of several arrays,
+    an unrolled loop's) share it: two rows crossing into new sectors in the same iteration
+    miss on one wait, not two. The waits with a miss over the missing records, per warp, as
+    ``(r, share)`` pairs (:meth:`gpuadvise.model.execution.LoadMix.per_wait` reads the share
+    at its chain's ``r``); none without missing records."""
     recs = view.records
     li = np.flatnonzero(_costs(view).kind == int(Kind.LOAD))
-    if not len(li):
-        return 1.0
+    if not len(li) or not len(missing):
+        return ()
     wkey = (recs["cta"][li].astype(np.int64) << 16) | recs["warp"][li].astype(np.int64)
     _, warp = distinct_inverse(wkey)
     warp = np.asarray(warp, np.int64).reshape(-1)
@@ -177,13 +183,16 @@ def _missing_apart(view: TraceView, missing: np.ndarray) -> float:
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     rank = np.empty(len(li), np.int64)
     rank[order] = np.arange(len(li)) - np.repeat(starts, counts)
-    loads = np.bincount(warp, weights=view.rec_weight[li])  # the warp's loads, as they stand for
-    wait = np.floor(rank * waits / np.maximum(loads[warp], 1e-12)).astype(np.int64)
     hit = member(li, missing)
-    if not hit.any():
-        return 1.0
-    n_waits = len(distinct((warp[hit] << 32) | wait[hit]))
-    return min(n_waits / int(hit.sum()), 1.0)
+    n = int(hit.sum())
+    if not n:
+        return ()
+    w, k = warp[hit], rank[hit]
+    out = []
+    for r in APART_LOADS_PER_WAIT:
+        wait = np.floor(k / r).astype(np.int64)
+        out.append((r, min(len(distinct((w << 32) | wait)) / n, 1.0)))
+    return tuple(out)
 
 
 _OWN: weakref.WeakKeyDictionary[TraceView, np.ndarray] = weakref.WeakKeyDictionary()
@@ -507,7 +516,7 @@ def _view_traffic(
     lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
-    missing, apart = _missing_requests(view, sets["l2"]) if only is None else (0.0, 1.0)
+    missing, apart = _missing_requests(view, sets["l2"]) if only is None else (0.0, ())
     lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use

@@ -643,16 +643,23 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     ).load_mix()
     assert refetched.l1_miss == pytest.approx(96 / 512)
     # atax's other load, x[j], crosses into a new sector in the same iterations as A's rows:
-    # 64 missing requests on 32 waits, half of them apart (the trace's missing_apart): 1/8 of
-    # the waits miss, not 1/4
+    # 64 missing requests (32 of A, 32 of x), two of the 512 requests a wait on 256 waits. Each
+    # alone they would make 64 of the waits miss (1/4); the trace says a wait that holds one
+    # holds both at two loads a wait (apart 1/2), so 32 waits miss (1/8)
     both = Traffic(
         work=rows, load_requests=512.0, l2_load_sectors=1056.0, l2_missing_load_requests=64.0
     )
     assert both.load_mix().per_wait(256.0).l1_miss == pytest.approx(1 / 4)
-    together = replace(both, missing_apart=0.5).load_mix()
-    assert together.missing_apart == 0.5 and together.per_wait(256.0).l1_miss == pytest.approx(
-        1 / 8
-    )
+    curve = ((1.0, 1.0), (2.0, 0.5), (8.0, 0.25))
+    together = replace(both, missing_apart=curve).load_mix()
+    assert together.requests_per_warp == 512.0 and together.apart(256.0) == 0.5
+    assert together.per_wait(256.0).l1_miss == pytest.approx(1 / 8)
+    # between the trace's points, linearly in the logarithm of the loads a wait: 4 loads a wait
+    # (128 waits), halfway from 2 to 8: apart 3/8, 24 of the 128 waits miss
+    assert together.apart(128.0) == pytest.approx(0.375)
+    assert together.per_wait(128.0).l1_miss == pytest.approx(64 * 0.375 / 128)
+    # beyond its ends, the ends: one load a wait or fewer, each alone; 32 a wait, the last
+    assert together.apart(1024.0) == 1.0 and together.apart(16.0) == 0.25
     # the per-wait fraction never falls below the requests' (a chain with more global links
     # than the mean warp's requests: the critical warp of an uneven CTA)
     assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)
