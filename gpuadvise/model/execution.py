@@ -226,35 +226,12 @@ class LoadMix:
     model: L2 sectors over requested sectors, DRAM-filled over L2 sectors), and the shared
     accesses' wavefronts per request (1: no bank conflicts). ``missing_per_warp``: the launch's
     load requests per warp that bring a sector into the L1 (0: not known), which
-    :meth:`per_wait` spreads over a warp's waits; ``missing_apart``: the share of them that
-    fall on waits of their own (1: each alone; a half: two missing requests a wait, as two
-    arrays' rows crossing into new sectors in the same iteration), by the load requests a warp
-    issues for one wait: ``(loads, share)`` pairs, loads increasing (none: each alone);
-    ``requests_per_warp``: the launch's load requests per warp."""
+    :meth:`per_wait` spreads over a warp's waits."""
 
     l1_miss: float = 1.0
     l2_miss: float = 0.0
     shared_ways: float = 1.0
     missing_per_warp: float = 0.0
-    missing_apart: tuple[tuple[float, float], ...] = ()
-    requests_per_warp: float = 0.0
-
-    def apart(self, waits_per_warp: float) -> float:
-        """The share of the missing requests on waits of their own when a warp waits
-        ``waits_per_warp`` times (its ``requests_per_warp`` over them): ``missing_apart`` read
-        at that many loads a wait, linearly in the logarithm of the loads between its points,
-        its ends beyond them; 1 without them."""
-        pts = self.missing_apart
-        if not pts or self.requests_per_warp <= 0 or waits_per_warp <= 0:
-            return 1.0
-        r = self.requests_per_warp / waits_per_warp
-        if r <= pts[0][0]:
-            return pts[0][1]
-        for (r0, a0), (r1, a1) in zip(pts, pts[1:], strict=False):
-            if r <= r1:
-                t = math.log(r / r0) / math.log(r1 / r0)
-                return a0 + t * (a1 - a0)
-        return pts[-1][1]
 
     def global_cycles(self, lat: Mapping[str, float]) -> float:
         """A global load's expected latency: L1 hit, else L2 hit, else DRAM."""
@@ -267,16 +244,14 @@ class LoadMix:
         ``waits_per_warp`` of them) rather than of its requests: a warp that issues several
         independent loads and then waits for them all (an iteration's loads of several arrays,
         an unrolled loop's) waits for the slowest, so the wait misses the L1 when any of them
-        does. The missing requests fall on :meth:`apart` of as many waits (the trace's: a
-        warp's requests spread evenly over its waits in execution order):
-        ``min(1, missing requests x apart / waits)``, never below the requests' fraction;
+        does. The missing requests are taken to fall on distinct waits, the most waits they
+        can reach: ``min(1, missing requests / waits)``, never below the requests' fraction;
         the fewest, the requests' fraction itself (every miss in a wait of missing loads), is
-        what the upper bounds' after side takes (``missing_per_warp`` 0). With one load a
-        wait the request's fraction is kept."""
+        what the upper bounds' after side takes (``missing_per_warp`` 0). With one load a wait
+        the request's fraction is kept."""
         if self.missing_per_warp <= 0 or waits_per_warp <= 0:
             return self
-        apart = self.apart(waits_per_warp)
-        per_wait = max(self.l1_miss, self.missing_per_warp * apart / waits_per_warp)
+        per_wait = max(self.l1_miss, self.missing_per_warp / waits_per_warp)
         return replace(self, l1_miss=min(per_wait, 1.0))
 
 

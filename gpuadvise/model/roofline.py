@@ -197,11 +197,8 @@ class Traffic:
     ``l2_missing_load_requests``: the load requests that bring a sector into the L1 (each once,
     however many sectors it misses: the waits of a warp's chain that go to the L2,
     :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known);
-    ``l2_refetch_load_requests``: the load requests that re-read sectors the L1 gave up (its
-    capacity: each request's share of its sectors refetched); ``missing_apart``: the share of
-    the missing requests that fall on waits of their own, by the loads a warp issues for a
-    wait (``(loads, share)`` pairs, from the trace; none: each alone;
-    :meth:`~gpuadvise.model.execution.LoadMix.per_wait`)."""
+    ``l2_refetch_load_sectors``: the part of ``l2_load_sectors`` that re-reads sectors the L1
+    gave up (its capacity)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -218,21 +215,21 @@ class Traffic:
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
     l2_missing_load_requests: float = 0.0
-    l2_refetch_load_requests: float = 0.0
-    missing_apart: tuple[tuple[float, float], ...] = ()
+    l2_refetch_load_sectors: float = 0.0
 
     def load_mix(self) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
         waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1
-        miss fraction is that of requests: the requests that bring a sector into the L1 or
-        re-read one it gave up, over the requests (a strided request of 32 missing sectors and
-        a coalesced one of 4 both wait for the L2 once); without those counts, the L2 sectors
-        over the requests (exact where a missing request misses one sector), at most 1. The
-        L2's is that of its sectors (those DRAM fills)."""
+        miss fraction is that of requests: the requests that bring a sector into the L1, each
+        once however many sectors it misses (a strided request of 32 sectors and a coalesced
+        one of 4 both wait for the L2 once), and the sectors re-read after the L1 gave them up
+        (each its own wait: the capacity model's share is a sector's), over the requests, at
+        most 1; without the missing requests' count, the L2 sectors over the requests (which
+        counted a coalesced miss four times). The L2's is that of its sectors (those DRAM
+        fills)."""
         if self.l2_missing_load_requests > 0 and self.load_requests > 0:
-            l1_miss = (
-                self.l2_missing_load_requests + self.l2_refetch_load_requests
-            ) / self.load_requests
+            missed = self.l2_missing_load_requests + self.l2_refetch_load_sectors
+            l1_miss = missed / self.load_requests
         else:
             l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
         l2_sectors = self.l2_load_sectors * 32.0
@@ -241,12 +238,7 @@ class Traffic:
         warps = self.work.ctas * self.work.warps_per_cta if self.work is not None else 0
         per_warp = self.l2_missing_load_requests / warps if warps > 0 else 0.0
         return LoadMix(
-            min(max(l1_miss, 0.0), 1.0),
-            min(max(l2_miss, 0.0), 1.0),
-            max(ways, 1.0),
-            per_warp,
-            self.missing_apart,
-            self.load_requests / warps if warps > 0 else 0.0,
+            min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0), per_warp
         )
 
 

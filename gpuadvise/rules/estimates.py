@@ -128,71 +128,27 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
-_MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, tuple[tuple[float, float], ...]]] = (
-    weakref.WeakKeyDictionary()
-)
+_MISSING: weakref.WeakKeyDictionary[TraceView, float] = weakref.WeakKeyDictionary()
 
 
-def _missing_requests(
-    view: TraceView, l2: _SectorSet
-) -> tuple[float, tuple[tuple[float, float], ...]]:
+def _missing_requests(view: TraceView, l2: _SectorSet) -> float:
     """The load requests (records, weighted as they stand for) that bring at least one sector
     of their CTA into the L1: each key of ``l2`` (a CTA's sector) is brought by the first lane
     that touches it. A request of 32 lanes in 32 rows that misses counts once, not 32 times (the
-    warp waits for it once). With it, the share of them that fall on waits of their own
-    (:func:`_missing_apart`). Once per view."""
+    warp waits for it once). Once per view."""
     got = _MISSING.get(view)
     if got is None:
         if len(l2.group) == 0:
-            got = (0.0, ())
+            got = 0.0
         else:
             g = np.asarray(l2.group).reshape(-1)
             order = np.argsort(g, kind="stable")
             gs = g[order]
             first = order[np.concatenate(([True], gs[1:] != gs[:-1]))]
             recs = distinct(view.lanes.rec[l2.lanes[first]].astype(np.int64))
-            got = (float(view.rec_weight[recs].sum()), _missing_apart(view, recs))
+            got = float(view.rec_weight[recs].sum())
         _MISSING[view] = got
     return got
-
-
-# the loads a warp issues for each of its waits at which the share of its missing loads that wait
-# alone is read off the trace (:func:`_missing_apart`); between them it is interpolated
-APART_LOADS_PER_WAIT = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0)
-
-
-def _missing_apart(view: TraceView, missing: np.ndarray) -> tuple[tuple[float, float], ...]:
-    """The share of the missing load records ``missing`` that fall on waits of their own, for
-    each count of loads a warp issues for one wait (:data:`APART_LOADS_PER_WAIT`): a warp's
-    load requests spread evenly over its waits in execution order, ``r`` of them a wait, so
-    that the requests issued together before one wait (an iteration's loads of several arrays,
-    an unrolled loop's) share it: two rows crossing into new sectors in the same iteration
-    miss on one wait, not two. The waits with a miss over the missing records, per warp, as
-    ``(r, share)`` pairs (:meth:`gpuadvise.model.execution.LoadMix.per_wait` reads the share
-    at its chain's ``r``); none without missing records."""
-    recs = view.records
-    li = np.flatnonzero(_costs(view).kind == int(Kind.LOAD))
-    if not len(li) or not len(missing):
-        return ()
-    wkey = (recs["cta"][li].astype(np.int64) << 16) | recs["warp"][li].astype(np.int64)
-    _, warp = distinct_inverse(wkey)
-    warp = np.asarray(warp, np.int64).reshape(-1)
-    # each load's rank among its warp's (the records are in execution order within a CTA)
-    order = np.argsort(warp, kind="stable")
-    counts = np.bincount(warp)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rank = np.empty(len(li), np.int64)
-    rank[order] = np.arange(len(li)) - np.repeat(starts, counts)
-    hit = member(li, missing)
-    n = int(hit.sum())
-    if not n:
-        return ()
-    w, k = warp[hit], rank[hit]
-    out = []
-    for r in APART_LOADS_PER_WAIT:
-        wait = np.floor(k / r).astype(np.int64)
-        out.append((r, min(len(distinct((w << 32) | wait)) / n, 1.0)))
-    return tuple(out)
 
 
 _OWN: weakref.WeakKeyDictionary[TraceView, np.ndarray] = weakref.WeakKeyDictionary()
@@ -516,7 +472,7 @@ def _view_traffic(
     lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
-    missing, apart = _missing_requests(view, sets["l2"]) if only is None else (0.0, ())
+    missing = _missing_requests(view, sets["l2"]) if only is None else 0.0
     lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
@@ -528,11 +484,8 @@ def _view_traffic(
     # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
     # but for the changed records' (they move only the bytes they use, each once)
     refetch = l1_refetch(device, view, None if only is None else keep)
-    l2_load += float(refetch[keep & ~sel].sum())
-    # the requests those re-reads make wait: each record's share of its sectors refetched
-    refetch_requests = float(
-        (refetch / np.maximum(c.sectors, 1))[keep & ~sel & (c.kind == int(Kind.LOAD))].sum()
-    )
+    refetched = float(refetch[keep & ~sel].sum())
+    l2_load += refetched
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
         c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
@@ -587,8 +540,7 @@ def _view_traffic(
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,
         l2_missing_load_requests=min(missing, l2_load) * s,
-        l2_refetch_load_requests=refetch_requests * s,
-        missing_apart=apart,
+        l2_refetch_load_sectors=refetched * s,
     )
 
 

@@ -8,8 +8,6 @@ H200: 132 SMs at 1980 MHz."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from gpuadvise.devices import PipeRates, memory_rates, preset
@@ -633,33 +631,15 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     assert r.l1_miss == pytest.approx(1 / 16) and r.per_wait(256.0).l1_miss == pytest.approx(1 / 8)
     # without the missing requests' count, the sectors over the requests, at most 1
     assert Traffic(work=rows, load_requests=512.0, l2_load_sectors=1024.0).load_mix().l1_miss == 1
-    # the L1's capacity misses count by the requests they make wait: 64 more of the 512
+    # the L1's capacity misses count by the sectors re-read (each its own wait): 64 more
     refetched = Traffic(
         work=rows,
         load_requests=512.0,
-        l2_load_sectors=2048.0,
+        l2_load_sectors=1088.0,
         l2_missing_load_requests=32.0,
-        l2_refetch_load_requests=64.0,
+        l2_refetch_load_sectors=64.0,
     ).load_mix()
     assert refetched.l1_miss == pytest.approx(96 / 512)
-    # atax's other load, x[j], crosses into a new sector in the same iterations as A's rows:
-    # 64 missing requests (32 of A, 32 of x), two of the 512 requests a wait on 256 waits. Each
-    # alone they would make 64 of the waits miss (1/4); the trace says a wait that holds one
-    # holds both at two loads a wait (apart 1/2), so 32 waits miss (1/8)
-    both = Traffic(
-        work=rows, load_requests=512.0, l2_load_sectors=1056.0, l2_missing_load_requests=64.0
-    )
-    assert both.load_mix().per_wait(256.0).l1_miss == pytest.approx(1 / 4)
-    curve = ((1.0, 1.0), (2.0, 0.5), (8.0, 0.25))
-    together = replace(both, missing_apart=curve).load_mix()
-    assert together.requests_per_warp == 512.0 and together.apart(256.0) == 0.5
-    assert together.per_wait(256.0).l1_miss == pytest.approx(1 / 8)
-    # between the trace's points, linearly in the logarithm of the loads a wait: 4 loads a wait
-    # (128 waits), halfway from 2 to 8: apart 3/8, 24 of the 128 waits miss
-    assert together.apart(128.0) == pytest.approx(0.375)
-    assert together.per_wait(128.0).l1_miss == pytest.approx(64 * 0.375 / 128)
-    # beyond its ends, the ends: one load a wait or fewer, each alone; 32 a wait, the last
-    assert together.apart(1024.0) == 1.0 and together.apart(16.0) == 0.25
     # the per-wait fraction never falls below the requests' (a chain with more global links
     # than the mean warp's requests: the critical warp of an uneven CTA)
     assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)
