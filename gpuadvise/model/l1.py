@@ -43,7 +43,9 @@ it had just stored, each in full, took 45.5 cycles a load, the L1 hit's 45.5, wh
 its 32) is no L1 miss: the callers leave it out of the L2's loads and of DRAM's fills, and the
 capacity model takes the store as the sector's previous access (the window from the store to
 the load; the store itself still adds no lines to any window). A sector stored in part is
-left a miss (not measured: whether the L1 keeps a partial sector).
+left a miss, though the L1 keeps a partial sector's stored bytes (benchmarks/store_reload_probe,
+an H200: half a sector's words stored and reloaded, 48.0 cycles; its unwritten words, 291.4):
+a load of stored bytes only is a hit there, not modelled yet.
 
 Pure: numpy, no I/O.
 """
