@@ -32,8 +32,20 @@ understates misses just past the capacity. What the model counts:
 
 A sum of lines over-counts a window that loads the same line again (a stencil's neighbours):
 the cap at the CTA's distinct lines keeps a small footprint's re-reads in the L1 whatever the
-window. Stores are left out of the window (write-through, they allocate no line), and so are
-evict-first loads (``.cs``: the lines the L1 gives up first).
+window. Stores' lines are left out of the window, and so are evict-first loads (``.cs``: the
+lines the L1 gives up first).
+
+**A CTA's reload of what it stored** (:func:`written_before_read`): the L1 is write-through, but
+a store leaves the sectors it writes in the L1: on an H200 (s10-launch's probe, 2026-11-30,
+/work/gpu_logs/s10probes/s10-launch/probe.txt) a warp's dependent chain of loads of the 64 lines
+it had just stored, each in full, took 45.5 cycles a load, the L1 hit's 45.5, where the L2's is
+297. So a CTA's first load of a sector that its own stores wrote in full before (every byte of
+its 32) is no L1 miss: the callers leave it out of the L2's loads and of DRAM's fills, and the
+capacity model takes the store as the sector's previous access (the window from the store to
+the load; the store itself still adds no lines to any window). A sector stored in part is
+left a miss, though the L1 keeps a partial sector's stored bytes (benchmarks/store_reload_probe,
+an H200: half a sector's words stored and reloaded, 48.0 cycles; its unwritten words, 291.4):
+a load of stored bytes only is a hit there, not modelled yet.
 
 Pure: numpy, no I/O.
 """
@@ -44,6 +56,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.arrays import distinct_inverse
+
 __all__ = [
     "L1_LINE_BYTES",
     "L1_UNUSED_BYTES",
@@ -51,6 +65,7 @@ __all__ = [
     "L1Reuse",
     "capacity_misses",
     "range_min",
+    "written_before_read",
 ]
 
 L1_LINE_BYTES = 128
@@ -160,6 +175,57 @@ def capacity_misses(
     window[cur] = lines
     miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
     return L1Reuse(window, miss)
+
+
+def written_before_read(
+    key: np.ndarray,
+    rec: np.ndarray,
+    is_load: np.ndarray,
+    offset: np.ndarray,
+    width: np.ndarray,
+    sector_bytes: int = 32,
+) -> np.ndarray:
+    """Per access, whether it is a load of a sector that the same CTA's stores wrote in full
+    before its first load of it, or one of those stores (the module doc: the L1 serves such a
+    load from what the store left). ``key``: per access (a lane's load or store), its
+    (CTA, buffer, sector) as one integer; ``rec``: its record, the CTA's records in execution
+    order; ``is_load``; ``offset``: its byte offset in the sector; ``width``: its bytes. A
+    sector counts as written in full when the distinct bytes its stores wrote before the CTA's
+    first load of it (each access's offset and width in the sector) are ``sector_bytes``."""
+    key = np.asarray(key, np.int64)
+    n = len(key)
+    out = np.zeros(n, bool)
+    is_load = np.asarray(is_load, bool)
+    if not n or is_load.all() or not is_load.any():
+        return out
+    rec = np.asarray(rec, np.int64)
+    _, group = distinct_inverse(key)
+    group = np.asarray(group, np.int64).reshape(-1)
+    n_groups = int(group.max()) + 1
+    # each sector's first load (its record; the records are in each CTA's execution order)
+    first_load = np.full(n_groups, np.iinfo(np.int64).max)
+    np.minimum.at(first_load, group[is_load], rec[is_load])
+    loaded = first_load[group] < np.iinfo(np.int64).max
+    before = ~is_load & loaded & (rec < first_load[group])
+    if not before.any():
+        return out
+    # the bytes written before it: the distinct (sector, offset, width) stores, each byte once
+    b = np.flatnonzero(before)
+    off = np.clip(np.asarray(offset, np.int64)[b], 0, sector_bytes)
+    wid = np.clip(np.asarray(width, np.int64)[b], 0, sector_bytes)
+    span = np.int64(sector_bytes + 1)
+    packed = np.unique(
+        (group[b].astype(np.int64) * span + off) * span + np.minimum(wid, sector_bytes - off)
+    )
+    g, o, w = packed // (span * span), packed // span % span, packed % span
+    start = np.repeat(np.cumsum(w) - w, w)
+    byte_off = np.repeat(o, w) + (np.arange(int(w.sum())) - start)
+    cells = np.unique(np.repeat(g, w) * np.int64(sector_bytes) + byte_off)
+    written = np.bincount(cells // sector_bytes, minlength=n_groups)
+    full = written >= sector_bytes
+    out[is_load & full[group]] = True
+    out[before & full[group]] = True
+    return out
 
 
 def _by_cta_sector(

@@ -196,7 +196,9 @@ class Traffic:
     shared warp accesses (with ``shared_wavefronts``, the bank conflicts on a chain);
     ``l2_missing_load_requests``: the load requests that bring a sector into the L1 (each once,
     however many sectors it misses: the waits of a warp's chain that go to the L2,
-    :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known)."""
+    :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known);
+    ``l2_refetch_load_sectors``: the part of ``l2_load_sectors`` that re-reads sectors the L1
+    gave up (its capacity)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -213,14 +215,23 @@ class Traffic:
     dram_load_bytes: float = 0.0
     shared_requests: float = 0.0
     l2_missing_load_requests: float = 0.0
+    l2_refetch_load_sectors: float = 0.0
 
     def load_mix(self) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
         waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1
-        miss fraction is that of requests (the L2 sectors over the requests, at most 1; a
-        strided request of 32 sectors and a coalesced one of 4 both wait for the L2), the L2's
-        that of its sectors (those DRAM fills)."""
-        l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
+        miss fraction is that of requests: the requests that bring a sector into the L1, each
+        once however many sectors it misses (a strided request of 32 sectors and a coalesced
+        one of 4 both wait for the L2 once), and the sectors re-read after the L1 gave them up
+        (each its own wait: the capacity model's share is a sector's), over the requests, at
+        most 1; without the missing requests' count, the L2 sectors over the requests (which
+        counted a coalesced miss four times). The L2's is that of its sectors (those DRAM
+        fills)."""
+        if self.l2_missing_load_requests > 0 and self.load_requests > 0:
+            missed = self.l2_missing_load_requests + self.l2_refetch_load_sectors
+            l1_miss = missed / self.load_requests
+        else:
+            l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
         l2_sectors = self.l2_load_sectors * 32.0
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0

@@ -30,6 +30,7 @@ from gpuadvise.model.l1 import (
     L1_UNUSED_BYTES,
     UNIFIED_EXTRA_BYTES,
     capacity_misses,
+    written_before_read,
 )
 from gpuadvise.model.roofline import (
     ALL_TERMS,
@@ -150,6 +151,49 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> float:
     return got
 
 
+_OWN: weakref.WeakKeyDictionary[TraceView, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def own_stored_lanes(view: TraceView, keep: np.ndarray | None = None) -> np.ndarray:
+    """Per lane of ``view``: a load of a sector its CTA's stores wrote in full before the CTA
+    first loaded it, or one of those stores (:func:`gpuadvise.model.l1.written_before_read`:
+    the L1 serves the load from what the store left, measured on an H200). Streaming
+    (evict-first) accesses and atomics are left out. ``keep`` (a mask over the records): of
+    those records' lanes only. Once per view without ``keep``."""
+    got = _OWN.get(view) if keep is None else None
+    if got is not None:
+        return got
+    c = _costs(view)
+    lanes, lb = view.lanes, view.lane_buffer
+    rec_ok = ~view.inst_streaming[view.records["inst"].astype(np.int64)]
+    rec_ok &= (c.kind == int(Kind.LOAD)) | (c.kind == int(Kind.STORE))
+    if keep is not None:
+        rec_ok &= keep
+    out = np.zeros(len(lanes), bool)
+    is_load_rec = c.kind == int(Kind.LOAD)
+    # only the buffers both stored and loaded can have such loads (most kernels: none)
+    lane_ok = (lb >= 0) & rec_ok[lanes.rec]
+    both = np.intersect1d(
+        distinct(lb[lane_ok & is_load_rec[lanes.rec]].astype(np.int64)),
+        distinct(lb[lane_ok & ~is_load_rec[lanes.rec]].astype(np.int64)),
+    )
+    idx = (
+        np.flatnonzero(lane_ok & member(lb.astype(np.int64), both))
+        if len(both)
+        else np.zeros(0, np.int64)
+    )
+    if len(idx):
+        off = lanes.off[idx]
+        key = _packed([lanes.cta[idx].astype(np.int64), lb[idx].astype(np.int64), off // SECTOR])
+        is_load = is_load_rec[lanes.rec[idx]]
+        out[idx] = written_before_read(
+            key, lanes.rec[idx], is_load, off % SECTOR, lanes.width[idx], SECTOR
+        )
+    if keep is None:
+        _OWN[view] = out
+    return out
+
+
 _KEPT_SETS: weakref.WeakKeyDictionary[TraceView, tuple[bytes, dict[str, _SectorSet]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -174,9 +218,11 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             inside &= keep[lanes.rec]
         lload = (c.kind == int(Kind.LOAD))[lanes.rec] & inside
         lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
+        # a load of what its CTA stored in full before is the L1's, and no DRAM fill
+        fetched = lload & ~own_stored_lanes(view, keep)
         sec = lanes.off // SECTOR
         got = {}
-        for name, part in (("l2", lload), ("load", lload), ("store", lstore)):
+        for name, part in (("l2", fetched), ("load", fetched), ("store", lstore)):
             idx = np.flatnonzero(part)
             # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
             # densely in that order: distinct_inverse sorts it packed with the positions
@@ -208,7 +254,9 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     the windows. The L1 is the SM's unified array less what global lines never get
     (:data:`~gpuadvise.model.l1.L1_UNUSED_BYTES`; the shared memory the launch allocates is not
     known here: none, which counts fewer misses); the window is the SM's, its
-    resident warps over each CTA's traced ones. Zeros without the device's SM count."""
+    resident warps over each CTA's traced ones; a CTA's first load of a sector it stored in
+    full (:func:`own_stored_lanes`) has its window from that store. Zeros without the device's
+    SM count."""
     n = len(view.records)
     if not device.sm_count or not device.smem_per_sm or not n:
         return np.zeros(n)
@@ -230,16 +278,11 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     if keep is not None:
         loads &= keep
     out = np.zeros(n)
-    idx = np.flatnonzero((lb >= 0) & loads[lanes.rec])
+    lane_load = (lb >= 0) & loads[lanes.rec]
+    idx = np.flatnonzero(lane_load)
     if not len(idx):
         return out
     rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
-    # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
-    # enough for distinct_rows and capacity_misses to sort it packed with the record
-    sec = lanes.off[idx] // SECTOR
-    skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
-    pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
-    acc_rec, acc_key = pair[0], pair[1]
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
     lkey = _packed(
@@ -249,6 +292,15 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
+    # the stores that left a sector in the L1 for the CTA's first load of it: that load's window
+    # starts at them (they add no lines to any window: rec_lines 0)
+    idx = np.flatnonzero(lane_load | (own_stored_lanes(view, keep) & ~lane_load))
+    # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
+    # enough for distinct_rows and capacity_misses to sort it packed with the record
+    sec = lanes.off[idx] // SECTOR
+    skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
+    pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
+    acc_rec, acc_key = pair[0], pair[1]
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
@@ -262,7 +314,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     reuse = capacity_misses(
         rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
     )
-    weights = view.rec_weight[acc_rec] * reuse.miss
+    weights = view.rec_weight[acc_rec] * reuse.miss * loads[acc_rec]
     out = np.bincount(acc_rec, weights=weights, minlength=n).astype(np.float64)
     if cache is not None:
         cache[device] = out
@@ -432,7 +484,8 @@ def _view_traffic(
     # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
     # but for the changed records' (they move only the bytes they use, each once)
     refetch = l1_refetch(device, view, None if only is None else keep)
-    l2_load += float(refetch[keep & ~sel].sum())
+    refetched = float(refetch[keep & ~sel].sum())
+    l2_load += refetched
     unchanged = store & ~sel
     full, partial, scattered = _store_split(
         c.sectors[unchanged], c.nbytes[unchanged], c.lines[unchanged], rw[unchanged]
@@ -487,6 +540,7 @@ def _view_traffic(
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,
         l2_missing_load_requests=min(missing, l2_load) * s,
+        l2_refetch_load_sectors=refetched * s,
     )
 
 

@@ -622,17 +622,24 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     assert many.compute.chain_cycles == pytest.approx(256 * 270 + 3072)
     # PolyBench atax's shape: a warp's 32 lanes read 32 rows, all crossing into new sectors in
     # the same iteration, one in 8: 32 of 256 waits miss, each with 32 sectors. The request
-    # counts once (32 missing requests: 1/8 of the waits), not 32 times; the requests'
-    # fraction, 1024 sectors over 512 requests capped at 1, is kept (never below it)
+    # counts once (32 missing requests: 1/16 of the 512 requests, 1/8 of the waits), not 32
+    # times (1024 sectors over 512 requests, capped at 1, said every request missed)
     rows = KernelWork(**{**work.__dict__, "pipes": {"fp32": 768.0, "lsu": 512.0}})
     r = Traffic(
         work=rows, load_requests=512.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
     ).load_mix()
-    assert r.l1_miss == 1.0 and r.per_wait(256.0).l1_miss == 1.0
-    half = Traffic(
-        work=rows, load_requests=4096.0, l2_load_sectors=1024.0, l2_missing_load_requests=32.0
+    assert r.l1_miss == pytest.approx(1 / 16) and r.per_wait(256.0).l1_miss == pytest.approx(1 / 8)
+    # without the missing requests' count, the sectors over the requests, at most 1
+    assert Traffic(work=rows, load_requests=512.0, l2_load_sectors=1024.0).load_mix().l1_miss == 1
+    # the L1's capacity misses count by the sectors re-read (each its own wait): 64 more
+    refetched = Traffic(
+        work=rows,
+        load_requests=512.0,
+        l2_load_sectors=1088.0,
+        l2_missing_load_requests=32.0,
+        l2_refetch_load_sectors=64.0,
     ).load_mix()
-    assert half.l1_miss == pytest.approx(1 / 4) and half.per_wait(256.0).l1_miss == 0.25
+    assert refetched.l1_miss == pytest.approx(96 / 512)
     # the per-wait fraction never falls below the requests' (a chain with more global links
     # than the mean warp's requests: the critical warp of an uneven CTA)
     assert mix.per_wait(4096.0).l1_miss == pytest.approx(1 / 16)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.model.l1 import capacity_misses, range_min
+from gpuadvise.model.l1 import capacity_misses, range_min, written_before_read
 
 
 def _reread(k: int, capacity: float, concurrency: float = 1.0, weight: float = 1.0):
@@ -138,3 +138,54 @@ def test_the_packed_sort_orders_as_the_lexsort() -> None:
         again = capacity_misses(group, lines, w, pair[0][perm], pair[1][perm], 20.0, conc)
         assert np.array_equal(again.miss, got.miss[perm])
         assert np.array_equal(again.window_lines, got.window_lines[perm])
+
+
+# ---------------------------------------------------------------------------------------------
+# A CTA's reload of what it stored (written_before_read): the L1 keeps the sectors a store wrote
+# in full (an H200, s10-launch's probe: a chain of reloads of 64 lines just stored, 45.5 cycles a
+# load, the L1 hit's; the L2's 297)
+
+
+def _sector(*accesses: tuple[int, bool, int, int], key: int = 5) -> np.ndarray:
+    """One CTA's accesses of one sector, in order: (record, is_load, offset, width)."""
+    rec = np.array([a[0] for a in accesses])
+    is_load = np.array([a[1] for a in accesses])
+    off = np.array([a[2] for a in accesses])
+    width = np.array([a[3] for a in accesses])
+    return written_before_read(np.full(len(rec), key), rec, is_load, off, width)
+
+
+def test_a_sector_stored_in_full_then_loaded_is_the_l1s() -> None:
+    # eight lanes store the sector's eight words (record 0), a lane loads one (record 1)
+    stores = [(0, False, 4 * k, 4) for k in range(8)]
+    assert _sector(*stores, (1, True, 12, 4)).tolist() == [True] * 9
+    # as two stores, the even words and then the odd ones (a sector filled by two instructions)
+    two = [(0, False, 8 * k, 4) for k in range(4)] + [(1, False, 8 * k + 4, 4) for k in range(4)]
+    assert _sector(*two, (2, True, 0, 4)).all()
+    # one 16-byte store and two 8-byte ones
+    assert _sector((0, False, 0, 16), (0, False, 16, 8), (1, False, 24, 8), (2, True, 0, 4)).all()
+
+
+def test_a_sector_stored_in_part_or_loaded_first_is_not() -> None:
+    # half the sector's words stored: the L1 has not got the other half (not measured: a miss)
+    half = [(0, False, 8 * k, 4) for k in range(4)]
+    assert not _sector(*half, (1, True, 0, 4)).any()
+    # the same word stored twice is 4 bytes, not 8
+    assert not _sector(*[(r, False, 0, 4) for r in range(8)], (9, True, 0, 4)).any()
+    # loaded first (the L2's), stored after: nothing of it; the stores after the first load
+    # do not count for it
+    full = [(1, False, 4 * k, 4) for k in range(8)]
+    assert not _sector((0, True, 0, 4), *full, (2, True, 0, 4)).any()
+    # stored in full and never loaded: no load to serve, the stores are not marked
+    assert not _sector(*full).any()
+
+
+def test_each_cta_and_sector_on_its_own() -> None:
+    # CTA-sector key 1 stored in full by record 0, loaded by record 2; key 2 loaded by record 2
+    # without a store: only key 1's accesses
+    key = np.array([1] * 8 + [1, 2])
+    rec = np.array([0] * 8 + [2, 2])
+    is_load = np.array([False] * 8 + [True, True])
+    off = np.array([4 * k for k in range(8)] + [0, 0])
+    width = np.full(10, 4)
+    assert written_before_read(key, rec, is_load, off, width).tolist() == [True] * 9 + [False]
