@@ -106,10 +106,15 @@ def _serial_s(analysis: KernelAnalysis) -> float:
     return launch_serial_s(mem.trace, combined_lines(analysis.sass_instructions))
 
 
-def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOptions | None:
+def _variant_options(
+    opts: KernelOptions, v: Variant, folder: Path, spec_path: str | Path | None = None
+) -> KernelOptions | None:
     """The command line's options for the variant ``v``: its patched source in ``folder`` (the
     original's folder searched for its includes) and its launch; None when the variant is not
-    a source or launch change analyze can build alone (a proxy, compile flags)."""
+    a source or launch change analyze can build alone (a proxy, compile flags). ``spec_path``:
+    the launch spec the kernel's analysis read, named for the variant where the command line
+    named none (a spec found beside the original source is not beside the patched copy: the
+    variant then had no launch, and kernels/' GA208 rows kept the rule's own point)."""
     from gpuadvise.source.patch import apply_unified_diff
 
     if v.proxy is not None or v.nvcc_flags or v.defines or not (v.diff or v.launch):
@@ -123,6 +128,8 @@ def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOpt
         patched.write_text(apply_unified_diff(src.read_text(), v.diff))
         changes["source"] = str(patched)
         changes["include"] = (*opts.include, str(src.parent))
+        if opts.spec is None and spec_path is not None:
+            changes["spec"] = str(spec_path)
     launch = dict(v.launch or {})
     for key in ("grid", "block"):
         if key in launch:
@@ -259,7 +266,7 @@ def with_trace_points(
         assert f.variant is not None
         v = f.variant.candidates()[0]
         with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
-            vopts = _variant_options(opts, v, Path(tmp))
+            vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
             if vopts is None:
                 continue
             try:
