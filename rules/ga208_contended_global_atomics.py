@@ -21,13 +21,17 @@ from gpuadvise.rules import (
     SerialAtomics,
     Variant,
     combined_lines,
+    estimate_text,
+    finding_text,
     hot_addresses,
     is_grid_stride,
     launch_times,
     memory_rates,
     privatise_plan,
     privatise_variant,
+    serial_atomics,
     tiles_advice,
+    traffic_without,
     update_ns,
     view_traffic,
     warp_aggregable,
@@ -157,7 +161,7 @@ class ContendedGlobalAtomics(Rule):
             c = self._serial(ctx, h, line in combined and ctx.same_file(file))
             if c.serial_s < min_share * before or c.cta_serial_s >= c.serial_s:
                 continue
-            what = c.finding_text(h, scale)
+            what = finding_text(c, h, scale)
             yield self.finding(
                 ctx,
                 f"contended global atomic: {what}: {c.serial_s * 1e6:.1f} us against "
@@ -201,45 +205,28 @@ class ContendedGlobalAtomics(Rule):
         return g.y == g.z == 1 and 0 < wave < g.x and is_grid_stride(ctx.kernel_source)
 
     def _serial(
-        self, ctx: RuleContext, h: HotAddress, combined: bool, kept: bool = False
+        self, ctx: RuleContext, h: HotAddress, combined: bool, kept: bool = False, private=False
     ) -> SerialAtomics:
-        """The L2's serial work on the line's hot address and hot 128-byte line, before and
-        with one update per CTA of one wave (``kept``: of the whole grid)."""
-        scale = ctx.trace.scale
-        lanes, updates = h.lanes_per_request, h.launch_updates(scale)
-        if combined:  # one update per warp-level request
-            updates /= max(lanes, 1.0)
-            lanes = 1.0
+        """The L2's serial terms (:func:`serial_atomics`) with one update per CTA of one wave
+        after (``kept``: of the whole grid; ``private``: each CTA flushes its bins)."""
         wave = 0 if kept else self._wave(ctx)
-        ctas = h.launch_ctas(scale)
-        after = min(ctas, wave) if wave else ctas
-        line_requests = h.launch_region_requests(scale)
-        line_scaled = h.region_wide
-        line_ctas = h.launch_region_ctas(scale)
-        # one CTA's updates of the region's words: a request per line of them (4-byte words)
-        lines = min(REGION_BYTES // 128, max(1, -(-h.region_addresses // 32)))
-        line_after = (min(line_ctas, wave) if wave else line_ctas) * lines
-        steps = line_requests if combined else h.launch_region_steps(scale)
-        return SerialAtomics(
-            updates,
-            lanes,
-            line_requests,
-            after,
-            line_after,
-            update_ns(h.opcode) * 1e-9,
-            h.request_ns() * 1e-9,
-            line_scaled,
-            steps,
-        )
+        return serial_atomics(h, ctx.trace.scale, combined, wave, private)
 
     @staticmethod
-    def _launch(ctx: RuleContext, one_wave: bool = False) -> LaunchTimes | None:
+    def _launch(
+        ctx: RuleContext, one_wave: bool = False, without: HotAddress | None = None
+    ) -> LaunchTimes | None:
         """The launch model's terms of the kernel; ``one_wave``: run in one wave (a grid-stride
-        loop), without the CTA turnaround of each round."""
+        loop), without the CTA turnaround of each round; ``without``: the traffic of that
+        line's global atomics gone (to a copy of the bins in shared memory)."""
         rates = memory_rates(ctx.device)
         if rates is None:
             return None
-        traffic = view_traffic(ctx.device, ctx.trace_view)
+        traffic = (
+            view_traffic(ctx.device, ctx.trace_view)
+            if without is None
+            else traffic_without(ctx.device, ctx.trace_view, without.insts)
+        )
         try:
             t = launch_times(traffic, ctx.device, rates, turnaround=not one_wave)
         except ModelUnavailable:
@@ -291,14 +278,18 @@ class ContendedGlobalAtomics(Rule):
         combined = finding.line in self._combined_lines(ctx)
         fix = self._fix(ctx, finding, h, combined)
         # a copy of the bins per CTA keeps the grid where no grid-stride loop allows one wave
-        kept = fix == "private" and not self._one_wave_fits(ctx)
-        c = self._serial(ctx, h, combined, kept)
+        private = fix == "private"
+        kept = private and not self._one_wave_fits(ctx)
+        c = self._serial(ctx, h, combined, kept, private)
         updates, lanes, serial = c.updates, c.lanes, c.serial_s
         # one update per CTA of one wave (a CTA reduction, or the launch alone where the
         # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
         # launch's), the CTAs' turnaround goes too
         one_wave = c.cta_updates < h.launch_ctas(ctx.trace.scale)
-        wave_t = self._launch(ctx, one_wave=True) if one_wave else rest_t
+        # a copy of the bins per CTA: the line's global atomics leave the L2's traffic
+        wave_t = (
+            self._launch(ctx, one_wave, h if private else None) if one_wave or private else rest_t
+        )
         cta_t = rest_t if wave_t is None else wave_t
         cta_s = with_serial_s(cta_t, c.cta_serial_s)
         before_s = with_serial_s(rest_t, serial)
@@ -306,7 +297,7 @@ class ContendedGlobalAtomics(Rule):
             # the variant: one update per warp-level request on the address, the launch as is
             # (the requests reaching the hot line stay as many)
             after_updates, after_lines = updates / max(lanes, 1.0), c.line_requests
-            after_steps, after_t = c.line_requests, rest_t
+            after_steps, after_t, after_unit = c.line_requests, rest_t, c.unit_s
             after_what = (
                 f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
                 f"combined first: {after_updates:.0f}; a CTA reduction in one wave would make "
@@ -314,13 +305,16 @@ class ContendedGlobalAtomics(Rule):
             )
         else:
             after_updates, after_lines = c.cta_updates, c.cta_line_requests
-            after_steps, after_t = after_lines, cta_t
+            after_steps, after_t, after_unit = after_lines, cta_t, c.cta_unit_s
             after_what = (
-                f"one update per CTA of one wave ({after_updates:.0f}"
+                f"a copy of the bins per CTA in shared memory (the line's global atomics out "
+                f"of the L2's traffic; each CTA's flush on the unit: {c.cta_unit_s * 1e6:.1f} us)"
+                if private
+                else f"one update per CTA of one wave ({after_updates:.0f}"
                 + (f"; {after_lines:.0f} requests on the region" if c.by_line else "")
                 + ")"
             )
-        after_serial = c.time_s(after_updates, after_lines, after_steps)
+        after_serial = c.time_s(after_updates, after_lines, after_steps, after_unit)
         after_rest, after_s = after_t.time_s, with_serial_s(after_t, after_serial)
         inputs = {
             "updates_before": updates,
@@ -339,7 +333,7 @@ class ContendedGlobalAtomics(Rule):
             "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
-        serial_what = c.estimate_text(h)
+        serial_what = estimate_text(c, h)
         return Estimate(
             round(max(before_s / after_s, 1.0), 3),
             "point",

@@ -26,7 +26,7 @@ speedup (never a value below 1 as a speedup), the variant waits for a GPU
 
 Global atomics serialised at an address or on the lines of a 512-byte region, which the launch
 model does not see, are taken from each trace as GA208 counts them
-(:func:`gpuadvise.rules.global_atomics.launch_serial_s`): each side's time is the larger of the
+(:func:`gpuadvise.rules.global_atomics_serial.launch_serial_s`): each side's time is the larger of the
 launch model's and that serial time. A one-wave grid's histogram flush pays one request per
 line and CTA of one wave instead of one per CTA of the whole grid (HeCBench bincount_shared:
 39,063 CTAs' flushes, 156 us in turn, against the launch model's 83 us; measured 381 us
@@ -98,7 +98,8 @@ def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
 
 def _serial_s(analysis: KernelAnalysis) -> float:
     """The L2's serial time for the analysis's global atomics (0 without them or a trace)."""
-    from gpuadvise.rules.global_atomics import combined_lines, launch_serial_s
+    from gpuadvise.rules.global_atomics import combined_lines
+    from gpuadvise.rules.global_atomics_serial import launch_serial_s
 
     mem = analysis.memory
     if mem is None or mem.trace is None:
