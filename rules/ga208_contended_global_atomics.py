@@ -94,23 +94,22 @@ class ContendedGlobalAtomics(Rule):
     A point: the launch model's time for the kernel as it is (every term but the atomics'
     order), against the L2's serial time (the largest of: the hottest address's updates at the
     rate above; the requests of the hottest 512-byte region; that region's steps, each request
-    counted as its most lanes on one word, which the L2 applies one after another while it
-    takes a request's distinct words together: CoffeeBeforeArch's seven bins, about 8 lanes
-    of a request on one word, 3.02 ms modelled against 3.04 ms measured on an H200, where the
-    hot address alone said 1.89 ms), the larger of the launch's and the L2's, on the launch
-    floor, and the same after the variant's change (the region's requests stay with warp
-    aggregation, and are one per line and CTA of one wave after a CTA's copy of the bins):
-    with warp aggregation, one update per warp-level request on the address (the rest of the
-    launch unchanged; the shuffles, a few instructions per warp, left out; what a CTA
-    reduction in one wave would make is in the inputs, ``cta_reduction_point``); otherwise one
-    update per CTA of at most one wave (the GPU's resident CTAs), the rest of the launch
-    unchanged but for the CTA turnaround of each round of resident CTAs, which a launch of one
-    wave does not pay. The hottest address's updates are scaled from the traced CTAs to the
-    launch when CTAs all over the sample update it (at least half of them, or two or more
-    spanning half of the traced CTAs: a histogram's bin), else counted as traced. A helper
-    function's atomic is counted at its call in the kernel. Where analyze builds the
-    automatic variant, the point is the launch model on the kernel's and on the variant's own
-    emulated traces, each side at least its own atomics' serial time
+    counted as its most lanes on one word: CoffeeBeforeArch's seven bins, 3.02 ms modelled for
+    3.04 measured; the hottest 1 KB unit's requests, 0.07 ns a line and 0.28-0.36 ns a sector
+    by the words each updates there, :mod:`gpuadvise.model.atomic_units`: 2^24 random bins
+    into 256-1,024 bins measured within 8%), the larger of the launch's and the L2's, on the
+    launch floor, and the same after the variant's change: with warp aggregation, one update
+    per warp-level request on the address (the region's and unit's requests as they are; the
+    shuffles left out; a CTA reduction in one wave: ``cta_reduction_point``); with a copy of
+    the bins per CTA, each CTA's flush of the unit's non-zero bins (each bin non-zero with the
+    chance its share of the CTA's updates reaches it), the line's atomics out of the L2's
+    traffic; otherwise one update per CTA of at most one wave, the rest of the launch
+    unchanged but for the CTA turnaround of each round of resident CTAs. Counts are scaled
+    from the traced CTAs to the launch when CTAs all over the sample make them (at least half
+    of them, or two or more spanning half of the traced CTAs: a histogram's bin), else counted
+    as traced. A helper function's atomic is counted at its call in the kernel. Where analyze
+    builds the automatic variant, the point is the launch model on the kernel's and on the
+    variant's own emulated traces, each side at least its own atomics' serial time
     (:mod:`gpuadvise.analyze.variant_trace`): a one-wave launch changes every thread's
     instructions and the CTAs, which the kernel's trace cannot follow (HeCBench
     bincount_shared: 2.11x on the kernel's trace, measured 12.3x).
