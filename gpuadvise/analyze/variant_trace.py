@@ -96,15 +96,17 @@ def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
     return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
 
 
-def _serial_s(analysis: KernelAnalysis) -> float:
-    """The L2's serial time for the analysis's global atomics (0 without them or a trace)."""
+def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:
+    """The L2's serial time for the analysis's global atomics (0 without them or a trace), and
+    whether it follows the rest of a one-wave launch (:func:`launch_serial`)."""
     from gpuadvise.rules.global_atomics import combined_lines
-    from gpuadvise.rules.global_atomics_serial import launch_serial_s
+    from gpuadvise.rules.global_atomics_serial import launch_serial
 
     mem = analysis.memory
     if mem is None or mem.trace is None:
-        return 0.0
-    return launch_serial_s(mem.trace, combined_lines(analysis.sass_instructions))
+        return 0.0, False
+    wave = 0 if analysis.waves is None else analysis.waves.ctas_per_wave
+    return launch_serial(mem.trace, combined_lines(analysis.sass_instructions), wave)
 
 
 def _variant_options(
@@ -154,6 +156,7 @@ def trace_point_estimate(
     est: LaunchEstimate,
     what: str,
     serial: tuple[float, float] = (0.0, 0.0),
+    follows: tuple[bool, bool] = (False, False),
 ) -> Estimate:
     """The finding's estimate with the launch model's point on both traces (``est``), each
     side at least the L2's serial time for its global atomics (``serial``: before, after): a
@@ -164,7 +167,9 @@ def trace_point_estimate(
     from gpuadvise.rules.global_atomics import with_serial_s
 
     sb, sa = serial
-    before_s, after_s = with_serial_s(est.before, sb), with_serial_s(est.after, sa)
+    # a one-wave launch's flushes after every CTA's loop add to it (launch_serial)
+    before_s = est.before.time_s + sb if follows[0] else with_serial_s(est.before, sb)
+    after_s = est.after.time_s + sa if follows[1] else with_serial_s(est.after, sa)
     floor_s = with_serial_s(est.after_floor, sa)
     point = round(before_s / after_s, 3)
     top_s = (
@@ -200,7 +205,13 @@ def trace_point_estimate(
         f"{est.after.describe()}, bound by {est.after.bound_by}"
         + (
             f"; the L2's serial global atomics (GA208's count) {sb * 1e6:.1f} us before, "
-            f"{sa * 1e6:.1f} us after, each side's L2 term where longer: "
+            f"{sa * 1e6:.1f} us after, each side's L2 term where longer"
+            + "".join(
+                f" (the {side}: after its one wave's loops, added)"
+                for side, yes in zip(("before", "after"), follows, strict=True)
+                if yes
+            )
+            + ": "
             f"{before_s * 1e6:.1f} us before, {after_s * 1e6:.1f} us after"
             if max(sb, sa) > 0.0
             else ""
@@ -255,7 +266,7 @@ def with_trace_points(
     if not todo:
         return run
     before = _traffic(analysis)
-    serial_before = _serial_s(analysis)
+    serial_before, follows_before = _serial_s(analysis)
     rates = memory_rates(analysis.device)
     if before is None or rates is None:
         return run
@@ -285,7 +296,7 @@ def with_trace_points(
                         registers=False,  # the launch model reads the trace, not them
                     )
                 after = _traffic(va)
-                serial_after = _serial_s(va)
+                serial_after, follows_after = _serial_s(va)
             except GpuAdviseError as exc:
                 log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
                 continue
@@ -295,7 +306,13 @@ def with_trace_points(
         if est is None:
             continue
         what = "the variant" + (f" {v.label}" if v.label else "")
-        new = trace_point_estimate(f.estimated_speedup, est, what, (serial_before, serial_after))
+        new = trace_point_estimate(
+            f.estimated_speedup,
+            est,
+            what,
+            (serial_before, serial_after),
+            (follows_before, follows_after),
+        )
         changes: dict[str, Any] = {"estimated_speedup": new}
         if new.speedup is None:
             changes["recommend_only_if_faster"] = True

@@ -50,3 +50,25 @@ def test_a_copy_of_the_bins_takes_the_atomics_out_of_the_l2_traffic():
     assert est.inputs["rest_after_us"] < 0.5 * est.inputs["rest_of_launch_us"]
     # one wave's flushes: 1,056 CTAs x 11-12 ns on a unit, about 10 us
     assert 8.0 < est.inputs["serial_after_us"] < 14.0
+
+
+def test_a_one_wave_launchs_flushes_follow_its_loops():
+    """kernels/spills hist_local: 264 CTAs (one wave on the H100 model's 132 SMs, 2 a SM), each
+    thread's 16 atomics after its loop over the data: the L2's serial time follows the loops
+    (launch_serial: added, not hidden). hist_helpers<768>'s 16,384 CTAs are many waves: the
+    flushes of one round overlap the loops of the next."""
+    from gpuadvise.rules.global_atomics import combined_lines
+    from gpuadvise.rules.global_atomics_serial import follows, launch_serial
+
+    spills = KERNELS / "spills" / "spills.cu"
+    a = analyze(spills, "hist_local", 8)
+    trace = a.memory.trace
+    wave = a.waves.ctas_per_wave
+    assert trace.total_ctas <= wave
+    serial, tail = launch_serial(trace, combined_lines(a.sass_instructions), wave)
+    assert serial > 0 and tail
+    (f,) = run_rule(a, "GA208", trace_ctas=8)
+    assert follows(trace, f.details_as(HotAddress).insts)
+    b = analyze(BINS, "hist_helpers<768>", 8)
+    serial_b, tail_b = launch_serial(b.memory.trace, (), b.waves.ctas_per_wave)
+    assert serial_b > 0 and not tail_b
