@@ -162,7 +162,7 @@ class ContendedGlobalAtomics(Rule):
             # of the same requests, sizes the estimate: alone it flagged kernels/pairs' one
             # atomic a warp on words of their own, 1.8 us hidden under 4.8)
             found = c.time_s(c.updates, c.line_requests, c.steps)
-            if found < min_share * before or c.cta_serial_s >= c.serial_s:
+            if found < min_share * before or c.cta_serial_s >= found:
                 continue
             what = finding_text(c, h, scale)
             yield self.finding(
