@@ -162,14 +162,15 @@ def trace_point_estimate(
     side at least the L2's serial time for its global atomics (``serial``: before, after): a
     point estimate becomes that point; an upper bound keeps the larger of the two bounds with
     the point beside it; a point below 1 gives no speedup (the variant is predicted slower)."""
+    from gpuadvise.model.atomic_serial import after_loops_s
     from gpuadvise.model.roofline import ceiling_s
     from gpuadvise.rules.findings import Estimate
     from gpuadvise.rules.global_atomics import with_serial_s
 
     sb, sa = serial
-    # a one-wave launch's flushes after every CTA's loop add to it (launch_serial)
-    before_s = est.before.time_s + sb if follows[0] else with_serial_s(est.before, sb)
-    after_s = est.after.time_s + sa if follows[1] else with_serial_s(est.after, sa)
+    # a one-wave launch's flushes after every CTA's loop add to it in part (launch_serial)
+    before_s = after_loops_s(est.before, sb) if follows[0] else with_serial_s(est.before, sb)
+    after_s = after_loops_s(est.after, sa) if follows[1] else with_serial_s(est.after, sa)
     floor_s = with_serial_s(est.after_floor, sa)
     point = round(before_s / after_s, 3)
     top_s = (
@@ -207,7 +208,7 @@ def trace_point_estimate(
             f"; the L2's serial global atomics (GA208's count) {sb * 1e6:.1f} us before, "
             f"{sa * 1e6:.1f} us after, each side's L2 term where longer"
             + "".join(
-                f" (the {side}: after its one wave's loops, added)"
+                f" (the {side}: after its one wave's loops, 45% added)"
                 for side, yes in zip(("before", "after"), follows, strict=True)
                 if yes
             )

@@ -20,12 +20,14 @@ from dataclasses import dataclass, replace
 from gpuadvise.model.roofline import LaunchTimes
 
 __all__ = [
+    "AFTER_LOOP_SHARE",
     "ONE_LINE_NS",
     "REGION_BYTES",
     "REQUEST_NS",
     "UPDATE_NS",
     "SerialAtomics",
     "update_ns",
+    "after_loops_s",
     "with_serial_s",
 ]
 
@@ -56,6 +58,14 @@ ONE_LINE_NS = 0.75
 """Nanoseconds per request where a region's requests all reach one line (a few bins in one line):
 ``kernels/global_atomics`` letter_bins after warp aggregation (seven words, 524,288 requests)
 took 0.40 ms on an H200, everything included (0.77 ns a request at most)."""
+
+
+AFTER_LOOP_SHARE = 0.45
+"""The share of a one-wave launch's serial flushes that adds to its loops where every CTA
+flushes after its loop (the rest hides under the CTAs still looping): an H200 (s11-hist probe,
+``loop_flush``, 2026-11-30), 1,056 CTAs streaming 2^24 floats then each adding 768 bins: loop
+33.8 us, flushes alone 16.3, both 41.4 (47% of the flushes added); 3,072 bins: 32.8, 25.1, 43.5
+(43%)."""
 
 
 def update_ns(opcode: str) -> float:
@@ -134,3 +144,9 @@ def with_serial_s(times: LaunchTimes, serial_s: float) -> float:
     if serial_s <= times.l2_s:
         return times.time_s
     return replace(times, l2_s=serial_s).time_s
+
+
+def after_loops_s(times: LaunchTimes, serial_s: float) -> float:
+    """A one-wave launch's time whose serial atomics follow every CTA's loop: its time plus
+    :data:`AFTER_LOOP_SHARE` of them, at least :func:`with_serial_s`."""
+    return max(times.time_s + AFTER_LOOP_SHARE * serial_s, with_serial_s(times, serial_s))

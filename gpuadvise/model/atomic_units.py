@@ -1,7 +1,7 @@
 """The L2's serial atomics per 1 KB unit: each warp-level request costs the unit it reaches a
 little per 128-byte line and more per 32-byte sector it updates there, a sector whose eight
-words the request all updates costing less than one of a single word. Pure: arrays in, numbers
-out; no I/O.
+words the request all updates costing less than one it updates in part. Pure: arrays in,
+numbers out; no I/O.
 
 Two neighbouring 512-byte regions (a 1 KB-aligned span) are served by one serial unit of the
 L2, one request after another. Measured on an H200, CUDA 13
@@ -16,16 +16,21 @@ gpu_logs/s9probes/s9-est/probe.txt, quoted in docs/accuracy.md's ninth session):
 - a request on one region (270,336 of them, s9-est's eight patterns): one line of 4 full
   sectors 1.194 ns, of 2 full sectors 0.613, of one 0.368; one full sector on each of 4 lines
   1.406; one word on each of 4 lines 1.739; one line's 4 sectors one word each 1.514, one
-  word 0.452; 4 lines of 4 sectors two words each 5.97. Per (request, line) :data:`LINE_NS`
-  (4 lines against 1 at the same sectors: +0.21 for full sectors, +0.225 for one word a
-  sector) and per (request, sector) :data:`FULL_SECTOR_NS` with all 8 words, :data:`WORD_SECTOR_NS`
-  with one (the words between, linearly: two words 0.356 ns a sector measured, 0.349 by the
-  line) reproduce all eight within 6%.
+  word 0.452; 4 lines of 4 sectors two words each 5.97;
+- on one 1 KB unit (the s11-hist probe, gpu_logs/s11probes/s11-hist/probe.txt, 2026-11-30;
+  270,336 requests a shape): one line's 4 sectors, all 8 words of each 1.196 ns a request,
+  1, 2, 3, 4 or 6 words of each 1.394-1.397; one sector, 8 words 0.360, 1-4 words 0.399-0.403;
+  one word on each of 2, 4, 8 lines 0.781, 1.541, 3.057; all 32 sectors one word each 11.00;
+  16 sectors of 8 lines, one or two words each, 5.83; every CTA of 65,536 flushing a unit's
+  256 bins, 1-4 words of each sector 0.73 ms, all 8 0.62 ms.
 
+Per (request, line) :data:`LINE_NS`, per (request, sector) :data:`FULL_SECTOR_NS` where the
+request updates its 8 words and :data:`WORD_SECTOR_NS` where it updates fewer (1 to 7: the probe
+measured 1-6 alike) reproduce the probe's twenty shapes within 5% and the flushes within 1%
+(s9-est's one-region shapes, whose requests rotated over 4 lines, measured up to 13% higher).
 The unit's time is the sum of its requests' (line, sector) costs. Random int bins one element a
-lane (2^24 of them into 256, 384, 512, 768, 1,024 bins, kernels/global_bins) measured 4.32,
-0.81, 2.57, 1.83, 1.42 ms where 0.30 ns a sector said 23-26% less (s11-hist,
-docs/accuracy.md)."""
+lane (2^24 into 256, 384, 512, 768, 1,024 bins: 4.31, 3.22, 2.58, 1.84, 1.43 ms on the probe)
+are then within 11% (the flat 0.30 ns a sector of s10-bincount said 23-26% less)."""
 
 from __future__ import annotations
 
@@ -43,9 +48,9 @@ FULL_SECTOR_NS = 0.28
 """Nanoseconds per (warp-level request, 32-byte sector) whose 8 words the request all updates
 (an H200's full-line request on one region: 1.194 ns = 0.07 + 4 x 0.28)."""
 
-WORD_SECTOR_NS = 0.36
-"""Nanoseconds per (warp-level request, 32-byte sector) of which the request updates one word
-(four such sectors on one line: 1.514 ns = 0.07 + 4 x 0.36)."""
+WORD_SECTOR_NS = 0.33
+"""Nanoseconds per (warp-level request, 32-byte sector) of which the request updates fewer than
+its 8 words (one line's four such sectors: 1.394-1.397 ns = 0.07 + 4 x 0.33, for 1 to 6 words)."""
 
 SECTOR_WORDS = 8
 
@@ -62,17 +67,18 @@ __all__ = [
 ]
 
 
-def sector_ns(words: float | np.ndarray) -> float | np.ndarray:
-    """A (request, sector)'s cost for ``words`` of its 8 words updated (1-8; linear between
-    :data:`WORD_SECTOR_NS` and :data:`FULL_SECTOR_NS`)."""
-    w = np.clip(words, 1.0, float(SECTOR_WORDS))
-    return WORD_SECTOR_NS + (FULL_SECTOR_NS - WORD_SECTOR_NS) * (w - 1.0) / (SECTOR_WORDS - 1)
+def sector_ns(words: np.ndarray) -> np.ndarray:
+    """Each (request, sector)'s cost for ``words`` of its 8 words updated: :data:`FULL_SECTOR_NS`
+    for all 8, :data:`WORD_SECTOR_NS` for fewer."""
+    return np.where(np.asarray(words) >= SECTOR_WORDS, FULL_SECTOR_NS, WORD_SECTOR_NS)
 
 
-def flush_ns(sectors: float, lines: float, words: float) -> float:
+def flush_ns(sectors: float, lines: float, full: float) -> float:
     """One CTA's flush of a unit's bins (a request per line, as the flush loop's warps reach
-    them): ``sectors`` (request, sector) pairs of ``words`` words each and ``lines`` requests."""
-    return float(lines * LINE_NS + sectors * sector_ns(words))
+    them): ``lines`` requests over ``sectors`` sectors, the share ``full`` of them with all 8
+    words non-zero."""
+    per_sector = WORD_SECTOR_NS + (FULL_SECTOR_NS - WORD_SECTOR_NS) * full
+    return float(lines * LINE_NS + sectors * per_sector)
 
 
 @dataclass(frozen=True)

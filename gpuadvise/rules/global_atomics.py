@@ -111,13 +111,13 @@ class HotAddress(FindingDetails):
         """The hot unit's serial seconds when ``ctas`` CTAs each add their copy of its bins
         (a request per line it reaches, one lane per non-zero bin): each bin of the unit
         non-zero in a CTA with the probability that one of its share of the unit's updates
-        (Poisson) reaches it."""
+        (Poisson) reaches it, a sector full when its 8 bins are."""
         sectors, lines, words = self.unit_bins
         if not ctas or not words:
             return 0.0
         lanes = self.unit_lanes * (scale if self.unit_wide else 1.0) / ctas
         filled = 1.0 - float(np.exp(-lanes / words))
-        return ctas * flush_ns(sectors, lines, max(1.0, words / sectors * filled)) * 1e-9
+        return ctas * flush_ns(sectors, lines, filled**8) * 1e-9
 
     @property
     def once_per_cta(self) -> bool:

@@ -34,10 +34,11 @@ def launch_serial(
     """:func:`launch_serial_s` and whether that line's atomics follow the rest of the launch
     rather than overlap it: a launch of at most ``wave`` CTAs (one wave; 0: not known) whose
     warps make them after all their other global accesses (:func:`follows`): every CTA runs
-    its loop at once, then flushes at once, so the L2's serial time adds to the loop's. An
-    H200 measured 37.8 us for hist_helpers' one-wave copy of the bins where the launch model
-    said 28 us of loop and 10 us of flushes, and 62.6 us for kernels/spills hist_local (one
-    wave, 25 us of flushes after 54 us of loop) where overlapping them said 54."""
+    its loop at once, then flushes at once, so the L2's serial time adds to the loop's in part
+    (:data:`gpuadvise.model.atomic_serial.AFTER_LOOP_SHARE`, measured). An H200 measured
+    37.8 us for hist_helpers' one-wave copy of the bins where the launch model said 34 us with
+    10 us of flushes hidden, and 62.6 us for kernels/spills hist_local (one wave, 25 us of
+    flushes after 54 us of loop) where hiding them said 54."""
     scale = trace.scale
     most, tail = 0.0, False
     for (_, line), h in hot_addresses(trace).items():

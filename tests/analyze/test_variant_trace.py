@@ -237,9 +237,9 @@ def test_serial_global_atomics_bound_each_side() -> None:
 
 def test_a_one_wave_flush_after_the_loops_adds_to_them() -> None:
     """A one-wave launch whose warps make their global atomics after everything else (every
-    CTA loops, then every CTA flushes): the L2's serial time adds to the launch's, on the side
-    where it follows (hist_helpers' copy of the bins: 28 us of loops and 10 us of flushes,
-    measured 37.8 us on an H200)."""
+    CTA loops, then every CTA flushes): 45% of the L2's serial time adds to the launch's, on
+    the side where it follows (hist_helpers' copy of the bins: 34 us with 10 us of flushes
+    hidden, measured 37.8 us on an H200)."""
     e = _est(4e9, 1e9)
     b, a = e.before.time_s, e.after.time_s
     new = trace_point_estimate(
@@ -247,5 +247,6 @@ def test_a_one_wave_flush_after_the_loops_adds_to_them() -> None:
     )
     from gpuadvise.rules.global_atomics import with_serial_s
 
-    assert new.speedup == pytest.approx(with_serial_s(e.before, 10 * b) / (1.5 * a), rel=1e-3)
-    assert "the after: after its one wave's loops, added" in new.method
+    # the after side: its time plus 45% of its flushes (the probe's loop_flush: 43-47%)
+    assert new.speedup == pytest.approx(with_serial_s(e.before, 10 * b) / (1.225 * a), rel=1e-3)
+    assert "the after: after its one wave's loops, 45% added" in new.method
