@@ -95,9 +95,9 @@ class ContendedGlobalAtomics(Rule):
     order), against the L2's serial time (the largest of: the hottest address's updates at the
     rate above; the requests of the hottest 512-byte region; that region's steps, each request
     counted as its most lanes on one word: CoffeeBeforeArch's seven bins, 3.02 ms modelled for
-    3.04 measured; the hottest 1 KB unit's requests, 0.07 ns a line and 0.28-0.36 ns a sector
-    by the words each updates there, :mod:`gpuadvise.model.atomic_units`: 2^24 random bins
-    into 256-1,024 bins measured within 8%), the larger of the launch's and the L2's, on the
+    3.04 measured; the hottest 1 KB unit's requests, 0.07 ns a line and 0.28 ns a sector each
+    updates whole, 0.33 in part, :mod:`gpuadvise.model.atomic_units`: 2^24 updates of 256-1,024
+    random bins measured within 11%), the larger of the launch's and the L2's, on the
     launch floor, and the same after the variant's change: with warp aggregation, one update
     per warp-level request on the address (the region's and unit's requests as they are; the
     shuffles left out; a CTA reduction in one wave: ``cta_reduction_point``); with a copy of

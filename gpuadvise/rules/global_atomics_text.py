@@ -13,9 +13,9 @@ __all__ = ["estimate_text", "finding_text", "tiles_advice"]
 def _unit_words(h: HotAddress) -> str:
     sectors, lines, words = h.unit_bins
     return (
-        f"{words} words in {sectors} sectors of {lines} lines; {LINE_NS:.2f} ns a line a "
-        f"request and {FULL_SECTOR_NS:.2f}-{WORD_SECTOR_NS:.2f} ns a sector by the words it "
-        "updates there"
+        f"{words} words in {sectors} sectors of {lines} lines; a request {LINE_NS:.2f} ns a "
+        f"line and {FULL_SECTOR_NS:.2f} ns a sector it updates whole, {WORD_SECTOR_NS:.2f} in "
+        "part"
     )
 
 
