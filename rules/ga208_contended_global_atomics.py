@@ -21,13 +21,17 @@ from gpuadvise.rules import (
     SerialAtomics,
     Variant,
     combined_lines,
+    estimate_text,
+    finding_text,
     hot_addresses,
     is_grid_stride,
     launch_times,
     memory_rates,
     privatise_plan,
     privatise_variant,
+    serial_atomics,
     tiles_advice,
+    traffic_without,
     update_ns,
     view_traffic,
     warp_aggregable,
@@ -90,23 +94,22 @@ class ContendedGlobalAtomics(Rule):
     A point: the launch model's time for the kernel as it is (every term but the atomics'
     order), against the L2's serial time (the largest of: the hottest address's updates at the
     rate above; the requests of the hottest 512-byte region; that region's steps, each request
-    counted as its most lanes on one word, which the L2 applies one after another while it
-    takes a request's distinct words together: CoffeeBeforeArch's seven bins, about 8 lanes
-    of a request on one word, 3.02 ms modelled against 3.04 ms measured on an H200, where the
-    hot address alone said 1.89 ms), the larger of the launch's and the L2's, on the launch
-    floor, and the same after the variant's change (the region's requests stay with warp
-    aggregation, and are one per line and CTA of one wave after a CTA's copy of the bins):
-    with warp aggregation, one update per warp-level request on the address (the rest of the
-    launch unchanged; the shuffles, a few instructions per warp, left out; what a CTA
-    reduction in one wave would make is in the inputs, ``cta_reduction_point``); otherwise one
-    update per CTA of at most one wave (the GPU's resident CTAs), the rest of the launch
-    unchanged but for the CTA turnaround of each round of resident CTAs, which a launch of one
-    wave does not pay. The hottest address's updates are scaled from the traced CTAs to the
-    launch when CTAs all over the sample update it (at least half of them, or two or more
-    spanning half of the traced CTAs: a histogram's bin), else counted as traced. A helper
-    function's atomic is counted at its call in the kernel. Where analyze builds the
-    automatic variant, the point is the launch model on the kernel's and on the variant's own
-    emulated traces, each side at least its own atomics' serial time
+    counted as its most lanes on one word: CoffeeBeforeArch's seven bins, 3.02 ms modelled for
+    3.04 measured; the hottest 1 KB unit's requests, 0.07 ns a line and 0.28 ns a sector each
+    updates whole, 0.33 in part, :mod:`gpuadvise.model.atomic_units`: 2^24 updates of 256-1,024
+    random bins measured within 11%), the larger of the launch's and the L2's, on the
+    launch floor, and the same after the variant's change: with warp aggregation, one update
+    per warp-level request on the address (the region's and unit's requests as they are; the
+    shuffles left out; a CTA reduction in one wave: ``cta_reduction_point``); with a copy of
+    the bins per CTA, each CTA's flush of the unit's non-zero bins (each bin non-zero with the
+    chance its share of the CTA's updates reaches it), the line's atomics out of the L2's
+    traffic; otherwise one update per CTA of at most one wave, the rest of the launch
+    unchanged but for the CTA turnaround of each round of resident CTAs. Counts are scaled
+    from the traced CTAs to the launch when CTAs all over the sample make them (at least half
+    of them, or two or more spanning half of the traced CTAs: a histogram's bin), else counted
+    as traced. A helper function's atomic is counted at its call in the kernel. Where analyze
+    builds the automatic variant, the point is the launch model on the kernel's and on the
+    variant's own emulated traces, each side at least its own atomics' serial time
     (:mod:`gpuadvise.analyze.variant_trace`): a one-wave launch changes every thread's
     instructions and the CTAs, which the kernel's trace cannot follow (HeCBench
     bincount_shared: 2.11x on the kernel's trace, measured 12.3x).
@@ -155,9 +158,13 @@ class ContendedGlobalAtomics(Rule):
         wave = self._wave(ctx)
         for (file, line), h in sorted(hot.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or 0)):
             c = self._serial(ctx, h, line in combined and ctx.same_file(file))
-            if c.serial_s < min_share * before or c.cta_serial_s >= c.serial_s:
+            # reported on the address's, region's and steps' terms (the unit's, a finer count
+            # of the same requests, sizes the estimate: alone it flagged kernels/pairs' one
+            # atomic a warp on words of their own, 1.8 us hidden under 4.8)
+            found = c.time_s(c.updates, c.line_requests, c.steps)
+            if found < min_share * before or c.cta_serial_s >= found:
                 continue
-            what = c.finding_text(h, scale)
+            what = finding_text(c, h, scale)
             yield self.finding(
                 ctx,
                 f"contended global atomic: {what}: {c.serial_s * 1e6:.1f} us against "
@@ -201,45 +208,28 @@ class ContendedGlobalAtomics(Rule):
         return g.y == g.z == 1 and 0 < wave < g.x and is_grid_stride(ctx.kernel_source)
 
     def _serial(
-        self, ctx: RuleContext, h: HotAddress, combined: bool, kept: bool = False
+        self, ctx: RuleContext, h: HotAddress, combined: bool, kept: bool = False, private=False
     ) -> SerialAtomics:
-        """The L2's serial work on the line's hot address and hot 128-byte line, before and
-        with one update per CTA of one wave (``kept``: of the whole grid)."""
-        scale = ctx.trace.scale
-        lanes, updates = h.lanes_per_request, h.launch_updates(scale)
-        if combined:  # one update per warp-level request
-            updates /= max(lanes, 1.0)
-            lanes = 1.0
+        """The L2's serial terms (:func:`serial_atomics`) with one update per CTA of one wave
+        after (``kept``: of the whole grid; ``private``: each CTA flushes its bins)."""
         wave = 0 if kept else self._wave(ctx)
-        ctas = h.launch_ctas(scale)
-        after = min(ctas, wave) if wave else ctas
-        line_requests = h.launch_region_requests(scale)
-        line_scaled = h.region_wide
-        line_ctas = h.launch_region_ctas(scale)
-        # one CTA's updates of the region's words: a request per line of them (4-byte words)
-        lines = min(REGION_BYTES // 128, max(1, -(-h.region_addresses // 32)))
-        line_after = (min(line_ctas, wave) if wave else line_ctas) * lines
-        steps = line_requests if combined else h.launch_region_steps(scale)
-        return SerialAtomics(
-            updates,
-            lanes,
-            line_requests,
-            after,
-            line_after,
-            update_ns(h.opcode) * 1e-9,
-            h.request_ns() * 1e-9,
-            line_scaled,
-            steps,
-        )
+        return serial_atomics(h, ctx.trace.scale, combined, wave, private)
 
     @staticmethod
-    def _launch(ctx: RuleContext, one_wave: bool = False) -> LaunchTimes | None:
+    def _launch(
+        ctx: RuleContext, one_wave: bool = False, without: HotAddress | None = None
+    ) -> LaunchTimes | None:
         """The launch model's terms of the kernel; ``one_wave``: run in one wave (a grid-stride
-        loop), without the CTA turnaround of each round."""
+        loop), without the CTA turnaround of each round; ``without``: the traffic of that
+        line's global atomics gone (to a copy of the bins in shared memory)."""
         rates = memory_rates(ctx.device)
         if rates is None:
             return None
-        traffic = view_traffic(ctx.device, ctx.trace_view)
+        traffic = (
+            view_traffic(ctx.device, ctx.trace_view)
+            if without is None
+            else traffic_without(ctx.device, ctx.trace_view, without.insts)
+        )
         try:
             t = launch_times(traffic, ctx.device, rates, turnaround=not one_wave)
         except ModelUnavailable:
@@ -291,14 +281,18 @@ class ContendedGlobalAtomics(Rule):
         combined = finding.line in self._combined_lines(ctx)
         fix = self._fix(ctx, finding, h, combined)
         # a copy of the bins per CTA keeps the grid where no grid-stride loop allows one wave
-        kept = fix == "private" and not self._one_wave_fits(ctx)
-        c = self._serial(ctx, h, combined, kept)
+        private = fix == "private"
+        kept = private and not self._one_wave_fits(ctx)
+        c = self._serial(ctx, h, combined, kept, private)
         updates, lanes, serial = c.updates, c.lanes, c.serial_s
         # one update per CTA of one wave (a CTA reduction, or the launch alone where the
         # kernel loops and makes one atomic per CTA already): in one wave (fewer CTAs than the
         # launch's), the CTAs' turnaround goes too
         one_wave = c.cta_updates < h.launch_ctas(ctx.trace.scale)
-        wave_t = self._launch(ctx, one_wave=True) if one_wave else rest_t
+        # a copy of the bins per CTA: the line's global atomics leave the L2's traffic
+        wave_t = (
+            self._launch(ctx, one_wave, h if private else None) if one_wave or private else rest_t
+        )
         cta_t = rest_t if wave_t is None else wave_t
         cta_s = with_serial_s(cta_t, c.cta_serial_s)
         before_s = with_serial_s(rest_t, serial)
@@ -306,7 +300,7 @@ class ContendedGlobalAtomics(Rule):
             # the variant: one update per warp-level request on the address, the launch as is
             # (the requests reaching the hot line stay as many)
             after_updates, after_lines = updates / max(lanes, 1.0), c.line_requests
-            after_steps, after_t = c.line_requests, rest_t
+            after_steps, after_t, after_unit = c.line_requests, rest_t, c.unit_s
             after_what = (
                 f"one update per warp-level request (the warp's {lanes:.1f} lanes on the address "
                 f"combined first: {after_updates:.0f}; a CTA reduction in one wave would make "
@@ -314,13 +308,16 @@ class ContendedGlobalAtomics(Rule):
             )
         else:
             after_updates, after_lines = c.cta_updates, c.cta_line_requests
-            after_steps, after_t = after_lines, cta_t
+            after_steps, after_t, after_unit = after_lines, cta_t, c.cta_unit_s
             after_what = (
-                f"one update per CTA of one wave ({after_updates:.0f}"
+                f"a copy of the bins per CTA in shared memory (the line's global atomics out "
+                f"of the L2's traffic; each CTA's flush on the unit: {c.cta_unit_s * 1e6:.1f} us)"
+                if private
+                else f"one update per CTA of one wave ({after_updates:.0f}"
                 + (f"; {after_lines:.0f} requests on the region" if c.by_line else "")
                 + ")"
             )
-        after_serial = c.time_s(after_updates, after_lines, after_steps)
+        after_serial = c.time_s(after_updates, after_lines, after_steps, after_unit)
         after_rest, after_s = after_t.time_s, with_serial_s(after_t, after_serial)
         inputs = {
             "updates_before": updates,
@@ -339,7 +336,7 @@ class ContendedGlobalAtomics(Rule):
             "cta_reduction_point": round(before_s / cta_s, 3),
             "model": MODEL,
         }
-        serial_what = c.estimate_text(h)
+        serial_what = estimate_text(c, h)
         return Estimate(
             round(max(before_s / after_s, 1.0), 3),
             "point",

@@ -26,7 +26,7 @@ speedup (never a value below 1 as a speedup), the variant waits for a GPU
 
 Global atomics serialised at an address or on the lines of a 512-byte region, which the launch
 model does not see, are taken from each trace as GA208 counts them
-(:func:`gpuadvise.rules.global_atomics.launch_serial_s`): each side's time is the larger of the
+(:func:`gpuadvise.rules.global_atomics_serial.launch_serial_s`): each side's time is the larger of the
 launch model's and that serial time. A one-wave grid's histogram flush pays one request per
 line and CTA of one wave instead of one per CTA of the whole grid (HeCBench bincount_shared:
 39,063 CTAs' flushes, 156 us in turn, against the launch model's 83 us; measured 381 us
@@ -96,20 +96,28 @@ def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
     return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
 
 
-def _serial_s(analysis: KernelAnalysis) -> float:
-    """The L2's serial time for the analysis's global atomics (0 without them or a trace)."""
-    from gpuadvise.rules.global_atomics import combined_lines, launch_serial_s
+def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:
+    """The L2's serial time for the analysis's global atomics (0 without them or a trace), and
+    whether it follows the rest of a one-wave launch (:func:`launch_serial`)."""
+    from gpuadvise.rules.global_atomics import combined_lines
+    from gpuadvise.rules.global_atomics_serial import launch_serial
 
     mem = analysis.memory
     if mem is None or mem.trace is None:
-        return 0.0
-    return launch_serial_s(mem.trace, combined_lines(analysis.sass_instructions))
+        return 0.0, False
+    wave = 0 if analysis.waves is None else analysis.waves.ctas_per_wave
+    return launch_serial(mem.trace, combined_lines(analysis.sass_instructions), wave)
 
 
-def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOptions | None:
+def _variant_options(
+    opts: KernelOptions, v: Variant, folder: Path, spec_path: str | Path | None = None
+) -> KernelOptions | None:
     """The command line's options for the variant ``v``: its patched source in ``folder`` (the
     original's folder searched for its includes) and its launch; None when the variant is not
-    a source or launch change analyze can build alone (a proxy, compile flags)."""
+    a source or launch change analyze can build alone (a proxy, compile flags). ``spec_path``:
+    the launch spec the kernel's analysis read, named for the variant where the command line
+    named none (a spec found beside the original source is not beside the patched copy: the
+    variant then had no launch, and kernels/' GA208 rows kept the rule's own point)."""
     from gpuadvise.source.patch import apply_unified_diff
 
     if v.proxy is not None or v.nvcc_flags or v.defines or not (v.diff or v.launch):
@@ -123,6 +131,8 @@ def _variant_options(opts: KernelOptions, v: Variant, folder: Path) -> KernelOpt
         patched.write_text(apply_unified_diff(src.read_text(), v.diff))
         changes["source"] = str(patched)
         changes["include"] = (*opts.include, str(src.parent))
+        if opts.spec is None and spec_path is not None:
+            changes["spec"] = str(spec_path)
     launch = dict(v.launch or {})
     for key in ("grid", "block"):
         if key in launch:
@@ -146,17 +156,21 @@ def trace_point_estimate(
     est: LaunchEstimate,
     what: str,
     serial: tuple[float, float] = (0.0, 0.0),
+    follows: tuple[bool, bool] = (False, False),
 ) -> Estimate:
     """The finding's estimate with the launch model's point on both traces (``est``), each
     side at least the L2's serial time for its global atomics (``serial``: before, after): a
     point estimate becomes that point; an upper bound keeps the larger of the two bounds with
     the point beside it; a point below 1 gives no speedup (the variant is predicted slower)."""
+    from gpuadvise.model.atomic_serial import after_loops_s
     from gpuadvise.model.roofline import ceiling_s
     from gpuadvise.rules.findings import Estimate
     from gpuadvise.rules.global_atomics import with_serial_s
 
     sb, sa = serial
-    before_s, after_s = with_serial_s(est.before, sb), with_serial_s(est.after, sa)
+    # a one-wave launch's flushes after every CTA's loop add to it in part (launch_serial)
+    before_s = after_loops_s(est.before, sb) if follows[0] else with_serial_s(est.before, sb)
+    after_s = after_loops_s(est.after, sa) if follows[1] else with_serial_s(est.after, sa)
     floor_s = with_serial_s(est.after_floor, sa)
     point = round(before_s / after_s, 3)
     top_s = (
@@ -192,7 +206,13 @@ def trace_point_estimate(
         f"{est.after.describe()}, bound by {est.after.bound_by}"
         + (
             f"; the L2's serial global atomics (GA208's count) {sb * 1e6:.1f} us before, "
-            f"{sa * 1e6:.1f} us after, each side's L2 term where longer: "
+            f"{sa * 1e6:.1f} us after, each side's L2 term where longer"
+            + "".join(
+                f" (the {side}: after its one wave's loops, 45% added)"
+                for side, yes in zip(("before", "after"), follows, strict=True)
+                if yes
+            )
+            + ": "
             f"{before_s * 1e6:.1f} us before, {after_s * 1e6:.1f} us after"
             if max(sb, sa) > 0.0
             else ""
@@ -247,7 +267,7 @@ def with_trace_points(
     if not todo:
         return run
     before = _traffic(analysis)
-    serial_before = _serial_s(analysis)
+    serial_before, follows_before = _serial_s(analysis)
     rates = memory_rates(analysis.device)
     if before is None or rates is None:
         return run
@@ -259,7 +279,7 @@ def with_trace_points(
         assert f.variant is not None
         v = f.variant.candidates()[0]
         with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
-            vopts = _variant_options(opts, v, Path(tmp))
+            vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
             if vopts is None:
                 continue
             try:
@@ -277,7 +297,7 @@ def with_trace_points(
                         registers=False,  # the launch model reads the trace, not them
                     )
                 after = _traffic(va)
-                serial_after = _serial_s(va)
+                serial_after, follows_after = _serial_s(va)
             except GpuAdviseError as exc:
                 log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
                 continue
@@ -287,7 +307,13 @@ def with_trace_points(
         if est is None:
             continue
         what = "the variant" + (f" {v.label}" if v.label else "")
-        new = trace_point_estimate(f.estimated_speedup, est, what, (serial_before, serial_after))
+        new = trace_point_estimate(
+            f.estimated_speedup,
+            est,
+            what,
+            (serial_before, serial_after),
+            (follows_before, follows_after),
+        )
         changes: dict[str, Any] = {"estimated_speedup": new}
         if new.speedup is None:
             changes["recommend_only_if_faster"] = True

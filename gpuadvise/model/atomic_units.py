@@ -1,62 +1,159 @@
-"""The L2's serial atomics per 1 KB unit, counted in the 32-byte sectors each warp-level request
-updates there. Pure: arrays in, numbers out; no I/O.
+"""The L2's serial atomics per 1 KB unit: each warp-level request costs the unit it reaches a
+little per 128-byte line and more per 32-byte sector it updates there, a sector whose eight
+words the request all updates costing less than one it updates in part. Pure: arrays in,
+numbers out; no I/O.
 
-Two neighbouring 512-byte regions (a 1 KB-aligned span) are served by one serial unit of the L2,
-and a request there costs about :data:`SECTOR_NS` per sector it updates. Measured on an H200,
-CUDA 13 (docs/data/global_atomics_regions_h200_2026-11-29.txt and the s9-est probe,
+Two neighbouring 512-byte regions (a 1 KB-aligned span) are served by one serial unit of the
+L2, one request after another. Measured on an H200, CUDA 13
+(docs/data/global_atomics_regions_h200_2026-11-29.txt and the s9-est probe,
 gpu_logs/s9probes/s9-est/probe.txt, quoted in docs/accuracy.md's ninth session):
 
 - eight bins one line each, 512 bytes apart (eight regions): 2.94 ms, the same as 256 bytes
   apart (2.94 ms); 1 KB apart: 1.54 ms (the pairs served apart: 1.9x);
 - every CTA of 39,063 flushing 128 consecutive int bins (one region, 4 full-line requests a
-  CTA): 0.190 ms; 768 bins (six regions, three 1 KB units): 0.373 ms, twice one region's time,
+  CTA): 0.190 ms; 768 bins (six regions, three 1 KB units) 0.373 ms, twice one region's time,
   where six regions served apart would take one region's;
-- requests on one region: a full line (4 sectors) 1.194 ns, two sectors 0.613, 16 sectors
-  (4 lines) 5.97, one sector 0.37-0.45: about 0.30 ns a sector at the cheapest.
+- a request on one region (270,336 of them, s9-est's eight patterns): one line of 4 full
+  sectors 1.194 ns, of 2 full sectors 0.613, of one 0.368; one full sector on each of 4 lines
+  1.406; one word on each of 4 lines 1.739; one line's 4 sectors one word each 1.514, one
+  word 0.452; 4 lines of 4 sectors two words each 5.97;
+- on one 1 KB unit (the s11-hist probe, gpu_logs/s11probes/s11-hist/probe.txt, 2026-11-30;
+  270,336 requests a shape): one line's 4 sectors, all 8 words of each 1.196 ns a request,
+  1, 2, 3, 4 or 6 words of each 1.394-1.397; one sector, 8 words 0.360, 1-4 words 0.399-0.403;
+  one word on each of 2, 4, 8 lines 0.781, 1.541, 3.057; all 32 sectors one word each 11.00;
+  16 sectors of 8 lines, one or two words each, 5.83; every CTA of 65,536 flushing a unit's
+  256 bins, 1-4 words of each sector 0.73 ms, all 8 0.62 ms.
 
-The unit's time is its (request, sector) pairs times :data:`SECTOR_NS`, the cheapest rate
-measured (a lower estimate of the serial time: 24 regions' flush measured 0.474 ms where twelve
-units of two regions say 0.373)."""
+Per (request, line) :data:`LINE_NS`, per (request, sector) :data:`FULL_SECTOR_NS` where the
+request updates its 8 words and :data:`WORD_SECTOR_NS` where it updates fewer (1 to 7: the probe
+measured 1-6 alike) reproduce the probe's twenty shapes within 5% and the flushes within 1%
+(s9-est's one-region shapes, whose requests rotated over 4 lines, measured up to 13% higher).
+The unit's time is the sum of its requests' (line, sector) costs. Random int bins one element a
+lane (2^24 into 256, 384, 512, 768, 1,024 bins: 4.31, 3.22, 2.58, 1.84, 1.43 ms on the probe)
+are then within 11% (the flat 0.30 ns a sector of s10-bincount said 23-26% less)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 UNIT_BYTES = 1024
 """The span whose atomic requests one L2 unit serves one after another (two 512-byte regions)."""
 
-SECTOR_NS = 0.30
-"""Nanoseconds per (warp-level request, 32-byte sector) within one :data:`UNIT_BYTES` unit: an
-H200's full-line request on one region, 1.194 ns for 4 sectors."""
+LINE_NS = 0.07
+"""Nanoseconds per (warp-level request, 128-byte line) within one :data:`UNIT_BYTES` unit."""
 
-__all__ = ["SECTOR_NS", "UNIT_BYTES", "hot_unit_sectors", "unit_serial_s"]
+FULL_SECTOR_NS = 0.28
+"""Nanoseconds per (warp-level request, 32-byte sector) whose 8 words the request all updates
+(an H200's full-line request on one region: 1.194 ns = 0.07 + 4 x 0.28)."""
+
+WORD_SECTOR_NS = 0.33
+"""Nanoseconds per (warp-level request, 32-byte sector) of which the request updates fewer than
+its 8 words (one line's four such sectors: 1.394-1.397 ns = 0.07 + 4 x 0.33, for 1 to 6 words)."""
+
+SECTOR_WORDS = 8
+
+__all__ = [
+    "FULL_SECTOR_NS",
+    "LINE_NS",
+    "UNIT_BYTES",
+    "WORD_SECTOR_NS",
+    "UnitLoad",
+    "flush_ns",
+    "hot_unit",
+    "sector_ns",
+    "unit_serial_s",
+]
 
 
-def hot_unit_sectors(
-    req: np.ndarray, addr: np.ndarray, weights: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """The (request, 32-byte sector) pairs of the most loaded :data:`UNIT_BYTES` unit, each
-    pair weighted by its request's weight, and the requests reaching that unit.
+def sector_ns(words: np.ndarray) -> np.ndarray:
+    """Each (request, sector)'s cost for ``words`` of its 8 words updated: :data:`FULL_SECTOR_NS`
+    for all 8, :data:`WORD_SECTOR_NS` for fewer."""
+    return np.where(np.asarray(words) >= SECTOR_WORDS, FULL_SECTOR_NS, WORD_SECTOR_NS)
+
+
+def flush_ns(sectors: float, lines: float, full: float) -> float:
+    """One CTA's flush of a unit's bins (a request per line, as the flush loop's warps reach
+    them): ``lines`` requests over ``sectors`` sectors, the share ``full`` of them with all 8
+    words non-zero."""
+    per_sector = WORD_SECTOR_NS + (FULL_SECTOR_NS - WORD_SECTOR_NS) * full
+    return float(lines * LINE_NS + sectors * per_sector)
+
+
+@dataclass(frozen=True)
+class UnitLoad:
+    """The most loaded :data:`UNIT_BYTES` unit of a sample's atomic requests: ``ns`` its
+    requests' serial time (weighted, less the sample's noise), ``pairs`` its (request, sector)
+    pairs and ``lanes`` its lanes alike, the distinct ``sectors``, ``lines`` and ``words`` of
+    the unit they update, and the requests reaching it (``on``, request indices)."""
+
+    ns: float
+    pairs: float
+    sectors: int
+    lines: int
+    words: int
+    on: np.ndarray
+    lanes: float = 0.0
+
+    @property
+    def words_per_sector(self) -> float:
+        return self.words / self.sectors if self.sectors else 0.0
+
+
+_NONE = UnitLoad(0.0, 0.0, 0, 0, 0, np.zeros(0, dtype=np.int64), 0.0)
+
+
+def _unique_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs and each one's count."""
+    rows, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
+    return rows, counts
+
+
+def hot_unit(req: np.ndarray, addr: np.ndarray, weights: np.ndarray) -> UnitLoad:
+    """The :class:`UnitLoad` of the unit whose requests cost the L2 longest.
 
     ``req``: the request index of each active lane, ``addr``: its byte address, ``weights``:
-    each request's weight (indexed by request). The hottest of many units that a sample reaches
-    a few times each is the sample's luck: its count less two of its standard deviations, at
-    least the units' mean (as the 512-byte region's count)."""
+    each request's weight (indexed by request). Each (request, line) costs :data:`LINE_NS`,
+    each (request, sector) :func:`sector_ns` of the words the request updates there. The
+    hottest of many units that a sample reaches a few times each is the sample's luck: its
+    pairs less two of their standard deviations, at least the units' mean, its time scaled
+    alike (as the 512-byte region's count)."""
     if not len(req):
-        return 0.0, np.zeros(0, dtype=np.int64)
-    a = addr.astype(np.uint64)
-    pairs = np.unique(np.stack([req.astype(np.uint64), a >> np.uint64(5)], axis=1), axis=0)
-    units = pairs[:, 1] >> np.uint64(UNIT_BYTES.bit_length() - 1 - 5)
-    uniq, inverse = np.unique(units, return_inverse=True)
-    w = weights[pairs[:, 0].astype(np.int64)]
-    counts = np.bincount(inverse, weights=w, minlength=len(uniq))
-    hot = int(np.argmax(counts))
-    top = float(counts[hot])
-    count = max(top - 2.0 * np.sqrt(top), float(counts.mean()))
-    on = np.unique(pairs[inverse == hot, 0].astype(np.int64))
-    return count, on
+        return _NONE
+    r = req.astype(np.uint64)
+    words, _ = _unique_rows(r, addr.astype(np.uint64) >> np.uint64(2))
+    sec_rows, per_sector = _unique_rows(words[:, 0], words[:, 1] >> np.uint64(3))
+    line_rows, _ = _unique_rows(sec_rows[:, 0], sec_rows[:, 1] >> np.uint64(2))
+    unit_shift = np.uint64(UNIT_BYTES.bit_length() - 1 - 5)  # sectors to units
+    s_units = sec_rows[:, 1] >> unit_shift
+    l_units = line_rows[:, 1] >> (unit_shift - np.uint64(2))
+    uniq, s_inv = np.unique(s_units, return_inverse=True)
+    l_inv = np.searchsorted(uniq, l_units)
+    s_w = weights[sec_rows[:, 0].astype(np.int64)]
+    l_w = weights[line_rows[:, 0].astype(np.int64)]
+    cost = np.bincount(s_inv, weights=s_w * sector_ns(per_sector), minlength=len(uniq))
+    cost += np.bincount(l_inv, weights=l_w * LINE_NS, minlength=len(uniq))
+    pairs = np.bincount(s_inv, weights=s_w, minlength=len(uniq))
+    hot = int(np.argmax(cost))
+    top = float(pairs[hot])
+    count = max(top - 2.0 * np.sqrt(top), float(pairs.mean()))
+    keep = count / top if top else 1.0
+    in_hot = s_inv == hot
+    hot_words = words[(words[:, 1] >> np.uint64(8)) == uniq[hot]]
+    in_unit = (addr.astype(np.uint64) >> np.uint64(UNIT_BYTES.bit_length() - 1)) == uniq[hot]
+    lanes = float(weights[req[in_unit].astype(np.int64)].sum()) * keep
+    return UnitLoad(
+        ns=float(cost[hot]) * keep,
+        pairs=count,
+        sectors=len(np.unique(sec_rows[in_hot, 1])),
+        lines=len(np.unique(line_rows[l_inv == hot, 1])),
+        words=len(np.unique(hot_words[:, 1])),
+        on=np.unique(sec_rows[in_hot, 0].astype(np.int64)),
+        lanes=lanes,
+    )
 
 
-def unit_serial_s(sector_requests: float, sector_ns: float = SECTOR_NS) -> float:
-    """Seconds one unit takes for its (request, sector) pairs, one after another."""
-    return sector_requests * sector_ns * 1e-9
+def unit_serial_s(ns: float) -> float:
+    """Seconds one unit takes for requests whose costs sum to ``ns`` nanoseconds."""
+    return ns * 1e-9

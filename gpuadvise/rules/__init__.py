@@ -95,10 +95,11 @@ from gpuadvise.rules.global_atomics import (
     SerialAtomics,
     combined_lines,
     hot_addresses,
-    tiles_advice,
     update_ns,
     with_serial_s,
 )
+from gpuadvise.rules.global_atomics_serial import serial_atomics, traffic_without
+from gpuadvise.rules.global_atomics_text import estimate_text, finding_text, tiles_advice
 from gpuadvise.rules.global_privatise import PrivatePlan, privatise_plan, privatise_variant
 from gpuadvise.rules.grid_stride import PREFIX as GRID_STRIDE_PREFIX
 from gpuadvise.rules.grid_stride import (
@@ -283,6 +284,10 @@ from gpuadvise.words import counted, lines_text
 
 __all__ = [
     "AccessTrace",
+    "estimate_text",
+    "finding_text",
+    "traffic_without",
+    "serial_atomics",
     "accumulation_reloads",
     "accumulations",
     "forwarded_in_order",

@@ -10,26 +10,38 @@ H200 spends about 1 ns a request on each 128-byte line a warp-level request reac
 lines of one 512-byte region queue behind each other (consecutive lines share an L2 slice), so
 histogram bins packed in a few hundred bytes serialise on their region however their lanes
 spread over words: 768 int bins in 3 KB took 1.83 ms for 2^24 updates, 0.32 ms with one bin a
-line (``docs/data/global_atomics_lines_h200_2026-11-29.txt``). Pure: the trace's records, no
-I/O.
+line (``docs/data/global_atomics_lines_h200_2026-11-29.txt``); two neighbouring regions share
+one serial unit of the L2, which a request costs by the lines and sectors it updates there
+(:mod:`gpuadvise.model.atomic_units`). The serial terms themselves are
+:mod:`gpuadvise.model.atomic_serial` (re-exported here), their use over a launch
+:mod:`gpuadvise.rules.global_atomics_serial`, their words :mod:`gpuadvise.rules.global_atomics_text`.
+Pure: the trace's records, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from gpuadvise.model.atomic_units import SECTOR_NS, hot_unit_sectors
+from gpuadvise.model.atomic_serial import (
+    ONE_LINE_NS,
+    REGION_BYTES,
+    REQUEST_NS,
+    SerialAtomics,
+    update_ns,
+    with_serial_s,
+)
+from gpuadvise.model.atomic_units import flush_ns, hot_unit
 from gpuadvise.model.banks import active_lanes
-from gpuadvise.model.roofline import LaunchTimes
 from gpuadvise.ptx.access import record_weights
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 __all__ = [
+    "ATOMIC_KINDS",
     "REGION_BYTES",
     "ONE_LINE_NS",
     "REQUEST_NS",
@@ -37,52 +49,11 @@ __all__ = [
     "SerialAtomics",
     "hot_addresses",
     "combined_lines",
-    "launch_serial_s",
-    "tiles_advice",
     "update_ns",
     "with_serial_s",
 ]
 
-_ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
-
-UPDATE_NS = {"f32": 1.76, "f64": 1.76, "f16": 1.76, "bf16": 1.76, "int": 0.73}
-"""Nanoseconds the L2 takes per update of one address, by the atomic's type: an H200, CUDA 13,
-2^24 updates of one word (``benchmarks/global_atomics_probe``, 2026-11-29): a float add 1.76 ns
-(the other float types, unmeasured, taken alike), an integer add 0.73 ns. Other GPUs' L2s are
-taken alike until measured."""
-
-
-REGION_BYTES = 512
-"""The span of consecutive memory whose lines' atomic requests queue behind each other."""
-
-REQUEST_NS = 1.0
-"""Nanoseconds the L2 takes per (warp-level request, 128-byte line) within one
-:data:`REGION_BYTES` region. Fitted on an H200, CUDA 13, 2^24 integer adds (2^19 requests of 32
-lanes) to random bins packed in consecutive words (``.gpu/s6-atomics/probe2.cu``, 2026-11-29):
-the lines of a region a request reaches (4 lines a region, each reached with probability
-1 - (1 - 1/lines)^32) times 2^19 times 1 ns against the measured time: 256 bins (1 KB) 2.2 ms
-against 4.34 (its 8 lines in one slice, presumably), 768 (3 KB) 1.56 against 1.83, 1024 (4 KB)
-1.34 against 1.42, 4096 (16 KB) 0.47 against 0.48, 32 bins one a line (4 KB) 1.34 against 1.61;
-requests that reach one line of a region and no other (seven bins after warp aggregation,
-``kernels/global_atomics`` letter_bins: 524,288 requests in at most 0.40 ms) take
-:data:`ONE_LINE_NS`. Spread over many regions the launch's other
-limits take over (65,536 bins one a line: 0.16 ms, the launch alone). Other GPUs' L2s are taken
-alike until measured."""
-
-
-ONE_LINE_NS = 0.75
-"""Nanoseconds per request where a region's requests all reach one line (a few bins in one line):
-``kernels/global_atomics`` letter_bins after warp aggregation (seven words, 524,288 requests)
-took 0.40 ms on an H200, everything included (0.77 ns a request at most)."""
-
-
-def update_ns(opcode: str) -> float:
-    """The L2's time per update of one address for a PTX atomic ``opcode``."""
-    mods = opcode.split(".")[1:]
-    for m in reversed(mods):
-        if m in UPDATE_NS:
-            return UPDATE_NS[m]
-    return UPDATE_NS["int"]
+ATOMIC_KINDS = (int(Kind.ATOMIC), int(Kind.REDUCTION))
 
 
 @dataclass(frozen=True)
@@ -123,6 +94,30 @@ class HotAddress(FindingDetails):
     """(request, sector) pairs (weighted) in the most loaded 1 KB unit
     (:mod:`gpuadvise.model.atomic_units`), over the launch where ``unit_wide``."""
     unit_wide: bool = False
+    unit_ns: float = 0.0
+    """That unit's serial time for the traced requests (weighted), nanoseconds."""
+    unit_ctas: int = 0
+    """Traced CTAs whose requests reach that unit."""
+    unit_bins: tuple[int, int, int] = (0, 0, 0)
+    """The distinct sectors, lines and words of that unit the requests update."""
+    unit_lanes: float = 0.0
+    """The lanes (weighted) updating that unit's words."""
+
+    def launch_unit_s(self, scale: float) -> float:
+        """The hot unit's serial seconds over the launch (scaled where :attr:`unit_wide`)."""
+        return self.unit_ns * (scale if self.unit_wide else 1.0) * 1e-9
+
+    def unit_flush_s(self, ctas: float, scale: float) -> float:
+        """The hot unit's serial seconds when ``ctas`` CTAs each add their copy of its bins
+        (a request per line it reaches, one lane per non-zero bin): each bin of the unit
+        non-zero in a CTA with the probability that one of its share of the unit's updates
+        (Poisson) reaches it, a sector full when its 8 bins are."""
+        sectors, lines, words = self.unit_bins
+        if not ctas or not words:
+            return 0.0
+        lanes = self.unit_lanes * (scale if self.unit_wide else 1.0) / ctas
+        filled = 1.0 - float(np.exp(-lanes / words))
+        return ctas * flush_ns(sectors, lines, filled**8) * 1e-9
 
     @property
     def once_per_cta(self) -> bool:
@@ -184,94 +179,6 @@ class HotAddress(FindingDetails):
         return self.hot_ctas * scale if self.grid_wide else float(self.hot_ctas)
 
 
-@dataclass(frozen=True)
-class SerialAtomics:
-    """GA208's view of a source line's atomics as the L2 takes them in turn over the launch:
-    the hot address's updates (``lanes`` of a warp-level request on it), the hot region's
-    requests (:data:`REGION_BYTES`), the same with one update per CTA of one wave (one request
-    per line and CTA), the L2's time per update and per request, and the hot region's steps
-    (:attr:`HotAddress.region_steps`; after a CTA reduction one per request)."""
-
-    updates: float
-    lanes: float
-    line_requests: float
-    cta_updates: float
-    cta_line_requests: float
-    update_s: float
-    line_s: float
-    line_scaled: bool
-    steps: float = 0.0
-
-    def time_s(self, updates: float, line_requests: float, steps: float = 0.0) -> float:
-        """The largest of the address's, the line's and the region's steps' serial times."""
-        return max(updates * self.update_s, line_requests * self.line_s, steps * self.update_s)
-
-    @property
-    def serial_s(self) -> float:
-        return self.time_s(self.updates, self.line_requests, self.steps)
-
-    @property
-    def cta_serial_s(self) -> float:
-        return self.time_s(self.cta_updates, self.cta_line_requests, self.cta_line_requests)
-
-    @property
-    def by_line(self) -> bool:
-        """The hot line's requests take the L2 longer than the hot address's updates."""
-        return self.line_requests * self.line_s > self.updates * self.update_s
-
-    @property
-    def by_steps(self) -> bool:
-        """The region's steps (requests, each its most lanes on one word) take the L2 longer
-        than both the hot address's updates and the region's requests."""
-        t = self.steps * self.update_s
-        return t > self.updates * self.update_s and t > self.line_requests * self.line_s
-
-    def finding_text(self, h: HotAddress, scale: float) -> str:
-        """What takes the L2 longest, for GA208's message (``scale``: the trace's)."""
-        where = f"`{h.buffer}`" if h.buffer else "one address"
-        if self.by_steps:
-            return (
-                f"{h.launch_region_requests(scale):.0f} warp-level requests on one "
-                f"{REGION_BYTES}-byte region of {where} over the launch, each applying its "
-                f"lanes on one word one after another ({self.steps:.0f} updates in turn, "
-                f"{self.lanes:.1f} lanes of a request on the hottest address, from "
-                f"{h.launch_region_ctas(scale):.0f} CTAs) at about "
-                f"{self.update_s * 1e9:.2f} ns each"
-            )
-        if self.by_line:
-            return (
-                f"{self.line_requests:.0f} requests on the 128-byte lines of one "
-                f"{REGION_BYTES}-byte region of {where} over the launch (a warp-level request "
-                f"once per line it reaches; {h.region_addresses} addresses, from "
-                f"{h.launch_region_ctas(scale):.0f} CTAs), which the L2 takes one after "
-                f"another at about {h.request_ns():.2f} ns each"
-            )
-        return (
-            f"{self.updates:.0f} updates of one address of {where} over the launch "
-            f"({self.lanes:.1f} lanes of a warp-level request, from "
-            f"{h.launch_ctas(scale):.0f} CTAs), which the L2 applies one after another "
-            f"at about {update_ns(h.opcode):.2f} ns each"
-        )
-
-    def estimate_text(self, h: HotAddress) -> str:
-        """The serial term of GA208's estimate, in words."""
-        if self.by_steps:
-            return (
-                f"the L2's {self.steps:.0f} updates in turn on one {REGION_BYTES}-byte region "
-                f"(each request's lanes on one word one after another) at "
-                f"{self.update_s * 1e9:.2f} ns each"
-            )
-        if self.by_line:
-            return (
-                f"the L2's {self.line_requests:.0f} requests on the lines of one "
-                f"{REGION_BYTES}-byte region at {h.request_ns():.2f} ns each"
-            )
-        return (
-            f"the L2's {self.updates:.0f} serial updates of one address at "
-            f"{update_ns(h.opcode):.2f} ns each"
-        )
-
-
 def combined_lines(
     instrs: Iterable[Any], same_file: Callable[[Any], bool] | None = None
 ) -> set[int]:
@@ -287,38 +194,6 @@ def combined_lines(
     }
 
 
-def launch_serial_s(trace: AccessTrace, combined: Collection[int] = ()) -> float:
-    """The longest the L2 takes for one source line's global atomics over the launch, one
-    after another (GA208's serial time: the hot address's updates, the hot region's requests
-    or its steps, the larger), 0 without global atomics: what the launch model leaves out.
-    ``combined``: lines where ptxas combines a warp's lanes first (``REDUX``/``UFLO``: one
-    update per warp-level request)."""
-    scale = trace.scale
-    most = 0.0
-    for (_, line), h in hot_addresses(trace).items():
-        updates, requests = h.launch_updates(scale), h.launch_region_requests(scale)
-        steps = h.launch_region_steps(scale)
-        if line in combined:
-            updates, steps = updates / max(h.lanes_per_request, 1.0), requests
-        u = update_ns(h.opcode)
-        most = max(most, updates * u, requests * h.request_ns(), steps * u)
-        if line not in combined:  # a 1 KB unit's sectors (gpuadvise.model.atomic_units)
-            most = max(most, h.unit_sectors * (scale if h.unit_wide else 1.0) * SECTOR_NS)
-    return most * 1e-9
-
-
-def with_serial_s(times: LaunchTimes, serial_s: float) -> float:
-    """The launch's time with the L2's serial atomics (``serial_s``) as its L2 term where they
-    take longer: the launch model then combines them with the rest as it combines its own
-    throughput terms, overlapped with compute (HeCBench michalewicz, bound by its pipes: the
-    atomics' 0.71 ms hidden, measured 1.01x at most without them) and added in part to a
-    latency-bound launch's waits (llm.c layernorm_backward_kernel1: 2.08 ms modelled without
-    the atomics' 1.80 ms, 4.28 ms measured, 1.78 ms after warp aggregation)."""
-    if serial_s <= times.l2_s:
-        return times.time_s
-    return replace(times, l2_s=serial_s).time_s
-
-
 def _buffer_of(trace: AccessTrace, address: int) -> str | None:
     for name, (base, size) in trace.buffers.items():
         if int(base) <= address < int(base) + int(size):
@@ -329,7 +204,7 @@ def _buffer_of(trace: AccessTrace, address: int) -> str | None:
 def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], HotAddress]:
     """Per source line (its user's line), the :class:`HotAddress` of its global atomics."""
     recs = trace.records
-    sel = (recs["space"] == int(Space.GLOBAL)) & np.isin(recs["kind"], _ATOMIC_KINDS)
+    sel = (recs["space"] == int(Space.GLOBAL)) & np.isin(recs["kind"], ATOMIC_KINDS)
     idx = np.flatnonzero(sel)
     if not len(idx):
         return {}
@@ -366,7 +241,8 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             r, act, w_rec[rows], position, traced
         )
         req_idx, lane_idx = np.nonzero(act)
-        u_count, u_on = hot_unit_sectors(req_idx, r["addr"][req_idx, lane_idx], w_rec[rows])
+        unit = hot_unit(req_idx, r["addr"][req_idx, lane_idx], w_rec[rows])
+        u_on = unit.on
         u_pos = sorted({position.get(int(c), 0) for c in r["cta"][u_on]})
         u_spread = (u_pos[-1] - u_pos[0] + 1) / traced if u_pos and traced else 0.0
         opcode = trace.instructions[line_insts[0]].opcode
@@ -387,8 +263,12 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             region_addresses=reg_addrs,
             region_lines=reg_lines,
             region_steps=reg_steps,
-            unit_sectors=u_count,
+            unit_sectors=unit.pairs,
             unit_wide=HotAddress._spread_wide(len(u_pos), u_spread, traced),
+            unit_ns=unit.ns,
+            unit_ctas=len(u_pos),
+            unit_bins=(unit.sectors, unit.lines, unit.words),
+            unit_lanes=unit.lanes,
         )
     return out
 
@@ -438,21 +318,4 @@ def _hot_region(
         len(np.unique(addr[in_region])),
         n_lines,
         steps,
-    )
-
-
-def tiles_advice(wave: int) -> str:
-    """GA208's advice where each CTA makes one atomic on the address already and the kernel has
-    no loop a smaller grid could use (a block reduction, then ``atomicAdd(error, s)``; a stream
-    compaction's ``l_n = atomicAdd(nres, l_n)``): fewer CTAs, each doing the work of several
-    and its atomic once (``wave``: the CTAs of one wave)."""
-    return (
-        "the kernel makes one atomic per CTA already: give each CTA the work of several of its "
-        "CTAs (a loop over their tiles, or a grid-stride loop over the data, launched with about "
-        f"{wave} CTAs, one wave), each thread's partial kept in a register across them and the "
-        "CTA's reduction and its atomic made once, after the loop; where the atomic's returned "
-        "value places the CTA's output (an offset into a compacted array), count the CTA's "
-        "whole share first and take one offset for all of it (not automatic: splitting the "
-        "kernel's body at its reduction is the author's rewrite; the estimate is for one atomic "
-        "per CTA of one wave)"
     )
