@@ -329,7 +329,8 @@ def launch_times(
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
     fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm),
     no barrier steps in the pipe term (:attr:`~gpuadvise.model.execution.ComputeTerms.other_pipes_s`),
-    no CTA turnaround in the dependency term and a chain's L1 misses at the requests' fraction
+    no CTA turnaround nor first-round CTA launches (the ramp) in the dependency term, and a
+    chain's L1 misses at the requests' fraction
     (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
     on as few waits as can hold them). ``pipes``: the device's pipe rates (default:
     :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
@@ -392,7 +393,8 @@ def launch_times(
         if peak_dram and terms.other_pipes_s is not None
         else terms.pipe_s,
         dependency_s=terms.dependency_s
-        - (terms.turnaround_s if peak_dram or not turnaround else 0.0),
+        - (terms.turnaround_s if peak_dram or not turnaround else 0.0)
+        - (terms.ramp_s if peak_dram else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
         hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),

@@ -64,10 +64,9 @@ __all__ = [
 ]
 
 MODEL = "execution"
-# an estimate's input naming why the launch model's floor does not cap it (model_check): a change of
-# the launch's CTA count, whose CTA launch cost for small CTAs the model undercounts (GA103's merged
-# blocks, 2026-11-30 on an H200: 4,224 CTAs of 16 threads ran 5.98 us, their merge 4.67 us, 1.28x,
-# where the lane ratio through the floor said 1.15x)
+# an estimate's input naming why the launch model's floor does not cap it (model_check). No rule sets
+# it now: GA103's merges did (2026-11-30: 4,224 CTAs of 16 threads ran 5.98 us on an H200 where the
+# model said 3.77), until the CTA launches were measured into the model (its ramp; s10-launch)
 FLOOR_NOT_APPLIED = "launch_floor_not_applied"
 """``inputs["model"]`` of an estimate made on the launch model (the check leaves it as it is)."""
 

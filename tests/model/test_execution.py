@@ -361,6 +361,47 @@ def test_launch_bound_tiny_kernel_caps_any_speedup() -> None:
     assert amdahl_with_floor(t.time_s, t.floor_s, 33.0) < 1.06
 
 
+def test_launch_bound_by_its_cta_launches() -> None:
+    """The same one-load kernel on 4,224 CTAs of 16 threads (32 an SM: one round, as
+    kernels/merge16's reverse_global) and merged two blocks a CTA (2,112 CTAs of 32): the
+    block scheduler launches an SM's 32 CTAs one after another, 100 ns each here (the floor
+    holds the first two), so the last starts 3.0 us after them, then runs its 155 ns chain."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    a = np.ones(256, np.float32)
+    work = emulate_ptx(TINY, "tiny", 8, 16, [a, np.uint32(128)]).trace.work
+    assert work is not None and work.warps_per_cta == 1
+    # the chain of the test above without the early exit: int 4 + 3 + 1, global, fp32, store
+    assert work.chain == {"int": 8, "global": 1, "fp32": 1, "store": 1}
+    cycles = 16 + 287 + 4
+    n = 67584  # floats, read and written once: 2 sectors a warp's request of 16 floats
+    mem = {"dram_bytes": 2 * n * 4, "load_requests": n / 16, "l2_load_sectors": n / 8}
+    t = _times(replace(work, ctas=n // 16), **mem)
+    assert t.compute is not None and t.compute.rounds == 1 and t.compute.busiest_sm_ctas == 32
+    ramp = 30 * 100e-9
+    assert t.compute.ramp_s == pytest.approx(ramp)
+    assert t.dependency_s == pytest.approx(cycles / HZ + ramp)
+    # the scheduler's rate, 32 launches (3.2 us), about as long as the ramp and the chain
+    assert t.cta_s == pytest.approx(32 * 100e-9)
+    assert t.latency_side_s == pytest.approx(max(cycles / HZ + ramp, 32 * 100e-9))
+    # the throughput side (issue 0.1 us, DRAM 0.14 us at 3.9 TB/s, one warp a scheduler: added)
+    # adds little to the latency side
+    assert t.work_s == pytest.approx(_norm(t.latency_side_s, t.throughput_side_s))
+    assert t.work_s == pytest.approx(3.2e-6, rel=0.01)
+    assert t.time_s == pytest.approx(FLOOR + 3.2e-6, rel=0.01)  # 6.0 us: the H200 ran 5.98
+    # merged: 16 CTAs an SM, the ramp 14 launches (1.555 us with the chain), the rate 16 (1.6)
+    m = _times(replace(work, ctas=n // 32), **mem)
+    assert m.compute is not None and m.compute.ramp_s == pytest.approx(14 * 100e-9)
+    assert m.time_s == pytest.approx(FLOOR + 1.6e-6, rel=0.01)  # 4.4 us (4.67)
+    assert t.time_s / m.time_s == pytest.approx(1.36, abs=0.01)  # measured 1.28x
+    # one or two CTAs an SM (132, 264 CTAs): no ramp, the chain alone
+    for ctas in (132, 264):
+        one = _times(replace(work, ctas=ctas), **mem)
+        assert one.compute is not None and one.compute.ramp_s == 0.0
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. An FP64-bound kernel: 1,056 CTAs of 256 threads (8 a SM: 64 warps), each thread 64 steps
 #    of four independent DFMA chains
@@ -426,10 +467,14 @@ def test_fp64_bound_kernel_is_bound_by_its_pipe() -> None:
     assert t.issue_s == pytest.approx(7360 / HZ)
     assert t.bound_by == "pipe"
     # memory (2.16 MB written: 0.55 us at 3,913 GB/s) overlaps but for 1/16 of it; the latency
-    # side, 8 CTA launches on the SM (0.8 us), adds to that as a 2.5-norm: 4.25 us of work
+    # side, the larger of the last CTA's chain after the 6 CTA launches before it on the SM
+    # (0.6 us) and the 8 launches (0.8 us), adds to that as a 2.5-norm: 4.25 us of work
     assert t.cta_s == pytest.approx(800e-9)
+    assert t.compute.ramp_s == pytest.approx(600e-9)
+    latency = max(t.compute.chain_cycles / HZ + 600e-9, 800e-9)
+    assert t.latency_side_s == pytest.approx(latency)
     through = 8288 / HZ + t.memory_s / 16
-    assert t.time_s == pytest.approx(FLOOR + _norm(800e-9, through), rel=1e-6)
+    assert t.time_s == pytest.approx(FLOOR + _norm(latency, through), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------
