@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvise.rules import (
+    CTAS_DIVIDED_BY,
     Estimate,
     Evidence,
     Finding,
@@ -209,7 +210,7 @@ class BlockNotWarpMultiple(Rule):
         if d.merge:
             # the merge also divides the CTAs by d.merge: their launches (the model's CTA ramp
             # and CTA terms) fall by d.merge, the issue by the lane ratio, nothing by more
-            inputs["ctas_per_merged_cta"] = d.merge
+            inputs[CTAS_DIVIDED_BY] = d.merge
             method += (
                 f"; the merge also launches 1/{d.merge} of the CTAs (the launch model's CTA "
                 f"launches fall by {d.merge}x), so the work shrinks by at most "

@@ -28,12 +28,15 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   lengthen a serial chain); a barrier costs ``barrier`` cycles on the chain. This is the term
   of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
   streaming launches below saturation (one round of loads after another);
-- **cta**: the block scheduler's time per CTA on the busiest SM (``cta_launch_ns`` a CTA): the rate
-  at which an SM takes CTAs, a cap on any launch of many short CTAs. The first round's CTAs are
-  launched one after another too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 2)
-  after the first two (whose launches are in the floor): this **ramp** adds to the dependency
-  term, the critical path of the round's last CTA (:func:`cta_ramp_s`; measured on an H200 with
-  empty and one-store kernels of 16 to 1,024 threads, docs/execution-model.md).
+- **cta**: the block scheduler's CTA launches on the busiest SM, ``cta_launch_ns`` each after the
+  first :data:`FLOOR_CTAS` (whose launches are in the floor): the rate at which an SM takes CTAs,
+  a cap on any launch of many short CTAs. The first round's CTAs are launched one after another
+  too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 2) after the first two: this
+  **ramp** adds to the dependency term, the critical path of the round's last CTA
+  (:func:`cta_ramp_s`). Both measured on an H200 with empty and one-store kernels of 16 to 1,024
+  threads, 1 CTA to 64 waves: ``floor + 79.4 ns x (CTAs an SM - 2)`` (docs/execution-model.md).
+  A change of the CTAs' code leaves both as they are
+  (:meth:`~gpuadvise.model.roofline.LaunchTimes.shortened`).
 
 How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
 launch to completion, measured) plus its work, which has two sides:
@@ -84,6 +87,7 @@ from typing import Any
 from gpuadvise.devices import DeviceSpec, PipeRates
 
 __all__ = [
+    "FLOOR_CTAS",
     "ComputeTerms",
     "KernelWork",
     "LoadMix",
@@ -93,6 +97,7 @@ __all__ = [
     "combine",
     "combine_sides",
     "compute_terms",
+    "cta_launches_s",
     "cta_ramp_s",
     "overlap",
 ]
@@ -318,6 +323,18 @@ def _resident(device: DeviceSpec, work: KernelWork) -> int:
     return max(1, min(device.blocks_per_sm, device.max_warps_per_sm // w))
 
 
+FLOOR_CTAS = 2
+"""CTAs an SM whose launches the launch floor holds: on an H200 an empty kernel of one or two CTAs
+an SM takes the same 2.75 us, and every launch of more takes 79.4 ns more a CTA an SM after those
+two, in the first wave and over 64 waves alike (docs/data/cta_launch_h200_2026-11-30.txt)."""
+
+
+def cta_launches_s(busiest_sm_ctas: int, rates: PipeRates) -> float:
+    """The cta term: the busiest SM's CTA launches after the :data:`FLOOR_CTAS` the floor holds,
+    ``cta_launch_ns`` each (an empty kernel's time over its floor)."""
+    return max(busiest_sm_ctas - FLOOR_CTAS, 0) * rates.cta_launch_ns * 1e-9
+
+
 def cta_ramp_s(first_round_ctas: int, rates: PipeRates) -> float:
     """The first round's CTA launches on an SM after the second: ``cta_launch_ns`` each (the
     block scheduler hands an SM its CTAs one after another). The launch floor, an empty
@@ -326,7 +343,7 @@ def cta_ramp_s(first_round_ctas: int, rates: PipeRates) -> float:
     (2, 6, 14, 30 launches of 79.4 ns: 0.16, 0.48, 1.11, 2.38; docs/data/
     cta_launch_h200_2026-11-30.txt). What the round's last CTA waits before it starts, added to
     its critical path."""
-    return max(first_round_ctas - 2, 0) * rates.cta_launch_ns * 1e-9
+    return max(first_round_ctas - FLOOR_CTAS, 0) * rates.cta_launch_ns * 1e-9
 
 
 def compute_terms(
@@ -371,7 +388,7 @@ def compute_terms(
         issue_s=issue_cycles / hz,
         pipe_s=pipe_cycles / hz,
         dependency_s=rounds * chain_cycles / hz + turnaround_s + ramp_s,
-        cta_s=busiest * rates.cta_launch_ns * 1e-9,
+        cta_s=cta_launches_s(busiest, rates),
         pipe=slowest,
         chain_cycles=chain_cycles,
         rounds=rounds,

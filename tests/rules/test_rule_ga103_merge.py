@@ -277,7 +277,7 @@ def test_the_merge_bound_goes_through_the_launch_floor_and_holds():
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound" and est.speedup is not None
     assert est.inputs["model"] == "execution" and est.inputs["rule_speedup"] == 2.0
-    assert est.inputs["ctas_per_merged_cta"] == 2
+    assert est.inputs["ctas_divided_by"] == 2
     assert 1.28 <= est.speedup < 1.5  # every merge measured on the H200 (0.94-1.28x) under it
 
 
