@@ -231,3 +231,35 @@ def test_a_tail_that_keeps_the_dram_fed_costs_nothing(tmp_path):
     assert i["point_speedup"] == 1.0 and i["after_s"] == i["before_s"]
     assert "enough bytes in flight to feed it" in est.method and "25% full wave" in est.method
     assert est.like_for_like is not None and est.like_for_like <= 1.05
+
+
+def test_a_small_grid_bound_splits_over_the_grid_that_launches_fastest(tmp_path):
+    """HeCBench gaussian fan1's shape (a main problem of the corpus): 16 CTAs of 256 threads,
+    each thread one dependent load-divide-store, 0.49 us of work under the 2.8 us floor. The
+    bound's after side splits the work over more CTAs, critical path too; each CTA launched
+    costs the block scheduler 79.4 ns on its SM past the two the floor holds (measured on an
+    H200), so the whole wave of 1056 (8 an SM: 0.48 us of launches) is slower than 132 CTAs
+    (one an SM, no launch over the floor's), whose split leaves the DRAM's 0.08 us: 3.29 /
+    2.88 us = 1.14x. Over the whole wave the bound fell to the point (1.015x)."""
+    src = tmp_path / "k.cu"
+    src.write_text(
+        "__global__ void fan(const float* __restrict__ a, float* __restrict__ m, const int size,"
+        " const int t) {\n"
+        "    int g = blockDim.x * blockIdx.x + threadIdx.x;\n"
+        "    if (g < size - 1 - t) m[size * (g + t + 1) + t] = a[size * (g + t + 1) + t] / "
+        "a[size * t + t];\n}\n"
+    )
+    (tmp_path / "case.toml").write_text(
+        'source = "k.cu"\nkernel = "fan"\ngrid = 16\nblock = 256\n\n[args]\nsize = 4096\n'
+        't = 0\n\n[buffers]\na = { type = "float", count = "size*size", fill = "random(1,2)" }\n'
+        'm = { type = "float", count = "size*size", fill = "zeros" }\n'
+    )
+    (f,) = run_rule(analyze(src, "fan"), "GA102")
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    assert "over 132 CTAs (the shortest of every doubling from 132 to the whole wave of 1056" in (
+        est.method
+    )
+    assert est.inputs["point_speedup"] == pytest.approx(1.015, abs=0.005)
+    assert est.inputs["floor_s"] == pytest.approx(2.88e-6, rel=0.01)
+    assert est.speedup == pytest.approx(1.14, abs=0.01)
