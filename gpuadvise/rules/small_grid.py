@@ -71,14 +71,15 @@ def small_grid_estimate(ctx: RuleContext, min_ctas_per_sm: float) -> Estimate:
         splits.append(replace(spread_out, resident_warps=min(t.resident_warps * wave / ctas, cap)))
     before = launch_times(t, ctx.device, rates)
     after = launch_times(spread_out, ctx.device, rates)
-    floors = [launch_times(x, ctx.device, rates, peak_dram=True) for x in splits]
+    floors = []
+    for x in splits:
+        peak_x = launch_times(x, ctx.device, rates, peak_dram=True)
+        if peak_x is not None:
+            floors.append((with_floor(peak_x), x.work.ctas if x.work is not None else wave, peak_x))
     before_peak = launch_times(t, ctx.device, rates, peak_dram=True)
-    if before is None or after is None or None in floors or before_peak is None:
+    if before is None or after is None or not floors or before_peak is None:
         return Estimate(None, "none", "not estimated: the device model lacks its clock")
-    best = min(range(len(splits)), key=lambda i: with_floor(floors[i]))  # type: ignore[arg-type]
-    floor = floors[best]
-    assert floor is not None
-    split_ctas = splits[best].work.ctas if splits[best].work is not None else wave
+    _, split_ctas, floor = min(floors, key=lambda f: (f[0], f[1]))
     bound = with_floor(before) / with_floor(floor)
     point = with_floor(before) / with_floor(after)
     peak = with_floor(before_peak) / with_floor(floor)
