@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuadvise.rules import (
+    CTAS_DIVIDED_BY,
     LIMITER_LABELS,
     Estimate,
     Evidence,
@@ -324,6 +325,8 @@ class OccupancyLimited(Rule):
                 ctas = float(view.total_ctas)
                 repeated = repeated_requests(view)
                 amort = amortised_ratio(*repeated, ctas, ctas * threads / step.value)
+                if step.value > threads:  # fewer, larger CTAs: fewer CTA launches too
+                    inputs[CTAS_DIVIDED_BY] = step.value / threads
         occ = occupancy_ratio(old, new, sat, latency_bound)
         inputs.update(
             occupancy_ratio=occ,

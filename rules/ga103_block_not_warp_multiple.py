@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuadvise.rules import (
-    FLOOR_NOT_APPLIED,
+    CTAS_DIVIDED_BY,
     Estimate,
     Evidence,
     Finding,
@@ -79,12 +79,13 @@ class BlockNotWarpMultiple(Rule):
     ------------------------
     An upper bound: ``warps * 32 / threads``, the lanes the SM schedules over the lanes that do
     work, the gain if the kernel were bound by issue slots and the idle lanes' share were put to
-    use. Memory-bound kernels gain less (their idle lanes cost no DRAM traffic). Run through the
-    launch model's floor (a change of the work cannot remove the launch's floor), except for a
-    block merge, which also launches 1/k of the CTAs: the model undercounts small CTAs' launch
-    cost (an H200 ran kernels/merge16's 4,224 CTAs of 16 threads in 5.98 us, the model says 3.77;
-    their merges measured 1.26-1.28x where the floor capped the bound at 1.07-1.15x), so a
-    merge's bound is the lane ratio itself, which every merge measured stays under.
+    use. Memory-bound kernels gain less (their idle lanes cost no DRAM traffic). A block merge
+    also launches 1/k of the CTAs, whose launches the block scheduler makes one after another
+    (the launch model's CTA ramp, measured on an H200): its work shrinks by at most the larger of
+    k and the lane ratio (no term of the launch model falls by more; the memory terms stay).
+    Run through the launch model's floor (no change removes it): kernels/merge16's 4,224 CTAs
+    of 16 threads, 5.95 us on the model and 5.98 us on an H200, give a bound of 1.36x for merges
+    measured at 1.26-1.28x (mirror_tile's lane ratio alone, 1.33x on the work, would say 1.13x).
 
     Fix safety
     ----------
@@ -205,21 +206,18 @@ class BlockNotWarpMultiple(Rule):
             f"lanes scheduled / lanes working = {lanes} / {threads}, for an issue-bound kernel; "
             "a memory-bound kernel gains less"
         )
+        ratio = lanes / threads
         if d.merge:
-            # the merge also divides the CTAs by d.merge: their launch cost, which the launch
-            # model undercounts for small CTAs, falls with the lanes' (no other term grows), so
-            # the lane ratio bounds the launch as well and the model's floor does not cap it
-            inputs[FLOOR_NOT_APPLIED] = (
-                f"the merge launches 1/{d.merge} of the CTAs, whose launch cost the model "
-                "undercounts for small CTAs"
-            )
+            # the merge also divides the CTAs by d.merge: their launches (the model's CTA ramp
+            # and CTA terms) fall by d.merge, the issue by the lane ratio, nothing by more
+            inputs[CTAS_DIVIDED_BY] = d.merge
             method += (
-                f"; the merge also launches 1/{d.merge} of the CTAs, so the ratio bounds the "
-                "launch's CTA work too (not capped by the launch model's floor, whose CTA launch "
-                "cost for small CTAs is short: an H200 ran 4,224 CTAs of 16 threads in 5.98 us "
-                "and their merge in 4.67 us, 1.28x, where the floor said at most 1.15x)"
+                f"; the merge also launches 1/{d.merge} of the CTAs (the launch model's CTA "
+                f"launches fall by {d.merge}x), so the work shrinks by at most "
+                f"{max(d.merge, ratio):.2f}x"
             )
-        return Estimate(round(lanes / threads, 3), "upper-bound", method, inputs)
+            ratio = max(float(d.merge), ratio)
+        return Estimate(round(ratio, 3), "upper-bound", method, inputs)
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(BlockShapes)

@@ -195,8 +195,10 @@ class TooLittleInFlight(Rule):
             like = min(like, max(float(point), float(peak)))
         if like is None or like < float(ctx.option("min_speedup")):
             return
-        if est.inputs.get("bound_by_floor") == "launch":
-            return  # with nothing waited for, a launch under its floor: a short kernel (GA501)
+        if est.inputs.get("bound_by_floor") in ("launch", "cta"):
+            # with nothing waited for, a launch under its floor or its CTA launches: a short
+            # kernel (GA501), whose spread over a full wave only launches more CTAs
+            return
         why = (
             f"{w.total_ctas} CTAs where the GPU holds {w.ctas_per_wave} at once"
             if limiter == "grid"

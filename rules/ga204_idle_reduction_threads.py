@@ -314,7 +314,7 @@ class IdleReductionThreads(Rule):
         return float(lanes.sum()) / (len(trace.ctas) * threads)
 
     def estimate(self, ctx: RuleContext, finding: Finding) -> Estimate:
-        from gpuadvise.rules import OccupancyInputError, max_active_blocks
+        from gpuadvise.rules import CTAS_DIVIDED_BY, OccupancyInputError, max_active_blocks
 
         threads = int(ctx.launch.block.x)
         if isinstance(finding.details, IdleTree):
@@ -338,6 +338,8 @@ class IdleReductionThreads(Rule):
             "unknown before measuring). Measured: 1.78x on a G80 (NVIDIA), 1.94x on an "
             "H100",
             {
+                # the variant launches half the grid (step #4): half the CTA launches too
+                CTAS_DIVIDED_BY: 2,
                 "threads_per_block": threads,
                 "resident_warps_before": before,
                 "resident_warps_after": after,

@@ -29,7 +29,15 @@ launch, which :func:`gpuadvise.model.roofline.launch_times` combines with the me
   ``barrier_arrive_cycles`` more for each warp of the CTA (:func:`barrier_latency`). This is
   the term of serial phases: a single CTA, a ``tid == 0`` section, a loop of dependent steps, and of
   streaming launches below saturation (one round of loads after another);
-- **cta**: the block scheduler's time per CTA on the busiest SM.
+- **cta**: the block scheduler's CTA launches on the busiest SM, ``cta_launch_ns`` each after the
+  first :data:`FLOOR_CTAS` (whose launches are in the floor): the rate at which an SM takes CTAs,
+  a cap on any launch of many short CTAs. The first round's CTAs are launched one after another
+  too, so the last of them starts ``cta_launch_ns`` x (its CTAs - 2) after the first two: this
+  **ramp** adds to the dependency term, the critical path of the round's last CTA
+  (:func:`cta_ramp_s`). Both measured on an H200 with empty and one-store kernels of 16 to 1,024
+  threads, 1 CTA to 64 waves: ``floor + 79.4 ns x (CTAs an SM - 2)`` (docs/execution-model.md).
+  A change of the CTAs' code leaves both as they are
+  (:meth:`~gpuadvise.model.roofline.LaunchTimes.shortened`).
 
 How the terms make a time (:func:`combine_sides`): the launch takes its floor (an empty kernel's
 launch to completion, measured) plus its work, which has two sides:
@@ -55,10 +63,11 @@ them (what the model did before the p-norm, so no launch is predicted faster tha
 
 The upper bounds take the after side optimistic: full overlap, the maximum of every term (no
 p-norm, ``norm = inf``), no turnaround (the next CTA's start hidden behind the others'
-work) and the L1 misses of a chain's waits at the requests' fraction (:meth:`LoadMix.per_wait`
-not applied), which is the model as it was before the p-norm, the turnaround and the per-wait
-misses: a bound's after side is never longer than it was, and its before side never shorter.
-This assumption is stated in every estimate's method.
+work) nor ramp (the first round's CTA launches), and the L1 misses of a chain's waits at the
+requests' fraction (:meth:`LoadMix.per_wait` not applied), which is the model as it was before
+the p-norm, the turnaround, the ramp and the per-wait misses: a bound's after side is never
+longer than it was, and its before side never shorter. This assumption is stated in every
+estimate's method.
 
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
 loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
@@ -79,6 +88,7 @@ from typing import Any
 from gpuadvise.devices import DeviceSpec, PipeRates
 
 __all__ = [
+    "FLOOR_CTAS",
     "ComputeTerms",
     "KernelWork",
     "LoadMix",
@@ -89,6 +99,8 @@ __all__ = [
     "combine",
     "combine_sides",
     "compute_terms",
+    "cta_launches_s",
+    "cta_ramp_s",
     "overlap",
 ]
 
@@ -263,7 +275,8 @@ class ComputeTerms:
     were made of: ``pipe`` names the slowest pipe; ``chain_cycles``: a CTA's critical path;
     ``rounds``: CTAs one after another on the busiest SM; ``busiest_sm_ctas``;
     ``warps_per_scheduler`` (of the busiest SM); ``turnaround_s``: the part of ``dependency_s``
-    that is the CTA turnaround (``cta_turnaround_ns`` for each round after the first)."""
+    that is the CTA turnaround (``cta_turnaround_ns`` for each round after the first); ``ramp_s``:
+    the part that is the first round's CTA launches after the first (:func:`cta_ramp_s`)."""
 
     issue_s: float
     pipe_s: float
@@ -277,6 +290,7 @@ class ComputeTerms:
     chain_detail: Mapping[str, float] = field(default_factory=dict)
     turnaround_s: float = 0.0
     barrier_s: float = 0.0
+    ramp_s: float = 0.0
     #: the slowest pipe's time without the barrier steps: an upper bound's optimistic after side
     #: takes it (the barrier rate is measured with shared work between the barriers, and a padded
     #: scan on the H200 ran faster than it allows: kernels/bank1d, 1.67x measured for a 1.27x
@@ -294,7 +308,9 @@ class ComputeTerms:
                 if self.turnaround_s > 0
                 else ""
             )
-            + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}, "
+            + f" x {self.rounds} round{'s' if self.rounds != 1 else ''}"
+            + (f" + {self.ramp_s * 1e9:.0f} ns first-round CTA launches" if self.ramp_s > 0 else "")
+            + ", "
             f"{self.busiest_sm_ctas} CTA{'s' if self.busiest_sm_ctas != 1 else ''} on the "
             f"busiest SM, {self.warps_per_scheduler:.1f} warps a scheduler, slowest pipe "
             f"{self.pipe}"
@@ -307,6 +323,29 @@ def _resident(device: DeviceSpec, work: KernelWork) -> int:
         return work.ctas_per_sm
     w = max(work.warps_per_cta, 1)
     return max(1, min(device.blocks_per_sm, device.max_warps_per_sm // w))
+
+
+FLOOR_CTAS = 2
+"""CTAs an SM whose launches the launch floor holds: on an H200 an empty kernel of one or two CTAs
+an SM takes the same 2.75 us, and every launch of more takes 79.4 ns more a CTA an SM after those
+two, in the first wave and over 64 waves alike (docs/data/cta_launch_h200_2026-11-30.txt)."""
+
+
+def cta_launches_s(busiest_sm_ctas: int, rates: PipeRates) -> float:
+    """The cta term: the busiest SM's CTA launches after the :data:`FLOOR_CTAS` the floor holds,
+    ``cta_launch_ns`` each (an empty kernel's time over its floor)."""
+    return max(busiest_sm_ctas - FLOOR_CTAS, 0) * rates.cta_launch_ns * 1e-9
+
+
+def cta_ramp_s(first_round_ctas: int, rates: PipeRates) -> float:
+    """The first round's CTA launches on an SM after the second: ``cta_launch_ns`` each (the
+    block scheduler hands an SM its CTAs one after another). The launch floor, an empty
+    one-CTA kernel's time, holds the first two: on an H200 an empty kernel of one or two CTAs
+    an SM takes the same 2.75 us, of 4, 8, 16, 32 CTAs an SM 0.16, 0.49, 1.15, 2.50 us more
+    (2, 6, 14, 30 launches of 79.4 ns: 0.16, 0.48, 1.11, 2.38; docs/data/
+    cta_launch_h200_2026-11-30.txt). What the round's last CTA waits before it starts, added to
+    its critical path."""
+    return max(first_round_ctas - FLOOR_CTAS, 0) * rates.cta_launch_ns * 1e-9
 
 
 def compute_terms(
@@ -347,11 +386,12 @@ def compute_terms(
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
     # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
     turnaround_s = (rounds - 1) * rates.cta_turnaround_ns * 1e-9
+    ramp_s = cta_ramp_s(min(resident, busiest), rates)
     return ComputeTerms(
         issue_s=issue_cycles / hz,
         pipe_s=pipe_cycles / hz,
-        dependency_s=rounds * chain_cycles / hz + turnaround_s,
-        cta_s=busiest * rates.cta_launch_ns * 1e-9,
+        dependency_s=rounds * chain_cycles / hz + turnaround_s + ramp_s,
+        cta_s=cta_launches_s(busiest, rates),
         pipe=slowest,
         chain_cycles=chain_cycles,
         rounds=rounds,
@@ -360,6 +400,7 @@ def compute_terms(
         chain_detail=detail,
         turnaround_s=turnaround_s,
         barrier_s=barriers / hz,
+        ramp_s=ramp_s,
         other_pipes_s=other_pipes_cycles / hz,
     )
 

@@ -263,9 +263,36 @@ class LaunchTimes:
     hidden: float = 1.0
     compute: ComputeTerms | None = None
     norm: float = SIDES_NORM
+    #: the part of ``dependency_s`` that is the first round's CTA launches (the ramp; 0 where
+    #: it is left out, at peak)
+    ramp_s: float = 0.0
 
     def term(self, name: str) -> float:
         return float(getattr(self, name + "_s"))
+
+    def shortened(self, speedup: float, keep_cta_launches: bool = True) -> LaunchTimes:
+        """The launch after a change that makes its CTAs' own work ``speedup`` times shorter:
+        every term divided by ``speedup`` (the work too, every term being of degree one)
+        except, with ``keep_cta_launches``, the CTA launches, which the block scheduler's rate
+        sets and no change of a CTA's code touches: the ``cta`` term and the ramp in the
+        dependency term (an empty kernel of the same grid takes them on the GPU: docs/data/
+        cta_launch_h200_2026-11-30.txt). ``keep_cta_launches`` False: a change that launches
+        fewer CTAs too (GA103's merges), the launches shortened with the rest."""
+        s = max(speedup, 1e-9)
+        keep = keep_cta_launches
+        ramp = self.ramp_s if keep else 0.0
+        return replace(
+            self,
+            l1_s=self.l1_s / s,
+            l2_s=self.l2_s / s,
+            dram_s=self.dram_s / s,
+            issue_s=self.issue_s / s,
+            latency_s=self.latency_s / s,
+            pipe_s=self.pipe_s / s,
+            dependency_s=(self.dependency_s - ramp) / s + ramp,
+            cta_s=self.cta_s if keep else self.cta_s / s,
+            ramp_s=ramp if keep else self.ramp_s / s,
+        )
 
     @property
     def memory_s(self) -> float:
@@ -340,7 +367,8 @@ def launch_times(
     at the L2's best partial-store rate (:data:`PARTIAL_STORE_PEAK_FACTOR`), memory and compute
     fully overlapped, the latency and throughput sides taking turns (their maximum, no p-norm),
     no barrier steps in the pipe term (:attr:`~gpuadvise.model.execution.ComputeTerms.other_pipes_s`),
-    no CTA turnaround in the dependency term and a chain's L1 misses at the requests' fraction
+    no CTA turnaround nor first-round CTA launches (the ramp) in the dependency term, and a
+    chain's L1 misses at the requests' fraction
     (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
     on as few waits as can hold them). ``pipes``: the device's pipe rates (default:
     :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
@@ -403,12 +431,14 @@ def launch_times(
         if peak_dram and terms.other_pipes_s is not None
         else terms.pipe_s,
         dependency_s=terms.dependency_s
-        - (terms.turnaround_s if peak_dram or not turnaround else 0.0),
+        - (terms.turnaround_s if peak_dram or not turnaround else 0.0)
+        - (terms.ramp_s if peak_dram else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
         hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
         compute=terms,
         norm=math.inf if peak_dram else SIDES_NORM,
+        ramp_s=0.0 if peak_dram else terms.ramp_s,
     )
 
 

@@ -75,6 +75,7 @@ from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.demanded_bits import load_widths
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.rules.estimates import (
+    CTAS_DIVIDED_BY,
     FLOOR_NOT_APPLIED,
     MODEL,
     buffer_records,
@@ -381,6 +382,7 @@ __all__ = [
     "merge_stores",
     "MATH_PIPES",
     "MIN_ACCUMULATION_REPEATS",
+    "CTAS_DIVIDED_BY",
     "FLOOR_NOT_APPLIED",
     "MODEL",
     "ModelUnavailable",

@@ -24,7 +24,7 @@ import numpy as np
 
 from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
 from gpuadvise.devices import DeviceSpec, memory_rates
-from gpuadvise.model.execution import KernelWork, amdahl_with_floor
+from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.l1 import (
     L1_LINE_BYTES,
     L1_UNUSED_BYTES,
@@ -49,6 +49,7 @@ from gpuadvise.trace.view import SECTOR, TraceView
 
 __all__ = [
     "LOADS_IN_FLIGHT",
+    "CTAS_DIVIDED_BY",
     "MODEL",
     "buffer_records",
     "fp64_to_fp32_estimate",
@@ -65,12 +66,15 @@ __all__ = [
 ]
 
 MODEL = "execution"
-# an estimate's input naming why the launch model's floor does not cap it (model_check): a change of
-# the launch's CTA count, whose CTA launch cost for small CTAs the model undercounts (GA103's merged
-# blocks, 2026-11-30 on an H200: 4,224 CTAs of 16 threads ran 5.98 us, their merge 4.67 us, 1.28x,
-# where the lane ratio through the floor said 1.15x)
+# an estimate's input naming why the launch model's floor does not cap it (model_check). No rule sets
+# it now: GA103's merges did (2026-11-30: 4,224 CTAs of 16 threads ran 5.98 us on an H200 where the
+# model said 3.77), until the CTA launches were measured into the model (its ramp; s10-launch)
 FLOOR_NOT_APPLIED = "launch_floor_not_applied"
 """``inputs["model"]`` of an estimate made on the launch model (the check leaves it as it is)."""
+# an estimate's input: the change launches 1/k of the CTAs (GA103's merged blocks, k), so the CTA
+# launches (the model's cta term and ramp) shorten with the rest of the work (through_model); any
+# other change leaves them as they are
+CTAS_DIVIDED_BY = "ctas_divided_by"
 
 LOADS_IN_FLIGHT = 4
 """Load requests a warp keeps in flight (independent loads the compiler issues back to back);
@@ -915,11 +919,14 @@ def kernel_launch_times(device: DeviceSpec, view: TraceView) -> LaunchTimes | No
 def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
     """A rule's estimate of the kernel's work made an estimate of the launch on the launch
     model (``times``: the traced launch's, :func:`kernel_launch_times`): the rule's speedup
-    ``S`` applies to the launch's work, its floor stays, ``T / (floor + work / S)``; so does
-    its point (``inputs["point_speedup"]``) when it has one. An estimate made on the launch
-    model already (:data:`MODEL`), one with no number, or no ``times`` (no trace, no clock):
-    as it is; one whose ``inputs["outside_model"]`` says the work it saves is not in the model
-    (register spills): as it is, its method saying why."""
+    ``S`` applies to the launch's work, its floor and its CTA launches stay (the ``cta`` term
+    and the first round's ramp: the block scheduler's, which no change of a CTA's code
+    shortens; :meth:`~gpuadvise.model.roofline.LaunchTimes.shortened`), ``T / T(work / S)``;
+    so does its point (``inputs["point_speedup"]``) when it has one. A change that launches
+    1/k of the CTAs (``inputs[CTAS_DIVIDED_BY]``) shortens the launches too. An estimate made on
+    the launch model already (:data:`MODEL`), one with no number, or no ``times`` (no trace,
+    no clock): as it is; one whose ``inputs["outside_model"]`` says the work it saves is not in
+    the model (register spills): as it is, its method saying why."""
     if est.speedup is None or est.inputs.get("model") == MODEL or times is None:
         return est
     outside = est.inputs.get("outside_model")
@@ -933,7 +940,15 @@ def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
                     * 1e6, "floor_us": times.floor_s * 1e6},
         )  # fmt: skip
     floor, total = times.floor_s, times.time_s
-    capped = amdahl_with_floor(total, floor, est.speedup)
+    keep = not est.inputs.get(CTAS_DIVIDED_BY)
+
+    def on_launch(speedup: float) -> float:
+        if speedup <= 0 or times.work_s <= 0:
+            return 1.0
+        return total / times.shortened(speedup, keep).time_s
+
+    capped = on_launch(est.speedup)
+    after = times.shortened(max(est.speedup, 1e-9), keep)
     inputs: dict[str, Any] = {
         **est.inputs,
         "model": MODEL,
@@ -941,23 +956,28 @@ def through_model(est: Estimate, times: LaunchTimes | None) -> Estimate:
         "launch_us": total * 1e6,
         "floor_us": floor * 1e6,
         "bound_by_before": times.bound_by,
-        "bound_by_after": "launch"
-        if floor >= times.work_s / max(est.speedup, 1e-9)
-        else (times.bound_by),
+        "bound_by_after": after.bound_by,
     }
     point = est.inputs.get("point_speedup")
     if isinstance(point, int | float) and point > 0:
-        inputs["point_speedup"] = round(amdahl_with_floor(total, floor, float(point)), 3)
+        inputs["point_speedup"] = round(on_launch(float(point)), 3)
     peak = est.inputs.get("peak_speedup")
     if isinstance(peak, int | float) and peak > 0:
-        inputs["peak_speedup"] = round(amdahl_with_floor(total, floor, float(peak)), 3)
+        inputs["peak_speedup"] = round(on_launch(float(peak)), 3)
     elif est.kind == "point":
         inputs["point_speedup"] = round(capped, 3)
+    launches = keep and after.time_s > times.shortened(max(est.speedup, 1e-9), False).time_s * 1.001
+    kept = (
+        f" and its CTA launches ({times.cta_s * 1e6:.2f} us at the block scheduler's rate, "
+        f"{times.ramp_s * 1e6:.2f} us of them the first round's, after its first two)"
+        if launches
+        else ""
+    )
     method = (
         f"{est.method}. On the launch model, the traced launch takes {total * 1e6:.2f} us "
         f"({times.describe()}; bound by {times.bound_by}), {floor * 1e6:.2f} us of it the "
-        f"launch floor no change removes: {est.speedup:.2f}x on the kernel's work is "
-        f"{capped:.2f}x on the launch"
+        f"launch floor{kept}, which no change of the CTAs' code removes: {est.speedup:.2f}x "
+        f"on the kernel's work is {capped:.2f}x on the launch"
     )
     return Estimate(round(capped, 3), est.kind, method, inputs)
 

@@ -8,6 +8,8 @@ H200: 132 SMs at 1980 MHz."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpuadvise.devices import PipeRates, memory_rates, preset
@@ -346,8 +348,9 @@ def test_launch_bound_tiny_kernel_caps_any_speedup() -> None:
     # 16 KB read and written once: 2 x 8,188 B from DRAM at 3,913 GB/s, 4 ns
     t = _times(work, dram_bytes=2 * 2047 * 4, load_requests=64, l2_load_sectors=256)
     assert t.compute is not None and t.compute.chain_cycles == cycles
-    # one CTA on the busiest SM: the CTA launch (100 ns) and the chain (155 ns) are the work
-    assert t.cta_s == pytest.approx(100e-9)
+    # one CTA on the busiest SM: its launch is in the floor (cta 0), the chain (155 ns) is the
+    # work
+    assert t.cta_s == 0.0
     # the throughput side (14 ns: issue 12 ns, the DRAM's 4 ns overlapping but for half of it)
     # adds 0.2 ns to the chain's 155 ns
     assert t.work_s == pytest.approx(_norm(cycles / HZ, t.throughput_side_s))
@@ -359,6 +362,92 @@ def test_launch_bound_tiny_kernel_caps_any_speedup() -> None:
         t.time_s / (FLOOR + t.work_s / 33)
     )
     assert amdahl_with_floor(t.time_s, t.floor_s, 33.0) < 1.06
+
+
+def test_launch_bound_by_its_cta_launches() -> None:
+    """The same one-load kernel on 4,224 CTAs of 16 threads (32 an SM: one round, as
+    kernels/merge16's reverse_global) and merged two blocks a CTA (2,112 CTAs of 32): the
+    block scheduler launches an SM's 32 CTAs one after another, 100 ns each here (the floor
+    holds the first two), so the last starts 3.0 us after them, then runs its 155 ns chain."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    a = np.ones(256, np.float32)
+    work = emulate_ptx(TINY, "tiny", 8, 16, [a, np.uint32(128)]).trace.work
+    assert work is not None and work.warps_per_cta == 1
+    # the chain of the test above without the early exit: int 4 + 3 + 1, global, fp32, store
+    assert work.chain == {"int": 8, "global": 1, "fp32": 1, "store": 1}
+    cycles = 16 + 287 + 4
+    n = 67584  # floats, read and written once: 2 sectors a warp's request of 16 floats
+    mem = {"dram_bytes": 2 * n * 4, "load_requests": n / 16, "l2_load_sectors": n / 8}
+    t = _times(replace(work, ctas=n // 16), **mem)
+    assert t.compute is not None and t.compute.rounds == 1 and t.compute.busiest_sm_ctas == 32
+    ramp = 30 * 100e-9
+    assert t.compute.ramp_s == pytest.approx(ramp)
+    assert t.dependency_s == pytest.approx(cycles / HZ + ramp)
+    # the scheduler's rate, the 30 launches after the two the floor holds (3.0 us): the ramp
+    # and the chain are longer
+    assert t.cta_s == pytest.approx(30 * 100e-9)
+    assert t.latency_side_s == pytest.approx(cycles / HZ + ramp)
+    # the throughput side (issue 0.1 us, DRAM 0.14 us at 3.9 TB/s, one warp a scheduler: added)
+    # adds little to the latency side
+    assert t.work_s == pytest.approx(_norm(t.latency_side_s, t.throughput_side_s))
+    assert t.work_s == pytest.approx(3.155e-6, rel=0.01)
+    assert t.time_s == pytest.approx(FLOOR + 3.155e-6, rel=0.01)  # 5.96 us: the H200 ran 5.98
+    # merged: 16 CTAs an SM, the ramp 14 launches and the chain (1.555 us), the rate 14 (1.4)
+    m = _times(replace(work, ctas=n // 32), **mem)
+    assert m.compute is not None and m.compute.ramp_s == pytest.approx(14 * 100e-9)
+    assert m.time_s == pytest.approx(FLOOR + 1.555e-6, rel=0.01)  # 4.36 us (4.67)
+    assert t.time_s / m.time_s == pytest.approx(1.37, abs=0.01)  # measured 1.28x
+    # one or two CTAs an SM (132, 264 CTAs): no ramp and no launch over the floor's two
+    for ctas in (132, 264):
+        one = _times(replace(work, ctas=ctas), **mem)
+        assert one.compute is not None and one.compute.ramp_s == 0.0 and one.cta_s == 0.0
+
+
+def test_a_change_of_the_ctas_code_leaves_their_launches() -> None:
+    """The launch-bound tiny kernel of issue 29 on the block scheduler's rate measured on an H200
+    (79.4 ns a CTA an SM after the two the floor holds): the one-load kernel on 4,224 CTAs of
+    16 threads (32 an SM, one round). A change that makes each CTA's code k times shorter
+    leaves the launches as they are: the launch stays at least as long as an empty kernel of
+    the same grid, which the H200 ran in 5.25 us (docs/data/cta_launch_h200_2026-11-30.txt)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    a = np.ones(256, np.float32)
+    work = emulate_ptx(TINY, "tiny", 8, 16, [a, np.uint32(128)]).trace.work
+    assert work is not None
+    cycles = 16 + 287 + 4  # the chain of the test above: 155 ns
+    n = 67584
+    mem = {"dram_bytes": 2 * n * 4, "load_requests": n / 16, "l2_load_sectors": n / 8}
+    assert MEM is not None
+    measured = replace(RATES, cta_launch_ns=79.4)
+    traffic = Traffic(work=replace(work, ctas=n // 16), **mem)
+    t = launch_times(traffic, H200, MEM, pipes=measured)
+    assert t is not None and t.compute is not None
+    launches = 30 * 79.4e-9  # 2.382 us: the first round's launches after the floor's two
+    assert t.ramp_s == pytest.approx(launches) and t.cta_s == pytest.approx(launches)
+    assert t.dependency_s == pytest.approx(cycles / HZ + launches)
+    assert t.time_s == pytest.approx(FLOOR + 2.537e-6, rel=0.01)  # 5.34 us; the H200: 5.79
+    # the CTAs' code made infinitely short: the launches are left, 2.8 + 2.38 = 5.18 us, an
+    # empty kernel of this grid (5.25 us on the H200)
+    empty = t.shortened(math.inf)
+    assert empty.time_s == pytest.approx(FLOOR + launches)
+    assert abs(empty.time_s / 5.248e-6 - 1) < 0.02
+    # 2x shorter code: the ramp stays and the chain halves; the throughput side halves
+    half = t.shortened(2.0)
+    assert half.dependency_s == pytest.approx(cycles / HZ / 2 + launches)
+    assert half.throughput_side_s == pytest.approx(t.throughput_side_s / 2)
+    assert t.time_s / half.time_s == pytest.approx(1.015, abs=0.005)  # Amdahl: 1.27x
+    assert amdahl_with_floor(t.time_s, t.floor_s, 2.0) > 1.25
+    # a change that launches half the CTAs too (a merge) shortens the launches with the rest
+    assert t.shortened(2.0, keep_cta_launches=False).work_s == pytest.approx(t.work_s / 2)
+    # one CTA an SM: no launch over the floor's, every term of degree one
+    one = launch_times(replace(traffic, work=replace(work, ctas=132)), H200, MEM, pipes=measured)
+    assert one is not None and one.cta_s == 0.0 and one.ramp_s == 0.0
+    assert one.shortened(3.0).work_s == pytest.approx(one.work_s / 3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,10 +515,15 @@ def test_fp64_bound_kernel_is_bound_by_its_pipe() -> None:
     assert t.issue_s == pytest.approx(7360 / HZ)
     assert t.bound_by == "pipe"
     # memory (2.16 MB written: 0.55 us at 3,913 GB/s) overlaps but for 1/16 of it; the latency
-    # side, 8 CTA launches on the SM (0.8 us), adds to that as a 2.5-norm: 4.25 us of work
-    assert t.cta_s == pytest.approx(800e-9)
+    # side, the last CTA's chain after the 6 CTA launches before it on the SM (0.6 us; the
+    # scheduler's rate, the same 6 launches after the floor's two, is shorter), adds to that as
+    # a 2.5-norm: 4.25 us of work
+    assert t.cta_s == pytest.approx(600e-9)
+    assert t.compute.ramp_s == pytest.approx(600e-9)
+    latency = t.compute.chain_cycles / HZ + 600e-9
+    assert t.latency_side_s == pytest.approx(latency)
     through = 8288 / HZ + t.memory_s / 16
-    assert t.time_s == pytest.approx(FLOOR + _norm(800e-9, through), rel=1e-6)
+    assert t.time_s == pytest.approx(FLOOR + _norm(latency, through), rel=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

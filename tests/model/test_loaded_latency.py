@@ -57,17 +57,19 @@ def test_turnaround_is_paid_once_a_round_after_the_first() -> None:
     rates = replace(PIPES, cta_turnaround_ns=280.0)
     t = compute_terms(work, H200, rates)
     assert t is not None and t.rounds == 10 and t.chain_cycles == 400.0
-    # 10 x 400 cycles + 9 x 280 ns = 2.020 us + 2.520 us
-    assert t.turnaround_s == pytest.approx(9 * 280e-9)
-    assert t.dependency_s == pytest.approx(10 * 400 / HZ + 9 * 280e-9)
+    # 10 x 400 cycles + 9 x 280 ns = 2.020 us + 2.520 us, and the first round's 6 CTA launches
+    # after the first two (the ramp)
+    ramp = 6 * PIPES.cta_launch_ns * 1e-9
+    assert t.turnaround_s == pytest.approx(9 * 280e-9) and t.ramp_s == pytest.approx(ramp)
+    assert t.dependency_s == pytest.approx(10 * 400 / HZ + 9 * 280e-9 + ramp)
     assert "280 ns CTA turnaround x 10 rounds" in t.describe()
     # one round: the launch floor (an empty kernel's launch to completion) holds its CTAs' launch
     one = compute_terms(replace(work, ctas=132 * 8), H200, rates)
     assert one is not None and one.rounds == 1 and one.turnaround_s == 0.0
-    assert one.dependency_s == pytest.approx(400 / HZ)
+    assert one.dependency_s == pytest.approx(400 / HZ + ramp)
     # none without a turnaround
     zero = compute_terms(work, H200, replace(PIPES, cta_turnaround_ns=0.0))
-    assert zero is not None and zero.dependency_s == pytest.approx(10 * 400 / HZ)
+    assert zero is not None and zero.dependency_s == pytest.approx(10 * 400 / HZ + ramp)
 
 
 def test_sides_combine_as_a_p_norm() -> None:
@@ -140,21 +142,34 @@ def test_a_streaming_copy_below_saturation(resident: int, measured_ms: float) ->
     t = launch_times(_copy2(resident), H200, MEM)
     assert t is not None and t.compute is not None
     # the busiest SM: 15,888 CTAs in 15,888 / R rounds, each the 819-cycle chain (413.6 ns)
-    # and 280 ns of turnaround (the first round's in the floor)
+    # and 280 ns of turnaround (the first round's in the floor), and the first round's R - 2
+    # CTA launches after the first two (the ramp)
     rounds = -(-15888 // resident)
     assert t.compute.rounds == rounds and t.compute.chain_cycles == 819.0
-    dep = rounds * 819 / HZ + (rounds - 1) * 280e-9
+    c = PIPES.cta_launch_ns * 1e-9
+    dep = rounds * 819 / HZ + (rounds - 1) * 280e-9 + max(resident - 2, 0) * c
     assert t.dependency_s == pytest.approx(dep)
-    assert t.latency_side_s == pytest.approx(dep)  # longer than Little's law (395 ns a round)
+    # longer than Little's law (395 ns a round); the SM's 15,888 CTA launches after the two the
+    # floor holds (cta) as long with 8 resident
+    assert t.cta_s == pytest.approx(15886 * c)
+    assert t.latency_side_s == pytest.approx(max(dep, 15886 * c))
+    lat = t.latency_side_s
     # the DRAM's 2 GiB at the sustained rate, the issue overlapping but for 1/(2R)
     dram = 2.0 * (1 << 30) / (MEM.dram_sustained_gbps * 1e9)
     assert t.dram_s == pytest.approx(dram)
     through = dram + t.compute_s / (2 * resident)
     assert t.throughput_side_s == pytest.approx(through)
-    assert t.time_s == pytest.approx(PIPES.launch_floor_s + (dep**2.5 + through**2.5) ** 0.4)
+    assert t.time_s == pytest.approx(PIPES.launch_floor_s + (lat**2.5 + through**2.5) ** 0.4)
     # within 16% of the H200's time, where the maximum without the turnaround was 32-49% short
     assert abs(t.time_s * 1e3 / measured_ms - 1) < 0.16
-    old = _old_work(replace(t, dependency_s=t.dependency_s - t.compute.turnaround_s))
+    # (the old model: no turnaround, no ramp, the CTA launches at the 30 ns guess)
+    old = _old_work(
+        replace(
+            t,
+            dependency_s=t.dependency_s - t.compute.turnaround_s - t.compute.ramp_s,
+            cta_s=15888 * 30e-9,
+        )
+    )
     assert (t.floor_s + old) * 1e3 / measured_ms - 1 < -0.3
     # the upper bound's after side is that old model: the maximum, no turnaround
     peak = launch_times(_copy2(resident), H200, MEM, peak_dram=True)
