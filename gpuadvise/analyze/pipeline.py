@@ -224,7 +224,7 @@ def analyze_kernel(
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
         wanted = frozenset()
     elif wanted:
-        t3 = time.perf_counter()
+        t3, cpu3 = time.perf_counter(), time.thread_time()
         if tracer == "auto":
             from gpuadvise.analyze.tracer_choice import choose_tracer
 
@@ -250,6 +250,9 @@ def analyze_kernel(
                 l2_probe_ctas=l2_probe_ctas,
             )
         timings["trace_s"] = time.perf_counter() - t3
+        # the CPU the trace took on this thread (the emulator's): what a variant's trace will
+        # cost, whatever else the machine runs (analyze.run's MAX_TRACE_S reads it)
+        timings["trace_cpu_s"] = time.thread_time() - cpu3
     elif trace:
         all_notes.append(
             "the kernel was not traced: no enabled rule reads a trace-based model "

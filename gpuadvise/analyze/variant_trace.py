@@ -62,7 +62,9 @@ TRACE_POINT = "variant_trace_point"
 
 # a variant's trace costs about what the kernel's did: past this many seconds of the kernel's own
 # trace, the rules' estimates stay theirs (issue 31: an analysis answers in seconds; the corpus's
-# traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s)
+# traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s). CPU seconds
+# on the analysing thread (timings_s["trace_cpu_s"]), so that a loaded machine does not change
+# the findings
 MAX_TRACE_S = 30.0
 
 # a variant's first wave that the default sample's budget cuts anyway is cut further, to about

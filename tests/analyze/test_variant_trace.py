@@ -161,6 +161,36 @@ def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
 
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
+def test_a_loaded_machine_does_not_decide_whether_variants_are_traced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wall clock of a machine under load (here: 100 s a reading) makes the trace look long;
+    the variants are traced all the same, as the trace's CPU seconds decide."""
+    import time as real_time
+    import types
+
+    import gpuadvise.analyze.pipeline as pipeline
+    from gpuadvise.analyze.run import run_analysis
+
+    ticks = iter(range(0, 10**9, 100))
+    slow = types.SimpleNamespace(
+        perf_counter=lambda: float(next(ticks)), thread_time=real_time.thread_time
+    )
+    monkeypatch.setattr(pipeline, "time", slow)
+    k = ROOT / "kernels" / "accumulate"
+    res = run_analysis(
+        KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
+        AnalyzeSettings(measure=False, select=("GA308",)),
+    )
+    t = res.analysis.timings_s
+    assert t["trace_s"] >= 100 > 30 > t["trace_cpu_s"], t
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs
+    assert not any("were not traced" in n for n in res.rules.notes)
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
 def test_a_grid_stride_variant_cut_anyway_is_cut_to_about_the_kernels_cost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
