@@ -1243,7 +1243,7 @@ class Batch:
                 if m.b is None and fast_sh is not None:
                     offs = fast_sh()
                     if offs is not None:
-                        view = self.shared_views[es]
+                        view = self._view(space, es)
                         eidx = offs >> shift
                         for k, reg in enumerate(stores):
                             if reg is None:
@@ -1296,7 +1296,7 @@ class Batch:
             if m.b is None and fast_sh is not None:
                 offs = fast_sh()
                 if offs is not None:
-                    view = self.shared_views[es]
+                    view = self._view(space, es)
                     eidx = offs >> shift
                     for k, g in enumerate(getters):
                         v = np.asarray(g())
@@ -1344,13 +1344,15 @@ class Batch:
         kind: Kind,
         width: int,
     ) -> Callable[[], np.ndarray | None] | None:
-        """For a ``.shared`` access: a function that, for an access by every lane of the batch,
-        checks the addresses (aligned, inside the CTA's shared memory), writes the trace records
-        and returns the shared heap's byte offsets, as :meth:`_locate` and :meth:`_record` do with
-        less work a call; or returns None (nothing done: the general path then checks again and
-        raises). None for another space."""
-        if space != "shared":
+        """For a ``.shared`` or ``.local`` access: a function that, for an access by every lane
+        of the batch, checks the addresses (aligned, inside the CTA's shared memory or the
+        thread's local frame), writes the trace records and returns the space's heap byte
+        offsets, as :meth:`_locate` and :meth:`_record` do with less work a call; or returns None
+        (nothing done: the general path then checks again and raises). None for another space."""
+        if space not in ("shared", "local"):
             return None
+        shared = space == "shared"
+        sp = Space.SHARED if shared else Space.LOCAL
         sink = self.sink
         mis = width - 1
         key = -1
@@ -1362,14 +1364,17 @@ class Batch:
                 return None
             if mis and int(np.bitwise_or.reduce(a)) & mis:
                 return None
-            o = a - self.image.shared_base
-            if int(o.min()) < 0 or int(o.max()) + width > self.shared_bytes:
+            o = a - self.image.shared_base if shared else a
+            size = self.shared_bytes if shared else self.image.local_bytes
+            if int(o.min()) < 0 or int(o.max()) + width > size:
                 return None
             if sink is not None:
                 if key < 0:
-                    key = sink.key(index, Space.SHARED, kind, width)
-                self._record_full(sink, key, Space.SHARED, kind, width, a)
-            return self.shared_lane_base + o
+                    key = sink.key(index, sp, kind, width)
+                self._record_full(sink, key, sp, kind, width, a)
+            if shared:
+                return self.shared_lane_base + o
+            return self.lane_index * self.local_stride + o
 
         return fast
 
