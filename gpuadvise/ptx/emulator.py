@@ -1207,6 +1207,7 @@ class Batch:
         kind = Kind.LOAD if is_load else Kind.STORE
         kname = "load" if is_load else "store"
         fast = self._fast_global(index, space, addr_op, kind, width)
+        fast_sh = self._fast_shared(index, space, addr_fn, kind, width)
         heap = self.gmem.views[es]
         if is_load:
             stores = [
@@ -1238,6 +1239,17 @@ class Batch:
                         for k, st, same in dests:
                             vals = heap[eidx + k] if k else heap[eidx]
                             st[...] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
+                        return
+                if m.b is None and fast_sh is not None:
+                    offs = fast_sh()
+                    if offs is not None:
+                        view = self._view(space, es)
+                        eidx = offs >> shift
+                        for k, reg in enumerate(stores):
+                            if reg is None:
+                                continue
+                            vals = view[eidx + k] if k else view[eidx]
+                            reg[...] = to_storage(vals.view(tdt), t, reg.dtype)
                         return
                 idx = m.idx()
                 a = addr_fn(idx)
@@ -1281,6 +1293,17 @@ class Batch:
                             raw = vb.view(bits) if vb.ndim else vb.astype(tdt).view(bits)
                         heap[eidx + k if k else eidx] = raw
                     return
+            if m.b is None and fast_sh is not None:
+                offs = fast_sh()
+                if offs is not None:
+                    view = self._view(space, es)
+                    eidx = offs >> shift
+                    for k, g in enumerate(getters):
+                        v = np.asarray(g())
+                        vb = np.asarray(v.astype(tdt, copy=False))
+                        vb = vb.view(bits) if vb.ndim else vb.astype(tdt).view(bits)
+                        view[eidx + k if k else eidx] = vb
+                    return
             idx = m.idx()
             a = addr_fn(idx)
             cnt = self.n if idx is None else len(idx)
@@ -1312,6 +1335,48 @@ class Batch:
                     view[eidx + k if k else eidx] = vb
 
         return st_op
+
+    def _fast_shared(
+        self,
+        index: int,
+        space: str,
+        addr_fn: Callable[[np.ndarray | None], Any],
+        kind: Kind,
+        width: int,
+    ) -> Callable[[], np.ndarray | None] | None:
+        """For a ``.shared`` or ``.local`` access: a function that, for an access by every lane
+        of the batch, checks the addresses (aligned, inside the CTA's shared memory or the
+        thread's local frame), writes the trace records and returns the space's heap byte
+        offsets, as :meth:`_locate` and :meth:`_record` do with less work a call; or returns None
+        (nothing done: the general path then checks again and raises). None for another space."""
+        if space not in ("shared", "local"):
+            return None
+        shared = space == "shared"
+        sp = Space.SHARED if shared else Space.LOCAL
+        sink = self.sink
+        mis = width - 1
+        key = -1
+
+        def fast() -> np.ndarray | None:
+            nonlocal key
+            a = addr_fn(None)
+            if np.ndim(a) == 0 or not a.size:
+                return None
+            if mis and int(np.bitwise_or.reduce(a)) & mis:
+                return None
+            o = a - self.image.shared_base if shared else a
+            size = self.shared_bytes if shared else self.image.local_bytes
+            if int(o.min()) < 0 or int(o.max()) + width > size:
+                return None
+            if sink is not None:
+                if key < 0:
+                    key = sink.key(index, sp, kind, width)
+                self._record_full(sink, key, sp, kind, width, a)
+            if shared:
+                return self.shared_lane_base + o
+            return self.lane_index * self.local_stride + o
+
+        return fast
 
     def _fast_global(
         self, index: int, space: str, addr_op: Any, kind: Kind, width: int

@@ -30,6 +30,10 @@ from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = ["DirectReads", "StagedTile", "plan_direct_reads", "staged_tiles"]
 
+_DENSE_CELLS = 1 << 25
+"""(CTA, word) cells past which the fill's membership table (a byte a cell) gives way to a
+binary search (32 MB)."""
+
 
 @dataclass(frozen=True)
 class StagedTile:
@@ -87,6 +91,24 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
         """The words the lanes of the records ``sel`` address, (len(sel), 32)."""
         return sh["addr"][sel].astype(np.int64) // 4
 
+    # (CTA, word) pairs as dense cells (the CTA's rank among the traced ones times a span over
+    # every word a lane reads, up to 3 past its address) for membership by a table lookup, not a
+    # binary search per lane into the filled words (a tile of a million words: 1 s a line)
+    cta_ids = _distinct(cta)
+    span = int(sh["addr"].max(initial=0)) // 4 + int(np.max(width, initial=4)) // 4 + 1
+    dense = len(cta_ids) * span <= _DENSE_CELLS
+    crank = np.searchsorted(cta_ids, cta) * span if dense else None
+
+    def filled_at(
+        sel: np.ndarray, wds: np.ndarray, on: np.ndarray, uniq: np.ndarray, table: np.ndarray | None
+    ) -> np.ndarray:
+        """Whether each active lane (``on``) of records ``sel``, at words ``wds``, reads a word of
+        the fill (``uniq``, its keys; ``table``, its cells)."""
+        if table is None:
+            return _member(((cta[sel, None] << 32) | wds)[on], uniq)
+        assert crank is not None
+        return table[(crank[sel, None] + wds)[on]]
+
     out = []
     store_lines = {lines[int(i)] for i in _distinct(inst[(kind == int(Kind.STORE)) & has_lane])}
     for fl in sorted(store_lines & glob_load_lines, key=lambda t: t[1] or 0):
@@ -100,8 +122,12 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
         uniq = np.sort(((cta[at, None] << 32) | words(at))[lane_on[at]])
         if len(uniq) > 1 and (uniq[1:] == uniq[:-1]).any():
             continue  # a word written twice: not filled once
+        table = None
+        if crank is not None:
+            table = np.zeros(len(cta_ids) * span, dtype=bool)
+            table[(crank[at, None] + words(at))[lane_on[at]]] = True
         other = np.flatnonzero(~is_load & ~on_line & has_lane)
-        if _member(((cta[other, None] << 32) | words(other))[lane_on[other]], uniq).any():
+        if filled_at(other, words(other), lane_on[other], uniq, table).any():
             continue  # written again elsewhere (a reduction's partial sums): not a staged copy
         rd = np.flatnonzero(is_load & ~on_line & has_lane)
         nw = np.maximum(width[rd] // 4, 1)
@@ -113,7 +139,7 @@ def staged_tiles(trace: AccessTrace, same_file: Callable[[str | None], bool]) ->
             r = np.flatnonzero(nw > k)  # the records reading a k-th word per lane
             keys = (cta[rd[r], None] << 32) | (rd_words[r] + k)
             mine = lane_on[rd[r]]
-            mine[mine] = _member(keys[mine], uniq)
+            mine[mine] = filled_at(rd[r], rd_words[r] + k, mine, uniq, table)
             rec_mine[r] |= mine.any(axis=1)
             pair_keys.append((tid[r][mine] << 48) | keys[mine])
         if not rec_mine.any():

@@ -242,13 +242,14 @@ class TraceView:
             off = np.zeros(len(addr), np.int64)
         self.buffer_names = names
         self.lane_buffer = np.where(inside, safe, -1)
+        # (copy=False: the arrays made here are int64 already and nothing else holds them)
         self.lanes = Lanes(
-            rows.astype(np.int64),
-            recs["inst"][rows].astype(np.int64),
-            np.searchsorted(ctas, recs["cta"][rows]).astype(np.int64),
-            (recs["warp"][rows].astype(np.int64) * WARP + lanes).astype(np.int64),
+            rows.astype(np.int64, copy=False),
+            recs["inst"][rows].astype(np.int64, copy=False),
+            np.searchsorted(ctas, recs["cta"][rows]).astype(np.int64, copy=False),
+            recs["warp"][rows].astype(np.int64) * WARP + lanes,
             off,
-            recs["width"][rows].astype(np.int64),
+            recs["width"][rows].astype(np.int64, copy=False),
         )
         # the user's line of each instruction (its call site for code inlined from a header), as
         # the coalescing model keys its lines

@@ -108,3 +108,171 @@ def test_misaligned_access_raises_the_same_error_on_the_fast_path() -> None:
     with pytest.raises(emulator.MemoryAccessError, match="misaligned load") as got:
         emulate_ptx(bad, "k", 1, 64, [inp, out, np.uint32(2)])
     assert "block (0, 0, 0), thread (0, 0, 0)" in str(got.value)
+
+
+# Each thread stores its element of `in` to a shared tile, then after the barrier loads its right
+# neighbour's (every lane), and the first 40 threads their own again (a partial mask).
+SHARED_PTX = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry s(.param .u64 p_in, .param .u64 p_out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  .shared .align 4 .b8 tile[1024];
+  ld.param.u64 %rd1, [p_in];
+  ld.param.u64 %rd2, [p_out];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r5, %r3, %r4, %r2;
+  mul.wide.s32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  mov.u32 %r6, tile;
+  shl.b32 %r7, %r2, 2;
+  add.s32 %r8, %r6, %r7;
+  st.shared.f32 [%r8], %f1;
+  bar.sync 0;
+  add.s32 %r9, %r2, 1;
+  rem.u32 %r9, %r9, %r4;
+  shl.b32 %r10, %r9, 2;
+  add.s32 %r11, %r6, %r10;
+  ld.shared.f32 %f2, [%r11+0];
+  setp.lt.u32 %p1, %r2, 40;
+  @%p1 ld.shared.f32 %f2, [%r8];
+  st.global.f32 [%rd5], %f2;
+  ret;
+}
+"""
+
+
+# Each thread keeps its element in its local frame (at a fixed offset, and at one that depends on
+# the thread), loads it back (every lane, then the first 40 threads again) and stores twice it.
+LOCAL_PTX = r"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry s(.param .u64 p_in, .param .u64 p_out)
+{
+  .local .align 8 .b8 __local_depot0[32];
+  .reg .b64 %SP;
+  .reg .pred %p<3>;
+  .reg .b32 %r<12>;
+  .reg .f32 %f<4>;
+  .reg .b64 %rd<8>;
+  mov.u64 %SP, __local_depot0;
+  ld.param.u64 %rd1, [p_in];
+  ld.param.u64 %rd2, [p_out];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r2, %tid.x;
+  mov.u32 %r3, %ctaid.x;
+  mov.u32 %r4, %ntid.x;
+  mad.lo.s32 %r5, %r3, %r4, %r2;
+  mul.wide.s32 %rd3, %r5, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  add.s64 %rd5, %rd2, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  st.local.f32 [%SP+8], %f1;
+  and.b32 %r6, %r2, 1;
+  shl.b32 %r7, %r6, 2;
+  cvt.u64.u32 %rd6, %r7;
+  add.s64 %rd7, %SP, %rd6;
+  st.local.f32 [%rd7+16], %f1;
+  ld.local.f32 %f2, [%SP+8];
+  setp.lt.u32 %p1, %r2, 40;
+  @%p1 ld.local.f32 %f2, [%rd7+16];
+  add.f32 %f3, %f2, %f1;
+  st.global.f32 [%rd5], %f3;
+  ret;
+}
+"""
+
+
+def _run_shared(monkeypatch: pytest.MonkeyPatch, fast: bool, ptx: str = SHARED_PTX) -> Any:
+    make = emulator.Batch._fast_shared
+    used = 0
+
+    def counted(self: Any, *args: Any) -> Any:
+        fn = make(self, *args)
+        if fn is None or not fast:
+            return None
+
+        def wrapped() -> Any:
+            nonlocal used
+            got = fn()
+            used += got is not None
+            return got
+
+        return wrapped
+
+    with monkeypatch.context() as mp:
+        mp.setattr(emulator.Batch, "_fast_shared", counted)
+        grid, block = 3, 64
+        inp = np.arange(grid * block, dtype=np.float32) * np.float32(0.5)
+        out = np.zeros(grid * block, np.float32)
+        e = emulate_ptx(ptx, "s", grid, block, [inp, out])
+    return e, used
+
+
+def test_shared_fast_path_matches_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    (fast, used), (slow, unused) = _run_shared(monkeypatch, True), _run_shared(monkeypatch, False)
+    assert used > 0 and unused == 0
+    assert fast.trace.records.tobytes() == slow.trace.records.tobytes()
+    assert fast.outputs["arg1"].tobytes() == slow.outputs["arg1"].tobytes()
+    assert (fast.lane_instructions, fast.warp_steps) == (slow.lane_instructions, slow.warp_steps)
+    assert fast.trace.work == slow.trace.work
+    inp = np.arange(3 * 64, dtype=np.float32) * np.float32(0.5)
+    want = inp.reshape(3, 64)
+    want = np.where(np.arange(64) < 40, want, np.roll(want, -1, axis=1)).reshape(-1)
+    assert np.array_equal(fast.outputs["arg1"].view(np.float32), want)
+    shared = fast.trace.records[fast.trace.records["space"] == 1]
+    assert (shared["mask"] != 0xFFFFFFFF).any() and (shared["mask"] == 0xFFFFFFFF).any()
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [("[%r11+0]", "misaligned load"), ("[%r11+1024]", "out-of-bounds load in shared memory")],
+)
+def test_bad_shared_access_raises_the_same_error_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch, change: str, match: str
+) -> None:
+    bad = SHARED_PTX.replace("[%r11+0]", change if "1024" in change else "[%r11+2]")
+    errors = []
+    for fast in (True, False):
+        with pytest.raises(emulator.MemoryAccessError, match=match) as got:
+            _run_shared(monkeypatch, fast, bad)
+        errors.append(str(got.value))
+    assert errors[0] == errors[1]
+
+
+def test_local_fast_path_matches_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, used = _run_shared(monkeypatch, True, LOCAL_PTX)
+    slow, unused = _run_shared(monkeypatch, False, LOCAL_PTX)
+    assert used > 0 and unused == 0
+    assert fast.trace.records.tobytes() == slow.trace.records.tobytes()
+    assert fast.outputs["arg1"].tobytes() == slow.outputs["arg1"].tobytes()
+    assert (fast.lane_instructions, fast.warp_steps) == (slow.lane_instructions, slow.warp_steps)
+    inp = np.arange(3 * 64, dtype=np.float32) * np.float32(0.5)
+    assert np.array_equal(fast.outputs["arg1"].view(np.float32), inp + inp)
+    local = fast.trace.records[fast.trace.records["space"] == 2]
+    assert len(local) and (local["mask"] != 0xFFFFFFFF).any()
+
+
+def test_bad_local_access_raises_the_same_error_on_the_fast_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bad = LOCAL_PTX.replace("ld.local.f32 %f2, [%SP+8];", "ld.local.f32 %f2, [%SP+32];")
+    errors = []
+    for fast in (True, False):
+        with pytest.raises(emulator.MemoryAccessError, match="out-of-bounds load") as got:
+            _run_shared(monkeypatch, fast, bad)
+        errors.append(str(got.value))
+    assert errors[0] == errors[1]

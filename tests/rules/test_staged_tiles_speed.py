@@ -103,3 +103,16 @@ def test_same_tiles_as_the_definition(source: str, kernel: str, found: bool) -> 
         assert got == reference(trace, lambda f: True)
         if i == 0:
             assert bool(got) == found
+
+
+def test_binary_search_path_gives_the_same_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_DENSE_CELLS`` (CTA, word) cells the fill's membership is a binary search, not a
+    table: the same tiles."""
+    import gpuadvise.rules.staging as staging
+
+    a = analyze(KERNELS / "stencil/box.cu", "box3_shared", 16)
+    assert a.memory is not None and a.memory.trace is not None
+    tables = [staged_tiles(t, lambda f: True) for t in variants(a.memory.trace, 3)]
+    monkeypatch.setattr(staging, "_DENSE_CELLS", 0)
+    for trace, want in zip(variants(a.memory.trace, 3), tables, strict=True):
+        assert staged_tiles(trace, lambda f: True) == want == reference(trace, lambda f: True)

@@ -151,3 +151,41 @@ def test_a_buffer_made_in_threads_is_the_stream_in_order(monkeypatch: pytest.Mon
     f = buffer_filler(np.dtype(np.float32), 10_500, "random", 5, "in")
     got = make_host_buffer(np.dtype(np.float32), 10_500, "random", 5, "in")
     assert np.array_equal(got, f.elements(0, 10_500))
+
+
+def test_counter_words_equal_a_fresh_generator_in_any_thread() -> None:
+    """``counter_words`` sets one generator per thread to each slice's state: the words of a
+    Philox generator made for that slice, in any order of keys and counters, in several threads
+    at once."""
+    import random
+    import threading
+
+    from gpuadvise.runner.data import counter_words
+
+    def fresh(start: int, stop: int, key: int) -> np.ndarray:
+        block = start >> 2
+        gen = np.random.Philox(key=key, counter=block)
+        return gen.random_raw(stop - start + start - 4 * block)[start - 4 * block :]
+
+    errors: list[tuple[int, int, int]] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(300):
+            key = rng.choice([0, 1, (1 << 64) - 1, rng.getrandbits(64)])
+            start = rng.choice(
+                [0, 3, rng.randrange(1 << 20), rng.getrandbits(62), (1 << 66) - 8, (1 << 66) + 4]
+            )
+            n = rng.choice([0, 1, 5, 1024, rng.randrange(3000)])
+            if not np.array_equal(
+                counter_words(start, start + n, key), fresh(start, start + n, key)
+            ):
+                errors.append((key, start, n))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work(99)
+    assert not errors
