@@ -37,7 +37,9 @@ def test_ten_by_ten_blocks():
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     assert est.speedup == 1.28  # 128 lanes / 100 threads
-    assert est.inputs == {"threads_per_block": 100, "lanes_per_block": 128}
+    # 32x4 blocks on a grid covering the same threads: 1.26x fewer CTAs, whose launches the
+    # launch model lets fall with them (the measured 1.22x on an H200 is their effect)
+    assert est.inputs == {"threads_per_block": 100, "lanes_per_block": 128, "ctas_divided_by": 1.26}
 
 
 def test_variant_launches_cover_the_same_threads():
