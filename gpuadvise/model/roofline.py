@@ -356,6 +356,7 @@ def launch_times(
     peak_dram: bool = False,
     pipes: PipeRates | None = None,
     turnaround: bool = True,
+    barriers: bool = False,
 ) -> LaunchTimes | None:
     """The terms of ``traffic`` on ``device``: L1 at 128 bytes per SM per clock (on the busiest
     SM when the CTAs are known), L2 at the rates' sector rates (loads and stores share the
@@ -372,7 +373,9 @@ def launch_times(
     (:meth:`~gpuadvise.model.execution.LoadMix.per_wait` not applied: the misses taken to fall
     on as few waits as can hold them). ``pipes``: the device's pipe rates (default:
     :func:`pipe_rates`). ``turnaround``: False leaves the CTA turnaround out of the dependency
-    term (the launch rewritten to run in one wave, a grid-stride loop). None without SM count or
+    term (the launch rewritten to run in one wave, a grid-stride loop). ``barriers``: True keeps
+    the barrier steps in a ``peak_dram`` floor's pipe term, for a change that leaves the work
+    between the barriers as it is (a launch's shape: GA102's tail). None without SM count or
     clock."""
     hz = sm_cycles_per_s(device)
     bw = dram_bytes_per_s(device)
@@ -428,7 +431,7 @@ def launch_times(
         terms.issue_s,
         latency_s,
         pipe_s=terms.other_pipes_s
-        if peak_dram and terms.other_pipes_s is not None
+        if peak_dram and not barriers and terms.other_pipes_s is not None
         else terms.pipe_s,
         dependency_s=terms.dependency_s
         - (terms.turnaround_s if peak_dram or not turnaround else 0.0)
