@@ -153,7 +153,9 @@ def _run(
     log.info(
         "timings: %s",
         ", ".join(
-            f"{k.removesuffix('_s')} {v:.2f} s" for k, v in timings.items() if "rule_" not in k
+            f"{k.removesuffix('_s')} {v:.2f} s"
+            for k, v in timings.items()
+            if "rule_" not in k and not k.endswith("_cpu_s")  # phases' wall times only
         ),
     )
     log.debug(

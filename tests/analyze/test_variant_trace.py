@@ -136,7 +136,10 @@ def test_analyze_estimates_a_register_accumulation_on_both_traces() -> None:
     est = f.estimated_speedup
     assert est is not None and est.kind == "point"
     assert isinstance(est.inputs[TRACE_POINT], float) and est.speedup == est.inputs[TRACE_POINT]
-    assert est.speedup > 1.5  # the register accumulation cuts the loop's dependent chain
+    # the register accumulation cuts the loop's dependent chain: atax_rows measured 1.37x on an
+    # H200 (docs/data/accuracy_h200_2026-11-30_kernels_round7.json); the model says 1.09x since
+    # the reload of what the thread stored is an L1 hit (s11-fuse; 2.9x before, over 1.5)
+    assert est.speedup > 1.05
     assert "variant_traces_s" in res.analysis.timings_s
 
 

@@ -515,7 +515,11 @@ def test_a_large_grid_stays_within_the_memory_budget(work: Path) -> None:
     )
     assert p.returncode == 0, p.stderr[-2000:]
     peak_mb = int(p.stderr.strip().splitlines()[-1]) / 1024
-    assert peak_mb < 450, peak_mb  # 580 MB before: the synthesis alone wanted 660 MB
+    # the whole process within the budget (4.8 GB before, the budget ignored). Until the eleventh
+    # session this was < 450 MB, the L2 model's quarter share, as the L2 model was the largest
+    # step; the variants of kernels/ cases are traced since (their launch spec is found, s11-hist:
+    # about 940 MB here), so the L2 model's share is checked by its messages below
+    assert peak_mb < 1800, peak_mb
     assert "replayed (buffer in: synthesizing every CTA would take about" in p.stdout
     assert (
         "a quarter of the 1.8 GiB gpuadvise may use here (set by GPUADVISE_MEMORY_BUDGET"

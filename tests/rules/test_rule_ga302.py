@@ -73,12 +73,16 @@ def test_cells_fields_estimate(fields_analysis):
     # side at peak, their maximum. The gain the change does have is the line's,
     # which the per-line proxy carries and a proxy measurement is held against
     # (docs/accuracy.md: measured 1.22x on an H100).
-    assert i["bound_by_before"] == i["bound_by_after"] == "dependency"
+    # Since the eleventh session (s11-fuse: a chain's L1 misses by its requests, not by the
+    # sectors the L2 sends) the chains are shorter (25 us) and the launch is bound by its L1 on
+    # both sides (72 -> 67 us on the H100 model; the kernel measures 48 us on an H200, so the L1
+    # term is too long here: docs/accuracy.md); the chains stay as they are
+    assert i["bound_by_before"] == i["bound_by_after"] == "l1"
     assert i["after_dependency_us"] == i["before_dependency_us"]
-    # 1.405x since s8-est (1.232x before): the before side's L1 at a cycle per 128-byte line
-    assert est.speedup == pytest.approx(1.405, abs=0.005)
-    # the L1's share of the before side (its throughput side, added in part) now moves: 1.02x
-    assert i["point_speedup"] == pytest.approx(1.024, abs=0.005)
+    # 1.405x from s8-est to the tenth session, with the launch dependency-bound
+    assert est.speedup == pytest.approx(1.295, abs=0.005)
+    # the L1's share of the before side (its throughput side, added in part) now moves: 1.06x
+    assert i["point_speedup"] == pytest.approx(1.06, abs=0.005)
     assert i["proxy_bound_speedup"] > 1.0
     assert re.search(r"per-line proxy .*: point \d+\.\d\dx, bound \d+\.\d\dx", est.method)
 
