@@ -111,3 +111,16 @@ def run_with_variant(source: Path) -> SimpleNamespace:
         message="m",
     )
     return SimpleNamespace(findings=(finding,))
+
+
+# ``python -c PEAK_WRAPPER CMD...``: CMD in a fresh wrapper process, whose RUSAGE_CHILDREN is then
+# CMD's own peak (printed in KB as stderr's last line); in the test process (an xdist worker) it
+# would be the largest child of any earlier test
+PEAK_WRAPPER = """
+import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(p.stdout)
+sys.stderr.write(p.stderr)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+sys.exit(p.returncode)
+"""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clikit import cli, one_error
+from clikit import PEAK_WRAPPER, cli, one_error
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.timeout(300)]
 
@@ -27,23 +27,11 @@ __global__ void k(float* o, const float* x, const Cell* cells)
 LAUNCH = ("--grid", "2", "--block", "32", "--gpu", "H100", "--no-measure")
 
 
-# run in a fresh wrapper process, so that RUSAGE_CHILDREN is the analysis' own peak: in the test
-# process (an xdist worker) it is the largest child any earlier test started (2.2 GB seen)
-_PEAK = """
-import resource, subprocess, sys
-p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-sys.stdout.write(p.stdout)
-sys.stderr.write(p.stderr)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
-sys.exit(p.returncode)
-"""
-
-
 def measured(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """``gpuadvise ARGS`` in a child process: its result and its peak resident memory in MB."""
     env = {**os.environ, "GPUADVISE_CACHE_DIR": str(cwd / "cache"), "PYTHONWARNINGS": "ignore"}
     r = subprocess.run(
-        [sys.executable, "-c", _PEAK, sys.executable, "-m", "gpuadvise", *args],
+        [sys.executable, "-c", PEAK_WRAPPER, sys.executable, "-m", "gpuadvise", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

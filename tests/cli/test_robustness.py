@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 import pytest
-from clikit import cli, one_error
+from clikit import PEAK_WRAPPER, cli, one_error
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = """\
@@ -483,14 +483,6 @@ def test_sigterm_on_one_analysis_cleans_its_temporary_folders(work: Path) -> Non
 # --- memory: the L2 model within its share of the memory budget --------------------------------
 
 REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
-_PEAK = """
-import resource, subprocess, sys
-p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-sys.stdout.write(p.stdout)
-sys.stderr.write(p.stderr)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
-sys.exit(p.returncode)
-"""
 
 
 @pytest.mark.toolkit
@@ -511,7 +503,11 @@ def test_a_large_grid_stays_within_the_memory_budget(work: Path) -> None:
     assert warm.returncode == 0, warm.stderr[-2000:]
     env["GPUADVISE_MEMORY_BUDGET"] = "1800M"
     p = subprocess.run(
-        [sys.executable, "-c", _PEAK, *args], env=env, capture_output=True, text=True, timeout=250
+        [sys.executable, "-c", PEAK_WRAPPER, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=250,
     )
     assert p.returncode == 0, p.stderr[-2000:]
     peak_mb = int(p.stderr.strip().splitlines()[-1]) / 1024
