@@ -636,6 +636,7 @@ def _emulated_difference(
     a difference found there, in the words the whole comparison gives."""
     import numpy as np
 
+    from gpuadvise.arrays import distinct
     from gpuadvise.runner.verify import compare
 
     emu = _emulated(analysis, text, ctas)
@@ -647,7 +648,8 @@ def _emulated_difference(
                 differs = True
                 break
             new = emu.changes.changes(name)
-            p = np.union1d(ref.positions, new.positions)
+            # distinct by one sort: np.union1d's hash table took 10 of 23 s on HeCBench rmsnorm
+            p = distinct(np.concatenate([ref.positions, new.positions]))
             start = emu.changes.start_values(name, p)
             want, got = start.copy(), start.copy()
             want[np.searchsorted(p, ref.positions)] = ref.after

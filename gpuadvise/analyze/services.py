@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuadvise.analyze.models import resolve_launch
+from gpuadvise.arrays import distinct
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.fileio import write_atomic
 from gpuadvise.model.launch_change import LaunchCheck
@@ -343,7 +344,7 @@ class AnalysisServices:
         for n in outs:
             # only the elements either run changed: the rest hold their start data in both
             c1 = _changes(e1, n)
-            p = np.union1d(pos0[n], c1.positions)
+            p = distinct(np.concatenate([pos0[n], c1.positions]))  # one sort, no hash table
             init[n] = _start_values(e1, n, p)
             before[n] = init[n].copy()
             before[n][np.searchsorted(p, pos0[n])] = val0[n]
