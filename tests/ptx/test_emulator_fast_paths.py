@@ -58,9 +58,10 @@ $L_loop:
 """
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, int]:
-    used = 0
-    make = emulator.Batch._fast_global
+def _counting(name: str, fast: bool) -> tuple[Any, list[int]]:
+    """``emulator.Batch.<name>`` (a fast-path maker) wrapped: off unless ``fast``, and the
+    times it took the fast path counted in the list's one item."""
+    make, used = getattr(emulator.Batch, name), [0]
 
     def counted(self: Any, *args: Any) -> Any:
         fn = make(self, *args)
@@ -68,13 +69,17 @@ def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, int]:
             return None
 
         def wrapped() -> Any:
-            nonlocal used
             got = fn()
-            used += got is not None
+            used[0] += got is not None
             return got
 
         return wrapped
 
+    return counted, used
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, int]:
+    counted, used = _counting("_fast_global", fast)
     with monkeypatch.context() as mp:
         mp.setattr(emulator.Batch, "_fast_global", counted)
         mp.setattr(emulator.Batch, "lockstep", fast)
@@ -82,7 +87,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, int]:
         inp = np.arange(grid * block * (n + 1), dtype=np.float32) * np.float32(0.25)
         out = np.zeros(grid * block, np.float32)
         e = emulate_ptx(PTX, "k", grid, block, [inp, out, np.uint32(n)])
-    return e, used
+    return e, used[0]
 
 
 def test_fast_paths_match_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,29 +202,14 @@ LOCAL_PTX = r"""
 
 
 def _run_shared(monkeypatch: pytest.MonkeyPatch, fast: bool, ptx: str = SHARED_PTX) -> Any:
-    make = emulator.Batch._fast_shared
-    used = 0
-
-    def counted(self: Any, *args: Any) -> Any:
-        fn = make(self, *args)
-        if fn is None or not fast:
-            return None
-
-        def wrapped() -> Any:
-            nonlocal used
-            got = fn()
-            used += got is not None
-            return got
-
-        return wrapped
-
+    counted, used = _counting("_fast_shared", fast)
     with monkeypatch.context() as mp:
         mp.setattr(emulator.Batch, "_fast_shared", counted)
         grid, block = 3, 64
         inp = np.arange(grid * block, dtype=np.float32) * np.float32(0.5)
         out = np.zeros(grid * block, np.float32)
         e = emulate_ptx(ptx, "s", grid, block, [inp, out])
-    return e, used
+    return e, used[0]
 
 
 def test_shared_fast_path_matches_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
