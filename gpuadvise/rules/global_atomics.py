@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows
+from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.atomic_serial import (
     ONE_LINE_NS,
     REGION_BYTES,
@@ -201,8 +203,17 @@ def _buffer_of(trace: AccessTrace, address: int) -> str | None:
     return None
 
 
+_HOT: IdentityMemo[AccessTrace, dict[tuple[str | None, int | None], HotAddress]] = IdentityMemo()
+
+
 def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], HotAddress]:
-    """Per source line (its user's line), the :class:`HotAddress` of its global atomics."""
+    """Per source line (its user's line), the :class:`HotAddress` of its global atomics: made
+    once per trace (GA208, GA303's loop context and the launch's serial atomics read it; a
+    read-only dict of frozen values)."""
+    return _HOT(trace, _hot_addresses)
+
+
+def _hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], HotAddress]:
     recs = trace.records
     sel = (recs["space"] == int(Space.GLOBAL)) & np.isin(recs["kind"], ATOMIC_KINDS)
     idx = np.flatnonzero(sel)
@@ -227,14 +238,14 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
             continue
         addr = r["addr"][act].astype(np.uint64)
         lane_w = np.repeat(w_rec[rows], act.sum(axis=1))
-        uniq, inverse = np.unique(addr, return_inverse=True)
+        uniq, inverse = distinct_inverse(addr)
         counts = np.bincount(inverse, weights=lane_w, minlength=len(uniq))
         hot = int(np.argmax(counts))
         on_hot = r["addr"] == uniq[hot]
         on_hot &= act
         per_req = on_hot.sum(axis=1)
         touching = per_req > 0
-        ctas = np.unique(r["cta"][touching])
+        ctas = distinct(r["cta"][touching])
         pos = [position.get(int(c), 0) for c in ctas]
         spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
         reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines, reg_steps = _hot_region(
@@ -285,10 +296,10 @@ def _hot_region(
     if not len(req):
         return 0.0, 0, 0.0, 0, 0, 0.0
     addr = r["addr"][req, lane].astype(np.uint64)
-    pairs = np.unique(np.stack([req.astype(np.uint64), addr >> np.uint64(7)], axis=1), axis=0)
+    pairs = distinct_rows([req.astype(np.uint64), addr >> np.uint64(7)]).T
     shift = np.uint64(REGION_BYTES.bit_length() - 1 - 7)
     regions = pairs[:, 1] >> shift
-    uniq, inverse = np.unique(regions, return_inverse=True)
+    uniq, inverse = distinct_inverse(regions)
     counts = np.bincount(inverse, weights=w[pairs[:, 0].astype(np.int64)], minlength=len(uniq))
     hot = int(np.argmax(counts))
     # the hottest of many regions that a sample reaches a few times each is the sample's luck
@@ -297,17 +308,16 @@ def _hot_region(
     top = float(counts[hot])
     hot_count = max(top - 2.0 * np.sqrt(top), float(counts.mean()))
     on = pairs[inverse == hot, 0].astype(np.int64)
-    ctas = np.unique(r["cta"][on])
+    ctas = distinct(r["cta"][on])
     pos = [position.get(int(c), 0) for c in ctas]
     spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
     in_region = (addr >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
-    n_lines = len(np.unique(addr[in_region] >> np.uint64(7)))
+    n_lines = len(distinct(addr[in_region] >> np.uint64(7)))
     # each request's most lanes on one word of the region
-    words, per_word = np.unique(
-        np.stack([req[in_region].astype(np.uint64), addr[in_region]], axis=1),
-        axis=0,
-        return_counts=True,
+    words_t, per_word = distinct_rows(
+        [req[in_region].astype(np.uint64), addr[in_region]], return_counts=True
     )
+    words = words_t.T
     most = np.zeros(len(r))
     np.maximum.at(most, words[:, 0].astype(np.int64), per_word)
     steps = float((most * w).sum()) * (hot_count / top if top else 1.0)
@@ -315,7 +325,7 @@ def _hot_region(
         hot_count,
         len(ctas),
         round(spread, 4),
-        len(np.unique(addr[in_region])),
+        len(distinct(addr[in_region])),
         n_lines,
         steps,
     )
