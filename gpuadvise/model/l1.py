@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_inverse
+from gpuadvise.arrays import distinct, distinct_inverse, stable_argsort
 
 __all__ = [
     "L1_LINE_BYTES",
@@ -148,7 +148,7 @@ def capacity_misses(
     if not n_acc:
         return L1Reuse(window, miss)
     # the records by CTA, in execution order: a position each, and the lines loaded up to it
-    order = np.argsort(group, kind="stable")
+    order = stable_argsort(group)
     pos = np.empty(len(group), np.int64)
     pos[order] = np.arange(len(group))
     weight = np.asarray(rec_weight, np.float64)[order]
