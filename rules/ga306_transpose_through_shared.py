@@ -151,8 +151,9 @@ class TransposeThroughShared(Rule):
 
         def side(line: int, insts: np.ndarray, buffer: str, kind: str) -> tuple[Any, ...]:
             key = (line, buffer, kind)
-            if key not in sides:
-                sides[key] = _side(view, insts, buffer)
+            if key not in sides:  # with its lanes' stride (each side is in many pairs)
+                got = _side(view, insts, buffer)
+                sides[key] = (*got, stride_mode(got[0]))
             return sides[key]
 
         for sf, sline, _ in stores:
@@ -184,13 +185,12 @@ class TransposeThroughShared(Rule):
         min_ratio: float,
         pitches: list[int],
     ) -> Finding | None:
-        lline, src, (ll, _, l_req, l_sect, l_ideal) = load
-        sline, dst, (sl, _, s_req, s_sect, s_ideal) = store
+        lline, src, (ll, _, l_req, l_sect, l_ideal, l_stride) = load
+        sline, dst, (sl, _, s_req, s_sect, s_ideal, s_stride) = store
         bs, bd = view.buffers[src], view.buffers[dst]
         size = bs.elem_bytes
         if size != bd.elem_bytes or size <= 0:
             return None
-        l_stride, s_stride = stride_mode(ll), stride_mode(sl)
         if l_stride is None or s_stride is None:
             return None
         if l_stride == size and s_sect >= min_ratio * max(s_ideal, 1):

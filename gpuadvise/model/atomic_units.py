@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows
+
 UNIT_BYTES = 1024
 """The span whose atomic requests one L2 unit serves one after another (two 512-byte regions)."""
 
@@ -62,6 +64,8 @@ __all__ = [
     "UnitLoad",
     "flush_ns",
     "hot_unit",
+    "lane_pairs",
+    "runs",
     "sector_ns",
     "unit_serial_s",
 ]
@@ -104,13 +108,30 @@ class UnitLoad:
 _NONE = UnitLoad(0.0, 0.0, 0, 0, 0, np.zeros(0, dtype=np.int64), 0.0)
 
 
-def _unique_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (a, b) pairs and each one's count."""
-    rows, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
-    return rows, counts
+def runs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs (rows, in lexicographic order) and each one's count, for pairs
+    already in that order (``np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)``
+    without its sort): each run of equal pairs once."""
+    n = len(a)
+    keep = np.ones(n, dtype=bool)
+    if n > 1:
+        np.not_equal(a[1:], a[:-1], out=keep[1:])
+        keep[1:] |= b[1:] != b[:-1]
+    first = np.flatnonzero(keep)
+    return np.stack([a[first], b[first]], axis=1), np.diff(np.append(first, n))
 
 
-def hot_unit(req: np.ndarray, addr: np.ndarray, weights: np.ndarray) -> UnitLoad:
+def lane_pairs(req: np.ndarray, addr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (request, byte address) pairs of the lanes, a (2, n) uint64 array in
+    lexicographic order, and each one's lanes (one sort): every coarser pair (request, word,
+    sector, line or region) is a run of them (:func:`hot_unit`, GA208's hottest region)."""
+    r, a = np.asarray(req).astype(np.uint64), np.asarray(addr).astype(np.uint64)
+    return distinct_rows([r, a], return_counts=True)
+
+
+def hot_unit(
+    req: np.ndarray, addr: np.ndarray, weights: np.ndarray, pairs: np.ndarray | None = None
+) -> UnitLoad:
     """The :class:`UnitLoad` of the unit whose requests cost the L2 longest.
 
     ``req``: the request index of each active lane, ``addr``: its byte address, ``weights``:
@@ -118,17 +139,21 @@ def hot_unit(req: np.ndarray, addr: np.ndarray, weights: np.ndarray) -> UnitLoad
     each (request, sector) :func:`sector_ns` of the words the request updates there. The
     hottest of many units that a sample reaches a few times each is the sample's luck: its
     pairs less two of their standard deviations, at least the units' mean, its time scaled
-    alike (as the 512-byte region's count)."""
+    alike (as the 512-byte region's count). ``pairs``: :func:`lane_pairs` of ``req`` and
+    ``addr`` (the pairs) when the caller has them."""
     if not len(req):
         return _NONE
-    r = req.astype(np.uint64)
-    words, _ = _unique_rows(r, addr.astype(np.uint64) >> np.uint64(2))
-    sec_rows, per_sector = _unique_rows(words[:, 0], words[:, 1] >> np.uint64(3))
-    line_rows, _ = _unique_rows(sec_rows[:, 0], sec_rows[:, 1] >> np.uint64(2))
+    if pairs is None:
+        pairs = lane_pairs(req, addr)[0]
+    # the (request, word), (request, sector) and (request, line) pairs: runs of the sorted
+    # (request, address) pairs, and of each other
+    words, _ = runs(pairs[0], pairs[1] >> np.uint64(2))
+    sec_rows, per_sector = runs(words[:, 0], words[:, 1] >> np.uint64(3))
+    line_rows, _ = runs(sec_rows[:, 0], sec_rows[:, 1] >> np.uint64(2))
     unit_shift = np.uint64(UNIT_BYTES.bit_length() - 1 - 5)  # sectors to units
     s_units = sec_rows[:, 1] >> unit_shift
     l_units = line_rows[:, 1] >> (unit_shift - np.uint64(2))
-    uniq, s_inv = np.unique(s_units, return_inverse=True)
+    uniq, s_inv = distinct_inverse(s_units)
     l_inv = np.searchsorted(uniq, l_units)
     s_w = weights[sec_rows[:, 0].astype(np.int64)]
     l_w = weights[line_rows[:, 0].astype(np.int64)]
@@ -146,10 +171,10 @@ def hot_unit(req: np.ndarray, addr: np.ndarray, weights: np.ndarray) -> UnitLoad
     return UnitLoad(
         ns=float(cost[hot]) * keep,
         pairs=count,
-        sectors=len(np.unique(sec_rows[in_hot, 1])),
-        lines=len(np.unique(line_rows[l_inv == hot, 1])),
-        words=len(np.unique(hot_words[:, 1])),
-        on=np.unique(sec_rows[in_hot, 0].astype(np.int64)),
+        sectors=len(distinct(sec_rows[in_hot, 1])),
+        lines=len(distinct(line_rows[l_inv == hot, 1])),
+        words=len(distinct(hot_words[:, 1])),
+        on=distinct(sec_rows[in_hot, 0].astype(np.int64)),
         lanes=lanes,
     )
 

@@ -85,6 +85,7 @@ __all__ = [
     "analyze_banks",
     "atomic_contention",
     "ideal",
+    "one_address",
     "record_wavefronts",
     "wavefronts",
 ]
@@ -620,6 +621,25 @@ def analyze_banks(trace: AccessTrace, records: np.ndarray | None = None) -> Bank
         for file, line, kind, idx in lines_of(trace, per)
     ]
     return BankResult.of_lines(lines, trace)  # type: ignore[no-any-return]
+
+
+def one_address(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(active lanes, whether they all name one address) per record: ``atomic_contention``'s
+    lanes and its distinct addresses == 1 (for records with an active lane), from each record's
+    least and greatest active address instead of a sort of its lanes."""
+    n = len(records)
+    lanes = np.zeros(n, np.int64)
+    one = np.zeros(n, bool)
+    top = np.uint64(np.iinfo(np.uint64).max)
+    for s in chunks(n, _SUPERCHUNK):
+        r = records[s]
+        act = active_lanes(r["mask"])
+        addr = r["addr"].astype(np.uint64)
+        lanes[s] = act.sum(axis=1)
+        lo = np.where(act, addr, top).min(axis=1)
+        hi = np.where(act, addr, np.uint64(0)).max(axis=1)
+        one[s] = (lo == hi) & (lanes[s] > 0)
+    return lanes, one
 
 
 def atomic_contention(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

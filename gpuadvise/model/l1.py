@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct_inverse
+from gpuadvise.arrays import distinct, distinct_inverse, stable_argsort
 
 __all__ = [
     "L1_LINE_BYTES",
@@ -148,7 +148,7 @@ def capacity_misses(
     if not n_acc:
         return L1Reuse(window, miss)
     # the records by CTA, in execution order: a position each, and the lines loaded up to it
-    order = np.argsort(group, kind="stable")
+    order = stable_argsort(group)
     pos = np.empty(len(group), np.int64)
     pos[order] = np.arange(len(group))
     weight = np.asarray(rec_weight, np.float64)[order]
@@ -214,13 +214,13 @@ def written_before_read(
     off = np.clip(np.asarray(offset, np.int64)[b], 0, sector_bytes)
     wid = np.clip(np.asarray(width, np.int64)[b], 0, sector_bytes)
     span = np.int64(sector_bytes + 1)
-    packed = np.unique(
+    packed = distinct(
         (group[b].astype(np.int64) * span + off) * span + np.minimum(wid, sector_bytes - off)
     )
     g, o, w = packed // (span * span), packed // span % span, packed % span
     start = np.repeat(np.cumsum(w) - w, w)
     byte_off = np.repeat(o, w) + (np.arange(int(w.sum())) - start)
-    cells = np.unique(np.repeat(g, w) * np.int64(sector_bytes) + byte_off)
+    cells = distinct(np.repeat(g, w) * np.int64(sector_bytes) + byte_off)
     written = np.bincount(cells // sector_bytes, minlength=n_groups)
     full = written >= sector_bytes
     out[is_load & full[group]] = True

@@ -190,10 +190,10 @@ def load_widths(ptx: str, entry: str, trace: AccessTrace) -> dict[int, int] | No
     cannot be matched with the PTX program's (then nothing is known)."""
     from gpuadvise.ptx.cfg import build_program
     from gpuadvise.ptx.emulator import static_accesses
-    from gpuadvise.ptx.parser import Reg, parse_ptx
+    from gpuadvise.ptx.parser import Reg, parse_ptx_cached
 
     try:
-        program = build_program(parse_ptx(ptx), entry)
+        program = build_program(parse_ptx_cached(ptx), entry)  # the emulator's parse
     except Exception:
         return None
     static = sorted((i, int(sp)) for i, sp, _k, _w in static_accesses(program))

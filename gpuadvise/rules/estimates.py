@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member
+from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member, stable_argsort
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.l1 import (
@@ -146,7 +146,7 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> float:
             got = 0.0
         else:
             g = np.asarray(l2.group).reshape(-1)
-            order = np.argsort(g, kind="stable")
+            order = stable_argsort(g)
             gs = g[order]
             first = order[np.concatenate(([True], gs[1:] != gs[:-1]))]
             recs = distinct(view.lanes.rec[l2.lanes[first]].astype(np.int64))

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct, distinct_inverse
+from gpuadvise.memo import IdentityMemo
 from gpuadvise.model.atomic_serial import (
     ONE_LINE_NS,
     REGION_BYTES,
@@ -34,7 +36,7 @@ from gpuadvise.model.atomic_serial import (
     update_ns,
     with_serial_s,
 )
-from gpuadvise.model.atomic_units import flush_ns, hot_unit
+from gpuadvise.model.atomic_units import flush_ns, hot_unit, lane_pairs, runs
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.ptx.access import record_weights
 from gpuadvise.rules.details import FindingDetails
@@ -201,8 +203,17 @@ def _buffer_of(trace: AccessTrace, address: int) -> str | None:
     return None
 
 
+_HOT: IdentityMemo[AccessTrace, dict[tuple[str | None, int | None], HotAddress]] = IdentityMemo()
+
+
 def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], HotAddress]:
-    """Per source line (its user's line), the :class:`HotAddress` of its global atomics."""
+    """Per source line (its user's line), the :class:`HotAddress` of its global atomics: made
+    once per trace (GA208, GA303's loop context and the launch's serial atomics read it; a
+    read-only dict of frozen values)."""
+    return _HOT(trace, _hot_addresses)
+
+
+def _hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], HotAddress]:
     recs = trace.records
     sel = (recs["space"] == int(Space.GLOBAL)) & np.isin(recs["kind"], ATOMIC_KINDS)
     idx = np.flatnonzero(sel)
@@ -225,23 +236,23 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
         act = active_lanes(r["mask"])
         if not act.any():
             continue
-        addr = r["addr"][act].astype(np.uint64)
+        # the active lanes' (request, address), in row order, once for the three views below
+        req_idx, lane_idx = np.nonzero(act)
+        addr = r["addr"][req_idx, lane_idx].astype(np.uint64)
         lane_w = np.repeat(w_rec[rows], act.sum(axis=1))
-        uniq, inverse = np.unique(addr, return_inverse=True)
+        uniq, inverse = distinct_inverse(addr)
         counts = np.bincount(inverse, weights=lane_w, minlength=len(uniq))
         hot = int(np.argmax(counts))
-        on_hot = r["addr"] == uniq[hot]
-        on_hot &= act
-        per_req = on_hot.sum(axis=1)
+        per_req = np.bincount(req_idx[inverse == hot], minlength=len(r))
         touching = per_req > 0
-        ctas = np.unique(r["cta"][touching])
+        ctas = distinct(r["cta"][touching])
         pos = [position.get(int(c), 0) for c in ctas]
         spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
+        pairs = lane_pairs(req_idx, addr)
         reg_req, reg_ctas, reg_spread, reg_addrs, reg_lines, reg_steps = _hot_region(
-            r, act, w_rec[rows], position, traced
+            r, (req_idx, addr, *pairs), w_rec[rows], position, traced
         )
-        req_idx, lane_idx = np.nonzero(act)
-        unit = hot_unit(req_idx, r["addr"][req_idx, lane_idx], w_rec[rows])
+        unit = hot_unit(req_idx, addr, w_rec[rows], pairs[0])
         u_on = unit.on
         u_pos = sorted({position.get(int(c), 0) for c in r["cta"][u_on]})
         u_spread = (u_pos[-1] - u_pos[0] + 1) / traced if u_pos and traced else 0.0
@@ -274,21 +285,26 @@ def hot_addresses(trace: AccessTrace) -> dict[tuple[str | None, int | None], Hot
 
 
 def _hot_region(
-    r: np.ndarray, act: np.ndarray, w: np.ndarray, position: dict[int, int], traced: int
+    r: np.ndarray,
+    lanes: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    w: np.ndarray,
+    position: dict[int, int],
+    traced: int,
 ) -> tuple[float, int, float, int, int, float]:
     """The :data:`REGION_BYTES` region that the most (warp-level request, 128-byte line) pairs
     of records ``r`` reach (each with its request's weight ``w``): those pairs (less the
     sample's noise), the traced CTAs
     making them, their spread over the traced CTAs, the region's distinct addresses and
-    lines, and its steps (:attr:`HotAddress.region_steps`, less the noise alike)."""
-    req, lane = np.nonzero(act)
+    lines, and its steps (:attr:`HotAddress.region_steps`, less the noise alike). ``lanes``:
+    the active lanes' requests and addresses (in row order), their distinct (request, address)
+    pairs and each pair's lanes (:func:`~gpuadvise.model.atomic_units.lane_pairs`)."""
+    req, addr, by_addr, by_addr_lanes = lanes
     if not len(req):
         return 0.0, 0, 0.0, 0, 0, 0.0
-    addr = r["addr"][req, lane].astype(np.uint64)
-    pairs = np.unique(np.stack([req.astype(np.uint64), addr >> np.uint64(7)], axis=1), axis=0)
+    pairs, _ = runs(by_addr[0], by_addr[1] >> np.uint64(7))  # (request, line), sorted
     shift = np.uint64(REGION_BYTES.bit_length() - 1 - 7)
     regions = pairs[:, 1] >> shift
-    uniq, inverse = np.unique(regions, return_inverse=True)
+    uniq, inverse = distinct_inverse(regions)
     counts = np.bincount(inverse, weights=w[pairs[:, 0].astype(np.int64)], minlength=len(uniq))
     hot = int(np.argmax(counts))
     # the hottest of many regions that a sample reaches a few times each is the sample's luck
@@ -297,17 +313,14 @@ def _hot_region(
     top = float(counts[hot])
     hot_count = max(top - 2.0 * np.sqrt(top), float(counts.mean()))
     on = pairs[inverse == hot, 0].astype(np.int64)
-    ctas = np.unique(r["cta"][on])
+    ctas = distinct(r["cta"][on])
     pos = [position.get(int(c), 0) for c in ctas]
     spread = (max(pos) - min(pos) + 1) / traced if pos and traced else 0.0
     in_region = (addr >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
-    n_lines = len(np.unique(addr[in_region] >> np.uint64(7)))
+    n_lines = len(distinct(addr[in_region] >> np.uint64(7)))
     # each request's most lanes on one word of the region
-    words, per_word = np.unique(
-        np.stack([req[in_region].astype(np.uint64), addr[in_region]], axis=1),
-        axis=0,
-        return_counts=True,
-    )
+    in_pairs = (by_addr[1] >> np.uint64(REGION_BYTES.bit_length() - 1)) == uniq[hot]
+    words, per_word = by_addr[:, in_pairs].T, by_addr_lanes[in_pairs]
     most = np.zeros(len(r))
     np.maximum.at(most, words[:, 0].astype(np.int64), per_word)
     steps = float((most * w).sum()) * (hot_count / top if top else 1.0)
@@ -315,7 +328,7 @@ def _hot_region(
         hot_count,
         len(ctas),
         round(spread, 4),
-        len(np.unique(addr[in_region])),
+        len(distinct(addr[in_region])),
         n_lines,
         steps,
     )

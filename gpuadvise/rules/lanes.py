@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuadvise.memo import IdentityMemo
-from gpuadvise.model.banks import active_lanes, atomic_contention
+from gpuadvise.model.banks import active_lanes, one_address
 from gpuadvise.trace.access import AccessTrace, Kind, Space
 
 __all__ = ["UniformLanes", "copies_of", "uniform_lanes"]
@@ -57,9 +57,9 @@ def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     glob = r[r["space"] == int(Space.GLOBAL)]
     if not len(glob):
         return None
-    lanes, addrs = atomic_contention(glob)
+    lanes, single = one_address(glob)
     many = lanes >= 2
-    one = many & (addrs == 1)
+    one = many & single
     store = glob["kind"] == int(Kind.STORE)
     load = glob["kind"] == int(Kind.LOAD)
     n_store, n_load = int((many & store).sum()), int((many & load).sum())

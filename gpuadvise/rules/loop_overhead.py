@@ -66,11 +66,11 @@ def loop_overhead(
     from gpuadvise.ptx.dataflow import MEMORY_BASES, data_registers, defs_uses
     from gpuadvise.ptx.emulator import static_accesses
     from gpuadvise.ptx.loops import find_loops, innermost
-    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.parser import parse_ptx_cached
     from gpuadvise.ptx.pipes import pipe_work
 
     try:
-        program = build_program(parse_ptx(ptx), entry)
+        program = build_program(parse_ptx_cached(ptx), entry)  # the emulator's parse
     except Exception:
         return None
     at = _program_index(program, trace, static_accesses(program))

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import stable_argsort
-from gpuadvise.model.coalescing import global_sectors, record_sectors, touched_lines
+from gpuadvise.model.banks import active_lanes
+from gpuadvise.model.coalescing import global_sectors, record_sectors
 from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
@@ -327,7 +328,7 @@ def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
                 continue
         # consecutive records are a slice of the trace, not a copy
         part = records[at[0] : at[-1] + 1] if at[-1] - at[0] == len(at) - 1 else records[at]
-        sectors.append(_distinct_values(touched_lines(part, 32)[1]))
+        sectors.append(_distinct_values(_lane_sectors(part)))
     distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
     per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
     # a sampled loop's records stand for the skipped: record_weights of the global records, from
@@ -336,6 +337,18 @@ def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     weight = extra.astype(np.float64) + 1.0 if extra.any() else None
     clocks = float(per_clock.sum() if weight is None else (per_clock * weight).sum())
     return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
+
+
+def _lane_sectors(records: np.ndarray) -> np.ndarray:
+    """The 32-byte sectors the active lanes of ``records`` touch (each lane's first and last
+    byte's), with repeats: the set of :func:`gpuadvise.model.coalescing.touched_lines`'s without
+    its sort of each record's lanes (the caller wants the distinct sectors of all records)."""
+    act = active_lanes(records["mask"])
+    addr = records["addr"][act]
+    width = np.broadcast_to(records["width"][:, None], act.shape)[act].astype(np.uint64)
+    first = addr >> np.uint64(5)
+    last = (addr + np.maximum(width, np.uint64(1)) - np.uint64(1)) >> np.uint64(5)
+    return np.concatenate([first, last[last != first]])
 
 
 def _distinct_values(a: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import distinct as unique_int
+from gpuadvise.arrays import distinct_inverse, stable_argsort
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
@@ -296,7 +297,7 @@ class TraceView:
         """Indices of the lanes of instructions ``insts``, in lane order (from an index of the
         lanes by instruction built on first use: no pass over every lane per call)."""
         if self._by_inst is None:
-            order = np.argsort(self.lanes.inst, kind="stable")
+            order = stable_argsort(self.lanes.inst)
             bounds = np.searchsorted(
                 self.lanes.inst[order], np.arange(len(self.inst_line) + 1), side="left"
             )
@@ -471,13 +472,13 @@ def _kept_iterations(
     if not len(recs):
         return None, None
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
-    wu, wi = np.unique(wkey, return_inverse=True)
+    wu, wi = distinct_inverse(wkey)
     lanes = np.bincount(wi, weights=np.bitwise_count(recs["mask"]), minlength=len(wu))
     if lanes.max() <= max_warp_lanes:
         return None, None
     n_inst = int(recs["inst"].max()) + 1
     gkey = wi.astype(np.int64) * n_inst + recs["inst"].astype(np.int64)
-    order = np.argsort(gkey, kind="stable")  # each group's records in execution order
+    order = stable_argsort(gkey)  # each group's records in execution order
     sk = gkey[order]
     starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
     sizes = np.diff(np.r_[starts, len(sk)])

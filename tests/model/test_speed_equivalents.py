@@ -1,0 +1,70 @@
+"""The faster forms of the rules' shared views give what the forms they replaced gave (issue 31):
+random records and lanes, compared with the slower computation written out here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuadvise.model.atomic_units import hot_unit, lane_pairs, runs
+from gpuadvise.model.banks import atomic_contention, one_address
+from gpuadvise.model.coalescing import touched_lines
+from gpuadvise.ptx.access import RECORD
+from gpuadvise.rules.scalar_runs import _distinct_values, _lane_sectors
+
+
+def _records(seed: int, n: int = 3000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    r = np.zeros(n, RECORD)
+    r["mask"] = rng.choice([0, 1, 3, 0xFFFF, 0x0F0F0F0F, 0x80000001, 0xFFFFFFFF], n)
+    r["width"] = rng.choice([1, 2, 4, 8, 16], n)
+    same = rng.random(n) < 0.4  # some records name one address on every lane
+    base = rng.integers(0, 1 << 36, n).astype(np.uint64)
+    step = rng.integers(0, 3, (n, 32)).astype(np.uint64) * np.uint64(4)
+    r["addr"] = base[:, None] + np.where(same[:, None], np.uint64(0), step)
+    return r
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_address_is_atomic_contentions_one(seed: int) -> None:
+    r = _records(seed)
+    lanes, addrs = atomic_contention(r)
+    lanes2, one = one_address(r)
+    assert np.array_equal(lanes, lanes2)
+    assert np.array_equal(one, addrs == 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lane_sectors_are_touched_lines_sectors(seed: int) -> None:
+    r = _records(seed)
+    r["addr"] //= np.random.default_rng(seed).choice([1, 3, 7], (len(r), 1)).astype(np.uint64)
+    want = np.unique(touched_lines(r, 32)[1])
+    assert np.array_equal(_distinct_values(_lane_sectors(r)), want)
+
+
+def test_runs_of_sorted_pairs_are_numpys_unique_rows() -> None:
+    rng = np.random.default_rng(5)
+    req = rng.integers(0, 50, 4000).astype(np.uint64)
+    addr = rng.integers(0, 4096, 4000).astype(np.uint64)
+    pairs, lanes = lane_pairs(req, addr)
+    want, counts = np.unique(np.stack([req, addr], axis=1), axis=0, return_counts=True)
+    assert np.array_equal(pairs.T, want) and np.array_equal(lanes, counts)
+    # a coarser pair (request, sector) as runs of the sorted (request, address) pairs
+    rows, n = runs(pairs[0], pairs[1] >> np.uint64(5))
+    want2, counts2 = np.unique(
+        np.stack([want[:, 0], want[:, 1] >> np.uint64(5)], axis=1), axis=0, return_counts=True
+    )
+    assert np.array_equal(rows, want2) and np.array_equal(n, counts2)
+
+
+def test_hot_unit_with_pairs_given_is_the_same() -> None:
+    rng = np.random.default_rng(9)
+    req = np.sort(rng.integers(0, 300, 5000))
+    addr = (rng.integers(0, 8192, 5000) // 4 * 4).astype(np.uint64)
+    w = rng.random(300) + 0.5
+    a = hot_unit(req, addr, w)
+    b = hot_unit(req, addr, w, lane_pairs(req, addr)[0])
+    assert (a.ns, a.pairs, a.sectors, a.lines, a.words, a.lanes) == (
+        b.ns, b.pairs, b.sectors, b.lines, b.words, b.lanes,
+    )  # fmt: skip
+    assert np.array_equal(a.on, b.on)
