@@ -1053,6 +1053,10 @@ class Batch:
     ) -> list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]]:
         what = f"out-of-bounds {kind}"
         if win == 7:
+            if a.size:  # every access in one buffer (the usual case): its offsets at once
+                one = self.gmem.in_one_buffer(a, int(a.min()), int(a.max()), width)
+                if one is not None:
+                    return [("global", one, None, a)]
             offs, bad = self.gmem.translate(a, width)
             if bad is not None:
                 pos = int(np.flatnonzero(bad)[0])

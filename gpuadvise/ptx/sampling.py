@@ -397,8 +397,8 @@ class LoopSampler:
         depth: np.ndarray | None,
     ) -> None:
         w.busy = True
-        w.cnt[ws] += 1
-        c = w.cnt[ws]
+        c = w.cnt[ws] + 1  # ws: distinct warps
+        w.cnt[ws] = c
         if depth is not None:
             first_time = c == 1
             w.depth[ws[first_time]] = depth[first_time]
@@ -406,13 +406,16 @@ class LoopSampler:
         w.prev[ws] = count
         # the PERIOD iterations after a skip end here: they stood for the skipped ones and
         # themselves; the lanes with more iterations left run them as they come (weighing 1)
-        done = (w.ff_k[ws] > 0) & (c >= w.ff_at[ws] + PERIOD)
-        if done.any():
-            fx = ws[done]
-            self.wmul[fx] //= w.ff_k[fx]
-            w.ff_k[fx] = 0
-            w.quiet[fx] = w.cnt[fx] + QUIET
-            self._weights_changed()
+        ffk = w.ff_k[ws]
+        if ffk.any():
+            done = (ffk > 0) & (c >= w.ff_at[ws] + PERIOD)
+            if done.any():
+                fx = ws[done]
+                self.wmul[fx] //= w.ff_k[fx]
+                w.ff_k[fx] = 0
+                w.quiet[fx] = w.cnt[fx] + QUIET
+                self._weights_changed()
+                ffk = w.ff_k[ws]
         # the cheap look: one lane per warp (its first active one), every latch
         first = ws * 32
         if masks is not None:
@@ -423,7 +426,8 @@ class LoopSampler:
         w.head[0, slot, ws] = a
         w.head[1, slot, ws] = b
         # the warps being sampled: their lanes' operands and registers, then the skip
-        flagged = w.since[ws] > 0
+        since = w.since[ws]
+        flagged = since > 0
         if flagged.any():
             fw, fc = ws[flagged], c[flagged]
             self._record(w, fw, fc)
@@ -431,8 +435,11 @@ class LoopSampler:
             if ready.any():
                 fm = None if masks is None else masks[flagged][ready]
                 self._skip(w, fw[ready], fc[ready], fm)
-        look = (c >= 3) & (w.since[ws] == 0) & (w.ff_k[ws] == 0)
-        if look.any():
+            since, ffk = w.since[ws], w.ff_k[ws]
+        look = (c >= 3) & (since == 0) & (ffk == 0)
+        if look.all():
+            self._look(w, ws, c, count, ipi)
+        elif look.any():
             self._look(w, ws[look], c[look], count[look], ipi[look])
 
     def _look(
@@ -440,8 +447,15 @@ class LoopSampler:
     ) -> None:
         """From one lane per warp: is the instance long (hot), and is it worth sampling."""
         h = w.head
-        a2, a1, a0 = (h[0, (c - t) % 3, ws] for t in (0, 1, 2))
-        b2, b1, b0 = (h[1, (c - t) % 3, ws] for t in (0, 1, 2))
+        c0 = int(c[0])
+        if bool((c == c0).all()):  # warps in step (the usual case): one gather
+            hw = h[:, :, ws]
+            s2, s1, s0 = c0 % 3, (c0 - 1) % 3, (c0 - 2) % 3
+            a2, a1, a0 = hw[0, s2], hw[0, s1], hw[0, s0]
+            b2, b1, b0 = hw[1, s2], hw[1, s1], hw[1, s0]
+        else:
+            a2, a1, a0 = (h[0, (c - t) % 3, ws] for t in (0, 1, 2))
+            b2, b1, b0 = (h[1, (c - t) % 3, ws] for t in (0, 1, 2))
         da, db = a2 - a1, b2 - b1
         affine = (a1 - a0 == da) & (b1 - b0 == db)
         k = np.asarray(first_exit(a2 - b2, da - db, w.loop.cmp, w.loop.continues_when))
@@ -454,10 +468,14 @@ class LoopSampler:
         # inside an instance of a loop that is long for this warp, a loop is sampled once its
         # own rest costs a share of the budget: the correlation's inner loop over 2048 rows,
         # run in full in every iteration of the outer one, made each CTA's trace 120 MB
-        inside = np.zeros(ws.size, bool)
-        for o in w.outer:
-            inside |= o.hot[ws]
-        worth = hot | (known & inside & (rest > self.sample_above // INNER_SHARE))
+        worth = hot
+        if w.outer:
+            inside = np.zeros(ws.size, bool)
+            for o in w.outer:
+                inside |= o.hot[ws]
+            worth = hot | (known & inside & (rest > self.sample_above // INNER_SHARE))
+        if not worth.any():
+            return
         go = worth & (k >= 2 * PERIOD + 2) & (c >= DECIDE_AT) & (c >= w.quiet[ws])
         if go.any():
             w.since[ws[go]] = c[go]

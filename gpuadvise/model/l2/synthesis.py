@@ -223,42 +223,72 @@ class _Layout:
 
 def _residue_units(
     tr: np.ndarray, tc: np.ndarray, ph: np.ndarray, cnt: np.ndarray, lay: _Layout
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], dict[int, tuple[int, int, int]]]:
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], np.ndarray]:
     """Group the template granules of all phases into unit shapes.
 
     Returns per shape: its toucher offsets ``(K, 3)`` (cell dy, cell dx, phase), its residues
     ``(w, 4)`` (residue row, residue col, cell offset y, cell offset x of the residue's first
-    toucher), its counts ``(4, K)``; and residue id -> (shape, cell offset y, cell offset x).
+    toucher), its counts ``(4, K)``; and per residue, ``(R, 4)``: residue id, shape, cell offset
+    y, cell offset x. Shapes are numbered in the order of their first residue (by id); a shape's
+    residues are in that order, and its counts summed in it (one bincount, the additions in the
+    order a loop over the residues makes them: the same float sums).
     """
     ry_, rx_ = tr % lay.ry, tc % lay.sx
     ky, kx = tr // lay.ry, tc // lay.sx
     rho = ry_ * lay.sx + rx_
     o = np.lexsort((ph, kx, ky, rho))
-    rho_s, ky_s, kx_s, ph_s = rho[o], ky[o], kx[o], ph[o]
+    rho_s = rho[o].astype(np.int64)
+    ky_s, kx_s, ph_s = ky[o].astype(np.int64), kx[o].astype(np.int64), ph[o].astype(np.int64)
     cnt_s = cnt[:, o]
+    if len(rho_s) == 0:
+        return [], [], [], np.zeros((0, 4), dtype=np.int64)
     starts = segments(rho_s)
-    ends = np.r_[starts[1:], len(rho_s)]
-    shape_id: dict[bytes, int] = {}
-    shapes: list[np.ndarray] = []
-    residues: list[list[tuple[int, int, int, int]]] = []
-    counts: list[np.ndarray] = []
-    of_residue: dict[int, tuple[int, int, int]] = {}
-    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        k0y, k0x = int(ky_s[s]), int(kx_s[s])
-        shp = np.stack([ky_s[s:e] - k0y, kx_s[s:e] - k0x, ph_s[s:e]], axis=1).astype(np.int64)
-        key = shp.tobytes()
-        sid = shape_id.get(key)
-        if sid is None:
-            sid = len(shapes)
-            shape_id[key] = sid
-            shapes.append(shp)
-            residues.append([])
-            counts.append(np.zeros((4, len(shp)), dtype=np.float64))
-        r = int(rho_s[s])
-        residues[sid].append((r // lay.sx, r % lay.sx, k0y, k0x))
-        counts[sid] += cnt_s[:, s:e]
-        of_residue[r] = (sid, k0y, k0x)
-    return shapes, [np.array(r, dtype=np.int64) for r in residues], counts, of_residue
+    lens = np.diff(np.r_[starts, len(rho_s)])
+    nseg = len(starts)
+    seg_of = np.repeat(np.arange(nseg), lens)
+    k0y, k0x = ky_s[starts], kx_s[starts]
+    # every granule's toucher offset relative to its residue's first toucher: (N, 3)
+    rel = np.stack([ky_s - k0y[seg_of], kx_s - k0x[seg_of], ph_s], axis=1)
+    # residues of one shape: the same length and the same rows, found per length by a sort
+    group_first: list[np.ndarray] = []  # per group (all lengths): its first residue
+    group_of_seg = np.empty(nseg, dtype=np.int64)
+    ngroups = 0
+    for length in distinct(lens).tolist():
+        segs = np.flatnonzero(lens == length)
+        rows = rel[starts[segs][:, None] + np.arange(length)].reshape(len(segs), 3 * length)
+        _, inv = np.unique(rows, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        first = np.full(int(inv.max()) + 1, nseg, dtype=np.int64)
+        np.minimum.at(first, inv, segs)
+        group_of_seg[segs] = inv + ngroups
+        group_first.append(first)
+        ngroups += len(first)
+    firsts = np.concatenate(group_first)
+    order = np.argsort(firsts, kind="stable")  # shapes numbered by their first residue
+    sid_of_group = np.empty(ngroups, dtype=np.int64)
+    sid_of_group[order] = np.arange(ngroups)
+    sid = sid_of_group[group_of_seg]
+    first_seg = firsts[order]
+    shapes = [
+        rel[s : s + lens[s_i]].copy()
+        for s_i, s in zip(first_seg.tolist(), starts[first_seg].tolist(), strict=True)
+    ]
+    sizes = lens[first_seg]
+    base = np.r_[0, np.cumsum(sizes)[:-1]]
+    # counts: each granule onto its shape's toucher slot, in the residues' order
+    slot = base[sid][seg_of] + (np.arange(len(rho_s)) - starts[seg_of])
+    total = int(sizes.sum())
+    flat = np.stack(
+        [np.bincount(slot, weights=cnt_s[i], minlength=total) for i in range(cnt_s.shape[0])]
+    )
+    counts = [flat[:, b : b + k] for b, k in zip(base.tolist(), sizes.tolist(), strict=True)]
+    r = rho_s[starts]
+    table = np.stack([r // lay.sx, r % lay.sx, k0y, k0x], axis=1)
+    by_shape = np.argsort(sid, kind="stable")
+    cuts = np.flatnonzero(np.diff(sid[by_shape])) + 1
+    residues = np.split(table[by_shape], cuts)
+    of_residue = np.stack([r, sid, k0y, k0x], axis=1)
+    return shapes, residues, counts, of_residue
 
 
 def _synthesize_buffer(
@@ -566,9 +596,8 @@ def _build_units(
     n_res = lay.ry * lay.sx
     res_shape = np.full(n_res, -1, dtype=np.int64)
     res_k0 = np.zeros((n_res, 2), dtype=np.int64)
-    for r, (sid, k0y, k0x) in of_residue.items():
-        res_shape[r] = sid
-        res_k0[r] = (k0y, k0x)
+    res_shape[of_residue[:, 0]] = of_residue[:, 1]
+    res_k0[of_residue[:, 0]] = of_residue[:, 2:]
     boxes = []  # per shape: (ay0, ax0, Ny, Nx, offset)
     total = 0
     for shp in shapes:
