@@ -1674,6 +1674,37 @@ class Batch:
             if not fresh:
                 refresh(ws)
 
+        # blocks more than one edge leads to: where two sides of a split can meet before their
+        # reconvergence point (a short-circuit condition's then-block)
+        npred = np.zeros(nb + 1, np.int64)
+        for b in blocks:
+            for t in set(b.succs):
+                npred[t] += 1
+        is_join = (npred >= 2).tolist()
+
+        def join(ws: np.ndarray) -> None:
+            """Warps ``ws`` whose top entry has come to the block its next entry waits at, bound
+            for the same reconvergence point, run the two as one: the sides of ``if (a || b)``
+            meet at the then-block, where ptxas puts its convergence barrier (BSSY/BSYNC) or
+            which it reaches by one predicate (PLOP3), so the block's instructions issue once
+            for both sides (HeCBench bitonic_sort's swap: two stores a warp, not four)."""
+            while ws.size:
+                s = sp[ws]
+                ok = s >= 1
+                if not ok.any():
+                    return
+                ws = ws[ok]
+                s = s[ok]
+                b = s - 1
+                meet = (st_pc[s, ws] == st_pc[b, ws]) & (st_rpc[s, ws] == st_rpc[b, ws])
+                if not meet.any():
+                    return
+                ws = ws[meet]
+                s = s[meet]
+                st_mask[s - 1, ws] |= st_mask[s, ws]
+                sp[ws] = s - 1
+                refresh(ws)
+
         def set_pc(ws: np.ndarray, target: int) -> None:
             if ws.size == 0:
                 return
@@ -1686,6 +1717,10 @@ class Batch:
             pop = st_rpc[s, ws] == target
             if pop.any():
                 settle(ws[pop])
+                if is_join[target]:
+                    join(ws[~pop])
+            elif is_join[target]:
+                join(ws)
 
         def ensure_depth(need: int) -> None:
             nonlocal st_pc, st_rpc, st_mask, depth
@@ -1719,6 +1754,8 @@ class Batch:
             # a side whose lanes are empty cannot happen here; but a warp may end up with no entry
             # above the reconvergence one when every side went to j: settle those
             settle(ws[sp[ws] < base])
+            if any(is_join[tgt] for tgt, _ in entries):
+                join(ws[sp[ws] >= base])
 
         # Lockstep: while every warp is at one block, at the bottom of its stack with all its
         # lanes (one CTA's warps in a loop, say), a step needs none of the per-warp arrays: they
