@@ -15,10 +15,15 @@ when a conditional branch (or ``brx.idx``) splits it, the stack top becomes the 
 at the branch block's immediate post-dominator, computed without the paths that only exit the kernel
 (:func:`gpuadvise.ptx.cfg.reconvergence_points`), and the sides are pushed (the fall-through side
 runs first; a side that goes straight to the reconvergence point just waits there); an entry is
-popped when its pc reaches its reconvergence pc, where its lanes rejoin the others. Lanes that
-``exit`` leave every entry of their warp. Warps at a barrier wait until no warp of the batch can run,
-then all waiting warps pass it (every CTA's barrier completes once all its live warps arrived, and
-those of other CTAs did too, which is one valid interleaving). Named barriers with a thread count
+popped when its pc reaches its reconvergence pc, where its lanes rejoin the others. Two entries
+at the top of a warp's stack that come to the same block on their way to the same reconvergence
+point run as one from there: the sides of a short-circuit ``if (a || b)`` meet at its then-block
+before the branch's post-dominator, where ptxas reconverges them (a BSYNC there, or the condition
+made one PLOP3 predicate), so the then-block issues once a warp (a lone ``ret`` is no such block:
+ptxas gives each side its EXIT). Lanes that ``exit`` leave every entry of their warp. Warps at a
+barrier wait until no warp of the batch can run, then all waiting warps pass it (every CTA's
+barrier completes once all its live warps arrived, and those of other CTAs did too, which is one
+valid interleaving). Named barriers with a thread count
 (``bar.sync 1, 64``) are treated as whole-CTA barriers, ``bar.arrive`` as a no-op; a barrier reached
 by some lanes of a diverged warp releases them before the warp's other lanes arrive.
 
@@ -1675,12 +1680,17 @@ class Batch:
                 refresh(ws)
 
         # blocks more than one edge leads to: where two sides of a split can meet before their
-        # reconvergence point (a short-circuit condition's then-block)
+        # reconvergence point (a short-circuit condition's then-block); not a lone ``ret``, which
+        # ptxas copies into each side (an EXIT each, as the lanes that leave there issue it alone)
         npred = np.zeros(nb + 1, np.int64)
         for b in blocks:
             for t in set(b.succs):
                 npred[t] += 1
-        is_join = (npred >= 2).tolist()
+        is_join = [
+            bool(npred[i] >= 2)
+            and not (i < nb and blocks[i].term[0] == "exit" and not blocks[i].body)
+            for i in range(nb + 1)
+        ]
 
         def join(ws: np.ndarray) -> None:
             """Warps ``ws`` whose top entry has come to the block its next entry waits at, bound
