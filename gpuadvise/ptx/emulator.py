@@ -15,10 +15,15 @@ when a conditional branch (or ``brx.idx``) splits it, the stack top becomes the 
 at the branch block's immediate post-dominator, computed without the paths that only exit the kernel
 (:func:`gpuadvise.ptx.cfg.reconvergence_points`), and the sides are pushed (the fall-through side
 runs first; a side that goes straight to the reconvergence point just waits there); an entry is
-popped when its pc reaches its reconvergence pc, where its lanes rejoin the others. Lanes that
-``exit`` leave every entry of their warp. Warps at a barrier wait until no warp of the batch can run,
-then all waiting warps pass it (every CTA's barrier completes once all its live warps arrived, and
-those of other CTAs did too, which is one valid interleaving). Named barriers with a thread count
+popped when its pc reaches its reconvergence pc, where its lanes rejoin the others. Two entries
+at the top of a warp's stack that come to the same block on their way to the same reconvergence
+point run as one from there: the sides of a short-circuit ``if (a || b)`` meet at its then-block
+before the branch's post-dominator, where ptxas reconverges them (a BSYNC there, or the condition
+made one PLOP3 predicate), so the then-block issues once a warp (a lone ``ret`` is no such block:
+ptxas gives each side its EXIT). Lanes that ``exit`` leave every entry of their warp. Warps at a
+barrier wait until no warp of the batch can run, then all waiting warps pass it (every CTA's
+barrier completes once all its live warps arrived, and those of other CTAs did too, which is one
+valid interleaving). Named barriers with a thread count
 (``bar.sync 1, 64``) are treated as whole-CTA barriers, ``bar.arrive`` as a no-op; a barrier reached
 by some lanes of a diverged warp releases them before the warp's other lanes arrive.
 
@@ -1678,6 +1683,42 @@ class Batch:
             if not fresh:
                 refresh(ws)
 
+        # blocks more than one edge leads to: where two sides of a split can meet before their
+        # reconvergence point (a short-circuit condition's then-block); not a lone ``ret``, which
+        # ptxas copies into each side (an EXIT each, as the lanes that leave there issue it alone)
+        npred = np.zeros(nb + 1, np.int64)
+        for b in blocks:
+            for t in set(b.succs):
+                npred[t] += 1
+        is_join = [
+            bool(npred[i] >= 2)
+            and not (i < nb and blocks[i].term[0] == "exit" and not blocks[i].body)
+            for i in range(nb + 1)
+        ]
+
+        def join(ws: np.ndarray) -> None:
+            """Warps ``ws`` whose top entry has come to the block its next entry waits at, bound
+            for the same reconvergence point, run the two as one: the sides of ``if (a || b)``
+            meet at the then-block, where ptxas puts its convergence barrier (BSSY/BSYNC) or
+            which it reaches by one predicate (PLOP3), so the block's instructions issue once
+            for both sides (HeCBench bitonic_sort's swap: two stores a warp, not four)."""
+            while ws.size:
+                s = sp[ws]
+                ok = s >= 1
+                if not ok.any():
+                    return
+                ws = ws[ok]
+                s = s[ok]
+                b = s - 1
+                meet = (st_pc[s, ws] == st_pc[b, ws]) & (st_rpc[s, ws] == st_rpc[b, ws])
+                if not meet.any():
+                    return
+                ws = ws[meet]
+                s = s[meet]
+                st_mask[s - 1, ws] |= st_mask[s, ws]
+                sp[ws] = s - 1
+                refresh(ws)
+
         def set_pc(ws: np.ndarray, target: int) -> None:
             if ws.size == 0:
                 return
@@ -1690,6 +1731,10 @@ class Batch:
             pop = st_rpc[s, ws] == target
             if pop.any():
                 settle(ws[pop])
+                if is_join[target]:
+                    join(ws[~pop])
+            elif is_join[target]:
+                join(ws)
 
         def ensure_depth(need: int) -> None:
             nonlocal st_pc, st_rpc, st_mask, depth
@@ -1723,6 +1768,8 @@ class Batch:
             # a side whose lanes are empty cannot happen here; but a warp may end up with no entry
             # above the reconvergence one when every side went to j: settle those
             settle(ws[sp[ws] < base])
+            if any(is_join[tgt] for tgt, _ in entries):
+                join(ws[sp[ws] >= base])
 
         # Lockstep: while every warp is at one block, at the bottom of its stack with all its
         # lanes (one CTA's warps in a loop, say), a step needs none of the per-warp arrays: they

@@ -227,6 +227,38 @@ def test_lanes_returning_early_do_not_split_the_join(modules) -> None:
     np.testing.assert_array_equal(out[2:], want[2:])
 
 
+def test_sides_of_a_short_circuit_meet_at_its_then_block(modules) -> None:
+    # bitonic_sort's swap at seq_len 2 in a loop: the even lanes swap, half of them through each
+    # side of `(a[i] > a[j] && up) || (a[i] < a[j] && !up)`; the two sides meet at the swap before
+    # the loop's latch (the branch's post-dominator), as ptxas's convergence barrier has them
+    # (HeCBench bitonic_sort's SASS: one PLOP3 and two STGs a warp): one record a store a warp,
+    # not one for each side
+    e = run(
+        modules,
+        "swap_or",
+        1,
+        32,
+        ["a=int[128]:random(0,1000)"],
+        ["seq_len=2", "two_power=1", "rounds=4"],
+        src=MORE,
+    )
+    a = e.inputs["a"].copy()
+    for i in range(0, 128, 2):
+        up = (i // 2) % 2 == 0
+        if (a[i] > a[i + 1] and up) or (a[i] < a[i + 1] and not up):
+            a[i], a[i + 1] = a[i + 1], a[i]
+    np.testing.assert_array_equal(e.outputs["a"], a)
+    moved = e.inputs["a"] != e.outputs["a"]
+    want = []
+    for r in range(4):  # lane t of round r has i = 32 r + t
+        lanes = [t for t in range(0, 32, 2) if moved[32 * r + t]]
+        if lanes:
+            want += [sum(1 << t for t in lanes)] * 2
+    st = records_of(e, "st.global")
+    assert len(want) >= 6  # both sides swap lanes in most rounds (the data are random)
+    assert sorted(st["mask"].tolist()) == sorted(want)
+
+
 def test_half2_math_and_half_conversions(modules) -> None:
     e = run(
         modules,

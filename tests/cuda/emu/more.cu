@@ -190,3 +190,25 @@ __global__ void nested(const int* in, int* out) {
   }
   out[t] = acc;
 }
+
+// HeCBench bitonic_sort's compare-exchange in a loop over blocks: the swap's then-block is
+// reached from both sides of the `||`, before the loop's latch (the branch's post-dominator);
+// ptxas reconverges the warp at the then-block (BSYNC, or one PLOP3 predicate), so the swap's
+// stores issue once a warp
+__global__ void swap_or(int* a, int seq_len, int two_power, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    const int i = (r * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    const int seq_num = i / seq_len;
+    int swapped = -1;
+    const int h = seq_len / 2;
+    if (i < seq_len * seq_num + h) swapped = i + h;
+    const bool increasing = ((seq_num / two_power) % 2) == 0;
+    if (swapped != -1) {
+      if ((a[i] > a[swapped] && increasing) || (a[i] < a[swapped] && !increasing)) {
+        const int x = a[i];
+        a[i] = a[swapped];
+        a[swapped] = x;
+      }
+    }
+  }
+}
