@@ -138,8 +138,10 @@ class GlobalNeighbourReuse(Rule):
     requests, which for a stencil's requests (a row of two or three sectors, most of them L1
     hits) is near an L2 round trip each, so crediting the tile with them predicted
     ``box3_direct`` 2.7x where the tile measured 1.70x slower (H200); the bound credits it
-    (the line's share of the chain's global links as shared ones: convolution_2d staged by hand
-    ran 1.75x faster, each of its taps an LDG waited on by an IMAD). Launch-wide: a tile of
+    (the line's share of the chain's global links as shared ones; convolution_2d staged by hand
+    ran 1.75x faster. Its taps are predicated loads issued a row of taps together, one chain
+    since s12-window, so the credit is small: the int pipe, which counts the taps' bounds tests
+    and addresses on both sides, bounds its launch in the model). Launch-wide: a tile of
     ``TILE`` (8) outputs per CTA divides the buffer's L2 load sectors by 8 (by the CTAs per
     sector where fewer), its DRAM bytes at its footprint on both sides (read once into the L2,
     where it fits in half of it); the arithmetic per output stays.

@@ -273,10 +273,10 @@ def _chain_bound(
 ) -> float | None:
     """The upper bound with the after side's dependent chain shortened too: the share of the
     critical warp's global links that ``recs`` are of the kernel's global load requests become
-    shared-memory links (a stencil's taps, each load waited on by its multiply-add before the
-    next: convolution_2d's SASS, LDG then IMAD 49 times a thread; its window staged by hand ran
-    1.75x faster on an H200 where the L1 path alone bounded it at 1.43x). None without the
-    kernel's work or the device's rates."""
+    shared-memory links (a stencil's taps waited on in groups: convolution_2d's SASS issues a
+    row of 7 predicated LDGs, then their IMADs; its window staged by hand ran 1.75x faster on an
+    H200 where the L1 path alone bounded it at 1.43x). None without the kernel's work or the
+    device's rates."""
     rates = memory_rates(device)
     if rates is None:
         return None
