@@ -288,9 +288,11 @@ class DuplicateThreads(Rule):
         if not ctx.has_model("trace"):
             return Estimate(None, "none", "not estimated: no trace of the kernel")
         before = view_traffic(ctx.device, ctx.trace_view)
+        # the copies' loads go, with their waits on each other's misses in flight (model/l1.py)
+        pending = before.l1_pending_load_requests - (d.copies - 1) * before.l2_missing_load_requests
         after = replace(
-            before,
-            l1_cycles=before.l1_cycles / d.copies,
+            before, load_requests=before.load_requests / d.copies,
+            l1_pending_load_requests=max(pending, 0.0), l1_cycles=before.l1_cycles / d.copies,
             shared_wavefronts=before.shared_wavefronts / d.copies,
             instructions=before.instructions / d.copies,
             l2_store_sectors=before.l2_store_sectors / d.copies if d.race_lines else
