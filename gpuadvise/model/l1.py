@@ -244,26 +244,27 @@ def written_before_read(
 
 
 def misses_in_flight(
-    group: np.ndarray, step: np.ndarray, inst: np.ndarray, n_groups: int | None = None
+    group: np.ndarray, step: np.ndarray, inst: np.ndarray, first: np.ndarray | None = None
 ) -> np.ndarray:
     """Per access of the loads the L2 serves (``group``: its (CTA, sector) key, dense from 0, the
     accesses in the trace's order, so each key's first access is the one that brings it;
     ``step``: its record's index among its warp's records; ``inst``: its instruction), whether
     its warp waits for the L2: the key's first access, and the accesses at that access's step
     by the same instruction (its own record's other lanes; another warp's, which finds the miss
-    in flight: the module doc). The other accesses of the key are the L1's hits."""
+    in flight: the module doc). The other accesses of the key are the L1's hits. ``first``: per
+    key, its first access, where the caller has it (else found here: one sort)."""
     g = np.asarray(group, np.int64).reshape(-1)
     n = len(g)
     if not n:
         return np.zeros(0, bool)
-    size = int(g.max()) + 1 if n_groups is None else int(n_groups)
-    order = np.argsort(g, kind="stable")
-    gs = g[order]
-    head = np.ones(n, bool)
-    head[1:] = gs[1:] != gs[:-1]
-    first = np.zeros(size, np.int64)
-    first[gs[head]] = order[head]
-    b = first[g]  # per access, its key's first access
+    if first is None:
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        head = np.ones(n, bool)
+        head[1:] = gs[1:] != gs[:-1]
+        first = np.zeros(int(gs[-1]) + 1, np.int64)
+        first[gs[head]] = order[head]
+    b = np.asarray(first, np.int64)[g]  # per access, its key's first access
     step = np.asarray(step, np.int64)
     inst = np.asarray(inst, np.int64)
     return (step == step[b]) & (inst == inst[b])

@@ -170,12 +170,15 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
             g = np.asarray(l2.group).reshape(-1)
             order = np.argsort(g, kind="stable")
             gs = g[order]
-            first = order[np.concatenate(([True], gs[1:] != gs[:-1]))]
+            head = np.concatenate(([True], gs[1:] != gs[:-1]))
+            first = order[head]
             rec = view.lanes.rec[l2.lanes].astype(np.int64)
             recs = distinct(rec[first])
             bring = float(view.rec_weight[recs].sum())
             inst = view.records["inst"].astype(np.int64)
-            waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], int(gs[-1]) + 1)
+            by_key = np.zeros(int(gs[-1]) + 1, np.int64)
+            by_key[gs[head]] = first
+            waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], by_key)
             pending = np.setdiff1d(distinct(rec[waits]), recs, assume_unique=True)
             got = (bring, float(view.rec_weight[pending].sum()))
         _MISSING[view] = got

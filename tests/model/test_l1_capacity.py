@@ -206,6 +206,8 @@ def test_the_copies_at_the_same_step_wait_for_the_miss() -> None:
     inst = np.array([9, 9, 9, 9, 9, 8, 9])
     got = misses_in_flight(group, step, inst)
     assert got.tolist() == [True, True, True, True, False, False, True]
+    # the keys' first accesses given (the caller's): the same
+    assert np.array_equal(misses_in_flight(group, step, inst, np.array([0, 6])), got)
     # the key's first access in the trace's order is the one that brings it: reversed, key 0's
     # is warp 3's (instruction 8), which no other access shares
     assert misses_in_flight(group[::-1], step[::-1], inst[::-1]).tolist() == [
