@@ -289,8 +289,8 @@ class DuplicateThreads(Rule):
             return Estimate(None, "none", "not estimated: no trace of the kernel")
         before = view_traffic(ctx.device, ctx.trace_view)
         # the copies' warps go, with their loads and waits on each other's misses in flight
-        w = before.work.warps_per_cta if before.work is not None else 1
-        k = w / max(1, w // d.copies)  # a CTA's warps before over after (model/l1.py)
+        nw = before.work.warps_per_cta if before.work is not None else 1
+        k = nw / max(1, nw // d.copies)  # a CTA's warps before over after (model/l1.py)
         pending = before.l1_pending_load_requests - (k - 1) * before.l2_missing_load_requests
         after = replace(
             before, load_requests=before.load_requests / k,
