@@ -53,13 +53,17 @@ Warps of one CTA that do the same work (duplicate copies: PolyBench atax's 32x8 
 of ``threadIdx.x`` alone; a vector every thread of the CTA reads) load the same sectors at the same
 step of their own work, a few cycles apart: the later ones find the line's miss still in flight
 and wait for its fill (the L1 merges them into the pending miss: one L2 request, as many waits),
-about as long as the miss itself, not the L1 hit's 45 cycles. So the warps' waits count as misses
-for the chains (:meth:`gpuadvise.model.execution.LoadMix.per_wait`), not for the L2's sectors. Which
-loads are "the same time" is read off the trace by position, not by cycles: an access of another
+about as long as the miss itself, not the L1 hit's 45 cycles (an H200, benchmarks/inflight_probe,
+2026-11-30: 1 to 16 warps of a CTA chasing the same L2-warm lines at once, 287.8 to 290.8 cycles a
+load for every warp, one warp alone 287.8; the same lines after the first warp's fill, 45.7).
+So the warps' waits count as misses for the chains
+(:meth:`gpuadvise.model.execution.LoadMix.per_wait`), not for the L2's sectors. Which loads are
+"the same time" is read off the trace by position, not by cycles: an access of another
 warp of the CTA at the same step of its warp's accesses (its record's index among its warp's
 records, by the same instruction) as the access that brings the sector. Warps that drift apart
-further (another step, after a barrier, divergent work) are left hits: a warp that loads the line
-one step later may still find the miss in flight (not counted: the model takes fewer misses).
+further (another step, after a barrier, divergent work) are left hits, though on the GPU a warp
+that starts behind catches up at the L1 hit's pace and then waits on the leader's misses too (the
+probe: warps 1,000 cycles behind, 257 cycles a load): the model counts fewer misses than that.
 
 Pure: numpy, no I/O.
 """
