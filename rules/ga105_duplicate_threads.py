@@ -288,13 +288,16 @@ class DuplicateThreads(Rule):
         if not ctx.has_model("trace"):
             return Estimate(None, "none", "not estimated: no trace of the kernel")
         before = view_traffic(ctx.device, ctx.trace_view)
+        # the copies' warps go, with their loads and waits on each other's misses in flight
+        nw = before.work.warps_per_cta if before.work is not None else 1
+        k = nw / max(1, nw // d.copies)  # a CTA's warps before over after (model/l1.py)
+        pending = before.l1_pending_load_requests - (k - 1) * before.l2_missing_load_requests
         after = replace(
-            before,
-            l1_cycles=before.l1_cycles / d.copies,
+            before, load_requests=before.load_requests / k,
+            l1_pending_load_requests=max(pending, 0.0), l1_cycles=before.l1_cycles / d.copies,
             shared_wavefronts=before.shared_wavefronts / d.copies,
             instructions=before.instructions / d.copies,
-            l2_store_sectors=before.l2_store_sectors / d.copies if d.race_lines else
-            before.l2_store_sectors,
+            l2_store_sectors=before.l2_store_sectors / (d.copies if d.race_lines else 1),
             # the execution model's work: a CTA's warps and their instructions, copies fewer;
             # each remaining thread's dependent chain the same
             work=None if before.work is None else replace(

@@ -47,6 +47,24 @@ left a miss, though the L1 keeps a partial sector's stored bytes (benchmarks/sto
 an H200: half a sector's words stored and reloaded, 48.0 cycles; its unwritten words, 291.4):
 a load of stored bytes only is a hit there, not modelled yet.
 
+**A miss in flight** (:func:`misses_in_flight`): the trace gives a sector a CTA loads to the one
+access that brings it (the CTA's first), and counts every later load of it by the CTA an L1 hit.
+Warps of one CTA that do the same work (duplicate copies: PolyBench atax's 32x8 block over a kernel
+of ``threadIdx.x`` alone; a vector every thread of the CTA reads) load the same sectors at the same
+step of their own work, a few cycles apart: the later ones find the line's miss still in flight
+and wait for its fill (the L1 merges them into the pending miss: one L2 request, as many waits),
+about as long as the miss itself, not the L1 hit's 45 cycles (an H200, benchmarks/inflight_probe,
+2026-11-30: 1 to 16 warps of a CTA chasing the same L2-warm lines at once, 287.8 to 290.8 cycles a
+load for every warp, one warp alone 287.8; the same lines after the first warp's fill, 45.7).
+So the warps' waits count as misses for the chains
+(:meth:`gpuadvise.model.execution.LoadMix.per_wait`), not for the L2's sectors. Which loads are
+"the same time" is read off the trace by position, not by cycles: an access of another
+warp of the CTA at the same step of its warp's accesses (its record's index among its warp's
+records, by the same instruction) as the access that brings the sector. Warps that drift apart
+further (another step, after a barrier, divergent work) are left hits, though on the GPU a warp
+that starts behind catches up at the L1 hit's pace and then waits on the leader's misses too (the
+probe: warps 1,000 cycles behind, 257 cycles a load): the model counts fewer misses than that.
+
 Pure: numpy, no I/O.
 """
 
@@ -64,6 +82,7 @@ __all__ = [
     "UNIFIED_EXTRA_BYTES",
     "L1Reuse",
     "capacity_misses",
+    "misses_in_flight",
     "range_min",
     "written_before_read",
 ]
@@ -226,6 +245,33 @@ def written_before_read(
     out[is_load & full[group]] = True
     out[before & full[group]] = True
     return out
+
+
+def misses_in_flight(
+    group: np.ndarray, step: np.ndarray, inst: np.ndarray, first: np.ndarray | None = None
+) -> np.ndarray:
+    """Per access of the loads the L2 serves (``group``: its (CTA, sector) key, dense from 0, the
+    accesses in the trace's order, so each key's first access is the one that brings it;
+    ``step``: its record's index among its warp's records; ``inst``: its instruction), whether
+    its warp waits for the L2: the key's first access, and the accesses at that access's step
+    by the same instruction (its own record's other lanes; another warp's, which finds the miss
+    in flight: the module doc). The other accesses of the key are the L1's hits. ``first``: per
+    key, its first access, where the caller has it (else found here: one sort)."""
+    g = np.asarray(group, np.int64).reshape(-1)
+    n = len(g)
+    if not n:
+        return np.zeros(0, bool)
+    if first is None:
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        head = np.ones(n, bool)
+        head[1:] = gs[1:] != gs[:-1]
+        first = np.zeros(int(gs[-1]) + 1, np.int64)
+        first[gs[head]] = order[head]
+    b = np.asarray(first, np.int64)[g]  # per access, its key's first access
+    step = np.asarray(step, np.int64)
+    inst = np.asarray(inst, np.int64)
+    return (step == step[b]) & (inst == inst[b])
 
 
 def _by_cta_sector(

@@ -198,7 +198,9 @@ class Traffic:
     however many sectors it misses: the waits of a warp's chain that go to the L2,
     :meth:`~gpuadvise.model.execution.LoadMix.per_wait`; 0: not known);
     ``l2_refetch_load_sectors``: the part of ``l2_load_sectors`` that re-reads sectors the L1
-    gave up (its capacity)."""
+    gave up (its capacity); ``l1_pending_load_requests``: the load requests that bring no
+    sector but wait for another warp's miss in flight (:func:`gpuadvise.model.l1.misses_in_flight`:
+    waits on the L2 for the chains, no L2 sectors)."""
 
     l1_cycles: float = 0.0
     shared_wavefronts: float = 0.0
@@ -216,8 +218,9 @@ class Traffic:
     shared_requests: float = 0.0
     l2_missing_load_requests: float = 0.0
     l2_refetch_load_sectors: float = 0.0
+    l1_pending_load_requests: float = 0.0
 
-    def load_mix(self) -> LoadMix:
+    def load_mix(self, in_flight: bool = True) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
         waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1
         miss fraction is that of requests: the requests that bring a sector into the L1, each
@@ -225,10 +228,13 @@ class Traffic:
         one of 4 both wait for the L2 once), and the sectors re-read after the L1 gave them up
         (each its own wait: the capacity model's share is a sector's), over the requests, at
         most 1; without the missing requests' count, the L2 sectors over the requests (which
-        counted a coalesced miss four times). The L2's is that of its sectors (those DRAM
+        counted a coalesced miss four times). The requests that wait for another warp's miss
+        in flight count as missing requests too (``in_flight`` False: not, the fewest misses,
+        an upper bound's optimistic after side). The L2's is that of its sectors (those DRAM
         fills)."""
+        pending = self.l1_pending_load_requests if in_flight else 0.0
         if self.l2_missing_load_requests > 0 and self.load_requests > 0:
-            missed = self.l2_missing_load_requests + self.l2_refetch_load_sectors
+            missed = self.l2_missing_load_requests + pending + self.l2_refetch_load_sectors
             l1_miss = missed / self.load_requests
         else:
             l1_miss = self.l2_load_sectors / self.load_requests if self.load_requests > 0 else 1.0
@@ -236,7 +242,7 @@ class Traffic:
         l2_miss = self.dram_load_bytes / l2_sectors if l2_sectors > 0 else 0.0
         ways = self.shared_wavefronts / self.shared_requests if self.shared_requests > 0 else 1.0
         warps = self.work.ctas * self.work.warps_per_cta if self.work is not None else 0
-        per_warp = self.l2_missing_load_requests / warps if warps > 0 else 0.0
+        per_warp = (self.l2_missing_load_requests + pending) / warps if warps > 0 else 0.0
         return LoadMix(
             min(max(l1_miss, 0.0), 1.0), min(max(l2_miss, 0.0), 1.0), max(ways, 1.0), per_warp
         )
@@ -406,8 +412,10 @@ def launch_times(
         # the traffic says which they are
         waited = traffic.dram_load_bytes if traffic.dram_load_bytes > 0 else traffic.dram_bytes
         latency_s = waited * rates.latency_ns * 1e-9 / in_flight
-    mix = traffic.load_mix()
-    if peak_dram:  # misses on as few waits as can hold them: the requests' fraction a wait
+    # the upper bounds' after side: misses on as few waits as can hold them (the requests'
+    # fraction a wait), and none for the waits on another warp's miss in flight
+    mix = traffic.load_mix(in_flight=not peak_dram)
+    if peak_dram:
         mix = replace(mix, missing_per_warp=0.0)
     terms = compute_terms(work, device, pipes, mix) if work is not None else None
     if terms is None:

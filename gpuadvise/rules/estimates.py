@@ -30,6 +30,7 @@ from gpuadvise.model.l1 import (
     L1_UNUSED_BYTES,
     UNIFIED_EXTRA_BYTES,
     capacity_misses,
+    misses_in_flight,
     written_before_read,
 )
 from gpuadvise.model.roofline import (
@@ -132,25 +133,54 @@ class _SectorSet:
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
 
-_MISSING: weakref.WeakKeyDictionary[TraceView, float] = weakref.WeakKeyDictionary()
+_MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, float]] = weakref.WeakKeyDictionary()
 
 
-def _missing_requests(view: TraceView, l2: _SectorSet) -> float:
+def _warp_steps(view: TraceView) -> np.ndarray:
+    """Per record of the view, its index among its warp's records (the warp's own order)."""
+    recs = view.records
+    n = len(recs)
+    if not n:
+        return np.zeros(0, np.int64)
+    key = _packed([recs["cta"].astype(np.int64), recs["warp"].astype(np.int64)])
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    head = np.ones(n, bool)
+    head[1:] = ks[1:] != ks[:-1]
+    pos = np.arange(n, dtype=np.int64)
+    start = np.maximum.accumulate(np.where(head, pos, 0))
+    out = np.empty(n, np.int64)
+    out[order] = pos - start
+    return out
+
+
+def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
     """The load requests (records, weighted as they stand for) that bring at least one sector
     of their CTA into the L1: each key of ``l2`` (a CTA's sector) is brought by the first lane
     that touches it. A request of 32 lanes in 32 rows that misses counts once, not 32 times (the
-    warp waits for it once). Once per view."""
+    warp waits for it once). And the requests of the CTA's other warps that load such a sector
+    at the same step of their own work, and wait for the miss in flight
+    (:func:`gpuadvise.model.l1.misses_in_flight`), each once, those that bring none. Once per
+    view."""
     got = _MISSING.get(view)
     if got is None:
         if len(l2.group) == 0:
-            got = 0.0
+            got = (0.0, 0.0)
         else:
             g = np.asarray(l2.group).reshape(-1)
             order = stable_argsort(g)
             gs = g[order]
-            first = order[np.concatenate(([True], gs[1:] != gs[:-1]))]
-            recs = distinct(view.lanes.rec[l2.lanes[first]].astype(np.int64))
-            got = float(view.rec_weight[recs].sum())
+            head = np.concatenate(([True], gs[1:] != gs[:-1]))
+            first = order[head]
+            rec = view.lanes.rec[l2.lanes].astype(np.int64)
+            recs = distinct(rec[first])
+            bring = float(view.rec_weight[recs].sum())
+            inst = view.records["inst"].astype(np.int64)
+            by_key = np.zeros(int(gs[-1]) + 1, np.int64)
+            by_key[gs[head]] = first
+            waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], by_key)
+            pending = np.setdiff1d(distinct(rec[waits]), recs, assume_unique=True)
+            got = (bring, float(view.rec_weight[pending].sum()))
         _MISSING[view] = got
     return got
 
@@ -476,7 +506,7 @@ def _view_traffic(
     lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
-    missing = _missing_requests(view, sets["l2"]) if only is None else 0.0
+    missing, in_flight_waits = _missing_requests(view, sets["l2"]) if only is None else (0.0, 0.0)
     lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
     if lsel.any():
         # the changed loads' sectors no other load touches give way to the bytes they use
@@ -544,6 +574,7 @@ def _view_traffic(
         dram_load_bytes=dram_load * SECTOR * s,
         shared_requests=shared_requests,
         l2_missing_load_requests=min(missing, l2_load) * s,
+        l1_pending_load_requests=in_flight_waits * s,
         l2_refetch_load_sectors=refetched * s,
     )
 

@@ -9,6 +9,7 @@ H200: 132 SMs at 1980 MHz."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -745,3 +746,43 @@ def test_serial_loop_waits_for_the_slowest_of_its_loads() -> None:
     peak = launch_times(Traffic(work=work, **mem), H200, MEM, peak_dram=True, pipes=RATES)
     assert peak is not None and peak.compute is not None
     assert peak.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 16) + 3072)
+
+
+def test_the_waits_on_another_warps_miss_in_flight() -> None:
+    """Issue 29, PolyBench atax's 8 copies (model/l1.py's misses in flight): a CTA of 8 warps
+    doing the same work, 512 load requests a warp of which one warp's 32 bring sectors; the
+    other 7 warps' 32 requests each at the same steps wait for those misses in flight (224
+    requests): a warp's 256 waits miss 32 times, as the one warp left after the fix does. Seen
+    as L1 hits (the trace's first access brings a sector, the rest hit) a warp's waits would
+    miss 4 times."""
+    work = KernelWork(
+        pipes={"fp32": 8 * 768.0, "lsu": 8 * 512.0},
+        chain={"global": 256.0, "fp32": 768.0},
+        critical_instructions=1792.0,
+        ctas=1,
+        warps_per_cta=8,
+    )
+    mem = {"load_requests": 8 * 512.0, "l2_load_sectors": 1024.0, "l2_missing_load_requests": 32.0}
+    hits = Traffic(work=work, **mem).load_mix()
+    assert hits.l1_miss == pytest.approx(32 / 4096) and hits.missing_per_warp == 4.0
+    merged = Traffic(work=work, l1_pending_load_requests=224.0, **mem)
+    mix = merged.load_mix()
+    # 256 missing requests of 4096: 1/16, as one warp's 32 of 512; a warp's 32 on its 256 waits
+    assert mix.l1_miss == pytest.approx(1 / 16) and mix.missing_per_warp == 32.0
+    assert mix.per_wait(256.0).l1_miss == pytest.approx(1 / 8)
+    one = Traffic(
+        work=replace(work, pipes={"fp32": 768.0, "lsu": 512.0}, warps_per_cta=1),
+        load_requests=512.0,
+        l2_load_sectors=1024.0,
+        l2_missing_load_requests=32.0,
+    ).load_mix()
+    assert (one.l1_miss, one.missing_per_warp) == (mix.l1_miss, mix.missing_per_warp)
+    # the chain: 256 waits x (35 + 235 / 8) + 768 x 4 = 19552 cycles, as the one warp's
+    t = launch_times(merged, H200, MEM, pipes=RATES)
+    assert t is not None and t.compute is not None
+    assert t.compute.chain_cycles == pytest.approx(256 * (35 + 235 / 8) + 3072)
+    # an upper bound's after side takes none of them (the fewest misses): the requests' 32
+    assert merged.load_mix(in_flight=False) == hits
+    peak = launch_times(merged, H200, MEM, peak_dram=True, pipes=RATES)
+    assert peak is not None and peak.compute is not None
+    assert peak.compute.chain_cycles == pytest.approx(256 * (35 + 235 * 32 / 4096) + 3072)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.model.l1 import capacity_misses, range_min, written_before_read
+from gpuadvise.model.l1 import capacity_misses, misses_in_flight, range_min, written_before_read
 
 
 def _reread(k: int, capacity: float, concurrency: float = 1.0, weight: float = 1.0):
@@ -189,3 +189,37 @@ def test_each_cta_and_sector_on_its_own() -> None:
     off = np.array([4 * k for k in range(8)] + [0, 0])
     width = np.full(10, 4)
     assert written_before_read(key, rec, is_load, off, width).tolist() == [True] * 9 + [False]
+
+
+# ---------------------------------------------------------------------------------------------
+# A miss in flight (misses_in_flight): the CTA's warps that load a sector at the same step of
+# their own work as the access that brings it wait for its fill; later loads are the L1's hits
+
+
+def test_the_copies_at_the_same_step_wait_for_the_miss() -> None:
+    # one CTA, key 0 (a sector): warp 0's record at step 3 brings it (2 lanes), warp 1's record
+    # at step 3 (same instruction 9) finds the miss in flight, warp 2's at step 3 too; warp 1
+    # re-reads it at step 4 (after the fill: a hit), warp 3 at step 3 by another instruction
+    # (not the same work: a hit); key 1, brought by warp 1 at step 4, alone
+    group = np.array([0, 0, 0, 0, 0, 0, 1])
+    step = np.array([3, 3, 3, 3, 4, 3, 4])
+    inst = np.array([9, 9, 9, 9, 9, 8, 9])
+    got = misses_in_flight(group, step, inst)
+    assert got.tolist() == [True, True, True, True, False, False, True]
+    # the keys' first accesses given (the caller's): the same
+    assert np.array_equal(misses_in_flight(group, step, inst, np.array([0, 6])), got)
+    # the key's first access in the trace's order is the one that brings it: reversed, key 0's
+    # is warp 3's (instruction 8), which no other access shares
+    assert misses_in_flight(group[::-1], step[::-1], inst[::-1]).tolist() == [
+        True, True, False, False, False, False, False,
+    ]  # fmt: skip
+    assert misses_in_flight(np.zeros(0), np.zeros(0), np.zeros(0)).tolist() == []
+
+
+def test_a_warp_alone_waits_for_its_own_misses_only() -> None:
+    # one warp: a record a step, key 0 brought at step 0 and re-read at steps 1..7 (the same
+    # sector, later iterations: after the fill), key 1 brought at step 8
+    group = np.array([0] * 8 + [1])
+    step = np.arange(9)
+    got = misses_in_flight(group, step, np.zeros(9))
+    assert got.tolist() == [True] + [False] * 7 + [True]

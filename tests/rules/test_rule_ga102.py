@@ -260,8 +260,10 @@ def test_a_small_grid_bound_splits_over_the_grid_that_launches_fastest(tmp_path)
     assert "over 132 CTAs (the shortest of every doubling from 132 to the whole wave of 1056" in (
         est.method
     )
-    # the point, with the L1's misses counted by requests (s11-fuse): 1.07x; spreading fan1's
-    # threads measured 1.016-1.024x with the L2 flushed and 1.056-1.065x warm on the H200
-    assert est.inputs["point_speedup"] == pytest.approx(1.068, abs=0.005)
+    # the point, with the L1's misses counted by requests (s11-fuse) and every warp's load of
+    # the broadcast a[size * t + t] waiting for the CTA's one miss in flight (s12-inflight:
+    # 1.07x before, when 7 warps in 8 hit it): 1.015x; spreading fan1's threads measured
+    # 1.016-1.024x with the L2 flushed and 1.056-1.065x warm on the H200
+    assert est.inputs["point_speedup"] == pytest.approx(1.015, abs=0.005)
     assert est.inputs["floor_s"] == pytest.approx(2.88e-6, rel=0.01)
     assert est.speedup == pytest.approx(1.14, abs=0.01)

@@ -108,21 +108,15 @@ def test_kernels_that_read_their_dimensions_are_silent(tmp_path, code, kernel, b
     assert run_rule(analyze(src, kernel, trace=False), "GA105") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression of the eleventh session (s11-fuse, docs/accuracy.md): a chain's L1 "
-    "misses are counted by requests, so 7 of the 8 copies' loads of a row look like L1 hits on "
-    "the chain (their waits on the first copy's miss in flight are not charged): the before "
-    "side's chain is 32 us where the one-copy after side's is 116 us; atax GA105's point fell "
-    "1.46x -> 1.24x for 1.58x measured",
-)
 def test_the_copies_load_rows_through_the_l1_eight_times(tmp_path):
     """Issue 29: PolyBench's atax_kernel1 (8 copies) measured 1.59x on an H200 for a bound of
     1.15x. Each copy's load of A reads 32 rows (32 lines: 32 L1 cycles, not the 8 of its 32
     sectors at 4 a cycle), so the 8 copies keep the L1 busy longer than one warp's chain takes:
     the before side is the L1's, 8 times the one warp's L1 time after the fix (where the chain
     is left). The queue of the copies on the chain (``_lockstep``) is for launches whose chain
-    decides them; this one's L1 does."""
+    decides them; this one's L1 does. The copies' chains are the one warp's: 7 of the 8 copies'
+    loads of a row wait for the first copy's miss in flight (model/l1.py), not L1 hits (the
+    eleventh session's regression: 32 us before for 116 after)."""
     src = _case(tmp_path, ATAX, "atax_kernel1", "32", "32x8", "",
                 'A = "float[1024*1024]"\nx = "float[1024]"\n'
                 'tmp = { type = "float", count = 1024, fill = "zeros" }')  # fmt: skip

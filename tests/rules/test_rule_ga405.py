@@ -120,14 +120,16 @@ def test_a_launch_of_a_few_ctas_is_not_called_compute_bound(tmp_path):
     """hecbench ga's byte matching, 4 CTAs of 256: the ALU work sets the time of the 4 SMs that
     run, but 128 of 132 SMs are idle: the launch's parallelism is the limit (GA102 says so),
     not the GPU's arithmetic (ga's 4 CTAs and secp256k1's one thread were called
-    compute-bound). Without the SM share the rule finds the arithmetic at the compare."""
+    compute-bound). Without the SM share the rule found the arithmetic at the compare until
+    the 8 warps' loads of the broadcast ``query[i + j]`` waited for each other's misses in flight
+    (s12-inflight, model/l1.py): the chain, 195 us on the H100 model, is 206 us now, just over
+    the ALU's 204 us, so the launch is the chain's either way (within 1%: an edge)."""
     src = tmp_path / "k.cu"
     src.write_text(FEW)
     (tmp_path / "case.toml").write_text(FEW_SPEC)
     a = analyze(src, "match", "all", spec=str(tmp_path / "case.toml"))
     assert run_rule(a, "GA405", trace_ctas="all") == []
-    (f,) = run_rule(a, "GA405", trace_ctas="all", min_sm_share=0.0)
-    assert f.line == 8
+    assert run_rule(a, "GA405", trace_ctas="all", min_sm_share=0.0) == []
 
 
 def test_the_idle_ctas_of_a_grid_sized_past_the_data_are_no_arithmetic_to_rewrite():
