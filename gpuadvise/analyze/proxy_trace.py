@@ -65,11 +65,17 @@ def proxy_point_inputs(old: Estimate, est: LaunchEstimate) -> Estimate:
             "proxy_after_us": round(est.after.time_s * 1e6, 3),
         }
     )
+    # a ratio below 1 is no speedup: said as the new layout's proxy predicted slower
+    said = (
+        f"point {point:.2f}x, bound {bound:.2f}x"
+        if point >= 1.0
+        else f"the new layout's kernel predicted slower ({point:.2f}x; at best {bound:.2f}x)"
+    )
     method = (
         f"{old.method}. The proxy pair on its own emulated traces (its loads, bounds tests, "
         f"field picks and folds, the same launch model): before {est.before.describe()}, "
         f"bound by {est.before.bound_by}; after {est.after.describe()}, bound by "
-        f"{est.after.bound_by}: point {point:.2f}x, bound {bound:.2f}x"
+        f"{est.after.bound_by}: {said}"
     )
     return dataclasses.replace(old, method=method, inputs=inputs)
 

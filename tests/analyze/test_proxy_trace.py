@@ -59,6 +59,13 @@ def test_the_proxys_own_work_decides_its_new_layout_side() -> None:
     assert new.inputs["proxy_bound_by_after"] == "pipe"
     assert new.inputs["proxy_before_us"] > new.inputs["proxy_after_us"] > 0
     assert new.method.startswith("rule. The proxy pair on its own emulated traces")
+    assert f"point {new.inputs['proxy_point_speedup']:.2f}x" in new.method
+    # a proxy pair the model finds slower after: no speedup said
+    swapped = launch_estimate(after, before, H200, rates)
+    assert swapped is not None
+    slower = proxy_point_inputs(old, swapped)
+    assert slower.inputs["proxy_point_speedup"] < 1.0
+    assert "predicted slower" in slower.method and "point 0." not in slower.method
 
 
 @pytest.mark.toolkit
