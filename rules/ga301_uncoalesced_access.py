@@ -130,7 +130,7 @@ class UncoalescedAccess(Rule):
     again from the L2 before. A thread-per-row walk in a launch of more than a wave is fixed by
     staging its rows through shared memory (a conflict-free shared request per access after);
     in a smaller launch by a warp per row (32x the warps, as many as the device holds). The
-    proxy measures a layout change's line alone.
+    proxy measures a layout change's line alone; its own point is the model's on its two traces.
 
     Fix safety
     ----------
@@ -152,6 +152,7 @@ class UncoalescedAccess(Rule):
     title = "Uncoalesced global access (array of structures)"
     severity = "warning"
     models = ("trace", "coalescing")
+    proxy_point_from_trace = True
     options = {
         "min_excess_pct": 50.0,
         "min_excess_pct_plain": 60.0,

@@ -90,7 +90,8 @@ class UnpackedFields(Rule):
     sectors / 4)`` cycles per line at 4 sectors per SM per cycle, against a DRAM floor of the
     distinct bytes the launch touches): the line's loads of every packed field but the most
     frequently read one disappear. The element's shrinking (fewer bytes per sector in an array of
-    structures) is not counted. Latency is ignored, so the real gain is smaller.
+    structures) is not counted. Latency is ignored, so the real gain is smaller. The proxy's own
+    point is the launch model's on the proxy's two kernels' traces (gpuadvise.analyze.proxy_trace).
 
     Fix safety
     ----------
@@ -108,6 +109,7 @@ class UnpackedFields(Rule):
     title = "Narrow struct fields loaded one by one from words of their own"
     severity = "warning"
     models = ("trace",)
+    proxy_point_from_trace = True  # the proxy pair's own point: its own traces
     options = {"max_field_bits": 16}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:

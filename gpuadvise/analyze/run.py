@@ -189,12 +189,12 @@ def _trace_points(
     if result.memory is None or result.memory.trace is None or out_of_time():
         return checked, 0.0
     registry = load_registry(config.rules_dirs)
-    ids = [
-        r
-        for r in sorted({f.rule for f in checked.findings if f.variant is not None})
-        if getattr(registry.find(r), "point_from_variant_trace", False)
+    with_variant = sorted({f.rule for f in checked.findings if f.variant is not None})
+    ids = [r for r in with_variant if getattr(registry.find(r), "point_from_variant_trace", False)]
+    proxies = [
+        r for r in with_variant if getattr(registry.find(r), "proxy_point_from_trace", False)
     ]
-    if not ids:
+    if not (ids or proxies):
         return checked, 0.0
     from gpuadvise.spec.progress import step
 
@@ -204,12 +204,19 @@ def _trace_points(
     took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
     if took > MAX_TRACE_S:
         note = (
-            f"the variants of {', '.join(ids)} were not traced (the kernel's trace took "
+            f"the variants of {', '.join(ids + proxies)} were not traced (the kernel's trace took "
             f"{took:.0f} CPU-s, more than {MAX_TRACE_S:.0f}): their estimates are the rules' own"
         )
         return dataclasses.replace(checked, notes=(*checked.notes, note)), 0.0
-    with step("tracing the variants the launch model estimates"):
-        out = with_trace_points(result, checked, opts, sample, ids)
+    out = checked
+    if ids:
+        with step("tracing the variants the launch model estimates"):
+            out = with_trace_points(result, out, opts, sample, ids)
+    if proxies:
+        from gpuadvise.analyze.proxy_trace import with_proxy_points
+
+        with step("tracing the layout proxies"):
+            out = with_proxy_points(result, out, opts, sample, proxies)
     return out, time.perf_counter() - t0
 
 

@@ -86,6 +86,10 @@ class Rule(ABC):
     # changed): analyze takes the point from the launch model run on the variant's own trace
     # (gpuadvise.analyze.variant_trace)
     point_from_variant_trace: ClassVar[bool] = False
+    # the rule's variants are layout proxies whose own point (``proxy_point_speedup``) analyze
+    # takes from the launch model on the proxy's two kernels' own traces
+    # (gpuadvise.analyze.proxy_trace), not from the line's records on the kernel's trace
+    proxy_point_from_trace: ClassVar[bool] = False
     # the module it was loaded as (set by the registry): where its details classes are found
     # again. Not sys.modules' entry of that name, which a later load of the same file replaces
     # (another registry's), while this registry's rules keep their own classes

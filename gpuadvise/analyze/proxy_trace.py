@@ -1,0 +1,172 @@
+"""A layout proxy's own point from its own traces (issue 29: proxies reproduce their time).
+
+A layout rule (GA301, GA302) measures its change through a *proxy*: two kernels it synthesizes
+from the trace of one line (:mod:`gpuadvise.rules.proxy`), the line's loads in the old layout and
+in the new one, each folding what it loads into one word per thread. The rule's estimate gives
+the proxy pair a point of its own (``inputs["proxy_point_speedup"]``, the like-for-like
+comparison for a proxy measurement), made on the kernel's trace: the line's records alone, on
+the memory roofline. That leaves out everything the proxy executes besides its loads: the bounds
+test of each visit, the hash that picks the conditional fields, the fold, and the chain those
+make between a visit's loads. On a proxy whose new layout leaves little memory work, that is
+the whole time: kernels/cells cells_fields GA301's SoA proxy ran 48.6 us on an H200 where its
+loads alone make 10 us, and the pair's point was 6.03x for 1.09x measured (cells_packed: 5.39x
+for 2.35x).
+
+For the findings of rules that say so (``Rule.proxy_point_from_trace``) and whose variant is a
+proxy, analyze writes the proxy, traces both of its kernels on the CPU emulator as it traced the
+kernel (the same CTAs sampled, the same loop sampling and trace budget as a variant's,
+:mod:`gpuadvise.analyze.variant_trace`), and runs both through the launch model
+(:func:`gpuadvise.model.roofline.launch_estimate`): the proxy's point and bound are then the
+model's on the proxy's own instructions, memory and chains. The finding's own estimate (the
+whole kernel with the layout changed) is not touched; the rule's roofline value stays in
+``inputs["proxy_point_rule"]``. A proxy that does not build or trace keeps the rule's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuadvise.errors import GpuAdviseError
+
+if TYPE_CHECKING:
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.model.roofline import LaunchEstimate
+    from gpuadvise.rules.evaluate import RulesRun
+    from gpuadvise.rules.findings import Estimate, Proxy
+
+log = logging.getLogger(__name__)
+
+# what the estimate's inputs call the proxy pair's point on its own traces
+PROXY_TRACE_POINT = "proxy_trace_point"
+
+
+def proxy_point_inputs(old: Estimate, est: LaunchEstimate) -> Estimate:
+    """``old`` (the finding's estimate, unchanged in value and kind) with the proxy pair's point
+    and bound from the launch model on the proxy's two traces (``est``) in its inputs, and
+    said in its method."""
+    inputs: dict[str, Any] = dict(old.inputs)
+    point, bound = round(est.point, 3), round(est.bound, 3)
+    inputs.update(
+        {
+            "proxy_point_rule": inputs.get("proxy_point_speedup"),
+            "proxy_bound_rule": inputs.get("proxy_bound_speedup"),
+            "proxy_point_speedup": point,
+            "proxy_bound_speedup": bound,
+            PROXY_TRACE_POINT: point,
+            "proxy_bound_by_before": est.before.bound_by,
+            "proxy_bound_by_after": est.after.bound_by,
+            "proxy_before_us": round(est.before.time_s * 1e6, 3),
+            "proxy_after_us": round(est.after.time_s * 1e6, 3),
+        }
+    )
+    # a ratio below 1 is no speedup: said as the new layout's proxy predicted slower
+    said = (
+        f"point {point:.2f}x, bound {bound:.2f}x"
+        if point >= 1.0
+        else f"the new layout's kernel predicted slower ({point:.2f}x; at best {bound:.2f}x)"
+    )
+    method = (
+        f"{old.method}. The proxy pair on its own emulated traces (its loads, bounds tests, "
+        f"field picks and folds, the same launch model): before {est.before.describe()}, "
+        f"bound by {est.before.bound_by}; after {est.after.describe()}, bound by "
+        f"{est.after.bound_by}: {said}"
+    )
+    return dataclasses.replace(old, method=method, inputs=inputs)
+
+
+def _proxy_analyses(
+    opts: KernelOptions,
+    proxy: Proxy,
+    device: Any,
+    sample_ctas: int | str | None,
+    budget: int,
+    folder: Path,
+) -> tuple[Any, Any]:
+    """The proxy's two kernels traced on the emulator (trace model only)."""
+    from gpuadvise.analyze.measure import write_proxy
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.trace.emulate import sample_trace_bytes
+
+    src, before, after = write_proxy(proxy, folder)
+    base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
+    out = []
+    for kernel, spec_path in ((proxy.before, before), (proxy.after, after)):
+        vopts = dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
+        spec, _, options = build(vopts)
+        with sample_trace_bytes(budget):
+            out.append(
+                analyze_kernel(
+                    spec,
+                    device,
+                    options,
+                    nvcc=vopts.nvcc,
+                    trace=True,
+                    sample_ctas=sample_ctas,
+                    tracer="emu",
+                    models=frozenset({"trace"}),
+                    registers=False,  # the launch model reads the trace, not them
+                )
+            )
+    return out[0], out[1]
+
+
+def with_proxy_points(
+    analysis: KernelAnalysis,
+    run: RulesRun,
+    opts: KernelOptions,
+    sample_ctas: int | str | None,
+    rules: Sequence[str],
+) -> RulesRun:
+    """``run`` with the findings of ``rules`` whose variant is a proxy given the proxy pair's
+    point and bound on its own traces (:func:`proxy_point_inputs`)."""
+    from gpuadvise.analyze.variant_trace import _traffic, _variant_budget_bytes
+    from gpuadvise.devices import memory_rates
+    from gpuadvise.model.roofline import launch_estimate
+    from gpuadvise.spec.budget import out_of_time
+
+    todo = [
+        f
+        for f in run.findings
+        if f.rule in rules
+        and f.variant is not None
+        and f.variant.proxy is not None
+        and f.estimated_speedup is not None
+        and not f.is_error
+    ]
+    rates = memory_rates(analysis.device)
+    if not todo or rates is None:
+        return run
+    budget = _variant_budget_bytes(analysis)
+    made: dict[int, Any] = {}
+    for f in todo:
+        if out_of_time():
+            break
+        assert f.variant is not None and f.variant.proxy is not None
+        assert f.estimated_speedup is not None
+        with tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-") as tmp:
+            try:
+                pa, pb = _proxy_analyses(
+                    opts, f.variant.proxy, analysis.device, sample_ctas, budget, Path(tmp)
+                )
+            except GpuAdviseError as exc:
+                log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())
+                continue
+        before, after = _traffic(pa), _traffic(pb)
+        if before is None or after is None:
+            continue
+        est = launch_estimate(before, after, analysis.device, rates)
+        if est is None:
+            continue
+        made[id(f)] = dataclasses.replace(
+            f, estimated_speedup=proxy_point_inputs(f.estimated_speedup, est)
+        )
+    if not made:
+        return run
+    return dataclasses.replace(run, findings=tuple(made.get(id(f), f) for f in run.findings))
