@@ -159,8 +159,13 @@ def models_needed(config: Config | None = None, registry: Registry | None = None
 
 
 def models_of(rules: Iterable[Rule]) -> set[str]:
-    """The models ``rules`` declare."""
-    return {m for r in rules for m in r.models}
+    """The models ``rules`` declare, and the trace for a rule whose point comes from its
+    variant's own trace (``point_from_variant_trace``: the kernel's trace is the other side of
+    that point; GA103 reads the occupancy alone)."""
+    out = {m for r in rules for m in r.models}
+    if any(r.point_from_variant_trace for r in rules):
+        out.add("trace")
+    return out
 
 
 def _error_row(rule: Rule, ctx: RuleContext, stage: str, exc: BaseException) -> Finding:
