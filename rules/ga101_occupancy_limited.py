@@ -92,14 +92,16 @@ class OccupancyLimited(Rule):
     How the estimate is made
     ------------------------
     An upper bound, labelled as such, from Little's law: a latency-bound kernel's throughput grows
-    at most in proportion to its resident warps, and stops growing once latency is hidden, which
-    is modelled as ``saturation_occupancy``:
-    ``speedup <= min(new, sat) / min(old, sat)``. A compute-bound kernel, or one with enough
-    instruction-level parallelism, gains less or nothing. It bounds the occupancy effect only: a
-    block-size change also changes the work every CTA repeats (staging a table in shared memory,
-    a per-block reduction), which this does not model. On ``lut_big`` (48 KB table staged per
-    block) the 512-thread variant measured 4.79x on an H100 against this bound of 2.00x, because
-    it stages the table 4 times less often (docs/accuracy.md).
+    at most in proportion to its resident warps, and stops growing once latency is hidden, which is
+    modelled as ``saturation_occupancy``: ``speedup <= min(new, sat) / min(old, sat)``. A
+    compute-bound kernel, or one with enough instruction-level parallelism, gains less or nothing.
+    It bounds the occupancy effect only: a block-size change also changes the work every CTA repeats
+    (staging a table in shared memory, a per-block reduction), which this does not model. On
+    ``lut_big`` (48 KB table staged per block) the 512-thread variant measured 4.79x on an H100
+    against this bound of 2.00x, because it stages the table 4 times less often (docs/accuracy.md).
+    A block-size step's variant is a launch change: its point comes from the variant's own trace
+    (``point_from_variant_trace``, issue 29), the CTAs' repeated staging included; a register cap's
+    variant is a compile flag, which the emulator's trace does not see, and keeps the bound alone.
 
     Fix safety
     ----------
@@ -113,6 +115,7 @@ class OccupancyLimited(Rule):
     name = "occupancy-limited"
     title = "Occupancy limited by registers, shared memory or block size"
     severity = "warning"
+    point_from_variant_trace = True
     models = ("occupancy", "waves")
     options = {"max_occupancy": 0.5, "saturation_occupancy": 0.5, "build_caps_below_floor": False}
 

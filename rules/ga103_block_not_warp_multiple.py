@@ -79,13 +79,19 @@ class BlockNotWarpMultiple(Rule):
     ------------------------
     An upper bound: ``warps * 32 / threads``, the lanes the SM schedules over the lanes that do
     work, the gain if the kernel were bound by issue slots and the idle lanes' share were put to
-    use. Memory-bound kernels gain less (their idle lanes cost no DRAM traffic). A block merge
-    also launches 1/k of the CTAs, whose launches the block scheduler makes one after another
-    (the launch model's CTA ramp, measured on an H200): its work shrinks by at most the larger of
-    k and the lane ratio (no term of the launch model falls by more; the memory terms stay).
-    Run through the launch model's floor (no change removes it): kernels/merge16's 4,224 CTAs
-    of 16 threads, 5.95 us on the model and 5.98 us on an H200, give a bound of 1.36x for merges
-    measured at 1.26-1.28x (mirror_tile's lane ratio alone, 1.33x on the work, would say 1.13x).
+    use. Memory-bound kernels gain less (their idle lanes cost no DRAM traffic). A block merge also
+    launches 1/k of the CTAs, whose launches the block scheduler makes one after another (the launch
+    model's CTA ramp, measured on an H200): its work shrinks by at most the larger of k and the lane
+    ratio (no term of the launch model falls by more; the memory terms stay). Run through the launch
+    model's floor (no change removes it): kernels/merge16's 4,224 CTAs of 16 threads, 5.95 us on the
+    model and 5.98 us on an H200, give a bound of 1.36x for merges measured at 1.26-1.28x
+    (mirror_tile's lane ratio alone, 1.33x on the work, would say 1.13x). The point comes from the
+    variant's own trace (``point_from_variant_trace``, issue 29): analyze builds the variant, traces
+    it on the emulator as it traced the kernel and runs both traces through the launch model; a
+    variant the model finds slower is not recommended unless a GPU measures it faster. On an H200
+    (2026-11-30): merge16's three merges 1.29x on the model for 1.25-1.30x measured, blocksize's
+    10x10 -> 32x4 1.27x for 1.22x, Rodinia needle_cuda_shared_1's merge 0.99x for 0.94x (so not
+    recommended: the kernel waits on its serial anti-diagonal steps).
 
     Fix safety
     ----------
@@ -126,6 +132,7 @@ class BlockNotWarpMultiple(Rule):
     name = "block-not-warp-multiple"
     title = "Threads per block not a multiple of the warp size"
     severity = "warning"
+    point_from_variant_trace = True
     models = ("occupancy",)
     options = {}
 

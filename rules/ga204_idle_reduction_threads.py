@@ -142,15 +142,18 @@ class IdleReductionThreads(Rule):
     How the estimate is made
     ------------------------
     An upper bound, ``2 x resident threads after / before``: with two elements per thread each
-    thread slot carries twice the bytes per CTA lifetime, and the bandwidth of a latency-bound
-    load stream is proportional to the bytes in flight (Little's law), so the kernel at most
-    doubles its speed at the same occupancy (the occupancy of the half-size block is
-    recomputed). The DRAM bandwidth caps it, and the kernel's time is unknown before it is
-    measured, so the cap is not applied. NVIDIA measured 1.78x for this step on a G80; it
-    ran 1.94x faster on an H100 (2^26 ints, measured). The inputs give the tree's
-    warp-iterations per element before and after. The grid-stride version gains more and is
-    not estimated (on a G80: 1.42x over #6, 3.6x over #4 with the unrolling steps between; an
-    H100: 1.33x over #6 and 1.34x over #4).
+    thread slot carries twice the bytes per CTA lifetime, and the bandwidth of a latency-bound load
+    stream is proportional to the bytes in flight (Little's law), so the kernel at most doubles its
+    speed at the same occupancy (the occupancy of the half-size block is recomputed). The DRAM
+    bandwidth caps it, and the kernel's time is unknown before it is measured, so the cap is not
+    applied. NVIDIA measured 1.78x for this step on a G80; it ran 1.94x faster on an H100 (2^26
+    ints, measured). The inputs give the tree's warp-iterations per element before and after. The
+    grid-stride version gains more and is not estimated (on a G80: 1.42x over #6, 3.6x over #4 with
+    the unrolling steps between; an H100: 1.33x over #6 and 1.34x over #4). The point comes from the
+    variant's own trace (``point_from_variant_trace``, issue 29): analyze builds the variant, traces
+    it on the emulator as it traced the kernel and runs both traces through the launch model; a
+    variant the model finds slower is not recommended unless a GPU measures it faster. The bound
+    stays the larger of the two.
 
     Fix safety
     ----------
@@ -173,6 +176,7 @@ class IdleReductionThreads(Rule):
     name = "idle-reduction-threads"
     title = "Threads idle from the first step of a shared-memory reduction"
     severity = "warning"
+    point_from_variant_trace = True
     models = ("source", "trace", "occupancy", "waves")
     options = {}
 

@@ -119,7 +119,7 @@ def _run(
         sample_ctas=sample,
         # auto with a GPU here: the cheaper tracer for this trace (analyze.tracer_choice)
         tracer="auto" if chosen == "gpu" and tracer == "auto" else chosen,
-        models=models_needed(config),
+        models=models_needed(config, variant_points=True),
         l2_probe_ctas=l2_probe_size(sample, probe),
     )
     t0 = time.perf_counter()

@@ -86,6 +86,7 @@ from gpuadvise.rules.estimates import (
     launch_change_estimate,
     repeated_requests,
     shared_wavefront_estimate,
+    through_model,
     view_traffic,
 )
 from gpuadvise.rules.findings import Estimate, Evidence, Finding, Variant
@@ -523,6 +524,7 @@ __all__ = [
     "vector_rewrite",
     "VectorLoad",
     "VECTORS",
+    "through_model",
     "view_traffic",
     "walks",
     "WARP",

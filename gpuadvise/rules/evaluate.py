@@ -149,13 +149,21 @@ def skip_all(rules: Sequence[Rule], reason: str, why: str, notes: Sequence[str] 
     return RulesRun((), tuple(r.id for r in rules), (*notes, reason), skipped=skipped)
 
 
-def models_needed(config: Config | None = None, registry: Registry | None = None) -> set[str]:
+def models_needed(
+    config: Config | None = None, registry: Registry | None = None, variant_points: bool = False
+) -> set[str]:
     """The models the enabled rules read (their ``models``): the pipeline computes those
     (``gpuadvise.analyze.models``), and traces the kernel only when one is in
-    :data:`TRACE_MODELS`."""
+    :data:`TRACE_MODELS`. ``variant_points``: the trace too where an enabled rule's point comes
+    from its variant's own trace (``point_from_variant_trace``: the kernel's trace is the other
+    side of that point; GA103 reads the occupancy alone), as ``gpuadvise analyze`` makes them."""
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
-    return models_of(registry.selected(config))
+    rules = registry.selected(config)
+    out = models_of(rules)
+    if variant_points and any(r.point_from_variant_trace for r in rules):
+        out.add("trace")
+    return out
 
 
 def models_of(rules: Iterable[Rule]) -> set[str]:

@@ -357,10 +357,16 @@ def test_estimate_is_the_dram_traffic_ratio(rowmajor: tuple[Any, rule_api.Findin
     assert i["dram_write_bytes"] == IMAGE_8K  # the output image, written back once
     want = (i["row_major_dram_read_bytes"] + IMAGE_8K) / (i["best_dram_read_bytes"] + IMAGE_8K)
     assert i["rule_speedup"] == round(want, 3)
-    # on the launch model (issue 29): the ratio of the kernel's work, the launch floor staying
+    # on the launch model (issue 29): the ratio of the kernel's work, the launch floor staying,
+    # bounds it, or the launch model's own bound where larger
     t, floor = i["launch_us"], i["floor_us"]
-    assert est.speedup == pytest.approx(t / (floor + (t - floor) / i["rule_speedup"]), abs=1e-3)
+    assert est.speedup >= t / (floor + (t - floor) / i["rule_speedup"]) - 1e-3
     assert 1.3 < est.speedup < 1.8
+    # the point: the launch model on the trace with its DRAM reads scaled by the L2 model's
+    # ratio (gather_rowmajor: 1.11x on the H200 model for 1.19x measured on an H200, round 7)
+    p = i["point_speedup"]
+    assert 1.0 < p < est.speedup
+    assert i["after_dram_us"] < i["before_dram_us"] and i["after_l2_us"] == i["before_l2_us"]
     # 3350 GB/s (the H100 preset): (row-major read + written) bytes in microseconds
     assert i["row_major_dram_time_us"] == pytest.approx(
         (i["row_major_dram_read_bytes"] + IMAGE_8K) / 3350e9 * 1e6
