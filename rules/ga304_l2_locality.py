@@ -288,10 +288,10 @@ class L2Locality(Rule):
                 method=method + "; L2 bandwidth and latency usually bound it too, so the real "
                 "gain is smaller",
             )
-        times, on_launch = ratio
+        launch, on_launch = ratio
         # the DRAM ratio on the launch (its floor and CTA launches staying) stays the bound
         # where it is larger than the launch model's; the point is the launch model's
-        ratio_bound = through_model(rule, times)
+        ratio_bound = through_model(rule, launch)
         top = max(ratio_bound.speedup or 1.0, on_launch.speedup or 1.0)
         return Estimate(
             round(top, 3),
