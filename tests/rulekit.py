@@ -58,14 +58,21 @@ def analyze(
     pipeline traces the first ``sample_ctas`` CTAs on the emulator (None: its default, the first
     wave); without it the trace-based models are computed lazily by the rules that need them."""
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, compile_options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
     )
-    a = analyze_kernel(
-        spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas, registers=False
+    return analyze_lazily(
+        spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
     )
+
+
+def analyze_lazily(*args: Any, **kwargs: Any) -> Any:
+    """``pipeline.analyze_kernel(*args, **kwargs)`` with its live registers read when something
+    first reads them (:class:`LazyRegisters`): for the tests' own analyses of a kernel."""
+    from gpuadvise.analyze.pipeline import analyze_kernel
+
+    a = analyze_kernel(*args, registers=False, **kwargs)
     return LazyRegisters(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
 
 
