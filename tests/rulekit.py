@@ -9,6 +9,8 @@ and ``isolated_cache`` are the same, under the names the older rule tests import
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,9 @@ import pytest
 import gpuadvise.rules.registry as rule_registry
 from gpuadvise import rules as R
 from gpuadvise.analyze.evaluate import run_rules
+from gpuadvise.analyze.pipeline import KernelAnalysis
 from gpuadvise.rules.config import DEFAULT_TRACE_CTAS, Config
+from gpuadvise.rules.context import KernelFacts
 
 _K = rule_registry.builtin_kernels_dir()
 assert _K is not None
@@ -54,14 +58,83 @@ def analyze(
     pipeline traces the first ``sample_ctas`` CTAs on the emulator (None: its default, the first
     wave); without it the trace-based models are computed lazily by the rules that need them."""
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, compile_options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
     )
-    return analyze_kernel(
+    return analyze_lazily(
         spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
     )
+
+
+def analyze_lazily(*args: Any, **kwargs: Any) -> Any:
+    """``pipeline.analyze_kernel(*args, **kwargs)`` with its live registers read when something
+    first reads them (:class:`LazyRegisters`): for the tests' own analyses of a kernel."""
+    from gpuadvise.analyze.pipeline import analyze_kernel
+
+    a = analyze_kernel(*args, registers=False, **kwargs)
+    return LazyRegisters(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
+
+
+_REPLACE = dataclasses.replace.__code__
+
+
+class LazyRegisters(KernelAnalysis):
+    """A :class:`KernelAnalysis` whose live registers (``registers``: nvdisasm's life ranges joined
+    to the SASS, :func:`gpuadvise.analyze.pipeline.live_registers`) are read when something first
+    reads them (GA101 and GA403 through their context, the report), not beside the SASS: the
+    same value the pipeline gives, without the ``nvdisasm --print-life-ranges`` run (about
+    0.3 s of CPU per kernel) in the many tests whose rule never reads them. The pipeline runs
+    with ``registers=False`` and this reads them as it would have (same cubin, kernel, SASS)."""
+
+    def facts(self) -> Any:
+        """The rules' facts, their ``registers`` read from this analysis when a rule reads them."""
+        kept = self.__dict__
+        if "_registers" in kept:
+            return super().facts()
+        kept["_building_facts"] = True  # the base facts() asks for the registers: not yet
+        try:
+            base = super().facts()
+        finally:
+            del kept["_building_facts"]
+        facts = _LazyFacts(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
+        facts.__dict__["_analysis"] = self
+        return facts
+
+    def _read_registers(self) -> Any:
+        kept = self.__dict__
+        if "_building_facts" in kept or (
+            "_registers" not in kept and sys._getframe(1).f_code is _REPLACE
+        ):  # dataclasses.replace copies the fields: the copy reads them itself when asked
+            return None
+        if "_registers" not in kept:
+            from gpuadvise.analyze.pipeline import live_registers
+
+            pressure, why = live_registers(
+                self.module, self.kernel, self.sass_instructions, self.toolchain
+            )
+            assert why is None, why  # the pipeline would have noted it (a test's kernel: never)
+            kept["_registers"] = pressure
+        return kept["_registers"]
+
+    def _keep_registers(self, value: Any) -> None:
+        if value is not None:  # the dataclass's __init__ (None: not read yet) or a replace()
+            self.__dict__["_registers"] = value
+
+    registers = property(_read_registers, _keep_registers)  # type: ignore[assignment]
+
+
+class _LazyFacts(KernelFacts):
+    """:class:`KernelFacts` whose ``registers`` are its :class:`LazyRegisters` analysis's, read
+    when a rule first asks (``RuleContext.live_registers``)."""
+
+    def _read_registers(self) -> Any:
+        return self.__dict__["_analysis"].registers
+
+    def _keep_registers(self, value: Any) -> None:
+        pass  # the dataclass's __init__: None, the analysis holds them
+
+    registers = property(_read_registers, _keep_registers)  # type: ignore[assignment]
 
 
 def compiled(

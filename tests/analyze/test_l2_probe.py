@@ -42,12 +42,13 @@ def test_bad_probe_count_is_a_usage_error():
 
 
 def _gather(probe: int | None) -> tuple[str, ...]:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     args = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
     spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
-    a = analyze_kernel(
+    a = analyze_lazily(
         spec, choice.device, options, sample_ctas=2, models=("l2",), l2_probe_ctas=probe
     )
     assert a.memory is not None and a.memory.error is None
@@ -89,15 +90,16 @@ def test_rules_probe_gets_the_budgets_cut(monkeypatch):
     """The probe size handed to the rules (GA304 traces a probe of its own) is the one the
     default sample's budget cut, not the unbounded default: a naive SGEMM's GA304 probe traced
     64 CTAs of 18 MB each when the L2 model's own probe was cut to 8."""
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze import models
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.trace.access import RECORD
 
     args = ("w=1024", "h=512", "r=64", "step=64")
     spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
     monkeypatch.setattr(models, "L2_PROBE_TRACE_BYTES", 3 * 16 * RECORD.itemsize)
-    a = analyze_kernel(spec, choice.device, options, models=("l2",))
+    a = analyze_lazily(spec, choice.device, options, models=("l2",))
     assert a.memory is not None and a.memory.error is None and not a.memory.complete
     assert 0 <= a.memory.l2_probe_ctas < INTERIOR_CTAS
     (cut,) = [n for n in a.memory.notes if "probe of the middle of the grid traced at most" in n]

@@ -61,8 +61,9 @@ __global__ void early(const float* x, float* y, int n) {
 @needs_toolkit
 @pytest.mark.parametrize("grid", ["65535x65535", "100000"])
 def test_launch_totals_over_the_working_ctas(tmp_path: Path, grid: str):
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     src = tmp_path / "early.cu"
     src.write_text(EARLY)
@@ -75,7 +76,7 @@ def test_launch_totals_over_the_working_ctas(tmp_path: Path, grid: str):
         gpu="H100",
     )
     spec, choice, options = build(opts)
-    a = analyze_kernel(spec, choice.device, options, models=("coalescing",))
+    a = analyze_lazily(spec, choice.device, options, models=("coalescing",))
     m = a.memory
     assert m is not None and m.error is None and not m.complete
     launch = m.coalescing.launch

@@ -777,14 +777,15 @@ def test_emulator_runs_the_ctas_it_is_given(compile_cache):
 
 
 def _analysis(spec_file: Path | None, args: tuple[str, ...] = ()):
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     kernel = None if spec_file else "gather_rowmajor"
     opts = KernelOptions(source=str(GATHER), kernel=kernel, gpu="H100", args=args,
                          spec=str(spec_file) if spec_file else None)  # fmt: skip
     spec, choice, options = build(opts)
-    return analyze_kernel(spec, choice.device, options, trace=True)
+    return analyze_lazily(spec, choice.device, options, trace=True)
 
 
 @needs_nvcc

@@ -364,13 +364,14 @@ def test_view_samples_ctas_evenly_and_scales():
 
 
 def _analysis(source: Path, kernel: str, args: tuple[str, ...] = (), ctas: int | str = 8) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
     )
-    return analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=ctas)
+    return analyze_lazily(spec, choice.device, options, trace=True, sample_ctas=ctas)
 
 
 NEIGHBOURS = [(dx, dy) for dy in range(-2, 3) for dx in range(-2, 3) if (dx, dy) != (0, 0)]

@@ -66,6 +66,8 @@ def analyze(source: Path, kernel: str) -> Any:
 
 
 def _analyze(source: Path, kernel: str) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
 
@@ -76,7 +78,7 @@ def _analyze(source: Path, kernel: str) -> Any:
         kw["trace"] = True
         if "sample_ctas" in params:
             kw["sample_ctas"] = TRACE_CTAS
-    return analyze_kernel(spec, choice.device, options, **kw)
+    return analyze_lazily(spec, choice.device, options, **kw)
 
 
 def findings(source: Path, kernel: str) -> list[rule_api.Finding]:

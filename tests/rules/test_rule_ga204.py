@@ -54,6 +54,8 @@ def analyze(
     grid: str | None = None,
     args: tuple[str, ...] = (),
 ) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
 
@@ -67,7 +69,7 @@ def analyze(
         kw["trace"] = trace
         if trace and "sample_ctas" in params:
             kw["sample_ctas"] = TRACE_CTAS
-    return analyze_kernel(spec, choice.device, options, **kw)
+    return analyze_lazily(spec, choice.device, options, **kw)
 
 
 def ga204(source: Path, kernel: str, block: str | None = None) -> list[rule_api.Finding]:

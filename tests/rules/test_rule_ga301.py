@@ -180,8 +180,9 @@ def test_the_proxy_compiles_and_both_layouts_read_the_same_words(fields_analysis
 
 
 def test_a_default_struct_buffer_and_a_store(tmp_path):
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     src = tmp_path / "drift.cu"
     src.write_text(
@@ -195,7 +196,7 @@ def test_a_default_struct_buffer_and_a_store(tmp_path):
     spec, choice, options = build(
         KernelOptions(source=str(src), kernel="drift", grid="64", block="256", gpu="H100")
     )
-    a = analyze_kernel(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
+    a = analyze_lazily(spec, choice.device, options, trace=True, sample_ctas=TRACE_CTAS)
     # the loads and the store of one array of structures at one line: one finding (issue 27)
     (load,) = ga301(a)
     assert load.line == 4 and load.details.kind == "load"

@@ -59,14 +59,15 @@ def runs() -> Any:
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = True) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_kernel(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
+    return analyze_lazily(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
 
 
 def ga303(source: Path, kernel: str, spec: Path | None = None) -> list[rule_api.Finding]:

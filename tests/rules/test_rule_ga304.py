@@ -267,12 +267,13 @@ def analyze(
 ) -> Any:
     """The analysis ``gpuadvise analyze`` builds; ``trace=False``: the pipeline does not trace,
     and the rules compute the trace (the first ``TRACE_CTAS`` CTAs) and the L2 model lazily."""
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args)
     spec, choice, options = build(opts)
-    return analyze_kernel(spec, choice.device, options, trace=trace, sample_ctas=sample)
+    return analyze_lazily(spec, choice.device, options, trace=trace, sample_ctas=sample)
 
 
 def ga304_run(a: Any, **options: Any) -> rule_evaluate.RulesRun:

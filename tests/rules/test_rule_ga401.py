@@ -476,11 +476,12 @@ def test_gpu_candidates_are_measured_and_verified():
     if why is not None:
         pytest.skip(why)
     opts = live_options(KernelOptions(source=str(SOURCE), kernel="moments_capped"))
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, options = build(opts)
-    a = analyze_kernel(spec, choice.device, options, trace=False)
+    a = analyze_lazily(spec, choice.device, options, trace=False)
     found = ga401(a)
     run, notes = measure_findings(opts, RulesRun(tuple(found), ("GA401",)), max_time_s=3.0)
     (f,) = run.findings

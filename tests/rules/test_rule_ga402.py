@@ -49,11 +49,12 @@ def _cache(compile_cache: Path) -> Path:
 
 
 def analyze(source: Path, kernel: str) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     s, choice, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
-    return analyze_kernel(s, choice.device, options, trace=True, sample_ctas=4)
+    return analyze_lazily(s, choice.device, options, trace=True, sample_ctas=4)
 
 
 def ga402(source: Path, kernel: str, **options: Any) -> list[rule_api.Finding]:

@@ -48,14 +48,15 @@ def _cache(compile_cache: Path) -> Path:
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = False) -> Any:
+    from rulekit import analyze_lazily
+
     from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_kernel(s, choice.device, options, trace=trace)
+    return analyze_lazily(s, choice.device, options, trace=trace)
 
 
 def ga501(a: Any, **options: Any) -> list[rule_api.Finding]:
