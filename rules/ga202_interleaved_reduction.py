@@ -241,13 +241,14 @@ class InterleavedReduction(Rule):
 
     How the estimate is made
     ------------------------
-    The rule's own counts give no number (the loop's share of the kernel's time is not in them); its
-    inputs give the loop's cost, warps with an active lane summed over its iterations, before and
-    after (47 and 12 for 256 threads). The point comes from the variant's own trace
-    (``point_from_variant_trace``, issue 29); a variant the model finds slower is not recommended
-    unless a GPU measures it faster. On an H200 (2026-11-30): kernels/reduction reduce1 1.94x (model
-    1.51x), reduce2 1.26x (model 1.01x: its bank conflicts on the chain are mostly outside the
-    model). A finding without a diff (a tree seen in the trace) keeps no number.
+    No speedup is estimated: the loop is usually a small part of the kernel's time, and how small
+    cannot be told without measuring. The estimate's inputs give the loop's own cost, as warps with
+    an active lane summed over its iterations, before and after (e.g. 47 and 12 for 256 threads),
+    plus GA201's bank-conflict estimate for the strided form. The variant's own trace (issue 29) was
+    tried and left out: on an H200 (2026-11-30) reduce1 measured 1.94x for 1.51x on the model,
+    reduce2 1.26x for 1.01x and lum_interleaved 1.16x for 1.02x, the trees' bank conflicts and
+    divergent steps on each CTA's critical path being mostly outside the launch model, so a real win
+    would become a note.
 
     Fix safety
     ----------
@@ -259,7 +260,6 @@ class InterleavedReduction(Rule):
     name = "interleaved-reduction"
     title = "Interleaved addressing in a shared-memory reduction"
     severity = "warning"
-    point_from_variant_trace = True
     models = ("source", "trace")
     options = {}
 
@@ -374,10 +374,10 @@ class InterleavedReduction(Rule):
         return Estimate(
             None,
             "none",
-            f"not estimated on the kernel's trace alone: the loop's share of the kernel's time is "
-            "not in the rule's counts (the variant's own trace gives the point). "
+            f"not estimated: the loop's share of the kernel's time is unknown without measuring. "
             f"The loop itself runs {before} warp-iterations with an active lane for a block of "
-            f"{block}, {after} with sequential addressing",
+            f"{block}, {after} with sequential addressing. On an H100 the whole reduction "
+            "gained nothing from this change (measured)",
             {"block": block, "warp_iterations_before": before, "warp_iterations_after": after},
         )
 

@@ -399,10 +399,12 @@ def test_fix_of_a_linked_crlf_latin1_private_source(tmp_path: Path) -> None:
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
 def test_fix_composes_the_reduction_chain_without_a_gpu(tmp_path: Path) -> None:
-    """reduce1 (interleaved): --unsafe-fixes takes GA202's sequential addressing, the composed
-    kernel analyzed again offers GA204's first add during the load (the seed's: half the grid,
-    its 32 partials checked as totals of the 64 block sums) and GA205's shuffles on top; every
-    step is verified on the emulator, and --fix writes the result and its launch."""
+    """reduce1 (interleaved): --unsafe-fixes takes GA202's sequential addressing and, on the
+    composed kernel analyzed again, GA205's shuffles; every step is verified on the emulator, and
+    --fix writes the result. GA204's first add during the load is offered too but not taken at
+    this size: on its variant's own trace (issue 29) 64 CTAs of a 16K-element sum run 0.88x (a
+    launch-bound grid halved), so it waits for a GPU; it is taken at 2^22 ints (measured 1.62x on
+    an H200, reduce3), and the composition of a partials-as-totals step is GA206's below."""
     case = tmp_path / "case"
     shutil.copytree(ROOT / "kernels/reduction", case)
     src = case / "reduce.cu"
@@ -413,24 +415,21 @@ def test_fix_composes_the_reduction_chain_without_a_gpu(tmp_path: Path) -> None:
     fix = json.loads(p.stdout)["fix"]
     assert [(s["rule"], s["status"]) for s in fix["steps"]] == [
         ("GA202", "applied"),
-        ("GA204", "applied"),
         ("GA205", "applied"),
     ], fix["steps"]
-    assert "checked as totals" in fix["steps"][1]["reason"]
     assert all("outputs equal on the CPU emulator" in s["reason"] for s in fix["steps"])
     f = _cli(*args, "--fix", cwd=tmp_path)
     assert f.returncode == 0, f.stderr
     fixed = src.read_text()
     body = fixed[fixed.index("void reduce1") : fixed.index("void reduce2")]
-    assert "__shfl_down_sync" in body and "tid % (2 * s)" not in body and "ga204_" in body
-    # the written kernel, launched as the written spec says (32 CTAs), sums 512 inputs per CTA:
-    # two of the original's blocks (emulated, every CTA)
+    assert "__shfl_down_sync" in body and "tid % (2 * s)" not in body and "ga204_" not in body
+    # the written kernel, launched as before (64 CTAs: no launch change, no spec written), sums
+    # 256 inputs per CTA (emulated, every CTA)
     from rulekit import compiled, reduction_block_sums
 
-    spec = case / "reduce1.fixed.toml"
-    assert "grid = 32" in spec.read_text()
-    a = compiled(src, "reduce1", ("n=16384",), spec=str(spec))
-    got, want = reduction_block_sums(a, 32, 512)
+    assert not (case / "reduce1.fixed.toml").exists()
+    a = compiled(src, "reduce1", ("n=16384",))
+    got, want = reduction_block_sums(a, 64, 256)
     assert np.array_equal(got, want)
 
 
