@@ -22,9 +22,8 @@ every iteration through a pointer that may alias its inputs (``out[r] += v[k * n
 without ``__restrict__``) wait for each iteration's loads in turn, where the same loop without
 the store overlaps them.
 
-If-conversion: ptxas predicates a small block that a forward branch skips (no store, atomic,
-barrier or call, at most :data:`PREDICABLE_INSTRUCTIONS` instructions; a load is predicated: a
-stencil's bounded taps are predicated LDGs in flight together) instead of branching, so a
+If-conversion: ptxas predicates a small block that a forward branch skips (no memory access,
+barrier or call, at most :data:`PREDICABLE_INSTRUCTIONS` instructions) instead of branching, so a
 head block, such a side block and their join (reached from those two only), and so on from the
 join, are one straight line: their chain is taken over the run and counted at its head (an
 unrolled loop with ``if (i == idx) res = a; else res = b;`` in each iteration keeps its loads in
@@ -205,26 +204,14 @@ _UNPREDICABLE = (
 )
 
 
-def _predicable_instruction(ins: Instr) -> bool:
-    """Whether ptxas predicates ``ins`` in a skipped side block: anything but a store, an
-    atomic, a barrier, a call or a fence; a plain load too (a load the predicate turns off
-    reads nothing: box.cu's box3_direct, each of its 9 taps a PTX block ``@%p bra; ld.global.nc;
-    add.f32``, is 9 predicated LDGs in flight together in its SASS, ``@!P0 LDG.E.CONSTANT``,
-    and window7_rows' 49 taps 49 predicated LDGs and LDCs under one branch), but not a volatile
-    or ordered one (its order is the program's)."""
-    if ins.base in ("ld", "ldu"):
-        return not {"volatile", "relaxed", "acquire"} & set(ins.mods)
-    return ins.base not in _UNPREDICABLE
-
-
 def _predicable(program: Program, b: int) -> int | None:
     """The block a small side block ``b`` falls or branches into, when ptxas would predicate
-    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no store, atomic, barrier or
-    call: :func:`_predicable_instruction`); None otherwise."""
+    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no memory access, barrier or
+    call); None otherwise."""
     blk = program.blocks[b]
     if blk.term[0] not in ("fall", "bra") or len(blk.body) > PREDICABLE_INSTRUCTIONS:
         return None
-    if not all(_predicable_instruction(program.instrs[i]) for i in blk.body):
+    if any(program.instrs[i].base in _UNPREDICABLE for i in blk.body):
         return None
     return int(blk.term[1])
 

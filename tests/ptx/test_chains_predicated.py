@@ -2,10 +2,8 @@
 ptxas, so an unrolled loop whose iterations each branch around one instruction (crossEntropy's
 ``loss_bwd``: ``if (i == idx) res = a; else res = b;`` 81 times) is one straight line whose
 independent loads overlap, not one block per iteration each waiting for its load (issue 29: the
-chain miscount behind GA102's and GA303's wrong warnings there). A side block that loads is
-predicated too (a stencil's bounded taps: ``@%p bra; ld.global; add`` nine times in box.cu's
-box3_direct, nine predicated LDGs in flight together in its SASS). A side block with a store or
-a volatile load, or a join reached from elsewhere, keeps the blocks apart."""
+chain miscount behind GA102's and GA303's wrong warnings there). A side block with a memory
+access, or a join reached from elsewhere, keeps the blocks apart."""
 
 from __future__ import annotations
 
@@ -63,17 +61,3 @@ def test_a_side_block_with_a_memory_access_keeps_the_blocks_apart():
     # a store in the skipped block: not predicated, each block waits for its own load
     side = "st.global.f32 [%rd2], %f{k};"
     assert _global_links(side) == 4.0
-
-
-def test_a_side_block_that_loads_is_predicated_into_one_chain():
-    # box3_direct's taps: each iteration's skipped block loads the value the join adds; ptxas
-    # predicates the loads (@!P0 LDG), so the four loads are in flight together: one global link
-    side = "ld.global.nc.f32 %f1{k}, [%rd1+6{k}];"
-    assert _global_links(side) == 1.0
-
-
-def test_a_side_block_with_a_volatile_load_keeps_the_blocks_apart():
-    # a volatile load keeps its place in the program: not predicated, each block waits for its
-    # own load (and the side's: two links a block where the side runs)
-    side = "ld.volatile.global.f32 %f1{k}, [%rd1+6{k}];"
-    assert _global_links(side) == 8.0
