@@ -90,30 +90,16 @@ def _proxy_analyses(
 ) -> tuple[Any, Any]:
     """The proxy's two kernels traced on the emulator (trace model only)."""
     from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.trace.emulate import sample_trace_bytes
+    from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.analyze.variant_trace import trace_alone
 
     src, before, after = write_proxy(proxy, folder)
     base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
-    out = []
-    for kernel, spec_path in ((proxy.before, before), (proxy.after, after)):
-        vopts = dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
-        spec, _, options = build(vopts)
-        with sample_trace_bytes(budget):
-            out.append(
-                analyze_kernel(
-                    spec,
-                    device,
-                    options,
-                    nvcc=vopts.nvcc,
-                    trace=True,
-                    sample_ctas=sample_ctas,
-                    tracer="emu",
-                    models=frozenset({"trace"}),
-                    registers=False,  # the launch model reads the trace, not them
-                )
-            )
+    out = [
+        trace_alone(dataclasses.replace(base, kernel=kernel, spec=str(spec_path)), device,
+                    sample_ctas, budget)
+        for kernel, spec_path in ((proxy.before, before), (proxy.after, after))
+    ]  # fmt: skip
     return out[0], out[1]
 
 
@@ -126,7 +112,7 @@ def with_proxy_points(
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` whose variant is a proxy given the proxy pair's
     point and bound on its own traces (:func:`proxy_point_inputs`)."""
-    from gpuadvise.analyze.variant_trace import _traffic, _variant_budget_bytes
+    from gpuadvise.analyze.variant_trace import launch_traffic, variant_budget_bytes
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
@@ -143,7 +129,7 @@ def with_proxy_points(
     rates = memory_rates(analysis.device)
     if not todo or rates is None:
         return run
-    budget = _variant_budget_bytes(analysis)
+    budget = variant_budget_bytes(analysis)
     made: dict[int, Any] = {}
     for f in todo:
         if out_of_time():
@@ -158,7 +144,7 @@ def with_proxy_points(
             except GpuAdviseError as exc:
                 log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())
                 continue
-        before, after = _traffic(pa), _traffic(pb)
+        before, after = launch_traffic(pa), launch_traffic(pb)
         if before is None or after is None:
             continue
         est = launch_estimate(before, after, analysis.device, rates)

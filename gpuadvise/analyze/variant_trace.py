@@ -79,7 +79,7 @@ VARIANT_TRACE_FACTOR = 2
 VARIANT_TRACE_FLOOR_BYTES = 16 << 20
 
 
-def _traffic(analysis: KernelAnalysis) -> Traffic | None:
+def launch_traffic(analysis: KernelAnalysis) -> Traffic | None:
     from gpuadvise.rules.estimates import view_traffic
     from gpuadvise.trace.view import trace_view
 
@@ -89,13 +89,38 @@ def _traffic(analysis: KernelAnalysis) -> Traffic | None:
     return view_traffic(analysis.device, trace_view(mem.trace, analysis.spec))
 
 
-def _variant_budget_bytes(analysis: KernelAnalysis) -> int:
+def variant_budget_bytes(analysis: KernelAnalysis) -> int:
     """The trace bytes a variant's default sample may take (:data:`VARIANT_TRACE_FACTOR`)."""
     from gpuadvise.trace.access import RECORD
 
     mem = analysis.memory
     records = 0 if mem is None or mem.trace is None else len(mem.trace.records)
     return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
+
+
+def trace_alone(
+    vopts: KernelOptions, device: Any, sample_ctas: int | str | None, budget: int
+) -> KernelAnalysis:
+    """The kernel of ``vopts`` built and traced on the emulator as the kernel's own trace was
+    (the same sample, its first wave cut to ``budget`` trace bytes), the trace model only and no
+    live registers (the launch model reads the trace, not them): a variant's side, or a proxy's."""
+    from gpuadvise.analyze.options import build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.trace.emulate import sample_trace_bytes
+
+    spec, _, options = build(vopts)
+    with sample_trace_bytes(budget):
+        return analyze_kernel(
+            spec,
+            device,
+            options,
+            nvcc=vopts.nvcc,
+            trace=True,
+            sample_ctas=sample_ctas,
+            tracer="emu",
+            models=frozenset({"trace"}),
+            registers=False,
+        )
 
 
 def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:
@@ -258,22 +283,19 @@ def with_trace_points(
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
     rule's). A variant that does not build or trace keeps the rule's estimate."""
-    from gpuadvise.analyze.options import build
-    from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
-    from gpuadvise.trace.emulate import sample_trace_bytes
 
     todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
     if not todo:
         return run
-    before = _traffic(analysis)
+    before = launch_traffic(analysis)
     serial_before, follows_before = _serial_s(analysis)
     rates = memory_rates(analysis.device)
     if before is None or rates is None:
         return run
-    budget = _variant_budget_bytes(analysis)
+    budget = variant_budget_bytes(analysis)
     made: dict[int, Finding] = {}
     for f in todo:
         if out_of_time():
@@ -285,20 +307,8 @@ def with_trace_points(
             if vopts is None:
                 continue
             try:
-                spec, choice, options = build(vopts)
-                with sample_trace_bytes(budget):
-                    va = analyze_kernel(
-                        spec,
-                        analysis.device,
-                        options,
-                        nvcc=vopts.nvcc,
-                        trace=True,
-                        sample_ctas=sample_ctas,
-                        tracer="emu",
-                        models=frozenset({"trace"}),
-                        registers=False,  # the launch model reads the trace, not them
-                    )
-                after = _traffic(va)
+                va = trace_alone(vopts, analysis.device, sample_ctas, budget)
+                after = launch_traffic(va)
                 serial_after, follows_after = _serial_s(va)
             except GpuAdviseError as exc:
                 log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
