@@ -785,7 +785,11 @@ class _Parser:
             self.next()
             rest = self.skip_line(tok.line)
             nums = [x for x in rest if x.kind == "num"]
-            if len(nums) >= 2:
+            if len(nums) >= 2 and parse_int(nums[1].text) == 0:
+                # ``.loc F 0 C``: code nvcc ties to no source line (compiler-made): no location,
+                # not a "line 0" a finding could point at
+                self.loc, self.inner_loc, self.chain = None, None, []
+            elif len(nums) >= 2:
                 loc = Loc(parse_int(nums[0].text), parse_int(nums[1].text))
                 here = (loc.file, loc.line, parse_int(nums[2].text) if len(nums) > 2 else 0)
                 chain = [here]

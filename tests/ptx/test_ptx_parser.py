@@ -422,6 +422,33 @@ def test_call_sites_follow_the_inlining_chain() -> None:
     assert (ret.inner_loc, ret.loc, ret.call_sites) == (None, Loc(1, 12), ())
 
 
+def test_a_loc_of_line_zero_is_no_location() -> None:
+    """nvcc ties compiler-made code to no source line with ``.loc F 0 C`` (llm.c's
+    attention_softmax_kernel1: a store of ``att`` after one, which GA303 reported at "line 0" and
+    the report refused with a traceback): its instructions carry no location until the next
+    ``.loc`` with a line."""
+    ptx = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+    .reg .b32 %r<4>;
+    .loc 1 10 5
+    add.s32 %r1, %r2, 1;
+    .loc 1 0 5
+    add.s32 %r3, %r1, 2;
+    .loc 1 12 1
+    ret;
+}
+.file 1 "k.cu"
+"""
+    first, second, ret = _instrs(parse_ptx(ptx).functions["k"].body or [])
+    assert first.loc == Loc(1, 10)
+    assert (second.loc, second.inner_loc, second.call_sites) == (None, None, ())
+    assert ret.loc == Loc(1, 12)
+
+
 def test_call_sites_of_a_lone_inlined_loc_take_the_chain_last_seen() -> None:
     """After the first load of an unrolled loop nvcc writes the innermost .loc alone (``__ldg``
     in sm_32_intrinsics.hpp inlined at a functor in pick.cuh): its chain is the one last seen for
