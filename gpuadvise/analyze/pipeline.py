@@ -12,7 +12,7 @@ import concurrent.futures
 import contextvars
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from gpuadvise.toolchain.liveness import LifeRanges
 from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
 
 __all__ = [
+    "AnalysisHead",
     "KernelAnalysis",
     "MemoryAnalysis",
     "Waves",
@@ -52,6 +53,22 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AnalysisHead:
+    """What :func:`analyze_kernel` knows once the kernel is compiled, before the SASS and the
+    trace: the launch, the device, the kernel's resources, the occupancy and the waves (the
+    fields of :class:`KernelAnalysis` of those names). The terminal prints it first
+    (``analyze_kernel``'s ``on_head``)."""
+
+    spec: KernelSpec
+    device: DeviceSpec
+    kernel: KernelInfo
+    occupancy_input: KernelResources
+    occupancy: OccupancyResult
+    next_steps: tuple[Suggestion, ...]
+    waves: Waves | None
 
 
 @dataclass(frozen=True)
@@ -146,6 +163,7 @@ def analyze_kernel(
     models: Collection[str] = TRACE_MODELS,
     l2_probe_ctas: int | None = None,
     registers: bool = True,
+    on_head: Callable[[AnalysisHead], None] | None = None,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -156,7 +174,9 @@ def analyze_kernel(
     trace, :mod:`gpuadvise.analyze.tracer_choice`). Each phase is a progress step
     (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
     that is spent, the trace is skipped. ``registers`` False: the live registers are not read
-    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`)."""
+    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`).
+    ``on_head``: called with the :class:`AnalysisHead` as soon as the occupancy and the waves are
+    known (before the SASS is read and the kernel traced)."""
     from gpuadvise.runner.checks import check_launch
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
@@ -200,6 +220,8 @@ def analyze_kernel(
     steps = tuple(next_steps(device, k))
     waves = waves_of(launch.grid.count, result.active_blocks_per_sm, device.sm_count)
     timings["occupancy_s"] = time.perf_counter() - t1
+    if on_head is not None:
+        on_head(AnalysisHead(spec, device, kernel, k, result, steps, waves))
     t2 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         # nvdisasm's life ranges are read while the SASS is (two processes of ~0.3 s CPU each)

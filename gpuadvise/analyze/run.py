@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from gpuadvise.analyze.options import (
     parse_l2_probe_ctas,
     parse_sample_ctas,
 )
-from gpuadvise.analyze.pipeline import KernelAnalysis
+from gpuadvise.analyze.pipeline import AnalysisHead, KernelAnalysis
 from gpuadvise.rules.evaluate import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
 from gpuadvise.words import counted
@@ -44,6 +45,7 @@ def run_analysis(
     *,
     progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
+    on_head: Callable[[AnalysisHead], None] | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does, with ``settings`` (the same
     request object for one kernel and for a batch's cases): the trace-based models are computed
@@ -54,12 +56,14 @@ def run_analysis(
     passed; what was left out is in ``analysis.skipped``. ``settings.l2_probe_ctas``: the L2
     model's probe of the grid (``--l2-probe-ctas``; default: at most the sampled CTAs, at most
     64). ``progress``: told of every step (:mod:`gpuadvise.spec.progress`). ``measure_lock``:
-    held while the findings are measured (parallel analyses share one GPU)."""
+    held while the findings are measured (parallel analyses share one GPU). ``on_head``: told
+    of the launch, resources, occupancy and waves as soon as they are known, before the trace
+    (:class:`~gpuadvise.analyze.pipeline.AnalysisHead`: the terminal prints its header then)."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
     with reporting(progress), time_budget(settings.time_budget_s) as budget:
-        done = _run(opts, settings, measure_lock)
+        done = _run(opts, settings, measure_lock, on_head)
     if budget is not None and budget.skipped:
         done = AnalyzeResult(
             dataclasses.replace(done.analysis, skipped=tuple(budget.skipped)), done.rules
@@ -71,6 +75,7 @@ def _run(
     opts: KernelOptions,
     settings: AnalyzeSettings,
     measure_lock: AbstractContextManager[Any] | None = None,
+    on_head: Callable[[AnalysisHead], None] | None = None,
 ) -> AnalyzeResult:
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.pipeline import analyze_kernel
@@ -121,6 +126,7 @@ def _run(
         tracer="auto" if chosen == "gpu" and tracer == "auto" else chosen,
         models=models_needed(config, variant_points=True),
         l2_probe_ctas=l2_probe_size(sample, probe),
+        on_head=on_head,
     )
     t0 = time.perf_counter()
     if out_of_time():

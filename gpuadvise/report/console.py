@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
 from gpuadvise.report.safe_text import controls, guard, one_line
-from gpuadvise.report_types import AnalysisReport, BatchReport
+from gpuadvise.report_types import AnalysisReport, BatchReport, ReportHeader
 from gpuadvise.words import counted
 
 
@@ -289,10 +289,9 @@ def _rel(path: str | None) -> str:
     return one_line(rel if not rel.startswith("..") else path)
 
 
-def analysis_head(report: AnalysisReport) -> None:
+def _header(header: ReportHeader) -> None:
     """``gpuadvise analyze``'s first line: the kernel, its file, the launch and the device."""
-    doc = report.document
-    k, d = doc["kernel"], doc["device"]
+    k, d = header.kernel, header.device
     head = Text()
     head.append(str(k["name"]), style="bold")
     head.append(f"  {_rel(k.get('file'))}  grid {_dim(k['grid'])} x block {_dim(k['block'])}")
@@ -670,16 +669,24 @@ def summary(report: AnalysisReport) -> None:
 
 def analysis_text(report: AnalysisReport) -> str:
     """The terminal report of an analysis (``analyze --format text``, ``render --format
-    text``): the findings first, then the details, the fixes tried when ``--fix``/``--diff``
-    ran, then one summary line; styled as this terminal prints it."""
+    text``): the header (:func:`header_text`), the findings, then the details, the fixes tried
+    when ``--fix``/``--diff`` ran, then one summary line; styled as this terminal prints it."""
     with _out.capture() as cap:
-        analysis_head(report)
         findings(report)
         analysis(report)
         fixed = report.document.get("fix")
         if fixed is not None:
             fix_steps(fixed)
         summary(report)
+    return header_text(report.header) + str(cap.get())
+
+
+def header_text(header: ReportHeader) -> str:
+    """The terminal report's header (:class:`~gpuadvise.report_types.ReportHeader`), as
+    :func:`analysis_text` begins: ``analyze`` prints it as soon as it is known, before the trace,
+    and the rest of :func:`analysis_text` after the analysis."""
+    with _out.capture() as cap:
+        _header(header)
     return str(cap.get())
 
 
