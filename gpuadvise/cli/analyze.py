@@ -509,6 +509,12 @@ def _binary_request(
 ) -> KernelOptions:
     """A .ptx/.cubin given: what needs the source refused, ``--source FILE`` taken
     (:mod:`gpuadvise.analyze.binary_input`)."""
+    from gpuadvise.toolchain.binary import is_binary
+
+    if opts.source and not is_binary(opts.source) and not opts.with_source:
+        # a source file: nothing to check (binary_input imports the rules' API, which a
+        # cache hit never needs and the header need not wait for)
+        return opts
     from gpuadvise.analyze.binary_input import check_binary_request
 
     return check_binary_request(
