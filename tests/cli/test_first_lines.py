@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +99,19 @@ def test_machine_formats_and_statistics_are_printed_whole_at_the_end(
 def test_a_header_only_for_formats_that_begin_with_one() -> None:
     assert render_header("json", None) is None  # type: ignore[arg-type]
     assert render_header("sarif", None) is None  # type: ignore[arg-type]
+
+
+def test_the_header_needs_neither_the_rules_nor_the_trace() -> None:
+    """What ``analyze`` imports before it prints the header (the CLI, the analysis-result cache,
+    the run, the head, the report's header) loads no rule, no pipeline and no emulator: they come
+    after the header (a fresh interpreter: this one has imported them all)."""
+    code = (
+        "import sys\n"
+        "import gpuadvise.cli.analyze, gpuadvise.analyze.result_cache, gpuadvise.analyze.run\n"
+        "import gpuadvise.analyze.head, gpuadvise.analyze.report, gpuadvise.report.console\n"
+        "heavy = ('gpuadvise.rules', 'gpuadvise.analyze.pipeline', 'gpuadvise.trace.emulate')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
