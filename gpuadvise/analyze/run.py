@@ -61,7 +61,7 @@ def run_analysis(
     64). ``progress``: told of every step (:mod:`gpuadvise.spec.progress`). ``measure_lock``:
     held while the findings are measured (parallel analyses share one GPU). ``on_head``: told
     of the launch, resources, occupancy and waves as soon as they are known, before the trace
-    (:class:`~gpuadvise.analyze.pipeline.AnalysisHead`: the terminal prints its header then)."""
+    (:class:`~gpuadvise.analyze.head.AnalysisHead`: the terminal prints its header then)."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
