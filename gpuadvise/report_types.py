@@ -36,6 +36,7 @@ __all__ = [
     "GateReport",
     "GateTableRow",
     "NewerReportError",
+    "ReportHeader",
     "RuleDoc",
     "relative_items",
 ]
@@ -59,6 +60,34 @@ GATE_REPORT_KIND = "gpuadvise-gate-report"
 class NewerReportError(ValueError):
     """A saved report or document of a version newer than this gpuadvise reads (``gpuadvise
     render`` says to use a newer gpuadvise, rather than that it is no report)."""
+
+
+@dataclass(frozen=True)
+class ReportHeader:
+    """What an analysis knows before its trace: the kernel and its launch (``kernel``), the
+    device, the resources ptxas gave, the occupancy and the waves, as the ``analyze --json``
+    document has them (its sections of those names; ``waves`` None: the device has no SM
+    count). The terminal prints it first, as soon as it is known (``analyze`` streams it before
+    the trace); :attr:`AnalysisReport.header` is the same object read back from the finished
+    report's document, so that the two print the same bytes."""
+
+    kernel: Mapping[str, Any]
+    device: Mapping[str, Any]
+    resources: Mapping[str, Any]
+    occupancy: Mapping[str, Any]
+    waves: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ReportHeader:
+        """The header sections of an ``analyze --json`` document (a KeyError when one of
+        kernel, device, resources, occupancy is missing)."""
+        return cls(
+            kernel=document["kernel"],
+            device=document["device"],
+            resources=document["resources"],
+            occupancy=document["occupancy"],
+            waves=document.get("waves"),
+        )
 
 
 @dataclass(frozen=True)
@@ -107,6 +136,12 @@ class AnalysisReport:
         if lines is None or line > len(lines):
             return None
         return lines[line - 1]
+
+    @property
+    def header(self) -> ReportHeader:
+        """The document's header sections (:class:`ReportHeader`): what the terminal prints
+        first."""
+        return ReportHeader.from_document(self.document)
 
     @property
     def kernel(self) -> str:

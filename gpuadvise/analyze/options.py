@@ -65,6 +65,11 @@ class KernelOptions:
 def build(opts: KernelOptions) -> tuple[KernelSpec, DeviceChoice, Any]:
     """The kernel spec, the device and the compile options the command line asks for (a
     ``.ptx``/``.cubin`` given: :func:`gpuadvise.analyze.binary_input.build_binary`)."""
+    from gpuadvise.toolchain.binary import is_binary
+
+    if opts.source and not is_binary(opts.source):
+        # a source file (binary_input imports the rules' API: not for a cache hit)
+        return _build(opts)
     from gpuadvise.analyze.binary_input import binary_source, build_binary
 
     if binary_source(opts) is not None:

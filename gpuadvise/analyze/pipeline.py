@@ -14,8 +14,8 @@ import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from gpuadvise.analyze.head import AnalysisHead, CompiledHead, compile_head
 from gpuadvise.analyze.models import (
     MemoryAnalysis,
     bind_spec_constants,
@@ -25,13 +25,7 @@ from gpuadvise.analyze.models import (
 )
 from gpuadvise.analyze.options import compile_options_for
 from gpuadvise.devices import DeviceSpec
-from gpuadvise.model.occupancy import (
-    KernelResources,
-    OccupancyResult,
-    Suggestion,
-    max_active_blocks,
-    next_steps,
-)
+from gpuadvise.model.occupancy import KernelResources, OccupancyResult, Suggestion
 from gpuadvise.model.registers import RegisterPressure
 from gpuadvise.model.waves import Waves, waves_of
 from gpuadvise.rules.context import TRACE_MODELS, KernelFacts
@@ -42,6 +36,7 @@ from gpuadvise.toolchain.liveness import LifeRanges
 from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
 
 __all__ = [
+    "AnalysisHead",
     "KernelAnalysis",
     "MemoryAnalysis",
     "Waves",
@@ -146,6 +141,7 @@ def analyze_kernel(
     models: Collection[str] = TRACE_MODELS,
     l2_probe_ctas: int | None = None,
     registers: bool = True,
+    head: CompiledHead | None = None,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -156,50 +152,24 @@ def analyze_kernel(
     trace, :mod:`gpuadvise.analyze.tracer_choice`). Each phase is a progress step
     (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
     that is spent, the trace is skipped. ``registers`` False: the live registers are not read
-    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`)."""
-    from gpuadvise.runner.checks import check_launch
+    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`).
+    ``head``: the kernel already compiled, with its occupancy and waves
+    (:func:`gpuadvise.analyze.head.compile_head`: ``analyze`` prints its header from it before
+    it loads the rules); None: compiled here."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
-    from gpuadvise.toolchain import (
-        as_written,
-        compile_source,
-        find_toolchain,
-        sass,
-        select_compiled_kernel,
-    )
+    from gpuadvise.toolchain import sass
 
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    tc = find_toolchain(nvcc)
-    with step(f"compiling {Path(spec.source).name}"):
-        module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-    timings["compile_s"] = time.perf_counter() - t0
-    kernel = as_written(module, spec.kernel, select_compiled_kernel(module, spec.kernel))
+    if head is None:
+        head = compile_head(spec, device, options, nvcc)
+    timings = dict(head.timings_s)
+    tc, module, kernel = head.toolchain, head.module, head.head.kernel
     # the spec's __constant__ fills against the module's .const declarations: a wrong name,
     # type or size is an input error now, traced or not
     bind_spec_constants(spec, kernel, module, options, tc)
-    res = kernel.resources
-    launch = spec.launch
-    launch_notes = check_launch(
-        device,
-        launch.grid,
-        launch.block,
-        res.registers,
-        res.static_smem_bytes,
-        launch.dynamic_smem_bytes,
-    )
-    t1 = time.perf_counter()
-    k = KernelResources(
-        threads_per_block=launch.block.count,
-        regs_per_thread=res.registers,
-        static_smem_bytes=res.static_smem_bytes,
-        dynamic_smem_bytes=launch.dynamic_smem_bytes,
-        barriers=max(res.barriers, 1) if device.cc_major >= 9 else res.barriers,
-    )
-    result = max_active_blocks(device, k)
-    steps = tuple(next_steps(device, k))
-    waves = waves_of(launch.grid.count, result.active_blocks_per_sm, device.sm_count)
-    timings["occupancy_s"] = time.perf_counter() - t1
+    launch_notes = list(head.launch_notes)
+    k, result = head.head.occupancy_input, head.head.occupancy
+    steps, waves = head.head.next_steps, head.head.waves
     t2 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         # nvdisasm's life ranges are read while the SASS is (two processes of ~0.3 s CPU each)

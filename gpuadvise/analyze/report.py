@@ -24,6 +24,7 @@ from gpuadvise.report_types import (
     BatchCase,
     BatchReport,
     NewerReportError,
+    ReportHeader,
 )
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "batch_from_document",
     "build_batch_report",
     "build_report",
+    "header_json",
+    "report_header",
     "load_report",
     "memory_json",
     "occupancy_json",
@@ -474,17 +477,15 @@ def occupancy_json(
     }
 
 
-def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
-    """``gpuadvise analyze --json`` (pipeline.KernelAnalysis; rules_run: rules.RulesRun),
-    schema_version 1."""
-    from gpuadvise.toolchain.sass import source_text
-
+def header_json(a: Any) -> dict[str, Any]:
+    """The header sections of the ``analyze --json`` document (kernel, device, resources,
+    occupancy, waves): what is known before the trace. ``a``: the analysis
+    (pipeline.KernelAnalysis) or its head (pipeline.AnalysisHead, handed out before the trace):
+    both give the same sections, so that the header printed early is the finished report's."""
     spec, d, k = a.spec, a.device, a.kernel
     res = k.resources
-    occ_doc = occupancy_json(d, a.occupancy_input, -1, a.occupancy, list(a.next_steps), [])
     w = a.waves
     return {
-        "schema_version": SCHEMA_VERSION,
         "kernel": {
             "name": k.name,
             "mangled": k.mangled,
@@ -494,7 +495,6 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
             "dynamic_smem_bytes": spec.launch.dynamic_smem_bytes,
         },
         "device": d.to_json(),
-        "toolchain": {"version": a.module.toolchain_version, "flags": list(a.module.flags)},
         "resources": {
             "registers": res.registers,
             "static_smem_bytes": res.static_smem_bytes,
@@ -504,7 +504,7 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
             "const_bytes": res.const_bytes,
             "barriers": res.barriers,
         },
-        "occupancy": occ_doc,
+        "occupancy": occupancy_json(d, a.occupancy_input, -1, a.occupancy, list(a.next_steps), []),
         "waves": None
         if w is None
         else {
@@ -515,6 +515,28 @@ def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
             "last_wave_fill": w.last_wave_fill,
             "tail_idle": w.tail_idle,
         },
+    }
+
+
+def report_header(a: Any) -> ReportHeader:
+    """The :class:`ReportHeader` of an analysis or of its head (:func:`header_json`)."""
+    return ReportHeader.from_document(header_json(a))
+
+
+def analyze_json(a: Any, rules_run: Any = None) -> dict[str, Any]:
+    """``gpuadvise analyze --json`` (pipeline.KernelAnalysis; rules_run: rules.RulesRun),
+    schema_version 1."""
+    from gpuadvise.toolchain.sass import source_text
+
+    head = header_json(a)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kernel": head["kernel"],
+        "device": head["device"],
+        "toolchain": {"version": a.module.toolchain_version, "flags": list(a.module.flags)},
+        "resources": head["resources"],
+        "occupancy": head["occupancy"],
+        "waves": head["waves"],
         "sass_lines": [
             {
                 "file": m.file,

@@ -7,9 +7,10 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuadvise.analyze.options import (
     AnalyzeSettings,
@@ -18,10 +19,13 @@ from gpuadvise.analyze.options import (
     parse_l2_probe_ctas,
     parse_sample_ctas,
 )
-from gpuadvise.analyze.pipeline import KernelAnalysis
-from gpuadvise.rules.evaluate import RulesRun
 from gpuadvise.spec.progress import ProgressCallback
 from gpuadvise.words import counted
+
+if TYPE_CHECKING:  # the rules and the trace are imported once the header is printed (_run)
+    from gpuadvise.analyze.head import AnalysisHead
+    from gpuadvise.analyze.pipeline import KernelAnalysis
+    from gpuadvise.rules.evaluate import RulesRun
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ def run_analysis(
     *,
     progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
+    on_head: Callable[[AnalysisHead], None] | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does, with ``settings`` (the same
     request object for one kernel and for a batch's cases): the trace-based models are computed
@@ -54,12 +59,14 @@ def run_analysis(
     passed; what was left out is in ``analysis.skipped``. ``settings.l2_probe_ctas``: the L2
     model's probe of the grid (``--l2-probe-ctas``; default: at most the sampled CTAs, at most
     64). ``progress``: told of every step (:mod:`gpuadvise.spec.progress`). ``measure_lock``:
-    held while the findings are measured (parallel analyses share one GPU)."""
+    held while the findings are measured (parallel analyses share one GPU). ``on_head``: told
+    of the launch, resources, occupancy and waves as soon as they are known, before the trace
+    (:class:`~gpuadvise.analyze.head.AnalysisHead`: the terminal prints its header then)."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
     with reporting(progress), time_budget(settings.time_budget_s) as budget:
-        done = _run(opts, settings, measure_lock)
+        done = _run(opts, settings, measure_lock, on_head)
     if budget is not None and budget.skipped:
         done = AnalyzeResult(
             dataclasses.replace(done.analysis, skipped=tuple(budget.skipped)), done.rules
@@ -71,12 +78,9 @@ def _run(
     opts: KernelOptions,
     settings: AnalyzeSettings,
     measure_lock: AbstractContextManager[Any] | None = None,
+    on_head: Callable[[AnalysisHead], None] | None = None,
 ) -> AnalyzeResult:
-    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
-    from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
-    from gpuadvise.rules.evaluate import models_needed
-    from gpuadvise.rules.run import rules_config
+    from gpuadvise.analyze.head import compile_head
     from gpuadvise.spec.budget import out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.trace.gpu import select_tracer
@@ -97,14 +101,26 @@ def _run(
         from gpuadvise.analyze.prepare import live_options
 
         opts = live_options(opts)  # the instrumented kernel runs on this GPU: compile for it
-    from gpuadvise.analyze.models import l2_probe_size
-
     probe = parse_l2_probe_ctas(settings.l2_probe_ctas)  # a bad count fails before the compile
     spec, choice, options = build(opts)
-    # bad selectors fail here
-    config = rules_config(spec.source, settings.select, settings.ignore, settings.rules_dirs)
+    config = None
+    if settings.select or settings.ignore or settings.rules_dirs:
+        config = _rules_config(spec.source, settings)  # bad selectors fail before the compile
     if measure is not False and measure_lock is None:
         _prewarm_measurement()
+    # the kernel compiled, its occupancy and waves: the terminal's header, printed now, before
+    # the rules' registry is loaded (unless selectors were given) and the kernel traced
+    head = compile_head(spec, choice.device, options, opts.nvcc)
+    if on_head is not None:
+        on_head(head.head)
+    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
+    from gpuadvise.analyze.models import l2_probe_size
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
+    from gpuadvise.rules.evaluate import models_needed
+
+    if config is None:  # the configuration files' selectors (pyproject.toml ...) fail here
+        config = _rules_config(spec.source, settings)
     notes = (choice.note,) if choice.note else ()
     if spec.spec_path is not None:
         notes = (*notes, f"launch spec read from {spec.spec_path}")
@@ -121,6 +137,7 @@ def _run(
         tracer="auto" if chosen == "gpu" and tracer == "auto" else chosen,
         models=models_needed(config, variant_points=True),
         l2_probe_ctas=l2_probe_size(sample, probe),
+        head=head,
     )
     t0 = time.perf_counter()
     if out_of_time():
@@ -174,6 +191,13 @@ def _run(
             ),
         )
     return AnalyzeResult(result, checked)
+
+
+def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:
+    """The rules' configuration (:func:`gpuadvise.rules.run.rules_config`) of ``settings``."""
+    from gpuadvise.rules.run import rules_config
+
+    return rules_config(source, settings.select, settings.ignore, settings.rules_dirs)
 
 
 def _trace_points(

@@ -157,8 +157,12 @@ def run_analyze(
 
     # no display when a machine format goes to stdout (it is read by a program, not a person)
     progress = progress_for(not out.quiet and to_stdout in ([], ["text"]))
+    # the terminal's report on stdout: its header (launch, resources, occupancy, waves) printed
+    # as soon as it is known, before the trace; the rest of the same report at the end
+    streamed = ("text", None) in targets and not out.statistics and not (diff and text_only)
+    header = _HeaderPrinter() if streamed else None
     try:
-        done = run_analysis(opts, settings, progress=progress)
+        done = run_analysis(opts, settings, progress=progress, on_head=header)
         result, checked = done.analysis, done.rules
         del done
         code = 1 if fails_run(checked, out.fail_on, out.allow_incomplete) else 0
@@ -196,6 +200,8 @@ def run_analyze(
         else:
             text = _render(fmt, report)
         texts[fmt] = text
+        if header is not None and fmt == "text" and dest is None:
+            text = header.rest(text)
         _emit(text, fmt, None if dest is None else str(dest))
     if fix and fixed is not None:
         from gpuadvise.analyze.fix import write_fix
@@ -210,6 +216,34 @@ def run_analyze(
     ):
         result_cache.store(key, report)
     return code
+
+
+class _HeaderPrinter:
+    """``run_analysis``'s ``on_head`` for the terminal's report on stdout: prints the report's
+    header (:func:`gpuadvise.report.renderers.render_header`) as soon as the analysis knows it;
+    :meth:`rest` is then what remains to print of the finished report's rendering, so that
+    stdout holds exactly the one-shot rendering."""
+
+    def __init__(self) -> None:
+        self.printed = ""
+
+    def __call__(self, head: Any) -> None:
+        from gpuadvise.analyze.report import report_header
+        from gpuadvise.report.renderers import render_header
+
+        text = render_header("text", report_header(head))
+        if text and not self.printed:
+            _emit(text, "text", None)
+            self.printed = text
+
+    def rest(self, text: str) -> str:
+        """``text`` (the finished report, rendered) without the header already printed. The two
+        begin alike by construction (one header, made by :func:`header_json` from the same
+        values); were they ever to differ, the whole report is printed again below it rather
+        than a line lost."""
+        if text.startswith(self.printed):
+            return text[len(self.printed) :]
+        return text
 
 
 def _render_hit(
@@ -475,6 +509,12 @@ def _binary_request(
 ) -> KernelOptions:
     """A .ptx/.cubin given: what needs the source refused, ``--source FILE`` taken
     (:mod:`gpuadvise.analyze.binary_input`)."""
+    from gpuadvise.toolchain.binary import is_binary
+
+    if opts.source and not is_binary(opts.source) and not opts.with_source:
+        # a source file: nothing to check (binary_input imports the rules' API, which a
+        # cache hit never needs and the header need not wait for)
+        return opts
     from gpuadvise.analyze.binary_input import check_binary_request
 
     return check_binary_request(

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gpuadvise.report.output import STDOUT, ReaderGone, drop_stdout, write_stdout
 from gpuadvise.report.safe_text import controls, guard, one_line
-from gpuadvise.report_types import AnalysisReport, BatchReport
+from gpuadvise.report_types import AnalysisReport, BatchReport, ReportHeader
 from gpuadvise.words import counted
 
 
@@ -289,10 +289,10 @@ def _rel(path: str | None) -> str:
     return one_line(rel if not rel.startswith("..") else path)
 
 
-def analysis_head(report: AnalysisReport) -> None:
-    """``gpuadvise analyze``'s first line: the kernel, its file, the launch and the device."""
-    doc = report.document
-    k, d = doc["kernel"], doc["device"]
+def _header(header: ReportHeader) -> None:
+    """``gpuadvise analyze``'s first lines: the kernel, its file, the launch and the device, then
+    the resources, the occupancy and the waves: all known before the trace."""
+    k, d = header.kernel, header.device
     head = Text()
     head.append(str(k["name"]), style="bold")
     head.append(f"  {_rel(k.get('file'))}  grid {_dim(k['grid'])} x block {_dim(k['block'])}")
@@ -300,28 +300,14 @@ def analysis_head(report: AnalysisReport) -> None:
         head.append(f", {k['dynamic_smem_bytes']} B dynamic shared memory")
     head.append(f"  on {d['name']} ({d['arch']})", style="dim")
     _out.print(head)
+    _launch_table(header)
 
 
-def _dim(value: Sequence[int]) -> str:
-    """A grid or block (``[x, y, z]``) as the launch spec writes it: ``64``, ``32x8``."""
-    x, y, z = (list(value) + [1, 1, 1])[:3]
-    if z != 1:
-        return f"{x}x{y}x{z}"
-    if y != 1:
-        return f"{x}x{y}"
-    return str(x)
-
-
-def analysis(report: AnalysisReport) -> None:
-    """``gpuadvise analyze``: the static analysis, below the findings: resources, occupancy,
-    waves, the memory instructions and models per line (the report's document)."""
-    from gpuadvise.report.source_lines import shown_source
-
-    doc = report.document
-    d, r = doc["device"], doc["occupancy"]
-    _out.print()
-    _out.print(Text("Details", style="bold underline"))
-    res = doc["resources"]
+def _launch_table(header: ReportHeader) -> None:
+    """The header's table: the kernel's resources, the occupancy (and the steps that raise it),
+    the waves."""
+    d, r = header.device, header.occupancy
+    res = header.resources
     spills = (
         Text(
             f"spills {res['spill_store_bytes']} B stored / {res['spill_load_bytes']} B loaded",
@@ -352,7 +338,7 @@ def analysis(report: AnalysisReport) -> None:
     t.add_row("Occupancy", occ_text)
     for s in r.get("next_steps") or ():
         t.add_row("", Text(f"• {s['text']} → {s['occupancy'] * 100:.1f}%", style="dim"))
-    w = doc.get("waves")
+    w = header.waves
     if w is not None:
         wave_text = Text(
             f"{w['total_ctas']} CTAs, {w['ctas_per_wave']} per wave ({blocks} x "
@@ -367,10 +353,30 @@ def analysis(report: AnalysisReport) -> None:
             )
         t.add_row("Waves", wave_text)
     _out.print(t)
+
+
+def _dim(value: Sequence[int]) -> str:
+    """A grid or block (``[x, y, z]``) as the launch spec writes it: ``64``, ``32x8``."""
+    x, y, z = (list(value) + [1, 1, 1])[:3]
+    if z != 1:
+        return f"{x}x{y}x{z}"
+    if y != 1:
+        return f"{x}x{y}"
+    return str(x)
+
+
+def analysis(report: AnalysisReport) -> None:
+    """``gpuadvise analyze``: the static analysis, below the findings: the memory instructions
+    and models per line, the live registers, the notes (the report's document; the resources,
+    occupancy and waves are in the header, :func:`header_text`)."""
+    from gpuadvise.report.source_lines import shown_source
+
+    doc = report.document
+    _out.print()
+    _out.print(Text("Details", style="bold underline"))
     # parameter loads (constant space): noise here
     shown = [m for m in doc.get("sass_lines") or () if m["space"] != "constant"]
     if shown:
-        _out.print()
         _out.print(Text("Memory instructions per source line (SASS)", style="bold"))
         mt = Table(box=None, padding=(0, 1), header_style="bold")
         for col in ("line", "space", "kind", "width", "n", "SASS", "source"):
@@ -670,16 +676,24 @@ def summary(report: AnalysisReport) -> None:
 
 def analysis_text(report: AnalysisReport) -> str:
     """The terminal report of an analysis (``analyze --format text``, ``render --format
-    text``): the findings first, then the details, the fixes tried when ``--fix``/``--diff``
-    ran, then one summary line; styled as this terminal prints it."""
+    text``): the header (:func:`header_text`), the findings, then the details, the fixes tried
+    when ``--fix``/``--diff`` ran, then one summary line; styled as this terminal prints it."""
     with _out.capture() as cap:
-        analysis_head(report)
         findings(report)
         analysis(report)
         fixed = report.document.get("fix")
         if fixed is not None:
             fix_steps(fixed)
         summary(report)
+    return header_text(report.header) + str(cap.get())
+
+
+def header_text(header: ReportHeader) -> str:
+    """The terminal report's header (:class:`~gpuadvise.report_types.ReportHeader`), as
+    :func:`analysis_text` begins: ``analyze`` prints it as soon as it is known, before the trace,
+    and the rest of :func:`analysis_text` after the analysis."""
+    with _out.capture() as cap:
+        _header(header)
     return str(cap.get())
 
 

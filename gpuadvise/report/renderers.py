@@ -13,17 +13,19 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport
+from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport, ReportHeader
 
 __all__ = [
     "ANALYSIS_FORMATS",
     "BATCH_FORMATS",
     "GATE_FORMATS",
     "GATE_RENDERERS",
+    "HEADER_RENDERERS",
     "RENDERERS",
     "Renderer",
     "render",
     "render_gate",
+    "render_header",
 ]
 
 Renderer = Callable[[AnalysisReport], str]
@@ -47,6 +49,24 @@ ANALYSIS_FORMATS: tuple[str, ...] = tuple(RENDERERS)
 BATCH_FORMATS: tuple[str, ...] = ANALYSIS_FORMATS
 """``analyze FOLDER --format`` choices (:func:`gpuadvise.report.batch_report.render_batch`):
 the same formats, each covering every case (``report``: the whole BatchReport)."""
+
+
+# format -> "module:function" of the renderer of its header (``render(header: ReportHeader) ->
+# str``), for the formats whose output begins with it: ``analyze`` prints it before the trace
+# and, at the end, the format's rendering of the report without it (they begin alike)
+HEADER_RENDERERS: dict[str, str] = {
+    "text": "gpuadvise.report.console:header_text",
+}
+
+
+def render_header(fmt: str, header: ReportHeader) -> str | None:
+    """The beginning of ``fmt``'s rendering of any report with ``header`` (:data:`RENDERERS`),
+    or None when ``fmt`` has none to print early (a machine format: printed whole, at the end)."""
+    if fmt not in HEADER_RENDERERS:
+        return None
+    module, _, name = HEADER_RENDERERS[fmt].partition(":")
+    fn: Callable[[ReportHeader], str] = getattr(importlib.import_module(module), name)
+    return fn(header)
 
 
 # gate format -> "module:function" of its renderer (``render(report: GateReport) -> str``)

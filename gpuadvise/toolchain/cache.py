@@ -67,8 +67,11 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def _file_sha(path: Path) -> str | None:
-    data = read_cache_bytes(path, read_limit_bytes())
+def _file_sha(path: Path, limit: int | None = None) -> str | None:
+    """The SHA-256 of ``path`` (None: not a readable file within ``limit`` bytes, default
+    :func:`~gpuadvise.spec.budget.read_limit_bytes`; a caller hashing many files reads the
+    limit once: it reads /proc and the cgroup's files)."""
+    data = read_cache_bytes(path, read_limit_bytes() if limit is None else limit)
     return None if data is None else sha256_hex(data)
 
 
@@ -118,8 +121,9 @@ def lookup(root: Path, manifest: Path) -> CompiledModule | None:
     """The cached module the manifest points to, if every input and stored file is intact."""
     try:
         deps, key = _checked_manifest(parse_json(_read(manifest, as_json=True)))
+        limit = read_limit_bytes()
         for path, digest in deps:
-            if _file_sha(Path(path)) != digest:
+            if _file_sha(Path(path), limit) != digest:
                 return None
         entry = root / "entries" / key[:2] / key
         meta = parse_json(_read(entry / "meta.json", as_json=True))
@@ -160,7 +164,8 @@ def store(root: Path, manifest: Path, module: CompiledModule, staging: Path) -> 
 
     An entry already there (a damaged one, or one a concurrent run wrote) is overwritten.
     """
-    deps = [(str(p), _file_sha(p)) for p in module.dependencies]
+    limit = read_limit_bytes()
+    deps = [(str(p), _file_sha(p, limit)) for p in module.dependencies]
     entry_key = sha256_hex(
         json.dumps(
             [CACHE_FORMAT, module.toolchain_version, module.arch, module.flags, nvcc_env(), deps]

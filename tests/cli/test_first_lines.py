@@ -1,0 +1,117 @@
+"""``analyze`` prints the terminal report's header (kernel, launch, resources, occupancy, waves)
+as soon as it is known, before the trace, and the rest at the end (issue 31: the first lines
+within a second): stdout is still exactly the one-shot rendering of the finished report, the
+machine formats are printed whole, and a cache hit prints the same bytes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clikit import cli_run, environ
+
+import gpuadvise.analyze.evaluate as evaluate
+import gpuadvise.cli.analyze as cli_analyze
+from gpuadvise.report.console import analysis_text, header_text
+from gpuadvise.report.renderers import render, render_header
+from gpuadvise.report_types import AnalysisReport
+
+pytestmark = pytest.mark.toolkit
+
+ROOT = Path(__file__).resolve().parents[2]
+REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
+ARGS = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--arg", "n=65536",
+        "--gpu", "H100", "--no-measure")  # fmt: skip
+
+
+def _run(env: dict[str, str], *args: str) -> Any:
+    with environ(env), contextlib.chdir(ROOT):
+        return cli_run(*args)
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What the CLI writes to stdout, chunk by chunk, with the events around it: the rules'
+    run (``rules``) and the report the CLI built (``report``)."""
+    seen: dict[str, Any] = {"events": [], "chunks": [], "report": None}
+    emit, build, rules = cli_analyze._emit, cli_analyze._report, evaluate.run_rules_report
+
+    def _emit(text: str, fmt: str, output: str | None) -> None:
+        if output is None:
+            seen["chunks"].append(text)
+            seen["events"].append("stdout")
+        emit(text, fmt, output)
+
+    def _report(*a: Any, **k: Any) -> AnalysisReport:
+        seen["report"] = build(*a, **k)
+        return seen["report"]
+
+    def run_rules(*a: Any, **k: Any) -> Any:
+        seen["events"].append("rules")
+        return rules(*a, **k)
+
+    monkeypatch.setattr(cli_analyze, "_emit", _emit)
+    monkeypatch.setattr(cli_analyze, "_report", _report)
+    monkeypatch.setattr(evaluate, "run_rules_report", run_rules)
+    return seen
+
+
+def test_the_header_is_printed_before_the_rules_and_stdout_is_the_one_shot_rendering(
+    compile_cache: Path, recorded: dict[str, Any]
+) -> None:
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
+    args = (*ARGS, "--seed", "31")  # a launch of its own: the analysis-result cache misses
+    r = _run(env, *args)
+    assert r.returncode == 0, r.stderr
+    report = recorded["report"]
+    head, rest = recorded["chunks"]
+    assert recorded["events"] == ["stdout", "rules", "stdout"]
+    assert head == header_text(report.header) == render_header("text", report.header)
+    assert head.startswith("reduce2  kernels/reduction/reduce.cu  grid ")
+    # stdout: byte for byte what rendering the finished report at once prints
+    assert head + rest == r.stdout == render("text", report) == analysis_text(report)
+    # the analysis-result cache answers the same command: the same bytes, printed at once
+    recorded["chunks"].clear()
+    hit = _run(env, *args)
+    assert hit.stdout == r.stdout and len(recorded["chunks"]) == 1
+
+
+def test_machine_formats_and_statistics_are_printed_whole_at_the_end(
+    compile_cache: Path, recorded: dict[str, Any]
+) -> None:
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
+    r = _run(env, *ARGS, "--no-cache", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert recorded["events"] == ["rules", "stdout"]
+    assert json.loads(r.stdout)["kernel"]["name"] == "reduce2"
+    recorded["events"].clear()
+    stats = _run(env, *ARGS, "--no-cache", "--statistics")
+    assert stats.returncode == 0 and recorded["events"] == ["rules", "stdout"]
+    assert "reduce2" not in stats.stdout.splitlines()[0]
+
+
+def test_a_header_only_for_formats_that_begin_with_one() -> None:
+    assert render_header("json", None) is None  # type: ignore[arg-type]
+    assert render_header("sarif", None) is None  # type: ignore[arg-type]
+
+
+def test_the_header_needs_neither_the_rules_nor_the_trace() -> None:
+    """What ``analyze`` imports before it prints the header (the CLI, the analysis-result cache,
+    the run, the head, the report's header) loads no rule, no pipeline and no emulator: they come
+    after the header (a fresh interpreter: this one has imported them all)."""
+    code = (
+        "import sys\n"
+        "import gpuadvise.cli.analyze, gpuadvise.analyze.result_cache, gpuadvise.analyze.run\n"
+        "import gpuadvise.analyze.head, gpuadvise.analyze.report, gpuadvise.report.console\n"
+        "heavy = ('gpuadvise.rules', 'gpuadvise.analyze.pipeline', 'gpuadvise.trace.emulate')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
