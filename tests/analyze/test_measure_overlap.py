@@ -83,8 +83,15 @@ def test_variants_are_measured_while_they_are_traced(monkeypatch: pytest.MonkeyP
 
 def _finding(v: Variant, **kw: Any) -> Finding:
     return Finding(
-        rule="GA206", name="n", title="t", severity="warning", message="m", kernel="k", line=3,
-        variant=v, **kw,
+        rule="GA206",
+        name="n",
+        title="t",
+        severity="warning",
+        message="m",
+        kernel="k",
+        line=3,
+        variant=v,
+        **kw,
     )
 
 
@@ -93,7 +100,9 @@ def test_trials_apply_to_the_findings_after_their_estimates_changed() -> None:
     before = _finding(v)
     done = {M.findings_key(before, [v]): [_trial(v, 1.2)]}
     # the variant trace marks the variant needs_measurement: the same build, the same trials
-    after = _finding(Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",), needs_measurement=True))
+    after = _finding(
+        Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",), needs_measurement=True)
+    )
     out, notes = M.apply_trials(RulesRun((after,), ("GA206",)), done)
     assert out.findings[0].measured_speedup is not None
     assert out.findings[0].measured_speedup.speedup == 1.2
