@@ -351,7 +351,9 @@ class _Stage:
         cap = min(1.0, self.max_time_s if self.cap_s is None else self.cap_s)
         timing = TimingConfig(min_samples=10, min_time_s=min(0.2, cap), max_time_s=cap)
         try:
-            run = time_prepared([self.baseline], timing, hot=False, timeout_s=self.timeout_s)
+            run = time_prepared(
+                [self.baseline], timing, hot=False, timeout_s=self.timeout_s, outputs=False
+            )
         except GpuAdviseError:
             return None
         if run.result.ok and run.result.outcomes and len(run.result.outcomes[0].samples_ms) >= 2:
@@ -381,6 +383,7 @@ class _Stage:
             hot=False,
             timeout_s=self.timeout_s,
             matching=(a.rtol, a.atol),
+            outputs=False,  # compared in the worker, once
         )
         result = run.result
         if not result.ok:
@@ -406,14 +409,19 @@ class _Stage:
         from gpuadvise.runner.stats import speedup_ci
         from gpuadvise.runner.verify import compare_outputs
 
-        names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
+        got = getattr(ob, "output_names", None)
+        names = [x.name for x in a.buffers if x.is_output and x.name in (got or ob.outputs)]
         if not names:
             return self._trial(variant, None, False, "no output buffer to verify")
-        # a per-block reduction's partials, whose count follows the grid: compared as totals
-        grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
-        comps = compare_outputs(
-            oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
-        )
+        compared = getattr(ob, "comparisons", None)
+        if compared is not None:  # compared in the worker (Job.return_outputs False)
+            comps = [c for c in compared if c.name in names]
+        else:
+            # a per-block reduction's partials, whose count follows the grid: compared as totals
+            grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
+            comps = compare_outputs(
+                oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
+            )
         bad = next((c for c in comps if not c.ok), None)
         if bad is not None:
             return self._trial(variant, None, False, f"outputs differ: {bad.message}")

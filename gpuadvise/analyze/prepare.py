@@ -177,11 +177,14 @@ def time_prepared(
     hot: bool,
     timeout_s: float,
     matching: tuple[float, float] | None = None,
+    outputs: bool = True,
 ) -> Any:
     """Verify and time prepared launches (A B interleaved) in the isolated worker.
 
     ``matching`` (rtol, atol): in a race (``timing.race``), variants whose outputs differ from
-    the first launch's are not timed (``Job.time_matching``)."""
+    the first launch's are not timed (``Job.time_matching``). ``outputs`` False: the worker
+    compares the outputs under ``matching`` and sends back the comparisons, not the outputs
+    (``Job.return_outputs``)."""
     from gpuadvise.runner.client import run_in_worker
     from gpuadvise.toolchain import CompileOptions, compile_source
 
@@ -203,6 +206,7 @@ def time_prepared(
         timing=timing,
         time_matching=matching,
         return_inputs=False,
+        return_outputs=outputs,
     )
     return run_in_worker(job, timeout_s + timing.max_time_s + 60)
 
