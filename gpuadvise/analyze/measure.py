@@ -284,9 +284,17 @@ class _Stage:
 
         def base() -> _Built:
             try:
-                return _Built(prepare(self.opts, "A"))
+                got = prepare(self.opts, "A")
             except GpuAdviseError as exc:
                 return _Built(error=exc)
+            from gpuadvise.analyze.prepare import timing_kernels
+
+            # the timing's own kernels, compiled while the candidates are
+            arch = getattr(got.device, "arch", None)
+            with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
+                if arch:
+                    timing_kernels(arch)
+            return _Built(got)
 
         workers = max(1, min(self.compile_workers, len(todo) + need_base))
         with ThreadPoolExecutor(max_workers=workers) as pool:
