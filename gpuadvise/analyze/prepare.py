@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,7 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
 
 
 _TIMING_KERNELS: dict[str, tuple[Any, Any]] = {}
+_TIMING_LOCK = threading.Lock()  # one build of them at a time: a second caller waits for it
 
 
 def timing_kernels(arch: str) -> tuple[Any, Any]:
@@ -180,13 +182,14 @@ def timing_kernels(arch: str) -> tuple[Any, Any]:
     beside the variants, before its first race: two nvcc runs on a cold cache)."""
     from gpuadvise.toolchain import CompileOptions, compile_source
 
-    got = _TIMING_KERNELS.get(arch)
-    if got is None or not all(Path(m.cubin_path).is_file() for m in got):  # gone: build again
-        data = Path(__file__).parents[1] / "data"
-        opts = CompileOptions(arch=arch)
-        got = (compile_source(data / "spin.cu", opts), compile_source(data / "flush.cu", opts))
-        _TIMING_KERNELS[arch] = got
-    return got
+    with _TIMING_LOCK:
+        got = _TIMING_KERNELS.get(arch)
+        if got is None or not all(Path(m.cubin_path).is_file() for m in got):  # gone: again
+            data = Path(__file__).parents[1] / "data"
+            opts = CompileOptions(arch=arch)
+            got = (compile_source(data / "spin.cu", opts), compile_source(data / "flush.cu", opts))
+            _TIMING_KERNELS[arch] = got
+        return got
 
 
 def time_prepared(

@@ -230,6 +230,28 @@ def _prewarm_measurement() -> None:
 
     if pycuda_missing() is None:
         prewarm_worker()
+        _prebuild_timing_kernels()
+
+
+def _prebuild_timing_kernels() -> None:
+    """The timing's own kernels (spin, L2 flush) compiled for the live GPU in a thread now,
+    while the kernel is compiled and traced (two nvcc runs on a cold cache; the measurement
+    waits for them, or builds them itself when this failed)."""
+    import threading
+
+    from gpuadvise.devices import live_device
+
+    live = live_device()
+    if live is None:
+        return
+
+    def build() -> None:
+        from gpuadvise.analyze.prepare import timing_kernels
+
+        with contextlib.suppress(Exception):  # the measurement reports it when it matters
+            timing_kernels(live.arch)
+
+    threading.Thread(target=build, daemon=True).start()
 
 
 class _Measuring:

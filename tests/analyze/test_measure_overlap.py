@@ -129,3 +129,34 @@ def test_measure_required_without_a_gpu_fails_before_the_variants_are_traced(
     )
     out = m.finish(RulesRun((f,), ("GA206",)))
     assert out.notes[-1] == "estimates only, nothing measured: no GPU here"
+
+
+def test_the_timing_kernels_are_built_once_by_whichever_asks_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gpuadvise.analyze.prepare as P
+    import gpuadvise.toolchain as T
+
+    calls: list[str] = []
+
+    def fake_compile(src: Path, opts: Any) -> Any:
+        time.sleep(0.1)
+        calls.append(Path(src).name)
+        cubin = tmp_path / f"{Path(src).stem}.cubin"
+        cubin.write_bytes(b"")
+        return type("Module", (), {"cubin_path": cubin})()
+
+    monkeypatch.setattr(T, "compile_source", fake_compile)
+    monkeypatch.setattr(P, "_TIMING_KERNELS", {})
+    # the analysis's early thread and the measurement's baseline ask at once
+    threads = [threading.Thread(target=P.timing_kernels, args=("sm_90",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(calls) == ["flush.cu", "spin.cu"]
+    spin, flush = P.timing_kernels("sm_90")  # from memory
+    assert len(calls) == 2 and spin.cubin_path.name == "spin.cubin"
+    spin.cubin_path.unlink()  # removed meanwhile (the cache trimmed): built again
+    P.timing_kernels("sm_90")
+    assert len(calls) == 4
