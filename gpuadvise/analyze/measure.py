@@ -284,9 +284,17 @@ class _Stage:
 
         def base() -> _Built:
             try:
-                return _Built(prepare(self.opts, "A"))
+                got = prepare(self.opts, "A")
             except GpuAdviseError as exc:
                 return _Built(error=exc)
+            from gpuadvise.analyze.prepare import timing_kernels
+
+            # the timing's own kernels, compiled while the candidates are
+            arch = getattr(got.device, "arch", None)
+            with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
+                if arch:
+                    timing_kernels(arch)
+            return _Built(got)
 
         workers = max(1, min(self.compile_workers, len(todo) + need_base))
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -351,7 +359,9 @@ class _Stage:
         cap = min(1.0, self.max_time_s if self.cap_s is None else self.cap_s)
         timing = TimingConfig(min_samples=10, min_time_s=min(0.2, cap), max_time_s=cap)
         try:
-            run = time_prepared([self.baseline], timing, hot=False, timeout_s=self.timeout_s)
+            run = time_prepared(
+                [self.baseline], timing, hot=False, timeout_s=self.timeout_s, outputs=False
+            )
         except GpuAdviseError:
             return None
         if run.result.ok and run.result.outcomes and len(run.result.outcomes[0].samples_ms) >= 2:
@@ -381,6 +391,7 @@ class _Stage:
             hot=False,
             timeout_s=self.timeout_s,
             matching=(a.rtol, a.atol),
+            outputs=False,  # compared in the worker, once
         )
         result = run.result
         if not result.ok:
@@ -406,14 +417,19 @@ class _Stage:
         from gpuadvise.runner.stats import speedup_ci
         from gpuadvise.runner.verify import compare_outputs
 
-        names = [x.name for x in a.buffers if x.is_output and x.name in ob.outputs]
+        got = getattr(ob, "output_names", None)
+        names = [x.name for x in a.buffers if x.is_output and x.name in (got or ob.outputs)]
         if not names:
             return self._trial(variant, None, False, "no output buffer to verify")
-        # a per-block reduction's partials, whose count follows the grid: compared as totals
-        grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
-        comps = compare_outputs(
-            oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
-        )
+        compared = getattr(ob, "comparisons", None)
+        if compared is not None:  # compared in the worker (Job.return_outputs False)
+            comps = [c for c in compared if c.name in names]
+        else:
+            # a per-block reduction's partials, whose count follows the grid: compared as totals
+            grids = (int(a.launch.grid[0]), int(b.launch.grid[0]))
+            comps = compare_outputs(
+                oa.outputs, ob.outputs, names, a.rtol, a.atol, variant.totals, grids
+            )
         bad = next((c for c in comps if not c.ok), None)
         if bad is not None:
             return self._trial(variant, None, False, f"outputs differ: {bad.message}")
@@ -536,32 +552,85 @@ def measure_findings(
     finding's candidates race against the kernel, its race capped at ``max_time_s`` and at its
     share of ``budget_s``. Under ``--time-budget``, the findings left when it runs out are not
     measured (the analysis's ``skipped`` says so). ``stage``: the measurement stage (tests give a
-    fake one; default: the GPU's)."""
+    fake one; default: the GPU's). The two halves, :func:`measure_trials` (the GPU's work) and
+    :func:`apply_trials`, can run apart: ``analyze`` measures while it traces the variants."""
+    return apply_trials(run, measure_trials(opts, run, timeout_s, max_time_s, budget_s, stage))
+
+
+def findings_key(f: Any, cands: list[Any]) -> str:
+    """What identifies a finding's measurement across the estimate's later changes (the
+    variant-trace points replace the finding, re-rank it and may mark its variant
+    ``needs_measurement``, which changes nothing that is built or timed)."""
+    norm = [repr(dataclasses.replace(c, alternatives=(), needs_measurement=False)) for c in cands]
+    return repr((f.rule, f.kernel, f.line, norm))
+
+
+def measure_trials(
+    opts: KernelOptions,
+    run: Any,
+    timeout_s: float = 60.0,
+    max_time_s: float = 5.0,
+    budget_s: float | None = MEASURE_BUDGET_S,
+    stage: Any = None,
+) -> dict[str, list[Any] | None]:
+    """The GPU's half of :func:`measure_findings`: every measurable finding's trials (one race
+    each), by :func:`findings_key`; None for a finding the time budget left unmeasured."""
     from gpuadvise.analyze.prepare import live_options
-    from gpuadvise.rules.ranking import rank_findings
     from gpuadvise.spec.budget import out_of_time, skip
 
     if stage is None:
         stage = _Stage(live_options(opts), timeout_s, max_time_s, budget_s=budget_s)
-    out, notes = [], []
+    done: dict[str, list[Any] | None] = {}
     try:
         stage.build_all([c for f in run.findings for c in _candidates(f)])
         left = sum(1 for f in run.findings if _candidates(f))
         for f in run.findings:
-            if not _candidates(f):
-                out.append(f)
+            cands = _candidates(f)
+            if not cands:
+                continue
+            key = findings_key(f, cands)
+            if key in done:  # the same candidates twice: measured once
+                left -= 1
                 continue
             if out_of_time() or stage.set_share(left) < MIN_RACE_S / 5:
                 skip("measuring the findings' variants on the GPU")
-                notes.append(f"{f.rule}: not measured, the time budget ran out")
-                out.append(f)
+                done[key] = None
                 continue
-            g, n = measure_finding(stage, f)
+            done[key] = stage.run_all(cands)
             left -= 1
-            out.append(g)
-            notes += n
     finally:
         stage.close()
+    return done
+
+
+@dataclasses.dataclass
+class _Measured:
+    """A stage whose races were run already (:func:`measure_trials`)."""
+
+    trials: list[Any]
+
+    def run_all(self, variants: list[Any]) -> list[Any]:
+        return self.trials
+
+
+def apply_trials(run: Any, done: dict[str, list[Any] | None]) -> tuple[Any, list[str]]:
+    """``run`` with the trials :func:`measure_trials` gave (measured on this ``run``'s findings
+    or on the same findings before their estimates changed), re-ranked, and the notes."""
+    from gpuadvise.rules.ranking import rank_findings
+
+    out, notes = [], []
+    for f in run.findings:
+        cands = _candidates(f)
+        key = findings_key(f, cands) if cands else None
+        trials = None if key is None else done.get(key)
+        if trials is None:
+            if key in done:  # left out by the time budget
+                notes.append(f"{f.rule}: not measured, the time budget ran out")
+            out.append(f)
+            continue
+        g, n = measure_finding(_Measured(trials), f)
+        out.append(g)
+        notes += n
     return dataclasses.replace(run, findings=tuple(rank_findings(out))), notes
 
 

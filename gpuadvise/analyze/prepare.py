@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -171,24 +172,43 @@ def bandwidth_ceiling(device_info: dict[str, Any], timeout_s: float) -> tuple[fl
     return gbps, "copy kernel, measured now"
 
 
+_TIMING_KERNELS: dict[str, tuple[Any, Any]] = {}
+_TIMING_LOCK = threading.Lock()  # one build of them at a time: a second caller waits for it
+
+
+def timing_kernels(arch: str) -> tuple[Any, Any]:
+    """The timing's own kernels (``data/spin.cu``: the launch queue's spin; ``data/flush.cu``:
+    the L2 flush) compiled for ``arch``, once per process (the measurement stage builds them
+    beside the variants, before its first race: two nvcc runs on a cold cache)."""
+    from gpuadvise.toolchain import CompileOptions, compile_source
+
+    with _TIMING_LOCK:
+        got = _TIMING_KERNELS.get(arch)
+        if got is None or not all(Path(m.cubin_path).is_file() for m in got):  # gone: again
+            data = Path(__file__).parents[1] / "data"
+            opts = CompileOptions(arch=arch)
+            got = (compile_source(data / "spin.cu", opts), compile_source(data / "flush.cu", opts))
+            _TIMING_KERNELS[arch] = got
+        return got
+
+
 def time_prepared(
     prepared: list[Prepared],
     timing: TimingConfig,
     hot: bool,
     timeout_s: float,
     matching: tuple[float, float] | None = None,
+    outputs: bool = True,
 ) -> Any:
     """Verify and time prepared launches (A B interleaved) in the isolated worker.
 
     ``matching`` (rtol, atol): in a race (``timing.race``), variants whose outputs differ from
-    the first launch's are not timed (``Job.time_matching``)."""
+    the first launch's are not timed (``Job.time_matching``). ``outputs`` False: the worker
+    compares the outputs under ``matching`` and sends back the comparisons, not the outputs
+    (``Job.return_outputs``)."""
     from gpuadvise.runner.client import run_in_worker
-    from gpuadvise.toolchain import CompileOptions, compile_source
 
-    data = Path(__file__).parents[1] / "data"
-    arch = CompileOptions(arch=prepared[0].device.arch)
-    spin = compile_source(data / "spin.cu", arch)
-    flush = compile_source(data / "flush.cu", arch)
+    spin, flush = timing_kernels(prepared[0].device.arch)
     timing = replace(
         timing,
         cold=not hot,
@@ -203,6 +223,7 @@ def time_prepared(
         timing=timing,
         time_matching=matching,
         return_inputs=False,
+        return_outputs=outputs,
     )
     return run_in_worker(job, timeout_s + timing.max_time_s + 60)
 

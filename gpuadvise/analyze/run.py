@@ -154,18 +154,20 @@ def _run(
         with step("running the rules"):
             checked = run_rules_report(result, config, lazy_models=False)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
-    checked, timings["variant_traces_s"] = _trace_points(result, checked, config, opts, sample)
-    # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
-    timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
-    t1 = time.perf_counter()
     if checked.findings and measure is not False and out_of_time():
         skip("measuring the findings' variants on the GPU")
         measure = False
     lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
-    with lock, step("measuring the findings' variants"):
-        checked = quiet_minor(demote_unmeasured_slower(_measure(opts, checked, measure)), config)
+    # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
+    # traces them on the CPU for their estimates: neither reads the other's result
+    measuring = _Measuring(opts, checked, measure, lock)
+    checked, timings["variant_traces_s"] = _trace_points(result, checked, config, opts, sample)
+    # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
+    timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
+    checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
     if checked.findings and measure is not False:
-        timings["measure_s"] = time.perf_counter() - t1
+        # the measurement's own wall (from the rules' end: it overlaps the variant traces)
+        timings["measure_s"] = measuring.seconds
     result = dataclasses.replace(result, timings_s=timings)
     log.info(
         "timings: %s",
@@ -252,30 +254,98 @@ def _prewarm_measurement() -> None:
 
     if pycuda_missing() is None:
         prewarm_worker()
+        _prebuild_timing_kernels()
 
 
-def _measure(opts: KernelOptions, checked: RulesRun, measure: bool | None) -> RulesRun:
-    """Measure the findings' variants on the GPU: ``measure`` True (required), False (never) or
-    None (when a GPU and PyCUDA are present)."""
+def _prebuild_timing_kernels() -> None:
+    """The timing's own kernels (spin, L2 flush) compiled for the live GPU in a thread now,
+    while the kernel is compiled and traced (two nvcc runs on a cold cache; the measurement
+    waits for them, or builds them itself when this failed)."""
+    import threading
 
-    from gpuadvise.runner.client import pycuda_missing
+    from gpuadvise.devices import live_device
 
-    if measure is False or not checked.findings:
-        return checked
-    from gpuadvise.toolchain.binary import is_binary
+    live = live_device()
+    if live is None:
+        return
 
-    if is_binary(opts.source):  # its variants need the source (analyze.binary_input)
-        return checked
-    why = pycuda_missing()
-    if why is not None:
-        if measure:
-            from gpuadvise.errors import RunnerError
+    def build() -> None:
+        from gpuadvise.analyze.prepare import timing_kernels
 
-            raise RunnerError(f"cannot measure: {why}", "drop --measure: analysis needs no GPU")
-        return dataclasses.replace(
-            checked, notes=(*checked.notes, f"estimates only, nothing measured: {why}")
-        )
-    from gpuadvise.analyze.measure import measure_findings
+        with contextlib.suppress(Exception):  # the measurement reports it when it matters
+            timing_kernels(live.arch)
 
-    measured, notes = measure_findings(opts, checked)
-    return dataclasses.replace(measured, notes=(*measured.notes, *notes))
+    threading.Thread(target=build, daemon=True).start()
+
+
+class _Measuring:
+    """The findings' variants measured on the GPU (:func:`gpuadvise.analyze.measure.measure_trials`)
+    in a thread started now, their trials put on the findings by :meth:`finish`. ``measure``:
+    True (required), False (never) or None (when a GPU and PyCUDA are present); ``lock``: held
+    while the GPU measures (parallel analyses share one GPU)."""
+
+    def __init__(
+        self,
+        opts: KernelOptions,
+        checked: RulesRun,
+        measure: bool | None,
+        lock: AbstractContextManager[Any],
+    ) -> None:
+        import contextvars
+        import threading
+
+        from gpuadvise.runner.client import pycuda_missing
+        from gpuadvise.toolchain.binary import is_binary
+
+        self.opts, self.lock = opts, lock
+        self.why: str | None = None  # why nothing is measured (None: measured, or not asked)
+        self.done: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.thread: Any = None
+        if measure is False or not checked.findings:
+            return
+        if is_binary(opts.source):  # its variants need the source (analyze.binary_input)
+            return
+        why = pycuda_missing()
+        if why is not None:
+            if measure:
+                from gpuadvise.errors import RunnerError
+
+                raise RunnerError(f"cannot measure: {why}", "drop --measure: analysis needs no GPU")
+            self.why = why
+            return
+        run = contextvars.copy_context().run  # the thread sees this one's budget and progress
+        # a daemon: an interrupted analysis does not wait for the race to end
+        self.thread = threading.Thread(target=run, args=(self._work, checked), daemon=True)
+        self.thread.start()
+
+    def _work(self, checked: RulesRun) -> None:
+        from gpuadvise.analyze.measure import measure_trials
+        from gpuadvise.spec.progress import step
+
+        t0 = time.perf_counter()
+        try:
+            with self.lock, step("measuring the findings' variants"):
+                self.done = measure_trials(self.opts, checked)
+        except BaseException as exc:  # raised again in the analysis's thread
+            self.error = exc
+        finally:
+            self.seconds = time.perf_counter() - t0
+
+    def finish(self, checked: RulesRun) -> RulesRun:
+        """``checked`` (the findings measured, or the same after their estimates changed)
+        with the measurements and their notes, re-ranked."""
+        if self.why is not None:
+            return dataclasses.replace(
+                checked, notes=(*checked.notes, f"estimates only, nothing measured: {self.why}")
+            )
+        if self.thread is None:
+            return checked
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        from gpuadvise.analyze.measure import apply_trials
+
+        measured, notes = apply_trials(checked, self.done or {})
+        return dataclasses.replace(measured, notes=(*measured.notes, *notes))

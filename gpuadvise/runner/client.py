@@ -108,7 +108,10 @@ def discard_prewarmed() -> None:
 
 def _run_prewarmed(module: str, job: Any, timeout_s: float) -> ProcessRun | None:
     """The job run by the worker :func:`prewarm_worker` started for ``module``; None when there
-    is none, or it died while waiting (the caller then starts one)."""
+    is none, or it died while waiting (the caller then starts one). A worker whose job succeeded
+    waits for the next job of ``module`` (its imports and CUDA context shared: about 1 s a job
+    on the H100 machine); one whose job failed (a CUDA error may have broken its context), timed
+    out or died is gone, and the next job starts afresh."""
     import shutil
 
     got = _prewarmed.pop(module, None)
@@ -118,14 +121,62 @@ def _run_prewarmed(module: str, job: Any, timeout_s: float) -> ProcessRun | None
     if proc.poll() is not None:  # it died waiting (no GPU after all): start afresh
         shutil.rmtree(folder, ignore_errors=True)
         return None
+    keep = False
     try:
         from gpuadvise.fileio import write_atomic
 
+        log_path = folder / "worker.log"
+        start = log_path.stat().st_size if log_path.exists() else 0
         t0 = time.monotonic()
         write_atomic(folder / "job.pkl", pickle.dumps(job, protocol=5))  # whole, or not there
-        return _finish(proc, folder / "result.pkl", folder / "worker.log", timeout_s, t0)
+        run = _await_result(proc, folder / "result.pkl", log_path, timeout_s, t0, start)
+        keep = proc.poll() is None and bool(getattr(run.result, "ok", False))
+        return run
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            (folder / "result.pkl").unlink(missing_ok=True)
+            _prewarmed[module] = (proc, folder)
+        else:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _await_result(
+    proc: subprocess.Popen[bytes],
+    res_path: Path,
+    log_path: Path,
+    timeout_s: float,
+    t0: float,
+    log_start: int,
+) -> ProcessRun:
+    """Wait for a waiting worker's result of one job (it stays, waiting for the next: its
+    ``code`` is 0 then), its death, or ``timeout_s`` (its process group killed); its output
+    since ``log_start``."""
+    timed_out = False
+    try:
+        while not res_path.exists() and proc.poll() is None:
+            if time.monotonic() - t0 > timeout_s:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.002)
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is in a session of its own, end it too
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    with open(log_path, "rb") as f:
+        f.seek(log_start)
+        text = f.read().decode(errors="replace")[-8000:]
+    result = None
+    if not timed_out and res_path.exists():
+        result = pickle.loads(res_path.read_bytes())
+    code = proc.poll()
+    return ProcessRun(result, text, timed_out, 0 if code is None else code, time.monotonic() - t0)
 
 
 def run_worker_module(module: str, job: Any, timeout_s: float) -> ProcessRun:
@@ -190,8 +241,10 @@ def serve_job(
 ) -> int:
     """The worker's side of :func:`run_worker_module`: ``argv`` is ``[prog, JOB.pkl, RESULT.pkl]``,
     or ``[prog, --wait, FOLDER]`` for a worker :func:`prewarm_worker` started: the backend first,
-    then the job from ``FOLDER/job.pkl`` once it is there (it exits with status 0 and no result
-    when none comes within an hour, or its parent is gone).
+    then the job from ``FOLDER/job.pkl`` once it is there, its result to ``FOLDER/result.pkl``,
+    and, while its jobs succeed, the next job under the same name (the client removes the result
+    it read first); it exits with status 0 and no result when none comes within an hour, or its
+    parent is gone.
 
     Starts the CUDA backend, runs ``run(job, backend)`` and writes its result; a backend that does
     not start gives ``failure("setup", message)`` (with the CUDA error's name) and exit status 3,
@@ -202,10 +255,10 @@ def serve_job(
     from gpuadvise.runner.backend import cuda_error_name
 
     waiting = argv[1] == WAIT_FLAG
+    parent = os.getppid()
     if waiting:
         folder = Path(argv[2])
         job_path, result_path = folder / "job.pkl", folder / "result.pkl"
-        parent = os.getppid()
     else:
         job_path, result_path = Path(argv[1]), Path(argv[2])
     backend: Any = None
@@ -216,26 +269,38 @@ def serve_job(
         backend = PyCudaBackend()
     except Exception as exc:
         setup_error = exc
-    if waiting:
-        t0 = time.monotonic()
-        while not job_path.exists():
-            if os.getppid() != parent or time.monotonic() - t0 > PREWARM_MAX_WAIT_S:
-                return 0
-            time.sleep(0.005)
-    job = pickle.loads(job_path.read_bytes())
-    if setup_error is not None:
-        res = failure("setup", f"cannot start the CUDA backend: {setup_error}")
-        res.cuda_error = cuda_error_name(str(setup_error))
+    while True:
+        if waiting and not _next_job(job_path, parent):
+            return 0
+        job = pickle.loads(job_path.read_bytes())
+        if waiting:
+            job_path.unlink()  # taken: the next job may come under the same name
+        if setup_error is not None:
+            res = failure("setup", f"cannot start the CUDA backend: {setup_error}")
+            res.cuda_error = cuda_error_name(str(setup_error))
+            write_atomic(result_path, pickle.dumps(res, protocol=5))
+            return 3
+        try:
+            res = run(job, backend)
+        except Exception:
+            res = failure("worker", "worker failure:\n" + traceback.format_exc())
         write_atomic(result_path, pickle.dumps(res, protocol=5))
-        return 3
-    try:
-        res = run(job, backend)
-    except Exception:
-        res = failure("worker", "worker failure:\n" + traceback.format_exc())
-    write_atomic(result_path, pickle.dumps(res, protocol=5))
+        if not (waiting and res.ok):
+            break
     if res.ok:
         backend.close()
     return 0
+
+
+def _next_job(job_path: Path, parent: int) -> bool:
+    """Wait for ``job_path``; False when none comes within ``PREWARM_MAX_WAIT_S`` or the parent
+    is gone."""
+    t0 = time.monotonic()
+    while not job_path.exists():
+        if os.getppid() != parent or time.monotonic() - t0 > PREWARM_MAX_WAIT_S:
+            return False
+        time.sleep(0.002)
+    return True
 
 
 def run_in_worker(job: Job, timeout_s: float = 60.0) -> WorkerRun:

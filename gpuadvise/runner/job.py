@@ -149,6 +149,11 @@ class Job:
     # whether the result carries the input buffers' data (Result.inputs): timing jobs do not
     # need it back (an 8192^2 transpose's 256 MB input was pickled, written and read for nothing)
     return_inputs: bool = True
+    # whether the result carries the launches' outputs; False: the worker compares each later
+    # launch's with the first's under time_matching (LaunchOutcome.comparisons) and sends back
+    # their names only (an 8K gather's 133 MB output was pickled, written, read and compared
+    # again in the parent for each race)
+    return_outputs: bool = True
 
 
 @dataclass
@@ -158,6 +163,10 @@ class LaunchOutcome:
     samples_ms: list[float] = field(default_factory=list)
     throttled: list[bool] = field(default_factory=list)
     stop_reason: str | None = None  # why a raced variant's timing stopped (stats.STOP_REASONS)
+    # Job.return_outputs False: the outputs' names, and (launches after the first) their
+    # comparisons with the first launch's (runner.verify.Comparison; None: not compared)
+    output_names: tuple[str, ...] | None = None
+    comparisons: list[Any] | None = None
 
 
 @dataclass

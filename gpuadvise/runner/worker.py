@@ -215,6 +215,8 @@ def run_job(job: Job, backend: Any) -> Result:
             elif not racing:
                 _time_until_quiet(t, timed, sample)
             result.clocks = nvml.summary()
+        if not job.return_outputs:
+            _compare_here(job, outcomes)
         result.outcomes = [outcomes[launch.label] for launch in job.launches]
         if job.return_inputs:
             result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
@@ -267,6 +269,30 @@ def _share_identical_outputs(job: Job, outcomes: dict[str, LaunchOutcome]) -> No
             x = base.get(name)
             if x is not None and x is not y and bit_identical(x, y):
                 mine[name] = x
+
+
+def _compare_here(job: Job, outcomes: dict[str, LaunchOutcome]) -> None:
+    """Every later launch's outputs compared with the first's under ``job.time_matching``
+    (as the parent would: ``runner.verify.compare_outputs``, totals by the launch's
+    ``totals``), then every launch's outputs dropped but for their names."""
+    from gpuadvise.runner.verify import compare_outputs
+
+    first = job.launches[0]
+    base = outcomes[first.label]
+    for launch in job.launches[1:]:
+        mine = outcomes[launch.label]
+        names = [b.name for b in job.buffers if b.is_output and b.name in mine.outputs]
+        if job.time_matching is None or any(n not in base.outputs for n in names):
+            continue
+        rtol, atol = job.time_matching
+        grids = (int(first.grid[0]), int(launch.grid[0]))
+        totals = dict(launch.totals) or None
+        mine.comparisons = compare_outputs(
+            base.outputs, mine.outputs, names, rtol, atol, totals, grids
+        )
+    for outcome in outcomes.values():
+        outcome.output_names = tuple(outcome.outputs)
+        outcome.outputs = {}
 
 
 def _outputs_match(

@@ -222,7 +222,7 @@ def test_a_totals_variant_is_verified_on_the_partials_total(monkeypatch: pytest.
     part_b[:8] = [p.sum() for p in np.array_split(data, 8)]
     outputs = {"a": part_a, "b": part_b}
 
-    def fake_time(prepared, timing, hot, timeout_s, matching=None):  # noqa: ANN001, ANN202
+    def fake_time(prepared, timing, hot, timeout_s, matching=None, **kw):  # noqa: ANN001, ANN003, ANN202
         outs = [NS(outputs={"out": outputs["a" if p.launch.label == "A" else "b"]},
                    samples_ms=[2.0, 2.0, 2.1] if p.launch.label == "A" else [1.0, 1.0, 1.1],
                    stop_reason="faster") for p in prepared]  # fmt: skip

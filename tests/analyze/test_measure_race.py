@@ -79,12 +79,23 @@ class FakeRunner:
         hot: bool,
         timeout_s: float,
         matching: tuple[float, float] | None = None,
+        outputs: bool = True,
     ) -> WorkerRun:
         job = J.Job(
-            tuple(p.launch for p in prepared), prepared[0].buffers, 0, True, timing, matching
+            tuple(p.launch for p in prepared),
+            prepared[0].buffers,
+            0,
+            True,
+            timing,
+            matching,
+            return_outputs=outputs,
         )
         self.jobs.append(job)
-        return WorkerRun(run_job(job, NoisyBackend(seed=len(self.jobs))), "")
+        result = run_job(job, NoisyBackend(seed=len(self.jobs)))
+        if not outputs and result.ok:  # what the parent gets: names and comparisons
+            assert all(not o.outputs and o.output_names for o in result.outcomes)
+            assert all(o.comparisons is not None for o in result.outcomes[1:])
+        return WorkerRun(result, "")
 
 
 @pytest.fixture
@@ -140,6 +151,8 @@ def test_a_findings_candidates_race_in_one_job(runner: FakeRunner):
     assert trials["N=copy_half"].note is not None
     assert trials["N=copy_half"].note.startswith("outputs differ")
     assert notes == [f"GA304: variant N=copy_half {trials['N=copy_half'].note}; not ranked"]
+    # the outputs were compared in the worker, once: none came back (issue 31)
+    assert job.return_outputs is False
     text = "\n".join(finding_text(g.to_dict(), speedup=g.speedup_label()))
     assert f"timing: {m.samples} samples each, stopped: faster beyond doubt" in text
     assert "N=slow" in text and "samples, " in text

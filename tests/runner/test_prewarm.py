@@ -39,6 +39,9 @@ sys.modules["gpuadvise.runner.pycuda_backend"] = fake
 
 def run(job, backend):
     time.sleep(job.get("sleep", 0))
+    print("job", job["x"], flush=True)
+    if job.get("fail"):
+        return SimpleNamespace(ok=False, cuda_error="CUDA_ERROR_ILLEGAL_ADDRESS", pid=os.getpid())
     return SimpleNamespace(ok=True, cuda_error=None, value=job["x"] * 2, pid=os.getpid())
 
 
@@ -74,7 +77,21 @@ def test_a_prewarmed_worker_makes_its_backend_then_takes_the_first_job(fake: Pat
     assert proc.poll() is None  # waiting
     run = client.run_worker_module("fake_worker", {"x": 21}, timeout_s=30)
     assert run.result.value == 42 and run.result.pid == proc.pid
+    assert run.log.strip() == "job 21" and run.code == 0
+    # it waits for the next job: its set-up is shared (issue 31)
+    assert client._prewarmed["fake_worker"][0] is proc and proc.poll() is None
+    again = client.run_worker_module("fake_worker", {"x": 1}, timeout_s=30)
+    assert again.result.value == 2 and again.result.pid == proc.pid
+    assert again.log.strip() == "job 1"  # this job's output only
+
+
+def test_a_worker_whose_job_failed_is_not_reused(fake: Path) -> None:
+    client.prewarm_worker("fake_worker")
+    proc, folder = client._prewarmed["fake_worker"]
+    bad = client.run_worker_module("fake_worker", {"x": 3, "fail": True}, timeout_s=30)
+    assert bad.result.ok is False and bad.result.pid == proc.pid
     assert "fake_worker" not in client._prewarmed and not folder.exists()
+    assert proc.poll() is not None  # gone: a CUDA error may have broken its context
     # the next job starts a worker of its own
     again = client.run_worker_module("fake_worker", {"x": 1}, timeout_s=30)
     assert again.result.value == 2 and again.result.pid != proc.pid
@@ -83,8 +100,10 @@ def test_a_prewarmed_worker_makes_its_backend_then_takes_the_first_job(fake: Pat
 def test_a_prewarmed_worker_is_killed_at_its_jobs_timeout(fake: Path) -> None:
     client.prewarm_worker("fake_worker")
     _wait_for(fake)
+    proc, _ = client._prewarmed["fake_worker"]
     run = client.run_worker_module("fake_worker", {"x": 1, "sleep": 60}, timeout_s=1)
     assert run.timed_out and run.result is None and run.elapsed_s < 20
+    assert proc.poll() is not None and "fake_worker" not in client._prewarmed
 
 
 def test_a_prewarmed_worker_no_job_reaches_is_killed(fake: Path) -> None:

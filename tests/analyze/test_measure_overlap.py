@@ -1,0 +1,162 @@
+"""``analyze`` measures the findings' variants on the GPU while it traces them on the CPU (issue
+31): the measurement runs in a thread started after the rules, and its trials land on the findings
+as the variant traces left them (their trace points kept). The GPU's half is faked here."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvise.analyze import measure as M
+from gpuadvise.analyze import run as run_mod
+from gpuadvise.analyze import variant_trace as VT
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
+from gpuadvise.errors import RunnerError
+from gpuadvise.rules.evaluate import RulesRun
+from gpuadvise.rules.findings import Finding, Measurement, Trial, Variant
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+def _trial(v: Variant, speedup: float) -> Trial:
+    m = Measurement(
+        speedup=speedup,
+        baseline_ms=1.0,
+        variant_ms=1.0 / speedup,
+        device="fake GPU",
+        ci_low=speedup * 0.98,
+        ci_high=speedup * 1.02,
+        outputs_match=True,
+        samples=20,
+        kind="variant",
+        label=v.label,
+    )
+    return Trial(v.label, v.description, m, True, None)
+
+
+def test_variants_are_measured_while_they_are_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: dict[str, Any] = {}
+    traced = threading.Event()
+
+    def fake_trials(opts: KernelOptions, run: RulesRun, *args: Any, **kw: Any) -> dict:
+        events["thread"] = threading.current_thread()
+        events["before_traces_ended"] = not traced.is_set()
+        out = {}
+        for f in run.findings:
+            cands = M._candidates(f)
+            if cands:
+                out[M.findings_key(f, cands)] = [_trial(c, 1.5) for c in cands]
+        return out
+
+    real = VT.with_trace_points
+
+    def traces(*args: Any, **kw: Any) -> RulesRun:
+        time.sleep(0.2)  # the measurement's thread starts meanwhile
+        try:
+            return real(*args, **kw)
+        finally:
+            traced.set()
+
+    monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: None)
+    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: None)
+    monkeypatch.setattr(M, "measure_trials", fake_trials)
+    monkeypatch.setattr(VT, "with_trace_points", traces)
+    opts = KernelOptions(source=str(ROOT / "kernels/reduction/reduce.cu"), kernel="reduce2")
+    done = run_mod.run_analysis(opts, AnalyzeSettings(measure=True, tracer="emu"))
+    assert events["thread"] is not threading.main_thread()
+    assert events["before_traces_ended"]
+    ga206 = [f for f in done.rules.findings if f.rule == "GA206"]
+    assert ga206, [f.rule for f in done.rules.findings]
+    f = ga206[0]
+    # the estimate is the variant trace's, the measurement the GPU's
+    assert f.estimated_speedup is not None and VT.TRACE_POINT in f.estimated_speedup.inputs
+    assert f.measured_speedup is not None and f.measured_speedup.speedup == 1.5
+    assert f.verified is True and len(f.trials) == len(M._candidates(f))
+    assert "measure_s" in done.analysis.timings_s
+
+
+def _finding(v: Variant, **kw: Any) -> Finding:
+    return Finding(
+        rule="GA206",
+        name="n",
+        title="t",
+        severity="warning",
+        message="m",
+        kernel="k",
+        line=3,
+        variant=v,
+        **kw,
+    )
+
+
+def test_trials_apply_to_the_findings_after_their_estimates_changed() -> None:
+    v = Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",))
+    before = _finding(v)
+    done = {M.findings_key(before, [v]): [_trial(v, 1.2)]}
+    # the variant trace marks the variant needs_measurement: the same build, the same trials
+    after = _finding(
+        Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",), needs_measurement=True)
+    )
+    out, notes = M.apply_trials(RulesRun((after,), ("GA206",)), done)
+    assert out.findings[0].measured_speedup is not None
+    assert out.findings[0].measured_speedup.speedup == 1.2
+    assert notes == []
+    # left out by the time budget: said so; never measured at all: nothing said
+    out, notes = M.apply_trials(RulesRun((after,), ("GA206",)), {M.findings_key(before, [v]): None})
+    assert out.findings[0].measured_speedup is None
+    assert notes == ["GA206: not measured, the time budget ran out"]
+    out, notes = M.apply_trials(RulesRun((after,), ("GA206",)), {})
+    assert out.findings[0].measured_speedup is None and notes == []
+
+
+def test_measure_required_without_a_gpu_fails_before_the_variants_are_traced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: "no GPU here")
+    f = _finding(Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",)))
+    with pytest.raises(RunnerError):
+        run_mod._Measuring(
+            KernelOptions(source="k.cu"), RulesRun((f,), ("GA206",)), True, threading.Lock()
+        )
+    m = run_mod._Measuring(
+        KernelOptions(source="k.cu"), RulesRun((f,), ("GA206",)), None, threading.Lock()
+    )
+    out = m.finish(RulesRun((f,), ("GA206",)))
+    assert out.notes[-1] == "estimates only, nothing measured: no GPU here"
+
+
+def test_the_timing_kernels_are_built_once_by_whichever_asks_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gpuadvise.analyze.prepare as P
+    import gpuadvise.toolchain as T
+
+    calls: list[str] = []
+
+    def fake_compile(src: Path, opts: Any) -> Any:
+        time.sleep(0.1)
+        calls.append(Path(src).name)
+        cubin = tmp_path / f"{Path(src).stem}.cubin"
+        cubin.write_bytes(b"")
+        return type("Module", (), {"cubin_path": cubin})()
+
+    monkeypatch.setattr(T, "compile_source", fake_compile)
+    monkeypatch.setattr(P, "_TIMING_KERNELS", {})
+    # the analysis's early thread and the measurement's baseline ask at once
+    threads = [threading.Thread(target=P.timing_kernels, args=("sm_90",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(calls) == ["flush.cu", "spin.cu"]
+    spin, flush = P.timing_kernels("sm_90")  # from memory
+    assert len(calls) == 2 and spin.cubin_path.name == "spin.cubin"
+    spin.cubin_path.unlink()  # removed meanwhile (the cache trimmed): built again
+    P.timing_kernels("sm_90")
+    assert len(calls) == 4
