@@ -653,14 +653,14 @@ def field_loads(lanes: Lanes, elem_bytes: int) -> dict[int, tuple[int, int, int]
     if not len(lanes) or elem_bytes <= 0:
         return out
     fo = lanes.off % elem_bytes
-    order = np.argsort(lanes.inst, kind="stable")
+    order = stable_argsort(lanes.inst)
     inst, fo, width = lanes.inst[order], fo[order], lanes.width[order]
     starts = np.flatnonzero(np.r_[True, inst[1:] != inst[:-1]])
     ends = np.r_[starts[1:], len(inst)]
-    for s, e in zip(starts, ends, strict=True):
-        vals = np.unique(fo[s:e])
-        if len(vals) == 1:
-            out[int(inst[s])] = (int(vals[0]), int(width[s]), int(e - s))
+    # one offset an instruction: its lanes' least and greatest the same (no np.unique a segment)
+    one = np.minimum.reduceat(fo, starts) == np.maximum.reduceat(fo, starts)
+    for s, e in zip(starts[one].tolist(), ends[one].tolist(), strict=True):
+        out[int(inst[s])] = (int(fo[s]), int(width[s]), int(e - s))
     return out
 
 
