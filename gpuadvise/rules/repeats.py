@@ -208,13 +208,15 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         by_pair = np.lexsort((thread, addr))
     a_s, t_s = addr[by_pair], thread[by_pair]
     same = (a_s[1:] == a_s[:-1]) & (t_s[1:] == t_s[:-1])
-    cur, prev = by_pair[1:][same], by_pair[:-1][same]  # indices into idx
+    at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
+    cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     ok = load[idx[cur]] & (load[idx[prev]] | plain_store[idx[prev]])
     # another thread's write in between: any write between them in the address's order (the
     # thread's own would be a later previous access)
     between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
     ok &= between == 0
-    cur, prev = cur[ok], prev[ok]
+    at = np.flatnonzero(ok)
+    cur, prev = cur[at], prev[at]
     del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
     if not len(cur):
         return _empty()
