@@ -14,7 +14,14 @@ from typing import Literal, overload
 
 import numpy as np
 
-__all__ = ["distinct", "distinct_inverse", "distinct_rows", "member", "stable_argsort"]
+__all__ = [
+    "distinct",
+    "distinct_first",
+    "distinct_inverse",
+    "distinct_rows",
+    "member",
+    "stable_argsort",
+]
 
 
 def distinct(a: np.ndarray) -> np.ndarray:
@@ -197,6 +204,30 @@ def distinct_inverse(
     if return_index:
         return values, perm[start].astype(np.intp), inverse
     return values, inverse
+
+
+def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_index=True)``: the distinct values of a 1-D integer array and each
+    one's first position; :func:`distinct_inverse` without the inverse (no scatter of a position
+    per element: the callers that want only the first occurrences)."""
+    a = np.asarray(a)
+    packed = _sorted_packed(a)
+    if packed is None:
+        values, first, _ = distinct_inverse(a, return_index=True)
+        return values, first
+    key, shift, lo = packed
+    n = len(a)
+    perm = key & np.int64((1 << shift) - 1)
+    key >>= np.int64(shift)
+    start = np.empty(n, dtype=bool)
+    start[0] = True
+    np.not_equal(key[1:], key[:-1], out=start[1:])
+    values = (
+        (key[start] + np.int64(lo)).astype(a.dtype)
+        if a.dtype.kind == "i"
+        else (key[start].astype(a.dtype) + a.dtype.type(lo))
+    )
+    return values, perm[start].astype(np.intp)
 
 
 def _numpy_inverse(

@@ -212,7 +212,7 @@ class GlobalNeighbourReuse(Rule):
                 # loads whose addresses come from the data: a lookup table (staged whole, if
                 # small) or a gather (GA301's), not a neighbourhood a tile with halo holds
                 data = all(
-                    ctx.trace.instructions[int(i)].data_address for i in np.unique(lanes.inst)
+                    ctx.trace.instructions[int(i)].data_address for i in distinct(lanes.inst)
                 )
                 if not data:
                     spread_out.setdefault(b, []).append((line, lanes))
@@ -303,7 +303,7 @@ class GlobalNeighbourReuse(Rule):
         factor = max(ru.factor for _, _, ru in seen)
         others = [ln for ln, _, _ in seen[1:]]
         where = f" (and lines {', '.join(map(str, others))})" if others else ""
-        insts = np.unique(np.concatenate([lanes.inst for _, lanes, _ in seen])).tolist()
+        insts = distinct(np.concatenate([lanes.inst for _, lanes, _ in seen])).tolist()
         return self.finding(
             ctx,
             f"a lookup table read through global memory: `{b}` ({bi.size} bytes) is indexed by "

@@ -131,3 +131,21 @@ def test_stable_argsort_and_the_wide_inverse_as_numpy() -> None:
                 for x, y in zip(ref, got, strict=True):
                     assert np.array_equal(x.reshape(-1), y)
     assert stable_argsort(np.zeros(0, np.int64)).tolist() == []
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_first_is_numpys_unique_with_first_positions(dtype: type, wide: bool) -> None:
+    """distinct_first (packed or, too wide to pack, by distinct_inverse) is np.unique's values
+    and first positions, runs of equal values (a record's lanes) included."""
+    from gpuadvise.arrays import distinct_first
+
+    rng = np.random.default_rng(13)
+    info = np.iinfo(dtype)
+    lo, hi = (int(info.min), int(info.max)) if wide else (max(int(info.min), -30), 30)
+    for n in (1, 2, 50, 3000):
+        a = np.repeat(rng.integers(lo, hi, n, dtype=dtype, endpoint=True), rng.integers(1, 4, n))
+        want, want_first = np.unique(a, return_index=True)
+        got, first = distinct_first(a)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(first, want_first)

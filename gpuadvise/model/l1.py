@@ -175,10 +175,12 @@ def capacity_misses(
     # each access's previous read of its sector by the same CTA
     g = group[acc_rec]
     by, same = _by_cta_sector(g, acc_key, acc_rec, pos)
-    cur, prev = by[1:][same], by[:-1][same]
+    at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
+    cur, prev = by[at + 1], by[at]
     pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
     ok = pc > pp  # one record's lanes reading the sector twice are one access
-    cur, pc, pp = cur[ok], pc[ok], pp[ok]
+    at = np.flatnonzero(ok)
+    cur, pc, pp = cur[at], pc[at], pp[at]
     if not len(cur):
         return L1Reuse(window, miss)
     lines = np.maximum(csum[pc - 1] - csum[pp], 0.0)

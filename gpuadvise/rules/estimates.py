@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_inverse, distinct_rows, member, stable_argsort
+from gpuadvise.arrays import (
+    distinct,
+    distinct_first,
+    distinct_inverse,
+    distinct_rows,
+    member,
+    stable_argsort,
+)
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.l1 import (
@@ -172,7 +179,7 @@ def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
             gs = g[order]
             head = np.concatenate(([True], gs[1:] != gs[:-1]))
             first = order[head]
-            rec = view.lanes.rec[l2.lanes].astype(np.int64)
+            rec = view.lanes.rec[l2.lanes].astype(np.int64, copy=False)
             recs = distinct(rec[first])
             bring = float(view.rec_weight[recs].sum())
             inst = view.records["inst"].astype(np.int64)
@@ -218,7 +225,13 @@ def own_stored_lanes(view: TraceView, keep: np.ndarray | None = None) -> np.ndar
     )
     if len(idx):
         off = lanes.off[idx]
-        key = _packed([lanes.cta[idx].astype(np.int64), lb[idx].astype(np.int64), off // SECTOR])
+        key = _packed(
+            [
+                lanes.cta[idx].astype(np.int64, copy=False),
+                lb[idx].astype(np.int64, copy=False),
+                off // SECTOR,
+            ]
+        )
         is_load = is_load_rec[lanes.rec[idx]]
         out[idx] = written_before_read(
             key, lanes.rec[idx], is_load, off % SECTOR, lanes.width[idx], SECTOR
@@ -260,8 +273,10 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             idx = np.flatnonzero(part)
             # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
             # densely in that order: distinct_inverse sorts it packed with the positions
-            cols = [lb[idx].astype(np.int64), sec[idx]]
-            k = _packed([lanes.cta[idx].astype(np.int64), *cols] if name == "l2" else cols)
+            cols = [lb[idx].astype(np.int64, copy=False), sec[idx]]
+            k = _packed(
+                [lanes.cta[idx].astype(np.int64, copy=False), *cols] if name == "l2" else cols
+            )
             if view.iterations_sampled:
                 uniq, first, group = distinct_inverse(k, return_index=True)
                 kw = view.rec_weight[lanes.rec[idx[first]]]
@@ -320,9 +335,13 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
     lkey = _packed(
-        [lanes.cta[idx].astype(np.int64), lb[idx].astype(np.int64), lanes.off[idx] // L1_LINE_BYTES]
+        [
+            lanes.cta[idx].astype(np.int64, copy=False),
+            lb[idx].astype(np.int64, copy=False),
+            lanes.off[idx] // L1_LINE_BYTES,
+        ]
     )
-    _, first, _ = distinct_inverse(lkey, return_index=True)
+    _, first = distinct_first(lkey)
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
@@ -332,7 +351,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
-    skey = lb[idx].astype(np.int64) * np.int64(int(sec.max()) + 1) + sec
+    skey = lb[idx].astype(np.int64, copy=False) * np.int64(int(sec.max()) + 1) + sec
     pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
     # the SM's resident warps over each CTA's traced warps
@@ -342,7 +361,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         per_sm = min(per_sm, view.work.ctas_per_sm)
     per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
-    traced = np.bincount(rec_group[distinct_inverse(wkey, return_index=True)[1]], minlength=n_ctas)
+    traced = np.bincount(rec_group[distinct_first(wkey)[1]], minlength=n_ctas)
     concurrency = per_sm * w / np.maximum(traced, 1)
     capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
     reuse = capacity_misses(
@@ -404,7 +423,7 @@ def _used_bytes(
     """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
     first lane, when given)."""
     key = _packed([buf.astype(np.int64), off.astype(np.int64)])
-    _, first, _ = distinct_inverse(key, return_index=True)
+    _, first = distinct_first(key)
     if weight is None:
         return float(width[first].sum())
     return float((width[first] * weight[first]).sum())
@@ -423,9 +442,7 @@ def _used_bytes_per_cta(
         return np.zeros(0)
     inner = _packed([buf.astype(np.int64), off.astype(np.int64)])
     span = int(inner.max()) + 1
-    uk, first, _ = distinct_inverse(
-        cta.astype(np.int64) * np.int64(span) + inner, return_index=True
-    )
+    uk, first = distinct_first(cta.astype(np.int64) * np.int64(span) + inner)
     w = width[first] if weight is None else width[first] * weight[first]
     return np.bincount(uk // np.int64(span), weights=w)
 

@@ -111,7 +111,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
     out: list[NarrowLoad] = []
     lane_no = lanes.tid % WARP
     threads = int(math.prod(view.block))
-    for inst in np.unique(lanes.inst):
+    for inst in distinct(lanes.inst):
         inst = int(inst)
         if view.inst_kind[inst] != int(Kind.LOAD):
             continue

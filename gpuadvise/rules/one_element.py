@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuadvise.arrays import distinct
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.details import FindingDetails
 from gpuadvise.rules.findings import Variant
@@ -96,7 +97,7 @@ def _loop_line(ctx: RuleContext, ks: KernelSource, streamed: Sequence[str]) -> i
     lo, hi = ks.line_at(ks.body_start), ks.line_at(ks.body_end)
     lines = [
         ln
-        for i in np.unique(lanes.inst[loads])
+        for i in distinct(lanes.inst[loads])
         for f, ln in [view.inst_line[int(i)]]
         if ln is not None and lo <= ln <= hi and ctx.same_file(f)
     ]

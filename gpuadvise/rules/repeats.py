@@ -144,6 +144,29 @@ def _empty() -> ThreadReloads:
     return ThreadReloads(z, z, np.zeros(0, bool), z, z, np.zeros(0))
 
 
+def _lanes_by_cta(
+    rec: np.ndarray, per_rec: np.ndarray, rec_cta: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``stable_argsort`` of the lanes' CTAs and each lane's position in that order, from the
+    records: a record's lanes are contiguous (``rec`` non-decreasing, as a view's lanes are) and
+    share its CTA, so the lanes by CTA are the records by CTA (one stable sort of the records,
+    not of the lanes), each record's lanes in their order; the positions without a scatter.
+    None where ``rec`` decreases somewhere."""
+    n = len(rec)
+    if n < 2 or not bool((rec[1:] >= rec[:-1]).all()):
+        return None
+    per_rec = np.asarray(per_rec, np.int64)
+    start = np.cumsum(per_rec) - per_rec  # each record's first lane
+    order = stable_argsort(np.asarray(rec_cta))  # the records by CTA, in execution order
+    new_start = np.empty(len(per_rec), np.int64)
+    lens = per_rec[order]
+    new_start[order] = np.cumsum(lens) - lens  # its first lane's position in the CTA order
+    lane = np.arange(n, dtype=np.int64)
+    by_cta = np.repeat(start[order] - new_start[order], lens) + lane
+    cpos = np.repeat(new_start - start, per_rec) + lane
+    return by_cta, cpos
+
+
 def same_thread_reloads(view: TraceView) -> ThreadReloads:
     """The :class:`ThreadReloads` of ``view``: a load lane whose thread's previous access of the same
     (buffer, byte offset) is a load or a store (not an atomic: its value is not the one in
@@ -164,11 +187,13 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     if not len(idx) or not load[idx].any():
         return _empty()
     threads = int(np.prod(view.block))
-    thread = lanes.cta[idx].astype(np.int64) * threads + lanes.tid[idx].astype(np.int64)
+    thread = lanes.cta[idx].astype(np.int64, copy=False) * threads + lanes.tid[idx].astype(
+        np.int64, copy=False
+    )
     # (buffer, byte offset), dense: the order of (buffer << 40) | offset, in fewer bits (the
     # stable sorts below pack it with the lane's position: gpuadvise.arrays.stable_argsort)
-    off = lanes.off[idx].astype(np.int64)
-    addr = lb[idx].astype(np.int64) * np.int64(int(off.max()) + 1) + off
+    off = lanes.off[idx].astype(np.int64, copy=False)
+    addr = lb[idx].astype(np.int64, copy=False) * np.int64(int(off.max()) + 1) + off
     del off
     # by address, in execution order: the writes of any thread before each access
     by_addr = stable_argsort(addr)
@@ -183,13 +208,15 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         by_pair = np.lexsort((thread, addr))
     a_s, t_s = addr[by_pair], thread[by_pair]
     same = (a_s[1:] == a_s[:-1]) & (t_s[1:] == t_s[:-1])
-    cur, prev = by_pair[1:][same], by_pair[:-1][same]  # indices into idx
+    at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
+    cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     ok = load[idx[cur]] & (load[idx[prev]] | plain_store[idx[prev]])
     # another thread's write in between: any write between them in the address's order (the
     # thread's own would be a later previous access)
     between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
     ok &= between == 0
-    cur, prev = cur[ok], prev[ok]
+    at = np.flatnonzero(ok)
+    cur, prev = cur[at], prev[at]
     del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
     if not len(cur):
         return _empty()
@@ -211,14 +238,20 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
     share = np.where(view.inst_streaming[lanes.inst], 0.0, share)
     cta = lanes.cta.astype(np.int64)
-    by_cta = stable_argsort(cta)
-    cpos = np.empty(n, np.int64)
-    cpos[by_cta] = np.arange(n)
+    got = _lanes_by_cta(lanes.rec, per_rec, view.records["cta"])
+    if got is None:
+        by_cta = stable_argsort(cta)
+        cpos = np.empty(n, np.int64)
+        cpos[by_cta] = np.arange(n)
+    else:
+        by_cta, cpos = got
     csum = np.cumsum(share[by_cta])
     lc, lp = idx[cur], idx[prev]
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
     del per_rec, share, by_cta, cpos, csum
-    sect = (lb[idx].astype(np.int64) << 40) | (lanes.off[idx].astype(np.int64) // SECTOR)
+    sect = (lb[idx].astype(np.int64, copy=False) << 40) | (
+        lanes.off[idx].astype(np.int64, copy=False) // SECTOR
+    )
     cta_sectors = np.bincount(
         distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)

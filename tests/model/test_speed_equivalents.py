@@ -68,3 +68,24 @@ def test_hot_unit_with_pairs_given_is_the_same() -> None:
         b.ns, b.pairs, b.sectors, b.lines, b.words, b.lanes,
     )  # fmt: skip
     assert np.array_equal(a.on, b.on)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lanes_by_cta_from_the_records_is_the_stable_sort_of_the_lanes(seed: int) -> None:
+    """same_thread_reloads' lanes by CTA (issue 31): from one stable sort of the records, each
+    record's lanes contiguous, the same order and positions as the stable sort of the lanes'
+    CTAs; records without lanes included; None where the lanes are not by record."""
+    from gpuadvise.rules.repeats import _lanes_by_cta
+
+    rng = np.random.default_rng(seed)
+    n_rec = 400
+    rec_cta = rng.integers(0, 9, n_rec).astype(np.uint32)
+    per_rec = rng.choice([0, 1, 5, 32], n_rec)
+    rec = np.repeat(np.arange(n_rec), per_rec)
+    got = _lanes_by_cta(rec, np.bincount(rec, minlength=n_rec), rec_cta)
+    assert got is not None
+    want = np.argsort(rec_cta[rec].astype(np.int64), kind="stable")
+    pos = np.empty(len(rec), np.int64)
+    pos[want] = np.arange(len(rec))
+    assert np.array_equal(got[0], want) and np.array_equal(got[1], pos)
+    assert _lanes_by_cta(rec[::-1].copy(), np.bincount(rec, minlength=n_rec), rec_cta) is None
