@@ -49,7 +49,12 @@ launch to completion, measured) plus its work, which has two sides:
   time K (the larger of issue and pipe) together, overlapping except for a fraction ``1 / w`` of
   the smaller, ``w`` the warps per scheduler (:func:`combine`): with one warp per scheduler
   nothing hides the memory time behind the arithmetic (M + K); with 16 warps all but a
-  sixteenth of the smaller does.
+  sixteenth of the smaller does. Other warps hide a warp's memory behind their arithmetic only
+  where they are in another phase: ``w`` is at most the phases, the memory waits the busiest
+  SM's warps take one after another (rounds x the global waits on a CTA's critical warp's
+  chain, :func:`phase_overlap`). A launch of one round whose threads load, wait once, compute
+  and store (kernels/fp64 norm) is one phase: its warps wait together while the memory streams,
+  then compute together, M + K.
 
 The two sides do not take turns (their maximum) but add in part: as the load on the memory
 system grows, each request waits longer in its queues (loaded latency), so the latency side
@@ -102,6 +107,7 @@ __all__ = [
     "cta_launches_s",
     "cta_ramp_s",
     "overlap",
+    "phase_overlap",
 ]
 
 SCHEDULERS_PER_SM = 4
@@ -291,6 +297,10 @@ class ComputeTerms:
     turnaround_s: float = 0.0
     barrier_s: float = 0.0
     ramp_s: float = 0.0
+    #: the memory waits of the busiest SM's warps one after another: the rounds times the
+    #: global waits on a CTA's critical warp's chain (at least one a round): how many times
+    #: its warps' memory and compute can take turns (:func:`phase_overlap`)
+    phases: float = 1.0
     #: the slowest pipe's time without the barrier steps: an upper bound's optimistic after side
     #: takes it (the barrier rate is measured with shared work between the barriers, and a padded
     #: scan on the H200 ran faster than it allows: kernels/bank1d, 1.67x measured for a 1.27x
@@ -402,6 +412,7 @@ def compute_terms(
         barrier_s=barriers / hz,
         ramp_s=ramp_s,
         other_pipes_s=other_pipes_cycles / hz,
+        phases=rounds * max(work.chain.get("global", 0.0), 1.0),
     )
 
 
@@ -427,6 +438,20 @@ def overlap(warps_per_scheduler: float) -> float:
     """The fraction of the smaller of the memory and compute times that other warps hide:
     ``1 - 1 / w`` (none with one warp per scheduler)."""
     return 1.0 - 1.0 / max(warps_per_scheduler, 1.0)
+
+
+def phase_overlap(warps_per_scheduler: float, phases: float) -> float:
+    """:func:`overlap` of a launch whose warps wait for memory ``phases`` times one after
+    another (:attr:`ComputeTerms.phases`): ``1 - 1 / min(w, phases)``. A warp computes on what
+    its loads bring only once they are all back, so its own memory and compute take turns;
+    other warps hide one behind the other only where they are in another phase. The warps of
+    a round start together and issue their loads together: with one wait each (a launch of
+    one round whose threads load, then compute, then store) every warp waits while the
+    memory streams and then computes with the others, nothing hidden (M + K); each wait more,
+    or each round more (its CTAs start as the last round's retire, while those compute), lets
+    the phases drift apart, a two-stage pipeline of ``phases`` steps, ``1 - 1 / phases`` of the
+    smaller hidden, and never more than the warps allow (:func:`overlap`)."""
+    return overlap(min(max(warps_per_scheduler, 1.0), max(phases, 1.0)))
 
 
 def combine(memory_s: float, compute_s: float, floors_s: float, hidden: float) -> float:

@@ -42,6 +42,7 @@ from gpuadvise.model.execution import (
     combine_sides,
     compute_terms,
     overlap,
+    phase_overlap,
 )
 
 __all__ = [
@@ -446,7 +447,7 @@ def launch_times(
         - (terms.ramp_s if peak_dram else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
-        hidden=1.0 if peak_dram else overlap(terms.warps_per_scheduler),
+        hidden=1.0 if peak_dram else phase_overlap(terms.warps_per_scheduler, terms.phases),
         compute=terms,
         norm=math.inf if peak_dram else SIDES_NORM,
         ramp_s=0.0 if peak_dram else terms.ramp_s,

@@ -515,15 +515,18 @@ def test_fp64_bound_kernel_is_bound_by_its_pipe() -> None:
     assert t.pipe_s == pytest.approx(8288 / HZ)
     assert t.issue_s == pytest.approx(7360 / HZ)
     assert t.bound_by == "pipe"
-    # memory (2.16 MB written: 0.55 us at 3,913 GB/s) overlaps but for 1/16 of it; the latency
-    # side, the last CTA's chain after the 6 CTA launches before it on the SM (0.6 us; the
-    # scheduler's rate, the same 6 launches after the floor's two, is shorter), adds to that as
-    # a 2.5-norm: 4.25 us of work
+    # memory (2.16 MB written: 0.55 us at 3,913 GB/s) comes after the arithmetic: one round of
+    # CTAs whose warps wait for no load (phases 1), every warp computes and then stores with the
+    # others, so nothing of it is hidden (16 warps a scheduler would hide all but 1/16 of it in
+    # a launch whose warps drift apart); the latency side, the last CTA's chain after the 6 CTA
+    # launches before it on the SM (0.6 us; the scheduler's rate, the same 6 launches after the
+    # floor's two, is shorter), adds to that as a 2.5-norm: 4.77 us of work
     assert t.cta_s == pytest.approx(600e-9)
     assert t.compute.ramp_s == pytest.approx(600e-9)
+    assert t.compute.phases == 1 and t.hidden == 0
     latency = t.compute.chain_cycles / HZ + 600e-9
     assert t.latency_side_s == pytest.approx(latency)
-    through = 8288 / HZ + t.memory_s / 16
+    through = 8288 / HZ + t.memory_s
     assert t.time_s == pytest.approx(FLOOR + _norm(latency, through), rel=1e-6)
 
 
