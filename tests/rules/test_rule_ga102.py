@@ -168,9 +168,11 @@ def test_a_memory_bound_tail_costs_less_than_the_waves_say():
     # CTA launches after the first two, 6 x 79.4 ns: 1.58 us) and the DRAM (0.90 us) add as a
     # 2.5-norm (1.73 us); one wave's chain, 1.25 x 414 ns and the same 6 launches (0.99 us),
     # against the same DRAM: 1.25 us. 4.53 / 4.05 us = 1.12x (1.00x with the terms' maximum and
-    # no turnaround)
+    # no turnaround). Since s13-norm the wave of one round is one phase (its warps load, wait
+    # once and store together: execution.phase_overlap), so its memory and compute hide less of
+    # each other than the two rounds' do: 4.56 / 4.13 us = 1.10x
     assert est.inputs["bound_by"] in ("dram", "latency", "l2", "launch")
-    assert est.inputs["point_speedup"] == pytest.approx(1.12, abs=0.01)
+    assert est.inputs["point_speedup"] == pytest.approx(1.10, abs=0.01)
     assert "one whole wave of 1056 CTAs" in est.method
 
 

@@ -180,13 +180,13 @@ def test_prefetch4_numbers_and_display_only_diff():
     assert est.inputs["l1_clocks"] == (64 * 4 + 8) * 1020
     assert est.inputs["l1_clocks_saved"] == 48 * 4 * 1020  # 16 x (4 x 4 - 1 x 4)
     assert est.inputs["instructions_saved_per_thread"] == 3
-    # (the fewer issue slots hide a little more of the memory time: at most a tenth of a
-    # percent on the launch model's partial overlap)
+    # (the fewer issue slots: at most a few tenths of a percent on the launch model's partial
+    # overlap; 0.2% since s13-norm's phases hide less of the smaller side, so more of it adds)
     # the bound allows the model's error on the launch before (15% on its work, not on the
     # 2.8 us floor): 1.10x, the point 1.00x. Bound by the CTA launches (62 an SM at the H200's
     # measured 79.4 ns: 4.9 us), longer than the DRAM time
     assert 1.0 < est.speedup <= 1.15 and "cta-bound" in est.method
-    assert est.inputs["point_speedup"] == pytest.approx(1.0, abs=0.002)
+    assert est.inputs["point_speedup"] == pytest.approx(1.0, abs=0.003)
     # the launch roofline: fewer L1 cycles, the same DRAM term bounding both sides
     assert "execution model of the launch" in est.method and est.inputs["bound_by_after"] == "cta"
     assert est.inputs["after_l1_us"] < est.inputs["before_l1_us"]
