@@ -1136,25 +1136,30 @@ class Batch:
         k = lanes.size
         if k == 0:
             return
+        raw = self._record_template(key, sp, kind, width)[2]
+        w0 = int(lanes[0]) >> 5
+        if int(lanes[-1]) >> 5 == w0:  # one warp's lanes (ascending): one record
+            bits = 0
+            for lane in lanes.tolist():
+                bits |= 1 << (lane & 31)
+            start = sink.reserve_index(1)
+            sink.raw[start] = raw[w0]
+            rec = sink.buf[start]  # type: ignore[index]
+            rec["mask"] = bits
+            rec["addr"][lanes & 31] = taddr
+            return
         # the warps the lanes are in (ascending, as the lanes) and each lane's row among them,
         # from the lanes alone: no pass over the batch
         wl = lanes >> 5
-        if k == 1:
-            wsel = wl
-            rows = np.zeros(1, np.int64)
-            wm = np.left_shift(U32(1), (lanes & 31).astype(U32))
-        else:
-            brk = wl[1:] != wl[:-1]
-            starts = np.flatnonzero(brk) + 1
-            wsel = np.concatenate((wl[:1], wl[starts]))
-            rows = np.zeros(k, np.int64)
-            rows[starts] = 1
-            np.cumsum(rows, out=rows)
-            bits = np.left_shift(U32(1), (lanes & 31).astype(U32))
-            wm = np.bitwise_or.reduceat(bits, np.concatenate((np.zeros(1, np.int64), starts)))
+        starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
+        wsel = np.concatenate((wl[:1], wl[starts]))
+        rows = np.zeros(k, np.int64)
+        rows[starts] = 1
+        np.cumsum(rows, out=rows)
+        bits_a = np.left_shift(U32(1), (lanes & 31).astype(U32))
+        wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
         # every field but the mask and the addresses from the key's template (its address
         # column zeros), then the mask and the active lanes' addresses
-        raw = self._record_template(key, sp, kind, width)[2]
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
