@@ -1144,7 +1144,8 @@ class Batch:
                 bits |= 1 << (lane & 31)
             start = sink.reserve_index(1)
             sink.raw[start] = raw[w0]
-            rec = sink.buf[start]  # type: ignore[index]
+            assert sink.buf is not None
+            rec = sink.buf[start]
             rec["mask"] = bits
             rec["addr"][lanes & 31] = taddr
             return
