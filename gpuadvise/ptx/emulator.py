@@ -1136,7 +1136,12 @@ class Batch:
         k = lanes.size
         if k == 0:
             return
-        raw = self._record_template(key, sp, kind, width)[2]
+        # the key's template for the fields that never change (its epochs and weights may be
+        # stale: those of the warps written are set below, the template is not made again)
+        got = self._record_templates.get(key)
+        raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
+        epoch = self.warp_epoch
+        extra = self.sampler.extra
         w0 = int(lanes[0]) >> 5
         if int(lanes[-1]) >> 5 == w0:  # one warp's lanes (ascending): one record
             bits = 0
@@ -1147,6 +1152,8 @@ class Batch:
             assert sink.buf is not None
             rec = sink.buf[start]
             rec["mask"] = bits
+            rec["epoch"] = epoch[w0]
+            rec["extra"] = extra[w0]
             rec["addr"][lanes & 31] = taddr
             return
         # the warps the lanes are in (ascending, as the lanes) and each lane's row among them,
@@ -1159,13 +1166,15 @@ class Batch:
         np.cumsum(rows, out=rows)
         bits_a = np.left_shift(U32(1), (lanes & 31).astype(U32))
         wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
-        # every field but the mask and the addresses from the key's template (its address
-        # column zeros), then the mask and the active lanes' addresses
+        # the fixed fields from the template (its address column zeros), then the masks, the
+        # epochs, the weights and the active lanes' addresses
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
         assert sink.buf is not None
         sink.buf["mask"][start:end] = wm
+        sink.buf["epoch"][start:end] = epoch[wsel]
+        sink.buf["extra"][start:end] = extra[wsel]
         sink.addr[start:end][rows, lanes & 31] = taddr
 
     def _record_template(
