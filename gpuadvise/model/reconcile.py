@@ -311,19 +311,39 @@ _AGG_CHUNK = 4096  # records compared lane by lane at a time
 def _first_lane_per_address(records: np.ndarray, idx: np.ndarray, edits: _Edits) -> int:
     """Reduce the masks of records ``idx`` to the lowest active lane of each distinct address;
     returns how many lanes were dropped."""
-    lower = np.tril(np.ones((32, 32), dtype=bool), -1)  # [j, k]: lane k comes before lane j
-    weights = np.uint64(1) << np.arange(32, dtype=np.uint64)
+    lane = np.arange(32, dtype=np.uint64)
+    top = np.uint64(1) << np.uint64(63)
     dropped = 0
     for start in range(0, len(idx), _AGG_CHUNK):
         sel = idx[start : start + _AGG_CHUNK]
         addr = records["addr"][sel]
         act = active_lanes(records["mask"][sel])
-        same = addr[:, :, None] == addr[:, None, :]
-        same &= act[:, None, :] & lower[None, :, :]
-        keep = act & ~same.any(axis=2)
+        if not len(sel) or int(addr.max()) >= 1 << 58:  # (no address is that high)
+            keep = _first_lanes_pairwise(addr, act)
+        else:
+            # one sort a row of (inactive, address, lane) packed in 64 bits: each address's
+            # lowest active lane comes first among its lanes, the inactive lanes last
+            key = (addr << np.uint64(5)) | lane
+            key[~act] |= top
+            key.sort(axis=1)
+            first = key < top
+            a = key >> np.uint64(5)
+            first[:, 1:] &= a[:, 1:] != a[:, :-1]
+            keep = np.zeros_like(act)
+            rows = np.broadcast_to(np.arange(len(sel))[:, None], key.shape)
+            keep[rows[first], (key[first] & np.uint64(31)).astype(np.int64)] = True
         dropped += int(act.sum() - keep.sum())
-        edits.mask[sel] = (keep.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
+        edits.mask[sel] = np.packbits(keep, axis=1, bitorder="little").view(np.uint32)[:, 0]
     return dropped
+
+
+def _first_lanes_pairwise(addr: np.ndarray, act: np.ndarray) -> np.ndarray:
+    """(n, 32) bool: the active lanes no lower active lane of their row shares an address with
+    (every pair of lanes compared)."""
+    lower = np.tril(np.ones((32, 32), dtype=bool), -1)  # [j, k]: lane k comes before lane j
+    same = addr[:, :, None] == addr[:, None, :]
+    same &= act[:, None, :] & lower[None, :, :]
+    return act & ~same.any(axis=2)
 
 
 def _aggregate(

@@ -623,7 +623,8 @@ class Batch:
         # of those, the splits whose taken lanes are a prefix or a suffix of the warp's active
         # lanes (``tid < bound``, ``i > tid * k``: a front; :func:`front_splits`)
         self.block_front_splits: list[int] = [0] * nb_
-        self.split_ctas: dict[int, set[int]] = {}  # block -> linear ids of the CTAs it split in
+        # block -> the batch's CTAs it split in, by index in the batch (split_ctas: their ids)
+        self._split_seen: dict[int, np.ndarray] = {}
         # which warps ran each block at least once (rows: blocks; a row of the lockstep steps'
         # blocks, run by every warp, in ``block_all_warps``): the warps of a CTA that share a
         # block's work (a ``tid == 0`` section runs in one); None past a size (not counted)
@@ -1059,7 +1060,8 @@ class Batch:
         what = f"out-of-bounds {kind}"
         if win == 7:
             if a.size:  # every access in one buffer (the usual case): its offsets at once
-                one = self.gmem.in_one_buffer(a, int(a.min()), int(a.max()), width)
+                # (aligned: _locate checked every address against the width)
+                one = self.gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
                 if one is not None:
                     return [("global", one, None, a)]
             offs, bad = self.gmem.translate(a, width)
@@ -1121,45 +1123,66 @@ class Batch:
         lanes: np.ndarray | None,
         taddr: np.ndarray,
     ) -> None:
-        """Write the warp-level records of one access (lanes None: every lane of the batch)."""
+        """Write the warp-level records of one access (lanes None: every lane of the batch;
+        else the active lanes, ascending, as ``Mask.idx`` gives them)."""
         sp = SPACE_ENUM.get(space)
         sink = self.sink
         if sp is None or sink is None:
             return
         key = sink.key(index, sp, kind, width)
-        nw = self.nwarps
         if lanes is None:
             self._record_full(sink, key, sp, kind, width, taddr)
             return
-        else:
-            if lanes.size == 0:
-                return
-            on = np.zeros(self.n, bool)
-            on[lanes] = True
-            wm = np.packbits(on, bitorder="little").view(U32)
-            wsel = np.flatnonzero(wm)
-            rec = sink.reserve(len(wsel))
-            rec["cta"] = self.warp_cta[wsel]
-            rec["warp"] = self.warp_in_cta[wsel]
-            rec["mask"] = wm[wsel]
-            rows = np.empty(nw, np.int64)
-            rows[wsel] = np.arange(len(wsel))
-            addr = rec["addr"]
-            addr[...] = 0
-            addr[rows[lanes >> 5], lanes & 31] = taddr
-        rec["inst"] = key
-        rec["epoch"] = self.warp_epoch[wsel]
-        rec["extra"] = self.sampler.extra[wsel]
-        rec["width"] = width
-        rec["space"] = int(sp)
-        rec["kind"] = int(kind)
+        k = lanes.size
+        if k == 0:
+            return
+        # the key's template for the fields that never change (its epochs and weights may be
+        # stale: those of the warps written are set below, the template is not made again)
+        got = self._record_templates.get(key)
+        raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
+        epoch = self.warp_epoch
+        extra = self.sampler.extra
+        w0 = int(lanes[0]) >> 5
+        if int(lanes[-1]) >> 5 == w0:  # one warp's lanes (ascending): one record
+            bits = 0
+            for lane in lanes.tolist():
+                bits |= 1 << (lane & 31)
+            start = sink.reserve_index(1)
+            sink.raw[start] = raw[w0]
+            assert sink.buf is not None
+            rec = sink.buf[start]
+            rec["mask"] = bits
+            rec["epoch"] = epoch[w0]
+            rec["extra"] = extra[w0]
+            rec["addr"][lanes & 31] = taddr
+            return
+        # the warps the lanes are in (ascending, as the lanes) and each lane's row among them,
+        # from the lanes alone: no pass over the batch
+        wl = lanes >> 5
+        starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
+        wsel = np.concatenate((wl[:1], wl[starts]))
+        rows = np.zeros(k, np.int64)
+        rows[starts] = 1
+        np.cumsum(rows, out=rows)
+        bits_a = np.left_shift(U32(1), (lanes & 31).astype(U32))
+        wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
+        # the fixed fields from the template (its address column zeros), then the masks, the
+        # epochs, the weights and the active lanes' addresses
+        start = sink.reserve_index(len(wsel))
+        end = start + len(wsel)
+        sink.raw[start:end] = raw[wsel]
+        assert sink.buf is not None
+        sink.buf["mask"][start:end] = wm
+        sink.buf["epoch"][start:end] = epoch[wsel]
+        sink.buf["extra"][start:end] = extra[wsel]
+        sink.addr[start:end][rows, lanes & 31] = taddr
 
-    def _record_full(
-        self, sink: RecordSink, key: int, sp: Space, kind: Kind, width: int, taddr: np.ndarray
-    ) -> None:
-        """Write the records of an access by every lane of the batch (trace key ``key``): every
-        field but the addresses comes from one template per key, made again only when the warps'
-        barrier epochs changed since; one copy of whole records, then the address column."""
+    def _record_template(
+        self, key: int, sp: Space, kind: Kind, width: int
+    ) -> tuple[np.ndarray, int, np.ndarray]:
+        """The records of an access by every lane of every warp, under trace key ``key``, but
+        their addresses (zeros): made once per key, their epochs and weights made again only
+        when the warps' barrier epochs or the sampler's weights changed since."""
         got = self._record_templates.get(key)
         gen = self._epoch_gen + (self.sampler.changes << 32)
         if got is None or got[1] != gen:
@@ -1178,9 +1201,17 @@ class Batch:
             tmpl["extra"] = self.sampler.extra
             got = (tmpl, gen, tmpl.view(_RAW_RECORD))
             self._record_templates[key] = got
+        return got
+
+    def _record_full(
+        self, sink: RecordSink, key: int, sp: Space, kind: Kind, width: int, taddr: np.ndarray
+    ) -> None:
+        """Write the records of an access by every lane of the batch (trace key ``key``): one
+        copy of the key's template (:meth:`_record_template`), then the address column."""
+        raw = self._record_template(key, sp, kind, width)[2]
         nw = self.nwarps
         start = sink.reserve_index(nw)
-        sink.raw[start : start + nw] = got[2]
+        sink.raw[start : start + nw] = raw
         sink.addr[start : start + nw] = taddr.reshape(nw, 32)
 
     # -- memory instructions ----------------------------------------------------------------------
@@ -1980,10 +2011,18 @@ class Batch:
 
     def _note_split(self, blk: int, ws: np.ndarray) -> None:
         """Remember the CTAs in which warps ``ws`` split at block ``blk`` (SIMT counts)."""
-        ctas = self.warp_cta[ws]
-        self.split_ctas.setdefault(blk, set()).update(
-            (ctas if ctas.size < 2 else np.unique(ctas)).tolist()
-        )
+        seen = self._split_seen.get(blk)
+        if seen is None:
+            seen = self._split_seen[blk] = np.zeros(self.ncta, bool)
+        seen[ws // self.wpc] = True
+
+    @property
+    def split_ctas(self) -> dict[int, set[int]]:
+        """Block -> the linear ids of the CTAs it split in."""
+        return {
+            blk: set(self.ctas[np.flatnonzero(seen)].tolist())
+            for blk, seen in self._split_seen.items()
+        }
 
     def _lane_mask(self, ws: np.ndarray, masks: np.ndarray, n: int) -> Mask:
         words = np.zeros(self.nwarps, U32)

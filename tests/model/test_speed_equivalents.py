@@ -89,3 +89,29 @@ def test_lanes_by_cta_from_the_records_is_the_stable_sort_of_the_lanes(seed: int
     pos[want] = np.arange(len(rec))
     assert np.array_equal(got[0], want) and np.array_equal(got[1], pos)
     assert _lanes_by_cta(rec[::-1].copy(), np.bincount(rec, minlength=n_rec), rec_cta) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_first_lane_per_address_by_sort_is_the_pairwise_one(seed: int) -> None:
+    """Reconcile's aggregated atomics: the lowest active lane of each address, from one sort a
+    record, against every pair of lanes compared (the form it replaced)."""
+    from gpuadvise.model.banks import active_lanes
+    from gpuadvise.model.reconcile import _Edits, _first_lane_per_address, _first_lanes_pairwise
+
+    rng = np.random.default_rng(seed)
+    r = _records(seed, 9000)
+    if seed % 2:  # few distinct addresses a record (a histogram's bins), shared offsets from 0
+        r["addr"] = rng.integers(0, 8, (len(r), 32)).astype(np.uint64) * np.uint64(4)
+    act = active_lanes(r["mask"])
+    r["addr"][~act] = 0
+    idx = np.sort(rng.choice(len(r), 7000, replace=False))
+    edits = _Edits(
+        np.zeros(len(r), bool), r["width"].copy(), np.ones(len(r), np.int64), r["mask"].copy()
+    )
+    dropped = _first_lane_per_address(r, idx, edits)
+    keep = _first_lanes_pairwise(r["addr"][idx], act[idx])
+    weights = np.uint64(1) << np.arange(32, dtype=np.uint64)
+    want = r["mask"].copy()
+    want[idx] = (keep.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
+    assert dropped == int(act[idx].sum() - keep.sum())
+    assert np.array_equal(edits.mask, want)
