@@ -46,7 +46,9 @@ def command(name: str, root: Path) -> list[str]:
     c = corpus.load()
     run.c_repos.update(c.repos)
     run.SPECS = Path(tempfile.gettempdir()) / f"gpuadvise-corpus-speed-{os.getpid()}"
-    opts = argparse.Namespace(measure=False, check=False, gpu="H100", out=run.SPECS, extra=[])
+    opts = argparse.Namespace(
+        measure=False, check=False, gpu="H100", out=run.SPECS, extra=[], fixes=False
+    )
     for k in c.kernels:
         if k.name == name:
             return [sys.executable, *run.command_for(k, opts)[1:], "--tracer", "emu", "--no-cache"]
