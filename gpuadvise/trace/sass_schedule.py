@@ -15,12 +15,16 @@ and 490 on an H200, where the PTX chains gave 604 and 387).
 
 What is taken: each innermost SASS loop (a backward ``BRA``'s range holding no other backward
 branch) whose only branches inside are the back edge and exits (so one iteration is the range
-run straight through, as the warp issues it), matched to the innermost PTX loop whose global
-loads it holds, line by line (:func:`loop_schedules`): the PTX loop's global loads per source
-line all appear in the SASS loop, ``u`` times as many or more (``u``, rounded down, the PTX
-iterations one SASS iteration holds: ptxas unrolled the loop again). Of the SASS loops that match
-one PTX loop, the one with the most PTX iterations an iteration (the unrolled body, not its
-remainder) gives the PTX loop's cost of an iteration: the SASS iteration's schedule over ``u``.
+run straight through, as the warp issues it), matched to a PTX loop by their global loads, line
+by line (:func:`loop_schedules`): the loads of the PTX loop's own blocks (those no loop nested
+in it holds) are on the same source lines as the SASS loop's, and the SASS loop has ``u`` times
+as many on every line, ``u`` a whole number from 1 to :data:`MAX_UNROLL` (the PTX iterations one
+SASS iteration holds: ptxas unrolled the loop again). Of the SASS loops that match one PTX loop,
+the one with the largest ``u`` (the unrolled body, not its remainder) gives the PTX loop's cost
+of an iteration: the SASS iteration's schedule over ``u``, put on the loop's header, its other
+own blocks costing nothing (:func:`gpuadvise.ptx.chains.block_costs`). ptxas's versions of one
+loop (kmeans find_membership's variant: the cluster loop without and with the loop for features
+past 40) are told apart by their loads.
 
 The schedule of an iteration (:func:`iteration_links`): one warp, in order, two passes (the
 second counted, so that a wait on the first pass's loads counts as in a loop), each instruction
@@ -30,8 +34,10 @@ class (``LDG``: ``global``; ``LDS``: ``shared``; ``SHFL``: ``shuffle``; ``MUFU``
 conversions: ``xu``; FP64 arithmetic: ``fp64``), others a few cycles. The time is returned as
 links by latency class, so that the execution model weighs them with the device's latencies
 (global loads by where they are served): each wait that stops the warp is one link of its
-producer's class, and the rest (the stall counts less the cycles a wait overlapped, since its
-load was issued) is fixed, as one-cycle links of the ``store`` class (one cycle on every device).
+producer's class, unless that result was issued before the warp came back from its last wait
+of the same class (its latency lay under that wait: only the cycles between the two issues are
+left, fixed), and the rest (the stall counts less the cycles issued under a wait) is fixed, as
+one-cycle links of the ``store`` class (one cycle on every device).
 
 Which way it errs: a wait is counted in full at the device's latency less the cycles issued
 since its load, which is short when a load's latency is shorter than those cycles (a load
@@ -111,9 +117,7 @@ def control_words(cubin: bytes, function: str) -> dict[int, Control]:
     try:
         (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
         shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        heads = [
-            struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)
-        ]
+        heads = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
     except struct.error:
         return {}
     if shstrndx >= len(heads):
@@ -153,7 +157,9 @@ def _result(ins: SassInstruction) -> tuple[str | None, float]:
     return None, _OTHER_CYCLES.get(op, 8.0)
 
 
-def iteration_links(body: Sequence[SassInstruction], ctl: Mapping[int, Control]) -> dict[str, float]:
+def iteration_links(
+    body: Sequence[SassInstruction], ctl: Mapping[int, Control]
+) -> dict[str, float]:
     """One pass of a warp through ``body`` in order (the second of two), as links by latency
     class (see the module doc); empty when an instruction has no control bits."""
     if any(ins.offset not in ctl for ins in body):
@@ -250,8 +256,8 @@ def loop_schedules(
     sass: Sequence[SassInstruction],
     ctl: Mapping[int, Control],
 ) -> dict[int, tuple[frozenset[int], dict[str, float]]]:
-    """PTX loop header -> (the loop's blocks, one PTX iteration's links by latency class as the
-    SASS schedules it), for the innermost PTX loops a SASS loop matches (see the module doc)."""
+    """PTX loop header -> (the loop's own blocks, one PTX iteration's links by latency class as
+    the SASS schedules it), for the PTX loops a SASS loop matches (see the module doc)."""
     sass_loops = _sass_loops(sass, ctl)
     if not sass_loops:
         return {}
