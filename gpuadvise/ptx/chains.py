@@ -216,7 +216,8 @@ _UNPREDICABLE = _ORDERED_STORES | frozenset(
 """What keeps a side block a branch: a store, an atomic, a barrier, a call, a fence. A load
 alone does not: ptxas guards it (``@P LDG``), so ``if (l < n) r[k] = a[l * n + i];`` unrolled 40
 times issues its 40 loads back to back (HeCBench kmeans' hoisted ``feature_r``, sm_90 SASS:
-40 predicated ``LDG.E.CONSTANT`` between one ``ISETP`` each, no branch). Where such a run lies
+40 predicated ``LDG.E.CONSTANT`` between one ``ISETP`` each, no branch); loads of other spaces
+(shared, local) were not examined and keep the block a branch. Where such a run lies
 in a loop whose SASS schedule is known, that schedule is its time
 (:mod:`gpuadvise.trace.sass_schedule`): the guards ptxas computes again and waits for are not in
 the PTX."""
@@ -224,13 +225,17 @@ the PTX."""
 
 def _predicable(program: Program, b: int) -> int | None:
     """The block a small side block ``b`` falls or branches into, when ptxas would predicate
-    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no store, atomic, barrier or
-    call); None otherwise."""
+    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no store, atomic, barrier,
+    call or load other than a global one); None otherwise."""
     blk = program.blocks[b]
     if blk.term[0] not in ("fall", "bra") or len(blk.body) > PREDICABLE_INSTRUCTIONS:
         return None
-    if any(program.instrs[i].base in _UNPREDICABLE for i in blk.body):
-        return None
+    for i in blk.body:
+        ins = program.instrs[i]
+        if ins.base in _UNPREDICABLE or (
+            ins.base in _ORDERED_LOADS and _global_access(ins) is None
+        ):
+            return None  # shared, local, ... loads: not examined in the SASS, kept a branch
     return int(blk.term[1])
 
 

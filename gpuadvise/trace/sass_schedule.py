@@ -220,6 +220,8 @@ def _sass_loops(sass: Sequence[SassInstruction], ctl: Mapping[int, Control]) -> 
         if any(lo <= at < hi and lo <= t <= hi for at, t in branches):
             continue  # a branch inside: one pass is not what a warp issues
         body = [ins for ins in sass if lo <= ins.offset <= hi]
+        if not any(ins.predicate and ins.base_opcode in _GLOBAL_LOADS for ins in body):
+            continue  # no guarded load: the PTX's blocks are the SASS's, its chain stands
         loads = Counter(
             ins.line for ins in body if ins.base_opcode in _GLOBAL_LOADS and ins.line is not None
         )

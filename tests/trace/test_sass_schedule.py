@@ -31,8 +31,10 @@ def test_control_bits_and_branch_target():
     assert control(0, 0x0000001C00247947).target(0x1A30) == 0x36D0
 
 
-def _ins(offset: int, op: str, line: int | None = None) -> SassInstruction:
-    return SassInstruction(offset, op, op.split(".")[0], None, "", "k.cu", line)
+def _ins(
+    offset: int, op: str, line: int | None = None, guard: str | None = None
+) -> SassInstruction:
+    return SassInstruction(offset, op, op.split(".")[0], guard, "", "k.cu", line)
 
 
 def test_one_iteration_waits_its_load_once_then_the_fixed_cycles():
@@ -101,8 +103,9 @@ $L_loop:
 def test_a_loop_unrolled_four_times_by_ptxas_costs_a_quarter_iteration():
     program = build_program(parse_ptx(LOOP), "k")
     loops = find_loops(program)
-    # the SASS loop: 4 loads of line 5 issued together, one wait, 4 FADDs and the back edge
-    sass = [_ins(0x100 + 0x10 * i, "LDG.E", 5) for i in range(4)]
+    # the SASS loop: 4 guarded loads of line 5 issued together (@P0 LDG: the PTX's blocks are
+    # not the SASS's), one wait, 4 FADDs and the back edge
+    sass = [_ins(0x100 + 0x10 * i, "LDG.E", 5, "@P0") for i in range(4)]
     sass += [_ins(0x140 + 0x10 * i, "FADD", 5) for i in range(4)]
     sass += [_ins(0x180, "BRA")]
     ctl = {s.offset: Control(1, 0, 7, 0) for s in sass[:4]}
@@ -119,5 +122,7 @@ def test_a_loop_unrolled_four_times_by_ptxas_costs_a_quarter_iteration():
     g = LATENCY_CLASSES.index("global")
     assert costs.chain[head, g] == 0.25
     assert np.all(costs.chain[[b for b in blocks if b != head]] == 0)
-    # no SASS loop holding line 5's loads: the PTX's chain stays
+    # no SASS loop holding line 5's loads, or none guarded: the PTX's chain stays
     assert loop_schedules(program, loops, sass[4:], ctl) == {}
+    plain = [_ins(s.offset, s.opcode, s.line) for s in sass]
+    assert loop_schedules(program, loops, plain, ctl) == {}
