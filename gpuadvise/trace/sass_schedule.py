@@ -201,6 +201,7 @@ class SassLoop:
     hi: int
     loads: Mapping[int, int]
     links: Mapping[str, float]
+    guarded: bool = False  # it holds a predicated global load (@P LDG)
 
 
 _GLOBAL_LOADS = frozenset({"LDG", "LD"})
@@ -220,14 +221,13 @@ def _sass_loops(sass: Sequence[SassInstruction], ctl: Mapping[int, Control]) -> 
         if any(lo <= at < hi and lo <= t <= hi for at, t in branches):
             continue  # a branch inside: one pass is not what a warp issues
         body = [ins for ins in sass if lo <= ins.offset <= hi]
-        if not any(ins.predicate and ins.base_opcode in _GLOBAL_LOADS for ins in body):
-            continue  # no guarded load: the PTX's blocks are the SASS's, its chain stands
         loads = Counter(
             ins.line for ins in body if ins.base_opcode in _GLOBAL_LOADS and ins.line is not None
         )
         links = iteration_links(body, ctl)
+        guarded = any(ins.predicate and ins.base_opcode in _GLOBAL_LOADS for ins in body)
         if loads and links:
-            out.append(SassLoop(lo, hi, dict(loads), links))
+            out.append(SassLoop(lo, hi, dict(loads), links, guarded))
     return out
 
 
@@ -284,6 +284,8 @@ def loop_schedules(
         if best is None:
             continue
         u, sl = best
+        if u < 2 and not sl.guarded:
+            continue  # the SASS loop is the PTX's, iteration for iteration: its chain stands
         links = {c: n / u for c, n in sl.links.items() if c in LATENCY_CLASSES}
         out[lp.header] = (own, links)
     return out

@@ -103,8 +103,8 @@ $L_loop:
 def test_a_loop_unrolled_four_times_by_ptxas_costs_a_quarter_iteration():
     program = build_program(parse_ptx(LOOP), "k")
     loops = find_loops(program)
-    # the SASS loop: 4 guarded loads of line 5 issued together (@P0 LDG: the PTX's blocks are
-    # not the SASS's), one wait, 4 FADDs and the back edge
+    # the SASS loop: 4 guarded loads of line 5 issued together, one wait, 4 FADDs and the back
+    # edge
     sass = [_ins(0x100 + 0x10 * i, "LDG.E", 5, "@P0") for i in range(4)]
     sass += [_ins(0x140 + 0x10 * i, "FADD", 5) for i in range(4)]
     sass += [_ins(0x180, "BRA")]
@@ -122,7 +122,13 @@ def test_a_loop_unrolled_four_times_by_ptxas_costs_a_quarter_iteration():
     g = LATENCY_CLASSES.index("global")
     assert costs.chain[head, g] == 0.25
     assert np.all(costs.chain[[b for b in blocks if b != head]] == 0)
-    # no SASS loop holding line 5's loads, or none guarded: the PTX's chain stays
+    # no SASS loop holding line 5's loads: the PTX's chain stays
     assert loop_schedules(program, loops, sass[4:], ctl) == {}
+    # unguarded loads: the SASS loop unrolled 4 times is taken, one PTX iteration a SASS
+    # iteration (the PTX's blocks are the SASS's) is not
     plain = [_ins(s.offset, s.opcode, s.line) for s in sass]
-    assert loop_schedules(program, loops, plain, ctl) == {}
+    assert loop_schedules(program, loops, plain, ctl) == got
+    one = plain[3:]
+    ctl1 = dict(ctl)
+    ctl1[0x180] = Control(1, 7, 7, 0, 0x130 - (0x180 + 16))  # back to the one load at 0x130
+    assert loop_schedules(program, loops, one, ctl1) == {}
