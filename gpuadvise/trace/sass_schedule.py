@@ -166,18 +166,18 @@ def iteration_links(
         return {}
     t = 0.0
     ready: list[tuple[float, str | None, float]] = [(0.0, None, 0.0)] * 6
-    links: Counter[str] = Counter()
-    resumed: Counter[str] = Counter()  # when the warp last came back from a wait, by class
+    links: dict[str, float] = {}
+    resumed: dict[str, float] = {}  # when the warp last came back from a wait, by class
     for second in (False, True):
-        start, links = t, Counter()
+        start, links = t, {}
         for ins in body:
             c = ctl[ins.offset]
             for b in range(6):
                 at, cls, issued = ready[b]
                 if not (c.wait >> b & 1 and at > t):
                     continue
-                if cls is not None and issued >= resumed[cls]:
-                    links[cls] += 1  # a latency of its own, not one that overlapped the last
+                if cls is not None and issued >= resumed.get(cls, 0.0):
+                    links[cls] = links.get(cls, 0.0) + 1  # its own latency, not under the last
                     resumed[cls] = at
                 t = at
             if c.write != 7:
@@ -188,8 +188,8 @@ def iteration_links(
             t += max(c.stall, 1)
         if second:
             waited = sum(n * REFERENCE_CYCLES[cls] for cls, n in links.items())
-            links[FIXED] += max(t - start - waited, 0.0)
-    return dict(links)
+            links[FIXED] = links.get(FIXED, 0.0) + max(t - start - waited, 0.0)
+    return links
 
 
 @dataclass(frozen=True)
