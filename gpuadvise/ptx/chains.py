@@ -39,6 +39,7 @@ iterations that the compiler unrolled into one block overlap within it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,8 +166,15 @@ def _may_alias(a: tuple[Addr, int], b: tuple[Addr, int]) -> bool:
     return True
 
 
-def block_costs(program: Program) -> BlockCosts:
-    """The :class:`BlockCosts` of every block of ``program``."""
+def block_costs(
+    program: Program,
+    schedule: Mapping[int, tuple[frozenset[int], Mapping[str, float]]] | None = None,
+) -> BlockCosts:
+    """The :class:`BlockCosts` of every block of ``program``. ``schedule``: loops whose
+    iteration is what ptxas's SASS schedule takes (loop header -> the blocks it covers, one
+    iteration's links by latency class; :mod:`gpuadvise.trace.sass_schedule`): the header's
+    chain is that, the other blocks' none (the warp issues the iteration in order, each of its
+    instructions once, predicated off or not)."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     lat_ix = {c: i for i, c in enumerate(LATENCY_CLASSES)}
     nb = len(program.blocks)
@@ -190,6 +198,11 @@ def block_costs(program: Program) -> BlockCosts:
         indices = [i for b in run for i in per_block[b]]
         chain[head] = _longest_chain(program, indices, lat_ix, ordered=True)
         unordered[head] = _longest_chain(program, indices, lat_ix, ordered=False)
+    for head, (blocks, links) in (schedule or {}).items():
+        rows = sorted(blocks)
+        chain[rows] = 0.0
+        unordered[rows] = 0.0
+        chain[head] = unordered[head] = _vec(tuple(links.items()), lat_ix, len(LATENCY_CLASSES))
     return BlockCosts(pipes, chain, shared, unordered)
 
 
@@ -197,22 +210,32 @@ PREDICABLE_INSTRUCTIONS = 8
 """The most instructions of a block that a branch skips and ptxas predicates instead (if-
 conversion: ``if (i == idx) res = a; else res = b;`` is a select in SASS)."""
 
-_UNPREDICABLE = (
-    _ORDERED_LOADS
-    | _ORDERED_STORES
-    | frozenset({"red", "bar", "barrier", "call", "ret", "exit", "brx", "membar", "fence"})
+_UNPREDICABLE = _ORDERED_STORES | frozenset(
+    {"red", "bar", "barrier", "call", "ret", "exit", "brx", "membar", "fence"}
 )
+"""What keeps a side block a branch: a store, an atomic, a barrier, a call, a fence. A load
+alone does not: ptxas guards it (``@P LDG``), so ``if (l < n) r[k] = a[l * n + i];`` unrolled 40
+times issues its 40 loads back to back (HeCBench kmeans' hoisted ``feature_r``, sm_90 SASS:
+40 predicated ``LDG.E.CONSTANT`` between one ``ISETP`` each, no branch); loads of other spaces
+(shared, local) were not examined and keep the block a branch. Where such a run lies
+in a loop whose SASS schedule is known, that schedule is its time
+(:mod:`gpuadvise.trace.sass_schedule`): the guards ptxas computes again and waits for are not in
+the PTX."""
 
 
 def _predicable(program: Program, b: int) -> int | None:
     """The block a small side block ``b`` falls or branches into, when ptxas would predicate
-    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no memory access, barrier or
-    call); None otherwise."""
+    ``b`` (at most :data:`PREDICABLE_INSTRUCTIONS` instructions, no store, atomic, barrier,
+    call or load other than a global one); None otherwise."""
     blk = program.blocks[b]
     if blk.term[0] not in ("fall", "bra") or len(blk.body) > PREDICABLE_INSTRUCTIONS:
         return None
-    if any(program.instrs[i].base in _UNPREDICABLE for i in blk.body):
-        return None
+    for i in blk.body:
+        ins = program.instrs[i]
+        if ins.base in _UNPREDICABLE or (
+            ins.base in _ORDERED_LOADS and _global_access(ins) is None
+        ):
+            return None  # shared, local, ... loads: not examined in the SASS, kept a branch
     return int(blk.term[1])
 
 

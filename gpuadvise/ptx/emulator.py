@@ -201,6 +201,9 @@ class KernelImage:
     notes: list[str] = field(default_factory=list)
     const_used: bool = False
     loops: tuple[Loop, ...] | None = None  # the program's loops, found when first needed
+    # loops whose iteration ptxas's SASS schedule gives (gpuadvise.trace.sass_schedule): header
+    # -> (its blocks, an iteration's links by latency class); set before block_costs is read
+    schedule: dict[int, tuple[frozenset[int], dict[str, float]]] = field(default_factory=dict)
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -217,7 +220,7 @@ class KernelImage:
     def block_costs(self) -> BlockCosts:
         """Each block's instructions by pipe and longest dependent chain
         (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
-        return block_costs(self.program)
+        return block_costs(self.program, self.schedule)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:

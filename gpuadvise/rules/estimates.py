@@ -89,6 +89,18 @@ LOADS_IN_FLIGHT = 4
 with a float4 load per lane, one warp per SM reads 171 GB/s on an H200 (132 x 512 B / 395 ns)."""
 
 
+def _loads_per_wait(work: KernelWork | None, per_warp: float) -> float:
+    """Load requests a warp keeps in flight: :data:`LOADS_IN_FLIGHT`, or more where its
+    critical chain waits for global loads fewer times than that per load (its loads over the
+    global links of its chain, :mod:`gpuadvise.ptx.chains`: 40 guarded loads that ptxas
+    predicates and issues back to back are one wait, so 40 loads in flight, where a loop that
+    uses each load before the next waits once a load)."""
+    links = 0.0 if work is None else float(work.chain.get("global", 0.0))
+    if links <= 0.0:
+        return LOADS_IN_FLIGHT
+    return max(float(LOADS_IN_FLIGHT), per_warp / links)
+
+
 @dataclass(frozen=True)
 class _RecordCosts:
     kind: np.ndarray  # per record: Kind
@@ -566,11 +578,11 @@ def _view_traffic(
     # come from L1/L2 either way) looked latency-bound after: an upper bound below 1
     # (llm.c attention_query_key_kernel1, 0.39x)
     per_req = float(np.average(c.sectors[load], weights=rw[load])) if n_load else 0.0
-    in_flight = per_req * SECTOR * min(LOADS_IN_FLIGHT, n_load / warps)
     s = view.scale
     # what the CTAs execute (the execution model's input): the kernel's, not a proxy's (a
     # per-line proxy, ``only``, runs its records and a fold: the memory roofline alone)
     work = view.work if only is None else None
+    in_flight = per_req * SECTOR * min(_loads_per_wait(work, n_load / warps), n_load / warps)
     shared_requests = shared_wavefronts = 0.0
     if work is not None:
         shared_requests = work.shared_requests * work.ctas

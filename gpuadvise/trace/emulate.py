@@ -59,6 +59,7 @@ traceback.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -470,6 +471,7 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
+        sass=_sass(module, kernel),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
@@ -502,6 +504,22 @@ def emulate(
                 f"{_type_word(b.elem)}[{b.count_expr}]:random' (or zeros, or a data file)"
             )
     return dataclasses.replace(emu, notes=tuple(notes))
+
+
+def _sass(module: CompiledModule, kernel: KernelInfo) -> tuple[Any, Any]:
+    """The kernel's SASS (the disassembly is cached with the cubin) and its control bits, for
+    the loops' schedules (:mod:`gpuadvise.trace.sass_schedule`); empty when they cannot be
+    read."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain.sass import disassemble
+    from gpuadvise.trace.sass_schedule import control_words
+
+    try:
+        sass = disassemble(module.cubin_path, kernel.mangled)
+        ctl = control_words(module.cubin_path.read_bytes(), kernel.mangled)
+    except (GpuAdviseError, OSError):
+        return (), {}
+    return sass, ctl
 
 
 def _type_word(elem: Any) -> str:
@@ -662,6 +680,10 @@ def emulate_ptx(
     return dataclasses.replace(emu, trace=dataclasses.replace(emu.trace, work=work))
 
 
+# the SASS whose control bits and branch targets gpuadvise.trace.sass_schedule reads (sm_70 to sm_90)
+_SCHEDULED_ARCH = re.compile(r"sm_(7\d|8\d|90)a?")
+
+
 def _emulate(
     *,
     ptx: str,
@@ -681,6 +703,7 @@ def _emulate(
     record: bool,
     constants: Sequence[tuple[str, bytes]] = (),
     sample_loops: bool = False,
+    sass: tuple[Any, Any] = ((), {}),
 ) -> Emulation:
     import warnings
 
@@ -705,6 +728,10 @@ def _emulate(
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
+    if sass[0] and sass[1] and _SCHEDULED_ARCH.fullmatch(arch):
+        from gpuadvise.trace.sass_schedule import loop_schedules
+
+        image.schedule = loop_schedules(image.program, image.program_loops(), *sass)
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas

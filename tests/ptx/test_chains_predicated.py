@@ -61,3 +61,11 @@ def test_a_side_block_with_a_memory_access_keeps_the_blocks_apart():
     # a store in the skipped block: not predicated, each block waits for its own load
     side = "st.global.f32 [%rd2], %f{k};"
     assert _global_links(side) == 4.0
+
+
+def test_a_side_block_with_a_guarded_load_is_predicated():
+    # ``if (p) r = a[k];`` unrolled: ptxas guards the load (@P LDG) and issues the four back to
+    # back (kmeans find_membership's hoist: 40 predicated LDG, no branch), so one global link for
+    # the four iterations' loads at the head, not one block each waiting for its load
+    side = "ld.global.nc.f32 %f1{k}, [%rd2+{k}];"
+    assert _global_links(side) == 1.0
