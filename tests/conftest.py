@@ -45,6 +45,53 @@ from suitekit import cache_env, run_folder, toolkit_missing  # noqa: E402
 propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
 
 
+def _glibc() -> Any:
+    """glibc, for ``mallopt`` and ``malloc_trim``; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt, libc.malloc_trim  # noqa: B018  (both must be there)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _glibc()
+
+
+def keep_freed_memory() -> bool:
+    """glibc's malloc told to keep the memory the test process frees for its next allocations
+    while a test runs (``mallopt``: no ``mmap`` per large block, no trim of the heap's top)
+    rather than hand it back to the system and take fresh zeroed pages again: the rules and the
+    emulator make and drop numpy arrays of tens of MB many times over a kernel, and each fresh
+    page was a page fault (system time). After each test the free memory goes back to the
+    system (``malloc_trim``, :func:`pytest_runtest_teardown`), so that the memory available to
+    the next test and to the processes it starts (whose memory budget reads ``MemAvailable``)
+    is what it was. Only the test processes: the processes they start (``python -m
+    gpuadvise``, whose peak RSS tests read) keep glibc's defaults. False without glibc."""
+    if _LIBC is None:
+        return False
+    m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4
+    return bool(
+        _LIBC.mallopt(m_mmap_max, 0)
+        and _LIBC.mallopt(m_trim_threshold, 2**31 - 1)
+        and _LIBC.mallopt(m_top_pad, 256 << 20)
+    )
+
+
+keep_freed_memory()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The memory the test freed back to the system (:func:`keep_freed_memory`)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``--dist loadgroup`` the tests that ask for a module-scoped fixture of their own
