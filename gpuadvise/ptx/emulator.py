@@ -201,6 +201,9 @@ class KernelImage:
     notes: list[str] = field(default_factory=list)
     const_used: bool = False
     loops: tuple[Loop, ...] | None = None  # the program's loops, found when first needed
+    # the blocks' instructions by pipe as the kernel's SASS runs them
+    # (gpuadvise.trace.sass_counts), set before block_costs is first read; None: the PTX's
+    sass_pipes: np.ndarray | None = None
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -217,7 +220,7 @@ class KernelImage:
     def block_costs(self) -> BlockCosts:
         """Each block's instructions by pipe and longest dependent chain
         (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
-        return block_costs(self.program)
+        return block_costs(self.program, self.sass_pipes)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuadvise.errors import UsageError
+from gpuadvise.errors import GpuAdviseError, UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import (
     KEEP_FOR_RULES,
@@ -470,6 +470,7 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
+        sass=_sass(module, kernel),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
@@ -502,6 +503,17 @@ def emulate(
                 f"{_type_word(b.elem)}[{b.count_expr}]:random' (or zeros, or a data file)"
             )
     return dataclasses.replace(emu, notes=tuple(notes))
+
+
+def _sass(module: CompiledModule, kernel: KernelInfo) -> tuple[Any, ...]:
+    """The kernel's SASS (the disassembly is cached with the cubin), for its instruction counts
+    (:mod:`gpuadvise.trace.sass_counts`); empty when it cannot be read."""
+    from gpuadvise.toolchain.sass import disassemble
+
+    try:
+        return disassemble(module.cubin_path, kernel.mangled)
+    except (GpuAdviseError, OSError):
+        return ()
 
 
 def _type_word(elem: Any) -> str:
@@ -681,6 +693,7 @@ def _emulate(
     record: bool,
     constants: Sequence[tuple[str, bytes]] = (),
     sample_loops: bool = False,
+    sass: Sequence[Any] = (),
 ) -> Emulation:
     import warnings
 
@@ -705,6 +718,10 @@ def _emulate(
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
+    if sass:
+        from gpuadvise.trace.sass_counts import sass_block_pipes
+
+        image.sass_pipes = sass_block_pipes(image.program, sass)
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas
