@@ -69,7 +69,8 @@ def test_sass_pipe_classes() -> None:
     assert sass_pipe("LDG") == "lsu"
     assert sass_pipe("MUFU") == "mufu"
     assert sass_pipe("BSSY") == "branch"
-    assert sass_pipe("ULDC") == "lsu"  # a constant load of the uniform datapath
+    assert sass_pipe("ULDC") == "uniform"  # a constant load of the uniform datapath
+    assert sass_pipe("LDC") == "lsu"  # an issue slot (ncu counts it on the ADU)
     assert sass_pipe("UIADD3") == "uniform"
     assert sass_pipe("S2UR") == "uniform"
     assert sass_pipe("HFMA2") == "fp16"  # HFMA2.MMA is ptxas's move of a constant
