@@ -69,11 +69,17 @@ the p-norm, the turnaround, the ramp and the per-wait misses: a bound's after si
 longer than it was, and its before side never shorter. This assumption is stated in every
 estimate's method.
 
+The issue and pipe terms' counts are the SASS's where the kernel's SASS can be read
+(:mod:`gpuadvise.trace.sass_counts`: its instructions by source line and pipe, spread over the
+PTX blocks the emulator counts, over the copies ptxas made of unrolled loops; ``counts_from``),
+else the PTX's expansion table (:mod:`gpuadvise.ptx.pipes`); the dependency term's chains are the
+PTX's either way.
+
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
-loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
-differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes` and the double divisions'
-slow paths the traced values take (:mod:`gpuadvise.ptx.slow_paths`, in ``KernelWork``'s
-counts).
+loads in flight per warp beyond Little's law, dual issue (none since Volta), and, in the chains,
+PTX-to-SASS differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes` and the double
+divisions' slow paths the traced values take (:mod:`gpuadvise.ptx.slow_paths`, in
+``KernelWork``'s counts).
 
 Pure: no I/O.
 """
