@@ -208,16 +208,16 @@ def _copies(
         if expected > 0:
             copies[key] = max(1.0, float(np.floor(float(s_row[anchors].sum()) / expected + 0.5)))
     block_copies: dict[int, float] = {}
-    for b, key in ptx_rows:
-        if key is not None and key in copies:
-            block_copies[b] = max(block_copies.get(b, 1.0), copies[key])
-    for b, key in ptx_rows:
-        if key is not None and key in sass_by and key not in copies:
-            copies[key] = block_copies.get(b, 1.0)
-    for b, key in ptx_rows:  # a location over several blocks: the most of theirs
-        if key is not None and key in sass_by and key in copies and b in block_copies:
-            if not float(ptx_by[key][anchors].sum()):
-                copies[key] = max(copies[key], block_copies[b])
+    for b, loc in ptx_rows:
+        if loc is not None and loc in copies:
+            block_copies[b] = max(block_copies.get(b, 1.0), copies[loc])
+    for b, loc in ptx_rows:
+        if loc is not None and loc in sass_by and loc not in copies:
+            copies[loc] = block_copies.get(b, 1.0)
+    for b, loc in ptx_rows:  # a location over several blocks: the most of theirs
+        if loc is not None and loc in sass_by and loc in copies and b in block_copies:
+            if not float(ptx_by[loc][anchors].sum()):
+                copies[loc] = max(copies[loc], block_copies[b])
     return copies
 
 
