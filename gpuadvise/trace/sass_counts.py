@@ -43,8 +43,10 @@ Pure: it reads the PTX program and the SASS instructions it is given (no I/O).
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -164,59 +166,152 @@ def _counted(sass: Sequence[SassInstruction]) -> list[SassInstruction]:
 Row = dict[Key, np.ndarray]
 
 
-def _tables(
-    program: Program, sass: Sequence[SassInstruction]
-) -> tuple[Row, dict[tuple[int, Key | None], np.ndarray], Row] | None:
+_CONST_RE = re.compile(r"c\[(0x[0-9a-fA-F]+)\]\[([^\]]*)\]")
+_USER_BANK = 3  # the bank of the module's __constant__ variables (bank 0: parameters, launch)
+_CONST_WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+
+
+def _const_reads(s: SassInstruction) -> tuple[bool, list[tuple[int, int]]]:
+    """Whether ``s`` loads a kernel parameter or launch constant (bank 0, with ``LDC``/``ULDC``:
+    the PTX's ``ld.param``, free in :func:`~gpuadvise.ptx.pipes.pipe_work`), and the
+    (byte offset, width) of each ``__constant__`` word it reads at a fixed address (bank 3, as an
+    operand or with ``LDC``/``ULDC``): the PTX's ``ld.const`` of a known address, which ptxas
+    folds into the instruction that uses the value or into the uniform datapath."""
+    param = False
+    reads: list[tuple[int, int]] = []
+    loads = s.base_opcode in ("LDC", "ULDC")
+    width = 4
+    if loads:
+        for m in s.opcode.split(".")[1:]:
+            width = _CONST_WIDTH.get(m, width)
+    elif s.base_opcode.startswith("D") or ".64" in s.opcode:
+        width = 8
+    for m in _CONST_RE.finditer(s.operands):
+        bank = int(m.group(1), 16)
+        addr = m.group(2)
+        if bank == 0:
+            param = param or loads
+        elif bank == _USER_BANK and addr.startswith("0x"):
+            reads.append((int(addr, 16), width))
+    return param, reads
+
+
+def _sass_anchor(s: SassInstruction, pipe: str) -> float:
+    """``s``'s anchors (see the module doc) less its ``__constant__`` and parameter loads, which
+    :func:`_tables` counts by the words they read."""
+    if pipe not in _ANCHORS:
+        return 0.0
+    if s.base_opcode in ("LDC", "ULDC") and _CONST_RE.search(s.operands):
+        addr = _CONST_RE.search(s.operands)
+        if addr is not None and (int(addr.group(1), 16) == 0 or addr.group(2).startswith("0x")):
+            return 0.0
+    return 2.0 if s.base_opcode == "REDUX" else 1.0
+
+
+def _ptx_const_bytes(ins: Instr) -> int:
+    """The bytes a PTX ``ld.const`` reads (0 for any other instruction)."""
+    if ins.base not in ("ld", "ldu") or "const" not in ins.mods:
+        return 0
+    size = 4
+    lanes = 1
+    for m in ins.mods:
+        if m[:1] in "subf" and m[1:].isdigit():
+            size = max(1, int(m[1:]) // 8)
+        elif m in ("v2", "v4", "v8"):
+            lanes = int(m[1:])
+    return size * lanes
+
+
+@dataclass
+class _Anchors:
+    """Per location: the SASS's anchors (its ``__constant__`` words read at fixed addresses
+    counted as loads of the PTX's size), and the PTX's (:data:`_ANCHORS` of ``pipe_work``)."""
+
+    sass: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
+    ptx: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
+
+
+REST: Key = ("", 0, 0)
+"""The location that stands for the rest: the SASS's instructions whose location the PTX has not
+(none, or a line ptxas moved code to) and the PTX's work whose location the SASS has not (a line
+ptxas folded into another's instructions, or compiler-made code without a line)."""
+
+
+@dataclass
+class _Tables:
+    sass_by: Row
+    ptx_rows: dict[tuple[int, Key], np.ndarray]
+    ptx_by: Row
+    anchors: _Anchors
+    ptx_keys: dict[int, Key]  # PTX instruction index -> its location (or REST)
+
+
+def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None:
     """The SASS's instructions by location and pipe, the PTX's work by (block, location) and by
-    location (``pipe_work``); None when too little of the SASS finds its location."""
+    location (``pipe_work``), both sides' anchors by location, each on the locations both sides
+    have and :data:`REST`; None when too little of the SASS finds its location."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     width = len(PIPES)
+    blocks = block_instructions(program)
+    raw_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
+    counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass)]
+    counted = [c for c in counted if c[1] not in _PTX_KEPT]
+    ptx_have = {k for k in raw_ptx.values() if k is not None}
+    located = [k for _s, _p, k in counted if k is not None]
+    if not located or sum(1 for k in located if k in ptx_have) < MIN_MATCHED * len(located):
+        return None
+    sass_have = set(located)
     sass_by: Row = defaultdict(lambda: np.zeros(width))
-    for s in _counted(sass):
-        pipe = sass_pipe(s.base_opcode)
-        key = _sass_key(s)
-        if pipe in _PTX_KEPT or key is None:
-            continue
+    anchors = _Anchors()
+    const_words: dict[Key, set[int]] = defaultdict(set)
+    for s, pipe, raw in counted:
+        key = raw if raw is not None and raw in ptx_have else REST
         sass_by[key][pipe_ix[pipe]] += 2.0 if s.base_opcode == "REDUX" else 1.0
-    ptx_rows: dict[tuple[int, Key | None], np.ndarray] = defaultdict(lambda: np.zeros(width))
-    for b, indices in enumerate(block_instructions(program)):
+        anchors.sass[key] += _sass_anchor(s, pipe)
+        for offset, size in _const_reads(s)[1]:
+            const_words[key].update(range(offset, offset + size))
+    ptx_keys = {i: k if k is not None and k in sass_have else REST for i, k in raw_ptx.items()}
+    ptx_rows: dict[tuple[int, Key], np.ndarray] = defaultdict(lambda: np.zeros(width))
+    const_size: dict[Key, list[int]] = defaultdict(list)
+    for b, indices in enumerate(blocks):
         for i in indices:
             ins = program.instrs[i]
-            row = ptx_rows[(b, _ptx_key(program, ins))]
+            key = ptx_keys[i]
+            row = ptx_rows[(b, key)]
             for pipe, n in pipe_work(ins):
                 row[pipe_ix[pipe]] += n
+                if pipe in _ANCHORS:
+                    anchors.ptx[key] += n
+            if size := _ptx_const_bytes(ins):
+                const_size[key].append(size)
     ptx_by: Row = defaultdict(lambda: np.zeros(width))
     for (_b, key), row in ptx_rows.items():
-        if key is not None:
-            ptx_by[key] += row
-    total = sum(float(v.sum()) for v in sass_by.values())
-    matched = sum(float(v.sum()) for k, v in sass_by.items() if k in ptx_by)
-    if total <= 0 or matched < MIN_MATCHED * total:
-        return None
-    return sass_by, ptx_rows, ptx_by
+        ptx_by[key] += row
+    for key, words in const_words.items():  # __constant__ words read, in the PTX's load size
+        sizes = const_size.get(key)
+        if sizes:  # (where the PTX loads none, ptxas moved another line's loads here)
+            anchors.sass[key] += len(words) / (sum(sizes) / len(sizes))
+    return _Tables(sass_by, ptx_rows, ptx_by, anchors, ptx_keys)
 
 
-def _copies(
-    sass_by: Row, ptx_rows: dict[tuple[int, Key | None], np.ndarray], ptx_by: Row
-) -> dict[Key, float]:
+def _copies(tables: _Tables) -> dict[Key, float]:
     """Each location's copies in the SASS (see the module doc)."""
-    anchors = [PIPES.index(p) for p in _ANCHORS]
+    sass_by, ptx_rows, anchors = tables.sass_by, tables.ptx_rows, tables.anchors
     copies: dict[Key, float] = {}
-    for key, s_row in sass_by.items():
-        p_row = ptx_by.get(key)
-        expected = 0.0 if p_row is None else float(p_row[anchors].sum())
+    for key in sass_by:
+        expected = anchors.ptx.get(key, 0.0)
         if expected > 0:
-            copies[key] = max(1.0, float(np.floor(float(s_row[anchors].sum()) / expected + 0.5)))
+            copies[key] = max(1.0, float(np.floor(anchors.sass.get(key, 0.0) / expected + 0.5)))
     block_copies: dict[int, float] = {}
     for b, loc in ptx_rows:
-        if loc is not None and loc in copies:
+        if loc in copies:
             block_copies[b] = max(block_copies.get(b, 1.0), copies[loc])
     for b, loc in ptx_rows:
-        if loc is not None and loc in sass_by and loc not in copies:
+        if loc in sass_by and loc not in copies:
             copies[loc] = block_copies.get(b, 1.0)
     for b, loc in ptx_rows:  # a location over several blocks: the most of theirs
-        if loc is not None and loc in sass_by and loc in copies and b in block_copies:
-            if not float(ptx_by[loc][anchors].sum()):
+        if loc in sass_by and loc in copies and b in block_copies:
+            if not anchors.ptx.get(loc, 0.0):
                 copies[loc] = max(copies[loc], block_copies[b])
     return copies
 
@@ -225,7 +320,7 @@ def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[K
     """Each source location's copies in the SASS (file base name, line, kernel body line ->
     copies; see the module doc); empty when the SASS cannot be matched to the PTX."""
     tables = _tables(program, sass)
-    return {} if tables is None else _copies(*tables)
+    return {} if tables is None else _copies(tables)
 
 
 def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.ndarray | None:
@@ -235,40 +330,31 @@ def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.nd
     tables = _tables(program, sass)
     if tables is None:
         return None
-    sass_by, ptx_rows, ptx_by = tables
-    copies = _copies(sass_by, ptx_rows, ptx_by)
+    sass_by, ptx_by = tables.sass_by, tables.ptx_by
+    copies = _copies(tables)
     blocks = block_instructions(program)
     ptx_n: dict[Key, int] = defaultdict(int)
-    for indices in blocks:
-        for i in indices:
-            k = _ptx_key(program, program.instrs[i])
-            if k is not None:
-                ptx_n[k] += 1
+    for k in tables.ptx_keys.values():
+        ptx_n[k] += 1
     width = len(PIPES)
     kept = [PIPES.index(p) for p in _PTX_KEPT]
     groups = [[PIPES.index(p) for p in g] for g in _GROUPS]
     out = np.zeros((len(program.blocks) + 1, width))
-    for (b, key), row in ptx_rows.items():
-        s_row = None if key is None else sass_by.get(key)
-        if s_row is None:
-            out[b] += row
+    for (b, key), row in tables.ptx_rows.items():
+        out[b][kept] += row[kept]
+        s_row = sass_by.get(key)
+        if s_row is None:  # (REST where every SASS instruction found its location: nothing)
             continue
-        assert key is not None
         whole = ptx_by[key]
         p_total = float(whole.sum() - whole[kept].sum())
         own = float(row.sum() - row[kept].sum())
         if p_total > 0:
             share = own / p_total
         else:  # only moves and parameter loads: by instruction count
-            share = _instructions(program, blocks[b], key) / max(ptx_n[key], 1)
+            share = sum(1 for i in blocks[b] if tables.ptx_keys[i] == key) / max(ptx_n[key], 1)
         mine = np.zeros(width)
         for g in groups:
             there = float(whole[g].sum())
             mine[g] = s_row[g] * (float(row[g].sum()) / there if there > 0 else share)
         out[b] += mine / copies.get(key, 1.0)
-        out[b][kept] += row[kept]
     return out
-
-
-def _instructions(program: Program, indices: list[int], key: Key) -> int:
-    return sum(1 for i in indices if _ptx_key(program, program.instrs[i]) == key)
