@@ -20,7 +20,12 @@ at, on both sides):
   location's code u + 1 times, each copy run for its share of the iterations, so one execution of
   the PTX runs one copy. The copies are the SASS's *anchors* (memory instructions, FP32, FP64,
   MUFU and shuffle instructions: those ptxas neither adds nor removes, but for the expansions
-  :func:`gpuadvise.ptx.pipes.pipe_work` models) over the PTX's, rounded, at least 1; a location
+  :func:`gpuadvise.ptx.pipes.pipe_work` models) over the PTX's, rounded, at least 1. A PTX
+  ``ld.const`` of a fixed address is an anchor that ptxas may fold into the instruction using the
+  value (a ``c[0x3][..]`` operand) or into the uniform datapath (``ULDC``): on the SASS side the
+  ``__constant__`` bytes the location reads at fixed addresses, over the PTX's load size, count
+  as its loads (a loop ptxas unrolled fully over ``c_lut[k]`` has 128 of them, not 0); an
+  ``LDC``/``ULDC`` of bank 0 (a parameter, the PTX's free ``ld.param``) is no anchor. A location
   without anchors takes the most copies of an anchored location that shares a PTX block with it
   (a loop's increment and compare are unrolled with its body);
 - one execution of a PTX block then issues, for each location, its share of the location's SASS
@@ -30,9 +35,15 @@ at, on both sides):
   PTX has none of that group (a ``for`` line's loads go to the block that loads, its compare and
   branch where they are).
 
+Locations one side has and the other has not meet in one location, :data:`REST`: the SASS's
+instructions without a line or on a line the PTX lacks (ptxas moved code there) stand for the
+PTX's work without a line (compiler-made, ``.loc`` line 0) or on a line the SASS lacks (ptxas
+folded it into another line's instructions, e.g. a row pointer into each load's address), spread
+over the blocks of the latter as above. So the SASS's instructions are each counted once, and
+PTX work that ptxas folded away is not counted on top of them.
+
 The tensor and barrier pipes stay the PTX's (an ``mma``'s units are m16n8k16 equivalents, a
-barrier's passes the barrier term's), and so does a location the SASS does not have: a
-PTX instruction whose location has no SASS keeps ``pipe_work``'s row. When less than
+barrier's passes the barrier term's). When less than
 :data:`MIN_MATCHED` of the SASS's instructions find their location in the PTX (no line info, a
 cubin from other source) the map is None and the PTX's counts are used (the estimate's method says
 which).
