@@ -223,3 +223,80 @@ def test_no_line_info_falls_back_to_the_ptx() -> None:
     program = _program(LOOP)
     sass = _sass([("LDG.E", None), ("FADD", None), ("EXIT", None)])
     assert sass_block_pipes(program, sass) is None
+
+
+# A loop over a __constant__ table, two taps an iteration in the PTX (line 9 loads and
+# multiplies-adds, line 10 counts); line 8's row pointer is folded by ptxas into line 9's code.
+CONST_LOOP = """
+  .loc 1 8 0
+  mov.u32 %r1, %tid.x;
+  mul.lo.s32 %r5, %r1, 3;
+  mov.u32 %r2, 0;
+  mov.u32 %r3, 0;
+$L_loop:
+  .loc 1 9 0
+  cvt.u64.u32 %rd2, %r2;
+  mov.u64 %rd3, c_lut;
+  add.s64 %rd4, %rd3, %rd2;
+  ld.const.u8 %r6, [%rd4];
+  mad.lo.s32 %r3, %r6, %r5, %r3;
+  ld.const.u8 %r7, [%rd4+1];
+  mad.lo.s32 %r3, %r7, %r5, %r3;
+  .loc 1 10 0
+  add.s32 %r2, %r2, 2;
+  setp.lt.u32 %p1, %r2, 16;
+  @%p1 bra $L_loop;
+  .loc 1 12 0
+  ld.param.u64 %rd1, [p];
+  st.global.u32 [%rd1], %r3;
+  ret;
+"""
+
+
+def _sass_ops(rows: list[tuple[str, int | None, str]]) -> tuple[SassInstruction, ...]:
+    """(opcode, line, operands) rows at offsets 0, 0x10, ..."""
+    return tuple(
+        SassInstruction(
+            offset=i * 16,
+            opcode=op,
+            base_opcode=op.split(".")[0],
+            predicate=None,
+            operands=operands,
+            file=None if line is None else "/src/k.cu",
+            line=line,
+        )
+        for i, (op, line, operands) in enumerate(rows)
+    )
+
+
+def test_a_fully_unrolled_constant_loop_counts_the_constant_words_as_its_loads() -> None:
+    """ptxas unrolls the loop fully (8 PTX iterations, 16 taps) and reads c_lut through the
+    uniform datapath (ULDC.U8, one byte each, and one ULDC.64 whose 8 bytes four taps share):
+    no LDC is left, so the taps' loads are the 16 bytes of bank 3 read at fixed addresses over
+    the PTX's 1-byte loads: 8 copies, one of which a PTX iteration runs (its 2 IMAD). The
+    bank-0 loads of the parameter (line 12) are no anchor; line 8's multiply, folded into the
+    IMADs' operand, and the PTX's line 10, gone with the loop, are not counted on top."""
+    program = _program(CONST_LOOP)
+    rows: list[tuple[str, int | None, str]] = [("S2R", 8, "R0, SR_TID.X")]
+    rows += [("IMAD", 8, "R5, R0, 0x3, RZ")]
+    rows += [("ULDC.64", 9, "UR4, c[0x3][0x0]")]
+    rows += [("ULDC.U8", 9, f"UR{6 + k}, c[0x3][{hex(8 + k)}]") for k in range(8)]
+    rows += [("ULOP3.LUT", 9, "UR8, UR4, 0xff, URZ, 0xc0, !UPT")] * 4
+    rows += [("IMAD", 9, "R3, R5, UR4, R3")] * 16
+    rows += [("LDC.64", 12, "R4, c[0x0][0x210]"), ("STG.E", 12, "desc[UR4][R4.64], R3")]
+    rows += [("EXIT", None, "")]
+    sass = _sass_ops(rows)
+    copies = location_copies(program, sass)
+    assert copies[("k.cu", 9, 9)] == 8.0
+    assert copies[("k.cu", 12, 12)] == 1.0  # the LDC of bank 0 is no second store's anchor
+    got = sass_block_pipes(program, sass)
+    assert got is not None
+    loop = next(
+        b
+        for b, blk in enumerate(program.blocks)
+        if any(program.instrs[i].base == "ld" for i in blk.body)
+    )
+    # the EXIT has no line: the rest (REST), whose PTX is line 10's, in the loop's block
+    assert _row(got, loop) == {"imad": 2.0, "uniform": 13 / 8, "branch": 1 / 8}
+    # 8 PTX iterations issue what the unrolled SASS issues once, and nothing of line 10's PTX
+    assert 8 * got[loop].sum() == 16 + 13 + 1
