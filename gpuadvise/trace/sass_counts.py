@@ -123,10 +123,11 @@ def sass_pipe(base_opcode: str) -> str:
     return "int"
 
 
-Key = tuple[str, int, int]  # innermost file's base name, its line, the kernel body's line
+Src = tuple[str, int, int]  # innermost file's base name, its line, the kernel body's line
+Key = tuple[str, int, int, int]  # a Src and where it runs: 1 in a loop, 0 not, -1 either
 
 
-def _ptx_key(program: Program, ins: Instr) -> Key | None:
+def _ptx_key(program: Program, ins: Instr) -> Src | None:
     inner = ins.inner_loc or ins.loc
     if inner is None or ins.loc is None or inner.line <= 0:
         return None
@@ -135,7 +136,7 @@ def _ptx_key(program: Program, ins: Instr) -> Key | None:
     return os.path.basename(path), inner.line, outer.line
 
 
-def _sass_key(s: SassInstruction) -> Key | None:
+def _sass_key(s: SassInstruction) -> Src | None:
     if s.line is None or s.file is None:
         return None
     return os.path.basename(s.file), s.line, s.call_site[1] or s.line
@@ -242,7 +243,7 @@ class _Anchors:
     ptx: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
 
 
-REST: Key = ("", 0, 0)
+REST: Key = ("", 0, 0, -1)
 """The location that stands for the rest: the SASS's instructions whose location the PTX has not
 (none, or a line ptxas moved code to) and the PTX's work whose location the SASS has not (a line
 ptxas folded into another's instructions, or compiler-made code without a line)."""
@@ -264,18 +265,38 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     width = len(PIPES)
     blocks = block_instructions(program)
-    raw_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
+    src_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
     counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass)]
     counted = [c for c in counted if c[1] not in _PTX_KEPT]
-    ptx_have = {k for k in raw_ptx.values() if k is not None}
+    ptx_src = {k for k in src_ptx.values() if k is not None}
     located = [k for _s, _p, k in counted if k is not None]
-    if not located or sum(1 for k in located if k in ptx_have) < MIN_MATCHED * len(located):
+    if not located or sum(1 for k in located if k in ptx_src) < MIN_MATCHED * len(located):
         return None
-    sass_have = set(located)
+    # where each side runs a location's code: in a loop or not (ptxas hoists a loop's invariant
+    # code out of it; the PTX's ``for`` line has its start outside the loop, its step inside)
+    cyclic = _cyclic_blocks(program)
+    ptx_loop = {i: int(b in cyclic) for b, indices in enumerate(blocks) for i in indices}
+    sass_loop = _sass_in_loop(sass)
+    both: dict[Src, tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
+    for i, k in src_ptx.items():
+        if k is not None:
+            both[k][1].add(ptx_loop[i])
+    for s, _p, k in counted:
+        if k is not None:
+            both[k][0].add(sass_loop.get(s.offset, 0))
+    split = {k for k, (a, b) in both.items() if a == b == {0, 1}}
+
+    def key_of(k: Src | None, in_loop: int) -> Key | None:
+        return None if k is None else (*k, in_loop if k in split else -1)
+
+    raw_ptx = {i: key_of(k, ptx_loop[i]) for i, k in src_ptx.items()}
+    ptx_have = {k for k in raw_ptx.values() if k is not None}
+    counted_keys = [(s, p, key_of(k, sass_loop.get(s.offset, 0))) for s, p, k in counted]
+    sass_have = {k for _s, _p, k in counted_keys if k is not None}
     sass_by: Row = defaultdict(lambda: np.zeros(width))
     anchors = _Anchors()
     const_words: dict[Key, set[int]] = defaultdict(set)
-    for s, pipe, raw in counted:
+    for s, pipe, raw in counted_keys:
         key = raw if raw is not None and raw in ptx_have else REST
         sass_by[key][pipe_ix[pipe]] += 2.0 if s.base_opcode == "REDUX" else 1.0
         anchors.sass[key] += _sass_anchor(s, pipe)
@@ -327,11 +348,75 @@ def _copies(tables: _Tables) -> dict[Key, float]:
     return copies
 
 
-def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[Key, float]:
+def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[Src, float]:
     """Each source location's copies in the SASS (file base name, line, kernel body line ->
     copies; see the module doc); empty when the SASS cannot be matched to the PTX."""
     tables = _tables(program, sass)
-    return {} if tables is None else _copies(tables)
+    if tables is None:
+        return {}
+    out: dict[Src, float] = {}
+    for (file, line, outer, _in_loop), n in _copies(tables).items():
+        if file:
+            out[file, line, outer] = max(out.get((file, line, outer), 0.0), n)
+    return out
+
+
+def _cyclic_blocks(program: Program) -> set[int]:
+    """The blocks on a cycle of the control-flow graph (in some loop): those of a strongly
+    connected component of more than one block, or with an edge to themselves."""
+    blocks = program.blocks
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    out: set[int] = set()
+    counter = 0
+    for root in range(len(blocks)):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on.add(v)
+            succs = blocks[v].succs
+            if i < len(succs):
+                work.append((v, i + 1))
+                w = succs[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in blocks[v].succs:
+                    out.update(comp)
+            if work:
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+    return out
+
+
+def _sass_in_loop(sass: Sequence[SassInstruction]) -> dict[int, int]:
+    """Offset -> 1 for the SASS instructions between a backward branch's target and the branch
+    (a loop of the SASS), else 0."""
+    inside: dict[int, int] = {s.offset: 0 for s in sass}
+    for s in sass:
+        if s.base_opcode in ("BRA", "JMP") and s.target is not None and s.target <= s.offset:
+            for o in inside:
+                if s.target <= o <= s.offset:
+                    inside[o] = 1
+    return inside
 
 
 def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.ndarray | None:
