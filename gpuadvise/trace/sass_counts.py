@@ -410,13 +410,20 @@ def _cyclic_blocks(program: Program) -> set[int]:
 def _sass_in_loop(sass: Sequence[SassInstruction]) -> dict[int, int]:
     """Offset -> 1 for the SASS instructions between a backward branch's target and the branch
     (a loop of the SASS), else 0."""
-    inside: dict[int, int] = {s.offset: 0 for s in sass}
-    for s in sass:
+    at = {s.offset: i for i, s in enumerate(sass)}
+    marks = [0] * (len(sass) + 1)
+    for i, s in enumerate(sass):
         if s.base_opcode in ("BRA", "JMP") and s.target is not None and s.target <= s.offset:
-            for o in inside:
-                if s.target <= o <= s.offset:
-                    inside[o] = 1
-    return inside
+            j = at.get(s.target)
+            if j is not None:
+                marks[j] += 1
+                marks[i + 1] -= 1
+    out: dict[int, int] = {}
+    depth = 0
+    for i, s in enumerate(sass):
+        depth += marks[i]
+        out[s.offset] = int(depth > 0)
+    return out
 
 
 def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.ndarray | None:

@@ -300,3 +300,45 @@ def test_a_fully_unrolled_constant_loop_counts_the_constant_words_as_its_loads()
     assert _row(got, loop) == {"imad": 2.0, "uniform": 13 / 8, "branch": 1 / 8}
     # 8 PTX iterations issue what the unrolled SASS issues once, and nothing of line 10's PTX
     assert 8 * got[loop].sum() == 16 + 13 + 1
+
+
+# line 9 starts the loop outside it (the bound, doubled) and steps it inside
+HOISTED = """
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r1, [n];
+  .loc 1 9 0
+  shl.b32 %r5, %r1, 1;
+  mov.u32 %r2, 0;
+  mov.f32 %f1, 0f00000000;
+$L_loop:
+  .loc 1 10 0
+  mul.wide.s32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.f32 %f2, [%rd3];
+  add.f32 %f1, %f1, %f2;
+  .loc 1 9 0
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, %r5;
+  @%p1 bra $L_loop;
+  .loc 1 12 0
+  st.global.f32 [%rd1], %f1;
+  ret;
+"""
+
+
+def test_code_ptxas_keeps_outside_a_loop_runs_once() -> None:
+    """Line 9's SASS outside the SASS loop (the parameter's LDC, S2R, the shift, two moves)
+    goes to the PTX's line-9 block outside the loop, its SASS inside the loop (IADD3, ISETP,
+    the back branch) to the loop's block: an iteration issues 3 of line 9's, not 8."""
+    program = _program(HOISTED)
+    rows = [("LDC", 9), ("S2R", 9), ("SHF.L.U32", 9), ("MOV", 9), ("IMAD.MOV.U32", 9)]
+    rows += [("IMAD.WIDE", 10), ("LDG.E", 10), ("FADD", 10)]  # 0x50: the loop's head
+    rows += [("IADD3", 9), ("ISETP.GE.AND", 9), ("BRA", 9, "@P0", 0x50)]
+    rows += [("STG.E", 12), ("EXIT", None)]
+    got = sass_block_pipes(program, _sass(rows))
+    assert got is not None
+    loop = _loop_block(program)
+    row = _row(got, loop)
+    assert row["int"] == 2.0 and row["branch"] == 1.0 and row["imad"] == 1.0
+    entry = _row(got, 0)
+    assert entry["int"] == 3.0 and entry["imad"] == 1.0 and entry["lsu"] == 1.0
