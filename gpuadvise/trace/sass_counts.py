@@ -28,6 +28,11 @@ at, on both sides):
   ``LDC``/``ULDC`` of bank 0 (a parameter, the PTX's free ``ld.param``) is no anchor. A location
   without anchors takes the most copies of an anchored location that shares a PTX block with it
   (a loop's increment and compare are unrolled with its body);
+- where ptxas kept part of a location's code in a loop and part outside (a loop's invariant
+  code hoisted out of it, a ``for`` line's start and its step), and the PTX has the location's
+  work in loops and outside too, the two parts are matched apart: the SASS's instructions between
+  a backward branch's target and the branch go to the location's PTX blocks on a cycle of the
+  control-flow graph, the others to its blocks on none;
 - one execution of a PTX block then issues, for each location, its share of the location's SASS
   by pipe over its copies: for each group of pipes (the memory instructions, each float pipe,
   MUFU, XU, shuffles, branches, the integer pipes together), the block's share of the
