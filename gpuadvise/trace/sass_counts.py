@@ -27,7 +27,9 @@ at, on both sides):
   as its loads (a loop ptxas unrolled fully over ``c_lut[k]`` has 128 of them, not 0); an
   ``LDC``/``ULDC`` of bank 0 (a parameter, the PTX's free ``ld.param``) is no anchor. A location
   without anchors takes the most copies of an anchored location that shares a PTX block with it
-  (a loop's increment and compare are unrolled with its body);
+  (a loop's increment and compare are unrolled with its body), and, where its PTX is in a loop
+  and its SASS in none (a loop ptxas unrolled fully), the most copies of the anchored locations
+  of the same PTX loop also unrolled (window7_loops' bounds test, line 30: 7);
 - where ptxas kept part of a location's code in a loop and part outside (a loop's invariant
   code hoisted out of it, a ``for`` line's start and its step), and the PTX has the location's
   work in loops and outside too, the two parts are matched apart: the SASS's instructions between
@@ -261,6 +263,10 @@ class _Tables:
     ptx_by: Row
     anchors: _Anchors
     ptx_keys: dict[int, Key]  # PTX instruction index -> its location (or REST)
+    # the locations whose PTX is in a loop and whose SASS is in none (a loop ptxas unrolled
+    # fully), and each cyclic PTX block's outermost loop
+    unrolled: set[Key] = field(default_factory=set)
+    loop_of: dict[int, int] = field(default_factory=dict)
 
 
 def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None:
@@ -290,6 +296,7 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
         if k is not None:
             both[k][0].add(sass_loop.get(s.offset, 0))
     split = {k for k, (a, b) in both.items() if a == b == {0, 1}}
+    unrolled = {(*k, -1) for k, (a, b) in both.items() if a == {0} and 1 in b}
 
     def key_of(k: Src | None, in_loop: int) -> Key | None:
         return None if k is None else (*k, in_loop if k in split else -1)
@@ -328,7 +335,7 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
         sizes = const_size.get(key)
         if sizes:  # (where the PTX loads none, ptxas moved another line's loads here)
             anchors.sass[key] += len(words) / (sum(sizes) / len(sizes))
-    return _Tables(sass_by, ptx_rows, ptx_by, anchors, ptx_keys)
+    return _Tables(sass_by, ptx_rows, ptx_by, anchors, ptx_keys, unrolled & set(sass_by), cyclic)
 
 
 def _copies(tables: _Tables) -> dict[Key, float]:
@@ -350,6 +357,16 @@ def _copies(tables: _Tables) -> dict[Key, float]:
         if loc in sass_by and loc in copies and b in block_copies:
             if not anchors.ptx.get(loc, 0.0):
                 copies[loc] = max(copies[loc], block_copies[b])
+    # a loop ptxas unrolled fully: its locations without anchors (a condition, the loop's own
+    # count) are there as many times as the anchored locations of the same loop also unrolled
+    loop_copies: dict[int, float] = {}
+    for b, loc in ptx_rows:
+        if loc in tables.unrolled and anchors.ptx.get(loc, 0.0) and b in tables.loop_of:
+            c = tables.loop_of[b]
+            loop_copies[c] = max(loop_copies.get(c, 1.0), copies.get(loc, 1.0))
+    for b, loc in ptx_rows:
+        if loc in tables.unrolled and not anchors.ptx.get(loc, 0.0) and b in tables.loop_of:
+            copies[loc] = max(copies.get(loc, 1.0), loop_copies.get(tables.loop_of[b], 1.0))
     return copies
 
 
@@ -366,15 +383,16 @@ def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[S
     return out
 
 
-def _cyclic_blocks(program: Program) -> set[int]:
+def _cyclic_blocks(program: Program) -> dict[int, int]:
     """The blocks on a cycle of the control-flow graph (in some loop): those of a strongly
-    connected component of more than one block, or with an edge to themselves."""
+    connected component of more than one block, or with an edge to themselves, each with its
+    component's number (an outermost loop and the loops inside it)."""
     blocks = program.blocks
     index: dict[int, int] = {}
     low: dict[int, int] = {}
     stack: list[int] = []
     on: set[int] = set()
-    out: set[int] = set()
+    out: dict[int, int] = {}
     counter = 0
     for root in range(len(blocks)):
         if root in index:
@@ -405,7 +423,7 @@ def _cyclic_blocks(program: Program) -> set[int]:
                     if w == v:
                         break
                 if len(comp) > 1 or v in blocks[v].succs:
-                    out.update(comp)
+                    out.update(dict.fromkeys(comp, v))
             if work:
                 u = work[-1][0]
                 low[u] = min(low[u], low[v])
