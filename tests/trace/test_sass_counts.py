@@ -342,3 +342,49 @@ def test_code_ptxas_keeps_outside_a_loop_runs_once() -> None:
     assert row["int"] == 2.0 and row["branch"] == 1.0 and row["imad"] == 1.0
     entry = _row(got, 0)
     assert entry["int"] == 3.0 and entry["imad"] == 1.0 and entry["lsu"] == 1.0
+
+
+# a guarded tap a trip: line 11 tests (no anchor, its own block), line 10 loads and adds
+GUARDED_LOOP = """
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, 0;
+  mov.f32 %f1, 0f00000000;
+$L_loop:
+  .loc 1 11 0
+  setp.ge.s32 %p2, %r2, %r1;
+  @%p2 bra $L_next;
+  .loc 1 10 0
+  mul.wide.s32 %rd2, %r2, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  ld.global.f32 %f2, [%rd3];
+  add.f32 %f1, %f1, %f2;
+$L_next:
+  .loc 1 9 0
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p1, %r2, 4;
+  @%p1 bra $L_loop;
+  .loc 1 12 0
+  st.global.f32 [%rd1], %f1;
+  ret;
+"""
+
+
+def test_a_loop_unrolled_fully_gives_its_test_the_copies_of_its_loads() -> None:
+    """ptxas unrolls the 4 trips fully and predicates the taps: line 11's compare (no anchor, in
+    a block of its own) is there 4 times like line 10's loads, so a PTX trip runs one of each;
+    line 9's count is gone (its PTX is the rest's, which the SASS has none of)."""
+    program = _program(GUARDED_LOOP)
+    rows = []
+    for k in range(4):
+        rows += [("ISETP.GE.AND", 11), ("IMAD.WIDE", 10, f"@!P{k}"), ("LDG.E", 10, f"@!P{k}")]
+        rows += [("FADD", 10, f"@!P{k}")]
+    rows += [("STG.E", 12), ("EXIT", 12)]
+    sass = _sass(rows)
+    copies = location_copies(program, sass)
+    assert copies[("k.cu", 10, 10)] == 4.0
+    assert copies[("k.cu", 11, 11)] == 4.0
+    got = sass_block_pipes(program, sass)
+    assert got is not None
+    total = 4 * got[:-1].sum(axis=0)  # each block of the loop runs 4 times (every tap taken)
+    assert total[PIPES.index("int")] == 4.0  # the 4 ISETP, not 16
