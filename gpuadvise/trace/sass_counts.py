@@ -190,29 +190,21 @@ _USER_BANK = 3  # the bank of the module's __constant__ variables (bank 0: param
 _CONST_WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
 
 
-def _const_reads(s: SassInstruction) -> tuple[bool, list[tuple[int, int]]]:
-    """Whether ``s`` loads a kernel parameter or launch constant (bank 0, with ``LDC``/``ULDC``:
-    the PTX's ``ld.param``, free in :func:`~gpuadvise.ptx.pipes.pipe_work`), and the
-    (byte offset, width) of each ``__constant__`` word it reads at a fixed address (bank 3, as an
-    operand or with ``LDC``/``ULDC``): the PTX's ``ld.const`` of a known address, which ptxas
-    folds into the instruction that uses the value or into the uniform datapath."""
-    param = False
+def _const_reads(s: SassInstruction) -> list[tuple[int, int]]:
+    """The (byte offset, width) of each ``__constant__`` word ``s`` reads at a fixed address
+    (bank 3, as an operand or with ``LDC``/``ULDC``): the PTX's ``ld.const`` of a known address,
+    which ptxas folds into the instruction that uses the value or into the uniform datapath."""
     reads: list[tuple[int, int]] = []
-    loads = s.base_opcode in ("LDC", "ULDC")
     width = 4
-    if loads:
-        for m in s.opcode.split(".")[1:]:
-            width = _CONST_WIDTH.get(m, width)
+    if s.base_opcode in ("LDC", "ULDC"):
+        for mod in s.opcode.split(".")[1:]:
+            width = _CONST_WIDTH.get(mod, width)
     elif s.base_opcode.startswith("D") or ".64" in s.opcode:
         width = 8
     for m in _CONST_RE.finditer(s.operands):
-        bank = int(m.group(1), 16)
-        addr = m.group(2)
-        if bank == 0:
-            param = param or loads
-        elif bank == _USER_BANK and addr.startswith("0x"):
-            reads.append((int(addr, 16), width))
-    return param, reads
+        if int(m.group(1), 16) == _USER_BANK and m.group(2).startswith("0x"):
+            reads.append((int(m.group(2), 16), width))
+    return reads
 
 
 def _sass_anchor(s: SassInstruction, pipe: str) -> float:
@@ -220,10 +212,9 @@ def _sass_anchor(s: SassInstruction, pipe: str) -> float:
     :func:`_tables` counts by the words they read."""
     if pipe not in _ANCHORS:
         return 0.0
-    if s.base_opcode in ("LDC", "ULDC") and _CONST_RE.search(s.operands):
-        addr = _CONST_RE.search(s.operands)
-        if addr is not None and (int(addr.group(1), 16) == 0 or addr.group(2).startswith("0x")):
-            return 0.0
+    addr = _CONST_RE.search(s.operands) if s.base_opcode in ("LDC", "ULDC") else None
+    if addr is not None and (int(addr.group(1), 16) == 0 or addr.group(2).startswith("0x")):
+        return 0.0  # a parameter (bank 0), or a __constant__ word at a fixed address
     return 2.0 if s.base_opcode == "REDUX" else 1.0
 
 
@@ -312,7 +303,7 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
         key = raw if raw is not None and raw in ptx_have else REST
         sass_by[key][pipe_ix[pipe]] += 2.0 if s.base_opcode == "REDUX" else 1.0
         anchors.sass[key] += _sass_anchor(s, pipe)
-        for offset, size in _const_reads(s)[1]:
+        for offset, size in _const_reads(s):
             const_words[key].update(range(offset, offset + size))
     ptx_keys = {i: k if k is not None and k in sass_have else REST for i, k in raw_ptx.items()}
     ptx_rows: dict[tuple[int, Key], np.ndarray] = defaultdict(lambda: np.zeros(width))
