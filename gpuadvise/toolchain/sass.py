@@ -308,8 +308,10 @@ def _parse_instruction(
     )
 
 
-_LABEL_RE = re.compile(r"^\s*(?P<name>\.L[\w.$]*):")
-_LABEL_USE_RE = re.compile(r"`\((?P<name>\.L[\w.$]*)\)")
+# a branch's label (.L_x_4) or a called function's inside the kernel's code
+# ($_Z4normPKfPfi$__internal_accurate_pow)
+_LABEL_RE = re.compile(r"^\s*(?P<name>(?:\.L|\$)[\w.$]*):")
+_LABEL_USE_RE = re.compile(r"`\((?P<name>(?:\.L|\$)[\w.$]*)\)")
 
 
 def _with_targets(
@@ -350,7 +352,7 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
             continue
         if (
             current is not None
-            and line[:3].lstrip().startswith(".L")
+            and line[:3].lstrip()[:1] in (".", "$")
             and (m := _LABEL_RE.match(line))
         ):
             pending.append(m.group("name"))

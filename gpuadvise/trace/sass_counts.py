@@ -149,7 +149,20 @@ def _sass_key(s: SassInstruction) -> Src | None:
     return os.path.basename(s.file), s.line, s.call_site[1] or s.line
 
 
-def _counted(sass: Sequence[SassInstruction]) -> list[SassInstruction]:
+_CALLEE_RE = re.compile(r"`\(([^)]*)\)")
+
+
+def _ptx_callee(s: SassInstruction, functions: frozenset[str]) -> bool:
+    """Whether ``s`` calls the SASS of a function the PTX has (``$kernel$__internal_accurate_pow``
+    for the PTX's ``.func __internal_accurate_pow``: the emulator runs its PTX, so its SASS is
+    counted), not a subroutine ptxas made (a double division's slow path)."""
+    m = _CALLEE_RE.search(s.operands)
+    return m is not None and m.group(1).rsplit("$", 1)[-1] in functions
+
+
+def _counted(
+    sass: Sequence[SassInstruction], functions: frozenset[str] = frozenset()
+) -> list[SassInstruction]:
     """The instructions that run as the kernel's own code: those reached from its first
     instruction by falling through and branching (not a subroutine that only a ``CALL`` reaches,
     not the trap loop after the last ``EXIT``), less ``@!PT`` padding and NOPs. With an indirect
@@ -169,7 +182,8 @@ def _counted(sass: Sequence[SassInstruction]) -> list[SassInstruction]:
             reached.add(i)
             s = sass[i]
             always = s.predicate is None or s.predicate == "@PT"
-            if s.base_opcode in ("BRA", "BRX", "JMP") and s.target is not None:
+            called = s.base_opcode == "CALL" and _ptx_callee(s, functions)
+            if (s.base_opcode in ("BRA", "BRX", "JMP") or called) and s.target is not None:
                 j = at.get(s.target)
                 if j is not None:
                     todo.append(j)
@@ -268,7 +282,8 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
     width = len(PIPES)
     blocks = block_instructions(program)
     src_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
-    counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass)]
+    functions = frozenset(program.module.functions)
+    counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass, functions)]
     counted = [c for c in counted if c[1] not in _PTX_KEPT]
     ptx_src = {k for k in src_ptx.values() if k is not None}
     located = [k for _s, _p, k in counted if k is not None]
