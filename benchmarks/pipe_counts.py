@@ -13,6 +13,15 @@ CASES = [
     ("kernels/window7/window7.cu", "window7_rows", "kernels/window7/window7_rows.toml"),
     ("kernels/stencil/box.cu", "box3_direct", "kernels/stencil/box3_direct.toml"),
     ("kernels/stencil/box.cu", "box3_shared", "kernels/stencil/case.toml"),
+    (
+        "kernels/accumulate/accumulate.cu",
+        "count_positive",
+        "kernels/accumulate/count_positive.toml",
+    ),
+    # s13-sass's probe (.gpu/s13-sass): loops ptxas unrolls away from the PTX
+    ("kernels/data_gather/gather.cu", "const_uniform", "kernels/data_gather/const_uniform.toml"),
+    ("kernels/data_gather/gather.cu", "const_lookup", "kernels/data_gather/const_lookup.toml"),
+    ("kernels/occupancy/occupancy.cu", "lut_big", "kernels/occupancy/case.toml"),
 ]
 
 for src, kern, spec in CASES:

@@ -27,12 +27,14 @@ from gpuadvise.rules import (
 # the pipes of arithmetic (what issue-bound work is made of when it is not loads, stores,
 # branches and barriers), and the ones a rewrite of the arithmetic can take away (MUFU stays:
 # the fast intrinsics keep their one MUFU operation, __expf an EX2, __powf an LG2 and an EX2)
-ARITHMETIC = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor")
+# uniform: the uniform datapath's integer work (UIADD3, ULOP3, USHF: loop counters and bounds
+# the warp shares), which the SASS counts have (gpuadvise.trace.sass_counts) and the PTX had as int
+ARITHMETIC = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "shuffle", "tensor", "uniform")
 REWRITTEN = ("fp32", "fp16", "fp64", "int", "imad", "xu", "branch")
 _NAMES = {
     "fp32": "FP32", "fp16": "FP16", "fp64": "FP64", "int": "ALU", "imad": "IMAD",
     "mufu": "MUFU", "xu": "XU (conversions)", "shuffle": "shuffle", "tensor": "tensor",
-    "lsu": "load/store", "branch": "branch", "barrier": "barrier",
+    "lsu": "load/store", "branch": "branch", "barrier": "barrier", "uniform": "uniform datapath",
 }  # fmt: skip
 _MEMORY_CHAIN = ("global", "shared", "store")
 

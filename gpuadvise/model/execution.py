@@ -74,11 +74,17 @@ the p-norm, the turnaround, the ramp and the per-wait misses: a bound's after si
 longer than it was, and its before side never shorter. This assumption is stated in every
 estimate's method.
 
+The issue and pipe terms' counts are the SASS's where the kernel's SASS can be read
+(:mod:`gpuadvise.trace.sass_counts`: its instructions by source line and pipe, spread over the
+PTX blocks the emulator counts, over the copies ptxas made of unrolled loops; ``counts_from``),
+else the PTX's expansion table (:mod:`gpuadvise.ptx.pipes`); the dependency term's chains are the
+PTX's either way.
+
 What it leaves out: the instruction cache, register-bank conflicts, the scoreboard's limit on
-loads in flight per warp beyond Little's law, dual issue (none since Volta), and PTX-to-SASS
-differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes` and the double divisions'
-slow paths the traced values take (:mod:`gpuadvise.ptx.slow_paths`, in ``KernelWork``'s
-counts).
+loads in flight per warp beyond Little's law, dual issue (none since Volta), and, in the chains,
+PTX-to-SASS differences beyond the expansion table of :mod:`gpuadvise.ptx.pipes` and the double
+divisions' slow paths the traced values take (:mod:`gpuadvise.ptx.slow_paths`, in
+``KernelWork``'s counts).
 
 Pure: no I/O.
 """
@@ -140,7 +146,10 @@ class KernelWork:
     unknown, take ``chain``). ``slow_paths`` and ``slow_chain``: the part of ``pipes`` and of
     ``chain`` (and ``chain_unordered``) that is ptxas's slow path of IEEE double divisions,
     taken where the traced operands send a warp's lane there (:mod:`gpuadvise.ptx.slow_paths`:
-    a zero numerator): work that the same division in float does not have."""
+    a zero numerator): work that the same division in float does not have. ``counts_from``:
+    ``"sass"`` when ``pipes`` (and ``critical_instructions``) are the kernel's SASS mapped onto
+    the emulator's PTX blocks (:mod:`gpuadvise.trace.sass_counts`), ``"ptx"`` when they are the
+    PTX's expansion table (:func:`gpuadvise.ptx.pipes.pipe_work`: no SASS to read)."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -155,6 +164,7 @@ class KernelWork:
     chain_unordered: Mapping[str, float] | None = None
     slow_paths: Mapping[str, float] = field(default_factory=dict)
     slow_chain: Mapping[str, float] = field(default_factory=dict)
+    counts_from: str = "ptx"
 
     @property
     def instructions(self) -> float:
@@ -217,6 +227,7 @@ class KernelWork:
             "chain_unordered": None if self.chain_unordered is None else dict(self.chain_unordered),
             "slow_paths": dict(self.slow_paths),
             "slow_chain": dict(self.slow_chain),
+            "counts_from": self.counts_from,
         }
 
     @classmethod
@@ -237,6 +248,7 @@ class KernelWork:
             else {str(k): float(v) for k, v in d["chain_unordered"].items()},
             slow_paths={str(k): float(v) for k, v in d.get("slow_paths", {}).items()},
             slow_chain={str(k): float(v) for k, v in d.get("slow_chain", {}).items()},
+            counts_from=str(d.get("counts_from", "ptx")),
         )
 
 
@@ -306,6 +318,8 @@ class ComputeTerms:
     #: scan on the H200 ran faster than it allows: kernels/bank1d, 1.67x measured for a 1.27x
     #: bound with it, 1.91x without)
     other_pipes_s: float | None = None
+    #: where the issue and pipe terms' instruction counts come from (``KernelWork.counts_from``)
+    counts_from: str = "ptx"
 
     def describe(self) -> str:
         top = sorted(self.chain_detail.items(), key=lambda kv: -kv[1])[:3]
@@ -413,6 +427,7 @@ def compute_terms(
         ramp_s=ramp_s,
         other_pipes_s=other_pipes_cycles / hz,
         phases=rounds * max(work.chain.get("global", 0.0), 1.0),
+        counts_from=work.counts_from,
     )
 
 

@@ -527,8 +527,12 @@ class LaunchEstimate:
             kind = (
                 "execution model of the launch (L1/shared data path, L2 sectors, DRAM bytes, "
                 "latency by Little's law; issue and the slowest pipe from the emulator's "
-                "instruction counts; the critical path of dependent instructions; CTA launches; "
-                "the launch floor)"
+                + (
+                    "counts of the SASS's instructions (mapped onto the PTX by source line); "
+                    if b.compute.counts_from == "sass"
+                    else "instruction counts (the PTX's, no SASS to read); "
+                )
+                + "the critical path of dependent instructions; CTA launches; the launch floor)"
             )
             left = (
                 "L2 reuse across CTAs and capacity misses, DRAM read-fills of partial sectors, "

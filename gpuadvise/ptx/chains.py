@@ -87,12 +87,16 @@ class BlockCosts:
     (:data:`~gpuadvise.ptx.pipes.LATENCY_CLASSES` order); ``shared``, its shared-memory warp
     accesses and the wavefronts they take without bank conflicts (two columns);
     ``unordered``, the longest chain were no store to order the loads after it (what
-    ``__restrict__`` pointers or a value kept in a register instead of stored would leave)."""
+    ``__restrict__`` pointers or a value kept in a register instead of stored would leave);
+    ``counts_from``: where ``pipes`` come from, ``"ptx"`` (:func:`~gpuadvise.ptx.pipes.pipe_work`
+    on each PTX instruction) or ``"sass"`` (the kernel's SASS mapped onto the blocks,
+    :mod:`gpuadvise.trace.sass_counts`)."""
 
     pipes: np.ndarray
     chain: np.ndarray
     shared: np.ndarray
     unordered: np.ndarray | None = None
+    counts_from: str = "ptx"  # "sass": ``pipes`` are the SASS's (gpuadvise.trace.sass_counts)
 
     @property
     def chain_ref_cycles(self) -> np.ndarray:
@@ -169,12 +173,15 @@ def _may_alias(a: tuple[Addr, int], b: tuple[Addr, int]) -> bool:
 def block_costs(
     program: Program,
     schedule: Mapping[int, tuple[frozenset[int], Mapping[str, float]]] | None = None,
+    sass_pipes: np.ndarray | None = None,
 ) -> BlockCosts:
     """The :class:`BlockCosts` of every block of ``program``. ``schedule``: loops whose
     iteration is what ptxas's SASS schedule takes (loop header -> the blocks it covers, one
     iteration's links by latency class; :mod:`gpuadvise.trace.sass_schedule`): the header's
     chain is that, the other blocks' none (the warp issues the iteration in order, each of its
-    instructions once, predicated off or not)."""
+    instructions once, predicated off or not). ``sass_pipes``: the blocks' instructions by pipe
+    as the SASS runs them (:mod:`gpuadvise.trace.sass_counts`), taken for ``pipes`` instead of
+    the PTX's expansion table when given."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     lat_ix = {c: i for i, c in enumerate(LATENCY_CLASSES)}
     nb = len(program.blocks)
@@ -203,6 +210,8 @@ def block_costs(
         chain[rows] = 0.0
         unordered[rows] = 0.0
         chain[head] = unordered[head] = _vec(tuple(links.items()), lat_ix, len(LATENCY_CLASSES))
+    if sass_pipes is not None and sass_pipes.shape == pipes.shape:
+        return BlockCosts(sass_pipes, chain, shared, unordered, counts_from="sass")
     return BlockCosts(pipes, chain, shared, unordered)
 
 

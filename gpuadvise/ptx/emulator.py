@@ -204,6 +204,9 @@ class KernelImage:
     # loops whose iteration ptxas's SASS schedule gives (gpuadvise.trace.sass_schedule): header
     # -> (its blocks, an iteration's links by latency class); set before block_costs is read
     schedule: dict[int, tuple[frozenset[int], dict[str, float]]] = field(default_factory=dict)
+    # the blocks' instructions by pipe as the kernel's SASS runs them
+    # (gpuadvise.trace.sass_counts), set before block_costs is first read; None: the PTX's
+    sass_pipes: np.ndarray | None = None
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -220,7 +223,7 @@ class KernelImage:
     def block_costs(self) -> BlockCosts:
         """Each block's instructions by pipe and longest dependent chain
         (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
-        return block_costs(self.program, self.schedule)
+        return block_costs(self.program, self.schedule, self.sass_pipes)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:

@@ -26,7 +26,10 @@ The pipes (:data:`PIPES`), with the sm_90 throughput of the CUDA C++ Programming
 - ``shuffle``: SHFL (32), ``redux`` (16: counted twice);
 - ``branch``: BRA, BRX, CALL, RET, EXIT (the issue rate);
 - ``tensor``: HMMA/DMMA/IMMA, counted in m16n8k16 FP16 equivalents (2,048 FMAs each);
-- ``barrier``: BAR.SYNC and friends (their cost is the execution model's barrier term).
+- ``barrier``: BAR.SYNC and friends (their cost is the execution model's barrier term);
+- ``uniform``: the uniform datapath's instructions (ULDC, UIADD3, S2UR, ...): an issue slot each,
+  no vector pipe. The PTX has none (its ``mov`` and ``ld.param`` are free); the SASS counts
+  (:mod:`gpuadvise.trace.sass_counts`) have them.
 
 Latency classes (:data:`LATENCY_CLASSES`) are the pipes' (``fp32``, ``int``, ...), except memory:
 ``shared`` (a shared-memory load), ``global`` (global, local, generic and texture loads and
@@ -48,7 +51,7 @@ __all__ = [
 ]
 
 PIPES = ("fp32", "fp16", "fp64", "int", "imad", "mufu", "xu", "lsu", "shuffle", "branch",
-         "tensor", "barrier")  # fmt: skip
+         "tensor", "barrier", "uniform")  # fmt: skip
 LATENCY_CLASSES = ("fp32", "fp16", "fp64", "int", "mufu", "xu", "shuffle", "shared", "global",
                    "store", "tensor", "barrier")  # fmt: skip
 

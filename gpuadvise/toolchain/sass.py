@@ -23,6 +23,7 @@ Instructions predicated ``@!PT`` never execute (ptxas pads with them) and are no
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -66,7 +67,9 @@ class SassInstruction:
     ``opcode`` has its modifiers (``LDG.E.128``); ``base_opcode`` has not (``LDG``).
     ``predicate``: the guard such as ``@!P0`` or ``@UP1``, None if unpredicated. ``operands``
     as nvdisasm prints them. ``file``/``line``: innermost source location (None without line
-    info); ``inlined_at``: the call sites it was inlined into, innermost first.
+    info); ``inlined_at``: the call sites it was inlined into, innermost first. ``target``: the
+    offset a branch's label names (nvdisasm's ``.L_x_4:``; None for other instructions or
+    without the label).
     """
 
     offset: int
@@ -77,6 +80,7 @@ class SassInstruction:
     file: str | None
     line: int | None
     inlined_at: tuple[tuple[str, int], ...] = ()
+    target: int | None = None
 
     @property
     def call_site(self) -> tuple[str | None, int | None]:
@@ -99,7 +103,7 @@ class SassInstruction:
             "file": self.file,
             "line": self.line,
             "inlined_at": [list(x) for x in self.inlined_at],
-        }
+        } | ({} if self.target is None else {"target": self.target})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SassInstruction:
@@ -112,6 +116,7 @@ class SassInstruction:
             file=data.get("file"),
             line=data.get("line"),
             inlined_at=tuple((str(f), int(n)) for f, n in data.get("inlined_at", ())),
+            target=None if data.get("target") is None else int(data["target"]),
         )
 
 
@@ -303,9 +308,35 @@ def _parse_instruction(
     )
 
 
+# a branch's label (.L_x_4) or a called function's inside the kernel's code
+# ($_Z4normPKfPfi$__internal_accurate_pow)
+_LABEL_RE = re.compile(r"^\s*(?P<name>(?:\.L|\$)[\w.$]*):")
+_LABEL_USE_RE = re.compile(r"`\((?P<name>(?:\.L|\$)[\w.$]*)\)")
+
+
+def _with_targets(
+    instrs: list[SassInstruction], labels: Mapping[str, int]
+) -> tuple[SassInstruction, ...]:
+    """``instrs`` with each branch's and call's ``target``: the offset of the label it names."""
+    out = []
+    for ins in instrs:
+        m = (
+            _LABEL_USE_RE.search(ins.operands)
+            if ins.base_opcode in ("BRA", "BRX", "CALL")
+            else None
+        )
+        if m is not None and m.group("name") in labels:
+            ins = dataclasses.replace(ins, target=labels[m.group("name")])
+        out.append(ins)
+    return tuple(out)
+
+
 def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
     """nvdisasm ``-c -g``/``-gi`` text -> {mangled function name: its instructions}."""
     functions: dict[str, list[SassInstruction]] = {}
+    labels: dict[str, dict[str, int]] = {}  # per function: label -> the next instruction's offset
+    pending: list[str] = []
+    here: dict[str, int] = {}
     current: list[SassInstruction] | None = None
     block: list[tuple[str, int]] = []  # the //## lines read since the last instruction
     in_block = False
@@ -316,7 +347,15 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
     for line in text.splitlines():
         if line.startswith("//-") and (m := _FUNC_NVDISASM_RE.match(line)):
             current = functions.setdefault(m.group(1), [])
-            loc, chain, block, in_block, fresh = (None, None), (), [], False, False
+            here = labels.setdefault(m.group(1), {})
+            loc, chain, block, in_block, fresh, pending = (None, None), (), [], False, False, []
+            continue
+        if (
+            current is not None
+            and line[:3].lstrip()[:1] in (".", "$")
+            and (m := _LABEL_RE.match(line))
+        ):
+            pending.append(m.group("name"))
             continue
         if "//##" in line and (m := _LOC_RE.match(line)):
             if not in_block:
@@ -339,7 +378,10 @@ def parse_nvdisasm(text: str) -> dict[str, tuple[SassInstruction, ...]]:
         if instr is not None:
             in_block = False
             current.append(instr)
-    return {name: tuple(instrs) for name, instrs in functions.items()}
+            for name in pending:
+                here[name] = instr.offset
+            pending = []
+    return {name: _with_targets(instrs, labels.get(name, {})) for name, instrs in functions.items()}
 
 
 def parse_cuobjdump(text: str) -> dict[str, tuple[SassInstruction, ...]]:

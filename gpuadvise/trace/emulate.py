@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuadvise.errors import UsageError
+from gpuadvise.errors import GpuAdviseError, UsageError
 from gpuadvise.ptx.errors import EmulationError
 from gpuadvise.spec.budget import (
     KEEP_FOR_RULES,
@@ -507,18 +507,20 @@ def emulate(
 
 
 def _sass(module: CompiledModule, kernel: KernelInfo) -> tuple[Any, Any]:
-    """The kernel's SASS (the disassembly is cached with the cubin) and its control bits, for
-    the loops' schedules (:mod:`gpuadvise.trace.sass_schedule`); empty when they cannot be
-    read."""
-    from gpuadvise.errors import GpuAdviseError
+    """The kernel's SASS (the disassembly is cached with the cubin), for its instruction counts
+    (:mod:`gpuadvise.trace.sass_counts`), and its control bits, for the loops' schedules
+    (:mod:`gpuadvise.trace.sass_schedule`); each empty when it cannot be read."""
     from gpuadvise.toolchain.sass import disassemble
     from gpuadvise.trace.sass_schedule import control_words
 
     try:
         sass = disassemble(module.cubin_path, kernel.mangled)
-        ctl = control_words(module.cubin_path.read_bytes(), kernel.mangled)
     except (GpuAdviseError, OSError):
         return (), {}
+    try:
+        ctl = control_words(module.cubin_path.read_bytes(), kernel.mangled)
+    except (GpuAdviseError, OSError):
+        ctl = {}
     return sass, ctl
 
 
@@ -732,6 +734,10 @@ def _emulate(
         from gpuadvise.trace.sass_schedule import loop_schedules
 
         image.schedule = loop_schedules(image.program, image.program_loops(), *sass)
+    if sass[0]:
+        from gpuadvise.trace.sass_counts import sass_block_pipes
+
+        image.sass_pipes = sass_block_pipes(image.program, sass[0])
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas

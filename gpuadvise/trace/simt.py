@@ -656,4 +656,5 @@ def kernel_work(
         shared_requests=float(shared[0]) / n,
         shared_wavefronts=float(shared[1]) / n,
         reads_grid_size=grid_size,
+        counts_from=costs.counts_from,
     )

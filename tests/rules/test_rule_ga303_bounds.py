@@ -10,14 +10,15 @@
   the time, which widening leaves as it is: silent.
 - Loads ptxas already issues together (kernels/narrow_batched, crossEntropy's ``loss_bwd``):
   the SASS's loads per wait over the PTX's (``batch_ratio``).
-- A spin per thread whose index work takes the time (kernels/narrow_index, ising's
-  ``update_lattice``): reported though the launch is bound by its pipes, not its loads.
+- A spin per thread with a 64-bit ``tid / ny`` (kernels/narrow_index, ising's
+  ``update_lattice``): silent, ptxas divides in 32 bits when it can (the SASS counts) and the
+  32-bit index measured 1.016x on an H200.
 """
 
 from __future__ import annotations
 
 import pytest
-from rulekit import KERNELS, analyze, ev, run_rule
+from rulekit import KERNELS, analyze, run_rule
 
 import gpuadvise.rules as rule_api
 from gpuadvise.rules.loop_overhead import LoopOverhead
@@ -100,14 +101,13 @@ def test_a_column_walk_ptxas_cannot_unroll_is_reported():
         ("flip_t.toml", "flip_t<long long>"),
     ],
 )
-def test_a_spin_per_thread_bound_by_its_index_work_is_reported(spec, kernel):
-    # ising's update_lattice: a 64-bit tid / ny and tid % ny per one-byte spin
+def test_a_spin_per_thread_whose_64_bit_division_takes_the_32_bit_path_is_silent(spec, kernel):
+    # ising's update_lattice: a 64-bit tid / ny and tid % ny per one-byte spin, which ptxas
+    # divides in 32 bits when the high words are zero (the SASS counts: gpuadvise.trace.
+    # sass_counts); the kernel with a 32-bit index measured 1.016x on an H200 (16.77 us for
+    # 16.51 us, .gpu/s13-sass's probe), so there is no index work worth a finding
     found = _ga303("narrow_index", "spins.cu", kernel, spec)
-    (f,) = [f for f in found if type(f.details).__name__ == "NarrowRun"]
-    assert f.severity == "warning"
-    assert "index, address and loop work done per element" in f.message
-    e = ev(f)
-    assert e["bound_by_before"] in ("pipe", "issue") and e["element_bytes"] == 1
+    assert [f for f in found if type(f.details).__name__ == "NarrowRun"] == []
 
 
 def test_a_power_of_two_lattice_with_an_exponential_per_spin_is_silent():

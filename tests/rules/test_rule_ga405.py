@@ -71,10 +71,15 @@ def test_called_math_function_counts_at_its_call_line():
     assert call.pipes.get("fp64", 0.0) > 0.8 * sum(
         lp.pipes.get("fp64", 0.0) for lp in simt.line_pipes
     )
-    # the per-line counts add up to the kernel's work (every executed instruction counted once)
+    # the per-line counts are the PTX's executed instructions, each counted once; the work's are
+    # the SASS's where it is read (gpuadvise.trace.sass_counts, counts_from "sass"): here the
+    # pow subroutine as ptxas expands it, 6752 a 4-CTA trace for the PTX's 5088
     work = rule_context(a, Config(trace_ctas=4)).trace_view.work
     total = sum(lp.instructions for lp in simt.line_pipes)
-    assert total == pytest.approx(work.instructions * work.ctas_traced, rel=1e-6)
+    if work.counts_from == "ptx":
+        assert total == pytest.approx(work.instructions * work.ctas_traced, rel=1e-6)
+    else:
+        assert 0.5 < work.instructions * work.ctas_traced / total < 2.0
 
 
 def test_thresholds_are_options():

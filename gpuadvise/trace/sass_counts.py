@@ -1,0 +1,492 @@
+"""Each PTX block's warp instructions by pipe as the SASS runs them (issue 29).
+
+The execution model's issue and pipe terms divide a launch's dynamic instruction counts by pipe
+(:class:`~gpuadvise.model.execution.KernelWork`); the emulator counts PTX blocks, and the PTX is
+not what runs: ptxas expands 64-bit address math into IMAD.WIDE and IADD3.X pairs, moves values
+(``mov`` is free in PTX, MOV and IMAD.MOV issue in SASS), reads the launch's constants through
+the uniform datapath (ULDC, S2UR), turns ``div``/``sqrt`` into their Newton sequences, predicates
+small branches and unrolls loops again. :func:`sass_block_pipes` maps the kernel's own SASS onto
+the PTX blocks through the line table, so that the emulator's dynamic block counts times these
+rows are the SASS's dynamic counts by pipe.
+
+How, per source location (the innermost file and line, and the kernel body's line it is inlined
+at, on both sides):
+
+- the SASS instructions of the location by pipe (:func:`sass_pipe`; ``@!PT`` padding, NOPs, the
+  code of subroutines reached by ``CALL`` (the double division's slow path, counted apart where the
+  traced values take it: :mod:`gpuadvise.ptx.slow_paths`) and the code after the kernel's last
+  ``EXIT`` that nothing branches to are left out);
+- the copies of that code ptxas made: a loop it unrolled u times, and its remainder, hold the
+  location's code u + 1 times, each copy run for its share of the iterations, so one execution of
+  the PTX runs one copy. The copies are the SASS's *anchors* (memory instructions, FP32, FP64,
+  MUFU and shuffle instructions: those ptxas neither adds nor removes, but for the expansions
+  :func:`gpuadvise.ptx.pipes.pipe_work` models) over the PTX's, rounded, at least 1. A PTX
+  ``ld.const`` of a fixed address is an anchor that ptxas may fold into the instruction using the
+  value (a ``c[0x3][..]`` operand) or into the uniform datapath (``ULDC``): on the SASS side the
+  ``__constant__`` bytes the location reads at fixed addresses, over the PTX's load size, count
+  as its loads (a loop ptxas unrolled fully over ``c_lut[k]`` has 128 of them, not 0); an
+  ``LDC``/``ULDC`` of bank 0 (a parameter, the PTX's free ``ld.param``) is no anchor. A location
+  without anchors takes the most copies of an anchored location that shares a PTX block with it
+  (a loop's increment and compare are unrolled with its body), and, where its PTX is in a loop
+  and its SASS in none (a loop ptxas unrolled fully), the most copies of the anchored locations
+  of the same PTX loop also unrolled (window7_loops' bounds test, line 30: 7);
+- where ptxas kept part of a location's code in a loop and part outside (a loop's invariant
+  code hoisted out of it, a ``for`` line's start and its step), and the PTX has the location's
+  work in loops and outside too, the two parts are matched apart: the SASS's instructions between
+  a backward branch's target and the branch go to the location's PTX blocks on a cycle of the
+  control-flow graph, the others to its blocks on none;
+- one execution of a PTX block then issues, for each location, its share of the location's SASS
+  by pipe over its copies: for each group of pipes (the memory instructions, each float pipe,
+  MUFU, XU, shuffles, branches, the integer pipes together), the block's share of the
+  location's PTX work of that group (``pipe_work``'s instructions), or of all its work where the
+  PTX has none of that group (a ``for`` line's loads go to the block that loads, its compare and
+  branch where they are).
+
+Locations one side has and the other has not meet in one location, :data:`REST`: the SASS's
+instructions without a line or on a line the PTX lacks (ptxas moved code there) stand for the
+PTX's work without a line (compiler-made, ``.loc`` line 0) or on a line the SASS lacks (ptxas
+folded it into another line's instructions, e.g. a row pointer into each load's address), spread
+over the blocks of the latter as above. So the SASS's instructions are each counted once, and
+PTX work that ptxas folded away is not counted on top of them.
+
+The tensor and barrier pipes stay the PTX's (an ``mma``'s units are m16n8k16 equivalents, a
+barrier's passes the barrier term's). When less than
+:data:`MIN_MATCHED` of the SASS's instructions find their location in the PTX (no line info, a
+cubin from other source) the map is None and the PTX's counts are used (the estimate's method says
+which).
+
+Pure: it reads the PTX program and the SASS instructions it is given (no I/O).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuadvise.ptx.cfg import Program
+from gpuadvise.ptx.chains import block_instructions
+from gpuadvise.ptx.parser import Instr, Loc
+from gpuadvise.ptx.pipes import PIPES, pipe_work
+from gpuadvise.toolchain.sass import SassInstruction
+
+__all__ = ["MIN_MATCHED", "SASS_PIPES", "location_copies", "sass_block_pipes", "sass_pipe"]
+
+MIN_MATCHED = 0.7
+"""The least share of the SASS's counted instructions whose location the PTX has, for the map."""
+
+_PTX_KEPT = ("tensor", "barrier")  # pipes taken from the PTX, not the SASS
+_ANCHORS = ("fp32", "fp64", "mufu", "shuffle", "lsu")
+# a location's SASS of a group of pipes goes to its PTX blocks by their share of the group's PTX
+# work (the integer pipes together: ptxas moves work between the ALU, IMAD and uniform datapath),
+# by their share of all its work where the PTX has none of the group
+_GROUPS = (("lsu",), ("fp32",), ("fp16",), ("fp64",), ("mufu",), ("xu",), ("shuffle",),
+           ("branch",), ("int", "imad", "uniform"))  # fmt: skip
+
+SASS_PIPES: dict[str, str] = {}
+"""SASS base opcode -> pipe (:data:`~gpuadvise.ptx.pipes.PIPES`; ``uniform``: the uniform
+datapath's, which take an issue slot and no vector pipe); others are ``int`` (the ALU)."""
+for _pipe, _ops in (
+    ("fp32", "FADD FMUL FFMA FADD32I FMUL32I FFMA32I FSWZADD FRND"),
+    ("fp16", "HADD2 HMUL2 HFMA2 HADD2_32I HMUL2_32I HFMA2_32I HSETP2 HMNMX2 HSET2"),
+    ("fp64", "DADD DMUL DFMA DSETP DMNMX DSET"),
+    ("imad", "IMAD IMAD32I IMUL IMUL32I IMADSP IDP IDP4A"),
+    ("mufu", "MUFU"),
+    ("xu", "F2I I2F F2F I2I FCHK POPC FLO BREV F2IP I2FP"),
+    (
+        "lsu",
+        "LDG STG LD ST LDS STS LDL STL LDC ATOM ATOMG ATOMS RED REDG LDSM STSM MEMBAR "
+        "CCTL ERRBAR LDGSTS LDGDEPBAR MATCH QSPC UBLKCP UTMALDG UTMASTG",
+    ),
+    ("shuffle", "SHFL"),
+    (
+        "branch",
+        "BRA BRX JMP JMX CALL RET EXIT BSSY BSYNC WARPSYNC BMOV BREAK KILL YIELD NANOSLEEP BPT RTT",
+    ),
+    ("tensor", "HMMA IMMA DMMA BMMA HGMMA IGMMA QGMMA"),
+    ("barrier", "BAR SYNCS ARRIVES WARPGROUP"),
+):
+    for _op in _ops.split():
+        SASS_PIPES[_op] = _pipe
+
+_NOT_ISSUED = frozenset({"NOP"})
+
+
+def sass_pipe(base_opcode: str) -> str:
+    """The pipe a SASS instruction issues to (``REDUX`` counts twice on ``shuffle``, as
+    :func:`~gpuadvise.ptx.pipes.pipe_work` has it; uniform-datapath instructions, ``U...``,
+    on ``uniform``)."""
+    pipe = SASS_PIPES.get(base_opcode)
+    if pipe is not None:
+        return pipe
+    if base_opcode == "REDUX":
+        return "shuffle"
+    if base_opcode.startswith("U") or base_opcode in ("S2UR", "R2UR", "VOTEU"):
+        return "uniform"
+    return "int"
+
+
+Src = tuple[str, int, int]  # innermost file's base name, its line, the kernel body's line
+Key = tuple[str, int, int, int]  # a Src and where it runs: 1 in a loop, 0 not, -1 either
+
+
+def _ptx_key(program: Program, ins: Instr) -> Src | None:
+    inner = ins.inner_loc or ins.loc
+    if inner is None or ins.loc is None or inner.line <= 0:
+        return None
+    outer: Loc = ins.call_sites[-1] if ins.call_sites else ins.loc
+    path = program.module.files.get(inner.file, "")
+    return os.path.basename(path), inner.line, outer.line
+
+
+def _sass_key(s: SassInstruction) -> Src | None:
+    if s.line is None or s.file is None:
+        return None
+    return os.path.basename(s.file), s.line, s.call_site[1] or s.line
+
+
+_CALLEE_RE = re.compile(r"`\(([^)]*)\)")
+
+
+def _ptx_callee(s: SassInstruction, functions: frozenset[str]) -> bool:
+    """Whether ``s`` calls the SASS of a function the PTX has (``$kernel$__internal_accurate_pow``
+    for the PTX's ``.func __internal_accurate_pow``: the emulator runs its PTX, so its SASS is
+    counted), not a subroutine ptxas made (a double division's slow path)."""
+    m = _CALLEE_RE.search(s.operands)
+    return m is not None and m.group(1).rsplit("$", 1)[-1] in functions
+
+
+def _counted(
+    sass: Sequence[SassInstruction], functions: frozenset[str] = frozenset()
+) -> list[SassInstruction]:
+    """The instructions that run as the kernel's own code: those reached from its first
+    instruction by falling through and branching (not a subroutine that only a ``CALL`` reaches,
+    not the trap loop after the last ``EXIT``), less ``@!PT`` padding and NOPs. With an indirect
+    branch whose targets are not known, every instruction is taken as reached."""
+    if not sass:
+        return []
+    at = {s.offset: i for i, s in enumerate(sass)}
+    if any(s.base_opcode in ("BRX", "JMX") and s.target is None for s in sass):
+        reached = set(range(len(sass)))
+    else:
+        reached = set()
+        todo = [0]
+        while todo:
+            i = todo.pop()
+            if i in reached or i >= len(sass):
+                continue
+            reached.add(i)
+            s = sass[i]
+            always = s.predicate is None or s.predicate == "@PT"
+            called = s.base_opcode == "CALL" and _ptx_callee(s, functions)
+            if (s.base_opcode in ("BRA", "BRX", "JMP") or called) and s.target is not None:
+                j = at.get(s.target)
+                if j is not None:
+                    todo.append(j)
+            if not (always and s.base_opcode in ("BRA", "BRX", "JMP", "EXIT", "RET", "KILL")):
+                todo.append(i + 1)
+    return [
+        s
+        for i, s in enumerate(sass)
+        if i in reached and not s.never_executes and s.base_opcode not in _NOT_ISSUED
+    ]
+
+
+Row = dict[Key, np.ndarray]
+
+
+_CONST_RE = re.compile(r"c\[(0x[0-9a-fA-F]+)\]\[([^\]]*)\]")
+_USER_BANK = 3  # the bank of the module's __constant__ variables (bank 0: parameters, launch)
+_CONST_WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "64": 8, "128": 16}
+
+
+def _const_reads(s: SassInstruction) -> list[tuple[int, int]]:
+    """The (byte offset, width) of each ``__constant__`` word ``s`` reads at a fixed address
+    (bank 3, as an operand or with ``LDC``/``ULDC``): the PTX's ``ld.const`` of a known address,
+    which ptxas folds into the instruction that uses the value or into the uniform datapath."""
+    reads: list[tuple[int, int]] = []
+    width = 4
+    if s.base_opcode in ("LDC", "ULDC"):
+        for mod in s.opcode.split(".")[1:]:
+            width = _CONST_WIDTH.get(mod, width)
+    elif s.base_opcode.startswith("D") or ".64" in s.opcode:
+        width = 8
+    for m in _CONST_RE.finditer(s.operands):
+        if int(m.group(1), 16) == _USER_BANK and m.group(2).startswith("0x"):
+            reads.append((int(m.group(2), 16), width))
+    return reads
+
+
+def _sass_anchor(s: SassInstruction, pipe: str) -> float:
+    """``s``'s anchors (see the module doc) less its ``__constant__`` and parameter loads, which
+    :func:`_tables` counts by the words they read."""
+    if pipe not in _ANCHORS:
+        return 0.0
+    addr = _CONST_RE.search(s.operands) if s.base_opcode in ("LDC", "ULDC") else None
+    if addr is not None and (int(addr.group(1), 16) == 0 or addr.group(2).startswith("0x")):
+        return 0.0  # a parameter (bank 0), or a __constant__ word at a fixed address
+    return 2.0 if s.base_opcode == "REDUX" else 1.0
+
+
+def _ptx_const_bytes(ins: Instr) -> int:
+    """The bytes a PTX ``ld.const`` reads (0 for any other instruction)."""
+    if ins.base not in ("ld", "ldu") or "const" not in ins.mods:
+        return 0
+    size = 4
+    lanes = 1
+    for m in ins.mods:
+        if m[:1] in "subf" and m[1:].isdigit():
+            size = max(1, int(m[1:]) // 8)
+        elif m in ("v2", "v4", "v8"):
+            lanes = int(m[1:])
+    return size * lanes
+
+
+@dataclass
+class _Anchors:
+    """Per location: the SASS's anchors (its ``__constant__`` words read at fixed addresses
+    counted as loads of the PTX's size), and the PTX's (:data:`_ANCHORS` of ``pipe_work``)."""
+
+    sass: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
+    ptx: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
+
+
+REST: Key = ("", 0, 0, -1)
+"""The location that stands for the rest: the SASS's instructions whose location the PTX has not
+(none, or a line ptxas moved code to) and the PTX's work whose location the SASS has not (a line
+ptxas folded into another's instructions, or compiler-made code without a line)."""
+
+
+@dataclass
+class _Tables:
+    sass_by: Row
+    ptx_rows: dict[tuple[int, Key], np.ndarray]
+    ptx_by: Row
+    anchors: _Anchors
+    ptx_keys: dict[int, Key]  # PTX instruction index -> its location (or REST)
+    # the locations whose PTX is in a loop and whose SASS is in none (a loop ptxas unrolled
+    # fully), and each cyclic PTX block's outermost loop
+    unrolled: set[Key] = field(default_factory=set)
+    loop_of: dict[int, int] = field(default_factory=dict)
+
+
+def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None:
+    """The SASS's instructions by location and pipe, the PTX's work by (block, location) and by
+    location (``pipe_work``), both sides' anchors by location, each on the locations both sides
+    have and :data:`REST`; None when too little of the SASS finds its location."""
+    pipe_ix = {p: i for i, p in enumerate(PIPES)}
+    width = len(PIPES)
+    blocks = block_instructions(program)
+    src_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
+    functions = frozenset(program.module.functions)
+    counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass, functions)]
+    counted = [c for c in counted if c[1] not in _PTX_KEPT]
+    ptx_src = {k for k in src_ptx.values() if k is not None}
+    located = [k for _s, _p, k in counted if k is not None]
+    if not located or sum(1 for k in located if k in ptx_src) < MIN_MATCHED * len(located):
+        return None
+    # where each side runs a location's code: in a loop or not (ptxas hoists a loop's invariant
+    # code out of it; the PTX's ``for`` line has its start outside the loop, its step inside)
+    cyclic = _cyclic_blocks(program)
+    ptx_loop = {i: int(b in cyclic) for b, indices in enumerate(blocks) for i in indices}
+    sass_loop = _sass_in_loop(sass)
+    both: dict[Src, tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
+    for i, k in src_ptx.items():
+        if k is not None:
+            both[k][1].add(ptx_loop[i])
+    for s, _p, k in counted:
+        if k is not None:
+            both[k][0].add(sass_loop.get(s.offset, 0))
+    split = {k for k, (a, b) in both.items() if a == b == {0, 1}}
+    unrolled = {(*k, -1) for k, (a, b) in both.items() if a == {0} and 1 in b}
+
+    def key_of(k: Src | None, in_loop: int) -> Key | None:
+        return None if k is None else (*k, in_loop if k in split else -1)
+
+    raw_ptx = {i: key_of(k, ptx_loop[i]) for i, k in src_ptx.items()}
+    ptx_have = {k for k in raw_ptx.values() if k is not None}
+    counted_keys = [(s, p, key_of(k, sass_loop.get(s.offset, 0))) for s, p, k in counted]
+    sass_have = {k for _s, _p, k in counted_keys if k is not None}
+    sass_by: Row = defaultdict(lambda: np.zeros(width))
+    anchors = _Anchors()
+    const_words: dict[Key, set[int]] = defaultdict(set)
+    for s, pipe, raw in counted_keys:
+        key = raw if raw is not None and raw in ptx_have else REST
+        sass_by[key][pipe_ix[pipe]] += 2.0 if s.base_opcode == "REDUX" else 1.0
+        anchors.sass[key] += _sass_anchor(s, pipe)
+        for offset, size in _const_reads(s):
+            const_words[key].update(range(offset, offset + size))
+    ptx_keys = {i: k if k is not None and k in sass_have else REST for i, k in raw_ptx.items()}
+    ptx_rows: dict[tuple[int, Key], np.ndarray] = defaultdict(lambda: np.zeros(width))
+    const_size: dict[Key, list[int]] = defaultdict(list)
+    for b, indices in enumerate(blocks):
+        for i in indices:
+            ins = program.instrs[i]
+            key = ptx_keys[i]
+            row = ptx_rows[(b, key)]
+            for pipe, n in pipe_work(ins):
+                row[pipe_ix[pipe]] += n
+                if pipe in _ANCHORS:
+                    anchors.ptx[key] += n
+            if size := _ptx_const_bytes(ins):
+                const_size[key].append(size)
+    ptx_by: Row = defaultdict(lambda: np.zeros(width))
+    for (_b, key), row in ptx_rows.items():
+        ptx_by[key] += row
+    for key, words in const_words.items():  # __constant__ words read, in the PTX's load size
+        sizes = const_size.get(key)
+        if sizes:  # (where the PTX loads none, ptxas moved another line's loads here)
+            anchors.sass[key] += len(words) / (sum(sizes) / len(sizes))
+    return _Tables(sass_by, ptx_rows, ptx_by, anchors, ptx_keys, unrolled & set(sass_by), cyclic)
+
+
+def _copies(tables: _Tables) -> dict[Key, float]:
+    """Each location's copies in the SASS (see the module doc)."""
+    sass_by, ptx_rows, anchors = tables.sass_by, tables.ptx_rows, tables.anchors
+    copies: dict[Key, float] = {}
+    for key in sass_by:
+        expected = anchors.ptx.get(key, 0.0)
+        if expected > 0:
+            copies[key] = max(1.0, float(np.floor(anchors.sass.get(key, 0.0) / expected + 0.5)))
+    block_copies: dict[int, float] = {}
+    for b, loc in ptx_rows:
+        if loc in copies:
+            block_copies[b] = max(block_copies.get(b, 1.0), copies[loc])
+    for b, loc in ptx_rows:
+        if loc in sass_by and loc not in copies:
+            copies[loc] = block_copies.get(b, 1.0)
+    for b, loc in ptx_rows:  # a location over several blocks: the most of theirs
+        if loc in sass_by and loc in copies and b in block_copies:
+            if not anchors.ptx.get(loc, 0.0):
+                copies[loc] = max(copies[loc], block_copies[b])
+    # a loop ptxas unrolled fully: its locations without anchors (a condition, the loop's own
+    # count) are there as many times as the anchored locations of the same loop also unrolled
+    loop_copies: dict[int, float] = {}
+    for b, loc in ptx_rows:
+        if loc in tables.unrolled and anchors.ptx.get(loc, 0.0) and b in tables.loop_of:
+            c = tables.loop_of[b]
+            loop_copies[c] = max(loop_copies.get(c, 1.0), copies.get(loc, 1.0))
+    for b, loc in ptx_rows:
+        if loc in tables.unrolled and not anchors.ptx.get(loc, 0.0) and b in tables.loop_of:
+            copies[loc] = max(copies.get(loc, 1.0), loop_copies.get(tables.loop_of[b], 1.0))
+    return copies
+
+
+def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[Src, float]:
+    """Each source location's copies in the SASS (file base name, line, kernel body line ->
+    copies; see the module doc); empty when the SASS cannot be matched to the PTX."""
+    tables = _tables(program, sass)
+    if tables is None:
+        return {}
+    out: dict[Src, float] = {}
+    for (file, line, outer, _in_loop), n in _copies(tables).items():
+        if file:
+            out[file, line, outer] = max(out.get((file, line, outer), 0.0), n)
+    return out
+
+
+def _cyclic_blocks(program: Program) -> dict[int, int]:
+    """The blocks on a cycle of the control-flow graph (in some loop): those of a strongly
+    connected component of more than one block, or with an edge to themselves, each with its
+    component's number (an outermost loop and the loops inside it)."""
+    blocks = program.blocks
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    out: dict[int, int] = {}
+    counter = 0
+    for root in range(len(blocks)):
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on.add(v)
+            succs = blocks[v].succs
+            if i < len(succs):
+                work.append((v, i + 1))
+                w = succs[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in blocks[v].succs:
+                    out.update(dict.fromkeys(comp, v))
+            if work:
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+    return out
+
+
+def _sass_in_loop(sass: Sequence[SassInstruction]) -> dict[int, int]:
+    """Offset -> 1 for the SASS instructions between a backward branch's target and the branch
+    (a loop of the SASS), else 0."""
+    at = {s.offset: i for i, s in enumerate(sass)}
+    marks = [0] * (len(sass) + 1)
+    for i, s in enumerate(sass):
+        if s.base_opcode in ("BRA", "JMP") and s.target is not None and s.target <= s.offset:
+            j = at.get(s.target)
+            if j is not None:
+                marks[j] += 1
+                marks[i + 1] -= 1
+    out: dict[int, int] = {}
+    depth = 0
+    for i, s in enumerate(sass):
+        depth += marks[i]
+        out[s.offset] = int(depth > 0)
+    return out
+
+
+def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.ndarray | None:
+    """Per PTX block (and a zero row for the virtual exit), one execution's warp instructions by
+    pipe (:data:`~gpuadvise.ptx.pipes.PIPES` order) as the SASS runs them (see the module doc);
+    None when the SASS cannot be matched to the PTX."""
+    tables = _tables(program, sass)
+    if tables is None:
+        return None
+    sass_by, ptx_by = tables.sass_by, tables.ptx_by
+    copies = _copies(tables)
+    blocks = block_instructions(program)
+    ptx_n: dict[Key, int] = defaultdict(int)
+    for k in tables.ptx_keys.values():
+        ptx_n[k] += 1
+    width = len(PIPES)
+    kept = [PIPES.index(p) for p in _PTX_KEPT]
+    groups = [[PIPES.index(p) for p in g] for g in _GROUPS]
+    out = np.zeros((len(program.blocks) + 1, width))
+    for (b, key), row in tables.ptx_rows.items():
+        out[b][kept] += row[kept]
+        s_row = sass_by.get(key)
+        if s_row is None:  # (REST where every SASS instruction found its location: nothing)
+            continue
+        whole = ptx_by[key]
+        p_total = float(whole.sum() - whole[kept].sum())
+        own = float(row.sum() - row[kept].sum())
+        if p_total > 0:
+            share = own / p_total
+        else:  # only moves and parameter loads: by instruction count
+            share = sum(1 for i in blocks[b] if tables.ptx_keys[i] == key) / max(ptx_n[key], 1)
+        mine = np.zeros(width)
+        for g in groups:
+            there = float(whole[g].sum())
+            mine[g] = s_row[g] * (float(row[g].sum()) / there if there > 0 else share)
+        out[b] += mine / copies.get(key, 1.0)
+    return out
