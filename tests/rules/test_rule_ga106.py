@@ -84,7 +84,9 @@ def test_the_other_spellings_give_the_same_finding(few, kernel):
     (f,) = ga106(kernel)
     assert f.line == srctext.find_kernel_source(SOURCE, kernel).decl_line
     assert ev(f) == ev(few)
-    assert f.estimated_speedup.speedup == few.estimated_speedup.speedup
+    # the same within a few tenths of a percent: the execution model counts each spelling's own
+    # SASS (the template's issues a few instructions more a warp: 6.761x for 6.760x)
+    assert f.estimated_speedup.speedup == pytest.approx(few.estimated_speedup.speedup, rel=2e-3)
 
 
 def test_the_variant_sweeps_the_count_and_does_not_offer_a_grid_it_cannot_verify(few):

@@ -79,8 +79,10 @@ def test_cells_fields_estimate(fields_analysis):
     # term is too long here: docs/accuracy.md); the chains stay as they are
     assert i["bound_by_before"] == i["bound_by_after"] == "l1"
     assert i["after_dependency_us"] == i["before_dependency_us"]
-    # 1.405x from s8-est to the tenth session, with the launch dependency-bound
-    assert est.speedup == pytest.approx(1.295, abs=0.005)
+    # 1.405x from s8-est to the tenth session, with the launch dependency-bound; 1.295x until
+    # the thirteenth session, whose SASS counts (fewer integer instructions than the PTX's)
+    # shorten the issue side the L1 term partly overlaps: 1.277x (still over the 1.22x measured)
+    assert est.speedup == pytest.approx(1.277, abs=0.005)
     # the L1's share of the before side (its throughput side, added in part) now moves: 1.06x
     assert i["point_speedup"] == pytest.approx(1.06, abs=0.005)
     assert i["proxy_bound_speedup"] > 1.0

@@ -144,10 +144,11 @@ def test_estimate_is_the_loops_and_consistent(moments):
     assert i["after_issue_us"] < i["before_issue_us"]
     assert 1.0 < i["point_speedup"] < n / (n - saved)
     assert 1.0 < e.speedup < 1.15 * n / (n - saved) and "not additive" in e.method
-    # on the launch model, bound by issue before; after, by issue or the L1 data path the
-    # loop's shared loads keep busy
+    # on the launch model, bound by issue or the L1 data path the loop's shared loads keep busy,
+    # before and after (the L1 before too since the issue count is the SASS's, not the PTX's:
+    # the thirteenth session's s13-sass, within 5% of ncu's counts)
     assert "execution model of the launch" in e.method
-    assert i["bound_by_before"] == "issue" and i["bound_by_after"] in ("issue", "l1")
+    assert i["bound_by_before"] in ("issue", "l1") and i["bound_by_after"] in ("issue", "l1")
 
 
 # ---------------------------------------------------------------------------------------------
