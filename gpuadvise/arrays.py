@@ -187,19 +187,8 @@ def distinct_inverse(
     packed = _sorted_packed(a)
     if packed is None:
         return _numpy_inverse(a, return_index)
-    key, shift, lo = packed
-    n = len(a)
-    perm = key & np.int64((1 << shift) - 1)
-    key >>= np.int64(shift)
-    start = np.empty(n, dtype=bool)
-    start[0] = True
-    np.not_equal(key[1:], key[:-1], out=start[1:])
-    values = (
-        (key[start] + np.int64(lo)).astype(a.dtype)
-        if a.dtype.kind == "i"
-        else (key[start].astype(a.dtype) + a.dtype.type(lo))
-    )
-    inverse = np.empty(n, dtype=np.intp)
+    values, perm, start = _runs(a, packed)
+    inverse = np.empty(len(a), dtype=np.intp)
     inverse[perm] = np.cumsum(start) - 1
     if return_index:
         return values, perm[start].astype(np.intp), inverse
@@ -215,11 +204,19 @@ def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if packed is None:
         values, first, _ = distinct_inverse(a, return_index=True)
         return values, first
+    values, perm, start = _runs(a, packed)
+    return values, perm[start].astype(np.intp)
+
+
+def _runs(
+    a: np.ndarray, packed: tuple[np.ndarray, int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From :func:`_sorted_packed`'s sorted keys of ``a``: the distinct values, the sorting
+    permutation and where each run of equal values starts (``packed``'s key array is consumed)."""
     key, shift, lo = packed
-    n = len(a)
     perm = key & np.int64((1 << shift) - 1)
     key >>= np.int64(shift)
-    start = np.empty(n, dtype=bool)
+    start = np.empty(len(a), dtype=bool)
     start[0] = True
     np.not_equal(key[1:], key[:-1], out=start[1:])
     values = (
@@ -227,7 +224,7 @@ def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if a.dtype.kind == "i"
         else (key[start].astype(a.dtype) + a.dtype.type(lo))
     )
-    return values, perm[start].astype(np.intp)
+    return values, perm, start
 
 
 def _numpy_inverse(
