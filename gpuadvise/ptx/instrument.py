@@ -249,15 +249,16 @@ def _functions(toks: Sequence[Token]) -> list[_FuncSpan]:
     return out
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=1)
 def _tokens_by_digest(digest: str, text: str) -> tuple[tuple[Token, ...], tuple[_FuncSpan, ...]]:
     toks = tokenize(text)
     return tuple(toks), tuple(_functions(toks))
 
 
 def _tokens_and_functions(text: str) -> tuple[Sequence[Token], Sequence[_FuncSpan]]:
-    """The tokens of ``text`` and its functions' spans, of the last few texts kept (the entries of
-    one module, instrumented in turn, read the same text)."""
+    """The tokens of ``text`` and its functions' spans, those of the last text kept (the entries
+    of one module, instrumented in turn, read the same text; one text: a large module's tokens
+    are tens of MB)."""
     return _tokens_by_digest(hashlib.sha256(text.encode()).hexdigest(), text)
 
 
