@@ -44,6 +44,8 @@ and labels it adds start with ``%gpa_`` / ``$gpa_``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import subprocess
 from collections.abc import Sequence
@@ -62,7 +64,7 @@ from gpuadvise.ptx.parser import (
     Reg,
     Sym,
     Token,
-    parse_ptx,
+    parse_ptx_cached,
     tokenize,
 )
 from gpuadvise.words import counted
@@ -194,7 +196,7 @@ class _FuncSpan:
     end: int  # token index of the last token ('}' or ';')
 
 
-def _skip_group(toks: list[Token], i: int) -> int:
+def _skip_group(toks: Sequence[Token], i: int) -> int:
     """Index of the token closing the bracket opened at ``i``."""
     depth = 0
     for j in range(i, len(toks)):
@@ -208,7 +210,7 @@ def _skip_group(toks: list[Token], i: int) -> int:
     raise InstrumentError("unbalanced brackets in the PTX", "the PTX text is truncated")
 
 
-def _functions(toks: list[Token]) -> list[_FuncSpan]:
+def _functions(toks: Sequence[Token]) -> list[_FuncSpan]:
     out: list[_FuncSpan] = []
     i = 0
     n = len(toks)
@@ -247,10 +249,23 @@ def _functions(toks: list[Token]) -> list[_FuncSpan]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _tokens_by_digest(digest: str, text: str) -> tuple[tuple[Token, ...], tuple[_FuncSpan, ...]]:
+    toks = tokenize(text)
+    return tuple(toks), tuple(_functions(toks))
+
+
+def _tokens_and_functions(text: str) -> tuple[Sequence[Token], Sequence[_FuncSpan]]:
+    """The tokens of ``text`` and its functions' spans, those of the last text kept (the entries
+    of one module, instrumented in turn, read the same text; one text: a large module's tokens
+    are tens of MB)."""
+    return _tokens_by_digest(hashlib.sha256(text.encode()).hexdigest(), text)
+
+
 _TO_SEMICOLON = (".reg", ".local", ".shared", ".param", ".const", ".global", ".pragma")
 
 
-def _statements(toks: list[Token], lo: int, hi: int) -> tuple[list[tuple[int, int, str]], int]:
+def _statements(toks: Sequence[Token], lo: int, hi: int) -> tuple[list[tuple[int, int, str]], int]:
     """Instruction statements of a body (tokens ``lo``..``hi`` exclusive, inside the braces):
     (first token, last token, opcode) in text order, as :mod:`gpuadvise.ptx.parser` reads them;
     and the token where the first label, instruction or nested block of the body starts."""
@@ -301,7 +316,7 @@ def _statements(toks: list[Token], lo: int, hi: int) -> tuple[list[tuple[int, in
     return out, first
 
 
-def _to_semicolon(toks: list[Token], i: int, hi: int) -> int:
+def _to_semicolon(toks: Sequence[Token], i: int, hi: int) -> int:
     depth = 0
     while i < hi:
         t = toks[i]
@@ -544,7 +559,7 @@ def instrument_ptx(ptx: str, entry: str, keep_other_entries: bool = False) -> In
     from gpuadvise.ptx.cfg import build_program
     from gpuadvise.ptx.emulator import space_of, static_accesses
 
-    module = parse_ptx(ptx)
+    module = parse_ptx_cached(ptx)  # a module's entries instrumented in turn parse it once
     func = module.functions.get(entry)
     if func is None or func.body is None or not func.is_entry:
         raise InstrumentError(
@@ -560,8 +575,7 @@ def instrument_ptx(ptx: str, entry: str, keep_other_entries: bool = False) -> In
             "the PTX already holds gpuadvise's tracer registers (instrumented twice?)",
             "instrument the PTX that nvcc produced",
         )
-    toks = tokenize(ptx)  # the parser read it: no error here
-    spans = _functions(toks)
+    toks, spans = _tokens_and_functions(ptx)  # the parser read it: no error here
     span = next((s for s in spans if s.name == entry and s.body_open is not None), None)
     if span is None or span.body_open is None:
         raise InstrumentError(f"cannot find the body of {entry} in the PTX text", None)

@@ -108,8 +108,14 @@ def copies_of(
     rows: dict[int, set[bytes]] = {}
     for c in ctas:
         mine = glob[glob["cta"] == c]
-        sigs = {_signature(mine[mine["warp"] == w]) for w in np.unique(mine["warp"]).tolist()}
-        warps_alike = warps_alike and len(sigs) == 1
-        rows.setdefault(int(c) // max(grid[0], 1), set()).add(_signature(mine))
+        sig = None
+        if warps_alike:  # once two warps differ, only the CTAs' signatures are asked for
+            sigs = {_signature(mine[mine["warp"] == w]) for w in np.unique(mine["warp"]).tolist()}
+            warps_alike = len(sigs) == 1
+            if warps_alike:  # the CTA's distinct rows are its warps' own: the same bytes
+                sig = next(iter(sigs))
+        rows.setdefault(int(c) // max(grid[0], 1), set()).add(
+            _signature(mine) if sig is None else sig
+        )
     shared_row = any(len([c for c in ctas if int(c) // max(grid[0], 1) == y]) > 1 for y in rows)
     return warps_alike, shared_row and all(len(s) == 1 for s in rows.values())

@@ -362,23 +362,48 @@ def test_gather_that_fits_only_when_tiled():
         assert o.dram_bytes == pytest.approx(dram, rel=0.02)
 
 
+_GATHERS: dict[tuple[int, ...], tuple[AccessTrace, AccessTrace, list[int]]] = {}
+
+
+def _gathers(W: int, H: int, B: int, R: int, S: int) -> tuple[AccessTrace, AccessTrace]:
+    """The complete and the sampled gather, built once for both partition counts and dropped
+    after the second (hundreds of MB: not kept for the rest of the run); read-only, so a model
+    writing into a trace fails here instead of changing the next test's input."""
+    key = (W, H, B, R, S)
+    if key not in _GATHERS:
+        full, part = gather_trace(W, H, B, B, R, S), sampled(W, H, B, R, S)
+        for t in (full, part):
+            t.records.flags.writeable = False
+        _GATHERS[key] = (full, part, [0])
+    full, part, uses = _GATHERS[key]
+    uses[0] += 1
+    if uses[0] == 2:  # one test per partition count
+        del _GATHERS[key]
+    return full, part
+
+
+GATHERS = [
+    (1024, 512, 16, 64, 32, 256 * 1024, 32),  # 5 x 5 offsets, two CTA rows apart
+    (1000, 504, 16, 64, 32, 256 * 1024, 32),  # partial CTAs at the right and bottom
+    (520, 264, 8, 40, 16, 128 * 1024, 32),
+    (1024, 512, 8, 64, 32, 256 * 1024, 64),  # 64-byte fills: two phases of CTAs
+    (1000, 504, 16, 3, 1, 64 * 1024, 32),  # dense 7 x 7 stencil
+]
+
+
+# the two partition counts of a gather one after the other (ids "partitions-W-H-..."), on one
+# worker: each pair of traces is built once and dropped after its second test
 @pytest.mark.parametrize(
-    "W,H,B,R,S,l2,fetch",
-    [
-        (1024, 512, 16, 64, 32, 256 * 1024, 32),  # 5 x 5 offsets, two CTA rows apart
-        (1000, 504, 16, 64, 32, 256 * 1024, 32),  # partial CTAs at the right and bottom
-        (520, 264, 8, 40, 16, 128 * 1024, 32),
-        (1024, 512, 8, 64, 32, 256 * 1024, 64),  # 64-byte fills: two phases of CTAs
-        (1000, 504, 16, 3, 1, 64 * 1024, 32),  # dense 7 x 7 stencil
-    ],
+    "partitions,W,H,B,R,S,l2,fetch", [(p, *g) for g in GATHERS for p in (1, 2)]
 )
-@pytest.mark.parametrize("partitions", [1, 2])
+@pytest.mark.xdist_group("test_l2 complete and sampled gathers")
 def test_sampled_trace_predicts_the_complete_one(W, H, B, R, S, l2, fetch, partitions):
     # complete: explicit touch lists; sampled: synthesized unit matrices (and lists at the edges)
     orders = ("row-major", ("tile-x", 3), ("tile-x", 8), ("tile-y", 4), "column-major")
     kw = {"efficiency": 1.0, "fetch_bytes": fetch, "partitions": partitions}
-    full = l2_model(gather_trace(W, H, B, B, R, S), device(l2), 2, orders, **kw)
-    part = l2_model(sampled(W, H, B, R, S), device(l2), 2, orders, **kw)
+    complete, sampled_ = _gathers(W, H, B, R, S)
+    full = l2_model(complete, device(l2), 2, orders, **kw)
+    part = l2_model(sampled_, device(l2), 2, orders, **kw)
     assert full.mode == "complete" and part.mode == "synthesized"
     assert full.partitions == part.partitions == partitions
     assert part.footprint_bytes == full.footprint_bytes

@@ -35,7 +35,7 @@ from gpuadvise.ptx.instrument import (
     ptxas_options,
 )
 from gpuadvise.ptx.memory import GLOBAL_BASE, GLOBAL_STRIDE_BITS
-from gpuadvise.ptx.parser import parse_ptx
+from gpuadvise.ptx.parser import parse_ptx, parse_ptx_cached
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
 from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source, find_toolchain
@@ -102,7 +102,7 @@ def module_of(src: Path, cache: Path) -> CompiledModule:
 def test_every_kernel_is_rewritten_and_assembles(src: Path, cache: Path, tmp_path: Path) -> None:
     module = module_of(src, cache)
     ptxas = find_toolchain().ptxas
-    parsed = parse_ptx(module.ptx)
+    parsed = parse_ptx_cached(module.ptx)  # the parse instrument_ptx reads
     failures: list[str] = []
     for entry in parsed.entries():
         inst = instrument_ptx(module.ptx, entry)
