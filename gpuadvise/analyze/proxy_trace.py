@@ -88,18 +88,25 @@ def _proxy_analyses(
     budget: int,
     folder: Path,
 ) -> tuple[Any, Any]:
-    """The proxy's two kernels traced on the emulator (trace model only)."""
+    """The proxy's two kernels traced on the emulator (trace model only; the second compiled
+    in a thread while the first is traced: :class:`gpuadvise.analyze.ahead.Ahead`)."""
+    from gpuadvise.analyze.ahead import Ahead
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.variant_trace import trace_alone
 
     src, before, after = write_proxy(proxy, folder)
     base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
-    out = [
-        trace_alone(dataclasses.replace(base, kernel=kernel, spec=str(spec_path)), device,
-                    sample_ctas, budget)
+    sides = [
+        dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
         for kernel, spec_path in ((proxy.before, before), (proxy.after, after))
-    ]  # fmt: skip
+    ]
+    with Ahead() as ahead:
+        built = [ahead.submit(side, device) for side in sides]
+        out = [
+            trace_alone(side, device, sample_ctas, budget, b.result())
+            for side, b in zip(sides, built, strict=True)
+        ]
     return out[0], out[1]
 
 

@@ -109,8 +109,12 @@ def _run(
     if measure is not False and measure_lock is None:
         _prewarm_measurement()
     # the kernel compiled, its occupancy and waves: the terminal's header, printed now, before
-    # the rules' registry is loaded (unless selectors were given) and the kernel traced
-    head = compile_head(spec, choice.device, options, opts.nvcc)
+    # the kernel is traced and the rules run; the modules of those stages and the bundled rules'
+    # registry are imported in a thread while nvcc runs (gpuadvise.analyze.warm)
+    from gpuadvise.analyze.warm import imports_during
+
+    with imports_during(trace, registry=not settings.rules_dirs):
+        head = compile_head(spec, choice.device, options, opts.nvcc)
     if on_head is not None:
         on_head(head.head)
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report

@@ -39,16 +39,19 @@ keep their own estimate.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuadvise.errors import GpuAdviseError
 
 if TYPE_CHECKING:
+    from gpuadvise.analyze.ahead import Built
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.model.roofline import LaunchEstimate, LaunchTimes, Traffic
@@ -99,16 +102,25 @@ def variant_budget_bytes(analysis: KernelAnalysis) -> int:
 
 
 def trace_alone(
-    vopts: KernelOptions, device: Any, sample_ctas: int | str | None, budget: int
+    vopts: KernelOptions,
+    device: Any,
+    sample_ctas: int | str | None,
+    budget: int,
+    built: Built | None = None,
 ) -> KernelAnalysis:
     """The kernel of ``vopts`` built and traced on the emulator as the kernel's own trace was
     (the same sample, its first wave cut to ``budget`` trace bytes), the trace model only and no
-    live registers (the launch model reads the trace, not them): a variant's side, or a proxy's."""
+    live registers (the launch model reads the trace, not them): a variant's side, or a proxy's.
+    ``built``: ``vopts`` already built and compiled (:class:`gpuadvise.analyze.ahead.Ahead`)."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.trace.emulate import sample_trace_bytes
 
-    spec, _, options = build(vopts)
+    if built is None:
+        spec, _, options = build(vopts)
+        head = None
+    else:
+        spec, options, head = built.spec, built.options, built.head
     with sample_trace_bytes(budget):
         return analyze_kernel(
             spec,
@@ -120,6 +132,7 @@ def trace_alone(
             tracer="emu",
             models=frozenset({"trace"}),
             registers=False,
+            head=head,
         )
 
 
@@ -283,36 +296,69 @@ def with_trace_points(
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
     rule's). A variant that does not build or trace keeps the rule's estimate."""
+    from gpuadvise.analyze.ahead import Ahead
     from gpuadvise.devices import memory_rates
+
+    todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
+    rates = memory_rates(analysis.device)
+    mem = analysis.memory
+    if not todo or mem is None or mem.trace is None or rates is None:
+        return run
+    with contextlib.ExitStack() as stack:
+        # the variants compiled in a thread, in order, while this one models and traces
+        ahead = stack.enter_context(Ahead())
+        builds: dict[int, tuple[KernelOptions, Future[Built]]] = {}
+        for f in todo:
+            assert f.variant is not None
+            v = f.variant.candidates()[0]
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
+            vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
+            if vopts is not None:
+                builds[id(f)] = (vopts, ahead.submit(vopts, analysis.device))
+        if not builds:
+            return run
+        made = _traced_points(analysis, todo, builds, sample_ctas, rates)
+    if not made:
+        return run
+    from gpuadvise.rules.ranking import rank_findings
+
+    out = [made.get(id(f), f) for f in run.findings]
+    return dataclasses.replace(run, findings=tuple(rank_findings(out)))
+
+
+def _traced_points(
+    analysis: KernelAnalysis,
+    todo: Sequence[Finding],
+    builds: dict[int, tuple[KernelOptions, Future[Built]]],
+    sample_ctas: int | str | None,
+    rates: Any,
+) -> dict[int, Finding]:
+    """:func:`with_trace_points`' findings (by ``id``) estimated on their variants' traces
+    (``builds``: each one's options and compile)."""
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
 
-    todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
-    if not todo:
-        return run
+    made: dict[int, Finding] = {}
     before = launch_traffic(analysis)
     serial_before, follows_before = _serial_s(analysis)
-    rates = memory_rates(analysis.device)
-    if before is None or rates is None:
-        return run
+    if before is None:
+        return made
     budget = variant_budget_bytes(analysis)
-    made: dict[int, Finding] = {}
     for f in todo:
         if out_of_time():
             break
+        if id(f) not in builds:
+            continue
         assert f.variant is not None
         v = f.variant.candidates()[0]
-        with tempfile.TemporaryDirectory(prefix="gpuadvise-variant-") as tmp:
-            vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
-            if vopts is None:
-                continue
-            try:
-                va = trace_alone(vopts, analysis.device, sample_ctas, budget)
-                after = launch_traffic(va)
-                serial_after, follows_after = _serial_s(va)
-            except GpuAdviseError as exc:
-                log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
-                continue
+        vopts, compiled = builds[id(f)]
+        try:
+            va = trace_alone(vopts, analysis.device, sample_ctas, budget, compiled.result())
+            after = launch_traffic(va)
+            serial_after, follows_after = _serial_s(va)
+        except GpuAdviseError as exc:
+            log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+            continue
         if after is None:
             continue
         est = launch_estimate(before, after, analysis.device, rates)
@@ -331,12 +377,7 @@ def with_trace_points(
             changes["recommend_only_if_faster"] = True
             changes["variant"] = dataclasses.replace(f.variant, needs_measurement=True)
         made[id(f)] = dataclasses.replace(f, **changes)
-    if not made:
-        return run
-    from gpuadvise.rules.ranking import rank_findings
-
-    out = [made.get(id(f), f) for f in run.findings]
-    return dataclasses.replace(run, findings=tuple(rank_findings(out)))
+    return made
 
 
 def predicted_slower(f: Finding) -> bool:

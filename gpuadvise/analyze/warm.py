@@ -1,0 +1,77 @@
+"""The stages after the compile imported while nvcc runs (issue 31: the median corpus kernel on a
+2-core machine).
+
+``analyze`` compiles the kernel first and prints its header before it imports the rules, the
+trace and the models (tests/cli/test_first_lines.py). Those imports (about 180 modules and the
+bundled rules' registry: 0.29 CPU-s on the 2-core machine, 2026-11-30) used to start only once
+nvcc had returned, while nvcc (about a CPU-second per kernel) left this process idle:
+:func:`imports_during` runs them in a thread for the length of the compile, and waits for it
+after. Nothing else is done in the thread and the analysis does not start before it ends, so
+that no module is imported by two threads at once (the main thread's compile imports nothing
+new: :func:`gpuadvise.analyze.head.compile_head`'s modules are imported before the thread
+starts). The results are the same: only where the imports' time falls moves. A failed import is
+left for the main thread to raise where it needs the module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterator
+
+# what the compile imports lazily: imported before the thread starts (then only the thread imports)
+_COMPILE = ("gpuadvise.runner.checks",)
+# what analyze imports after the compile: the rules' run and their helpers (the registry loads
+# the rule files), the models, and, for a traced kernel, the emulator
+_AFTER_COMPILE = (
+    "gpuadvise.analyze.evaluate",
+    "gpuadvise.analyze.pipeline",
+    "gpuadvise.analyze.variant_trace",
+    "gpuadvise.rules.evaluate",
+    "gpuadvise.rules.registry",
+    "gpuadvise.toolchain.liveness",
+    "gpuadvise.model.registers",
+)
+_TRACE = (
+    "gpuadvise.analyze.models",
+    "gpuadvise.trace.tracer",
+    "gpuadvise.trace.emulate",
+    "gpuadvise.ptx.emulator",
+    "gpuadvise.trace.view",
+    "gpuadvise.trace.sass_counts",
+    "gpuadvise.trace.sass_schedule",
+    "gpuadvise.model.reconcile",
+    "gpuadvise.model.banks",
+    "gpuadvise.model.coalescing",
+    "gpuadvise.model.l2_orders",
+)
+
+
+def _import_all(names: tuple[str, ...], registry: bool) -> None:
+    for name in names:
+        with contextlib.suppress(Exception):  # the main thread raises it where it matters
+            importlib.import_module(name)
+    if registry:
+        with contextlib.suppress(Exception):
+            from gpuadvise.rules.registry import load_registry
+
+            load_registry()  # the bundled rules (cached: analyze's own call finds them)
+
+
+@contextlib.contextmanager
+def imports_during(trace: bool, registry: bool = True) -> Iterator[None]:
+    """The modules analyze needs after the compile imported in a thread while the ``with``
+    block runs (the compile); the block's end waits for them. ``trace``: the emulator's and the
+    trace models' too. ``registry``: the bundled rules loaded too (False: the caller loaded the
+    rules already, or loads them from other folders)."""
+    names = _AFTER_COMPILE + (_TRACE if trace else ())
+    for name in _COMPILE:
+        importlib.import_module(name)
+    # a daemon: an interrupted analysis does not wait for its imports
+    t = threading.Thread(target=_import_all, args=(names, registry), daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join()
