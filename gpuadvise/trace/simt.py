@@ -172,8 +172,9 @@ class SimtBranch:
     lanes a prefix or a suffix of them: ``tid < bound``); ``data``: its condition (the ``@p``
     predicate, ``brx.idx``'s index) is computed from values the kernel loaded
     (:func:`gpuadvise.ptx.dataflow.data_registers`), not from the thread and CTA indices and the
-    arguments alone; ``loops``: it is a loop's test (its region reaches back to it: lanes leave
-    the loop at different iterations); ``one_sided``: one of its sides is empty (it jumps
+    arguments alone; ``loops``: it is a loop's test (its region reaches back to it, or it leaves
+    the kernel from inside a loop, a ``break`` to a ``return``: lanes leave the loop at different
+    iterations); ``one_sided``: one of its sides is empty (it jumps
     straight to its reconvergence point: an ``if`` without an ``else``)."""
 
     file: str
@@ -338,6 +339,22 @@ def _region(program: Program, p: int) -> set[int]:
     return seen
 
 
+def _on_cycle(program: Program, p: int) -> bool:
+    """Whether block ``p`` lies on a cycle of the control-flow graph (inside a loop)."""
+    nb = len(program.blocks)
+    seen: set[int] = set()
+    todo = [s for s in program.blocks[p].succs if s < nb]
+    while todo:
+        b = todo.pop()
+        if b == p:
+            return True
+        if b in seen or b >= nb:
+            continue
+        seen.add(b)
+        todo.extend(program.blocks[b].succs)
+    return False
+
+
 def _condition_is_data(ins: Instr, data: frozenset[str]) -> bool:
     """Whether branch ``ins`` decides on loaded data: its guard predicate (``@p bra``) or its
     index (``brx.idx``) is a data register."""
@@ -452,7 +469,7 @@ def simt_profile(
                 exits=exits(p),
                 front_splits=int(fronts[p]) if fronts is not None else 0,
                 data=ins is not None and _condition_is_data(ins, data),
-                loops=p in regions[p],
+                loops=p in regions[p] or (exits(p) and _on_cycle(program, p)),
                 one_sided=program.ipdom[p] in blk.succs,
             )
         )

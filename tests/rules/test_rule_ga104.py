@@ -56,6 +56,9 @@ CASES: dict[str, dict[str, Any]] = {
         grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
     ),
     "data_trips": dict(grid="4", block="256", buffers=("n=int[1024]", "out=float[1024]")),
+    "data_break": dict(
+        grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
+    ),
 }
 
 
@@ -235,13 +238,15 @@ def test_data_filter_is_a_note_without_estimate(kernel, marker, one_sided):
     assert ("without an else" in f.message) is one_sided
 
 
-def test_data_dependent_trip_count_keeps_its_estimate():
-    """A loop whose trip count is read from data: the test is data but loops, so lanes leave it
-    at different iterations and a warp per item makes the count uniform: a finding with an
-    estimate, as before."""
-    p = simt("data_trips")
+@pytest.mark.parametrize("kernel", ["data_trips", "data_break"])
+def test_data_dependent_trip_count_keeps_its_estimate(kernel):
+    """A loop whose trip count is read from data, or left by a return on data (an exit on a
+    cycle of the CFG, whose region is the exit alone): the test is data but loops, so lanes
+    leave it at different iterations and a warp per item makes the count uniform (HeCBench
+    perplexity's epoch loop): a finding with an estimate, as before."""
+    p = simt(kernel)
     loops = [b for b in p.branches if b.loops]
     assert loops and all(b.data for b in loops)
-    (f,) = ga104("data_trips")
+    (f,) = ga104(kernel)
     assert f.estimated_speedup.kind == "upper-bound" and f.estimated_speedup.speedup >= 1.0
     assert "map the work so that whole warps take the same side" in f.message

@@ -143,3 +143,15 @@ __global__ void data_trips(const int* n, float* out) {
     for (int r = 0; r < n[i]; ++r) x = x * 0.993f + 0.125f;
     out[i] = x;
 }
+
+// A data-dependent exit from inside a loop (a `break` to the end): lanes leave the loop at
+// different iterations, like a data trip count: a divergence finding with its estimate.
+__global__ void data_break(const float* in, float* out, int iters) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    for (int r = 0; r < iters; ++r) {
+        x = x * 0.991f + 0.0625f;
+        if (x > 0.4f) return;
+        out[i] = x;
+    }
+}
