@@ -37,6 +37,8 @@ class Divergence(FindingDetails):
     efficiency: float
     splits: int
     warp_executions: int
+    # the branch decides on loaded data and is no loop's test: no remap packs its sides
+    data_filter: bool = False
 
 
 class DivergentBranches(Rule):
@@ -56,7 +58,14 @@ class DivergentBranches(Rule):
     split leaves each side a contiguous run of lanes and at most one warp of a CTA splits per
     execution (``if (threadIdx.x < k)``, a binomial tree's ``if (i > tid * k)`` as its
     triangle shrinks), where no remapping fills the warps better: the first ``k`` threads
-    doing serial work is too little parallelism, not divergence.
+    doing serial work is too little parallelism, not divergence. A branch that decides on
+    loaded data and is no loop's test (a threshold filter, a compare-and-swap, a math function's
+    data-dependent path inlined at the call's line: the PTX predicate computed from loads, its
+    region not reaching back to it) is a note without an estimate: no remap of threads to
+    elements makes whole warps agree on random data, predication issues the same warp
+    instructions, and only a compaction of the elements by outcome could pack the lanes. A
+    data-dependent loop test (lanes leave a loop at different iterations) stays a warning: a
+    warp per item makes the trip count warp-uniform.
 
     Why it is slow
     --------------
@@ -129,13 +138,19 @@ class DivergentBranches(Rule):
             per_line = ", ".join(f"line {ln.line}: {ln.efficiency:.0%}" for ln in worst)
             at = line if ctx.same_file(file) and line > 0 else ctx.kernel_line
             where = "" if at == line else f" (branch at {file}:{line})"
+            data_filter = all(b.data and not b.loops for b in brs)
+            advice = (
+                _filter_advice(all(b.one_sided for b in brs))
+                if data_filter
+                else "map the work so that whole warps take the same side"
+            )
             yield self.finding(
                 ctx,
                 f"SIMT efficiency {simt.efficiency:.0%}: the branch on line {line}{where} splits "
                 f"{splits} of {execs} warp executions and idles {lost / issue:.0%} of the issue "
-                f"slots ({per_line}); map the work so that whole warps take the same side (or, for a "
-                "data-dependent condition, compute both sides without a branch)",
+                f"slots ({per_line}); {advice}",
                 line=at,
+                severity="note" if data_filter else None,
                 evidence=[
                     Evidence(
                         "simt_efficiency",
@@ -166,6 +181,7 @@ class DivergentBranches(Rule):
                     efficiency=round(simt.efficiency, 4),
                     splits=splits,
                     warp_executions=execs,
+                    data_filter=data_filter,
                 ),
             )
 
@@ -177,6 +193,16 @@ class DivergentBranches(Rule):
             "saved_warp_instructions_sampled": round(saved, 1),
             "simt_efficiency": d.efficiency,
         }
+        if d.data_filter:
+            return Estimate(
+                None,
+                "none",
+                "no estimate: the branch decides on loaded data and is no loop's test, so no "
+                "remap of threads to elements makes whole warps take one side; predication "
+                "issues the same warp instructions, and a compaction of the elements by outcome "
+                "costs work the model does not estimate",
+                inputs,
+            )
         hz = sm_cycles_per_s(ctx.device, _ISSUE_PER_SM_PER_CLOCK)
         try:
             view = ctx.trace_view
@@ -217,6 +243,22 @@ class DivergentBranches(Rule):
             "before / max after. Latency is ignored, so the real gain is smaller",
             inputs,
         )
+
+
+def _filter_advice(one_sided: bool) -> str:
+    """Why a data-dependent branch that is no loop's test is only a note: what its warps issue
+    and why nothing remaps it."""
+    sides = (
+        "an if without an else on loaded data: every warp where some lane takes it issues its body"
+        if one_sided
+        else "an if/else on loaded data: a split warp issues both sides"
+    )
+    return (
+        f"{sides}, and predication or a select would issue the same warp instructions; no "
+        "mapping of threads to elements makes whole warps agree on data, so only a compaction "
+        "(sorting or binning the elements by outcome) could pack the lanes, at a cost the model "
+        "does not estimate"
+    )
 
 
 def _packed_front(brs: list[Any], splits: int, execs: int, warps_per_cta: int) -> bool:

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpuadvise.ptx.chains import block_instructions
+from gpuadvise.ptx.dataflow import data_registers
+from gpuadvise.ptx.parser import Instr, Reg
 from gpuadvise.ptx.pipes import pipe_work
 
 if TYPE_CHECKING:
@@ -167,7 +169,13 @@ class SimtBranch:
     split per warp of those CTAs (a bounds check); ``lost_slots``: the lane issue slots idle in
     the code it controls; ``exits``: one of its sides leaves the kernel; ``front_splits``: the
     splits whose two sides are each a contiguous run of the warp's active lanes (the taken
-    lanes a prefix or a suffix of them: ``tid < bound``)."""
+    lanes a prefix or a suffix of them: ``tid < bound``); ``data``: its condition (the ``@p``
+    predicate, ``brx.idx``'s index) is computed from values the kernel loaded
+    (:func:`gpuadvise.ptx.dataflow.data_registers`), not from the thread and CTA indices and the
+    arguments alone; ``loops``: it is a loop's test (its region reaches back to it, or it leaves
+    the kernel from inside a loop, a ``break`` to a ``return``: lanes leave the loop at different
+    iterations); ``one_sided``: one of its sides is empty (it jumps
+    straight to its reconvergence point: an ``if`` without an ``else``)."""
 
     file: str
     line: int
@@ -179,6 +187,9 @@ class SimtBranch:
     lost_slots: int
     exits: bool
     front_splits: int = 0
+    data: bool = False
+    loops: bool = False
+    one_sided: bool = False
 
     @property
     def split_fraction(self) -> float:
@@ -294,6 +305,9 @@ class SimtProfile:
                     "lost_slots": b.lost_slots,
                     "exits": b.exits,
                     "front_splits": b.front_splits,
+                    "data": b.data,
+                    "loops": b.loops,
+                    "one_sided": b.one_sided,
                 }
                 for b in self.branches
             ],
@@ -323,6 +337,32 @@ def _region(program: Program, p: int) -> set[int]:
         seen.add(b)
         todo.extend(program.blocks[b].succs)
     return seen
+
+
+def _on_cycle(program: Program, p: int) -> bool:
+    """Whether block ``p`` lies on a cycle of the control-flow graph (inside a loop)."""
+    nb = len(program.blocks)
+    seen: set[int] = set()
+    todo = [s for s in program.blocks[p].succs if s < nb]
+    while todo:
+        b = todo.pop()
+        if b == p:
+            return True
+        if b in seen or b >= nb:
+            continue
+        seen.add(b)
+        todo.extend(program.blocks[b].succs)
+    return False
+
+
+def _condition_is_data(ins: Instr, data: frozenset[str]) -> bool:
+    """Whether branch ``ins`` decides on loaded data: its guard predicate (``@p bra``) or its
+    index (``brx.idx``) is a data register."""
+    if ins.guard is not None:
+        return ins.guard in data
+    if ins.base == "brx" and ins.operands and isinstance(ins.operands[0], Reg):
+        return ins.operands[0].name in data
+    return False
 
 
 def _cta_xyz(cta: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -402,6 +442,7 @@ def simt_profile(
 
     far = (grid[0] - 1, grid[1] - 1, grid[2] - 1)
     fronts = counts.front_splits
+    data = data_registers(program.instrs) if split_blocks else frozenset()
     branches = []
     for p in split_blocks:
         blk = blocks[p]
@@ -427,6 +468,9 @@ def simt_profile(
                 lost_slots=round(attributed[p]),
                 exits=exits(p),
                 front_splits=int(fronts[p]) if fronts is not None else 0,
+                data=ins is not None and _condition_is_data(ins, data),
+                loops=p in regions[p] or (exits(p) and _on_cycle(program, p)),
+                one_sided=program.ipdom[p] in blk.succs,
             )
         )
     branches.sort(key=lambda br: -br.lost_slots)

@@ -49,6 +49,16 @@ CASES: dict[str, dict[str, Any]] = {
     "early_exit": dict(
         grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
     ),
+    "data_filter": dict(
+        grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
+    ),
+    "data_sides": dict(
+        grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
+    ),
+    "data_trips": dict(grid="4", block="256", buffers=("n=int[1024]", "out=float[1024]")),
+    "data_break": dict(
+        grid="4", block="256", args=("iters=50",), buffers=("in=float[1024]", "out=float[1024]")
+    ),
 }
 
 
@@ -206,3 +216,37 @@ def test_option_threshold_silences():
     a = case("few_threads")
     assert run_rule(a, "GA104", trace_ctas="all", max_efficiency=0.2) == []
     assert run_rule(a, "GA104", trace_ctas="all", min_lost_fraction=0.9) == []
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "one_sided"),
+    [("data_filter", "if (x > 0.0f) {", True), ("data_sides", "if (x >= 0.0f) {", False)],
+)
+def test_data_filter_is_a_note_without_estimate(kernel, marker, one_sided):
+    """A branch on loaded data that is no loop's test (a threshold filter: HeCBench score's
+    findTopK, zeropoint; an if/else on the value): its lanes split at random in every warp, no
+    remap of threads to elements makes warps agree on data, predication issues the same warp
+    instructions. Reported as a note with no estimate, saying so."""
+    p = simt(kernel)
+    (br,) = [b for b in p.branches if b.line == source_line(DIV, marker)]
+    assert br.data and not br.loops and br.one_sided is one_sided
+    assert br.splits == br.warp_executions == 32
+    (f,) = ga104(kernel)
+    assert f.line == br.line and f.severity == "note"
+    assert f.estimated_speedup.kind == "none" and f.estimated_speedup.speedup is None
+    assert "no mapping of threads to elements" in f.message
+    assert ("without an else" in f.message) is one_sided
+
+
+@pytest.mark.parametrize("kernel", ["data_trips", "data_break"])
+def test_data_dependent_trip_count_keeps_its_estimate(kernel):
+    """A loop whose trip count is read from data, or left by a return on data (an exit on a
+    cycle of the CFG, whose region is the exit alone): the test is data but loops, so lanes
+    leave it at different iterations and a warp per item makes the count uniform (HeCBench
+    perplexity's epoch loop): a finding with an estimate, as before."""
+    p = simt(kernel)
+    loops = [b for b in p.branches if b.loops]
+    assert loops and all(b.data for b in loops)
+    (f,) = ga104(kernel)
+    assert f.estimated_speedup.kind == "upper-bound" and f.estimated_speedup.speedup >= 1.0
+    assert "map the work so that whole warps take the same side" in f.message

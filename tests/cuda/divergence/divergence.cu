@@ -111,3 +111,47 @@ __global__ void growing_front(float* a, int n) {
     }
     a[row] = x;
 }
+
+// A filter on loaded data: an if without an else whose condition is the value read (about half
+// the lanes of every warp at random): a note without an estimate, no remap packs it.
+__global__ void data_filter(const float* in, float* out, int iters) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    if (x > 0.0f) {
+        for (int r = 0; r < iters; ++r) x = x * 0.993f + 0.125f;
+        out[i] = x;
+    }
+}
+
+// An if/else on loaded data: a split warp issues both sides.
+__global__ void data_sides(const float* in, float* out, int iters) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    if (x >= 0.0f) {
+        for (int r = 0; r < iters; ++r) x = x * 0.993f + 0.125f;
+    } else {
+        for (int r = 0; r < iters; ++r) x = x * 0.995f - 0.25f;
+    }
+    out[i] = x;
+}
+
+// A trip count read from data (0..63 iterations per lane): lanes leave the loop at different
+// iterations; a warp per item makes the count warp-uniform, so it stays a divergence finding.
+__global__ void data_trips(const int* n, float* out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = 0.0f;
+    for (int r = 0; r < n[i]; ++r) x = x * 0.993f + 0.125f;
+    out[i] = x;
+}
+
+// A data-dependent exit from inside a loop (a `break` to the end): lanes leave the loop at
+// different iterations, like a data trip count: a divergence finding with its estimate.
+__global__ void data_break(const float* in, float* out, int iters) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float x = in[i];
+    for (int r = 0; r < iters; ++r) {
+        x = x * 0.991f + 0.0625f;
+        if (x > 0.4f) return;
+        out[i] = x;
+    }
+}
