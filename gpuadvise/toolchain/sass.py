@@ -522,6 +522,9 @@ def _disassemble_cached(
     if kept is not None:
         return parse(kept)
     if is_nvdisasm:
+        derived = _from_life_ranges(cubin, _mtime_ns, _size, tool, function)
+        if derived is not None:
+            return derived
         fun = [] if function is None else ["-fun", str(function)]
         proc = _run([tool, "-c", "-gi", "-ndf", *fun, cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
@@ -538,6 +541,54 @@ def _disassemble_cached(
         raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
     write_sidecar(sidecar, proc.stdout)
     return parse(proc.stdout)
+
+
+def _from_life_ranges(
+    cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
+) -> dict[str, tuple[SassInstruction, ...]] | None:
+    """The SASS of ``nvdisasm -c -gi`` without running it, when the life ranges were read
+    (``nvdisasm -plr`` prints every instruction but, ignoring ``-g``, no line): the instructions
+    from that output, their lines and call sites from the cubin's line table (:mod:`lines`:
+    what ``-gi`` prints). None when there is no such output or the line table is one
+    :func:`~gpuadvise.toolchain.lines.line_table` does not read (then nvdisasm runs)."""
+    from gpuadvise.toolchain.lines import (
+        LineTableError,
+        code_sections,
+        line_table,
+        locate,
+        trailing_nops,
+    )
+    from gpuadvise.toolchain.liveness import has_life_range_text, life_range_text
+
+    if not has_life_range_text(cubin, mtime_ns, size, tool, function):
+        return None
+    try:
+        text = life_range_text(cubin, mtime_ns, size, tool, function)
+        data = Path(cubin).read_bytes()
+        table, code = line_table(data), code_sections(data)
+    except (OSError, ToolchainError, LineTableError):
+        return None
+    functions = parse_nvdisasm(text)
+    if not functions:
+        return None
+    out = {}
+    for name, instrs in functions.items():
+        offsets = [i.offset for i in instrs]
+        # sm_70 on (16-byte instructions, none left out): the padding -plr does not print
+        if name not in code or offsets != list(range(0, 16 * len(offsets), 16)):
+            return None
+        pad = trailing_nops(code[name], offsets[-1]) if offsets else None
+        if pad is None:
+            return None
+        offsets += [offsets[-1] + 16 * (k + 1) for k in range(pad)]
+        nop = SassInstruction(0, "NOP", "NOP", None, "", None, None)
+        full = [*instrs, *(dataclasses.replace(nop, offset=o) for o in offsets[len(instrs) :])]
+        where = locate(table.get(name, ()), offsets)
+        out[name] = tuple(
+            dataclasses.replace(i, file=f, line=n, inlined_at=chain)
+            for i, (f, n, chain) in zip(full, where, strict=True)
+        )
+    return out
 
 
 def _disassembler_error(cubin: Path, tool: str, stderr: str) -> ToolchainError:

@@ -78,6 +78,7 @@ def test_the_toolkits_table_counts_its_own_marks(tmp_path: Path) -> None:
     from gpuadvise.toolchain import liveness
 
     liveness._cached.cache_clear()
+    liveness._texts.clear()
     assert life_ranges(module.cubin_path, kernel.mangled, tc) == table
     with pytest.raises(KernelNotFoundError):
         life_ranges(module.cubin_path, "nope", tc)
