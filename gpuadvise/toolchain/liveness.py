@@ -28,6 +28,7 @@ import functools
 import operator
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,6 +280,7 @@ _TextKey = tuple[str, int, int, str, int | None]
 _texts: dict[_TextKey, str] = {}
 """The last few ``-plr`` outputs read in this process (a read-only cache keeps no sidecar)."""
 _KEEP_TEXTS = 2
+_texts_lock = threading.Lock()  # a batch analyses kernels in threads
 
 
 def _sidecar(key: _TextKey) -> Path:
@@ -316,7 +318,8 @@ def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: i
             raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
         write_sidecar(sidecar, proc.stdout)
         text = proc.stdout
-    while len(_texts) >= _KEEP_TEXTS:
-        _texts.pop(next(iter(_texts)), None)
-    _texts[key] = text
+    with _texts_lock:
+        while len(_texts) >= _KEEP_TEXTS:
+            _texts.pop(next(iter(_texts)), None)
+        _texts[key] = text
     return text
