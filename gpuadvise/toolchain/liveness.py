@@ -18,7 +18,8 @@ ignores ``-g``, so the instructions carry no source lines: :mod:`gpuadvise.model
 joins these rows to :func:`gpuadvise.toolchain.sass.disassemble`'s by offset.
 
 :func:`life_ranges` runs it (one run per cubin, its output kept beside the cubin as the SASS
-is; the SASS is read from the same output when it is there: :func:`life_range_text`);
+is; the SASS is read from the same output when it is there:
+:func:`gpuadvise.toolchain.sass.life_range_text`);
 :func:`parse_life_ranges` reads the text. Pure text in, frozen rows out.
 """
 
@@ -28,7 +29,6 @@ import functools
 import operator
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +39,6 @@ from gpuadvise.toolchain.find import Toolchain, find_toolchain
 
 __all__ = [
     "CLASSES",
-    "has_life_range_text",
-    "life_range_text",
     "LifeRanges",
     "LiveRow",
     "life_ranges",
@@ -273,53 +271,6 @@ def life_ranges(
 def _cached(
     cubin: str, _mtime_ns: int, size: int, tool: str, function: int | None
 ) -> dict[str, LifeRanges]:
+    from gpuadvise.toolchain.sass import life_range_text
+
     return parse_life_ranges(life_range_text(cubin, _mtime_ns, size, tool, function))
-
-
-_TextKey = tuple[str, int, int, str, int | None]
-_texts: dict[_TextKey, str] = {}
-"""The last few ``-plr`` outputs read in this process (a read-only cache keeps no sidecar)."""
-_KEEP_TEXTS = 2
-_texts_lock = threading.Lock()  # a batch analyses kernels in threads
-
-
-def _sidecar(key: _TextKey) -> Path:
-    cubin, mtime_ns, size, tool, function = key
-    only = "" if function is None else f".fun{function}"
-    return Path(f"{cubin}.{Path(tool).name}-plr{only}.{size}.{mtime_ns}.txt")
-
-
-def has_life_range_text(
-    cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
-) -> bool:
-    """Whether :func:`life_range_text` can answer without running nvdisasm (it ran in this
-    process, or its output is kept beside the cubin)."""
-    key = (cubin, mtime_ns, size, tool, function)
-    return key in _texts or _sidecar(key).is_file()
-
-
-def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: int | None) -> str:
-    """``nvdisasm --print-life-ranges -c [-fun N] cubin``'s output, kept beside the cubin like the
-    SASS (nvdisasm starts in about 0.3 s whatever the cubin). It holds every instruction too:
-    :func:`gpuadvise.toolchain.sass.disassemble_all` reads the SASS from it (lines from the
-    cubin's line table) instead of a second nvdisasm run."""
-    from gpuadvise.toolchain.sass import _disassembler_error, _run, read_sidecar, write_sidecar
-
-    key = (cubin, mtime_ns, size, tool, function)
-    text = _texts.get(key)
-    if text is not None:
-        return text
-    sidecar = _sidecar(key)
-    text = read_sidecar(sidecar)
-    if text is None:
-        fun = [] if function is None else ["-fun", str(function)]
-        proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
-        if proc.returncode != 0:
-            raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
-        write_sidecar(sidecar, proc.stdout)
-        text = proc.stdout
-    with _texts_lock:
-        while len(_texts) >= _KEEP_TEXTS:
-            _texts.pop(next(iter(_texts)), None)
-        _texts[key] = text
-    return text

@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -543,6 +544,53 @@ def _disassemble_cached(
     return parse(proc.stdout)
 
 
+_TextKey = tuple[str, int, int, str, int | None]
+_texts: dict[_TextKey, str] = {}
+"""The last few ``-plr`` outputs read in this process (a read-only cache keeps no sidecar)."""
+_KEEP_TEXTS = 2
+_texts_lock = threading.Lock()  # a batch analyses kernels in threads
+
+
+def _sidecar(key: _TextKey) -> Path:
+    cubin, mtime_ns, size, tool, function = key
+    only = "" if function is None else f".fun{function}"
+    return Path(f"{cubin}.{Path(tool).name}-plr{only}.{size}.{mtime_ns}.txt")
+
+
+def has_life_range_text(
+    cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
+) -> bool:
+    """Whether :func:`life_range_text` can answer without running nvdisasm (it ran in this
+    process, or its output is kept beside the cubin)."""
+    key = (cubin, mtime_ns, size, tool, function)
+    return key in _texts or _sidecar(key).is_file()
+
+
+def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: int | None) -> str:
+    """``nvdisasm --print-life-ranges -c [-fun N] cubin``'s output, kept beside the cubin like the
+    SASS (nvdisasm starts in about 0.3 s whatever the cubin). It holds every instruction too:
+    :func:`disassemble_all` reads the SASS from it (lines from the
+    cubin's line table) instead of a second nvdisasm run."""
+    key = (cubin, mtime_ns, size, tool, function)
+    text = _texts.get(key)
+    if text is not None:
+        return text
+    sidecar = _sidecar(key)
+    text = read_sidecar(sidecar)
+    if text is None:
+        fun = [] if function is None else ["-fun", str(function)]
+        proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
+        if proc.returncode != 0:
+            raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
+        write_sidecar(sidecar, proc.stdout)
+        text = proc.stdout
+    with _texts_lock:
+        while len(_texts) >= _KEEP_TEXTS:
+            _texts.pop(next(iter(_texts)), None)
+        _texts[key] = text
+    return text
+
+
 def _from_life_ranges(
     cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
 ) -> dict[str, tuple[SassInstruction, ...]] | None:
@@ -558,7 +606,6 @@ def _from_life_ranges(
         locate,
         trailing_nops,
     )
-    from gpuadvise.toolchain.liveness import has_life_range_text, life_range_text
 
     if not has_life_range_text(cubin, mtime_ns, size, tool, function):
         return None

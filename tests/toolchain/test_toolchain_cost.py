@@ -148,7 +148,7 @@ def test_sass_read_from_the_life_ranges_is_a_plain_disassembly(
         sidecar.unlink()
     sass._disassemble_cached.cache_clear()
     liveness._cached.cache_clear()
-    liveness._texts.clear()
+    sass._texts.clear()
     runs: list[list[str]] = []
     real_run = sass._run
 
@@ -169,7 +169,7 @@ def test_sass_read_from_the_life_ranges_is_a_plain_disassembly(
         assert max(len(i.inlined_at) for i in ins) >= 2
     # from the kept output too (a new process): still no second run
     sass._disassemble_cached.cache_clear()
-    liveness._texts.clear()
+    sass._texts.clear()
     assert disassemble_all(module.cubin_path, TC) == want and len(runs) == 1
 
 
