@@ -51,17 +51,26 @@ def analyze(
     args: tuple[str, ...] = (),
     *,
     trace: bool = True,
+    registers: bool = False,
     **options: Any,
 ) -> Any:
     """The KernelAnalysis of ``gpuadvise analyze SOURCE -k KERNEL --gpu H100 ...``: ``options``
     are further KernelOptions fields (``spec``, ``grid``, ``block``, ...). ``trace``: the
     pipeline traces the first ``sample_ctas`` CTAs on the emulator (None: its default, the first
-    wave); without it the trace-based models are computed lazily by the rules that need them."""
+    wave); without it the trace-based models are computed lazily by the rules that need them.
+    ``registers``: the live registers read by the pipeline, as ``gpuadvise analyze`` reads
+    them (one nvdisasm run gives the SASS and them: for a test whose rules read them, GA101 or
+    GA403, all the rules), else when first read (:class:`LazyRegisters`: a second run then)."""
     from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     spec, choice, compile_options = build(
         KernelOptions(source=str(source), kernel=kernel, gpu="H100", args=args, **options)
     )
+    if registers:
+        return analyze_kernel(
+            spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
+        )
     return analyze_lazily(
         spec, choice.device, compile_options, trace=trace, sample_ctas=sample_ctas
     )

@@ -8,8 +8,6 @@ report renders (terminal, JSON). The trace-based models are computed in
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextvars
 import logging
 import time
 from collections.abc import Collection
@@ -171,23 +169,22 @@ def analyze_kernel(
     k, result = head.head.occupancy_input, head.head.occupancy
     steps, waves = head.head.next_steps, head.head.waves
     t2 = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        # nvdisasm's life ranges are read while the SASS is (two processes of ~0.3 s CPU each)
-        run = contextvars.copy_context().run  # the thread sees this one's budgets
-        table = pool.submit(run, life_table, module, kernel, tc) if registers else None
-        with step("disassembling the SASS"):
-            instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
-        lines = sass.memory_summary(instrs, call_site=True)
-        timings["sass_s"] = time.perf_counter() - t2
-        t_live = time.perf_counter()
-        all_notes = list(notes) + launch_notes
-        pressure, why = None, None
-        if table is not None:
-            with step("reading the live registers"):
-                pressure, why = live_registers(module, kernel, instrs, tc, table.result())
-        if why:
-            all_notes.append(why)
-        timings["registers_s"] = time.perf_counter() - t_live
+    # the life ranges first: nvdisasm -plr prints every instruction too, so the SASS is read from
+    # its output (lines from the cubin's line table) and one nvdisasm run gives both
+    with step("disassembling the SASS"):
+        table = life_table(module, kernel, tc) if registers else None
+        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+    lines = sass.memory_summary(instrs, call_site=True)
+    timings["sass_s"] = time.perf_counter() - t2
+    t_live = time.perf_counter()
+    all_notes = list(notes) + launch_notes
+    pressure, why = None, None
+    if table is not None:
+        with step("reading the live registers"):
+            pressure, why = live_registers(module, kernel, instrs, tc, table)
+    if why:
+        all_notes.append(why)
+    timings["registers_s"] = time.perf_counter() - t_live
     memory = None
     wanted = trace_models(models) if trace else frozenset()
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
@@ -254,8 +251,8 @@ def analyze_kernel(
 
 def life_table(module: CompiledModule, kernel: KernelInfo, tc: Toolchain) -> LifeRanges | str:
     """The kernel's life-range table (nvdisasm ``-plr``), or why it cannot be read (no
-    nvdisasm, a table it cannot read). Safe to run in a thread beside :func:`sass.disassemble`
-    (each keeps its own output beside the cubin)."""
+    nvdisasm, a table it cannot read). Read before :func:`sass.disassemble`, it spares that a
+    run of nvdisasm (the SASS is read from the same output)."""
     from gpuadvise.errors import GpuAdviseError
     from gpuadvise.toolchain.liveness import life_ranges
 

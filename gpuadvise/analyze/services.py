@@ -3,8 +3,6 @@ may ask of the toolchain and the emulator, done the way the analysis did it."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextvars
 import functools
 import hashlib
 import logging
@@ -152,11 +150,9 @@ class AnalysisServices:
 
         module, kernel, _options = self._build(source_text, nvcc_flags)
         tc = self._toolchain()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            run = contextvars.copy_context().run  # the thread sees this one's budgets
-            table = pool.submit(run, life_table, module, kernel, tc)  # beside the SASS
-            instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
-            pressure, why = live_registers(module, kernel, instrs, tc, table.result())
+        table = life_table(module, kernel, tc)  # first: the SASS is read from its output
+        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+        pressure, why = live_registers(module, kernel, instrs, tc, table)
         if pressure is None:
             raise ModelUnavailable(why or "the candidate's live registers were not read")
         return kernel, pressure

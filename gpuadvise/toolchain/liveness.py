@@ -18,7 +18,9 @@ ignores ``-g``, so the instructions carry no source lines: :mod:`gpuadvise.model
 joins these rows to :func:`gpuadvise.toolchain.sass.disassemble`'s by offset.
 
 :func:`life_ranges` runs it (one run per cubin, its output kept beside the cubin as the SASS
-is); :func:`parse_life_ranges` reads the text. Pure text in, frozen rows out.
+is; the SASS is read from the same output when it is there:
+:func:`gpuadvise.toolchain.sass.life_range_text`);
+:func:`parse_life_ranges` reads the text. Pure text in, frozen rows out.
 """
 
 from __future__ import annotations
@@ -269,17 +271,6 @@ def life_ranges(
 def _cached(
     cubin: str, _mtime_ns: int, size: int, tool: str, function: int | None
 ) -> dict[str, LifeRanges]:
-    from gpuadvise.toolchain.sass import _disassembler_error, _run, read_sidecar, write_sidecar
+    from gpuadvise.toolchain.sass import life_range_text
 
-    # kept beside the cubin like the SASS (nvdisasm starts in about 0.5 s whatever the cubin)
-    only = "" if function is None else f".fun{function}"
-    sidecar = Path(f"{cubin}.{Path(tool).name}-plr{only}.{size}.{_mtime_ns}.txt")
-    kept = read_sidecar(sidecar)
-    if kept is not None:
-        return parse_life_ranges(kept)
-    fun = [] if function is None else ["-fun", str(function)]
-    proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
-    if proc.returncode != 0:
-        raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
-    write_sidecar(sidecar, proc.stdout)
-    return parse_life_ranges(proc.stdout)
+    return parse_life_ranges(life_range_text(cubin, _mtime_ns, size, tool, function))

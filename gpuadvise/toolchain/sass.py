@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -522,6 +523,9 @@ def _disassemble_cached(
     if kept is not None:
         return parse(kept)
     if is_nvdisasm:
+        derived = _from_life_ranges(cubin, _mtime_ns, _size, tool, function)
+        if derived is not None:
+            return derived
         fun = [] if function is None else ["-fun", str(function)]
         proc = _run([tool, "-c", "-gi", "-ndf", *fun, cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
@@ -538,6 +542,100 @@ def _disassemble_cached(
         raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
     write_sidecar(sidecar, proc.stdout)
     return parse(proc.stdout)
+
+
+_TextKey = tuple[str, int, int, str, int | None]
+_texts: dict[_TextKey, str] = {}
+"""The last few ``-plr`` outputs read in this process (a read-only cache keeps no sidecar)."""
+_KEEP_TEXTS = 2
+_texts_lock = threading.Lock()  # a batch analyses kernels in threads
+
+
+def _sidecar(key: _TextKey) -> Path:
+    cubin, mtime_ns, size, tool, function = key
+    only = "" if function is None else f".fun{function}"
+    return Path(f"{cubin}.{Path(tool).name}-plr{only}.{size}.{mtime_ns}.txt")
+
+
+def has_life_range_text(
+    cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
+) -> bool:
+    """Whether :func:`life_range_text` can answer without running nvdisasm (it ran in this
+    process, or its output is kept beside the cubin)."""
+    key = (cubin, mtime_ns, size, tool, function)
+    return key in _texts or _sidecar(key).is_file()
+
+
+def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: int | None) -> str:
+    """``nvdisasm --print-life-ranges -c [-fun N] cubin``'s output, kept beside the cubin like the
+    SASS (nvdisasm starts in about 0.3 s whatever the cubin). It holds every instruction too:
+    :func:`disassemble_all` reads the SASS from it (lines from the
+    cubin's line table) instead of a second nvdisasm run."""
+    key = (cubin, mtime_ns, size, tool, function)
+    text = _texts.get(key)
+    if text is not None:
+        return text
+    sidecar = _sidecar(key)
+    text = read_sidecar(sidecar)
+    if text is None:
+        fun = [] if function is None else ["-fun", str(function)]
+        proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
+        if proc.returncode != 0:
+            raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
+        write_sidecar(sidecar, proc.stdout)
+        text = proc.stdout
+    with _texts_lock:
+        while len(_texts) >= _KEEP_TEXTS:
+            _texts.pop(next(iter(_texts)), None)
+        _texts[key] = text
+    return text
+
+
+def _from_life_ranges(
+    cubin: str, mtime_ns: int, size: int, tool: str, function: int | None
+) -> dict[str, tuple[SassInstruction, ...]] | None:
+    """The SASS of ``nvdisasm -c -gi`` without running it, when the life ranges were read
+    (``nvdisasm -plr`` prints every instruction but, ignoring ``-g``, no line): the instructions
+    from that output, their lines and call sites from the cubin's line table (:mod:`lines`:
+    what ``-gi`` prints). None when there is no such output or the line table is one
+    :func:`~gpuadvise.toolchain.lines.line_table` does not read (then nvdisasm runs)."""
+    from gpuadvise.toolchain.lines import (
+        LineTableError,
+        code_sections,
+        line_table,
+        locate,
+        trailing_nops,
+    )
+
+    if not has_life_range_text(cubin, mtime_ns, size, tool, function):
+        return None
+    try:
+        text = life_range_text(cubin, mtime_ns, size, tool, function)
+        data = Path(cubin).read_bytes()
+        table, code = line_table(data), code_sections(data)
+    except (OSError, ToolchainError, LineTableError):
+        return None
+    functions = parse_nvdisasm(text)
+    if not functions:
+        return None
+    out = {}
+    for name, instrs in functions.items():
+        offsets = [i.offset for i in instrs]
+        # sm_70 on (16-byte instructions, none left out): the padding -plr does not print
+        if name not in code or offsets != list(range(0, 16 * len(offsets), 16)):
+            return None
+        pad = trailing_nops(code[name], offsets[-1]) if offsets else None
+        if pad is None:
+            return None
+        offsets += [offsets[-1] + 16 * (k + 1) for k in range(pad)]
+        nop = SassInstruction(0, "NOP", "NOP", None, "", None, None)
+        full = [*instrs, *(dataclasses.replace(nop, offset=o) for o in offsets[len(instrs) :])]
+        where = locate(table.get(name, ()), offsets)
+        out[name] = tuple(
+            dataclasses.replace(i, file=f, line=n, inlined_at=chain)
+            for i, (f, n, chain) in zip(full, where, strict=True)
+        )
+    return out
 
 
 def _disassembler_error(cubin: Path, tool: str, stderr: str) -> ToolchainError:

@@ -118,8 +118,11 @@ def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
 def analyze(source: Path, kernel: str, trace: bool = True) -> Any:
     """The KernelAnalysis ``gpuadvise analyze`` builds. ``trace``: let the pipeline trace the
     first ``TRACE_CTAS`` CTAs itself (the rules then read ``analysis.memory``); else the rules
-    compute the trace-based models lazily."""
-    return rulekit.analyze(source, kernel, TRACE_CTAS if trace else None, trace=trace)
+    compute the trace-based models lazily. Every rule runs (GA403 reads the live registers):
+    the pipeline reads them with the SASS, one nvdisasm run."""
+    return rulekit.analyze(
+        source, kernel, TRACE_CTAS if trace else None, trace=trace, registers=True
+    )
 
 
 def expected_for(

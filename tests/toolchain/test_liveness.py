@@ -75,9 +75,10 @@ def test_the_toolkits_table_counts_its_own_marks(tmp_path: Path) -> None:
     cols = table.columns[0]
     assert load.marks[0][cols.index(dest)] in "^x" and load.marks[0][cols.index(dest + 1)] in "^x"
     # the output is kept beside the cubin and read back the same
-    from gpuadvise.toolchain import liveness
+    from gpuadvise.toolchain import liveness, sass
 
     liveness._cached.cache_clear()
+    sass._texts.clear()
     assert life_ranges(module.cubin_path, kernel.mangled, tc) == table
     with pytest.raises(KernelNotFoundError):
         life_ranges(module.cubin_path, "nope", tc)

@@ -1,7 +1,7 @@
 """What the toolchain saves per kernel keeps the results it gave: the included files read from
 the kept preprocessed file instead of ``nvcc -MD``'s extra pass, nvdisasm's SASS without its
-dataflow pass (``-ndf``) except where the code branches indirectly, and the life ranges read
-beside the SASS."""
+dataflow pass (``-ndf``) except where the code branches indirectly, and the SASS read from the
+life ranges' output (one nvdisasm run for both, lines from the cubin's line table)."""
 
 from __future__ import annotations
 
@@ -103,3 +103,99 @@ def test_sass_is_what_a_plain_disassembly_gives(source: Path) -> None:
     brx = [i for f in got.values() for i in f if i.base_opcode == "BRX"]
     assert bool(brx) == (source == INDIRECT)
     assert all("BRANCH_TARGETS" in i.operands for i in brx)
+
+
+NESTED = (
+    "#include <cooperative_groups.h>\n"
+    "#include <cooperative_groups/reduce.h>\n"
+    "namespace cg = cooperative_groups;\n"
+    "__device__ __forceinline__ float sq(float v) { return v * v; }\n"
+    "__device__ __forceinline__ float twice(float v) { return sq(v) + sq(v + 1.0f); }\n"
+    "__global__ void nested(const float* in, float* out, int n) {\n"
+    "  auto warp = cg::tiled_partition<32>(cg::this_thread_block());\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  float v = i < n ? twice(in[i]) : 0.0f;\n"
+    "  v = cg::reduce(warp, v, cg::plus<float>());\n"
+    "  if (warp.thread_rank() == 0) atomicAdd(out, v);\n"
+    "}\n"
+)
+
+
+@needs_tools
+@pytest.mark.parametrize("source", [MULTI, INDIRECT, None], ids=["direct", "indirect", "nested"])
+def test_sass_read_from_the_life_ranges_is_a_plain_disassembly(
+    source: Path | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the life ranges are read (``nvdisasm -plr``, which prints every instruction but
+    ignores ``-g``), the SASS comes from that output with its lines and call sites from the
+    cubin's line table, without a second nvdisasm run: the same as ``nvdisasm -c -gi`` gives,
+    inlining chains (headers, nested inline functions, CUDA's own headers) and the trailing
+    NOP padding included."""
+    from gpuadvise.toolchain import liveness
+
+    assert TC is not None and TC.nvdisasm is not None
+    if source is None:
+        source = tmp_path / "nested.cu"
+        source.write_text(NESTED)
+    module = compile_source(source, OPTIONS)
+    plain = subprocess.run(
+        [str(TC.nvdisasm), "-c", "-gi", str(module.cubin_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
+        sidecar.unlink()
+    sass._disassemble_cached.cache_clear()
+    liveness._cached.cache_clear()
+    sass._texts.clear()
+    runs: list[list[str]] = []
+    real_run = sass._run
+
+    def counted(cmd):  # type: ignore[no-untyped-def]
+        runs.append(list(cmd))
+        return real_run(cmd)
+
+    monkeypatch.setattr(sass, "_run", counted)
+    kernel = module.kernels[0]
+    liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
+    got = disassemble_all(module.cubin_path, TC)
+    assert [c[1] for c in runs] == ["--print-life-ranges"]  # one nvdisasm run for both
+    want = parse_nvdisasm(plain)
+    assert got == want
+    ins = [i for f in got.values() for i in f]
+    assert ins[-1].opcode == "NOP" and all(i.file for i in ins if i.opcode != "NOP")
+    if source.name == "nested.cu":
+        assert max(len(i.inlined_at) for i in ins) >= 2
+    # from the kept output too (a new process): still no second run
+    sass._disassemble_cached.cache_clear()
+    sass._texts.clear()
+    assert disassemble_all(module.cubin_path, TC) == want and len(runs) == 1
+
+
+def test_line_table_locations_follow_nvdisasm() -> None:
+    """nvdisasm prints a new location only when the innermost file or line changes: a row with
+    the same innermost line under another call site keeps the call sites in effect; before the
+    first row an instruction has no line."""
+    from gpuadvise.toolchain.lines import locate, trailing_nops
+
+    rows = [
+        (0x10, "k.cu", 5, ()),
+        (0x20, "k.cu", 9, ()),
+        (0x20, "h.cuh", 2, (("k.cu", 9),)),
+        (0x30, "h.cuh", 2, (("k.cu", 12),)),  # same innermost line: not printed
+        (0x40, "k.cu", 12, ()),
+    ]
+    assert locate(rows, [0x0, 0x10, 0x20, 0x30, 0x40, 0x50]) == [
+        (None, None, ()),
+        ("k.cu", 5, ()),
+        ("h.cuh", 2, (("k.cu", 9),)),
+        ("h.cuh", 2, (("k.cu", 9),)),
+        ("k.cu", 12, ()),
+        ("k.cu", 12, ()),
+    ]
+    nop = bytes.fromhex("18790000000000000000000000c00f00")
+    exit_ = bytes.fromhex("4d790000000000000000800300ea0f00")
+    assert trailing_nops(exit_ + nop + nop, 0) == 2
+    assert trailing_nops(exit_, 0) == 0
+    assert trailing_nops(exit_ + exit_ + nop, 0) is None  # not padding: disassemble it
