@@ -294,7 +294,9 @@ class ScalarGlobalAccess(Rule):
         w_ = view.work
         index = wd.overhead_instructions_saved / max(w_.instructions * w_.ctas, 1.0) if w_ else 0.0
         busy = i.get("bound_by_before") in ("issue", "pipe") and index >= 0.5
-        if not (waiting or busy) or like < float(ctx.option("min_narrow_speedup")):
+        # or on its CTA launches (many CTAs of little work), which k per thread divide with the grid
+        launches = i.get("bound_by_before") == "cta" and wd.grid > 1
+        if not (waiting or busy or launches) or like < float(ctx.option("min_narrow_speedup")):
             return
         if streamed and not one_per_wait_stream(i, waiting):
             return
@@ -318,6 +320,9 @@ class ScalarGlobalAccess(Rule):
                 else f"({index:.0%} of its instructions index, address and loop work done per "
                 f"element): {wd.k} consecutive elements per thread in one 16-byte access do it "
                 "once per chunk"
+                if busy
+                else f"(its CTAs' launches, each CTA doing little): {wd.k} consecutive elements "
+                f"per thread in one 16-byte access launch a {wd.grid:g}x smaller grid"
             ),
             line=main.line or ctx.kernel_line,
             file=main.file if main.line else None,
