@@ -27,6 +27,7 @@ from gpuadvise.rules import (
     narrow_estimate,
     narrow_loads,
     narrow_variant,
+    narrow_why,
     one_per_wait_stream,
     piece_buffer,
     piece_numbers,
@@ -85,13 +86,14 @@ class ScalarGlobalAccess(Rule):
     Second, narrow coalesced loads that keep too few bytes in flight: global loads of elements
     of at most ``max_narrow_bytes`` (2: 64 bytes a warp request; 4 and 8 bytes by the option)
     whose warps read consecutive elements across the lanes (lane ``l`` at ``base + l * width``,
-    in nine of ten requests, half a warp active or more) that make at
-    least half the global-load links of a warp's critical path, in a launch bound (at
-    sustained rates) by its warps' chains of dependent loads (one load per loop iteration, used
-    before the next is issued) or by Little's law, or by its issue or pipes with at least half
-    its instructions index, address and loop work per element (ising's 64-bit ``tid / ny``),
-    whose model says that a thread taking ``k = 16 / width`` consecutive elements with one
-    16-byte access would be at least ``min_narrow_speedup`` faster; at the busiest load.
+    in nine of ten requests, half a warp active or more) that make at least half the global-load
+    links of a warp's critical path, in a launch bound (at sustained rates) by its warps' chains
+    of dependent loads (one load per loop iteration, used before the next is issued) or by
+    Little's law, or by its issue or pipes with at least half its instructions index, address
+    and loop work per element, or by its CTA launches where the fix shrinks the grid (ising), whose
+    model says that a thread taking ``k = 16 / width`` consecutive elements with one 16-byte
+    access would be at least ``min_narrow_speedup`` faster (CTA launches: the point); at the
+    busiest load.
     Elements of 4 or 8 bytes (``max_stream_bytes``), none narrower, only as a stream walked one
     element per wait (narrow_loads.one_per_wait_stream: a loop of one unbatched load each).
 
@@ -287,14 +289,19 @@ class ScalarGlobalAccess(Rule):
             return
         est, wd = got
         i = est.inputs
-        like = max(float(i.get("point_speedup", 1.0)), float(i.get("peak_speedup", 1.0)))
+        point, least = float(i.get("point_speedup", 1.0)), float(ctx.option("min_narrow_speedup"))
+        like = max(point, float(i.get("peak_speedup", 1.0)))
         # the warps must wait (chains of dependent loads, Little's law) on these loads mostly
         waiting = i.get("bound_by_before") in ("dependency", "latency") and wd.share >= 0.5
         # or on their issue or pipes, mostly the index and address work done per element
         w_ = view.work
         index = wd.overhead_instructions_saved / max(w_.instructions * w_.ctas, 1.0) if w_ else 0.0
         busy = i.get("bound_by_before") in ("issue", "pipe") and index >= 0.5
-        if not (waiting or busy) or like < float(ctx.option("min_narrow_speedup")):
+        # or on its CTA launches (many CTAs of little work), which k a thread divide with the grid:
+        # by the point, at the launch rate measured (H200: ising 2.09x, flip 1.55x, flip_pow2
+        # 0.985x for points 2.11, 1.36, 1.03; flip_pow2's peak, 1.28, would report it)
+        cta = i.get("bound_by_before") == "cta" and wd.grid > 1 and point >= least
+        if not (waiting or busy or cta) or like < least:
             return
         if streamed and not one_per_wait_stream(i, waiting):
             return
@@ -302,23 +309,14 @@ class ScalarGlobalAccess(Rule):
         # line, a header's inlined intrinsic)
         main = next((n for n in loads if n.line), loads[0])
         w = max(n.width for n in loads)
-        flight = float(i["waited_bytes_per_warp"])
-        bound = str(i.get("bound_by_before"))
+        flight, bound = float(i["waited_bytes_per_warp"]), str(i.get("bound_by_before"))
         names = ", ".join(sorted({f"`{n.buffer}`" for n in loads}))
+        why = narrow_why(wd, flight if waiting else None, index if busy else None)
         yield self.finding(
             ctx,
             f"{counted(len(loads), 'coalesced load')} of {names} read {main.width}-byte elements "
             f"({32 * main.width} bytes a warp request, {main.per_thread:.1f} per thread); the "
-            f"launch is bound by {bound} "
-            + (
-                f"(its warps keep about {flight:.0f} bytes each in flight, waiting on each load "
-                f"before the next): {wd.k} consecutive elements per thread in one 16-byte "
-                f"access move {wd.k}x the bytes per round trip"
-                if waiting
-                else f"({index:.0%} of its instructions index, address and loop work done per "
-                f"element): {wd.k} consecutive elements per thread in one 16-byte access do it "
-                "once per chunk"
-            ),
+            f"launch is bound by {bound} {why}",
             line=main.line or ctx.kernel_line,
             file=main.file if main.line else None,
             evidence=[

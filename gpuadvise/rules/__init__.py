@@ -158,6 +158,7 @@ from gpuadvise.rules.narrow_loads import (
     narrow_context,
     narrow_estimate,
     narrow_loads,
+    narrow_why,
     one_per_wait_stream,
     select_narrow,
 )
@@ -393,6 +394,7 @@ __all__ = [
     "narrow_estimate",
     "narrow_loads",
     "narrow_variant",
+    "narrow_why",
     "one_per_wait_stream",
     "occupancy_ratio",
     "OccupancyInputError",

@@ -41,6 +41,7 @@ __all__ = [
     "narrow_context",
     "narrow_estimate",
     "narrow_loads",
+    "narrow_why",
     "one_per_wait_stream",
     "select_narrow",
     "widened_traffic",
@@ -256,6 +257,24 @@ def widening(
         # sides of a branch)
         over = {p: min(v, w.pipes.get(p, 0.0) * w.ctas * (1.0 - 1.0 / k)) for p, v in over.items()}
     return Widening(k, loop, grid, 1.0 - f + f / loop, saved, l1_saved, f, over)
+
+
+def narrow_why(wd: Widening, flight: float | None, index: float | None) -> str:
+    """Why the launch waits and what ``wd`` does about it, for GA303's message: on its loads
+    (``flight``: the bytes a warp keeps in flight), on its index work (``index``: the share of
+    its instructions), else on its CTA launches (the fix's grid ``wd.grid`` times smaller)."""
+    k16 = f"{wd.k} consecutive elements per thread in one {VECTOR_BYTES}-byte access"
+    if flight is not None:
+        return (
+            f"(its warps keep about {flight:.0f} bytes each in flight, waiting on each load before "
+            f"the next): {k16} move {wd.k}x the bytes per round trip"
+        )
+    if index is not None:
+        return (
+            f"({index:.0%} of its instructions index, address and loop work done per element): "
+            f"{k16} do it once per chunk"
+        )
+    return f"(its CTAs' launches, each CTA doing little): {k16} launch a {wd.grid:g}x smaller grid"
 
 
 def widened_traffic(before: Traffic, view: TraceView, wd: Widening) -> Traffic:

@@ -1,8 +1,9 @@
-// One byte per thread where the index work takes the time (GA303's narrow finding, bound by the
-// pipes): HeCBench ising's update_lattice, a spin per thread on a periodic 2D lattice of signed
-// chars, its row and column from a 64-bit tid / ny and tid % ny, four neighbour loads of one byte
-// each. The division, the wrap-around and the addresses are done per spin; sixteen spins per
-// thread (one 16-byte access each row) do them once per sixteen. Three spellings: plain, the
+// One byte per thread where the index work and the CTA launches take the time (GA303's narrow
+// finding, bound by its CTA launches on the SASS counts): HeCBench ising's update_lattice, a spin
+// per thread on a periodic 2D lattice of signed chars, its row and column from a 64-bit tid / ny
+// and tid % ny, four neighbour loads of one byte each. The division, the wrap-around and the
+// addresses are done per spin; sixteen spins per thread (one 16-byte access each row) do them
+// once per sixteen, in a 16x smaller grid. Three spellings: plain, the
 // index in a macro, a template on the index type through a helper. Silent: the same lattice
 // with a 32-bit power-of-two width (a shift and a mask: little index work) and a per-spin
 // exponential that takes the time, and sixteen spins a thread in one uint4 each row.
@@ -16,7 +17,7 @@ __global__ void flip(signed char* __restrict__ s, const signed char* __restrict_
     if (i >= nx || j >= ny) return;
     const int ip = (i + 1 < nx) ? i + 1 : 0, im = (i - 1 >= 0) ? i - 1 : nx - 1;
     const int jp = (j + 1 < ny) ? j + 1 : 0, jm = (j - 1 >= 0) ? j - 1 : ny - 1;
-    const int n = o[im * ny + j] + o[i * ny + j] + o[ip * ny + j] + o[i * ny + ((i & 1) ? jp : jm)];  // no GA303/GA405: its 32-bit index measured 1.016x (H200, s13-sass)
+    const int n = o[im * ny + j] + o[i * ny + j] + o[ip * ny + j] + o[i * ny + ((i & 1) ? jp : jm)];  // expect: GA303 (16 spins a thread 1.546x on an H200, s14-miss; its 32-bit index alone 1.016x, no GA405)
     const signed char v = s[i * ny + j];
     if (rnd[i * ny + j] < beta * n * v) s[i * ny + j] = -v;
 }
@@ -32,7 +33,7 @@ __global__ void flip_macro(signed char* __restrict__ s, const signed char* __res
     if (i >= nx || j >= ny) return;
     const int ip = (i + 1 < nx) ? i + 1 : 0, im = (i - 1 >= 0) ? i - 1 : nx - 1;
     const int jp = (j + 1 < ny) ? j + 1 : 0, jm = (j - 1 >= 0) ? j - 1 : ny - 1;
-    const int n = o[im * ny + j] + o[i * ny + j] + o[ip * ny + j] + o[i * ny + ((i & 1) ? jp : jm)];  // no GA303/GA405: its 32-bit index measured 1.016x (H200, s13-sass)
+    const int n = o[im * ny + j] + o[i * ny + j] + o[ip * ny + j] + o[i * ny + ((i & 1) ? jp : jm)];  // expect: GA303 (16 spins a thread 1.546x on an H200, s14-miss; its 32-bit index alone 1.016x, no GA405)
     const signed char v = s[i * ny + j];
     if (rnd[i * ny + j] < beta * n * v) s[i * ny + j] = -v;
 }
@@ -52,7 +53,7 @@ __global__ void flip_t(signed char* __restrict__ s, const signed char* __restric
     const I tid = (I)blockDim.x * blockIdx.x + threadIdx.x;
     const I i = tid / (I)ny, j = tid % (I)ny;
     if (i >= nx || j >= ny) return;
-    const int n = spin_sum(o, i, j, (I)nx, (I)ny);  // no GA303 (see flip: 1.016x)
+    const int n = spin_sum(o, i, j, (I)nx, (I)ny);  // expect: GA303 (see flip)
     const signed char v = s[i * ny + j];
     if (rnd[i * ny + j] < beta * n * v) s[i * ny + j] = -v;
 }

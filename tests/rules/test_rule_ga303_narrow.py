@@ -60,6 +60,25 @@ def test_one_byte_per_thread_is_reported(kernel, marker):
     assert f.variant is not None and f.variant.safety == safety
 
 
+def test_one_byte_per_thread_in_one_warp_ctas_is_reported_as_bound_by_cta_launches():
+    # the same kernel in CTAs of one warp (262,144 of them): the block scheduler's launches bound
+    # the launch (79.4 ns a CTA an SM after the first two, measured on an H200), neither its
+    # waits nor its issue; 16 pixels a thread launch a 16x smaller grid (hecbench ising's shape:
+    # 102,400 CTAs of 128 threads, one signed char spin a thread)
+    a = analyze(SRC, "threshold_bytes", 8, spec=str(SRC.parent / "case.toml"), block="32",
+                grid="ceil_div(n, 32)")  # fmt: skip
+    (f,) = [
+        f for f in run_rule(a, "GA303", trace_ctas=8) if type(f.details).__name__ == "NarrowRun"
+    ]
+    assert f.line == source_line(SRC, "if (mask[i] == 0) {")
+    e = ev(f)
+    assert e["bound_by_before"] == "cta" and e["elements_per_thread_after"] == 16
+    assert "16x smaller grid" in f.message
+    i = f.estimated_speedup.inputs
+    assert i["grid_factor"] == 16 and i["bound_by_before"] == "cta"
+    assert max(i["point_speedup"], i["peak_speedup"]) >= 1.05
+
+
 def test_a_row_walk_of_one_float_per_iteration_is_reported_as_a_stream():
     # 4-byte loads as a stream walked one per wait: a loop of one unbatched LDG per iteration,
     # waited on, bound by the DRAM once widened (hecbench accuracy_kernel's shape: 1.98x)

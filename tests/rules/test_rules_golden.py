@@ -67,12 +67,37 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "schedule: less latency-bound on the model); measured on the H200 2026-11-30 "
         "(benchmarks/column_counts_vectorized.cu, docs/data/column_counts_h200_2026-11-30.txt): "
         "uchar4 loads, 4 columns a thread, 1.266x faster "
-        "(0.3815 -> 0.3012 ms): the finding is right"
+        "(0.3815 -> 0.3012 ms): the finding is right. s14-miss: the model has the launch "
+        "DRAM-bound (296 us for 381.5 measured, the fix's 301), so neither of the narrow "
+        "finding's gates (waits, index work) holds, and its own fix is 16 columns a thread (a 16x "
+        "smaller grid, point 0.905) where the measured one is 4: the before side's latency is the "
+        "term (docs/data/s14_miss.md)"
     ),
-    ("fp16_neighbourhood/moments_f32.cu", "moments_f32"): f"GA405:52; {_SASS}",
-    ("serial_work/serial.cu", "normalise_lane0"): f"GA106:27; {_SASS}",
-    ("tile_gather/gather.cu", "gather_tiled"): f"GA405:56; {_SASS}",
-    ("tile_gather/gather.cu", "gather_1440p"): f"GA405:73; {_SASS}",
+    ("fp16_neighbourhood/moments_f32.cu", "moments_f32"): (
+        f"GA405:52; {_SASS}. s14-miss: the PTX's half-to-float conversions (486 XU a warp) are "
+        "HADD2.F32 in the SASS (500 FP16-pipe, full rate): issue-bound at 84.7 us against 47.5 us "
+        "of L1/shared time, compute/memory 1.78 under GA405's 2.0 (memory changes at most 1.07x); "
+        "the H200 ran it in 98.0 us (round 9, GA201's baseline), the issue term's side; whether "
+        "1.78 is compute-bound enough is unmeasured (the s14 probe's ncu run gave no numbers)"
+    ),
+    ("serial_work/serial.cu", "normalise_lane0"): (
+        f"GA106:27; {_SASS}. s14-miss: on the SASS counts the spread launch with nothing waited "
+        "for is at the launch floor (4.89 us, bound 'launch'; 5.71 us by its pipes on the PTX's), "
+        "which GA106 leaves to GA501 as a short kernel, though the launch is 18.0 us on the model; "
+        "judging floor-bound spreads by the estimate instead brings GA106 on the accumulate cases "
+        "(atax_rows: 132 CTAs of one warp, expected GA308/GA301): not done (docs/data/s14_miss.md)"
+    ),
+    ("tile_gather/gather.cu", "gather_tiled"): (
+        f"GA405:56; {_SASS}. s14-miss: the ALU pipe falls from 8656 to 5956 a warp, and the "
+        "launch is bound by its chains (81 global waits a thread, 1.68 ms) ahead of the pipe "
+        "(1.48 ms): not issue- or pipe-bound, GA405's first gate; unmeasured (the s14 probe's ncu "
+        "run gave no numbers)"
+    ),
+    ("tile_gather/gather.cu", "gather_1440p"): (
+        f"GA405:73; {_SASS}. s14-miss: as gather_tiled, bound by its chains (170 us) ahead of "
+        "issue (147 us); the model's time, 0.216 ms (0.278 ms on the PTX's counts), is the "
+        "H100's measured 0.209 ms (gather_1440p.toml): the new counts fit the GPU better"
+    ),
 }
 
 
