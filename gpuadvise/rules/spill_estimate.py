@@ -1,0 +1,151 @@
+"""GA401's estimate of register spills on the launch model (issue 29), and the relaxations of the
+register cap it weighs (the variant the rule offers first).
+
+The spills are ptxas's: the PTX the emulator runs has none, so the traced launch's memory terms
+leave them out, while its issue term has their ``LDL``/``STL`` (the SASS's counts,
+:mod:`gpuadvise.trace.sass_counts`). :func:`spill_estimate` adds their traffic
+(:func:`gpuadvise.model.execution.spill_traffic`: the L1's wavefronts, and the L2's and DRAM's
+share where the frames outgrow the L1) to the launch's before side, and takes the variant's
+after side: the same work without the spill instructions and their traffic (or with the part of
+them the variant still spills), at the variant's CTAs per SM. Point and bound are
+:func:`~gpuadvise.rules.estimates.launch_change_estimate`'s, the term that bounds each side in
+the estimate's inputs.
+
+Kept beside the rule (issue 28: no rule file over 400 lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from gpuadvise.model.execution import spill_traffic
+from gpuadvise.model.l1 import L1_UNUSED_BYTES, UNIFIED_EXTRA_BYTES
+from gpuadvise.model.occupancy import max_active_blocks
+from gpuadvise.rules.context import ModelUnavailable, RuleContext
+from gpuadvise.rules.estimates import launch_change_estimate, view_traffic
+from gpuadvise.rules.findings import Estimate
+from gpuadvise.rules.register_caps import Candidate, Compiled, compile_candidate
+
+__all__ = ["spill_estimate", "spill_relaxations"]
+
+
+def spill_relaxations(
+    ctx: RuleContext, candidates: Sequence[Candidate], base_spill: int, budget: int
+) -> list[Compiled]:
+    """The relaxations of the register cap that spill less than the kernel (each built as the
+    analysis built the kernel, at most ``budget`` tried, least relaxed first, up to the first
+    without spills), one per register allocation: the fewest spills first, then the highest
+    occupancy (the variant the rule offers first)."""
+    kept: list[Compiled] = []
+    for cand in candidates[: max(budget, 0)]:
+        built = compile_candidate(ctx, cand)
+        if built is None or built.spill_bytes >= base_spill:
+            continue  # never offer a variant that spills as much or more
+        if any(k.registers == built.registers for k in kept):
+            continue  # the same allocation as a candidate already kept: the same code
+        kept.append(built)
+        if built.spill_bytes == 0:
+            break  # further relaxation only lowers occupancy
+    kept.sort(key=lambda k: (k.spill_bytes, -(k.occupancy or 0.0)))
+    return kept
+
+
+def _l1_bytes(ctx: RuleContext, ctas_per_sm: int) -> float:
+    """What the SM's unified L1/shared array leaves to cached lines: the array less what cached
+    lines never get (measured, :data:`~gpuadvise.model.l1.L1_UNUSED_BYTES`) and the resident
+    CTAs' shared memory."""
+    occ = ctx.occupancy
+    device = ctx.device
+    shared = ctas_per_sm * int(getattr(occ, "allocated_smem_per_block", 0) or 0)
+    return float(device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES - shared)
+
+
+def spill_estimate(
+    ctx: RuleContext, frame_bytes: int, spill_bytes: int, variant: Compiled | None
+) -> Estimate | None:
+    """The spills' cost on the launch model (see the module doc): before, the traced launch
+    with its spills' traffic; after, ``variant``'s (its spills, ``variant.spill_bytes`` of the
+    kernel's ``spill_bytes``, in proportion; its CTAs per SM from its registers), or none
+    without a variant (what shortening the live ranges would give). None where the model
+    cannot weigh them: no trace, no SASS counts mapped onto it (``KernelWork.spill_*`` 0), no
+    device rates."""
+    if not ctx.has_model("trace"):
+        return None
+    try:
+        view = ctx.trace_view
+    except ModelUnavailable:
+        return None
+    device = ctx.device
+    base = view_traffic(device, view)
+    work = base.work
+    if work is None or work.spill_wavefronts <= 0:
+        return None
+    ctas_now = int(work.ctas_per_sm) or int(ctx.occupancy.active_blocks_per_sm)
+    spills = spill_traffic(work, device, frame_bytes, _l1_bytes(ctx, ctas_now))
+    before = replace(
+        base,
+        l1_cycles=base.l1_cycles + spills.l1_cycles,
+        l2_load_sectors=base.l2_load_sectors + spills.l2_sectors,
+        dram_bytes=base.dram_bytes + spills.dram_bytes,
+    )
+    kept = 0.0
+    ctas_after = ctas_now
+    label = "no spills"
+    if variant is not None:
+        kept = variant.spill_bytes / spill_bytes if spill_bytes > 0 else 0.0
+        label = f"the variant {variant.candidate.label}"
+        try:
+            k = replace(ctx.occupancy_input, regs_per_thread=variant.registers)
+            ctas_after = int(max_active_blocks(device, k).active_blocks_per_sm) or ctas_now
+        except Exception:  # the candidate's occupancy: as the kernel's when it cannot be had
+            ctas_after = ctas_now
+    lsu = max(work.pipes.get("lsu", 0.0) - work.spill_requests * (1.0 - kept), 0.0)
+    after_work = replace(
+        work,
+        pipes={**work.pipes, "lsu": lsu},
+        spill_requests=work.spill_requests * kept,
+        spill_wavefronts=work.spill_wavefronts * kept,
+        ctas_per_sm=ctas_after if work.ctas_per_sm else 0,
+    )
+    left = spill_traffic(after_work, device, frame_bytes, _l1_bytes(ctx, ctas_after))
+    after = replace(
+        base,
+        work=after_work,
+        l1_cycles=base.l1_cycles + left.l1_cycles,
+        l2_load_sectors=base.l2_load_sectors + left.l2_sectors,
+        dram_bytes=base.dram_bytes + left.dram_bytes,
+    )
+    if ctas_after != ctas_now and ctas_now > 0:
+        cap = float(view.total_ctas * max(work.warps_per_cta, 1))
+        if device.sm_count:
+            cap = min(cap, float(device.max_warps_per_sm * device.sm_count))
+        after = replace(after, resident_warps=min(base.resident_warps * ctas_after / ctas_now, cap))
+    ctas = max(int(work.ctas), 1)
+    inputs: dict[str, Any] = {
+        "spill_warp_instructions": round(work.spill_requests * ctas),
+        "spill_wavefronts": round(work.spill_wavefronts * ctas),
+        "frame_bytes": frame_bytes,
+        "frames_per_sm_bytes": round(spills.footprint_bytes),
+        "l1_bytes": round(_l1_bytes(ctx, ctas_now)),
+        "l1_miss": round(spills.miss, 3),
+        "ctas_per_sm_before": ctas_now,
+        "ctas_per_sm_after": ctas_after,
+        "spills_kept": round(kept, 3),
+    }
+    where = (
+        "in the L1"
+        if spills.miss <= 0
+        else f"{spills.miss:.0%} of them past the L1 ({spills.footprint_bytes / 1024:.0f} KB of "
+        "frames an SM)"
+    )
+    what = (
+        f"the spills' {work.spill_requests * ctas:,.0f} LDL/STL warp instructions "
+        f"({work.spill_wavefronts * ctas:,.0f} L1 wavefronts: a warp's 32-bit local access is "
+        f"one 128-byte line, {where}; the SASS's, weighted by the trace's block counts) "
+        f"removed, as {label} would"
+        + (f" (at {ctas_after} CTAs an SM instead of {ctas_now})" if ctas_after != ctas_now else "")
+        + "; their latency is taken as hidden (not on the chains)"
+    )
+    return launch_change_estimate(device, before, after, what, inputs)
