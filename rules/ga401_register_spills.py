@@ -321,12 +321,11 @@ class RegisterSpills(Rule):
         d = finding.details_as(LocalTraffic)
         local = d.local_bytes
         g = d.global_bytes
-        if d.kind == "spill":
-            kept = self._relaxations(ctx, d) if d.cap is not None else []
-            res = ctx.kernel.resources
-            est = spill_estimate(ctx, int(res.local_bytes), local, kept[0] if kept else None)
-            if est is not None:
-                return est
+        kept = self._relaxations(ctx, d) if d.kind == "spill" else []
+        frame = int(ctx.kernel.resources.local_bytes)
+        est = spill_estimate(ctx, frame, local, kept[0] if kept else None, d.kind)
+        if est is not None:
+            return est
         what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
         inputs: dict[str, Any] = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
         if d.kind == "spill":

@@ -97,8 +97,9 @@ class BlockCosts:
     shared: np.ndarray
     unordered: np.ndarray | None = None
     counts_from: str = "ptx"  # "sass": ``pipes`` are the SASS's (gpuadvise.trace.sass_counts)
-    #: the SASS's local-memory warp instructions and L1 wavefronts beyond the PTX's (ptxas's
-    #: spills), the stores' wavefronts last (:func:`~gpuadvise.trace.sass_counts.sass_block_counts`)
+    #: the SASS's local-memory warp instructions, L1 wavefronts and the stores' wavefronts, then
+    #: the same of those beyond the PTX's, ptxas's spills (six columns,
+    #: :func:`~gpuadvise.trace.sass_counts.sass_block_counts`)
     spills: np.ndarray | None = None
 
     @property

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from gpuadvise.model.execution import spill_traffic
+from gpuadvise.model.execution import local_traffic
 from gpuadvise.model.l1 import L1_UNUSED_BYTES, UNIFIED_EXTRA_BYTES
 from gpuadvise.model.occupancy import max_active_blocks
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
@@ -63,14 +63,19 @@ def _l1_bytes(ctx: RuleContext, ctas_per_sm: int) -> float:
 
 
 def spill_estimate(
-    ctx: RuleContext, frame_bytes: int, spill_bytes: int, variant: Compiled | None
+    ctx: RuleContext,
+    frame_bytes: int,
+    spill_bytes: int,
+    variant: Compiled | None,
+    kind: str = "spill",
 ) -> Estimate | None:
-    """The spills' cost on the launch model (see the module doc): before, the traced launch
-    with its spills' traffic; after, ``variant``'s (its spills, ``variant.spill_bytes`` of the
-    kernel's ``spill_bytes``, in proportion; its CTAs per SM from its registers), or none
-    without a variant (what shortening the live ranges would give). None where the model
-    cannot weigh them: no trace, no SASS counts mapped onto it (``KernelWork.spill_*`` 0), no
-    device rates."""
+    """The local accesses' cost on the launch model (see the module doc): before, the traced
+    launch with every local access of the SASS; after, for ``kind`` ``spill`` without the
+    spills, or with ``variant``'s (``variant.spill_bytes`` of the kernel's ``spill_bytes``, in
+    proportion, in its own frame, at its CTAs per SM from its registers; none without a
+    variant: what shortening the live ranges would give), for ``local-array`` without any
+    local access (the array in registers). None where the model cannot weigh them: no trace, no
+    SASS counts mapped onto it (``KernelWork.local_*`` 0), no device rates."""
     if not ctx.has_model("trace"):
         return None
     try:
@@ -80,36 +85,63 @@ def spill_estimate(
     device = ctx.device
     base = view_traffic(device, view)
     work = base.work
-    if work is None or work.spill_wavefronts <= 0:
+    if work is None or work.local_wavefronts <= 0:
+        return None
+    if kind == "spill" and work.spill_wavefronts <= 0:
         return None
     ctas_now = int(work.ctas_per_sm) or int(ctx.occupancy.active_blocks_per_sm)
-    spills = spill_traffic(work, device, frame_bytes, _l1_bytes(ctx, ctas_now))
+    l1_now = _l1_bytes(ctx, ctas_now)
+    now = local_traffic(
+        work, device, frame_bytes, l1_now, work.local_wavefronts, work.local_store_wavefronts
+    )
     before = replace(
         base,
-        l1_cycles=base.l1_cycles + spills.l1_cycles,
-        l2_load_sectors=base.l2_load_sectors + spills.l2_sectors,
-        dram_bytes=base.dram_bytes + spills.dram_bytes,
+        l1_cycles=base.l1_cycles + now.l1_cycles,
+        l2_load_sectors=base.l2_load_sectors + now.l2_sectors,
+        dram_bytes=base.dram_bytes + now.dram_bytes,
     )
     kept = 0.0
     ctas_after = ctas_now
-    label = "no spills"
-    if variant is not None:
-        kept = variant.spill_bytes / spill_bytes if spill_bytes > 0 else 0.0
-        label = f"the variant {variant.candidate.label}"
-        try:
-            k = replace(ctx.occupancy_input, regs_per_thread=variant.registers)
-            ctas_after = int(max_active_blocks(device, k).active_blocks_per_sm) or ctas_now
-        except Exception:  # the candidate's occupancy: as the kernel's when it cannot be had
-            ctas_after = ctas_now
-    lsu = max(work.pipes.get("lsu", 0.0) - work.spill_requests * (1.0 - kept), 0.0)
+    frame_after = 0
+    label = "the array kept in registers"
+    gone = (work.local_requests, work.local_wavefronts, work.local_store_wavefronts)
+    if kind == "spill":
+        label = "no spills"
+        frame_after = frame_bytes
+        if variant is not None:
+            kept = variant.spill_bytes / spill_bytes if spill_bytes > 0 else 0.0
+            label = f"the variant {variant.candidate.label}"
+            frame_after = variant.local_bytes
+            try:
+                k = replace(ctx.occupancy_input, regs_per_thread=variant.registers)
+                ctas_after = int(max_active_blocks(device, k).active_blocks_per_sm) or ctas_now
+            except Exception:  # the candidate's occupancy: as the kernel's when it cannot be had
+                ctas_after = ctas_now
+        part = 1.0 - kept
+        gone = (
+            work.spill_requests * part,
+            work.spill_wavefronts * part,
+            work.spill_store_wavefronts * part,
+        )
     after_work = replace(
         work,
-        pipes={**work.pipes, "lsu": lsu},
+        pipes={**work.pipes, "lsu": max(work.pipes.get("lsu", 0.0) - gone[0], 0.0)},
+        local_requests=max(work.local_requests - gone[0], 0.0),
+        local_wavefronts=max(work.local_wavefronts - gone[1], 0.0),
+        local_store_wavefronts=max(work.local_store_wavefronts - gone[2], 0.0),
         spill_requests=work.spill_requests * kept,
         spill_wavefronts=work.spill_wavefronts * kept,
+        spill_store_wavefronts=work.spill_store_wavefronts * kept,
         ctas_per_sm=ctas_after if work.ctas_per_sm else 0,
     )
-    left = spill_traffic(after_work, device, frame_bytes, _l1_bytes(ctx, ctas_after))
+    left = local_traffic(
+        after_work,
+        device,
+        frame_after,
+        _l1_bytes(ctx, ctas_after),
+        after_work.local_wavefronts,
+        after_work.local_store_wavefronts,
+    )
     after = replace(
         base,
         work=after_work,
@@ -117,34 +149,36 @@ def spill_estimate(
         l2_load_sectors=base.l2_load_sectors + left.l2_sectors,
         dram_bytes=base.dram_bytes + left.dram_bytes,
     )
-    if ctas_after != ctas_now and ctas_now > 0:
-        cap = float(view.total_ctas * max(work.warps_per_cta, 1))
-        if device.sm_count:
-            cap = min(cap, float(device.max_warps_per_sm * device.sm_count))
-        after = replace(after, resident_warps=min(base.resident_warps * ctas_after / ctas_now, cap))
+    busiest = -(-int(view.total_ctas) // max(int(device.sm_count or 1), 1))
+    run_now, run_after = min(ctas_now, busiest), min(ctas_after, busiest)
+    if run_after != run_now and run_now > 0:  # fewer CTAs an SM than the launch runs now
+        after = replace(after, resident_warps=base.resident_warps * run_after / run_now)
     ctas = max(int(work.ctas), 1)
     inputs: dict[str, Any] = {
+        "local_warp_instructions": round(work.local_requests * ctas),
+        "local_wavefronts": round(work.local_wavefronts * ctas),
         "spill_warp_instructions": round(work.spill_requests * ctas),
-        "spill_wavefronts": round(work.spill_wavefronts * ctas),
+        "removed_warp_instructions": round(gone[0] * ctas),
         "frame_bytes": frame_bytes,
-        "frames_per_sm_bytes": round(spills.footprint_bytes),
-        "l1_bytes": round(_l1_bytes(ctx, ctas_now)),
-        "l1_miss": round(spills.miss, 3),
+        "frames_per_sm_bytes": round(now.footprint_bytes),
+        "l1_bytes": round(l1_now),
+        "l1_miss": round(now.miss, 3),
         "ctas_per_sm_before": ctas_now,
         "ctas_per_sm_after": ctas_after,
         "spills_kept": round(kept, 3),
     }
     where = (
         "in the L1"
-        if spills.miss <= 0
-        else f"{spills.miss:.0%} of them past the L1 ({spills.footprint_bytes / 1024:.0f} KB of "
+        if now.miss <= 0
+        else f"{now.miss:.0%} of them past the L1 ({now.footprint_bytes / 1024:.0f} KB of "
         "frames an SM)"
     )
+    whose = "spills'" if kind == "spill" else "local array's"
     what = (
-        f"the spills' {work.spill_requests * ctas:,.0f} LDL/STL warp instructions "
-        f"({work.spill_wavefronts * ctas:,.0f} L1 wavefronts: a warp's 32-bit local access is "
-        f"one 128-byte line, {where}; the SASS's, weighted by the trace's block counts) "
-        f"removed, as {label} would"
+        f"the {whose} {gone[0] * ctas:,.0f} LDL/STL warp instructions "
+        f"({gone[1] * ctas:,.0f} L1 wavefronts of the launch's {work.local_wavefronts * ctas:,.0f}"
+        f" local ones: a warp's 32-bit local access is one 128-byte line, {where}; the SASS's, "
+        f"weighted by the trace's block counts) removed, as {label} would"
         + (f" (at {ctas_after} CTAs an SM instead of {ctas_now})" if ctas_after != ctas_now else "")
         + "; their latency is taken as hidden (not on the chains)"
     )

@@ -520,13 +520,12 @@ def sass_block_counts(
     program: Program, sass: Sequence[SassInstruction], loops: Sequence[Loop] | None = None
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """:func:`sass_block_pipes`, and per PTX block (and the virtual exit) one execution's
-    local-memory warp instructions (``LDL``/``STL``) and their L1 wavefronts
-    (:func:`_local_wavefronts`) that the SASS has beyond the PTX's own ``ld.local``/``st.local``
-    (which the emulator traces): ptxas's register spills, spread over the blocks like the
-    memory instructions of their locations (three columns: the instructions, their wavefronts,
-    the stores' wavefronts); None, None when the SASS cannot be
-    matched to the PTX. ``loops``: the program's (:func:`gpuadvise.ptx.loops.find_loops`; found
-    here when not given)."""
+    local-memory warp instructions (``LDL``/``STL``), their L1 wavefronts
+    (:func:`_local_wavefronts`) and the stores' wavefronts, spread over the blocks like the
+    memory instructions of their locations (three columns), then the same of the part beyond
+    the PTX's own ``ld.local``/``st.local`` (three more): ptxas's register spills; None, None
+    when the SASS cannot be matched to the PTX. ``loops``: the program's
+    (:func:`gpuadvise.ptx.loops.find_loops`; found here when not given)."""
     tables = _tables(program, sass, loops)
     if tables is None:
         return None, None
@@ -542,9 +541,10 @@ def sass_block_counts(
     groups = [[PIPES.index(p) for p in g] for g in _GROUPS]
     out = np.zeros((len(program.blocks) + 1, width))
     local = np.zeros((len(program.blocks) + 1, 3))
+    ptx_local = np.zeros((len(program.blocks) + 1, 3))
     for (b, key), row in tables.ptx_rows.items():
         out[b][kept] += row[kept]
-        local[b] -= tables.ptx_local.get((b, key), 0.0)
+        ptx_local[b] += tables.ptx_local.get((b, key), 0.0)
         s_row = sass_by.get(key)
         if s_row is None:  # (REST where every SASS instruction found its location: nothing)
             continue
@@ -564,4 +564,4 @@ def sass_block_counts(
             there = float(whole[lsu].sum())
             part = float(row[lsu].sum()) / there if there > 0 else share
             local[b] += tables.local_by[key] * part / copies.get(key, 1.0)
-    return out, np.maximum(local, 0.0)
+    return out, np.hstack([local, np.maximum(local - ptx_local, 0.0)])

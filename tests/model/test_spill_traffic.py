@@ -1,4 +1,4 @@
-"""gpuadvise.model.execution.spill_traffic: what a launch's register spills move, by hand (H200:
+"""gpuadvise.model.execution.local_traffic: what a launch's register spills move, by hand (H200:
 132 SMs; the L1 left to cached lines as GA401 gives it, 256 KB - 40 KB unused = 216 KB = 221,184
 B, here 212,992 B: the numbers are the function's arithmetic, not the device's)."""
 
@@ -11,7 +11,7 @@ from gpuadvise.model.execution import (
     LOCAL_LOAD_CYCLES,
     LOCAL_STORE_CYCLES,
     KernelWork,
-    spill_traffic,
+    local_traffic,
 )
 
 H200 = preset("H200")
@@ -37,7 +37,7 @@ def _work(frame_ctas_per_sm: int = 8) -> KernelWork:
 def test_frames_that_fit_the_l1_cost_its_wavefronts() -> None:
     """96 B frames x 5 CTAs x 256 threads = 122,880 B an SM: in the L1, no L2 traffic; the L1
     data path's cycles are the wavefronts' (660 x 60 loads, 660 x 40 stores)."""
-    got = spill_traffic(_work(), H200, 96, L1)
+    got = local_traffic(_work(), H200, 96, L1, 100.0, 40.0)
     assert got.footprint_bytes == 96 * 5 * 256
     assert got.miss == 0.0
     assert got.l2_sectors == 0.0 and got.dram_bytes == 0.0
@@ -48,7 +48,7 @@ def test_frames_past_the_l1_go_to_the_l2_in_proportion() -> None:
     """1 KB frames: 1,310,720 B an SM, the L1 misses 1 - 212,992 / 1,310,720 = 83.75% of the
     accesses, four sectors a wavefront; every SM's frames (173 MB) outgrow the L2, which misses
     1 - L2 / 173 MB of them, DRAM's."""
-    got = spill_traffic(_work(), H200, 1024, L1)
+    got = local_traffic(_work(), H200, 1024, L1, 100.0, 40.0)
     footprint = 1024 * 5 * 256
     assert got.miss == pytest.approx(1 - L1 / footprint)
     assert got.l2_sectors == pytest.approx(66_000 * 4 * (1 - L1 / footprint))
@@ -58,8 +58,5 @@ def test_frames_past_the_l1_go_to_the_l2_in_proportion() -> None:
 
 
 def test_no_spills_no_traffic() -> None:
-    w = _work()
-    from dataclasses import replace
-
-    got = spill_traffic(replace(w, spill_wavefronts=0.0, spill_store_wavefronts=0.0), H200, 96, L1)
+    got = local_traffic(_work(), H200, 96, L1, 0.0)
     assert (got.l1_cycles, got.l2_sectors, got.dram_bytes) == (0.0, 0.0, 0.0)

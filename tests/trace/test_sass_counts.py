@@ -493,8 +493,8 @@ def test_spills_are_counted_apart_and_are_no_anchors() -> None:
     assert pipes is not None and local is not None
     b = _loop_block(program)
     assert _row(pipes, b)["lsu"] == 4.0
-    assert list(local[b]) == [3.0, 4.0, 2.0]
-    assert local.sum() == 9.0  # nothing elsewhere
+    assert list(local[b]) == [3.0, 4.0, 2.0] * 2  # all of them, and all of them spills
+    assert local.sum() == 18.0  # nothing elsewhere
 
 
 NEST = """
