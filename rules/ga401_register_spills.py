@@ -321,11 +321,12 @@ class RegisterSpills(Rule):
         d = finding.details_as(LocalTraffic)
         local = d.local_bytes
         g = d.global_bytes
-        kept = self._relaxations(ctx, d) if d.kind == "spill" else []
-        frame = int(ctx.kernel.resources.local_bytes)
-        est = spill_estimate(ctx, frame, local, kept[0] if kept else None, d.kind)
-        if est is not None:
-            return est
+        if d.kind == "spill":  # (a local array's loads are on the PTX's chains: not yet)
+            kept = self._relaxations(ctx, d)
+            frame = int(ctx.kernel.resources.local_bytes)
+            est = spill_estimate(ctx, frame, local, kept[0] if kept else None)
+            if est is not None:
+                return est
         what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
         inputs: dict[str, Any] = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
         if d.kind == "spill":

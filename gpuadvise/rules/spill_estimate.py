@@ -74,7 +74,8 @@ def spill_estimate(
     spills, or with ``variant``'s (``variant.spill_bytes`` of the kernel's ``spill_bytes``, in
     proportion, in its own frame, at its CTAs per SM from its registers; none without a
     variant: what shortening the live ranges would give), for ``local-array`` without any
-    local access (the array in registers). None where the model cannot weigh them: no trace, no
+    local access (the array in registers: not used by GA401, whose local arrays' loads are on
+    the PTX's chains, which this leaves as they are). None where the model cannot weigh them: no trace, no
     SASS counts mapped onto it (``KernelWork.local_*`` 0), no device rates."""
     if not ctx.has_model("trace"):
         return None
@@ -179,7 +180,7 @@ def spill_estimate(
         f"({gone[1] * ctas:,.0f} L1 wavefronts of the launch's {work.local_wavefronts * ctas:,.0f}"
         f" local ones: a warp's 32-bit local access is one 128-byte line, {where}; the SASS's, "
         f"weighted by the trace's block counts) removed, as {label} would"
-        + (f" (at {ctas_after} CTAs an SM instead of {ctas_now})" if ctas_after != ctas_now else "")
+        + (f" (at {run_after} CTAs an SM instead of {run_now})" if run_after != run_now else "")
         + "; their latency is taken as hidden (not on the chains)"
     )
     return launch_change_estimate(device, before, after, what, inputs)

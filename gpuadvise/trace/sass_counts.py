@@ -13,13 +13,20 @@ How, per source location (the innermost file and line, and the kernel body's lin
 at, on both sides):
 
 - the SASS instructions of the location by pipe (:func:`sass_pipe`; ``@!PT`` padding, NOPs, the
-  code of subroutines reached by ``CALL`` (the double division's slow path, counted apart where the
-  traced values take it: :mod:`gpuadvise.ptx.slow_paths`) and the code after the kernel's last
-  ``EXIT`` that nothing branches to are left out);
+  code of subroutines ptxas made that a ``CALL`` reaches (the double division's slow path,
+  counted apart where the traced values take it: :mod:`gpuadvise.ptx.slow_paths`) and the code
+  after the kernel's last ``EXIT`` that nothing branches to are left out). The code a ``CALL``
+  of a function the PTX has reaches (libdevice's ``__internal_trig_reduction_slowpathd``, a
+  double ``pow``'s ``__internal_accurate_pow``) is that function's one location on both sides
+  (the PTX has it inlined at each call, :attr:`~gpuadvise.ptx.cfg.Program.inlined`): its one
+  SASS copy goes to the blocks of the PTX's n inlined copies as n copies' worth
+  (:func:`_copies`: 1/n), so each execution of an inlined copy issues the whole function, and a
+  path the traced values never take (a double ``sin`` of ``|x| >= 2^31``) costs nothing;
 - the copies of that code ptxas made: a loop it unrolled u times, and its remainder, hold the
   location's code u + 1 times, each copy run for its share of the iterations, so one execution of
   the PTX runs one copy. The copies are the SASS's *anchors* (memory instructions, FP32, FP64,
-  MUFU and shuffle instructions: those ptxas neither adds nor removes, but for the expansions
+  MUFU and shuffle instructions: those ptxas neither adds nor removes (local accesses are not:
+  ptxas adds spills), but for the expansions
   :func:`gpuadvise.ptx.pipes.pipe_work` models) over the PTX's, rounded, at least 1. A PTX
   ``ld.const`` of a fixed address is an anchor that ptxas may fold into the instruction using the
   value (a ``c[0x3][..]`` operand) or into the uniform datapath (``ULDC``): on the SASS side the
@@ -48,6 +55,11 @@ PTX's work without a line (compiler-made, ``.loc`` line 0) or on a line the SASS
 folded it into another line's instructions, e.g. a row pointer into each load's address), spread
 over the blocks of the latter as above. So the SASS's instructions are each counted once, and
 PTX work that ptxas folded away is not counted on top of them.
+
+The local-memory accesses (``LDL``/``STL``) are also counted apart (:func:`sass_block_counts`):
+each block's share of its locations' local accesses, their L1 wavefronts (by width) and the
+stores' wavefronts, and the part beyond the PTX's own ``ld.local``/``st.local`` of the block:
+ptxas's register spills, which the PTX the emulator runs does not have.
 
 The tensor and barrier pipes stay the PTX's (an ``mma``'s units are m16n8k16 equivalents, a
 barrier's passes the barrier term's). When less than
