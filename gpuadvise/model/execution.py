@@ -542,11 +542,21 @@ def amdahl_with_floor(time_s: float, floor_s: float, speedup: float) -> float:
 
 
 LOCAL_LOAD_CYCLES = 1.0
-"""The L1 data path's cycles per wavefront of a local load (``LDL``) that hits: one, as a global
-load's line (:data:`~gpuadvise.model.roofline.L1_CYCLES_PER_LINE`)."""
+"""The L1's cycles per 128-byte line of a local load (``LDL``) that hits: one, as a global load's
+line (:data:`~gpuadvise.model.roofline.L1_CYCLES_PER_LINE`). On an H200 (s14-spill's probe,
+benchmarks/local_memory_probe, 2026-11-30, ncu ``--clock-control none``;
+docs/data/s14_spill_local_*_h200_2026-11-30.txt) a warp's scattered ``LDL`` of 16 lines
+(32 sectors, 99.9% L1 hits) took 4.0 SM cycles: loads are not the local accesses' limit."""
 
-LOCAL_STORE_CYCLES = 1.0
-"""The same for a local store (``STL``)."""
+LOCAL_STORE_CYCLES = 5.0
+"""The L1's cycles per 128-byte line of a local store (``STL``), measured on an H200 (the same
+probe): read-modify-write loops of a local array in the L1 (64 B frames, 99.8% hits for loads
+and stores) at 4 and 8 CTAs of 256 threads an SM, their loads' time (the read-only loop's)
+taken out, spent 4.87 and 5.07 SM cycles for each line their stores wrote (16 lines a warp
+store); per sector (2.45, 2.54) they would make kernels/spills moments_capped's 35,400 spill
+stores an SM (one full line each) 347,000 cycles, more than the 278,000 its launch took
+(ncu ``sm__cycles_active.avg``); per line, 177,000 + 37,800 for its loads: what it took over
+its variant without spills (71,000)."""
 
 
 @dataclass(frozen=True)
