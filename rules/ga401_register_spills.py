@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,7 +21,6 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     candidate_caps,
-    compile_candidate,
     counted,
     find_register_cap,
     global_bytes,
@@ -28,6 +28,8 @@ from gpuadvise.rules import (
     local_arrays,
     local_lines,
     sass_line_bytes,
+    spill_estimate,
+    spill_relaxations,
     unified_diff,
 )
 
@@ -161,14 +163,17 @@ class RegisterSpills(Rule):
 
     How the estimate is made
     ------------------------
-    An upper bound from the bytes per thread of the SASS, each instruction counted once: local
-    bytes ``L`` (ptxas's spill stores + loads for spills; the widths of the ``LDL``/``STL``
-    instructions for a local array) against global bytes ``G`` (the widths of the ``LDG``,
-    ``STG``, atomics and generic accesses). Treating the kernel as memory-bound and every local
-    byte as costly as a global one, removing the local traffic gives ``(G + L) / G``. Spills that
-    stay in L1 cost less, so the real gain is usually smaller; static counts do not weigh loops
-    (spills in a loop whose global accesses lie outside it are underweighted), and the relaxed cap
-    lowers occupancy. No estimate without global accesses.
+    Spills, on the launch model (``gpuadvise/rules/spill_estimate.py``): the SASS's ``LDL``/``STL``
+    beyond the PTX's local accesses, per PTX block, times the trace's block counts, are the
+    spills' warp instructions (in the issue term already) and L1 wavefronts (a warp's 32-bit
+    local access one 128-byte line), which the before side adds to the L1 term, and to the L2
+    and DRAM where the frames of an SM's resident threads outgrow the L1; the after side is the
+    variant's: the same work without them (or with the share it still spills) at its CTAs per
+    SM. Point and bound as other launch changes, with the term that bounds each side. Without
+    a trace or the SASS mapped onto it, and for local arrays: an upper bound ``(G + L) / G``
+    from the bytes per thread of the SASS (local ``L`` against global ``G``, each instruction
+    counted once), as if a local byte cost as much as a global one. No estimate without global
+    accesses.
 
     Fix safety
     ----------
@@ -185,7 +190,7 @@ class RegisterSpills(Rule):
     name = "register-spills"
     title = "Register spills and local-memory arrays"
     severity = "warning"
-    models = ("sass", "source")
+    models = ("sass", "source", "trace")
     options = {"min_spill_bytes": 1, "max_candidates": 3}
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
@@ -316,6 +321,12 @@ class RegisterSpills(Rule):
         d = finding.details_as(LocalTraffic)
         local = d.local_bytes
         g = d.global_bytes
+        if d.kind == "spill":  # (a local array's loads are on the PTX's chains: not yet)
+            kept = self._relaxations(ctx, d)
+            frame = int(ctx.kernel.resources.local_bytes)
+            est = spill_estimate(ctx, frame, local, kept[0] if kept else None)
+            if est is not None:
+                return est
         what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
         inputs: dict[str, Any] = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
         if d.kind == "spill":
@@ -351,26 +362,27 @@ class RegisterSpills(Rule):
             return None
         res = ctx.kernel.resources
         base_spill = int(res.spill_store_bytes) + int(res.spill_load_bytes)
-        kept: list[Compiled] = []
-        budget = int(ctx.option("max_candidates"))
-        for cand in build_candidates(ctx, cap, int(res.registers)):
-            if budget <= 0:
-                break
-            budget -= 1
-            built = compile_candidate(ctx, cand)
-            if built is None or built.spill_bytes >= base_spill:
-                continue  # never offer a variant that spills as much or more
-            if any(k.registers == built.registers for k in kept):
-                continue  # the same allocation as a candidate already kept: the same code
-            kept.append(built)
-            if built.spill_bytes == 0:
-                break  # further relaxation only lowers occupancy
+        kept = self._relaxations(ctx, d)
         if not kept:
             return None
         # the variant shown first: the fewest spills, then the highest occupancy
-        kept.sort(key=lambda k: (k.spill_bytes, -(k.occupancy or 0.0)))
         variants = [self._variant(ctx, k, res.registers, base_spill) for k in kept]
         return replace(variants[0], alternatives=tuple(variants[1:]))
+
+    def _relaxations(self, ctx: RuleContext, d: LocalTraffic) -> list[Compiled]:
+        """The relaxations of ``d.cap`` that spill less, the variant first (built once: the
+        compile cache keeps them between the estimate and the transform)."""
+        if d.cap is None:
+            return []
+        memo = getattr(self, "_memo", None)
+        if memo is not None and memo[0]() is ctx and memo[1] == d.cap:
+            return list(memo[2])
+        res = ctx.kernel.resources
+        base_spill = int(res.spill_store_bytes) + int(res.spill_load_bytes)
+        cands = build_candidates(ctx, d.cap, int(res.registers))
+        kept = spill_relaxations(ctx, cands, base_spill, int(ctx.option("max_candidates")))
+        self._memo = (weakref.ref(ctx), d.cap, tuple(kept))  # (not keeping the trace alive)
+        return kept
 
     @staticmethod
     def _variant(ctx: RuleContext, k: Compiled, registers: int, spill: int) -> Variant:

@@ -114,6 +114,8 @@ __all__ = [
     "cta_ramp_s",
     "overlap",
     "phase_overlap",
+    "LocalTraffic",
+    "local_traffic",
 ]
 
 SCHEDULERS_PER_SM = 4
@@ -149,7 +151,13 @@ class KernelWork:
     a zero numerator): work that the same division in float does not have. ``counts_from``:
     ``"sass"`` when ``pipes`` (and ``critical_instructions``) are the kernel's SASS mapped onto
     the emulator's PTX blocks (:mod:`gpuadvise.trace.sass_counts`), ``"ptx"`` when they are the
-    PTX's expansion table (:func:`gpuadvise.ptx.pipes.pipe_work`: no SASS to read)."""
+    PTX's expansion table (:func:`gpuadvise.ptx.pipes.pipe_work`: no SASS to read).
+    ``local_requests``, ``local_wavefronts`` and ``local_store_wavefronts``: the SASS's
+    local-memory warp instructions (``LDL``/``STL``), their L1 wavefronts (a warp's 32-bit
+    access one 128-byte line) and the stores' part of those, per CTA: in ``pipes["lsu"]``
+    (issued) but in no memory term of the launch model, whose memory traffic is the trace's
+    global accesses (:func:`local_traffic` weighs them); ``spill_*``: the same of those beyond
+    the PTX's own local accesses, ptxas's register spills."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -165,6 +173,12 @@ class KernelWork:
     slow_paths: Mapping[str, float] = field(default_factory=dict)
     slow_chain: Mapping[str, float] = field(default_factory=dict)
     counts_from: str = "ptx"
+    local_requests: float = 0.0
+    spill_requests: float = 0.0
+    local_wavefronts: float = 0.0
+    spill_wavefronts: float = 0.0
+    local_store_wavefronts: float = 0.0
+    spill_store_wavefronts: float = 0.0
 
     @property
     def instructions(self) -> float:
@@ -184,6 +198,12 @@ class KernelWork:
             critical_instructions=self.critical_instructions * factor,
             shared_requests=self.shared_requests * factor,
             shared_wavefronts=self.shared_wavefronts * factor,
+            local_requests=self.local_requests * factor,
+            spill_requests=self.spill_requests * factor,
+            local_wavefronts=self.local_wavefronts * factor,
+            spill_wavefronts=self.spill_wavefronts * factor,
+            local_store_wavefronts=self.local_store_wavefronts * factor,
+            spill_store_wavefronts=self.spill_store_wavefronts * factor,
             slow_paths={k: v * factor for k, v in self.slow_paths.items()},
             slow_chain={k: v * factor for k, v in self.slow_chain.items()},
         )
@@ -228,6 +248,12 @@ class KernelWork:
             "slow_paths": dict(self.slow_paths),
             "slow_chain": dict(self.slow_chain),
             "counts_from": self.counts_from,
+            "local_requests": self.local_requests,
+            "spill_requests": self.spill_requests,
+            "local_wavefronts": self.local_wavefronts,
+            "spill_wavefronts": self.spill_wavefronts,
+            "local_store_wavefronts": self.local_store_wavefronts,
+            "spill_store_wavefronts": self.spill_store_wavefronts,
         }
 
     @classmethod
@@ -249,6 +275,12 @@ class KernelWork:
             slow_paths={str(k): float(v) for k, v in d.get("slow_paths", {}).items()},
             slow_chain={str(k): float(v) for k, v in d.get("slow_chain", {}).items()},
             counts_from=str(d.get("counts_from", "ptx")),
+            local_requests=float(d.get("local_requests", 0.0)),
+            spill_requests=float(d.get("spill_requests", 0.0)),
+            local_wavefronts=float(d.get("local_wavefronts", 0.0)),
+            spill_wavefronts=float(d.get("spill_wavefronts", 0.0)),
+            local_store_wavefronts=float(d.get("local_store_wavefronts", 0.0)),
+            spill_store_wavefronts=float(d.get("spill_store_wavefronts", 0.0)),
         )
 
 
@@ -507,3 +539,82 @@ def amdahl_with_floor(time_s: float, floor_s: float, speedup: float) -> float:
     if not math.isfinite(speedup):
         return time_s / floor_s if floor_s > 0 else speedup
     return time_s / (floor_s + work / speedup)
+
+
+LOCAL_LOAD_CYCLES = 1.0
+"""The L1's cycles per 128-byte line of a local load (``LDL``) that hits: one, as a global load's
+line (:data:`~gpuadvise.model.roofline.L1_CYCLES_PER_LINE`). On an H200 (s14-spill's probe,
+benchmarks/local_memory_probe, 2026-11-30, ncu ``--clock-control none``;
+docs/data/s14_spill_local_*_h200_2026-11-30.txt) a warp's scattered ``LDL`` of 16 lines
+(32 sectors, 99.9% L1 hits) took 4.0 SM cycles: loads are not the local accesses' limit."""
+
+LOCAL_STORE_CYCLES = 5.0
+"""The L1's cycles per 128-byte line of a local store (``STL``), measured on an H200 (the same
+probe): read-modify-write loops of a local array in the L1 (64 B frames, 99.8% hits for loads
+and stores) at 4 and 8 CTAs of 256 threads an SM, their loads' time (the read-only loop's)
+taken out, spent 4.87 and 5.07 SM cycles for each line their stores wrote (16 lines a warp
+store); per sector (2.45, 2.54) they would make kernels/spills moments_capped's 35,400 spill
+stores an SM (one full line each) 347,000 cycles, more than the 278,000 its launch took
+(ncu ``sm__cycles_active.avg``); per line, 177,000 + 37,800 for its loads: what it took over
+its variant without spills (71,000)."""
+
+
+@dataclass(frozen=True)
+class LocalTraffic:
+    """What a launch's local-memory accesses move (:func:`local_traffic`), over the whole
+    launch: ``l1_cycles``, the L1 data path's cycles; ``l2_sectors``, the sectors the L2 serves
+    for the part of the frames the L1 cannot hold; ``dram_bytes``, what the L2 cannot hold of
+    that; ``miss``, the L1's share missed; ``footprint_bytes``, the frames of an SM's resident
+    threads."""
+
+    l1_cycles: float
+    l2_sectors: float
+    dram_bytes: float
+    miss: float
+    footprint_bytes: float
+
+
+def local_traffic(
+    work: KernelWork,
+    device: DeviceSpec,
+    frame_bytes: int,
+    l1_bytes: float,
+    wavefronts: float,
+    store_wavefronts: float = 0.0,
+) -> LocalTraffic:
+    """The traffic of ``wavefronts`` local-memory wavefronts a CTA (``store_wavefronts`` of them
+    stores; ``KernelWork.local_wavefronts`` for all of the SASS's, ``spill_wavefronts`` for
+    ptxas's spills) of ``work``'s launch. Assumptions:
+
+    - a warp's local access is spread over its lanes word by word (local memory is interleaved
+      per 4-byte word across a warp's 32 lanes), so a 32-bit ``LDL``/``STL`` of a warp is one
+      128-byte line, one L1 wavefront, a 64-bit one two, a 128-bit one four (the SASS's
+      widths), each :data:`LOCAL_LOAD_CYCLES` (a load) or :data:`LOCAL_STORE_CYCLES` (a store)
+      of the L1 data path, the path global and shared accesses share (the roofline's ``l1``
+      term);
+    - the L1 holds the frames as a write-back cache of ``l1_bytes`` (what the unified L1/shared
+      array leaves to cached lines beside the resident CTAs' shared memory): the frames of an
+      SM's resident threads, ``frame_bytes x`` threads (the stack frame ptxas reports, all of
+      it live), fit, or the L1 misses ``1 - l1_bytes / footprint`` of the accesses, each a
+      line's four sectors from (or written back to) the L2; of those the L2 misses alike
+      against ``device.l2_bytes`` for every SM's frames, which DRAM serves;
+    - their latency is not on the chains (the PTX's local accesses are, its spills are not):
+      enough warps hide it, which a launch of few warps would not.
+    """
+    ctas = max(int(work.ctas), 1)
+    total = max(wavefronts, 0.0) * ctas
+    stores = min(max(store_wavefronts, 0.0) * ctas, total)
+    if total <= 0 or frame_bytes <= 0:
+        return LocalTraffic(0.0, 0.0, 0.0, 0.0, 0.0)
+    sms = max(int(device.sm_count or 1), 1)
+    busiest = -(-ctas // sms)
+    resident = min(_resident(device, work), busiest)
+    threads = resident * max(work.warps_per_cta, 1) * WARP
+    footprint = float(frame_bytes) * threads
+    miss = max(0.0, 1.0 - max(l1_bytes, 0.0) / footprint)
+    sectors = total * 4.0 * miss
+    l2_miss = 0.0
+    if device.l2_bytes and footprint * sms > device.l2_bytes:
+        l2_miss = 1.0 - device.l2_bytes / (footprint * sms)
+    cycles = (total - stores) * LOCAL_LOAD_CYCLES + stores * LOCAL_STORE_CYCLES
+    return LocalTraffic(cycles, sectors, sectors * 32.0 * l2_miss, miss, footprint)

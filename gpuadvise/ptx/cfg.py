@@ -72,6 +72,9 @@ class Program:
     ipdom: list[int]
     exit_block: int
     notes: list[str] = field(default_factory=list)
+    #: per instruction, the calls it was inlined from, outermost first: (function, inline site
+    #: number) each; () for the entry's own instructions
+    inlined: list[tuple[tuple[str, int], ...]] = field(default_factory=list)
 
     @property
     def vexit(self) -> int:
@@ -142,17 +145,23 @@ class _Flattener:
         self.vars: list[VarDecl] = list(entry.vars)
         self.counter = 0
         self.notes: list[str] = []
+        self.origin: list[tuple[tuple[str, int], ...]] = []  # per item of out: its calls
+        self.inlined: tuple[tuple[str, int], ...] = ()
+
+    def _put(self, item: Instr | Label) -> None:
+        self.out.append(item)
+        self.origin.append(self.inlined)
 
     def emit_body(self, body: list[Instr | Label], ret_label: str | None, stack: list[str]) -> None:
         for item in body:
             if isinstance(item, Label):
-                self.out.append(item)
+                self._put(item)
                 continue
             if item.base == "call":
                 self.inline_call(item, stack)
                 continue
             if item.base == "ret" and ret_label is not None:
-                self.out.append(
+                self._put(
                     dataclasses.replace(
                         item,
                         opcode="bra.uni" if item.guard is None else "bra",
@@ -160,7 +169,7 @@ class _Flattener:
                     )
                 )
                 continue
-            self.out.append(item)
+            self._put(item)
             if len(self.out) > MAX_INSTRUCTIONS:
                 raise EmulationError(
                     f"the kernel has more than {MAX_INSTRUCTIONS} PTX instructions once its "
@@ -171,11 +180,11 @@ class _Flattener:
     def inline_call(self, ins: Instr, stack: list[str]) -> None:
         rets, target, args = _call_parts(ins)
         if not isinstance(target, Sym):
-            self.out.append(ins)  # indirect call: fails when executed
+            self._put(ins)  # indirect call: fails when executed
             return
         callee = self.module.functions.get(target.name)
         if callee is None or callee.body is None or target.name in stack:
-            self.out.append(ins)  # extern, undefined or recursive: see the op builder
+            self._put(ins)  # extern, undefined or recursive: see the op builder
             return
         self.counter += 1
         k = self.counter
@@ -213,8 +222,11 @@ class _Flattener:
             m[formal.name] = actual
         ret_label = f"$__ret@{k}"
         body = [Label(m[x.name]) if isinstance(x, Label) else _rename(x, m) for x in callee.body]
+        outer = self.inlined
+        self.inlined = (*outer, (target.name, k))
         self.emit_body(body, ret_label, [*stack, target.name])
-        self.out.append(Label(ret_label))
+        self.inlined = outer
+        self._put(Label(ret_label))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,10 +254,11 @@ def build_program(module: Module, entry_name: str) -> Program:
     flat.emit_body(entry.body, None, [entry_name])
 
     instrs: list[Instr] = []
+    inlined: list[tuple[tuple[str, int], ...]] = []
     labels_at: dict[str, int] = {}
     tables: dict[str, list[str]] = {}
     pending_table: str | None = None
-    for item in flat.out:
+    for item, origin in zip(flat.out, flat.origin, strict=True):
         if isinstance(item, Label):
             labels_at[item.name] = len(instrs)
             pending_table = item.name
@@ -256,6 +269,7 @@ def build_program(module: Module, entry_name: str) -> Program:
             continue
         pending_table = None
         instrs.append(item)
+        inlined.append(origin)
 
     n = len(instrs)
     leaders = {0}
@@ -363,6 +377,7 @@ def build_program(module: Module, entry_name: str) -> Program:
         ipdom=ipdom,
         exit_block=exit_block,
         notes=flat.notes,
+        inlined=inlined,
     )
 
 

@@ -97,6 +97,10 @@ class BlockCosts:
     shared: np.ndarray
     unordered: np.ndarray | None = None
     counts_from: str = "ptx"  # "sass": ``pipes`` are the SASS's (gpuadvise.trace.sass_counts)
+    #: the SASS's local-memory warp instructions, L1 wavefronts and the stores' wavefronts, then
+    #: the same of those beyond the PTX's, ptxas's spills (six columns,
+    #: :func:`~gpuadvise.trace.sass_counts.sass_block_counts`)
+    spills: np.ndarray | None = None
 
     @property
     def chain_ref_cycles(self) -> np.ndarray:
@@ -174,6 +178,7 @@ def block_costs(
     program: Program,
     schedule: Mapping[int, tuple[frozenset[int], Mapping[str, float]]] | None = None,
     sass_pipes: np.ndarray | None = None,
+    sass_local: np.ndarray | None = None,
 ) -> BlockCosts:
     """The :class:`BlockCosts` of every block of ``program``. ``schedule``: loops whose
     iteration is what ptxas's SASS schedule takes (loop header -> the blocks it covers, one
@@ -181,7 +186,8 @@ def block_costs(
     chain is that, the other blocks' none (the warp issues the iteration in order, each of its
     instructions once, predicated off or not). ``sass_pipes``: the blocks' instructions by pipe
     as the SASS runs them (:mod:`gpuadvise.trace.sass_counts`), taken for ``pipes`` instead of
-    the PTX's expansion table when given."""
+    the PTX's expansion table when given; ``sass_local``: their spills (local accesses the SASS
+    has beyond the PTX's), kept as ``spills``."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     lat_ix = {c: i for i, c in enumerate(LATENCY_CLASSES)}
     nb = len(program.blocks)
@@ -211,7 +217,8 @@ def block_costs(
         unordered[rows] = 0.0
         chain[head] = unordered[head] = _vec(tuple(links.items()), lat_ix, len(LATENCY_CLASSES))
     if sass_pipes is not None and sass_pipes.shape == pipes.shape:
-        return BlockCosts(sass_pipes, chain, shared, unordered, counts_from="sass")
+        spills = sass_local if sass_local is not None and len(sass_local) == nb + 1 else None
+        return BlockCosts(sass_pipes, chain, shared, unordered, "sass", spills)
     return BlockCosts(pipes, chain, shared, unordered)
 
 

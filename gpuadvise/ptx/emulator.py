@@ -207,6 +207,9 @@ class KernelImage:
     # the blocks' instructions by pipe as the kernel's SASS runs them
     # (gpuadvise.trace.sass_counts), set before block_costs is first read; None: the PTX's
     sass_pipes: np.ndarray | None = None
+    # the blocks' local-memory warp instructions and L1 wavefronts that the SASS has beyond the
+    # PTX's (ptxas's spills, gpuadvise.trace.sass_counts.sass_block_counts); None: none known
+    sass_local: np.ndarray | None = None
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -223,7 +226,7 @@ class KernelImage:
     def block_costs(self) -> BlockCosts:
         """Each block's instructions by pipe and longest dependent chain
         (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
-        return block_costs(self.program, self.schedule, self.sass_pipes)
+        return block_costs(self.program, self.schedule, self.sass_pipes, self.sass_local)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:

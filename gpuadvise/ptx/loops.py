@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from gpuadvise.ptx.cfg import Program, immediate_post_dominators
 from gpuadvise.ptx.parser import Imm, Operand, PredOut, Reg
 
-__all__ = ["INT_TYPES", "Loop", "continues", "find_loops", "first_exit", "innermost"]
+__all__ = [
+    "INT_TYPES",
+    "Loop",
+    "continues",
+    "cyclic_blocks",
+    "find_loops",
+    "first_exit",
+    "innermost",
+]
 
 INT_TYPES = frozenset({"s16", "s32", "s64", "u16", "u32", "u64", "b16", "b32", "b64"})
 _CMPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"})
@@ -138,6 +146,17 @@ def find_loops(program: Program) -> tuple[Loop, ...]:
         loop = Loop(header, latch, frozenset(body), barrier, single, endless=not exits, floor=floor)
         loops.append(_with_test(loop, program, data))
     return tuple(sorted(loops, key=lambda lp: (len(lp.blocks), lp.header)))
+
+
+def cyclic_blocks(program: Program, loops: Sequence[Loop] | None = None) -> dict[int, int]:
+    """The blocks in some loop (:func:`find_loops`, or ``loops`` already found), each with its
+    outermost loop's header: the loops of one nest share a number."""
+    found = find_loops(program) if loops is None else loops
+    out: dict[int, int] = {}
+    for loop in sorted(found, key=lambda lp: -len(lp.blocks)):  # outermost first
+        for b in loop.blocks:
+            out.setdefault(b, loop.header)
+    return out
 
 
 def _with_test(loop: Loop, program: Program, data: frozenset[str]) -> Loop:

@@ -255,6 +255,7 @@ from gpuadvise.rules.scans import (
     with_scan_shuffled,
 )
 from gpuadvise.rules.small_grid import small_grid_estimate
+from gpuadvise.rules.spill_estimate import spill_estimate, spill_relaxations  # GA401's
 from gpuadvise.rules.staging import plan_direct_reads, staged_tiles
 from gpuadvise.rules.structs import struct_for
 from gpuadvise.rules.transpose import (
@@ -430,6 +431,8 @@ __all__ = [
     "local_arrays",
     "local_lines",
     "sass_line_bytes",
+    "spill_estimate",
+    "spill_relaxations",
     # GA402's family (half_packing)
     "ScalarOp",
     "component_shape",

@@ -735,9 +735,11 @@ def _emulate(
 
         image.schedule = loop_schedules(image.program, image.program_loops(), *sass)
     if sass[0]:
-        from gpuadvise.trace.sass_counts import sass_block_pipes
+        from gpuadvise.trace.sass_counts import sass_block_counts
 
-        image.sass_pipes = sass_block_pipes(image.program, sass[0])
+        image.sass_pipes, image.sass_local = sass_block_counts(
+            image.program, sass[0], image.program_loops()
+        )
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas

@@ -13,13 +13,20 @@ How, per source location (the innermost file and line, and the kernel body's lin
 at, on both sides):
 
 - the SASS instructions of the location by pipe (:func:`sass_pipe`; ``@!PT`` padding, NOPs, the
-  code of subroutines reached by ``CALL`` (the double division's slow path, counted apart where the
-  traced values take it: :mod:`gpuadvise.ptx.slow_paths`) and the code after the kernel's last
-  ``EXIT`` that nothing branches to are left out);
+  code of subroutines ptxas made that a ``CALL`` reaches (the double division's slow path,
+  counted apart where the traced values take it: :mod:`gpuadvise.ptx.slow_paths`) and the code
+  after the kernel's last ``EXIT`` that nothing branches to are left out). The code a ``CALL``
+  of a function the PTX has reaches (libdevice's ``__internal_trig_reduction_slowpathd``, a
+  double ``pow``'s ``__internal_accurate_pow``) is that function's one location on both sides
+  (the PTX has it inlined at each call, :attr:`~gpuadvise.ptx.cfg.Program.inlined`): its one
+  SASS copy goes to the blocks of the PTX's n inlined copies as n copies' worth
+  (:func:`_copies`: 1/n), so each execution of an inlined copy issues the whole function, and a
+  path the traced values never take (a double ``sin`` of ``|x| >= 2^31``) costs nothing;
 - the copies of that code ptxas made: a loop it unrolled u times, and its remainder, hold the
   location's code u + 1 times, each copy run for its share of the iterations, so one execution of
   the PTX runs one copy. The copies are the SASS's *anchors* (memory instructions, FP32, FP64,
-  MUFU and shuffle instructions: those ptxas neither adds nor removes, but for the expansions
+  MUFU and shuffle instructions: those ptxas neither adds nor removes (local accesses are not:
+  ptxas adds spills), but for the expansions
   :func:`gpuadvise.ptx.pipes.pipe_work` models) over the PTX's, rounded, at least 1. A PTX
   ``ld.const`` of a fixed address is an anchor that ptxas may fold into the instruction using the
   value (a ``c[0x3][..]`` operand) or into the uniform datapath (``ULDC``): on the SASS side the
@@ -49,6 +56,11 @@ folded it into another line's instructions, e.g. a row pointer into each load's 
 over the blocks of the latter as above. So the SASS's instructions are each counted once, and
 PTX work that ptxas folded away is not counted on top of them.
 
+The local-memory accesses (``LDL``/``STL``) are also counted apart (:func:`sass_block_counts`):
+each block's share of its locations' local accesses, their L1 wavefronts (by width) and the
+stores' wavefronts, and the part beyond the PTX's own ``ld.local``/``st.local`` of the block:
+ptxas's register spills, which the PTX the emulator runs does not have.
+
 The tensor and barrier pipes stay the PTX's (an ``mma``'s units are m16n8k16 equivalents, a
 barrier's passes the barrier term's). When less than
 :data:`MIN_MATCHED` of the SASS's instructions find their location in the PTX (no line info, a
@@ -70,11 +82,19 @@ import numpy as np
 
 from gpuadvise.ptx.cfg import Program
 from gpuadvise.ptx.chains import block_instructions
+from gpuadvise.ptx.loops import Loop, cyclic_blocks
 from gpuadvise.ptx.parser import Instr, Loc
 from gpuadvise.ptx.pipes import PIPES, pipe_work
 from gpuadvise.toolchain.sass import SassInstruction
 
-__all__ = ["MIN_MATCHED", "SASS_PIPES", "location_copies", "sass_block_pipes", "sass_pipe"]
+__all__ = [
+    "MIN_MATCHED",
+    "SASS_PIPES",
+    "location_copies",
+    "sass_block_counts",
+    "sass_block_pipes",
+    "sass_pipe",
+]
 
 MIN_MATCHED = 0.7
 """The least share of the SASS's counted instructions whose location the PTX has, for the map."""
@@ -152,47 +172,56 @@ def _sass_key(s: SassInstruction) -> Src | None:
 _CALLEE_RE = re.compile(r"`\(([^)]*)\)")
 
 
-def _ptx_callee(s: SassInstruction, functions: frozenset[str]) -> bool:
-    """Whether ``s`` calls the SASS of a function the PTX has (``$kernel$__internal_accurate_pow``
-    for the PTX's ``.func __internal_accurate_pow``: the emulator runs its PTX, so its SASS is
-    counted), not a subroutine ptxas made (a double division's slow path)."""
+def _callee_name(s: SassInstruction, functions: frozenset[str]) -> str | None:
+    """The PTX function ``s`` (a ``CALL``) calls, None for a subroutine ptxas made."""
     m = _CALLEE_RE.search(s.operands)
-    return m is not None and m.group(1).rsplit("$", 1)[-1] in functions
+    if m is None:
+        return None
+    name = m.group(1).rsplit("$", 1)[-1]
+    return name if name in functions else None
 
 
 def _counted(
     sass: Sequence[SassInstruction], functions: frozenset[str] = frozenset()
-) -> list[SassInstruction]:
-    """The instructions that run as the kernel's own code: those reached from its first
-    instruction by falling through and branching (not a subroutine that only a ``CALL`` reaches,
-    not the trap loop after the last ``EXIT``), less ``@!PT`` padding and NOPs. With an indirect
-    branch whose targets are not known, every instruction is taken as reached."""
+) -> list[tuple[SassInstruction, str | None]]:
+    """The instructions that run, each with the PTX function whose ``CALL`` reaches it (None:
+    the kernel's own code, reached from its first instruction by falling through and branching;
+    not a subroutine ptxas made that only a ``CALL`` reaches, nor the trap loop after the last
+    ``EXIT``), less ``@!PT`` padding and NOPs. With an indirect branch whose targets are not
+    known, every instruction is taken as the kernel's own."""
     if not sass:
         return []
     at = {s.offset: i for i, s in enumerate(sass)}
+    region: dict[int, str | None] = {}
     if any(s.base_opcode in ("BRX", "JMX") and s.target is None for s in sass):
-        reached = set(range(len(sass)))
+        region = dict.fromkeys(range(len(sass)))
     else:
-        reached = set()
-        todo = [0]
-        while todo:
-            i = todo.pop()
-            if i in reached or i >= len(sass):
-                continue
-            reached.add(i)
-            s = sass[i]
-            always = s.predicate is None or s.predicate == "@PT"
-            called = s.base_opcode == "CALL" and _ptx_callee(s, functions)
-            if (s.base_opcode in ("BRA", "BRX", "JMP") or called) and s.target is not None:
-                j = at.get(s.target)
-                if j is not None:
-                    todo.append(j)
-            if not (always and s.base_opcode in ("BRA", "BRX", "JMP", "EXIT", "RET", "KILL")):
-                todo.append(i + 1)
+        starts: list[tuple[int, str | None]] = [(0, None)]
+        while starts:
+            first, name = starts.pop(0)
+            todo = [first]
+            while todo:
+                i = todo.pop()
+                if i in region or i >= len(sass):
+                    continue
+                region[i] = name
+                s = sass[i]
+                always = s.predicate is None or s.predicate == "@PT"
+                if s.base_opcode == "CALL" and s.target is not None:
+                    callee = _callee_name(s, functions)
+                    j = at.get(s.target)
+                    if callee is not None and j is not None:
+                        starts.append((j, callee))
+                elif s.base_opcode in ("BRA", "BRX", "JMP") and s.target is not None:
+                    j = at.get(s.target)
+                    if j is not None:
+                        todo.append(j)
+                if not (always and s.base_opcode in ("BRA", "BRX", "JMP", "EXIT", "RET", "KILL")):
+                    todo.append(i + 1)
     return [
-        s
+        (s, region[i])
         for i, s in enumerate(sass)
-        if i in reached and not s.never_executes and s.base_opcode not in _NOT_ISSUED
+        if i in region and not s.never_executes and s.base_opcode not in _NOT_ISSUED
     ]
 
 
@@ -255,6 +284,44 @@ class _Anchors:
     ptx: dict[Key, float] = field(default_factory=lambda: defaultdict(float))
 
 
+_LOCAL_SASS = frozenset({"LDL", "STL"})
+_WIDTH_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128,
+               "u8": 8, "s8": 8, "b8": 8, "u16": 16, "s16": 16, "b16": 16, "f16": 16,
+               "u64": 64, "s64": 64, "b64": 64, "f64": 64}  # fmt: skip
+
+
+def _local_wavefronts(mods: Sequence[str]) -> float:
+    """The L1 wavefronts of a warp's local access of these modifiers (``LDL.64``'s or
+    ``ld.local.v2.f32``'s): local memory is interleaved per 4-byte word across a warp's lanes,
+    so a warp's 32-bit access is one 128-byte line, a 64-bit one two, a 128-bit one four."""
+    bits = 32
+    lanes = 1
+    for m in mods:
+        bits = _WIDTH_BITS.get(m, bits)
+        if m in ("v2", "v4"):
+            lanes = int(m[1:])
+    return max(1.0, bits * lanes * 32 / 8 / 128)
+
+
+def _call_of(program: Program, i: int, called: frozenset[str]) -> tuple[str, int] | None:
+    """The innermost call the PTX instruction ``i`` was inlined from whose function the SASS
+    calls (``CALL``) rather than inlines: (function, inline site); None: none."""
+    inlined = program.inlined
+    if not called or len(inlined) != len(program.instrs):
+        return None
+    for name, site in reversed(inlined[i]):
+        if name in called:
+            return name, site
+    return None
+
+
+def _called_key(function: str) -> Src:
+    """The location of a function the SASS calls: its whole code, on either side (its SASS is
+    one copy, whatever line a few of its instructions carry; the PTX has it inlined at each
+    call, most often without lines: libdevice)."""
+    return (f"{function}()", 0, 0)
+
+
 REST: Key = ("", 0, 0, -1)
 """The location that stands for the rest: the SASS's instructions whose location the PTX has not
 (none, or a line ptxas moved code to) and the PTX's work whose location the SASS has not (a line
@@ -272,18 +339,41 @@ class _Tables:
     # fully), and each cyclic PTX block's outermost loop
     unrolled: set[Key] = field(default_factory=set)
     loop_of: dict[int, int] = field(default_factory=dict)
+    # per called function's location (:func:`_called_key`), the PTX's inlined copies of it
+    inline_sites: dict[Src, int] = field(default_factory=dict)
+    # per location, the SASS's local-memory warp instructions, their L1 wavefronts and the
+    # stores' wavefronts; per
+    # (block, location), the PTX's (``ld.local``/``st.local``: the emulator traces them)
+    local_by: Row = field(default_factory=dict)
+    ptx_local: dict[tuple[int, Key], np.ndarray] = field(default_factory=dict)
 
 
-def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None:
+def _tables(
+    program: Program, sass: Sequence[SassInstruction], loops: Sequence[Loop] | None = None
+) -> _Tables | None:
     """The SASS's instructions by location and pipe, the PTX's work by (block, location) and by
     location (``pipe_work``), both sides' anchors by location, each on the locations both sides
     have and :data:`REST`; None when too little of the SASS finds its location."""
     pipe_ix = {p: i for i, p in enumerate(PIPES)}
     width = len(PIPES)
     blocks = block_instructions(program)
-    src_ptx = {i: _ptx_key(program, program.instrs[i]) for indices in blocks for i in indices}
     functions = frozenset(program.module.functions)
-    counted = [(s, sass_pipe(s.base_opcode), _sass_key(s)) for s in _counted(sass, functions)]
+    regions = _counted(sass, functions)
+    called = frozenset(r for _s, r in regions if r is not None)
+    sites: dict[str, set[int]] = defaultdict(set)
+    src_ptx: dict[int, Src | None] = {}
+    for indices in blocks:
+        for i in indices:
+            site = _call_of(program, i, called)
+            if site is None:
+                src_ptx[i] = _ptx_key(program, program.instrs[i])
+            else:
+                src_ptx[i] = _called_key(site[0])
+                sites[site[0]].add(site[1])
+    counted = [
+        (s, sass_pipe(s.base_opcode), _sass_key(s) if r is None else _called_key(r))
+        for s, r in regions
+    ]
     counted = [c for c in counted if c[1] not in _PTX_KEPT]
     ptx_src = {k for k in src_ptx.values() if k is not None}
     located = [k for _s, _p, k in counted if k is not None]
@@ -291,7 +381,7 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
         return None
     # where each side runs a location's code: in a loop or not (ptxas hoists a loop's invariant
     # code out of it; the PTX's ``for`` line has its start outside the loop, its step inside)
-    cyclic = _cyclic_blocks(program)
+    cyclic = cyclic_blocks(program, loops)
     ptx_loop = {i: int(b in cyclic) for b, indices in enumerate(blocks) for i in indices}
     sass_loop = _sass_in_loop(sass)
     both: dict[Src, tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
@@ -312,25 +402,35 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
     counted_keys = [(s, p, key_of(k, sass_loop.get(s.offset, 0))) for s, p, k in counted]
     sass_have = {k for _s, _p, k in counted_keys if k is not None}
     sass_by: Row = defaultdict(lambda: np.zeros(width))
+    local_by: Row = defaultdict(lambda: np.zeros(3))
     anchors = _Anchors()
     const_words: dict[Key, set[int]] = defaultdict(set)
     for s, pipe, raw in counted_keys:
         key = raw if raw is not None and raw in ptx_have else REST
         sass_by[key][pipe_ix[pipe]] += 2.0 if s.base_opcode == "REDUX" else 1.0
-        anchors.sass[key] += _sass_anchor(s, pipe)
+        if s.base_opcode in _LOCAL_SASS:
+            wf = _local_wavefronts(s.opcode.split(".")[1:])
+            local_by[key] += (1.0, wf, wf if s.base_opcode == "STL" else 0.0)
+        else:  # (a spill is no anchor: ptxas adds it)
+            anchors.sass[key] += _sass_anchor(s, pipe)
         for offset, size in _const_reads(s):
             const_words[key].update(range(offset, offset + size))
     ptx_keys = {i: k if k is not None and k in sass_have else REST for i, k in raw_ptx.items()}
     ptx_rows: dict[tuple[int, Key], np.ndarray] = defaultdict(lambda: np.zeros(width))
+    ptx_local: dict[tuple[int, Key], np.ndarray] = defaultdict(lambda: np.zeros(3))
     const_size: dict[Key, list[int]] = defaultdict(list)
     for b, indices in enumerate(blocks):
         for i in indices:
             ins = program.instrs[i]
             key = ptx_keys[i]
             row = ptx_rows[(b, key)]
+            local = ins.base in ("ld", "st") and "local" in ins.mods
+            if local:
+                wf = _local_wavefronts(ins.mods)
+                ptx_local[(b, key)] += (1.0, wf, wf if ins.base == "st" else 0.0)
             for pipe, n in pipe_work(ins):
                 row[pipe_ix[pipe]] += n
-                if pipe in _ANCHORS:
+                if pipe in _ANCHORS and not local:
                     anchors.ptx[key] += n
             if size := _ptx_const_bytes(ins):
                 const_size[key].append(size)
@@ -341,7 +441,11 @@ def _tables(program: Program, sass: Sequence[SassInstruction]) -> _Tables | None
         sizes = const_size.get(key)
         if sizes:  # (where the PTX loads none, ptxas moved another line's loads here)
             anchors.sass[key] += len(words) / (sum(sizes) / len(sizes))
-    return _Tables(sass_by, ptx_rows, ptx_by, anchors, ptx_keys, unrolled & set(sass_by), cyclic)
+    inline = {_called_key(f): len(k) for f, k in sites.items()}
+    return _Tables(
+        sass_by, ptx_rows, ptx_by, anchors, ptx_keys, unrolled & set(sass_by), cyclic, inline,
+        local_by, ptx_local,
+    )  # fmt: skip
 
 
 def _copies(tables: _Tables) -> dict[Key, float]:
@@ -373,6 +477,15 @@ def _copies(tables: _Tables) -> dict[Key, float]:
     for b, loc in ptx_rows:
         if loc in tables.unrolled and not anchors.ptx.get(loc, 0.0) and b in tables.loop_of:
             copies[loc] = max(copies.get(loc, 1.0), loop_copies.get(tables.loop_of[b], 1.0))
+    # a function the SASS calls: one copy of its code for the PTX's n inlined ones, so that one
+    # execution of an inlined copy's blocks issues the whole function's share of it
+    for key in sass_by:
+        n = tables.inline_sites.get(key[:3], 0)
+        if n > 1:
+            expected = anchors.ptx.get(key, 0.0) / n
+            got = anchors.sass.get(key, 0.0)
+            own = max(1.0, float(np.floor(got / expected + 0.5))) if expected > 0 else 1.0
+            copies[key] = own / n
     return copies
 
 
@@ -386,53 +499,6 @@ def location_copies(program: Program, sass: Sequence[SassInstruction]) -> dict[S
     for (file, line, outer, _in_loop), n in _copies(tables).items():
         if file:
             out[file, line, outer] = max(out.get((file, line, outer), 0.0), n)
-    return out
-
-
-def _cyclic_blocks(program: Program) -> dict[int, int]:
-    """The blocks on a cycle of the control-flow graph (in some loop): those of a strongly
-    connected component of more than one block, or with an edge to themselves, each with its
-    component's number (an outermost loop and the loops inside it)."""
-    blocks = program.blocks
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on: set[int] = set()
-    out: dict[int, int] = {}
-    counter = 0
-    for root in range(len(blocks)):
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on.add(v)
-            succs = blocks[v].succs
-            if i < len(succs):
-                work.append((v, i + 1))
-                w = succs[i]
-                if w not in index:
-                    work.append((w, 0))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                if len(comp) > 1 or v in blocks[v].succs:
-                    out.update(dict.fromkeys(comp, v))
-            if work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
     return out
 
 
@@ -459,9 +525,22 @@ def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.nd
     """Per PTX block (and a zero row for the virtual exit), one execution's warp instructions by
     pipe (:data:`~gpuadvise.ptx.pipes.PIPES` order) as the SASS runs them (see the module doc);
     None when the SASS cannot be matched to the PTX."""
-    tables = _tables(program, sass)
+    return sass_block_counts(program, sass)[0]
+
+
+def sass_block_counts(
+    program: Program, sass: Sequence[SassInstruction], loops: Sequence[Loop] | None = None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """:func:`sass_block_pipes`, and per PTX block (and the virtual exit) one execution's
+    local-memory warp instructions (``LDL``/``STL``), their L1 wavefronts
+    (:func:`_local_wavefronts`) and the stores' wavefronts, spread over the blocks like the
+    memory instructions of their locations (three columns), then the same of the part beyond
+    the PTX's own ``ld.local``/``st.local`` (three more): ptxas's register spills; None, None
+    when the SASS cannot be matched to the PTX. ``loops``: the program's
+    (:func:`gpuadvise.ptx.loops.find_loops`; found here when not given)."""
+    tables = _tables(program, sass, loops)
     if tables is None:
-        return None
+        return None, None
     sass_by, ptx_by = tables.sass_by, tables.ptx_by
     copies = _copies(tables)
     blocks = block_instructions(program)
@@ -470,10 +549,14 @@ def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.nd
         ptx_n[k] += 1
     width = len(PIPES)
     kept = [PIPES.index(p) for p in _PTX_KEPT]
+    lsu = [PIPES.index("lsu")]
     groups = [[PIPES.index(p) for p in g] for g in _GROUPS]
     out = np.zeros((len(program.blocks) + 1, width))
+    local = np.zeros((len(program.blocks) + 1, 3))
+    ptx_local = np.zeros((len(program.blocks) + 1, 3))
     for (b, key), row in tables.ptx_rows.items():
         out[b][kept] += row[kept]
+        ptx_local[b] += tables.ptx_local.get((b, key), 0.0)
         s_row = sass_by.get(key)
         if s_row is None:  # (REST where every SASS instruction found its location: nothing)
             continue
@@ -489,4 +572,8 @@ def sass_block_pipes(program: Program, sass: Sequence[SassInstruction]) -> np.nd
             there = float(whole[g].sum())
             mine[g] = s_row[g] * (float(row[g].sum()) / there if there > 0 else share)
         out[b] += mine / copies.get(key, 1.0)
-    return out
+        if key in tables.local_by:
+            there = float(whole[lsu].sum())
+            part = float(row[lsu].sum()) / there if there > 0 else share
+            local[b] += tables.local_by[key] * part / copies.get(key, 1.0)
+    return out, np.hstack([local, np.maximum(local - ptx_local, 0.0)])

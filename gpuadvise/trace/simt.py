@@ -664,6 +664,7 @@ def kernel_work(
     execs = counts.warps[:nb].astype(float)
     pipes = execs @ costs.pipes[:nb]
     shared = execs @ costs.shared[:nb]
+    spills = execs @ costs.spills[:nb] if costs.spills is not None else np.zeros(6)
     n = float(counts.ctas)
     width = len(LATENCY_CLASSES)
     free = counts.chain[width : 2 * width] if len(counts.chain) >= 2 * width else None
@@ -701,4 +702,10 @@ def kernel_work(
         shared_wavefronts=float(shared[1]) / n,
         reads_grid_size=grid_size,
         counts_from=costs.counts_from,
+        local_requests=float(spills[0]) / n,
+        local_wavefronts=float(spills[1]) / n,
+        local_store_wavefronts=float(spills[2]) / n,
+        spill_requests=float(spills[3]) / n,
+        spill_wavefronts=float(spills[4]) / n,
+        spill_store_wavefronts=float(spills[5]) / n,
     )

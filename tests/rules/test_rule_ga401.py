@@ -130,6 +130,27 @@ def test_spill_estimate_is_local_over_global_bytes(capped):
 
 
 @needs_nvcc
+def test_spills_on_the_launch_model_with_a_trace():
+    """Traced, the spills go through the execution model (issue 29): the SASS's LDL/STL
+    weighted by the trace's block counts are all spills here (the PTX has no local access),
+    their frames (96 B x 5 CTAs x 256 threads = 120 KB an SM) fit the L1, and the after side is
+    the variant's minBlocks=5 (no spills), with the term that bounds each side."""
+    a = rulekit.analyze(SOURCE, "moments_capped", spec=str(CASE / "case.toml"))
+    (f,) = ga401(a)
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    i = est.inputs
+    assert i["model"] == "execution" and "outside_model" not in i
+    assert i["local_warp_instructions"] == i["spill_warp_instructions"] > 0
+    assert i["removed_warp_instructions"] == i["spill_warp_instructions"]
+    assert i["frames_per_sm_bytes"] == 96 * 5 * 256 and i["l1_miss"] == 0.0
+    assert i["bound_by_before"] == "l1"
+    assert i["before_l1_us"] > i["after_l1_us"]
+    assert 1.0 < i["point_speedup"] <= est.speedup
+    assert "minBlocks=5" in est.method
+
+
+@needs_nvcc
 def test_candidates_relax_the_bound_and_never_spill_more(capped, tmp_path):
     a, f = capped
     v = f.variant

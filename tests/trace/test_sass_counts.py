@@ -12,7 +12,12 @@ from gpuadvise.ptx.chains import block_costs
 from gpuadvise.ptx.parser import parse_ptx
 from gpuadvise.ptx.pipes import PIPES
 from gpuadvise.toolchain.sass import SassInstruction
-from gpuadvise.trace.sass_counts import location_copies, sass_block_pipes, sass_pipe
+from gpuadvise.trace.sass_counts import (
+    location_copies,
+    sass_block_counts,
+    sass_block_pipes,
+    sass_pipe,
+)
 
 HEAD = """
 .version 8.0
@@ -388,3 +393,146 @@ def test_a_loop_unrolled_fully_gives_its_test_the_copies_of_its_loads() -> None:
     assert got is not None
     total = 4 * got[:-1].sum(axis=0)  # each block of the loop runs 4 times (every tap taken)
     assert total[PIPES.index("int")] == 4.0  # the 4 ISETP, not 16
+
+
+# A PTX function (no line info, as libdevice's) that the kernel calls at two lines, each behind
+# a branch; ptxas keeps it a subroutine: one copy in the SASS, reached by two CALLs.
+CALLED = """
+.func (.param .b32 r) slow(.param .b32 a)
+{
+  .reg .f32 %g<4>;
+  ld.param.f32 %g1, [a];
+  mul.f32 %g2, %g1, %g1;
+  sqrt.approx.f32 %g3, %g2;
+  st.param.f32 [r], %g3;
+  ret;
+}
+.visible .entry k(.param .u64 p, .param .u32 n)
+{
+  .reg .pred %p<9>;
+  .reg .f32 %f<20>;
+  .reg .b64 %rd<20>;
+  .loc 1 5 0
+  ld.param.u64 %rd1, [p];
+  ld.global.f32 %f1, [%rd1];
+  .loc 1 6 0
+  setp.gt.f32 %p1, %f1, 0f4F000000;
+  @!%p1 bra $L_a;
+  .loc 1 7 0
+  {
+  .param .b32 param0;
+  st.param.f32 [param0], %f1;
+  .param .b32 retval0;
+  call.uni (retval0), slow, (param0);
+  ld.param.f32 %f1, [retval0];
+  }
+$L_a:
+  .loc 1 8 0
+  setp.lt.f32 %p2, %f1, 0fCF000000;
+  @!%p2 bra $L_b;
+  {
+  .param .b32 param1;
+  st.param.f32 [param1], %f1;
+  .param .b32 retval1;
+  call.uni (retval1), slow, (param1);
+  ld.param.f32 %f1, [retval1];
+  }
+$L_b:
+  .loc 1 9 0
+  st.global.f32 [%rd1], %f1;
+  ret;
+}
+"""
+
+
+def test_a_called_function_counts_where_the_trace_runs_its_inlined_copies() -> None:
+    """The emulator runs the function inlined at each call; the SASS has it once, after the
+    kernel's EXIT, reached by the CALLs. Its SASS goes to the blocks of its inlined copies
+    only, each execution of a copy issuing all of it (one copy's share, times the two copies
+    ptxas folded into one): a path the traced values never take costs nothing (libdevice's
+    slow path of a double sin, HeCBench haversine), where it used to land on the kernel's own
+    blocks by its line, once a warp."""
+    program = build_program(parse_ptx(HEAD + CALLED), "k")
+    rows = [("LDG.E", 5), ("FSETP.GT.AND", 6), ("BRA", 6, "@!P0", 0x40)]
+    rows += [("CALL.REL.NOINC", 7, None, 0xB0), ("FSETP.GEU.AND", 8), ("BRA", 8, "@P0", 0x70)]
+    rows += [("CALL.REL.NOINC", 8, None, 0xB0), ("STG.E", 9), ("EXIT", None)]
+    rows += [("BRA", None, None, 0x90), ("NOP", None)]
+    rows += [("FMUL", None), ("MUFU.SQRT", None), ("IADD3", None), ("RET.REL.NODEC", None)]
+    sass = list(_sass(rows))
+    for i in (3, 6):  # the CALLs name the function as nvdisasm prints it
+        sass[i] = SassInstruction(**{**sass[i].to_dict(), "operands": "`($k$slow)"})
+    assert sass[0xB0 // 16].opcode == "FMUL"
+    got = sass_block_pipes(program, tuple(sass))
+    assert got is not None
+    inlined = {i for i, calls in enumerate(program.inlined) if calls}
+    copies = [b for b, blk in enumerate(program.blocks) if set(blk.body) & inlined]
+    assert copies
+    per_copy = [
+        {p: sum(got[b][PIPES.index(p)] for b in copies if b in side) for p in ("fp32", "mufu")}
+        for side in (copies[: len(copies) // 2], copies[len(copies) // 2 :])
+    ]
+    assert per_copy == [{"fp32": 1.0, "mufu": 1.0}] * 2
+    own = [b for b in range(len(program.blocks)) if b not in copies]
+    assert sum(got[b][PIPES.index("fp32")] + got[b][PIPES.index("mufu")] for b in own) == 0
+
+
+def test_spills_are_counted_apart_and_are_no_anchors() -> None:
+    """ptxas spills in the loop (line 10: an STL.64 and two LDL, the PTX has no local access):
+    one iteration issues them on the loop's block (3 LSU instructions more than the load),
+    and they are the block's spills: 3 warp instructions, 4 wavefronts (the 64-bit store takes
+    two), 2 of them the store's. They are no anchors: line 10's copies stay 1 (the LDG and
+    FADD once), where counting them would make 3 copies and divide the line's work by 3."""
+    program = _program(LOOP)
+    rows = [("ULDC.64", 12), ("MOV", 9)]
+    rows += [("IMAD.WIDE", 10), ("LDG.E", 10), ("LDL", 10), ("FADD", 10), ("STL.64", 10)]
+    rows += [("LDL", 10), ("IADD3", 9), ("ISETP.GE.AND", 9), ("BRA", 9, "@P0", 0x20)]
+    rows += [("STG.E", 12), ("EXIT", None)]
+    sass = _sass(rows)
+    assert location_copies(program, sass)[("k.cu", 10, 10)] == 1.0
+    pipes, local = sass_block_counts(program, sass)
+    assert pipes is not None and local is not None
+    b = _loop_block(program)
+    assert _row(pipes, b)["lsu"] == 4.0
+    assert list(local[b]) == [3.0, 4.0, 2.0] * 2  # all of them, and all of them spills
+    assert local.sum() == 18.0  # nothing elsewhere
+
+
+NEST = """
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, 0;
+$L_outer:
+  .loc 1 9 0
+  mov.u32 %r3, 0;
+$L_inner:
+  .loc 1 10 0
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p1, %r3, %r1;
+  @%p1 bra $L_inner;
+  .loc 1 9 0
+  add.s32 %r2, %r2, 1;
+  setp.lt.s32 %p2, %r2, %r1;
+  @%p2 bra $L_outer;
+$L_self:
+  .loc 1 12 0
+  add.s32 %r4, %r4, 1;
+  setp.lt.s32 %p3, %r4, %r1;
+  @%p3 bra $L_self;
+  ret;
+"""
+
+
+def test_cyclic_blocks_are_the_natural_loops_by_outermost_header() -> None:
+    """The blocks on a cycle (what sass_counts splits a location's code by), from
+    ptx/loops.find_loops: a nest's blocks share its outer loop's header, a one-block loop is
+    its own; the entry and the exit are in none."""
+    from gpuadvise.ptx.loops import cyclic_blocks
+
+    program = _program(NEST, regs="  .reg .b32 %s<1>;\n")
+    got = cyclic_blocks(program)
+    start = {program.blocks[b].start: b for b in range(len(program.blocks))}
+    entry = start[0]
+    assert entry not in got
+    nest = {b for b, h in got.items() if h == got[start[2]]}
+    assert len(nest) == 3  # the outer loop's head, the inner loop, the outer latch
+    selfloop = [b for b in got if b not in nest]
+    assert len(selfloop) == 1 and got[selfloop[0]] == selfloop[0]
