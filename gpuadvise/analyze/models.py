@@ -339,8 +339,9 @@ def compute_models(
     emu = replace(emu, trace=working_trace)
     inner = sass.memory_summary(instrs)
     rec = reconcile(emu.trace, inner, sass.warp_aggregated_atomics(instrs))
-    banks = analyze_banks(emu.trace, rec.records)
-    coal = analyze_coalescing(emu.trace, rec.records)
+    # the per-line models, unless the caller reads the trace alone (a variant's launch model)
+    banks = analyze_banks(emu.trace, rec.records) if "banks" in models else None
+    coal = analyze_coalescing(emu.trace, rec.records) if "coalescing" in models else None
     l2, l2_notes, l2_unavailable = None, (), None
     # one probe size for the L2 model's interior probe and the rules' (GA304 traces its own)
     probe_ctas, cut_note = _probe_size(

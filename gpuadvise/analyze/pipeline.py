@@ -140,6 +140,7 @@ def analyze_kernel(
     l2_probe_ctas: int | None = None,
     registers: bool = True,
     head: CompiledHead | None = None,
+    line_models: bool = True,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -150,7 +151,9 @@ def analyze_kernel(
     trace, :mod:`gpuadvise.analyze.tracer_choice`). Each phase is a progress step
     (:mod:`gpuadvise.spec.progress`); under a time budget (:func:`gpuadvise.spec.budget.time_budget`)
     that is spent, the trace is skipped. ``registers`` False: the live registers are not read
-    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`).
+    (a variant traced for its launch model alone, :mod:`gpuadvise.analyze.variant_trace`);
+    ``line_models`` False: nor are the per-line bank and coalescing models run on its trace
+    (the launch model reads the trace's view, which finds its records' sectors itself).
     ``head``: the kernel already compiled, with its occupancy and waves
     (:func:`gpuadvise.analyze.head.compile_head`: ``analyze`` prints its header from it before
     it loads the rules); None: compiled here."""
@@ -187,6 +190,8 @@ def analyze_kernel(
     timings["registers_s"] = time.perf_counter() - t_live
     memory = None
     wanted = trace_models(models) if trace else frozenset()
+    if not line_models:
+        wanted -= {"banks", "coalescing"}
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
         wanted = frozenset()

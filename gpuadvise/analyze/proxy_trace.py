@@ -80,7 +80,7 @@ def proxy_point_inputs(old: Estimate, est: LaunchEstimate) -> Estimate:
     return dataclasses.replace(old, method=method, inputs=inputs)
 
 
-def _proxy_analyses(
+def _proxy_traffic(
     opts: KernelOptions,
     proxy: Proxy,
     device: Any,
@@ -88,12 +88,13 @@ def _proxy_analyses(
     budget: int,
     folder: Path,
 ) -> tuple[Any, Any]:
-    """The proxy's two kernels traced on the emulator (trace model only; the second compiled
-    in a thread while the first is traced: :class:`gpuadvise.analyze.ahead.Ahead`)."""
+    """The launch traffic of the proxy's two kernels, each traced on the emulator (trace model
+    only) and freed before the other is traced (:func:`traced_side`); the second compiled in a
+    thread while the first is traced (:class:`gpuadvise.analyze.ahead.Ahead`)."""
     from gpuadvise.analyze.ahead import Ahead
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions
-    from gpuadvise.analyze.variant_trace import trace_alone
+    from gpuadvise.analyze.variant_trace import traced_side
 
     src, before, after = write_proxy(proxy, folder)
     base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
@@ -104,7 +105,7 @@ def _proxy_analyses(
     with Ahead() as ahead:
         built = [ahead.submit(side, device) for side in sides]
         out = [
-            trace_alone(side, device, sample_ctas, budget, b.result())
+            traced_side(side, device, sample_ctas, budget, serial=False, built=b.result())[0]
             for side, b in zip(sides, built, strict=True)
         ]
     return out[0], out[1]
@@ -119,7 +120,7 @@ def with_proxy_points(
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` whose variant is a proxy given the proxy pair's
     point and bound on its own traces (:func:`proxy_point_inputs`)."""
-    from gpuadvise.analyze.variant_trace import launch_traffic, variant_budget_bytes
+    from gpuadvise.analyze.variant_trace import forget_kernel_view, variant_budget_bytes
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
@@ -137,6 +138,7 @@ def with_proxy_points(
     if not todo or rates is None:
         return run
     budget = variant_budget_bytes(analysis)
+    forget_kernel_view(analysis)  # the proxies' traces hold their own views
     made: dict[int, Any] = {}
     for f in todo:
         if out_of_time():
@@ -145,13 +147,12 @@ def with_proxy_points(
         assert f.estimated_speedup is not None
         with tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-") as tmp:
             try:
-                pa, pb = _proxy_analyses(
+                before, after = _proxy_traffic(
                     opts, f.variant.proxy, analysis.device, sample_ctas, budget, Path(tmp)
                 )
             except GpuAdviseError as exc:
                 log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())
                 continue
-        before, after = launch_traffic(pa), launch_traffic(pb)
         if before is None or after is None:
             continue
         est = launch_estimate(before, after, analysis.device, rates)

@@ -92,6 +92,16 @@ def launch_traffic(analysis: KernelAnalysis) -> Traffic | None:
     return view_traffic(analysis.device, trace_view(mem.trace, analysis.spec))
 
 
+def forget_kernel_view(analysis: KernelAnalysis) -> None:
+    """The kernel's trace view freed before its variants are traced (its traffic is made):
+    :func:`gpuadvise.trace.view.forget_view`."""
+    from gpuadvise.trace.view import forget_view
+
+    mem = analysis.memory
+    if mem is not None and mem.trace is not None:
+        forget_view(mem.trace)
+
+
 def variant_budget_bytes(analysis: KernelAnalysis) -> int:
     """The trace bytes a variant's default sample may take (:data:`VARIANT_TRACE_FACTOR`)."""
     from gpuadvise.trace.access import RECORD
@@ -133,7 +143,24 @@ def trace_alone(
             models=frozenset({"trace"}),
             registers=False,
             head=head,
+            line_models=False,
         )
+
+
+def traced_side(
+    vopts: KernelOptions,
+    device: Any,
+    sample_ctas: int | str | None,
+    budget: int,
+    serial: bool = True,
+    built: Built | None = None,
+) -> tuple[Traffic | None, tuple[float, bool]]:
+    """:func:`trace_alone`'s launch traffic and (``serial``) serial atomics
+    (:func:`_serial_s`), the analysis itself (its trace, its view) freed on return: the next
+    variant is traced without this one held (issue 31: llm.c layernorm_backward's three
+    variants, 0.8 GB each). ``built``: as :func:`trace_alone`'s."""
+    va = trace_alone(vopts, device, sample_ctas, budget, built)
+    return launch_traffic(va), _serial_s(va) if serial else (0.0, False)
 
 
 def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:
@@ -341,6 +368,7 @@ def _traced_points(
     made: dict[int, Finding] = {}
     before = launch_traffic(analysis)
     serial_before, follows_before = _serial_s(analysis)
+    forget_kernel_view(analysis)
     if before is None:
         return made
     budget = variant_budget_bytes(analysis)
@@ -353,9 +381,9 @@ def _traced_points(
         v = f.variant.candidates()[0]
         vopts, compiled = builds[id(f)]
         try:
-            va = trace_alone(vopts, analysis.device, sample_ctas, budget, compiled.result())
-            after = launch_traffic(va)
-            serial_after, follows_after = _serial_s(va)
+            after, (serial_after, follows_after) = traced_side(
+                vopts, analysis.device, sample_ctas, budget, built=compiled.result()
+            )
         except GpuAdviseError as exc:
             log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
             continue

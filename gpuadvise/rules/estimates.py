@@ -281,8 +281,9 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         fetched = lload & ~own_stored_lanes(view, keep)
         sec = lanes.off // SECTOR
         got = {}
+        fetched_idx = np.flatnonzero(fetched)  # one array for the L2's set and DRAM's
         for name, part in (("l2", fetched), ("load", fetched), ("store", lstore)):
-            idx = np.flatnonzero(part)
+            idx = fetched_idx if part is fetched else np.flatnonzero(part)
             # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
             # densely in that order: distinct_inverse sorts it packed with the positions
             cols = [lb[idx].astype(np.int64, copy=False), sec[idx]]
@@ -357,6 +358,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
+    del lkey, first  # lane-sized: not held through the windows below (issue 31's peak)
     # the stores that left a sector in the L1 for the CTA's first load of it: that load's window
     # starts at them (they add no lines to any window: rec_lines 0)
     idx = np.flatnonzero(lane_load | (own_stored_lanes(view, keep) & ~lane_load))
@@ -366,6 +368,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     skey = lb[idx].astype(np.int64, copy=False) * np.int64(int(sec.max()) + 1) + sec
     pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
     acc_rec, acc_key = pair[0], pair[1]
+    del idx, sec, skey, lane_load
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
