@@ -52,16 +52,9 @@ launch to completion, measured) plus its work, which has two sides:
   sixteenth of the smaller does. Other warps hide a warp's memory behind their arithmetic only
   where they are in another phase: ``w`` is at most the phases, the memory waits the busiest
   SM's warps take one after another (rounds x the global waits on a CTA's critical warp's
-  chain, :func:`phase_overlap`), over a launch of several rounds. A launch of one round whose
-  threads load, wait once, compute and store (kernels/fp64 norm) is one phase: its warps wait
-  together while the memory streams, then compute together, M + K. So is a launch of one round
-  whose threads loop over several waits (a grid-stride loop over one wave): its warps start
-  together and run the same iterations, each iteration's loads go out together and its
-  arithmetic follows together, where the L2 and DRAM stream the loads (the L1's own time is the
-  SM's data path, served as the warps issue); only the refill of a retired CTA's slots by the
-  next round's CTAs staggers them (:func:`launch_phases`; kernels/narrow_index flip_pow2's
-  one-wave variant on the H200: 0.63 warp instructions issued a cycle against the many-wave
-  grid's 0.77, 0.87x measured where the waits hidden behind the arithmetic said 1.20x).
+  chain, :func:`phase_overlap`). A launch of one round whose threads load, wait once, compute
+  and store (kernels/fp64 norm) is one phase: its warps wait together while the memory streams,
+  then compute together, M + K.
 
 The two sides do not take turns (their maximum) but add in part: as the load on the memory
 system grows, each request waits longer in its queues (loaded latency), so the latency side
@@ -119,7 +112,6 @@ __all__ = [
     "compute_terms",
     "cta_launches_s",
     "cta_ramp_s",
-    "launch_phases",
     "overlap",
     "phase_overlap",
 ]
@@ -319,8 +311,7 @@ class ComputeTerms:
     ramp_s: float = 0.0
     #: the memory waits of the busiest SM's warps one after another: the rounds times the
     #: global waits on a CTA's critical warp's chain (at least one a round): how many times
-    #: its warps' memory and compute can take turns (:func:`phase_overlap`; one round's waits
-    #: beyond the SM are in step: :func:`launch_phases`)
+    #: its warps' memory and compute can take turns (:func:`phase_overlap`)
     phases: float = 1.0
     #: the slowest pipe's time without the barrier steps: an upper bound's optimistic after side
     #: takes it (the barrier rate is measured with shared work between the barriers, and a padded
@@ -440,26 +431,6 @@ def compute_terms(
     )
 
 
-def launch_phases(terms: ComputeTerms, sm_memory_s: float, beyond_sm_s: float) -> float:
-    """The phases :func:`phase_overlap` takes for a launch of ``terms`` whose memory time is
-    ``sm_memory_s`` in the SM (its L1 and shared-memory data path) and ``beyond_sm_s`` beyond it
-    (the larger of the L2's and DRAM's): :attr:`ComputeTerms.phases` (the rounds times the
-    waits), but 1 for a launch of one round whose memory time is beyond the SM. The warps of
-    one round start together and run the same iterations in step: each iteration's loads go
-    out together, the L2 and DRAM stream them while every warp waits, and the arithmetic
-    between two waits is every warp's at once too; only the refill of a retired CTA's slots by
-    the next round's CTAs staggers them (kernels/narrow_index flip_pow2's one-wave grid-stride
-    variant on the H200: 0.63 warp instructions issued a cycle against 0.77 on the kernel's 7.8
-    waves of the same work, 0.87x measured where the loop's 7.8 waits as phases said 1.20x;
-    docs/accuracy.md, fourteenth session). The L1's own time is not such a phase: its
-    wavefronts are the SM's data path, served as the warps issue, in step or not (kernels/hoist
-    window_match, one round of 108 L1 hits a warp: 0.98x measured, 1.05x with the phases of its
-    waits, 1.38x without them)."""
-    if terms.rounds <= 1 and beyond_sm_s > sm_memory_s:
-        return 1.0
-    return terms.phases
-
-
 def barrier_latency(work: KernelWork, rates: PipeRates) -> float:
     """A CTA barrier's cycles on the CTA's critical path: the device's barrier latency and
     ``rates.barrier_arrive_cycles`` for each of the CTA's warps, whose passes take their turn
@@ -491,12 +462,10 @@ def phase_overlap(warps_per_scheduler: float, phases: float) -> float:
     other warps hide one behind the other only where they are in another phase. The warps of
     a round start together and issue their loads together: with one wait each (a launch of
     one round whose threads load, then compute, then store) every warp waits while the
-    memory streams and then computes with the others, nothing hidden (M + K), and so with a
-    loop of several waits (its warps' iterations in step: :func:`launch_phases`); each round more
-    (its CTAs start as the last round's retire, while those compute) lets the phases drift
-    apart, each wait of those rounds too, a two-stage pipeline of ``phases`` steps,
-    ``1 - 1 / phases`` of the smaller hidden, and never more than the warps allow
-    (:func:`overlap`)."""
+    memory streams and then computes with the others, nothing hidden (M + K); each wait more,
+    or each round more (its CTAs start as the last round's retire, while those compute), lets
+    the phases drift apart, a two-stage pipeline of ``phases`` steps, ``1 - 1 / phases`` of the
+    smaller hidden, and never more than the warps allow (:func:`overlap`)."""
     return overlap(min(max(warps_per_scheduler, 1.0), max(phases, 1.0)))
 
 

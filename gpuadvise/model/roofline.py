@@ -41,7 +41,6 @@ from gpuadvise.model.execution import (
     combine,
     combine_sides,
     compute_terms,
-    launch_phases,
     overlap,
     phase_overlap,
 )
@@ -448,11 +447,7 @@ def launch_times(
         - (terms.ramp_s if peak_dram else 0.0),
         cta_s=terms.cta_s,
         floor_s=pipes.launch_floor_s,
-        hidden=1.0
-        if peak_dram
-        else phase_overlap(
-            terms.warps_per_scheduler, launch_phases(terms, l1_s, max(l2_s, dram_s))
-        ),
+        hidden=1.0 if peak_dram else phase_overlap(terms.warps_per_scheduler, terms.phases),
         compute=terms,
         norm=math.inf if peak_dram else SIDES_NORM,
         ramp_s=0.0 if peak_dram else terms.ramp_s,
