@@ -23,7 +23,10 @@ NOT_OURS = {"ValueError", "TypeError", "KeyError", "OSError", "RuntimeError", "A
             "EmulationError", "UnsupportedInstructionError",
             # a ValueError the report loaders raise and load_report turns into a ConfigError
             # with its fix ("render it with a newer gpuadvise"): never shown as it is
-            "NewerReportError"}  # fmt: skip
+            "NewerReportError",
+            # a ValueError of the cubin line-table reader that toolchain/sass.py always catches:
+            # it then runs nvdisasm -gi as before, so it is never shown
+            "LineTableError"}  # fmt: skip
 
 
 def _hintless() -> list[str]:
