@@ -50,16 +50,10 @@ def _uleb(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def _sleb(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                value -= 1 << shift
-            return value, pos
+    value, end = _uleb(data, pos)
+    if data[end - 1] & 0x40:  # the last byte's sign bit: the value is negative
+        value -= 1 << (7 * (end - pos))
+    return value, end
 
 
 def _cstr(data: bytes, pos: int) -> tuple[bytes, int]:
