@@ -157,7 +157,13 @@ class KernelWork:
     access one 128-byte line) and the stores' part of those, per CTA: in ``pipes["lsu"]``
     (issued) but in no memory term of the launch model, whose memory traffic is the trace's
     global accesses (:func:`local_traffic` weighs them); ``spill_*``: the same of those beyond
-    the PTX's own local accesses, ptxas's register spills."""
+    the PTX's own local accesses, ptxas's register spills. For a PTX with local accesses (a
+    local array): ``local_links``, the ``ld.local`` links of ``chain`` (counted in its
+    ``global`` class), and ``chain_in_registers``, the critical warp's chain were its local
+    accesses register moves (None: not known). ``local_l1_miss`` and ``local_l2_miss``: where
+    the local loads are served (None: not weighed apart, the ``local_links`` then wait as the
+    ``global`` class's other links); given, :func:`compute_terms` weighs ``local_links`` at
+    that mix of the L1's, L2's and DRAM's latencies instead of the global loads' mix."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -179,6 +185,10 @@ class KernelWork:
     spill_wavefronts: float = 0.0
     local_store_wavefronts: float = 0.0
     spill_store_wavefronts: float = 0.0
+    local_links: float = 0.0
+    chain_in_registers: Mapping[str, float] | None = None
+    local_l1_miss: float | None = None
+    local_l2_miss: float = 0.0
 
     @property
     def instructions(self) -> float:
@@ -204,6 +214,10 @@ class KernelWork:
             spill_wavefronts=self.spill_wavefronts * factor,
             local_store_wavefronts=self.local_store_wavefronts * factor,
             spill_store_wavefronts=self.spill_store_wavefronts * factor,
+            local_links=self.local_links * factor,
+            chain_in_registers=None
+            if self.chain_in_registers is None
+            else {k: v * factor for k, v in self.chain_in_registers.items()},
             slow_paths={k: v * factor for k, v in self.slow_paths.items()},
             slow_chain={k: v * factor for k, v in self.slow_chain.items()},
         )
@@ -227,6 +241,9 @@ class KernelWork:
             chain_unordered=None
             if self.chain_unordered is None
             else less(self.chain_unordered, self.slow_chain),
+            chain_in_registers=None
+            if self.chain_in_registers is None
+            else less(self.chain_in_registers, self.slow_chain),
             critical_instructions=max(self.critical_instructions - per_warp, 0.0),
             slow_paths={},
             slow_chain={},
@@ -254,6 +271,12 @@ class KernelWork:
             "spill_wavefronts": self.spill_wavefronts,
             "local_store_wavefronts": self.local_store_wavefronts,
             "spill_store_wavefronts": self.spill_store_wavefronts,
+            "local_links": self.local_links,
+            "chain_in_registers": None
+            if self.chain_in_registers is None
+            else dict(self.chain_in_registers),
+            "local_l1_miss": self.local_l1_miss,
+            "local_l2_miss": self.local_l2_miss,
         }
 
     @classmethod
@@ -281,6 +304,12 @@ class KernelWork:
             spill_wavefronts=float(d.get("spill_wavefronts", 0.0)),
             local_store_wavefronts=float(d.get("local_store_wavefronts", 0.0)),
             spill_store_wavefronts=float(d.get("spill_store_wavefronts", 0.0)),
+            local_links=float(d.get("local_links", 0.0)),
+            chain_in_registers=None
+            if d.get("chain_in_registers") is None
+            else {str(k): float(v) for k, v in d["chain_in_registers"].items()},
+            local_l1_miss=None if d.get("local_l1_miss") is None else float(d["local_l1_miss"]),
+            local_l2_miss=float(d.get("local_l2_miss", 0.0)),
         )
 
 
@@ -435,10 +464,19 @@ def compute_terms(
     if barriers > pipe_cycles:
         pipe_cycles, slowest = barriers, "barrier"
     lat = dict(rates.latency_cycles)
-    lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
+    waits = work.chain.get("global", 0.0)
+    local = 0.0  # the local loads' links, where weighed apart (KernelWork.local_l1_miss)
+    if work.local_l1_miss is not None:
+        local = min(max(work.local_links, 0.0), waits)
+        waits -= local
+    lat["global"] = mix.per_wait(waits).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
     lat["barrier"] = barrier_latency(work, rates)
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
+    if local > 0:
+        detail["global"] = waits * lat["global"]
+        miss = min(max(float(work.local_l1_miss or 0.0), 0.0), 1.0)
+        detail["local"] = local * LoadMix(miss, work.local_l2_miss).global_cycles(lat)
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
     # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
     turnaround_s = (rounds - 1) * rates.cta_turnaround_ns * 1e-9
@@ -458,7 +496,7 @@ def compute_terms(
         barrier_s=barriers / hz,
         ramp_s=ramp_s,
         other_pipes_s=other_pipes_cycles / hz,
-        phases=rounds * max(work.chain.get("global", 0.0), 1.0),
+        phases=rounds * max(waits, 1.0),
         counts_from=work.counts_from,
     )
 
@@ -565,13 +603,14 @@ class LocalTraffic:
     launch: ``l1_cycles``, the L1 data path's cycles; ``l2_sectors``, the sectors the L2 serves
     for the part of the frames the L1 cannot hold; ``dram_bytes``, what the L2 cannot hold of
     that; ``miss``, the L1's share missed; ``footprint_bytes``, the frames of an SM's resident
-    threads."""
+    threads; ``l2_miss``, the L2's share missed of what the L1 misses."""
 
     l1_cycles: float
     l2_sectors: float
     dram_bytes: float
     miss: float
     footprint_bytes: float
+    l2_miss: float = 0.0
 
 
 def local_traffic(
@@ -599,7 +638,9 @@ def local_traffic(
       line's four sectors from (or written back to) the L2; of those the L2 misses alike
       against ``device.l2_bytes`` for every SM's frames, which DRAM serves;
     - their latency is not on the chains (the PTX's local accesses are, its spills are not):
-      enough warps hide it, which a launch of few warps would not.
+      enough warps hide it, which a launch of few warps would not. The PTX's ``ld.local`` on
+      the chains wait at ``miss`` and ``l2_miss``'s mix where a :class:`KernelWork` says so
+      (``local_l1_miss``, :func:`compute_terms`).
     """
     ctas = max(int(work.ctas), 1)
     total = max(wavefronts, 0.0) * ctas
@@ -617,4 +658,4 @@ def local_traffic(
     if device.l2_bytes and footprint * sms > device.l2_bytes:
         l2_miss = 1.0 - device.l2_bytes / (footprint * sms)
     cycles = (total - stores) * LOCAL_LOAD_CYCLES + stores * LOCAL_STORE_CYCLES
-    return LocalTraffic(cycles, sectors, sectors * 32.0 * l2_miss, miss, footprint)
+    return LocalTraffic(cycles, sectors, sectors * 32.0 * l2_miss, miss, footprint, l2_miss)

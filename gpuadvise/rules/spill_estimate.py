@@ -74,9 +74,13 @@ def spill_estimate(
     spills, or with ``variant``'s (``variant.spill_bytes`` of the kernel's ``spill_bytes``, in
     proportion, in its own frame, at its CTAs per SM from its registers; none without a
     variant: what shortening the live ranges would give), for ``local-array`` without any
-    local access (the array in registers: not used by GA401, whose local arrays' loads are on
-    the PTX's chains, which this leaves as they are). None where the model cannot weigh them: no trace, no
-    SASS counts mapped onto it (``KernelWork.local_*`` 0), no device rates."""
+    local access (the array in registers): not issued, not in the L1, and off the dependency
+    chains (``KernelWork.chain_in_registers``, the PTX's ``ld.local``/``st.local`` register
+    moves), where the before side's chains wait for each ``ld.local`` at the L1's latency (or
+    past it, for the share of the frames the L1 cannot hold) rather than a global load's. None
+    where the model cannot weigh them: no trace, no SASS counts mapped onto it
+    (``KernelWork.local_*`` 0), for a local array no chains without its accesses (a loop whose
+    iteration is the SASS's schedule), no device rates."""
     if not ctx.has_model("trace"):
         return None
     try:
@@ -90,13 +94,18 @@ def spill_estimate(
         return None
     if kind == "spill" and work.spill_wavefronts <= 0:
         return None
+    if kind != "spill" and work.chain_in_registers is None:
+        return None  # the chains without the local accesses are not known
     ctas_now = int(work.ctas_per_sm) or int(ctx.occupancy.active_blocks_per_sm)
     l1_now = _l1_bytes(ctx, ctas_now)
     now = local_traffic(
         work, device, frame_bytes, l1_now, work.local_wavefronts, work.local_store_wavefronts
     )
+    if kind != "spill":  # the PTX's local loads on the chains wait for the L1 (or past it)
+        work = replace(work, local_l1_miss=now.miss, local_l2_miss=now.l2_miss)
     before = replace(
         base,
+        work=work,
         l1_cycles=base.l1_cycles + now.l1_cycles,
         l2_load_sectors=base.l2_load_sectors + now.l2_sectors,
         dram_bytes=base.dram_bytes + now.dram_bytes,
@@ -124,8 +133,22 @@ def spill_estimate(
             work.spill_wavefronts * part,
             work.spill_store_wavefronts * part,
         )
+    moved: dict[str, Any] = {}
+    if kind != "spill":  # the array in registers: its accesses off the chains, and not issued
+        regs = dict(work.chain_in_registers or {})
+        moved = {
+            "chain": regs,
+            "chain_unordered": regs,
+            "local_links": 0.0,
+            "chain_in_registers": None,
+            "local_l1_miss": None,
+            "critical_instructions": max(
+                work.critical_instructions - gone[0] / max(work.warps_per_cta, 1), 0.0
+            ),
+        }
     after_work = replace(
         work,
+        **moved,
         pipes={**work.pipes, "lsu": max(work.pipes.get("lsu", 0.0) - gone[0], 0.0)},
         local_requests=max(work.local_requests - gone[0], 0.0),
         local_wavefronts=max(work.local_wavefronts - gone[1], 0.0),
@@ -168,6 +191,9 @@ def spill_estimate(
         "ctas_per_sm_after": ctas_after,
         "spills_kept": round(kept, 3),
     }
+    if kind != "spill":
+        inputs["local_links_per_warp"] = round(work.local_links, 2)
+        inputs["chain_global_links_per_warp"] = round(work.chain.get("global", 0.0), 2)
     where = (
         "in the L1"
         if now.miss <= 0
@@ -181,6 +207,12 @@ def spill_estimate(
         f" local ones: a warp's 32-bit local access is one 128-byte line, {where}; the SASS's, "
         f"weighted by the trace's block counts) removed, as {label} would"
         + (f" (at {run_after} CTAs an SM instead of {run_now})" if run_after != run_now else "")
-        + "; their latency is taken as hidden (not on the chains)"
+        + (
+            "; their latency is taken as hidden (not on the chains)"
+            if kind == "spill"
+            else f"; the PTX's ld.local on the critical warp's chain ({work.local_links:,.0f} of "
+            f"its {work.chain.get('global', 0.0):,.0f} memory waits) wait for the L1 before "
+            "(its hit latency, or past it for the share missed) and are register moves after"
+        )
     )
     return launch_change_estimate(device, before, after, what, inputs)

@@ -60,3 +60,40 @@ def test_frames_past_the_l1_go_to_the_l2_in_proportion() -> None:
 def test_no_spills_no_traffic() -> None:
     got = local_traffic(_work(), H200, 96, L1, 0.0)
     assert (got.l1_cycles, got.l2_sectors, got.dram_bytes) == (0.0, 0.0, 0.0)
+
+
+def test_local_links_on_the_chain_wait_for_the_l1() -> None:
+    """A local array's ``ld.local`` on the critical warp's chain (GA401's local-array estimate):
+    10 memory waits a warp, 4 of them local loads. Not weighed apart (``local_l1_miss`` None),
+    all 10 wait as global loads (here every global load from DRAM: ``LoadMix`` l1_miss 1,
+    l2_miss 1); weighed apart with frames in the L1 (miss 0), the 4 wait the L1's hit latency
+    and the 6 others DRAM's; with frames past the L1 and the L2 (miss 1, L2 miss 1), DRAM's
+    too. The memory phases are the global waits only."""
+    from dataclasses import replace
+
+    from gpuadvise.devices import pipe_rates
+    from gpuadvise.model.execution import LoadMix, compute_terms
+
+    rates = pipe_rates(H200)
+    lat = rates.latency_cycles
+    work = KernelWork(
+        pipes={"int": 10.0},
+        chain={"global": 10.0},
+        critical_instructions=0.0,
+        ctas=132,
+        warps_per_cta=8,
+        local_links=4.0,
+    )
+    dram = LoadMix(1.0, 1.0)
+    whole = compute_terms(work, H200, rates, dram)
+    assert whole is not None
+    assert whole.chain_detail == pytest.approx({"global": 10 * lat["dram"]})
+    assert whole.phases == 10.0
+    hit = compute_terms(replace(work, local_l1_miss=0.0), H200, rates, dram)
+    assert hit is not None
+    assert hit.chain_detail == pytest.approx({"global": 6 * lat["dram"], "local": 4 * lat["l1"]})
+    assert hit.chain_cycles == pytest.approx(6 * lat["dram"] + 4 * lat["l1"])
+    assert hit.phases == 6.0
+    past = compute_terms(replace(work, local_l1_miss=1.0, local_l2_miss=1.0), H200, rates, dram)
+    assert past is not None
+    assert past.chain_cycles == pytest.approx(whole.chain_cycles)
