@@ -168,8 +168,8 @@ class RegisterSpills(Rule):
     local access one 128-byte line), which the before side adds to the L1 term, and to the L2
     and DRAM where the frames of an SM's resident threads outgrow the L1; the after side is the
     variant's: the same work without them (or with the share it still spills) at its CTAs per
-    SM. Local arrays, alike: before, the PTX's ``ld.local`` on the chains wait for the L1 (or
-    past it); after, every local access is gone (issue, L1, chains: the array in registers).
+    SM. Local arrays, alike: before, the PTX's ``ld.local`` on the chains wait as its global loads
+    (an L1 hit returns behind the misses); after, no local access (issue, L1, chains).
     Point and bound as other launch changes, with the term that bounds each side. Without a
     trace, the SASS mapped onto it or (local arrays) the chains without their accesses: an
     upper bound ``(G + L) / G`` from the SASS's bytes per thread (local ``L``, global ``G``, each

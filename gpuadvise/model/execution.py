@@ -159,11 +159,9 @@ class KernelWork:
     global accesses (:func:`local_traffic` weighs them); ``spill_*``: the same of those beyond
     the PTX's own local accesses, ptxas's register spills. For a PTX with local accesses (a
     local array): ``local_links``, the ``ld.local`` links of ``chain`` (counted in its
-    ``global`` class), and ``chain_in_registers``, the critical warp's chain were its local
-    accesses register moves (None: not known). ``local_l1_miss`` and ``local_l2_miss``: where
-    the local loads are served (None: not weighed apart, the ``local_links`` then wait as the
-    ``global`` class's other links); given, :func:`compute_terms` weighs ``local_links`` at
-    that mix of the L1's, L2's and DRAM's latencies instead of the global loads' mix."""
+    ``global`` class: an ``ld.local`` that hits the L1 still waits behind the warps' global
+    misses, measured, docs/accuracy.md s14-local), and ``chain_in_registers``, the critical
+    warp's chain were its local accesses register moves (None: not known)."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -187,8 +185,6 @@ class KernelWork:
     spill_store_wavefronts: float = 0.0
     local_links: float = 0.0
     chain_in_registers: Mapping[str, float] | None = None
-    local_l1_miss: float | None = None
-    local_l2_miss: float = 0.0
 
     @property
     def instructions(self) -> float:
@@ -275,8 +271,6 @@ class KernelWork:
             "chain_in_registers": None
             if self.chain_in_registers is None
             else dict(self.chain_in_registers),
-            "local_l1_miss": self.local_l1_miss,
-            "local_l2_miss": self.local_l2_miss,
         }
 
     @classmethod
@@ -308,8 +302,6 @@ class KernelWork:
             chain_in_registers=None
             if d.get("chain_in_registers") is None
             else {str(k): float(v) for k, v in d["chain_in_registers"].items()},
-            local_l1_miss=None if d.get("local_l1_miss") is None else float(d["local_l1_miss"]),
-            local_l2_miss=float(d.get("local_l2_miss", 0.0)),
         )
 
 
@@ -464,19 +456,10 @@ def compute_terms(
     if barriers > pipe_cycles:
         pipe_cycles, slowest = barriers, "barrier"
     lat = dict(rates.latency_cycles)
-    waits = work.chain.get("global", 0.0)
-    local = 0.0  # the local loads' links, where weighed apart (KernelWork.local_l1_miss)
-    if work.local_l1_miss is not None:
-        local = min(max(work.local_links, 0.0), waits)
-        waits -= local
-    lat["global"] = mix.per_wait(waits).global_cycles(lat)
+    lat["global"] = mix.per_wait(work.chain.get("global", 0.0)).global_cycles(lat)
     lat["shared"] = lat["shared"] + max(mix.shared_ways - 1.0, 0.0) * rates.shared_wavefront_cycles
     lat["barrier"] = barrier_latency(work, rates)
     detail = {c: n * lat.get(c, 0.0) for c, n in work.chain.items() if n > 0}
-    if local > 0:
-        detail["global"] = waits * lat["global"]
-        miss = min(max(float(work.local_l1_miss or 0.0), 0.0), 1.0)
-        detail["local"] = local * LoadMix(miss, work.local_l2_miss).global_cycles(lat)
     chain_cycles = max(sum(detail.values()), work.critical_instructions)
     # the first round's CTA launch and retirement are in the launch floor (an empty kernel's)
     turnaround_s = (rounds - 1) * rates.cta_turnaround_ns * 1e-9
@@ -496,7 +479,7 @@ def compute_terms(
         barrier_s=barriers / hz,
         ramp_s=ramp_s,
         other_pipes_s=other_pipes_cycles / hz,
-        phases=rounds * max(waits, 1.0),
+        phases=rounds * max(work.chain.get("global", 0.0), 1.0),
         counts_from=work.counts_from,
     )
 
@@ -603,14 +586,13 @@ class LocalTraffic:
     launch: ``l1_cycles``, the L1 data path's cycles; ``l2_sectors``, the sectors the L2 serves
     for the part of the frames the L1 cannot hold; ``dram_bytes``, what the L2 cannot hold of
     that; ``miss``, the L1's share missed; ``footprint_bytes``, the frames of an SM's resident
-    threads; ``l2_miss``, the L2's share missed of what the L1 misses."""
+    threads."""
 
     l1_cycles: float
     l2_sectors: float
     dram_bytes: float
     miss: float
     footprint_bytes: float
-    l2_miss: float = 0.0
 
 
 def local_traffic(
@@ -638,9 +620,7 @@ def local_traffic(
       line's four sectors from (or written back to) the L2; of those the L2 misses alike
       against ``device.l2_bytes`` for every SM's frames, which DRAM serves;
     - their latency is not on the chains (the PTX's local accesses are, its spills are not):
-      enough warps hide it, which a launch of few warps would not. The PTX's ``ld.local`` on
-      the chains wait at ``miss`` and ``l2_miss``'s mix where a :class:`KernelWork` says so
-      (``local_l1_miss``, :func:`compute_terms`).
+      enough warps hide it, which a launch of few warps would not.
     """
     ctas = max(int(work.ctas), 1)
     total = max(wavefronts, 0.0) * ctas
@@ -658,4 +638,4 @@ def local_traffic(
     if device.l2_bytes and footprint * sms > device.l2_bytes:
         l2_miss = 1.0 - device.l2_bytes / (footprint * sms)
     cycles = (total - stores) * LOCAL_LOAD_CYCLES + stores * LOCAL_STORE_CYCLES
-    return LocalTraffic(cycles, sectors, sectors * 32.0 * l2_miss, miss, footprint, l2_miss)
+    return LocalTraffic(cycles, sectors, sectors * 32.0 * l2_miss, miss, footprint)

@@ -76,8 +76,9 @@ def spill_estimate(
     variant: what shortening the live ranges would give), for ``local-array`` without any
     local access (the array in registers): not issued, not in the L1, and off the dependency
     chains (``KernelWork.chain_in_registers``, the PTX's ``ld.local``/``st.local`` register
-    moves), where the before side's chains wait for each ``ld.local`` at the L1's latency (or
-    past it, for the share of the frames the L1 cannot hold) rather than a global load's. None
+    moves), where the before side's chains wait for each ``ld.local`` as for the launch's
+    global loads (measured on an H200: an ``LDL`` that hits the L1 still returns behind the
+    warps' global misses, docs/accuracy.md s14-local). None
     where the model cannot weigh them: no trace, no SASS counts mapped onto it
     (``KernelWork.local_*`` 0), for a local array no chains without its accesses (a loop whose
     iteration is the SASS's schedule), no device rates."""
@@ -101,11 +102,8 @@ def spill_estimate(
     now = local_traffic(
         work, device, frame_bytes, l1_now, work.local_wavefronts, work.local_store_wavefronts
     )
-    if kind != "spill":  # the PTX's local loads on the chains wait for the L1 (or past it)
-        work = replace(work, local_l1_miss=now.miss, local_l2_miss=now.l2_miss)
     before = replace(
         base,
-        work=work,
         l1_cycles=base.l1_cycles + now.l1_cycles,
         l2_load_sectors=base.l2_load_sectors + now.l2_sectors,
         dram_bytes=base.dram_bytes + now.dram_bytes,
@@ -141,7 +139,6 @@ def spill_estimate(
             "chain_unordered": regs,
             "local_links": 0.0,
             "chain_in_registers": None,
-            "local_l1_miss": None,
             "critical_instructions": max(
                 work.critical_instructions - gone[0] / max(work.warps_per_cta, 1), 0.0
             ),
@@ -211,8 +208,8 @@ def spill_estimate(
             "; their latency is taken as hidden (not on the chains)"
             if kind == "spill"
             else f"; the PTX's ld.local on the critical warp's chain ({work.local_links:,.0f} of "
-            f"its {work.chain.get('global', 0.0):,.0f} memory waits) wait for the L1 before "
-            "(its hit latency, or past it for the share missed) and are register moves after"
+            f"its {work.chain.get('global', 0.0):,.0f} memory waits) wait as its global loads "
+            "before (an L1 hit returns behind the warps' misses) and are register moves after"
         )
     )
     return launch_change_estimate(device, before, after, what, inputs)

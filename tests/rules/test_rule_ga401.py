@@ -215,8 +215,9 @@ def test_a_local_array_on_the_launch_model_with_a_trace():
     """Traced, the local array goes through the execution model (issue 29): every local access
     is the array's (no spills), all removed after; the critical warp's chain waits for one
     ``ld.local`` a loop trip (4,194,304 values / 67,584 threads = 62.06 trips) and one more in
-    the merge (its 16 loads are independent), at the L1's latency before (64 B frames x 2 CTAs
-    an SM, 264 / 132, x 256 threads = 32 KB an SM: in the L1) and not at all after."""
+    the merge (its 16 loads are independent), as long as a global load before (it hits the L1,
+    64 B frames x 2 CTAs an SM, 264 / 132, x 256 threads = 32 KB an SM, but returns behind the
+    warps' misses) and not at all after."""
     a = rulekit.analyze(SOURCE, "hist_local", spec=str(CASE / "hist_local.toml"))
     (f,) = ga401(a)
     est = f.estimated_speedup
