@@ -137,12 +137,11 @@ class RegisterSpills(Rule):
     "Local" memory is per-thread memory in DRAM, cached in L1 and L2. A spilled register costs a
     store and later a load through the memory pipeline instead of a register read: when the spills
     sit in the hot loop, every iteration pays them, they compete with the kernel's own global
-    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM. A
-    cellular simulation's port saw the same on another compiler ("heavy on registers: forced
-    spilling and/or low occupancy"). An aggressive register cap (``__launch_bounds__(256, 8)``: 32
-    registers) buys occupancy with spills, which is often a bad trade. An array indexed by data
-    (``bins[v]++``) cannot be held in registers (registers cannot be indexed), so every access is a
-    local load or store.
+    traffic for L1, and when L1 cannot hold them (many warps per SM) they go to L2 or DRAM (a
+    cellular simulation's port: "heavy on registers: forced spilling and/or low occupancy"). An
+    aggressive register cap (``__launch_bounds__(256, 8)``: 32 registers) buys occupancy with
+    spills, often a bad trade. An array indexed by data (``bins[v]++``) cannot be held in
+    registers (registers cannot be indexed): every access is a local load or store.
 
     Example
     -------
@@ -169,11 +168,12 @@ class RegisterSpills(Rule):
     local access one 128-byte line), which the before side adds to the L1 term, and to the L2
     and DRAM where the frames of an SM's resident threads outgrow the L1; the after side is the
     variant's: the same work without them (or with the share it still spills) at its CTAs per
-    SM. Point and bound as other launch changes, with the term that bounds each side. Without
-    a trace or the SASS mapped onto it, and for local arrays: an upper bound ``(G + L) / G``
-    from the bytes per thread of the SASS (local ``L`` against global ``G``, each instruction
-    counted once), as if a local byte cost as much as a global one. No estimate without global
-    accesses.
+    SM. Local arrays, alike: before, the PTX's ``ld.local`` on the chains wait as its global loads
+    (an L1 hit returns behind the misses); after, no local access (issue, L1, chains).
+    Point and bound as other launch changes, with the term that bounds each side. Without a
+    trace, the SASS mapped onto it or (local arrays) the chains without their accesses: an
+    upper bound ``(G + L) / G`` from the SASS's bytes per thread (local ``L``, global ``G``, each
+    instruction once), as if a local byte cost a global one. None without global accesses.
 
     Fix safety
     ----------
@@ -321,12 +321,11 @@ class RegisterSpills(Rule):
         d = finding.details_as(LocalTraffic)
         local = d.local_bytes
         g = d.global_bytes
-        if d.kind == "spill":  # (a local array's loads are on the PTX's chains: not yet)
-            kept = self._relaxations(ctx, d)
-            frame = int(ctx.kernel.resources.local_bytes)
-            est = spill_estimate(ctx, frame, local, kept[0] if kept else None)
-            if est is not None:
-                return est
+        frame = int(ctx.kernel.resources.local_bytes)
+        kept = self._relaxations(ctx, d) if d.kind == "spill" else []  # (a local array: none)
+        est = spill_estimate(ctx, frame, local, kept[0] if kept else None, d.kind)
+        if est is not None:
+            return est
         what = "spill stores + loads (ptxas)" if d.kind == "spill" else ("LDL/STL widths (SASS)")
         inputs: dict[str, Any] = {"local_bytes_per_thread": local, "global_bytes_per_thread": g}
         if d.kind == "spill":

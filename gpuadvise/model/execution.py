@@ -157,7 +157,11 @@ class KernelWork:
     access one 128-byte line) and the stores' part of those, per CTA: in ``pipes["lsu"]``
     (issued) but in no memory term of the launch model, whose memory traffic is the trace's
     global accesses (:func:`local_traffic` weighs them); ``spill_*``: the same of those beyond
-    the PTX's own local accesses, ptxas's register spills."""
+    the PTX's own local accesses, ptxas's register spills. For a PTX with local accesses (a
+    local array): ``local_links``, the ``ld.local`` links of ``chain`` (counted in its
+    ``global`` class: an ``ld.local`` that hits the L1 still waits behind the warps' global
+    misses, measured, docs/accuracy.md s14-local), and ``chain_in_registers``, the critical
+    warp's chain were its local accesses register moves (None: not known)."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -179,6 +183,8 @@ class KernelWork:
     spill_wavefronts: float = 0.0
     local_store_wavefronts: float = 0.0
     spill_store_wavefronts: float = 0.0
+    local_links: float = 0.0
+    chain_in_registers: Mapping[str, float] | None = None
 
     @property
     def instructions(self) -> float:
@@ -204,6 +210,10 @@ class KernelWork:
             spill_wavefronts=self.spill_wavefronts * factor,
             local_store_wavefronts=self.local_store_wavefronts * factor,
             spill_store_wavefronts=self.spill_store_wavefronts * factor,
+            local_links=self.local_links * factor,
+            chain_in_registers=None
+            if self.chain_in_registers is None
+            else {k: v * factor for k, v in self.chain_in_registers.items()},
             slow_paths={k: v * factor for k, v in self.slow_paths.items()},
             slow_chain={k: v * factor for k, v in self.slow_chain.items()},
         )
@@ -227,6 +237,9 @@ class KernelWork:
             chain_unordered=None
             if self.chain_unordered is None
             else less(self.chain_unordered, self.slow_chain),
+            chain_in_registers=None
+            if self.chain_in_registers is None
+            else less(self.chain_in_registers, self.slow_chain),
             critical_instructions=max(self.critical_instructions - per_warp, 0.0),
             slow_paths={},
             slow_chain={},
@@ -254,6 +267,10 @@ class KernelWork:
             "spill_wavefronts": self.spill_wavefronts,
             "local_store_wavefronts": self.local_store_wavefronts,
             "spill_store_wavefronts": self.spill_store_wavefronts,
+            "local_links": self.local_links,
+            "chain_in_registers": None
+            if self.chain_in_registers is None
+            else dict(self.chain_in_registers),
         }
 
     @classmethod
@@ -281,6 +298,10 @@ class KernelWork:
             spill_wavefronts=float(d.get("spill_wavefronts", 0.0)),
             local_store_wavefronts=float(d.get("local_store_wavefronts", 0.0)),
             spill_store_wavefronts=float(d.get("spill_store_wavefronts", 0.0)),
+            local_links=float(d.get("local_links", 0.0)),
+            chain_in_registers=None
+            if d.get("chain_in_registers") is None
+            else {str(k): float(v) for k, v in d["chain_in_registers"].items()},
         )
 
 

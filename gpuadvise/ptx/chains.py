@@ -101,6 +101,11 @@ class BlockCosts:
     #: the same of those beyond the PTX's, ptxas's spills (six columns,
     #: :func:`~gpuadvise.trace.sass_counts.sass_block_counts`)
     spills: np.ndarray | None = None
+    #: only for a PTX with local accesses (a local array; None otherwise): each block's longest
+    #: chain were its ``ld.local``/``st.local`` register moves (the array kept in registers),
+    #: then one column more, the ``ld.local`` links of ``chain`` (counted in its ``global``
+    #: class too): what GA401's local-array estimate takes off the chains
+    registers: np.ndarray | None = None
 
     @property
     def chain_ref_cycles(self) -> np.ndarray:
@@ -113,7 +118,10 @@ class BlockCosts:
         unordered chain's (as many columns again), then the instructions it issues (one more
         column)."""
         free = self.chain if self.unordered is None else self.unordered
-        return np.hstack([self.chain, free, self.pipes.sum(axis=1, keepdims=True)])
+        issued = self.pipes.sum(axis=1, keepdims=True)
+        if self.registers is not None:  # then the chain in registers and its local links
+            return np.hstack([self.chain, free, self.registers, issued])
+        return np.hstack([self.chain, free, issued])
 
 
 def block_instructions(program: Program) -> list[list[int]]:
@@ -196,6 +204,8 @@ def block_costs(
     unordered = np.zeros((nb + 1, len(LATENCY_CLASSES)))
     shared = np.zeros((nb + 1, 2))
     per_block = block_instructions(program)
+    local = any(_is_local(ins) for ins in program.instrs)
+    registers = np.zeros((nb + 1, len(LATENCY_CLASSES) + 1)) if local else None
     for b, indices in enumerate(per_block):
         for i in indices:
             ins = program.instrs[i]
@@ -205,21 +215,46 @@ def block_costs(
                 shared[b] += (1.0, wf)
         chain[b] = _longest_chain(program, indices, lat_ix, ordered=True)
         unordered[b] = _longest_chain(program, indices, lat_ix, ordered=False)
+        if registers is not None:
+            registers[b] = _in_registers(program, indices, lat_ix)
     for head, run in _predicated_runs(program).items():
         chain[run[1:]] = 0.0
         unordered[run[1:]] = 0.0
         indices = [i for b in run for i in per_block[b]]
         chain[head] = _longest_chain(program, indices, lat_ix, ordered=True)
         unordered[head] = _longest_chain(program, indices, lat_ix, ordered=False)
+        if registers is not None:
+            registers[run[1:]] = 0.0
+            registers[head] = _in_registers(program, indices, lat_ix)
     for head, (blocks, links) in (schedule or {}).items():
         rows = sorted(blocks)
         chain[rows] = 0.0
         unordered[rows] = 0.0
         chain[head] = unordered[head] = _vec(tuple(links.items()), lat_ix, len(LATENCY_CLASSES))
+        if registers is not None and any(
+            _is_local(program.instrs[i]) for b in rows for i in per_block[b]
+        ):
+            registers = None  # the SASS's iteration: which of its loads are local is not known
+        elif registers is not None:
+            registers[rows] = 0.0
+            registers[head, :-1] = chain[head]
     if sass_pipes is not None and sass_pipes.shape == pipes.shape:
         spills = sass_local if sass_local is not None and len(sass_local) == nb + 1 else None
-        return BlockCosts(sass_pipes, chain, shared, unordered, "sass", spills)
-    return BlockCosts(pipes, chain, shared, unordered)
+        return BlockCosts(sass_pipes, chain, shared, unordered, "sass", spills, registers)
+    return BlockCosts(pipes, chain, shared, unordered, registers=registers)
+
+
+def _is_local(ins: Instr) -> bool:
+    """A PTX local-memory load or store (``ld.local``/``st.local``, a stack array's)."""
+    return ins.base in ("ld", "st") and "local" in ins.mods
+
+
+def _in_registers(program: Program, indices: list[int], lat_ix: dict[str, int]) -> np.ndarray:
+    """A block's longest chain were its local accesses register moves (memory order kept), then
+    the ``ld.local`` links of its chain as it is (the last column)."""
+    ordered = _longest_chain(program, indices, lat_ix, ordered=True, count_local=True)
+    moved = _longest_chain(program, indices, lat_ix, ordered=True, local_free=True)
+    return np.append(moved, ordered[-1])
 
 
 PREDICABLE_INSTRUCTIONS = 8
@@ -298,18 +333,27 @@ def _predicated_runs(program: Program) -> dict[int, list[int]]:
 
 
 def _longest_chain(
-    program: Program, indices: list[int], lat_ix: dict[str, int], *, ordered: bool
+    program: Program,
+    indices: list[int],
+    lat_ix: dict[str, int],
+    *,
+    ordered: bool,
+    local_free: bool = False,
+    count_local: bool = False,
 ) -> np.ndarray:
     """The links of a block's longest chain by latency class; ``ordered``: with memory order
-    (a load that may read an earlier store's bytes starts no earlier than that store)."""
+    (a load that may read an earlier store's bytes starts no earlier than that store).
+    ``local_free``: local loads and stores are register moves (the array in registers);
+    ``count_local``: one column more, the chain's ``ld.local`` links (which of the chains is
+    longest is decided as without it)."""
     width = len(LATENCY_CLASSES)
-    zero = np.zeros(width)
+    zero = np.zeros(width + 1 if count_local else width)
     ready: dict[str, tuple[float, np.ndarray]] = {}
     stores: list[tuple[tuple[Addr, int], float, np.ndarray]] = []  # a store's start
     best_t, best_v = 0.0, zero
     for i in indices:
         ins = program.instrs[i]
-        lat = latency_work(ins)
+        lat = () if local_free and _is_local(ins) else latency_work(ins)
         dest, srcs = defs_uses(ins)
         t0, v0 = 0.0, zero
         for r in srcs:
@@ -326,7 +370,10 @@ def _longest_chain(
                 stores.append((access, t0, v0))
         if lat:
             own = _vec(lat, lat_ix, width)
-            t1, v1 = t0 + float(own @ REFERENCE_VECTOR), v0 + own
+            t1 = t0 + float(own @ REFERENCE_VECTOR)
+            if count_local:
+                own = np.append(own, 1.0 if ins.base == "ld" and _is_local(ins) else 0.0)
+            v1 = v0 + own
         else:  # a move or a folded modifier: passes its source's readiness on
             t1, v1 = t0, v0
         for r in dest:

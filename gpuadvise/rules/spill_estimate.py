@@ -74,9 +74,14 @@ def spill_estimate(
     spills, or with ``variant``'s (``variant.spill_bytes`` of the kernel's ``spill_bytes``, in
     proportion, in its own frame, at its CTAs per SM from its registers; none without a
     variant: what shortening the live ranges would give), for ``local-array`` without any
-    local access (the array in registers: not used by GA401, whose local arrays' loads are on
-    the PTX's chains, which this leaves as they are). None where the model cannot weigh them: no trace, no
-    SASS counts mapped onto it (``KernelWork.local_*`` 0), no device rates."""
+    local access (the array in registers): not issued, not in the L1, and off the dependency
+    chains (``KernelWork.chain_in_registers``, the PTX's ``ld.local``/``st.local`` register
+    moves), where the before side's chains wait for each ``ld.local`` as for the launch's
+    global loads (measured on an H200: an ``LDL`` that hits the L1 still returns behind the
+    warps' global misses, docs/accuracy.md s14-local). None
+    where the model cannot weigh them: no trace, no SASS counts mapped onto it
+    (``KernelWork.local_*`` 0), for a local array no chains without its accesses (a loop whose
+    iteration is the SASS's schedule), no device rates."""
     if not ctx.has_model("trace"):
         return None
     try:
@@ -90,6 +95,8 @@ def spill_estimate(
         return None
     if kind == "spill" and work.spill_wavefronts <= 0:
         return None
+    if kind != "spill" and work.chain_in_registers is None:
+        return None  # the chains without the local accesses are not known
     ctas_now = int(work.ctas_per_sm) or int(ctx.occupancy.active_blocks_per_sm)
     l1_now = _l1_bytes(ctx, ctas_now)
     now = local_traffic(
@@ -124,8 +131,21 @@ def spill_estimate(
             work.spill_wavefronts * part,
             work.spill_store_wavefronts * part,
         )
+    moved: dict[str, Any] = {}
+    if kind != "spill":  # the array in registers: its accesses off the chains, and not issued
+        regs = dict(work.chain_in_registers or {})
+        moved = {
+            "chain": regs,
+            "chain_unordered": regs,
+            "local_links": 0.0,
+            "chain_in_registers": None,
+            "critical_instructions": max(
+                work.critical_instructions - gone[0] / max(work.warps_per_cta, 1), 0.0
+            ),
+        }
     after_work = replace(
         work,
+        **moved,
         pipes={**work.pipes, "lsu": max(work.pipes.get("lsu", 0.0) - gone[0], 0.0)},
         local_requests=max(work.local_requests - gone[0], 0.0),
         local_wavefronts=max(work.local_wavefronts - gone[1], 0.0),
@@ -168,6 +188,9 @@ def spill_estimate(
         "ctas_per_sm_after": ctas_after,
         "spills_kept": round(kept, 3),
     }
+    if kind != "spill":
+        inputs["local_links_per_warp"] = round(work.local_links, 2)
+        inputs["chain_global_links_per_warp"] = round(work.chain.get("global", 0.0), 2)
     where = (
         "in the L1"
         if now.miss <= 0
@@ -181,6 +204,12 @@ def spill_estimate(
         f" local ones: a warp's 32-bit local access is one 128-byte line, {where}; the SASS's, "
         f"weighted by the trace's block counts) removed, as {label} would"
         + (f" (at {run_after} CTAs an SM instead of {run_now})" if run_after != run_now else "")
-        + "; their latency is taken as hidden (not on the chains)"
+        + (
+            "; their latency is taken as hidden (not on the chains)"
+            if kind == "spill"
+            else f"; the PTX's ld.local on the critical warp's chain ({work.local_links:,.0f} of "
+            f"its {work.chain.get('global', 0.0):,.0f} memory waits) wait as its global loads "
+            "before (an L1 hit returns behind the warps' misses) and are register moves after"
+        )
     )
     return launch_change_estimate(device, before, after, what, inputs)

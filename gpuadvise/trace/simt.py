@@ -679,11 +679,21 @@ def kernel_work(
         if free is None
         else {c: float(v) / n for c, v in zip(LATENCY_CLASSES, free, strict=True)}
     )
+    # a PTX with local accesses: the chain were they register moves, then its local links
+    # (gpuadvise.ptx.chains.BlockCosts.registers)
+    moved = counts.chain[2 * width :] if len(counts.chain) == 3 * width + 1 else None
+    in_registers = (
+        None
+        if moved is None
+        else {c: float(v) / n for c, v in zip(LATENCY_CLASSES, moved[:width], strict=True)}
+    )
     slow_pipes, slow_chain, slow_issued = _slow_paths(program, counts, execs, n, warps_per_cta)
     for c, v in slow_chain.items():
         chain[c] = chain.get(c, 0.0) + v
         if unordered is not None:
             unordered[c] = unordered.get(c, 0.0) + v
+        if in_registers is not None:
+            in_registers[c] = in_registers.get(c, 0.0) + v
     all_pipes = {p: float(v) / n for p, v in zip(PIPES, pipes, strict=True)}
     for p, v in slow_pipes.items():
         all_pipes[p] = all_pipes.get(p, 0.0) + v
@@ -708,4 +718,8 @@ def kernel_work(
         spill_requests=float(spills[3]) / n,
         spill_wavefronts=float(spills[4]) / n,
         spill_store_wavefronts=float(spills[5]) / n,
+        local_links=0.0 if moved is None else float(moved[width]) / n,
+        chain_in_registers=None
+        if in_registers is None
+        else {c: v for c, v in in_registers.items() if v},
     )

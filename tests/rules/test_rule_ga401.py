@@ -210,6 +210,31 @@ def test_a_local_array_is_found_at_its_declaration_without_a_variant():
     assert f.variant is None
 
 
+@needs_nvcc
+def test_a_local_array_on_the_launch_model_with_a_trace():
+    """Traced, the local array goes through the execution model (issue 29): every local access
+    is the array's (no spills), all removed after; the critical warp's chain waits for one
+    ``ld.local`` a loop trip (4,194,304 values / 67,584 threads = 62.06 trips) and one more in
+    the merge (its 16 loads are independent), as long as a global load before (it hits the L1,
+    64 B frames x 2 CTAs an SM, 264 / 132, x 256 threads = 32 KB an SM, but returns behind the
+    warps' misses) and not at all after."""
+    a = rulekit.analyze(SOURCE, "hist_local", spec=str(CASE / "hist_local.toml"))
+    (f,) = ga401(a)
+    est = f.estimated_speedup
+    assert est is not None and est.kind == "upper-bound"
+    i = est.inputs
+    assert i["model"] == "execution" and "local_bytes_per_thread" not in i
+    assert i["spill_warp_instructions"] == 0
+    assert i["removed_warp_instructions"] == i["local_warp_instructions"] > 0
+    assert i["local_links_per_warp"] == pytest.approx(4194304 / (264 * 256) + 1, abs=0.01)
+    assert i["chain_global_links_per_warp"] == pytest.approx(2 * i["local_links_per_warp"])
+    assert i["l1_miss"] == 0.0 and i["frames_per_sm_bytes"] == 64 * 2 * 256
+    assert i["before_l1_us"] > i["after_l1_us"]
+    assert i["before_dependency_us"] > i["after_dependency_us"]
+    assert 1.0 < i["point_speedup"] <= est.speedup
+    assert "register moves after" in est.method
+
+
 # ---------------------------------------------------------------------------------------------
 # Other register caps: -maxrregcount (a flag variant) and __maxnreg__ (a diff)
 
