@@ -324,9 +324,8 @@ def _same(a: str, b: str) -> bool:
         return os.path.basename(a) == os.path.basename(b)
 
 
-def _region(program: Program, p: int) -> set[int]:
-    """Blocks reachable from branch block ``p``'s successors before its reconvergence point."""
-    stop = program.ipdom[p]
+def _reachable(program: Program, p: int, stop: int | None = None) -> set[int]:
+    """Blocks reachable from block ``p``'s successors without passing through ``stop``."""
     seen: set[int] = set()
     todo = [s for s in program.blocks[p].succs if s != stop]
     nb = len(program.blocks)
@@ -339,20 +338,14 @@ def _region(program: Program, p: int) -> set[int]:
     return seen
 
 
+def _region(program: Program, p: int) -> set[int]:
+    """Blocks reachable from branch block ``p``'s successors before its reconvergence point."""
+    return _reachable(program, p, program.ipdom[p])
+
+
 def _on_cycle(program: Program, p: int) -> bool:
     """Whether block ``p`` lies on a cycle of the control-flow graph (inside a loop)."""
-    nb = len(program.blocks)
-    seen: set[int] = set()
-    todo = [s for s in program.blocks[p].succs if s < nb]
-    while todo:
-        b = todo.pop()
-        if b == p:
-            return True
-        if b in seen or b >= nb:
-            continue
-        seen.add(b)
-        todo.extend(program.blocks[b].succs)
-    return False
+    return p in _reachable(program, p)
 
 
 def _condition_is_data(ins: Instr, data: frozenset[str]) -> bool:
