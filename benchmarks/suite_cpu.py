@@ -105,6 +105,46 @@ def _install() -> None:
 
     comp._run_nvcc = counted_nvcc
     comp.lookup = counted_lookup
+    _count_analyses()
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _count_analyses() -> None:
+    """Each ``analyze_kernel`` call (the pipeline: compile, SASS, trace, models) with the CPU it
+    took and two keys: its arguments (the source by path) and the same with the source by
+    content, so that an analysis made again in the run (by path: a module fixture or a cache
+    would serve it; by content: a text written to another folder) shows."""
+    from gpuadvise.analyze import pipeline
+
+    real = pipeline.analyze_kernel
+
+    def counted(spec: Any, device: Any, options: Any, *a: Any, **k: Any) -> Any:
+        c0 = _cpu()
+        try:
+            return real(spec, device, options, *a, **k)
+        finally:
+            if _cur:
+                try:
+                    data = Path(spec.source).read_bytes()
+                except OSError:
+                    data = b""
+                rest = repr((spec.kernel, spec.launch, spec.args, spec.buffers, spec.nvcc_flags,
+                             spec.seed, spec.constants, spec.max_instructions, device.name,
+                             getattr(options, "arch", None), getattr(options, "extra_flags", None),
+                             a, sorted(k.items(), key=lambda kv: kv[0])))  # fmt: skip
+                by_path = hashlib.sha256((str(spec.source) + rest).encode()).hexdigest()[:16]
+                by_text = hashlib.sha256(data + rest.encode()).hexdigest()[:16]
+                _cur.setdefault("analyses", []).append(
+                    [str(spec.source), spec.kernel, by_path, by_text, round(_cpu() - c0, 3)]
+                )
+
+    for mod in list(sys.modules.values()):  # the modules that imported it already
+        if getattr(mod, "analyze_kernel", None) is real:
+            mod.analyze_kernel = counted  # type: ignore[attr-defined]
 
 
 def pytest_configure(config: Any) -> None:
@@ -155,6 +195,7 @@ def summary(rows: list[dict[str, Any]], top: int = 20) -> str:
         names = sorted({p.rsplit("/", 1)[-1] for p, _, _ in v})[:3]
         mods = collections.Counter(i.split("::")[0] for _, _, i in v).most_common(3)
         out.append(f"  {len(v):3d}x {sum(c for _, c, _ in v):6.1f} s {names} {dict(mods)}")
+    out.extend(_analyses_again(rows, top))
     mod: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
     for r in rows:
         m = mod[r["id"].split("::")[0]]
@@ -169,6 +210,27 @@ def summary(rows: list[dict[str, Any]], top: int = 20) -> str:
     for r in sorted(rows, key=lambda r: -(r["self"] + r["child"]))[:top]:
         out.append(f"  {r['self'] + r['child']:6.1f} s {r['id'][:110]}")
     return "\n".join(out)
+
+
+def _analyses_again(rows: list[dict[str, Any]], top: int) -> list[str]:
+    """The analyses made more than once in the run with the same arguments (by path), and the
+    CPU of the repeats; then the same by content (a text analysed again under another path)."""
+    out = []
+    for label, col in (("by path", 2), ("by content", 3)):
+        by: dict[str, list[tuple[str, str, float, str]]] = collections.defaultdict(list)
+        for r in rows:
+            for an in r.get("analyses", []):
+                by[an[col]].append((an[0], an[1], an[4], r["id"]))
+        again = [v for v in by.values() if len(v) > 1]
+        cpu = sum(c for v in again for _, _, c, _ in v[1:])
+        n = sum(len(v) for v in by.values())
+        out.append(f"analyses ({label}): {n} of {len(by)} keys; {n - len(by)} again, {cpu:.0f} s")
+        for v in sorted(again, key=lambda v: -sum(c for _, _, c, _ in v[1:]))[:top]:
+            mods = collections.Counter(i.split("::")[0].rsplit("/", 1)[-1] for *_, i in v)
+            name = f"{v[0][0].rsplit('/', 1)[-1]}:{v[0][1]}"
+            again_cpu = sum(c for _, _, c, _ in v[1:])
+            out.append(f"  {len(v):3d}x {again_cpu:6.1f} s {name[:50]} {dict(mods.most_common(3))}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
