@@ -330,9 +330,10 @@ def test_the_pipelines_l2_model_gives_the_same_finding(
     rowmajor: tuple[Any, rule_api.Finding],
 ) -> None:
     """When the analysis' own trace lets the L2 model see the whole grid, the rule reads it
-    (``ctx.l2``) and does not probe; both traces give the same model of the launch."""
-    _, probed = rowmajor
-    a = analyze(GATHER, "gather_rowmajor")
+    (``ctx.l2``) and does not probe; both traces give the same model of the launch. (The
+    fixture's analysis is this one: ``analyze(GATHER, "gather_rowmajor")``; the fixture gave its
+    rule a model of its own and left the analysis as it was.)"""
+    a, probed = rowmajor
     if (
         a.memory is None
         or a.memory.l2 is None
@@ -439,6 +440,13 @@ def original_small() -> Any:
     return _emulate_all(GATHER)
 
 
+@pytest.fixture(scope="module")
+def analysis_small() -> Any:
+    """The analysis of gather_rowmajor on the small launch (read only: each test builds its own
+    context from it)."""
+    return analyze(GATHER, "gather_rowmajor", SMALL)
+
+
 @needs_nvcc
 def test_original_launch_order_is_row_major(original_small: Any) -> None:
     tiles = _tiles_stored(original_small)
@@ -477,15 +485,14 @@ def test_variant_applies_compiles_keeps_outputs_and_tiles(
 
 
 @needs_nvcc
-def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any) -> None:
+def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any, analysis_small: Any) -> None:
     """The probe compiles a remapped kernel and relabels its CTAs: each sampled CTA must touch
     exactly the global addresses it touches in the emulation of the whole original launch."""
     from gpuadvise.model.banks import active_lanes
     from gpuadvise.trace.access import Space
 
     mod = ga304()
-    a = analyze(GATHER, "gather_rowmajor", SMALL)
-    ctx = rule_context(a, lazy_models=False)
+    ctx = rule_context(analysis_small, lazy_models=False)
     probe = mod.probe_trace(ctx, ctx.kernel_source)
     ctas = mod.probe_ctas(GX, GY)
     assert probe.ctas == tuple(ctas) and probe.grid == (GX, GY, 1)
@@ -507,15 +514,16 @@ def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any) -> None:
 
 
 @needs_nvcc
-def test_probe_is_bounded_by_the_analysis_probe_size(original_small: Any) -> None:
+def test_probe_is_bounded_by_the_analysis_probe_size(
+    original_small: Any, analysis_small: Any
+) -> None:
     """``--l2-probe-ctas`` (or ``--sample-ctas N``) bounds GA304's own probe too: the first CTAs
     of :func:`probe_ctas` (the centre patch first), each touching what it touches in the whole
     launch's emulation."""
     from dataclasses import replace
 
     mod = ga304()
-    a = analyze(GATHER, "gather_rowmajor", SMALL)
-    ctx = rule_context(a, lazy_models=False)
+    ctx = rule_context(analysis_small, lazy_models=False)
     assert mod.probe_limit(ctx) == 64  # the pipeline's default probe size, above the 44 picked
     ctx._models = replace(ctx.models, l2_probe_ctas=5)
     assert mod.probe_limit(ctx) == 5
