@@ -10,6 +10,7 @@ thread. Where the kernel does something the rewrite cannot follow, it is refused
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,20 @@ def ga204(source: Path, kernel: str, block: str | None = None) -> list[rule_api.
     return found
 
 
+@pytest.fixture(scope="module")
+def bundled() -> Callable[[Path, str], list[rule_api.Finding]]:
+    """``ga204(source, kernel)`` on a bundled kernel, run once for the module: the finding's
+    test and its variant's test read the same analysis and rule run (neither changes them)."""
+    found: dict[tuple[Path, str], list[rule_api.Finding]] = {}
+
+    def get(source: Path, kernel: str) -> list[rule_api.Finding]:
+        if (source, kernel) not in found:
+            found[source, kernel] = ga204(source, kernel)
+        return found[source, kernel]
+
+    return get
+
+
 def emulated(
     source: Path,
     kernel: str,
@@ -125,8 +140,10 @@ def loads_per_thread(e: Any, threads: int) -> float:
     [(REDUCE, "reduce3", 46), (LUMA, "lum_sequential", 56), (LUMA, "lum_unrolled", 72)],
     ids=["reduce3", "lum_sequential", "lum_unrolled"],
 )
-def test_finding_evidence_and_estimate(source: Path, kernel: str, line: int) -> None:
-    (f,) = ga204(source, kernel)
+def test_finding_evidence_and_estimate(
+    source: Path, kernel: str, line: int, bundled: Callable[[Path, str], list[rule_api.Finding]]
+) -> None:
+    (f,) = bundled(source, kernel)
     assert f.line == line and f.rule == "GA204" and f.name == "idle-reduction-threads"
     ev = {e.metric: e.value for e in f.evidence}
     # the trace: 8 CTAs x 256 threads, one 4-byte load each (the luminance's first tile row
@@ -190,9 +207,14 @@ def test_no_finding_once_two_elements_are_added_during_the_load() -> None:
     ids=["reduce3", "lum_sequential", "lum_unrolled"],
 )
 def test_variant_applies_compiles_and_gives_the_same_outputs(
-    source: Path, kernel: str, per_block: int | None, diff_has: list[str], tmp_path: Path
+    source: Path,
+    kernel: str,
+    per_block: int | None,
+    diff_has: list[str],
+    tmp_path: Path,
+    bundled: Callable[[Path, str], list[rule_api.Finding]],
 ) -> None:
-    (f,) = ga204(source, kernel)
+    (f,) = bundled(source, kernel)
     v = f.variant
     assert v is not None
     if v.label == "half grid":  # the seed's first (test_the_seeds_variant_halves_the_grid)
