@@ -418,21 +418,31 @@ template __global__ void r_tpl<128>(const int* __restrict__, int* __restrict__, 
 """
 
 
+@pytest.fixture(scope="module")
+def one_line(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ONE_LINE and its spec in one folder for the module's three kernels of it: the source
+    compiles once (its path is in the compile cache's key), not once per kernel."""
+    folder = tmp_path_factory.mktemp("one_line")
+    (folder / "one.cu").write_text(ONE_LINE)
+    (folder / "case.toml").write_text(
+        'block = 128\n[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n, 128)" }\n'
+    )
+    return folder
+
+
 @pytest.mark.parametrize("kernel", ["r_oneline", "r_reversed", "r_tpl<128>"])
-def test_declarations_sharing_a_line_are_split_by_the_fix_kit(kernel: str, tmp_path: Path) -> None:
+def test_declarations_sharing_a_line_are_split_by_the_fix_kit(
+    kernel: str, tmp_path: Path, one_line: Path
+) -> None:
     """Issue 28: `__shared__ int s[B]; unsigned t = threadIdx.x, i = blockIdx.x * B + t;` on
     one line got "the shared array's index depends on the block index" and no fix; the fix kit
     splits the declaration, `t` stays outside the grid-stride loop, `i` goes inside, and every
     candidate's partials add up to the kernel's block sums on the emulator."""
     from gpuadvise.runner.verify import compare_totals
 
-    src = tmp_path / "one.cu"
-    src.write_text(ONE_LINE)
-    (tmp_path / "case.toml").write_text(
-        'block = 128\n[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n, 128)" }\n'
-    )
+    src = one_line / "one.cu"
     kw = {"grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",)}
-    (f,) = ga206(src, kernel, spec=str(tmp_path / "case.toml"), **kw)
+    (f,) = ga206(src, kernel, spec=str(one_line / "case.toml"), **kw)
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified", v and v.description
     cands = v.candidates()
@@ -458,7 +468,7 @@ def test_declarations_sharing_a_line_are_split_by_the_fix_kit(kernel: str, tmp_p
         assert c.diff is not None
         d = tmp_path / (c.label or "v").replace("=", "").replace(" ", "_")
         d.mkdir()
-        (d / "case.toml").write_text((tmp_path / "case.toml").read_text())
+        (d / "case.toml").write_text((one_line / "case.toml").read_text())
         out = d / "one.cu"
         out.write_text(apply_unified_diff(ONE_LINE, c.diff))
         got = _emulate_all(out, kernel, 3, n).outputs["out"]
@@ -524,6 +534,19 @@ template __global__ void sum_pairs<256>(const int*, int*, unsigned);
 _SUM_SPEC = '[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n, 256)" }\n'
 
 
+@pytest.fixture(scope="module")
+def strided(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """STRIDED as ``s.cu`` with its kernels' specs in one folder for the module's four tests of
+    it: the source compiles once (its path is in the compile cache's key), not once per test."""
+    folder = tmp_path_factory.mktemp("strided")
+    (folder / "s.cu").write_text(STRIDED)
+    (folder / "sum.toml").write_text("block = 256\n" + _SUM_SPEC)
+    (folder / "axpy.toml").write_text(
+        'block = 256\n[args]\na = 2.0\n[buffers]\nx = "float[n]"\ny = "float[n]"\n'
+    )
+    return folder
+
+
 @pytest.mark.parametrize(
     "kernel, grid, small",
     [
@@ -533,7 +556,7 @@ _SUM_SPEC = '[buffers]\nin = "int[n]"\nout = { type = "int", count = "ceil_div(n
     ],
 )
 def test_a_grid_stride_reduction_launched_with_many_waves(
-    kernel: str, grid: str, small: int, tmp_path: Path
+    kernel: str, grid: str, small: int, strided: Path
 ) -> None:
     """A per-block reduction whose load is a grid-stride loop, launched with one or two
     elements per thread (n / 256 CTAs: 15.5 waves; GA204's half grid leaves 7.8): the launch
@@ -546,10 +569,8 @@ def test_a_grid_stride_reduction_launched_with_many_waves(
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
-    src = tmp_path / "s.cu"
-    src.write_text(STRIDED)
-    spec = tmp_path / "sum.toml"
-    spec.write_text("block = 256\n" + _SUM_SPEC)
+    src = strided / "s.cu"
+    spec = strided / "sum.toml"
     kw = {"grid": grid, "block": "256", "args": ("n=4194304",), "spec": str(spec)}
     (f,) = ga206(src, kernel, **kw)
     assert "a grid-stride loop): launch it with one wave (1056 CTAs" in f.message
@@ -570,11 +591,9 @@ def test_a_grid_stride_reduction_launched_with_many_waves(
     assert compare_totals("out", want, got, small, 3).ok
 
 
-def test_an_elementwise_grid_stride_kernel_stays_silent(tmp_path: Path) -> None:
-    src = tmp_path / "s.cu"
-    src.write_text(STRIDED)
-    spec = tmp_path / "axpy.toml"
-    spec.write_text('block = 256\n[args]\na = 2.0\n[buffers]\nx = "float[n]"\ny = "float[n]"\n')
+def test_an_elementwise_grid_stride_kernel_stays_silent(strided: Path) -> None:
+    src = strided / "s.cu"
+    spec = strided / "axpy.toml"
     kw = {"grid": "ceil_div(n, 256)", "block": "256", "args": ("n=4194304",), "spec": str(spec)}
     assert ga206(src, "axpy_stride", **kw) == []
 
