@@ -330,7 +330,9 @@ def test_unsafe_fixes_alone_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("compile_cache")
 def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path) -> None:
     """moments.cu's split tiles: GA201's padding keeps the outputs (the emulator checks every CTA
-    of a 192x128 frame) and is written; --diff shows the same change and writes nothing."""
+    of a 64x64 frame: 64 CTAs of 8x8, border and interior ones) and is written; --diff shows the
+    same change and writes nothing. (The frame was 192x128, 384 CTAs: the padding, its check
+    over every CTA and the fixed kernel's silence do not depend on the frame's size.)"""
     case = tmp_path / "case"
     shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
     src = case / "moments.cu"
@@ -340,16 +342,16 @@ def test_fix_without_a_gpu_applies_the_emulator_verified_padding(tmp_path: Path)
         "--kernel",
         "moments_split",
         "--arg",
-        "w=192",
+        "w=64",
         "--arg",
-        "h=128",
+        "h=64",
         "--no-measure",
     )
     j = _cli(*args, "--diff", "--json", cwd=tmp_path)
     assert j.returncode == 0, j.stderr
     doc = json.loads(j.stdout)
     assert [s["status"] for s in doc["fix"]["steps"]] == ["applied"]
-    assert "outputs equal on" in doc["fix"]["steps"][0]["reason"]
+    assert "outputs equal on the CPU emulator (64 CTAs)" in doc["fix"]["steps"][0]["reason"]
     assert doc["fix"]["measured"] is False and src.read_text() == before
     assert doc["fix"]["diff"].startswith("---")
     assert "+    __shared__ unsigned s_rg[TILE][TILE + " in doc["fix"]["diff"]
@@ -369,7 +371,7 @@ def test_fix_of_a_linked_crlf_latin1_private_source(tmp_path: Path) -> None:
     """Issue 21 end to end: moments.cu as a link to a private (0600) file with CRLF line endings
     and a Latin-1 comment. The analysis reads it, --fix writes GA201's padding into the file the
     link leads to, in place of the one line it changes: every other byte, the link and the mode
-    stay."""
+    stay. (A 64x64 frame, 64 CTAs: the bytes written are the point, not the frame's size.)"""
     case = tmp_path / "case"
     shutil.copytree(ROOT / "kernels/fp16_neighbourhood", case)
     store = tmp_path / "store" / "moments.cu"
@@ -382,8 +384,8 @@ def test_fix_of_a_linked_crlf_latin1_private_source(tmp_path: Path) -> None:
     store.chmod(0o600)
     (case / "moments.cu").unlink()
     (case / "moments.cu").symlink_to(store)
-    args = (str(case / "moments.cu"), "--kernel", "moments_split", "--arg", "w=192",
-            "--arg", "h=128", "--no-measure", "--fix")  # fmt: skip
+    args = (str(case / "moments.cu"), "--kernel", "moments_split", "--arg", "w=64",
+            "--arg", "h=64", "--no-measure", "--fix")  # fmt: skip
     f = _cli(*args, cwd=tmp_path)
     assert f.returncode == 0, f.stderr
     assert (case / "moments.cu").is_symlink()
