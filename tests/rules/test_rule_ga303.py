@@ -257,6 +257,14 @@ def patched_copy(tmp: Path, source: Path, diff: str) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def lum_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of kernels/luminance for the three kernels' tests below (each writes its own
+    small spec into it, ``small_case``): its source compiles once (the path is in the compile
+    cache's key), not once per test; each test's patched source stays in its own folder."""
+    return tmp_path_factory.mktemp("luminance")
+
+
 @pytest.mark.parametrize(
     "kernel, block, safety, opcode",
     [
@@ -265,11 +273,13 @@ def patched_copy(tmp: Path, source: Path, diff: str) -> Path:
         ("lum_prefetch2", 128, "display-only", "LDG.E.64.CONSTANT"),
     ],
 )
-def test_diff_applies_compiles_and_computes_the_same(tmp_path, kernel, block, safety, opcode):
+def test_diff_applies_compiles_and_computes_the_same(
+    tmp_path, lum_copy, kernel, block, safety, opcode
+):
     from gpuadvise.toolchain import sass
 
-    spec = small_case(tmp_path, kernel, block)
-    src = tmp_path / "luminance.cu"
+    spec = small_case(lum_copy, kernel, block)
+    src = lum_copy / "luminance.cu"
     (f,) = ga303(src, kernel, spec)
     assert f.variant is not None and f.variant.safety == safety and f.variant.diff
     patched = patched_copy(tmp_path, src, f.variant.diff)
@@ -277,7 +287,7 @@ def test_diff_applies_compiles_and_computes_the_same(tmp_path, kernel, block, sa
     pspec.write_text(spec.read_text())
     want, _ = emulate_all(src, kernel, spec)
     got, a = emulate_all(patched, kernel, pspec)
-    ref, _ = emulate_all(src, "lum_prefetch4_vec", small_case(tmp_path, "lum_prefetch4_vec", 64))
+    ref, _ = emulate_all(src, "lum_prefetch4_vec", small_case(lum_copy, "lum_prefetch4_vec", 64))
     # the last tile row is half below the frame: the guard must hold in the rewrite
     assert want["out"].shape == (16 * 2,)
     np.testing.assert_array_equal(got["out"], want["out"])
