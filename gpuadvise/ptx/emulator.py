@@ -130,6 +130,10 @@ def shared_base_for_arch(arch: str) -> int:
     return 0x400 if digits and int(digits) >= 90 else 0
 
 
+_malloc_depth = 0
+"""How many :func:`malloc_tuned` are open (the outermost one owns the setting)."""
+
+
 @contextlib.contextmanager
 def malloc_tuned() -> Iterator[None]:
     """Keep freed memory in the process while the emulator runs (glibc only).
@@ -138,7 +142,17 @@ def malloc_tuned() -> Iterator[None]:
     serves those with fresh mmaps and unmaps them when freed, so each one page-faults anew:
     that costs more than the arithmetic (3-5x on memory-heavy kernels). Raising the mmap and trim
     thresholds keeps the pages; on exit the defaults (128 KB) are restored and the heap trimmed.
+    Nested (the rules, ``gpuadvise.rules.evaluate``, emulate a candidate launch): the outermost
+    one sets and restores, so the rules after it still keep their memory.
     """
+    global _malloc_depth
+    if _malloc_depth:  # an outer one holds the setting and restores it
+        _malloc_depth += 1
+        try:
+            yield
+        finally:
+            _malloc_depth -= 1
+        return
     libc = None
     try:
         libc = ctypes.CDLL(None)
@@ -149,9 +163,11 @@ def malloc_tuned() -> Iterator[None]:
         return
     m_trim_threshold, m_mmap_threshold = -1, -3
     ok = mallopt(m_mmap_threshold, 1 << 30) == 1 and mallopt(m_trim_threshold, (1 << 31) - 1) == 1
+    _malloc_depth += 1
     try:
         yield
     finally:
+        _malloc_depth -= 1
         if ok:
             mallopt(m_mmap_threshold, 128 * 1024)
             mallopt(m_trim_threshold, 128 * 1024)

@@ -186,20 +186,31 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     idx = np.flatnonzero(inside)
     if not len(idx) or not load[idx].any():
         return _empty()
+    # every lane in a buffer (the usual case): the lanes themselves, not a gather of each column
+    every = len(idx) == n
+
+    def sel(a: np.ndarray) -> np.ndarray:
+        return a if every else a[idx]
+
+    def at_lane(i: np.ndarray) -> np.ndarray:  # positions among idx -> view lanes
+        return i if every else idx[i]
+
     threads = int(np.prod(view.block))
-    thread = lanes.cta[idx].astype(np.int64, copy=False) * threads + lanes.tid[idx].astype(
+    thread = sel(lanes.cta).astype(np.int64, copy=False) * threads + sel(lanes.tid).astype(
         np.int64, copy=False
     )
     # (buffer, byte offset), dense: the order of (buffer << 40) | offset, in fewer bits (the
     # stable sorts below pack it with the lane's position: gpuadvise.arrays.stable_argsort)
-    off = lanes.off[idx].astype(np.int64, copy=False)
-    addr = lb[idx].astype(np.int64, copy=False) * np.int64(int(off.max()) + 1) + off
+    off = sel(lanes.off).astype(np.int64, copy=False)
+    addr = sel(lb).astype(np.int64, copy=False) * np.int64(int(off.max()) + 1) + off
     del off
+    m = len(idx)
+    w_idx = sel(writes)
     # by address, in execution order: the writes of any thread before each access
     by_addr = stable_argsort(addr)
-    pos = np.empty(len(idx), np.int64)
-    pos[by_addr] = np.arange(len(idx))
-    writes_before = np.cumsum(writes[idx][by_addr])  # inclusive, in by_addr order
+    pos = np.empty(m, np.int64)
+    pos[by_addr] = np.arange(m)
+    writes_before = np.cumsum(w_idx[by_addr])  # inclusive, in by_addr order
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
@@ -210,7 +221,8 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     same = (a_s[1:] == a_s[:-1]) & (t_s[1:] == t_s[:-1])
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
-    ok = load[idx[cur]] & (load[idx[prev]] | plain_store[idx[prev]])
+    lc, lp = at_lane(cur), at_lane(prev)
+    ok = load[lc] & (load[lp] | plain_store[lp])
     # another thread's write in between: any write between them in the address's order (the
     # thread's own would be a later previous access)
     between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
@@ -222,15 +234,15 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         return _empty()
     # the thread's own stores between the two, and its last one
     by_thread = stable_argsort(thread)
-    tpos = np.empty(len(idx), np.int64)
-    tpos[by_thread] = np.arange(len(idx))
-    w_t = writes[idx][by_thread]
-    last_w = np.maximum.accumulate(np.where(w_t, np.arange(len(idx)), -1))
+    tpos = np.empty(m, np.int64)
+    tpos[by_thread] = np.arange(m)
+    w_t = w_idx[by_thread]
+    last_w = np.maximum.accumulate(np.where(w_t, np.arange(m), -1))
     at = last_w[tpos[cur] - 1]
     stored = at > tpos[prev]
-    last_store = np.where(stored, idx[by_thread[np.maximum(at, 0)]], -1)
+    last_store = np.where(stored, at_lane(by_thread[np.maximum(at, 0)]), -1)
     gap = tpos[cur] - tpos[prev] - 1
-    del by_thread, tpos, w_t, last_w, thread
+    del by_thread, tpos, w_t, last_w, thread, w_idx
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
     # in execution order per CTA, at most the CTA's distinct sectors; evict-first accesses
     # (`__ldcs`, `__stcs`) left out, as the caches give their lines up first
@@ -246,14 +258,14 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     else:
         by_cta, cpos = got
     csum = np.cumsum(share[by_cta])
-    lc, lp = idx[cur], idx[prev]
+    lc, lp = at_lane(cur), at_lane(prev)
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
     del per_rec, share, by_cta, cpos, csum
-    sect = (lb[idx].astype(np.int64, copy=False) << 40) | (
-        lanes.off[idx].astype(np.int64, copy=False) // SECTOR
+    sect = (sel(lb).astype(np.int64, copy=False) << 40) | (
+        sel(lanes.off).astype(np.int64, copy=False) // SECTOR
     )
     cta_sectors = np.bincount(
-        distinct((cta[idx] << 47) | sect) >> 47, minlength=int(cta.max()) + 1
+        distinct((sel(cta) << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
     order = stable_argsort(lc)
