@@ -471,6 +471,10 @@ class RecordSink:
         self.buf: np.ndarray | None = None
         self.raw: np.ndarray = np.zeros(0, _RAW_RECORD)
         self.addr: np.ndarray = np.zeros((0, 32), np.uint64)
+        # the columns the partial records set (views of buf)
+        self.mask: np.ndarray = np.zeros(0, np.uint32)
+        self.epoch: np.ndarray = np.zeros(0, np.uint32)
+        self.extra: np.ndarray = np.zeros(0, np.uint32)
         self._mm: Any = None
         self.keys: dict[tuple[int, int], int] = {}
         self.key_kind: dict[tuple[int, int], tuple[int, int]] = {}
@@ -538,6 +542,9 @@ class RecordSink:
         # whole records as opaque bytes (a template copied in one memcpy) and the address column
         self.raw = new.view(_RAW_RECORD)
         self.addr = new["addr"]
+        self.mask = new["mask"]
+        self.epoch = new["epoch"]
+        self.extra = new["extra"]
 
     def ordered_keys(self) -> list[tuple[int, int]]:
         return sorted(self.keys)
@@ -649,6 +656,8 @@ class Batch:
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         self._epoch_gen = 0  # counts the changes of warp_epoch
+        # the last lanes array recorded and its layout (_lanes_layout)
+        self._layout_of: tuple[np.ndarray, tuple[Any, Any, Any, np.ndarray]] | None = None
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -1151,11 +1160,9 @@ class Batch:
         raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
         epoch = self.warp_epoch
         extra = self.sampler.extra
-        w0 = int(lanes[0]) >> 5
-        if int(lanes[-1]) >> 5 == w0:  # one warp's lanes (ascending): one record
-            bits = 0
-            for lane in lanes.tolist():
-                bits |= 1 << (lane & 31)
+        lay = self._lanes_layout(lanes)
+        if lay[1] is None:  # one warp's lanes (ascending): one record
+            w0, _, bits, col = lay
             start = sink.reserve_index(1)
             sink.raw[start] = raw[w0]
             assert sink.buf is not None
@@ -1163,28 +1170,50 @@ class Batch:
             rec["mask"] = bits
             rec["epoch"] = epoch[w0]
             rec["extra"] = extra[w0]
-            rec["addr"][lanes & 31] = taddr
+            rec["addr"][col] = taddr
             return
-        # the warps the lanes are in (ascending, as the lanes) and each lane's row among them,
-        # from the lanes alone: no pass over the batch
-        wl = lanes >> 5
-        starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
-        wsel = np.concatenate((wl[:1], wl[starts]))
-        rows = np.zeros(k, np.int64)
-        rows[starts] = 1
-        np.cumsum(rows, out=rows)
-        bits_a = np.left_shift(U32(1), (lanes & 31).astype(U32))
-        wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
         # the fixed fields from the template (its address column zeros), then the masks, the
         # epochs, the weights and the active lanes' addresses
+        wsel, rows, wm, col = lay
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
         assert sink.buf is not None
-        sink.buf["mask"][start:end] = wm
-        sink.buf["epoch"][start:end] = epoch[wsel]
-        sink.buf["extra"][start:end] = extra[wsel]
-        sink.addr[start:end][rows, lanes & 31] = taddr
+        sink.mask[start:end] = wm
+        sink.epoch[start:end] = epoch[wsel]
+        sink.extra[start:end] = extra[wsel]
+        sink.addr[start:end][rows, col] = taddr
+
+    def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
+        """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
+        its mask, each lane's column) when they are one warp's, else (the warps, each lane's row
+        among them, their masks, each lane's column). Kept for the last ``lanes`` array: the
+        accesses of a block share its mask's (``Mask.idx``), so it is made once a block."""
+        got = self._layout_of
+        if got is not None and got[0] is lanes:
+            return got[1]
+        col = lanes & 31
+        w0 = int(lanes[0]) >> 5
+        lay: tuple[Any, Any, Any, np.ndarray]
+        if int(lanes[-1]) >> 5 == w0:
+            bits = 0
+            for lane in lanes.tolist():
+                bits |= 1 << (lane & 31)
+            lay = (w0, None, bits, col)
+        else:
+            # the warps the lanes are in (ascending, as the lanes) and each lane's row among
+            # them, from the lanes alone: no pass over the batch
+            wl = lanes >> 5
+            starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
+            wsel = np.concatenate((wl[:1], wl[starts]))
+            rows = np.zeros(lanes.size, np.int64)
+            rows[starts] = 1
+            np.cumsum(rows, out=rows)
+            bits_a = np.left_shift(U32(1), col.astype(U32))
+            wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
+            lay = (wsel, rows, wm, col)
+        self._layout_of = (lanes, lay)
+        return lay
 
     def _record_template(
         self, key: int, sp: Space, kind: Kind, width: int
