@@ -613,6 +613,8 @@ class Batch:
                     for name, t in self.program.regs.items()
                 },
                 "specials": {},
+                # float64 scratch of the batch's size, for an op's intermediate (ops.py)
+                "f64": np.empty(n, np.float64),
             }
             if cache is not None:
                 cache[self.ncta] = shared
@@ -627,6 +629,7 @@ class Batch:
         # registers start as they were left (the values of uninitialized registers are undefined)
         self.regs: dict[str, np.ndarray] = shared["regs"]
         self._layout_specials: dict[str, Any] = shared["specials"]
+        self.scratch_f64: np.ndarray = shared["f64"]
         self._carry: np.ndarray | None = None
         self.step_counter = 0
         # SIMT counts per basic block (the last entry: the virtual exit), filled by run():
@@ -665,6 +668,7 @@ class Batch:
         self.shared_heap = np.zeros(self.shared_stride * self.ncta, np.uint8)
         self.shared_views = heap_views(self.shared_heap)
         self.shared_lane_base = self.cta_of_lane * self.shared_stride
+        self._lane_base_pair: tuple[np.ndarray, np.ndarray] | None = None
         self.local_stride = max(image.local_bytes, 16)
         self.local_heap = np.zeros(self.local_stride * n if image.local_bytes else 16, np.uint8)
         self.local_views = heap_views(self.local_heap)
@@ -1308,6 +1312,7 @@ class Batch:
                 if st is not None
             ]
             tdt = NP_TYPES[t]
+            sh_view = self._view(space if fast_sh is not None else "shared", es)
 
             def ld(m: Mask) -> None:
                 if m.b is None and fast is not None:
@@ -1321,13 +1326,10 @@ class Batch:
                 if m.b is None and fast_sh is not None:
                     offs = fast_sh()
                     if offs is not None:
-                        view = self._view(space, es)
                         eidx = offs >> shift
-                        for k, reg in enumerate(stores):
-                            if reg is None:
-                                continue
-                            vals = view[eidx + k] if k else view[eidx]
-                            reg[...] = to_storage(vals.view(tdt), t, reg.dtype)
+                        for k, st, same in dests:
+                            vals = sh_view[eidx + k] if k else sh_view[eidx]
+                            st[...] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
                         return
                 idx = m.idx()
                 a = addr_fn(idx)
@@ -1434,27 +1436,41 @@ class Batch:
         sink = self.sink
         mis = width - 1
         key = -1
+        # the space's offsets a - base (base: the shared window's start, 0 for a local frame)
+        # must lie in [0, size - width]; each lane's heap offset is a plus its lane's base
+        base = self.image.shared_base if shared else 0
+        size = self.shared_bytes if shared else self.image.local_bytes
+        lo_ok, hi_ok = base, base + size - width
+        lane_base = self._lane_bases()[0 if shared else 1]
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
         def fast() -> np.ndarray | None:
             nonlocal key
             a = addr_fn(None)
-            if np.ndim(a) == 0 or not a.size:
+            if type(a) is not np.ndarray or not a.size:
                 return None
-            if mis and int(np.bitwise_or.reduce(a)) & mis:
+            if mis and int(either(a)) & mis:
                 return None
-            o = a - self.image.shared_base if shared else a
-            size = self.shared_bytes if shared else self.image.local_bytes
-            if int(o.min()) < 0 or int(o.max()) + width > size:
+            if int(least(a)) < lo_ok or int(most(a)) > hi_ok:
                 return None
             if sink is not None:
                 if key < 0:
                     key = sink.key(index, sp, kind, width)
                 self._record_full(sink, key, sp, kind, width, a)
-            if shared:
-                return self.shared_lane_base + o
-            return self.lane_index * self.local_stride + o
+            return lane_base + a
 
         return fast
+
+    def _lane_bases(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per lane, the heap offset of shared address 0 of the window (its CTA's shared memory
+        less the window's start) and of its local frame (made on first use, kept)."""
+        got = self._lane_base_pair
+        if got is None:
+            got = self._lane_base_pair = (
+                self.shared_lane_base - self.image.shared_base,
+                self.lane_index * self.local_stride,
+            )
+        return got
 
     def _fast_global(
         self, index: int, space: str, addr_op: Any, kind: Kind, width: int
@@ -1477,12 +1493,14 @@ class Batch:
         mis = width - 1
         key = -1
 
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
+
         def fast() -> np.ndarray | None:
             nonlocal key
             a = sv64 + off if off else sv64  # read only: the trace copies it, offsets are new
-            if mis and int(np.bitwise_or.reduce(a)) & mis:
+            if mis and int(either(a)) & mis:
                 return None
-            offs = gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
+            offs = gmem.in_one_buffer(a, int(least(a)), int(most(a)), width, aligned=True)
             if offs is None:
                 return None
             if sink is not None:
