@@ -168,6 +168,14 @@ def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
     lane (a prefix) or from some lane on (a suffix), as ``if (tid < bound)`` and
     ``if (i > tid * k)`` split them: the threads on each side are contiguous."""
 
+    if active.size <= 16:  # a few warps: each word's bits as Python integers
+        n = 0
+        for a, t in zip(active.tolist(), taken.tolist(), strict=True):
+            f = a & ~t
+            if a & ((1 << t.bit_length()) - 1) == t or a & ((1 << f.bit_length()) - 1) == f:
+                n += 1
+        return n
+
     def packed(side: np.ndarray) -> np.ndarray:
         # the bits up to the highest set bit of each word: side is a prefix of the active lanes
         # when it holds every active lane below its highest lane
@@ -1744,6 +1752,9 @@ class Batch:
         all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
+        # small per-warp arrays: counting is cheaper than numpy's any/all/min/max reductions
+        nz = np.count_nonzero
+        least, most = np.minimum.reduce, np.maximum.reduce
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -1760,7 +1771,7 @@ class Batch:
                 ok = s >= 0
                 sc = np.maximum(s, 0)
                 pop = ok & ((st_pc[sc, ws] == st_rpc[sc, ws]) | (st_mask[sc, ws] == 0))
-                if not pop.any():
+                if not nz(pop):
                     break
                 sp[ws[pop]] -= 1
                 ws_next = ws[pop]
@@ -1792,13 +1803,13 @@ class Batch:
             while ws.size:
                 s = sp[ws]
                 ok = s >= 1
-                if not ok.any():
+                if not nz(ok):
                     return
                 ws = ws[ok]
                 s = s[ok]
                 b = s - 1
                 meet = (st_pc[s, ws] == st_pc[b, ws]) & (st_rpc[s, ws] == st_rpc[b, ws])
-                if not meet.any():
+                if not nz(meet):
                     return
                 ws = ws[meet]
                 s = s[meet]
@@ -1816,7 +1827,7 @@ class Batch:
                 settle(ws)
                 return
             pop = st_rpc[s, ws] == target
-            if pop.any():
+            if nz(pop):
                 settle(ws[pop])
                 if is_join[target]:
                     join(ws[~pop])
@@ -1840,8 +1851,9 @@ class Batch:
             r = st_rpc[s, ws]
             same = r == j
             base = np.where(same, s, s + 1)
-            if (~same).any():
-                st_pc[s[~same], ws[~same]] = j
+            other = ~same
+            if nz(other):
+                st_pc[s[other], ws[other]] = j
             entries = [(tgt, mk) for tgt, mk in sides if tgt != j]
             ensure_depth(int(base.max()) + len(entries))
             k = base.copy()
@@ -1926,7 +1938,7 @@ class Batch:
                 mask = full_mask
             else:
                 runnable = live & ~is_barrier[cur_pc]
-                if not runnable.any():
+                if not nz(runnable):
                     waiting = np.flatnonzero(live & is_barrier[cur_pc])
                     if waiting.size == 0:
                         break
@@ -1954,15 +1966,15 @@ class Batch:
                         set_pc(ws, int(blk.term[1]))
                     continue
                 pcs = cur_pc[runnable]
-                p = int(pcs.min())
-                if p == int(pcs.max()):
+                p = int(least(pcs))
+                if p == int(most(pcs)):
                     sel = runnable
                 else:
                     sel = runnable & (cur_pc == p)
-                ws = allw[sel] if not sel.all() else allw
+                ws = allw[sel] if nz(sel) < nw else allw
                 masks = cur_mask[ws]
-                if ws.size == nw and bool((masks == FULL32).all()):
-                    if self.lockstep and bool((sp == 0).all()) and bool((st_rpc[0] == vexit).all()):
+                if ws.size == nw and not nz(masks != FULL32):
+                    if self.lockstep and not nz(sp) and not nz(st_rpc[0] != vexit):
                         lock = p  # every warp here with all its lanes: run it in lockstep
                         continue
                     mask = Mask(None, n)
@@ -2020,16 +2032,16 @@ class Batch:
                     continue
                 all_t = nb_ == 0
                 all_f = tb == 0
-                if all_t.all():
+                if nz(all_t) == all_t.size:
                     set_pc(ws, taken_i)
                     continue
-                if all_f.all():
+                if nz(all_f) == all_f.size:
                     set_pc(ws, fall_i)
                     continue
                 set_pc(ws[all_t], taken_i)
                 set_pc(ws[all_f], fall_i)
                 div = ~(all_t | all_f)
-                if div.any():
+                if nz(div):
                     wd = ws[div]
                     block_splits[p] += int(wd.size)
                     self.block_front_splits[p] += front_splits(masks[div], tb[div])
