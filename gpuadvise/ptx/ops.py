@@ -213,10 +213,13 @@ class Dst:
             self.direct = self.store
 
     def __call__(self, val: Any, m: Mask) -> None:
-        if m.b is None and type(val) is np.ndarray and val.dtype == self.dt:
+        if type(val) is np.ndarray and val.dtype == self.dt:
             direct = self.direct
             if direct is not None:  # what the conversions below come to: the bits as they are
-                direct[...] = val
+                if m.b is None:
+                    direct[...] = val
+                else:
+                    write(self.store, val.view(self.store.dtype), m)
                 return
         if self.t == "pred" or self.store.dtype == np.bool_:
             v = np.asarray(val)
@@ -636,16 +639,19 @@ def _build_fma(b: Batch, ins: Instr, t: str, rnd: str, sat: bool) -> Op:
     d = Dst(b, ops[0], t)
     if t == "f32":
         nearest = rnd in ("rn", "", "rna") and not sat
-        # a full mask's nearest rounding: the product and sum into the batch's float64 scratch
-        # (ops run one at a time), cast into the register (the same values, no new arrays)
+        # nearest rounding: the product and sum into the batch's float64 scratch (ops run one
+        # at a time), cast into the register (the same values, fewer new arrays)
         tmp = b.scratch_f64 if nearest else None
         dview = d.direct
 
         def op32(m: Mask) -> None:
-            if tmp is not None and dview is not None and m.b is None:
+            if tmp is not None:
                 np.multiply(a(), c(), out=tmp, dtype=F64)
                 np.add(tmp, e(), out=tmp)
-                dview[...] = tmp
+                if dview is not None and m.b is None:
+                    dview[...] = tmp
+                else:  # rounded to nearest by the cast, as round_to_f32 does
+                    d(tmp.astype(F32), m)
                 return
             r = np.asarray(a(), F64) * c()
             r += e()
