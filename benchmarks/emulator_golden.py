@@ -14,10 +14,10 @@ compared on exactly the same calls, and timed on the emulation only (no compile,
     # 3. compare two replays (exit 1 on any difference), with the CPU time per call
     python benchmarks/emulator_golden.py compare A.json B.json
 
-``--kernels``: every launch of kernels/ (as ``analyze_golden.py``: 64 CTAs sampled), analyzed
-with ``--select GA203`` (a trace rule of its own: the kernel's trace alone, no variant traces) unless the key
-contains a ``--full`` substring (then every rule, their launch checks and variant traces
-too); ``--corpus``: stranger-corpus kernels at their own launch, every rule (speed_golden.py's
+``--kernels``: every launch of kernels/ (as ``analyze_golden.py``: 64 CTAs sampled), its first
+emulation only (the kernel's own trace: the capture stops there) unless the key contains a
+``--full`` substring (then the whole analysis: every rule, their launch checks and variant
+traces); ``--corpus``: stranger-corpus kernels at their own launch, every rule (speed_golden.py's
 command). The digest covers the trace (its records byte for byte, instructions, CTAs, work),
 the outputs (every output buffer made and hashed) and the changed elements, the inputs' names,
 the CTAs run, the counts (lane instructions, warp steps, warp accesses), the SIMT profile, the
@@ -44,6 +44,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUDGET = str(8 << 30)
+FIRST_ONLY = "GPUADVISE_EMULATOR_GOLDEN_FIRST_ONLY"
 
 
 # -- capture ---------------------------------------------------------------------------------------
@@ -73,6 +74,8 @@ def _child(out: Path, argv: list[str]) -> int:
             n = count[0]
             count[0] += 1
         (out / f"call{n:03d}.pkl").write_bytes(pickle.dumps(saved, protocol=5))
+        if os.environ.get(FIRST_ONLY):  # the kernel's own trace only: nothing after it runs
+            os._exit(0)
         return real(**kw)
 
     em._emulate = recording  # type: ignore[assignment]
@@ -94,8 +97,6 @@ def _kernel_commands(full: list[str]) -> list[tuple[str, list[str]]]:
                "--tracer", "emu", "--sample-ctas", "64"]  # fmt: skip
         if kernel:
             cmd += ["--kernel", kernel]
-        if not any(s in key for s in full):
-            cmd += ["--select", "GA203"]
         out.append((key, cmd))
     return out
 
@@ -117,8 +118,10 @@ def capture(args: argparse.Namespace) -> int:
     for name in args.corpus or []:
         runs.append(("corpus:" + name, _corpus_command(name)))
     runs = [(k, c) for k, c in runs if not args.only or any(s in k for s in args.only)]
-    env = dict(os.environ, GPUADVISE_MEMORY_BUDGET=BUDGET)
     for i, (key, cmd) in enumerate(runs):
+        env = dict(os.environ, GPUADVISE_MEMORY_BUDGET=BUDGET)
+        if key.startswith("kernels/") and not any(s in key for s in args.full):
+            env[FIRST_ONLY] = "1"
         d = root / f"{i:03d}"
         d.mkdir(exist_ok=True)
         (d / "key.txt").write_text(key + "\n")
@@ -152,7 +155,9 @@ def _digest(value: Any, seen: int = 0) -> Any:
         return {
             "array": value.dtype.str if value.dtype.names is None else repr(value.dtype.descr),
             "shape": list(value.shape),
-            "sha": hashlib.sha256(data.view(np.uint8).reshape(-1) if data.size else b"").hexdigest(),
+            "sha": hashlib.sha256(
+                data.view(np.uint8).reshape(-1) if data.size else b""
+            ).hexdigest(),
         }
     if isinstance(value, np.generic):
         return _digest(value.item())
