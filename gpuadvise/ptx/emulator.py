@@ -184,6 +184,14 @@ def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
     lane (a prefix) or from some lane on (a suffix), as ``if (tid < bound)`` and
     ``if (i > tid * k)`` split them: the threads on each side are contiguous."""
 
+    if active.size <= 16:  # a few warps: each word's bits as Python integers
+        n = 0
+        for a, t in zip(active.tolist(), taken.tolist(), strict=True):
+            f = a & ~t
+            if a & ((1 << t.bit_length()) - 1) == t or a & ((1 << f.bit_length()) - 1) == f:
+                n += 1
+        return n
+
     def packed(side: np.ndarray) -> np.ndarray:
         # the bits up to the highest set bit of each word: side is a prefix of the active lanes
         # when it holds every active lane below its highest lane
@@ -487,6 +495,10 @@ class RecordSink:
         self.buf: np.ndarray | None = None
         self.raw: np.ndarray = np.zeros(0, _RAW_RECORD)
         self.addr: np.ndarray = np.zeros((0, 32), np.uint64)
+        # the columns the partial records set (views of buf)
+        self.mask: np.ndarray = np.zeros(0, np.uint32)
+        self.epoch: np.ndarray = np.zeros(0, np.uint32)
+        self.extra: np.ndarray = np.zeros(0, np.uint32)
         self._mm: Any = None
         self.keys: dict[tuple[int, int], int] = {}
         self.key_kind: dict[tuple[int, int], tuple[int, int]] = {}
@@ -554,6 +566,9 @@ class RecordSink:
         # whole records as opaque bytes (a template copied in one memcpy) and the address column
         self.raw = new.view(_RAW_RECORD)
         self.addr = new["addr"]
+        self.mask = new["mask"]
+        self.epoch = new["epoch"]
+        self.extra = new["extra"]
 
     def ordered_keys(self) -> list[tuple[int, int]]:
         return sorted(self.keys)
@@ -622,6 +637,8 @@ class Batch:
                     for name, t in self.program.regs.items()
                 },
                 "specials": {},
+                # float64 scratch of the batch's size, for an op's intermediate (ops.py)
+                "f64": np.empty(n, np.float64),
             }
             if cache is not None:
                 cache[self.ncta] = shared
@@ -636,6 +653,7 @@ class Batch:
         # registers start as they were left (the values of uninitialized registers are undefined)
         self.regs: dict[str, np.ndarray] = shared["regs"]
         self._layout_specials: dict[str, Any] = shared["specials"]
+        self.scratch_f64: np.ndarray = shared["f64"]
         self._carry: np.ndarray | None = None
         self.step_counter = 0
         # SIMT counts per basic block (the last entry: the virtual exit), filled by run():
@@ -665,6 +683,8 @@ class Batch:
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         self._epoch_gen = 0  # counts the changes of warp_epoch
+        # the last lanes array recorded and its layout (_lanes_layout)
+        self._layout_of: tuple[np.ndarray, tuple[Any, Any, Any, np.ndarray]] | None = None
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -672,6 +692,7 @@ class Batch:
         self.shared_heap = np.zeros(self.shared_stride * self.ncta, np.uint8)
         self.shared_views = heap_views(self.shared_heap)
         self.shared_lane_base = self.cta_of_lane * self.shared_stride
+        self._lane_base_pair: tuple[np.ndarray, np.ndarray] | None = None
         self.local_stride = max(image.local_bytes, 16)
         self.local_heap = np.zeros(self.local_stride * n if image.local_bytes else 16, np.uint8)
         self.local_views = heap_views(self.local_heap)
@@ -1167,11 +1188,9 @@ class Batch:
         raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
         epoch = self.warp_epoch
         extra = self.sampler.extra
-        w0 = int(lanes[0]) >> 5
-        if int(lanes[-1]) >> 5 == w0:  # one warp's lanes (ascending): one record
-            bits = 0
-            for lane in lanes.tolist():
-                bits |= 1 << (lane & 31)
+        lay = self._lanes_layout(lanes)
+        if lay[1] is None:  # one warp's lanes (ascending): one record
+            w0, _, bits, col = lay
             start = sink.reserve_index(1)
             sink.raw[start] = raw[w0]
             assert sink.buf is not None
@@ -1179,28 +1198,50 @@ class Batch:
             rec["mask"] = bits
             rec["epoch"] = epoch[w0]
             rec["extra"] = extra[w0]
-            rec["addr"][lanes & 31] = taddr
+            rec["addr"][col] = taddr
             return
-        # the warps the lanes are in (ascending, as the lanes) and each lane's row among them,
-        # from the lanes alone: no pass over the batch
-        wl = lanes >> 5
-        starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
-        wsel = np.concatenate((wl[:1], wl[starts]))
-        rows = np.zeros(k, np.int64)
-        rows[starts] = 1
-        np.cumsum(rows, out=rows)
-        bits_a = np.left_shift(U32(1), (lanes & 31).astype(U32))
-        wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
         # the fixed fields from the template (its address column zeros), then the masks, the
         # epochs, the weights and the active lanes' addresses
+        wsel, rows, wm, col = lay
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
         assert sink.buf is not None
-        sink.buf["mask"][start:end] = wm
-        sink.buf["epoch"][start:end] = epoch[wsel]
-        sink.buf["extra"][start:end] = extra[wsel]
-        sink.addr[start:end][rows, lanes & 31] = taddr
+        sink.mask[start:end] = wm
+        sink.epoch[start:end] = epoch[wsel]
+        sink.extra[start:end] = extra[wsel]
+        sink.addr[start:end][rows, col] = taddr
+
+    def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
+        """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
+        its mask, each lane's column) when they are one warp's, else (the warps, each lane's row
+        among them, their masks, each lane's column). Kept for the last ``lanes`` array: the
+        accesses of a block share its mask's (``Mask.idx``), so it is made once a block."""
+        got = self._layout_of
+        if got is not None and got[0] is lanes:
+            return got[1]
+        col = lanes & 31
+        w0 = int(lanes[0]) >> 5
+        lay: tuple[Any, Any, Any, np.ndarray]
+        if int(lanes[-1]) >> 5 == w0:
+            bits = 0
+            for lane in lanes.tolist():
+                bits |= 1 << (lane & 31)
+            lay = (w0, None, bits, col)
+        else:
+            # the warps the lanes are in (ascending, as the lanes) and each lane's row among
+            # them, from the lanes alone: no pass over the batch
+            wl = lanes >> 5
+            starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
+            wsel = np.concatenate((wl[:1], wl[starts]))
+            rows = np.zeros(lanes.size, np.int64)
+            rows[starts] = 1
+            np.cumsum(rows, out=rows)
+            bits_a = np.left_shift(U32(1), col.astype(U32))
+            wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
+            lay = (wsel, rows, wm, col)
+        self._layout_of = (lanes, lay)
+        return lay
 
     def _record_template(
         self, key: int, sp: Space, kind: Kind, width: int
@@ -1295,6 +1336,7 @@ class Batch:
                 if st is not None
             ]
             tdt = NP_TYPES[t]
+            sh_view = self._view(space if fast_sh is not None else "shared", es)
 
             def ld(m: Mask) -> None:
                 if m.b is None and fast is not None:
@@ -1308,13 +1350,10 @@ class Batch:
                 if m.b is None and fast_sh is not None:
                     offs = fast_sh()
                     if offs is not None:
-                        view = self._view(space, es)
                         eidx = offs >> shift
-                        for k, reg in enumerate(stores):
-                            if reg is None:
-                                continue
-                            vals = view[eidx + k] if k else view[eidx]
-                            reg[...] = to_storage(vals.view(tdt), t, reg.dtype)
+                        for k, st, same in dests:
+                            vals = sh_view[eidx + k] if k else sh_view[eidx]
+                            st[...] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
                         return
                 idx = m.idx()
                 a = addr_fn(idx)
@@ -1421,27 +1460,41 @@ class Batch:
         sink = self.sink
         mis = width - 1
         key = -1
+        # the space's offsets a - base (base: the shared window's start, 0 for a local frame)
+        # must lie in [0, size - width]; each lane's heap offset is a plus its lane's base
+        base = self.image.shared_base if shared else 0
+        size = self.shared_bytes if shared else self.image.local_bytes
+        lo_ok, hi_ok = base, base + size - width
+        lane_base = self._lane_bases()[0 if shared else 1]
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
         def fast() -> np.ndarray | None:
             nonlocal key
             a = addr_fn(None)
-            if np.ndim(a) == 0 or not a.size:
+            if type(a) is not np.ndarray or not a.size:
                 return None
-            if mis and int(np.bitwise_or.reduce(a)) & mis:
+            if mis and int(either(a)) & mis:
                 return None
-            o = a - self.image.shared_base if shared else a
-            size = self.shared_bytes if shared else self.image.local_bytes
-            if int(o.min()) < 0 or int(o.max()) + width > size:
+            if int(least(a)) < lo_ok or int(most(a)) > hi_ok:
                 return None
             if sink is not None:
                 if key < 0:
                     key = sink.key(index, sp, kind, width)
                 self._record_full(sink, key, sp, kind, width, a)
-            if shared:
-                return self.shared_lane_base + o
-            return self.lane_index * self.local_stride + o
+            return lane_base + a
 
         return fast
+
+    def _lane_bases(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per lane, the heap offset of shared address 0 of the window (its CTA's shared memory
+        less the window's start) and of its local frame (made on first use, kept)."""
+        got = self._lane_base_pair
+        if got is None:
+            got = self._lane_base_pair = (
+                self.shared_lane_base - self.image.shared_base,
+                self.lane_index * self.local_stride,
+            )
+        return got
 
     def _fast_global(
         self, index: int, space: str, addr_op: Any, kind: Kind, width: int
@@ -1464,12 +1517,14 @@ class Batch:
         mis = width - 1
         key = -1
 
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
+
         def fast() -> np.ndarray | None:
             nonlocal key
             a = sv64 + off if off else sv64  # read only: the trace copies it, offsets are new
-            if mis and int(np.bitwise_or.reduce(a)) & mis:
+            if mis and int(either(a)) & mis:
                 return None
-            offs = gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
+            offs = gmem.in_one_buffer(a, int(least(a)), int(most(a)), width, aligned=True)
             if offs is None:
                 return None
             if sink is not None:
@@ -1713,6 +1768,9 @@ class Batch:
         all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
+        # small per-warp arrays: counting is cheaper than numpy's any/all/min/max reductions
+        nz = np.count_nonzero
+        least, most = np.minimum.reduce, np.maximum.reduce
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -1729,7 +1787,7 @@ class Batch:
                 ok = s >= 0
                 sc = np.maximum(s, 0)
                 pop = ok & ((st_pc[sc, ws] == st_rpc[sc, ws]) | (st_mask[sc, ws] == 0))
-                if not pop.any():
+                if not nz(pop):
                     break
                 sp[ws[pop]] -= 1
                 ws_next = ws[pop]
@@ -1761,13 +1819,13 @@ class Batch:
             while ws.size:
                 s = sp[ws]
                 ok = s >= 1
-                if not ok.any():
+                if not nz(ok):
                     return
                 ws = ws[ok]
                 s = s[ok]
                 b = s - 1
                 meet = (st_pc[s, ws] == st_pc[b, ws]) & (st_rpc[s, ws] == st_rpc[b, ws])
-                if not meet.any():
+                if not nz(meet):
                     return
                 ws = ws[meet]
                 s = s[meet]
@@ -1785,7 +1843,7 @@ class Batch:
                 settle(ws)
                 return
             pop = st_rpc[s, ws] == target
-            if pop.any():
+            if nz(pop):
                 settle(ws[pop])
                 if is_join[target]:
                     join(ws[~pop])
@@ -1809,8 +1867,9 @@ class Batch:
             r = st_rpc[s, ws]
             same = r == j
             base = np.where(same, s, s + 1)
-            if (~same).any():
-                st_pc[s[~same], ws[~same]] = j
+            other = ~same
+            if nz(other):
+                st_pc[s[other], ws[other]] = j
             entries = [(tgt, mk) for tgt, mk in sides if tgt != j]
             ensure_depth(int(base.max()) + len(entries))
             k = base.copy()
@@ -1895,7 +1954,7 @@ class Batch:
                 mask = full_mask
             else:
                 runnable = live & ~is_barrier[cur_pc]
-                if not runnable.any():
+                if not nz(runnable):
                     waiting = np.flatnonzero(live & is_barrier[cur_pc])
                     if waiting.size == 0:
                         break
@@ -1923,15 +1982,15 @@ class Batch:
                         set_pc(ws, int(blk.term[1]))
                     continue
                 pcs = cur_pc[runnable]
-                p = int(pcs.min())
-                if p == int(pcs.max()):
+                p = int(least(pcs))
+                if p == int(most(pcs)):
                     sel = runnable
                 else:
                     sel = runnable & (cur_pc == p)
-                ws = allw[sel] if not sel.all() else allw
+                ws = allw[sel] if nz(sel) < nw else allw
                 masks = cur_mask[ws]
-                if ws.size == nw and bool((masks == FULL32).all()):
-                    if self.lockstep and bool((sp == 0).all()) and bool((st_rpc[0] == vexit).all()):
+                if ws.size == nw and not nz(masks != FULL32):
+                    if self.lockstep and not nz(sp) and not nz(st_rpc[0] != vexit):
                         lock = p  # every warp here with all its lanes: run it in lockstep
                         continue
                     mask = Mask(None, n)
@@ -1989,16 +2048,16 @@ class Batch:
                     continue
                 all_t = nb_ == 0
                 all_f = tb == 0
-                if all_t.all():
+                if nz(all_t) == all_t.size:
                     set_pc(ws, taken_i)
                     continue
-                if all_f.all():
+                if nz(all_f) == all_f.size:
                     set_pc(ws, fall_i)
                     continue
                 set_pc(ws[all_t], taken_i)
                 set_pc(ws[all_f], fall_i)
                 div = ~(all_t | all_f)
-                if div.any():
+                if nz(div):
                     wd = ws[div]
                     block_splits[p] += int(wd.size)
                     self.block_front_splits[p] += front_splits(masks[div], tb[div])

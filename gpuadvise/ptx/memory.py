@@ -346,7 +346,13 @@ class GlobalMemory:
         if self._lazy:
             if aligned and width & (width - 1) == 0 and width <= (1 << PAGE_SHIFT):
                 # aligned accesses of a power of two up to a page stay in the page of their
-                # first byte: what _touch does, its alignment check known
+                # first byte: what _touch does, its alignment check known; nothing to fill when
+                # every page from the least address's to the greatest's is (a slice, read
+                # instead of a gather when it is not much longer than the accesses)
+                delta = int(self._deltas[i])
+                p0, p1 = (lo - delta) >> PAGE_SHIFT, (hi - delta) >> PAGE_SHIFT
+                if p1 - p0 < 4 * addr.size and self._filled[p0 : p1 + 1].all():
+                    return offs
                 first = offs >> PAGE_SHIFT
                 filled = self._filled[first]
                 if not filled.all():

@@ -213,10 +213,13 @@ class Dst:
             self.direct = self.store
 
     def __call__(self, val: Any, m: Mask) -> None:
-        if m.b is None and type(val) is np.ndarray and val.dtype == self.dt:
+        if type(val) is np.ndarray and val.dtype == self.dt:
             direct = self.direct
             if direct is not None:  # what the conversions below come to: the bits as they are
-                direct[...] = val
+                if m.b is None:
+                    direct[...] = val
+                else:
+                    write(self.store, val.view(self.store.dtype), m)
                 return
         if self.t == "pred" or self.store.dtype == np.bool_:
             v = np.asarray(val)
@@ -325,8 +328,20 @@ def f32_to_bf16(f: Any, mode: str = "rn") -> Any:
     return np.where(nan, U32(0x7FFF), r).astype(U16)
 
 
+# from this many halves on, f16 -> f32 is a gather from the table of all 65,536 (made once, by
+# the same conversion): numpy converts halves one at a time in software (~8 ns a value), the
+# gather takes a third to two thirds of that; fewer halves convert faster than they gather
+_F16_TABLE_FROM = 1024
+_f16_table: list[np.ndarray] = []
+
+
 def f16_bits_to_f32(u: Any) -> Any:
-    return np.asarray(u).astype(U16).view(F16).astype(F32)
+    arr = np.asarray(u)
+    if arr.size < _F16_TABLE_FROM or arr.ndim == 0:
+        return arr.astype(U16).view(F16).astype(F32)
+    if not _f16_table:
+        _f16_table.append(np.arange(1 << 16, dtype=np.uint32).astype(U16).view(F16).astype(F32))
+    return np.take(_f16_table[0], arr.astype(U16, copy=False))
 
 
 def f32_to_f16_bits(f: Any) -> Any:
@@ -334,7 +349,7 @@ def f32_to_f16_bits(f: Any) -> Any:
 
 
 def _unpack2(u: Any) -> tuple[Any, Any]:
-    u = np.asarray(u).astype(U32)
+    u = np.asarray(u).astype(U32, copy=False)  # read only
     return (u & U32(0xFFFF)).astype(U16), (u >> U32(16)).astype(U16)
 
 
@@ -624,8 +639,20 @@ def _build_fma(b: Batch, ins: Instr, t: str, rnd: str, sat: bool) -> Op:
     d = Dst(b, ops[0], t)
     if t == "f32":
         nearest = rnd in ("rn", "", "rna") and not sat
+        # nearest rounding: the product and sum into the batch's float64 scratch (ops run one
+        # at a time), cast into the register (the same values, fewer new arrays)
+        tmp = b.scratch_f64 if nearest else None
+        dview = d.direct
 
         def op32(m: Mask) -> None:
+            if tmp is not None:
+                np.multiply(a(), c(), out=tmp, dtype=F64)
+                np.add(tmp, e(), out=tmp)
+                if dview is not None and m.b is None:
+                    dview[...] = tmp
+                else:  # rounded to nearest by the cast, as round_to_f32 does
+                    d(tmp.astype(F32), m)
+                return
             r = np.asarray(a(), F64) * c()
             r += e()
             if nearest:
@@ -804,7 +831,7 @@ def build_math(b: Batch, ins: Instr) -> Op:
     fn = fns.get(base)
     if fn is None:
         raise _Unsupported(ins.opcode)
-    return _func_op(b, ins, t, t, lambda x: np.asarray(fn(x)).astype(dt))
+    return _func_op(b, ins, t, t, lambda x: np.asarray(fn(x)).astype(dt, copy=False))
 
 
 def build_testp(b: Batch, ins: Instr) -> Op:

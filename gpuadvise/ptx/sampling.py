@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DECIDE_AT", "DOOM_AFTER", "INNER_SHARE", "LoopSampler", "SampledLoop", "budget_reason"]
 
+# any/all of the small per-warp arrays at every latch: a count is cheaper than numpy's reductions
+_nz = np.count_nonzero
+
 DECIDE_AT = 6
 """A loop instance is sampled from its 6th iteration on (the 8th when the registers' steps are
 read): its first iterations run in full, as on the GPU."""
@@ -289,7 +292,7 @@ class LoopSampler:
             if d.busy and p not in d.loop.blocks:
                 d.cnt[ws] = 0
                 d.streak[ws] = 0
-                d.busy = bool(d.cnt.any())
+                d.busy = bool(_nz(d.cnt))
 
     def after_block(
         self,
@@ -323,14 +326,14 @@ class LoopSampler:
         if not done.size:
             return
         k = w.ff_k[done]
-        if k.any():
+        if _nz(k):
             fx = done[k > 0]
             self.wmul[fx] //= w.ff_k[fx]
             self._weights_changed()
         for arr in (w.cnt, w.since, w.quiet, w.ff_k):
             arr[done] = 0
         w.hot[done] = False
-        w.busy = bool(w.cnt.any())
+        w.busy = bool(_nz(w.cnt))
 
     def _weights_changed(self) -> None:
         self.extra = (self.wmul - 1).astype(np.uint32)
@@ -364,7 +367,7 @@ class LoopSampler:
         affine = (c >= 3) & (a1 - a0 == da) & (b1 - b0 == db)
         d.streak[ws] = np.where(affine, d.streak[ws] + 1, 0)
         ready = d.streak[ws] >= DOOM_AFTER
-        if not ready.any():
+        if not _nz(ready):
             return
         lp = d.loop
         stays = np.asarray(continues(a - b, lp.cmp, lp.continues_when), bool)
@@ -407,9 +410,9 @@ class LoopSampler:
         # the PERIOD iterations after a skip end here: they stood for the skipped ones and
         # themselves; the lanes with more iterations left run them as they come (weighing 1)
         ffk = w.ff_k[ws]
-        if ffk.any():
+        if _nz(ffk):
             done = (ffk > 0) & (c >= w.ff_at[ws] + PERIOD)
-            if done.any():
+            if _nz(done):
                 fx = ws[done]
                 self.wmul[fx] //= w.ff_k[fx]
                 w.ff_k[fx] = 0
@@ -428,18 +431,18 @@ class LoopSampler:
         # the warps being sampled: their lanes' operands and registers, then the skip
         since = w.since[ws]
         flagged = since > 0
-        if flagged.any():
+        if _nz(flagged):
             fw, fc = ws[flagged], c[flagged]
             self._record(w, fw, fc)
             ready = fc >= w.since[fw] + 2
-            if ready.any():
+            if _nz(ready):
                 fm = None if masks is None else masks[flagged][ready]
                 self._skip(w, fw[ready], fc[ready], fm)
             since, ffk = w.since[ws], w.ff_k[ws]
         look = (c >= 3) & (since == 0) & (ffk == 0)
-        if look.all():
+        if _nz(look) == look.size:
             self._look(w, ws, c, count, ipi)
-        elif look.any():
+        elif _nz(look):
             self._look(w, ws[look], c[look], count[look], ipi[look])
 
     def _look(
@@ -448,7 +451,7 @@ class LoopSampler:
         """From one lane per warp: is the instance long (hot), and is it worth sampling."""
         h = w.head
         c0 = int(c[0])
-        if bool((c == c0).all()):  # warps in step (the usual case): one gather
+        if _nz(c != c0) == 0:  # warps in step (the usual case): one gather
             hw = h[:, :, ws]
             s2, s1, s0 = c0 % 3, (c0 - 1) % 3, (c0 - 2) % 3
             a2, a1, a0 = hw[0, s2], hw[0, s1], hw[0, s0]
@@ -474,10 +477,10 @@ class LoopSampler:
             for o in w.outer:
                 inside |= o.hot[ws]
             worth = hot | (known & inside & (rest > self.sample_above // INNER_SHARE))
-        if not worth.any():
+        if not _nz(worth):
             return
         go = worth & (k >= 2 * PERIOD + 2) & (c >= DECIDE_AT) & (c >= w.quiet[ws])
-        if go.any():
+        if _nz(go):
             w.since[ws[go]] = c[go]
             self._record(w, ws[go], c[go])
 
