@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.l2 import L2Result
     from gpuadvise.model.reconcile import ReconcileNote
     from gpuadvise.ptx.constants import BoundConstant
-    from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.access import AccessTrace, Space
     from gpuadvise.trace.simt import SimtProfile
     from gpuadvise.trace.tracer import Tracer, TraceResult
 
@@ -480,6 +480,7 @@ def _with_interior(
     already (a grid the sample covers), ``limit`` is 0, ``tracer`` cannot trace chosen CTAs
     (:attr:`~gpuadvise.trace.tracer.Capability.CHOSEN_CTAS`), or they cannot be traced (with a
     note)."""
+    from gpuadvise.trace.access import Space
     from gpuadvise.trace.emulate import interior_ctas
     from gpuadvise.trace.tracer import Capability
 
@@ -507,14 +508,17 @@ def _with_interior(
         f"{cols}), away from its border, in {time.perf_counter() - t0:.1f} s "
         "(--l2-probe-ctas sets how many)"
     )
-    return _merge_traces(emu.trace, more.trace), (note,)
+    # the L2 model reads the global records alone: only they are copied (one copy, not the
+    # whole trace's and then its global records')
+    return _merge_traces(emu.trace, more.trace, Space.GLOBAL), (note,)
 
 
-def _merge_traces(a: AccessTrace, b: AccessTrace) -> AccessTrace:
+def _merge_traces(a: AccessTrace, b: AccessTrace, space: Space | None = None) -> AccessTrace:
     """One AccessTrace of the CTAs of two emulations of the same launch. Both list the same
     instructions unless a generic access reached another state space in one of them: then
     ``b``'s instruction ids are mapped to ``a``'s by source location, opcode, space, kind and
-    width (the first of ``a``'s with that key)."""
+    width (the first of ``a``'s with that key). ``space``: only the records of that state space
+    (``a``'s, then ``b``'s, in their order), copied once."""
     import numpy as np
 
     from gpuadvise.trace.access import InstrInfo
@@ -536,10 +540,22 @@ def _merge_traces(a: AccessTrace, b: AccessTrace) -> AccessTrace:
                 index[k] = len(instrs)
                 instrs.append(replace(i, inst=len(instrs)))
             remap[i.inst] = index[k]
-        rb = rb.copy()
+        rb = rb.copy() if space is None else rb[rb["space"] == int(space)]
         if len(rb):
             rb["inst"] = remap[rb["inst"].astype(np.int64)]
-    records = np.concatenate([a.records, rb])
+    if space is None:
+        records = np.concatenate([a.records, rb])
+    else:
+        masks = [r["space"] == int(space) for r in (a.records, rb)]
+        sizes = [int(m.sum()) for m in masks]
+        records = np.empty(sum(sizes), dtype=a.records.dtype)
+        at = 0
+        for r, m, n in zip((a.records, rb), masks, sizes, strict=True):
+            if n == len(r):
+                records[at : at + n] = r
+            else:  # into its place, no temporary copy
+                np.compress(m, r, axis=0, out=records[at : at + n])
+            at += n
     ctas = tuple(sorted(set(a.ctas) | set(b.ctas)))
     return replace(
         a,

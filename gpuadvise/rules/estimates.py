@@ -282,20 +282,28 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         sec = lanes.off // SECTOR
         got = {}
         fetched_idx = np.flatnonzero(fetched)  # one array for the L2's set and DRAM's
+        l2_keys: tuple[np.ndarray, np.ndarray | None, np.ndarray, int] | None = None
         for name, part in (("l2", fetched), ("load", fetched), ("store", lstore)):
             idx = fetched_idx if part is fetched else np.flatnonzero(part)
             # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
             # densely in that order: distinct_inverse sorts it packed with the positions
             cols = [lb[idx].astype(np.int64, copy=False), sec[idx]]
-            k = _packed(
-                [lanes.cta[idx].astype(np.int64, copy=False), *cols] if name == "l2" else cols
-            )
-            if view.iterations_sampled:
-                uniq, first, group = distinct_inverse(k, return_index=True)
+            first: np.ndarray | None = None
+            if name == "load" and l2_keys is not None:
+                uniq, first, group = _coarser(*l2_keys)
+            else:
+                ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
+                k = _packed([ctas, *cols] if ctas is not None else cols)
+                if view.iterations_sampled:
+                    uniq, first, group = distinct_inverse(k, return_index=True)
+                else:
+                    uniq, group = distinct_inverse(k)
+                if ctas is not None and (inner := _span(ctas, cols)) is not None:
+                    l2_keys = (uniq, first, group, inner)
+            if first is not None:
                 kw = view.rec_weight[lanes.rec[idx[first]]]
                 got[name] = _SectorSet(idx, group.reshape(-1), float(kw.sum()), kw)
             else:
-                uniq, group = distinct_inverse(k)
                 got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
         if keep is None:
             _SETS[view] = got
@@ -408,6 +416,33 @@ def _store_split(
 
 def _at(weight: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
     return None if weight is None else weight[sel]
+
+
+def _span(outer: np.ndarray, cols: list[np.ndarray]) -> int | None:
+    """The span of :func:`_packed`'s key of ``cols`` when its key of ``[outer, *cols]`` is
+    mixed-radix (no rank of the rows: the spans' product below 2**62): that key is then, modulo
+    the span, ``cols``' own; None otherwise (or without rows)."""
+    if not len(outer):
+        return None
+    inner = 1
+    for c in cols:
+        inner *= int(c.max()) + 1
+    return inner if inner * (int(outer.max()) + 1) < 2**62 else None
+
+
+def _coarser(
+    uniq: np.ndarray, first: np.ndarray | None, group: np.ndarray, span: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """:func:`~gpuadvise.arrays.distinct_inverse` of the keys ``key % span`` from that of
+    ``key`` (``uniq``, ``first`` or None, ``group``): the distinct coarser keys of the (fewer)
+    distinct keys, each lane's through its key's, and each coarser key's first lane (the least
+    of its keys' first lanes)."""
+    values, inner = distinct_inverse(uniq % np.int64(span))
+    if first is None:
+        return values, None, inner[group]
+    least = np.full(len(values), np.iinfo(np.intp).max, dtype=np.intp)
+    np.minimum.at(least, inner, first)
+    return values, least, inner[group]
 
 
 def _packed(cols: list[np.ndarray]) -> np.ndarray:

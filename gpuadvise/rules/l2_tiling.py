@@ -32,7 +32,7 @@ from gpuadvise.source.patch import (
     tiled_block_index_lines,
 )
 from gpuadvise.source.text import KernelSource, line_of
-from gpuadvise.trace.access import AccessTrace
+from gpuadvise.trace.access import AccessTrace, Space
 
 __all__ = [
     "TILE_SIZES",
@@ -195,12 +195,22 @@ def probe_trace(ctx: RuleContext, ks: KernelSource) -> AccessTrace:
     emulated (the rules' trace-a-candidate service), and the trace's CTA ids are relabelled with
     the sampled CTAs' ids. Valid when :func:`remap_safety` holds (the tile a block computes is
     all its block index decides)."""
+    return _probe_trace(ctx, ks)
+
+
+def _probe_trace(ctx: RuleContext, ks: KernelSource, space: Space | None = None) -> AccessTrace:
+    """:func:`probe_trace`; ``space``: with the records of that state space alone (what the L2
+    model reads: the others are not copied)."""
     gx, gy = int(ctx.launch.grid.x), int(ctx.launch.grid.y)
     ctas = probe_ctas(gx, gy)[: probe_limit(ctx)]
     text = remap_block_index(ks.text, ks.body_start, ks.body_end, probe_lines(ctas, gx), BLOCK_NAME)
     trace = ctx.services.trace_candidate(text, len(ctas))
     ids = np.asarray(ctas, dtype=np.int64)
-    recs = trace.records.copy()
+    recs = trace.records
+    if space is not None and not (keep := recs["space"] == int(space)).all():
+        recs = recs[keep]  # a copy of those records alone
+    else:
+        recs = recs.copy()
     recs["cta"] = ids[recs["cta"].astype(np.int64)]
     return replace(trace, records=recs, ctas=tuple(int(c) for c in ctas))
 
@@ -234,7 +244,7 @@ def probe_l2(ctx: RuleContext, ks: KernelSource) -> tuple[Any, int]:
     hit = _PROBE_CACHE.get(key)
     if hit is not None:
         return hit
-    trace = probe_trace(ctx, ks)
+    trace = _probe_trace(ctx, ks, Space.GLOBAL)  # the L2 model reads the global records
     result = (l2_model(trace, d, blocks_per_sm, _PROBE_ORDERS), len(trace.ctas))
     while len(_PROBE_CACHE) >= _PROBE_CACHE_SIZE:
         _PROBE_CACHE.pop(next(iter(_PROBE_CACHE)))

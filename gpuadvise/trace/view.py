@@ -234,7 +234,8 @@ class TraceView:
         self.rec_ideal = rs.ideal.astype(np.int64)
         act = active_lanes(recs["mask"]) if len(recs) else np.zeros((0, WARP), bool)
         rows, lanes = np.nonzero(act)
-        addr = recs["addr"][rows, lanes] if len(rows) else np.zeros(0, np.uint64)
+        # (the mask selects the lanes in the order of nonzero's: row by row)
+        addr = recs["addr"][act] if len(rows) else np.zeros(0, np.uint64)
         names = sorted(self.buffers, key=lambda n: self.buffers[n].base)
         bases = np.array([self.buffers[n].base for n in names], dtype=np.uint64)
         ends = np.array([self.buffers[n].base + self.buffers[n].size for n in names], np.uint64)
@@ -243,19 +244,22 @@ class TraceView:
         safe = np.clip(which, 0, max(len(names) - 1, 0))
         if len(names):
             inside &= addr < ends[safe]
-            off = (addr - bases[safe]).astype(np.int64)
+            # (int64 arithmetic wraps as uint64's does: the same offsets, one pass fewer)
+            off = addr.view(np.int64) - bases.view(np.int64)[safe]
         else:
             off = np.zeros(len(addr), np.int64)
         self.buffer_names = names
         self.lane_buffer = np.where(inside, safe, -1)
-        # (copy=False: the arrays made here are int64 already and nothing else holds them)
+        # the records' fields made int64 (contiguous) before they are spread over the lanes:
+        # a gather from the wide records per lane is the slow part (copy=False: the arrays
+        # made here are int64 already and nothing else holds them)
         self.lanes = Lanes(
             rows.astype(np.int64, copy=False),
-            recs["inst"][rows].astype(np.int64, copy=False),
-            np.searchsorted(ctas, recs["cta"][rows]).astype(np.int64, copy=False),
-            recs["warp"][rows].astype(np.int64) * WARP + lanes,
+            recs["inst"].astype(np.int64)[rows],
+            np.searchsorted(ctas, recs["cta"]).astype(np.int64, copy=False)[rows],
+            (recs["warp"].astype(np.int64) * WARP)[rows] + lanes,
             off,
-            recs["width"][rows].astype(np.int64, copy=False),
+            recs["width"].astype(np.int64)[rows],
         )
         # the user's line of each instruction (its call site for code inlined from a header), as
         # the coalescing model keys its lines

@@ -875,6 +875,16 @@ def test_merged_trace_maps_instructions_by_source_location():
     assert np.array_equal(m.records[: len(a.records)], a.records)
     same = _merge_traces(a, streaming_trace(8, traced=[5]))  # identical lists: kept as they are
     assert same.instructions == INSTR and len(same.records) == 3 * 8
+    # the L2 model's merge: the global records alone, in the same order, the same fields
+    a = replace(a, records=np.concatenate([a.records[:3], a.records[:1], a.records[3:]]))
+    a.records["space"][3] = int(Space.SHARED)
+    b = replace(b, records=np.concatenate([b.records, b.records[:2]]))
+    b.records["space"][-2:] = int(Space.SHARED)
+    full = _merge_traces(a, b)
+    glob = _merge_traces(a, b, Space.GLOBAL)
+    assert glob.instructions == full.instructions and glob.ctas == full.ctas
+    assert np.array_equal(glob.records, full.records[full.records["space"] == int(Space.GLOBAL)])
+    assert len(glob.records) == len(full.records) - 3
 
 
 def _reference_touches(records: np.ndarray, g: int) -> dict[tuple[int, int], list[int]]:

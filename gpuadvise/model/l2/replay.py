@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import distinct_inverse
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.model.coalescing import SECTOR_BYTES
@@ -180,7 +181,7 @@ def _merge_gaps(
     if len(gs) < 2:
         return gs, ge, gw
     key = gs * np.int64(P + 1) + ge
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = distinct_inverse(key)  # np.unique's, sorted packed with the positions
     if len(uniq) == len(key):
         return gs, ge, gw
     w = np.bincount(inv.reshape(-1), weights=gw, minlength=len(uniq))
@@ -235,8 +236,11 @@ def replay_order(
         key = pos_ext[T] << bits
         key |= np.arange(K, dtype=np.int64)
         key.sort(axis=1)
-        r = (key >> bits).astype(np.int32)
-        kk = (key & ((1 << bits) - 1)).astype(np.int32)
+        # the positions and the columns, each written as int32 once (no int64 temporaries)
+        r = np.right_shift(key, bits, out=np.empty(key.shape, np.int32), casting="unsafe")
+        kk = np.bitwise_and(
+            key, (1 << bits) - 1, out=np.empty(key.shape, np.int32), casting="unsafe"
+        )
         del key
         n_u = len(r)
         firsts.append(r[:, 0])
@@ -341,8 +345,10 @@ def replay_order(
         valid = r[:, 1:] < P
         r1 = np.minimum(r[:, 1:], P - 1)
         # per touch (after the first of each unit): its load requests and loaded granules
-        wl = (mat.cnt[NLOAD].astype(np.float32)[kk[:, 1:]]) * mat.scale[:, None].astype(np.float32)
-        wg = (mat.cnt[NLGRAN].astype(np.float32)[kk[:, 1:]]) * mat.scale[:, None].astype(np.float32)
+        wl = mat.cnt[NLOAD].astype(np.float32)[kk[:, 1:]]
+        wl *= mat.scale[:, None].astype(np.float32)
+        wg = mat.cnt[NLGRAN].astype(np.float32)[kk[:, 1:]]
+        wg *= mat.scale[:, None].astype(np.float32)
         wg *= valid
         g_all = float(wg.sum(dtype=np.float64))
         g_first = float((mat.cnt[NLGRAN][kk[:, 0]] * mat.scale).sum())  # first touches miss
