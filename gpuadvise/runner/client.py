@@ -72,6 +72,7 @@ WAIT_FLAG = "--wait"
 PREWARM_MAX_WAIT_S = 3600.0
 
 _prewarmed: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+_busy: dict[int, subprocess.Popen[bytes]] = {}  # prewarmed workers running a job, by pid
 
 
 def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
@@ -92,9 +93,14 @@ def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
 
 
 def discard_prewarmed() -> None:
-    """Kill the workers no job reached, and remove their folders."""
+    """Kill the workers no job reached and those still running one (a job a thread of this
+    process sent ahead, whose result nobody waits for now), and remove their folders."""
     import shutil
 
+    for proc in list(_busy.values()):
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
     while _prewarmed:
         _, (proc, folder) = _prewarmed.popitem()
         if proc.poll() is None:
@@ -128,11 +134,13 @@ def _run_prewarmed(module: str, job: Any, timeout_s: float) -> ProcessRun | None
         log_path = folder / "worker.log"
         start = log_path.stat().st_size if log_path.exists() else 0
         t0 = time.monotonic()
+        _busy[proc.pid] = proc
         write_atomic(folder / "job.pkl", pickle.dumps(job, protocol=5))  # whole, or not there
         run = _await_result(proc, folder / "result.pkl", log_path, timeout_s, t0, start)
         keep = proc.poll() is None and bool(getattr(run.result, "ok", False))
         return run
     finally:
+        _busy.pop(proc.pid, None)
         if keep:
             (folder / "result.pkl").unlink(missing_ok=True)
             _prewarmed[module] = (proc, folder)
