@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import os
 import shutil
 import statistics
 import tempfile
@@ -41,6 +43,8 @@ from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import GpuAdviseError
+
+log = logging.getLogger(__name__)
 
 PROXY_TOLERANCE = 0.10
 """How far a proxy's baseline may run from the kernel's own time for its speedup to stand for
@@ -161,8 +165,9 @@ finding's race may take at most its share of what is left (never under ``MIN_RAC
 MIN_RACE_S = 0.5
 """The shortest time cap a race gets, however little of the budget is left (enough for the
 minimum samples of kernels up to ~10 ms)."""
-COMPILE_WORKERS = 4
-"""nvcc processes building the candidates of every finding at once, before the first race."""
+COMPILE_WORKERS = max(4, min(8, os.cpu_count() or 1))
+"""nvcc processes building the candidates of every finding at once, before the first race (4,
+up to 8 where there are as many CPUs: reduce2's nine candidates in two rounds, not three)."""
 
 
 def _key(variant: Any) -> str:
@@ -277,12 +282,21 @@ class _Stage:
 
         def build(v: Any, folder: Path) -> _Built:
             folder.mkdir()
+            t0 = time.perf_counter()
             try:
                 return _Built(self._build(v, folder))
             except (GpuAdviseError, _NotComparable) as exc:
                 return _Built(error=exc)
+            finally:
+                log.info("measure: %s built in %.2f s", v.label or "the variant", _since(t0))
 
         def base() -> _Built:
+            early = _EARLY.pop(repr(self.opts), None)
+            if early is not None:  # built, and its data made on the GPU, ahead (start_early)
+                t0 = time.perf_counter()
+                got = early.result()
+                log.info("measure: waited %.2f s for the kernel set up ahead", _since(t0))
+                return got
             try:
                 got = prepare(self.opts, "A")
             except GpuAdviseError as exc:
@@ -385,6 +399,7 @@ class _Stage:
             )
             for k, (v, b) in enumerate(entries, 1)
         ]
+        t0 = time.perf_counter()
         run = time_prepared(
             [a, *labelled],
             self.timing(),
@@ -394,6 +409,12 @@ class _Stage:
             outputs=False,  # compared in the worker, once
         )
         result = run.result
+        log.info(
+            "measure: race of %d in %.2f s (worker: %s)",
+            len(labelled),
+            _since(t0),
+            _worker_times(result),
+        )
         if not result.ok:
             why = result.cuda_error or result.error
             labels = [b.launch.label for b in labelled]
@@ -460,6 +481,109 @@ class _Stage:
         from gpuadvise.rules.findings import Trial
 
         return Trial(variant.label, variant.description, m, verified, note)
+
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
+
+
+def _worker_times(result: Any) -> str:
+    """The worker's own seconds of one job (``Result.timings_s``), for the log."""
+    got = getattr(result, "timings_s", None) or {}
+    return " ".join(
+        f"{k.removesuffix('_s')} {v:.2f}" if k.endswith("_s") else f"{k}={int(v)}"
+        for k, v in got.items()
+    )
+
+
+_EARLY: dict[str, Any] = {}
+"""The kernel's own launch for the measurement (a ``Future`` of its :class:`_Built`), started by
+:func:`start_early`, by the repr of its live options: the stage that measures those options
+takes it (``_Stage.build_all``)."""
+
+
+def start_early(opts: KernelOptions, timeout_s: float = 60.0) -> None:
+    """Start, in a thread, what the measurement of ``opts``' findings needs before any variant
+    exists: the kernel compiled for the live GPU (``prepare``: the compile cache's entry when
+    the analysis compiled the same), the timing's own kernels, and one job in the prewarmed
+    worker that makes the buffers' data, uploads it and verifies the kernel once (the worker
+    keeps all of it for the races: ``runner.worker._Kept``). ``analyze`` calls it right after
+    the kernel's compile, so that this runs while the kernel is traced and the rules run on the
+    CPU (HeCBench f16max's 3 GiB of half data took seconds to make). Nothing here changes what
+    is measured: the races verify and time as before."""
+    import threading
+    from concurrent.futures import Future
+
+    from gpuadvise.analyze.prepare import live_options
+
+    try:
+        live = live_options(opts)
+    except GpuAdviseError:
+        return  # the measurement reports it, if it runs
+    key = repr(live)
+    if key in _EARLY:
+        return
+    fut: Future[_Built] = Future()
+    _EARLY[key] = fut
+
+    def work() -> None:
+        from gpuadvise.spec.progress import reporting
+
+        try:
+            with reporting(None):  # no progress from this thread (the display's steps nest)
+                fut.set_result(_set_up_early(live, timeout_s))
+        except BaseException as exc:  # raised where the measurement takes it
+            fut.set_exception(exc)
+
+    import contextvars
+
+    run = contextvars.copy_context().run  # the time budget
+    threading.Thread(target=run, args=(work,), daemon=True, name="gpuadvise-measure-ahead").start()
+
+
+def forget_early(opts: KernelOptions) -> None:
+    """Drop what :func:`start_early` started for ``opts`` when nothing took it (no finding was
+    measured): a later analysis in this process sets up its own."""
+    from gpuadvise.analyze.prepare import live_options
+
+    with contextlib.suppress(GpuAdviseError):
+        _EARLY.pop(repr(live_options(opts)), None)
+
+
+def _set_up_early(live: KernelOptions, timeout_s: float) -> _Built:
+    from gpuadvise.analyze.prepare import prepare, timing_kernels
+    from gpuadvise.runner.client import run_in_worker
+    from gpuadvise.runner.job import Job
+
+    t0 = time.perf_counter()
+    try:
+        base = prepare(live, "A")
+    except GpuAdviseError as exc:
+        return _Built(error=exc)
+    arch = getattr(base.device, "arch", None)
+    with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
+        if arch:
+            timing_kernels(arch)
+    built = _since(t0)
+    t0 = time.perf_counter()
+    job = Job(
+        launches=(base.launch,),
+        buffers=base.buffers,
+        seed=base.spec.seed,  # the races' (time_prepared): the worker keeps this data for them
+        verify=True,
+        timing=None,
+        return_inputs=False,
+        return_outputs=False,
+    )
+    run = run_in_worker(job, timeout_s + 60)
+    log.info(
+        "measure: kernel built in %.2f s, set up on the GPU ahead in %.2f s (ok %s; worker: %s)",
+        built,
+        _since(t0),
+        run.result.ok,
+        _worker_times(run.result),
+    )
+    return _Built(base)
 
 
 def measure_variant(
