@@ -205,12 +205,15 @@ class _Stage:
     _tmp: Path | None = None
     _kernel_ms: float | None = None
     _kernel_timed: bool = False
+    _early: _Early | None = None  # what start_early set up for these options
 
     def close(self) -> None:
         """Remove the folder of the candidates' sources."""
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        if self._early is not None:
+            self._early.close()
 
     def set_share(self, findings_left: int) -> float:
         """The race cap of the next finding: ``max_time_s``, at most its share of the stage's
@@ -271,11 +274,18 @@ class _Stage:
 
         from gpuadvise.analyze.prepare import prepare
 
+        early = _EARLY.pop(repr(self.opts), None)  # set up ahead (start_early): taken now
+        if early is not None:
+            self._early = early
         todo = list({_key(v): v for v in variants if _key(v) not in self._built}.values())
         # the baseline also for proxies: the kernel's own time checks that they reproduce it
         need_base = self.baseline is None and self._baseline_error is None
         if not todo:
             return
+        if self._early is not None:  # the candidates compiled while the rules ran
+            ahead = self._early.take(todo)
+            self._built.update(ahead)
+            todo = [v for v in todo if _key(v) not in ahead]
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-variants-"))
         start = len(self._built)
@@ -291,12 +301,11 @@ class _Stage:
                 log.info("measure: %s built in %.2f s", v.label or "the variant", _since(t0))
 
         def base() -> _Built:
-            early = _EARLY.pop(repr(self.opts), None)
-            if early is not None:  # built, and its data made on the GPU, ahead (start_early)
+            if self._early is not None:  # built, and its data made on the GPU, ahead
                 t0 = time.perf_counter()
-                got = early.result()
+                ready: _Built = self._early.base.result()
                 log.info("measure: waited %.2f s for the kernel set up ahead", _since(t0))
-                return got
+                return ready
             try:
                 got = prepare(self.opts, "A")
             except GpuAdviseError as exc:
@@ -310,6 +319,8 @@ class _Stage:
                     timing_kernels(arch)
             return _Built(got)
 
+        if not todo and not need_base:
+            return
         workers = max(1, min(self.compile_workers, len(todo) + need_base))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             # each task in a copy of this context: the time budget and progress reach it
@@ -326,14 +337,7 @@ class _Stage:
 
     def _build(self, variant: Any, tmp: Path) -> Any:
         """Compile one candidate (in a pool thread): a proxy's two launches, or the variant's."""
-        from gpuadvise.analyze.prepare import prepare
-
-        if variant.proxy is not None:
-            a_opts, b_opts = _proxy_options(self.opts, variant.proxy, tmp)
-            return prepare(a_opts, "A"), prepare(b_opts, "B")
-        if variant.launch and variant.launch.get("graph"):
-            return None  # the baseline's launches replayed as a graph: nothing to compile
-        return prepare(variant_options(self.opts, variant, tmp), "B")
+        return _build_candidate(self.opts, variant, tmp)
 
     def _pair(self, variant: Any) -> tuple[Any, Any]:
         """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
@@ -496,10 +500,109 @@ def _worker_times(result: Any) -> str:
     )
 
 
-_EARLY: dict[str, Any] = {}
-"""The kernel's own launch for the measurement (a ``Future`` of its :class:`_Built`), started by
-:func:`start_early`, by the repr of its live options: the stage that measures those options
-takes it (``_Stage.build_all``)."""
+def _build_candidate(opts: KernelOptions, variant: Any, tmp: Path) -> Any:
+    """One candidate of the kernel ``opts`` builds, compiled (files in ``tmp``): a proxy's two
+    launches, or the variant's (None: a graph replay of the kernel's, nothing to compile)."""
+    from gpuadvise.analyze.prepare import prepare
+
+    if variant.proxy is not None:
+        a_opts, b_opts = _proxy_options(opts, variant.proxy, tmp)
+        return prepare(a_opts, "A"), prepare(b_opts, "B")
+    if variant.launch and variant.launch.get("graph"):
+        return None  # the baseline's launches replayed as a graph: nothing to compile
+    return prepare(variant_options(opts, variant, tmp), "B")
+
+
+@dataclasses.dataclass
+class _Early:
+    """What :func:`start_early` set up for one kernel's measurement: the kernel's build
+    (``base``, a future: built, its data made in the worker) and the candidates compiled as the
+    rules named them (:meth:`submit`), in folders under ``tmp``."""
+
+    opts: KernelOptions
+    base: Any  # Future[_Built]
+    pool: Any = None  # ThreadPoolExecutor, made at the first candidate
+    built: dict[str, Any] = dataclasses.field(default_factory=dict)  # Future[_Built] by _key
+    tmp: Path | None = None
+
+    def submit(self, findings: Any) -> None:
+        """Compile the candidates of ``findings`` (a rule's, just found) in the pool."""
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = {_key(c): c for f in findings for c in _candidates(f)}
+        todo = {k: c for k, c in todo.items() if k not in self.built}
+        if not todo:
+            return
+        if self.pool is None:
+            self.tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-variants-"))
+            self.pool = ThreadPoolExecutor(
+                max_workers=COMPILE_WORKERS, thread_name_prefix="gpuadvise-measure-build"
+            )
+        for k, c in todo.items():
+            assert self.tmp is not None
+            folder = self.tmp / f"e{len(self.built)}"
+            run = contextvars.copy_context().run
+            self.built[k] = self.pool.submit(run, _build_early, self.opts, c, folder)
+
+    def take(self, variants: list[Any]) -> dict[str, _Built]:
+        """The builds of those of ``variants`` compiled here (waited for)."""
+        t0 = time.perf_counter()
+        got = {_key(v): self.built[_key(v)].result() for v in variants if _key(v) in self.built}
+        if got:
+            log.info(
+                "measure: waited %.2f s for %d candidates compiled ahead", _since(t0), len(got)
+            )
+        return got
+
+    def close(self) -> None:
+        """Stop compiling (what has not started), remove the candidates' folder."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def _build_early(opts: KernelOptions, variant: Any, folder: Path) -> _Built:
+    from gpuadvise.spec.progress import reporting
+
+    folder.mkdir()
+    t0 = time.perf_counter()
+    try:
+        with reporting(None):  # no progress from this thread (the display's steps nest)
+            return _Built(_build_candidate(opts, variant, folder))
+    except (GpuAdviseError, _NotComparable) as exc:
+        return _Built(error=exc)
+    finally:
+        log.info("measure: %s built ahead in %.2f s", variant.label or "the variant", _since(t0))
+
+
+_EARLY: dict[str, _Early] = {}
+"""What :func:`start_early` set up, by the repr of the live options: the stage that measures
+those options takes it (``_Stage.build_all``)."""
+
+
+def compile_ahead(opts: KernelOptions) -> Any:
+    """A callback for the rules (``evaluate_rules``'s ``on_findings``) that compiles each
+    finding's candidates for the GPU as soon as its rule is done, when :func:`start_early` set
+    up the measurement of ``opts``; None when it did not."""
+    from gpuadvise.analyze.prepare import live_options
+
+    try:
+        early = _EARLY.get(repr(live_options(opts)))
+    except GpuAdviseError:
+        return None
+    if early is None:
+        return None
+
+    def told(findings: Any) -> None:
+        try:
+            early.submit(findings)
+        except Exception:  # the measurement builds them itself
+            log.debug("compiling candidates ahead failed", exc_info=True)
+
+    return told
 
 
 def start_early(opts: KernelOptions, timeout_s: float = 60.0) -> None:
@@ -524,7 +627,7 @@ def start_early(opts: KernelOptions, timeout_s: float = 60.0) -> None:
     if key in _EARLY:
         return
     fut: Future[_Built] = Future()
-    _EARLY[key] = fut
+    _EARLY[key] = _Early(live, fut)
 
     def work() -> None:
         from gpuadvise.spec.progress import reporting
@@ -547,7 +650,9 @@ def forget_early(opts: KernelOptions) -> None:
     from gpuadvise.analyze.prepare import live_options
 
     with contextlib.suppress(GpuAdviseError):
-        _EARLY.pop(repr(live_options(opts)), None)
+        early = _EARLY.pop(repr(live_options(opts)), None)
+        if early is not None:
+            early.close()
 
 
 def _set_up_early(live: KernelOptions, timeout_s: float) -> _Built:

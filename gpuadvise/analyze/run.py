@@ -156,8 +156,13 @@ def _run(
             "the time budget (--time-budget) ran out",
         )
     else:
+        told = None
+        if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
+            from gpuadvise.analyze.measure import compile_ahead
+
+            told = compile_ahead(opts)
         with step("running the rules"):
-            checked = run_rules_report(result, config, lazy_models=False)
+            checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     if checked.findings and measure is not False and out_of_time():
         skip("measuring the findings' variants on the GPU")

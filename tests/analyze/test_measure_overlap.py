@@ -171,8 +171,9 @@ def test_the_kernel_set_up_ahead_is_what_the_measurement_races(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``start_early`` builds the kernel for the live GPU and sends the worker one job with its
-    buffers and seed (the races' own: the worker keeps their data); the measurement's stage
-    takes that build as its baseline instead of building it again."""
+    buffers and seed (the races' own: the worker keeps their data); ``compile_ahead``'s callback
+    (the rules' ``on_findings``) compiles each finding's candidates as its rule is done; the
+    measurement's stage takes those builds instead of building them again."""
     from types import SimpleNamespace
 
     import gpuadvise.analyze.prepare as P
@@ -191,12 +192,22 @@ def test_the_kernel_set_up_ahead_is_what_the_measurement_races(
     )
     monkeypatch.setattr(M, "_EARLY", {})
     opts = KernelOptions(source="k.cu", kernel="k")
+    assert M.compile_ahead(opts) is None  # nothing set up: the rules are told nothing
     M.start_early(opts)
+    v = Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",))
+    told = M.compile_ahead(opts)
+    assert told is not None
+    told([_finding(v)])
     stage = M._Stage(opts, 60.0, 5.0)
-    monkeypatch.setattr(stage, "_build", lambda v, folder: "built")
-    stage.build_all([Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",))])
+
+    def again(v: Any, folder: Path) -> Any:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(stage, "_build", again)
+    stage.build_all([v])
     try:
         assert stage.baseline is base and M._EARLY == {}
+        assert stage._built[M._key(v)].value is base  # built ahead (by the fake prepare)
         (job,) = jobs
         assert job.launches == ("L",) and job.buffers == ("b",) and job.seed == 7
         assert job.verify and job.timing is None and not job.return_outputs
@@ -204,6 +215,6 @@ def test_the_kernel_set_up_ahead_is_what_the_measurement_races(
         stage.close()
     # nothing took it (no finding measured): forgotten
     M.start_early(opts)
-    fut = M._EARLY[repr(opts)]
+    fut = M._EARLY[repr(opts)].base
     M.forget_early(opts)
     assert M._EARLY == {} and fut.result().value is base and len(jobs) == 2
