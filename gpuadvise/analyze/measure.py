@@ -556,9 +556,10 @@ class _Early:
         return got
 
     def close(self) -> None:
-        """Stop compiling (what has not started), remove the candidates' folder."""
+        """Stop compiling (what has not started; a compile no race took is not waited for),
+        remove the candidates' folder."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=False, cancel_futures=True)
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
