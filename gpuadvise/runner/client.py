@@ -88,13 +88,15 @@ def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
     folder = Path(tempfile.mkdtemp(prefix="gpuadvise-run-"))
     proc = _start(module, [WAIT_FLAG, str(folder)], folder / "worker.log")
     if not _prewarmed:
-        atexit.register(discard_prewarmed)
+        atexit.register(discard_prewarmed, wait=False)
     _prewarmed[module] = (proc, folder)
 
 
-def discard_prewarmed() -> None:
+def discard_prewarmed(wait: bool = True) -> None:
     """Kill the workers no job reached and those still running one (a job a thread of this
-    process sent ahead, whose result nobody waits for now), and remove their folders."""
+    process sent ahead, whose result nobody waits for now), and remove their folders. ``wait``
+    False (at exit): their end is not waited for (a worker that kept an analysis's buffers
+    frees gigabytes of host and device memory as it dies; the analysis need not wait for it)."""
     import shutil
 
     for proc in list(_busy.values()):
@@ -108,7 +110,8 @@ def discard_prewarmed() -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-            proc.wait()
+            if wait:
+                proc.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
