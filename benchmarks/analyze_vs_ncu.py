@@ -61,7 +61,10 @@ rows = []
 
 
 def analyze(col: str, case) -> dict:
-    env = {**os.environ, "PYTHONPATH": COLUMNS[col],
+    # PYTHONSAFEPATH: `python -m gpuadvise` would put the working folder (this checkout, with
+    # its own gpuadvise/) first on sys.path, before PYTHONPATH: both columns ran this checkout's
+    # code until the fifteenth session
+    env = {**os.environ, "PYTHONPATH": COLUMNS[col], "PYTHONSAFEPATH": "1",
            "GPUADVISE_CACHE_DIR": f"/tmp/s13ncu_cache_{col}"}  # fmt: skip
     cmd = list(case.cmd)
     cmd.insert(cmd.index("gpuadvise") + 1, "-v")  # the log: the measurement's parts, the phases
