@@ -10,8 +10,12 @@ holding a gpuadvise/ package (and its rules/); each column gets a fresh compile 
 line per run (its phases' seconds, every trial's speedup, samples and stop reason) and the table;
 writes $OUT/s13-ncu/ncu_vs.json. PROBE_DEADLINE_S (140): skip what is left past it, in the order
 of the plan below. ONLY=a,b: those kernels alone. PROBE_DRY=1: --no-measure and no ncu (a CPU
-check of the script). The session 13 probe (.gpu/s13-ncu/) ran this with the branch copied to
-.gpu/s13-ncu/pkg/ as "after" and main as "before".
+check of the script). NO_NCU=1: the two trees only (ncu's times from an earlier run). PAIRS=a,b:
+the kernels run by both trees back to back, in alternating order, first (default: reduce2,
+gather_rowmajor, transpose_naive, atomic_red). Each analysis runs with -v: its log lines on the
+measurement's parts ("measure: ...") and its phases ("timings: ...") are printed under it.
+OUT_NAME: the folder under $OUT for ncu_vs.json (s13-ncu). The session 13 probe (.gpu/s13-ncu/)
+ran this with the branch copied to .gpu/s13-ncu/pkg/ as "after" and main as "before".
 """
 
 from __future__ import annotations
@@ -39,11 +43,13 @@ ORDER = ["reduce2", "gather_rowmajor", "transpose_naive", *CORPUS, "transpose_ti
 if os.environ.get("ONLY"):
     ORDER = [n for n in ORDER if any(p in n for p in os.environ["ONLY"].split(","))]
 DRY = os.environ.get("PROBE_DRY") == "1"  # CPU check of the script: --no-measure, no ncu
+NO_NCU = os.environ.get("NO_NCU") == "1"
+PAIRS = os.environ.get("PAIRS", "reduce2,gather_rowmajor,transpose_naive,atomic_red").split(",")
 site = os.environ.get("PYTHONPATH", "")
 COLUMNS = {"after": os.pathsep.join([os.environ.get("AFTER_PKG", str(ROOT)), site])}
 if os.environ.get("BEFORE_PKG"):
     COLUMNS["before"] = os.pathsep.join([os.environ["BEFORE_PKG"], site])
-out_dir = Path(os.environ.get("OUT", "/tmp")) / "s13-ncu"
+out_dir = Path(os.environ.get("OUT", "/tmp")) / os.environ.get("OUT_NAME", "s13-ncu")
 out_dir.mkdir(parents=True, exist_ok=True)
 for path in COLUMNS.values():
     pkg = Path(path.split(os.pathsep)[0])
@@ -55,9 +61,14 @@ rows = []
 
 
 def analyze(col: str, case) -> dict:
-    env = {**os.environ, "PYTHONPATH": COLUMNS[col],
+    # PYTHONSAFEPATH: `python -m gpuadvise` would put the working folder (this checkout, with
+    # its own gpuadvise/) first on sys.path, before PYTHONPATH: both columns ran this checkout's
+    # code until the fifteenth session
+    env = {**os.environ, "PYTHONPATH": COLUMNS[col], "PYTHONSAFEPATH": "1",
            "GPUADVISE_CACHE_DIR": f"/tmp/s13ncu_cache_{col}"}  # fmt: skip
-    cmd = case.cmd + (["--no-measure"] if DRY else ["--measure"])
+    cmd = list(case.cmd)
+    cmd.insert(cmd.index("gpuadvise") + 1, "-v")  # the log: the measurement's parts, the phases
+    cmd += ["--no-measure"] if DRY else ["--measure"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     wall = time.perf_counter() - t0
@@ -72,12 +83,15 @@ def analyze(col: str, case) -> dict:
                for k in ("speedup", "ci_low", "ci_high", "samples", "stop_reason", "baseline_ms")}}
         for f in doc.get("findings", []) for t in (f.get("trials") or [])
     ]  # fmt: skip
+    logged = [line.strip() for line in p.stderr.splitlines()
+              if "measure:" in line or "timings:" in line]  # fmt: skip
     return {"wall_s": wall, "rc": p.returncode, "trials": trials, "error": doc.get("error"),
-            "timings_s": {k: round(v, 3) for k, v in (doc.get("timings_s") or {}).items()}}  # fmt: skip
+            "timings_s": {k: round(v, 3) for k, v in (doc.get("timings_s") or {}).items()},
+            "log": logged}  # fmt: skip
 
 
 def ncu(opts: dict, kernel: str) -> tuple[float, bool, str]:
-    if DRY:
+    if DRY or NO_NCU:
         return 0.0, True, ""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), site])}
     t0 = time.perf_counter()
@@ -108,8 +122,7 @@ for name in ORDER:
 # and atomic_red with both columns, then the branch and ncu on the rest, then main on the rest
 by_name = {row["kernel"]: ((case, opts, kernel), row) for (case, opts, kernel), row in todo}
 names = [row["kernel"] for _, row in todo]
-first = [n for n in names if n.rsplit("/", 1)[-1] in ("reduce2", "gather_rowmajor",
-                                                     "transpose_naive", "atomic_red")]  # fmt: skip
+first = [n for p in PAIRS for n in names if n.rsplit("/", 1)[-1] == p]  # in PAIRS' order
 rest = [n for n in names if n not in first]
 # the two trees in alternating order (the session-13 run put "after" first every time, and the
 # first of a pair ran slower on the CPU phases too: the columns' order is not to decide)
@@ -120,7 +133,7 @@ plan = [
 ]
 plan += [(n, s) for n in rest for s in ("after", "ncu")] + [(n, "before") for n in rest]
 for name, step in plan:
-    if step not in COLUMNS and step != "ncu":
+    if (step not in COLUMNS and step != "ncu") or (step == "ncu" and NO_NCU):
         continue
     (case, opts, kernel), row = by_name[name]
     if time.monotonic() > DEADLINE:
@@ -141,6 +154,8 @@ for name, step in plan:
             for t in r["trials"]:
                 print(f"    {t['rule']}:{t['line']} {t['label']} verified={t['verified']} "
                       f"{t['m']} {t['note'] or ''}", flush=True)  # fmt: skip
+            for line in r["log"]:
+                print(f"    | {line}", flush=True)
     except subprocess.TimeoutExpired:
         print(f"{case.name}: {step} timed out", flush=True)
     (out_dir / "ncu_vs.json").write_text(json.dumps(rows, indent=1))

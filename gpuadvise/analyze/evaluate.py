@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 
 from gpuadvise.analyze.models import compute_models, model_results, trace_models
 from gpuadvise.analyze.pipeline import KernelAnalysis
@@ -67,13 +68,18 @@ def rule_context(
 
 
 def run_rules_report(
-    analysis: KernelAnalysis, config: Config | None = None, *, lazy_models: bool = True
+    analysis: KernelAnalysis,
+    config: Config | None = None,
+    *,
+    lazy_models: bool = True,
+    on_findings: Callable[[Sequence[Finding]], None] | None = None,
 ) -> RulesRun:
     """The enabled rules on one analysis: ranked findings (error rows included: a rule that
     raised is one finding with ``error`` set), the rules run and the notes on rules skipped.
     ``config`` None: the configuration discovered from the kernel's source. Trace-based models
     come from the analysis, or are computed here when an enabled rule needs them (unless
-    ``lazy_models`` is False: then those rules are skipped with a note)."""
+    ``lazy_models`` is False: then those rules are skipped with a note). ``on_findings``: told
+    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`)."""
     if config is None:
         config = config_for(analysis.spec.source)
     registry = load_registry(config.rules_dirs)
@@ -82,7 +88,7 @@ def run_rules_report(
         from gpuadvise.analyze.binary_input import run_sourceless_rules
 
         return run_sourceless_rules(analysis, context, config, registry)
-    return evaluate_rules(context, config, registry=registry)
+    return evaluate_rules(context, config, registry=registry, on_findings=on_findings)
 
 
 def run_rules(

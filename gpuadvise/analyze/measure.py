@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import os
 import shutil
 import statistics
 import tempfile
@@ -41,6 +43,8 @@ from typing import Any
 
 from gpuadvise.analyze.options import KernelOptions
 from gpuadvise.errors import GpuAdviseError
+
+log = logging.getLogger(__name__)
 
 PROXY_TOLERANCE = 0.10
 """How far a proxy's baseline may run from the kernel's own time for its speedup to stand for
@@ -161,8 +165,9 @@ finding's race may take at most its share of what is left (never under ``MIN_RAC
 MIN_RACE_S = 0.5
 """The shortest time cap a race gets, however little of the budget is left (enough for the
 minimum samples of kernels up to ~10 ms)."""
-COMPILE_WORKERS = 4
-"""nvcc processes building the candidates of every finding at once, before the first race."""
+COMPILE_WORKERS = max(4, min(8, os.cpu_count() or 1))
+"""nvcc processes building the candidates of every finding at once, before the first race (4,
+up to 8 where there are as many CPUs: reduce2's nine candidates in two rounds, not three)."""
 
 
 def _key(variant: Any) -> str:
@@ -200,12 +205,15 @@ class _Stage:
     _tmp: Path | None = None
     _kernel_ms: float | None = None
     _kernel_timed: bool = False
+    _early: _Early | None = None  # what start_early set up for these options
 
     def close(self) -> None:
         """Remove the folder of the candidates' sources."""
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        if self._early is not None:
+            self._early.close()
 
     def set_share(self, findings_left: int) -> float:
         """The race cap of the next finding: ``max_time_s``, at most its share of the stage's
@@ -266,23 +274,38 @@ class _Stage:
 
         from gpuadvise.analyze.prepare import prepare
 
+        early = _EARLY.pop(repr(self.opts), None)  # set up ahead (start_early): taken now
+        if early is not None:
+            self._early = early
         todo = list({_key(v): v for v in variants if _key(v) not in self._built}.values())
         # the baseline also for proxies: the kernel's own time checks that they reproduce it
         need_base = self.baseline is None and self._baseline_error is None
         if not todo:
             return
+        if self._early is not None:  # the candidates compiled while the rules ran
+            ahead = self._early.take(todo)
+            self._built.update(ahead)
+            todo = [v for v in todo if _key(v) not in ahead]
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-variants-"))
         start = len(self._built)
 
         def build(v: Any, folder: Path) -> _Built:
             folder.mkdir()
+            t0 = time.perf_counter()
             try:
                 return _Built(self._build(v, folder))
             except (GpuAdviseError, _NotComparable) as exc:
                 return _Built(error=exc)
+            finally:
+                log.info("measure: %s built in %.2f s", v.label or "the variant", _since(t0))
 
         def base() -> _Built:
+            if self._early is not None:  # built, and its data made on the GPU, ahead
+                t0 = time.perf_counter()
+                ready: _Built = self._early.base.result()
+                log.info("measure: waited %.2f s for the kernel set up ahead", _since(t0))
+                return ready
             try:
                 got = prepare(self.opts, "A")
             except GpuAdviseError as exc:
@@ -296,6 +319,8 @@ class _Stage:
                     timing_kernels(arch)
             return _Built(got)
 
+        if not todo and not need_base:
+            return
         workers = max(1, min(self.compile_workers, len(todo) + need_base))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             # each task in a copy of this context: the time budget and progress reach it
@@ -312,14 +337,7 @@ class _Stage:
 
     def _build(self, variant: Any, tmp: Path) -> Any:
         """Compile one candidate (in a pool thread): a proxy's two launches, or the variant's."""
-        from gpuadvise.analyze.prepare import prepare
-
-        if variant.proxy is not None:
-            a_opts, b_opts = _proxy_options(self.opts, variant.proxy, tmp)
-            return prepare(a_opts, "A"), prepare(b_opts, "B")
-        if variant.launch and variant.launch.get("graph"):
-            return None  # the baseline's launches replayed as a graph: nothing to compile
-        return prepare(variant_options(self.opts, variant, tmp), "B")
+        return _build_candidate(self.opts, variant, tmp)
 
     def _pair(self, variant: Any) -> tuple[Any, Any]:
         """The two prepared launches to time A/B (_NotComparable: why they cannot be)."""
@@ -385,6 +403,7 @@ class _Stage:
             )
             for k, (v, b) in enumerate(entries, 1)
         ]
+        t0 = time.perf_counter()
         run = time_prepared(
             [a, *labelled],
             self.timing(),
@@ -394,6 +413,12 @@ class _Stage:
             outputs=False,  # compared in the worker, once
         )
         result = run.result
+        log.info(
+            "measure: race of %d in %.2f s (worker: %s)",
+            len(labelled),
+            _since(t0),
+            _worker_times(result),
+        )
         if not result.ok:
             why = result.cuda_error or result.error
             labels = [b.launch.label for b in labelled]
@@ -460,6 +485,211 @@ class _Stage:
         from gpuadvise.rules.findings import Trial
 
         return Trial(variant.label, variant.description, m, verified, note)
+
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
+
+
+def _worker_times(result: Any) -> str:
+    """The worker's own seconds of one job (``Result.timings_s``), for the log."""
+    got = getattr(result, "timings_s", None) or {}
+    return " ".join(
+        f"{k.removesuffix('_s')} {v:.2f}" if k.endswith("_s") else f"{k}={int(v)}"
+        for k, v in got.items()
+    )
+
+
+def _build_candidate(opts: KernelOptions, variant: Any, tmp: Path) -> Any:
+    """One candidate of the kernel ``opts`` builds, compiled (files in ``tmp``): a proxy's two
+    launches, or the variant's (None: a graph replay of the kernel's, nothing to compile)."""
+    from gpuadvise.analyze.prepare import prepare
+
+    if variant.proxy is not None:
+        a_opts, b_opts = _proxy_options(opts, variant.proxy, tmp)
+        return prepare(a_opts, "A"), prepare(b_opts, "B")
+    if variant.launch and variant.launch.get("graph"):
+        return None  # the baseline's launches replayed as a graph: nothing to compile
+    return prepare(variant_options(opts, variant, tmp), "B")
+
+
+@dataclasses.dataclass
+class _Early:
+    """What :func:`start_early` set up for one kernel's measurement: the kernel's build
+    (``base``, a future: built, its data made in the worker) and the candidates compiled as the
+    rules named them (:meth:`submit`), in folders under ``tmp``."""
+
+    opts: KernelOptions
+    base: Any  # Future[_Built]
+    pool: Any = None  # ThreadPoolExecutor, made at the first candidate
+    built: dict[str, Any] = dataclasses.field(default_factory=dict)  # Future[_Built] by _key
+    tmp: Path | None = None
+
+    def submit(self, findings: Any) -> None:
+        """Compile the candidates of ``findings`` (a rule's, just found) in the pool."""
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = {_key(c): c for f in findings for c in _candidates(f)}
+        todo = {k: c for k, c in todo.items() if k not in self.built}
+        if not todo:
+            return
+        if self.pool is None:
+            self.tmp = Path(tempfile.mkdtemp(prefix="gpuadvise-variants-"))
+            self.pool = ThreadPoolExecutor(
+                max_workers=COMPILE_WORKERS, thread_name_prefix="gpuadvise-measure-build"
+            )
+        for k, c in todo.items():
+            assert self.tmp is not None
+            folder = self.tmp / f"e{len(self.built)}"
+            run = contextvars.copy_context().run
+            self.built[k] = self.pool.submit(run, _build_early, self.opts, c, folder)
+
+    def take(self, variants: list[Any]) -> dict[str, _Built]:
+        """The builds of those of ``variants`` compiled here (waited for)."""
+        t0 = time.perf_counter()
+        got = {_key(v): self.built[_key(v)].result() for v in variants if _key(v) in self.built}
+        if got:
+            log.info(
+                "measure: waited %.2f s for %d candidates compiled ahead", _since(t0), len(got)
+            )
+        return got
+
+    def close(self) -> None:
+        """Stop compiling (what has not started; a compile no race took is not waited for),
+        remove the candidates' folder."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def _build_early(opts: KernelOptions, variant: Any, folder: Path) -> _Built:
+    from gpuadvise.spec.progress import reporting
+
+    folder.mkdir()
+    t0 = time.perf_counter()
+    try:
+        with reporting(None):  # no progress from this thread (the display's steps nest)
+            return _Built(_build_candidate(opts, variant, folder))
+    except (GpuAdviseError, _NotComparable) as exc:
+        return _Built(error=exc)
+    finally:
+        log.info("measure: %s built ahead in %.2f s", variant.label or "the variant", _since(t0))
+
+
+_EARLY: dict[str, _Early] = {}
+"""What :func:`start_early` set up, by the repr of the live options: the stage that measures
+those options takes it (``_Stage.build_all``)."""
+
+
+def compile_ahead(opts: KernelOptions) -> Any:
+    """A callback for the rules (``evaluate_rules``'s ``on_findings``) that compiles each
+    finding's candidates for the GPU as soon as its rule is done, when :func:`start_early` set
+    up the measurement of ``opts``; None when it did not."""
+    from gpuadvise.analyze.prepare import live_options
+
+    try:
+        early = _EARLY.get(repr(live_options(opts)))
+    except GpuAdviseError:
+        return None
+    if early is None:
+        return None
+
+    def told(findings: Any) -> None:
+        try:
+            early.submit(findings)
+        except Exception:  # the measurement builds them itself
+            log.debug("compiling candidates ahead failed", exc_info=True)
+
+    return told
+
+
+def start_early(opts: KernelOptions, timeout_s: float = 60.0) -> None:
+    """Start, in a thread, what the measurement of ``opts``' findings needs before any variant
+    exists: the kernel compiled for the live GPU (``prepare``: the compile cache's entry when
+    the analysis compiled the same), the timing's own kernels, and one job in the prewarmed
+    worker that makes the buffers' data, uploads it and verifies the kernel once (the worker
+    keeps all of it for the races: ``runner.worker._Kept``). ``analyze`` calls it right after
+    the kernel's compile, so that this runs while the kernel is traced and the rules run on the
+    CPU (HeCBench f16max's 3 GiB of half data took seconds to make). Nothing here changes what
+    is measured: the races verify and time as before."""
+    import threading
+    from concurrent.futures import Future
+
+    from gpuadvise.analyze.prepare import live_options
+
+    try:
+        live = live_options(opts)
+    except GpuAdviseError:
+        return  # the measurement reports it, if it runs
+    key = repr(live)
+    if key in _EARLY:
+        return
+    fut: Future[_Built] = Future()
+    _EARLY[key] = _Early(live, fut)
+
+    def work() -> None:
+        from gpuadvise.spec.progress import reporting
+
+        try:
+            with reporting(None):  # no progress from this thread (the display's steps nest)
+                fut.set_result(_set_up_early(live, timeout_s))
+        except BaseException as exc:  # raised where the measurement takes it
+            fut.set_exception(exc)
+
+    import contextvars
+
+    run = contextvars.copy_context().run  # the time budget
+    threading.Thread(target=run, args=(work,), daemon=True, name="gpuadvise-measure-ahead").start()
+
+
+def forget_early(opts: KernelOptions) -> None:
+    """Drop what :func:`start_early` started for ``opts`` when nothing took it (no finding was
+    measured): a later analysis in this process sets up its own."""
+    from gpuadvise.analyze.prepare import live_options
+
+    with contextlib.suppress(GpuAdviseError):
+        early = _EARLY.pop(repr(live_options(opts)), None)
+        if early is not None:
+            early.close()
+
+
+def _set_up_early(live: KernelOptions, timeout_s: float) -> _Built:
+    from gpuadvise.analyze.prepare import prepare, timing_kernels
+    from gpuadvise.runner.client import run_in_worker
+    from gpuadvise.runner.job import Job
+
+    t0 = time.perf_counter()
+    try:
+        base = prepare(live, "A")
+    except GpuAdviseError as exc:
+        return _Built(error=exc)
+    arch = getattr(base.device, "arch", None)
+    with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
+        if arch:
+            timing_kernels(arch)
+    built = _since(t0)
+    t0 = time.perf_counter()
+    job = Job(
+        launches=(base.launch,),
+        buffers=base.buffers,
+        seed=base.spec.seed,  # the races' (time_prepared): the worker keeps this data for them
+        verify=True,
+        timing=None,
+        return_inputs=False,
+        return_outputs=False,
+    )
+    run = run_in_worker(job, timeout_s + 60)
+    log.info(
+        "measure: kernel built in %.2f s, set up on the GPU ahead in %.2f s (ok %s; worker: %s)",
+        built,
+        _since(t0),
+        run.result.ok,
+        _worker_times(run.result),
+    )
+    return _Built(base)
 
 
 def measure_variant(

@@ -106,8 +106,7 @@ def _run(
     config = None
     if settings.select or settings.ignore or settings.rules_dirs:
         config = _rules_config(spec.source, settings)  # bad selectors fail before the compile
-    if measure is not False and measure_lock is None:
-        _prewarm_measurement()
+    ahead = measure is not False and measure_lock is None and bool(_prewarm_measurement())
     # the kernel compiled, its occupancy and waves: the terminal's header, printed now, before
     # the kernel is traced and the rules run; the modules of those stages and the bundled rules'
     # registry are imported in a thread while nvcc runs (gpuadvise.analyze.warm)
@@ -115,6 +114,8 @@ def _run(
 
     with imports_during(trace, registry=not settings.rules_dirs):
         head = compile_head(spec, choice.device, options, opts.nvcc)
+    if ahead:
+        _measure_ahead(opts)
     if on_head is not None:
         on_head(head.head)
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
@@ -155,8 +156,13 @@ def _run(
             "the time budget (--time-budget) ran out",
         )
     else:
+        told = None
+        if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
+            from gpuadvise.analyze.measure import compile_ahead
+
+            told = compile_ahead(opts)
         with step("running the rules"):
-            checked = run_rules_report(result, config, lazy_models=False)
+            checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     if checked.findings and measure is not False and out_of_time():
         skip("measuring the findings' variants on the GPU")
@@ -169,6 +175,10 @@ def _run(
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
+    if ahead:
+        from gpuadvise.analyze.measure import forget_early
+
+        forget_early(opts)
     if checked.findings and measure is not False:
         # the measurement's own wall (from the rules' end: it overlaps the variant traces)
         timings["measure_s"] = measuring.seconds
@@ -250,15 +260,30 @@ def _trace_points(
     return out, time.perf_counter() - t0
 
 
-def _prewarm_measurement() -> None:
+def _prewarm_measurement() -> bool:
     """With a GPU here, the measurement's worker started now: its imports and CUDA context are
     made while the kernel is traced and modelled (one analysis at a time: analyses sharing the
-    GPU under a lock start theirs when they measure)."""
+    GPU under a lock start theirs when they measure). Whether it was started."""
     from gpuadvise.runner.client import prewarm_worker, pycuda_missing
 
     if pycuda_missing() is None:
         prewarm_worker()
         _prebuild_timing_kernels()
+        return True
+    return False
+
+
+def _measure_ahead(opts: KernelOptions) -> None:
+    """Once the kernel is compiled, the prewarmed worker makes the kernel's buffers and verifies
+    it while the kernel is traced and the rules run (:func:`gpuadvise.analyze.measure.start_early`:
+    the races need the variants, not the kernel)."""
+    from gpuadvise.toolchain.binary import is_binary
+
+    if is_binary(opts.source):  # nothing is measured (its variants need the source)
+        return
+    from gpuadvise.analyze.measure import start_early
+
+    start_early(opts)
 
 
 def _prebuild_timing_kernels() -> None:

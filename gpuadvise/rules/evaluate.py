@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,9 +231,12 @@ def evaluate_rules(
     config: Config | None = None,
     *,
     registry: Registry | None = None,
+    on_findings: Callable[[Sequence[Finding]], None] | None = None,
 ) -> RulesRun:
     """Run the enabled rules on one analysed kernel launch (``context``: its facts, the models
     the pipeline computed, the services; ``gpuadvise.analyze.evaluate`` builds it).
+    ``on_findings``: told of each rule's findings as soon as that rule is done (``analyze``
+    compiles their variants for the GPU meanwhile); it must not raise.
 
     Each rule's ``detect`` runs, then ``estimate`` and ``transform`` for each of its findings.
     A rule that raises becomes one error row (its findings dropped); the others go on. A rule
@@ -267,6 +270,8 @@ def evaluate_rules(
                     var = rule.transform(ctx, f)
                     done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
                 findings.extend(done)
+                if on_findings is not None and done:
+                    on_findings(done)
             except ModelUnavailable as exc:
                 skipped.append(
                     SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate)

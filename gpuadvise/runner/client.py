@@ -72,6 +72,7 @@ WAIT_FLAG = "--wait"
 PREWARM_MAX_WAIT_S = 3600.0
 
 _prewarmed: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+_busy: dict[int, subprocess.Popen[bytes]] = {}  # prewarmed workers running a job, by pid
 
 
 def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
@@ -87,14 +88,21 @@ def prewarm_worker(module: str = "gpuadvise.runner.worker") -> None:
     folder = Path(tempfile.mkdtemp(prefix="gpuadvise-run-"))
     proc = _start(module, [WAIT_FLAG, str(folder)], folder / "worker.log")
     if not _prewarmed:
-        atexit.register(discard_prewarmed)
+        atexit.register(discard_prewarmed, wait=False)
     _prewarmed[module] = (proc, folder)
 
 
-def discard_prewarmed() -> None:
-    """Kill the workers no job reached, and remove their folders."""
+def discard_prewarmed(wait: bool = True) -> None:
+    """Kill the workers no job reached and those still running one (a job a thread of this
+    process sent ahead, whose result nobody waits for now), and remove their folders. ``wait``
+    False (at exit): their end is not waited for (a worker that kept an analysis's buffers
+    frees gigabytes of host and device memory as it dies; the analysis need not wait for it)."""
     import shutil
 
+    for proc in list(_busy.values()):
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
     while _prewarmed:
         _, (proc, folder) = _prewarmed.popitem()
         if proc.poll() is None:
@@ -102,7 +110,8 @@ def discard_prewarmed() -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-            proc.wait()
+            if wait:
+                proc.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -128,11 +137,13 @@ def _run_prewarmed(module: str, job: Any, timeout_s: float) -> ProcessRun | None
         log_path = folder / "worker.log"
         start = log_path.stat().st_size if log_path.exists() else 0
         t0 = time.monotonic()
+        _busy[proc.pid] = proc
         write_atomic(folder / "job.pkl", pickle.dumps(job, protocol=5))  # whole, or not there
         run = _await_result(proc, folder / "result.pkl", log_path, timeout_s, t0, start)
         keep = proc.poll() is None and bool(getattr(run.result, "ok", False))
         return run
     finally:
+        _busy.pop(proc.pid, None)
         if keep:
             (folder / "result.pkl").unlink(missing_ok=True)
             _prewarmed[module] = (proc, folder)

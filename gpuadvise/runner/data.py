@@ -50,8 +50,10 @@ _CHUNK_ELEMENTS = 1 << 22
 # float64 values, the cast), counted per element of the chunk as this many 8-byte words.
 _PEAK_FACTOR = 4
 # Chunks made at once, in threads (the Philox stream and the casts run outside the GIL): a 256 MB
-# float buffer took 1.4 s in one thread on the GPU machine's worker, before its first launch.
-_FILL_THREADS = 4
+# float buffer took 1.4 s in one thread on the GPU machine's worker, before its first launch; a
+# 3 GiB set of half buffers (HeCBench f16max) is ~10^9 elements. At most one thread per CPU, and
+# fewer when the chunks' temporaries would not fit (:func:`make_host_buffer`).
+_FILL_THREADS = 16
 
 
 def stream_key(seed: int, name: str, part: str = "") -> int:
@@ -229,8 +231,9 @@ class BufferFiller:
             return self._raw(start, stop)
         return _fill_plain(dt, start, stop, 1, fill, self._key())
 
-    def array(self) -> np.ndarray:
-        """The whole buffer as it starts (poisoned when ``poisoned``), made in chunks."""
+    def array(self, threads: int | None = None) -> np.ndarray:
+        """The whole buffer as it starts (poisoned when ``poisoned``), made in chunks, in up to
+        ``threads`` threads (default: ``_FILL_THREADS``, at most one per CPU)."""
         if self.poisoned:
             return np.full(self.nbytes, 0xFF, np.uint8).view(self.dtype)
         if self.fill.kind == "file":
@@ -245,7 +248,8 @@ class BufferFiller:
             out[lo:hi] = self.elements(lo, hi)
 
         starts = range(0, self.count, _CHUNK_ELEMENTS)
-        threads = min(_FILL_THREADS, os.cpu_count() or 1, len(starts))
+        most = _FILL_THREADS if threads is None else threads
+        threads = min(most, os.cpu_count() or 1, len(starts))
         if threads > 1:  # each chunk its own slice of the stream: the same bytes in any order
             with ThreadPoolExecutor(max_workers=threads) as pool:
                 list(pool.map(fill, starts))
@@ -366,10 +370,17 @@ def make_host_buffer(
     filler = buffer_filler(dtype, count, fill, seed, name, float_kind)
     dt = filler.dtype
     chunks = min(-(-count // _CHUNK_ELEMENTS), _FILL_THREADS, os.cpu_count() or 1)
-    check_fits(
-        count * dt.itemsize
-        + min(count, _CHUNK_ELEMENTS) * max(dt.itemsize, 8) * _PEAK_FACTOR * max(chunks, 1),
-        f"buffer {name} ({count} elements of {dt.itemsize} bytes, made in chunks)",
-        "give it fewer elements (--buffer NAME=TYPE[COUNT]), or a smaller problem size",
-    )
-    return filler.array()
+    while True:  # as many threads as fit, down to one (the same bytes with any number)
+        try:
+            check_fits(
+                count * dt.itemsize
+                + min(count, _CHUNK_ELEMENTS) * max(dt.itemsize, 8) * _PEAK_FACTOR * max(chunks, 1),
+                f"buffer {name} ({count} elements of {dt.itemsize} bytes, made in chunks)",
+                "give it fewer elements (--buffer NAME=TYPE[COUNT]), or a smaller problem size",
+            )
+            break
+        except TooLargeError:
+            if chunks <= 1:
+                raise
+            chunks = 1 << ((chunks - 1).bit_length() - 1)  # 16, 8, 4 (the old count), 2, 1
+    return filler.array(max(1, chunks))

@@ -179,3 +179,6 @@ class Result:
     failed_label: str | None = None
     clocks: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    # where the worker's time went (seconds): inputs_s (the buffers' start data made, or kept
+    # from the worker's last job: kept_inputs), alloc_s, load_s, verify_s, timing_s, compare_s
+    timings_s: dict[str, float] = field(default_factory=dict)

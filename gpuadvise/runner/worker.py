@@ -12,8 +12,10 @@ the graph replay of the same sequence (``job.as_graph``; GA501).
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,21 +90,69 @@ def _args(launch: KernelLaunch, dev_buffers: dict[str, Any]) -> list[Any]:
     return out
 
 
-def run_job(job: Job, backend: Any) -> Result:
-    result = Result(ok=True, device=backend.device_info())
+@dataclass
+class _Kept:
+    """What a worker keeps from its last job for the next one with the same buffers and seed (a
+    waiting worker takes every job of one analysis: each finding's race, the proxies' kernel
+    timing): the buffers' start data, the poisoned outputs, the device buffers, the first
+    launch's verified outputs (by :func:`_launch_key`) and the L2 flush's scratch. Every
+    verification run uploads every buffer afresh, so a kept device buffer holds nothing of the
+    last job that a run could read."""
+
+    key: str
+    backend: Any
+    inputs: dict[str, np.ndarray]
+    dev: dict[str, Any]
+    poisoned: dict[str, np.ndarray] = field(default_factory=dict)
+    first: tuple[str, dict[str, np.ndarray]] | None = None
+    flush: tuple[int, Any, Any] | None = None
+
+
+_KEPT: list[_Kept] = []  # at most one: the last job's
+
+
+def _kept_for(job: Job, backend: Any) -> tuple[_Kept, bool]:
+    """The buffers of ``job`` (kept from the last job when its buffers and seed were the same,
+    on the same backend: True) or made now, the last job's freed first (False)."""
+    key = repr((job.seed, job.buffers))
+    if _KEPT and _KEPT[0].key == key and _KEPT[0].backend is backend:
+        return _KEPT[0], True
+    _KEPT.clear()
     inputs = {
         b.name: make_host_buffer(np.dtype(b.dtype), b.count, b.fill, job.seed, b.name, b.float_kind)
         for b in job.buffers
     }
     dev = {b.name: backend.alloc(b.nbytes) for b in job.buffers}
+    kept = _Kept(key, backend, inputs, dev)
+    _KEPT.append(kept)
+    return kept, False
+
+
+def _launch_key(launch: KernelLaunch, cubin: bytes) -> str:
+    """What identifies a launch's verified outputs across jobs (its label aside)."""
+    return repr(replace(launch, label="")) + hashlib.sha256(cubin).hexdigest()
+
+
+def run_job(job: Job, backend: Any) -> Result:
+    result = Result(ok=True, device=backend.device_info())
+    times = result.timings_s
+    t0 = time.perf_counter()
+    kept, reused = _kept_for(job, backend)
+    inputs, dev = kept.inputs, kept.dev
+    times["inputs_s"] = time.perf_counter() - t0
+    times["kept_inputs"] = float(reused)
     kernels = {}
+    keys: dict[str, str] = {}
     label = None
     try:
+        t0 = time.perf_counter()
         for launch in job.launches:
             label = launch.label
             fmt = param_format(list(launch.params))
+            cubin = Path(launch.cubin_path).read_bytes()
+            keys[launch.label] = _launch_key(launch, cubin)
             kernels[launch.label] = backend.load(
-                Path(launch.cubin_path).read_bytes(), launch.symbol, fmt, launch.dynamic_smem_bytes
+                cubin, launch.symbol, fmt, launch.dynamic_smem_bytes
             )
             for c in launch.constants:  # the host code's cudaMemcpyToSymbol
                 backend.set_constant(kernels[launch.label], c.symbol, c.host(job.seed))
@@ -132,9 +182,21 @@ def run_job(job: Job, backend: Any) -> Result:
             for _ in range(launch.repeat):
                 run()
 
+        times["load_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         if job.verify:
-            poisoned: dict[str, np.ndarray] = {}  # 0xFF bytes, made once for every launch
-            for launch in job.launches:
+            poisoned = kept.poisoned  # 0xFF bytes, made once for every launch (and job)
+            first = job.launches[0]
+            # the first launch (the kernel) verified by the last job already: its outputs
+            # again, when a later launch of this job is verified (and so leaves the buffers
+            # as a verification run does, for the timing)
+            again = kept.first is not None and kept.first[0] == keys[first.label]
+            again = again and len(job.launches) > 1
+            if again:
+                assert kept.first is not None
+                outcomes[first.label].outputs = dict(kept.first[1])
+            times["kept_first"] = float(again)
+            for launch in job.launches[1:] if again else job.launches:
                 label = launch.label
                 for b in job.buffers:
                     host = inputs[b.name]
@@ -151,7 +213,11 @@ def run_job(job: Job, backend: Any) -> Result:
                         host = np.empty_like(inputs[b.name])
                         backend.download(dev[b.name], host)
                         outcomes[launch.label].outputs[b.name] = host
+            if not again:
+                kept.first = (keys[first.label], dict(outcomes[first.label].outputs))
             _share_identical_outputs(job, outcomes)
+        times["verify_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         if job.timing is not None:
             t = job.timing
             nvml = _Nvml()
@@ -163,9 +229,11 @@ def run_job(job: Job, backend: Any) -> Result:
             if t.cold and t.flush_cubin:
                 l2 = int(result.device.get("l2_bytes") or 64 << 20)
                 n4 = max(2 * l2, 1 << 20) // 16
-                scratch = backend.alloc(n4 * 16)
-                backend.upload(scratch, np.zeros(n4 * 16, np.uint8))
-                sink = backend.alloc(4)
+                if kept.flush is None or kept.flush[0] != n4:  # only read: kept for the next job
+                    scratch = backend.alloc(n4 * 16)
+                    backend.upload(scratch, np.zeros(n4 * 16, np.uint8))
+                    kept.flush = (n4, scratch, backend.alloc(4))
+                _, scratch, sink = kept.flush
                 flush_fn = backend.load(
                     Path(t.flush_cubin).read_bytes(), "gpuadvise_flush", "PQP", 0
                 )
@@ -215,12 +283,16 @@ def run_job(job: Job, backend: Any) -> Result:
             elif not racing:
                 _time_until_quiet(t, timed, sample)
             result.clocks = nvml.summary()
+        times["timing_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         if not job.return_outputs:
             _compare_here(job, outcomes)
+        times["compare_s"] = time.perf_counter() - t0
         result.outcomes = [outcomes[launch.label] for launch in job.launches]
         if job.return_inputs:
             result.inputs = {b.name: inputs[b.name] for b in job.buffers if not b.is_output}
     except Exception as exc:  # a CUDA error from the kernel or the driver
+        _KEPT.clear()  # nothing of a failed job is kept (its context may be broken)
         msg = f"{type(exc).__name__}: {exc}"
         result.ok = False
         result.error = msg

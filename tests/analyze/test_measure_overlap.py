@@ -63,14 +63,19 @@ def test_variants_are_measured_while_they_are_traced(monkeypatch: pytest.MonkeyP
         finally:
             traced.set()
 
+    def early(opts: KernelOptions) -> None:  # the kernel set up on the GPU ahead
+        events["early"] = (opts, "thread" in events)
+
     monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: None)
-    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: None)
+    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: True)
+    monkeypatch.setattr(M, "start_early", early)
     monkeypatch.setattr(M, "measure_trials", fake_trials)
     monkeypatch.setattr(VT, "with_trace_points", traces)
     opts = KernelOptions(source=str(ROOT / "kernels/reduction/reduce.cu"), kernel="reduce2")
     done = run_mod.run_analysis(opts, AnalyzeSettings(measure=True, tracer="emu"))
     assert events["thread"] is not threading.main_thread()
     assert events["before_traces_ended"]
+    assert events["early"] == (opts, False)  # before the rules ran and the measurement began
     ga206 = [f for f in done.rules.findings if f.rule == "GA206"]
     assert ga206, [f.rule for f in done.rules.findings]
     f = ga206[0]
@@ -160,3 +165,56 @@ def test_the_timing_kernels_are_built_once_by_whichever_asks_first(
     spin.cubin_path.unlink()  # removed meanwhile (the cache trimmed): built again
     P.timing_kernels("sm_90")
     assert len(calls) == 4
+
+
+def test_the_kernel_set_up_ahead_is_what_the_measurement_races(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``start_early`` builds the kernel for the live GPU and sends the worker one job with its
+    buffers and seed (the races' own: the worker keeps their data); ``compile_ahead``'s callback
+    (the rules' ``on_findings``) compiles each finding's candidates as its rule is done; the
+    measurement's stage takes those builds instead of building them again."""
+    from types import SimpleNamespace
+
+    import gpuadvise.analyze.prepare as P
+    import gpuadvise.runner.client as C
+    from gpuadvise.runner.job import Result
+
+    jobs: list[Any] = []
+    base = SimpleNamespace(
+        device=SimpleNamespace(arch=None), launch="L", buffers=("b",), spec=SimpleNamespace(seed=7)
+    )
+    monkeypatch.setattr(P, "prepare", lambda opts, label: base)
+    monkeypatch.setattr(
+        C,
+        "run_in_worker",
+        lambda job, timeout_s: jobs.append(job) or SimpleNamespace(result=Result(ok=True)),
+    )
+    monkeypatch.setattr(M, "_EARLY", {})
+    opts = KernelOptions(source="k.cu", kernel="k")
+    assert M.compile_ahead(opts) is None  # nothing set up: the rules are told nothing
+    M.start_early(opts)
+    v = Variant("automatic-and-verified", "unroll", defines=("UNROLL=4",))
+    told = M.compile_ahead(opts)
+    assert told is not None
+    told([_finding(v)])
+    stage = M._Stage(opts, 60.0, 5.0)
+
+    def again(v: Any, folder: Path) -> Any:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(stage, "_build", again)
+    stage.build_all([v])
+    try:
+        assert stage.baseline is base and M._EARLY == {}
+        assert stage._built[M._key(v)].value is base  # built ahead (by the fake prepare)
+        (job,) = jobs
+        assert job.launches == ("L",) and job.buffers == ("b",) and job.seed == 7
+        assert job.verify and job.timing is None and not job.return_outputs
+    finally:
+        stage.close()
+    # nothing took it (no finding measured): forgotten
+    M.start_early(opts)
+    fut = M._EARLY[repr(opts)].base
+    M.forget_early(opts)
+    assert M._EARLY == {} and fut.result().value is base and len(jobs) == 2

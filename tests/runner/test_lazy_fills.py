@@ -3,6 +3,8 @@ its own equals the same slice of the whole buffer, and only the pages accessed a
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -150,6 +152,39 @@ def test_a_buffer_made_in_threads_is_the_stream_in_order(monkeypatch: pytest.Mon
     monkeypatch.setattr(data.os, "cpu_count", lambda: 4)
     f = buffer_filler(np.dtype(np.float32), 10_500, "random", 5, "in")
     got = make_host_buffer(np.dtype(np.float32), 10_500, "random", 5, "in")
+    assert np.array_equal(got, f.elements(0, 10_500))
+
+
+def test_a_buffer_is_made_in_as_many_threads_as_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One thread per CPU (up to ``_FILL_THREADS``) when their chunks' temporaries fit in the
+    memory budget, fewer down to one when not (never refused where four threads, the old
+    count, fitted); the bytes are the same with any count."""
+    from gpuadvise.runner import data
+    from gpuadvise.spec.budget import TooLargeError
+
+    monkeypatch.setattr(data, "_CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(data.os, "cpu_count", lambda: 16)
+    per_chunk = 1000 * 8 * data._PEAK_FACTOR
+    asked: list[int] = []
+
+    def fits(need: int, what: str, hint: str) -> None:
+        chunks = (need - 10_500 * 4) // per_chunk
+        asked.append(chunks)
+        if chunks > 4:
+            raise TooLargeError("too much", hint)
+
+    monkeypatch.setattr(data, "check_fits", fits)
+    used: list[int | None] = []
+    real = data.BufferFiller.array
+
+    def array(self: Any, threads: int | None = None) -> np.ndarray:
+        used.append(threads)
+        return real(self, threads)
+
+    monkeypatch.setattr(data.BufferFiller, "array", array)
+    got = make_host_buffer(np.dtype(np.float32), 10_500, "random", 5, "in")
+    assert asked == [11, 8, 4] and used == [4]
+    f = buffer_filler(np.dtype(np.float32), 10_500, "random", 5, "in")
     assert np.array_equal(got, f.elements(0, 10_500))
 
 

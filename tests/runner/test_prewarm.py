@@ -112,3 +112,29 @@ def test_a_prewarmed_worker_no_job_reaches_is_killed(fake: Path) -> None:
     proc, folder = client._prewarmed["fake_worker"]
     client.discard_prewarmed()
     assert proc.poll() is not None and not folder.exists() and not client._prewarmed
+
+
+def test_a_prewarmed_worker_running_a_job_nobody_waits_for_is_killed(fake: Path) -> None:
+    """A job a thread sent ahead (``analyze.measure.start_early``) may still run when the
+    analysis ends: the worker running it is killed too; at exit (``wait=False``) its end is not
+    waited for, and it dies all the same."""
+    import threading
+
+    client.prewarm_worker("fake_worker")
+    _wait_for(fake)
+    proc, folder = client._prewarmed["fake_worker"]
+    got: list[client.ProcessRun] = []
+    t = threading.Thread(
+        target=lambda: got.append(
+            client.run_worker_module("fake_worker", {"x": 1, "sleep": 60}, timeout_s=120)
+        )
+    )
+    t.start()
+    t0 = time.monotonic()
+    while proc.pid not in client._busy:
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.01)
+    client.discard_prewarmed(wait=False)
+    t.join(timeout=30)
+    assert not t.is_alive() and got[0].result is None and got[0].elapsed_s < 30
+    assert proc.poll() is not None and not folder.exists() and not client._busy

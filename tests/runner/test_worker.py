@@ -228,3 +228,43 @@ def test_a_race_entrant_with_totals_is_matched_on_the_partials_total():
     # the same outputs element by element: not a match
     plain = J.KernelLaunch("B", "/dev/null", "k", (2, 1, 1), (64, 1, 1), 0, ())
     assert not _outputs_match(job, base, ok, base_launch, plain)
+
+
+def test_a_worker_keeps_the_buffers_and_the_first_launchs_outputs_for_its_next_job():
+    """A waiting worker takes every job of one analysis: the next job with the same buffers and
+    seed reuses their data, the device buffers and the first launch's verified outputs (its
+    verification run is not repeated when a later launch is verified); other buffers are made
+    afresh; a failed job leaves nothing kept. The outcomes are the same as from a fresh worker."""
+    from gpuadvise.runner import worker
+
+    worker._KEPT.clear()
+    be = FakeBackend(dict(KERNELS), {"copy": 1.0, "copy_half": 1.0})
+    first = run_job(make_job(["copy"]), be)
+    assert first.ok and first.timings_s["kept_inputs"] == 0.0
+    calls = len(be.calls)
+    kept = run_job(make_job(["copy", "copy_half"]), be)
+    assert kept.ok and kept.timings_s["kept_inputs"] == 1.0 and kept.timings_s["kept_first"] == 1.0
+    assert be.calls[calls:] == ["copy_half"]  # the kernel's verification run was the last job's
+    np.testing.assert_array_equal(kept.inputs["in"], first.inputs["in"])
+    # a single launch is verified again (its run leaves the buffers for the timing)
+    calls = len(be.calls)
+    assert run_job(make_job(["copy"]), be).timings_s["kept_inputs"] == 1.0
+    assert be.calls[calls:] == ["copy"]
+    # another seed: made afresh
+    from dataclasses import replace
+
+    res = run_job(replace(make_job(["copy", "copy_half"]), seed=4), be)
+    assert res.timings_s["kept_inputs"] == 0.0 and res.timings_s["kept_first"] == 0.0
+    fresh = run_job(make_job(["copy", "copy_half"]), FakeBackend(dict(KERNELS), {}))
+    for got, want in zip(kept.outcomes, fresh.outcomes, strict=True):
+        assert got.outputs.keys() == want.outputs.keys()
+        for name in got.outputs:
+            np.testing.assert_array_equal(got.outputs[name], want.outputs[name])
+
+    def boom(*args: Any) -> None:
+        raise RuntimeError("cuCtxSynchronize failed: an illegal memory access was encountered")
+
+    be.kernels["bad"] = boom
+    assert not run_job(make_job(["copy", "bad"]), be).ok
+    assert worker._KEPT == []
+    worker._KEPT.clear()
