@@ -471,7 +471,9 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     emu = _emulate(
-        sass=_sass(module, kernel),
+        # the SASS feeds the timing models (block costs, loop schedules) read from a trace;
+        # a run for its outputs alone (trace=False) needs no disassembly (an nvdisasm run)
+        sass=_sass(module, kernel) if trace else ((), {}),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
