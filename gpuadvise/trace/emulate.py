@@ -1152,24 +1152,22 @@ def _cost_note(kept: int, wave: int, cost: int) -> str:
 
 def spread_runs(ctas: np.ndarray, afford: int) -> np.ndarray:
     """At most ``afford`` of ``ctas`` (the first wave, in launch order), never fewer than one:
-    runs of :data:`SAMPLE_RUN_CTAS` consecutive CTAs (or one run of ``afford``) whose starts are
-    spread evenly from the first CTA to the last, so that the sample keeps the wave's mix (a
-    grid-stride loop's first CTAs carry one iteration more than its last; no CTA parity is
-    skipped, as every k-th CTA would for an even k) and neighbours in launch order (the L2
-    model infers a CTA's step from traced neighbours, :mod:`gpuadvise.model.l2.synthesis`)."""
+    runs of :data:`SAMPLE_RUN_CTAS` consecutive CTAs (or one run of ``afford``), one at the
+    start of each of as many equal stretches of the wave (systematic sampling: every CTA's
+    chance to be kept is the same), so that the sample keeps the wave's mix (a grid-stride
+    loop's first CTAs carry one iteration more than its last; no CTA parity is skipped, as
+    every k-th CTA would for an even k; a partial last CTA weighs what it weighs in the wave)
+    and neighbours in launch order (the L2 model infers a CTA's step from traced neighbours,
+    :mod:`gpuadvise.model.l2.synthesis`)."""
     n = len(ctas)
     afford = max(1, afford)
     if afford >= n:
         return ctas
     run = min(afford, SAMPLE_RUN_CTAS)
     runs = afford // run
-    starts = (
-        np.linspace(0, n - run, runs).round().astype(np.int64)
-        if runs > 1
-        else np.zeros(1, np.int64)
-    )
+    starts = (np.arange(runs, dtype=np.int64) * n) // runs
     at = np.unique((starts[:, None] + np.arange(run, dtype=np.int64)[None, :]).reshape(-1))
-    return ctas[at]
+    return ctas[at[at < n]]
 
 
 def affordable_ctas(cost_budget: int, cost: int, ctas: int) -> int:

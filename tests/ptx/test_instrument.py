@@ -276,7 +276,7 @@ def test_the_default_sample_is_bounded_by_its_cost(
     per_cta = 3 * 2  # two loads and a store per warp, two warps
     monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 9 * per_cta)
     got = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
-    kept = (0, 1, 2, 3, 36, 37, 38, 39)  # two runs of 4 CTAs: the wave's first and last
+    kept = (0, 1, 2, 3, 20, 21, 22, 23)  # two runs of 4 CTAs: each half's first
     assert got.trace.ctas == kept and len(got.trace.records) == 8 * per_cta
     ref = emulate(module, info, launch, preset("H100"), sample_ctas=list(kept))
     assert compare_traces(ref.trace, got.trace).identical
