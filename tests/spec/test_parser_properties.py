@@ -182,7 +182,11 @@ def test_fill(text: str) -> None:
 
 
 @SETTINGS
-@given(text=st.one_of(NUMBERS, WORDS, TEXT, st.sampled_from(["all", "ALL", " all ", "1/2", "wave", " Wave "])))
+@given(
+    text=st.one_of(
+        NUMBERS, WORDS, TEXT, st.sampled_from(["all", "ALL", " all ", "1/2", "wave", " Wave "])
+    )
+)
 def test_counts_and_shards(text: str) -> None:
     from gpuadvise.analyze.cases import parse_shard
     from gpuadvise.analyze.options import parse_l2_probe_ctas, parse_sample_ctas
