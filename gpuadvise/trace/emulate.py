@@ -160,6 +160,15 @@ fifteenth session) HeCBench softMax's 391 CTAs of 25,000 warp accesses each took
 :data:`DEFAULT_SAMPLE_TRACE_BYTES` (37 CTAs), 16 CPU-s at 9 CTAs and 10 CPU-s at 4; the
 findings of the corpus kernels whose sample this cuts are listed there. ``--sample-ctas wave``
 (:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before."""
+MIN_SAMPLE_CTAS = 32
+MIN_SAMPLE_STRETCH = 4
+"""A default sample of fewer than :data:`MIN_SAMPLE_CTAS` CTAs may cost up to
+:data:`MIN_SAMPLE_STRETCH` times :data:`DEFAULT_SAMPLE_COST`, to keep up to that many CTAs
+(HeCBench softMax: 20 CTAs instead of 5): HeCBench clenergy (1,152 CTAs of
+~10,900 warp accesses and steps) kept 12 CTAs at the cost alone, and the execution model then
+called it latency-bound (GA106, wrong) where 32, 64 or the old 116 CTAs say compute-bound
+(GA405, right)."""
+
 SAMPLE_RUN_CTAS = 4
 """The default sample's runs of consecutive CTAs (:func:`spread_runs`)."""
 # a lower budget for the default sample, set by sample_trace_bytes (None: DEFAULT_SAMPLE_TRACE_BYTES)
@@ -1173,10 +1182,15 @@ def spread_runs(ctas: np.ndarray, afford: int) -> np.ndarray:
 def affordable_ctas(cost_budget: int, cost: int, ctas: int) -> int:
     """How many CTAs the default sample's ``cost_budget`` (:data:`DEFAULT_SAMPLE_COST`; 0: no
     bound) affords when ``ctas`` CTAs cost ``cost`` (warp accesses plus warp steps): at least
-    ``ctas``, and a large number when there is no bound or no cost."""
+    ``ctas``; below :data:`MIN_SAMPLE_CTAS`, what :data:`MIN_SAMPLE_STRETCH` times the budget
+    affords, up to that many (a large number when there is no bound or no cost)."""
     if cost_budget <= 0 or cost <= 0:
         return 1 << 62
-    return max(ctas, cost_budget * ctas // cost)
+    afford = max(ctas, cost_budget * ctas // cost)
+    if afford < MIN_SAMPLE_CTAS:
+        stretched = cost_budget * MIN_SAMPLE_STRETCH * ctas // cost
+        afford = max(afford, min(MIN_SAMPLE_CTAS, stretched))
+    return afford
 
 
 def _cut_note(kept: int, wave: int, limit_bytes: int) -> str:

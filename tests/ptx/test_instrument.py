@@ -274,7 +274,8 @@ def test_the_default_sample_is_bounded_by_its_cost(
         args=[f"n={n}"],
     )  # fmt: skip
     per_cta = 3 * 2  # two loads and a store per warp, two warps
-    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 9 * per_cta)
+    # 2 CTAs' cost, stretched 4x below MIN_SAMPLE_CTAS: 8 CTAs
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 2 * per_cta + 1)
     got = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
     kept = (0, 1, 2, 3, 20, 21, 22, 23)  # two runs of 4 CTAs: each half's first
     assert got.trace.ctas == kept and len(got.trace.records) == 8 * per_cta

@@ -127,18 +127,30 @@ def test_the_default_sample_is_bounded_by_its_cost(
     one = run(module, 1)
     per_cta = len(one.trace.records) + one.warp_steps
     assert len(one.trace.records) == RECORDS_PER_CTA and one.warp_steps > 0
-    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 20 * per_cta + per_cta // 2)
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 40 * per_cta + per_cta // 2)
     e = run(module, None)
-    kept = tuple(c for s in (0, 52, 105, 158, 211) for c in range(s, s + 4))  # 5 runs of 4
+    starts = (0, 26, 52, 79, 105, 132, 158, 184, 211, 237)  # i * 264 // 10
+    kept = tuple(c for s in starts for c in range(s, s + 4))  # 10 runs of 4
     assert e.ctas_run == kept and e.trace.ctas == kept and not e.complete
-    assert e.trace.scale == pytest.approx(1024 / 20)
-    assert len(e.trace.records) == 20 * RECORDS_PER_CTA
+    assert e.trace.scale == pytest.approx(1024 / 40)
+    assert len(e.trace.records) == 40 * RECORDS_PER_CTA
     note = next(n for n in e.notes if "cost" in n)
-    assert "traced 20 of the first wave's 264 CTAs" in note and "--sample-ctas wave" in note
+    assert "traced 40 of the first wave's 264 CTAs" in note and "--sample-ctas wave" in note
     mine, theirs = by_cta(e), by_cta(run(module, list(kept)))
     assert mine.keys() == theirs.keys() == set(kept)
     for c in mine:
         np.testing.assert_array_equal(mine[c], theirs[c])
+    # below MIN_SAMPLE_CTAS the cost may stretch MIN_SAMPLE_STRETCH times: 4 x 5 CTAs' cost
+    # affords 20 (5 runs of 4), 4 x 10 CTAs' 40, of which 32 are kept
+    assert (emulate_mod.MIN_SAMPLE_CTAS, emulate_mod.MIN_SAMPLE_STRETCH) == (32, 4)
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 5 * per_cta + per_cta // 8)
+    assert run(module, None).ctas_run == tuple(
+        c for s in (0, 52, 105, 158, 211) for c in range(s, s + 4)
+    )
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 10 * per_cta + per_cta // 8)
+    assert run(module, None).ctas_run == tuple(
+        c for i in range(8) for c in range(i * 264 // 8, i * 264 // 8 + 4)
+    )
     whole = run(module, "wave")
     assert whole.ctas_run == tuple(range(264)) and not any("cost" in n for n in whole.notes)
     monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 264 * per_cta)
