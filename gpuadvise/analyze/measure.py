@@ -272,8 +272,6 @@ class _Stage:
         import contextvars
         from concurrent.futures import ThreadPoolExecutor
 
-        from gpuadvise.analyze.prepare import prepare
-
         early = _EARLY.pop(repr(self.opts), None)  # set up ahead (start_early): taken now
         if early is not None:
             self._early = early
@@ -306,18 +304,10 @@ class _Stage:
                 ready: _Built = self._early.base.result()
                 log.info("measure: waited %.2f s for the kernel set up ahead", _since(t0))
                 return ready
-            try:
-                got = prepare(self.opts, "A")
+            try:  # the timing's own kernels compiled with it, while the candidates are
+                return _Built(_prepared(self.opts))
             except GpuAdviseError as exc:
                 return _Built(error=exc)
-            from gpuadvise.analyze.prepare import timing_kernels
-
-            # the timing's own kernels, compiled while the candidates are
-            arch = getattr(got.device, "arch", None)
-            with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
-                if arch:
-                    timing_kernels(arch)
-            return _Built(got)
 
         if not todo and not need_base:
             return
@@ -656,20 +646,29 @@ def forget_early(opts: KernelOptions) -> None:
             early.close()
 
 
-def _set_up_early(live: KernelOptions, timeout_s: float) -> _Built:
+def _prepared(opts: KernelOptions) -> Any:
+    """The kernel built for the live GPU (:func:`~gpuadvise.analyze.prepare.prepare`'s side "A"),
+    and the timing's own kernels for its architecture compiled beside it (a failure of those is
+    left to ``time_prepared`` to report); a failure to build the kernel raises."""
     from gpuadvise.analyze.prepare import prepare, timing_kernels
+
+    got = prepare(opts, "A")
+    arch = getattr(got.device, "arch", None)
+    with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
+        if arch:
+            timing_kernels(arch)
+    return got
+
+
+def _set_up_early(live: KernelOptions, timeout_s: float) -> _Built:
     from gpuadvise.runner.client import run_in_worker
     from gpuadvise.runner.job import Job
 
     t0 = time.perf_counter()
     try:
-        base = prepare(live, "A")
+        base = _prepared(live)
     except GpuAdviseError as exc:
         return _Built(error=exc)
-    arch = getattr(base.device, "arch", None)
-    with contextlib.suppress(GpuAdviseError):  # time_prepared reports a failure
-        if arch:
-            timing_kernels(arch)
     built = _since(t0)
     t0 = time.perf_counter()
     job = Job(
