@@ -98,9 +98,8 @@ class L2Locality(Rule):
     The model needs footprints for the whole grid. When the analysis' trace cannot give them
     (the first CTAs of an image kernel all lie on its top edge), and the block index can be
     remapped safely (see Fix safety), the rule traces its own sample (option ``probe``, on by
-    default): it compiles the kernel once more with its block index remapped so that the first
-    launch positions compute a 4x3 patch of tiles at the centre and 2x2 patches at the corners
-    and the middles of the edges, emulates those, and lets the model synthesize the rest.
+    default): it emulates a 4x3 patch of CTAs at the centre and 2x2 patches at the corners and
+    the middles of the edges, and lets the model synthesize the rest.
     Otherwise the rule is skipped with a note.
 
     Why it is slow

@@ -182,7 +182,9 @@ class AnalysisServices:
                 return LaunchCheck(False, c.message, how)
         return LaunchCheck(True, "", f"outputs equal over {how}")
 
-    def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
+    def trace_candidate(
+        self, source_text: str | None, sample_ctas: int | Sequence[int]
+    ) -> AccessTrace:
         return self.emulate_candidate(source_text, sample_ctas).trace
 
     def emulate_candidate(

@@ -217,9 +217,12 @@ class RuleServices(Protocol):
         file rewritten; None: the file as it is) with ``nvcc_flags`` added: its resources."""
         ...
 
-    def trace_candidate(self, source_text: str, sample_ctas: int) -> AccessTrace:
-        """The access trace of the first ``sample_ctas`` CTAs of the launch, with the kernel
-        built from ``source_text`` (the kernel's file rewritten) as the analysis built it."""
+    def trace_candidate(
+        self, source_text: str | None, sample_ctas: int | Sequence[int]
+    ) -> AccessTrace:
+        """The access trace of the first ``sample_ctas`` CTAs of the launch (or of those linear
+        CTA ids), with the kernel built from ``source_text`` (the kernel's file rewritten; None:
+        the analysed file) as the analysis built it."""
         ...
 
     def resolved_launch(self) -> ResolvedLaunch:

@@ -4,10 +4,9 @@ gives the L2 model footprints for the whole grid.
 - :func:`remap_safety`: whether every block computes the same when its block index is
   remapped (:class:`Remap`, with the reasons when not);
 - :func:`tiling_diff`: the diff that remaps ``blockIdx`` to NVIDIA's thread-group tiling;
-- :func:`probe_ctas`, :func:`probe_lines`, :func:`probe_trace`, :func:`probe_l2`: the CTAs
-  that let the L2 model synthesize every CTA, traced by compiling the kernel with its block
-  index remapped so that the first launch positions compute them, and the model of the whole
-  launch from them (memoized); :func:`probe_limit`: the analysis' bound on the probe.
+- :func:`probe_ctas`, :func:`probe_trace`, :func:`probe_l2`: the CTAs that let the L2 model
+  synthesize every CTA, traced by emulating the analysed kernel on them, and the model of the
+  whole launch from them (memoized); :func:`probe_limit`: the analysis' bound on the probe.
 
 Kept beside the rule (issue 28: no rule file over 400 lines).
 """
@@ -18,8 +17,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from gpuadvise.model.l2 import l2_model
 from gpuadvise.rules.context import RuleContext
@@ -40,7 +37,6 @@ __all__ = [
     "probe_ctas",
     "probe_l2",
     "probe_limit",
-    "probe_lines",
     "probe_trace",
     "remap_safety",
     "tiling_diff",
@@ -163,38 +159,13 @@ def probe_ctas(gx: int, gy: int) -> list[int]:
     return list(picked)
 
 
-def _chain(var: str, values: Sequence[int], width: int = 12) -> list[str]:
-    """``var == 0u ? v0 : var == 1u ? v1 : ... : v_last`` over several lines."""
-    terms = [f"{var} == {i}u ? {v}u :" for i, v in enumerate(values[:-1])]
-    out = [" ".join(terms[k : k + width]) for k in range(0, len(terms), width)]
-    out.append(f"{values[-1]}u")
-    return ["    " + t for t in out]
-
-
-def probe_lines(ctas: Sequence[int], gx: int) -> list[str]:
-    """Statements defining ``ga304_block``: the block at launch position ``p`` computes the tile of
-    ``ctas[p]`` (so that the first ``len(ctas)`` launch positions run the sampled CTAs)."""
-    p = f"{PREFIX}p"
-    xs = [c % gx for c in ctas]
-    ys = [c // gx for c in ctas]
-    return [
-        "// gpuadvise GA304 probe: launch position p computes the tile of the p-th sampled CTA",
-        f"const unsigned {p} = gridDim.x * blockIdx.y + blockIdx.x;",
-        f"const uint2 {BLOCK_NAME} = make_uint2(",
-        *_chain(p, xs),
-        "    ,",
-        *_chain(p, ys),
-        ");",
-    ]
-
-
 def probe_trace(ctx: RuleContext, ks: KernelSource) -> AccessTrace:
-    """A trace of the :func:`probe_ctas` of the launch, as if the emulator had run those CTAs:
-    the kernel is compiled once more with its block index remapped so that launch position ``p``
-    computes the tile of the ``p``-th sampled CTA, its first ``len(ctas)`` positions are
-    emulated (the rules' trace-a-candidate service), and the trace's CTA ids are relabelled with
-    the sampled CTAs' ids. Valid when :func:`remap_safety` holds (the tile a block computes is
-    all its block index decides)."""
+    """A trace of the :func:`probe_ctas` of the launch: the analysed kernel emulated on those
+    CTAs alone (the rules' trace-a-candidate service, with chosen CTA ids; ``ctas`` in the
+    order of :func:`probe_ctas`). It once compiled the kernel again with its block index
+    remapped so that the first launch positions computed those tiles: where
+    :func:`remap_safety` holds (GA304 probes only then) that run touches the same global
+    memory, at the cost of a compile and a disassembly more."""
     return _probe_trace(ctx, ks)
 
 
@@ -203,15 +174,12 @@ def _probe_trace(ctx: RuleContext, ks: KernelSource, space: Space | None = None)
     model reads: the others are not copied)."""
     gx, gy = int(ctx.launch.grid.x), int(ctx.launch.grid.y)
     ctas = probe_ctas(gx, gy)[: probe_limit(ctx)]
-    text = remap_block_index(ks.text, ks.body_start, ks.body_end, probe_lines(ctas, gx), BLOCK_NAME)
-    trace = ctx.services.trace_candidate(text, len(ctas))
-    ids = np.asarray(ctas, dtype=np.int64)
+    # the analysed kernel (compiled already) run on those CTAs: what the remapped kernel's first
+    # launch positions compute where remap_safety holds, without building that kernel
+    trace = ctx.services.trace_candidate(None, ctas)
     recs = trace.records
     if space is not None and not (keep := recs["space"] == int(space)).all():
         recs = recs[keep]  # a copy of those records alone
-    else:
-        recs = recs.copy()
-    recs["cta"] = ids[recs["cta"].astype(np.int64)]
     return replace(trace, records=recs, ctas=tuple(int(c) for c in ctas))
 
 

@@ -215,7 +215,7 @@ def test_probe_ctas_hand_counted() -> None:
 
 
 def test_a_candidate_is_built_with_the_analysis_flags(tmp_path: Path, monkeypatch) -> None:
-    """The probe's source is compiled as the analysis compiled the kernel, with the source's
+    """A candidate's source is compiled as the analysis compiled the kernel, with the source's
     folder on the include path (the rules' compile service)."""
     from gpuadvise.analyze.services import AnalysisServices
     from gpuadvise.toolchain import CompileOptions
@@ -486,7 +486,7 @@ def test_variant_applies_compiles_keeps_outputs_and_tiles(
 
 @needs_nvcc
 def test_probe_trace_is_the_sampled_ctas_trace(original_small: Any, analysis_small: Any) -> None:
-    """The probe compiles a remapped kernel and relabels its CTAs: each sampled CTA must touch
+    """The probe traces the sampled CTAs (in :func:`probe_ctas`' order): each must touch
     exactly the global addresses it touches in the emulation of the whole original launch."""
     from gpuadvise.model.banks import active_lanes
     from gpuadvise.trace.access import Space
