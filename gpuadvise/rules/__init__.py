@@ -132,6 +132,7 @@ from gpuadvise.rules.half_packing import (  # GA402's family
     packing_proposal,
     scalar_ops,
 )
+from gpuadvise.rules.idle_cost import IdleCost, idle_cost
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
 from gpuadvise.rules.l2_tiling import (  # GA304's family
     TILE_SIZES,
@@ -342,6 +343,8 @@ __all__ = [
     "hidden_block_reads",
     "combined_lines",
     "hot_addresses",
+    "idle_cost",
+    "IdleCost",
     "tiles_advice",
     "PrivatePlan",
     "privatise_plan",
