@@ -22,6 +22,7 @@ from gpuadvise.rules import (
     launch_times,
     lines_text,
     memory_rates,
+    read_once,
     same_source_file,
     view_traffic,
 )
@@ -300,11 +301,14 @@ class ComputeBoundKernel(Rule):
         )
 
     def _traffic(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
-        """The launch's traffic, and what its idle CTAs cost when most of its CTAs make no
-        memory access (None, None: the idle CTAs' own time is ``max_idle_share`` or more of
-        the launch's, GA108's finding, not this one's)."""
+        """The launch's traffic (buffers read once where they fit in the L2), and what its
+        idle CTAs cost when most CTAs make no memory access (None, None: the idle CTAs' own
+        time is ``max_idle_share`` or more of the launch's, GA108's finding, not this one's)."""
         tr = ctx.trace
+        # loads at their footprint where it fits in the L2 (read once: the sample's distinct
+        # sectors scaled to the launch count a table every CTA reads once per traced CTA)
         t = view_traffic(ctx.device, ctx.trace_view)
+        t = read_once(ctx.trace_view, ctx.same_file, ctx.device, t)
         working = tr.launch_working_ctas
         least = float(ctx.option("min_working_share")) * tr.total_ctas
         if working is None or tr.traced_working_ctas <= 0 or working >= least:

@@ -151,6 +151,7 @@ from gpuadvise.rules.launch_reuse import (
     cap_dram_at_footprint,
     launch_reuse,
     launch_wide,
+    read_once,
     tile_estimate,
     tile_l1_estimate,
 )
@@ -368,6 +369,7 @@ __all__ = [
     "later_repeats",
     "launch_change_estimate",
     "launch_reuse",
+    "read_once",
     "LaunchReuse",
     "LaunchWide",
     "launch_wide",
