@@ -262,8 +262,8 @@ class ComputeBoundKernel(Rule):
         idle_evidence = []
         if idle is not None:
             idle_text = (
-                f" (about {idle.working:.0f} of the launch's {ctx.trace.total_ctas} CTAs work; "
-                f"the others, idle (GA108), take {idle.idle_share:.0%} of its time on the model)"
+                f"; about {idle.working:.0f} of the launch's {ctx.trace.total_ctas} CTAs work, "
+                f"the others (idle: GA108) take {idle.idle_share:.0%} of its time"
             )
             idle_evidence = [
                 Evidence(
@@ -276,7 +276,7 @@ class ComputeBoundKernel(Rule):
         yield self.finding(
             ctx,
             f"compute-bound: {what} sets the launch's time ({compute * 1e6:.0f} us of "
-            f"arithmetic against {memory * 1e6:.0f} us of memory time on the model{idle_text}); "
+            f"arithmetic against {memory * 1e6:.0f} us of memory time on the model){idle_text}; "
             f"{per_line}. Memory-layout changes give at most "
             f"{memory_gain:.2f}x here; work on the arithmetic: {intrinsics}strength reduction, "
             "loop-invariant math hoisted out of the loop, FP64 to FP32 where the data allow",
