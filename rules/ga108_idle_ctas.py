@@ -18,6 +18,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     ceiling_s,
+    idle_cost,
     launch_times,
     memory_rates,
     view_traffic,
@@ -73,10 +74,13 @@ class IdleCtas(Rule):
     How the estimate is made
     ------------------------
     On the launch model (memory, issue and pipes, the critical path, CTA launches, the launch
-    floor): the launch as it is, every CTA running the traced CTAs' mean work (the idle ones'
-    instructions included), against the working CTAs alone, each with that mean (a working CTA
-    does more than the mean: the point is the higher for it, the bound holds); the upper bound
-    at peak rates and full overlap, the before side with the model's margin.
+    floor): the launch as it is against the working CTAs alone. Each CTA with its own work
+    where the emulator counted each traced CTA's issued instructions
+    (:func:`gpuadvise.rules.idle_cost`: the traced mean split into a working and an idle CTA's
+    work, the launch's mix of them before); else every CTA with the traced CTAs' mean work, the
+    idle ones' instructions included (a working CTA does more than the mean: the point is the
+    higher for it, the bound holds). The upper bound at peak rates and full overlap, the before
+    side with the model's margin.
 
     Fix safety
     ----------
@@ -133,14 +137,29 @@ class IdleCtas(Rule):
         if rates is None or t.work is None:
             return Estimate(None, "none", "not estimated: no instruction counts or rates")
         work = t.work
-        warps = float(d.working * max(work.warps_per_cta, 1))
-        # the shared accesses are the work's per-CTA mean times its CTAs (the idle ones' too):
-        # the working CTAs' alone after the change
-        cut = d.working / max(d.total, 1)
-        mean = replace(t, work=replace(work, ctas=d.working),
-                       resident_warps=min(t.resident_warps, warps),
-                       shared_wavefronts=t.shared_wavefronts * cut,
-                       shared_requests=t.shared_requests * cut)  # fmt: skip
+        split = idle_cost(ctx.trace, ctx.device, t)
+        if split is not None:
+            # the emulator's per-CTA counts: each side with its own work, the launch's mix of
+            # them before, the working CTAs alone after
+            t, mean = split.launch, split.alone
+            how = (
+                f"each CTA with its own work (the emulator's per-CTA counts: a working CTA's "
+                f"busiest warp issues {split.working_issue:.0f} instructions, an idle one's "
+                f"{split.idle_issue:.0f})"
+            )
+        else:
+            warps = float(d.working * max(work.warps_per_cta, 1))
+            # the shared accesses are the work's per-CTA mean times its CTAs (the idle ones'
+            # too): the working CTAs' alone after the change
+            cut = d.working / max(d.total, 1)
+            mean = replace(t, work=replace(work, ctas=d.working),
+                           resident_warps=min(t.resident_warps, warps),
+                           shared_wavefronts=t.shared_wavefronts * cut,
+                           shared_requests=t.shared_requests * cut)  # fmt: skip
+            how = (
+                "each with the traced CTAs' mean work (the idle ones' instructions in it: a "
+                "working CTA does more, so the point is the higher for it)"
+            )
         before = launch_times(t, ctx.device, rates)
         before_peak = launch_times(t, ctx.device, rates, peak_dram=True)
         after = launch_times(mean, ctx.device, rates)
@@ -154,9 +173,8 @@ class IdleCtas(Rule):
             round(bound, 3),
             "upper-bound",
             f"the launch model: as it is, {d.total} CTAs, {before.describe()}, bound by "
-            f"{before.bound_by}; the {d.working} working CTAs alone, each with the traced CTAs' "
-            f"mean work (the idle ones' instructions in it: a working CTA does more, so the "
-            f"point is the higher for it): {after.describe()}, bound by {after.bound_by}: "
+            f"{before.bound_by}; the {d.working} working CTAs alone, {how}: "
+            f"{after.describe()}, bound by {after.bound_by}: "
             f"point {point:.2f}x; at peak rates and full overlap (the before side with the "
             f"model's margin): upper bound {bound:.2f}x",
             {"model": MODEL, "point_speedup": round(point, 3), "peak_speedup": round(peak, 3),

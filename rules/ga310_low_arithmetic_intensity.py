@@ -8,8 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from gpuadvise.errors import GpuAdviseError
 from gpuadvise.rules import (
     MATH_PIPES,
@@ -24,15 +22,14 @@ from gpuadvise.rules import (
     RuleContext,
     Traffic,
     Variant,
-    cap_dram_at_footprint,
     ceiling_s,
     choose_tile,
     fma_lines,
     launch_estimate,
-    launch_reuse,
     launch_times,
     memory_rates,
     parse_ptx_cached,
+    read_once,
     same_source_file,
     view_traffic,
 )
@@ -74,15 +71,7 @@ def _read_once(ctx: RuleContext, t: Traffic) -> Traffic:
     """``t`` with each loaded buffer's DRAM loads at its footprint where it fits in half the L2
     (read once, then served by the L2 to every CTA that reads it again: a matrix product's
     operands), as GA305's estimate takes it."""
-    view = ctx.trace_view
-    found = view.lines(ctx.same_file, [Kind.LOAD])
-    if not found:
-        return t
-    insts = np.unique(np.concatenate([view.insts_at(f, ln, Kind.LOAD) for f, ln, _ in found]))
-    for b in view.buffers_at(insts):
-        lanes, _ = view.access(insts, b)
-        t = cap_dram_at_footprint(t, launch_reuse(view, lanes, view.buffers[b].size), ctx.device)
-    return t
+    return read_once(ctx.trace_view, ctx.same_file, ctx.device, t)
 
 
 class LowArithmeticIntensity(Rule):

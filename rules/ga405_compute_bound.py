@@ -12,14 +12,17 @@ from gpuadvise.rules import (
     Evidence,
     Finding,
     FindingDetails,
+    IdleCost,
     Rule,
     RuleContext,
     Traffic,
     Variant,
+    idle_cost,
     launch_change_estimate,
     launch_times,
     lines_text,
     memory_rates,
+    read_once,
     same_source_file,
     view_traffic,
 )
@@ -101,11 +104,17 @@ class ComputeBoundKernel(Rule):
     instructions are at least ``min_arithmetic_share`` arithmetic (not loads, stores and
     branches), on a grid that reaches at least ``min_sm_share`` of the SMs (a launch of four
     CTAs, or of one thread, is limited by its parallelism, not by the GPU's arithmetic: GA102,
-    GA106 and GA107 say so). Nor where some CTAs touch the data and fewer than
-    ``min_working_share`` of the launch's do: the others make no memory access at all (GA108,
-    a grid sized past the data), and their index tests, loops and barriers are instructions
-    launched for nothing, whose fix is fewer CTAs, not a rewrite of the arithmetic (a search
-    whose CTAs all compute in registers and write only on a match is reported).
+    GA106 and GA107 say so). Where some CTAs touch the data and fewer than
+    ``min_working_share`` of the launch's do (the others make no memory access at all: GA108,
+    a grid sized past the data), by what the idle CTAs cost, not by their count: the launch
+    model times the idle CTAs alone (their issued instructions, from the emulator's per-CTA
+    counts, and their launches) and the working ones alone (:func:`gpuadvise.rules.idle_cost`);
+    when the idle CTAs take ``max_idle_share`` or more of that time, their index tests, loops
+    and barriers are instructions launched for nothing, whose fix is fewer CTAs (GA108), not a
+    rewrite of the arithmetic, and nothing is reported; else the launch is judged on its own
+    mix of working and idle CTAs (HeCBench lombscargle: 391 of its 100,096 CTAs work, each
+    through 1,000 ``sincosf`` steps, and the 99,705 others cost a few percent of its time). A
+    search whose CTAs all compute in registers and write only on a match is reported.
 
     Reported at the line of the kernel's body that carries most of that pipe's issued work
     (code inlined from a device function or the CUDA math library counts at the kernel's line
@@ -178,6 +187,7 @@ class ComputeBoundKernel(Rule):
         "max_lines": 3,
         "min_sm_share": 0.5,
         "min_working_share": 0.5,
+        "max_idle_share": 0.5,
     }
 
     def detect(self, ctx: RuleContext) -> Iterator[Finding]:
@@ -190,16 +200,9 @@ class ComputeBoundKernel(Rule):
         gx, gy, gz = ctx.launch.grid.as_tuple()
         if d.sm_count and gx * gy * gz < float(ctx.option("min_sm_share")) * d.sm_count:
             return  # a few CTAs: the launch's parallelism is the limit (GA102, GA106, GA107)
-        tr = ctx.trace
-        working = tr.launch_working_ctas
-        least = float(ctx.option("min_working_share")) * tr.total_ctas
-        if working is not None and tr.traced_working_ctas > 0 and working < least:
-            # some CTAs read and write the data and most make no access at all (GA108: a grid
-            # sized past the data): the others' arithmetic (index tests, loops and barriers up
-            # to their guard) is work not to launch, not arithmetic to rewrite. A search whose
-            # traced CTAs all compute in registers and write only on a match stays reported
+        t, idle = self._traffic(ctx)
+        if t is None:
             return
-        t = view_traffic(d, ctx.trace_view)
         w = t.work
         before = launch_times(t, d, rates)
         if w is None or before is None or before.compute is None:
@@ -255,10 +258,25 @@ class ComputeBoundKernel(Rule):
             "" if fast else "fast intrinsics (`__expf`, `__powf`, `__sinf`, `__fdividef`, "
             "`rsqrtf`) or -use_fast_math where precision allows, "
         )  # fmt: skip
+        idle_text = ""
+        idle_evidence = []
+        if idle is not None:
+            idle_text = (
+                f"; about {idle.working:.0f} of the launch's {ctx.trace.total_ctas} CTAs work, "
+                f"the others (idle: GA108) take {idle.idle_share:.0%} of its time"
+            )
+            idle_evidence = [
+                Evidence(
+                    "idle_cta_share",
+                    round(idle.idle_share, 3),
+                    float(ctx.option("max_idle_share")),
+                    "<",
+                )
+            ]
         yield self.finding(
             ctx,
             f"compute-bound: {what} sets the launch's time ({compute * 1e6:.0f} us of "
-            f"arithmetic against {memory * 1e6:.0f} us of memory time on the model); "
+            f"arithmetic against {memory * 1e6:.0f} us of memory time on the model){idle_text}; "
             f"{per_line}. Memory-layout changes give at most "
             f"{memory_gain:.2f}x here; work on the arithmetic: {intrinsics}strength reduction, "
             "loop-invariant math hoisted out of the loop, FP64 to FP32 where the data allow",
@@ -277,9 +295,37 @@ class ComputeBoundKernel(Rule):
                 Evidence("arithmetic_share", round(arithmetic / max(w.instructions, 1e-9), 3)),
                 Evidence("lines_share", round(covered, 3)),
                 Evidence("memory_fix_bound", round(memory_gain, 3), unit="x"),
+                *idle_evidence,
             ],
             details=ComputeBound(bound, pipe, lines, shares, mixes),
         )
+
+    def _traffic(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
+        """The launch's traffic (buffers read once where they fit in the L2), and what its
+        idle CTAs cost when most CTAs make no memory access (None, None: the idle CTAs' own
+        time is ``max_idle_share`` or more of the launch's, GA108's finding, not this one's)."""
+        tr = ctx.trace
+        # loads at their footprint where it fits in the L2 (read once: the sample's distinct
+        # sectors scaled to the launch count a table every CTA reads once per traced CTA)
+        t = view_traffic(ctx.device, ctx.trace_view)
+        t = read_once(ctx.trace_view, ctx.same_file, ctx.device, t)
+        working = tr.launch_working_ctas
+        least = float(ctx.option("min_working_share")) * tr.total_ctas
+        if working is None or tr.traced_working_ctas <= 0 or working >= least:
+            return t, None
+        # some CTAs read and write the data and most make no access at all (GA108: a grid sized
+        # past the data). Their index tests, loops and barriers up to their guard, and their
+        # launches, are work not to launch, not arithmetic to rewrite: when they are a large
+        # share of the launch's time, GA108's finding. When the working CTAs' arithmetic
+        # dominates (HeCBench lombscargle: 391 of 100,096 CTAs each run 1,000 sincosf steps),
+        # this one's, on the launch's own mix of working and idle CTAs (not the traced CTAs',
+        # which a sample spread over the first wave does not have). Without the emulator's
+        # per-CTA counts, GA108's. A search whose traced CTAs all compute in registers and
+        # write only on a match stays reported (no traced CTA works: not here)
+        idle = idle_cost(tr, ctx.device, t)
+        if idle is None or idle.idle_share >= float(ctx.option("max_idle_share")):
+            return None, None
+        return idle.launch, idle
 
     def _memory_bound(self, ctx: RuleContext, t: Traffic) -> float:
         """The most a change of the memory side gives, like for like: the larger of the
@@ -302,9 +348,9 @@ class ComputeBoundKernel(Rule):
         emu = ctx.emulation
         simt = emu.simt if emu is not None else None
         inputs: dict[str, Any] = {"bound": det.bound, "pipe": det.pipe, "lines": list(det.lines)}
-        t = view_traffic(ctx.device, ctx.trace_view)
-        w = t.work
-        if simt is None or w is None:
+        t, _ = self._traffic(ctx)
+        w = None if t is None else t.work
+        if simt is None or t is None or w is None:
             return Estimate(None, "none", "not estimated: no instruction counts", inputs)
         totals: dict[str, float] = {}
         gone: dict[str, float] = {}

@@ -99,7 +99,7 @@ def _probe_size(
     """The L2 probe's CTAs: ``asked`` (``--l2-probe-ctas``; None: :data:`INTERIOR_CTAS`), cut by
     :func:`_probe_within_budget` for the default sample of an incomplete trace, with its note."""
     probe = INTERIOR_CTAS if asked is None else max(0, asked)
-    if sample_ctas is None and not complete:
+    if sample_ctas in (None, "wave") and not complete:  # the default sample, or the whole wave
         return _probe_within_budget(ran, trace_bytes, probe)
     return probe, ()
 

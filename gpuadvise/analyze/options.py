@@ -126,19 +126,22 @@ def parse_l2_probe_ctas(text: str | None) -> int | None:
 
 
 def parse_sample_ctas(text: str | None) -> int | str | None:
-    """``--sample-ctas``: a positive count, ``all``, or None (the first wave)."""
+    """``--sample-ctas``: a positive count, ``all``, ``wave`` (the whole first wave), or None (the
+    default sample: the first wave bounded by its cost, :mod:`gpuadvise.trace.emulate`)."""
     from gpuadvise.errors import UsageError
 
     if text is None:
         return None
-    if text.strip().lower() == "all":
-        return "all"
+    if text.strip().lower() in ("all", "wave"):
+        return text.strip().lower()
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n <= 0:
-        raise UsageError(f"--sample-ctas {text!r} is not a count", "give a positive number or all")
+        raise UsageError(
+            f"--sample-ctas {text!r} is not a count", "give a positive number, all or wave"
+        )
     return n
 
 

@@ -112,12 +112,21 @@ def choose_tracer(
             "gpu", f"--tracer auto chose the GPU tracer (the emulator: {exc.one_line()})"
         )
     from gpuadvise.trace.access import RECORD
-    from gpuadvise.trace.emulate import DEFAULT_BATCH_LANES, DEFAULT_SAMPLE_TRACE_BYTES
+    from gpuadvise.trace.emulate import (
+        DEFAULT_BATCH_LANES,
+        DEFAULT_SAMPLE_COST,
+        DEFAULT_SAMPLE_TRACE_BYTES,
+        WHOLE_WAVE,
+        affordable_ctas,
+    )
 
-    if sample_ctas is None and probe.warp_accesses:
+    if sample_ctas in (None, WHOLE_WAVE) and probe.warp_accesses:
         # the default sample is cut to the CTAs whose trace fits its budget (either tracer)
         fit = DEFAULT_SAMPLE_TRACE_BYTES // (probe.warp_accesses * RECORD.itemsize)
         ctas = max(1, min(ctas, int(fit)))
+    if sample_ctas is None:  # and to the CTAs its cost affords (spread_runs)
+        cost = probe.warp_accesses + probe.warp_steps
+        ctas = min(ctas, affordable_ctas(DEFAULT_SAMPLE_COST, cost, 1))
     lanes_per_cta = -(-launch.launch.block.count // 32) * 32  # whole warps
     per_batch = max(1, DEFAULT_BATCH_LANES // lanes_per_cta)
     return pick(probe.run_s, ctas, per_batch)

@@ -324,8 +324,9 @@ def _analyze_paths(f: Any) -> Any:
 )
 @click.option(
     "--sample-ctas",
-    metavar="N|all",
-    help="CTAs the CPU emulator traces for the memory models (default: the first wave).",
+    metavar="N|all|wave",
+    help="CTAs the CPU emulator traces for the memory models (default: every k-th CTA of the "
+    "first wave, within a cost; wave: the whole first wave).",
 )
 @click.option(
     "--l2-probe-ctas",

@@ -161,7 +161,9 @@ class KernelWork:
     local array): ``local_links``, the ``ld.local`` links of ``chain`` (counted in its
     ``global`` class: an ``ld.local`` that hits the L1 still waits behind the warps' global
     misses, measured, docs/accuracy.md s14-local), and ``chain_in_registers``, the critical
-    warp's chain were its local accesses register moves (None: not known)."""
+    warp's chain were its local accesses register moves (None: not known). ``cta_critical``: per
+    traced CTA (in the trace's order of its CTAs), the most instructions one of its warps issued
+    (empty: not counted), what an idle CTA's cost is told from a working one's by."""
 
     pipes: Mapping[str, float]
     chain: Mapping[str, float]
@@ -185,6 +187,7 @@ class KernelWork:
     spill_store_wavefronts: float = 0.0
     local_links: float = 0.0
     chain_in_registers: Mapping[str, float] | None = None
+    cta_critical: tuple[float, ...] = ()
 
     @property
     def instructions(self) -> float:
@@ -271,6 +274,7 @@ class KernelWork:
             "chain_in_registers": None
             if self.chain_in_registers is None
             else dict(self.chain_in_registers),
+            **({"cta_critical": list(self.cta_critical)} if self.cta_critical else {}),
         }
 
     @classmethod
@@ -302,6 +306,7 @@ class KernelWork:
             chain_in_registers=None
             if d.get("chain_in_registers") is None
             else {str(k): float(v) for k, v in d["chain_in_registers"].items()},
+            cta_critical=tuple(float(v) for v in d.get("cta_critical", ())),
         )
 
 

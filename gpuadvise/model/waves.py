@@ -139,6 +139,19 @@ def buffer_bound(
     return best
 
 
+def _sampled_span(traced: Sequence[int]) -> int:
+    """How many of a launch's first CTAs the traced ones stand for: themselves, or, for runs of
+    consecutive CTAs one at the start of each equal stretch of the first CTAs (the default
+    sample, :func:`gpuadvise.trace.emulate.spread_runs`), the stretches up to the last one's
+    end (its start plus the runs' spacing)."""
+    ids = sorted(set(int(c) for c in traced))
+    seen = set(ids)
+    starts = [c for c in ids if c - 1 not in seen]
+    if len(starts) < 2:
+        return len(ids)
+    return max(len(ids), round(starts[-1] + (starts[-1] - starts[0]) / (len(starts) - 1)))
+
+
 def working_ctas(
     total: int,
     traced: Sequence[int],
@@ -148,12 +161,15 @@ def working_ctas(
     bound: float | None = None,
 ) -> WorkingCtas:
     """The :class:`WorkingCtas` of a launch of ``total`` CTAs: the traced ones (and which of
-    them do memory work) stand for themselves; the CTAs of the rest of the grid work in the
-    share the probe found (none found: none), at most ``bound`` in all."""
+    them do memory work) stand for themselves, or, when they are spread over the first CTAs
+    of the launch (the default sample's runs, :func:`gpuadvise.trace.emulate.spread_runs`),
+    for those CTAs (up to the last traced) in their share; the CTAs of the rest of the grid
+    work in the share the probe found (none found: none), at most ``bound`` in all."""
     n_tr, n_wk = len(set(traced)), len(set(traced_working))
     n_pr, n_pw = len(set(probed)), len(set(probed_working))
-    rest = max(total - n_tr - n_pr, 0)
-    est = float(n_wk + n_pw) + (rest * n_pw / n_pr if n_pr else 0.0)
+    span = _sampled_span(traced)  # the first CTAs the traced ones sample
+    rest = max(total - span - n_pr, 0)
+    est = n_wk * span / max(n_tr, 1) + n_pw + (rest * n_pw / n_pr if n_pr else 0.0)
     if bound is not None:
         est = min(est, max(bound, float(n_wk + n_pw)))
     return WorkingCtas(total, n_tr, n_wk, n_pr, n_pw, bound, est)

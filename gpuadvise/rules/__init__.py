@@ -132,6 +132,7 @@ from gpuadvise.rules.half_packing import (  # GA402's family
     packing_proposal,
     scalar_ops,
 )
+from gpuadvise.rules.idle_cost import IdleCost, idle_cost
 from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff, half_grid_variant
 from gpuadvise.rules.l2_tiling import (  # GA304's family
     TILE_SIZES,
@@ -150,6 +151,7 @@ from gpuadvise.rules.launch_reuse import (
     cap_dram_at_footprint,
     launch_reuse,
     launch_wide,
+    read_once,
     tile_estimate,
     tile_l1_estimate,
 )
@@ -342,6 +344,8 @@ __all__ = [
     "hidden_block_reads",
     "combined_lines",
     "hot_addresses",
+    "idle_cost",
+    "IdleCost",
     "tiles_advice",
     "PrivatePlan",
     "privatise_plan",
@@ -365,6 +369,7 @@ __all__ = [
     "later_repeats",
     "launch_change_estimate",
     "launch_reuse",
+    "read_once",
     "LaunchReuse",
     "LaunchWide",
     "launch_wide",

@@ -10,6 +10,8 @@ and again to the SMs), and what a tile of outputs per CTA changes.
 - :func:`cap_dram_at_footprint`: the launch model's DRAM bytes with that buffer's loads counted
   once (its footprint) where the footprint fits in the L2: the model scales the sample's
   distinct sectors to the launch, which counts a row that every CTA reads once per sample.
+- :func:`read_once`: :func:`cap_dram_at_footprint` for every buffer the kernel's own lines
+  load (GA310's launch model, GA405's memory side).
 - :func:`tile_estimate`: a tile of outputs per CTA on the launch model: the buffer's L2 load
   sectors divided by the tile, its DRAM bytes at its footprint (:func:`cap_dram_at_footprint`).
 - :func:`launch_wide`: a buffer's (line, lanes) over the thresholds, as :class:`LaunchWide`.
@@ -22,6 +24,7 @@ Pure numpy over the trace view; no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +46,7 @@ __all__ = [
     "LaunchWide",
     "launch_wide",
     "cap_dram_at_footprint",
+    "read_once",
     "launch_reuse",
     "tile_estimate",
 ]
@@ -99,6 +103,23 @@ def cap_dram_at_footprint(t: Traffic, reuse: LaunchReuse, device: DeviceSpec) ->
     extra = max(reuse.sample_sectors * reuse.scale - reuse.footprint, 0.0) * SECTOR
     extra = min(extra, t.dram_load_bytes, t.dram_bytes)
     return replace(t, dram_bytes=t.dram_bytes - extra, dram_load_bytes=t.dram_load_bytes - extra)
+
+
+def read_once(
+    view: TraceView, same_file: Callable[[str | None], bool], device: DeviceSpec, t: Traffic
+) -> Traffic:
+    """``t`` with each buffer that the lines of the kernel's file (``same_file``) load at its
+    footprint where it fits in half the L2 (:func:`cap_dram_at_footprint`: read once, then
+    served by the L2 to every CTA that reads it again: a matrix product's operands, a table
+    every CTA reads)."""
+    found = view.lines(same_file, [Kind.LOAD])
+    if not found:
+        return t
+    insts = np.unique(np.concatenate([view.insts_at(f, ln, Kind.LOAD) for f, ln, _ in found]))
+    for b in view.buffers_at(insts):
+        lanes, _ = view.access(insts, b)
+        t = cap_dram_at_footprint(t, launch_reuse(view, lanes, view.buffers[b].size), device)
+    return t
 
 
 def tile_estimate(

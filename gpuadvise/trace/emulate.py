@@ -18,7 +18,9 @@ GPU they start undefined).
 Which CTAs: ``sample_ctas=None`` runs the first wave, the CTAs that are resident at once at the
 kernel's occupancy (``active_blocks_per_sm * sm_count`` from
 :func:`gpuadvise.model.occupancy.max_active_blocks`, the lowest linear CTA ids, as the hardware
-dispatches them); an int runs the first that many; ``"all"`` runs every CTA; a sequence of linear
+dispatches them), bounded by its cost (:data:`DEFAULT_SAMPLE_COST`: runs of consecutive CTAs
+spread over the wave when the whole wave would cost more); ``"wave"`` runs the whole first
+wave; an int runs the first that many; ``"all"`` runs every CTA; a sequence of linear
 CTA ids runs those (:func:`interior_ctas` picks CTA rows away from the grid's border, which the L2
 model needs when the first wave only covers CTAs whose footprint reaches it). Whole-launch totals
 drawn from the trace are exact when every CTA ran (``complete``) and otherwise extrapolated by
@@ -139,6 +141,36 @@ outgrows the trace's share of the memory budget.
 once or more, so the trace's size sets the run's time and peak memory (a naive SGEMM's first
 wave: 36 CTAs traced, 41 s and 4.6 GB; at 256 MiB 14 CTAs, 24 s and 1.6 GB), while the models
 extrapolate from the sampled CTAs either way (docs/performance.md, third round)."""
+WHOLE_WAVE = "wave"
+"""``sample_ctas`` (``--sample-ctas wave``): the whole first wave, as the default sample before
+:data:`DEFAULT_SAMPLE_COST` (cut only by :data:`DEFAULT_SAMPLE_TRACE_BYTES`)."""
+
+DEFAULT_SAMPLE_COST = 1 << 17
+"""The default sample (the first wave) costs at most about this many warp accesses plus warp
+steps, counted on its first CTA (which runs alone) times the CTAs kept: a wave that would cost
+more is cut to the CTAs it affords (at least one), in runs of :data:`SAMPLE_RUN_CTAS`
+consecutive CTAs spread over the wave (:func:`spread_runs`), with a note. Deterministic: the
+counts are the kernel's, not the machine's time.
+
+Why a cost and not a CTA count: a first wave is often 1,000+ CTAs (active blocks per SM x SMs),
+and the trace's size sets both the trace's time (per warp step) and the rules' (every model
+reads each warp access once or more), while the models extrapolate from the sampled CTAs
+(``trace.scale``) either way. Why 2**17 (~36 MiB of trace): on the corpus (docs/performance.md,
+fifteenth session) HeCBench softMax's 391 CTAs of 25,000 warp accesses each took 26 CPU-s at
+:data:`DEFAULT_SAMPLE_TRACE_BYTES` (37 CTAs), 16 CPU-s at 9 CTAs and 10 CPU-s at 4; the
+findings of the corpus kernels whose sample this cuts are listed there. ``--sample-ctas wave``
+(:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before."""
+MIN_SAMPLE_CTAS = 32
+MIN_SAMPLE_STRETCH = 4
+"""A default sample of fewer than :data:`MIN_SAMPLE_CTAS` CTAs may cost up to
+:data:`MIN_SAMPLE_STRETCH` times :data:`DEFAULT_SAMPLE_COST`, to keep up to that many CTAs
+(HeCBench softMax: 20 CTAs instead of 5): HeCBench clenergy (1,152 CTAs of
+~10,900 warp accesses and steps) kept 12 CTAs at the cost alone, and the execution model then
+called it latency-bound (GA106, wrong) where 32, 64 or the old 116 CTAs say compute-bound
+(GA405, right)."""
+
+SAMPLE_RUN_CTAS = 4
+"""The default sample's runs of consecutive CTAs (:func:`spread_runs`)."""
 # a lower budget for the default sample, set by sample_trace_bytes (None: DEFAULT_SAMPLE_TRACE_BYTES)
 _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default=None)
 
@@ -371,7 +403,7 @@ def _launch_values(launch: ResolvedLaunch) -> list[Any]:
 
 def _sample_count(sample_ctas: int | str | None, total: int, wave: Any) -> tuple[int, list[str]]:
     notes: list[str] = []
-    if sample_ctas is None:
+    if sample_ctas is None or sample_ctas == WHOLE_WAVE:
         count, wave_notes = wave()
         notes += wave_notes
         count = min(count, total)
@@ -383,8 +415,8 @@ def _sample_count(sample_ctas: int | str | None, total: int, wave: Any) -> tuple
     if isinstance(sample_ctas, int) and not isinstance(sample_ctas, bool) and sample_ctas > 0:
         return min(sample_ctas, total), notes
     raise UsageError(
-        f"sample_ctas must be a positive integer or 'all', not {sample_ctas!r}",
-        "e.g. sample_ctas=64 or sample_ctas='all'",
+        f"sample_ctas must be a positive integer, 'all' or '{WHOLE_WAVE}', not {sample_ctas!r}",
+        f"e.g. sample_ctas=64, sample_ctas='all' or sample_ctas='{WHOLE_WAVE}'",
     )
 
 
@@ -827,7 +859,10 @@ def _emulate(
     # the default sample is cut to what fits in its budget (DEFAULT_SAMPLE_TRACE_BYTES)
     # (the first CTA is kept within the memory share even when it alone is over the sample's
     # budget: llm.c's softmax traces one CTA of 1.2 million warp accesses, 340 MB)
-    cut_to_budget = record and sample_ctas is None and count > 1
+    default_wave = sample_ctas is None or sample_ctas == WHOLE_WAVE
+    cut_to_budget = record and default_wave and count > 1
+    # the default sample (not --sample-ctas wave) keeps every k-th CTA of the wave within its cost
+    cost_budget = DEFAULT_SAMPLE_COST if sample_ctas is None else 0
     sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
     lowered = _SAMPLE_BYTES.get()  # sample_trace_bytes: for a wave the default cuts anyway
     lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
@@ -852,7 +887,9 @@ def _emulate(
     simt_counts = SimtCounts.empty(len(image.program.blocks) + 1)
     # A sample the user asked for (--sample-ctas N or all) that does not fit is a usage error
     # (exit 2); the default sample (the first wave) or a list of CTAs just leaves no trace.
-    too_large = TooLargeError if isinstance(sample_ctas, int | str) else EmulationError
+    too_large = (
+        TooLargeError if isinstance(sample_ctas, int | str) and not default_wave else EmulationError
+    )
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings(), malloc_tuned():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -885,7 +922,11 @@ def _emulate(
                         if not cut_to_budget or start == 0:
                             raise
                         sink.count = mark  # the batch that overflowed is dropped whole
-                        notes[:] = [n for n in notes if "default sample's budget" not in n]
+                        notes[:] = [
+                            n
+                            for n in notes
+                            if "default sample's budget" not in n and _COST_NOTE not in n
+                        ]
                         notes.append(_cut_note(start, wave_ctas, sample_bytes))
                         ctas, count = ctas[:start], start
                         break
@@ -913,6 +954,12 @@ def _emulate(
                         cap = max(1, sample_bytes // RECORD.itemsize)
                         fit = max(done, int(cap * done // sink.count)) if sink.count else count
                         every = 1
+                        # the cost bound: runs of consecutive CTAs spread over the wave
+                        afford = affordable_ctas(cost_budget, sink.count + steps, done)
+                        by_cost = afford < min(fit, count)
+                        if by_cost:
+                            ctas = spread_runs(ctas[:count], afford)
+                            fit = len(ctas)
                         if fit < count and lowered_bytes < sample_bytes:
                             # cut anyway: every k-th of the CTAs the default keeps, its mix of
                             # CTAs (a grid-stride loop's first CTAs carry one more iteration)
@@ -927,7 +974,11 @@ def _emulate(
                         if fit < count:
                             ctas = ctas[:fit][::every]
                             fit = count = len(ctas)
-                            notes.append(_cut_note(fit, wave_ctas, sample_bytes))
+                            notes.append(
+                                _cost_note(fit, wave_ctas, cost_budget)
+                                if by_cost
+                                else _cut_note(fit, wave_ctas, sample_bytes)
+                            )
                             # CTAs differ in size (llm.c's causal attention: later rows are
                             # longer): batches of a quarter of what fits, so that the one that
                             # overflows all the same, dropped whole, costs a quarter at most (a
@@ -1096,6 +1147,52 @@ class _TraceFull(Exception):
     def __init__(self, records: int) -> None:
         super().__init__(records)
         self.records = records
+
+
+_COST_NOTE = "default sample's cost"
+
+
+def _cost_note(kept: int, wave: int, cost: int) -> str:
+    return (
+        f"traced {kept} of the first wave's {wave} CTAs, in runs of consecutive CTAs spread over "
+        f"it: the whole wave would outgrow the {_COST_NOTE} of {cost:,} warp accesses and warp "
+        f"steps (--sample-ctas {WHOLE_WAVE} traces the whole first wave, --sample-ctas N the "
+        "first N CTAs)"
+    )
+
+
+def spread_runs(ctas: np.ndarray, afford: int) -> np.ndarray:
+    """At most ``afford`` of ``ctas`` (the first wave, in launch order), never fewer than one:
+    runs of :data:`SAMPLE_RUN_CTAS` consecutive CTAs (or one run of ``afford``), one at the
+    start of each of as many equal stretches of the wave (systematic sampling: every CTA's
+    chance to be kept is the same), so that the sample keeps the wave's mix (a grid-stride
+    loop's first CTAs carry one iteration more than its last; no CTA parity is skipped, as
+    every k-th CTA would for an even k; a partial last CTA weighs what it weighs in the wave)
+    and neighbours in launch order (the L2 model infers a CTA's step from traced neighbours,
+    :mod:`gpuadvise.model.l2.synthesis`)."""
+    n = len(ctas)
+    afford = max(1, afford)
+    if afford >= n:
+        return ctas
+    run = min(afford, SAMPLE_RUN_CTAS)
+    runs = afford // run
+    starts = (np.arange(runs, dtype=np.int64) * n) // runs
+    at = np.unique((starts[:, None] + np.arange(run, dtype=np.int64)[None, :]).reshape(-1))
+    return ctas[at[at < n]]
+
+
+def affordable_ctas(cost_budget: int, cost: int, ctas: int) -> int:
+    """How many CTAs the default sample's ``cost_budget`` (:data:`DEFAULT_SAMPLE_COST`; 0: no
+    bound) affords when ``ctas`` CTAs cost ``cost`` (warp accesses plus warp steps): at least
+    ``ctas``; below :data:`MIN_SAMPLE_CTAS`, what :data:`MIN_SAMPLE_STRETCH` times the budget
+    affords, up to that many (a large number when there is no bound or no cost)."""
+    if cost_budget <= 0 or cost <= 0:
+        return 1 << 62
+    afford = max(ctas, cost_budget * ctas // cost)
+    if afford < MIN_SAMPLE_CTAS:
+        stretched = cost_budget * MIN_SAMPLE_STRETCH * ctas // cost
+        afford = max(afford, min(MIN_SAMPLE_CTAS, stretched))
+    return afford
 
 
 def _cut_note(kept: int, wave: int, limit_bytes: int) -> str:

@@ -363,26 +363,53 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs)) if xs else float("nan")
 
 
-def _within_sample_budget(raw: np.ndarray, count: int) -> tuple[np.ndarray, int, list[str]]:
-    """The default sample's records cut, as the emulator's are, to the first CTAs whose trace
-    fits :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_TRACE_BYTES` (at least one CTA): the GPU
+def _within_sample_budget(
+    raw: np.ndarray, count: int, cost_budget: int
+) -> tuple[np.ndarray, tuple[int, ...], list[str]]:
+    """The default sample's records cut as the emulator's are: to runs of consecutive CTAs
+    spread over the first wave (:func:`~gpuadvise.trace.emulate.spread_runs`) when the wave
+    would cost more than ``cost_budget`` at the first CTA's cost (the default sample's
+    :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_COST`, 0 for ``--sample-ctas wave``; the GPU
+    counts no warp steps: its first CTA's cost is its warp records, so it may keep more CTAs
+    than the emulator), and to the first of those CTAs whose trace fits
+    :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_TRACE_BYTES` (at least one CTA): the GPU
     traces the whole first wave at once, and a naive SGEMM's 264 CTAs of 65,536 warp records
     (4.6 GB of device records, 4.9 GB as a trace) took the GPU machine's analyze past 7 GB.
-    ``raw`` may be a memory map of the records file: only the kept records are read."""
+    ``raw`` may be a memory map of the records file: only the kept records are read. Returns
+    the kept records, the kept CTAs and the note."""
     from gpuadvise.trace.access import RECORD
-    from gpuadvise.trace.emulate import DEFAULT_SAMPLE_TRACE_BYTES, _cut_note
+    from gpuadvise.trace.emulate import (
+        DEFAULT_SAMPLE_TRACE_BYTES,
+        _cost_note,
+        _cut_note,
+        affordable_ctas,
+        spread_runs,
+    )
 
+    every = tuple(range(count))
     if len(raw) == 0:
-        return np.array(raw), count, []
+        return np.array(raw), every, []
     cta = np.asarray(raw["cta"], dtype=np.int64)
     per_cta = np.bincount(np.minimum(cta, count), minlength=count + 1)[:count]
+    afford = affordable_ctas(cost_budget, int(per_cta[0]), 1)
+    kept = spread_runs(np.arange(count, dtype=np.int64), afford)
     fit = int(
-        np.searchsorted(np.cumsum(per_cta) * RECORD.itemsize, DEFAULT_SAMPLE_TRACE_BYTES, "right")
+        np.searchsorted(
+            np.cumsum(per_cta[kept]) * RECORD.itemsize, DEFAULT_SAMPLE_TRACE_BYTES, "right"
+        )
     )
     fit = max(1, fit)
     if fit >= count:
-        return np.array(raw), count, []
-    return np.array(raw[cta < fit]), fit, [_cut_note(fit, count, DEFAULT_SAMPLE_TRACE_BYTES)]
+        return np.array(raw), every, []
+    note = (
+        _cost_note(len(kept), count, cost_budget)
+        if fit >= len(kept)
+        else _cut_note(fit, count, DEFAULT_SAMPLE_TRACE_BYTES)
+    )
+    kept = kept[:fit]
+    keep = np.zeros(count + 1, bool)
+    keep[kept] = True
+    return np.array(raw[keep[np.minimum(cta, count)]]), tuple(int(c) for c in kept), [note]
 
 
 def trace_on_gpu(
@@ -436,7 +463,13 @@ def trace_on_gpu(
     from gpuadvise.runner.verify import compare
     from gpuadvise.spec.kernel_spec import ResolvedArg
     from gpuadvise.toolchain import find_toolchain
-    from gpuadvise.trace.emulate import _parse, _sample_count, first_wave_ctas
+    from gpuadvise.trace.emulate import (
+        DEFAULT_SAMPLE_COST,
+        WHOLE_WAVE,
+        _parse,
+        _sample_count,
+        first_wave_ctas,
+    )
 
     t0 = time.perf_counter()
     if not emulate_device:
@@ -529,8 +562,10 @@ def trace_on_gpu(
             if res.records_written
             else np.zeros(0, DEVICE_RECORD)
         )
-        if sample_ctas is None and count > 1:
-            raw, count, cut = _within_sample_budget(raw, count)
+        kept = tuple(range(count))
+        if (sample_ctas is None or sample_ctas == WHOLE_WAVE) and count > 1:
+            cost = DEFAULT_SAMPLE_COST if sample_ctas is None else 0
+            raw, kept, cut = _within_sample_budget(raw, count, cost)
             notes += cut
         else:
             raw = np.array(raw)
@@ -548,7 +583,7 @@ def trace_on_gpu(
         image.program,
         ptx_module.files,
         amap,
-        tuple(range(count)),
+        kept,
         total,
         grid,
         block,

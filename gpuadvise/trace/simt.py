@@ -70,6 +70,9 @@ class SimtCounts:
     chain: np.ndarray | None = None
     critical_instructions: float = 0.0
     ctas: int = 0
+    # per CTA, in the order they ran: the most instructions a warp of it issued (what tells an
+    # idle CTA's cost from a working one's: GA405, GA108)
+    cta_critical: list[float] = field(default_factory=list)
     # per block, the splits at a front (the taken lanes a prefix or suffix of the active ones)
     front_splits: np.ndarray | None = None
     # per block, the warps that ran it at least once, summed over the CTAs (None: not counted)
@@ -119,6 +122,7 @@ class SimtCounts:
             self.ctas += len(cta_chain)
         if cta_instructions is not None:
             self.critical_instructions += float(np.sum(cta_instructions))
+            self.cta_critical.extend(float(v) for v in np.ravel(cta_instructions))
 
 
 @dataclass(frozen=True)
@@ -701,6 +705,7 @@ def kernel_work(
         warps_per_cta=int(warps_per_cta),
         ctas_per_sm=int(ctas_per_sm),
         ctas_traced=int(counts.ctas),
+        cta_critical=tuple(counts.cta_critical) if len(counts.cta_critical) == n else (),
         shared_requests=float(shared[0]) / n,
         shared_wavefronts=float(shared[1]) / n,
         reads_grid_size=grid_size,

@@ -88,7 +88,8 @@ class TraceResult:
 
 class Tracer(Protocol):
     """A way to trace one launch of a compiled kernel. ``sample_ctas``: None (the tracer's
-    default sample: the first wave), a count of the first CTAs, ``"all"``, or, with
+    default sample: the first wave within its cost, :data:`~gpuadvise.trace.emulate.DEFAULT_SAMPLE_COST`),
+    ``"wave"`` (the whole first wave), a count of the first CTAs, ``"all"``, or, with
     :attr:`Capability.CHOSEN_CTAS`, a sequence of linear CTA ids."""
 
     name: ClassVar[str]

@@ -35,6 +35,11 @@ def test_estimate_from_the_sample_and_the_bound():
     w = working_ctas(1000, range(100), range(50), probe, probe[:4], 60.0)
     assert w.launch_working == 60.0 and "at most 60 by the buffers" in w.note()
     assert working_ctas(1000, range(100), range(50), probe, probe[:4], 3.0).launch_working == 54
+    # traced CTAs spread over the first 1056 (the default sample's runs: 0-3, 352-355, 704-707)
+    # stand for those 1056 in their share: 4 of 12 working, a third of them
+    runs = [c for s0 in (0, 352, 704) for c in range(s0, s0 + 4)]
+    w = working_ctas(10**5, runs, runs[:4], [], [], None)
+    assert w.launch_working == pytest.approx(1056 / 3) and w.traced_working == 4
 
 
 def test_buffer_bound_needs_disjoint_bytes():

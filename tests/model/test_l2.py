@@ -801,7 +801,7 @@ def test_emulator_runs_the_ctas_it_is_given(compile_cache):
             emulate(mod, mod.kernel("vec_add"), launch, preset("H100"), sample_ctas=bad)
 
 
-def _analysis(spec_file: Path | None, args: tuple[str, ...] = ()):
+def _analysis(spec_file: Path | None, args: tuple[str, ...] = (), sample: str | None = None):
     from rulekit import analyze_lazily
 
     from gpuadvise.analyze.options import KernelOptions, build
@@ -810,7 +810,7 @@ def _analysis(spec_file: Path | None, args: tuple[str, ...] = ()):
     opts = KernelOptions(source=str(GATHER), kernel=kernel, gpu="H100", args=args,
                          spec=str(spec_file) if spec_file else None)  # fmt: skip
     spec, choice, options = build(opts)
-    return analyze_lazily(spec, choice.device, options, trace=True)
+    return analyze_lazily(spec, choice.device, options, trace=True, sample_ctas=sample)
 
 
 @needs_nvcc
@@ -820,8 +820,9 @@ def test_pipeline_traces_interior_ctas_for_the_l2_model():
     # model synthesize the grid, as the trace of 4 CTA rows (first, middle, last) does
     from gpuadvise.model.l2_orders import l2_for
 
+    # (the whole first wave, ``wave``: the default sample keeps runs of it within its cost)
     W, H, R, S = 2048, 1024, 256, 64
-    a = _analysis(None, (f"w={W}", f"h={H}", f"r={R}", f"step={S}"))
+    a = _analysis(None, (f"w={W}", f"h={H}", f"r={R}", f"step={S}"), "wave")
     m = a.memory
     assert m.error is None and m.ctas_run == 1056
     assert any("CTA rows 31-32, columns 48-79" in n for n in m.notes), m.notes
@@ -838,6 +839,13 @@ def test_pipeline_traces_interior_ctas_for_the_l2_model():
         assert got.dram_bytes == pytest.approx(ref.dram_bytes, rel=1e-6)
         assert got.fabric_sectors == pytest.approx(ref.fabric_sectors, rel=1e-6)
     assert l2.best.label == want.best.label
+    # the default sample (168 CTAs of the wave in runs of 4, within its cost) synthesizes the
+    # same grid: its runs give the neighbours in x, the probe's rows those in y
+    d = _analysis(None, (f"w={W}", f"h={H}", f"r={R}", f"step={S}")).memory
+    assert d.ctas_run == 168 and d.l2.mode == "synthesized"
+    for got, ref in zip(d.l2.orders, want.orders, strict=True):
+        assert got.hit_rate == pytest.approx(ref.hit_rate, abs=1e-6)
+        assert got.dram_bytes == pytest.approx(ref.dram_bytes, rel=1e-6)
 
 
 @needs_nvcc

@@ -257,6 +257,39 @@ def test_the_default_sample_is_cut_to_the_trace_budget(
 
 @pytest.mark.toolkit
 @pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolchain (nvcc) found")
+def test_the_default_sample_is_bounded_by_its_cost(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU's default sample keeps the CTAs that DEFAULT_SAMPLE_COST affords at its first
+    CTA's warp records, in the runs of consecutive CTAs the emulator keeps (spread_runs): the
+    same records as those CTAs emulated, with the cost's note; the whole wave (``wave``) is
+    not cut by the cost."""
+    from gpuadvise.trace import emulate as emulate_mod
+
+    module = module_of(BASIC, cache)
+    info = module.kernel("vec_add")
+    n = 64 * 40
+    launch = _launch(
+        BASIC, "vec_add", 40, 64, [f"a=float[{n}]", f"b=float[{n}]", f"c=float[{n}]"],
+        args=[f"n={n}"],
+    )  # fmt: skip
+    per_cta = 3 * 2  # two loads and a store per warp, two warps
+    # 2 CTAs' cost, stretched 4x below MIN_SAMPLE_CTAS: 8 CTAs
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 2 * per_cta + 1)
+    got = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
+    kept = (0, 1, 2, 3, 20, 21, 22, 23)  # two runs of 4 CTAs: each half's first
+    assert got.trace.ctas == kept and len(got.trace.records) == 8 * per_cta
+    ref = emulate(module, info, launch, preset("H100"), sample_ctas=list(kept))
+    assert compare_traces(ref.trace, got.trace).identical
+    assert any("traced 8 of the first wave's 40 CTAs" in note for note in got.notes)
+    whole = trace_on_gpu(
+        module, info, launch, preset("H100"), "wave", emulate_device=True, timing_samples=0
+    )
+    assert whole.trace.ctas == tuple(range(40)) and len(whole.trace.records) == 40 * per_cta
+
+
+@pytest.mark.toolkit
+@pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolchain (nvcc) found")
 def test_a_crashing_kernel_is_reported(cache: Path) -> None:
     module = module_of(BASIC, cache)
     info = module.kernel("oob")

@@ -182,13 +182,17 @@ def test_fill(text: str) -> None:
 
 
 @SETTINGS
-@given(text=st.one_of(NUMBERS, WORDS, TEXT, st.sampled_from(["all", "ALL", " all ", "1/2"])))
+@given(
+    text=st.one_of(
+        NUMBERS, WORDS, TEXT, st.sampled_from(["all", "ALL", " all ", "1/2", "wave", " Wave "])
+    )
+)
 def test_counts_and_shards(text: str) -> None:
     from gpuadvise.analyze.cases import parse_shard
     from gpuadvise.analyze.options import parse_l2_probe_ctas, parse_sample_ctas
 
     n = _result_or_gpuadvise_error(parse_sample_ctas, text)
-    assert n is None or n == "all" or (isinstance(n, int) and n > 0)
+    assert n is None or n in ("all", "wave") or (isinstance(n, int) and n > 0)
     p = _result_or_gpuadvise_error(parse_l2_probe_ctas, text)
     assert p is None or p >= 0
     s = _result_or_gpuadvise_error(parse_shard, text)

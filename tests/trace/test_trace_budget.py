@@ -116,6 +116,69 @@ def test_a_lowered_budget_cuts_further_a_wave_the_default_cuts(
         assert len(run(module, None).ctas_run) == 100
 
 
+def test_the_default_sample_is_bounded_by_its_cost(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first wave whose cost (warp accesses plus warp steps, counted on its first CTA, which
+    runs alone) is over DEFAULT_SAMPLE_COST keeps the CTAs that the cost affords, in runs of
+    SAMPLE_RUN_CTAS consecutive CTAs, one at the start of each equal stretch of the wave: the same
+    records as those CTAs asked for, extrapolated over the grid, with a note; ``wave`` traces
+    the whole first wave; a wave under the cost is traced whole."""
+    one = run(module, 1)
+    per_cta = len(one.trace.records) + one.warp_steps
+    assert len(one.trace.records) == RECORDS_PER_CTA and one.warp_steps > 0
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 40 * per_cta + per_cta // 2)
+    e = run(module, None)
+    starts = (0, 26, 52, 79, 105, 132, 158, 184, 211, 237)  # i * 264 // 10
+    kept = tuple(c for s in starts for c in range(s, s + 4))  # 10 runs of 4
+    assert e.ctas_run == kept and e.trace.ctas == kept and not e.complete
+    assert e.trace.scale == pytest.approx(1024 / 40)
+    assert len(e.trace.records) == 40 * RECORDS_PER_CTA
+    note = next(n for n in e.notes if "cost" in n)
+    assert "traced 40 of the first wave's 264 CTAs" in note and "--sample-ctas wave" in note
+    mine, theirs = by_cta(e), by_cta(run(module, list(kept)))
+    assert mine.keys() == theirs.keys() == set(kept)
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    # below MIN_SAMPLE_CTAS the cost may stretch MIN_SAMPLE_STRETCH times: 4 x 5 CTAs' cost
+    # affords 20 (5 runs of 4), 4 x 10 CTAs' 40, of which 32 are kept
+    assert (emulate_mod.MIN_SAMPLE_CTAS, emulate_mod.MIN_SAMPLE_STRETCH) == (32, 4)
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 5 * per_cta + per_cta // 8)
+    assert run(module, None).ctas_run == tuple(
+        c for s in (0, 52, 105, 158, 211) for c in range(s, s + 4)
+    )
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 10 * per_cta + per_cta // 8)
+    assert run(module, None).ctas_run == tuple(
+        c for i in range(8) for c in range(i * 264 // 8, i * 264 // 8 + 4)
+    )
+    whole = run(module, "wave")
+    assert whole.ctas_run == tuple(range(264)) and not any("cost" in n for n in whole.notes)
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 264 * per_cta)
+    assert run(module, None).ctas_run == tuple(range(264))
+
+
+def test_spread_runs_keeps_neighbours_over_the_whole_wave() -> None:
+    """Runs of consecutive CTAs (neighbours for the L2 synthesis), one at the start of each equal
+    stretch of the wave (its mix), never more than afforded, never fewer than one."""
+    from gpuadvise.trace.emulate import SAMPLE_RUN_CTAS, spread_runs
+
+    wave = np.arange(100, dtype=np.int64)
+    assert spread_runs(wave, 100).tolist() == wave.tolist()
+    assert spread_runs(wave, 500).tolist() == wave.tolist()
+    assert spread_runs(wave, 0).tolist() == [0] and spread_runs(wave, 3).tolist() == [0, 1, 2]
+    for afford in (4, 9, 17, 40, 99):
+        got = spread_runs(wave, afford)
+        assert 0 < len(got) <= afford and got[0] == 0 and np.all(np.diff(got) > 0)
+        runs = np.split(got, np.flatnonzero(np.diff(got) > 1) + 1)  # runs that touch merge
+        assert all(len(r) >= SAMPLE_RUN_CTAS for r in runs)
+        if afford < 50:  # runs apart
+            assert len(runs) == afford // SAMPLE_RUN_CTAS == len(got) // SAMPLE_RUN_CTAS
+        starts = [int(r[0]) for r in runs]
+        if afford < 50:  # one run a stretch of the wave
+            assert starts == [i * 100 // len(runs) for i in range(len(runs))]
+    assert spread_runs(wave[10:], 8).tolist() == [10, 11, 12, 13, 55, 56, 57, 58]
+
+
 def test_an_explicit_sample_is_not_cut(
     module: CompiledModule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
