@@ -86,3 +86,44 @@ def test_forked_only_where_there_are_many_cpus() -> None:
     assert FR.fork_workers(2) == 0
     assert FR.fork_workers(FR.FORK_CPUS - 1) == 0
     assert 1 <= FR.fork_workers(16) <= FR.WORKERS
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_measuring_analysis_with_its_rules_forked_finds_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``analyze`` with a GPU measuring (faked: the set-up ahead and the races) on a machine of
+    many CPUs forks its rules while the measurement's threads live: the same findings, each
+    rule's candidates handed to the measurement's compiles as the rules found them."""
+    import threading
+
+    import gpuadvise.analyze.measure as M
+    import gpuadvise.analyze.run as run_mod
+    from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
+
+    told: list[str] = []
+    stop = threading.Event()
+
+    def early(opts: KernelOptions) -> None:  # a thread of the set-up ahead, alive at the fork
+        threading.Thread(target=stop.wait, daemon=True).start()
+
+    monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: None)
+    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: True)
+    monkeypatch.setattr(M, "start_early", early)
+    monkeypatch.setattr(M, "compile_ahead", lambda opts: lambda fs: told.extend(f.rule for f in fs))
+    monkeypatch.setattr(M, "measure_trials", lambda *a, **k: {})
+    opts = KernelOptions(source=str(ROOT / "kernels/reduction/reduce.cu"), kernel="reduce2")
+    settings = AnalyzeSettings(measure=True, tracer="emu")
+    try:
+        monkeypatch.setattr(run_mod, "_rule_workers", lambda measuring: 0)
+        here = run_mod.run_analysis(opts, settings)
+        told_here, told[:] = sorted(told), []
+        monkeypatch.setattr(run_mod, "_rule_workers", lambda measuring: 3 if measuring else 0)
+        forked = run_mod.run_analysis(opts, settings)
+    finally:
+        stop.set()
+    assert [f.to_dict() for f in forked.rules.findings] == [
+        f.to_dict() for f in here.rules.findings
+    ]
+    assert sorted(told) == told_here and "GA206" in told_here
