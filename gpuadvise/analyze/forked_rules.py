@@ -37,8 +37,7 @@ FORK_CPUS = 8
 WORKERS = 6
 """Children at most (the rules of kernels/' transposes and gathers: a few of 0.2-1 s each)."""
 LONG_FIRST = ("GA304", "GA309", "GA102", "GA305", "GA301", "GA303", "GA106")
-"""The rules handed out first after those whose variants are traced (:func:`_first_key`), the
-longest first (the fifteenth session's corpus run: rules'
+"""The rules handed out first, the longest first (the fifteenth session's corpus run: rules'
 seconds summed over 158 kernels, GA309 97, GA102 85, GA305 77, GA301 77, GA303 74, GA106 48;
 GA304, its probe's compile and trace, the longest on kernels/' transposes and gathers), so that
 no child starts a long rule last. Only the order the children take them in: the outcomes are
@@ -81,7 +80,7 @@ def evaluate_rules_forked(
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("i", 0)
     rank = {rid: k for k, rid in enumerate(LONG_FIRST)}
-    order = sorted(range(len(rules)), key=lambda i: _first_key(rules[i], rank, i))
+    order = sorted(range(len(rules)), key=lambda i: (rank.get(rules[i].id, len(rank)), i))
     procs, conns = [], []
     for _ in range(max(1, min(workers, len(rules)))):
         recv, send = mp.Pipe(duplex=False)
@@ -133,14 +132,6 @@ def evaluate_rules_forked(
                 if on_findings is not None and here.findings and here.found:
                     on_findings(here.findings)
     return assemble_run(rules, [outcomes[i] for i in range(len(rules))])  # type: ignore[misc]
-
-
-def _first_key(rule: Rule, rank: dict[str, int], i: int) -> tuple[int, int, int]:
-    """The order the children take the rules in: those whose variants are traced for their
-    points first (their variants are compiled as soon as they are found: the variant traces
-    after the rules wait for them), then :data:`LONG_FIRST`, then the rest in order."""
-    traced = bool(getattr(rule, "point_from_variant_trace", False))
-    return (0 if traced else 1, rank.get(rule.id, len(rank)), i)
 
 
 def _shared_first(context: RuleContext) -> None:
