@@ -36,12 +36,6 @@ FORK_CPUS = 8
 """The CPUs from which ``analyze --measure`` runs its rules in forked children."""
 WORKERS = 6
 """Children at most (the rules of kernels/' transposes and gathers: a few of 0.2-1 s each)."""
-LONG_FIRST = ("GA304", "GA309", "GA102", "GA305", "GA301", "GA303", "GA106")
-"""The rules handed out first, the longest first (the fifteenth session's corpus run: rules'
-seconds summed over 158 kernels, GA309 97, GA102 85, GA305 77, GA301 77, GA303 74, GA106 48;
-GA304, its probe's compile and trace, the longest on kernels/' transposes and gathers), so that
-no child starts a long rule last. Only the order the children take them in: the outcomes are
-put back in the rules' order."""
 STALL_S = 60.0
 """Seconds without an outcome from any child after which the rules left are run here."""
 
@@ -79,15 +73,11 @@ def evaluate_rules_forked(
     _shared_first(context)
     mp = multiprocessing.get_context("fork")
     counter = mp.Value("i", 0)
-    rank = {rid: k for k, rid in enumerate(LONG_FIRST)}
-    order = sorted(range(len(rules)), key=lambda i: (rank.get(rules[i].id, len(rank)), i))
     procs, conns = [], []
     for _ in range(max(1, min(workers, len(rules)))):
         recv, send = mp.Pipe(duplex=False)
         p = mp.Process(
-            target=_child,
-            args=(rules, order, context, registry, config, counter, send),
-            daemon=True,
+            target=_child, args=(rules, context, registry, config, counter, send), daemon=True
         )
         p.start()
         send.close()
@@ -151,15 +141,14 @@ def _shared_first(context: RuleContext) -> None:
 
 def _child(
     rules: Sequence[Rule],
-    order: Sequence[int],
     context: RuleContext,
     registry: Registry,
     config: Config | None,
     counter: Any,
     send: Any,
 ) -> None:
-    """A child's loop: the next rule not taken (in ``order``: indices into ``rules``), run, its
-    outcome sent (None when it does not pickle: the parent runs that rule itself)."""
+    """A child's loop: the next rule not taken, run, its outcome sent (None when it does not
+    pickle: the parent runs that rule itself)."""
     from gpuadvise.ptx.emulator import malloc_tuned
     from gpuadvise.rules.evaluate import run_rule
     from gpuadvise.spec.progress import reporting
@@ -167,11 +156,10 @@ def _child(
     with reporting(None), malloc_tuned():  # no progress drawn from a child
         while True:
             with counter.get_lock():
-                k = counter.value
+                i = counter.value
                 counter.value += 1
-            if k >= len(order):
+            if i >= len(rules):
                 break
-            i = order[k]
             outcome = run_rule(rules[i], context, registry, config)
             try:
                 send.send((i, outcome))
