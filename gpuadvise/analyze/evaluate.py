@@ -73,16 +73,13 @@ def run_rules_report(
     *,
     lazy_models: bool = True,
     on_findings: Callable[[Sequence[Finding]], None] | None = None,
-    workers: int = 0,
 ) -> RulesRun:
     """The enabled rules on one analysis: ranked findings (error rows included: a rule that
     raised is one finding with ``error`` set), the rules run and the notes on rules skipped.
     ``config`` None: the configuration discovered from the kernel's source. Trace-based models
     come from the analysis, or are computed here when an enabled rule needs them (unless
     ``lazy_models`` is False: then those rules are skipped with a note). ``on_findings``: told
-    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`).
-    ``workers``: run the rules in that many forked children (the same run:
-    :mod:`gpuadvise.analyze.forked_rules`); 0: here."""
+    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`)."""
     if config is None:
         config = config_for(analysis.spec.source)
     registry = load_registry(config.rules_dirs)
@@ -91,10 +88,6 @@ def run_rules_report(
         from gpuadvise.analyze.binary_input import run_sourceless_rules
 
         return run_sourceless_rules(analysis, context, config, registry)
-    if workers > 0:
-        from gpuadvise.analyze.forked_rules import evaluate_rules_forked
-
-        return evaluate_rules_forked(context, config, registry, workers, on_findings)
     return evaluate_rules(context, config, registry=registry, on_findings=on_findings)
 
 

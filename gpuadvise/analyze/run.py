@@ -163,12 +163,8 @@ def _run(
             told = compile_ahead(opts)
         if ahead or _many_cpus():  # those traced for their points compiled meanwhile
             told = _told_both(told, _variant_builds(result, config, opts))
-        # with a GPU measuring and many CPUs, the rules run in forked children: the same run
-        workers = _rule_workers(ahead)
         with step("running the rules"):
-            checked = run_rules_report(
-                result, config, lazy_models=False, on_findings=told, workers=workers
-            )
+            checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
     if checked.findings and measure is not False and out_of_time():
         skip("measuring the findings' variants on the GPU")
@@ -232,14 +228,6 @@ def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:
 VARIANTS_AHEAD_CPUS = 8
 """With this many CPUs (or a GPU measuring), the variants traced for their points are compiled
 as the rules find them, beside the rules (:func:`_variant_builds`); with fewer, after them."""
-
-
-def _rule_workers(measuring: bool) -> int:
-    """The forked children the rules run in (:mod:`gpuadvise.analyze.forked_rules`): where a
-    GPU measures (``measuring``: the measurement set up ahead) on a machine of many CPUs."""
-    from gpuadvise.analyze.forked_rules import fork_workers
-
-    return fork_workers() if measuring else 0
 
 
 def _many_cpus() -> bool:

@@ -249,61 +249,37 @@ def evaluate_rules(
     if config is not None:
         registry.check_config(config)
     rules = registry.selected(config)
+    findings: list[Finding] = []
+    skipped: list[SkippedRule] = []
+    timings: dict[str, float] = {}
     # the memory the rules free kept for their next arrays (no fresh pages to fault in)
     with malloc_tuned():
-        outcomes = []
         for rule in rules:
-            outcomes.append(run_rule(rule, context, registry, config))
-            if on_findings is not None and outcomes[-1].findings and outcomes[-1].found:
-                on_findings(outcomes[-1].findings)
-    return assemble_run(rules, outcomes)
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    """One rule's part of :func:`evaluate_rules`: its findings (``found``: its own, estimated
-    and transformed; else one error row), the note on it when it was skipped, its seconds."""
-
-    findings: tuple[Finding, ...]
-    found: bool
-    skipped: SkippedRule | None
-    seconds: float
-
-
-def run_rule(
-    rule: Rule, context: RuleContext, registry: Registry, config: Config | None
-) -> RuleOutcome:
-    """One rule of :func:`evaluate_rules` on ``context``: ``detect``, then ``estimate`` and
-    ``transform`` for each finding; a rule that raises is one error row, one that reads an
-    unavailable model is skipped."""
-    t0 = time.perf_counter()
-    ctx = context.for_rule(registry.options_for(rule, config), registry.severity_for(rule, config))
-    stage = "detect"
-    try:
-        detected = list(rule.detect(ctx))
-        done = []
-        for f in detected:
-            stage = "estimate"
-            est = finding_estimate(rule, ctx, f)
-            stage = "transform"
-            var = rule.transform(ctx, f)
-            done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
-        return RuleOutcome(tuple(done), True, None, time.perf_counter() - t0)
-    except ModelUnavailable as exc:
-        why = SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate)
-        return RuleOutcome((), False, why, time.perf_counter() - t0)
-    except Exception as exc:
-        log.debug("rule %s failed", rule.id, exc_info=True)
-        row = _error_row(rule, ctx, stage, exc)
-        return RuleOutcome((row,), False, None, time.perf_counter() - t0)
-
-
-def assemble_run(rules: Sequence[Rule], outcomes: Sequence[RuleOutcome]) -> RulesRun:
-    """The run of ``rules`` from their :func:`run_rule` outcomes (in the rules' order): the
-    findings a comment ignores dropped, the rest ranked."""
-    findings = [f for o in outcomes for f in o.findings]
-    skipped = [o.skipped for o in outcomes if o.skipped is not None]
-    timings = {r.id: o.seconds for r, o in zip(rules, outcomes, strict=True)}
+            t0 = time.perf_counter()
+            ctx = context.for_rule(
+                registry.options_for(rule, config), registry.severity_for(rule, config)
+            )
+            stage = "detect"
+            try:
+                detected = list(rule.detect(ctx))
+                done = []
+                for f in detected:
+                    stage = "estimate"
+                    est = finding_estimate(rule, ctx, f)
+                    stage = "transform"
+                    var = rule.transform(ctx, f)
+                    done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
+                findings.extend(done)
+                if on_findings is not None and done:
+                    on_findings(done)
+            except ModelUnavailable as exc:
+                skipped.append(
+                    SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate)
+                )
+            except Exception as exc:
+                log.debug("rule %s failed", rule.id, exc_info=True)
+                findings.append(_error_row(rule, ctx, stage, exc))
+            timings[rule.id] = time.perf_counter() - t0
     findings, ignored = suppress(findings)
     notes = list(skipped_notes(skipped))
     if ignored:
