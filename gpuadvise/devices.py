@@ -244,7 +244,14 @@ def from_live(name: str, cc: str) -> DeviceSpec:
 
 
 def live_device() -> DeviceSpec | None:
-    """The first GPU NVML sees, or None when there is no driver or no GPU."""
+    """The first GPU NVML sees, or None when there is no driver or no GPU. Asked of NVML once a
+    process (an ``analyze --measure`` asked it for every build of every candidate: each an
+    ``nvmlInit`` and ``nvmlShutdown``, in the compile threads and before the kernel's compile)."""
+    return _live_device()
+
+
+@cache
+def _live_device() -> DeviceSpec | None:
     try:
         import pynvml
     except ImportError:  # pragma: no cover - nvidia-ml-py is a dependency

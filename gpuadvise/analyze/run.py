@@ -145,6 +145,7 @@ def _run(
         head=head,
     )
     t0 = time.perf_counter()
+    told = None
     if out_of_time():
         from gpuadvise.rules.evaluate import skip_all
         from gpuadvise.rules.registry import load_registry
@@ -156,11 +157,12 @@ def _run(
             "the time budget (--time-budget) ran out",
         )
     else:
-        told = None
         if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
             from gpuadvise.analyze.measure import compile_ahead
 
             told = compile_ahead(opts)
+        if ahead or _many_cpus():  # those traced for their points compiled meanwhile
+            told = _told_both(told, _variant_builds(result, config, opts))
         with step("running the rules"):
             checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
     timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
@@ -171,7 +173,14 @@ def _run(
     # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
     # traces them on the CPU for their estimates: neither reads the other's result
     measuring = _Measuring(opts, checked, measure, lock)
-    checked, timings["variant_traces_s"] = _trace_points(result, checked, config, opts, sample)
+    built = getattr(told, "variant_builds", None)
+    try:
+        checked, timings["variant_traces_s"] = _trace_points(
+            result, checked, config, opts, sample, built
+        )
+    finally:
+        if built is not None:
+            built.__exit__(None, None, None)
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
@@ -216,11 +225,68 @@ def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:
     return rules_config(source, settings.select, settings.ignore, settings.rules_dirs)
 
 
+VARIANTS_AHEAD_CPUS = 8
+"""With this many CPUs (or a GPU measuring), the variants traced for their points are compiled
+as the rules find them, beside the rules (:func:`_variant_builds`); with fewer, after them."""
+
+
+def _many_cpus() -> bool:
+    import os
+
+    return (os.cpu_count() or 1) >= VARIANTS_AHEAD_CPUS
+
+
+def _variant_builds(result: Any, config: Any, opts: KernelOptions) -> Any:
+    """The variants :func:`_trace_points` will trace, compiled as the rules find them
+    (:class:`gpuadvise.analyze.variant_trace.VariantBuilds`), or None when none will be traced
+    (no trace, or a trace too long for its variants to be traced)."""
+    from gpuadvise.analyze.variant_trace import MAX_TRACE_S, VariantBuilds
+    from gpuadvise.rules.registry import load_registry
+
+    if result.memory is None or result.memory.trace is None or _trace_took(result) > MAX_TRACE_S:
+        return None
+    registry = load_registry(config.rules_dirs)
+    ids = {r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)}
+    if not ids:
+        return None
+    return VariantBuilds(opts, result.device, result.spec.spec_path, ids)
+
+
+def _told_both(told: Callable[[Any], None] | None, built: Any) -> Callable[[Any], None] | None:
+    """One ``on_findings`` for the rules: the measurement's (``told``) and ``built``'s
+    (:class:`~gpuadvise.analyze.variant_trace.VariantBuilds`, kept on it as ``variant_builds``)."""
+    if built is None:
+        return told
+
+    def both(findings: Any) -> None:
+        if told is not None:
+            told(findings)
+        try:
+            built.submit(findings)
+        except Exception:  # the variant traces build them themselves
+            log.debug("compiling the traced variants ahead failed", exc_info=True)
+
+    both.variant_builds = built  # type: ignore[attr-defined]
+    return both
+
+
+def _trace_took(result: Any) -> float:
+    """The kernel's trace's CPU seconds (the variants are not traced past MAX_TRACE_S)."""
+    timings = result.timings_s
+    return float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
+
+
 def _trace_points(
-    result: Any, checked: RulesRun, config: Any, opts: KernelOptions, sample: Any
+    result: Any,
+    checked: RulesRun,
+    config: Any,
+    opts: KernelOptions,
+    sample: Any,
+    built: Any = None,
 ) -> tuple[RulesRun, float]:
     """The findings of rules whose change the launch model follows best on the variant's own
-    trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took."""
+    trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took.
+    ``built``: those variants compiled as the rules found them (:func:`_variant_builds`)."""
     from gpuadvise.analyze.variant_trace import MAX_TRACE_S, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
@@ -240,8 +306,7 @@ def _trace_points(
 
     # CPU seconds, not wall: on a loaded machine the wall clock would decide whether variants
     # are traced, and so the findings' points (find_membership: 0.09x on one run, 2.3x on another)
-    timings = result.timings_s
-    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
+    took = _trace_took(result)
     if took > MAX_TRACE_S:
         note = (
             f"the variants of {', '.join(ids + proxies)} were not traced (the kernel's trace took "
@@ -251,7 +316,7 @@ def _trace_points(
     out = checked
     if ids:
         with step("tracing the variants the launch model estimates"):
-            out = with_trace_points(result, out, opts, sample, ids)
+            out = with_trace_points(result, out, opts, sample, ids, built)
     if proxies:
         from gpuadvise.analyze.proxy_trace import with_proxy_points
 

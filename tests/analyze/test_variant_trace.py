@@ -323,3 +323,43 @@ def test_a_one_wave_flush_after_the_loops_adds_to_them() -> None:
     # the after side: its time plus 45% of its flushes (the probe's loop_flush: 43-47%)
     assert new.speedup == pytest.approx(with_serial_s(e.before, 10 * b) / (1.225 * a), rel=1e-3)
     assert "the after: after its one wave's loops, 45% added" in new.method
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_variants_compiled_as_their_rules_find_them_give_the_same_findings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where there are many CPUs (or a GPU measures), the variants traced for their points are
+    compiled as their rules report them, while the other rules run
+    (``VariantBuilds``, issue 31); the findings are those of the variants compiled after the
+    rules, estimate for estimate, and the compile the trace takes is the one started early."""
+    import gpuadvise.analyze.run as run_mod
+    import gpuadvise.analyze.variant_trace as vt
+
+    k = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    settings = AnalyzeSettings(measure=False, select=("GA308", "GA303"))
+    monkeypatch.setattr(run_mod, "VARIANTS_AHEAD_CPUS", 1 << 20)  # after the rules
+    late = run_mod.run_analysis(opts, settings)
+    submitted: list[str] = []
+    taken: list[bool] = []
+    real_submit, real_with = vt.VariantBuilds.submit, vt.with_trace_points
+
+    def submit(self: vt.VariantBuilds, findings) -> None:  # type: ignore[no-untyped-def]
+        submitted.extend(f.rule for f in findings)
+        real_submit(self, findings)
+
+    def with_points(*args, **kw):  # type: ignore[no-untyped-def]
+        built = args[5] if len(args) > 5 else kw.get("built")
+        taken.append(built is not None and len(built.builds) == 1)
+        return real_with(*args, **kw)
+
+    monkeypatch.setattr(vt.VariantBuilds, "submit", submit)
+    monkeypatch.setattr(vt, "with_trace_points", with_points)
+    monkeypatch.setattr(run_mod, "VARIANTS_AHEAD_CPUS", 1)  # as the rules find them
+    early = run_mod.run_analysis(opts, settings)
+    assert "GA308" in submitted and taken == [True]
+    assert [f.to_dict() for f in early.rules.findings] == [f.to_dict() for f in late.rules.findings]
+    (f,) = [f for f in early.rules.findings if f.rule == "GA308"]
+    assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs
