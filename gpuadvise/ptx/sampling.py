@@ -406,10 +406,18 @@ class LoopSampler:
         count: np.ndarray,
         depth: np.ndarray | None,
     ) -> None:
-        if ws.size == 1:
-            wi = int(ws[0])
-            if not w.ff_k[wi] and not w.since[wi]:  # neither skipped nor being sampled
-                self._latch_one(w, ws, wi, masks, count, depth)
+        if ws.size <= 3:  # a few warps, each neither after a skip nor being sampled: one by one
+            wl = ws.tolist()
+            if not any(w.ff_k[wl].tolist()) and not any(w.since[wl].tolist()):
+                for i, wi in enumerate(wl):
+                    self._latch_one(
+                        w,
+                        ws[i : i + 1],
+                        wi,
+                        None if masks is None else masks[i : i + 1],
+                        count[i : i + 1],
+                        None if depth is None else depth[i : i + 1],
+                    )
                 return
         w.busy = True
         c = w.cnt[ws] + 1  # ws: distinct warps
@@ -467,9 +475,11 @@ class LoopSampler:
         depth: np.ndarray | None,
     ) -> None:
         """:meth:`_at_latch` and :meth:`_look` for one warp ``wi`` (``ws``: it alone) that is
-        neither after a skip nor being sampled (the usual latch of a divergent kernel, one warp
-        at a time: HeCBench contraction 78,000 of them), in Python integers: each step as the
-        vector form computes it, wrapped to int64 where numpy's arithmetic wraps."""
+        neither after a skip nor being sampled (the usual latch of a divergent kernel, a warp or
+        two at a time: HeCBench contraction 128,000 of them), in Python integers: each step as
+        the vector form computes it, wrapped to int64 where numpy's arithmetic wraps. The
+        warps' looks are independent (each reads and writes its own entries), so a few warps
+        looked at one after the other come to what the vector form makes of them together."""
         w.busy = True
         c = int(w.cnt[wi]) + 1
         w.cnt[wi] = c
