@@ -123,6 +123,10 @@ _SEEN_LIMIT = 1 << 25
 """The most (block, warp) pairs a batch marks as run (:attr:`Batch.block_seen`, a byte each)."""
 
 
+# reductions called as ufuncs: ndarray.min/max go through a Python wrapper (the same values)
+_least, _most = np.minimum.reduce, np.maximum.reduce
+
+
 def shared_base_for_arch(arch: str) -> int:
     """Where user shared memory starts in a CTA's shared window: 0x400 from sm_90 on (the 1 KB the
     driver reserves comes first there; ``UMOV UR4, 0x400`` in the SASS), 0 before."""
@@ -985,6 +989,9 @@ class Batch:
         o = np.int64(off)
         if off == 0:
             return lambda idx: (store if idx is None else store[idx]).astype(np.int64)
+        if store.dtype.kind in "iu":  # widened and offset by one call (the same int64 values)
+            add, i64 = np.add, np.int64
+            return lambda idx: add(store if idx is None else store[idx], o, dtype=i64)
         return lambda idx: (store if idx is None else store[idx]).astype(np.int64) + o
 
     def _fail(
@@ -1048,8 +1055,8 @@ class Batch:
         if space == "generic":
             if a.size == 0:
                 return []
-            lo = int(a.min()) >> WINDOW_SHIFT
-            hi = int(a.max()) >> WINDOW_SHIFT
+            lo = int(_least(a)) >> WINDOW_SHIFT
+            hi = int(_most(a)) >> WINDOW_SHIFT
             if lo == hi:
                 return self._locate_in(index, lo, a, lanes, width, kind, True)
             win = a >> WINDOW_SHIFT
@@ -1078,7 +1085,7 @@ class Batch:
         phrase: str,
         hint: str,
     ) -> None:
-        if o.size == 0 or (int(o.min()) >= 0 and int(o.max()) + width <= size):
+        if o.size == 0 or (int(_least(o)) >= 0 and int(_most(o)) + width <= size):
             return
         pos = int(np.flatnonzero((o < 0) | (o + width > size))[0])
         raise self._fail(
@@ -1107,7 +1114,7 @@ class Batch:
         if win == 7:
             if a.size:  # every access in one buffer (the usual case): its offsets at once
                 # (aligned: _locate checked every address against the width)
-                one = self.gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
+                one = self.gmem.in_one_buffer(a, int(_least(a)), int(_most(a)), width, aligned=True)
                 if one is not None:
                     return [("global", one, None, a)]
             offs, bad = self.gmem.translate(a, width)
