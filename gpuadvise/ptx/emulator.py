@@ -123,6 +123,10 @@ _SEEN_LIMIT = 1 << 25
 """The most (block, warp) pairs a batch marks as run (:attr:`Batch.block_seen`, a byte each)."""
 
 
+# reductions called as ufuncs: ndarray.min/max go through a Python wrapper (the same values)
+_least, _most = np.minimum.reduce, np.maximum.reduce
+
+
 def shared_base_for_arch(arch: str) -> int:
     """Where user shared memory starts in a CTA's shared window: 0x400 from sm_90 on (the 1 KB the
     driver reserves comes first there; ``UMOV UR4, 0x400`` in the SASS), 0 before."""
@@ -985,6 +989,9 @@ class Batch:
         o = np.int64(off)
         if off == 0:
             return lambda idx: (store if idx is None else store[idx]).astype(np.int64)
+        if store.dtype.kind in "iu":  # widened and offset by one call (the same int64 values)
+            add, i64 = np.add, np.int64
+            return lambda idx: add(store if idx is None else store[idx], o, dtype=i64)
         return lambda idx: (store if idx is None else store[idx]).astype(np.int64) + o
 
     def _fail(
@@ -1048,8 +1055,8 @@ class Batch:
         if space == "generic":
             if a.size == 0:
                 return []
-            lo = int(a.min()) >> WINDOW_SHIFT
-            hi = int(a.max()) >> WINDOW_SHIFT
+            lo = int(_least(a)) >> WINDOW_SHIFT
+            hi = int(_most(a)) >> WINDOW_SHIFT
             if lo == hi:
                 return self._locate_in(index, lo, a, lanes, width, kind, True)
             win = a >> WINDOW_SHIFT
@@ -1078,7 +1085,7 @@ class Batch:
         phrase: str,
         hint: str,
     ) -> None:
-        if o.size == 0 or (int(o.min()) >= 0 and int(o.max()) + width <= size):
+        if o.size == 0 or (int(_least(o)) >= 0 and int(_most(o)) + width <= size):
             return
         pos = int(np.flatnonzero((o < 0) | (o + width > size))[0])
         raise self._fail(
@@ -1107,7 +1114,7 @@ class Batch:
         if win == 7:
             if a.size:  # every access in one buffer (the usual case): its offsets at once
                 # (aligned: _locate checked every address against the width)
-                one = self.gmem.in_one_buffer(a, int(a.min()), int(a.max()), width, aligned=True)
+                one = self.gmem.in_one_buffer(a, int(_least(a)), int(_most(a)), width, aligned=True)
                 if one is not None:
                     return [("global", one, None, a)]
             offs, bad = self.gmem.translate(a, width)
@@ -1750,6 +1757,11 @@ class Batch:
             init[-1] = U32((1 << (threads % 32)) - 1)
         st_mask[0] = np.tile(init, self.ncta)
         st_pc[0] = 0
+        # the stacks flat (views of the arrays above, made again when they grow): entry
+        # (level s, warp w) at s * nw + w, one gather or scatter of a flat index where a 2-D
+        # index pair costs several times as much on a few thousand warps (a level of -1 wraps
+        # to the top row, as the 2-D index does)
+        fpc, frpc, fmask = st_pc.reshape(-1), st_rpc.reshape(-1), st_mask.reshape(-1)
         cur_pc = st_pc[0].copy()
         cur_mask = st_mask[0].copy()
         live = np.ones(nw, bool)
@@ -1775,9 +1787,15 @@ class Batch:
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
             alive = s >= 0
-            sc = np.maximum(s, 0)
-            cur_pc[ws] = np.where(alive, st_pc[sc, ws], vexit)
-            cur_mask[ws] = np.where(alive, st_mask[sc, ws], 0)
+            if nz(alive) == alive.size:
+                f = s * nw + ws
+                cur_pc[ws] = fpc[f]
+                cur_mask[ws] = fmask[f]
+                live[ws] = True
+                return
+            f = np.maximum(s, 0) * nw + ws
+            cur_pc[ws] = np.where(alive, fpc[f], vexit)
+            cur_mask[ws] = np.where(alive, fmask[f], 0)
             live[ws] = alive
 
         def settle(ws: np.ndarray) -> None:
@@ -1785,8 +1803,8 @@ class Batch:
             while ws.size:
                 s = sp[ws]
                 ok = s >= 0
-                sc = np.maximum(s, 0)
-                pop = ok & ((st_pc[sc, ws] == st_rpc[sc, ws]) | (st_mask[sc, ws] == 0))
+                f = np.maximum(s, 0) * nw + ws
+                pop = ok & ((fpc[f] == frpc[f]) | (fmask[f] == 0))
                 if not nz(pop):
                     break
                 sp[ws[pop]] -= 1
@@ -1823,26 +1841,28 @@ class Batch:
                     return
                 ws = ws[ok]
                 s = s[ok]
-                b = s - 1
-                meet = (st_pc[s, ws] == st_pc[b, ws]) & (st_rpc[s, ws] == st_rpc[b, ws])
+                f = s * nw + ws
+                fb = f - nw  # the entry below
+                meet = (fpc[f] == fpc[fb]) & (frpc[f] == frpc[fb])
                 if not nz(meet):
                     return
                 ws = ws[meet]
                 s = s[meet]
-                st_mask[s - 1, ws] |= st_mask[s, ws]
+                f, fb = f[meet], fb[meet]
+                fmask[fb] |= fmask[f]
                 sp[ws] = s - 1
                 refresh(ws)
 
         def set_pc(ws: np.ndarray, target: int) -> None:
             if ws.size == 0:
                 return
-            s = sp[ws]
-            st_pc[s, ws] = target
+            f = sp[ws] * nw + ws
+            fpc[f] = target
             cur_pc[ws] = target
             if target == vexit:
                 settle(ws)
                 return
-            pop = st_rpc[s, ws] == target
+            pop = frpc[f] == target
             if nz(pop):
                 settle(ws[pop])
                 if is_join[target]:
@@ -1851,34 +1871,35 @@ class Batch:
                 join(ws)
 
         def ensure_depth(need: int) -> None:
-            nonlocal st_pc, st_rpc, st_mask, depth
+            nonlocal st_pc, st_rpc, st_mask, fpc, frpc, fmask, depth
             if need < depth:
                 return
             extra = max(need + 1 - depth, depth)
             st_pc = np.concatenate([st_pc, np.full((extra, nw), vexit, np.int64)])
             st_rpc = np.concatenate([st_rpc, np.full((extra, nw), vexit, np.int64)])
             st_mask = np.concatenate([st_mask, np.zeros((extra, nw), U32)])
+            fpc, frpc, fmask = st_pc.reshape(-1), st_rpc.reshape(-1), st_mask.reshape(-1)
             depth += extra
 
         def diverge(ws: np.ndarray, blk: int, sides: list[tuple[int, np.ndarray]]) -> None:
             """Split warps ``ws`` at block ``blk`` into ``sides`` (target, per-warp masks)."""
             j = int(ipdom[blk])
             s = sp[ws]
-            r = st_rpc[s, ws]
-            same = r == j
+            f = s * nw + ws
+            same = frpc[f] == j
             base = np.where(same, s, s + 1)
             other = ~same
             if nz(other):
-                st_pc[s[other], ws[other]] = j
+                fpc[f[other]] = j
             entries = [(tgt, mk) for tgt, mk in sides if tgt != j]
-            ensure_depth(int(base.max()) + len(entries))
-            k = base.copy()
+            ensure_depth(int(base.max()) + len(entries))  # flat indices stay: rows are added
+            fk = base * nw + ws
             for tgt, mk in entries:
-                st_pc[k, ws] = tgt
-                st_rpc[k, ws] = j
-                st_mask[k, ws] = mk
-                k = k + 1
-            sp[ws] = k - 1
+                fpc[fk] = tgt
+                frpc[fk] = j
+                fmask[fk] = mk
+                fk = fk + nw
+            sp[ws] = base + (len(entries) - 1)
             refresh(ws)
             # a side whose lanes are empty cannot happen here; but a warp may end up with no entry
             # above the reconvergence one when every side went to j: settle those

@@ -275,3 +275,36 @@ def continues(d: object, cmp: str, continues_when: bool) -> object:
         "ge": d >= 0, "hs": d >= 0, "eq": d == 0, "ne": d != 0,
     }[cmp]  # fmt: skip
     return value == continues_when
+
+
+def wrap64(x: int) -> int:
+    """A Python integer as the int64 numpy arithmetic makes of it (two's complement wrap)."""
+    return ((x + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def first_exit_one(d: int, dd: int, cmp: str, continues_when: bool) -> int:
+    """:func:`first_exit` of one lane, in Python integers (``d``, ``dd``: int64 values): the
+    same steps, each wrapped to int64 as numpy's arithmetic is (the scalar form of a one-warp
+    latch look, where a dozen numpy calls on one value cost more than the look)."""
+    op = {"lt": "lt", "lo": "lt", "le": "le", "ls": "le", "gt": "gt", "hi": "gt", "ge": "ge",
+          "hs": "ge", "eq": "eq", "ne": "ne"}[cmp]  # fmt: skip
+    if continues_when:
+        op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
+    if op in ("ge", "gt", "le", "lt"):
+        e, de = (d, dd) if op in ("ge", "gt") else (wrap64(-d), wrap64(-dd))
+        if op in ("gt", "lt"):
+            e = wrap64(e - 1)
+        if wrap64(e + de) >= 0:
+            return 1
+        if de > 0:
+            return max(1, wrap64(-wrap64(e // de)))
+        return -1
+    if op == "eq":
+        if dd == 0:
+            return 1 if d == 0 else -1
+        if d % dd == 0:
+            j = wrap64(wrap64(-d) // dd)
+            return j if j >= 1 else -1
+        return -1
+    # ne
+    return 1 if wrap64(d + dd) != 0 else (2 if dd != 0 else -1)

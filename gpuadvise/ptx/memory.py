@@ -69,6 +69,8 @@ buffer: llm.c's softmax walks 256 rows of 201 KB, a page at a time each, 25,000 
 in one CTA), up to the next filled page; a run after an unfilled page (scattered reads) fills
 its own pages only."""
 
+_every = np.logical_and.reduce  # ndarray.all without its Python wrapper (the same answer)
+
 
 class ByteSource(Protocol):
     """A lazy buffer's start data: ``nbytes`` in all, ``bytes_at(lo, hi)`` the bytes ``[lo, hi)``
@@ -351,11 +353,11 @@ class GlobalMemory:
                 # instead of a gather when it is not much longer than the accesses)
                 delta = int(self._deltas[i])
                 p0, p1 = (lo - delta) >> PAGE_SHIFT, (hi - delta) >> PAGE_SHIFT
-                if p1 - p0 < 4 * addr.size and self._filled[p0 : p1 + 1].all():
+                if p1 - p0 < 4 * addr.size and _every(self._filled[p0 : p1 + 1]):
                     return offs
                 first = offs >> PAGE_SHIFT
                 filled = self._filled[first]
-                if not filled.all():
+                if not _every(filled):
                     self._fill_pages(_distinct(first[~filled]))
             else:
                 self._touch(offs, width)

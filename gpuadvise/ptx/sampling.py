@@ -59,7 +59,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuadvise.ptx.loops import Loop, continues, first_exit, innermost
+from gpuadvise.ptx.loops import (
+    Loop,
+    continues,
+    first_exit,
+    first_exit_one,
+    innermost,
+    wrap64,
+)
 from gpuadvise.ptx.parser import Imm, Reg
 
 if TYPE_CHECKING:
@@ -399,6 +406,19 @@ class LoopSampler:
         count: np.ndarray,
         depth: np.ndarray | None,
     ) -> None:
+        if ws.size <= 3:  # a few warps, each neither after a skip nor being sampled: one by one
+            wl = ws.tolist()
+            if not any(w.ff_k[wl].tolist()) and not any(w.since[wl].tolist()):
+                for i, wi in enumerate(wl):
+                    self._latch_one(
+                        w,
+                        ws[i : i + 1],
+                        wi,
+                        None if masks is None else masks[i : i + 1],
+                        count[i : i + 1],
+                        None if depth is None else depth[i : i + 1],
+                    )
+                return
         w.busy = True
         c = w.cnt[ws] + 1  # ws: distinct warps
         w.cnt[ws] = c
@@ -444,6 +464,67 @@ class LoopSampler:
             self._look(w, ws, c, count, ipi)
         elif _nz(look):
             self._look(w, ws[look], c[look], count[look], ipi[look])
+
+    def _latch_one(
+        self,
+        w: _Watch,
+        ws: np.ndarray,
+        wi: int,
+        masks: np.ndarray | None,
+        count: np.ndarray,
+        depth: np.ndarray | None,
+    ) -> None:
+        """:meth:`_at_latch` and :meth:`_look` for one warp ``wi`` (``ws``: it alone) that is
+        neither after a skip nor being sampled (the usual latch of a divergent kernel, a warp or
+        two at a time: HeCBench contraction 128,000 of them), in Python integers: each step as
+        the vector form computes it, wrapped to int64 where numpy's arithmetic wraps. The
+        warps' looks are independent (each reads and writes its own entries), so a few warps
+        looked at one after the other come to what the vector form makes of them together."""
+        w.busy = True
+        c = int(w.cnt[wi]) + 1
+        w.cnt[wi] = c
+        if depth is not None and c == 1:
+            w.depth[wi] = depth[0]
+        now = int(count[0])
+        ipi = wrap64(now - int(w.prev[wi]))
+        w.prev[wi] = now
+        first = wi * 32
+        if masks is not None:  # its first active lane
+            m = int(masks[0])
+            low = m & ((~m + 1) & 0xFFFFFFFF)
+            first += ((low - 1) & 0xFFFFFFFF).bit_count()
+        lp = w.loop
+        a = self._operand_one(w, lp.a, first)
+        b = self._operand_one(w, lp.b, first)
+        h = w.head
+        h[0, c % 3, wi] = a
+        h[1, c % 3, wi] = b
+        if c < 3:
+            return
+        s1, s0 = (c - 1) % 3, (c - 2) % 3
+        a1, a0 = int(h[0, s1, wi]), int(h[0, s0, wi])
+        b1, b0 = int(h[1, s1, wi]), int(h[1, s0, wi])
+        da, db = wrap64(a - a1), wrap64(b - b1)
+        affine = wrap64(a1 - a0) == da and wrap64(b1 - b0) == db
+        k = first_exit_one(wrap64(a - b), wrap64(da - db), lp.cmp, lp.continues_when)
+        known = affine and k >= 1
+        rest = wrap64((k if known else 0) * max(ipi, 1))
+        hot = (known and wrap64(now + rest) > self.sample_above) or bool(w.hot[wi])
+        w.hot[wi] = hot
+        worth = hot
+        if w.outer:
+            inside = any(bool(o.hot[wi]) for o in w.outer)
+            worth = hot or (known and inside and rest > self.sample_above // INNER_SHARE)
+        if worth and k >= 2 * PERIOD + 2 and c >= DECIDE_AT and c >= int(w.quiet[wi]):
+            w.since[wi] = c
+            self._record(w, ws, np.array([c], np.int64))
+
+    def _operand_one(self, w: _Watch, x: Any, lane: int) -> int:
+        """:meth:`_operands` of one lane, as a Python integer."""
+        if isinstance(x, Imm):
+            return int(np.int64(int(x.value)))
+        assert isinstance(x, Reg)
+        return _as_int_one(w.seen[x.name], lane, w.loop.type)
 
     def _look(
         self, w: _Watch, ws: np.ndarray, c: np.ndarray, count: np.ndarray, ipi: np.ndarray
@@ -609,6 +690,22 @@ def _as_int(values: np.ndarray, ptype: str) -> np.ndarray:
             out = np.where(out >= (1 << (bits - 1)), out - (1 << bits), out)
         return out
     return raw.view(np.int64)
+
+
+def _as_int_one(values: np.ndarray, lane: int, ptype: str) -> int:
+    """:func:`_as_int` of ``values[lane]``, as a Python integer."""
+    bits = int(ptype[1:]) if ptype[1:].isdigit() else 32
+    if values.dtype.kind in "ub":
+        raw = int(values[lane])
+    else:
+        ud = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[values.dtype.itemsize]
+        raw = int(values[lane : lane + 1].view(ud)[0])
+    if bits < 64:
+        raw &= (1 << bits) - 1
+        if ptype[0] == "s" and raw >= 1 << (bits - 1):
+            raw -= 1 << bits
+        return raw
+    return wrap64(raw)
 
 
 def budget_reason(
