@@ -110,10 +110,13 @@ def _run(
     # the kernel compiled, its occupancy and waves: the terminal's header, printed now, before
     # the kernel is traced and the rules run; the modules of those stages and the bundled rules'
     # registry are imported in a thread while nvcc runs (gpuadvise.analyze.warm)
+    from gpuadvise.analyze.ahead import SassAhead
     from gpuadvise.analyze.warm import imports_during
 
     with imports_during(trace, registry=not settings.rules_dirs):
         head = compile_head(spec, choice.device, options, opts.nvcc)
+        # the SASS read (nvdisasm) in a thread from now: the pipeline joins it where it reads it
+        sass = SassAhead(head.module, head.head.kernel, head.toolchain)
     if ahead:
         _measure_ahead(opts)
     if on_head is not None:
@@ -143,6 +146,7 @@ def _run(
         models=models_needed(config, variant_points=True),
         l2_probe_ctas=l2_probe_size(sample, probe),
         head=head,
+        sass_ahead=sass,
     )
     t0 = time.perf_counter()
     if out_of_time():
