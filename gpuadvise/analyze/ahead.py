@@ -31,8 +31,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gpuadvise.analyze.head import CompiledHead
     from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.rules.findings import Finding, Variant
     from gpuadvise.spec.kernel_spec import KernelSpec
     from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
     from gpuadvise.toolchain.liveness import LifeRanges
@@ -149,3 +152,59 @@ class SassAhead:
         if self.key != (module.cubin_path, kernel.mangled, registers):
             return None
         return self._out
+
+
+class VariantsAhead:
+    """The variants whose points come from their own traces (``rules``: the rules with
+    ``point_from_variant_trace``), compiled from the moment their rule is done (:meth:`told`,
+    ``evaluate_rules``' ``on_findings``) in an :class:`Ahead` thread while the other rules run:
+    :func:`gpuadvise.analyze.variant_trace.with_trace_points` takes them (:meth:`take`) and
+    compiles any other as before. Each is built as that function builds it (the finding's first
+    candidate, :func:`~gpuadvise.analyze.variant_trace._variant_options`), so the results are
+    the same. ``with`` closes it: the compiles waited for, the variants' folders removed."""
+
+    def __init__(self, opts: KernelOptions, device: Any, spec_path: Any, rules: Sequence[str]):
+        self.opts, self.device, self.spec_path = opts, device, spec_path
+        self.rules = frozenset(rules)
+        self._stack = contextlib.ExitStack()
+        self._ahead = self._stack.enter_context(Ahead())
+        self._builds: dict[tuple[Any, ...], list[tuple[KernelOptions, Future[Built]]]] = {}
+
+    @staticmethod
+    def _key(f: Finding, v: Variant) -> tuple[Any, ...]:
+        launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
+        return (f.rule, f.line, v.diff, tuple(launch))
+
+    def told(self, findings: Sequence[Finding]) -> None:
+        """The variants of ``findings`` (one rule's) compiled in the thread; never raises (a
+        variant not submitted here is built by ``with_trace_points`` itself)."""
+        import tempfile
+        from pathlib import Path
+
+        from gpuadvise.analyze.variant_trace import _variant_options
+
+        for f in findings:
+            if f.rule not in self.rules or f.variant is None or f.is_error:
+                continue
+            try:
+                v = f.variant.candidates()[0]
+                folder = tempfile.TemporaryDirectory(prefix="gpuadvise-variant-")
+                tmp = self._stack.enter_context(folder)
+                vopts = _variant_options(self.opts, v, Path(tmp), self.spec_path)
+            except Exception:  # with_trace_points builds it, and says what failed
+                continue
+            if vopts is not None:
+                built = self._ahead.submit(vopts, self.device)
+                self._builds.setdefault(self._key(f, v), []).append((vopts, built))
+
+    def take(self, f: Finding, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
+        """The options and compile of finding ``f``'s first candidate ``v``, if :meth:`told`
+        submitted it (once: a second finding with the same variant builds its own)."""
+        got = self._builds.get(self._key(f, v))
+        return got.pop(0) if got else None
+
+    def __enter__(self) -> VariantsAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

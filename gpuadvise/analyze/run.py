@@ -149,33 +149,44 @@ def _run(
         sass_ahead=sass,
     )
     t0 = time.perf_counter()
-    if out_of_time():
-        from gpuadvise.rules.evaluate import skip_all
-        from gpuadvise.rules.registry import load_registry
+    # the variants compiled ahead of their traces (early): waited for, their folders removed,
+    # when the block ends
+    with contextlib.ExitStack() as stack:
+        early = None
+        if out_of_time():
+            from gpuadvise.rules.evaluate import skip_all
+            from gpuadvise.rules.registry import load_registry
 
-        skip("the rules (no findings were looked for)")
-        checked = skip_all(
-            load_registry(config.rules_dirs).selected(config),
-            "the time budget ran out before the rules ran",
-            "the time budget (--time-budget) ran out",
+            skip("the rules (no findings were looked for)")
+            checked = skip_all(
+                load_registry(config.rules_dirs).selected(config),
+                "the time budget ran out before the rules ran",
+                "the time budget (--time-budget) ran out",
+            )
+        else:
+            told = None
+            if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
+                from gpuadvise.analyze.measure import compile_ahead
+
+                told = compile_ahead(opts)
+            else:  # the variants traced for their points compiled as soon as their rule is done
+                early = _variants_ahead(result, config, opts)
+                if early is not None:
+                    stack.enter_context(early)
+                    told = early.told
+            with step("running the rules"):
+                checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
+        timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+        if checked.findings and measure is not False and out_of_time():
+            skip("measuring the findings' variants on the GPU")
+            measure = False
+        lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
+        # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
+        # traces them on the CPU for their estimates: neither reads the other's result
+        measuring = _Measuring(opts, checked, measure, lock)
+        checked, timings["variant_traces_s"] = _trace_points(
+            result, checked, config, opts, sample, early
         )
-    else:
-        told = None
-        if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
-            from gpuadvise.analyze.measure import compile_ahead
-
-            told = compile_ahead(opts)
-        with step("running the rules"):
-            checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
-    timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
-    if checked.findings and measure is not False and out_of_time():
-        skip("measuring the findings' variants on the GPU")
-        measure = False
-    lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
-    # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
-    # traces them on the CPU for their estimates: neither reads the other's result
-    measuring = _Measuring(opts, checked, measure, lock)
-    checked, timings["variant_traces_s"] = _trace_points(result, checked, config, opts, sample)
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
@@ -220,11 +231,40 @@ def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:
     return rules_config(source, settings.select, settings.ignore, settings.rules_dirs)
 
 
+def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
+    """A :class:`gpuadvise.analyze.ahead.VariantsAhead` for the rules whose findings'
+    variants :func:`_trace_points` will trace, or None when it will trace none (no trace, a
+    trace over ``MAX_TRACE_S``, a device without memory rates, no such rule enabled)."""
+    from gpuadvise.analyze.ahead import VariantsAhead
+    from gpuadvise.analyze.variant_trace import MAX_TRACE_S
+    from gpuadvise.devices import memory_rates
+    from gpuadvise.rules.registry import load_registry
+
+    timings = result.timings_s
+    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
+    mem = result.memory
+    if mem is None or mem.trace is None or took > MAX_TRACE_S:
+        return None
+    if memory_rates(result.device) is None:
+        return None
+    registry = load_registry(config.rules_dirs)
+    ids = [r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)]
+    if not ids:
+        return None
+    return VariantsAhead(opts, result.device, result.spec.spec_path, ids)
+
+
 def _trace_points(
-    result: Any, checked: RulesRun, config: Any, opts: KernelOptions, sample: Any
+    result: Any,
+    checked: RulesRun,
+    config: Any,
+    opts: KernelOptions,
+    sample: Any,
+    early: Any = None,
 ) -> tuple[RulesRun, float]:
     """The findings of rules whose change the launch model follows best on the variant's own
-    trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took."""
+    trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took.
+    ``early``: their variants compiled while the rules ran (:func:`_variants_ahead`)."""
     from gpuadvise.analyze.variant_trace import MAX_TRACE_S, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
@@ -255,7 +295,7 @@ def _trace_points(
     out = checked
     if ids:
         with step("tracing the variants the launch model estimates"):
-            out = with_trace_points(result, out, opts, sample, ids)
+            out = with_trace_points(result, out, opts, sample, ids, early)
     if proxies:
         from gpuadvise.analyze.proxy_trace import with_proxy_points
 

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from gpuadvise.errors import GpuAdviseError
 
 if TYPE_CHECKING:
-    from gpuadvise.analyze.ahead import Built
+    from gpuadvise.analyze.ahead import Built, VariantsAhead
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.model.roofline import LaunchEstimate, LaunchTimes, Traffic
@@ -319,10 +319,12 @@ def with_trace_points(
     opts: KernelOptions,
     sample_ctas: int | str | None,
     rules: Sequence[str],
+    early: VariantsAhead | None = None,
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
-    rule's). A variant that does not build or trace keeps the rule's estimate."""
+    rule's). A variant that does not build or trace keeps the rule's estimate. ``early``: the
+    variants compiled while the rules ran (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
     from gpuadvise.analyze.ahead import Ahead
     from gpuadvise.devices import memory_rates
 
@@ -338,6 +340,10 @@ def with_trace_points(
         for f in todo:
             assert f.variant is not None
             v = f.variant.candidates()[0]
+            took = early.take(f, v) if early is not None else None
+            if took is not None:
+                builds[id(f)] = took
+                continue
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
             vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
             if vopts is not None:

@@ -125,3 +125,41 @@ def test_a_variant_compiled_ahead_has_its_sass_read_in_that_thread(
     assert len(where) == 1 and where[0].startswith("gpuadvise-variant")
     head = built.head
     assert where and real(head.module.cubin_path, head.head.kernel.mangled, head.toolchain)
+
+
+def test_a_variant_is_compiled_when_its_rule_is_done_and_traced_the_same(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GA308's variant compiled while the rules after it run (``VariantsAhead``), taken by the
+    variant traces: the same point as when the traces compile it themselves."""
+    from gpuadvise.analyze import run as R
+
+    k = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    settings = AnalyzeSettings(measure=False, select=("GA308", "GA309"))
+    events: list[tuple[str, str]] = []
+    real_told, real_take = A.VariantsAhead.told, A.VariantsAhead.take
+
+    def told(self: A.VariantsAhead, findings: Any) -> None:
+        events.extend(("told", f.rule) for f in findings)
+        real_told(self, findings)
+
+    def take(self: A.VariantsAhead, f: Any, v: Any) -> Any:
+        got = real_take(self, f, v)
+        events.append(("taken" if got is not None else "missed", f.rule))
+        return got
+
+    monkeypatch.setattr(A.VariantsAhead, "told", told)
+    monkeypatch.setattr(A.VariantsAhead, "take", take)
+    early = run_analysis(opts, settings)
+    assert ("told", "GA308") in events and ("taken", "GA308") in events
+    assert ("missed", "GA308") not in events
+    monkeypatch.setattr(R, "_variants_ahead", lambda *a: None)
+    events.clear()
+    late = run_analysis(opts, settings)
+    assert events == []
+    (a,) = [f for f in early.rules.findings if f.rule == "GA308"]
+    (b,) = [f for f in late.rules.findings if f.rule == "GA308"]
+    assert a.estimated_speedup is not None and a.estimated_speedup.kind == "point"
+    assert a.estimated_speedup == b.estimated_speedup
+    assert early.rules.findings == late.rules.findings
