@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from gpuadvise.analyze.head import CompiledHead
     from gpuadvise.analyze.options import KernelOptions
@@ -160,11 +161,17 @@ class VariantsAhead:
     ``evaluate_rules``' ``on_findings``) in an :class:`Ahead` thread while the other rules run:
     :func:`gpuadvise.analyze.variant_trace.with_trace_points` takes them (:meth:`take`) and
     compiles any other as before. Each is built as that function builds it (the finding's first
-    candidate, :func:`~gpuadvise.analyze.variant_trace._variant_options`), so the results are
-    the same. ``with`` closes it: the compiles waited for, the variants' folders removed."""
+    candidate, ``options_for``: :func:`~gpuadvise.analyze.variant_trace._variant_options` of
+    the variant and a folder), so the results are the same. ``with`` closes it: the compiles
+    waited for, the variants' folders removed."""
 
-    def __init__(self, opts: KernelOptions, device: Any, spec_path: Any, rules: Sequence[str]):
-        self.opts, self.device, self.spec_path = opts, device, spec_path
+    def __init__(
+        self,
+        options_for: Callable[[Variant, Path], KernelOptions | None],
+        device: Any,
+        rules: Sequence[str],
+    ):
+        self.options_for, self.device = options_for, device
         self.rules = frozenset(rules)
         self._stack = contextlib.ExitStack()
         self._ahead = self._stack.enter_context(Ahead())
@@ -181,8 +188,6 @@ class VariantsAhead:
         import tempfile
         from pathlib import Path
 
-        from gpuadvise.analyze.variant_trace import _variant_options
-
         for f in findings:
             if f.rule not in self.rules or f.variant is None or f.is_error:
                 continue
@@ -190,7 +195,7 @@ class VariantsAhead:
                 v = f.variant.candidates()[0]
                 folder = tempfile.TemporaryDirectory(prefix="gpuadvise-variant-")
                 tmp = self._stack.enter_context(folder)
-                vopts = _variant_options(self.opts, v, Path(tmp), self.spec_path)
+                vopts = self.options_for(v, Path(tmp))
             except Exception:  # with_trace_points builds it, and says what failed
                 continue
             if vopts is not None:

@@ -251,7 +251,12 @@ def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
     ids = [r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)]
     if not ids:
         return None
-    return VariantsAhead(opts, result.device, result.spec.spec_path, ids)
+    from gpuadvise.analyze.variant_trace import _variant_options
+
+    spec_path = result.spec.spec_path
+    return VariantsAhead(
+        lambda v, folder: _variant_options(opts, v, folder, spec_path), result.device, ids
+    )
 
 
 def _trace_points(
