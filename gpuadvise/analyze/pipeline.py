@@ -61,8 +61,8 @@ class KernelAnalysis:
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
     ``rules_s`` and ``measure_s``; ``sass_s`` is this thread's time in the SASS step: with the
-    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait); ``skipped``: what ``--time-budget`` left out or cut short
-    (empty: the analysis is complete).
+    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait);
+    ``skipped``: what ``--time-budget`` left out or cut short (empty: the analysis is complete).
     """
 
     spec: KernelSpec
