@@ -1,5 +1,6 @@
-"""Variants compiled ahead of their traces (issue 31: the median corpus kernel's wall on a 2-core
-machine).
+"""Child work started ahead of where its result is read (issue 31: the median corpus kernel's wall
+on a 2-core machine): variants compiled ahead of their traces (:class:`Ahead`), and the kernel's
+SASS read while the rest of the analysis goes on (:class:`SassAhead`).
 
 A variant's point from its own trace (:mod:`gpuadvise.analyze.variant_trace`) compiles the
 variant (nvcc: about a CPU-second, in a child process) and then traces it on the emulator (this
@@ -9,21 +10,37 @@ compiles the variants one after another in a thread while this one works: the fi
 nvcc runs while the kernel's side of the launch model is computed, the second's while the first
 is traced. The thread only compiles (nvcc, ptxas' resources, the occupancy: no emulation, no
 import the analysis has not made already), and shows no progress (the display's steps nest in
-one thread). Each variant is compiled exactly as before: the results are the same.
+one thread). Once compiled, the variant's SASS is read in the thread too (an nvdisasm run: the
+emulator reads it before it traces, the reconcile after): its trace then finds it read. Each
+variant is compiled and disassembled exactly as before: the results are the same.
+
+The kernel's own SASS and life ranges (one ``nvdisasm -plr`` run, 0.3-0.8 s of wall that this
+process only waited for) are read the same way in a thread started right after the compile
+(:class:`SassAhead`), while this process waits for its imports, prints the header, reads the
+rules' configuration and parses the PTX for the emulator; the pipeline joins it where it first
+reads the SASS (:func:`gpuadvise.analyze.pipeline.analyze_kernel`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
     from gpuadvise.analyze.head import CompiledHead
     from gpuadvise.analyze.options import KernelOptions
+    from gpuadvise.rules.findings import Finding, Variant
     from gpuadvise.spec.kernel_spec import KernelSpec
-    from gpuadvise.toolchain import CompileOptions
+    from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
+    from gpuadvise.toolchain.liveness import LifeRanges
+    from gpuadvise.toolchain.sass import SassInstruction
 
 
 @dataclass(frozen=True)
@@ -43,7 +60,14 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
 
     with reporting(None):
         spec, _, options = build(vopts)
-        return Built(spec, options, compile_head(spec, device, options, vopts.nvcc))
+        head = compile_head(spec, device, options, vopts.nvcc)
+        # the variant's SASS (the emulator's and the reconcile's, cached per cubin): read here
+        # while this process traces; a failure is left for the trace, which reads it again
+        with contextlib.suppress(Exception):
+            from gpuadvise.toolchain.sass import disassemble
+
+            disassemble(head.module.cubin_path, head.head.kernel.mangled, head.toolchain)
+    return Built(spec, options, head)
 
 
 class Ahead:
@@ -69,3 +93,123 @@ class Ahead:
         for f in self._futures:
             f.cancel()
         self._pool.shutdown(wait=True)
+
+
+def life_table(module: CompiledModule, kernel: KernelInfo, tc: Toolchain) -> LifeRanges | str:
+    """The kernel's life-range table (nvdisasm ``-plr``), or why it cannot be read (no
+    nvdisasm, a table it cannot read). Read before :func:`sass.disassemble`, it spares that a
+    run of nvdisasm (the SASS is read from the same output)."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.toolchain.liveness import life_ranges
+
+    try:
+        return life_ranges(module.cubin_path, kernel.mangled, tc)
+    except GpuAdviseError as exc:
+        return f"live registers not read: {exc.one_line()}"
+
+
+def read_sass(
+    module: CompiledModule, kernel: KernelInfo, tc: Toolchain, registers: bool = True
+) -> tuple[LifeRanges | str | None, tuple[SassInstruction, ...]]:
+    """The kernel's life-range table (``registers``; else None) and its SASS: the life ranges
+    first, as nvdisasm ``-plr`` prints every instruction too, so the SASS is read from its
+    output (lines from the cubin's line table) and one nvdisasm run gives both."""
+    from gpuadvise.toolchain import sass
+
+    table = life_table(module, kernel, tc) if registers else None
+    return table, tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+
+
+class SassAhead:
+    """:func:`read_sass` of a compiled kernel in a thread started now (nvdisasm, a child process:
+    this process goes on meanwhile); :meth:`result` waits for it. The thread imports nothing
+    that :mod:`gpuadvise.analyze.warm` imports (its modules are imported before the compile)."""
+
+    def __init__(
+        self, module: CompiledModule, kernel: KernelInfo, tc: Toolchain, registers: bool = True
+    ) -> None:
+        self.key = (module.cubin_path, kernel.mangled, registers)
+        self._out: tuple[LifeRanges | str | None, tuple[SassInstruction, ...]] | None = None
+        run = contextvars.copy_context().run  # the caller's time budget
+        # a daemon: an interrupted analysis does not wait for nvdisasm
+        self._thread = threading.Thread(
+            target=run, args=(self._work, module, kernel, tc, registers), daemon=True
+        )
+        self._thread.start()
+
+    def _work(
+        self, module: CompiledModule, kernel: KernelInfo, tc: Toolchain, registers: bool
+    ) -> None:
+        # any error is left for the caller, which reads the SASS again and raises it there
+        with contextlib.suppress(BaseException):
+            self._out = read_sass(module, kernel, tc, registers)
+
+    def result(
+        self, module: CompiledModule, kernel: KernelInfo, registers: bool
+    ) -> tuple[LifeRanges | str | None, tuple[SassInstruction, ...]] | None:
+        """The thread's table and SASS once it is done; None when it failed or read another
+        kernel's (the caller reads them itself)."""
+        self._thread.join()
+        if self.key != (module.cubin_path, kernel.mangled, registers):
+            return None
+        return self._out
+
+
+class VariantsAhead:
+    """The variants whose points come from their own traces (``rules``: the rules with
+    ``point_from_variant_trace``), compiled from the moment their rule is done (:meth:`told`,
+    ``evaluate_rules``' ``on_findings``) in an :class:`Ahead` thread while the other rules run:
+    :func:`gpuadvise.analyze.variant_trace.with_trace_points` takes them (:meth:`take`) and
+    compiles any other as before. Each is built as that function builds it (the finding's first
+    candidate, ``options_for``: :func:`~gpuadvise.analyze.variant_trace._variant_options` of
+    the variant and a folder), so the results are the same. ``with`` closes it: the compiles
+    waited for, the variants' folders removed."""
+
+    def __init__(
+        self,
+        options_for: Callable[[Variant, Path], KernelOptions | None],
+        device: Any,
+        rules: Sequence[str],
+    ):
+        self.options_for, self.device = options_for, device
+        self.rules = frozenset(rules)
+        self._stack = contextlib.ExitStack()
+        self._ahead = self._stack.enter_context(Ahead())
+        self._builds: dict[tuple[Any, ...], list[tuple[KernelOptions, Future[Built]]]] = {}
+
+    @staticmethod
+    def _key(f: Finding, v: Variant) -> tuple[Any, ...]:
+        launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
+        return (f.rule, f.line, v.diff, tuple(launch))
+
+    def told(self, findings: Sequence[Finding]) -> None:
+        """The variants of ``findings`` (one rule's) compiled in the thread; never raises (a
+        variant not submitted here is built by ``with_trace_points`` itself)."""
+        import tempfile
+        from pathlib import Path
+
+        for f in findings:
+            if f.rule not in self.rules or f.variant is None or f.is_error:
+                continue
+            try:
+                v = f.variant.candidates()[0]
+                folder = tempfile.TemporaryDirectory(prefix="gpuadvise-variant-")
+                tmp = self._stack.enter_context(folder)
+                vopts = self.options_for(v, Path(tmp))
+            except Exception:  # with_trace_points builds it, and says what failed
+                continue
+            if vopts is not None:
+                built = self._ahead.submit(vopts, self.device)
+                self._builds.setdefault(self._key(f, v), []).append((vopts, built))
+
+    def take(self, f: Finding, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
+        """The options and compile of finding ``f``'s first candidate ``v``, if :meth:`told`
+        submitted it (once: a second finding with the same variant builds its own)."""
+        got = self._builds.get(self._key(f, v))
+        return got.pop(0) if got else None
+
+    def __enter__(self) -> VariantsAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from gpuadvise.analyze.ahead import SassAhead, life_table, read_sass
 from gpuadvise.analyze.head import AnalysisHead, CompiledHead, compile_head
 from gpuadvise.analyze.models import (
     MemoryAnalysis,
@@ -40,6 +41,7 @@ __all__ = [
     "Waves",
     "analyze_kernel",
     "compile_options_for",
+    "life_table",
     "resolve_launch",
     "waves_of",
 ]
@@ -58,8 +60,9 @@ class KernelAnalysis:
     traced); ``models``: the trace-based models computed; ``options``/``toolchain``: how the
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
-    ``rules_s`` and ``measure_s``); ``skipped``: what ``--time-budget`` left out or cut short
-    (empty: the analysis is complete).
+    ``rules_s`` and ``measure_s``; ``sass_s`` is this thread's time in the SASS step: with the
+    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait);
+    ``skipped``: what ``--time-budget`` left out or cut short (empty: the analysis is complete).
     """
 
     spec: KernelSpec
@@ -141,6 +144,7 @@ def analyze_kernel(
     registers: bool = True,
     head: CompiledHead | None = None,
     line_models: bool = True,
+    sass_ahead: SassAhead | None = None,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -156,7 +160,9 @@ def analyze_kernel(
     (the launch model reads the trace's view, which finds its records' sectors itself).
     ``head``: the kernel already compiled, with its occupancy and waves
     (:func:`gpuadvise.analyze.head.compile_head`: ``analyze`` prints its header from it before
-    it loads the rules); None: compiled here."""
+    it loads the rules); None: compiled here. ``sass_ahead``: the head's SASS and life ranges
+    being read in a thread since the compile (:class:`gpuadvise.analyze.ahead.SassAhead`): the
+    PTX is parsed for the emulator meanwhile, then the thread is joined (None: read here)."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import sass
@@ -171,12 +177,23 @@ def analyze_kernel(
     launch_notes = list(head.launch_notes)
     k, result = head.head.occupancy_input, head.head.occupancy
     steps, waves = head.head.next_steps, head.head.waves
+    wanted = trace_models(models) if trace else frozenset()
+    if not line_models:
+        wanted -= {"banks", "coalescing"}
     t2 = time.perf_counter()
-    # the life ranges first: nvdisasm -plr prints every instruction too, so the SASS is read from
-    # its output (lines from the cubin's line table) and one nvdisasm run gives both
     with step("disassembling the SASS"):
-        table = life_table(module, kernel, tc) if registers else None
-        instrs = tuple(sass.disassemble(module.cubin_path, kernel.mangled, tc))
+        read = None
+        if sass_ahead is not None:
+            if wanted and tracer == "emu" and module.ptx:
+                _parse_ahead(module.ptx)  # while nvdisasm runs in the thread
+            t_join = time.perf_counter()
+            read = sass_ahead.result(module, kernel, registers)
+            log.debug(
+                "SASS: the PTX parsed ahead in %.2f s, then %.2f s waited for nvdisasm",
+                t_join - t2,
+                time.perf_counter() - t_join,
+            )
+        table, instrs = read if read is not None else read_sass(module, kernel, tc, registers)
     lines = sass.memory_summary(instrs, call_site=True)
     timings["sass_s"] = time.perf_counter() - t2
     t_live = time.perf_counter()
@@ -189,9 +206,6 @@ def analyze_kernel(
         all_notes.append(why)
     timings["registers_s"] = time.perf_counter() - t_live
     memory = None
-    wanted = trace_models(models) if trace else frozenset()
-    if not line_models:
-        wanted -= {"banks", "coalescing"}
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
         wanted = frozenset()
@@ -254,17 +268,16 @@ def analyze_kernel(
     )
 
 
-def life_table(module: CompiledModule, kernel: KernelInfo, tc: Toolchain) -> LifeRanges | str:
-    """The kernel's life-range table (nvdisasm ``-plr``), or why it cannot be read (no
-    nvdisasm, a table it cannot read). Read before :func:`sass.disassemble`, it spares that a
-    run of nvdisasm (the SASS is read from the same output)."""
-    from gpuadvise.errors import GpuAdviseError
-    from gpuadvise.toolchain.liveness import life_ranges
+def _parse_ahead(ptx: str) -> None:
+    """The kernel's PTX parsed for the emulator now (kept: :func:`~gpuadvise.ptx.parser.
+    parse_ptx_cached`, the emulator's own parse); an error is left for the trace, which parses
+    it again and reports it."""
+    import contextlib
 
-    try:
-        return life_ranges(module.cubin_path, kernel.mangled, tc)
-    except GpuAdviseError as exc:
-        return f"live registers not read: {exc.one_line()}"
+    from gpuadvise.ptx.parser import parse_ptx_cached
+
+    with contextlib.suppress(Exception):
+        parse_ptx_cached(ptx)
 
 
 def live_registers(

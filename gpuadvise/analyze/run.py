@@ -110,10 +110,13 @@ def _run(
     # the kernel compiled, its occupancy and waves: the terminal's header, printed now, before
     # the kernel is traced and the rules run; the modules of those stages and the bundled rules'
     # registry are imported in a thread while nvcc runs (gpuadvise.analyze.warm)
+    from gpuadvise.analyze.ahead import SassAhead
     from gpuadvise.analyze.warm import imports_during
 
     with imports_during(trace, registry=not settings.rules_dirs):
         head = compile_head(spec, choice.device, options, opts.nvcc)
+        # the SASS read (nvdisasm) in a thread from now: the pipeline joins it where it reads it
+        sass = SassAhead(head.module, head.head.kernel, head.toolchain)
     if ahead:
         _measure_ahead(opts)
     if on_head is not None:
@@ -143,44 +146,48 @@ def _run(
         models=models_needed(config, variant_points=True),
         l2_probe_ctas=l2_probe_size(sample, probe),
         head=head,
+        sass_ahead=sass,
     )
     t0 = time.perf_counter()
-    told = None
-    if out_of_time():
-        from gpuadvise.rules.evaluate import skip_all
-        from gpuadvise.rules.registry import load_registry
+    # the variants compiled ahead of their traces (early): waited for, their folders removed,
+    # when the block ends
+    with contextlib.ExitStack() as stack:
+        early = None
+        if out_of_time():
+            from gpuadvise.rules.evaluate import skip_all
+            from gpuadvise.rules.registry import load_registry
 
-        skip("the rules (no findings were looked for)")
-        checked = skip_all(
-            load_registry(config.rules_dirs).selected(config),
-            "the time budget ran out before the rules ran",
-            "the time budget (--time-budget) ran out",
-        )
-    else:
-        if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
-            from gpuadvise.analyze.measure import compile_ahead
+            skip("the rules (no findings were looked for)")
+            checked = skip_all(
+                load_registry(config.rules_dirs).selected(config),
+                "the time budget ran out before the rules ran",
+                "the time budget (--time-budget) ran out",
+            )
+        else:
+            told = None
+            if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
+                from gpuadvise.analyze.measure import compile_ahead
 
-            told = compile_ahead(opts)
-        if ahead or _many_cpus():  # those traced for their points compiled meanwhile
-            told = _told_both(told, _variant_builds(result, config, opts))
-        with step("running the rules"):
-            checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
-    timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
-    if checked.findings and measure is not False and out_of_time():
-        skip("measuring the findings' variants on the GPU")
-        measure = False
-    lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
-    # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
-    # traces them on the CPU for their estimates: neither reads the other's result
-    measuring = _Measuring(opts, checked, measure, lock)
-    built = getattr(told, "variant_builds", None)
-    try:
+                told = compile_ahead(opts)
+            # the variants traced for their points compiled as soon as their rule is done (with
+            # a GPU measuring too: their traces then run beside the measurement)
+            early = _variants_ahead(result, config, opts)
+            if early is not None:
+                stack.enter_context(early)
+                told = _told_both(told, early.told)
+            with step("running the rules"):
+                checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
+        timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+        if checked.findings and measure is not False and out_of_time():
+            skip("measuring the findings' variants on the GPU")
+            measure = False
+        lock = measure_lock if measure_lock is not None else contextlib.nullcontext()
+        # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
+        # traces them on the CPU for their estimates: neither reads the other's result
+        measuring = _Measuring(opts, checked, measure, lock)
         checked, timings["variant_traces_s"] = _trace_points(
-            result, checked, config, opts, sample, built
+            result, checked, config, opts, sample, early
         )
-    finally:
-        if built is not None:
-            built.__exit__(None, None, None)
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
@@ -225,55 +232,47 @@ def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:
     return rules_config(source, settings.select, settings.ignore, settings.rules_dirs)
 
 
-VARIANTS_AHEAD_CPUS = 8
-"""With this many CPUs (or a GPU measuring), the variants traced for their points are compiled
-as the rules find them, beside the rules (:func:`_variant_builds`); with fewer, after them."""
-
-
-def _many_cpus() -> bool:
-    import os
-
-    return (os.cpu_count() or 1) >= VARIANTS_AHEAD_CPUS
-
-
-def _variant_builds(result: Any, config: Any, opts: KernelOptions) -> Any:
-    """The variants :func:`_trace_points` will trace, compiled as the rules find them
-    (:class:`gpuadvise.analyze.variant_trace.VariantBuilds`), or None when none will be traced
-    (no trace, or a trace too long for its variants to be traced)."""
-    from gpuadvise.analyze.variant_trace import MAX_TRACE_S, VariantBuilds
-    from gpuadvise.rules.registry import load_registry
-
-    if result.memory is None or result.memory.trace is None or _trace_took(result) > MAX_TRACE_S:
-        return None
-    registry = load_registry(config.rules_dirs)
-    ids = {r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)}
-    if not ids:
-        return None
-    return VariantBuilds(opts, result.device, result.spec.spec_path, ids)
-
-
-def _told_both(told: Callable[[Any], None] | None, built: Any) -> Callable[[Any], None] | None:
-    """One ``on_findings`` for the rules: the measurement's (``told``) and ``built``'s
-    (:class:`~gpuadvise.analyze.variant_trace.VariantBuilds`, kept on it as ``variant_builds``)."""
-    if built is None:
-        return told
+def _told_both(
+    first: Callable[[Any], None] | None, then: Callable[[Any], None]
+) -> Callable[[Any], None]:
+    """One ``on_findings`` hook for the rules that tells ``first`` (the measurement's compiles,
+    when a GPU measures) and then ``then`` (:meth:`~gpuadvise.analyze.ahead.VariantsAhead.told`)."""
+    if first is None:
+        return then
 
     def both(findings: Any) -> None:
-        if told is not None:
-            told(findings)
-        try:
-            built.submit(findings)
-        except Exception:  # the variant traces build them themselves
-            log.debug("compiling the traced variants ahead failed", exc_info=True)
+        first(findings)
+        then(findings)
 
-    both.variant_builds = built  # type: ignore[attr-defined]
     return both
 
 
-def _trace_took(result: Any) -> float:
-    """The kernel's trace's CPU seconds (the variants are not traced past MAX_TRACE_S)."""
+def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
+    """A :class:`gpuadvise.analyze.ahead.VariantsAhead` for the rules whose findings'
+    variants :func:`_trace_points` will trace, or None when it will trace none (no trace, a
+    trace over ``MAX_TRACE_S``, a device without memory rates, no such rule enabled)."""
+    from gpuadvise.analyze.ahead import VariantsAhead
+    from gpuadvise.analyze.variant_trace import MAX_TRACE_S
+    from gpuadvise.devices import memory_rates
+    from gpuadvise.rules.registry import load_registry
+
     timings = result.timings_s
-    return float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
+    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
+    mem = result.memory
+    if mem is None or mem.trace is None or took > MAX_TRACE_S:
+        return None
+    if memory_rates(result.device) is None:
+        return None
+    registry = load_registry(config.rules_dirs)
+    ids = [r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)]
+    if not ids:
+        return None
+    from gpuadvise.analyze.variant_trace import _variant_options
+
+    spec_path = result.spec.spec_path
+    return VariantsAhead(
+        lambda v, folder: _variant_options(opts, v, folder, spec_path), result.device, ids
+    )
 
 
 def _trace_points(
@@ -282,11 +281,11 @@ def _trace_points(
     config: Any,
     opts: KernelOptions,
     sample: Any,
-    built: Any = None,
+    early: Any = None,
 ) -> tuple[RulesRun, float]:
     """The findings of rules whose change the launch model follows best on the variant's own
     trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took.
-    ``built``: those variants compiled as the rules found them (:func:`_variant_builds`)."""
+    ``early``: their variants compiled while the rules ran (:func:`_variants_ahead`)."""
     from gpuadvise.analyze.variant_trace import MAX_TRACE_S, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
@@ -306,7 +305,8 @@ def _trace_points(
 
     # CPU seconds, not wall: on a loaded machine the wall clock would decide whether variants
     # are traced, and so the findings' points (find_membership: 0.09x on one run, 2.3x on another)
-    took = _trace_took(result)
+    timings = result.timings_s
+    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
     if took > MAX_TRACE_S:
         note = (
             f"the variants of {', '.join(ids + proxies)} were not traced (the kernel's trace took "
@@ -316,7 +316,7 @@ def _trace_points(
     out = checked
     if ids:
         with step("tracing the variants the launch model estimates"):
-            out = with_trace_points(result, out, opts, sample, ids, built)
+            out = with_trace_points(result, out, opts, sample, ids, early)
     if proxies:
         from gpuadvise.analyze.proxy_trace import with_proxy_points
 

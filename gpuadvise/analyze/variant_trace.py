@@ -43,7 +43,7 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from gpuadvise.errors import GpuAdviseError
 
 if TYPE_CHECKING:
-    from gpuadvise.analyze.ahead import Built
+    from gpuadvise.analyze.ahead import Built, VariantsAhead
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.model.roofline import LaunchEstimate, LaunchTimes, Traffic
@@ -313,82 +313,26 @@ def trace_point_estimate(
     return Estimate(point, "point", f"point {point:.2f}x: {how}{was}", inputs)
 
 
-def _traced(f: Finding, rules: Collection[str]) -> bool:
-    """Whether ``f`` is one :func:`with_trace_points` estimates on its variant's own trace."""
-    return f.rule in rules and f.variant is not None and not f.is_error
-
-
-def _candidate_key(v: Variant) -> str:
-    """What identifies a variant's first candidate (its build) across ``candidates()`` calls."""
-    return repr(dataclasses.replace(v, alternatives=()))
-
-
-class VariantBuilds:
-    """The variants :func:`with_trace_points` traces, compiled as their rules report them
-    (``evaluate_rules``' ``on_findings``: :meth:`submit`), while the other rules run (issue 31:
-    analyze --measure on the GPU machine's 16 CPUs, where the measurement compiles the same
-    candidates for the GPU meanwhile). Each is built exactly as :func:`with_trace_points` builds
-    it (:func:`_variant_options`, :class:`~gpuadvise.analyze.ahead.Ahead`): the same estimates.
-    ``with VariantBuilds(...) as b:`` removes the folders and waits for the thread at the end."""
-
-    def __init__(
-        self, opts: KernelOptions, device: Any, spec_path: Any, rules: Collection[str]
-    ) -> None:
-        from gpuadvise.analyze.ahead import Ahead
-
-        self.opts, self.device, self.spec_path, self.rules = opts, device, spec_path, rules
-        self._dirs = contextlib.ExitStack()  # removed once the thread is done with them
-        self._ahead = Ahead()
-        self.builds: dict[str, tuple[KernelOptions, Future[Built]] | None] = {}
-
-    def submit(self, findings: Sequence[Finding]) -> None:
-        """Start compiling the first candidate of each of ``findings`` that is traced."""
-        for f in findings:
-            if not _traced(f, self.rules):
-                continue
-            assert f.variant is not None
-            v = f.variant.candidates()[0]
-            key = _candidate_key(v)
-            if key in self.builds:
-                continue
-            tmp = self._dirs.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
-            vopts = _variant_options(self.opts, v, Path(tmp), self.spec_path)
-            self.builds[key] = (
-                None if vopts is None else (vopts, self._ahead.submit(vopts, self.device))
-            )
-
-    def __enter__(self) -> VariantBuilds:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self._ahead.__exit__(*exc)  # a compile nobody took: cancelled, or waited for
-        finally:
-            self._dirs.close()
-
-
 def with_trace_points(
     analysis: KernelAnalysis,
     run: RulesRun,
     opts: KernelOptions,
     sample_ctas: int | str | None,
     rules: Sequence[str],
-    built: VariantBuilds | None = None,
+    early: VariantsAhead | None = None,
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
-    rule's). A variant that does not build or trace keeps the rule's estimate. ``built``: the
-    variants compiled as the rules found them (:class:`VariantBuilds`); the others are compiled
-    here."""
+    rule's). A variant that does not build or trace keeps the rule's estimate. ``early``: the
+    variants compiled while the rules ran (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
     from gpuadvise.analyze.ahead import Ahead
     from gpuadvise.devices import memory_rates
 
-    todo = [f for f in run.findings if _traced(f, rules)]
+    todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
     rates = memory_rates(analysis.device)
     mem = analysis.memory
     if not todo or mem is None or mem.trace is None or rates is None:
         return run
-    early = {} if built is None else built.builds
     with contextlib.ExitStack() as stack:
         # the variants compiled in a thread, in order, while this one models and traces
         ahead = stack.enter_context(Ahead())
@@ -396,11 +340,9 @@ def with_trace_points(
         for f in todo:
             assert f.variant is not None
             v = f.variant.candidates()[0]
-            key = _candidate_key(v)
-            if key in early:
-                got = early[key]
-                if got is not None:
-                    builds[id(f)] = got
+            took = early.take(f, v) if early is not None else None
+            if took is not None:
+                builds[id(f)] = took
                 continue
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
             vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)

@@ -20,8 +20,10 @@ import importlib
 import threading
 from collections.abc import Iterator
 
-# what the compile imports lazily: imported before the thread starts (then only the thread imports)
-_COMPILE = ("gpuadvise.runner.checks",)
+# what the compile imports lazily, and what the SASS's thread reads nvdisasm's output with
+# (gpuadvise.analyze.ahead.SassAhead, started right after the compile): imported before the
+# thread starts (then only the thread imports)
+_COMPILE = ("gpuadvise.runner.checks", "gpuadvise.toolchain.liveness", "gpuadvise.toolchain.lines")
 # what analyze imports after the compile: the rules' run and their helpers (the registry loads
 # the rule files), the models, and, for a traced kernel, the emulator
 _AFTER_COMPILE = (
@@ -30,7 +32,6 @@ _AFTER_COMPILE = (
     "gpuadvise.analyze.variant_trace",
     "gpuadvise.rules.evaluate",
     "gpuadvise.rules.registry",
-    "gpuadvise.toolchain.liveness",
     "gpuadvise.model.registers",
 )
 _TRACE = (

@@ -330,36 +330,48 @@ def test_a_one_wave_flush_after_the_loops_adds_to_them() -> None:
 def test_variants_compiled_as_their_rules_find_them_give_the_same_findings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Where there are many CPUs (or a GPU measures), the variants traced for their points are
-    compiled as their rules report them, while the other rules run
-    (``VariantBuilds``, issue 31); the findings are those of the variants compiled after the
-    rules, estimate for estimate, and the compile the trace takes is the one started early."""
+    """Where a GPU measures (its half faked here), each rule's findings are told both to the
+    measurement's compiles and to ``VariantsAhead`` (the variants traced for their points,
+    issue 31); the findings are those of the variants compiled after the rules, estimate for
+    estimate, and the compile the trace takes is the one started early."""
+    import gpuadvise.analyze.ahead as A
+    import gpuadvise.analyze.measure as M
     import gpuadvise.analyze.run as run_mod
-    import gpuadvise.analyze.variant_trace as vt
 
     k = ROOT / "kernels" / "accumulate"
     opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
     settings = AnalyzeSettings(measure=False, select=("GA308", "GA303"))
-    monkeypatch.setattr(run_mod, "VARIANTS_AHEAD_CPUS", 1 << 20)  # after the rules
+    monkeypatch.setattr(run_mod, "_variants_ahead", lambda *a: None)  # after the rules
     late = run_mod.run_analysis(opts, settings)
-    submitted: list[str] = []
+    monkeypatch.undo()
+    measured: list[str] = []
+    told: list[str] = []
     taken: list[bool] = []
-    real_submit, real_with = vt.VariantBuilds.submit, vt.with_trace_points
+    real_told, real_take = A.VariantsAhead.told, A.VariantsAhead.take
 
-    def submit(self: vt.VariantBuilds, findings) -> None:  # type: ignore[no-untyped-def]
-        submitted.extend(f.rule for f in findings)
-        real_submit(self, findings)
+    def compile_ahead(o: KernelOptions):  # type: ignore[no-untyped-def]
+        return lambda findings: measured.extend(f.rule for f in findings)
 
-    def with_points(*args, **kw):  # type: ignore[no-untyped-def]
-        built = args[5] if len(args) > 5 else kw.get("built")
-        taken.append(built is not None and len(built.builds) == 1)
-        return real_with(*args, **kw)
+    def told_(self: A.VariantsAhead, findings) -> None:  # type: ignore[no-untyped-def]
+        told.extend(f.rule for f in findings)
+        real_told(self, findings)
 
-    monkeypatch.setattr(vt.VariantBuilds, "submit", submit)
-    monkeypatch.setattr(vt, "with_trace_points", with_points)
-    monkeypatch.setattr(run_mod, "VARIANTS_AHEAD_CPUS", 1)  # as the rules find them
-    early = run_mod.run_analysis(opts, settings)
-    assert "GA308" in submitted and taken == [True]
-    assert [f.to_dict() for f in early.rules.findings] == [f.to_dict() for f in late.rules.findings]
+    def take(self: A.VariantsAhead, f, v):  # type: ignore[no-untyped-def]
+        got = real_take(self, f, v)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: None)
+    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: True)
+    monkeypatch.setattr(M, "start_early", lambda o: None)
+    monkeypatch.setattr(M, "compile_ahead", compile_ahead)
+    monkeypatch.setattr(M, "measure_trials", lambda *a, **kw: {})
+    monkeypatch.setattr(A.VariantsAhead, "told", told_)
+    monkeypatch.setattr(A.VariantsAhead, "take", take)
+    early = run_mod.run_analysis(opts, dataclasses.replace(settings, measure=True))
+    assert "GA308" in measured and "GA308" in told and taken == [True]
+    assert [f.rule for f in early.rules.findings] == [f.rule for f in late.rules.findings]
+    for a, b in zip(early.rules.findings, late.rules.findings, strict=True):
+        assert a.estimated_speedup == b.estimated_speedup, a.rule
     (f,) = [f for f in early.rules.findings if f.rule == "GA308"]
     assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs

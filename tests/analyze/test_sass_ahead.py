@@ -1,0 +1,165 @@
+"""The kernel's SASS read in a thread while the analysis goes on (issue 31: nvdisasm, a child
+process, ran while this process only waited for it; :class:`gpuadvise.analyze.ahead.SassAhead`).
+
+The thread reads exactly what the pipeline read itself (the life ranges, then the SASS from their
+output); a thread that failed, or read another kernel, leaves the reading to the pipeline, which
+then raises what there is to raise. A variant compiled ahead of its trace
+(:class:`gpuadvise.analyze.ahead.Ahead`) has its SASS read in that thread too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuadvise.analyze import ahead as A
+from gpuadvise.analyze.head import CompiledHead, compile_head
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions, build
+from gpuadvise.analyze.pipeline import analyze_kernel
+from gpuadvise.analyze.run import run_analysis
+
+ROOT = Path(__file__).resolve().parents[2]
+R = ROOT / "kernels" / "reduction"
+OPTS = KernelOptions(source=str(R / "reduce.cu"), spec=str(R / "reduce7.toml"), gpu="H100")
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+
+
+@pytest.fixture(scope="module")
+def compiled(compile_cache: Path) -> tuple[Any, Any, CompiledHead]:
+    spec, choice, options = build(OPTS)
+    return spec, options, compile_head(spec, choice.device, options)
+
+
+def test_the_thread_reads_what_the_pipeline_read_itself(compiled) -> None:
+    _, _, head = compiled
+    module, kernel, tc = head.module, head.head.kernel, head.toolchain
+    ahead = A.SassAhead(module, kernel, tc)
+    got = ahead.result(module, kernel, True)
+    assert got is not None
+    table, instrs = got
+    own_table, own_instrs = A.read_sass(module, kernel, tc)
+    assert instrs == own_instrs and len(instrs) > 0
+    assert not isinstance(table, str) and table is not None
+    assert table == own_table
+    # read for another kernel, or without the life ranges: not this read's, the caller reads
+    other = dataclasses.replace(kernel, mangled=kernel.mangled + "_other")
+    assert A.SassAhead(module, kernel, tc).result(module, other, True) is None
+    assert A.SassAhead(module, kernel, tc, registers=False).result(module, kernel, True) is None
+
+
+def test_a_failed_thread_leaves_the_reading_to_the_pipeline(
+    compiled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, options, head = compiled
+    module, kernel, tc = head.module, head.head.kernel, head.toolchain
+    real = A.read_sass
+    threads: list[str] = []
+
+    def flaky(*args: Any, **kw: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        if threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("nvdisasm died")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(A, "read_sass", flaky)
+    monkeypatch.setattr("gpuadvise.analyze.pipeline.read_sass", flaky)
+    ahead = A.SassAhead(module, kernel, tc)
+    assert ahead.result(module, kernel, True) is None
+    a = analyze_kernel(
+        spec,
+        head.head.device,
+        options,
+        trace=False,
+        head=head,
+        sass_ahead=A.SassAhead(module, kernel, tc),
+    )
+    b = analyze_kernel(spec, head.head.device, options, trace=False, head=head)
+    assert a.sass_instructions == b.sass_instructions and a.sass_instruction_count > 0
+    assert a.registers == b.registers and a.registers is not None
+    assert threads.count(threading.main_thread().name) == 2  # a's own read after the failure, b's
+
+
+def test_analyze_reads_the_sass_in_a_thread_and_finds_the_same(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = A.read_sass
+    threads: list[bool] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(A, "read_sass", spy)
+    settings = AnalyzeSettings(measure=False, trace=False)
+    done = run_analysis(OPTS, settings)
+    assert threads == [False]  # read once, in the thread
+    monkeypatch.setattr("gpuadvise.analyze.pipeline.read_sass", spy)
+    spec, choice, options = build(OPTS)
+    alone = analyze_kernel(spec, choice.device, options, trace=False)
+    assert threads == [False, True]
+    assert done.analysis.sass_instructions == alone.sass_instructions
+    assert done.analysis.sass_lines == alone.sass_lines
+    assert done.analysis.registers == alone.registers
+
+
+def test_a_variant_compiled_ahead_has_its_sass_read_in_that_thread(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuadvise.toolchain import sass
+
+    real = sass.disassemble
+    where: list[str] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        where.append(threading.current_thread().name)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sass, "disassemble", spy)
+    spec, choice, _ = build(OPTS)
+    with A.Ahead() as ahead:
+        built = ahead.submit(OPTS, choice.device).result()
+    assert len(where) == 1 and where[0].startswith("gpuadvise-variant")
+    head = built.head
+    assert where and real(head.module.cubin_path, head.head.kernel.mangled, head.toolchain)
+
+
+def test_a_variant_is_compiled_when_its_rule_is_done_and_traced_the_same(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GA308's variant compiled while the rules after it run (``VariantsAhead``), taken by the
+    variant traces: the same point as when the traces compile it themselves."""
+    from gpuadvise.analyze import run as R
+
+    k = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    settings = AnalyzeSettings(measure=False, select=("GA308", "GA309"))
+    events: list[tuple[str, str]] = []
+    real_told, real_take = A.VariantsAhead.told, A.VariantsAhead.take
+
+    def told(self: A.VariantsAhead, findings: Any) -> None:
+        events.extend(("told", f.rule) for f in findings)
+        real_told(self, findings)
+
+    def take(self: A.VariantsAhead, f: Any, v: Any) -> Any:
+        got = real_take(self, f, v)
+        events.append(("taken" if got is not None else "missed", f.rule))
+        return got
+
+    monkeypatch.setattr(A.VariantsAhead, "told", told)
+    monkeypatch.setattr(A.VariantsAhead, "take", take)
+    early = run_analysis(opts, settings)
+    assert ("told", "GA308") in events and ("taken", "GA308") in events
+    assert ("missed", "GA308") not in events
+    monkeypatch.setattr(R, "_variants_ahead", lambda *a: None)
+    events.clear()
+    late = run_analysis(opts, settings)
+    assert events == []
+    (a,) = [f for f in early.rules.findings if f.rule == "GA308"]
+    (b,) = [f for f in late.rules.findings if f.rule == "GA308"]
+    assert a.estimated_speedup is not None and a.estimated_speedup.kind == "point"
+    assert a.estimated_speedup == b.estimated_speedup
+    assert early.rules.findings == late.rules.findings
