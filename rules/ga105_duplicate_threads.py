@@ -48,8 +48,8 @@ def _racing_stores(ctx: RuleContext) -> tuple[list[int], bool]:
 
     trace = ctx.trace
     r = trace.records
-    glob = r[r["space"] == int(Space.GLOBAL)]
-    stores = glob[glob["kind"] == int(Kind.STORE)]
+    g = r["space"] == int(Space.GLOBAL)  # masks: no copy of every global record (wide rows)
+    stores, g_load = r[g & (r["kind"] == int(Kind.STORE))], g & (r["kind"] == int(Kind.LOAD))
     lines: set[int] = set()
     rmw = False
     for inst in np.unique(stores["inst"]).tolist():
@@ -66,7 +66,7 @@ def _racing_stores(ctx: RuleContext) -> tuple[list[int], bool]:
         lines.add(int(line))
         # a read-modify-write: the line loads the very addresses it stores
         here = [i.inst for i in trace.instructions if trace.line_of(i.inst) == (file, line)]
-        loaded = glob[(glob["kind"] == int(Kind.LOAD)) & np.isin(glob["inst"], here)][:4096]
+        loaded = r[np.flatnonzero(g_load & np.isin(r["inst"], here))[:4096]]
         if len(loaded):
             ll = active_lanes(loaded["mask"])
             lkey = (

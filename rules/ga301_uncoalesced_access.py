@@ -183,7 +183,7 @@ class UncoalescedAccess(Rule):
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
-            recs_at = distinct(view.lanes.rec[np.isin(view.lanes.inst, insts)])
+            recs_at = distinct(view.lanes.rec[view.lanes_of(insts)])  # the view's index
             line_requests = max(view.weighted(recs_at), 1.0)
             streams = list(walks.address_streams(view, insts, buffers, data))
             for b, group in streams:

@@ -52,16 +52,34 @@ def uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     return _MEMO(trace, _uniform_lanes)
 
 
+_GATHER_RECORDS = 1 << 14
+"""Records gathered at a time by :func:`_one_address_at` (one_address's own chunk)."""
+
+
+def _one_address_at(records: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~gpuadvise.model.banks.one_address` of ``records[idx]``, the records gathered a
+    chunk at a time: no copy of every global record's lanes (the wide record) at once."""
+    if len(idx) == len(records):
+        return one_address(records)
+    lanes = np.empty(len(idx), np.int64)
+    one = np.empty(len(idx), bool)
+    for a in range(0, len(idx), _GATHER_RECORDS):
+        b = a + _GATHER_RECORDS
+        lanes[a:b], one[a:b] = one_address(records[idx[a:b]])
+    return lanes, one
+
+
 def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
     r = trace.records
-    glob = r[r["space"] == int(Space.GLOBAL)]
-    if not len(glob):
+    gidx = np.flatnonzero(r["space"] == int(Space.GLOBAL))
+    if not len(gidx):
         return None
-    lanes, single = one_address(glob)
+    lanes, single = _one_address_at(r, gidx)
     many = lanes >= 2
     one = many & single
-    store = glob["kind"] == int(Kind.STORE)
-    load = glob["kind"] == int(Kind.LOAD)
+    kind = r["kind"][gidx]
+    store = kind == int(Kind.STORE)
+    load = kind == int(Kind.LOAD)
     n_store, n_load = int((many & store).sum()), int((many & load).sum())
     if n_store == 0:
         return None
@@ -73,7 +91,7 @@ def _uniform_lanes(trace: AccessTrace) -> UniformLanes | None:
         load_share=float((one & load).sum()) / n_load if n_load else 0.0,
         store_share=len(uni_store) / n_store,
         lanes=float(lanes[both].mean()) if both.any() else 0.0,
-        first_store_inst=int(glob["inst"][uni_store[0]]) if len(uni_store) else -1,
+        first_store_inst=int(r["inst"][gidx[uni_store[0]]]) if len(uni_store) else -1,
     )
 
 
@@ -100,17 +118,23 @@ def copies_of(
     x are copies), over the first ``max_ctas`` traced CTAs; the second is False unless two of
     them share a row."""
     r = trace.records
-    glob = r[r["space"] == int(Space.GLOBAL)]
-    if not len(glob):
+    # no copy of every global record (the wide rows): each CTA's, when its turn comes
+    is_glob = r["space"] == int(Space.GLOBAL)
+    if not is_glob.any():
         return False, False
-    ctas = np.unique(glob["cta"])[:max_ctas].tolist()
+    ctas = np.unique(r["cta"][is_glob])[:max_ctas].tolist()
     warps_alike = True
     rows: dict[int, set[bytes]] = {}
     for c in ctas:
-        mine = glob[glob["cta"] == c]
+        mine = r[is_glob & (r["cta"] == c)]
         sig = None
         if warps_alike:  # once two warps differ, only the CTAs' signatures are asked for
-            sigs = {_signature(mine[mine["warp"] == w]) for w in np.unique(mine["warp"]).tolist()}
+            # each warp's records in their order (a stable sort by warp, split where it
+            # changes), not one mask over the CTA's records per warp
+            order = np.argsort(mine["warp"], kind="stable")
+            w_sorted = mine["warp"][order]
+            cuts = np.flatnonzero(w_sorted[1:] != w_sorted[:-1]) + 1
+            sigs = {_signature(mine[part]) for part in np.split(order, cuts)}
             warps_alike = len(sigs) == 1
             if warps_alike:  # the CTA's distinct rows are its warps' own: the same bytes
                 sig = next(iter(sigs))

@@ -26,6 +26,7 @@ is checked against the memory budget (:mod:`gpuadvise.spec.budget`) before anyth
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import stat
@@ -56,8 +57,10 @@ _PEAK_FACTOR = 4
 _FILL_THREADS = 16
 
 
+@functools.lru_cache(maxsize=256)
 def stream_key(seed: int, name: str, part: str = "") -> int:
-    """The 64-bit key of one random stream: buffer ``name`` (field ``part``) of launch ``seed``."""
+    """The 64-bit key of one random stream: buffer ``name`` (field ``part``) of launch ``seed``
+    (kept: the emulator's lazy buffers ask for it once per page they fill)."""
     digest = hashlib.sha256(f"{seed}:{name}:{part}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
@@ -80,18 +83,24 @@ def counter_words(start: int, stop: int, key: int) -> np.ndarray:
         gen = np.random.Philox(key=key, counter=block)
         if block < 1 << 64 and 0 <= key < 1 << 64:
             _GENERATORS.gen = gen
+            _GENERATORS.state = {
+                "bit_generator": "Philox",
+                "state": {
+                    "counter": np.zeros(4, np.uint64),
+                    "key": np.zeros(2, np.uint64),
+                },
+                "buffer": np.zeros(4, np.uint64),
+                "buffer_pos": 4,
+                "has_uint32": 0,
+                "uinteger": 0,
+            }
     else:
-        gen.state = {
-            "bit_generator": "Philox",
-            "state": {
-                "counter": np.array([block, 0, 0, 0], np.uint64),
-                "key": np.array([key, 0], np.uint64),
-            },
-            "buffer": np.zeros(4, np.uint64),
-            "buffer_pos": 4,
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
+        # the thread's one state dict, its counter and key set in place: the setter copies
+        # them into the generator (half the cost of a fresh dict and arrays per slice)
+        state = _GENERATORS.state
+        state["state"]["counter"][0] = block
+        state["state"]["key"][0] = key
+        gen.state = state
     skip = start - 4 * block
     return gen.random_raw(stop - start + skip)[skip:]
 
@@ -108,7 +117,12 @@ def _ints(z: np.ndarray, low: int, high: int, dt: np.dtype) -> np.ndarray:
         if span >= 1 << 64:
             v = z
         else:
-            v = z % np.uint64(span)
+            # z % span, as z - (z // span) * span: numpy divides by a scalar without the
+            # hardware's 64-bit division (libdivide), 1.8x faster on a page's 1,024 words
+            s = np.uint64(span)
+            v = z // s
+            v *= s
+            np.subtract(z, v, out=v)
             v += np.uint64(low % (1 << 64))
     return v.view(np.int64).astype(dt) if low < 0 else v.astype(dt)
 
