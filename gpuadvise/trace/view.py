@@ -267,7 +267,7 @@ class TraceView:
             < 2**31 - 1
         )
         ix = np.int32 if narrow else np.int64
-        buf = safe.astype(ix)
+        buf: np.ndarray = safe.astype(ix)
         del safe
         buf[~inside] = -1
         del inside
