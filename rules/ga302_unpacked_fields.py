@@ -182,7 +182,7 @@ class UnpackedFields(Rule):
             sel = np.isin(lanes.inst, insts)
             sub = lanes.take(sel)
             elem = sub.off // bi.elem_bytes
-            key = (sub.cta << 54) | (sub.tid << 44) | elem
+            key = (sub.cta.astype(np.int64) << 54) | (sub.tid.astype(np.int64) << 44) | elem
             _, per = np.unique(key, return_counts=True)
             together = int(np.sum(per >= 2))
             if together == 0:

@@ -154,7 +154,7 @@ class SharedStagingL1Serves(Rule):
             lanes, _ = view.access(g, bufs[0])
             if not len(lanes):
                 continue
-            sectors = distinct((lanes.cta << 40) | (lanes.off // SECTOR))
+            sectors = distinct((lanes.cta.astype(np.int64) << 40) | (lanes.off // SECTOR))
             per_cta = len(sectors) * SECTOR / max(len(distinct(lanes.cta)), 1)
             footprint = int(per_cta * resident)
             if footprint > l1:

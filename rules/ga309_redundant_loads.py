@@ -260,7 +260,7 @@ class RedundantGlobalLoads(Rule):
                     view.buffer_names[b],
                     len(ja),
                     len(distinct(thread_keys(lanes.take(lane)))),
-                    len(distinct((lanes.cta[lane] << 16) | lanes.tid[lane])),
+                    len(distinct((lanes.cta[lane].astype(np.int64) << 16) | lanes.tid[lane])),
                     round(req, 3),
                     int(rl.after_store[ja].sum()),
                     int(stored.sum()),

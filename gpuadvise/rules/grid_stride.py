@@ -133,7 +133,7 @@ def buffer_uses(view: TraceView) -> list[BufferUse]:
         eb = max(int(view.buffers[name].elem_bytes), 1)
         elem = lanes.off[m] // eb
         cta = lanes.cta[m]
-        thread = (cta << 20) | lanes.tid[m]
+        thread = (cta.astype(np.int64) << 20) | lanes.tid[m]
         pairs = distinct_rows([thread, elem])
         _, counts = np.unique(pairs[0], return_counts=True)
         dense, lo, hi = _cta_ranges(cta, elem)

@@ -139,7 +139,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
             continue
         records = rec[starts]
         weights = view.rec_weight[records]
-        thread = lanes.cta[sel] * threads + lanes.tid[sel]
+        thread = lanes.cta[sel].astype(np.int64) * threads + lanes.tid[sel]
         per_thread = float((weights * n_lanes).sum()) / max(len(distinct(thread)), 1)
         b = int(np.bincount(buf).argmax())
         file, line = trace.call_site_of(inst)  # type: ignore[attr-defined]

@@ -105,7 +105,7 @@ def thread_step(lanes: Any) -> int | None:
         return None
     # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
     # stable sort of a combined thread key
-    order = stable_argsort(lanes.cta * (int(lanes.tid.max()) + 1) + lanes.tid)
+    order = stable_argsort(lanes.cta.astype(np.int64) * (int(lanes.tid.max()) + 1) + lanes.tid)
     if not bool((np.diff(lanes.rec) >= 0).all()):
         order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
     cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]

@@ -236,31 +236,56 @@ class TraceView:
         rows, lanes = np.nonzero(act)
         # (the mask selects the lanes in the order of nonzero's: row by row)
         addr = recs["addr"][act] if len(rows) else np.zeros(0, np.uint64)
+        del act
         names = sorted(self.buffers, key=lambda n: self.buffers[n].base)
         bases = np.array([self.buffers[n].base for n in names], dtype=np.uint64)
         ends = np.array([self.buffers[n].base + self.buffers[n].size for n in names], np.uint64)
         which = np.searchsorted(bases, addr, side="right") - 1
         inside = which >= 0
         safe = np.clip(which, 0, max(len(names) - 1, 0))
+        del which
         if len(names):
             inside &= addr < ends[safe]
             # (int64 arithmetic wraps as uint64's does: the same offsets, one pass fewer)
             off = addr.view(np.int64) - bases.view(np.int64)[safe]
         else:
             off = np.zeros(len(addr), np.int64)
+        del addr
         self.buffer_names = names
-        self.lane_buffer = np.where(inside, safe, -1)
-        # the records' fields made int64 (contiguous) before they are spread over the lanes:
-        # a gather from the wide records per lane is the slow part (copy=False: the arrays
-        # made here are int64 already and nothing else holds them)
-        self.lanes = Lanes(
-            rows.astype(np.int64, copy=False),
-            recs["inst"].astype(np.int64)[rows],
-            np.searchsorted(ctas, recs["cta"]).astype(np.int64, copy=False)[rows],
-            (recs["warp"].astype(np.int64) * WARP)[rows] + lanes,
-            off,
-            recs["width"].astype(np.int64)[rows],
+        # the lanes' index columns (record, instruction, CTA, thread, width, buffer) in int32
+        # where every value fits (checked here: the records, the CTAs, the instructions and
+        # the threads number fewer than 2**31), half the memory of int64 (issue 31); the
+        # offsets stay int64. Who combines them into wider keys widens them first.
+        narrow = (
+            max(
+                len(recs),
+                len(ctas),
+                len(trace.instructions),
+                (int(recs["warp"].max()) + 1) * WARP if len(recs) else 0,
+                len(names),
+            )
+            < 2**31 - 1
         )
+        ix = np.int32 if narrow else np.int64
+        buf: np.ndarray = safe.astype(ix)
+        del safe
+        buf[~inside] = -1
+        del inside
+        self.lane_buffer = buf
+        # the records' fields made contiguous (ix) before they are spread over the lanes: a
+        # gather from the wide records per lane is the slow part
+        tid = (recs["warp"].astype(ix) * WARP)[rows]
+        np.add(tid, lanes, out=tid, casting="same_kind")  # lane < 32: fits
+        del lanes
+        self.lanes = Lanes(
+            rows.astype(ix),
+            recs["inst"].astype(ix)[rows],
+            np.searchsorted(ctas, recs["cta"]).astype(ix)[rows],
+            tid,
+            off,
+            recs["width"].astype(ix)[rows],
+        )
+        del rows
         # the user's line of each instruction (its call site for code inlined from a header), as
         # the coalescing model keys its lines
         self.inst_line = [trace.line_of(k) for k in range(len(trace.instructions))]
@@ -549,7 +574,7 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     waste nothing here; an array-of-structures field read wastes the rest of each sector."""
     if not len(lanes):
         return 0, 0
-    group = lanes.cta * 64 + lanes.tid // WARP
+    group = lanes.cta.astype(np.int64) * 64 + lanes.tid // WARP
     first = lanes.off // SECTOR
     last = (lanes.off + lanes.width - 1) // SECTOR
     span = (last - first).max()
@@ -834,7 +859,7 @@ def infer_pattern(
     rows = count // pitch
     if len(unique_int(d)) > MAX_VISITS:
         return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
-    thread = (lanes.cta << 20) | lanes.tid
+    thread = (lanes.cta.astype(np.int64) << 20) | lanes.tid
     # visits: consecutive reads of one thread of the same element
     order = np.lexsort((lanes.rec, thread))
     th, dd, ff, ww = thread[order], d[order], fo[order], lanes.width[order]

@@ -104,11 +104,23 @@ def residencies(k: np.ndarray, a: np.ndarray, g: np.ndarray) -> tuple[float, flo
     """
     if len(k) == 0:
         return 0.0, 0.0
+    # in place, two arrays of the residencies' length (a split replay has tens of millions):
+    # the same operations on the same values as ``0.5 * (g + a * (1 - 2**(1 - k)))`` and
+    # ``g * (1 - 2**-k)``
     kf = k.astype(np.float64)
-    p_far_later = 1.0 - np.exp2(1.0 - kf)
-    miss = 0.5 * (g + a * p_far_later)
-    look = g * (1.0 - np.exp2(-kf))
-    return float(miss.sum()), float(look.sum())
+    t = np.subtract(1.0, kf)
+    np.exp2(t, out=t)
+    np.subtract(1.0, t, out=t)  # p_far_later
+    np.multiply(a, t, out=t)
+    np.add(g, t, out=t)
+    t *= 0.5
+    miss = float(t.sum())
+    del t
+    np.negative(kf, out=kf)
+    np.exp2(kf, out=kf)
+    np.subtract(1.0, kf, out=kf)
+    np.multiply(g, kf, out=kf)
+    return miss, float(kf.sum())
 
 
 class _WindowFit:
@@ -252,7 +264,8 @@ def replay_order(
         g_s.append(r[rows, cols].astype(np.int64))
         g_e.append(r[rows, cols + 1].astype(np.int64))
         g_w.append(mat.w_bytes[rows])
-        saved.append((r, kk, gap))
+        del gap, sel, rows, cols
+        saved.append((r, kk, None))  # the gaps made again when read (one subtraction)
     for lst in model.lists:
         pr = pos[lst.cta]
         o = sort_pairs(lst.unit, pr)
@@ -341,7 +354,10 @@ def replay_order(
     dram = [0.0] * len(caps)
     near = [0.0] * len(caps)
     fabric = [0.0] * len(caps)
-    for mat, (r, kk, gap) in zip(model.mats, saved[: len(model.mats)], strict=True):
+    for m, mat in enumerate(model.mats):
+        r, kk, _ = saved[m]
+        saved[m] = None  # each block's arrays freed once read, not at the end of the replay
+        gap = r[:, 1:] - r[:, :-1]
         valid = r[:, 1:] < P
         r1 = np.minimum(r[:, 1:], P - 1)
         # per touch (after the first of each unit): its load requests and loaded granules
@@ -363,7 +379,17 @@ def replay_order(
                 miss = np.empty(r.shape, dtype=bool)
                 miss[:, 0] = True
                 np.logical_and(valid, ~hit, out=miss[:, 1:])
-                rows, cols = np.nonzero(miss)
+                # np.nonzero's rows and columns, made int32 (half the memory a miss)
+                flat = np.flatnonzero(miss)
+                width = miss.shape[1]
+                del miss
+                rows = np.floor_divide(
+                    flat, width, out=np.empty(len(flat), np.int32), casting="unsafe"
+                )
+                cols = np.remainder(
+                    flat, width, out=np.empty(len(flat), np.int32), casting="unsafe"
+                )
+                del flat
                 nxt = mat.nvalid[rows]
                 same = rows[1:] == rows[:-1]
                 nxt[:-1] = np.where(same, cols[1:], nxt[:-1])
