@@ -378,7 +378,9 @@ class TraceView:
         if self._inst_buffers is None:
             inside = self.lane_buffer >= 0
             nb = max(len(self.buffer_names), 1)
-            pairs = unique_int(self.lanes.inst[inside] * nb + self.lane_buffer[inside])
+            # (int64: the lanes' int32 instruction times the buffers may pass 2**31)
+            inst = self.lanes.inst[inside].astype(np.int64)
+            pairs = unique_int(inst * nb + self.lane_buffer[inside])
             by_inst: dict[int, set[int]] = {}
             for i, b in zip((pairs // nb).tolist(), (pairs % nb).tolist(), strict=True):
                 by_inst.setdefault(i, set()).add(b)
