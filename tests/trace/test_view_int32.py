@@ -30,3 +30,44 @@ def test_buffers_at_with_instruction_times_buffers_past_int32():
     assert view.buffers_at(np.array([2**30], np.int64)) == ["b2"]
     assert view.buffers_at(np.array([2**30 + 1], np.int64)) == ["b3"]
     assert view.buffers_at(np.array([5], np.int64)) == ["b1"]
+
+
+def _lanes_near_limit(dtype: type) -> Lanes:
+    """Lanes whose record, instruction, CTA and thread indices lie just below 2**31 (the view's
+    int32 bound), in ``dtype``; byte offsets int64 as the view keeps them."""
+    rng = np.random.default_rng(7)
+    n, top = 3000, 2**31 - 3
+    rec = np.sort(rng.integers(top - 400, top, n))
+    inst = rng.integers(top - 8, top, n)
+    cta = rng.integers(top - 4, top, n)
+    tid = rng.integers(top - 64, top, n)
+    off = rng.integers(0, 1 << 20, n) * 4
+    width = rng.choice([4, 8, 16], n)
+    return Lanes(
+        rec.astype(dtype),
+        inst.astype(dtype),
+        cta.astype(dtype),
+        tid.astype(dtype),
+        off.astype(np.int64),
+        width.astype(dtype),
+    )
+
+
+def test_lane_consumers_give_the_int64_results_on_int32_columns():
+    from gpuadvise.rules.reload_advice import coalesced_lanes
+    from gpuadvise.rules.repeats import thread_keys
+    from gpuadvise.rules.walks import thread_step
+    from gpuadvise.trace.view import cta_reuse, field_loads, stride_mode, warp_footprint
+
+    wide, narrow = _lanes_near_limit(np.int64), _lanes_near_limit(np.int32)
+    every = np.arange(len(wide))
+    for f in (
+        warp_footprint,
+        lambda x: cta_reuse(x, np.ones(4, np.int64)),
+        lambda x: field_loads(x, 16),
+        stride_mode,
+        thread_step,
+        lambda x: thread_keys(x).tolist(),
+        lambda x: coalesced_lanes(x, every),
+    ):
+        assert f(narrow) == f(wide)
