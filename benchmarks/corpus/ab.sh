@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole corpus twice on one machine, back to back, so that the two trees' times compare as
+# ratios within one run (issue 31): this checkout ("after"), then a base in a copy of this checkout
+# whose gpuadvise/, rules/ and kernels/ come from an archive:
+#     git archive BASE_COMMIT gpuadvise rules kernels | gzip > base.tgz      # on your machine
+#     OUT=/tmp/ab bash benchmarks/corpus/ab.sh base.tgz                      # where it runs
+# Each tree gets a fresh cache (GPUADVISE_CACHE_DIR). The same runner, manifests and judgements
+# (this checkout's benchmarks/) score both. Writes results_{after,base}.json, table_*.md and
+# corpus_*.txt under $OUT. CORPUS_S bounds each run (default 270 s), JOBS its parallelism (15), PYTHON the interpreter.
+set -u
+base_tgz=$(realpath "${1:?usage: ab.sh BASE.tgz (git archive REV gpuadvise rules kernels | gzip)}")
+: "${OUT:?set OUT to a folder for the results}"
+mkdir -p "$OUT"
+B=$(mktemp -d /tmp/gpuadvise-ab-base.XXXXXX)
+tar cf - --exclude=./.device-wheels --exclude=./.git --exclude=./.gpu --exclude=./.venv . | tar xf - -C "$B"
+rm -rf "$B/gpuadvise" "$B/rules" "$B/kernels" && tar xzf "$base_tgz" -C "$B"
+{ nproc; uptime; } >> "$OUT/ab.txt"
+for t in after base; do
+  d=$PWD; [ "$t" = base ] && d=$B
+  s=$(date +%s); o=$(mktemp -d "/tmp/gpuadvise-ab-out-$t.XXXXXX")
+  ( cd "$d" && GPUADVISE_CACHE_DIR=$(mktemp -d "/tmp/gpuadvise-ab-cache-$t.XXXXXX") \
+      timeout "${CORPUS_S:-270}" "${PYTHON:-python3}" benchmarks/corpus/run.py --fixes --jobs "${JOBS:-15}" \
+      --timeout 240 --out "$o" --markdown "$OUT/table_$t.md" -- --tracer emu \
+      > "$OUT/corpus_$t.txt" 2>&1 )
+  echo "$t rc=$? $(( $(date +%s) - s ))s $(uptime)" >> "$OUT/ab.txt"
+  cp "$o/results.json" "$OUT/results_$t.json" 2>/dev/null \
+    || cp "$o/partial.jsonl" "$OUT/partial_$t.jsonl" 2>/dev/null  # cut by CORPUS_S
+done
+rm -rf "$B"
