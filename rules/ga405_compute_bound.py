@@ -76,19 +76,7 @@ def _memory_free(t: Traffic) -> Traffic:
     if w is not None:
         chain = {k: v for k, v in w.chain.items() if k not in _MEMORY_CHAIN}
         work = replace(w, chain=chain, chain_unordered=None)
-    return replace(
-        t,
-        l1_cycles=0.0,
-        shared_wavefronts=0.0,
-        l2_load_sectors=0.0,
-        l2_store_sectors=0.0,
-        l2_partial_store_sectors=0.0,
-        l2_scattered_store_sectors=0.0,
-        dram_bytes=0.0,
-        dram_load_bytes=0.0,
-        bytes_in_flight_per_warp=0.0,
-        work=work,
-    )
+    return t.without_memory(work=work)
 
 
 class ComputeBoundKernel(Rule):

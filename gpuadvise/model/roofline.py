@@ -221,6 +221,26 @@ class Traffic:
     l2_refetch_load_sectors: float = 0.0
     l1_pending_load_requests: float = 0.0
 
+    def without_memory(self, **fields: Any) -> Traffic:
+        """This launch with none of its memory traffic (the L1, shared, L2 and DRAM terms and
+        the bytes in flight), ``fields`` replaced besides: its arithmetic alone (GA405's
+        compute side, the idle CTAs' launch in :mod:`gpuadvise.rules.idle_cost`)."""
+        return replace(
+            self,
+            **{
+                "l1_cycles": 0.0,
+                "shared_wavefronts": 0.0,
+                "l2_load_sectors": 0.0,
+                "l2_store_sectors": 0.0,
+                "l2_partial_store_sectors": 0.0,
+                "l2_scattered_store_sectors": 0.0,
+                "dram_bytes": 0.0,
+                "dram_load_bytes": 0.0,
+                "bytes_in_flight_per_warp": 0.0,
+                **fields,
+            },
+        )
+
     def load_mix(self, in_flight: bool = True) -> LoadMix:
         """Where the loads are served and the shared accesses' wavefronts per request. A load
         waits for its slowest sector: it misses the L1 when one of its sectors does, so the L1

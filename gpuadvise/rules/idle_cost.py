@@ -107,18 +107,8 @@ def idle_cost(trace: AccessTrace, device: DeviceSpec, traffic: Traffic) -> IdleC
         shared_wavefronts=traffic.shared_wavefronts * shared,
         shared_requests=traffic.shared_requests * shared,
     )
-    nothing = replace(
-        traffic,
-        l1_cycles=0.0,
-        shared_wavefronts=0.0,
+    nothing = traffic.without_memory(
         shared_requests=0.0,
-        l2_load_sectors=0.0,
-        l2_store_sectors=0.0,
-        l2_partial_store_sectors=0.0,
-        l2_scattered_store_sectors=0.0,
-        dram_bytes=0.0,
-        dram_load_bytes=0.0,
-        bytes_in_flight_per_warp=0.0,
         resident_warps=min(traffic.resident_warps, idle * warps),
         work=_scaled(work, k_idle, idle, shared_requests=0.0, shared_wavefronts=0.0),
     )
