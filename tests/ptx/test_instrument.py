@@ -147,6 +147,17 @@ def _launch(src: Path, kernel: str, grid: Any, block: Any, buffers: list[str], *
     return resolve(spec, parse_signature(src.read_text(), kernel))
 
 
+def _vec_add_40(cache: Path) -> tuple[CompiledModule, Any, Any]:
+    """BASIC's vec_add compiled, and a launch of 40 CTAs of 64 threads over 40 x 64 floats."""
+    module = module_of(BASIC, cache)
+    n = 64 * 40
+    launch = _launch(
+        BASIC, "vec_add", 40, 64, [f"a=float[{n}]", f"b=float[{n}]", f"c=float[{n}]"],
+        args=[f"n={n}"],
+    )  # fmt: skip
+    return module, module.kernel("vec_add"), launch
+
+
 CASES: dict[str, tuple[Any, ...]] = {
     # name: (source, kernel, grid, block, buffers, args, dynamic smem, sample)
     "vec_add guard": (BASIC, "vec_add", 4, 64, ["a=float[250]", "b=float[250]", "c=float[250]"],
@@ -236,13 +247,7 @@ def test_the_default_sample_is_cut_to_the_trace_budget(
     from gpuadvise.trace import emulate as emulate_mod
     from gpuadvise.trace.access import RECORD
 
-    module = module_of(BASIC, cache)
-    info = module.kernel("vec_add")
-    n = 64 * 40
-    launch = _launch(
-        BASIC, "vec_add", 40, 64, [f"a=float[{n}]", f"b=float[{n}]", f"c=float[{n}]"],
-        args=[f"n={n}"],
-    )  # fmt: skip
+    module, info, launch = _vec_add_40(cache)
     per_cta = 3 * 2  # two loads and a store per warp, two warps
     monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 7 * per_cta * RECORD.itemsize)
     got = trace_on_gpu(module, info, launch, preset("H100"), emulate_device=True, timing_samples=0)
@@ -266,13 +271,7 @@ def test_the_default_sample_is_bounded_by_its_cost(
     not cut by the cost."""
     from gpuadvise.trace import emulate as emulate_mod
 
-    module = module_of(BASIC, cache)
-    info = module.kernel("vec_add")
-    n = 64 * 40
-    launch = _launch(
-        BASIC, "vec_add", 40, 64, [f"a=float[{n}]", f"b=float[{n}]", f"c=float[{n}]"],
-        args=[f"n={n}"],
-    )  # fmt: skip
+    module, info, launch = _vec_add_40(cache)
     per_cta = 3 * 2  # two loads and a store per warp, two warps
     # 2 CTAs' cost, stretched 4x below MIN_SAMPLE_CTAS: 8 CTAs
     monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_COST", 2 * per_cta + 1)
