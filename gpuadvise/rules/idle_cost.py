@@ -14,7 +14,6 @@ with the launch's memory traffic (all of it theirs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -50,19 +49,9 @@ class IdleCost:
 
 
 def _scaled(work: KernelWork, k: float, ctas: float, **more: object) -> KernelWork:
-    def by(m: Mapping[str, float]) -> dict[str, float]:
-        return {c: v * k for c, v in m.items()}
-
-    return replace(
-        work,
-        pipes=by(work.pipes),
-        chain=by(work.chain),
-        chain_unordered=None if work.chain_unordered is None else by(work.chain_unordered),
-        chain_in_registers=None if work.chain_in_registers is None else by(work.chain_in_registers),
-        critical_instructions=work.critical_instructions * k,
-        ctas=max(int(round(ctas)), 1),
-        **more,  # type: ignore[arg-type]
-    )
+    """``work`` with each CTA doing ``k`` times the mean's (every count scaled,
+    :meth:`KernelWork.per_cta_scaled`), for ``ctas`` CTAs, ``more`` fields replaced."""
+    return replace(work.per_cta_scaled(k), ctas=max(int(round(ctas)), 1), **more)  # type: ignore[arg-type]
 
 
 def idle_cost(trace: AccessTrace, device: DeviceSpec, traffic: Traffic) -> IdleCost | None:
