@@ -15,6 +15,7 @@ from typing import Literal, overload
 import numpy as np
 
 __all__ = [
+    "count_distinct_sorting",
     "distinct",
     "distinct_first",
     "distinct_inverse",
@@ -33,6 +34,15 @@ def distinct(a: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def count_distinct_sorting(a: np.ndarray) -> int:
+    """``len(distinct(a))`` of a 1-D array, sorting ``a`` itself in place (no copy of it: the
+    caller's own temporary of millions of keys, issue 31's peak)."""
+    if len(a) < 2:
+        return len(a)
+    a.sort()
+    return int(np.count_nonzero(a[1:] != a[:-1])) + 1
 
 
 def stable_argsort(a: np.ndarray) -> np.ndarray:
@@ -64,7 +74,8 @@ def _sorted_packed(a: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     if a.dtype.kind == "u":
         key = (a - a.dtype.type(lo)).astype(np.int64)
     else:
-        key = a.astype(np.int64) - np.int64(lo)
+        key = a.astype(np.int64)  # a copy even of int64: shifted in place below
+        key -= np.int64(lo)
     key <<= np.int64(shift)
     key |= np.arange(n, dtype=np.int64)
     key.sort()
@@ -188,8 +199,12 @@ def distinct_inverse(
     if packed is None:
         return _numpy_inverse(a, return_index)
     values, perm, start = _runs(a, packed)
+    del packed  # its sorted keys: not held beside the inverse (issue 31's peak)
+    rank = np.cumsum(start, dtype=np.intp)
+    rank -= 1
     inverse = np.empty(len(a), dtype=np.intp)
-    inverse[perm] = np.cumsum(start) - 1
+    inverse[perm] = rank
+    del rank
     if return_index:
         return values, perm[start].astype(np.intp), inverse
     return values, inverse

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.arrays import distinct, distinct_rows, member
+from gpuadvise.arrays import count_distinct_sorting, distinct, distinct_rows, member
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
@@ -149,3 +149,14 @@ def test_distinct_first_is_numpys_unique_with_first_positions(dtype: type, wide:
         got, first = distinct_first(a)
         assert got.dtype == want.dtype and np.array_equal(got, want)
         assert np.array_equal(first, want_first)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8])
+def test_count_distinct_sorting_counts_and_sorts_in_place(dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 5, 1000):
+        a = rng.integers(0, 50, n).astype(dtype)
+        want = len(np.unique(a))
+        assert count_distinct_sorting(a) == want
+        if n >= 2:  # the caller's array itself is sorted (no copy made)
+            assert (a[1:] >= a[:-1]).all()
