@@ -227,11 +227,11 @@ def own_stored_lanes(view: TraceView, keep: np.ndarray | None = None) -> np.ndar
     # only the buffers both stored and loaded can have such loads (most kernels: none)
     lane_ok = (lb >= 0) & rec_ok[lanes.rec]
     both = np.intersect1d(
-        distinct(lb[lane_ok & is_load_rec[lanes.rec]].astype(np.int64)),
-        distinct(lb[lane_ok & ~is_load_rec[lanes.rec]].astype(np.int64)),
+        distinct(lb[lane_ok & is_load_rec[lanes.rec]]).astype(np.int64),
+        distinct(lb[lane_ok & ~is_load_rec[lanes.rec]]).astype(np.int64),
     )
     idx = (
-        np.flatnonzero(lane_ok & member(lb.astype(np.int64), both))
+        np.flatnonzero(lane_ok & member(lb, both))  # (lb as it is: no lane-sized int64 copy)
         if len(both)
         else np.zeros(0, np.int64)
     )
@@ -279,32 +279,47 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
         # a load of what its CTA stored in full before is the L1's, and no DRAM fill
         fetched = lload & ~own_stored_lanes(view, keep)
-        sec = lanes.off // SECTOR
         got = {}
-        fetched_idx = np.flatnonzero(fetched)  # one array for the L2's set and DRAM's
+        # one array for the L2's set and DRAM's; the sets hold their lane indices and key
+        # numbers while the view lives: in int32 where they fit (issue 31)
+        fetched_idx = _index32(np.flatnonzero(fetched), len(lanes))
+        del fetched
         l2_keys: tuple[np.ndarray, np.ndarray | None, np.ndarray, int] | None = None
-        for name, part in (("l2", fetched), ("load", fetched), ("store", lstore)):
-            idx = fetched_idx if part is fetched else np.flatnonzero(part)
-            # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's, packed
-            # densely in that order: distinct_inverse sorts it packed with the positions
-            cols = [lb[idx].astype(np.int64, copy=False), sec[idx]]
+        for name in ("l2", "load", "store"):
+            idx = fetched_idx if name != "store" else _index32(np.flatnonzero(lstore), len(lanes))
             first: np.ndarray | None = None
             if name == "load" and l2_keys is not None:
                 uniq, first, group = _coarser(*l2_keys)
             else:
+                # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's,
+                # packed densely in that order: distinct_inverse sorts it packed with the
+                # positions
+                cols = [lb[idx].astype(np.int64, copy=False), lanes.off[idx] // SECTOR]
                 ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
                 k = _packed([ctas, *cols] if ctas is not None else cols)
+                if ctas is not None and (inner := _span(ctas, cols)) is None:
+                    ctas = None
+                del cols
                 if view.iterations_sampled:
                     uniq, first, group = distinct_inverse(k, return_index=True)
                 else:
                     uniq, group = distinct_inverse(k)
-                if ctas is not None and (inner := _span(ctas, cols)) is not None:
+                del k
+                if ctas is not None:
                     l2_keys = (uniq, first, group, inner)
+                ctas = None
+            if name == "load":
+                l2_keys = None
             if first is not None:
                 kw = view.rec_weight[lanes.rec[idx[first]]]
-                got[name] = _SectorSet(idx, group.reshape(-1), float(kw.sum()), kw)
+                got[name] = _SectorSet(
+                    idx, _index32(group.reshape(-1), len(uniq)), float(kw.sum()), kw
+                )
             else:
-                got[name] = _SectorSet(idx, group.reshape(-1), float(len(uniq)))
+                got[name] = _SectorSet(
+                    idx, _index32(group.reshape(-1), len(uniq)), float(len(uniq))
+                )
+            del group, idx
         if keep is None:
             _SETS[view] = got
         else:
@@ -412,6 +427,12 @@ def _store_split(
         float(ws[partial].sum()),
         float(ws[scattered].sum()),
     )
+
+
+def _index32(a: np.ndarray, bound: int) -> np.ndarray:
+    """``a`` (indices or key numbers below ``bound``) in int32 where ``bound`` fits, else as
+    it is (issue 31: a view's sector sets hold one or two of these a lane)."""
+    return a.astype(np.int32) if bound <= np.iinfo(np.int32).max else a
 
 
 def _at(weight: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:

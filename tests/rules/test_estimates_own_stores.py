@@ -68,3 +68,29 @@ def test_a_reload_of_half_sectors_stored_is_the_l2s(tmp_path: Path) -> None:
     assert t.l2_load_sectors == 1024 + 2048
     assert t.dram_load_bytes == (1024 + 2048) * 32
     assert t.load_mix().l1_miss == 1.0
+
+
+def test_the_sector_sets_held_in_int32_count_as_in_int64(tmp_path: Path, monkeypatch) -> None:
+    """The view's sector sets (held while it lives) keep their lane indices and key numbers in
+    int32 where they fit (issue 31's peak memory); the int64 path (a view of 2**31 lanes or
+    more) counts the same traffic."""
+    import numpy as np
+
+    from gpuadvise.rules import estimates
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    (tmp_path / "k.cu").write_text(SRC)
+    (tmp_path / "case.toml").write_text(SPEC.format(stride=2))
+    a = analyze(tmp_path / "k.cu", "exp_sum", 4, spec=str(tmp_path / "case.toml"))
+    trace = a.memory.trace
+    narrow_view = TraceView(trace, buffer_infos(trace, a.spec))
+    narrow = estimates.view_traffic(a.device, narrow_view)
+    sets = estimates._sector_sets(narrow_view)
+    assert {s.lanes.dtype for s in sets.values()} == {np.dtype(np.int32)}
+    assert {s.group.dtype for s in sets.values()} == {np.dtype(np.int32)}
+    monkeypatch.setattr(estimates, "_index32", lambda x, bound: x)
+    wide_view = TraceView(trace, buffer_infos(trace, a.spec))
+    wide = estimates.view_traffic(a.device, wide_view)
+    assert estimates._sector_sets(wide_view)["l2"].lanes.dtype == np.int64
+    assert wide == narrow
+    assert narrow.l2_load_sectors > 0 and narrow.dram_bytes > 0
