@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct as unique_int
+from gpuadvise.arrays import count_distinct_sorting
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.roofline import Traffic, l1_cycles, launch_estimate
@@ -80,15 +80,34 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     """The :class:`LaunchReuse` of ``lanes`` (one buffer's load lanes) in ``view``."""
     if not len(lanes):
         return LaunchReuse(0, 0, 0.0, view.scale)
-    sect = lanes.off.astype(np.int64) // SECTOR
-    last = (lanes.off.astype(np.int64) + lanes.width - 1) // SECTOR
-    cross = last != sect
-    cta = lanes.cta.astype(np.int64)
-    if cross.any():
-        sect = np.concatenate([sect, last[cross]])
-        cta = np.concatenate([cta, cta[cross]])
-    per_cta = len(unique_int((cta << 44) | sect))
-    sample = len(unique_int(sect))
+    # each lane's first sector, and its last where it crosses into the next: (off + width -
+    # 1) // SECTOR = off // SECTOR + (off % SECTOR + width - 1) // SECTOR. One key array of
+    # both, (CTA << 44) | sector then the sector alone, each counted by a sort in place (issue
+    # 31: a buffer's lanes over the sampled CTAs are millions; no lane-sized copy kept)
+    off = lanes.off.astype(np.int64, copy=False)
+    sect = off // SECTOR
+    step = off % SECTOR
+    step += lanes.width
+    step -= 1
+    step //= SECTOR
+    cross = np.flatnonzero(step)
+    n = len(sect)
+    key = np.empty(n + len(cross), np.int64)
+    key[n:] = sect[cross]
+    key[n:] += step[cross]
+    del step
+    ctas = np.empty(len(key), np.int64)
+    ctas[:n] = lanes.cta
+    ctas[n:] = lanes.cta[cross]
+    key[:n] = sect
+    del sect, cross
+    sectors = key.copy()
+    ctas <<= 44
+    key |= ctas
+    del ctas
+    per_cta = count_distinct_sorting(key)
+    del key
+    sample = count_distinct_sorting(sectors)
     footprint = min(sample * view.scale, math.ceil(buffer_bytes / SECTOR))
     return LaunchReuse(per_cta, sample, float(footprint), view.scale)
 

@@ -1,0 +1,36 @@
+"""GA305's launch-wide reuse (gpuadvise.rules.launch_reuse.launch_reuse) counted by hand: each
+lane's sectors (its first, and the next where its bytes cross into it) per CTA and over the
+sample, with the key array sorted in place (issue 31's peak)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gpuadvise.rules.launch_reuse import launch_reuse
+from gpuadvise.trace.view import Lanes
+
+
+def _lanes(cta: list[int], off: list[int], width: list[int], ix: type) -> Lanes:
+    z = np.zeros(len(cta), ix)
+    return Lanes(z, z, np.array(cta, ix), z, np.array(off, np.int64), np.array(width, ix))
+
+
+@pytest.mark.parametrize("ix", [np.int32, np.int64])
+def test_sectors_per_cta_and_over_the_sample(ix: type) -> None:
+    # CTA 0: sector 0 twice, a lane of 8 bytes at 28 (sectors 0 and 1); CTA 1: sector 0 and a
+    # 16-byte lane at 120 (sectors 3 and 4); CTA 2: a 4-byte lane at 64 (sector 2)
+    lanes = _lanes([0, 0, 0, 1, 1, 2], [0, 4, 28, 8, 120, 64], [4, 4, 8, 4, 16, 4], ix)
+    got = launch_reuse(SimpleNamespace(scale=3.0), lanes, 10**6)
+    assert got.l2_sectors == 2 + 3 + 1  # CTA 0: {0, 1}; CTA 1: {0, 3, 4}; CTA 2: {2}
+    assert got.sample_sectors == 5  # {0, 1, 2, 3, 4}
+    assert got.footprint == 15.0  # 5 sectors x 3, below the buffer's
+    assert got.factor == pytest.approx(6 * 3.0 / 15.0)
+
+
+def test_the_footprint_is_at_most_the_buffer() -> None:
+    lanes = _lanes([0, 1], [0, 32], [4, 4], np.int32)
+    got = launch_reuse(SimpleNamespace(scale=100.0), lanes, 64)
+    assert (got.l2_sectors, got.sample_sectors, got.footprint) == (2, 2, 2.0)
