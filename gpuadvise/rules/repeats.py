@@ -207,18 +207,25 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     m = len(idx)
     w_idx = sel(writes)
     # by address, in execution order: the writes of any thread before each access
+    # (positions and counts below m: int32 where m fits, issue 31's peak is here)
+    ix = np.int32 if m <= np.iinfo(np.int32).max else np.int64
     by_addr = stable_argsort(addr)
-    pos = np.empty(m, np.int64)
-    pos[by_addr] = np.arange(m)
-    writes_before = np.cumsum(w_idx[by_addr])  # inclusive, in by_addr order
+    pos = np.empty(m, ix)
+    pos[by_addr] = np.arange(m, dtype=ix)
+    writes_before = np.cumsum(w_idx[by_addr], dtype=ix)  # inclusive, in by_addr order
+    del by_addr
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
         by_pair = stable_argsort((addr << tbits) | thread)
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
-    a_s, t_s = addr[by_pair], thread[by_pair]
-    same = (a_s[1:] == a_s[:-1]) & (t_s[1:] == t_s[:-1])
+    a_s = addr[by_pair]
+    same = a_s[1:] == a_s[:-1]
+    del a_s
+    t_s = thread[by_pair]
+    same &= t_s[1:] == t_s[:-1]
+    del t_s
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)
@@ -229,7 +236,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     ok &= between == 0
     at = np.flatnonzero(ok)
     cur, prev = cur[at], prev[at]
-    del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
+    del pos, writes_before, by_pair, same, between, addr  # a lane's 8-byte rows
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
@@ -383,14 +390,28 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     threads = int(np.prod(view.block))
     ninst = int(lanes.inst.max()) + 1
 
-    def thread_inst(ix: np.ndarray) -> np.ndarray:
-        t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
-        return t * ninst + lanes.inst[ix].astype(np.int64)
+    def thread_inst(ix: np.ndarray) -> np.ndarray:  # in place: no lane-sized temporaries
+        t = lanes.cta[ix].astype(np.int64)
+        t *= threads
+        t += lanes.tid[ix]
+        t *= ninst
+        t += lanes.inst[ix]
+        return t
 
     key = thread_inst(inside)
-    addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
+    addr = lb[inside].astype(np.int64)
+    addr <<= 40
+    addr |= lanes.off[inside]
     pairs, times = distinct_rows([key, addr], return_counts=True)
-    keys, first = np.unique(pairs[0], return_index=True)
+    del key, addr, inside
+    # the pairs in order, row 0 first: each key's first pair is where its run starts
+    # (np.unique's return_index of a sorted row, without its sort: issue 31's peak)
+    head = np.empty(pairs.shape[1], bool)
+    head[:1] = True
+    np.not_equal(pairs[0, 1:], pairs[0, :-1], out=head[1:])
+    first = np.flatnonzero(head)
+    keys = pairs[0, first]
+    del head, pairs
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)
     uneven = hi > lo
