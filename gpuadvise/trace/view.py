@@ -240,9 +240,10 @@ class TraceView:
         names = sorted(self.buffers, key=lambda n: self.buffers[n].base)
         bases = np.array([self.buffers[n].base for n in names], dtype=np.uint64)
         ends = np.array([self.buffers[n].base + self.buffers[n].size for n in names], np.uint64)
-        which = np.searchsorted(bases, addr, side="right") - 1
+        which = np.searchsorted(bases, addr, side="right")
+        which -= 1  # (in place: no second lane-sized array, issue 31)
         inside = which >= 0
-        safe = np.clip(which, 0, max(len(names) - 1, 0))
+        safe = np.clip(which, 0, max(len(names) - 1, 0), out=which)
         del which
         if len(names):
             inside &= addr < ends[safe]
