@@ -51,6 +51,18 @@ from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space
 
 __all__ = ["Phase", "ReductionTree", "reduction_trees", "shared_lane_events", "trees_from_events"]
 
+# a lane event of shared_lane_events: its record's fields the readers use, ``addr`` the lane's
+LANE_EVENT = np.dtype(
+    [
+        ("inst", np.int32),
+        ("warp", np.int32),
+        ("mask", np.uint32),
+        ("width", np.uint8),
+        ("kind", np.uint8),
+        ("addr", np.uint64),
+        ("epoch", np.uint32),
+    ]
+)
 MAX_LANE_EVENTS = 2_000_000  # per CTA: a kernel with more shared accesses is not read
 
 
@@ -531,9 +543,10 @@ def shared_lane_events(
     trace: AccessTrace, cta: int | None = None
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """One traced CTA's shared-memory loads and stores a lane at a time: ``(cta, the CTA's
-    records, the access record of each lane event, its index among the CTA's shared records,
-    its lane)``. None when the trace did not come from the emulator (it alone counts barriers:
-    ``epoch``), the CTA makes no shared access, or more than :data:`MAX_LANE_EVENTS`."""
+    records, each lane event's fields of its record (:data:`LANE_EVENT`: ``addr`` its own
+    lane's address), its index among the CTA's shared records, its lane)``. None when the trace
+    did not come from the emulator (it alone counts barriers: ``epoch``), the CTA makes no
+    shared access, or more than :data:`MAX_LANE_EVENTS`."""
     names = trace.records.dtype.names or ()
     if trace.source != "emulator" or not trace.ctas or "epoch" not in names:
         return None
@@ -550,7 +563,14 @@ def shared_lane_events(
     rec, lane = np.nonzero(bits)
     if len(rec) > MAX_LANE_EVENTS:
         return None
-    return int(c), r, shared[rec], rec, lane
+    # the fields the readers use, a lane's own address among them: 27 bytes an event, not a
+    # whole record's 287 (two million events: 54 MB, not 574; issue 31's peak)
+    sel = np.empty(len(rec), LANE_EVENT)
+    for name in LANE_EVENT.names or ():
+        if name != "addr":
+            sel[name] = shared[name][rec]
+    sel["addr"] = shared["addr"][rec, lane]
+    return int(c), r, sel, rec, lane
 
 
 def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[ReductionTree, ...]:
@@ -563,7 +583,7 @@ def reduction_trees(trace: AccessTrace, cta: int | None = None) -> tuple[Reducti
     c, r, sel, rec, lane = events
     threads = int(np.prod(trace.block))
     thread = sel["warp"].astype(np.int64) * WARP + lane
-    byte_addr = sel["addr"][np.arange(len(rec)), lane].astype(np.int64)
+    byte_addr = sel["addr"].astype(np.int64)
     glob = r[(r["space"] == int(Space.GLOBAL)) & (r["kind"] == int(Kind.LOAD))]
     gbytes: dict[int, int] = defaultdict(int)
     if len(glob):

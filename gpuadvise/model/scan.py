@@ -347,7 +347,7 @@ def shared_scans(trace: AccessTrace, cta: int | None = None) -> tuple[SharedScan
     return scans_from_events(
         sel["warp"].astype(np.int64) * WARP + lane,
         sel["kind"].astype(np.int64),
-        sel["addr"][np.arange(len(rec)), lane].astype(np.int64),
+        sel["addr"].astype(np.int64),
         sel["width"].astype(np.int64),
         sel["epoch"].astype(np.int64),
         sel["inst"].astype(np.int64),

@@ -186,7 +186,7 @@ def warp_scan_lanes(trace: AccessTrace, lines: set[Line]) -> WarpLanes | str:
     if not (sel["mask"][at] == 0xFFFFFFFF).all():
         return "the steps run with part of a warp (a full-mask shuffle needs every lane)"
     thread = sel["warp"].astype(np.int64) * WARP + lane
-    addr = sel["addr"][np.arange(len(sel)), lane].astype(np.int64)
+    addr = sel["addr"].astype(np.int64)
     kind, width = sel["kind"].astype(np.int64), sel["width"].astype(np.int64)
     ev = thread_stores(thread, kind, addr, width, sel["epoch"].astype(np.int64))
     if ev is None:
@@ -319,7 +319,7 @@ def blelloch_fill(trace: AccessTrace, scan: SharedScan) -> BlellochFill | str:
     line_of = {i.inst: trace.line_of(i.inst) for i in trace.instructions}
     inst = sel["inst"].astype(np.int64)
     thread = sel["warp"].astype(np.int64) * WARP + lane
-    addr = sel["addr"][np.arange(len(sel)), lane].astype(np.int64)
+    addr = sel["addr"].astype(np.int64)
     kind, epoch = sel["kind"].astype(np.int64), sel["epoch"].astype(np.int64)
     ev = thread_stores(thread, kind, addr, sel["width"].astype(np.int64), epoch)
     if ev is None:

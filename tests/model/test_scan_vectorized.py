@@ -14,7 +14,7 @@ from rulekit import KERNELS, analyze
 
 from gpuadvise.model import scan as S
 from gpuadvise.model.reduction import shared_lane_events
-from gpuadvise.trace.access import WARP, Kind
+from gpuadvise.trace.access import WARP, Kind, Space
 
 
 def reference_look_backs(
@@ -124,11 +124,17 @@ def test_kernels_scans_as_the_loop_found_them(kernel, monkeypatch):
     trace = analyze(SCANS / "scans.cu", kernel, 2).memory.trace
     events = shared_lane_events(trace, None)
     assert events is not None
-    _, _, sel, rec, lane = events
+    c, r, sel, rec, lane = events
+    # each event: its record's fields, its own lane's address (not the record's 32)
+    shared = r[(r["space"] == int(Space.SHARED)) & (r["kind"] <= int(Kind.STORE))]
+    assert len(sel) == len(rec) == len(lane) > 0 and sel.dtype.itemsize < 32
+    assert (sel["addr"] == shared["addr"][rec, lane]).all()
+    for name in ("inst", "warp", "mask", "width", "kind", "epoch"):
+        assert (sel[name] == shared[name][rec]).all()
     ev = (
         sel["warp"].astype(np.int64) * WARP + lane,
         sel["kind"].astype(np.int64),
-        sel["addr"][np.arange(len(rec)), lane].astype(np.int64),
+        sel["addr"].astype(np.int64),
         sel["width"].astype(np.int64),
         sel["epoch"].astype(np.int64),
         sel["inst"].astype(np.int64),
