@@ -563,8 +563,8 @@ def shared_lane_events(
     rec, lane = np.nonzero(bits)
     if len(rec) > MAX_LANE_EVENTS:
         return None
-    # the fields the readers use, a lane's own address among them: 27 bytes an event, not a
-    # whole record's 287 (two million events: 54 MB, not 574; issue 31's peak)
+    # the fields the readers use, a lane's own address among them: 26 bytes an event, not a
+    # whole record's 287 (two million events: 52 MB, not 574; issue 31's peak)
     sel = np.empty(len(rec), LANE_EVENT)
     for name in LANE_EVENT.names or ():
         if name != "addr":
