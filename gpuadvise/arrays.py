@@ -146,7 +146,10 @@ def distinct_rows(
             if dtype.kind == "u":
                 key += (np.asarray(parts[i], dtype=dtype) - lo[i]).astype(np.int64)
             else:  # in int64: a narrow type's difference may pass its range
-                key += parts[i].astype(np.int64) - np.int64(lo[i])
+                digit = parts[i].astype(np.int64)  # (one temporary, in place below)
+                digit -= np.int64(lo[i])
+                key += digit
+                del digit
         key.sort()
         keep = np.empty(n, dtype=bool)
         keep[0] = True

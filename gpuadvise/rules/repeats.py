@@ -241,39 +241,58 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         return _empty()
     # the thread's own stores between the two, and its last one
     by_thread = stable_argsort(thread)
-    tpos = np.empty(m, np.int64)
-    tpos[by_thread] = np.arange(m)
+    del thread
+    tpos = np.empty(m, ix)
+    tpos[by_thread] = np.arange(m, dtype=ix)
     w_t = w_idx[by_thread]
-    last_w = np.maximum.accumulate(np.where(w_t, np.arange(m), -1))
+    del w_idx
+    last_w = np.where(w_t, np.arange(m, dtype=ix), ix(-1))
+    del w_t
+    np.maximum.accumulate(last_w, out=last_w)
     at = last_w[tpos[cur] - 1]
+    del last_w
     stored = at > tpos[prev]
     last_store = np.where(stored, at_lane(by_thread[np.maximum(at, 0)]), -1)
-    gap = tpos[cur] - tpos[prev] - 1
-    del by_thread, tpos, w_t, last_w, thread, w_idx
+    gap = tpos[cur].astype(np.int64) - tpos[prev] - 1
+    del by_thread, tpos
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
     # in execution order per CTA, at most the CTA's distinct sectors; evict-first accesses
     # (`__ldcs`, `__stcs`) left out, as the caches give their lines up first
     per_rec = np.bincount(lanes.rec, minlength=len(view.records))
     share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
-    share = np.where(view.inst_streaming[lanes.inst], 0.0, share)
-    cta = lanes.cta.astype(np.int64)
+    share[view.inst_streaming[lanes.inst]] = 0.0
     got = _lanes_by_cta(lanes.rec, per_rec, view.records["cta"])
     if got is None:
-        by_cta = stable_argsort(cta)
+        by_cta = stable_argsort(lanes.cta)
         cpos = np.empty(n, np.int64)
         cpos[by_cta] = np.arange(n)
     else:
         by_cta, cpos = got
-    csum = np.cumsum(share[by_cta])
+    csum = share[by_cta]
+    del share, by_cta
+    np.cumsum(csum, out=csum)
     lc, lp = at_lane(cur), at_lane(prev)
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
-    del per_rec, share, by_cta, cpos, csum
-    sect = (sel(lb).astype(np.int64, copy=False) << 40) | (
-        sel(lanes.off).astype(np.int64, copy=False) // SECTOR
-    )
-    cta_sectors = np.bincount(
-        distinct((sel(cta) << 47) | sect) >> 47, minlength=int(cta.max()) + 1
-    ).astype(np.float64)
+    del per_rec, cpos, csum
+    # each CTA's distinct sectors: the keys (CTA << 47) | (buffer << 40) | sector, built and
+    # sorted in place (no lane-sized temporaries, issue 31)
+    key = sel(lb).astype(np.int64)
+    key <<= 40
+    key |= sel(lanes.off) // SECTOR
+    cta = sel(lanes.cta).astype(np.int64)
+    cta <<= 47
+    key |= cta
+    del cta
+    key.sort()
+    head = np.empty(len(key), bool)
+    head[:1] = True
+    np.not_equal(key[1:], key[:-1], out=head[1:])
+    key = key[head]
+    del head
+    key >>= 47
+    cta = lanes.cta.astype(np.int64)
+    cta_sectors = np.bincount(key, minlength=int(cta.max()) + 1).astype(np.float64)
+    del key
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
     order = stable_argsort(lc)
     return ThreadReloads(
