@@ -297,17 +297,15 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 cols = [lb[idx].astype(np.int64, copy=False), lanes.off[idx] // SECTOR]
                 ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
                 k = _packed([ctas, *cols] if ctas is not None else cols)
-                if ctas is not None and (inner := _span(ctas, cols)) is None:
-                    ctas = None
-                del cols
+                inner = _span(ctas, cols) if ctas is not None else None
+                del cols, ctas
                 if view.iterations_sampled:
                     uniq, first, group = distinct_inverse(k, return_index=True)
                 else:
                     uniq, group = distinct_inverse(k)
                 del k
-                if ctas is not None:
+                if inner is not None:
                     l2_keys = (uniq, first, group, inner)
-                ctas = None
             if name == "load":
                 l2_keys = None
             if first is not None:
