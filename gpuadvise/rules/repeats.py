@@ -403,11 +403,17 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     loop-invariant load), or every address of an inner loop once per pass of the outer one (a
     point's features re-read for each cluster)."""
     lanes, lb = view.lanes, view.lane_buffer
-    inside = np.flatnonzero(lb >= 0)
-    if not len(inside) or not len(rl):
-        return np.zeros(len(rl), bool)
+    if not len(rl):
+        return np.zeros(0, bool)
     threads = int(np.prod(view.block))
     ninst = int(lanes.inst.max()) + 1
+    # only the lanes of the reloads' instructions: each reload's (thread, instruction) key has
+    # all its lanes among them, and no other key is looked up (issue 31: fewer lane rows)
+    reloaded = np.zeros(ninst, bool)
+    reloaded[lanes.inst[rl.lane]] = True
+    inside = np.flatnonzero((lb >= 0) & reloaded[lanes.inst])
+    if not len(inside):
+        return np.zeros(len(rl), bool)
 
     def thread_inst(ix: np.ndarray) -> np.ndarray:  # in place: no lane-sized temporaries
         t = lanes.cta[ix].astype(np.int64)
