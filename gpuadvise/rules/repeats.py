@@ -162,8 +162,10 @@ def _lanes_by_cta(
     lens = per_rec[order]
     new_start[order] = np.cumsum(lens) - lens  # its first lane's position in the CTA order
     lane = np.arange(n, dtype=np.int64)
-    by_cta = np.repeat(start[order] - new_start[order], lens) + lane
-    cpos = np.repeat(new_start - start, per_rec) + lane
+    by_cta = np.repeat(start[order] - new_start[order], lens)
+    by_cta += lane  # (in place: no third lane-sized array at once, issue 31)
+    cpos = np.repeat(new_start - start, per_rec)
+    cpos += lane
     return by_cta, cpos
 
 
