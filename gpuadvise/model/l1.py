@@ -173,26 +173,39 @@ def capacity_misses(
     weight = np.asarray(rec_weight, np.float64)[order]
     csum = np.cumsum(np.asarray(rec_lines, np.float64)[order] * weight)
     # each access's previous read of its sector by the same CTA
+    # (each access-sized temporary freed once read, the windows' arithmetic in place: the
+    # same values, fewer arrays at once; issue 31's peak memory)
     g = group[acc_rec]
     by, same = _by_cta_sector(g, acc_key, acc_rec, pos)
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
+    del same
     cur, prev = by[at + 1], by[at]
+    del by, at
     pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
+    del prev
     ok = pc > pp  # one record's lanes reading the sector twice are one access
     at = np.flatnonzero(ok)
+    del ok
     cur, pc, pp = cur[at], pc[at], pp[at]
+    del at
     if not len(cur):
         return L1Reuse(window, miss)
-    lines = np.maximum(csum[pc - 1] - csum[pp], 0.0)
+    lines = csum[pc - 1] - csum[pp]
+    np.maximum(lines, 0.0, out=lines)
     if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
         shared = np.full(len(pc), weight[0])
     else:
         shared = range_min(weight, pp, pc)  # the multiplier the two reads share
-    lines = lines / np.maximum(shared, 1e-12)
+    del pc, pp
+    np.maximum(shared, 1e-12, out=shared)
+    lines /= shared
+    del shared
     gc = g[cur]
+    del g
     if group_lines is not None:
-        lines = np.minimum(lines, np.asarray(group_lines, np.float64)[gc])
-    lines = lines * np.asarray(concurrency, np.float64)[gc]
+        np.minimum(lines, np.asarray(group_lines, np.float64)[gc], out=lines)
+    lines *= np.asarray(concurrency, np.float64)[gc]
+    del gc
     window[cur] = lines
     miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
     return L1Reuse(window, miss)
