@@ -162,6 +162,38 @@ def test_a_new_fix_may_come_only_from_a_variant_no_estimate_rules_out() -> None:
     assert may_offer_new(advice, set(), unsafe=True)  # the display-only diff, with --unsafe-fixes
 
 
+def test_no_analysis_of_the_composed_kernel_once_the_steps_are_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that brings the steps to MAX_STEPS ends the composition: the composed kernel is
+    not analysed for a next round, which could take nothing."""
+    import gpuadvise.analyze.fix as F
+
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    analysed: list[int] = []
+
+    def spent(comp: Any, take: Any, analysis: Any) -> list[FixStep]:
+        comp.text = "b\n"
+        return [FixStep("GA1", 1, "d", "automatic-and-verified", "applied", "ok")] * F.MAX_STEPS
+
+    def findings_of(*a: Any) -> tuple[Any, ...]:
+        analysed.append(1)
+        return ()
+
+    monkeypatch.setattr(F, "_compose_emulated", spent)
+    monkeypatch.setattr(F, "_findings_of", findings_of)
+    f = _finding("GA1", Variant("automatic-and-verified", "x", diff=DIFF))
+    res = F.compose_fixes(KernelOptions(source=str(src)), [f], measured=False)
+    assert len(res.steps) == F.MAX_STEPS and analysed == []
+    # one step short of the limit: the composed kernel is analysed for the next round
+    monkeypatch.setattr(
+        F, "_compose_emulated", lambda comp, take, analysis: spent(comp, take, analysis)[:1]
+    )
+    F.compose_fixes(KernelOptions(source=str(src)), [f], measured=False)
+    assert analysed == [1]
+
+
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
 def test_an_analysis_traces_its_variants_only_when_its_findings_want_them() -> None:
