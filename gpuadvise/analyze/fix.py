@@ -174,6 +174,23 @@ def fix_candidates(
 
 
 def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
+    why = _never_a_fix(f, v, unsafe, measured)
+    if why is not None or measured:
+        return why
+    est = f.estimated_speedup
+    if est is not None and est.kind == "upper-bound" and est.like_for_like is not None:
+        if est.like_for_like <= NO_GPU_MAX_BOUND:
+            return (
+                f"{est.like_for_like:.2f}x by its estimate (at most {est.speedup:.2f}x): nothing "
+                "to gain without a GPU to say"
+            )
+    return None
+
+
+def _never_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
+    """:func:`_not_a_fix` without a GPU's estimate test: why ``v`` is no fix whatever the
+    finding's estimate (the variant traces of :func:`gpuadvise.analyze.run.run_analysis` change
+    only estimates, and set ``needs_measurement``, never clear it)."""
     if v.proxy is not None:
         return "a layout change: the proxy measures it, the host code must change (advice)"
     if not v.diff:
@@ -202,14 +219,21 @@ def _not_a_fix(f: Any, v: Any, unsafe: bool, measured: bool) -> str | None:
         return "a launch change: its safety needs a GPU measurement"
     if v.needs_measurement:
         return "whether it pays depends on the registers ptxas allots: it needs a GPU measurement"
-    est = f.estimated_speedup
-    if est is not None and est.kind == "upper-bound" and est.like_for_like is not None:
-        if est.like_for_like <= NO_GPU_MAX_BOUND:
-            return (
-                f"{est.like_for_like:.2f}x by its estimate (at most {est.speedup:.2f}x): nothing "
-                "to gain without a GPU to say"
-            )
     return None
+
+
+def may_offer_new(findings: Sequence[Any], tried: set[tuple[str, str]], unsafe: bool) -> bool:
+    """Whether, without a GPU, ``findings`` (the rules' run, before their variants are traced
+    for their points) may offer a fix not in ``tried`` once they are: a finding whose variant
+    :func:`_never_a_fix` takes. False means :func:`fix_candidates` offers none new whatever the
+    variant traces say, so they need not run."""
+    for f in findings:
+        v = f.variant
+        if v is None or f.is_error or (f.rule, v.diff) in tried:
+            continue
+        if _never_a_fix(f, v, unsafe, measured=False) is None:
+            return True
+    return False
 
 
 def same_ctas(launch: Mapping[str, Any]) -> bool:
@@ -295,16 +319,24 @@ def _regenerate(opts: KernelOptions, rule: str, line: int | None) -> Any | None:
     return min(found, key=lambda f: abs((f.line or 0) - (line or 0))).variant
 
 
-def _findings_of(comp: _Composer, measured: bool) -> tuple[Any, ...]:
-    """The ranked findings of the composition so far (measured on a GPU when ``measured``)."""
+def _findings_of(
+    comp: _Composer, measured: bool, tried: set[tuple[str, str]], unsafe: bool
+) -> tuple[Any, ...]:
+    """The ranked findings of the composition so far (measured on a GPU when ``measured``).
+    Without a GPU their variants are traced for their points only when one may be a fix not in
+    ``tried`` (:func:`may_offer_new`): otherwise the points could change no fix taken, and the
+    findings returned are the rules' own (no fix in them is new either)."""
     from gpuadvise.analyze.options import AnalyzeSettings
     from gpuadvise.analyze.run import run_analysis
 
     settings = AnalyzeSettings(
         select=comp.select, ignore=comp.ignore, rules_dirs=comp.rules_dirs, measure=measured
     )
+    wanted = None if measured else (lambda run: may_offer_new(run.findings, tried, unsafe))
     try:
-        done = run_analysis(comp.options_for(comp.text, comp.launch), settings)
+        done = run_analysis(
+            comp.options_for(comp.text, comp.launch), settings, points_wanted=wanted
+        )
     except GpuAdviseError:
         return ()
     return tuple(done.rules.findings)
@@ -370,9 +402,9 @@ def compose_fixes(
             else:
                 new = _compose_emulated(comp, take[: MAX_STEPS - len(steps)], analysis)
             steps += new
-            if not any(s.status == "applied" for s in new):
-                break
-            findings = _findings_of(comp, measured)
+            if not any(s.status == "applied" for s in new) or len(steps) >= MAX_STEPS:
+                break  # (at MAX_STEPS the next round would take nothing: no analysis for it)
+            findings = _findings_of(comp, measured, tried, unsafe)
         if steps and not measured:
             notes.append(
                 "no GPU: nothing measured; fixes applied only where the CPU emulator found "

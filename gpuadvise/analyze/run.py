@@ -49,6 +49,7 @@ def run_analysis(
     progress: ProgressCallback | None = None,
     measure_lock: AbstractContextManager[Any] | None = None,
     on_head: Callable[[AnalysisHead], None] | None = None,
+    points_wanted: Callable[[RulesRun], bool] | None = None,
 ) -> AnalyzeResult:
     """Analyze one kernel launch as ``gpuadvise analyze`` does, with ``settings`` (the same
     request object for one kernel and for a batch's cases): the trace-based models are computed
@@ -61,12 +62,16 @@ def run_analysis(
     64). ``progress``: told of every step (:mod:`gpuadvise.spec.progress`). ``measure_lock``:
     held while the findings are measured (parallel analyses share one GPU). ``on_head``: told
     of the launch, resources, occupancy and waves as soon as they are known, before the trace
-    (:class:`~gpuadvise.analyze.head.AnalysisHead`: the terminal prints its header then)."""
+    (:class:`~gpuadvise.analyze.head.AnalysisHead`: the terminal prints its header then).
+    ``points_wanted``: told the rules' findings, says whether their variants are traced for
+    their points (:func:`_trace_points`; none compiled while the rules run): ``analyze
+    --diff``'s analysis of the composed kernel, which reads only which fixes its findings offer,
+    traces them only when one may be new (:mod:`gpuadvise.analyze.fix`). None: always."""
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
     with reporting(progress), time_budget(settings.time_budget_s) as budget:
-        done = _run(opts, settings, measure_lock, on_head)
+        done = _run(opts, settings, measure_lock, on_head, points_wanted)
     if budget is not None and budget.skipped:
         done = AnalyzeResult(
             dataclasses.replace(done.analysis, skipped=tuple(budget.skipped)), done.rules
@@ -79,6 +84,7 @@ def _run(
     settings: AnalyzeSettings,
     measure_lock: AbstractContextManager[Any] | None = None,
     on_head: Callable[[AnalysisHead], None] | None = None,
+    points_wanted: Callable[[RulesRun], bool] | None = None,
 ) -> AnalyzeResult:
     from gpuadvise.analyze.head import compile_head
     from gpuadvise.spec.budget import out_of_time, skip
@@ -171,7 +177,7 @@ def _run(
                 told = compile_ahead(opts)
             # the variants traced for their points compiled as soon as their rule is done (with
             # a GPU measuring too: their traces then run beside the measurement)
-            early = _variants_ahead(result, config, opts)
+            early = None if points_wanted is not None else _variants_ahead(result, config, opts)
             if early is not None:
                 stack.enter_context(early)
                 told = _told_both(told, early.told)
@@ -185,9 +191,12 @@ def _run(
         # the GPU measures the variants (a thread waiting on nvcc and the worker) while this one
         # traces them on the CPU for their estimates: neither reads the other's result
         measuring = _Measuring(opts, checked, measure, lock)
-        checked, timings["variant_traces_s"] = _trace_points(
-            result, checked, config, opts, sample, early
-        )
+        if points_wanted is None or points_wanted(checked):
+            checked, timings["variant_traces_s"] = _trace_points(
+                result, checked, config, opts, sample, early
+            )
+        else:
+            timings["variant_traces_s"] = 0.0
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)

@@ -4,6 +4,7 @@ they compose, and what is written."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -12,13 +13,21 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from clikit import cli_run
 
-from gpuadvise.analyze.fix import FixResult, FixStep, fix_candidates, fixed_spec, write_fix
-from gpuadvise.analyze.options import KernelOptions
+from gpuadvise.analyze.fix import (
+    FixResult,
+    FixStep,
+    fix_candidates,
+    fixed_spec,
+    may_offer_new,
+    write_fix,
+)
+from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
 from gpuadvise.errors import UsageError
 from gpuadvise.rules import Estimate, Finding, Variant
 from gpuadvise.rules.findings import Measurement, Proxy
@@ -124,6 +133,92 @@ def test_on_a_gpu_only_verified_and_faster_fixes() -> None:
     assert "GA2" in text and "not faster" in text
     assert "GA3" in text and "not verified" in text
     assert "GA5" in text and "host code" in text
+
+
+def test_a_new_fix_may_come_only_from_a_variant_no_estimate_rules_out() -> None:
+    """``analyze --diff``'s analysis of the composed kernel traces its variants for their points
+    only when a finding may offer a fix not yet tried: one whose estimate alone now rules it out
+    may (its variant's trace can raise the estimate); advice, a fix tried, a variant needing a
+    GPU, an error may not."""
+    small = _finding(
+        "GA5", Variant("automatic-and-verified", "s", diff=DIFF), est=1.0, kind="upper-bound"
+    )
+    assert fix_candidates([small], unsafe=False, measured=False)[0] == []
+    assert may_offer_new([small], set(), unsafe=False)
+    assert not may_offer_new([small], {("GA5", DIFF)}, unsafe=False)
+    shown = _finding("GA2", Variant("display-only", "y", diff=DIFF))
+    flags = _finding("GA3", Variant("automatic-and-verified", "c", nvcc_flags=("-O1",)))
+    launch = _finding(
+        "GA4", Variant("automatic-and-verified", "l", diff=DIFF, launch={"grid": [1, 1, 1]})
+    )
+    needs = _finding(
+        "GA7", Variant("automatic-and-verified", "r", diff=DIFF, needs_measurement=True)
+    )
+    error = dataclasses.replace(
+        _finding("GA8", Variant("automatic-and-verified", "e", diff=DIFF)), error="boom"
+    )
+    advice = [shown, flags, launch, needs, error, _finding("GA9", None)]
+    assert not may_offer_new(advice, set(), unsafe=False)
+    assert may_offer_new(advice, set(), unsafe=True)  # the display-only diff, with --unsafe-fixes
+
+
+def test_no_analysis_of_the_composed_kernel_once_the_steps_are_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that brings the steps to MAX_STEPS ends the composition: the composed kernel is
+    not analysed for a next round, which could take nothing."""
+    import gpuadvise.analyze.fix as F
+
+    src = tmp_path / "k.cu"
+    src.write_text("a\n")
+    analysed: list[int] = []
+
+    def spent(comp: Any, take: Any, analysis: Any) -> list[FixStep]:
+        comp.text = "b\n"
+        return [FixStep("GA1", 1, "d", "automatic-and-verified", "applied", "ok")] * F.MAX_STEPS
+
+    def findings_of(*a: Any) -> tuple[Any, ...]:
+        analysed.append(1)
+        return ()
+
+    monkeypatch.setattr(F, "_compose_emulated", spent)
+    monkeypatch.setattr(F, "_findings_of", findings_of)
+    f = _finding("GA1", Variant("automatic-and-verified", "x", diff=DIFF))
+    res = F.compose_fixes(KernelOptions(source=str(src)), [f], measured=False)
+    assert len(res.steps) == F.MAX_STEPS and analysed == []
+    # one step short of the limit: the composed kernel is analysed for the next round
+    monkeypatch.setattr(
+        F, "_compose_emulated", lambda comp, take, analysis: spent(comp, take, analysis)[:1]
+    )
+    F.compose_fixes(KernelOptions(source=str(src)), [f], measured=False)
+    assert analysed == [1]
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_an_analysis_traces_its_variants_only_when_its_findings_want_them() -> None:
+    """run_analysis's ``points_wanted`` is told the rules' findings; when it says no, no variant
+    is traced and each finding keeps the rule's own estimate (kernels/accumulate's GA308 gets
+    its point from its variant's trace otherwise: test_variant_trace)."""
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.analyze.variant_trace import TRACE_POINT
+
+    k = ROOT / "kernels" / "accumulate"
+    told: list[tuple[str, ...]] = []
+
+    def no(run: Any) -> bool:
+        told.append(tuple(f.rule for f in run.findings))
+        return False
+
+    res = run_analysis(
+        KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
+        AnalyzeSettings(measure=False, select=("GA308",)),
+        points_wanted=no,
+    )
+    assert told == [("GA308",)]
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    assert f.estimated_speedup is None or TRACE_POINT not in f.estimated_speedup.inputs
+    assert res.analysis.timings_s["variant_traces_s"] == 0.0
 
 
 def test_fixed_spec_replaces_the_launch_keys_only(tmp_path: Path) -> None:
@@ -512,7 +607,7 @@ def test_on_a_gpu_a_totals_fix_is_measured_and_combined_as_totals(
 
     monkeypatch.setattr(M, "measure_variant", fake_measure)
     monkeypatch.setattr(F, "_live", lambda o: o)
-    monkeypatch.setattr(F, "_findings_of", lambda comp, measured: ())
+    monkeypatch.setattr(F, "_findings_of", lambda comp, measured, tried, unsafe: ())
     v = Variant("automatic-and-verified", "t", diff=DIFF,
                 launch={"grid": [8, 1, 1]}, totals={"out": "+"})  # fmt: skip
     f = _finding("GA206", v, m=_m(2.0, 1.9), verified=True)
