@@ -428,7 +428,7 @@ def test_verbose_says_which_nvcc_cache_tracer_and_timings(env: dict[str, str]) -
     """What -v and -vv log, and that a run without them logs nothing; three processes (logging
     is set once per process), each compiling (--no-cache) and running every stage. Two CTAs
     traced: the log lines, not the trace's size, are what is checked (the default sample of
-    the 2^22-int launch took a third of each run's CPU)."""
+    the 2^22-int launch took about a fifth of each run's CPU)."""
     args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100",
             "--sample-ctas", "2")  # fmt: skip
     r = gpuadvise(env, "-v", *args, "--no-cache", "--statistics", process=True)
