@@ -177,15 +177,9 @@ def test_analyze_cli(
 
 def outputs(folder: str, kernel: str, args: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The kernel's outputs for its bundled launch with ``args``, every CTA run on the emulator
-    for its outputs alone (``rulekit.compiled``: the spec, compile and kernel an analysis has;
-    no trace, SASS or memory models, which nothing here reads)."""
-    from gpuadvise.source.signature import parse_signature
-    from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.trace.emulate import emulate
-
-    a = rulekit.compiled(_source(folder), kernel, args)
-    launch = resolve(a.spec, parse_signature(_source(folder).read_text(), kernel))
-    run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+    for its outputs alone (``rulekit.untraced_run``: the spec, compile and kernel an analysis
+    has; no trace, SASS or memory models, which nothing here reads)."""
+    run = rulekit.untraced_run(_source(folder), kernel, args)
     assert run.complete  # every CTA ran
     assert not run.sampled_loops, run.sampled_loops  # every iteration: the kernel's outputs
     return dict(run.outputs)
