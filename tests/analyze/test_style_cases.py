@@ -87,23 +87,25 @@ def test_folder(source: Path) -> None:
 
 
 def run(source: Path, kernel: str, args: tuple[str, ...]) -> tuple[dict[str, np.ndarray], Any]:
-    """(outputs, inputs) of ``kernel`` emulated over all its CTAs with ``args`` overridden."""
+    """(outputs, inputs) of ``kernel`` emulated over all its CTAs with ``args`` overridden, for
+    its outputs alone (``rulekit.compiled``: no trace, SASS or memory models, unread here)."""
     import rulekit
 
     from gpuadvise.runner.data import make_host_buffer
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
-    from gpuadvise.trace.emulate import buffer_dtype
+    from gpuadvise.trace.emulate import buffer_dtype, emulate
 
-    a = rulekit.analyze(source, kernel, "all", args=args)
-    assert a.memory.error is None, a.memory.error
-    assert a.memory.complete
+    a = rulekit.compiled(source, kernel, args)
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
+    run = emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+    assert run.complete  # every CTA ran
+    assert not run.sampled_loops, run.sampled_loops  # every iteration: the kernel's outputs
     ins = {}
     for buf in launch.buffers:
         dt, kind = buffer_dtype(buf)
         ins[buf.name] = make_host_buffer(dt, buf.count, buf.fill, launch.seed, buf.name, kind)
-    return a.memory.outputs, ins
+    return dict(run.outputs), ins
 
 
 REDUCTIONS = STYLES / "reductions" / "reductions.cu"

@@ -425,7 +425,12 @@ def test_a_step_of_unknown_size_draws_no_bar() -> None:
 
 @pytest.mark.toolkit
 def test_verbose_says_which_nvcc_cache_tracer_and_timings(env: dict[str, str]) -> None:
-    args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100")
+    """What -v and -vv log, and that a run without them logs nothing; three processes (logging
+    is set once per process), each compiling (--no-cache) and running every stage. Two CTAs
+    traced: the log lines, not the trace's size, are what is checked (the default sample of
+    the 2^22-int launch took about a fifth of each run's CPU)."""
+    args = ("analyze", "kernels/reduction/reduce.cu", "-k", "reduce2", "--gpu", "H100",
+            "--sample-ctas", "2")  # fmt: skip
     r = gpuadvise(env, "-v", *args, "--no-cache", "--statistics", process=True)
     assert r.returncode == 0, r.stderr
     err = r.stderr

@@ -8,7 +8,7 @@ formation in 2-D blocks, shared-memory offsets).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from gpuadvise.devices import preset
 from gpuadvise.ptx.errors import InstructionBudgetError, MemoryAccessError
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source
+from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source, sass
 from gpuadvise.trace.access import Kind, Space
 from gpuadvise.trace.emulate import Emulation, emulate
 
@@ -28,6 +28,18 @@ MORE = EMU / "more.cu"
 
 
 pytestmark = pytest.mark.toolkit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def whole_cubin_sass() -> Iterator[None]:
+    """The SASS of each module's whole cubin, one nvdisasm run for all of its kernels: basic.cu
+    and more.cu hold more than ``sass.NARROW_ABOVE`` functions, where the emulator's SASS of a
+    kernel is read alone (``nvdisasm -fun``, ~0.4 CPU-s a run: one per test). That one kernel
+    read alone is the same as from the whole cubin is ``tests/toolchain/test_many_functions.py``'s
+    check; here the emulator is."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sass, "NARROW_ABOVE", 1 << 10)
+        yield
 
 
 @pytest.fixture(scope="module")
