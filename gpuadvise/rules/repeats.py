@@ -377,11 +377,17 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     loop-invariant load), or every address of an inner loop once per pass of the outer one (a
     point's features re-read for each cluster)."""
     lanes, lb = view.lanes, view.lane_buffer
-    inside = np.flatnonzero(lb >= 0)
-    if not len(inside) or not len(rl):
-        return np.zeros(len(rl), bool)
-    threads = int(np.prod(view.block))
+    out = np.zeros(len(rl), bool)
+    # only a reload by the instruction of its previous access can be one (most kernels' reloads
+    # are another line's: none to count), and only those instructions' lanes are counted
+    same = np.flatnonzero(lanes.inst[rl.lane] == lanes.inst[rl.prev]) if len(rl) else rl.lane
+    if not len(same):
+        return out
     ninst = int(lanes.inst.max()) + 1
+    asked = np.zeros(ninst, bool)
+    asked[lanes.inst[rl.lane[same]]] = True
+    inside = np.flatnonzero((lb >= 0) & asked[lanes.inst])
+    threads = int(np.prod(view.block))
 
     def thread_inst(ix: np.ndarray) -> np.ndarray:
         t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
@@ -394,9 +400,10 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)
     uneven = hi > lo
-    cur = rl.lane
+    cur = rl.lane[same]
     at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
-    return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]
+    out[same] = uneven[at]
+    return out
 
 
 def forwarded_in_order(
