@@ -167,6 +167,38 @@ def _lanes_by_cta(
     return by_cta, cpos
 
 
+def _no_write_between(
+    addr: np.ndarray, writes: np.ndarray, cur: np.ndarray, prev: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of accesses (positions in execution order, ``prev`` before ``cur``, of one
+    address of ``addr``) with no write (``writes``: a mask of the accesses) to their address
+    between them: the writes alone sorted by (address, position), two binary searches a pair."""
+    w = np.flatnonzero(writes)
+    if not len(w) or not len(cur):
+        return cur, prev
+    m = np.int64(len(addr))
+    if (int(addr.max()) + 1) * int(m) >= 2**62:  # too wide for one key: every access by address
+        by_addr = stable_argsort(addr)
+        pos = np.empty(len(addr), np.int64)
+        pos[by_addr] = np.arange(len(addr))
+        writes_before = np.cumsum(writes[by_addr])  # inclusive, in by_addr order
+        keep = np.flatnonzero(writes_before[pos[cur] - 1] == writes_before[pos[prev]])
+        return cur[keep], prev[keep]
+    wkey = np.sort(addr[w] * m + w)
+    a = addr[cur] * m
+    keep = np.flatnonzero(
+        np.searchsorted(wkey, a + prev, "right") == np.searchsorted(wkey, a + cur)
+    )
+    return cur[keep], prev[keep]
+
+
+def _ascending(values: np.ndarray, n: int) -> np.ndarray:
+    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter."""
+    at = np.full(n, -1, np.int64)
+    at[values] = np.arange(len(values))
+    return at[at >= 0]
+
+
 def same_thread_reloads(view: TraceView) -> ThreadReloads:
     """The :class:`ThreadReloads` of ``view``: a load lane whose thread's previous access of the same
     (buffer, byte offset) is a load or a store (not an atomic: its value is not the one in
@@ -206,11 +238,6 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     del off
     m = len(idx)
     w_idx = sel(writes)
-    # by address, in execution order: the writes of any thread before each access
-    by_addr = stable_argsort(addr)
-    pos = np.empty(m, np.int64)
-    pos[by_addr] = np.arange(m)
-    writes_before = np.cumsum(w_idx[by_addr])  # inclusive, in by_addr order
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
@@ -223,13 +250,13 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
-    # another thread's write in between: any write between them in the address's order (the
-    # thread's own would be a later previous access)
-    between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
-    ok &= between == 0
+    del by_pair, a_s, t_s, same  # a lane's 8-byte rows
     at = np.flatnonzero(ok)
     cur, prev = cur[at], prev[at]
-    del by_addr, pos, writes_before, by_pair, a_s, t_s, same, between, addr  # a lane's 8-byte rows
+    # another thread's write in between: any write to the address between them (the thread's
+    # own would be a later previous access)
+    cur, prev = _no_write_between(addr, w_idx, cur, prev)
+    del addr
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
@@ -268,7 +295,8 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         distinct((sel(cta) << 47) | sect) >> 47, minlength=int(cta.max()) + 1
     ).astype(np.float64)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
-    order = stable_argsort(lc)
+    # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
+    order = _ascending(lc, n)
     return ThreadReloads(
         lc[order],
         lp[order],
