@@ -249,7 +249,7 @@ class GlobalNeighbourReuse(Rule):
                     recommend_only_if_faster=True,
                     details=NeighbourReuse(
                         b,
-                        tuple(sorted({int(i) for i in lanes.inst})),
+                        tuple(distinct(lanes.inst).tolist()),
                         int(ru.requests),
                         int(ru.requested_sectors),
                         int(ru.unique_sectors),
@@ -280,7 +280,7 @@ class GlobalNeighbourReuse(Rule):
             evidence=lw.evidence(min_factor, min_share, len(view.ctas)),
             details=NeighbourReuse(
                 b,
-                tuple(sorted({int(i) for i in lw.lanes.inst})),
+                tuple(distinct(lw.lanes.inst).tolist()),
                 int(len(recs)),
                 int(view.rec_sectors[recs].sum()),
                 int(lr.l2_sectors),

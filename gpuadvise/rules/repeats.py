@@ -169,6 +169,38 @@ def _lanes_by_cta(
     return by_cta, cpos
 
 
+def _no_write_between(
+    addr: np.ndarray, writes: np.ndarray, cur: np.ndarray, prev: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of accesses (positions in execution order, ``prev`` before ``cur``, of one
+    address of ``addr``) with no write (``writes``: a mask of the accesses) to their address
+    between them: the writes alone sorted by (address, position), two binary searches a pair."""
+    w = np.flatnonzero(writes)
+    if not len(w) or not len(cur):
+        return cur, prev
+    m = np.int64(len(addr))
+    if (int(addr.max()) + 1) * int(m) >= 2**62:  # too wide for one key: every access by address
+        by_addr = stable_argsort(addr)
+        pos = np.empty(len(addr), np.int64)
+        pos[by_addr] = np.arange(len(addr))
+        writes_before = np.cumsum(writes[by_addr])  # inclusive, in by_addr order
+        keep = np.flatnonzero(writes_before[pos[cur] - 1] == writes_before[pos[prev]])
+        return cur[keep], prev[keep]
+    wkey = np.sort(addr[w] * m + w)
+    a = addr[cur] * m
+    keep = np.flatnonzero(
+        np.searchsorted(wkey, a + prev, "right") == np.searchsorted(wkey, a + cur)
+    )
+    return cur[keep], prev[keep]
+
+
+def _ascending(values: np.ndarray, n: int) -> np.ndarray:
+    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter."""
+    at = np.full(n, -1, np.int64)
+    at[values] = np.arange(len(values))
+    return at[at >= 0]
+
+
 def same_thread_reloads(view: TraceView) -> ThreadReloads:
     """The :class:`ThreadReloads` of ``view``: a load lane whose thread's previous access of the same
     (buffer, byte offset) is a load or a store (not an atomic: its value is not the one in
@@ -208,14 +240,8 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     del off
     m = len(idx)
     w_idx = sel(writes)
-    # by address, in execution order: the writes of any thread before each access
-    # (positions and counts below m: int32 where m fits, issue 31's peak is here)
+    # positions and counts below m: int32 where m fits (issue 31's peak is here)
     ix = np.int32 if m <= np.iinfo(np.int32).max else np.int64
-    by_addr = stable_argsort(addr)
-    pos = np.empty(m, ix)
-    pos[by_addr] = np.arange(m, dtype=ix)
-    writes_before = np.cumsum(w_idx[by_addr], dtype=ix)  # inclusive, in by_addr order
-    del by_addr
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
@@ -232,13 +258,13 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
-    # another thread's write in between: any write between them in the address's order (the
-    # thread's own would be a later previous access)
-    between = writes_before[pos[cur] - 1] - writes_before[pos[prev]]
-    ok &= between == 0
+    del by_pair, same  # a lane's 8-byte rows
     at = np.flatnonzero(ok)
     cur, prev = cur[at], prev[at]
-    del pos, writes_before, by_pair, same, between, addr  # a lane's 8-byte rows
+    # another thread's write in between: any write to the address between them (the thread's
+    # own would be a later previous access)
+    cur, prev = _no_write_between(addr, w_idx, cur, prev)
+    del addr
     if not len(cur):
         return _empty()
     # the thread's own stores between the two, and its last one
@@ -296,7 +322,8 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     cta_sectors = np.bincount(key, minlength=int(cta.max()) + 1).astype(np.float64)
     del key
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
-    order = stable_argsort(lc)
+    # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
+    order = _ascending(lc, n)
     return ThreadReloads(
         lc[order],
         lp[order],
@@ -405,17 +432,20 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     loop-invariant load), or every address of an inner loop once per pass of the outer one (a
     point's features re-read for each cluster)."""
     lanes, lb = view.lanes, view.lane_buffer
-    if not len(rl):
-        return np.zeros(0, bool)
-    threads = int(np.prod(view.block))
+    out = np.zeros(len(rl), bool)
+    # only a reload by the instruction of its previous access can be one (most kernels' reloads
+    # are another line's: none to count), and only those instructions' lanes are counted: each
+    # such reload's (thread, instruction) key has all its lanes among them (issue 31: fewer rows)
+    same = np.flatnonzero(lanes.inst[rl.lane] == lanes.inst[rl.prev]) if len(rl) else rl.lane
+    if not len(same):
+        return out
     ninst = int(lanes.inst.max()) + 1
-    # only the lanes of the reloads' instructions: each reload's (thread, instruction) key has
-    # all its lanes among them, and no other key is looked up (issue 31: fewer lane rows)
-    reloaded = np.zeros(ninst, bool)
-    reloaded[lanes.inst[rl.lane]] = True
-    inside = np.flatnonzero((lb >= 0) & reloaded[lanes.inst])
+    asked = np.zeros(ninst, bool)
+    asked[lanes.inst[rl.lane[same]]] = True
+    inside = np.flatnonzero((lb >= 0) & asked[lanes.inst])
     if not len(inside):
-        return np.zeros(len(rl), bool)
+        return out
+    threads = int(np.prod(view.block))
 
     def thread_inst(ix: np.ndarray) -> np.ndarray:  # in place: no lane-sized temporaries
         t = lanes.cta[ix].astype(np.int64)
@@ -442,9 +472,10 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)
     uneven = hi > lo
-    cur = rl.lane
+    cur = rl.lane[same]
     at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
-    return (lanes.inst[cur] == lanes.inst[rl.prev]) & uneven[at]
+    out[same] = uneven[at]
+    return out
 
 
 def forwarded_in_order(

@@ -115,3 +115,54 @@ def test_first_lane_per_address_by_sort_is_the_pairwise_one(seed: int) -> None:
     want[idx] = (keep.astype(np.uint64) * weights).sum(axis=1).astype(np.uint32)
     assert dropped == int(act[idx].sum() - keep.sum())
     assert np.array_equal(edits.mask, want)
+
+
+def _writes_between_by_cumsum(
+    addr: np.ndarray, writes: np.ndarray, cur: np.ndarray, prev: np.ndarray
+) -> np.ndarray:
+    """The form same_thread_reloads had: every access stably sorted by address, the writes
+    counted in that order, a pair kept where none lies between its two."""
+    by_addr = np.argsort(addr, kind="stable")
+    pos = np.empty(len(addr), np.int64)
+    pos[by_addr] = np.arange(len(addr))
+    before = np.cumsum(writes[by_addr])
+    return (before[pos[cur] - 1] - before[pos[prev]]) == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("wide", [False, True])
+def test_no_write_between_by_the_writes_alone_is_the_sort_of_every_access(
+    seed: int, wide: bool
+) -> None:
+    """same_thread_reloads' check of another thread's write between a thread's two accesses
+    (issue 31): the writes alone sorted and searched, and the fallback for addresses too wide
+    for one key, against every access sorted by address (the form it replaced)."""
+    from gpuadvise.rules.repeats import _no_write_between
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    addr = rng.integers(0, 40, n).astype(np.int64)
+    if wide:
+        addr *= np.int64(1 << 50)  # (largest address + 1) x accesses past 2**62
+    writes = rng.random(n) < (0.02, 0.2, 0.5, 0.0)[seed]
+    # pairs of one address's accesses, each cur after its prev (some adjacent in its address)
+    order = np.argsort(addr, kind="stable")
+    same = np.flatnonzero(addr[order][1:] == addr[order][:-1])
+    pick = rng.choice(same, 1500, replace=False)
+    prev, cur = order[pick], order[pick + 1 + (pick + 2 < n) * (pick % 3 == 0)]
+    ok = (addr[cur] == addr[prev]) & (cur > prev)
+    cur, prev = cur[ok], prev[ok]
+    want = _writes_between_by_cumsum(addr, writes, cur, prev)
+    got_cur, got_prev = _no_write_between(addr, writes, cur, prev)
+    assert np.array_equal(got_cur, cur[want]) and np.array_equal(got_prev, prev[want])
+    assert 0 < len(got_cur) <= len(cur)
+
+
+def test_ascending_by_scatter_is_the_argsort_of_distinct_values() -> None:
+    """same_thread_reloads' reloads put in execution order: distinct values, no sort."""
+    from gpuadvise.rules.repeats import _ascending
+
+    rng = np.random.default_rng(5)
+    values = rng.choice(10_000, 3000, replace=False)
+    assert np.array_equal(_ascending(values, 10_000), np.argsort(values))
+    assert len(_ascending(np.zeros(0, np.int64), 4)) == 0

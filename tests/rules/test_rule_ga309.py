@@ -231,3 +231,39 @@ def test_evict_first_stores_in_between_push_no_row_out(tmp_path, store, misses):
     )
     (f,) = run_rule(analyze(src, "scratch_pass", 4), "GA309", trace_ctas=4)
     assert (ev(f)["l2_sectors_of_reloads"] > 0) == misses
+
+
+def _varying_by_every_lane(view, rl):
+    """varying_repeats as it was (issue 31): every lane's (thread, instruction, address) counted,
+    not only those of the instructions that reload their own previous access."""
+    from gpuadvise.arrays import distinct_rows
+
+    lanes, lb = view.lanes, view.lane_buffer
+    inside = np.flatnonzero(lb >= 0)
+    threads, ninst = int(np.prod(view.block)), int(lanes.inst.max()) + 1
+
+    def thread_inst(ix):
+        t = lanes.cta[ix].astype(np.int64) * threads + lanes.tid[ix].astype(np.int64)
+        return t * ninst + lanes.inst[ix].astype(np.int64)
+
+    addr = (lb[inside].astype(np.int64) << 40) | lanes.off[inside].astype(np.int64)
+    pairs, times = distinct_rows([thread_inst(inside), addr], return_counts=True)
+    keys, first = np.unique(pairs[0], return_index=True)
+    uneven = np.maximum.reduceat(times, first) > np.minimum.reduceat(times, first)
+    at = np.minimum(np.searchsorted(keys, thread_inst(rl.lane)), len(keys) - 1)
+    return (lanes.inst[rl.lane] == lanes.inst[rl.prev]) & uneven[at]
+
+
+@pytest.mark.parametrize("kernel", ["membership", "scale_columns<1>", "adam_step"])
+def test_varying_repeats_of_the_reloading_instructions_alone_is_every_lanes(kernel):
+    """varying_repeats counts only the lanes of the instructions that reload their own previous
+    access (none on most kernels: then no sort at all); the same answer as every lane counted."""
+    from gpuadvise.rules.repeats import varying_repeats
+
+    view = rule_context(_analysis(kernel), Config(trace_ctas=CTAS)).trace_view
+    rl = same_thread_reloads(view)
+    assert len(rl)
+    got = varying_repeats(view, rl)
+    assert np.array_equal(got, _varying_by_every_lane(view, rl))
+    if kernel != "adam_step":  # a loop's own load again: the restricted path, not the early exit
+        assert np.any(view.lanes.inst[rl.lane] == view.lanes.inst[rl.prev])
