@@ -325,3 +325,13 @@ def test_ctas_that_grow_keep_most_of_the_budget(
     assert len(e.trace.records) == sum(per_cta[:kept])
     cut = [n for n in e.notes if "default sample's budget" in n]
     assert len(cut) == 1 and f"traced {kept} of the first wave's 64 CTAs" in cut[0]
+
+
+def test_a_batch_of_ctas_costs_its_accesses_and_its_steps_once() -> None:
+    """batched_cost: the first CTA alone, then batches of a quarter of the CTAs; each CTA's
+    accesses, each batch's steps (its warps step together), not each CTA's."""
+    # 32 CTAs: the first alone, then 31 in batches of 8: 5 batches' steps
+    assert emulate_mod.batched_cost(32, 5700, 1695, 64) == 32 * 5700 + 5 * 1695 == 190_875
+    # batches of at most per_batch CTAs: the first, then 31 in batches of 2
+    assert emulate_mod.batched_cost(32, 10, 100, 2) == 320 + 17 * 100
+    assert emulate_mod.batched_cost(1, 10, 100, 64) == 110
