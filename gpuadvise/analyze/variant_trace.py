@@ -17,8 +17,10 @@ findings with an automatic variant (a source diff, a launch change, or both), an
 the variant, traces it on the CPU emulator as it traced the kernel (the same CTAs sampled, the
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
-default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace
-(:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. The point is then the model's time of the
+default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace,
+in bytes and in cost (:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. A kernel
+whose own trace cost more than :data:`MAX_TRACE_COST` (warp accesses plus warp steps: a count,
+the same on every machine) has no variant traced. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
 variant the model finds slower is not recommended without a measurement: its estimate gives no
 speedup (never a value below 1 as a speedup), the variant waits for a GPU
