@@ -152,6 +152,11 @@ class MemoryAnalysis:
     # the tracer's SIMT counts, None without Capability.SIMT (the GPU's) (not serialized)
     simt: SimtProfile | None = None
     l2_probe_ctas: int | None = None  # the most CTAs an L2 probe may trace (None: no bound)
+    # what the trace cost, the same on every machine: its warp accesses plus the emulator's warp
+    # steps (trace.emulate.trace_cost, the default sample's unit; the GPU tracer's accesses
+    # alone). analyze traces the variants' points only below a bound of it
+    # (analyze.variant_trace.MAX_TRACE_COST)
+    trace_cost: int = 0
 
 
 # The L2 model replays the whole grid, every CTA (model/l2/replay.py): about this many bytes per
@@ -285,6 +290,7 @@ def compute_models(
     )
     from gpuadvise.spec.budget import KEEP_FOR_RULES, TooLargeError, out_of_time, skip
     from gpuadvise.toolchain import sass
+    from gpuadvise.trace.emulate import trace_cost
     from gpuadvise.trace.tracer import EmulatorTracer
 
     want_l2 = "l2" in models
@@ -386,6 +392,7 @@ def compute_models(
         simt=emu.simt,
         l2_probe_ctas=probe_ctas,
         sampled_loops=emu.sampled_loops,
+        trace_cost=trace_cost(len(emu.trace.records), emu.warp_steps or 0),
     )
 
 
@@ -580,6 +587,7 @@ def _gpu_memory(
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
     from gpuadvise.toolchain import sass
+    from gpuadvise.trace.emulate import trace_cost
     from gpuadvise.trace.tracer import GpuTracer
 
     t0 = time.perf_counter()
@@ -598,6 +606,7 @@ def _gpu_memory(
         trace=rec.apply(trace),
         outputs=g.outputs,
         tracer=g.tracer,
+        trace_cost=trace_cost(len(trace.records), 0),
     )
 
 

@@ -236,8 +236,8 @@ def analyze_kernel(
                 l2_probe_ctas=l2_probe_ctas,
             )
         timings["trace_s"] = time.perf_counter() - t3
-        # the CPU the trace took on this thread (the emulator's): what a variant's trace will
-        # cost, whatever else the machine runs (analyze.run's MAX_TRACE_S reads it)
+        # the CPU the trace took on this thread (the emulator's), whatever else the machine runs
+        # (what decides whether variants are traced is the trace's cost, memory.trace_cost)
         timings["trace_cpu_s"] = time.thread_time() - cpu3
     elif trace:
         all_notes.append(

@@ -259,16 +259,14 @@ def _told_both(
 def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
     """A :class:`gpuadvise.analyze.ahead.VariantsAhead` for the rules whose findings'
     variants :func:`_trace_points` will trace, or None when it will trace none (no trace, a
-    trace over ``MAX_TRACE_S``, a device without memory rates, no such rule enabled)."""
+    trace over ``MAX_TRACE_COST``, a device without memory rates, no such rule enabled)."""
     from gpuadvise.analyze.ahead import VariantsAhead
-    from gpuadvise.analyze.variant_trace import MAX_TRACE_S
+    from gpuadvise.analyze.variant_trace import over_trace_cost
     from gpuadvise.devices import memory_rates
     from gpuadvise.rules.registry import load_registry
 
-    timings = result.timings_s
-    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
     mem = result.memory
-    if mem is None or mem.trace is None or took > MAX_TRACE_S:
+    if mem is None or mem.trace is None or over_trace_cost(result) is not None:
         return None
     if memory_rates(result.device) is None:
         return None
@@ -295,7 +293,7 @@ def _trace_points(
     """The findings of rules whose change the launch model follows best on the variant's own
     trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took.
     ``early``: their variants compiled while the rules ran (:func:`_variants_ahead`)."""
-    from gpuadvise.analyze.variant_trace import MAX_TRACE_S, with_trace_points
+    from gpuadvise.analyze.variant_trace import MAX_TRACE_COST, over_trace_cost, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
 
@@ -312,14 +310,15 @@ def _trace_points(
         return checked, 0.0
     from gpuadvise.spec.progress import step
 
-    # CPU seconds, not wall: on a loaded machine the wall clock would decide whether variants
-    # are traced, and so the findings' points (find_membership: 0.09x on one run, 2.3x on another)
-    timings = result.timings_s
-    took = float(timings.get("trace_cpu_s", timings.get("trace_s", 0.0)))
-    if took > MAX_TRACE_S:
+    # the trace's cost, not its seconds (wall or CPU): the machine's speed and load would decide
+    # whether variants are traced, and so the findings' points (find_membership: 0.09x on one
+    # run, 2.3x on another; contraction's GA309:44 a warning or a note)
+    cost = over_trace_cost(result)
+    if cost is not None:
         note = (
-            f"the variants of {', '.join(ids + proxies)} were not traced (the kernel's trace took "
-            f"{took:.0f} CPU-s, more than {MAX_TRACE_S:.0f}): their estimates are the rules' own"
+            f"the variants of {', '.join(ids + proxies)} were not traced (the kernel's trace cost "
+            f"{cost:,} warp accesses and warp steps, more than {MAX_TRACE_COST:,}): their "
+            "estimates are the rules' own"
         )
         return dataclasses.replace(checked, notes=(*checked.notes, note)), 0.0
     out = checked

@@ -17,8 +17,10 @@ findings with an automatic variant (a source diff, a launch change, or both), an
 the variant, traces it on the CPU emulator as it traced the kernel (the same CTAs sampled, the
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
-default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace
-(:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. The point is then the model's time of the
+default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace,
+in bytes and in cost (:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. A kernel
+whose own trace cost more than :data:`MAX_TRACE_COST` (warp accesses plus warp steps: a count,
+the same on every machine) has no variant traced. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
 variant the model finds slower is not recommended without a measurement: its estimate gives no
 speedup (never a value below 1 as a speedup), the variant waits for a GPU
@@ -63,12 +65,17 @@ log = logging.getLogger(__name__)
 # what the estimate's inputs call the model's point on the variant's own trace
 TRACE_POINT = "variant_trace_point"
 
-# a variant's trace costs about what the kernel's did: past this many seconds of the kernel's own
-# trace, the rules' estimates stay theirs (issue 31: an analysis answers in seconds; the corpus's
-# traces take 0.4-13 s but for two of 43 kernels with such findings, 41 s and 89 s). CPU seconds
-# on the analysing thread (timings_s["trace_cpu_s"]), so that a loaded machine does not change
-# the findings
-MAX_TRACE_S = 30.0
+# a variant's trace costs about what the kernel's did: past this cost of the kernel's own trace
+# (MemoryAnalysis.trace_cost: its warp accesses plus warp steps, the default sample's unit,
+# trace.emulate.trace_cost), the rules' estimates stay theirs (issue 31: an analysis answers in
+# seconds). A count of what the trace did, not the seconds it took, so that no machine's speed or
+# load decides the findings (the gate read 30 CPU-s of the trace until the seventeenth session:
+# softmax's took 38 s at load 20; contraction's GA309:44 flipped between a warning and a note
+# with its trace's seconds). 1.5 million: about 30 CPU-s of the trace stage on the 2-core machine
+# is 1.09 million at the median of 10 corpus kernels' 5-131 us a unit (27.5 us; the fit in
+# docs/data/s17-s17-gate.md), raised so that every corpus kernel whose variants were traced
+# still is: HeCBench interleave's two kernels cost 1,050,755 (5 CPU-s on the 16-CPU machine)
+MAX_TRACE_COST = 1_500_000
 
 # a variant's first wave that the default sample's budget cuts anyway is cut further, to about
 # the CTAs whose records fit in twice the kernel's trace (never under 16 MiB, ~58,000 warp
@@ -80,6 +87,12 @@ MAX_TRACE_S = 30.0
 # (BlackScholes' variant, 7.4 elements per thread: 0.94x on its first CTAs against 1.01x on all)
 VARIANT_TRACE_FACTOR = 2
 VARIANT_TRACE_FLOOR_BYTES = 16 << 20
+# and, in the same way, to about the CTAs whose cost (warp accesses plus warp steps) fits in
+# twice the kernel's trace cost, never under the default sample's own bound (DEFAULT_SAMPLE_COST):
+# the bytes above count the accesses only, where a grid-stride variant's few CTAs step through
+# their loop. A variant whose first CTA alone costs more (contraction's, CTA 0 alone like the
+# kernel) is not cut: the first CTA always runs
+VARIANT_TRACE_FLOOR_COST = 1 << 17
 
 
 def launch_traffic(analysis: KernelAnalysis) -> Traffic | None:
@@ -102,6 +115,14 @@ def forget_kernel_view(analysis: KernelAnalysis) -> None:
         forget_view(mem.trace)
 
 
+def over_trace_cost(analysis: KernelAnalysis) -> int | None:
+    """The kernel's trace cost (:attr:`MemoryAnalysis.trace_cost`) when it is over
+    :data:`MAX_TRACE_COST`, and its variants are then not traced; None when they may be."""
+    mem = analysis.memory
+    cost = 0 if mem is None else mem.trace_cost
+    return cost if cost > MAX_TRACE_COST else None
+
+
 def variant_budget_bytes(analysis: KernelAnalysis) -> int:
     """The trace bytes a variant's default sample may take (:data:`VARIANT_TRACE_FACTOR`)."""
     from gpuadvise.trace.access import RECORD
@@ -111,27 +132,39 @@ def variant_budget_bytes(analysis: KernelAnalysis) -> int:
     return max(VARIANT_TRACE_FLOOR_BYTES, VARIANT_TRACE_FACTOR * records * RECORD.itemsize)
 
 
+def variant_budget_cost(analysis: KernelAnalysis) -> int:
+    """The cost a variant's default sample may take (:data:`VARIANT_TRACE_FLOOR_COST`)."""
+    mem = analysis.memory
+    cost = 0 if mem is None else mem.trace_cost
+    return max(VARIANT_TRACE_FLOOR_COST, VARIANT_TRACE_FACTOR * cost)
+
+
 def trace_alone(
     vopts: KernelOptions,
     device: Any,
     sample_ctas: int | str | None,
     budget: int,
     built: Built | None = None,
+    cost: int | None = None,
 ) -> KernelAnalysis:
     """The kernel of ``vopts`` built and traced on the emulator as the kernel's own trace was
-    (the same sample, its first wave cut to ``budget`` trace bytes), the trace model only and no
-    live registers (the launch model reads the trace, not them): a variant's side, or a proxy's.
-    ``built``: ``vopts`` already built and compiled (:class:`gpuadvise.analyze.ahead.Ahead`)."""
+    (the same sample, its first wave cut to ``budget`` trace bytes and, given, to ``cost`` warp
+    accesses and steps), the trace model only and no live registers (the launch model reads
+    the trace, not them): a variant's side, or a proxy's. ``built``: ``vopts`` already built
+    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`)."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.trace.emulate import sample_trace_bytes
+    from gpuadvise.trace.emulate import sample_trace_bytes, sample_trace_cost
 
     if built is None:
         spec, _, options = build(vopts)
         head = None
     else:
         spec, options, head = built.spec, built.options, built.head
-    with sample_trace_bytes(budget):
+    with contextlib.ExitStack() as bounds:
+        bounds.enter_context(sample_trace_bytes(budget))
+        if cost is not None:
+            bounds.enter_context(sample_trace_cost(cost))
         return analyze_kernel(
             spec,
             device,
@@ -154,12 +187,13 @@ def traced_side(
     budget: int,
     serial: bool = True,
     built: Built | None = None,
+    cost: int | None = None,
 ) -> tuple[Traffic | None, tuple[float, bool]]:
     """:func:`trace_alone`'s launch traffic and (``serial``) serial atomics
     (:func:`_serial_s`), the analysis itself (its trace, its view) freed on return: the next
     variant is traced without this one held (issue 31: llm.c layernorm_backward's three
-    variants, 0.8 GB each). ``built``: as :func:`trace_alone`'s."""
-    va = trace_alone(vopts, device, sample_ctas, budget, built)
+    variants, 0.8 GB each). ``built`` and ``cost``: as :func:`trace_alone`'s."""
+    va = trace_alone(vopts, device, sample_ctas, budget, built, cost)
     return launch_traffic(va), _serial_s(va) if serial else (0.0, False)
 
 
@@ -377,7 +411,7 @@ def _traced_points(
     forget_kernel_view(analysis)
     if before is None:
         return made
-    budget = variant_budget_bytes(analysis)
+    budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
     for f in todo:
         if out_of_time():
             break
@@ -388,7 +422,7 @@ def _traced_points(
         vopts, compiled = builds[id(f)]
         try:
             after, (serial_after, follows_after) = traced_side(
-                vopts, analysis.device, sample_ctas, budget, built=compiled.result()
+                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
             )
         except GpuAdviseError as exc:
             log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())

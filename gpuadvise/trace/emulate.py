@@ -171,8 +171,18 @@ called it latency-bound (GA106, wrong) where 32, 64 or the old 116 CTAs say comp
 
 SAMPLE_RUN_CTAS = 4
 """The default sample's runs of consecutive CTAs (:func:`spread_runs`)."""
+
+
+def trace_cost(accesses: int, steps: int) -> int:
+    """A trace's cost in :data:`DEFAULT_SAMPLE_COST`'s unit: its warp accesses plus its warp
+    steps, counts of what the emulator did, the same on every machine and at every load."""
+    return int(accesses) + int(steps)
+
+
 # a lower budget for the default sample, set by sample_trace_bytes (None: DEFAULT_SAMPLE_TRACE_BYTES)
 _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default=None)
+# a lower bound on the default sample's cost, set by sample_trace_cost (None: DEFAULT_SAMPLE_COST)
+_SAMPLE_COST: ContextVar[int | None] = ContextVar("sample_trace_cost", default=None)
 
 
 @contextmanager
@@ -193,6 +203,21 @@ def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
         yield
     finally:
         _SAMPLE_BYTES.reset(token)
+
+
+@contextmanager
+def sample_trace_cost(limit: int) -> Iterator[None]:
+    """For the emulations inside, a first wave that the default sample cuts anyway is cut
+    further, as :func:`sample_trace_bytes` cuts it, to about the CTAs whose cost
+    (:func:`trace_cost`, counted on the first CTA) fits in ``limit`` (never more than an
+    enclosing bound allows): the steps count where the bytes do not. A wave the default traces
+    whole is traced whole, and the first CTA always runs; a sample asked for is never cut."""
+    now = _SAMPLE_COST.get()
+    token = _SAMPLE_COST.set(max(1, int(limit) if now is None else min(int(limit), now)))
+    try:
+        yield
+    finally:
+        _SAMPLE_COST.reset(token)
 
 
 _SAMPLE_HINT = (
@@ -866,6 +891,7 @@ def _emulate(
     sample_bytes = min(trace_limit, DEFAULT_SAMPLE_TRACE_BYTES)
     lowered = _SAMPLE_BYTES.get()  # sample_trace_bytes: for a wave the default cuts anyway
     lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
+    lowered_cost = _SAMPLE_COST.get()  # sample_trace_cost: idem, by the cost
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -955,7 +981,7 @@ def _emulate(
                         fit = max(done, int(cap * done // sink.count)) if sink.count else count
                         every = 1
                         # the cost bound: runs of consecutive CTAs spread over the wave
-                        afford = affordable_ctas(cost_budget, sink.count + steps, done)
+                        afford = affordable_ctas(cost_budget, trace_cost(sink.count, steps), done)
                         by_cost = afford < min(fit, count)
                         if by_cost:
                             ctas = spread_runs(ctas[:count], afford)
@@ -969,13 +995,24 @@ def _emulate(
                             every = max(1, -(-fit // small))
                             sample_bytes = lowered_bytes
                             cap = max(1, sample_bytes // RECORD.itemsize)
+                        by_lowered_cost = False
+                        if fit < count and lowered_cost is not None:
+                            # and to the CTAs the lowered cost affords, the same way
+                            while every < fit and (
+                                batched_cost(-(-fit // every), sink.count, steps, per_batch)
+                                > lowered_cost
+                            ):
+                                every += 1
+                                by_lowered_cost = True
                         # later batches stop at the sample's budget (the first may be over it)
                         sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
                             ctas = ctas[:fit][::every]
                             fit = count = len(ctas)
                             notes.append(
-                                _cost_note(fit, wave_ctas, cost_budget)
+                                _variant_cost_note(fit, wave_ctas, lowered_cost)
+                                if by_lowered_cost and lowered_cost is not None
+                                else _cost_note(fit, wave_ctas, cost_budget)
                                 if by_cost
                                 else _cut_note(fit, wave_ctas, sample_bytes)
                             )
@@ -1158,6 +1195,26 @@ def _cost_note(kept: int, wave: int, cost: int) -> str:
         f"it: the whole wave would outgrow the {_COST_NOTE} of {cost:,} warp accesses and warp "
         f"steps (--sample-ctas {WHOLE_WAVE} traces the whole first wave, --sample-ctas N the "
         "first N CTAs)"
+    )
+
+
+def batched_cost(ctas: int, records: int, steps: int, per_batch: int) -> int:
+    """What tracing ``ctas`` CTAs costs (:func:`trace_cost`) when the default sample runs them
+    as it does once it cuts the wave (the first CTA alone, then batches of a quarter of them,
+    at most ``per_batch``), from the first CTA's ``records`` and ``steps``: the records of each
+    CTA, the steps of each batch, whose warps step together (HeCBench haversine's grid-stride
+    variant: 32 CTAs of 5,700 accesses each, 8,475 steps in all over its 5 batches, a cost of
+    190,875 where 32 times its first CTA's accesses and steps would say about 236,600)."""
+    size = max(1, min(per_batch, -(-ctas // 4)))
+    batches = 1 + -(-(ctas - 1) // size)
+    return trace_cost(ctas * records, batches * steps)
+
+
+def _variant_cost_note(kept: int, wave: int, cost: int) -> str:
+    return (
+        f"traced {kept} of the first wave's {wave} CTAs, every k-th of those the default sample "
+        f"keeps: their trace would cost more than the bound of {cost:,} warp accesses and warp "
+        "steps (a variant's trace, kept to about the kernel's)"
     )
 
 

@@ -68,7 +68,8 @@ class TraceResult:
     ``notes``: what the tracer has to say (a sample, a cut trace, a slowdown); ``time_s``: the
     tracer's wall time; ``sampled_loops``: the long loops whose iterations were skipped (the
     trace then weighted). ``lane_instructions`` and ``simt``: None unless ``capabilities`` holds
-    :attr:`Capability.INSTRUCTION_COUNTS` and :attr:`Capability.SIMT`."""
+    :attr:`Capability.INSTRUCTION_COUNTS` and :attr:`Capability.SIMT`; ``warp_steps``: the
+    emulator's scheduling steps (None from a tracer that does not count them)."""
 
     tracer: str  # "emu" | "gpu"
     trace: AccessTrace
@@ -81,6 +82,7 @@ class TraceResult:
     lane_instructions: int | None = None
     simt: SimtProfile | None = None
     sampled_loops: tuple[str, ...] = ()
+    warp_steps: int | None = None
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities
@@ -140,6 +142,7 @@ class EmulatorTracer:
             lane_instructions=emu.lane_instructions,
             simt=emu.simt,
             sampled_loops=emu.sampled_loops,
+            warp_steps=emu.warp_steps,
         )
 
 

@@ -191,7 +191,7 @@ def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
     import gpuadvise.analyze.variant_trace as vt
     from gpuadvise.analyze.run import run_analysis
 
-    monkeypatch.setattr(vt, "MAX_TRACE_S", -1.0)
+    monkeypatch.setattr(vt, "MAX_TRACE_COST", 0)
     k = ROOT / "kernels" / "accumulate"
     res = run_analysis(
         KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
@@ -200,36 +200,42 @@ def test_a_long_trace_keeps_the_rules_estimates_and_says_so(
     (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
     assert f.estimated_speedup is not None and TRACE_POINT not in f.estimated_speedup.inputs
     assert any("were not traced" in n and "GA308" in n for n in res.rules.notes)
+    cost = res.analysis.memory.trace_cost  # type: ignore[union-attr]
+    assert cost > 0 and any(f"cost {cost:,} warp accesses" in n for n in res.rules.notes)
 
 
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
-def test_a_loaded_machine_does_not_decide_whether_variants_are_traced(
+def test_neither_the_machines_speed_nor_its_load_decides_whether_variants_are_traced(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The wall clock of a machine under load (here: 100 s a reading) makes the trace look long;
-    the variants are traced all the same, as the trace's CPU seconds decide."""
-    import time as real_time
+    """A slow or loaded machine makes the trace look long in wall and in CPU seconds (here: 0,
+    100 or 10,000 s a reading of both clocks): the variants are traced all the same and the
+    finding is the same, as the trace's cost (its warp accesses and steps) decides."""
     import types
 
     import gpuadvise.analyze.pipeline as pipeline
+    import gpuadvise.analyze.variant_trace as vt
     from gpuadvise.analyze.run import run_analysis
 
-    ticks = iter(range(0, 10**9, 100))
-    slow = types.SimpleNamespace(
-        perf_counter=lambda: float(next(ticks)), thread_time=real_time.thread_time
-    )
-    monkeypatch.setattr(pipeline, "time", slow)
     k = ROOT / "kernels" / "accumulate"
-    res = run_analysis(
-        KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100"),
-        AnalyzeSettings(measure=False, select=("GA308",)),
-    )
-    t = res.analysis.timings_s
-    assert t["trace_s"] >= 100 > 30 > t["trace_cpu_s"], t
-    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
-    assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs
-    assert not any("were not traced" in n for n in res.rules.notes)
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    seen = []
+    for step in (0, 100, 10_000):
+        ticks = iter(range(0, 10**12, max(step, 1)))
+        clock = (lambda: 0.0) if step == 0 else (lambda t=ticks: float(next(t)))
+        fake = types.SimpleNamespace(perf_counter=clock, thread_time=clock)
+        monkeypatch.setattr(pipeline, "time", fake)
+        res = run_analysis(opts, AnalyzeSettings(measure=False, select=("GA308",)))
+        t = res.analysis.timings_s
+        assert t["trace_cpu_s"] >= step and t["trace_s"] >= step, t  # 10,000: past the old 30
+        mem = res.analysis.memory
+        assert mem is not None and 0 < mem.trace_cost <= vt.MAX_TRACE_COST
+        (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+        assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs
+        assert not any("were not traced" in n for n in res.rules.notes)
+        seen.append((mem.trace_cost, f.severity, f.estimated_speedup.speedup))
+    assert seen[0] == seen[1] == seen[2], seen
 
 
 @pytest.mark.toolkit

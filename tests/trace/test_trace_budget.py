@@ -116,6 +116,40 @@ def test_a_lowered_budget_cuts_further_a_wave_the_default_cuts(
         assert len(run(module, None).ctas_run) == 100
 
 
+def test_a_lowered_cost_cuts_further_a_wave_the_default_cuts(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample_trace_cost (a variant's trace kept to about the kernel's cost, in warp accesses
+    plus warp steps) cuts a first wave that the default cuts anyway to every k-th of the CTAs
+    the default keeps, as sample_trace_bytes does, with a note; a wave the default traces whole
+    stays whole, the bound never rises, and an explicit sample is not cut."""
+    one = run(module, 1)
+    first = emulate_mod.trace_cost(len(one.trace.records), one.warp_steps)
+    assert first > RECORDS_PER_CTA  # the steps count too
+    with emulate_mod.sample_trace_cost(40 * first):
+        assert len(run(module, None).ctas_run) == 264  # the default traces it whole
+        monkeypatch.setattr(
+            emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 100 * RECORDS_PER_CTA * RECORD.itemsize
+        )
+        e = run(module, None)
+        asked = run(module, 300)
+        with emulate_mod.sample_trace_cost(1 << 40):  # never above the enclosing bound
+            again = run(module, None)
+    kept = tuple(range(0, 100, 3))  # every 3rd of the default's 100: 34 CTAs, about 40
+    assert e.ctas_run == kept and again.ctas_run == e.ctas_run
+    assert any(
+        f"traced {len(kept)} of the first wave's 264 CTAs" in n and "warp steps" in n
+        for n in e.notes
+    )
+    mine, theirs = by_cta(e), by_cta(run(module, list(kept)))
+    assert mine.keys() == theirs.keys()
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    assert len(asked.ctas_run) == 300
+    with emulate_mod.sample_trace_cost(1 << 40):  # above the default: the default holds
+        assert len(run(module, None).ctas_run) == 100
+
+
 def test_the_default_sample_is_bounded_by_its_cost(
     module: CompiledModule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,3 +325,13 @@ def test_ctas_that_grow_keep_most_of_the_budget(
     assert len(e.trace.records) == sum(per_cta[:kept])
     cut = [n for n in e.notes if "default sample's budget" in n]
     assert len(cut) == 1 and f"traced {kept} of the first wave's 64 CTAs" in cut[0]
+
+
+def test_a_batch_of_ctas_costs_its_accesses_and_its_steps_once() -> None:
+    """batched_cost: the first CTA alone, then batches of a quarter of the CTAs; each CTA's
+    accesses, each batch's steps (its warps step together), not each CTA's."""
+    # 32 CTAs: the first alone, then 31 in batches of 8: 5 batches' steps
+    assert emulate_mod.batched_cost(32, 5700, 1695, 64) == 32 * 5700 + 5 * 1695 == 190_875
+    # batches of at most per_batch CTAs: the first, then 31 in batches of 2
+    assert emulate_mod.batched_cost(32, 10, 100, 2) == 320 + 17 * 100
+    assert emulate_mod.batched_cost(1, 10, 100, 64) == 110
