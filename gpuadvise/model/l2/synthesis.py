@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuadvise.arrays import equal_rows
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.model.coalescing import SECTOR_BYTES
 from gpuadvise.model.l2.footprint import (
@@ -256,8 +257,9 @@ def _residue_units(
     for length in distinct(lens).tolist():
         segs = np.flatnonzero(lens == length)
         rows = rel[starts[segs][:, None] + np.arange(length)].reshape(len(segs), 3 * length)
-        _, inv = np.unique(rows, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
+        # which residues share their rows: the shapes are numbered below by their first
+        # residue, so the labels' own order does not matter
+        inv = equal_rows(rows)
         first = np.full(int(inv.max()) + 1, nseg, dtype=np.int64)
         np.minimum.at(first, inv, segs)
         group_of_seg[segs] = inv + ngroups
