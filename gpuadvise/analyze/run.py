@@ -199,6 +199,8 @@ def _run(
             timings["variant_traces_s"] = 0.0
     # the rules phase, rule by rule (rule_GA305_s ...): which rule a slow analysis waits for
     timings.update({f"rule_{rid}_s": s for rid, s in checked.timings_s.items()})
+    # and the analysing thread's CPU in each (cpu_GA305_s): what a loaded machine leaves alone
+    timings.update({f"cpu_{rid}_s": s for rid, s in checked.cpu_s.items()})
     checked = quiet_minor(demote_unmeasured_slower(measuring.finish(checked)), config)
     if ahead:
         from gpuadvise.analyze.measure import forget_early
@@ -213,7 +215,7 @@ def _run(
         ", ".join(
             f"{k.removesuffix('_s')} {v:.2f} s"
             for k, v in timings.items()
-            if "rule_" not in k and not k.endswith("_cpu_s")  # phases' wall times only
+            if "rule_" not in k and not k.endswith("_cpu_s") and not k.startswith("cpu_")
         ),
     )
     log.debug(

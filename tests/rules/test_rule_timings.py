@@ -1,6 +1,7 @@
 """The rules phase timed rule by rule (issue 17): ``RulesRun.timings_s`` has one entry per rule
-run, and ``analyze``'s ``timings_s`` carries them as ``rule_<ID>_s`` beside ``rules_s``. Needs
-nvcc (the toolkit wheels), no GPU."""
+run, and ``analyze``'s ``timings_s`` carries them as ``rule_<ID>_s`` beside ``rules_s``; the
+analysing thread's CPU seconds in each (``RulesRun.cpu_s``) as ``cpu_<ID>_s`` (issue 31: wall
+seconds on a loaded machine say little). Needs nvcc (the toolkit wheels), no GPU."""
 
 from __future__ import annotations
 
@@ -20,6 +21,25 @@ def test_every_rule_run_is_timed():
     run = run_rules_report(a, Config(trace_ctas=4, select=("GA1", "GA2", "GA305")))
     assert set(run.timings_s) == set(run.rules_run) and "GA305" in run.timings_s
     assert all(t >= 0.0 for t in run.timings_s.values())
+    assert set(run.cpu_s) == set(run.rules_run)
+    assert all(0.0 <= run.cpu_s[r] <= run.timings_s[r] + 0.05 for r in run.rules_run)
+
+
+def test_a_rule_cpu_is_its_thread_time(monkeypatch):
+    """A rule's CPU seconds are the thread's CPU clock across it, not the wall clock: a rule
+    that waits (a subprocess, a loaded machine) spends wall without CPU."""
+    import time as _time
+
+    from gpuadvise.rules import evaluate
+
+    clock = iter(range(0, 1000, 3))  # each read 3 s later: every rule 3 CPU-s
+    fake = type("T", (), {"perf_counter": staticmethod(_time.perf_counter)})
+    fake.thread_time = staticmethod(lambda: float(next(clock)))  # type: ignore[attr-defined]
+    monkeypatch.setattr(evaluate, "time", fake)
+    a = rulekit.analyze(REDUCE, "reduce2", 4, ("n=65536",))
+    run = run_rules_report(a, Config(trace_ctas=4, select=("GA102", "GA305")))
+    assert run.cpu_s == {"GA102": 3.0, "GA305": 3.0}
+    assert all(run.timings_s[r] < 3.0 for r in run.rules_run)
 
 
 def test_analyze_reports_them_in_timings_s():
@@ -31,5 +51,5 @@ def test_analyze_reports_them_in_timings_s():
         opts, AnalyzeSettings(sample_ctas="4", select=("GA102", "GA305"), measure=False)
     )
     t = done.analysis.timings_s
-    assert {"rule_GA102_s", "rule_GA305_s"} <= set(t)
+    assert {"rule_GA102_s", "rule_GA305_s", "cpu_GA102_s", "cpu_GA305_s"} <= set(t)
     assert sum(t[f"rule_{r}_s"] for r in done.rules.rules_run) <= t["rules_s"] + 1e-6
