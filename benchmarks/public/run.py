@@ -25,6 +25,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -126,8 +127,8 @@ def run_one(
 ) -> tuple[str, float, float, str, str]:
     """(status, wall s, peak RSS MB, stdout, stderr) of one analyze run."""
     t0 = time.monotonic()
-    out_path, err_path = SPECS / ".stdout", SPECS / ".stderr"
-    with out_path.open("w") as out, err_path.open("w") as err:
+    # the run's own files: two runs at once (the test suite's workers) must not share them
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         p = subprocess.Popen(
             cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True, env=_child_env()
         )
@@ -146,12 +147,15 @@ def run_one(
                 pid, code, ru = os.wait4(p.pid, 0)
                 break
             time.sleep(0.2)
-    wall = time.monotonic() - t0
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        out_text, err_text = out.read(), err.read()
     p.returncode = os.waitstatus_to_exitcode(code)
     rss = ru.ru_maxrss / 1024  # KiB on Linux
     if not status:
         status = "ok" if p.returncode == 0 else "failed"
-    return status, wall, rss, out_path.read_text(), err_path.read_text()
+    return status, wall, rss, out_text, err_text
 
 
 def summarise(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -19,6 +19,22 @@ pytestmark = pytest.mark.toolkit
 REPOS, KERNELS = fetch.load_manifest()
 
 
+def test_runs_at_once_keep_their_own_output() -> None:
+    """Two analyses at once (the suite's two workers) each read their own stdout and stderr: the
+    runner wrote both to one file under src/_specs, so one run read the other's JSON, or none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(tag: str) -> tuple[str, str]:
+        code = f"import sys, time; print('{tag}' * 5000); time.sleep(0.3); print('{tag}e', file=sys.stderr)"
+        status, _, _, out, err = run.run_one([sys.executable, "-c", code], 60.0, 6000.0)
+        assert status == "ok"
+        return out, err
+
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(one, ["a", "b"]))
+    assert got == [("a" * 5000 + "\n", "ae\n"), ("b" * 5000 + "\n", "be\n")]
+
+
 def test_manifest_entries_are_complete() -> None:
     for k in KERNELS:
         for key in ("name", "repo", "path", "kernel", "grid", "block", "args", "expect", "small"):
