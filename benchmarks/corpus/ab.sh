@@ -6,7 +6,10 @@
 #     OUT=/tmp/ab bash benchmarks/corpus/ab.sh base.tgz                      # where it runs
 # Each tree gets a fresh cache (GPUADVISE_CACHE_DIR). The same runner, manifests and judgements
 # (this checkout's benchmarks/) score both. Writes results_{after,base}.json, table_*.md and
-# corpus_*.txt under $OUT. CORPUS_S bounds each run (default 270 s), JOBS its parallelism (15), PYTHON the interpreter.
+# corpus_*.txt under $OUT. CORPUS_S bounds each run (default 270 s), JOBS its parallelism (15), PYTHON the interpreter,
+# ORDER the order of the two runs ("after base", the default, or "base after"): the first run on a
+# freshly started machine pays its cold disk cache (nvcc's files), so a before/after is two pairs in
+# opposite orders, their ratios averaged.
 set -u
 base_tgz=$(realpath "${1:?usage: ab.sh BASE.tgz (git archive REV gpuadvise rules kernels | gzip)}")
 : "${OUT:?set OUT to a folder for the results}"
@@ -15,7 +18,7 @@ B=$(mktemp -d /tmp/gpuadvise-ab-base.XXXXXX)
 tar cf - --exclude=./.device-wheels --exclude=./.git --exclude=./.gpu --exclude=./.venv . | tar xf - -C "$B"
 rm -rf "$B/gpuadvise" "$B/rules" "$B/kernels" && tar xzf "$base_tgz" -C "$B"
 { nproc; uptime; } >> "$OUT/ab.txt"
-for t in after base; do
+for t in ${ORDER:-after base}; do
   d=$PWD; [ "$t" = base ] && d=$B
   s=$(date +%s); o=$(mktemp -d "/tmp/gpuadvise-ab-out-$t.XXXXXX")
   ( cd "$d" && GPUADVISE_CACHE_DIR=$(mktemp -d "/tmp/gpuadvise-ab-cache-$t.XXXXXX") \
