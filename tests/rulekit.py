@@ -166,20 +166,25 @@ def compiled(
 
 def untraced_run(source: Path, kernel: str, args: tuple[str, ...] = (), **options: Any) -> Any:
     """The Emulation of every CTA of ``kernel``'s launch (``args`` and ``options`` as
-    :func:`compiled` takes them) run for its outputs alone: no trace, SASS or memory models."""
+    :func:`compiled` takes them) run for its outputs alone: no trace, SASS or memory models, and
+    every loop iteration run (a sampled loop's outputs are not the kernel's)."""
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
     from gpuadvise.trace.emulate import emulate
 
     a = compiled(source, kernel, args, **options)
     launch = resolve(a.spec, parse_signature(source.read_text(), kernel))
-    return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
+    return emulate(
+        a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False, sample_loops=False
+    )
 
 
 def whole_run_outputs(source: Path, kernel: str, spec: str, grid: str) -> dict[str, Any]:
     """The kernel's outputs over the CTAs of ``grid``, every CTA and loop iteration run on the
     emulator (no trace), for tests that compare a patched kernel's outputs with the original's."""
-    return dict(untraced_run(source, kernel, spec=spec, grid=grid).outputs)
+    run = untraced_run(source, kernel, spec=spec, grid=grid)
+    assert run.complete and not run.sampled_loops, run.sampled_loops
+    return dict(run.outputs)
 
 
 def patched_folder(tmp: Path, source: Path, text: str) -> Path:
