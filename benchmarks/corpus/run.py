@@ -95,6 +95,10 @@ def command_for(k: corpus.Kernel, opts: argparse.Namespace) -> list[str]:
     # --measure: each process's measurement waits for the others' (one GPU, no overlapping timings)
     runner = ([str(HERE / "locked_analyze.py"), str(opts.out / "measure.lock")] if opts.measure
               else ["-m", "gpuadvise", "analyze"])  # fmt: skip
+    if opts.profile is not None:  # each analysis under cProfile: profile_sum.py adds them up
+        opts.profile.mkdir(parents=True, exist_ok=True)
+        prof = opts.profile / (k.name.replace("/", "__") + ".prof")
+        runner = ["-m", "cProfile", "-o", str(prof), *runner]
     cmd = [sys.executable, *runner, str(source), "--spec", str(spec),
            "--format", "json", "-q", "--gpu", opts.gpu]  # fmt: skip
     if opts.check:
@@ -301,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         help="score a saved results.json (or partial.jsonl) instead of analysing",
     )
     ap.add_argument("--markdown", type=Path, help="also write the per-kernel table here")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        help="write each analysis's cProfile here (benchmarks/corpus/profile_sum.py)",
+    )
     ap.add_argument("extra", nargs="*", help="more analyze options (after --)")
     opts = ap.parse_args(argv)
     try:
