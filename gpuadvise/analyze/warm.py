@@ -11,6 +11,12 @@ that no module is imported by two threads at once (the main thread's compile imp
 new: :func:`gpuadvise.analyze.head.compile_head`'s modules are imported before the thread
 starts). The results are the same: only where the imports' time falls moves. A failed import is
 left for the main thread to raise where it needs the module.
+
+In a run the analysis-result cache may answer (the plain command), the kernel is first compiled
+for the cache's key (:func:`gpuadvise.analyze.result_cache.analysis_key`), and the analysis'
+own compile is then a cache hit: there the imports run inside that nvcc run
+(:func:`gpuadvise.toolchain.compile.while_nvcc_runs`), and not at all when nvcc does not run
+(an unchanged re-run prints the stored report without them).
 """
 
 from __future__ import annotations

@@ -142,7 +142,13 @@ def run_analyze(
             "l2_probe_ctas": settings.l2_probe_ctas,
             "statistics": out.statistics,
         }
-        key = result_cache.analysis_key(opts, params, {})
+        from gpuadvise.analyze.warm import imports_during
+        from gpuadvise.toolchain.compile import while_nvcc_runs
+
+        # the key compiles the kernel: the later stages are imported while nvcc runs (not on a
+        # compile cache hit, where nothing runs beside them: an unchanged re-run stays short)
+        with while_nvcc_runs(lambda: imports_during(settings.trace, not settings.rules_dirs)):
+            key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
             result_cache.load(key), targets, out.fail_on, out.statistics, out.argv,
             out.allow_incomplete,

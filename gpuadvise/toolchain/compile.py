@@ -21,6 +21,7 @@ character is refused with a one-line error.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import os
@@ -28,7 +29,8 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +79,33 @@ from gpuadvise.toolchain.templates import (
 
 _log = logging.getLogger(__name__)  # (``log`` is nvcc's output in this module)
 
-__all__ = ["compile_source", "effective_flags", "parse_depfile", "safe_scratch", "shell_safe"]
+__all__ = [
+    "compile_source",
+    "effective_flags",
+    "parse_depfile",
+    "safe_scratch",
+    "shell_safe",
+    "while_nvcc_runs",
+]
+
+_WHILE_NVCC: contextvars.ContextVar[Callable[[], AbstractContextManager[Any]] | None] = (
+    contextvars.ContextVar("gpuadvise_while_nvcc", default=None)
+)
+
+
+@contextlib.contextmanager
+def while_nvcc_runs(work: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+    """Within the ``with`` block, every nvcc run of :func:`compile_source` is wrapped in
+    ``work()``: a context entered as nvcc starts and left when it has returned, for work that
+    uses the CPU nvcc leaves idle (``analyze`` imports its later stages then:
+    :mod:`gpuadvise.analyze.warm`). Nothing is done on a cache hit, where no nvcc runs; the
+    block's thread only waits for nvcc meanwhile (it imports nothing)."""
+    token = _WHILE_NVCC.set(work)
+    try:
+        yield
+    finally:
+        _WHILE_NVCC.reset(token)
+
 
 SHELL_SPECIAL = frozenset('"$`\\\n\r')
 """Characters that nvcc's shell would interpret inside the double quotes it puts around paths."""
@@ -252,8 +280,10 @@ def _run_nvcc(
     env = {**os.environ, "TMPDIR": str(keep_dir)}  # nvcc's own temporary files: ours to remove
     _log.debug("running %s", " ".join(cmd))
     start = time.perf_counter()
-    proc = run_tool(cmd, "nvcc", env=env)
-    elapsed_s = time.perf_counter() - start
+    work = _WHILE_NVCC.get()
+    with work() if work is not None else contextlib.nullcontext():
+        proc = run_tool(cmd, "nvcc", env=env)
+        elapsed_s = time.perf_counter() - start  # nvcc's own time, not the work beside it
     _log.info("nvcc took %.2f s (exit %d)", elapsed_s, proc.returncode)
     log = (proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr).strip()
     if nvcc_input != src:

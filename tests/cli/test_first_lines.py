@@ -115,3 +115,45 @@ def test_the_header_needs_neither_the_rules_nor_the_trace() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_the_later_stages_are_imported_while_the_key_compiles_and_not_on_a_rerun(
+    private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The analysis-result cache's key compiles the kernel: the stages after the compile are
+    imported while that nvcc runs (entered before it starts, left after it returns), not after
+    it in series; an unchanged re-run (compile and result cache hits) runs neither nvcc nor
+    those imports."""
+    import gpuadvise.analyze.warm as warm
+    import gpuadvise.toolchain.compile as compile_mod
+
+    events: list[str] = []
+    imports, tool = warm.imports_during, compile_mod.run_tool
+
+    @contextlib.contextmanager
+    def recorded_imports(*a: Any, **k: Any) -> Any:
+        events.append("imports")
+        with imports(*a, **k):
+            yield
+        events.append("imported")
+
+    def recorded_tool(cmd: Any, name: str, *a: Any, **k: Any) -> Any:
+        events.append(f"{name} starts")
+        try:
+            return tool(cmd, name, *a, **k)
+        finally:
+            events.append(f"{name} ends")
+
+    monkeypatch.setattr(warm, "imports_during", recorded_imports)
+    monkeypatch.setattr(compile_mod, "run_tool", recorded_tool)
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+    args = (*ARGS, "--no-trace", "--seed", "37")
+    r = _run(env, *args)
+    assert r.returncode == 0, r.stderr
+    # the key's compile (nvcc beside the imports), then the analysis' own compile: a cache hit
+    assert events[:4] == ["imports", "nvcc starts", "nvcc ends", "imported"]
+    assert events.count("nvcc starts") == 1
+    events.clear()
+    again = _run(env, *args)
+    assert again.returncode == 0 and again.stdout == r.stdout
+    assert events == []  # nothing compiled, nothing imported ahead: the stored report

@@ -199,3 +199,38 @@ def test_line_table_locations_follow_nvdisasm() -> None:
     assert trailing_nops(exit_ + nop + nop, 0) == 2
     assert trailing_nops(exit_, 0) == 0
     assert trailing_nops(exit_ + exit_ + nop, 0) is None  # not padding: disassemble it
+
+
+@needs_tools
+def test_work_beside_nvcc_runs_while_nvcc_does_and_never_on_a_hit(
+    private_compile_cache: Path,
+) -> None:
+    """``while_nvcc_runs``: the work is entered as nvcc starts and left once it has returned,
+    once per nvcc run, with the nvcc process alive meanwhile; a cache hit runs no nvcc, so no
+    work (an unchanged re-run of analyze stays short); outside the block nothing is wrapped."""
+    import contextlib
+    import threading
+    from collections.abc import Iterator
+
+    from gpuadvise.toolchain.compile import while_nvcc_runs
+
+    seen: list[str] = []
+
+    @contextlib.contextmanager
+    def work() -> Iterator[None]:
+        seen.append("enter")
+        main = threading.main_thread()
+        assert threading.current_thread() is main  # entered by the compiling thread itself
+        yield
+        seen.append("exit")
+
+    with while_nvcc_runs(work):
+        first = compile_source(MULTI, OPTIONS)
+        assert seen == ["enter", "exit"] and not first.from_cache
+        again = compile_source(MULTI, OPTIONS)
+        assert again.from_cache and seen == ["enter", "exit"]
+    # compile time is nvcc's own: the work's time is not in it
+    assert 0 < first.compile_time_s
+    fresh = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")], use_cache=False)
+    compile_source(MULTI, fresh)  # nvcc runs, outside the block: nothing wrapped
+    assert seen == ["enter", "exit"]
