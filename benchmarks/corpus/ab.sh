@@ -9,7 +9,8 @@
 # corpus_*.txt under $OUT. CORPUS_S bounds each run (default 270 s), JOBS its parallelism (15), PYTHON the interpreter,
 # ORDER the order of the two runs ("after base", the default, or "base after"): the first run on a
 # freshly started machine pays its cold disk cache (nvcc's files), so a before/after is two pairs in
-# opposite orders, their ratios averaged.
+# opposite orders, their ratios averaged. FLAGS: the runner's flags (default --fixes; "" for the
+# plain command alone, whose wall is what a user waits for).
 set -u
 base_tgz=$(realpath "${1:?usage: ab.sh BASE.tgz (git archive REV gpuadvise rules kernels | gzip)}")
 : "${OUT:?set OUT to a folder for the results}"
@@ -22,7 +23,7 @@ for t in ${ORDER:-after base}; do
   d=$PWD; [ "$t" = base ] && d=$B
   s=$(date +%s); o=$(mktemp -d "/tmp/gpuadvise-ab-out-$t.XXXXXX")
   ( cd "$d" && GPUADVISE_CACHE_DIR=$(mktemp -d "/tmp/gpuadvise-ab-cache-$t.XXXXXX") \
-      timeout "${CORPUS_S:-270}" "${PYTHON:-python3}" benchmarks/corpus/run.py --fixes --jobs "${JOBS:-15}" \
+      timeout "${CORPUS_S:-270}" "${PYTHON:-python3}" benchmarks/corpus/run.py ${FLAGS---fixes} --jobs "${JOBS:-15}" \
       --timeout 240 --out "$o" --markdown "$OUT/table_$t.md" -- --tracer emu \
       > "$OUT/corpus_$t.txt" 2>&1 )
   echo "$t rc=$? $(( $(date +%s) - s ))s $(uptime)" >> "$OUT/ab.txt"
