@@ -285,25 +285,22 @@ def _shard(kernels: list[corpus.Kernel], shard: str | None) -> list[corpus.Kerne
 
 
 def byte_compile() -> str:
-    """Byte-compile the gpuadvise package the analyses import and its bundled rules in place
-    (their ``__pycache__``, ignored by git), as ``pip install`` does for an installed package:
-    each analysis then loads them instead of compiling them from source, which it does every time
-    where ``PYTHONDONTWRITEBYTECODE`` is set (the runner's machines: about 0.8 CPU-s an analysis).
+    """Byte-compile the gpuadvise package the analyses import (this tree's: ``ROOT`` leads the
+    children's path, :func:`_child_env`) and its bundled rules in place (their ``__pycache__``,
+    ignored by git), as ``pip install`` does for an installed package: each analysis then loads
+    them instead of compiling them from source, which it does every time where
+    ``PYTHONDONTWRITEBYTECODE`` is set (the runner's machines: about 0.8 CPU-s an analysis).
     py_compile writes whatever that setting says. The line to print."""
     import compileall
-    import importlib.util
 
-    spec = importlib.util.find_spec("gpuadvise")  # what the children import (same sys.path)
-    if spec is None or spec.origin is None:
-        return "bytecode: gpuadvise not found on the path; analyses compile their modules"
-    package = Path(spec.origin).parent
     t0 = time.perf_counter()
     ok = all(
         compileall.compile_dir(str(d), quiet=1, workers=0)
-        for d in (package, package.parent / "rules")
+        for d in (ROOT / "gpuadvise", ROOT / "rules")
         if d.is_dir()
     )
-    return (f"bytecode: {package} and its rules compiled in {time.perf_counter() - t0:.1f} s"
+    return (f"bytecode: {ROOT / 'gpuadvise'} and its rules compiled in "
+            f"{time.perf_counter() - t0:.1f} s"
             + ("" if ok else " (some modules failed: those compile in each analysis)"))  # fmt: skip
 
 
