@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,3 +52,20 @@ def run_folder(factory: pytest.TempPathFactory) -> Path:
     workers)."""
     base = factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def temp_folders_left(folder: Path, prefix: str) -> Iterator[Path]:
+    """``tempfile``'s folder set to ``folder`` (made) while the block runs, then an
+    AssertionError naming what ``tempfile.mkdtemp``/``mkstemp`` left there under ``prefix``: a
+    test that leaves its temporary folders fails rather than fill the machine's /tmp (two empty
+    ``gpuadvise-variants-*`` folders a run, until 2026-12-01: stages never closed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    old = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = old
+    left = sorted(p.name for p in folder.glob(prefix + "*"))
+    assert not left, f"left in the temporary folder: {left}"
