@@ -55,6 +55,12 @@ CHILD = (
 )
 
 
+def _state(folder: Path) -> list[tuple[str, int]]:
+    return (
+        sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*")) if folder.is_dir() else []
+    )
+
+
 def test_the_processes_a_test_starts_share_a_bytecode_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,6 +73,8 @@ def test_the_processes_a_test_starts_share_a_bytecode_folder(
     root = TESTS.parent
     env_path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", env_path)
+    tree = root / "gpuadvise" / "spec" / "__pycache__"
+    in_tree = _state(tree)
     with children_bytecode(folder) as got:
         assert got == folder
         out = subprocess.run(
@@ -76,8 +84,7 @@ def test_the_processes_a_test_starts_share_a_bytecode_folder(
         assert out[:2] == [str(folder), "0"]
         written = Path(out[2])
         assert written.is_file() and written.is_relative_to(folder)  # compiled once, kept
-        if before[1]:  # nothing writes into the checkout
-            assert not (root / "gpuadvise" / "spec" / "__pycache__").exists()
+        assert _state(tree) == in_tree  # nothing written into the checkout
     assert not folder.exists()
     assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
     assert os.environ["PYTHONPYCACHEPREFIX"] == "/the/users/own"
