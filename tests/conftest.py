@@ -22,6 +22,10 @@ What every folder may use:
 - hypothesis profiles (``propkit``): ``ci`` runs every property test's full number of examples
   (the README's command: ``--hypothesis-profile=ci``; any run with ``CI`` set), ``dev`` (the
   default elsewhere) a quarter of it; a test writes ``max_examples=examples(N)``.
+- the processes the tests start (``python -m gpuadvise``, a job's workers, a nested pytest)
+  share one bytecode folder for the run where ``PYTHONDONTWRITEBYTECODE`` is set
+  (``PYTHONPYCACHEPREFIX`` for them alone, removed at the end): each imports gpuadvise compiled
+  once, not from source (``suitekit.children_bytecode``).
 - the ``private_compile_cache`` fixture (function scope): a fresh, empty cache of the test's own,
   for a test that damages the cache, counts its entries or needs a first compile to miss.
 """
@@ -40,7 +44,7 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import propkit  # noqa: E402  (importable once TESTS is on the path)
-from suitekit import cache_env, run_folder, toolkit_missing  # noqa: E402
+from suitekit import cache_env, children_bytecode, run_folder, toolkit_missing  # noqa: E402
 
 propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
 
@@ -156,6 +160,15 @@ def _run_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
     folder = run_folder(tmp_path_factory) / "compile-cache"
     folder.mkdir(exist_ok=True)
     with cache_env(folder):
+        yield folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_bytecode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
+    """The Python processes the tests start share one bytecode folder for the run (this
+    process's, under pytest-xdist each worker's), where ``PYTHONDONTWRITEBYTECODE`` is set:
+    ``suitekit.children_bytecode``."""
+    with children_bytecode(tmp_path_factory.getbasetemp() / "children-bytecode") as folder:
         yield folder
 
 

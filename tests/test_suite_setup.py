@@ -13,7 +13,7 @@ from pathlib import Path
 import propkit
 import pytest
 from hypothesis import settings
-from suitekit import cache_env, run_folder
+from suitekit import cache_env, children_bytecode, run_folder
 
 from gpuadvise.toolchain import cache_root
 
@@ -47,6 +47,67 @@ def test_cache_env_puts_the_variable_back(
         assert os.environ["GPUADVISE_CACHE_DIR"] == str(tmp_path)
         raise RuntimeError  # a test that fails puts it back too
     assert os.environ.get("GPUADVISE_CACHE_DIR") == before
+
+
+CHILD = (
+    "import sys, gpuadvise.spec; "
+    "print(sys.pycache_prefix, sys.flags.dont_write_bytecode, gpuadvise.spec.__cached__)"
+)
+
+
+def _state(folder: Path) -> list[tuple[str, int]]:
+    return (
+        sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*")) if folder.is_dir() else []
+    )
+
+
+def test_the_processes_a_test_starts_share_a_bytecode_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``PYTHONDONTWRITEBYTECODE`` the children write their bytecode to the run's folder
+    (nothing in the checkout), this process keeps its own setting, and the folder and the
+    variables are back as they were after the block."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/the/users/own")
+    folder, before = tmp_path / "bytecode", (sys.pycache_prefix, sys.flags.dont_write_bytecode)
+    root = TESTS.parent
+    env_path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    monkeypatch.setenv("PYTHONPATH", env_path)
+    tree = root / "gpuadvise" / "spec" / "__pycache__"
+    in_tree = _state(tree)
+    with children_bytecode(folder) as got:
+        assert got == folder
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert (sys.pycache_prefix, sys.flags.dont_write_bytecode) == before
+        assert out[:2] == [str(folder), "0"]
+        written = Path(out[2])
+        assert written.is_file() and written.is_relative_to(folder)  # compiled once, kept
+        assert _state(tree) == in_tree  # nothing written into the checkout
+    assert not folder.exists()
+    assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert os.environ["PYTHONPYCACHEPREFIX"] == "/the/users/own"
+
+
+def test_without_dont_write_bytecode_the_children_keep_their_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    with children_bytecode(tmp_path / "bytecode") as got:
+        assert got is None and "PYTHONPYCACHEPREFIX" not in os.environ
+    assert not (tmp_path / "bytecode").exists()
+
+
+def test_this_runs_children_get_the_bytecode_folder(tmp_path_factory: pytest.TempPathFactory):
+    """The conftest's session fixture: set for the whole run where the variable was set."""
+    folder = tmp_path_factory.getbasetemp() / "children-bytecode"
+    if not sys.flags.dont_write_bytecode:  # started without it: the children keep theirs
+        assert os.environ.get("PYTHONPYCACHEPREFIX") != str(folder) and not folder.exists()
+        return
+    assert os.environ["PYTHONPYCACHEPREFIX"] == str(folder) and folder.is_dir()
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
 
 
 RECORDER = """

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from suitekit import temp_folders_left
 
 import gpuadvise.rules.evaluate as rule_evaluate
 from gpuadvise import rules as R
@@ -127,11 +130,31 @@ def tiles(*symbols: str) -> R.Variant:
     return variant(first, f"N={first}", alternatives=alts)
 
 
-def stage(**kw: Any) -> M._Stage:
-    return M._Stage(KernelOptions(source="k.cu"), 60.0, kw.pop("max_time_s", 2.0), **kw)
+@pytest.fixture(autouse=True)
+def no_folder_left(tmp_path: Path) -> Iterator[None]:
+    """The candidates' folders (``gpuadvise-variants-*``) are removed when a stage closes: none
+    is left in the temporary folder after a test."""
+    with temp_folders_left(tmp_path / "tmp", "gpuadvise-"):
+        yield
 
 
-def test_a_findings_candidates_race_in_one_job(runner: FakeRunner):
+@pytest.fixture
+def stage() -> Iterator[Any]:
+    """Makes a stage of ``k.cu`` (``max_time_s`` 2 s unless given); each closed after the
+    test, as ``measure_findings`` closes its own (its folder of candidates removed)."""
+    made: list[M._Stage] = []
+
+    def make(**kw: Any) -> M._Stage:
+        s = M._Stage(KernelOptions(source="k.cu"), 60.0, kw.pop("max_time_s", 2.0), **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_a_findings_candidates_race_in_one_job(runner: FakeRunner, stage: Any):
     f = finding("GA304", tiles("mid", "fast", "slow", "copy_half"), estimate=1.3)
     g, notes = M.measure_finding(stage(), f)
     assert len(runner.jobs) == 1  # one worker: one context, one buffer fill for all four
@@ -159,7 +182,9 @@ def test_a_findings_candidates_race_in_one_job(runner: FakeRunner):
     assert R.Finding.from_dict(g.to_dict()).measured_speedup == m
 
 
-def test_a_variant_that_crashes_fails_alone_and_the_others_race_again(runner: FakeRunner):
+def test_a_variant_that_crashes_fails_alone_and_the_others_race_again(
+    runner: FakeRunner, stage: Any
+):
     f = finding("GA304", tiles("boom", "fast", "broken"))
     g, notes = M.measure_finding(stage(), f)
     assert len(runner.jobs) == 2  # the crash took the first job's context with it
@@ -217,7 +242,7 @@ def test_candidates_are_built_in_parallel_once(monkeypatch: pytest.MonkeyPatch):
     assert time.perf_counter() - t0 < 5 * 0.2 + 2 * 1.5  # well below the serial builds + races
 
 
-def test_each_race_gets_its_share_of_the_budget():
+def test_each_race_gets_its_share_of_the_budget(stage: Any):
     s = stage(max_time_s=5.0, budget_s=8.0)
     assert s.set_share(4) == pytest.approx(2.0, abs=0.05)
     assert s.timing().race.max_time_s == s.cap_s and s.timing().max_time_s == s.cap_s

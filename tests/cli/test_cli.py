@@ -13,13 +13,14 @@ import sys
 import pytest
 from clikit import cli_run
 
-ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
-
 
 def process(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m gpuadvise ARGS`` as a process of its own."""
+    """``python -m gpuadvise ARGS`` as a process of its own, in the test's environment (the
+    run's compile cache and the children's bytecode folder, tests/conftest.py, are set after
+    this module is imported)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(
-        [sys.executable, "-m", "gpuadvise", *args], capture_output=True, text=True, env=ENV
+        [sys.executable, "-m", "gpuadvise", *args], capture_output=True, text=True, env=env
     )
 
 

@@ -138,9 +138,12 @@ def test_injection_library_embeds_python_in_a_native_program(tmp_path):
         '  printf("home %s\\n", home ? home : "-"); return 0; }\n'
     )
     subprocess.run(["cc", "-o", str(tmp_path / "app"), str(app), "-ldl"], check=True)
-    env = environment(
-        {"PATH": "/usr/bin:/bin"}, tmp_path / "out", None, 2, 10, lib, find_libpython()
-    )
+    # the embedded Python imports gpuadvise from the checkout: without the variable it wrote
+    # the package's bytecode there (gpuadvise/record/__pycache__, ...), whatever the run's own
+    record = Path(sys.modules["gpuadvise.record"].__file__ or "").parent / "__pycache__"
+    had_bytecode = record.exists()
+    base = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = environment(base, tmp_path / "out", None, 2, 10, lib, find_libpython())
     r = subprocess.run([str(tmp_path / "app")], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "init 1\nhome -\n", r.stderr
     # a program with a PYTHONHOME of its own: this Python starts all the same, and it is put back
@@ -149,6 +152,7 @@ def test_injection_library_embeds_python_in_a_native_program(tmp_path):
         [str(tmp_path / "app")], env=bogus, capture_output=True, text=True, timeout=60
     )
     assert r2.returncode == 0 and r2.stdout == "init 1\nhome /no/such/python\n", r2.stderr
+    assert record.exists() == had_bytecode  # nothing written into the checkout
     import importlib.util
 
     if importlib.util.find_spec("cupti") is None:
