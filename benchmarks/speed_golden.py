@@ -68,7 +68,13 @@ def corpus_command(name: str) -> list[str]:
     run.c_repos.update(c.repos)
     run.SPECS = Path(tempfile.gettempdir()) / f"gpuadvise-speed-golden-specs-{os.getpid()}"
     opts = argparse.Namespace(
-        measure=False, check=False, fixes=False, gpu="H100", out=run.SPECS, extra=[]
+        measure=False,
+        check=False,
+        fixes=False,
+        gpu="H100",
+        out=run.SPECS,
+        extra=[],
+        profile=None,
     )
     for k in c.kernels:
         if k.name == name:

@@ -63,11 +63,15 @@ GLOBAL_STRIDE_BITS = 36
 MAX_BUFFERS = 1 << (WINDOW_SHIFT - GLOBAL_STRIDE_BITS)
 WINDOW_IDS = {"shared": 1, "local": 2, "const": 3, "param": 4, "global": 7}
 PAGE_SHIFT = 12  # lazy buffers are filled 4 KiB at a time
-READ_AHEAD_PAGES = 7
-"""Pages filled past a run of pages that continues a filled one (a walk forward through a
-buffer: llm.c's softmax walks 256 rows of 201 KB, a page at a time each, 25,000 fills of ~60 us
-in one CTA), up to the next filled page; a run after an unfilled page (scattered reads) fills
-its own pages only."""
+READ_AHEAD_MAX = 64
+"""The most pages filled past a run at once. A fill reads ahead only when it continues a walk
+forward through a buffer, i.e. starts at the page where the last fill after a filled page ended:
+the first fill after a filled page reads none ahead, the next that continues it one page, then the
+window doubles while the walk consumes it, up to this many pages, never over a filled page. A run
+after an unfilled page (scattered reads) fills its own pages only. llm.c's softmax walks rows a
+page at a time (its corpus trace: 1,921 fills with no read-ahead, 294 so); HeCBench nw's tiles
+often find a page's predecessor filled but never walk on (its whole-launch check: 49,153 fills,
+which a fixed window of 7 pages made 163,841 pages instead of 49,153)."""
 
 _every = np.logical_and.reduce  # ndarray.all without its Python wrapper (the same answer)
 
@@ -181,6 +185,9 @@ class GlobalMemory:
             if value is not None and p0 < p1:
                 self._uniform.append((p0, p1, int(value)))
         self._filled = np.ones(pages, dtype=bool)
+        # per page: the read-ahead a fill starting there earns (0: none; set at the end of each
+        # fill after a filled page, see READ_AHEAD_MAX)
+        self._window = np.zeros(pages, dtype=np.uint8)
         for info, _src in self._lazy:
             self._filled[info.start >> PAGE_SHIFT : _page_end(info.start + info.size)] = False
         self.pages_made = 0  # 4 KiB pages of lazy buffers filled so far
@@ -238,13 +245,25 @@ class GlobalMemory:
             self._fill_run(lo, self._ahead(lo, hi))
 
     def _ahead(self, lo: int, hi: int) -> int:
-        """``hi``, or past it up to :data:`READ_AHEAD_PAGES` pages not filled yet when the page
-        before ``lo`` is filled (never over a filled page: it may hold what the kernel wrote)."""
-        if lo == 0 or not self._filled[lo - 1]:
+        """``hi``, or past it when a run ``[lo, hi)`` continues a walk forward (see
+        :data:`READ_AHEAD_MAX`): up to the window the fill that ended at ``lo`` left there, never
+        over a filled page (it may hold what the kernel wrote)."""
+        filled = self._filled
+        if lo == 0 or not filled[lo - 1]:
             return hi
-        end = min(hi + READ_AHEAD_PAGES, len(self._filled))
-        done = np.flatnonzero(self._filled[hi:end])
-        return hi + int(done[0]) if len(done) else end
+        w = int(self._window[lo])
+        n = len(filled)
+        if w:
+            end = min(hi + w, n)
+            done = np.flatnonzero(filled[hi:end])
+            if len(done):  # cut at a filled page: the walk starts again past it
+                return hi + int(done[0])
+            nxt = min(2 * w, READ_AHEAD_MAX)
+        else:
+            end, nxt = hi, 1
+        if end < n:
+            self._window[end] = nxt
+        return end
 
     def _fill_run(self, page_lo: int, page_hi: int) -> None:
         lo, hi = page_lo << PAGE_SHIFT, min(page_hi << PAGE_SHIFT, len(self.heap))

@@ -318,3 +318,17 @@ def test_few_lanes_in_python_as_in_numpy(monkeypatch: pytest.MonkeyPatch, ptx: s
             calls[0] = 0
     assert calls[0] == 0
     assert got[0] == got[1]
+
+
+def test_record_addresses_as_uint64_are_the_bits_a_cast_gives() -> None:
+    """The records' address column takes int64 addresses viewed as uint64 (no casting copy):
+    the same bits as the cast, negative values included; other dtypes are left as they are."""
+    a = np.array([0x7000_0000_0000, -8, 1 << 62, 0], dtype=np.int64)
+    got = emulator._as_u64(a)
+    assert got.dtype == np.uint64 and np.shares_memory(got, a)
+    assert got.tobytes() == a.astype(np.uint64).tobytes()
+    rows = np.zeros((2, 4), np.uint64)
+    rows[1][[0, 2]] = emulator._as_u64(a[:2])
+    assert rows[1].tolist() == [0x7000_0000_0000, 0, (1 << 64) - 8, 0]
+    u = np.arange(3, dtype=np.uint32)
+    assert emulator._as_u64(u) is u

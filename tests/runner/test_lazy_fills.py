@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpuadvise.ptx.memory import GLOBAL_BASE, READ_AHEAD_PAGES, GlobalMemory
+from gpuadvise.ptx.memory import GLOBAL_BASE, READ_AHEAD_MAX, GlobalMemory
 from gpuadvise.runner.data import buffer_filler, make_host_buffer
 
 DTYPES = [
@@ -85,37 +85,77 @@ def test_lazy_memory_fills_both_pages_an_access_spans() -> None:
     mem.translate(base + np.array([5 * 4096 + 1, 9 * 4096 + 4095], np.int64), 1)
     assert mem.pages_made == 5  # page 9 (5 is made)
     offs, _ = mem.translate(np.array([base + 7 * 4096 - 2], dtype=np.int64), 4)
-    # pages 6 and 7, and 8 read ahead (page 5 before them is made), not 9 (made already)
-    assert mem.pages_made == 8
+    # pages 6 and 7 (after page 5: the first fill of a walk reads none ahead)
+    assert mem.pages_made == 7
+    mem.translate(np.array([base + 8 * 4096], dtype=np.int64), 4)
+    assert mem.pages_made == 8  # page 8 continues the walk, but 9 is made: nothing read ahead
     whole = f.elements(0, n)
     got = mem.views[1][int(offs[0]) : int(offs[0]) + 4]
     assert np.array_equal(got, whole[7 * 4096 - 2 : 7 * 4096 + 2])
 
 
 def test_a_walk_forward_reads_ahead_and_keeps_what_was_written() -> None:
-    """A page after a filled one fills the pages after it too (up to READ_AHEAD_PAGES, not past
-    a filled page); a page after an unfilled one fills itself alone. Pages read ahead hold the
-    buffer's data, and a page the kernel wrote is never filled again."""
+    """A fill that continues a walk forward (it starts where the last fill after a filled page
+    ended) reads pages ahead, the window doubling while the walk consumes it, never past a filled
+    page; a page after an unfilled one fills itself alone. Pages read ahead hold the buffer's
+    data, and a page the kernel wrote is never filled again."""
     n = 1 << 18  # 256 KiB of bytes: 64 pages
     f = buffer_filler(np.dtype(np.uint8), n, "random", 2, "in")
     mem = GlobalMemory([("in", f)])
     base = np.int64(GLOBAL_BASE)
-    mem.translate(np.array([base + 4096 * 20], dtype=np.int64), 1)
+
+    def touch(page: int) -> np.ndarray:
+        return mem.translate(np.array([base + 4096 * page], dtype=np.int64), 1)[0]
+
+    touch(20)
     assert mem.pages_made == 1  # page 20, after an unfilled page: no read-ahead
-    o, _ = mem.translate(np.array([base + 4096 * 24], dtype=np.int64), 1)
-    mem.views[1][int(o[0])] = 7  # the kernel writes page 24
+    o = touch(26)
+    mem.views[1][int(o[0])] = 7  # the kernel writes page 26
     assert mem.pages_made == 2
-    mem.translate(np.array([base + 4096 * 21], dtype=np.int64), 1)
-    assert mem.pages_made == 5  # 21, after 20: 22 and 23 read ahead, not 24
+    touch(21)
+    assert mem.pages_made == 3  # 21, after 20: the walk's first step, nothing read ahead
+    touch(22)
+    assert mem.pages_made == 5  # 22 continues it: 23 read ahead
+    touch(23)
+    assert mem.pages_made == 5  # read ahead: no fill
+    touch(24)
+    assert mem.pages_made == 7  # 24, and a window of 2 cut at 26 (the kernel wrote it): 25
     assert mem.views[1][int(o[0])] == 7
-    mem.translate(np.array([base + 4096 * 25], dtype=np.int64), 1)
-    assert mem.pages_made == 5 + 1 + READ_AHEAD_PAGES  # 25 and the pages after it
+    touch(27)
+    assert mem.pages_made == 8  # after 26, not where a window ended: the walk starts again
+    touch(28)
+    assert mem.pages_made == 10  # 28 and 29
+    touch(30)
+    assert mem.pages_made == 13  # 30 and a window of 2
+    touch(33)
+    assert mem.pages_made == 18  # 33 and a window of 4: 34..37
     whole = f.elements(0, n)
-    lo, hi = 20 * 4096, (26 + READ_AHEAD_PAGES) * 4096
+    lo, hi = 20 * 4096, 38 * 4096
     got = mem.views[1][lo:hi].copy()
     want = whole[lo:hi].copy()
-    want[24 * 4096 - lo] = 7
+    want[26 * 4096 - lo] = 7
     assert np.array_equal(got, want)
+    assert not mem._filled[38]
+
+
+def test_a_long_walk_reads_ahead_at_most_read_ahead_max_pages() -> None:
+    """A walk a page at a time through a buffer: the fills' windows double up to
+    READ_AHEAD_MAX, so the fills are few (not one per page) and never more than the window
+    past the page the walk reached."""
+    pages = 4 * READ_AHEAD_MAX + 8
+    f = buffer_filler(np.dtype(np.uint8), pages * 4096, "random", 2, "in")
+    mem = GlobalMemory([("in", f)])
+    base = np.int64(GLOBAL_BASE)
+    fills = 0
+    for p in range(pages):
+        before = mem.pages_made
+        mem.translate(np.array([base + 4096 * p], dtype=np.int64), 1)
+        if mem.pages_made != before:
+            fills += 1
+            assert mem.pages_made - before <= 1 + READ_AHEAD_MAX
+            assert mem.pages_made <= p + 1 + READ_AHEAD_MAX
+    assert mem.pages_made == pages
+    assert fills <= 12  # 1, 1, 2, 3, 5, 9, 17, 33, 65, 65, ... pages a fill
 
 
 def test_pages_of_a_poisoned_output_are_filled_at_once() -> None:
