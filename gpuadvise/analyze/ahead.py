@@ -155,6 +155,14 @@ class SassAhead:
         return self._out
 
 
+def variant_key(v: Variant) -> tuple[Any, ...]:
+    """What a variant traced for its point is built from (its diff and launch; one with compile
+    flags, defines or a proxy is not built so): two findings whose first candidates have the same
+    key have the same variant, compiled and traced once."""
+    launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
+    return (v.diff, tuple(launch), v.nvcc_flags, v.defines, v.proxy is None)
+
+
 class VariantsAhead:
     """The variants whose points come from their own traces (``rules``: the rules with
     ``point_from_variant_trace``), compiled from the moment their rule is done (:meth:`told`,
@@ -162,8 +170,10 @@ class VariantsAhead:
     :func:`gpuadvise.analyze.variant_trace.with_trace_points` takes them (:meth:`take`) and
     compiles any other as before. Each is built as that function builds it (the finding's first
     candidate, ``options_for``: :func:`~gpuadvise.analyze.variant_trace._variant_options` of
-    the variant and a folder), so the results are the same. ``with`` closes it: the compiles
-    waited for, the variants' folders removed."""
+    the variant and a folder), so the results are the same; findings whose first candidates are
+    the same variant (:func:`variant_key`: HeCBench f16sp's GA206 and GA208 both offer the one-wave
+    grid-stride loop) share one compile, as they share one trace. ``with`` closes it: the
+    compiles waited for, the variants' folders removed."""
 
     def __init__(
         self,
@@ -175,16 +185,11 @@ class VariantsAhead:
         self.rules = frozenset(rules)
         self._stack = contextlib.ExitStack()
         self._ahead = self._stack.enter_context(Ahead())
-        self._builds: dict[tuple[Any, ...], list[tuple[KernelOptions, Future[Built]]]] = {}
-
-    @staticmethod
-    def _key(f: Finding, v: Variant) -> tuple[Any, ...]:
-        launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
-        return (f.rule, f.line, v.diff, tuple(launch))
+        self._builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]] = {}
 
     def told(self, findings: Sequence[Finding]) -> None:
-        """The variants of ``findings`` (one rule's) compiled in the thread; never raises (a
-        variant not submitted here is built by ``with_trace_points`` itself)."""
+        """The variants of ``findings`` (one rule's) compiled in the thread, each variant once;
+        never raises (a variant not submitted here is built by ``with_trace_points`` itself)."""
         import tempfile
         from pathlib import Path
 
@@ -193,20 +198,21 @@ class VariantsAhead:
                 continue
             try:
                 v = f.variant.candidates()[0]
+                key = variant_key(v)
+                if key in self._builds:  # an earlier finding's: compiled once
+                    continue
                 folder = tempfile.TemporaryDirectory(prefix="gpuadvise-variant-")
                 tmp = self._stack.enter_context(folder)
                 vopts = self.options_for(v, Path(tmp))
             except Exception:  # with_trace_points builds it, and says what failed
                 continue
             if vopts is not None:
-                built = self._ahead.submit(vopts, self.device)
-                self._builds.setdefault(self._key(f, v), []).append((vopts, built))
+                self._builds[key] = (vopts, self._ahead.submit(vopts, self.device))
 
-    def take(self, f: Finding, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
-        """The options and compile of finding ``f``'s first candidate ``v``, if :meth:`told`
-        submitted it (once: a second finding with the same variant builds its own)."""
-        got = self._builds.get(self._key(f, v))
-        return got.pop(0) if got else None
+    def take(self, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
+        """The options and compile of the variant ``v`` (a finding's first candidate), if
+        :meth:`told` submitted it."""
+        return self._builds.get(variant_key(v))
 
     def __enter__(self) -> VariantsAhead:
         return self
