@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from gpuadvise.analyze.head import CompiledHead
     from gpuadvise.analyze.options import KernelOptions
-    from gpuadvise.rules.findings import Finding, Variant
+    from gpuadvise.rules.findings import Finding, Proxy, Variant
     from gpuadvise.spec.kernel_spec import KernelSpec
     from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Toolchain
     from gpuadvise.toolchain.liveness import LifeRanges
@@ -155,6 +155,14 @@ class SassAhead:
         return self._out
 
 
+def variant_key(v: Variant) -> tuple[Any, ...]:
+    """What a variant traced for its point is built from (its diff and launch; one with compile
+    flags, defines or a proxy is not built so): two findings whose first candidates have the same
+    key have the same variant, compiled and traced once."""
+    launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
+    return (v.diff, tuple(launch), v.nvcc_flags, v.defines, v.proxy is None)
+
+
 class VariantsAhead:
     """The variants whose points come from their own traces (``rules``: the rules with
     ``point_from_variant_trace``), compiled from the moment their rule is done (:meth:`told`,
@@ -162,51 +170,93 @@ class VariantsAhead:
     :func:`gpuadvise.analyze.variant_trace.with_trace_points` takes them (:meth:`take`) and
     compiles any other as before. Each is built as that function builds it (the finding's first
     candidate, ``options_for``: :func:`~gpuadvise.analyze.variant_trace._variant_options` of
-    the variant and a folder), so the results are the same. ``with`` closes it: the compiles
-    waited for, the variants' folders removed."""
+    the variant and a folder), so the results are the same; findings whose first candidates are
+    the same variant (:func:`variant_key`: HeCBench f16sp's GA206 and GA208 both offer the one-wave
+    grid-stride loop) share one compile, as they share one trace.
+
+    The layout proxies given their points from their own traces (``proxy_rules``: the rules with
+    ``proxy_point_from_trace``) are compiled the same way, both kernels of each, in a second
+    thread (a proxy's two compiles queued ahead of a later rule's variant would delay that
+    variant's trace): :func:`gpuadvise.analyze.proxy_trace.with_proxy_points` takes them
+    (:meth:`take_proxy`), each side built as it builds it (``proxy_options_for``:
+    :func:`~gpuadvise.analyze.proxy_trace.proxy_sides` of the proxy and a folder). HeCBench
+    interleave's two GA301 proxies waited for four nvcc runs in turn after the rules.
+
+    ``with`` closes it: the compiles waited for, the folders removed."""
 
     def __init__(
         self,
         options_for: Callable[[Variant, Path], KernelOptions | None],
         device: Any,
         rules: Sequence[str],
+        proxy_options_for: Callable[[Proxy, Path], Sequence[KernelOptions]] | None = None,
+        proxy_rules: Sequence[str] = (),
     ):
         self.options_for, self.device = options_for, device
         self.rules = frozenset(rules)
+        self.proxy_options_for = proxy_options_for
+        self.proxy_rules = frozenset(proxy_rules) if proxy_options_for is not None else frozenset()
         self._stack = contextlib.ExitStack()
         self._ahead = self._stack.enter_context(Ahead())
-        self._builds: dict[tuple[Any, ...], list[tuple[KernelOptions, Future[Built]]]] = {}
-
-    @staticmethod
-    def _key(f: Finding, v: Variant) -> tuple[Any, ...]:
-        launch = sorted((k, repr(x)) for k, x in (v.launch or {}).items())
-        return (f.rule, f.line, v.diff, tuple(launch))
+        self._proxy_ahead: Ahead | None = None
+        self._builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]] = {}
+        self._proxies: dict[Proxy, list[tuple[KernelOptions, Future[Built]]]] = {}
 
     def told(self, findings: Sequence[Finding]) -> None:
-        """The variants of ``findings`` (one rule's) compiled in the thread; never raises (a
-        variant not submitted here is built by ``with_trace_points`` itself)."""
+        """The variants of ``findings`` (one rule's) compiled in the thread, each variant once,
+        and their proxies in the other; never raises (a variant or proxy not submitted here is
+        built by ``with_trace_points`` or ``with_proxy_points`` itself)."""
         import tempfile
         from pathlib import Path
 
         for f in findings:
+            if f.rule in self.proxy_rules:
+                self._told_proxy(f)
             if f.rule not in self.rules or f.variant is None or f.is_error:
                 continue
             try:
                 v = f.variant.candidates()[0]
+                key = variant_key(v)
+                if key in self._builds:  # an earlier finding's: compiled once
+                    continue
                 folder = tempfile.TemporaryDirectory(prefix="gpuadvise-variant-")
                 tmp = self._stack.enter_context(folder)
                 vopts = self.options_for(v, Path(tmp))
             except Exception:  # with_trace_points builds it, and says what failed
                 continue
             if vopts is not None:
-                built = self._ahead.submit(vopts, self.device)
-                self._builds.setdefault(self._key(f, v), []).append((vopts, built))
+                self._builds[key] = (vopts, self._ahead.submit(vopts, self.device))
 
-    def take(self, f: Finding, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
-        """The options and compile of finding ``f``'s first candidate ``v``, if :meth:`told`
-        submitted it (once: a second finding with the same variant builds its own)."""
-        got = self._builds.get(self._key(f, v))
-        return got.pop(0) if got else None
+    def take(self, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
+        """The options and compile of the variant ``v`` (a finding's first candidate), if
+        :meth:`told` submitted it."""
+        return self._builds.get(variant_key(v))
+
+    def _told_proxy(self, f: Finding) -> None:
+        """``f``'s proxy, both kernels, compiled in the proxies' thread (once a proxy), when
+        ``with_proxy_points`` will trace it (a proxy variant, an estimate, no error)."""
+        import tempfile
+        from pathlib import Path
+
+        if f.variant is None or f.variant.proxy is None or f.estimated_speedup is None:
+            return
+        if f.is_error or f.variant.proxy in self._proxies or self.proxy_options_for is None:
+            return
+        proxy = f.variant.proxy
+        try:
+            folder = tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-")
+            sides = self.proxy_options_for(proxy, Path(self._stack.enter_context(folder)))
+        except Exception:  # with_proxy_points writes and builds it, and says what failed
+            return
+        if self._proxy_ahead is None:
+            self._proxy_ahead = self._stack.enter_context(Ahead())
+        ahead = self._proxy_ahead
+        self._proxies[proxy] = [(side, ahead.submit(side, self.device)) for side in sides]
+
+    def take_proxy(self, proxy: Proxy) -> list[tuple[KernelOptions, Future[Built]]] | None:
+        """The options and compiles of ``proxy``'s two kernels (before, after), if :meth:`told`
+        submitted them."""
+        return self._proxies.get(proxy)
 
     def __enter__(self) -> VariantsAhead:
         return self

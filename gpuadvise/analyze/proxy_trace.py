@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 from gpuadvise.errors import GpuAdviseError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from gpuadvise.analyze.ahead import Built, VariantsAhead
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.model.roofline import LaunchEstimate
@@ -80,6 +83,20 @@ def proxy_point_inputs(old: Estimate, est: LaunchEstimate) -> Estimate:
     return dataclasses.replace(old, method=method, inputs=inputs)
 
 
+def proxy_sides(opts: KernelOptions, proxy: Proxy, folder: Path) -> list[KernelOptions]:
+    """The options of the proxy's two kernels (before, after): its source and launch specs
+    written to ``folder``, compiled for the kernel's device."""
+    from gpuadvise.analyze.measure import write_proxy
+    from gpuadvise.analyze.options import KernelOptions
+
+    src, before, after = write_proxy(proxy, folder)
+    base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
+    return [
+        dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
+        for kernel, spec_path in ((proxy.before, before), (proxy.after, after))
+    ]
+
+
 def _proxy_traffic(
     opts: KernelOptions,
     proxy: Proxy,
@@ -87,26 +104,26 @@ def _proxy_traffic(
     sample_ctas: int | str | None,
     budget: int,
     folder: Path,
+    early: Sequence[tuple[KernelOptions, Future[Built]]] | None = None,
 ) -> tuple[Any, Any]:
     """The launch traffic of the proxy's two kernels, each traced on the emulator (trace model
     only) and freed before the other is traced (:func:`traced_side`); the second compiled in a
-    thread while the first is traced (:class:`gpuadvise.analyze.ahead.Ahead`)."""
+    thread while the first is traced (:class:`gpuadvise.analyze.ahead.Ahead`). ``early``: the
+    two sides' options and compiles started while the rules ran
+    (:meth:`gpuadvise.analyze.ahead.VariantsAhead.take_proxy`)."""
     from gpuadvise.analyze.ahead import Ahead
-    from gpuadvise.analyze.measure import write_proxy
-    from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.variant_trace import traced_side
 
-    src, before, after = write_proxy(proxy, folder)
-    base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
-    sides = [
-        dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
-        for kernel, spec_path in ((proxy.before, before), (proxy.after, after))
-    ]
     with Ahead() as ahead:
-        built = [ahead.submit(side, device) for side in sides]
+        if early is not None:
+            built = list(early)
+        else:
+            built = [
+                (side, ahead.submit(side, device)) for side in proxy_sides(opts, proxy, folder)
+            ]
         out = [
             traced_side(side, device, sample_ctas, budget, serial=False, built=b.result())[0]
-            for side, b in zip(sides, built, strict=True)
+            for side, b in built
         ]
     return out[0], out[1]
 
@@ -117,9 +134,11 @@ def with_proxy_points(
     opts: KernelOptions,
     sample_ctas: int | str | None,
     rules: Sequence[str],
+    early: VariantsAhead | None = None,
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` whose variant is a proxy given the proxy pair's
-    point and bound on its own traces (:func:`proxy_point_inputs`)."""
+    point and bound on its own traces (:func:`proxy_point_inputs`). ``early``: the proxies
+    compiled while the rules ran (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
     from gpuadvise.analyze.variant_trace import forget_kernel_view, variant_budget_bytes
     from gpuadvise.devices import memory_rates
     from gpuadvise.model.roofline import launch_estimate
@@ -145,10 +164,11 @@ def with_proxy_points(
             break
         assert f.variant is not None and f.variant.proxy is not None
         assert f.estimated_speedup is not None
+        took = early.take_proxy(f.variant.proxy) if early is not None else None
         with tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-") as tmp:
             try:
                 before, after = _proxy_traffic(
-                    opts, f.variant.proxy, analysis.device, sample_ctas, budget, Path(tmp)
+                    opts, f.variant.proxy, analysis.device, sample_ctas, budget, Path(tmp), took
                 )
             except GpuAdviseError as exc:
                 log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())

@@ -260,8 +260,9 @@ def _told_both(
 
 def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
     """A :class:`gpuadvise.analyze.ahead.VariantsAhead` for the rules whose findings'
-    variants :func:`_trace_points` will trace, or None when it will trace none (no trace, a
-    trace over ``MAX_TRACE_COST``, a device without memory rates, no such rule enabled)."""
+    variants or proxies :func:`_trace_points` will trace, or None when it will trace none (no
+    trace, a trace over ``MAX_TRACE_COST``, a device without memory rates, no such rule
+    enabled)."""
     from gpuadvise.analyze.ahead import VariantsAhead
     from gpuadvise.analyze.variant_trace import over_trace_cost
     from gpuadvise.devices import memory_rates
@@ -273,14 +274,21 @@ def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
     if memory_rates(result.device) is None:
         return None
     registry = load_registry(config.rules_dirs)
-    ids = [r.id for r in registry.selected(config) if getattr(r, "point_from_variant_trace", False)]
-    if not ids:
+    selected = registry.selected(config)
+    ids = [r.id for r in selected if getattr(r, "point_from_variant_trace", False)]
+    proxies = [r.id for r in selected if getattr(r, "proxy_point_from_trace", False)]
+    if not (ids or proxies):
         return None
+    from gpuadvise.analyze.proxy_trace import proxy_sides
     from gpuadvise.analyze.variant_trace import _variant_options
 
     spec_path = result.spec.spec_path
     return VariantsAhead(
-        lambda v, folder: _variant_options(opts, v, folder, spec_path), result.device, ids
+        lambda v, folder: _variant_options(opts, v, folder, spec_path),
+        result.device,
+        ids,
+        lambda proxy, folder: proxy_sides(opts, proxy, folder),
+        proxies,
     )
 
 
@@ -331,7 +339,7 @@ def _trace_points(
         from gpuadvise.analyze.proxy_trace import with_proxy_points
 
         with step("tracing the layout proxies"):
-            out = with_proxy_points(result, out, opts, sample, proxies)
+            out = with_proxy_points(result, out, opts, sample, proxies, early)
     return out, time.perf_counter() - t0
 
 

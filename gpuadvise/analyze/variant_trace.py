@@ -357,9 +357,11 @@ def with_trace_points(
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
-    rule's). A variant that does not build or trace keeps the rule's estimate. ``early``: the
-    variants compiled while the rules ran (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
-    from gpuadvise.analyze.ahead import Ahead
+    rule's). A variant that does not build or trace keeps the rule's estimate. Findings with the
+    same variant (:func:`gpuadvise.analyze.ahead.variant_key`) share its build and trace.
+    ``early``: the variants compiled while the rules ran
+    (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
+    from gpuadvise.analyze.ahead import Ahead, variant_key
     from gpuadvise.devices import memory_rates
 
     todo = [f for f in run.findings if f.rule in rules and f.variant is not None and not f.is_error]
@@ -370,18 +372,23 @@ def with_trace_points(
     with contextlib.ExitStack() as stack:
         # the variants compiled in a thread, in order, while this one models and traces
         ahead = stack.enter_context(Ahead())
-        builds: dict[int, tuple[KernelOptions, Future[Built]]] = {}
+        builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]] = {}
+        tried: set[tuple[Any, ...]] = set()
         for f in todo:
             assert f.variant is not None
             v = f.variant.candidates()[0]
-            took = early.take(f, v) if early is not None else None
+            key = variant_key(v)
+            if key in tried:  # an earlier finding's variant: built once
+                continue
+            tried.add(key)
+            took = early.take(v) if early is not None else None
             if took is not None:
-                builds[id(f)] = took
+                builds[key] = took
                 continue
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
             vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
             if vopts is not None:
-                builds[id(f)] = (vopts, ahead.submit(vopts, analysis.device))
+                builds[key] = (vopts, ahead.submit(vopts, analysis.device))
         if not builds:
             return run
         made = _traced_points(analysis, todo, builds, sample_ctas, rates)
@@ -396,12 +403,15 @@ def with_trace_points(
 def _traced_points(
     analysis: KernelAnalysis,
     todo: Sequence[Finding],
-    builds: dict[int, tuple[KernelOptions, Future[Built]]],
+    builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
     sample_ctas: int | str | None,
     rates: Any,
 ) -> dict[int, Finding]:
     """:func:`with_trace_points`' findings (by ``id``) estimated on their variants' traces
-    (``builds``: each one's options and compile)."""
+    (``builds``: each variant's options and compile, by
+    :func:`~gpuadvise.analyze.ahead.variant_key`; a variant is traced once, the findings that
+    offer it all take its traffic)."""
+    from gpuadvise.analyze.ahead import variant_key
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
 
@@ -412,21 +422,30 @@ def _traced_points(
     if before is None:
         return made
     budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
+    # each variant's side once traced (None: it did not trace): a second finding with the same
+    # variant takes it (the same kernel, launch and sample make the same trace)
+    sides: dict[tuple[Any, ...], tuple[Traffic | None, tuple[float, bool]] | None] = {}
     for f in todo:
         if out_of_time():
             break
-        if id(f) not in builds:
-            continue
         assert f.variant is not None
         v = f.variant.candidates()[0]
-        vopts, compiled = builds[id(f)]
-        try:
-            after, (serial_after, follows_after) = traced_side(
-                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
-            )
-        except GpuAdviseError as exc:
-            log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+        key = variant_key(v)
+        if key not in builds:
             continue
+        if key not in sides:
+            vopts, compiled = builds[key]
+            try:
+                sides[key] = traced_side(
+                    vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
+                )
+            except GpuAdviseError as exc:
+                log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+                sides[key] = None
+        side = sides[key]
+        if side is None:
+            continue
+        after, (serial_after, follows_after) = side
         if after is None:
             continue
         est = launch_estimate(before, after, analysis.device, rates)

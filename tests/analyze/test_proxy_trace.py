@@ -89,3 +89,38 @@ def test_analyze_gives_an_aos_proxy_its_point_from_its_own_traces() -> None:
     assert i["proxy_bound_speedup"] >= i["proxy_point_speedup"]
     assert i["proxy_before_us"] > i["proxy_after_us"] > 0
     assert "variant_traces_s" in res.analysis.timings_s
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_proxy_compiled_while_the_rules_run_gives_the_same_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GA301's proxy, both kernels, compiled from the moment the rule is done
+    (``VariantsAhead``: HeCBench interleave waited for four nvcc runs in turn after the rules),
+    taken by the proxy traces: the same findings as when they compile it themselves."""
+    import gpuadvise.analyze.ahead as A
+    import gpuadvise.analyze.run as run_mod
+
+    k = ROOT / "kernels" / "particles"
+    opts = KernelOptions(
+        str(k / "particles.cu"), spec=str(k / "case.toml"), gpu="H200", args=("n=262144",)
+    )
+    settings = AnalyzeSettings(measure=False, select=("GA301",))
+    taken: list[bool] = []
+    real_take = A.VariantsAhead.take_proxy
+
+    def take(self: A.VariantsAhead, proxy: object) -> object:
+        got = real_take(self, proxy)  # type: ignore[arg-type]
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(A.VariantsAhead, "take_proxy", take)
+    early = run_mod.run_analysis(opts, settings)
+    assert taken == [True]
+    monkeypatch.setattr(run_mod, "_variants_ahead", lambda *a: None)
+    late = run_mod.run_analysis(opts, settings)
+    assert taken == [True]  # nothing compiled early: nothing taken
+    (a,) = [f for f in early.rules.findings if f.rule == "GA301"]
+    assert a.estimated_speedup is not None and PROXY_TRACE_POINT in a.estimated_speedup.inputs
+    assert early.rules.findings == late.rules.findings

@@ -140,13 +140,18 @@ def test_a_variant_is_compiled_when_its_rule_is_done_and_traced_the_same(
     events: list[tuple[str, str]] = []
     real_told, real_take = A.VariantsAhead.told, A.VariantsAhead.take
 
+    rule_of: dict[Any, str] = {}  # a variant's key -> the rule that offered it
+
     def told(self: A.VariantsAhead, findings: Any) -> None:
         events.extend(("told", f.rule) for f in findings)
+        for f in findings:
+            if f.variant is not None:
+                rule_of[A.variant_key(f.variant.candidates()[0])] = f.rule
         real_told(self, findings)
 
-    def take(self: A.VariantsAhead, f: Any, v: Any) -> Any:
-        got = real_take(self, f, v)
-        events.append(("taken" if got is not None else "missed", f.rule))
+    def take(self: A.VariantsAhead, v: Any) -> Any:
+        got = real_take(self, v)
+        events.append(("taken" if got is not None else "missed", rule_of[A.variant_key(v)]))
         return got
 
     monkeypatch.setattr(A.VariantsAhead, "told", told)

@@ -145,6 +145,55 @@ def test_analyze_estimates_a_register_accumulation_on_both_traces() -> None:
 
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
+def test_findings_offering_the_same_variant_share_its_build_and_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two findings whose variants are the same change (HeCBench f16sp's and bincount_shared's
+    GA206 and GA208 both offer the one-wave grid-stride loop) are built and traced once (issue
+    31: f16sp traced it twice, 4 CPU-s each) and each gets the point its variant alone gets."""
+    import gpuadvise.analyze.ahead as A
+    import gpuadvise.analyze.run as run_mod
+    import gpuadvise.analyze.variant_trace as VT
+
+    k = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    # the rules' own estimates: the points are made below
+    monkeypatch.setattr(run_mod, "_trace_points", lambda result, checked, *a: (checked, 0.0))
+    res = run_mod.run_analysis(opts, AnalyzeSettings(measure=False, select=("GA308",)))
+    monkeypatch.undo()
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    assert f.variant is not None and f.variant.diff
+    twin = dataclasses.replace(f, rule="GA309", line=(f.line or 0) + 1)
+    traced: list[str] = []
+    built: list[str] = []
+    real_side, real_build = VT.traced_side, A._build
+
+    def side(vopts, *a, **kw):  # type: ignore[no-untyped-def]
+        traced.append(str(vopts.source))
+        return real_side(vopts, *a, **kw)
+
+    def build(vopts, device):  # type: ignore[no-untyped-def]
+        built.append(str(vopts.source))
+        return real_build(vopts, device)
+
+    monkeypatch.setattr(VT, "traced_side", side)
+    monkeypatch.setattr(A, "_build", build)
+    both = VT.with_trace_points(
+        res.analysis, RulesRun((f, twin), ("GA308", "GA309")), opts, None, ["GA308", "GA309"]
+    )
+    assert len(traced) == 1 and len(built) == 1
+    alone = VT.with_trace_points(res.analysis, RulesRun((f,), ("GA308",)), opts, None, ["GA308"])
+    assert len(traced) == 2
+    (a,) = [x for x in both.findings if x.rule == "GA308"]
+    (b,) = [x for x in both.findings if x.rule == "GA309"]
+    (c,) = alone.findings
+    assert a.estimated_speedup is not None and TRACE_POINT in a.estimated_speedup.inputs
+    assert a.estimated_speedup == b.estimated_speedup == c.estimated_speedup
+    assert a.estimated_speedup != f.estimated_speedup  # the variant's point, not the rule's
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
 @pytest.mark.parametrize(
     ("folder", "spec", "kernel", "rule", "measured"),
     [
@@ -362,8 +411,8 @@ def test_variants_compiled_as_their_rules_find_them_give_the_same_findings(
         told.extend(f.rule for f in findings)
         real_told(self, findings)
 
-    def take(self: A.VariantsAhead, f, v):  # type: ignore[no-untyped-def]
-        got = real_take(self, f, v)
+    def take(self: A.VariantsAhead, v):  # type: ignore[no-untyped-def]
+        got = real_take(self, v)
         taken.append(got is not None)
         return got
 
