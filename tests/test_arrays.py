@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.arrays import count_distinct_sorting, distinct, distinct_rows, equal_rows, member
+from gpuadvise.arrays import (
+    count_distinct_sorting,
+    distinct,
+    distinct_rows,
+    equal_rows,
+    lexsort_pair,
+    member,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
@@ -199,3 +206,18 @@ def test_equal_rows_of_nothing_and_of_a_view() -> None:
     assert _same_partition(equal_rows(view), np.unique(view, axis=0, return_inverse=True)[1])
     with pytest.raises(ValueError):
         equal_rows(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32])
+def test_lexsort_pair_is_numpys_lexsort(dtype: type) -> None:
+    """By ``major``, then ``minor``, then position: numpy's lexsort, whether ``minor`` is
+    non-decreasing (the one stable sort) or not (numpy's own), ties of both included."""
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 9, 700):
+        major = rng.integers(0, 6, n).astype(dtype)
+        rising = np.sort(rng.integers(0, 40, n)).astype(dtype)  # repeats: ties of both keys
+        shuffled = rng.integers(0, 40, n).astype(dtype)
+        for minor in (rising, shuffled):
+            want = np.lexsort((minor, major))
+            got = lexsort_pair(minor, major)
+            assert np.array_equal(got, want)
