@@ -48,11 +48,22 @@ def count_distinct_sorting(a: np.ndarray) -> int:
 
 
 def stable_argsort(a: np.ndarray) -> np.ndarray:
-    """``np.argsort(a, kind="stable")`` of a 1-D integer array. When the values' range and the
-    positions fit in 63 bits together, each position is packed below its value and the keys
-    sorted (one vectorized sort of int64, 3-12 times faster than numpy's stable argsort on
-    millions of lanes); the order is the same (equal values keep their positions' order)."""
+    """``np.argsort(a, kind="stable")`` of a 1-D integer array. When the values span fewer than
+    2**16 (a view's instructions, threads or CTAs), numpy's stable argsort of their offsets from
+    the least as uint16 (uint8 below 2**8), which is a radix sort: 1.4-2 times faster than the
+    packed sort on 8 million lanes. Else, when the values' range and the positions fit in 63 bits
+    together, each position is packed below its value and the keys sorted (one vectorized sort
+    of int64, 3-12 times faster than numpy's stable argsort on millions of lanes). The order is
+    the same either way (equal values keep their positions' order)."""
     a = np.asarray(a)
+    if len(a) >= 2 and a.ndim == 1 and a.dtype.kind in "iu":
+        lo = a.min()
+        span = int(a.max()) - int(lo)
+        if span < 1 << 16:
+            # (a narrow signed type's difference may wrap: modulo 2**8 or 2**16, as the cast
+            # takes it, it is the offset)
+            small = np.uint8 if span < 1 << 8 else np.uint16
+            return np.argsort((a - lo).astype(small), kind="stable")
     packed = _sorted_packed(a) if len(a) >= 2 else None
     if packed is None:
         return np.argsort(a, kind="stable")

@@ -221,3 +221,19 @@ def test_lexsort_pair_is_numpys_lexsort(dtype: type) -> None:
             want = np.lexsort((minor, major))
             got = lexsort_pair(minor, major)
             assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
+@pytest.mark.parametrize("span", [1, 255, 256, 65535, 65536])
+def test_stable_argsort_of_a_small_span_is_numpys(dtype: type, span: int) -> None:
+    """Values spanning fewer than 2**16 (the radix sort of their uint8 or uint16 offsets) at
+    either end of the type's range: a narrow signed type's offsets wrap and still sort right."""
+    from gpuadvise.arrays import stable_argsort
+
+    rng = np.random.default_rng(9)
+    info = np.iinfo(dtype)
+    for lo in (int(info.min), max(int(info.max) - span, int(info.min))):
+        hi = min(int(info.max), lo + span)
+        for n in (2, 3, 40, 3000):
+            a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+            assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
