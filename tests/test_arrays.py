@@ -237,3 +237,27 @@ def test_stable_argsort_of_a_small_span_is_numpys(dtype: type, span: int) -> Non
         for n in (2, 3, 40, 3000):
             a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
             assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
+@pytest.mark.parametrize("span", [0, 255, 256, 65535, 65536])
+def test_distinct_of_a_small_span_is_numpys_unique(dtype: type, span: int) -> None:
+    """distinct, distinct_inverse and distinct_first of values spanning few (a count per value
+    and the radix argsort, no comparison sort) at either end of the type's range: np.unique's
+    values (their dtype), first positions and inverse."""
+    from gpuadvise.arrays import distinct_first, distinct_inverse
+
+    rng = np.random.default_rng(13)
+    info = np.iinfo(dtype)
+    for lo in (int(info.min), max(int(info.max) - span, int(info.min))):
+        hi = min(int(info.max), lo + span)
+        for n in (2, 3, 40, 70000):
+            a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+            want, first, inverse = np.unique(a, return_index=True, return_inverse=True)
+            got = distinct(a)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            got, got_first, got_inverse = distinct_inverse(a, return_index=True)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse)
+            got, got_first = distinct_first(a)
+            assert np.array_equal(got, want) and np.array_equal(got_first, first)
