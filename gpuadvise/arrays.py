@@ -54,15 +54,19 @@ def _small_distinct(
     rank = np.cumsum(present, dtype=np.intp)
     rank -= 1
     inverse = rank[off]
-    first = None
-    if return_index:
-        perm = np.argsort(off, kind="stable")  # radix: each value's positions in order
-        s = off[perm]
-        start = np.empty(len(s), dtype=bool)
-        start[0] = True
-        np.not_equal(s[1:], s[:-1], out=start[1:])
-        first = perm[start]
+    first = _small_first(off)[1] if return_index else None
     return values, first, inverse
+
+
+def _small_first(off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct uint16 offsets ``off`` and each one's first position, from numpy's stable
+    argsort of them (a radix sort: each value's positions in order)."""
+    perm = np.argsort(off, kind="stable")
+    s = off[perm]
+    start = np.empty(len(s), dtype=bool)
+    start[0] = True
+    np.not_equal(s[1:], s[:-1], out=start[1:])
+    return s[start], perm[start]
 
 
 def distinct(a: np.ndarray) -> np.ndarray:
@@ -307,13 +311,8 @@ def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(a)
     small = _small_offsets(a)
     if small is not None:
-        off, _ = small
-        perm = np.argsort(off, kind="stable")  # radix: each value's positions in order
-        s = off[perm]
-        start = np.empty(len(s), dtype=bool)
-        start[0] = True
-        np.not_equal(s[1:], s[:-1], out=start[1:])
-        return a.min() + s[start].astype(a.dtype), perm[start]
+        offsets, first = _small_first(small[0])
+        return a.min() + offsets.astype(a.dtype), first
     packed = _sorted_packed(a)
     if packed is None:
         values, first, _ = distinct_inverse(a, return_index=True)
