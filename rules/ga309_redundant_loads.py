@@ -30,6 +30,7 @@ from gpuadvise.rules import (
     reload_variant,
     removable_records,
     same_thread_reloads,
+    stable_argsort,
     thread_keys,
     varying_repeats,
     view_traffic,
@@ -229,7 +230,7 @@ class RedundantGlobalLoads(Rule):
         )
         nb = max(len(view.buffer_names), 1)
         gkey = inst_line[insts[sel]] * nb + lb[rl.lane[sel]]
-        order = np.argsort(gkey, kind="stable")
+        order = stable_argsort(gkey)
         bounds = np.flatnonzero(np.r_[True, np.diff(gkey[order]) != 0, True])
         groups = {
             (int(gkey[order[a]] // nb), int(gkey[order[a]] % nb)): sel[order[a:z]]

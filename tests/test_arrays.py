@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.arrays import count_distinct_sorting, distinct, distinct_rows, equal_rows, member
+from gpuadvise.arrays import (
+    count_distinct_sorting,
+    distinct,
+    distinct_rows,
+    equal_rows,
+    lexsort_pair,
+    member,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.int16, np.uint8])
@@ -199,3 +206,58 @@ def test_equal_rows_of_nothing_and_of_a_view() -> None:
     assert _same_partition(equal_rows(view), np.unique(view, axis=0, return_inverse=True)[1])
     with pytest.raises(ValueError):
         equal_rows(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32])
+def test_lexsort_pair_is_numpys_lexsort(dtype: type) -> None:
+    """By ``major``, then ``minor``, then position: numpy's lexsort, whether ``minor`` is
+    non-decreasing (the one stable sort) or not (numpy's own), ties of both included."""
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 9, 700):
+        major = rng.integers(0, 6, n).astype(dtype)
+        rising = np.sort(rng.integers(0, 40, n)).astype(dtype)  # repeats: ties of both keys
+        shuffled = rng.integers(0, 40, n).astype(dtype)
+        for minor in (rising, shuffled):
+            want = np.lexsort((minor, major))
+            got = lexsort_pair(minor, major)
+            assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
+@pytest.mark.parametrize("span", [1, 255, 256, 65535, 65536])
+def test_stable_argsort_of_a_small_span_is_numpys(dtype: type, span: int) -> None:
+    """Values spanning fewer than 2**16 (the radix sort of their uint8 or uint16 offsets) at
+    either end of the type's range: a narrow signed type's offsets wrap and still sort right."""
+    from gpuadvise.arrays import stable_argsort
+
+    rng = np.random.default_rng(9)
+    info = np.iinfo(dtype)
+    for lo in (int(info.min), max(int(info.max) - span, int(info.min))):
+        hi = min(int(info.max), lo + span)
+        for n in (2, 3, 40, 3000):
+            a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+            assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint64])
+@pytest.mark.parametrize("span", [0, 255, 256, 65535, 65536])
+def test_distinct_of_a_small_span_is_numpys_unique(dtype: type, span: int) -> None:
+    """distinct, distinct_inverse and distinct_first of values spanning few (a count per value
+    and the radix argsort, no comparison sort) at either end of the type's range: np.unique's
+    values (their dtype), first positions and inverse."""
+    from gpuadvise.arrays import distinct_first, distinct_inverse
+
+    rng = np.random.default_rng(13)
+    info = np.iinfo(dtype)
+    for lo in (int(info.min), max(int(info.max) - span, int(info.min))):
+        hi = min(int(info.max), lo + span)
+        for n in (2, 3, 40, 70000):
+            a = rng.integers(lo, hi, n, dtype=dtype, endpoint=True)
+            want, first, inverse = np.unique(a, return_index=True, return_inverse=True)
+            got = distinct(a)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            got, got_first, got_inverse = distinct_inverse(a, return_index=True)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse)
+            got, got_first = distinct_first(a)
+            assert np.array_equal(got, want) and np.array_equal(got_first, first)

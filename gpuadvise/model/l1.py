@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_inverse, stable_argsort
+from gpuadvise.arrays import distinct, distinct_first, distinct_inverse, stable_argsort
 
 __all__ = [
     "L1_LINE_BYTES",
@@ -277,12 +277,9 @@ def misses_in_flight(
     if not n:
         return np.zeros(0, bool)
     if first is None:
-        order = np.argsort(g, kind="stable")
-        gs = g[order]
-        head = np.ones(n, bool)
-        head[1:] = gs[1:] != gs[:-1]
-        first = np.zeros(int(gs[-1]) + 1, np.int64)
-        first[gs[head]] = order[head]
+        keys, at = distinct_first(g)
+        first = np.zeros(int(keys[-1]) + 1, np.int64)
+        first[keys] = at
     b = np.asarray(first, np.int64)[g]  # per access, its key's first access
     step = np.asarray(step, np.int64)
     inst = np.asarray(inst, np.int64)

@@ -16,7 +16,7 @@ tests import it from the modules of this package that hold it (the registry,
 :mod:`~gpuadvise.rules.findings`). A name goes in here when a rule file needs it.
 """
 
-from gpuadvise.arrays import distinct
+from gpuadvise.arrays import distinct, stable_argsort
 from gpuadvise.devices import memory_rates
 from gpuadvise.model.banks import active_lanes, record_wavefronts
 from gpuadvise.model.coalescing import touched_lines
@@ -509,6 +509,7 @@ __all__ = [
     "source_text",
     "Space",
     "split_top",
+    "stable_argsort",
     "staged_tiles",
     "stride_mode",
     "struct_for",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpuadvise.arrays import distinct
+from gpuadvise.arrays import lexsort_pair
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.roofline import BOUND_MARGIN, Traffic, ceiling_s, launch_times
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
@@ -112,8 +112,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
     out: list[NarrowLoad] = []
     lane_no = lanes.tid % WARP
     threads = int(math.prod(view.block))
-    for inst in distinct(lanes.inst):
-        inst = int(inst)
+    for inst in view.lane_insts().tolist():
         if view.inst_kind[inst] != int(Kind.LOAD):
             continue
         at = view.lanes_of(np.array([inst], np.int64))  # its lanes, in lane order
@@ -140,7 +139,12 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
         records = rec[starts]
         weights = view.rec_weight[records]
         thread = lanes.cta[sel].astype(np.int64) * threads + lanes.tid[sel]
-        per_thread = float((weights * n_lanes).sum()) / max(len(distinct(thread)), 1)
+        # each thread's lanes together, in execution order (one sort: the distinct threads
+        # and the steps of :func:`_along_lanes` read it)
+        by_thread = lexsort_pair(rec, thread)
+        t = thread[by_thread]
+        n_threads = int(np.count_nonzero(t[1:] != t[:-1])) + 1
+        per_thread = float((weights * n_lanes).sum()) / n_threads
         b = int(np.bincount(buf).argmax())
         file, line = trace.call_site_of(inst)  # type: ignore[attr-defined]
         out.append(
@@ -153,7 +157,7 @@ def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
                 records,
                 float(weights.sum()),
                 per_thread,
-                _along_lanes(view, sel, thread, threads, w),
+                _along_lanes(view, t, lanes.off[sel][by_thread], threads, w),
             )
         )
     out.sort(key=lambda n: -n.requests)
@@ -201,12 +205,10 @@ def one_per_wait_stream(inputs: Mapping[str, object], waiting: bool) -> bool:
     )
 
 
-def _along_lanes(
-    view: TraceView, sel: np.ndarray, thread: np.ndarray, threads: int, w: int
-) -> bool:
-    """Whether a thread's executions step a block or a grid of elements (the median step)."""
-    order = np.lexsort((view.lanes.rec[sel], thread))
-    t, off = thread[order], view.lanes.off[sel][order]
+def _along_lanes(view: TraceView, t: np.ndarray, off: np.ndarray, threads: int, w: int) -> bool:
+    """Whether a thread's executions step a block or a grid of elements (the median step);
+    ``t`` and ``off``: the lanes' threads and offsets by thread, each thread's in execution
+    order."""
     same = t[1:] == t[:-1]
     if not same.any():
         return False

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_rows, member, stable_argsort
+from gpuadvise.arrays import (
+    distinct,
+    distinct_first,
+    distinct_inverse,
+    distinct_rows,
+    member,
+    stable_argsort,
+)
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
 from gpuadvise.model.occupancy import OccupancyResult
@@ -61,7 +68,7 @@ def thread_keys(lanes: Lanes) -> np.ndarray:
 def later_repeats(keys: np.ndarray) -> np.ndarray:
     """Per lane (in execution order), whether an earlier lane had the same key: every access
     of an address by a thread but its first."""
-    _, first = np.unique(keys, return_index=True)
+    _, first = distinct_first(keys)
     later = np.ones(len(keys), bool)
     later[first] = False
     return later
@@ -72,7 +79,7 @@ def whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:
     all its lanes do)."""
     if not len(recs):
         return ()
-    rs, inv = np.unique(recs, return_inverse=True)
+    rs, inv = distinct_inverse(recs)
     keep = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
     return tuple(int(r) for r in rs[keep == 0])
 
@@ -406,8 +413,7 @@ def reload_costs(
     # each warp's share of its load requests that go
     r = view.records
     load = r["kind"] == int(Kind.LOAD)
-    _, inv = np.unique((r["cta"].astype(np.int64) << 16) | r["warp"].astype(np.int64),
-                       return_inverse=True)  # fmt: skip
+    _, inv = distinct_inverse((r["cta"].astype(np.int64) << 16) | r["warp"].astype(np.int64))
     w = view.rec_weight
     all_w = np.bincount(inv, weights=w * load)
     gone_w = np.bincount(inv, weights=w * removable, minlength=len(all_w))

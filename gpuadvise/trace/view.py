@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import distinct as unique_int
-from gpuadvise.arrays import distinct_inverse, stable_argsort
+from gpuadvise.arrays import distinct_first, distinct_inverse, lexsort_pair, stable_argsort
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
@@ -328,16 +328,27 @@ class TraceView:
             np.int64,
         )
 
-    def lanes_of(self, insts: np.ndarray) -> np.ndarray:
-        """Indices of the lanes of instructions ``insts``, in lane order (from an index of the
-        lanes by instruction built on first use: no pass over every lane per call)."""
+    def _inst_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lanes by instruction (each one's in lane order) and where each instruction's
+        start, built on first use."""
         if self._by_inst is None:
             order = stable_argsort(self.lanes.inst)
             bounds = np.searchsorted(
                 self.lanes.inst[order], np.arange(len(self.inst_line) + 1), side="left"
             )
             self._by_inst = (order, bounds)
-        order, bounds = self._by_inst
+        return self._by_inst
+
+    def lane_insts(self) -> np.ndarray:
+        """The instructions with lanes in the view, ascending (``distinct(lanes.inst)``, from
+        the index :meth:`lanes_of` reads: no sort of every lane)."""
+        _, bounds = self._inst_index()
+        return np.flatnonzero(bounds[1:] > bounds[:-1])
+
+    def lanes_of(self, insts: np.ndarray) -> np.ndarray:
+        """Indices of the lanes of instructions ``insts``, in lane order (from an index of the
+        lanes by instruction built on first use: no pass over every lane per call)."""
+        order, bounds = self._inst_index()
         n = len(bounds) - 1
         parts = [
             order[bounds[i] : bounds[i + 1]]
@@ -444,7 +455,7 @@ class TraceView:
                 if self.iterations_sampled:
                     # each distinct unit counted as often as the records it stands for
                     w = self.rec_weight[lanes.rec[units[0]]]
-                    _, first = np.unique(key, return_index=True)
+                    _, first = distinct_first(key)
                     n_units = float(w[first].sum())
                 else:
                     n_units = float(len(unique_int(key)))
@@ -864,7 +875,7 @@ def infer_pattern(
         return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
     thread = (lanes.cta.astype(np.int64) << 20) | lanes.tid
     # visits: consecutive reads of one thread of the same element
-    order = np.lexsort((lanes.rec, thread))
+    order = lexsort_pair(lanes.rec, thread)
     th, dd, ff, ww = thread[order], d[order], fo[order], lanes.width[order]
     new_visit = np.r_[True, (th[1:] != th[:-1]) | (dd[1:] != dd[:-1])]
     visit_id = np.cumsum(new_visit) - 1

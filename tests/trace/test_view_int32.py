@@ -18,7 +18,22 @@ def _view(inst: np.ndarray, buf: np.ndarray, n_buffers: int) -> TraceView:
     view.lane_buffer = buf.astype(np.int32)
     view.buffer_names = [f"b{k}" for k in range(n_buffers)]
     view._inst_buffers = None
+    view._by_inst = None
+    view.inst_line = [(None, 0)] * (int(inst.max(initial=-1)) + 1)
     return view
+
+
+def test_lane_insts_are_the_distinct_instructions_of_the_lanes():
+    """:meth:`TraceView.lane_insts` (from the lanes' index by instruction) is
+    ``distinct(lanes.inst)``; :meth:`TraceView.lanes_of` reads the same index."""
+    rng = np.random.default_rng(5)
+    inst = rng.choice(np.array([0, 3, 4, 9]), 500)
+    view = _view(inst, np.zeros(500, np.int64), 1)
+    got = view.lane_insts()
+    assert got.tolist() == [0, 3, 4, 9]
+    assert np.array_equal(
+        view.lanes_of(np.array([3, 9])), np.flatnonzero((inst == 3) | (inst == 9))
+    )
 
 
 def test_buffers_at_with_instruction_times_buffers_past_int32():
