@@ -214,6 +214,32 @@ def _trivial_window(cta_bytes: np.ndarray, perm: np.ndarray, cap: float) -> int:
     return max(lo, 1)
 
 
+_TAKE_CHUNK = 1 << 20
+"""Entries a chunked gather (:func:`_take`) reads at a time: numpy converts an int32 index array
+to a platform one first, 8 bytes an entry for the whole table at once otherwise."""
+
+
+def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``table[idx]`` into ``out`` (a 2D ``idx``), a chunk of rows at a time: the same values,
+    without the whole index converted at once."""
+    step = max(1, _TAKE_CHUNK // max(1, idx.shape[1]))
+    for lo in range(0, len(idx), step):
+        np.take(table, idx[lo : lo + step], out=out[lo : lo + step], mode="wrap")
+    return out
+
+
+def _longest_hit(kst: np.ndarray, P: int) -> np.ndarray:
+    """Per position, the longest reuse gap that hits (``gap <= k*(p)``: a gap is a whole number
+    of positions, so ``gap <= floor(k*(p))``), int32, with one more entry for the sentinel
+    position ``P`` (never read as a hit: those touches are not valid). An int32 gathered per
+    touch, not a float64."""
+    t = np.full(P + 1, -1, dtype=np.int32)
+    f = np.floor(np.clip(kst, -1.0, float(P + 1)))
+    ok = ~np.isnan(f)  # a NaN k*(p) compares False: -1 is below every gap
+    t[:P][ok] = f[ok].astype(np.int32)
+    return t
+
+
 def _sorted_touchers(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Per unit of ``mat``: its touchers' launch positions sorted (``P``, none, last) and their
     columns, int32, and how many columns are kept: all ``K``, or, when every unit has at most
@@ -235,7 +261,7 @@ def _sorted_touchers(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.n
         del rows, cols, rank
         width = kmax
     else:
-        key = pos_ext[T]
+        key = _take(pos_ext, T, np.empty(T.shape, dtype=np.int64))
         key <<= bits
         key |= np.arange(K, dtype=np.int64)
         width = K
@@ -413,6 +439,8 @@ def replay_order(
                 settled[j] |= newly
             settled[j][: min(ks[i], P - 1) + 1] = True
             np.copyto(prevs[j], D, where=~done[j])
+    thresholds = [_longest_hit(kst, P) for kst in kstars]
+    del kstars
     hits = [0.0] * len(caps)
     dram = [0.0] * len(caps)
     near = [0.0] * len(caps)
@@ -424,17 +452,18 @@ def replay_order(
             r, kk = _widened(r, kk, mat.touchers.shape[1], P)
         gap = r[:, 1:] - r[:, :-1]
         valid = r[:, 1:] < P
-        r1 = np.minimum(r[:, 1:], P - 1)
+        shape = valid.shape
         # per touch (after the first of each unit): its load requests and loaded granules
-        wl = mat.cnt[NLOAD].astype(np.float32)[kk[:, 1:]]
+        wl = _take(mat.cnt[NLOAD].astype(np.float32), kk[:, 1:], np.empty(shape, np.float32))
         wl *= mat.scale[:, None].astype(np.float32)
-        wg = mat.cnt[NLGRAN].astype(np.float32)[kk[:, 1:]]
+        wg = _take(mat.cnt[NLGRAN].astype(np.float32), kk[:, 1:], np.empty(shape, np.float32))
         wg *= mat.scale[:, None].astype(np.float32)
         wg *= valid
         g_all = float(wg.sum(dtype=np.float64))
         g_first = float((mat.cnt[NLGRAN][kk[:, 0]] * mat.scale).sum())  # first touches miss
-        for j, kst in enumerate(kstars):
-            hit = valid & (gap <= kst[r1])
+        lim = np.empty(shape, dtype=np.int32)
+        for j, thr in enumerate(thresholds):
+            hit = valid & (gap <= _take(thr, r[:, 1:], lim))
             hits[j] += float(np.einsum("ij,ij->", hit, wl, dtype=np.float64))
             g_hit = float(np.einsum("ij,ij->", hit, wg, dtype=np.float64))
             dram[j] += (g_first + g_all - g_hit) * mat.gbytes
@@ -474,8 +503,8 @@ def replay_order(
             starts = np.flatnonzero(gap < 0)
             ends = np.r_[starts[1:], len(gap)]
             end_of = np.repeat(ends, np.diff(np.r_[starts, len(gap)]))
-        for j, kst in enumerate(kstars):
-            hit = (gap >= 0) & (gap <= kst[rc])
+        for j, thr in enumerate(thresholds):
+            hit = (gap >= 0) & (gap <= thr[rc])
             hits[j] += float(cnt[NLOAD][hit].sum())
             dram[j] += float(cnt[NLGRAN][~hit].sum()) * lst.gbytes
             if split_l:
