@@ -254,12 +254,13 @@ def _sorted_touchers(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.n
     kmax = int(mat.nvalid.max(initial=0))
     if K >= 2 and 0 < kmax and 2 * kmax <= K:
         rows, cols = np.nonzero(T >= 0)  # row-major: a unit's touchers in column order
-        start = np.cumsum(mat.nvalid) - mat.nvalid
+        per_row = np.bincount(rows, minlength=n_u)  # nvalid, counted on the table itself
+        width = int(per_row.max(initial=0))
+        start = np.cumsum(per_row) - per_row
         rank = np.arange(len(rows), dtype=np.int64) - start[rows]
-        key = np.full((n_u, kmax), np.int64(len(pos_ext) - 1) << bits, dtype=np.int64)
+        key = np.full((n_u, width), np.int64(len(pos_ext) - 1) << bits, dtype=np.int64)
         key[rows, rank] = (pos_ext[T[rows, cols]] << bits) | cols
-        del rows, cols, rank
-        width = kmax
+        del rows, cols, rank, per_row
     else:
         key = _take(pos_ext, T, np.empty(T.shape, dtype=np.int64))
         key <<= bits
