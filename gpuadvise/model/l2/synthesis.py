@@ -628,8 +628,8 @@ def _build_units(
         ax = ax0 + np.arange(nx, dtype=np.int64)
         tby = ay[:, None] - shp[None, :, 0]  # (ny, K)
         # (nx, K): in int32 when the cells and CTA columns fit (hecbench scan's is 264,000 x 125)
-        big = max(abs(ax0), abs(ax0 + nx), int(np.abs(shp).max(initial=0)))
-        ix = np.int32 if (2 * big + 1) * (lay.m + 1) < 1 << 30 else np.int64
+        reach = max(abs(ax0), abs(ax0 + nx), int(np.abs(shp).max(initial=0)))
+        ix = np.int32 if (2 * reach + 1) * (lay.m + 1) < 1 << 30 else np.int64
         tX = np.subtract(ax.astype(ix)[:, None], shp[None, :, 1].astype(ix), dtype=ix)
         tbx = tX * ix(lay.m)
         tbx += shp[None, :, 2].astype(ix)
