@@ -296,11 +296,24 @@ def footprint_totals(model: Footprint) -> tuple[float, float, float, float]:
     load = store = dirty = foot = 0.0
     for mat in model.mats:
         valid = mat.touchers >= 0
-        per_k = (valid * mat.scale[:, None]).sum(axis=0)
+        K = valid.shape[1]
+        if K >= 2 and 4 * int(np.count_nonzero(valid)) <= valid.size:
+            # few touches (hecbench scan: 262,144 units of 125 columns, one toucher each): the
+            # touches alone, not two (units, K) float64 arrays. bincount adds each column's
+            # scales in row order, as the column sums of ``valid * scale`` do (a reduction
+            # over the rows of a C-ordered array adds row after row; its zeros add nothing)
+            rows, cols = np.nonzero(valid)
+            del valid
+            per_k = np.bincount(cols, weights=mat.scale[rows], minlength=K)
+            # each unit's stored sectors are written back once: its largest toucher's share
+            dk = np.zeros(len(mat.touchers))
+            np.maximum.at(dk, rows, mat.cnt[NDIRTY][cols])
+            del rows, cols
+        else:  # (one column: its sum is pairwise, not row after row)
+            per_k = (valid * mat.scale[:, None]).sum(axis=0)
+            dk = np.where(valid, mat.cnt[NDIRTY][None, :], 0.0).max(axis=1, initial=0.0)
         load += float(per_k @ mat.cnt[NLOAD])
         store += float(per_k @ mat.cnt[NSTORE])
-        # each unit's stored sectors are written back once: its largest toucher's share
-        dk = np.where(valid, mat.cnt[NDIRTY][None, :], 0.0).max(axis=1, initial=0.0)
         dirty += float((dk * mat.scale).sum())
         foot += float(mat.w_bytes.sum())
     for lst in model.lists:

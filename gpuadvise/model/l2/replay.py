@@ -16,7 +16,7 @@ from gpuadvise.arrays import distinct_inverse
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.errors import UsageError
 from gpuadvise.model.coalescing import SECTOR_BYTES
-from gpuadvise.model.l2.footprint import NLGRAN, NLOAD, Footprint, sort_pairs
+from gpuadvise.model.l2.footprint import NLGRAN, NLOAD, Footprint, Matrix, sort_pairs
 
 __all__ = [
     "PARTITIONED_EFFICIENCY",
@@ -214,6 +214,107 @@ def _trivial_window(cta_bytes: np.ndarray, perm: np.ndarray, cap: float) -> int:
     return max(lo, 1)
 
 
+_TAKE_CHUNK = 1 << 20
+"""Entries a chunked gather (:func:`_take`) reads at a time: numpy converts an int32 index array
+to a platform one first, 8 bytes an entry for the whole table at once otherwise."""
+
+
+def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``table[idx]`` into ``out`` (a 2D ``idx``), a chunk of rows at a time: the same values,
+    without the whole index converted at once."""
+    step = max(1, _TAKE_CHUNK // max(1, idx.shape[1]))
+    for lo in range(0, len(idx), step):
+        np.take(table, idx[lo : lo + step], out=out[lo : lo + step], mode="wrap")
+    return out
+
+
+def _longest_hit(kst: np.ndarray, P: int) -> np.ndarray:
+    """Per position, the longest reuse gap that hits (``gap <= k*(p)``: a gap is a whole number
+    of positions, so ``gap <= floor(k*(p))``), int32, with one more entry for the sentinel
+    position ``P`` (never read as a hit: those touches are not valid). An int32 gathered per
+    touch, not a float64."""
+    t = np.full(P + 1, -1, dtype=np.int32)
+    f = np.floor(np.clip(kst, -1.0, float(P + 1)))
+    ok = ~np.isnan(f)  # a NaN k*(p) compares False: -1 is below every gap
+    t[:P][ok] = f[ok].astype(np.int32)
+    return t
+
+
+def _sorted_touchers(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per unit of ``mat``: its touchers' launch positions sorted (``P``, none, last) and their
+    columns, int32, and how many columns are kept: all ``K``, or, when every unit has at most
+    half as many touchers as ``K`` (a footprint whose units each few of the ``K`` relative CTAs
+    touch: hecbench scan's 262,144 units of 125 have one each), the first ``max(nvalid)``: the
+    columns past them hold no toucher in any unit, and a unit's touchers are the same, in the
+    same order, as the full sort's first columns (the positions of the others, ``P``, sort last).
+    Those columns are then sorted alone (the valid entries of each unit gathered first)."""
+    T = mat.touchers
+    n_u, K = T.shape
+    bits = max(1, (K - 1).bit_length())
+    kmax = int(mat.nvalid.max(initial=0))
+    if K >= 2 and 0 < kmax and 2 * kmax <= K:
+        rows, cols = np.nonzero(T >= 0)  # row-major: a unit's touchers in column order
+        per_row = np.bincount(rows, minlength=n_u)  # nvalid, counted on the table itself
+        width = int(per_row.max(initial=0))
+        start = np.cumsum(per_row) - per_row
+        rank = np.arange(len(rows), dtype=np.int64) - start[rows]
+        key = np.full((n_u, width), np.int64(len(pos_ext) - 1) << bits, dtype=np.int64)
+        key[rows, rank] = (pos_ext[T[rows, cols]] << bits) | cols
+        del rows, cols, rank, per_row
+    else:
+        key = _take(pos_ext, T, np.empty(T.shape, dtype=np.int64))
+        key <<= bits
+        key |= np.arange(K, dtype=np.int64)
+        width = K
+    key.sort(axis=1)
+    # the positions and the columns, each written as int32 once (no int64 temporaries)
+    r = np.right_shift(key, bits, out=np.empty(key.shape, np.int32), casting="unsafe")
+    kk = np.bitwise_and(key, (1 << bits) - 1, out=np.empty(key.shape, np.int32), casting="unsafe")
+    return r, kk, width
+
+
+def _widened(r: np.ndarray, kk: np.ndarray, K: int, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``K`` columns of the full sort from its first ones (:func:`_sorted_touchers`): the
+    rest hold no toucher (position ``P``; their column any, here 0: their weights are only ever
+    multiplied by a miss-free, hit-free 0)."""
+    n_u, w = r.shape
+    rw = np.full((n_u, K), P, dtype=np.int32)
+    rw[:, :w] = r
+    kw = np.zeros((n_u, K), dtype=np.int32)
+    kw[:, :w] = kk
+    return rw, kw
+
+
+def _quantum(v: np.ndarray) -> int | None:
+    """The exponent ``e`` of the largest power of two ``2**e`` that every float32 of ``v``
+    (finite, non-negative) is a multiple of (None: one is not finite or negative)."""
+    if not bool(np.isfinite(v).all()) or bool((v < 0).any()):
+        return None
+    nz = v[v != 0]
+    if not len(nz):
+        return 0
+    m, ex = np.frexp(nz.astype(np.float64))  # v = m 2**ex, m of 24 bits in [0.5, 1)
+    mi = (m * 2.0**24).astype(np.int64)  # exact: the 24-bit significand as an integer
+    low = mi & -mi  # its lowest set bit
+    return int((ex.astype(np.int64) - 24 + np.log2(low).round().astype(np.int64)).min())
+
+
+def _exact_sums(mat: Matrix) -> bool:
+    """Whether the block's load and granule sums (float32 products of a column's counts and a
+    unit's scale, hit or not, summed in float64) are exact whatever the order and however many
+    zero terms lie between: every term a multiple of one power of two ``q`` (a product of
+    float32 multiples of ``qc`` and ``qs`` is a multiple of ``qc qs``, rounded to float32 or not)
+    and their sum, bounded by terms times the largest, under ``2**53 q``. Then the sums over the
+    kept columns of :func:`_sorted_touchers` are those over all ``K`` (the others add zeros)."""
+    s32 = mat.scale.astype(np.float32)
+    c32 = mat.cnt[[NLOAD, NLGRAN]].astype(np.float32)
+    qs, qc = _quantum(s32), _quantum(c32)
+    if qs is None or qc is None or not len(s32):
+        return False
+    most = float(c32.max(initial=0.0)) * float(s32.max(initial=0.0)) * mat.touchers.size
+    return most < 2.0 ** (52 + qs + qc)
+
+
 def replay_order(
     model: Footprint,
     perm: np.ndarray,
@@ -242,18 +343,7 @@ def replay_order(
     saved: list[Any] = []  # per block, what the second pass reuses
     pos_ext = np.append(pos, P)  # a toucher id of -1 (none) reads the sentinel P
     for mat in model.mats:
-        T = mat.touchers
-        K = T.shape[1]
-        bits = max(1, (K - 1).bit_length())
-        key = pos_ext[T] << bits
-        key |= np.arange(K, dtype=np.int64)
-        key.sort(axis=1)
-        # the positions and the columns, each written as int32 once (no int64 temporaries)
-        r = np.right_shift(key, bits, out=np.empty(key.shape, np.int32), casting="unsafe")
-        kk = np.bitwise_and(
-            key, (1 << bits) - 1, out=np.empty(key.shape, np.int32), casting="unsafe"
-        )
-        del key
+        r, kk, kept = _sorted_touchers(mat, pos_ext)
         n_u = len(r)
         firsts.append(r[:, 0])
         lasts.append(r[np.arange(n_u), mat.nvalid - 1])
@@ -265,7 +355,7 @@ def replay_order(
         g_e.append(r[rows, cols + 1].astype(np.int64))
         g_w.append(mat.w_bytes[rows])
         del gap, sel, rows, cols
-        saved.append((r, kk, None))  # the gaps made again when read (one subtraction)
+        saved.append((r, kk, kept))  # the gaps made again when read (one subtraction)
     for lst in model.lists:
         pr = pos[lst.cta]
         o = sort_pairs(lst.unit, pr)
@@ -350,26 +440,31 @@ def replay_order(
                 settled[j] |= newly
             settled[j][: min(ks[i], P - 1) + 1] = True
             np.copyto(prevs[j], D, where=~done[j])
+    thresholds = [_longest_hit(kst, P) for kst in kstars]
+    del kstars
     hits = [0.0] * len(caps)
     dram = [0.0] * len(caps)
     near = [0.0] * len(caps)
     fabric = [0.0] * len(caps)
     for m, mat in enumerate(model.mats):
-        r, kk, _ = saved[m]
+        r, kk, kept = saved[m]
         saved[m] = None  # each block's arrays freed once read, not at the end of the replay
+        if kept < mat.touchers.shape[1] and not _exact_sums(mat):
+            r, kk = _widened(r, kk, mat.touchers.shape[1], P)
         gap = r[:, 1:] - r[:, :-1]
         valid = r[:, 1:] < P
-        r1 = np.minimum(r[:, 1:], P - 1)
+        shape = valid.shape
         # per touch (after the first of each unit): its load requests and loaded granules
-        wl = mat.cnt[NLOAD].astype(np.float32)[kk[:, 1:]]
+        wl = _take(mat.cnt[NLOAD].astype(np.float32), kk[:, 1:], np.empty(shape, np.float32))
         wl *= mat.scale[:, None].astype(np.float32)
-        wg = mat.cnt[NLGRAN].astype(np.float32)[kk[:, 1:]]
+        wg = _take(mat.cnt[NLGRAN].astype(np.float32), kk[:, 1:], np.empty(shape, np.float32))
         wg *= mat.scale[:, None].astype(np.float32)
         wg *= valid
         g_all = float(wg.sum(dtype=np.float64))
         g_first = float((mat.cnt[NLGRAN][kk[:, 0]] * mat.scale).sum())  # first touches miss
-        for j, kst in enumerate(kstars):
-            hit = valid & (gap <= kst[r1])
+        lim = np.empty(shape, dtype=np.int32)
+        for j, thr in enumerate(thresholds):
+            hit = valid & (gap <= _take(thr, r[:, 1:], lim))
             hits[j] += float(np.einsum("ij,ij->", hit, wl, dtype=np.float64))
             g_hit = float(np.einsum("ij,ij->", hit, wg, dtype=np.float64))
             dram[j] += (g_first + g_all - g_hit) * mat.gbytes
@@ -381,7 +476,7 @@ def replay_order(
                 np.logical_and(valid, ~hit, out=miss[:, 1:])
                 # np.nonzero's rows and columns, made int32 (half the memory a miss)
                 flat = np.flatnonzero(miss)
-                width = miss.shape[1]
+                width = r.shape[1]
                 del miss
                 rows = np.floor_divide(
                     flat, width, out=np.empty(len(flat), np.int32), casting="unsafe"
@@ -409,8 +504,8 @@ def replay_order(
             starts = np.flatnonzero(gap < 0)
             ends = np.r_[starts[1:], len(gap)]
             end_of = np.repeat(ends, np.diff(np.r_[starts, len(gap)]))
-        for j, kst in enumerate(kstars):
-            hit = (gap >= 0) & (gap <= kst[rc])
+        for j, thr in enumerate(thresholds):
+            hit = (gap >= 0) & (gap <= thr[rc])
             hits[j] += float(cnt[NLOAD][hit].sum())
             dram[j] += float(cnt[NLGRAN][~hit].sum()) * lst.gbytes
             if split_l:

@@ -627,19 +627,26 @@ def _build_units(
         ay = ay0 + np.arange(ny, dtype=np.int64)
         ax = ax0 + np.arange(nx, dtype=np.int64)
         tby = ay[:, None] - shp[None, :, 0]  # (ny, K)
-        tX = ax[:, None] - shp[None, :, 1]  # (nx, K)
-        tbx = tX * lay.m + shp[None, :, 2]
+        # (nx, K): in int32 when the cells and CTA columns fit (hecbench scan's is 264,000 x 125)
+        reach = max(abs(ax0), abs(ax0 + nx), int(np.abs(shp).max(initial=0)))
+        ix = np.int32 if (2 * reach + 1) * (lay.m + 1) < 1 << 30 else np.int64
+        tX = np.subtract(ax.astype(ix)[:, None], shp[None, :, 1].astype(ix), dtype=ix)
+        tbx = tX * ix(lay.m)
+        tbx += shp[None, :, 2].astype(ix)
         vy = (tby >= 0) & (tby < gy)
         vx = (tX >= 0) & (tbx < gx)
+        del tX  # (and tbx, vx once the touchers are made: each (nx, K))
         # touchers[y, x, k] = tby[y, k] * gx + tbx[x, k], -1 where either is off the grid: in
         # int32, an off-grid term a large negative that keeps the sum negative (one add and one
         # clip over the (units, K) array; the 8K gather's is 242,000 x 81)
         if gx * gy < 1 << 30:
             off_grid = np.int32(-(1 << 30))
             row = np.where(vy, tby * gx, off_grid).astype(np.int32)
-            col = np.where(vx, tbx, off_grid).astype(np.int32)
+            col = np.where(vx, tbx, off_grid).astype(np.int32, copy=False)
+            del tbx, vx
             cube = np.empty((ny, nx, len(shp)), dtype=np.int32)
             np.add(row[:, None, :], col[None, :, :], out=cube)
+            del row, col
             np.maximum(cube, -1, out=cube)
             touchers = cube.reshape(ny * nx, -1)
         else:  # CTA ids past 2**30 (int32 all the same, as every toucher table)
@@ -651,9 +658,13 @@ def _build_units(
         cols = (ax[:, None] + res[None, :, 3]) * lay.sx + res[None, :, 1]  # (nx, w)
         rin = (rows >= lay.rows[0]) & (rows <= lay.rows[1])
         cin = (cols >= lay.cols[0]) & (cols <= lay.cols[1])
-        w_in = (rin.astype(np.float64) @ cin.astype(np.float64).T).reshape(-1)
-        # valid touchers per unit: the k where both terms are on the grid
-        nvalid = (vy.astype(np.float64) @ vx.astype(np.float64).T).reshape(-1).astype(np.int64)
+        # a count of ones: below 2**24, float32 products and sums are exact, the same float64
+        # values as float64 ones, in half the memory
+        fd = np.float32 if rows.shape[1] < 1 << 24 else np.float64
+        w_in = (rin.astype(fd) @ cin.astype(fd).T).reshape(-1).astype(np.float64)
+        # valid touchers per unit: the k where both terms are on the grid (those >= 0: the
+        # count of vy @ vx.T, without its (nx, K) float64 copy of vx)
+        nvalid = np.count_nonzero(touchers >= 0, axis=1).astype(np.int64)
         per_shape.append((touchers, nvalid, w_in, rows, cols, rin, cin))
     # clamped granules of partly outside units become extra touches of the units they land in
     offsets = np.array([b[4] for b in boxes] + [orphan_base], dtype=np.int64)
@@ -749,12 +760,14 @@ def _build_units(
         ids = offsets[sid] + np.arange(len(nvalid), dtype=np.int64)
         keep = (nvalid > 0) & (w_in > 0) & ~member(ids, listed)
         if keep.any():
+            # every unit kept: the touchers' (units, K) table itself, not a copy
+            sel = slice(None) if keep.all() else keep
             model.mats.append(
                 Matrix(
-                    touchers=touchers[keep],
-                    nvalid=nvalid[keep].astype(np.int64),
-                    w_bytes=w_in[keep] * g,
-                    scale=w_in[keep] / w,
+                    touchers=touchers[sel],
+                    nvalid=nvalid[sel].astype(np.int64),
+                    w_bytes=w_in[sel] * g,
+                    scale=w_in[sel] / w,
                     cnt=counts[sid],
                     gbytes=g,
                 )
