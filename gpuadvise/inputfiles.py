@@ -228,7 +228,9 @@ _TOML_TOKENS = re.compile(
     r"|[\[\]{}.=,\n]",
     re.S,
 )
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.S)
+# a string (its loop unrolled), an unterminated one to the end of the text
+_JSON_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def toml_shape_problem(text: str) -> str | None:
@@ -260,9 +262,10 @@ def toml_shape_problem(text: str) -> str | None:
 def json_shape_problem(text: str) -> str | None:
     """Why ``text`` is not handed to ``json.loads``, or None: arrays or objects nested deeper
     than :data:`MAX_NESTING` (a JSON document gpuadvise writes nests far less)."""
+    # the strings out first (thousands in a manifest or a report), then the brackets alone
+    brackets = _JSON_BRACKETS.findall(_JSON_STRINGS.sub("", text))
     depth = 0
-    for m in _JSON_TOKENS.finditer(text):
-        c = m.group()[0]
+    for c in brackets:
         if c in "[{":
             depth += 1
             if depth > MAX_NESTING:

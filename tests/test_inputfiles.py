@@ -133,6 +133,12 @@ def test_shape_checks_pass_what_gpuadvise_writes() -> None:
     assert parse_toml(spec, "spec")["grid"] == [240, 135]
     doc = json.dumps({"a": [[{"b": "[[[[\\"}]], "c": "{{{{"})
     assert json_shape_problem(doc) is None and parse_json(doc)["c"] == "{{{{"
+    deep = "[" * 33
+    assert json_shape_problem(f'["\\\\", "\\"{deep}", "{deep}"]') is None  # in strings
+    assert json_shape_problem(f'["x\\"", {deep}') is not None  # an escaped quote ends none
+    assert json_shape_problem(f'"unterminated {deep}') is None
+    assert json_shape_problem("]]]]" + "[" * 32) is None  # closers first count for nothing
+    assert json_shape_problem("]]]]" + deep) is not None
 
 
 # --- properties: the lexical checks against the parsers ----------------------------------------

@@ -33,6 +33,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpuadvise.fileio import decode_tool_path
 from gpuadvise.ptx.errors import PtxParseError
@@ -282,10 +283,12 @@ TYPE_SIZES = {
 # Tokens
 
 
+# One match per token, newline or comment, with the blanks before it: ``bad`` is a character no
+# token starts with (an error; blanks at the end of the text match nothing and are skipped).
 _TOKEN_RE = re.compile(
     r"""
-     (?P<nl>\n)
-    |(?P<ws>[ \t\r\f\v]+)
+    [ \t\r\f\v]*
+    (?:(?P<nl>\n)
     |(?P<lc>//[^\n]*)
     |(?P<bc>/\*.*?\*/)
     |(?P<str>"(?:\\.|[^"\\\n])*")
@@ -293,15 +296,18 @@ _TOKEN_RE = re.compile(
         |\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+U?)
     |(?P<id>[%$.A-Za-z_][\w$.%]*(?:::[\w$.%]+)*)
     |(?P<p>[{}\[\](),;:|+\-!@<>=*])
+    |(?P<bad>[^ \t\r\f\v]))
     """,
     re.S | re.X,
 )
+_TOKEN_KINDS = frozenset({"num", "id", "str", "p"})
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """A token of PTX text: ``kind`` is ``num``, ``id`` (names, directives, opcodes, registers),
-    ``str`` or ``p`` (punctuation); ``start``/``end`` its character offsets; ``line`` 1-based."""
+    ``str`` or ``p`` (punctuation); ``start``/``end`` its character offsets; ``line`` 1-based.
+    A named tuple, not a frozen dataclass: a large module has 10^5 tokens, and a frozen
+    dataclass's ``__init__`` cost more than the rest of :func:`tokenize`."""
 
     kind: str
     text: str
@@ -316,29 +322,26 @@ def tokenize(text: str) -> list[Token]:
     Raises :class:`~gpuadvise.ptx.errors.PtxParseError` at a character no token starts with.
     """
     toks: list[Token] = []
+    append = toks.append
+    new = tuple.__new__  # Token(...) without the keyword handling of its __new__
     line = 1
-    pos = 0
-    n = len(text)
-    match = _TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
-        if m is None:
+    for m in _TOKEN_RE.finditer(text):
+        kind = m.lastgroup
+        if kind in _TOKEN_KINDS:
+            k = m.lastindex or 0
+            start, end = m.span(k)
+            append(new(Token, (kind, m[k], start, end, line)))
+        elif kind == "nl":
+            line += 1
+        elif kind == "bc":
+            line += m[0].count("\n")
+        elif kind == "bad":
+            pos = m.start("bad")
             snippet = text[pos : pos + 20].split("\n")[0]
             raise PtxParseError(
                 f"PTX line {line}: unexpected character {text[pos]!r} in {snippet!r}",
                 "the PTX is malformed or uses syntax the emulator does not know",
             )
-        kind = m.lastgroup or ""
-        s = m.group()
-        if kind == "nl":
-            line += 1
-        elif kind == "bc":
-            line += s.count("\n")
-        elif kind in ("ws", "lc"):
-            pass
-        else:
-            toks.append(Token(kind, s, m.start(), m.end(), line))
-        pos = m.end()
     return toks
 
 
@@ -395,6 +398,7 @@ class _Parser:
         self.loc: Loc | None = None
         self.inner_loc: Loc | None = None
         self.chain: list[tuple[int, int, int]] = []  # (file, line, column), innermost first
+        self.call_sites: tuple[Loc, ...] = ()  # the chain's call sites (Instr.call_sites)
         # the last chain seen starting at each location of the function: nvcc writes the .loc of
         # an enclosing inlined call once, before the first instruction it inlines, and the later
         # ".loc F L C, ..., inlined_at <that call>" alone
@@ -407,11 +411,11 @@ class _Parser:
         return self.toks[j] if j < len(self.toks) else None
 
     def next(self) -> Token:
-        tok = self.peek()
-        if tok is None:
+        i = self.i
+        if i >= len(self.toks):
             raise PtxParseError("unexpected end of PTX", "the PTX text is truncated")
-        self.i += 1
-        return tok
+        self.i = i + 1
+        return self.toks[i]
 
     def at(self, text: str) -> bool:
         tok = self.peek()
@@ -722,6 +726,7 @@ class _Parser:
         self.loc = None
         self.inner_loc = None
         self.chain = []
+        self.call_sites = ()
         self.chains = {}
         body: list[Instr | Label] = []
         func.body = body
@@ -788,7 +793,7 @@ class _Parser:
             if len(nums) >= 2 and parse_int(nums[1].text) == 0:
                 # ``.loc F 0 C``: code nvcc ties to no source line (compiler-made): no location,
                 # not a "line 0" a finding could point at
-                self.loc, self.inner_loc, self.chain = None, None, []
+                self.loc, self.inner_loc, self.chain, self.call_sites = None, None, [], ()
             elif len(nums) >= 2:
                 loc = Loc(parse_int(nums[0].text), parse_int(nums[1].text))
                 here = (loc.file, loc.line, parse_int(nums[2].text) if len(nums) > 2 else 0)
@@ -812,6 +817,7 @@ class _Parser:
                 else:
                     self.inner_loc = None
                 self.chain = chain
+                self.call_sites = tuple(Loc(f, n) for f, n, _ in chain[1:])
                 self.chains[here] = chain
                 self.loc = loc
                 if func.loc is None:
@@ -900,7 +906,7 @@ class _Parser:
             loc=self.loc,
             inner_loc=self.inner_loc,
             ptx_line=line,
-            call_sites=tuple(Loc(f, n) for f, n, _ in self.chain[1:]),
+            call_sites=self.call_sites,
         )
 
     # -- operands ------------------------------------------------------------------------------

@@ -37,8 +37,12 @@ Format = Literal["text", "ansi", "markdown", "json", "xml", "html", "github"]
 
 # C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional controls
 # (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069): nothing a report writes itself.
-_CONTROL_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_NOT_C0 = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROL_CHARS = "\x00-\x1f" + _NOT_C0
 _CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
+# _CONTROL but TAB, LF and CR: what a JSON document may not hold raw (an indented one has a line
+# feed on every line: each a call of the replacement function, were they matched)
+_JSON_CONTROL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{_NOT_C0}]")
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # What a line may start with before ``::`` and still be a workflow command: whitespace (the
 # runner trims it; Python's idea of whitespace is the wider one), and colour codes to be safe.
@@ -92,7 +96,9 @@ def guard(document: str, fmt: Format) -> str:
     if fmt == "json":
         # raw TAB, LF and CR are JSON's own whitespace (json.dumps escapes them in strings); the
         # others can only be inside a string, where \uXXXX reads back the same character
-        return _CONTROL.sub(lambda m: _json_escape(m.group()), document).replace("##[", "##\\u005b")
+        return _JSON_CONTROL.sub(lambda m: _json_escape(m.group()), document).replace(
+            "##[", "##\\u005b"
+        )
     if fmt in ("xml", "html"):
         document = _CONTROL.sub(lambda m: _markup_escape(m.group(), fmt), document)
         document = document.replace("##[", "##&#91;")

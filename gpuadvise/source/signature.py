@@ -25,6 +25,7 @@ called ``arg0``, ``arg1`` ... by position.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -361,6 +362,14 @@ def _parse_template_params(tokens: list[_Tok]) -> tuple[TemplateParam, ...]:
 
 def find_kernels(source_text: str) -> list[KernelDecl]:
     """Every ``__global__`` function in ``source_text``, in order."""
+    return list(_kernels_in(source_text))
+
+
+@functools.lru_cache(maxsize=8)
+def _kernels_in(source_text: str) -> tuple[KernelDecl, ...]:
+    """:func:`find_kernels`, of the last few texts kept: an analysis asks about the same source
+    (and its variants') about ten times (the spec, the launch, the buffers, the report), and the
+    declarations are frozen."""
     tokens = _preprocess(source_text)
     decls: list[KernelDecl] = []
     frames: list[str | None] = []  # namespace name per open brace; None for other braces
@@ -399,7 +408,7 @@ def find_kernels(source_text: str) -> list[KernelDecl]:
                 i = end
                 continue
         i += 1
-    return decls
+    return tuple(decls)
 
 
 def _parse_kernel(

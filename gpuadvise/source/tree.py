@@ -133,6 +133,8 @@ class SourceTree:
         for a in reversed(self.maxnreg):  # the grammar does not know it: blank it, same length
             feed = _blank(feed, a.span)
         self._line_starts: list[int] | None = None
+        # the nodes of a set of types in the whole tree, with their spans (walk's)
+        self._of_types: dict[frozenset[str], tuple[list[Node], list[Span]]] = {}
         self._parse(feed)
         # a directive between a braceless control header and its body (``for (...)`` then
         # ``#pragma unroll`` then the inner ``for``) ends the header with a made-up empty body
@@ -221,6 +223,24 @@ class SourceTree:
         """Nodes under ``node`` (the root by default) in document order, of ``types`` (all named
         nodes when None), overlapping ``within`` when given."""
         want = frozenset(types) if types is not None else None
+        if (node is None or node == self.root) and want is not None:
+            # an analysis walks the same tree for the same types hundreds of times (kernels,
+            # declarations, calls, uses ... within one span or another): the tree once per set
+            # of types, then the nodes kept; a node outside ``within`` is one whose subtree
+            # the walk skips (a child lies within its parent)
+            found = self._of_types.get(want)
+            if found is None:
+                typed = list(self._walk_all(self.root, want))
+                found = self._of_types[want] = (typed, [self.span(n) for n in typed])
+            nodes, spans = found
+            if within is None:
+                yield from nodes
+                return
+            lo, hi = within
+            for n, (s, e) in zip(nodes, spans, strict=True):
+                if s < hi and e > lo:
+                    yield n
+            return
         stack = [node if node is not None else self.root]
         while stack:
             n = stack.pop()
@@ -229,6 +249,16 @@ class SourceTree:
                 if e <= within[0] or s >= within[1]:
                     continue
             if n.is_named and (want is None or n.type in want):
+                yield n
+            stack.extend(reversed(n.children))
+
+    @staticmethod
+    def _walk_all(node: Node, want: frozenset[str]) -> Iterator[Node]:
+        """The named nodes of types ``want`` under ``node``, in document order."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.is_named and n.type in want:
                 yield n
             stack.extend(reversed(n.children))
 

@@ -78,7 +78,13 @@ def parse_depfile(text: str) -> list[str]:
     return out
 
 
-_MARKER_RE = re.compile(rb'^#(?:line)?[ \t]*\d+[ \t]+"((?:[^"\\\n]|\\.)*)"', re.M)
+# A line marker's file name: a line starting ``# 12 "``, then characters and backslash escapes up
+# to the closing quote (the loop unrolled, and the newline before a marker part of the match, not
+# ``^`` in MULTILINE mode: both let the search skip the text between markers 7x faster on a 12 MB
+# translation unit). The first line has no newline before it: ``_FIRST_MARKER_RE``.
+_MARKER = rb'#(?:line)?[ \t]*\d+[ \t]+"([^"\\\n]*(?:\\.[^"\\\n]*)*)"'
+_FIRST_MARKER_RE = re.compile(_MARKER)
+_MARKER_RE = re.compile(rb"\n" + _MARKER)
 _ESCAPE_RE = re.compile(rb"\\([0-7]{1,3}|.)", re.S)
 
 
@@ -92,9 +98,12 @@ def preprocessed_files(text: bytes) -> list[str]:
     __CUDA_ARCH__``: libcu++'s ``threading_support_pthread.h`` and ``semaphore.h``, on 22 of the
     173 kernels/ and corpus sources compared on 2026-11-30), at the cost of that extra
     preprocessing pass."""
+    first = _FIRST_MARKER_RE.match(text)
+    written = ([first.group(1)] if first else []) + _MARKER_RE.findall(text)
     out: dict[str, None] = {}
-    for m in _MARKER_RE.finditer(text):
-        raw = _ESCAPE_RE.sub(_unescape, m.group(1))
+    for raw in dict.fromkeys(written):  # each name as written once (thousands of markers)
+        if b"\\" in raw:
+            raw = _ESCAPE_RE.sub(_unescape, raw)
         name = raw.decode("utf-8", "surrogateescape")
         if name and not name.startswith("<"):
             out.setdefault(os.path.normpath(name), None)

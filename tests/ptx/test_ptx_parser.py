@@ -25,6 +25,7 @@ from gpuadvise.ptx.parser import (
     Sym,
     Vec,
     parse_ptx,
+    tokenize,
 )
 
 MODULE = r"""
@@ -235,6 +236,26 @@ def test_guarded_ret_branches_to_exit_and_missing_entry_fails() -> None:
 def test_malformed_ptx_is_a_clear_error() -> None:
     with pytest.raises(PtxParseError, match="line 3"):
         parse_ptx(".version 8.0\n.target sm_90\n.visible .entry k() { mov.u32 %r1, ? ; }")
+
+
+def test_tokens_carry_their_text_offsets_and_lines_past_comments_and_blanks() -> None:
+    text = (
+        "ld.global.f32 %f1, [%rd1+-4]; // c\n/* two\nlines */ @!%p1 bra $L__BB0_2;\t \n"
+        '"s" 0f3F800000 1.5e3  '
+    )
+    toks = tokenize(text)
+    assert [(t.kind, t.text, t.line) for t in toks] == [
+        ("id", "ld.global.f32", 1), ("id", "%f1", 1), ("p", ",", 1), ("p", "[", 1),
+        ("id", "%rd1", 1), ("p", "+", 1), ("p", "-", 1), ("num", "4", 1), ("p", "]", 1),
+        ("p", ";", 1), ("p", "@", 3), ("p", "!", 3), ("id", "%p1", 3), ("id", "bra", 3),
+        ("id", "$L__BB0_2", 3), ("p", ";", 3), ("str", '"s"', 4), ("num", "0f3F800000", 4),
+        ("num", "1.5e3", 4),
+    ]  # fmt: skip
+    assert all(text[t.start : t.end] == t.text for t in toks)
+    with pytest.raises(PtxParseError, match=r"PTX line 2: unexpected character '\?' in '\? x'"):
+        tokenize("a\n  ? x")
+    with pytest.raises(PtxParseError, match="line 1: unexpected character '/'"):
+        tokenize("a /* never closed")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,6 +242,13 @@ def test_guard_is_idempotent_and_complete(text: str, fmt: str) -> None:
         assert [ln for ln in _command_lines(once) if ln] == []
 
 
+def test_a_json_document_keeps_its_whitespace_and_escapes_every_other_control() -> None:
+    doc = '{\n\t"a": "x\x1by\x85z\u2028\u202e",\r\n "b": "##[error]"\n}'
+    out = guard(doc, "json")
+    assert out == '{\n\t"a": "x\\u001by\\u0085z\\u2028\\u202e",\r\n "b": "##\\u005berror]"\n}'
+    assert json.loads(out) == {"a": "x\x1by\x85z\u2028\u202e", "b": "##[error]"}
+
+
 @SETTINGS
 @given(USER_TEXT)
 def test_the_console_never_crashes_nor_passes_user_text_through(text: str) -> None:

@@ -80,6 +80,23 @@ def names(params: tuple[Param, ...]) -> list[str]:
     return [p.name for p in params]
 
 
+def test_kernels_of_a_text_are_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An analysis asks about the same source some ten times: it is read once, and each caller
+    gets its own list of the same (frozen) declarations."""
+    import gpuadvise.source.signature as signature
+
+    text = SOURCE + "\n// a text of this test's own\n"
+    seen: list[str] = []
+    real = signature._preprocess
+    monkeypatch.setattr(signature, "_preprocess", lambda t: seen.append(t) or real(t))
+    first = find_kernels(text)
+    first.clear()
+    again = find_kernels(text)
+    assert again and [d.name for d in again] == [d.name for d in find_kernels(SOURCE)]
+    assert parse_signature(text, "saxpy")[0].name == "n"
+    assert seen.count(text) == 1
+
+
 def test_saxpy() -> None:
     n, a, x, y = parse_signature(SOURCE, "saxpy")
     assert (n.name, n.type_text, n.is_pointer, n.pointee, n.value_type) == (

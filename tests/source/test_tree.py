@@ -348,3 +348,27 @@ def test_every_cuda_file_of_the_repository(path: Path) -> None:
         for s in ks.statements():
             got = ks.statement_at(s.start)
             assert got is not None and (got.start, got.end) == (s.start, s.end)
+
+
+def test_a_set_of_types_is_found_in_one_traversal_and_each_span_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walks of the whole tree for one set of types (an analysis makes hundreds) traverse it
+    once; within a span they yield what the pruned traversal of the tree's nodes yields."""
+    text = "__global__ void k(float *a, int n) {\n  for (int i = 0; i < n; ++i) { a[i] = 1.f; }\n}"
+    text += "\n// é: two bytes, offsets are not the bytes'\nint g(int x) { return x; }\n"
+    st = T.SourceTree(text)
+    traversals = []
+    real = T.SourceTree._walk_all
+    monkeypatch.setattr(
+        T.SourceTree, "_walk_all", staticmethod(lambda n, w: traversals.append(w) or real(n, w))
+    )
+    names = ("identifier", "number_literal")
+    every = [st.text_of(n) for n in st.walk(types=names)]
+    assert every[:4] == ["k", "a", "n", "i"] and every[-2:] == ["x", "x"]
+    for lo, hi in [(0, len(text)), (40, 60), (len(text) - 10, len(text)), (5, 5)]:
+        kept = [st.span(n) for n in st.walk(types=names, within=(lo, hi))]
+        assert kept == [st.span(n) for n in st.walk(st.root.children[0], names, (lo, hi))] + [
+            st.span(n) for c in st.root.children[1:] for n in st.walk(c, names, (lo, hi))
+        ]
+    assert traversals == [frozenset(names)]

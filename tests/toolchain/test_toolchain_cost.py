@@ -59,6 +59,10 @@ def test_preprocessed_files_reads_line_markers() -> None:
         "/src/octAl.h",
     ]
     assert preprocessed_files(b"") == []
+    # the first line has no newline before it; names written two ways are one file, in the
+    # order first entered; an unclosed quote is no marker
+    text = b'# 1 "/a/k.cu"\n# 2 "/a/./h\\101.h"\n# 3 "/a/b/../hA.h" 2\n# 4 "/a/open\n# 5 "/a/k.cu"'
+    assert preprocessed_files(text) == ["/a/k.cu", "/a/hA.h"]
 
 
 @needs_tools
