@@ -141,24 +141,28 @@ class _SectorSet:
     def alone(self, sel_lanes: np.ndarray) -> float:
         """Keys that only the lanes ``sel_lanes`` (lane indices of the view, ascending and
         distinct) touch (``setdiff1d(keys[sel], keys[~sel])``), each counted as often as its
-        records stand for (:meth:`TraceView.weighted`): the keys whose every lane is selected,
-        from the selected lanes alone (a binary search each) and the keys' lane counts."""
+        records stand for (:meth:`TraceView.weighted`). Few selected lanes: the keys whose
+        every lane is selected, from those lanes alone (a binary search each) and the keys'
+        lane counts; many: by a mask over the lanes."""
         n = len(self.key_weight) if self.key_weight is not None else int(self.count)
-        if not self._per_key:
-            self._per_key.append(np.bincount(self.group, minlength=n))
         if not len(self.lanes) or not len(sel_lanes):
             return 0.0
         # (in the set's own index type: its lanes hold every selected lane's index)
         sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
-        if len(sel) * 8 > len(self.lanes):  # many: a mask over the lanes, a gather of it
+        if len(sel) * 8 > len(self.lanes):  # many: a mask over the lanes, as the set's lanes'
             mask = np.zeros(max(int(self.lanes[-1]), int(sel[-1])) + 1, bool)
             mask[sel] = True
-            selected = np.bincount(self.group[mask[self.lanes]], minlength=n)
-        else:  # few: a binary search each
+            s = mask[self.lanes]
+            del mask
+            hit = np.bincount(self.group[s], minlength=n) > 0
+            hit &= np.bincount(self.group[~s], minlength=n) == 0
+        else:  # few: a binary search each, against each key's count of lanes
+            if not self._per_key:
+                self._per_key.append(np.bincount(self.group, minlength=n))
             pos = np.searchsorted(self.lanes, sel)
             pos = pos[self.lanes[np.minimum(pos, len(self.lanes) - 1)] == sel]
             selected = np.bincount(self.group[pos], minlength=n)
-        hit = (selected > 0) & (selected == self._per_key[0])
+            hit = (selected > 0) & (selected == self._per_key[0])
         if self.key_weight is not None:
             return float(self.key_weight[hit].sum())
         return float(np.count_nonzero(hit))
