@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,6 @@ from gpuadvise.arrays import (
     distinct_inverse,
     distinct_rows,
     member,
-    stable_argsort,
 )
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
@@ -128,22 +127,42 @@ def _costs(view: TraceView) -> _RecordCosts:
 
 @dataclass(frozen=True)
 class _SectorSet:
-    """The distinct keys of some lanes of a view: ``lanes`` (lane indices) and each one's key
-    number (``group``, 0 .. ``count`` - 1), found once per view (one sort) and reused by every
-    :func:`view_traffic` of the run's rules."""
+    """The distinct keys of some lanes of a view: ``lanes`` (lane indices, ascending) and each
+    one's key number (``group``, 0 .. ``count`` - 1), found once per view (one sort) and reused
+    by every :func:`view_traffic` of the run's rules."""
 
     lanes: np.ndarray
     group: np.ndarray
     count: float
     key_weight: np.ndarray | None = None  # per key: the records its first lane stands for
+    # per key, its lanes (made on the first :meth:`alone`)
+    _per_key: list[np.ndarray] = field(default_factory=list, compare=False, repr=False)
 
-    def alone(self, lane_sel: np.ndarray) -> float:
-        """Keys that only selected lanes touch (``setdiff1d(keys[sel], keys[~sel])``), each
-        counted as often as its records stand for (:meth:`TraceView.weighted`)."""
+    def alone(self, sel_lanes: np.ndarray) -> float:
+        """Keys that only the lanes ``sel_lanes`` (lane indices of the view, ascending and
+        distinct) touch (``setdiff1d(keys[sel], keys[~sel])``), each counted as often as its
+        records stand for (:meth:`TraceView.weighted`). Few selected lanes: the keys whose
+        every lane is selected, from those lanes alone (a binary search each) and the keys'
+        lane counts; many: by a mask over the lanes."""
         n = len(self.key_weight) if self.key_weight is not None else int(self.count)
-        s = lane_sel[self.lanes]
-        hit = np.bincount(self.group[s], minlength=n) > 0
-        hit &= np.bincount(self.group[~s], minlength=n) == 0
+        if not len(self.lanes) or not len(sel_lanes):
+            return 0.0
+        # (in the set's own index type: its lanes hold every selected lane's index)
+        sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
+        if len(sel) * 8 > len(self.lanes):  # many: a mask over the lanes, as the set's lanes'
+            mask = np.zeros(max(int(self.lanes[-1]), int(sel[-1])) + 1, bool)
+            mask[sel] = True
+            s = mask[self.lanes]
+            del mask
+            hit = np.bincount(self.group[s], minlength=n) > 0
+            hit &= np.bincount(self.group[~s], minlength=n) == 0
+        else:  # few: a binary search each, against each key's count of lanes
+            if not self._per_key:
+                self._per_key.append(np.bincount(self.group, minlength=n))
+            pos = np.searchsorted(self.lanes, sel)
+            pos = pos[self.lanes[np.minimum(pos, len(self.lanes) - 1)] == sel]
+            selected = np.bincount(self.group[pos], minlength=n)
+            hit = (selected > 0) & (selected == self._per_key[0])
         if self.key_weight is not None:
             return float(self.key_weight[hit].sum())
         return float(np.count_nonzero(hit))
@@ -153,6 +172,142 @@ _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.Wea
 
 
 _MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, float]] = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class _Kept:
+    """What the estimates found for the records of one ``keep`` mask (a per-line proxy's: an
+    estimate asks for them before and after the change): ``lanes``, those records' lanes
+    (ascending), and, once found, their own-stored lanes (over ``lanes``), sector sets and
+    refetches per device."""
+
+    digest: bytes
+    lanes: np.ndarray
+    own: np.ndarray | None = None
+    sets: dict[str, _SectorSet] | None = None
+    l1: dict[Any, np.ndarray] = field(default_factory=dict)
+
+
+_KEPT: weakref.WeakKeyDictionary[TraceView, _Kept] = weakref.WeakKeyDictionary()
+
+
+def _kept(view: TraceView, keep: np.ndarray) -> _Kept:
+    """The :class:`_Kept` of ``keep`` (a mask over the view's records): the last mask's kept."""
+    digest = hashlib.blake2b(np.packbits(keep).tobytes(), digest_size=16).digest()
+    got = _KEPT.get(view)
+    if got is None or got.digest != digest:
+        got = _Kept(digest, _record_lanes(view, keep))
+        _KEPT[view] = got
+    return got
+
+
+@dataclass(frozen=True)
+class _RecordSide:
+    """Per view, what the estimates read of its records alone: each record's CTA (dense),
+    its first lane (``starts``, one more than the records; None when the lanes do not come by
+    record) and each CTA's traced warps."""
+
+    group: np.ndarray
+    starts: np.ndarray | None
+    traced: np.ndarray
+
+
+_RECORD_SIDE: weakref.WeakKeyDictionary[TraceView, _RecordSide] = weakref.WeakKeyDictionary()
+
+
+def _record_side(view: TraceView) -> _RecordSide:
+    got = _RECORD_SIDE.get(view)
+    if got is None:
+        recs = view.records
+        group = np.searchsorted(view.ctas, recs["cta"]).astype(np.int64)
+        rec = view.lanes.rec
+        starts = None
+        if len(rec) < 2 or bool((rec[1:] >= rec[:-1]).all()):
+            starts = np.searchsorted(rec, np.arange(len(recs) + 1))
+        wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
+        traced = np.bincount(group[distinct_first(wkey)[1]], minlength=max(len(view.ctas), 1))
+        got = _RecordSide(group, starts, traced)
+        _RECORD_SIDE[view] = got
+    return got
+
+
+def _record_lanes(view: TraceView, rec_mask: np.ndarray) -> np.ndarray:
+    """The indices (ascending) of the lanes of the records ``rec_mask`` selects: from each
+    record's range of lanes where the view's lanes come by record (its lanes are), else by a
+    pass over every lane."""
+    starts = _record_side(view).starts
+    if starts is None:
+        return np.flatnonzero(rec_mask[view.lanes.rec])
+    recs = np.flatnonzero(rec_mask)
+    lo = starts[recs]
+    counts = starts[recs + 1] - lo
+    before = np.cumsum(counts) - counts  # each record's first place in the result
+    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)
+
+
+def _on(a: np.ndarray, sub: np.ndarray | None) -> np.ndarray:
+    """``a`` (per lane) at the lanes ``sub``; all of it when ``sub`` is None."""
+    return a if sub is None else a[sub]
+
+
+def _heads(*cols: np.ndarray) -> np.ndarray:
+    """Per row of the columns, whether it differs from the row before (the first: True)."""
+    n = len(cols[0])
+    head = np.empty(n, bool)
+    if n:
+        head[0] = True
+        np.not_equal(cols[0][1:], cols[0][:-1], out=head[1:])
+        for c in cols[1:]:
+            head[1:] |= c[1:] != c[:-1]
+    return head
+
+
+def _inverse_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~gpuadvise.arrays.distinct_inverse` of the 1-D integer array ``a`` with
+    ``return_index`` (``values, first, inverse``), sorting only the first element of each run of
+    equal neighbours: a value's first position is a run's first (the element before it differs),
+    every element's number its run's (the lanes of a coalesced request share their sectors: 8 a
+    sector, 32 a line)."""
+    head = _heads(a)
+    if np.count_nonzero(head) * 4 > len(a) * 3:
+        return distinct_inverse(a, return_index=True)
+    at = np.flatnonzero(head)
+    values, first, inverse = distinct_inverse(a[at], return_index=True)
+    run = np.cumsum(head, dtype=np.intp)
+    run -= 1
+    return values, at[first], inverse[run]
+
+
+def _first_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~gpuadvise.arrays.distinct_first` of ``a``, sorting only the first element of
+    each run of equal neighbours (:func:`_inverse_by_runs`)."""
+    head = _heads(a)
+    if np.count_nonzero(head) * 4 > len(a) * 3:
+        return distinct_first(a)
+    at = np.flatnonzero(head)
+    values, first = distinct_first(a[at])
+    return values, at[first]
+
+
+def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``distinct_rows([rec, key])`` (int64) of lanes by record (``rec`` non-decreasing): the
+    first of each run of equal pairs, sorted only when the runs do not come in order already
+    (each record's keys ascending: its lanes in address order)."""
+    head = _heads(rec, key)
+    r, k = rec[head], key[head]
+    if len(r) > 1:
+        up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
+        if not bool(up.all()):
+            return distinct_rows([r, k])
+    return np.stack([r.astype(np.int64), k.astype(np.int64)])
+
+
+def _distinct_ascending(a: np.ndarray) -> np.ndarray:
+    """:func:`~gpuadvise.arrays.distinct` of ``a``, without a sort where ``a`` is
+    non-decreasing (the records of lanes in lane order)."""
+    if len(a) > 1 and not bool((a[1:] >= a[:-1]).all()):
+        return distinct(a)
+    return a[_heads(a)] if len(a) else np.sort(a)
 
 
 def _warp_steps(view: TraceView) -> np.ndarray:
@@ -173,35 +328,24 @@ def _warp_steps(view: TraceView) -> np.ndarray:
     return out
 
 
-def _missing_requests(view: TraceView, l2: _SectorSet) -> tuple[float, float]:
+def _missing_requests(view: TraceView, l2: _SectorSet, first: np.ndarray) -> tuple[float, float]:
     """The load requests (records, weighted as they stand for) that bring at least one sector
     of their CTA into the L1: each key of ``l2`` (a CTA's sector) is brought by the first lane
-    that touches it. A request of 32 lanes in 32 rows that misses counts once, not 32 times (the
-    warp waits for it once). And the requests of the CTA's other warps that load such a sector
-    at the same step of their own work, and wait for the miss in flight
-    (:func:`gpuadvise.model.l1.misses_in_flight`), each once, those that bring none. Once per
-    view."""
-    got = _MISSING.get(view)
-    if got is None:
-        if len(l2.group) == 0:
-            got = (0.0, 0.0)
-        else:
-            g = np.asarray(l2.group).reshape(-1)
-            order = stable_argsort(g)
-            gs = g[order]
-            head = np.concatenate(([True], gs[1:] != gs[:-1]))
-            first = order[head]
-            rec = view.lanes.rec[l2.lanes].astype(np.int64, copy=False)
-            recs = distinct(rec[first])
-            bring = float(view.rec_weight[recs].sum())
-            inst = view.records["inst"].astype(np.int64)
-            by_key = np.zeros(int(gs[-1]) + 1, np.int64)
-            by_key[gs[head]] = first
-            waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], by_key)
-            pending = np.setdiff1d(distinct(rec[waits]), recs, assume_unique=True)
-            got = (bring, float(view.rec_weight[pending].sum()))
-        _MISSING[view] = got
-    return got
+    that touches it (``first``: per key, its first lane's place in ``l2.lanes``). A request of
+    32 lanes in 32 rows that misses counts once, not 32 times (the warp waits for it once). And
+    the requests of the CTA's other warps that load such a sector at the same step of their own
+    work, and wait for the miss in flight (:func:`gpuadvise.model.l1.misses_in_flight`), each
+    once, those that bring none."""
+    if len(l2.group) == 0:
+        return (0.0, 0.0)
+    g = np.asarray(l2.group).reshape(-1)
+    rec = view.lanes.rec[l2.lanes].astype(np.int64, copy=False)
+    recs = distinct(rec[first])
+    bring = float(view.rec_weight[recs].sum())
+    inst = view.records["inst"].astype(np.int64)
+    waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], first.astype(np.int64))
+    pending = np.setdiff1d(_distinct_ascending(rec[waits]), recs, assume_unique=True)
+    return (bring, float(view.rec_weight[pending].sum()))
 
 
 _OWN: weakref.WeakKeyDictionary[TraceView, np.ndarray] = weakref.WeakKeyDictionary()
@@ -212,98 +356,120 @@ def own_stored_lanes(view: TraceView, keep: np.ndarray | None = None) -> np.ndar
     first loaded it, or one of those stores (:func:`gpuadvise.model.l1.written_before_read`:
     the L1 serves the load from what the store left, measured on an H200). Streaming
     (evict-first) accesses and atomics are left out. ``keep`` (a mask over the records): of
-    those records' lanes only. Once per view without ``keep``."""
-    got = _OWN.get(view) if keep is None else None
+    those records' lanes only. Once per view without ``keep``, once per mask with it (the last
+    mask's kept)."""
+    if keep is None:
+        return _own_stored(view, None)
+    out = np.zeros(len(view.lanes), bool)
+    kept = _kept(view, keep)
+    out[kept.lanes] = _own_stored(view, keep)
+    return out
+
+
+def _own_stored(view: TraceView, keep: np.ndarray | None) -> np.ndarray:
+    """:func:`own_stored_lanes` over the lanes of the ``keep`` records alone (``_Kept.lanes``)
+    with ``keep``; over every lane without."""
+    kept = None if keep is None else _kept(view, keep)
+    got = _OWN.get(view) if kept is None else kept.own
     if got is not None:
         return got
+    sub = None if kept is None else kept.lanes
     c = _costs(view)
-    lanes, lb = view.lanes, view.lane_buffer
+    lanes = view.lanes
+    lb = _on(view.lane_buffer, sub)
+    rec = _on(lanes.rec, sub)
     rec_ok = ~view.inst_streaming[view.records["inst"].astype(np.int64)]
     rec_ok &= (c.kind == int(Kind.LOAD)) | (c.kind == int(Kind.STORE))
     if keep is not None:
         rec_ok &= keep
-    out = np.zeros(len(lanes), bool)
+    out = np.zeros(len(rec), bool)
     is_load_rec = c.kind == int(Kind.LOAD)
     # only the buffers both stored and loaded can have such loads (most kernels: none)
-    lane_ok = (lb >= 0) & rec_ok[lanes.rec]
-    both = np.intersect1d(
-        distinct(lb[lane_ok & is_load_rec[lanes.rec]]).astype(np.int64),
-        distinct(lb[lane_ok & ~is_load_rec[lanes.rec]]).astype(np.int64),
-    )
-    idx = (
-        np.flatnonzero(lane_ok & member(lb, both))  # (lb as it is: no lane-sized int64 copy)
-        if len(both)
-        else np.zeros(0, np.int64)
-    )
+    lane_ok = (lb >= 0) & rec_ok[rec]
+    is_load = is_load_rec[rec]
+    nb = len(view.buffer_names)
+    both = np.bincount(lb[lane_ok & is_load], minlength=nb) > 0
+    both &= np.bincount(lb[lane_ok & ~is_load], minlength=nb) > 0
+    del is_load
+    idx = np.flatnonzero(lane_ok & both[lb]) if both.any() else np.zeros(0, np.int64)
     if len(idx):
-        off = lanes.off[idx]
+        at = idx if sub is None else sub[idx]
+        off = lanes.off[at]
         key = _packed(
             [
-                lanes.cta[idx].astype(np.int64, copy=False),
-                lb[idx].astype(np.int64, copy=False),
+                lanes.cta[at].astype(np.int64, copy=False),
+                view.lane_buffer[at].astype(np.int64, copy=False),
                 off // SECTOR,
             ]
         )
-        is_load = is_load_rec[lanes.rec[idx]]
+        r = lanes.rec[at]
         out[idx] = written_before_read(
-            key, lanes.rec[idx], is_load, off % SECTOR, lanes.width[idx], SECTOR
+            key, r, is_load_rec[r], off % SECTOR, lanes.width[at], SECTOR
         )
-    if keep is None:
+    if kept is None:
         _OWN[view] = out
+    else:
+        kept.own = out
     return out
-
-
-_KEPT_SETS: weakref.WeakKeyDictionary[TraceView, tuple[bytes, dict[str, _SectorSet]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _SectorSet]:
     """The L2 load sectors (per CTA) and the DRAM load and store sectors of the view's lanes;
     with ``keep`` (a mask over the records), of those records' lanes only (the last such mask's
-    kept: an estimate asks for the proxy's records before and after the change)."""
-    digest = b""
-    if keep is None:
-        got = _SETS.get(view)
-    else:
-        digest = hashlib.blake2b(np.packbits(keep).tobytes(), digest_size=16).digest()
-        last = _KEPT_SETS.get(view)
-        got = last[1] if last is not None and last[0] == digest else None
+    kept: an estimate asks for the proxy's records before and after the change). Without
+    ``keep``, the view's missing requests (:func:`_missing_requests`) with them."""
+    kept = None if keep is None else _kept(view, keep)
+    got = _SETS.get(view) if kept is None else kept.sets
     if got is None:
+        sub = None if kept is None else kept.lanes
         c = _costs(view)
         lanes, lb = view.lanes, view.lane_buffer
-        inside = lb >= 0
+        rec = _on(lanes.rec, sub)
+        inside = _on(lb, sub) >= 0
         if keep is not None:
-            inside &= keep[lanes.rec]
-        lload = (c.kind == int(Kind.LOAD))[lanes.rec] & inside
-        lstore = (c.kind != int(Kind.LOAD))[lanes.rec] & inside
+            inside &= keep[rec]
+        is_load = c.kind == int(Kind.LOAD)
+        lload = is_load[rec] & inside
+        lstore = ~is_load[rec] & inside
+        del rec, inside
         # a load of what its CTA stored in full before is the L1's, and no DRAM fill
-        fetched = lload & ~own_stored_lanes(view, keep)
+        lload &= ~_own_stored(view, keep)
         got = {}
         # one array for the L2's set and DRAM's; the sets hold their lane indices and key
         # numbers while the view lives: in int32 where they fit (issue 31)
-        fetched_idx = _index32(np.flatnonzero(fetched), len(lanes))
-        del fetched
+        fetched = np.flatnonzero(lload)
+        fetched_idx = _index32(fetched if sub is None else sub[fetched], len(lanes))
+        del fetched, lload
         l2_keys: tuple[np.ndarray, np.ndarray | None, np.ndarray, int] | None = None
+        l2_first: np.ndarray | None = None
         for name in ("l2", "load", "store"):
-            idx = fetched_idx if name != "store" else _index32(np.flatnonzero(lstore), len(lanes))
+            if name != "store":
+                idx = fetched_idx
+            else:
+                stored = np.flatnonzero(lstore)
+                idx = _index32(stored if sub is None else sub[stored], len(lanes))
+                del stored
             first: np.ndarray | None = None
             if name == "load" and l2_keys is not None:
                 uniq, first, group = _coarser(*l2_keys)
             else:
                 # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's,
                 # packed densely in that order: distinct_inverse sorts it packed with the
-                # positions
+                # positions, the first lane of each run of lanes of one key alone
                 cols = [lb[idx].astype(np.int64, copy=False), lanes.off[idx] // SECTOR]
                 ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
                 k = _packed([ctas, *cols] if ctas is not None else cols)
                 inner = _span(ctas, cols) if ctas is not None else None
                 del cols, ctas
-                if view.iterations_sampled:
-                    uniq, first, group = distinct_inverse(k, return_index=True)
+                if len(k):
+                    uniq, first, group = _inverse_by_runs(k)
                 else:
-                    uniq, group = distinct_inverse(k)
+                    uniq, first, group = distinct_inverse(k, return_index=True)
                 del k
+                if name == "l2":
+                    l2_first = first
+                if not view.iterations_sampled:
+                    first = None
                 if inner is not None:
                     l2_keys = (uniq, first, group, inner)
             if name == "load":
@@ -318,10 +484,12 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                     idx, _index32(group.reshape(-1), len(uniq)), float(len(uniq))
                 )
             del group, idx
-        if keep is None:
+        if kept is None:
+            assert l2_first is not None
+            _MISSING[view] = _missing_requests(view, got["l2"], l2_first)
             _SETS[view] = got
         else:
-            _KEPT_SETS[view] = (digest, got)
+            kept.sets = got
     return got
 
 
@@ -339,32 +507,36 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     known here: none, which counts fewer misses); the window is the SM's, its
     resident warps over each CTA's traced ones; a CTA's first load of a sector it stored in
     full (:func:`own_stored_lanes`) has its window from that store. Zeros without the device's
-    SM count."""
+    SM count. Once per view and device (with ``keep``: per mask, the last mask's kept)."""
     n = len(view.records)
     if not device.sm_count or not device.smem_per_sm or not n:
         return np.zeros(n)
-    cache = _L1_MISSES.setdefault(view, {}) if keep is None else None
-    if cache is not None:
-        try:
-            got = cache.get(device)
-        except TypeError:  # a device of unhashable fields
-            cache = None
-        else:
-            if got is not None:
-                return got
+    kept = None if keep is None else _kept(view, keep)
+    per_device = _L1_MISSES.setdefault(view, {}) if kept is None else kept.l1
+    cache: dict[Any, np.ndarray] | None = per_device
+    try:
+        got = per_device.get(device)
+    except TypeError:  # a device of unhashable fields
+        cache = None
+    else:
+        if got is not None:
+            return got
+    sub = None if kept is None else kept.lanes
     c = _costs(view)
     lanes, lb = view.lanes, view.lane_buffer
     recs = view.records
-    rec_group = np.searchsorted(view.ctas, recs["cta"]).astype(np.int64)
+    side = _record_side(view)
     streaming = view.inst_streaming[recs["inst"].astype(np.int64)]
     loads = (c.kind == int(Kind.LOAD)) & ~streaming
     if keep is not None:
         loads &= keep
     out = np.zeros(n)
-    lane_load = (lb >= 0) & loads[lanes.rec]
+    lane_load = (_on(lb, sub) >= 0) & loads[_on(lanes.rec, sub)]
     idx = np.flatnonzero(lane_load)
     if not len(idx):
         return out
+    if sub is not None:
+        idx = sub[idx]
     rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
     n_ctas = max(len(view.ctas), 1)
     # per CTA: its distinct lines, each weighed as its first read (no window holds more)
@@ -375,34 +547,38 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
             lanes.off[idx] // L1_LINE_BYTES,
         ]
     )
-    _, first = distinct_first(lkey)
+    _, first = _first_by_runs(lkey)
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
     del lkey, first  # lane-sized: not held through the windows below (issue 31's peak)
     # the stores that left a sector in the L1 for the CTA's first load of it: that load's window
     # starts at them (they add no lines to any window: rec_lines 0)
-    idx = np.flatnonzero(lane_load | (own_stored_lanes(view, keep) & ~lane_load))
+    idx = np.flatnonzero(lane_load | (_own_stored(view, keep) & ~lane_load))
+    if sub is not None:
+        idx = sub[idx]
     # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
     skey = lb[idx].astype(np.int64, copy=False) * np.int64(int(sec.max()) + 1) + sec
-    pair = distinct_rows([lanes.rec[idx], skey])  # one access a record and sector
+    rec = lanes.rec[idx]
+    # one access a record and sector (the lanes come by record: no sort where each record's
+    # lanes are in address order)
+    pair = _pairs_by_record(rec, skey) if side.starts is not None else distinct_rows([rec, skey])
     acc_rec, acc_key = pair[0], pair[1]
-    del idx, sec, skey, lane_load
+    del idx, sec, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
     if view.work is not None and view.work.ctas_per_sm > 0:
         per_sm = min(per_sm, view.work.ctas_per_sm)
     per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
-    wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
-    traced = np.bincount(rec_group[distinct_first(wkey)[1]], minlength=n_ctas)
-    concurrency = per_sm * w / np.maximum(traced, 1)
+    concurrency = per_sm * w / np.maximum(side.traced, 1)
     capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
     reuse = capacity_misses(
-        rec_group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency, group_lines
-    )
+        side.group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency,
+        group_lines,
+    )  # fmt: skip
     weights = view.rec_weight[acc_rec] * reuse.miss * loads[acc_rec]
     out = np.bincount(acc_rec, weights=weights, minlength=n).astype(np.float64)
     if cache is not None:
@@ -492,7 +668,7 @@ def _used_bytes(
     """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
     first lane, when given)."""
     key = _packed([buf.astype(np.int64), off.astype(np.int64)])
-    _, first = distinct_first(key)
+    _, first = _first_by_runs(key)
     if weight is None:
         return float(width[first].sum())
     return float((width[first] * weight[first]).sum())
@@ -511,7 +687,7 @@ def _used_bytes_per_cta(
         return np.zeros(0)
     inner = _packed([buf.astype(np.int64), off.astype(np.int64)])
     span = int(inner.max()) + 1
-    uk, first = distinct_first(cta.astype(np.int64) * np.int64(span) + inner)
+    uk, first = _first_by_runs(cta.astype(np.int64) * np.int64(span) + inner)
     w = width[first] if weight is None else width[first] * weight[first]
     return np.bincount(uk // np.int64(span), weights=w)
 
@@ -587,18 +763,25 @@ def _view_traffic(
     l1 = float((record_l1_cycles(sect, lines) * rw)[keep].sum())
     # L2 loads: the distinct sectors each CTA's loads touch (L1 serves the rest)
     lanes, lb = view.lanes, view.lane_buffer
-    inside = (lb >= 0) & keep[lanes.rec]
-    lsel = sel[lanes.rec] & inside
-    lload = load[lanes.rec] & inside
     sets = _sector_sets(view, None if only is None else keep)
     l2_load = float(sets["l2"].count)
-    missing, in_flight_waits = _missing_requests(view, sets["l2"]) if only is None else (0.0, 0.0)
-    lw = rw[lanes.rec] if view.iterations_sampled else None  # per lane, when not all 1
-    if lsel.any():
+    missing, in_flight_waits = _MISSING[view] if only is None else (0.0, 0.0)
+    # the changed records' lanes in a buffer (indices, ascending): from the changed records'
+    # ranges of lanes, not a pass over every lane
+    sel_lanes = np.zeros(0, np.int64)
+    if sel.any():
+        sel_lanes = _record_lanes(view, sel)
+        sel_lanes = sel_lanes[(lb[sel_lanes] >= 0) & sel[lanes.rec[sel_lanes]]]
+    sel_rec = lanes.rec[sel_lanes]
+    sel_w = rw[sel_rec] if view.iterations_sampled else None  # per lane, when not all 1
+    if len(sel_lanes):
         # the changed loads' sectors no other load touches give way to the bytes they use
-        alone = sets["l2"].alone(lsel)
-        m = lsel & lload
-        per_cta = _used_bytes_per_cta(lanes.cta[m], lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
+        alone = sets["l2"].alone(sel_lanes)
+        m = load[sel_rec]
+        at = sel_lanes[m]
+        per_cta = _used_bytes_per_cta(
+            lanes.cta[at], lb[at], lanes.off[at], lanes.width[at], _at(sel_w, m)
+        )
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
     # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
@@ -612,16 +795,16 @@ def _view_traffic(
     )
     full += float((ideal * rw)[store & sel].sum())
     # DRAM: the distinct sectors loaded (filled) plus the distinct sectors stored (written back)
-    lstore = store[lanes.rec] & inside
     dram_sectors = dram_load = 0.0
-    for part, dset in ((lload, sets["load"]), (lstore, sets["store"])):
+    for part, dset in ((load, sets["load"]), (store, sets["store"])):
         n_part = dset.count
-        if (lsel & part).any():
-            m = lsel & part
-            used = _used_bytes(lb[m], lanes.off[m], lanes.width[m], _at(lw, m))
-            n_part = min(n_part, n_part - dset.alone(lsel) + math.ceil(used / SECTOR))
+        m = part[sel_rec]
+        if m.any():
+            at = sel_lanes[m]
+            used = _used_bytes(lb[at], lanes.off[at], lanes.width[at], _at(sel_w, m))
+            n_part = min(n_part, n_part - dset.alone(sel_lanes) + math.ceil(used / SECTOR))
         dram_sectors += n_part
-        if part is lload:
+        if part is load:
             dram_load = n_part
     n_load = float(rw[load].sum())
     if only is None:
