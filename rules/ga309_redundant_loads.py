@@ -225,6 +225,8 @@ class RedundantGlobalLoads(Rule):
             np.int64,
         )
         sel = sel[inst_line[insts[sel]] >= 0]
+        if not len(sel):  # every reload on another file's lines (a header's inlined helper)
+            return
         line_or_0 = np.array(  # each instruction's line, 0 for none (the messages' lines)
             [trace.line_of(i)[1] or 0 for i in range(len(trace.instructions))] or [0], np.int64
         )

@@ -267,3 +267,13 @@ def test_varying_repeats_of_the_reloading_instructions_alone_is_every_lanes(kern
     assert np.array_equal(got, _varying_by_every_lane(view, rl))
     if kernel != "adam_step":  # a loop's own load again: the restricted path, not the early exit
         assert np.any(view.lanes.inst[rl.lane] == view.lanes.inst[rl.prev])
+
+
+def test_reloads_on_no_line_of_the_kernels_file_are_no_error(monkeypatch):
+    """The reloads counted, all of them on lines of another file (an inlined helper of a
+    header, or a source the rules cannot match to the kernel's path): GA309 reports none,
+    where it raised IndexError (an error row) on its empty groups."""
+    from gpuadvise.rules.context import RuleContext
+
+    monkeypatch.setattr(RuleContext, "same_file", lambda self, file: False)
+    assert ga309("scale_columns<1>") == []
