@@ -104,14 +104,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", type=Path, help="counts written earlier with --json")
     ap.add_argument("--no-collect", action="store_true", help="skip pytest --collect-only")
     a = ap.parse_args(argv)
+    before = None
+    if a.compare is not None:  # read first: a wrong path fails at once, not after the counting
+        try:
+            before = json.loads(a.compare.read_text())
+        except (OSError, ValueError) as exc:
+            print(
+                f"error: cannot read --compare {a.compare}: {exc}; give a file written by "
+                "--json (e.g. run with --json base.json in the base's checkout)",
+                file=sys.stderr,
+            )
+            return 2
     now = counts(collect=not a.no_collect)
     if a.json:
         a.json.write_text(json.dumps(now, indent=1) + "\n")
-    if a.compare is None:
+    if before is None:
         for k, v in now.items():
             print(f"{k:10} {v}")
         return 0
-    before = json.loads(a.compare.read_text())
     worse = False
     for k, v in now.items():
         old = before.get(k)
