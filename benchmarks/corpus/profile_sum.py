@@ -4,8 +4,10 @@ spend their time, over every kernel at once.
     python benchmarks/corpus/profile_sum.py DIR [--top 60] [--sort tottime|cumulative]
 
 Prints the summed ``pstats`` table and, first, the main thread's time per source file (own time,
-the ``tottime`` column summed by file: which module to look at). cProfile sees the main thread
-only: work in threads shows as the main thread's waits (``acquire`` of a lock).
+the ``tottime`` column summed by file: which module to look at). Before Python 3.12 cProfile sees
+the thread that started it alone (work in threads shows as its waits, ``acquire`` of a lock); from
+3.12 on (``sys.monitoring``) it sees every thread, so a thread's work is counted as its own
+functions and again in the cumulative time of whatever waits for it (s18-variants).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     for (path, _line, _name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         by_file[path] += tt
     total = sum(by_file.values())
-    print(f"{len(files)} profiles, {total:.1f} s of the main threads' own time")
+    print(f"{len(files)} profiles, {total:.1f} s of own time")
     for path, tt in sorted(by_file.items(), key=lambda kv: -kv[1])[: opts.top]:
         print(f"{tt:9.1f} s {100 * tt / total:5.1f}%  {path}")
     print()
