@@ -10,7 +10,8 @@
 # ORDER the order of the two runs ("after base", the default, or "base after"): the first run on a
 # freshly started machine pays its cold disk cache (nvcc's files), so a before/after is two pairs in
 # opposite orders, their ratios averaged. FLAGS: the runner's flags (default --fixes; "" for the
-# plain command alone, whose wall is what a user waits for).
+# plain command alone, whose wall is what a user waits for). PIN: CPUs of its own for each analysis
+# (run.py --cpus-per-job; JOBS=8 PIN=2 on 16 CPUs: eight 2-core machines; unset: not pinned).
 set -u
 base_tgz=$(realpath "${1:?usage: ab.sh BASE.tgz (git archive REV gpuadvise rules kernels | gzip)}")
 : "${OUT:?set OUT to a folder for the results}"
@@ -24,7 +25,7 @@ for t in ${ORDER:-after base}; do
   s=$(date +%s); o=$(mktemp -d "/tmp/gpuadvise-ab-out-$t.XXXXXX")
   ( cd "$d" && GPUADVISE_CACHE_DIR=$(mktemp -d "/tmp/gpuadvise-ab-cache-$t.XXXXXX") \
       timeout "${CORPUS_S:-270}" "${PYTHON:-python3}" benchmarks/corpus/run.py ${FLAGS---fixes} --jobs "${JOBS:-15}" \
-      --timeout 240 --out "$o" --markdown "$OUT/table_$t.md" -- --tracer emu \
+      ${PIN:+--cpus-per-job "$PIN"} --timeout 240 --out "$o" --markdown "$OUT/table_$t.md" -- --tracer emu \
       > "$OUT/corpus_$t.txt" 2>&1 )
   echo "$t rc=$? $(( $(date +%s) - s ))s $(uptime)" >> "$OUT/ab.txt"
   cp "$o/results.json" "$OUT/results_$t.json" 2>/dev/null \

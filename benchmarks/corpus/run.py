@@ -3,6 +3,7 @@
     python benchmarks/corpus/fetch.py                          # once: sources into src/
     python benchmarks/corpus/run.py --check [--only SUBSTR]    # specs compile and fit (no rules)
     python benchmarks/corpus/run.py [--jobs 2] [--shard K/N] [--only SUBSTR] [--measure]
+    python benchmarks/corpus/run.py --jobs 8 --cpus-per-job 2        # 8 two-CPU machines at once
     python benchmarks/corpus/run.py --score src/_results/results.json [--markdown FILE]
 
 Each kernel is one ``python -m gpuadvise analyze --json`` subprocess (``--no-measure`` unless
@@ -22,6 +23,7 @@ import datetime as dt
 import json
 import os
 import platform
+import queue
 import signal
 import statistics
 import subprocess
@@ -284,6 +286,21 @@ def _shard(kernels: list[corpus.Kernel], shard: str | None) -> list[corpus.Kerne
     return [x for i, x in enumerate(kernels) if i % n == k - 1]
 
 
+def cpu_sets(available: list[int], per_job: int, jobs: int) -> list[tuple[int, ...]]:
+    """``jobs`` disjoint sets of ``per_job`` CPUs, the lowest numbers first, out of ``available``
+    (this process's CPUs): one for each analysis running at a time, so that ``--jobs 8
+    --cpus-per-job 2`` on 16 CPUs runs each analysis as on a 2-core machine of its own (issue 31's
+    goals are per kernel on a 2-core machine), not on whichever CPUs the scheduler gives it.
+    ValueError when there are not enough."""
+    if per_job < 1:
+        raise ValueError(f"--cpus-per-job {per_job}: give 1 or more")
+    cpus = sorted(set(available))
+    if per_job * jobs > len(cpus):
+        raise ValueError(f"--cpus-per-job {per_job} with --jobs {jobs} needs {per_job * jobs} "
+                         f"CPUs; this process has {len(cpus)}: lower --jobs")  # fmt: skip
+    return [tuple(cpus[i * per_job : (i + 1) * per_job]) for i in range(jobs)]
+
+
 def byte_compile() -> str:
     """Byte-compile the gpuadvise package the analyses import (this tree's: ``ROOT`` leads the
     children's path, :func:`_child_env`) and its bundled rules in place (their ``__pycache__``,
@@ -314,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                          "share applied with outputs verified")  # fmt: skip
     ap.add_argument("--only", action="append", default=[], help="kernels whose name contains this")
     ap.add_argument("--jobs", type=int, default=1, help="analyses at a time (1)")
+    ap.add_argument("--cpus-per-job", type=int, default=0, metavar="N",
+                    help="pin each analysis to N CPUs of its own (0: not pinned, the default)")  # fmt: skip
     ap.add_argument("--shard", help="K/N: the K-th of N slices of the sorted kernels")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per kernel (300)")
     ap.add_argument("--max-rss-mb", type=float, default=6000.0, help="kill past this RSS (6000)")
@@ -364,6 +383,15 @@ def main(argv: list[str] | None = None) -> int:
         if not chosen:
             print(f"error: no kernel matches {opts.only}", file=sys.stderr)
             return 2
+        free: queue.Queue[tuple[int, ...]] = queue.Queue()
+        if opts.cpus_per_job:
+            try:
+                sets = cpu_sets(sorted(os.sched_getaffinity(0)), opts.cpus_per_job, opts.jobs)
+            except ValueError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            for cpus in sets:
+                free.put(cpus)
         runs = []
         if opts.bytecode == "compile":
             print(byte_compile(), flush=True)
@@ -372,7 +400,15 @@ def main(argv: list[str] | None = None) -> int:
         partial.write_text("")
 
         def one(k: corpus.Kernel) -> Run:
-            r = analyse(k, opts)
+            if not opts.cpus_per_job:
+                r = analyse(k, opts)
+            else:  # Linux: the calling thread's CPUs, which the analysis it starts inherits
+                cpus = free.get()
+                os.sched_setaffinity(0, cpus)
+                try:
+                    r = analyse(k, opts)
+                finally:
+                    free.put(cpus)
             with partial.open("a") as f:
                 f.write(json.dumps(asdict(r)) + "\n")
             tags = " ".join(f"{f['rule']}:{f['line']}" for f in r.findings
@@ -389,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'check' if opts.check else 'measured' if opts.measure else '--no-measure'}"
                   f"{' --fixes' if opts.fixes else ''}, "
                   f"--gpu {opts.gpu}, jobs {opts.jobs}, shard {opts.shard or 'all'}, "
-                  f"timeout {opts.timeout:.0f} s, bytecode {opts.bytecode}")  # fmt: skip
+                  f"timeout {opts.timeout:.0f} s, bytecode {opts.bytecode}"
+                  + (f", pinned {opts.cpus_per_job} CPUs a job" if opts.cpus_per_job else ""))  # fmt: skip
         name = "check.json" if opts.check else "results.json"
         (opts.out / name).write_text(json.dumps(
             {"header": header, "runs": [asdict(r) for r in runs]}, indent=1))  # fmt: skip
