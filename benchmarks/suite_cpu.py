@@ -13,8 +13,11 @@ process (no ``-n``), the plugin from this folder::
 The summary: the totals, the children's CPU by tool, the compiles of a content (and flags)
 already compiled in the run under another path (a kernel written to a new folder compiles
 again: the compile cache's key holds the path, which the line table names), the modules and
-the tests by CPU. A test's record includes its fixtures' setup and teardown (a module-scoped
-fixture counts in the module's first test).
+the tests by CPU. Each test's record also holds its system time (``self_sys``, ``child_sys``),
+the test process's minor page faults (``faults``) and the pytest-xdist worker (``worker``), so
+that a whole run under ``-n`` can write one file (each record is one appended line). A test's
+record includes its fixtures' setup and teardown (a module-scoped fixture counts in the
+module's first test).
 """
 
 from __future__ import annotations
@@ -157,9 +160,14 @@ def pytest_configure(config: Any) -> None:
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     _cur.clear()
     _cur["id"] = item.nodeid
+    _cur["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "")
     t0, w0 = os.times(), time.perf_counter()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     yield
     t1 = os.times()
+    _cur["self_sys"] = round(t1.system - t0.system, 3)
+    _cur["child_sys"] = round(t1.children_system - t0.children_system, 3)
+    _cur["faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
     _cur["self"] = round(t1.user - t0.user + t1.system - t0.system, 3)
     _cur["child"] = round(
         t1.children_user - t0.children_user + t1.children_system - t0.children_system, 3
@@ -175,6 +183,13 @@ def summary(rows: list[dict[str, Any]], top: int = 20) -> str:
     own = sum(r["self"] for r in rows)
     child = sum(r["child"] for r in rows)
     out.append(f"{len(rows)} tests: {own:.0f} s CPU in the test process, {child:.0f} s in children")
+    own_sys = sum(r.get("self_sys", 0.0) for r in rows)
+    child_sys = sum(r.get("child_sys", 0.0) for r in rows)
+    faults = sum(r.get("faults", 0) for r in rows)
+    out.append(
+        f"  of which system time: {own_sys:.0f} s in the test process ({faults} minor page "
+        f"faults), {child_sys:.0f} s in children"
+    )
     tools: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for r in rows:
         for t, (n, c) in r.get("tools", {}).items():

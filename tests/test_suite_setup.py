@@ -308,3 +308,21 @@ def test_the_readme_command_is_the_one_ci_runs_at_full_strength() -> None:
     assert pytest_args == ["-q", "-n", "auto", "--dist", "loadgroup", "--hypothesis-profile=ci"]
     dev = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(d.startswith("pytest-xdist") for d in dev["dev"])
+
+
+def test_the_test_process_asks_no_huge_pages_for_arrays() -> None:
+    """conftest turns numpy's ``madvise`` of transparent huge pages off in the test process (a
+    large array written sparsely paid a 2 MB page zeroed, after a compaction, per first touch:
+    most of GA304's 8K set-up's system time); the processes a test starts keep numpy's own
+    setting, the product's (their peak memory is what memory tests read)."""
+    pytest.importorskip("numpy._core.multiarray")
+    from numpy._core.multiarray import _set_madvise_hugepage
+
+    assert _set_madvise_hugepage(False) is False  # it was off already
+    child = "from numpy._core.multiarray import _set_madvise_hugepage as f; print(f(False))"
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    out = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    # numpy's default: on from Linux 4.6 (every machine this suite runs on)
+    assert out == ["True"]

@@ -1,5 +1,5 @@
 """Inputs that used to cost memory or hide as notes (gate-inputs review, items 5 and 7): a grid of
-2**31 CTAs, a 1.5 GB data file of which a trace reads a few pages, and data files or buffer types
+2**31 CTAs, a 512 MB data file of which a trace reads a few pages, and data files or buffer types
 that are wrong: input errors (exit 2, one line) found before the trace, not a note beside exit 0."""
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ def test_the_l2_replay_takes_at_most_a_gigabyte_on_any_machine(tmp_path: Path) -
 
 
 def test_a_data_file_is_read_only_where_the_trace_reads(tmp_path: Path) -> None:
-    n = 384 << 20  # 1.5 GB of float32, sparse: no disk used
+    # 512 MB of float32, sparse: no disk used. The analysis maps it and reads the pages its
+    # trace reads; the result cache's key reads it all, in 1 MB chunks (a hash). Its size is
+    # what the peak is held against, not what is tested: the analysis alone peaks at about
+    # 95 MB, so a whole read, in any form, passes the bound by 300 MB (1.5 GB until 2026-12-01:
+    # the same bound on the same share of the file, the hash and the reads three times over)
+    n = 128 << 20
     with (tmp_path / "x.npy").open("wb") as f:
         np.lib.format.write_array_header_1_0(
             f, {"descr": "<f4", "fortran_order": False, "shape": (n,)}
@@ -87,7 +92,7 @@ def test_a_data_file_is_read_only_where_the_trace_reads(tmp_path: Path) -> None:
     )
     r, peak_mb = measured(tmp_path, "analyze", "r.cu", "--gpu", "H100", "--no-measure")
     assert r.returncode == 0, r.stderr
-    assert peak_mb < 700, peak_mb  # the whole file was read: 1.5 GB
+    assert peak_mb < 300, peak_mb  # the whole file was read: 512 MB
 
 
 @pytest.fixture
