@@ -89,7 +89,7 @@ def keep_freed_memory() -> bool:
 keep_freed_memory()
 
 
-def no_huge_pages_for_arrays() -> bool:
+def no_huge_pages_for_arrays() -> bool | None:
     """numpy stops asking the kernel for transparent huge pages on its large arrays (it
     ``madvise``s every array of 4 MB or more by default; ``NUMPY_MADVISE_HUGEPAGE``) in the test
     process. Where THP and its defragmentation are ``madvise`` (this machine), a first touch of
