@@ -50,7 +50,7 @@ from gpuadvise.toolchain.cache_dir import checked_cache_root, default_cache_root
 from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.options import CompileOptions
 
-__all__ = ["CACHE_FORMAT", "cache_root", "lookup", "manifest_path", "store"]
+__all__ = ["CACHE_FORMAT", "cache_root", "content_file", "lookup", "manifest_path", "store"]
 
 CACHE_FORMAT = 2
 """Bumped whenever the cache layout or ``meta.json`` changes; part of every key.
@@ -123,6 +123,23 @@ def _dep_sha(
     if stamp is not None:
         _hashed[path] = (stamp, digest)
     return digest, stamp
+
+
+def content_file(root: Path, kind: str, name: str, text: str) -> Path:
+    """``text`` as the file ``name`` in a folder of the cache ``root`` named by both
+    (``root/kind/<hash>/name``): a source generated again with the same text (a variant's patched
+    copy, :mod:`gpuadvise.analyze.variant_trace`) is the same path, so that its compile's key
+    (the path and bytes of the source) finds the last compile's entry. Written (atomically) only
+    when the file is not there with these bytes: an unchanged file keeps its stamp (see the
+    module docstring). Raises OSError when the cache cannot be written."""
+    blob = text.encode("utf-8")
+    key = sha256_hex(json.dumps([CACHE_FORMAT, name, sha256_hex(blob)]))
+    path = root / kind / key[:32] / name
+    if read_cache_bytes(path, len(blob)) == blob:
+        return path
+    _clear_obstacle(path)
+    write_atomic(path, blob)
+    return path
 
 
 def _read(path: Path, *, as_json: bool = False) -> bytes:
