@@ -247,15 +247,15 @@ def _variant_options(
 
 def variant_source(name: str, text: str, folder: Path, opts: KernelOptions) -> Path:
     """A variant's patched source ``text`` written as ``name``: in a folder of the compile cache
-    named by its content (:func:`gpuadvise.toolchain.cache.content_file`), so that an analysis
+    named by its content (:func:`gpuadvise.toolchain.cache.content_folder`), so that an analysis
     run again compiles the same variant from the same path and its compile is a cache hit (a
     temporary folder's random name was part of the key: every run compiled every variant again);
     in ``folder`` with ``--no-cache`` or a cache that cannot be written."""
     if not opts.no_cache:
-        from gpuadvise.toolchain.cache import cache_root, content_file
+        from gpuadvise.toolchain.cache import cache_root, content_folder
 
         with contextlib.suppress(OSError, GpuAdviseError):
-            return content_file(cache_root(), "variants", name, text)
+            return content_folder(cache_root(), "variants", {name: text}) / name
     patched = folder / name
     patched.write_text(text)
     return patched
