@@ -84,17 +84,40 @@ def proxy_point_inputs(old: Estimate, est: LaunchEstimate) -> Estimate:
 
 
 def proxy_sides(opts: KernelOptions, proxy: Proxy, folder: Path) -> list[KernelOptions]:
-    """The options of the proxy's two kernels (before, after): its source and launch specs
-    written to ``folder``, compiled for the kernel's device."""
+    """The options of the proxy's two kernels (before, after), compiled for the kernel's device:
+    its source and launch specs written to a folder of the compile cache named by their
+    content (:func:`gpuadvise.toolchain.cache.content_folder`: a re-run compiles the same files,
+    a cache hit), or to ``folder`` with ``--no-cache`` or a cache that cannot be written."""
     from gpuadvise.analyze.measure import write_proxy
     from gpuadvise.analyze.options import KernelOptions
 
-    src, before, after = write_proxy(proxy, folder)
+    named = _named_proxy(proxy, opts)
+    if named is not None:
+        src, before, after = named
+    else:
+        src, before, after = write_proxy(proxy, folder)
     base = KernelOptions(source=str(src), gpu=opts.gpu, arch=opts.arch, nvcc=opts.nvcc)
     return [
         dataclasses.replace(base, kernel=kernel, spec=str(spec_path))
         for kernel, spec_path in ((proxy.before, before), (proxy.after, after))
     ]
+
+
+def _named_proxy(proxy: Proxy, opts: KernelOptions) -> tuple[Path, Path, Path] | None:
+    """The proxy's source and launch specs (as :func:`gpuadvise.analyze.measure.write_proxy`
+    names them) in a folder of the compile cache named by their content; None with
+    ``--no-cache`` or a cache that cannot be written."""
+    if opts.no_cache:
+        return None
+    from gpuadvise.toolchain.cache import cache_root, content_folder
+
+    files = {"proxy.cu": proxy.source, "before.toml": proxy.spec_before}
+    files["after.toml"] = proxy.spec_after
+    try:
+        folder = content_folder(cache_root(), "proxies", files)
+    except (OSError, GpuAdviseError):
+        return None
+    return folder / "proxy.cu", folder / "before.toml", folder / "after.toml"
 
 
 def _proxy_traffic(

@@ -213,9 +213,10 @@ def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:
 def _variant_options(
     opts: KernelOptions, v: Variant, folder: Path, spec_path: str | Path | None = None
 ) -> KernelOptions | None:
-    """The command line's options for the variant ``v``: its patched source in ``folder`` (the
-    original's folder searched for its includes) and its launch; None when the variant is not
-    a source or launch change analyze can build alone (a proxy, compile flags). ``spec_path``:
+    """The command line's options for the variant ``v``: its patched source (the original's
+    folder searched for its includes; :func:`variant_source`: in the compile cache, else in
+    ``folder``) and its launch; None when the variant is not a source or launch change analyze
+    can build alone (a proxy, compile flags). ``spec_path``:
     the launch spec the kernel's analysis read, named for the variant where the command line
     named none (a spec found beside the original source is not beside the patched copy: the
     variant then had no launch, and kernels/' GA208 rows kept the rule's own point)."""
@@ -228,8 +229,9 @@ def _variant_options(
     src = Path(opts.source)
     changes: dict[str, Any] = {}
     if v.diff:
-        patched = folder / src.name
-        patched.write_text(apply_unified_diff(src.read_text(), v.diff))
+        patched = variant_source(
+            src.name, apply_unified_diff(src.read_text(), v.diff), folder, opts
+        )
         changes["source"] = str(patched)
         changes["include"] = (*opts.include, str(src.parent))
         if opts.spec is None and spec_path is not None:
@@ -241,6 +243,22 @@ def _variant_options(
     if "dynamic_smem_bytes" in launch:
         changes["dynamic_smem"] = str(int(launch["dynamic_smem_bytes"]))
     return dataclasses.replace(opts, **changes)
+
+
+def variant_source(name: str, text: str, folder: Path, opts: KernelOptions) -> Path:
+    """A variant's patched source ``text`` written as ``name``: in a folder of the compile cache
+    named by its content (:func:`gpuadvise.toolchain.cache.content_folder`), so that an analysis
+    run again compiles the same variant from the same path and its compile is a cache hit (a
+    temporary folder's random name was part of the key: every run compiled every variant again);
+    in ``folder`` with ``--no-cache`` or a cache that cannot be written."""
+    if not opts.no_cache:
+        from gpuadvise.toolchain.cache import cache_root, content_folder
+
+        with contextlib.suppress(OSError, GpuAdviseError):
+            return content_folder(cache_root(), "variants", {name: text}) / name
+    patched = folder / name
+    patched.write_text(text)
+    return patched
 
 
 def _bound_by(times: LaunchTimes, serial_s: float) -> str:

@@ -38,7 +38,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from gpuadvise.toolchain.cache_dir import checked_cache_root, default_cache_root
 from gpuadvise.toolchain.module import CompiledModule
 from gpuadvise.toolchain.options import CompileOptions
 
-__all__ = ["CACHE_FORMAT", "cache_root", "lookup", "manifest_path", "store"]
+__all__ = ["CACHE_FORMAT", "cache_root", "content_folder", "lookup", "manifest_path", "store"]
 
 CACHE_FORMAT = 2
 """Bumped whenever the cache layout or ``meta.json`` changes; part of every key.
@@ -123,6 +123,29 @@ def _dep_sha(
     if stamp is not None:
         _hashed[path] = (stamp, digest)
     return digest, stamp
+
+
+def content_folder(root: Path, kind: str, files: Mapping[str, str]) -> Path:
+    """A folder of the cache ``root`` named by ``files`` (name -> text) and holding them
+    (``root/kind/<hash>/``): sources generated again with the same texts (a variant's patched
+    copy, a layout proxy and its specs: :mod:`gpuadvise.analyze.variant_trace`) are the same
+    paths, so that their compile's key (the path and bytes of the source) finds the last
+    compile's entry. A file is written (atomically) only when it is not there with these bytes:
+    an unchanged file keeps its stamp (see the module docstring). Raises OSError when the cache
+    cannot be written."""
+    blobs = {name: text.encode("utf-8") for name, text in files.items()}
+    named = sorted((name, sha256_hex(blob)) for name, blob in blobs.items())
+    key = sha256_hex(json.dumps([CACHE_FORMAT, named]))
+    folder = root / kind / key[:32]
+    for name, blob in blobs.items():
+        if name in ("", ".", "..") or Path(name).name != name:
+            raise OSError(f"{name!r} is not a file name")
+        path = folder / name
+        if read_cache_bytes(path, len(blob)) == blob:
+            continue
+        _clear_obstacle(path)
+        write_atomic(path, blob)
+    return folder
 
 
 def _read(path: Path, *, as_json: bool = False) -> bytes:

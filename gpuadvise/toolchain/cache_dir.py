@@ -30,9 +30,11 @@ _TAG_TEXT = (
     "# For information about cache directory tags, see https://bford.info/cachedir/\n"
 )
 # What gpuadvise writes at the top of its cache root (toolchain/, compile.py, result_cache.py,
-# services.py, prepare.py): a root holding only these is an older gpuadvise cache.
+# services.py, prepare.py; the variants' and layout proxies' sources: cache.content_folder): a
+# root holding only these is an older gpuadvise cache.
 _OWN_NAMES = frozenset(
     {CACHE_TAG, "entries", "manifests", "analysis", "toolchain", "tmp", "wrappers", "candidates"}
+    | {"variants", "proxies"}
 )
 _OWN_PREFIXES = ("ceiling-",)
 _FIX = "set GPUADVISE_CACHE_DIR to a folder of your own (a new or empty one), or use --no-cache"

@@ -124,3 +124,32 @@ def test_a_proxy_compiled_while_the_rules_run_gives_the_same_point(
     (a,) = [f for f in early.rules.findings if f.rule == "GA301"]
     assert a.estimated_speedup is not None and PROXY_TRACE_POINT in a.estimated_speedup.inputs
     assert early.rules.findings == late.rules.findings
+
+
+def test_a_proxy_written_again_is_the_same_files(
+    tmp_path: Path, private_compile_cache: Path
+) -> None:
+    """A layout proxy's source and specs are written to a compile-cache folder named by their
+    content, so that an analysis run again compiles the same path and bytes (a cache hit; the
+    temporary folder's random name was in the key); ``--no-cache`` writes them to the folder."""
+    from gpuadvise.analyze.proxy_trace import proxy_sides
+    from gpuadvise.rules.findings import Proxy
+
+    proxy = Proxy("__global__ void k_aos() {}\n", "k_aos", "k_soa", "# a", "# b")
+    opts = KernelOptions("k.cu", gpu="H100")
+    sides = []
+    for i in range(2):
+        folder = tmp_path / f"tmp{i}"
+        folder.mkdir()
+        sides.append(proxy_sides(opts, proxy, folder))
+        assert not any(folder.iterdir())
+    (b0, a0), (b1, a1) = sides
+    assert b0 == b1 and a0 == a1 and b0.source == a0.source
+    src = Path(b0.source or "")
+    assert src.is_relative_to(private_compile_cache) and src.read_text() == proxy.source
+    assert (b0.kernel, a0.kernel) == ("k_aos", "k_soa")
+    assert Path(b0.spec or "").read_text() == "# a" and Path(a0.spec or "").read_text() == "# b"
+    other = proxy_sides(opts, Proxy("// other\n", "k_aos", "k_soa", "# a", "# b"), folder)
+    assert other[0].source != b0.source
+    alone = proxy_sides(KernelOptions("k.cu", no_cache=True), proxy, tmp_path / "tmp1")
+    assert alone[0].source == str(tmp_path / "tmp1" / "proxy.cu")

@@ -144,6 +144,46 @@ def test_analyze_estimates_a_register_accumulation_on_both_traces() -> None:
 
 
 @pytest.mark.toolkit
+def test_a_variant_patched_again_is_the_same_file_and_its_compile_a_cache_hit(
+    tmp_path: Path, private_compile_cache: Path
+) -> None:
+    """The variant's patched source is named by its content in the compile cache, not written
+    to the caller's temporary folder: an analysis run again (the result cache missed) compiles
+    the same path and bytes, a compile-cache hit (issue 31: the temporary folder's random name
+    was in the key, and glu's variant took 1.3 CPU-s of nvcc on every run)."""
+    from gpuadvise.toolchain import compile_source
+
+    src = tmp_path / "src" / "k.cu"
+    src.parent.mkdir()
+    src.write_text('extern "C" __global__ void k(int *p) { int a = 1; p[0] = a; }\n')
+    diff = (
+        "--- a/k.cu\n+++ b/k.cu\n@@ -1,1 +1,1 @@\n"
+        '-extern "C" __global__ void k(int *p) { int a = 1; p[0] = a; }\n'
+        '+extern "C" __global__ void k(int *p) { int a = 2; p[0] = a; }\n'
+    )
+    v = Variant("automatic-and-verified", "d", diff=diff)
+    opts = KernelOptions(str(src))
+    runs = []
+    for i in range(2):  # two analyses, each with its own temporary folder
+        folder = tmp_path / f"tmp{i}"
+        folder.mkdir()
+        got = _variant_options(opts, v, folder)
+        assert got is not None and got.source is not None
+        assert not any(folder.iterdir())  # written to the cache, not the folder
+        runs.append(Path(got.source))
+    assert runs[0] == runs[1] and runs[0].is_relative_to(private_compile_cache)
+    assert runs[0].name == "k.cu" and "a = 2" in runs[0].read_text()
+    first, second = (compile_source(p) for p in runs)
+    assert not first.from_cache and second.from_cache
+    # another variant of the same file is another file; --no-cache writes to the folder
+    other = Variant("automatic-and-verified", "d", diff=diff.replace("a = 2", "a = 3"))
+    got = _variant_options(opts, other, tmp_path / "tmp0")
+    assert got is not None and Path(got.source or "") != runs[0]
+    alone = _variant_options(dataclasses.replace(opts, no_cache=True), v, tmp_path / "tmp1")
+    assert alone is not None and Path(alone.source or "") == tmp_path / "tmp1" / "k.cu"
+
+
+@pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
 def test_findings_offering_the_same_variant_share_its_build_and_trace(
     monkeypatch: pytest.MonkeyPatch,

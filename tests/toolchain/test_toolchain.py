@@ -546,6 +546,19 @@ def test_cache_root_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
     assert cache_root(CompileOptions(cache_dir=tmp_path / "o")) == tmp_path / "o"
 
 
+def test_a_cache_of_variant_and_proxy_sources_is_gpuadvises(tmp_path: Path) -> None:
+    """The folders cache.content_folder writes (a variant's patched source, a layout proxy) are
+    gpuadvise's own: an untagged root holding only them is an older cache, not a stranger's."""
+    from gpuadvise.toolchain.cache_dir import cache_root_problem
+
+    root = tmp_path / "old"
+    (root / "variants").mkdir(parents=True)
+    (root / "proxies").mkdir()
+    assert cache_root_problem(root) is None
+    (root / "photos").mkdir()
+    assert cache_root_problem(root) is not None
+
+
 def test_parsers() -> None:
     dep = "out.cubin : /a/b.cu \\\n  /x/with\\ space.h \\\n  /usr/include/c.h\n"
     assert parse_depfile(dep) == ["/a/b.cu", "/x/with space.h", "/usr/include/c.h"]
