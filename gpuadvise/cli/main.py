@@ -770,42 +770,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(0)
 
 
-def console_main() -> None:
-    """The process's entry point (the ``gpuadvise`` script, ``python -m gpuadvise``): :func:`main`,
-    then the end of the process without the interpreter's teardown (:func:`exit_now`)."""
-    try:
-        main()
-    except SystemExit as exc:
-        exit_now(exc.code)
-        raise
-
-
-def exit_now(code: object) -> None:
-    """End the process with exit status ``code`` (an int or None, as ``sys.exit`` takes it) once
-    the exit handlers have run (temporary folders removed, logs flushed) and stdout and stderr are
-    flushed, without the interpreter's teardown: the modules' and the analysis' objects freed one
-    by one (0.1-0.15 CPU-s after an analysis on the 2-core machine, issue 31), work the system
-    does at once when the process ends. Returns, leaving the ordinary exit to run, when another
-    thread that the ordinary exit would wait for is still running, when ``code`` is not a
-    number, or when stdout or stderr cannot be flushed (the ordinary exit reports that)."""
-    import atexit
-    import threading
-
-    if not (code is None or isinstance(code, int)) or any(
-        t.is_alive() and not t.daemon and t is not threading.main_thread()
-        for t in threading.enumerate()
-    ):
-        return
-    atexit._run_exitfuncs()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
-        return
-    os._exit(code or 0)
-
-
 def _flush_stdout() -> None:
     from gpuadvise.report.output import STDOUT
 
@@ -891,4 +855,4 @@ def _fail(message: str, code: int, details: str | None = None) -> None:
     sys.exit(code)
 
 
-__all__ = ["main", "console_main", "cli", "UsageError"]
+__all__ = ["main", "cli", "UsageError"]
