@@ -87,12 +87,15 @@ def analysis_key(opts: KernelOptions, params: dict[str, Any], render: dict[str, 
     miss of the compile cache), so bad input fails here as it would in the analysis."""
     import gpuadvise
     from gpuadvise.analyze.options import build
-    from gpuadvise.runner.client import pycuda_missing
     from gpuadvise.toolchain import compile_source, find_toolchain
 
     spec, choice, options = build(opts)
     tc = find_toolchain(opts.nvcc)
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    # imported once nvcc has run (the runner imports numpy: analyze imports it while nvcc runs,
+    # gpuadvise.analyze.warm, instead of before nvcc starts)
+    from gpuadvise.runner.client import pycuda_missing
+
     package = Path(gpuadvise.__file__).resolve().parent
     data_files = []
     doc_spec = spec.to_dict()

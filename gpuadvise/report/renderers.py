@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport, ReportHeader
+if TYPE_CHECKING:  # the registry is read before the analysis (the CLI's --format checks):
+    # the report types are imported when a report is rendered (issue 31: before nvcc starts)
+    from gpuadvise.report_types import AnalysisReport, BatchReport, GateReport, ReportHeader
 
 __all__ = [
     "ANALYSIS_FORMATS",
@@ -28,7 +31,7 @@ __all__ = [
     "render_header",
 ]
 
-Renderer = Callable[[AnalysisReport], str]
+Renderer = Callable[["AnalysisReport"], str]
 GateRenderer = Callable[..., str]
 
 # format -> "module:function" of its renderer, in the order the help and errors list them
@@ -105,6 +108,8 @@ def render_gate(fmt: str, report: GateReport, *, color: bool = False) -> str:
 def render(fmt: str, report: AnalysisReport | BatchReport | GateReport) -> str:
     """``report`` in format ``fmt`` (one of :data:`RENDERERS`): one analysis's, a folder's
     (:func:`gpuadvise.report.batch_report.render_batch`) or the gate's (:func:`render_gate`)."""
+    from gpuadvise.report_types import BatchReport, GateReport
+
     if isinstance(report, GateReport):
         return render_gate(fmt, report)
     if isinstance(report, BatchReport):

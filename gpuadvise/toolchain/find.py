@@ -479,7 +479,9 @@ def _probe_toolchain(nvcc: str, origin: str, _mtime_ns: int, _env: tuple[str, ..
     ]
     if include_dir is not None:
         nvcc_dirs += [include_dir / "cccl", include_dir]
-    cccl_dir, extra_dirs = cccl_dirs(nvcc_dirs, _wheel_cccl_dir())
+    cccl_dir, extra_dirs = cccl_dirs(nvcc_dirs, None)
+    if cccl_dir is None:  # the wheel's only then (importing cuda.pathfinder runs ldconfig -p)
+        cccl_dir, extra_dirs = cccl_dirs(nvcc_dirs, _wheel_cccl_dir())
 
     host = None
     for line in text.splitlines():

@@ -157,3 +157,38 @@ def test_the_later_stages_are_imported_while_the_key_compiles_and_not_on_a_rerun
     again = _run(env, *args)
     assert again.returncode == 0 and again.stdout == r.stdout
     assert events == []  # nothing compiled, nothing imported ahead: the stored report
+
+
+def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
+    private_compile_cache: Path,
+) -> None:
+    """The key's nvcc is started as early as the command can (issue 31: the wall before the
+    first nvcc): numpy (the runner's import, for whether a GPU is here), the runner and the
+    report types are imported while it runs, not before it starts (a fresh interpreter; the
+    modules present as the imports beside nvcc are entered)."""
+    code = (
+        "import contextlib, sys\n"
+        "import gpuadvise.analyze.warm as warm\n"
+        "seen = []\n"
+        "during = warm.imports_during\n"
+        "@contextlib.contextmanager\n"
+        "def spy(*a, **k):\n"
+        "    seen.append(set(sys.modules))\n"
+        "    with during(*a, **k):\n"
+        "        yield\n"
+        "warm.imports_during = spy\n"
+        "from gpuadvise.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "heavy = ('numpy', 'gpuadvise.runner.client', 'gpuadvise.report_types',\n"
+        "         'gpuadvise.rules', 'gpuadvise.analyze.pipeline')\n"
+        "print([m for m in heavy if m in seen[0]], file=sys.stderr)\n"
+    )
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+    args = (*ARGS, "--no-trace", "--seed", "41", "--format", "json")
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kernel"]["name"] == "reduce2"
+    assert r.stderr.strip().splitlines()[-1] == "[]"

@@ -102,3 +102,22 @@ def test_failed_probe_is_not_stored(fresh: Path) -> None:
     with pytest.raises(findmod.ToolchainError, match="cicc"):
         find_toolchain(nvcc)
     assert not list((fresh / "cache" / "toolchain").glob("*.json"))
+
+
+def test_the_cccl_wheel_is_looked_for_only_when_nvcc_s_own_folders_lack_it(
+    fresh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wheel's CCCL folder is found through cuda.pathfinder, whose import runs ``ldconfig
+    -p``: not on the way to a first compile when nvcc's own include folders hold CCCL."""
+    looked: list[int] = []
+    monkeypatch.setattr(findmod, "_wheel_cccl_dir", lambda: looked.append(1))
+    nvcc, _ = _fake_nvcc(fresh)
+    own = fresh / "cuda" / "include"
+    (own / "cub").mkdir(parents=True)
+    (own / "cub" / "cub.cuh").write_text("")
+    text = nvcc.read_text().replace(
+        "  *--dryrun*) ", f'  *--dryrun*) echo "#\\$ INCLUDES=\\"-I{own}\\""; '
+    )
+    nvcc.write_text(text)
+    assert find_toolchain(nvcc).cccl_include_dir == own
+    assert looked == []
