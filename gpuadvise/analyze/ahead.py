@@ -17,8 +17,10 @@ variant is compiled and disassembled exactly as before: the results are the same
 The kernel's own SASS and life ranges (one ``nvdisasm -plr`` run, 0.3-0.8 s of wall that this
 process only waited for) are read the same way in a thread started right after the compile
 (:class:`SassAhead`), while this process waits for its imports, prints the header, reads the
-rules' configuration and parses the PTX for the emulator; the pipeline joins it where it first
-reads the SASS (:func:`gpuadvise.analyze.pipeline.analyze_kernel`).
+rules' configuration and runs the emulator's trace, which needs the SASS only for its block
+costs, added up once it comes (:mod:`gpuadvise.trace.sass_arrival`); the pipeline joins it where
+it first reads the SASS itself (:func:`gpuadvise.analyze.pipeline.analyze_kernel`: after the
+trace, or before it when the kernel is not traced on the emulator).
 """
 
 from __future__ import annotations

@@ -63,7 +63,9 @@ class KernelAnalysis:
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
     ``rules_s`` and ``measure_s``; ``sass_s`` is this thread's time in the SASS step: with the
-    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait);
+    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait, or,
+    the trace run meanwhile, the join after it; ``sass_wait_s`` then the wait for nvdisasm that
+    the trace had at its end, for its block costs, within ``trace_s``);
     ``skipped``: what ``--time-budget`` left out or cut short (empty: the analysis is complete).
     """
 
@@ -164,7 +166,10 @@ def analyze_kernel(
     (:func:`gpuadvise.analyze.head.compile_head`: ``analyze`` prints its header from it before
     it loads the rules); None: compiled here. ``sass_ahead``: the head's SASS and life ranges
     being read in a thread since the compile (:class:`gpuadvise.analyze.ahead.SassAhead`): the
-    PTX is parsed for the emulator meanwhile, then the thread is joined (None: read here)."""
+    emulator's trace runs meanwhile (it waits for the SASS at its end, for its block costs:
+    :mod:`gpuadvise.trace.sass_arrival`), then the thread is joined and the live registers read;
+    with another tracer, or no trace, the PTX is parsed for the emulator meanwhile and the thread
+    joined before the trace (None: read here)."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import sass

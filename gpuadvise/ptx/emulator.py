@@ -68,7 +68,7 @@ import numpy as np
 
 from gpuadvise.ptx.access import RECORD, Kind, Space
 from gpuadvise.ptx.cfg import Program, build_program, symbols_used
-from gpuadvise.ptx.chains import BlockCosts, ChainLog, WarpChains, block_costs, critical_paths
+from gpuadvise.ptx.chains import BlockCosts, ChainLog, WarpChains, block_costs
 from gpuadvise.ptx.errors import (
     EmulationError,
     InstructionBudgetError,
@@ -725,12 +725,10 @@ class Batch:
             np.zeros((nb_, self.nwarps), bool) if nb_ * self.nwarps <= _SEEN_LIMIT else None
         )
         self.block_all_warps = np.zeros(nb_, bool)
-        # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
-        # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
-        # class, and the most instructions a warp of the CTA issued; None after run() while
-        # the block costs are not known (the SASS being read): chain_sums has them then
-        self.cta_chain: np.ndarray | None = None
-        self.cta_instructions: np.ndarray | None = None  # issued (gpuadvise.ptx.pipes), not PTX
+        # filled by run(): each warp's sum of the block costs of the blocks it ran
+        # (gpuadvise.ptx.chains: links by latency class, then issued instructions), recorded
+        # while the costs are not known (the SASS being read); per CTA, the chain of its
+        # critical warp and its most instructions: chains.critical_paths
         self.chain_sums: WarpChains | ChainLog | None = None
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
@@ -2162,8 +2160,6 @@ class Batch:
                 self._brx(ws, masks, mask, str(reg), list(targets), p, set_pc, diverge)
             else:
                 raise EmulationError(f"internal error: block terminator {kind}", None)
-        if isinstance(sums, WarpChains):  # else from chain_sums once the costs are known
-            self.cta_chain, self.cta_instructions = critical_paths(sums.total(), self.ncta, wpc)
         return lane_instr, steps
 
     def block_cta_warps(self) -> np.ndarray | None:
