@@ -17,8 +17,10 @@ variant is compiled and disassembled exactly as before: the results are the same
 The kernel's own SASS and life ranges (one ``nvdisasm -plr`` run, 0.3-0.8 s of wall that this
 process only waited for) are read the same way in a thread started right after the compile
 (:class:`SassAhead`), while this process waits for its imports, prints the header, reads the
-rules' configuration and parses the PTX for the emulator; the pipeline joins it where it first
-reads the SASS (:func:`gpuadvise.analyze.pipeline.analyze_kernel`).
+rules' configuration and runs the emulator's trace, which needs the SASS only for its block
+costs, added up once it comes (:mod:`gpuadvise.trace.sass_arrival`); the pipeline joins it where
+it first reads the SASS itself (:func:`gpuadvise.analyze.pipeline.analyze_kernel`: after the
+trace, or before it when the kernel is not traced on the emulator).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -130,6 +133,7 @@ class SassAhead:
     ) -> None:
         self.key = (module.cubin_path, kernel.mangled, registers)
         self._out: tuple[LifeRanges | str | None, tuple[SassInstruction, ...]] | None = None
+        self.waited_s = 0.0  # this process's time waiting for the thread (wait, result)
         run = contextvars.copy_context().run  # the caller's time budget
         # a daemon: an interrupted analysis does not wait for nvdisasm
         self._thread = threading.Thread(
@@ -144,12 +148,22 @@ class SassAhead:
         with contextlib.suppress(BaseException):
             self._out = read_sass(module, kernel, tc, registers)
 
+    def done(self) -> bool:
+        """Whether the thread has ended (without waiting)."""
+        return not self._thread.is_alive()
+
+    def wait(self) -> None:
+        """Waits for the thread; the time this took is added to :attr:`waited_s`."""
+        t0 = time.perf_counter()
+        self._thread.join()
+        self.waited_s += time.perf_counter() - t0
+
     def result(
         self, module: CompiledModule, kernel: KernelInfo, registers: bool
     ) -> tuple[LifeRanges | str | None, tuple[SassInstruction, ...]] | None:
         """The thread's table and SASS once it is done; None when it failed or read another
         kernel's (the caller reads them itself)."""
-        self._thread.join()
+        self.wait()
         if self.key != (module.cubin_path, kernel.mangled, registers):
             return None
         return self._out

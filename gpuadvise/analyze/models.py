@@ -268,7 +268,7 @@ def compute_models(
     kernel: KernelInfo,
     options: CompileOptions,
     tc: Toolchain,
-    instrs: tuple[SassInstruction, ...],
+    instrs: tuple[SassInstruction, ...] | Callable[[], tuple[SassInstruction, ...]],
     sample_ctas: int | str | None,
     tracer: str = "emu",
     blocks_per_sm: int = 0,
@@ -279,7 +279,9 @@ def compute_models(
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
     model when ``models`` holds ``l2`` (with up to ``l2_probe_ctas`` more CTAs in the middle of a
     2D grid, None: :data:`INTERIOR_CTAS`; ``analyze`` passes :func:`l2_probe_size`). A kernel
-    that cannot be traced gives a MemoryAnalysis with ``error`` set."""
+    that cannot be traced gives a MemoryAnalysis with ``error`` set. ``instrs``: the kernel's
+    SASS, or what gives it when first needed (the GPU tracer's start, the emulator's trace's
+    reconcile: ``analyze`` traces while it is being read)."""
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
@@ -307,6 +309,7 @@ def compute_models(
         fallback: tuple[str, ...] = ()
         if tracer == "gpu":
             try:
+                instrs = _sass_of(instrs)
                 gm = _gpu_memory(spec, device, module, kernel, launch, tc, instrs, sample_ctas)
                 if gm.trace is not None:
                     # the rules' probes (GA304's) under the same budget as the emulator path's
@@ -343,6 +346,7 @@ def compute_models(
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="other")
     working_trace, work_notes = _with_working_ctas(emu, emulator, module, kernel, launch, device)
     emu = replace(emu, trace=working_trace)
+    instrs = _sass_of(instrs)
     inner = sass.memory_summary(instrs)
     rec = reconcile(emu.trace, inner, sass.warp_aggregated_atomics(instrs))
     # the per-line models, unless the caller reads the trace alone (a variant's launch model)
@@ -394,6 +398,13 @@ def compute_models(
         sampled_loops=emu.sampled_loops,
         trace_cost=trace_cost(len(emu.trace.records), emu.warp_steps or 0),
     )
+
+
+def _sass_of(
+    instrs: tuple[SassInstruction, ...] | Callable[[], tuple[SassInstruction, ...]],
+) -> tuple[SassInstruction, ...]:
+    """The SASS itself (``compute_models``' ``instrs``)."""
+    return instrs() if callable(instrs) else instrs
 
 
 WORK_BOUND_CTAS = 64

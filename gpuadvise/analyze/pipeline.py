@@ -8,6 +8,7 @@ report renders (terminal, JSON). The trace-based models are computed in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Collection
@@ -33,6 +34,7 @@ from gpuadvise.toolchain import CompiledModule, CompileOptions, KernelInfo, Tool
 from gpuadvise.toolchain.binary import is_binary
 from gpuadvise.toolchain.liveness import LifeRanges
 from gpuadvise.toolchain.sass import SassInstruction, SassMemLine
+from gpuadvise.trace.sass_arrival import sass_in_flight
 
 __all__ = [
     "AnalysisHead",
@@ -61,7 +63,9 @@ class KernelAnalysis:
     kernel was built (the rules' services build candidates the same way); ``timings_s``: seconds
     per phase (``compile_s``, ``occupancy_s``, ``sass_s``, ``trace_s``; the run adds
     ``rules_s`` and ``measure_s``; ``sass_s`` is this thread's time in the SASS step: with the
-    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait);
+    SASS read in a thread since the compile, the PTX's parse for the emulator and the wait, or,
+    the trace run meanwhile, the join after it; ``sass_wait_s`` then the wait for nvdisasm that
+    the trace had at its end, for its block costs, within ``trace_s``);
     ``skipped``: what ``--time-budget`` left out or cut short (empty: the analysis is complete).
     """
 
@@ -162,7 +166,10 @@ def analyze_kernel(
     (:func:`gpuadvise.analyze.head.compile_head`: ``analyze`` prints its header from it before
     it loads the rules); None: compiled here. ``sass_ahead``: the head's SASS and life ranges
     being read in a thread since the compile (:class:`gpuadvise.analyze.ahead.SassAhead`): the
-    PTX is parsed for the emulator meanwhile, then the thread is joined (None: read here)."""
+    emulator's trace runs meanwhile (it waits for the SASS at its end, for its block costs:
+    :mod:`gpuadvise.trace.sass_arrival`), then the thread is joined and the live registers read;
+    with another tracer, or no trace, the PTX is parsed for the emulator meanwhile and the thread
+    joined before the trace (None: read here)."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import sass
@@ -180,31 +187,51 @@ def analyze_kernel(
     wanted = trace_models(models) if trace else frozenset()
     if not line_models:
         wanted -= {"banks", "coalescing"}
-    t2 = time.perf_counter()
-    with step("disassembling the SASS"):
-        read = None
-        if sass_ahead is not None:
-            if wanted and tracer == "emu" and module.ptx:
-                _parse_ahead(module.ptx)  # while nvdisasm runs in the thread
-            t_join = time.perf_counter()
-            read = sass_ahead.result(module, kernel, registers)
-            log.debug(
-                "SASS: the PTX parsed ahead in %.2f s, then %.2f s waited for nvdisasm",
-                t_join - t2,
-                time.perf_counter() - t_join,
-            )
-        table, instrs = read if read is not None else read_sass(module, kernel, tc, registers)
-    lines = sass.memory_summary(instrs, call_site=True)
-    timings["sass_s"] = time.perf_counter() - t2
-    t_live = time.perf_counter()
     all_notes = list(notes) + launch_notes
-    pressure, why = None, None
-    if table is not None:
-        with step("reading the live registers"):
-            pressure, why = live_registers(module, kernel, instrs, tc, table)
-    if why:
-        all_notes.append(why)
-    timings["registers_s"] = time.perf_counter() - t_live
+    # the emulator's trace starts while the thread reads the SASS (it waits for it only for its
+    # block costs, once it has run: gpuadvise.trace.sass_arrival); the SASS and the live
+    # registers are read after it
+    later = sass_ahead is not None and bool(wanted) and tracer == "emu" and bool(module.ptx)
+    read: list[tuple[LifeRanges | str | None, tuple[SassInstruction, ...]]] = []
+
+    def sass_step() -> tuple[SassInstruction, ...]:
+        """The SASS, read once: the thread joined (or the SASS read here)."""
+        if read:
+            return read[0][1]
+        t2 = time.perf_counter()
+        with step("disassembling the SASS"):
+            got = None
+            if sass_ahead is not None:
+                if wanted and tracer == "emu" and module.ptx and not later:
+                    _parse_ahead(module.ptx)  # while nvdisasm runs in the thread
+                t_join = time.perf_counter()
+                got = sass_ahead.result(module, kernel, registers)
+                log.debug(
+                    "SASS: the PTX parsed ahead in %.2f s, then %.2f s waited for nvdisasm "
+                    "(%.2f s in all, the trace's wait included)",
+                    t_join - t2,
+                    time.perf_counter() - t_join,
+                    sass_ahead.waited_s,
+                )
+            read.append(got if got is not None else read_sass(module, kernel, tc, registers))
+        timings["sass_s"] = time.perf_counter() - t2
+        return read[0][1]
+
+    def registers_step() -> RegisterPressure | None:
+        t_live = time.perf_counter()
+        table, instrs = read[0]
+        pressure, why = None, None
+        if table is not None:
+            with step("reading the live registers"):
+                pressure, why = live_registers(module, kernel, instrs, tc, table)
+        if why:
+            all_notes.append(why)
+        timings["registers_s"] = time.perf_counter() - t_live
+        return pressure
+
+    if not later:
+        sass_step()
+        pressure = registers_step()
     memory = None
     if wanted and out_of_time(KEEP_FOR_RULES):  # cut first: the rest is for the rules
         skip("the memory trace and its models (" + ", ".join(sorted(wanted)) + ")")
@@ -220,30 +247,40 @@ def analyze_kernel(
                 )
             tracer = choice.tracer
             all_notes.append(choice.note)
-        with step("tracing and modelling memory (" + ", ".join(sorted(wanted)) + ")"):
-            memory = compute_models(
-                spec,
-                device,
-                module,
-                kernel,
-                options,
-                tc,
-                instrs,
-                sample_ctas,
-                tracer,
-                result.active_blocks_per_sm,
-                wanted,
-                l2_probe_ctas=l2_probe_ctas,
-            )
+        with contextlib.ExitStack() as flight:
+            if later and sass_ahead is not None:
+                flight.enter_context(sass_in_flight(module.cubin_path, kernel.mangled, sass_ahead))
+            with step("tracing and modelling memory (" + ", ".join(sorted(wanted)) + ")"):
+                memory = compute_models(
+                    spec,
+                    device,
+                    module,
+                    kernel,
+                    options,
+                    tc,
+                    sass_step,
+                    sample_ctas,
+                    tracer,
+                    result.active_blocks_per_sm,
+                    wanted,
+                    l2_probe_ctas=l2_probe_ctas,
+                )
         timings["trace_s"] = time.perf_counter() - t3
         # the CPU the trace took on this thread (the emulator's), whatever else the machine runs
         # (what decides whether variants are traced is the trace's cost, memory.trace_cost)
         timings["trace_cpu_s"] = time.thread_time() - cpu3
+        if later and sass_ahead is not None:
+            timings["sass_wait_s"] = sass_ahead.waited_s  # in the trace, for its block costs
     elif trace:
         all_notes.append(
             "the kernel was not traced: no enabled rule reads a trace-based model "
             "(trace, banks, coalescing, l2)"
         )
+    if later:  # the SASS read, or the thread joined, after the trace
+        sass_step()
+        pressure = registers_step()
+    instrs = read[0][1]
+    lines = sass.memory_summary(instrs, call_site=True)
     if waves is None:
         all_notes.append(f"{device.name} has no SM count in its model: waves are not computed")
     return KernelAnalysis(

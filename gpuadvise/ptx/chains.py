@@ -39,7 +39,7 @@ iterations that the compiler unrolled into one block overlap within it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,8 +53,11 @@ __all__ = [
     "REFERENCE_CYCLES",
     "REFERENCE_VECTOR",
     "BlockCosts",
+    "ChainLog",
+    "WarpChains",
     "block_costs",
     "block_instructions",
+    "critical_paths",
     "shared_wavefronts",
 ]
 
@@ -122,6 +125,140 @@ class BlockCosts:
         if self.registers is not None:  # then the chain in registers and its local links
             return np.hstack([self.chain, free, self.registers, issued])
         return np.hstack([self.chain, free, issued])
+
+
+class WarpChains:
+    """Each warp's sum of the :attr:`BlockCosts.per_warp` rows of the blocks it ran, added as the
+    emulator runs them (:meth:`gpuadvise.ptx.emulator.Batch.run`): ``per_warp``, the rows;
+    ``warps``, the batch's warps. The rows of blocks every warp runs in lockstep are summed apart
+    (:meth:`lockstep`) and added to every warp when the lockstep ends (:meth:`unlock`)."""
+
+    def __init__(self, per_warp: np.ndarray, warps: int) -> None:
+        self.rows = per_warp
+        self.warp = np.zeros((warps, per_warp.shape[1]))
+        self.lock = np.zeros(per_warp.shape[1])
+
+    def all(self, p: int) -> None:
+        """Every warp ran block ``p``."""
+        self.warp += self.rows[p]
+
+    def some(self, ws: np.ndarray, p: int) -> None:
+        """Warps ``ws`` (distinct) ran block ``p``."""
+        self.warp[ws] += self.rows[p]
+
+    def weighted(self, ws: np.ndarray | None, w: np.ndarray, p: int) -> None:
+        """Warps ``ws`` (None: every warp) ran block ``p`` standing for ``w`` runs each (a
+        sampled loop's iterations, :attr:`gpuadvise.ptx.sampling.LoopSampler.wmul`)."""
+        if ws is None:
+            self.warp += w[:, None] * self.rows[p]
+        else:
+            self.warp[ws] += w[:, None] * self.rows[p]
+
+    def lockstep(self, p: int) -> None:
+        """Every warp ran block ``p`` in lockstep: added to them all at :meth:`unlock`."""
+        self.lock += self.rows[p]
+
+    def unlock(self) -> None:
+        """The lockstep ended: its sum added to every warp."""
+        self.warp += self.lock
+        self.lock[:] = 0.0
+
+    def total(self) -> np.ndarray:
+        """Each warp's sum (one row a warp), the lockstep's not yet added included."""
+        return self.warp + self.lock
+
+
+CHAIN_LOG_BYTES = 64 << 20
+"""The most bytes of warp indices and weights a :class:`ChainLog` keeps before it waits for its
+rows."""
+
+
+class ChainLog:
+    """:class:`WarpChains`' calls recorded while the rows are not known yet (the kernel's SASS,
+    which gives the blocks' schedules and instruction counts, is still being read:
+    :mod:`gpuadvise.trace.emulate`): :meth:`total` asks ``rows`` for them (it waits for the
+    SASS) and replays the calls in their order on a :class:`WarpChains`, so every warp's sum is
+    made of the same additions in the same order, bit for bit. ``ws`` arrays are kept as given
+    (the emulator makes a new one each step), weights copied (the sampler's change). Past
+    ``max_bytes`` of them it asks for the rows then, and goes on adding as the calls come."""
+
+    def __init__(
+        self, rows: Callable[[], np.ndarray], warps: int, max_bytes: int = CHAIN_LOG_BYTES
+    ) -> None:
+        self._rows = rows
+        self._warps = warps
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._calls: list[tuple[int, int, np.ndarray | None, np.ndarray | None]] = []
+        self._sums: WarpChains | None = None
+
+    def _keep(self, kind: int, p: int, ws: np.ndarray | None, w: np.ndarray | None) -> None:
+        self._calls.append((kind, p, ws, w))
+        self._bytes += 64 + (0 if ws is None else ws.nbytes) + (0 if w is None else w.nbytes)
+        if self._bytes > self._max_bytes:
+            self.sums()
+
+    def sums(self) -> WarpChains:
+        """The calls so far replayed on a :class:`WarpChains` of the rows (asked for now), which
+        takes the calls from here on."""
+        if self._sums is None:
+            sums = WarpChains(self._rows(), self._warps)
+            for kind, p, ws, w in self._calls:
+                if kind == 0:
+                    sums.all(p)
+                elif kind == 1:
+                    assert ws is not None
+                    sums.some(ws, p)
+                elif kind == 2:
+                    assert w is not None
+                    sums.weighted(ws, w, p)
+                elif kind == 3:
+                    sums.lockstep(p)
+                else:
+                    sums.unlock()
+            self._sums = sums
+            self._calls = []
+        return self._sums
+
+    def all(self, p: int) -> None:
+        if self._sums is not None:
+            return self._sums.all(p)
+        self._keep(0, p, None, None)
+
+    def some(self, ws: np.ndarray, p: int) -> None:
+        if self._sums is not None:
+            return self._sums.some(ws, p)
+        self._keep(1, p, ws, None)
+
+    def weighted(self, ws: np.ndarray | None, w: np.ndarray, p: int) -> None:
+        if self._sums is not None:
+            return self._sums.weighted(ws, w, p)
+        self._keep(2, p, ws, w.copy())
+
+    def lockstep(self, p: int) -> None:
+        if self._sums is not None:
+            return self._sums.lockstep(p)
+        self._keep(3, p, None, None)
+
+    def unlock(self) -> None:
+        if self._sums is not None:
+            return self._sums.unlock()
+        self._keep(4, 0, None, None)
+
+    def total(self) -> np.ndarray:
+        return self.sums().total()
+
+
+def critical_paths(
+    warp_sums: np.ndarray, ctas: int, warps_per_cta: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per CTA, from each warp's sum (:meth:`WarpChains.total`, the CTAs' warps in order): the
+    chain of its warp whose chain is longest at the reference latencies, and the most
+    instructions one of its warps issued (the last column)."""
+    per_cta = warp_sums.reshape(ctas, warps_per_cta, -1)
+    links = per_cta[:, :, :-1]  # the chain, then the unordered chain
+    longest = np.argmax(links[:, :, : len(REFERENCE_VECTOR)] @ REFERENCE_VECTOR, axis=1)
+    return links[np.arange(ctas), longest], per_cta[:, :, -1].max(axis=1)
 
 
 def block_instructions(program: Program) -> list[list[int]]:

@@ -68,7 +68,7 @@ import numpy as np
 
 from gpuadvise.ptx.access import RECORD, Kind, Space
 from gpuadvise.ptx.cfg import Program, build_program, symbols_used
-from gpuadvise.ptx.chains import REFERENCE_VECTOR, BlockCosts, block_costs
+from gpuadvise.ptx.chains import BlockCosts, ChainLog, WarpChains, block_costs
 from gpuadvise.ptx.errors import (
     EmulationError,
     InstructionBudgetError,
@@ -261,6 +261,9 @@ class KernelImage:
     # the blocks' local-memory warp instructions and L1 wavefronts that the SASS has beyond the
     # PTX's (ptxas's spills, gpuadvise.trace.sass_counts.sass_block_counts); None: none known
     sass_local: np.ndarray | None = None
+    # the SASS still being read (gpuadvise.trace.emulate): called with False, sets schedule,
+    # sass_pipes and sass_local if it has come and says whether it has; with True, waits for it
+    sass_later: Callable[[bool], bool] | None = None
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -278,6 +281,26 @@ class KernelImage:
         """Each block's instructions by pipe and longest dependent chain
         (:mod:`gpuadvise.ptx.chains`), found once for every batch."""
         return block_costs(self.program, self.schedule, self.sass_pipes, self.sass_local)
+
+    def costs_known(self, wait: bool = False) -> bool:
+        """Whether :attr:`block_costs` can be read now (no SASS being read: :attr:`sass_later`);
+        ``wait``: waits for it (then True)."""
+        if self.sass_later is not None and self.sass_later(wait):
+            self.sass_later = None
+        return self.sass_later is None
+
+    def warp_chains(self, warps: int) -> WarpChains | ChainLog:
+        """The sums of :attr:`block_costs` rows for ``warps`` warps: added as they run
+        (:class:`~gpuadvise.ptx.chains.WarpChains`) when the costs are known, else recorded
+        until they are (:class:`~gpuadvise.ptx.chains.ChainLog`, bit-identical)."""
+        if self.costs_known():
+            return WarpChains(self.block_costs.per_warp, warps)
+
+        def rows() -> np.ndarray:
+            self.costs_known(wait=True)
+            return self.block_costs.per_warp
+
+        return ChainLog(rows, warps)
 
     @classmethod
     def build(cls, module: Module, entry: str, arch: str, dynamic_smem_bytes: int) -> KernelImage:
@@ -702,11 +725,11 @@ class Batch:
             np.zeros((nb_, self.nwarps), bool) if nb_ * self.nwarps <= _SEEN_LIMIT else None
         )
         self.block_all_warps = np.zeros(nb_, bool)
-        # per CTA, filled by run() from each warp's sum of the chains of the blocks it ran
-        # (gpuadvise.ptx.chains): the chain of the warp whose chain is longest, by latency
-        # class, and the most instructions a warp of the CTA issued
-        self.cta_chain = np.zeros((self.ncta, image.block_costs.per_warp.shape[1] - 1))
-        self.cta_instructions = np.zeros(self.ncta)  # issued (gpuadvise.ptx.pipes), not PTX
+        # filled by run(): each warp's sum of the block costs of the blocks it ran
+        # (gpuadvise.ptx.chains: links by latency class, then issued instructions), recorded
+        # while the costs are not known (the SASS being read); per CTA, the chain of its
+        # critical warp and its most instructions: chains.critical_paths
+        self.chain_sums: WarpChains | ChainLog | None = None
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         self._epoch_gen = 0  # counts the changes of warp_epoch
@@ -1812,9 +1835,8 @@ class Batch:
         cur_mask = st_mask[0].copy()
         live = np.ones(nw, bool)
         warp_count = np.zeros(nw, np.int64)
-        chain = self.image.block_costs.per_warp  # links by latency class, then issued
-        warp_chain = np.zeros((nw, chain.shape[1]))
-        lock_chain = np.zeros(chain.shape[1])  # chains every warp ran in lockstep, not yet added
+        # each warp's block costs (links by latency class, then issued), summed as it runs them
+        sums = self.chain_sums = self.image.warp_chains(nw)
         lane_instr = 0
         steps = 0
         allw = np.arange(nw)
@@ -1978,10 +2000,10 @@ class Batch:
                     block_warps[p] += wx
                     block_lanes[p] += lx
                     # each warp's critical path by as many iterations as it stands for
-                    warp_chain += sampler.wmul[:, None] * chain[p]
+                    sums.weighted(None, sampler.wmul, p)
                 else:
                     lane_instr += n * blen
-                    lock_chain += chain[p]
+                    sums.lockstep(p)
                     block_warps[p] += nw
                     block_lanes[p] += n
                 all_warps[p] = True
@@ -2014,8 +2036,7 @@ class Batch:
                 cur_pc[:] = p
                 warp_count += lock_extra
                 lock_extra = 0
-                warp_chain += lock_chain
-                lock_chain[:] = 0.0
+                sums.unlock()
                 ws = allw
                 masks = cur_mask[ws]
                 mask = full_mask
@@ -2045,7 +2066,7 @@ class Batch:
                         block_lanes[int(blk_id)] += active_b
                         if seen is not None:
                             seen[int(blk_id), ws] = True
-                        warp_chain[ws] += chain[int(blk_id)]
+                        sums.some(ws, int(blk_id))
                         set_pc(ws, int(blk.term[1]))
                     continue
                 pcs = cur_pc[runnable]
@@ -2078,11 +2099,11 @@ class Batch:
                 lane_instr += active * block_len[p]
                 warp_count[ws] += block_len[p]
                 if sampler.weighted:
-                    warp_chain[ws] += sampler.wmul[ws][:, None] * chain[p]
+                    sums.weighted(ws, sampler.wmul[ws], p)
                 elif ws.size == nw:
-                    warp_chain += chain[p]
+                    sums.all(p)
                 else:
-                    warp_chain[ws] += chain[p]
+                    sums.some(ws, p)
                 block_warps[p] += wx
                 block_lanes[p] += active
                 if ws.size == nw:
@@ -2139,17 +2160,7 @@ class Batch:
                 self._brx(ws, masks, mask, str(reg), list(targets), p, set_pc, diverge)
             else:
                 raise EmulationError(f"internal error: block terminator {kind}", None)
-        self._critical_paths(warp_chain + lock_chain)
         return lane_instr, steps
-
-    def _critical_paths(self, warp_chain: np.ndarray) -> None:
-        """Per CTA: the chain of its warp whose chain is longest at the reference latencies,
-        and the most instructions one of its warps issued (the last column)."""
-        per_cta = warp_chain.reshape(self.ncta, self.wpc, -1)
-        links = per_cta[:, :, :-1]  # the chain, then the unordered chain
-        longest = np.argmax(links[:, :, : len(REFERENCE_VECTOR)] @ REFERENCE_VECTOR, axis=1)
-        self.cta_chain = links[np.arange(self.ncta), longest]
-        self.cta_instructions = per_cta[:, :, -1].max(axis=1)
 
     def block_cta_warps(self) -> np.ndarray | None:
         """Per block, the warps that ran it at least once, summed over the batch's CTAs (None:

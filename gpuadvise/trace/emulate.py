@@ -86,6 +86,7 @@ from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaun
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
 from gpuadvise.trace.changes import OutputChanges
+from gpuadvise.trace.sass_arrival import InFlight, in_flight
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
 if TYPE_CHECKING:
@@ -527,10 +528,13 @@ def emulate(
             poisoned.append(buf.name)
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
+    # the SASS being read in a thread (analyze's): the run starts without it
+    flight = in_flight(module.cubin_path, kernel.mangled) if trace else None
     emu = _emulate(
         # the SASS feeds the timing models (block costs, loop schedules) read from a trace;
         # a run for its outputs alone (trace=False) needs no disassembly (an nvdisasm run)
-        sass=_sass(module, kernel) if trace else ((), {}),
+        sass=_sass(module, kernel) if trace and flight is None else ((), {}),
+        sass_later=None if flight is None else _sass_when(flight, module, kernel),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
         entry=kernel.mangled,
@@ -581,6 +585,21 @@ def _sass(module: CompiledModule, kernel: KernelInfo) -> tuple[Any, Any]:
     except (GpuAdviseError, OSError):
         ctl = {}
     return sass, ctl
+
+
+def _sass_when(
+    flight: InFlight, module: CompiledModule, kernel: KernelInfo
+) -> Callable[[bool], tuple[Any, Any] | None]:
+    """:func:`_sass` once ``flight`` (the thread reading it) is done: given False, None if it is
+    not yet; given True, after waiting for it."""
+
+    def later(wait: bool) -> tuple[Any, Any] | None:
+        if not wait and not flight.done():
+            return None
+        flight.wait()
+        return _sass(module, kernel)
+
+    return later
 
 
 def _type_word(elem: Any) -> str:
@@ -765,7 +784,12 @@ def _emulate(
     constants: Sequence[tuple[str, bytes]] = (),
     sample_loops: bool = False,
     sass: tuple[Any, Any] = ((), {}),
+    sass_later: Callable[[bool], tuple[Any, Any] | None] | None = None,
 ) -> Emulation:
+    """The emulation (see :func:`emulate`). ``sass``: the kernel's SASS and control words
+    (:func:`_sass`); ``sass_later``: they are being read, and this gives them once they are
+    (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
+    (:meth:`gpuadvise.ptx.emulator.KernelImage.warp_chains`) and added up once they come."""
     import warnings
 
     from gpuadvise.ptx.emulator import (
@@ -789,16 +813,31 @@ def _emulate(
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
-    if sass[0] and sass[1] and _SCHEDULED_ARCH.fullmatch(arch):
-        from gpuadvise.trace.sass_schedule import loop_schedules
 
-        image.schedule = loop_schedules(image.program, image.program_loops(), *sass)
-    if sass[0]:
-        from gpuadvise.trace.sass_counts import sass_block_counts
+    def take_sass(sass: tuple[Any, Any]) -> None:
+        if sass[0] and sass[1] and _SCHEDULED_ARCH.fullmatch(arch):
+            from gpuadvise.trace.sass_schedule import loop_schedules
 
-        image.sass_pipes, image.sass_local = sass_block_counts(
-            image.program, sass[0], image.program_loops()
-        )
+            image.schedule = loop_schedules(image.program, image.program_loops(), *sass)
+        if sass[0]:
+            from gpuadvise.trace.sass_counts import sass_block_counts
+
+            image.sass_pipes, image.sass_local = sass_block_counts(
+                image.program, sass[0], image.program_loops()
+            )
+
+    if sass_later is None:
+        take_sass(sass)
+    else:
+        later = sass_later
+
+        def arrived(wait: bool) -> bool:
+            got = later(wait)
+            if got is not None:
+                take_sass(got)
+            return got is not None
+
+        image.sass_later = arrived
     notes: list[str] = list(image.notes) + list(image.program.notes)
     geo = Launch(grid, block, sm_count)
     total = geo.total_ctas
@@ -911,6 +950,18 @@ def _emulate(
     steps = 0
     start = 0
     simt_counts = SimtCounts.empty(len(image.program.blocks) + 1)
+    # the batches' block-cost sums (and CTAs, warps a CTA) not yet added to simt_counts, in
+    # their order: all of them once the costs are known (the SASS may be still being read)
+    chains_due: list[tuple[Any, int, int]] = []
+
+    def add_chains(wait: bool) -> None:
+        from gpuadvise.ptx.chains import critical_paths
+
+        if chains_due and image.costs_known(wait):
+            for sums, ncta, wpc in chains_due:
+                simt_counts.add_chains(*critical_paths(sums.total(), ncta, wpc))
+            chains_due.clear()
+
     # A sample the user asked for (--sample-ctas N or all) that does not fit is a usage error
     # (exit 2); the default sample (the first wave) or a list of CTAs just leaves no trace.
     too_large = (
@@ -963,13 +1014,13 @@ def _emulate(
                         batch.block_lanes,
                         batch.block_splits,
                         batch.split_ctas,
-                        batch.cta_chain,
-                        batch.cta_instructions,
-                        batch.block_front_splits,
-                        batch.block_cta_warps(),
-                        batch.slow_div,
+                        front_splits=batch.block_front_splits,
+                        cta_warps=batch.block_cta_warps(),
+                        slow_div=batch.slow_div,
                     )
+                    chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
                     batch.release()  # freed now, not at the next full garbage collection
+                    add_chains(wait=False)
                     if gmem.pages_made << 12 > data_limit:
                         raise _DataFull(gmem.pages_made << 12)
                     done = end
@@ -1031,6 +1082,7 @@ def _emulate(
                         ctas, count = ctas[:done], done
                         break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
+            add_chains(wait=True)  # the block costs, waited for if the SASS is still being read
             trace = dataclasses.replace(
                 trace,
                 work=kernel_work(

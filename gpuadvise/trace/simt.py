@@ -116,6 +116,13 @@ class SimtCounts:
         self.splits += np.asarray(splits, np.int64)
         for blk, ctas in split_ctas.items():
             self.split_ctas.setdefault(blk, set()).update(ctas)
+        self.add_chains(cta_chain, cta_instructions)
+
+    def add_chains(
+        self, cta_chain: np.ndarray | None, cta_instructions: np.ndarray | None = None
+    ) -> None:
+        """A batch's CTAs' critical chains and instructions (:meth:`add`'s), added apart: the
+        emulator adds them once the block costs are known (the SASS may come after the run)."""
         if cta_chain is not None and len(cta_chain):
             got = cta_chain.sum(axis=0)
             self.chain = got if self.chain is None else self.chain + got

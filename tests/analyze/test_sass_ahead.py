@@ -168,3 +168,59 @@ def test_a_variant_is_compiled_when_its_rule_is_done_and_traced_the_same(
     assert a.estimated_speedup is not None and a.estimated_speedup.kind == "point"
     assert a.estimated_speedup == b.estimated_speedup
     assert early.rules.findings == late.rules.findings
+
+
+def test_the_trace_starts_before_the_sass_is_read_and_finds_the_same(
+    compiled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the SASS read in the thread, the emulator's trace does not wait for it: it runs its
+    CTAs first (the block costs are added up once the SASS comes), and the live registers are
+    read after it; the analysis is the one made with the SASS read first, bit for bit. Here the
+    thread's nvdisasm lasts until the trace has started (a pipeline that waited for it first
+    would wait 30 s, and find the order wrong)."""
+    import pickle
+
+    from gpuadvise.ptx.emulator import Batch
+
+    spec, options, head = compiled
+    module, kernel, tc = head.module, head.head.kernel, head.toolchain
+    real_read, real_run = A.read_sass, Batch.run
+    events: list[str] = []
+    started = threading.Event()
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            events.append("trace started" if started.wait(30) else "read alone")
+        got = real_read(*args, **kw)
+        events.append("sass read")
+        return got
+
+    def run(self: Batch) -> tuple[int, int]:
+        if not started.is_set():
+            events.append("run")
+            started.set()
+        return real_run(self)
+
+    monkeypatch.setattr(A, "read_sass", slow)
+    monkeypatch.setattr(Batch, "run", run)
+    a = analyze_kernel(
+        spec, head.head.device, options, head=head, sass_ahead=A.SassAhead(module, kernel, tc)
+    )
+    assert events == ["run", "trace started", "sass read"]
+    assert "sass_wait_s" in a.timings_s
+    monkeypatch.setattr(Batch, "run", real_run)
+    b = analyze_kernel(spec, head.head.device, options, head=head)
+    assert a.memory is not None and b.memory is not None and a.memory.error is None
+    assert a.memory.simt is not None and a.memory.trace is not None
+    for x, y in [
+        (a.memory.simt, b.memory.simt),
+        (a.memory.trace.work, b.memory.trace.work),
+        (a.memory.banks, b.memory.banks),
+        (a.memory.coalescing, b.memory.coalescing),
+        (a.memory.l2, b.memory.l2),
+        (a.registers, b.registers),
+    ]:
+        assert pickle.dumps(x) == pickle.dumps(y)
+    assert a.memory.trace.records.tobytes() == b.memory.trace.records.tobytes()
+    assert a.notes == b.notes and a.memory.notes == b.memory.notes
+    assert a.sass_instructions == b.sass_instructions and a.sass_lines == b.sass_lines
