@@ -221,10 +221,14 @@ def _clear_between(
 
 
 def _ascending(values: np.ndarray, n: int) -> np.ndarray:
-    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter."""
-    at = np.full(n, -1, np.int64)
+    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter (the
+    values marked in a mask of ``n`` bytes, their positions scattered into an array left
+    unfilled elsewhere: no pass of ``n`` int64 to fill and to compare, issue 31)."""
+    mark = np.zeros(n, bool)
+    mark[values] = True
+    at = np.empty(n, np.intp)
     at[values] = np.arange(len(values))
-    return at[at >= 0]
+    return at[np.flatnonzero(mark)]
 
 
 def same_thread_reloads(view: TraceView) -> ThreadReloads:
