@@ -181,31 +181,54 @@ def _no_write_between(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The pairs of accesses (positions in execution order, ``prev`` before ``cur``, of one
     address of ``addr``) with no write (``writes``: a mask of the accesses) to their address
-    between them: the writes alone sorted by (address, position), two binary searches a pair."""
+    between them. Only a pair whose address lies within the written addresses' range can have
+    one (a kernel's reloads of a buffer it never writes have none: no search, issue 31); those
+    are searched among the writes (:func:`_clear_between`)."""
     w = np.flatnonzero(writes)
     if not len(w) or not len(cur):
         return cur, prev
+    written = addr[w]
+    ac = addr[cur]
+    cand = np.flatnonzero((ac >= written.min()) & (ac <= written.max()))
+    del ac, written
+    if not len(cand):
+        return cur, prev
+    if len(cand) == len(cur):
+        keep = np.flatnonzero(_clear_between(addr, writes, w, cur, prev))
+    else:
+        ok = np.ones(len(cur), bool)
+        ok[cand] = _clear_between(addr, writes, w, cur[cand], prev[cand])
+        keep = np.flatnonzero(ok)
+    return cur[keep], prev[keep]
+
+
+def _clear_between(
+    addr: np.ndarray, writes: np.ndarray, w: np.ndarray, cur: np.ndarray, prev: np.ndarray
+) -> np.ndarray:
+    """Per pair of :func:`_no_write_between` (``w``: the writes' positions), whether no write to
+    its address comes between its two accesses: the writes alone sorted by (address, position),
+    two binary searches a pair."""
     m = np.int64(len(addr))
     if (int(addr.max()) + 1) * int(m) >= 2**62:  # too wide for one key: every access by address
         by_addr = stable_argsort(addr)
         pos = np.empty(len(addr), np.int64)
         pos[by_addr] = np.arange(len(addr))
         writes_before = np.cumsum(writes[by_addr])  # inclusive, in by_addr order
-        keep = np.flatnonzero(writes_before[pos[cur] - 1] == writes_before[pos[prev]])
-        return cur[keep], prev[keep]
+        return np.asarray(writes_before[pos[cur] - 1] == writes_before[pos[prev]])
     wkey = np.sort(addr[w] * m + w)
     a = addr[cur] * m
-    keep = np.flatnonzero(
-        np.searchsorted(wkey, a + prev, "right") == np.searchsorted(wkey, a + cur)
-    )
-    return cur[keep], prev[keep]
+    return np.asarray(np.searchsorted(wkey, a + prev, "right") == np.searchsorted(wkey, a + cur))
 
 
 def _ascending(values: np.ndarray, n: int) -> np.ndarray:
-    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter."""
-    at = np.full(n, -1, np.int64)
+    """``np.argsort(values)`` of distinct non-negative integers below ``n``: by a scatter (the
+    values marked in a mask of ``n`` bytes, their positions scattered into an array left
+    unfilled elsewhere: no pass of ``n`` int64 to fill and to compare, issue 31)."""
+    mark = np.zeros(n, bool)
+    mark[values] = True
+    at = np.empty(n, np.intp)
     at[values] = np.arange(len(values))
-    return at[at >= 0]
+    return at[np.flatnonzero(mark)]
 
 
 def same_thread_reloads(view: TraceView) -> ThreadReloads:

@@ -62,6 +62,9 @@ of each of its instructions, as many per instruction as fit (the first iteration
 and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass over the view
 costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
 them."""
+MAX_ACCESS_CACHE = 1 << 23
+"""Lane indices :meth:`TraceView.access` keeps at most (int32: 32 MB), and never more than the
+view's lanes."""
 _MARK_FRACTION = 16
 """TraceView.lanes_of sorts the lanes of several instructions when they are fewer than this
 fraction of the view's, and marks them in a mask of every lane otherwise."""
@@ -302,6 +305,8 @@ class TraceView:
         self._warps: int | None = None
         self._useful: float | None = None
         self._patterns: dict[tuple[Any, ...], Pattern | str] = {}
+        self._accessed: dict[tuple[bytes, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._accessed_lanes = 0
 
     def lines(
         self, same_file: Callable[[str | None], bool], kinds: Iterable[Kind]
@@ -369,19 +374,40 @@ class TraceView:
         return np.flatnonzero(mark)
 
     def access(self, insts: np.ndarray, buffer: str) -> tuple[Lanes, np.ndarray]:
-        """The lanes of instructions ``insts`` that reach ``buffer``, and their records' indices."""
+        """The lanes of instructions ``insts`` that reach ``buffer``, and their records' indices.
+
+        Which lanes and records those are is kept per (instructions, buffer), at most
+        :data:`MAX_ACCESS_CACHE` lane indices a view (int32 where the lanes allow): the layout
+        rules ask for the same lines' accesses in turn (GA301, GA303, GA305, GA306, GA308, each
+        finding's estimate again), and each asking costs a pass over the lines' lanes (issue
+        31). Each call gathers its own :class:`Lanes` and gets its own copy of the records."""
+        ids = np.unique(np.asarray(insts, np.int64))
+        key = (ids.tobytes(), buffer)
+        got = self._accessed.get(key)
+        if got is None:
+            got = self._access(ids, buffer)
+            if self._accessed_lanes + len(got[0]) <= min(MAX_ACCESS_CACHE, len(self.lanes)):
+                self._accessed[key] = got
+                self._accessed_lanes += len(got[0])
+        idx, recs = got
+        return self.lanes.take(idx), recs.copy()
+
+    def _access(self, insts: np.ndarray, buffer: str) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`access`'s lane indices (ascending) and distinct records."""
         b = self.buffer_names.index(buffer)
         idx = self.lanes_of(insts)
-        lanes = self.lanes.take(idx[self.lane_buffer[idx] == b])
-        rec = lanes.rec
+        idx = idx[self.lane_buffer[idx] == b]
+        if len(self.lanes) <= np.iinfo(np.int32).max:
+            idx = idx.astype(np.int32)
+        rec = self.lanes.rec[idx]
         if len(rec) > 1 and bool((rec[1:] >= rec[:-1]).all()):
             # in lane order, so by record (the view's lanes are): the distinct records are the
             # first of each run, no sort
             head = np.empty(len(rec), bool)
             head[0] = True
             np.not_equal(rec[1:], rec[:-1], out=head[1:])
-            return lanes, rec[head]
-        return lanes, unique_int(rec)
+            return idx, rec[head]
+        return idx, unique_int(rec)
 
     def buffers_at(self, insts: np.ndarray) -> list[str]:
         """The buffers the lanes of instructions ``insts`` reach, in buffer order (from the

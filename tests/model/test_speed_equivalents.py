@@ -158,6 +158,33 @@ def test_no_write_between_by_the_writes_alone_is_the_sort_of_every_access(
     assert 0 < len(got_cur) <= len(cur)
 
 
+@pytest.mark.parametrize("band", [(10, 25), (0, 3), (37, 39), (50, 60)])
+def test_no_write_between_outside_the_written_range_is_not_searched(
+    band: tuple[int, int],
+) -> None:
+    """Pairs whose address lies outside the written addresses' range keep without a search
+    (issue 31: a kernel's reloads of a buffer it never writes); the pairs inside it are checked
+    as before: the same pairs as every access sorted by address."""
+    from gpuadvise.rules.repeats import _no_write_between
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    addr = rng.integers(0, 40, n).astype(np.int64)
+    lo, hi = band
+    writes = (rng.random(n) < 0.3) & (addr >= lo) & (addr <= hi)
+    order = np.argsort(addr, kind="stable")
+    sa = addr[order]
+    same = np.flatnonzero(sa[3:] == sa[:-3])  # pairs three accesses apart: two between
+    pick = rng.choice(same, 1500, replace=False)
+    prev, cur = order[pick], order[pick + 3]
+    want = _writes_between_by_cumsum(addr, writes, cur, prev)
+    got_cur, got_prev = _no_write_between(addr, writes, cur, prev)
+    assert np.array_equal(got_cur, cur[want]) and np.array_equal(got_prev, prev[want])
+    if hi < 40 and writes.any():
+        assert len(got_cur) < len(cur)  # some pairs inside the band had a write between
+    assert np.all(np.isin(cur[~want], np.flatnonzero((addr >= lo) & (addr <= hi))))
+
+
 def test_ascending_by_scatter_is_the_argsort_of_distinct_values() -> None:
     """same_thread_reloads' reloads put in execution order: distinct values, no sort."""
     from gpuadvise.rules.repeats import _ascending
