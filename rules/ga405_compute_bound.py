@@ -3,6 +3,7 @@ memory traffic."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,6 +41,10 @@ _NAMES = {
     "lsu": "load/store", "branch": "branch", "barrier": "barrier", "uniform": "uniform datapath",
 }  # fmt: skip
 _MEMORY_CHAIN = ("global", "shared", "store")
+# per trace view (weakly: dropped with it), the traffic GA405 reads, by device and options
+_TRAFFIC: weakref.WeakKeyDictionary[Any, dict[Any, tuple[Traffic | None, IdleCost | None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -289,6 +294,23 @@ class ComputeBoundKernel(Rule):
         )
 
     def _traffic(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
+        """:meth:`_traffic_of` once per trace view, device and options: ``detect`` and
+        ``estimate`` both read it (the buffers' footprints are sorts over their lanes)."""
+        key = (
+            ctx.device,
+            float(ctx.option("min_working_share")),
+            float(ctx.option("max_idle_share")),
+        )
+        per_view = _TRAFFIC.setdefault(ctx.trace_view, {})
+        try:
+            got = per_view.get(key)
+        except TypeError:  # a device of unhashable fields: made each time
+            return self._traffic_of(ctx)
+        if got is None:
+            got = per_view[key] = self._traffic_of(ctx)
+        return got
+
+    def _traffic_of(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
         """The launch's traffic (buffers read once where they fit in the L2), and what its
         idle CTAs cost when most CTAs make no memory access (None, None: the idle CTAs' own
         time is ``max_idle_share`` or more of the launch's, GA108's finding, not this one's)."""

@@ -83,6 +83,7 @@ __all__ = [
     "L1Reuse",
     "capacity_misses",
     "misses_in_flight",
+    "misses_in_flight_by_record",
     "range_min",
     "written_before_read",
 ]
@@ -184,22 +185,23 @@ def capacity_misses(
     pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
     del prev
     ok = pc > pp  # one record's lanes reading the sector twice are one access
-    at = np.flatnonzero(ok)
+    if not bool(ok.all()):  # (accesses by record, one a record and sector: all are)
+        at = np.flatnonzero(ok)
+        cur, pc, pp = cur[at], pc[at], pp[at]
+        del at
     del ok
-    cur, pc, pp = cur[at], pc[at], pp[at]
-    del at
     if not len(cur):
         return L1Reuse(window, miss)
     lines = csum[pc - 1] - csum[pp]
     np.maximum(lines, 0.0, out=lines)
     if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
-        shared = np.full(len(pc), weight[0])
+        lines /= max(float(weight[0]), 1e-12)  # (the value each read's share would be)
     else:
         shared = range_min(weight, pp, pc)  # the multiplier the two reads share
+        np.maximum(shared, 1e-12, out=shared)
+        lines /= shared
+        del shared
     del pc, pp
-    np.maximum(shared, 1e-12, out=shared)
-    lines /= shared
-    del shared
     gc = g[cur]
     del g
     if group_lines is not None:
@@ -272,6 +274,21 @@ def misses_in_flight(
     by the same instruction (its own record's other lanes; another warp's, which finds the miss
     in flight: the module doc). The other accesses of the key are the L1's hits. ``first``: per
     key, its first access, where the caller has it (else found here: one sort)."""
+    n = len(np.asarray(group).reshape(-1))
+    return misses_in_flight_by_record(group, np.arange(n), step, inst, first)
+
+
+def misses_in_flight_by_record(
+    group: np.ndarray,
+    rec: np.ndarray,
+    rec_step: np.ndarray,
+    rec_inst: np.ndarray,
+    first: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`misses_in_flight` of accesses given by their record (``rec``, per access) and the
+    records' steps and instructions (``rec_step``, ``rec_inst``, per record): the step and the
+    instruction are the record's, so they are compared as one key per record (fewer passes over
+    the accesses than gathering each per access)."""
     g = np.asarray(group, np.int64).reshape(-1)
     n = len(g)
     if not n:
@@ -280,10 +297,14 @@ def misses_in_flight(
         keys, at = distinct_first(g)
         first = np.zeros(int(keys[-1]) + 1, np.int64)
         first[keys] = at
-    b = np.asarray(first, np.int64)[g]  # per access, its key's first access
-    step = np.asarray(step, np.int64)
-    inst = np.asarray(inst, np.int64)
-    return (step == step[b]) & (inst == inst[b])
+    rec = np.asarray(rec).reshape(-1)
+    rec_step = np.asarray(rec_step, np.int64)
+    rec_inst = np.asarray(rec_inst, np.int64)
+    # (step, instruction) as one key per record: equal keys, equal pairs (both non-negative)
+    span = np.int64(int(rec_inst.max()) + 1 if len(rec_inst) else 1)
+    rec_key = rec_step * span + rec_inst
+    brought = rec_key[rec[np.asarray(first)]]  # per key, its first access's record's key
+    return rec_key[rec] == brought[g]
 
 
 def _by_cta_sector(
@@ -306,8 +327,7 @@ def _by_cta_sector(
             packed *= np.int64(n)
             packed += np.arange(n, dtype=np.int64)
             packed.sort()
-            by = packed % np.int64(n)
-            packed //= np.int64(n)
+            packed, by = np.divmod(packed, np.int64(n))
             return by, packed[1:] == packed[:-1]
     by = np.lexsort((pos[acc_rec], key, g))
     return by, (g[by][1:] == g[by][:-1]) & (key[by][1:] == key[by][:-1])

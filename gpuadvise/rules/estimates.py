@@ -36,7 +36,7 @@ from gpuadvise.model.l1 import (
     L1_UNUSED_BYTES,
     UNIFIED_EXTRA_BYTES,
     capacity_misses,
-    misses_in_flight,
+    misses_in_flight_by_record,
     written_before_read,
 )
 from gpuadvise.model.roofline import (
@@ -289,17 +289,19 @@ def _first_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, at[first]
 
 
-def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``distinct_rows([rec, key])`` (int64) of lanes by record (``rec`` non-decreasing): the
-    first of each run of equal pairs, sorted only when the runs do not come in order already
-    (each record's keys ascending: its lanes in address order)."""
+def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``distinct_rows([rec, key])`` (int64, its two rows) of lanes by record (``rec``
+    non-decreasing): the first of each run of equal pairs, sorted only when the runs do not
+    come in order already (each record's keys ascending: its lanes in address order)."""
     head = _heads(rec, key)
     r, k = rec[head], key[head]
+    del head
     if len(r) > 1:
         up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
         if not bool(up.all()):
-            return distinct_rows([r, k])
-    return np.stack([r.astype(np.int64), k.astype(np.int64)])
+            rows = distinct_rows([r, k])
+            return rows[0], rows[1]
+    return r.astype(np.int64, copy=False), k.astype(np.int64, copy=False)
 
 
 def _distinct_ascending(a: np.ndarray) -> np.ndarray:
@@ -339,11 +341,11 @@ def _missing_requests(view: TraceView, l2: _SectorSet, first: np.ndarray) -> tup
     if len(l2.group) == 0:
         return (0.0, 0.0)
     g = np.asarray(l2.group).reshape(-1)
-    rec = view.lanes.rec[l2.lanes].astype(np.int64, copy=False)
-    recs = distinct(rec[first])
+    rec = view.lanes.rec[l2.lanes]
+    recs = distinct(rec[first].astype(np.int64, copy=False))
     bring = float(view.rec_weight[recs].sum())
     inst = view.records["inst"].astype(np.int64)
-    waits = misses_in_flight(g, _warp_steps(view)[rec], inst[rec], first.astype(np.int64))
+    waits = misses_in_flight_by_record(g, rec, _warp_steps(view), inst, first)
     pending = np.setdiff1d(_distinct_ascending(rec[waits]), recs, assume_unique=True)
     return (bring, float(view.rec_weight[pending].sum()))
 
@@ -429,8 +431,10 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         if keep is not None:
             inside &= keep[rec]
         is_load = c.kind == int(Kind.LOAD)
-        lload = is_load[rec] & inside
-        lstore = ~is_load[rec] & inside
+        lload = is_load[rec]
+        lstore = ~lload
+        lstore &= inside
+        lload &= inside
         del rec, inside
         # a load of what its CTA stored in full before is the L1's, and no DRAM fill
         lload &= ~_own_stored(view, keep)
@@ -564,8 +568,12 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     rec = lanes.rec[idx]
     # one access a record and sector (the lanes come by record: no sort where each record's
     # lanes are in address order)
-    pair = _pairs_by_record(rec, skey) if side.starts is not None else distinct_rows([rec, skey])
-    acc_rec, acc_key = pair[0], pair[1]
+    if side.starts is not None:
+        acc_rec, acc_key = _pairs_by_record(rec, skey)
+    else:
+        pair = distinct_rows([rec, skey])
+        acc_rec, acc_key = pair[0], pair[1]
+        del pair
     del idx, sec, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)

@@ -7,7 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuadvise.model.l1 import capacity_misses, misses_in_flight, range_min, written_before_read
+from gpuadvise.model.l1 import (
+    capacity_misses,
+    misses_in_flight,
+    misses_in_flight_by_record,
+    range_min,
+    written_before_read,
+)
 
 
 def _reread(k: int, capacity: float, concurrency: float = 1.0, weight: float = 1.0):
@@ -214,6 +220,30 @@ def test_the_copies_at_the_same_step_wait_for_the_miss() -> None:
         True, True, False, False, False, False, False,
     ]  # fmt: skip
     assert misses_in_flight(np.zeros(0), np.zeros(0), np.zeros(0)).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_misses_in_flight_by_record_is_the_per_access_test(seed: int) -> None:
+    # the accesses given by their records (the step and instruction a record's): the same as
+    # each access's own step and instruction, and as the definition, access by access
+    rng = np.random.default_rng(seed)
+    n_rec, n = 40, 400
+    rec_step = rng.integers(0, 5, n_rec)
+    rec_inst = rng.integers(0, 7, n_rec)
+    rec = np.sort(rng.integers(0, n_rec, n)).astype(np.int32)
+    group = rng.integers(0, 30, n)
+    got = misses_in_flight_by_record(group, rec, rec_step, rec_inst)
+    assert np.array_equal(got, misses_in_flight(group, rec_step[rec], rec_inst[rec]))
+    first = {int(g): i for i, g in reversed(list(enumerate(group)))}
+    want = [
+        rec_step[r] == rec_step[rec[first[int(g)]]] and rec_inst[r] == rec_inst[rec[first[int(g)]]]
+        for r, g in zip(rec, group, strict=True)
+    ]
+    assert got.tolist() == want
+    keys = np.zeros(int(group.max()) + 1, np.int64)
+    for g, i in first.items():
+        keys[g] = i
+    assert np.array_equal(misses_in_flight_by_record(group, rec, rec_step, rec_inst, keys), got)
 
 
 def test_a_warp_alone_waits_for_its_own_misses_only() -> None:

@@ -56,8 +56,9 @@ def test_pairs_by_record_are_distinct_rows(seed: int) -> None:
     repeated = np.repeat(gathered[::4], 4)[: len(rec)]
     for key in (ordered, gathered, repeated):
         want = distinct_rows([rec, key])
-        got = _pairs_by_record(rec, key)
-        assert got.dtype == want.dtype and np.array_equal(got, want)
+        got_rec, got_key = _pairs_by_record(rec, key)
+        assert got_rec.dtype == got_key.dtype == want.dtype
+        assert np.array_equal(got_rec, want[0]) and np.array_equal(got_key, want[1])
 
 
 def test_distinct_ascending_is_distinct() -> None:

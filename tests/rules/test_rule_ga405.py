@@ -154,3 +154,39 @@ def test_the_idle_ctas_of_a_grid_sized_past_the_data_are_no_arithmetic_to_rewrit
     # no CTA of it is idle, and it stays GA405's
     s = analyze(idle, "search", spec=str(idle.parent / "search.toml"))
     assert len(run_rule(s, "GA405")) == 1
+
+
+def test_the_traffic_is_made_once_for_detect_and_estimate(monkeypatch):
+    """detect and estimate read the same traffic (the buffers' footprints, sorts over their
+    lanes): made once per trace view, the finding and its estimate those of the rules' run."""
+    from gpuadvise.rules import registry as rule_registry
+    from gpuadvise.rules.evaluate import finding_estimate
+
+    a = analyze(SRC, "gauss", CTAS)
+    reg = rule_registry.load_registry()
+    rule = reg.get("GA405")
+    # the rule's own module globals (a registry loads the rule files anew: sys.modules holds
+    # the latest load's module, not necessarily this rule's)
+    names = type(rule)._traffic_of.__globals__
+    calls = []
+    real = names["read_once"]
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(names, "read_once", counted)
+    names["_TRAFFIC"].clear()  # (the analysis may be another test's, its view's traffic made)
+    cfg = Config(trace_ctas=CTAS)
+    ctx = rule_context(a, cfg).for_rule(reg.options_for(rule, cfg))
+    (f,) = list(rule.detect(ctx))
+    est = finding_estimate(rule, ctx, f)  # the rule's estimate through the launch model's check
+    assert est is not None
+    assert len(calls) == 1
+    (want,) = run_rule(a, "GA405", trace_ctas=CTAS)  # the run's rule, on the same trace view
+    assert f.message == want.message and f.line == want.line
+    assert want.estimated_speedup is not None
+    assert (
+        est.speedup == want.estimated_speedup.speedup
+        and est.method == want.estimated_speedup.method
+    )
