@@ -78,6 +78,7 @@ from gpuadvise.ptx.errors import (
 from gpuadvise.ptx.loops import Loop, find_loops, innermost
 from gpuadvise.ptx.memory import (
     CONST_WINDOW,
+    GLOBAL_BASE,
     LOCAL_WINDOW,
     PARAM_WINDOW,
     SHARED_WINDOW,
@@ -1252,19 +1253,36 @@ class Batch:
         if lanes is None:
             self._record_full(sink, key, sp, kind, width, taddr)
             return
-        k = lanes.size
-        if k == 0:
-            return
+        if lanes.size:
+            self._record_lanes(sink, key, sp, kind, width, lanes, taddr)
+
+    def _record_lanes(
+        self,
+        sink: RecordSink,
+        key: int,
+        sp: Space,
+        kind: Kind,
+        width: int,
+        lanes: np.ndarray,
+        taddr: np.ndarray,
+    ) -> None:
+        """Write the records of an access by ``lanes`` (ascending, not empty) under trace key
+        ``key``, as :meth:`_record` does for a partial mask."""
         # the key's template for the fields that never change (its epochs and weights may be
         # stale: those of the warps written are set below, the template is not made again)
         got = self._record_templates.get(key)
         raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
         epoch = self.warp_epoch
         extra = self.sampler.extra
-        lay = self._lanes_layout(lanes)
+        last = self._layout_of  # (_lanes_layout's own check of the last lanes, without its call)
+        lay = last[1] if last is not None and last[0] is lanes else self._lanes_layout(lanes)
         if lay[1] is None:  # one warp's lanes (ascending): one record
             w0, _, bits, col = lay
-            start = sink.reserve_index(1)
+            start = sink.count
+            if start < len(sink.raw):  # room reserved already (reserve_index's own check)
+                sink.count = start + 1
+            else:
+                start = sink.reserve_index(1)
             sink.raw[start] = raw[w0]
             # through the sink's column views: a field set on the record (a numpy void) costs
             # several times as much
@@ -1389,7 +1407,9 @@ class Batch:
         kind = Kind.LOAD if is_load else Kind.STORE
         kname = "load" if is_load else "store"
         fast = self._fast_global(index, space, addr_op, kind, width)
+        part = self._part_global(index, space, addr_op, kind, width)
         fast_sh = self._fast_shared(index, space, addr_fn, kind, width)
+        part_sh = self._part_shared(index, space, addr_fn, kind, width)
         heap = self.gmem.views[es]
         if is_load:
             stores = [
@@ -1413,6 +1433,7 @@ class Batch:
             ]
             tdt = NP_TYPES[t]
             sh_view = self._view(space if fast_sh is not None else "shared", es)
+            part_view = self._view(space if part_sh is not None else "shared", es)
 
             def ld(m: Mask) -> None:
                 if m.b is None and fast is not None:
@@ -1432,6 +1453,22 @@ class Batch:
                             st[...] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
                         return
                 idx = m.idx()
+                if part is not None and idx is not None:
+                    offs = part(idx)
+                    if offs is not None:
+                        eidx = offs >> shift
+                        for k, st, same in dests:
+                            vals = heap[eidx + k] if k else heap[eidx]
+                            st[idx] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
+                        return
+                if part_sh is not None and idx is not None:
+                    offs = part_sh(idx)
+                    if offs is not None:
+                        eidx = offs >> shift
+                        for k, st, same in dests:
+                            vals = part_view[eidx + k] if k else part_view[eidx]
+                            st[idx] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
+                        return
                 a = addr_fn(idx)
                 cnt = self.n if idx is None else len(idx)
                 if np.ndim(a) == 0:
@@ -1485,6 +1522,31 @@ class Batch:
                         view[eidx + k if k else eidx] = vb
                     return
             idx = m.idx()
+            if part is not None and idx is not None:
+                offs = part(idx)
+                if offs is not None:
+                    eidx = offs >> shift
+                    for k, (g, raw) in enumerate(zip(getters, raw_regs, strict=True)):
+                        if raw is None:
+                            v = np.asarray(g())
+                            vb = np.asarray(v.astype(tdt, copy=False))
+                            if not vb.ndim:
+                                heap[eidx + k if k else eidx] = vb.astype(tdt).view(bits)
+                                continue
+                            raw = vb.view(bits)
+                        heap[eidx + k if k else eidx] = raw[idx]
+                    return
+            if part_sh is not None and idx is not None:
+                offs = part_sh(idx)
+                if offs is not None:
+                    view = self._view(space, es)
+                    eidx = offs >> shift
+                    for k, g in enumerate(getters):
+                        v = np.asarray(g())
+                        vb = np.asarray(v.astype(tdt, copy=False))
+                        vb = vb.view(bits) if vb.ndim else vb.astype(tdt).view(bits)
+                        view[eidx + k if k else eidx] = vb[idx] if vb.ndim else vb
+                    return
             a = addr_fn(idx)
             cnt = self.n if idx is None else len(idx)
             if np.ndim(a) == 0:
@@ -1561,6 +1623,62 @@ class Batch:
 
         return fast
 
+    def _part_shared(
+        self,
+        index: int,
+        space: str,
+        addr_fn: Callable[[np.ndarray | None], Any],
+        kind: Kind,
+        width: int,
+    ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+        """:meth:`_fast_shared` for an access by some lanes ``idx`` (``Mask.idx``: ascending, a
+        partial mask): checks their addresses, writes the trace records and returns the heap
+        byte offsets, as :meth:`_locate` and :meth:`_record` do through their general steps; or
+        returns None (nothing done). None for another space."""
+        if space not in ("shared", "local"):
+            return None
+        shared = space == "shared"
+        sp = Space.SHARED if shared else Space.LOCAL
+        sink = self.sink
+        mis = width - 1
+        key = -1
+        base = self.image.shared_base if shared else 0
+        size = self.shared_bytes if shared else self.image.local_bytes
+        lo_ok, hi_ok = base, base + size - width
+        lane_base = self._lane_bases()[0 if shared else 1]
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
+
+        def part(idx: np.ndarray) -> np.ndarray | None:
+            nonlocal key
+            k = idx.size
+            if not k:
+                return None
+            a = addr_fn(idx)
+            if type(a) is not np.ndarray or a.dtype != np.int64:
+                return None
+            if k <= _FEW_LANES:  # Python integers, as _bounds takes them
+                vals = a.tolist()
+                lo, hi = min(vals), max(vals)
+                if mis:
+                    both = 0
+                    for v in vals:
+                        both |= v
+                    if both & mis:
+                        return None
+            else:
+                if mis and int(either(a)) & mis:
+                    return None
+                lo, hi = int(least(a)), int(most(a))
+            if lo < lo_ok or hi > hi_ok:
+                return None
+            if sink is not None:
+                if key < 0:
+                    key = sink.key(index, sp, kind, width)
+                self._record_lanes(sink, key, sp, kind, width, idx, a)
+            return lane_base[idx] + a
+
+        return part
+
     def _lane_bases(self) -> tuple[np.ndarray, np.ndarray]:
         """Per lane, the heap offset of shared address 0 of the window (its CTA's shared memory
         less the window's start) and of its local frame (made on first use, kept)."""
@@ -1610,6 +1728,62 @@ class Batch:
             return offs
 
         return fast
+
+    def _part_global(
+        self, index: int, space: str, addr_op: Any, kind: Kind, width: int
+    ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+        """:meth:`_fast_global` for an access by some lanes ``idx`` (``Mask.idx``: ascending, a
+        partial mask): a function that checks their addresses (aligned, all inside one buffer),
+        fills the lazy pages they reach, writes the trace records and returns the heap byte
+        offsets, as :meth:`_locate` and :meth:`_record` do through their general steps; or
+        returns None (nothing done: the general path then does it). None when the access is of
+        another form."""
+        if space not in ("global", "generic") or not isinstance(addr_op, Addr):
+            return None
+        base = addr_op.base
+        store = self.regs.get(base.name) if isinstance(base, Reg) else None
+        if store is None or store.dtype.itemsize != 8:
+            return None
+        sv64 = store.view(np.int64)
+        off = np.int64(addr_op.offset)
+        gmem = self.gmem
+        sink = self.sink
+        mis = width - 1
+        key = -1
+        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
+
+        def part(idx: np.ndarray) -> np.ndarray | None:
+            nonlocal key
+            k = idx.size
+            if not k:
+                return None
+            a = sv64[idx] + off if off else sv64[idx]  # a copy: the gather's own
+            if k <= _FEW_LANES:  # Python integers, as _bounds takes them
+                vals = a.tolist()
+                lo, hi = min(vals), max(vals)
+                if mis:
+                    both = 0
+                    for v in vals:
+                        both |= v
+                    if both & mis:
+                        return None
+            else:
+                if mis and int(either(a)) & mis:
+                    return None
+                lo, hi = int(least(a)), int(most(a))
+            # (a generic address in the global window only, as _locate splits them)
+            if hi >> WINDOW_SHIFT != GLOBAL_BASE >> WINDOW_SHIFT:
+                return None
+            offs = gmem.in_one_buffer(a, lo, hi, width, aligned=True)
+            if offs is None:
+                return None
+            if sink is not None:
+                if key < 0:
+                    key = sink.key(index, Space.GLOBAL, kind, width)
+                self._record_lanes(sink, key, Space.GLOBAL, kind, width, idx, a)
+            return offs
+
+        return part
 
     def _view(self, space: str, es: int) -> np.ndarray:
         if space == "global":

@@ -191,6 +191,9 @@ class GlobalMemory:
         for info, _src in self._lazy:
             self._filled[info.start >> PAGE_SHIFT : _page_end(info.start + info.size)] = False
         self.pages_made = 0  # 4 KiB pages of lazy buffers filled so far
+        # pages [k0, k1] an access found all filled (a page once filled stays so: a check of
+        # the same pages again, a warp's next access to its rows, is two comparisons)
+        self._known = (1, 0)
         self.views = heap_views(self.heap)
         self.buffers = infos
         self.by_name = {b.name: b for b in infos}
@@ -372,7 +375,14 @@ class GlobalMemory:
                 # instead of a gather when it is not much longer than the accesses)
                 delta = int(self._deltas[i])
                 p0, p1 = (lo - delta) >> PAGE_SHIFT, (hi - delta) >> PAGE_SHIFT
+                k0, k1 = self._known
+                if k0 <= p0 and p1 <= k1:  # inside pages seen filled (they stay so)
+                    return offs
                 if p1 - p0 < 4 * addr.size and _every(self._filled[p0 : p1 + 1]):
+                    # joined to the range known when they meet (both filled), else instead
+                    self._known = (
+                        (min(p0, k0), max(p1, k1)) if p0 <= k1 + 1 and p1 + 1 >= k0 else (p0, p1)
+                    )
                     return offs
                 first = offs >> PAGE_SHIFT
                 filled = self._filled[first]

@@ -45,6 +45,7 @@ from gpuadvise.ptx.parser import (
 )
 from gpuadvise.ptx.values import (
     NP_TYPES,
+    SPARSE,
     Mask,
     bits_dtype,
     is_float_type,
@@ -218,6 +219,11 @@ class Dst:
             if direct is not None:  # what the conversions below come to: the bits as they are
                 if m.b is None:
                     direct[...] = val
+                elif val.ndim and m.mode() == SPARSE:
+                    # a few lanes: scattered through the register's view in the value's type
+                    # (the bits write() scatters, without its view and checks)
+                    idx = m.idx()
+                    direct[idx] = val[idx]
                 else:
                     write(self.store, val.view(self.store.dtype), m)
                 return

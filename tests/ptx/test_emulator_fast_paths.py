@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpuadvise.ptx import emulator
+from gpuadvise.ptx.access import RECORD
 from gpuadvise.trace.emulate import emulate_ptx
 
 # Each thread walks its own column of `in` (stride: all threads) for n iterations, plus one more
@@ -332,3 +333,107 @@ def test_record_addresses_as_uint64_are_the_bits_a_cast_gives() -> None:
     assert rows[1].tolist() == [0x7000_0000_0000, 0, (1 << 64) - 8, 0]
     u = np.arange(3, dtype=np.uint32)
     assert emulator._as_u64(u) is u
+
+
+def _counting_part(name: str, fast: bool) -> tuple[Any, list[int]]:
+    """``emulator.Batch.<name>`` (a partial-mask path's maker) wrapped as :func:`_counting`
+    wraps a fast path: off unless ``fast``, the accesses it took counted."""
+    make, used = getattr(emulator.Batch, name), [0]
+
+    def counted(self: Any, *args: Any) -> Any:
+        fn = make(self, *args)
+        if fn is None or not fast:
+            return None
+
+        def wrapped(idx: np.ndarray) -> Any:
+            got = fn(idx)
+            used[0] += got is not None
+            return got
+
+        return wrapped
+
+    return counted, used
+
+
+# the partial-mask accesses of the kernels above in other forms: generic (into global memory,
+# and into the shared window: left to the general path), 64 lanes of a CTA, misaligned, outside
+# the buffer or the tile
+GENERIC_SHARED = SHARED_PTX.replace(
+    "@%p1 ld.shared.f32 %f2, [%r8];",
+    "cvt.u64.u32 %rd6, %r8;\n  cvta.shared.u64 %rd7, %rd6;\n  @%p1 ld.f32 %f2, [%rd7];",
+)
+PARTIAL_CASES = [
+    (PTX, "_part_global"),
+    (PTX.replace("@%p2 st.global.f32", "@%p2 st.f32"), "_part_global"),
+    (PTX.replace("setp.lt.u32 %p2, %r2, 40;", "setp.lt.u32 %p2, %r4, 40;"), "_part_global"),
+    (PTX.replace("@%p2 st.global.f32 [%rd5]", "@%p2 st.global.f32 [%rd5+2]"), "_part_global"),
+    (PTX.replace("@%p2 st.global.f32 [%rd5]", "@%p2 st.global.f32 [%rd5+4096]"), "_part_global"),
+    (SHARED_PTX, "_part_shared"),
+    (GENERIC_SHARED, "_part_shared"),
+    (
+        SHARED_PTX.replace("@%p1 ld.shared.f32 %f2, [%r8];", "@%p1 ld.shared.f32 %f2, [%r8+2];"),
+        "_part_shared",
+    ),
+    (
+        SHARED_PTX.replace("@%p1 ld.shared.f32 %f2, [%r8];", "@%p1 ld.shared.f32 %f2, [%r8+768];"),
+        "_part_shared",
+    ),
+    (
+        SHARED_PTX.replace("st.shared.f32 [%r8], %f1;", "@%p1 st.shared.f32 [%r8], %f1;").replace(
+            "bar.sync 0;", "bar.sync 0;\n  setp.lt.u32 %p1, %r2, 40;"
+        ),
+        "_part_shared",
+    ),
+    (LOCAL_PTX, "_part_shared"),
+    (
+        LOCAL_PTX.replace("@%p1 ld.local.f32 %f2, [%rd7+16];", "@%p1 ld.local.f32 %f2, [%rd7+28];"),
+        "_part_shared",
+    ),
+]
+
+
+def _run_partial(monkeypatch: pytest.MonkeyPatch, ptx: str, maker: str, fast: bool) -> Any:
+    counted, used = _counting_part(maker, fast)
+    with monkeypatch.context() as mp:
+        mp.setattr(emulator.Batch, maker, counted)
+        grid, block = 3, 64
+        try:
+            if ptx.count(".entry k("):
+                inp = np.arange(grid * block * 3, dtype=np.float32) * np.float32(0.25)
+                out = np.zeros(grid * block, np.float32)
+                e = emulate_ptx(ptx, "k", grid, block, [inp, out, np.uint32(2)])
+            else:
+                inp = np.arange(grid * block, dtype=np.float32) * np.float32(0.5)
+                out = np.zeros(grid * block, np.float32)
+                e = emulate_ptx(ptx, "s", grid, block, [inp, out])
+        except emulator.MemoryAccessError as exc:
+            return ("error", str(exc)), used[0]
+    got = (
+        e.trace.records.tobytes(),
+        e.outputs["arg1"].tobytes(),
+        e.lane_instructions,
+        e.warp_steps,
+        e.simt,
+        e.trace.work,
+    )
+    return got, used[0]
+
+
+@pytest.mark.parametrize(("ptx", "maker"), PARTIAL_CASES)
+def test_partial_mask_paths_match_the_general_path(
+    monkeypatch: pytest.MonkeyPatch, ptx: str, maker: str
+) -> None:
+    """_part_global and _part_shared (an access by some lanes: ``Mask.idx``) give the trace,
+    outputs, counts and errors the general path (_locate, _record) gives."""
+    (fast, used), (slow, unused) = (
+        _run_partial(monkeypatch, ptx, maker, True),
+        _run_partial(monkeypatch, ptx, maker, False),
+    )
+    assert fast == slow
+    assert unused == 0
+    if ptx in (PTX, SHARED_PTX, LOCAL_PTX):
+        assert used > 0 and fast[0] != "error"
+    if ptx is GENERIC_SHARED:  # the shared window's generic addresses: the general path's
+        assert fast[0] != "error"
+        masks = np.frombuffer(fast[0], RECORD)["mask"]
+        assert (masks != 0xFFFFFFFF).any()

@@ -264,3 +264,33 @@ def test_counter_words_equal_a_fresh_generator_in_any_thread() -> None:
         t.join()
     work(99)
     assert not errors
+
+
+def test_pages_known_filled_change_no_access() -> None:
+    """GlobalMemory's range of pages an access found filled (``_known``, kept across accesses:
+    a page once filled stays so) gives the offsets, the fills and the bytes that checking the
+    pages at every access gives, on a walk that comes back to the pages it filled."""
+    n = 1 << 18  # 1 MiB of float32: 256 pages
+    mems = [
+        GlobalMemory([("in", buffer_filler(np.dtype(np.float32), n, "random", 3, "in"))])
+        for _ in range(2)
+    ]
+    rng = np.random.default_rng(11)
+    start, hits = n // 2, 0
+    for _ in range(3000):
+        start = int(np.clip(start + rng.integers(-3000, 3000), 0, n - 1))
+        lanes = np.arange(int(rng.integers(1, 33))) * int(rng.choice([1, 2, 64, 1024]))
+        addr = np.int64(GLOBAL_BASE) + np.minimum(start + lanes, n - 1).astype(np.int64) * 4
+        known = mems[0]._known
+        mems[1]._known = (1, 0)  # forgotten: every access checks its pages again
+        got = [
+            m.in_one_buffer(addr, int(addr.min()), int(addr.max()), 4, aligned=True) for m in mems
+        ]
+        assert got[0] is not None and got[1] is not None
+        assert np.array_equal(got[0], got[1])
+        p0, p1 = (got[0].min() >> 12, got[0].max() >> 12)
+        hits += known[0] <= p0 and p1 <= known[1]
+    assert mems[0].pages_made == mems[1].pages_made
+    assert np.array_equal(mems[0]._filled, mems[1]._filled)
+    assert mems[0].heap.tobytes() == mems[1].heap.tobytes()
+    assert hits > 100  # the known range answered many accesses
