@@ -327,10 +327,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     key = key[head]
     del head
     key >>= 47
-    cta = lanes.cta.astype(np.int64)
-    cta_sectors = np.bincount(key, minlength=int(cta.max()) + 1).astype(np.float64)
+    # (the reloads' CTAs gathered from the view's own column: no lane-sized int64 copy)
+    cta_sectors = np.bincount(key, minlength=int(lanes.cta.max()) + 1).astype(np.float64)
     del key
-    window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
+    window = np.minimum(np.maximum(window, 0.0), cta_sectors[lanes.cta[lc]])
     # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
     order = _ascending(lc, n)
     return ThreadReloads(
