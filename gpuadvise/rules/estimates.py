@@ -560,13 +560,16 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
-    skey = lb[idx].astype(np.int64, copy=False) * np.int64(int(sec.max()) + 1) + sec
+    skey = lb[idx].astype(np.int64)  # (made in place: no lane-sized temporaries, issue 31)
+    skey *= np.int64(int(sec.max()) + 1)
+    skey += sec
+    del sec
     rec = lanes.rec[idx]
     # one access a record and sector (the lanes come by record: no sort where each record's
     # lanes are in address order)
     pair = _pairs_by_record(rec, skey) if side.starts is not None else distinct_rows([rec, skey])
     acc_rec, acc_key = pair[0], pair[1]
-    del idx, sec, skey, lane_load, rec
+    del idx, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
