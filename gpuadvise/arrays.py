@@ -224,6 +224,7 @@ def distinct_rows(
         np.not_equal(key[1:], key[:-1], out=keep[1:])
         first = np.flatnonzero(keep)
         u = key[first]
+        del key, keep  # (lane-sized: not held beside the columns made below, issue 31)
         out = np.empty((k, len(u)), dtype=dtype)
         for i in range(k - 1, -1, -1):
             digit, u = u % np.int64(span[i]), u // np.int64(span[i])

@@ -363,6 +363,7 @@ class UncoalescedAccess(Rule):
             }
             what += ", a warp per row (32x the warps, each with the row's ideal sectors in flight)"
         refetch = walks.row_refetch(ctx, d.buffer, lanes, recs) if d.kind == "load" else 0.0
+        del lanes  # (the line's lanes, most of the view's for a struct's buffer: issue 31's peak)
         return l1_roofline_estimate(
             ctx.device,
             view,

@@ -564,7 +564,10 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
-    skey = lb[idx].astype(np.int64, copy=False) * np.int64(int(sec.max()) + 1) + sec
+    skey = lb[idx].astype(np.int64)  # (made in place: no lane-sized temporaries, issue 31)
+    skey *= np.int64(int(sec.max()) + 1)
+    skey += sec
+    del sec
     rec = lanes.rec[idx]
     # one access a record and sector (the lanes come by record: no sort where each record's
     # lanes are in address order)
@@ -574,7 +577,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         pair = distinct_rows([rec, skey])
         acc_rec, acc_key = pair[0], pair[1]
         del pair
-    del idx, sec, skey, lane_load, rec
+    del idx, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
@@ -670,34 +673,53 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray:
     return key
 
 
+def _used_key(lb: np.ndarray, off: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """:func:`_packed`'s (buffer, offset) key of the lanes ``at`` (``lb``, ``off``: per lane of
+    the view), each lane-sized gather freed once packed (issue 31's peak: the changed records'
+    lanes are most of a view's in a layout fix)."""
+    return _packed([lb[at], off[at]])
+
+
 def _used_bytes(
-    buf: np.ndarray, off: np.ndarray, width: np.ndarray, weight: np.ndarray | None
+    lb: np.ndarray,
+    off: np.ndarray,
+    width: np.ndarray,
+    at: np.ndarray,
+    weight: np.ndarray | None,
 ) -> float:
-    """Bytes of the distinct (buffer, offset) accesses, each its width (times the weight of its
-    first lane, when given)."""
-    key = _packed([buf.astype(np.int64), off.astype(np.int64)])
-    _, first = _first_by_runs(key)
+    """Bytes of the distinct (buffer, offset) accesses of the lanes ``at`` (``lb``, ``off``,
+    ``width``: per lane of the view), each its width (times the weight of its first lane, when
+    given: per lane of ``at``)."""
+    _, first = _first_by_runs(_used_key(lb, off, at))
+    w = width[at[first]]
     if weight is None:
-        return float(width[first].sum())
-    return float((width[first] * weight[first]).sum())
+        return float(w.sum())
+    return float((w * weight[first]).sum())
 
 
 def _used_bytes_per_cta(
     cta: np.ndarray,
-    buf: np.ndarray,
+    lb: np.ndarray,
     off: np.ndarray,
     width: np.ndarray,
+    at: np.ndarray,
     weight: np.ndarray | None,
 ) -> np.ndarray:
     """:func:`_used_bytes` of each CTA's accesses (``cta``: dense indices below 2**13), in one
-    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
-    if not len(cta):
+    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA. The key is made
+    in place (one lane-sized array beside the inner key, not five)."""
+    if not len(at):
         return np.zeros(0)
-    inner = _packed([buf.astype(np.int64), off.astype(np.int64)])
-    span = int(inner.max()) + 1
-    uk, first = _first_by_runs(cta.astype(np.int64) * np.int64(span) + inner)
-    w = width[first] if weight is None else width[first] * weight[first]
-    return np.bincount(uk // np.int64(span), weights=w)
+    inner = _used_key(lb, off, at)
+    span = np.int64(int(inner.max()) + 1)
+    key = cta[at].astype(np.int64)
+    key *= span
+    key += inner
+    del inner
+    uk, first = _first_by_runs(key)
+    del key
+    w = width[at[first]] if weight is None else width[at[first]] * weight[first]
+    return np.bincount(uk // span, weights=w)
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
@@ -787,9 +809,7 @@ def _view_traffic(
         alone = sets["l2"].alone(sel_lanes)
         m = load[sel_rec]
         at = sel_lanes[m]
-        per_cta = _used_bytes_per_cta(
-            lanes.cta[at], lb[at], lanes.off[at], lanes.width[at], _at(sel_w, m)
-        )
+        per_cta = _used_bytes_per_cta(lanes.cta, lb, lanes.off, lanes.width, at, _at(sel_w, m))
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
     # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
@@ -809,7 +829,7 @@ def _view_traffic(
         m = part[sel_rec]
         if m.any():
             at = sel_lanes[m]
-            used = _used_bytes(lb[at], lanes.off[at], lanes.width[at], _at(sel_w, m))
+            used = _used_bytes(lb, lanes.off, lanes.width, at, _at(sel_w, m))
             n_part = min(n_part, n_part - dset.alone(sel_lanes) + math.ceil(used / SECTOR))
         dram_sectors += n_part
         if part is load:

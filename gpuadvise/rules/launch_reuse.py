@@ -138,6 +138,7 @@ def read_once(
     for b in view.buffers_at(insts):
         lanes, _ = view.access(insts, b)
         t = cap_dram_at_footprint(t, launch_reuse(view, lanes, view.buffers[b].size), device)
+        del lanes  # (not held while the next buffer's are gathered: issue 31's peak)
     return t
 
 

@@ -252,6 +252,9 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         return _empty()
     # every lane in a buffer (the usual case): the lanes themselves, not a gather of each column
     every = len(idx) == n
+    m = len(idx)
+    if every:  # (then its positions are the lanes' own: not held, issue 31)
+        idx = idx[:0]
 
     def sel(a: np.ndarray) -> np.ndarray:
         return a if every else a[idx]
@@ -268,7 +271,6 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     off = sel(lanes.off).astype(np.int64, copy=False)
     addr = sel(lb).astype(np.int64, copy=False) * np.int64(int(off.max()) + 1) + off
     del off
-    m = len(idx)
     w_idx = sel(writes)
     # positions and counts below m: int32 where m fits (issue 31's peak is here)
     ix = np.int32 if m <= np.iinfo(np.int32).max else np.int64
@@ -288,7 +290,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
-    del by_pair, same  # a lane's 8-byte rows
+    del by_pair, same, lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
     at = np.flatnonzero(ok)
     cur, prev = cur[at], prev[at]
     # another thread's write in between: any write to the address between them (the thread's
@@ -348,10 +350,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     key = key[head]
     del head
     key >>= 47
-    cta = lanes.cta.astype(np.int64)
-    cta_sectors = np.bincount(key, minlength=int(cta.max()) + 1).astype(np.float64)
+    # (the reloads' CTAs gathered from the view's own column: no lane-sized int64 copy)
+    cta_sectors = np.bincount(key, minlength=int(lanes.cta.max()) + 1).astype(np.float64)
     del key
-    window = np.minimum(np.maximum(window, 0.0), cta_sectors[cta[lc]])
+    window = np.minimum(np.maximum(window, 0.0), cta_sectors[lanes.cta[lc]])
     # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
     order = _ascending(lc, n)
     return ThreadReloads(
@@ -488,8 +490,9 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     addr = lb[inside].astype(np.int64)
     addr <<= 40
     addr |= lanes.off[inside]
+    del inside  # (not held through the sort, issue 31)
     pairs, times = distinct_rows([key, addr], return_counts=True)
-    del key, addr, inside
+    del key, addr
     # the pairs in order, row 0 first: each key's first pair is where its run starts
     # (np.unique's return_index of a sorted row, without its sort: issue 31's peak)
     head = np.empty(pairs.shape[1], bool)

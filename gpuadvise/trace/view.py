@@ -341,6 +341,10 @@ class TraceView:
             bounds = np.searchsorted(
                 self.lanes.inst[order], np.arange(len(self.inst_line) + 1), side="left"
             )
+            # held while the view lives: lane indices in int32 where they fit, as the view's
+            # own index columns (issue 31); lanes_of's callers only index with them
+            if len(order) < 2**31 - 1:
+                order = order.astype(np.int32)
             self._by_inst = (order, bounds)
         return self._by_inst
 

@@ -381,15 +381,18 @@ def replay_order(
         g_e.append(r[sel])
         g_w.append(lst.w_bytes[u[sel]])
         saved.append((o, r, gap))
+    del pos, pos_ext  # (each P-sized array freed once read: issue 31's peak is in the replay)
     f_all = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
     l_all = np.concatenate(lasts) if lasts else np.zeros(0, dtype=np.int64)
     w_all = np.concatenate(fw) if fw else np.zeros(0)
     A_incl = np.cumsum(np.bincount(f_all, weights=w_all, minlength=P + 1)[: P + 1])
     A_lt = np.concatenate([[0.0], A_incl[: P - 1]])
     L_incl = np.cumsum(np.bincount(l_all, weights=w_all, minlength=P + 1)[: P + 1])
+    del f_all, l_all, w_all, A_incl, firsts, lasts, fw
     gs = np.concatenate(g_s) if g_s else np.zeros(0, dtype=np.int64)
     ge = np.concatenate(g_e) if g_e else np.zeros(0, dtype=np.int64)
     gw = np.concatenate(g_w) if g_w else np.zeros(0)
+    del g_s, g_e, g_w
     gs, ge, gw = _merge_gaps(gs, ge, gw, P)
     glen = ge - gs
     o = np.argsort(-glen, kind="stable")
@@ -402,6 +405,7 @@ def replay_order(
     D_C = window(c_eff)
     steady = D_C[min(c_eff, P - 1) :]
     working_set = float(steady.mean()) if len(steady) else float(D_C.max(initial=0.0))
+    del D_C, steady
     # k*(p): the longest window ending at p that fits, per capacity
     ks = [k0]
     while ks[-1] < P:
@@ -418,6 +422,7 @@ def replay_order(
         kstars.append(ks_arr)
         prevs.append(D0.copy())
         done.append(over.copy())
+    del D0
     # a position p's window of k >= p CTAs is the whole launch before it, the same for every
     # longer k: what still fits there fits for good (k*(p) stays infinite), so the grid stops
     # once every position has either overflowed or reached its prefix
@@ -441,7 +446,7 @@ def replay_order(
             settled[j][: min(ks[i], P - 1) + 1] = True
             np.copyto(prevs[j], D, where=~done[j])
     thresholds = [_longest_hit(kst, P) for kst in kstars]
-    del kstars
+    del kstars, window, prevs, done, settled, D_buf
     hits = [0.0] * len(caps)
     dram = [0.0] * len(caps)
     near = [0.0] * len(caps)

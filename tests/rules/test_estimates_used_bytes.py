@@ -1,0 +1,65 @@
+"""The changed lanes' used bytes (estimates._used_bytes, _used_bytes_per_cta), keyed from the
+view's own columns and the lanes ``at`` (s19-mem: no lane-sized gathers held beside the keys),
+against ``np.unique`` of the gathered rows; and the by-instruction order the view holds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuadvise.rules.estimates import _used_bytes, _used_bytes_per_cta
+from gpuadvise.trace.view import Lanes, TraceView
+
+
+def _columns(n: int, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    cta = rng.integers(0, 12, n).astype(np.int32)
+    lb = rng.integers(0, 3, n).astype(np.int32)
+    off = (rng.integers(0, 300, n) * 4).astype(np.int64)
+    width = rng.choice(np.array([4, 8, 16], np.int32), n)
+    return cta, lb, off, width
+
+
+def _first_rows(*cols: np.ndarray) -> np.ndarray:
+    """Each distinct row's first position, in the rows' lexicographic order."""
+    _, first = np.unique(np.stack([c.astype(np.int64) for c in cols], axis=1), axis=0,
+                         return_index=True)  # fmt: skip
+    return first
+
+
+def test_used_bytes_per_cta_is_the_distinct_rows_widths_per_cta():
+    cta, lb, off, width = _columns(5000, 3)
+    at = np.sort(np.random.default_rng(4).choice(5000, 3000, replace=False))
+    weight = np.random.default_rng(5).uniform(1, 3, len(at))
+    c, b, o = cta[at], lb[at], off[at]
+    first = _first_rows(c, b, o)
+    for w in (None, weight):
+        per = width[at][first] if w is None else width[at][first] * w[first]
+        want = np.bincount(c[first], weights=per)
+        got = _used_bytes_per_cta(cta, lb, off, width, at, w)
+        assert np.array_equal(got, want)  # the same sums in the same order: bit-identical
+
+
+def test_used_bytes_is_the_distinct_rows_widths():
+    cta, lb, off, width = _columns(4000, 6)
+    at = np.flatnonzero(cta % 2 == 0)
+    weight = np.random.default_rng(7).uniform(1, 3, len(at))
+    first = _first_rows(lb[at], off[at])
+    assert _used_bytes(lb, off, width, at, None) == float(width[at][first].sum())
+    want = float((width[at][first] * weight[first]).sum())
+    assert _used_bytes(lb, off, width, at, weight) == want
+    assert _used_bytes_per_cta(cta, lb, off, width, at[:0], None).size == 0
+
+
+def test_the_view_holds_its_by_instruction_order_in_int32():
+    inst = np.random.default_rng(8).integers(0, 9, 700)
+    n = len(inst)
+    view = object.__new__(TraceView)
+    z = np.zeros(n, np.int32)
+    view.lanes = Lanes(z, inst.astype(np.int32), z, z, np.zeros(n, np.int64), z + 4)
+    view.inst_line = [(None, 0)] * 9
+    view._by_inst = None
+    order, _ = view._inst_index()
+    assert order.dtype == np.int32
+    assert np.array_equal(order, np.argsort(inst, kind="stable"))
+    got = view.lanes_of(np.array([2, 7]))
+    assert np.array_equal(got, np.flatnonzero((inst == 2) | (inst == 7)))
