@@ -42,9 +42,7 @@ _NAMES = {
 }  # fmt: skip
 _MEMORY_CHAIN = ("global", "shared", "store")
 # per trace view (weakly: dropped with it), the traffic GA405 reads, by device and options
-_TRAFFIC: weakref.WeakKeyDictionary[Any, dict[Any, tuple[Traffic | None, IdleCost | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+_TRAFFIC: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -296,18 +294,14 @@ class ComputeBoundKernel(Rule):
     def _traffic(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
         """:meth:`_traffic_of` once per trace view, device and options: ``detect`` and
         ``estimate`` both read it (the buffers' footprints are sorts over their lanes)."""
-        key = (
-            ctx.device,
-            float(ctx.option("min_working_share")),
-            float(ctx.option("max_idle_share")),
-        )
+        key = (ctx.device, ctx.option("min_working_share"), ctx.option("max_idle_share"))
         per_view = _TRAFFIC.setdefault(ctx.trace_view, {})
         try:
-            got = per_view.get(key)
-        except TypeError:  # a device of unhashable fields: made each time
-            return self._traffic_of(ctx)
-        if got is None:
+            got: tuple[Traffic | None, IdleCost | None] = per_view[key]
+        except KeyError:
             got = per_view[key] = self._traffic_of(ctx)
+        except TypeError:  # a device of unhashable fields: made each time
+            got = self._traffic_of(ctx)
         return got
 
     def _traffic_of(self, ctx: RuleContext) -> tuple[Traffic | None, IdleCost | None]:
@@ -323,15 +317,12 @@ class ComputeBoundKernel(Rule):
         least = float(ctx.option("min_working_share")) * tr.total_ctas
         if working is None or tr.traced_working_ctas <= 0 or working >= least:
             return t, None
-        # some CTAs read and write the data and most make no access at all (GA108: a grid sized
-        # past the data). Their index tests, loops and barriers up to their guard, and their
-        # launches, are work not to launch, not arithmetic to rewrite: when they are a large
-        # share of the launch's time, GA108's finding. When the working CTAs' arithmetic
-        # dominates (HeCBench lombscargle: 391 of 100,096 CTAs each run 1,000 sincosf steps),
-        # this one's, on the launch's own mix of working and idle CTAs (not the traced CTAs',
-        # which a sample spread over the first wave does not have). Without the emulator's
-        # per-CTA counts, GA108's. A search whose traced CTAs all compute in registers and
-        # write only on a match stays reported (no traced CTA works: not here)
+        # some CTAs work and most make no access at all (GA108: a grid sized past the data). Their
+        # index tests, loops, barriers and launches are work not to launch: GA108's finding when
+        # they are a large share of the launch's time; this one's when the working CTAs' arithmetic
+        # dominates (HeCBench lombscargle: 391 of 100,096 CTAs run 1,000 sincosf steps each), on
+        # the launch's own mix of working and idle CTAs, not the traced sample's. Without per-CTA
+        # counts, GA108's. A search writing only on a match stays reported (no traced CTA works)
         idle = idle_cost(tr, ctx.device, t)
         if idle is None or idle.idle_share >= float(ctx.option("max_idle_share")):
             return None, None

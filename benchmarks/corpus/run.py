@@ -97,9 +97,12 @@ def command_for(k: corpus.Kernel, opts: argparse.Namespace) -> list[str]:
     # --measure: each process's measurement waits for the others' (one GPU, no overlapping timings)
     runner = ([str(HERE / "locked_analyze.py"), str(opts.out / "measure.lock")] if opts.measure
               else ["-m", "gpuadvise", "analyze"])  # fmt: skip
-    if opts.profile is not None:  # each analysis under cProfile: profile_sum.py adds them up
-        opts.profile.mkdir(parents=True, exist_ok=True)
-        prof = opts.profile / (k.name.replace("/", "__") + ".prof")
+    # each analysis under cProfile (profile_sum.py adds them up); the other benchmarks that build
+    # their own options (accuracy.py, corpus_speed.py, speed_golden.py) have no ``profile``
+    profile = getattr(opts, "profile", None)
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        prof = profile / (k.name.replace("/", "__") + ".prof")
         runner = ["-m", "cProfile", "-o", str(prof), *runner]
     cmd = [sys.executable, *runner, str(source), "--spec", str(spec),
            "--format", "json", "-q", "--gpu", opts.gpu]  # fmt: skip

@@ -58,3 +58,32 @@ def test_a_pinned_threads_child_runs_on_its_cpus() -> None:
     t.join()
     assert got == [f"[{cpu}]"]
     assert os.sched_getaffinity(0) == before  # the main thread's own are untouched
+
+
+def test_command_for_options_built_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks/accuracy.py, corpus_speed.py and speed_golden.py build the runner's options
+    themselves, without ``profile`` (analyze_vs_ncu.py failed on it, 2026-12-01); ``--profile``
+    puts the analysis under cProfile."""
+    import argparse
+
+    c = run.corpus.load()
+    k = c.kernels[0]
+    monkeypatch.setattr(run.corpus, "SRC", tmp_path)
+    monkeypatch.setattr(run, "SPECS", tmp_path / "_specs")
+    monkeypatch.setitem(run.c_repos, k.repo, c.repos[k.repo])
+    src = tmp_path / k.repo / k.path
+    src.parent.mkdir(parents=True)
+    src.write_text("__global__ void f() {}\n")
+    opts = argparse.Namespace(gpu="H100", check=False, measure=False, fixes=False, extra=[])
+    cmd = run.command_for(k, opts)
+    assert cmd[1:4] == ["-m", "gpuadvise", "analyze"] and str(src) in cmd
+    opts.profile = tmp_path / "prof"
+    cmd = run.command_for(k, opts)
+    assert cmd[1:5] == [
+        "-m",
+        "cProfile",
+        "-o",
+        str(tmp_path / "prof" / (k.name.replace("/", "__") + ".prof")),
+    ]
