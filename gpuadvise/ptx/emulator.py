@@ -133,6 +133,24 @@ taken in Python integers (:func:`_bounds`): three numpy reductions cost ~4 us ea
 of lanes (HeCBench perplexity: 320,000 accesses of 5-12 lanes), a ``tolist`` and a loop ~1."""
 
 
+def _lane_span(a: np.ndarray, k: int, mis: int) -> tuple[int, int] | None:
+    """The least and greatest of the ``k`` lanes' addresses ``a`` (Python integers, as
+    :func:`_bounds` takes them), or None when one of them has a bit of ``mis`` set (misaligned):
+    the partial-mask fast paths' check (in Python for at most :data:`_FEW_LANES` lanes)."""
+    if k <= _FEW_LANES:
+        vals = a.tolist()
+        if mis:
+            both = 0
+            for v in vals:
+                both |= v
+            if both & mis:
+                return None
+        return min(vals), max(vals)
+    if mis and int(np.bitwise_or.reduce(a)) & mis:
+        return None
+    return int(_least(a)), int(_most(a))
+
+
 def _bounds(a: np.ndarray) -> tuple[int, int, int] | None:
     """(least, greatest, bitwise or) of int64 addresses ``a`` when they are few and not none,
     in Python integers (the values numpy's reductions give); None otherwise."""
@@ -1646,7 +1664,6 @@ class Batch:
         size = self.shared_bytes if shared else self.image.local_bytes
         lo_ok, hi_ok = base, base + size - width
         lane_base = self._lane_bases()[0 if shared else 1]
-        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
         def part(idx: np.ndarray) -> np.ndarray | None:
             nonlocal key
@@ -1656,19 +1673,10 @@ class Batch:
             a = addr_fn(idx)
             if type(a) is not np.ndarray or a.dtype != np.int64:
                 return None
-            if k <= _FEW_LANES:  # Python integers, as _bounds takes them
-                vals = a.tolist()
-                lo, hi = min(vals), max(vals)
-                if mis:
-                    both = 0
-                    for v in vals:
-                        both |= v
-                    if both & mis:
-                        return None
-            else:
-                if mis and int(either(a)) & mis:
-                    return None
-                lo, hi = int(least(a)), int(most(a))
+            span = _lane_span(a, k, mis)
+            if span is None:
+                return None
+            lo, hi = span
             if lo < lo_ok or hi > hi_ok:
                 return None
             if sink is not None:
@@ -1750,7 +1758,6 @@ class Batch:
         sink = self.sink
         mis = width - 1
         key = -1
-        least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
         def part(idx: np.ndarray) -> np.ndarray | None:
             nonlocal key
@@ -1758,19 +1765,10 @@ class Batch:
             if not k:
                 return None
             a = sv64[idx] + off if off else sv64[idx]  # a copy: the gather's own
-            if k <= _FEW_LANES:  # Python integers, as _bounds takes them
-                vals = a.tolist()
-                lo, hi = min(vals), max(vals)
-                if mis:
-                    both = 0
-                    for v in vals:
-                        both |= v
-                    if both & mis:
-                        return None
-            else:
-                if mis and int(either(a)) & mis:
-                    return None
-                lo, hi = int(least(a)), int(most(a))
+            span = _lane_span(a, k, mis)
+            if span is None:
+                return None
+            lo, hi = span
             # (a generic address in the global window only, as _locate splits them)
             if hi >> WINDOW_SHIFT != GLOBAL_BASE >> WINDOW_SHIFT:
                 return None
