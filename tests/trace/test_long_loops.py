@@ -16,30 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 from clikit import cli, one_error
+from loopkit import LOOPS
+from loopkit import compiled as _compiled
 
-from gpuadvise.analyze.models import resolve_launch
-from gpuadvise.analyze.options import KernelOptions, build
 from gpuadvise.errors import ConfigError, UsageError
 from gpuadvise.ptx.errors import InstructionBudgetError
 from gpuadvise.ptx.loops import continues, first_exit
 from gpuadvise.spec.kernel_spec import build_kernel_spec, load_spec
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
-
-LOOPS = Path(__file__).resolve().parents[1] / "cuda" / "loops" / "loops.cu"
-
-
-def _compiled(kernel: str, grid: str, block: str, *args: str, buffers: tuple[str, ...] = ()):
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
-
-    opts = KernelOptions(source=str(LOOPS), kernel=kernel, grid=grid, block=block, args=args,
-                         buffers=buffers, gpu="H100")  # fmt: skip
-    spec, choice, options = build(opts)
-    tc = find_toolchain()
-    module = compile_source(LOOPS, options, tc, kernels=[spec.kernel])
-    k = select_compiled_kernel(module, spec.kernel)
-    _compiled.spec = spec  # type: ignore[attr-defined]
-    return module, k, resolve_launch(spec, k, options, tc), choice.device
 
 
 CORR = ("corr_kernel", "4", "32", "m=128", "n=256")

@@ -11,15 +11,13 @@ that everything the trace gives is bit for bit what it gave with the SASS read f
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from loopkit import compiled as _compiled
 
 from gpuadvise.ptx.chains import ChainLog, WarpChains, critical_paths
-
-LOOPS = Path(__file__).resolve().parents[1] / "cuda" / "loops" / "loops.cu"
 
 
 def _calls(rng: np.random.Generator, warps: int, count: int) -> list[tuple[Any, ...]]:
@@ -102,20 +100,6 @@ class _Slow:
     def wait(self) -> None:
         self.events.append("wait")
         self.polls = 0
-
-
-def _compiled(kernel: str, grid: str, block: str, *args: str, buffers: tuple[str, ...] = ()):
-    from gpuadvise.analyze.models import resolve_launch
-    from gpuadvise.analyze.options import KernelOptions, build
-    from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
-
-    opts = KernelOptions(source=str(LOOPS), kernel=kernel, grid=grid, block=block, args=args,
-                         buffers=buffers, gpu="H100")  # fmt: skip
-    spec, choice, options = build(opts)
-    tc = find_toolchain()
-    module = compile_source(LOOPS, options, tc, kernels=[spec.kernel])
-    k = select_compiled_kernel(module, spec.kernel)
-    return module, k, resolve_launch(spec, k, options, tc), choice.device
 
 
 def _same(a: Any, b: Any) -> bool:
