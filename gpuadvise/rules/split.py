@@ -36,7 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "ENV",
     "FORK_AFTER_CPU_S",
     "RULE_CPU_S",
     "UNKNOWN_RULE_CPU_S",
@@ -49,9 +48,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-ENV = "GPUADVISE_RULE_PROCESSES"
-"""``GPUADVISE_RULE_PROCESSES=1``: the rules run in the analysing process alone (never forked)."""
 
 RULE_CPU_S: Mapping[str, float] = {
     # the mean of `cpu_<ID>_s` (the analysing thread's CPU seconds in each rule) over the 158
@@ -105,7 +101,9 @@ def rule_processes() -> int:
     """How many processes the rules may use here: 1 when ``GPUADVISE_RULE_PROCESSES=1``, when a
     batch's workers fill the CPUs (:func:`limit_rule_processes`), without ``os.fork``, or when
     this process may run on one CPU only; else 2."""
-    if os.environ.get(ENV, "").strip() == "1" or _limit == 1:
+    from gpuadvise.spec.environment import rule_processes as asked
+
+    if asked() == 1 or _limit == 1:
         return 1
     if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
         return 1

@@ -7,6 +7,9 @@ the switches that keep one process."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,6 +24,7 @@ import gpuadvise.rules.registry as rule_registry
 import gpuadvise.rules.split as split
 from gpuadvise.analyze.evaluate import rule_context
 from gpuadvise.rules.config import Config
+from gpuadvise.spec.environment import RULE_PROCESSES
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -267,13 +271,15 @@ def test_an_interrupted_parent_leaves_no_child(tmp_path, fork_at_once, monkeypat
 
 
 def test_rule_processes_switches(monkeypatch):
-    monkeypatch.delenv(split.ENV, raising=False)
+    monkeypatch.delenv(RULE_PROCESSES, raising=False)
     monkeypatch.setattr(split, "_limit", None)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     assert split.rule_processes() == 2
-    monkeypatch.setenv(split.ENV, "1")
+    monkeypatch.setenv(RULE_PROCESSES, "2")
+    assert split.rule_processes() == 2
+    monkeypatch.setenv(RULE_PROCESSES, "1")
     assert split.rule_processes() == 1
-    monkeypatch.delenv(split.ENV)
+    monkeypatch.delenv(RULE_PROCESSES)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert split.rule_processes() == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
@@ -304,3 +310,63 @@ def test_the_rules_whose_variants_are_traced_run_first():
     after = [rule_evaluate._traced_after(rules[i]) for i in order]
     assert after == sorted(after, reverse=True) and any(after) and not all(after)
     assert sorted(order) == list(range(len(rules)))
+
+
+CHILD_SCRIPT = """
+import os, signal, sys, time
+from gpuadvise.rules.split import ForkedShare
+
+pidfile = sys.argv[1]
+
+def terminated(signum, frame):  # as the CLI does: SIGTERM raised into the running code
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, terminated)
+
+def run(i):
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(pidfile + ".tmp", pidfile)
+    time.sleep(60)
+
+with ForkedShare([0], run, lambda i, out: None):
+    time.sleep(60)
+"""
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """Whether process ``pid`` ends (or is a zombie no one reaped) within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_the_child_dies_with_its_parent(tmp_path, signum):
+    """The analysing process killed (SIGKILL: the child's PR_SET_PDEATHSIG) or terminated
+    (SIGTERM raised into it, as the CLI does): its rules' child ends too, no orphan."""
+    pidfile = tmp_path / "child.pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD_SCRIPT, str(pidfile)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists():
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        child = int(pidfile.read_text())
+        parent.send_signal(signum)
+        parent.wait(30)
+        assert _gone(child), f"the child {child} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
