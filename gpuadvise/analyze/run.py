@@ -190,12 +190,16 @@ def _run(
         timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
         if checked.child:  # the rules' forked child: its CPU (its own, beside this process's)
             timings["rules_child_cpu_s"] = checked.child.get("cpu_s", 0.0)
+            import resource
+
             log.info(
-                "rules: %d of %d in a forked child (%.2f CPU-s, peak RSS %.0f MB)",
+                "rules: %d of %d in a forked child (%.2f CPU-s, peak RSS %.0f MB; this "
+                "process's peak so far %.0f MB)",
                 len(checked.child["rules"]),
                 len(checked.rules_run),
                 checked.child.get("cpu_s", 0.0),
                 checked.child.get("peak_rss_mb", 0.0),
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             )
         if checked.findings and measure is not False and out_of_time():
             skip("measuring the findings' variants on the GPU")
