@@ -65,14 +65,20 @@ _GPU_LOCK: Any = None
 _IN_CASE = False  # a worker is analyzing a case (a SIGTERM then unwinds it, cleaning up)
 
 
-def _init_worker(lock: Any, tmp: str) -> None:
+def _init_worker(lock: Any, tmp: str, workers: int = 1) -> None:
     """A worker's setup: the GPU lock; its temporary files under ``tmp`` (the run's folder,
     removed by the parent even when it has to kill the worker); SIGTERM ends it cleanly. The
     worker starts with SIGINT blocked (:func:`_sigint_blocked`): a Ctrl-C is the parent's to
-    handle, which then stops every worker."""
+    handle, which then stops every worker. Its rules run in one process when the ``workers``
+    would leave no CPU free for a second each (:func:`gpuadvise.rules.split.rule_processes`)."""
     import signal
     import tempfile
 
+    from gpuadvise.analyze.cases import jobs_default
+    from gpuadvise.rules.split import limit_rule_processes
+
+    if 2 * workers > jobs_default():
+        limit_rule_processes(1)
     global _GPU_LOCK
     _GPU_LOCK = lock
     os.environ["TMPDIR"] = tmp  # nvcc and the host compiler too
@@ -280,7 +286,7 @@ def _in_workers(
                 max_workers=workers,
                 mp_context=ctx,
                 initializer=_init_worker,
-                initargs=(lock, str(tmp)),
+                initargs=(lock, str(tmp), workers),
             )
             futures = {pool.submit(_analyze_in_worker, c, settings): i for i, c in enumerate(cases)}
         for fut in as_completed(futures):

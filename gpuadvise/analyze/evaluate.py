@@ -73,13 +73,17 @@ def run_rules_report(
     *,
     lazy_models: bool = True,
     on_findings: Callable[[Sequence[Finding]], None] | None = None,
+    processes: int = 1,
 ) -> RulesRun:
     """The enabled rules on one analysis: ranked findings (error rows included: a rule that
     raised is one finding with ``error`` set), the rules run and the notes on rules skipped.
     ``config`` None: the configuration discovered from the kernel's source. Trace-based models
     come from the analysis, or are computed here when an enabled rule needs them (unless
     ``lazy_models`` is False: then those rules are skipped with a note). ``on_findings``: told
-    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`)."""
+    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`).
+    ``processes`` 2: the rules split over this process and a forked child
+    (:func:`gpuadvise.rules.split.rule_processes` says where it may); a kernel analyzed from
+    its binary runs them in this one (its rules' transforms record what they needed here)."""
     if config is None:
         config = config_for(analysis.spec.source)
     registry = load_registry(config.rules_dirs)
@@ -88,7 +92,9 @@ def run_rules_report(
         from gpuadvise.analyze.binary_input import run_sourceless_rules
 
         return run_sourceless_rules(analysis, context, config, registry)
-    return evaluate_rules(context, config, registry=registry, on_findings=on_findings)
+    return evaluate_rules(
+        context, config, registry=registry, on_findings=on_findings, processes=processes
+    )
 
 
 def run_rules(

@@ -132,6 +132,7 @@ def _run(
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
     from gpuadvise.rules.evaluate import models_needed
+    from gpuadvise.rules.split import rule_processes
 
     if config is None:  # the configuration files' selectors (pyproject.toml ...) fail here
         config = _rules_config(spec.source, settings)
@@ -181,9 +182,25 @@ def _run(
             if early is not None:
                 stack.enter_context(early)
                 told = _told_both(told, early.told)
+            processes = rule_processes()  # 2: a share of them in a forked child
             with step("running the rules"):
-                checked = run_rules_report(result, config, lazy_models=False, on_findings=told)
+                checked = run_rules_report(
+                    result, config, lazy_models=False, on_findings=told, processes=processes
+                )
         timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
+        if checked.child:  # the rules' forked child: its CPU (its own, beside this process's)
+            timings["rules_child_cpu_s"] = checked.child.get("cpu_s", 0.0)
+            import resource
+
+            log.info(
+                "rules: %d of %d in a forked child (%.2f CPU-s, peak RSS %.0f MB; this "
+                "process's peak so far %.0f MB)",
+                len(checked.child["rules"]),
+                len(checked.rules_run),
+                checked.child.get("cpu_s", 0.0),
+                checked.child.get("peak_rss_mb", 0.0),
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            )
         if checked.findings and measure is not False and out_of_time():
             skip("measuring the findings' variants on the GPU")
             measure = False

@@ -10,6 +10,7 @@ ranked (:func:`gpuadvise.rules.ranking.rank_findings`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +25,13 @@ from gpuadvise.rules.findings import Estimate, Finding
 from gpuadvise.rules.ranking import rank_findings
 from gpuadvise.rules.registry import Registry, load_registry
 from gpuadvise.rules.rule import Rule
+from gpuadvise.rules.split import (
+    FORK_AFTER_CPU_S,
+    RULE_CPU_S,
+    UNKNOWN_RULE_CPU_S,
+    ForkedShare,
+    two_bins,
+)
 from gpuadvise.rules.suppress import suppress
 
 if TYPE_CHECKING:
@@ -39,6 +47,7 @@ __all__ = [
     "incomplete_line",
     "models_needed",
     "models_of",
+    "run_order",
     "no_slowdown",
     "skip_all",
     "skipped_notes",
@@ -97,6 +106,10 @@ class RulesRun:
     timings_s: Mapping[str, float] = field(default_factory=dict)
     skipped: tuple[SkippedRule, ...] = ()
     cpu_s: Mapping[str, float] = field(default_factory=dict)
+    # the forked child's part (``processes`` 2): the rules given to it (``share``) and those it
+    # ran (``rules``: fewer when it died), its CPU seconds (user and system: its copied pages'
+    # faults too) and peak RSS in MB (``cpu_s``, ``peak_rss_mb``); empty without one
+    child: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def incomplete(self) -> tuple[SkippedRule, ...]:
@@ -230,12 +243,144 @@ def no_slowdown(f: Finding) -> Finding:
     )
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """One rule's part of a run: its findings (after estimate, transform and
+    :func:`no_slowdown`; or its one error row), or why it was skipped; its wall and the CPU of
+    the thread that ran it. ``told``: ``on_findings`` hears of the findings (not of an error
+    row). Pickled from the rules' child process (:mod:`gpuadvise.rules.split`)."""
+
+    findings: tuple[Finding, ...] = ()
+    skipped: SkippedRule | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    told: bool = False
+
+
+def _run_rule(
+    rule: Rule,
+    context: RuleContext,
+    registry: Registry,
+    config: Config | None,
+    fatal: tuple[type[BaseException], ...] = (),
+) -> _Outcome:
+    """``rule`` on ``context``: detect, then estimate and transform each finding. A rule that
+    raises is one error row, unless it raised one of ``fatal`` (raised on)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    ctx = context.for_rule(registry.options_for(rule, config), registry.severity_for(rule, config))
+    stage = "detect"
+    found: tuple[Finding, ...] = ()
+    skipped = None
+    told = False
+    try:
+        detected = list(rule.detect(ctx))
+        done = []
+        for f in detected:
+            stage = "estimate"
+            est = finding_estimate(rule, ctx, f)
+            stage = "transform"
+            var = rule.transform(ctx, f)
+            done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
+        found, told = tuple(done), True
+    except ModelUnavailable as exc:
+        skipped = SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate)
+    except fatal:
+        raise
+    except Exception as exc:
+        log.debug("rule %s failed", rule.id, exc_info=True)
+        found = (_error_row(rule, ctx, stage, exc),)
+    return _Outcome(found, skipped, time.perf_counter() - t0, time.thread_time() - c0, told)
+
+
+def _traced_after(rule: Rule) -> bool:
+    """Whether ``rule``'s findings' variants (or proxies) are traced after the rules: its
+    findings start their compiles (``on_findings``), so it runs first."""
+    return bool(
+        getattr(rule, "point_from_variant_trace", False)
+        or getattr(rule, "proxy_point_from_trace", False)
+    )
+
+
+def run_order(rules: Sequence[Rule]) -> list[int]:
+    """The positions of ``rules`` in the order they run: those whose variants are traced after
+    the rules first (:func:`_traced_after`: their nvcc starts as early as it can), then the
+    others; each group the cheapest first (:data:`~gpuadvise.rules.split.RULE_CPU_S`, then
+    the registry's order), so that the rules run before a fork
+    (:data:`~gpuadvise.rules.split.FORK_AFTER_CPU_S`) are the cheap ones, and the costly
+    ones are split. The results do not depend on it: they are merged in the registry's
+    order."""
+    return sorted(
+        range(len(rules)),
+        key=lambda i: (
+            not _traced_after(rules[i]),
+            RULE_CPU_S.get(rules[i].id, UNKNOWN_RULE_CPU_S),
+            i,
+        ),
+    )
+
+
+def _run_split(
+    rules: Sequence[Rule],
+    order: Sequence[int],
+    run: Callable[..., _Outcome],
+    outcome: Callable[..., _Outcome],
+    outcomes: dict[int, _Outcome],
+    tell: Callable[[_Outcome], None],
+) -> dict[str, Any]:
+    """The rules at positions ``order`` over this process and a forked child
+    (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
+    a rule run here, its outcome kept (and told unless ``told=False``); ``outcome``: a rule's
+    outcome alone (in the child).
+
+    This process runs them in ``order`` until they took :data:`~gpuadvise.rules.split.
+    FORK_AFTER_CPU_S` of its CPU (the lazily built pieces of the trace's view they asked for
+    are then the child's too); the rest, if two or more, are split (:func:`two_bins`) and the
+    child runs one share. The findings of the rules before the fork are told after it: the
+    variants' compile thread then starts after the fork, so it holds no lock the child could
+    need."""
+    c0 = time.thread_time()
+    before: list[_Outcome] = []
+    k = 0
+    while k < len(order) and time.thread_time() - c0 < FORK_AFTER_CPU_S:
+        before.append(run(order[k], told=False))
+        k += 1
+    rest = list(order[k:])
+    if len(rest) < 2:
+        for out in before:
+            tell(out)
+        for i in rest:
+            run(i)
+        return {}
+    first, second = two_bins([rules[i].id for i in rest])
+    mine, theirs = [rest[j] for j in first], [rest[j] for j in second]
+    with ForkedShare(
+        theirs,
+        # MemoryError ends the child (its share left to this process), not the rule
+        lambda i: outcome(i, (MemoryError,)),
+        lambda i, out: tell(out),
+    ) as child:
+        for out in before:
+            tell(out)
+        for i in mine:
+            run(i)
+    outcomes.update(child.done)
+    usage: dict[str, Any] = {
+        "share": tuple(rules[i].id for i in theirs),  # the rules given to the child
+        "rules": tuple(rules[i].id for i in sorted(child.done)),  # those it ran
+        **child.usage,
+    }
+    for i in child.missing():  # the child died first: this process runs them
+        run(i)
+    return usage
+
+
 def evaluate_rules(
     context: RuleContext,
     config: Config | None = None,
     *,
     registry: Registry | None = None,
     on_findings: Callable[[Sequence[Finding]], None] | None = None,
+    processes: int = 1,
 ) -> RulesRun:
     """Run the enabled rules on one analysed kernel launch (``context``: its facts, the models
     the pipeline computed, the services; ``gpuadvise.analyze.evaluate`` builds it).
@@ -247,45 +392,55 @@ def evaluate_rules(
     that reads a model that is unavailable is skipped with a note. A finding whose line has a
     ``// gpuadvise: ignore[GA201]`` comment is dropped, and a note counts it
     (:mod:`gpuadvise.rules.suppress`).
+
+    ``processes`` 2: a share of the rules (:func:`gpuadvise.rules.split.two_bins`) run in a
+    forked child process while this one runs the rest (:mod:`gpuadvise.rules.split`); the
+    result is the one process's, whichever ran each rule (timings and CPU per rule from the
+    process that ran it). The rules whose variants are traced afterwards run first in either
+    (:func:`run_order`).
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
     if config is not None:
         registry.check_config(config)
     rules = registry.selected(config)
+    outcomes: dict[int, _Outcome] = {}
+    child_usage: dict[str, Any] = {}
+    told_lock = threading.Lock()  # the child's outcomes are told from the reader thread
+
+    def tell(outcome: _Outcome) -> None:
+        if on_findings is not None and outcome.told and outcome.findings:
+            with told_lock:
+                on_findings(outcome.findings)
+
+    def outcome(i: int, fatal: tuple[type[BaseException], ...] = ()) -> _Outcome:
+        return _run_rule(rules[i], context, registry, config, fatal)
+
+    def run(i: int, told: bool = True) -> _Outcome:
+        outcomes[i] = out = outcome(i)
+        if told:
+            tell(out)
+        return out
+
+    order = run_order(rules)
+    # the memory the rules free kept for their next arrays (no fresh pages to fault in)
+    with malloc_tuned():
+        if processes >= 2:
+            child_usage = _run_split(rules, order, run, outcome, outcomes, tell)
+        else:
+            for i in order:
+                run(i)
     findings: list[Finding] = []
     skipped: list[SkippedRule] = []
     timings: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    # the memory the rules free kept for their next arrays (no fresh pages to fault in)
-    with malloc_tuned():
-        for rule in rules:
-            t0, c0 = time.perf_counter(), time.thread_time()
-            ctx = context.for_rule(
-                registry.options_for(rule, config), registry.severity_for(rule, config)
-            )
-            stage = "detect"
-            try:
-                detected = list(rule.detect(ctx))
-                done = []
-                for f in detected:
-                    stage = "estimate"
-                    est = finding_estimate(rule, ctx, f)
-                    stage = "transform"
-                    var = rule.transform(ctx, f)
-                    done.append(no_slowdown(replace(f, estimated_speedup=est, variant=var)))
-                findings.extend(done)
-                if on_findings is not None and done:
-                    on_findings(done)
-            except ModelUnavailable as exc:
-                skipped.append(
-                    SkippedRule(rule.id, rule.name, exc.message, exc.why, exc.deliberate)
-                )
-            except Exception as exc:
-                log.debug("rule %s failed", rule.id, exc_info=True)
-                findings.append(_error_row(rule, ctx, stage, exc))
-            timings[rule.id] = time.perf_counter() - t0
-            cpu[rule.id] = time.thread_time() - c0
+    for i, rule in enumerate(rules):
+        out = outcomes[i]
+        findings.extend(out.findings)
+        if out.skipped is not None:
+            skipped.append(out.skipped)
+        timings[rule.id] = out.wall_s
+        cpu[rule.id] = out.cpu_s
     findings, ignored = suppress(findings)
     notes = list(skipped_notes(skipped))
     if ignored:
@@ -301,4 +456,5 @@ def evaluate_rules(
         timings,
         tuple(skipped),
         cpu,
+        child_usage,
     )

@@ -6,6 +6,9 @@
 - ``GPUADVISE_CACHE_DIR``: the folder of the caches (:mod:`gpuadvise.toolchain.cache_dir`).
 - ``GPUADVISE_NVCC``: the nvcc to use, a binary or a toolkit folder
   (:mod:`gpuadvise.toolchain.find`).
+- ``GPUADVISE_RULE_PROCESSES``: ``1`` runs the rules in the analysing process alone; ``2`` (the
+  default) splits them over it and a forked child where two CPUs and ``fork`` allow
+  (:mod:`gpuadvise.rules.split`).
 
 A variable set to the empty string counts as unset (``GPUADVISE_NVCC= gpuadvise ...`` is how a
 shell unsets one for a command). Any other value that is blank or malformed is a
@@ -25,15 +28,18 @@ __all__ = [
     "CACHE_DIR",
     "MEMORY_BUDGET",
     "NVCC",
+    "RULE_PROCESSES",
     "cache_dir",
     "check_environment",
     "memory_budget_cap",
     "nvcc",
+    "rule_processes",
 ]
 
 MEMORY_BUDGET = "GPUADVISE_MEMORY_BUDGET"
 CACHE_DIR = "GPUADVISE_CACHE_DIR"
 NVCC = "GPUADVISE_NVCC"
+RULE_PROCESSES = "GPUADVISE_RULE_PROCESSES"
 
 _SIZE_FORMS = "a positive size such as 2G, 512M or 1073741824 (bytes; k = 1024)"
 
@@ -94,8 +100,22 @@ def nvcc() -> str | None:
     return None if path is None else os.environ[NVCC]
 
 
+def rule_processes() -> int | None:
+    """``GPUADVISE_RULE_PROCESSES``: 1 or 2 (None: not set)."""
+    forms = "1 (the rules in the analysing process alone) or 2 (the default)"
+    text = _value(RULE_PROCESSES, forms)
+    if text is None:
+        return None
+    if text.strip() not in ("1", "2"):
+        raise UsageError(
+            f"{RULE_PROCESSES}={text.strip()!r} is not 1 or 2", f"set it to {forms}, or unset it"
+        )
+    return int(text)
+
+
 def check_environment() -> None:
     """Every variable above checked: a UsageError for the first one that is wrong."""
     memory_budget_cap()
     cache_dir()
     nvcc()
+    rule_processes()

@@ -296,6 +296,8 @@ def test_memory_budget_forms(monkeypatch: pytest.MonkeyPatch, value: str) -> Non
         ("GPUADVISE_CACHE_DIR", " ", "GPUADVISE_CACHE_DIR is set but blank"),
         ("GPUADVISE_CACHE_DIR", "/x/" + "c" * 300, "GPUADVISE_CACHE_DIR"),
         ("GPUADVISE_CACHE_DIR", "SCALE", "not a folder"),
+        ("GPUADVISE_RULE_PROCESSES", " ", "GPUADVISE_RULE_PROCESSES is set but blank"),
+        ("GPUADVISE_RULE_PROCESSES", "3", "is not 1 or 2"),
     ],
 )
 def test_other_environment_variables(
@@ -316,7 +318,12 @@ def test_empty_environment_values_are_unset(
     capsys: pytest.CaptureFixture[str], work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``VAR= gpuadvise ...`` is the shell's way to unset a variable for one command."""
-    for var in ("GPUADVISE_MEMORY_BUDGET", "GPUADVISE_NVCC", "GPUADVISE_CACHE_DIR"):
+    for var in (
+        "GPUADVISE_MEMORY_BUDGET",
+        "GPUADVISE_NVCC",
+        "GPUADVISE_CACHE_DIR",
+        "GPUADVISE_RULE_PROCESSES",
+    ):
         monkeypatch.setenv(var, "")
     code, out, err = cli(capsys, "occupancy", "-t", "256", "--gpu", "H100")
     assert code == 0 and "Occupancy" in out, err

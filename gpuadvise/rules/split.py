@@ -1,0 +1,299 @@
+"""The rules over two processes: a share of them run in a forked child while this process runs
+the rest (:class:`ForkedShare`), on a machine with a second CPU (issue 31: the analysing process
+is one Python thread, and during the rules nothing else runs).
+
+The child is made by ``os.fork`` once the models (the trace, its view) are built: it inherits
+them copy-on-write, nothing is imported or traced again. It runs its rules in its order and
+sends each outcome through a pipe (a pickled frame) as soon as it is done; a reader thread here
+hands each one on (:meth:`ForkedShare.outcomes`). A child that dies (killed, out of memory, an
+outcome that does not pickle) leaves rules without an outcome: :meth:`ForkedShare.missing`
+names them and the caller runs them itself, so the run is complete either way. The child never
+writes to the terminal, never runs ``atexit`` hooks and removes only its own temporary folders
+(:func:`gpuadvise.toolchain.scratch.release_all`); it dies with this process (SIGKILL when this
+one ends, ``PR_SET_PDEATHSIG``; Ctrl-C and SIGTERM end it as they end this one).
+
+Which rules go where (:func:`two_bins`) is a greedy split of a static weight per rule
+(:data:`RULE_CPU_S`); whether to fork at all is :func:`rule_processes` (the environment, the
+CPUs this process may use, fork available) and whether the rules are still running after
+:data:`FORK_AFTER_CPU_S` of this process's CPU.
+Nothing here changes what a rule finds: the caller merges the outcomes in the registry's order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "FORK_AFTER_CPU_S",
+    "RULE_CPU_S",
+    "UNKNOWN_RULE_CPU_S",
+    "ForkedShare",
+    "dumps",
+    "limit_rule_processes",
+    "loads",
+    "rule_processes",
+    "two_bins",
+]
+
+log = logging.getLogger(__name__)
+
+RULE_CPU_S: Mapping[str, float] = {
+    # the mean of `cpu_<ID>_s` (the analysing thread's CPU seconds in each rule) over the 158
+    # corpus kernels of the nineteenth session's end (/work/gpu_logs/s19ab/call1_after/
+    # results_after.json, main 72a8989): the lazily built pieces of the trace's view are in the
+    # rule that asked for them first, in the registry's order
+    "GA309": 0.334,
+    "GA301": 0.303,
+    "GA305": 0.289,
+    "GA102": 0.239,
+    "GA303": 0.219,
+    "GA106": 0.151,
+    "GA405": 0.100,
+    "GA306": 0.068,
+    "GA107": 0.055,
+    "GA103": 0.053,
+    "GA206": 0.050,
+    "GA304": 0.050,
+    "GA101": 0.040,
+    "GA201": 0.039,
+    "GA307": 0.034,
+    "GA202": 0.032,
+    "GA308": 0.023,
+    "GA209": 0.022,
+    "GA104": 0.020,
+    "GA105": 0.019,
+    "GA208": 0.008,
+    "GA302": 0.007,
+    "GA108": 0.003,
+    "GA310": 0.002,
+}
+FORK_AFTER_CPU_S = 0.2
+"""The rules run in this process alone until they took this much of its CPU; only what is left
+then is split (:func:`gpuadvise.rules.evaluate.evaluate_rules`). Half the corpus's kernels' rules
+take less (median 0.67 s at the nineteenth session's end, a quarter under 0.15 s): those never
+fork. A fork of a process of 1.5 GB RSS took 9 ms of its CPU and 33 ms of wall on this 2-core
+machine, and each page either process writes afterwards is copied (docs/data/s20-fork.md)."""
+UNKNOWN_RULE_CPU_S = 0.001  # a rule not in the table (the rest of the bundled ones, a user's)
+
+_limit: int | None = None  # limit_rule_processes
+
+
+def limit_rule_processes(n: int | None) -> None:
+    """At most ``n`` processes for the rules of this process's analyses (None: no limit): a
+    batch's worker sets 1 when the workers already fill the CPUs."""
+    global _limit
+    _limit = n
+
+
+def rule_processes() -> int:
+    """How many processes the rules may use here: 1 when ``GPUADVISE_RULE_PROCESSES=1``, when a
+    batch's workers fill the CPUs (:func:`limit_rule_processes`), without ``os.fork``, or when
+    this process may run on one CPU only; else 2."""
+    from gpuadvise.spec.environment import rule_processes as asked
+
+    if asked() == 1 or _limit == 1:
+        return 1
+    if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except OSError:
+        return 1
+    return 2 if cpus >= 2 else 1
+
+
+def two_bins(
+    ids: Sequence[str], weights: Mapping[str, float] = RULE_CPU_S
+) -> tuple[list[int], list[int]]:
+    """The positions of ``ids`` in two bins of about equal weight (greedy: the heaviest first,
+    each into the lighter bin; ties to the first bin), each bin in the order of ``ids``."""
+    load = [0.0, 0.0]
+    bins: list[list[int]] = [[], []]
+    by_weight = sorted(range(len(ids)), key=lambda i: (-weights.get(ids[i], UNKNOWN_RULE_CPU_S), i))
+    for i in by_weight:
+        b = 0 if load[0] <= load[1] else 1
+        bins[b].append(i)
+        load[b] += weights.get(ids[i], UNKNOWN_RULE_CPU_S)
+    return sorted(bins[0]), sorted(bins[1])
+
+
+_FRAME = struct.Struct("<Q")  # each frame: its length, then the pickle of (position, outcome)
+
+
+class _Pickler(pickle.Pickler):
+    """A pickler that names the classes and functions of the rule files by their loaded
+    module: the registry loads each file as ``gpuadvise_rules_<digest>.<stem>``
+    (:mod:`gpuadvise.rules.registry`), a name ``import`` cannot find again, and a finding's
+    details are often such a class. The child and this process hold the same modules (fork)."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, type | types.FunctionType):
+            mod = getattr(obj, "__module__", None) or ""
+            if "." in mod and mod in sys.modules and mod.partition(".")[0] not in sys.modules:
+                return ("loaded", mod, obj.__qualname__)
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> Any:
+        _, mod, qualname = pid
+        obj = sys.modules[mod]
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
+def dumps(obj: Any) -> bytes:
+    """``obj`` pickled so that :func:`loads` in a process forked from the same one reads it
+    (the rule files' classes named by their loaded module, :class:`_Pickler`)."""
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    """What :func:`dumps` pickled."""
+    return _Unpickler(io.BytesIO(data)).load()
+
+
+class ForkedShare:
+    """A forked child running ``run(i)`` for each position ``i`` of ``share`` in turn, each
+    outcome sent back as soon as it is made; ``handed(i, outcome)`` is told of each one here, in
+    a reader thread (it must not raise; the caller serialises what it shares with its own
+    thread). ``fatal``: exceptions that end the child (the rule left to this process) rather
+    than become the rule's outcome; any other exception must be turned into an outcome by
+    ``run``.
+
+    Use as a context manager: leaving it waits for the child and reaps it (on an exception,
+    the child is killed first). :meth:`missing` then names the positions without an outcome."""
+
+    def __init__(
+        self,
+        share: Sequence[int],
+        run: Callable[[int], Any],
+        handed: Callable[[int, Any], None],
+    ) -> None:
+        self.share = list(share)
+        self._run = run
+        self._handed = handed
+        self.done: dict[int, Any] = {}
+        self.pid: int | None = None
+        # the child's CPU seconds (user and system) and peak RSS (MB) once it is reaped
+        self.usage: dict[str, float] = {}
+        self._reader: threading.Thread | None = None
+        self._fd: int | None = None
+
+    def __enter__(self) -> ForkedShare:
+        r, w = os.pipe()
+        parent = os.getpid()
+        # Python 3.12 warns on fork in a process with threads (DeprecationWarning): the
+        # SASS thread is joined by now, and a variant's compile thread, which may run, is
+        # never touched by the child (it runs rules only; the locks it may take are
+        # held by that thread only for a dict's update)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
+            os.close(r)
+            _child(w, parent, self.share, self._run)
+        os.close(w)
+        self.pid, self._fd = pid, r
+        self._reader = threading.Thread(
+            target=self._read, name="gpuadvise-rules-child", daemon=True
+        )
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self._fd is not None
+        with os.fdopen(self._fd, "rb", closefd=True) as pipe:
+            while True:
+                head = pipe.read(_FRAME.size)
+                if len(head) < _FRAME.size:
+                    return
+                body = pipe.read(_FRAME.unpack(head)[0])
+                try:
+                    i, outcome = loads(body)
+                except Exception:  # a frame cut short (the child killed mid-write)
+                    log.debug("a rules child's frame did not read", exc_info=True)
+                    return
+                self.done[i] = outcome
+                self._handed(i, outcome)
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if self.pid is None:
+            return
+        joined = False
+        try:
+            if exc is None and self._reader is not None:
+                self._reader.join()
+                joined = True
+        finally:
+            if not joined:  # this process is stopping (an error, Ctrl-C, SIGTERM): so is it
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                _, status, ru = os.wait4(self.pid, 0)
+                self.usage = {
+                    "cpu_s": ru.ru_utime + ru.ru_stime,
+                    "peak_rss_mb": ru.ru_maxrss / 1024,
+                }
+                if status:
+                    log.debug("the rules child ended with status %s", status)
+            self.pid = None
+
+    def missing(self) -> list[int]:
+        """The positions of the share that have no outcome (the child died first), in order."""
+        return [i for i in self.share if i not in self.done]
+
+
+def _child(w: int, parent: int, share: Sequence[int], run: Callable[[int], Any]) -> None:
+    """The child's life (it never returns): no terminal output, SIGINT and SIGTERM end it,
+    SIGKILL when the parent ends, its rules run and sent, ``os._exit``."""
+    code = 1
+    try:
+        _die_with(parent)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        logging.disable(logging.CRITICAL)
+        with open(w, "wb", closefd=True) as pipe:
+            for i in share:
+                body = dumps((i, run(i)))
+                pipe.write(_FRAME.pack(len(body)) + body)
+                pipe.flush()
+        code = 0
+    except BaseException:  # noqa: BLE001 - the parent runs what is left
+        pass
+    finally:
+        with contextlib.suppress(BaseException):
+            from gpuadvise.toolchain.scratch import release_all
+
+            release_all()
+        os._exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """SIGINT and SIGTERM end this child at once (the parent's handlers raise into code that
+    is the parent's to unwind); SIGKILL when the parent's thread that forked ends (Linux)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent ended before the line above
+        os._exit(1)
