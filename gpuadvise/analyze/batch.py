@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -84,12 +85,35 @@ def _init_worker(lock: Any, tmp: str, workers: int = 1) -> None:
     os.environ["TMPDIR"] = tmp  # nvcc and the host compiler too
     tempfile.tempdir = None
     signal.signal(signal.SIGTERM, _worker_terminated)
+    sys.unraisablehook = _interrupt_again(sys.unraisablehook)
 
 
 def _worker_terminated(signum: int, frame: Any) -> None:
     if _IN_CASE:  # unwind the case: its folders removed, its compiler killed
         raise Interrupted(signum)
     _end_worker(signum)
+
+
+def _interrupt_again(hook: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` for a worker: the SIGTERM's :class:`Interrupted` raised where it
+    cannot unwind the case (a weakref's callback, a ``__del__``: the module locks' callback of
+    an import the case makes), which Python prints as ignored and goes on from (a traceback in
+    the run's stderr, the case analysed on), is delivered to the main thread again a moment
+    later, from another thread, so that it unwinds the case from where it is then. Anything
+    else goes to ``hook``."""
+    import _thread
+    import threading
+
+    def unraisable(info: Any) -> None:
+        stop = info.exc_value
+        if not isinstance(stop, Interrupted):
+            hook(info)
+            return
+        again = threading.Timer(0.01, _thread.interrupt_main, (stop.signum,))
+        again.daemon = True
+        again.start()
+
+    return unraisable
 
 
 def _end_worker(signum: int) -> None:

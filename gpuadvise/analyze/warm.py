@@ -26,6 +26,8 @@ import importlib
 import threading
 from collections.abc import Iterator
 
+from gpuadvise.errors import Interrupted
+
 # what the compile imports lazily, and what the SASS's thread reads nvdisasm's output with
 # (gpuadvise.analyze.ahead.SassAhead, started right after the compile): imported before the
 # thread starts (then only the thread imports)
@@ -71,7 +73,8 @@ def _import_all(names: tuple[str, ...], registry: bool) -> None:
 @contextlib.contextmanager
 def imports_during(trace: bool, registry: bool = True) -> Iterator[None]:
     """The modules analyze needs after the compile imported in a thread while the ``with``
-    block runs (the compile); the block's end waits for them. ``trace``: the emulator's and the
+    block runs (the compile); the block's end waits for them, unless the run is interrupted
+    (Ctrl-C, SIGTERM: :class:`Interrupted` goes on at once). ``trace``: the emulator's and the
     trace models' too. ``registry``: the bundled rules loaded too (False: the caller loaded the
     rules already, or loads them from other folders)."""
     names = _AFTER_COMPILE + (_TRACE if trace else ())
@@ -82,5 +85,11 @@ def imports_during(trace: bool, registry: bool = True) -> Iterator[None]:
     t.start()
     try:
         yield
-    finally:
+    except (Interrupted, KeyboardInterrupt):
+        # the run stops: the imports (most of a CPU-second) are not waited for (an analysis
+        # stopped by SIGTERM while nvcc ran exited after them: seconds on a loaded machine)
+        raise
+    except BaseException:
         t.join()
+        raise
+    t.join()

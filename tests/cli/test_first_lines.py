@@ -192,3 +192,40 @@ def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kernel"]["name"] == "reduce2"
     assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("stop", ["interrupted", "error", "none"])
+def test_an_interrupted_compile_does_not_wait_for_the_imports(
+    stop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM while the key's nvcc ran: the analysis exited only once the thread had imported
+    the later stages (0.9 CPU-s after the signal, 4.5-5.2 s of wall at load 17:
+    test_sigterm_on_one_analysis' 3 s failed on a loaded machine). Interrupted, the block ends
+    while they are still imported; otherwise (the compile's own error too) it waits for them,
+    so that no module is imported by two threads at once."""
+    import threading
+
+    import gpuadvise.analyze.warm as warm
+    from gpuadvise.errors import Interrupted
+
+    started, release = threading.Event(), threading.Event()
+    importer: list[threading.Thread] = []
+
+    def slow_imports(names: Any, registry: bool) -> None:
+        importer.append(threading.current_thread())
+        started.set()
+        release.wait(10)
+
+    monkeypatch.setattr(warm, "_import_all", slow_imports)
+    raised = {"interrupted": Interrupted(15), "error": ValueError("nvcc failed"), "none": None}
+    try:
+        with contextlib.suppress(Interrupted, ValueError), warm.imports_during(trace=False):
+            assert started.wait(10)
+            if stop != "interrupted":
+                threading.Timer(0.2, release.set).start()
+            if raised[stop] is not None:
+                raise raised[stop]
+        assert importer[0].is_alive() == (stop == "interrupted")
+    finally:
+        release.set()
+        importer[0].join(10)

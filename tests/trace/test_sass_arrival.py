@@ -10,6 +10,7 @@ that everything the trace gives is bit for bit what it gave with the SASS read f
 
 from __future__ import annotations
 
+import functools
 import pickle
 from typing import Any
 
@@ -18,6 +19,9 @@ import pytest
 from loopkit import compiled as _compiled
 
 from gpuadvise.ptx.chains import ChainLog, WarpChains, critical_paths
+
+# the eager emulation of a case is kept per process (_eager): the cases on one worker
+pytestmark = pytest.mark.xdist_group(__name__)
 
 
 def _calls(rng: np.random.Generator, warps: int, count: int) -> list[tuple[Any, ...]]:
@@ -106,6 +110,28 @@ def _same(a: Any, b: Any) -> bool:
     return pickle.dumps(a) == pickle.dumps(b)
 
 
+_KW: dict[str, Any] = {"sample_ctas": "all", "max_instructions": 80_000, "batch_lanes": 32}
+
+
+@functools.cache
+def _eager(case: tuple[str, ...]) -> tuple[Any, ...]:
+    """(module, kernel, launch, device, the emulation with the SASS read first) of a case: the
+    cases that differ in when the SASS comes share it (one emulation of corr_kernel, ~2 CPU-s)."""
+    from gpuadvise.trace import emulate as E
+
+    buffers = (
+        ("symmat=float[m*m]:zeros", "data=float[m*n]:random")
+        if case[0] == "corr_kernel"
+        else ("a=float[n*64]:random", "out=float[128]:zeros")
+    )
+    module, k, launch, device = _compiled(*case, buffers=buffers)
+    return module, k, launch, device, E.emulate(module, k, launch, device, **_KW)
+
+
+class _FirstRun(Exception):
+    """The emulation stopped at its first batch: what came before it is all a test reads."""
+
+
 @pytest.mark.toolkit
 @pytest.mark.usefixtures("compile_cache")
 @pytest.mark.parametrize(
@@ -126,21 +152,17 @@ def test_the_trace_runs_before_the_sass_comes_and_gives_the_same(
     from gpuadvise.trace import emulate as E
     from gpuadvise.trace.sass_arrival import sass_in_flight
 
-    buffers = (
-        ("symmat=float[m*m]:zeros", "data=float[m*n]:random")
-        if case[0] == "corr_kernel"
-        else ("a=float[n*64]:random", "out=float[128]:zeros")
-    )
-    module, k, launch, device = _compiled(*case, buffers=buffers)
-    kw: dict[str, Any] = {"sample_ctas": "all", "max_instructions": 80_000, "batch_lanes": 32}
-    first = E.emulate(module, k, launch, device, **kw)
+    module, k, launch, device, first = _eager(case)
     assert first.simt is not None and first.simt.line_pipes
 
     events: list[str] = []
     real_run, real_sass = Batch.run, E._sass
+    stop_at_first_run = False
 
     def run(self: Batch) -> tuple[int, int]:
         events.append("run")
+        if stop_at_first_run:
+            raise _FirstRun
         return real_run(self)
 
     def sass(*args: Any) -> Any:
@@ -150,7 +172,7 @@ def test_the_trace_runs_before_the_sass_comes_and_gives_the_same(
     monkeypatch.setattr(Batch, "run", run)
     monkeypatch.setattr(E, "_sass", sass)
     with sass_in_flight(module.cubin_path, k.mangled, _Slow(events, polls)):
-        later = E.emulate(module, k, launch, device, **kw)
+        later = E.emulate(module, k, launch, device, **_KW)
     assert events[0] == "run" and events.count("sass") == 1
     if polls > 100:  # waited for at the end, after every CTA ran
         assert events[-2:] == ["wait", "sass"] and events.count("run") > 1
@@ -161,8 +183,13 @@ def test_the_trace_runs_before_the_sass_comes_and_gives_the_same(
     assert later.trace.records.tobytes() == first.trace.records.tobytes()
     assert later.notes == first.notes and later.sampled_loops == first.sampled_loops
 
-    # a flight for another kernel, or one already done: the SASS is read first, as before
+    # a flight for another kernel, or one already done: the SASS is read first, as before (the
+    # run stopped at its first batch: the order of the two is all this reads)
     events.clear()
-    with sass_in_flight(module.cubin_path, k.mangled + "_other", _Slow(events, 10**9)):
-        E.emulate(module, k, launch, device, **kw)
-    assert events[0] == "sass"
+    stop_at_first_run = True
+    with (
+        sass_in_flight(module.cubin_path, k.mangled + "_other", _Slow(events, 10**9)),
+        pytest.raises(_FirstRun),
+    ):
+        E.emulate(module, k, launch, device, **_KW)
+    assert events == ["sass", "run"]
