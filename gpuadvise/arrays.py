@@ -164,15 +164,19 @@ Rows = np.ndarray | Sequence[np.ndarray]
 
 
 @overload
-def distinct_rows(rows: Rows, return_counts: Literal[False] = False) -> np.ndarray: ...
+def distinct_rows(
+    rows: Rows, return_counts: Literal[False] = False, *, release: bool = False
+) -> np.ndarray: ...
 
 
 @overload
-def distinct_rows(rows: Rows, return_counts: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+def distinct_rows(
+    rows: Rows, return_counts: Literal[True], *, release: bool = False
+) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def distinct_rows(
-    rows: Rows, return_counts: bool = False
+    rows: Rows, return_counts: bool = False, *, release: bool = False
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``np.unique(rows, axis=1[, return_counts=True])`` of a (k, n) integer array: its distinct
     columns in lexicographic order (row 0 first), and how often each occurs. The rows are packed
@@ -180,9 +184,14 @@ def distinct_rows(
 
     ``rows`` may be a list of the k rows (1-D arrays of one length): the same result as for
     ``np.stack(rows)``, without making that copy when the rows pack (two rows of a lane per
-    warp access, 38 million lanes in llm.c's softmax trace: 600 MB)."""
+    warp access, 38 million lanes in llm.c's softmax trace: 600 MB). ``release``: ``rows`` is a
+    list its caller holds no other reference to the rows of; it is emptied once the rows are
+    packed, so that they are not held through the sort (issue 31's peak: GA309's two rows of
+    7.6 million lanes, 116 MB)."""
     if isinstance(rows, list | tuple):
         parts = [np.asarray(r) for r in rows]
+        if release and isinstance(rows, list):
+            rows.clear()
         if not parts:
             raise ValueError("distinct_rows needs at least one row")
         dtype = np.result_type(*parts)
@@ -218,6 +227,8 @@ def distinct_rows(
                 digit -= np.int64(lo[i])
                 key += digit
                 del digit
+        if release and stacked is None:
+            parts.clear()  # (the rows are in the key now)
         key.sort()
         keep = np.empty(n, dtype=bool)
         keep[0] = True
@@ -227,11 +238,16 @@ def distinct_rows(
         del key, keep  # (lane-sized: not held beside the columns made below, issue 31)
         out = np.empty((k, len(u)), dtype=dtype)
         for i in range(k - 1, -1, -1):
-            digit, u = u % np.int64(span[i]), u // np.int64(span[i])
+            # the quotient in place (u is the key's own copy): one temporary, not two
+            digit = u % np.int64(span[i])
+            u //= np.int64(span[i])
             if dtype.kind == "i":
-                out[i] = digit + np.int64(lo[i])
+                digit += np.int64(lo[i])
+                out[i] = digit
             else:  # unsigned: in its own type (the minimum may pass int64)
                 out[i] = digit.astype(dtype) + lo[i]
+            del digit
+        del u
     else:
         rows = whole()
         order = np.lexsort(rows[::-1])

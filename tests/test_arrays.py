@@ -57,6 +57,25 @@ def test_distinct_rows_of_a_list_of_rows_as_of_their_stack(dtypes: tuple, wide: 
     assert distinct_rows([np.zeros(0, np.int64), np.zeros(0, np.int64)]).shape == (2, 0)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_rows_releasing_its_rows_gives_the_same(wide: bool) -> None:
+    """``release=True``: the list of rows is emptied (the rows not held through the sort when
+    they pack; kept to the end when they do not), the result the same as without."""
+    rng = np.random.default_rng(11)
+    hi = 2**40 if wide else 9
+    for n in (1, 7, 500):
+        rows = [rng.integers(-hi, hi, n, dtype=np.int64), rng.integers(0, hi, n, dtype=np.int64)]
+        want, want_counts = distinct_rows(rows, return_counts=True)
+        given = list(rows)
+        got, counts = distinct_rows(given, return_counts=True, release=True)
+        assert given == []
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(counts, want_counts)
+        given = list(rows)
+        assert np.array_equal(distinct_rows(given, release=True), want) and given == []
+    assert len(rows) == 2  # without release, the caller's list is left alone
+
+
 def test_distinct_rows_of_nothing() -> None:
     rows = np.zeros((2, 0), np.int64)
     assert distinct_rows(rows).shape == (2, 0)
