@@ -253,8 +253,9 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     # every lane in a buffer (the usual case): the lanes themselves, not a gather of each column
     every = len(idx) == n
     m = len(idx)
-    if every:  # (then its positions are the lanes' own: not held, issue 31)
-        idx = idx[:0]
+    if every:  # (then its positions are the lanes' own: not held, issue 31; an empty array of
+        # its own, as a slice of it would hold all of it)
+        idx = np.zeros(0, idx.dtype)
 
     def sel(a: np.ndarray) -> np.ndarray:
         return a if every else a[idx]
@@ -328,6 +329,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         cpos[by_cta] = np.arange(n)
     else:
         by_cta, cpos = got
+    del got  # (the tuple would hold both lane-sized arrays past their dels below)
     csum = share[by_cta]
     del share, by_cta
     np.cumsum(csum, out=csum)
@@ -486,13 +488,12 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
         t += lanes.inst[ix]
         return t
 
-    key = thread_inst(inside)
     addr = lb[inside].astype(np.int64)
     addr <<= 40
     addr |= lanes.off[inside]
-    del inside  # (not held through the sort, issue 31)
-    pairs, times = distinct_rows([key, addr], return_counts=True)
-    del key, addr
+    rows = [thread_inst(inside), addr]
+    del inside, addr  # (not held through the sort: distinct_rows releases the rows, issue 31)
+    pairs, times = distinct_rows(rows, return_counts=True, release=True)
     # the pairs in order, row 0 first: each key's first pair is where its run starts
     # (np.unique's return_index of a sorted row, without its sort: issue 31's peak)
     head = np.empty(pairs.shape[1], bool)
