@@ -606,9 +606,12 @@ def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         unit = 4
     n = np.maximum(width // unit, 1)
     idx = np.repeat(np.arange(len(off)), n)
-    start = np.repeat(np.cumsum(n) - n, n)
-    k = np.arange(len(idx)) - start
-    return idx, off[idx] // unit + k, unit
+    # (each unit's number in its lane made in place: one unit-sized temporary, issue 31)
+    k = np.arange(len(idx))
+    k -= np.repeat(np.cumsum(n) - n, n)
+    unit_no = off[idx] // unit
+    unit_no += k
+    return idx, unit_no, unit
 
 
 def warp_footprint(lanes: Lanes) -> tuple[int, int]:
@@ -618,17 +621,36 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     waste nothing here; an array-of-structures field read wastes the rest of each sector."""
     if not len(lanes):
         return 0, 0
+    # (the keys made in place and each lane-sized array freed once read: a line's lanes are
+    # millions, AoSKernel's GA301 peak, issue 31)
     group = lanes.cta.astype(np.int64) * 64 + lanes.tid // WARP
     first = lanes.off // SECTOR
     last = (lanes.off + lanes.width - 1) // SECTOR
-    span = (last - first).max()
-    keys = [(group << 44) | first]
+    last -= first  # the sectors past the first
+    span = last.max()
+    key = group << 44
+    key |= first
+    keys = [key]
     for k in range(1, int(span) + 1):
-        more = last - first >= k
+        more = last >= k
         keys.append((group[more] << 44) | (first[more] + k))
-    sectors = _distinct_sorted(np.sort(np.concatenate(keys)))
+    del first, last, key
+    if len(keys) == 1:
+        key = keys.pop()
+    else:
+        key = np.concatenate(keys)
+        del keys
+    key.sort()
+    sectors = _distinct_sorted(key)
+    del key
     idx, unit_no, unit = _units(lanes.off, lanes.width)
-    ukeys = unique_int((group[idx] << 44) | unit_no)
+    ukey = group[idx]
+    del group, idx
+    ukey <<= 44
+    ukey |= unit_no
+    del unit_no
+    ukeys = unique_int(ukey)
+    del ukey
     g = ukeys >> 44  # sorted: each group's distinct units are one run
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
     per_group = np.diff(np.r_[starts, len(g)]) * unit
