@@ -101,13 +101,13 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     ctas[n:] = lanes.cta[cross]
     key[:n] = sect
     del sect, cross
-    sectors = key.copy()
+    # the (CTA << 44) | sector keys made in the CTAs' array, the sectors left in key: no copy
     ctas <<= 44
-    key |= ctas
+    ctas |= key
+    per_cta = count_distinct_sorting(ctas)
     del ctas
-    per_cta = count_distinct_sorting(key)
+    sample = count_distinct_sorting(key)
     del key
-    sample = count_distinct_sorting(sectors)
     footprint = min(sample * view.scale, math.ceil(buffer_bytes / SECTOR))
     return LaunchReuse(per_cta, sample, float(footprint), view.scale)
 
