@@ -280,3 +280,22 @@ def test_distinct_of_a_small_span_is_numpys_unique(dtype: type, span: int) -> No
             assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse)
             got, got_first = distinct_first(a)
             assert np.array_equal(got, want) and np.array_equal(got_first, first)
+
+
+def test_stable_argsort_overwriting_its_temporary_is_numpys() -> None:
+    """``overwrite=True``: the packed sort keys made in the caller's int64 temporary (issue 31),
+    the order numpy's stable argsort gives; a range too wide to pack leaves it as it was."""
+    from gpuadvise.arrays import stable_argsort
+
+    rng = np.random.default_rng(4)
+    for n in (2, 9, 3000):
+        for hi in (1 << 20, 1 << 40):
+            a = rng.integers(-hi, hi, n, dtype=np.int64)
+            given = a.copy()
+            assert np.array_equal(
+                stable_argsort(given, overwrite=True), np.argsort(a, kind="stable")
+            )
+    wide = np.array([-(1 << 62), 5, 1 << 62, 5], np.int64)
+    given = wide.copy()
+    assert np.array_equal(stable_argsort(given, overwrite=True), np.argsort(wide, kind="stable"))
+    assert np.array_equal(given, wide)

@@ -280,7 +280,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
-        by_pair = stable_argsort((addr << tbits) | thread)
+        pair = addr << tbits
+        pair |= thread
+        by_pair = stable_argsort(pair, overwrite=True)  # (sorted in pair's own memory)
+        del pair
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
     a_s = addr[by_pair]
