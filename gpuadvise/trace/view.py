@@ -605,6 +605,8 @@ def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     else:
         unit = 4
     n = np.maximum(width // unit, 1)
+    if bool((n == 1).all()):  # a unit a lane: no repeat (the same indices and numbers)
+        return np.arange(len(off)), off // unit, unit
     idx = np.repeat(np.arange(len(off)), n)
     # (each unit's number in its lane made in place: one unit-sized temporary, issue 31)
     k = np.arange(len(idx))
@@ -644,7 +646,8 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     sectors = _distinct_sorted(key)
     del key
     idx, unit_no, unit = _units(lanes.off, lanes.width)
-    ukey = group[idx]
+    # (a unit a lane: idx is every lane in order, and the lanes' groups are made the keys)
+    ukey = group if len(idx) == len(group) else group[idx]
     del group, idx
     ukey <<= 44
     ukey |= unit_no
