@@ -90,8 +90,10 @@ def count_distinct_sorting(a: np.ndarray) -> int:
     return int(np.count_nonzero(a[1:] != a[:-1])) + 1
 
 
-def stable_argsort(a: np.ndarray) -> np.ndarray:
-    """``np.argsort(a, kind="stable")`` of a 1-D integer array. When the values span fewer than
+def stable_argsort(a: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
+    """``np.argsort(a, kind="stable")`` of a 1-D integer array (``overwrite``: ``a`` is the
+    caller's temporary, which the packed sort may use as its keys: one lane-sized array fewer,
+    issue 31). When the values span fewer than
     2**16 (a view's instructions, threads or CTAs), numpy's stable argsort of their offsets from
     the least as uint16 (uint8 below 2**8), which is a radix sort: 1.4-2 times faster than the
     packed sort on 8 million lanes. Else, when the values' range and the positions fit in 63 bits
@@ -107,7 +109,7 @@ def stable_argsort(a: np.ndarray) -> np.ndarray:
             # takes it, it is the offset)
             small = np.uint8 if span < 1 << 8 else np.uint16
             return np.argsort((a - lo).astype(small), kind="stable")
-    packed = _sorted_packed(a) if len(a) >= 2 else None
+    packed = _sorted_packed(a, overwrite) if len(a) >= 2 else None
     if packed is None:
         return np.argsort(a, kind="stable")
     key, shift, _ = packed
@@ -127,11 +129,12 @@ def lexsort_pair(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
     return np.lexsort((minor, major))
 
 
-def _sorted_packed(a: np.ndarray) -> tuple[np.ndarray, int, int] | None:
+def _sorted_packed(a: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, int, int] | None:
     """Each position of the 1-D integer array ``a`` packed below its value less the smallest,
     sorted: ``(keys, shift, smallest)``, the position in each key's low ``shift`` bits; None where
     ``a`` is empty, not a 1-D integer array, or its values' range and its positions do not fit in
-    63 bits together."""
+    63 bits together (``a`` then left as it was). ``overwrite``: an int64 ``a`` is made the keys
+    itself (the caller's temporary, not copied)."""
     n = len(a)
     if n == 0 or a.ndim != 1 or a.dtype.kind not in "iu":
         return None
@@ -142,12 +145,19 @@ def _sorted_packed(a: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     if a.dtype.kind == "u":
         key = (a - a.dtype.type(lo)).astype(np.int64)
     else:
-        key = a.astype(np.int64)  # a copy even of int64: shifted in place below
+        # a copy even of int64 (shifted in place below), unless the caller gives it up
+        own = overwrite and a.dtype == np.int64 and a.flags.c_contiguous and a.flags.writeable
+        key = a if own else a.astype(np.int64)
         key -= np.int64(lo)
     key <<= np.int64(shift)
-    key |= np.arange(n, dtype=np.int64)
+    # the positions or'ed in a chunk at a time: the same keys, no lane-sized arange beside them
+    for i in range(0, n, _POSITIONS_CHUNK):
+        key[i : i + _POSITIONS_CHUNK] |= np.arange(i, min(i + _POSITIONS_CHUNK, n), dtype=np.int64)
     key.sort()
     return key, shift, lo
+
+
+_POSITIONS_CHUNK = 1 << 20
 
 
 def member(a: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -164,15 +174,19 @@ Rows = np.ndarray | Sequence[np.ndarray]
 
 
 @overload
-def distinct_rows(rows: Rows, return_counts: Literal[False] = False) -> np.ndarray: ...
+def distinct_rows(
+    rows: Rows, return_counts: Literal[False] = False, *, release: bool = False
+) -> np.ndarray: ...
 
 
 @overload
-def distinct_rows(rows: Rows, return_counts: Literal[True]) -> tuple[np.ndarray, np.ndarray]: ...
+def distinct_rows(
+    rows: Rows, return_counts: Literal[True], *, release: bool = False
+) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def distinct_rows(
-    rows: Rows, return_counts: bool = False
+    rows: Rows, return_counts: bool = False, *, release: bool = False
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``np.unique(rows, axis=1[, return_counts=True])`` of a (k, n) integer array: its distinct
     columns in lexicographic order (row 0 first), and how often each occurs. The rows are packed
@@ -180,9 +194,14 @@ def distinct_rows(
 
     ``rows`` may be a list of the k rows (1-D arrays of one length): the same result as for
     ``np.stack(rows)``, without making that copy when the rows pack (two rows of a lane per
-    warp access, 38 million lanes in llm.c's softmax trace: 600 MB)."""
+    warp access, 38 million lanes in llm.c's softmax trace: 600 MB). ``release``: ``rows`` is a
+    list its caller holds no other reference to the rows of; it is emptied once the rows are
+    packed, so that they are not held through the sort (issue 31's peak: GA309's two rows of
+    7.6 million lanes, 116 MB)."""
     if isinstance(rows, list | tuple):
         parts = [np.asarray(r) for r in rows]
+        if release and isinstance(rows, list):
+            rows.clear()
         if not parts:
             raise ValueError("distinct_rows needs at least one row")
         dtype = np.result_type(*parts)
@@ -218,6 +237,8 @@ def distinct_rows(
                 digit -= np.int64(lo[i])
                 key += digit
                 del digit
+        if release and stacked is None:
+            parts.clear()  # (the rows are in the key now)
         key.sort()
         keep = np.empty(n, dtype=bool)
         keep[0] = True
@@ -227,11 +248,16 @@ def distinct_rows(
         del key, keep  # (lane-sized: not held beside the columns made below, issue 31)
         out = np.empty((k, len(u)), dtype=dtype)
         for i in range(k - 1, -1, -1):
-            digit, u = u % np.int64(span[i]), u // np.int64(span[i])
+            # the quotient in place (u is the key's own copy): one temporary, not two
+            digit = u % np.int64(span[i])
+            u //= np.int64(span[i])
             if dtype.kind == "i":
-                out[i] = digit + np.int64(lo[i])
+                digit += np.int64(lo[i])
+                out[i] = digit
             else:  # unsigned: in its own type (the minimum may pass int64)
                 out[i] = digit.astype(dtype) + lo[i]
+            del digit
+        del u
     else:
         rows = whole()
         order = np.lexsort(rows[::-1])

@@ -57,6 +57,25 @@ def test_distinct_rows_of_a_list_of_rows_as_of_their_stack(dtypes: tuple, wide: 
     assert distinct_rows([np.zeros(0, np.int64), np.zeros(0, np.int64)]).shape == (2, 0)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_distinct_rows_releasing_its_rows_gives_the_same(wide: bool) -> None:
+    """``release=True``: the list of rows is emptied (the rows not held through the sort when
+    they pack; kept to the end when they do not), the result the same as without."""
+    rng = np.random.default_rng(11)
+    hi = 2**40 if wide else 9
+    for n in (1, 7, 500):
+        rows = [rng.integers(-hi, hi, n, dtype=np.int64), rng.integers(0, hi, n, dtype=np.int64)]
+        want, want_counts = distinct_rows(rows, return_counts=True)
+        given = list(rows)
+        got, counts = distinct_rows(given, return_counts=True, release=True)
+        assert given == []
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(counts, want_counts)
+        given = list(rows)
+        assert np.array_equal(distinct_rows(given, release=True), want) and given == []
+    assert len(rows) == 2  # without release, the caller's list is left alone
+
+
 def test_distinct_rows_of_nothing() -> None:
     rows = np.zeros((2, 0), np.int64)
     assert distinct_rows(rows).shape == (2, 0)
@@ -261,3 +280,22 @@ def test_distinct_of_a_small_span_is_numpys_unique(dtype: type, span: int) -> No
             assert np.array_equal(got_first, first) and np.array_equal(got_inverse, inverse)
             got, got_first = distinct_first(a)
             assert np.array_equal(got, want) and np.array_equal(got_first, first)
+
+
+def test_stable_argsort_overwriting_its_temporary_is_numpys() -> None:
+    """``overwrite=True``: the packed sort keys made in the caller's int64 temporary (issue 31),
+    the order numpy's stable argsort gives; a range too wide to pack leaves it as it was."""
+    from gpuadvise.arrays import stable_argsort
+
+    rng = np.random.default_rng(4)
+    for n in (2, 9, 3000):
+        for hi in (1 << 20, 1 << 40):
+            a = rng.integers(-hi, hi, n, dtype=np.int64)
+            given = a.copy()
+            assert np.array_equal(
+                stable_argsort(given, overwrite=True), np.argsort(a, kind="stable")
+            )
+    wide = np.array([-(1 << 62), 5, 1 << 62, 5], np.int64)
+    given = wide.copy()
+    assert np.array_equal(stable_argsort(given, overwrite=True), np.argsort(wide, kind="stable"))
+    assert np.array_equal(given, wide)

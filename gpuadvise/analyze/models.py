@@ -274,6 +274,7 @@ def compute_models(
     blocks_per_sm: int = 0,
     models: Collection[str] = TRACE_MODELS,
     l2_probe_ctas: int | None = None,
+    keep_outputs: bool = True,
 ) -> MemoryAnalysis:
     """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
@@ -281,7 +282,10 @@ def compute_models(
     2D grid, None: :data:`INTERIOR_CTAS`; ``analyze`` passes :func:`l2_probe_size`). A kernel
     that cannot be traced gives a MemoryAnalysis with ``error`` set. ``instrs``: the kernel's
     SASS, or what gives it when first needed (the GPU tracer's start, the emulator's trace's
-    reconcile: ``analyze`` traces while it is being read)."""
+    reconcile: ``analyze`` traces while it is being read). ``keep_outputs`` False: no
+    ``outputs`` (None), and the tracer's are let go of as soon as the kernel has run: the
+    emulator's global memory (thomas: its 512 MB heap, the written part resident) is not held
+    through the models and the rules."""
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
@@ -321,6 +325,8 @@ def compute_models(
                         gm.trace.records.nbytes,
                     )
                     gm = replace(gm, l2_probe_ctas=probe)
+                if not keep_outputs:
+                    gm = replace(gm, outputs=None)
                 if not want_l2 or gm.trace is None:
                     return gm
                 l2, l2_notes = l2_for(gm.trace, device, blocks_per_sm)
@@ -334,6 +340,8 @@ def compute_models(
                 fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
         emulator = EmulatorTracer()
         emu = emulator.run(module, kernel, launch, device, sample_ctas=sample_ctas)
+        if not keep_outputs:  # (the emulator's memory, which they read lazily, freed now)
+            emu = replace(emu, outputs={})
     except MemoryAccessError as exc:
         return MemoryAnalysis(total_ctas=total, error=exc.one_line(), error_kind="out_of_bounds")
     except UnsupportedInstructionError as exc:
@@ -392,7 +400,7 @@ def compute_models(
         l2=l2,
         l2_unavailable=l2_unavailable,
         trace=rec.apply(emu.trace),
-        outputs=emu.outputs,
+        outputs=emu.outputs if keep_outputs else None,
         simt=emu.simt,
         l2_probe_ctas=probe_ctas,
         sampled_loops=emu.sampled_loops,

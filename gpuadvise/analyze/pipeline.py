@@ -149,6 +149,7 @@ def analyze_kernel(
     head: CompiledHead | None = None,
     line_models: bool = True,
     sass_ahead: SassAhead | None = None,
+    keep_outputs: bool = True,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -169,7 +170,9 @@ def analyze_kernel(
     emulator's trace runs meanwhile (it waits for the SASS at its end, for its block costs:
     :mod:`gpuadvise.trace.sass_arrival`), then the thread is joined and the live registers read;
     with another tracer, or no trace, the PTX is parsed for the emulator meanwhile and the thread
-    joined before the trace (None: read here)."""
+    joined before the trace (None: read here). ``keep_outputs`` False: the traced outputs
+    (``memory.outputs``) are not kept, and the emulator's memory is freed once the kernel has
+    run, before the models (``analyze``'s own run, which reads them nowhere: issue 31's peak)."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import sass
@@ -264,6 +267,7 @@ def analyze_kernel(
                     result.active_blocks_per_sm,
                     wanted,
                     l2_probe_ctas=l2_probe_ctas,
+                    keep_outputs=keep_outputs,
                 )
         timings["trace_s"] = time.perf_counter() - t3
         # the CPU the trace took on this thread (the emulator's), whatever else the machine runs

@@ -154,6 +154,9 @@ def _run(
         l2_probe_ctas=l2_probe_size(sample, probe),
         head=head,
         sass_ahead=sass,
+        # the traced outputs are read by no rule, the report or the fixes (which emulate their
+        # own): not held through the models and the rules (issue 31's peak)
+        keep_outputs=False,
     )
     t0 = time.perf_counter()
     # the variants compiled ahead of their traces (early): waited for, their folders removed,

@@ -177,6 +177,7 @@ def trace_alone(
             registers=False,
             head=head,
             line_models=False,
+            keep_outputs=False,  # (its trace is read, not its outputs: issue 31)
         )
 
 

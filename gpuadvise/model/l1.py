@@ -163,10 +163,18 @@ def capacity_misses(
     acc_rec = np.asarray(acc_rec, np.int64)
     acc_key = np.asarray(acc_key, np.int64)
     n_acc = len(acc_rec)
-    window = np.full(n_acc, np.inf)
-    miss = np.zeros(n_acc)
-    if not n_acc:
+
+    def reuse(cur: np.ndarray | None = None, lines: np.ndarray | None = None) -> L1Reuse:
+        # the two access-sized results made last, once the temporaries are freed (issue 31)
+        window = np.full(n_acc, np.inf)
+        miss = np.zeros(n_acc)
+        if cur is not None and lines is not None:
+            window[cur] = lines
+            miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
         return L1Reuse(window, miss)
+
+    if not n_acc:
+        return reuse()
     # the records by CTA, in execution order: a position each, and the lines loaded up to it
     order = stable_argsort(group)
     pos = np.empty(len(group), np.int64)
@@ -191,7 +199,7 @@ def capacity_misses(
         del at
     del ok
     if not len(cur):
-        return L1Reuse(window, miss)
+        return reuse()
     lines = csum[pc - 1] - csum[pp]
     np.maximum(lines, 0.0, out=lines)
     if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
@@ -207,10 +215,8 @@ def capacity_misses(
     if group_lines is not None:
         np.minimum(lines, np.asarray(group_lines, np.float64)[gc], out=lines)
     lines *= np.asarray(concurrency, np.float64)[gc]
-    del gc
-    window[cur] = lines
-    miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
-    return L1Reuse(window, miss)
+    del gc, pos, order, weight, csum, group, acc_rec, acc_key
+    return reuse(cur, lines)
 
 
 def written_before_read(

@@ -85,29 +85,28 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     # both, (CTA << 44) | sector then the sector alone, each counted by a sort in place (issue
     # 31: a buffer's lanes over the sampled CTAs are millions; no lane-sized copy kept)
     off = lanes.off.astype(np.int64, copy=False)
-    sect = off // SECTOR
     step = off % SECTOR
     step += lanes.width
     step -= 1
     step //= SECTOR
     cross = np.flatnonzero(step)
-    n = len(sect)
+    n = len(off)
     key = np.empty(n + len(cross), np.int64)
-    key[n:] = sect[cross]
+    np.floor_divide(off, SECTOR, out=key[:n])  # each lane's first sector, made in place
+    key[n:] = key[:n][cross]
     key[n:] += step[cross]
     del step
     ctas = np.empty(len(key), np.int64)
     ctas[:n] = lanes.cta
     ctas[n:] = lanes.cta[cross]
-    key[:n] = sect
-    del sect, cross
-    sectors = key.copy()
+    del cross
+    # the (CTA << 44) | sector keys made in the CTAs' array, the sectors left in key: no copy
     ctas <<= 44
-    key |= ctas
+    ctas |= key
+    per_cta = count_distinct_sorting(ctas)
     del ctas
-    per_cta = count_distinct_sorting(key)
+    sample = count_distinct_sorting(key)
     del key
-    sample = count_distinct_sorting(sectors)
     footprint = min(sample * view.scale, math.ceil(buffer_bytes / SECTOR))
     return LaunchReuse(per_cta, sample, float(footprint), view.scale)
 

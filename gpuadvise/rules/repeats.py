@@ -168,10 +168,12 @@ def _lanes_by_cta(
     new_start = np.empty(len(per_rec), np.int64)
     lens = per_rec[order]
     new_start[order] = np.cumsum(lens) - lens  # its first lane's position in the CTA order
-    lane = np.arange(n, dtype=np.int64)
-    by_cta = np.repeat(start[order] - new_start[order], lens)
+    # positions below n, and their differences above -n: int32 where n fits (issue 31's peak)
+    ix = np.int32 if n < 2**31 - 1 else np.int64
+    lane = np.arange(n, dtype=ix)
+    by_cta = np.repeat((start[order] - new_start[order]).astype(ix), lens)
     by_cta += lane  # (in place: no third lane-sized array at once, issue 31)
-    cpos = np.repeat(new_start - start, per_rec)
+    cpos = np.repeat((new_start - start).astype(ix), per_rec)
     cpos += lane
     return by_cta, cpos
 
@@ -253,8 +255,9 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     # every lane in a buffer (the usual case): the lanes themselves, not a gather of each column
     every = len(idx) == n
     m = len(idx)
-    if every:  # (then its positions are the lanes' own: not held, issue 31)
-        idx = idx[:0]
+    if every:  # (then its positions are the lanes' own: not held, issue 31; an empty array of
+        # its own, as a slice of it would hold all of it)
+        idx = np.zeros(0, idx.dtype)
 
     def sel(a: np.ndarray) -> np.ndarray:
         return a if every else a[idx]
@@ -277,7 +280,10 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
-        by_pair = stable_argsort((addr << tbits) | thread)
+        pair = addr << tbits
+        pair |= thread
+        by_pair = stable_argsort(pair, overwrite=True)  # (sorted in pair's own memory)
+        del pair
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
     a_s = addr[by_pair]
@@ -312,15 +318,20 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     at = last_w[tpos[cur] - 1]
     del last_w
     stored = at > tpos[prev]
-    last_store = np.where(stored, at_lane(by_thread[np.maximum(at, 0)]), -1)
-    gap = tpos[cur].astype(np.int64) - tpos[prev] - 1
+    # (lane indices and gaps, below the view's lanes: int32 where they fit, issue 31)
+    out = np.int32 if n < 2**31 - 1 else np.int64
+    last_store = np.where(stored, at_lane(by_thread[np.maximum(at, 0)]), -1).astype(out)
+    gap = tpos[cur] - tpos[prev]  # (below m: no wider type needed)
+    gap -= 1
     del by_thread, tpos
     # what the CTA accessed in between: each record's sectors shared among its lanes, summed
     # in execution order per CTA, at most the CTA's distinct sectors; evict-first accesses
-    # (`__ldcs`, `__stcs`) left out, as the caches give their lines up first
+    # (`__ldcs`, `__stcs`) left out, as the caches give their lines up first. Each record's
+    # share made per record (its lanes' instruction is its own) and gathered straight in CTA
+    # order: no lane-sized float64 of the shares in execution order beside it (issue 31)
     per_rec = np.bincount(lanes.rec, minlength=len(view.records))
-    share = (view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1))[lanes.rec]
-    share[view.inst_streaming[lanes.inst]] = 0.0
+    share = view.rec_sectors * view.rec_weight / np.maximum(per_rec, 1)
+    share[view.inst_streaming[view.records["inst"]]] = 0.0
     got = _lanes_by_cta(lanes.rec, per_rec, view.records["cta"])
     if got is None:
         by_cta = stable_argsort(lanes.cta)
@@ -328,21 +339,23 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         cpos[by_cta] = np.arange(n)
     else:
         by_cta, cpos = got
-    csum = share[by_cta]
-    del share, by_cta
+    del got  # (the tuple would hold both lane-sized arrays past their dels below)
+    rec_by_cta = lanes.rec[by_cta]
+    del by_cta
+    csum = share[rec_by_cta]
+    del share, rec_by_cta
     np.cumsum(csum, out=csum)
     lc, lp = at_lane(cur), at_lane(prev)
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
     del per_rec, cpos, csum
     # each CTA's distinct sectors: the keys (CTA << 47) | (buffer << 40) | sector, built and
-    # sorted in place (no lane-sized temporaries, issue 31)
-    key = sel(lb).astype(np.int64)
+    # sorted in place (((CTA << 7) | buffer) << 40: the same bits, one lane-sized temporary
+    # fewer, issue 31)
+    key = sel(lanes.cta).astype(np.int64)
+    key <<= 7
+    key |= sel(lb)
     key <<= 40
     key |= sel(lanes.off) // SECTOR
-    cta = sel(lanes.cta).astype(np.int64)
-    cta <<= 47
-    key |= cta
-    del cta
     key.sort()
     head = np.empty(len(key), bool)
     head[:1] = True
@@ -356,12 +369,15 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[lanes.cta[lc]])
     # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
     order = _ascending(lc, n)
+    # lane indices and gaps (below the view's lanes) in int32 where they fit: held through the
+    # rule (millions of reloads: softmax_cuda's 4.2 million, 50 MB less, issue 31); their
+    # readers index with them, compare them with 0 and take their median
     return ThreadReloads(
-        lc[order],
-        lp[order],
+        lc.astype(out)[order],
+        lp.astype(out)[order],
         plain_store[lp][order],
-        last_store[order],
-        gap[order],
+        last_store.astype(out)[order],
+        gap.astype(out)[order],
         window[order],
     )
 
@@ -486,13 +502,12 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
         t += lanes.inst[ix]
         return t
 
-    key = thread_inst(inside)
     addr = lb[inside].astype(np.int64)
     addr <<= 40
     addr |= lanes.off[inside]
-    del inside  # (not held through the sort, issue 31)
-    pairs, times = distinct_rows([key, addr], return_counts=True)
-    del key, addr
+    rows = [thread_inst(inside), addr]
+    del inside, addr  # (not held through the sort: distinct_rows releases the rows, issue 31)
+    pairs, times = distinct_rows(rows, return_counts=True, release=True)
     # the pairs in order, row 0 first: each key's first pair is where its run starts
     # (np.unique's return_index of a sorted row, without its sort: issue 31's peak)
     head = np.empty(pairs.shape[1], bool)

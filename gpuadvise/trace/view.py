@@ -605,10 +605,15 @@ def _units(off: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     else:
         unit = 4
     n = np.maximum(width // unit, 1)
+    if bool((n == 1).all()):  # a unit a lane: no repeat (the same indices and numbers)
+        return np.arange(len(off)), off // unit, unit
     idx = np.repeat(np.arange(len(off)), n)
-    start = np.repeat(np.cumsum(n) - n, n)
-    k = np.arange(len(idx)) - start
-    return idx, off[idx] // unit + k, unit
+    # (each unit's number in its lane made in place: one unit-sized temporary, issue 31)
+    k = np.arange(len(idx))
+    k -= np.repeat(np.cumsum(n) - n, n)
+    unit_no = off[idx] // unit
+    unit_no += k
+    return idx, unit_no, unit
 
 
 def warp_footprint(lanes: Lanes) -> tuple[int, int]:
@@ -618,17 +623,37 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     waste nothing here; an array-of-structures field read wastes the rest of each sector."""
     if not len(lanes):
         return 0, 0
+    # (the keys made in place and each lane-sized array freed once read: a line's lanes are
+    # millions, AoSKernel's GA301 peak, issue 31)
     group = lanes.cta.astype(np.int64) * 64 + lanes.tid // WARP
     first = lanes.off // SECTOR
     last = (lanes.off + lanes.width - 1) // SECTOR
-    span = (last - first).max()
-    keys = [(group << 44) | first]
+    last -= first  # the sectors past the first
+    span = last.max()
+    key = group << 44
+    key |= first
+    keys = [key]
     for k in range(1, int(span) + 1):
-        more = last - first >= k
+        more = last >= k
         keys.append((group[more] << 44) | (first[more] + k))
-    sectors = _distinct_sorted(np.sort(np.concatenate(keys)))
+    del first, last, key
+    if len(keys) == 1:
+        key = keys.pop()
+    else:
+        key = np.concatenate(keys)
+        del keys
+    key.sort()
+    sectors = _distinct_sorted(key)
+    del key
     idx, unit_no, unit = _units(lanes.off, lanes.width)
-    ukeys = unique_int((group[idx] << 44) | unit_no)
+    # (a unit a lane: idx is every lane in order, and the lanes' groups are made the keys)
+    ukey = group if len(idx) == len(group) else group[idx]
+    del group, idx
+    ukey <<= 44
+    ukey |= unit_no
+    del unit_no
+    ukeys = unique_int(ukey)
+    del ukey
     g = ukeys >> 44  # sorted: each group's distinct units are one run
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
     per_group = np.diff(np.r_[starts, len(g)]) * unit
@@ -668,23 +693,34 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
     place, as lanes of one record are contiguous in a view (else a sort by (record, offset))."""
     if not len(lanes):
         return Reuse(0, 0, 0, 0, 0.0, 0, 0)
+    # (the keys made in place and the lanes' own offsets read, not copied: a line's lanes are
+    # most of the view's on some kernels, 8 million in clenergy: each int64 copy 62 MB, issue 31)
     cta = lanes.cta.astype(np.int64)
-    off = lanes.off.astype(np.int64)
-    tid = lanes.tid.astype(np.int64)
+    off = lanes.off.astype(np.int64, copy=False)
     if (
         int(off.min(initial=0)) >= 0
         and int(off.max(initial=0)) < (1 << 44)
-        and int(tid.max(initial=0)) < (1 << 10)
+        and int(lanes.tid.max(initial=0)) < (1 << 10)
     ):
-        key = np.sort((cta << 54) | (off << 10) | tid)
+        key = cta << 54
+        key |= off << 10
+        key |= lanes.tid
+        key.sort()
         pairs = _distinct_sorted(key)
-        addr_key = key >> 10
-        addresses = _distinct_sorted(addr_key)
-        first_sect = (addr_key >> 44 << 44) | ((addr_key & ((1 << 44) - 1)) // SECTOR)
-        sectors = _distinct_sorted(first_sect)  # monotonic in the sorted key: no second sort
-        del key, addr_key
+        key >>= 10  # the address key
+        addresses = _distinct_sorted(key)
+        low = key & ((1 << 44) - 1)
+        low //= SECTOR
+        key >>= 44
+        key <<= 44
+        key |= low  # the first sector's key
+        del low
+        sectors = _distinct_sorted(key)  # monotonic in the sorted key: no second sort
+        del key
     else:  # offsets or threads too large for one key: three sorts
+        tid = lanes.tid.astype(np.int64)
         pairs = len(unique_int((cta << 54) | (tid << 44) | off))
+        del tid
         addresses = len(unique_int((cta << 44) | off))
         first_sect = unique_int((cta << 44) | (off // SECTOR))
         sectors = len(first_sect)
@@ -695,6 +731,7 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
             np.concatenate([(cta << 44) | (off // SECTOR), (cta[cross] << 44) | last[cross]])
         )
         sectors = len(sect)
+    del cta, last, cross  # (lane-sized: not held beside the requests' matrix)
     rec = lanes.rec
     if len(rec) < 2 or bool((rec[1:] >= rec[:-1]).all()):
         starts = np.flatnonzero(np.r_[True, rec[1:] != rec[:-1]])
@@ -732,11 +769,18 @@ def _distinct_per_segment(values: np.ndarray, starts: np.ndarray) -> int:
         order = np.lexsort((values, seg))
         s, v = seg[order], values[order]
         return int(np.count_nonzero(np.r_[True, (s[1:] != s[:-1]) | (v[1:] != v[:-1])]))
-    col = np.arange(n) - np.repeat(starts, lengths)
+    # each value's place in the matrix, row x width + column, made in place: one lane-sized
+    # index, not a row and a column (issue 31)
+    at = np.arange(n)
+    at -= np.repeat(starts, lengths)
     row = np.repeat(np.arange(len(starts)), lengths)
+    row *= width
+    at += row
+    del row
     big = np.iinfo(np.int64).max
     mat = np.full((len(starts), width), big, dtype=np.int64)
-    mat[row, col] = values
+    mat.reshape(-1)[at] = values
+    del at
     mat.sort(axis=1)
     new = mat[:, 1:] != mat[:, :-1]
     new &= mat[:, 1:] != big
@@ -877,29 +921,38 @@ def infer_pattern(
         return "loads narrower than 32 bits or not word-aligned"
     if ((fo % lanes.width) != 0).any() or (s % lanes.width.max()) != 0:
         return "vector loads not aligned in the element"
+    # (each lane-sized temporary freed once read, and only the best pitch's offsets held: a
+    # line's lanes are millions, issue 31)
     e = lanes.off // s
     cta = view.ctas[lanes.cta]
     cx, cy = cta % gx, (cta // gx) % gy
+    del cta
     tx, ty = lanes.tid % bx, (lanes.tid // bx) % by
     x = cx * bx + tx
     y = cy * by + ty
+    del cx, cy, tx, ty
     one_d = gy * by == 1
     count = buffer.count
     if one_d:
         best = (count, e - x)
     else:
         cands = {gx * bx, *[int(p) for p in pitches if 0 < int(p) <= count]}
-        scored = []
+        top: tuple[int, bool, int, np.ndarray] | None = None
         for p in sorted(cands):
             if count % p:
                 continue
             d = e - (y * p + x)
-            scored.append((len(unique_int(d)), p != gx * bx, p, d))
-        if not scored:
+            scored = (len(unique_int(d)), p != gx * bx, p, d)
+            if top is None or scored[:3] < top[:3]:
+                top = scored
+            del d, scored
+        if top is None:
             return "no row length divides the buffer"
-        scored.sort(key=lambda t: (t[0], t[1], t[2]))
-        best = (scored[0][2], scored[0][3])
+        best = (top[2], top[3])
+        del top
+    del e, x, y
     pitch, d = best
+    del best
     rows = count // pitch
     if len(unique_int(d)) > MAX_VISITS:
         return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
@@ -907,6 +960,7 @@ def infer_pattern(
     # visits: consecutive reads of one thread of the same element
     order = lexsort_pair(lanes.rec, thread)
     th, dd, ff, ww = thread[order], d[order], fo[order], lanes.width[order]
+    del thread, order, d, fo
     new_visit = np.r_[True, (th[1:] != th[:-1]) | (dd[1:] != dd[:-1])]
     visit_id = np.cumsum(new_visit) - 1
     v_thread, v_d = th[new_visit], dd[new_visit]

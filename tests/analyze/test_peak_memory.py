@@ -62,3 +62,35 @@ def test_an_analysis_without_its_trace_data_reports_the_same() -> None:
     assert memory_json(b.memory) == memory_json(a.memory)
     bare = KernelAnalysis(None, None, None, None, None, None, (), None, (), 0)  # type: ignore[arg-type]
     assert bare.without_trace_data() is bare
+
+
+def test_analyze_lets_the_emulators_memory_go_once_the_kernel_has_run() -> None:
+    """``analyze`` keeps no traced outputs (``keep_outputs=False``): nothing reads them after the
+    trace, and they held the emulator's global memory (a heap of every buffer: thomas 512 MB)
+    through the models and the rules. Kept (the default), they hold it."""
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
+    from gpuadvise.ptx.memory import GlobalMemory
+
+    case = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(source=case / "accumulate.cu", spec=case / "row_sums.toml", gpu="H100")
+    spec, choice, options = build(opts)
+
+    def heaps() -> int:
+        gc.collect()
+        return sum(isinstance(o, GlobalMemory) for o in gc.get_objects())
+
+    gc.collect()
+    before = heaps()
+    kept = analyze_kernel(spec, choice.device, options, sample_ctas=4, models=("coalescing",))
+    assert kept.memory is not None and kept.memory.outputs is not None
+    assert len(kept.memory.outputs["out"]) == 4224
+    assert heaps() == before + 1
+    del kept
+    assert heaps() == before
+    a = analyze_kernel(
+        spec, choice.device, options, sample_ctas=4, models=("coalescing",), keep_outputs=False
+    )
+    assert a.memory is not None and a.memory.trace is not None and a.memory.outputs is None
+    assert len(a.memory.trace.records) > 0
+    assert heaps() == before

@@ -263,6 +263,8 @@ def test_varying_repeats_of_the_reloading_instructions_alone_is_every_lanes(kern
     view = rule_context(_analysis(kernel), Config(trace_ctas=CTAS)).trace_view
     rl = same_thread_reloads(view)
     assert len(rl)
+    # the lane indices and gaps held through the rule in int32 (issue 31's peak memory)
+    assert {rl.lane.dtype, rl.prev.dtype, rl.last_store.dtype, rl.gap.dtype} == {np.dtype(np.int32)}
     got = varying_repeats(view, rl)
     assert np.array_equal(got, _varying_by_every_lane(view, rl))
     if kernel != "adam_step":  # a loop's own load again: the restricted path, not the early exit

@@ -228,6 +228,23 @@ def _take(table: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _hits(r: np.ndarray, valid: np.ndarray, thr: np.ndarray) -> np.ndarray:
+    """Per later touch of a block's units (``r``: their positions, a row a unit), whether it
+    hits: valid and its gap since the unit's previous touch within ``thr`` at its position
+    (``valid & (gap <= thr[r[:, 1:]])``), a chunk of rows at a time: the same mask, without the
+    whole gaps and thresholds made (two int32 arrays of every touch: 240 MB of histogram256's
+    block, issue 31's peak)."""
+    hit = np.empty(valid.shape, dtype=bool)
+    step = max(1, _TAKE_CHUNK // max(1, valid.shape[1]))
+    lim = np.empty((min(step, len(valid)), valid.shape[1]), dtype=np.int32)
+    for lo in range(0, len(valid), step):
+        rows = r[lo : lo + step]
+        gap = rows[:, 1:] - rows[:, :-1]
+        np.less_equal(gap, _take(thr, rows[:, 1:], lim[: len(rows)]), out=hit[lo : lo + step])
+        hit[lo : lo + step] &= valid[lo : lo + step]
+    return hit
+
+
 def _longest_hit(kst: np.ndarray, P: int) -> np.ndarray:
     """Per position, the longest reuse gap that hits (``gap <= k*(p)``: a gap is a whole number
     of positions, so ``gap <= floor(k*(p))``), int32, with one more entry for the sentinel
@@ -456,7 +473,6 @@ def replay_order(
         saved[m] = None  # each block's arrays freed once read, not at the end of the replay
         if kept < mat.touchers.shape[1] and not _exact_sums(mat):
             r, kk = _widened(r, kk, mat.touchers.shape[1], P)
-        gap = r[:, 1:] - r[:, :-1]
         valid = r[:, 1:] < P
         shape = valid.shape
         # per touch (after the first of each unit): its load requests and loaded granules
@@ -467,9 +483,8 @@ def replay_order(
         wg *= valid
         g_all = float(wg.sum(dtype=np.float64))
         g_first = float((mat.cnt[NLGRAN][kk[:, 0]] * mat.scale).sum())  # first touches miss
-        lim = np.empty(shape, dtype=np.int32)
         for j, thr in enumerate(thresholds):
-            hit = valid & (gap <= _take(thr, r[:, 1:], lim))
+            hit = _hits(r, valid, thr)
             hits[j] += float(np.einsum("ij,ij->", hit, wl, dtype=np.float64))
             g_hit = float(np.einsum("ij,ij->", hit, wg, dtype=np.float64))
             dram[j] += (g_first + g_all - g_hit) * mat.gbytes

@@ -621,7 +621,7 @@ def _build_units(
             "whose footprints are not translates of each other in launch order)"
         )
     orphan_base = total
-    per_shape = []
+    per_shape: list[tuple[Any, ...]] = []  # (rows, columns, masks None but for clamping)
     for sid, shp in enumerate(shapes):
         ay0, ax0, ny, nx, off = boxes[sid]
         ay = ay0 + np.arange(ny, dtype=np.int64)
@@ -654,18 +654,34 @@ def _build_units(
             big = tby[:, None, :] * gx + tbx[None, :, :]
             touchers = np.where(valid, big, -1).reshape(ny * nx, -1).astype(np.int32)
         res = residues[sid]
-        rows = (ay[:, None] + res[None, :, 2]) * lay.ry + res[None, :, 0]  # (ny, w)
-        cols = (ax[:, None] + res[None, :, 3]) * lay.sx + res[None, :, 1]  # (nx, w)
+        # (ny, w) and (nx, w), each made in place (sobol's lattice buffer: 1,000 x 62,500, a
+        # 477 MB int64 array each temporary, issue 31's peak), held only where clamping reads
+        # them below
+        rows = ay[:, None] + res[None, :, 2]
+        rows *= lay.ry
+        rows += res[None, :, 0]
         rin = (rows >= lay.rows[0]) & (rows <= lay.rows[1])
+        w = rows.shape[1]
+        if policy != "clamp":
+            del rows
+        cols = ax[:, None] + res[None, :, 3]
+        cols *= lay.sx
+        cols += res[None, :, 1]
         cin = (cols >= lay.cols[0]) & (cols <= lay.cols[1])
+        if policy != "clamp":
+            del cols
         # a count of ones: below 2**24, float32 products and sums are exact, the same float64
         # values as float64 ones, in half the memory
-        fd = np.float32 if rows.shape[1] < 1 << 24 else np.float64
+        fd = np.float32 if w < 1 << 24 else np.float64
         w_in = (rin.astype(fd) @ cin.astype(fd).T).reshape(-1).astype(np.float64)
         # valid touchers per unit: the k where both terms are on the grid (those >= 0: the
         # count of vy @ vx.T, without its (nx, K) float64 copy of vx)
         nvalid = np.count_nonzero(touchers >= 0, axis=1).astype(np.int64)
-        per_shape.append((touchers, nvalid, w_in, rows, cols, rin, cin))
+        if policy == "clamp":
+            per_shape.append((touchers, nvalid, w_in, rows, cols, rin, cin))
+        else:  # (rows, columns and their masks: read by clamping alone)
+            del rin, cin
+            per_shape.append((touchers, nvalid, w_in, None, None, None, None))
     # clamped granules of partly outside units become extra touches of the units they land in
     offsets = np.array([b[4] for b in boxes] + [orphan_base], dtype=np.int64)
     # clamping: the out-of-buffer granules of a unit land on edge granules. Each edge unit that
