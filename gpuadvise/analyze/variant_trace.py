@@ -151,16 +151,16 @@ def trace_alone(
     (the same sample, its first wave cut to ``budget`` trace bytes and, given, to ``cost`` warp
     accesses and steps), the trace model only and no live registers (the launch model reads
     the trace, not them): a variant's side, or a proxy's. ``built``: ``vopts`` already built
-    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`)."""
+    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`), its SASS read beside the trace."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.trace.emulate import sample_trace_bytes, sample_trace_cost
 
     if built is None:
         spec, _, options = build(vopts)
-        head = None
+        head, sass = None, None
     else:
-        spec, options, head = built.spec, built.options, built.head
+        spec, options, head, sass = built.spec, built.options, built.head, built.sass
     with contextlib.ExitStack() as bounds:
         bounds.enter_context(sample_trace_bytes(budget))
         if cost is not None:
@@ -177,6 +177,9 @@ def trace_alone(
             registers=False,
             head=head,
             line_models=False,
+            # its SASS read in the compiling thread while this traces (its block costs added
+            # up once it has come)
+            sass_ahead=sass,
         )
 
 
