@@ -45,7 +45,7 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,10 @@ if TYPE_CHECKING:
     from gpuadvise.rules.findings import Estimate, Finding, Variant
 
 log = logging.getLogger(__name__)
+
+# a variant's side: its launch traffic, and its serial atomics' time and whether they follow its
+# one wave's loops (traced_side)
+Side = tuple["Traffic | None", tuple[float, bool]]
 
 # what the estimate's inputs call the model's point on the variant's own trace
 TRACE_POINT = "variant_trace_point"
@@ -443,9 +447,22 @@ def _traced_points(
     if before is None:
         return made
     budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
+
+    def side_of(f: Finding, key: tuple[Any, ...]) -> Side | None:
+        """The variant's side (None: it did not trace)."""
+        vopts, compiled = builds[key]
+        try:
+            return traced_side(
+                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
+            )
+        except GpuAdviseError as exc:
+            log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+            return None
+
     # each variant's side once traced (None: it did not trace): a second finding with the same
-    # variant takes it (the same kernel, launch and sample make the same trace)
-    sides: dict[tuple[Any, ...], tuple[Traffic | None, tuple[float, bool]] | None] = {}
+    # variant takes it (the same kernel, launch and sample make the same trace); several
+    # variants traced two at a time where two CPUs are there (traced_in_two)
+    sides: dict[tuple[Any, ...], Side | None] = traced_in_two(todo, builds, side_of)
     for f in todo:
         if out_of_time():
             break
@@ -455,14 +472,7 @@ def _traced_points(
         if key not in builds:
             continue
         if key not in sides:
-            vopts, compiled = builds[key]
-            try:
-                sides[key] = traced_side(
-                    vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
-                )
-            except GpuAdviseError as exc:
-                log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
-                sides[key] = None
+            sides[key] = side_of(f, key)
         side = sides[key]
         if side is None:
             continue
@@ -486,6 +496,44 @@ def _traced_points(
             changes["variant"] = dataclasses.replace(f.variant, needs_measurement=True)
         made[id(f)] = dataclasses.replace(f, **changes)
     return made
+
+
+def traced_in_two(
+    todo: Sequence[Finding],
+    builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
+    side_of: Callable[[Finding, tuple[Any, ...]], Side | None],
+) -> dict[tuple[Any, ...], Side | None]:
+    """The sides of ``todo``'s variants (by :func:`~gpuadvise.analyze.ahead.variant_key`), two
+    traced at a time (:func:`gpuadvise.analyze.split.in_two`: every other variant, in the
+    findings' order, in a forked child) where there are two or more to trace, two CPUs
+    (:func:`~gpuadvise.analyze.split.processes`) and no time budget (its cut-off between traces
+    stays the one process's); empty otherwise (:func:`_traced_points` traces them in turn).
+    Each side is the one :func:`_traced_points` traces itself, bit for bit: the fork comes once
+    every variant is compiled and its SASS read (the compiling thread idle: the child needs no
+    lock of its)."""
+    from gpuadvise.analyze.ahead import variant_key
+    from gpuadvise.analyze.split import in_two, processes
+    from gpuadvise.spec.budget import time_left_s
+
+    first: dict[tuple[Any, ...], Finding] = {}
+    for f in todo:
+        assert f.variant is not None
+        key = variant_key(f.variant.candidates()[0])
+        if key in builds:
+            first.setdefault(key, f)
+    if len(first) < 2 or processes() < 2 or time_left_s() is not None:
+        return {}
+    for _, compiled in (builds[key] for key in first):
+        try:
+            built = compiled.result()
+        except Exception:  # raised again where the side is traced, and logged there
+            continue
+        if built.sass is not None:
+            built.sass.wait()
+    keys = list(first)
+    jobs = [lambda key=key: side_of(first[key], key) for key in keys]
+    got = in_two(jobs, range(1, len(keys), 2))
+    return dict(zip(keys, got, strict=True))
 
 
 def predicted_slower(f: Finding) -> bool:
