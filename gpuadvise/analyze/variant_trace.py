@@ -504,13 +504,14 @@ def traced_in_two(
     side_of: Callable[[Finding, tuple[Any, ...]], Side | None],
 ) -> dict[tuple[Any, ...], Side | None]:
     """The sides of ``todo``'s variants (by :func:`~gpuadvise.analyze.ahead.variant_key`), two
-    traced at a time (:func:`gpuadvise.analyze.split.in_two`: every other variant, in the
-    findings' order, in a forked child) where there are two or more to trace, two CPUs
+    traced at a time (:func:`gpuadvise.analyze.split.in_two`: a forked child traces every other
+    variant, in the findings' order, of those already compiled with their SASS read, the first
+    variant aside; this process the others) where there are two or more to trace, two CPUs
     (:func:`~gpuadvise.analyze.split.processes`) and no time budget (its cut-off between traces
-    stays the one process's); empty otherwise (:func:`_traced_points` traces them in turn).
-    Each side is the one :func:`_traced_points` traces itself, bit for bit: the fork comes once
-    every variant is compiled and its SASS read (the compiling thread idle: the child needs no
-    lock of its)."""
+    stays the one process's); empty where no variant would go to the child (:func:`_traced_points`
+    traces them in turn). No compile is waited for: a variant still compiling is traced here,
+    after this process's share. Each side is the one :func:`_traced_points` traces itself, bit
+    for bit: the child's variants were made before the fork, and it touches no thread's work."""
     from gpuadvise.analyze.ahead import variant_key
     from gpuadvise.analyze.split import in_two, processes
     from gpuadvise.spec.budget import time_left_s
@@ -523,17 +524,24 @@ def traced_in_two(
             first.setdefault(key, f)
     if len(first) < 2 or processes() < 2 or time_left_s() is not None:
         return {}
-    for _, compiled in (builds[key] for key in first):
-        try:
-            built = compiled.result()
-        except Exception:  # raised again where the side is traced, and logged there
-            continue
-        if built.sass is not None:
-            built.sass.wait()
     keys = list(first)
+    ready = [i for i, key in enumerate(keys) if i > 0 and _ready(builds[key][1])]
+    theirs = ready[::2]
+    if not theirs:
+        return {}
     jobs = [lambda key=key: side_of(first[key], key) for key in keys]
-    got = in_two(jobs, range(1, len(keys), 2))
-    return dict(zip(keys, got, strict=True))
+    return dict(zip(keys, in_two(jobs, theirs), strict=True))
+
+
+def _ready(compiled: Future[Built]) -> bool:
+    """Whether a variant's compile is done and its SASS read (or failed: raised again where
+    its side is traced), without waiting."""
+    if not compiled.done():
+        return False
+    if compiled.cancelled() or compiled.exception() is not None:
+        return True
+    sass = compiled.result().sass
+    return sass is None or sass.done()
 
 
 def predicted_slower(f: Finding) -> bool:

@@ -106,8 +106,8 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Two findings with different variants (GA308's register accumulation, and the same diff
-    with half the block's threads): the second traced in a forked child, each point the one a
-    single process makes."""
+    with half the block's threads): the second, once compiled with its SASS read, traced in a
+    forked child, each point the one a single process makes; still compiling, traced here."""
     import gpuadvise.analyze.run as run_mod
     import gpuadvise.analyze.variant_trace as VT
     from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
@@ -133,8 +133,21 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     monkeypatch.setattr(VT, "traced_side", side)
     run = RulesRun((f, g), ("GA308", "GA309"))
     rules = ["GA308", "GA309"]
-    real_processes = S.processes
+    real_processes, real_ready = S.processes, VT._ready
     monkeypatch.setattr(S, "processes", lambda: 2)
+    # not compiled yet (with_trace_points compiles them in a thread): no child, none waited for
+    monkeypatch.setattr(VT, "_ready", lambda compiled: False)
+    late = VT.with_trace_points(res.analysis, run, opts, None, rules)
+    assert set(pids.read_text().split()) == {str(os.getpid())}
+    pids.unlink()
+
+    def ready(compiled):  # type: ignore[no-untyped-def]
+        built = compiled.result()  # here: compiled and read before the fork
+        built.sass.wait()
+        assert real_ready(compiled)
+        return True
+
+    monkeypatch.setattr(VT, "_ready", ready)
     both = VT.with_trace_points(res.analysis, run, opts, None, rules)
     assert len(set(pids.read_text().split())) == 2  # one in a child
     pids.unlink()
@@ -142,6 +155,6 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     monkeypatch.setattr(S, "processes", real_processes)
     one = VT.with_trace_points(res.analysis, run, opts, None, rules)
     assert set(pids.read_text().split()) == {str(os.getpid())}
-    assert both.findings == one.findings
+    assert both.findings == one.findings == late.findings
     points = [x.estimated_speedup.inputs[VT.TRACE_POINT] for x in both.findings]  # type: ignore[union-attr]
     assert len(points) == 2 and points[0] != points[1]
