@@ -118,6 +118,7 @@ class _Child:
             r, w = os.pipe()
         except OSError:
             return None
+        parent = os.getpid()
         try:
             # Python 3.12 warns on a fork with other threads alive: the callers fork once the
             # threads they started (the variants' compiles and SASS reads) are idle or done, and
@@ -131,7 +132,7 @@ class _Child:
             return None
         if pid == 0:  # the child: never returns
             os.close(r)
-            _child_main(jobs, theirs, w)
+            _child_main(jobs, theirs, w, parent)
         os.close(w)
         return cls(pid, r)
 
@@ -181,12 +182,17 @@ class _Child:
                 os.waitpid(self.pid, 0)
 
 
-def _child_main(jobs: Sequence[Callable[[], Any]], theirs: Sequence[int], w: int) -> None:
+def _child_main(
+    jobs: Sequence[Callable[[], Any]], theirs: Sequence[int], w: int, parent: int
+) -> None:
     """The child's life: its jobs run, each result sent as it is done, then its log records;
-    ``os._exit`` at the end, whatever happens."""
+    ``os._exit`` at the end, whatever happens (at once where ``parent`` died before the child
+    asked to die with it)."""
     code = 0
     try:
         _die_with_parent()
+        if os.getppid() != parent:
+            raise SystemExit(1)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         root = logging.getLogger()
         capture = _Capture()

@@ -54,6 +54,31 @@ def test_a_child_that_dies_leaves_its_jobs_to_the_parent() -> None:
 
 
 @pytest.mark.usefixtures("two")
+def test_an_interrupted_parent_leaves_no_child(tmp_path: Path) -> None:
+    import time
+
+    pidfile = tmp_path / "child"
+
+    def slow() -> int:
+        pidfile.write_text(str(os.getpid()))
+        time.sleep(60)
+        return 1
+
+    def interrupted() -> int:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        raise KeyboardInterrupt
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        S.in_two([interrupted, slow], [1])
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(pidfile.read_text()), 0)
+
+
+@pytest.mark.usefixtures("two")
 def test_what_raises_or_does_not_pickle_in_the_child_runs_here_and_raises_here() -> None:
     parent = os.getpid()
 
