@@ -10,9 +10,12 @@ compiles the variants one after another in a thread while this one works: the fi
 nvcc runs while the kernel's side of the launch model is computed, the second's while the first
 is traced. The thread only compiles (nvcc, ptxas' resources, the occupancy: no emulation, no
 import the analysis has not made already), and shows no progress (the display's steps nest in
-one thread). Once compiled, the variant's SASS is read in the thread too (an nvdisasm run: the
-emulator reads it before it traces, the reconcile after): its trace then finds it read. Each
-variant is compiled and disassembled exactly as before: the results are the same.
+one thread). Once compiled, the variant is handed over (its trace may start: it needs the PTX)
+and the thread reads its SASS next (an nvdisasm run, before the next variant's nvcc): the
+variant's trace runs meanwhile and reads the SASS, for its block costs, once it has come, as the
+kernel's own trace does (:class:`SassAhead` handed to the pipeline, :mod:`gpuadvise.trace.
+sass_arrival`: bit for bit the eager sums). Each variant is compiled and disassembled exactly as
+before: the results are the same.
 
 The kernel's own SASS and life ranges (one ``nvdisasm -plr`` run, 0.3-0.8 s of wall that this
 process only waited for) are read the same way in a thread started right after the compile
@@ -48,12 +51,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Built:
-    """A variant's spec and compile options (:func:`gpuadvise.analyze.options.build`) and its
-    kernel compiled for the device (:func:`gpuadvise.analyze.head.compile_head`)."""
+    """A variant's spec and compile options (:func:`gpuadvise.analyze.options.build`), its
+    kernel compiled for the device (:func:`gpuadvise.analyze.head.compile_head`) and its SASS
+    being read (without the live registers: a variant's are not read) by the thread that
+    compiled it (``sass``, for the pipeline's ``sass_ahead``; None: read by the trace)."""
 
     spec: KernelSpec
     options: CompileOptions
     head: CompiledHead
+    sass: SassAhead | None = None
 
 
 def _build(vopts: KernelOptions, device: Any) -> Built:
@@ -64,18 +70,31 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
     with reporting(None):
         spec, _, options = build(vopts)
         head = compile_head(spec, device, options, vopts.nvcc)
-        # the variant's SASS (the emulator's and the reconcile's, cached per cubin): read here
-        # while this process traces; a failure is left for the trace, which reads it again
-        with contextlib.suppress(Exception):
-            from gpuadvise.toolchain.sass import disassemble
+    # the variant's SASS (the emulator's block costs), read by this thread once the variant is
+    # handed over (:meth:`Ahead.submit`); a failure is left for the trace, which reads it again
+    sass = SassAhead(head.module, head.head.kernel, head.toolchain, registers=False, thread=False)
+    return Built(spec, options, head, sass)
 
-            disassemble(head.module.cubin_path, head.head.kernel.mangled, head.toolchain)
-    return Built(spec, options, head)
+
+def _build_into(out: Future[Built], vopts: KernelOptions, device: Any) -> None:
+    """``vopts`` built into ``out`` (unless it was cancelled first), then its SASS read: the
+    caller may trace the variant while this thread reads it, before the next compile."""
+    if not out.set_running_or_notify_cancel():
+        return
+    try:
+        built = _build(vopts, device)
+    except BaseException as exc:
+        out.set_exception(exc)
+        return
+    out.set_result(built)
+    if built.sass is not None:
+        built.sass.read()
 
 
 class Ahead:
-    """One thread compiling the variants handed to :meth:`submit`, in order; ``with Ahead() as
-    a:`` waits for it at the end (a compile not wanted any more is cancelled if not started)."""
+    """One thread compiling the variants handed to :meth:`submit`, in order, each one's SASS
+    read once it is handed over and before the next is compiled; ``with Ahead() as a:`` waits
+    for it at the end (a compile not wanted any more is cancelled if not started)."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuadvise-variant")
@@ -83,9 +102,11 @@ class Ahead:
 
     def submit(self, vopts: KernelOptions, device: Any) -> Future[Built]:
         """``vopts``' kernel built and compiled for ``device`` in the thread (the caller's
-        context: its time budget)."""
+        context: its time budget); the future is done once it is compiled, its SASS
+        (:attr:`Built.sass`) read by the thread after that."""
         run = contextvars.copy_context().run
-        f = self._pool.submit(run, _build, vopts, device)
+        f: Future[Built] = Future()
+        self._pool.submit(run, _build_into, f, vopts, device)
         self._futures.append(f)
         return f
 
@@ -126,36 +147,45 @@ def read_sass(
 class SassAhead:
     """:func:`read_sass` of a compiled kernel in a thread started now (nvdisasm, a child process:
     this process goes on meanwhile); :meth:`result` waits for it. The thread imports nothing
-    that :mod:`gpuadvise.analyze.warm` imports (its modules are imported before the compile)."""
+    that :mod:`gpuadvise.analyze.warm` imports (its modules are imported before the compile).
+    ``thread`` False: no thread is started, the one that made it calls :meth:`read` (it must:
+    a waiter waits until then; :class:`Ahead`'s thread, after a variant's compile)."""
 
     def __init__(
-        self, module: CompiledModule, kernel: KernelInfo, tc: Toolchain, registers: bool = True
+        self,
+        module: CompiledModule,
+        kernel: KernelInfo,
+        tc: Toolchain,
+        registers: bool = True,
+        thread: bool = True,
     ) -> None:
         self.key = (module.cubin_path, kernel.mangled, registers)
+        self._args = (module, kernel, tc, registers)
         self._out: tuple[LifeRanges | str | None, tuple[SassInstruction, ...]] | None = None
+        self._done = threading.Event()
         self.waited_s = 0.0  # this process's time waiting for the thread (wait, result)
-        run = contextvars.copy_context().run  # the caller's time budget
-        # a daemon: an interrupted analysis does not wait for nvdisasm
-        self._thread = threading.Thread(
-            target=run, args=(self._work, module, kernel, tc, registers), daemon=True
-        )
-        self._thread.start()
+        if thread:
+            run = contextvars.copy_context().run  # the caller's time budget
+            # a daemon: an interrupted analysis does not wait for nvdisasm
+            threading.Thread(target=run, args=(self.read,), daemon=True).start()
 
-    def _work(
-        self, module: CompiledModule, kernel: KernelInfo, tc: Toolchain, registers: bool
-    ) -> None:
-        # any error is left for the caller, which reads the SASS again and raises it there
-        with contextlib.suppress(BaseException):
-            self._out = read_sass(module, kernel, tc, registers)
+    def read(self) -> None:
+        """Reads the table and SASS (in the thread started, or the caller's); any error is left
+        for the pipeline, which reads them again and raises it there."""
+        try:
+            with contextlib.suppress(BaseException):
+                self._out = read_sass(*self._args)
+        finally:
+            self._done.set()
 
     def done(self) -> bool:
-        """Whether the thread has ended (without waiting)."""
-        return not self._thread.is_alive()
+        """Whether the read has ended (without waiting)."""
+        return self._done.is_set()
 
     def wait(self) -> None:
-        """Waits for the thread; the time this took is added to :attr:`waited_s`."""
+        """Waits for the read; the time this took is added to :attr:`waited_s`."""
         t0 = time.perf_counter()
-        self._thread.join()
+        self._done.wait()
         self.waited_s += time.perf_counter() - t0
 
     def result(

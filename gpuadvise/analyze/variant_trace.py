@@ -45,7 +45,7 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,10 @@ if TYPE_CHECKING:
     from gpuadvise.rules.findings import Estimate, Finding, Variant
 
 log = logging.getLogger(__name__)
+
+# a variant's side: its launch traffic, and its serial atomics' time and whether they follow its
+# one wave's loops (traced_side)
+Side = tuple["Traffic | None", tuple[float, bool]]
 
 # what the estimate's inputs call the model's point on the variant's own trace
 TRACE_POINT = "variant_trace_point"
@@ -151,16 +155,16 @@ def trace_alone(
     (the same sample, its first wave cut to ``budget`` trace bytes and, given, to ``cost`` warp
     accesses and steps), the trace model only and no live registers (the launch model reads
     the trace, not them): a variant's side, or a proxy's. ``built``: ``vopts`` already built
-    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`)."""
+    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`), its SASS read beside the trace."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.trace.emulate import sample_trace_bytes, sample_trace_cost
 
     if built is None:
         spec, _, options = build(vopts)
-        head = None
+        head, sass = None, None
     else:
-        spec, options, head = built.spec, built.options, built.head
+        spec, options, head, sass = built.spec, built.options, built.head, built.sass
     with contextlib.ExitStack() as bounds:
         bounds.enter_context(sample_trace_bytes(budget))
         if cost is not None:
@@ -178,6 +182,9 @@ def trace_alone(
             head=head,
             line_models=False,
             keep_outputs=False,  # (its trace is read, not its outputs: issue 31)
+            # its SASS read in the compiling thread while this traces (its block costs added
+            # up once it has come)
+            sass_ahead=sass,
         )
 
 
@@ -441,9 +448,22 @@ def _traced_points(
     if before is None:
         return made
     budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
+
+    def side_of(f: Finding, key: tuple[Any, ...]) -> Side | None:
+        """The variant's side (None: it did not trace)."""
+        vopts, compiled = builds[key]
+        try:
+            return traced_side(
+                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
+            )
+        except GpuAdviseError as exc:
+            log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+            return None
+
     # each variant's side once traced (None: it did not trace): a second finding with the same
-    # variant takes it (the same kernel, launch and sample make the same trace)
-    sides: dict[tuple[Any, ...], tuple[Traffic | None, tuple[float, bool]] | None] = {}
+    # variant takes it (the same kernel, launch and sample make the same trace); several
+    # variants traced two at a time where two CPUs are there (traced_in_two)
+    sides: dict[tuple[Any, ...], Side | None] = traced_in_two(todo, builds, side_of)
     for f in todo:
         if out_of_time():
             break
@@ -453,14 +473,7 @@ def _traced_points(
         if key not in builds:
             continue
         if key not in sides:
-            vopts, compiled = builds[key]
-            try:
-                sides[key] = traced_side(
-                    vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
-                )
-            except GpuAdviseError as exc:
-                log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
-                sides[key] = None
+            sides[key] = side_of(f, key)
         side = sides[key]
         if side is None:
             continue
@@ -484,6 +497,52 @@ def _traced_points(
             changes["variant"] = dataclasses.replace(f.variant, needs_measurement=True)
         made[id(f)] = dataclasses.replace(f, **changes)
     return made
+
+
+def traced_in_two(
+    todo: Sequence[Finding],
+    builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
+    side_of: Callable[[Finding, tuple[Any, ...]], Side | None],
+) -> dict[tuple[Any, ...], Side | None]:
+    """The sides of ``todo``'s variants (by :func:`~gpuadvise.analyze.ahead.variant_key`), two
+    traced at a time (:func:`gpuadvise.analyze.split.in_two`: a forked child traces every other
+    variant, in the findings' order, of those already compiled with their SASS read, the first
+    variant aside; this process the others) where there are two or more to trace, two CPUs
+    (:func:`~gpuadvise.analyze.split.processes`) and no time budget (its cut-off between traces
+    stays the one process's); empty where no variant would go to the child (:func:`_traced_points`
+    traces them in turn). No compile is waited for: a variant still compiling is traced here,
+    after this process's share. Each side is the one :func:`_traced_points` traces itself, bit
+    for bit: the child's variants were made before the fork, and it touches no thread's work."""
+    from gpuadvise.analyze.ahead import variant_key
+    from gpuadvise.analyze.split import in_two, processes
+    from gpuadvise.spec.budget import time_left_s
+
+    first: dict[tuple[Any, ...], Finding] = {}
+    for f in todo:
+        assert f.variant is not None
+        key = variant_key(f.variant.candidates()[0])
+        if key in builds:
+            first.setdefault(key, f)
+    if len(first) < 2 or processes() < 2 or time_left_s() is not None:
+        return {}
+    keys = list(first)
+    ready = [i for i, key in enumerate(keys) if i > 0 and _ready(builds[key][1])]
+    theirs = ready[::2]
+    if not theirs:
+        return {}
+    jobs = [lambda key=key: side_of(first[key], key) for key in keys]
+    return dict(zip(keys, in_two(jobs, theirs), strict=True))
+
+
+def _ready(compiled: Future[Built]) -> bool:
+    """Whether a variant's compile is done and its SASS read (or failed: raised again where
+    its side is traced), without waiting."""
+    if not compiled.done():
+        return False
+    if compiled.cancelled() or compiled.exception() is not None:
+        return True
+    sass = compiled.result().sass
+    return sass is None or sass.done()
 
 
 def predicted_slower(f: Finding) -> bool:

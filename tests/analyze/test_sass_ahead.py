@@ -122,9 +122,63 @@ def test_a_variant_compiled_ahead_has_its_sass_read_in_that_thread(
     spec, choice, _ = build(OPTS)
     with A.Ahead() as ahead:
         built = ahead.submit(OPTS, choice.device).result()
+        assert built.sass is not None
+        built.sass.wait()  # read after the compile was handed over
     assert len(where) == 1 and where[0].startswith("gpuadvise-variant")
     head = built.head
-    assert where and real(head.module.cubin_path, head.head.kernel.mangled, head.toolchain)
+    module, kernel = head.module, head.head.kernel
+    got = built.sass.result(module, kernel, False)
+    assert got is not None and got[0] is None  # a variant's live registers are not read
+    assert got[1] == tuple(real(module.cubin_path, kernel.mangled, head.toolchain))
+
+
+def test_a_variant_is_traced_before_its_sass_is_read_and_finds_the_same(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant compiled ahead (:class:`gpuadvise.analyze.ahead.Ahead`) is handed over once
+    compiled: its trace starts while the compiling thread reads its SASS (here that read lasts
+    until the trace has started: a trace that waited for it first would wait 30 s), and its
+    trace and launch traffic are bit for bit those of the variant compiled and read first."""
+    import pickle
+
+    from gpuadvise.analyze.variant_trace import launch_traffic, trace_alone
+    from gpuadvise.ptx.emulator import Batch
+
+    real_read, real_run = A.read_sass, Batch.run
+    events: list[str] = []
+    started = threading.Event()
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            events.append("trace started" if started.wait(30) else "read alone")
+        got = real_read(*args, **kw)
+        events.append("sass read")
+        return got
+
+    def run(self: Batch) -> tuple[int, int]:
+        if not started.is_set():
+            events.append("run")
+            started.set()
+        return real_run(self)
+
+    monkeypatch.setattr(A, "read_sass", slow)
+    monkeypatch.setattr(Batch, "run", run)
+    _, choice, _ = build(OPTS)
+    budget = 16 << 20
+    with A.Ahead() as ahead:
+        built = ahead.submit(OPTS, choice.device).result()
+        a = trace_alone(OPTS, choice.device, None, budget, built=built)
+    assert events == ["run", "trace started", "sass read"]
+    assert "sass_wait_s" in a.timings_s
+    monkeypatch.setattr(Batch, "run", real_run)
+    b = trace_alone(OPTS, choice.device, None, budget)
+    assert a.memory is not None and b.memory is not None and a.memory.error is None
+    assert a.memory.trace is not None and b.memory.trace is not None
+    assert a.memory.trace.records.tobytes() == b.memory.trace.records.tobytes()
+    assert pickle.dumps(a.memory.trace.work) == pickle.dumps(b.memory.trace.work)
+    assert pickle.dumps(a.memory.simt) == pickle.dumps(b.memory.simt)
+    assert a.sass_instructions == b.sass_instructions and a.registers is None
+    assert pickle.dumps(launch_traffic(a)) == pickle.dumps(launch_traffic(b))
 
 
 def test_a_variant_is_compiled_when_its_rule_is_done_and_traced_the_same(
