@@ -24,6 +24,7 @@ __all__ = [
     "lexsort_pair",
     "member",
     "stable_argsort",
+    "stable_argsort_equal",
 ]
 
 
@@ -115,6 +116,36 @@ def stable_argsort(a: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     key, shift, _ = packed
     key &= np.int64((1 << shift) - 1)
     return key.astype(np.intp, copy=False)
+
+
+def stable_argsort_equal(
+    a: np.ndarray, *, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`stable_argsort` of a 1-D integer array and, per position of that order after the
+    first, whether its value equals the one before it (``s[1:] == s[:-1]`` of ``s =
+    a[order]``). Where the positions pack below the values (:func:`_sorted_packed`), both come
+    from the sorted keys: no gather of ``a`` by the order (a random read per element, and an
+    array of its size). The order is the stable one either way. ``overwrite``: as
+    :func:`stable_argsort`'s (the packed keys sorted in ``a``'s memory)."""
+    a = np.asarray(a)
+    if (
+        len(a) >= 2
+        and a.ndim == 1
+        and a.dtype.kind in "iu"
+        and int(a.max()) - int(a.min()) >= 1 << 16
+    ):
+        # (a narrower span: stable_argsort's radix sort, faster than the packed keys' sort)
+        packed = _sorted_packed(a, overwrite)
+        if packed is not None:
+            key, shift, _ = packed
+            value = key >> np.int64(shift)
+            equal = value[1:] == value[:-1]
+            del value
+            key &= np.int64((1 << shift) - 1)
+            return key.astype(np.intp, copy=False), equal
+    order = stable_argsort(a)
+    s = a[order]
+    return order, s[1:] == s[:-1]
 
 
 def lexsort_pair(minor: np.ndarray, major: np.ndarray) -> np.ndarray:

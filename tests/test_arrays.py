@@ -299,3 +299,24 @@ def test_stable_argsort_overwriting_its_temporary_is_numpys() -> None:
     given = wide.copy()
     assert np.array_equal(stable_argsort(given, overwrite=True), np.argsort(wide, kind="stable"))
     assert np.array_equal(given, wide)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64, np.uint16])
+def test_stable_argsort_equal_is_the_stable_order_and_its_equal_neighbours(dtype: type) -> None:
+    """stable_argsort_equal: numpy's stable argsort and ``s[1:] == s[:-1]`` of the sorted values,
+    for spans that pack (the flags from the sorted keys), that do not (too wide: the gather) and
+    the radix sort's narrow ones, with many repeats and none."""
+    from gpuadvise.arrays import stable_argsort_equal
+
+    rng = np.random.default_rng(11)
+    top = int(np.iinfo(dtype).max)
+    for hi in (2, 300, 1 << 17, 1 << 40, top):
+        for n in (2, 5, 5000):
+            a = rng.integers(0, min(hi, top), n, dtype=np.uint64, endpoint=True).astype(dtype)
+            want = np.argsort(a, kind="stable")
+            for overwrite in (False, True):  # (True: the keys may be sorted in the copy)
+                order, equal = stable_argsort_equal(a.copy(), overwrite=overwrite)
+                assert np.array_equal(order, want)
+                assert np.array_equal(equal, a[want][1:] == a[want][:-1])
+    order, equal = stable_argsort_equal(np.zeros(0, np.int64))
+    assert len(order) == 0 and len(equal) == 0

@@ -28,6 +28,7 @@ from gpuadvise.arrays import (
     distinct_inverse,
     distinct_rows,
     member,
+    stable_argsort,
 )
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
@@ -706,10 +707,27 @@ def _used_bytes_per_cta(
     weight: np.ndarray | None,
 ) -> np.ndarray:
     """:func:`_used_bytes` of each CTA's accesses (``cta``: dense indices below 2**13), in one
-    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA. The key is made
-    in place (one lane-sized array beside the inner key, not five)."""
+    pass: the distinct (CTA, buffer, offset), each its width, summed per CTA."""
+    return _used_bytes_by_cta(cta, lb, off, width, at, weight, whole=False)[0]
+
+
+def _used_bytes_by_cta(
+    cta: np.ndarray,
+    lb: np.ndarray,
+    off: np.ndarray,
+    width: np.ndarray,
+    at: np.ndarray,
+    weight: np.ndarray | None,
+    whole: bool = True,
+) -> tuple[np.ndarray, float]:
+    """:func:`_used_bytes_per_cta` and, with ``whole``, :func:`_used_bytes` of the same lanes
+    (else 0.0): the distinct (buffer, offset) over all the CTAs are those of the distinct (CTA,
+    buffer, offset), each one's first lane the least of its CTAs' first lanes, in the same
+    (buffer, offset) order, so the same widths summed in the same order (no second key and sort
+    of every lane: a pass re-reads each address in each CTA). The key is made in place (one
+    lane-sized array beside the inner key, not five)."""
     if not len(at):
-        return np.zeros(0)
+        return np.zeros(0), 0.0
     inner = _used_key(lb, off, at)
     span = np.int64(int(inner.max()) + 1)
     key = cta[at].astype(np.int64)
@@ -719,7 +737,18 @@ def _used_bytes_per_cta(
     uk, first = _first_by_runs(key)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
-    return np.bincount(uk // span, weights=w)
+    per_cta = np.bincount(uk // span, weights=w)
+    if not whole:
+        return per_cta, 0.0
+    del w
+    inner = uk % span
+    del uk
+    order = stable_argsort(inner)
+    head = _heads(inner[order])
+    least = np.minimum.reduceat(first[order], np.flatnonzero(head))
+    if weight is None:
+        return per_cta, float(width[at[least]].sum())
+    return per_cta, float((width[at[least]] * weight[least]).sum())
 
 
 def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
@@ -799,6 +828,7 @@ def _view_traffic(
     # the changed records' lanes in a buffer (indices, ascending): from the changed records'
     # ranges of lanes, not a pass over every lane
     sel_lanes = np.zeros(0, np.int64)
+    load_used = 0.0
     if sel.any():
         sel_lanes = _record_lanes(view, sel)
         sel_lanes = sel_lanes[(lb[sel_lanes] >= 0) & sel[lanes.rec[sel_lanes]]]
@@ -809,7 +839,10 @@ def _view_traffic(
         alone = sets["l2"].alone(sel_lanes)
         m = load[sel_rec]
         at = sel_lanes[m]
-        per_cta = _used_bytes_per_cta(lanes.cta, lb, lanes.off, lanes.width, at, _at(sel_w, m))
+        # (and the loads' used bytes over all the CTAs, for the DRAM side below)
+        per_cta, load_used = _used_bytes_by_cta(
+            lanes.cta, lb, lanes.off, lanes.width, at, _at(sel_w, m)
+        )
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
     # re-reads whose lines the L1 gave up in between (its capacity): the L2 serves them again,
@@ -829,7 +862,10 @@ def _view_traffic(
         m = part[sel_rec]
         if m.any():
             at = sel_lanes[m]
-            used = _used_bytes(lb, lanes.off, lanes.width, at, _at(sel_w, m))
+            if part is load:  # (m: the same lanes as the L2 side's)
+                used = load_used
+            else:
+                used = _used_bytes(lb, lanes.off, lanes.width, at, _at(sel_w, m))
             n_part = min(n_part, n_part - dset.alone(sel_lanes) + math.ceil(used / SECTOR))
         dram_sectors += n_part
         if part is load:

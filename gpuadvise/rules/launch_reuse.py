@@ -82,8 +82,10 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
         return LaunchReuse(0, 0, 0.0, view.scale)
     # each lane's first sector, and its last where it crosses into the next: (off + width -
     # 1) // SECTOR = off // SECTOR + (off % SECTOR + width - 1) // SECTOR. One key array of
-    # both, (CTA << 44) | sector then the sector alone, each counted by a sort in place (issue
-    # 31: a buffer's lanes over the sampled CTAs are millions; no lane-sized copy kept)
+    # both, (CTA << 44) | sector, counted by a sort in place; the sample's distinct sectors
+    # are those of the distinct (CTA, sector) keys (issue 31: a buffer's lanes over the
+    # sampled CTAs are millions, read several times by each CTA: no lane-sized copy kept,
+    # no second sort of every lane)
     off = lanes.off.astype(np.int64, copy=False)
     step = off % SECTOR
     step += lanes.width
@@ -100,13 +102,20 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     ctas[:n] = lanes.cta
     ctas[n:] = lanes.cta[cross]
     del cross
-    # the (CTA << 44) | sector keys made in the CTAs' array, the sectors left in key: no copy
+    # the (CTA << 44) | sector keys made in the CTAs' array (no copy), sorted in place; the
+    # sample's distinct sectors are those of the distinct keys
     ctas <<= 44
     ctas |= key
-    per_cta = count_distinct_sorting(ctas)
-    del ctas
-    sample = count_distinct_sorting(key)
     del key
+    ctas.sort()
+    head = np.empty(len(ctas), bool)
+    head[0] = True
+    np.not_equal(ctas[1:], ctas[:-1], out=head[1:])
+    sectors = ctas[head]
+    del ctas, head
+    per_cta = len(sectors)
+    sectors &= np.int64((1 << 44) - 1)
+    sample = count_distinct_sorting(sectors)
     footprint = min(sample * view.scale, math.ceil(buffer_bytes / SECTOR))
     return LaunchReuse(per_cta, sample, float(footprint), view.scale)
 

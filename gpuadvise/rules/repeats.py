@@ -28,6 +28,7 @@ from gpuadvise.arrays import (
     distinct_rows,
     member,
     stable_argsort,
+    stable_argsort_equal,
 )
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
@@ -280,18 +281,20 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     # by (address, thread), in execution order: each access's thread's previous one
     tbits = max(int(thread.max()).bit_length(), 1)
     if int(addr.max()).bit_length() + tbits <= 63:
+        # (whether each access's pair is its predecessor's, from the sorted keys: no gather of
+        # the addresses and threads by the order; sorted in pair's own memory)
         pair = addr << tbits
         pair |= thread
-        by_pair = stable_argsort(pair, overwrite=True)  # (sorted in pair's own memory)
+        by_pair, same = stable_argsort_equal(pair, overwrite=True)
         del pair
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
-    a_s = addr[by_pair]
-    same = a_s[1:] == a_s[:-1]
-    del a_s
-    t_s = thread[by_pair]
-    same &= t_s[1:] == t_s[:-1]
-    del t_s
+        a_s = addr[by_pair]
+        same = a_s[1:] == a_s[:-1]
+        del a_s
+        t_s = thread[by_pair]
+        same &= t_s[1:] == t_s[:-1]
+        del t_s
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)

@@ -151,9 +151,14 @@ class Lanes:
 
     def take(self, keep: np.ndarray) -> Lanes:
         """The lanes ``keep`` selects (indices or a mask over the lanes). A mask is made indices
-        once: six gathers by index are several times faster than six by a boolean mask."""
+        once: six gathers by index are several times faster than six by a boolean mask. Each
+        column is gathered when it is first read (:class:`_TakenLanes`): most readers of a
+        line's lanes read two to four of the six (issue 31: ``take`` was the layout rules'
+        largest own cost after the sorts). ``keep`` is held until then: not to be changed."""
         if isinstance(keep, np.ndarray) and keep.dtype == bool and keep.ndim == 1:
             keep = np.flatnonzero(keep)
+        if isinstance(keep, np.ndarray) and keep.ndim == 1 and keep.dtype.kind in "iu":
+            return _TakenLanes(self, keep)
         return Lanes(
             self.rec[keep],
             self.inst[keep],
@@ -162,6 +167,60 @@ class Lanes:
             self.off[keep],
             self.width[keep],
         )
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        """The six columns, in the constructor's order."""
+        return (self.rec, self.inst, self.cta, self.tid, self.off, self.width)
+
+
+class _TakenLanes(Lanes):
+    """:meth:`Lanes.take`'s lanes: each column gathered from the source lanes by the kept
+    indices when it is first read, then kept (the same values as the eager gather, which made
+    all six). Pickled as plain :class:`Lanes` (its columns gathered), not with its source."""
+
+    # (not a dataclass: the fields are properties over the source; the frozen parent's
+    # __setattr__ refuses assignment, hence object.__setattr__)
+    def __init__(self, source: Lanes, keep: np.ndarray) -> None:
+        object.__setattr__(self, "_source", source)
+        object.__setattr__(self, "_keep", keep)
+        object.__setattr__(self, "_got", {})
+
+    def _column(self, name: str) -> np.ndarray:
+        got: dict[str, np.ndarray] = self.__dict__["_got"]
+        col = got.get(name)
+        if col is None:
+            col = got[name] = getattr(self.__dict__["_source"], name)[self.__dict__["_keep"]]
+        return col
+
+    @property
+    def rec(self) -> np.ndarray:
+        return self._column("rec")
+
+    @property
+    def inst(self) -> np.ndarray:
+        return self._column("inst")
+
+    @property
+    def cta(self) -> np.ndarray:
+        return self._column("cta")
+
+    @property
+    def tid(self) -> np.ndarray:
+        return self._column("tid")
+
+    @property
+    def off(self) -> np.ndarray:
+        return self._column("off")
+
+    @property
+    def width(self) -> np.ndarray:
+        return self._column("width")
+
+    def __len__(self) -> int:
+        return len(self.__dict__["_keep"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Lanes, self.columns())
 
 
 class TraceView:

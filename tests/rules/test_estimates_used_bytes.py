@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuadvise.rules.estimates import _used_bytes, _used_bytes_per_cta
+from gpuadvise.rules.estimates import _used_bytes, _used_bytes_by_cta, _used_bytes_per_cta
 from gpuadvise.trace.view import Lanes, TraceView
 
 
@@ -48,6 +48,24 @@ def test_used_bytes_is_the_distinct_rows_widths():
     want = float((width[at][first] * weight[first]).sum())
     assert _used_bytes(lb, off, width, at, weight) == want
     assert _used_bytes_per_cta(cta, lb, off, width, at[:0], None).size == 0
+
+
+def test_the_used_bytes_over_all_ctas_come_from_the_per_cta_distinct_rows():
+    """_used_bytes_by_cta: the per-CTA sums and, from the distinct (CTA, buffer, offset) rows,
+    _used_bytes of the same lanes, bit-identical (each address's first lane the least of its
+    CTAs' first lanes; the same widths summed in the same order), with weights and without,
+    CTAs re-reading their addresses and addresses read by several CTAs."""
+    for seed in (11, 12, 13):
+        cta, lb, off, width = _columns(6000, seed)
+        rng = np.random.default_rng(seed)
+        at = np.sort(rng.choice(6000, 4500, replace=False))
+        weight = rng.uniform(1, 3, len(at))
+        for w in (None, weight):
+            per, total = _used_bytes_by_cta(cta, lb, off, width, at, w)
+            assert np.array_equal(per, _used_bytes_per_cta(cta, lb, off, width, at, w))
+            assert total == _used_bytes(lb, off, width, at, w)
+            assert _used_bytes_by_cta(cta, lb, off, width, at, w, whole=False)[1] == 0.0
+    assert _used_bytes_by_cta(cta, lb, off, width, at[:0], None)[1] == 0.0
 
 
 def test_the_view_holds_its_by_instruction_order_in_int32():

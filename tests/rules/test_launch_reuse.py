@@ -34,3 +34,20 @@ def test_the_footprint_is_at_most_the_buffer() -> None:
     lanes = _lanes([0, 1], [0, 32], [4, 4], np.int32)
     got = launch_reuse(SimpleNamespace(scale=100.0), lanes, 64)
     assert (got.l2_sectors, got.sample_sectors, got.footprint) == (2, 2, 2.0)
+
+
+def test_random_lanes_against_the_sets_of_their_sectors() -> None:
+    """Many CTAs re-reading their sectors, lanes crossing into the next sector, offsets far
+    apart: the per-CTA and sample counts are those of the (CTA, sector) and sector sets (the
+    sample's distinct sectors come from the distinct (CTA, sector) keys)."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    cta = rng.integers(0, 40, n)
+    off = rng.integers(0, 1 << 12, n) * 4 + rng.choice([0, 1 << 30], n)
+    width = rng.choice([4, 8, 16], n)
+    lanes = _lanes(cta.tolist(), off.tolist(), width.tolist(), np.int32)
+    rows = zip(cta, off, width, strict=True)
+    pairs = {(int(c), int(o + k) // 32) for c, o, w in rows for k in (0, w - 1)}
+    got = launch_reuse(SimpleNamespace(scale=1.0), lanes, 1 << 40)
+    assert got.l2_sectors == len(pairs)
+    assert got.sample_sectors == len({s for _, s in pairs})
