@@ -32,12 +32,19 @@ What every folder may use:
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The rules and the variant traces in one process in every analysis the tests run (and in their
+# `python -m gpuadvise` children): the suite's xdist workers fill the CPUs already, where a forked
+# share only adds CPU (docs/data/s20-fork.md). The split itself is tested with processes=2 or
+# the switch monkeypatched (tests/rules/test_rule_processes.py, tests/analyze/test_split.py).
+os.environ["GPUADVISE_RULE_PROCESSES"] = "1"
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:

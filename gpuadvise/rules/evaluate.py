@@ -9,6 +9,7 @@ ranked (:func:`gpuadvise.rules.ranking.rank_findings`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,6 +27,8 @@ from gpuadvise.rules.ranking import rank_findings
 from gpuadvise.rules.registry import Registry, load_registry
 from gpuadvise.rules.rule import Rule
 from gpuadvise.rules.split import (
+    CHILD_WAIT_FACTOR,
+    CHILD_WAIT_MIN_S,
     FORK_AFTER_CPU_S,
     RULE_CPU_S,
     UNKNOWN_RULE_CPU_S,
@@ -353,16 +356,30 @@ def _run_split(
         return {}
     first, second = two_bins([rules[i].id for i in rest])
     mine, theirs = [rest[j] for j in first], [rest[j] for j in second]
-    with ForkedShare(
+    child = ForkedShare(
         theirs,
         # MemoryError ends the child (its share left to this process), not the rule
         lambda i: outcome(i, (MemoryError,)),
         lambda i, out: tell(out),
-    ) as child:
+    )
+    try:
+        child.__enter__()
+    except OSError:  # no pipe or no fork (out of processes, of memory): all of them here
+        log.debug("the rules' child could not start", exc_info=True)
         for out in before:
             tell(out)
+        for i in rest:
+            run(i)
+        return {}
+    with contextlib.ExitStack() as stack:
+        stack.push(child.__exit__)  # (waits for the child; kills it on an exception)
+        for out in before:
+            tell(out)
+        t0 = time.perf_counter()
         for i in mine:
             run(i)
+        # a child stuck on a lock another thread held at the fork costs time, never a result
+        child.wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
     outcomes.update(child.done)
     usage: dict[str, Any] = {
         "share": tuple(rules[i].id for i in theirs),  # the rules given to the child

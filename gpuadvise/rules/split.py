@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "CHILD_WAIT_FACTOR",
+    "CHILD_WAIT_MIN_S",
     "FORK_AFTER_CPU_S",
     "RULE_CPU_S",
     "UNKNOWN_RULE_CPU_S",
@@ -86,6 +88,11 @@ take less (median 0.67 s at the nineteenth session's end, a quarter under 0.15 s
 fork. A fork of a process of 1.5 GB RSS took 9 ms of its CPU and 33 ms of wall on this 2-core
 machine, and each page either process writes afterwards is copied (docs/data/s20-fork.md)."""
 UNKNOWN_RULE_CPU_S = 0.001  # a rule not in the table (the rest of the bundled ones, a user's)
+# how long a caller waits for the child's share once its own is done (ForkedShare.wait_s): this
+# many times its own share's wall, at least CHILD_WAIT_MIN_S; past that the child is killed and
+# its share runs in the caller
+CHILD_WAIT_FACTOR = 4.0
+CHILD_WAIT_MIN_S = 60.0
 
 _limit: int | None = None  # limit_rule_processes
 
@@ -177,18 +184,27 @@ class ForkedShare:
     ``run``.
 
     Use as a context manager: leaving it waits for the child and reaps it (on an exception,
-    the child is killed first). :meth:`missing` then names the positions without an outcome."""
+    the child is killed first; after :attr:`wait_s` seconds, when set, too: a child stuck on a
+    lock that another thread held at the fork costs time, never a result). :meth:`missing`
+    then names the positions without an outcome. ``forward_logs``: the child's log records are
+    kept (their messages formatted) and sent at its end, in :attr:`records` for the caller to
+    handle; else the child logs nothing."""
 
     def __init__(
         self,
         share: Sequence[int],
         run: Callable[[int], Any],
         handed: Callable[[int, Any], None],
+        *,
+        forward_logs: bool = False,
     ) -> None:
         self.share = list(share)
         self._run = run
         self._handed = handed
+        self._forward_logs = forward_logs
         self.done: dict[int, Any] = {}
+        self.records: list[logging.LogRecord] = []  # the child's, with forward_logs
+        self.wait_s: float | None = None  # how long leaving waits for the child (None: for good)
         self.pid: int | None = None
         # the child's CPU seconds (user and system) and peak RSS (MB) once it is reaped
         self.usage: dict[str, float] = {}
@@ -204,10 +220,15 @@ class ForkedShare:
         # held by that thread only for a dict's update)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # (no fork: the caller runs the share itself)
+                os.close(r)
+                os.close(w)
+                raise
         if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
             os.close(r)
-            _child(w, parent, self.share, self._run)
+            _child(w, parent, self.share, self._run, self._forward_logs)
         os.close(w)
         self.pid, self._fd = pid, r
         self._reader = threading.Thread(
@@ -229,6 +250,9 @@ class ForkedShare:
                 except Exception:  # a frame cut short (the child killed mid-write)
                     log.debug("a rules child's frame did not read", exc_info=True)
                     return
+                if i == _LOGS:
+                    self.records = outcome
+                    continue
                 self.done[i] = outcome
                 self._handed(i, outcome)
 
@@ -238,12 +262,15 @@ class ForkedShare:
         joined = False
         try:
             if exc is None and self._reader is not None:
-                self._reader.join()
-                joined = True
+                self._reader.join(self.wait_s)
+                joined = not self._reader.is_alive()
         finally:
-            if not joined:  # this process is stopping (an error, Ctrl-C, SIGTERM): so is it
+            if not joined:  # this process is stopping (an error, Ctrl-C, SIGTERM), or the
+                # child outlived wait_s: it ends
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, signal.SIGKILL)
+                if exc is None and self._reader is not None:
+                    self._reader.join()  # (the pipe's end closed by the kill)
             with contextlib.suppress(ChildProcessError):
                 _, status, ru = os.wait4(self.pid, 0)
                 self.usage = {
@@ -259,21 +286,54 @@ class ForkedShare:
         return [i for i in self.share if i not in self.done]
 
 
-def _child(w: int, parent: int, share: Sequence[int], run: Callable[[int], Any]) -> None:
+_LOGS = -1  # the position of the child's last frame: its log records (forward_logs)
+
+
+class _Capture(logging.Handler):
+    """The child's log records, kept to be sent to the parent (the message formatted, no
+    arguments or traceback objects: they need not pickle)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            record.msg, record.args = record.getMessage(), None
+            if record.exc_info:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+            self.records.append(record)
+
+
+def _child(
+    w: int, parent: int, share: Sequence[int], run: Callable[[int], Any], forward_logs: bool
+) -> None:
     """The child's life (it never returns): no terminal output, SIGINT and SIGTERM end it,
-    SIGKILL when the parent ends, its rules run and sent, ``os._exit``."""
+    SIGKILL when the parent ends, its share run and sent (then its log records, or none),
+    ``os._exit``."""
     code = 1
     try:
         _die_with(parent)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        logging.disable(logging.CRITICAL)
+        capture = _Capture()
+        if forward_logs:
+            root = logging.getLogger()
+            for h in list(root.handlers):
+                root.removeHandler(h)
+            root.addHandler(capture)
+        else:
+            logging.disable(logging.CRITICAL)
         with open(w, "wb", closefd=True) as pipe:
             for i in share:
                 body = dumps((i, run(i)))
                 pipe.write(_FRAME.pack(len(body)) + body)
                 pipe.flush()
+            if forward_logs:
+                body = dumps((_LOGS, capture.records))
+                pipe.write(_FRAME.pack(len(body)) + body)
         code = 0
     except BaseException:  # noqa: BLE001 - the parent runs what is left
         pass

@@ -54,6 +54,36 @@ def test_a_child_that_dies_leaves_its_jobs_to_the_parent() -> None:
 
 
 @pytest.mark.usefixtures("two")
+def test_a_child_that_outlives_its_wait_is_killed_and_its_jobs_run_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from gpuadvise.rules import split as R
+
+    monkeypatch.setattr(R, "CHILD_WAIT_MIN_S", 0.5)
+    parent = os.getpid()
+
+    def stuck() -> int:
+        if os.getpid() != parent:
+            time.sleep(120)
+        return os.getpid()
+
+    t0 = time.monotonic()
+    assert S.in_two([lambda: 0, stuck], [1]) == [0, parent]
+    assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.usefixtures("two")
+def test_a_fork_that_fails_runs_every_job_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert {g[1] for g in S.in_two([_pid(0), _pid(1)], [1])} == {os.getpid()}
+
+
+@pytest.mark.usefixtures("two")
 def test_an_interrupted_parent_leaves_no_child(tmp_path: Path) -> None:
     import time
 
@@ -66,7 +96,8 @@ def test_an_interrupted_parent_leaves_no_child(tmp_path: Path) -> None:
 
     def interrupted() -> int:
         deadline = time.monotonic() + 30
-        while not pidfile.exists() and time.monotonic() < deadline:
+        # (the file written whole: exists() alone can see it before its text)
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
             time.sleep(0.02)
         raise KeyboardInterrupt
 
@@ -114,11 +145,11 @@ def test_the_childs_log_lines_are_handled_by_the_parent(caplog: pytest.LogCaptur
 def test_one_process_when_the_environment_or_the_cpus_say_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(S.ENV, "1")
+    monkeypatch.setenv("GPUADVISE_RULE_PROCESSES", "1")
     assert S.processes() == 1
     got = S.in_two([_pid(0), _pid(1)], [1])
     assert {g[1] for g in got} == {os.getpid()}
-    monkeypatch.delenv(S.ENV)
+    monkeypatch.delenv("GPUADVISE_RULE_PROCESSES")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     assert S.processes() == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
@@ -176,7 +207,7 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     both = VT.with_trace_points(res.analysis, run, opts, None, rules)
     assert len(set(pids.read_text().split())) == 2  # one in a child
     pids.unlink()
-    monkeypatch.setenv(S.ENV, "1")
+    monkeypatch.setenv("GPUADVISE_RULE_PROCESSES", "1")
     monkeypatch.setattr(S, "processes", real_processes)
     one = VT.with_trace_points(res.analysis, run, opts, None, rules)
     assert set(pids.read_text().split()) == {str(os.getpid())}

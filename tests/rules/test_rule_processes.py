@@ -6,6 +6,7 @@ the switches that keep one process."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -221,6 +222,41 @@ def test_a_killed_child_leaves_its_rules_to_this_process(tmp_path, fork_at_once,
     assert two.child["cpu_s"] >= 0
 
 
+def test_a_stuck_child_is_killed_after_its_wait_and_its_rules_run_here(
+    tmp_path, fork_at_once, monkeypatch
+):
+    """A child that outlives ``CHILD_WAIT_MIN_S`` (and its factor of this process's share): a
+    lock another thread held at the fork, say. It is killed, its rules run here: the run is the
+    one process's, in time."""
+    me = os.getpid()
+    d = _user_rule(
+        tmp_path,
+        "GA902",
+        "stuck-in-child",
+        f"if os.getpid() != {me}:\n    import time\n    time.sleep(120)",
+    )
+    registry = rule_registry.load_registry([d])
+    monkeypatch.setattr(rule_evaluate, "two_bins", _child_share("GA902"))
+    monkeypatch.setattr(rule_evaluate, "CHILD_WAIT_MIN_S", 1.0)
+    context, cfg = _context(*CASES[0])
+    t0 = time.monotonic()
+    one, two = _both(context, cfg, registry)
+    assert time.monotonic() - t0 < 100
+    _same(one, two)
+    assert "GA902" in two.child["share"] and "GA902" not in two.child["rules"]  # run here
+
+
+def test_a_fork_that_fails_leaves_every_rule_to_this_process(fork_at_once, monkeypatch):
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    context, cfg = _context(*CASES[0])
+    one, two = _both(context, cfg)
+    _same(one, two)
+    assert not two.child
+
+
 def test_an_unpicklable_outcome_leaves_the_rest_to_this_process(fork_at_once, monkeypatch):
     context, cfg = _context(*CASES[0])
     registry = rule_registry.load_registry()
@@ -370,3 +406,35 @@ def test_the_child_dies_with_its_parent(tmp_path, signum):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_the_cli_with_the_split_gives_the_one_process_report(
+    capsys, caplog, fork_at_once, monkeypatch
+):
+    """End to end (``gpuadvise analyze``, JSON): the default on a 2-CPU machine (the suite sets
+    ``GPUADVISE_RULE_PROCESSES=1``, tests/conftest.py) forks, and reports what one process
+    reports, but for the timings."""
+    import json
+
+    from clikit import cli
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    src = str(Path(__file__).resolve().parents[2] / "kernels" / "reduction" / "reduce.cu")
+    args = ("analyze", src, "--kernel", "reduce2", "--gpu", "H100", "--format", "json")
+    reports = {}
+    for n in ("1", "2"):
+        monkeypatch.setenv("GPUADVISE_RULE_PROCESSES", n)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gpuadvise"):
+            code, out, err = cli(capsys, *args, "--no-cache", "--no-measure", "--tracer", "emu")
+        assert code == 0, err
+        reports[n] = json.loads(out)
+        forked = [r for r in caplog.records if "in a forked child" in r.getMessage()]
+        assert bool(forked) == (n == "2")
+    one, two = reports["1"], reports["2"]
+    for r in (one, two):
+        r.pop("timings_s", None)
+        r["emulation"].pop("time_s", None)
+    for key in one:
+        assert one[key] == two[key], key
+    assert reports["1"]["findings"]
