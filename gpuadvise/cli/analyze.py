@@ -127,6 +127,9 @@ def run_analyze(
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     if fix:
         _check_fix_target(opts)
+    # the terminal's report on stdout: its header (launch, resources, occupancy, waves) printed
+    # as soon as it is known, before the trace; the rest of the same report at the end
+    streamed = ("text", None) in targets and not out.statistics and not (diff and text_only)
     key = None
     if not (fix or diff) and _cacheable_run(opts, settings):
         params = {
@@ -147,7 +150,9 @@ def run_analyze(
 
         # the key compiles the kernel: the later stages are imported while nvcc runs (not on a
         # compile cache hit, where nothing runs beside them: an unchanged re-run stays short)
-        with while_nvcc_runs(lambda: imports_during(settings.trace, not settings.rules_dirs)):
+        with while_nvcc_runs(
+            lambda: imports_during(settings.trace, not settings.rules_dirs, header=streamed)
+        ):
             key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
             result_cache.load(key), targets, out.fail_on, out.statistics, out.argv,
@@ -163,9 +168,6 @@ def run_analyze(
 
     # no display when a machine format goes to stdout (it is read by a program, not a person)
     progress = progress_for(not out.quiet and to_stdout in ([], ["text"]))
-    # the terminal's report on stdout: its header (launch, resources, occupancy, waves) printed
-    # as soon as it is known, before the trace; the rest of the same report at the end
-    streamed = ("text", None) in targets and not out.statistics and not (diff and text_only)
     header = _HeaderPrinter() if streamed else None
     try:
         done = run_analysis(opts, settings, progress=progress, on_head=header)
