@@ -36,8 +36,13 @@ from collections.abc import Iterator
 
 # what the compile imports lazily, and what the SASS's thread reads nvdisasm's output with
 # (gpuadvise.analyze.ahead.SassAhead, started right after the compile): imported before the
-# thread starts (then only the thread imports)
-_COMPILE = ("gpuadvise.runner.checks", "gpuadvise.toolchain.liveness", "gpuadvise.toolchain.lines")
+# thread starts (then only the thread imports), or by the thread first beside nvcc alone
+_COMPILE = (
+    "gpuadvise.runner.checks",
+    "gpuadvise.toolchain.liveness",
+    "gpuadvise.toolchain.lines",
+    "gpuadvise.source.kernel_names",  # a template's instance named as written (tree-sitter)
+)
 # the terminal report's header (gpuadvise.cli.analyze's header printer: the report's header
 # built from the head, rendered as text): imported first with ``header=True``
 _HEADER = (
@@ -95,19 +100,23 @@ def _import(names: tuple[str, ...]) -> None:
 
 @contextlib.contextmanager
 def imports_during(
-    trace: bool, registry: bool = True, header: bool = False
+    trace: bool, registry: bool = True, header: bool = False, nvcc_alone: bool = False
 ) -> Iterator[threading.Event]:
     """The modules analyze needs after the compile imported in a thread while the ``with``
     block runs (the compile); the block's end waits for them. ``trace``: the emulator's and the
     trace models' too. ``registry``: the bundled rules loaded too (False: the caller loaded the
     rules already, or loads them from other folders). ``header``: the terminal header's modules
     imported first; the block is given an event set once they are (at once without
-    ``header``): the header may be printed from then on, before the block ends."""
+    ``header``): the header may be printed from then on, before the block ends. ``nvcc_alone``:
+    the block is one nvcc run (:func:`gpuadvise.toolchain.compile.while_nvcc_runs`), in which
+    the main thread imports nothing: the thread imports the compile's modules too (first), not
+    the main thread before nvcc starts."""
     names = _AFTER_COMPILE + (_TRACE if trace else ())
-    for name in _COMPILE:
-        importlib.import_module(name)
+    if not nvcc_alone:
+        for name in _COMPILE:
+            importlib.import_module(name)
     ready = threading.Event()
-    first = _HEADER if header else ()
+    first = (_COMPILE if nvcc_alone else ()) + (_HEADER if header else ())
     # a daemon: an interrupted analysis does not wait for its imports
     t = threading.Thread(target=_import_all, args=(first, ready, names, registry), daemon=True)
     t.start()

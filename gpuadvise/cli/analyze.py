@@ -92,7 +92,6 @@ def run_analyze(
     arguments, for the command the text report's last line suggests (the same with ``--diff``);
     ``out.statistics``: the findings counted per rule instead of the report (text only)."""
     from gpuadvise.analyze import result_cache
-    from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
     from gpuadvise.report.output import check_output_target, parse_format_targets
 
@@ -109,10 +108,15 @@ def run_analyze(
         )
     if out.fail_on is not None and out.fail_on not in FAIL_ON_LEVELS:
         raise UsageError(f"unknown --fail-on {out.fail_on!r}", "use warning or error")
+    # (the measurement's module, with statistics, only where asked: not before the key's nvcc)
     for _, dest in targets:
         if dest is not None:
+            from gpuadvise.analyze.measure import analysis_inputs
+
             check_output_target(str(dest), analysis_inputs(opts))
     if settings.write_variants is not None:
+        from gpuadvise.analyze.measure import check_variants_folder
+
         check_variants_folder(settings.write_variants)
     time_budget_s = settings.time_budget_s
     if time_budget_s is not None and not time_budget_s > 0:
@@ -151,7 +155,9 @@ def run_analyze(
         # the key compiles the kernel: the later stages are imported while nvcc runs (not on a
         # compile cache hit, where nothing runs beside them: an unchanged re-run stays short)
         with while_nvcc_runs(
-            lambda: imports_during(settings.trace, not settings.rules_dirs, header=streamed)
+            lambda: imports_during(
+                settings.trace, not settings.rules_dirs, header=streamed, nvcc_alone=True
+            )
         ):
             key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
