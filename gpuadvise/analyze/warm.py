@@ -53,7 +53,7 @@ _HEADER = (
 # what analyze imports after the compile: the rules' run and their helpers (the registry loads
 # the rule files), the models, and, for a traced kernel, the emulator
 _AFTER_COMPILE = (
-    "gpuadvise.runner.client",  # the result cache's key asks it whether a GPU is here (numpy)
+    "gpuadvise.runner.client",  # whether the findings are measured here (numpy)
     "gpuadvise.report_types",  # the report (the registry of formats is read before the compile)
     "gpuadvise.analyze.evaluate",
     "gpuadvise.analyze.pipeline",

@@ -270,3 +270,27 @@ def test_printing_the_header_imports_nothing_but_the_header_s_modules(
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("reduce2  kernels/reduction/reduce.cu  grid ")
     assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_rerun_the_result_cache_answers_imports_no_numpy(private_compile_cache: Path) -> None:
+    """The key asks whether a GPU is here without the runner's client (which imports numpy):
+    an unchanged re-run prints the stored report without numpy, the trace or the rules (a fresh
+    interpreter for the re-run)."""
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+    args = (*ARGS, "--no-trace", "--seed", "43")
+    first = _run(env, *args)
+    assert first.returncode == 0, first.stderr
+    code = (
+        "import contextlib, sys\n"
+        "from gpuadvise.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "heavy = ('numpy', 'gpuadvise.runner.client', 'gpuadvise.rules', 'gpuadvise.trace')\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == first.stdout  # the stored report
+    assert r.stderr.strip().splitlines()[-1] == "[]"
