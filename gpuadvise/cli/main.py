@@ -784,10 +784,10 @@ def exit_now(code: object) -> None:
     """End the process with exit status ``code`` (an int or None, as ``sys.exit`` takes it) once
     the exit handlers have run (temporary folders removed, logs flushed) and stdout and stderr are
     flushed, without the interpreter's teardown: the modules' and the analysis' objects freed one
-    by one, work the system does at once when the process ends (issue 31: 0.09-0.17 CPU-s after
-    an analysis on the 2-core machine, 0.06-0.08 of it the 520 modules' teardown alone; the
-    nineteenth session's 0.01 was a re-run the result cache answered, 0.004 CPU-s here: such a
-    run loads 270 modules and no analysis; docs/data/s20-start.md). Returns, leaving the ordinary
+    by one, work the system does at once when the process ends (issue 31, on the 2-core machine:
+    0.09-0.17 CPU-s after an analysis, 0.07-0.13 after a re-run the result cache answered,
+    0.06-0.08 for the teardown of the analysis' 520 modules alone; the nineteenth session's
+    0.01 was not reproduced: docs/data/s20-start.md). Returns, leaving the ordinary
     exit to run, when another thread that the ordinary exit would wait for is still running, when
     ``code`` is not a number, when stdout or stderr cannot be flushed (the ordinary exit
     reports that), or when a profiler or tracer watches the process (``python -m cProfile -o
