@@ -786,7 +786,7 @@ def exit_now(code: object) -> None:
     flushed, without the interpreter's teardown: the modules' and the analysis' objects freed one
     by one, work the system does at once when the process ends (issue 31, on the 2-core machine:
     0.09-0.17 CPU-s after an analysis, 0.07-0.13 after a re-run the result cache answered,
-    0.06-0.08 for the teardown of the analysis' 520 modules alone; the nineteenth session's
+    0.06-0.08 for the teardown of the analysis' modules alone; the nineteenth session's
     0.01 was not reproduced: docs/data/s20-start.md). Returns, leaving the ordinary
     exit to run, when another thread that the ordinary exit would wait for is still running, when
     ``code`` is not a number, when stdout or stderr cannot be flushed (the ordinary exit
