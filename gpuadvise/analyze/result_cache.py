@@ -92,9 +92,8 @@ def analysis_key(opts: KernelOptions, params: dict[str, Any], render: dict[str, 
     spec, choice, options = build(opts)
     tc = find_toolchain(opts.nvcc)
     module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-    # imported once nvcc has run (the runner imports numpy: analyze imports it while nvcc runs,
-    # gpuadvise.analyze.warm, instead of before nvcc starts)
-    from gpuadvise.runner.client import pycuda_missing
+    # not the runner's client: it imports numpy, which a re-run the cache answers never needs
+    from gpuadvise.runner.presence import pycuda_missing
 
     package = Path(gpuadvise.__file__).resolve().parent
     data_files = []

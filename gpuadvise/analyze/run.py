@@ -119,14 +119,17 @@ def _run(
     from gpuadvise.analyze.ahead import SassAhead
     from gpuadvise.analyze.warm import imports_during
 
-    with imports_during(trace, registry=not settings.rules_dirs):
+    with imports_during(
+        trace, registry=not settings.rules_dirs, header=on_head is not None
+    ) as header_ready:
         head = compile_head(spec, choice.device, options, opts.nvcc)
         # the SASS read (nvdisasm) in a thread from now: the pipeline joins it where it reads it
         sass = SassAhead(head.module, head.head.kernel, head.toolchain)
+        if on_head is not None:  # as soon as its modules are in, not after every import
+            header_ready.wait()
+            on_head(head.head)
     if ahead:
         _measure_ahead(opts)
-    if on_head is not None:
-        on_head(head.head)
     from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.models import l2_probe_size
     from gpuadvise.analyze.pipeline import analyze_kernel

@@ -12,6 +12,14 @@ new: :func:`gpuadvise.analyze.head.compile_head`'s modules are imported before t
 starts). The results are the same: only where the imports' time falls moves. A failed import is
 left for the main thread to raise where it needs the module.
 
+The terminal's header (the kernel's launch, resources, occupancy and waves: the report's first
+lines) is printed as soon as the kernel is compiled, within the ``with`` block: with
+``header=True`` the thread imports the header's modules first and then sets the event the block
+is given (:func:`imports_during`), and the main thread waits for that event alone, not for the
+rest of the imports (on a compile cache hit, about 0.3 CPU-s of them, that the header used to
+wait for). Printing the header imports nothing more (tests/cli/test_first_lines.py), so that the
+main thread still imports nothing while the thread does.
+
 In a run the analysis-result cache may answer (the plain command), the kernel is first compiled
 for the cache's key (:func:`gpuadvise.analyze.result_cache.analysis_key`), and the analysis'
 own compile is then a cache hit: there the imports run inside that nvcc run
@@ -30,12 +38,24 @@ from gpuadvise.errors import Interrupted
 
 # what the compile imports lazily, and what the SASS's thread reads nvdisasm's output with
 # (gpuadvise.analyze.ahead.SassAhead, started right after the compile): imported before the
-# thread starts (then only the thread imports)
-_COMPILE = ("gpuadvise.runner.checks", "gpuadvise.toolchain.liveness", "gpuadvise.toolchain.lines")
+# thread starts (then only the thread imports), or by the thread first beside nvcc alone
+_COMPILE = (
+    "gpuadvise.runner.checks",
+    "gpuadvise.toolchain.liveness",
+    "gpuadvise.toolchain.lines",
+    "gpuadvise.source.kernel_names",  # a template's instance named as written (tree-sitter)
+)
+# the terminal report's header (gpuadvise.cli.analyze's header printer: the report's header
+# built from the head, rendered as text): imported first with ``header=True``
+_HEADER = (
+    "gpuadvise.analyze.report",
+    "gpuadvise.report.console",
+    "gpuadvise.report.rules_text",
+)
 # what analyze imports after the compile: the rules' run and their helpers (the registry loads
 # the rule files), the models, and, for a traced kernel, the emulator
 _AFTER_COMPILE = (
-    "gpuadvise.runner.client",  # the result cache's key asks it whether a GPU is here (numpy)
+    "gpuadvise.runner.client",  # whether the findings are measured here (numpy)
     "gpuadvise.report_types",  # the report (the registry of formats is read before the compile)
     "gpuadvise.analyze.evaluate",
     "gpuadvise.analyze.pipeline",
@@ -59,10 +79,14 @@ _TRACE = (
 )
 
 
-def _import_all(names: tuple[str, ...], registry: bool) -> None:
-    for name in names:
-        with contextlib.suppress(Exception):  # the main thread raises it where it matters
-            importlib.import_module(name)
+def _import_all(
+    first: tuple[str, ...], ready: threading.Event, names: tuple[str, ...], registry: bool
+) -> None:
+    try:
+        _import(first)
+    finally:
+        ready.set()
+    _import(names)
     if registry:
         with contextlib.suppress(Exception):
             from gpuadvise.rules.registry import load_registry
@@ -70,21 +94,37 @@ def _import_all(names: tuple[str, ...], registry: bool) -> None:
             load_registry()  # the bundled rules (cached: analyze's own call finds them)
 
 
+def _import(names: tuple[str, ...]) -> None:
+    for name in names:
+        with contextlib.suppress(Exception):  # the main thread raises it where it matters
+            importlib.import_module(name)
+
+
 @contextlib.contextmanager
-def imports_during(trace: bool, registry: bool = True) -> Iterator[None]:
+def imports_during(
+    trace: bool, registry: bool = True, header: bool = False, nvcc_alone: bool = False
+) -> Iterator[threading.Event]:
     """The modules analyze needs after the compile imported in a thread while the ``with``
     block runs (the compile); the block's end waits for them, unless the run is interrupted
     (Ctrl-C, SIGTERM: :class:`Interrupted` goes on at once). ``trace``: the emulator's and the
     trace models' too. ``registry``: the bundled rules loaded too (False: the caller loaded the
-    rules already, or loads them from other folders)."""
+    rules already, or loads them from other folders). ``header``: the terminal header's modules
+    imported first; the block is given an event set once they are (at once without
+    ``header``): the header may be printed from then on, before the block ends. ``nvcc_alone``:
+    the block is one nvcc run (:func:`gpuadvise.toolchain.compile.while_nvcc_runs`), in which
+    the main thread imports nothing: the thread imports the compile's modules too (first), not
+    the main thread before nvcc starts."""
     names = _AFTER_COMPILE + (_TRACE if trace else ())
-    for name in _COMPILE:
-        importlib.import_module(name)
+    if not nvcc_alone:
+        for name in _COMPILE:
+            importlib.import_module(name)
+    ready = threading.Event()
+    first = (_COMPILE if nvcc_alone else ()) + (_HEADER if header else ())
     # a daemon: an interrupted analysis does not wait for its imports
-    t = threading.Thread(target=_import_all, args=(names, registry), daemon=True)
+    t = threading.Thread(target=_import_all, args=(first, ready, names, registry), daemon=True)
     t.start()
     try:
-        yield
+        yield ready
     except (Interrupted, KeyboardInterrupt):
         # the run stops: the imports (most of a CPU-second) are not waited for (an analysis
         # stopped by SIGTERM while nvcc ran exited after them: seconds on a loaded machine)

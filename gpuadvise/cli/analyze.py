@@ -92,7 +92,6 @@ def run_analyze(
     arguments, for the command the text report's last line suggests (the same with ``--diff``);
     ``out.statistics``: the findings counted per rule instead of the report (text only)."""
     from gpuadvise.analyze import result_cache
-    from gpuadvise.analyze.measure import analysis_inputs, check_variants_folder
     from gpuadvise.errors import UsageError
     from gpuadvise.report.output import check_output_target, parse_format_targets
 
@@ -109,10 +108,15 @@ def run_analyze(
         )
     if out.fail_on is not None and out.fail_on not in FAIL_ON_LEVELS:
         raise UsageError(f"unknown --fail-on {out.fail_on!r}", "use warning or error")
+    # (the measurement's module, with statistics, only where asked: not before the key's nvcc)
     for _, dest in targets:
         if dest is not None:
+            from gpuadvise.analyze.measure import analysis_inputs
+
             check_output_target(str(dest), analysis_inputs(opts))
     if settings.write_variants is not None:
+        from gpuadvise.analyze.measure import check_variants_folder
+
         check_variants_folder(settings.write_variants)
     time_budget_s = settings.time_budget_s
     if time_budget_s is not None and not time_budget_s > 0:
@@ -127,6 +131,9 @@ def run_analyze(
         raise UsageError("--fix needs a kernel source file", "give the .cu file to fix")
     if fix:
         _check_fix_target(opts)
+    # the terminal's report on stdout: its header (launch, resources, occupancy, waves) printed
+    # as soon as it is known, before the trace; the rest of the same report at the end
+    streamed = ("text", None) in targets and not out.statistics and not (diff and text_only)
     key = None
     if not (fix or diff) and _cacheable_run(opts, settings):
         params = {
@@ -147,7 +154,11 @@ def run_analyze(
 
         # the key compiles the kernel: the later stages are imported while nvcc runs (not on a
         # compile cache hit, where nothing runs beside them: an unchanged re-run stays short)
-        with while_nvcc_runs(lambda: imports_during(settings.trace, not settings.rules_dirs)):
+        with while_nvcc_runs(
+            lambda: imports_during(
+                settings.trace, not settings.rules_dirs, header=streamed, nvcc_alone=True
+            )
+        ):
             key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
             result_cache.load(key), targets, out.fail_on, out.statistics, out.argv,
@@ -163,9 +174,6 @@ def run_analyze(
 
     # no display when a machine format goes to stdout (it is read by a program, not a person)
     progress = progress_for(not out.quiet and to_stdout in ([], ["text"]))
-    # the terminal's report on stdout: its header (launch, resources, occupancy, waves) printed
-    # as soon as it is known, before the trace; the rest of the same report at the end
-    streamed = ("text", None) in targets and not out.statistics and not (diff and text_only)
     header = _HeaderPrinter() if streamed else None
     try:
         done = run_analysis(opts, settings, progress=progress, on_head=header)

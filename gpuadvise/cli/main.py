@@ -770,6 +770,59 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(0)
 
 
+def console_main() -> None:
+    """The process's entry point (the ``gpuadvise`` script, ``python -m gpuadvise``): :func:`main`,
+    then the end of the process without the interpreter's teardown (:func:`exit_now`)."""
+    try:
+        main()
+    except SystemExit as exc:
+        exit_now(exc.code)
+        raise
+
+
+def exit_now(code: object) -> None:
+    """End the process with exit status ``code`` (an int or None, as ``sys.exit`` takes it) once
+    the exit handlers have run (temporary folders removed, logs flushed) and stdout and stderr are
+    flushed, without the interpreter's teardown: the modules' and the analysis' objects freed one
+    by one, work the system does at once when the process ends (issue 31, on the 2-core machine:
+    0.09-0.17 CPU-s after an analysis, 0.07-0.13 after a re-run the result cache answered,
+    0.06-0.08 for the teardown of the analysis' modules alone; the nineteenth session's
+    0.01 was not reproduced: docs/data/s20-start.md). Returns, leaving the ordinary
+    exit to run, when another thread that the ordinary exit would wait for is still running, when
+    ``code`` is not a number, when stdout or stderr cannot be flushed (the ordinary exit
+    reports that), or when a profiler or tracer watches the process (``python -m cProfile -o
+    FILE -m gpuadvise``, the corpus runner's ``--profile``, writes its file after main)."""
+    import atexit
+    import threading
+
+    if (
+        not (code is None or isinstance(code, int))
+        or _watched()
+        or any(
+            t.is_alive() and not t.daemon and t is not threading.main_thread()
+            for t in threading.enumerate()
+        )
+    ):
+        return
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code or 0)
+
+
+def _watched() -> bool:
+    """A profiler or tracer is on: ``sys.setprofile``/``sys.settrace``, or (Python 3.12 on,
+    where cProfile uses it) a ``sys.monitoring`` tool."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
+
+
 def _flush_stdout() -> None:
     from gpuadvise.report.output import STDOUT
 
@@ -855,4 +908,4 @@ def _fail(message: str, code: int, details: str | None = None) -> None:
     sys.exit(code)
 
 
-__all__ = ["main", "cli", "UsageError"]
+__all__ = ["main", "console_main", "cli", "UsageError"]

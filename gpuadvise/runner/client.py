@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from gpuadvise.errors import RunnerError
 from gpuadvise.runner.job import Job, Result
+from gpuadvise.runner.presence import pycuda_missing as pycuda_missing  # its callers' name
 
 
 class _Outcome(Protocol):
@@ -35,19 +36,6 @@ class WorkerRun:
     result: Result
     log: str  # what the worker printed (device printf, assertion messages)
     timed_out: bool = False
-
-
-def pycuda_missing() -> str | None:
-    """Why no kernel can run here, or None when PyCUDA and a GPU driver look present."""
-    import importlib.util
-
-    if importlib.util.find_spec("pycuda") is None:
-        return 'PyCUDA is not installed: pip install "gpuadvise[gpu]" (needs a CUDA toolkit)'
-    from gpuadvise.devices import live_device
-
-    if live_device() is None:
-        return "no NVIDIA GPU or driver found (NVML sees none)"
-    return None
 
 
 @dataclass

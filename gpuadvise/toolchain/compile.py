@@ -36,7 +36,6 @@ from typing import Any
 
 from gpuadvise.errors import CompileError, ToolchainError, UsageError
 from gpuadvise.fileio import write_atomic
-from gpuadvise.source.kernel_names import compiler_spelling, source_names
 from gpuadvise.toolchain.binary import BINARY_SUFFIXES, load_binary
 from gpuadvise.toolchain.cache import (
     cache_root,
@@ -405,6 +404,8 @@ def _resolve(
        new instance. A name the source resolved but that turns out not to be new there (the
        source's reading was short of the compiler's) is probed then.
     """
+    from gpuadvise.source.kernel_names import compiler_spelling, source_names
+
     names = source_names(user_texts(src, module.dependencies, _user_roots(src, options)))
     aliases: dict[str, str] = {}
     spelled: dict[str, str] = {}

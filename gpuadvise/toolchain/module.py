@@ -16,13 +16,15 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuadvise.errors import KernelNotFoundError
-from gpuadvise.source.kernel_names import SourceNames, source_names, user_spelling
 from gpuadvise.toolchain.diagnostics import available_hint, closeness
 from gpuadvise.toolchain.names import base_name, has_template_args, norm, split_qualified
 from gpuadvise.toolchain.resources import KernelInfo, field_of
+
+if TYPE_CHECKING:  # (the source's names are read with tree-sitter: imported where they are)
+    from gpuadvise.source.kernel_names import SourceNames
 
 __all__ = [
     "CompiledModule",
@@ -235,6 +237,8 @@ def user_texts(src: Path, dependencies: Iterable[Path], roots: Iterable[Path]) -
 
 
 def _names(module: CompiledModule) -> SourceNames | None:
+    from gpuadvise.source.kernel_names import source_names
+
     with contextlib.suppress(OSError):
         deps = [d for d in module.dependencies if d != module.wrapper_path]
         texts = user_texts(module.source, deps, user_roots(module))
@@ -252,6 +256,8 @@ def user_names(module: CompiledModule) -> dict[str, str]:
     names = _names(module)
     if names is None:
         return {}
+    from gpuadvise.source.kernel_names import user_spelling
+
     out = {}
     for k in module.kernels:
         if has_template_args(k.name):

@@ -133,8 +133,8 @@ def test_the_later_stages_are_imported_while_the_key_compiles_and_not_on_a_rerun
     @contextlib.contextmanager
     def recorded_imports(*a: Any, **k: Any) -> Any:
         events.append("imports")
-        with imports(*a, **k):
-            yield
+        with imports(*a, **k) as header_ready:
+            yield header_ready
         events.append("imported")
 
     def recorded_tool(cmd: Any, name: str, *a: Any, **k: Any) -> Any:
@@ -163,9 +163,10 @@ def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
     private_compile_cache: Path,
 ) -> None:
     """The key's nvcc is started as early as the command can (issue 31: the wall before the
-    first nvcc): numpy (the runner's import, for whether a GPU is here), the runner and the
-    report types are imported while it runs, not before it starts (a fresh interpreter; the
-    modules present as the imports beside nvcc are entered)."""
+    first nvcc): numpy (the runner's import, for whether a GPU is here), the runner, the report
+    types, tree-sitter (the source's names) and the compile's later modules are imported while
+    it runs, not before it starts, and the measurement's module not at all (a fresh
+    interpreter; the modules present as the imports beside nvcc are entered)."""
     code = (
         "import contextlib, sys\n"
         "import gpuadvise.analyze.warm as warm\n"
@@ -174,14 +175,15 @@ def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
         "@contextlib.contextmanager\n"
         "def spy(*a, **k):\n"
         "    seen.append(set(sys.modules))\n"
-        "    with during(*a, **k):\n"
-        "        yield\n"
+        "    with during(*a, **k) as header_ready:\n"
+        "        yield header_ready\n"
         "warm.imports_during = spy\n"
         "from gpuadvise.cli.main import main\n"
         "with contextlib.suppress(SystemExit):\n"
         "    main(sys.argv[1:])\n"
         "heavy = ('numpy', 'gpuadvise.runner.client', 'gpuadvise.report_types',\n"
-        "         'gpuadvise.rules', 'gpuadvise.analyze.pipeline')\n"
+        "         'gpuadvise.rules', 'gpuadvise.analyze.pipeline', 'tree_sitter',\n"
+        "         'gpuadvise.analyze.measure', 'statistics', 'gpuadvise.runner.checks')\n"
         "print([m for m in heavy if m in seen[0]], file=sys.stderr)\n"
     )
     env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
@@ -211,7 +213,7 @@ def test_an_interrupted_compile_does_not_wait_for_the_imports(
     started, release = threading.Event(), threading.Event()
     importer: list[threading.Thread] = []
 
-    def slow_imports(names: Any, registry: bool) -> None:
+    def slow_imports(first: Any, ready: Any, names: Any, registry: bool) -> None:
         importer.append(threading.current_thread())
         started.set()
         release.wait(10)
@@ -229,3 +231,103 @@ def test_an_interrupted_compile_does_not_wait_for_the_imports(
     finally:
         release.set()
         importer[0].join(10)
+
+
+def test_the_header_waits_for_its_own_modules_not_for_every_import(
+    compile_cache: Path, recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header is printed as soon as the kernel is compiled and the header's modules are in
+    (gpuadvise.analyze.warm), while the thread still imports the later stages: on a compile cache
+    hit those imports (0.3 CPU-s) used to come before the first line."""
+    import threading
+
+    import gpuadvise.analyze.warm as warm
+
+    printed = threading.Event()
+    emit = cli_analyze._emit
+
+    def _emit(text: str, fmt: str, output: str | None) -> None:
+        emit(text, fmt, output)
+        printed.set()
+
+    def later_stages(names: tuple[str, ...]) -> None:
+        if names and names[0] not in warm._HEADER:  # the later stages: after the first line
+            printed.wait(60)
+            recorded["events"].append("imported" if printed.is_set() else "header not printed")
+        real_import(names)
+
+    real_import = warm._import
+    monkeypatch.setattr(cli_analyze, "_emit", _emit)
+    monkeypatch.setattr(warm, "_import", later_stages)
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(compile_cache)}
+    r = _run(env, *ARGS, "--no-cache", "--no-trace")
+    assert r.returncode == 0, r.stderr
+    assert recorded["events"][:2] == ["stdout", "imported"]
+
+
+def test_printing_the_header_imports_nothing_but_the_header_s_modules(
+    private_compile_cache: Path,
+) -> None:
+    """What the header printer imports is imported by the thread first (``warm._HEADER``), so
+    that the main thread prints it while that thread imports the rest without the two importing
+    at once (a fresh interpreter; the thread imports the header's modules alone here; the main
+    thread's imports while it prints the header are recorded)."""
+    code = (
+        "import sys, threading\n"
+        "import gpuadvise.analyze.warm as warm\n"
+        "import gpuadvise.cli.analyze as cli_analyze\n"
+        "real = warm._import_all\n"
+        "warm._import_all = lambda first, ready, names, registry: real(first, ready, (), False)\n"
+        "printer = cli_analyze._HeaderPrinter.__call__\n"
+        "new, printing = [], []\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if printing and threading.current_thread() is threading.main_thread():\n"
+        "            new.append(name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "def call(self, head):\n"
+        "    printing.append(1)\n"
+        "    try:\n"
+        "        printer(self, head)\n"
+        "    finally:\n"
+        "        printing.clear()\n"
+        "cli_analyze._HeaderPrinter.__call__ = call\n"
+        "from gpuadvise.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print(new, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+    args = (*ARGS, "--no-trace", "--no-cache")
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("reduce2  kernels/reduction/reduce.cu  grid ")
+    assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_rerun_the_result_cache_answers_imports_no_numpy(private_compile_cache: Path) -> None:
+    """The key asks whether a GPU is here without the runner's client (which imports numpy):
+    an unchanged re-run prints the stored report without numpy, the trace or the rules (a fresh
+    interpreter for the re-run)."""
+    env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
+    args = (*ARGS, "--no-trace", "--seed", "43")
+    first = _run(env, *args)
+    assert first.returncode == 0, first.stderr
+    code = (
+        "import contextlib, sys\n"
+        "from gpuadvise.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "heavy = ('numpy', 'gpuadvise.runner.client', 'gpuadvise.rules', 'gpuadvise.trace')\n"
+        "print([m for m in heavy if m in sys.modules], file=sys.stderr)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == first.stdout  # the stored report
+    assert r.stderr.strip().splitlines()[-1] == "[]"
