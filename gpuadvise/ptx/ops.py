@@ -219,7 +219,11 @@ class Dst:
             if direct is not None:  # what the conversions below come to: the bits as they are
                 if m.b is None:
                     direct[...] = val
-                elif val.ndim and m.mode() == SPARSE:
+                    return
+                mode = m._mode  # (kept once made: read without the method call)
+                if mode < 0:
+                    mode = m.mode()
+                if mode == SPARSE and val.ndim:
                     # a few lanes: scattered through the register's view in the value's type
                     # (the bits write() scatters, without its view and checks)
                     idx = m.idx()
