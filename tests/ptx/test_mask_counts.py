@@ -14,7 +14,7 @@ STORES = (np.bool_, np.uint8, np.uint16, np.uint32, np.uint64)  # the registers'
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_count_true_is_count_nonzero(dtype: type) -> None:
+def test_count_true_is_count_nonzero(dtype: type[np.generic]) -> None:
     rng = np.random.default_rng(3)
     for n in (0, 1, 7, 32, 256, 4099):
         a = (rng.integers(0, 3, n) * rng.integers(0, 2, n)).astype(dtype)
@@ -46,7 +46,7 @@ def test_idx_is_flatnonzero() -> None:
 
 
 @pytest.mark.parametrize("dtype", STORES)
-def test_write_same_with_mode_made_first(dtype: type) -> None:
+def test_write_same_with_mode_made_first(dtype: type[np.generic]) -> None:
     n = 512
     rng = np.random.default_rng(5)
     seen = set()
@@ -60,7 +60,7 @@ def test_write_same_with_mode_made_first(dtype: type) -> None:
             m = Mask(b, n)
             seen.add(m.mode())  # made before
             write(early, v, m)
-            want = np.where(b, v, start).astype(dtype)
+            want: np.ndarray = np.where(b, v, start).astype(dtype)
             assert np.array_equal(fresh, want) and np.array_equal(early, want)
     write(start := np.zeros(n, dtype), np.ones(n, dtype), Mask(None, n))
     assert count_true(start) == n
