@@ -69,6 +69,9 @@ def _child(out: Path, argv: list[str]) -> int:
             got: Any = ("value", wave())
         except Exception as exc:  # the occupancy model's errors: replayed as raised
             got = ("raise", repr(exc))
+        later = kw.get("sass_later")
+        if later is not None:  # the SASS being read beside the trace (a closure): waited for
+            kw = dict(kw, sass=later(True) or ((), {}), sass_later=None)
         saved = dict(kw, wave=got, _sample_bytes=em._SAMPLE_BYTES.get())
         with lock:
             n = count[0]
@@ -139,6 +142,8 @@ def capture(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if p.returncode:
+            print(p.stderr[-1500:], file=sys.stderr, flush=True)
     return 0
 
 

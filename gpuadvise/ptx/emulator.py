@@ -92,7 +92,7 @@ from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
 from gpuadvise.ptx.slow_paths import has_slow_path, slow_lanes
-from gpuadvise.ptx.values import NP_TYPES, Mask, storage_dtype, to_storage, write
+from gpuadvise.ptx.values import NP_TYPES, Mask, count_true, storage_dtype, to_storage, write
 
 __all__ = [
     "Batch",
@@ -163,10 +163,14 @@ def _bounds(a: np.ndarray) -> tuple[int, int, int] | None:
     return min(vals), max(vals), both
 
 
+_I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+"""(dtype instances: a comparison with, or a view as, a scalar type converts it each call)"""
+
+
 def _as_u64(a: np.ndarray) -> np.ndarray:
     """Addresses ``a`` as the trace's uint64 (int64 viewed: the bits an assignment's cast
     gives)."""
-    return a.view(np.uint64) if a.dtype == np.int64 else a
+    return a.view(_U64) if a.dtype == _I64 else a
 
 
 def shared_base_for_arch(arch: str) -> int:
@@ -1343,7 +1347,7 @@ class Batch:
             # the warps the lanes are in (ascending, as the lanes) and each lane's row among
             # them, from the lanes alone: no pass over the batch
             wl = lanes >> 5
-            starts = np.nonzero(wl[1:] != wl[:-1])[0] + 1
+            starts = (wl[1:] != wl[:-1]).nonzero()[0] + 1
             wsel = np.concatenate((wl[:1], wl[starts]))
             rows = np.zeros(lanes.size, np.int64)
             rows[starts] = 1
@@ -1671,7 +1675,7 @@ class Batch:
             if not k:
                 return None
             a = addr_fn(idx)
-            if type(a) is not np.ndarray or a.dtype != np.int64:
+            if type(a) is not np.ndarray or a.dtype != _I64:
                 return None
             span = _lane_span(a, k, mis)
             if span is None:
@@ -1982,6 +1986,7 @@ class Batch:
         vexit = nb
         ipdom = np.array(prog.ipdom + [vexit], dtype=np.int64)
         is_barrier = np.array([b.term[0] == "barrier" for b in blocks] + [False])
+        not_barrier = ~is_barrier
         block_ops = [[self.ops[i] for i in b.body] for b in blocks]
         block_len = [len(b.body) + (0 if b.term[0] in ("fall",) else 1) for b in blocks]
         nw = self.nwarps
@@ -2021,8 +2026,9 @@ class Batch:
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
         # small per-warp arrays: counting is cheaper than numpy's any/all/min/max reductions
-        nz = np.count_nonzero
+        nz = count_true
         least, most = np.minimum.reduce, np.maximum.reduce
+        add = np.add.reduce  # (ndarray.sum's own reduction, without its Python wrapper)
 
         def refresh(ws: np.ndarray) -> None:
             s = sp[ws]
@@ -2213,7 +2219,7 @@ class Batch:
                 masks = cur_mask[ws]
                 mask = full_mask
             else:
-                runnable = live & ~is_barrier[cur_pc]
+                runnable = live & not_barrier[cur_pc]
                 if not nz(runnable):
                     waiting = np.flatnonzero(live & is_barrier[cur_pc])
                     if waiting.size == 0:
@@ -2231,7 +2237,7 @@ class Batch:
                         wx, active_b = (
                             sampler.weigh(ws, cur_mask[ws])
                             if sampler.weighted
-                            else (int(ws.size), int(np.bitwise_count(cur_mask[ws]).sum()))
+                            else (int(ws.size), int(add(np.bitwise_count(cur_mask[ws]))))
                         )
                         lane_instr += active_b
                         block_warps[int(blk_id)] += wx
@@ -2257,7 +2263,7 @@ class Batch:
                     active = n
                 else:
                     mask = self._lane_mask(ws, masks, n)
-                    active = int(np.bitwise_count(masks).sum())
+                    active = int(add(np.bitwise_count(masks)))
                 blk = blocks[p]
                 steps += 1
                 self.step_counter = steps
@@ -2292,12 +2298,13 @@ class Batch:
                 set_pc(ws, int(term[1]))
             elif kind == "cbra":
                 _, guard, neg, taken, fall = term
-                pv = self.regs[str(guard)] if str(guard) in self.regs else None
+                pv = self.regs.get(str(guard))
                 if pv is None:
                     raise EmulationError(f"branch on unknown predicate {guard}", None)
-                lanes_b = pv if mask.b is None else (pv & mask.b)
                 if neg:
                     lanes_b = ~pv if mask.b is None else (~pv & mask.b)
+                else:
+                    lanes_b = pv if mask.b is None else (pv & mask.b)
                 tb = np.packbits(lanes_b, bitorder="little").view(U32)[ws]
                 nb_ = masks & ~tb
                 tb = tb & masks

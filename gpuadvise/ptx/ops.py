@@ -45,6 +45,7 @@ from gpuadvise.ptx.parser import (
 )
 from gpuadvise.ptx.values import (
     NP_TYPES,
+    RUNS,
     SPARSE,
     Mask,
     bits_dtype,
@@ -219,11 +220,17 @@ class Dst:
             if direct is not None:  # what the conversions below come to: the bits as they are
                 if m.b is None:
                     direct[...] = val
-                elif val.ndim and m.mode() == SPARSE:
+                    return
+                mode = m._mode  # (kept once made: read without the method call)
+                if mode < 0:
+                    mode = m.mode()
+                if mode == SPARSE and val.ndim:
                     # a few lanes: scattered through the register's view in the value's type
                     # (the bits write() scatters, without its view and checks)
                     idx = m.idx()
                     direct[idx] = val[idx]
+                elif mode == RUNS:  # write()'s own step for long runs, without its call
+                    np.copyto(self.store, val.view(self.store.dtype), where=m.b, casting="unsafe")
                 else:
                     write(self.store, val.view(self.store.dtype), m)
                 return
@@ -268,11 +275,11 @@ def _ufunc_op(b: Batch, ins: Instr, t: str, fn: Any, nsrc: int = 2) -> Op:
 
         return op1
     a, c = srcs[0], srcs[1]
+    direct = d.direct
 
     def op2(m: Mask) -> None:
-        out = d.out(m)
-        if out is not None:
-            fn(a(), c(), out=out)
+        if direct is not None and m.b is None:  # d.out(m), without the call
+            fn(a(), c(), out=direct)
         else:
             d(fn(a(), c()), m)
 

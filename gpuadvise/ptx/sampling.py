@@ -68,6 +68,7 @@ from gpuadvise.ptx.loops import (
     wrap64,
 )
 from gpuadvise.ptx.parser import Imm, Reg
+from gpuadvise.ptx.values import count_true
 
 if TYPE_CHECKING:
     from gpuadvise.ptx.cfg import Program
@@ -75,7 +76,8 @@ if TYPE_CHECKING:
 __all__ = ["DECIDE_AT", "DOOM_AFTER", "INNER_SHARE", "LoopSampler", "SampledLoop", "budget_reason"]
 
 # any/all of the small per-warp arrays at every latch: a count is cheaper than numpy's reductions
-_nz = np.count_nonzero
+_nz = count_true
+_add = np.add.reduce  # (ndarray.sum's own reduction, without its Python wrapper)
 
 DECIDE_AT = 6
 """A loop instance is sampled from its 6th iteration on (the 8th when the registers' steps are
@@ -323,9 +325,9 @@ class LoopSampler:
         """(warp executions, active lanes) that warps ``ws`` running one block stand for."""
         wm = self.wmul[ws]
         if masks is None:
-            total = int(wm.sum())
+            total = int(_add(wm))
             return total, 32 * total
-        return int(wm.sum()), int((np.bitwise_count(masks).astype(np.int64) * wm).sum())
+        return int(_add(wm)), int(_add(np.bitwise_count(masks).astype(np.int64) * wm))
 
     def _left(self, w: _Watch, ws: np.ndarray) -> None:
         """Warps ``ws`` ran a block outside ``w``'s loop: their instance is over."""

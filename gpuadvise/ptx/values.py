@@ -17,10 +17,20 @@ from typing import Any
 
 import numpy as np
 
+try:  # numpy's own C function: np.count_nonzero wraps it in ~1 us of Python dispatch a call
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - another numpy's layout
+    _count_nonzero = np.count_nonzero
+
+count_true = _count_nonzero
+"""``np.count_nonzero(a)`` of a whole array (the same numpy integer), without numpy's dispatch
+wrapper: the emulator counts small per-warp arrays hundreds of thousands of times a kernel."""
+
 __all__ = [
     "NP_TYPES",
     "Mask",
     "bits_dtype",
+    "count_true",
     "is_float_type",
     "is_signed_type",
     "storage_dtype",
@@ -113,6 +123,8 @@ def to_storage(val: Any, t: str, store_dtype: np.dtype[Any]) -> Any:
 
 FULL, SPARSE, RUNS, SCATTER = 0, 1, 2, 3
 
+_BOOL = np.dtype(np.bool_)  # (a dtype instance: a comparison with a scalar type converts it)
+
 
 class Mask:
     """The lanes an instruction executes for: ``b`` a bool array over the batch, or None for all.
@@ -138,7 +150,7 @@ class Mask:
     def count(self) -> int:
         if self._count < 0:
             assert self.b is not None
-            self._count = int(np.count_nonzero(self.b))
+            self._count = int(_count_nonzero(self.b))
         return self._count
 
     def idx(self) -> np.ndarray | None:
@@ -146,7 +158,7 @@ class Mask:
         if self.b is None:
             return None
         if self._idx is None:
-            self._idx = np.flatnonzero(self.b)
+            self._idx = self.b.nonzero()[0]  # np.flatnonzero's own result, without its wrappers
         return self._idx
 
     def mode(self) -> int:
@@ -157,7 +169,7 @@ class Mask:
                 self._mode = SPARSE
             else:
                 b = self.b
-                transitions = int(np.count_nonzero(b[1:] != b[:-1]))
+                transitions = int(_count_nonzero(b[1:] != b[:-1]))
                 self._mode = RUNS if transitions * 32 <= self.n else SCATTER
         return self._mode
 
@@ -186,7 +198,9 @@ def write(store: np.ndarray, val: Any, m: Mask) -> None:
     if m.b is None:
         store[...] = val
         return
-    mode = m.mode()
+    mode = m._mode  # (the mask's kept mode read as it is once made: the method call costs more)
+    if mode < 0:
+        mode = m.mode()
     if mode == SPARSE:
         idx = m.idx()
         # (an array's ndim read directly: np.ndim costs ~1 us a call)
@@ -194,7 +208,7 @@ def write(store: np.ndarray, val: Any, m: Mask) -> None:
             store[idx] = val
         else:
             store[idx] = val[idx]
-    elif mode == RUNS or store.dtype == np.bool_:
+    elif mode == RUNS or store.dtype == _BOOL:
         if mode == SCATTER:  # bool: blend with logic ops
             np.bitwise_xor(store, np.bitwise_and(np.bitwise_xor(store, val), m.b), out=store)
         else:
