@@ -8,6 +8,22 @@ import numpy as np
 from gpuadvise.trace.view import Lanes, TraceView
 
 
+class _Lines:
+    """``inst_line`` of ``n`` instructions, each ``(None, 0)``, without a list of ``n`` entries:
+    the instructions here reach 2**30 (a list of them was 8 GB, 1-1.5 minutes of page faults)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[None, int]:
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return (None, 0)
+
+
 def _view(inst: np.ndarray, buf: np.ndarray, n_buffers: int) -> TraceView:
     """A view of only what :meth:`TraceView.buffers_at` reads, its columns int32 as the view
     makes them."""
@@ -19,7 +35,7 @@ def _view(inst: np.ndarray, buf: np.ndarray, n_buffers: int) -> TraceView:
     view.buffer_names = [f"b{k}" for k in range(n_buffers)]
     view._inst_buffers = None
     view._by_inst = None
-    view.inst_line = [(None, 0)] * (int(inst.max(initial=-1)) + 1)
+    view.inst_line = _Lines(int(inst.max(initial=-1)) + 1)  # type: ignore[assignment]
     return view
 
 
