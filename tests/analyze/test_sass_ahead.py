@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,36 @@ pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 def compiled(compile_cache: Path) -> tuple[Any, Any, CompiledHead]:
     spec, choice, options = build(OPTS)
     return spec, options, compile_head(spec, choice.device, options)
+
+
+def _sass_read_after_the_trace_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[str], Callable[..., Any]]:
+    """The SASS read by a thread other than the main one lasts until the emulator's first batch
+    has run (at most 30 s): the events in order ("run", "trace started", "sass read", or "read
+    alone" when no trace started meanwhile), and the emulator's own ``Batch.run``."""
+    from gpuadvise.ptx.emulator import Batch
+
+    real_read, real_run = A.read_sass, Batch.run
+    events: list[str] = []
+    started = threading.Event()
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            events.append("trace started" if started.wait(30) else "read alone")
+        got = real_read(*args, **kw)
+        events.append("sass read")
+        return got
+
+    def run(self: Batch) -> tuple[int, int]:
+        if not started.is_set():
+            events.append("run")
+            started.set()
+        return real_run(self)
+
+    monkeypatch.setattr(A, "read_sass", slow)
+    monkeypatch.setattr(Batch, "run", run)
+    return events, real_run
 
 
 def test_the_thread_reads_what_the_pipeline_read_itself(compiled) -> None:
@@ -144,25 +175,7 @@ def test_a_variant_is_traced_before_its_sass_is_read_and_finds_the_same(
     from gpuadvise.analyze.variant_trace import launch_traffic, trace_alone
     from gpuadvise.ptx.emulator import Batch
 
-    real_read, real_run = A.read_sass, Batch.run
-    events: list[str] = []
-    started = threading.Event()
-
-    def slow(*args: Any, **kw: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            events.append("trace started" if started.wait(30) else "read alone")
-        got = real_read(*args, **kw)
-        events.append("sass read")
-        return got
-
-    def run(self: Batch) -> tuple[int, int]:
-        if not started.is_set():
-            events.append("run")
-            started.set()
-        return real_run(self)
-
-    monkeypatch.setattr(A, "read_sass", slow)
-    monkeypatch.setattr(Batch, "run", run)
+    events, real_run = _sass_read_after_the_trace_starts(monkeypatch)
     _, choice, _ = build(OPTS)
     budget = 16 << 20
     with A.Ahead() as ahead:
@@ -238,25 +251,7 @@ def test_the_trace_starts_before_the_sass_is_read_and_finds_the_same(
 
     spec, options, head = compiled
     module, kernel, tc = head.module, head.head.kernel, head.toolchain
-    real_read, real_run = A.read_sass, Batch.run
-    events: list[str] = []
-    started = threading.Event()
-
-    def slow(*args: Any, **kw: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            events.append("trace started" if started.wait(30) else "read alone")
-        got = real_read(*args, **kw)
-        events.append("sass read")
-        return got
-
-    def run(self: Batch) -> tuple[int, int]:
-        if not started.is_set():
-            events.append("run")
-            started.set()
-        return real_run(self)
-
-    monkeypatch.setattr(A, "read_sass", slow)
-    monkeypatch.setattr(Batch, "run", run)
+    events, real_run = _sass_read_after_the_trace_starts(monkeypatch)
     a = analyze_kernel(
         spec, head.head.device, options, head=head, sass_ahead=A.SassAhead(module, kernel, tc)
     )
