@@ -1702,6 +1702,18 @@ class Batch:
             )
         return got
 
+    def _global_base(self, space: str, addr_op: Any) -> tuple[np.ndarray, np.int64] | None:
+        """The 64-bit base register's lanes (an int64 view of its store) and the offset of a
+        global (or generic) access ``[reg + offset]``, for :meth:`_fast_global` and
+        :meth:`_part_global`; None for an access of another form."""
+        if space not in ("global", "generic") or not isinstance(addr_op, Addr):
+            return None
+        base = addr_op.base
+        store = self.regs.get(base.name) if isinstance(base, Reg) else None
+        if store is None or store.dtype.itemsize != 8:
+            return None
+        return store.view(np.int64), np.int64(addr_op.offset)
+
     def _fast_global(
         self, index: int, space: str, addr_op: Any, kind: Kind, width: int
     ) -> Callable[[], np.ndarray | None] | None:
@@ -1710,14 +1722,10 @@ class Batch:
         all inside one buffer), fills the lazy pages they reach, writes the trace records and
         returns the heap byte offsets; or returns None (nothing done: the general path then
         checks again and raises). None when the access is of another form."""
-        if space not in ("global", "generic") or not isinstance(addr_op, Addr):
+        got = self._global_base(space, addr_op)
+        if got is None:
             return None
-        base = addr_op.base
-        store = self.regs.get(base.name) if isinstance(base, Reg) else None
-        if store is None or store.dtype.itemsize != 8:
-            return None
-        sv64 = store.view(np.int64)
-        off = np.int64(addr_op.offset)
+        sv64, off = got
         gmem = self.gmem
         sink = self.sink
         mis = width - 1
@@ -1750,14 +1758,10 @@ class Batch:
         offsets, as :meth:`_locate` and :meth:`_record` do through their general steps; or
         returns None (nothing done: the general path then does it). None when the access is of
         another form."""
-        if space not in ("global", "generic") or not isinstance(addr_op, Addr):
+        got = self._global_base(space, addr_op)
+        if got is None:
             return None
-        base = addr_op.base
-        store = self.regs.get(base.name) if isinstance(base, Reg) else None
-        if store is None or store.dtype.itemsize != 8:
-            return None
-        sv64 = store.view(np.int64)
-        off = np.int64(addr_op.offset)
+        sv64, off = got
         gmem = self.gmem
         sink = self.sink
         mis = width - 1
