@@ -1,7 +1,8 @@
 """The suite's setup helpers that tests import: the one toolkit check (:func:`toolkit_missing`),
 ``GPUADVISE_CACHE_DIR`` for a block (:func:`cache_env`) and the folder a run's processes share
 (:func:`run_folder`), the bytecode folder of the processes a test starts
-(:func:`children_bytecode`). tests/conftest.py builds its hooks and fixtures on them.
+(:func:`children_bytecode`), one nvdisasm run per cubin of many kernels
+(:func:`whole_cubin_sass`). tests/conftest.py builds its hooks and fixtures on them.
 
 They live here, not in conftest.py, because ``conftest`` is no module name to import: each
 folder may have a conftest.py (tests/record has one), pytest imports each of them as
@@ -100,3 +101,19 @@ def temp_folders_left(folder: Path, prefix: str) -> Iterator[Path]:
         tempfile.tempdir = old
     left = sorted(p.name for p in folder.glob(prefix + "*"))
     assert not left, f"left in the temporary folder: {left}"
+
+
+@contextlib.contextmanager
+def whole_cubin_sass() -> Iterator[None]:
+    """The SASS of each cubin read whole while the block runs, one nvdisasm run for all of its
+    kernels: tests/cuda/emu's basic.cu and more.cu hold more than ``sass.NARROW_ABOVE``
+    functions, where a kernel's SASS is read alone (``nvdisasm -fun``, ~0.3-0.5 CPU-s a run: one
+    per kernel emulated). That one kernel read alone is the same as from the whole cubin is
+    ``tests/toolchain/test_many_functions.py``'s check. The whole cubin's output is kept beside
+    it in the run's compile cache, so every module that emulates those kernels under this block
+    shares one run per cubin."""
+    from gpuadvise.toolchain import sass
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sass, "NARROW_ABOVE", 1 << 10)
+        yield

@@ -13,7 +13,7 @@ from pathlib import Path
 import propkit
 import pytest
 from hypothesis import settings
-from suitekit import cache_env, children_bytecode, run_folder
+from suitekit import cache_env, children_bytecode, run_folder, whole_cubin_sass
 
 from gpuadvise.toolchain import cache_root
 
@@ -47,6 +47,18 @@ def test_cache_env_puts_the_variable_back(
         assert os.environ["GPUADVISE_CACHE_DIR"] == str(tmp_path)
         raise RuntimeError  # a test that fails puts it back too
     assert os.environ.get("GPUADVISE_CACHE_DIR") == before
+
+
+def test_whole_cubin_sass_reads_the_emulators_cubins_whole_and_puts_the_setting_back() -> None:
+    from gpuadvise.toolchain import sass
+
+    before = sass.NARROW_ABOVE
+    with pytest.raises(RuntimeError), whole_cubin_sass():
+        # more than the 23 functions of tests/cuda/emu/more.cu's (and micro.cu's) cubin: each
+        # is read whole, one nvdisasm run, not one ``-fun`` run per kernel
+        assert sass.NARROW_ABOVE > 23
+        raise RuntimeError  # a test that fails puts it back too
+    assert sass.NARROW_ABOVE == before
 
 
 CHILD = (

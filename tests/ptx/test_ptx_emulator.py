@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import suitekit
 
 from gpuadvise.devices import preset
 from gpuadvise.ptx.errors import InstructionBudgetError, MemoryAccessError
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
-from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source, sass
+from gpuadvise.toolchain import CompiledModule, CompileOptions, compile_source
 from gpuadvise.trace.access import Kind, Space
 from gpuadvise.trace.emulate import Emulation, emulate
 
@@ -32,13 +33,9 @@ pytestmark = pytest.mark.toolkit
 
 @pytest.fixture(scope="module", autouse=True)
 def whole_cubin_sass() -> Iterator[None]:
-    """The SASS of each module's whole cubin, one nvdisasm run for all of its kernels: basic.cu
-    and more.cu hold more than ``sass.NARROW_ABOVE`` functions, where the emulator's SASS of a
-    kernel is read alone (``nvdisasm -fun``, ~0.4 CPU-s a run: one per test). That one kernel
-    read alone is the same as from the whole cubin is ``tests/toolchain/test_many_functions.py``'s
-    check; here the emulator is."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sass, "NARROW_ABOVE", 1 << 10)
+    """The SASS of each module's whole cubin, one nvdisasm run for all of its kernels
+    (``suitekit.whole_cubin_sass``); here the emulator is checked."""
+    with suitekit.whole_cubin_sass():
         yield
 
 
