@@ -1010,12 +1010,19 @@ def infer_pattern(
     # line's lanes are millions, issue 31)
     e = lanes.off // s
     cta = view.ctas[lanes.cta]
-    cx, cy = cta % gx, (cta // gx) % gy
-    del cta
-    tx, ty = lanes.tid % bx, (lanes.tid // bx) % by
-    x = cx * bx + tx
-    y = cy * by + ty
-    del cx, cy, tx, ty
+    # each thread's (x, y) made in place: x = (cta % gx) * bx + tid % bx, y = ((cta // gx) %
+    # gy) * by + (tid // bx) % by, the same integers (issue 31: gpu_matrix_mult's GA305 peak)
+    x = cta % gx
+    x *= bx
+    x += lanes.tid % bx
+    cta //= gx
+    y = cta
+    y %= gy
+    y *= by
+    ty = lanes.tid // bx
+    ty %= by
+    y += ty
+    del cta, ty
     one_d = gy * by == 1
     count = buffer.count
     if one_d:
@@ -1026,7 +1033,9 @@ def infer_pattern(
         for p in sorted(cands):
             if count % p:
                 continue
-            d = e - (y * p + x)
+            d = y * p
+            d += x
+            np.subtract(e, d, out=d)  # e - (y * p + x), in d's own memory
             scored = (len(unique_int(d)), p != gx * bx, p, d)
             if top is None or scored[:3] < top[:3]:
                 top = scored
