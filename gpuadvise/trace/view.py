@@ -70,18 +70,13 @@ _MARK_FRACTION = 16
 fraction of the view's, and marks them in a mask of every lane otherwise."""
 MAX_VISITS = 256
 MIN_COVERAGE = 0.9
-_VIEW_FIELDS = [n for n in RECORD.names or () if n != "addr"]
-_VIEW_AT = dict(cta=0, inst=8, warp=12, mask=16, epoch=20, extra=24, width=28, space=29, kind=30)
 VIEW_RECORD = np.dtype(
-    {
-        "names": _VIEW_FIELDS,
-        "formats": [RECORD.fields[n][0] for n in _VIEW_FIELDS],
-        # each field at a multiple of its size, the 8-byte one first: no padding (the
-        # fields' order is the trace's)
-        "offsets": [_VIEW_AT[n] for n in _VIEW_FIELDS],
-        "itemsize": 32,
-        "aligned": True,
-    }
+    [
+        (n, RECORD[n])
+        # the trace's fields but ``addr``, the 8-byte one first: 32 bytes, no padding
+        for n in ("cta", "inst", "warp", "mask", "epoch", "extra", "width", "space", "kind")
+    ],
+    align=True,
 )
 """What :attr:`TraceView.records` holds of each record: every field of the trace's but the
 lanes' addresses (256 of a record's 287 bytes), which the view's lanes hold as offsets in their
