@@ -170,7 +170,14 @@ def capacity_misses(
         miss = np.zeros(n_acc)
         if cur is not None and lines is not None:
             window[cur] = lines
-            miss[cur] = np.clip(1.0 - capacity_lines / np.maximum(lines, 1e-12), 0.0, 1.0)
+            # the share in place on the windows (read above): the same operations in the same
+            # order as ``clip(1 - C / maximum(lines, 1e-12), 0, 1)``, no re-read-sized
+            # temporaries (issue 31: four float64 of 6.4 million on AoSKernel, at its peak)
+            np.maximum(lines, 1e-12, out=lines)
+            np.divide(capacity_lines, lines, out=lines)
+            np.subtract(1.0, lines, out=lines)
+            np.clip(lines, 0.0, 1.0, out=lines)
+            miss[cur] = lines
         return L1Reuse(window, miss)
 
     if not n_acc:
@@ -240,15 +247,23 @@ def written_before_read(
     is_load = np.asarray(is_load, bool)
     if not n or is_load.all() or not is_load.any():
         return out
-    rec = np.asarray(rec, np.int64)
+    # (signed records compared in their own width: no access-sized int64 copy, issue 31)
+    rec = np.asarray(rec)
+    if rec.dtype.kind != "i":
+        rec = rec.astype(np.int64)
     _, group = distinct_inverse(key)
+    del key  # (the caller's temporary: freed here where the caller passed it alone)
     group = np.asarray(group, np.int64).reshape(-1)
     n_groups = int(group.max()) + 1
     # each sector's first load (its record; the records are in each CTA's execution order)
     first_load = np.full(n_groups, np.iinfo(np.int64).max)
     np.minimum.at(first_load, group[is_load], rec[is_load])
-    loaded = first_load[group] < np.iinfo(np.int64).max
-    before = ~is_load & loaded & (rec < first_load[group])
+    at_first = first_load[group]
+    del first_load
+    before = at_first < np.iinfo(np.int64).max  # the sector is loaded
+    before &= rec < at_first
+    before &= ~is_load
+    del at_first, rec
     if not before.any():
         return out
     # the bytes written before it: the distinct (sector, offset, width) stores, each byte once
@@ -259,15 +274,40 @@ def written_before_read(
     packed = distinct(
         (group[b].astype(np.int64) * span + off) * span + np.minimum(wid, sector_bytes - off)
     )
+    del b, off, wid
     g, o, w = packed // (span * span), packed // span % span, packed % span
-    start = np.repeat(np.cumsum(w) - w, w)
-    byte_off = np.repeat(o, w) + (np.arange(int(w.sum())) - start)
-    cells = distinct(np.repeat(g, w) * np.int64(sector_bytes) + byte_off)
-    written = np.bincount(cells // sector_bytes, minlength=n_groups)
+    del packed
+    written = _bytes_written(g, o, w, n_groups, sector_bytes)
     full = written >= sector_bytes
     out[is_load & full[group]] = True
     out[before & full[group]] = True
     return out
+
+
+def _bytes_written(
+    g: np.ndarray, o: np.ndarray, w: np.ndarray, n_groups: int, sector_bytes: int
+) -> np.ndarray:
+    """Per sector (``0 .. n_groups - 1``): the distinct bytes of the stores ``(g, o, w)`` (the
+    sector, the byte offset in it, the bytes: distinct triples, ``g`` ascending, ``o + w <=
+    sector_bytes``). Each store's bytes as a bit mask, or'ed per sector, counted: no row a
+    byte (issue 31: 5.4 million on llm.c's softmax_forward_kernel4, seven int64 arrays at
+    its peak); sectors wider than 63 bytes count their bytes one by one."""
+    if sector_bytes >= 64:
+        start = np.repeat(np.cumsum(w) - w, w)
+        byte_off = np.repeat(o, w) + (np.arange(int(w.sum())) - start)
+        del start
+        cells = distinct(np.repeat(g, w) * np.int64(sector_bytes) + byte_off)
+        return np.bincount(cells // sector_bytes, minlength=n_groups)
+    written = np.zeros(n_groups, np.int64)
+    if not len(g):
+        return written
+    one = np.uint64(1)
+    bits = np.left_shift(one, w.astype(np.uint64))
+    bits -= one
+    bits <<= o.astype(np.uint64)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    written[g[starts]] = np.bitwise_count(np.bitwise_or.reduceat(bits, starts))
+    return written
 
 
 def misses_in_flight(

@@ -398,16 +398,22 @@ def _own_stored(view: TraceView, keep: np.ndarray | None) -> np.ndarray:
     if len(idx):
         at = idx if sub is None else sub[idx]
         off = lanes.off[at]
-        key = _packed(
-            [
-                lanes.cta[at].astype(np.int64, copy=False),
-                view.lane_buffer[at].astype(np.int64, copy=False),
-                off // SECTOR,
-            ]
-        )
         r = lanes.rec[at]
+        # (the key passed alone, freed by the model once grouped; the offsets made their
+        # offsets in the sector in place: fewer lane-sized arrays at its peak, issue 31)
         out[idx] = written_before_read(
-            key, r, is_load_rec[r], off % SECTOR, lanes.width[at], SECTOR
+            _packed(
+                [
+                    lanes.cta[at].astype(np.int64, copy=False),
+                    view.lane_buffer[at].astype(np.int64, copy=False),
+                    off // SECTOR,
+                ]
+            ),
+            r,
+            is_load_rec[r],
+            np.remainder(off, SECTOR, out=off),
+            lanes.width[at],
+            SECTOR,
         )
     if kept is None:
         _OWN[view] = out
@@ -591,7 +597,13 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         side.group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency,
         group_lines,
     )  # fmt: skip
-    weights = view.rec_weight[acc_rec] * reuse.miss * loads[acc_rec]
+    miss = reuse.miss
+    del reuse  # (its windows: access-sized, not read here)
+    # (the product made in place, in the same order: ``weight * miss * load``)
+    weights = view.rec_weight[acc_rec]
+    weights *= miss
+    del miss
+    weights *= loads[acc_rec]
     out = np.bincount(acc_rec, weights=weights, minlength=n).astype(np.float64)
     if cache is not None:
         cache[device] = out

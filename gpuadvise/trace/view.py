@@ -27,7 +27,7 @@ from gpuadvise.arrays import distinct as unique_int
 from gpuadvise.arrays import distinct_first, distinct_inverse, lexsort_pair, stable_argsort
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
-from gpuadvise.trace.access import WARP, AccessTrace, Kind, Space, record_weights
+from gpuadvise.trace.access import RECORD, WARP, AccessTrace, Kind, Space, record_weights
 
 __all__ = [
     "BufferInfo",
@@ -70,6 +70,18 @@ _MARK_FRACTION = 16
 fraction of the view's, and marks them in a mask of every lane otherwise."""
 MAX_VISITS = 256
 MIN_COVERAGE = 0.9
+VIEW_RECORD = np.dtype(
+    [
+        (n, RECORD[n])
+        # the trace's fields but ``addr``, the 8-byte one first: 32 bytes, no padding
+        for n in ("cta", "inst", "warp", "mask", "epoch", "extra", "width", "space", "kind")
+    ],
+    align=True,
+)
+"""What :attr:`TraceView.records` holds of each record: every field of the trace's but the
+lanes' addresses (256 of a record's 287 bytes), which the view's lanes hold as offsets in their
+buffers; the same values and types, 32 bytes a record (issue 31: the copy is held through the
+rules, 60-70 MB of addresses on the corpus's largest views)."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +294,6 @@ class TraceView:
         if emulated is not None:
             self.rec_weight = self.rec_weight * emulated
         self.ctas = ctas
-        self.records = recs
         self.work = trace.work  # what the CTAs execute (the execution model's input), per CTA
         stand_for = trace.launch_working_ctas  # CTAs doing memory work, when some do none
         self.scale = (
@@ -299,6 +310,8 @@ class TraceView:
         # (the mask selects the lanes in the order of nonzero's: row by row)
         addr = recs["addr"][act] if len(rows) else np.zeros(0, np.uint64)
         del act
+        # the records without their addresses from here on (the lanes' offsets hold them)
+        self.records = recs = _without_addr(recs)
         names = sorted(self.buffers, key=lambda n: self.buffers[n].base)
         bases = np.array([self.buffers[n].base for n in names], dtype=np.uint64)
         ends = np.array([self.buffers[n].base + self.buffers[n].size for n in names], np.uint64)
@@ -348,7 +361,7 @@ class TraceView:
             off,
             recs["width"].astype(ix)[rows],
         )
-        del rows
+        del rows, recs
         # the user's line of each instruction (its call site for code inlined from a header), as
         # the coalescing model keys its lines
         self.inst_line = [trace.line_of(k) for k in range(len(trace.instructions))]
@@ -578,6 +591,14 @@ class TraceView:
 
 
 _VIEWS: dict[int, tuple[weakref.ref[AccessTrace], Any, TraceView]] = {}
+
+
+def _without_addr(recs: np.ndarray) -> np.ndarray:
+    """``recs`` as :data:`VIEW_RECORD` records: a copy of every field but ``addr``."""
+    out = np.empty(len(recs), VIEW_RECORD)
+    for name in VIEW_RECORD.names or ():
+        out[name] = recs[name]
+    return out
 
 
 def _streaming(opcode: str) -> bool:
@@ -984,12 +1005,19 @@ def infer_pattern(
     # line's lanes are millions, issue 31)
     e = lanes.off // s
     cta = view.ctas[lanes.cta]
-    cx, cy = cta % gx, (cta // gx) % gy
-    del cta
-    tx, ty = lanes.tid % bx, (lanes.tid // bx) % by
-    x = cx * bx + tx
-    y = cy * by + ty
-    del cx, cy, tx, ty
+    # each thread's (x, y) made in place: x = (cta % gx) * bx + tid % bx, y = ((cta // gx) %
+    # gy) * by + (tid // bx) % by, the same integers (issue 31: gpu_matrix_mult's GA305 peak)
+    x = cta % gx
+    x *= bx
+    x += lanes.tid % bx
+    cta //= gx
+    y = cta
+    y %= gy
+    y *= by
+    ty = lanes.tid // bx
+    ty %= by
+    y += ty
+    del cta, ty
     one_d = gy * by == 1
     count = buffer.count
     if one_d:
@@ -1000,7 +1028,9 @@ def infer_pattern(
         for p in sorted(cands):
             if count % p:
                 continue
-            d = e - (y * p + x)
+            d = y * p
+            d += x
+            np.subtract(e, d, out=d)  # e - (y * p + x), in d's own memory
             scored = (len(unique_int(d)), p != gx * bx, p, d)
             if top is None or scored[:3] < top[:3]:
                 top = scored

@@ -197,6 +197,40 @@ def test_each_cta_and_sector_on_its_own() -> None:
     assert written_before_read(key, rec, is_load, off, width).tolist() == [True] * 9 + [False]
 
 
+def test_bytes_written_by_masks_as_byte_by_byte() -> None:
+    # the stores' bytes or'ed as bit masks per sector (sectors under 64 bytes) count what a row
+    # per byte counts (the path of wider sectors), with overlaps, repeats, empty and edge stores
+    from gpuadvise.arrays import distinct
+    from gpuadvise.model.l1 import _bytes_written
+
+    rng = np.random.default_rng(3)
+    for sector in (32, 48, 63):
+        g = rng.integers(0, 40, 3000)
+        o = rng.integers(0, sector + 1, 3000)
+        w = np.minimum(rng.choice([0, 1, 2, 4, 8, 16, 32], 3000), sector - o)
+        span = sector + 1
+        packed = distinct((g * span + o) * span + w)
+        g, o, w = packed // (span * span), packed // span % span, packed % span
+        bits = _bytes_written(g, o, w, 45, sector)
+        rows = np.zeros(45, np.int64)
+        cells: dict[int, set[int]] = {}
+        for gi, oi, wi in zip(g.tolist(), o.tolist(), w.tolist(), strict=True):
+            cells.setdefault(gi, set()).update(range(oi, oi + wi))
+        for gi, c in cells.items():
+            rows[gi] = len(c)
+        assert bits.tolist() == rows.tolist()
+        assert (bits == sector).any() or sector > 32
+    # a store ahead of a load, its sector of 64 bytes (the row-per-byte path) and of 32
+    for sector in (32, 64):
+        stores = [(0, False, 4 * k, 4) for k in range(sector // 4)]
+        rec = np.array([a[0] for a in stores] + [1])
+        is_load = np.array([False] * len(stores) + [True])
+        off = np.array([a[2] for a in stores] + [0])
+        width = np.array([4] * len(stores) + [4])
+        key = np.zeros(len(rec), np.int64)
+        assert written_before_read(key, rec, is_load, off, width, sector).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # A miss in flight (misses_in_flight): the CTA's warps that load a sector at the same step of
 # their own work as the access that brings it wait for its fill; later loads are the L1's hits

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from gpuadvise.devices import preset
+from gpuadvise.model.banks import active_lanes
 from gpuadvise.rules.estimates import repeated_requests, view_traffic
 from gpuadvise.source.signature import parse_signature
 from gpuadvise.spec.kernel_spec import build_kernel_spec, resolve
 from gpuadvise.toolchain import CompileOptions, compile_source
 from gpuadvise.trace import view as view_mod
-from gpuadvise.trace.access import RECORD
+from gpuadvise.trace.access import RECORD, Space
 from gpuadvise.trace.emulate import emulate
 from gpuadvise.trace.view import TraceView, _first_iterations, buffer_infos
 
@@ -166,3 +167,26 @@ def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(tmp_pat
     assert a.l2_load_sectors > 0 and b.l2_load_sectors == 0 and b.l2_store_sectors > 0
     assert view_traffic(dev, view, only=loads) == a
     assert view_traffic(dev, view, loads[:4], only=loads).l2_load_sectors <= a.l2_load_sectors
+
+
+@pytest.mark.toolkit
+def test_the_views_records_are_the_traces_without_their_addresses(tmp_path: Path) -> None:
+    """TraceView.records holds every field of the trace's records but the lanes' addresses
+    (VIEW_RECORD: 32 bytes a record, not 287), with the same values and types; the lanes'
+    offsets are those addresses in their buffers."""
+    trace, infos = _rows(tmp_path, 128, 64)
+    view = TraceView(trace, infos)
+    glob = trace.records[trace.records["space"] == int(Space.GLOBAL)]
+    assert len(view.records) == len(glob)  # (every CTA, no loop cut)
+    assert view.records.dtype == view_mod.VIEW_RECORD
+    assert set(view.records.dtype.names or ()) == set(RECORD.names or ()) - {"addr"}
+    assert view.records.dtype.itemsize == 32 < RECORD.itemsize
+    for name in view_mod.VIEW_RECORD.names or ():
+        assert view.records[name].dtype == RECORD.fields[name][0]
+        assert np.array_equal(view.records[name], glob[name])
+    # the addresses live on as the lanes' offsets in their buffers
+    act = active_lanes(glob["mask"])
+    bases = np.array([view.buffers[n].base for n in view.buffer_names], np.int64)
+    addr = glob["addr"][act].astype(np.int64)
+    assert (view.lane_buffer >= 0).all()
+    assert np.array_equal(view.lanes.off + bases[view.lane_buffer], addr)
