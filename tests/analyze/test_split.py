@@ -214,3 +214,84 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     assert both.findings == one.findings == late.findings
     points = [x.estimated_speedup.inputs[VT.TRACE_POINT] for x in both.findings]  # type: ignore[union-attr]
     assert len(points) == 2 and points[0] != points[1]
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_variant_traced_while_the_rules_run_gives_the_point_of_one_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A variant compiled while the rules run (``VariantsAhead``) is traced in a forked child
+    from the first ``poll`` that finds it compiled with its SASS read (``EarlySides``), and
+    ``with_trace_points`` takes that side: its point is the one a single process makes after
+    the rules. Not before it is compiled, not twice, not from another thread; a child never
+    waited for is killed when the block ends."""
+    import time
+
+    import gpuadvise.analyze.run as run_mod
+    import gpuadvise.analyze.variant_trace as VT
+    from gpuadvise.analyze.ahead import VariantsAhead
+    from gpuadvise.analyze.options import AnalyzeSettings, KernelOptions
+    from gpuadvise.rules.evaluate import RulesRun
+
+    k = ROOT / "kernels" / "accumulate"
+    opts = KernelOptions(str(k / "accumulate.cu"), spec=str(k / "case.toml"), gpu="H100")
+    monkeypatch.setattr(run_mod, "_trace_points", lambda result, checked, *a: (checked, 0.0))
+    res = run_mod.run_analysis(opts, AnalyzeSettings(measure=False, select=("GA308",)))
+    monkeypatch.undo()
+    (f,) = [f for f in res.rules.findings if f.rule == "GA308"]
+    run, rules = RulesRun((f,), ("GA308",)), ["GA308"]
+    pids = tmp_path / "pids"
+    real_side = VT.traced_side
+
+    def side(*a, **kw):  # type: ignore[no-untyped-def]
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return real_side(*a, **kw)
+
+    monkeypatch.setattr(VT, "traced_side", side)
+    monkeypatch.setattr(S, "processes", lambda: 2)
+
+    def ahead() -> VariantsAhead:
+        spec_path = res.analysis.spec.spec_path
+        return VariantsAhead(
+            lambda v, folder: VT._variant_options(opts, v, folder, spec_path),
+            res.analysis.device,
+            rules,
+        )
+
+    with ahead() as early, VT.EarlySides(res.analysis, None, early) as started:
+        started.poll()  # nothing compiled yet
+        assert not started.polled
+        early.told([f])
+        started.poll()  # (compiling: too early)
+        ((_, compiled),) = early.builds().values()
+        while not early.idle():
+            time.sleep(0.05)
+        worker = threading.Thread(target=started.poll)
+        worker.start()
+        worker.join()
+        assert not started.polled  # not from another thread
+        started.poll()
+        assert started.polled
+        started.poll()  # once
+        both = VT.with_trace_points(res.analysis, run, opts, None, rules, early, started)
+    assert [int(p) != os.getpid() for p in pids.read_text().split()] == [True]  # in a child
+    pids.unlink()
+    monkeypatch.setenv("GPUADVISE_RULE_PROCESSES", "1")
+    one = VT.with_trace_points(res.analysis, run, opts, None, rules)
+    assert set(pids.read_text().split()) == {str(os.getpid())}
+    assert both.findings == one.findings
+    (g,) = both.findings
+    assert g.estimated_speedup is not None and VT.TRACE_POINT in g.estimated_speedup.inputs
+
+    # a child not waited for (the analysis stopped before the variants' traces) is ended
+    pids.unlink()
+    with ahead() as early, VT.EarlySides(res.analysis, None, early) as started:
+        early.told([f])
+        while not early.idle():
+            time.sleep(0.05)
+        started.poll()
+        child = started._child
+        assert child is not None
+    assert not child._open
