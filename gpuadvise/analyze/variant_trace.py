@@ -553,7 +553,6 @@ class EarlySides:
         self._keys: list[tuple[Any, ...]] = []
         self._child: InChild[Side | None] | None = None
         self.polled = False  # a child was tried (started or not): no second one
-        self._freed = False
 
     def poll(self, findings: Sequence[Finding] = ()) -> None:
         """Starts the child when it may (see the class); never raises."""
@@ -577,32 +576,13 @@ class EarlySides:
 
         def job(vopts: KernelOptions, compiled: Future[Built]) -> Callable[[], Side | None]:
             what = f"{vopts.source} (traced while the rules ran)"
-
-            def side() -> Side | None:  # (run in the child only)
-                self._free_kernel_view()
-                return _side(what, vopts, compiled, device, sample, self.bounds)
-
-            return side
+            return lambda: _side(what, vopts, compiled, device, sample, self.bounds)
 
         with contextlib.suppress(Exception):
             self._child = in_child([job(*b) for b in ok.values()])
             if self._child is not None:
                 self._keys = list(ok)
                 log.debug("%d variant(s) traced in a forked child while the rules run", len(ok))
-
-    def _free_kernel_view(self) -> None:
-        """In the child, the kernel's view and what the rules cached on it freed before the
-        variant is traced (:func:`forget_kernel_view`, as this process does after the rules):
-        the child starts as a copy of this process in the middle of its rules, and its peak
-        (its copy's pages count in its resident size) would be that copy plus the variant's
-        trace and traffic; freed, the variant's arrays reuse that memory (corr_kernel: 1.53 GB
-        otherwise, against 1.10-1.22 GB for the analysis without the child)."""
-        import gc
-
-        if not self._freed:
-            self._freed = True
-            forget_kernel_view(self.analysis)
-            gc.collect()
 
     def sides(self) -> dict[tuple[Any, ...], Side | None]:
         """The sides the child traced, by :func:`~gpuadvise.analyze.ahead.variant_key`, once it
