@@ -199,16 +199,6 @@ class SassAhead:
         return self._out
 
 
-def read_done(compiled: Future[Built]) -> bool:
-    """Whether a compile is done and its SASS read (or it failed), without waiting."""
-    if not compiled.done():
-        return False
-    if compiled.cancelled() or compiled.exception() is not None:
-        return True
-    sass = compiled.result().sass
-    return sass is None or sass.done()
-
-
 def variant_key(v: Variant) -> tuple[Any, ...]:
     """What a variant traced for its point is built from (its diff and launch; one with compile
     flags, defines or a proxy is not built so): two findings whose first candidates have the same
@@ -285,17 +275,6 @@ class VariantsAhead:
         """The options and compile of the variant ``v`` (a finding's first candidate), if
         :meth:`told` submitted it."""
         return self._builds.get(variant_key(v))
-
-    def builds(self) -> dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]]:
-        """Every variant :meth:`told` submitted so far, by :func:`variant_key`, in order."""
-        return dict(self._builds)
-
-    def idle(self) -> bool:
-        """Whether every compile submitted (variants and proxies) is done with its SASS read:
-        neither thread is working (a fork then copies no thread in the middle of its work)."""
-        pending = [f for _, f in self._builds.values()]
-        pending += [f for sides in self._proxies.values() for _, f in sides]
-        return all(read_done(f) for f in pending)
 
     def _told_proxy(self, f: Finding) -> None:
         """``f``'s proxy, both kernels, compiled in the proxies' thread (once a proxy), when

@@ -165,7 +165,7 @@ def _run(
     # the variants compiled ahead of their traces (early): waited for, their folders removed,
     # when the block ends
     with contextlib.ExitStack() as stack:
-        early = started = None
+        early = None
         if out_of_time():
             from gpuadvise.rules.evaluate import skip_all
             from gpuadvise.rules.registry import load_registry
@@ -188,12 +188,6 @@ def _run(
             if early is not None:
                 stack.enter_context(early)
                 told = _told_both(told, early.told)
-                if not ahead:  # (with a GPU measuring: traced after the rules, as before)
-                    from gpuadvise.analyze.variant_trace import EarlySides
-
-                    # their sides traced in a forked child from the moment they are compiled
-                    started = stack.enter_context(EarlySides(result, sample, early))
-                    told = _told_both(told, started.poll)
             processes = rule_processes()  # 2: a share of them in a forked child
             with step("running the rules"):
                 checked = run_rules_report(
@@ -222,7 +216,7 @@ def _run(
         measuring = _Measuring(opts, checked, measure, lock)
         if points_wanted is None or points_wanted(checked):
             checked, timings["variant_traces_s"] = _trace_points(
-                result, checked, config, opts, sample, early, started
+                result, checked, config, opts, sample, early
             )
         else:
             timings["variant_traces_s"] = 0.0
@@ -328,13 +322,10 @@ def _trace_points(
     opts: KernelOptions,
     sample: Any,
     early: Any = None,
-    started: Any = None,
 ) -> tuple[RulesRun, float]:
     """The findings of rules whose change the launch model follows best on the variant's own
     trace, estimated so (:mod:`gpuadvise.analyze.variant_trace`); the seconds it took.
-    ``early``: their variants compiled while the rules ran (:func:`_variants_ahead`);
-    ``started``: their sides traced meanwhile
-    (:class:`~gpuadvise.analyze.variant_trace.EarlySides`)."""
+    ``early``: their variants compiled while the rules ran (:func:`_variants_ahead`)."""
     from gpuadvise.analyze.variant_trace import MAX_TRACE_COST, over_trace_cost, with_trace_points
     from gpuadvise.rules.registry import load_registry
     from gpuadvise.spec.budget import out_of_time
@@ -366,7 +357,7 @@ def _trace_points(
     out = checked
     if ids:
         with step("tracing the variants the launch model estimates"):
-            out = with_trace_points(result, out, opts, sample, ids, early, started)
+            out = with_trace_points(result, out, opts, sample, ids, early)
     if proxies:
         from gpuadvise.analyze.proxy_trace import with_proxy_points
 

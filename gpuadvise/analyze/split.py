@@ -21,12 +21,13 @@ workers fill the CPUs, no ``os.fork``, one CPU for this process).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["InChild", "in_child", "in_two", "processes"]
+__all__ = ["in_two", "processes"]
 
 T = TypeVar("T")
 
@@ -48,84 +49,33 @@ def _attempt(job: Callable[[], Any]) -> tuple[bool, Any]:
         return False, None
 
 
-class InChild(Generic[T]):
-    """``jobs`` running in a forked child from now on (:func:`in_child`) while this process
-    goes on; :meth:`results` waits for it and takes what it returned, :meth:`close` (or an
-    exception inside ``with``) ends it unwaited for."""
-
-    def __init__(self, jobs: Sequence[Callable[[], T]]) -> None:
-        from gpuadvise.rules.split import ForkedShare
-
-        self._jobs = list(jobs)
-        self._child = ForkedShare(
-            range(len(self._jobs)),
-            lambda i: _attempt(self._jobs[i]),
-            lambda i, o: None,
-            forward_logs=True,
-        )
-        self.started = time.perf_counter()
-        self._child.__enter__()  # (OSError: no pipe or no fork)
-        self._open = True
-
-    def results(self, wait_s: float) -> dict[int, T]:
-        """The jobs' results the child returned, by position, once it has ended or outlived
-        ``wait_s`` (then killed); its log records handled here. A job it did not return (it
-        died, raised, sent what does not pickle) is absent: the caller runs it."""
-        if self._open:
-            self._open = False
-            self._child.wait_s = wait_s
-            self._child.__exit__(None, None, None)
-            for record in self._child.records:  # the child's log lines, after this process's
-                logging.getLogger(record.name).handle(record)
-        return {i: value for i, (ok, value) in self._child.done.items() if ok}
-
-    def close(self) -> None:
-        """The child killed and reaped unless :meth:`results` waited for it."""
-        if self._open:
-            self._open = False
-            self._child.__exit__(None, _Abandoned(), None)
-
-    def __enter__(self) -> InChild[T]:
-        return self
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        self.close()
-
-
-class _Abandoned(Exception):
-    """What :meth:`InChild.close` tells the child's :class:`~gpuadvise.rules.split.ForkedShare`:
-    it is not waited for."""
-
-
-def in_child(jobs: Sequence[Callable[[], T]]) -> InChild[T] | None:
-    """``jobs`` started in a forked child (:class:`InChild`); None where :func:`processes` is
-    1, there are none, or the fork fails (the caller runs them itself)."""
-    if not jobs or processes() < 2:
-        return None
-    try:
-        return InChild(jobs)
-    except OSError:  # no pipe or no fork: one process
-        return None
-
-
 def in_two(jobs: Sequence[Callable[[], T]], theirs: Sequence[int]) -> list[T]:
     """Every job's result, by index: those at ``theirs`` run in a forked child while this
     process runs the others (all here when :func:`processes` is 1, ``theirs`` is empty or the
     fork fails)."""
-    from gpuadvise.rules.split import CHILD_WAIT_FACTOR, CHILD_WAIT_MIN_S
+    from gpuadvise.rules.split import CHILD_WAIT_FACTOR, CHILD_WAIT_MIN_S, ForkedShare
 
     share = sorted(set(theirs))
-    child = in_child([jobs[i] for i in share]) if share else None
-    if child is None:
+    if not share or processes() < 2:
         return [job() for job in jobs]
+    mine = [i for i in range(len(jobs)) if i not in set(share)]
     out: dict[int, T] = {}
-    with child:  # (killed on an exception)
+    child = ForkedShare(share, lambda i: _attempt(jobs[i]), lambda i, o: None, forward_logs=True)
+    try:
+        child.__enter__()
+    except OSError:  # no pipe or no fork: one process
+        return [job() for job in jobs]
+    with contextlib.ExitStack() as stack:
+        stack.push(child.__exit__)  # (waits for the child; kills it on an exception)
         t0 = time.perf_counter()
-        for i in range(len(jobs)):
-            if i not in set(share):
-                out[i] = jobs[i]()
-        wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
-        out.update({share[j]: value for j, value in child.results(wait_s).items()})
+        for i in mine:
+            out[i] = jobs[i]()
+        child.wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
+    for record in child.records:  # the child's log lines, after the parent's own
+        logging.getLogger(record.name).handle(record)
+    for i, (ok, value) in child.done.items():
+        if ok:
+            out[i] = value
     for i in range(len(jobs)):
         if i not in out:  # the child did not return it: as one process would have
             out[i] = jobs[i]()

@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from gpuadvise.analyze.ahead import Built, VariantsAhead
     from gpuadvise.analyze.options import KernelOptions
     from gpuadvise.analyze.pipeline import KernelAnalysis
-    from gpuadvise.analyze.split import InChild
     from gpuadvise.model.roofline import LaunchEstimate, LaunchTimes, Traffic
     from gpuadvise.rules.evaluate import RulesRun
     from gpuadvise.rules.findings import Estimate, Finding, Variant
@@ -392,15 +391,13 @@ def with_trace_points(
     sample_ctas: int | str | None,
     rules: Sequence[str],
     early: VariantsAhead | None = None,
-    started: EarlySides | None = None,
 ) -> RulesRun:
     """``run`` with the findings of ``rules`` (ids of rules with ``point_from_variant_trace``)
     estimated on their variant's own trace (the first candidate; its alternatives keep the
     rule's). A variant that does not build or trace keeps the rule's estimate. Findings with the
     same variant (:func:`gpuadvise.analyze.ahead.variant_key`) share its build and trace.
     ``early``: the variants compiled while the rules ran
-    (:class:`gpuadvise.analyze.ahead.VariantsAhead`); ``started``: those of them whose sides
-    were traced while the rules ran (:class:`EarlySides`)."""
+    (:class:`gpuadvise.analyze.ahead.VariantsAhead`)."""
     from gpuadvise.analyze.ahead import Ahead, variant_key
     from gpuadvise.devices import memory_rates
 
@@ -431,7 +428,7 @@ def with_trace_points(
                 builds[key] = (vopts, ahead.submit(vopts, analysis.device))
         if not builds:
             return run
-        made = _traced_points(analysis, todo, builds, sample_ctas, rates, started)
+        made = _traced_points(analysis, todo, builds, sample_ctas, rates)
     if not made:
         return run
     from gpuadvise.rules.ranking import rank_findings
@@ -446,12 +443,11 @@ def _traced_points(
     builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
     sample_ctas: int | str | None,
     rates: Any,
-    started: EarlySides | None = None,
 ) -> dict[int, Finding]:
     """:func:`with_trace_points`' findings (by ``id``) estimated on their variants' traces
     (``builds``: each variant's options and compile, by
     :func:`~gpuadvise.analyze.ahead.variant_key`; a variant is traced once, the findings that
-    offer it all take its traffic; ``started``: the sides traced while the rules ran)."""
+    offer it all take its traffic)."""
     from gpuadvise.analyze.ahead import variant_key
     from gpuadvise.model.roofline import launch_estimate
     from gpuadvise.spec.budget import out_of_time
@@ -467,16 +463,18 @@ def _traced_points(
     def side_of(f: Finding, key: tuple[Any, ...]) -> Side | None:
         """The variant's side (None: it did not trace)."""
         vopts, compiled = builds[key]
-        what = f"{f.rule}:{f.line}"
-        return _side(what, vopts, compiled, analysis.device, sample_ctas, (budget, cost))
+        try:
+            return traced_side(
+                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
+            )
+        except GpuAdviseError as exc:
+            log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())
+            return None
 
     # each variant's side once traced (None: it did not trace): a second finding with the same
-    # variant takes it (the same kernel, launch and sample make the same trace); those traced
-    # while the rules ran (EarlySides), then several variants traced two at a time where two
-    # CPUs are there (traced_in_two)
-    sides: dict[tuple[Any, ...], Side | None] = {} if started is None else started.sides()
-    rest = {key: b for key, b in builds.items() if key not in sides}
-    sides.update(traced_in_two(todo, rest, side_of))
+    # variant takes it (the same kernel, launch and sample make the same trace); several
+    # variants traced two at a time where two CPUs are there (traced_in_two)
+    sides: dict[tuple[Any, ...], Side | None] = traced_in_two(todo, builds, side_of)
     for f in todo:
         if out_of_time():
             break
@@ -510,102 +508,6 @@ def _traced_points(
             changes["variant"] = dataclasses.replace(f.variant, needs_measurement=True)
         made[id(f)] = dataclasses.replace(f, **changes)
     return made
-
-
-def _side(
-    what: str,
-    vopts: KernelOptions,
-    compiled: Future[Built],
-    device: Any,
-    sample_ctas: int | str | None,
-    bounds: tuple[int, int],
-) -> Side | None:
-    """The side of a variant (:func:`traced_side` of its compile, the trace bounded by
-    ``bounds``: :func:`variant_budget_bytes`, :func:`variant_budget_cost`); None where it
-    does not trace (``what``: the finding that offers it, for the log)."""
-    budget, cost = bounds
-    try:
-        return traced_side(vopts, device, sample_ctas, budget, built=compiled.result(), cost=cost)
-    except GpuAdviseError as exc:
-        log.debug("%s variant not traced: %s", what, exc.one_line())
-        return None
-
-
-class EarlySides:
-    """The sides of the variants compiled while the rules run (``early``), traced in a forked
-    child from then on (issue 31: the kernels above 10 s spent their rules, then their variant
-    traces, one after the other; a child beside the rules' two processes shares the two CPUs with
-    them instead of following them). :meth:`poll` (the rules' ``on_findings`` hook) starts it: in
-    this process's main thread (between two rules: no lock of this thread is held by a rule),
-    with both compiling threads idle (every variant submitted so far compiled and its SASS read:
-    the child copies no thread in the middle of its work), two CPUs
-    (:func:`~gpuadvise.analyze.split.processes`) and no time budget; one child, once, for every
-    variant then compiled. :func:`with_trace_points` takes its sides (:meth:`sides`) and traces
-    the others as before. Each side is the one :func:`_traced_points` would trace itself, bit
-    for bit (:func:`_side` of the same compile and the same bounds, which read only the kernel's
-    trace, not the rules). ``with`` ends a child not waited for."""
-
-    def __init__(
-        self, analysis: KernelAnalysis, sample_ctas: int | str | None, early: VariantsAhead
-    ) -> None:
-        self.analysis, self.sample_ctas, self.early = analysis, sample_ctas, early
-        self.bounds = (variant_budget_bytes(analysis), variant_budget_cost(analysis))
-        self._keys: list[tuple[Any, ...]] = []
-        self._child: InChild[Side | None] | None = None
-        self.polled = False  # a child was tried (started or not): no second one
-
-    def poll(self, findings: Sequence[Finding] = ()) -> None:
-        """Starts the child when it may (see the class); never raises."""
-        import threading
-
-        from gpuadvise.analyze.split import in_child, processes
-        from gpuadvise.spec.budget import time_left_s
-
-        if self.polled or threading.current_thread() is not threading.main_thread():
-            return
-        builds = self.early.builds()
-        if not builds or not self.early.idle():
-            return
-        self.polled = True
-        if processes() < 2 or time_left_s() is not None:
-            return
-        ok = {k: b for k, b in builds.items() if not b[1].cancelled() and b[1].exception() is None}
-        if not ok:
-            return
-        device, sample = self.analysis.device, self.sample_ctas
-
-        def job(vopts: KernelOptions, compiled: Future[Built]) -> Callable[[], Side | None]:
-            what = f"{vopts.source} (traced while the rules ran)"
-            return lambda: _side(what, vopts, compiled, device, sample, self.bounds)
-
-        with contextlib.suppress(Exception):
-            self._child = in_child([job(*b) for b in ok.values()])
-            if self._child is not None:
-                self._keys = list(ok)
-                log.debug("%d variant(s) traced in a forked child while the rules run", len(ok))
-
-    def sides(self) -> dict[tuple[Any, ...], Side | None]:
-        """The sides the child traced, by :func:`~gpuadvise.analyze.ahead.variant_key`, once it
-        has ended (waited for as :func:`~gpuadvise.analyze.split.in_two` waits: a child stuck
-        past max(60 s, 4x its time so far) is killed); a variant it did not return is absent
-        (traced by the caller)."""
-        import time
-
-        from gpuadvise.rules.split import CHILD_WAIT_FACTOR, CHILD_WAIT_MIN_S
-
-        child = self._child
-        if child is None:
-            return {}
-        wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - child.started))
-        got = child.results(wait_s)
-        return {self._keys[i]: side for i, side in got.items()}
-
-    def __enter__(self) -> EarlySides:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._child is not None:
-            self._child.close()
 
 
 def traced_in_two(
@@ -645,10 +547,13 @@ def traced_in_two(
 
 def _ready(compiled: Future[Built]) -> bool:
     """Whether a variant's compile is done and its SASS read (or failed: raised again where
-    its side is traced), without waiting (:func:`gpuadvise.analyze.ahead.read_done`)."""
-    from gpuadvise.analyze.ahead import read_done
-
-    return read_done(compiled)
+    its side is traced), without waiting."""
+    if not compiled.done():
+        return False
+    if compiled.cancelled() or compiled.exception() is not None:
+        return True
+    sass = compiled.result().sass
+    return sass is None or sass.done()
 
 
 def predicted_slower(f: Finding) -> bool:
