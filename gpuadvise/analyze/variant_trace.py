@@ -200,9 +200,20 @@ def traced_side(
     """:func:`trace_alone`'s launch traffic and (``serial``) serial atomics
     (:func:`_serial_s`), the analysis itself (its trace, its view) freed on return: the next
     variant is traced without this one held (issue 31: llm.c layernorm_backward's three
-    variants, 0.8 GB each). ``built`` and ``cost``: as :func:`trace_alone`'s."""
-    va = trace_alone(vopts, device, sample_ctas, budget, built, cost)
-    return launch_traffic(va), _serial_s(va) if serial else (0.0, False)
+    variants, 0.8 GB each). ``built`` and ``cost``: as :func:`trace_alone`'s.
+
+    Both under :func:`~gpuadvise.ptx.emulator.malloc_tuned`, as the kernel's own trace and its
+    traffic (in the rules) are: the view's and the traffic's temporaries of megabytes reuse the
+    memory the emulation freed rather than fault fresh pages in and give them back each time
+    (glibc's mmap threshold, set back to 128 KB by the kernel's trace, no longer rises with
+    them: a variant's traffic took as much system CPU as user CPU on a loaded machine)."""
+    from gpuadvise.ptx.emulator import malloc_tuned
+
+    with malloc_tuned():
+        va = trace_alone(vopts, device, sample_ctas, budget, built, cost)
+        side = launch_traffic(va), _serial_s(va) if serial else (0.0, False)
+        del va  # (freed before the heap is trimmed)
+    return side
 
 
 def _serial_s(analysis: KernelAnalysis) -> tuple[float, bool]:

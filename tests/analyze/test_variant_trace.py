@@ -470,3 +470,60 @@ def test_variants_compiled_as_their_rules_find_them_give_the_same_findings(
         assert a.estimated_speedup == b.estimated_speedup, a.rule
     (f,) = [f for f in early.rules.findings if f.rule == "GA308"]
     assert f.estimated_speedup is not None and TRACE_POINT in f.estimated_speedup.inputs
+
+
+def test_a_variants_trace_and_traffic_keep_their_freed_memory_until_both_are_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``traced_side`` (every variant's and proxy side's trace and traffic) runs under the
+    emulator's ``malloc_tuned``, as the kernel's trace and the rules do: the traffic's
+    temporaries reuse what the trace freed instead of faulting fresh pages in (issue 31: as
+    much system CPU as user CPU in a variant's traffic); the setting is the default again
+    after it, and the variant's analysis is freed inside it."""
+    import contextlib
+    import gc
+    import weakref
+
+    import gpuadvise.analyze.variant_trace as VT
+    import gpuadvise.ptx.emulator as E
+
+    class Analysis:
+        pass
+
+    seen: dict[str, int] = {}
+    made: list[weakref.ref[Analysis]] = []
+
+    def trace_alone(*a, **kw):  # type: ignore[no-untyped-def]
+        seen["trace"] = E._malloc_depth
+        va = Analysis()
+        made.append(weakref.ref(va))
+        return va
+
+    def launch_traffic(va):  # type: ignore[no-untyped-def]
+        seen["traffic"] = E._malloc_depth
+        return "traffic"
+
+    def serial(va):  # type: ignore[no-untyped-def]
+        seen["serial"] = E._malloc_depth
+        return 1.0, True
+
+    trims: list[int] = []
+    real_tuned = E.malloc_tuned
+
+    @contextlib.contextmanager
+    def tuned():  # type: ignore[no-untyped-def]
+        with real_tuned():
+            yield
+            gc.collect()
+            trims.append(sum(r() is not None for r in made))
+
+    monkeypatch.setattr(VT, "trace_alone", trace_alone)
+    monkeypatch.setattr(VT, "launch_traffic", launch_traffic)
+    monkeypatch.setattr(VT, "_serial_s", serial)
+    monkeypatch.setattr(E, "malloc_tuned", tuned)
+    assert E._malloc_depth == 0
+    side = VT.traced_side(KernelOptions("k.cu"), H100, None, 1 << 20)
+    assert side == ("traffic", (1.0, True))
+    assert seen == {"trace": 1, "traffic": 1, "serial": 1}
+    assert trims == [0]  # the variant's analysis freed before the block ends
+    assert E._malloc_depth == 0
