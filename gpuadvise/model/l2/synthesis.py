@@ -752,24 +752,22 @@ def _build_units(
         p_sid = np.searchsorted(offsets, p_src, side="right") - 1
         for sid in distinct(p_sid).tolist():
             sel = p_sid == sid
-            tch = per_shape[sid][0][p_src[sel] - offsets[sid]]
-            pi, kk = np.nonzero(tch >= 0)
+            pi, kk, who = _valid_touches(per_shape[sid][0][p_src[sel] - offsets[sid]])
             frac = sub_w[p_sub[sel][pi]] / len(residues[sid])
             lu.append(p_sub[sel][pi])
-            lc.append(tch[pi, kk].astype(np.int64))
-            ln.append(counts[sid][:, kk] * frac[None, :])
+            lc.append(who)
+            ln.append(_scaled_counts(counts[sid], kk, frac))
         # regular touches of the split units reach every sub-unit of theirs
         is_reg = sub_unit < orphan_base
         r_sub = np.flatnonzero(is_reg)
         r_sid = np.searchsorted(offsets, sub_unit[r_sub], side="right") - 1
         for sid in distinct(r_sid).tolist():
             sel = r_sub[r_sid == sid]
-            tch = per_shape[sid][0][sub_unit[sel] - offsets[sid]]
-            pi, kk = np.nonzero(tch >= 0)
+            pi, kk, who = _valid_touches(per_shape[sid][0][sub_unit[sel] - offsets[sid]])
             frac = sub_w[sel[pi]] / len(residues[sid])
             lu.append(sel[pi])
-            lc.append(tch[pi, kk].astype(np.int64))
-            ln.append(counts[sid][:, kk] * frac[None, :])
+            lc.append(who)
+            ln.append(_scaled_counts(counts[sid], kk, frac))
     for sid in range(len(shapes)):
         touchers, nvalid, w_in, *_ = per_shape[sid]
         w = len(residues[sid])
@@ -795,7 +793,7 @@ def _build_units(
     all_n = np.concatenate(ln, axis=1)
     # merge (sub-unit, cta) duplicates; cap the requests at the sub-unit's sectors
     o = sort_pairs(all_u, all_c)
-    all_u, all_c, all_n = all_u[o], all_c[o], all_n[:, o]
+    all_u, all_c, all_n = all_u[o], all_c[o], np.take(all_n, o, axis=1)
     pair_change = np.empty(len(all_u), dtype=bool)
     pair_change[0] = True
     pair_change[1:] = (all_u[1:] != all_u[:-1]) | (all_c[1:] != all_c[:-1])
@@ -808,6 +806,23 @@ def _build_units(
     model.lists.append(
         TouchList(unit=all_u[ps], cta=all_c[ps], cnt=merged, w_bytes=sub_w * g, gbytes=g)
     )
+
+
+def _valid_touches(tch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.nonzero(tch >= 0)`` of a (units, K) toucher table (rows, columns) and the touchers
+    there, int64, from the flat indices: the same arrays in the same order, without the 2-D
+    gathers (a million touches of the 8K gather's edge units)."""
+    flat = np.flatnonzero(tch >= 0)
+    k = tch.shape[1]
+    return flat // k, flat % k, np.take(tch.reshape(-1), flat).astype(np.int64)
+
+
+def _scaled_counts(counts: np.ndarray, kk: np.ndarray, frac: np.ndarray) -> np.ndarray:
+    """``counts[:, kk] * frac[None, :]``: the counts of the columns ``kk``, each scaled by its
+    ``frac`` (the same products), gathered by ``np.take`` (twice as fast as the fancy index)."""
+    out = np.take(counts, kk, axis=1)
+    out *= frac[None, :]
+    return out
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:
