@@ -21,8 +21,11 @@ __all__ = [
     "distinct_inverse",
     "distinct_rows",
     "equal_rows",
+    "first_by_runs",
+    "inverse_by_runs",
     "lexsort_pair",
     "member",
+    "run_heads",
     "stable_argsort",
     "stable_argsort_equal",
 ]
@@ -377,6 +380,45 @@ def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return values, first
     values, perm, start = _runs(a, packed)
     return values, perm[start].astype(np.intp)
+
+
+def run_heads(*cols: np.ndarray) -> np.ndarray:
+    """Per row of the columns, whether it differs from the row before (the first: True)."""
+    n = len(cols[0])
+    head = np.empty(n, bool)
+    if n:
+        head[0] = True
+        np.not_equal(cols[0][1:], cols[0][:-1], out=head[1:])
+        for c in cols[1:]:
+            head[1:] |= c[1:] != c[:-1]
+    return head
+
+
+def inverse_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`distinct_inverse` of the 1-D integer array ``a`` with ``return_index``
+    (``values, first, inverse``), sorting only the first element of each run of equal
+    neighbours: a value's first position is a run's first (the element before it differs),
+    every element's number its run's (the lanes of a coalesced request share their sectors: 8 a
+    sector, 32 a line)."""
+    head = run_heads(a)
+    if np.count_nonzero(head) * 4 > len(a) * 3:
+        return distinct_inverse(a, return_index=True)
+    at = np.flatnonzero(head)
+    values, first, inverse = distinct_inverse(a[at], return_index=True)
+    run = np.cumsum(head, dtype=np.intp)
+    run -= 1
+    return values, at[first], inverse[run]
+
+
+def first_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_first` of ``a``, sorting only the first element of each run of equal
+    neighbours (:func:`inverse_by_runs`)."""
+    head = run_heads(a)
+    if np.count_nonzero(head) * 4 > len(a) * 3:
+        return distinct_first(a)
+    at = np.flatnonzero(head)
+    values, first = distinct_first(a[at])
+    return values, at[first]
 
 
 def _runs(

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_first, distinct_inverse, stable_argsort
+from gpuadvise.arrays import distinct, distinct_first, inverse_by_runs, stable_argsort
 
 __all__ = [
     "L1_LINE_BYTES",
@@ -251,9 +251,10 @@ def written_before_read(
     rec = np.asarray(rec)
     if rec.dtype.kind != "i":
         rec = rec.astype(np.int64)
-    _, group = distinct_inverse(key)
+    # the keys' numbers from the first access of each run of one key alone (a coalesced
+    # request's lanes come by address: 8 lanes of 4 bytes a sector), issue 31
+    _, _, group = inverse_by_runs(key)
     del key  # (the caller's temporary: freed here where the caller passed it alone)
-    group = np.asarray(group, np.int64).reshape(-1)
     n_groups = int(group.max()) + 1
     # each sector's first load (its record; the records are in each CTA's execution order)
     first_load = np.full(n_groups, np.iinfo(np.int64).max)

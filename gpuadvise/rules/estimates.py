@@ -27,7 +27,10 @@ from gpuadvise.arrays import (
     distinct_first,
     distinct_inverse,
     distinct_rows,
+    first_by_runs,
+    inverse_by_runs,
     member,
+    run_heads,
     stable_argsort,
 )
 from gpuadvise.devices import DeviceSpec, memory_rates
@@ -251,50 +254,11 @@ def _on(a: np.ndarray, sub: np.ndarray | None) -> np.ndarray:
     return a if sub is None else a[sub]
 
 
-def _heads(*cols: np.ndarray) -> np.ndarray:
-    """Per row of the columns, whether it differs from the row before (the first: True)."""
-    n = len(cols[0])
-    head = np.empty(n, bool)
-    if n:
-        head[0] = True
-        np.not_equal(cols[0][1:], cols[0][:-1], out=head[1:])
-        for c in cols[1:]:
-            head[1:] |= c[1:] != c[:-1]
-    return head
-
-
-def _inverse_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`~gpuadvise.arrays.distinct_inverse` of the 1-D integer array ``a`` with
-    ``return_index`` (``values, first, inverse``), sorting only the first element of each run of
-    equal neighbours: a value's first position is a run's first (the element before it differs),
-    every element's number its run's (the lanes of a coalesced request share their sectors: 8 a
-    sector, 32 a line)."""
-    head = _heads(a)
-    if np.count_nonzero(head) * 4 > len(a) * 3:
-        return distinct_inverse(a, return_index=True)
-    at = np.flatnonzero(head)
-    values, first, inverse = distinct_inverse(a[at], return_index=True)
-    run = np.cumsum(head, dtype=np.intp)
-    run -= 1
-    return values, at[first], inverse[run]
-
-
-def _first_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`~gpuadvise.arrays.distinct_first` of ``a``, sorting only the first element of
-    each run of equal neighbours (:func:`_inverse_by_runs`)."""
-    head = _heads(a)
-    if np.count_nonzero(head) * 4 > len(a) * 3:
-        return distinct_first(a)
-    at = np.flatnonzero(head)
-    values, first = distinct_first(a[at])
-    return values, at[first]
-
-
 def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``distinct_rows([rec, key])`` (int64, its two rows) of lanes by record (``rec``
     non-decreasing): the first of each run of equal pairs, sorted only when the runs do not
     come in order already (each record's keys ascending: its lanes in address order)."""
-    head = _heads(rec, key)
+    head = run_heads(rec, key)
     r, k = rec[head], key[head]
     del head
     if len(r) > 1:
@@ -310,7 +274,7 @@ def _distinct_ascending(a: np.ndarray) -> np.ndarray:
     non-decreasing (the records of lanes in lane order)."""
     if len(a) > 1 and not bool((a[1:] >= a[:-1]).all()):
         return distinct(a)
-    return a[_heads(a)] if len(a) else np.sort(a)
+    return a[run_heads(a)] if len(a) else np.sort(a)
 
 
 def _warp_steps(view: TraceView) -> np.ndarray:
@@ -473,7 +437,7 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 inner = _span(ctas, cols) if ctas is not None else None
                 del cols, ctas
                 if len(k):
-                    uniq, first, group = _inverse_by_runs(k)
+                    uniq, first, group = inverse_by_runs(k)
                 else:
                     uniq, first, group = distinct_inverse(k, return_index=True)
                 del k
@@ -558,7 +522,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
             lanes.off[idx] // L1_LINE_BYTES,
         ]
     )
-    _, first = _first_by_runs(lkey)
+    _, first = first_by_runs(lkey)
     group_lines = np.bincount(
         lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
     )
@@ -703,7 +667,7 @@ def _used_bytes(
     """Bytes of the distinct (buffer, offset) accesses of the lanes ``at`` (``lb``, ``off``,
     ``width``: per lane of the view), each its width (times the weight of its first lane, when
     given: per lane of ``at``)."""
-    _, first = _first_by_runs(_used_key(lb, off, at))
+    _, first = first_by_runs(_used_key(lb, off, at))
     w = width[at[first]]
     if weight is None:
         return float(w.sum())
@@ -746,7 +710,7 @@ def _used_bytes_by_cta(
     key *= span
     key += inner
     del inner
-    uk, first = _first_by_runs(key)
+    uk, first = first_by_runs(key)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
     per_cta = np.bincount(uk // span, weights=w)
@@ -756,7 +720,7 @@ def _used_bytes_by_cta(
     inner = uk % span
     del uk
     order = stable_argsort(inner)
-    head = _heads(inner[order])
+    head = run_heads(inner[order])
     least = np.minimum.reduceat(first[order], np.flatnonzero(head))
     if weight is None:
         return per_cta, float(width[at[least]].sum())

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 from rulekit import analyze
 
+from gpuadvise import arrays
 from gpuadvise.arrays import distinct, distinct_first, distinct_inverse, distinct_rows
 from gpuadvise.rules import estimates
 from gpuadvise.rules.estimates import (
     _distinct_ascending,
-    _first_by_runs,
-    _inverse_by_runs,
     _pairs_by_record,
     _SectorSet,
 )
@@ -37,11 +36,11 @@ def test_distinct_by_runs_is_arrays_distinct(seed: int, longest: int) -> None:
     for n, values in ((1, 5), (2, 1), (500, 7), (20_000, 3_000), (20_000, 1 << 40)):
         a = _with_runs(rng, n, values, longest)
         want = distinct_inverse(a, return_index=True)
-        got = _inverse_by_runs(a)
+        got = arrays.inverse_by_runs(a)
         for w, g in zip(want, got, strict=True):
             assert g.dtype == w.dtype and np.array_equal(g, w)
         want_f = distinct_first(a)
-        got_f = _first_by_runs(a)
+        got_f = arrays.first_by_runs(a)
         for w, g in zip(want_f, got_f, strict=True):
             assert g.dtype == w.dtype and np.array_equal(g, w)
 
