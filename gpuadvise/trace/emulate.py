@@ -161,7 +161,13 @@ reads each warp access once or more), while the models extrapolate from the samp
 fifteenth session) HeCBench softMax's 391 CTAs of 25,000 warp accesses each took 26 CPU-s at
 :data:`DEFAULT_SAMPLE_TRACE_BYTES` (37 CTAs), 16 CPU-s at 9 CTAs and 10 CPU-s at 4; the
 findings of the corpus kernels whose sample this cuts are listed there. ``--sample-ctas wave``
-(:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before."""
+(:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before.
+
+The warp accesses and steps do not see a step's length (HeCBench binomialOptions: 76,215
+instructions in 8,327 steps a CTA, 20 CTAs in 9.4 CPU-s within this bound), so the sample is
+also bounded by the emulator's CPU (:data:`gpuadvise.trace.emu_cost.DEFAULT_SAMPLE_EMU_NS`,
+costed from the first CTA's counts by :func:`gpuadvise.trace.emu_cost.cpu_plan`): over it, the
+CTAs after the first run in fewer, larger batches, then fewer CTAs are kept, with a note."""
 MIN_SAMPLE_CTAS = 32
 MIN_SAMPLE_STRETCH = 4
 """A default sample of fewer than :data:`MIN_SAMPLE_CTAS` CTAs may cost up to
