@@ -109,7 +109,9 @@ def cpu_plan(
         return None
 
     def size_of(f: int) -> int:
-        return max(1, min(unit.per_batch, max(-(-f // 4), quarter)))
+        larger = max(1, min(unit.per_batch, max(-(-f // 4), quarter)))
+        # the planned CTAs never in smaller batches than planned (a whole wave's: per_batch)
+        return max(larger, size) if f == planned else larger
 
     def most(top: int, limit: int) -> int:
         # the most (batches of at least a quarter: a handful each, the wave a few thousand CTAs)

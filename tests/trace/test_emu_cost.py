@@ -87,3 +87,12 @@ def test_below_the_least_ctas_the_bound_stretches(weights: None) -> None:
     # a larger sample is cut to ``least`` CTAs by the stretched bound, not below
     assert cpu_plan(unit, int(1.5 * one), 40, 10, 16, (8, 4)) == (8, 16)
     assert cpu_plan(unit, int(1.5 * one), 40, 10, 16) == (1, 16)
+
+
+def test_a_whole_wave_keeps_its_batches_when_they_are_larger(weights: None) -> None:
+    """A wave kept whole runs in batches of per_batch: the plan never splits the planned CTAs
+    into smaller batches (HeCBench chemv: 12 CTAs, the first then 11 at once, not 6 and 5)."""
+    unit = CtaCost(ops=10_000, lanes=1, records=0, steps=0, per_batch=2048)
+    one = unit.batch_ns(1)
+    assert emu_cost.sample_ns(unit, 12, 2048) == one + unit.batch_ns(11)
+    assert cpu_plan(unit, int(1.5 * one), 12, 2048, 6, (32, 4)) == (12, 2048)
