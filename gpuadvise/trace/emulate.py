@@ -1050,18 +1050,24 @@ def _emulate(
                         # count): fewer CTAs only where this one binds
                         plan = None
                         if cost_budget and unit is not None:
+                            # the CTAs and batches the access cost plans (its runs of 4)
                             planned = min(afford, fit, count)
+                            if afford < min(fit, count):
+                                planned = len(spread_runs(ctas[:count], afford))
+                            planned_size = per_batch if planned >= count else -(-planned // 4)
                             plan = cpu_plan(
                                 unit,
                                 DEFAULT_SAMPLE_EMU_NS,
                                 planned,
-                                per_batch if planned >= count else -(-planned // 4),
+                                planned_size,
                                 max(1, sample_bytes // 4 // max(1, sink.count * RECORD.itemsize)),
                                 (MIN_SAMPLE_CTAS, MIN_SAMPLE_STRETCH),
                             )
-                        by_cpu = plan is not None and plan[0] < min(afford, fit, count)
-                        if plan is not None:
-                            afford = min(afford, plan[0])
+                            if plan == (planned, planned_size):
+                                plan = None  # within the bound as planned: nothing changes
+                        by_cpu = plan is not None and plan[0] < planned
+                        if plan is not None and by_cpu:
+                            afford = plan[0]
                         by_cost = afford < min(fit, count)
                         if by_cost:
                             ctas = spread_runs(ctas[:count], afford)
