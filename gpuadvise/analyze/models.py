@@ -399,8 +399,8 @@ def compute_models(
             l2_trace, l2_notes = _with_interior(
                 emu, emulator, module, kernel, launch, device, probe_ctas
             )
-            # what bounded the probe, where it ran (a 1D grid has no middle to probe)
-            if l2_trace is not emu.trace or (probe_ctas == 0 and _has_interior(emu)):
+            # what bounded the probe, where there is one (a grid of one row has no middle)
+            if _has_interior(emu):
                 l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
@@ -566,12 +566,10 @@ def _with_interior(
 
 
 def _has_interior(emu: TraceResult) -> bool:
-    """Whether the L2 model's probe has CTAs to trace in the middle of ``emu``'s grid (away
-    from the traced ones) when it may trace any."""
-    from gpuadvise.trace.emulate import interior_ctas
-
-    g = tuple(int(v) for v in emu.trace.grid)
-    return bool(interior_ctas((g[0], g[1], g[2]), exclude=emu.ctas_run, rows=2, limit=2))
+    """Whether ``emu``'s grid has a middle for the L2 model's probe: two CTA rows or more
+    (:func:`gpuadvise.trace.emulate.interior_ctas` finds none in a grid of one row)."""
+    g = emu.trace.grid
+    return int(g[1]) * int(g[2]) >= 2
 
 
 def _merge_traces(a: AccessTrace, b: AccessTrace, space: Space | None = None) -> AccessTrace:
