@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from gpuadvise.model.reconcile import ReconcileNote
     from gpuadvise.ptx.constants import BoundConstant
     from gpuadvise.trace.access import AccessTrace, Space
+    from gpuadvise.trace.emu_cost import CtaCost
     from gpuadvise.trace.simt import SimtProfile
     from gpuadvise.trace.tracer import Tracer, TraceResult
 
@@ -89,6 +90,27 @@ def _probe_within_budget(ran: int, trace_bytes: int, probe: int) -> tuple[int, t
         f"the L2 model's probe of the middle of the grid traced at most {fit} of {probe} CTAs: "
         f"their trace ({per_cta / 2**20:.1f} MiB per CTA) would outgrow the probe's budget of "
         f"{L2_PROBE_TRACE_BYTES / 2**20:.1f} MiB (--sample-ctas N lifts it)"
+    )
+    return fit, (note,)
+
+
+def _probe_within_cpu(unit: CtaCost | None, probe: int) -> tuple[int, tuple[str, ...]]:
+    """``probe`` bounded by its share of the trace stage's CPU
+    (:data:`~gpuadvise.trace.emu_cost.L2_PROBE_EMU_NS`) at the default sample's first CTA's cost
+    (``unit``; None: no bound, the sample was asked for), and the note that says so when it is
+    cut (nothing when it is not)."""
+    from gpuadvise.trace.emu_cost import L2_PROBE_EMU_NS, probe_ctas_by_cpu
+
+    if unit is None or probe <= 0:
+        return probe, ()
+    fit = probe_ctas_by_cpu(unit, L2_PROBE_EMU_NS, probe)
+    if fit >= probe:
+        return probe, ()
+    note = (
+        f"the L2 model's probe of the middle of the grid traced at most {fit} of {probe} CTAs: "
+        f"a CTA runs {unit.ops:,} instructions in {unit.steps:,} steps, more than the probe's "
+        f"share of the emulator's work, about {L2_PROBE_EMU_NS / 1e9:.1f} CPU-s, affords "
+        "(--sample-ctas N lifts it)"
     )
     return fit, (note,)
 
@@ -365,6 +387,8 @@ def compute_models(
     probe_ctas, cut_note = _probe_size(
         l2_probe_ctas, sample_ctas, emu.complete, len(emu.ctas_run), emu.trace.records.nbytes
     )
+    probe_ctas, cpu_note = _probe_within_cpu(emu.cta_cost, probe_ctas)
+    cut_note += cpu_note
     if want_l2 and out_of_time(KEEP_FOR_RULES):  # the rest of the time budget is the rules'
         want_l2 = False
         l2_unavailable = "the L2 model was skipped: the time budget ran out (kept for the rules)"
@@ -375,7 +399,9 @@ def compute_models(
             l2_trace, l2_notes = _with_interior(
                 emu, emulator, module, kernel, launch, device, probe_ctas
             )
-            l2_notes = cut_note + l2_notes
+            # what bounded the probe, where there is one (a grid of one row has no middle)
+            if _has_interior(emu):
+                l2_notes = cut_note + l2_notes
         l2, more = l2_for(l2_trace, device, blocks_per_sm)
         l2_notes += more
         if l2 is not None and l2_trace.sampled_iterations:
@@ -537,6 +563,13 @@ def _with_interior(
     # the L2 model reads the global records alone: only they are copied (one copy, not the
     # whole trace's and then its global records')
     return _merge_traces(emu.trace, more.trace, Space.GLOBAL), (note,)
+
+
+def _has_interior(emu: TraceResult) -> bool:
+    """Whether ``emu``'s grid has a middle for the L2 model's probe: two CTA rows or more
+    (:func:`gpuadvise.trace.emulate.interior_ctas` finds none in a grid of one row)."""
+    g = emu.trace.grid
+    return int(g[1]) * int(g[2]) >= 2
 
 
 def _merge_traces(a: AccessTrace, b: AccessTrace, space: Space | None = None) -> AccessTrace:

@@ -128,11 +128,20 @@ def buffer_bound(
         if not inside.any():
             continue
         c, a, w = cta[inside], addr[inside], nbytes[inside]
-        pairs = np.unique(np.stack([c, a, w]), axis=1)
-        by_addr = np.unique(pairs[1:], axis=1)
-        if by_addr.shape[1] != pairs.shape[1]:  # two CTAs touch one address: not disjoint
+        # the distinct (address, bytes) touches, sorted (one key where the bytes fit in 8 bits:
+        # np.unique over columns sorted 5.6 million triples in 15 s on lombscargle)
+        if int(w.min()) >= 0 and int(w.max()) < 256:
+            order = np.argsort(((a - base) << 8) | w, kind="stable")
+        else:
+            order = np.lexsort((w, a))
+        a, w, c = a[order], w[order], c[order]
+        first = np.ones(len(a), dtype=bool)
+        first[1:] = (a[1:] != a[:-1]) | (w[1:] != w[:-1])
+        at = np.flatnonzero(first)
+        # two CTAs touch one address: not disjoint
+        if not np.array_equal(np.minimum.reduceat(c, at), np.maximum.reduceat(c, at)):
             continue
-        per_cta = float(by_addr[1].sum()) / len(np.unique(c))
+        per_cta = float(w[at].sum()) / len(np.unique(c))
         if per_cta > 0:
             bound = size / per_cta
             best = bound if best is None else min(best, bound)

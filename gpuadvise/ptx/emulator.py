@@ -729,6 +729,8 @@ class Batch:
         self.scratch_f64: np.ndarray = shared["f64"]
         self._carry: np.ndarray | None = None
         self.step_counter = 0
+        # the instructions run()'s steps ran (a block's length each step, however many lanes)
+        self.step_ops = 0
         # SIMT counts per basic block (the last entry: the virtual exit), filled by run():
         # warp executions, active lanes summed over them, and warp executions split at the block's
         # terminator (a conditional branch whose lanes went both ways)
@@ -2020,6 +2022,7 @@ class Batch:
         sums = self.chain_sums = self.image.warp_chains(nw)
         lane_instr = 0
         steps = 0
+        step_ops = 0  # the instructions the steps ran, each over the batch's lanes
         allw = np.arange(nw)
         n = self.n
         block_warps = self.block_warps
@@ -2176,6 +2179,7 @@ class Batch:
                     op(full_mask)
                 blen = block_len[p]
                 lock_extra += blen
+                step_ops += blen
                 if sampler.weighted:  # a sampled loop's last iteration stands for the skipped
                     wx, lx = sampler.weigh(allw, None)
                     lane_instr += lx * blen
@@ -2280,6 +2284,7 @@ class Batch:
                     wx, active = sampler.weigh(ws, masks)
                 lane_instr += active * block_len[p]
                 warp_count[ws] += block_len[p]
+                step_ops += block_len[p]
                 if sampler.weighted:
                     sums.weighted(ws, sampler.wmul[ws], p)
                 elif ws.size == nw:
@@ -2343,6 +2348,7 @@ class Batch:
                 self._brx(ws, masks, mask, str(reg), list(targets), p, set_pc, diverge)
             else:
                 raise EmulationError(f"internal error: block terminator {kind}", None)
+        self.step_ops = step_ops
         return lane_instr, steps
 
     def block_cta_warps(self) -> np.ndarray | None:

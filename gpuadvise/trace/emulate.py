@@ -86,6 +86,7 @@ from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaun
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
 from gpuadvise.trace.changes import OutputChanges
+from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, CtaCost, cpu_plan
 from gpuadvise.trace.sass_arrival import InFlight, in_flight
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
@@ -160,7 +161,13 @@ reads each warp access once or more), while the models extrapolate from the samp
 fifteenth session) HeCBench softMax's 391 CTAs of 25,000 warp accesses each took 26 CPU-s at
 :data:`DEFAULT_SAMPLE_TRACE_BYTES` (37 CTAs), 16 CPU-s at 9 CTAs and 10 CPU-s at 4; the
 findings of the corpus kernels whose sample this cuts are listed there. ``--sample-ctas wave``
-(:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before."""
+(:data:`WHOLE_WAVE`) traces the whole first wave (cut only by the trace bytes), as before.
+
+The warp accesses and steps do not see a step's length (HeCBench binomialOptions: 76,215
+instructions in 8,327 steps a CTA, 20 CTAs in 9.4 CPU-s within this bound), so the sample is
+also bounded by the emulator's CPU (:data:`gpuadvise.trace.emu_cost.DEFAULT_SAMPLE_EMU_NS`,
+costed from the first CTA's counts by :func:`gpuadvise.trace.emu_cost.cpu_plan`): over it, the
+CTAs after the first run in fewer, larger batches, then fewer CTAs are kept, with a note."""
 MIN_SAMPLE_CTAS = 32
 MIN_SAMPLE_STRETCH = 4
 """A default sample of fewer than :data:`MIN_SAMPLE_CTAS` CTAs may cost up to
@@ -264,6 +271,9 @@ class Emulation:
     # the output buffers' changed elements, found without making the whole buffers
     # (:mod:`gpuadvise.trace.changes`; None: not known, compare ``outputs`` with ``inputs``)
     changes: OutputChanges | None = None
+    # the default sample's first CTA's cost, run alone (None: no default sample, or one CTA):
+    # what the models' extra emulations are bounded by (gpuadvise.trace.emu_cost)
+    cta_cost: CtaCost | None = None
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -953,6 +963,7 @@ def _emulate(
     # the batches' block-cost sums (and CTAs, warps a CTA) not yet added to simt_counts, in
     # their order: all of them once the costs are known (the SASS may be still being read)
     chains_due: list[tuple[Any, int, int]] = []
+    unit: CtaCost | None = None  # the default sample's first CTA's cost, once it has run
 
     def add_chains(wait: bool) -> None:
         from gpuadvise.ptx.chains import critical_paths
@@ -1009,6 +1020,8 @@ def _emulate(
                         break
                     lane_instr += li
                     steps += st
+                    if start == 0 and size == 1 and cut_to_budget:
+                        unit = CtaCost(batch.step_ops, lanes_per_cta, sink.count, st, per_batch)
                     simt_counts.add(
                         batch.block_warps,
                         batch.block_lanes,
@@ -1033,6 +1046,28 @@ def _emulate(
                         every = 1
                         # the cost bound: runs of consecutive CTAs spread over the wave
                         afford = affordable_ctas(cost_budget, trace_cost(sink.count, steps), done)
+                        # and the emulator's CPU bound (its steps' instructions, not only their
+                        # count): fewer CTAs only where this one binds
+                        plan = None
+                        if cost_budget and unit is not None:
+                            # the CTAs and batches the access cost plans (its runs of 4)
+                            planned = min(afford, fit, count)
+                            if afford < min(fit, count):
+                                planned = len(spread_runs(ctas[:count], afford))
+                            planned_size = per_batch if planned >= count else -(-planned // 4)
+                            plan = cpu_plan(
+                                unit,
+                                DEFAULT_SAMPLE_EMU_NS,
+                                planned,
+                                planned_size,
+                                max(1, sample_bytes // 4 // max(1, sink.count * RECORD.itemsize)),
+                                (MIN_SAMPLE_CTAS, MIN_SAMPLE_STRETCH),
+                            )
+                            if plan == (planned, planned_size):
+                                plan = None  # within the bound as planned: nothing changes
+                        by_cpu = plan is not None and plan[0] < planned
+                        if plan is not None and by_cpu:
+                            afford = plan[0]
                         by_cost = afford < min(fit, count)
                         if by_cost:
                             ctas = spread_runs(ctas[:count], afford)
@@ -1063,6 +1098,8 @@ def _emulate(
                             notes.append(
                                 _variant_cost_note(fit, wave_ctas, lowered_cost)
                                 if by_lowered_cost and lowered_cost is not None
+                                else _cpu_note(fit, wave_ctas, unit)
+                                if by_cpu and unit is not None
                                 else _cost_note(fit, wave_ctas, cost_budget)
                                 if by_cost
                                 else _cut_note(fit, wave_ctas, sample_bytes)
@@ -1072,6 +1109,8 @@ def _emulate(
                             # overflows all the same, dropped whole, costs a quarter at most (a
                             # batch of 109 CTAs was, leaving 1 of 110 CTAs traced)
                             size = max(1, min(per_batch, -(-fit // 4)))
+                        if plan is not None:  # the CPU bound's batches, fewer and larger
+                            size = plan[1]
                     if done < count and out_of_time(KEEP_FOR_RULES):
                         what = (
                             f"the emulator traced {done} of {count} CTAs: the time budget ran "
@@ -1151,6 +1190,7 @@ def _emulate(
             costs=image.block_costs,
         ),
         sampled_loops=sampled,
+        cta_cost=unit,
     )
 
 
@@ -1247,6 +1287,16 @@ def _cost_note(kept: int, wave: int, cost: int) -> str:
         f"it: the whole wave would outgrow the {_COST_NOTE} of {cost:,} warp accesses and warp "
         f"steps (--sample-ctas {WHOLE_WAVE} traces the whole first wave, --sample-ctas N the "
         "first N CTAs)"
+    )
+
+
+def _cpu_note(kept: int, wave: int, unit: CtaCost) -> str:
+    return (
+        f"traced {kept} of the first wave's {wave} CTAs, in runs of consecutive CTAs spread over "
+        f"it: the whole wave would outgrow the {_COST_NOTE} in the emulator's work, about "
+        f"{DEFAULT_SAMPLE_EMU_NS / 1e9:.1f} CPU-s (a CTA runs {unit.ops:,} instructions in "
+        f"{unit.steps:,} steps; --sample-ctas {WHOLE_WAVE} traces the whole first wave, "
+        "--sample-ctas N the first N CTAs)"
     )
 
 

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gpuadvise.spec.kernel_spec import ResolvedLaunch
     from gpuadvise.toolchain import CompiledModule, KernelInfo, Toolchain
     from gpuadvise.trace.access import AccessTrace
+    from gpuadvise.trace.emu_cost import CtaCost
     from gpuadvise.trace.simt import SimtProfile
 
 __all__ = [
@@ -83,6 +84,9 @@ class TraceResult:
     simt: SimtProfile | None = None
     sampled_loops: tuple[str, ...] = ()
     warp_steps: int | None = None
+    # the emulator's default sample's first CTA's cost (gpuadvise.trace.emu_cost.CtaCost; None
+    # from another tracer or sample): what bounds the models' extra emulations
+    cta_cost: CtaCost | None = None
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities
@@ -143,6 +147,7 @@ class EmulatorTracer:
             simt=emu.simt,
             sampled_loops=emu.sampled_loops,
             warp_steps=emu.warp_steps,
+            cta_cost=emu.cta_cost,
         )
 
 

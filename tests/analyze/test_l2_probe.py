@@ -104,3 +104,32 @@ def test_rules_probe_gets_the_budgets_cut(monkeypatch):
     assert 0 <= a.memory.l2_probe_ctas < INTERIOR_CTAS
     (cut,) = [n for n in a.memory.notes if "probe of the middle of the grid traced at most" in n]
     assert f"at most {a.memory.l2_probe_ctas} of {INTERIOR_CTAS} CTAs" in cut
+
+
+def test_the_probe_is_bounded_by_its_cpu_share_and_noted_where_the_grid_has_a_middle():
+    """The probe's CTAs within its share of the emulator's CPU (emu_cost.L2_PROBE_EMU_NS) at the
+    default sample's first CTA's cost, with a note; no bound without that cost (a sample asked
+    for); a grid of one CTA row has no middle to probe (HeCBench binomialOptions' note said
+    "traced at most 35 of 64 CTAs" where no probe ran)."""
+    from types import SimpleNamespace
+
+    from gpuadvise.analyze.models import _has_interior, _probe_within_cpu
+    from gpuadvise.trace import emu_cost
+
+    share = emu_cost.L2_PROBE_EMU_NS
+    # a CTA of 1,000 steps and 10,000 instructions: 0.25 CPU-s alone
+    unit = emu_cost.CtaCost(ops=10_000, lanes=256, records=0, steps=1_000, per_batch=1)
+    assert unit.batch_ns(1) * 2 <= share < unit.batch_ns(1) * 3
+    probe, notes = _probe_within_cpu(unit, INTERIOR_CTAS)
+    assert probe == 2 and len(notes) == 1 and f"at most 2 of {INTERIOR_CTAS} CTAs" in notes[0]
+    assert "10,000 instructions in 1,000 steps" in notes[0]
+    assert _probe_within_cpu(None, INTERIOR_CTAS) == (INTERIOR_CTAS, ())
+    assert _probe_within_cpu(unit, 0) == (0, ())
+    cheap = emu_cost.CtaCost(ops=10, lanes=32, records=1, steps=2, per_batch=64)
+    assert _probe_within_cpu(cheap, INTERIOR_CTAS) == (INTERIOR_CTAS, ())
+
+    def emu(grid: tuple[int, int, int]) -> SimpleNamespace:
+        return SimpleNamespace(trace=SimpleNamespace(grid=grid))
+
+    assert not _has_interior(emu((1024, 1, 1)))
+    assert _has_interior(emu((64, 32, 1))) and _has_interior(emu((64, 1, 2)))

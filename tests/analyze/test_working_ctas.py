@@ -54,6 +54,43 @@ def test_buffer_bound_needs_disjoint_bytes():
     assert buffer_bound(cta, addr, width, [(1 << 20, 64)]) is None  # untouched
 
 
+def _buffer_bound_by_columns(cta, addr, nbytes, buffers):
+    """buffer_bound as it was first written (np.unique over (CTA, address, bytes) columns)."""
+    best = None
+    for base, size in buffers:
+        inside = (addr >= base) & (addr < base + size)
+        if not inside.any():
+            continue
+        c, a, w = cta[inside], addr[inside], nbytes[inside]
+        pairs = np.unique(np.stack([c, a, w]), axis=1)
+        by_addr = np.unique(pairs[1:], axis=1)
+        if by_addr.shape[1] != pairs.shape[1]:
+            continue
+        per_cta = float(by_addr[1].sum()) / len(np.unique(c))
+        if per_cta > 0:
+            best = size / per_cta if best is None else min(best, size / per_cta)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_buffer_bound_by_sorted_keys_is_the_columns_one(seed: int) -> None:
+    """The sorted-key buffer_bound gives what np.unique over the columns gave: disjoint
+    buffers (a CTA touching its bytes twice, mixed widths), shared ones, widths past 8 bits."""
+    rng = np.random.default_rng(seed)
+    base, other = 0x7000_0000_0000, 0x7010_0000_0000
+    n = 4000
+    cta = rng.integers(0, 40, n).astype(np.int64)
+    own = base + cta * 4096 + 4 * rng.integers(0, 64, n)  # each CTA its own 4 KiB, repeats
+    common = other + 4 * rng.integers(0, 300, n)  # every CTA reads one table
+    addr = np.where(rng.random(n) < 0.5, own, common).astype(np.int64)
+    width = rng.choice([1, 2, 4, 8, 16] if seed % 3 else [4, 512], n).astype(np.int64)
+    buffers = [(base, 1 << 20), (other, 1 << 16), (1 << 50, 64)]
+    assert buffer_bound(cta, addr, width, buffers) == _buffer_bound_by_columns(
+        cta, addr, width, buffers
+    )
+    assert buffer_bound(cta, addr, width, buffers) is not None
+
+
 EARLY = """
 __global__ void early(const float* x, float* y, int n) {
     size_t i = ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;

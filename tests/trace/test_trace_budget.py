@@ -346,3 +346,47 @@ def test_a_batch_of_ctas_costs_its_accesses_and_its_steps_once() -> None:
     # batches of at most per_batch CTAs: the first, then 31 in batches of 2
     assert emulate_mod.batched_cost(32, 10, 100, 2) == 320 + 17 * 100
     assert emulate_mod.batched_cost(1, 10, 100, 64) == 110
+
+
+def test_the_default_sample_is_bounded_by_the_emulators_cpu(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first wave whose emulation (gpuadvise.trace.emu_cost, counted on its first CTA, which
+    runs alone) would cost more than DEFAULT_SAMPLE_EMU_NS keeps the CTAs it affords, spread
+    over the wave as the access cost keeps them, in batches as large as a quarter of the
+    sample's bytes allows: the same records as those CTAs asked for, with a note that says
+    what a CTA costs; under the bound nothing changes."""
+    from gpuadvise.trace import emu_cost
+
+    one = run(module, 1)
+    assert one.cta_cost is None  # a sample asked for: no default sample's first CTA
+    whole = run(module, None)
+    unit = whole.cta_cost
+    assert unit is not None and unit.records == RECORDS_PER_CTA and unit.lanes == 1024
+    assert unit.ops > 0 and unit.steps == one.warp_steps and unit.per_batch == 64
+    for name in ("NS_PER_LANE_OP", "NS_PER_RECORD", "NS_PER_STEP"):
+        monkeypatch.setattr(emu_cost, name, 0)
+    monkeypatch.setattr(emu_cost, "NS_PER_OP", 1)  # a batch costs its instructions alone
+    # the whole wave (the first CTA, then 4 batches of 64 and one of 7): 6 CTAs' cost
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_EMU_NS", 6 * unit.ops)
+    assert run(module, None).ctas_run == whole.ctas_run == tuple(range(264))
+    # 2.5: the first CTA, then one batch of 64 (the most a batch holds): 16 runs of 4
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_EMU_NS", 5 * unit.ops // 2)
+    e = run(module, None)
+    kept = tuple(int(c) for c in emulate_mod.spread_runs(np.arange(264), 65))
+    assert len(kept) == 64 and e.ctas_run == kept and not e.complete
+    note = next(n for n in e.notes if "emulator's work" in n)
+    assert "traced 64 of the first wave's 264 CTAs" in note and f"{unit.ops:,} instructions" in note
+    mine, theirs = by_cta(e), by_cta(run(module, list(kept)))
+    assert mine.keys() == theirs.keys() == set(kept)
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    # below MIN_SAMPLE_CTAS the bound stretches MIN_SAMPLE_STRETCH times, as the access cost's
+    # does: a bound of one batch keeps 32 CTAs (the first, then one batch of 31) ...
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_EMU_NS", unit.ops)
+    spread = tuple(int(c) for c in emulate_mod.spread_runs(np.arange(264), 32))
+    assert run(module, None).ctas_run == spread
+    # ... and one that the stretched bound does not let a second batch in, the first CTA alone
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_EMU_NS", unit.ops // 4)
+    assert run(module, None).ctas_run == (0,)
+    assert len(run(module, "wave").ctas_run) == 264  # the whole wave, asked for: not cut
