@@ -53,6 +53,7 @@ __all__ = [
     "models_of",
     "run_order",
     "no_slowdown",
+    "shared_pieces",
     "skip_all",
     "skipped_notes",
 ]
@@ -341,6 +342,22 @@ def claim_order(rules: Sequence[Rule], positions: Sequence[int]) -> list[int]:
     )
 
 
+def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
+    """What both processes of a split would build after the fork, built once before it (their
+    pages then shared, copy-on-write): the trace's view (:meth:`RuleContext.trace_view`, made by
+    the first rule that asks for it; nearly every rule that reads the trace does), where one of
+    ``rules`` reads the trace. Nothing when the trace is unavailable; a view that fails to build
+    is left to the rules (each then fails as in one process)."""
+    if not any("trace" in r.models for r in rules):
+        return
+    try:
+        context.trace_view  # noqa: B018 - built and kept by the context's models
+    except ModelUnavailable:
+        pass
+    except Exception:  # the rules that ask for it again fail as they would in one process
+        log.debug("the trace's view did not build before the fork", exc_info=True)
+
+
 def _run_split(
     rules: Sequence[Rule],
     order: Sequence[int],
@@ -348,16 +365,19 @@ def _run_split(
     outcome: Callable[..., _Outcome],
     outcomes: dict[int, _Outcome],
     tell: Callable[[_Outcome], None],
+    prepare: Callable[[Sequence[int]], None] = lambda rest: None,
 ) -> dict[str, Any]:
     """The rules at positions ``order`` over this process and a forked child
     (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
     a rule run here, its outcome kept (and told unless ``told=False``); ``outcome``: a rule's
-    outcome alone (in the child).
+    outcome alone (in the child); ``prepare(rest)``: what the rules ``rest`` left after the
+    first ones share, built before the fork (:func:`shared_pieces`).
 
     This process runs them in ``order`` until they took :data:`~gpuadvise.rules.split.
     FORK_AFTER_CPU_S` of its CPU (the lazily built pieces of the trace's view they asked for
     are then the child's too); the rest, if two or more, are queued (:func:`claim_order`,
-    :class:`~gpuadvise.rules.split.Claims`) and a child is forked: each process takes the next
+    :class:`~gpuadvise.rules.split.Claims`), ``prepare`` builds what they share, and a child
+    is forked: each process takes the next
     rule from the queue when it is done with its last, until none is left. The findings of the
     rules before the fork are told after it: the variants' compile thread then starts after the
     fork, so it holds no lock the child could need."""
@@ -374,6 +394,7 @@ def _run_split(
         for i in rest:
             run(i)
         return {}
+    prepare(rest)
     with contextlib.ExitStack() as stack:
         try:
             claims = Claims(claim_order(rules, rest))
@@ -471,7 +492,15 @@ def evaluate_rules(
     # the memory the rules free kept for their next arrays (no fresh pages to fault in)
     with malloc_tuned():
         if processes >= 2:
-            child_usage = _run_split(rules, order, run, outcome, outcomes, tell)
+            child_usage = _run_split(
+                rules,
+                order,
+                run,
+                outcome,
+                outcomes,
+                tell,
+                lambda rest: shared_pieces(context, [rules[i] for i in rest]),
+            )
         else:
             for i in order:
                 run(i)

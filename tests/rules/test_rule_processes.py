@@ -173,6 +173,31 @@ def test_a_rule_run_before_the_fork_is_not_run_again(monkeypatch):
     assert not set(before) & set(two.child["rules"])
 
 
+def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_path):
+    """The trace's view, which nearly every rule reads, is built in this process before the
+    fork (shared copy-on-write), not by both processes after it; the run is the same."""
+    import gpuadvise.trace.view as trace_view
+
+    real = trace_view.trace_view
+    pids = tmp_path / "pids"
+
+    def built(*a: Any, **kw: Any) -> Any:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(trace_view, "trace_view", built)
+    monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)  # the child surely runs rules
+    context, cfg = _context(*CASES[0])
+    one = rule_evaluate.evaluate_rules(context, cfg, processes=1)
+    context, cfg = _context(*CASES[0])  # (a new context: its view not built yet)
+    pids.unlink()
+    two = rule_evaluate.evaluate_rules(context, cfg, processes=2)
+    _same(one, two)
+    assert two.child["rules"]
+    assert pids.read_text().split() == [str(os.getpid())]
+
+
 def test_cheap_rules_never_fork(monkeypatch):
     context, cfg = _context(*CASES[0])
     monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 1e9)
