@@ -19,11 +19,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from gpuadvise.ptx.emulator import malloc_tuned
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
-from gpuadvise.rules.estimates import model_check, view_traffic
+from gpuadvise.rules.estimates import model_check
 from gpuadvise.rules.findings import Estimate, Finding
 from gpuadvise.rules.ranking import rank_findings
 from gpuadvise.rules.registry import Registry, load_registry
@@ -346,22 +344,14 @@ def claim_order(rules: Sequence[Rule], positions: Sequence[int]) -> list[int]:
 
 def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
     """What both processes of a split would build after the fork, built once before it (their
-    pages then shared, copy-on-write), where one of ``rules`` reads the trace: the trace's view
-    (:meth:`RuleContext.trace_view`, made by the first rule that asks for it: nearly every rule
-    that reads the trace does), its index of lanes and buffers by instruction (every layout
-    rule's lines, :meth:`~gpuadvise.trace.view.TraceView.buffers_at`) and its plain traffic on
-    the context's device (every estimate's "before" and GA501's launch,
-    :func:`~gpuadvise.rules.estimates.view_traffic`). Measured on a split of
-    infatoshi-course's softmax_cuda: each of these was built by both processes (1-2 CPU-s
-    twice). Nothing when the trace is unavailable; a piece that fails to build is left to the
-    rules (each then fails as in one process)."""
+    pages then shared, copy-on-write): the trace's view (:meth:`RuleContext.trace_view`, made by
+    the first rule that asks for it; nearly every rule that reads the trace does), where one of
+    ``rules`` reads the trace. Nothing when the trace is unavailable; a view that fails to build
+    is left to the rules (each then fails as in one process)."""
     if not any("trace" in r.models for r in rules):
         return
     try:
-        view = context.trace_view
-        view.lane_insts()
-        view.buffers_at(np.zeros(0, np.int64))
-        view_traffic(context.device, view)
+        context.trace_view  # noqa: B018 - built and kept by the context's models
     except ModelUnavailable:
         pass
     except Exception:  # the rules that ask for it again fail as they would in one process

@@ -174,13 +174,11 @@ def test_a_rule_run_before_the_fork_is_not_run_again(monkeypatch):
 
 
 def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_path):
-    """The trace's view, which nearly every rule reads, and its plain traffic (every
-    estimate's "before") are built in this process before the fork (shared copy-on-write),
-    not by both processes after it; the run is the same."""
-    import gpuadvise.rules.estimates as estimates
+    """The trace's view, which nearly every rule reads, is built in this process before the
+    fork (shared copy-on-write), not by both processes after it; the run is the same."""
     import gpuadvise.trace.view as trace_view
 
-    real, real_traffic = trace_view.trace_view, estimates._view_traffic
+    real = trace_view.trace_view
     pids = tmp_path / "pids"
 
     def built(*a: Any, **kw: Any) -> Any:
@@ -188,14 +186,7 @@ def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_p
             f.write(f"{os.getpid()}\n")
         return real(*a, **kw)
 
-    def traffic(device: Any, view: Any, changed: Any, only: Any) -> Any:
-        if changed is None and only is None:  # the plain traffic
-            with pids.open("a") as f:
-                f.write(f"traffic {os.getpid()}\n")
-        return real_traffic(device, view, changed, only)
-
     monkeypatch.setattr(trace_view, "trace_view", built)
-    monkeypatch.setattr(estimates, "_view_traffic", traffic)
     monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)  # the child surely runs rules
     context, cfg = _context(*CASES[0])
     one = rule_evaluate.evaluate_rules(context, cfg, processes=1)
@@ -204,7 +195,7 @@ def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_p
     two = rule_evaluate.evaluate_rules(context, cfg, processes=2)
     _same(one, two)
     assert two.child["rules"]
-    assert pids.read_text().splitlines() == [str(os.getpid()), f"traffic {os.getpid()}"]
+    assert pids.read_text().split() == [str(os.getpid())]
 
 
 def test_cheap_rules_never_fork(monkeypatch):
