@@ -32,8 +32,8 @@ from gpuadvise.rules.split import (
     FORK_AFTER_CPU_S,
     RULE_CPU_S,
     UNKNOWN_RULE_CPU_S,
+    Claims,
     ForkedShare,
-    two_bins,
 )
 from gpuadvise.rules.suppress import suppress
 
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "RulesRun",
     "SkippedRule",
+    "claim_order",
     "evaluate_rules",
     "finding_estimate",
     "incomplete_line",
@@ -52,6 +53,7 @@ __all__ = [
     "models_of",
     "run_order",
     "no_slowdown",
+    "shared_pieces",
     "skip_all",
     "skipped_notes",
 ]
@@ -109,9 +111,10 @@ class RulesRun:
     timings_s: Mapping[str, float] = field(default_factory=dict)
     skipped: tuple[SkippedRule, ...] = ()
     cpu_s: Mapping[str, float] = field(default_factory=dict)
-    # the forked child's part (``processes`` 2): the rules given to it (``share``) and those it
-    # ran (``rules``: fewer when it died), its CPU seconds (user and system: its copied pages'
-    # faults too) and peak RSS in MB (``cpu_s``, ``peak_rss_mb``); empty without one
+    # the forked child's part (``processes`` 2): the rules queued after the fork, which both
+    # processes took from (``queued``), and those the child ran (``rules``), its CPU seconds
+    # (user and system: its copied pages' faults too) and peak RSS in MB (``cpu_s``,
+    # ``peak_rss_mb``); empty without one
     child: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -322,6 +325,39 @@ def run_order(rules: Sequence[Rule]) -> list[int]:
     )
 
 
+def claim_order(rules: Sequence[Rule], positions: Sequence[int]) -> list[int]:
+    """``positions`` in the order the two processes take them after a fork (:class:`~gpuadvise.
+    rules.split.Claims`): those whose variants are traced after the rules first, as in
+    :func:`run_order`, then the others; each group the heaviest first by
+    :data:`~gpuadvise.rules.split.RULE_CPU_S` (the longest first, so that the last rules
+    taken, which one process may run while the other is done, are the short ones), then the
+    registry's order."""
+    return sorted(
+        positions,
+        key=lambda i: (
+            not _traced_after(rules[i]),
+            -RULE_CPU_S.get(rules[i].id, UNKNOWN_RULE_CPU_S),
+            i,
+        ),
+    )
+
+
+def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
+    """What both processes of a split would build after the fork, built once before it (their
+    pages then shared, copy-on-write): the trace's view (:meth:`RuleContext.trace_view`, made by
+    the first rule that asks for it; nearly every rule that reads the trace does), where one of
+    ``rules`` reads the trace. Nothing when the trace is unavailable; a view that fails to build
+    is left to the rules (each then fails as in one process)."""
+    if not any("trace" in r.models for r in rules):
+        return
+    try:
+        context.trace_view  # noqa: B018 - built and kept by the context's models
+    except ModelUnavailable:
+        pass
+    except Exception:  # the rules that ask for it again fail as they would in one process
+        log.debug("the trace's view did not build before the fork", exc_info=True)
+
+
 def _run_split(
     rules: Sequence[Rule],
     order: Sequence[int],
@@ -329,18 +365,22 @@ def _run_split(
     outcome: Callable[..., _Outcome],
     outcomes: dict[int, _Outcome],
     tell: Callable[[_Outcome], None],
+    prepare: Callable[[Sequence[int]], None] = lambda rest: None,
 ) -> dict[str, Any]:
     """The rules at positions ``order`` over this process and a forked child
     (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
     a rule run here, its outcome kept (and told unless ``told=False``); ``outcome``: a rule's
-    outcome alone (in the child).
+    outcome alone (in the child); ``prepare(rest)``: what the rules ``rest`` left after the
+    first ones share, built before the fork (:func:`shared_pieces`).
 
     This process runs them in ``order`` until they took :data:`~gpuadvise.rules.split.
     FORK_AFTER_CPU_S` of its CPU (the lazily built pieces of the trace's view they asked for
-    are then the child's too); the rest, if two or more, are split (:func:`two_bins`) and the
-    child runs one share. The findings of the rules before the fork are told after it: the
-    variants' compile thread then starts after the fork, so it holds no lock the child could
-    need."""
+    are then the child's too); the rest, if two or more, are queued (:func:`claim_order`,
+    :class:`~gpuadvise.rules.split.Claims`), ``prepare`` builds what they share, and a child
+    is forked: each process takes the next
+    rule from the queue when it is done with its last, until none is left. The findings of the
+    rules before the fork are told after it: the variants' compile thread then starts after the
+    fork, so it holds no lock the child could need."""
     c0 = time.thread_time()
     before: list[_Outcome] = []
     k = 0
@@ -354,39 +394,48 @@ def _run_split(
         for i in rest:
             run(i)
         return {}
-    first, second = two_bins([rules[i].id for i in rest])
-    mine, theirs = [rest[j] for j in first], [rest[j] for j in second]
-    child = ForkedShare(
-        theirs,
-        # MemoryError ends the child (its share left to this process), not the rule
-        lambda i: outcome(i, (MemoryError,)),
-        lambda i, out: tell(out),
-    )
-    try:
-        child.__enter__()
-    except OSError:  # no pipe or no fork (out of processes, of memory): all of them here
-        log.debug("the rules' child could not start", exc_info=True)
-        for out in before:
-            tell(out)
-        for i in rest:
-            run(i)
-        return {}
+    prepare(rest)
     with contextlib.ExitStack() as stack:
-        stack.push(child.__exit__)  # (waits for the child; kills it on an exception)
+        try:
+            claims = Claims(claim_order(rules, rest))
+        except OSError:  # no pipe (out of descriptors): all of them here
+            log.debug("the rules' queue could not be made", exc_info=True)
+            claims = None
+        child = None
+        if claims is not None:
+            stack.callback(claims.close)
+            child = ForkedShare(
+                claims,
+                # MemoryError ends the child (its rule left to this process), not the rule
+                lambda i: outcome(i, (MemoryError,)),
+                lambda i, out: tell(out),
+            )
+            try:
+                child.__enter__()
+            except OSError:  # no pipe or no fork (out of processes, of memory): all of them here
+                log.debug("the rules' child could not start", exc_info=True)
+                child = None
         for out in before:
             tell(out)
-        t0 = time.perf_counter()
-        for i in mine:
-            run(i)
-        # a child stuck on a lock another thread held at the fork costs time, never a result
-        child.wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
+        if child is None or claims is None:
+            for i in rest:
+                run(i)
+            return {}
+        with contextlib.ExitStack() as waits:
+            waits.push(child.__exit__)  # (waits for the child; kills it on an exception)
+            t0 = time.perf_counter()
+            for i in claims:
+                run(i)
+            # a child stuck on a lock another thread held at the fork costs time, never a
+            # result
+            child.wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
     outcomes.update(child.done)
     usage: dict[str, Any] = {
-        "share": tuple(rules[i].id for i in theirs),  # the rules given to the child
-        "rules": tuple(rules[i].id for i in sorted(child.done)),  # those it ran
+        "queued": tuple(rules[i].id for i in rest),  # the rules both processes took from
+        "rules": tuple(rules[i].id for i in sorted(child.done)),  # those the child ran
         **child.usage,
     }
-    for i in child.missing():  # the child died first: this process runs them
+    for i in child.missing(outcomes):  # the child died first: this process runs them
         run(i)
     return usage
 
@@ -410,11 +459,11 @@ def evaluate_rules(
     ``// gpuadvise: ignore[GA201]`` comment is dropped, and a note counts it
     (:mod:`gpuadvise.rules.suppress`).
 
-    ``processes`` 2: a share of the rules (:func:`gpuadvise.rules.split.two_bins`) run in a
-    forked child process while this one runs the rest (:mod:`gpuadvise.rules.split`); the
-    result is the one process's, whichever ran each rule (timings and CPU per rule from the
-    process that ran it). The rules whose variants are traced afterwards run first in either
-    (:func:`run_order`).
+    ``processes`` 2: the rules run over this process and a forked child
+    (:mod:`gpuadvise.rules.split`), each taking the next from one queue
+    (:func:`claim_order`); the result is the one process's, whichever ran each rule (timings
+    and CPU per rule from the process that ran it). The rules whose variants are traced
+    afterwards run first in either (:func:`run_order`).
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
@@ -443,7 +492,15 @@ def evaluate_rules(
     # the memory the rules free kept for their next arrays (no fresh pages to fault in)
     with malloc_tuned():
         if processes >= 2:
-            child_usage = _run_split(rules, order, run, outcome, outcomes, tell)
+            child_usage = _run_split(
+                rules,
+                order,
+                run,
+                outcome,
+                outcomes,
+                tell,
+                lambda rest: shared_pieces(context, [rules[i] for i in rest]),
+            )
         else:
             for i in order:
                 run(i)

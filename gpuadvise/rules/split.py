@@ -12,16 +12,20 @@ writes to the terminal, never runs ``atexit`` hooks and removes only its own tem
 (:func:`gpuadvise.toolchain.scratch.release_all`); it dies with this process (SIGKILL when this
 one ends, ``PR_SET_PDEATHSIG``; Ctrl-C and SIGTERM end it as they end this one).
 
-Which rules go where (:func:`two_bins`) is a greedy split of a static weight per rule
-(:data:`RULE_CPU_S`); whether to fork at all is :func:`rule_processes` (the environment, the
-CPUs this process may use, fork available) and whether the rules are still running after
-:data:`FORK_AFTER_CPU_S` of this process's CPU.
+Which rules go where is decided as they run: both processes take the next rule from one queue
+(:class:`Claims`, a pipe filled before the fork: each read takes one position, whichever
+process reads first), so a process that finished a rule early takes more; the queue's order
+(the heaviest first by a static weight per rule, :data:`RULE_CPU_S`) is the caller's. A fixed
+list of positions is the other way to hand the child its work. Whether to fork at all is
+:func:`rule_processes` (the environment, the CPUs this process may use, fork available) and
+whether the rules are still running after :data:`FORK_AFTER_CPU_S` of this process's CPU.
 Nothing here changes what a rule finds: the caller merges the outcomes in the registry's order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
 import os
@@ -32,12 +36,13 @@ import sys
 import threading
 import types
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "CHILD_WAIT_FACTOR",
     "CHILD_WAIT_MIN_S",
+    "Claims",
     "FORK_AFTER_CPU_S",
     "RULE_CPU_S",
     "UNKNOWN_RULE_CPU_S",
@@ -46,7 +51,6 @@ __all__ = [
     "limit_rule_processes",
     "loads",
     "rule_processes",
-    "two_bins",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,22 +125,52 @@ def rule_processes() -> int:
     return 2 if cpus >= 2 else 1
 
 
-def two_bins(
-    ids: Sequence[str], weights: Mapping[str, float] = RULE_CPU_S
-) -> tuple[list[int], list[int]]:
-    """The positions of ``ids`` in two bins of about equal weight (greedy: the heaviest first,
-    each into the lighter bin; ties to the first bin), each bin in the order of ``ids``."""
-    load = [0.0, 0.0]
-    bins: list[list[int]] = [[], []]
-    by_weight = sorted(range(len(ids)), key=lambda i: (-weights.get(ids[i], UNKNOWN_RULE_CPU_S), i))
-    for i in by_weight:
-        b = 0 if load[0] <= load[1] else 1
-        bins[b].append(i)
-        load[b] += weights.get(ids[i], UNKNOWN_RULE_CPU_S)
-    return sorted(bins[0]), sorted(bins[1])
-
-
 _FRAME = struct.Struct("<Q")  # each frame: its length, then the pickle of (position, outcome)
+_POSITION = struct.Struct("<I")  # a position in a Claims pipe
+
+
+class Claims:
+    """``positions`` handed out one at a time, in their order, to whichever process asks next:
+    this one or a child forked after this was made (:class:`ForkedShare`). They wait in a pipe
+    (written whole here, before the fork, its writing end then closed): each :meth:`take` reads
+    one position, and a pipe's read is whole and atomic between the processes (Linux: its lock
+    is held while it copies), so no position is taken twice, none is lost; an empty pipe reads
+    as the end. At most 16,384 positions (a pipe's 64 KiB): more raise OSError (the caller then
+    runs them in one process). Iterating takes positions until none is left."""
+
+    def __init__(self, positions: Iterable[int]) -> None:
+        self.positions = list(positions)
+        data = b"".join(_POSITION.pack(i) for i in self.positions)
+        r, w = os.pipe()
+        try:
+            os.set_blocking(w, False)
+            if data and os.write(w, data) != len(data):  # a pipe fuller than its buffer
+                raise OSError(errno.EAGAIN, "too many positions for a pipe")
+        except OSError:
+            os.close(r)
+            raise
+        finally:
+            os.close(w)
+        self._fd: int | None = r
+
+    def take(self) -> int | None:
+        """The next position no process took yet, or None when all are taken."""
+        if self._fd is None:
+            return None
+        got = os.read(self._fd, _POSITION.size)
+        if len(got) < _POSITION.size:
+            return None
+        return int(_POSITION.unpack(got)[0])
+
+    def __iter__(self) -> Iterator[int]:
+        while (i := self.take()) is not None:
+            yield i
+
+    def close(self) -> None:
+        """This process takes no more (its end of the pipe closed)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class _Pickler(pickle.Pickler):
@@ -176,8 +210,9 @@ def loads(data: bytes) -> Any:
 
 
 class ForkedShare:
-    """A forked child running ``run(i)`` for each position ``i`` of ``share`` in turn, each
-    outcome sent back as soon as it is made; ``handed(i, outcome)`` is told of each one here, in
+    """A forked child running ``run(i)`` for each position ``i`` of ``share`` in turn (a fixed
+    list, or a :class:`Claims` that this process takes from too: the child runs what it
+    takes), each outcome sent back as soon as it is made; ``handed(i, outcome)`` is told of each one here, in
     a reader thread (it must not raise; the caller serialises what it shares with its own
     thread). ``fatal``: exceptions that end the child (the rule left to this process) rather
     than become the rule's outcome; any other exception must be turned into an outcome by
@@ -186,19 +221,20 @@ class ForkedShare:
     Use as a context manager: leaving it waits for the child and reaps it (on an exception,
     the child is killed first; after :attr:`wait_s` seconds, when set, too: a child stuck on a
     lock that another thread held at the fork costs time, never a result). :meth:`missing`
-    then names the positions without an outcome. ``forward_logs``: the child's log records are
+    then names the positions without an outcome (of a :class:`Claims`, those this process did
+    not run either). ``forward_logs``: the child's log records are
     kept (their messages formatted) and sent at its end, in :attr:`records` for the caller to
     handle; else the child logs nothing."""
 
     def __init__(
         self,
-        share: Sequence[int],
+        share: Sequence[int] | Claims,
         run: Callable[[int], Any],
         handed: Callable[[int, Any], None],
         *,
         forward_logs: bool = False,
     ) -> None:
-        self.share = list(share)
+        self.share: list[int] | Claims = share if isinstance(share, Claims) else list(share)
         self._run = run
         self._handed = handed
         self._forward_logs = forward_logs
@@ -281,9 +317,12 @@ class ForkedShare:
                     log.debug("the rules child ended with status %s", status)
             self.pid = None
 
-    def missing(self) -> list[int]:
-        """The positions of the share that have no outcome (the child died first), in order."""
-        return [i for i in self.share if i not in self.done]
+    def missing(self, here: Collection[int] = ()) -> list[int]:
+        """The positions of the share that have no outcome (the child died first), in order,
+        less those in ``here`` (run in this process: of a :class:`Claims`, every position it
+        took)."""
+        share = self.share.positions if isinstance(self.share, Claims) else self.share
+        return [i for i in share if i not in self.done and i not in here]
 
 
 _LOGS = -1  # the position of the child's last frame: its log records (forward_logs)
@@ -307,7 +346,7 @@ class _Capture(logging.Handler):
 
 
 def _child(
-    w: int, parent: int, share: Sequence[int], run: Callable[[int], Any], forward_logs: bool
+    w: int, parent: int, share: Iterable[int], run: Callable[[int], Any], forward_logs: bool
 ) -> None:
     """The child's life (it never returns): no terminal output, SIGINT and SIGTERM end it,
     SIGKILL when the parent ends, its share run and sent (then its log records, or none),

@@ -112,8 +112,23 @@ def fork_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 0.0)
 
 
+class _SlowHere(split.Claims):
+    """The real queue, this process a little slower to take from it than the child (which
+    then surely takes some rules, on a loaded machine too)."""
+
+    def __init__(self, positions: Any) -> None:
+        super().__init__(positions)
+        self._parent = os.getpid()
+
+    def take(self) -> int | None:
+        if os.getpid() == self._parent:
+            time.sleep(0.02)
+        return super().take()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
-def test_two_processes_make_the_one_process_run(case, fork_at_once):
+def test_two_processes_make_the_one_process_run(case, fork_at_once, monkeypatch):
+    monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)
     context, cfg = _context(*case)
     told: dict[int, list[Any]] = {1: [], 2: []}
     one = rule_evaluate.evaluate_rules(
@@ -124,8 +139,10 @@ def test_two_processes_make_the_one_process_run(case, fork_at_once):
     )
     _same(one, two)
     assert one.findings and not one.child
-    assert two.child["rules"] and set(two.child["rules"]) < set(two.rules_run)
-    assert sorted(two.child["rules"]) == sorted(two.child["share"])  # it ran its whole share
+    # the child took its rules from the queue (every rule: FORK_AFTER_CPU_S 0), this process
+    # the others: the same run
+    assert two.child["rules"] and set(two.child["rules"]) <= set(two.child["queued"])
+    assert set(two.child["queued"]) == set(two.rules_run)
     assert two.child["cpu_s"] > 0 and two.child["peak_rss_mb"] > 0
     # every rule's findings told once, the child's too (from the reader thread)
     key = lambda f: (f.rule, f.line, f.message)  # noqa: E731
@@ -136,9 +153,7 @@ def test_the_childs_findings_are_told_here(fork_at_once, monkeypatch):
     """All but the first rule in the child: their findings are told in this process (the
     variants' compiles start here) as the child sends them."""
     context, cfg = _context(*CASES[0])
-    monkeypatch.setattr(
-        rule_evaluate, "two_bins", lambda ids, w=None: ([0], list(range(1, len(ids))))
-    )
+    _fixed(monkeypatch, rule_registry.load_registry(), cfg, lambda ids: ([0], range(1, len(ids))))
     told: list[Any] = []
     two = rule_evaluate.evaluate_rules(context, cfg, processes=2, on_findings=told.extend)
     assert len(two.child["rules"]) == len(two.rules_run) - 1
@@ -149,11 +164,38 @@ def test_the_childs_findings_are_told_here(fork_at_once, monkeypatch):
 def test_a_rule_run_before_the_fork_is_not_run_again(monkeypatch):
     """After FORK_AFTER_CPU_S of rules this process forks; the rules it ran are not split."""
     context, cfg = _context(*CASES[0])
-    monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 1e-9)  # after the first rule
+    monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 0.02)  # after a few rules
     one, two = _both(context, cfg)
     _same(one, two)
-    first = one.rules_run[rule_evaluate.run_order(rule_registry.load_registry().selected(cfg))[0]]
-    assert two.child["rules"] and first not in two.child["rules"]
+    order = rule_evaluate.run_order(rule_registry.load_registry().selected(cfg))
+    before = [one.rules_run[i] for i in order][: len(one.rules_run) - len(two.child["queued"])]
+    assert before and set(two.child["queued"]) == set(two.rules_run) - set(before)
+    assert not set(before) & set(two.child["rules"])
+
+
+def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_path):
+    """The trace's view, which nearly every rule reads, is built in this process before the
+    fork (shared copy-on-write), not by both processes after it; the run is the same."""
+    import gpuadvise.trace.view as trace_view
+
+    real = trace_view.trace_view
+    pids = tmp_path / "pids"
+
+    def built(*a: Any, **kw: Any) -> Any:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(trace_view, "trace_view", built)
+    monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)  # the child surely runs rules
+    context, cfg = _context(*CASES[0])
+    one = rule_evaluate.evaluate_rules(context, cfg, processes=1)
+    context, cfg = _context(*CASES[0])  # (a new context: its view not built yet)
+    pids.unlink()
+    two = rule_evaluate.evaluate_rules(context, cfg, processes=2)
+    _same(one, two)
+    assert two.child["rules"]
+    assert pids.read_text().split() == [str(os.getpid())]
 
 
 def test_cheap_rules_never_fork(monkeypatch):
@@ -195,10 +237,32 @@ def test_an_ignore_comment_is_the_same(tmp_path, fork_at_once):
     assert any("ignored by `gpuadvise: ignore` comments" in n for n in two.notes)
 
 
-def _child_share(victim: str) -> Any:
-    """two_bins with ``victim`` and every second rule in the child's share, ``victim`` first."""
+class _FixedClaims(split.Claims):
+    """A queue that hands each process fixed positions (the tests that need a rule in the
+    child, or in both): ``pick(ids)``, of the queued rules' ids in the queue's order, gives
+    (this process's indices, the child's)."""
 
-    def bins(ids: Any, weights: Any = None) -> tuple[list[int], list[int]]:
+    def __init__(self, positions: Any, ids: list[str], pick: Any) -> None:
+        super().__init__(positions)
+        mine, theirs = pick([ids[i] for i in self.positions])
+        self._parent = os.getpid()
+        self._mine = iter([self.positions[j] for j in mine])
+        self._theirs = iter([self.positions[j] for j in theirs])
+
+    def take(self) -> int | None:
+        return next(self._mine if os.getpid() == self._parent else self._theirs, None)
+
+
+def _fixed(monkeypatch: pytest.MonkeyPatch, registry: Any, cfg: Config, pick: Any) -> None:
+    """evaluate_rules's queue made a :class:`_FixedClaims` of ``pick``."""
+    ids = [r.id for r in registry.selected(cfg)]
+    monkeypatch.setattr(rule_evaluate, "Claims", lambda ps: _FixedClaims(ps, ids, pick))
+
+
+def _child_share(victim: str) -> Any:
+    """``victim`` and every second rule to the child, the others to this process."""
+
+    def bins(ids: Any) -> tuple[list[int], list[int]]:
         theirs = [i for i, r in enumerate(ids) if r == victim or i % 2]
         return [i for i in range(len(ids)) if i not in theirs], theirs
 
@@ -214,11 +278,11 @@ def test_a_killed_child_leaves_its_rules_to_this_process(tmp_path, fork_at_once,
         f"if os.getpid() != {me}:\n    os.kill(os.getpid(), signal.SIGKILL)",
     )
     registry = rule_registry.load_registry([d])
-    monkeypatch.setattr(rule_evaluate, "two_bins", _child_share("GA902"))
     context, cfg = _context(*CASES[0])
+    _fixed(monkeypatch, registry, cfg, _child_share("GA902"))
     one, two = _both(context, cfg, registry)
     _same(one, two)
-    assert "GA902" in two.child["share"] and "GA902" not in two.child["rules"]  # run here
+    assert "GA902" in two.child["queued"] and "GA902" not in two.child["rules"]  # run here
     assert two.child["cpu_s"] >= 0
 
 
@@ -236,14 +300,14 @@ def test_a_stuck_child_is_killed_after_its_wait_and_its_rules_run_here(
         f"if os.getpid() != {me}:\n    import time\n    time.sleep(120)",
     )
     registry = rule_registry.load_registry([d])
-    monkeypatch.setattr(rule_evaluate, "two_bins", _child_share("GA902"))
     monkeypatch.setattr(rule_evaluate, "CHILD_WAIT_MIN_S", 1.0)
     context, cfg = _context(*CASES[0])
+    _fixed(monkeypatch, registry, cfg, _child_share("GA902"))
     t0 = time.monotonic()
     one, two = _both(context, cfg, registry)
     assert time.monotonic() - t0 < 100
     _same(one, two)
-    assert "GA902" in two.child["share"] and "GA902" not in two.child["rules"]  # run here
+    assert "GA902" in two.child["queued"] and "GA902" not in two.child["rules"]  # run here
 
 
 def test_a_fork_that_fails_leaves_every_rule_to_this_process(fork_at_once, monkeypatch):
@@ -270,10 +334,10 @@ def test_an_unpicklable_outcome_leaves_the_rest_to_this_process(fork_at_once, mo
         return out
 
     monkeypatch.setattr(rule_evaluate, "_run_rule", unpicklable)
-    monkeypatch.setattr(rule_evaluate, "two_bins", _child_share("GA202"))
+    _fixed(monkeypatch, registry, cfg, _child_share("GA202"))
     one, two = _both(context, cfg, registry)
     _same(one, two)
-    assert "GA202" in two.child["share"] and "GA202" not in two.child["rules"]
+    assert "GA202" in two.child["queued"] and "GA202" not in two.child["rules"]
 
 
 def test_an_interrupted_parent_leaves_no_child(tmp_path, fork_at_once, monkeypatch):
@@ -294,9 +358,9 @@ def test_an_interrupted_parent_leaves_no_child(tmp_path, fork_at_once, monkeypat
         "    raise KeyboardInterrupt",
     )
     registry = rule_registry.load_registry([d])
-    # GA903 in both shares: the child sleeps in it, this process raises in it
-    monkeypatch.setattr(rule_evaluate, "two_bins", lambda ids, w=None: ([ids.index("GA903")],) * 2)
     context, cfg = _context(*CASES[0])
+    # GA903 to both: the child sleeps in it, this process raises in it
+    _fixed(monkeypatch, registry, cfg, lambda ids: ([ids.index("GA903")],) * 2)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         rule_evaluate.evaluate_rules(context, cfg, registry=registry, processes=2)
@@ -327,17 +391,60 @@ def test_rule_processes_switches(monkeypatch):
     assert split.rule_processes() == 1
 
 
-def test_two_bins_balance_the_weights_in_order():
-    ids = ["GA309", "GA301", "GA305", "GA102", "GA303", "GA106", "GA999", "GA101"]
-    first, second = split.two_bins(ids)
-    assert sorted(first + second) == list(range(len(ids)))
-    assert first == sorted(first) and second == sorted(second)
-    load = [
-        sum(split.RULE_CPU_S.get(ids[i], split.UNKNOWN_RULE_CPU_S) for i in b)
-        for b in (first, second)
-    ]
-    assert abs(load[0] - load[1]) <= max(split.RULE_CPU_S.values())
-    assert 0 in first and 1 in second  # the two heaviest apart
+def test_the_queue_hands_each_position_to_one_process_in_order():
+    """Both processes take from one Claims until it is empty: every position taken once, by
+    one of them, each process's in the queue's order; the one that is busy longer takes
+    fewer."""
+    positions = [7, 3, 11, *range(20, 120)]
+    claims = split.Claims(positions)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            taken = []
+            for i in claims:
+                taken.append(i)
+                time.sleep(0.002)
+            os.write(w, repr(taken).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    mine = []
+    for i in claims:
+        mine.append(i)
+        time.sleep(0.006)  # three times as busy per position as the child
+    with os.fdopen(r) as f:
+        theirs = eval(f.read())  # noqa: S307 - a list of ints the child wrote
+    os.waitpid(pid, 0)
+    claims.close()
+    assert sorted(mine + theirs) == sorted(positions)
+    assert not set(mine) & set(theirs)
+    order = {p: k for k, p in enumerate(positions)}
+    for got in (mine, theirs):
+        assert got == sorted(got, key=order.__getitem__)
+    assert mine and len(theirs) > len(mine)
+    assert split.Claims([]).take() is None
+
+
+def test_a_queue_too_long_for_a_pipe_is_an_oserror():
+    with pytest.raises(OSError):
+        split.Claims(range(100_000))
+
+
+def test_the_queue_takes_the_heaviest_first_after_the_traced_ones():
+    rules = rule_registry.load_registry().selected(Config())
+    queue = rule_evaluate.claim_order(rules, range(len(rules)))
+    assert sorted(queue) == list(range(len(rules)))
+    after = [rule_evaluate._traced_after(rules[i]) for i in queue]
+    assert after == sorted(after, reverse=True) and any(after) and not all(after)
+    for group in (True, False):
+        w = [
+            split.RULE_CPU_S.get(rules[i].id, split.UNKNOWN_RULE_CPU_S)
+            for i, a in zip(queue, after, strict=True)
+            if a == group
+        ]
+        assert w == sorted(w, reverse=True)
 
 
 def test_the_rules_whose_variants_are_traced_run_first():
