@@ -51,7 +51,13 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 import propkit  # noqa: E402  (importable once TESTS is on the path)
-from suitekit import cache_env, children_bytecode, run_folder, toolkit_missing  # noqa: E402
+from suitekit import (  # noqa: E402
+    cache_env,
+    children_bytecode,
+    run_folder,
+    toolkit_missing,
+    whole_cubin_sass,
+)
 
 propkit.load_default_profile()  # before --hypothesis-profile, which overrides it
 
@@ -210,3 +216,13 @@ def private_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """A fresh compile cache for one test, ``GPUADVISE_CACHE_DIR`` while it runs."""
     with cache_env(tmp_path_factory.mktemp("private-cache")) as folder:
         yield folder
+
+
+@pytest.fixture(scope="module")
+def sass_read_whole() -> Iterator[None]:
+    """The SASS of each emulated module's whole cubin, one nvdisasm run for all of its kernels
+    and shared by every module that asks (``suitekit.whole_cubin_sass``), not an ``nvdisasm
+    -fun`` run per kernel emulated. test_instrument.py, test_tracer.py and test_trace_budget.py
+    emulate tests/cuda/emu's kernels with it (``pytest.mark.usefixtures``)."""
+    with whole_cubin_sass():
+        yield

@@ -13,13 +13,11 @@ conversion (gpuadvise/gputrace.py) and the tracer's worker logic (gpuadvise/runn
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import suitekit
 
 from gpuadvise.devices import preset
 from gpuadvise.errors import ToolchainError, UsageError
@@ -53,6 +51,8 @@ from gpuadvise.trace.gpu import (
     trace_on_gpu,
 )
 
+pytestmark = pytest.mark.usefixtures("sass_read_whole")  # the emulated cubins read whole
+
 ROOT = Path(__file__).resolve().parents[2]
 EMU = ROOT / "tests" / "cuda" / "emu"
 BASIC = EMU / "basic.cu"
@@ -76,15 +76,6 @@ needs_toolkit = [
     pytest.mark.toolkit,
     pytest.mark.skipif(not _have_nvcc(), reason="no CUDA toolchain (nvcc) found"),
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def whole_cubin_sass() -> Iterator[None]:
-    """The SASS of each module's whole cubin, one nvdisasm run for all of its kernels
-    (``suitekit.whole_cubin_sass``): the emulations of basic.cu's and more.cu's kernels below
-    read them (their block costs), one ``nvdisasm -fun`` run each before (15 runs)."""
-    with suitekit.whole_cubin_sass():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,10 @@ note; an explicit ``--sample-ctas`` is not cut."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import suitekit
 
 from gpuadvise.devices import preset
 from gpuadvise.source.signature import parse_signature
@@ -19,20 +17,11 @@ from gpuadvise.trace import emulate as emulate_mod
 from gpuadvise.trace.access import RECORD
 from gpuadvise.trace.emulate import Emulation, emulate
 
-pytestmark = pytest.mark.toolkit
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("sass_read_whole")]
 
 BASIC = Path(__file__).resolve().parents[1] / "cuda" / "emu" / "basic.cu"
 N = 1 << 20  # vec_add: 1024 CTAs of 1024 threads, 264 in the H100's first wave
 RECORDS_PER_CTA = 3 * 32  # two loads and a store per warp, 32 warps
-
-
-@pytest.fixture(scope="module", autouse=True)
-def whole_cubin_sass() -> Iterator[None]:
-    """basic.cu's SASS read whole, one nvdisasm run shared with test_instrument.py and
-    test_ptx_emulator.py (``suitekit.whole_cubin_sass``), not an ``nvdisasm -fun`` run for the
-    kernel emulated here."""
-    with suitekit.whole_cubin_sass():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,9 @@ check (gpuadvise/analyze/models.py)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import suitekit
 
 from gpuadvise.devices import preset
 from gpuadvise.trace.gpu import compare_traces
@@ -24,14 +22,7 @@ from gpuadvise.trace.tracer import (
 )
 from tests.ptx.test_instrument import BASIC, _have_nvcc, _launch, module_of
 
-
-@pytest.fixture(scope="module", autouse=True)
-def whole_cubin_sass() -> Iterator[None]:
-    """basic.cu's SASS read whole, one nvdisasm run shared with test_instrument.py and
-    test_ptx_emulator.py (``suitekit.whole_cubin_sass``), not an ``nvdisasm -fun`` run for the
-    kernel emulated here."""
-    with suitekit.whole_cubin_sass():
-        yield
+pytestmark = pytest.mark.usefixtures("sass_read_whole")  # the emulated cubins read whole
 
 
 @pytest.fixture(scope="module")
