@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -117,3 +120,31 @@ def whole_cubin_sass() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sass, "NARROW_ABOVE", 1 << 10)
         yield
+
+
+def load_script(path: Path, name: str, **imports: ModuleType) -> ModuleType:
+    """``path`` (a benchmarks/ script, not a package module) loaded as the module ``name``, with
+    ``imports`` (module name -> module) standing in for the sibling modules it imports while it
+    loads. benchmarks/corpus/ and benchmarks/public/ both have a ``run.py`` and a ``fetch.py``:
+    a plain ``import run`` gives a worker whichever folder's was imported first (the public
+    suite's tests then called the corpus runner: "module 'run' has no attribute
+    'analyze_entry'")."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    saved = {k: sys.modules.get(k) for k in (name, *imports)}
+    sys.modules.update({name: module, **imports})
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        for k, old in saved.items():
+            if k == name:
+                continue
+            if old is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = old
+    return module

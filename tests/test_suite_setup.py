@@ -13,7 +13,7 @@ from pathlib import Path
 import propkit
 import pytest
 from hypothesis import settings
-from suitekit import cache_env, children_bytecode, run_folder, whole_cubin_sass
+from suitekit import cache_env, children_bytecode, load_script, run_folder, whole_cubin_sass
 
 from gpuadvise.toolchain import cache_root
 
@@ -338,3 +338,29 @@ def test_the_test_process_asks_no_huge_pages_for_arrays() -> None:
     ).stdout.split()
     # numpy's default: on from Linux 4.6 (every machine this suite runs on)
     assert out == ["True"]
+
+
+def test_load_script_keeps_the_two_benchmark_runners_apart() -> None:
+    """benchmarks/corpus/run.py and benchmarks/public/run.py loaded in one process, in both
+    orders, each under its own name: neither is the other, public's run.py sees public's
+    fetch.py, and no plain ``run`` or ``fetch`` module is left behind."""
+    bench = TESTS.parent / "benchmarks"
+    before = {k: sys.modules.get(k) for k in ("run", "fetch")}
+    for first in ("corpus", "public"):
+        loaded = {}
+        for which in (first, "public" if first == "corpus" else "corpus"):
+            if which == "public":
+                fetch = load_script(bench / "public" / "fetch.py", f"t_public_fetch_{first}")
+                loaded[which] = load_script(
+                    bench / "public" / "run.py", f"t_public_run_{first}", fetch=fetch
+                )
+                assert loaded[which].load_manifest is fetch.load_manifest
+            else:
+                loaded[which] = load_script(bench / "corpus" / "run.py", f"t_corpus_run_{first}")
+        assert hasattr(loaded["public"], "analyze_entry")
+        assert not hasattr(loaded["corpus"], "analyze_entry")
+        assert hasattr(loaded["corpus"], "cpu_sets")
+        assert {k: sys.modules.get(k) for k in ("run", "fetch")} == before
+    with pytest.raises(FileNotFoundError):
+        load_script(bench / "no_such_script.py", "t_missing")
+    assert "t_missing" not in sys.modules

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import suitekit
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT / "benchmarks" / "public"
-sys.path.insert(0, str(PUBLIC))
-import fetch  # noqa: E402
-import run  # noqa: E402
+# by path under names of their own: benchmarks/corpus/ has a run.py and a fetch.py too
+fetch = suitekit.load_script(PUBLIC / "fetch.py", "public_fetch")
+run = suitekit.load_script(PUBLIC / "run.py", "public_run", fetch=fetch)
 
 pytestmark = pytest.mark.toolkit
 REPOS, KERNELS = fetch.load_manifest()
