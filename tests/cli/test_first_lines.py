@@ -331,3 +331,19 @@ def test_a_rerun_the_result_cache_answers_imports_no_numpy(private_compile_cache
     assert r.returncode == 0, r.stderr
     assert r.stdout == first.stdout  # the stored report
     assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_the_head_imports_no_numpy() -> None:
+    """The header's path (the compile, the occupancy, the waves: gpuadvise.analyze.head) imports
+    no numpy on the main thread: numpy (0.1-0.15 CPU-s on the 2-core machine) is the import
+    thread's, beside the compile, not before the first lines (a fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "import gpuadvise.analyze.head\n"
+        "from gpuadvise.model.waves import waves_of\n"
+        "waves_of(1000, 8, 132)\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
