@@ -775,8 +775,15 @@ def _used_bytes_by_cta(
     inner = uk % span
     del uk
     order = stable_argsort(inner)
-    head = run_heads(inner[order])
-    least = np.minimum.reduceat(first[order], np.flatnonzero(head))
+    # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
+    # this is the rules' peak on AoSKernel, with the changed records' lanes held by the caller)
+    inner = inner[order]
+    head = run_heads(inner)
+    del inner
+    first = first[order]
+    del order
+    least = np.minimum.reduceat(first, np.flatnonzero(head))
+    del first, head
     if weight is None:
         return per_cta, float(width[at[least]].sum())
     return per_cta, float((width[at[least]] * weight[least]).sum())
