@@ -350,7 +350,10 @@ def test_an_interrupted_parent_leaves_no_child(tmp_path, fork_at_once, monkeypat
         "GA903",
         "slow-in-child",
         f"if os.getpid() != {me}:\n"
-        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        # written whole, then renamed: this process waits for the name, and a pid file it saw
+        # created but not yet written was read empty (a suite run, session 22)
+        f"    open({str(pidfile) + '.part'!r}, 'w').write(str(os.getpid()))\n"
+        f"    os.replace({str(pidfile) + '.part'!r}, {str(pidfile)!r})\n"
         "    time.sleep(60)\n"
         "else:\n"
         f"    while not os.path.exists({str(pidfile)!r}):\n"
