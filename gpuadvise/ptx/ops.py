@@ -14,8 +14,13 @@ Numerics (what differs from the GPU, and by how much):
   only the final sum can be off, by a double rounding, in rare cases); ``f64`` fma uses long double.
 - ``.ftz`` (flush subnormals to zero) is ignored: subnormal results keep their value.
 - The approximate instructions (``ex2``/``lg2``/``sin``/``cos``/``rsqrt``/``rcp``/``sqrt``/
-  ``tanh`` ``.approx``, ``div.approx``/``div.full``) are computed exactly (numpy float32, which is
-  within an ulp or two of the hardware's approximation, more for ``sin``/``cos`` of large arguments).
+  ``tanh`` ``.approx``, ``div.approx``/``div.full``) are computed exactly: within an ulp or two of
+  the hardware's approximation, more for ``sin``/``cos`` of large arguments. The transcendental ones
+  (``ex2``/``lg2``/``sin``/``cos``/``tanh``) of ``f32`` and the 16-bit types are computed in float64
+  and rounded, never by numpy's float32 functions: those take a different SIMD path on each host CPU
+  (AVX2, AVX-512) and differ in the last bit, which moved a data-dependent loop's trip count, and so
+  the advice, between two machines. Rounded from float64 they are the correctly rounded value on
+  every host, but for a double rounding about once in 2^28.
 - ``f16``/``bf16`` (and ``x2``) arithmetic is computed in float32 and rounded to the 16-bit type.
 - Integer division by zero gives all ones (as the GPU does for unsigned division); the remainder 0.
 """
@@ -767,9 +772,9 @@ def _build_half(b: Batch, ins: Instr, t: str) -> Op:
         if base == "max":
             return np.fmax(xs[0], xs[1])
         if base == "ex2":
-            return np.exp2(xs[0])
+            return np.exp2(np.asarray(xs[0], F64))  # in float64: the same on every host
         if base == "tanh":
-            return np.tanh(xs[0])
+            return np.tanh(np.asarray(xs[0], F64))
         raise _Unsupported(ins.opcode)
 
     if base not in ("add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "ex2", "tanh"):
@@ -831,15 +836,21 @@ def build_math(b: Batch, ins: Instr) -> Op:
             return round_to_f32(np.sqrt(np.asarray(x, F64)), rnd)
         return np.sqrt(x)
 
+    def wide(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``f`` of f32 in float64, rounded once: numpy's float32 ``f`` differs between host CPUs."""
+        if t != "f32":
+            return f
+        return lambda x: f(np.asarray(x, F64))
+
     fns: dict[str, Callable[[Any], Any]] = {
         "rcp": rcp,
         "sqrt": sqrt,
         "rsqrt": lambda x: np.divide(one, np.sqrt(x)),
-        "ex2": np.exp2,
-        "lg2": np.log2,
-        "sin": np.sin,
-        "cos": np.cos,
-        "tanh": np.tanh,
+        "ex2": wide(np.exp2),
+        "lg2": wide(np.log2),
+        "sin": wide(np.sin),
+        "cos": wide(np.cos),
+        "tanh": wide(np.tanh),
     }
     fn = fns.get(base)
     if fn is None:
