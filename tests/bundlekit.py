@@ -14,8 +14,10 @@ A bundle suits kernels that a test analyses alone: the rules read a kernel's own
 its own launch. Keep out of one: template kernels that the file does not instantiate (the
 pipeline instantiates each one asked for in a compile of its own, so nothing would be shared);
 kernels whose test reads the whole file, the module's function count, or a line by number
-(a kernel's lines move in the bundle: ``rulekit.source_line`` finds them); more than ``sass.NARROW_ABOVE``
-functions (past it each kernel's SASS is read alone, a run per kernel again).
+(a kernel's lines move in the bundle: ``rulekit.source_line`` finds them). A cubin of more than
+``sass.NARROW_ABOVE`` functions has each kernel's SASS read alone (an nvdisasm run per kernel
+again): keep a bundle under it, or take conftest's ``sass_read_whole`` fixture for the module
+(the cubin read whole, once).
 
 The macros a kernel's text defines are ``#undef``-ed after it, so that the next kernel's text
 reads as it does alone (``#define T 256`` before a ``template <typename T>``)."""
