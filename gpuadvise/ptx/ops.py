@@ -294,6 +294,15 @@ def _func_op(b: Batch, ins: Instr, tin: str | list[str], tout: str, fn: Callable
     d = Dst(b, ops[0], tout)
     tins = tin if isinstance(tin, list) else [tin] * (len(ops) - 1)
     srcs = [getter(b, o, ti) for o, ti in zip(ops[1:], tins, strict=False)]
+    if len(srcs) == 1:  # (the usual counts without the generator and the unpacking)
+        (s0,) = srcs
+        return lambda m: d(fn(s0()), m)
+    if len(srcs) == 2:
+        s0, s1 = srcs
+        return lambda m: d(fn(s0(), s1()), m)
+    if len(srcs) == 3:
+        s0, s1, s2 = srcs
+        return lambda m: d(fn(s0(), s1(), s2()), m)
 
     def op(m: Mask) -> None:
         d(fn(*(s() for s in srcs)), m)
@@ -847,6 +856,20 @@ def build_math(b: Batch, ins: Instr) -> Op:
     fn = fns.get(base)
     if fn is None:
         raise _Unsupported(ins.opcode)
+    if base == "rsqrt":  # a register's lanes: the root's array divided in place (same values)
+        g = getter(b, ins.operands[1], t)
+        d = Dst(b, ins.operands[0], t)
+
+        def rsqrt(m: Mask) -> None:
+            x = g()
+            if type(x) is np.ndarray and x.dtype == dt:
+                r = np.sqrt(x)
+                np.divide(one, r, out=r)
+                d(r, m)
+            else:
+                d(np.asarray(fn(x)).astype(dt, copy=False), m)
+
+        return rsqrt
     return _func_op(b, ins, t, t, lambda x: np.asarray(fn(x)).astype(dt, copy=False))
 
 

@@ -575,6 +575,22 @@ def test_directed_rounding(mode: str) -> None:
     np.testing.assert_array_equal(got, np.array(want, np.float32))
 
 
+def test_rsqrt_is_one_over_numpys_root_bit_for_bit() -> None:
+    """rsqrt (in place over the root's array): 1 / sqrt(x) as numpy gives it, for every lane,
+    under a partial mask and from a literal."""
+    a = np.concatenate([RNG.uniform(-1.0, 1e6, N - 8), [0.0, -0.0, np.inf, np.nan, 1e-40, 4, 2, 1]])
+    a = a.astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.divide(np.float32(1), np.sqrt(a))
+    got = run32("rsqrt.approx.f32 %r8, %r5;", a).view(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    body = "setp.gt.f32 %p1, %r5, 100.0;\n  mov.b32 %r8, 7;\n  @%p1 rsqrt.approx.f32 %r8, %r5;"
+    got = run32(body.replace("100.0", "0f42C80000"), a).view(np.uint32)
+    np.testing.assert_array_equal(got, np.where(a > 100, want.view(np.uint32), 7))
+    got = run32("rsqrt.approx.f32 %r8, 0f40800000;", a).view(np.float32)
+    np.testing.assert_array_equal(got, np.full(N, 0.5, np.float32))
+
+
 def test_approximate_math_is_close() -> None:
     a = RNG.uniform(0.1, 4.0, N).astype(np.float32)
     cases = {
