@@ -537,7 +537,10 @@ def _distinct(pages: np.ndarray) -> np.ndarray:
     if len(pages) < 2:
         return pages
     pages = np.sort(pages)
-    return pages[np.r_[True, pages[1:] != pages[:-1]]]
+    keep = np.empty(len(pages), bool)  # (np.r_ costs ~10 us a call)
+    keep[0] = True
+    np.not_equal(pages[1:], pages[:-1], out=keep[1:])
+    return pages[keep]
 
 
 def _page_end(byte_end: int) -> int:

@@ -366,6 +366,35 @@ def test_bit_counting_and_shifts() -> None:
             np.testing.assert_array_equal(got, want, err_msg=f"shf.{d}.{mode}")
 
 
+def _funnel(lo: int, hi: int, n: int, left: bool) -> int:
+    x = (hi << 32) | lo
+    return ((x << n) >> 32) & 0xFFFFFFFF if left else (x >> n) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("k", [0, 1, 5, 16, 31, 32, 33, 40, 0xFFFFFFFF])
+def test_shf_by_a_literal_is_the_64_bit_funnel(k: int) -> None:
+    """A literal shift (ops._shf_by, in 32 bits): the funnel's bits, for rotates, a
+    destination that is a source, a partial mask and a literal half."""
+    a, b = ints32(), ints32()
+    ua, ub = a.view(np.uint32), b.view(np.uint32)
+    for mode in ("wrap", "clamp"):
+        n = k & 31 if mode == "wrap" else min(k, 32)
+        for d in ("l", "r"):
+            left = d == "l"
+            shf = f"shf.{d}.{mode}.b32"
+            want = [_funnel(int(x), int(y), n, left) for x, y in zip(ua, ub, strict=True)]
+            np.testing.assert_array_equal(run32(f"{shf} %r8, %r5, %r6, {k};", a, b), want)
+            rot = [_funnel(int(x), int(x), n, left) for x in ua]
+            np.testing.assert_array_equal(run32(f"{shf} %r8, %r5, %r5, {k};", a, b), rot)
+            body = f"{shf} %r6, %r5, %r6, {k};\n  mov.b32 %r8, %r6;"
+            np.testing.assert_array_equal(run32(body, a, b), want)
+            body = f"setp.lt.s32 %p1, %r6, 0;\n  mov.b32 %r8, 7;\n  @%p1 {shf} %r8, %r5, %r6, {k};"
+            got = run32(body, a, b)
+            np.testing.assert_array_equal(got, np.where(b < 0, want, 7))
+            lit = [_funnel(0x12345678, int(y), n, left) for y in ub]
+            np.testing.assert_array_equal(run32(f"{shf} %r8, 0x12345678, %r6, {k};", a, b), lit)
+
+
 @pytest.mark.parametrize("lut", [0x00, 0xFF, 0x96, 0xE8, 0x80, 0xFE, 0x3C, 0xCA])
 def test_lop3(lut: int) -> None:
     a, b, c = ints32(256), ints32(256), ints32(256)
@@ -544,6 +573,22 @@ def test_directed_rounding(mode: str) -> None:
     got = run32(f"add.{mode}.f32 %r8, %r5, %r7;", a, b, c).view(np.float32)
     want = [rounded(Fraction(float(x)) + Fraction(float(z))) for x, z in zip(a, c, strict=True)]
     np.testing.assert_array_equal(got, np.array(want, np.float32))
+
+
+def test_rsqrt_is_one_over_numpys_root_bit_for_bit() -> None:
+    """rsqrt (in place over the root's array): 1 / sqrt(x) as numpy gives it, for every lane,
+    under a partial mask and from a literal."""
+    a = np.concatenate([RNG.uniform(-1.0, 1e6, N - 8), [0.0, -0.0, np.inf, np.nan, 1e-40, 4, 2, 1]])
+    a = a.astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.divide(np.float32(1), np.sqrt(a))
+    got = run32("rsqrt.approx.f32 %r8, %r5;", a).view(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    body = "setp.gt.f32 %p1, %r5, 100.0;\n  mov.b32 %r8, 7;\n  @%p1 rsqrt.approx.f32 %r8, %r5;"
+    got = run32(body.replace("100.0", "0f42C80000"), a).view(np.uint32)
+    np.testing.assert_array_equal(got, np.where(a > 100, want.view(np.uint32), 7))
+    got = run32("rsqrt.approx.f32 %r8, 0f40800000;", a).view(np.float32)
+    np.testing.assert_array_equal(got, np.full(N, 0.5, np.float32))
 
 
 def test_approximate_math_is_close() -> None:
