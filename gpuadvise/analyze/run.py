@@ -132,6 +132,7 @@ def _run(
     from gpuadvise.analyze.models import l2_probe_size
     from gpuadvise.analyze.pipeline import analyze_kernel
     from gpuadvise.rules.evaluate import models_needed
+    from gpuadvise.rules.split import rule_processes
 
     if config is None:  # the configuration files' selectors (pyproject.toml ...) fail here
         config = _rules_config(spec.source, settings)
@@ -156,9 +157,9 @@ def _run(
         # the traced outputs are read by no rule, the report or the fixes (which emulate their
         # own): not held through the models and the rules (issue 31's peak)
         keep_outputs=False,
-        # the L2 model in a forked child meanwhile: only its rules (run last) and the report
-        # wait for it
-        l2_behind=True,
+        # the L2 model in a forked child meanwhile, where a second process may run (as the
+        # rules' split): only its rules (run last) and the report wait for it
+        l2_behind=rule_processes() >= 2,
     )
     behind = result.memory.l2_behind if result.memory is not None else None
     try:

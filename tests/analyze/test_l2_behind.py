@@ -187,3 +187,43 @@ def test_the_rules_that_read_it_wait_last_in_this_process(monkeypatch: pytest.Mo
     assert "GA304" in two.rules_run and "GA304" not in two.child.get("rules", ())
     here = [r for r in ran_here if r not in two.child.get("rules", ())]
     assert here[-1] == "GA304"  # last of this process's rules
+
+
+def _cli_report(monkeypatch: pytest.MonkeyPatch, processes: int) -> dict[str, Any]:
+    import json
+
+    from clikit import cli_run
+
+    import gpuadvise.rules.split as split
+
+    monkeypatch.setattr(split, "rule_processes", lambda: processes)
+    r = cli_run(
+        "analyze", str(GATHER), "-k", "gather_rowmajor", "--gpu", "H100", "--json",
+        "--no-measure", "--no-cache", "--sample-ctas", "2", "--l2-probe-ctas", "4",
+        "--arg", "w=1024", "--arg", "h=512", "--arg", "r=64", "--arg", "step=64",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout))
+
+
+@needs_toolkit
+def test_analyze_with_the_model_behind_reports_what_it_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``analyze`` where a second process may run (the L2 model in a forked child) and where
+    not (in line): the same findings, the same L2 section, the same notes in the same places."""
+    one = _cli_report(monkeypatch, 1)
+    two = _cli_report(monkeypatch, 2)
+    assert "l2_child_cpu_s" in two["timings_s"] and "l2_child_cpu_s" not in one["timings_s"]
+    assert two["l2"] is not None and two["l2"] == one["l2"]
+    assert two["findings"] == one["findings"]
+
+    def timeless(doc: dict[str, Any]) -> str:
+        import json
+        import re
+
+        rest = {k: v for k, v in doc.items() if k not in ("timings_s", "timing")}
+        text = re.sub(r"in \d+\.\d s", "in # s", json.dumps(rest, sort_keys=True))
+        return re.sub(r'"time_s": [0-9.e+-]+', '"time_s": #', text)  # the emulator's seconds
+
+    assert timeless(two) == timeless(one)
