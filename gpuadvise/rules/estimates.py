@@ -70,6 +70,7 @@ __all__ = [
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
+    "resident_warps",
     "shared_wavefront_estimate",
     "model_check",
     "through_model",
@@ -789,9 +790,11 @@ def _used_bytes_by_cta(
     return per_cta, float((width[at[least]] * weight[least]).sum())
 
 
-def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
+def resident_warps(device: DeviceSpec, view: TraceView) -> float:
     """Warps on the device at once: by the kernel's occupancy when the emulator knew it (its
-    registers and shared memory), else by the warp and CTA limits (at most this many)."""
+    registers and shared memory), else by the warp and CTA limits (at most this many). The
+    :class:`Traffic`'s ``resident_warps`` of every :func:`view_traffic` of ``view``: read here
+    where nothing else of the traffic is needed (no pass over the lanes)."""
     threads = math.prod(view.block)
     w = -(-threads // WARP)
     if not (device.sm_count and w):
@@ -938,7 +941,7 @@ def _view_traffic(
         l2_scattered_store_sectors=scattered * s,
         dram_bytes=dram_sectors * SECTOR * s,
         instructions=float(rw[keep].sum()) * s,
-        resident_warps=_resident_warps(device, view),
+        resident_warps=resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
         work=work,
         load_requests=n_load * s,
