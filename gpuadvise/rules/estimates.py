@@ -39,7 +39,7 @@ from gpuadvise.model.l1 import (
     L1_LINE_BYTES,
     L1_UNUSED_BYTES,
     UNIFIED_EXTRA_BYTES,
-    capacity_misses,
+    capacity_miss_shares,
     misses_in_flight_by_record,
     written_before_read,
 )
@@ -613,12 +613,11 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
     concurrency = per_sm * w / np.maximum(side.traced, 1)
     capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
-    reuse = capacity_misses(
+    # (the shares alone: no access-sized windows, which are not read here; issue 31's peak)
+    miss = capacity_miss_shares(
         side.group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency,
         group_lines,
     )  # fmt: skip
-    miss = reuse.miss
-    del reuse  # (its windows: access-sized, not read here)
     # (the product made in place, in the same order: ``weight * miss * load``)
     weights = view.rec_weight[acc_rec]
     weights *= miss
