@@ -369,16 +369,17 @@ def equal_rows(rows: np.ndarray) -> np.ndarray:
     return inverse.reshape(-1)
 
 
-def distinct_first(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_first(a: np.ndarray, *, overwrite: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(a, return_index=True)``: the distinct values of a 1-D integer array and each
     one's first position; :func:`distinct_inverse` without the inverse (no scatter of a position
-    per element: the callers that want only the first occurrences)."""
+    per element: the callers that want only the first occurrences). ``overwrite``: ``a`` is the
+    caller's temporary, which the packed sort may use as its keys (:func:`stable_argsort`)."""
     a = np.asarray(a)
     small = _small_offsets(a)
     if small is not None:
         offsets, first = _small_first(small[0])
         return a.min() + offsets.astype(a.dtype), first
-    packed = _sorted_packed(a)
+    packed = _sorted_packed(a, overwrite)
     if packed is None:
         values, first, _ = distinct_inverse(a, return_index=True)
         return values, first
@@ -414,14 +415,17 @@ def inverse_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return values, at[first], inverse[run]
 
 
-def first_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_by_runs(a: np.ndarray, *, overwrite: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """:func:`distinct_first` of ``a``, sorting only the first element of each run of equal
-    neighbours (:func:`inverse_by_runs`)."""
+    neighbours (:func:`inverse_by_runs`). ``overwrite``: ``a`` is the caller's temporary, which
+    the sort may use as its keys (one array of ``a``'s size fewer; issue 31's peak)."""
     head = run_heads(a)
     if np.count_nonzero(head) * 4 > len(a) * 3:
-        return distinct_first(a)
+        del head
+        return distinct_first(a, overwrite=overwrite)
     at = np.flatnonzero(head)
-    values, first = distinct_first(a[at])
+    del head
+    values, first = distinct_first(a[at], overwrite=True)
     return values, at[first]
 
 

@@ -765,7 +765,7 @@ def _used_bytes_by_cta(
     key *= span
     key += inner
     del inner
-    uk, first = first_by_runs(key)
+    uk, first = first_by_runs(key, overwrite=True)  # (its keys sorted in ``key`` itself)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
     per_cta = np.bincount(uk // span, weights=w)
@@ -878,10 +878,13 @@ def _view_traffic(
         # the changed loads' sectors no other load touches give way to the bytes they use
         alone = sets["l2"].alone(sel_lanes)
         m = load[sel_rec]
-        at = sel_lanes[m]
+        # (every changed lane a load's, a layout fix of a line's loads: the lanes themselves,
+        # not a lane-sized copy of them; issue 31's peak)
+        every = bool(m.all())
+        at = sel_lanes if every else sel_lanes[m]
         # (and the loads' used bytes over all the CTAs, for the DRAM side below)
         per_cta, load_used = _used_bytes_by_cta(
-            lanes.cta, lb, lanes.off, lanes.width, at, _at(sel_w, m)
+            lanes.cta, lb, lanes.off, lanes.width, at, sel_w if every else _at(sel_w, m)
         )
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
