@@ -164,9 +164,10 @@ def sides_in_two(
     in_two`, ``claimed``: this process traces the first side while a forked child takes the
     next side already compiled with its SASS read whenever it is free, and this process too
     once it is done with the first; then this process the others), as
-    :func:`gpuadvise.analyze.variant_trace.traced_in_two` traces the variants; None for a side that did not build or trace. Empty
-    where no side would go to the child, with one CPU or under a time budget (its cut-off
-    between proxies stays the one process's): :func:`with_proxy_points` traces them in turn.
+    :func:`gpuadvise.analyze.variant_trace.traced_in_two` traces the variants; None for a side
+    that did not build or trace. Empty where no side would go to the child, with one CPU or
+    under a time budget (its cut-off between proxies stays the one process's):
+    :func:`with_proxy_points` traces them in turn.
     Each side is the one :func:`_proxy_traffic` makes, bit for bit: the sides were compiled
     before the fork, and the child touches no thread's work."""
     from gpuadvise.analyze.split import in_two, processes
