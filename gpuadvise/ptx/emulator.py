@@ -228,18 +228,20 @@ def malloc_tuned() -> Iterator[None]:
 # The kernel, laid out
 
 
-def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
+def front_splits(active: np.ndarray, taken: np.ndarray, weights: np.ndarray | None = None) -> int:
     """How many of these split warps (active lanes ``active``, the lanes that branched
     ``taken``, uint32 masks) split at a front: the taken lanes are the active lanes up to some
     lane (a prefix) or from some lane on (a suffix), as ``if (tid < bound)`` and
-    ``if (i > tid * k)`` split them: the threads on each side are contiguous."""
+    ``if (i > tid * k)`` split them: the threads on each side are contiguous. ``weights``: the
+    executions each warp's split stands for (a sampled loop's weighted iteration); None: one."""
 
     if active.size <= 16:  # a few warps: each word's bits as Python integers
         n = 0
-        for a, t in zip(active.tolist(), taken.tolist(), strict=True):
+        ws = [1] * active.size if weights is None else weights.tolist()
+        for a, t, w in zip(active.tolist(), taken.tolist(), ws, strict=True):
             f = a & ~t
             if a & ((1 << t.bit_length()) - 1) == t or a & ((1 << f.bit_length()) - 1) == f:
-                n += 1
+                n += w
         return n
 
     def packed(side: np.ndarray) -> np.ndarray:
@@ -250,7 +252,10 @@ def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
             h |= h >> U32(sh)
         return (active & h) == side
 
-    return int(np.count_nonzero(packed(taken) | packed(active & ~taken)))
+    front = packed(taken) | packed(active & ~taken)
+    if weights is None:
+        return int(np.count_nonzero(front))
+    return int(weights[front].sum())
 
 
 @dataclass
@@ -2357,8 +2362,11 @@ class Batch:
                 div = ~(all_t | all_f)
                 if nz(div):
                     wd = ws[div]
-                    block_splits[p] += int(wd.size)
-                    self.block_front_splits[p] += front_splits(masks[div], tb[div])
+                    # a sampled loop's weighted iteration: each split stands for as many as its
+                    # warp's executions (as block_warps counts them), not one
+                    wdm = sampler.wmul[wd] if sampler.weighted else None
+                    block_splits[p] += int(wd.size) if wdm is None else int(wdm.sum())
+                    self.block_front_splits[p] += front_splits(masks[div], tb[div], wdm)
                     self._note_split(p, wd)
                     diverge(wd, p, [(taken_i, tb[div]), (fall_i, nb_[div])])
             elif kind == "exit":
@@ -2427,7 +2435,8 @@ class Batch:
             if len(groups) == 1:
                 set_pc(one, next(iter(groups)))
             else:
-                self.block_splits[blk] += 1
+                sampler = self.sampler  # a weighted iteration's split stands for its executions
+                self.block_splits[blk] += int(sampler.wmul[w]) if sampler.weighted else 1
                 self._note_split(blk, one)
                 diverge(one, blk, [(tgt, np.array([m], U32)) for tgt, m in groups.items()])
 
