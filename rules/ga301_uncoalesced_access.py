@@ -204,10 +204,8 @@ class UncoalescedAccess(Rule):
                     continue
                 if 100.0 * own.excess / total < min_share:
                     continue
-                if not len(lanes):  # (no warp footprint)
+                if not len(lanes):  # (cheap tests first: the footprint sorts every lane, issue 31)
                     continue
-                # (the cheap test on the lanes first: the footprint and the thread's step sort
-                # every lane of the stream, millions on an array of structures, issue 31)
                 stride = stride_mode(lanes)
                 width = int(np.max(lanes.width))
                 if stride is not None and abs(stride) == view.buffers[b].elem_bytes == width:
