@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    buffers_outgrow_l2,
     kernel_launch_times,
     launch_change_estimate,
     probe_ctas,
@@ -348,10 +349,11 @@ class L2Locality(Rule):
 
     def variants_ahead(self, ctx: RuleContext) -> list[Variant]:
         """The tiled candidates of a finding, before the L2 model says whether there is one
-        (their diffs need the source and the grid only): compiled while the model runs."""
+        (their diffs need the source and the grid only): compiled while the model runs. None
+        where the buffers fit the L2 (nothing to find)."""
         g = ctx.launch.grid
         grid = (int(g.x), int(g.y), int(g.z))
-        if grid[2] != 1 or grid[0] < 2 or grid[1] < 2:
+        if grid[2] != 1 or grid[0] < 2 or grid[1] < 2 or not buffers_outgrow_l2(ctx):
             return []
         ks = ctx.kernel_source
         if not remap_safety(ks, grid).safe:

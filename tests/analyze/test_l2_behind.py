@@ -110,11 +110,14 @@ def test_asked_in_a_forked_process_it_is_computed_there() -> None:
     assert b.result() not in (os.getpid(), pid)  # here: the L2 child's
 
 
-def _gather(l2_behind: bool) -> Any:
+QUICK = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
+WIDE = ("w=4096", "h=2048", "r=64", "step=64")  # the same, 64 MB of buffers (more than the L2)
+
+
+def _gather(l2_behind: bool, args: tuple[str, ...] = QUICK) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
 
-    args = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
     spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
     return analyze_kernel(
         spec,
@@ -203,7 +206,7 @@ def test_the_variants_they_name_ahead_are_told_before_the_model_is_read(
     from gpuadvise.rules.config import Config
     from gpuadvise.rules.context import RuleContext
 
-    analysis = _gather(False)
+    analysis = _gather(False, WIDE)  # (buffers that fit the L2: nothing named ahead)
     cfg = Config(trace_ctas=2)
     context = rule_context(analysis, cfg, lazy_models=False)
     models = context.models

@@ -321,7 +321,7 @@ def test_analyze_names_ga304s_tile_sizes_for_the_gpu_before_the_l2_model_is_read
         source=str(ROOT / "kernels/tile_gather/gather.cu"),
         kernel="gather_rowmajor",
         gpu="H100",
-        args=("w=1024", "h=512", "r=64", "step=64"),  # a quick trace
+        args=("w=4096", "h=2048", "r=64", "step=64"),  # a quick trace, 64 MB (more than the L2)
     )
     settings = AnalyzeSettings(measure=True, tracer="emu", sample_ctas="2", l2_probe_ctas="4")
     run_mod.run_analysis(opts, settings)
