@@ -630,8 +630,14 @@ def compile_variants_ahead(opts: KernelOptions) -> Any:
         return None
 
     def told(variants: Any) -> None:
+        todo = [v for v in variants if measurable(v)]
+        log.info(
+            "measure: compiling %d candidates ahead of their finding (%s)",
+            len(todo),
+            " ".join(v.label or "-" for v in todo),
+        )
         try:
-            early.submit_variants([v for v in variants if measurable(v)])
+            early.submit_variants(todo)
         except Exception:  # the measurement builds them itself
             log.debug("compiling candidates ahead failed", exc_info=True)
 
