@@ -172,6 +172,13 @@ machine's 16 CPUs, not two: the measurement waited 1.35 s for them after the rul
 compile starting when one of the first eight ended)."""
 
 
+AHEAD_MIN_CPUS = 4
+"""The CPUs this process may run on for :func:`compile_variants_ahead` to compile candidates
+before their finding: a speculation is paid in nvcc's CPU while the L2 model's child and the
+rules' child run, worth it only where CPUs are to spare (the GPU machine's 16; not a corpus
+run's 2 CPUs per job, where the compiles would slow the model they wait beside)."""
+
+
 def _key(variant: Any) -> str:
     """What identifies a candidate across ``Variant.candidates()`` calls (new objects each)."""
     return repr(dataclasses.replace(variant, alternatives=()))
@@ -623,9 +630,14 @@ def compile_variants_ahead(opts: KernelOptions) -> Any:
     """A callback for the rules (``evaluate_rules``'s ``on_variants_ahead``) that compiles the
     candidates a rule names before its finding (``Rule.variants_ahead``: GA304's tile sizes
     while the L2 model is computed) for the GPU, when :func:`start_early` set up the
-    measurement of ``opts``; None when it did not. The finding's own candidates, when it comes,
-    take these builds (:func:`_build_key`); builds no finding takes are thrown away."""
-    early = _early_for(opts)
+    measurement of ``opts``, with :data:`AHEAD_MIN_CPUS` or more here; None otherwise. The
+    finding's own candidates, when it comes, take these builds (:func:`_build_key`); builds no
+    finding takes are thrown away."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    early = _early_for(opts) if cpus >= AHEAD_MIN_CPUS else None
     if early is None:
         return None
 

@@ -227,7 +227,8 @@ def test_candidates_named_ahead_are_the_builds_of_the_findings_candidates(
     """``compile_variants_ahead``'s callback (the rules' ``on_variants_ahead``: GA304's tile
     sizes while the L2 model is computed) compiles candidates before any finding names them;
     the finding's own candidates, which say more (the model's best N), take those builds: one
-    compile per build (diff, flags, defines, launch), none again in the stage."""
+    compile per build (diff, flags, defines, launch), none again in the stage. Only with CPUs
+    to spare (``AHEAD_MIN_CPUS``)."""
     from types import SimpleNamespace
 
     import gpuadvise.analyze.prepare as P
@@ -250,9 +251,13 @@ def test_candidates_named_ahead_are_the_builds_of_the_findings_candidates(
         C, "run_in_worker", lambda job, timeout_s: SimpleNamespace(result=Result(ok=True))
     )
     monkeypatch.setattr(M, "_EARLY", {})
+    monkeypatch.setattr(M.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     opts = KernelOptions(source="k.cu", kernel="k")
     assert M.compile_variants_ahead(opts) is None  # nothing set up: nothing compiled ahead
     M.start_early(opts)
+    with monkeypatch.context() as two:  # two CPUs: no speculation (a corpus run's job)
+        two.setattr(M.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+        assert M.compile_variants_ahead(opts) is None
     ahead = M.compile_variants_ahead(opts)
     assert ahead is not None
     sizes = (4, 8, 16, 32)
