@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     Rule,
     RuleContext,
     Variant,
+    buffers_outgrow_l2,
     kernel_launch_times,
     launch_change_estimate,
     probe_ctas,
@@ -75,6 +76,22 @@ def _best_tiled(l2: Any) -> Any | None:
 
 def _mb(x: float) -> str:
     return f"{x / 1e6:.1f} MB"
+
+
+def _tiled(ks: KernelSource, source_file: Any, sizes: Any, best: int | None) -> list[Variant]:
+    """The automatic tiled candidates, one per N of ``sizes`` (PatchError: no remap)."""
+    diffs = {n: tiling_diff(ks, n, source_file) for n in sizes}
+    return [
+        Variant(
+            "automatic-and-verified",
+            f"thread-group tiling along X with N = {n}: blockIdx remapped so that "
+            f"blocks are launched in strips of {n} tiles"
+            + (" (the L2 model's best N)" if n == best else ""),
+            diff=diffs[n],
+            label=f"N={n}",
+        )
+        for n in sizes
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +347,22 @@ class L2Locality(Rule):
             return None
         return times, est
 
+    def variants_ahead(self, ctx: RuleContext) -> list[Variant]:
+        """The tiled candidates of a finding, before the L2 model says whether there is one
+        (their diffs need the source and the grid only): compiled while the model runs. None
+        where the buffers fit the L2 (nothing to find)."""
+        g = ctx.launch.grid
+        grid = (int(g.x), int(g.y), int(g.z))
+        if grid[2] != 1 or grid[0] < 2 or grid[1] < 2 or not buffers_outgrow_l2(ctx):
+            return []
+        ks = ctx.kernel_source
+        if not remap_safety(ks, grid).safe:
+            return []
+        try:
+            return _tiled(ks, ctx.source_file, TILE_SIZES, None)
+        except PatchError:
+            return []
+
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant:
         d = finding.details_as(L2Tiling)
         remap = d.remap
@@ -338,21 +371,10 @@ class L2Locality(Rule):
         sizes = [best, *(n for n in TILE_SIZES if n != best)]
         if remap.safe:
             try:
-                diffs = {n: tiling_diff(ks, n, ctx.source_file) for n in sizes}
+                variants = _tiled(ks, ctx.source_file, sizes, best)
             except PatchError as exc:
                 remap = Remap(remap.first_line, (exc.one_line(),))
             else:
-                variants = [
-                    Variant(
-                        "automatic-and-verified",
-                        f"thread-group tiling along X with N = {n}: blockIdx remapped so that "
-                        f"blocks are launched in strips of {n} tiles"
-                        + (" (the L2 model's best N)" if n == best else ""),
-                        diff=diffs[n],
-                        label=f"N={n}",
-                    )
-                    for n in sizes
-                ]
                 return replace(variants[0], alternatives=tuple(variants[1:]))
         from gpuadvise.rules import tiled_block_index_cuda
 

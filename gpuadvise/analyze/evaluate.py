@@ -13,7 +13,7 @@ from gpuadvise.analyze.services import AnalysisServices
 from gpuadvise.rules.config import Config, config_for
 from gpuadvise.rules.context import RuleContext
 from gpuadvise.rules.evaluate import RulesRun, evaluate_rules, models_needed
-from gpuadvise.rules.findings import Finding
+from gpuadvise.rules.findings import Finding, Variant
 from gpuadvise.rules.registry import load_registry
 from gpuadvise.toolchain.binary import is_binary
 
@@ -74,13 +74,16 @@ def run_rules_report(
     lazy_models: bool = True,
     on_findings: Callable[[Sequence[Finding]], None] | None = None,
     processes: int = 1,
+    on_variants_ahead: Callable[[Sequence[Variant]], None] | None = None,
 ) -> RulesRun:
     """The enabled rules on one analysis: ranked findings (error rows included: a rule that
     raised is one finding with ``error`` set), the rules run and the notes on rules skipped.
     ``config`` None: the configuration discovered from the kernel's source. Trace-based models
     come from the analysis, or are computed here when an enabled rule needs them (unless
     ``lazy_models`` is False: then those rules are skipped with a note). ``on_findings``: told
-    of each rule's findings when that rule is done (:func:`gpuadvise.rules.evaluate.evaluate_rules`).
+    of each rule's findings when that rule is done, ``on_variants_ahead`` of the candidates the
+    rules waiting for a model still being computed name before it
+    (:func:`gpuadvise.rules.evaluate.evaluate_rules`).
     ``processes`` 2: the rules split over this process and a forked child
     (:func:`gpuadvise.rules.split.rule_processes` says where it may); a kernel analyzed from
     its binary runs them in this one (its rules' transforms record what they needed here)."""
@@ -93,7 +96,12 @@ def run_rules_report(
 
         return run_sourceless_rules(analysis, context, config, registry)
     return evaluate_rules(
-        context, config, registry=registry, on_findings=on_findings, processes=processes
+        context,
+        config,
+        registry=registry,
+        on_findings=on_findings,
+        processes=processes,
+        on_variants_ahead=on_variants_ahead,
     )
 
 

@@ -172,9 +172,24 @@ machine's 16 CPUs, not two: the measurement waited 1.35 s for them after the rul
 compile starting when one of the first eight ended)."""
 
 
+AHEAD_MIN_CPUS = 4
+"""The CPUs this process may run on for :func:`compile_variants_ahead` to compile candidates
+before their finding: a speculation is paid in nvcc's CPU while the L2 model's child and the
+rules' child run, worth it only where CPUs are to spare (the GPU machine's 16; not a corpus
+run's 2 CPUs per job, where the compiles would slow the model they wait beside)."""
+
+
 def _key(variant: Any) -> str:
     """What identifies a candidate across ``Variant.candidates()`` calls (new objects each)."""
     return repr(dataclasses.replace(variant, alternatives=()))
+
+
+def _build_key(variant: Any) -> str:
+    """What a candidate's build depends on (:func:`_build_candidate`: its diff, nvcc flags,
+    defines, launch and proxy; not its description, label or totals): a candidate compiled
+    ahead of its finding (:func:`compile_variants_ahead`, GA304's tile sizes before the L2
+    model says which is best) is the build of every candidate with the same key."""
+    return repr((variant.diff, variant.nvcc_flags, variant.defines, variant.launch, variant.proxy))
 
 
 @dataclasses.dataclass
@@ -514,15 +529,19 @@ class _Early:
     opts: KernelOptions
     base: Any  # Future[_Built]
     pool: Any = None  # ThreadPoolExecutor, made at the first candidate
-    built: dict[str, Any] = dataclasses.field(default_factory=dict)  # Future[_Built] by _key
+    built: dict[str, Any] = dataclasses.field(default_factory=dict)  # Future[_Built] by _build_key
     tmp: Path | None = None
 
     def submit(self, findings: Any) -> None:
         """Compile the candidates of ``findings`` (a rule's, just found) in the pool."""
+        self.submit_variants([c for f in findings for c in _candidates(f)])
+
+    def submit_variants(self, variants: Any) -> None:
+        """Compile ``variants`` (measurable candidates) in the pool, each build once."""
         import contextvars
         from concurrent.futures import ThreadPoolExecutor
 
-        todo = {_key(c): c for f in findings for c in _candidates(f)}
+        todo = {_build_key(c): c for c in variants}
         todo = {k: c for k, c in todo.items() if k not in self.built}
         if not todo:
             return
@@ -540,7 +559,11 @@ class _Early:
     def take(self, variants: list[Any]) -> dict[str, _Built]:
         """The builds of those of ``variants`` compiled here (waited for)."""
         t0 = time.perf_counter()
-        got = {_key(v): self.built[_key(v)].result() for v in variants if _key(v) in self.built}
+        got = {
+            _key(v): self.built[_build_key(v)].result()
+            for v in variants
+            if _build_key(v) in self.built
+        }
         if got:
             log.info(
                 "measure: waited %.2f s for %d candidates compiled ahead", _since(t0), len(got)
@@ -576,22 +599,57 @@ _EARLY: dict[str, _Early] = {}
 those options takes it (``_Stage.build_all``)."""
 
 
+def _early_for(opts: KernelOptions) -> _Early | None:
+    """What :func:`start_early` set up for the measurement of ``opts``, or None."""
+    from gpuadvise.analyze.prepare import live_options
+
+    try:
+        return _EARLY.get(repr(live_options(opts)))
+    except GpuAdviseError:
+        return None
+
+
 def compile_ahead(opts: KernelOptions) -> Any:
     """A callback for the rules (``evaluate_rules``'s ``on_findings``) that compiles each
     finding's candidates for the GPU as soon as its rule is done, when :func:`start_early` set
     up the measurement of ``opts``; None when it did not."""
-    from gpuadvise.analyze.prepare import live_options
-
-    try:
-        early = _EARLY.get(repr(live_options(opts)))
-    except GpuAdviseError:
-        return None
+    early = _early_for(opts)
     if early is None:
         return None
 
     def told(findings: Any) -> None:
         try:
             early.submit(findings)
+        except Exception:  # the measurement builds them itself
+            log.debug("compiling candidates ahead failed", exc_info=True)
+
+    return told
+
+
+def compile_variants_ahead(opts: KernelOptions) -> Any:
+    """A callback for the rules (``evaluate_rules``'s ``on_variants_ahead``) that compiles the
+    candidates a rule names before its finding (``Rule.variants_ahead``: GA304's tile sizes
+    while the L2 model is computed) for the GPU, when :func:`start_early` set up the
+    measurement of ``opts``, with :data:`AHEAD_MIN_CPUS` or more here; None otherwise. The
+    finding's own candidates, when it comes, take these builds (:func:`_build_key`); builds no
+    finding takes are thrown away."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    early = _early_for(opts) if cpus >= AHEAD_MIN_CPUS else None
+    if early is None:
+        return None
+
+    def told(variants: Any) -> None:
+        todo = [v for v in variants if measurable(v)]
+        log.info(
+            "measure: compiling %d candidates ahead of their finding (%s)",
+            len(todo),
+            " ".join(v.label or "-" for v in todo),
+        )
+        try:
+            early.submit_variants(todo)
         except Exception:  # the measurement builds them itself
             log.debug("compiling candidates ahead failed", exc_info=True)
 

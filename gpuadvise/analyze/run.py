@@ -204,11 +204,14 @@ def _rules_on(
                 "the time budget (--time-budget) ran out",
             )
         else:
-            told = None
+            told = told_ahead = None
             if ahead:  # each rule's variants compiled for the GPU as soon as that rule is done
-                from gpuadvise.analyze.measure import compile_ahead
+                from gpuadvise.analyze.measure import compile_ahead, compile_variants_ahead
 
                 told = compile_ahead(opts)
+                # and those a rule names before the model it waits for (GA304's tile sizes,
+                # while the L2 model is computed in its child)
+                told_ahead = compile_variants_ahead(opts)
             # the variants traced for their points compiled as soon as their rule is done (with
             # a GPU measuring too: their traces then run beside the measurement)
             early = None if points_wanted is not None else _variants_ahead(result, config, opts)
@@ -218,7 +221,12 @@ def _rules_on(
             processes = rule_processes()  # 2: a share of them in a forked child
             with step("running the rules"):
                 checked = run_rules_report(
-                    result, config, lazy_models=False, on_findings=told, processes=processes
+                    result,
+                    config,
+                    lazy_models=False,
+                    on_findings=told,
+                    processes=processes,
+                    on_variants_ahead=told_ahead,
                 )
         timings = {**result.timings_s, "rules_s": time.perf_counter() - t0}
         if checked.child:  # the rules' forked child: its CPU (its own, beside this process's)

@@ -137,6 +137,7 @@ from gpuadvise.rules.idle_tree import IdleMatch, find_idle_loads, first_add_diff
 from gpuadvise.rules.l2_tiling import (  # GA304's family
     TILE_SIZES,
     Remap,
+    buffers_outgrow_l2,
     probe_ctas,
     probe_l2,
     probe_limit,
@@ -416,6 +417,7 @@ __all__ = [
     "rewrite_warps",
     "spills_at",
     # GA304's family (l2_tiling)
+    "buffers_outgrow_l2",
     "TILE_SIZES",
     "Remap",
     "probe_ctas",

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gpuadvise.ptx.emulator import malloc_tuned
 from gpuadvise.rules.context import ModelUnavailable, RuleContext
 from gpuadvise.rules.estimates import model_check
-from gpuadvise.rules.findings import Estimate, Finding
+from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.ranking import rank_findings
 from gpuadvise.rules.registry import Registry, load_registry
 from gpuadvise.rules.rule import Rule
@@ -358,6 +358,25 @@ def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
         log.debug("the trace's view did not build before the fork", exc_info=True)
 
 
+def _variants_ahead(
+    rules: Sequence[Rule], context: RuleContext, registry: Registry, config: Config | None
+) -> Iterator[Sequence[Variant]]:
+    """Each of ``rules``' candidates named ahead of its findings (:meth:`Rule.variants_ahead`),
+    where it names any; a rule that raises names none (its own run reports what failed)."""
+    for rule in rules:
+        ctx = context.for_rule(
+            registry.options_for(rule, config), registry.severity_for(rule, config)
+        )
+        try:
+            variants = tuple(rule.variants_ahead(ctx))
+        except Exception:
+            log.debug("rule %s named no variants ahead", rule.id, exc_info=True)
+            continue
+        if variants:
+            log.debug("rule %s: %d variants named ahead of its models", rule.id, len(variants))
+            yield variants
+
+
 def _run_split(
     rules: Sequence[Rule],
     order: Sequence[int],
@@ -367,6 +386,7 @@ def _run_split(
     tell: Callable[[_Outcome], None],
     prepare: Callable[[Sequence[int]], None] = lambda rest: None,
     last: Sequence[int] = (),
+    ahead: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """The rules at positions ``order`` over this process and a forked child
     (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
@@ -383,7 +403,8 @@ def _run_split(
     rules before the fork are told after it: the variants' compile thread then starts after the
     fork, so it holds no lock the child could need. ``last``: rules this process runs after
     all the others it runs, never the child (those that read a model still being computed
-    here: :attr:`~gpuadvise.rules.context.ModelResults.later`)."""
+    here: :attr:`~gpuadvise.rules.context.ModelResults.later`); ``ahead``: called once, where
+    the findings of the rules before the fork are told (after the fork, when there is one)."""
     c0 = time.thread_time()
     before: list[_Outcome] = []
     k = 0
@@ -392,6 +413,7 @@ def _run_split(
         k += 1
     rest = list(order[k:])
     if len(rest) < 2:
+        ahead()
         for out in before:
             tell(out)
         for i in [*rest, *last]:
@@ -418,6 +440,7 @@ def _run_split(
             except OSError:  # no pipe or no fork (out of processes, of memory): all of them here
                 log.debug("the rules' child could not start", exc_info=True)
                 child = None
+        ahead()
         for out in before:
             tell(out)
         if child is None or claims is None:
@@ -452,6 +475,7 @@ def evaluate_rules(
     registry: Registry | None = None,
     on_findings: Callable[[Sequence[Finding]], None] | None = None,
     processes: int = 1,
+    on_variants_ahead: Callable[[Sequence[Variant]], None] | None = None,
 ) -> RulesRun:
     """Run the enabled rules on one analysed kernel launch (``context``: its facts, the models
     the pipeline computed, the services; ``gpuadvise.analyze.evaluate`` builds it).
@@ -470,7 +494,10 @@ def evaluate_rules(
     and CPU per rule from the process that ran it). The rules whose variants are traced
     afterwards run first in either (:func:`run_order`). Those that read a model still being
     computed (:attr:`~gpuadvise.rules.context.ModelResults.later`: the L2 model in a forked
-    child) run last, in this process.
+    child) run last, in this process; ``on_variants_ahead`` is told the candidates they name
+    before that model is read (:meth:`Rule.variants_ahead`: ``analyze`` compiles them
+    meanwhile): once the rules' child is forked (no compile thread runs at the fork), before
+    the findings of the rules run here before it are told. It must not raise.
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
@@ -501,6 +528,13 @@ def evaluate_rules(
     later = set(context.models.later)
     last = [i for i in order if later & set(rules[i].models)]
     order = [i for i in order if i not in last]
+
+    def ahead() -> None:
+        if on_variants_ahead is not None:
+            for variants in _variants_ahead([rules[i] for i in last], context, registry, config):
+                with told_lock:
+                    on_variants_ahead(variants)
+
     # the memory the rules free kept for their next arrays (no fresh pages to fault in)
     with malloc_tuned():
         if processes >= 2:
@@ -513,8 +547,10 @@ def evaluate_rules(
                 tell,
                 lambda rest: shared_pieces(context, [rules[i] for i in rest]),
                 last,
+                ahead,
             )
         else:
+            ahead()
             for i in [*order, *last]:
                 run(i)
     findings: list[Finding] = []

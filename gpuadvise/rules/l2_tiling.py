@@ -1,6 +1,8 @@
 """GA304's family: remapping a 2D grid's block index to thread-group tiling, and the probe that
 gives the L2 model footprints for the whole grid.
 
+- :func:`buffers_outgrow_l2`: whether the launch's buffers are more than the L2 holds in
+  effect (when not, no launch order loses reuse: GA304's candidates are not compiled ahead);
 - :func:`remap_safety`: whether every block computes the same when its block index is
   remapped (:class:`Remap`, with the reasons when not);
 - :func:`tiling_diff`: the diff that remaps ``blockIdx`` to NVIDIA's thread-group tiling;
@@ -34,6 +36,7 @@ from gpuadvise.trace.access import AccessTrace, Space
 __all__ = [
     "TILE_SIZES",
     "Remap",
+    "buffers_outgrow_l2",
     "probe_ctas",
     "probe_l2",
     "probe_limit",
@@ -75,6 +78,23 @@ class Remap(FindingDetails):
     @property
     def safe(self) -> bool:
         return not self.reasons
+
+
+def buffers_outgrow_l2(ctx: RuleContext) -> bool:
+    """Whether the launch's buffers together hold more bytes than the L2 model's effective
+    capacity (``efficiency x L2 size``), or cannot be sized: when they do not, the launch's
+    footprint (distinct bytes touched) fits and the model finds nothing to gain from another
+    launch order. Cheap, no model: what decides whether GA304's candidates are worth compiling
+    before the L2 model says whether there is a finding (``Rule.variants_ahead``)."""
+    from gpuadvise.errors import GpuAdviseError
+    from gpuadvise.model.l2.replay import capacities
+
+    try:
+        total = int(ctx.services.resolved_launch().total_buffer_bytes)
+        (capacity,) = capacities(ctx.device, None)
+    except GpuAdviseError:
+        return True
+    return total > capacity
 
 
 def remap_safety(ks: KernelSource, grid: Sequence[int]) -> Remap:

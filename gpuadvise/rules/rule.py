@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -104,6 +104,15 @@ class Rule(ABC):
 
     def transform(self, ctx: RuleContext, finding: Finding) -> Variant | None:
         return None
+
+    def variants_ahead(self, ctx: RuleContext) -> Sequence[Variant]:
+        """The candidates a finding of this rule would offer, known before the models it waits
+        for (GA304's tile sizes depend on the source and the grid, not on the L2 model that
+        says which is best and whether there is a finding): ``analyze --measure`` compiles
+        them for the GPU while the model is computed. Only a speculation: what is measured
+        is the finding's own variant (its candidates take these builds where they build the
+        same: diff, flags, defines, launch). Default: none."""
+        return ()
 
     # helpers for rule authors
 

@@ -110,11 +110,14 @@ def test_asked_in_a_forked_process_it_is_computed_there() -> None:
     assert b.result() not in (os.getpid(), pid)  # here: the L2 child's
 
 
-def _gather(l2_behind: bool) -> Any:
+QUICK = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
+WIDE = ("w=4096", "h=2048", "r=64", "step=64")  # the same, 64 MB of buffers (more than the L2)
+
+
+def _gather(l2_behind: bool, args: tuple[str, ...] = QUICK) -> Any:
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.analyze.pipeline import analyze_kernel
 
-    args = ("w=1024", "h=512", "r=64", "step=64")  # 3x3 samples a pixel: a quick trace
     spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
     return analyze_kernel(
         spec,
@@ -187,6 +190,54 @@ def test_the_rules_that_read_it_wait_last_in_this_process(monkeypatch: pytest.Mo
     assert "GA304" in two.rules_run and "GA304" not in two.child.get("rules", ())
     here = [r for r in ran_here if r not in two.child.get("rules", ())]
     assert here[-1] == "GA304"  # last of this process's rules
+
+
+@needs_toolkit
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_variants_they_name_ahead_are_told_before_the_model_is_read(
+    monkeypatch: pytest.MonkeyPatch, processes: int
+) -> None:
+    """GA304 names its tiled candidates (``Rule.variants_ahead``) before it reads the model
+    still being computed: ``on_variants_ahead`` hears of them in this process before the model
+    is asked for (``analyze --measure`` compiles them for the GPU meanwhile), once, and in one
+    process before any rule's findings are told; the findings are those of the run without the
+    hook."""
+    from gpuadvise.analyze.evaluate import rule_context
+    from gpuadvise.rules.config import Config
+    from gpuadvise.rules.context import RuleContext
+
+    analysis = _gather(False, WIDE)  # (buffers that fit the L2: nothing named ahead)
+    cfg = Config(trace_ctas=2)
+    context = rule_context(analysis, cfg, lazy_models=False)
+    models = context.models
+    events: list[tuple[str, int, Any]] = []
+
+    def l2_later() -> tuple[Any, str | None]:
+        events.append(("l2 read", os.getpid(), None))
+        return models.l2, None
+
+    later = RuleContext(
+        analysis.facts(),
+        dataclasses.replace(models, l2=None, later={"l2": l2_later}),
+        context.services,
+    )
+    monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 0.0)
+    plain = rule_evaluate.evaluate_rules(later, cfg, processes=processes)
+    events.clear()
+    run = rule_evaluate.evaluate_rules(
+        later,
+        cfg,
+        processes=processes,
+        on_findings=lambda fs: events.append(("told", os.getpid(), [f.rule for f in fs])),
+        on_variants_ahead=lambda vs: events.append(("ahead", os.getpid(), [v.label for v in vs])),
+    )
+    assert [f.to_dict() for f in run.findings] == [f.to_dict() for f in plain.findings]
+    ahead = [e for e in events if e[0] == "ahead"]
+    assert ahead == [("ahead", os.getpid(), ["N=4", "N=8", "N=16", "N=32"])]
+    first_read = next(i for i, e in enumerate(events) if e[0] == "l2 read")
+    assert events.index(ahead[0]) < first_read
+    if processes == 1:  # (with a child, its first findings may be told meanwhile)
+        assert all(e[0] != "told" for e in events[: events.index(ahead[0])])
 
 
 def _cli_report(monkeypatch: pytest.MonkeyPatch, processes: int) -> dict[str, Any]:

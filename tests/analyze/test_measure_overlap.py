@@ -4,6 +4,7 @@ as the variant traces left them (their trace points kept). The GPU's half is fak
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import threading
 import time
@@ -218,3 +219,117 @@ def test_the_kernel_set_up_ahead_is_what_the_measurement_races(
     fut = M._EARLY[repr(opts)].base
     M.forget_early(opts)
     assert M._EARLY == {} and fut.result().value is base and len(jobs) == 2
+
+
+def test_candidates_named_ahead_are_the_builds_of_the_findings_candidates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``compile_variants_ahead``'s callback (the rules' ``on_variants_ahead``: GA304's tile
+    sizes while the L2 model is computed) compiles candidates before any finding names them;
+    the finding's own candidates, which say more (the model's best N), take those builds: one
+    compile per build (diff, flags, defines, launch), none again in the stage. Only with CPUs
+    to spare (``AHEAD_MIN_CPUS``)."""
+    from types import SimpleNamespace
+
+    import gpuadvise.analyze.prepare as P
+    import gpuadvise.runner.client as C
+    from gpuadvise.runner.job import Result
+
+    built: list[str] = []
+    base = SimpleNamespace(
+        device=SimpleNamespace(arch=None), launch="L", buffers=("b",), spec=SimpleNamespace(seed=7)
+    )
+
+    def prepare(opts: KernelOptions, label: str) -> Any:
+        if label == "B":
+            built.append(",".join(opts.defines))
+            return SimpleNamespace(variant_of=opts.defines)
+        return base
+
+    monkeypatch.setattr(P, "prepare", prepare)
+    monkeypatch.setattr(
+        C, "run_in_worker", lambda job, timeout_s: SimpleNamespace(result=Result(ok=True))
+    )
+    monkeypatch.setattr(M, "_EARLY", {})
+    monkeypatch.setattr(M.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    opts = KernelOptions(source="k.cu", kernel="k")
+    assert M.compile_variants_ahead(opts) is None  # nothing set up: nothing compiled ahead
+    M.start_early(opts)
+    with monkeypatch.context() as two:  # two CPUs: no speculation (a corpus run's job)
+        two.setattr(M.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+        assert M.compile_variants_ahead(opts) is None
+    ahead = M.compile_variants_ahead(opts)
+    assert ahead is not None
+    sizes = (4, 8, 16, 32)
+    ahead(
+        [Variant("automatic-and-verified", f"N = {n}", defines=(f"N={n}",), label=f"N={n}")
+         for n in sizes]
+        + [Variant("display-only", "by hand")]  # not measurable: not compiled
+    )  # fmt: skip
+    # the finding, later: the model's best first, its description longer
+    best, *rest = [
+        Variant("automatic-and-verified", f"N = {n}" + (" (best)" if n == 32 else ""),
+                defines=(f"N={n}",), label=f"N={n}")
+        for n in (32, 4, 8, 16)
+    ]  # fmt: skip
+    f = _finding(dataclasses.replace(best, alternatives=tuple(rest)))
+    told = M.compile_ahead(opts)
+    assert told is not None
+    told([f])  # its rule is done: nothing left to compile
+    stage = M._Stage(opts, 60.0, 5.0)
+
+    def again(v: Any, folder: Path) -> Any:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(stage, "_build", again)
+    cands = M._candidates(f)
+    stage.build_all(cands)
+    try:
+        assert sorted(built) == sorted(f"N={n}" for n in sizes)  # each once
+        for c in cands:
+            assert stage._built[M._key(c)].value.variant_of == c.defines
+    finally:
+        stage.close()
+
+
+def test_analyze_names_ga304s_tile_sizes_for_the_gpu_before_the_l2_model_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the L2 model in a forked child (two processes allowed), ``analyze --measure`` hands
+    GA304's tiled candidates to the measurement's compiles (``compile_variants_ahead``) before
+    GA304 waits for the model, not after its finding (the GPU's half faked)."""
+    import gpuadvise.rules.split as split
+    from gpuadvise.analyze.l2_behind import L2Behind
+
+    events: list[tuple[str, Any]] = []
+    real_result = L2Behind.result
+
+    def result(self: L2Behind) -> Any:
+        events.append(("l2 read", None))
+        return real_result(self)
+
+    monkeypatch.setattr(L2Behind, "result", result)
+    monkeypatch.setattr(split, "rule_processes", lambda: 2)
+    monkeypatch.setattr("gpuadvise.runner.client.pycuda_missing", lambda: None)
+    monkeypatch.setattr(run_mod, "_prewarm_measurement", lambda: True)
+    monkeypatch.setattr(M, "start_early", lambda opts: None)
+    monkeypatch.setattr(M, "measure_trials", lambda opts, run, *a, **k: {})
+    monkeypatch.setattr(
+        M, "compile_ahead", lambda opts: lambda fs: events.append(("told", [f.rule for f in fs]))
+    )
+    monkeypatch.setattr(
+        M,
+        "compile_variants_ahead",
+        lambda opts: lambda vs: events.append(("ahead", [v.label for v in vs])),
+    )
+    opts = KernelOptions(
+        source=str(ROOT / "kernels/tile_gather/gather.cu"),
+        kernel="gather_rowmajor",
+        gpu="H100",
+        args=("w=4096", "h=2048", "r=64", "step=64"),  # a quick trace, 64 MB (more than the L2)
+    )
+    settings = AnalyzeSettings(measure=True, tracer="emu", sample_ctas="2", l2_probe_ctas="4")
+    run_mod.run_analysis(opts, settings)
+    names = [e[0] for e in events]
+    assert ("ahead", ["N=4", "N=8", "N=16", "N=32"]) in events, events
+    assert names.count("ahead") == 1 and names.index("ahead") < names.index("l2 read")

@@ -325,6 +325,58 @@ def test_finding_on_gather_rowmajor(rowmajor: tuple[Any, rule_api.Finding]) -> N
     assert "N = 32" in f.message and f"{row / MB:.1f} MB read from DRAM" in f.message
 
 
+def test_no_variants_ahead_where_no_automatic_remap_or_the_buffers_fit() -> None:
+    """An unsafe remap (gather_tiled reads gridDim), a grid that is not 2D, or buffers that
+    fit the L2 in effect (the 1440p frame on an H200: 29.5 MB of 31.5 MB): nothing named."""
+    from gpuadvise.devices import preset
+
+    rule = rule_registry.load_registry().get("GA304")
+    h200 = preset("H200")
+    fits = int(h200.l2_bytes or 0) // 2  # the model's efficiency with two partitions: 0.5
+
+    def ctx(kernel: str, grid: tuple[int, int, int], nbytes: int = 2 * IMAGE_8K) -> Any:
+        x, y, z = grid
+        return SimpleNamespace(
+            launch=SimpleNamespace(grid=SimpleNamespace(x=x, y=y, z=z)),
+            kernel_source=srctext.find_kernel_source(GATHER, kernel),
+            source_file=str(GATHER),
+            device=h200,
+            services=SimpleNamespace(
+                resolved_launch=lambda: SimpleNamespace(total_buffer_bytes=nbytes)
+            ),
+        )
+
+    assert [v.label for v in rule.variants_ahead(ctx("gather_rowmajor", (480, 270, 1)))] == [
+        "N=4", "N=8", "N=16", "N=32",
+    ]  # fmt: skip
+    assert len(rule.variants_ahead(ctx("gather_rowmajor", (160, 90, 1), fits + 1))) == 4
+    assert rule.variants_ahead(ctx("gather_rowmajor", (160, 90, 1), fits)) == []
+    assert rule.variants_ahead(ctx("gather_tiled", (480, 270, 1))) == []
+    assert rule.variants_ahead(ctx("gather_rowmajor", (480, 1, 1))) == []
+    assert rule.variants_ahead(ctx("gather_rowmajor", (480, 270, 2))) == []
+
+
+@needs_nvcc
+def test_the_variants_named_ahead_build_the_findings_candidates(
+    rowmajor: tuple[Any, rule_api.Finding],
+) -> None:
+    """Before the L2 model is read (``analyze --measure`` compiles them meanwhile:
+    ``measure.compile_variants_ahead``) the rule names one candidate per tile size; the
+    finding's candidates, the model's best N first and named so, build the same ones (diff,
+    flags, defines, launch: the measurement's build key)."""
+    from gpuadvise.analyze.measure import _build_key
+
+    a, f = rowmajor
+    rule = rule_registry.load_registry().get("GA304")
+    ahead = rule.variants_ahead(rule_context(a, Config(trace_ctas=TRACE_CTAS)))
+    assert [v.label for v in ahead] == ["N=4", "N=8", "N=16", "N=32"]
+    assert all(v.diff and v.safety == "automatic-and-verified" for v in ahead)
+    assert f.variant is not None
+    cands = f.variant.candidates()
+    assert cands[0].label == "N=32" and "best N" in cands[0].description
+    assert sorted(map(_build_key, ahead)) == sorted(map(_build_key, cands))
+
+
 @needs_nvcc
 def test_the_pipelines_l2_model_gives_the_same_finding(
     rowmajor: tuple[Any, rule_api.Finding],
