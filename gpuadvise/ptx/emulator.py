@@ -92,7 +92,15 @@ from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
 from gpuadvise.ptx.slow_paths import has_slow_path, slow_lanes
-from gpuadvise.ptx.values import NP_TYPES, Mask, count_true, storage_dtype, to_storage, write
+from gpuadvise.ptx.values import (
+    NP_TYPES,
+    Mask,
+    count_true,
+    operand_constant,
+    storage_dtype,
+    to_storage,
+    write,
+)
 
 __all__ = [
     "Batch",
@@ -1455,6 +1463,8 @@ class Batch:
             return self._build_param(ins, addr_op, items, t, is_load)
         addr_fn = self._addr_fn(addr_op)
         shift = es.bit_length() - 1
+        # (the part path's int64 offsets shifted by a 0-d array: see operand_constant)
+        shift0, rshift = operand_constant(shift), np.right_shift
         kind = Kind.LOAD if is_load else Kind.STORE
         kname = "load" if is_load else "store"
         fast = self._fast_global(index, space, addr_op, kind, width)
@@ -1507,7 +1517,7 @@ class Batch:
                 if part is not None and idx is not None:
                     offs = part(idx)
                     if offs is not None:
-                        eidx = offs >> shift
+                        eidx = rshift(offs, shift0)
                         for k, st, same in dests:
                             vals = heap[eidx + k] if k else heap[eidx]
                             st[idx] = vals if same else to_storage(vals.view(tdt), t, st.dtype)
@@ -1576,7 +1586,7 @@ class Batch:
             if part is not None and idx is not None:
                 offs = part(idx)
                 if offs is not None:
-                    eidx = offs >> shift
+                    eidx = rshift(offs, shift0)
                     for k, (g, raw) in enumerate(zip(getters, raw_regs, strict=True)):
                         if raw is None:
                             v = np.asarray(g())
@@ -1731,9 +1741,9 @@ class Batch:
             )
         return got
 
-    def _global_base(self, space: str, addr_op: Any) -> tuple[np.ndarray, np.int64] | None:
+    def _global_base(self, space: str, addr_op: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """The 64-bit base register's lanes (an int64 view of its store) and the offset of a
-        global (or generic) access ``[reg + offset]``, for :meth:`_fast_global` and
+        global (or generic) access ``[reg + offset]`` (a 0-d array), for :meth:`_fast_global` and
         :meth:`_part_global`; None for an access of another form."""
         if space not in ("global", "generic") or not isinstance(addr_op, Addr):
             return None
@@ -1741,7 +1751,7 @@ class Batch:
         store = self.regs.get(base.name) if isinstance(base, Reg) else None
         if store is None or store.dtype.itemsize != 8:
             return None
-        return store.view(np.int64), np.int64(addr_op.offset)
+        return store.view(np.int64), operand_constant(addr_op.offset)
 
     def _fast_global(
         self, index: int, space: str, addr_op: Any, kind: Kind, width: int
@@ -1791,17 +1801,19 @@ class Batch:
         if got is None:
             return None
         sv64, off = got
+        has_off = bool(off)
         gmem = self.gmem
         sink = self.sink
         mis = width - 1
         key = -1
+        add = np.add
 
         def part(idx: np.ndarray) -> np.ndarray | None:
             nonlocal key
             k = idx.size
             if not k:
                 return None
-            a = sv64[idx] + off if off else sv64[idx]  # a copy: the gather's own
+            a = add(sv64[idx], off) if has_off else sv64[idx]  # a copy: the gather's own
             span = _lane_span(a, k, mis)
             if span is None:
                 return None

@@ -40,6 +40,8 @@ from typing import Protocol
 
 import numpy as np
 
+from gpuadvise.ptx.values import operand_constant
+
 __all__ = [
     "CONST_WINDOW",
     "GLOBAL_BASE",
@@ -264,7 +266,8 @@ class GlobalMemory:
         self.by_name = {b.name: b for b in infos}
         self.sizes = np.array([b.size for b in infos] + [0], dtype=np.int64)
         self.starts = np.array([b.start for b in infos] + [0], dtype=np.int64)
-        self._deltas = [np.int64(b.base - b.start) for b in infos]  # virtual minus heap
+        # virtual minus heap, as 0-d arrays: the subtraction below runs for every access
+        self._deltas = [operand_constant(b.base - b.start) for b in infos]
 
     def _touch(self, offs: np.ndarray, width: int) -> None:
         """Fill the pages of lazy buffers that accesses of ``width`` bytes at heap offsets
@@ -475,7 +478,7 @@ class GlobalMemory:
         b = self.buffers[i]
         if hi + width > b.base + b.size:
             return None
-        offs = addr - self._deltas[i]
+        offs = np.subtract(addr, self._deltas[i])
         if self._lazy:
             if aligned and width & (width - 1) == 0 and width <= (1 << PAGE_SHIFT):
                 # aligned accesses of a power of two up to a page stay in the page of their
