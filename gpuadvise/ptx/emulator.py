@@ -680,8 +680,14 @@ class Batch:
         cache: dict[int, dict[str, Any]] | None = None,
         sample_above: int = 0,
         loop_report: dict[int, SampledLoop] | None = None,
+        cost_cap: Callable[[int, int, int], bool] | None = None,
     ) -> None:
         self.image = image
+        # whether the batch's emulation so far (its steps' instructions, its warp accesses
+        # recorded, its steps) has cost what its sample may: its long loops are sampled from
+        # then on (LoopSampler.forced; looked at every 256 steps; None: never)
+        self.cost_cap = cost_cap
+        self.cost_capped = False  # the cap was reached
         self.program = image.program
         self.launch = launch
         self.gmem = gmem
@@ -2032,6 +2038,21 @@ class Batch:
         all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
+        # the cost cap (self.cost_cap), looked at every 256 steps until it is reached
+        capped: Callable[[int, int], None] | None = None
+        cap, sink0 = self.cost_cap, self.sink
+        if cap is not None and sampler.watches and sink0 is not None:
+            mark = sink0.count
+
+            def reach(ops: int, steps: int) -> None:
+                nonlocal capped
+                if cap(ops, sink0.count - mark, steps):
+                    sampler.forced = True
+                    self.cost_capped = True
+                    capped = None
+
+            capped = reach
+
         # small per-warp arrays: counting is cheaper than numpy's any/all/min/max reductions
         nz = count_true
         least, most = np.minimum.reduce, np.maximum.reduce
@@ -2195,8 +2216,11 @@ class Batch:
                 all_warps[p] = True
                 if watching:
                     sampler.after_block(p, allw, None, warp_count + lock_extra)
-                if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
-                    self._budget_error(p)
+                if steps & 255 == 0:
+                    if int(warp_count.max()) + lock_extra > self.max_instructions:
+                        self._budget_error(p)
+                    if capped is not None:
+                        capped(step_ops, steps)
                 term = blk.term
                 kind = term[0]
                 target = -1
@@ -2299,8 +2323,11 @@ class Batch:
                     seen[p, ws] = True
                 if watching:
                     sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
-                if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
-                    self._budget_error(p)
+                if steps & 255 == 0:
+                    if int(warp_count.max()) > self.max_instructions:
+                        self._budget_error(p)
+                    if capped is not None:
+                        capped(step_ops, steps)
             term = blk.term
             kind = term[0]
             if kind in ("fall", "bra"):

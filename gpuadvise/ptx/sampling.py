@@ -36,6 +36,15 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
    by a fixed step; the ``PERIOD`` consecutive iterations take every alignment a 4-byte stride
    takes through a 32-byte sector. The lanes with more iterations left run them as they come.
 
+**Over the sample's cost.** A CTA whose loops are long for the emulator but not for one warp
+(HeCBench perplexity's ``sigmas_kernel``: its lanes' bisection ends after different epochs, and
+the last few lanes of a warp run 100 epochs of two 200-iteration loops a step at a time) cannot
+be cut by the CTAs the default sample keeps: it is the first one, always run. Its batch sets
+:attr:`LoopSampler.forced` once its emulation has cost the default sample's bound
+(:attr:`gpuadvise.ptx.emulator.Batch.cost_cap`): from then on every loop instance is hot (its
+rest need not take the warp past ``sample_above``), so each instance with ``2 * PERIOD + 2``
+iterations left is sampled as above, from its :data:`DECIDE_AT`-th iteration.
+
 A skip that cannot be made (a lane's test did not move by a fixed step) is not tried again for
 :data:`QUIET` iterations. Loops that cannot be sampled run in full, as before; a warp that still
 passes ``max_instructions`` stops the emulation with the reason (:func:`budget_reason`).
@@ -217,6 +226,10 @@ class LoopSampler:
         self.weighted = False
         self.changes = 0  # bumps when wmul changes (the record templates depend on it)
         self.sampled = False
+        # set by the batch once its emulation has cost what its sample may (the default
+        # sample's first CTA, :attr:`gpuadvise.ptx.emulator.Batch.cost_cap`): from then on every
+        # instance is long, whatever the warp's instructions (see the module docstring)
+        self.forced = False
         n = nwarps * 32
         self.watches: dict[int, _Watch] = {}  # latch block -> its loop's watch
         self.by_setp: dict[int, _Watch | _Doom] = {}
@@ -511,7 +524,7 @@ class LoopSampler:
         k = first_exit_one(wrap64(a - b), wrap64(da - db), lp.cmp, lp.continues_when)
         known = affine and k >= 1
         rest = wrap64((k if known else 0) * max(ipi, 1))
-        hot = (known and wrap64(now + rest) > self.sample_above) or bool(w.hot[wi])
+        hot = (known and (self.forced or wrap64(now + rest) > self.sample_above)) or bool(w.hot[wi])
         w.hot[wi] = hot
         worth = hot
         if w.outer:
@@ -549,7 +562,7 @@ class LoopSampler:
         rest = np.where(known, k, 0) * np.maximum(ipi, 1)
         # once long, an instance stays so for the loops inside it: its tail (the lanes with
         # more iterations left than the skip took) has a short rest, not a short past
-        hot = (known & (count + rest > self.sample_above)) | w.hot[ws]
+        hot = (known & (self.forced | (count + rest > self.sample_above))) | w.hot[ws]
         w.hot[ws] = hot
         # inside an instance of a loop that is long for this warp, a loop is sampled once its
         # own rest costs a share of the budget: the correlation's inner loop over 2048 rows,

@@ -246,3 +246,42 @@ def test_a_loop_run_in_lockstep_is_sampled_and_counted() -> None:
     assert _lines(part) == _lines(full)
     assert part.lane_instructions == full.lane_instructions
     assert part.simt is not None and full.simt is not None
+
+
+@pytest.mark.toolkit
+def test_a_first_cta_over_the_sample_cost_has_its_loops_sampled(monkeypatch) -> None:
+    """Issue 31: the default sample's first CTA is always traced, however much it costs (HeCBench
+    perplexity's one CTA took 14 CPU-s). Once its emulation has cost the sample's bound, its
+    long loops are sampled whatever the warps' instructions, and the sample ends with it; the
+    counts stay the full run's where the loop's accesses move by a fixed step. Under the bound
+    nothing changes."""
+    import gpuadvise.trace.emulate as em
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    # a sample the user asked for is not capped: CTA 0 in full (a warp runs some 160,000
+    # instructions, under the instruction budget's share)
+    full = em.emulate(module, k, launch, device, sample_ctas=1)
+    assert full.sampled_loops == ()
+    # the default sample: CTA 0 alone costs more than the bound (its counts say 2.7 CPU-s,
+    # past 2.5 near its end); at a fifth of it, most iterations are skipped
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 500_000_000)
+    part = em.emulate(module, k, launch, device)
+    assert part.sampled_loops and part.ctas_run == (0,)
+    assert any("the first alone passed the" in n for n in part.notes)
+    assert len(part.trace.records) < len(full.trace.records) / 2
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    # under the bound nothing changes: the first wave's 4 CTAs, every iteration
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 10**12)
+    wave = em.emulate(module, k, launch, device)
+    assert wave.sampled_loops == () and wave.ctas_run == (0, 1, 2, 3)
+    assert not any("passed the" in n for n in wave.notes)
+
+
+def test_the_cost_cap_reads_counts() -> None:
+    from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, NS_PER_OP
+    from gpuadvise.trace.emulate import _over_sample_cost
+
+    ops = DEFAULT_SAMPLE_EMU_NS // NS_PER_OP
+    assert not _over_sample_cost(ops, 0, 0)
+    assert _over_sample_cost(ops + 1, 0, 0)
