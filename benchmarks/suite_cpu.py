@@ -109,7 +109,33 @@ def _install() -> None:
 
     comp._run_nvcc = counted_nvcc
     comp.lookup = counted_lookup
+    _count_disassemblies()
     _count_analyses()
+
+
+def _count_disassemblies() -> None:
+    """Each disassembler run of the test process (``sass._run``): its mode (``plr`` for the life
+    ranges, ``sass`` for the SASS alone), the cubin and its CPU, so that a cubin read in both
+    modes (the SASS first, the life ranges in a second run, where one ``-plr`` run gives both)
+    shows. Runs in the processes a test starts are not seen."""
+    from gpuadvise.toolchain import sass
+
+    real = sass._run
+
+    def counted(cmd: Any) -> Any:
+        c0 = _child_cpu()
+        try:
+            return real(cmd)
+        finally:
+            if _cur:
+                argv = [str(a) for a in cmd]
+                mode = "plr" if "--print-life-ranges" in argv else "sass"
+                fun = argv[argv.index("-fun") + 1] if "-fun" in argv else ""
+                _cur.setdefault("disasm", []).append(
+                    [mode, argv[-1] + (f"#fun{fun}" if fun else ""), round(_child_cpu() - c0, 3)]
+                )
+
+    sass._run = counted
 
 
 def _cpu() -> float:
@@ -212,6 +238,7 @@ def summary(rows: list[dict[str, Any]], top: int = 20) -> str:
         names = sorted({p.rsplit("/", 1)[-1] for p, _, _ in v})[:3]
         mods = collections.Counter(i.split("::")[0] for _, _, i in v).most_common(3)
         out.append(f"  {len(v):3d}x {sum(c for _, c, _ in v):6.1f} s {names} {dict(mods)}")
+    out.extend(_both_modes(rows, top))
     out.extend(_analyses_again(rows, top))
     mod: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
     for r in rows:
@@ -227,6 +254,27 @@ def summary(rows: list[dict[str, Any]], top: int = 20) -> str:
     for r in sorted(rows, key=lambda r: -(r["self"] + r["child"]))[:top]:
         out.append(f"  {r['self'] + r['child']:6.1f} s {r['id'][:110]}")
     return "\n".join(out)
+
+
+def _both_modes(rows: list[dict[str, Any]], top: int) -> list[str]:
+    """The cubins the test processes disassembled in both modes (the SASS alone, then the life
+    ranges: two nvdisasm runs where a first ``-plr`` run would have served both), with the CPU
+    of their SASS-alone runs and the modules that ran each mode."""
+    runs: dict[str, list[tuple[str, float, str]]] = collections.defaultdict(list)
+    for r in rows:
+        for mode, cubin, cpu in r.get("disasm", []):
+            runs[cubin].append((mode, cpu, r["id"].split("::")[0]))
+    both = {c: v for c, v in runs.items() if {m for m, _, _ in v} == {"plr", "sass"}}
+    n = sum(len(v) for v in runs.values())
+    cpu = sum(c for v in both.values() for m, c, _ in v if m == "sass")
+    out = [
+        f"disassembler runs in the test processes: {n} on {len(runs)} cubins; "
+        f"{len(both)} cubins read in both modes (their SASS-alone runs {cpu:.0f} s)"
+    ]
+    mods = collections.Counter(m for v in both.values() for _, _, m in v)
+    for m, k in mods.most_common(top):
+        out.append(f"  {k:3d} runs {m}")
+    return out
 
 
 def _analyses_again(rows: list[dict[str, Any]], top: int) -> list[str]:

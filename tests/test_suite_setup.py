@@ -364,3 +364,21 @@ def test_load_script_keeps_the_two_benchmark_runners_apart() -> None:
     with pytest.raises(FileNotFoundError):
         load_script(bench / "no_such_script.py", "t_missing")
     assert "t_missing" not in sys.modules
+
+
+def test_suite_cpu_names_the_cubins_disassembled_in_both_modes() -> None:
+    """benchmarks/suite_cpu.py's summary counts the cubins whose SASS was read alone and whose
+    life ranges were read in a second nvdisasm run (one ``-plr`` run gives both), and names the
+    modules that did it."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    cpu = load_script(bench / "suite_cpu.py", "t_suite_cpu")
+    rows = [
+        {"id": "tests/a.py::t1", "self": 1.0, "child": 1.0,
+         "disasm": [["sass", "/c/x.cubin", 1.5], ["plr", "/c/y.cubin", 0.7]]},
+        {"id": "tests/b.py::t2", "self": 1.0, "child": 1.0,
+         "disasm": [["plr", "/c/x.cubin", 0.7], ["sass", "/c/z.cubin#fun3", 0.4]]},
+    ]  # fmt: skip
+    text = cpu.summary(rows)
+    assert "disassembler runs in the test processes: 4 on 3 cubins; 1 cubins read in both " in text
+    assert "(their SASS-alone runs 2 s)" in text  # 1.5 s: x.cubin's alone, not z's
+    assert "    1 runs tests/a.py" in text and "    1 runs tests/b.py" in text

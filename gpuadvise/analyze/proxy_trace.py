@@ -25,9 +25,10 @@ whole kernel with the layout changed) is not touched; the rule's roofline value 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from gpuadvise.analyze.pipeline import KernelAnalysis
     from gpuadvise.model.roofline import LaunchEstimate
     from gpuadvise.rules.evaluate import RulesRun
-    from gpuadvise.rules.findings import Estimate, Proxy
+    from gpuadvise.rules.findings import Estimate, Finding, Proxy
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,54 @@ def _proxy_traffic(
     return out[0], out[1]
 
 
+def sides_in_two(
+    todo: Sequence[Finding],
+    early: VariantsAhead | None,
+    device: Any,
+    sample_ctas: int | str | None,
+    budget: int,
+) -> dict[Proxy, tuple[Any, Any]]:
+    """The before and after traffic of ``todo``'s proxies compiled while the rules ran
+    (``early``), by proxy, their sides traced two at a time (:func:`gpuadvise.analyze.split.
+    in_two`: a forked child traces every other side already compiled with its SASS read, the
+    first side aside; this process the others), as :func:`gpuadvise.analyze.variant_trace.
+    traced_in_two` traces the variants; None for a side that did not build or trace. Empty
+    where no side would go to the child, with one CPU or under a time budget (its cut-off
+    between proxies stays the one process's): :func:`with_proxy_points` traces them in turn.
+    Each side is the one :func:`_proxy_traffic` makes, bit for bit: the sides were compiled
+    before the fork, and the child touches no thread's work."""
+    from gpuadvise.analyze.split import in_two, processes
+    from gpuadvise.analyze.variant_trace import _ready, traced_side
+    from gpuadvise.spec.budget import time_left_s
+
+    if early is None or processes() < 2 or time_left_s() is not None:
+        return {}
+    built: dict[Proxy, list[tuple[KernelOptions, Future[Built]]]] = {}
+    for f in todo:
+        assert f.variant is not None and f.variant.proxy is not None
+        took = early.take_proxy(f.variant.proxy)
+        if took is not None and len(took) == 2:
+            built.setdefault(f.variant.proxy, list(took))
+    sides = [side for pair in built.values() for side in pair]
+    ready = [i for i, (_, compiled) in enumerate(sides) if i > 0 and _ready(compiled)]
+    theirs = ready[::2]
+    if not theirs:
+        return {}
+
+    def traffic(side: KernelOptions, compiled: Future[Built]) -> Any:
+        try:
+            return traced_side(
+                side, device, sample_ctas, budget, serial=False, built=compiled.result()
+            )[0]
+        except GpuAdviseError as exc:
+            log.debug("a proxy's side (%s) not traced: %s", side.kernel, exc.one_line())
+            return None
+
+    jobs: list[Callable[[], Any]] = [functools.partial(traffic, s, c) for s, c in sides]
+    got = in_two(jobs, theirs)
+    return {proxy: (got[2 * k], got[2 * k + 1]) for k, proxy in enumerate(built)}
+
+
 def with_proxy_points(
     analysis: KernelAnalysis,
     run: RulesRun,
@@ -182,20 +231,27 @@ def with_proxy_points(
     budget = variant_budget_bytes(analysis)
     forget_kernel_view(analysis)  # the proxies' traces hold their own views
     made: dict[int, Any] = {}
+    # each proxy's two sides' traffic once made (None: a side did not build or trace): a second
+    # finding with the same proxy takes them; the sides of the proxies compiled while the rules
+    # ran traced two at a time where two CPUs are there (sides_in_two)
+    pairs = sides_in_two(todo, early, analysis.device, sample_ctas, budget)
     for f in todo:
         if out_of_time():
             break
         assert f.variant is not None and f.variant.proxy is not None
         assert f.estimated_speedup is not None
-        took = early.take_proxy(f.variant.proxy) if early is not None else None
-        with tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-") as tmp:
-            try:
-                before, after = _proxy_traffic(
-                    opts, f.variant.proxy, analysis.device, sample_ctas, budget, Path(tmp), took
-                )
-            except GpuAdviseError as exc:
-                log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())
-                continue
+        proxy = f.variant.proxy
+        if proxy not in pairs:
+            took = early.take_proxy(proxy) if early is not None else None
+            with tempfile.TemporaryDirectory(prefix="gpuadvise-proxy-") as tmp:
+                try:
+                    pairs[proxy] = _proxy_traffic(
+                        opts, proxy, analysis.device, sample_ctas, budget, Path(tmp), took
+                    )
+                except GpuAdviseError as exc:
+                    log.debug("%s:%s proxy not traced: %s", f.rule, f.line, exc.one_line())
+                    pairs[proxy] = None, None
+        before, after = pairs[proxy]
         if before is None or after is None:
             continue
         est = launch_estimate(before, after, analysis.device, rates)

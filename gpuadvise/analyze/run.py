@@ -67,9 +67,11 @@ def run_analysis(
     their points (:func:`_trace_points`; none compiled while the rules run): ``analyze
     --diff``'s analysis of the composed kernel, which reads only which fixes its findings offer,
     traces them only when one may be new (:mod:`gpuadvise.analyze.fix`). None: always."""
+    from gpuadvise.ptx.memory import array_huge_pages
     from gpuadvise.spec.budget import time_budget
     from gpuadvise.spec.progress import reporting
 
+    array_huge_pages()  # off on a VM that hands free memory back to its host
     with reporting(progress), time_budget(settings.time_budget_s) as budget:
         done = _run(opts, settings, measure_lock, on_head, points_wanted)
     if budget is not None and budget.skipped:

@@ -69,9 +69,12 @@ class LiveProvider:
     def static_metrics(self, case: GateCase) -> Mapping[str, MetricValue]:
         from gpuadvise.analyze.options import build
         from gpuadvise.analyze.pipeline import analyze_kernel
+        from gpuadvise.ptx.memory import array_huge_pages
 
         spec, choice, options = build(_options(case))
         needs_trace = any(m in case.metrics for m in (*_TRACE_METRICS, "l2_hit_rate"))
+        if needs_trace:
+            array_huge_pages()  # as analyze: off on a VM that hands free memory back to its host
         a = analyze_kernel(spec, choice.device, options, trace=needs_trace)
         res = a.kernel.resources
         out: dict[str, MetricValue] = {

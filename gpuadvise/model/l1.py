@@ -184,14 +184,17 @@ def capacity_misses(
         return reuse()
     # the records by CTA, in execution order: a position each, and the lines loaded up to it
     order = stable_argsort(group)
-    pos = np.empty(len(group), np.int64)
-    pos[order] = np.arange(len(group))
+    # (positions and CTAs in int32 where they fit: the access- and re-read-sized arrays made
+    # from them below are half the bytes, the same integers; issue 31's peak on AoSKernel)
+    narrow = np.int32 if len(group) < 2**31 else np.int64
+    pos = np.empty(len(group), narrow)
+    pos[order] = np.arange(len(group), dtype=narrow)
     weight = np.asarray(rec_weight, np.float64)[order]
     csum = np.cumsum(np.asarray(rec_lines, np.float64)[order] * weight)
     # each access's previous read of its sector by the same CTA
     # (each access-sized temporary freed once read, the windows' arithmetic in place: the
     # same values, fewer arrays at once; issue 31's peak memory)
-    g = group[acc_rec]
+    g = (group.astype(np.int32) if len(group) and int(group.max()) < 2**31 else group)[acc_rec]
     by, same = _by_cta_sector(g, acc_key, acc_rec, pos)
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     del same
@@ -207,7 +210,9 @@ def capacity_misses(
     del ok
     if not len(cur):
         return reuse()
-    lines = csum[pc - 1] - csum[pp]
+    # (the difference made in place: the same subtraction, one re-read-sized temporary fewer)
+    lines = csum[pc - 1]
+    lines -= csum[pp]
     np.maximum(lines, 0.0, out=lines)
     if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
         lines /= max(float(weight[0]), 1e-12)  # (the value each read's share would be)
@@ -370,11 +375,15 @@ def _by_cta_sector(
         g_span = int(g.max()) + 1
         if int(g.min()) >= 0 and g_span * k_span * n < 2**62:
             packed = g * np.int64(k_span)
-            packed += key - np.int64(k_lo)
+            packed += key
+            packed -= np.int64(k_lo)  # (int64 arithmetic wraps: the same key as key - k_lo)
             packed *= np.int64(n)
             packed += np.arange(n, dtype=np.int64)
             packed.sort()
-            packed, by = np.divmod(packed, np.int64(n))
+            # np.divmod's two results, the quotient made in place (one access-sized array
+            # fewer at once: issue 31)
+            by = packed % np.int64(n)
+            packed //= np.int64(n)
             return by, packed[1:] == packed[:-1]
     by = np.lexsort((pos[acc_rec], key, g))
     return by, (g[by][1:] == g[by][:-1]) & (key[by][1:] == key[by][:-1])

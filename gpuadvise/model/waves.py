@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: the terminal's first lines need waves_of
+    import numpy as np  # alone (gpuadvise.analyze.head), not numpy's 0.1-0.15 CPU-s import
 
 __all__ = [
     "WORK_PROBE_CTAS",
@@ -101,6 +103,8 @@ class WorkingCtas:
 
 def probe_ctas(total: int, traced: Sequence[int], count: int = WORK_PROBE_CTAS) -> list[int]:
     """Up to ``count`` linear CTA ids evenly spread over the grid, not among ``traced``."""
+    import numpy as np
+
     seen = set(int(c) for c in traced)
     if total - len(seen) <= 0 or count <= 0:
         return []
@@ -122,6 +126,8 @@ def buffer_bound(
     working CTAs (one row per active lane: CTA, byte address, bytes): for each buffer whose
     traced CTAs touch disjoint bytes, its size over the bytes a CTA touches on average; the
     smallest over those buffers. None when no buffer is touched so."""
+    import numpy as np
+
     best: float | None = None
     for base, size in buffers:
         inside = (addr >= base) & (addr < base + size)

@@ -30,9 +30,12 @@ the first wave of a 256 MB buffer makes only the pages those CTAs touch.
 from __future__ import annotations
 
 import mmap
+import os
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -50,7 +53,9 @@ __all__ = [
     "GlobalMemory",
     "align_up",
     "anonymous_mapping",
+    "array_huge_pages",
     "heap_views",
+    "huge_pages_returned_to_host",
 ]
 
 WINDOW_SHIFT = 44
@@ -129,6 +134,59 @@ def anonymous_mapping(nbytes: int) -> mmap.mmap:
         return mmap.mmap(-1, nbytes, flags=flags | _NORESERVE)
     except OSError:  # a system that refuses the flag: an ordinary reservation
         return mmap.mmap(-1, nbytes, flags=flags)
+
+
+_VIRTIO_BALLOON = "0x0005"
+_BALLOON_F_REPORTING = 5  # VIRTIO_BALLOON_F_REPORTING: the guest reports its free pages
+
+
+def huge_pages_returned_to_host(sys_root: Path = Path("/sys")) -> bool:
+    """Whether this machine is a virtual machine whose kernel hands its free memory back to the
+    host (a virtio balloon with free page reporting), where a transparent huge page costs far
+    more than it saves.
+
+    The guest reports free blocks of 2 MiB and more to the host, which discards them; a huge page
+    is one such block, so nearly every one a process faults in is fresh to the host: 512 host
+    faults and 2 MiB zeroed before the first write returns, against 4 KiB pages the guest
+    recycles from its own lists. On the 2-core development and CI machine (a Firecracker VM with
+    such a balloon) an analysis of hecbench's cmpfhd took 20 s with numpy's huge pages and 10 s
+    without (system time 14 -> 2.4 s); on the H200 machine (Firecracker, no balloon) the corpus
+    was 0.92x faster with them (session 22, docs/performance.md). Reads a few sysfs files; False
+    where they cannot be read."""
+    try:
+        devices = list((sys_root / "bus" / "virtio" / "devices").iterdir())
+    except OSError:
+        return False
+    for device in devices:
+        try:
+            if (device / "device").read_text().strip() != _VIRTIO_BALLOON:
+                continue
+            features = (device / "features").read_text().strip()
+        except OSError:
+            continue
+        if len(features) > _BALLOON_F_REPORTING and features[_BALLOON_F_REPORTING] == "1":
+            return True
+    return False
+
+
+def array_huge_pages(
+    environ: Mapping[str, str] | None = None, sys_root: Path = Path("/sys")
+) -> bool | None:
+    """Turn off numpy's request for transparent huge pages on its large arrays in this process
+    (numpy ``madvise``s every array of 4 MiB and more by default) where
+    :func:`huge_pages_returned_to_host`; elsewhere leave the setting as it is. Never turns them
+    on. ``NUMPY_MADVISE_HUGEPAGE`` set in the environment is the user's choice, which numpy has
+    already applied: left alone. Returns False where it turned them off, None where it left the
+    setting (numpy without the switch included)."""
+    env = os.environ if environ is None else environ
+    if "NUMPY_MADVISE_HUGEPAGE" in env or not huge_pages_returned_to_host(sys_root):
+        return None
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
+    except ImportError:  # a numpy without the switch: nothing to change
+        return None
+    _set_madvise_hugepage(False)
+    return False
 
 
 def heap_views(heap: np.ndarray) -> dict[int, np.ndarray]:

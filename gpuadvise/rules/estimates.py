@@ -139,7 +139,7 @@ class _SectorSet:
     group: np.ndarray
     count: float
     key_weight: np.ndarray | None = None  # per key: the records its first lane stands for
-    # per key, its lanes (made on the first :meth:`alone`)
+    # per key, its lanes' count (made on the first :meth:`alone`)
     _per_key: list[np.ndarray] = field(default_factory=list, compare=False, repr=False)
 
     def alone(self, sel_lanes: np.ndarray) -> float:
@@ -153,20 +153,23 @@ class _SectorSet:
             return 0.0
         # (in the set's own index type: its lanes hold every selected lane's index)
         sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
+        if not self._per_key:
+            self._per_key.append(np.bincount(self.group, minlength=n))
         if len(sel) * 8 > len(self.lanes):  # many: a mask over the lanes, as the set's lanes'
             mask = np.zeros(max(int(self.lanes[-1]), int(sel[-1])) + 1, bool)
             mask[sel] = True
             s = mask[self.lanes]
             del mask
-            hit = np.bincount(self.group[s], minlength=n) > 0
-            hit &= np.bincount(self.group[~s], minlength=n) == 0
-        else:  # few: a binary search each, against each key's count of lanes
-            if not self._per_key:
-                self._per_key.append(np.bincount(self.group, minlength=n))
+            selected = np.bincount(self.group[s], minlength=n)
+            del s
+        else:  # few: a binary search each
             pos = np.searchsorted(self.lanes, sel)
             pos = pos[self.lanes[np.minimum(pos, len(self.lanes) - 1)] == sel]
             selected = np.bincount(self.group[pos], minlength=n)
-            hit = (selected > 0) & (selected == self._per_key[0])
+        # every lane of the key selected: as many selected as the key has (no pass over the
+        # lanes not selected)
+        hit = selected > 0
+        hit &= selected == self._per_key[0]
         if self.key_weight is not None:
             return float(self.key_weight[hit].sum())
         return float(np.count_nonzero(hit))
@@ -176,6 +179,42 @@ _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.Wea
 
 
 _MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, float]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class _L2Keys:
+    """What :func:`_sector_sets` found of the L2 set's (CTA, buffer, sector) keys, for
+    :func:`l1_refetch`'s (CTA, buffer, line) keys of the same lanes: ``lanes`` (the L2 set's),
+    ``keys`` (its distinct keys, ascending: :func:`_packed`'s mixed-radix key, the sector the
+    last column, ``sector_span`` its radix) and ``first`` (each key's first lane's place in
+    ``lanes``)."""
+
+    lanes: np.ndarray
+    keys: np.ndarray
+    first: np.ndarray
+    sector_span: int
+
+    def line_firsts(self, lanes: np.ndarray) -> np.ndarray | None:
+        """:func:`~gpuadvise.arrays.first_by_runs`'s first places of the (CTA, buffer, 128-byte
+        line) keys of ``lanes`` (lane indices, ascending), in the keys' order, from the distinct
+        sector keys (a line is four sectors: the line keys of the ascending sector keys come
+        ascending, each line's first lane the least of its sectors'), no pass over the lanes;
+        None when ``lanes`` are not the L2 set's."""
+        if len(lanes) != len(self.lanes) or not np.array_equal(lanes, self.lanes):
+            return None
+        span = np.int64(self.sector_span)
+        line = self.keys % span
+        line //= np.int64(L1_LINE_BYTES // SECTOR)
+        key = self.keys // span
+        key *= span // np.int64(L1_LINE_BYTES // SECTOR) + 1
+        key += line
+        del line
+        if not len(key):
+            return np.zeros(0, np.intp)
+        return np.minimum.reduceat(self.first, np.flatnonzero(run_heads(key)))
+
+
+_L2_KEYS: weakref.WeakKeyDictionary[TraceView, _L2Keys] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -189,6 +228,7 @@ class _Kept:
     lanes: np.ndarray
     own: np.ndarray | None = None
     sets: dict[str, _SectorSet] | None = None
+    l2_keys: _L2Keys | None = None
     l1: dict[Any, np.ndarray] = field(default_factory=dict)
 
 
@@ -417,6 +457,7 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         del fetched, lload
         l2_keys: tuple[np.ndarray, np.ndarray | None, np.ndarray, int] | None = None
         l2_first: np.ndarray | None = None
+        line_keys: _L2Keys | None = None
         for name in ("l2", "load", "store"):
             if name != "store":
                 idx = fetched_idx
@@ -435,6 +476,7 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
                 k = _packed([ctas, *cols] if ctas is not None else cols)
                 inner = _span(ctas, cols) if ctas is not None else None
+                sector_span = int(cols[-1].max()) + 1 if len(k) else 1
                 del cols, ctas
                 if len(k):
                     uniq, first, group = inverse_by_runs(k)
@@ -443,6 +485,8 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 del k
                 if name == "l2":
                     l2_first = first
+                    if inner is not None:  # (the key mixed-radix: its sector the last digit)
+                        line_keys = _L2Keys(idx, uniq, first, sector_span)
                 if not view.iterations_sampled:
                     first = None
                 if inner is not None:
@@ -463,8 +507,11 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             assert l2_first is not None
             _MISSING[view] = _missing_requests(view, got["l2"], l2_first)
             _SETS[view] = got
+            if line_keys is not None:
+                _L2_KEYS[view] = line_keys
         else:
             kept.sets = got
+            kept.l2_keys = line_keys
     return got
 
 
@@ -514,19 +561,27 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         idx = sub[idx]
     rec_lines = np.where(loads, c.lines, 0).astype(np.float64)
     n_ctas = max(len(view.ctas), 1)
-    # per CTA: its distinct lines, each weighed as its first read (no window holds more)
-    lkey = _packed(
-        [
-            lanes.cta[idx].astype(np.int64, copy=False),
-            lb[idx].astype(np.int64, copy=False),
-            lanes.off[idx] // L1_LINE_BYTES,
-        ]
-    )
-    _, first = first_by_runs(lkey)
+    # per CTA: its distinct lines, each weighed as its first read (no window holds more); from
+    # the L2 set's distinct sectors when its lanes are these (no streaming load, no load of a
+    # sector its CTA stored: most kernels), else by a pass over the lanes
+    shared = _L2_KEYS.get(view) if kept is None else kept.l2_keys
+    first = None if shared is None else shared.line_firsts(idx)
+    if first is None:
+        lkey = _packed(
+            [
+                lanes.cta[idx].astype(np.int64, copy=False),
+                lb[idx].astype(np.int64, copy=False),
+                lanes.off[idx] // L1_LINE_BYTES,
+            ]
+        )
+        _, first = first_by_runs(lkey)
+        del lkey  # lane-sized: not held through the windows below (issue 31's peak)
+    at = idx[first]
+    del first
     group_lines = np.bincount(
-        lanes.cta[idx][first], weights=view.rec_weight[lanes.rec[idx][first]], minlength=n_ctas
+        lanes.cta[at], weights=view.rec_weight[lanes.rec[at]], minlength=n_ctas
     )
-    del lkey, first  # lane-sized: not held through the windows below (issue 31's peak)
+    del at
     # the stores that left a sector in the L1 for the CTA's first load of it: that load's window
     # starts at them (they add no lines to any window: rec_lines 0)
     idx = np.flatnonzero(lane_load | (_own_stored(view, keep) & ~lane_load))
@@ -720,8 +775,15 @@ def _used_bytes_by_cta(
     inner = uk % span
     del uk
     order = stable_argsort(inner)
-    head = run_heads(inner[order])
-    least = np.minimum.reduceat(first[order], np.flatnonzero(head))
+    # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
+    # this is the rules' peak on AoSKernel, with the changed records' lanes held by the caller)
+    inner = inner[order]
+    head = run_heads(inner)
+    del inner
+    first = first[order]
+    del order
+    least = np.minimum.reduceat(first, np.flatnonzero(head))
+    del first, head
     if weight is None:
         return per_cta, float(width[at[least]].sum())
     return per_cta, float((width[at[least]] * weight[least]).sum())

@@ -122,9 +122,23 @@ def _case_index(dirs: Iterable[Path]) -> dict[str, list[Path]]:
     return index
 
 
+_LOADED: dict[str, tuple[bytes, ModuleType]] = {}
+"""Module name -> the content digest of the rule file it was loaded from, and the module."""
+
+
 def _import_rule_file(path: Path) -> ModuleType:
+    """The rule file at ``path`` as the module ``gpuadvise_rules_<path digest>.<stem>``: loaded
+    once per process while its content is unchanged. A second registry (other rules folders)
+    takes the same module, so a rule's classes are one class per process: a forked rules child
+    pickles a finding's details by module name (:mod:`gpuadvise.rules.split`), and a module
+    loaded again under that name made the parent read them back as another class, unequal to
+    its own (a test-order failure of tests/rules/test_rule_processes.py, session 22)."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     mod_name = f"gpuadvise_rules_{digest}.{path.stem}"
+    content = hashlib.sha256(path.read_bytes()).digest()
+    loaded = _LOADED.get(mod_name)
+    if loaded is not None and loaded[0] == content and sys.modules.get(mod_name) is loaded[1]:
+        return loaded[1]
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -134,7 +148,9 @@ def _import_rule_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(mod_name, None)
+        _LOADED.pop(mod_name, None)
         raise
+    _LOADED[mod_name] = content, module
     return module
 
 

@@ -126,6 +126,54 @@ def test_a_proxy_compiled_while_the_rules_run_gives_the_same_point(
     assert early.rules.findings == late.rules.findings
 
 
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_proxys_two_sides_traced_at_once_give_the_point_of_one_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """GA301's proxy compiled while the rules ran, with two CPUs: its after side traced in a
+    forked child while this process traces its before side (llm.c layernorm_backward traced
+    its three proxies' six sides one after another), the same findings, bit for bit, as one
+    process's."""
+    import os
+
+    import gpuadvise.analyze.split as S
+    import gpuadvise.analyze.variant_trace as VT
+    from gpuadvise.analyze.run import run_analysis
+
+    k = ROOT / "kernels" / "particles"
+    opts = KernelOptions(
+        str(k / "particles.cu"), spec=str(k / "case.toml"), gpu="H200", args=("n=262144",)
+    )
+    settings = AnalyzeSettings(measure=False, select=("GA301",))
+    pids = tmp_path / "pids"
+    real_side, real_ready = VT.traced_side, VT._ready
+
+    def side(*a, **kw):  # type: ignore[no-untyped-def]
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return real_side(*a, **kw)
+
+    def ready(compiled):  # type: ignore[no-untyped-def]
+        built = compiled.result()  # here: compiled and read before the fork
+        if built.sass is not None:
+            built.sass.wait()
+        assert real_ready(compiled)
+        return True
+
+    monkeypatch.setattr(VT, "traced_side", side)
+    one = run_analysis(opts, settings)
+    assert set(pids.read_text().split()) == {str(os.getpid())}
+    pids.unlink()
+    monkeypatch.setattr(S, "processes", lambda: 2)
+    monkeypatch.setattr(VT, "_ready", ready)
+    two = run_analysis(opts, settings)
+    assert len(set(pids.read_text().split())) == 2  # one side in a child
+    (a,) = [f for f in two.rules.findings if f.rule == "GA301"]
+    assert a.estimated_speedup is not None and PROXY_TRACE_POINT in a.estimated_speedup.inputs
+    assert two.rules.findings == one.rules.findings
+
+
 def test_a_proxy_written_again_is_the_same_files(
     tmp_path: Path, private_compile_cache: Path
 ) -> None:

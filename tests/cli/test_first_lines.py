@@ -101,6 +101,14 @@ def test_a_header_only_for_formats_that_begin_with_one() -> None:
     assert render_header("sarif", None) is None  # type: ignore[arg-type]
 
 
+def _fresh_interpreter(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (this one has imported everything), stripped;
+    the run must succeed."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
 def test_the_header_needs_neither_the_rules_nor_the_trace() -> None:
     """What ``analyze`` imports before it prints the header (the CLI, the analysis-result cache,
     the run, the head, the report's header) loads no rule, no pipeline and no emulator: they come
@@ -112,9 +120,7 @@ def test_the_header_needs_neither_the_rules_nor_the_trace() -> None:
         "heavy = ('gpuadvise.rules', 'gpuadvise.analyze.pipeline', 'gpuadvise.trace.emulate')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    assert _fresh_interpreter(code) == "[]"
 
 
 def test_the_later_stages_are_imported_while_the_key_compiles_and_not_on_a_rerun(
@@ -331,3 +337,17 @@ def test_a_rerun_the_result_cache_answers_imports_no_numpy(private_compile_cache
     assert r.returncode == 0, r.stderr
     assert r.stdout == first.stdout  # the stored report
     assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_the_head_imports_no_numpy() -> None:
+    """The header's path (the compile, the occupancy, the waves: gpuadvise.analyze.head) imports
+    no numpy on the main thread: numpy (0.1-0.15 CPU-s on the 2-core machine) is the import
+    thread's, beside the compile, not before the first lines (a fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "import gpuadvise.analyze.head\n"
+        "from gpuadvise.model.waves import waves_of\n"
+        "waves_of(1000, 8, 132)\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    assert _fresh_interpreter(code) == "False"

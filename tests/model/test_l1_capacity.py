@@ -146,6 +146,27 @@ def test_the_packed_sort_orders_as_the_lexsort() -> None:
         assert np.array_equal(again.window_lines, got.window_lines[perm])
 
 
+def test_sector_keys_near_the_int64_limit_order_as_small_ones() -> None:
+    """The packed key is built in place (the CTA's span, then the key, then less its least):
+    keys near the int64 limit, where the intermediate sum wraps, give the misses and windows
+    that the same keys shifted down to 0 give (issue 31's in-place packing)."""
+    rng = np.random.default_rng(7)
+    n_rec = 300
+    group = rng.integers(0, 6, n_rec)
+    lines = rng.integers(0, 3, n_rec).astype(float)
+    w = rng.integers(1, 4, n_rec).astype(float)
+    rec = np.sort(rng.integers(0, n_rec, 2000))
+    key = rng.integers(0, 50, 2000)
+    pair = np.unique(np.stack([rec, key]), axis=1)
+    conc = rng.uniform(1, 3, 6)
+    small = capacity_misses(group, lines, w, pair[0], pair[1], 15.0, conc)
+    high = pair[1] + np.int64(2**63 - 60)  # the largest key is near 2**63 - 10
+    big = capacity_misses(group, lines, w, pair[0], high, 15.0, conc)
+    assert small.miss.any()
+    assert np.array_equal(big.miss, small.miss)
+    assert np.array_equal(big.window_lines, small.window_lines)
+
+
 # ---------------------------------------------------------------------------------------------
 # A CTA's reload of what it stored (written_before_read): the L1 keeps the sectors a store wrote
 # in full (an H200, s10-launch's probe: a chain of reloads of 64 lines just stored, 45.5 cycles a

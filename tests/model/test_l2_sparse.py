@@ -9,7 +9,14 @@ import pytest
 
 from gpuadvise.model.l2 import replay
 from gpuadvise.model.l2.footprint import Footprint, Matrix, footprint_totals
-from gpuadvise.model.l2.replay import _exact_sums, _sorted_touchers, _widened, replay_order
+from gpuadvise.model.l2.replay import (
+    MatrixPrep,
+    _exact_sums,
+    _sorted_touchers,
+    _widened,
+    prepare,
+    replay_order,
+)
 
 
 def _sparse_matrix(seed: int, scale: np.ndarray | None = None, n_u: int = 3000, K: int = 40):
@@ -36,8 +43,11 @@ def _sparse_matrix(seed: int, scale: np.ndarray | None = None, n_u: int = 3000, 
     return mat, P
 
 
-def _full_sort(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """The replay's sort of every column (what it did before the sparse tables)."""
+def _full_sort(
+    mat: Matrix, pos_ext: np.ndarray, sparse: object = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The replay's sort of every column (what it did before the sparse tables; ``sparse``, the
+    prepared layout, unread)."""
     T = mat.touchers
     K = T.shape[1]
     bits = max(1, (K - 1).bit_length())
@@ -85,8 +95,26 @@ def test_replay_of_sparse_tables_matches_the_full_one(
     caps = [64.0 * 200, 64.0 * 2000]
     args = (model, perm, P, caps, 40, None, None, True)
     got = replay_order(*args)
+    # the layout and the exactness made once for every order (as l2_models does) change nothing
+    assert replay_order(*args, prepare(model)) == got
     monkeypatch.setattr(replay, "_sorted_touchers", _full_sort)
     assert replay_order(*args) == got
+
+
+def test_prepared_layout_gives_the_same_sort() -> None:
+    """The sparse layout made once (:func:`prepare`) and the one made per call sort alike."""
+    mat, P = _sparse_matrix(5)
+    (mp,) = prepare(Footprint(mats=[mat]))
+    assert mp.sparse is not None and mp.exact is _exact_sums(mat)
+    for seed in (0, 1):
+        pos_ext = np.append(np.random.default_rng(seed).permutation(P), P)
+        got = _sorted_touchers(mat, pos_ext, mp.sparse)
+        want = _sorted_touchers(mat, pos_ext)
+        for a, b in zip(got[:2], want[:2], strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert got[2] == want[2]
+    dense, _ = _sparse_matrix(6, n_u=50, K=8)  # up to 8 of 8 columns: sorted whole
+    assert prepare(Footprint(mats=[dense]))[0] == MatrixPrep(None, None)
 
 
 def test_footprint_totals_of_sparse_tables() -> None:

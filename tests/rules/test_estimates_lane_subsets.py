@@ -17,6 +17,8 @@ from gpuadvise.arrays import distinct, distinct_first, distinct_inverse, distinc
 from gpuadvise.rules import estimates
 from gpuadvise.rules.estimates import (
     _distinct_ascending,
+    _L2Keys,
+    _packed,
     _pairs_by_record,
     _SectorSet,
 )
@@ -91,6 +93,32 @@ def test_alone_from_the_selected_lanes_is_the_masks(weighted: bool) -> None:
         hit &= np.bincount(group[~sel], minlength=n) == 0
         want = float(kw[hit].sum()) if kw is not None else float(np.count_nonzero(hit))
         assert s.alone(np.flatnonzero(mask)) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_line_firsts_from_the_sector_keys_are_first_by_runs(seed: int) -> None:
+    """The first lane of each distinct (CTA, buffer, 128-byte line) from the L2 set's distinct
+    (CTA, buffer, sector) keys is ``first_by_runs`` of the line keys over the lanes, in the same
+    order; lanes other than the set's get None."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    cta = np.sort(rng.integers(0, 1 + seed * 3, n))
+    lb = rng.integers(0, 3, n)
+    off = np.where(rng.random(n) < 0.5, rng.integers(0, 4096, n), np.arange(n) * 4 % 2048)
+    sector = off // 32
+    uniq, first, _ = arrays.inverse_by_runs(_packed([cta, lb, sector]))
+    lanes = np.flatnonzero(rng.random(n + 50) < 0.9)[:n].astype(np.int32)
+    if len(lanes) < n:
+        lanes = np.arange(n, dtype=np.int32)
+    keys = _L2Keys(lanes, uniq, first, int(sector.max()) + 1)
+    got = keys.line_firsts(lanes.astype(np.int64))
+    _, want = arrays.first_by_runs(_packed([cta, lb, off // 128]))
+    assert got is not None and np.array_equal(got, want)
+    assert keys.line_firsts(lanes[1:]) is None
+    if n > 1:
+        other = lanes.copy()
+        other[-1] += 1
+        assert keys.line_firsts(other) is None
 
 
 # 4 CTAs of 128 threads: coalesced loads and full stores, a reload of what the CTA stored, a
@@ -194,6 +222,39 @@ def test_traffic_of_some_records_from_their_lanes_is_from_every_lane(
         assert np.array_equal(got[1], want[1])
         assert np.array_equal(got[2], want[2])
     assert estimates.view_traffic(device, fast).l2_load_sectors > 0
+
+
+@pytest.mark.toolkit
+def test_refetches_from_the_l2_sets_keys_are_from_the_lanes(
+    launch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``l1_refetch``'s lines per CTA from the L2 set's sector keys (where its lanes are the
+    set's) and from a pass over the lanes: the same refetches to the last bit, for the whole
+    view and each proxy's records; the keys are used for some of them."""
+    device = launch.device
+    fast, slow = _view(launch), _view(launch)
+    used = []
+    line_firsts = _L2Keys.line_firsts
+
+    def counted(self: _L2Keys, lanes: np.ndarray) -> np.ndarray | None:
+        got = line_firsts(self, lanes)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(_L2Keys, "line_firsts", counted)
+    for changed, only in _subsets(fast):
+        keep = None
+        if only is not None:
+            keep = np.zeros(len(fast.records), bool)
+            keep[only] = True
+        estimates.view_traffic(device, fast, changed, only)
+        got = estimates.l1_refetch(device, fast, keep)
+        with monkeypatch.context() as m:
+            m.setattr(_L2Keys, "line_firsts", lambda self, lanes: None)
+            estimates.view_traffic(device, slow, changed, only)
+            want = estimates.l1_refetch(device, slow, keep)
+        assert np.array_equal(got, want), (changed, only)
+    assert any(used)
 
 
 @pytest.mark.toolkit

@@ -24,7 +24,9 @@ SPILLS = KERNELS / "spills" / "spills.cu"
 
 
 def ga101(source: Any, kernel: str, launch: dict[str, Any] | None = None, **options: Any) -> Any:
-    a = analyze(source, kernel, trace=False, **(launch or {}))
+    # GA101 reads the live registers wherever occupancy is low (its register caps' floor): one
+    # nvdisasm -plr run gives them and the SASS, not the SASS first and a second run
+    a = analyze(source, kernel, trace=False, registers=True, **(launch or {}))
     return a, run_rule(a, "GA101", **options)
 
 

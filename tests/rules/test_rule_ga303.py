@@ -59,15 +59,17 @@ def runs() -> Any:
 
 
 def analyze(source: Path, kernel: str, spec: Path | None = None, trace: bool = True) -> Any:
-    from rulekit import analyze_lazily
-
+    """The analysis every caller here runs all the rules on (GA101 and GA403 read the live
+    registers): read with the SASS by the pipeline, one ``nvdisasm -plr`` run for both, not the
+    SASS first and the life ranges in a second run (rulekit.analyze's ``registers``)."""
     from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     opts = KernelOptions(
         source=str(source), kernel=kernel, gpu="H100", spec=None if spec is None else str(spec)
     )
     s, choice, options = build(opts)
-    return analyze_lazily(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
+    return analyze_kernel(s, choice.device, options, trace=trace, sample_ctas=TRACE_CTAS)
 
 
 def ga303(source: Path, kernel: str, spec: Path | None = None) -> list[rule_api.Finding]:
@@ -285,6 +287,8 @@ def test_diff_applies_compiles_and_computes_the_same(
     patched = patched_copy(tmp_path, src, f.variant.diff)
     pspec = patched.parent / spec.name
     pspec.write_text(spec.read_text())
+    # analysed before it is emulated: the analysis's one nvdisasm run serves the emulation's SASS
+    assert ga303(patched, kernel, pspec) == []
     want, _ = emulate_all(src, kernel, spec)
     got, a = emulate_all(patched, kernel, pspec)
     ref, _ = emulate_all(src, "lum_prefetch4_vec", small_case(lum_copy, "lum_prefetch4_vec", 64))
@@ -298,7 +302,6 @@ def test_diff_applies_compiles_and_computes_the_same(
     loads = [i.opcode for i in instrs if i.base_opcode == "LDG"]
     assert loads == [opcode]
     assert a.kernel.resources.local_bytes == 0
-    assert ga303(patched, kernel, pspec) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,11 +372,11 @@ def test_consecutive_stores_become_one_float4_store(tmp_path):
     )
     patched = patched_copy(tmp_path, src, v.diff or "")
     (patched.parent / "case.toml").write_text((tmp_path / "case.toml").read_text())
+    assert ga303(patched, "st4", patched.parent / "case.toml") == []  # before it is emulated
     want, _ = emulate_all(src, "st4", tmp_path / "case.toml")
     got, a = emulate_all(patched, "st4", patched.parent / "case.toml")
     np.testing.assert_array_equal(got["out"], want["out"])
     assert want["out"][4 * 999 + 3] == np.float32(want["out"][4 * 999]) + 1.0
-    assert ga303(patched, "st4", patched.parent / "case.toml") == []
 
 
 def test_unaligned_and_far_apart_accesses_are_not_reported(tmp_path):

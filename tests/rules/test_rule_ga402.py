@@ -49,12 +49,14 @@ def _cache(compile_cache: Path) -> Path:
 
 
 def analyze(source: Path, kernel: str) -> Any:
-    from rulekit import analyze_lazily
-
+    """The analysis :func:`ga402` runs every rule on (GA101 and GA403 read the live registers):
+    read with the SASS by the pipeline, one ``nvdisasm -plr`` run for both, not the SASS first
+    and the life ranges in a second run (rulekit.analyze's ``registers``)."""
     from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.analyze.pipeline import analyze_kernel
 
     s, choice, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
-    return analyze_lazily(s, choice.device, options, trace=True, sample_ctas=4)
+    return analyze_kernel(s, choice.device, options, trace=True, sample_ctas=4)
 
 
 def ga402(source: Path, kernel: str, **options: Any) -> list[rule_api.Finding]:
@@ -189,11 +191,14 @@ extern "C" __global__ void once(const __half* __restrict__ x, __half* __restrict
 """
 
 
-@pytest.fixture()
-def small(tmp_path: Path) -> Path:
-    src = tmp_path / "h.cu"
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SMALL and its case, written once for the module's two tests that read them (a kernel
+    written to a new folder compiles again: the path is in the compile cache's key)."""
+    folder = tmp_path_factory.mktemp("ga402-small")
+    src = folder / "h.cu"
     src.write_text(SMALL)
-    (tmp_path / "case.toml").write_text(
+    (folder / "case.toml").write_text(
         'source = "h.cu"\nkernel = "dot_ops"\ngrid = "ceil_div(n, 64)"\nblock = 64\nseed = 1\n'
         '[args]\nn = 256\n[buffers]\nx = "half[16*n]"\nout = "half[n]"\n'
     )

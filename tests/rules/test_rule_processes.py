@@ -350,7 +350,10 @@ def test_an_interrupted_parent_leaves_no_child(tmp_path, fork_at_once, monkeypat
         "GA903",
         "slow-in-child",
         f"if os.getpid() != {me}:\n"
-        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        # written whole, then renamed: this process waits for the name, and a pid file it saw
+        # created but not yet written was read empty (a suite run, session 22)
+        f"    open({str(pidfile) + '.part'!r}, 'w').write(str(os.getpid()))\n"
+        f"    os.replace({str(pidfile) + '.part'!r}, {str(pidfile)!r})\n"
         "    time.sleep(60)\n"
         "else:\n"
         f"    while not os.path.exists({str(pidfile)!r}):\n"
@@ -545,3 +548,23 @@ def test_the_cli_with_the_split_gives_the_one_process_report(
     for key in one:
         assert one[key] == two[key], key
     assert reports["1"]["findings"]
+
+
+def test_a_second_registry_keeps_the_rules_classes(tmp_path, fork_at_once):
+    """A registry of other rules folders loads the bundled rule files again; each stays one
+    module, so a finding's details the child pickles by module name (GA202's ``Interleaved``)
+    come back as the class of the registry that ran them, and the two runs stay equal (the
+    suite failed once on this when an earlier test in the worker had loaded a user folder)."""
+    first = rule_registry.load_registry()
+    user = _user_rule(tmp_path, "GA981", "second-registry", "pass")
+    second = rule_registry.load_registry([user], kernels_dirs=[tmp_path / "kernels"])
+    assert second is not first and len(second) == len(first) + 1
+    for rule in first:
+        again = second.find(rule.id)
+        assert again is not None and type(again) is type(rule)
+    ga202 = next(r for r in first if r.id == "GA202")
+    assert vars(sys.modules[type(ga202).__module__]).get("Interleaved") is not None
+    context, cfg = _context("reduction/reduce.cu", "reduce2")
+    one, two = _both(context, cfg, registry=first)
+    assert any(f.rule == "GA202" and f.details is not None for f in one.findings)
+    _same(one, two)

@@ -20,6 +20,7 @@ from gpuadvise.model.l2.replay import (
     capacities,
     default_fetch_bytes,
     default_partitions,
+    prepare,
     replay_order,
 )
 from gpuadvise.model.l2.results import L2OrderResult, L2Result
@@ -171,9 +172,10 @@ def l2_models(
     # near partition and again in the home one: both hits
     store_look = store_req * (1.5 if split else 1.0)
     per_cap: list[list[L2OrderResult]] = [[] for _ in caps]
+    prep = prepare(model)  # what every order reads alike, made once
 
     def replay(perm: np.ndarray) -> tuple[list[Any], float]:
-        return replay_order(model, perm, P, caps, C, cta_bytes, traced_mask, split)
+        return replay_order(model, perm, P, caps, C, cta_bytes, traced_mask, split, prep)
 
     if workers > 1:
         # the orders' replays are independent and mostly numpy over large arrays (sorts,

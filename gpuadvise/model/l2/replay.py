@@ -22,11 +22,13 @@ __all__ = [
     "PARTITIONED_EFFICIENCY",
     "PARTITIONED_FETCH_BYTES",
     "UNIFIED_EFFICIENCY",
+    "MatrixPrep",
     "OrderCounts",
     "capacities",
     "default_efficiency",
     "default_fetch_bytes",
     "default_partitions",
+    "prepare",
     "replay_order",
     "residencies",
 ]
@@ -257,27 +259,89 @@ def _longest_hit(kst: np.ndarray, P: int) -> np.ndarray:
     return t
 
 
-def _sorted_touchers(mat: Matrix, pos_ext: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+@dataclass
+class _Sparse:
+    """Where a sparse toucher table's touches go in :func:`_sorted_touchers`' key table, which
+    no launch order changes: each touch's flat entry there (``rows * width + rank``), its
+    column, and its toucher (``T[rows, cols]``), in ``np.nonzero``'s order."""
+
+    width: int
+    dest: np.ndarray  # (touches,) int64
+    cols: np.ndarray  # (touches,) int64
+    who: np.ndarray  # (touches,) int32
+
+
+@dataclass
+class MatrixPrep:
+    """What the replay reads of a matrix block whatever the launch order, made once for all
+    the orders (:func:`prepare`): its sparse layout (None: the table is sorted whole) and
+    whether its sums are exact over the kept columns (:func:`_exact_sums`, None: all ``K``
+    columns are kept, so it is not asked)."""
+
+    sparse: _Sparse | None
+    exact: bool | None
+
+
+def _sparse_layout(mat: Matrix) -> _Sparse | None:
+    """The order-free part of :func:`_sorted_touchers`' sparse path, or None where the table
+    is sorted whole (some unit has more than half of its ``K`` columns' touchers)."""
+    T = mat.touchers
+    n_u, K = T.shape
+    kmax = int(mat.nvalid.max(initial=0))
+    if not (K >= 2 and 0 < kmax and 2 * kmax <= K):
+        return None
+    rows, cols = np.nonzero(T >= 0)  # row-major: a unit's touchers in column order
+    per_row = np.bincount(rows, minlength=n_u)  # nvalid, counted on the table itself
+    width = int(per_row.max(initial=0))
+    start = np.cumsum(per_row) - per_row
+    dest = rows * np.int64(width)
+    dest -= start[rows]
+    dest += np.arange(len(rows), dtype=np.int64)  # + the touch's rank in its row
+    who = T[rows, cols]
+    del rows, start, per_row
+    return _Sparse(width, dest, cols.astype(np.int64, copy=False), who)
+
+
+def prepare(model: Footprint) -> list[MatrixPrep]:
+    """Per matrix block of ``model``, what every order's replay (:func:`replay_order`) reads
+    of it alike: computed once before the orders are replayed (five orders of a 2D grid, each
+    redoing the sparse table's layout and the sums' exactness check: 0.2 of an order's CPU on
+    hecbench dct8x8's million units)."""
+    out = []
+    for mat in model.mats:
+        sparse = _sparse_layout(mat)
+        exact = None
+        if sparse is not None and sparse.width < mat.touchers.shape[1]:
+            exact = _exact_sums(mat)
+        out.append(MatrixPrep(sparse, exact))
+    return out
+
+
+def _sorted_touchers(
+    mat: Matrix, pos_ext: np.ndarray, sparse: _Sparse | None | bool = True
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Per unit of ``mat``: its touchers' launch positions sorted (``P``, none, last) and their
     columns, int32, and how many columns are kept: all ``K``, or, when every unit has at most
     half as many touchers as ``K`` (a footprint whose units each few of the ``K`` relative CTAs
     touch: hecbench scan's 262,144 units of 125 have one each), the first ``max(nvalid)``: the
     columns past them hold no toucher in any unit, and a unit's touchers are the same, in the
     same order, as the full sort's first columns (the positions of the others, ``P``, sort last).
-    Those columns are then sorted alone (the valid entries of each unit gathered first)."""
+    Those columns are then sorted alone (the valid entries of each unit gathered first).
+    ``sparse``: the table's :func:`_sparse_layout` when made already (None: sorted whole), True:
+    made here."""
     T = mat.touchers
     n_u, K = T.shape
     bits = max(1, (K - 1).bit_length())
-    kmax = int(mat.nvalid.max(initial=0))
-    if K >= 2 and 0 < kmax and 2 * kmax <= K:
-        rows, cols = np.nonzero(T >= 0)  # row-major: a unit's touchers in column order
-        per_row = np.bincount(rows, minlength=n_u)  # nvalid, counted on the table itself
-        width = int(per_row.max(initial=0))
-        start = np.cumsum(per_row) - per_row
-        rank = np.arange(len(rows), dtype=np.int64) - start[rows]
+    if sparse is True:
+        sparse = _sparse_layout(mat)
+    if isinstance(sparse, _Sparse):
+        width = sparse.width
         key = np.full((n_u, width), np.int64(len(pos_ext) - 1) << bits, dtype=np.int64)
-        key[rows, rank] = (pos_ext[T[rows, cols]] << bits) | cols
-        del rows, cols, rank, per_row
+        vals = np.take(pos_ext, sparse.who)
+        vals <<= bits
+        vals |= sparse.cols
+        key.reshape(-1)[sparse.dest] = vals
+        del vals
     else:
         key = _take(pos_ext, T, np.empty(T.shape, dtype=np.int64))
         key <<= bits
@@ -361,9 +425,13 @@ def replay_order(
     cta_bytes: np.ndarray | None,
     traced_mask: np.ndarray | None,
     split: bool = False,
+    prep: Sequence[MatrixPrep] | None = None,
 ) -> tuple[list[OrderCounts], float]:
     """Load hits and DRAM reads per capacity, and the working set of the CTAs in flight;
-    ``split``: also the extra misses and lookups of two L2 partitions (:func:`residencies`)."""
+    ``split``: also the extra misses and lookups of two L2 partitions (:func:`residencies`).
+    ``prep``: :func:`prepare` of ``model`` (made here when not given)."""
+    if prep is None:
+        prep = prepare(model)
     pos = np.empty(P, dtype=np.int64)
     pos[perm] = np.arange(P, dtype=np.int64)
     density = None
@@ -379,8 +447,8 @@ def replay_order(
     g_s, g_e, g_w = [], [], []
     saved: list[Any] = []  # per block, what the second pass reuses
     pos_ext = np.append(pos, P)  # a toucher id of -1 (none) reads the sentinel P
-    for mat in model.mats:
-        r, kk, kept = _sorted_touchers(mat, pos_ext)
+    for mat, mp in zip(model.mats, prep, strict=True):
+        r, kk, kept = _sorted_touchers(mat, pos_ext, mp.sparse)
         n_u = len(r)
         firsts.append(r[:, 0])
         lasts.append(r[np.arange(n_u), mat.nvalid - 1])
@@ -489,7 +557,7 @@ def replay_order(
     for m, mat in enumerate(model.mats):
         r, kk, kept = saved[m]
         saved[m] = None  # each block's arrays freed once read, not at the end of the replay
-        if kept < mat.touchers.shape[1] and not _exact_sums(mat):
+        if kept < mat.touchers.shape[1] and not prep[m].exact:
             r, kk = _widened(r, kk, mat.touchers.shape[1], P)
         valid = r[:, 1:] < P
         shape = valid.shape

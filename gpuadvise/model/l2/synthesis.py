@@ -627,29 +627,28 @@ def _build_units(
         ay = ay0 + np.arange(ny, dtype=np.int64)
         ax = ax0 + np.arange(nx, dtype=np.int64)
         tby = ay[:, None] - shp[None, :, 0]  # (ny, K)
-        # (nx, K): in int32 when the cells and CTA columns fit (hecbench scan's is 264,000 x 125)
-        reach = max(abs(ax0), abs(ax0 + nx), int(np.abs(shp).max(initial=0)))
-        ix = np.int32 if (2 * reach + 1) * (lay.m + 1) < 1 << 30 else np.int64
-        tX = np.subtract(ax.astype(ix)[:, None], shp[None, :, 1].astype(ix), dtype=ix)
-        tbx = tX * ix(lay.m)
-        tbx += shp[None, :, 2].astype(ix)
         vy = (tby >= 0) & (tby < gy)
-        vx = (tX >= 0) & (tbx < gx)
-        del tX  # (and tbx, vx once the touchers are made: each (nx, K))
         # touchers[y, x, k] = tby[y, k] * gx + tbx[x, k], -1 where either is off the grid: in
         # int32, an off-grid term a large negative that keeps the sum negative (one add and one
         # clip over the (units, K) array; the 8K gather's is 242,000 x 81)
-        if gx * gy < 1 << 30:
+        if gx * gy < 1 << 30 and lay.m >= 1:
             off_grid = np.int32(-(1 << 30))
             row = np.where(vy, tby * gx, off_grid).astype(np.int32)
-            col = np.where(vx, tbx, off_grid).astype(np.int32, copy=False)
-            del tbx, vx
+            col = _column_ctas(ax0, nx, shp[:, 1], shp[:, 2], lay.m, gx, off_grid)
             cube = np.empty((ny, nx, len(shp)), dtype=np.int32)
             np.add(row[:, None, :], col[None, :, :], out=cube)
             del row, col
             np.maximum(cube, -1, out=cube)
             touchers = cube.reshape(ny * nx, -1)
         else:  # CTA ids past 2**30 (int32 all the same, as every toucher table)
+            # (nx, K): in int32 when the cells and CTA columns fit
+            reach = max(abs(ax0), abs(ax0 + nx), int(np.abs(shp).max(initial=0)))
+            ix = np.int32 if (2 * reach + 1) * (lay.m + 1) < 1 << 30 else np.int64
+            tX = np.subtract(ax.astype(ix)[:, None], shp[None, :, 1].astype(ix), dtype=ix)
+            tbx = tX * ix(lay.m)
+            tbx += shp[None, :, 2].astype(ix)
+            vx = (tX >= 0) & (tbx < gx)
+            del tX
             valid = vy[:, None, :] & vx[None, :, :]
             big = tby[:, None, :] * gx + tbx[None, :, :]
             touchers = np.where(valid, big, -1).reshape(ny * nx, -1).astype(np.int32)
@@ -806,6 +805,35 @@ def _build_units(
     model.lists.append(
         TouchList(unit=all_u[ps], cta=all_c[ps], cnt=merged, w_bytes=sub_w * g, gbytes=g)
     )
+
+
+def _column_ctas(
+    ax0: int,
+    nx: int,
+    sx: np.ndarray,
+    sph: np.ndarray,
+    m: int,
+    gx: int,
+    off_grid: np.integer,
+) -> np.ndarray:
+    """The CTA column of every (unit column, relative toucher) of a shape, int32 ``(nx, K)``:
+    ``tbx = (ax0 + i - sx[k]) * m + sph[k]`` where that CTA is on the grid (``ax0 + i - sx[k]
+    >= 0`` and ``tbx < gx``), else ``off_grid``. On the grid is one run of ``i`` per column
+    (``tbx`` grows with ``i``), so each column is written there alone, not computed, compared
+    and selected over the whole table (hecbench scan's is 262,143 x 125, one CTA a unit)."""
+    K = len(sx)
+    col = np.full((nx, K), off_grid, dtype=np.int32)
+    for k in range(K):
+        s1, s2 = int(sx[k]), int(sph[k])
+        t_hi = (gx - 1 - s2) // m  # the largest tX whose tbx is on the grid
+        lo = max(0, s1 - ax0)  # tX = ax0 + i - s1 >= 0
+        hi = min(nx, s1 - ax0 + t_hi + 1)
+        if lo < hi:
+            t = np.arange(ax0 + lo - s1, ax0 + hi - s1, dtype=np.int64)
+            t *= m
+            t += s2
+            col[lo:hi, k] = t
+    return col
 
 
 def _valid_touches(tch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
