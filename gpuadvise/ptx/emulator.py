@@ -92,6 +92,7 @@ from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
 from gpuadvise.ptx.slow_paths import has_slow_path, slow_lanes
+from gpuadvise.ptx.steering import steering_loops
 from gpuadvise.ptx.values import NP_TYPES, Mask, count_true, storage_dtype, to_storage, write
 
 __all__ = [
@@ -275,6 +276,9 @@ class KernelImage:
     notes: list[str] = field(default_factory=list)
     const_used: bool = False
     loops: tuple[Loop, ...] | None = None  # the program's loops, found when first needed
+    # the latches of the loops whose results steer the kernel (gpuadvise.ptx.steering), found
+    # when first needed
+    steering: frozenset[int] | None = None
     # loops whose iteration ptxas's SASS schedule gives (gpuadvise.trace.sass_schedule): header
     # -> (its blocks, an iteration's links by latency class); set before block_costs is read
     schedule: dict[int, tuple[frozenset[int], dict[str, float]]] = field(default_factory=dict)
@@ -293,6 +297,14 @@ class KernelImage:
         if self.loops is None:
             self.loops = find_loops(self.program)
         return self.loops
+
+    def steering_latches(self) -> frozenset[int]:
+        """The latches of the sampleable loops whose results reach a branch, a guard or an
+        address (:func:`gpuadvise.ptx.steering.steering_loops`), found once: they are not
+        sampled past the sample's cost bound."""
+        if self.steering is None:
+            self.steering = steering_loops(self.program, self.program_loops())
+        return self.steering
 
     @property
     def shared_bytes(self) -> int:
@@ -687,7 +699,6 @@ class Batch:
         # recorded, its steps) has cost what its sample may: its long loops are sampled from
         # then on (LoopSampler.forced; looked at every 256 steps; None: never)
         self.cost_cap = cost_cap
-        self.cost_capped = False  # the cap was reached
         self.program = image.program
         self.launch = launch
         self.gmem = gmem
@@ -1982,6 +1993,12 @@ class Batch:
 
     # -- running ------------------------------------------------------------------------------------
 
+    @property
+    def cost_capped(self) -> bool:
+        """The cost cap was reached and loops were sampled past it (LoopSampler.forced): the
+        sample ends with this batch (another would run its loops in full)."""
+        return self.sampler.forced_skips > 0
+
     def release(self) -> None:
         """Drop everything the batch holds, once its counts are read. Its ops close over the
         batch (a reference cycle), so without this its registers, shared and local heaps and the
@@ -2047,8 +2064,8 @@ class Batch:
             def reach(ops: int, steps: int) -> None:
                 nonlocal capped
                 if cap(ops, sink0.count - mark, steps):
-                    sampler.forced = True
-                    self.cost_capped = True
+                    # only the loops whose results steer nothing (gpuadvise.ptx.steering)
+                    sampler.force(self.image.steering_latches())
                     capped = None
 
             capped = reach
