@@ -285,3 +285,30 @@ def test_the_cost_cap_reads_counts() -> None:
     ops = DEFAULT_SAMPLE_EMU_NS // NS_PER_OP
     assert not _over_sample_cost(ops, 0, 0)
     assert _over_sample_cost(ops + 1, 0, 0)
+
+
+@pytest.mark.toolkit
+def test_a_loop_whose_sums_steer_the_kernel_is_not_sampled_past_the_cost(monkeypatch) -> None:
+    """The cap samples only loops whose results steer nothing (gpuadvise.ptx.steering):
+    bisect's inner sums decide its bisection and its break, as HeCBench perplexity's
+    sigmas_kernel's do. Over the (lowered) bound its trace is the one under the bound, every
+    iteration run; without the guard its lanes would take other paths."""
+    import gpuadvise.trace.emulate as em
+    from gpuadvise.ptx.emulator import KernelImage
+
+    module, k, launch, device = _compiled(
+        "bisect", "1", "32", "n=0", buffers=("d=float[8192]:random(0,1)", "out=float[32]")
+    )
+    whole = em.emulate(module, k, launch, device)
+    assert whole.sampled_loops == ()
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 20_000_000)
+    guarded = em.emulate(module, k, launch, device)
+    assert guarded.sampled_loops == () and guarded.ctas_run == whole.ctas_run
+    assert not any("passed the" in n for n in guarded.notes)
+    assert _lines(guarded) == _lines(whole)
+    assert guarded.lane_instructions == whole.lane_instructions
+    # the hazard the guard keeps out: sampled, the sums are wrong and the paths move
+    monkeypatch.setattr(KernelImage, "steering_latches", lambda self: frozenset())
+    unguarded = em.emulate(module, k, launch, device)
+    assert unguarded.sampled_loops
+    assert unguarded.lane_instructions != whole.lane_instructions
