@@ -41,9 +41,15 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
 the last few lanes of a warp run 100 epochs of two 200-iteration loops a step at a time) cannot
 be cut by the CTAs the default sample keeps: it is the first one, always run. Its batch sets
 :attr:`LoopSampler.forced` once its emulation has cost the default sample's bound
-(:attr:`gpuadvise.ptx.emulator.Batch.cost_cap`): from then on every loop instance is hot (its
-rest need not take the warp past ``sample_above``), so each instance with ``2 * PERIOD + 2``
-iterations left is sampled as above, from its :data:`DECIDE_AT`-th iteration.
+(:attr:`gpuadvise.ptx.emulator.Batch.cost_cap`, :meth:`LoopSampler.force`): from then on every
+instance of a loop whose results steer nothing is hot (its rest need not take the warp past
+``sample_above``), so each instance with ``2 * PERIOD + 2`` iterations left is sampled as above,
+from its :data:`DECIDE_AT`-th iteration. A loop whose skipped iterations would leave a value
+wrong that reaches a branch, a guard or an address (:mod:`gpuadvise.ptx.steering`: sigmas'
+sums decide its bisection and its epoch loop's ``break``; sampled, its lanes ran 47.5 M lane
+instructions against the full run's 29.4 M) runs in full as before, and an instance forced hot
+does not make the loops inside it long. The sample ends with that CTA only where a loop was
+sampled so (:attr:`LoopSampler.forced_skips`).
 
 A skip that cannot be made (a lane's test did not move by a fixed step) is not tried again for
 :data:`QUIET` iterations. Loops that cannot be sampled run in full, as before; a warp that still

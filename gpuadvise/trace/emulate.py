@@ -1050,7 +1050,9 @@ def _emulate(
                     advance(done)
                     if capped:
                         # its loops sampled, the first CTA alone has cost the bound: the sample
-                        # ends with it (another CTA would run its loops in full)
+                        # ends with it (another CTA would run its loops in full); where no loop
+                        # could be sampled so (their results steer the kernel) it goes on as
+                        # planned
                         if done < count:
                             notes.append(_capped_note(wave_ctas))
                         ctas, count = ctas[:done], done
@@ -1381,8 +1383,8 @@ def _capped_note(wave: int) -> str:
     return (
         f"traced 1 of the first wave's {wave} CTAs: the first alone passed the {_COST_NOTE} in "
         f"the emulator's work, about {DEFAULT_SAMPLE_EMU_NS / 1e9:.1f} CPU-s, and its long loops "
-        f"were sampled from there (--sample-ctas N traces the first N CTAs, their loops sampled "
-        "only past the instruction budget's share)"
+        "whose results reach no branch were sampled from there (--sample-ctas N traces the first "
+        "N CTAs, their loops sampled only past the instruction budget's share)"
     )
 
 
