@@ -204,25 +204,24 @@ class UncoalescedAccess(Rule):
                     continue
                 if 100.0 * own.excess / total < min_share:
                     continue
-                fp_sectors, fp_ideal = warp_footprint(lanes)
-                if not fp_sectors:
+                if not len(lanes):  # (cheap tests first: the footprint sorts every lane, issue 31)
                     continue
-                fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
                 stride = stride_mode(lanes)
-                step = walks.thread_step(lanes)
                 width = int(np.max(lanes.width))
-                per_row = walks.row_walk(step, stride, width, fp_excess, view.buffers[b])
-                if fp_excess < min_excess and not per_row and not scattered:
-                    # the warp's other accesses of this line use the rest of the sectors
-                    # (in[i] + in[i + 1]): vector loads fix it (GA303)
-                    continue
                 if stride is not None and abs(stride) == view.buffers[b].elem_bytes == width:
                     # consecutive threads already read consecutive whole elements: the sectors
                     # lost are the rows' (a warp over two 16-wide rows of bytes, a shifted
                     # window's misalignment), which no layout or index change removes
                     continue
+                fp_sectors, fp_ideal = warp_footprint(lanes)
+                fp_excess = 100.0 * (fp_sectors - fp_ideal) / fp_sectors
+                per_row = walks.lanes_row_walk(lanes, stride, width, fp_excess, view.buffers[b])
+                if fp_excess < min_excess and not per_row and not scattered:
+                    # the warp's other accesses of this line use the rest of the sectors
+                    # (in[i] + in[i + 1]): vector loads fix it (GA303)
+                    continue
                 f = self._finding(
-                    ctx, view, cl, own, b, lanes, (fp_sectors, fp_ideal), text, per_row
+                    ctx, view, cl, own, b, lanes, stride, (fp_sectors, fp_ideal), text, per_row
                 )
                 if scattered or f.details_as(BufferAccess).aos:
                     found.append(f)
@@ -251,12 +250,13 @@ class UncoalescedAccess(Rule):
         own: Any,
         buffer: str,
         lanes: Any,
+        stride: int | None,
         footprint: tuple[int, int],
         text: str,
         per_row: bool,
     ) -> Finding:
+        """The finding of one stream (``lanes``, their :func:`stride_mode` ``stride``)."""
         bi = view.buffers[buffer]
-        stride = stride_mode(lanes)
         fields = field_loads(lanes, bi.elem_bytes)
         import numpy as np
 
@@ -344,6 +344,10 @@ class UncoalescedAccess(Rule):
         lines = view.weighted(recs, view.sector_counts.lines)
         ideal_lines = view.weighted(recs, (view.rec_ideal + 3) // 4)
         saved = l1_cycles(req, sect, lines) - l1_cycles(req, ideal, ideal_lines)
+        refetch = walks.row_refetch(ctx, d.buffer, lanes, recs) if d.kind == "load" else 0.0
+        # (the line's lanes, most of the view's for a struct's buffer, freed before the launch's
+        # traffic is made below: issue 31's peak)
+        del lanes
         what = (
             f"this line's {sect:.0f} sectors (sampled CTAs) brought down to its {ideal:.0f} ideal"
         )
@@ -362,8 +366,6 @@ class UncoalescedAccess(Rule):
                 "in_flight_after": before.bytes_in_flight_per_warp * ideal / sect,
             }
             what += ", a warp per row (32x the warps, each with the row's ideal sectors in flight)"
-        refetch = walks.row_refetch(ctx, d.buffer, lanes, recs) if d.kind == "load" else 0.0
-        del lanes  # (the line's lanes, most of the view's for a struct's buffer: issue 31's peak)
         return l1_roofline_estimate(
             ctx.device,
             view,

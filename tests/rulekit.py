@@ -228,11 +228,19 @@ def kernel_case(
     src = folder / "k.cu"
     src.write_text(textwrap.dedent(code))
     (folder / "case.toml").write_text(
-        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = {grid}\nblock = {block}\nseed = 1\n\n'
+        f'source = "k.cu"\nkernel = "{kernel}"\n' + reduction_launch(grid=grid, block=block, n=n)
+    )
+    return src
+
+
+def reduction_launch(*, grid: int = 4, block: int = 256, n: int = 1024) -> str:
+    """The launch :func:`kernel_case` gives its kernel, as spec TOML without ``source`` and
+    ``kernel`` (a kernel of a bundle takes it: ``bundlekit.write_bundle``)."""
+    return (
+        f"grid = {grid}\nblock = {block}\nseed = 1\n\n"
         f'[args]\nn = {n}\n\n[buffers]\nin = "int[n]"\n'
         f'out = {{ type = "int", count = {grid}, fill = "zeros" }}\n'
     )
-    return src
 
 
 def source_line(source: Path, text: str) -> int:

@@ -88,6 +88,49 @@ def test_distinct_and_member() -> None:
     assert np.array_equal(member(np.array([9, 1, -3]), d), [True, False, True])
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint16, np.float64])
+def test_distinct_of_non_decreasing_values_sorts_nothing(dtype: type, monkeypatch) -> None:
+    """A non-decreasing array (a view's lanes' records) gives np.unique's values without a sort,
+    in a new array; any other is sorted first."""
+    import gpuadvise.arrays as arrays
+
+    rng = np.random.default_rng(5)
+    for n in (0, 1, 2, 3, 1000):
+        up = np.sort(rng.integers(0, 50, n).astype(dtype))
+        want = np.unique(up)
+        if n > 1:
+            with monkeypatch.context() as m:
+                m.setattr(arrays.np, "sort", lambda *a, **k: pytest.fail("sorted"))
+                got = arrays.distinct(up)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+            assert not np.shares_memory(got, up)
+        got = distinct(up)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        down = up[::-1].copy()
+        assert np.array_equal(distinct(down), want)
+        assert np.array_equal(distinct(down.reshape(-1, 1)), want)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+def test_first_by_runs_overwriting_its_temporary_is_numpys(dtype: type) -> None:
+    """first_by_runs and distinct_first given the caller's temporary (``overwrite``): np.unique's
+    values and first positions, runs of equal neighbours or not, wide values or narrow."""
+    from gpuadvise.arrays import distinct_first, first_by_runs
+
+    rng = np.random.default_rng(17)
+    for runs in (1, 8):
+        for hi in (70000, 2**40, 2**62):
+            if hi > np.iinfo(dtype).max:
+                continue
+            a = np.repeat(rng.integers(0, hi, 5000, dtype=dtype), runs)
+            want, first = np.unique(a, return_index=True)
+            for f in (first_by_runs, distinct_first):
+                got, got_first = f(a.copy(), overwrite=True)
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+                assert np.array_equal(got_first, first)
+                assert np.array_equal(f(a)[1], first)
+
+
 def test_distinct_records_counts_repeats_exactly() -> None:
     from gpuadvise.trace.access import distinct_records, empty_records
 

@@ -382,3 +382,36 @@ def test_suite_cpu_names_the_cubins_disassembled_in_both_modes() -> None:
     assert "disassembler runs in the test processes: 4 on 3 cubins; 1 cubins read in both " in text
     assert "(their SASS-alone runs 2 s)" in text  # 1.5 s: x.cubin's alone, not z's
     assert "    1 runs tests/a.py" in text and "    1 runs tests/b.py" in text
+
+
+def test_a_bundle_reads_as_its_kernels_alone_and_each_finds_its_own_launch(tmp_path: Path):
+    """bundlekit: each kernel's text follows the previous one's with the previous one's macros
+    undefined (``#define T 256`` would rewrite the next kernel's ``template <typename T>``), and
+    the spec discovery finds each kernel's own launch beside the one source (``<base>.toml``,
+    a template instance's by its base name); two kernels of one base name are refused."""
+    from bundlekit import bundle_text, write_bundle
+
+    from gpuadvise.spec.kernel_spec import find_spec_for, load_spec
+
+    codes = {
+        "mean": "\n    #define T 256\n    __global__ void mean(float* x) { x[0] = T; }\n",
+        "tpl<4>": "template <typename T, int N> __global__ void tpl(T* x) { x[0] = N; }\n"
+        "template __global__ void tpl<float, 4>(float*);\n",
+    }
+    text = bundle_text(codes)
+    assert text.splitlines()[:3] == [
+        "#define T 256",
+        "__global__ void mean(float* x) { x[0] = T; }",
+        "#undef T",
+    ]
+    assert text.index("#undef T") < text.index("template <typename T")
+    specs = {"mean": 'grid = "4"\nblock = "256"\n', "tpl<4>": 'grid = "1"\nblock = "32"\n'}
+    src = write_bundle(tmp_path / "b", codes, specs)
+    assert src.read_text() == text
+    for kernel, block in (("mean", 256), ("tpl<4>", 32)):
+        spec = find_spec_for(src, kernel)
+        assert spec is not None and spec.name == kernel.split("<")[0] + ".toml"
+        loaded = load_spec(spec)
+        assert loaded["kernel"] == kernel and str(loaded["block"]) == str(block), loaded
+    with pytest.raises(AssertionError, match="two kernels of one name"):
+        write_bundle(tmp_path / "c", codes, {"tpl<4>": "", "tpl<8>": ""})

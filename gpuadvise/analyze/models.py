@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
+    from gpuadvise.analyze.l2_behind import L2Behind
     from gpuadvise.model.banks import BankResult
     from gpuadvise.model.coalescing import CoalescingResult
     from gpuadvise.model.l2 import L2Result
@@ -179,6 +180,18 @@ class MemoryAnalysis:
     # alone). analyze traces the variants' points only below a bound of it
     # (analyze.variant_trace.MAX_TRACE_COST)
     trace_cost: int = 0
+    # the L2 model still being computed in a forked child (compute_models' l2_behind): l2,
+    # l2_unavailable and the L2 model's notes are those of with_l2() (not serialized)
+    l2_behind: L2Behind | None = None
+
+    def with_l2(self) -> MemoryAnalysis:
+        """This analysis with the L2 model computed behind it (waited for: :meth:`~gpuadvise.
+        analyze.l2_behind.L2Behind.result`) in place, its notes last as they were when it was
+        computed in line; itself when there is none."""
+        if self.l2_behind is None:
+            return self
+        l2, notes, why = self.l2_behind.result()
+        return replace(self, l2=l2, l2_unavailable=why, notes=self.notes + notes, l2_behind=None)
 
 
 # The L2 model replays the whole grid, every CTA (model/l2/replay.py): about this many bytes per
@@ -297,6 +310,7 @@ def compute_models(
     models: Collection[str] = TRACE_MODELS,
     l2_probe_ctas: int | None = None,
     keep_outputs: bool = True,
+    l2_behind: bool = False,
 ) -> MemoryAnalysis:
     """Trace the sampled CTAs (the CPU emulator, or with ``tracer="gpu"`` the instrumented kernel
     on the GPU), reconcile the trace with the SASS, run the bank and coalescing models, and the L2
@@ -307,7 +321,10 @@ def compute_models(
     reconcile: ``analyze`` traces while it is being read). ``keep_outputs`` False: no
     ``outputs`` (None), and the tracer's are let go of as soon as the kernel has run: the
     emulator's global memory (thomas: its 512 MB heap, the written part resident) is not held
-    through the models and the rules."""
+    through the models and the rules. ``l2_behind`` True (``analyze``'s own run, without a time
+    budget): the L2 model is computed in a forked child from the trace while this process goes
+    on (the other models, the rules): ``l2_behind`` of the result, :meth:`MemoryAnalysis.with_l2`
+    waits for it (:mod:`gpuadvise.analyze.l2_behind`)."""
     from gpuadvise.model.banks import analyze_banks
     from gpuadvise.model.coalescing import analyze_coalescing
     from gpuadvise.model.reconcile import reconcile
@@ -316,7 +333,7 @@ def compute_models(
         MemoryAccessError,
         UnsupportedInstructionError,
     )
-    from gpuadvise.spec.budget import KEEP_FOR_RULES, TooLargeError, out_of_time, skip
+    from gpuadvise.spec.budget import KEEP_FOR_RULES, TooLargeError, out_of_time, skip, time_left_s
     from gpuadvise.toolchain import sass
     from gpuadvise.trace.emulate import trace_cost
     from gpuadvise.trace.tracer import EmulatorTracer
@@ -351,13 +368,12 @@ def compute_models(
                     gm = replace(gm, outputs=None)
                 if not want_l2 or gm.trace is None:
                     return gm
-                l2, l2_notes = l2_for(gm.trace, device, blocks_per_sm)
-                return replace(
-                    gm,
-                    l2=l2,
-                    l2_unavailable=l2_notes[0] if l2 is None and l2_notes else None,
-                    notes=gm.notes + l2_notes,
-                )
+                if l2_behind and time_left_s() is None:  # in a forked child, meanwhile
+                    trace = gm.trace
+                    later = _start_behind(lambda: _gpu_l2(trace, device, blocks_per_sm))
+                    return replace(gm, l2_behind=later)
+                l2, l2_notes, why = _gpu_l2(gm.trace, device, blocks_per_sm)
+                return replace(gm, l2=l2, l2_unavailable=why, notes=gm.notes + l2_notes)
             except GpuAdviseError as exc:
                 fallback = (f"the GPU tracer failed ({exc.one_line()}); traced on the CPU",)
         emulator = EmulatorTracer()
@@ -377,11 +393,6 @@ def compute_models(
     working_trace, work_notes = _with_working_ctas(emu, emulator, module, kernel, launch, device)
     emu = replace(emu, trace=working_trace)
     instrs = _sass_of(instrs)
-    inner = sass.memory_summary(instrs)
-    rec = reconcile(emu.trace, inner, sass.warp_aggregated_atomics(instrs))
-    # the per-line models, unless the caller reads the trace alone (a variant's launch model)
-    banks = analyze_banks(emu.trace, rec.records) if "banks" in models else None
-    coal = analyze_coalescing(emu.trace, rec.records) if "coalescing" in models else None
     l2, l2_notes, l2_unavailable = None, (), None
     # one probe size for the L2 model's interior probe and the rules' (GA304 traces its own)
     probe_ctas, cut_note = _probe_size(
@@ -389,29 +400,29 @@ def compute_models(
     )
     probe_ctas, cpu_note = _probe_within_cpu(emu.cta_cost, probe_ctas)
     cut_note += cpu_note
+    behind: L2Behind | None = None
+    if want_l2 and l2_behind and time_left_s() is None:
+        # in a forked child, from the trace as it is now, while this process goes on
+        behind = _start_behind(
+            lambda: _l2_model(
+                emu, emulator, module, kernel, launch, device, blocks_per_sm, probe_ctas, cut_note
+            )
+        )
+        want_l2 = False
+    inner = sass.memory_summary(instrs)
+    rec = reconcile(emu.trace, inner, sass.warp_aggregated_atomics(instrs))
+    # the per-line models, unless the caller reads the trace alone (a variant's launch model)
+    banks = analyze_banks(emu.trace, rec.records) if "banks" in models else None
+    coal = analyze_coalescing(emu.trace, rec.records) if "coalescing" in models else None
     if want_l2 and out_of_time(KEEP_FOR_RULES):  # the rest of the time budget is the rules'
         want_l2 = False
         l2_unavailable = "the L2 model was skipped: the time budget ran out (kept for the rules)"
         skip("the L2 model (the rules that read it were not evaluated)")
     if want_l2:
-        l2_trace = emu.trace
-        if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
-            l2_trace, l2_notes = _with_interior(
-                emu, emulator, module, kernel, launch, device, probe_ctas
-            )
-            # what bounded the probe, where there is one (a grid of one row has no middle)
-            if _has_interior(emu):
-                l2_notes = cut_note + l2_notes
-        l2, more = l2_for(l2_trace, device, blocks_per_sm)
-        l2_notes += more
-        if l2 is not None and l2_trace.sampled_iterations:
-            l2_notes += (
-                "the L2 model replays the accesses the sampled loops ran (their skipped "
-                "iterations' addresses are not in the trace): its footprint is a lower bound",
-            )
-        if l2 is None:
-            l2_unavailable = more[0] if more else "no L2 model"
-    elif l2_unavailable is None:
+        l2, l2_notes, l2_unavailable = _l2_model(
+            emu, emulator, module, kernel, launch, device, blocks_per_sm, probe_ctas, cut_note
+        )
+    elif l2_unavailable is None and behind is None:
         l2_unavailable = "the L2 model was not computed (no enabled rule reads it)"
     return MemoryAnalysis(
         ctas_run=len(emu.ctas_run),
@@ -431,7 +442,62 @@ def compute_models(
         l2_probe_ctas=probe_ctas,
         sampled_loops=emu.sampled_loops,
         trace_cost=trace_cost(len(emu.trace.records), emu.warp_steps or 0),
+        l2_behind=behind,
     )
+
+
+def _l2_model(
+    emu: TraceResult,
+    emulator: Tracer,
+    module: CompiledModule,
+    kernel: KernelInfo,
+    launch: ResolvedLaunch,
+    device: DeviceSpec,
+    blocks_per_sm: int,
+    probe_ctas: int,
+    cut_note: tuple[str, ...],
+) -> tuple[L2Result | None, tuple[str, ...], str | None]:
+    """The L2 model of ``emu``'s trace (with the probe of the middle of the grid, up to
+    ``probe_ctas`` CTAs, ``cut_note`` saying what bounded it), its notes, and why there is
+    none (None: there is one)."""
+    l2_notes: tuple[str, ...] = ()
+    l2_trace = emu.trace
+    if not emu.complete and device.l2_bytes and device.sm_count and blocks_per_sm > 0:
+        l2_trace, l2_notes = _with_interior(
+            emu, emulator, module, kernel, launch, device, probe_ctas
+        )
+        # what bounded the probe, where there is one (a grid of one row has no middle)
+        if _has_interior(emu):
+            l2_notes = cut_note + l2_notes
+    l2, more = l2_for(l2_trace, device, blocks_per_sm)
+    l2_notes += more
+    if l2 is not None and l2_trace.sampled_iterations:
+        l2_notes += (
+            "the L2 model replays the accesses the sampled loops ran (their skipped "
+            "iterations' addresses are not in the trace): its footprint is a lower bound",
+        )
+    return l2, l2_notes, (None if l2 is not None else more[0] if more else "no L2 model")
+
+
+def _gpu_l2(
+    trace: AccessTrace, device: DeviceSpec, blocks_per_sm: int
+) -> tuple[L2Result | None, tuple[str, ...], str | None]:
+    """:func:`l2_for` of the GPU tracer's trace, as :func:`_l2_model` returns it."""
+    l2, notes = l2_for(trace, device, blocks_per_sm)
+    return l2, notes, (notes[0] if l2 is None and notes else None)
+
+
+def _start_behind(compute: Callable[[], Any]) -> L2Behind:
+    """:class:`~gpuadvise.analyze.l2_behind.L2Behind` of ``compute`` started, the L2 model's
+    modules imported here first (the child then imports nothing: no import lock another thread
+    may hold at the fork)."""
+    import gpuadvise.model.l2.predict  # noqa: F401
+    import gpuadvise.model.l2.replay  # noqa: F401
+    import gpuadvise.model.l2.synthesis  # noqa: F401
+    import gpuadvise.trace.emulate  # noqa: F401
+    from gpuadvise.analyze.l2_behind import L2Behind
+
+    return L2Behind(compute).start()
 
 
 def _sass_of(
@@ -690,7 +756,16 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
             unavailable=dict.fromkeys(TRACE_MODELS, why),
             unavailable_why=dict.fromkeys(TRACE_MODELS, short),
         )
-    if memory.l2 is None:
+    later: dict[str, Callable[[], tuple[Any, str | None]]] = {}
+    if memory.l2_behind is not None:  # waited for when a rule asks for it
+        behind = memory.l2_behind
+
+        def l2_later() -> tuple[Any, str | None]:
+            l2, _, why = behind.result()
+            return l2, why or "no L2 model"
+
+        later["l2"] = l2_later
+    elif memory.l2 is None:
         unavailable["l2"] = memory.l2_unavailable or "no L2 model"
     for name in ("trace", "banks", "coalescing"):
         if getattr(memory, name) is None:
@@ -704,4 +779,5 @@ def model_results(memory: MemoryAnalysis | None, traced: bool = True) -> ModelRe
         emulation=emulation,
         unavailable=unavailable,
         l2_probe_ctas=memory.l2_probe_ctas,
+        later=later,
     )

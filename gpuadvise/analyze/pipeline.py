@@ -150,6 +150,7 @@ def analyze_kernel(
     line_models: bool = True,
     sass_ahead: SassAhead | None = None,
     keep_outputs: bool = True,
+    l2_behind: bool = False,
 ) -> KernelAnalysis:
     """Compile ``spec``'s kernel for ``device`` and work out everything no GPU is needed for:
     resources, occupancy, waves, SASS, and, when ``trace`` allows it and ``models`` (the
@@ -172,7 +173,10 @@ def analyze_kernel(
     with another tracer, or no trace, the PTX is parsed for the emulator meanwhile and the thread
     joined before the trace (None: read here). ``keep_outputs`` False: the traced outputs
     (``memory.outputs``) are not kept, and the emulator's memory is freed once the kernel has
-    run, before the models (``analyze``'s own run, which reads them nowhere: issue 31's peak)."""
+    run, before the models (``analyze``'s own run, which reads them nowhere: issue 31's peak).
+    ``l2_behind`` True: the L2 model is computed in a forked child while the analysis goes on
+    (``memory.l2_behind``; :meth:`~gpuadvise.analyze.models.MemoryAnalysis.with_l2` waits
+    for it)."""
     from gpuadvise.spec.budget import KEEP_FOR_RULES, out_of_time, skip
     from gpuadvise.spec.progress import step
     from gpuadvise.toolchain import sass
@@ -268,6 +272,7 @@ def analyze_kernel(
                     wanted,
                     l2_probe_ctas=l2_probe_ctas,
                     keep_outputs=keep_outputs,
+                    l2_behind=l2_behind,
                 )
         timings["trace_s"] = time.perf_counter() - t3
         # the CPU the trace took on this thread (the emulator's), whatever else the machine runs

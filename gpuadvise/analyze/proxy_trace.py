@@ -161,11 +161,13 @@ def sides_in_two(
 ) -> dict[Proxy, tuple[Any, Any]]:
     """The before and after traffic of ``todo``'s proxies compiled while the rules ran
     (``early``), by proxy, their sides traced two at a time (:func:`gpuadvise.analyze.split.
-    in_two`: a forked child traces every other side already compiled with its SASS read, the
-    first side aside; this process the others), as :func:`gpuadvise.analyze.variant_trace.
-    traced_in_two` traces the variants; None for a side that did not build or trace. Empty
-    where no side would go to the child, with one CPU or under a time budget (its cut-off
-    between proxies stays the one process's): :func:`with_proxy_points` traces them in turn.
+    in_two`, ``claimed``: this process traces the first side while a forked child takes the
+    next side already compiled with its SASS read whenever it is free, and this process too
+    once it is done with the first; then this process the others), as
+    :func:`gpuadvise.analyze.variant_trace.traced_in_two` traces the variants; None for a side
+    that did not build or trace. Empty where no side would go to the child, with one CPU or
+    under a time budget (its cut-off between proxies stays the one process's):
+    :func:`with_proxy_points` traces them in turn.
     Each side is the one :func:`_proxy_traffic` makes, bit for bit: the sides were compiled
     before the fork, and the child touches no thread's work."""
     from gpuadvise.analyze.split import in_two, processes
@@ -181,9 +183,8 @@ def sides_in_two(
         if took is not None and len(took) == 2:
             built.setdefault(f.variant.proxy, list(took))
     sides = [side for pair in built.values() for side in pair]
-    ready = [i for i, (_, compiled) in enumerate(sides) if i > 0 and _ready(compiled)]
-    theirs = ready[::2]
-    if not theirs:
+    shared = [i for i, (_, compiled) in enumerate(sides) if i > 0 and _ready(compiled)]
+    if not shared:
         return {}
 
     def traffic(side: KernelOptions, compiled: Future[Built]) -> Any:
@@ -196,7 +197,7 @@ def sides_in_two(
             return None
 
     jobs: list[Callable[[], Any]] = [functools.partial(traffic, s, c) for s, c in sides]
-    got = in_two(jobs, theirs)
+    got = in_two(jobs, shared, claimed=True)
     return {proxy: (got[2 * k], got[2 * k + 1]) for k, proxy in enumerate(built)}
 
 

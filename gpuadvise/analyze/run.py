@@ -89,12 +89,9 @@ def _run(
     points_wanted: Callable[[RulesRun], bool] | None = None,
 ) -> AnalyzeResult:
     from gpuadvise.analyze.head import compile_head
-    from gpuadvise.spec.budget import out_of_time, skip
-    from gpuadvise.spec.progress import step
     from gpuadvise.trace.gpu import select_tracer
 
     trace, tracer, measure = settings.trace, settings.tracer, settings.measure
-    write_variants = settings.write_variants
     chosen = select_tracer(tracer) if trace else "emu"
     log.info(
         "tracer: %s",
@@ -132,10 +129,8 @@ def _run(
             on_head(head.head)
     if ahead:
         _measure_ahead(opts)
-    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
     from gpuadvise.analyze.models import l2_probe_size
     from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
     from gpuadvise.rules.evaluate import models_needed
     from gpuadvise.rules.split import rule_processes
 
@@ -162,7 +157,37 @@ def _run(
         # the traced outputs are read by no rule, the report or the fixes (which emulate their
         # own): not held through the models and the rules (issue 31's peak)
         keep_outputs=False,
+        # the L2 model in a forked child meanwhile, where a second process may run (as the
+        # rules' split): only its rules (run last) and the report wait for it
+        l2_behind=rule_processes() >= 2,
     )
+    behind = result.memory.l2_behind if result.memory is not None else None
+    try:
+        return _rules_on(result, config, opts, settings, measure_lock, points_wanted, ahead, sample)
+    finally:
+        if behind is not None:
+            behind.close()  # (an analysis that stopped early: the child ends)
+
+
+def _rules_on(
+    result: KernelAnalysis,
+    config: Any,
+    opts: KernelOptions,
+    settings: AnalyzeSettings,
+    measure_lock: AbstractContextManager[Any] | None,
+    points_wanted: Callable[[RulesRun], bool] | None,
+    ahead: bool,
+    sample: Any,
+) -> AnalyzeResult:
+    """:func:`_run` from the trace on: the rules, the variants' traces and measurement, the
+    L2 model computed behind waited for (:func:`_with_l2`), the variants written."""
+    from gpuadvise.analyze.evaluate import quiet_minor, run_rules_report
+    from gpuadvise.analyze.variant_trace import demote_unmeasured_slower
+    from gpuadvise.rules.split import rule_processes
+    from gpuadvise.spec.budget import out_of_time, skip
+    from gpuadvise.spec.progress import step
+
+    measure, write_variants = settings.measure, settings.write_variants
     t0 = time.perf_counter()
     # the variants compiled ahead of their traces (early): waited for, their folders removed,
     # when the block ends
@@ -234,7 +259,8 @@ def _run(
     if checked.findings and measure is not False:
         # the measurement's own wall (from the rules' end: it overlaps the variant traces)
         timings["measure_s"] = measuring.seconds
-    result = dataclasses.replace(result, timings_s=timings)
+    result = _with_l2(dataclasses.replace(result, timings_s=timings))
+    timings = result.timings_s
     log.info(
         "timings: %s",
         ", ".join(
@@ -259,6 +285,32 @@ def _run(
             ),
         )
     return AnalyzeResult(result, checked)
+
+
+def _with_l2(result: KernelAnalysis) -> KernelAnalysis:
+    """``result`` with the L2 model computed behind it (a forked child's) in place, waited for
+    when no rule did (:meth:`~gpuadvise.analyze.models.MemoryAnalysis.with_l2`); its timings
+    with ``l2_wait_s`` (how long the analysis waited for the child, in its L2 rules or here)
+    and ``l2_child_cpu_s`` (the child's CPU)."""
+    mem = result.memory
+    behind = mem.l2_behind if mem is not None else None
+    if mem is None or behind is None:
+        return result
+    mem = mem.with_l2()
+    timings = {
+        **result.timings_s,
+        "l2_wait_s": behind.waited_s,
+        "l2_child_cpu_s": behind.child_cpu_s,
+    }
+    log.info(
+        "L2 model: %s (%.2f CPU-s), waited %.2f s",
+        "computed here (its forked child gave none)"
+        if behind.computed_here
+        else "computed in a forked child",
+        behind.child_cpu_s,
+        behind.waited_s,
+    )
+    return dataclasses.replace(result, memory=mem, timings_s=timings)
 
 
 def _rules_config(source: Any, settings: AnalyzeSettings) -> Any:

@@ -12,6 +12,12 @@ result does not pickle, it outlived :data:`~gpuadvise.rules.split.CHILD_WAIT_FAC
 parent's own share) runs here afterwards, as it would have in one process; its exception, if
 any, is then raised here.
 
+With ``claimed``, the child's share is a queue rather than a list
+(:class:`gpuadvise.rules.split.Claims`, as the rules take theirs): each process takes the next
+of those jobs when it is done with its last, so that a long job in one leaves the others to the
+other (llm.c layernorm_backward's three variants, 12.5, 6.1 and 12.5 CPU-s: a fixed split of
+every other one gave this process 25 s and the child 6).
+
 The child is the rules' (:class:`gpuadvise.rules.split.ForkedShare`: no terminal output, dies
 with this process, ``os._exit`` at its end); its log records are handled here, in order, after
 this process's own. One process where the rules would run in one
@@ -49,32 +55,59 @@ def _attempt(job: Callable[[], Any]) -> tuple[bool, Any]:
         return False, None
 
 
-def in_two(jobs: Sequence[Callable[[], T]], theirs: Sequence[int]) -> list[T]:
+def in_two(
+    jobs: Sequence[Callable[[], T]], theirs: Sequence[int], claimed: bool = False
+) -> list[T]:
     """Every job's result, by index: those at ``theirs`` run in a forked child while this
     process runs the others (all here when :func:`processes` is 1, ``theirs`` is empty or the
-    fork fails)."""
-    from gpuadvise.rules.split import CHILD_WAIT_FACTOR, CHILD_WAIT_MIN_S, ForkedShare
+    fork fails). ``claimed``: those at ``theirs`` are taken, in that order, by whichever
+    process is free (:class:`~gpuadvise.rules.split.Claims`): this process runs its own jobs
+    before the first of them, then takes from the queue until it is empty, then runs the rest
+    of its own."""
+    from gpuadvise.rules.split import CHILD_WAIT_FACTOR, CHILD_WAIT_MIN_S, Claims, ForkedShare
 
-    share = sorted(set(theirs))
+    share = list(dict.fromkeys(theirs)) if claimed else sorted(set(theirs))
     if not share or processes() < 2:
         return [job() for job in jobs]
     mine = [i for i in range(len(jobs)) if i not in set(share)]
     out: dict[int, T] = {}
-    child = ForkedShare(share, lambda i: _attempt(jobs[i]), lambda i, o: None, forward_logs=True)
+    try:
+        queue = Claims(share) if claimed else None
+    except OSError:  # (no pipe, or more positions than it holds: one process)
+        return [job() for job in jobs]
+    child = ForkedShare(
+        share if queue is None else queue,
+        lambda i: _attempt(jobs[i]),
+        lambda i, o: None,
+        forward_logs=True,
+    )
     try:
         child.__enter__()
     except OSError:  # no pipe or no fork: one process
+        if queue is not None:
+            queue.close()
         return [job() for job in jobs]
     with contextlib.ExitStack() as stack:
         stack.push(child.__exit__)  # (waits for the child; kills it on an exception)
         t0 = time.perf_counter()
-        for i in mine:
-            out[i] = jobs[i]()
+        if queue is None:
+            for i in mine:
+                out[i] = jobs[i]()
+        else:
+            stack.callback(queue.close)
+            lead = [i for i in mine if i < share[0]]
+            for i in lead:
+                out[i] = jobs[i]()
+            for i in queue:
+                out[i] = jobs[i]()
+            queue.close()
+            for i in mine[len(lead) :]:
+                out[i] = jobs[i]()
         child.wait_s = max(CHILD_WAIT_MIN_S, CHILD_WAIT_FACTOR * (time.perf_counter() - t0))
     for record in child.records:  # the child's log lines, after the parent's own
         logging.getLogger(record.name).handle(record)
     for i, (ok, value) in child.done.items():
-        if ok:
+        if ok and i not in out:
             out[i] = value
     for i in range(len(jobs)):
         if i not in out:  # the child did not return it: as one process would have

@@ -516,9 +516,13 @@ def traced_in_two(
     side_of: Callable[[Finding, tuple[Any, ...]], Side | None],
 ) -> dict[tuple[Any, ...], Side | None]:
     """The sides of ``todo``'s variants (by :func:`~gpuadvise.analyze.ahead.variant_key`), two
-    traced at a time (:func:`gpuadvise.analyze.split.in_two`: a forked child traces every other
-    variant, in the findings' order, of those already compiled with their SASS read, the first
-    variant aside; this process the others) where there are two or more to trace, two CPUs
+    traced at a time (:func:`gpuadvise.analyze.split.in_two`, ``claimed``: this process traces
+    the first variant while a forked child takes the next of those already compiled with their
+    SASS read, in the findings' order, whenever it is free, and this process too once it is
+    done with the first; then this process traces those still compiling at the fork: a
+    variant's trace costs what it
+    costs, 6 to 12.5 CPU-s for llm.c layernorm_backward's three, so the queue, not every other
+    variant, evens the two out) where there are two or more to trace, two CPUs
     (:func:`~gpuadvise.analyze.split.processes`) and no time budget (its cut-off between traces
     stays the one process's); empty where no variant would go to the child (:func:`_traced_points`
     traces them in turn). No compile is waited for: a variant still compiling is traced here,
@@ -537,12 +541,11 @@ def traced_in_two(
     if len(first) < 2 or processes() < 2 or time_left_s() is not None:
         return {}
     keys = list(first)
-    ready = [i for i, key in enumerate(keys) if i > 0 and _ready(builds[key][1])]
-    theirs = ready[::2]
-    if not theirs:
+    shared = [i for i, key in enumerate(keys) if i > 0 and _ready(builds[key][1])]
+    if not shared:
         return {}
     jobs = [lambda key=key: side_of(first[key], key) for key in keys]
-    return dict(zip(keys, in_two(jobs, theirs), strict=True))
+    return dict(zip(keys, in_two(jobs, shared, claimed=True), strict=True))
 
 
 def _ready(compiled: Future[Built]) -> bool:

@@ -81,6 +81,7 @@ __all__ = [
     "L1_UNUSED_BYTES",
     "UNIFIED_EXTRA_BYTES",
     "L1Reuse",
+    "capacity_miss_shares",
     "capacity_misses",
     "misses_in_flight",
     "misses_in_flight_by_record",
@@ -159,17 +160,59 @@ def capacity_misses(
     ``concurrency``: per CTA, the SM's resident warps over its traced warps; ``group_lines``:
     per CTA, the most lines a window holds (its distinct lines; None: no cap). The first read of
     each (CTA, sector) is not a re-read: ``miss`` 0, ``window_lines`` infinite."""
+    window, miss = _capacity(
+        group, rec_lines, rec_weight, acc_rec, acc_key, capacity_lines, concurrency,
+        group_lines, windows=True,
+    )  # fmt: skip
+    assert window is not None
+    return L1Reuse(window, miss)
+
+
+def capacity_miss_shares(
+    group: np.ndarray,
+    rec_lines: np.ndarray,
+    rec_weight: np.ndarray,
+    acc_rec: np.ndarray,
+    acc_key: np.ndarray,
+    capacity_lines: float,
+    concurrency: np.ndarray,
+    group_lines: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`capacity_misses`' ``miss`` alone: the same shares, without the access-sized
+    windows (float64 an access, 56 MB on AoSKernel's 7 M, made at the function's peak; issue
+    31: the L1 refetches read the shares only)."""
+    return _capacity(
+        group, rec_lines, rec_weight, acc_rec, acc_key, capacity_lines, concurrency,
+        group_lines, windows=False,
+    )[1]  # fmt: skip
+
+
+def _capacity(
+    group: np.ndarray,
+    rec_lines: np.ndarray,
+    rec_weight: np.ndarray,
+    acc_rec: np.ndarray,
+    acc_key: np.ndarray,
+    capacity_lines: float,
+    concurrency: np.ndarray,
+    group_lines: np.ndarray | None,
+    windows: bool,
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """:func:`capacity_misses`' windows (None without ``windows``) and miss shares."""
     group = np.asarray(group, np.int64)
     acc_rec = np.asarray(acc_rec, np.int64)
     acc_key = np.asarray(acc_key, np.int64)
     n_acc = len(acc_rec)
 
-    def reuse(cur: np.ndarray | None = None, lines: np.ndarray | None = None) -> L1Reuse:
+    def reuse(
+        cur: np.ndarray | None = None, lines: np.ndarray | None = None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
         # the two access-sized results made last, once the temporaries are freed (issue 31)
-        window = np.full(n_acc, np.inf)
+        window = np.full(n_acc, np.inf) if windows else None
         miss = np.zeros(n_acc)
         if cur is not None and lines is not None:
-            window[cur] = lines
+            if window is not None:
+                window[cur] = lines
             # the share in place on the windows (read above): the same operations in the same
             # order as ``clip(1 - C / maximum(lines, 1e-12), 0, 1)``, no re-read-sized
             # temporaries (issue 31: four float64 of 6.4 million on AoSKernel, at its peak)
@@ -178,7 +221,7 @@ def capacity_misses(
             np.subtract(1.0, lines, out=lines)
             np.clip(lines, 0.0, 1.0, out=lines)
             miss[cur] = lines
-        return L1Reuse(window, miss)
+        return window, miss
 
     if not n_acc:
         return reuse()

@@ -229,18 +229,20 @@ def malloc_tuned() -> Iterator[None]:
 # The kernel, laid out
 
 
-def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
+def front_splits(active: np.ndarray, taken: np.ndarray, weights: np.ndarray | None = None) -> int:
     """How many of these split warps (active lanes ``active``, the lanes that branched
     ``taken``, uint32 masks) split at a front: the taken lanes are the active lanes up to some
     lane (a prefix) or from some lane on (a suffix), as ``if (tid < bound)`` and
-    ``if (i > tid * k)`` split them: the threads on each side are contiguous."""
+    ``if (i > tid * k)`` split them: the threads on each side are contiguous. ``weights``: the
+    executions each warp's split stands for (a sampled loop's weighted iteration); None: one."""
 
     if active.size <= 16:  # a few warps: each word's bits as Python integers
         n = 0
-        for a, t in zip(active.tolist(), taken.tolist(), strict=True):
+        ws = [1] * active.size if weights is None else weights.tolist()
+        for a, t, w in zip(active.tolist(), taken.tolist(), ws, strict=True):
             f = a & ~t
             if a & ((1 << t.bit_length()) - 1) == t or a & ((1 << f.bit_length()) - 1) == f:
-                n += 1
+                n += w
         return n
 
     def packed(side: np.ndarray) -> np.ndarray:
@@ -251,7 +253,10 @@ def front_splits(active: np.ndarray, taken: np.ndarray) -> int:
             h |= h >> U32(sh)
         return (active & h) == side
 
-    return int(np.count_nonzero(packed(taken) | packed(active & ~taken)))
+    front = packed(taken) | packed(active & ~taken)
+    if weights is None:
+        return int(np.count_nonzero(front))
+    return int(weights[front].sum())
 
 
 @dataclass
@@ -674,6 +679,31 @@ class RecordSink:
 # A batch
 
 
+def _zeroed_registers(
+    regs: dict[str, str], n: int, cache: dict[int, dict[str, Any]] | None, ncta: int
+) -> dict[str, np.ndarray]:
+    """A batch's registers (``n`` lanes each, zeros) for the batch-size cache's new entry of
+    ``ncta`` CTAs. A larger batch's registers in the cache (the sample's last, shorter batch
+    after the full ones) are taken over: their first ``n`` lanes, zeroed, and that entry is
+    dropped (a later batch of its size starts from zeros, as a new one does). Zeroing memory the
+    process has touched is a memset; fresh zeros are first touches of new pages, which cost
+    ~10x as much here (HeCBench haversine's last batch: 1,094 registers of 53,760 lanes, 2.7 of
+    its 4.7 CPU-s), and the batch's peak memory is the larger batch's, not both."""
+    if cache:
+        larger = [k for k in cache if k > ncta]
+        if larger:
+            donor = cache[min(larger)]["regs"]
+            if donor.keys() == regs.keys() and all(
+                donor[name].dtype == storage_dtype(t) for name, t in regs.items()
+            ):
+                del cache[min(larger)]
+                got = {name: donor[name][:n] for name in regs}
+                for arr in got.values():
+                    arr.fill(0)
+                return got
+    return {name: np.zeros(n, dtype=storage_dtype(t)) for name, t in regs.items()}
+
+
 class Batch:
     """Whole CTAs executing together; see the module docstring."""
 
@@ -722,10 +752,7 @@ class Batch:
                 "lane_in_warp": (lane & 31).astype(U32),
                 "warp_base": lane & ~np.int64(31),
                 "warp_in_cta": np.tile(np.arange(wpc, dtype=np.int32), self.ncta),
-                "regs": {
-                    name: np.zeros(n, dtype=storage_dtype(t))
-                    for name, t in self.program.regs.items()
-                },
+                "regs": _zeroed_registers(self.program.regs, n, cache, self.ncta),
                 "specials": {},
                 # float64 scratch of the batch's size, for an op's intermediate (ops.py)
                 "f64": np.empty(n, np.float64),
@@ -2379,8 +2406,11 @@ class Batch:
                 div = ~(all_t | all_f)
                 if nz(div):
                     wd = ws[div]
-                    block_splits[p] += int(wd.size)
-                    self.block_front_splits[p] += front_splits(masks[div], tb[div])
+                    # a sampled loop's weighted iteration: each split stands for as many as its
+                    # warp's executions (as block_warps counts them), not one
+                    wdm = sampler.wmul[wd] if sampler.weighted else None
+                    block_splits[p] += int(wd.size) if wdm is None else int(wdm.sum())
+                    self.block_front_splits[p] += front_splits(masks[div], tb[div], wdm)
                     self._note_split(p, wd)
                     diverge(wd, p, [(taken_i, tb[div]), (fall_i, nb_[div])])
             elif kind == "exit":
@@ -2449,7 +2479,8 @@ class Batch:
             if len(groups) == 1:
                 set_pc(one, next(iter(groups)))
             else:
-                self.block_splits[blk] += 1
+                sampler = self.sampler  # a weighted iteration's split stands for its executions
+                self.block_splits[blk] += int(sampler.wmul[w]) if sampler.weighted else 1
                 self._note_split(blk, one)
                 diverge(one, blk, [(tgt, np.array([m], U32)) for tgt, m in groups.items()])
 

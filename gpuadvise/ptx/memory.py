@@ -78,6 +78,12 @@ page at a time (its corpus trace: 1,921 fills with no read-ahead, 294 so); HeCBe
 often find a page's predecessor filled but never walk on (its whole-launch check: 49,153 fills,
 which a fixed window of 7 pages made 163,841 pages instead of 49,153)."""
 
+FILL_BATCH_PAGES = 64
+"""Pages of scattered runs made by one call to a lazy buffer's ``bytes_runs``: the per-call cost
+of its random stream's set-up and conversions shared by many runs of a page (HeCBench nw's
+whole-launch check fills 150,000 of them, one call each: 30 us a page in overhead), the
+temporaries of the call kept to a few MB."""
+
 _every = np.logical_and.reduce  # ndarray.all without its Python wrapper (the same answer)
 
 
@@ -85,7 +91,8 @@ class ByteSource(Protocol):
     """A lazy buffer's start data: ``nbytes`` in all, ``bytes_at(lo, hi)`` the bytes ``[lo, hi)``
     as uint8 (the same bytes whatever the ranges asked). A source may also say that every byte
     is one value (``uniform_byte``, an int; None or absent otherwise): its pages are then filled
-    all at once, with no call per run."""
+    all at once, with no call per run. A source may also make many ranges at once
+    (``bytes_runs(los, his)``: the ranges' bytes concatenated, as ``bytes_at`` gives them)."""
 
     @property
     def nbytes(self) -> int: ...
@@ -301,9 +308,15 @@ class GlobalMemory:
                 if not len(pages):
                     return
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
-        for run in np.split(pages, breaks):
-            lo, hi = int(run[0]), int(run[-1]) + 1
-            self._fill_run(lo, self._ahead(lo, hi))
+        firsts = pages[np.concatenate([[0], breaks])].tolist()
+        lasts = pages[np.concatenate([breaks - 1, [len(pages) - 1]])].tolist()
+        runs = []
+        for lo, last in zip(firsts, lasts, strict=True):
+            hi = self._ahead(lo, last + 1)
+            self.pages_made += hi - lo
+            self._filled[lo:hi] = True
+            runs.append((lo, hi))
+        self._fill_runs(runs)
 
     def _ahead(self, lo: int, hi: int) -> int:
         """``hi``, or past it when a run ``[lo, hi)`` continues a walk forward (see
@@ -334,6 +347,44 @@ class GlobalMemory:
                 self.heap[a:b] = src.bytes_at(a - info.start, b - info.start)
         self.pages_made += page_hi - page_lo
         self._filled[page_lo:page_hi] = True
+
+    def _fill_runs(self, runs: list[tuple[int, int]]) -> None:
+        """The bytes of page runs ``[lo, hi)`` (in the order :meth:`_fill_pages` found them, their
+        pages already marked filled) from the lazy buffers, :data:`FILL_BATCH_PAGES` pages at a
+        time (a longer run alone)."""
+        group: list[tuple[int, int]] = []
+        pages = 0
+        for lo, hi in runs:
+            if group and pages + (hi - lo) > FILL_BATCH_PAGES:
+                self._fill_group(group)
+                group, pages = [], 0
+            group.append((lo, hi))
+            pages += hi - lo
+        if group:
+            self._fill_group(group)
+
+    def _fill_group(self, runs: list[tuple[int, int]]) -> None:
+        """:meth:`_fill_runs` of a few runs: one call per lazy buffer for all of them that
+        overlap it (``bytes_runs``, where the source has it)."""
+        bounds = np.array(runs, dtype=np.int64).reshape(-1, 2) << PAGE_SHIFT
+        bounds[:, 1] = np.minimum(bounds[:, 1], len(self.heap))
+        for info, src in self._lazy:
+            a = np.maximum(bounds[:, 0], info.start)
+            b = np.minimum(bounds[:, 1], info.start + info.size)
+            inside = a < b
+            if not inside.any():
+                continue
+            a, b = a[inside], b[inside]
+            many = getattr(src, "bytes_runs", None)
+            if many is None or len(a) < 2:
+                for x, y in zip(a.tolist(), b.tolist(), strict=True):
+                    self.heap[x:y] = src.bytes_at(x - info.start, y - info.start)
+                continue
+            data = many(a - info.start, b - info.start)
+            at = 0
+            for x, y in zip(a.tolist(), b.tolist(), strict=True):
+                self.heap[x:y] = data[at : at + y - x]
+                at += y - x
 
     def address_of(self, name: str) -> int:
         return self.by_name[name].base
@@ -486,7 +537,10 @@ def _distinct(pages: np.ndarray) -> np.ndarray:
     if len(pages) < 2:
         return pages
     pages = np.sort(pages)
-    return pages[np.r_[True, pages[1:] != pages[:-1]]]
+    keep = np.empty(len(pages), bool)  # (np.r_ costs ~10 us a call)
+    keep[0] = True
+    np.not_equal(pages[1:], pages[:-1], out=keep[1:])
+    return pages[keep]
 
 
 def _page_end(byte_end: int) -> int:

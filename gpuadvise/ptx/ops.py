@@ -14,8 +14,13 @@ Numerics (what differs from the GPU, and by how much):
   only the final sum can be off, by a double rounding, in rare cases); ``f64`` fma uses long double.
 - ``.ftz`` (flush subnormals to zero) is ignored: subnormal results keep their value.
 - The approximate instructions (``ex2``/``lg2``/``sin``/``cos``/``rsqrt``/``rcp``/``sqrt``/
-  ``tanh`` ``.approx``, ``div.approx``/``div.full``) are computed exactly (numpy float32, which is
-  within an ulp or two of the hardware's approximation, more for ``sin``/``cos`` of large arguments).
+  ``tanh`` ``.approx``, ``div.approx``/``div.full``) are computed exactly: within an ulp or two of
+  the hardware's approximation, more for ``sin``/``cos`` of large arguments. The transcendental ones
+  (``ex2``/``lg2``/``sin``/``cos``/``tanh``) of ``f32`` and the 16-bit types are computed in float64
+  and rounded, never by numpy's float32 functions: those take a different SIMD path on each host CPU
+  (AVX2, AVX-512) and differ in the last bit, which moved a data-dependent loop's trip count, and so
+  the advice, between two machines. Rounded from float64 they are the correctly rounded value on
+  every host, but for a double rounding about once in 2^28.
 - ``f16``/``bf16`` (and ``x2``) arithmetic is computed in float32 and rounded to the 16-bit type.
 - Integer division by zero gives all ones (as the GPU does for unsigned division); the remainder 0.
 """
@@ -66,6 +71,9 @@ Getter = Callable[[], Any]
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 F16, F32, F64 = np.float16, np.float32, np.float64
+
+# what np.clip runs for a float array, without its wrappers (~4 us a call; numpy 2)
+_clip: Any = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", np.clip)
 
 
 class _Unsupported(Exception):
@@ -291,6 +299,15 @@ def _func_op(b: Batch, ins: Instr, tin: str | list[str], tout: str, fn: Callable
     d = Dst(b, ops[0], tout)
     tins = tin if isinstance(tin, list) else [tin] * (len(ops) - 1)
     srcs = [getter(b, o, ti) for o, ti in zip(ops[1:], tins, strict=False)]
+    if len(srcs) == 1:  # (the usual counts without the generator and the unpacking)
+        (s0,) = srcs
+        return lambda m: d(fn(s0()), m)
+    if len(srcs) == 2:
+        s0, s1 = srcs
+        return lambda m: d(fn(s0(), s1()), m)
+    if len(srcs) == 3:
+        s0, s1, s2 = srcs
+        return lambda m: d(fn(s0(), s1(), s2()), m)
 
     def op(m: Mask) -> None:
         d(fn(*(s() for s in srcs)), m)
@@ -767,9 +784,9 @@ def _build_half(b: Batch, ins: Instr, t: str) -> Op:
         if base == "max":
             return np.fmax(xs[0], xs[1])
         if base == "ex2":
-            return np.exp2(xs[0])
+            return np.exp2(np.asarray(xs[0], F64))  # in float64: the same on every host
         if base == "tanh":
-            return np.tanh(xs[0])
+            return np.tanh(np.asarray(xs[0], F64))
         raise _Unsupported(ins.opcode)
 
     if base not in ("add", "sub", "mul", "fma", "mad", "neg", "abs", "min", "max", "ex2", "tanh"):
@@ -831,19 +848,39 @@ def build_math(b: Batch, ins: Instr) -> Op:
             return round_to_f32(np.sqrt(np.asarray(x, F64)), rnd)
         return np.sqrt(x)
 
+    def wide(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``f`` of f32 in float64, rounded once: numpy's float32 ``f`` differs between host CPUs."""
+        if t != "f32":
+            return f
+        return lambda x: f(np.asarray(x, F64))
+
     fns: dict[str, Callable[[Any], Any]] = {
         "rcp": rcp,
         "sqrt": sqrt,
         "rsqrt": lambda x: np.divide(one, np.sqrt(x)),
-        "ex2": np.exp2,
-        "lg2": np.log2,
-        "sin": np.sin,
-        "cos": np.cos,
-        "tanh": np.tanh,
+        "ex2": wide(np.exp2),
+        "lg2": wide(np.log2),
+        "sin": wide(np.sin),
+        "cos": wide(np.cos),
+        "tanh": wide(np.tanh),
     }
     fn = fns.get(base)
     if fn is None:
         raise _Unsupported(ins.opcode)
+    if base == "rsqrt":  # a register's lanes: the root's array divided in place (same values)
+        g = getter(b, ins.operands[1], t)
+        d = Dst(b, ins.operands[0], t)
+
+        def rsqrt(m: Mask) -> None:
+            x = g()
+            if type(x) is np.ndarray and x.dtype == dt:
+                r = np.sqrt(x)
+                np.divide(one, r, out=r)
+                d(r, m)
+            else:
+                d(np.asarray(fn(x)).astype(dt, copy=False), m)
+
+        return rsqrt
     return _func_op(b, ins, t, t, lambda x: np.asarray(fn(x)).astype(dt, copy=False))
 
 
@@ -1047,6 +1084,9 @@ def build_bits(b: Batch, ins: Instr) -> Op:
                 return ((x << n) >> U64(32)).astype(U32)
             return ((x >> n) & U64(0xFFFFFFFF)).astype(U32)
 
+        amount = ins.operands[3] if len(ins.operands) == 4 else None
+        if isinstance(amount, Imm):  # a literal shift (a rotate): in 32 bits, decided once
+            return _shf_by(b, ins, shf, _shf_amount(amount, clamp), left)
         return _func_op(b, ins, ["b32", "b32", "u32"], "b32", shf)
     if base in ("dp4a", "dp2a"):
         tys = _types(ins.mods)
@@ -1075,6 +1115,45 @@ def build_bits(b: Batch, ins: Instr) -> Op:
 
         return _func_op(b, ins, ["b32", "b32", "b32"], "b32", dp)
     raise _Unsupported(ins.opcode)
+
+
+def _shf_amount(imm: Imm, clamp: bool) -> int:
+    """A literal funnel-shift amount as :func:`build_bits`' ``shf`` takes it (0 to 32)."""
+    k = int(imm_value(imm, "u32"))
+    return min(k, 32) if clamp else k & 31
+
+
+def _shf_by(b: Batch, ins: Instr, general: Callable[..., Any], k: int, left: bool) -> Op:
+    """``shf`` by a literal ``k`` (0 to 32) on 32-bit lanes: ``(hi << k) | (lo >> 32 - k)``
+    left, ``(lo >> k) | (hi << 32 - k)`` right, the bits the 64-bit funnel ``general`` gives
+    (tests/ptx/test_ptx_ops.py compares them); literal halves take ``general``."""
+    ops = ins.operands
+    d = Dst(b, ops[0], "b32")
+    glo, ghi = getter(b, ops[1], "b32"), getter(b, ops[2], "b32")
+    n = U32(k)
+    if left:
+        lead, trail = (ghi, glo)  # the half shifted by k, the half that fills in
+    else:
+        lead, trail = (glo, ghi)
+    if k in (0, 32):  # one half as it is: hi or lo
+        whole = lead if k == 0 else trail
+        return lambda m: d(np.array(whole(), U32), m)
+    back = U32(32 - k)
+
+    def op(m: Mask) -> None:
+        x, y = lead(), trail()
+        if type(x) is not np.ndarray or type(y) is not np.ndarray:
+            d(general(glo(), ghi(), n), m)
+            return
+        if left:
+            r = np.left_shift(x, n)
+            r |= np.right_shift(y, back)
+        else:
+            r = np.right_shift(x, n)
+            r |= np.left_shift(y, back)
+        d(r, m)
+
+    return op
 
 
 _PRMT_MODES = {
@@ -1414,9 +1493,31 @@ def build_cvt(b: Batch, ins: Instr) -> Op:
         return pack
     if dt_t in ("e4m3x2", "e5m2x2", "tf32") or at_t in ("e4m3x2", "e5m2x2", "tf32"):
         raise _Unsupported(ins.opcode)
-    src_store_t = at_t
-    g = getter(b, ops[1], src_store_t)
+    g = getter(b, ops[1], at_t)
     d = Dst(b, ops[0], dt_t)
+    conv = _cvt_general(at_t, dt_t, rnd, sat)
+    fast = _cvt_fast(at_t, dt_t, rnd, sat)
+    if fast is not None:
+        src_dt = NP_TYPES[at_t]
+
+        def op_fast(m: Mask) -> None:
+            x = g()
+            if type(x) is np.ndarray and x.dtype == src_dt:  # a register's lanes
+                d(fast(x), m)
+            else:
+                d(conv(x), m)
+
+        return op_fast
+
+    def op(m: Mask) -> None:
+        d(conv(g()), m)
+
+    return op
+
+
+def _cvt_general(at_t: str, dt_t: str, rnd: str, sat: bool) -> Callable[[Any], Any]:
+    """``cvt``'s conversion from PTX type ``at_t`` to ``dt_t`` (rounding ``rnd``, ``.sat``) of
+    any operand (lanes or a literal): every form :func:`build_cvt` takes but the packed halves."""
 
     def to_float32(x: Any) -> Any:
         if at_t == "bf16":
@@ -1497,10 +1598,71 @@ def build_cvt(b: Batch, ins: Instr) -> Op:
                 r = np.clip(wide_x, info_d.min, info_d.max).astype(dst_dt)
         return r
 
-    def op(m: Mask) -> None:
-        d(conv(g()), m)
+    return conv
 
-    return op
+
+# rounding to an integral value by cvt's modifier (in any float type: exact in a wider one)
+_INTEGRAL = {"rni": np.rint, "rn": np.rint, "": np.rint, "rzi": np.trunc, "rz": np.trunc}
+_INTEGRAL.update({"rmi": np.floor, "rm": np.floor, "rpi": np.ceil, "rp": np.ceil})
+_INT_ROUNDING = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+_INT32_TYPES = ("u8", "s8", "u16", "s16", "u32", "s32")
+_INT_TYPES = (*_INT32_TYPES, "u64", "s64")
+
+
+def _cvt_fast(at_t: str, dt_t: str, rnd: str, sat: bool) -> Callable[[np.ndarray], Any] | None:
+    """:func:`_cvt_general`'s conversion for the common forms, of a register's lanes (an array of
+    ``at_t``'s type), with its decisions taken once and fewer arrays: the same values, bit for
+    bit (tests/ptx/test_cvt_fast.py compares them). None for the other forms.
+
+    - ``f32``/``f64`` to an integer of up to 32 bits: rounded to an integral value in float64
+      (exact: ``f32`` widens exactly, and rounding commutes with the widening), clipped to the
+      type's range, NaN to 0, then cast (the values are in range: the cast is exact).
+    - an integer to ``f32`` (round to nearest) or ``f64``: numpy's cast.
+    - ``f32``/``f64`` to ``f32``/``f64`` (but ``f64`` to ``f32`` rounded towards zero or an
+      infinity): the cast, the integral rounding of ``.rni`` and the like, ``.sat``."""
+    floats = ("f32", "f64")
+    dst_dt = NP_TYPES[dt_t]
+    if at_t in floats and dt_t in _INT32_TYPES:
+        info = np.iinfo(dst_dt)
+        lo, hi = float(info.min), float(info.max)
+        integral = _INTEGRAL.get(rnd)
+        signed = info.min < 0
+
+        def to_int(x: np.ndarray) -> Any:
+            w = x.astype(F64)
+            if integral is not None:
+                integral(w, out=w)
+            if signed:
+                nan = np.isnan(w)
+                _clip(w, lo, hi, out=w)
+                np.copyto(w, 0.0, where=nan)
+            else:
+                np.fmax(w, 0.0, out=w)  # NaN to 0 (fmax takes the number)
+                np.minimum(w, hi, out=w)
+            return w.astype(dst_dt)
+
+        return to_int
+    if at_t in _INT_TYPES and (dt_t == "f64" or (dt_t == "f32" and rnd not in ("rz", "rm", "rp"))):
+        return lambda x: x.astype(dst_dt)
+    if (
+        at_t in floats
+        and dt_t in floats
+        and not (at_t == "f64" and dt_t == "f32" and rnd in ("rz", "rm", "rp"))
+    ):
+        rounding = _INT_ROUNDING.get(rnd)
+
+        def to_float(x: np.ndarray) -> Any:
+            r = x.astype(dst_dt)
+            if rounding is not None:
+                rounding(r, out=r)
+            if sat:  # _sat01: NaN to +0, else clipped to [0, 1]
+                nan = np.isnan(r)
+                _clip(r, 0, 1, out=r)
+                np.copyto(r, 0, where=nan)
+            return r
+
+        return to_float
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -147,12 +147,19 @@ class ModelResults:
     l2_probe_ctas: int | None = None
     unavailable_why: Mapping[str, str] = field(default_factory=dict)
     deliberate: frozenset[str] = frozenset()
+    # models still being computed (the L2 model in a forked child, gpuadvise.analyze.l2_behind):
+    # what waits for each and gives it (None when there is none) and why it is missing
+    later: Mapping[str, Callable[[], tuple[Any, str | None]]] = field(default_factory=dict)
 
     def require(self, name: str) -> Any:
-        """Model ``name`` (:data:`TRACE_MODELS`); ModelUnavailable with the reason otherwise."""
+        """Model ``name`` (:data:`TRACE_MODELS`); ModelUnavailable with the reason otherwise.
+        A model still being computed (``later``) is waited for."""
         value = getattr(self, name)
+        reason = None
+        if value is None and name in self.later:
+            value, reason = self.later[name]()
         if value is None:
-            reason = self.unavailable.get(name) or f"the {name} model was not computed"
+            reason = reason or self.unavailable.get(name) or f"the {name} model was not computed"
             raise ModelUnavailable(
                 reason, why=self.unavailable_why.get(name), deliberate=name in self.deliberate
             )
@@ -492,8 +499,11 @@ class RuleContext:
         return self._models
 
     def has_model(self, name: str) -> bool:
-        """Whether model ``name`` was computed."""
-        return getattr(self._models, name, None) is not None
+        """Whether model ``name`` was computed (one still being computed is waited for)."""
+        if getattr(self._models, name, None) is not None:
+            return True
+        later = self._models.later.get(name)
+        return later is not None and later()[0] is not None
 
     @property
     def trace(self) -> AccessTrace:

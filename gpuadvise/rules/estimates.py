@@ -39,7 +39,7 @@ from gpuadvise.model.l1 import (
     L1_LINE_BYTES,
     L1_UNUSED_BYTES,
     UNIFIED_EXTRA_BYTES,
-    capacity_misses,
+    capacity_miss_shares,
     misses_in_flight_by_record,
     written_before_read,
 )
@@ -70,6 +70,7 @@ __all__ = [
     "l1_roofline_estimate",
     "launch_change_estimate",
     "repeated_requests",
+    "resident_warps",
     "shared_wavefront_estimate",
     "model_check",
     "through_model",
@@ -612,12 +613,11 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     per_sm = max(min(per_sm, -(-view.total_ctas // device.sm_count)), 1)
     concurrency = per_sm * w / np.maximum(side.traced, 1)
     capacity = (device.smem_per_sm + UNIFIED_EXTRA_BYTES - L1_UNUSED_BYTES) / L1_LINE_BYTES
-    reuse = capacity_misses(
+    # (the shares alone: no access-sized windows, which are not read here; issue 31's peak)
+    miss = capacity_miss_shares(
         side.group, rec_lines, view.rec_weight, acc_rec, acc_key, capacity, concurrency,
         group_lines,
     )  # fmt: skip
-    miss = reuse.miss
-    del reuse  # (its windows: access-sized, not read here)
     # (the product made in place, in the same order: ``weight * miss * load``)
     weights = view.rec_weight[acc_rec]
     weights *= miss
@@ -765,7 +765,7 @@ def _used_bytes_by_cta(
     key *= span
     key += inner
     del inner
-    uk, first = first_by_runs(key)
+    uk, first = first_by_runs(key, overwrite=True)  # (its keys sorted in ``key`` itself)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
     per_cta = np.bincount(uk // span, weights=w)
@@ -789,9 +789,11 @@ def _used_bytes_by_cta(
     return per_cta, float((width[at[least]] * weight[least]).sum())
 
 
-def _resident_warps(device: DeviceSpec, view: TraceView) -> float:
+def resident_warps(device: DeviceSpec, view: TraceView) -> float:
     """Warps on the device at once: by the kernel's occupancy when the emulator knew it (its
-    registers and shared memory), else by the warp and CTA limits (at most this many)."""
+    registers and shared memory), else by the warp and CTA limits (at most this many). The
+    :class:`Traffic`'s ``resident_warps`` of every :func:`view_traffic` of ``view``: read here
+    where nothing else of the traffic is needed (no pass over the lanes)."""
     threads = math.prod(view.block)
     w = -(-threads // WARP)
     if not (device.sm_count and w):
@@ -876,10 +878,13 @@ def _view_traffic(
         # the changed loads' sectors no other load touches give way to the bytes they use
         alone = sets["l2"].alone(sel_lanes)
         m = load[sel_rec]
-        at = sel_lanes[m]
+        # (every changed lane a load's, a layout fix of a line's loads: the lanes themselves,
+        # not a lane-sized copy of them; issue 31's peak)
+        every = bool(m.all())
+        at = sel_lanes if every else sel_lanes[m]
         # (and the loads' used bytes over all the CTAs, for the DRAM side below)
         per_cta, load_used = _used_bytes_by_cta(
-            lanes.cta, lb, lanes.off, lanes.width, at, _at(sel_w, m)
+            lanes.cta, lb, lanes.off, lanes.width, at, sel_w if every else _at(sel_w, m)
         )
         used = float(np.sum(np.ceil(per_cta / SECTOR)))
         l2_load = min(l2_load, l2_load - alone + used)
@@ -938,7 +943,7 @@ def _view_traffic(
         l2_scattered_store_sectors=scattered * s,
         dram_bytes=dram_sectors * SECTOR * s,
         instructions=float(rw[keep].sum()) * s,
-        resident_warps=_resident_warps(device, view),
+        resident_warps=resident_warps(device, view),
         bytes_in_flight_per_warp=in_flight,
         work=work,
         load_requests=n_load * s,

@@ -366,6 +366,7 @@ def _run_split(
     outcomes: dict[int, _Outcome],
     tell: Callable[[_Outcome], None],
     prepare: Callable[[Sequence[int]], None] = lambda rest: None,
+    last: Sequence[int] = (),
 ) -> dict[str, Any]:
     """The rules at positions ``order`` over this process and a forked child
     (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
@@ -380,7 +381,9 @@ def _run_split(
     is forked: each process takes the next
     rule from the queue when it is done with its last, until none is left. The findings of the
     rules before the fork are told after it: the variants' compile thread then starts after the
-    fork, so it holds no lock the child could need."""
+    fork, so it holds no lock the child could need. ``last``: rules this process runs after
+    all the others it runs, never the child (those that read a model still being computed
+    here: :attr:`~gpuadvise.rules.context.ModelResults.later`)."""
     c0 = time.thread_time()
     before: list[_Outcome] = []
     k = 0
@@ -391,7 +394,7 @@ def _run_split(
     if len(rest) < 2:
         for out in before:
             tell(out)
-        for i in rest:
+        for i in [*rest, *last]:
             run(i)
         return {}
     prepare(rest)
@@ -418,13 +421,15 @@ def _run_split(
         for out in before:
             tell(out)
         if child is None or claims is None:
-            for i in rest:
+            for i in [*rest, *last]:
                 run(i)
             return {}
         with contextlib.ExitStack() as waits:
             waits.push(child.__exit__)  # (waits for the child; kills it on an exception)
             t0 = time.perf_counter()
             for i in claims:
+                run(i)
+            for i in last:
                 run(i)
             # a child stuck on a lock another thread held at the fork costs time, never a
             # result
@@ -463,7 +468,9 @@ def evaluate_rules(
     (:mod:`gpuadvise.rules.split`), each taking the next from one queue
     (:func:`claim_order`); the result is the one process's, whichever ran each rule (timings
     and CPU per rule from the process that ran it). The rules whose variants are traced
-    afterwards run first in either (:func:`run_order`).
+    afterwards run first in either (:func:`run_order`). Those that read a model still being
+    computed (:attr:`~gpuadvise.rules.context.ModelResults.later`: the L2 model in a forked
+    child) run last, in this process.
     """
     if registry is None:
         registry = load_registry(config.rules_dirs if config is not None else ())
@@ -489,6 +496,11 @@ def evaluate_rules(
         return out
 
     order = run_order(rules)
+    # the rules that read a model still being computed (the L2 model in a forked child) last,
+    # in this process: the others run meanwhile
+    later = set(context.models.later)
+    last = [i for i in order if later & set(rules[i].models)]
+    order = [i for i in order if i not in last]
     # the memory the rules free kept for their next arrays (no fresh pages to fault in)
     with malloc_tuned():
         if processes >= 2:
@@ -500,9 +512,10 @@ def evaluate_rules(
                 outcomes,
                 tell,
                 lambda rest: shared_pieces(context, [rules[i] for i in rest]),
+                last,
             )
         else:
-            for i in order:
+            for i in [*order, *last]:
                 run(i)
     findings: list[Finding] = []
     skipped: list[SkippedRule] = []

@@ -36,6 +36,7 @@ __all__ = [
     "address_streams",
     "display_fix",
     "group_walks",
+    "lanes_row_walk",
     "other_kind_insts",
     "row_refetch",
     "row_walk",
@@ -128,27 +129,41 @@ def row_walk(
     an array of structures (``buffer.is_struct``) only the whole struct (the warp's
     ``footprint_excess`` at most :data:`ROW_FOOTPRINT_EXCESS_PCT`): a few fields read in a row
     are a field walk (a structure of arrays fixes it)."""
+    return _rows_apart(stride, footprint_excess, buffer) and step is not None and abs(step) == width
+
+
+def _rows_apart(stride: int | None, footprint_excess: float, buffer: Any) -> bool:
+    """:func:`row_walk`'s conditions but the thread's own step: consecutive threads more than
+    two vectors apart, and in an array of structures a warp footprint of (nearly) whole
+    structs."""
     if footprint_excess > ROW_FOOTPRINT_EXCESS_PCT and buffer.is_struct:
         return False
-    return (
-        step is not None
-        and stride is not None
-        and abs(step) == width
-        and abs(stride) > 2 * VECTOR_BYTES
-    )
+    return stride is not None and abs(stride) > 2 * VECTOR_BYTES
+
+
+def lanes_row_walk(
+    lanes: Any, stride: int | None, width: int, footprint_excess: float, buffer: Any
+) -> bool:
+    """:func:`row_walk` of a line's ``lanes``: their :func:`thread_step` (a sort of every lane,
+    millions on an array of structures) found only where the stride and the footprint leave it
+    to decide (issue 31: GA301's CPU)."""
+    if not _rows_apart(stride, footprint_excess, buffer):
+        return False
+    return row_walk(thread_step(lanes), stride, width, footprint_excess, buffer)
 
 
 def staged_rows(device: Any, view: Any, pattern: str) -> bool:
     """Whether a walk is a thread-per-row walk in a launch of more warps than the device holds
     at once: a warp per row would only queue more warps, so it is fixed by staging the rows
-    through shared memory instead (the threads keep their rows)."""
+    through shared memory instead (the threads keep their rows). (The resident warps alone,
+    not the launch's traffic: GA301's detect asks with a line's lanes held, issue 31's peak.)"""
     if pattern != "thread-per-row":
         return False
-    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.rules.estimates import resident_warps
 
     threads = int(np.prod(view.block))
     warps = float(view.total_ctas * -(-threads // 32))
-    return warps > view_traffic(device, view).resident_warps
+    return warps > resident_warps(device, view)
 
 
 def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
@@ -160,7 +175,7 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     from the L2 again. HeCBench's kmeans feature_transpose: 2048 threads an SM, each row
     136 bytes over two lines, 512 KB of rows for a 256 KB L1 (1.54-1.62x measured for the
     tile transpose on an H200, where a DRAM floor alone says 1.0x). 0 when the rows fit."""
-    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.rules.estimates import resident_warps
     from gpuadvise.rules.repeats import l1_bytes_left
 
     view, device = ctx.trace_view, ctx.device
@@ -178,7 +193,7 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     _, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
     held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
     lines_per_thread = held / max(len(distinct(thread)), 1)
-    threads = view_traffic(device, view).resident_warps * 32.0 / device.sm_count
+    threads = resident_warps(device, view) * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
     l1 = float(l1_bytes_left(device, ctx.occupancy))
     if footprint <= l1 or l1 <= 0:

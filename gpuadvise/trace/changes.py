@@ -27,6 +27,11 @@ __all__ = ["BufferChanges", "OutputChanges", "as_elements"]
 CHUNK_ELEMENTS = 1 << 22
 """Elements compared at a time (changed_positions' chunk)."""
 
+GROUP_ELEMENTS = 1 << 18
+"""Elements of the reached runs' chunks compared at once (a larger chunk alone): the scattered
+pages of a column walk (HeCBench nw: 30,000 runs of a page) in hundreds of calls, not thousands,
+their temporaries a few MB."""
+
 _GAP_BYTES = 1 << 12
 """Start values at scattered positions are made per cluster of positions less than this apart
 (a page): one call to the fill per cluster, not one per element, nor the span between far ones."""
@@ -82,16 +87,23 @@ class OutputChanges:
         size = dt.itemsize
         pos_parts: list[np.ndarray] = []
         val_parts: list[np.ndarray] = []
-        for lo, hi in self._gmem.reached_runs(name):
-            e0, e1 = lo // size, -(-hi // size)
-            for a in range(e0, e1, CHUNK_ELEMENTS):
-                b = min(e1, a + CHUNK_ELEMENTS)
-                now = as_elements(self._gmem.read_range(name, a * size, b * size), dt)
-                start = as_elements(_start_bytes(src, a * size, b * size), dt)
-                found = changed_positions(now, start)
-                if len(found):
-                    pos_parts.append(found + a)
-                    val_parts.append(now[found])
+        chunks = [
+            (a, min(e1, a + CHUNK_ELEMENTS))
+            for lo, hi in self._gmem.reached_runs(name)
+            for e0, e1 in [(lo // size, -(-hi // size))]
+            for a in range(e0, e1, CHUNK_ELEMENTS)
+        ]
+        for group in _groups(chunks):
+            # the chunks of a group compared at once (nw's scattered pages: 30,000 chunks of a
+            # page), element by element as each alone
+            now = as_elements(
+                _joined([self._gmem.read_range(name, a * size, b * size) for a, b in group]), dt
+            )
+            start = as_elements(_start_runs(src, group, size), dt)
+            found = changed_positions(now, start)
+            if len(found):
+                pos_parts.append(found + _offsets(group, found))
+                val_parts.append(now[found])
         if not pos_parts:
             empty = as_elements(self._gmem.read_range(name, 0, 0), dt)
             return BufferChanges(np.zeros(0, dtype=np.int64), empty)
@@ -106,13 +118,20 @@ class OutputChanges:
         size = dt.itemsize
         if not len(positions):
             return as_elements(self._gmem.read_range(name, 0, 0), dt)
-        byte_at = positions.astype(np.int64) * size
-        breaks = np.flatnonzero(np.diff(byte_at) > _GAP_BYTES) + 1
+        pos = positions.astype(np.int64)
+        breaks = np.flatnonzero(np.diff(pos * size) > _GAP_BYTES) + 1
+        firsts = pos[np.concatenate([[0], breaks])].tolist()
+        lasts = (pos[np.concatenate([breaks - 1, [len(pos) - 1]])] + 1).tolist()
+        # the clusters' spans made a group at a time, each position read at its place in them
         parts = []
-        for run in np.split(positions.astype(np.int64), breaks):
-            a, b = int(run[0]), int(run[-1]) + 1
-            parts.append(as_elements(_start_bytes(src, a * size, b * size), dt)[run - a])
-        return np.concatenate(parts)
+        done = 0
+        for group in _groups(list(zip(firsts, lasts, strict=True))):
+            spans = as_elements(_start_runs(src, group, size), dt)
+            upto = int(np.searchsorted(pos, group[-1][1]))
+            at = pos[done:upto]
+            parts.append(spans[_places(group, at)])
+            done = upto
+        return _joined(parts)
 
 
 def as_elements(raw: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
@@ -120,6 +139,51 @@ def as_elements(raw: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
     if dt.shape:
         return raw.view(dt.base).reshape(-1, *dt.shape)
     return raw.view(dt)
+
+
+def _groups(chunks: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Consecutive element ranges ``[a, b)`` in groups of at most ``GROUP_ELEMENTS`` elements
+    (a longer range alone)."""
+    groups: list[list[tuple[int, int]]] = []
+    held = GROUP_ELEMENTS
+    for a, b in chunks:
+        if held + (b - a) > GROUP_ELEMENTS:
+            groups.append([])
+            held = 0
+        groups[-1].append((a, b))
+        held += b - a
+    return groups
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _offsets(group: list[tuple[int, int]], at: np.ndarray) -> np.ndarray:
+    """For places ``at`` in a group's ranges laid end to end, the element index in the buffer
+    minus the place."""
+    bounds = np.array(group, dtype=np.int64)
+    n = bounds[:, 1] - bounds[:, 0]
+    ends = np.cumsum(n)
+    return (bounds[:, 0] - (ends - n))[np.searchsorted(ends, at, side="right")]
+
+
+def _places(group: list[tuple[int, int]], elements: np.ndarray) -> np.ndarray:
+    """The places of ``elements`` (each inside one of a group's ranges, ascending) in the
+    ranges laid end to end."""
+    bounds = np.array(group, dtype=np.int64)
+    n = bounds[:, 1] - bounds[:, 0]
+    shift = bounds[:, 0] - (np.cumsum(n) - n)
+    return elements - shift[np.searchsorted(bounds[:, 0], elements, side="right") - 1]
+
+
+def _start_runs(src: Any, group: list[tuple[int, int]], size: int) -> np.ndarray:
+    """The start bytes of a group's element ranges, laid end to end."""
+    many = getattr(src, "bytes_runs", None)
+    if many is None or len(group) < 2:
+        return _joined([_start_bytes(src, a * size, b * size) for a, b in group])
+    bounds = np.array(group, dtype=np.int64) * size
+    return np.ascontiguousarray(many(bounds[:, 0], bounds[:, 1]))
 
 
 def _start_bytes(src: Any, lo: int, hi: int) -> np.ndarray:

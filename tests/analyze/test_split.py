@@ -214,3 +214,35 @@ def test_two_variants_traced_at_once_give_the_points_of_one_process(
     assert both.findings == one.findings == late.findings
     points = [x.estimated_speedup.inputs[VT.TRACE_POINT] for x in both.findings]  # type: ignore[union-attr]
     assert len(points) == 2 and points[0] != points[1]
+
+
+@pytest.mark.usefixtures("two")
+def test_a_claimed_share_goes_to_whichever_process_is_free() -> None:
+    """Jobs 1-3 queued (claimed): this process runs job 0, long, while the child takes the
+    queue's jobs one after another, all three; results in order; then this process runs job 4,
+    not queued, after the queue (a variant still compiling at the fork). A fixed share of
+    every other job (1 and 3) left job 2 to this process, after job 0."""
+    import time
+
+    def slow() -> tuple[int, int]:
+        time.sleep(1.5)
+        return 0, os.getpid()
+
+    got = S.in_two([slow, _pid(1), _pid(2), _pid(3), _pid(4)], [1, 2, 3], claimed=True)
+    assert [g[0] for g in got] == [0, 1, 2, 3, 4]
+    here = os.getpid()
+    assert [g[1] == here for g in got] == [True, False, False, False, True]
+
+
+@pytest.mark.usefixtures("two")
+def test_a_claimed_share_left_by_a_dead_child_runs_here() -> None:
+    parent = os.getpid()
+
+    def dies() -> int:
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return 7
+
+    got = S.in_two([_pid(0), dies, _pid(2), _pid(3)], [1, 2, 3], claimed=True)
+    assert [g if isinstance(g, int) else g[0] for g in got] == [0, 7, 2, 3]
+    assert all(g[1] == parent for g in got if not isinstance(g, int))

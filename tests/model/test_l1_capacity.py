@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gpuadvise.model.l1 import (
+    capacity_miss_shares,
     capacity_misses,
     misses_in_flight,
     misses_in_flight_by_record,
@@ -144,6 +145,30 @@ def test_the_packed_sort_orders_as_the_lexsort() -> None:
         again = capacity_misses(group, lines, w, pair[0][perm], pair[1][perm], 20.0, conc)
         assert np.array_equal(again.miss, got.miss[perm])
         assert np.array_equal(again.window_lines, got.window_lines[perm])
+
+
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("capped", [True, False])
+def test_the_miss_shares_alone_are_the_misses(constant: bool, capped: bool) -> None:
+    """capacity_miss_shares (no windows: the L1 refetches') gives capacity_misses' miss, bit for
+    bit: random CTAs, lines, weights (one, or a sampled loop's), windows capped or not, and
+    no access at all."""
+    rng = np.random.default_rng(11)
+    n_rec = 500
+    group = rng.integers(0, 6, n_rec)
+    lines = rng.integers(0, 4, n_rec).astype(float)
+    w = np.ones(n_rec) if constant else rng.integers(1, 5, n_rec).astype(float)
+    pair = np.unique(
+        np.stack([np.sort(rng.integers(0, n_rec, 4000)), rng.integers(0, 60, 4000)]), axis=1
+    )
+    conc = rng.uniform(1, 4, 6)
+    cap = rng.uniform(5, 40, 6) if capped else None
+    for capacity in (3.0, 25.0, 1e9):
+        want = capacity_misses(group, lines, w, pair[0], pair[1], capacity, conc, cap).miss
+        got = capacity_miss_shares(group, lines, w, pair[0], pair[1], capacity, conc, cap)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert got.any() if capacity == 3.0 else capacity < 1e9 or not got.any()
+    assert len(capacity_miss_shares(group, lines, w, pair[0][:0], pair[1][:0], 3.0, conc)) == 0
 
 
 def test_sector_keys_near_the_int64_limit_order_as_small_ones() -> None:

@@ -12,20 +12,51 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bundlekit import write_bundle
 from rulekit import analyze, ev, run_rule
 
-pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+# the second bundle's cubin holds 17 functions (its 13 kernels, two division slow paths): past
+# sass.NARROW_ABOVE, where each kernel's SASS is read alone (an nvdisasm run per test); read whole
+pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache", "sass_read_whole")]
+
+
+def _launch(kernel: str, grid: str, block: str, args: str, bufs: str) -> str:
+    smem = f"dynamic_smem = {DYNAMIC_SMEM[kernel]}\n" if kernel in DYNAMIC_SMEM else ""
+    return f'grid = "{grid}"\nblock = "{block}"\n{smem}\n[args]\n{args}\n\n[buffers]\n{bufs}\n'
 
 
 def _case(folder: Path, code: str, kernel: str, grid: str, block: str, args: str, bufs: str):
     src = folder / "k.cu"
     src.write_text(textwrap.dedent(code))
     (folder / "case.toml").write_text(
-        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = "{grid}"\nblock = "{block}"\n\n'
-        f"[args]\n{args}\n\n[buffers]\n{bufs}\n"
+        f'source = "k.cu"\nkernel = "{kernel}"\n' + _launch(kernel, grid, block, args, bufs)
     )
     return src
 
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The module's kernels that are not templates (bundlekit), each test analysing its own: TRIG's
+    two in one file (the math library's slow path adds functions of its own), the other 13 in
+    another. Two nvcc runs and two nvdisasm runs for 15 kernels, not 15 of each."""
+    out: dict[str, Path] = {}
+    for name, cases in (("trig", _trig_cases()), ("rest", _other_cases())):
+        codes = {kernel: case[0] for kernel, case in cases.items()}
+        specs = {kernel: _launch(kernel, *case[1:]) for kernel, case in cases.items()}
+        src = write_bundle(tmp_path_factory.mktemp(f"judged-{name}"), codes, specs)
+        out.update(dict.fromkeys(cases, src))
+    return out
+
+
+def _source(bundles: dict[str, Path], folder: Path, code: str, kernel: str, *launch: str) -> Path:
+    """``kernel``'s source: its bundle (``bundles``), or for a template kernel ``folder/k.cu``
+    of its own beside its case.toml (the pipeline instantiates it in a compile of its own)."""
+    if kernel in bundles:
+        return bundles[kernel]
+    return _case(folder, code, kernel, *launch)
+
+
+DYNAMIC_SMEM = {"bond_damage": 1024}  # bytes of extern __shared__
 
 TRIG = {
     "sin_double": "out[i] = sin(in[i] * 1.7) + cos(in[i]);",
@@ -33,17 +64,28 @@ TRIG = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(TRIG))
-def test_the_math_librarys_slow_path_frame_is_not_the_users(name, tmp_path):
-    code = f"""
+def _trig_cases() -> dict[str, tuple[str, ...]]:
+    return {
+        name: (
+            f"""
         __global__ void {name}(const double* in, double* out, int n) {{
             int i = blockIdx.x * blockDim.x + threadIdx.x;
             if (i < n) {TRIG[name]}
         }}
-    """
-    src = _case(
-        tmp_path, code, name, "16", "256", "n = 4096", 'in = "double[n]"\nout = "double[n]"'
-    )
+    """,
+            "16",
+            "256",
+            "n = 4096",
+            'in = "double[n]"\nout = "double[n]"',
+        )
+        for name in TRIG
+    }
+
+
+@pytest.mark.parametrize("name", sorted(TRIG))
+def test_the_math_librarys_slow_path_frame_is_not_the_users(name, tmp_path, bundles):
+    code, *launch = _trig_cases()[name]
+    src = _source(bundles, tmp_path, code, name, *launch)
     a = analyze(src, name)  # traced: the frame's accesses never run for these arguments
     local = [i for i in a.sass_instructions if i.base_opcode in ("LDL", "STL")]
     if not local:
@@ -62,10 +104,13 @@ __global__ void rank_scatter(const int* keys, const int* ranks, int* out, int n)
 """
 
 
-def test_a_scatter_by_data_into_shared_memory_gets_no_padding_advice(tmp_path):
-    src = _case(tmp_path, RANK_SCATTER, "rank_scatter", "8", "256", "n = 2048",
-                'keys = "int[n]"\nranks = { type = "int", count = "n", fill = "random(0,255)" }\n'
-                'out = "int[n]"')  # fmt: skip
+RANK_SCATTER_LAUNCH = ("8", "256", "n = 2048",
+                       'keys = "int[n]"\nranks = { type = "int", count = "n", fill = "random(0,255)" }\n'
+                       'out = "int[n]"')  # fmt: skip
+
+
+def test_a_scatter_by_data_into_shared_memory_gets_no_padding_advice(tmp_path, bundles):
+    src = _source(bundles, tmp_path, RANK_SCATTER, "rank_scatter", *RANK_SCATTER_LAUNCH)
     assert run_rule(analyze(src, "rank_scatter", trace=False), "GA201") == []
 
 
@@ -78,9 +123,11 @@ __global__ void serial_sum(const float* x, float* out, int n) {
 """
 
 
-def test_a_kernel_that_never_reads_its_thread_index_gets_no_block_size(tmp_path):
-    src = _case(tmp_path, SERIAL, "serial_sum", "1", "1", "n = 256",
-                'x = "float[n]"\nout = "float[1]"')  # fmt: skip
+SERIAL_LAUNCH = ("1", "1", "n = 256", 'x = "float[n]"\nout = "float[1]"')
+
+
+def test_a_kernel_that_never_reads_its_thread_index_gets_no_block_size(tmp_path, bundles):
+    src = _source(bundles, tmp_path, SERIAL, "serial_sum", *SERIAL_LAUNCH)
     assert run_rule(analyze(src, "serial_sum", trace=False), "GA103") == []
 
 
@@ -166,9 +213,9 @@ ZEROED_TREES = {
 
 
 @pytest.mark.parametrize("name", sorted(ZEROED_TREES))
-def test_a_zeroed_tree_summed_in_a_loop_gets_no_add_during_load(name, tmp_path):
+def test_a_zeroed_tree_summed_in_a_loop_gets_no_add_during_load(name, tmp_path, bundles):
     code, grid, block, args, bufs = ZEROED_TREES[name]
-    src = _case(tmp_path, code, name, grid, block, args, bufs)
+    src = _source(bundles, tmp_path, code, name, grid, block, args, bufs)
     assert run_rule(analyze(src, name), "GA204", trace_ctas=2) == []
 
 
@@ -274,9 +321,9 @@ CONFLICTED_TILES = {
 
 
 @pytest.mark.parametrize("name", sorted(CONFLICTED_TILES))
-def test_a_conflicted_tile_gets_padding_not_the_l1(name, tmp_path):
+def test_a_conflicted_tile_gets_padding_not_the_l1(name, tmp_path, bundles):
     code, kernel, grid, block, args, bufs = CONFLICTED_TILES[name]
-    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    src = _source(bundles, tmp_path, code, kernel, grid, block, args, bufs)
     a = analyze(src, kernel, 8)
     conflicts = run_rule(a, "GA201", trace_ctas=8)
     assert conflicts, "the tile's 2-way conflicts are GA201's finding"
@@ -350,9 +397,9 @@ SHORT_ROWS = {
 
 
 @pytest.mark.parametrize("name", sorted(SHORT_ROWS))
-def test_consecutive_elements_on_short_rows_are_not_uncoalesced(name, tmp_path):
+def test_consecutive_elements_on_short_rows_are_not_uncoalesced(name, tmp_path, bundles):
     code, kernel, grid, block, args, bufs = SHORT_ROWS[name]
-    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    src = _source(bundles, tmp_path, code, kernel, grid, block, args, bufs)
     assert run_rule(analyze(src, kernel, 8), "GA301", trace_ctas=8) == []
 
 
@@ -429,9 +476,9 @@ DUPLICATED_FILLS = {
 
 
 @pytest.mark.parametrize("name", sorted(DUPLICATED_FILLS))
-def test_a_tile_filled_by_every_row_is_not_neighbour_reuse(name, tmp_path):
+def test_a_tile_filled_by_every_row_is_not_neighbour_reuse(name, tmp_path, bundles):
     code, kernel, grid, block, args, bufs = DUPLICATED_FILLS[name]
-    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
+    src = _source(bundles, tmp_path, code, kernel, grid, block, args, bufs)
     assert run_rule(analyze(src, kernel, 8), "GA305", trace_ctas=8) == []
 
 
@@ -511,17 +558,27 @@ SEGMENTS = {
 
 
 @pytest.mark.parametrize("name", sorted(SEGMENTS))
-def test_a_reduction_per_segment_is_not_a_partial_sum(name, tmp_path):
+def test_a_reduction_per_segment_is_not_a_partial_sum(name, tmp_path, bundles):
     code, kernel, grid, block, args, bufs = SEGMENTS[name]
-    src = _case(tmp_path, code, kernel, grid, block, args, bufs)
-    if name == "bond_damage":
-        (src.parent / "case.toml").write_text(
-            (src.parent / "case.toml").read_text().replace('block = "256"', 'block = "256"\n'
-                                                           "dynamic_smem = 1024")
-        )  # fmt: skip
+    src = _source(bundles, tmp_path, code, kernel, grid, block, args, bufs)
     (f,) = run_rule(analyze(src, kernel, 8), "GA206", trace_ctas=8)
     assert ev(f)["kind"] == "segmented", f.message
     assert "partials" not in f.message and "grid of one wave" not in f.message
     assert "a warp per segment" in f.message or "give each segment a warp" in f.message
     assert f.variant is not None and f.variant.safety == "display-only"
     assert f.estimated_speedup is None or f.estimated_speedup.speedup is None
+
+
+def _other_cases() -> dict[str, tuple[str, ...]]:
+    """Every kernel of the module's tables but TRIG's and the templates: kernel -> (code, grid,
+    block, args, buffers)."""
+    cases = {
+        "rank_scatter": (RANK_SCATTER, *RANK_SCATTER_LAUNCH),
+        "serial_sum": (SERIAL, *SERIAL_LAUNCH),
+    }
+    cases.update(ZEROED_TREES)
+    for table in (CONFLICTED_TILES, SHORT_ROWS, DUPLICATED_FILLS, SEGMENTS):
+        for code, kernel, *launch in table.values():
+            if "<" not in kernel:
+                cases[kernel] = (code, *launch)
+    return cases

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from bundlekit import write_bundle
 from rulekit import analyze, run_rule
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -100,10 +101,13 @@ def _case(
     src = folder / "k.cu"
     src.write_text(textwrap.dedent(code))
     (folder / "case.toml").write_text(
-        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = "{grid}"\nblock = "{block}"\n\n'
-        f"[args]\n{args}\n\n[buffers]\n{bufs}\n"
+        f'source = "k.cu"\nkernel = "{kernel}"\n' + _launch(grid, block, args, bufs)
     )
     return src
+
+
+def _launch(grid: str, block: str, args: str, bufs: str) -> str:
+    return f'grid = "{grid}"\nblock = "{block}"\n\n[args]\n{args}\n\n[buffers]\n{bufs}\n'
 
 
 # GA101 checks another block shape for these tiles on the emulator over the whole launches (no
@@ -170,9 +174,8 @@ NW_BUFS = 'in = "int[n * 17 + 17]"\nout = { type = "int", count = "n", fill = "z
 
 
 @pytest.mark.parametrize("kernel", sorted(HARD_WIRED))
-def test_a_kernel_hard_wired_to_its_block_gets_no_other_block(kernel, tmp_path):
-    src = _case(tmp_path, HARD_WIRED[kernel], kernel, "256", "16", "n = 4096", NW_BUFS)
-    (f,) = run_rule(analyze(src, kernel, trace=False), "GA103")
+def test_a_kernel_hard_wired_to_its_block_gets_no_other_block(kernel, blocks):
+    (f,) = run_rule(analyze(blocks, kernel, trace=False), "GA103")
     assert "no block shape of 32-multiple threads computes the same as it is" in f.message
     # no other block shape: two of its blocks side by side in a CTA of 32 (block merging,
     # tests/rules/test_rule_ga103_merge.py), the grid halved
@@ -189,10 +192,8 @@ __global__ void scale(const float* x, float* y, int n) {
 """
 
 
-def test_a_kernel_that_indexes_through_blockdim_gets_the_shapes(tmp_path):
-    src = _case(tmp_path, GENERIC, "scale", "1000", "100", "n = 100000",
-                'x = "float[n]"\ny = "float[n]"')  # fmt: skip
-    (f,) = run_rule(analyze(src, "scale", trace=False), "GA103")
+def test_a_kernel_that_indexes_through_blockdim_gets_the_shapes(blocks):
+    (f,) = run_rule(analyze(blocks, "scale", trace=False), "GA103")
     assert "(e.g. 128 or 96)" in f.message
     assert [c.label for c in f.variant.candidates()] == ["128", "96"]
 
@@ -208,12 +209,28 @@ __global__ void tile2d(const float* in, float* out, int w) {
 """
 
 
-def test_a_2d_kernel_is_not_given_a_1d_block(tmp_path):
+def test_a_2d_kernel_is_not_given_a_1d_block(blocks):
     # 16x16 blocks with 40 KB of dynamic shared memory: shared memory limits occupancy, and a
     # larger 1-D block would break the tile's indexing: GA101 offers no block size
-    src = _case(tmp_path, TILED_2D, "tile2d", "128x128", "16x16", "w = 2048",
-                'in = "float[w*w]"\nout = "float[w*w]"')  # fmt: skip
-    a = analyze(src, "tile2d", trace=False, dynamic_smem="40k")
+    a = analyze(blocks, "tile2d", trace=False, dynamic_smem="40k")
     for f in run_rule(a, "GA101", max_occupancy=1.0):
         assert "block_size" not in f.details.resource or f.details.refused
         assert f.variant is None or f.variant.launch is None or f.variant.launch["block"][1] == 16
+
+
+BLOCK_CASES = {
+    **{kernel: (code, ("256", "16", "n = 4096", NW_BUFS)) for kernel, code in HARD_WIRED.items()},
+    "scale": (GENERIC, ("1000", "100", "n = 100000", 'x = "float[n]"\ny = "float[n]"')),
+    "tile2d": (TILED_2D, ("128x128", "16x16", "w = 2048", 'in = "float[w*w]"\nout = "float[w*w]"')),
+}
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The block-shape tests' five kernels in one file (bundlekit: one compile and one
+    disassembly for the five), each with its own launch."""
+    return write_bundle(
+        tmp_path_factory.mktemp("block-shapes"),
+        {kernel: code for kernel, (code, _) in BLOCK_CASES.items()},
+        {kernel: _launch(*launch) for kernel, (_, launch) in BLOCK_CASES.items()},
+    )

@@ -11,7 +11,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from rulekit import analyze, kernel_case, run_rule
+from bundlekit import write_bundle
+from rulekit import analyze, reduction_launch, run_rule
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -154,18 +155,29 @@ WARP_TREES = ["warp_tree_vid", "warp_tree_lane", "warp_tree_rows"]
 RULES = ("GA202", "GA203", "GA204", "GA205")
 
 
+def _kernel(name: str) -> str:
+    return "oddeven_tpl<256>" if name == "oddeven_tpl" else name
+
+
 @cache
-def _findings(name: str, folder: Path) -> dict[str, list]:
-    code, block = KERNELS[name]
-    kernel = "oddeven_tpl<256>" if name == "oddeven_tpl" else name
-    src = kernel_case(folder, code, kernel, block=block, n=8192)
-    a = analyze(src, kernel, trace=False)
+def _findings(name: str, src: Path) -> dict[str, list]:
+    a = analyze(src, _kernel(name), trace=False)
     return {r: run_rule(a, r) for r in RULES}
 
 
 @pytest.fixture(scope="module")
 def found(tmp_path_factory: pytest.TempPathFactory):
-    return lambda name: _findings(name, tmp_path_factory.mktemp(name))
+    """Each kernel's findings, the six kernels in one file (bundlekit: one compile and one
+    disassembly), each launched as ``kernel_case`` would with its block and n = 8192."""
+    src = write_bundle(
+        tmp_path_factory.mktemp("lookalikes"),
+        {_kernel(name): code for name, (code, _) in KERNELS.items()},
+        {
+            _kernel(name): reduction_launch(block=block, n=8192)
+            for name, (_, block) in KERNELS.items()
+        },
+    )
+    return lambda name: _findings(name, src)
 
 
 @pytest.mark.parametrize("name", SORTS)

@@ -9,9 +9,11 @@ are limited by warps only: 64 warps per SM / 8 warps per block = 8 blocks per SM
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from bundlekit import write_bundle
 from rulekit import KERNELS, analyze, ev, run_rule
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -176,43 +178,18 @@ def test_a_memory_bound_tail_costs_less_than_the_waves_say():
     assert "one whole wave of 1056 CTAs" in est.method
 
 
-def test_an_arithmetic_heavy_tail_keeps_the_wave_bound(tmp_path):
-    """Much arithmetic per memory access: the execution model sees it (48 dependent FMAs a
-    thread on the critical path and the FP32 pipe, issue 29): one wave of CTAs each doing 1.25
-    CTAs' work shortens the rounds of dependent chains, not the issue; under the launch floor of
-    a launch of a few microseconds that is a few percent, not ceil(waves) / waves = 1.6x."""
-    src = tmp_path / "k.cu"
-    src.write_text(
+TAILS = {  # kernel: (its text, its launch)
+    "heavy": (
         "__global__ void heavy(const float* x, float* y, unsigned n) {\n"
         "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
         "    if (i >= n) return;\n"
         "    float v = x[i];\n"
         "    for (int k = 0; k < 48; ++k) v = v * 1.0001f + 0.5f;\n"
         "    y[i] = v;\n"
-        "}\n"
-    )
-    (tmp_path / "case.toml").write_text(
-        'source = "k.cu"\nkernel = "heavy"\ngrid = 1320\nblock = 256\n[args]\nn = 337920\n'
-        '[buffers]\nx = "float[n]"\ny = "float[n]"\n'
-    )
-    (f,) = run_rule(analyze(src, "heavy"), "GA102")
-    est = f.estimated_speedup
-    i = est.inputs
-    assert i["model"] == "execution" and est.kind == "upper-bound"
-    assert 1.0 <= i["point_speedup"] <= est.speedup < round(2 / (1320 / WAVE), 3)
-    assert "dependency" in est.method and "slowest pipe fp32" in est.method
-
-
-def test_a_tail_that_keeps_the_dram_fed_costs_nothing(tmp_path):
-    """Four independent float4 loads a thread over 1.25 waves: the launch is bound by DRAM, and
-    by Little's law the last wave's warps (a quarter of the wave's) still keep more bytes in
-    flight than the DRAM needs (the latency term over the fill is under the DRAM term): the
-    tail moves its bytes at the same bandwidth, so the point is 1.00x (the rounds of dependent
-    chains the execution model counts are not the launch's critical path there) and the
-    warning is minor, like for like. Rodinia hotspot3D's 1.29 waves, which its expert keeps
-    silent, is such a tail."""
-    src = tmp_path / "k.cu"
-    src.write_text(
+        "}\n",
+        'grid = 1320\nblock = 256\n[args]\nn = 337920\n[buffers]\nx = "float[n]"\ny = "float[n]"\n',
+    ),
+    "sum4": (
         "__global__ void sum4(const float4* __restrict__ x, float4* __restrict__ y,\n"
         "                     unsigned n) {\n"
         "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -220,13 +197,56 @@ def test_a_tail_that_keeps_the_dram_fed_costs_nothing(tmp_path):
         "    float4 a = x[i], b = x[i + n], c = x[i + 2 * n], d = x[i + 3 * n];\n"
         "    y[i] = make_float4(a.x + b.x + c.x + d.x, a.y + b.y + c.y + d.y,\n"
         "                       a.z + b.z + c.z + d.z, a.w + b.w + c.w + d.w);\n"
-        "}\n"
+        "}\n",
+        "grid = 1320\nblock = 256\n[args]\nn = 337920\n"
+        '[buffers]\nx = "float4[4*n]"\ny = "float4[n]"\n',
+    ),
+    "fan": (
+        "__global__ void fan(const float* __restrict__ a, float* __restrict__ m, const int size,"
+        " const int t) {\n"
+        "    int g = blockDim.x * blockIdx.x + threadIdx.x;\n"
+        "    if (g < size - 1 - t) m[size * (g + t + 1) + t] = a[size * (g + t + 1) + t] / "
+        "a[size * t + t];\n}\n",
+        "grid = 16\nblock = 256\n\n[args]\nsize = 4096\n"
+        't = 0\n\n[buffers]\na = { type = "float", count = "size*size", fill = "random(1,2)" }\n'
+        'm = { type = "float", count = "size*size", fill = "zeros" }\n',
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def tails(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TAILS' three kernels in one file (bundlekit: one compile and one disassembly), each with
+    its own launch."""
+    return write_bundle(
+        tmp_path_factory.mktemp("ga102-tails"),
+        {kernel: code for kernel, (code, _) in TAILS.items()},
+        {kernel: launch for kernel, (_, launch) in TAILS.items()},
     )
-    (tmp_path / "case.toml").write_text(
-        'source = "k.cu"\nkernel = "sum4"\ngrid = 1320\nblock = 256\n[args]\nn = 337920\n'
-        '[buffers]\nx = "float4[4*n]"\ny = "float4[n]"\n'
-    )
-    (f,) = run_rule(analyze(src, "sum4"), "GA102")
+
+
+def test_an_arithmetic_heavy_tail_keeps_the_wave_bound(tails):
+    """Much arithmetic per memory access: the execution model sees it (48 dependent FMAs a
+    thread on the critical path and the FP32 pipe, issue 29): one wave of CTAs each doing 1.25
+    CTAs' work shortens the rounds of dependent chains, not the issue; under the launch floor of
+    a launch of a few microseconds that is a few percent, not ceil(waves) / waves = 1.6x."""
+    (f,) = run_rule(analyze(tails, "heavy"), "GA102")
+    est = f.estimated_speedup
+    i = est.inputs
+    assert i["model"] == "execution" and est.kind == "upper-bound"
+    assert 1.0 <= i["point_speedup"] <= est.speedup < round(2 / (1320 / WAVE), 3)
+    assert "dependency" in est.method and "slowest pipe fp32" in est.method
+
+
+def test_a_tail_that_keeps_the_dram_fed_costs_nothing(tails):
+    """Four independent float4 loads a thread over 1.25 waves: the launch is bound by DRAM, and
+    by Little's law the last wave's warps (a quarter of the wave's) still keep more bytes in
+    flight than the DRAM needs (the latency term over the fill is under the DRAM term): the
+    tail moves its bytes at the same bandwidth, so the point is 1.00x (the rounds of dependent
+    chains the execution model counts are not the launch's critical path there) and the
+    warning is minor, like for like. Rodinia hotspot3D's 1.29 waves, which its expert keeps
+    silent, is such a tail."""
+    (f,) = run_rule(analyze(tails, "sum4"), "GA102")
     est = f.estimated_speedup
     i = est.inputs
     assert i["model"] == "execution" and i["bound_by"] == "dram"
@@ -235,7 +255,7 @@ def test_a_tail_that_keeps_the_dram_fed_costs_nothing(tmp_path):
     assert est.like_for_like is not None and est.like_for_like <= 1.05
 
 
-def test_a_small_grid_bound_splits_over_the_grid_that_launches_fastest(tmp_path):
+def test_a_small_grid_bound_splits_over_the_grid_that_launches_fastest(tails):
     """HeCBench gaussian fan1's shape (a main problem of the corpus): 16 CTAs of 256 threads,
     each thread one dependent load-divide-store, 0.49 us of work under the 2.8 us floor. The
     bound's after side splits the work over more CTAs, critical path too; each CTA launched
@@ -243,20 +263,7 @@ def test_a_small_grid_bound_splits_over_the_grid_that_launches_fastest(tmp_path)
     H200), so the whole wave of 1056 (8 an SM: 0.48 us of launches) is slower than 132 CTAs
     (one an SM, no launch over the floor's), whose split leaves the DRAM's 0.08 us: 3.29 /
     2.88 us = 1.14x. Over the whole wave the bound fell to the point (1.015x)."""
-    src = tmp_path / "k.cu"
-    src.write_text(
-        "__global__ void fan(const float* __restrict__ a, float* __restrict__ m, const int size,"
-        " const int t) {\n"
-        "    int g = blockDim.x * blockIdx.x + threadIdx.x;\n"
-        "    if (g < size - 1 - t) m[size * (g + t + 1) + t] = a[size * (g + t + 1) + t] / "
-        "a[size * t + t];\n}\n"
-    )
-    (tmp_path / "case.toml").write_text(
-        'source = "k.cu"\nkernel = "fan"\ngrid = 16\nblock = 256\n\n[args]\nsize = 4096\n'
-        't = 0\n\n[buffers]\na = { type = "float", count = "size*size", fill = "random(1,2)" }\n'
-        'm = { type = "float", count = "size*size", fill = "zeros" }\n'
-    )
-    (f,) = run_rule(analyze(src, "fan"), "GA102")
+    (f,) = run_rule(analyze(tails, "fan"), "GA102")
     est = f.estimated_speedup
     assert est is not None and est.kind == "upper-bound"
     assert "over 132 CTAs (the shortest of every doubling from 132 to the whole wave of 1056" in (

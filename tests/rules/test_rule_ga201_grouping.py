@@ -7,9 +7,11 @@ macro, each conflicting on its own lines."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
-from rulekit import analyze, kernel_case, run_rule, source_line
+from bundlekit import write_bundle
+from rulekit import analyze, reduction_launch, run_rule, source_line
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -57,15 +59,24 @@ __global__ void two_tiles(const int* in, int* out, unsigned n) {
 """
 
 
-def _ga201(tmp_path, code, kernel):
-    src = kernel_case(tmp_path, code, kernel, grid=8, block=256, n=8192)
-    case = tmp_path / "case.toml"  # every thread writes one output
-    case.write_text(case.read_text().replace("count = 8,", "count = 2048,"))
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The three kernels in one file (bundlekit: one compile and one disassembly), each
+    launched as ``kernel_case`` would with 8 CTAs of 256 and n = 8192, every thread writing one
+    output."""
+    launch = reduction_launch(grid=8, block=256, n=8192).replace("count = 8,", "count = 2048,")
+    codes = {"columns": COLUMNS, "strided": STRIDED, "two_tiles": textwrap.dedent(TWO_TILES)}
+    return write_bundle(
+        tmp_path_factory.mktemp("ga201-grouping"), codes, dict.fromkeys(codes, launch)
+    )
+
+
+def _ga201(src, kernel):
     return src, run_rule(analyze(src, kernel, trace=False), "GA201")
 
 
-def test_four_column_reads_of_one_tile_are_one_finding(tmp_path):
-    src, (f,) = _ga201(tmp_path, COLUMNS, "columns")
+def test_four_column_reads_of_one_tile_are_one_finding(bundle):
+    src, (f,) = _ga201(bundle, "columns")
     lines = [source_line(src, f"// col {k}") for k in "abcd"]
     assert f.line in lines
     others = sorted(set(lines) - {f.line})
@@ -78,16 +89,16 @@ def test_four_column_reads_of_one_tile_are_one_finding(tmp_path):
     )
 
 
-def test_a_strided_scratch_written_and_read_on_three_lines_is_one_finding(tmp_path):
-    src, (f,) = _ga201(tmp_path, STRIDED, "strided")
+def test_a_strided_scratch_written_and_read_on_three_lines_is_one_finding(bundle):
+    src, (f,) = _ga201(bundle, "strided")
     lines = {source_line(src, t) for t in ("// first store", "// second store", "// load")}
     assert "of `scratch`" in f.message and f.line in lines
     others = sorted(lines - {f.line})
     assert f"with lines {', '.join(map(str, others))}, the same array's conflicts" in f.message
 
 
-def test_two_arrays_are_two_findings(tmp_path):
-    src, found = _ga201(tmp_path, textwrap.dedent(TWO_TILES), "two_tiles")
+def test_two_arrays_are_two_findings(bundle):
+    src, found = _ga201(bundle, "two_tiles")
     assert len(found) == 2
     by = {("`p`" in f.message, "`q`" in f.message): f for f in found}
     p, q = by[(True, False)], by[(False, True)]

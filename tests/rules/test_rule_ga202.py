@@ -11,7 +11,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, reduction_block_sums, run_rule, source_line
+from bundlekit import write_bundle
+from rulekit import (
+    KERNELS,
+    analyze,
+    ev,
+    kernel_case,
+    reduction_block_sums,
+    reduction_launch,
+    run_rule,
+    source_line,
+)
 
 from gpuadvise.source.patch import apply_unified_diff
 
@@ -147,7 +157,13 @@ SILENT = {
 }
 
 
+@pytest.fixture(scope="module")
+def silent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SILENT's kernels in one file (bundlekit), each launched as ``kernel_case`` would."""
+    launches = dict.fromkeys(SILENT, reduction_launch())
+    return write_bundle(tmp_path_factory.mktemp("ga202-silent"), SILENT, launches)
+
+
 @pytest.mark.parametrize("kernel", sorted(SILENT))
-def test_loops_that_double_without_interleaving_are_silent(kernel, tmp_path):
-    src = kernel_case(tmp_path, SILENT[kernel], kernel)
-    assert ga202(src, kernel)[1] == []
+def test_loops_that_double_without_interleaving_are_silent(kernel, silent):
+    assert ga202(silent, kernel)[1] == []

@@ -13,7 +13,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, reduction_block_sums, run_rule, source_line
+from bundlekit import write_bundle
+from rulekit import (
+    KERNELS,
+    analyze,
+    ev,
+    kernel_case,
+    reduction_block_sums,
+    reduction_launch,
+    run_rule,
+    source_line,
+)
 
 from gpuadvise.source.patch import apply_unified_diff
 
@@ -220,7 +230,14 @@ SILENT = {
 }
 
 
+@pytest.fixture(scope="module")
+def silent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SILENT's kernels in one file (bundlekit: one compile and one disassembly for the four),
+    each launched as ``kernel_case`` would: 64 threads, ``wide`` 256."""
+    launches = {k: reduction_launch(block=64 if k != "wide" else 256) for k in SILENT}
+    return write_bundle(tmp_path_factory.mktemp("ga203-silent"), SILENT, launches)
+
+
 @pytest.mark.parametrize("kernel", sorted(SILENT))
-def test_silent_kernels(kernel, tmp_path):
-    src = kernel_case(tmp_path, SILENT[kernel], kernel, block=64 if kernel != "wide" else 256)
-    assert ga203(src, kernel)[1] == []
+def test_silent_kernels(kernel, silent):
+    assert ga203(silent, kernel)[1] == []

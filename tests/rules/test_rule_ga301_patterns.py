@@ -5,11 +5,11 @@ epilogue writing its row) is told to give the row a warp without a shuffle reduc
 
 from __future__ import annotations
 
-import textwrap
 from functools import cache
 from pathlib import Path
 
 import pytest
+from bundlekit import write_bundle
 from rulekit import analyze, run_rule, source_line
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
@@ -76,26 +76,36 @@ __global__ void rows_out(const float* __restrict__ bias, float* C, int n) {
 """
 
 
-def _case(folder: Path, code: str, kernel: str, buffers: str, grid: int = 256) -> Path:
-    src = folder / "k.cu"
-    src.write_text(textwrap.dedent(code))
-    (folder / "case.toml").write_text(
-        f'source = "k.cu"\nkernel = "{kernel}"\ngrid = {grid}\nblock = 256\n\n'
-        f"[args]\nn = 65536\n\n[buffers]\n{buffers}\n"
+# rows of 64 of the epilogue's 256 columns: a lane still walks a row of two warps' width (the
+# pattern and its message), for a quarter of the emulator's work (6.7 -> 2.7 CPU-s)
+ROWS_OUT = (EPILOGUE.replace("256", "64"), 'bias = "float[64]"\nC = "float[n*64]"')
+
+
+def _launch(buffers: str, grid: int = 256) -> str:
+    return f"grid = {grid}\nblock = 256\n\n[args]\nn = 65536\n\n[buffers]\n{buffers}\n"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GATHERS' kernels and rows_out in one file (bundlekit: one compile and one disassembly for
+    the four), each with its own buffers."""
+    cases = {name: (code, buffers) for name, (code, buffers, _) in GATHERS.items()}
+    cases["rows_out"] = ROWS_OUT
+    return write_bundle(
+        tmp_path_factory.mktemp("ga301-patterns"),
+        {name: code for name, (code, _) in cases.items()},
+        {name: _launch(buffers) for name, (_, buffers) in cases.items()},
     )
-    return src
 
 
 @cache
-def _ga301(name: str, folder: Path) -> tuple[Path, list]:
-    code, buffers, _ = GATHERS[name]
-    src = _case(folder, code, name, buffers)
-    return src, run_rule(analyze(src, name, trace=False), "GA301")
+def _ga301(name: str, src: Path) -> list:
+    return run_rule(analyze(src, name, trace=False), "GA301")
 
 
 @pytest.mark.parametrize("name", sorted(GATHERS))
-def test_a_gather_by_data_is_named_as_such_with_no_remap_and_no_speedup(name, tmp_path):
-    src, found = _ga301(name, tmp_path)
+def test_a_gather_by_data_is_named_as_such_with_no_remap_and_no_speedup(name, bundle):
+    src, found = bundle, _ga301(name, bundle)
     buffer, kind, marker = GATHERS[name][2]
     f = next(f for f in found if f.details.buffer == buffer)
     assert f.line == source_line(src, marker)
@@ -107,18 +117,15 @@ def test_a_gather_by_data_is_named_as_such_with_no_remap_and_no_speedup(name, tm
     assert f.variant is None
 
 
-def test_a_scatter_by_data_is_a_scatter(tmp_path):
-    src, found = _ga301("visit", tmp_path)
+def test_a_scatter_by_data_is_a_scatter(bundle):
+    found = _ga301("visit", bundle)
     stores = [f for f in found if f.details.kind == "store"]
     assert stores and all(f.details.pattern == "gather" for f in stores)
     assert all("scatter by data" in f.message for f in stores)
 
 
-def test_a_thread_per_row_store_walk_gets_a_warp_per_row_without_shuffles(tmp_path):
-    # rows of 64 of the epilogue's 256 columns: a lane still walks a row of two warps' width
-    # (the pattern and its message), for a quarter of the emulator's work (6.7 -> 2.7 CPU-s)
-    code = EPILOGUE.replace("256", "64")
-    src = _case(tmp_path, code, "rows_out", 'bias = "float[64]"\nC = "float[n*64]"')
+def test_a_thread_per_row_store_walk_gets_a_warp_per_row_without_shuffles(bundle):
+    src = bundle
     (f,) = [f for f in run_rule(analyze(src, "rows_out", trace=False), "GA301")]
     assert f.line == source_line(src, "// epilogue")
     assert f.details.pattern == "thread-per-row" and f.details.kind == "store"

@@ -9,8 +9,11 @@ thread). And the launch model's change and the stream gate, on numbers made by h
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from rulekit import KERNELS, analyze, ev, kernel_case, run_rule, source_line
+from bundlekit import write_bundle
+from rulekit import KERNELS, analyze, ev, reduction_launch, run_rule, source_line
 
 import gpuadvise.rules as rule_api
 from gpuadvise.rules.registry import expectations
@@ -222,12 +225,20 @@ UNIFORM = {
 }
 
 
+@pytest.fixture(scope="module")
+def uniform(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """UNIFORM's three kernels in one file (bundlekit), each launched as ``kernel_case`` would
+    with n = 4096."""
+    launches = dict.fromkeys(UNIFORM, reduction_launch(n=4096))
+    return write_bundle(tmp_path_factory.mktemp("ga303-uniform"), UNIFORM, launches)
+
+
 @pytest.mark.parametrize("kernel", ["taps_loop", "taps_row", "taps_own"])
-def test_warp_uniform_runs_are_left_alone(tmp_path, kernel):
+def test_warp_uniform_runs_are_left_alone(uniform, kernel):
     """A run of consecutive scalar loads at one address on every lane of a warp is a broadcast:
     one request of one sector each, as the vector would be (cmpfhd's shape measured 0.88x with
     float4 loads): a note; a thread's own four consecutive elements are not one."""
-    src = kernel_case(tmp_path, UNIFORM[kernel], kernel, n=4096)
+    src = uniform
     found = run_rule(analyze(src, kernel, 4), "GA303", trace_ctas=4)
     runs = [f for f in found if type(f.details).__name__ == "ScalarRun"]
     assert runs, "the run is reported"

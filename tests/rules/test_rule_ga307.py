@@ -8,6 +8,7 @@ get a display-only variant that says why; the finding is recommended only if mea
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,20 @@ def copy_to(tmp: Path, src: Path) -> Path:
     out = tmp / src.name
     out.write_text(src.read_text())
     return out
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """A copy of a source in a folder of the module's, made once and shared by the module's
+    tests (their specs written beside it), so that each is compiled once for the module, not
+    once per test: a kernel's path is part of the compile cache's key."""
+    folder = tmp_path_factory.mktemp("ga307-copies")
+
+    def copy(src: Path) -> Path:
+        out = folder / src.name
+        return out if out.is_file() else copy_to(folder, src)
+
+    return copy
 
 
 def emulate_all(source: Path, kernel: str, spec: Path) -> dict[str, np.ndarray]:
@@ -74,9 +89,9 @@ def check_patched(tmp: Path, src: Path, kernel: str, spec: Path, f: Any) -> str:
     return patched.read_text()
 
 
-def test_box_filter_tile_is_found_and_the_direct_reads_compute_the_same(tmp_path):
-    src = copy_to(tmp_path, KERNELS / "stencil" / "box.cu")
-    spec = write_spec(tmp_path, src.name, "box3_shared", (16, 16), 40, 36)  # partial blocks
+def test_box_filter_tile_is_found_and_the_direct_reads_compute_the_same(copies, tmp_path):
+    src = copies(KERNELS / "stencil" / "box.cu")
+    spec = write_spec(src.parent, src.name, "box3_shared", (16, 16), 40, 36)  # partial blocks
     (f,) = ga307(src, "box3_shared", spec)
     assert f.line == source_line(src, "s += tile[")
     assert f.recommend_only_if_faster
@@ -97,23 +112,23 @@ def test_box_filter_tile_is_found_and_the_direct_reads_compute_the_same(tmp_path
     assert "__syncthreads" not in text.split("box3_direct")[0]
     assert "s += tile_at(threadIdx.y + dy, threadIdx.x + dx);" in text
     # and the patched kernel computes what box3_direct computes
-    direct = write_spec(tmp_path, src.name, "box3_direct", (16, 16), 40, 36)
+    direct = write_spec(src.parent, src.name, "box3_direct", (16, 16), 40, 36)
     np.testing.assert_array_equal(
         emulate_all(src, "box3_direct", direct)["out"], emulate_all(src, "box3_shared", spec)["out"]
     )
 
 
-def test_direct_reads_are_silent(tmp_path):
-    src = copy_to(tmp_path, KERNELS / "stencil" / "box.cu")
+def test_direct_reads_are_silent(copies):
+    src = copies(KERNELS / "stencil" / "box.cu")
     assert (
-        ga307(src, "box3_direct", write_spec(tmp_path, src.name, "box3_direct", (16, 16), 40, 36))
+        ga307(src, "box3_direct", write_spec(src.parent, src.name, "box3_direct", (16, 16), 40, 36))
         == []
     )
 
 
-def test_fill_by_two_loops_is_rewritten(tmp_path):
-    src = copy_to(tmp_path, HERE / "staged.cu")
-    spec = write_spec(tmp_path, src.name, "cross5_loops", (32, 8), 70, 20)
+def test_fill_by_two_loops_is_rewritten(copies, tmp_path):
+    src = copies(HERE / "staged.cu")
+    spec = write_spec(src.parent, src.name, "cross5_loops", (32, 8), 70, 20)
     (f,) = ga307(src, "cross5_loops", spec)
     assert f.line == source_line(src, "out[y * w + x] = win[ty][tx] * 0.5f +")
     text = check_patched(tmp_path, src, "cross5_loops", spec, f)
@@ -127,15 +142,17 @@ def test_fill_by_two_loops_is_rewritten(tmp_path):
         ("two_barriers", "not exactly one barrier"),
     ],
 )
-def test_fills_it_cannot_rewrite_are_display_only(tmp_path, kernel, why):
-    src = copy_to(tmp_path, HERE / "staged.cu")
-    (f,) = ga307(src, kernel, write_spec(tmp_path, src.name, kernel, (32, 8), 64, 16))
+def test_fills_it_cannot_rewrite_are_display_only(copies, kernel, why):
+    src = copies(HERE / "staged.cu")
+    (f,) = ga307(src, kernel, write_spec(src.parent, src.name, kernel, (32, 8), 64, 16))
     assert f.variant.safety == "display-only" and why in f.variant.description
 
 
-def test_a_tile_read_by_its_own_thread_is_silent(tmp_path):
-    src = copy_to(tmp_path, HERE / "staged.cu")
-    assert ga307(src, "own_word", write_spec(tmp_path, src.name, "own_word", (32, 8), 64, 16)) == []
+def test_a_tile_read_by_its_own_thread_is_silent(copies):
+    src = copies(HERE / "staged.cu")
+    assert (
+        ga307(src, "own_word", write_spec(src.parent, src.name, "own_word", (32, 8), 64, 16)) == []
+    )
 
 
 def test_cells_window_is_rewritten_and_computes_the_same(tmp_path):

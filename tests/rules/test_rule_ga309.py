@@ -8,6 +8,8 @@ so do the loads of an accumulation in global memory (GA308's)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
@@ -141,22 +143,33 @@ __global__ void normalise(const float* in, float* out, int n) {
 """
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """TWO_PASS and PASSES written once for the module, each compiled once for the tests that
+    launch it with specs of their own (``spec=``), not once per test (a kernel's path is part of
+    the compile cache's key)."""
+    folder = tmp_path_factory.mktemp("ga309-sources")
+    (folder / "k.cu").write_text(TWO_PASS)
+    (folder / "p.cu").write_text(PASSES)
+    return {"normalise": folder / "k.cu", "row_passes": folder / "p.cu"}
+
+
 @pytest.mark.parametrize(("n", "misses"), [(32768, True), (16384, True), (1024, False)])
-def test_a_second_pass_costs_l2_sectors_when_the_rows_outgrow_the_l1(tmp_path, n, misses):
+def test_a_second_pass_costs_l2_sectors_when_the_rows_outgrow_the_l1(tmp_path, n, misses, sources):
     """A row read twice by a CTA of 256 threads (8 resident per SM): 64 KB rows are 512 KB an SM
     between the two reads, more than the L1, so the second pass is counted at the L2 before the
     change; 4 KB rows (32 KB an SM) stay in the L1. At 128 KB (128 values a thread, more than
     its registers hold, read by coalesced requests: llm.c's softmax_forward_kernel4) the advice
     is to fuse the passes."""
-    src = tmp_path / "k.cu"
-    src.write_text(TWO_PASS)
+    src = sources["normalise"]
     rows = 1056 if n < 32768 else 264
     (tmp_path / "case.toml").write_text(
-        f'source = "k.cu"\nkernel = "normalise"\ngrid = {rows}\nblock = 256\n[args]\nn = {n}\n'
+        f'kernel = "normalise"\ngrid = {rows}\nblock = 256\n[args]\nn = {n}\n'
         f'[buffers]\nin = "float[{rows * n}]"\n'
         f'out = {{ type = "float", count = {rows * n}, fill = "zeros" }}\n'
     )
-    (f,) = run_rule(analyze(src, "normalise", 4), "GA309", trace_ctas=4)
+    a = analyze(src, "normalise", 4, spec=str(tmp_path / "case.toml"))
+    (f,) = run_rule(a, "GA309", trace_ctas=4)
     assert f.line == source_line(src, "row[j] / s[0]")
     # 64 values a thread, far apart: a pass over the row, which no register holds
     assert ("a pass before" in f.message) == misses
@@ -183,14 +196,13 @@ PASSES = """extern "C" __global__ void row_passes(const float* in, float* out, i
 
 @pytest.mark.parametrize(("length", "reported"), [(256, False), (24, True)])
 def test_a_second_pass_over_more_values_than_registers_hold_is_not_reported(
-    length, reported, tmp_path
+    length, reported, tmp_path, sources
 ):
     """A thread per row walking it three times (max, sum, normalise: HeCBench's softMax at 784
     values a thread, the course's at 1024): 256 values a thread cannot be "loaded once" into
     registers, so GA309 is silent (the fix is a warp per row or fused passes); 24 a thread can
     (softMax2's lanes), and it is reported."""
-    src = tmp_path / "p.cu"
-    src.write_text(PASSES)
+    src = sources["row_passes"]
     (tmp_path / "case.toml").write_text(
         f"block = 64\ngrid = 16\n[args]\nrows = 1024\nlen = {length}\n"
         '[buffers]\nin = "float[rows*len]"\nout = "float[rows*len]"\n'

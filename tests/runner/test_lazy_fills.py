@@ -294,3 +294,57 @@ def test_pages_known_filled_change_no_access() -> None:
     assert np.array_equal(mems[0]._filled, mems[1]._filled)
     assert mems[0].heap.tobytes() == mems[1].heap.tobytes()
     assert hits > 100  # the known range answered many accesses
+
+
+@pytest.mark.parametrize(("dt", "fill"), [*CASES, (np.dtype(np.int64), "random(-9,9)")], ids=str)
+def test_many_ranges_at_once_equal_one_range_at_a_time(dt: np.dtype, fill: str) -> None:
+    """``bytes_runs`` gives each range's bytes as ``bytes_at`` does, laid end to end: ranges
+    within elements, across them, overlapping, empty and to the buffer's end."""
+    f = buffer_filler(dt, 5000, fill, 7, "x")
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        los = np.sort(rng.integers(0, f.nbytes, int(rng.integers(0, 12))))
+        his = np.minimum(los + rng.integers(0, 9000, len(los)), f.nbytes)
+        want = b"".join(f.bytes_at(int(a), int(b)).tobytes() for a, b in zip(los, his, strict=True))
+        assert f.bytes_runs(los, his).tobytes() == want
+    whole = np.arange(0, f.nbytes, 4096, dtype=np.int64)  # pages: whole elements or not
+    ends = np.minimum(whole + 4096, f.nbytes)
+    assert f.bytes_runs(whole[::2], ends[::2]).tobytes() == b"".join(
+        f.bytes_at(int(a), int(b)).tobytes() for a, b in zip(whole[::2], ends[::2], strict=True)
+    )
+
+
+class _OneRangeAtATime:
+    """A lazy source without ``bytes_runs``: the memory asks it one range at a time."""
+
+    def __init__(self, src: Any) -> None:
+        self._src = src
+        self.nbytes = src.nbytes
+
+    def bytes_at(self, lo: int, hi: int) -> np.ndarray:
+        return self._src.bytes_at(lo, hi)
+
+
+def test_scattered_pages_filled_at_once_equal_the_fills_one_run_at_a_time() -> None:
+    """Hundreds of scattered runs of pages in one access (a column walk over rows of 1.5 pages)
+    fill the same pages with the same bytes, the read-ahead included, whether the source makes
+    their ranges at once (``bytes_runs``) or one at a time."""
+    n = 3 << 18  # 3 MiB of int32: 768 pages
+    mems = [
+        GlobalMemory(
+            [
+                ("a", src(buffer_filler(np.dtype(np.int32), n, "random(-5,5)", 3, "a"))),
+                ("b", src(buffer_filler(np.dtype(np.float32), 1000, "random", 3, "b"))),
+            ]
+        )
+        for src in (lambda s: s, _OneRangeAtATime)
+    ]
+    base = np.int64(GLOBAL_BASE)
+    for step, count in ((1536, 500), (6144, 120), (4, 3000)):
+        addr = base + np.arange(count, dtype=np.int64) * step * 4 % (n * 4)
+        for m in mems:
+            offs, bad = m.translate(addr, 4)
+            assert bad is None
+    assert mems[0].pages_made == mems[1].pages_made > 500
+    assert np.array_equal(mems[0]._filled, mems[1]._filled)
+    assert mems[0].heap.tobytes() == mems[1].heap.tobytes()

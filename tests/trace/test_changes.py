@@ -90,3 +90,16 @@ def test_asking_whether_an_output_is_there_makes_nothing() -> None:
     made = []
     lazy = LazyArrays({"out": lambda: made.append(1) or np.zeros(3)})
     assert "out" in lazy and "x" not in lazy and list(lazy) == ["out"] and not made
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=str)
+@pytest.mark.parametrize("group", [1, 3000])
+def test_changes_compared_a_few_pages_at_a_time_equal_the_whole_buffers_compared(
+    dt: np.dtype, group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reached pages' chunks and the start values' clusters made and compared in groups
+    (``GROUP_ELEMENTS``: one chunk a group, or a few pages) give what the whole buffers do."""
+    import gpuadvise.trace.changes as changes
+
+    monkeypatch.setattr(changes, "GROUP_ELEMENTS", group)
+    test_changes_equal_the_whole_buffers_compared(dt, False)

@@ -312,3 +312,29 @@ def test_a_loop_whose_sums_steer_the_kernel_is_not_sampled_past_the_cost(monkeyp
     unguarded = em.emulate(module, k, launch, device)
     assert unguarded.sampled_loops
     assert unguarded.lane_instructions != whole.lane_instructions
+
+
+@pytest.mark.toolkit
+def test_a_sampled_loops_splits_weigh_as_its_executions() -> None:
+    """A branch that splits every warp in every iteration of a sampled loop: the weighted
+    iteration's splits stand for the iterations it stands for, as its warp executions do, so the
+    split counts and the SIMT efficiency are the full run's (they were the iterations run: a
+    sampled loop looked far less divergent than it is)."""
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "oddsum", "1", "64", "n=262144", buffers=("a=float[n]", "out=float[65]:zeros")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    assert part.simt is not None and full.simt is not None
+
+    def branches(p: Any) -> list[tuple[int, int, int, int]]:
+        return [(b.line, b.warp_executions, b.splits, b.front_splits) for b in p.branches]
+
+    got, want = branches(part.simt), branches(full.simt)
+    assert sum(b[2] for b in want) == 2 * 4096  # two warps split in every iteration
+    assert got == want
+    assert part.simt.warp_instructions == full.simt.warp_instructions
+    assert part.simt.thread_instructions == full.simt.thread_instructions

@@ -119,3 +119,18 @@ __global__ void walked(const float* a, float* out, int n)
     }
     out[threadIdx.x] = s + *p;
 }
+
+__global__ void oddsum(const float* a, float* out, int n)
+{
+    // a branch that splits every warp in every iteration of a long loop (the odd lanes add
+    // atomically): sampled, its splits weigh as its executions do
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        if (threadIdx.x & 1) {
+            atomicAdd(&out[0], a[i]);
+        } else {
+            s += a[i];
+        }
+    }
+    out[1 + threadIdx.x] = s;
+}

@@ -1,0 +1,73 @@
+"""GA301's walk tests that skip work (issue 31: its CPU and peak): a line's thread step found only
+where the stride and the footprint leave a row walk to it, and the staged-rows test from the
+device's resident warps alone, no launch traffic. Pure: synthetic lanes and views."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gpuadvise.devices import preset
+from gpuadvise.rules import walks
+from gpuadvise.rules.estimates import resident_warps
+from gpuadvise.trace.view import Lanes
+
+
+def _rows(step: int, stride: int, width: int, threads: int = 64, steps: int = 4) -> Lanes:
+    """Each thread ``tid`` reads ``steps`` accesses of ``width`` bytes from ``tid * stride``,
+    ``step`` bytes apart, a record (32 threads) per step and warp, in execution order."""
+    rows = []
+    for s in range(steps):
+        for tid in range(threads):
+            rows.append((s * (threads // 32) + tid // 32, tid, tid * stride + s * step))
+    rec, tid, off = (np.array(c, np.int64) for c in zip(*rows, strict=True))
+    n = len(rec)
+    return Lanes(
+        rec, np.zeros(n, np.int32), np.zeros(n, np.int32), tid.astype(np.int32), off,
+        np.full(n, width, np.int32),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("step", "stride", "width", "excess", "is_struct"),
+    list(itertools.product((4, 8, 16), (4, 16, 64, 136), (4, 8), (10.0, 60.0), (False, True))),
+)
+def test_lanes_row_walk_is_row_walk_of_the_thread_step(step, stride, width, excess, is_struct):
+    lanes = _rows(step, stride, width)
+    buffer = SimpleNamespace(is_struct=is_struct)
+    want = walks.row_walk(walks.thread_step(lanes), stride, width, excess, buffer)
+    assert walks.lanes_row_walk(lanes, stride, width, excess, buffer) is want
+    assert walks.lanes_row_walk(lanes, None, width, excess, buffer) is False
+
+
+def test_lanes_row_walk_sorts_no_lane_where_the_stride_or_footprint_decide(monkeypatch):
+    def no_step(lanes: Lanes) -> int | None:
+        raise AssertionError("thread_step called")
+
+    monkeypatch.setattr(walks, "thread_step", no_step)
+    lanes = _rows(4, 64, 4)
+    # a struct's field walk (most of the footprint unused), a stride within two vectors, none
+    assert not walks.lanes_row_walk(lanes, 64, 4, 60.0, SimpleNamespace(is_struct=True))
+    assert not walks.lanes_row_walk(lanes, 16, 4, 10.0, SimpleNamespace(is_struct=False))
+    assert not walks.lanes_row_walk(lanes, None, 4, 10.0, SimpleNamespace(is_struct=False))
+    with pytest.raises(AssertionError, match="thread_step called"):
+        walks.lanes_row_walk(lanes, 64, 4, 10.0, SimpleNamespace(is_struct=False))
+
+
+@pytest.mark.parametrize(
+    ("ctas", "block"), [(16, (256, 1, 1)), (4000, (256, 1, 1)), (8, (96, 2, 1))]
+)
+def test_staged_rows_reads_the_resident_warps_not_the_traffic(ctas, block):
+    # a view with no lanes or records: the launch's traffic cannot be made from it
+    view = SimpleNamespace(block=block, total_ctas=ctas, work=None)
+    device = preset("H100")
+    warps = ctas * -(-int(np.prod(block)) // 32)
+    assert walks.staged_rows(device, view, "thread-per-row") is (
+        warps > resident_warps(device, view)
+    )
+    assert walks.staged_rows(device, view, "field-walk") is False
+    # the H100's 132 SMs hold 64 warps each at most: 4000 CTAs of 8 warps are over a wave
+    assert walks.staged_rows(device, view, "thread-per-row") is (ctas == 4000)
