@@ -338,3 +338,40 @@ def test_a_sampled_loops_splits_weigh_as_its_executions() -> None:
     assert got == want
     assert part.simt.warp_instructions == full.simt.warp_instructions
     assert part.simt.thread_instructions == full.simt.thread_instructions
+
+
+@pytest.mark.toolkit
+def test_a_sampled_loops_scalar_runs_count_as_its_executions() -> None:
+    """GA303's requests, sectors and L1 clocks of a sampled loop's scalar runs are the full
+    run's: each record weighs the executions it stands for (they were the iterations run:
+    HeCBench interleave's 131,072 requests read 50,176)."""
+    from gpuadvise.rules.scalar_runs import (
+        PieceGroup,
+        SassAt,
+        global_totals,
+        piece_numbers,
+        scalar_pieces,
+    )
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "pairs", "1", "64", "n=0", buffers=("a=float[524288]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    assert len(part.trace.records) < len(full.trace.records) / 10
+
+    def numbers(e: Any) -> dict[str, Any]:
+        pieces = tuple(scalar_pieces(e.trace, 2))  # one a copy of the body nvcc unrolled
+        assert pieces and all(p.vector == 8 for p in pieces)
+        totals, per_record = global_totals(e.trace.records)
+        group = PieceGroup(pieces, "a", SassAt(0, 0, (), 2))
+        return {**piece_numbers(e.trace, group, per_record), **totals}
+
+    got, want = numbers(part), numbers(full)
+    assert want["requests_before"] == 2 * 2 * 4096  # two loads, two warps, every iteration
+    assert want["requests_after"] == 2 * 4096
+    for key in ("requests_before", "requests_after", "requests_saved", "sectors_before",
+                "sectors_after", "l1_clocks_saved", "executions", "l1_clocks_all"):  # fmt: skip
+        assert got[key] == want[key], key

@@ -134,3 +134,15 @@ __global__ void oddsum(const float* a, float* out, int n)
     }
     out[1 + threadIdx.x] = s;
 }
+
+__global__ void pairs(const float* a, float* out, int n)
+{
+    // two scalar loads of one thread at consecutive addresses (GA303's float2) in a long loop:
+    // sampled, the weighted iterations' requests stand for the skipped ones
+    float s = 0.0f;
+    for (int i = 0; i < 4096; i++) {
+        const float* p = a + 2 * (i * 64 + threadIdx.x);
+        s += p[0] + p[1];
+    }
+    out[threadIdx.x] = s;
+}
