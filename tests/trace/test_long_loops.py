@@ -375,3 +375,37 @@ def test_a_sampled_loops_scalar_runs_count_as_its_executions() -> None:
     for key in ("requests_before", "requests_after", "requests_saved", "sectors_before",
                 "sectors_after", "l1_clocks_saved", "executions", "l1_clocks_all"):  # fmt: skip
         assert got[key] == want[key], key
+
+
+@pytest.mark.toolkit
+def test_a_sampled_loops_view_keeps_what_its_full_runs_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trace view's bounds (its lanes, a warp's lanes) count a sampled loop's records as
+    the executions they stand for: the view of a sampled trace keeps the warps and the first
+    iterations its full run's view keeps, weighted to the same counts (it kept every warp of
+    the smaller trace, and weighed the loop as the iterations run)."""
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "pairs", "1", "64", "n=0", buffers=("a=float[524288]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert len(part.sampled_loops) == 1
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)  # 512 records a warp
+    # the full run's 2 warps hold 524,320 lanes: one is kept
+    spec = _compiled.spec  # type: ignore[attr-defined]
+
+    def view(e: Any) -> TraceView:
+        return TraceView(e.trace, buffer_infos(e.trace, spec), max_lanes=1 << 18)
+
+    a, b = view(full), view(part)
+    assert a.scale == 2.0 and b.scale == a.scale
+    # (the sampled loop ran fewer iterations than the full view keeps: all of them are kept)
+    assert len(b.records) <= len(a.records)
+    every_a, every_b = np.arange(len(a.records)), np.arange(len(b.records))
+    assert b.weighted(every_b) == pytest.approx(a.weighted(every_a))
+    assert b.weighted(every_b, b.rec_sectors) == pytest.approx(a.weighted(every_a, a.rec_sectors))
