@@ -3,7 +3,6 @@ may ask of the toolchain and the emulator, done the way the analysis did it."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -36,13 +35,6 @@ log = logging.getLogger(__name__)
 WHOLE_LAUNCH_LANE_INSTRUCTIONS = 60_000_000
 MAX_COVERING_CTAS = 64
 WHOLE_LAUNCH_THREADS = 1 << 20  # without a trace to tell the cost: both launches' threads
-
-
-@functools.lru_cache(maxsize=8)
-def _parse_ptx(digest: str, text: str) -> Any:
-    from gpuadvise.ptx.parser import parse_ptx
-
-    return parse_ptx(text)
 
 
 def candidate_path(root: Path, text: str, name: str) -> Path:
@@ -376,10 +368,10 @@ class AnalysisServices:
         """The shared variables as the emulator lays them out (``ptx.emulator.KernelImage``;
         the GPU tracer agrees on the kernels suite)."""
         from gpuadvise.ptx.emulator import KernelImage
+        from gpuadvise.ptx.parser import parse_ptx_cached
 
         a = self._analysis
-        ptx = a.module.ptx
-        module = _parse_ptx(hashlib.sha256(ptx.encode()).hexdigest(), ptx)
+        module = parse_ptx_cached(a.module.ptx)  # the emulator's parse, not a second one
         image = KernelImage.build(module, a.kernel.mangled, a.module.arch, 0)
         decls = {v.name: v for v in module.variables.values()}
         decls.update({v.name: v for v in image.program.vars})

@@ -20,6 +20,20 @@ pytestmark = pytest.mark.toolkit
 REPOS, KERNELS = fetch.load_manifest()
 
 
+def source_group(entry: dict) -> str:
+    """The ``xdist_group`` of an entry: its source file. The entries of one file (cuda-samples'
+    seven reductions: one compile of 213 template instances, about 10 CPU-s; the two transposes;
+    llm.c's two attention kernels) run on one worker, one after the other, so that the first
+    compiles the file into the run's cache and the others find it there, where the two workers
+    had started two of them at once and both compiled it."""
+    return f"public {entry['repo']}/{entry['path']}"
+
+
+ENTRIES = [
+    pytest.param(k, id=k["name"], marks=pytest.mark.xdist_group(source_group(k))) for k in KERNELS
+]
+
+
 def test_runs_at_once_keep_their_own_output() -> None:
     """Two analyses at once (the suite's two workers) each read their own stdout and stderr: the
     runner wrote both to one file under src/_specs, so one run read the other's JSON, or none."""
@@ -45,7 +59,18 @@ def test_manifest_entries_are_complete() -> None:
         assert len(r.commit) == 40 and r.licence and r.files
 
 
-@pytest.mark.parametrize("entry", KERNELS, ids=[k["name"] for k in KERNELS])
+def test_the_entries_of_one_source_share_a_group() -> None:
+    by_file: dict[str, set[str]] = {}
+    for p in ENTRIES:
+        k = p.values[0]
+        groups = {m.args[0] for m in p.marks if m.name == "xdist_group"}
+        by_file.setdefault(f"{k['repo']}/{k['path']}", set()).update(groups)
+    assert all(len(g) == 1 for g in by_file.values()), by_file
+    assert len({g for gs in by_file.values() for g in gs}) == len(by_file)
+    assert max(sum(k["path"] == e["path"] for e in KERNELS) for k in KERNELS) > 1
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
 def test_entry_analyzes(entry: dict, tmp_path: Path) -> None:
     repo = REPOS[entry["repo"]]
     if not (fetch.repo_dir(repo.key) / entry["path"]).is_file():

@@ -217,6 +217,25 @@ def test_split_padding_numbers_by_hand() -> None:
 
 
 @needs_nvcc
+def test_the_shared_layout_reads_the_emulators_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layout lays out the module the emulator parsed (``parse_ptx_cached``), not a second
+    parse of its own: cuda-samples' reductions are 1.4 MB of PTX (213 template instances), parsed
+    twice per analysis when the layout kept a cache of its own."""
+    import gpuadvise.ptx.parser as parser
+
+    a = analyze(MOMENTS, "moments_split")
+    parser.parse_ptx_cached(a.module.ptx)  # the emulator's parse, kept (as the analysis left it)
+
+    def second_parse(text: str) -> Any:
+        raise AssertionError("the module's PTX parsed a second time")
+
+    monkeypatch.setattr(parser, "parse_ptx", second_parse)
+    layout = rule_context(a, Config(trace_ctas=TRACE_CTAS)).services.shared_layout()
+    placed = sorted((v.offset, v.size_bytes) for v in layout.variables if not v.extern)
+    assert placed == [(0x400, 1024), (0x800, 1024)]
+
+
+@needs_nvcc
 def test_half3_cannot_be_padded_free_of_conflicts() -> None:
     """6-byte texels: a lane's 16-bit field lies in word floor(6c/4), so the 8 texels of a row
     span 11 words with gaps, and no row pitch places 4 such rows in disjoint banks for every
