@@ -28,7 +28,7 @@ from gpuadvise.arrays import (
     distinct_rows,
     member,
     stable_argsort,
-    stable_argsort_equal,
+    stable_argsort_equal_major,
 )
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
@@ -180,20 +180,32 @@ def _lanes_by_cta(
 
 
 def _no_write_between(
-    addr: np.ndarray, writes: np.ndarray, cur: np.ndarray, prev: np.ndarray
+    addr: np.ndarray,
+    writes: np.ndarray,
+    cur: np.ndarray,
+    prev: np.ndarray,
+    shared: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The pairs of accesses (positions in execution order, ``prev`` before ``cur``, of one
-    address of ``addr``) with no write (``writes``: a mask of the accesses) to their address
-    between them. Only a pair whose address lies within the written addresses' range can have
-    one (a kernel's reloads of a buffer it never writes have none: no search, issue 31); those
-    are searched among the writes (:func:`_clear_between`)."""
+    address of ``addr``, ``prev`` the thread's last access of it before ``cur``) with no write
+    (``writes``: a mask of the accesses) to their address between them. Only a pair whose
+    address lies within the written addresses' range can have one (a kernel's reloads of a
+    buffer it never writes have none: no search, issue 31), and, with ``shared`` (per pair:
+    whether another thread accesses its address), only a pair whose address another thread
+    accesses (a thread per address, as most kernels have: no search); those are searched
+    among the writes (:func:`_clear_between`)."""
+    if shared is not None and not shared.any():
+        return cur, prev
     w = np.flatnonzero(writes)
     if not len(w) or not len(cur):
         return cur, prev
     written = addr[w]
     ac = addr[cur]
-    cand = np.flatnonzero((ac >= written.min()) & (ac <= written.max()))
-    del ac, written
+    in_range = (ac >= written.min()) & (ac <= written.max())
+    if shared is not None:
+        in_range &= shared
+    cand = np.flatnonzero(in_range)
+    del ac, written, in_range
     if not len(cand):
         return cur, prev
     if len(cand) == len(cur):
@@ -203,6 +215,21 @@ def _no_write_between(
         ok[cand] = _clear_between(addr, writes, w, cur[cand], prev[cand])
         keep = np.flatnonzero(ok)
     return cur[keep], prev[keep]
+
+
+def _shared_addresses(same: np.ndarray, same_addr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per pair of neighbours ``at`` (positions in an order by (address, thread), each pair one
+    thread's two accesses of one address), whether another thread accesses its address too:
+    its address's run in that order holds a change of thread. ``same``: per position after
+    the first, whether its (address, thread) is its predecessor's; ``same_addr``: its address.
+    All False where each address is one thread's (most kernels': no run to number)."""
+    other = same_addr & ~same
+    if not other.any():
+        return np.zeros(len(at), bool)
+    run = np.cumsum(~same_addr, dtype=np.int64)  # position i + 1's run of one address
+    many = np.zeros(int(run[-1]) + 1, bool)
+    many[run[other]] = True
+    return np.asarray(many[run[at]])
 
 
 def _clear_between(
@@ -285,26 +312,30 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         # the addresses and threads by the order; sorted in pair's own memory)
         pair = addr << tbits
         pair |= thread
-        by_pair, same = stable_argsort_equal(pair, overwrite=True)
+        by_pair, same, same_addr = stable_argsort_equal_major(pair, tbits, overwrite=True)
         del pair
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
         a_s = addr[by_pair]
-        same = a_s[1:] == a_s[:-1]
+        same_addr = a_s[1:] == a_s[:-1]
         del a_s
         t_s = thread[by_pair]
-        same &= t_s[1:] == t_s[:-1]
+        same = same_addr & (t_s[1:] == t_s[:-1])
         del t_s
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
+    shared = _shared_addresses(same, same_addr, at)
+    del same_addr
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
     del by_pair, same, lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
     at = np.flatnonzero(ok)
     cur, prev = cur[at], prev[at]
+    shared = shared[at]
     # another thread's write in between: any write to the address between them (the thread's
-    # own would be a later previous access)
-    cur, prev = _no_write_between(addr, w_idx, cur, prev)
+    # own would be a later previous access), of an address another thread accesses
+    cur, prev = _no_write_between(addr, w_idx, cur, prev, shared)
+    del shared
     del addr
     if not len(cur):
         return _empty()
