@@ -16,8 +16,10 @@ one by thread.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +100,11 @@ class Accumulated:
     store_insts: np.ndarray
 
 
+_ACCUMULATED: weakref.WeakKeyDictionary[TraceView, dict[Any, dict[str, list[Accumulated]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def accumulations(
     view: TraceView,
     same_file: Callable[[str | None], bool],
@@ -105,21 +112,34 @@ def accumulations(
 ) -> dict[str, list[Accumulated]]:
     """The store lines (of the source file ``same_file`` accepts) whose threads store one
     address of a buffer at least ``min_repeats`` times on average, by buffer: an accumulation
-    in global memory (GA308)."""
+    in global memory (GA308). Made once per view, store lines and ``min_repeats`` (GA308's
+    detect and GA309's :func:`accumulation_reloads` ask for the same); the callers read it
+    and do not change it."""
+    store_lines = view.lines(same_file, [Kind.STORE])
+    cached = _ACCUMULATED.setdefault(view, {})
+    ask = (tuple(store_lines), float(min_repeats))
+    got = cached.get(ask)
+    if got is not None:
+        return got
     found: dict[str, list[Accumulated]] = {}
-    for file, line, _ in view.lines(same_file, [Kind.STORE]):
+    for file, line, _ in store_lines:
         st_insts = view.insts_at(file, line, Kind.STORE)
         for b in view.buffers_at(st_insts):
             st, _ = view.access(st_insts, b)
             if not len(st):
                 continue
             keys = thread_keys(st)
-            uniq, counts = np.unique(keys, return_counts=True)
-            repeats = float(counts.mean())
+            # one sort: the distinct keys and each one's first lane (every other lane of a key
+            # repeats it); the mean count of a key is the lanes over the keys
+            uniq, first = distinct_first(keys)
+            repeats = len(keys) / len(uniq)
             if repeats < min_repeats:
                 continue
-            saved = whole_records(st.rec, later_repeats(keys))
+            later = np.ones(len(keys), bool)
+            later[first] = False
+            saved = whole_records(st.rec, later)
             found.setdefault(b, []).append(Accumulated(line, repeats, uniq, saved, st_insts))
+    cached[ask] = found
     return found
 
 
@@ -390,6 +410,12 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     key |= sel(lb)
     key <<= 40
     key |= sel(lanes.off) // SECTOR
+    # a lane of its predecessor's sector (a coalesced request's lanes: 8 of 4 bytes a sector)
+    # adds no key: those left out before the sort, the same distinct keys from fewer
+    head = np.empty(len(key), bool)
+    head[:1] = True
+    np.not_equal(key[1:], key[:-1], out=head[1:])
+    key = key[head]
     key.sort()
     head = np.empty(len(key), bool)
     head[:1] = True
