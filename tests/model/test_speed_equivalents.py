@@ -226,3 +226,17 @@ def test_ascending_by_scatter_is_the_argsort_of_distinct_values() -> None:
     values = rng.choice(10_000, 3000, replace=False)
     assert np.array_equal(_ascending(values, 10_000), np.argsort(values))
     assert len(_ascending(np.zeros(0, np.int64), 4)) == 0
+
+
+@pytest.mark.parametrize("span", [3, 5000, 1 << 40])
+def test_distinct_consumed_counts_as_np_unique(span: int) -> None:
+    """infer_pattern's count of a row length's distinct offsets (issue 31: no sorted copy of
+    millions of lanes, by a mask where their range is narrow, else sorted in place): the count
+    of np.unique, negative offsets too."""
+    from gpuadvise.trace.view import _distinct_consumed
+
+    rng = np.random.default_rng(span % 97)
+    for n in (0, 1, 2, 7000):
+        a = rng.integers(-span, span, n, dtype=np.int64)
+        want = len(np.unique(a))
+        assert _distinct_consumed(a.copy()) == want
