@@ -246,7 +246,8 @@ def _shared_addresses(same: np.ndarray, same_addr: np.ndarray, at: np.ndarray) -
     other = same_addr & ~same
     if not other.any():
         return np.zeros(len(at), bool)
-    run = np.cumsum(~same_addr, dtype=np.int64)  # position i + 1's run of one address
+    # position i + 1's run of one address (int32 where the positions fit)
+    run = np.cumsum(~same_addr, dtype=np.int32 if len(same) < 2**31 - 1 else np.int64)
     many = np.zeros(int(run[-1]) + 1, bool)
     many[run[other]] = True
     return np.asarray(many[run[at]])
@@ -343,15 +344,16 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         same = same_addr & (t_s[1:] == t_s[:-1])
         del t_s
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
-    shared = _shared_addresses(same, same_addr, at)
-    del same_addr
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
+    del by_pair
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
-    del by_pair, same, lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
-    at = np.flatnonzero(ok)
-    cur, prev = cur[at], prev[at]
-    shared = shared[at]
+    del lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
+    keep = np.flatnonzero(ok)
+    cur, prev = cur[keep], prev[keep]
+    # (the addresses' runs numbered after the order is freed: in its place, issue 31)
+    shared = _shared_addresses(same, same_addr, at[keep])
+    del same, same_addr, at, keep
     # another thread's write in between: any write to the address between them (the thread's
     # own would be a later previous access), of an address another thread accesses
     cur, prev = _no_write_between(addr, w_idx, cur, prev, shared)
