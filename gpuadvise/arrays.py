@@ -28,6 +28,7 @@ __all__ = [
     "run_heads",
     "stable_argsort",
     "stable_argsort_equal",
+    "stable_argsort_equal_major",
 ]
 
 
@@ -153,6 +154,40 @@ def stable_argsort_equal(
     order = stable_argsort(a)
     s = a[order]
     return order, s[1:] == s[:-1]
+
+
+def stable_argsort_equal_major(
+    a: np.ndarray, shift: int, *, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`stable_argsort_equal` of a 1-D array of non-negative integers, and also, per
+    position of that order after the first, whether its value's major part (``value >>
+    shift``: a key packed as ``(major << shift) | minor``) equals the one before it. Both from
+    the sorted keys where they pack (no gather of ``a`` by the order); the same result either
+    way."""
+    a = np.asarray(a)
+    if (
+        len(a) >= 2
+        and a.ndim == 1
+        and a.dtype.kind in "iu"
+        and int(a.max()) - int(a.min()) >= 1 << 16
+        and int(a.max()) < 1 << 63  # (the value made again from the key: in int64)
+    ):
+        packed = _sorted_packed(a, overwrite)
+        if packed is not None:
+            key, kshift, lo = packed
+            value = key >> np.int64(kshift)
+            equal = value[1:] == value[:-1]
+            value += np.int64(lo)  # (the value itself again, in place)
+            value >>= np.int64(shift)
+            major = value[1:] == value[:-1]
+            del value
+            key &= np.int64((1 << kshift) - 1)
+            return key.astype(np.intp, copy=False), equal, major
+    order = stable_argsort(a)
+    s = a[order]
+    equal = s[1:] == s[:-1]
+    s = s >> shift
+    return order, equal, s[1:] == s[:-1]
 
 
 def lexsort_pair(minor: np.ndarray, major: np.ndarray) -> np.ndarray:

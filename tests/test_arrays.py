@@ -363,3 +363,32 @@ def test_stable_argsort_equal_is_the_stable_order_and_its_equal_neighbours(dtype
                 assert np.array_equal(equal, a[want][1:] == a[want][:-1])
     order, equal = stable_argsort_equal(np.zeros(0, np.int64))
     assert len(order) == 0 and len(equal) == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64, np.uint16])
+def test_stable_argsort_equal_major_flags_equal_major_parts(dtype: type) -> None:
+    """stable_argsort_equal_major: stable_argsort_equal's order and flags, and per neighbour
+    whether ``value >> shift`` is equal, for spans that pack, that do not and narrow ones; its
+    flags differ from the values' own (equal major parts of different values)."""
+    from gpuadvise.arrays import stable_argsort_equal_major
+
+    rng = np.random.default_rng(12)
+    top = int(np.iinfo(dtype).max)
+    for hi in (2, 300, 1 << 17, 1 << 40, top):
+        for n in (2, 5, 5000):
+            a = rng.integers(0, min(hi, top), n, dtype=np.uint64, endpoint=True).astype(dtype)
+            want = np.argsort(a, kind="stable")
+            s = a[want]
+            for shift in (0, 3, 9):
+                for overwrite in (False, True):
+                    order, equal, major = stable_argsort_equal_major(
+                        a.copy(), shift, overwrite=overwrite
+                    )
+                    assert np.array_equal(order, want)
+                    assert np.array_equal(equal, s[1:] == s[:-1])
+                    assert np.array_equal(major, (s[1:] >> shift) == (s[:-1] >> shift))
+    a = np.array([1 << 20, (1 << 20) + 1, 7, (2 << 20) + 3, 6], np.int64)
+    order, equal, major = stable_argsort_equal_major(a, 9)
+    assert order.tolist() == [4, 2, 0, 1, 3]
+    assert equal.tolist() == [False, False, False, False]
+    assert major.tolist() == [True, False, True, False]

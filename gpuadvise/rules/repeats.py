@@ -16,8 +16,10 @@ one by thread.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,7 @@ from gpuadvise.arrays import (
     distinct_rows,
     member,
     stable_argsort,
-    stable_argsort_equal,
+    stable_argsort_equal_major,
 )
 from gpuadvise.devices import DeviceSpec
 from gpuadvise.model.l1 import UNIFIED_EXTRA_BYTES
@@ -98,6 +100,11 @@ class Accumulated:
     store_insts: np.ndarray
 
 
+_ACCUMULATED: weakref.WeakKeyDictionary[TraceView, dict[Any, dict[str, list[Accumulated]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def accumulations(
     view: TraceView,
     same_file: Callable[[str | None], bool],
@@ -105,21 +112,34 @@ def accumulations(
 ) -> dict[str, list[Accumulated]]:
     """The store lines (of the source file ``same_file`` accepts) whose threads store one
     address of a buffer at least ``min_repeats`` times on average, by buffer: an accumulation
-    in global memory (GA308)."""
+    in global memory (GA308). Made once per view, store lines and ``min_repeats`` (GA308's
+    detect and GA309's :func:`accumulation_reloads` ask for the same); the callers read it
+    and do not change it."""
+    store_lines = view.lines(same_file, [Kind.STORE])
+    cached = _ACCUMULATED.setdefault(view, {})
+    ask = (tuple(store_lines), float(min_repeats))
+    got = cached.get(ask)
+    if got is not None:
+        return got
     found: dict[str, list[Accumulated]] = {}
-    for file, line, _ in view.lines(same_file, [Kind.STORE]):
+    for file, line, _ in store_lines:
         st_insts = view.insts_at(file, line, Kind.STORE)
         for b in view.buffers_at(st_insts):
             st, _ = view.access(st_insts, b)
             if not len(st):
                 continue
             keys = thread_keys(st)
-            uniq, counts = np.unique(keys, return_counts=True)
-            repeats = float(counts.mean())
+            # one sort: the distinct keys and each one's first lane (every other lane of a key
+            # repeats it); the mean count of a key is the lanes over the keys
+            uniq, first = distinct_first(keys)
+            repeats = len(keys) / len(uniq)
             if repeats < min_repeats:
                 continue
-            saved = whole_records(st.rec, later_repeats(keys))
+            later = np.ones(len(keys), bool)
+            later[first] = False
+            saved = whole_records(st.rec, later)
             found.setdefault(b, []).append(Accumulated(line, repeats, uniq, saved, st_insts))
+    cached[ask] = found
     return found
 
 
@@ -180,20 +200,32 @@ def _lanes_by_cta(
 
 
 def _no_write_between(
-    addr: np.ndarray, writes: np.ndarray, cur: np.ndarray, prev: np.ndarray
+    addr: np.ndarray,
+    writes: np.ndarray,
+    cur: np.ndarray,
+    prev: np.ndarray,
+    shared: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The pairs of accesses (positions in execution order, ``prev`` before ``cur``, of one
-    address of ``addr``) with no write (``writes``: a mask of the accesses) to their address
-    between them. Only a pair whose address lies within the written addresses' range can have
-    one (a kernel's reloads of a buffer it never writes have none: no search, issue 31); those
-    are searched among the writes (:func:`_clear_between`)."""
+    address of ``addr``, ``prev`` the thread's last access of it before ``cur``) with no write
+    (``writes``: a mask of the accesses) to their address between them. Only a pair whose
+    address lies within the written addresses' range can have one (a kernel's reloads of a
+    buffer it never writes have none: no search, issue 31), and, with ``shared`` (per pair:
+    whether another thread accesses its address), only a pair whose address another thread
+    accesses (a thread per address, as most kernels have: no search); those are searched
+    among the writes (:func:`_clear_between`)."""
+    if shared is not None and not shared.any():
+        return cur, prev
     w = np.flatnonzero(writes)
     if not len(w) or not len(cur):
         return cur, prev
     written = addr[w]
     ac = addr[cur]
-    cand = np.flatnonzero((ac >= written.min()) & (ac <= written.max()))
-    del ac, written
+    in_range = (ac >= written.min()) & (ac <= written.max())
+    if shared is not None:
+        in_range &= shared
+    cand = np.flatnonzero(in_range)
+    del ac, written, in_range
     if not len(cand):
         return cur, prev
     if len(cand) == len(cur):
@@ -203,6 +235,22 @@ def _no_write_between(
         ok[cand] = _clear_between(addr, writes, w, cur[cand], prev[cand])
         keep = np.flatnonzero(ok)
     return cur[keep], prev[keep]
+
+
+def _shared_addresses(same: np.ndarray, same_addr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per pair of neighbours ``at`` (positions in an order by (address, thread), each pair one
+    thread's two accesses of one address), whether another thread accesses its address too:
+    its address's run in that order holds a change of thread. ``same``: per position after
+    the first, whether its (address, thread) is its predecessor's; ``same_addr``: its address.
+    All False where each address is one thread's (most kernels': no run to number)."""
+    other = same_addr & ~same
+    if not other.any():
+        return np.zeros(len(at), bool)
+    # position i + 1's run of one address (int32 where the positions fit)
+    run = np.cumsum(~same_addr, dtype=np.int32 if len(same) < 2**31 - 1 else np.int64)
+    many = np.zeros(int(run[-1]) + 1, bool)
+    many[run[other]] = True
+    return np.asarray(many[run[at]])
 
 
 def _clear_between(
@@ -285,26 +333,31 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
         # the addresses and threads by the order; sorted in pair's own memory)
         pair = addr << tbits
         pair |= thread
-        by_pair, same = stable_argsort_equal(pair, overwrite=True)
+        by_pair, same, same_addr = stable_argsort_equal_major(pair, tbits, overwrite=True)
         del pair
     else:  # offsets too large for one key
         by_pair = np.lexsort((thread, addr))
         a_s = addr[by_pair]
-        same = a_s[1:] == a_s[:-1]
+        same_addr = a_s[1:] == a_s[:-1]
         del a_s
         t_s = thread[by_pair]
-        same &= t_s[1:] == t_s[:-1]
+        same = same_addr & (t_s[1:] == t_s[:-1])
         del t_s
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     cur, prev = by_pair[at + 1], by_pair[at]  # indices into idx
+    del by_pair
     lc, lp = at_lane(cur), at_lane(prev)
     ok = load[lc] & (load[lp] | plain_store[lp])
-    del by_pair, same, lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
-    at = np.flatnonzero(ok)
-    cur, prev = cur[at], prev[at]
+    del lc, lp  # a lane's 8-byte rows (lc, lp: made again below, issue 31)
+    keep = np.flatnonzero(ok)
+    cur, prev = cur[keep], prev[keep]
+    # (the addresses' runs numbered after the order is freed: in its place, issue 31)
+    shared = _shared_addresses(same, same_addr, at[keep])
+    del same, same_addr, at, keep
     # another thread's write in between: any write to the address between them (the thread's
-    # own would be a later previous access)
-    cur, prev = _no_write_between(addr, w_idx, cur, prev)
+    # own would be a later previous access), of an address another thread accesses
+    cur, prev = _no_write_between(addr, w_idx, cur, prev, shared)
+    del shared
     del addr
     if not len(cur):
         return _empty()
@@ -359,6 +412,12 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     key |= sel(lb)
     key <<= 40
     key |= sel(lanes.off) // SECTOR
+    # a lane of its predecessor's sector (a coalesced request's lanes: 8 of 4 bytes a sector)
+    # adds no key: those left out before the sort, the same distinct keys from fewer
+    head = np.empty(len(key), bool)
+    head[:1] = True
+    np.not_equal(key[1:], key[:-1], out=head[1:])
+    key = key[head]
     key.sort()
     head = np.empty(len(key), bool)
     head[:1] = True

@@ -1037,6 +1037,7 @@ def infer_pattern(
         return "loads narrower than 32 bits or not word-aligned"
     if ((fo % lanes.width) != 0).any() or (s % lanes.width.max()) != 0:
         return "vector loads not aligned in the element"
+    del fo  # (made again after the row lengths' search: not held through it, issue 31)
     # (each lane-sized temporary freed once read, and only the best pitch's offsets held: a
     # line's lanes are millions, issue 31)
     e = lanes.off // s
@@ -1054,33 +1055,38 @@ def infer_pattern(
     ty %= by
     y += ty
     del cta, ty
+    # e - (y * p + x) for each row length p is (e - x) - y * p, the same integers: e - x made
+    # once, in e's memory (x not held through the search, issue 31: gpu_matrix_mult's peak)
+    e -= x
+    del x
     one_d = gy * by == 1
     count = buffer.count
     if one_d:
-        best = (count, e - x)
+        pitch, d = count, e
+        visits = len(unique_int(d))
     else:
         cands = {gx * bx, *[int(p) for p in pitches if 0 < int(p) <= count]}
-        top: tuple[int, bool, int, np.ndarray] | None = None
+        top: tuple[int, bool, int] | None = None
         for p in sorted(cands):
             if count % p:
                 continue
             d = y * p
-            d += x
             np.subtract(e, d, out=d)  # e - (y * p + x), in d's own memory
-            scored = (len(unique_int(d)), p != gx * bx, p, d)
-            if top is None or scored[:3] < top[:3]:
+            scored = (_distinct_consumed(d), p != gx * bx, p)
+            del d
+            if top is None or scored < top:
                 top = scored
-            del d, scored
         if top is None:
             return "no row length divides the buffer"
-        best = (top[2], top[3])
-        del top
-    del e, x, y
-    pitch, d = best
-    del best
+        # only the best row length's offsets made again (not held through the search)
+        visits, _, pitch = top
+        d = y * pitch
+        np.subtract(e, d, out=d)
+    del e, y
     rows = count // pitch
-    if len(unique_int(d)) > MAX_VISITS:
+    if visits > MAX_VISITS:
         return f"more than {MAX_VISITS} distinct element offsets (not a fixed neighbourhood)"
+    fo = lanes.off % s
     thread = (lanes.cta.astype(np.int64) << 20) | lanes.tid
     # visits: consecutive reads of one thread of the same element
     order = lexsort_pair(lanes.rec, thread)
@@ -1136,6 +1142,22 @@ def infer_pattern(
         coverage=coverage,
         where=where,
     )
+
+
+def _distinct_consumed(a: np.ndarray) -> int:
+    """The distinct values of the int64 array ``a``, which is the caller's temporary and is
+    changed: marked in a mask where their range is at most four times their number, else
+    sorted in place (no copy of ``a`` either way, issue 31)."""
+    if len(a) < 2:
+        return len(a)
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo < 4 * len(a):
+        a -= np.int64(lo)
+        mark = np.zeros(hi - lo + 1, bool)
+        mark[a] = True
+        return int(np.count_nonzero(mark))
+    a.sort()
+    return _distinct_sorted(a)
 
 
 def _field_visit_counts(

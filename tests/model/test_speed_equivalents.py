@@ -185,6 +185,39 @@ def test_no_write_between_outside_the_written_range_is_not_searched(
     assert np.all(np.isin(cur[~want], np.flatnonzero((addr >= lo) & (addr <= hi))))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_write_between_only_searches_addresses_another_thread_accesses(seed: int) -> None:
+    """same_thread_reloads' pairs (a thread's consecutive accesses of one address, by a sort of
+    (address, thread)) whose address no other thread accesses have no write between without a
+    search (issue 31: a thread per address, most kernels); _shared_addresses flags the others,
+    and the pairs kept are those of the search over every pair."""
+    from gpuadvise.arrays import stable_argsort_equal_major
+    from gpuadvise.rules.repeats import _no_write_between, _shared_addresses
+
+    rng = np.random.default_rng(seed)
+    n = 6000
+    addr = rng.integers(0, 300, n).astype(np.int64)
+    # a thread per address for most, two or three threads for some (seed 2: none shared)
+    thread = addr % 97
+    if seed < 2:
+        many = (addr % (5, 2)[seed]) == 0
+        thread[many] = rng.integers(0, 3, int(many.sum())) + 100
+    writes = rng.random(n) < 0.3
+    tbits = 8
+    order, same, same_addr = stable_argsort_equal_major((addr << tbits) | thread, tbits)
+    at = np.flatnonzero(same)
+    cur, prev = order[at + 1], order[at]
+    shared = _shared_addresses(same, same_addr, at)
+    threads_of = {int(a): len(set(thread[addr == a].tolist())) for a in np.unique(addr)}
+    assert shared.tolist() == [threads_of[int(a)] > 1 for a in addr[cur]]
+    assert shared.any() == (seed < 2)
+    want_cur, want_prev = _no_write_between(addr, writes, cur, prev)
+    got_cur, got_prev = _no_write_between(addr, writes, cur, prev, shared)
+    assert np.array_equal(got_cur, want_cur) and np.array_equal(got_prev, want_prev)
+    if seed < 2:
+        assert len(want_cur) < len(cur)  # some shared pairs had another thread's write between
+
+
 def test_ascending_by_scatter_is_the_argsort_of_distinct_values() -> None:
     """same_thread_reloads' reloads put in execution order: distinct values, no sort."""
     from gpuadvise.rules.repeats import _ascending
@@ -193,3 +226,17 @@ def test_ascending_by_scatter_is_the_argsort_of_distinct_values() -> None:
     values = rng.choice(10_000, 3000, replace=False)
     assert np.array_equal(_ascending(values, 10_000), np.argsort(values))
     assert len(_ascending(np.zeros(0, np.int64), 4)) == 0
+
+
+@pytest.mark.parametrize("span", [3, 5000, 1 << 40])
+def test_distinct_consumed_counts_as_np_unique(span: int) -> None:
+    """infer_pattern's count of a row length's distinct offsets (issue 31: no sorted copy of
+    millions of lanes, by a mask where their range is narrow, else sorted in place): the count
+    of np.unique, negative offsets too."""
+    from gpuadvise.trace.view import _distinct_consumed
+
+    rng = np.random.default_rng(span % 97)
+    for n in (0, 1, 2, 7000):
+        a = rng.integers(-span, span, n, dtype=np.int64)
+        want = len(np.unique(a))
+        assert _distinct_consumed(a.copy()) == want

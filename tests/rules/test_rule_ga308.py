@@ -158,3 +158,25 @@ def test_a_warp_load_of_32_rows_takes_the_l1_a_cycle_per_line(tmp_path):
     # A's loads keep the L1 busy on both sides: the register saves 1 of 34 cycles an iteration
     assert est.inputs["bound_by_before"] == "l1" == est.inputs["bound_by_after"]
     assert 1.0 <= est.speedup < 1.3
+
+
+def test_accumulations_are_made_once_per_view_and_threshold():
+    """GA308's detect and GA309's accumulation_reloads ask for the same accumulations of one
+    view: made once (the same dict), again for another ``min_repeats``; the repeats are the
+    stores over the distinct thread addresses (atax_rows: 64 iterations, tmp[i] = 0 first)."""
+    from gpuadvise.rules.repeats import accumulations
+    from gpuadvise.trace.view import trace_view
+
+    a = analyze(SRC, "atax_rows", 4, spec=str(SRC.parent / SPECS["atax_rows"]))
+    v = trace_view(a.memory.trace, a.spec)
+
+    def mine(f: str | None) -> bool:
+        return f is not None and f.endswith("accumulate.cu")
+
+    got = accumulations(v, mine)
+    assert accumulations(v, mine) is got
+    ((b, (acc,)),) = got.items()
+    assert acc.repeats >= 64 and len(acc.keys) == len(set(acc.keys.tolist()))
+    st, _ = v.access(acc.store_insts, b)
+    assert isinstance(acc.repeats, float) and acc.repeats == len(st) / len(acc.keys)
+    assert accumulations(v, mine, 1000.0) == {} and accumulations(v, mine) is got
