@@ -133,7 +133,10 @@ def imports_during(
     first = (_COMPILE if nvcc_alone else ()) + (_HEADER if header else ())
     # a daemon: an interrupted analysis does not wait for its imports
     t = threading.Thread(
-        target=_import_all, args=(first, ready, names, registry, nvcc_alone), daemon=True
+        target=_import_all,
+        args=(first, ready, names, registry),
+        kwargs={"gpu_asked": True} if nvcc_alone else {},
+        daemon=True,
     )
     t.start()
     try:
