@@ -80,12 +80,21 @@ _TRACE = (
 
 
 def _import_all(
-    first: tuple[str, ...], ready: threading.Event, names: tuple[str, ...], registry: bool
+    first: tuple[str, ...],
+    ready: threading.Event,
+    names: tuple[str, ...],
+    registry: bool,
+    gpu_asked: bool = False,
 ) -> None:
     try:
         _import(first)
     finally:
         ready.set()
+    if gpu_asked:  # the key asks once nvcc is done: NVML (0.04 CPU-s and ldconfig) asked now
+        with contextlib.suppress(Exception):
+            from gpuadvise.runner.presence import pycuda_missing
+
+            pycuda_missing()  # (its answer kept for the process: devices.live_device)
     _import(names)
     if registry:
         with contextlib.suppress(Exception):
@@ -113,7 +122,9 @@ def imports_during(
     ``header``): the header may be printed from then on, before the block ends. ``nvcc_alone``:
     the block is one nvcc run (:func:`gpuadvise.toolchain.compile.while_nvcc_runs`), in which
     the main thread imports nothing: the thread imports the compile's modules too (first), not
-    the main thread before nvcc starts."""
+    the main thread before nvcc starts, and asks whether a GPU is here
+    (:func:`gpuadvise.runner.presence.pycuda_missing`, which the result cache's key asks once
+    nvcc is done: its NVML answer is kept for the process)."""
     names = _AFTER_COMPILE + (_TRACE if trace else ())
     if not nvcc_alone:
         for name in _COMPILE:
@@ -121,7 +132,12 @@ def imports_during(
     ready = threading.Event()
     first = (_COMPILE if nvcc_alone else ()) + (_HEADER if header else ())
     # a daemon: an interrupted analysis does not wait for its imports
-    t = threading.Thread(target=_import_all, args=(first, ready, names, registry), daemon=True)
+    t = threading.Thread(
+        target=_import_all,
+        args=(first, ready, names, registry),
+        kwargs={"gpu_asked": True} if nvcc_alone else {},
+        daemon=True,
+    )
     t.start()
     try:
         yield ready

@@ -157,7 +157,8 @@ def run_analyze(
         with while_nvcc_runs(
             lambda: imports_during(
                 settings.trace, not settings.rules_dirs, header=streamed, nvcc_alone=True
-            )
+            ),
+            then=_sass_soon,
         ):
             key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
@@ -230,6 +231,15 @@ def run_analyze(
     ):
         result_cache.store(key, report)
     return code
+
+
+def _sass_soon(module: Any, tc: Any) -> None:
+    """The kernel's SASS read from the moment the key's nvcc made it
+    (:func:`gpuadvise.analyze.ahead.sass_soon`; imported beside nvcc, by
+    :mod:`gpuadvise.analyze.warm`'s thread)."""
+    from gpuadvise.analyze.ahead import sass_soon
+
+    sass_soon(module, tc)
 
 
 class _HeaderPrinter:

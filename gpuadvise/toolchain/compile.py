@@ -90,19 +90,30 @@ __all__ = [
 _WHILE_NVCC: contextvars.ContextVar[Callable[[], AbstractContextManager[Any]] | None] = (
     contextvars.ContextVar("gpuadvise_while_nvcc", default=None)
 )
+_AFTER_NVCC: contextvars.ContextVar[Callable[[CompiledModule, Toolchain], None] | None] = (
+    contextvars.ContextVar("gpuadvise_after_nvcc", default=None)
+)
 
 
 @contextlib.contextmanager
-def while_nvcc_runs(work: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+def while_nvcc_runs(
+    work: Callable[[], AbstractContextManager[Any]],
+    then: Callable[[CompiledModule, Toolchain], None] | None = None,
+) -> Iterator[None]:
     """Within the ``with`` block, every nvcc run of :func:`compile_source` is wrapped in
     ``work()``: a context entered as nvcc starts and left when it has returned, for work that
     uses the CPU nvcc leaves idle (``analyze`` imports its later stages then:
     :mod:`gpuadvise.analyze.warm`). Nothing is done on a cache hit, where no nvcc runs; the
-    block's thread only waits for nvcc meanwhile (it imports nothing)."""
+    block's thread only waits for nvcc meanwhile (it imports nothing). ``then``: told of each
+    module nvcc made (as stored in the cache) and the toolchain, as soon as it is made, for
+    work on its cubin that need not wait for the caller (``analyze`` starts reading its SASS:
+    :func:`gpuadvise.analyze.ahead.sass_soon`); it must not raise."""
     token = _WHILE_NVCC.set(work)
+    after = _AFTER_NVCC.set(then)
     try:
         yield
     finally:
+        _AFTER_NVCC.reset(after)
         _WHILE_NVCC.reset(token)
 
 
@@ -250,7 +261,11 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
         staging = work / "out"
         staging.mkdir()
         module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc")
-        return store(root, manifest, module, staging)
+        stored = store(root, manifest, module, staging)
+    then = _AFTER_NVCC.get()
+    if then is not None:
+        then(stored, tc)
+    return stored
 
 
 def _run_nvcc(

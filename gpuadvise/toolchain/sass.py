@@ -549,6 +549,8 @@ _texts: dict[_TextKey, str] = {}
 """The last few ``-plr`` outputs read in this process (a read-only cache keeps no sidecar)."""
 _KEEP_TEXTS = 2
 _texts_lock = threading.Lock()  # a batch analyses kernels in threads
+_pending: dict[_TextKey, threading.Event] = {}
+"""The ``-plr`` runs started ahead (:func:`life_range_text_soon`) and not ended yet."""
 
 
 def _sidecar(key: _TextKey) -> Path:
@@ -563,7 +565,7 @@ def has_life_range_text(
     """Whether :func:`life_range_text` can answer without running nvdisasm (it ran in this
     process, or its output is kept beside the cubin)."""
     key = (cubin, mtime_ns, size, tool, function)
-    return key in _texts or _sidecar(key).is_file()
+    return key in _texts or key in _pending or _sidecar(key).is_file()
 
 
 def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: int | None) -> str:
@@ -575,6 +577,18 @@ def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: i
     text = _texts.get(key)
     if text is not None:
         return text
+    started = _pending.get(key)
+    if started is not None:  # the run started ahead: waited for, not run twice
+        started.wait()
+        text = _texts.get(key)
+        if text is not None:
+            return text
+    return _read_life_range_text(key)
+
+
+def _read_life_range_text(key: _TextKey) -> str:
+    """:func:`life_range_text` of ``key``: the sidecar or an nvdisasm run, kept in ``_texts``."""
+    cubin, _, _, tool, function = key
     sidecar = _sidecar(key)
     text = read_sidecar(sidecar)
     if text is None:
@@ -589,6 +603,42 @@ def life_range_text(cubin: str, mtime_ns: int, size: int, tool: str, function: i
             _texts.pop(next(iter(_texts)), None)
         _texts[key] = text
     return text
+
+
+def life_range_text_soon(cubin: str | os.PathLike[str], tool: str) -> bool:
+    """:func:`life_range_text` of the whole ``cubin`` started now in a thread (nvdisasm, a child
+    process), for a caller that will read it later (``analyze`` reads it for the kernel's SASS
+    and live registers): that caller then waits for this run instead of starting its own. Only
+    where the whole cubin is read (at most :data:`NARROW_ABOVE` functions: the key
+    :func:`~gpuadvise.toolchain.liveness.life_ranges` asks for whatever the kernel). A failure
+    is left for the caller, which runs nvdisasm again and reports it. Whether it was started."""
+    path = Path(cubin)
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    resolved = str(path.resolve())
+    if len(_function_symbols(resolved, stat.st_mtime_ns, stat.st_size)) > NARROW_ABOVE:
+        return False
+    key: _TextKey = (resolved, stat.st_mtime_ns, stat.st_size, tool, None)
+    with _texts_lock:
+        if key in _texts or key in _pending:
+            return False
+        started = _pending[key] = threading.Event()
+
+    def read() -> None:
+        try:
+            _read_life_range_text(key)
+        except Exception:  # noqa: BLE001, S110 - the caller's own read reports it
+            pass
+        finally:
+            with _texts_lock:
+                _pending.pop(key, None)
+            started.set()
+
+    # a daemon: an interrupted analysis does not wait for nvdisasm
+    threading.Thread(target=read, daemon=True, name="gpuadvise-plr").start()
+    return True
 
 
 def _from_life_ranges(

@@ -351,3 +351,22 @@ def test_the_head_imports_no_numpy() -> None:
         "print('numpy' in sys.modules)\n"
     )
     assert _fresh_interpreter(code) == "False"
+
+
+def test_the_key_s_gpu_question_is_asked_beside_nvcc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beside the key's nvcc (``nvcc_alone``) the imports thread also asks whether a GPU is here
+    (NVML, kept for the process), which the key asks once nvcc is done; beside another compile
+    it does not."""
+    import gpuadvise.analyze.warm as warm
+    import gpuadvise.runner.presence as presence
+
+    asked: list[str] = []
+    monkeypatch.setattr(presence, "pycuda_missing", lambda: asked.append("gpu"))
+    monkeypatch.setattr(warm, "_AFTER_COMPILE", ())
+    monkeypatch.setattr(warm, "_HEADER", ())
+    with warm.imports_during(trace=False, registry=False):
+        pass
+    assert asked == []
+    with warm.imports_during(trace=False, registry=False, nvcc_alone=True):
+        pass
+    assert asked == ["gpu"]

@@ -238,3 +238,111 @@ def test_work_beside_nvcc_runs_while_nvcc_does_and_never_on_a_hit(
     fresh = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")], use_cache=False)
     compile_source(MULTI, fresh)  # nvcc runs, outside the block: nothing wrapped
     assert seen == ["enter", "exit"]
+
+
+@needs_tools
+def test_after_nvcc_is_told_each_module_nvcc_made_and_never_on_a_hit(
+    private_compile_cache: Path,
+) -> None:
+    """``while_nvcc_runs``' ``then``: told of the module as stored in the cache (its cubin
+    there), once per nvcc run, in the compiling thread; a cache hit (no nvcc) tells nothing,
+    nor does a compile outside the block."""
+    import contextlib
+
+    from gpuadvise.toolchain.compile import while_nvcc_runs
+
+    told: list[tuple[Path, bool]] = []
+
+    def then(module, tc):  # type: ignore[no-untyped-def]
+        told.append((module.cubin_path, module.cubin_path.is_file()))
+        assert TC is not None and tc.nvdisasm == TC.nvdisasm
+
+    with while_nvcc_runs(contextlib.nullcontext, then=then):
+        first = compile_source(MULTI, OPTIONS)
+        assert told == [(first.cubin_path, True)]
+        assert private_compile_cache.resolve() in first.cubin_path.resolve().parents  # stored
+        compile_source(MULTI, OPTIONS)  # a hit
+    assert len(told) == 1
+    fresh = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")], use_cache=False)
+    compile_source(MULTI, fresh)  # nvcc runs, outside the block: nobody told
+    assert len(told) == 1
+
+
+@needs_tools
+def test_life_ranges_started_ahead_are_waited_for_not_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``life_range_text_soon`` (``analyze`` starts it as the key's nvcc returns): the analysis'
+    own read of the life ranges and the SASS, asked while that nvdisasm run is still going,
+    waits for it instead of starting a second one, and reads what a read of its own gives."""
+    import threading
+
+    from gpuadvise.toolchain import liveness
+
+    assert TC is not None and TC.nvdisasm is not None
+    module = compile_source(MULTI, OPTIONS)
+    kernel = module.kernels[0]
+
+    def forget() -> None:
+        for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
+            sidecar.unlink()
+        sass._disassemble_cached.cache_clear()
+        liveness._cached.cache_clear()
+        sass._texts.clear()
+
+    forget()
+    want_ranges = liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
+    want_sass = disassemble_all(module.cubin_path, TC)
+    forget()
+    runs: list[list[str]] = []
+    asked = threading.Event()
+    real_run = sass._run
+
+    def slow(cmd):  # type: ignore[no-untyped-def]
+        runs.append(list(cmd))
+        asked.wait(10)  # still running when the analysis asks for it
+        return real_run(cmd)
+
+    monkeypatch.setattr(sass, "_run", slow)
+    assert sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))
+    assert not sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))  # one at a time
+    timer = threading.Timer(0.3, asked.set)
+    timer.start()
+    got_ranges = liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
+    got_sass = disassemble_all(module.cubin_path, TC)
+    timer.join()
+    assert [c[1] for c in runs] == ["--print-life-ranges"]  # one nvdisasm run in all
+    assert got_ranges == want_ranges and got_sass == want_sass
+    assert not sass._pending
+    forget()
+
+
+@needs_tools
+def test_life_ranges_started_ahead_that_fail_are_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run started ahead that fails leaves the read to the analysis, which runs nvdisasm
+    itself (and would report its error there)."""
+    from gpuadvise.toolchain import liveness
+
+    assert TC is not None and TC.nvdisasm is not None
+    module = compile_source(MULTI, OPTIONS)
+    for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
+        sidecar.unlink()
+    liveness._cached.cache_clear()
+    sass._texts.clear()
+    real_run = sass._run
+    runs: list[str] = []
+
+    def failing_first(cmd):  # type: ignore[no-untyped-def]
+        runs.append(cmd[1])
+        if len(runs) == 1:
+            return subprocess.CompletedProcess(cmd, 1, "", "nvdisasm fatal : no")
+        return real_run(cmd)
+
+    monkeypatch.setattr(sass, "_run", failing_first)
+    assert sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))
+    liveness.life_ranges(module.cubin_path, module.kernels[0].mangled, TC)
+    assert runs == ["--print-life-ranges", "--print-life-ranges"] and not sass._pending
+    liveness._cached.cache_clear()
+    sass._texts.clear()
