@@ -125,16 +125,21 @@ def range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.zeros(0, values.dtype)
     span = hi - lo + 1
     top = int(span.max()).bit_length() - 1
-    level = np.zeros(len(lo), np.int64)
-    for k in range(1, top + 1):
-        level[span >= (1 << k)] = k
+    # each range's level, floor(log2(span)), from its float's exponent (exact below 2**53), and
+    # the ranges grouped by level with one radix sort: no pass over every range per level
+    level = np.frexp(span)[1].astype(np.int8)
+    level -= 1
+    del span
+    order = np.argsort(level, kind="stable")
+    bounds = np.searchsorted(level[order], np.arange(top + 2))
+    del level
     out = np.empty(len(lo), values.dtype)
     table = values
     for k in range(top + 1):
-        m = level == k
-        if m.any():
+        if bounds[k + 1] > bounds[k]:
             w = 1 << k
-            out[m] = np.minimum(table[lo[m]], table[hi[m] - w + 1])
+            at = order[bounds[k] : bounds[k + 1]]
+            out[at] = np.minimum(table[lo[at]], table[hi[at] - w + 1])
         if k < top:
             w = 1 << k
             table = np.minimum(table[:-w], table[w:])

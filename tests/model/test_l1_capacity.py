@@ -41,6 +41,14 @@ def test_range_min() -> None:
     assert range_min(v, lo, hi).tolist() == [
         int(v[a : b + 1].min()) for a, b in zip(lo, hi, strict=True)
     ]
+    # every level of a longer table, ranges of one element and of all of it, in int32
+    v = rng.random(5000)
+    lo = rng.integers(0, 5000, 3000).astype(np.int32)
+    hi = np.minimum(lo + rng.integers(0, 1 << rng.integers(0, 13, 3000)), 4999).astype(np.int32)
+    lo[:2], hi[:2] = (0, 7), (4999, 7)
+    assert range_min(v, lo, hi).tolist() == [
+        float(v[a : b + 1].min()) for a, b in zip(lo, hi, strict=True)
+    ]
 
 
 def test_reread_within_the_l1_is_a_hit() -> None:
