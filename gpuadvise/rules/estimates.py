@@ -688,7 +688,7 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray:
     each column's span its largest value + 1): the order of the shifted keys it replaces,
     ``(a << 50) | (b << 40) | c``, in as few bits as the values need, so that
     :func:`gpuadvise.arrays.distinct_inverse` sorts it packed with the positions."""
-    key = np.zeros(len(cols[0]), np.int64)
+    key: np.ndarray | None = None
     total = 1
     for c in cols:
         span = int(c.max()) + 1 if len(c) else 1
@@ -698,11 +698,15 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray:
             rows = np.stack([c[order] for c in cols])
             start = np.ones(len(order), bool)
             start[1:] = (rows[:, 1:] != rows[:, :-1]).any(axis=0)
+            key = np.empty(len(order), np.int64)
             key[order] = np.cumsum(start) - 1
             return key
+        if key is None:  # the first column is the key so far (0 * span + c)
+            key = np.array(c, np.int64)
+            continue
         key *= np.int64(span)
         key += c
-    return key
+    return np.zeros(len(cols[0]), np.int64) if key is None else key
 
 
 def _used_key(lb: np.ndarray, off: np.ndarray, at: np.ndarray) -> np.ndarray:

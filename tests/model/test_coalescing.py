@@ -276,3 +276,28 @@ def test_empty_and_shared_only_traces() -> None:
     shared_only = make_trace([{"addr": lambda n: 4 * n, "space": Space.SHARED}])
     res = analyze_coalescing(shared_only)
     assert res.lines == () and res.traced.all.requests == 0
+
+
+def test_per_instruction_worst_of_narrow_values() -> None:
+    # the worst value per instruction of int32 (the records' sectors) and float32 measures into
+    # an int64 and a float64 result, over several chunks: each instruction's largest, by hand
+    from gpuadvise.model.lines import per_instruction
+
+    rng = np.random.default_rng(5)
+    n = 300
+    trace = make_trace(
+        [{"addr": lambda lane: BASE + 4 * lane, "inst": int(i)} for i in rng.integers(0, 7, n)]
+    )
+    vals = rng.integers(0, 1000, n)
+    for vt, wt in ((np.int32, np.int64), (np.float32, np.float64), (np.int64, np.int64)):
+
+        def measure(rows: np.ndarray, vt: type = vt) -> tuple[dict, np.ndarray]:
+            return {}, vals[rows].astype(vt)
+
+        per = per_instruction(trace, None, Space.GLOBAL, (), measure, wt, 64, by_row=True)
+        want = [
+            max(int(v) for v, k in zip(vals, trace.records["inst"], strict=True) if k == i)
+            for i in range(7)
+        ]
+        assert per.worst.dtype == wt
+        assert per.worst.tolist() == want
