@@ -1064,15 +1064,15 @@ def parse_ptx_entry(text: str, entry: str) -> Module:
         return parse_ptx(text)
     keep = {entry}
     todo = [entry]
-    while todo:
+    while todo and len(keep) < len(bodies):
         lo, hi = bodies[todo.pop()]
-        for tok in toks[lo:hi]:
-            # any function the body names (a call's target, an address taken): a superset of its
-            # callees, whose bodies are parsed too
-            if tok.kind == "id" and tok.text in bodies and tok.text not in keep:
-                keep.add(tok.text)
-                todo.append(tok.text)
-    return _Parser(text, frozenset(keep), toks).parse()
+        # any function the body names (a call's target, an address taken): a superset of its
+        # callees, whose bodies are parsed too
+        named = bodies.keys() & {tok.text for tok in toks[lo:hi]}
+        todo += named - keep
+        keep |= named
+    # every body kept (one kernel, or its callees): the whole parse, of the same tokens
+    return _Parser(text, None if len(keep) == len(bodies) else frozenset(keep), toks).parse()
 
 
 def _function_bodies(toks: list[Token]) -> dict[str, tuple[int, int]]:
