@@ -158,7 +158,7 @@ def trace_alone(
     and compiled (:class:`gpuadvise.analyze.ahead.Ahead`), its SASS read beside the trace."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.trace.emulate import sample_trace_bytes, sample_trace_cost
+    from gpuadvise.trace.emulate import entry_only_parse, sample_trace_bytes, sample_trace_cost
 
     if built is None:
         spec, _, options = build(vopts)
@@ -167,6 +167,8 @@ def trace_alone(
         spec, options, head, sass = built.spec, built.options, built.head, built.sass
     with contextlib.ExitStack() as bounds:
         bounds.enter_context(sample_trace_bytes(budget))
+        # its module parsed for this kernel alone (the other kernels of its source are not run)
+        bounds.enter_context(entry_only_parse())
         if cost is not None:
             bounds.enter_context(sample_trace_cost(cost))
         return analyze_kernel(

@@ -94,22 +94,37 @@ def data_addressed(instrs: Sequence[Instr]) -> frozenset[int]:
 
 def data_registers(instrs: Sequence[Instr]) -> frozenset[str]:
     """The registers that hold data: loaded from memory, or computed from such a register (see
-    the module's docstring); a loop bound among them is read from a buffer."""
-    defs: list[tuple[tuple[str, ...], tuple[str, ...], bool]] = []
+    the module's docstring); a loop bound among them is read from a buffer.
+
+    The least set closed under the definitions, found by a worklist: each definition made data
+    once, when it loads from memory or the first of its sources becomes data (a sweep over every
+    definition until none changes took as many sweeps as the longest chain of definitions in text
+    order against it: HeCBench vanGenuchten's 22,000 registers, 0.5 CPU-s a call)."""
+    dests: list[tuple[str, ...]] = []
+    users: dict[str, list[int]] = {}
+    todo: list[int] = []
     for ins in instrs:
         if not ins.operands or ins.base in _NO_DEST:
             continue
         dest = tuple(_regs(ins.operands[0]))
         if not dest:
             continue
-        srcs = tuple(r for op in ins.operands[1:] for r in _regs(op))
-        defs.append((dest, srcs, _is_data_source(ins)))
+        k = len(dests)
+        dests.append(dest)
+        if _is_data_source(ins):
+            todo.append(k)
+        for op in ins.operands[1:]:
+            for r in _regs(op):
+                users.setdefault(r, []).append(k)
     data: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for dest, srcs, seed in defs:
-            if (seed or any(s in data for s in srcs)) and not all(d in data for d in dest):
-                data.update(dest)
-                changed = True
+    done = bytearray(len(dests))
+    while todo:
+        k = todo.pop()
+        if done[k]:
+            continue
+        done[k] = 1
+        for d in dests[k]:
+            if d not in data:
+                data.add(d)
+                todo.extend(users.get(d, ()))
     return frozenset(data)

@@ -58,6 +58,7 @@ __all__ = [
     "Vec",
     "parse_ptx",
     "parse_ptx_cached",
+    "parse_ptx_entry",
     "tokenize",
 ]
 
@@ -386,9 +387,14 @@ def f64_bits_to_float(bits: int) -> float:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        self.toks = tokenize(text)
+    def __init__(
+        self, text: str, keep: frozenset[str] | None = None, toks: list[Token] | None = None
+    ) -> None:
+        self.toks = tokenize(text) if toks is None else toks
         self.i = 0
+        # the functions whose bodies are parsed (None: all); the others' are skipped, as a
+        # declaration's (parse_ptx_entry)
+        self.keep = keep
         self.module = Module()
         self.order = 0
         # function-local state
@@ -694,6 +700,11 @@ class _Parser:
         )
         if self.at(";"):
             self.next()
+            if name not in self.module.functions:
+                self.module.functions[name] = func
+            return
+        if self.keep is not None and name not in self.keep:
+            self.skip_braces()
             if name not in self.module.functions:
                 self.module.functions[name] = func
             return
@@ -1038,6 +1049,76 @@ def _sum_offset(toks: list[Token], start_sign: bool = False) -> int:
 def parse_ptx(text: str) -> Module:
     """Parse a PTX module (see the module docstring for what is understood)."""
     return _Parser(text).parse()
+
+
+def parse_ptx_entry(text: str, entry: str) -> Module:
+    """:func:`parse_ptx` with the bodies of kernel ``entry`` and of the functions it calls
+    (directly or not) parsed, the other functions' skipped (kept as declarations): what the
+    emulator reads of a module to run ``entry`` (:func:`gpuadvise.ptx.cfg.build_program`), the
+    module-scope variables and ``.file`` table whole. A variant's module holds every kernel of
+    its source, of which it runs one (HeCBench groupnorm: three). The whole module's parse where
+    ``entry`` has no body in it (its error as the emulator's)."""
+    toks = tokenize(text)
+    bodies = _function_bodies(toks)
+    if entry not in bodies:
+        return parse_ptx(text)
+    keep = {entry}
+    todo = [entry]
+    while todo and len(keep) < len(bodies):
+        lo, hi = bodies[todo.pop()]
+        # any function the body names (a call's target, an address taken): a superset of its
+        # callees, whose bodies are parsed too
+        named = bodies.keys() & {tok.text for tok in toks[lo:hi]}
+        todo += named - keep
+        keep |= named
+    # every body kept (one kernel, or its callees): the whole parse, of the same tokens
+    return _Parser(text, None if len(keep) == len(bodies) else frozenset(keep), toks).parse()
+
+
+def _function_bodies(toks: list[Token]) -> dict[str, tuple[int, int]]:
+    """Each function defined at module scope: its name -> the token range of its body (its
+    braces included)."""
+    out: dict[str, tuple[int, int]] = {}
+    depth = 0
+    i, n = 0, len(toks)
+    while i < n:
+        tok = toks[i]
+        if tok.kind == "p" and tok.text == "{":
+            depth += 1
+        elif tok.kind == "p" and tok.text == "}":
+            depth -= 1
+        elif depth == 0 and tok.text in (".entry", ".func"):
+            j = i + 1
+            if j < n and toks[j].text == "(":  # the return parameters
+                j = _closing(toks, j, "(", ")") + 1
+            if j >= n:
+                break
+            name = toks[j].text
+            # up to the body or the end of a declaration (no braces in a signature)
+            while j < n and toks[j].text not in ("{", ";"):
+                j += 1
+            if j < n and toks[j].text == "{":
+                end = _closing(toks, j, "{", "}")
+                out[name] = (j, end + 1)
+                i = end + 1
+                continue
+            i = j
+        i += 1
+    return out
+
+
+def _closing(toks: list[Token], i: int, opening: str, closing: str) -> int:
+    """The index of the token that closes the bracket ``toks[i]`` (the last token when none)."""
+    depth = 0
+    for j in range(i, len(toks)):
+        t = toks[j]
+        if t.kind == "p" and t.text == opening:
+            depth += 1
+        elif t.kind == "p" and t.text == closing:
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(toks) - 1
 
 
 @functools.lru_cache(maxsize=8)

@@ -193,6 +193,24 @@ _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default
 _SAMPLE_COST: ContextVar[int | None] = ContextVar("sample_trace_cost", default=None)
 
 
+# the emulations inside parse only the kernel's entry and its callees (entry_only_parse)
+_ENTRY_ONLY: ContextVar[bool] = ContextVar("entry_only_parse", default=False)
+
+
+@contextmanager
+def entry_only_parse() -> Iterator[None]:
+    """For the emulations inside, the PTX module is parsed for the traced kernel alone
+    (:func:`gpuadvise.ptx.parser.parse_ptx_entry`: its entry's and callees' bodies, the other
+    functions' skipped) and not kept: a variant's module, emulated once, of which no rule reads
+    the other kernels (the kernel's own emulation parses the whole module, which the rules read
+    again from the parser's cache)."""
+    token = _ENTRY_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _ENTRY_ONLY.reset(token)
+
+
 @contextmanager
 def sample_trace_bytes(limit_bytes: int) -> Iterator[None]:
     """For the emulations inside, a first wave that the default sample's budget
@@ -350,9 +368,11 @@ def check_buffer_memory(launch: ResolvedLaunch) -> None:
     )
 
 
-def _parse(text: str) -> Any:
-    from gpuadvise.ptx.parser import parse_ptx_cached
+def _parse(text: str, entry: str) -> Any:
+    from gpuadvise.ptx.parser import parse_ptx_cached, parse_ptx_entry
 
+    if _ENTRY_ONLY.get():
+        return parse_ptx_entry(text, entry)
     return parse_ptx_cached(text)
 
 
@@ -821,7 +841,7 @@ def _emulate(
     loop_report: dict[int, Any] = {}
     if batch_lanes <= 0:
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
-    ptx_module = _parse(ptx)
+    ptx_module = _parse(ptx, entry)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
 
     def take_sass(sass: tuple[Any, Any]) -> None:

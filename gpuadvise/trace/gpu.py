@@ -484,7 +484,7 @@ def trace_on_gpu(
     inst = instrument_ptx(module.ptx, kernel.mangled)
     notes += list(inst.notes)
     tc = toolchain or find_toolchain()
-    ptx_module = _parse(module.ptx)
+    ptx_module = _parse(module.ptx, kernel.mangled)
     image = KernelImage.build(
         ptx_module, kernel.mangled, module.arch, launch.launch.dynamic_smem_bytes
     )

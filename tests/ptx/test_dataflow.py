@@ -3,6 +3,9 @@ hand-written PTX whose answer is read off the code."""
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpuadvise.ptx.cfg import build_program
 from gpuadvise.ptx.dataflow import data_addressed
 from gpuadvise.ptx.parser import parse_ptx
@@ -113,3 +116,54 @@ def test_a_loop_counter_started_from_a_loaded_bound_is_data() -> None:
     got = _memory(LOOP, "w")
     assert got["ld.global.u32 Addr(base=Reg(name='%rd4'), offset=0)"] is False
     assert got["ld.global.f32 Addr(base=Reg(name='%rd6'), offset=0)"] is True
+
+
+def _sweeps(instrs: list) -> frozenset[str]:
+    """data_registers' definition: every definition swept until none changes."""
+    from gpuadvise.ptx.dataflow import _NO_DEST, _is_data_source, _regs
+
+    defs = []
+    for ins in instrs:
+        if ins.operands and ins.base not in _NO_DEST and (dest := tuple(_regs(ins.operands[0]))):
+            srcs = tuple(r for op in ins.operands[1:] for r in _regs(op))
+            defs.append((dest, srcs, _is_data_source(ins)))
+    data: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for dest, srcs, seed in defs:
+            if (seed or any(s in data for s in srcs)) and not set(dest) <= data:
+                data.update(dest)
+                changed = True
+    return frozenset(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(0, 11),
+                          st.sampled_from(["add", "ld", "ldp", "shfl"])), max_size=40))  # fmt: skip
+def test_data_registers_is_the_least_closed_set_in_any_order(
+    rows: list[tuple[int, int, int, str]],
+) -> None:
+    """Definitions in any text order (a value used above the load that makes it data, as a loop
+    carries it): the worklist's set is the sweeps'."""
+    from gpuadvise.ptx.dataflow import data_registers
+
+    lines = []
+    for d, a, b, kind in rows:
+        if kind == "add":
+            lines.append(f"add.s32 %r{d}, %r{a}, %r{b};")
+        elif kind == "ld":
+            lines.append(f"ld.global.u32 %r{d}, [%rd{a}];")
+        elif kind == "ldp":
+            lines.append(f"ld.param.u32 %r{d}, [p];")
+        else:  # two destinations
+            lines.append(f"shfl.sync.down.b32 %r{d}|%p{b}, %r{a}, 1, 31, -1;")
+    text = (
+        HEAD
+        + ".visible .entry k(.param .u32 p)\n{\n.reg .pred %p<12>;\n.reg .b32 %r<12>;\n"
+        + ".reg .b64 %rd<12>;\n"
+        + "\n".join(lines)
+        + "\nret;\n}\n"
+    )
+    instrs = build_program(parse_ptx(text), "k").instrs
+    assert data_registers(instrs) == _sweeps(list(instrs))
