@@ -633,11 +633,9 @@ def compile_variants_ahead(opts: KernelOptions) -> Any:
     measurement of ``opts``, with :data:`AHEAD_MIN_CPUS` or more here; None otherwise. The
     finding's own candidates, when it comes, take these builds (:func:`_build_key`); builds no
     finding takes are thrown away."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    early = _early_for(opts) if cpus >= AHEAD_MIN_CPUS else None
+    from gpuadvise.analyze.cases import jobs_default  # (the CPUs this process may run on)
+
+    early = _early_for(opts) if jobs_default() >= AHEAD_MIN_CPUS else None
     if early is None:
         return None
 
