@@ -235,9 +235,15 @@ def _variant_options(
     opts: KernelOptions, v: Variant, folder: Path, spec_path: str | Path | None = None
 ) -> KernelOptions | None:
     """The command line's options for the variant ``v``: its patched source (the original's
-    folder searched for its includes; :func:`variant_source`: in the compile cache, else in
-    ``folder``) and its launch; None when the variant is not a source or launch change analyze
-    can build alone (a proxy, compile flags). ``spec_path``:
+    folder searched for its includes after the module's own include folders; :func:`variant_source`:
+    in the compile cache, else in ``folder``) and its launch; None when the variant is not a
+    source or launch change analyze can build alone (a proxy, compile flags). The patched source
+    is built as the rules build a candidate of the same text
+    (:meth:`gpuadvise.analyze.services.AnalysisServices.compile_candidate`, ``check_candidate``,
+    ``compare_launch``: its file named by its content, the original's resolved folder last on the
+    include path), so that a variant a rule has already built and checked (GA103's merged
+    launch, GA403's) is a hit of the compile cache and of the disassembly's, not a second nvcc
+    and nvdisasm (issue 31). ``spec_path``:
     the launch spec the kernel's analysis read, named for the variant where the command line
     named none (a spec found beside the original source is not beside the patched copy: the
     variant then had no launch, and kernels/' GA208 rows kept the rule's own point)."""
@@ -254,7 +260,9 @@ def _variant_options(
             src.name, apply_unified_diff(src.read_text(), v.diff), folder, opts
         )
         changes["source"] = str(patched)
-        changes["include"] = (*opts.include, str(src.parent))
+        # after every include folder of the kernel's own flags, as a rule's candidate has it
+        # (AnalysisServices._candidate: the module's flags, then this folder): the same flags
+        changes["nvcc_flags"] = (*opts.nvcc_flags, f"-I{src.resolve().parent}")
         if opts.spec is None and spec_path is not None:
             changes["spec"] = str(spec_path)
     launch = dict(v.launch or {})
@@ -267,16 +275,21 @@ def _variant_options(
 
 
 def variant_source(name: str, text: str, folder: Path, opts: KernelOptions) -> Path:
-    """A variant's patched source ``text`` written as ``name``: in a folder of the compile cache
-    named by its content (:func:`gpuadvise.toolchain.cache.content_folder`), so that an analysis
-    run again compiles the same variant from the same path and its compile is a cache hit (a
-    temporary folder's random name was part of the key: every run compiled every variant again);
-    in ``folder`` with ``--no-cache`` or a cache that cannot be written."""
+    """A variant's patched source ``text`` written as ``name``: in the compile cache's folder
+    of the candidates, named by its content (:func:`gpuadvise.analyze.services.candidate_path`,
+    the path a rule's candidate and a ``--fix`` step of the same text have), so that an analysis
+    run again, or a rule that built the same text first, compiles it from the same path and the
+    compile is a cache hit (a temporary folder's random name was part of the key: every run
+    compiled every variant again); in ``folder`` with ``--no-cache`` or a cache that cannot be
+    written."""
     if not opts.no_cache:
-        from gpuadvise.toolchain.cache import cache_root, content_folder
+        from gpuadvise.analyze.services import candidate_path, write_candidate
+        from gpuadvise.toolchain.cache import cache_root
 
         with contextlib.suppress(OSError, GpuAdviseError):
-            return content_folder(cache_root(), "variants", {name: text}) / name
+            path = candidate_path(cache_root(), text, name)
+            write_candidate(path, text)
+            return path
     patched = folder / name
     patched.write_text(text)
     return patched

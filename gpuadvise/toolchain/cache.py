@@ -127,12 +127,13 @@ def _dep_sha(
 
 def content_folder(root: Path, kind: str, files: Mapping[str, str]) -> Path:
     """A folder of the cache ``root`` named by ``files`` (name -> text) and holding them
-    (``root/kind/<hash>/``): sources generated again with the same texts (a variant's patched
-    copy, a layout proxy and its specs: :mod:`gpuadvise.analyze.variant_trace`) are the same
-    paths, so that their compile's key (the path and bytes of the source) finds the last
-    compile's entry. A file is written (atomically) only when it is not there with these bytes:
-    an unchanged file keeps its stamp (see the module docstring). Raises OSError when the cache
-    cannot be written."""
+    (``root/kind/<hash>/``): sources generated again with the same texts (a layout proxy and
+    its specs: :mod:`gpuadvise.analyze.proxy_trace`; a variant's patched copy is a rule's
+    candidate, :func:`gpuadvise.analyze.services.candidate_path`) are the same paths, so that
+    their compile's key (the path and bytes of the source) finds the last compile's entry. A
+    file is written (atomically) only when it is not there with these bytes: an unchanged file
+    keeps its stamp (see the module docstring). Raises OSError when the cache cannot be
+    written."""
     blobs = {name: text.encode("utf-8") for name, text in files.items()}
     named = sorted((name, sha256_hex(blob)) for name, blob in blobs.items())
     key = sha256_hex(json.dumps([CACHE_FORMAT, named]))

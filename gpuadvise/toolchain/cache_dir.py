@@ -30,8 +30,9 @@ _TAG_TEXT = (
     "# For information about cache directory tags, see https://bford.info/cachedir/\n"
 )
 # What gpuadvise writes at the top of its cache root (toolchain/, compile.py, result_cache.py,
-# services.py, prepare.py; the variants' and layout proxies' sources: cache.content_folder): a
-# root holding only these is an older gpuadvise cache.
+# services.py (candidates/: the rules' candidates, --fix's steps and the traced variants'
+# sources), prepare.py; the layout proxies' sources: cache.content_folder; variants/: the traced
+# variants' sources of an older gpuadvise): a root holding only these is an older gpuadvise cache.
 _OWN_NAMES = frozenset(
     {CACHE_TAG, "entries", "manifests", "analysis", "toolchain", "tmp", "wrappers", "candidates"}
     | {"variants", "proxies"}

@@ -97,7 +97,10 @@ def test_variant_options_patch_the_source_and_take_the_launch(tmp_path: Path) ->
     got = _variant_options(opts, v, out)
     assert got is not None
     assert Path(got.source or "").read_text() == "int b;\n"
-    assert got.include == ("inc", str(src.parent)) and got.grid == "8x1x1"
+    # the original's folder searched after the kernel's own include folders (and flags' -I), as
+    # a rule's candidate of the same text has it: one build of both
+    assert got.include == ("inc",) and got.grid == "8x1x1"
+    assert got.nvcc_flags == (f"-I{src.resolve().parent}",)
     assert src.read_text() == "int a;\n"  # the user's file untouched
     launch_only = _variant_options(
         opts, Variant("automatic-and-verified", "d", launch={"block": [128, 1, 1]}), out
@@ -181,6 +184,61 @@ def test_a_variant_patched_again_is_the_same_file_and_its_compile_a_cache_hit(
     assert got is not None and Path(got.source or "") != runs[0]
     alone = _variant_options(dataclasses.replace(opts, no_cache=True), v, tmp_path / "tmp1")
     assert alone is not None and Path(alone.source or "") == tmp_path / "tmp1" / "k.cu"
+
+
+@pytest.mark.toolkit
+def test_a_variant_a_rule_built_first_is_the_same_build(
+    tmp_path: Path, private_compile_cache: Path
+) -> None:
+    """A rule's candidate of the same text (GA103's merged launch checked by compare_launch,
+    GA403's check_candidate) and the variant traced for its point are one build: the variant's
+    compile is a hit of the candidate's cache entry (rodinia lud_diagonal and HeCBench nw
+    kernel1 ran nvcc and nvdisasm twice on one text: a candidates/ and a variants/ path, the
+    original's folder in another place on the include path; issue 31). With include folders on
+    the command line and -I among its nvcc flags, whose order the key holds."""
+    from types import SimpleNamespace
+
+    from gpuadvise.analyze.options import build
+    from gpuadvise.analyze.services import AnalysisServices
+    from gpuadvise.toolchain import compile_source, find_toolchain
+
+    src = tmp_path / "src" / "k.cu"
+    src.parent.mkdir()
+    for d in ("inc", "more"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "inc" / "one.h").write_text("#define ONE 1\n")
+    src.write_text(
+        '#include "one.h"\n'
+        'extern "C" __global__ void k(int *p) { int a = ONE; p[threadIdx.x] = a; }\n'
+    )
+    text = src.read_text().replace("int a = ONE;", "int a = ONE + 1;")
+    diff = (
+        "--- a/k.cu\n+++ b/k.cu\n@@ -2,1 +2,1 @@\n"
+        '-extern "C" __global__ void k(int *p) { int a = ONE; p[threadIdx.x] = a; }\n'
+        '+extern "C" __global__ void k(int *p) { int a = ONE + 1; p[threadIdx.x] = a; }\n'
+    )
+    opts = KernelOptions(
+        str(src),
+        grid="1",
+        block="32",
+        include=(str(tmp_path / "inc"),),
+        nvcc_flags=(f"-I{tmp_path / 'more'}",),
+    )
+    spec, _, options = build(opts)
+    tc = find_toolchain(None)
+    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    services = AnalysisServices(SimpleNamespace(spec=spec, module=module, toolchain=tc))  # type: ignore[arg-type]
+    candidate = services.compile_candidate(text)
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    vopts = _variant_options(opts, Variant("automatic-and-verified", "d", diff=diff), folder)
+    assert vopts is not None and vopts.source is not None
+    assert Path(vopts.source).read_text() == text
+    vspec, _, voptions = build(vopts)
+    variant = compile_source(Path(vspec.source), voptions, tc, kernels=[vspec.kernel])
+    assert variant.from_cache  # the candidate's entry: no second nvcc
+    assert f"-I{src.resolve().parent}" in variant.flags
+    assert variant.kernels[0].resources == candidate.resources
 
 
 @pytest.mark.toolkit
