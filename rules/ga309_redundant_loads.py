@@ -21,6 +21,7 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     accumulation_reloads,
+    addresses_and_threads,
     coalesced_lanes,
     distinct,
     forwarded_in_order,
@@ -31,7 +32,6 @@ from gpuadvise.rules import (
     removable_records,
     same_thread_reloads,
     stable_argsort,
-    thread_keys,
     varying_repeats,
     view_traffic,
     wide_pass,
@@ -240,11 +240,6 @@ class RedundantGlobalLoads(Rule):
         }
         lines: list[ReloadLine] = []
         members: list[np.ndarray] = []  # each line's reloads (indices into rl)
-        # a group's threads and instructions counted by marks (the sampled CTAs' threads, the
-        # trace's instructions: small), not by a sort of its lanes (issue 31)
-        nthreads = int(np.prod(view.block))
-        seen_thread = np.zeros((int(lanes.cta.max()) + 1) * nthreads, bool)
-        seen_inst = np.zeros(len(trace.instructions), bool)
         for (line, b), ja in groups.items():
             lane = rl.lane[ja]
             g_recs = distinct(lanes.rec[lane])
@@ -260,19 +255,14 @@ class RedundantGlobalLoads(Rule):
                 s = stores[stored]
                 store_line = _mode(line_or_0[lanes.inst[s]])
                 store_buf = view.buffer_names[_mode(lb[s])]
-            seen_inst[insts[ja]] = True
-            read_only = all(
-                ".nc" in trace.instructions[i].opcode for i in np.flatnonzero(seen_inst)
-            )
-            seen_inst[:] = False
+            read_only = all(".nc" in trace.instructions[i].opcode for i in distinct(insts[ja]))
             members.append(ja)
             lines.append(
                 ReloadLine(
                     line,
                     view.buffer_names[b],
                     len(ja),
-                    len(distinct(thread_keys(lanes.take(lane)))),
-                    _count_marked(seen_thread, lanes.cta[lane], lanes.tid[lane], nthreads),
+                    *addresses_and_threads(view, lane),
                     round(req, 3),
                     int(rl.after_store[ja].sum()),
                     int(stored.sum()),
@@ -399,19 +389,6 @@ class RedundantGlobalLoads(Rule):
             and forwarded_in_order(ctx.trace_view, ctx.same_file, x.buffer, x.previous_line, x.line)
         )
         return reload_variant(ks, d.lines, ctx.source_file, sampled, forwarded)
-
-
-def _count_marked(mark: np.ndarray, cta: np.ndarray, tid: np.ndarray, threads: int) -> int:
-    """The distinct (CTA, thread) pairs of the lanes with these columns, counted by marking
-    each in ``mark`` (all False, one flag for each thread of every CTA up to the greatest,
-    left all False again)."""
-    at = cta.astype(np.int64)
-    at *= threads
-    at += tid
-    mark[at] = True
-    n = int(np.count_nonzero(mark))
-    mark[at] = False
-    return n
 
 
 def _mode(values: np.ndarray | list[int]) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import (
+    count_distinct_sorting,
     distinct,
     distinct_first,
     distinct_inverse,
@@ -42,6 +43,7 @@ from gpuadvise.trace.view import SECTOR, Lanes, TraceView
 
 __all__ = [
     "MIN_ACCUMULATION_REPEATS",
+    "addresses_and_threads",
     "Accumulated",
     "UNIFIED_EXTRA_BYTES",
     "accumulation_reloads",
@@ -53,6 +55,7 @@ __all__ = [
     "forwarded_in_order",
     "distinct_thread_keys",
     "later_repeats",
+    "repeated_loads",
     "same_thread_reloads",
     "thread_keys",
     "whole_records",
@@ -107,6 +110,21 @@ def distinct_thread_keys(lanes: Lanes, keys: np.ndarray) -> tuple[np.ndarray, np
     return distinct_first(keys)
 
 
+def addresses_and_threads(view: TraceView, lane: np.ndarray) -> tuple[int, int]:
+    """The distinct thread addresses (:func:`thread_keys`) and the distinct threads of the
+    view's lanes ``lane``: the threads marked in a flag for each thread of the sampled CTAs,
+    not sorted (issue 31)."""
+    lanes = view.lanes
+    addresses = count_distinct_sorting(thread_keys(lanes.take(lane)))
+    threads = int(np.prod(view.block))
+    thread = lanes.cta[lane].astype(np.int64)
+    thread *= threads
+    thread += lanes.tid[lane]
+    seen = np.zeros((int(lanes.cta.max()) + 1) * threads, bool)
+    seen[thread] = True
+    return addresses, int(np.count_nonzero(seen))
+
+
 def later_repeats(keys: np.ndarray) -> np.ndarray:
     """Per lane (in execution order), whether an earlier lane had the same key: every access
     of an address by a thread but its first."""
@@ -114,6 +132,24 @@ def later_repeats(keys: np.ndarray) -> np.ndarray:
     later = np.ones(len(keys), bool)
     later[first] = False
     return later
+
+
+def repeated_loads(ld: Lanes, keys: np.ndarray) -> tuple[tuple[int, ...], int]:
+    """Of the load lanes ``ld``, those of the thread addresses ``keys`` (sorted and distinct
+    :func:`thread_keys`: an accumulation's): the records all of whose such lanes load an address
+    their thread loaded before (:func:`whole_records` of :func:`later_repeats`), and how many
+    such lanes do. The lanes' keys made once and looked up by a binary search each
+    (``np.isin`` of int64 keys this wide sorts both), their first ones found by
+    :func:`distinct_thread_keys` (issue 31)."""
+    every = thread_keys(ld)
+    at = np.flatnonzero(member(every, keys))
+    k = every[at]
+    del every
+    sel = ld.take(at)
+    uniq, first = distinct_thread_keys(sel, k)
+    later = np.ones(len(k), bool)
+    later[first] = False
+    return whole_records(sel.rec, later), max(len(k) - len(uniq), 0)
 
 
 def whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:

@@ -297,3 +297,31 @@ def test_distinct_thread_keys_are_np_uniques_first(ctas: int) -> None:
     got, got_first = distinct_thread_keys(lanes, keys)
     assert np.array_equal(got, want) and np.array_equal(got_first, first)
     assert len(want) < n  # repeats, whose first position is the least
+
+
+@pytest.mark.parametrize("ctas", [4, 1 << 20])
+def test_repeated_loads_are_the_isin_and_unique_form(ctas: int) -> None:
+    """GA308's reloads of accumulated addresses (issue 31): the keys looked up by a binary
+    search and their first lanes by distinct_thread_keys, as np.isin and np.unique gave."""
+    from gpuadvise.rules.repeats import repeated_loads, thread_keys, whole_records
+    from gpuadvise.trace.view import Lanes
+
+    rng = np.random.default_rng(ctas % 13)
+    n = 5000
+    pick = rng.integers(0, 200, n)
+    cta = rng.integers(0, ctas, 200).astype(np.int32)[pick]
+    tid = rng.integers(0, 256, 200).astype(np.int32)[pick]
+    off = (rng.integers(0, 30, n) * 4).astype(np.int64)
+    rec = np.repeat(np.arange(n // 4), 4).astype(np.int32)  # 4 lanes a record, in order
+    z = np.zeros(n, np.int32)
+    ld = Lanes(rec, z, cta, tid, off, z)
+    keys = thread_keys(ld)
+    uniq = np.unique(keys[rng.random(n) < 0.5])
+    sel = ld.take(np.isin(keys, uniq))
+    k = thread_keys(sel)
+    _, first = np.unique(k, return_index=True)
+    later = np.ones(len(k), bool)
+    later[first] = False
+    want = (whole_records(sel.rec, later), int(max(len(sel) - len(np.unique(k)), 0)))
+    assert repeated_loads(ld, uniq) == want
+    assert want[1] > 0
