@@ -26,6 +26,7 @@ __all__ = [
     "lexsort_pair",
     "member",
     "run_heads",
+    "sort_in_place",
     "stable_argsort",
     "stable_argsort_equal",
     "stable_argsort_equal_major",
@@ -74,6 +75,28 @@ def _small_first(off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[start], perm[start]
 
 
+def sort_in_place(a: np.ndarray) -> None:
+    """Sort the 1-D array ``a`` in place, by numpy's stable sort (a merge sort, which takes the
+    runs it finds as they are) where ``a`` is long runs already (fewer than one descent in
+    :data:`RUNS_FOR_MERGE` neighbours: a view's keys with the CTA or the address as their major
+    digit, in execution order: 5-10 times faster there, issue 31), else by its default sort
+    (faster on random values). The same sorted values either way."""
+    n = len(a)
+    if n >= 2 * RUNS_FOR_MERGE and a.ndim == 1 and a.dtype.kind in "iu":  # (integers: no
+        # float whose equal values a stable order would tell apart, -0.0 and 0.0)
+        if int(np.count_nonzero(a[1:] < a[:-1])) * RUNS_FOR_MERGE < n:
+            a.sort(kind="stable")
+            return
+    a.sort()
+
+
+RUNS_FOR_MERGE = 64
+"""The mean run length (elements between descents) from which :func:`sort_in_place` takes the
+merge sort: measured on runs of random int64 (4 M values), the merge sort was 1.1x slower than
+the default on runs of 16, 1.1x faster on 64, 1.2x on 256; 10x on a view's (CTA, thread,
+address) keys (runs of 9,000)."""
+
+
 def distinct(a: np.ndarray) -> np.ndarray:
     """``np.unique(a)`` (flattened, sorted distinct values) by one sort (numpy's sort of a
     view's int32 instructions or CTAs is as fast as a count per value: measured), none where
@@ -83,7 +106,8 @@ def distinct(a: np.ndarray) -> np.ndarray:
     if len(s) < 2:
         return np.sort(s)
     if not bool((s[1:] >= s[:-1]).all()):
-        s = np.sort(s)
+        s = s.copy()
+        sort_in_place(s)
     keep = np.empty(len(s), dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
@@ -95,7 +119,7 @@ def count_distinct_sorting(a: np.ndarray) -> int:
     caller's own temporary of millions of keys, issue 31's peak)."""
     if len(a) < 2:
         return len(a)
-    a.sort()
+    sort_in_place(a)
     return int(np.count_nonzero(a[1:] != a[:-1])) + 1
 
 
@@ -226,7 +250,7 @@ def _sorted_packed(a: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, 
     # the positions or'ed in a chunk at a time: the same keys, no lane-sized arange beside them
     for i in range(0, n, _POSITIONS_CHUNK):
         key[i : i + _POSITIONS_CHUNK] |= np.arange(i, min(i + _POSITIONS_CHUNK, n), dtype=np.int64)
-    key.sort()
+    sort_in_place(key)
     return key, shift, lo
 
 
@@ -312,7 +336,7 @@ def distinct_rows(
                 del digit
         if release and stacked is None:
             parts.clear()  # (the rows are in the key now)
-        key.sort()
+        sort_in_place(key)
         keep = np.empty(n, dtype=bool)
         keep[0] = True
         np.not_equal(key[1:], key[:-1], out=keep[1:])

@@ -23,13 +23,11 @@ from gpuadvise.rules import (
     Variant,
     accumulations,
     fixkit,
-    later_repeats,
     launch_change_estimate,
     lines_text,
     record_l1_cycles,
-    thread_keys,
+    repeated_loads,
     view_traffic,
-    whole_records,
 )
 
 
@@ -155,10 +153,7 @@ class GlobalAccumulation(Rule):
             reloads = 0
             if len(ld_insts) and b in view.buffers_at(ld_insts):
                 ld, _ = view.access(ld_insts, b)
-                ld_sel = ld.take(np.isin(thread_keys(ld), uniq))
-                keys = thread_keys(ld_sel)
-                saved_ld = whole_records(ld_sel.rec, later_repeats(keys))
-                reloads = int(max(len(ld_sel) - len(np.unique(keys)), 0))
+                saved_ld, reloads = repeated_loads(ld, uniq)
             back = (
                 " and loads it back in between"
                 if reloads

@@ -392,3 +392,30 @@ def test_stable_argsort_equal_major_flags_equal_major_parts(dtype: type) -> None
     assert order.tolist() == [4, 2, 0, 1, 3]
     assert equal.tolist() == [False, False, False, False]
     assert major.tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize("run", [1, 16, 4096])
+def test_sort_in_place_is_np_sort_by_either_algorithm(run: int) -> None:
+    """sort_in_place (issue 31): the merge sort on long runs, the default on short ones, the
+    values of np.sort either way (integers of several types, repeats, and floats by the
+    default)."""
+    from gpuadvise.arrays import RUNS_FOR_MERGE, sort_in_place
+
+    rng = np.random.default_rng(run)
+    for dtype in (np.int64, np.int32, np.uint64, np.uint16):
+        a = rng.integers(0, 50_000, 20_480).astype(dtype)  # runs of `run` sorted values
+        a = np.sort(a.reshape(-1, run), axis=1).reshape(-1)
+        got = a.copy()
+        sort_in_place(got)
+        assert np.array_equal(got, np.sort(a))
+        descents = int(np.count_nonzero(a[1:] < a[:-1]))
+        assert (descents * RUNS_FOR_MERGE < len(a)) == (run >= 4096)
+    f = rng.random(1000)
+    f[::7] = -0.0
+    got = np.sort(f)  # (a float array: numpy's default sort, as before)
+    sort_in_place(f)
+    assert np.array_equal(f.view(np.int64), got.view(np.int64))
+    for n in (0, 1, 2):
+        x = np.arange(n, 0, -1)
+        sort_in_place(x)
+        assert np.array_equal(x, np.arange(1, n + 1))

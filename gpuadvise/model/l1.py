@@ -74,7 +74,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_first, inverse_by_runs, stable_argsort
+from gpuadvise.arrays import (
+    distinct,
+    distinct_first,
+    inverse_by_runs,
+    sort_in_place,
+    stable_argsort,
+)
 
 __all__ = [
     "L1_LINE_BYTES",
@@ -430,7 +436,7 @@ def _by_cta_sector(
             packed -= np.int64(k_lo)  # (int64 arithmetic wraps: the same key as key - k_lo)
             packed *= np.int64(n)
             packed += np.arange(n, dtype=np.int64)
-            packed.sort()
+            sort_in_place(packed)  # (by CTA, in execution order: often long runs already)
             # np.divmod's two results, the quotient made in place (one access-sized array
             # fewer at once: issue 31)
             by = packed % np.int64(n)

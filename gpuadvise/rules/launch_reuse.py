@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import count_distinct_sorting
+from gpuadvise.arrays import count_distinct_sorting, sort_in_place
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
 from gpuadvise.model.roofline import Traffic, l1_cycles, launch_estimate
@@ -107,7 +107,7 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     ctas <<= 44
     ctas |= key
     del key
-    ctas.sort()
+    sort_in_place(ctas)
     head = np.empty(len(ctas), bool)
     head[0] = True
     np.not_equal(ctas[1:], ctas[:-1], out=head[1:])

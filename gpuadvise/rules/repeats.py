@@ -24,11 +24,14 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import (
+    count_distinct_sorting,
     distinct,
     distinct_first,
     distinct_inverse,
     distinct_rows,
     member,
+    run_heads,
+    sort_in_place,
     stable_argsort,
     stable_argsort_equal_major,
 )
@@ -40,6 +43,7 @@ from gpuadvise.trace.view import SECTOR, Lanes, TraceView
 
 __all__ = [
     "MIN_ACCUMULATION_REPEATS",
+    "addresses_and_threads",
     "Accumulated",
     "UNIFIED_EXTRA_BYTES",
     "accumulation_reloads",
@@ -49,7 +53,9 @@ __all__ = [
     "ThreadReloads",
     "accumulations",
     "forwarded_in_order",
+    "distinct_thread_keys",
     "later_repeats",
+    "repeated_loads",
     "same_thread_reloads",
     "thread_keys",
     "whole_records",
@@ -68,6 +74,57 @@ def thread_keys(lanes: Lanes) -> np.ndarray:
     return (cta << 42) ^ (tid << 32) ^ lanes.off.astype(np.int64)
 
 
+def distinct_thread_keys(lanes: Lanes, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``distinct_first(keys)`` of ``keys = thread_keys(lanes)``: the distinct keys, sorted, and
+    each one's first lane. Where the keys' range and their positions do not pack into one
+    int64 (:func:`gpuadvise.arrays.distinct_first`'s fast path; the CTA alone takes the bits
+    from 42 up), and the key's fields keep to their bits (a thread below 2**10, an offset below
+    2**32: the keys' order is then (CTA, thread, offset)'s), by two stable sorts, by offset and
+    then by thread, which pack (numpy's argsort of the keys, the fallback, is several times
+    slower: issue 31); the same values and first lanes either way."""
+    n = len(keys)
+    if n >= 2:
+        lo, hi = int(keys.min()), int(keys.max())
+        packs = (hi - lo).bit_length() + max(int(n - 1).bit_length(), 1) <= 63
+        cta, tid, off = lanes.cta, lanes.tid, lanes.off
+        if (
+            not packs
+            and int(cta.min()) >= 0
+            and int(cta.max()) < 1 << 21
+            and int(tid.min()) >= 0
+            and int(tid.max()) < 1 << 10
+            and int(off.min()) >= 0
+            and int(off.max()) < 1 << 32
+        ):
+            order = stable_argsort(off)
+            thread = cta[order].astype(np.int64)
+            thread <<= 10
+            thread |= tid[order]
+            order = order[stable_argsort(thread, overwrite=True)]
+            del thread
+            s = keys[order]
+            head = np.empty(n, bool)
+            head[0] = True
+            np.not_equal(s[1:], s[:-1], out=head[1:])
+            return s[head], order[head].astype(np.intp)
+    return distinct_first(keys)
+
+
+def addresses_and_threads(view: TraceView, lane: np.ndarray) -> tuple[int, int]:
+    """The distinct thread addresses (:func:`thread_keys`) and the distinct threads of the
+    view's lanes ``lane``: the threads marked in a flag for each thread of the sampled CTAs,
+    not sorted (issue 31)."""
+    lanes = view.lanes
+    addresses = count_distinct_sorting(thread_keys(lanes.take(lane)))
+    threads = int(np.prod(view.block))
+    thread = lanes.cta[lane].astype(np.int64)
+    thread *= threads
+    thread += lanes.tid[lane]
+    seen = np.zeros((int(lanes.cta.max()) + 1) * threads, bool)
+    seen[thread] = True
+    return addresses, int(np.count_nonzero(seen))
+
+
 def later_repeats(keys: np.ndarray) -> np.ndarray:
     """Per lane (in execution order), whether an earlier lane had the same key: every access
     of an address by a thread but its first."""
@@ -77,14 +134,37 @@ def later_repeats(keys: np.ndarray) -> np.ndarray:
     return later
 
 
+def repeated_loads(ld: Lanes, keys: np.ndarray) -> tuple[tuple[int, ...], int]:
+    """Of the load lanes ``ld``, those of the thread addresses ``keys`` (sorted and distinct
+    :func:`thread_keys`: an accumulation's): the records all of whose such lanes load an address
+    their thread loaded before (:func:`whole_records` of :func:`later_repeats`), and how many
+    such lanes do. The lanes' keys made once and looked up by a binary search each
+    (``np.isin`` of int64 keys this wide sorts both), their first ones found by
+    :func:`distinct_thread_keys` (issue 31)."""
+    every = thread_keys(ld)
+    at = np.flatnonzero(member(every, keys))
+    k = every[at]
+    del every
+    sel = ld.take(at)
+    uniq, first = distinct_thread_keys(sel, k)
+    later = np.ones(len(k), bool)
+    later[first] = False
+    return whole_records(sel.rec, later), max(len(k) - len(uniq), 0)
+
+
 def whole_records(recs: np.ndarray, removable: np.ndarray) -> tuple[int, ...]:
     """The records every one of whose lanes is removable (a warp's request goes only when
     all its lanes do)."""
     if not len(recs):
         return ()
+    if len(recs) > 1 and bool((recs[1:] >= recs[:-1]).all()):
+        # the lanes in execution order (a view's): each record's lanes one run, no sort
+        start = np.flatnonzero(run_heads(recs))
+        kept = np.logical_or.reduceat(~np.asarray(removable, bool), start)
+        return tuple(recs[start][~kept].tolist())
     rs, inv = distinct_inverse(recs)
     keep = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
-    return tuple(int(r) for r in rs[keep == 0])
+    return tuple(rs[keep == 0].tolist())  # (Python ints: no int() a record, issue 31)
 
 
 @dataclass(frozen=True)
@@ -131,7 +211,7 @@ def accumulations(
             keys = thread_keys(st)
             # one sort: the distinct keys and each one's first lane (every other lane of a key
             # repeats it); the mean count of a key is the lanes over the keys
-            uniq, first = distinct_first(keys)
+            uniq, first = distinct_thread_keys(st, keys)
             repeats = len(keys) / len(uniq)
             if repeats < min_repeats:
                 continue
@@ -418,7 +498,7 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     head[:1] = True
     np.not_equal(key[1:], key[:-1], out=head[1:])
     key = key[head]
-    key.sort()
+    sort_in_place(key)  # (in execution order, the CTA its major digit: long runs already)
     head = np.empty(len(key), bool)
     head[:1] = True
     np.not_equal(key[1:], key[:-1], out=head[1:])

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import stable_argsort
+from gpuadvise.arrays import sort_in_place, stable_argsort
 from gpuadvise.model.banks import active_lanes
 from gpuadvise.model.coalescing import global_sectors, record_sectors
 from gpuadvise.model.roofline import dram_bytes_per_s, roofline, sm_cycles_per_s, work_ratio
@@ -329,6 +329,7 @@ def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
         # consecutive records are a slice of the trace, not a copy
         part = records[at[0] : at[-1] + 1] if at[-1] - at[0] == len(at) - 1 else records[at]
         sectors.append(_distinct_values(_lane_sectors(part)))
+    # (each chunk's values sorted already: a few long runs, merged, issue 31)
     distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
     per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
     # a sampled loop's records stand for the skipped: record_weights of the global records, from
@@ -353,8 +354,21 @@ def _lane_sectors(records: np.ndarray) -> np.ndarray:
 
 def _distinct_values(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``a`` by one sort (numpy 2.3+'s ``np.unique`` is a hash
-    table, many times slower on millions of values)."""
-    s = np.sort(a)
+    table, many times slower on millions of values). A value equal to the one before it adds
+    nothing to the set: where a quarter or more are (a coalesced request's lanes, 8 to a
+    sector), only each run's first is sorted (the same values from fewer, issue 31), by
+    :func:`~gpuadvise.arrays.sort_in_place` (sorted chunks joined: merged as they are)."""
+    if len(a) < 2:
+        return np.sort(a)
+    head = np.empty(len(a), bool)
+    head[0] = True
+    np.not_equal(a[1:], a[:-1], out=head[1:])
+    if np.count_nonzero(head) * 4 <= len(a) * 3:
+        s = a[head]  # (a copy of its own: sorted in place)
+    else:
+        s = a.copy()
+    del head
+    sort_in_place(s)
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) > 1 else s
 
 

@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import distinct as unique_int
-from gpuadvise.arrays import distinct_first, distinct_inverse, lexsort_pair, stable_argsort
+from gpuadvise.arrays import (
+    distinct_first,
+    distinct_inverse,
+    lexsort_pair,
+    sort_in_place,
+    stable_argsort,
+)
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.trace.access import RECORD, WARP, AccessTrace, Kind, Space, record_weights
@@ -785,7 +791,7 @@ def cta_reuse(lanes: Lanes, sectors_of_records: np.ndarray) -> Reuse:
         key = cta << 54
         key |= off << 10
         key |= lanes.tid
-        key.sort()
+        sort_in_place(key)  # (in execution order, by CTA: often long runs already)
         pairs = _distinct_sorted(key)
         key >>= 10  # the address key
         addresses = _distinct_sorted(key)
@@ -1120,7 +1126,7 @@ def _distinct_consumed(a: np.ndarray) -> int:
         mark = np.zeros(hi - lo + 1, bool)
         mark[a] = True
         return int(np.count_nonzero(mark))
-    a.sort()
+    sort_in_place(a)
     return _distinct_sorted(a)
 
 

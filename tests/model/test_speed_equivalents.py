@@ -240,3 +240,88 @@ def test_distinct_consumed_counts_as_np_unique(span: int) -> None:
         a = rng.integers(-span, span, n, dtype=np.int64)
         want = len(np.unique(a))
         assert _distinct_consumed(a.copy()) == want
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distinct_values_of_runs_and_sorted_chunks_are_np_unique(seed: int) -> None:
+    """GA303's distinct sectors (issue 31): a run's repeats left out before the sort, and the
+    chunks' sorted values joined and merged: np.unique's values either way."""
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 2, 5000):
+        # runs of a coalesced request's lanes (8 a sector) and scattered values
+        a = rng.integers(0, 1 << 40, n).astype(np.uint64)
+        runs = np.repeat(a, rng.integers(1, 9, n))[: 3 * n]
+        for x in (a, runs):
+            assert np.array_equal(_distinct_values(x), np.unique(x))
+        chunks = [_distinct_values(runs[i : i + 700]) for i in range(0, len(runs), 700)]
+        joined = np.concatenate(chunks) if chunks else np.zeros(0, np.uint64)
+        assert np.array_equal(_distinct_values(joined), np.unique(runs))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_whole_records_of_ordered_lanes_is_the_per_record_count(seed: int) -> None:
+    """GA308's records all of whose lanes go (issue 31): from the runs of the lanes' records in
+    execution order, as from np.unique's inverse of them in any order."""
+    from gpuadvise.rules.repeats import whole_records
+
+    rng = np.random.default_rng(seed)
+    recs = np.sort(rng.integers(0, 400, 3000)).astype(np.int32)
+    removable = rng.random(3000) < 0.9
+    rs, inv = np.unique(recs, return_inverse=True)
+    left = np.bincount(inv, weights=(~removable).astype(np.float64), minlength=len(rs))
+    want = tuple(int(r) for r in rs[left == 0])
+    assert whole_records(recs, removable) == want
+    assert len(want) > 0
+    perm = rng.permutation(3000)  # out of order: np.unique's path, the same records
+    assert whole_records(recs[perm], removable[perm]) == want
+    assert whole_records(recs[:1], removable[:1]) == ((int(recs[0]),) if removable[0] else ())
+
+
+@pytest.mark.parametrize("ctas", [4, 1 << 20])
+def test_distinct_thread_keys_are_np_uniques_first(ctas: int) -> None:
+    """GA308's accumulated addresses (issue 31): thread keys too wide to pack with their
+    positions (CTAs far apart) by two stable sorts, np.unique's values and first positions."""
+    from gpuadvise.rules.repeats import distinct_thread_keys, thread_keys
+    from gpuadvise.trace.view import Lanes
+
+    rng = np.random.default_rng(ctas % 11)
+    n = 6000
+    pick = rng.integers(0, 300, n)  # 300 threads: each address stored several times
+    cta = rng.integers(0, ctas, 300).astype(np.int32)[pick]
+    tid = rng.integers(0, 1024, 300).astype(np.int32)[pick]
+    off = (rng.integers(0, 40, n) * 4 + rng.choice([0, 1 << 31], n)).astype(np.int64)
+    z = np.zeros(n, np.int32)
+    lanes = Lanes(z, z, cta, tid, off, z)
+    keys = thread_keys(lanes)
+    want, first = np.unique(keys, return_index=True)
+    got, got_first = distinct_thread_keys(lanes, keys)
+    assert np.array_equal(got, want) and np.array_equal(got_first, first)
+    assert len(want) < n  # repeats, whose first position is the least
+
+
+@pytest.mark.parametrize("ctas", [4, 1 << 20])
+def test_repeated_loads_are_the_isin_and_unique_form(ctas: int) -> None:
+    """GA308's reloads of accumulated addresses (issue 31): the keys looked up by a binary
+    search and their first lanes by distinct_thread_keys, as np.isin and np.unique gave."""
+    from gpuadvise.rules.repeats import repeated_loads, thread_keys, whole_records
+    from gpuadvise.trace.view import Lanes
+
+    rng = np.random.default_rng(ctas % 13)
+    n = 5000
+    pick = rng.integers(0, 200, n)
+    cta = rng.integers(0, ctas, 200).astype(np.int32)[pick]
+    tid = rng.integers(0, 256, 200).astype(np.int32)[pick]
+    off = (rng.integers(0, 30, n) * 4).astype(np.int64)
+    rec = np.repeat(np.arange(n // 4), 4).astype(np.int32)  # 4 lanes a record, in order
+    z = np.zeros(n, np.int32)
+    ld = Lanes(rec, z, cta, tid, off, z)
+    keys = thread_keys(ld)
+    uniq = np.unique(keys[rng.random(n) < 0.5])
+    sel = ld.take(np.isin(keys, uniq))
+    k = thread_keys(sel)
+    _, first = np.unique(k, return_index=True)
+    later = np.ones(len(k), bool)
+    later[first] = False
+    want = (whole_records(sel.rec, later), int(max(len(sel) - len(np.unique(k)), 0)))
+    assert repeated_loads(ld, uniq) == want
+    assert want[1] > 0
