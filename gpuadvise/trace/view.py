@@ -264,7 +264,9 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
-        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        # the lanes the full run would have: a sampled loop's record counts its skipped
+        # executions (the sample is cut as its full run would be, not kept 5x larger)
+        n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes and len(ctas) > 1:
             keep = max(1, len(ctas) * max_lanes // n_lanes)
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
@@ -273,7 +275,7 @@ class TraceView:
         # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
         # spread, stand for the others
         warp_scale = 1.0
-        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes:
             warps = unique_int(all_recs["warp"][glob])
             keep = max(1, len(warps) * max_lanes // n_lanes)
@@ -630,6 +632,16 @@ def forget_view(trace: AccessTrace) -> None:
         del _VIEWS[id(trace)]
 
 
+def _weighted_lanes(recs: np.ndarray, sel: np.ndarray) -> int:
+    """The active lanes of the records ``sel`` selects, each record's counted as often as the
+    executions it stands for (1 + ``extra``: a loop the emulator sampled)."""
+    lanes = np.bitwise_count(recs["mask"][sel])
+    extra = recs["extra"][sel]
+    if extra.any():
+        return int((lanes.astype(np.int64) * (extra.astype(np.int64) + 1)).sum())
+    return int(lanes.sum(dtype=np.int64))
+
+
 def _first_iterations(
     recs: np.ndarray, max_warp_lanes: int
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -645,12 +657,23 @@ def _first_iterations(
 def _kept_iterations(
     recs: np.ndarray, max_warp_lanes: int
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """:func:`_first_iterations` as a mask of the records kept (None: all, with no weight)."""
+    """:func:`_first_iterations` as a mask of the records kept (None: all, with no weight).
+
+    A record of a loop the emulator sampled stands for ``1 + extra`` executions (its skipped
+    iterations, :func:`~gpuadvise.trace.access.record_weights`): the lanes, the group sizes and
+    each record's rank in its group count executions, so that a sampled trace is cut where its
+    full run would be (the same first iterations, run in full by the sampler) and the kept
+    records' weights (times their own) sum to the group's executions. Without sampled loops
+    (``extra`` 0) the counts are the records'."""
     if not len(recs):
         return None, None
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
     wu, wi = distinct_inverse(wkey)
-    lanes = np.bincount(wi, weights=np.bitwise_count(recs["mask"]), minlength=len(wu))
+    runs = recs["extra"].astype(np.int64) + 1 if recs["extra"].any() else None
+    per_rec = (
+        np.bitwise_count(recs["mask"]) if runs is None else np.bitwise_count(recs["mask"]) * runs
+    )
+    lanes = np.bincount(wi, weights=per_rec, minlength=len(wu))
     if lanes.max() <= max_warp_lanes:
         return None, None
     n_inst = int(recs["inst"].max()) + 1
@@ -658,7 +681,16 @@ def _kept_iterations(
     order = stable_argsort(gkey)  # each group's records in execution order
     sk = gkey[order]
     starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
-    sizes = np.diff(np.r_[starts, len(sk)])
+    counts = np.diff(np.r_[starts, len(sk)])
+    if runs is None:
+        sizes = counts
+        rank = np.arange(len(sk)) - np.repeat(starts, counts)
+    else:
+        # executions, not records: a group's size and each record's first execution in it
+        run_sorted = runs[order]
+        ends = np.cumsum(run_sorted)
+        sizes = np.diff(np.r_[0, ends[starts + counts - 1]])
+        rank = ends - run_sorted - np.repeat(ends[starts] - run_sorted[starts], counts)
     budget = max(max_warp_lanes // WARP, 1) * len(wu)
     lo, hi = 1, int(sizes.max())  # the largest k with sum(min(sizes, k)) <= budget (at least 1)
     while lo < hi:
@@ -668,12 +700,16 @@ def _kept_iterations(
         else:
             hi = mid - 1
     k = lo
-    rank = np.arange(len(sk)) - np.repeat(starts, sizes)
     kept = np.zeros(len(recs), bool)
     kept[order[rank < k]] = True
-    weight_of_group = sizes / np.minimum(sizes, k)
     group_of = np.empty(len(recs), np.int64)
-    group_of[order] = np.repeat(np.arange(len(sizes)), sizes)
+    group_of[order] = np.repeat(np.arange(len(counts)), counts)
+    if runs is None:
+        weight_of_group = sizes / np.minimum(sizes, k)
+    else:
+        # the kept records' executions per group (a weighted record kept whole)
+        kept_runs = np.bincount(group_of[kept], weights=runs[kept], minlength=len(counts))
+        weight_of_group = sizes / np.maximum(kept_runs, 1)
     return kept, weight_of_group[group_of[kept]].astype(np.float64)
 
 
