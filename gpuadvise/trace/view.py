@@ -291,6 +291,13 @@ class TraceView:
             recs, rows = recs[first], rows[first]
         self.iterations_sampled = weight is not None or trace.sampled_iterations
         self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
+        # per record: its warp's instruction lost its later records to the cut (the weight of
+        # the cut alone is the group's executions over those kept: 1 where none was cut); its
+        # last pass over a row may be partial (HeCBench contraction's cut ends inside a sampled
+        # iteration: 14 of its 16 loads kept)
+        self.rec_cut: np.ndarray = (
+            np.zeros(len(recs), bool) if weight is None else np.asarray(weight > 1.0)
+        )
         # the emulator's own sampling of long loops: a record stands for 1 + extra executions
         emulated = record_weights(recs)
         if emulated is not None:

@@ -409,3 +409,35 @@ def test_a_sampled_loops_view_keeps_what_its_full_runs_keeps(
     every_a, every_b = np.arange(len(a.records)), np.arange(len(b.records))
     assert b.weighted(every_b) == pytest.approx(a.weighted(every_a))
     assert b.weighted(every_b, b.rec_sectors) == pytest.approx(a.weighted(every_a, a.rec_sectors))
+
+
+@pytest.mark.toolkit
+def test_a_cut_views_last_pass_is_no_varying_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GA309's reloads of a row a thread loads again in each pass are not "varying repeats"
+    (a clamped index meeting itself only sometimes) where the view cut a warp's executions to
+    its first ones: the cut ends inside a pass (a sampled loop's weighted pass, or a run's
+    pass), its later addresses loaded once fewer than the others. HeCBench contraction's
+    sampled view (its cut 14 of a weighted pass's 16 loads in) lost its line 44 to that
+    filter, 240 loads of one address against 239 of another."""
+    from gpuadvise.rules.repeats import same_thread_reloads, varying_repeats
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "rereads", "1", "64", "n=16", buffers=("a=float[1024]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)  # 512 executions a warp
+    spec = _compiled.spec  # type: ignore[attr-defined]
+    for e in (full, part):
+        view = TraceView(e.trace, buffer_infos(e.trace, spec))
+        assert view.rec_cut.any()  # both cut inside a pass: some addresses once fewer
+        rl = same_thread_reloads(view)
+        assert len(rl)
+        assert not varying_repeats(view, rl).any()
+        # without the cut's slack every reload would read as a varying index (as it did)
+        view.rec_cut[:] = False
+        assert varying_repeats(view, rl).all()

@@ -146,3 +146,17 @@ __global__ void pairs(const float* a, float* out, int n)
     }
     out[threadIdx.x] = s;
 }
+
+__global__ void rereads(const float* a, float* out, int n)
+{
+    // a thread loads its n values again in each of 512 passes (GA309's reloads, as HeCBench
+    // contraction's line 44): sampled, a view cut to a warp's first passes ends inside a
+    // weighted pass, some of its values loaded once fewer than the others
+    float s = 0.0f;
+    for (int j = 0; j < 512; j++) {
+        for (int c = 0; c < n; c++) {
+            s += a[c * 64 + threadIdx.x];
+        }
+    }
+    out[threadIdx.x] = s;
+}
