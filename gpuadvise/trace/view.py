@@ -238,8 +238,9 @@ class _TakenLanes(Lanes):
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
     fewer when they have more than ``max_lanes`` active lanes together (at least one CTA; of a
-    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others), lane
-    by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
+    single CTA over it, every warp cut to its first iterations, or where even that is over it,
+    some of its warps, evenly spread, and ``scale`` counts the others), lane by lane, with the
+    buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
         self,
@@ -272,21 +273,41 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
-        # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
-        # spread, stand for the others
+        # one CTA over the bound (HeCBench AIDW: 78 million lanes, 8 warps each walking 102,400
+        # points): every warp of it kept, each cut to fewer of its first iterations, as many
+        # lanes in all as the warps a pick would keep (the cut's weights count the rest). The
+        # CTA's warps share its L1 and the L2's lines: a loop's broadcast loads (AIDW's
+        # ``dx[j]``, one address for every thread) are the first warp's misses and the others'
+        # hits, which a view of some warps scaled to all counts as every warp's own misses
+        # (AIDW's 1 warp of 8: 35 GB of DRAM for 1.2 MB read). Only a CTA whose deepest cut
+        # (each instruction's first execution a warp) is still over the bound has some of its
+        # warps, evenly spread, stand for the others.
         warp_scale = 1.0
+        cut: tuple[np.ndarray | None, np.ndarray | None] | None = None
         n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes:
             warps = unique_int(all_recs["warp"][glob])
             keep = max(1, len(warps) * max_lanes // n_lanes)
             if keep < len(warps):
-                pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
-                kept = warps[np.unique(pick)]
-                glob &= np.isin(all_recs["warp"], kept)
-                warp_scale = len(warps) / len(kept)
+                # the lanes the pick's ``keep`` warps would hold, spread over every warp
+                per_warp = min(n_lanes // len(warps), MAX_WARP_LANES)
+                cut = _kept_iterations(all_recs[glob], max(keep * per_warp // len(warps), WARP))
+                kept_mask = cut[0]
+                held = (
+                    n_lanes
+                    if kept_mask is None
+                    else int(np.bitwise_count(all_recs["mask"][glob][kept_mask]).sum())
+                )
+                if held > max_lanes:
+                    cut = None
+                    pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
+                    kept = warps[np.unique(pick)]
+                    glob &= np.isin(all_recs["warp"], kept)
+                    warp_scale = len(warps) / len(kept)
         rows = np.flatnonzero(glob)  # the view's records' indices in the trace
         recs = all_recs[rows]
-        first, weight = _kept_iterations(recs, MAX_WARP_LANES)
+        # (the records the CTA's cut was found on: the same, in the same order)
+        first, weight = _kept_iterations(recs, MAX_WARP_LANES) if cut is None else cut
         if first is not None:
             recs, rows = recs[first], rows[first]
         self.iterations_sampled = weight is not None or trace.sampled_iterations
@@ -707,8 +728,24 @@ def _kept_iterations(
         else:
             hi = mid - 1
     k = lo
+    keep_sorted = rank < k
+    if runs is not None:
+        # a sampled loop's weighted records (its skipped iterations, the sampler's last ones:
+        # the alignments of a stride through a sector, HeCBench AIDW's 8 loads of ``dx[j]``
+        # in one sector, each standing for 12,799 iterations) are kept together once the cut
+        # reaches the first: their weights count the distinct sectors of the iterations they
+        # stand for only together (a view's distinct sectors weigh as their first lane's
+        # record), and the first alone, weighted for its 7 siblings too, counted 8 times the
+        # sectors (AIDW: 102,336 sectors of ``dx`` a warp where the loop reads 12,800)
+        weighted = run_sorted > 1
+        same = np.r_[False, sk[1:] == sk[:-1]]
+        head = weighted & ~(same & np.r_[False, weighted[:-1]])
+        seg = np.cumsum(head)  # (per weighted record: its run's number, from 1)
+        reached = np.zeros(int(seg[-1]) + 1, bool)
+        reached[seg[head & keep_sorted]] = True
+        keep_sorted |= weighted & reached[seg]
     kept = np.zeros(len(recs), bool)
-    kept[order[rank < k]] = True
+    kept[order[keep_sorted]] = True
     group_of = np.empty(len(recs), np.int64)
     group_of[order] = np.repeat(np.arange(len(counts)), counts)
     if runs is None:

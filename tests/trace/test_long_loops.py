@@ -441,3 +441,53 @@ def test_a_cut_views_last_pass_is_no_varying_index(monkeypatch: pytest.MonkeyPat
         # without the cut's slack every reload would read as a varying index (as it did)
         view.rec_cut[:] = False
         assert varying_repeats(view, rl).all()
+
+
+@pytest.mark.toolkit
+def test_a_cut_views_warps_keep_a_broadcast_loops_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CTA over the view's lane bound keeps every warp, each cut to fewer first iterations:
+    its warps share the L1's lines, and a loop's broadcast loads (one address for every thread,
+    HeCBench AIDW's ``dx[j]``) are the first warp's misses and the others' hits. The view kept
+    one warp of 8 and scaled it 8x (AIDW: 35 GB of DRAM for a 1.2 MB loop, its compute-bound
+    GA405 turned into a GA106); the full run's launch traffic and the sampled run's are the
+    uncut view's (the sampled cut also counted its first weighted record as its 7 siblings':
+    8x the sectors of a stride of 4 bytes)."""
+    from gpuadvise.devices import preset
+    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "broadcast", "1", "256", "n=0", buffers=("x=float[4096]", "out=float[256]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    spec = _compiled.spec  # type: ignore[attr-defined]
+    dev = preset("H100")
+
+    def traffic(v: TraceView) -> tuple[float, ...]:
+        t = view_traffic(dev, v)
+        return (t.l2_load_sectors, t.dram_bytes, t.l2_missing_load_requests,
+                t.l1_pending_load_requests, t.load_requests, t.l1_cycles)  # fmt: skip
+
+    whole = TraceView(full.trace, buffer_infos(full.trace, spec))
+    assert whole.scale == 1.0 and not whole.iterations_sampled
+    want = traffic(whole)
+    assert want[0] == 4096 * 4 // 32  # x's 512 sectors, once for the CTA
+    # 8 warps of 131,072 lanes over a bound of 262,144: each warp cut to its first iterations
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)
+    for e in (full, part):
+        cut = TraceView(e.trace, buffer_infos(e.trace, spec), max_lanes=1 << 18)
+        warps = np.unique(cut.records["warp"])
+        assert len(warps) == 8 and cut.scale == 1.0
+        assert len(cut.lanes) <= 1 << 18
+        assert traffic(cut) == pytest.approx(want, rel=0.02)
+        # (the full run's warps keep 64 of their 4,096 loads; the sampled run's cut reaches
+        # its weighted records, and keeps them all: every execution is counted, none cut)
+        assert cut.rec_cut.any() == (e is full)
+    # under the bound, the sampled run's view cut to a warp's first iterations (past those the
+    # sampler ran in full) keeps its weighted records together
+    cut = TraceView(part.trace, buffer_infos(part.trace, spec))
+    assert traffic(cut) == pytest.approx(want, rel=0.02)

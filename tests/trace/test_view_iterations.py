@@ -128,6 +128,28 @@ def test_a_sampled_loops_records_are_cut_as_its_full_run_is() -> None:
         assert (w[at] * (kept["extra"][at] + 1.0)).sum() == pytest.approx(n)
 
 
+def test_a_sampled_loops_weighted_records_are_kept_together() -> None:
+    """The sampler's weighted records of one loop (its last iterations: the alignments of a
+    stride through a sector, each standing for its share of the skipped ones) are kept together
+    once the cut reaches the first: the view's distinct sectors weigh as their first lane's
+    record, right only with all of them (HeCBench AIDW's cut kept the first of 8, weighted for
+    all 8: 8 times ``dx``'s sectors)."""
+    full = records([(0, 0, 0, 1010), (0, 0, 1, 1)])
+    at = np.flatnonzero(full["inst"] == 0)
+    part = full.copy()
+    part["extra"][at[-8:]] = 124  # 10 run in full, 8 standing for 125 each
+    part = np.delete(part, at[10:-8])
+    got, weight = _first_iterations(part, 100 * 32)  # a cut at 100 executions of 1010
+    assert weight is not None
+    loop = got["inst"] == 0
+    assert loop.sum() == 18 and (got["extra"][loop] == 124).sum() == 8
+    assert (weight * (got["extra"] + 1.0))[loop].sum() == pytest.approx(1010)
+    # before the weighted records, a cut is as its full run's: the first records, reweighted
+    got, weight = _first_iterations(part, 6 * 32)  # 5 of the loop and the store
+    assert weight is not None and not got["extra"].any()
+    assert weight[got["inst"] == 0] == pytest.approx(1010 / 5)
+
+
 @pytest.mark.toolkit
 def test_a_cut_view_weighs_its_records_to_the_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

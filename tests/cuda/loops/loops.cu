@@ -160,3 +160,17 @@ __global__ void rereads(const float* a, float* out, int n)
     }
     out[threadIdx.x] = s;
 }
+
+__global__ void broadcast(const float* x, float* out, int n)
+{
+    // every thread of the CTA reads the same x[j] (one address a warp, HeCBench AIDW's dx[j])
+    // in a long loop: the first warp's misses are the CTA's, the other warps hit in the L1
+    // (one load an iteration, as AIDW's loop: the sampler's weighted iterations are the 8
+    // alignments of its 4-byte step through a sector)
+    float s = 0.0f;
+#pragma unroll 1
+    for (int j = 0; j < 4096; j++) {
+        s += x[j];
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
