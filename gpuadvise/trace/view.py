@@ -62,6 +62,12 @@ of each of its instructions, as many per instruction as fit (the first iteration
 and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass over the view
 costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
 them."""
+SHARED_BY_WARPS = 2.0
+"""Warps of a CTA over the view's lane bound that read each sector its warps read (on
+average, each sector weighed as the view weighs it: :func:`_warps_per_sector`) from which the
+view keeps every warp, each cut to fewer first iterations, rather than some warps scaled to all:
+a pick counts a sector shared by ``f`` warps ``f`` times (HeCBench AIDW's broadcast loop: 8,
+its 8 warps; a thread per row: 1, the sectors two warps' rows share at their ends aside)."""
 MAX_ACCESS_CACHE = 1 << 23
 """Lane indices :meth:`TraceView.access` keeps at most (int32: 32 MB), and never more than the
 view's lanes."""
@@ -273,22 +279,21 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
-        # one CTA over the bound (HeCBench AIDW: 78 million lanes, 8 warps each walking 102,400
-        # points): every warp of it kept, each cut to fewer of its first iterations, as many
-        # lanes in all as the warps a pick would keep (the cut's weights count the rest). The
-        # CTA's warps share its L1 and the L2's lines: a loop's broadcast loads (AIDW's
-        # ``dx[j]``, one address for every thread) are the first warp's misses and the others'
-        # hits, which a view of some warps scaled to all counts as every warp's own misses
-        # (AIDW's 1 warp of 8: 35 GB of DRAM for 1.2 MB read). Only a CTA whose deepest cut
-        # (each instruction's first execution a warp) is still over the bound has some of its
-        # warps, evenly spread, stand for the others.
+        # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
+        # spread, stand for the others, where its warps touch sectors of their own. Where they
+        # share them (HeCBench AIDW: 8 warps each walking the same 102,400 points, ``dx[j]`` one
+        # address for every thread) the first warp's misses are the others' L1 hits, which a
+        # view of some warps scaled to all counts as every warp's own misses (AIDW's 1 warp of
+        # 8: 35 GB of DRAM for 1.2 MB read): there every warp is kept, each cut to fewer of its
+        # first iterations, as many lanes in all as the warps a pick would keep (the cut's
+        # weights count the rest); a pick only where even that cut is over the bound.
         warp_scale = 1.0
         cut: tuple[np.ndarray | None, np.ndarray | None] | None = None
         n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes:
             warps = unique_int(all_recs["warp"][glob])
             keep = max(1, len(warps) * max_lanes // n_lanes)
-            if keep < len(warps):
+            if keep < len(warps) and _warps_per_sector(all_recs[glob]) >= SHARED_BY_WARPS:
                 # the lanes the pick's ``keep`` warps would hold, spread over every warp
                 per_warp = min(n_lanes // len(warps), MAX_WARP_LANES)
                 cut = _kept_iterations(all_recs[glob], max(keep * per_warp // len(warps), WARP))
@@ -300,10 +305,11 @@ class TraceView:
                 )
                 if held > max_lanes:
                     cut = None
-                    pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
-                    kept = warps[np.unique(pick)]
-                    glob &= np.isin(all_recs["warp"], kept)
-                    warp_scale = len(warps) / len(kept)
+            if keep < len(warps) and cut is None:
+                pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
+                kept = warps[np.unique(pick)]
+                glob &= np.isin(all_recs["warp"], kept)
+                warp_scale = len(warps) / len(kept)
         rows = np.flatnonzero(glob)  # the view's records' indices in the trace
         recs = all_recs[rows]
         # (the records the CTA's cut was found on: the same, in the same order)
@@ -668,6 +674,33 @@ def _weighted_lanes(recs: np.ndarray, sel: np.ndarray) -> int:
     if extra.any():
         return int((lanes.astype(np.int64) * (extra.astype(np.int64) + 1)).sum())
     return int(lanes.sum(dtype=np.int64))
+
+
+def _warps_per_sector(recs: np.ndarray, probe_lanes: int = 64 * WARP) -> float:
+    """How many warps of ``recs`` (one CTA's global records) read the sector an access of
+    theirs reads, on average over their accesses in their first iterations (each instruction cut
+    to its first executions, ``probe_lanes`` a warp on average: :func:`_kept_iterations`), each
+    access weighed as the executions its record stands for. 1 where the warps touch sectors of
+    their own, the warps' count where every warp reads the same (a loop's broadcast loads)."""
+    kept, weight = _kept_iterations(recs, probe_lanes)
+    sub = recs if kept is None else recs[kept]
+    if not len(sub):
+        return 1.0
+    w = np.ones(len(sub)) if weight is None else weight
+    w = w * (sub["extra"].astype(np.float64) + 1.0)
+    from gpuadvise.model.banks import active_lanes
+
+    act = active_lanes(sub["mask"])
+    rows = np.nonzero(act)[0]
+    sector = (sub["addr"][act] // SECTOR).astype(np.int64)
+    sectors, which = distinct_inverse(sector)
+    span = int(sector.max()) + 1
+    pairs = unique_int(sub["warp"].astype(np.int64)[rows] * span + sector)
+    readers = np.bincount(np.searchsorted(sectors, pairs % span), minlength=len(sectors))
+    # (each lane's access weighed as the executions its record stands for)
+    per_lane = w[rows]
+    whole = float(per_lane.sum())
+    return float((per_lane * readers[which.reshape(-1)]).sum()) / whole if whole > 0 else 1.0
 
 
 def _first_iterations(
