@@ -386,6 +386,7 @@ def test_a_sampled_loops_view_keeps_what_its_full_runs_keeps(
     iterations its full run's view keeps, weighted to the same counts (it kept every warp of
     the smaller trace, and weighed the loop as the iterations run)."""
     from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.access import Space
     from gpuadvise.trace.emulate import emulate
     from gpuadvise.trace.view import TraceView, buffer_infos
 
@@ -403,6 +404,9 @@ def test_a_sampled_loops_view_keeps_what_its_full_runs_keeps(
         return TraceView(e.trace, buffer_infos(e.trace, spec), max_lanes=1 << 18)
 
     a, b = view(full), view(part)
+    # (the warps' sectors their own: one warp stands for the other)
+    r = full.trace.records
+    assert view_mod._warps_per_sector(r[r["space"] == int(Space.GLOBAL)]) == 1.0
     assert a.scale == 2.0 and b.scale == a.scale
     # (the sampled loop ran fewer iterations than the full view keeps: all of them are kept,
     # and its weighted records with them, together)
@@ -460,6 +464,7 @@ def test_a_cut_views_warps_keep_a_broadcast_loops_reuse(monkeypatch: pytest.Monk
     from gpuadvise.devices import preset
     from gpuadvise.rules.estimates import view_traffic
     from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.access import Space
     from gpuadvise.trace.emulate import emulate
     from gpuadvise.trace.view import TraceView, buffer_infos
 
@@ -477,6 +482,12 @@ def test_a_cut_views_warps_keep_a_broadcast_loops_reuse(monkeypatch: pytest.Monk
         return (t.l2_load_sectors, t.dram_bytes, t.l2_missing_load_requests,
                 t.l1_pending_load_requests, t.load_requests, t.l1_cycles)  # fmt: skip
 
+    # every warp reads every sector the CTA reads (a pick of some warps would count each 8x)
+    for e in (full, part):
+        r = e.trace.records
+        # (but for each warp's own store of its sums)
+        f = view_mod._warps_per_sector(r[r["space"] == int(Space.GLOBAL)])
+        assert f == pytest.approx(8.0, rel=1e-3)
     whole = TraceView(full.trace, buffer_infos(full.trace, spec))
     assert whole.scale == 1.0 and not whole.iterations_sampled
     want = traffic(whole)
