@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from gpuadvise.arrays import distinct as unique_int
-from gpuadvise.arrays import distinct_first, distinct_inverse, lexsort_pair, stable_argsort
+from gpuadvise.arrays import (
+    distinct_first,
+    distinct_inverse,
+    distinct_rows,
+    lexsort_pair,
+    stable_argsort,
+)
 from gpuadvise.model.roofline import l1_cycles
 from gpuadvise.spec.kernel_spec import KernelSpec
 from gpuadvise.trace.access import RECORD, WARP, AccessTrace, Kind, Space, record_weights
@@ -694,9 +700,9 @@ def _warps_per_sector(recs: np.ndarray, probe_lanes: int = 64 * WARP) -> float:
     rows = np.nonzero(act)[0]
     sector = (sub["addr"][act] // SECTOR).astype(np.int64)
     sectors, which = distinct_inverse(sector)
-    span = int(sector.max()) + 1
-    pairs = unique_int(sub["warp"].astype(np.int64)[rows] * span + sector)
-    readers = np.bincount(np.searchsorted(sectors, pairs % span), minlength=len(sectors))
+    warp = (sub["cta"].astype(np.int64) << 16) | sub["warp"].astype(np.int64)
+    pairs = distinct_rows([warp[rows], sector])  # (each warp's sectors once)
+    readers = np.bincount(np.searchsorted(sectors, pairs[1]), minlength=len(sectors))
     # (each lane's access weighed as the executions its record stands for)
     per_lane = w[rows]
     whole = float(per_lane.sum())
