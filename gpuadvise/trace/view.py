@@ -69,11 +69,10 @@ and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass 
 costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
 them."""
 SHARED_BY_WARPS = 2.0
-"""Warps of a CTA over the view's lane bound that read each sector its warps read (on
-average, each sector weighed as the view weighs it: :func:`_warps_per_sector`) from which the
-view keeps every warp, each cut to fewer first iterations, rather than some warps scaled to all:
-a pick counts a sector shared by ``f`` warps ``f`` times (HeCBench AIDW's broadcast loop: 8,
-its 8 warps; a thread per row: 1, the sectors two warps' rows share at their ends aside)."""
+"""Warps of a CTA over the view's lane bound that read the sector an access reads (on average
+over the accesses: :func:`_warps_per_sector`) from which the view keeps every warp, each cut to
+fewer first iterations, rather than some warps scaled to all: a pick counts a sector shared by
+``f`` warps ``f`` times (HeCBench AIDW's broadcast loop: 8, its 8 warps; a thread per row: 1)."""
 MAX_ACCESS_CACHE = 1 << 23
 """Lane indices :meth:`TraceView.access` keeps at most (int32: 32 MB), and never more than the
 view's lanes."""
@@ -250,9 +249,9 @@ class _TakenLanes(Lanes):
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
     fewer when they have more than ``max_lanes`` active lanes together (at least one CTA; of a
-    single CTA over it, every warp cut to its first iterations, or where even that is over it,
-    some of its warps, evenly spread, and ``scale`` counts the others), lane by lane, with the
-    buffer each lane reaches; shared by the layout rules of one run."""
+    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others; or,
+    where its warps share sectors, every warp cut to fewer first iterations), lane by lane, with
+    the buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
         self,
@@ -688,14 +687,14 @@ def _warps_per_sector(recs: np.ndarray, probe_lanes: int = 64 * WARP) -> float:
     to its first executions, ``probe_lanes`` a warp on average: :func:`_kept_iterations`), each
     access weighed as the executions its record stands for. 1 where the warps touch sectors of
     their own, the warps' count where every warp reads the same (a loop's broadcast loads)."""
+    from gpuadvise.model.banks import active_lanes
+
     kept, weight = _kept_iterations(recs, probe_lanes)
     sub = recs if kept is None else recs[kept]
     if not len(sub):
         return 1.0
     w = np.ones(len(sub)) if weight is None else weight
     w = w * (sub["extra"].astype(np.float64) + 1.0)
-    from gpuadvise.model.banks import active_lanes
-
     act = active_lanes(sub["mask"])
     rows = np.nonzero(act)[0]
     sector = (sub["addr"][act] // SECTOR).astype(np.int64)
