@@ -92,6 +92,7 @@ from gpuadvise.ptx.ops import Op, build_op, getter, type_of
 from gpuadvise.ptx.parser import TYPE_SIZES, Addr, Imm, Instr, Module, Reg, Sym, VarDecl, Vec
 from gpuadvise.ptx.sampling import LoopSampler, SampledLoop, budget_reason
 from gpuadvise.ptx.slow_paths import has_slow_path, slow_lanes
+from gpuadvise.ptx.steering import steering_loops
 from gpuadvise.ptx.values import (
     NP_TYPES,
     Mask,
@@ -288,6 +289,9 @@ class KernelImage:
     notes: list[str] = field(default_factory=list)
     const_used: bool = False
     loops: tuple[Loop, ...] | None = None  # the program's loops, found when first needed
+    # the latches of the loops whose results steer the kernel (gpuadvise.ptx.steering), found
+    # when first needed
+    steering: frozenset[int] | None = None
     # loops whose iteration ptxas's SASS schedule gives (gpuadvise.trace.sass_schedule): header
     # -> (its blocks, an iteration's links by latency class); set before block_costs is read
     schedule: dict[int, tuple[frozenset[int], dict[str, float]]] = field(default_factory=dict)
@@ -306,6 +310,14 @@ class KernelImage:
         if self.loops is None:
             self.loops = find_loops(self.program)
         return self.loops
+
+    def steering_latches(self) -> frozenset[int]:
+        """The latches of the sampleable loops whose results reach a branch, a guard or an
+        address (:func:`gpuadvise.ptx.steering.steering_loops`), found once: they are not
+        sampled past the sample's cost bound."""
+        if self.steering is None:
+            self.steering = steering_loops(self.program, self.program_loops())
+        return self.steering
 
     @property
     def shared_bytes(self) -> int:
@@ -718,8 +730,13 @@ class Batch:
         cache: dict[int, dict[str, Any]] | None = None,
         sample_above: int = 0,
         loop_report: dict[int, SampledLoop] | None = None,
+        cost_cap: Callable[[int, int, int], bool] | None = None,
     ) -> None:
         self.image = image
+        # whether the batch's emulation so far (its steps' instructions, its warp accesses
+        # recorded, its steps) has cost what its sample may: its long loops are sampled from
+        # then on (LoopSampler.forced; looked at every 256 steps; None: never)
+        self.cost_cap = cost_cap
         self.program = image.program
         self.launch = launch
         self.gmem = gmem
@@ -2015,6 +2032,12 @@ class Batch:
 
     # -- running ------------------------------------------------------------------------------------
 
+    @property
+    def cost_capped(self) -> bool:
+        """The cost cap was reached and loops were sampled past it (LoopSampler.forced): the
+        sample ends with this batch (another would run its loops in full)."""
+        return self.sampler.forced_skips > 0
+
     def release(self) -> None:
         """Drop everything the batch holds, once its counts are read. Its ops close over the
         batch (a reference cycle), so without this its registers, shared and local heaps and the
@@ -2071,6 +2094,21 @@ class Batch:
         all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
+        # the cost cap (self.cost_cap), looked at every 256 steps until it is reached
+        capped: Callable[[int, int], None] | None = None
+        cap, sink0 = self.cost_cap, self.sink
+        if cap is not None and sampler.watches and sink0 is not None:
+            mark = sink0.count
+
+            def reach(ops: int, steps: int) -> None:
+                nonlocal capped
+                if cap(ops, sink0.count - mark, steps):
+                    # only the loops whose results steer nothing (gpuadvise.ptx.steering)
+                    sampler.force(self.image.steering_latches())
+                    capped = None
+
+            capped = reach
+
         # small per-warp arrays: counting is cheaper than numpy's any/all/min/max reductions
         nz = count_true
         least, most = np.minimum.reduce, np.maximum.reduce
@@ -2234,8 +2272,11 @@ class Batch:
                 all_warps[p] = True
                 if watching:
                     sampler.after_block(p, allw, None, warp_count + lock_extra)
-                if steps & 255 == 0 and int(warp_count.max()) + lock_extra > self.max_instructions:
-                    self._budget_error(p)
+                if steps & 255 == 0:
+                    if int(warp_count.max()) + lock_extra > self.max_instructions:
+                        self._budget_error(p)
+                    if capped is not None:
+                        capped(step_ops, steps)
                 term = blk.term
                 kind = term[0]
                 target = -1
@@ -2338,8 +2379,11 @@ class Batch:
                     seen[p, ws] = True
                 if watching:
                     sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
-                if steps & 255 == 0 and int(warp_count.max()) > self.max_instructions:
-                    self._budget_error(p)
+                if steps & 255 == 0:
+                    if int(warp_count.max()) > self.max_instructions:
+                        self._budget_error(p)
+                    if capped is not None:
+                        capped(step_ops, steps)
             term = blk.term
             kind = term[0]
             if kind in ("fall", "bra"):

@@ -31,6 +31,7 @@ __all__ = [
     "Loop",
     "continues",
     "cyclic_blocks",
+    "dominators",
     "find_loops",
     "first_exit",
     "innermost",
@@ -82,7 +83,7 @@ class Loop:
         return "a value read from memory" if self.data_bound else "a value computed at run time"
 
 
-def _dominators(program: Program) -> list[int]:
+def dominators(program: Program) -> list[int]:
     """The immediate dominator of each block (the entry's is the virtual root ``len(blocks)``),
     as the post-dominators of the reversed graph."""
     n = len(program.blocks)
@@ -108,7 +109,7 @@ def find_loops(program: Program) -> tuple[Loop, ...]:
     from gpuadvise.ptx.dataflow import data_registers
 
     blocks = program.blocks
-    idom = _dominators(program)
+    idom = dominators(program)
     preds: list[list[int]] = [[] for _ in range(len(blocks))]
     for b in blocks:
         for s in b.succs:

@@ -36,6 +36,21 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
    by a fixed step; the ``PERIOD`` consecutive iterations take every alignment a 4-byte stride
    takes through a 32-byte sector. The lanes with more iterations left run them as they come.
 
+**Over the sample's cost.** A CTA whose loops are long for the emulator but not for one warp
+(HeCBench perplexity's ``sigmas_kernel``: its lanes' bisection ends after different epochs, and
+the last few lanes of a warp run 100 epochs of two 200-iteration loops a step at a time) cannot
+be cut by the CTAs the default sample keeps: it is the first one, always run. Its batch sets
+:attr:`LoopSampler.forced` once its emulation has cost the default sample's bound
+(:attr:`gpuadvise.ptx.emulator.Batch.cost_cap`, :meth:`LoopSampler.force`): from then on every
+instance of a loop whose results steer nothing is hot (its rest need not take the warp past
+``sample_above``), so each instance with ``2 * PERIOD + 2`` iterations left is sampled as above,
+from its :data:`DECIDE_AT`-th iteration. A loop whose skipped iterations would leave a value
+wrong that reaches a branch, a guard or an address (:mod:`gpuadvise.ptx.steering`: sigmas'
+sums decide its bisection and its epoch loop's ``break``; sampled, its lanes ran 47.5 M lane
+instructions against the full run's 29.4 M) runs in full as before, and an instance forced hot
+does not make the loops inside it long. The sample ends with that CTA only where a loop was
+sampled so (:attr:`LoopSampler.forced_skips`).
+
 A skip that cannot be made (a lane's test did not move by a fixed step) is not tried again for
 :data:`QUIET` iterations. Loops that cannot be sampled run in full, as before; a warp that still
 passes ``max_instructions`` stops the emulation with the reason (:func:`budget_reason`).
@@ -153,6 +168,12 @@ class _Watch:
     # the loops inside it are sampled sooner (INNER_SHARE)
     hot: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     outer: tuple[_Watch, ...] = ()  # the watched loops that hold this one
+    # once forced (LoopSampler.force): whether this loop is sampled past the cost bound (its
+    # results steer nothing, gpuadvise.ptx.steering), and per warp whether its instance is long
+    # by its own instructions (the hot a loop inside it reads: a forced instance does not make
+    # the loops inside it long)
+    free: bool = False
+    long: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     armed: bool = True  # its test's operands are copied at every execution
 
 
@@ -217,6 +238,12 @@ class LoopSampler:
         self.weighted = False
         self.changes = 0  # bumps when wmul changes (the record templates depend on it)
         self.sampled = False
+        # set by the batch once its emulation has cost what its sample may (the default
+        # sample's first CTA, :attr:`gpuadvise.ptx.emulator.Batch.cost_cap`, :meth:`force`):
+        # from then on every instance of a loop whose results steer nothing is long, whatever
+        # the warp's instructions (see the module docstring)
+        self.forced = False
+        self.forced_skips = 0  # skips of such loops' instances since
         n = nwarps * 32
         self.watches: dict[int, _Watch] = {}  # latch block -> its loop's watch
         self.by_setp: dict[int, _Watch | _Doom] = {}
@@ -250,12 +277,21 @@ class LoopSampler:
             for name in ("since", "quiet", "ff_k", "ff_at", "prev", "depth"):
                 setattr(w, name, np.zeros(nwarps, np.int64))
             w.hot = np.zeros(nwarps, bool)
+            w.long = np.zeros(nwarps, bool)
             self.watches[lp.latch] = w
             self.by_setp[lp.setp] = w
         for w in self.watches.values():
             w.outer = tuple(
                 o for o in self.watches.values() if o is not w and w.loop.blocks < o.loop.blocks
             )
+
+    def force(self, steering: frozenset[int]) -> None:
+        """From now on, every instance of a watched loop whose latch is not in ``steering``
+        (:func:`gpuadvise.ptx.steering.steering_loops`) is long (see the module docstring)."""
+        self.forced = True
+        for latch, w in self.watches.items():
+            w.free = latch not in steering
+            np.copyto(w.long, w.hot)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -342,6 +378,7 @@ class LoopSampler:
         for arr in (w.cnt, w.since, w.quiet, w.ff_k):
             arr[done] = 0
         w.hot[done] = False
+        w.long[done] = False
         w.busy = bool(_nz(w.cnt))
 
     def _weights_changed(self) -> None:
@@ -511,11 +548,15 @@ class LoopSampler:
         k = first_exit_one(wrap64(a - b), wrap64(da - db), lp.cmp, lp.continues_when)
         known = affine and k >= 1
         rest = wrap64((k if known else 0) * max(ipi, 1))
-        hot = (known and wrap64(now + rest) > self.sample_above) or bool(w.hot[wi])
+        long = known and wrap64(now + rest) > self.sample_above
+        forced = self.forced
+        if forced:
+            w.long[wi] = long = long or bool(w.long[wi])
+        hot = (known and (long or (forced and w.free))) or bool(w.hot[wi])
         w.hot[wi] = hot
         worth = hot
         if w.outer:
-            inside = any(bool(o.hot[wi]) for o in w.outer)
+            inside = any(bool((o.long if forced else o.hot)[wi]) for o in w.outer)
             worth = hot or (known and inside and rest > self.sample_above // INNER_SHARE)
         if worth and k >= 2 * PERIOD + 2 and c >= DECIDE_AT and c >= int(w.quiet[wi]):
             w.since[wi] = c
@@ -549,7 +590,14 @@ class LoopSampler:
         rest = np.where(known, k, 0) * np.maximum(ipi, 1)
         # once long, an instance stays so for the loops inside it: its tail (the lanes with
         # more iterations left than the skip took) has a short rest, not a short past
-        hot = (known & (count + rest > self.sample_above)) | w.hot[ws]
+        long = known & (count + rest > self.sample_above)
+        forced = self.forced
+        if forced:
+            long |= w.long[ws]
+            w.long[ws] = long
+            hot = (known if w.free else long) | w.hot[ws]
+        else:
+            hot = long | w.hot[ws]
         w.hot[ws] = hot
         # inside an instance of a loop that is long for this warp, a loop is sampled once its
         # own rest costs a share of the budget: the correlation's inner loop over 2048 rows,
@@ -558,7 +606,7 @@ class LoopSampler:
         if w.outer:
             inside = np.zeros(ws.size, bool)
             for o in w.outer:
-                inside |= o.hot[ws]
+                inside |= (o.long if forced else o.hot)[ws]
             worth = hot | (known & inside & (rest > self.sample_above // INNER_SHARE))
         if not _nz(worth):
             return
@@ -647,6 +695,8 @@ class LoopSampler:
         w.ff_at[ws] = c
         self._weights_changed()
         self.sampled = True
+        if self.forced and w.free:
+            self.forced_skips += 1
         rep = self.report.get(w.loop.header)
         if rep is None:
             rep = SampledLoop(self.where(w.loop), w.loop.bound_text())

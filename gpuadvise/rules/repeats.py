@@ -619,7 +619,9 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     1)` reads row 0 for every negative dy near the top, the other rows once). A value a
     register could hold is loaded evenly: one address per thread and instruction (a
     loop-invariant load), or every address of an inner loop once per pass of the outer one (a
-    point's features re-read for each cluster)."""
+    point's features re-read for each cluster). Where the view cut a warp's executions to its
+    first ones (:attr:`TraceView.rec_cut`) its last pass may be partial: counts one apart are
+    even there (HeCBench contraction's sampled view, cut inside a weighted pass)."""
     lanes, lb = view.lanes, view.lane_buffer
     out = np.zeros(len(rl), bool)
     # only a reload by the instruction of its previous access can be one (most kernels' reloads
@@ -660,10 +662,16 @@ def varying_repeats(view: TraceView, rl: ThreadReloads) -> np.ndarray:
     del head, pairs
     lo = np.minimum.reduceat(times, first)
     hi = np.maximum.reduceat(times, first)
-    uneven = hi > lo
     cur = rl.lane[same]
     at = np.minimum(np.searchsorted(keys, thread_inst(cur)), len(keys) - 1)
-    out[same] = uneven[at]
+    uneven = (hi > lo)[at]
+    # where the view cut the instruction's executions to a warp's first ones (the key's lanes
+    # are one warp's: cut or not together), its last pass over the addresses may be partial:
+    # one load fewer of its later addresses is the cut's, not the index's
+    cut = view.rec_cut[lanes.rec[cur]]
+    if cut.any():
+        uneven &= ~(cut & ((hi - lo)[at] <= 1))
+    out[same] = uneven
     return out
 
 

@@ -381,19 +381,24 @@ def piece_numbers(trace: Any, g: PieceGroup, per_record: np.ndarray) -> dict[str
     before_clk = after_clk = 0.0
     executions = 0
     for p in g.pieces:
-        s = per_record[np.concatenate([e.rec for e in p.execs])]
+        rec = np.concatenate([e.rec for e in p.execs])
+        s = per_record[rec]
         if len(s) and int(s.min()) < 0:  # not a global record (never, as the tables are made)
-            s = record_sectors(np.concatenate([records[e.rec] for e in p.execs])).sectors
-        before_req += len(s)
-        before_sec += int(s.sum())
-        before_clk += float(np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)).sum())
+            s = record_sectors(records[rec]).sectors
+        # a sampled loop's records stand for the iterations skipped (1 + extra executions each):
+        # the counts are the full run's, as the L1 clocks of global_totals are
+        w = records["extra"][rec].astype(np.int64) + 1
+        before_req += int(w.sum())
+        before_sec += int((s * w).sum())
+        before_clk += float((np.maximum(1, np.ceil(s / L1_SECTORS_PER_CLOCK)) * w).sum())
         vec = records[p.execs[0].rec].copy()
         vec["width"] = p.vector
         sv = record_sectors(vec).sectors
-        after_req += len(vec)
-        after_sec += int(sv.sum())
-        after_clk += float(np.maximum(1, np.ceil(sv / L1_SECTORS_PER_CLOCK)).sum())
-        executions += p.executions
+        wv = vec["extra"].astype(np.int64) + 1
+        after_req += int(wv.sum())
+        after_sec += int((sv * wv).sum())
+        after_clk += float((np.maximum(1, np.ceil(sv / L1_SECTORS_PER_CLOCK)) * wv).sum())
+        executions += int(wv.sum())
     return {
         "requests_before": before_req,
         "requests_after": after_req,

@@ -86,7 +86,7 @@ from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaun
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
 from gpuadvise.trace.changes import OutputChanges
-from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, CtaCost, cpu_plan
+from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, CtaCost, cpu_plan, emulator_cost
 from gpuadvise.trace.sass_arrival import InFlight, in_flight
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
@@ -1008,6 +1008,13 @@ def _emulate(
                 start = 0
                 while start < count:
                     end = min(count, start + size)
+                    # the default sample's first CTA alone: its long loops sampled once it has
+                    # cost the sample's bound (no fewer CTAs can bring it within)
+                    first_cap = (
+                        _over_sample_cost
+                        if cost_budget and record and sample_above and start == 0 and end == 1
+                        else None
+                    )
                     batch = Batch(
                         image,
                         geo,
@@ -1019,6 +1026,7 @@ def _emulate(
                         cache,
                         sample_above,
                         loop_report,
+                        first_cap,
                     )
                     mark = sink.count
                     try:
@@ -1052,6 +1060,7 @@ def _emulate(
                         slow_div=batch.slow_div,
                     )
                     chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
+                    capped = batch.cost_capped
                     batch.release()  # freed now, not at the next full garbage collection
                     add_chains(wait=False)
                     if gmem.pages_made << 12 > data_limit:
@@ -1059,6 +1068,15 @@ def _emulate(
                     done = end
                     start = end
                     advance(done)
+                    if capped:
+                        # its loops sampled, the first CTA alone has cost the bound: the sample
+                        # ends with it (another CTA would run its loops in full); where no loop
+                        # could be sampled so (their results steer the kernel) it goes on as
+                        # planned
+                        if done < count:
+                            notes.append(_capped_note(wave_ctas))
+                        ctas, count = ctas[:done], done
+                        break
                     if cut_to_budget and size == 1 and done < count:
                         size = per_batch
                         cap = max(1, sample_bytes // RECORD.itemsize)
@@ -1372,6 +1390,22 @@ def affordable_ctas(cost_budget: int, cost: int, ctas: int) -> int:
         stretched = cost_budget * MIN_SAMPLE_STRETCH * ctas // cost
         afford = max(afford, min(MIN_SAMPLE_CTAS, stretched))
     return afford
+
+
+def _over_sample_cost(ops: int, records: int, steps: int) -> bool:
+    """Whether a batch that ran ``ops`` instructions in ``steps`` steps and recorded
+    ``records`` warp accesses has cost the default sample's bound (:data:`DEFAULT_SAMPLE_EMU_NS`,
+    :func:`~gpuadvise.trace.emu_cost.emulator_cost`: counts, the same on every machine)."""
+    return emulator_cost(ops, 0, records, steps) > DEFAULT_SAMPLE_EMU_NS
+
+
+def _capped_note(wave: int) -> str:
+    return (
+        f"traced 1 of the first wave's {wave} CTAs: the first alone passed the {_COST_NOTE} in "
+        f"the emulator's work, about {DEFAULT_SAMPLE_EMU_NS / 1e9:.1f} CPU-s, and its long loops "
+        "whose results reach no branch were sampled from there (--sample-ctas N traces the first "
+        "N CTAs, their loops sampled only past the instruction budget's share)"
+    )
 
 
 def _cut_note(kept: int, wave: int, limit_bytes: int) -> str:

@@ -27,6 +27,7 @@ from gpuadvise.arrays import distinct as unique_int
 from gpuadvise.arrays import (
     distinct_first,
     distinct_inverse,
+    distinct_rows,
     lexsort_pair,
     sort_in_place,
     stable_argsort,
@@ -68,6 +69,11 @@ of each of its instructions, as many per instruction as fit (the first iteration
 and :attr:`TraceView.rec_weight` counts the records left out: every rule's pass over the view
 costs as much as its lanes, and a loop's first iterations show its pattern as well as all of
 them."""
+SHARED_BY_WARPS = 2.0
+"""Warps of a CTA over the view's lane bound that read the sector an access reads (on average
+over the accesses: :func:`_warps_per_sector`) from which the view keeps every warp, each cut to
+fewer first iterations, rather than some warps scaled to all: a pick counts a sector shared by
+``f`` warps ``f`` times (HeCBench AIDW's broadcast loop: 8, its 8 warps; a thread per row: 1)."""
 MAX_ACCESS_CACHE = 1 << 23
 """Lane indices :meth:`TraceView.access` keeps at most (int32: 32 MB), and never more than the
 view's lanes."""
@@ -244,8 +250,9 @@ class _TakenLanes(Lanes):
 class TraceView:
     """The global accesses of up to ``max_ctas`` traced CTAs (evenly spread over those traced),
     fewer when they have more than ``max_lanes`` active lanes together (at least one CTA; of a
-    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others), lane
-    by lane, with the buffer each lane reaches; shared by the layout rules of one run."""
+    single CTA over it, some of its warps, evenly spread, and ``scale`` counts the others; or,
+    where its warps share sectors, every warp cut to fewer first iterations), lane by lane, with
+    the buffer each lane reaches; shared by the layout rules of one run."""
 
     def __init__(
         self,
@@ -270,31 +277,60 @@ class TraceView:
             pick = np.linspace(0, len(ctas) - 1, max_ctas).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
-        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        # the lanes the full run would have: a sampled loop's record counts its skipped
+        # executions (the sample is cut as its full run would be, not kept 5x larger)
+        n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes and len(ctas) > 1:
             keep = max(1, len(ctas) * max_lanes // n_lanes)
             pick = np.linspace(0, len(ctas) - 1, keep).round().astype(np.int64)
             ctas = ctas[np.unique(pick)]
             glob &= np.isin(rec_cta, ctas)
         # one CTA over the bound (llm.c's softmax: 38 million lanes): some of its warps, evenly
-        # spread, stand for the others
+        # spread, stand for the others, where its warps touch sectors of their own. Where they
+        # share them (HeCBench AIDW: 8 warps each walking the same 102,400 points, ``dx[j]`` one
+        # address for every thread) the first warp's misses are the others' L1 hits, which a
+        # view of some warps scaled to all counts as every warp's own misses (AIDW's 1 warp of
+        # 8: 35 GB of DRAM for 1.2 MB read): there every warp is kept, each cut to fewer of its
+        # first iterations, as many lanes in all as the warps a pick would keep (the cut's
+        # weights count the rest); a pick only where even that cut is over the bound.
         warp_scale = 1.0
-        n_lanes = int(np.bitwise_count(all_recs["mask"][glob]).sum(dtype=np.int64))
+        cut: tuple[np.ndarray | None, np.ndarray | None] | None = None
+        n_lanes = _weighted_lanes(all_recs, glob)
         if n_lanes > max_lanes:
             warps = unique_int(all_recs["warp"][glob])
             keep = max(1, len(warps) * max_lanes // n_lanes)
-            if keep < len(warps):
+            if keep < len(warps) and _warps_per_sector(all_recs[glob]) >= SHARED_BY_WARPS:
+                # the lanes the pick's ``keep`` warps would hold, spread over every warp
+                per_warp = min(n_lanes // len(warps), MAX_WARP_LANES)
+                cut = _kept_iterations(all_recs[glob], max(keep * per_warp // len(warps), WARP))
+                kept_mask = cut[0]
+                held = (
+                    n_lanes
+                    if kept_mask is None
+                    else int(np.bitwise_count(all_recs["mask"][glob][kept_mask]).sum())
+                )
+                if held > max_lanes:
+                    cut = None
+            if keep < len(warps) and cut is None:
                 pick = np.linspace(0, len(warps) - 1, keep).round().astype(np.int64)
                 kept = warps[np.unique(pick)]
                 glob &= np.isin(all_recs["warp"], kept)
                 warp_scale = len(warps) / len(kept)
         rows = np.flatnonzero(glob)  # the view's records' indices in the trace
         recs = all_recs[rows]
-        first, weight = _kept_iterations(recs, MAX_WARP_LANES)
+        # (the records the CTA's cut was found on: the same, in the same order)
+        first, weight = _kept_iterations(recs, MAX_WARP_LANES) if cut is None else cut
         if first is not None:
             recs, rows = recs[first], rows[first]
         self.iterations_sampled = weight is not None or trace.sampled_iterations
         self.rec_weight: np.ndarray = np.ones(len(recs)) if weight is None else weight
+        # per record: its warp's instruction lost its later records to the cut (the weight of
+        # the cut alone is the group's executions over those kept: 1 where none was cut); its
+        # last pass over a row may be partial (HeCBench contraction's cut ends inside a sampled
+        # iteration: 14 of its 16 loads kept)
+        self.rec_cut: np.ndarray = (
+            np.zeros(len(recs), bool) if weight is None else np.asarray(weight > 1.0)
+        )
         # the emulator's own sampling of long loops: a record stands for 1 + extra executions
         emulated = record_weights(recs)
         if emulated is not None:
@@ -636,6 +672,43 @@ def forget_view(trace: AccessTrace) -> None:
         del _VIEWS[id(trace)]
 
 
+def _weighted_lanes(recs: np.ndarray, sel: np.ndarray) -> int:
+    """The active lanes of the records ``sel`` selects, each record's counted as often as the
+    executions it stands for (1 + ``extra``: a loop the emulator sampled)."""
+    lanes = np.bitwise_count(recs["mask"][sel])
+    extra = recs["extra"][sel]
+    if extra.any():
+        return int((lanes.astype(np.int64) * (extra.astype(np.int64) + 1)).sum())
+    return int(lanes.sum(dtype=np.int64))
+
+
+def _warps_per_sector(recs: np.ndarray, probe_lanes: int = 64 * WARP) -> float:
+    """How many warps of ``recs`` (one CTA's global records) read the sector an access of
+    theirs reads, on average over their accesses in their first iterations (each instruction cut
+    to its first executions, ``probe_lanes`` a warp on average: :func:`_kept_iterations`), each
+    access weighed as the executions its record stands for. 1 where the warps touch sectors of
+    their own, the warps' count where every warp reads the same (a loop's broadcast loads)."""
+    from gpuadvise.model.banks import active_lanes
+
+    kept, weight = _kept_iterations(recs, probe_lanes)
+    sub = recs if kept is None else recs[kept]
+    if not len(sub):
+        return 1.0
+    w = np.ones(len(sub)) if weight is None else weight
+    w = w * (sub["extra"].astype(np.float64) + 1.0)
+    act = active_lanes(sub["mask"])
+    rows = np.nonzero(act)[0]
+    sector = (sub["addr"][act] // SECTOR).astype(np.int64)
+    sectors, which = distinct_inverse(sector)
+    warp = (sub["cta"].astype(np.int64) << 16) | sub["warp"].astype(np.int64)
+    pairs = distinct_rows([warp[rows], sector])  # (each warp's sectors once)
+    readers = np.bincount(np.searchsorted(sectors, pairs[1]), minlength=len(sectors))
+    # (each lane's access weighed as the executions its record stands for)
+    per_lane = w[rows]
+    whole = float(per_lane.sum())
+    return float((per_lane * readers[which.reshape(-1)]).sum()) / whole if whole > 0 else 1.0
+
+
 def _first_iterations(
     recs: np.ndarray, max_warp_lanes: int
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -651,12 +724,23 @@ def _first_iterations(
 def _kept_iterations(
     recs: np.ndarray, max_warp_lanes: int
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """:func:`_first_iterations` as a mask of the records kept (None: all, with no weight)."""
+    """:func:`_first_iterations` as a mask of the records kept (None: all, with no weight).
+
+    A record of a loop the emulator sampled stands for ``1 + extra`` executions (its skipped
+    iterations, :func:`~gpuadvise.trace.access.record_weights`): the lanes, the group sizes and
+    each record's rank in its group count executions, so that a sampled trace is cut where its
+    full run would be (the same first iterations, run in full by the sampler) and the kept
+    records' weights (times their own) sum to the group's executions. Without sampled loops
+    (``extra`` 0) the counts are the records'."""
     if not len(recs):
         return None, None
     wkey = (recs["cta"].astype(np.int64) << 16) | recs["warp"].astype(np.int64)
     wu, wi = distinct_inverse(wkey)
-    lanes = np.bincount(wi, weights=np.bitwise_count(recs["mask"]), minlength=len(wu))
+    runs = recs["extra"].astype(np.int64) + 1 if recs["extra"].any() else None
+    per_rec = (
+        np.bitwise_count(recs["mask"]) if runs is None else np.bitwise_count(recs["mask"]) * runs
+    )
+    lanes = np.bincount(wi, weights=per_rec, minlength=len(wu))
     if lanes.max() <= max_warp_lanes:
         return None, None
     n_inst = int(recs["inst"].max()) + 1
@@ -664,7 +748,16 @@ def _kept_iterations(
     order = stable_argsort(gkey)  # each group's records in execution order
     sk = gkey[order]
     starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
-    sizes = np.diff(np.r_[starts, len(sk)])
+    counts = np.diff(np.r_[starts, len(sk)])
+    if runs is None:
+        sizes = counts
+        rank = np.arange(len(sk)) - np.repeat(starts, counts)
+    else:
+        # executions, not records: a group's size and each record's first execution in it
+        run_sorted = runs[order]
+        ends = np.cumsum(run_sorted)
+        sizes = np.diff(np.r_[0, ends[starts + counts - 1]])
+        rank = ends - run_sorted - np.repeat(ends[starts] - run_sorted[starts], counts)
     budget = max(max_warp_lanes // WARP, 1) * len(wu)
     lo, hi = 1, int(sizes.max())  # the largest k with sum(min(sizes, k)) <= budget (at least 1)
     while lo < hi:
@@ -674,12 +767,32 @@ def _kept_iterations(
         else:
             hi = mid - 1
     k = lo
-    rank = np.arange(len(sk)) - np.repeat(starts, sizes)
+    keep_sorted = rank < k
+    if runs is not None:
+        # a sampled loop's weighted records (its skipped iterations, the sampler's last ones:
+        # the alignments of a stride through a sector, HeCBench AIDW's 8 loads of ``dx[j]``
+        # in one sector, each standing for 12,799 iterations) are kept together once the cut
+        # reaches the first: their weights count the distinct sectors of the iterations they
+        # stand for only together (a view's distinct sectors weigh as their first lane's
+        # record), and the first alone, weighted for its 7 siblings too, counted 8 times the
+        # sectors (AIDW: 102,336 sectors of ``dx`` a warp where the loop reads 12,800)
+        weighted = run_sorted > 1
+        same = np.r_[False, sk[1:] == sk[:-1]]
+        head = weighted & ~(same & np.r_[False, weighted[:-1]])
+        seg = np.cumsum(head)  # (per weighted record: its run's number, from 1)
+        reached = np.zeros(int(seg[-1]) + 1, bool)
+        reached[seg[head & keep_sorted]] = True
+        keep_sorted |= weighted & reached[seg]
     kept = np.zeros(len(recs), bool)
-    kept[order[rank < k]] = True
-    weight_of_group = sizes / np.minimum(sizes, k)
+    kept[order[keep_sorted]] = True
     group_of = np.empty(len(recs), np.int64)
-    group_of[order] = np.repeat(np.arange(len(sizes)), sizes)
+    group_of[order] = np.repeat(np.arange(len(counts)), counts)
+    if runs is None:
+        weight_of_group = sizes / np.minimum(sizes, k)
+    else:
+        # the kept records' executions per group (a weighted record kept whole)
+        kept_runs = np.bincount(group_of[kept], weights=runs[kept], minlength=len(counts))
+        weight_of_group = sizes / np.maximum(kept_runs, 1)
     return kept, weight_of_group[group_of[kept]].astype(np.float64)
 
 

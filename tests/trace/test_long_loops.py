@@ -249,6 +249,72 @@ def test_a_loop_run_in_lockstep_is_sampled_and_counted() -> None:
 
 
 @pytest.mark.toolkit
+def test_a_first_cta_over_the_sample_cost_has_its_loops_sampled(monkeypatch) -> None:
+    """Issue 31: the default sample's first CTA is always traced, however much it costs (HeCBench
+    perplexity's one CTA took 14 CPU-s). Once its emulation has cost the sample's bound, its
+    long loops are sampled whatever the warps' instructions, and the sample ends with it; the
+    counts stay the full run's where the loop's accesses move by a fixed step. Under the bound
+    nothing changes."""
+    import gpuadvise.trace.emulate as em
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    # a sample the user asked for is not capped: CTA 0 in full (a warp runs some 160,000
+    # instructions, under the instruction budget's share)
+    full = em.emulate(module, k, launch, device, sample_ctas=1)
+    assert full.sampled_loops == ()
+    # the default sample: CTA 0 alone costs more than the bound (its counts say 2.7 CPU-s,
+    # past 2.5 near its end); at a fifth of it, most iterations are skipped
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 500_000_000)
+    part = em.emulate(module, k, launch, device)
+    assert part.sampled_loops and part.ctas_run == (0,)
+    assert any("the first alone passed the" in n for n in part.notes)
+    assert len(part.trace.records) < len(full.trace.records) / 2
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    # under the bound nothing changes: the first wave's 4 CTAs, every iteration
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 10**12)
+    wave = em.emulate(module, k, launch, device)
+    assert wave.sampled_loops == () and wave.ctas_run == (0, 1, 2, 3)
+    assert not any("passed the" in n for n in wave.notes)
+
+
+def test_the_cost_cap_reads_counts() -> None:
+    from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, NS_PER_OP
+    from gpuadvise.trace.emulate import _over_sample_cost
+
+    ops = DEFAULT_SAMPLE_EMU_NS // NS_PER_OP
+    assert not _over_sample_cost(ops, 0, 0)
+    assert _over_sample_cost(ops + 1, 0, 0)
+
+
+@pytest.mark.toolkit
+def test_a_loop_whose_sums_steer_the_kernel_is_not_sampled_past_the_cost(monkeypatch) -> None:
+    """The cap samples only loops whose results steer nothing (gpuadvise.ptx.steering):
+    bisect's inner sums decide its bisection and its break, as HeCBench perplexity's
+    sigmas_kernel's do. Over the (lowered) bound its trace is the one under the bound, every
+    iteration run; without the guard its lanes would take other paths."""
+    import gpuadvise.trace.emulate as em
+    from gpuadvise.ptx.emulator import KernelImage
+
+    module, k, launch, device = _compiled(
+        "bisect", "1", "32", "n=0", buffers=("d=float[8192]:random(0,1)", "out=float[32]")
+    )
+    whole = em.emulate(module, k, launch, device)
+    assert whole.sampled_loops == ()
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 20_000_000)
+    guarded = em.emulate(module, k, launch, device)
+    assert guarded.sampled_loops == () and guarded.ctas_run == whole.ctas_run
+    assert not any("passed the" in n for n in guarded.notes)
+    assert _lines(guarded) == _lines(whole)
+    assert guarded.lane_instructions == whole.lane_instructions
+    # the hazard the guard keeps out: sampled, the sums are wrong and the paths move
+    monkeypatch.setattr(KernelImage, "steering_latches", lambda self: frozenset())
+    unguarded = em.emulate(module, k, launch, device)
+    assert unguarded.sampled_loops
+    assert unguarded.lane_instructions != whole.lane_instructions
+
+
+@pytest.mark.toolkit
 def test_a_sampled_loops_splits_weigh_as_its_executions() -> None:
     """A branch that splits every warp in every iteration of a sampled loop: the weighted
     iteration's splits stand for the iterations it stands for, as its warp executions do, so the
@@ -272,3 +338,172 @@ def test_a_sampled_loops_splits_weigh_as_its_executions() -> None:
     assert got == want
     assert part.simt.warp_instructions == full.simt.warp_instructions
     assert part.simt.thread_instructions == full.simt.thread_instructions
+
+
+@pytest.mark.toolkit
+def test_a_sampled_loops_scalar_runs_count_as_its_executions() -> None:
+    """GA303's requests, sectors and L1 clocks of a sampled loop's scalar runs are the full
+    run's: each record weighs the executions it stands for (they were the iterations run:
+    HeCBench interleave's 131,072 requests read 50,176)."""
+    from gpuadvise.rules.scalar_runs import (
+        PieceGroup,
+        SassAt,
+        global_totals,
+        piece_numbers,
+        scalar_pieces,
+    )
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "pairs", "1", "64", "n=0", buffers=("a=float[524288]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    assert len(part.trace.records) < len(full.trace.records) / 10
+
+    def numbers(e: Any) -> dict[str, Any]:
+        pieces = tuple(scalar_pieces(e.trace, 2))  # one a copy of the body nvcc unrolled
+        assert pieces and all(p.vector == 8 for p in pieces)
+        totals, per_record = global_totals(e.trace.records)
+        group = PieceGroup(pieces, "a", SassAt(0, 0, (), 2))
+        return {**piece_numbers(e.trace, group, per_record), **totals}
+
+    got, want = numbers(part), numbers(full)
+    assert want["requests_before"] == 2 * 2 * 4096  # two loads, two warps, every iteration
+    assert want["requests_after"] == 2 * 4096
+    for key in ("requests_before", "requests_after", "requests_saved", "sectors_before",
+                "sectors_after", "l1_clocks_saved", "executions", "l1_clocks_all"):  # fmt: skip
+        assert got[key] == want[key], key
+
+
+@pytest.mark.toolkit
+def test_a_sampled_loops_view_keeps_what_its_full_runs_keeps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trace view's bounds (its lanes, a warp's lanes) count a sampled loop's records as
+    the executions they stand for: the view of a sampled trace keeps the warps and the first
+    iterations its full run's view keeps, weighted to the same counts (it kept every warp of
+    the smaller trace, and weighed the loop as the iterations run)."""
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.access import Space
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "pairs", "1", "64", "n=0", buffers=("a=float[524288]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert len(part.sampled_loops) == 1
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)  # 512 records a warp
+    # the full run's 2 warps hold 524,320 lanes: one is kept
+    spec = _compiled.spec  # type: ignore[attr-defined]
+
+    def view(e: Any) -> TraceView:
+        return TraceView(e.trace, buffer_infos(e.trace, spec), max_lanes=1 << 18)
+
+    a, b = view(full), view(part)
+    # (the warps' sectors their own: one warp stands for the other)
+    r = full.trace.records
+    assert view_mod._warps_per_sector(r[r["space"] == int(Space.GLOBAL)]) == 1.0
+    assert a.scale == 2.0 and b.scale == a.scale
+    # (the sampled loop ran fewer iterations than the full view keeps: all of them are kept,
+    # and its weighted records with them, together)
+    assert len(b.records) <= len(a.records) + int((b.records["extra"] > 0).sum())
+    every_a, every_b = np.arange(len(a.records)), np.arange(len(b.records))
+    assert b.weighted(every_b) == pytest.approx(a.weighted(every_a))
+    assert b.weighted(every_b, b.rec_sectors) == pytest.approx(a.weighted(every_a, a.rec_sectors))
+
+
+@pytest.mark.toolkit
+def test_a_cut_views_last_pass_is_no_varying_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GA309's reloads of a row a thread loads again in each pass are not "varying repeats"
+    (a clamped index meeting itself only sometimes) where the view cut a warp's executions to
+    its first ones: the cut ends inside a pass (a sampled loop's weighted pass, or a run's
+    pass), its later addresses loaded once fewer than the others. HeCBench contraction's
+    sampled view (its cut 14 of a weighted pass's 16 loads in) lost its line 44 to that
+    filter, 240 loads of one address against 239 of another."""
+    from gpuadvise.rules.repeats import same_thread_reloads, varying_repeats
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "rereads", "1", "64", "n=16", buffers=("a=float[1024]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)  # 512 executions a warp
+    spec = _compiled.spec  # type: ignore[attr-defined]
+    for e in (full, part):
+        view = TraceView(e.trace, buffer_infos(e.trace, spec))
+        rl = same_thread_reloads(view)
+        assert len(rl)
+        assert not varying_repeats(view, rl).any()
+        if e is part:
+            # the sampled run's cut reaches its weighted passes, kept together: no pass is cut
+            assert not view.rec_cut.any()
+            continue
+        assert view.rec_cut.any()  # cut inside a pass: some addresses once fewer
+        # without the cut's slack every reload would read as a varying index (as it did)
+        view.rec_cut[:] = False
+        assert varying_repeats(view, rl).all()
+
+
+@pytest.mark.toolkit
+def test_a_cut_views_warps_keep_a_broadcast_loops_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CTA over the view's lane bound keeps every warp, each cut to fewer first iterations:
+    its warps share the L1's lines, and a loop's broadcast loads (one address for every thread,
+    HeCBench AIDW's ``dx[j]``) are the first warp's misses and the others' hits. The view kept
+    one warp of 8 and scaled it 8x (AIDW: 35 GB of DRAM for a 1.2 MB loop, its compute-bound
+    GA405 turned into a GA106); the full run's launch traffic and the sampled run's are the
+    uncut view's (the sampled cut also counted its first weighted record as its 7 siblings':
+    8x the sectors of a stride of 4 bytes)."""
+    from gpuadvise.devices import preset
+    from gpuadvise.rules.estimates import view_traffic
+    from gpuadvise.trace import view as view_mod
+    from gpuadvise.trace.access import Space
+    from gpuadvise.trace.emulate import emulate
+    from gpuadvise.trace.view import TraceView, buffer_infos
+
+    module, k, launch, device = _compiled(
+        "broadcast", "1", "256", "n=0", buffers=("x=float[4096]", "out=float[256]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=20_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) == 1
+    spec = _compiled.spec  # type: ignore[attr-defined]
+    dev = preset("H100")
+
+    def traffic(v: TraceView) -> tuple[float, ...]:
+        t = view_traffic(dev, v)
+        return (t.l2_load_sectors, t.dram_bytes, t.l2_missing_load_requests,
+                t.l1_pending_load_requests, t.load_requests, t.l1_cycles)  # fmt: skip
+
+    # every warp reads every sector the CTA reads (a pick of some warps would count each 8x)
+    for e in (full, part):
+        r = e.trace.records
+        # (but for each warp's own store of its sums)
+        f = view_mod._warps_per_sector(r[r["space"] == int(Space.GLOBAL)])
+        assert f == pytest.approx(8.0, rel=1e-3)
+    whole = TraceView(full.trace, buffer_infos(full.trace, spec))
+    assert whole.scale == 1.0 and not whole.iterations_sampled
+    want = traffic(whole)
+    assert want[0] == 4096 * 4 // 32  # x's 512 sectors, once for the CTA
+    # 8 warps of 131,072 lanes over a bound of 262,144: each warp cut to its first iterations
+    monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 1 << 14)
+    for e in (full, part):
+        cut = TraceView(e.trace, buffer_infos(e.trace, spec), max_lanes=1 << 18)
+        warps = np.unique(cut.records["warp"])
+        assert len(warps) == 8 and cut.scale == 1.0
+        assert len(cut.lanes) <= 1 << 18
+        assert traffic(cut) == pytest.approx(want, rel=0.02)
+        # (the full run's warps keep 64 of their 4,096 loads; the sampled run's cut reaches
+        # its weighted records, and keeps them all: every execution is counted, none cut)
+        assert cut.rec_cut.any() == (e is full)
+    # under the bound, the sampled run's view cut to a warp's first iterations (past those the
+    # sampler ran in full) keeps its weighted records together
+    cut = TraceView(part.trace, buffer_infos(part.trace, spec))
+    assert traffic(cut) == pytest.approx(want, rel=0.02)

@@ -93,6 +93,63 @@ def test_each_group_keeps_its_first_records_and_weighs_the_rest() -> None:
     assert weight.sum() == pytest.approx(len(r))
 
 
+def _sampled(r: np.ndarray, cta: int, warp: int, inst: int, run: int) -> np.ndarray:
+    """``r`` with the group's records after its first ``run`` dropped, its last kept record
+    standing for them (``extra``), as the emulator's loop sampler leaves a sampled loop."""
+    at = np.flatnonzero((r["cta"] == cta) & (r["warp"] == warp) & (r["inst"] == inst))
+    out = r.copy()
+    out["extra"][at[run - 1]] = len(at) - run
+    return np.delete(out, at[run:])
+
+
+def test_a_sampled_loops_records_are_cut_as_its_full_run_is() -> None:
+    """The emulator's sampled loops (a record standing for 1 + extra executions) are cut where
+    their full run is: the lanes, the groups' sizes and the ranks count executions, so the same
+    first records are kept, with the full run's weights (they counted the records run: the
+    view of HeCBench interleave's sampled trace kept 5 warps where its full run's kept 1, and
+    weighed its loop as 1,568 iterations of 4,096)."""
+    full = records([(0, 0, 0, 1000), (0, 0, 1, 1), (0, 1, 0, 500)])
+    part = _sampled(_sampled(full, 0, 0, 0, 150), 0, 1, 0, 150)
+    want, want_w = _first_iterations(full, 100 * 32)
+    got, got_w = _first_iterations(part, 100 * 32)
+    assert got_w is not None and want_w is not None
+    assert len(got) == len(want) and np.array_equal(
+        got[["cta", "warp", "inst"]], want[["cta", "warp", "inst"]]
+    )
+    assert got_w == pytest.approx(want_w)
+    # a loop sampled to fewer records than the bound is still cut as its full run is, and the
+    # kept records (the weighted one among them) stand for the whole
+    few = _sampled(_sampled(full, 0, 0, 0, 40), 0, 1, 0, 40)
+    kept, w = _first_iterations(few, 100 * 32)
+    assert w is not None
+    assert (w * (kept["extra"] + 1.0)).sum() == pytest.approx(len(full))
+    for warp, n in ((0, 1000), (1, 500)):
+        at = (kept["warp"] == warp) & (kept["inst"] == 0)
+        assert (w[at] * (kept["extra"][at] + 1.0)).sum() == pytest.approx(n)
+
+
+def test_a_sampled_loops_weighted_records_are_kept_together() -> None:
+    """The sampler's weighted records of one loop (its last iterations: the alignments of a
+    stride through a sector, each standing for its share of the skipped ones) are kept together
+    once the cut reaches the first: the view's distinct sectors weigh as their first lane's
+    record, right only with all of them (HeCBench AIDW's cut kept the first of 8, weighted for
+    all 8: 8 times ``dx``'s sectors)."""
+    full = records([(0, 0, 0, 1010), (0, 0, 1, 1)])
+    at = np.flatnonzero(full["inst"] == 0)
+    part = full.copy()
+    part["extra"][at[-8:]] = 124  # 10 run in full, 8 standing for 125 each
+    part = np.delete(part, at[10:-8])
+    got, weight = _first_iterations(part, 100 * 32)  # a cut at 100 executions of 1010
+    assert weight is not None
+    loop = got["inst"] == 0
+    assert loop.sum() == 18 and (got["extra"][loop] == 124).sum() == 8
+    assert (weight * (got["extra"] + 1.0))[loop].sum() == pytest.approx(1010)
+    # before the weighted records, a cut is as its full run's: the first records, reweighted
+    got, weight = _first_iterations(part, 6 * 32)  # 5 of the loop and the store
+    assert weight is not None and not got["extra"].any()
+    assert weight[got["inst"] == 0] == pytest.approx(1010 / 5)
+
+
 @pytest.mark.toolkit
 def test_a_cut_view_weighs_its_records_to_the_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

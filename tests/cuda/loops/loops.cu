@@ -59,6 +59,67 @@ __global__ void rowsum(const float* a, float* out, int n)
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// The guard on sampling past the sample's cost (gpuadvise.ptx.steering, tests/ptx/test_steering.py):
+// HeCBench perplexity's sigmas_kernel in small: the sums of its inner loop decide the bisection
+// and the epoch loop's break, so skipped iterations would move the lanes' paths
+__global__ void bisect(const float* d, float* out, int n)
+{
+    int t = threadIdx.x;
+    float lo = 0.0f, hi = 1.0f, mid = 0.5f;
+    for (int e = 0; e < 24; e++) {
+        float s = 0.0f;
+#pragma unroll 4
+        for (int j = 0; j < 256; j++) {
+            s += d[t * 256 + j] * mid;
+        }
+        if (fabsf(s - 40.0f) <= 0.5f) {
+            break;
+        }
+        if (s > 40.0f) hi = mid; else lo = mid;
+        mid = 0.5f * (lo + hi);
+    }
+    out[t] = mid;
+}
+
+// a loop's shared-memory counts read after it by a branch
+__global__ void tallied(float* out, int n)
+{
+    __shared__ int tally[64];
+    tally[threadIdx.x] = 0;
+    __syncthreads();
+    for (int i = 0; i < 4096; i++) {
+        atomicAdd(&tally[(i * 7 + threadIdx.x) & 63], 1);
+    }
+    __syncthreads();
+    if (tally[threadIdx.x] > 64) {
+        out[threadIdx.x] = 1.0f;
+    }
+}
+
+// a count kept only where the data says, read by a branch after the loop
+__global__ void counted(const float* a, float* out, int n)
+{
+    int c = 0;
+    for (int i = 0; i < 4096; i++) {
+        if (a[i * 64 + threadIdx.x] > 0.5f) c++;
+    }
+    if (c > 2048) {
+        out[threadIdx.x] = 1.0f;
+    }
+}
+
+// a pointer walked by the loop (nvcc unrolls it into a chain of adds) addresses a load after it
+__global__ void walked(const float* a, float* out, int n)
+{
+    const float* p = a + threadIdx.x;
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) {
+        s += *p;
+        p += 64;
+    }
+    out[threadIdx.x] = s + *p;
+}
+
 __global__ void oddsum(const float* a, float* out, int n)
 {
     // a branch that splits every warp in every iteration of a long loop (the odd lanes add
@@ -72,4 +133,44 @@ __global__ void oddsum(const float* a, float* out, int n)
         }
     }
     out[1 + threadIdx.x] = s;
+}
+
+__global__ void pairs(const float* a, float* out, int n)
+{
+    // two scalar loads of one thread at consecutive addresses (GA303's float2) in a long loop:
+    // sampled, the weighted iterations' requests stand for the skipped ones
+    float s = 0.0f;
+    for (int i = 0; i < 4096; i++) {
+        const float* p = a + 2 * (i * 64 + threadIdx.x);
+        s += p[0] + p[1];
+    }
+    out[threadIdx.x] = s;
+}
+
+__global__ void rereads(const float* a, float* out, int n)
+{
+    // a thread loads its n values again in each of 512 passes (GA309's reloads, as HeCBench
+    // contraction's line 44): sampled, a view cut to a warp's first passes ends inside a
+    // weighted pass, some of its values loaded once fewer than the others
+    float s = 0.0f;
+    for (int j = 0; j < 512; j++) {
+        for (int c = 0; c < n; c++) {
+            s += a[c * 64 + threadIdx.x];
+        }
+    }
+    out[threadIdx.x] = s;
+}
+
+__global__ void broadcast(const float* x, float* out, int n)
+{
+    // every thread of the CTA reads the same x[j] (one address a warp, HeCBench AIDW's dx[j])
+    // in a long loop: the first warp's misses are the CTA's, the other warps hit in the L1
+    // (one load an iteration, as AIDW's loop: the sampler's weighted iterations are the 8
+    // alignments of its 4-byte step through a sector)
+    float s = 0.0f;
+#pragma unroll 1
+    for (int j = 0; j < 4096; j++) {
+        s += x[j];
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
