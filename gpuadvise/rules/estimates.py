@@ -778,14 +778,18 @@ def _used_bytes_by_cta(
     del w
     inner = uk % span
     del uk
-    order = stable_argsort(inner)
-    # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
-    # this is the rules' peak on AoSKernel, with the changed records' lanes held by the caller)
-    inner = inner[order]
+    # (the CTAs' keys often come in order already, each CTA's addresses past the one's before
+    # (a partitioned walk, AoSKernel's): then no sort, issue 31)
+    if len(inner) > 1 and not bool((inner[1:] >= inner[:-1]).all()):
+        order = stable_argsort(inner)
+        # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
+        # this is the rules' peak on AoSKernel, with the changed records' lanes held by the
+        # caller)
+        inner = inner[order]
+        first = first[order]
+        del order
     head = run_heads(inner)
     del inner
-    first = first[order]
-    del order
     least = np.minimum.reduceat(first, np.flatnonzero(head))
     del first, head
     if weight is None:

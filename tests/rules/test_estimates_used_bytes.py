@@ -81,3 +81,26 @@ def test_the_view_holds_its_by_instruction_order_in_int32():
     assert np.array_equal(order, np.argsort(inst, kind="stable"))
     got = view.lanes_of(np.array([2, 7]))
     assert np.array_equal(got, np.flatnonzero((inst == 2) | (inst == 7)))
+
+
+def test_the_used_bytes_of_ctas_in_address_order_need_no_second_sort():
+    """A partitioned walk (each CTA's addresses past the CTA's before, as AoSKernel's): the
+    distinct (CTA, buffer, offset) keys' addresses come in order, so _used_bytes_by_cta sorts
+    them no second time; the totals are _used_bytes' still, bit-identical, also where
+    neighbouring CTAs share their edge address (one address, two CTAs' first lanes)."""
+    rng = np.random.default_rng(21)
+    for shared_edge in (False, True):
+        n = 5000
+        cta = np.sort(rng.integers(0, 10, n)).astype(np.int32)
+        rng.shuffle(cta[: n // 2])  # lanes of the CTAs interleaved, as a view's records run
+        lb = np.zeros(n, np.int32)
+        # CTA c: offsets in [c * 1000, c * 1000 + 1000) (with the edge: through c * 1000 + 1000)
+        top = 251 if shared_edge else 250
+        off = (cta.astype(np.int64) * 250 + rng.integers(0, top, n)) * 4
+        width = rng.choice(np.array([4, 8], np.int32), n)
+        at = np.sort(rng.choice(n, 4000, replace=False))
+        weight = rng.uniform(1, 3, len(at))
+        for w in (None, weight):
+            per, total = _used_bytes_by_cta(cta, lb, off, width, at, w)
+            assert np.array_equal(per, _used_bytes_per_cta(cta, lb, off, width, at, w))
+            assert total == _used_bytes(lb, off, width, at, w)
