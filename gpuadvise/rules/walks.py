@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct_rows, stable_argsort
+from gpuadvise.arrays import distinct_rows, most_common, stable_argsort
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -114,8 +114,7 @@ def thread_step(lanes: Any) -> int | None:
     d = (off[1:] - off[:-1])[same]
     if not len(d):
         return None
-    vals, counts = np.unique(d, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    return most_common(d)
 
 
 def row_walk(

@@ -28,6 +28,7 @@ from gpuadvise.arrays import (
     distinct_first,
     distinct_inverse,
     lexsort_pair,
+    most_common,
     run_heads,
     stable_argsort,
 )
@@ -929,8 +930,7 @@ def stride_mode(lanes: Lanes) -> int | None:
     d = (lanes.off[1:] - lanes.off[:-1])[same]
     if not len(d):
         return None
-    vals, counts = np.unique(d, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    return most_common(d)
 
 
 def integer_args(spec: KernelSpec) -> list[int]:
