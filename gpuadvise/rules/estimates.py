@@ -31,7 +31,6 @@ from gpuadvise.arrays import (
     inverse_by_runs,
     member,
     run_heads,
-    stable_argsort,
 )
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
@@ -756,42 +755,32 @@ def _used_bytes_by_cta(
     whole: bool = True,
 ) -> tuple[np.ndarray, float]:
     """:func:`_used_bytes_per_cta` and, with ``whole``, :func:`_used_bytes` of the same lanes
-    (else 0.0): the distinct (buffer, offset) over all the CTAs are those of the distinct (CTA,
-    buffer, offset), each one's first lane the least of its CTAs' first lanes, in the same
-    (buffer, offset) order, so the same widths summed in the same order (no second key and sort
-    of every lane: a pass re-reads each address in each CTA). The key is made in place (one
-    lane-sized array beside the inner key, not five)."""
+    (else 0.0): the distinct (buffer, offset) over all the CTAs are those of the distinct
+    (buffer, offset, CTA), each one's first lane the least of its CTAs' first lanes. The key
+    is the address major and the CTA minor, so one sort gives both: each address's CTAs are
+    one run of the sorted keys, and each CTA's addresses come in (buffer, offset) order, so
+    ``np.bincount`` adds each CTA's widths in the order a (CTA, address) key gave them (the
+    same sums; issue 31: a second sort of the distinct keys by address was GA301's on
+    AoSKernel). The key is made in place (one lane-sized array beside the inner key, not
+    five)."""
     if not len(at):
         return np.zeros(0), 0.0
-    inner = _used_key(lb, off, at)
-    span = np.int64(int(inner.max()) + 1)
-    key = cta[at].astype(np.int64)
-    key *= span
-    key += inner
-    del inner
+    key = _used_key(lb, off, at)
+    c = cta[at].astype(np.int64)
+    cspan = np.int64(int(c.max()) + 1)
+    key *= cspan
+    key += c
+    del c
     uk, first = first_by_runs(key, overwrite=True)  # (its keys sorted in ``key`` itself)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
-    per_cta = np.bincount(uk // span, weights=w)
+    per_cta = np.bincount(uk % cspan, weights=w)
     if not whole:
         return per_cta, 0.0
     del w
-    inner = uk % span
-    del uk
-    # (the CTAs' keys often come in order already, each CTA's addresses past the one's before
-    # (a partitioned walk, AoSKernel's): then no sort, issue 31)
-    if len(inner) > 1 and not bool((inner[1:] >= inner[:-1]).all()):
-        order = stable_argsort(inner)
-        # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
-        # this is the rules' peak on AoSKernel, with the changed records' lanes held by the
-        # caller)
-        inner = inner[order]
-        first = first[order]
-        del order
-    head = run_heads(inner)
-    del inner
-    least = np.minimum.reduceat(first, np.flatnonzero(head))
-    del first, head
+    uk //= cspan  # the address (the key's own copy: in place)
+    least = np.minimum.reduceat(first, np.flatnonzero(run_heads(uk)))
+    del first, uk
     if weight is None:
         return per_cta, float(width[at[least]].sum())
     return per_cta, float((width[at[least]] * weight[least]).sum())
