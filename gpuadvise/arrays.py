@@ -25,6 +25,7 @@ __all__ = [
     "inverse_by_runs",
     "lexsort_pair",
     "member",
+    "most_common",
     "run_heads",
     "sort_in_place",
     "stable_argsort",
@@ -112,6 +113,25 @@ def distinct(a: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def most_common(a: np.ndarray) -> int:
+    """The most common value of a non-empty 1-D integer array, the least of those equally
+    common: ``vals[argmax(counts)]`` of ``np.unique(a, return_counts=True)``. Where the values
+    span at most 2**16 or four times their number (a request's lane strides, a thread's steps),
+    a count per value (``np.bincount``'s first greatest count is the least such value), no
+    sort (issue 31: GA301's stride of millions of lanes)."""
+    a = np.asarray(a).reshape(-1)
+    if not len(a):
+        raise ValueError("most_common of no values")
+    lo, hi = int(a.min()), int(a.max())
+    span = hi - lo + 1
+    if a.dtype.kind in "iu" and (span <= 1 << 16 or span <= 4 * len(a)):
+        off = a.astype(np.int64)
+        off -= np.int64(lo)
+        return lo + int(np.argmax(np.bincount(off, minlength=span)))
+    vals, counts = np.unique(a, return_counts=True)
+    return int(vals[np.argmax(counts)])
 
 
 def count_distinct_sorting(a: np.ndarray) -> int:

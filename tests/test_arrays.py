@@ -12,6 +12,7 @@ from gpuadvise.arrays import (
     equal_rows,
     lexsort_pair,
     member,
+    most_common,
 )
 
 
@@ -419,3 +420,23 @@ def test_sort_in_place_is_np_sort_by_either_algorithm(run: int) -> None:
         x = np.arange(n, 0, -1)
         sort_in_place(x)
         assert np.array_equal(x, np.arange(1, n + 1))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint16, np.int8])
+def test_most_common_is_numpys_unique_counts_argmax(dtype: type) -> None:
+    """most_common: the value numpy's counts pick (ties: the least), by a count per value over
+    a narrow span and by numpy's sort over a wide one, negative strides and single values."""
+    rng = np.random.default_rng(5)
+    info = np.iinfo(dtype)
+    for t in range(150):
+        n = int(rng.integers(1, 400))
+        wide = t % 3 == 0 and info.max > 1 << 20
+        top = info.max // 2 if wide else min(int(rng.integers(1, 60)), info.max)
+        low = max(info.min // 2, -top) if info.min < 0 else 0
+        a = rng.integers(low, top, n).astype(dtype)
+        if t % 5 == 0:  # ties everywhere
+            a = np.repeat(a[: max(n // 4, 1)], 4)
+        vals, counts = np.unique(a, return_counts=True)
+        assert most_common(a) == int(vals[np.argmax(counts)]), t
+    with pytest.raises(ValueError):
+        most_common(np.zeros(0, np.int64))

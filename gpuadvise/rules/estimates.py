@@ -31,7 +31,6 @@ from gpuadvise.arrays import (
     inverse_by_runs,
     member,
     run_heads,
-    stable_argsort,
 )
 from gpuadvise.devices import DeviceSpec, memory_rates
 from gpuadvise.model.execution import KernelWork
@@ -305,9 +304,51 @@ def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.n
     if len(r) > 1:
         up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
         if not bool(up.all()):
+            del up
+            got = _sorted_in_records(r, k)
+            if got is not None:
+                return got
             rows = distinct_rows([r, k])
             return rows[0], rows[1]
     return r.astype(np.int64, copy=False), k.astype(np.int64, copy=False)
+
+
+_RECORD_ROW_LANES = 64  # _sorted_in_records: the most keys a record's row of the matrix holds
+
+
+def _sorted_in_records(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``distinct_rows([r, k])``'s two rows for ``r`` non-decreasing (each record's keys one
+    segment, at most a warp's lanes): each segment sorted as a row of a matrix (numpy sorts
+    rows of 32 some 40 times faster than one sort of every key: issue 31, the L1 refetches'
+    (record, sector) pairs of a strided walk), the rows read in order. None where a segment is
+    longer than :data:`_RECORD_ROW_LANES`, the matrix would be over four times the keys, or a
+    key is the padding value."""
+    dtype = np.result_type(r, k)
+    if dtype.kind not in "iu" or r.dtype.kind not in "iu" or k.dtype.kind not in "iu":
+        return None
+    starts = np.flatnonzero(run_heads(r))
+    lengths = np.diff(np.r_[starts, len(r)])
+    width = int(lengths.max())
+    rows = len(starts)
+    if width > _RECORD_ROW_LANES or rows * width > 4 * len(r):
+        return None
+    big = np.iinfo(np.int64).max
+    if int(k.max()) >= big or int(k.min()) < np.iinfo(np.int64).min + 1:
+        return None
+    # each key's place in the matrix, row x width + column (in place: one key-sized index)
+    at = np.arange(len(r))
+    at -= np.repeat(starts, lengths)
+    at += np.repeat(np.arange(rows) * width, lengths)
+    mat = np.full((rows, width), big, dtype=np.int64)
+    mat.reshape(-1)[at] = k
+    del at
+    mat.sort(axis=1)
+    keep = mat != big
+    keep[:, 1:] &= mat[:, 1:] != mat[:, :-1]
+    out_k = mat[keep].astype(dtype, copy=False)
+    del mat
+    out_r = np.repeat(r[starts].astype(dtype), np.count_nonzero(keep, axis=1))
+    return out_r, out_k
 
 
 def _distinct_ascending(a: np.ndarray) -> np.ndarray:
@@ -756,38 +797,32 @@ def _used_bytes_by_cta(
     whole: bool = True,
 ) -> tuple[np.ndarray, float]:
     """:func:`_used_bytes_per_cta` and, with ``whole``, :func:`_used_bytes` of the same lanes
-    (else 0.0): the distinct (buffer, offset) over all the CTAs are those of the distinct (CTA,
-    buffer, offset), each one's first lane the least of its CTAs' first lanes, in the same
-    (buffer, offset) order, so the same widths summed in the same order (no second key and sort
-    of every lane: a pass re-reads each address in each CTA). The key is made in place (one
-    lane-sized array beside the inner key, not five)."""
+    (else 0.0): the distinct (buffer, offset) over all the CTAs are those of the distinct
+    (buffer, offset, CTA), each one's first lane the least of its CTAs' first lanes. The key
+    is the address major and the CTA minor, so one sort gives both: each address's CTAs are
+    one run of the sorted keys, and each CTA's addresses come in (buffer, offset) order, so
+    ``np.bincount`` adds each CTA's widths in the order a (CTA, address) key gave them (the
+    same sums; issue 31: a second sort of the distinct keys by address was GA301's on
+    AoSKernel). The key is made in place (one lane-sized array beside the inner key, not
+    five)."""
     if not len(at):
         return np.zeros(0), 0.0
-    inner = _used_key(lb, off, at)
-    span = np.int64(int(inner.max()) + 1)
-    key = cta[at].astype(np.int64)
-    key *= span
-    key += inner
-    del inner
+    key = _used_key(lb, off, at)
+    c = cta[at].astype(np.int64)
+    cspan = np.int64(int(c.max()) + 1)
+    key *= cspan
+    key += c
+    del c
     uk, first = first_by_runs(key, overwrite=True)  # (its keys sorted in ``key`` itself)
     del key
     w = width[at[first]] if weight is None else width[at[first]] * weight[first]
-    per_cta = np.bincount(uk // span, weights=w)
+    per_cta = np.bincount(uk % cspan, weights=w)
     if not whole:
         return per_cta, 0.0
     del w
-    inner = uk % span
-    del uk
-    order = stable_argsort(inner)
-    # each distinct-sized array replaced by its sorted copy, not held beside it (issue 31:
-    # this is the rules' peak on AoSKernel, with the changed records' lanes held by the caller)
-    inner = inner[order]
-    head = run_heads(inner)
-    del inner
-    first = first[order]
-    del order
-    least = np.minimum.reduceat(first, np.flatnonzero(head))
-    del first, head
+    uk //= cspan  # the address (the key's own copy: in place)
+    least = np.minimum.reduceat(first, np.flatnonzero(run_heads(uk)))
+    del first, uk
     if weight is None:
         return per_cta, float(width[at[least]].sum())
     return per_cta, float((width[at[least]] * weight[least]).sum())

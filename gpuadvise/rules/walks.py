@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, distinct_rows, stable_argsort
+from gpuadvise.arrays import distinct_rows, most_common, stable_argsort
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -114,8 +114,7 @@ def thread_step(lanes: Any) -> int | None:
     d = (off[1:] - off[:-1])[same]
     if not len(d):
         return None
-    vals, counts = np.unique(d, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    return most_common(d)
 
 
 def row_walk(
@@ -186,13 +185,17 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     line = (base + lanes.off.astype(np.int64)) // 128
     # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
     pairs = distinct_rows([thread, line])
+    del thread, line
     # a line is held for the rows that walk it: its own row's thread, or the two rows that meet
     # in it (each holds it for its part of the walk); a line that more of the CTA's threads
     # read (a stencil's window: kernels/cells, each neighbour's cell read by 24 others) is one
     # line of the L1 for all of them, counted as a line two rows meet in
     _, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
     held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
-    lines_per_thread = held / max(len(distinct(thread)), 1)
+    # the threads: the pairs' first row, sorted (the pairs' order), a thread's pairs one run
+    # (not a sort of every lane's thread again, issue 31: millions on an array of structures)
+    threads_read = int(np.count_nonzero(pairs[0][1:] != pairs[0][:-1])) + 1 if len(pairs[0]) else 0
+    lines_per_thread = held / max(threads_read, 1)
     threads = resident_warps(device, view) * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
     l1 = float(l1_bytes_left(device, ctx.occupancy))

@@ -29,6 +29,8 @@ from gpuadvise.arrays import (
     distinct_inverse,
     distinct_rows,
     lexsort_pair,
+    most_common,
+    run_heads,
     sort_in_place,
     stable_argsort,
 )
@@ -825,8 +827,52 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     # (the keys made in place and each lane-sized array freed once read: a line's lanes are
     # millions, AoSKernel's GA301 peak, issue 31)
     group = lanes.cta.astype(np.int64) * 64 + lanes.tid // WARP
-    first = lanes.off // SECTOR
-    last = (lanes.off + lanes.width - 1) // SECTOR
+    off, width = lanes.off, lanes.width
+    idx, unit_no, unit = _units(off, width)
+    # where each lane's units are exactly its bytes (a unit divides every width) and the keys
+    # fit, the distinct sectors are the distinct units' sectors: a unit lies in one sector and
+    # the sorted (warp, unit) keys' sectors do not decrease, so one sort gives both counts
+    # (issue 31: GA301's detect sorted the lanes' sector keys and then their unit keys)
+    one_sort = (
+        int(off.min()) >= 0
+        and int(off.max()) + int(width.max()) < _KEY_UNIT_LIMIT
+        and (unit == 1 or not bool((width % unit).any()))
+    )
+    sectors = 0
+    if not one_sort:
+        sectors = _sector_keys_count(group, off, width)
+    # (a unit a lane: idx is every lane in order, and the lanes' groups are made the keys)
+    ukey = group if len(idx) == len(group) else group[idx]
+    del group, idx
+    ukey <<= 44
+    ukey |= unit_no
+    del unit_no
+    ukey.sort()  # (the function's own keys: sorted in place, not copied)
+    ukeys = ukey[run_heads(ukey)] if len(ukey) else ukey
+    del ukey
+    g = ukeys >> 44  # sorted: each group's distinct units are one run
+    if one_sort:
+        sect = ukeys & np.int64((1 << 44) - 1)
+        sect *= np.int64(unit)
+        sect //= np.int64(SECTOR)
+        sect |= g << 44
+        sectors = _distinct_sorted(sect)  # non-decreasing: no sort of its own
+        del sect
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+    per_group = np.diff(np.r_[starts, len(g)]) * unit
+    ideal = int(np.sum(-(-per_group // SECTOR)))
+    return int(sectors), ideal
+
+
+_KEY_UNIT_LIMIT = 1 << 44  # warp_footprint's keys: a unit's or sector's number below 2**44
+
+
+def _sector_keys_count(group: np.ndarray, off: np.ndarray, width: np.ndarray) -> int:
+    """The distinct (warp ``group``, 32-byte sector) of lanes of byte offsets ``off`` and
+    widths ``width``, each lane every sector it touches: :func:`warp_footprint`'s count where
+    its units do not give it."""
+    first = off // SECTOR
+    last = (off + width - 1) // SECTOR
     last -= first  # the sectors past the first
     span = last.max()
     key = group << 44
@@ -842,22 +888,7 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
         key = np.concatenate(keys)
         del keys
     key.sort()
-    sectors = _distinct_sorted(key)
-    del key
-    idx, unit_no, unit = _units(lanes.off, lanes.width)
-    # (a unit a lane: idx is every lane in order, and the lanes' groups are made the keys)
-    ukey = group if len(idx) == len(group) else group[idx]
-    del group, idx
-    ukey <<= 44
-    ukey |= unit_no
-    del unit_no
-    ukeys = unique_int(ukey)
-    del ukey
-    g = ukeys >> 44  # sorted: each group's distinct units are one run
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
-    per_group = np.diff(np.r_[starts, len(g)]) * unit
-    ideal = int(np.sum(-(-per_group // SECTOR)))
-    return int(sectors), ideal
+    return _distinct_sorted(key)
 
 
 @dataclass(frozen=True)
@@ -1013,8 +1044,7 @@ def stride_mode(lanes: Lanes) -> int | None:
     d = (lanes.off[1:] - lanes.off[:-1])[same]
     if not len(d):
         return None
-    vals, counts = np.unique(d, return_counts=True)
-    return int(vals[np.argmax(counts)])
+    return most_common(d)
 
 
 def integer_args(spec: KernelSpec) -> list[int]:

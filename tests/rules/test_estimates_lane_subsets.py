@@ -21,6 +21,7 @@ from gpuadvise.rules.estimates import (
     _packed,
     _pairs_by_record,
     _SectorSet,
+    _sorted_in_records,
 )
 
 
@@ -60,6 +61,31 @@ def test_pairs_by_record_are_distinct_rows(seed: int) -> None:
         got_rec, got_key = _pairs_by_record(rec, key)
         assert got_rec.dtype == got_key.dtype == want.dtype
         assert np.array_equal(got_rec, want[0]) and np.array_equal(got_key, want[1])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pairs_sorted_in_their_records_are_distinct_rows(seed: int) -> None:
+    """_sorted_in_records (each record's keys sorted as a row of a matrix) gives
+    distinct_rows' two rows, dtype and all: warps of 32 lanes in any order, records of one
+    lane, negative and repeated keys, int32 and int64 keys; None (distinct_rows then) for a
+    record of more than 64 lanes or a matrix four times the keys."""
+    rng = np.random.default_rng(100 + seed)
+    lanes = rng.choice([1, 8, 32], 400) if seed % 2 else np.full(400, 32)
+    rec = np.repeat(np.arange(400, dtype=np.int32) * 3, lanes)
+    for key in (
+        rng.integers(-(1 << 40), 1 << 40, len(rec)),
+        rng.integers(0, 40, len(rec)).astype(np.int32),
+        np.repeat(rng.integers(0, 1 << 20, len(rec) // 4 + 1), 4)[: len(rec)],
+    ):
+        want = distinct_rows([rec, key])
+        got = _sorted_in_records(rec, key)
+        assert got is not None
+        assert got[0].dtype == got[1].dtype == want.dtype
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    long = np.repeat(np.arange(3, dtype=np.int32), [10, 70, 5])
+    assert _sorted_in_records(long, rng.integers(0, 9, len(long))) is None
+    sparse = np.repeat(np.arange(40, dtype=np.int32), [40] + [1] * 39)
+    assert _sorted_in_records(sparse, rng.integers(0, 9, len(sparse))) is None
 
 
 def test_distinct_ascending_is_distinct() -> None:

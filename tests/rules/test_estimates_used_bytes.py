@@ -81,3 +81,56 @@ def test_the_view_holds_its_by_instruction_order_in_int32():
     assert np.array_equal(order, np.argsort(inst, kind="stable"))
     got = view.lanes_of(np.array([2, 7]))
     assert np.array_equal(got, np.flatnonzero((inst == 2) | (inst == 7)))
+
+
+def test_the_used_bytes_of_a_partitioned_walk():
+    """A partitioned walk (each CTA's addresses past the CTA's before, as AoSKernel's, its
+    lanes' CTAs interleaved): _used_bytes_by_cta's per-CTA sums and total are
+    _used_bytes_per_cta's and _used_bytes', bit-identical, also where neighbouring CTAs share
+    their edge address (one address, two CTAs' first lanes)."""
+    rng = np.random.default_rng(21)
+    for shared_edge in (False, True):
+        n = 5000
+        cta = np.sort(rng.integers(0, 10, n)).astype(np.int32)
+        rng.shuffle(cta[: n // 2])  # lanes of the CTAs interleaved, as a view's records run
+        lb = np.zeros(n, np.int32)
+        # CTA c: offsets in [c * 1000, c * 1000 + 1000) (with the edge: through c * 1000 + 1000)
+        top = 251 if shared_edge else 250
+        off = (cta.astype(np.int64) * 250 + rng.integers(0, top, n)) * 4
+        width = rng.choice(np.array([4, 8], np.int32), n)
+        at = np.sort(rng.choice(n, 4000, replace=False))
+        weight = rng.uniform(1, 3, len(at))
+        for w in (None, weight):
+            per, total = _used_bytes_by_cta(cta, lb, off, width, at, w)
+            assert np.array_equal(per, _used_bytes_per_cta(cta, lb, off, width, at, w))
+            assert total == _used_bytes(lb, off, width, at, w)
+
+
+def test_the_used_bytes_by_cta_sort_once():
+    """_used_bytes_by_cta sorts its keys once (the address-major key gives the per-CTA sums
+    and the addresses' runs); the per-CTA sums are np.unique's (CTA, buffer, offset) rows'
+    widths added in their order, bit for bit."""
+    import gpuadvise.arrays as A
+
+    cta, lb, off, width = _columns(6000, 31)
+    rng = np.random.default_rng(32)
+    off = off * 1000 + rng.integers(0, 2, 6000) * 4  # (addresses past 2**16: no radix sort)
+    at = np.sort(rng.choice(6000, 5000, replace=False))
+    weight = rng.uniform(1, 3, len(at))
+    calls = []
+    orig = A._sorted_packed
+
+    def counted(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    A._sorted_packed = counted
+    try:
+        per, total = _used_bytes_by_cta(cta, lb, off, width, at, weight)
+    finally:
+        A._sorted_packed = orig
+    assert len(calls) == 1
+    c, b, o = cta[at], lb[at], off[at]
+    first = _first_rows(c, b, o)
+    assert np.array_equal(per, np.bincount(c[first], weights=width[at][first] * weight[first]))
+    assert total == _used_bytes(lb, off, width, at, weight)

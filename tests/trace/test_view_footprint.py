@@ -52,3 +52,18 @@ def test_warp_footprint_and_cta_reuse_as_the_plain_expressions() -> None:
         key = (lanes.cta.astype(np.int64) << 54) | (lanes.off << 10) | lanes.tid
         assert r.pairs == len(distinct(key)), t
         assert r.addresses == len(distinct(key >> 10)), t
+
+
+def test_warp_footprint_one_sort_and_sector_keys_agree() -> None:
+    """The sectors from the sorted unit keys (one sort) against the sector keys' own sort, on
+    widths a unit divides (the one-sort path) and on widths it does not (6 bytes in 4-byte
+    units: the sector keys' path), lanes crossing sectors, wide vectors."""
+    rng = np.random.default_rng(7)
+    for t in range(200):
+        n = int(rng.integers(1, 400))
+        choice = ([1, 2, 4, 8, 16], [4, 8, 16, 32], [4, 6, 12], [16])[t % 4]
+        lanes = _lanes(rng, n, rng.choice(choice, n), (1, 4, 4, 16)[t % 4])
+        group = lanes.cta.astype(np.int64) * 64 + lanes.tid // 32
+        sectors, ideal = V.warp_footprint(lanes)
+        assert sectors == V._sector_keys_count(group, lanes.off, lanes.width), t
+        assert (sectors, ideal) == _footprint(lanes), t
