@@ -8,6 +8,7 @@ floats (16 a thread)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rulekit import analyze
@@ -40,18 +41,40 @@ sums = {{ type = "float", count = 512, fill = "zeros" }}
 """
 
 
-def _traffic(tmp_path: Path, stride: int):
+@pytest.fixture(scope="module")
+def exp_sum(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SRC as ``k.cu`` and its launch for each stride (``s1.toml``, ``s2.toml``) in one folder
+    for the module: one compile for its tests (a kernel written to a new folder compiles again:
+    the path is in the compile cache's key)."""
+    folder = tmp_path_factory.mktemp("own-stores")
+    (folder / "k.cu").write_text(SRC)
+    for stride in (1, 2):
+        (folder / f"s{stride}.toml").write_text(SPEC.format(stride=stride))
+    return folder / "k.cu"
+
+
+_ANALYSES: dict[tuple[Path, int], Any] = {}
+
+
+def _analysis(src: Path, stride: int) -> Any:
+    """The analysis of exp_sum (``src``) with ``stride``, its 4 CTAs traced: made once for the
+    module (stride 2's serves two tests), which read it and never change it."""
+    if (src, stride) not in _ANALYSES:
+        spec = src.parent / f"s{stride}.toml"
+        _ANALYSES[src, stride] = analyze(src, "exp_sum", 4, spec=str(spec))
+    return _ANALYSES[src, stride]
+
+
+def _traffic(src: Path, stride: int):
     from gpuadvise.rules.estimates import view_traffic
     from gpuadvise.trace.view import trace_view
 
-    (tmp_path / "k.cu").write_text(SRC)
-    (tmp_path / "case.toml").write_text(SPEC.format(stride=stride))
-    a = analyze(tmp_path / "k.cu", "exp_sum", 4, spec=str(tmp_path / "case.toml"))
+    a = _analysis(src, stride)
     return view_traffic(a.device, trace_view(a.memory.trace, a.spec))
 
 
-def test_a_reload_of_full_sectors_stored_is_the_l1s(tmp_path: Path) -> None:
-    t = _traffic(tmp_path, 1)
+def test_a_reload_of_full_sectors_stored_is_the_l1s(exp_sum: Path) -> None:
+    t = _traffic(exp_sum, 1)
     # 4 rows of 2048 floats: inp's 1024 sectors from DRAM; out's reloads (1024 sectors, 256
     # requests a CTA) are the L1's: no L2 load, no fill
     assert t.load_requests == 2 * 4 * 4 * 16  # 4 CTAs x 4 warps x 16 iterations, two loops
@@ -62,15 +85,15 @@ def test_a_reload_of_full_sectors_stored_is_the_l1s(tmp_path: Path) -> None:
     assert t.load_mix().l1_miss == pytest.approx(0.5)
 
 
-def test_a_reload_of_half_sectors_stored_is_the_l2s(tmp_path: Path) -> None:
+def test_a_reload_of_half_sectors_stored_is_the_l2s(exp_sum: Path) -> None:
     # every other float stored: out's sectors half written; the L1 is not taken to hold them
-    t = _traffic(tmp_path, 2)
+    t = _traffic(exp_sum, 2)
     assert t.l2_load_sectors == 1024 + 2048
     assert t.dram_load_bytes == (1024 + 2048) * 32
     assert t.load_mix().l1_miss == 1.0
 
 
-def test_the_sector_sets_held_in_int32_count_as_in_int64(tmp_path: Path, monkeypatch) -> None:
+def test_the_sector_sets_held_in_int32_count_as_in_int64(exp_sum: Path, monkeypatch) -> None:
     """The view's sector sets (held while it lives) keep their lane indices and key numbers in
     int32 where they fit (issue 31's peak memory); the int64 path (a view of 2**31 lanes or
     more) counts the same traffic."""
@@ -79,9 +102,7 @@ def test_the_sector_sets_held_in_int32_count_as_in_int64(tmp_path: Path, monkeyp
     from gpuadvise.rules import estimates
     from gpuadvise.trace.view import TraceView, buffer_infos
 
-    (tmp_path / "k.cu").write_text(SRC)
-    (tmp_path / "case.toml").write_text(SPEC.format(stride=2))
-    a = analyze(tmp_path / "k.cu", "exp_sum", 4, spec=str(tmp_path / "case.toml"))
+    a = _analysis(exp_sum, 2)
     trace = a.memory.trace
     narrow_view = TraceView(trace, buffer_infos(trace, a.spec))
     narrow = estimates.view_traffic(a.device, narrow_view)

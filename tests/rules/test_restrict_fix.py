@@ -39,17 +39,16 @@ in = "float[8192]"
 
 
 def _case(tmp_path, kernel):
+    """The kernel's source and spec: kernels/redundant's own (read, never written: compiled in
+    the run's cache under its path, once for the run, not copied into each test's folder and
+    compiled there again), or the helper case written to ``tmp_path``."""
     if kernel == "smooth":
         (tmp_path / "helper.cu").write_text(HELPER)
         (tmp_path / "helper.toml").write_text(HELPER_SPEC)
         return tmp_path / "helper.cu", tmp_path / "helper.toml"
-    src = tmp_path / SRC.name
-    shutil.copy(SRC, src)
-    for t in SRC.parent.glob("*.toml"):
-        shutil.copy(t, tmp_path / t.name)
     spec = {"adam_step": "adam_step.toml", "scale_columns<1>": "scale_columns.toml",
             "membership": "case.toml"}[kernel]  # fmt: skip
-    return src, tmp_path / spec
+    return SRC, SRC.parent / spec
 
 
 @pytest.mark.parametrize(

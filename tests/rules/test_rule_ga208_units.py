@@ -6,6 +6,7 @@ kernels/global_bins' histograms, hand-derived from their launches."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from rulekit import KERNELS, analyze, run_rule
@@ -16,6 +17,13 @@ from gpuadvise.rules import HotAddress
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
 BINS = KERNELS / "global_bins" / "bins.cu"
+
+
+@pytest.fixture(scope="module")
+def helpers768() -> Any:
+    """The analysis of ``hist_helpers<768>`` (8 CTAs traced), made once for the two tests that
+    read it."""
+    return analyze(BINS, "hist_helpers<768>", 8)
 
 
 def test_a_kept_grid_flushes_each_ctas_bins_on_the_unit():
@@ -40,11 +48,11 @@ def test_a_kept_grid_flushes_each_ctas_bins_on_the_unit():
     assert est.inputs["serial_before_us"] == pytest.approx(before, rel=1e-6)
 
 
-def test_a_copy_of_the_bins_takes_the_atomics_out_of_the_l2_traffic():
+def test_a_copy_of_the_bins_takes_the_atomics_out_of_the_l2_traffic(helpers768: Any) -> None:
     """hist_helpers<768>: the kernel's L2 term carries its 2^24 global atomics (tens of us in
     the launch model); with a copy of the bins per CTA in one wave of 1,056 CTAs, the rest of
     the launch is the loads of x (64 MB) and the flushes (1,056 x 3 units' bins)."""
-    (f,) = run_rule(analyze(BINS, "hist_helpers<768>", 8), "GA208", trace_ctas=8)
+    (f,) = run_rule(helpers768, "GA208", trace_ctas=8)
     est = f.estimated_speedup
     assert est is not None and est.inputs["fix"] == "private"
     assert est.inputs["rest_after_us"] < 0.5 * est.inputs["rest_of_launch_us"]
@@ -52,7 +60,7 @@ def test_a_copy_of_the_bins_takes_the_atomics_out_of_the_l2_traffic():
     assert 8.0 < est.inputs["serial_after_us"] < 14.0
 
 
-def test_a_one_wave_launchs_flushes_follow_its_loops():
+def test_a_one_wave_launchs_flushes_follow_its_loops(helpers768: Any) -> None:
     """kernels/spills hist_local: 264 CTAs (one wave on the H100 model's 132 SMs, 2 a SM), each
     thread's 16 atomics after its loop over the data: the L2's serial time follows the loops
     (launch_serial: added, not hidden). hist_helpers<768>'s 16,384 CTAs are many waves: the
@@ -69,6 +77,6 @@ def test_a_one_wave_launchs_flushes_follow_its_loops():
     assert serial > 0 and tail
     (f,) = run_rule(a, "GA208", trace_ctas=8)
     assert follows(trace, f.details_as(HotAddress).insts)
-    b = analyze(BINS, "hist_helpers<768>", 8)
+    b = helpers768
     serial_b, tail_b = launch_serial(b.memory.trace, (), b.waves.ctas_per_wave)
     assert serial_b > 0 and not tail_b

@@ -120,18 +120,24 @@ extern "C" __global__ void sums(const Part* __restrict__ p, unsigned* __restrict
 """  # noqa: E501
 
 
-def case(tmp: Path, kernel: str) -> Path:
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SRC as ``parts.cu`` with each kernel's launch (``parts.toml``, ``sums.toml``) beside it,
+    written once for the module: one compile for its two kernels' tests (a kernel written to a
+    new folder compiles again: the path is in the compile cache's key)."""
+    tmp = tmp_path_factory.mktemp("ga302-parts")
     src = tmp / "parts.cu"
     src.write_text(SRC)
-    (tmp / f"{kernel}.toml").write_text(
-        f'source = "parts.cu"\nkernel = "{kernel}"\ngrid = "ceil_div(n, 128)"\nblock = 128\n'
-        '[args]\nn = 8192\n[buffers]\np = "Part[n]"\nout = "unsigned[n]"\n'
-    )
+    for kernel in ("parts", "sums"):
+        (tmp / f"{kernel}.toml").write_text(
+            f'source = "parts.cu"\nkernel = "{kernel}"\ngrid = "ceil_div(n, 128)"\nblock = 128\n'
+            '[args]\nn = 8192\n[buffers]\np = "Part[n]"\nout = "unsigned[n]"\n'
+        )
     return src
 
 
-def test_five_fields_of_three_bits_pack_as_bit_fields(tmp_path):
-    (f,) = ga302(analyze(case(tmp_path, "parts"), "parts"))
+def test_five_fields_of_three_bits_pack_as_bit_fields(parts):
+    (f,) = ga302(analyze(parts, "parts"))
     assert f.line == 8
     assert "kind (3 bits), flags (3 bits), level (3 bits), side (3 bits), phase (3 bits)" in (
         f.message
@@ -148,9 +154,9 @@ def test_five_fields_of_three_bits_pack_as_bit_fields(tmp_path):
     assert "const unsigned flags = (info >> 3) & 0x7u" in v.description
 
 
-def test_full_width_fields_are_not_narrow(tmp_path):
+def test_full_width_fields_are_not_narrow(parts):
     # kind + flags * total: an add and a multiply use every bit
-    assert ga302(analyze(case(tmp_path, "sums"), "sums")) == []
+    assert ga302(analyze(parts, "sums")) == []
 
 
 def test_the_proxy_compiles_and_folds_the_same_indices(fields_analysis, tmp_path):

@@ -345,6 +345,14 @@ extern "C" __global__ void far(const float* __restrict__ in, float* __restrict__
 """
 
 
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """STORES and its case written once for the module's two tests that read them (a kernel
+    written to a new folder compiles again: the path is in the compile cache's key); the
+    patched source stays in the test's own folder."""
+    return store_case(tmp_path_factory.mktemp("ga303-stores"))
+
+
 def store_case(tmp: Path) -> Path:
     src = tmp / "st.cu"
     src.write_text(STORES)
@@ -356,8 +364,8 @@ def store_case(tmp: Path) -> Path:
     return src
 
 
-def test_consecutive_stores_become_one_float4_store(tmp_path):
-    src = store_case(tmp_path)
+def test_consecutive_stores_become_one_float4_store(stores, tmp_path):
+    src = stores
     (f,) = ga303(src, "st4")
     assert f.line == 6 and "stores" in f.message
     e = ev(f)
@@ -371,16 +379,16 @@ def test_consecutive_stores_become_one_float4_store(tmp_path):
         in (v.diff or "")
     )
     patched = patched_copy(tmp_path, src, v.diff or "")
-    (patched.parent / "case.toml").write_text((tmp_path / "case.toml").read_text())
+    (patched.parent / "case.toml").write_text((src.parent / "case.toml").read_text())
     assert ga303(patched, "st4", patched.parent / "case.toml") == []  # before it is emulated
-    want, _ = emulate_all(src, "st4", tmp_path / "case.toml")
+    want, _ = emulate_all(src, "st4", src.parent / "case.toml")
     got, a = emulate_all(patched, "st4", patched.parent / "case.toml")
     np.testing.assert_array_equal(got["out"], want["out"])
     assert want["out"][4 * 999 + 3] == np.float32(want["out"][4 * 999]) + 1.0
 
 
-def test_unaligned_and_far_apart_accesses_are_not_reported(tmp_path):
-    src = store_case(tmp_path)
+def test_unaligned_and_far_apart_accesses_are_not_reported(stores):
+    src = stores
     # out[3t..3t+2]: 12-byte steps, the first address is 8-byte aligned only for even t
     assert ga303(src, "st3") == []
     # in[2t] and in[2t + 1] are 8-byte aligned pairs, but 5 lines apart (max_line_gap 2)

@@ -9,20 +9,36 @@ line that calls it."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import pytest
 from rulekit import KERNELS, analyze, ev, run_rule, source_line
 
 from gpuadvise.analyze.evaluate import rule_context
 from gpuadvise.rules.config import Config
 
-pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
+# the module's analyses of compute.cu are kept per process (compute_cu): its tests on one worker
+pytestmark = [
+    pytest.mark.toolkit,
+    pytest.mark.usefixtures("compile_cache"),
+    pytest.mark.xdist_group(__name__),
+]
 
 SRC = KERNELS / "compute_bound" / "compute.cu"
 CTAS = 8
 
 
+@functools.cache
+def compute_cu(kernel: str) -> Any:
+    """The analysis of ``kernel`` in compute.cu (its first ``CTAS`` CTAs traced), made once for
+    the module: gauss's serves three tests (its finding, the thresholds, the traffic made once),
+    which read it and never change it."""
+    return analyze(SRC, kernel, CTAS)
+
+
 def ga405(kernel: str):
-    return run_rule(analyze(SRC, kernel, CTAS), "GA405", trace_ctas=CTAS)
+    return run_rule(compute_cu(kernel), "GA405", trace_ctas=CTAS)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +100,7 @@ def test_called_math_function_counts_at_its_call_line():
 
 def test_thresholds_are_options():
     """A kernel at 7x its memory time is not reported when the option asks for more."""
-    a = analyze(SRC, "gauss", CTAS)
+    a = compute_cu("gauss")
     assert run_rule(a, "GA405", trace_ctas=CTAS, min_compute_over_memory=100.0) == []
 
 
@@ -162,7 +178,7 @@ def test_the_traffic_is_made_once_for_detect_and_estimate(monkeypatch):
     from gpuadvise.rules import registry as rule_registry
     from gpuadvise.rules.evaluate import finding_estimate
 
-    a = analyze(SRC, "gauss", CTAS)
+    a = compute_cu("gauss")
     reg = rule_registry.load_registry()
     rule = reg.get("GA405")
     # the rule's own module globals (a registry loads the rule files anew: sys.modules holds

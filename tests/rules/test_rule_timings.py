@@ -5,6 +5,9 @@ seconds on a loaded machine say little). Needs nvcc (the toolkit wheels), no GPU
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import rulekit
 from rulekit import KERNELS, needs_toolkit
 
@@ -16,8 +19,15 @@ pytestmark = needs_toolkit
 REDUCE = KERNELS / "reduction" / "reduce.cu"
 
 
-def test_every_rule_run_is_timed():
-    a = rulekit.analyze(REDUCE, "reduce2", 4, ("n=65536",))
+@pytest.fixture(scope="module")
+def reduce2() -> Any:
+    """The analysis of reduce2 (n = 65536, 4 CTAs traced), made once for the tests that run
+    rules on it (the rules' runs are each test's own)."""
+    return rulekit.analyze(REDUCE, "reduce2", 4, ("n=65536",))
+
+
+def test_every_rule_run_is_timed(reduce2):
+    a = reduce2
     run = run_rules_report(a, Config(trace_ctas=4, select=("GA1", "GA2", "GA305")))
     assert set(run.timings_s) == set(run.rules_run) and "GA305" in run.timings_s
     assert all(t >= 0.0 for t in run.timings_s.values())
@@ -25,7 +35,7 @@ def test_every_rule_run_is_timed():
     assert all(0.0 <= run.cpu_s[r] <= run.timings_s[r] + 0.05 for r in run.rules_run)
 
 
-def test_a_rule_cpu_is_its_thread_time(monkeypatch):
+def test_a_rule_cpu_is_its_thread_time(reduce2, monkeypatch):
     """A rule's CPU seconds are the thread's CPU clock across it, not the wall clock: a rule
     that waits (a subprocess, a loaded machine) spends wall without CPU."""
     import time as _time
@@ -36,7 +46,7 @@ def test_a_rule_cpu_is_its_thread_time(monkeypatch):
     fake = type("T", (), {"perf_counter": staticmethod(_time.perf_counter)})
     fake.thread_time = staticmethod(lambda: float(next(clock)))  # type: ignore[attr-defined]
     monkeypatch.setattr(evaluate, "time", fake)
-    a = rulekit.analyze(REDUCE, "reduce2", 4, ("n=65536",))
+    a = reduce2
     run = run_rules_report(a, Config(trace_ctas=4, select=("GA102", "GA305")))
     assert run.cpu_s == {"GA102": 3.0, "GA305": 3.0}
     assert all(run.timings_s[r] < 3.0 for r in run.rules_run)

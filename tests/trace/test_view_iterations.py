@@ -49,12 +49,29 @@ def records(groups: list[tuple[int, int, int, int]]) -> np.ndarray:
     return r
 
 
-def _rows(tmp_path: Path, threads: int, c: int) -> tuple[Any, dict[str, Any]]:
-    """The trace of ``rows`` on ``threads / 64`` CTAs of 64 threads, rows of ``c`` floats, every
-    CTA traced, and its buffers."""
-    src = tmp_path / "rows.cu"
+@pytest.fixture(scope="module")
+def rows_cu(tmp_path_factory: pytest.TempPathFactory, compile_cache: Path) -> Path:
+    """ROWS written once for the module's tests (a kernel written to a new folder compiles
+    again: the path is in the compile cache's key), compiled in the run's cache."""
+    src = tmp_path_factory.mktemp("view-iterations") / "rows.cu"
     src.write_text(ROWS)
-    module = compile_source(src, CompileOptions(arch="sm_90", cache_dir=tmp_path / "c"))
+    return src
+
+
+_TRACES: dict[tuple[Path, int, int], tuple[Any, dict[str, Any]]] = {}
+
+
+def _rows(src: Path, threads: int, c: int) -> tuple[Any, dict[str, Any]]:
+    """The trace of ``rows`` (``src``) on ``threads / 64`` CTAs of 64 threads, rows of ``c``
+    floats, every CTA traced, and its buffers: emulated once per launch for the module (the
+    tests build their views from it and read it, never change it)."""
+    if (src, threads, c) not in _TRACES:
+        _TRACES[src, threads, c] = _emulate_rows(src, threads, c)
+    return _TRACES[src, threads, c]
+
+
+def _emulate_rows(src: Path, threads: int, c: int) -> tuple[Any, dict[str, Any]]:
+    module = compile_source(src, CompileOptions(arch="sm_90"))
     spec = build_kernel_spec(
         src,
         "rows",
@@ -152,10 +169,10 @@ def test_a_sampled_loops_weighted_records_are_kept_together() -> None:
 
 @pytest.mark.toolkit
 def test_a_cut_view_weighs_its_records_to_the_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rows_cu: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dev = preset("H100")
-    trace, infos = _rows(tmp_path, THREADS, C)
+    trace, infos = _rows(rows_cu, THREADS, C)
     whole = TraceView(trace, infos)
     assert not whole.iterations_sampled
     monkeypatch.setattr(view_mod, "MAX_WARP_LANES", 256 * 32)  # 256 records per warp
@@ -183,19 +200,19 @@ def test_a_cut_view_weighs_its_records_to_the_whole(
     assert cb.l2_load_sectors == pytest.approx(ca.l2_load_sectors, rel=0.03)
 
 
-def _small_view(tmp_path: Path) -> TraceView:
+def _small_view(rows_cu: Path) -> TraceView:
     """The view of ``rows`` on 2 CTAs of 64 threads, rows of 64 floats, every CTA traced."""
-    return TraceView(*_rows(tmp_path, 128, 64))
+    return TraceView(*_rows(rows_cu, 128, 64))
 
 
 @pytest.mark.toolkit
 @pytest.mark.parametrize("fraction", [1, 10**9])  # lanes_of: sorted, then marked
 def test_buffers_at_are_those_the_lanes_reach(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fraction: int
+    rows_cu: Path, monkeypatch: pytest.MonkeyPatch, fraction: int
 ) -> None:
     """TraceView.buffers_at (from the view's distinct (instruction, buffer) pairs) gives the
     buffers the lanes of the instructions reach, in buffer order, for any set of them."""
-    view = _small_view(tmp_path)
+    view = _small_view(rows_cu)
     monkeypatch.setattr(view_mod, "_MARK_FRACTION", fraction)
     insts = sorted({int(i) for i in view.lanes.inst})
     assert len(insts) >= 2
@@ -212,11 +229,11 @@ def test_buffers_at_are_those_the_lanes_reach(
 
 
 @pytest.mark.toolkit
-def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(tmp_path: Path) -> None:
+def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(rows_cu: Path) -> None:
     """view_traffic(only=...) keeps the sector sets of the last records asked for: asking for
     other records gives theirs, asking again gives the same as the first time."""
     dev = preset("H100")
-    view = _small_view(tmp_path)
+    view = _small_view(rows_cu)
     kind = view.records["kind"]
     loads, stores = np.flatnonzero(kind == kind.min()), np.flatnonzero(kind != kind.min())
     a = view_traffic(dev, view, only=loads)
@@ -227,11 +244,11 @@ def test_the_traffic_of_some_records_is_theirs_whatever_was_asked_before(tmp_pat
 
 
 @pytest.mark.toolkit
-def test_the_views_records_are_the_traces_without_their_addresses(tmp_path: Path) -> None:
+def test_the_views_records_are_the_traces_without_their_addresses(rows_cu: Path) -> None:
     """TraceView.records holds every field of the trace's records but the lanes' addresses
     (VIEW_RECORD: 32 bytes a record, not 287), with the same values and types; the lanes'
     offsets are those addresses in their buffers."""
-    trace, infos = _rows(tmp_path, 128, 64)
+    trace, infos = _rows(rows_cu, 128, 64)
     view = TraceView(trace, infos)
     glob = trace.records[trace.records["space"] == int(Space.GLOBAL)]
     assert len(view.records) == len(glob)  # (every CTA, no loop cut)
