@@ -243,13 +243,16 @@ def traced_side(
 
     with malloc_tuned():
         va = trace_alone(vopts, device, sample_ctas, budget, built, cost, emu)
-        log.debug(
-            "variant traced: %d of %d CTAs, emulator cost %.2f s (bound %s)",
-            0 if va.memory is None else va.memory.ctas_run,
-            0 if va.memory is None else va.memory.total_ctas,
-            0 if va.memory is None else va.memory.emu_cost / 1e9,
-            None if emu is None else f"{emu / 1e9:.2f} s",
-        )
+        mem = getattr(va, "memory", None)
+        if mem is not None:
+            log.debug(
+                "variant traced: %d of %d CTAs, emulator cost %.2f s (bound %s)",
+                mem.ctas_run,
+                mem.total_ctas,
+                mem.emu_cost / 1e9,
+                None if emu is None else f"{emu / 1e9:.2f} s",
+            )
+            del mem
         side = launch_traffic(va), _serial_s(va) if serial else (0.0, False)
         del va  # (freed before the heap is trimmed)
     return side
