@@ -18,7 +18,8 @@ the variant, traces it on the CPU emulator as it traced the kernel (the same CTA
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
 default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace,
-in bytes and in cost (:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. A kernel
+in bytes, in cost and in the emulator's cost (:data:`VARIANT_TRACE_FACTOR`,
+:func:`variant_budget_emu`); its live registers are not read. A kernel
 whose own trace cost more than :data:`MAX_TRACE_COST` (warp accesses plus warp steps: a count,
 the same on every machine) has no variant traced. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
