@@ -180,6 +180,10 @@ class MemoryAnalysis:
     # alone). analyze traces the variants' points only below a bound of it
     # (analyze.variant_trace.MAX_TRACE_COST)
     trace_cost: int = 0
+    # what the emulator's trace cost it (trace.emulate.Emulation.emu_cost: its batches' work
+    # costed, ns on the calibration machine, the same on every machine; 0 from the GPU tracer):
+    # a variant's emulation is kept to about twice it (analyze.variant_trace.variant_budget_emu)
+    emu_cost: int = 0
     # the L2 model still being computed in a forked child (compute_models' l2_behind): l2,
     # l2_unavailable and the L2 model's notes are those of with_l2() (not serialized)
     l2_behind: L2Behind | None = None
@@ -442,6 +446,7 @@ def compute_models(
         l2_probe_ctas=probe_ctas,
         sampled_loops=emu.sampled_loops,
         trace_cost=trace_cost(len(emu.trace.records), emu.warp_steps or 0),
+        emu_cost=emu.emu_cost,
         l2_behind=behind,
     )
 

@@ -18,7 +18,8 @@ the variant, traces it on the CPU emulator as it traced the kernel (the same CTA
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
 default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace,
-in bytes and in cost (:data:`VARIANT_TRACE_FACTOR`); its live registers are not read. A kernel
+in bytes, in cost and in the emulator's cost (:data:`VARIANT_TRACE_FACTOR`,
+:func:`variant_budget_emu`); its live registers are not read. A kernel
 whose own trace cost more than :data:`MAX_TRACE_COST` (warp accesses plus warp steps: a count,
 the same on every machine) has no variant traced. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
@@ -97,6 +98,15 @@ VARIANT_TRACE_FLOOR_BYTES = 16 << 20
 # their loop. A variant whose first CTA alone costs more (contraction's, CTA 0 alone like the
 # kernel) is not cut: the first CTA always runs
 VARIANT_TRACE_FLOOR_COST = 1 << 17
+# and to about the CTAs whose emulation fits in twice the kernel's own emulator cost
+# (MemoryAnalysis.emu_cost: its batches' instructions, warp accesses and steps costed,
+# trace.emu_cost.emulator_cost; a count, the same on every machine), never under a quarter of a
+# CPU-s of it (so that a small kernel's variant keeps a few CTAs): the accesses and steps above
+# do not see a step's length, where a grid-stride variant's CTA loops over many elements
+# (HeCBench glu: its variant's 2 CTAs of 528 elements a thread, 1.8x the kernel's accesses and
+# steps, took 4.9 CPU-s; vanGenuchten's 32 CTAs 2.14x). The first CTA alone is never cut:
+# contraction's variant, one CTA like the kernel, costs what it costs
+VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
 
 def launch_traffic(analysis: KernelAnalysis) -> Traffic | None:
@@ -143,6 +153,17 @@ def variant_budget_cost(analysis: KernelAnalysis) -> int:
     return max(VARIANT_TRACE_FLOOR_COST, VARIANT_TRACE_FACTOR * cost)
 
 
+def variant_budget_emu(analysis: KernelAnalysis) -> int | None:
+    """The emulator's cost a variant's default sample may take
+    (:data:`VARIANT_TRACE_FLOOR_EMU_NS`): None where the kernel's trace did not count it (not
+    the emulator's)."""
+    mem = analysis.memory
+    cost = 0 if mem is None else mem.emu_cost
+    if cost <= 0:
+        return None
+    return max(VARIANT_TRACE_FLOOR_EMU_NS, VARIANT_TRACE_FACTOR * cost)
+
+
 def trace_alone(
     vopts: KernelOptions,
     device: Any,
@@ -150,15 +171,22 @@ def trace_alone(
     budget: int,
     built: Built | None = None,
     cost: int | None = None,
+    emu: int | None = None,
 ) -> KernelAnalysis:
     """The kernel of ``vopts`` built and traced on the emulator as the kernel's own trace was
     (the same sample, its first wave cut to ``budget`` trace bytes and, given, to ``cost`` warp
-    accesses and steps), the trace model only and no live registers (the launch model reads
-    the trace, not them): a variant's side, or a proxy's. ``built``: ``vopts`` already built
-    and compiled (:class:`gpuadvise.analyze.ahead.Ahead`), its SASS read beside the trace."""
+    accesses and steps and to ``emu`` of the emulator's cost), the trace model only and no live
+    registers (the launch model reads the trace, not them): a variant's side, or a proxy's.
+    ``built``: ``vopts`` already built and compiled (:class:`gpuadvise.analyze.ahead.Ahead`), its
+    SASS read beside the trace."""
     from gpuadvise.analyze.options import build
     from gpuadvise.analyze.pipeline import analyze_kernel
-    from gpuadvise.trace.emulate import entry_only_parse, sample_trace_bytes, sample_trace_cost
+    from gpuadvise.trace.emulate import (
+        entry_only_parse,
+        sample_emu_cost,
+        sample_trace_bytes,
+        sample_trace_cost,
+    )
 
     if built is None:
         spec, _, options = build(vopts)
@@ -171,6 +199,8 @@ def trace_alone(
         bounds.enter_context(entry_only_parse())
         if cost is not None:
             bounds.enter_context(sample_trace_cost(cost))
+        if emu is not None:
+            bounds.enter_context(sample_emu_cost(emu))
         return analyze_kernel(
             spec,
             device,
@@ -198,11 +228,12 @@ def traced_side(
     serial: bool = True,
     built: Built | None = None,
     cost: int | None = None,
+    emu: int | None = None,
 ) -> tuple[Traffic | None, tuple[float, bool]]:
     """:func:`trace_alone`'s launch traffic and (``serial``) serial atomics
     (:func:`_serial_s`), the analysis itself (its trace, its view) freed on return: the next
     variant is traced without this one held (issue 31: llm.c layernorm_backward's three
-    variants, 0.8 GB each). ``built`` and ``cost``: as :func:`trace_alone`'s.
+    variants, 0.8 GB each). ``built``, ``cost`` and ``emu``: as :func:`trace_alone`'s.
 
     Both under :func:`~gpuadvise.ptx.emulator.malloc_tuned`, as the kernel's own trace and its
     traffic (in the rules) are: the view's and the traffic's temporaries of megabytes reuse the
@@ -212,7 +243,17 @@ def traced_side(
     from gpuadvise.ptx.emulator import malloc_tuned
 
     with malloc_tuned():
-        va = trace_alone(vopts, device, sample_ctas, budget, built, cost)
+        va = trace_alone(vopts, device, sample_ctas, budget, built, cost, emu)
+        mem = getattr(va, "memory", None)
+        if mem is not None:
+            log.debug(
+                "variant traced: %d of %d CTAs, emulator cost %.2f s (bound %s)",
+                mem.ctas_run,
+                mem.total_ctas,
+                mem.emu_cost / 1e9,
+                None if emu is None else f"{emu / 1e9:.2f} s",
+            )
+            del mem
         side = launch_traffic(va), _serial_s(va) if serial else (0.0, False)
         del va  # (freed before the heap is trimmed)
     return side
@@ -474,13 +515,20 @@ def _traced_points(
     if before is None:
         return made
     budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
+    emu = variant_budget_emu(analysis)
 
     def side_of(f: Finding, key: tuple[Any, ...]) -> Side | None:
         """The variant's side (None: it did not trace)."""
         vopts, compiled = builds[key]
         try:
             return traced_side(
-                vopts, analysis.device, sample_ctas, budget, built=compiled.result(), cost=cost
+                vopts,
+                analysis.device,
+                sample_ctas,
+                budget,
+                built=compiled.result(),
+                cost=cost,
+                emu=emu,
             )
         except GpuAdviseError as exc:
             log.debug("%s:%s variant not traced: %s", f.rule, f.line, exc.one_line())

@@ -86,7 +86,13 @@ from gpuadvise.spec.kernel_spec import ResolvedArg, ResolvedBuffer, ResolvedLaun
 from gpuadvise.spec.progress import step
 from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
 from gpuadvise.trace.changes import OutputChanges
-from gpuadvise.trace.emu_cost import DEFAULT_SAMPLE_EMU_NS, CtaCost, cpu_plan, emulator_cost
+from gpuadvise.trace.emu_cost import (
+    DEFAULT_SAMPLE_EMU_NS,
+    CtaCost,
+    cpu_plan,
+    emulator_cost,
+    sample_ns,
+)
 from gpuadvise.trace.sass_arrival import InFlight, in_flight
 from gpuadvise.trace.simt import SimtCounts, SimtProfile, kernel_work, simt_profile
 
@@ -191,6 +197,9 @@ def trace_cost(accesses: int, steps: int) -> int:
 _SAMPLE_BYTES: ContextVar[int | None] = ContextVar("sample_trace_bytes", default=None)
 # a lower bound on the default sample's cost, set by sample_trace_cost (None: DEFAULT_SAMPLE_COST)
 _SAMPLE_COST: ContextVar[int | None] = ContextVar("sample_trace_cost", default=None)
+# a lower bound on the default sample's emulator cost, set by sample_emu_cost (None: no bound but
+# the default sample's own, DEFAULT_SAMPLE_EMU_NS)
+_SAMPLE_EMU: ContextVar[int | None] = ContextVar("sample_emu_cost", default=None)
 
 
 # the emulations inside parse only the kernel's entry and its callees (entry_only_parse)
@@ -246,6 +255,24 @@ def sample_trace_cost(limit: int) -> Iterator[None]:
         _SAMPLE_COST.reset(token)
 
 
+@contextmanager
+def sample_emu_cost(limit_ns: int) -> Iterator[None]:
+    """For the emulations inside, a first wave that the default sample cuts anyway is cut
+    further, as :func:`sample_trace_cost` cuts it (every k-th of the CTAs it keeps), to about the
+    CTAs whose emulation fits in ``limit_ns`` of the emulator's cost
+    (:func:`gpuadvise.trace.emu_cost.sample_ns` of the first CTA's counts, in its batches: a
+    count, the same on every machine; never more than an enclosing bound allows): a step's
+    length counts where the warp accesses and steps do not (a grid-stride variant's CTA loops
+    over many elements, each step a long block). A wave the default traces whole is traced
+    whole, and the first CTA always runs; a sample asked for is never cut."""
+    now = _SAMPLE_EMU.get()
+    token = _SAMPLE_EMU.set(max(1, int(limit_ns) if now is None else min(int(limit_ns), now)))
+    try:
+        yield
+    finally:
+        _SAMPLE_EMU.reset(token)
+
+
 _SAMPLE_HINT = (
     "trace fewer CTAs: --sample-ctas 1024, or leave --sample-ctas out to trace the first wave "
     "(or --no-trace: the static analysis needs no trace)"
@@ -292,6 +319,11 @@ class Emulation:
     # the default sample's first CTA's cost, run alone (None: no default sample, or one CTA):
     # what the models' extra emulations are bounded by (gpuadvise.trace.emu_cost)
     cta_cost: CtaCost | None = None
+    # what the kept batches made the emulator do, costed (gpuadvise.trace.emu_cost.emulator_cost
+    # of each batch's instructions, lanes, warp accesses and steps, summed; ns of CPU on the
+    # calibration machine): a count, the same on every machine and at every load, that bounds
+    # a variant's emulation (gpuadvise.analyze.variant_trace)
+    emu_cost: int = 0
 
     @property
     def lane_instructions_per_s(self) -> float:
@@ -961,6 +993,7 @@ def _emulate(
     lowered = _SAMPLE_BYTES.get()  # sample_trace_bytes: for a wave the default cuts anyway
     lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
     lowered_cost = _SAMPLE_COST.get()  # sample_trace_cost: idem, by the cost
+    lowered_emu = _SAMPLE_EMU.get()  # sample_emu_cost: idem, by the emulator's cost
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -978,6 +1011,7 @@ def _emulate(
     lane_instr = 0
     run_s = 0.0
     steps = 0
+    emu_ns = 0  # the kept batches' emulator cost (emu_cost.emulator_cost), summed
     start = 0
     simt_counts = SimtCounts.empty(len(image.program.blocks) + 1)
     # the batches' block-cost sums (and CTAs, warps a CTA) not yet added to simt_counts, in
@@ -1048,6 +1082,12 @@ def _emulate(
                         break
                     lane_instr += li
                     steps += st
+                    emu_ns += emulator_cost(
+                        batch.step_ops,
+                        batch.step_ops * lanes_per_cta * (end - start),
+                        sink.count - mark,
+                        st,
+                    )
                     if start == 0 and size == 1 and cut_to_budget:
                         unit = CtaCost(batch.step_ops, lanes_per_cta, sink.count, st, per_batch)
                     simt_counts.add(
@@ -1128,13 +1168,30 @@ def _emulate(
                             ):
                                 every += 1
                                 by_lowered_cost = True
+                        by_lowered_emu = False
+                        if fit < count and lowered_emu is not None and unit is not None:
+                            # and to the CTAs whose emulation the lowered emulator cost
+                            # affords, in the batches they will run in (below)
+                            while every < fit:
+                                kept = -(-fit // every)
+                                kept_size = (
+                                    plan[1]
+                                    if plan is not None
+                                    else max(1, min(per_batch, -(-kept // 4)))
+                                )
+                                if sample_ns(unit, kept, kept_size) <= lowered_emu:
+                                    break
+                                every += 1
+                                by_lowered_emu = True
                         # later batches stop at the sample's budget (the first may be over it)
                         sink.capacity = max(sink.count, min(sink.capacity, cap))
                         if fit < count:
                             ctas = ctas[:fit][::every]
                             fit = count = len(ctas)
                             notes.append(
-                                _variant_cost_note(fit, wave_ctas, lowered_cost)
+                                _variant_emu_note(fit, wave_ctas, lowered_emu)
+                                if by_lowered_emu and lowered_emu is not None
+                                else _variant_cost_note(fit, wave_ctas, lowered_cost)
                                 if by_lowered_cost and lowered_cost is not None
                                 else _cpu_note(fit, wave_ctas, unit)
                                 if by_cpu and unit is not None
@@ -1229,6 +1286,7 @@ def _emulate(
         ),
         sampled_loops=sampled,
         cta_cost=unit,
+        emu_cost=emu_ns,
     )
 
 
@@ -1355,6 +1413,14 @@ def _variant_cost_note(kept: int, wave: int, cost: int) -> str:
         f"traced {kept} of the first wave's {wave} CTAs, every k-th of those the default sample "
         f"keeps: their trace would cost more than the bound of {cost:,} warp accesses and warp "
         "steps (a variant's trace, kept to about the kernel's)"
+    )
+
+
+def _variant_emu_note(kept: int, wave: int, limit_ns: int) -> str:
+    return (
+        f"traced {kept} of the first wave's {wave} CTAs, every k-th of those the default sample "
+        f"keeps: their emulation would cost more than the bound of about {limit_ns / 1e9:.2f} "
+        "CPU-s of the emulator's work (a variant's emulation, kept to about the kernel's)"
     )
 
 

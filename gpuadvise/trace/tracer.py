@@ -87,6 +87,9 @@ class TraceResult:
     # the emulator's default sample's first CTA's cost (gpuadvise.trace.emu_cost.CtaCost; None
     # from another tracer or sample): what bounds the models' extra emulations
     cta_cost: CtaCost | None = None
+    # the emulator's cost of the trace (gpuadvise.trace.emulate.Emulation.emu_cost: a count, ns
+    # on the calibration machine; 0 from another tracer): what bounds a variant's emulation
+    emu_cost: int = 0
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities
@@ -148,6 +151,7 @@ class EmulatorTracer:
             sampled_loops=emu.sampled_loops,
             warp_steps=emu.warp_steps,
             cta_cost=emu.cta_cost,
+            emu_cost=emu.emu_cost,
         )
 
 

@@ -585,3 +585,67 @@ def test_a_variants_trace_and_traffic_keep_their_freed_memory_until_both_are_don
     assert seen == {"trace": 1, "traffic": 1, "serial": 1}
     assert trims == [0]  # the variant's analysis freed before the block ends
     assert E._malloc_depth == 0
+
+
+def test_a_variants_emulator_bound_is_twice_the_kernels_own_with_a_floor() -> None:
+    """variant_budget_emu: twice the kernel's own emulator cost (MemoryAnalysis.emu_cost, a
+    count), never under VARIANT_TRACE_FLOOR_EMU_NS; none where the trace did not count it (the
+    GPU tracer's, or no trace)."""
+    import types
+
+    import gpuadvise.analyze.variant_trace as vt
+
+    def of(cost: int | None) -> object:
+        mem = None if cost is None else types.SimpleNamespace(emu_cost=cost)
+        return types.SimpleNamespace(memory=mem)
+
+    assert vt.variant_budget_emu(of(None)) is None  # type: ignore[arg-type]
+    assert vt.variant_budget_emu(of(0)) is None  # type: ignore[arg-type]
+    assert vt.variant_budget_emu(of(1_000)) == vt.VARIANT_TRACE_FLOOR_EMU_NS  # type: ignore[arg-type]
+    big = 3 * vt.VARIANT_TRACE_FLOOR_EMU_NS
+    assert vt.variant_budget_emu(of(big)) == vt.VARIANT_TRACE_FACTOR * big  # type: ignore[arg-type]
+
+
+@pytest.mark.toolkit
+@pytest.mark.usefixtures("compile_cache")
+def test_a_grid_stride_variant_cut_anyway_is_cut_to_about_the_kernels_emulator_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the default sample cuts GA206's one-wave variant anyway and neither its bytes nor
+    its warp accesses and steps bind, its emulation is kept to about twice the kernel's own
+    emulator cost: every k-th of the CTAs the default keeps, fewer than without the bound, the
+    same estimate (the launch model extrapolates per CTA traced)."""
+    import gpuadvise.analyze.variant_trace as vt
+    from gpuadvise.analyze.run import run_analysis
+    from gpuadvise.trace import emulate as emulate_mod
+    from gpuadvise.trace.access import RECORD
+
+    k = ROOT / "kernels" / "styles" / "elementwise"
+    opts = KernelOptions(str(k / "elementwise.cu"), spec=str(k / "case.toml"), gpu="H100")
+    settings = AnalyzeSettings(measure=False, select=("GA206",))
+    traced: list[tuple[int, int]] = []
+    real = emulate_mod.emulate
+
+    def counting(*a, **kw):  # type: ignore[no-untyped-def]
+        e = real(*a, **kw)
+        if kw.get("sample_ctas") is None:  # the default sample (the rules' own runs ask theirs)
+            traced.append((len(e.ctas_run), e.emu_cost))
+        return e
+
+    monkeypatch.setattr(emulate_mod, "emulate", counting)
+    kernel_bytes = 1056 * 8 * 3 * RECORD.itemsize  # as in the test above
+    monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 3 * kernel_bytes)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FLOOR_BYTES", 1 << 40)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FLOOR_COST", 1 << 60)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FLOOR_EMU_NS", 0)
+    factor = vt.VARIANT_TRACE_FACTOR
+    cut = run_analysis(opts, settings)
+    monkeypatch.setattr(vt, "VARIANT_TRACE_FACTOR", 1 << 20)
+    default = run_analysis(opts, settings)
+    (kernel, kernel_ns), (variant, variant_ns), _, (whole, whole_ns) = traced
+    assert kernel == 1056 and variant < whole < 1056, traced
+    assert variant_ns <= factor * kernel_ns < whole_ns, traced
+    (a,) = [f for f in cut.rules.findings if f.rule == "GA206"]
+    (b,) = [f for f in default.rules.findings if f.rule == "GA206"]
+    assert a.estimated_speedup is not None and TRACE_POINT in a.estimated_speedup.inputs
+    assert a.estimated_speedup == b.estimated_speedup and a.message == b.message

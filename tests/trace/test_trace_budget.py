@@ -379,3 +379,55 @@ def test_the_default_sample_is_bounded_by_the_emulators_cpu(
     monkeypatch.setattr(emulate_mod, "DEFAULT_SAMPLE_EMU_NS", unit.ops // 4)
     assert run(module, None).ctas_run == (0,)
     assert len(run(module, "wave").ctas_run) == 264  # the whole wave, asked for: not cut
+
+
+def test_the_emulation_counts_its_emulator_cost(module: CompiledModule) -> None:
+    """Emulation.emu_cost: the kept batches' work costed (emu_cost.emulator_cost), a count: the
+    default sample's first CTA alone costs what its CtaCost says, the default sample what its
+    batches add up to, the same on a second run."""
+    one = run(module, 1)
+    e = run(module, None)
+    unit = e.cta_cost
+    assert unit is not None
+    assert one.emu_cost == unit.batch_ns(1)  # one CTA: its steps, instructions and records
+    assert e.emu_cost > unit.batch_ns(1) and e.emu_cost == run(module, None).emu_cost
+
+
+def test_a_lowered_emulator_cost_cuts_further_a_wave_the_default_cuts(
+    module: CompiledModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample_emu_cost (a variant's emulation kept to about the kernel's emulator cost) cuts a
+    first wave that the default cuts anyway to every k-th of the CTAs the default keeps, as
+    sample_trace_cost does, until their batches' cost (emu_cost.sample_ns of the first CTA's
+    counts) fits, with a note; a wave the default traces whole stays whole, the bound never
+    rises, the first CTA always runs, and an explicit sample is not cut."""
+    from gpuadvise.trace.emu_cost import sample_ns
+
+    unit = run(module, None).cta_cost
+    assert unit is not None
+    kept = tuple(range(0, 100, 3))  # every 3rd of the default's 100: 34 CTAs
+    limit = sample_ns(unit, len(kept), max(1, min(unit.per_batch, -(-len(kept) // 4))))
+    with emulate_mod.sample_emu_cost(limit):
+        assert len(run(module, None).ctas_run) == 264  # the default traces it whole
+        monkeypatch.setattr(
+            emulate_mod, "DEFAULT_SAMPLE_TRACE_BYTES", 100 * RECORDS_PER_CTA * RECORD.itemsize
+        )
+        e = run(module, None)
+        asked = run(module, 300)
+        with emulate_mod.sample_emu_cost(1 << 62):  # never above the enclosing bound
+            again = run(module, None)
+        with emulate_mod.sample_emu_cost(1):  # under the first CTA: it runs all the same
+            least = run(module, None)
+    assert e.ctas_run == kept and again.ctas_run == e.ctas_run
+    assert least.ctas_run == (0,)
+    assert e.emu_cost <= limit
+    assert any(
+        f"traced {len(kept)} of the first wave's 264 CTAs" in n and "emulator" in n for n in e.notes
+    )
+    mine, theirs = by_cta(e), by_cta(run(module, list(kept)))  # type: ignore[arg-type]
+    assert mine.keys() == theirs.keys()
+    for c in mine:
+        np.testing.assert_array_equal(mine[c], theirs[c])
+    assert len(asked.ctas_run) == 300
+    with emulate_mod.sample_emu_cost(1 << 62):  # above the default: the default holds
+        assert len(run(module, None).ctas_run) == 100
