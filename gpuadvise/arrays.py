@@ -26,6 +26,7 @@ __all__ = [
     "lexsort_pair",
     "member",
     "run_heads",
+    "sort_ints",
     "stable_argsort",
     "stable_argsort_equal",
     "stable_argsort_equal_major",
@@ -74,6 +75,43 @@ def _small_first(off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[start], perm[start]
 
 
+_RUNS_MIN = 1 << 16
+"""Below this many elements an integer sort takes the default algorithm without a look at its
+runs (the look is not worth it)."""
+_RUN_LENGTH = 32
+"""The mean run length (elements per descent) from which :func:`sort_ints` takes numpy's stable
+sort: measured on 4.5 million int64 (the 2-core machine), the stable sort (a timsort, which
+merges the runs it finds) and the default one (a vectorized quicksort, which ignores them) cost
+the same at runs of 32, and the stable one 3.5 times less on the L2 model's reuse-gap keys of
+the 8K gather (0.09 against 0.32 CPU-s), 1.5 times less at runs of 1024; on random keys it is
+about 10% slower."""
+
+
+def sort_ints(a: np.ndarray) -> None:
+    """Sort the 1-D array ``a`` in place: an integer one by numpy's stable sort where its runs of
+    non-decreasing values are long (:data:`_RUN_LENGTH`), else (or not integers) by the default
+    one. Sorted integers are the same array whatever the algorithm (equal integers cannot be
+    told apart): only the time differs. Keys made of a value and a position (a sort's
+    permutation packed in) are in runs wherever the values are (a footprint's units row by row,
+    a trace's lanes record by record: 6 times less CPU on the L2 model's sector keys of hecbench
+    layout's AoSKernel)."""
+    if _in_long_runs(a):
+        a.sort(kind="stable")
+    else:
+        a.sort()
+
+
+def _in_long_runs(a: np.ndarray) -> bool:
+    """Whether :func:`sort_ints` sorts ``a`` by the stable sort: integers, at least
+    :data:`_RUNS_MIN` of them, in runs of :data:`_RUN_LENGTH` or more on average."""
+    n = len(a)
+    return (
+        n >= _RUNS_MIN
+        and a.dtype.kind in "iu"
+        and int(np.count_nonzero(a[1:] < a[:-1])) * _RUN_LENGTH <= n
+    )
+
+
 def distinct(a: np.ndarray) -> np.ndarray:
     """``np.unique(a)`` (flattened, sorted distinct values) by one sort (numpy's sort of a
     view's int32 instructions or CTAs is as fast as a count per value: measured), none where
@@ -83,7 +121,8 @@ def distinct(a: np.ndarray) -> np.ndarray:
     if len(s) < 2:
         return np.sort(s)
     if not bool((s[1:] >= s[:-1]).all()):
-        s = np.sort(s)
+        s = s.copy()
+        sort_ints(s)
     keep = np.empty(len(s), dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
@@ -95,7 +134,7 @@ def count_distinct_sorting(a: np.ndarray) -> int:
     caller's own temporary of millions of keys, issue 31's peak)."""
     if len(a) < 2:
         return len(a)
-    a.sort()
+    sort_ints(a)
     return int(np.count_nonzero(a[1:] != a[:-1])) + 1
 
 
@@ -226,7 +265,7 @@ def _sorted_packed(a: np.ndarray, overwrite: bool = False) -> tuple[np.ndarray, 
     # the positions or'ed in a chunk at a time: the same keys, no lane-sized arange beside them
     for i in range(0, n, _POSITIONS_CHUNK):
         key[i : i + _POSITIONS_CHUNK] |= np.arange(i, min(i + _POSITIONS_CHUNK, n), dtype=np.int64)
-    key.sort()
+    sort_ints(key)
     return key, shift, lo
 
 
@@ -312,7 +351,7 @@ def distinct_rows(
                 del digit
         if release and stacked is None:
             parts.clear()  # (the rows are in the key now)
-        key.sort()
+        sort_ints(key)
         keep = np.empty(n, dtype=bool)
         keep[0] = True
         np.not_equal(key[1:], key[:-1], out=keep[1:])

@@ -392,3 +392,49 @@ def test_stable_argsort_equal_major_flags_equal_major_parts(dtype: type) -> None
     assert order.tolist() == [4, 2, 0, 1, 3]
     assert equal.tolist() == [False, False, False, False]
     assert major.tolist() == [True, False, True, False]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint16, np.float64])
+@pytest.mark.parametrize("run", [1, 8, 32, 700])
+def test_sort_ints_sorts_as_numpy_whichever_sort_it_takes(dtype: type, run: int) -> None:
+    """Runs of ``run`` increasing values (random values between them): the stable sort is
+    taken from runs of 32 on, for integers, and the sorted array is numpy's either way; the
+    functions that sort packed keys with it give numpy's results on such arrays too."""
+    from gpuadvise.arrays import (
+        _RUNS_MIN,
+        _in_long_runs,
+        distinct_inverse,
+        sort_ints,
+        stable_argsort,
+    )
+
+    rng = np.random.default_rng(run)
+    n = _RUNS_MIN + 4 * run + 3
+    hi = 1 << 14 if dtype is np.uint16 else 1 << 40
+    a = rng.integers(0, hi, n).astype(dtype)
+    for lo in range(0, n, run):
+        a[lo : lo + run].sort()
+    # (a boundary between runs is a descent half the time: runs of 2 * run on average)
+    assert _in_long_runs(a) == (run >= 32 and np.dtype(dtype).kind in "iu")
+    got = a.copy()
+    sort_ints(got)
+    assert np.array_equal(got, np.sort(a))
+    if np.dtype(dtype).kind in "iu":
+        assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
+        values, inverse = distinct_inverse(a)
+        want_values, want_inverse = np.unique(a, return_inverse=True)
+        assert np.array_equal(values, want_values) and np.array_equal(inverse, want_inverse)
+        assert np.array_equal(distinct(a), want_values)
+        b = a.copy()
+        assert count_distinct_sorting(b) == len(want_values)
+        assert np.array_equal(b, np.sort(a))
+
+
+def test_sort_ints_of_short_or_empty_arrays() -> None:
+    from gpuadvise.arrays import _in_long_runs, sort_ints
+
+    for n in (0, 1, 2, 100):
+        a = np.arange(n, dtype=np.int64)[::-1].copy()
+        assert not _in_long_runs(a)
+        sort_ints(a)
+        assert np.array_equal(a, np.arange(n))
