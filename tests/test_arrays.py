@@ -411,7 +411,7 @@ def test_sort_ints_sorts_as_numpy_whichever_sort_it_takes(dtype: type, run: int)
     rng = np.random.default_rng(run)
     n = _RUNS_MIN + 4 * run + 3
     hi = 1 << 14 if dtype is np.uint16 else 1 << 40
-    a = rng.integers(0, hi, n).astype(dtype)
+    a: np.ndarray = rng.integers(0, hi, n).astype(dtype)
     for lo in range(0, n, run):
         a[lo : lo + run].sort()
     # (a boundary between runs is a descent half the time: runs of 2 * run on average)
