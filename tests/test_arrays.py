@@ -440,3 +440,31 @@ def test_most_common_is_numpys_unique_counts_argmax(dtype: type) -> None:
         assert most_common(a) == int(vals[np.argmax(counts)]), t
     with pytest.raises(ValueError):
         most_common(np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32, np.uint16, np.float64])
+@pytest.mark.parametrize("run", [1, 8, 32, 700])
+def test_packed_sorts_are_numpys_on_runs_whichever_sort_they_take(dtype: type, run: int) -> None:
+    """Runs of ``run`` increasing values (random values between them), the L2 model's and the
+    view's keys: sort_in_place gives numpy's sorted array whichever algorithm it takes, and the
+    functions that sort packed keys with it give numpy's results on such arrays too."""
+    from gpuadvise.arrays import distinct_inverse, sort_in_place, stable_argsort
+
+    rng = np.random.default_rng(run)
+    n = (1 << 16) + 4 * run + 3
+    hi = 1 << 14 if dtype is np.uint16 else 1 << 40
+    a: np.ndarray = rng.integers(0, hi, n).astype(dtype)
+    for lo in range(0, n, run):
+        a[lo : lo + run].sort()
+    got = a.copy()
+    sort_in_place(got)
+    assert np.array_equal(got, np.sort(a))
+    if np.dtype(dtype).kind in "iu":
+        assert np.array_equal(stable_argsort(a), np.argsort(a, kind="stable"))
+        values, inverse = distinct_inverse(a)
+        want_values, want_inverse = np.unique(a, return_inverse=True)
+        assert np.array_equal(values, want_values) and np.array_equal(inverse, want_inverse)
+        assert np.array_equal(distinct(a), want_values)
+        b = a.copy()
+        assert count_distinct_sorting(b) == len(want_values)
+        assert np.array_equal(b, np.sort(a))

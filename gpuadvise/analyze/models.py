@@ -239,7 +239,14 @@ def l2_for(
             f"memory, more than the {format_bytes(REPLAY_MAX_BYTES)} the L2 model takes on any "
             "machine; a smaller grid gets one",
         )
-    return _l2_orders(trace, device, blocks_per_sm)
+    from gpuadvise.ptx.emulator import malloc_tuned
+
+    # the memory each array frees kept for the next (the emulator's setting): after the trace's
+    # emulator restored glibc's defaults, every array of 128 KB and more was a fresh mmap whose
+    # pages faulted in anew (the forked child inherits that): 650,000 faults and half of
+    # hecbench softMax's 2.9 CPU-s of the model were system time, 50,000 and 0.2 s kept
+    with malloc_tuned():
+        return _l2_orders(trace, device, blocks_per_sm)
 
 
 def _struct_layout(
@@ -499,6 +506,7 @@ def _start_behind(compute: Callable[[], Any]) -> L2Behind:
     import gpuadvise.model.l2.predict  # noqa: F401
     import gpuadvise.model.l2.replay  # noqa: F401
     import gpuadvise.model.l2.synthesis  # noqa: F401
+    import gpuadvise.ptx.emulator  # noqa: F401  (l2_for's malloc_tuned)
     import gpuadvise.trace.emulate  # noqa: F401
     from gpuadvise.analyze.l2_behind import L2Behind
 

@@ -278,3 +278,44 @@ def test_analyze_with_the_model_behind_reports_what_it_reported(
         return re.sub(r'"time_s": [0-9.e+-]+', '"time_s": #', text)  # the emulator's seconds
 
     assert timeless(two) == timeless(one)
+
+
+def test_the_child_computes_with_one_malloc_arena(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child limits glibc to one malloc arena before it computes (the memory the model
+    keeps is then shared by the replays' threads); this process's setting is left alone."""
+    calls: list[int] = []
+    monkeypatch.setattr(behind_mod, "_one_malloc_arena", lambda: calls.append(os.getpid()))
+    b = L2Behind(lambda: list(calls)).start()
+    got = b.result()
+    assert len(got) == 1 and got[0] != os.getpid() and not b.computed_here
+    assert calls == []
+
+
+def test_one_malloc_arena_without_mallopt_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_libc(name: Any) -> Any:
+        raise OSError("no libc here")
+
+    monkeypatch.setattr(behind_mod.ctypes, "CDLL", no_libc)
+    behind_mod._one_malloc_arena()  # no exception
+
+
+def test_the_l2_model_keeps_the_memory_its_arrays_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``models.l2_for`` runs the model under the emulator's ``malloc_tuned`` (freed memory
+    kept for the next arrays, not a fresh mmap faulted in per array), and leaves it after."""
+    import types
+
+    import gpuadvise.analyze.models as models
+    import gpuadvise.ptx.emulator as emulator
+    from gpuadvise.devices import preset
+
+    depth_inside: list[int] = []
+
+    def model(trace: Any, device: Any, blocks_per_sm: int) -> tuple[Any, tuple[str, ...]]:
+        depth_inside.append(emulator._malloc_depth)
+        return "the model", ()
+
+    monkeypatch.setattr(models, "_l2_orders", model)
+    trace = types.SimpleNamespace(grid=(4, 2, 1), total_ctas=8)
+    before = emulator._malloc_depth
+    assert models.l2_for(trace, preset("H100"), 2) == ("the model", ())  # type: ignore[arg-type]
+    assert depth_inside == [before + 1] and emulator._malloc_depth == before

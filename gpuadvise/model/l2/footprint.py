@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpuadvise.arrays import distinct, member, stable_argsort
+from gpuadvise.arrays import distinct, member, sort_in_place, stable_argsort
 from gpuadvise.model.coalescing import SECTOR_BYTES, active_lanes
 from gpuadvise.trace.access import Kind
 
@@ -221,7 +221,7 @@ def extract(records: np.ndarray, fetch_bytes: int, sectors: SectorTriples | None
     if (int(cta.max()) - c0 + 1) * span * 8 < 2**62:
         # one sort of (cta, sector, kind) packed into an int64
         key = ((cta - c0) * span + (sec - s0)) * 8 + flag
-        key.sort()
+        sort_in_place(key)
         flag = (key & 7).astype(np.uint8)
         pair = key >> 3
         cta, sec = pair // span + c0, pair % span + s0
