@@ -106,10 +106,10 @@ VARIANT_TRACE_FLOOR_COST = 1 << 17
 # kernel's variant keeps a few CTAs): the accesses and steps above do not see a step's length,
 # where a grid-stride variant's CTA loops over many elements (HeCBench glu: its variant's 2 CTAs
 # of 528 elements a thread, 1.8x the kernel's accesses and steps, took 4.9 CPU-s; vanGenuchten's
-# 32 CTAs 2.14x); and a bound a variant would keep each variant within it where the variants
-# together were not (llm.c layernorm_backward's three, 1.1-1.65x its kernel's each, 4.4x
-# together). The first CTA alone is never cut: contraction's variant, one CTA like the kernel,
-# costs what it costs
+# 32 CTAs 2.14x); all of them together, since a bound on each alone let the variants together
+# cost several times the kernel (llm.c layernorm_backward's three: 0.7-1.65x its kernel's
+# emulator cost each, 3.4x together; 2.1x shared). The first CTA alone is never cut:
+# contraction's variant, one CTA like the kernel, costs what it costs
 VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
 
