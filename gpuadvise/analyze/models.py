@@ -182,7 +182,8 @@ class MemoryAnalysis:
     trace_cost: int = 0
     # what the emulator's trace cost it (trace.emulate.Emulation.emu_cost: its batches' work
     # costed, ns on the calibration machine, the same on every machine; 0 from the GPU tracer):
-    # a variant's emulation is kept to about twice it (analyze.variant_trace.variant_budget_emu)
+    # a kernel's variants' emulations are kept to about twice it together
+    # (analyze.variant_trace.variant_budget_emu)
     emu_cost: int = 0
     # the L2 model still being computed in a forked child (compute_models' l2_behind): l2,
     # l2_unavailable and the L2 model's notes are those of with_l2() (not serialized)

@@ -18,8 +18,9 @@ the variant, traces it on the CPU emulator as it traced the kernel (the same CTA
 same loop sampling), and runs both traces through the same launch model
 (:func:`gpuadvise.model.roofline.launch_estimate`). A variant's first wave that the emulator's
 default budget cuts is cut further, every k-th of its CTAs, to about twice the kernel's trace,
-in bytes, in cost and in the emulator's cost (:data:`VARIANT_TRACE_FACTOR`,
-:func:`variant_budget_emu`); its live registers are not read. A kernel
+in bytes and in cost (:data:`VARIANT_TRACE_FACTOR`), and all the variants together to about
+twice the kernel's emulator cost, an equal share each (:func:`variant_budget_emu`); its live
+registers are not read. A kernel
 whose own trace cost more than :data:`MAX_TRACE_COST` (warp accesses plus warp steps: a count,
 the same on every machine) has no variant traced. The point is then the model's time of the
 kernel over the variant's; an upper bound stays the larger of the rule's and the model's; a
@@ -98,13 +99,16 @@ VARIANT_TRACE_FLOOR_BYTES = 16 << 20
 # their loop. A variant whose first CTA alone costs more (contraction's, CTA 0 alone like the
 # kernel) is not cut: the first CTA always runs
 VARIANT_TRACE_FLOOR_COST = 1 << 17
-# and to about the CTAs whose emulation fits in twice the kernel's own emulator cost
-# (MemoryAnalysis.emu_cost: its batches' instructions, warp accesses and steps costed,
-# trace.emu_cost.emulator_cost; a count, the same on every machine), never under a quarter of a
-# CPU-s of it (so that a small kernel's variant keeps a few CTAs): the accesses and steps above
-# do not see a step's length, where a grid-stride variant's CTA loops over many elements
-# (HeCBench glu: its variant's 2 CTAs of 528 elements a thread, 1.8x the kernel's accesses and
-# steps, took 4.9 CPU-s; vanGenuchten's 32 CTAs 2.14x). The first CTA alone is never cut:
+# and all of a kernel's variants together to about the CTAs whose emulation fits in twice the
+# kernel's own emulator cost (MemoryAnalysis.emu_cost: its batches' instructions, warp accesses
+# and steps costed, trace.emu_cost.emulator_cost; a count, the same on every machine), an equal
+# share each (variant_budget_emu), never under a quarter of a CPU-s a variant (so that a small
+# kernel's variant keeps a few CTAs): the accesses and steps above do not see a step's length,
+# where a grid-stride variant's CTA loops over many elements (HeCBench glu: its variant's 2 CTAs
+# of 528 elements a thread, 1.8x the kernel's accesses and steps, took 4.9 CPU-s; vanGenuchten's
+# 32 CTAs 2.14x); all of them together, since a bound on each alone let the variants together
+# cost several times the kernel (llm.c layernorm_backward's three: 0.7-1.65x its kernel's
+# emulator cost each, 3.4x together; 2.1x shared). The first CTA alone is never cut:
 # contraction's variant, one CTA like the kernel, costs what it costs
 VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
@@ -153,15 +157,18 @@ def variant_budget_cost(analysis: KernelAnalysis) -> int:
     return max(VARIANT_TRACE_FLOOR_COST, VARIANT_TRACE_FACTOR * cost)
 
 
-def variant_budget_emu(analysis: KernelAnalysis) -> int | None:
-    """The emulator's cost a variant's default sample may take
-    (:data:`VARIANT_TRACE_FLOOR_EMU_NS`): None where the kernel's trace did not count it (not
-    the emulator's)."""
+def variant_budget_emu(analysis: KernelAnalysis, variants: int = 1) -> int | None:
+    """The emulator's cost each of a kernel's ``variants`` traced variants' default sample may
+    take: an equal share of :data:`VARIANT_TRACE_FACTOR` times the kernel's own emulator cost,
+    a bound on all of them together, never under :data:`VARIANT_TRACE_FLOOR_EMU_NS` a variant;
+    None where the kernel's trace did not count it (not the emulator's). Equal shares, fixed
+    before any variant is traced, so that a variant's trace is the same whichever process
+    traces it and in whatever order (:func:`traced_in_two`)."""
     mem = analysis.memory
     cost = 0 if mem is None else mem.emu_cost
     if cost <= 0:
         return None
-    return max(VARIANT_TRACE_FLOOR_EMU_NS, VARIANT_TRACE_FACTOR * cost)
+    return max(VARIANT_TRACE_FLOOR_EMU_NS, VARIANT_TRACE_FACTOR * cost // max(1, variants))
 
 
 def trace_alone(
@@ -515,7 +522,9 @@ def _traced_points(
     if before is None:
         return made
     budget, cost = variant_budget_bytes(analysis), variant_budget_cost(analysis)
-    emu = variant_budget_emu(analysis)
+    # the variants' emulations bounded together: each its share of the bound (builds: the
+    # variants this traces, one each)
+    emu = variant_budget_emu(analysis, len(builds))
 
     def side_of(f: Finding, key: tuple[Any, ...]) -> Side | None:
         """The variant's side (None: it did not trace)."""

@@ -649,3 +649,69 @@ def test_a_grid_stride_variant_cut_anyway_is_cut_to_about_the_kernels_emulator_c
     (b,) = [f for f in default.rules.findings if f.rule == "GA206"]
     assert a.estimated_speedup is not None and TRACE_POINT in a.estimated_speedup.inputs
     assert a.estimated_speedup == b.estimated_speedup and a.message == b.message
+
+
+def test_a_kernels_variants_share_one_emulator_bound_in_equal_shares() -> None:
+    """variant_budget_emu over ``variants`` traced variants: twice the kernel's own emulator
+    cost for all of them together, an equal share each, never under the floor a variant; one
+    variant's share is the whole bound (as before the bound was shared)."""
+    import types
+
+    import gpuadvise.analyze.variant_trace as vt
+
+    floor, factor = vt.VARIANT_TRACE_FLOOR_EMU_NS, vt.VARIANT_TRACE_FACTOR
+    big = 6 * floor
+    of = types.SimpleNamespace(memory=types.SimpleNamespace(emu_cost=big))
+    assert vt.variant_budget_emu(of, 1) == vt.variant_budget_emu(of) == factor * big  # type: ignore[arg-type]
+    assert vt.variant_budget_emu(of, 3) == factor * big // 3  # type: ignore[arg-type]
+    shares = [vt.variant_budget_emu(of, n) or 0 for n in range(1, 7)]  # type: ignore[arg-type]
+    assert all(0 < n * s <= factor * big for n, s in enumerate(shares, 1))
+    assert shares == sorted(shares, reverse=True)
+    # the floor holds a variant: the shares of a small kernel do not fall under it
+    small = types.SimpleNamespace(memory=types.SimpleNamespace(emu_cost=floor // 4))
+    assert vt.variant_budget_emu(small, 5) == floor  # type: ignore[arg-type]
+    assert vt.variant_budget_emu(of, 1000) == floor  # type: ignore[arg-type]
+    none = types.SimpleNamespace(memory=types.SimpleNamespace(emu_cost=0))
+    assert vt.variant_budget_emu(none, 3) is None  # type: ignore[arg-type]
+
+
+def test_each_traced_variant_gets_its_share_of_the_kernels_emulator_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """_traced_points bounds every variant it traces (distinct builds: two findings with the same
+    variant count once) by the same share of the kernel's bound, fixed before the first is
+    traced, whichever order they are traced in."""
+    import types
+    from concurrent.futures import Future
+
+    import gpuadvise.analyze.ahead as A
+    import gpuadvise.analyze.variant_trace as VT
+
+    emu_cost = 6 * VT.VARIANT_TRACE_FLOOR_EMU_NS
+    analysis = types.SimpleNamespace(
+        memory=types.SimpleNamespace(emu_cost=emu_cost, trace_cost=1, trace=None), device=H100
+    )
+    seen: list[int | None] = []
+    monkeypatch.setattr(VT, "launch_traffic", lambda a: None if a is not analysis else "before")
+    monkeypatch.setattr(VT, "_serial_s", lambda a: (0.0, False))
+    monkeypatch.setattr(VT, "forget_kernel_view", lambda a: None)
+    monkeypatch.setattr(VT, "variant_budget_bytes", lambda a: 1 << 20)
+    monkeypatch.setattr(VT, "traced_in_two", lambda *a: {})
+
+    def side(vopts, device, sample, budget, built=None, cost=None, emu=None):  # type: ignore[no-untyped-def]
+        seen.append(emu)
+        return None, (0.0, False)  # no traffic: the finding keeps its estimate
+
+    monkeypatch.setattr(VT, "traced_side", side)
+    variants = [
+        Variant("automatic-and-verified", "v", diff=f"--- a\n+++ b\n@@ {i} @@\n") for i in range(3)
+    ]
+    todo = [_finding(None, v) for v in (*variants, variants[0])]  # the first offered twice
+    done: Future[object] = Future()
+    done.set_result(object())
+    builds = {A.variant_key(v): (KernelOptions("k.cu"), done) for v in variants}
+    made = VT._traced_points(analysis, todo, builds, None, memory_rates(H100))  # type: ignore[arg-type]
+    assert made == {}
+    share = VT.VARIANT_TRACE_FACTOR * emu_cost // 3
+    assert seen == [share] * 3
+    assert VT.variant_budget_emu(analysis, 1) == 3 * share  # type: ignore[arg-type]
