@@ -135,12 +135,37 @@ def distinct(a: np.ndarray) -> np.ndarray:
     if len(s) < 2:
         return np.sort(s)
     if not bool((s[1:] >= s[:-1]).all()):
+        marked = _distinct_marked(s)
+        if marked is not None:
+            return marked
         s = s.copy()
         sort_in_place(s)
     keep = np.empty(len(s), dtype=bool)
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def _distinct_marked(s: np.ndarray) -> np.ndarray | None:
+    """:func:`distinct` of a 1-D integer array whose values span no more than its length (a
+    view's instructions, CTAs or (instruction, buffer) pairs): each value marked in a byte per
+    value of the span, the marked ones read back in order (no copy of ``s`` sorted: issue 31,
+    the layout rules' :meth:`~gpuadvise.trace.view.TraceView.buffers_at` sorted every lane's
+    pair); None where the span is wider or the values do not fit an ``intp``."""
+    if s.dtype.kind not in "iu":
+        return None
+    lo, hi = int(s.min()), int(s.max())
+    span = hi - lo + 1
+    if span > len(s) or lo < np.iinfo(np.intp).min or hi > np.iinfo(np.intp).max:
+        return None
+    at = s.astype(np.intp)  # (a copy, as the sort's would be; the offsets made in it)
+    at -= np.intp(lo)
+    mark = np.zeros(span, bool)
+    mark[at] = True
+    del at
+    values = np.flatnonzero(mark)
+    values += np.intp(lo)
+    return values.astype(s.dtype, copy=False)
 
 
 def most_common(a: np.ndarray) -> int:
