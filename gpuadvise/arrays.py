@@ -158,11 +158,12 @@ def _distinct_marked(s: np.ndarray) -> np.ndarray | None:
     span = hi - lo + 1
     if span > len(s) or lo < np.iinfo(np.intp).min or hi > np.iinfo(np.intp).max:
         return None
-    at = s.astype(np.intp)  # (a copy, as the sort's would be; the offsets made in it)
-    at -= np.intp(lo)
     mark = np.zeros(span, bool)
-    mark[at] = True
-    del at
+    for i in range(0, len(s), _POSITIONS_CHUNK):  # (a chunk's offsets at a time: no
+        # lane-sized intp copy beside ``s``, issue 31's peak)
+        at = s[i : i + _POSITIONS_CHUNK].astype(np.intp)
+        at -= np.intp(lo)
+        mark[at] = True
     values = np.flatnonzero(mark)
     values += np.intp(lo)
     return values.astype(s.dtype, copy=False)

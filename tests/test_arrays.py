@@ -131,6 +131,7 @@ def test_distinct_of_values_spanning_at_most_their_count_marks_them(
             a[:2] = [lo + span - 1, lo]  # (unordered, the whole span)
             want = np.unique(a)
             with monkeypatch.context() as m:
+                m.setattr(arrays, "_POSITIONS_CHUNK", 7)  # (marked a chunk at a time)
                 if lo + span - 1 <= np.iinfo(np.intp).max:  # (past it: sorted)
                     m.setattr(arrays, "sort_in_place", lambda *x, **k: pytest.fail("sorted"))
                 got = arrays.distinct(a)
