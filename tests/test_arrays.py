@@ -112,6 +112,36 @@ def test_distinct_of_non_decreasing_values_sorts_nothing(dtype: type, monkeypatc
         assert np.array_equal(distinct(down.reshape(-1, 1)), want)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint64])
+def test_distinct_of_values_spanning_at_most_their_count_marks_them(
+    dtype: type, monkeypatch
+) -> None:
+    """Unordered values spanning no more than their count (a view's (instruction, buffer)
+    pairs) are marked, not sorted: np.unique's values and dtype, at either end of the type's
+    range; wider spans (and uint64 past int64) are sorted, with the same result."""
+    import gpuadvise.arrays as arrays
+
+    rng = np.random.default_rng(23)
+    info = np.iinfo(dtype)
+    for n, span in ((2, 1), (50, 50), (1000, 300), (3000, 3000)):
+        if span > int(info.max) - int(info.min) + 1:
+            continue
+        for lo in (int(info.min), int(info.max) - span + 1):
+            a = rng.integers(lo, lo + span - 1, n, dtype=dtype, endpoint=True)
+            a[:2] = [lo + span - 1, lo]  # (unordered, the whole span)
+            want = np.unique(a)
+            with monkeypatch.context() as m:
+                m.setattr(arrays, "_POSITIONS_CHUNK", 7)  # (marked a chunk at a time)
+                if lo + span - 1 <= np.iinfo(np.intp).max:  # (past it: sorted)
+                    m.setattr(arrays, "sort_in_place", lambda *x, **k: pytest.fail("sorted"))
+                got = arrays.distinct(a)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    wide = rng.integers(0, min(int(info.max), 10**6), 200, dtype=dtype)
+    wide[:2] = [int(wide.max()), 0]
+    got = arrays.distinct(wide)
+    assert got.dtype == wide.dtype and np.array_equal(got, np.unique(wide))
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
 def test_first_by_runs_overwriting_its_temporary_is_numpys(dtype: type) -> None:
     """first_by_runs and distinct_first given the caller's temporary (``overwrite``): np.unique's

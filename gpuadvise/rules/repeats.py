@@ -362,6 +362,53 @@ def _ascending(values: np.ndarray, n: int) -> np.ndarray:
     return at[np.flatnonzero(mark)]
 
 
+def _cta_distinct_sectors(
+    cta: np.ndarray, buf: np.ndarray, off: np.ndarray, ctas: int
+) -> np.ndarray:
+    """Per CTA (``0 .. ctas - 1``, float64), the distinct (buffer, 32-byte sector) its lanes
+    (CTA ``cta``, buffer ``buf`` >= 0, byte offset ``off``) touch. Where the CTAs' buffers'
+    sectors span no more bytes than there are lanes twice (the sampled CTAs of a kernel of
+    small buffers: HeCBench present's 30 CTAs of 8 buffers, 6.6 M), each one is marked in a
+    byte per (CTA, buffer, sector), no sort (issue 31: the sort of present's 6.7 M random keys
+    was an eighth of GA309); else the keys sorted."""
+    n = len(cta)
+    if not n:
+        return np.zeros(ctas, np.float64)
+    nb = int(buf.max()) + 1
+    width = int(off.max()) // SECTOR + 1
+    if nb <= 128 and int(off.min()) >= 0 and ctas * nb * width <= 2 * n:
+        at = cta.astype(np.int64)
+        at *= nb
+        at += buf
+        at *= width
+        at += off // SECTOR
+        mark = np.zeros(ctas * nb * width, bool)
+        mark[at] = True
+        del at
+        return np.count_nonzero(mark.reshape(ctas, nb * width), axis=1).astype(np.float64)
+    # the keys (CTA << 47) | (buffer << 40) | sector, built and sorted in place (((CTA << 7) |
+    # buffer) << 40: the same bits, one lane-sized temporary fewer, issue 31)
+    key = cta.astype(np.int64)
+    key <<= 7
+    key |= buf
+    key <<= 40
+    key |= off // SECTOR
+    # a lane of its predecessor's sector (a coalesced request's lanes: 8 of 4 bytes a sector)
+    # adds no key: those left out before the sort, the same distinct keys from fewer
+    head = np.empty(len(key), bool)
+    head[:1] = True
+    np.not_equal(key[1:], key[:-1], out=head[1:])
+    key = key[head]
+    sort_in_place(key)  # (in execution order, the CTA its major digit: long runs already)
+    head = np.empty(len(key), bool)
+    head[:1] = True
+    np.not_equal(key[1:], key[:-1], out=head[1:])
+    key = key[head]
+    del head
+    key >>= 47
+    return np.bincount(key, minlength=ctas).astype(np.float64)
+
+
 def same_thread_reloads(view: TraceView) -> ThreadReloads:
     """The :class:`ThreadReloads` of ``view``: a load lane whose thread's previous access of the same
     (buffer, byte offset) is a load or a store (not an atomic: its value is not the one in
@@ -484,30 +531,8 @@ def same_thread_reloads(view: TraceView) -> ThreadReloads:
     lc, lp = at_lane(cur), at_lane(prev)
     window = csum[cpos[lc] - 1] - csum[cpos[lp]]
     del per_rec, cpos, csum
-    # each CTA's distinct sectors: the keys (CTA << 47) | (buffer << 40) | sector, built and
-    # sorted in place (((CTA << 7) | buffer) << 40: the same bits, one lane-sized temporary
-    # fewer, issue 31)
-    key = sel(lanes.cta).astype(np.int64)
-    key <<= 7
-    key |= sel(lb)
-    key <<= 40
-    key |= sel(lanes.off) // SECTOR
-    # a lane of its predecessor's sector (a coalesced request's lanes: 8 of 4 bytes a sector)
-    # adds no key: those left out before the sort, the same distinct keys from fewer
-    head = np.empty(len(key), bool)
-    head[:1] = True
-    np.not_equal(key[1:], key[:-1], out=head[1:])
-    key = key[head]
-    sort_in_place(key)  # (in execution order, the CTA its major digit: long runs already)
-    head = np.empty(len(key), bool)
-    head[:1] = True
-    np.not_equal(key[1:], key[:-1], out=head[1:])
-    key = key[head]
-    del head
-    key >>= 47
-    # (the reloads' CTAs gathered from the view's own column: no lane-sized int64 copy)
-    cta_sectors = np.bincount(key, minlength=int(lanes.cta.max()) + 1).astype(np.float64)
-    del key
+    ctas = int(lanes.cta.max()) + 1
+    cta_sectors = _cta_distinct_sectors(sel(lanes.cta), sel(lb), sel(lanes.off), ctas)
     window = np.minimum(np.maximum(window, 0.0), cta_sectors[lanes.cta[lc]])
     # the reloads in execution order: each lane reloads at most once, so by a scatter, no sort
     order = _ascending(lc, n)

@@ -847,7 +847,7 @@ def warp_footprint(lanes: Lanes) -> tuple[int, int]:
     ukey <<= 44
     ukey |= unit_no
     del unit_no
-    ukey.sort()  # (the function's own keys: sorted in place, not copied)
+    sort_in_place(ukey)  # (its own keys, in place; by warp in execution order: often long runs)
     ukeys = ukey[run_heads(ukey)] if len(ukey) else ukey
     del ukey
     g = ukeys >> 44  # sorted: each group's distinct units are one run
@@ -887,7 +887,7 @@ def _sector_keys_count(group: np.ndarray, off: np.ndarray, width: np.ndarray) ->
     else:
         key = np.concatenate(keys)
         del keys
-    key.sort()
+    sort_in_place(key)
     return _distinct_sorted(key)
 
 

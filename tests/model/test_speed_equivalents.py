@@ -91,6 +91,27 @@ def test_lanes_by_cta_from_the_records_is_the_stable_sort_of_the_lanes(seed: int
     assert _lanes_by_cta(rec[::-1].copy(), np.bincount(rec, minlength=n_rec), rec_cta) is None
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("top", [300, 40_000, 2**36])
+def test_cta_distinct_sectors_by_marks_or_sort_are_np_uniques(seed: int, top: int) -> None:
+    """same_thread_reloads' distinct (buffer, sector) per CTA (issue 31): marked where the
+    CTAs' buffers' sectors are few (the first two spans of offsets), else by the keys' sort; the
+    count of np.unique's (CTA, buffer, sector) rows either way, CTAs without lanes 0."""
+    from gpuadvise.rules.repeats import _cta_distinct_sectors
+
+    rng = np.random.default_rng(seed)
+    n, ctas = 5000, 12
+    cta = rng.integers(0, ctas - 1, n).astype(np.int32)  # (the last CTA has no lanes)
+    buf = rng.integers(0, 5, n).astype(np.int32)
+    off = rng.integers(0, top, n).astype(np.int64)
+    off[:200] = off[0] + np.arange(200) * 4  # (a coalesced run: neighbours of one sector)
+    got = _cta_distinct_sectors(cta, buf, off, ctas)
+    rows = np.unique(np.stack([cta.astype(np.int64), buf, off // 32]), axis=1)
+    want = np.bincount(rows[0], minlength=ctas).astype(np.float64)
+    assert got.dtype == np.float64 and np.array_equal(got, want)
+    assert got[-1] == 0.0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_first_lane_per_address_by_sort_is_the_pairwise_one(seed: int) -> None:
     """Reconcile's aggregated atomics: the lowest active lane of each address, from one sort a
