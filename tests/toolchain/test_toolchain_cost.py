@@ -153,14 +153,7 @@ def test_sass_read_from_the_life_ranges_is_a_plain_disassembly(
     sass._disassemble_cached.cache_clear()
     liveness._cached.cache_clear()
     sass._texts.clear()
-    runs: list[list[str]] = []
-    real_run = sass._run
-
-    def counted(cmd):  # type: ignore[no-untyped-def]
-        runs.append(list(cmd))
-        return real_run(cmd)
-
-    monkeypatch.setattr(sass, "_run", counted)
+    runs = _counted_runs(monkeypatch)
     kernel = module.kernels[0]
     liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
     got = disassemble_all(module.cubin_path, TC)
@@ -310,6 +303,19 @@ def _compiled_with(made, source: Path = MULTI):  # type: ignore[no-untyped-def]
     return module
 
 
+def _counted_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The disassembler's runs from now on (``sass._run``'s commands), in a list kept current."""
+    runs: list[list[str]] = []
+    real_run = sass._run
+
+    def counted(cmd):  # type: ignore[no-untyped-def]
+        runs.append(list(cmd))
+        return real_run(cmd)
+
+    monkeypatch.setattr(sass, "_run", counted)
+    return runs
+
+
 @needs_tools
 def test_life_ranges_started_as_nvcc_returns_are_waited_for_not_run_again(
     private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch
@@ -390,14 +396,7 @@ def test_variant_sass_started_as_nvcc_returns_is_taken_not_run_again(
     indirect branch needs the dataflow pass ``-ndf`` skips: it is read again without ``-ndf``,
     as before (the same SASS)."""
     assert TC is not None and TC.nvdisasm is not None
-    runs: list[list[str]] = []
-    real_run = sass._run
-
-    def counted(cmd):  # type: ignore[no-untyped-def]
-        runs.append(list(cmd))
-        return real_run(cmd)
-
-    monkeypatch.setattr(sass, "_run", counted)
+    runs = _counted_runs(monkeypatch)
     module = _compiled_with(sass.disassembly_made, source)
     assert [r[1:4] for r in runs] == [["-c", "-gi", "-ndf"]]
     got = disassemble_all(module.cubin_path, TC)
