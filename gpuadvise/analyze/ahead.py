@@ -66,10 +66,14 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
     from gpuadvise.analyze.head import compile_head
     from gpuadvise.analyze.options import build
     from gpuadvise.spec.progress import reporting
+    from gpuadvise.toolchain.compile import while_nvcc_runs
+    from gpuadvise.toolchain.sass import disassembly_made
 
     with reporting(None):
         spec, _, options = build(vopts)
-        head = compile_head(spec, device, options, vopts.nvcc)
+        # its SASS's nvdisasm run started as soon as nvcc has made the cubin (read below)
+        with while_nvcc_runs(contextlib.nullcontext, made=disassembly_made):
+            head = compile_head(spec, device, options, vopts.nvcc)
     # the variant's SASS (the emulator's block costs), read by this thread once the variant is
     # handed over (:meth:`Ahead.submit`); a failure is left for the trace, which reads it again
     sass = SassAhead(head.module, head.head.kernel, head.toolchain, registers=False, thread=False)
@@ -197,23 +201,6 @@ class SassAhead:
         if self.key != (module.cubin_path, kernel.mangled, registers):
             return None
         return self._out
-
-
-def sass_soon(module: CompiledModule, tc: Toolchain) -> None:
-    """The kernel's life ranges and SASS (one ``nvdisasm -plr`` run of the whole cubin) started
-    in a thread as soon as nvcc has made ``module``, for ``analyze``'s plain run, whose kernel is
-    compiled first for the result cache's key (:func:`gpuadvise.toolchain.compile.while_nvcc_runs`'s
-    ``then``): the analysis' :class:`SassAhead` then waits for that run instead of starting its
-    own after the key, the result cache's lookup and the analysis' set-up (the emulator's trace
-    of a small kernel waits for the SASS at its end: 0.3-0.7 s on the 2-core machine). The same
-    run, the same output: only when it starts moves. Never raises (the analysis reads it again
-    and reports what failed)."""
-    if tc.nvdisasm is None:
-        return
-    from gpuadvise.toolchain.sass import life_range_text_soon
-
-    with contextlib.suppress(Exception):
-        life_range_text_soon(module.cubin_path, str(tc.nvdisasm))
 
 
 def variant_key(v: Variant) -> tuple[Any, ...]:

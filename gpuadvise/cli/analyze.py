@@ -151,6 +151,7 @@ def run_analyze(
         }
         from gpuadvise.analyze.warm import imports_during
         from gpuadvise.toolchain.compile import while_nvcc_runs
+        from gpuadvise.toolchain.sass import life_ranges_made
 
         # the key compiles the kernel: the later stages are imported while nvcc runs (not on a
         # compile cache hit, where nothing runs beside them: an unchanged re-run stays short)
@@ -158,7 +159,7 @@ def run_analyze(
             lambda: imports_during(
                 settings.trace, not settings.rules_dirs, header=streamed, nvcc_alone=True
             ),
-            then=_sass_soon,
+            made=life_ranges_made,
         ):
             key = result_cache.analysis_key(opts, params, {})
         hit = _render_hit(
@@ -231,15 +232,6 @@ def run_analyze(
     ):
         result_cache.store(key, report)
     return code
-
-
-def _sass_soon(module: Any, tc: Any) -> None:
-    """The kernel's SASS read from the moment the key's nvcc made it
-    (:func:`gpuadvise.analyze.ahead.sass_soon`; imported beside nvcc, by
-    :mod:`gpuadvise.analyze.warm`'s thread)."""
-    from gpuadvise.analyze.ahead import sass_soon
-
-    sass_soon(module, tc)
 
 
 class _HeaderPrinter:

@@ -90,30 +90,37 @@ __all__ = [
 _WHILE_NVCC: contextvars.ContextVar[Callable[[], AbstractContextManager[Any]] | None] = (
     contextvars.ContextVar("gpuadvise_while_nvcc", default=None)
 )
-_AFTER_NVCC: contextvars.ContextVar[Callable[[CompiledModule, Toolchain], None] | None] = (
-    contextvars.ContextVar("gpuadvise_after_nvcc", default=None)
+MadeHook = Callable[[Path, Toolchain], Callable[[CompiledModule], None] | None]
+"""``while_nvcc_runs``' ``made``: told a cubin nvcc has just made and the toolchain; returns what
+to tell the module as stored (or None)."""
+_MADE: contextvars.ContextVar[MadeHook | None] = contextvars.ContextVar(
+    "gpuadvise_cubin_made", default=None
 )
 
 
 @contextlib.contextmanager
 def while_nvcc_runs(
     work: Callable[[], AbstractContextManager[Any]],
-    then: Callable[[CompiledModule, Toolchain], None] | None = None,
+    made: MadeHook | None = None,
 ) -> Iterator[None]:
     """Within the ``with`` block, every nvcc run of :func:`compile_source` is wrapped in
     ``work()``: a context entered as nvcc starts and left when it has returned, for work that
     uses the CPU nvcc leaves idle (``analyze`` imports its later stages then:
     :mod:`gpuadvise.analyze.warm`). Nothing is done on a cache hit, where no nvcc runs; the
-    block's thread only waits for nvcc meanwhile (it imports nothing). ``then``: told of each
-    module nvcc made (as stored in the cache) and the toolchain, as soon as it is made, for
-    work on its cubin that need not wait for the caller (``analyze`` starts reading its SASS:
-    :func:`gpuadvise.analyze.ahead.sass_soon`); it must not raise."""
+    block's thread only waits for nvcc meanwhile (it imports nothing). ``made``: told of each
+    cubin nvcc made (its path in the compile's build folder, removed once it is stored) and the
+    toolchain as soon as nvcc has returned, in the compiling thread, before ``work()`` is left
+    (so it must import nothing: the work may still be importing) and before the compile reads
+    nvcc's output back and the cache stores the cubin, for work on the cubin that need not wait
+    for those (``analyze`` starts the kernel's nvdisasm run:
+    :func:`gpuadvise.toolchain.sass.life_ranges_made`); what it returns (None: nothing) is then
+    told the module as stored in the cache. Neither call may raise."""
     token = _WHILE_NVCC.set(work)
-    after = _AFTER_NVCC.set(then)
+    after = _MADE.set(made)
     try:
         yield
     finally:
-        _AFTER_NVCC.reset(after)
+        _MADE.reset(after)
         _WHILE_NVCC.reset(token)
 
 
@@ -257,14 +264,20 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
         _log.info("compile cache hit: %s (%s)", src.name, manifest.parent)
         return hit
     _log.info("compile cache miss: compiling %s for %s (cache %s)", src.name, options.arch, root)
+    made = _MADE.get()
+    stored_told: list[Callable[[CompiledModule], None]] = []
+
+    def on_cubin(cubin: Path) -> None:  # nvcc has made it: told before it is stored
+        if made is not None and (then := made(cubin, tc)) is not None:
+            stored_told.append(then)
+
     with _build_dir(root) as work:
         staging = work / "out"
         staging.mkdir()
-        module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc")
+        module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc", on_cubin)
         stored = store(root, manifest, module, staging)
-    then = _AFTER_NVCC.get()
-    if then is not None:
-        then(stored, tc)
+    for then in stored_told:
+        then(stored)
     return stored
 
 
@@ -275,6 +288,7 @@ def _run_nvcc(
     tc: Toolchain,
     out_dir: Path,
     keep_dir: Path,
+    on_cubin: Callable[[Path], None] | None = None,
 ) -> CompiledModule:
     keep_dir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -298,6 +312,9 @@ def _run_nvcc(
     with work() if work is not None else contextlib.nullcontext():
         proc = run_tool(cmd, "nvcc", env=env)
         elapsed_s = time.perf_counter() - start  # nvcc's own time, not the work beside it
+        if on_cubin is not None and proc.returncode == 0 and cubin.is_file():
+            # before the work beside nvcc is waited for (it imports nothing: see while_nvcc_runs)
+            on_cubin(cubin)
     _log.info("nvcc took %.2f s (exit %d)", elapsed_s, proc.returncode)
     log = (proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr).strip()
     if nvcc_input != src:

@@ -23,6 +23,7 @@ Instructions predicated ``@!PT`` never execute (ptxas pads with them) and are no
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -30,16 +31,20 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
 from gpuadvise.fileio import decode_tool_path
 from gpuadvise.inputfiles import read_cache_bytes
 from gpuadvise.spec.budget import read_limit_bytes
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
+from gpuadvise.toolchain.scratch import keep_until_exit, release
+
+if TYPE_CHECKING:
+    from gpuadvise.toolchain.module import CompiledModule
 
 __all__ = [
     "MemoryOp",
@@ -527,7 +532,9 @@ def _disassemble_cached(
         if derived is not None:
             return derived
         fun = [] if function is None else ["-fun", str(function)]
-        proc = _run([tool, "-c", "-gi", "-ndf", *fun, cubin])
+        # the same command may have been started as nvcc returned (disassembly_early)
+        early = None if function is not None else _early_disassembly(cubin, _mtime_ns, _size, tool)
+        proc = early if early is not None else _run([tool, "-c", "-gi", "-ndf", *fun, cubin])
         if proc.returncode != 0 and "-gi" in proc.stderr:  # an nvdisasm without -gi
             proc = _run([tool, "-c", "-g", "-ndf", *fun, cubin])
         if proc.returncode == 0 and _INDIRECT_RE.search(proc.stdout):
@@ -550,7 +557,7 @@ _texts: dict[_TextKey, str] = {}
 _KEEP_TEXTS = 2
 _texts_lock = threading.Lock()  # a batch analyses kernels in threads
 _pending: dict[_TextKey, threading.Event] = {}
-"""The ``-plr`` runs started ahead (:func:`life_range_text_soon`) and not ended yet."""
+"""The ``-plr`` runs started ahead (:func:`life_range_text_early`) and not ended yet."""
 
 
 def _sidecar(key: _TextKey) -> Path:
@@ -598,47 +605,202 @@ def _read_life_range_text(key: _TextKey) -> str:
             raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
         write_sidecar(sidecar, proc.stdout)
         text = proc.stdout
+    _keep_text(key, text)
+    return text
+
+
+def _keep_text(key: _TextKey, text: str) -> None:
+    """``text`` kept as ``key``'s ``-plr`` output (the last :data:`_KEEP_TEXTS` are)."""
     with _texts_lock:
         while len(_texts) >= _KEEP_TEXTS:
             _texts.pop(next(iter(_texts)), None)
         _texts[key] = text
-    return text
 
 
-def life_range_text_soon(cubin: str | os.PathLike[str], tool: str) -> bool:
-    """:func:`life_range_text` of the whole ``cubin`` started now in a thread (nvdisasm, a child
-    process), for a caller that will read it later (``analyze`` reads it for the kernel's SASS
-    and live registers): that caller then waits for this run instead of starting its own. Only
-    where the whole cubin is read (at most :data:`NARROW_ABOVE` functions: the key
-    :func:`~gpuadvise.toolchain.liveness.life_ranges` asks for whatever the kernel). A failure
-    is left for the caller, which runs nvdisasm again and reports it. Whether it was started."""
-    path = Path(cubin)
-    try:
-        stat = path.stat()
-    except OSError:
-        return False
-    resolved = str(path.resolve())
-    if len(_function_symbols(resolved, stat.st_mtime_ns, stat.st_size)) > NARROW_ABOVE:
-        return False
-    key: _TextKey = (resolved, stat.st_mtime_ns, stat.st_size, tool, None)
-    with _texts_lock:
-        if key in _texts or key in _pending:
-            return False
-        started = _pending[key] = threading.Event()
+class _EarlyRun:
+    """One nvdisasm run on a cubin nvcc has just written, started before the compile cache has
+    read it back, hashed the compile's inputs and stored it (about 0.05 s of this process on
+    the 2-core machine, with the demangler's run and the PTX's resources), on a link to it (or a
+    copy) in a folder of its own: the compile's build folder is removed once the cubin is
+    stored. nvdisasm's output does not name its input, so it is the stored copy's (the same
+    bytes). :meth:`result` waits for it (None: it could not be run)."""
 
-    def read() -> None:
+    def __init__(self, cubin: Path, cmd: Sequence[str]) -> None:
+        self._folder = keep_until_exit("gpuadvise-sass-")
         try:
-            _read_life_range_text(key)
-        except Exception:  # noqa: BLE001, S110 - the caller's own read reports it
+            target = self._folder / "module.cubin"
+            try:
+                os.link(cubin, target)
+            except OSError:  # another file system: a copy (a cubin is small)
+                import shutil
+
+                shutil.copyfile(cubin, target)
+        except BaseException:
+            release(self._folder)
+            raise
+        self._cmd = [*cmd, str(target)]
+        self._out: subprocess.CompletedProcess[str] | None = None
+        self._done = threading.Event()
+        # a daemon: an interrupted analysis does not wait for nvdisasm
+        threading.Thread(target=self._go, daemon=True, name="gpuadvise-sass").start()
+
+    def _go(self) -> None:
+        try:
+            self._out = _run(self._cmd)
+        except BaseException:  # noqa: BLE001, S110 - the reader runs nvdisasm itself
             pass
         finally:
-            with _texts_lock:
-                _pending.pop(key, None)
-            started.set()
+            release(self._folder)
+            self._done.set()
 
-    # a daemon: an interrupted analysis does not wait for nvdisasm
-    threading.Thread(target=read, daemon=True, name="gpuadvise-plr").start()
-    return True
+    def result(self) -> subprocess.CompletedProcess[str] | None:
+        self._done.wait()
+        return self._out
+
+
+def _whole_cubin(cubin: Path) -> bool:
+    """Whether ``cubin``'s SASS and life ranges are read whole (at most :data:`NARROW_ABOVE`
+    functions: :func:`function_index` is None whatever the kernel)."""
+    try:
+        symbols = _function_symbols(*_stat_key(cubin))
+    except OSError:
+        return False
+    return len(symbols) <= NARROW_ABOVE
+
+
+def _stat_key(cubin: Path) -> tuple[str, int, int]:
+    """(resolved path, mtime, size) of ``cubin``: what its disassemblies are kept under."""
+    stat = cubin.stat()
+    return str(cubin.resolve()), stat.st_mtime_ns, stat.st_size
+
+
+def life_range_text_early(cubin: Path, tool: str) -> Callable[[Path], bool] | None:
+    """:func:`life_range_text` of the whole of ``cubin``, a cubin nvcc has just written in the
+    compile's build folder, started now (:class:`_EarlyRun`, ``analyze``'s key compile: the
+    kernel's SASS and live registers are read from it), before the compile cache stores it.
+    Returns ``adopt(stored)``, to call with the stored copy's path: its :func:`life_range_text`
+    then waits for this run instead of starting its own (a failed run is left to that read,
+    which runs nvdisasm again and reports it); whether it was adopted. None (nothing started)
+    where the cubin is read a kernel at a time (more than :data:`NARROW_ABOVE` functions) or
+    cannot be read."""
+    if not _whole_cubin(cubin):
+        return None
+    run = _EarlyRun(cubin, [tool, "--print-life-ranges", "-c"])
+
+    def adopt(stored: Path) -> bool:
+        try:
+            path, mtime_ns, size = _stat_key(stored)
+        except OSError:
+            return False
+        key: _TextKey = (path, mtime_ns, size, tool, None)
+        with _texts_lock:
+            if key in _texts or key in _pending:
+                return False
+            started = _pending[key] = threading.Event()
+
+        def finish() -> None:
+            try:
+                proc = run.result()
+                if proc is not None and proc.returncode == 0:
+                    write_sidecar(_sidecar(key), proc.stdout)
+                    _keep_text(key, proc.stdout)
+            finally:
+                with _texts_lock:
+                    _pending.pop(key, None)
+                started.set()
+
+        threading.Thread(target=finish, daemon=True, name="gpuadvise-plr").start()
+        return True
+
+    return adopt
+
+
+_early_sass: dict[tuple[str, int, int, str], _EarlyRun] = {}
+"""The ``-c -gi -ndf`` runs started on fresh cubins (:func:`disassembly_early`), by the stored
+copy's (path, mtime, size, tool): :func:`_disassemble_cached` takes its output from there."""
+
+
+def disassembly_early(cubin: Path, tool: str) -> Callable[[Path], bool] | None:
+    """:func:`disassemble_all`'s nvdisasm run (``-c -gi -ndf``) of the whole of ``cubin``, a
+    cubin nvcc has just written in the compile's build folder, started now
+    (:class:`_EarlyRun`: a variant compiled ahead of its trace, whose SASS is read next:
+    :class:`gpuadvise.analyze.ahead.Ahead`). Returns ``adopt(stored)``, to call with the stored
+    copy's path: :func:`disassemble_all` of it then takes this run's output instead of running
+    the same command again (and goes on from it as from its own: ``-g`` where ``-gi`` is not
+    known, no ``-ndf`` where the code has an indirect branch); whether it was adopted. None
+    (nothing started) where the cubin is read a kernel at a time or cannot be read."""
+    if not _whole_cubin(cubin):
+        return None
+    run = _EarlyRun(cubin, [tool, "-c", "-gi", "-ndf"])
+
+    def adopt(stored: Path) -> bool:
+        try:
+            key = (*_stat_key(stored), tool)
+        except OSError:
+            return False
+        with _texts_lock:
+            if key in _early_sass:
+                return False
+            _early_sass[key] = run
+        return True
+
+    return adopt
+
+
+def life_ranges_made(cubin: Path, tc: Toolchain) -> Callable[[CompiledModule], None] | None:
+    """The kernel's life ranges and SASS (one ``nvdisasm -plr`` run of the whole cubin) started
+    as soon as nvcc has made ``cubin``: ``analyze``'s plain run compiles the kernel first for
+    the result cache's key, and this is that compile's ``made``
+    (:func:`gpuadvise.toolchain.compile.while_nvcc_runs`; :func:`life_range_text_early`). The
+    analysis' :class:`~gpuadvise.analyze.ahead.SassAhead` then finds that run under way, or
+    finished, instead of starting its own after the compile cache's store, the key, the result
+    cache's lookup and the analysis' set-up (the emulator's trace of a small kernel waits for
+    the SASS at its end: 0.3-0.7 s on the 2-core machine). The same command on the same bytes,
+    the same output: only when it starts moves. Imports nothing (it runs while the analysis'
+    imports may still be running beside nvcc) and never raises (the analysis reads the SASS
+    again and reports what failed)."""
+    return _made(cubin, tc, life_range_text_early)
+
+
+def disassembly_made(cubin: Path, tc: Toolchain) -> Callable[[CompiledModule], None] | None:
+    """A variant's SASS (nvdisasm ``-c -gi -ndf``, the emulator's block costs: a variant's live
+    registers are not read) started as soon as nvcc has made its ``cubin``
+    (:func:`disassembly_early`): the ``made`` of the compiles of
+    :class:`gpuadvise.analyze.ahead.Ahead`, whose thread reads the variant's SASS once it is
+    compiled (the compile cache's store, the resources and the occupancy first) and handed
+    over; that read takes this run's output. As :func:`life_ranges_made`."""
+    return _made(cubin, tc, disassembly_early)
+
+
+def _made(
+    cubin: Path, tc: Toolchain, early: Callable[[Path, str], Callable[[Path], bool] | None]
+) -> Callable[[CompiledModule], None] | None:
+    if tc.nvdisasm is None:
+        return None
+    try:
+        adopt = early(cubin, str(tc.nvdisasm))
+    except Exception:  # noqa: BLE001 - the analysis reads it itself
+        return None
+    if adopt is None:
+        return None
+
+    def stored(module: CompiledModule) -> None:
+        with contextlib.suppress(Exception):
+            adopt(module.cubin_path)
+
+    return stored
+
+
+def _early_disassembly(
+    cubin: str, mtime_ns: int, size: int, tool: str
+) -> subprocess.CompletedProcess[str] | None:
+    """The ``-c -gi -ndf`` run :func:`disassembly_early` started on this cubin, waited for, where
+    it succeeded (None: none was started, or it failed); taken once."""
+    with _texts_lock:
+        run = _early_sass.pop((cubin, mtime_ns, size, tool), None)
+    proc = None if run is None else run.result()
+    # a failure is left to the run on the stored cubin (its error then names that cubin)
+    return proc if proc is not None and proc.returncode == 0 else None
 
 
 def _from_life_ranges(

@@ -153,14 +153,7 @@ def test_sass_read_from_the_life_ranges_is_a_plain_disassembly(
     sass._disassemble_cached.cache_clear()
     liveness._cached.cache_clear()
     sass._texts.clear()
-    runs: list[list[str]] = []
-    real_run = sass._run
-
-    def counted(cmd):  # type: ignore[no-untyped-def]
-        runs.append(list(cmd))
-        return real_run(cmd)
-
-    monkeypatch.setattr(sass, "_run", counted)
+    runs = _counted_runs(monkeypatch)
     kernel = module.kernels[0]
     liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
     got = disassemble_all(module.cubin_path, TC)
@@ -241,59 +234,101 @@ def test_work_beside_nvcc_runs_while_nvcc_does_and_never_on_a_hit(
 
 
 @needs_tools
-def test_after_nvcc_is_told_each_module_nvcc_made_and_never_on_a_hit(
+def test_made_is_told_each_cubin_nvcc_made_then_the_stored_module_never_on_a_hit(
     private_compile_cache: Path,
 ) -> None:
-    """``while_nvcc_runs``' ``then``: told of the module as stored in the cache (its cubin
-    there), once per nvcc run, in the compiling thread; a cache hit (no nvcc) tells nothing,
-    nor does a compile outside the block."""
+    """``while_nvcc_runs``' ``made``: told of each cubin nvcc made as soon as nvcc has returned,
+    in the compiling thread, before the work beside nvcc is left and before the cache stores the
+    cubin (in the compile's build folder); what it returns is told the module as stored (its
+    cubin in the cache, the same bytes); a cache hit (no nvcc) tells nothing, nor does a compile
+    outside the block."""
+    import contextlib
+    import threading
+    from collections.abc import Iterator
+
+    from gpuadvise.toolchain.compile import while_nvcc_runs
+
+    seen: list[str] = []
+    made: list[tuple[Path, bytes]] = []
+    stored: list[tuple[Path, bool]] = []
+
+    @contextlib.contextmanager
+    def work() -> Iterator[None]:
+        seen.append("enter")
+        yield
+        seen.append("exit")
+
+    def hook(cubin, tc):  # type: ignore[no-untyped-def]
+        assert threading.current_thread() is threading.main_thread()
+        assert seen == ["enter"]  # the work beside nvcc not left yet
+        assert TC is not None and tc.nvdisasm == TC.nvdisasm
+        made.append((cubin, cubin.read_bytes()))
+        return lambda module: stored.append((module.cubin_path, module.cubin_path.is_file()))
+
+    with while_nvcc_runs(work, made=hook):
+        first = compile_source(MULTI, OPTIONS)
+        assert len(made) == 1 and made[0][0] != first.cubin_path and seen == ["enter", "exit"]
+        assert not made[0][0].exists()  # the compile's build folder, removed once stored
+        assert made[0][1] == first.cubin_path.read_bytes()
+        assert stored == [(first.cubin_path, True)]
+        assert private_compile_cache.resolve() in first.cubin_path.resolve().parents  # stored
+        compile_source(MULTI, OPTIONS)  # a hit
+    assert len(made) == 1 and len(stored) == 1
+    fresh = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")], use_cache=False)
+    compile_source(MULTI, fresh)  # nvcc runs, outside the block: nobody told
+    assert len(made) == 1
+
+
+def _forget(module) -> None:  # type: ignore[no-untyped-def]
+    """No disassembly of ``module`` kept: sidecars, this process' caches."""
+    from gpuadvise.toolchain import liveness
+
+    for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
+        sidecar.unlink()
+    sass._disassemble_cached.cache_clear()
+    liveness._cached.cache_clear()
+    sass._texts.clear()
+    sass._early_sass.clear()
+
+
+def _compiled_with(made, source: Path = MULTI):  # type: ignore[no-untyped-def]
+    """``source`` compiled by nvcc (a fresh cache) under ``while_nvcc_runs``' ``made``."""
     import contextlib
 
     from gpuadvise.toolchain.compile import while_nvcc_runs
 
-    told: list[tuple[Path, bool]] = []
+    with while_nvcc_runs(contextlib.nullcontext, made=made):
+        module = compile_source(source, OPTIONS)
+    assert not module.from_cache
+    return module
 
-    def then(module, tc):  # type: ignore[no-untyped-def]
-        told.append((module.cubin_path, module.cubin_path.is_file()))
-        assert TC is not None and tc.nvdisasm == TC.nvdisasm
 
-    with while_nvcc_runs(contextlib.nullcontext, then=then):
-        first = compile_source(MULTI, OPTIONS)
-        assert told == [(first.cubin_path, True)]
-        assert private_compile_cache.resolve() in first.cubin_path.resolve().parents  # stored
-        compile_source(MULTI, OPTIONS)  # a hit
-    assert len(told) == 1
-    fresh = CompileOptions(arch="sm_90", include_dirs=[str(CUDA_DIR / "include")], use_cache=False)
-    compile_source(MULTI, fresh)  # nvcc runs, outside the block: nobody told
-    assert len(told) == 1
+def _counted_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The disassembler's runs from now on (``sass._run``'s commands), in a list kept current."""
+    runs: list[list[str]] = []
+    real_run = sass._run
+
+    def counted(cmd):  # type: ignore[no-untyped-def]
+        runs.append(list(cmd))
+        return real_run(cmd)
+
+    monkeypatch.setattr(sass, "_run", counted)
+    return runs
 
 
 @needs_tools
-def test_life_ranges_started_ahead_are_waited_for_not_run_again(
-    monkeypatch: pytest.MonkeyPatch,
+def test_life_ranges_started_as_nvcc_returns_are_waited_for_not_run_again(
+    private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``life_range_text_soon`` (``analyze`` starts it as the key's nvcc returns): the analysis'
-    own read of the life ranges and the SASS, asked while that nvdisasm run is still going,
-    waits for it instead of starting a second one, and reads what a read of its own gives."""
+    """``analyze``'s key compile (:func:`gpuadvise.toolchain.sass.life_ranges_made`): ``-plr``
+    starts on the cubin nvcc has just made, before it is stored; the analysis' own read of the
+    life ranges and the SASS of the stored cubin, asked while that run is still going, waits for
+    it instead of starting a second one, and reads what a read of its own gives."""
     import threading
 
     from gpuadvise.toolchain import liveness
 
     assert TC is not None and TC.nvdisasm is not None
-    module = compile_source(MULTI, OPTIONS)
-    kernel = module.kernels[0]
-
-    def forget() -> None:
-        for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
-            sidecar.unlink()
-        sass._disassemble_cached.cache_clear()
-        liveness._cached.cache_clear()
-        sass._texts.clear()
-
-    forget()
-    want_ranges = liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
-    want_sass = disassemble_all(module.cubin_path, TC)
-    forget()
     runs: list[list[str]] = []
     asked = threading.Event()
     real_run = sass._run
@@ -304,33 +339,36 @@ def test_life_ranges_started_ahead_are_waited_for_not_run_again(
         return real_run(cmd)
 
     monkeypatch.setattr(sass, "_run", slow)
-    assert sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))
-    assert not sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))  # one at a time
+    module = _compiled_with(sass.life_ranges_made)
+    kernel = module.kernels[0]
+    assert len(runs) == 1 and runs[0][1] == "--print-life-ranges"
+    assert Path(runs[0][-1]) != module.cubin_path  # started on nvcc's own output
+    assert sass._pending  # the stored cubin's, still running
     timer = threading.Timer(0.3, asked.set)
     timer.start()
     got_ranges = liveness.life_ranges(module.cubin_path, kernel.mangled, TC)
     got_sass = disassemble_all(module.cubin_path, TC)
     timer.join()
-    assert [c[1] for c in runs] == ["--print-life-ranges"]  # one nvdisasm run in all
-    assert got_ranges == want_ranges and got_sass == want_sass
+    assert len(runs) == 1  # one nvdisasm run in all
     assert not sass._pending
-    forget()
+    assert not Path(runs[0][-1]).parent.exists()  # its link to the cubin removed
+    _forget(module)
+    asked.set()
+    assert liveness.life_ranges(module.cubin_path, kernel.mangled, TC) == got_ranges
+    assert disassemble_all(module.cubin_path, TC) == got_sass  # read afresh: the same
+    assert len(runs) == 2
+    _forget(module)
 
 
 @needs_tools
-def test_life_ranges_started_ahead_that_fail_are_read_again(
-    monkeypatch: pytest.MonkeyPatch,
+def test_life_ranges_started_as_nvcc_returns_that_fail_are_read_again(
+    private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run started ahead that fails leaves the read to the analysis, which runs nvdisasm
-    itself (and would report its error there)."""
+    """A run started as nvcc returned that fails leaves the read to the analysis, which runs
+    nvdisasm itself (and would report its error there)."""
     from gpuadvise.toolchain import liveness
 
     assert TC is not None and TC.nvdisasm is not None
-    module = compile_source(MULTI, OPTIONS)
-    for sidecar in module.cubin_path.parent.glob("module.cubin.nvdisasm*.txt"):
-        sidecar.unlink()
-    liveness._cached.cache_clear()
-    sass._texts.clear()
     real_run = sass._run
     runs: list[str] = []
 
@@ -341,8 +379,31 @@ def test_life_ranges_started_ahead_that_fail_are_read_again(
         return real_run(cmd)
 
     monkeypatch.setattr(sass, "_run", failing_first)
-    assert sass.life_range_text_soon(module.cubin_path, str(TC.nvdisasm))
+    module = _compiled_with(sass.life_ranges_made)
     liveness.life_ranges(module.cubin_path, module.kernels[0].mangled, TC)
     assert runs == ["--print-life-ranges", "--print-life-ranges"] and not sass._pending
-    liveness._cached.cache_clear()
-    sass._texts.clear()
+    _forget(module)
+
+
+@needs_tools
+@pytest.mark.parametrize("source", [MULTI, INDIRECT], ids=["direct", "indirect"])
+def test_variant_sass_started_as_nvcc_returns_is_taken_not_run_again(
+    private_compile_cache: Path, monkeypatch: pytest.MonkeyPatch, source: Path
+) -> None:
+    """A variant compiled ahead (:func:`gpuadvise.toolchain.sass.disassembly_made`): its
+    ``nvdisasm -c -gi -ndf`` starts on the cubin nvcc has just made; the SASS read of the stored
+    cubin takes that run's output (one run, the same SASS as a read of its own). Code with an
+    indirect branch needs the dataflow pass ``-ndf`` skips: it is read again without ``-ndf``,
+    as before (the same SASS)."""
+    assert TC is not None and TC.nvdisasm is not None
+    runs = _counted_runs(monkeypatch)
+    module = _compiled_with(sass.disassembly_made, source)
+    assert [r[1:4] for r in runs] == [["-c", "-gi", "-ndf"]]
+    got = disassemble_all(module.cubin_path, TC)
+    expected_runs = 1 if source == MULTI else 2  # -ndf's output unused with an indirect branch
+    assert len(runs) == expected_runs and not sass._early_sass
+    _forget(module)
+    runs.clear()
+    assert disassemble_all(module.cubin_path, TC) == got  # read afresh: the same
+    assert len(runs) == expected_runs
+    _forget(module)
