@@ -124,3 +124,54 @@ def test_distinct_sectors_of_one_sector_records() -> None:
     glob = r[r["space"] == int(Space.GLOBAL)]
     want = len(np.unique(touched_lines(glob, 32)[1]))
     assert totals["distinct_sectors_all"] == want
+
+
+def test_distinct_sectors_marked_in_the_buffers_are_the_sorted_count() -> None:
+    """GA303's distinct sectors of the whole trace, marked in a flag per sector of the trace's
+    buffers, are the count of the sectors sorted (no buffers), whichever lanes fall outside the
+    buffers, across two buffers or at a buffer's unaligned edge (issue 31)."""
+    from gpuadvise.rules import scalar_runs
+
+    trace = _mixed_trace(30)
+    acc = [
+        {
+            "addr": r["addr"].tolist(),
+            "mask": int(r["mask"]),
+            "width": int(r["width"]),
+            "inst": int(r["inst"]),
+            "space": Space(int(r["space"])),
+        }
+        for r in trace.records
+    ]
+    far = BASE + (1 << 36)
+    acc += [
+        {"addr": lambda lane: far + 4 * lane, "inst": 4},  # a second buffer, far off
+        {"addr": lambda lane: BASE + 4096 * 10 - 40 + 8 * lane, "inst": 4},  # across a, a2
+        {"addr": lambda lane: BASE + (1 << 30) + 32 * lane, "inst": 5},  # outside both
+        {"addr": lambda lane: BASE, "inst": 6},  # a broadcast
+    ]
+    t = make_trace(acc)
+    r = t.records
+    glob = r[r["space"] == int(Space.GLOBAL)]
+    want = len(np.unique(touched_lines(glob, 32)[1]))
+    plain, _ = global_totals(r)
+    assert plain["distinct_sectors_all"] == want
+    for buffers in (
+        {"a": (BASE, 4096 * 31), "b": (far, 4096)},
+        {"a": (BASE + 3, 4096 * 10), "a2": (BASE + 3 + 4096 * 10, 4096 * 21), "b": (far, 300)},
+        {"b": (far, 4096)},
+        {},
+    ):
+        marked, _ = global_totals(r, buffers)
+        assert marked == plain
+    # the flags only where the buffers hold few sectors enough: else sorted, the same count
+    marks = scalar_runs._SectorMarks({"a": (BASE, 4096 * 31)}, limit=10)
+    assert marks.flags is None
+    for k in range(1, 9):  # more spans than _FEW_SPANS: a binary search each
+        marks = scalar_runs._SectorMarks(
+            {f"s{i}": (BASE + i * 8192, 4096) for i in range(k + 8)}, limit=1 << 20
+        )
+        v = (np.uint64(BASE) + np.arange(0, 8192 * 20, 12, dtype=np.uint64)) >> np.uint64(5)
+        marks.add(v)
+        marks.add(v[::-1].copy())
+        assert marks.count() == len(np.unique(v))
