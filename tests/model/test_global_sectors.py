@@ -42,20 +42,6 @@ def _mixed_trace(n: int = 40):  # type: ignore[no-untyped-def]
     return make_trace(acc)
 
 
-def _accesses(trace):  # type: ignore[no-untyped-def]
-    """The trace's records as make_trace's accesses (to make it again with more)."""
-    return [
-        {
-            "addr": r["addr"].tolist(),
-            "mask": int(r["mask"]),
-            "width": int(r["width"]),
-            "inst": int(r["inst"]),
-            "space": Space(int(r["space"])),
-        }
-        for r in trace.records
-    ]
-
-
 def test_global_sectors_are_record_sectors_of_the_global_records() -> None:
     trace = _mixed_trace()
     r = trace.records
@@ -121,7 +107,16 @@ def test_distinct_sectors_of_one_sector_records() -> None:
         {"addr": lambda lane: BASE + 4096 * 41 + 16, "width": 16, "mask": 0x80000000},  # lone lane
         {"addr": lambda lane: BASE + 4096 * 42, "mask": 0},  # no active lane
     ]
-    acc = _accesses(trace)
+    acc = [
+        {
+            "addr": r["addr"].tolist(),
+            "mask": int(r["mask"]),
+            "width": int(r["width"]),
+            "inst": int(r["inst"]),
+            "space": Space(int(r["space"])),
+        }
+        for r in trace.records
+    ]
     t = make_trace(acc + more)
     r = t.records
     totals, per_record = global_totals(r)
@@ -138,7 +133,16 @@ def test_distinct_sectors_marked_in_the_buffers_are_the_sorted_count() -> None:
     from gpuadvise.rules import scalar_runs
 
     trace = _mixed_trace(30)
-    acc = _accesses(trace)
+    acc = [
+        {
+            "addr": r["addr"].tolist(),
+            "mask": int(r["mask"]),
+            "width": int(r["width"]),
+            "inst": int(r["inst"]),
+            "space": Space(int(r["space"])),
+        }
+        for r in trace.records
+    ]
     far = BASE + (1 << 36)
     acc += [
         {"addr": lambda lane: far + 4 * lane, "inst": 4},  # a second buffer, far off
