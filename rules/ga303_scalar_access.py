@@ -220,7 +220,7 @@ class ScalarGlobalAccess(Rule):
                 continue
             g = PieceGroup(tuple(ps), buf, sat)
             if not totals:
-                totals, per_record = global_totals(trace.records, trace.buffers)
+                totals, per_record = global_totals(trace.records)
             nums = {**piece_numbers(trace, g, per_record), **totals}
             w = ps[0].width
             vec = max(p.vector for p in ps)

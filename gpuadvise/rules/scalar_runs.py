@@ -10,7 +10,7 @@ global access are never copied at once.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -305,19 +305,15 @@ class PieceGroup:
     sass: SassAt
 
 
-def global_totals(
-    records: np.ndarray, buffers: Mapping[str, tuple[int, int]] | None = None
-) -> tuple[dict[str, Any], np.ndarray]:
+def global_totals(records: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """L1 clocks and distinct sectors of every global access of the trace, taken ``_CHUNK``
     records at a time (no copy of the global records), and the sectors of each record (the
     coalescing model's, :func:`global_sectors`, made once per trace; -1 for the records of
-    other spaces), for :func:`piece_numbers`. ``buffers``: the trace's (name: (base address,
-    bytes)); the sectors inside them are marked in a flag per sector (:class:`_SectorMarks`),
-    not sorted."""
+    other spaces), for :func:`piece_numbers`."""
     is_global = records["space"] == int(Space.GLOBAL)
     glob = np.flatnonzero(is_global)
     per_record = np.where(is_global, global_sectors(records).sectors, -1).astype(np.int64)
-    sectors = _SectorMarks(buffers or {}, max(_MARKS_MIN, _MARKS_PER_RECORD * len(glob)))
+    sectors: list[np.ndarray] = []
     for i in range(0, len(glob), _CHUNK):
         at = glob[i : i + _CHUNK]
         single = per_record[at] == 1
@@ -326,15 +322,15 @@ def global_totals(
             sub = at[single]
             mask = records["mask"][sub]
             lane = np.bitwise_count((mask & (np.uint32(0) - mask)) - np.uint32(1))
-            sectors.add(records["addr"][sub, lane] >> np.uint64(5))
+            sectors.append(_distinct_values(records["addr"][sub, lane] >> np.uint64(5)))
             at = at[~single]
             if not len(at):
                 continue
         # consecutive records are a slice of the trace, not a copy
         part = records[at[0] : at[-1] + 1] if at[-1] - at[0] == len(at) - 1 else records[at]
-        sectors.add(_lane_sectors(part))
-    distinct = sectors.count()
-    del sectors
+        sectors.append(_distinct_values(_lane_sectors(part)))
+    # (each chunk's values sorted already: a few long runs, merged, issue 31)
+    distinct = len(_distinct_values(np.concatenate(sectors))) if sectors else 0
     per_clock = np.maximum(1, np.ceil(per_record[glob] / L1_SECTORS_PER_CLOCK))
     # a sampled loop's records stand for the skipped: record_weights of the global records, from
     # their field alone (no copy of the records)
@@ -342,87 +338,6 @@ def global_totals(
     weight = extra.astype(np.float64) + 1.0 if extra.any() else None
     clocks = float(per_clock.sum() if weight is None else (per_clock * weight).sum())
     return {"l1_clocks_all": clocks, "distinct_sectors_all": int(distinct)}, per_record
-
-
-_MARKS_MIN = 1 << 22
-_MARKS_PER_RECORD = 64
-""":class:`_SectorMarks` flags at most this many sectors a global record of the trace (a record's
-lanes touch at most 64), and at least ``_MARKS_MIN``; more (a few accesses into huge buffers)
-and the sectors are sorted instead."""
-
-
-_FEW_SPANS = 8
-
-
-class _SectorMarks:
-    """The distinct 32-byte sectors of the arrays of sector numbers :meth:`add` is given, in
-    turn. A sector inside one of ``buffers``' (name: (base address, bytes)) is marked in a flag
-    per sector of the buffers (numpy's zeros: the pages no sector of which is marked are never
-    written), no sort (issue 31: GA303's sort of every global lane's sectors, 1.1 CPU-s on
-    HeCBench softmax); those outside every buffer, and all of them where the buffers have more
-    than ``limit`` sectors, are sorted (:func:`_distinct_values`, each array's and then all
-    of them). :meth:`count`: the same number either way."""
-
-    def __init__(self, buffers: Mapping[str, tuple[int, int]], limit: int) -> None:
-        spans = sorted(
-            (int(base) >> 5, (int(base) + int(size) - 1) >> 5)
-            for base, size in buffers.values()
-            if int(size) > 0
-        )
-        merged: list[list[int]] = []
-        for lo, hi in spans:  # (overlapping or adjacent buffers' sectors: one span)
-            if merged and lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        sizes = [hi - lo + 1 for lo, hi in merged]
-        self.sorted: list[np.ndarray] = []
-        self.flags: np.ndarray | None = None
-        if merged and sum(sizes) <= limit:
-            self.lo = np.array([lo for lo, _ in merged], np.uint64)
-            self.hi = np.array([hi for _, hi in merged], np.uint64)
-            self.start = np.cumsum([0, *sizes[:-1]]).astype(np.intp)
-            self.flags = np.zeros(sum(sizes), bool)
-
-    def add(self, values: np.ndarray) -> None:
-        """Mark ``values`` (uint64 sector numbers, repeats allowed)."""
-        if not len(values):
-            return
-        if self.flags is None:
-            self.sorted.append(_distinct_values(values))
-            return
-        values = _run_firsts(values)  # (a coalesced request's lanes: 8 a sector)
-        least, most = values.min(), values.max()
-        j = int(np.searchsorted(self.lo, least, side="right")) - 1
-        if j >= 0 and most <= self.hi[j]:  # all in one span (most arrays: one buffer's)
-            at = values - self.lo[j]
-            self.flags[at.view(np.int64) + self.start[j]] = True
-            return
-        # each value's span: the last that starts at or below it (a comparison a span where
-        # they are few, faster than a binary search each)
-        if len(self.lo) <= _FEW_SPANS:
-            span = np.zeros(len(values), np.intp)
-            for lo in self.lo[1:]:
-                np.add(span, values >= lo, out=span)
-        else:
-            span = np.searchsorted(self.lo, values, side="right").astype(np.intp)
-            span -= 1
-            np.maximum(span, 0, out=span)
-        inside = values >= self.lo[span]
-        inside &= values <= self.hi[span]
-        if not inside.all():
-            self.sorted.append(_distinct_values(values[~inside]))
-            values, span = values[inside], span[inside]
-        at = (values - self.lo[span]).view(np.int64)
-        at += self.start[span]
-        self.flags[at] = True
-
-    def count(self) -> int:
-        """The distinct sectors of every array added."""
-        # (each array's sorted values a run: a few long runs, merged, issue 31)
-        outside = len(_distinct_values(np.concatenate(self.sorted))) if self.sorted else 0
-        marked = int(np.count_nonzero(self.flags)) if self.flags is not None else 0
-        return outside + marked
 
 
 def _lane_sectors(records: np.ndarray) -> np.ndarray:
@@ -445,22 +360,16 @@ def _distinct_values(a: np.ndarray) -> np.ndarray:
     :func:`~gpuadvise.arrays.sort_in_place` (sorted chunks joined: merged as they are)."""
     if len(a) < 2:
         return np.sort(a)
-    s = _run_firsts(a)
-    if s is a:
-        s = a.copy()  # (a copy of its own: sorted in place)
-    sort_in_place(s)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) > 1 else s
-
-
-def _run_firsts(a: np.ndarray) -> np.ndarray:
-    """The first value of each run of equal values of ``a`` (a copy) where a quarter or more
-    of its values equal the one before (the same set of values), else ``a`` itself."""
-    if len(a) < 2:
-        return a
     head = np.empty(len(a), bool)
     head[0] = True
     np.not_equal(a[1:], a[:-1], out=head[1:])
-    return a[head] if np.count_nonzero(head) * 4 <= len(a) * 3 else a
+    if np.count_nonzero(head) * 4 <= len(a) * 3:
+        s = a[head]  # (a copy of its own: sorted in place)
+    else:
+        s = a.copy()
+    del head
+    sort_in_place(s)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) > 1 else s
 
 
 def piece_numbers(trace: Any, g: PieceGroup, per_record: np.ndarray) -> dict[str, Any]:
