@@ -519,3 +519,20 @@ def test_sort_in_place_is_np_sort_whichever_sort_the_host_favours(
         got = a.copy()
         arrays.sort_in_place(got)
         assert np.array_equal(got, np.sort(a))
+
+
+def test_merge_sort_pays_is_timed_on_the_threads_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """merge_sort_pays times the two sorts on this thread's CPU clock: a preemption between two
+    readings of the wall clock (a loaded machine) cannot decide it (issue 31: wrong in 10 of 40
+    tries at load 14 by the wall clock)."""
+    import time
+
+    import gpuadvise.arrays as arrays
+
+    def wall() -> float:
+        raise AssertionError("merge_sort_pays read the wall clock")
+
+    monkeypatch.setattr(arrays, "_MERGE_PAYS", [])
+    monkeypatch.setattr(time, "perf_counter", wall)
+    got = arrays.merge_sort_pays()
+    assert isinstance(got, bool) and arrays._MERGE_PAYS == [got]

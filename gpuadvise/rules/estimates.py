@@ -142,34 +142,46 @@ class _SectorSet:
     # per key, its lanes' count (made on the first :meth:`alone`)
     _per_key: list[np.ndarray] = field(default_factory=list, compare=False, repr=False)
 
-    def alone(self, sel_lanes: np.ndarray) -> float:
+    def picked(self, sel_lanes: np.ndarray) -> np.ndarray | None:
+        """Per lane of the set, whether ``sel_lanes`` (as :meth:`alone`'s) holds it, where they
+        are many (:meth:`alone` reads it; another set of the same ``lanes`` array may too); None
+        where they are few (:meth:`alone` searches for them) or none."""
+        if not len(self.lanes) or not len(sel_lanes) or len(sel_lanes) * 8 <= len(self.lanes):
+            return None
+        # (in the set's own index type: its lanes hold every selected lane's index)
+        sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
+        mask = np.zeros(max(int(self.lanes[-1]), int(sel[-1])) + 1, bool)
+        mask[sel] = True
+        return mask[self.lanes]
+
+    def alone(self, sel_lanes: np.ndarray, picked: np.ndarray | None = None) -> float:
         """Keys that only the lanes ``sel_lanes`` (lane indices of the view, ascending and
         distinct) touch (``setdiff1d(keys[sel], keys[~sel])``), each counted as often as its
         records stand for (:meth:`TraceView.weighted`). Few selected lanes: the keys whose
         every lane is selected, from those lanes alone (a binary search each) and the keys'
-        lane counts; many: by a mask over the lanes."""
+        lane counts; many: the keys no lane left out touches (every key has a lane), by a mask
+        over the lanes (``picked``: :meth:`picked` of these ``sel_lanes``, where the caller
+        has it: the L2 and DRAM load sets share their lanes)."""
         n = len(self.key_weight) if self.key_weight is not None else int(self.count)
         if not len(self.lanes) or not len(sel_lanes):
             return 0.0
-        # (in the set's own index type: its lanes hold every selected lane's index)
-        sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
-        if not self._per_key:
-            self._per_key.append(np.bincount(self.group, minlength=n))
-        if len(sel) * 8 > len(self.lanes):  # many: a mask over the lanes, as the set's lanes'
-            mask = np.zeros(max(int(self.lanes[-1]), int(sel[-1])) + 1, bool)
-            mask[sel] = True
-            s = mask[self.lanes]
-            del mask
-            selected = np.bincount(self.group[s], minlength=n)
-            del s
+        if len(sel_lanes) * 8 > len(self.lanes):  # many: a mask over the lanes
+            s = self.picked(sel_lanes) if picked is None else picked
+            assert s is not None
+            hit = np.ones(n, bool)
+            hit[self.group[~s]] = False
         else:  # few: a binary search each
+            # (in the set's own index type: its lanes hold every selected lane's index)
+            sel = np.asarray(sel_lanes).astype(self.lanes.dtype, copy=False)
+            if not self._per_key:
+                self._per_key.append(np.bincount(self.group, minlength=n))
             pos = np.searchsorted(self.lanes, sel)
             pos = pos[self.lanes[np.minimum(pos, len(self.lanes) - 1)] == sel]
             selected = np.bincount(self.group[pos], minlength=n)
-        # every lane of the key selected: as many selected as the key has (no pass over the
-        # lanes not selected)
-        hit = selected > 0
-        hit &= selected == self._per_key[0]
+            # every lane of the key selected: as many selected as the key has (no pass over
+            # the lanes not selected)
+            hit = selected > 0
+            hit &= selected == self._per_key[0]
         if self.key_weight is not None:
             return float(self.key_weight[hit].sum())
         return float(np.count_nonzero(hit))
@@ -907,7 +919,7 @@ def _view_traffic(
     # the changed records' lanes in a buffer (indices, ascending): from the changed records'
     # ranges of lanes, not a pass over every lane
     sel_lanes = np.zeros(0, np.int64)
-    load_used = 0.0
+    load_used = load_alone = 0.0
     if sel.any():
         sel_lanes = _record_lanes(view, sel)
         sel_lanes = sel_lanes[(lb[sel_lanes] >= 0) & sel[lanes.rec[sel_lanes]]]
@@ -915,8 +927,15 @@ def _view_traffic(
     sel_w = rw[sel_rec] if view.iterations_sampled else None  # per lane, when not all 1
     if len(sel_lanes):
         # the changed loads' sectors no other load touches give way to the bytes they use
-        alone = sets["l2"].alone(sel_lanes)
+        # (the lanes picked once for the L2 set and the DRAM load set, where they share their
+        # lanes array, and freed before the used bytes' lane-sized keys)
+        picked = sets["l2"].picked(sel_lanes)
+        alone = sets["l2"].alone(sel_lanes, picked)
         m = load[sel_rec]
+        if m.any():  # (the DRAM side's below: the same lanes)
+            shared = picked if sets["load"].lanes is sets["l2"].lanes else None
+            load_alone = sets["load"].alone(sel_lanes, shared)
+        del picked
         # (every changed lane a load's, a layout fix of a line's loads: the lanes themselves,
         # not a lane-sized copy of them; issue 31's peak)
         every = bool(m.all())
@@ -948,7 +967,8 @@ def _view_traffic(
                 used = load_used
             else:
                 used = _used_bytes(lb, lanes.off, lanes.width, at, _at(sel_w, m))
-            n_part = min(n_part, n_part - dset.alone(sel_lanes) + math.ceil(used / SECTOR))
+            gone = load_alone if part is load else dset.alone(sel_lanes)
+            n_part = min(n_part, n_part - gone + math.ceil(used / SECTOR))
         dram_sectors += n_part
         if part is load:
             dram_load = n_part

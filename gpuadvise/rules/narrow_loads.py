@@ -17,8 +17,10 @@ launch's :class:`~gpuadvise.model.roofline.Traffic` after the change, for the la
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -102,10 +104,26 @@ class Widening:
         return float(sum(self.overhead_saved.values()))
 
 
+_FOUND: weakref.WeakKeyDictionary[TraceView, tuple[weakref.ref[Any], list[NarrowLoad]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
     """Every global load of 1 to 8 bytes a lane whose requests read consecutive elements across
     the lanes (at least :data:`MIN_UNIT_STRIDE` of those with two or more active lanes, and
-    :data:`MIN_LANES` active lanes a request on average), most requests first."""
+    :data:`MIN_LANES` active lanes a request on average), most requests first. Found once per
+    view and trace (GA303's detect and each of its findings' estimates ask: a pass over the
+    lanes of every load instruction each time, issue 31); a new list each call."""
+    got = _FOUND.get(view)
+    if got is None or got[0]() is not trace:
+        # (the trace held weakly: the view lives while its trace does, trace_view's cache)
+        got = (weakref.ref(trace), _narrow_loads(view, trace))
+        _FOUND[view] = got
+    return list(got[1])
+
+
+def _narrow_loads(view: TraceView, trace: object) -> list[NarrowLoad]:
     lanes = view.lanes
     if not len(lanes):
         return []

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct_rows, most_common, stable_argsort
+from gpuadvise.arrays import distinct_rows, most_common, run_heads, sort_in_place, stable_argsort
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -181,20 +181,16 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     if not len(lanes) or not device.sm_count:
         return 0.0
     base = int(view.buffers[buffer].base)
-    thread = (lanes.cta.astype(np.int64) << 32) | lanes.tid.astype(np.int64)
     line = (base + lanes.off.astype(np.int64)) // 128
-    # counts only: the (thread, line) pairs and the threads, by sorts (gpuadvise.arrays)
-    pairs = distinct_rows([thread, line])
-    del thread, line
     # a line is held for the rows that walk it: its own row's thread, or the two rows that meet
     # in it (each holds it for its part of the walk); a line that more of the CTA's threads
     # read (a stencil's window: kernels/cells, each neighbour's cell read by 24 others) is one
     # line of the L1 for all of them, counted as a line two rows meet in
-    _, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
-    held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
-    # the threads: the pairs' first row, sorted (the pairs' order), a thread's pairs one run
-    # (not a sort of every lane's thread again, issue 31: millions on an array of structures)
-    threads_read = int(np.count_nonzero(pairs[0][1:] != pairs[0][:-1])) + 1 if len(pairs[0]) else 0
+    got = _rows_held(lanes.cta, lanes.tid, line)
+    if got is None:  # (keys too wide to pack: by pairs)
+        got = _rows_held_by_pairs(lanes.cta, lanes.tid, line)
+    del line
+    held, threads_read = got
     lines_per_thread = held / max(threads_read, 1)
     threads = resident_warps(device, view) * 32.0 / device.sm_count
     footprint = threads * lines_per_thread * 128.0
@@ -204,6 +200,51 @@ def row_refetch(ctx: Any, buffer: str, lanes: Any, recs: Any) -> float:
     recs = np.asarray(recs, np.int64)
     waste = view.weighted(recs, view.rec_sectors) - view.weighted(recs, view.rec_ideal)
     return max(waste, 0.0) * (1.0 - l1 / footprint)
+
+
+def _rows_held(cta: np.ndarray, tid: np.ndarray, line: np.ndarray) -> tuple[float, int] | None:
+    """:func:`row_refetch`'s lines held (each (CTA, line)'s distinct reading threads, at most
+    2, summed) and distinct threads of the lanes (``cta``, ``tid``, ``line``: per lane), by one
+    sort of the (CTA, line, thread) keys packed in an int64 (each (CTA, line)'s threads one run
+    of the sorted distinct keys) and the threads marked in a flag each (dense: the sampled CTAs'
+    threads), where :func:`_rows_held_by_pairs` sorted the (thread, line) pairs and then those
+    pairs by (CTA, line) again (issue 31); the same counts. None where the key does not fit."""
+    if not len(line):
+        return 0.0, 0
+    lo = int(line.min())
+    n_c, n_l, n_t = int(cta.max()) + 1, int(line.max()) - lo + 1, int(tid.max()) + 1
+    if int(cta.min()) < 0 or int(tid.min()) < 0 or n_c * n_l * n_t >= 2**62:
+        return None
+    key = cta.astype(np.int64)  # (made in place: one lane-sized int64 beside the line)
+    key *= np.int64(n_l)
+    key += line
+    key -= np.int64(lo)
+    key *= np.int64(n_t)
+    key += tid
+    sort_in_place(key)
+    key = key[run_heads(key)]  # the distinct (CTA, line, thread)
+    key //= np.int64(n_t)  # their (CTA, line), ascending
+    starts = np.flatnonzero(run_heads(key))
+    readers = np.diff(np.r_[starts, len(key)])
+    held = float(np.minimum(readers, 2).sum())
+    del key, starts, readers
+    seen = np.zeros(n_c * n_t, bool)
+    thread = cta.astype(np.int64) * np.int64(n_t)
+    thread += tid
+    seen[thread] = True
+    return held, int(np.count_nonzero(seen))
+
+
+def _rows_held_by_pairs(cta: np.ndarray, tid: np.ndarray, line: np.ndarray) -> tuple[float, int]:
+    """:func:`_rows_held` by sorts of the (thread, line) pairs and of their (CTA, line)."""
+    thread = (cta.astype(np.int64) << 32) | tid.astype(np.int64)
+    pairs = distinct_rows([thread, line])
+    del thread
+    _, readers = distinct_rows([pairs[0] >> 32, pairs[1]], return_counts=True)
+    held = float(np.minimum(readers, 2).sum()) if len(readers) else 0.0
+    # the threads: the pairs' first row, sorted (the pairs' order), a thread's pairs one run
+    threads_read = int(np.count_nonzero(pairs[0][1:] != pairs[0][:-1])) + 1 if len(pairs[0]) else 0
+    return held, threads_read
 
 
 def address_streams(

@@ -108,7 +108,8 @@ def test_alone_from_the_selected_lanes_is_the_masks(weighted: bool) -> None:
     rng = np.random.default_rng(7)
     n_lanes = 5000
     lanes = np.flatnonzero(rng.random(n_lanes) < 0.6).astype(np.int32)
-    group = rng.integers(0, 400, len(lanes)).astype(np.int32)
+    # (every key a lane of the set, as a set's keys are: the distinct keys of its lanes)
+    group = np.unique(rng.integers(0, 400, len(lanes)), return_inverse=True)[1].astype(np.int32)
     n = int(group.max()) + 1
     kw = rng.random(n) * 3 if weighted else None
     s = _SectorSet(lanes, group, float(n if kw is None else kw.sum()), kw)
@@ -119,6 +120,12 @@ def test_alone_from_the_selected_lanes_is_the_masks(weighted: bool) -> None:
         hit &= np.bincount(group[~sel], minlength=n) == 0
         want = float(kw[hit].sum()) if kw is not None else float(np.count_nonzero(hit))
         assert s.alone(np.flatnonzero(mask)) == want
+        # the lanes picked once, for two sets of one lanes array (the L2's and the DRAM load's)
+        picked = s.picked(np.flatnonzero(mask))
+        assert (picked is None) == (np.count_nonzero(mask) * 8 <= len(lanes))
+        if picked is not None:
+            assert np.array_equal(picked, sel)
+            assert s.alone(np.flatnonzero(mask), picked) == want
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -253,3 +253,23 @@ def _trace(src, kernel: str):
     from gpuadvise.rules.config import Config
 
     return rule_context(analyze(src, kernel, 4), Config(trace_ctas=4)).trace
+
+
+def test_narrow_loads_are_found_once_per_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GA303's detect and each narrow finding's estimate read the view's narrow loads: found once
+    per view and trace (a pass over every load instruction's lanes, issue 31), each call a list
+    of its own."""
+    import sys
+
+    nl = sys.modules["gpuadvise.rules.narrow_loads"]
+    calls: list[int] = []
+    real = nl._narrow_loads
+
+    def counting(view: object, trace: object) -> list[object]:
+        calls.append(1)
+        return real(view, trace)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(nl, "_narrow_loads", counting)
+    found = narrow("threshold_bytes")
+    assert found and found[0].estimated_speedup is not None  # detect and estimate asked
+    assert len(calls) == 1

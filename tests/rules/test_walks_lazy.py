@@ -71,3 +71,28 @@ def test_staged_rows_reads_the_resident_warps_not_the_traffic(ctas, block):
     assert walks.staged_rows(device, view, "field-walk") is False
     # the H100's 132 SMs hold 64 warps each at most: 4000 CTAs of 8 warps are over a wave
     assert walks.staged_rows(device, view, "thread-per-row") is (ctas == 4000)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_held_by_one_sort_are_the_pairs_counts(seed: int) -> None:
+    """row_refetch's lines held and threads, from one sort of the (CTA, line, thread) keys, are
+    the counts of the (thread, line) pairs' two sorts (issue 31): rows of a thread each, lines
+    two rows meet in, a stencil's lines many threads read, repeats and several CTAs."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5000))
+    ctas = int(rng.integers(1, 64))
+    threads = int(rng.choice([32, 100, 256, 1024]))
+    cta = rng.integers(0, ctas, n).astype(np.int32)
+    tid = rng.integers(0, threads, n).astype(np.int32)
+    lines = int(rng.choice([4, 64, 10_000]))
+    line = rng.integers(0, lines, n).astype(np.int64) + int(rng.integers(0, 2**40))
+    if seed % 2:  # rows: a thread's lanes in its own lines, runs of repeats
+        line = (cta.astype(np.int64) * threads + tid) * 3 + rng.integers(0, 3, n) + 2**33
+        line = np.repeat(line, 3)[: 3 * n]
+        cta, tid = np.repeat(cta, 3), np.repeat(tid, 3)
+    got = walks._rows_held(cta, tid, line)
+    assert got == walks._rows_held_by_pairs(cta, tid, line)
+    assert isinstance(got[0], float) and isinstance(got[1], int)
+    # keys too wide to pack: None (row_refetch falls back to the pairs)
+    assert walks._rows_held(cta, tid, np.r_[line[:-1], line[-1] + 2**61]) is None
+    assert walks._rows_held(cta[:0], tid[:0], line[:0]) == (0.0, 0)
