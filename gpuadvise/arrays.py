@@ -488,7 +488,7 @@ def distinct_inverse(
     inverse[perm] = rank
     del rank
     if return_index:
-        return values, perm[start].astype(np.intp), inverse
+        return values, _firsts(perm, start), inverse
     return values, inverse
 
 
@@ -524,7 +524,8 @@ def distinct_first(a: np.ndarray, *, overwrite: bool = False) -> tuple[np.ndarra
         values, first, _ = distinct_inverse(a, return_index=True)
         return values, first
     values, perm, start = _runs(a, packed)
-    return values, perm[start].astype(np.intp)
+    del packed  # (its keys consumed: the values, when every one is distinct)
+    return values, _firsts(perm, start)
 
 
 def run_heads(*cols: np.ndarray) -> np.ndarray:
@@ -539,18 +540,30 @@ def run_heads(*cols: np.ndarray) -> np.ndarray:
     return head
 
 
-def inverse_by_runs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def inverse_by_runs(
+    a: np.ndarray, *, overwrite: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`distinct_inverse` of the 1-D integer array ``a`` with ``return_index``
     (``values, first, inverse``), sorting only the first element of each run of equal
     neighbours: a value's first position is a run's first (the element before it differs),
     every element's number its run's (the lanes of a coalesced request share their sectors: 8 a
-    sector, 32 a line)."""
+    sector, 32 a line). ``overwrite``: ``a`` is the caller's temporary, which may be written
+    over once its runs' first values are read (the runs' numbers made in it: one array of
+    ``a``'s size fewer at the peak; issue 31)."""
     head = run_heads(a)
     if np.count_nonzero(head) * 4 > len(a) * 3:
         return distinct_inverse(a, return_index=True)
     at = np.flatnonzero(head)
     values, first, inverse = distinct_inverse(a[at], return_index=True)
-    run = np.cumsum(head, dtype=np.intp)
+    own = (
+        overwrite
+        and a.dtype.itemsize == np.dtype(np.intp).itemsize
+        and a.dtype.kind in "iu"
+        and a.flags.c_contiguous
+        and a.flags.writeable
+    )
+    run = np.cumsum(head, dtype=np.intp, out=a.view(np.intp) if own else None)
+    del head
     run -= 1
     return values, at[first], inverse[run]
 
@@ -580,12 +593,23 @@ def _runs(
     start = np.empty(len(a), dtype=bool)
     start[0] = True
     np.not_equal(key[1:], key[:-1], out=start[1:])
+    if a.dtype.kind == "i" and bool(start.all()):
+        # every value distinct (a lane each): the values made in the consumed keys themselves,
+        # the same integers, no copy of them (issue 31's peak: GA301's 7.3 M keys on AoSKernel)
+        key += np.int64(lo)
+        return key.astype(a.dtype, copy=False), perm, start
     values = (
-        (key[start] + np.int64(lo)).astype(a.dtype)
+        (key[start] + np.int64(lo)).astype(a.dtype, copy=False)
         if a.dtype.kind == "i"
         else (key[start].astype(a.dtype) + a.dtype.type(lo))
     )
     return values, perm, start
+
+
+def _firsts(perm: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each run's first position (``perm[start]``, as intp): ``perm`` itself where every run is
+    one value (no copy of a lane-sized array; issue 31)."""
+    return (perm if bool(start.all()) else perm[start]).astype(np.intp, copy=False)
 
 
 def _numpy_inverse(

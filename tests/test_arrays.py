@@ -536,3 +536,39 @@ def test_merge_sort_pays_is_timed_on_the_threads_cpu(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(time, "perf_counter", wall)
     got = arrays.merge_sort_pays()
     assert isinstance(got, bool) and arrays._MERGE_PAYS == [got]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+@pytest.mark.parametrize("span", [1, 3, 1 << 40])
+def test_every_value_distinct_is_numpys_and_leaves_a_kept_input(dtype: type, span: int) -> None:
+    """Every value distinct (a lane each: the values made in the sorted keys themselves, the
+    first positions the permutation itself) or runs of them: distinct_first, distinct_inverse,
+    first_by_runs and inverse_by_runs (with ``overwrite`` too) give np.unique's values, first
+    positions and inverse, and an input the caller keeps is left as it was."""
+    from gpuadvise.arrays import distinct_first, distinct_inverse, first_by_runs, inverse_by_runs
+
+    rng = np.random.default_rng(29)
+    for n in (2, 3000, 70000):
+        if span * n > np.iinfo(dtype).max:
+            continue
+        base = rng.permutation(n).astype(np.int64) * span + 7
+        for a in (base.astype(dtype), np.repeat(base, 3).astype(dtype)):
+            kept = a.copy()
+            want, want_first, want_inv = np.unique(a, return_index=True, return_inverse=True)
+            want_inv = want_inv.reshape(-1)
+            for values, first in (
+                distinct_first(a),
+                first_by_runs(a),
+                distinct_first(a.copy(), overwrite=True),
+                first_by_runs(a.copy(), overwrite=True),
+            ):
+                assert values.dtype == want.dtype and np.array_equal(values, want)
+                assert first.dtype == np.intp and np.array_equal(first, want_first)
+            for values, first, inv in (
+                distinct_inverse(a, return_index=True),
+                inverse_by_runs(a),
+                inverse_by_runs(a.copy(), overwrite=True),
+            ):
+                assert values.dtype == want.dtype and np.array_equal(values, want)
+                assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv)
+            assert np.array_equal(a, kept)

@@ -252,7 +252,9 @@ def _capacity(
     by, same = _by_cta_sector(g, acc_key, acc_rec, pos)
     at = np.flatnonzero(same)  # (indices: one boolean selection, not two)
     del same
-    cur, prev = by[at + 1], by[at]
+    prev = by[at]
+    at += 1  # (the next access's index made in place: no second index-sized array, issue 31)
+    cur = by[at]
     del by, at
     pc, pp = pos[acc_rec[cur]], pos[acc_rec[prev]]
     del prev
@@ -416,6 +418,9 @@ def misses_in_flight_by_record(
     return rec_key[rec] == brought[g]
 
 
+_CHUNK = 1 << 20  # _by_cta_sector's slices: 8 MB of int64 temporaries at a time
+
+
 def _by_cta_sector(
     g: np.ndarray, key: np.ndarray, acc_rec: np.ndarray, pos: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -435,11 +440,17 @@ def _by_cta_sector(
             packed += key
             packed -= np.int64(k_lo)  # (int64 arithmetic wraps: the same key as key - k_lo)
             packed *= np.int64(n)
-            packed += np.arange(n, dtype=np.int64)
+            # the index added and the quotient's remainder taken a slice at a time: no
+            # access-sized arange, and the order in int32 where it fits (the same integers;
+            # issue 31's peak: AoSKernel's 7.3 M accesses, 56 MB an int64 array)
+            for lo in range(0, n, _CHUNK):
+                hi = min(lo + _CHUNK, n)
+                packed[lo:hi] += np.arange(lo, hi, dtype=np.int64)
             sort_in_place(packed)  # (by CTA, in execution order: often long runs already)
-            # np.divmod's two results, the quotient made in place (one access-sized array
-            # fewer at once: issue 31)
-            by = packed % np.int64(n)
+            by = np.empty(n, np.int32 if n < 2**31 else np.int64)
+            for lo in range(0, n, _CHUNK):
+                hi = min(lo + _CHUNK, n)
+                by[lo:hi] = packed[lo:hi] % np.int64(n)
             packed //= np.int64(n)
             return by, packed[1:] == packed[:-1]
     by = np.lexsort((pos[acc_rec], key, g))

@@ -526,14 +526,17 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's,
                 # packed densely in that order: distinct_inverse sorts it packed with the
                 # positions, the first lane of each run of lanes of one key alone
-                cols = [lb[idx].astype(np.int64, copy=False), lanes.off[idx] // SECTOR]
-                ctas = lanes.cta[idx].astype(np.int64, copy=False) if name == "l2" else None
+                # (the buffer and CTA columns gathered in the view's own int32, which _packed
+                # widens as it packs: two int64 lane-sized arrays fewer at the peak, issue 31)
+                cols = [lb[idx], lanes.off[idx] // SECTOR]
+                ctas = lanes.cta[idx] if name == "l2" else None
                 k = _packed([ctas, *cols] if ctas is not None else cols)
                 inner = _span(ctas, cols) if ctas is not None else None
                 sector_span = int(cols[-1].max()) + 1 if len(k) else 1
                 del cols, ctas
                 if len(k):
-                    uniq, first, group = inverse_by_runs(k)
+                    # (k is this pass's own: its runs' numbers made in it)
+                    uniq, first, group = inverse_by_runs(k, overwrite=True)
                 else:
                     uniq, first, group = distinct_inverse(k, return_index=True)
                 del k
@@ -621,14 +624,10 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     shared = _L2_KEYS.get(view) if kept is None else kept.l2_keys
     first = None if shared is None else shared.line_firsts(idx)
     if first is None:
-        lkey = _packed(
-            [
-                lanes.cta[idx].astype(np.int64, copy=False),
-                lb[idx].astype(np.int64, copy=False),
-                lanes.off[idx] // L1_LINE_BYTES,
-            ]
-        )
-        _, first = first_by_runs(lkey)
+        # (the CTA and buffer columns gathered in the view's int32, widened as _packed packs
+        # them; the key this pass's own, sorted in place: issue 31's peak)
+        lkey = _packed([lanes.cta[idx], lb[idx], lanes.off[idx] // L1_LINE_BYTES])
+        _, first = first_by_runs(lkey, overwrite=True)
         del lkey  # lane-sized: not held through the windows below (issue 31's peak)
     at = idx[first]
     del first
@@ -737,7 +736,7 @@ def _coarser(
 
 
 def _packed(cols: list[np.ndarray]) -> np.ndarray:
-    """Non-negative int64 columns as one int64 key in their lexicographic order (mixed radix,
+    """Non-negative integer columns as one int64 key in their lexicographic order (mixed radix,
     each column's span its largest value + 1): the order of the shifted keys it replaces,
     ``(a << 50) | (b << 40) | c``, in as few bits as the values need, so that
     :func:`gpuadvise.arrays.distinct_inverse` sorts it packed with the positions."""
@@ -779,7 +778,8 @@ def _used_bytes(
     """Bytes of the distinct (buffer, offset) accesses of the lanes ``at`` (``lb``, ``off``,
     ``width``: per lane of the view), each its width (times the weight of its first lane, when
     given: per lane of ``at``)."""
-    _, first = first_by_runs(_used_key(lb, off, at))
+    # (the key a temporary of this call alone: sorted in place, no copy; issue 31's peak)
+    _, first = first_by_runs(_used_key(lb, off, at), overwrite=True)
     w = width[at[first]]
     if weight is None:
         return float(w.sum())

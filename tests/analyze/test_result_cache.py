@@ -261,3 +261,16 @@ def test_a_forged_report_is_rendered_or_a_miss(saved_doc: dict, data: st.DataObj
     for fmt in FORMATS:
         rendered = _render_hit(hit, [(fmt, None)], "warning", False, None)
         assert rendered is None or (isinstance(rendered[0][0], str) and rendered[1] in (0, 1))
+
+
+def test_the_keys_compile_is_in_the_timings(capsys: pytest.CaptureFixture[str], case: Path) -> None:
+    """The result cache's key compiles the kernel before the analysis' timings begin (the
+    analysis then hits the compile cache): its seconds are ``key_s`` (secp256k1: 19 CPU-s of
+    nvcc that no stage showed); without the cache there is no key, and no ``key_s``."""
+    code, out, err = cli(capsys, *ARGS, "--json")
+    assert code == 0, err
+    t = json.loads(out)["timings_s"]
+    assert t["key_s"] > 0 and t["compile_cached"]  # the key's compile, then the analysis' hit
+    code, out, err = cli(capsys, *ARGS, "--json", "--no-cache")
+    assert code == 0, err
+    assert "key_s" not in json.loads(out)["timings_s"]

@@ -423,3 +423,35 @@ def test_a_warp_alone_waits_for_its_own_misses_only() -> None:
     step = np.arange(9)
     got = misses_in_flight(group, step, np.zeros(9))
     assert got.tolist() == [True] + [False] * 7 + [True]
+
+
+def test_the_packed_sort_in_slices_orders_as_the_lexsort(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packed sort's index added and remainder taken a slice at a time (slices of 7 here,
+    of a million in use): the lexsort's order and the same equal neighbours, the order in
+    int32, and the same misses as in one slice."""
+    from gpuadvise.model import l1
+
+    rng = np.random.default_rng(8)
+    n_rec = 300
+    group = rng.integers(0, 4, n_rec)
+    rec = np.sort(rng.integers(0, n_rec, 2000))
+    key = rng.integers(0, 30, 2000)
+    pair = np.unique(np.stack([rec, key]), axis=1)
+    order = np.argsort(group, kind="stable")
+    pos = np.empty(n_rec, np.int64)
+    pos[order] = np.arange(n_rec)
+    lines = rng.integers(0, 3, n_rec).astype(float)
+    conc = rng.uniform(1, 3, 4)
+    whole = capacity_misses(group, lines, np.ones(n_rec), pair[0], pair[1], 15.0, conc)
+    monkeypatch.setattr(l1, "_CHUNK", 7)
+    by, same = l1._by_cta_sector(group[pair[0]], pair[1], pair[0], pos)
+    g = group[pair[0]]
+    ref = np.lexsort((pos[pair[0]], pair[1], g))
+    assert by.dtype == np.int32 and by.tolist() == ref.tolist()
+    assert (
+        same.tolist()
+        == ((g[ref][1:] == g[ref][:-1]) & (pair[1][ref][1:] == pair[1][ref][:-1])).tolist()
+    )
+    sliced = capacity_misses(group, lines, np.ones(n_rec), pair[0], pair[1], 15.0, conc)
+    assert np.array_equal(sliced.miss, whole.miss)
+    assert np.array_equal(sliced.window_lines, whole.window_lines)
