@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from patchkit import Patched
 from rulekit import KERNELS, analyze, compiled, ev, run_rule
 
 import gpuadvise.rules as rule_api
@@ -198,46 +199,29 @@ def _emulate_all(source: Path, kernel: str, grid: int, n: int) -> Any:
 
 class Labelled:
     """The GA206 findings of several kernels of one file and, per candidate label, one copy of
-    the file with that label's candidate of every kernel applied (each candidate's diff patches
-    its own kernel): a label's copy compiles once for all the kernels (the run's compile cache),
-    not once per kernel and label (an nvcc run, about 0.4 CPU-s, each)."""
+    the file with that label's candidate of every kernel applied (:class:`patchkit.Patched`): a
+    label's copy compiles once for all the kernels (the run's compile cache), not once per
+    kernel and label (an nvcc run, about 0.4 CPU-s, each)."""
 
     def __init__(
         self, folder: Path, source: Path, findings: dict[str, list[rule_api.Finding]]
     ) -> None:
-        self.text = source.read_text()
         self.findings = findings
-        self.diffs: dict[str, dict[str, str]] = {}  # label -> kernel -> diff
+        diffs: dict[str, dict[str, str]] = {}  # label -> kernel -> diff
         for kernel, found in findings.items():
             v = found[0].variant if len(found) == 1 else None
             for c in v.candidates() if v is not None else ():
                 if c.diff is not None:
-                    self.diffs.setdefault(c.label or "v", {})[kernel] = c.diff
-        self.files: dict[str, Path] = {}
-        for label, diffs in self.diffs.items():
-            d = folder / label.replace("=", "").replace(" ", "_")
-            d.mkdir()
-            for t in source.parent.glob("*.toml"):
-                (d / t.name).write_text(t.read_text())
-            (d / source.name).write_text(_apply_all(self.text, list(diffs.values())))
-            self.files[label] = d / source.name
+                    diffs.setdefault(c.label or "v", {})[kernel] = c.diff
+        self.copies = {
+            label: Patched(folder / label.replace("=", "").replace(" ", "_"), source, by_kernel)
+            for label, by_kernel in diffs.items()
+        }
 
     def file_for(self, kernel: str, c: Any) -> Path:
-        """The copy of ``c``'s label, checked to be ``c.diff`` applied to the file with the
-        other kernels' candidates of the label applied after it (the kernels' hunks commute:
-        the copy's ``kernel`` is the one ``c.diff`` alone makes)."""
-        label = c.label or "v"
-        assert c.diff is not None and self.diffs[label][kernel] == c.diff
-        others = [d for k, d in self.diffs[label].items() if k != kernel]
-        alone = apply_unified_diff(self.text, c.diff)
-        assert _apply_all(alone, others) == self.files[label].read_text(), label
-        return self.files[label]
-
-
-def _apply_all(text: str, diffs: list[str]) -> str:
-    for diff in diffs:
-        text = apply_unified_diff(text, diff)
-    return text
+        """The copy of ``c``'s label, checked to hold ``kernel`` as ``c.diff`` alone makes it."""
+        assert c.diff is not None
+        return self.copies[c.label or "v"].check(kernel, c.diff)
 
 
 VARIANT_KERNELS = [
