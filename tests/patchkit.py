@@ -32,16 +32,21 @@ def apply_all(text: str, diffs: Iterable[str]) -> str:
 
 class Patched:
     """``source`` with every kernel's diff of ``diffs`` (kernel -> unified diff) applied, written
-    as ``folder/<source's name>`` with the files of the source's folder that match ``beside``
-    (its launch specs, by default) copied next to it."""
+    as ``folder/<source's name>`` with the files of the source's folder that match a pattern of
+    ``beside`` (its launch specs, by default) copied next to it."""
 
     def __init__(
-        self, folder: Path, source: Path, diffs: Mapping[str, str], beside: str = "*.toml"
+        self,
+        folder: Path,
+        source: Path,
+        diffs: Mapping[str, str],
+        beside: Iterable[str] = ("*.toml",),
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        for f in source.parent.glob(beside):
-            if f.is_file() and f.name != source.name:
-                (folder / f.name).write_bytes(f.read_bytes())
+        for pattern in beside:
+            for f in source.parent.glob(pattern):
+                if f.is_file() and f.name != source.name:
+                    (folder / f.name).write_bytes(f.read_bytes())
         self.original = source.read_text()
         self.diffs = dict(diffs)
         self.path = folder / source.name

@@ -48,7 +48,7 @@ class Fixed:
             for k, found in self.found.items()
             if len(found) == 1 and found[0].variant is not None and found[0].variant.diff
         }
-        self.patched = Patched(folder, SRC, diffs, beside="*")
+        self.patched = Patched(folder, SRC, diffs, beside=("*",))
 
 
 @pytest.fixture(scope="module")
