@@ -10,10 +10,11 @@ GA203, and keep every output bit for bit on the emulator."""
 from __future__ import annotations
 
 import re
-import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
+from patchkit import Patched
 from rulekit import KERNELS, analyze, compiled, kernel_case, reduction_block_sums, run_rule
 
 from gpuadvise.source.patch import apply_unified_diff
@@ -34,21 +35,40 @@ KERNELS_ = {
 }
 
 
+class Fixed:
+    """Each kernel of KERNELS_ analysed (4 CTAs traced) with its GA205 findings, and one copy of
+    the case with every kernel's diff applied (:class:`patchkit.Patched`): compiled and
+    disassembled once for the six kernels, not once per kernel."""
+
+    def __init__(self, folder: Path) -> None:
+        self.analyses = {k: analyze(SRC, k, 4) for k in KERNELS_}
+        self.found = {k: run_rule(a, "GA205", trace_ctas=4) for k, a in self.analyses.items()}
+        diffs = {
+            k: found[0].variant.diff
+            for k, found in self.found.items()
+            if len(found) == 1 and found[0].variant is not None and found[0].variant.diff
+        }
+        self.patched = Patched(folder, SRC, diffs, beside=("*",))
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory: pytest.TempPathFactory) -> Fixed:
+    return Fixed(tmp_path_factory.mktemp("tree_tails") / "case")
+
+
 @pytest.mark.parametrize("kernel", sorted(KERNELS_))
-def test_the_diff_is_automatic_synced_and_keeps_the_outputs(kernel, tmp_path):
+def test_the_diff_is_automatic_synced_and_keeps_the_outputs(kernel, fixed):
     out, barrier_first = KERNELS_[kernel]
-    a = analyze(SRC, kernel, 4)
+    a = fixed.analyses[kernel]
     # one finding, though a tree per vector runs once per vector (the fix's steps are matched
     # to findings by rule and line: a repeated finding would be a rejected repeated step)
-    (f,) = run_rule(a, "GA205", trace_ctas=4)
+    (f,) = fixed.found[kernel]
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified" and v.diff, v.description
     added = [ln[1:].strip() for ln in v.diff.splitlines() if ln.startswith("+")]
     at = next(k for k, ln in enumerate(added) if re.fullmatch(r"if \(\w+(\.x)? < 32\) \{", ln))
     assert (added[at - 1] == "__syncthreads();") is barrier_first, added
-    shutil.copytree(CASE, tmp_path / "case")
-    patched = tmp_path / "case" / "trees.cu"
-    patched.write_text(apply_unified_diff(SRC.read_text(), v.diff))
+    patched = fixed.patched.check(kernel, v.diff)  # trees.cu with every kernel's diff
     b = analyze(patched, kernel, 4)
     assert run_rule(b, "GA205", trace_ctas=4) == [] and run_rule(b, "GA203", trace_ctas=4) == []
     want, got = a.memory.outputs[out], b.memory.outputs[out]

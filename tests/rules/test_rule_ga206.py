@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from patchkit import Patched
 from rulekit import KERNELS, analyze, compiled, ev, run_rule
 
 import gpuadvise.rules as rule_api
@@ -196,12 +197,53 @@ def _emulate_all(source: Path, kernel: str, grid: int, n: int) -> Any:
     return emulate(a.module, a.kernel, launch, a.device, sample_ctas="all", trace=False)
 
 
-@pytest.mark.parametrize(
-    "kernel, per_cta",
-    [("saxpy", 256), ("scale_return", 256), ("add_tpl<256>", 256), ("two_per_thread", 512)],
-)
-def test_variants_emulate_to_the_same_outputs(kernel: str, per_cta: int, tmp_path: Path) -> None:
-    (f,) = ga206(SAXPY, kernel)
+class Labelled:
+    """The GA206 findings of several kernels of one file and, per candidate label, one copy of
+    the file with that label's candidate of every kernel applied (:class:`patchkit.Patched`): a
+    label's copy compiles once for all the kernels (the run's compile cache), not once per
+    kernel and label (an nvcc run, about 0.4 CPU-s, each)."""
+
+    def __init__(
+        self, folder: Path, source: Path, findings: dict[str, list[rule_api.Finding]]
+    ) -> None:
+        self.findings = findings
+        diffs: dict[str, dict[str, str]] = {}  # label -> kernel -> diff
+        for kernel, found in findings.items():
+            v = found[0].variant if len(found) == 1 else None
+            for c in v.candidates() if v is not None else ():
+                if c.diff is not None:
+                    diffs.setdefault(c.label or "v", {})[kernel] = c.diff
+        self.copies = {
+            label: Patched(folder / label.replace("=", "").replace(" ", "_"), source, by_kernel)
+            for label, by_kernel in diffs.items()
+        }
+
+    def file_for(self, kernel: str, c: Any) -> Path:
+        """The copy of ``c``'s label, checked to hold ``kernel`` as ``c.diff`` alone makes it."""
+        assert c.diff is not None
+        return self.copies[c.label or "v"].check(kernel, c.diff)
+
+
+VARIANT_KERNELS = [
+    ("saxpy", 256),
+    ("scale_return", 256),
+    ("add_tpl<256>", 256),
+    ("two_per_thread", 512),
+]
+
+
+@pytest.fixture(scope="module")
+def saxpy_variants(tmp_path_factory: pytest.TempPathFactory) -> Labelled:
+    """The candidates of VARIANT_KERNELS written one file per label (:class:`Labelled`)."""
+    found = {kernel: ga206(SAXPY, kernel) for kernel, _ in VARIANT_KERNELS}
+    return Labelled(tmp_path_factory.mktemp("saxpy_variants"), SAXPY, found)
+
+
+@pytest.mark.parametrize("kernel, per_cta", VARIANT_KERNELS)
+def test_variants_emulate_to_the_same_outputs(
+    kernel: str, per_cta: int, saxpy_variants: Labelled
+) -> None:
+    (f,) = saxpy_variants.findings[kernel]
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified"
     cands = v.candidates()
@@ -222,12 +264,7 @@ def test_variants_emulate_to_the_same_outputs(kernel: str, per_cta: int, tmp_pat
         )
         if vector:
             assert "16-byte aligned" in c.description
-        d = tmp_path / (c.label or "v").replace("=", "")
-        d.mkdir()
-        for t in ELEM.glob("*.toml"):
-            (d / t.name).write_text(t.read_text())
-        new = d / "saxpy.cu"
-        new.write_text(apply_unified_diff(SAXPY.read_text(), c.diff))
+        new = saxpy_variants.file_for(kernel, c)
         got = _emulate_all(new, kernel, 3, n).outputs["y"]  # 3 CTAs loop over all indices
         assert got.tobytes() == want.tobytes(), c.label
 
@@ -430,9 +467,24 @@ def one_line(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("kernel", ["r_oneline", "r_reversed", "r_tpl<128>"])
+ONE_LINE_KERNELS = ["r_oneline", "r_reversed", "r_tpl<128>"]
+ONE_LINE_LAUNCH: dict[str, Any] = {
+    "grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_line_variants(one_line: Path, tmp_path_factory: pytest.TempPathFactory) -> Labelled:
+    """The candidates of ONE_LINE's kernels written one file per label (:class:`Labelled`)."""
+    spec = str(one_line / "case.toml")
+    src = one_line / "one.cu"
+    found = {k: ga206(src, k, spec=spec, **ONE_LINE_LAUNCH) for k in ONE_LINE_KERNELS}
+    return Labelled(tmp_path_factory.mktemp("one_line_variants"), src, found)
+
+
+@pytest.mark.parametrize("kernel", ONE_LINE_KERNELS)
 def test_declarations_sharing_a_line_are_split_by_the_fix_kit(
-    kernel: str, tmp_path: Path, one_line: Path
+    kernel: str, one_line: Path, one_line_variants: Labelled
 ) -> None:
     """Issue 28: `__shared__ int s[B]; unsigned t = threadIdx.x, i = blockIdx.x * B + t;` on
     one line got "the shared array's index depends on the block index" and no fix; the fix kit
@@ -441,8 +493,7 @@ def test_declarations_sharing_a_line_are_split_by_the_fix_kit(
     from gpuadvise.runner.verify import compare_totals
 
     src = one_line / "one.cu"
-    kw = {"grid": "ceil_div(n, 128)", "block": "128", "args": ("n=4194304",)}
-    (f,) = ga206(src, kernel, spec=str(one_line / "case.toml"), **kw)
+    (f,) = one_line_variants.findings[kernel]
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified", v and v.description
     cands = v.candidates()
@@ -466,11 +517,7 @@ def test_declarations_sharing_a_line_are_split_by_the_fix_kit(
     want = _emulate_all(src, kernel, -(-n // 128), n).outputs["out"]
     for c in cands:
         assert c.diff is not None
-        d = tmp_path / (c.label or "v").replace("=", "").replace(" ", "_")
-        d.mkdir()
-        (d / "case.toml").write_text((one_line / "case.toml").read_text())
-        out = d / "one.cu"
-        out.write_text(apply_unified_diff(ONE_LINE, c.diff))
+        out = one_line_variants.file_for(kernel, c)
         got = _emulate_all(out, kernel, 3, n).outputs["out"]
         assert compare_totals("out", want, got, -(-n // 128), 3).ok, c.label
 

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 HERE = Path(__file__).resolve().parents[1] / "cuda" / "transpose"
 SAMPLES = Path("/work/.mirror/NVIDIA+cuda-samples/repo")
 SAMPLES_PATH = "Samples/6_Performance/transpose/transpose.cu"
+TRANSPOSE = KERNELS / "transpose" / "transpose.cu"
 
 
 def write_spec(
@@ -36,8 +37,8 @@ def write_spec(
     buffers: dict[str, str],
     name: str | None = None,
 ) -> Path:
-    """A launch spec beside ``source`` in ``folder`` (buffers: name -> count expression; the
-    first is the input, random, the others zeros)."""
+    """A launch spec in ``folder`` for ``source`` (a file beside it, or a path; buffers: name ->
+    count expression; the first is the input, random, the others zeros)."""
     g = json.dumps(grid) if isinstance(grid, str) else json.dumps(list(grid))
     lines = [
         f'source = "{source}"',
@@ -59,12 +60,6 @@ def write_spec(
     return path
 
 
-def copy_to(tmp: Path, src: Path, name: str | None = None) -> Path:
-    out = tmp / (name or src.name)
-    out.write_text(src.read_text())
-    return out
-
-
 def emulate_all(source: Path, kernel: str, spec: Path) -> dict[str, np.ndarray]:
     from gpuadvise.source.signature import parse_signature
     from gpuadvise.spec.kernel_spec import resolve
@@ -81,10 +76,11 @@ def ga306(source: Path, kernel: str, spec: Path) -> list[Any]:
 
 
 def transposed(tmp: Path) -> tuple[Path, Path]:
-    """kernels/transpose/transpose.cu copied to ``tmp`` with a 72 x 100 spec for
-    transpose_naive (32x8 threads per 32x32 tile; neither size a multiple of 32)."""
-    src = copy_to(tmp, KERNELS / "transpose" / "transpose.cu")
-    spec = write_spec(tmp, src.name, "transpose_naive", ("ceil_div(cols, 32)", "ceil_div(rows, 32)"),
+    """kernels/transpose/transpose.cu, read where it is (compiled once in the run's cache), with
+    a 72 x 100 spec in ``tmp`` for transpose_naive (32x8 threads per 32x32 tile; neither size a
+    multiple of 32)."""
+    src = TRANSPOSE
+    spec = write_spec(tmp, str(src), "transpose_naive", ("ceil_div(cols, 32)", "ceil_div(rows, 32)"),
                       (32, 8), {"rows": 72, "cols": 100},
                       {"in": "rows*cols", "out": "rows*cols"})  # fmt: skip
     return src, spec
@@ -101,7 +97,8 @@ def check_variants(tmp: Path, src: Path, kernel: str, spec: Path, f: Any, out: s
         folder.mkdir()
         patched = folder / src.name
         patched.write_text(apply_unified_diff(src.read_text(), c.diff))
-        text = spec.read_text()
+        # the spec names the patched copy beside it (the original's may name a path elsewhere)
+        text = re.sub(r"(?m)^source = .*$", f'source = "{patched.name}"', spec.read_text())
         if c.launch:
             gx, gy, _ = c.launch["grid"]
             bx, by, _ = c.launch["block"]
@@ -139,8 +136,8 @@ def test_naive_transpose_is_found_and_the_tile_computes_the_same(tmp_path):
 
 
 def test_naive_2d_offers_the_32x8_tile_and_its_own_block(tmp_path):
-    src = copy_to(tmp_path, KERNELS / "transpose" / "transpose.cu")
-    spec = write_spec(tmp_path, src.name, "transpose_naive2d",
+    src = TRANSPOSE
+    spec = write_spec(tmp_path, str(src), "transpose_naive2d",
                       ("ceil_div(cols, 16)", "ceil_div(rows, 16)"), (16, 16),
                       {"rows": 40, "cols": 50}, {"in": "rows*cols", "out": "rows*cols"})  # fmt: skip
     (f,) = ga306(src, "transpose_naive2d", spec)
@@ -154,7 +151,7 @@ def test_naive_2d_offers_the_32x8_tile_and_its_own_block(tmp_path):
 
 def test_tiled_transpose_is_silent(tmp_path):
     src, spec = transposed(tmp_path)
-    tiled = write_spec(tmp_path, src.name, "transpose_tiled", ("ceil_div(cols, 32)",
+    tiled = write_spec(tmp_path, str(src), "transpose_tiled", ("ceil_div(cols, 32)",
                        "ceil_div(rows, 32)"), (32, 8), {"rows": 72, "cols": 100},
                        {"in": "rows*cols", "out": "rows*cols"})  # fmt: skip
     assert ga306(src, "transpose_tiled", tiled) == []
@@ -171,8 +168,8 @@ LOOKALIKES = HERE / "lookalikes.cu"
 
 
 def test_cuda_samples_spelling(tmp_path):
-    src = copy_to(tmp_path, LOOKALIKES)
-    spec = write_spec(tmp_path, src.name, "samples_naive", (4, 3), (32, 8),
+    src = LOOKALIKES
+    spec = write_spec(tmp_path, str(src), "samples_naive", (4, 3), (32, 8),
                       {"width": 128, "height": 96}, {"idata": "width*height",
                       "odata": "width*height"})  # fmt: skip
     (f,) = ga306(src, "samples_naive", spec)
@@ -184,8 +181,8 @@ def test_cuda_samples_spelling(tmp_path):
 
 
 def test_siboehm_spelling_with_a_1d_block(tmp_path):
-    src = copy_to(tmp_path, LOOKALIKES)
-    spec = write_spec(tmp_path, src.name, "sib_transpose", (3, 2), (1024, 1),
+    src = LOOKALIKES
+    spec = write_spec(tmp_path, str(src), "sib_transpose", (3, 2), (1024, 1),
                       {"M": 64, "N": 96}, {"A": "M*N", "B": "M*N"})  # fmt: skip
     (f,) = ga306(src, "sib_transpose", spec)
     assert f.line == 24 and (ev(f)["matrix_rows"], ev(f)["matrix_cols"]) == (64, 96)
@@ -194,8 +191,8 @@ def test_siboehm_spelling_with_a_1d_block(tmp_path):
 
 
 def test_strided_load_coalesced_store(tmp_path):
-    src = copy_to(tmp_path, LOOKALIKES)
-    spec = write_spec(tmp_path, src.name, "gather_columns", ("ceil_div(n_cols, 32)",
+    src = LOOKALIKES
+    spec = write_spec(tmp_path, str(src), "gather_columns", ("ceil_div(n_cols, 32)",
                       "ceil_div(n_rows, 8)"), (32, 8), {"n_rows": 48, "n_cols": 80},
                       {"src": "n_rows*n_cols", "dst": "n_rows*n_cols"})  # fmt: skip
     (f,) = ga306(src, "gather_columns", spec)
@@ -204,18 +201,18 @@ def test_strided_load_coalesced_store(tmp_path):
 
 
 def test_lookalikes_that_are_no_transposes_are_silent(tmp_path):
-    src = copy_to(tmp_path, LOOKALIKES)
-    scatter = write_spec(tmp_path, src.name, "scatter_row", (8, 1), (256, 1), {"n": 4096},
+    src = LOOKALIKES
+    scatter = write_spec(tmp_path, str(src), "scatter_row", (8, 1), (256, 1), {"n": 4096},
                          {"src": "n", "dst": "33*n"})  # fmt: skip
     assert ga306(src, "scatter_row", scatter) == []
-    copy = write_spec(tmp_path, src.name, "copy2d", (3, 6), (32, 8), {"n_rows": 48, "n_cols": 80},
+    copy = write_spec(tmp_path, str(src), "copy2d", (3, 6), (32, 8), {"n_rows": 48, "n_cols": 80},
                       {"src": "n_rows*n_cols", "dst": "n_rows*n_cols"})  # fmt: skip
     assert ga306(src, "copy2d", copy) == []
 
 
 def test_a_transpose_that_is_not_a_copy_gets_no_automatic_variant(tmp_path):
-    src = copy_to(tmp_path, LOOKALIKES)
-    spec = write_spec(tmp_path, src.name, "scaled_transpose", (3, 6), (32, 8),
+    src = LOOKALIKES
+    spec = write_spec(tmp_path, str(src), "scaled_transpose", (3, 6), (32, 8),
                       {"n_rows": 48, "n_cols": 80},
                       {"src": "n_rows*n_cols", "dst": "n_rows*n_cols"})  # fmt: skip
     (f,) = ga306(src, "scaled_transpose", spec)

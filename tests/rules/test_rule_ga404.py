@@ -9,12 +9,12 @@ and the rule is silent."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
+from patchkit import Patched
 from rulekit import KERNELS, analyze, run_rule, source_line
-
-from gpuadvise.source.patch import apply_unified_diff
 
 pytestmark = [pytest.mark.toolkit, pytest.mark.usefixtures("compile_cache")]
 
@@ -27,30 +27,47 @@ def _ga404(source, kernel, spec=None):
     return a, run_rule(a, "GA404")
 
 
-@pytest.mark.parametrize(
-    ("kernel", "marker", "spec"),
-    [
-        ("scale2", "1.1 * x[i] + 0.3", None),
-        ("sigmoid", "1.0 / (1.0 + expf(-v))", None),
-        ("norm", "pow(s, 0.5)", KERNELS / "fp64" / "norm.toml"),
-        # the kernel names `double` itself (no parameter is): the whole body made float
-        ("local_double", "double v = x[i];", None),
-        ("cast_double", "static_cast<double>(x[i])", None),
-        ("span_double", "const double lo = x[i] - 1", None),
-    ],
-)
-def test_promotions_are_found_and_fixed(kernel, marker, spec, tmp_path):
-    a, (f,) = _ga404(PROMOTE, kernel, spec)
+PROMOTIONS = [
+    ("scale2", "1.1 * x[i] + 0.3", None),
+    ("sigmoid", "1.0 / (1.0 + expf(-v))", None),
+    ("norm", "pow(s, 0.5)", KERNELS / "fp64" / "norm.toml"),
+    # the kernel names `double` itself (no parameter is): the whole body made float
+    ("local_double", "double v = x[i];", None),
+    ("cast_double", "static_cast<double>(x[i])", None),
+    ("span_double", "const double lo = x[i] - 1", None),
+]
+
+
+class Promoted:
+    """Each kernel of PROMOTIONS analysed with its GA404 findings, and one copy of promote.cu
+    with every kernel's fix applied, its specs beside it (:class:`patchkit.Patched`): compiled
+    and disassembled once for the six kernels, not once per kernel."""
+
+    def __init__(self, folder: Path) -> None:
+        self.found = {k: _ga404(PROMOTE, k, spec) for k, _, spec in PROMOTIONS}
+        diffs = {
+            k: found[0].variant.diff
+            for k, (_, found) in self.found.items()
+            if len(found) == 1 and found[0].variant is not None and found[0].variant.diff
+        }
+        self.patched = Patched(folder, PROMOTE, diffs, beside=("case.toml", "norm.toml"))
+
+
+@pytest.fixture(scope="module")
+def promoted(tmp_path_factory: pytest.TempPathFactory) -> Promoted:
+    return Promoted(tmp_path_factory.mktemp("promote"))
+
+
+@pytest.mark.parametrize(("kernel", "marker", "spec"), PROMOTIONS)
+def test_promotions_are_found_and_fixed(kernel, marker, spec, promoted):
+    a, (f,) = promoted.found[kernel]
     assert f.line == source_line(PROMOTE, marker)
     e = {x.metric: x.value for x in f.evidence}
     assert e["float_to_double_conversions"] >= 1 and e["fp64_instructions"] >= 1
     v = f.variant
     assert v.safety == "automatic-and-verified" and v.diff
-    patched = tmp_path / "promote.cu"
-    patched.write_text(apply_unified_diff(PROMOTE.read_text(), v.diff))
-    for name in ("case.toml", "norm.toml"):
-        (tmp_path / name).write_text((KERNELS / "fp64" / name).read_text())
-    b, again = _ga404(patched, kernel, tmp_path / "norm.toml" if spec else None)
+    patched = promoted.patched.check(kernel, v.diff)  # promote.cu with every kernel's fix
+    b, again = _ga404(patched, kernel, patched.parent / "norm.toml" if spec else None)
     assert again == []
     # the same outputs within float rounding, on the emulator
     from gpuadvise.analyze.services import AnalysisServices
