@@ -136,9 +136,6 @@ _SEEN_LIMIT = 1 << 25
 # reductions called as ufuncs: ndarray.min/max go through a Python wrapper (the same values)
 _least, _most = np.minimum.reduce, np.maximum.reduce
 
-_PENDING_RECORDS = 8192
-"""The most one-warp records :meth:`Batch._record_lanes_later` keeps before writing them."""
-
 _FEW_LANES = 64
 """Accesses by at most this many lanes have their addresses' least, greatest and bitwise or
 taken in Python integers (:func:`_bounds`): three numpy reductions cost ~4 us each on a handful
@@ -815,8 +812,6 @@ class Batch:
         self._epoch_gen = 0  # counts the changes of warp_epoch
         # the last lanes array recorded and its layout (_lanes_layout)
         self._layout_of: tuple[np.ndarray, tuple[Any, Any, Any, np.ndarray]] | None = None
-        # one-warp records reserved but not written yet (_record_lanes_later)
-        self._pending: list[tuple[Any, ...]] = []
 
         # memory of the batch
         self.shared_bytes = image.shared_bytes
@@ -1392,69 +1387,6 @@ class Batch:
         sink.extra[start:end] = extra[wsel]
         sink.addr[start:end][rows, col] = _as_u64(taddr)
 
-    def _record_lanes_later(
-        self,
-        sink: RecordSink,
-        key: int,
-        sp: Space,
-        kind: Kind,
-        width: int,
-        lanes: np.ndarray,
-        taddr: np.ndarray,
-    ) -> None:
-        """:meth:`_record_lanes` for int64 addresses ``taddr`` that are the caller's own (never
-        changed after): a record of one warp's lanes is reserved now, its fields kept (the
-        warp's epoch and weight as they are now) and written with the next ones at once
-        (:meth:`_flush_records`, at the latest when :meth:`run` ends), the same bytes in the
-        same place. Written one by one, a record's five fields cost ~3 us on a few lanes
-        (HeCBench perplexity: 320,000 records of 4-15 lanes)."""
-        last = self._layout_of
-        lay = last[1] if last is not None and last[0] is lanes else self._lanes_layout(lanes)
-        if lay[1] is not None:  # several warps' lanes: written now
-            self._record_lanes(sink, key, sp, kind, width, lanes, taddr)
-            return
-        if key not in self._record_templates:
-            self._record_template(key, sp, kind, width)
-        w0 = lay[0]
-        start = sink.count
-        if start < len(sink.raw):  # room reserved already (reserve_index's own check)
-            sink.count = start + 1
-        else:
-            start = sink.reserve_index(1)
-        pend = self._pending
-        pend.append(
-            (start, key, w0, lay[2], self.warp_epoch[w0], self.sampler.extra[w0], lay[3], taddr)
-        )
-        if len(pend) >= _PENDING_RECORDS:
-            self._flush_records()
-
-    def _flush_records(self) -> None:
-        """Write the records :meth:`_record_lanes_later` kept: each its key's template row
-        (the fixed fields, the address column zeros), then its mask, epoch and weight, then its
-        active lanes' addresses, as :meth:`_record_lanes` writes one."""
-        pend = self._pending
-        if not pend:
-            return
-        self._pending = []
-        sink = self.sink
-        assert sink is not None
-        starts, keys, w0s, bits, epochs, extras, cols, addrs = zip(*pend, strict=True)
-        st = np.array(starts, np.int64)
-        ws = np.array(w0s, np.int64)
-        distinct = set(keys)
-        if len(distinct) == 1:
-            sink.raw[st] = self._record_templates[keys[0]][2][ws]
-        else:
-            ka = np.array(keys, np.int64)
-            for k in distinct:
-                sel = ka == k
-                sink.raw[st[sel]] = self._record_templates[k][2][ws[sel]]
-        sink.mask[st] = np.array(bits, np.uint32)
-        sink.epoch[st] = np.array(epochs, np.uint32)
-        sink.extra[st] = np.array(extras, np.uint32)
-        lens = np.fromiter(map(len, cols), np.int64, len(cols))
-        sink.addr[np.repeat(st, lens), np.concatenate(cols)] = np.concatenate(addrs).view(_U64)
-
     def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
         """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
         its mask, each lane's column) when they are one warp's, else (the warps, each lane's row
@@ -1946,8 +1878,7 @@ class Batch:
             if sink is not None:
                 if key < 0:
                     key = sink.key(index, Space.GLOBAL, kind, width)
-                # (a: this call's own int64 addresses, written later)
-                self._record_lanes_later(sink, key, Space.GLOBAL, kind, width, idx, a)
+                self._record_lanes(sink, key, Space.GLOBAL, kind, width, idx, a)
             return offs
 
         return part
@@ -2151,12 +2082,6 @@ class Batch:
 
     def run(self) -> tuple[int, int]:
         """Run every CTA of the batch to completion. Returns (lane instructions, issued steps)."""
-        try:
-            return self._run()
-        finally:
-            self._flush_records()  # (also where the run stops early: what it traced is kept)
-
-    def _run(self) -> tuple[int, int]:
         prog = self.program
         blocks = prog.blocks
         nb = len(blocks)
