@@ -144,6 +144,10 @@ class WarpChains:
 
     def some(self, ws: np.ndarray, p: int) -> None:
         """Warps ``ws`` (distinct) ran block ``p``."""
+        if ws.size == 1:  # (one warp, a divergent kernel's usual step: its row in place, the
+            # same additions; a fancy-indexed update costs ~4x as much)
+            self.warp[ws[0]] += self.rows[p]
+            return
         self.warp[ws] += self.rows[p]
 
     def weighted(self, ws: np.ndarray | None, w: np.ndarray, p: int) -> None:

@@ -1347,9 +1347,10 @@ class Batch:
         # the key's template for the fields that never change (its epochs and weights may be
         # stale: those of the warps written are set below, the template is not made again)
         got = self._record_templates.get(key)
-        raw = (got if got is not None else self._record_template(key, sp, kind, width))[2]
-        epoch = self.warp_epoch
-        extra = self.sampler.extra
+        if got is None:
+            got = self._record_template(key, sp, kind, width)
+        raw = got[2]
+        sampler = self.sampler
         last = self._layout_of  # (_lanes_layout's own check of the last lanes, without its call)
         lay = last[1] if last is not None and last[0] is lanes else self._lanes_layout(lanes)
         if lay[1] is None:  # one warp's lanes (ascending): one record
@@ -1363,12 +1364,17 @@ class Batch:
             # through the sink's column views: a field set on the record (a numpy void) costs
             # several times as much
             sink.mask[start] = bits
-            sink.epoch[start] = epoch[w0]
-            sink.extra[start] = extra[w0]
+            if got[1] != self._epoch_gen + (sampler.changes << 32):
+                # the template's epoch and weight are stale (a template current since the last
+                # barrier and weight change holds the warp's own: nothing to set)
+                sink.epoch[start] = self.warp_epoch[w0]
+                sink.extra[start] = sampler.extra[w0]
             # the row, then its lanes, in the column's dtype: a scatter that casts (int64 into
             # uint64, the same bits) or takes a (row, lanes) pair costs ~10x as much
-            sink.addr[start][col] = _as_u64(taddr)
+            sink.addr[start][col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
             return
+        epoch = self.warp_epoch
+        extra = sampler.extra
         # the fixed fields from the template (its address column zeros), then the masks, the
         # epochs, the weights and the active lanes' addresses
         wsel, rows, wm, col = lay
@@ -1788,15 +1794,26 @@ class Batch:
         key = -1
 
         least, most, either = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
+        sub = np.subtract
+        # the addresses known to be in one buffer, their pages filled (GlobalMemory.known_window):
+        # an access inside needs none of in_one_buffer's steps
+        win_lo, win_hi, win_d = 1, 0, operand_constant(0)  # (empty: lo > hi)
 
         def fast() -> np.ndarray | None:
-            nonlocal key
+            nonlocal key, win_lo, win_hi, win_d
             a = sv64 + off if off else sv64  # read only: the trace copies it, offsets are new
             if mis and int(either(a)) & mis:
                 return None
-            offs = gmem.in_one_buffer(a, int(least(a)), int(most(a)), width, aligned=True)
-            if offs is None:
-                return None
+            lo, hi = int(least(a)), int(most(a))
+            if win_lo <= lo and hi < win_hi:
+                offs = sub(a, win_d)
+            else:
+                offs = gmem.in_one_buffer(a, lo, hi, width, aligned=True)
+                if offs is None:
+                    return None
+                got = gmem.known_window(lo, width)
+                if got is not None:
+                    win_lo, win_hi, win_d = got
             if sink is not None:
                 if key < 0:
                     key = sink.key(index, Space.GLOBAL, kind, width)
@@ -1823,24 +1840,41 @@ class Batch:
         sink = self.sink
         mis = width - 1
         key = -1
-        add = np.add
+        add, sub = np.add, np.subtract
+        win_lo, win_hi, win_d = 1, 0, operand_constant(0)  # (as in _fast_global)
 
         def part(idx: np.ndarray) -> np.ndarray | None:
-            nonlocal key
+            nonlocal key, win_lo, win_hi, win_d
             k = idx.size
             if not k:
                 return None
             a = add(sv64[idx], off) if has_off else sv64[idx]  # a copy: the gather's own
-            span = _lane_span(a, k, mis)
-            if span is None:
-                return None
-            lo, hi = span
-            # (a generic address in the global window only, as _locate splits them)
-            if hi >> WINDOW_SHIFT != GLOBAL_BASE >> WINDOW_SHIFT:
-                return None
-            offs = gmem.in_one_buffer(a, lo, hi, width, aligned=True)
-            if offs is None:
-                return None
+            if k <= _FEW_LANES:  # _lane_span's steps, without its call
+                vals = a.tolist()
+                if mis:
+                    both = 0
+                    for v in vals:
+                        both |= v
+                    if both & mis:
+                        return None
+                lo, hi = min(vals), max(vals)
+            else:
+                span = _lane_span(a, k, mis)
+                if span is None:
+                    return None
+                lo, hi = span
+            if win_lo <= lo and hi < win_hi:  # (in a buffer: in the global window)
+                offs = sub(a, win_d)
+            else:
+                # (a generic address in the global window only, as _locate splits them)
+                if hi >> WINDOW_SHIFT != GLOBAL_BASE >> WINDOW_SHIFT:
+                    return None
+                offs = gmem.in_one_buffer(a, lo, hi, width, aligned=True)
+                if offs is None:
+                    return None
+                got = gmem.known_window(lo, width)
+                if got is not None:
+                    win_lo, win_hi, win_d = got
             if sink is not None:
                 if key < 0:
                     key = sink.key(index, Space.GLOBAL, kind, width)
@@ -2094,6 +2128,13 @@ class Batch:
         all_warps = self.block_all_warps
         sampler = self.sampler
         watching = bool(sampler.watches or sampler.dooms)
+        # the blocks where the sampler has something to do (its watches and dooms are made
+        # with it): after a block, the latches; before one, a block outside some loop of
+        # theirs (entering and after_block do nothing elsewhere; their arguments, per-warp
+        # gathers, are not made there)
+        loop_states: list[Any] = [*sampler.watches.values(), *sampler.dooms.values()]
+        latch_at = [i in sampler.watches or i in sampler.dooms for i in range(nb + 1)]
+        enter_at = [any(i not in x.loop.blocks for x in loop_states) for i in range(nb + 1)]
         # the cost cap (self.cost_cap), looked at every 256 steps until it is reached
         capped: Callable[[int, int], None] | None = None
         cap, sink0 = self.cost_cap, self.sink
@@ -2250,7 +2291,7 @@ class Batch:
                 blk = blocks[p]
                 steps += 1
                 self.step_counter = steps
-                if watching:
+                if enter_at[p]:
                     sampler.entering(p, allw)
                 for op in block_ops[p]:
                     op(full_mask)
@@ -2270,7 +2311,7 @@ class Batch:
                     block_warps[p] += nw
                     block_lanes[p] += n
                 all_warps[p] = True
-                if watching:
+                if latch_at[p]:
                     sampler.after_block(p, allw, None, warp_count + lock_extra)
                 if steps & 255 == 0:
                     if int(warp_count.max()) + lock_extra > self.max_instructions:
@@ -2355,7 +2396,7 @@ class Batch:
                 blk = blocks[p]
                 steps += 1
                 self.step_counter = steps
-                if watching:
+                if enter_at[p]:
                     sampler.entering(p, ws, sp[ws])
                 for op in block_ops[p]:
                     op(mask)
@@ -2363,7 +2404,11 @@ class Batch:
                 if sampler.weighted:  # a sampled loop's last iteration stands for the skipped
                     wx, active = sampler.weigh(ws, masks)
                 lane_instr += active * block_len[p]
-                warp_count[ws] += block_len[p]
+                one = ws.size == 1  # (one warp: its entries by a scalar index, ~10x cheaper)
+                if one:
+                    warp_count[ws[0]] += block_len[p]
+                else:
+                    warp_count[ws] += block_len[p]
                 step_ops += block_len[p]
                 if sampler.weighted:
                     sums.weighted(ws, sampler.wmul[ws], p)
@@ -2376,8 +2421,11 @@ class Batch:
                 if ws.size == nw:
                     all_warps[p] = True
                 elif seen is not None:
-                    seen[p, ws] = True
-                if watching:
+                    if one:
+                        seen[p, ws[0]] = True
+                    else:
+                        seen[p, ws] = True
+                if latch_at[p]:
                     sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
                 if steps & 255 == 0:
                     if int(warp_count.max()) > self.max_instructions:

@@ -504,6 +504,34 @@ class GlobalMemory:
                 self._touch(offs, width)
         return offs
 
+    def known_window(self, lo: int, width: int) -> tuple[int, int, np.ndarray] | None:
+        """For an access site of ``width`` bytes (a power of two up to a page, aligned, as
+        :meth:`in_one_buffer`'s ``aligned`` fast path takes them) whose least address ``lo``
+        :meth:`in_one_buffer` just found inside a buffer: (``lo_ok``, ``hi_end``, the buffer's
+        virtual-minus-heap 0-d array) such that any aligned accesses of that width whose least
+        address is at least ``lo_ok`` and whose greatest is under ``hi_end`` lie in that buffer,
+        their pages filled (a page once filled stays so), and their heap offsets are the
+        addresses minus the array: what :meth:`in_one_buffer` returns for them, without its
+        steps. None where no such range is known (the access's pages not all in the range seen
+        filled, or a width of another kind)."""
+        if not (width & (width - 1) == 0 and width <= (1 << PAGE_SHIFT)):
+            return None
+        i = (lo - GLOBAL_BASE) >> GLOBAL_STRIDE_BITS
+        if lo < GLOBAL_BASE or i >= len(self.buffers):
+            return None
+        b = self.buffers[i]
+        lo_ok, hi_end = b.base, b.base + b.size - width + 1
+        if self._lazy:
+            delta = b.base - b.start
+            k0, k1 = self._known
+            if k0 > k1:
+                return None
+            lo_ok = max(lo_ok, (k0 << PAGE_SHIFT) + delta)
+            hi_end = min(hi_end, ((k1 + 1) << PAGE_SHIFT) + delta)
+        if lo_ok >= hi_end:
+            return None
+        return lo_ok, hi_end, self._deltas[i]
+
     def describe(self, address: int, width: int) -> tuple[str | None, int | None, str]:
         """(buffer name, offset in it, a phrase) for an address no buffer holds."""
         if 0 < GLOBAL_BASE - address <= 1 << (GLOBAL_STRIDE_BITS - 1) and self.buffers:

@@ -447,16 +447,13 @@ class LoopSampler:
     ) -> None:
         if ws.size <= 3:  # a few warps, each neither after a skip nor being sampled: one by one
             wl = ws.tolist()
-            if not any(w.ff_k[wl].tolist()) and not any(w.since[wl].tolist()):
+            ffk_a, since_a = w.ff_k, w.since  # (read by scalar indices: a list index costs more)
+            for wi in wl:
+                if ffk_a[wi] or since_a[wi]:
+                    break
+            else:
                 for i, wi in enumerate(wl):
-                    self._latch_one(
-                        w,
-                        ws[i : i + 1],
-                        wi,
-                        None if masks is None else masks[i : i + 1],
-                        count[i : i + 1],
-                        None if depth is None else depth[i : i + 1],
-                    )
+                    self._latch_one(w, ws, i, wi, masks, count, depth)
                 return
         w.busy = True
         c = w.cnt[ws] + 1  # ws: distinct warps
@@ -508,12 +505,14 @@ class LoopSampler:
         self,
         w: _Watch,
         ws: np.ndarray,
+        i: int,
         wi: int,
         masks: np.ndarray | None,
         count: np.ndarray,
         depth: np.ndarray | None,
     ) -> None:
-        """:meth:`_at_latch` and :meth:`_look` for one warp ``wi`` (``ws``: it alone) that is
+        """:meth:`_at_latch` and :meth:`_look` for one warp ``wi`` (``ws[i]``; ``masks``,
+        ``count`` and ``depth`` are the latch's, ``i`` its entry there) that is
         neither after a skip nor being sampled (the usual latch of a divergent kernel, a warp or
         two at a time: HeCBench contraction 128,000 of them), in Python integers: each step as
         the vector form computes it, wrapped to int64 where numpy's arithmetic wraps. The
@@ -523,13 +522,13 @@ class LoopSampler:
         c = int(w.cnt[wi]) + 1
         w.cnt[wi] = c
         if depth is not None and c == 1:
-            w.depth[wi] = depth[0]
-        now = int(count[0])
+            w.depth[wi] = depth[i]
+        now = int(count[i])
         ipi = wrap64(now - int(w.prev[wi]))
         w.prev[wi] = now
         first = wi * 32
         if masks is not None:  # its first active lane
-            m = int(masks[0])
+            m = int(masks[i])
             low = m & ((~m + 1) & 0xFFFFFFFF)
             first += ((low - 1) & 0xFFFFFFFF).bit_count()
         lp = w.loop
@@ -560,7 +559,7 @@ class LoopSampler:
             worth = hot or (known and inside and rest > self.sample_above // INNER_SHARE)
         if worth and k >= 2 * PERIOD + 2 and c >= DECIDE_AT and c >= int(w.quiet[wi]):
             w.since[wi] = c
-            self._record(w, ws, np.array([c], np.int64))
+            self._record(w, ws[i : i + 1], np.array([c], np.int64))
 
     def _operand_one(self, w: _Watch, x: Any, lane: int) -> int:
         """:meth:`_operands` of one lane, as a Python integer."""
