@@ -83,26 +83,28 @@ class RecordSectors:
 
 def _rebase(addr: np.ndarray, act: np.ndarray | None) -> np.ndarray:
     """uint32 addresses relative to a base that is a multiple of 128 (sector and line boundaries
-    are kept): one base per chunk when its addresses span under 4 GB, else one per record."""
+    are kept): one base per chunk when its addresses span under 4 GB, else one per record (the
+    lowest active address's line). Inactive lanes hold anything: the caller overwrites them."""
     a = addr
     if act is None:
         lo, hi = a.min(initial=2**64 - 1), a.max(initial=0)
-    else:
-        live = a[act]
-        lo = live.min(initial=2**64 - 1)
-        hi = live.max(initial=0)
+    else:  # each record's active extremes (a chunk spanning 4 GB needs them; most do)
+        row_lo = np.where(act, a, np.uint64(2**64 - 1)).min(axis=1)
+        row_hi = np.where(act, a, np.uint64(0)).max(axis=1)
+        lo, hi = row_lo.min(initial=2**64 - 1), row_hi.max(initial=0)
     if hi < lo:  # no active lane
         return np.zeros(a.shape, dtype=np.uint32)
     base = np.uint64(int(lo) & ~(LINE_BYTES - 1))
     if int(hi) - int(base) < _SPAN_LIMIT:
         return (a - base).astype(np.uint32)  # inactive lanes may wrap: they are overwritten
-    act_ = np.ones(a.shape, dtype=bool) if act is None else act
-    masked = np.where(act_, a, np.uint64(2**64 - 1))
-    row_lo = masked.min(axis=1, keepdims=True) & np.uint64(2**64 - LINE_BYTES)
-    rel = np.where(act_, a - row_lo, 0)
-    if rel.max(initial=0) >= _SPAN_LIMIT:
+    # a chunk of several buffers (2^36 apart): a base per record
+    if act is None:
+        row_lo, row_hi = a.min(axis=1), a.max(axis=1)
+    row_lo &= np.uint64(2**64 - LINE_BYTES)
+    live_rows = row_hi >= row_lo  # a record with no active lane: (MAX & ~127, 0)
+    if ((row_hi - row_lo)[live_rows] >= _SPAN_LIMIT).any():
         raise ValueError("the active lanes of one warp access span more than 4 GB")
-    return rel.astype(np.uint32)
+    return (a - row_lo[:, None]).astype(np.uint32)  # inactive lanes may wrap, as above
 
 
 def _distinct_sorted(s: np.ndarray, has_sent: np.ndarray | None) -> np.ndarray:

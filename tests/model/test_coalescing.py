@@ -144,6 +144,32 @@ def test_addresses_spanning_more_than_4gb_in_one_chunk() -> None:
         record_sectors(make_trace([{"addr": lambda n: n * 2**30}]).records)
 
 
+def test_chunk_of_two_buffers_counts_each_record_as_alone() -> None:
+    # buffers 2^36 apart in one chunk (a base per record), partial and empty masks, inactive
+    # lanes anywhere: each record counts what it counts on its own (one base for the chunk)
+    rng = random.Random(7)
+    accesses = []
+    for i in range(300):
+        base = BASE + (i % 3) * 2**36 + 4 * rng.randrange(1 << 20)
+        stride, width = rng.choice([(4, 4), (8, 4), (16, 8), (128, 4), (0, 16), (6, 4)])
+        mask = rng.choice([FULL, rng.randrange(1 << 32), 0x1, 0x80000000, 0])
+        addr = [base + stride * n if mask >> n & 1 else rng.randrange(1 << 63) for n in LANES]
+        accesses.append({"addr": addr, "width": width, "mask": mask})
+    both = record_sectors(make_trace(accesses).records)
+    for i, a in enumerate(accesses):
+        alone = record_sectors(make_trace([a]).records)
+        got = (both.sectors[i], both.bytes[i], both.lines[i])
+        assert got == (alone.sectors[0], alone.bytes[0], alone.lines[0]), i
+    full = [{"addr": lambda n: BASE + 4 * n}, {"addr": lambda n: BASE + 2**36 + 8 * n}]
+    assert record_sectors(make_trace(full).records).sectors.tolist() == [4, 8]
+    # the active lanes decide: one lane 4 GB away raises, an inactive one does not
+    wide = {"addr": lambda n: BASE + (2**33 if n == 5 else 4 * n), "mask": FULL}
+    with pytest.raises(ValueError, match="4 GB"):
+        record_sectors(make_trace([full[1], wide]).records)
+    quiet = record_sectors(make_trace([full[1], {**wide, "mask": FULL ^ (1 << 5)}]).records)
+    assert quiet.sectors.tolist() == [8, 4]
+
+
 @st.composite
 def global_access(draw: st.DrawFn) -> tuple[int, int, list[int]]:
     width = draw(st.sampled_from([1, 2, 4, 8, 16]))
