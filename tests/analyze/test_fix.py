@@ -540,13 +540,16 @@ def test_fix_without_a_gpu_applies_the_grid_stride_reduction_checked_as_totals(
     the emulator, its partials as their total, and GA205's shuffles are verified on top of it
     at the new launch; the result says the host must add the partials and writes the spec.
     (GA204's half grid, ranked first by its estimate, is left out: it leaves 2.8 waves, too
-    few for GA206; test_fix_composes_the_reduction_chain_without_a_gpu applies it.)"""
-    case = tmp_path / "case"
-    shutil.copytree(ROOT / "kernels/reduction", case)
+    few for GA206; test_fix_composes_the_reduction_chain_without_a_gpu applies it.)
+    --diff writes nothing, so the case is analysed where it is (compiled once for the run under
+    its path, as the other tests of kernels/reduction compile it), not copied."""
+    case = ROOT / "kernels/reduction"
+    before = {f.name: f.read_bytes() for f in case.iterdir()}
     src = case / "reduce.cu"
     args = (str(src), "-k", "reduce3", "--arg", "n=1500000", "--no-measure", "--ignore", "GA204")
     p = _cli(*args, "--diff", "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    assert {f.name: f.read_bytes() for f in case.iterdir()} == before  # nothing written there
     fix = json.loads(p.stdout)["fix"]
     # both applied, in rank order: neither has an estimate without a GPU (GA206's is not
     # bounded on reductions), so the registry's order puts GA205 first; GA206's diff, stale

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from patchkit import Patched
 from rulekit import compiled
 
 import gpuadvise.rules as rule_api
@@ -122,6 +123,41 @@ def patched(source: Path, diff: str, tmp: Path) -> Path:
     return out
 
 
+def half_block(found: list[rule_api.Finding]) -> rule_api.Variant | None:
+    """The half-block variant of a kernel's one GA204 finding (the seed's half grid comes first
+    where the launch is 1-D: test_the_seeds_variant_halves_the_grid), or None."""
+    if len(found) != 1 or found[0].variant is None:
+        return None
+    v = found[0].variant
+    if v.label == "half grid" and len(v.alternatives) == 1:
+        (v,) = v.alternatives
+    return v
+
+
+# source -> its kernels whose half-block variant test_variant_applies_compiles_... applies
+HALF_BLOCK = {REDUCE: ("reduce3",), LUMA: ("lum_sequential", "lum_unrolled")}
+
+
+@pytest.fixture(scope="module")
+def half_blocks(
+    bundled: Callable[[Path, str], list[rule_api.Finding]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[Path, Patched]:
+    """Each source of HALF_BLOCK with the half-block diff of every kernel of it applied, one
+    copy (:class:`patchkit.Patched`, the case folder's other files beside it): compiled and
+    disassembled once for luminance.cu's two kernels, not once per kernel."""
+    out = {}
+    for source, kernels in HALF_BLOCK.items():
+        diffs = {}
+        for kernel in kernels:
+            v = half_block(bundled(source, kernel))
+            if v is not None and v.diff:
+                diffs[kernel] = v.diff
+        folder = tmp_path_factory.mktemp(source.parent.name)
+        out[source] = Patched(folder, source, diffs, beside=("*.toml", "*.cu", "*.cuh"))
+    return out
+
+
 def loads_per_thread(e: Any, threads: int) -> float:
     from gpuadvise.model.banks import active_lanes
     from gpuadvise.trace.access import Kind, Space
@@ -211,8 +247,8 @@ def test_variant_applies_compiles_and_gives_the_same_outputs(
     kernel: str,
     per_block: int | None,
     diff_has: list[str],
-    tmp_path: Path,
     bundled: Callable[[Path, str], list[rule_api.Finding]],
+    half_blocks: dict[Path, Patched],
 ) -> None:
     (f,) = bundled(source, kernel)
     v = f.variant
@@ -222,7 +258,8 @@ def test_variant_applies_compiles_and_gives_the_same_outputs(
     assert v.diff and v.launch == {"block": [128, 1, 1]} and v.label == "half block"
     for text in diff_has:
         assert "\n" + text in v.diff, (text, v.diff)
-    new = patched(source, v.diff, tmp_path)
+    assert kernel in HALF_BLOCK[source]
+    new = half_blocks[source].check(kernel, v.diff)  # the source with every kernel's diff
     before = emulated(source, kernel)
     after = emulated(new, kernel, block="128")
     assert after.ctas_run == before.ctas_run == (0, 1, 2, 3)

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from patchkit import Patched
 from rulekit import KERNELS, analyze, compiled, run_rule
 
 import gpuadvise.rules as rule_api
@@ -65,26 +66,46 @@ CASES = [
 ]  # fmt: skip
 
 
+class Fixed:
+    """GA303's narrow-run findings on each kernel of CASES, and one copy of each source with
+    every kernel's diff of it applied (:class:`patchkit.Patched`, its specs beside it): compiled
+    and disassembled once for vectorize.cu's three kernels, not once per kernel."""
+
+    def __init__(self, folder: Path) -> None:
+        self.found = {c[1]: narrow(c[0], c[1], c[2]) for c in CASES}
+        self.patched = {}
+        for src in {c[0] for c in CASES}:
+            diffs = {
+                kernel: found[0].variant.diff
+                for s, kernel, *_ in CASES
+                if s == src
+                and len(found := self.found[kernel]) == 1
+                and found[0].variant is not None
+                and found[0].variant.diff
+            }
+            self.patched[src] = Patched(folder / src.parent.name, src, diffs)
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory: pytest.TempPathFactory) -> Fixed:
+    return Fixed(tmp_path_factory.mktemp("vectorize"))
+
+
 @pytest.mark.parametrize(
     ("src", "kernel", "spec", "sizes", "grid", "k", "shrinks", "has"),
     CASES,
     ids=[c[1] for c in CASES],
 )
 def test_the_vector_rewrite_writes_the_same_outputs(
-    src, kernel, spec, sizes, grid, k, shrinks, has, tmp_path
+    src, kernel, spec, sizes, grid, k, shrinks, has, tmp_path, fixed
 ):
-    from gpuadvise.source.patch import apply_unified_diff
-
-    (f,) = narrow(src, kernel, spec)
+    (f,) = fixed.found[kernel]
     v = f.variant
     assert v is not None and v.safety == "automatic-and-verified" and v.diff, v
     assert v.label == f"k={k}" and has in v.diff, v.diff
     assert "% 16u == 0" in v.diff  # every chunk 16 bytes, its alignment checked as it runs
     assert (v.launch["grid"][0] if v.launch else None) == shrinks
-    new_dir = tmp_path / "new"
-    new_dir.mkdir()
-    new = new_dir / src.name
-    new.write_text(apply_unified_diff(src.read_text(), v.diff))
+    new = fixed.patched[src].check(kernel, v.diff)  # the source with every kernel's diff
     want = _outputs(src, kernel, _small(src, spec, sizes, grid, tmp_path / "old.toml"))
     got = _outputs(
         new,
@@ -94,9 +115,7 @@ def test_the_vector_rewrite_writes_the_same_outputs(
     assert want.keys() == got.keys()
     for name in want:
         assert want[name] == got[name], name
-    if src == VEC:  # the chunks are taken: the narrow loads are gone
-        for toml in src.parent.glob("*.toml"):
-            (new_dir / toml.name).write_text(toml.read_text())
+    if src == VEC:  # the chunks are taken: the narrow loads are gone (the specs beside it)
         assert narrow(new, kernel, spec) == []
 
 
