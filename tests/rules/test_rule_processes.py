@@ -6,12 +6,14 @@ the switches that keep one process."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -165,6 +167,15 @@ def test_a_rule_run_before_the_fork_is_not_run_again(monkeypatch):
     """After FORK_AFTER_CPU_S of rules this process forks; the rules it ran are not split."""
     context, cfg = _context(*CASES[0])
     monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 0.02)  # after a few rules
+    # a CPU clock that moves 2 ms at each reading as well: the fork comes after a few rules
+    # however fast this machine runs them (on the real clock alone, a fast one ran every rule
+    # within 0.02 s and never forked)
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(
+        perf_counter=time.perf_counter,
+        thread_time=lambda: time.thread_time() + 0.002 * next(ticks),
+    )
+    monkeypatch.setattr(rule_evaluate, "time", clock)
     one, two = _both(context, cfg)
     _same(one, two)
     order = rule_evaluate.run_order(rule_registry.load_registry().selected(cfg))
