@@ -3,11 +3,13 @@ rendered it (issue 30: the report as one object), and its one-line errors (exit 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
-from clikit import cli, one_error
+from clikit import cli, cli_run, one_error
 
 from gpuadvise.report_types import REPORT_VERSION, AnalysisReport
 
@@ -22,16 +24,30 @@ LAUNCH = ("--grid", "4", "--block", "256", "--arg", "n=1000", "--gpu", "H100")
 FORMATS = ("json", "html", "sarif", "junit", "github", "markdown")
 
 
-@pytest.fixture
-def saved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> Path:  # type: ignore[no-untyped-def]
-    """One analysis written in every format by one run (same timings): ``a.<fmt>``, and the
-    whole report ``a.report``; the current folder."""
-    (tmp_path / "scale.cu").write_text(KERNEL)
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CompletedProcess[str]]:
+    """One analysis of scale.cu, made once for the module (an analysis per test was a compile,
+    a disassembly and the rules six times over): the terminal report on stdout and every
+    format by the same run (same timings), ``a.<fmt>`` and the whole report ``a.report``, in a
+    folder of the module's. (The folder, the run: its stdout the terminal report.)"""
+    folder = tmp_path_factory.mktemp("saved")
+    (folder / "scale.cu").write_text(KERNEL)
     targets = [f"--format={fmt}=a.{fmt}" for fmt in (*FORMATS, "report")]
-    code, _, err = cli(capsys, "analyze", "scale.cu", "--no-trace", "--no-cache", *LAUNCH, *targets)
-    assert code == 0, err
-    return tmp_path
+    with contextlib.chdir(folder):
+        r = cli_run(
+            "analyze", "scale.cu", "--no-trace", "--no-cache", *LAUNCH, "--format", "text",
+            *targets,
+        )  # fmt: skip
+    return folder, r
+
+
+@pytest.fixture
+def saved(analysed: tuple[Path, CompletedProcess[str]], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The module's analysis (:func:`analysed`): its folder, the current folder."""
+    folder, run = analysed
+    assert run.returncode == 0, run.stderr
+    monkeypatch.chdir(folder)
+    return folder
 
 
 def test_a_saved_json_renders_the_page_analyze_wrote(capsys, saved: Path) -> None:  # type: ignore[no-untyped-def]
@@ -102,17 +118,13 @@ def test_render_never_writes_over_the_report_it_reads(capsys, saved: Path) -> No
 
 
 def test_the_terminal_text_renders_again_from_a_saved_report(
-    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys, saved: Path, analysed: tuple[Path, CompletedProcess[str]]
 ) -> None:  # type: ignore[no-untyped-def]
     """``text`` is a renderer like the others: a saved report prints the terminal report
     ``analyze`` printed, byte for byte (the summary names the command that made it)."""
-    (tmp_path / "scale.cu").write_text(KERNEL)
-    monkeypatch.chdir(tmp_path)
-    code, shown, err = cli(
-        capsys, "analyze", "scale.cu", "--no-trace", "--no-cache", *LAUNCH,
-        "--format", "text", "--format", "report=a.report", "--format", "json=a.json",
-    )  # fmt: skip
-    assert code == 0, err
+    run = analysed[1]
+    assert run.returncode == 0, run.stderr
+    shown = run.stdout
     assert shown.startswith("scale  scale.cu  grid 4 x block 256") and "Summary: " in shown
     code, out, err = cli(capsys, "render", "a.report", "--format", "text")
     assert (code, err) == (0, "") and out == shown
