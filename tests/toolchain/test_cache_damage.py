@@ -3,7 +3,11 @@
 Each case damages one file of a stored entry the way a crash, a full disk or a hand edit would
 (``meta.json`` = ``[1,2,3]``, ``resources.registers = "many"``, random bytes in the PTX, the
 cubin or the disassembly sidecar) and checks that the next compile neither raises nor returns
-the damage, and that the entry is whole again afterwards.
+the damage, and that the entry is whole again afterwards. The compile after the damage runs
+every step of a miss (the lookup, the read of nvcc's output and of the files it wrote, the
+store over the damage); nvcc's own run in it is the one the module recorded on the same
+source with the same command (:class:`NvccReplay`): what these tests check is the cache, not
+nvcc, which the module still runs once per set of options.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import gpuadvise.toolchain.compile as compile_mod
 from gpuadvise.errors import ToolchainError
 from gpuadvise.toolchain import (
     CompiledModule,
@@ -142,13 +148,63 @@ DAMAGE.update(
 DAMAGED_OPTIONS: dict[str, Any] = {"maxrregcount": 24}
 
 
+class NvccReplay:
+    """nvcc's runs in the module, recorded (:meth:`record`: the output, the exit status and the
+    files the run wrote, the cubin and its ``-keep`` folder) and given back (:meth:`run`, in
+    place of :func:`~gpuadvise.toolchain.find.run_tool`) for the same command: the same tool,
+    flags and input file, the build folders aside (each compile makes its own). A command not
+    recorded runs nvcc."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, ...], tuple[subprocess.CompletedProcess[str], dict[str, bytes]]]
+        self.runs = {}
+        self.replayed = 0
+
+    @staticmethod
+    def _folders(cmd: Sequence[str]) -> tuple[tuple[str, ...], Path, Path]:
+        """(``cmd`` without its build folders, the ``-keep-dir`` folder, the ``-o`` file)."""
+        keep, out = cmd.index("-keep-dir") + 1, cmd.index("-o") + 1
+        key = tuple("" if i in (keep, out) else a for i, a in enumerate(cmd))
+        return key, Path(cmd[keep]), Path(cmd[out])
+
+    def record(self, cmd: Sequence[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        proc = REAL_RUN_TOOL(cmd, what, **kw)
+        key, keep, out = self._folders(cmd)
+        files = {str(p.relative_to(keep)): p.read_bytes() for p in keep.rglob("*") if p.is_file()}
+        files[""] = out.read_bytes()
+        self.runs[key] = (proc, files)
+        return proc
+
+    def run(self, cmd: Sequence[str], what: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        key, keep, out = self._folders(cmd)
+        if key not in self.runs:
+            return REAL_RUN_TOOL(cmd, what, **kw)
+        proc, files = self.runs[key]
+        for name, data in files.items():
+            target = keep / name if name else out
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        self.replayed += 1
+        return subprocess.CompletedProcess(list(cmd), proc.returncode, proc.stdout, proc.stderr)
+
+
+REAL_RUN_TOOL = compile_mod.run_tool
+
+
 @pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, dict[str, Any]], Path]:
+def nvcc_replay() -> NvccReplay:
+    return NvccReplay()
+
+
+@pytest.fixture(scope="module")
+def pristine(
+    tmp_path_factory: pytest.TempPathFactory, nvcc_replay: NvccReplay
+) -> Callable[[Path, dict[str, Any]], Path]:
     """spill.cu in a folder of the module's, and for each set of options a cache holding its
-    compile, made once: each test damages a copy of it (``copy(tmp_path, options)``: the
-    copied cache, at ``tmp_path / "cache"``). A copy, not a compile per test: the first
-    compile's miss is not what these tests check, the one after the damage is; the source
-    keeps its path, which is part of the entry's key."""
+    compile, made once (nvcc's run recorded: :class:`NvccReplay`): each test damages a copy of
+    it (``copy(tmp_path, options)``: the copied cache, at ``tmp_path / "cache"``). A copy, not
+    a compile per test: the first compile's miss is not what these tests check, the one after
+    the damage is; the source keeps its path, which is part of the entry's key."""
     folder = tmp_path_factory.mktemp("damage")
     src = folder / "spill.cu"
     shutil.copy(CUDA_DIR / "spill.cu", src)
@@ -158,7 +214,9 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, dict[s
         key = json.dumps(options, sort_keys=True)
         if key not in made:
             cache = folder / f"cache{len(made)}"
-            module = compile_source(src, CompileOptions(**options, cache_dir=cache), TC)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(compile_mod, "run_tool", nvcc_replay.record)
+                module = compile_source(src, CompileOptions(**options, cache_dir=cache), TC)
             assert not module.from_cache
             made[key] = cache
         shutil.copytree(made[key], tmp_path / "cache", symlinks=True)
@@ -171,9 +229,15 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, dict[s
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_damaged_entry_is_a_miss_and_is_rewritten(
-    case: str, tmp_path: Path, pristine: Callable[[Path, dict[str, Any]], Path]
+    case: str,
+    tmp_path: Path,
+    pristine: Callable[[Path, dict[str, Any]], Path],
+    nvcc_replay: NvccReplay,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     src = pristine(tmp_path, DAMAGED_OPTIONS)
+    monkeypatch.setattr(compile_mod, "run_tool", nvcc_replay.run)
+    replayed = nvcc_replay.replayed
     opts = CompileOptions(**DAMAGED_OPTIONS, cache_dir=tmp_path / "cache")
     first = compile_source(src, opts, TC)
     assert first.from_cache  # the copy of the compiled entry, whole
@@ -190,6 +254,8 @@ def test_damaged_entry_is_a_miss_and_is_rewritten(
     assert all(isinstance(k.resources.registers, int) for k in again.kernels)
     assert again.ptx == first.ptx
     assert not again.from_cache
+    assert nvcc_replay.replayed == replayed + 1  # compiled: nvcc's recorded run
+    assert again.dependencies == first.dependencies
     third = compile_source(src, opts, TC)
     assert third.from_cache, "the damaged entry was not overwritten"
     assert third.kernels == first.kernels and third.ptx == first.ptx
