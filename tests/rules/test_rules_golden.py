@@ -130,6 +130,7 @@ def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
     if case not in _RUNS:
         rel, kernel = case
         cfg = Config(trace_ctas=TRACE_CTAS)
+        rulekit.compiled_once(KERNELS / rel, kernel)  # one worker at a time compiles a file
         context = rule_context(analyze(KERNELS / rel, kernel), cfg)
         run = rule_evaluate.evaluate_rules(context, cfg, registry=rule_registry.load_registry())
         _RUNS[case] = (context, run, set())
@@ -204,11 +205,14 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
     monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
     monkeypatch.setattr(rule_evaluate, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
     monkeypatch.setattr(module, "_RUNS", {})
+    # the compile (rulekit.compiled_once: one worker at a time for a file) before the analysis
+    monkeypatch.setattr(rulekit, "compiled_once", lambda source, kernel: made.append((kernel, "c")))
     case = ("some/case.cu", "k")
     first = case_run(case, "details")
     assert first == (("context", TRACE_CTAS), ("run", ("context", TRACE_CTAS)))
-    assert case_run(case, "details") is not None and made == [("k", "a")]  # kept: golden's
-    assert case_run(case, "golden")[1] is first[1] and made == [("k", "a")]  # the same run
+    assert made == [("k", "c"), ("k", "a")]
+    assert case_run(case, "details") is not None and made[1:] == [("k", "a")]  # kept: golden's
+    assert case_run(case, "golden")[1] is first[1] and made[1:] == [("k", "a")]  # the same run
     assert module._RUNS == {}  # every test has it: dropped
     with pytest.raises(AssertionError):
         case_run(case, "someone else")
