@@ -73,6 +73,7 @@ __all__ = [
     "shared_wavefront_estimate",
     "model_check",
     "through_model",
+    "launch_traffic_alone",
     "view_traffic",
 ]
 
@@ -883,6 +884,23 @@ def view_traffic(
             got = plain[device] = _view_traffic(device, view, None, None)
         return got
     return _view_traffic(device, view, changed, only)
+
+
+def launch_traffic_alone(device: DeviceSpec, view: TraceView) -> Traffic:
+    """:func:`view_traffic` of the launch (kept per view and device), without keeping the
+    lane-sized pieces it made on the way where it made them: the sector sets and the L2 set's
+    keys (~10 bytes a loaded lane; 88 MB on softMax's 6 M lanes), which only a traffic of
+    changed or kept records reads again (it makes them again then). For a caller that wants
+    the launch's traffic alone ahead of the rules (:func:`gpuadvise.rules.evaluate.
+    shared_pieces`, before the rules' fork): the pieces would stay in both processes through
+    every rule's peak."""
+    had_sets, had_keys = view in _SETS, view in _L2_KEYS
+    got = view_traffic(device, view)
+    if not had_sets:
+        _SETS.pop(view, None)
+    if not had_keys:
+        _L2_KEYS.pop(view, None)
+    return got
 
 
 def _view_traffic(

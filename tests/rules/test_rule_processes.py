@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import rulekit
 from rulekit import KERNELS
@@ -207,6 +208,61 @@ def test_the_view_is_built_once_before_the_fork(fork_at_once, monkeypatch, tmp_p
     _same(one, two)
     assert two.child["rules"]
     assert pids.read_text().split() == [str(os.getpid())]
+
+
+@pytest.mark.parametrize("case", CASES[:2], ids=[f"{c[0]}:{c[1]}" for c in CASES[:2]])
+def test_the_launchs_traffic_is_built_once_before_the_fork(
+    case, fork_at_once, monkeypatch, tmp_path
+):
+    """The launch's traffic (every estimate's "before", read by model_check for each finding),
+    built in this process before the fork, not again by either process after it; the run is
+    the same. Its sector sets are not kept (a changed traffic makes them again)."""
+    import gpuadvise.rules.estimates as estimates
+
+    real = estimates._view_traffic
+    pids = tmp_path / "pids"
+
+    def built(device: Any, view: Any, changed: Any, only: Any) -> Any:
+        if changed is None and only is None:
+            with pids.open("a") as f:
+                f.write(f"{os.getpid()}\n")
+        return real(device, view, changed, only)
+
+    monkeypatch.setattr(estimates, "_view_traffic", built)
+    monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)  # the child surely runs rules
+    context, cfg = _context(*case)
+    one = rule_evaluate.evaluate_rules(context, cfg, processes=1)
+    assert pids.read_text().split() == [str(os.getpid())]  # (the case's findings read it)
+    context, cfg = _context(*case)  # (a new context: its view and traffic not built yet)
+    pids.unlink()
+    two = rule_evaluate.evaluate_rules(context, cfg, processes=2)
+    _same(one, two)
+    assert two.child["rules"]
+    assert pids.read_text().split() == [str(os.getpid())]
+
+
+def test_the_launchs_traffic_alone_keeps_no_sector_sets():
+    """launch_traffic_alone: view_traffic's traffic; the sector sets it made dropped (those a
+    rule made before kept), and a changed traffic after it the same as with them kept."""
+    import gpuadvise.rules.estimates as estimates
+
+    context, _ = _context(*CASES[1])
+    view, device = context.trace_view, context.device
+    alone = estimates.launch_traffic_alone(device, view)
+    assert view not in estimates._SETS and view not in estimates._L2_KEYS
+    assert estimates.view_traffic(device, view) is alone  # (kept per view and device)
+    changed = np.arange(0, len(view.records), 3)
+    after = estimates.view_traffic(device, view, changed)
+    assert view in estimates._SETS
+    sets = estimates._SETS[view]
+    fresh, _ = _context(*CASES[1])
+    v2 = fresh.trace_view
+    assert estimates._view_traffic(device, v2, None, None) == alone
+    assert estimates.view_traffic(device, v2, changed) == after
+    # sets a rule made before are left
+    estimates._PLAIN.pop(view, None)
+    assert estimates.launch_traffic_alone(device, view) == alone
+    assert estimates._SETS[view] is sets
 
 
 def test_cheap_rules_never_fork(monkeypatch):
