@@ -62,12 +62,20 @@ class Built:
     sass: SassAhead | None = None
 
 
-def _build(vopts: KernelOptions, device: Any, started: threading.Event | None = None) -> Built:
+_NVCC_STARTED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "gpuadvise_nvcc_started", default=None
+)
+"""Set (by :func:`_build_into`) to the event :func:`_build` sets as its compile's nvcc starts."""
+
+
+def _build(vopts: KernelOptions, device: Any) -> Built:
     from gpuadvise.analyze.head import compile_head
     from gpuadvise.analyze.options import build
     from gpuadvise.spec.progress import reporting
     from gpuadvise.toolchain.compile import while_nvcc_runs
     from gpuadvise.toolchain.sass import disassembly_made
+
+    started = _NVCC_STARTED.get()
 
     @contextlib.contextmanager
     def nvcc_runs() -> Iterator[None]:  # (``started`` set as nvcc starts)
@@ -95,8 +103,10 @@ def _build_into(
     try:
         if not out.set_running_or_notify_cancel():
             return
+        if job is not None:
+            _NVCC_STARTED.set(job.started)  # (this thread's context: a copy, per job)
         try:
-            built = _build(vopts, device, job.started if job is not None else None)
+            built = _build(vopts, device)
         except BaseException as exc:
             out.set_exception(exc)
             return
