@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from gpuadvise.analyze.head import CompiledHead
@@ -62,6 +62,12 @@ class Built:
     sass: SassAhead | None = None
 
 
+_NVCC_STARTED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "gpuadvise_nvcc_started", default=None
+)
+"""Set (by :func:`_build_into`) to the event :func:`_build` sets as its compile's nvcc starts."""
+
+
 def _build(vopts: KernelOptions, device: Any) -> Built:
     from gpuadvise.analyze.head import compile_head
     from gpuadvise.analyze.options import build
@@ -69,10 +75,18 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
     from gpuadvise.toolchain.compile import while_nvcc_runs
     from gpuadvise.toolchain.sass import disassembly_made
 
+    started = _NVCC_STARTED.get()
+
+    @contextlib.contextmanager
+    def nvcc_runs() -> Iterator[None]:  # (``started`` set as nvcc starts)
+        if started is not None:
+            started.set()
+        yield
+
     with reporting(None):
         spec, _, options = build(vopts)
         # its SASS's nvdisasm run started as soon as nvcc has made the cubin (read below)
-        with while_nvcc_runs(contextlib.nullcontext, made=disassembly_made):
+        with while_nvcc_runs(nvcc_runs, made=disassembly_made):
             head = compile_head(spec, device, options, vopts.nvcc)
     # the variant's SASS (the emulator's block costs), read by this thread once the variant is
     # handed over (:meth:`Ahead.submit`); a failure is left for the trace, which reads it again
@@ -80,19 +94,49 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
     return Built(spec, options, head, sass)
 
 
-def _build_into(out: Future[Built], vopts: KernelOptions, device: Any) -> None:
+def _build_into(
+    out: Future[Built], vopts: KernelOptions, device: Any, job: _Job | None = None
+) -> None:
     """``vopts`` built into ``out`` (unless it was cancelled first), then its SASS read: the
-    caller may trace the variant while this thread reads it, before the next compile."""
-    if not out.set_running_or_notify_cancel():
-        return
+    caller may trace the variant while this thread reads it, before the next compile.
+    ``job``: told as nvcc starts, and when this is over (:class:`_Job`)."""
     try:
-        built = _build(vopts, device)
-    except BaseException as exc:
-        out.set_exception(exc)
-        return
-    out.set_result(built)
-    if built.sass is not None:
-        built.sass.read()
+        if not out.set_running_or_notify_cancel():
+            return
+        if job is not None:
+            _NVCC_STARTED.set(job.started)  # (this thread's context: a copy, per job)
+        try:
+            built = _build(vopts, device)
+        except BaseException as exc:
+            out.set_exception(exc)
+            return
+        out.set_result(built)
+        if job is not None:
+            job.started.set()  # (a compile cache hit: no nvcc ran)
+        if built.sass is not None:
+            built.sass.read()
+    finally:
+        if job is not None:
+            job.over()
+
+
+class _Job:
+    """One compile of an :class:`Ahead` thread: ``started`` is set as its nvcc starts (or
+    once it is over, whatever happened); :meth:`over` tells the thread's count of jobs."""
+
+    def __init__(self, ahead: Ahead) -> None:
+        self.started = threading.Event()
+        self._ahead = ahead
+
+    def over(self) -> None:
+        self.started.set()
+        with self._ahead._lock:
+            self._ahead._pending -= 1
+
+
+UNTIL_NVCC_S = 0.5
+"""How long :meth:`Ahead.submit` with ``until_nvcc`` waits at most for the compile's nvcc to
+start (the variant's spec and the compile cache's lookup take about 0.015 CPU-s)."""
 
 
 class Ahead:
@@ -103,15 +147,29 @@ class Ahead:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuadvise-variant")
         self._futures: list[Future[Built]] = []
+        self._lock = threading.Lock()
+        self._pending = 0  # jobs submitted and not over (the one running included)
 
-    def submit(self, vopts: KernelOptions, device: Any) -> Future[Built]:
+    def submit(self, vopts: KernelOptions, device: Any, until_nvcc: bool = False) -> Future[Built]:
         """``vopts``' kernel built and compiled for ``device`` in the thread (the caller's
         context: its time budget); the future is done once it is compiled, its SASS
-        (:attr:`Built.sass`) read by the thread after that."""
+        (:attr:`Built.sass`) read by the thread after that. ``until_nvcc``: when the thread
+        has nothing else to do, the caller waits until the compile's nvcc has started (or it
+        is over; at most :data:`UNTIL_NVCC_S`): the thread's Python work before nvcc (the
+        variant's spec, the compile cache's lookup) then has the interpreter to itself, where
+        a caller running the rules meanwhile would take it back each time the thread waits
+        on a file (issue 31: adamw_kernel1's told variant reached nvcc 0.03 s after it was
+        told with the analysing thread idle, 0.16 s with it running the rules at load 10)."""
         run = contextvars.copy_context().run
         f: Future[Built] = Future()
-        self._pool.submit(run, _build_into, f, vopts, device)
+        job = _Job(self)
+        with self._lock:
+            self._pending += 1
+            alone = self._pending == 1
+        self._pool.submit(run, _build_into, f, vopts, device, job)
         self._futures.append(f)
+        if until_nvcc and alone:
+            job.started.wait(UNTIL_NVCC_S)
         return f
 
     def __enter__(self) -> Ahead:
@@ -273,7 +331,8 @@ class VariantsAhead:
             except Exception:  # with_trace_points builds it, and says what failed
                 continue
             if vopts is not None:
-                self._builds[key] = (vopts, self._ahead.submit(vopts, self.device))
+                # (the rules, run on meanwhile, wait until its nvcc has started)
+                self._builds[key] = (vopts, self._ahead.submit(vopts, self.device, True))
 
     def take(self, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
         """The options and compile of the variant ``v`` (a finding's first candidate), if

@@ -308,6 +308,25 @@ def _traced_after(rule: Rule) -> bool:
     )
 
 
+def _compiles_once_told(rule: Rule, outcome: _Outcome) -> bool:
+    """Whether telling ``outcome`` (``rule``'s, run before the fork) starts a compile that the
+    analysis waits for: a finding with a variant of a rule whose variants are traced after the
+    rules, or with a proxy (and an estimate) of one whose proxies are (:func:`_traced_after`:
+    ``analyze`` compiles them from ``on_findings``,
+    :meth:`gpuadvise.analyze.ahead.VariantsAhead.told`)."""
+    if not outcome.told:
+        return False
+    for f in outcome.findings:
+        if f.variant is None or f.is_error:
+            continue
+        if getattr(rule, "point_from_variant_trace", False):
+            return True
+        if getattr(rule, "proxy_point_from_trace", False) and f.variant.proxy is not None:
+            if f.estimated_speedup is not None:
+                return True
+    return False
+
+
 def run_order(rules: Sequence[Rule]) -> list[int]:
     """The positions of ``rules`` in the order they run: those whose variants are traced after
     the rules first (:func:`_traced_after`: their nvcc starts as early as it can), then the
@@ -400,6 +419,7 @@ def _run_split(
     prepare: Callable[[Sequence[int]], None] = lambda rest: None,
     last: Sequence[int] = (),
     ahead: Callable[[], None] = lambda: None,
+    fork_when_told: bool = False,
 ) -> dict[str, Any]:
     """The rules at positions ``order`` over this process and a forked child
     (:mod:`gpuadvise.rules.split`); the child's usage (empty when none was forked). ``run``:
@@ -417,13 +437,21 @@ def _run_split(
     fork, so it holds no lock the child could need. ``last``: rules this process runs after
     all the others it runs, never the child (those that read a model still being computed
     here: :attr:`~gpuadvise.rules.context.ModelResults.later`); ``ahead``: called once, where
-    the findings of the rules before the fork are told (after the fork, when there is one)."""
+    the findings of the rules before the fork are told (after the fork, when there is one).
+    ``fork_when_told``: the fork comes as soon as a rule run before it has a finding whose
+    variant is compiled once told (:func:`_compiles_once_told`), however little CPU the rules
+    took so far: that compile (nvcc, then nvdisasm: about a second, on the other CPU) starts
+    then, not once the next rules have run up to :data:`~gpuadvise.rules.split.
+    FORK_AFTER_CPU_S` (or all of them, where they never take that much), and the rest is split
+    as before."""
     c0 = time.thread_time()
     before: list[_Outcome] = []
     k = 0
     while k < len(order) and time.thread_time() - c0 < FORK_AFTER_CPU_S:
         before.append(run(order[k], told=False))
         k += 1
+        if fork_when_told and _compiles_once_told(rules[order[k - 1]], before[-1]):
+            break  # its variant's compile waits for the tell, which waits for the fork
     rest = list(order[k:])
     if len(rest) < 2:
         ahead()
@@ -561,6 +589,7 @@ def evaluate_rules(
                 lambda rest: shared_pieces(context, [rules[i] for i in rest]),
                 last,
                 ahead,
+                fork_when_told=on_findings is not None,
             )
         else:
             ahead()

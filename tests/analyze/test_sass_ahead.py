@@ -273,3 +273,42 @@ def test_the_trace_starts_before_the_sass_is_read_and_finds_the_same(
     assert a.memory.trace.records.tobytes() == b.memory.trace.records.tobytes()
     assert a.notes == b.notes and a.memory.notes == b.memory.notes
     assert a.sass_instructions == b.sass_instructions and a.sass_lines == b.sass_lines
+
+
+def test_a_told_variant_is_waited_for_until_its_nvcc_starts(
+    compile_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``Ahead.submit(until_nvcc=True)`` returns once the compile's nvcc has started, not
+    before (the thread's spec and cache lookup then run alone) and not after it returned (the
+    compile goes on beside the caller); with a job already queued it does not wait; on a
+    compile cache hit it returns once the variant is built."""
+    import time
+
+    import gpuadvise.toolchain.compile as compile_mod
+
+    real = compile_mod.run_tool
+    started: list[float] = []
+
+    def slow_nvcc(cmd: Any, name: str, **kw: Any) -> Any:
+        if name == "nvcc":
+            started.append(time.perf_counter())
+            time.sleep(0.5)
+        return real(cmd, name, **kw)
+
+    monkeypatch.setattr(compile_mod, "run_tool", slow_nvcc)
+    src = tmp_path / "reduce.cu"  # a source of its own: the compile cache misses
+    src.write_text((R / "reduce.cu").read_text() + "\n// until_nvcc\n")
+    opts = dataclasses.replace(OPTS, source=str(src))
+    _, choice, _ = build(OPTS)
+    with A.Ahead() as ahead:
+        first = ahead.submit(opts, choice.device, until_nvcc=True)
+        back = time.perf_counter()
+        assert len(started) == 1 and started[0] <= back and not first.done()
+        queued = ahead.submit(OPTS, choice.device, until_nvcc=True)  # behind the first
+        assert not queued.done() and len(started) == 1
+        assert first.result().head.module.cubin_path
+        assert queued.result().head.module.cubin_path
+    runs = len(started)
+    with A.Ahead() as ahead:  # compiled above: a hit, no nvcc
+        hit = ahead.submit(opts, choice.device, until_nvcc=True)
+        assert hit.done() and len(started) == runs

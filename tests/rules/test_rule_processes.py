@@ -272,6 +272,59 @@ def test_cheap_rules_never_fork(monkeypatch):
     assert not two.child
 
 
+@pytest.mark.parametrize("case", CASES[:2], ids=[f"{c[0]}:{c[1]}" for c in CASES[:2]])
+def test_a_variant_to_compile_forks_at_once(case, monkeypatch):
+    """A rule run before the fork whose finding's variant is compiled once told (GA206 on
+    reduce2, GA308 on row_sums: traced after the rules) forks at once, however little CPU the
+    rules took (the fork's threshold out of reach here), and its findings are told then (the
+    variant's nvcc starts) rather than after the next rules; the run is the same. Without an
+    ``on_findings`` (nothing to tell), cheap rules still never fork."""
+    monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 1e9)
+    context, cfg = _context(*case)
+    registry = rule_registry.load_registry()
+    rules = registry.selected(cfg)
+    order = [rules[i].id for i in rule_evaluate.run_order(rules)]
+    events: list[str] = []
+    real_run = rule_evaluate._run_rule
+
+    def run_rule(rule: Any, *a: Any, **kw: Any) -> Any:
+        if os.getpid() == me:
+            events.append(rule.id)
+        return real_run(rule, *a, **kw)
+
+    me = os.getpid()
+    monkeypatch.setattr(rule_evaluate, "_run_rule", run_rule)
+    told: dict[int, list[Any]] = {1: [], 2: []}
+    one = rule_evaluate.evaluate_rules(
+        context, cfg, registry=registry, processes=1, on_findings=told[1].extend
+    )
+    events.clear()
+
+    def tell(fs: Any) -> None:
+        told[2].extend(fs)
+        events.append("told " + ",".join(sorted({f.rule for f in fs})))
+
+    two = rule_evaluate.evaluate_rules(
+        context, cfg, registry=registry, processes=2, on_findings=tell
+    )
+    _same(one, two)
+    first = next(
+        f.rule
+        for r in order
+        for f in one.findings
+        if f.rule == r and f.variant is not None and registry.find(r).point_from_variant_trace
+    )
+    before = order[: order.index(first) + 1]
+    assert two.child and set(two.child["queued"]) == set(order) - set(before)
+    # this process ran the rules up to that one, then told it first, before any other rule
+    assert events[: len(before)] == before
+    assert events[len(before)].startswith("told ") and first in events[len(before)]
+    key = lambda f: (f.rule, f.line, f.message)  # noqa: E731
+    assert Counter(map(key, told[2])) == Counter(map(key, told[1]))
+    _, quiet = _both(context, cfg, registry)  # nothing told: no fork
+    assert not quiet.child
+
+
 def test_skipped_rules_and_their_notes_are_the_same(fork_at_once):
     context, cfg = _context(*CASES[0], trace=False)  # the trace-based models unavailable
     one, two = _both(context, cfg)
