@@ -113,8 +113,9 @@ VARIANT_TRACE_FLOOR_COST = 1 << 17
 # kernel's own first CTA has past the default sample's bound (HeCBench glu's variant: 0.91 s of
 # its 0.25 s share -> 0.29 s, gpuadvise.trace.emulate.sample_emu_cost). Where its loops cannot
 # be sampled so, or the rest after them is long, it costs what it costs: contraction's variant
-# (one CTA like the kernel: 8.45 s, its loops nested three deep each run 16 of 64 iterations),
-# layernorm_backward's GA208:176 (3.15 s; its loop's sums steer a branch)
+# (one CTA like the kernel: 8.45 s; in its loops nested three deep the outer two keep 16 of 64
+# iterations each and the innermost, unrolled to 16 trips, none), layernorm_backward's GA208:176
+# (3.15 s; its long loop's results steer a branch, gpuadvise.ptx.steering: not sampled)
 VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
 
