@@ -114,7 +114,7 @@ VARIANT_TRACE_FLOOR_COST = 1 << 17
 # its 0.25 s share -> 0.29 s, gpuadvise.trace.emulate.sample_emu_cost). Where its loops cannot
 # be sampled so, or the rest after them is long, it costs what it costs: contraction's variant
 # (one CTA like the kernel: 8.45 s; in its loops nested three deep the outer two keep 16 of 64
-# iterations each and the innermost, unrolled to 16 trips, none), layernorm_backward's GA208:176
+# iterations each and the innermost, unrolled to 16 trips, none), layernorm_backward's GA208:174
 # (3.15 s; its long loop's results steer a branch, gpuadvise.ptx.steering: not sampled)
 VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
