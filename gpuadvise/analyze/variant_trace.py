@@ -108,8 +108,14 @@ VARIANT_TRACE_FLOOR_COST = 1 << 17
 # of 528 elements a thread, 1.8x the kernel's accesses and steps, took 4.9 CPU-s; vanGenuchten's
 # 32 CTAs 2.14x); all of them together, since a bound on each alone let the variants together
 # cost several times the kernel (llm.c layernorm_backward's three: 0.7-1.65x its kernel's
-# emulator cost each, 3.4x together; 2.1x shared). The first CTA alone is never cut:
-# contraction's variant, one CTA like the kernel, costs what it costs
+# emulator cost each, 3.4x together; 2.1x shared). The first CTA always runs; one that alone
+# passes its share has its long loops whose results steer nothing sampled from there, as the
+# kernel's own first CTA has past the default sample's bound (HeCBench glu's variant: 0.91 s of
+# its 0.25 s share -> 0.29 s, gpuadvise.trace.emulate.sample_emu_cost). Where its loops cannot
+# be sampled so, or the rest after them is long, it costs what it costs: contraction's variant
+# (one CTA like the kernel: 8.45 s; in its loops nested three deep the outer two keep 16 of 64
+# iterations each and the innermost, unrolled to 16 trips, none), layernorm_backward's GA208:174
+# (3.15 s; its long loop's results steer a branch, gpuadvise.ptx.steering: not sampled)
 VARIANT_TRACE_FLOOR_EMU_NS = 250_000_000
 
 

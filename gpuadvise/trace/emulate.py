@@ -67,6 +67,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -264,7 +265,10 @@ def sample_emu_cost(limit_ns: int) -> Iterator[None]:
     count, the same on every machine; never more than an enclosing bound allows): a step's
     length counts where the warp accesses and steps do not (a grid-stride variant's CTA loops
     over many elements, each step a long block). A wave the default traces whole is traced
-    whole, and the first CTA always runs; a sample asked for is never cut."""
+    whole, and the first CTA always runs; a sample asked for is never cut. A first CTA that
+    alone passes ``limit_ns`` (under the default sample's own :data:`DEFAULT_SAMPLE_EMU_NS`) has
+    its long loops whose results steer nothing sampled from there, as the default sample's
+    first CTA has past that (:func:`_over_sample_cost`): the sample ends with it."""
     now = _SAMPLE_EMU.get()
     token = _SAMPLE_EMU.set(max(1, int(limit_ns) if now is None else min(int(limit_ns), now)))
     try:
@@ -994,6 +998,10 @@ def _emulate(
     lowered_bytes = sample_bytes if lowered is None else min(sample_bytes, lowered)
     lowered_cost = _SAMPLE_COST.get()  # sample_trace_cost: idem, by the cost
     lowered_emu = _SAMPLE_EMU.get()  # sample_emu_cost: idem, by the emulator's cost
+    # the first CTA's own bound, past which its long loops are sampled (_over_sample_cost)
+    first_bound = (
+        DEFAULT_SAMPLE_EMU_NS if lowered_emu is None else min(DEFAULT_SAMPLE_EMU_NS, lowered_emu)
+    )
 
     class _BudgetSink(RecordSink):
         """A RecordSink that stops at the budget's share for the trace with :class:`_TraceFull`
@@ -1043,9 +1051,10 @@ def _emulate(
                 while start < count:
                     end = min(count, start + size)
                     # the default sample's first CTA alone: its long loops sampled once it has
-                    # cost the sample's bound (no fewer CTAs can bring it within)
+                    # cost the sample's bound, or a lowered one (sample_emu_cost: a variant's
+                    # share), whichever is less (no fewer CTAs can bring it within)
                     first_cap = (
-                        _over_sample_cost
+                        partial(_over_sample_cost, bound=first_bound)
                         if cost_budget and record and sample_above and start == 0 and end == 1
                         else None
                     )
@@ -1114,7 +1123,7 @@ def _emulate(
                         # could be sampled so (their results steer the kernel) it goes on as
                         # planned
                         if done < count:
-                            notes.append(_capped_note(wave_ctas))
+                            notes.append(_capped_note(wave_ctas, first_bound))
                         ctas, count = ctas[:done], done
                         break
                     if cut_to_budget and size == 1 and done < count:
@@ -1458,17 +1467,22 @@ def affordable_ctas(cost_budget: int, cost: int, ctas: int) -> int:
     return afford
 
 
-def _over_sample_cost(ops: int, records: int, steps: int) -> bool:
+def _over_sample_cost(ops: int, records: int, steps: int, bound: int | None = None) -> bool:
     """Whether a batch that ran ``ops`` instructions in ``steps`` steps and recorded
     ``records`` warp accesses has cost the default sample's bound (:data:`DEFAULT_SAMPLE_EMU_NS`,
-    :func:`~gpuadvise.trace.emu_cost.emulator_cost`: counts, the same on every machine)."""
-    return emulator_cost(ops, 0, records, steps) > DEFAULT_SAMPLE_EMU_NS
+    :func:`~gpuadvise.trace.emu_cost.emulator_cost`: counts, the same on every machine), or
+    ``bound`` (ns) where given: a variant's share of its kernel's emulator cost
+    (:func:`sample_emu_cost`) under the default's."""
+    limit = DEFAULT_SAMPLE_EMU_NS if bound is None else bound
+    return emulator_cost(ops, 0, records, steps) > limit
 
 
-def _capped_note(wave: int) -> str:
+def _capped_note(wave: int, bound: int | None = None) -> str:
+    limit = DEFAULT_SAMPLE_EMU_NS if bound is None else bound
+    what = _COST_NOTE if limit >= DEFAULT_SAMPLE_EMU_NS else "emulator cost it was given"
     return (
-        f"traced 1 of the first wave's {wave} CTAs: the first alone passed the {_COST_NOTE} in "
-        f"the emulator's work, about {DEFAULT_SAMPLE_EMU_NS / 1e9:.1f} CPU-s, and its long loops "
+        f"traced 1 of the first wave's {wave} CTAs: the first alone passed the {what} in "
+        f"the emulator's work, about {limit / 1e9:.2g} CPU-s, and its long loops "
         "whose results reach no branch were sampled from there (--sample-ctas N traces the first "
         "N CTAs, their loops sampled only past the instruction budget's share)"
     )

@@ -285,6 +285,45 @@ def test_the_cost_cap_reads_counts() -> None:
     ops = DEFAULT_SAMPLE_EMU_NS // NS_PER_OP
     assert not _over_sample_cost(ops, 0, 0)
     assert _over_sample_cost(ops + 1, 0, 0)
+    # a bound of its own (a variant's share, sample_emu_cost)
+    assert not _over_sample_cost(ops // 10, 0, 0, bound=ops // 10 * NS_PER_OP)
+    assert _over_sample_cost(ops // 10 + 1, 0, 0, bound=ops // 10 * NS_PER_OP)
+
+
+@pytest.mark.toolkit
+def test_a_first_cta_over_a_lowered_emulator_cost_has_its_loops_sampled(monkeypatch) -> None:
+    """Issue 31: a variant's trace is bounded by its share of the kernel's emulator cost
+    (sample_emu_cost), and its first CTA always runs. A first CTA that alone passes that share,
+    where the share is under the default sample's own bound, has its long loops sampled from
+    there, as the default sample's first CTA has past the default's bound (HeCBench glu's
+    variant: 0.91 s of a 0.25 s share); the counts stay the full run's. A share over the
+    default's bound does not raise the cap, and one the first CTA stays under changes nothing."""
+    import gpuadvise.trace.emulate as em
+
+    module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+    # CTA 0 costs about 2.7 s of the emulator's work: under a default bound raised out of its
+    # way, the first wave's 4 CTAs run every iteration
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 10**12)
+    full = em.emulate(module, k, launch, device)
+    assert full.sampled_loops == () and full.ctas_run == (0, 1, 2, 3)
+    with em.sample_emu_cost(500_000_000):
+        part = em.emulate(module, k, launch, device)
+    assert part.sampled_loops and part.ctas_run == (0,)
+    assert any("the emulator cost it was given" in n and "0.5 CPU-s" in n for n in part.notes)
+    cta0 = em.emulate(module, k, launch, device, sample_ctas=1)  # CTA 0, every iteration
+    assert len(part.trace.records) < len(cta0.trace.records) / 2
+    assert _lines(part) == _lines(cta0)
+    assert part.lane_instructions == cta0.lane_instructions
+    # a share over the first CTA's cost: nothing is sampled (the share cuts CTAs, not loops)
+    with em.sample_emu_cost(10**11):
+        same = em.emulate(module, k, launch, device)
+    assert same.sampled_loops == () and same.ctas_run == full.ctas_run
+    # a share over the default's bound does not raise it: the default's cap holds
+    monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 500_000_000)
+    with em.sample_emu_cost(10**12):
+        capped = em.emulate(module, k, launch, device)
+    assert capped.sampled_loops and capped.ctas_run == (0,)
+    assert len(capped.trace.records) == len(part.trace.records)
 
 
 @pytest.mark.toolkit
