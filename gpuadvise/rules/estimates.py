@@ -319,6 +319,11 @@ def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.n
     head = run_heads(rec, key)
     r, k = rec[head], key[head]
     del head
+    return _pairs_of_runs(r, k)
+
+
+def _pairs_of_runs(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pairs_by_record` of the first of each run of equal pairs (``r``, ``k``)."""
     if len(r) > 1:
         up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
         if not bool(up.all()):
@@ -655,15 +660,22 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     skey += sec
     del sec
     rec = lanes.rec[idx]
+    del idx, lane_load  # (not read below: not held through the pairs' sort, issue 31's peak)
     # one access a record and sector (the lanes come by record: no sort where each record's
     # lanes are in address order)
     if side.starts is not None:
-        acc_rec, acc_key = _pairs_by_record(rec, skey)
+        # (the lanes' record and key freed once their runs' first are taken: the pairs' sort
+        # of a strided walk makes a matrix of up to four times their keys)
+        head = run_heads(rec, skey)
+        r, k = rec[head], skey[head]
+        del head, rec, skey
+        acc_rec, acc_key = _pairs_of_runs(r, k)
+        del r, k
     else:
         pair = distinct_rows([rec, skey])
+        del rec, skey
         acc_rec, acc_key = pair[0], pair[1]
         del pair
-    del idx, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
