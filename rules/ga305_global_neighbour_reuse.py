@@ -215,7 +215,8 @@ class GlobalNeighbourReuse(Rule):
                     ctx.trace.instructions[int(i)].data_address for i in distinct(lanes.inst)
                 )
                 if not data:
-                    spread_out.setdefault(b, []).append((line, lanes))
+                    # (held through the other lines without the columns read above: issue 31)
+                    spread_out.setdefault(b, []).append((line, lanes.lean()))
                 if ru.factor < min_reuse:
                     continue
                 if data:

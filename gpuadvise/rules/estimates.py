@@ -288,18 +288,24 @@ def _record_side(view: TraceView) -> _RecordSide:
     return got
 
 
-def _record_lanes(view: TraceView, rec_mask: np.ndarray) -> np.ndarray:
+def _record_lanes(view: TraceView, rec_mask: np.ndarray, narrow: bool = False) -> np.ndarray:
     """The indices (ascending) of the lanes of the records ``rec_mask`` selects: from each
     record's range of lanes where the view's lanes come by record (its lanes are), else by a
-    pass over every lane."""
+    pass over every lane. ``narrow``: int32 where the view's lanes number fewer than 2**31
+    (the caller only indexes with them; issue 31: a layout fix's lanes are most of a view's),
+    else int64."""
+    ix = np.int32 if narrow and len(view.lanes) < 2**31 - 1 else np.int64
     starts = _record_side(view).starts
     if starts is None:
-        return np.flatnonzero(rec_mask[view.lanes.rec])
+        return np.flatnonzero(rec_mask[view.lanes.rec]).astype(ix, copy=False)
     recs = np.flatnonzero(rec_mask)
     lo = starts[recs]
     counts = starts[recs + 1] - lo
     before = np.cumsum(counts) - counts  # each record's first place in the result
-    return np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(lo - before, counts)
+    # (each record's lanes its offset plus their places, the sum made in place)
+    out = np.repeat((lo - before).astype(ix), counts)
+    out += np.arange(len(out), dtype=ix)
+    return out
 
 
 def _on(a: np.ndarray, sub: np.ndarray | None) -> np.ndarray:
@@ -314,6 +320,11 @@ def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.n
     head = run_heads(rec, key)
     r, k = rec[head], key[head]
     del head
+    return _pairs_of_runs(r, k)
+
+
+def _pairs_of_runs(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pairs_by_record` of the first of each run of equal pairs (``r``, ``k``)."""
     if len(r) > 1:
         up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
         if not bool(up.all()):
@@ -327,6 +338,7 @@ def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 _RECORD_ROW_LANES = 64  # _sorted_in_records: the most keys a record's row of the matrix holds
+_KEY_CHUNK = 1 << 20  # lanes a step of _used_key (8 MB temporaries)
 
 
 def _sorted_in_records(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -649,15 +661,22 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     skey += sec
     del sec
     rec = lanes.rec[idx]
+    del idx, lane_load  # (not read below: not held through the pairs' sort, issue 31's peak)
     # one access a record and sector (the lanes come by record: no sort where each record's
     # lanes are in address order)
     if side.starts is not None:
-        acc_rec, acc_key = _pairs_by_record(rec, skey)
+        # (the lanes' record and key freed once their runs' first are taken: the pairs' sort
+        # of a strided walk makes a matrix of up to four times their keys)
+        head = run_heads(rec, skey)
+        r, k = rec[head], skey[head]
+        del head, rec, skey
+        acc_rec, acc_key = _pairs_of_runs(r, k)
+        del r, k
     else:
         pair = distinct_rows([rec, skey])
+        del rec, skey
         acc_rec, acc_key = pair[0], pair[1]
         del pair
-    del idx, skey, lane_load, rec
     # the SM's resident warps over each CTA's traced warps
     w = -(-math.prod(view.block) // WARP)
     per_sm = min(device.blocks_per_sm, device.max_warps_per_sm // max(w, 1))
@@ -764,9 +783,24 @@ def _packed(cols: list[np.ndarray]) -> np.ndarray:
 
 def _used_key(lb: np.ndarray, off: np.ndarray, at: np.ndarray) -> np.ndarray:
     """:func:`_packed`'s (buffer, offset) key of the lanes ``at`` (``lb``, ``off``: per lane of
-    the view), each lane-sized gather freed once packed (issue 31's peak: the changed records'
-    lanes are most of a view's in a layout fix)."""
-    return _packed([lb[at], off[at]])
+    the view), made a chunk of lanes at a time in the key itself (issue 31's peak: the changed
+    records' lanes are most of a view's in a layout fix; no lane-sized gather beside the key),
+    where the key fits (else :func:`_packed` of the two gathers)."""
+    n = len(at)
+    spans = [0, 0]  # each column's largest value + 1, as _packed finds them
+    for i in range(0, n, _KEY_CHUNK):
+        a = at[i : i + _KEY_CHUNK]
+        spans = [max(spans[0], int(lb[a].max()) + 1), max(spans[1], int(off[a].max()) + 1)]
+    if not n or spans[0] >= 2**62 or spans[0] * spans[1] >= 2**62:
+        return _packed([lb[at], off[at]])
+    key = np.empty(n, np.int64)
+    for i in range(0, n, _KEY_CHUNK):
+        a = at[i : i + _KEY_CHUNK]
+        part = key[i : i + _KEY_CHUNK]
+        part[...] = lb[a]
+        part *= np.int64(spans[1])
+        part += off[a]
+    return key
 
 
 def _used_bytes(
@@ -821,7 +855,7 @@ def _used_bytes_by_cta(
     if not len(at):
         return np.zeros(0), 0.0
     key = _used_key(lb, off, at)
-    c = cta[at].astype(np.int64)
+    c = cta[at]  # (added to the int64 key as it is: no int64 copy)
     cspan = np.int64(int(c.max()) + 1)
     key *= cspan
     key += c
@@ -939,7 +973,7 @@ def _view_traffic(
     sel_lanes = np.zeros(0, np.int64)
     load_used = load_alone = 0.0
     if sel.any():
-        sel_lanes = _record_lanes(view, sel)
+        sel_lanes = _record_lanes(view, sel, narrow=True)
         sel_lanes = sel_lanes[(lb[sel_lanes] >= 0) & sel[lanes.rec[sel_lanes]]]
     sel_rec = lanes.rec[sel_lanes]
     sel_w = rw[sel_rec] if view.iterations_sampled else None  # per lane, when not all 1

@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 SECTOR = 32
+_KEY_CHUNK = 1 << 20  # lanes a step of launch_reuse's keys (8 MB temporaries)
 
 
 @dataclass(frozen=True)
@@ -87,26 +88,34 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     # sampled CTAs are millions, read several times by each CTA: no lane-sized copy kept,
     # no second sort of every lane)
     off = lanes.off.astype(np.int64, copy=False)
-    step = off % SECTOR
-    step += lanes.width
+    n = len(off)
+    # the sectors past the first, in int32 (0 or 1 but for accesses wider than a sector; issue
+    # 31: no int64 lane-sized temporaries but the keys; off % SECTOR is off & 31, negative too)
+    step = np.bitwise_and(off, SECTOR - 1, out=np.empty(n, np.int32), casting="unsafe")
+    np.add(step, lanes.width, out=step, casting="unsafe")
     step -= 1
     step //= SECTOR
     cross = np.flatnonzero(step)
-    n = len(off)
-    key = np.empty(n + len(cross), np.int64)
-    np.floor_divide(off, SECTOR, out=key[:n])  # each lane's first sector, made in place
-    key[n:] = key[:n][cross]
-    key[n:] += step[cross]
-    del step
-    ctas = np.empty(len(key), np.int64)
-    ctas[:n] = lanes.cta
-    ctas[n:] = lanes.cta[cross]
-    del cross
-    # the (CTA << 44) | sector keys made in the CTAs' array (no copy), sorted in place; the
+    # the (CTA << 44) | sector keys, made a chunk of lanes at a time in the one array sorted in
+    # place (no lane-sized int64 temporary); the crossing lanes' next sectors after them; the
     # sample's distinct sectors are those of the distinct keys
-    ctas <<= 44
-    ctas |= key
-    del key
+    ctas = np.empty(n + len(cross), np.int64)
+    cta = lanes.cta
+    for i in range(0, n, _KEY_CHUNK):
+        j = min(i + _KEY_CHUNK, n)
+        part = ctas[i:j]
+        part[...] = cta[i:j]
+        part <<= 44
+        part |= off[i:j] // SECTOR
+    tail = off[cross] // SECTOR
+    tail += step[cross]
+    del step
+    last = ctas[n:]
+    last[...] = cta[cross]
+    del cross
+    last <<= 44
+    last |= tail
+    del tail, last
     sort_in_place(ctas)
     head = np.empty(len(ctas), bool)
     head[0] = True
@@ -247,10 +256,9 @@ def launch_wide(
     keeps so small a buffer from one CTA to the next while each CTA streams its own share
     through, so the re-reads are L1 hits the trace's per-CTA counts do not see (a scale vector
     of 1 KB read by every CTA)."""
-    first = got[0][1]
-    lanes = Lanes(
-        *(np.concatenate([getattr(x, f) for _, x in got]) for f in first.__dataclass_fields__)
-    )
+    # (the lines' lanes joined without a copy of their columns where they are taken from the
+    # view: each column gathered once, when read; issue 31)
+    lanes = Lanes.joined([x for _, x in got])
     lr = launch_reuse(view, lanes, buffer_bytes)
     if lr.factor < min_factor:
         return None

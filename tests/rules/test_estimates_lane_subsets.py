@@ -233,7 +233,7 @@ def test_traffic_of_some_records_from_their_lanes_is_from_every_lane(
     device = launch.device
     fast, whole = _view(launch), _view(launch)
     assert estimates.own_stored_lanes(fast).any()  # the reload of what the CTA stored
-    every = lambda view, mask: np.arange(len(view.lanes), dtype=np.int64)  # noqa: E731
+    every = lambda view, mask, narrow=False: np.arange(len(view.lanes), dtype=np.int64)  # noqa: E731
     for changed, only in _subsets(fast):
         keep = None
         if only is not None:

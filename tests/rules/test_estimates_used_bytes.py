@@ -134,3 +134,44 @@ def test_the_used_bytes_by_cta_sort_once():
     first = _first_rows(c, b, o)
     assert np.array_equal(per, np.bincount(c[first], weights=width[at][first] * weight[first]))
     assert total == _used_bytes(lb, off, width, at, weight)
+
+
+def test_the_used_key_made_in_chunks_is_the_packed_key(monkeypatch) -> None:
+    """_used_key builds the (buffer, offset) key a chunk of lanes at a time (issue 31: no
+    lane-sized gather beside it): the key _packed makes of the two gathers, for int32 and int64
+    lane indices, a chunk that does not divide the lanes, and offsets too wide to pack."""
+    import gpuadvise.rules.estimates as est
+
+    cta, lb, off, width = _columns(5000, 8)
+    at = np.sort(np.random.default_rng(9).choice(5000, 3001, replace=False))
+    wide = off.copy()
+    wide[7] = 1 << 61  # span of offsets times buffers over 2**62: the ranks instead
+    for chunk in (1 << 20, 7, 1000):
+        monkeypatch.setattr(est, "_KEY_CHUNK", chunk)
+        for ix in (np.int64, np.int32):
+            for o in (off, wide):
+                got = est._used_key(lb, o, at.astype(ix))
+                want = est._packed([lb[at], o[at]])
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert len(est._used_key(lb, off, at[:0])) == 0
+
+
+def test_narrow_record_lanes_are_the_same_indices(monkeypatch) -> None:
+    """_record_lanes' int32 indices (narrow) hold the int64 ones' values, by the records'
+    ranges of lanes and by a pass over the lanes alike."""
+    import gpuadvise.rules.estimates as est
+
+    rng = np.random.default_rng(11)
+    rec = np.sort(rng.integers(0, 40, 700)).astype(np.int32)
+    z = np.zeros(len(rec), np.int32)
+    view = type("V", (), {})()
+    view.lanes = Lanes(rec, z, z, z, z.astype(np.int64), z)
+    for starts in (np.searchsorted(rec, np.arange(41)), None):
+        side = type("S", (), {"starts": starts})()
+        monkeypatch.setattr(est, "_record_side", lambda v, side=side: side)
+        for mask in (rng.random(40) < 0.5, np.zeros(40, bool), np.ones(40, bool)):
+            wide = est._record_lanes(view, mask)
+            narrow = est._record_lanes(view, mask, narrow=True)
+            assert wide.dtype == np.int64 and narrow.dtype == np.int32
+            assert np.array_equal(wide, narrow)
+            assert np.array_equal(wide, np.flatnonzero(mask[rec]))

@@ -4,6 +4,7 @@ sample, with the key array sorted in place (issue 31's peak)."""
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -36,15 +37,20 @@ def test_the_footprint_is_at_most_the_buffer() -> None:
     assert (got.l2_sectors, got.sample_sectors, got.footprint) == (2, 2, 2.0)
 
 
-def test_random_lanes_against_the_sets_of_their_sectors() -> None:
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_random_lanes_against_the_sets_of_their_sectors(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Many CTAs re-reading their sectors, lanes crossing into the next sector, offsets far
     apart: the per-CTA and sample counts are those of the (CTA, sector) and sector sets (the
     sample's distinct sectors come from the distinct (CTA, sector) keys)."""
+    # the keys made in steps (the module, not the function gpuadvise.rules exports by its name)
+    monkeypatch.setattr(sys.modules["gpuadvise.rules.launch_reuse"], "_KEY_CHUNK", chunk)
     rng = np.random.default_rng(7)
     n = 5000
     cta = rng.integers(0, 40, n)
     off = rng.integers(0, 1 << 12, n) * 4 + rng.choice([0, 1 << 30], n)
-    width = rng.choice([4, 8, 16], n)
+    width = rng.choice([4, 8, 16, 64], n)  # (64: two sectors past the first)
     lanes = _lanes(cta.tolist(), off.tolist(), width.tolist(), np.int32)
     rows = zip(cta, off, width, strict=True)
     pairs = {(int(c), int(o + k) // 32) for c, o, w in rows for k in (0, w - 1)}

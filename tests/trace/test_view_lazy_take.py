@@ -61,3 +61,38 @@ def test_a_pickle_carries_the_columns() -> None:
     assert type(back) is Lanes
     assert _same(back, _eager(lanes, keep))
     assert len(pickle.dumps(lanes.take(keep))) < len(pickle.dumps(lanes)) // 4
+
+
+def test_lean_lanes_drop_the_read_columns_and_read_the_same() -> None:
+    lanes = _lanes()
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, len(lanes), 200).astype(np.int32)
+    taken = lanes.take(idx)
+    _ = taken.off, taken.cta  # columns read: the lean copy holds none of them
+    lean = taken.lean()
+    assert lean.__dict__["_got"] == {}
+    assert lean.__dict__["_source"] is lanes
+    assert _same(lean, _eager(lanes, idx))
+    # a take of a take: the indices over the first source, composed
+    inner = rng.random(len(idx)) < 0.5
+    twice = lanes.take(idx).take(inner).lean()
+    assert twice.__dict__["_source"] is lanes
+    assert _same(twice, _eager(lanes, idx[inner]))
+    assert lanes.lean() is lanes  # lanes that hold their columns
+
+
+def test_joined_lanes_are_the_columns_concatenated() -> None:
+    lanes = _lanes()
+    rng = np.random.default_rng(3)
+    parts = [lanes.take(rng.integers(0, len(lanes), k)) for k in (40, 0, 90)]
+    _ = parts[0].off  # (a read column makes no difference)
+    want = {c: np.concatenate([getattr(p, c) for p in parts]) for c in COLS}
+    got = Lanes.joined(parts)
+    assert got.__dict__["_got"] == {}  # taken from the one source: nothing gathered yet
+    assert _same(got, want)
+    # parts of different sources, or plain lanes: each column concatenated
+    other = _lanes(seed=9)
+    mixed = [parts[0], other.take(np.arange(5)), other]
+    want = {c: np.concatenate([getattr(p, c) for p in mixed]) for c in COLS}
+    assert type(Lanes.joined(mixed)) is Lanes
+    assert _same(Lanes.joined(mixed), want)
