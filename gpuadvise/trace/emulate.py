@@ -566,6 +566,7 @@ def emulate(
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
     sample_loops: bool = True,
+    models: bool = True,
 ) -> Emulation:
     """Emulate ``kernel`` of ``module`` for ``launch`` and trace its memory accesses.
 
@@ -574,7 +575,11 @@ def emulate(
     :data:`DEFAULT_MAX_INSTRUCTIONS`). ``batch_lanes``: lanes executed together (fewer when the
     kernel's registers need it). ``trace=False`` runs without recording (the trace comes back
     empty): for outputs only. ``sample_loops``: long loops may be sampled (the trace weighted,
-    the outputs then not the kernel's); False where the outputs are compared.
+    the outputs then not the kernel's); False where the outputs are compared. ``models=False``:
+    a run whose outputs and global traffic alone are read (a launch check): the trace holds the
+    global accesses' records only (every memory instruction listed), no SASS is read, no block
+    costs are made or summed (``simt`` None, the trace without ``work``) and no note looks at a
+    poisoned output's reads.
     """
     from gpuadvise.runner.data import buffer_filler
 
@@ -591,11 +596,11 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     # the SASS being read in a thread (analyze's): the run starts without it
-    flight = in_flight(module.cubin_path, kernel.mangled) if trace else None
+    flight = in_flight(module.cubin_path, kernel.mangled) if trace and models else None
     emu = _emulate(
         # the SASS feeds the timing models (block costs, loop schedules) read from a trace;
         # a run for its outputs alone (trace=False) needs no disassembly (an nvdisasm run)
-        sass=_sass(module, kernel) if trace and flight is None else ((), {}),
+        sass=_sass(module, kernel) if trace and models and flight is None else ((), {}),
         sass_later=None if flight is None else _sass_when(flight, module, kernel),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
@@ -614,8 +619,9 @@ def emulate(
         static_smem_ptxas=static,
         record=trace,
         sample_loops=sample_loops,
+        models=models,
     )
-    if not trace or not poisoned:
+    if not trace or not poisoned or not models:
         return emu
     notes = list(emu.notes)
     for b in launch.buffers:
@@ -774,13 +780,15 @@ def emulate_ptx(
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
     constants: Sequence[tuple[str, bytes]] = (),
+    models: bool = True,
 ) -> Emulation:
     """Emulate PTX text directly (no compile step; handy for tests and hand-written PTX).
 
     ``args`` in parameter order: a numpy array is a buffer (named ``arg<i>``, copied, and
     returned in ``outputs`` like every buffer), anything else a scalar given as a numpy scalar of
     the parameter's type (``np.int32(5)``, ``np.float32(0.5)``). ``constants``: (PTX symbol,
-    bytes) written into ``__constant__`` variables before the run.
+    bytes) written into ``__constant__`` variables before the run. ``models``: as
+    :func:`emulate`'s.
     """
     buffers: list[tuple[str, np.ndarray, bool]] = []
     values: list[Any] = []
@@ -813,6 +821,7 @@ def emulate_ptx(
         static_smem_ptxas=0,
         record=trace,
         constants=constants,
+        models=models,
     )
     work = emu.trace.work
     if work is None:
@@ -847,8 +856,9 @@ def _emulate(
     sample_loops: bool = False,
     sass: tuple[Any, Any] = ((), {}),
     sass_later: Callable[[bool], tuple[Any, Any] | None] | None = None,
+    models: bool = True,
 ) -> Emulation:
-    """The emulation (see :func:`emulate`). ``sass``: the kernel's SASS and control words
+    """The emulation (see :func:`emulate`, ``models`` as there). ``sass``: the kernel's SASS and control words
     (:func:`_sass`); ``sass_later``: they are being read, and this gives them once they are
     (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
     (:meth:`gpuadvise.ptx.emulator.KernelImage.warp_chains`) and added up once they come."""
@@ -875,6 +885,7 @@ def _emulate(
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx, entry)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
+    image.costs = models
 
     def take_sass(sass: tuple[Any, Any]) -> None:
         if sass[0] and sass[1] and _SCHEDULED_ARCH.fullmatch(arch):
@@ -1003,6 +1014,7 @@ def _emulate(
             raise _TraceFull(need)
 
     sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
+    sink.global_only = not models
     # the pages of the buffers the traced CTAs touch, made as they run (GlobalMemory)
     data_limit = max(budget.bytes // _DATA_SHARE_DIVISOR, 1 << 20)
     if record:
@@ -1099,7 +1111,8 @@ def _emulate(
                         cta_warps=batch.block_cta_warps(),
                         slow_div=batch.slow_div,
                     )
-                    chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
+                    if models:
+                        chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
                     capped = batch.cost_capped
                     batch.release()  # freed now, not at the next full garbage collection
                     add_chains(wait=False)
@@ -1216,18 +1229,19 @@ def _emulate(
                         ctas, count = ctas[:done], done
                         break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
-            add_chains(wait=True)  # the block costs, waited for if the SASS is still being read
-            trace = dataclasses.replace(
-                trace,
-                work=kernel_work(
-                    image.program,
-                    image.block_costs,
-                    simt_counts,
-                    total_ctas=total,
-                    warps_per_cta=geo.warps_per_cta,
-                    ctas_per_sm=resident_per_sm(),
-                ),
-            )
+            if models:
+                add_chains(wait=True)  # the block costs, waited for if the SASS is being read
+                trace = dataclasses.replace(
+                    trace,
+                    work=kernel_work(
+                        image.program,
+                        image.block_costs,
+                        simt_counts,
+                        total_ctas=total,
+                        warps_per_cta=geo.warps_per_cta,
+                        ctas_per_sm=resident_per_sm(),
+                    ),
+                )
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
@@ -1283,7 +1297,9 @@ def _emulate(
             grid=grid,
             threads_per_cta=geo.threads,
             costs=image.block_costs,
-        ),
+        )
+        if models
+        else None,
         sampled_loops=sampled,
         cta_cost=unit,
         emu_cost=emu_ns,
