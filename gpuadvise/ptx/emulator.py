@@ -1382,19 +1382,19 @@ class Batch:
             # uint64, the same bits) or takes a (row, lanes) pair costs ~10x as much
             sink.addr[start][col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
             return
-        epoch = self.warp_epoch
-        extra = sampler.extra
         # the fixed fields from the template (its address column zeros), then the masks, the
-        # epochs, the weights and the active lanes' addresses
+        # epochs and weights where the template's are stale (as for one warp, above), and the
+        # active lanes' addresses
         wsel, rows, wm, col = lay
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
         assert sink.buf is not None
         sink.mask[start:end] = wm
-        sink.epoch[start:end] = epoch[wsel]
-        sink.extra[start:end] = extra[wsel]
-        sink.addr[start:end][rows, col] = _as_u64(taddr)
+        if got[1] != self._epoch_gen + (sampler.changes << 32):
+            sink.epoch[start:end] = self.warp_epoch[wsel]
+            sink.extra[start:end] = sampler.extra[wsel]
+        sink.addr[start:end][rows, col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
 
     def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
         """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
