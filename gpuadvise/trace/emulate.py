@@ -868,9 +868,9 @@ def _emulate(
     sass_later: Callable[[bool], tuple[Any, Any] | None] | None = None,
     models: bool = True,
 ) -> Emulation:
-    """The emulation (see :func:`emulate`, ``models`` as there). ``sass``: the kernel's SASS and control words
-    (:func:`_sass`); ``sass_later``: they are being read, and this gives them once they are
-    (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
+    """The emulation (see :func:`emulate`; ``models`` as there). ``sass``: the kernel's SASS
+    and control words (:func:`_sass`); ``sass_later``: they are being read, and this gives them
+    once they are (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
     (:meth:`gpuadvise.ptx.emulator.KernelImage.warp_chains`) and added up once they come."""
     import warnings
 
