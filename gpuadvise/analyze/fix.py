@@ -594,7 +594,14 @@ def emulate_launch(opts: KernelOptions) -> tuple[dict[str, Any], int, int]:
     kernel = select_compiled_kernel(module, spec.kernel)
     launch = resolve_launch(spec, kernel, options, tc)
     emu = emulate(
-        module, kernel, launch, choice.device, sample_ctas="all", trace=False, sample_loops=False
+        module,
+        kernel,
+        launch,
+        choice.device,
+        sample_ctas="all",
+        trace=False,
+        sample_loops=False,
+        models=False,
     )
     return dict(emu.outputs), int(grid[0]), ctas
 
@@ -639,7 +646,9 @@ def _emulated(analysis: Any, text: str | None, ctas: Sequence[int]) -> Any:
     from gpuadvise.analyze.services import AnalysisServices
 
     # every loop iteration runs (sampled loops leave outputs that are not the kernel's)
-    emu = AnalysisServices(analysis).emulate_candidate(text, ctas, trace=False, sample_loops=False)
+    emu = AnalysisServices(analysis).emulate_candidate(
+        text, ctas, trace=False, sample_loops=False, models=False
+    )
     if tuple(emu.ctas_run) != tuple(sorted(set(ctas))):
         raise EmulationError(
             f"the emulator ran {len(emu.ctas_run)} CTAs where {len(ctas)} were asked for",

@@ -158,8 +158,8 @@ class AnalysisServices:
         ctas = "CTA" if sample_ctas == 1 else "CTAs"
         how = f"the first {sample_ctas} {ctas} on the CPU emulator"
         try:
-            base = self.emulate_candidate(None, sample_ctas, trace=False)
-            cand = self.emulate_candidate(source_text, sample_ctas, trace=False)
+            base = self.emulate_candidate(None, sample_ctas, trace=False, models=False)
+            cand = self.emulate_candidate(source_text, sample_ctas, trace=False, models=False)
         except GpuAdviseError as exc:
             return LaunchCheck(False, f"not checked: {exc.one_line()}", how)
         if not base.ctas_run or not cand.ctas_run:
@@ -185,10 +185,12 @@ class AnalysisServices:
         sample_ctas: int | Sequence[int],
         trace: bool = True,
         sample_loops: bool = True,
+        models: bool = True,
     ) -> Emulation:
         """The candidate (None: the analysed source) emulated on the analysed launch, for
         ``sample_ctas`` (a count, or the linear ids of the CTAs to run). ``sample_loops``
-        False: every loop iteration runs (the outputs are compared)."""
+        False: every loop iteration runs (the outputs are compared); ``models`` False: its
+        outputs and global traffic alone are read (:func:`gpuadvise.trace.emulate.emulate`)."""
         from gpuadvise.trace.emulate import emulate
 
         module, kernel, options = self._build(source_text, ())
@@ -202,6 +204,7 @@ class AnalysisServices:
             sample_ctas=sample_ctas,
             trace=trace,
             sample_loops=sample_loops,
+            models=models,
         )
 
     def compare_launch(
@@ -297,7 +300,8 @@ class AnalysisServices:
             ctas1 = picks
             how = f"{len(picks)} CTAs of the change against the {len(ctas0)} holding their threads"
         module, kernel = a.module, a.kernel
-        # every loop iteration runs: the outputs are compared
+        # every loop iteration runs: the outputs are compared; of the trace, the global
+        # records alone are read (no models: no SASS, no block costs)
         outs = [b.name for b in old.outputs]
 
         def sectors(e: Emulation, threads: int) -> float:
@@ -312,7 +316,9 @@ class AnalysisServices:
         # both start from the same contents (the spec's fills and seed)
         key0 = ctas0 if isinstance(ctas0, str) else tuple(ctas0)
         if key0 not in self._base_runs:  # the launch as it is, once per CTA set
-            e0 = emulate(module, kernel, old, a.device, sample_ctas=ctas0, sample_loops=False)
+            e0 = emulate(
+                module, kernel, old, a.device, sample_ctas=ctas0, sample_loops=False, models=False
+            )
             ran = tuple(e0.ctas_run)
             ch0 = {n: _changes(e0, n) for n in outs}
             pos = {n: c.positions for n, c in ch0.items()}
@@ -320,7 +326,9 @@ class AnalysisServices:
             self._base_runs[key0] = (ran, pos, val, sectors(e0, old.launch.block.count * len(ran)))
             del e0, ch0
         ran0, pos0, val0, s0 = self._base_runs[key0]
-        e1 = emulate(module1, kernel1, new, a.device, sample_ctas=ctas1, sample_loops=False)
+        e1 = emulate(
+            module1, kernel1, new, a.device, sample_ctas=ctas1, sample_loops=False, models=False
+        )
         if not (ran0 and e1.ctas_run):
             return LaunchCheck(False, "not checked: the emulator ran no CTA", how)
         if whole:

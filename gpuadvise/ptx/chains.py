@@ -172,6 +172,27 @@ class WarpChains:
         return self.warp + self.lock
 
 
+class NoChains:
+    """:class:`WarpChains`' calls taken and dropped: a run for its outputs and its accesses
+    alone (:func:`gpuadvise.trace.emulate.emulate` with ``models=False``) needs no block costs,
+    so none are made (the kernel's :attr:`BlockCosts.per_warp`, read from its SASS) nor summed."""
+
+    def all(self, p: int) -> None:
+        pass
+
+    def some(self, ws: np.ndarray, p: int) -> None:
+        pass
+
+    def weighted(self, ws: np.ndarray | None, w: np.ndarray, p: int) -> None:
+        pass
+
+    def lockstep(self, p: int) -> None:
+        pass
+
+    def unlock(self) -> None:
+        pass
+
+
 CHAIN_LOG_BYTES = 64 << 20
 """The most bytes of warp indices and weights a :class:`ChainLog` keeps before it waits for its
 rows."""

@@ -68,7 +68,7 @@ import numpy as np
 
 from gpuadvise.ptx.access import RECORD, Kind, Space
 from gpuadvise.ptx.cfg import Program, build_program, symbols_used
-from gpuadvise.ptx.chains import BlockCosts, ChainLog, WarpChains, block_costs
+from gpuadvise.ptx.chains import BlockCosts, ChainLog, NoChains, WarpChains, block_costs
 from gpuadvise.ptx.errors import (
     EmulationError,
     InstructionBudgetError,
@@ -304,6 +304,9 @@ class KernelImage:
     # the SASS still being read (gpuadvise.trace.emulate): called with False, sets schedule,
     # sass_pipes and sass_local if it has come and says whether it has; with True, waits for it
     sass_later: Callable[[bool], bool] | None = None
+    # whether the batches sum the block costs (warp_chains); False for a run whose outputs and
+    # accesses alone are read (gpuadvise.trace.emulate's models=False): no costs are made
+    costs: bool = True
 
     def program_loops(self) -> tuple[Loop, ...]:
         """The program's natural loops (:func:`gpuadvise.ptx.loops.find_loops`), found once."""
@@ -337,10 +340,13 @@ class KernelImage:
             self.sass_later = None
         return self.sass_later is None
 
-    def warp_chains(self, warps: int) -> WarpChains | ChainLog:
+    def warp_chains(self, warps: int) -> WarpChains | ChainLog | NoChains:
         """The sums of :attr:`block_costs` rows for ``warps`` warps: added as they run
         (:class:`~gpuadvise.ptx.chains.WarpChains`) when the costs are known, else recorded
-        until they are (:class:`~gpuadvise.ptx.chains.ChainLog`, bit-identical)."""
+        until they are (:class:`~gpuadvise.ptx.chains.ChainLog`, bit-identical); none
+        (:class:`~gpuadvise.ptx.chains.NoChains`) without :attr:`costs`."""
+        if not self.costs:
+            return NoChains()
         if self.costs_known():
             return WarpChains(self.block_costs.per_warp, warps)
 
@@ -601,6 +607,9 @@ class RecordSink:
         self.keys: dict[tuple[int, int], int] = {}
         self.key_kind: dict[tuple[int, int], tuple[int, int]] = {}
         self.count = 0
+        # only the global accesses' records are written (the other spaces' instructions are
+        # declared, their records dropped): for a run whose global traffic alone is read
+        self.global_only = False
 
     def declare(self, accesses: list[tuple[int, Space, Kind, int]]) -> None:
         """List memory instructions in the trace even if they never execute."""
@@ -806,7 +815,7 @@ class Batch:
         # (gpuadvise.ptx.chains: links by latency class, then issued instructions), recorded
         # while the costs are not known (the SASS being read); per CTA, the chain of its
         # critical warp and its most instructions: chains.critical_paths
-        self.chain_sums: WarpChains | ChainLog | None = None
+        self.chain_sums: WarpChains | ChainLog | NoChains | None = None
         # full-mask records per trace key: (template, epoch generation, its raw view)
         self._record_templates: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         self._epoch_gen = 0  # counts the changes of warp_epoch
@@ -1323,7 +1332,7 @@ class Batch:
         else the active lanes, ascending, as ``Mask.idx`` gives them)."""
         sp = SPACE_ENUM.get(space)
         sink = self.sink
-        if sp is None or sink is None:
+        if sp is None or sink is None or (sink.global_only and sp is not Space.GLOBAL):
             return
         key = sink.key(index, sp, kind, width)
         if lanes is None:
@@ -1373,19 +1382,19 @@ class Batch:
             # uint64, the same bits) or takes a (row, lanes) pair costs ~10x as much
             sink.addr[start][col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
             return
-        epoch = self.warp_epoch
-        extra = sampler.extra
         # the fixed fields from the template (its address column zeros), then the masks, the
-        # epochs, the weights and the active lanes' addresses
+        # epochs and weights where the template's are stale (as for one warp, above), and the
+        # active lanes' addresses
         wsel, rows, wm, col = lay
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
         assert sink.buf is not None
         sink.mask[start:end] = wm
-        sink.epoch[start:end] = epoch[wsel]
-        sink.extra[start:end] = extra[wsel]
-        sink.addr[start:end][rows, col] = _as_u64(taddr)
+        if got[1] != self._epoch_gen + (sampler.changes << 32):
+            sink.epoch[start:end] = self.warp_epoch[wsel]
+            sink.extra[start:end] = sampler.extra[wsel]
+        sink.addr[start:end][rows, col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
 
     def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
         """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
@@ -1679,7 +1688,7 @@ class Batch:
             return None
         shared = space == "shared"
         sp = Space.SHARED if shared else Space.LOCAL
-        sink = self.sink
+        sink = self.sink if self.sink is None or not self.sink.global_only else None
         mis = width - 1
         key = -1
         # the space's offsets a - base (base: the shared window's start, 0 for a local frame)
@@ -1723,7 +1732,7 @@ class Batch:
             return None
         shared = space == "shared"
         sp = Space.SHARED if shared else Space.LOCAL
-        sink = self.sink
+        sink = self.sink if self.sink is None or not self.sink.global_only else None
         mis = width - 1
         key = -1
         base = self.image.shared_base if shared else 0

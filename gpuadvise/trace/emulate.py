@@ -570,6 +570,7 @@ def emulate(
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
     sample_loops: bool = True,
+    models: bool = True,
 ) -> Emulation:
     """Emulate ``kernel`` of ``module`` for ``launch`` and trace its memory accesses.
 
@@ -578,7 +579,11 @@ def emulate(
     :data:`DEFAULT_MAX_INSTRUCTIONS`). ``batch_lanes``: lanes executed together (fewer when the
     kernel's registers need it). ``trace=False`` runs without recording (the trace comes back
     empty): for outputs only. ``sample_loops``: long loops may be sampled (the trace weighted,
-    the outputs then not the kernel's); False where the outputs are compared.
+    the outputs then not the kernel's); False where the outputs are compared. ``models=False``:
+    a run whose outputs and global traffic alone are read (a launch check): the trace holds the
+    global accesses' records only (every memory instruction listed), no SASS is read, no block
+    costs are made or summed (``simt`` None, the trace without ``work``) and no note looks at a
+    poisoned output's reads.
     """
     from gpuadvise.runner.data import buffer_filler
 
@@ -595,11 +600,11 @@ def emulate(
         buffers.append((buf.name, filler, buf.is_output))
     static = kernel.resources.static_smem_bytes
     # the SASS being read in a thread (analyze's): the run starts without it
-    flight = in_flight(module.cubin_path, kernel.mangled) if trace else None
+    flight = in_flight(module.cubin_path, kernel.mangled) if trace and models else None
     emu = _emulate(
         # the SASS feeds the timing models (block costs, loop schedules) read from a trace;
         # a run for its outputs alone (trace=False) needs no disassembly (an nvdisasm run)
-        sass=_sass(module, kernel) if trace and flight is None else ((), {}),
+        sass=_sass(module, kernel) if trace and models and flight is None else ((), {}),
         sass_later=None if flight is None else _sass_when(flight, module, kernel),
         constants=constant_bytes(module.ptx, launch),
         ptx=module.ptx,
@@ -618,8 +623,9 @@ def emulate(
         static_smem_ptxas=static,
         record=trace,
         sample_loops=sample_loops,
+        models=models,
     )
-    if not trace or not poisoned:
+    if not trace or not poisoned or not models:
         return emu
     notes = list(emu.notes)
     for b in launch.buffers:
@@ -690,7 +696,6 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
     if span is None or len(r) == 0:
         return 0
     base, size = int(span[0]), int(span[1])
-    lanes = np.uint32(1) << np.arange(32, dtype=np.uint32)
     # columns, gathered a stretch at a time (never whole records); an address is in the buffer
     # when its offset from the base, wrapping below it, is under the size
     addr_col, mask_col, kind_col, width_col = r["addr"], r["mask"], r["kind"], r["width"]
@@ -703,8 +708,12 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
         return a
 
     def inside(rows: np.ndarray, off: np.ndarray) -> np.ndarray:
-        active = (mask_col[rows][:, None] & lanes[None, :]) != 0
-        return active & (off < usize)
+        # the active lanes: each mask's 32 bits, lane j's in column j (the little-endian
+        # bytes' bits, least first), one unpacking where a shift and compare per lane cost ~3x
+        bits = mask_col[rows].astype("<u4", copy=False).view(np.uint8).reshape(-1, 4)
+        active = np.unpackbits(bits, axis=1, bitorder="little").view(np.bool_)
+        active &= off < usize
+        return active
 
     glob = np.flatnonzero(r["space"] == int(Space.GLOBAL))
     # only the records with some lane's address in the buffer (active or not: a superset of
@@ -728,19 +737,26 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
         hit = inside(rows, off)
         if not hit.any():
             continue
-        addr = off.view(np.int64)
-        kind = kind_col[rows][:, None]
-        is_write = hit & (kind != int(Kind.LOAD))
-        is_read = hit & (kind != int(Kind.STORE))
-        # the words each write covers (k: the word after the first it reaches)
+        addr = off.view(np.int64)  # (each hit's offset under the size: not negative)
+        kind = kind_col[rows]
+        writes = kind != int(Kind.LOAD)
+        is_write = hit & writes[:, None]
+        is_read = hit & (kind != int(Kind.STORE))[:, None]
+        # the words each write covers (k: the word after the first it reaches); one each where
+        # every write is of at most 4 bytes from a word's start, or of at most a byte
         w_addr = addr[is_write]
-        w_width = np.broadcast_to(width_col[rows].astype(np.int64)[:, None], addr.shape)[is_write]
-        covered = (w_addr % 4 + np.maximum(w_width, 1) + 3) // 4
-        spans = range(9) if len(covered) and int(covered.max()) > 1 else range(1)
-        w_word = np.minimum(
-            np.concatenate([w_addr[covered > k] // 4 + k for k in spans]), words - 1
-        )
-        r_word = np.minimum(addr[is_read] // 4, words - 1)
+        w_max = int(width_col[rows][writes].max()) if len(w_addr) else 0
+        if w_max <= 1 or (w_max <= 4 and not int(np.bitwise_or.reduce(w_addr)) & 3):
+            spans = range(1)
+            w_word = w_addr >> 2  # (under the word count: the offsets are under the size)
+        else:
+            w_width = np.broadcast_to(width_col[rows].astype(np.int64)[:, None], addr.shape)
+            covered = (w_addr % 4 + np.maximum(w_width[is_write], 1) + 3) // 4
+            spans = range(9) if int(covered.max()) > 1 else range(1)
+            w_word = np.minimum(
+                np.concatenate([w_addr[covered > k] // 4 + k for k in spans]), words - 1
+            )
+        r_word = addr[is_read] >> 2
         unwritten = ~written[r_word]
         if not unwritten.any():  # every word read was written in an earlier stretch
             written[w_word] = True
@@ -748,7 +764,7 @@ def poisoned_reads(trace: AccessTrace, name: str, chunk_records: int = 1 << 16) 
         # the reads of words the earlier stretches did not write: written before in this one?
         order = np.broadcast_to(np.arange(len(rows), dtype=np.int64)[:, None], addr.shape)
         w_ord = order[is_write]
-        w_first = np.concatenate([w_ord[covered > k] for k in spans])
+        w_first = w_ord if len(spans) == 1 else np.concatenate([w_ord[covered > k] for k in spans])
         r_ord = order[is_read]
         if len(w_word) and len(r_word):
             o = np.lexsort((w_first, w_word))
@@ -778,13 +794,15 @@ def emulate_ptx(
     batch_lanes: int = DEFAULT_BATCH_LANES,
     trace: bool = True,
     constants: Sequence[tuple[str, bytes]] = (),
+    models: bool = True,
 ) -> Emulation:
     """Emulate PTX text directly (no compile step; handy for tests and hand-written PTX).
 
     ``args`` in parameter order: a numpy array is a buffer (named ``arg<i>``, copied, and
     returned in ``outputs`` like every buffer), anything else a scalar given as a numpy scalar of
     the parameter's type (``np.int32(5)``, ``np.float32(0.5)``). ``constants``: (PTX symbol,
-    bytes) written into ``__constant__`` variables before the run.
+    bytes) written into ``__constant__`` variables before the run. ``models``: as
+    :func:`emulate`'s.
     """
     buffers: list[tuple[str, np.ndarray, bool]] = []
     values: list[Any] = []
@@ -817,6 +835,7 @@ def emulate_ptx(
         static_smem_ptxas=0,
         record=trace,
         constants=constants,
+        models=models,
     )
     work = emu.trace.work
     if work is None:
@@ -851,10 +870,11 @@ def _emulate(
     sample_loops: bool = False,
     sass: tuple[Any, Any] = ((), {}),
     sass_later: Callable[[bool], tuple[Any, Any] | None] | None = None,
+    models: bool = True,
 ) -> Emulation:
-    """The emulation (see :func:`emulate`). ``sass``: the kernel's SASS and control words
-    (:func:`_sass`); ``sass_later``: they are being read, and this gives them once they are
-    (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
+    """The emulation (see :func:`emulate`; ``models`` as there). ``sass``: the kernel's SASS
+    and control words (:func:`_sass`); ``sass_later``: they are being read, and this gives them
+    once they are (:func:`_sass_when`): the CTAs run meanwhile, their block costs recorded
     (:meth:`gpuadvise.ptx.emulator.KernelImage.warp_chains`) and added up once they come."""
     import warnings
 
@@ -879,6 +899,7 @@ def _emulate(
         raise UsageError("batch_lanes must be positive", "e.g. 65536")
     ptx_module = _parse(ptx, entry)
     image = KernelImage.build(ptx_module, entry, arch, dynamic_smem_bytes)
+    image.costs = models
 
     def take_sass(sass: tuple[Any, Any]) -> None:
         if sass[0] and sass[1] and _SCHEDULED_ARCH.fullmatch(arch):
@@ -1011,6 +1032,7 @@ def _emulate(
             raise _TraceFull(need)
 
     sink = _BudgetSink(limit_bytes=max(trace_limit, 1 << 20))
+    sink.global_only = not models
     # the pages of the buffers the traced CTAs touch, made as they run (GlobalMemory)
     data_limit = max(budget.bytes // _DATA_SHARE_DIVISOR, 1 << 20)
     if record:
@@ -1108,7 +1130,8 @@ def _emulate(
                         cta_warps=batch.block_cta_warps(),
                         slow_div=batch.slow_div,
                     )
-                    chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
+                    if models:
+                        chains_due.append((batch.chain_sums, batch.ncta, batch.wpc))
                     capped = batch.cost_capped
                     batch.release()  # freed now, not at the next full garbage collection
                     add_chains(wait=False)
@@ -1225,18 +1248,19 @@ def _emulate(
                         ctas, count = ctas[:done], done
                         break
             trace = _build_trace(sink, image, ptx_module, ctas, geo, gmem, bool(loop_report))
-            add_chains(wait=True)  # the block costs, waited for if the SASS is still being read
-            trace = dataclasses.replace(
-                trace,
-                work=kernel_work(
-                    image.program,
-                    image.block_costs,
-                    simt_counts,
-                    total_ctas=total,
-                    warps_per_cta=geo.warps_per_cta,
-                    ctas_per_sm=resident_per_sm(),
-                ),
-            )
+            if models:
+                add_chains(wait=True)  # the block costs, waited for if the SASS is being read
+                trace = dataclasses.replace(
+                    trace,
+                    work=kernel_work(
+                        image.program,
+                        image.block_costs,
+                        simt_counts,
+                        total_ctas=total,
+                        warps_per_cta=geo.warps_per_cta,
+                        ctas_per_sm=resident_per_sm(),
+                    ),
+                )
     except _TraceFull as full:
         raise too_large(
             f"the memory trace of {count} CTAs outgrew {format_bytes(sink.limit_bytes)} (the "
@@ -1292,7 +1316,9 @@ def _emulate(
             grid=grid,
             threads_per_cta=geo.threads,
             costs=image.block_costs,
-        ),
+        )
+        if models
+        else None,
         sampled_loops=sampled,
         cta_cost=unit,
         emu_cost=emu_ns,

@@ -677,10 +677,11 @@ def test_fix_without_a_gpu_compares_the_same_ctas(
     runs: list[tuple[str | None, tuple[int, ...]]] = []
     real = AnalysisServices.emulate_candidate
 
-    def spy(self, text, ctas, trace=True, sample_loops=True):  # type: ignore[no-untyped-def]
+    def spy(self, text, ctas, trace=True, sample_loops=True, models=True):  # type: ignore[no-untyped-def]
         runs.append((text, tuple(ctas)))
         assert not sample_loops  # outputs compared: every loop iteration runs
-        return real(self, text, ctas, trace, sample_loops)
+        assert not models  # their outputs alone are read
+        return real(self, text, ctas, trace, sample_loops, models)
 
     monkeypatch.setattr(AnalysisServices, "emulate_candidate", spy)
     result = compose_fixes(opts, done.rules.findings, measured=False, analysis=done.analysis)

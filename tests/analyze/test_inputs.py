@@ -17,6 +17,7 @@ import pytest
 from clikit import cli_run
 
 from gpuadvise.toolchain import find_toolchain
+from gpuadvise.trace.access import AccessTrace
 
 ROOT = Path(__file__).resolve().parents[2]
 REDUCE = ROOT / "kernels" / "reduction" / "reduce.cu"
@@ -398,3 +399,70 @@ def test_poisoned_reads_follow_execution_order() -> None:
     assert poisoned_reads(_trace([("load", 4096, 4)]), "b") == 0  # reads buffer c only
     assert poisoned_reads(_trace([("store", 0, 4)]), "b") == 0  # written only
     assert poisoned_reads(_trace([("load", 0, 4)]), "missing") == 0
+
+
+def _unwritten_reads_one_by_one(trace: AccessTrace, name: str, chunk: int) -> int:
+    """poisoned_reads' count, record by record and lane by lane: the reads of words no earlier
+    record wrote, in the first stretch of ``chunk`` records with an address in the buffer that
+    has any."""
+    from gpuadvise.trace.access import Kind, Space
+
+    base, size = trace.buffers[name]
+    r = trace.records
+    near = [
+        i
+        for i in range(len(r))
+        if r["space"][i] == int(Space.GLOBAL)
+        and any(0 <= int(a) - base < size for a in r["addr"][i])
+    ]
+    written: set[int] = set()
+    for s in range(0, len(near), chunk):
+        found = 0
+        for i in near[s : s + chunk]:
+            kind, width, mask = int(r["kind"][i]), int(r["width"][i]), int(r["mask"][i])
+            offs = [int(a) - base for j, a in enumerate(r["addr"][i]) if mask >> j & 1]
+            offs = [o for o in offs if 0 <= o < size]
+            if kind != int(Kind.STORE):
+                found += sum(o // 4 not in written for o in offs)
+            if kind != int(Kind.LOAD):
+                for o in offs:
+                    last = min(o + max(width, 1) - 1, size - 1)
+                    written.update(range(o // 4, last // 4 + 1))
+        if found:
+            return found
+    return 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_poisoned_reads_count_as_one_record_at_a_time(seed: int) -> None:
+    """Random traces (partial masks, loads, stores and atomics of 1 to 16 bytes, aligned or not,
+    some lanes outside the buffer) in stretches of a few records: the count of the records
+    taken one by one, whichever path the words of a stretch's writes take."""
+    from gpuadvise.trace.access import RECORD, AccessTrace, Kind, Space
+    from gpuadvise.trace.emulate import poisoned_reads
+
+    rng = np.random.default_rng(seed)
+    n, base, size = 60, 0x7000_0000_0000, 512
+    r = np.zeros(n, RECORD)
+    r["space"] = int(Space.GLOBAL)
+    r["kind"] = rng.choice(
+        [int(Kind.LOAD), int(Kind.STORE), int(Kind.ATOMIC)], n, p=[0.5, 0.4, 0.1]
+    )
+    widths = [4] if seed < 2 else [1, 2, 4, 8, 16]  # (seeds 0, 1: every write a word's)
+    r["width"] = rng.choice(widths, n)
+    step = r["width"].astype(np.int64) if seed % 2 == 0 else np.ones(n, np.int64)
+    offs = rng.integers(-64, size + 64, (n, 32)) // step[:, None] * step[:, None]
+    r["addr"] = (base + offs).astype(np.uint64)
+    r["mask"] = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    trace = AccessTrace(
+        records=r,
+        instructions=(),
+        ctas=(0,),
+        total_ctas=1,
+        grid=(1, 1, 1),
+        block=(32, 1, 1),
+        source="emulator",
+        buffers={"b": (base, size)},
+    )
+    for chunk in (1, 3, 7, 64):
+        assert poisoned_reads(trace, "b", chunk) == _unwritten_reads_one_by_one(trace, "b", chunk)
