@@ -36,6 +36,7 @@ from typing import Any
 
 from gpuadvise.errors import CompileError, ToolchainError, UsageError
 from gpuadvise.fileio import write_atomic
+from gpuadvise.toolchain import cache_lock
 from gpuadvise.toolchain.binary import BINARY_SUFFIXES, load_binary
 from gpuadvise.toolchain.cache import (
     cache_root,
@@ -50,7 +51,7 @@ from gpuadvise.toolchain.diagnostics import (
     instantiation_error,
     mangled_names,
 )
-from gpuadvise.toolchain.find import Toolchain, find_toolchain, run_tool
+from gpuadvise.toolchain.find import RUN_TIMEOUT_S, Toolchain, find_toolchain, run_tool
 from gpuadvise.toolchain.includes import (
     diagnostic_filter,
     include_roots,
@@ -122,6 +123,11 @@ def while_nvcc_runs(
     finally:
         _MADE.reset(after)
         _WHILE_NVCC.reset(token)
+
+
+LOCK_WAIT_S = RUN_TIMEOUT_S + 60.0
+"""The longest a compile waits for another process's compile of the same content (its nvcc
+runs at most :data:`~gpuadvise.toolchain.find.RUN_TIMEOUT_S`); then it compiles unlocked."""
 
 
 SHELL_SPECIAL = frozenset('"$`\\\n\r')
@@ -263,21 +269,30 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
     if hit is not None:
         _log.info("compile cache hit: %s (%s)", src.name, manifest.parent)
         return hit
-    _log.info("compile cache miss: compiling %s for %s (cache %s)", src.name, options.arch, root)
-    made = _MADE.get()
-    stored_told: list[Callable[[CompiledModule], None]] = []
+    # one process at a time compiles this: a concurrent one's entry is read once it is stored
+    with cache_lock.held(manifest.with_suffix(".lock"), LOCK_WAIT_S) as locked:
+        if locked and (hit := lookup(root, manifest)) is not None:
+            _log.info("compile cache hit: %s, stored meanwhile by another process", src.name)
+            return hit
+        _log.info(
+            "compile cache miss: compiling %s for %s (cache %s)", src.name, options.arch, root
+        )
+        made = _MADE.get()
+        stored_told: list[Callable[[CompiledModule], None]] = []
 
-    def on_cubin(cubin: Path) -> None:  # nvcc has made it: told before it is stored
-        if made is not None and (then := made(cubin, tc)) is not None:
-            stored_told.append(then)
+        def on_cubin(cubin: Path) -> None:  # nvcc has made it: told before it is stored
+            if made is not None and (then := made(cubin, tc)) is not None:
+                stored_told.append(then)
 
-    with _build_dir(root) as work:
-        staging = work / "out"
-        staging.mkdir()
-        module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc", on_cubin)
-        stored = store(root, manifest, module, staging)
-    for then in stored_told:
-        then(stored)
+        with _build_dir(root) as work:
+            staging = work / "out"
+            staging.mkdir()
+            module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc", on_cubin)
+            stored = store(root, manifest, module, staging)
+        # within the lock: the life ranges started as nvcc returned are locked by now (their
+        # sidecar's lock, sass.life_range_text_early), so the next process waits for them too
+        for then in stored_told:
+            then(stored)
     return stored
 
 

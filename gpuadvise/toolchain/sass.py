@@ -40,6 +40,7 @@ from gpuadvise.errors import KernelNotFoundError, ToolchainError
 from gpuadvise.fileio import decode_tool_path
 from gpuadvise.inputfiles import read_cache_bytes
 from gpuadvise.spec.budget import read_limit_bytes
+from gpuadvise.toolchain import cache_lock
 from gpuadvise.toolchain.find import Toolchain, find_toolchain
 from gpuadvise.toolchain.scratch import keep_until_exit, release
 
@@ -480,6 +481,10 @@ def _function_symbols(cubin: str, _mtime_ns: int, _size: int) -> dict[str, int]:
 
 _SIDECAR_HEADER = "// gpuadvise disassembly sha256="
 
+SIDECAR_WAIT_S = 330.0
+"""The longest a disassembly waits for another process's run of the same command on the same
+cubin (its nvdisasm runs at most 300 s: :func:`_run`); then it runs its own."""
+
 
 def read_sidecar(path: Path) -> str | None:
     """The disassembly kept in ``path``, or None if it is missing or damaged.
@@ -527,6 +532,25 @@ def _disassemble_cached(
     kept = read_sidecar(sidecar)
     if kept is not None:
         return parse(kept)
+    # one process at a time disassembles it: another's output is read once it is kept
+    with cache_lock.held(_lock_path(sidecar), SIDECAR_WAIT_S) as locked:
+        kept = read_sidecar(sidecar) if locked else None
+        if kept is not None:
+            return parse(kept)
+        proc = _disassembled(cubin, _mtime_ns, _size, tool, is_nvdisasm, function)
+        if isinstance(proc, dict):
+            return proc
+        if proc.returncode != 0:
+            raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
+        write_sidecar(sidecar, proc.stdout)
+    return parse(proc.stdout)
+
+
+def _disassembled(
+    cubin: str, _mtime_ns: int, _size: int, tool: str, is_nvdisasm: bool, function: int | None
+) -> dict[str, tuple[SassInstruction, ...]] | subprocess.CompletedProcess[str]:
+    """:func:`_disassemble_cached`'s SASS where the life ranges give it, else the
+    disassembler's run."""
     if is_nvdisasm:
         derived = _from_life_ranges(cubin, _mtime_ns, _size, tool, function)
         if derived is not None:
@@ -545,10 +569,7 @@ def _disassemble_cached(
                 proc = _run([tool, "-c", "-g", *fun, cubin])
     else:
         proc = _run([tool, "-sass", cubin])
-    if proc.returncode != 0:
-        raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
-    write_sidecar(sidecar, proc.stdout)
-    return parse(proc.stdout)
+    return proc
 
 
 _TextKey = tuple[str, int, int, str, int | None]
@@ -599,14 +620,23 @@ def _read_life_range_text(key: _TextKey) -> str:
     sidecar = _sidecar(key)
     text = read_sidecar(sidecar)
     if text is None:
-        fun = [] if function is None else ["-fun", str(function)]
-        proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
-        if proc.returncode != 0:
-            raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
-        write_sidecar(sidecar, proc.stdout)
-        text = proc.stdout
+        # one process at a time runs it: another's output is read once it is kept
+        with cache_lock.held(_lock_path(sidecar), SIDECAR_WAIT_S) as locked:
+            text = read_sidecar(sidecar) if locked else None
+            if text is None:
+                fun = [] if function is None else ["-fun", str(function)]
+                proc = _run([tool, "--print-life-ranges", "-c", *fun, cubin])
+                if proc.returncode != 0:
+                    raise _disassembler_error(Path(cubin), Path(tool).name, proc.stderr)
+                write_sidecar(sidecar, proc.stdout)
+                text = proc.stdout
     _keep_text(key, text)
     return text
+
+
+def _lock_path(sidecar: Path) -> Path:
+    """The lock file of ``sidecar``'s making (:mod:`~gpuadvise.toolchain.cache_lock`)."""
+    return sidecar.with_name(sidecar.name + ".lock")
 
 
 def _keep_text(key: _TextKey, text: str) -> None:
@@ -697,6 +727,10 @@ def life_range_text_early(cubin: Path, tool: str) -> Callable[[Path], bool] | No
             if key in _texts or key in _pending:
                 return False
             started = _pending[key] = threading.Event()
+        # held until the sidecar is written: another process that has just read the stored
+        # cubin from the compile cache waits for this run instead of starting its own (the
+        # compile holds its own lock until this is taken: compile._compile)
+        lock = cache_lock.acquire(_lock_path(_sidecar(key)), 0)
 
         def finish() -> None:
             try:
@@ -705,6 +739,7 @@ def life_range_text_early(cubin: Path, tool: str) -> Callable[[Path], bool] | No
                     write_sidecar(_sidecar(key), proc.stdout)
                     _keep_text(key, proc.stdout)
             finally:
+                cache_lock.release(lock)
                 with _texts_lock:
                     _pending.pop(key, None)
                 started.set()
