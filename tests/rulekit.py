@@ -9,7 +9,6 @@ and ``isolated_cache`` are the same, under the names the older rule tests import
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 import textwrap
@@ -79,38 +78,21 @@ def analyze(
 
 def compiled_once(source: Path, kernel: str) -> None:
     """``source``'s compile for ``kernel`` and its life ranges (``nvdisasm -plr``, which the SASS
-    and the live registers are read from) in the run's compile cache, made by one test process
-    at a time for a file: under pytest-xdist two workers that analyse two kernels of one file at
-    the same moment (the kernel cases: :func:`test_rules_golden.case_run`) each compiled the
-    file and disassembled it, where the second now waits for the first's compile (a second or
-    so) and reads it from the cache. The same calls as ``gpuadvise analyze``'s
-    (:func:`analyze`: ``analyze.options.build``, then ``analyze.head``'s compile and
-    ``analyze.ahead.life_table``); a hit costs a lookup. The lock is a file of the run's, beside
-    the compile cache (``GPUADVISE_CACHE_DIR``); without that variable, or without ``fcntl``,
-    nothing is locked."""
-    import hashlib
-    import os
-
+    and the live registers are read from) in the run's compile cache, before the kernel case's
+    analysis: the same calls as ``gpuadvise analyze``'s (:func:`analyze`:
+    ``analyze.options.build``, then ``analyze.head``'s compile and ``analyze.ahead.life_table``);
+    a hit costs a lookup. Under pytest-xdist two workers that analyse two kernels of one file
+    at the same moment (the kernel cases: :func:`test_rules_golden.case_run`) make them once:
+    the second waits for the first's compile and nvdisasm run and reads them from the cache
+    (the compile cache's own locks: :mod:`gpuadvise.toolchain.cache_lock`)."""
     from gpuadvise.analyze.ahead import life_table
     from gpuadvise.analyze.options import KernelOptions, build
     from gpuadvise.toolchain import compile_source, find_toolchain, select_compiled_kernel
 
     spec, _, options = build(KernelOptions(source=str(source), kernel=kernel, gpu="H100"))
-    cache = os.environ.get("GPUADVISE_CACHE_DIR")
-    with contextlib.ExitStack() as held:
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: each process compiles its own
-            fcntl = None  # type: ignore[assignment]
-        if cache and fcntl is not None:
-            locks = Path(cache).parent / "compile-locks"
-            locks.mkdir(exist_ok=True)
-            name = hashlib.sha256(str(Path(spec.source).resolve()).encode()).hexdigest()[:32]
-            lock = held.enter_context((locks / name).open("w"))
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        tc = find_toolchain()
-        module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
-        life_table(module, select_compiled_kernel(module, spec.kernel), tc)
+    tc = find_toolchain()
+    module = compile_source(Path(spec.source), options, tc, kernels=[spec.kernel])
+    life_table(module, select_compiled_kernel(module, spec.kernel), tc)
 
 
 def analyze_lazily(*args: Any, **kwargs: Any) -> Any:

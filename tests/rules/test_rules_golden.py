@@ -130,7 +130,7 @@ def case_run(case: tuple[str, str], consumer: str) -> tuple[Any, Any]:
     if case not in _RUNS:
         rel, kernel = case
         cfg = Config(trace_ctas=TRACE_CTAS)
-        rulekit.compiled_once(KERNELS / rel, kernel)  # one worker at a time compiles a file
+        rulekit.compiled_once(KERNELS / rel, kernel)  # one worker compiles a file: the cache locks
         context = rule_context(analyze(KERNELS / rel, kernel), cfg)
         run = rule_evaluate.evaluate_rules(context, cfg, registry=rule_registry.load_registry())
         _RUNS[case] = (context, run, set())
@@ -205,7 +205,7 @@ def test_a_case_run_is_made_once_and_dropped_when_every_test_has_it(
     monkeypatch.setattr(module, "rule_context", lambda a, cfg: ("context", cfg.trace_ctas))
     monkeypatch.setattr(rule_evaluate, "evaluate_rules", lambda ctx, cfg, registry: ("run", ctx))
     monkeypatch.setattr(module, "_RUNS", {})
-    # the compile (rulekit.compiled_once: one worker at a time for a file) before the analysis
+    # the compile (rulekit.compiled_once: the compile cache locks it) before the analysis
     monkeypatch.setattr(rulekit, "compiled_once", lambda source, kernel: made.append((kernel, "c")))
     case = ("some/case.cu", "k")
     first = case_run(case, "details")

@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from gpuadvise.errors import ToolchainError
-from gpuadvise.toolchain import CompileOptions, Toolchain, compile_source, find_toolchain
-from gpuadvise.toolchain import cache_lock
+from gpuadvise.toolchain import (
+    CompileOptions,
+    Toolchain,
+    cache_lock,
+    compile_source,
+    find_toolchain,
+)
 from gpuadvise.toolchain import compile as compilemod
 
 pytestmark = pytest.mark.toolkit
