@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuadvise.errors import ToolchainError
 from gpuadvise.toolchain import (
     CompileOptions,
     Toolchain,
@@ -24,21 +23,14 @@ from gpuadvise.toolchain import (
 )
 from gpuadvise.toolchain import compile as compilemod
 
-pytestmark = pytest.mark.toolkit
-
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] = 2.0f * x[threadIdx.x]; }\n"
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
-needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
+@pytest.fixture
+def tc() -> Toolchain:
+    """The toolchain (a test that uses it is marked ``toolkit``: skipped without one)."""
+    return find_toolchain()
 
 
 def _gated(tmp_path: Path, name: str, real: Path) -> tuple[Path, Path, Path]:
@@ -106,10 +98,9 @@ print(m.cubin_path, m.from_cache)
 """
 
 
-@needs_nvcc
-def test_two_processes_compiling_one_content_run_nvcc_once(tmp_path: Path) -> None:
-    assert TC is not None
-    nvcc, log, go = _gated(tmp_path, "nvcc", TC.nvcc)
+@pytest.mark.toolkit
+def test_two_processes_compiling_one_content_run_nvcc_once(tmp_path: Path, tc: Toolchain) -> None:
+    nvcc, log, go = _gated(tmp_path, "nvcc", tc.nvcc)
     src, cache, looked = tmp_path / "k.cu", tmp_path / "cache", tmp_path / "looked.log"
     src.write_text(KERNEL)
     first = _start(_COMPILE, nvcc, src, cache, "")
@@ -145,15 +136,16 @@ print(len(sass.life_range_text(cubin, st.st_mtime_ns, st.st_size, tool, None)))
 """
 
 
-@needs_nvcc
-def test_two_processes_reading_one_cubin_s_life_ranges_run_nvdisasm_once(tmp_path: Path) -> None:
-    assert TC is not None
-    if TC.nvdisasm is None:
+@pytest.mark.toolkit
+def test_two_processes_reading_one_cubin_s_life_ranges_run_nvdisasm_once(
+    tmp_path: Path, tc: Toolchain
+) -> None:
+    if tc.nvdisasm is None:
         pytest.skip("no nvdisasm")
-    tool, log, go = _gated(tmp_path, "nvdisasm", TC.nvdisasm)
+    tool, log, go = _gated(tmp_path, "nvdisasm", tc.nvdisasm)
     src, looked = tmp_path / "k.cu", tmp_path / "looked.log"
     src.write_text(KERNEL)
-    module = compile_source(src, CompileOptions(cache_dir=tmp_path / "cache"), TC)
+    module = compile_source(src, CompileOptions(cache_dir=tmp_path / "cache"), tc)
     cubin = str(module.cubin_path.resolve())
     first = _start(_LIFE_RANGES, tool, cubin, "")
     _wait_for(lambda: _lines(log))
@@ -222,15 +214,14 @@ def test_no_lock_where_its_file_cannot_be_a_lock(tmp_path: Path) -> None:
             shut.chmod(0o700)
 
 
-@needs_nvcc
+@pytest.mark.toolkit
 def test_the_compile_waits_a_bounded_time_and_locks_nothing_without_the_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tc: Toolchain
 ) -> None:
-    assert TC is not None
     src, cache = tmp_path / "k.cu", tmp_path / "cache"
     src.write_text(KERNEL)
     options = CompileOptions(cache_dir=cache)
-    compile_source(src, options, TC)
+    compile_source(src, options, tc)
     (manifest,) = cache.glob("manifests/*/*.json")
     shutil.rmtree(cache / "entries")  # the next lookup misses
     monkeypatch.setattr(compilemod, "LOCK_WAIT_S", 0.3)
@@ -246,14 +237,14 @@ def test_the_compile_waits_a_bounded_time_and_locks_nothing_without_the_cache(
     assert held is not None
     try:
         start = time.monotonic()
-        again = compile_source(src, options, TC)
+        again = compile_source(src, options, tc)
         assert time.monotonic() - start >= 0.3
         assert not again.from_cache and again.cubin_path.is_file()  # compiled, unlocked
     finally:
         cache_lock.release(held)
     assert taken == [manifest.with_suffix(".lock")]
     taken.clear()
-    assert compile_source(src, options, TC).from_cache
+    assert compile_source(src, options, tc).from_cache
     assert taken == []  # a hit takes no lock
-    compile_source(src, CompileOptions(use_cache=False), TC)
+    compile_source(src, CompileOptions(use_cache=False), tc)
     assert taken == []  # --no-cache: no lock
