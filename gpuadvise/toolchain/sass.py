@@ -744,7 +744,14 @@ def life_range_text_early(cubin: Path, tool: str) -> Callable[[Path], bool] | No
                     _pending.pop(key, None)
                 started.set()
 
-        threading.Thread(target=finish, daemon=True, name="gpuadvise-plr").start()
+        try:
+            threading.Thread(target=finish, daemon=True, name="gpuadvise-plr").start()
+        except BaseException:
+            cache_lock.release(lock)  # no thread to give it back
+            with _texts_lock:
+                _pending.pop(key, None)
+            started.set()
+            raise
         return True
 
     return adopt
