@@ -734,7 +734,8 @@ def _nonzero_index32(mask: np.ndarray, sub: np.ndarray | None, bound: int) -> np
     given): without ``sub``, found a chunk of :data:`_KEY_CHUNK` at a time into the narrow
     array (issue 31: no int64 array of them beside it at a view's traffic's peak). The same
     indices, ascending."""
-    if sub is not None or bound > np.iinfo(np.int32).max:
+    # (the type _index32 gives such indices: the int64 path where it keeps them wide)
+    if sub is not None or _index32(np.zeros(0, np.intp), bound).dtype != np.int32:
         at = np.flatnonzero(mask)
         return _index32(at if sub is None else sub[at], bound)
     out = np.empty(int(np.count_nonzero(mask)), np.int32)
