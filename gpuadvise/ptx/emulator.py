@@ -193,13 +193,6 @@ _malloc_depth = 0
 """How many :func:`malloc_tuned` are open (the outermost one owns the setting)."""
 
 
-MMAP_FROM_BYTES = 1 << 24
-""":func:`malloc_tuned`'s mmap threshold: 16 MB, over the emulator's batch temporaries
-(256-512 KB) and the rules' chunked ones (8 MB, ``_KEY_CHUNK`` lanes of int64), under a view's
-lane-sized arrays. Mapping those costs page faults each time (about 1 system CPU-s more on an
-analysis of 8 million lanes, 2026-12-02) and lowers the peak by what the heap's holes held."""
-
-
 @contextlib.contextmanager
 def malloc_tuned() -> Iterator[None]:
     """Keep freed memory in the process while the emulator runs (glibc only).
@@ -208,11 +201,6 @@ def malloc_tuned() -> Iterator[None]:
     serves those with fresh mmaps and unmaps them when freed, so each one page-faults anew:
     that costs more than the arithmetic (3-5x on memory-heavy kernels). Raising the mmap and trim
     thresholds keeps the pages; on exit the defaults (128 KB) are restored and the heap trimmed.
-    The mmap threshold is raised to :data:`MMAP_FROM_BYTES`, not past every size: an array of
-    that size or more (a view's lane-sized columns and their temporaries, 32-64 MB on 8 million
-    lanes) is mapped and given back when freed, so that the process's peak RSS follows what is
-    live rather than the heap's highest point, which holes the heap cannot fill raise (issue 31:
-    docs/data/s27-mem2.md).
     Nested (the rules, ``gpuadvise.rules.evaluate``, emulate a candidate launch): the outermost
     one sets and restores, so the rules after it still keep their memory.
     """
@@ -233,10 +221,7 @@ def malloc_tuned() -> Iterator[None]:
         yield
         return
     m_trim_threshold, m_mmap_threshold = -1, -3
-    ok = (
-        mallopt(m_mmap_threshold, MMAP_FROM_BYTES) == 1
-        and mallopt(m_trim_threshold, (1 << 31) - 1) == 1
-    )
+    ok = mallopt(m_mmap_threshold, 1 << 30) == 1 and mallopt(m_trim_threshold, (1 << 31) - 1) == 1
     _malloc_depth += 1
     try:
         yield
