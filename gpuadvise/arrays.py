@@ -257,8 +257,26 @@ def stable_argsort_equal(
             key &= np.int64((1 << shift) - 1)
             return key.astype(np.intp, copy=False), equal
     order = stable_argsort(a)
-    s = a[order]
-    return order, s[1:] == s[:-1]
+    return order, _neighbours_equal(a, order)[0]
+
+
+def _neighbours_equal(
+    a: np.ndarray, order: np.ndarray, shift: int | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``s[1:] == s[:-1]`` of ``s = a[order]`` and (``shift`` given) the same of ``s >>
+    shift`` (else None), a chunk of :data:`_POSITIONS_CHUNK` positions at a time: no gather of
+    ``a`` by the order, nor its shift, the size of ``a`` (issue 31: two int64 arrays of 8
+    million lanes at GA309's peak). The same comparisons of the same values."""
+    n = len(order)
+    equal = np.empty(max(n - 1, 0), bool)
+    major = None if shift is None else np.empty(max(n - 1, 0), bool)
+    for i in range(0, n - 1, _POSITIONS_CHUNK):
+        s = a[order[i : i + _POSITIONS_CHUNK + 1]]  # (one past the chunk: its last pair)
+        np.equal(s[1:], s[:-1], out=equal[i : i + len(s) - 1])
+        if major is not None:
+            s >>= shift
+            np.equal(s[1:], s[:-1], out=major[i : i + len(s) - 1])
+    return equal, major
 
 
 def stable_argsort_equal_major(
@@ -289,10 +307,9 @@ def stable_argsort_equal_major(
             key &= np.int64((1 << kshift) - 1)
             return key.astype(np.intp, copy=False), equal, major
     order = stable_argsort(a)
-    s = a[order]
-    equal = s[1:] == s[:-1]
-    s = s >> shift
-    return order, equal, s[1:] == s[:-1]
+    equal, major = _neighbours_equal(a, order, shift)
+    assert major is not None
+    return order, equal, major
 
 
 def lexsort_pair(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
@@ -452,24 +469,26 @@ def distinct_rows(
 
 @overload
 def distinct_inverse(
-    a: np.ndarray, return_index: Literal[False] = False
+    a: np.ndarray, return_index: Literal[False] = False, *, overwrite: bool = False
 ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @overload
 def distinct_inverse(
-    a: np.ndarray, return_index: Literal[True]
+    a: np.ndarray, return_index: Literal[True], *, overwrite: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 def distinct_inverse(
-    a: np.ndarray, return_index: bool = False
+    a: np.ndarray, return_index: bool = False, *, overwrite: bool = False
 ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(a, return_inverse=True)`` (with ``return_index``: ``(values, first, inverse)``,
     each value's first position) of a 1-D integer array. When the values' range and the positions
     fit in 63 bits together, each position is packed below its value and the pairs sorted by
     value (numpy's ``sort`` of int64 is vectorized, its ``argsort`` 6-7 times slower); else
-    numpy's own."""
+    numpy's own. ``overwrite``: ``a`` is the caller's temporary, whose memory the packed keys
+    may be sorted in (:func:`_sorted_packed`: one array of ``a``'s size fewer at the peak,
+    issue 31); ``a`` is not read after."""
     a = np.asarray(a)
     small = _small_offsets(a)
     if small is not None:
@@ -477,7 +496,7 @@ def distinct_inverse(
         if first is not None:
             return values, first, inverse
         return values, inverse
-    packed = _sorted_packed(a)
+    packed = _sorted_packed(a, overwrite)
     if packed is None:
         return _numpy_inverse(a, return_index)
     values, perm, start = _runs(a, packed)
@@ -552,7 +571,8 @@ def inverse_by_runs(
     ``a``'s size fewer at the peak; issue 31)."""
     head = run_heads(a)
     if np.count_nonzero(head) * 4 > len(a) * 3:
-        return distinct_inverse(a, return_index=True)
+        del head
+        return distinct_inverse(a, return_index=True, overwrite=overwrite)
     at = np.flatnonzero(head)
     values, first, inverse = distinct_inverse(a[at], return_index=True)
     own = (

@@ -572,3 +572,44 @@ def test_every_value_distinct_is_numpys_and_leaves_a_kept_input(dtype: type, spa
                 assert values.dtype == want.dtype and np.array_equal(values, want)
                 assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv)
             assert np.array_equal(a, kept)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_equal_neighbours_a_chunk_at_a_time_are_the_gathers(chunk: int, monkeypatch) -> None:
+    """stable_argsort_equal(_major) where the keys do not pack (issue 31: GA309's pairs): the
+    flags made a chunk of positions at a time (no gather of the values by the order beside
+    them) equal the gathered values' own, for chunks that do not divide the values."""
+    import gpuadvise.arrays as arrays
+
+    monkeypatch.setattr(arrays, "_POSITIONS_CHUNK", chunk)
+    rng = np.random.default_rng(13)
+    for n in (2, 3, 999, 1000, 1001, 5000):
+        a = rng.integers(0, 1 << 62, n, dtype=np.int64)
+        a[: n // 2] = a[n // 2 : 2 * (n // 2)]  # (equal values, and equal major parts)
+        want = np.argsort(a, kind="stable")
+        s = a[want]
+        order, equal, major = arrays.stable_argsort_equal_major(a.copy(), 40, overwrite=True)
+        assert np.array_equal(order, want)
+        assert np.array_equal(equal, s[1:] == s[:-1])
+        assert np.array_equal(major, (s[1:] >> 40) == (s[:-1] >> 40))
+        order, equal = arrays.stable_argsort_equal(a.copy())
+        assert np.array_equal(order, want) and np.array_equal(equal, s[1:] == s[:-1])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+def test_distinct_inverse_overwriting_its_temporary_is_the_same(dtype: type) -> None:
+    """distinct_inverse and inverse_by_runs with ``overwrite`` (the caller's temporary sorted
+    in place, issue 31): the values, first positions and inverse of the call that keeps it."""
+    from gpuadvise.arrays import distinct_inverse, inverse_by_runs
+
+    rng = np.random.default_rng(14)
+    for hi in (30, 1 << 20, 1 << 40):
+        for n in (1, 2, 3000):
+            a = rng.integers(0, min(hi, int(np.iinfo(dtype).max)), n).astype(dtype)
+            want = distinct_inverse(a, return_index=True)
+            got = distinct_inverse(a.copy(), return_index=True, overwrite=True)
+            assert all(np.array_equal(x, y) for x, y in zip(want, got, strict=True))
+            for b in (a, np.repeat(a, 4)):
+                want = inverse_by_runs(b)
+                got = inverse_by_runs(b.copy(), overwrite=True)
+                assert all(np.array_equal(x, y) for x, y in zip(want, got, strict=True))

@@ -294,6 +294,8 @@ def written_before_read(
     offset: np.ndarray,
     width: np.ndarray,
     sector_bytes: int = 32,
+    *,
+    overwrite: bool = False,
 ) -> np.ndarray:
     """Per access, whether it is a load of a sector that the same CTA's stores wrote in full
     before its first load of it, or one of those stores (the module doc: the L1 serves such a
@@ -301,7 +303,10 @@ def written_before_read(
     (CTA, buffer, sector) as one integer; ``rec``: its record, the CTA's records in execution
     order; ``is_load``; ``offset``: its byte offset in the sector; ``width``: its bytes. A
     sector counts as written in full when the distinct bytes its stores wrote before the CTA's
-    first load of it (each access's offset and width in the sector) are ``sector_bytes``."""
+    first load of it (each access's offset and width in the sector) are ``sector_bytes``.
+    ``overwrite``: ``key`` is the caller's temporary, passed alone: its sectors' numbers are
+    made in it (:func:`~gpuadvise.arrays.inverse_by_runs`; one access-sized array fewer at the
+    peak, issue 31)."""
     key = np.asarray(key, np.int64)
     n = len(key)
     out = np.zeros(n, bool)
@@ -314,7 +319,7 @@ def written_before_read(
         rec = rec.astype(np.int64)
     # the keys' numbers from the first access of each run of one key alone (a coalesced
     # request's lanes come by address: 8 lanes of 4 bytes a sector), issue 31
-    _, _, group = inverse_by_runs(key)
+    _, _, group = inverse_by_runs(key, overwrite=overwrite)
     del key  # (the caller's temporary: freed here where the caller passed it alone)
     n_groups = int(group.max()) + 1
     # each sector's first load (its record; the records are in each CTA's execution order),

@@ -468,23 +468,19 @@ def _own_stored(view: TraceView, keep: np.ndarray | None) -> np.ndarray:
     idx = np.flatnonzero(lane_ok & both[lb]) if both.any() else np.zeros(0, np.int64)
     if len(idx):
         at = idx if sub is None else sub[idx]
-        off = lanes.off[at]
+        # (the key made first, a chunk of lanes at a time: no lane-sized gather of the CTA,
+        # buffer and sector nor their int64 copies beside it; passed alone, the model makes
+        # its runs' numbers in it and frees it once grouped; the offsets made their offsets in
+        # the sector in place: fewer lane-sized arrays at its peak, issue 31)
         r = lanes.rec[at]
-        # (the key passed alone, freed by the model once grouped; the offsets made their
-        # offsets in the sector in place: fewer lane-sized arrays at its peak, issue 31)
         out[idx] = written_before_read(
-            _packed(
-                [
-                    lanes.cta[at].astype(np.int64, copy=False),
-                    view.lane_buffer[at].astype(np.int64, copy=False),
-                    off // SECTOR,
-                ]
-            ),
+            _packed_at([lanes.cta, view.lane_buffer, lanes.off], at, SECTOR),
             r,
             is_load_rec[r],
-            np.remainder(off, SECTOR, out=off),
+            np.remainder(off := lanes.off[at], SECTOR, out=off),
             lanes.width[at],
             SECTOR,
+            overwrite=True,
         )
     if kept is None:
         _OWN[view] = out
@@ -519,9 +515,8 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
         got = {}
         # one array for the L2's set and DRAM's; the sets hold their lane indices and key
         # numbers while the view lives: in int32 where they fit (issue 31)
-        fetched = np.flatnonzero(lload)
-        fetched_idx = _index32(fetched if sub is None else sub[fetched], len(lanes))
-        del fetched, lload
+        fetched_idx = _nonzero_index32(lload, sub, len(lanes))
+        del lload
         l2_keys: tuple[np.ndarray, np.ndarray | None, np.ndarray, int] | None = None
         l2_first: np.ndarray | None = None
         line_keys: _L2Keys | None = None
@@ -529,9 +524,7 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
             if name != "store":
                 idx = fetched_idx
             else:
-                stored = np.flatnonzero(lstore)
-                idx = _index32(stored if sub is None else sub[stored], len(lanes))
-                del stored
+                idx = _nonzero_index32(lstore, sub, len(lanes))
             first: np.ndarray | None = None
             if name == "load" and l2_keys is not None:
                 uniq, first, group = _coarser(*l2_keys)
@@ -539,14 +532,26 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 # the key (CTA, buffer, sector) for the L2's, (buffer, sector) for DRAM's,
                 # packed densely in that order: distinct_inverse sorts it packed with the
                 # positions, the first lane of each run of lanes of one key alone
-                # (the buffer and CTA columns gathered in the view's own int32, which _packed
-                # widens as it packs: two int64 lane-sized arrays fewer at the peak, issue 31)
-                cols = [lb[idx], lanes.off[idx] // SECTOR]
-                ctas = lanes.cta[idx] if name == "l2" else None
-                k = _packed([ctas, *cols] if ctas is not None else cols)
-                inner = _span(ctas, cols) if ctas is not None else None
-                sector_span = int(cols[-1].max()) + 1 if len(k) else 1
-                del cols, ctas
+                # (made a chunk of lanes at a time in the key itself: no lane-sized gather of
+                # the CTA, buffer and sector beside it, issue 31's peak; the spans _packed and
+                # _span find from those gathers)
+                inner: int | None = None
+                if len(idx):
+                    k, spans = _packed_at_spans(
+                        [lanes.cta, lb, lanes.off] if name == "l2" else [lb, lanes.off],
+                        idx,
+                        SECTOR,
+                    )
+                    if name == "l2" and spans[1] * spans[2] * spans[0] < 2**62:
+                        inner = spans[1] * spans[2]
+                    sector_span = spans[-1]
+                else:
+                    cols = [lb[idx], lanes.off[idx] // SECTOR]
+                    ctas = lanes.cta[idx] if name == "l2" else None
+                    k = _packed([ctas, *cols] if ctas is not None else cols)
+                    inner = _span(ctas, cols) if ctas is not None else None
+                    sector_span = 1
+                    del cols, ctas
                 if len(k):
                     # (k is this pass's own: its runs' numbers made in it)
                     uniq, first, group = inverse_by_runs(k, overwrite=True)
@@ -724,6 +729,25 @@ def _index32(a: np.ndarray, bound: int) -> np.ndarray:
     return a.astype(np.int32) if bound <= np.iinfo(np.int32).max else a
 
 
+def _nonzero_index32(mask: np.ndarray, sub: np.ndarray | None, bound: int) -> np.ndarray:
+    """:func:`_index32` of the positions where ``mask`` is true (``sub`` of them, where
+    given): without ``sub``, found a chunk of :data:`_KEY_CHUNK` at a time into the narrow
+    array (issue 31: no int64 array of them beside it at a view's traffic's peak). The same
+    indices, ascending."""
+    # (the type _index32 gives such indices: the int64 path where it keeps them wide)
+    if sub is not None or _index32(np.zeros(0, np.intp), bound).dtype != np.int32:
+        at = np.flatnonzero(mask)
+        return _index32(at if sub is None else sub[at], bound)
+    out = np.empty(int(np.count_nonzero(mask)), np.int32)
+    k = 0
+    for i in range(0, len(mask), _KEY_CHUNK):
+        got = np.flatnonzero(mask[i : i + _KEY_CHUNK])
+        got += i
+        out[k : k + len(got)] = got
+        k += len(got)
+    return out
+
+
 def _at(weight: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
     return None if weight is None else weight[sel]
 
@@ -786,21 +810,52 @@ def _used_key(lb: np.ndarray, off: np.ndarray, at: np.ndarray) -> np.ndarray:
     the view), made a chunk of lanes at a time in the key itself (issue 31's peak: the changed
     records' lanes are most of a view's in a layout fix; no lane-sized gather beside the key),
     where the key fits (else :func:`_packed` of the two gathers)."""
+    return _packed_at([lb, off], at)
+
+
+def _packed_at(cols: list[np.ndarray], at: np.ndarray, last_div: int = 1) -> np.ndarray:
+    """:func:`_packed` of the columns ``cols`` (per lane of the view, non-negative integers)
+    gathered at the lanes ``at``, the last one floor-divided by ``last_div``: made a chunk of
+    lanes at a time in the key itself (issue 31's peak: no lane-sized gather of a column, nor
+    its int64 copy, beside the key), the same spans and arithmetic as :func:`_packed`, where the
+    key fits (else :func:`_packed` of the gathers)."""
+    return _packed_at_spans(cols, at, last_div)[0]
+
+
+def _packed_at_spans(
+    cols: list[np.ndarray], at: np.ndarray, last_div: int = 1
+) -> tuple[np.ndarray, list[int]]:
+    """:func:`_packed_at`'s key and each gathered column's span (its largest value + 1; 0
+    without lanes)."""
     n = len(at)
-    spans = [0, 0]  # each column's largest value + 1, as _packed finds them
+
+    def part_of(c: np.ndarray, a: np.ndarray, last: bool) -> np.ndarray:
+        return c[a] // last_div if last and last_div != 1 else c[a]
+
+    spans = [0] * len(cols)  # each column's largest value + 1, as _packed finds them
     for i in range(0, n, _KEY_CHUNK):
         a = at[i : i + _KEY_CHUNK]
-        spans = [max(spans[0], int(lb[a].max()) + 1), max(spans[1], int(off[a].max()) + 1)]
-    if not n or spans[0] >= 2**62 or spans[0] * spans[1] >= 2**62:
-        return _packed([lb[at], off[at]])
+        for j, c in enumerate(cols):
+            spans[j] = max(spans[j], int(part_of(c, a, j == len(cols) - 1).max()) + 1)
+    total = 1
+    for span in spans:
+        total *= span
+        if total >= 2**62:
+            break
+    if not n or total >= 2**62:
+        return _packed([part_of(c, at, j == len(cols) - 1) for j, c in enumerate(cols)]), spans
     key = np.empty(n, np.int64)
     for i in range(0, n, _KEY_CHUNK):
         a = at[i : i + _KEY_CHUNK]
         part = key[i : i + _KEY_CHUNK]
-        part[...] = lb[a]
-        part *= np.int64(spans[1])
-        part += off[a]
-    return key
+        for j, c in enumerate(cols):
+            got = part_of(c, a, j == len(cols) - 1)
+            if j == 0:
+                part[...] = got
+            else:
+                part *= np.int64(spans[j])
+                part += got
+    return key, spans
 
 
 def _used_bytes(

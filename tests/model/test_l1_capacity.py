@@ -284,6 +284,11 @@ def test_written_before_read_any_record_type() -> None:
         for dt in (np.int32, np.int64, np.uint32, np.int16):
             got = written_before_read(key, rec.astype(dt), is_load, off, width)
             assert got.tolist() == want.tolist(), dt
+        # the key the caller's temporary, its sectors numbered in it (issue 31): the same
+        for k in (key, np.sort(key)):
+            want = _written_before_read_by_hand(k, rec, is_load, off, width)
+            got = written_before_read(k.copy(), rec, is_load, off, width, overwrite=True)
+            assert got.tolist() == want.tolist()
 
 
 def test_bytes_written_by_masks_as_byte_by_byte() -> None:

@@ -175,3 +175,46 @@ def test_narrow_record_lanes_are_the_same_indices(monkeypatch) -> None:
             assert wide.dtype == np.int64 and narrow.dtype == np.int32
             assert np.array_equal(wide, narrow)
             assert np.array_equal(wide, np.flatnonzero(mask[rec]))
+
+
+def test_the_packed_key_at_lanes_is_the_packed_key_of_the_gathers(monkeypatch) -> None:
+    """_packed_at_spans builds _packed's key of columns gathered at lanes (the last one
+    floor-divided: a sector) a chunk of lanes at a time (issue 31: no lane-sized gathers
+    beside it): the same key and the spans _packed and _span read from the gathers, for a
+    chunk that does not divide the lanes, int32 and int64 lanes, and offsets too wide to pack
+    (the ranks)."""
+    import gpuadvise.rules.estimates as est
+
+    cta, lb, off, _ = _columns(5000, 8)
+    at = np.sort(np.random.default_rng(3).choice(5000, 2999, replace=False))
+    wide = off.copy()
+    wide[at[5]] = 1 << 62
+    for chunk in (1 << 20, 7, 1000):
+        monkeypatch.setattr(est, "_KEY_CHUNK", chunk)
+        for ix in (np.int64, np.int32):
+            for o in (off, wide):
+                cols = [cta[at], lb[at], o[at] // 32]
+                got, spans = est._packed_at_spans([cta, lb, o], at.astype(ix), 32)
+                want = est._packed(cols)
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+                assert spans == [int(c.max()) + 1 for c in cols]
+                two = est._packed_at([lb, o], at.astype(ix), 32)
+                assert np.array_equal(two, est._packed(cols[1:]))
+    assert len(est._packed_at([cta, lb, off], at[:0], 32)) == 0
+
+
+def test_the_nonzero_lanes_in_int32_are_flatnonzeros(monkeypatch) -> None:
+    """_nonzero_index32 finds the true positions a chunk at a time into int32 (issue 31): the
+    same indices as flatnonzero, with and without a subset of lanes."""
+    import gpuadvise.rules.estimates as est
+
+    rng = np.random.default_rng(4)
+    mask = rng.random(5003) < 0.3
+    sub = np.sort(rng.choice(20000, 5003, replace=False))
+    for chunk in (1 << 20, 7, 1000):
+        monkeypatch.setattr(est, "_KEY_CHUNK", chunk)
+        got = est._nonzero_index32(mask, None, 5003)
+        assert got.dtype == np.int32 and np.array_equal(got, np.flatnonzero(mask))
+        got = est._nonzero_index32(mask, sub, 20000)
+        assert np.array_equal(got, sub[np.flatnonzero(mask)])
+        assert len(est._nonzero_index32(np.zeros(9, bool), None, 9)) == 0
