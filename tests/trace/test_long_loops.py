@@ -31,6 +31,35 @@ CORR = ("corr_kernel", "4", "32", "m=128", "n=256")
 CORR_BUFFERS = ("symmat=float[m*m]:zeros", "data=float[m*n]:random")
 
 
+# CORR's runs that several tests make alike, each made once on one worker (CORR_GROUP) and
+# dropped after its last reader: CTA 0 in full (``sample_ctas=1``, about 1.7 CPU-s on the 2-core
+# machine: three tests) and the first wave's 4 CTAs in full (the default sample under a default
+# bound raised out of its way, ``DEFAULT_SAMPLE_EMU_NS = 10**12``, about 4 CPU-s: two tests)
+_CORR_READERS = {"cta0": 3, "wave": 2}
+_CORR_RUNS: dict[str, list[Any]] = {}
+CORR_GROUP = pytest.mark.xdist_group("test_long_loops corr_kernel runs in full")
+
+
+def _corr_run(which: str) -> Any:
+    """CORR's run ``which`` ("cta0" or "wave", as above), emulated the first time a test asks.
+    "wave" reads ``DEFAULT_SAMPLE_EMU_NS`` as it is: every caller has set it to ``10**12``."""
+    import gpuadvise.trace.emulate as em
+
+    if which not in _CORR_RUNS:
+        module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
+        if which == "cta0":
+            emu = em.emulate(module, k, launch, device, sample_ctas=1)
+        else:
+            assert which == "wave" and em.DEFAULT_SAMPLE_EMU_NS == 10**12
+            emu = em.emulate(module, k, launch, device)
+        _CORR_RUNS[which] = [emu, 0]
+    run = _CORR_RUNS[which]
+    run[1] += 1
+    if run[1] == _CORR_READERS[which]:
+        del _CORR_RUNS[which]
+    return run[0]
+
+
 def _lines(emu: Any) -> dict[tuple[int | None, str], tuple[int, int]]:
     from gpuadvise.model.coalescing import analyze_coalescing
 
@@ -68,12 +97,13 @@ def test_a_correlation_is_sampled_and_counted_as_in_full() -> None:
 
 
 @pytest.mark.toolkit
+@CORR_GROUP
 def test_the_default_budget_samples_only_what_it_must() -> None:
     from gpuadvise.trace.emulate import emulate
 
     module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
     # 128 x 256: a warp runs some 160,000 instructions, under the default's eighth
-    emu = emulate(module, k, launch, device, sample_ctas=1)
+    emu = _corr_run("cta0")  # emulate(module, k, launch, device, sample_ctas=1)
     assert emu.sampled_loops == ()
     # outputs are compared only from runs that sample nothing
     with pytest.raises(InstructionBudgetError, match="every iteration runs"):
@@ -249,6 +279,7 @@ def test_a_loop_run_in_lockstep_is_sampled_and_counted() -> None:
 
 
 @pytest.mark.toolkit
+@CORR_GROUP
 def test_a_first_cta_over_the_sample_cost_has_its_loops_sampled(monkeypatch) -> None:
     """Issue 31: the default sample's first CTA is always traced, however much it costs (HeCBench
     perplexity's one CTA took 14 CPU-s). Once its emulation has cost the sample's bound, its
@@ -260,7 +291,7 @@ def test_a_first_cta_over_the_sample_cost_has_its_loops_sampled(monkeypatch) -> 
     module, k, launch, device = _compiled(*CORR, buffers=CORR_BUFFERS)
     # a sample the user asked for is not capped: CTA 0 in full (a warp runs some 160,000
     # instructions, under the instruction budget's share)
-    full = em.emulate(module, k, launch, device, sample_ctas=1)
+    full = _corr_run("cta0")  # em.emulate(module, k, launch, device, sample_ctas=1)
     assert full.sampled_loops == ()
     # the default sample: CTA 0 alone costs more than the bound (its counts say 2.7 CPU-s,
     # past 2.5 near its end); at a fifth of it, most iterations are skipped
@@ -273,7 +304,7 @@ def test_a_first_cta_over_the_sample_cost_has_its_loops_sampled(monkeypatch) -> 
     assert part.lane_instructions == full.lane_instructions
     # under the bound nothing changes: the first wave's 4 CTAs, every iteration
     monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 10**12)
-    wave = em.emulate(module, k, launch, device)
+    wave = _corr_run("wave")  # em.emulate(module, k, launch, device)
     assert wave.sampled_loops == () and wave.ctas_run == (0, 1, 2, 3)
     assert not any("passed the" in n for n in wave.notes)
 
@@ -291,6 +322,7 @@ def test_the_cost_cap_reads_counts() -> None:
 
 
 @pytest.mark.toolkit
+@CORR_GROUP
 def test_a_first_cta_over_a_lowered_emulator_cost_has_its_loops_sampled(monkeypatch) -> None:
     """Issue 31: a variant's trace is bounded by its share of the kernel's emulator cost
     (sample_emu_cost), and its first CTA always runs. A first CTA that alone passes that share,
@@ -304,13 +336,13 @@ def test_a_first_cta_over_a_lowered_emulator_cost_has_its_loops_sampled(monkeypa
     # CTA 0 costs about 2.7 s of the emulator's work: under a default bound raised out of its
     # way, the first wave's 4 CTAs run every iteration
     monkeypatch.setattr(em, "DEFAULT_SAMPLE_EMU_NS", 10**12)
-    full = em.emulate(module, k, launch, device)
+    full = _corr_run("wave")  # em.emulate(module, k, launch, device)
     assert full.sampled_loops == () and full.ctas_run == (0, 1, 2, 3)
     with em.sample_emu_cost(500_000_000):
         part = em.emulate(module, k, launch, device)
     assert part.sampled_loops and part.ctas_run == (0,)
     assert any("the emulator cost it was given" in n and "0.5 CPU-s" in n for n in part.notes)
-    cta0 = em.emulate(module, k, launch, device, sample_ctas=1)  # CTA 0, every iteration
+    cta0 = _corr_run("cta0")  # em.emulate(..., sample_ctas=1): CTA 0, every iteration
     assert len(part.trace.records) < len(cta0.trace.records) / 2
     assert _lines(part) == _lines(cta0)
     assert part.lane_instructions == cta0.lane_instructions
