@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import io
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import suitekit
 from clikit import cli_run
 
 from gpuadvise.analyze.fix import (
@@ -573,12 +575,22 @@ def test_the_advice_chain_without_a_gpu(tmp_path: Path) -> None:
     the launch model on its variant's own trace (analyze.variant_trace): 2.09x, ahead of
     GA204's first add during the load, which the grid-stride loop makes moot (the
     chain had taken GA204 first, then GA206, while GA206's estimate was the rule's own 1.00x
-    point)."""
-    p = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/advice_chain.py"), "--no-measure", "--log2n", "22",
-         "--verify-log2n", "20", "--keep", str(tmp_path / "steps")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    point). The script runs in this process (its ``main()`` under the command line it would
+    have, in ``tmp_path``; its analyses are in-process anyway): no interpreter and imports to
+    start for it."""
+    chain = suitekit.load_script(ROOT / "benchmarks/advice_chain.py", "advice_chain")
+    argv = ["advice_chain.py", "--no-measure", "--log2n", "22", "--verify-log2n", "20",
+            "--keep", str(tmp_path / "steps")]  # fmt: skip
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        mp.setattr(sys, "argv", argv)
+        mp.chdir(tmp_path)
+        code = chain.main()
+    p = subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
     assert p.returncode == 0, p.stderr
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     applied = [r.split(" | ")[1].split(" ")[0] for r in rows[1:]]
