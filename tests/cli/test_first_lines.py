@@ -370,3 +370,45 @@ def test_the_key_s_gpu_question_is_asked_beside_nvcc(monkeypatch: pytest.MonkeyP
     with warm.imports_during(trace=False, registry=False, nvcc_alone=True):
         pass
     assert asked == ["gpu"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_after_the_key_s_nvcc_the_analysis_imports_nothing_more(
+    fmt: str, private_compile_cache: Path
+) -> None:
+    """What the analysis imports after the key's compile (the tracer's choice, the buffers'
+    fills and numpy's generator, numpy.ma for np.unique, the L2 child, the rules' configuration,
+    the report's modules ...) was imported beside nvcc (gpuadvise.analyze.warm): the analysing
+    thread, on the critical path from nvcc's return through the trace to the report, imports no
+    module of gpuadvise or numpy (a fresh interpreter; a traced kernel, the rules run)."""
+    code = (
+        "import contextlib, sys\n"
+        "import gpuadvise.analyze.warm as warm\n"
+        "seen = []\n"
+        "during = warm.imports_during\n"
+        "@contextlib.contextmanager\n"
+        "def spy(*a, **k):\n"
+        "    with during(*a, **k) as header_ready:\n"
+        "        yield header_ready\n"
+        "    if not seen:\n"
+        "        seen.append(set(sys.modules))\n"
+        "warm.imports_during = spy\n"
+        "from gpuadvise.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "late = sorted(m for m in set(sys.modules) - seen[0]\n"
+        "              if m.split('.')[0] in ('gpuadvise', 'numpy', 'rules'))\n"
+        "print(late, file=sys.stderr)\n"
+    )
+    env = {
+        **os.environ,
+        "GPUADVISE_CACHE_DIR": str(private_compile_cache),
+        "GPUADVISE_RULE_PROCESSES": "1",  # the rules here: what they import is seen
+    }
+    args = (*ARGS, "--tracer", "emu", "--seed", "43", "--format", fmt)
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert "reduce2" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "[]"
