@@ -15,7 +15,7 @@ import re
 import tomllib
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from gpuadvise.errors import UnknownDeviceError, UsageError
@@ -124,10 +124,16 @@ class DeviceSpec:
         }
 
 
+def _data_file(name: str) -> dict[str, Any]:
+    """The package's ``data/<name>`` TOML file, read beside this module (as the HTML report's
+    templates are): ``importlib.resources`` imported its zip reader first, 5 ms of every
+    analysis before the key's nvcc started (issue 31)."""
+    return tomllib.loads((Path(__file__).parent / "data" / name).read_text(encoding="utf-8"))
+
+
 @cache
 def _data() -> dict[str, Any]:
-    text = resources.files("gpuadvise").joinpath("data/devices.toml").read_text()
-    return tomllib.loads(text)
+    return _data_file("devices.toml")
 
 
 def known_ccs() -> list[str]:
@@ -428,8 +434,7 @@ class PipeRates:
 
 @cache
 def _pipe_data() -> dict[str, Any]:
-    text = resources.files("gpuadvise").joinpath("data/pipes.toml").read_text()
-    return tomllib.loads(text)
+    return _data_file("pipes.toml")
 
 
 def _cc_key(cc: str, known: list[str]) -> str:

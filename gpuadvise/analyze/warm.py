@@ -57,14 +57,32 @@ _HEADER = (
 _AFTER_COMPILE = (
     "gpuadvise.runner.client",  # whether the findings are measured here (numpy)
     "gpuadvise.report_types",  # the report (the registry of formats is read before the compile)
+    "gpuadvise.analyze.run",  # the analysis after the result cache's key (cli.analyze)
+    "gpuadvise.report.progress",
+    "gpuadvise.rules.run",  # the rules' configuration (analyze.run._rules_config)
     "gpuadvise.analyze.evaluate",
     "gpuadvise.analyze.pipeline",
     "gpuadvise.analyze.variant_trace",
+    "gpuadvise.analyze.proxy_trace",  # the variants' and proxies' points (analyze.run)
+    "gpuadvise.analyze.split",
     "gpuadvise.rules.evaluate",
     "gpuadvise.rules.registry",
     "gpuadvise.model.registers",
+    # the report at the end, whatever its format (the text's modules are _HEADER's)
+    "gpuadvise.analyze.report",
+    "gpuadvise.report.rules_text",
+    "gpuadvise.report.json_report",
 )
+# (the modules the analysing thread imported after the key's nvcc on the way to the trace and
+# after it, 2026-12-02: 25-40 ms of its CPU at load 10 on the critical path, now beside nvcc;
+# tests/cli/test_first_lines.py checks that none is left)
 _TRACE = (
+    "gpuadvise.trace.gpu",  # which tracer (analyze.run._run)
+    "gpuadvise.ptx.constants",  # the spec's __constant__ fills
+    "gpuadvise.runner.data",  # the buffers' fills ...
+    "numpy.random",  # ... their generator (numpy 2 imports it on first use)
+    "numpy.ma",  # numpy 2's np.unique without return_index imports it (the trace's view)
+    "gpuadvise.analyze.l2_behind",
     "gpuadvise.analyze.models",
     "gpuadvise.trace.tracer",
     "gpuadvise.trace.emulate",

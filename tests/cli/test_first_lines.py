@@ -171,7 +171,8 @@ def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
     """The key's nvcc is started as early as the command can (issue 31: the wall before the
     first nvcc): numpy (the runner's import, for whether a GPU is here), the runner, the report
     types, tree-sitter (the source's names) and the compile's later modules are imported while
-    it runs, not before it starts, and the measurement's module not at all (a fresh
+    it runs, not before it starts, and the measurement's module not at all, nor importlib's
+    zip reader (5 ms: the device tables are read from the package's folder) (a fresh
     interpreter; the modules present as the imports beside nvcc are entered)."""
     code = (
         "import contextlib, sys\n"
@@ -189,7 +190,8 @@ def test_the_key_s_nvcc_starts_before_numpy_the_runner_and_the_report_types(
         "    main(sys.argv[1:])\n"
         "heavy = ('numpy', 'gpuadvise.runner.client', 'gpuadvise.report_types',\n"
         "         'gpuadvise.rules', 'gpuadvise.analyze.pipeline', 'tree_sitter',\n"
-        "         'gpuadvise.analyze.measure', 'statistics', 'gpuadvise.runner.checks')\n"
+        "         'gpuadvise.analyze.measure', 'statistics', 'gpuadvise.runner.checks',\n"
+        "         'importlib.readers', 'zipfile')\n"
         "print([m for m in heavy if m in seen[0]], file=sys.stderr)\n"
     )
     env = {**os.environ, "GPUADVISE_CACHE_DIR": str(private_compile_cache)}
@@ -370,3 +372,45 @@ def test_the_key_s_gpu_question_is_asked_beside_nvcc(monkeypatch: pytest.MonkeyP
     with warm.imports_during(trace=False, registry=False, nvcc_alone=True):
         pass
     assert asked == ["gpu"]
+
+
+def test_after_the_key_s_nvcc_the_analysis_imports_nothing_more(
+    private_compile_cache: Path,
+) -> None:
+    """What the analysis imports after the key's compile (the tracer's choice, the buffers'
+    fills and numpy's generator, numpy.ma for np.unique, the L2 child, the rules' configuration,
+    the report's modules ...) was imported beside nvcc (gpuadvise.analyze.warm): the analysing
+    thread, on the critical path from nvcc's return through the trace to the report, imports no
+    module of gpuadvise or numpy (a fresh interpreter; a traced kernel, the rules run; the JSON
+    format: the text's report modules are the header's, imported first)."""
+    code = (
+        "import contextlib, sys\n"
+        "import gpuadvise.analyze.warm as warm\n"
+        "seen = []\n"
+        "during = warm.imports_during\n"
+        "@contextlib.contextmanager\n"
+        "def spy(*a, **k):\n"
+        "    with during(*a, **k) as header_ready:\n"
+        "        yield header_ready\n"
+        "    if not seen:\n"
+        "        seen.append(set(sys.modules))\n"
+        "warm.imports_during = spy\n"
+        "from gpuadvise.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        "late = sorted(m for m in set(sys.modules) - seen[0]\n"
+        "              if m.split('.')[0] in ('gpuadvise', 'numpy', 'rules'))\n"
+        "print(late, file=sys.stderr)\n"
+    )
+    env = {
+        **os.environ,
+        "GPUADVISE_CACHE_DIR": str(private_compile_cache),
+        "GPUADVISE_RULE_PROCESSES": "1",  # the rules here: what they import is seen
+    }
+    args = (*ARGS, "--tracer", "emu", "--seed", "43", "--format", "json")
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert "reduce2" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "[]"
