@@ -431,21 +431,28 @@ class AnalysisServices:
             return
         ran = tuple(e.ctas_run)
         per_cta = old.launch.block.count
-        r = e.trace.records
-        r = r[r["space"] == int(Space.GLOBAL)]
-        sec = record_sectors(r).sectors if len(r) else np.zeros(0, np.int32)
         changes = {n: _changes(e, n) for n in outs}
-        writes = cta_writes(r) if ran == union and not e.sampled_loops else None
+        bases = {n: int(e.trace.buffers[n][0]) for n in outs}
+        sampled = bool(e.sampled_loops)
+        r = e.trace.records
+        del e  # (its memory; the records alone are read on)
+        glob = r["space"] == int(Space.GLOBAL)
+        if not glob.all():
+            r = r[glob]
+        sec = record_sectors(r).sectors if len(r) else np.zeros(0, np.int32)
+        writes = cta_writes(r) if ran == union and not sampled else None
         owners: dict[str, Any] = {}
         if writes is not None:
             for n, c in changes.items():
                 size = c.after.dtype.itemsize
-                start = np.int64(e.trace.buffers[n][0]) + c.positions.astype(np.int64) * size
+                start = np.int64(bases[n]) + c.positions.astype(np.int64) * size
                 owners[n] = writes.owners(start, size)
                 if (owners[n] < 0).any():  # a change no record of a CTA explains
                     writes = None
                     break
-        if writes is None:
+        split = writes is not None
+        del writes
+        if not split:
             if union in sets:  # the run of that set as it is
                 n_all = float(np.sum(sec)) if len(r) else 0.0
                 self._base_runs[union] = (

@@ -124,7 +124,8 @@ def cta_writes(records: np.ndarray, max_lanes: int = MAX_SPLIT_LANES) -> CtaWrit
     others (or when the records hold more than ``max_lanes`` active lanes)."""
     from gpuadvise.trace.access import Kind, Space
 
-    r = records[records["space"] == int(Space.GLOBAL)]
+    glob = records["space"] == int(Space.GLOBAL)
+    r = records if glob.all() else records[glob]  # (a launch check's: global records alone)
     kind = r["kind"]
     wrote = kind != int(Kind.LOAD)
     empty = np.zeros(0, dtype=np.int64)
@@ -134,28 +135,32 @@ def cta_writes(records: np.ndarray, max_lanes: int = MAX_SPLIT_LANES) -> CtaWrit
     if int(np.bitwise_count(masks).sum(dtype=np.int64)) > max_lanes:
         return None
     on = np.unpackbits(masks.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little").view(bool)
+    addrs = r["addr"]  # (a view: the records are not copied)
 
     def lanes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Address, width and CTA of each active lane of records ``rows`` (a mask)."""
-        rec, lane = np.nonzero(on[rows])
-        sub = r[rows]
+        at = np.flatnonzero(rows)
+        rec, lane = np.nonzero(on[at])
+        rec = at[rec]
         return (
-            sub["addr"][rec, lane].astype(np.int64),
-            sub["width"][rec].astype(np.int64),
-            sub["cta"][rec].astype(np.int64),
+            addrs[rec, lane].astype(np.int64),
+            r["width"][rec].astype(np.int64),
+            r["cta"][rec].astype(np.int64),
         )
 
     wa, ww, wc = lanes(wrote)
     if not len(wa):
         return CtaWrites(1, empty, empty)
     lo, hi = int(wa.min()), int((wa + ww).max())  # the written bytes lie in [lo, hi)
-    # the loads that reach [lo, hi) (the others cannot touch a written byte)
-    loads = ~wrote
-    addr = r["addr"][loads]
-    top = addr.max(axis=1).astype(np.int64)  # (inactive lanes hold 0)
-    least = np.where(on[loads], addr, np.uint64(1 << 63)).min(axis=1).astype(np.int64)
+    # the loads that reach [lo, hi) (the others cannot touch a written byte), a chunk of
+    # records at a time
     near = np.zeros(len(r), dtype=bool)
-    near[np.flatnonzero(loads)] = (top + 16 > lo) & (least < hi)
+    far = np.uint64(1 << 63)
+    for a in range(0, len(r), 1 << 14):
+        b = a + (1 << 14)
+        top = addrs[a:b].max(axis=1).astype(np.int64)  # (inactive lanes hold 0)
+        least = np.where(on[a:b], addrs[a:b], far).min(axis=1).astype(np.int64)
+        near[a:b] = ~wrote[a:b] & (top + 16 > lo) & (least < hi)
     ra, rw, rc = lanes(near)
     # the unit: the largest power of two up to 16 that divides every address and width
     low = 16
