@@ -173,9 +173,13 @@ class OccupancyLimited(Rule):
             # the block's x resized first, then (a 2-D block) its y: a tile hard-wired to 32
             # columns (FDTD3d's 32x16) takes 32x8
             top = max(sized, key=lambda s: s.active_warps_per_sm)
+            shapes = {axis: block_launch(ctx, top.value, axis) for axis in ("x", "y")}
             for axis in ("x", "y"):
-                launch = block_launch(ctx, top.value, axis)
-                check = None if launch is None else ctx.services.compare_launch(*launch)
+                launch = shapes[axis]
+                # the y check's runs of the launch as it is made with the x check's
+                later = shapes["y"] if axis == "x" else None
+                then = [] if later is None else [later]
+                check = None if launch is None else ctx.services.compare_launch(*launch, then=then)
                 if check is not None and check.same:
                     block_axis = axis
                     break

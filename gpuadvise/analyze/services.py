@@ -212,33 +212,90 @@ class AnalysisServices:
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
         source_text: str | None = None,
+        then: Sequence[tuple[tuple[int, int, int], tuple[int, int, int]]] = (),
     ) -> LaunchCheck:
         """Run the analysed launch and the same kernel (or the candidate ``source_text``, the
         kernel's file rewritten) with ``grid`` and ``block`` on the emulator and compare what
         they compute (:mod:`gpuadvise.model.launch_change`): the whole launches when their
         emulation is cheap, else the first CTAs of the new launch against the original CTAs
         that hold the same threads. The change is also refused when it moves more global
-        sectors per thread. Cached per shape and source."""
+        sectors per thread. Cached per shape and source. ``then``: the (grid, block) shapes
+        the caller may check next: the launch as it is runs once for the CTAs they need too,
+        each CTA's part of that run kept for them where the CTAs do not share what they
+        write (the verdicts are the same)."""
         digest = None if source_text is None else hashlib.sha256(source_text.encode()).hexdigest()
         key = (tuple(grid), tuple(block), digest)
         if key not in self._launch_checks:
             try:
-                self._launch_checks[key] = self._compare_launch(key[0], key[1], source_text)
+                self._launch_checks[key] = self._compare_launch(key[0], key[1], source_text, then)
             except GpuAdviseError as exc:
                 self._launch_checks[key] = LaunchCheck(False, f"not checked: {exc.one_line()}")
         return self._launch_checks[key]
 
+    def _launch_ctas(
+        self, g1: tuple[int, int, int], b1: tuple[int, int, int]
+    ) -> tuple[bool, list[int] | str, list[int] | str, str] | LaunchCheck:
+        """How the launch as it is and the one of ``g1`` x ``b1`` threads are compared:
+        (whole, the change's CTAs, the launch's CTAs, how), or the verdict when they cannot be.
+        """
+        from gpuadvise.model.launch_change import covering_ctas, threads_in
+
+        a = self._analysis
+        old = self.resolved_launch()
+        g0, b0 = old.launch.grid.as_tuple(), old.launch.block.as_tuple()
+        total0 = old.launch.grid.count
+        total1 = g1[0] * g1[1] * g1[2]
+        threads1 = b1[0] * b1[1] * b1[2]
+        threads = total0 * old.launch.block.count + total1 * threads1
+        mem = a.memory
+        if mem is not None and mem.ctas_run:  # lane-instructions per thread, from the trace
+            per_thread = mem.lane_instructions / mem.ctas_run / max(old.launch.block.count, 1)
+            whole = per_thread * threads <= WHOLE_LAUNCH_LANE_INSTRUCTIONS
+        else:
+            whole = threads <= WHOLE_LAUNCH_THREADS
+        if not whole and total1 * threads1 < total0 * old.launch.block.count:
+            # fewer threads: whether they do all the work the launch does (a grid-stride loop)
+            # shows only over the whole launches
+            return LaunchCheck(
+                False,
+                "not checked: the change launches fewer threads, and the whole launches are too "
+                "large to run on the emulator to see that they do all the work",
+            )
+        if whole:
+            return True, "all", "all", "the whole launches"
+        # the first CTAs of the change and its last one whose threads all have a
+        # counterpart in the launch as it is (threads beyond its extent have none)
+        extent = tuple(min(g0[i] * b0[i], g1[i] * b1[i]) for i in range(3))
+
+        def full(c: int) -> bool:
+            return threads_in([c], g1, b1, extent) == threads1  # type: ignore[arg-type]
+
+        head = [c for c in range(min(4, total1)) if full(c)]
+        last = next((c for c in range(total1 - 1, max(total1 - 65, -1), -1) if full(c)), None)
+        picks = sorted({*head, *([] if last is None else [last])})
+        ctas0 = covering_ctas(picks, (g1, b1), (g0, b0))
+        if not picks or not ctas0:
+            return LaunchCheck(False, "no CTA of the change covers threads of the original")
+        if len(ctas0) > MAX_COVERING_CTAS:
+            return LaunchCheck(
+                False,
+                f"not checked: {len(ctas0)} CTAs of the original launch hold the threads of "
+                f"{len(picks)} CTAs of the change (at most {MAX_COVERING_CTAS} are run)",
+            )
+        how = f"{len(picks)} CTAs of the change against the {len(ctas0)} holding their threads"
+        return False, picks, ctas0, how
+
     def _compare_launch(
-        self, grid: tuple[int, ...], block: tuple[int, ...], source_text: str | None = None
+        self,
+        grid: tuple[int, ...],
+        block: tuple[int, ...],
+        source_text: str | None = None,
+        then: Sequence[tuple[tuple[int, int, int], tuple[int, int, int]]] = (),
     ) -> LaunchCheck:
         import numpy as np
 
         from gpuadvise.model.coalescing import record_sectors
-        from gpuadvise.model.launch_change import (
-            compare_outputs,
-            covering_ctas,
-            threads_in,
-        )
+        from gpuadvise.model.launch_change import compare_outputs, threads_in
         from gpuadvise.spec.units import Dim3
         from gpuadvise.trace.access import Space
         from gpuadvise.trace.emulate import emulate
@@ -256,49 +313,10 @@ class AnalysisServices:
             module1, kernel1, options1 = self._build(source_text, ())
             base = resolve_launch(a.spec, kernel1, options1, self._toolchain())
         new = replace(base, launch=replace(base.launch, grid=Dim3(*g1), block=Dim3(*b1)))
-        total0 = old.launch.grid.count
-        total1 = new.launch.grid.count
-        threads = total0 * old.launch.block.count + total1 * new.launch.block.count
-        mem = a.memory
-        if mem is not None and mem.ctas_run:  # lane-instructions per thread, from the trace
-            per_thread = mem.lane_instructions / mem.ctas_run / max(old.launch.block.count, 1)
-            whole = per_thread * threads <= WHOLE_LAUNCH_LANE_INSTRUCTIONS
-        else:
-            whole = threads <= WHOLE_LAUNCH_THREADS
-        if not whole and total1 * new.launch.block.count < total0 * old.launch.block.count:
-            # fewer threads: whether they do all the work the launch does (a grid-stride loop)
-            # shows only over the whole launches
-            return LaunchCheck(
-                False,
-                "not checked: the change launches fewer threads, and the whole launches are too "
-                "large to run on the emulator to see that they do all the work",
-            )
-        if whole:
-            ctas1: list[int] | str = "all"
-            ctas0: list[int] | str = "all"
-            how = "the whole launches"
-        else:
-            # the first CTAs of the change and its last one whose threads all have a
-            # counterpart in the launch as it is (threads beyond its extent have none)
-            extent = tuple(min(g0[i] * b0[i], g1[i] * b1[i]) for i in range(3))
-
-            def full(c: int) -> bool:
-                return threads_in([c], g1, b1, extent) == b1[0] * b1[1] * b1[2]  # type: ignore[arg-type]
-
-            head = [c for c in range(min(4, total1)) if full(c)]
-            last = next((c for c in range(total1 - 1, max(total1 - 65, -1), -1) if full(c)), None)
-            picks = sorted({*head, *([] if last is None else [last])})
-            ctas0 = covering_ctas(picks, (g1, b1), (g0, b0))
-            if not picks or not ctas0:
-                return LaunchCheck(False, "no CTA of the change covers threads of the original")
-            if len(ctas0) > MAX_COVERING_CTAS:
-                return LaunchCheck(
-                    False,
-                    f"not checked: {len(ctas0)} CTAs of the original launch hold the threads of "
-                    f"{len(picks)} CTAs of the change (at most {MAX_COVERING_CTAS} are run)",
-                )
-            ctas1 = picks
-            how = f"{len(picks)} CTAs of the change against the {len(ctas0)} holding their threads"
+        plan = self._launch_ctas(g1, b1)
+        if isinstance(plan, LaunchCheck):
+            return plan
+        whole, ctas1, ctas0, how = plan
         module, kernel = a.module, a.kernel
         # every loop iteration runs: the outputs are compared; of the trace, the global
         # records alone are read (no models: no SASS, no block costs)
@@ -315,6 +333,19 @@ class AnalysisServices:
         # (a problem of two 1 GiB buffers, HeCBench nw, stays within the corpus's memory cap);
         # both start from the same contents (the spec's fills and seed)
         key0 = ctas0 if isinstance(ctas0, str) else tuple(ctas0)
+        if key0 not in self._base_runs and not isinstance(ctas0, str) and then:
+            # the CTAs the next shapes' checks need run with these, split by CTA (one
+            # emulation's steps cost nearly what a CTA's alone does)
+            later = []
+            for g, b in then:
+                shape = self._launch_ctas(
+                    (int(g[0]), int(g[1]), int(g[2])), (int(b[0]), int(b[1]), int(b[2]))
+                )
+                if not isinstance(shape, LaunchCheck) and not isinstance(shape[2], str):
+                    if tuple(shape[2]) not in self._base_runs:
+                        later.append(tuple(shape[2]))
+            if later:
+                self._base_runs_together(tuple(ctas0), later, outs)
         if key0 not in self._base_runs:  # the launch as it is, once per CTA set
             e0 = emulate(
                 module, kernel, old, a.device, sample_ctas=ctas0, sample_loops=False, models=False
@@ -364,6 +395,81 @@ class AnalysisServices:
                 how,
             )
         return LaunchCheck(True, "", how)
+
+    def _base_runs_together(
+        self, key0: tuple[int, ...], later: list[tuple[int, ...]], outs: list[str]
+    ) -> None:
+        """:meth:`_compare_launch`'s runs of the launch as it is for the CTA sets ``key0`` and
+        ``later``, made by one emulation of all their CTAs: each set's part of it (the output
+        elements its CTAs wrote, their records' sectors) where no CTA read or wrote a byte
+        another wrote (:func:`~gpuadvise.model.launch_change.cta_writes`: each CTA computed what
+        it computes alone; the emulator steps a CTA's warps in the same order whatever runs
+        beside them). Otherwise that run is kept only for a set of the same CTAs; where it
+        fails (too large, an access out of bounds) each set is left to its own run."""
+        import numpy as np
+
+        from gpuadvise.model.coalescing import record_sectors
+        from gpuadvise.model.launch_change import cta_writes
+        from gpuadvise.trace.access import Space
+        from gpuadvise.trace.emulate import emulate
+
+        a = self._analysis
+        old = self.resolved_launch()
+        sets = [key0, *(s for s in later if s != key0)]
+        union = tuple(sorted({c for s in sets for c in s}))
+        try:
+            e = emulate(
+                a.module,
+                a.kernel,
+                old,
+                a.device,
+                sample_ctas=list(union),
+                sample_loops=False,
+                models=False,
+            )
+        except GpuAdviseError:
+            return
+        ran = tuple(e.ctas_run)
+        per_cta = old.launch.block.count
+        changes = {n: _changes(e, n) for n in outs}
+        bases = {n: int(e.trace.buffers[n][0]) for n in outs}
+        sampled = bool(e.sampled_loops)
+        r = e.trace.records
+        del e  # (its memory; the records alone are read on)
+        glob = r["space"] == int(Space.GLOBAL)
+        if not glob.all():
+            r = r[glob]
+        sec = record_sectors(r).sectors if len(r) else np.zeros(0, np.int32)
+        writes = cta_writes(r) if ran == union and not sampled else None
+        owners: dict[str, Any] = {}
+        if writes is not None:
+            for n, c in changes.items():
+                size = c.after.dtype.itemsize
+                start = np.int64(bases[n]) + c.positions.astype(np.int64) * size
+                owners[n] = writes.owners(start, size)
+                if (owners[n] < 0).any():  # a change no record of a CTA explains
+                    writes = None
+                    break
+        split = writes is not None
+        del writes
+        if not split:
+            if union in sets:  # the run of that set as it is
+                n_all = float(np.sum(sec)) if len(r) else 0.0
+                self._base_runs[union] = (
+                    ran,
+                    {n: c.positions for n, c in changes.items()},
+                    {n: c.after for n, c in changes.items()},
+                    n_all / max(per_cta * len(ran), 1),
+                )
+            return
+        for s in sets:
+            ran_s = tuple(c for c in ran if c in s)
+            pos, val = {}, {}
+            for n, c in changes.items():
+                mine = np.isin(owners[n], s)
+                pos[n], val[n] = c.positions[mine], c.after[mine]
+            n_s = float(np.sum(sec[np.isin(r["cta"], s)])) if len(r) else 0.0
+            self._base_runs[s] = (ran_s, pos, val, n_s / max(per_cta * len(ran_s), 1))
 
     def resolved_launch(self) -> ResolvedLaunch:
         if self._launch is None:

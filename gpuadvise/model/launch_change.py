@@ -23,7 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LaunchCheck", "compare_outputs", "covering_ctas", "cta_box"]
+__all__ = ["CtaWrites", "LaunchCheck", "compare_outputs", "covering_ctas", "cta_box", "cta_writes"]
+
+MAX_SPLIT_LANES = 1 << 24
+"""Active lanes of global accesses :func:`cta_writes` looks at, at most (beyond: not split)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,117 @@ def threads_in(ctas: Sequence[int], grid: Dim, block: Dim, limit: Dim) -> int:
             k *= max(0, min(hi[a], limit[a]) - lo[a])
         n += k
     return n
+
+
+@dataclass(frozen=True)
+class CtaWrites:
+    """Who wrote the global memory a run of several CTAs wrote, when no CTA read or wrote what
+    another wrote (:func:`cta_writes`): each CTA's part of the run is then what it computes run
+    alone or with any of the others. ``units``: the written ``unit``-byte units (address //
+    ``unit``, ascending, distinct); ``writer``: the CTA that wrote each."""
+
+    unit: int
+    units: np.ndarray
+    writer: np.ndarray
+
+    def _at(self, units: np.ndarray) -> np.ndarray:
+        if not len(self.units):
+            return np.full(len(units), -1, dtype=np.int64)
+        k = np.minimum(np.searchsorted(self.units, units), len(self.units) - 1)
+        return np.where(self.units[k] == units, self.writer[k], -1)
+
+    def owners(self, start: np.ndarray, size: int) -> np.ndarray:
+        """Per element of ``size`` bytes at the global addresses ``start``: the CTA that wrote
+        all its written bytes; -1 where no CTA wrote any, or several CTAs wrote its bytes."""
+        first = start // self.unit
+        last = (start + (size - 1)) // self.unit
+        out = self._at(first)
+        several = np.zeros(len(out), dtype=bool)
+        for k in range(1, -(-size // self.unit) + 1):  # the element's other units
+            more = first + k <= last
+            if not more.any():
+                break
+            w = np.where(more, self._at(first + k), -1)
+            several |= (w >= 0) & (out >= 0) & (w != out)
+            out = np.where(out < 0, w, out)
+        out[several] = -1
+        return out
+
+
+def cta_writes(records: np.ndarray, max_lanes: int = MAX_SPLIT_LANES) -> CtaWrites | None:
+    """The global memory ``records`` (a run's access records, every access of it: no loop
+    sampled, no record dropped) show written, and by which CTA; None when a CTA read or wrote
+    (an atomic too) a byte another CTA wrote, so that what each computed may hang on the
+    others (or when the records hold more than ``max_lanes`` active lanes)."""
+    from gpuadvise.trace.access import Kind, Space
+
+    glob = records["space"] == int(Space.GLOBAL)
+    r = records if glob.all() else records[glob]  # (a launch check's: global records alone)
+    kind = r["kind"]
+    wrote = kind != int(Kind.LOAD)
+    empty = np.zeros(0, dtype=np.int64)
+    if not wrote.any():
+        return CtaWrites(1, empty, empty)
+    masks = r["mask"].astype(np.uint32)
+    if int(np.bitwise_count(masks).sum(dtype=np.int64)) > max_lanes:
+        return None
+    on = np.unpackbits(masks.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little").view(bool)
+    addrs = r["addr"]  # (a view: the records are not copied)
+
+    def lanes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Address, width and CTA of each active lane of records ``rows`` (a mask)."""
+        at = np.flatnonzero(rows)
+        rec, lane = np.nonzero(on[at])
+        rec = at[rec]
+        return (
+            addrs[rec, lane].astype(np.int64),
+            r["width"][rec].astype(np.int64),
+            r["cta"][rec].astype(np.int64),
+        )
+
+    wa, ww, wc = lanes(wrote)
+    if not len(wa):
+        return CtaWrites(1, empty, empty)
+    lo, hi = int(wa.min()), int((wa + ww).max())  # the written bytes lie in [lo, hi)
+    # the loads that reach [lo, hi) (the others cannot touch a written byte), a chunk of
+    # records at a time
+    near = np.zeros(len(r), dtype=bool)
+    far = np.uint64(1 << 63)
+    for a in range(0, len(r), 1 << 14):
+        b = a + (1 << 14)
+        top = addrs[a:b].max(axis=1).astype(np.int64)  # (inactive lanes hold 0)
+        least = np.where(on[a:b], addrs[a:b], far).min(axis=1).astype(np.int64)
+        near[a:b] = ~wrote[a:b] & (top + 16 > lo) & (least < hi)
+    ra, rw, rc = lanes(near)
+    # the unit: the largest power of two up to 16 that divides every address and width
+    low = 16
+    for x in (wa, ww, ra, rw):
+        if len(x):
+            low |= int(np.bitwise_or.reduce(x))
+    unit = low & -low
+
+    def units(a: np.ndarray, w: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = w // unit
+        u = np.repeat(a // unit, n)
+        if len(u) and int(n.max()) > 1:  # each access's units after its first
+            first = np.cumsum(n) - n
+            u += np.arange(len(u), dtype=np.int64) - np.repeat(first, n)
+        return u, np.repeat(c, n)
+
+    wu, wcu = units(wa, ww, wc)
+    order = np.argsort(wu, kind="stable")
+    wu, wcu = wu[order], wcu[order]
+    same = wu[1:] == wu[:-1]
+    # (a unit whose writers are not all one CTA has two neighbours that differ, in any order)
+    if (same & (wcu[1:] != wcu[:-1])).any():
+        return None  # two CTAs wrote one unit
+    keep = np.concatenate([[True], ~same])
+    got = CtaWrites(unit, wu[keep], wcu[keep])
+    ru, rcu = units(ra, rw, rc)
+    by = got._at(ru)
+    if ((by >= 0) & (by != rcu)).any():
+        return None  # a CTA read what another wrote
+    return got
 
 
 def _bytes(x: np.ndarray) -> np.ndarray:

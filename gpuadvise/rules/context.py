@@ -241,11 +241,14 @@ class RuleServices(Protocol):
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
         source_text: str | None = None,
+        then: Sequence[tuple[tuple[int, int, int], tuple[int, int, int]]] = (),
     ) -> LaunchCheck:
         """Whether the kernel (or the candidate ``source_text``, the kernel's file rewritten)
         launched with ``grid`` and ``block`` computes what the analysed launch computes, without
         moving more global sectors per thread (both run on the emulator): a launch change is
-        proposed only when ``same``."""
+        proposed only when ``same``. ``then``: the (grid, block) shapes the rule may check
+        next (their runs of the launch as it is made with this one's; the verdicts are the
+        same)."""
         ...
 
     def shared_layout(self) -> SharedLayout:

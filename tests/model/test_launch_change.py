@@ -129,3 +129,95 @@ def test_changed_positions_by_words_as_by_bytes() -> None:
         assert changed_positions(x, y, chunk=64).tolist() == ref.tolist()
     a = np.array([np.nan, 1.0, -0.0], np.float32)
     assert changed_positions(a, np.array([np.nan, 1.0, 0.0], np.float32)).tolist() == [2]
+
+
+def _records(rows: list[tuple[int, int, int, list[int]]]) -> np.ndarray:
+    """Global records from (cta, kind, width, per-lane addresses: -1 an inactive lane)."""
+    from gpuadvise.trace.access import RECORD, Space
+
+    r = np.zeros(len(rows), RECORD)
+    for i, (cta, kind, width, addrs) in enumerate(rows):
+        r[i]["cta"], r[i]["kind"], r[i]["width"] = cta, kind, width
+        r[i]["space"] = int(Space.GLOBAL)
+        mask = 0
+        for lane, a in enumerate(addrs):
+            if a >= 0:
+                mask |= 1 << lane
+                r[i]["addr"][lane] = a
+        r[i]["mask"] = mask
+    return r
+
+
+def _reference(r: np.ndarray) -> dict[int, int] | None:
+    """cta_writes byte by byte: each written byte's CTA, None when CTAs share one."""
+    from gpuadvise.trace.access import Kind
+
+    writer: dict[int, int] = {}
+    touched: dict[int, set[int]] = {}
+    for rec in r:
+        for lane in range(32):
+            if not int(rec["mask"]) >> lane & 1:
+                continue
+            a, c = int(rec["addr"][lane]), int(rec["cta"])
+            for b in range(a, a + int(rec["width"])):
+                touched.setdefault(b, set()).add(c)
+                if int(rec["kind"]) != int(Kind.LOAD):
+                    if writer.setdefault(b, c) != c:
+                        return None
+    for b, c in writer.items():
+        if touched[b] != {c}:
+            return None
+    return writer
+
+
+def test_cta_writes_splits_a_run_only_where_no_cta_reaches_what_another_wrote():
+    """Which CTA wrote each byte of a run of several, byte by byte as a reference; None (the
+    run not split) where a CTA wrote or read (an atomic too) a byte another wrote, wherever
+    the loads and stores lie (other buffers, misaligned, 1 to 16 bytes)."""
+    from gpuadvise.model.launch_change import cta_writes
+    from gpuadvise.trace.access import Kind
+
+    base = 1 << 40
+    lane = list(range(32))
+    own = [(c, int(Kind.STORE), 4, [base + 4096 * c + 4 * k for k in lane]) for c in range(3)]
+    reads = [(c, int(Kind.LOAD), 4, [base + (1 << 30) + 4 * k for k in lane]) for c in range(3)]
+    w = cta_writes(_records(own + reads))
+    assert w is not None and w.unit == 4
+    starts = np.array([base, base + 4096 + 8, base + 8192 + 124, base + 12288], np.int64)
+    assert w.owners(starts, 4).tolist() == [0, 1, 2, -1]
+    # an element of CTA 0's last written bytes and unwritten ones is CTA 0's; one of CTA 0's
+    # and CTA 1's bytes is no one CTA's
+    assert w.owners(starts[:1] + 126, 4).tolist() == [0]
+    next_to = (1, int(Kind.STORE), 4, [base + 128] + [-1] * 31)
+    w2 = cta_writes(_records([*own, next_to]))
+    assert w2 is not None and w2.owners(starts[:1] + 126, 4).tolist() == [-1]
+    # CTA 1 reads a word CTA 0 wrote; CTA 2 writes one; two CTAs' atomics on one counter
+    for extra in (
+        (1, int(Kind.LOAD), 4, [base + 8] + [-1] * 31),
+        (2, int(Kind.STORE), 1, [base + 3] + [-1] * 31),
+        (1, int(Kind.ATOMIC), 4, [base + 4] + [-1] * 31),
+    ):
+        assert cta_writes(_records([*own, extra])) is None, extra
+    counter = [(c, int(Kind.ATOMIC), 4, [base + 65536] + [-1] * 31) for c in (0, 1)]
+    assert cta_writes(_records([*own, *counter])) is None
+    # a CTA reading and writing its own bytes, atomics included, is no reason
+    mine = (0, int(Kind.ATOMIC), 4, [base + 8] + [-1] * 31)
+    assert cta_writes(_records([*own, mine, (0, int(Kind.LOAD), 16, [base] * 32)])) is not None
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        rows = []
+        for _ in range(int(rng.integers(1, 12))):
+            width = int(rng.choice([1, 2, 4, 8, 16]))
+            kind = int(rng.choice([0, 0, 1, 1, 2]))
+            aligned = width if rng.random() < 0.7 else 1
+            addrs = [
+                base + int(rng.integers(0, 600)) // aligned * aligned if rng.random() < 0.6 else -1
+                for _ in lane
+            ]
+            rows.append((int(rng.integers(0, 3)), kind, width, addrs))
+        r = _records(rows)
+        got, ref = cta_writes(r), _reference(r)
+        assert (got is None) == (ref is None)
+        if got is not None and ref is not None:
+            b = np.arange(base, base + 620, dtype=np.int64)
+            assert got.owners(b, 1).tolist() == [ref.get(int(x), -1) for x in b]

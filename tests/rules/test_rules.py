@@ -149,7 +149,7 @@ class FakeServices:
         self.asked: list[tuple[str, Any]] = []
 
     def compare_launch(
-        self, grid: tuple[int, int, int], block: tuple[int, int, int]
+        self, grid: tuple[int, int, int], block: tuple[int, int, int], then: Any = ()
     ) -> LaunchCheck:
         self.asked.append(("launch", (grid, block)))
         if self.same:
