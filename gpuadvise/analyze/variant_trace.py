@@ -47,7 +47,7 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -553,18 +553,19 @@ def _traced_points(
     # variant takes it (the same kernel, launch and sample make the same trace); several
     # variants traced two at a time where two CPUs are there (traced_in_two)
     sides: dict[tuple[Any, ...], Side | None] = traced_in_two(todo, builds, side_of)
-    for f in todo:
+    # the rest here, each as soon as its compile is done (compiled_first): not in the findings'
+    # order, which waited for a variant still compiling while others were ready
+    first = _first_findings(todo, builds)
+    for key in compiled_first([k for k in first if k not in sides], builds):
         if out_of_time():
             break
+        sides[key] = side_of(first[key], key)
+    for f in todo:
         assert f.variant is not None
         v = f.variant.candidates()[0]
         key = variant_key(v)
-        if key not in builds:
-            continue
-        if key not in sides:
-            sides[key] = side_of(f, key)
-        side = sides[key]
-        if side is None:
+        side = sides.get(key)
+        if side is None:  # not built, not traced, or out of time before it was
             continue
         after, (serial_after, follows_after) = side
         if after is None:
@@ -588,6 +589,48 @@ def _traced_points(
     return made
 
 
+def _first_findings(
+    todo: Sequence[Finding],
+    builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
+) -> dict[tuple[Any, ...], Finding]:
+    """The first finding of ``todo`` offering each variant of ``builds`` (by
+    :func:`~gpuadvise.analyze.ahead.variant_key`), in the findings' order."""
+    from gpuadvise.analyze.ahead import variant_key
+
+    first: dict[tuple[Any, ...], Finding] = {}
+    for f in todo:
+        assert f.variant is not None
+        key = variant_key(f.variant.candidates()[0])
+        if key in builds:
+            first.setdefault(key, f)
+    return first
+
+
+def compiled_first(
+    keys: Sequence[tuple[Any, ...]],
+    builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
+) -> Iterator[tuple[Any, ...]]:
+    """``keys`` in the order their compiles (``builds``) are done: the first of them already
+    done (in ``keys``' order), else the first to be done, waited for. The variants are
+    compiled in a thread, one after the other, in the order their rules told them
+    (:class:`~gpuadvise.analyze.ahead.VariantsAhead`), not in the findings' order: traced in
+    the findings' order, llm.c layernorm_backward's first finding's variant was the last of
+    three compiled, and the two ready ones waited for its nvcc (3.7 CPU-s with the cuBLAS
+    headers) with this process idle. A variant's side does not depend on when it is traced
+    (its bounds are fixed before the first: :func:`variant_budget_emu`), so the sides are the
+    same."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    left = list(keys)
+    while left:
+        done = next((k for k in left if builds[k][1].done()), None)
+        if done is None:
+            wait([builds[k][1] for k in left], return_when=FIRST_COMPLETED)
+            continue
+        left.remove(done)
+        yield done
+
+
 def traced_in_two(
     todo: Sequence[Finding],
     builds: dict[tuple[Any, ...], tuple[KernelOptions, Future[Built]]],
@@ -606,16 +649,10 @@ def traced_in_two(
     traces them in turn). No compile is waited for: a variant still compiling is traced here,
     after this process's share. Each side is the one :func:`_traced_points` traces itself, bit
     for bit: the child's variants were made before the fork, and it touches no thread's work."""
-    from gpuadvise.analyze.ahead import variant_key
     from gpuadvise.analyze.split import in_two, processes
     from gpuadvise.spec.budget import time_left_s
 
-    first: dict[tuple[Any, ...], Finding] = {}
-    for f in todo:
-        assert f.variant is not None
-        key = variant_key(f.variant.candidates()[0])
-        if key in builds:
-            first.setdefault(key, f)
+    first = _first_findings(todo, builds)
     if len(first) < 2 or processes() < 2 or time_left_s() is not None:
         return {}
     keys = list(first)

@@ -715,3 +715,85 @@ def test_each_traced_variant_gets_its_share_of_the_kernels_emulator_bound(
     share = VT.VARIANT_TRACE_FACTOR * emu_cost // 3
     assert seen == [share] * 3
     assert VT.variant_budget_emu(analysis, 1) == 3 * share  # type: ignore[arg-type]
+
+
+def test_variants_are_traced_as_their_compiles_are_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_traced_points traces each variant as soon as its compile is done, not in the findings'
+    order: the first finding's variant still compiling does not hold up the two compiled
+    (llm.c layernorm_backward's first finding's variant was compiled last of three); each
+    finding still gets its own variant's point, a second finding with the same variant the
+    same one."""
+    import threading
+    import types
+    from concurrent.futures import Future
+
+    import gpuadvise.analyze.ahead as A
+    import gpuadvise.analyze.variant_trace as VT
+
+    analysis = types.SimpleNamespace(
+        memory=types.SimpleNamespace(emu_cost=1, trace_cost=1, trace=None), device=H100
+    )
+    before = Traffic(dram_bytes=4e9, dram_load_bytes=4e9)
+    after = {"a.cu": 1e9, "b.cu": 2e9, "c.cu": 3e9}
+    monkeypatch.setattr(VT, "launch_traffic", lambda a: before)
+    monkeypatch.setattr(VT, "_serial_s", lambda a: (0.0, False))
+    monkeypatch.setattr(VT, "forget_kernel_view", lambda a: None)
+    monkeypatch.setattr(VT, "traced_in_two", lambda *a: {})
+    pending: Future[object] = Future()
+
+    # (in case the order were the findings': the first variant's compile ends after a while)
+    def end() -> None:
+        if not pending.done():
+            pending.set_result(object())
+
+    late = threading.Timer(3.0, end)
+    late.start()
+    seen: list[str] = []
+
+    def side(vopts, device, sample, budget, built=None, cost=None, emu=None):  # type: ignore[no-untyped-def]
+        seen.append(vopts.source)
+        if vopts.source == "c.cu" and not pending.done():  # it ends while the last traces
+            pending.set_result(object())
+        b = after[vopts.source]
+        return Traffic(dram_bytes=b, dram_load_bytes=b), (0.0, False)
+
+    monkeypatch.setattr(VT, "traced_side", side)
+    variants = [
+        Variant("automatic-and-verified", "v", diff=f"--- a\n+++ b\n@@ {i} @@\n") for i in range(3)
+    ]
+    todo = [_finding(Estimate(1.5, "point", "rule"), v) for v in (*variants, variants[0])]
+    done: Future[object] = Future()
+    done.set_result(object())
+    builds = {
+        A.variant_key(v): (KernelOptions(src), fut)
+        for v, src, fut in zip(variants, after, (pending, done, done), strict=True)
+    }
+    try:
+        made = VT._traced_points(analysis, todo, builds, None, memory_rates(H100))  # type: ignore[arg-type]
+    finally:
+        late.cancel()
+    assert seen == ["b.cu", "c.cu", "a.cu"]
+    assert set(made) == {id(f) for f in todo}
+    for f, src in zip(todo, (*after, "a.cu"), strict=True):
+        want = trace_point_estimate(f.estimated_speedup, _est(4e9, after[src]), "the variant")
+        assert made[id(f)].estimated_speedup == want
+
+
+def test_compiled_first_yields_the_done_first_and_waits_for_the_rest() -> None:
+    """compiled_first: those already compiled in the keys' order, then each of the others as
+    its compile ends, whichever ends first."""
+    import threading
+    from concurrent.futures import Future
+
+    import gpuadvise.analyze.variant_trace as VT
+
+    futures: dict[tuple[str], Future[object]] = {(k,): Future() for k in "abcd"}
+    futures[("c",)].set_result(None)
+    futures[("a",)].set_exception(RuntimeError("no build"))  # (done too: its trace says so)
+    builds = {k: (KernelOptions("k.cu"), f) for k, f in futures.items()}
+    got = VT.compiled_first(list(builds), builds)  # type: ignore[arg-type]
+    assert [next(got), next(got)] == [("a",), ("c",)]
+    threading.Timer(0.2, futures[("d",)].set_result, (None,)).start()
+    assert next(got) == ("d",)  # waited for, ended before b
+    futures[("b",)].set_result(None)
+    assert list(got) == [("b",)]
