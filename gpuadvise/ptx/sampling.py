@@ -286,7 +286,7 @@ class LoopSampler:
             if not lp.sampleable or lp.setp is None:
                 continue
             w = _Watch(lp, _int_regs_written(program, lp, regs))
-            w.addrs = _address_regs(program, lp, w.regs)
+            w.addrs = _address_regs(program, lp, loops, w.regs)
             w.cnt = np.zeros(nwarps, np.int64)
             w.head = np.zeros((2, 3, nwarps), np.int64)
             w.ring = np.zeros((2, 3, n), np.int64)
@@ -775,26 +775,47 @@ def _int_regs_written(program: Program, loop: Loop, regs: dict[str, np.ndarray])
 _OPAQUE = frozenset({"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "call"})
 
 
-def _address_regs(program: Program, loop: Loop, watched: tuple[str, ...]) -> tuple[str, ...] | None:
+def _address_regs(
+    program: Program, loop: Loop, loops: Sequence[Loop], watched: tuple[str, ...]
+) -> tuple[str, ...] | None:
     """The registers among ``watched`` (those the loop writes) that the memory accesses in the
-    loop's blocks (its inner loops' too) take their addresses from; None where an access's
-    address is not read so: a texture or surface access, a call, or an address register the
-    loop writes that is not watched."""
+    loop's blocks (its inner loops' too) take their addresses from; None where the iterations
+    run after a skip must stay PERIOD: an access whose address is not read so (a texture or
+    surface access, a call, an address register the loop writes that is not watched), or a
+    branch or a predicated instruction whose predicate the loop computes from a value it
+    changes (data the loop loads or its counter may send an iteration another way than the
+    ones run: HeCBench chi2's tests of each byte read, contraction's ``adj_value > 0``), other
+    than the exit tests at its and its inner loops' latches."""
     from gpuadvise.ptx.dataflow import _regs
 
+    latches = {lp.latch for lp in loops if lp.blocks <= loop.blocks}
     written: set[str] = set()
+    guards: set[str] = set()
+    reads: dict[str, set[str]] = {}  # a register the loop writes: the registers it is made from
     bases: dict[str, None] = {}
     for b in loop.blocks:
         blk = program.blocks[b]
+        term = blk.term
+        if term[0] == "cbra" and b not in latches:
+            guards.add(term[1])
         for i in range(blk.start, blk.end):
             ins = program.instrs[i]
             if ins.base in _OPAQUE:
                 return None
-            if ins.operands and ins.base not in _NO_DEST:
-                written.update(_regs(ins.operands[0]))
+            if ins.operands and (ins.base == "setp" or ins.base not in _NO_DEST):
+                srcs = [r for op in ins.operands[1:] for r in _regs(op)]
+                for name in _regs(ins.operands[0]):
+                    written.add(name)
+                    reads.setdefault(name, set()).update(srcs)
+            if ins.guard is not None and not (ins.base == "bra" and b in latches):
+                guards.add(ins.guard)
             for op in ins.operands:
                 if isinstance(op, Addr) and isinstance(op.base, Reg):
                     bases[op.base.name] = None
+    # a predicate the loop computes again from values it does not change (nvcc's tests of the
+    # trip count's remainder by the unrolling, before an inner loop) sends every iteration one way
+    if any(written & reads[g] for g in guards & written):
+        return None
     keep = set(watched)
     out = []
     for name in bases:

@@ -612,3 +612,33 @@ def test_the_period_after_a_skip_follows_the_address_steps() -> None:
     w = _Watch(loop=None, regs=())  # type: ignore[arg-type]
     w.addrs = None  # a texture, a surface, a call or an address the loop writes unwatched
     assert _periods(w, np.arange(32), np.full(32, 2), np.ones((1, 32), bool))[0] == PERIOD
+
+
+@pytest.mark.toolkit
+def test_a_loop_whose_branches_follow_its_data_keeps_the_full_period() -> None:
+    """A loop whose branch or predicated instruction tests a value the loop changes (a byte it
+    loads: HeCBench chi2, contraction's ``adj_value > 0``) may send the skipped iterations
+    another way than the one run: it keeps PERIOD (:func:`gpuadvise.ptx.sampling._address_regs`
+    is None). A loop with only its exit test (rowsum) or tests of values it does not change
+    (nvcc's remainder tests before an unrolled inner loop: nest's outer loops) reads its
+    address registers."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    def addrs(kernel: str) -> list[tuple[str, ...] | None]:
+        module, k, _launch, _device = _compiled(kernel, "1", "64", "n=64")
+        image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+        loops = image.program_loops()
+        regs = {
+            name: np.zeros(64, np.uint64 if name.startswith("%rd") else np.uint32)
+            for name in image.program.regs
+        }
+        s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+        return [w.addrs for w in s.watches.values()]
+
+    assert addrs("classify") == [None]
+    got = addrs("rowsum")
+    assert len(got) == 1 and got[0]
+    got = addrs("nest")
+    assert got and all(a is not None for a in got)
