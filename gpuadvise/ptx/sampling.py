@@ -38,10 +38,11 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
    through a 128-byte line, at most :data:`PERIOD` (every alignment a 4-byte stride takes through
    a 32-byte sector): where every address register the loop (or a loop inside it) writes moved by
    the same step of ``s`` bytes in every lane over the recorded iterations, ``p`` is ``128 /
-   gcd(s, 128)`` capped at ``PERIOD`` (:func:`_periods`): 1 for a loop over rows of 64 floats
-   or over the outer index of a nest (HeCBench contraction's loops over ``a``, ``b`` and ``d``,
-   whose accesses move by whole lines or not at all), where 8 iterations ran 8 alike; a
-   texture or surface access, a call, a lane whose step differs or does not hold, keep
+   gcd(s, 128)`` capped at ``PERIOD`` (:func:`_periods`): 1 for the outer loops of a nest whose
+   accesses move by whole lines or not at all (HeCBench contraction's loops over ``a`` and
+   ``b``, each iteration a whole instance of the inner loop), where 8 iterations ran 8 alike.
+   An innermost loop, a texture or surface access, a call, a branch or predicate on a value
+   the loop changes (:func:`_address_regs`), a lane whose step differs or does not hold, keep
    ``PERIOD``. The lanes with more iterations left run them as they come.
 
 **Over the sample's cost.** A CTA whose loops are long for the emulator but not for one warp
@@ -780,15 +781,19 @@ def _address_regs(
 ) -> tuple[str, ...] | None:
     """The registers among ``watched`` (those the loop writes) that the memory accesses in the
     loop's blocks (its inner loops' too) take their addresses from; None where the iterations
-    run after a skip must stay PERIOD: an access whose address is not read so (a texture or
-    surface access, a call, an address register the loop writes that is not watched), or a
-    branch or a predicated instruction whose predicate the loop computes from a value it
+    run after a skip stay PERIOD: an innermost loop (one that holds no other), an access whose
+    address is not read so (a texture or surface access, a call, an address register the loop
+    writes that is not watched), or a branch or a predicated instruction whose predicate the loop computes from a value it
     changes (data the loop loads or its counter may send an iteration another way than the
     ones run: HeCBench chi2's tests of each byte read, contraction's ``adj_value > 0``), other
     than the exit tests at its and its inner loops' latches."""
     from gpuadvise.ptx.dataflow import _regs
 
     latches = {lp.latch for lp in loops if lp.blocks <= loop.blocks}
+    if len(latches) < 2:
+        # an innermost loop keeps PERIOD: what a skip saves there is a few iterations of a
+        # short body, where a loop holding others saves whole instances of theirs
+        return None
     written: set[str] = set()
     guards: set[str] = set()
     reads: dict[str, set[str]] = {}  # a register the loop writes: the registers it is made from

@@ -193,17 +193,19 @@ __global__ void nest(const float* t, float* out, int n)
 
 __global__ void classify(const unsigned char* d, int* out, int n)
 {
-    // HeCBench chi2 in small: each byte read sends a lane one way or another (a row of 64
+    // HeCBench chi2 in a nest: each byte read sends a lane one way or another (a row of 64
     // bytes an iteration, whole lines: the period follows the branches, not only the addresses)
     int c0 = 0, c1 = 0;
-    for (int m = 0; m < 4096; m++) {
-        unsigned char y = d[m * 64 + threadIdx.x];
-        if (y == '0') {
-            c0++;
-        } else if (y == '1') {
-            atomicAdd(&out[64], 1);
-        } else {
-            c1 += y;
+    for (int r = 0; r < 64; r++) {
+        for (int m = 0; m < 64; m++) {
+            unsigned char y = d[(r * 64 + m) * 64 + threadIdx.x];
+            if (y == '0') {
+                c0++;
+            } else if (y == '1') {
+                atomicAdd(&out[64], 1);
+            } else {
+                c1 += y;
+            }
         }
     }
     out[threadIdx.x] = c0 + c1;
