@@ -186,8 +186,8 @@ class _Watch:
     long: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     armed: bool = True  # its test's operands are copied at every execution
     # the registers the loop writes that its (and its inner loops') memory accesses take their
-    # addresses from; None: an access whose address cannot be read so (a texture, a surface, a
-    # call, a register the loop writes that is not watched): its skips keep PERIOD
+    # addresses from; None (its skips keep PERIOD): an innermost loop, an access whose address
+    # cannot be read so, a test of a value the loop changes (:func:`_address_regs`)
     addrs: tuple[str, ...] | None = ()
     # per warp: the iterations run after its skip (PERIOD, or fewer: :func:`_periods`)
     ff_p: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -679,8 +679,8 @@ class LoopSampler:
         # leaves, in whole periods: m * p skipped, then p run, each standing for m + 1 (all
         # lanes are in the loop for all of them, and the p consecutive iterations run every
         # alignment the loop's accesses take through a 128-byte line: PERIOD for a stride of
-        # 4-byte elements, fewer where every address moves by a multiple of 32 bytes,
-        # :func:`_periods`); the lanes with more left run them as they come
+        # 4-byte elements, fewer in a loop holding another where every address moves by a
+        # multiple of 32 bytes, :func:`_periods`); the lanes with more left run them as they come
         lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
         cc = np.repeat(c, 32)
         p = _periods(w, lanes, cc, on)
@@ -783,10 +783,11 @@ def _address_regs(
     loop's blocks (its inner loops' too) take their addresses from; None where the iterations
     run after a skip stay PERIOD: an innermost loop (one that holds no other), an access whose
     address is not read so (a texture or surface access, a call, an address register the loop
-    writes that is not watched), or a branch or a predicated instruction whose predicate the loop computes from a value it
-    changes (data the loop loads or its counter may send an iteration another way than the
-    ones run: HeCBench chi2's tests of each byte read, contraction's ``adj_value > 0``), other
-    than the exit tests at its and its inner loops' latches."""
+    writes that is not watched), or a branch or a predicated instruction whose predicate the
+    loop computes from a value it changes (data the loop loads or its counter may send an
+    iteration another way than the ones run: HeCBench chi2's tests of each byte read,
+    contraction's ``adj_value > 0``), other than the exit tests at its and its inner loops'
+    latches."""
     from gpuadvise.ptx.dataflow import _regs
 
     latches = {lp.latch for lp in loops if lp.blocks <= loop.blocks}
